@@ -1,0 +1,19 @@
+"""The project's vocabulary, named once."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Backend = Literal["rocm", "vulkan", "cpu"]
+"""Device profile / llama.cpp backend family of an image."""
+
+Runner = Literal["llama-bench", "vllm"]
+"""Which benchmark program an image carries."""
+
+Axis = Literal["prefill", "decode", "mixed", "served"]
+"""prefill = pp tests (n_gen 0), decode = tg tests (n_prompt 0), mixed = pp+tg, served = vLLM serving."""
+
+Status = Literal["ok", "failed", "skipped"]
+
+# llama.cpp's own name for each backend, as it appears in llama-bench's `backends` field.
+EXPECTED_LLAMA_BACKEND: dict[str, str] = {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}

@@ -1,0 +1,429 @@
+"""matrix.yaml: the one description of what to build and what to measure (schema version 1).
+
+    Matrix
+      sources:  {name: SourceSpec}      where llama.cpp (or vLLM) source comes from
+      images:   [ImageSpec]             template + backend + template variables + source
+      models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
+      bench:    BenchAxes               llama-bench axes, crossed
+      vllm:     VllmSettings            engine settings pinned for vLLM runs
+
+`load_matrix(path)` validates with pydantic and raises `BadInput` whose message names the file,
+the key path (e.g. `images[1].backend`) and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from toolkit._types import Backend, Runner
+from toolkit.errors import BadInput
+
+SCHEMA_VERSION = 1
+
+# Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
+# metacharacters. Anything else is rejected here, before a build starts.
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_safe(value: str, what: str) -> str:
+    if not _SAFE_VALUE.match(value):
+        raise ValueError(
+            f"{what} {value!r} contains characters that are not allowed (newline, quote, space, $, ;, "
+            "backtick, ...); use only letters, digits and _ . , : / @ + = % ~ ^ -"
+        )
+    return value
+
+
+class SourceSpec(_Strict):
+    """Where a source tree comes from. Exactly one of git / path / archive / pypi.
+
+    - git + ref: clone and check out `ref` (tag, branch or commit); the resolved commit is recorded.
+    - path: a local directory (copied into the build context).
+    - archive: a local .tar.gz / .zip (e.g. an sdist), `subdir` selects the tree inside it.
+    - pypi: `name==version` of an sdist on PyPI that vendors the tree (e.g. llama-cpp-python,
+      subdir vendor/llama.cpp); works where PyPI is the only reachable index.
+    `commit` pins the expected commit; required for path/archive/pypi (they carry no .git).
+    `fallback` is tried when this source cannot be fetched (e.g. GitHub unreachable); its resolved
+    commit must equal `commit` when both are given.
+    """
+
+    git: str | None = None
+    ref: str | None = None
+    path: str | None = None
+    archive: str | None = None
+    pypi: str | None = None
+    subdir: str | None = None
+    commit: str | None = None
+    version: str | None = Field(None, description="human version label, e.g. b7200")
+    fallback: SourceSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SourceSpec:
+        kinds = [k for k in ("git", "path", "archive", "pypi") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError(
+                "give exactly one of git (with ref), path, archive or pypi; got "
+                + (", ".join(kinds) or "none")
+            )
+        if self.git and not self.ref:
+            raise ValueError("git source needs `ref` (a tag, branch or commit) to be reproducible")
+        if not self.git and not self.commit:
+            raise ValueError(f"{kinds[0]} source needs `commit` (it has no .git to read it from)")
+        for key in ("ref", "commit", "version", "subdir"):
+            val = getattr(self, key)
+            if val is not None:
+                _check_safe(val, key)
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("git", "path", "archive", "pypi") if getattr(self, k))
+
+
+class ImageSpec(_Strict):
+    """One image: rendered from `template` into images/<name>/Dockerfile, built, benchmarked.
+
+    `vars` are the template variables (strings/numbers/lists); `source` names an entry of
+    `sources` copied into the build context as src/. `runner` is the benchmark program inside.
+    `software_device` marks an image that may run on a CPU-type device (Mesa lavapipe) only when
+    the user opts in with `toolkit bench --allow-software-gpu`.
+    """
+
+    name: str
+    template: str
+    backend: Backend
+    runner: Runner = "llama-bench"
+    source: str | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("image name must be lowercase letters, digits, '.', '_' or '-' (max 63 chars)")
+        return v
+
+    @field_validator("vars")
+    @classmethod
+    def _vars(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key, val in v.items():
+            if not re.match(r"^[a-z_][a-z0-9_]*$", key):
+                raise ValueError(f"template variable name {key!r} must be snake_case")
+            for item in val if isinstance(val, list) else [val]:
+                if isinstance(item, bool | int | float):
+                    continue
+                if not isinstance(item, str):
+                    raise ValueError(f"template variable {key!r}: use strings, numbers or lists of them")
+                _check_safe(item, f"template variable {key!r} value")
+        return v
+
+
+class HfFile(_Strict):
+    """A file on the Hugging Face Hub (downloaded with huggingface_hub when asked)."""
+
+    repo: str
+    file: str | None = None
+    revision: str | None = None
+
+
+class ModelSpec(_Strict):
+    """A model: a GGUF file (llama.cpp) or a Hugging Face model directory (vLLM).
+
+    `path` is relative to the matrix file. `generate: tiny-qwen3moe` creates a tiny random-weight
+    model at `path` when absent (smoke runs; see toolkit/tinymodel.py). `sha256` (hex, of the GGUF
+    file) is checked before a run when given, and always recorded.
+    """
+
+    name: str
+    path: str
+    format: Literal["gguf", "hf"] = "gguf"
+    hf: HfFile | None = None
+    sha256: str | None = None
+    generate: Literal["tiny-qwen3moe", "tiny-qwen3moe-hf"] | None = None
+    runners: list[Runner] = Field(default_factory=lambda: ["llama-bench"])
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("sha256 must be 64 lowercase hex digits (run `sha256sum FILE`)")
+        return v
+
+
+class BenchAxes(_Strict):
+    """llama-bench axes; every list is crossed (one llama-bench process per image x model).
+
+    n_prompt -> -p, n_gen -> -n, n_ubatch -> -ub, n_batch -> -b, flash_attn -> -fa,
+    n_gpu_layers -> -ngl, n_depth -> -d, repetitions -> -r. Units: tokens.
+    """
+
+    n_prompt: list[int] = Field(default_factory=lambda: [512])
+    n_gen: list[int] = Field(default_factory=lambda: [128])
+    n_ubatch: list[int] = Field(default_factory=lambda: [512])
+    n_batch: list[int] = Field(default_factory=lambda: [2048])
+    n_depth: list[int] = Field(default_factory=lambda: [0])
+    flash_attn: list[Literal[0, 1]] = Field(default_factory=lambda: [1])
+    n_gpu_layers: list[int] = Field(default_factory=lambda: [999])
+    repetitions: int = Field(5, ge=1, le=1000)
+    threads: int | None = Field(None, ge=1)
+    timeout_s: float = Field(3600, gt=0, description="per (image, model) run, seconds")
+
+    @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
+    @classmethod
+    def _nonempty(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("axis list is empty: give at least one value (e.g. [512])")
+        if any(x < 0 for x in v):
+            raise ValueError("axis values must be >= 0")
+        if len(set(v)) != len(v):
+            raise ValueError("axis list has duplicate values")
+        return v
+
+    @model_validator(mode="after")
+    def _ubatch_le_batch(self) -> BenchAxes:
+        if any(x == 0 for x in self.n_ubatch + self.n_batch):
+            raise ValueError("n_batch and n_ubatch must be >= 1")
+        if max(self.n_ubatch) > max(self.n_batch):
+            raise ValueError(
+                f"micro-batch n_ubatch {max(self.n_ubatch)} is larger than every n_batch {self.n_batch}: "
+                "llama.cpp clamps ubatch to batch, so raise n_batch or drop that n_ubatch"
+            )
+        return self
+
+    def cases(self) -> list[dict[str, int]]:
+        """The crossed cases as llama-bench would emit them (pp rows, then tg rows), for counting."""
+        out = []
+        for b, ub, fa, ngl, d in itertools.product(
+            self.n_batch, self.n_ubatch, self.flash_attn, self.n_gpu_layers, self.n_depth
+        ):
+            if ub > b:
+                continue
+            for p in self.n_prompt:
+                if p:
+                    out.append(dict(n_prompt=p, n_gen=0, n_batch=b, n_ubatch=ub, flash_attn=fa, n_gpu_layers=ngl, n_depth=d))
+            for n in self.n_gen:
+                if n:
+                    out.append(dict(n_prompt=0, n_gen=n, n_batch=b, n_ubatch=ub, flash_attn=fa, n_gpu_layers=ngl, n_depth=d))
+        return out
+
+
+class VllmSettings(_Strict):
+    """vLLM engine settings pinned for every vLLM run and recorded with each result."""
+
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 8192
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
+    quantization: str | None = "awq"
+    dtype: str = "float16"
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = False
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    num_prompts_per_level: int = 32
+    num_iters: int = 10
+    num_iters_warmup: int = 3
+    ready_timeout_s: float = 1800
+
+
+class Matrix(_Strict):
+    """The whole matrix file. `path` is where it was loaded from (not part of the schema)."""
+
+    schema_version: Literal[1]
+    sources: dict[str, SourceSpec] = Field(default_factory=dict)
+    images: list[ImageSpec]
+    models: list[ModelSpec]
+    bench: BenchAxes = Field(default_factory=BenchAxes)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    registry: str | None = None
+    min_mesa_version: str = "25.0"
+
+    @model_validator(mode="after")
+    def _refs(self) -> Matrix:
+        names = [i.name for i in self.images]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate image name(s): {', '.join(sorted(dup))}; image names must be unique")
+        mnames = [m.name for m in self.models]
+        mdup = {n for n in mnames if mnames.count(n) > 1}
+        if mdup:
+            raise ValueError(f"duplicate model name(s): {', '.join(sorted(mdup))}")
+        for i, img in enumerate(self.images):
+            if img.source is not None and img.source not in self.sources:
+                raise ValueError(
+                    f"images[{i}].source {img.source!r} is not defined under `sources` "
+                    f"(defined: {', '.join(self.sources) or 'none'})"
+                )
+        return self
+
+    def image(self, name: str) -> ImageSpec:
+        for img in self.images:
+            if img.name == name:
+                return img
+        raise BadInput(f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})")
+
+
+class LoadedMatrix:
+    """A validated Matrix plus where it came from: `root` resolves relative paths."""
+
+    def __init__(self, matrix: Matrix, path: Path):
+        self.m = matrix
+        self.path = path
+        self.root = path.parent
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.m, item)
+
+    def resolve(self, rel: str) -> Path:
+        p = Path(rel).expanduser()
+        return p if p.is_absolute() else (self.root / p)
+
+    def select_images(self, names: tuple[str, ...] | list[str]) -> list[ImageSpec]:
+        if not names:
+            return list(self.m.images)
+        return [self.m.image(n) for n in names]
+
+    def select_models(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
+        if not names:
+            return list(self.m.models)
+        by = {m.name: m for m in self.m.models}
+        bad = [n for n in names if n not in by]
+        if bad:
+            raise BadInput(f"no model named {', '.join(bad)} in {self.path} (models: {', '.join(by)})")
+        return [by[n] for n in names]
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith("function-") or part in ("list[int]",):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid at `loc` (for "did you mean")."""
+    cur: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cur, "model_fields", {})
+        if part in fields:
+            ann = fields[part].annotation
+            cur = _inner_model(ann)
+        elif cur is not None and getattr(cur, "model_fields", None) is None:
+            cur = None
+        elif isinstance(part, str) and cur is Matrix and part not in fields:
+            cur = None
+        else:
+            # dict[str, SourceSpec] keys
+            pass
+    return list(getattr(cur, "model_fields", {}).keys()) if cur else []
+
+
+def _inner_model(ann: Any) -> Any:
+    import typing
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def format_validation_error(err: ValidationError, path: Path) -> str:
+    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix`."""
+    lines = []
+    for e in err.errors():
+        loc = _loc(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            key = str(e["loc"][-1])
+            allowed = _allowed_keys(Matrix, e["loc"])
+            guess = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else ""
+            allowed_s = f" (allowed: {', '.join(allowed)})" if allowed else ""
+            msg = f"unknown key {key!r}{hint}{allowed_s}"
+        elif e["type"] == "missing":
+            msg = "required key is missing: add it"
+        elif e["type"] == "literal_error":
+            msg = f"{msg} (got {e.get('input')!r})"
+        elif e["type"].endswith("_type") or e["type"].endswith("_parsing"):
+            msg = f"{msg} (got {e.get('input')!r})"
+        lines.append(f"{path}: {loc}: {msg}")
+    return "invalid matrix:\n  " + "\n  ".join(lines)
+
+
+def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
+    """Validate already-parsed YAML data. Raises BadInput naming file, key path and fix."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
+    if "schema_version" not in data:
+        raise BadInput(f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise BadInput(
+            f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
+            f"schema_version {SCHEMA_VERSION}"
+        )
+    try:
+        m = Matrix.model_validate(data)
+    except ValidationError as err:
+        raise BadInput(format_validation_error(err, path)) from None
+    loaded = LoadedMatrix(m, path)
+    _check_files(loaded)
+    return loaded
+
+
+def _check_files(lm: LoadedMatrix) -> None:
+    from toolkit.render import TEMPLATE_DIR
+
+    for i, img in enumerate(lm.m.images):
+        tpl = template_path(lm, img.template)
+        if not tpl.is_file():
+            have = sorted(p.name for p in tpl.parent.glob("*.j2")) if tpl.parent.is_dir() else []
+            guess = difflib.get_close_matches(img.template, have, n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else ""
+            raise BadInput(
+                f"{lm.path}: images[{i}].template: {img.template!r} is not a file in {tpl.parent}{hint} "
+                f"(available: {', '.join(have) or 'none'})"
+            )
+    del TEMPLATE_DIR
+
+
+def template_path(lm: LoadedMatrix, template: str) -> Path:
+    """Templates live in Dockerfile.templates/ beside the matrix (or the packaged default)."""
+    return lm.root / "Dockerfile.templates" / template
+
+
+def load_matrix(path: str | Path) -> LoadedMatrix:
+    """Read and validate matrix.yaml. Raises BadInput (file missing, bad YAML, schema errors)."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(
+            f"{p}: matrix file not found; run from the project folder or pass --matrix PATH "
+            "(the project's matrix.yaml is the reference R9700 sweep)"
+        )
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise BadInput(f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+    return parse_matrix(data, p.resolve())

@@ -1,0 +1,108 @@
+"""ImageSpec --render--> images/<name>/Dockerfile
+
+Rendering is deterministic: the same matrix and template give the same bytes. The first lines of
+every rendered Dockerfile name the template and a sha256 over the render inputs (template bytes +
+template variables + image spec), which `toolkit build` also stamps on the image as a label.
+Undefined template variables are errors (jinja2 StrictUndefined), reported with the image, the
+template and the variable name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from toolkit.errors import BadInput
+from toolkit.matrix import ImageSpec, LoadedMatrix, template_path
+
+TEMPLATE_DIR = "Dockerfile.templates"
+IMAGES_DIR = "images"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered Dockerfile: `inputs_hash` is sha256 hex of the render inputs (64 chars)."""
+
+    image: str
+    template: str
+    path: Path
+    content: str
+    inputs_hash: str
+
+
+def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
+    """sha256 over template bytes + canonical JSON of the spec and render context."""
+    h = hashlib.sha256()
+    h.update(template_bytes)
+    h.update(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+    h.update(json.dumps(context, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def render_context(lm: LoadedMatrix, spec: ImageSpec) -> dict:
+    """Variables a template sees: the image's `vars` plus image name, backend and matrix facts."""
+    ctx = {
+        "image_name": spec.name,
+        "backend": spec.backend,
+        "runner": spec.runner,
+        "min_mesa_version": lm.m.min_mesa_version,
+    }
+    ctx.update(spec.vars)
+    return ctx
+
+
+def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
+    """Render one image's template. Raises BadInput for a missing template or undefined variable."""
+    tpl_file = template_path(lm, spec.template)
+    try:
+        tpl_bytes = tpl_file.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist") from None
+    ctx = render_context(lm, spec)
+    digest = inputs_hash(tpl_bytes, spec, ctx)
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    try:
+        body = env.from_string(tpl_bytes.decode()).render(**ctx, template_hash=digest)
+    except jinja2.UndefinedError as err:
+        raise BadInput(
+            f"{lm.path}: images[{spec.name}].vars: template {spec.template} uses a variable that is not "
+            f"defined ({err.message}); add it under the image's `vars:`"
+        ) from None
+    except jinja2.TemplateSyntaxError as err:
+        raise BadInput(f"{tpl_file}:{err.lineno}: template syntax error: {err.message}") from None
+    header = (
+        f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
+        f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"
+        f"# inputs-sha256: {digest}\n"
+    )
+    out = lm.root / IMAGES_DIR / spec.name / "Dockerfile"
+    return Rendered(spec.name, spec.template, out, header + body, digest)
+
+
+def write_rendered(r: Rendered) -> bool:
+    """Write the Dockerfile if its bytes changed; returns True when the file was (re)written."""
+    if r.path.is_file() and r.path.read_text() == r.content:
+        return False
+    r.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = r.path.with_suffix(".tmp")
+    tmp.write_text(r.content)
+    tmp.replace(r.path)
+    return True
+
+
+def render_all(lm: LoadedMatrix, specs: list[ImageSpec]) -> list[Rendered]:
+    """Render every spec (all errors surface before anything is written)."""
+    rendered = [render_image(lm, s) for s in specs]
+    for r in rendered:
+        write_rendered(r)
+    return rendered
