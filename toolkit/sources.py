@@ -36,7 +36,10 @@ class PreparedSource:
 
 
 def cache_dir(lm: LoadedMatrix) -> Path:
-    return lm.root / ".toolkit" / "sources"
+    """Fetched sources are shared by every project of the user: $TOOLKIT_CACHE or ~/.cache/toolkit."""
+    base = os.environ.get("TOOLKIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkit")
+    return Path(base) / "sources"
 
 
 def _key(*parts: str) -> str:

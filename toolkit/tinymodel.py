@@ -1,6 +1,6 @@
 """A tiny random-weight `qwen3moe` GGUF for smoke tests, plus model-file helpers.
 
-`generate_tiny_qwen3moe(path)` writes a ~1.3 MB GGUF with the architecture of the reference model
+`generate_tiny_qwen3moe(path)` writes a ~1.6 MB GGUF with the architecture of the reference model
 (Qwen3-30B-A3B: `qwen3moe`, mixture of experts, q/k RMS norms, GQA, separate head size, byte-level
 BPE vocabulary) so that every code path that loads, benchmarks or parses results for the real
 ~17 GB model can run on a laptop or CI machine in seconds. Its weights are random: the tokens it
@@ -37,19 +37,22 @@ _CHUNK_BYTES = 1 << 20  # 1 MiB read size for hashing
 class TinyQwen3MoeShape:
     """Hyper-parameters of the tiny model (all counts; lengths in elements).
 
+    Every tensor dimension pair differs (embedding 128, q 256, kv 64, expert FFN 32), so a
+    transposed tensor fails llama.cpp's shape check instead of loading silently.
+
     The real Qwen3-30B-A3B is 48 layers, embedding 2048, 32 query / 4 KV heads of size 128,
     128 experts of which 8 are used, expert FFN 768, vocabulary 151,936, context 262,144.
     """
 
     n_layer: int = 4
-    n_embd: int = 64
+    n_embd: int = 128
     n_head: int = 4
-    n_head_kv: int = 2
+    n_head_kv: int = 1
     head_dim: int = 64  # != n_embd / n_head, as in the real model (128 != 2048 / 32)
     n_expert: int = 8
     n_expert_used: int = 2
-    n_ff_exp: int = 64
-    n_ff: int = 128  # dense FFN length; written like the real model, unused by qwen3moe
+    n_ff_exp: int = 32  # smaller than n_embd, as in the real model (768 < 2048)
+    n_ff: int = 256  # dense FFN length; written like the real model, unused by qwen3moe
     n_merges: int = 253  # 256 byte tokens + 253 merges + 3 special tokens = 512 tokens
     n_ctx_train: int = 8192  # >= the largest prompt + generation the harness asks for (4096+256)
     rms_eps: float = 1e-6
@@ -81,11 +84,11 @@ def generate_tiny_qwen3moe(path: Path, *, seed: int = 0) -> Path:
     A smoke-test stand-in for Qwen3-30B-A3B, NOT a benchmark model: llama.cpp loads and runs it
     (llama-bench takes ~1 ms per test on a CPU), but its outputs are noise.
 
-    Shape (see `TinyQwen3MoeShape`): 4 layers, embedding 64, 4 query heads and 2 KV heads of
-    size 64, 8 experts with 2 used per token, expert FFN 64, vocabulary 512 byte-level BPE
-    tokens (`tokenizer.ggml.model` "gpt2", pre-tokenizer "qwen2", 253 merges), context length
-    8192 tokens. 2-D/3-D weights are f16, norms and the router are f32; output.weight is omitted
-    (tied to token_embd). About 0.64 M parameters, ~1.3 MB on disk.
+    Shape (see `TinyQwen3MoeShape`): 4 layers, embedding 128, 4 query heads and 1 KV head of
+    size 64, 8 experts with 2 used per token, expert FFN 32, vocabulary 512 byte-level BPE
+    tokens (`tokenizer.ggml.model` "gpt2", pre-tokenizer "qwen2", 253 merges, <|endoftext|> as
+    bos/eos), context length 8192 tokens. 2-D/3-D weights are f16, norms and the router are f32;
+    output.weight is omitted (tied to token_embd). 792,192 parameters, 1,611,104 bytes (~1.6 MB).
 
     Weights are drawn from numpy's PCG64 with `seed` (normal, std 0.02; norms are 1.0): the same
     seed gives the same bytes. The file is written to a temporary file in the same directory and
@@ -100,13 +103,14 @@ def generate_tiny_qwen3moe(path: Path, *, seed: int = 0) -> Path:
     try:
         writer = gguf.GGUFWriter(tmp_name, "qwen3moe")
         _add_metadata(writer, SHAPE)
-        _add_tokenizer(writer, SHAPE)
-        for name, array in _tensors(SHAPE, np.random.default_rng(seed)):
+        n_vocab = _add_tokenizer(writer, SHAPE)
+        for name, array in _tensors(SHAPE, n_vocab, np.random.default_rng(seed)):
             writer.add_tensor(name, array)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; containers may read it as another user
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
@@ -133,8 +137,9 @@ def _add_metadata(writer: gguf.GGUFWriter, s: TinyQwen3MoeShape) -> None:
     writer.add_expert_feed_forward_length(s.n_ff_exp)
 
 
-def _add_tokenizer(writer: gguf.GGUFWriter, s: TinyQwen3MoeShape) -> None:
-    """A Qwen-style byte-level BPE vocabulary: 256 byte tokens, learned merges, 3 control tokens."""
+def _add_tokenizer(writer: gguf.GGUFWriter, s: TinyQwen3MoeShape) -> int:
+    """Write a Qwen-style byte-level BPE vocabulary (256 byte tokens, learned merges, 3 control
+    tokens); return its size in tokens."""
     tokens, merges = _bpe_vocab(s.n_merges)
     eos = len(tokens)
     tokens += list(_SPECIAL_TOKENS)
@@ -148,11 +153,16 @@ def _add_tokenizer(writer: gguf.GGUFWriter, s: TinyQwen3MoeShape) -> None:
     writer.add_eos_token_id(eos)
     writer.add_pad_token_id(eos)
     writer.add_add_bos_token(False)
+    return len(tokens)
 
 
 def _byte_symbols() -> list[str]:
     """GPT-2's byte -> printable character table (index = byte value), e.g. space -> 'Ġ'."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     symbols, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -173,13 +183,14 @@ def _bpe_vocab(n_merges: int) -> tuple[list[str], list[str]]:
     while len(merges) < n_merges:
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
         for word, count in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in zip(word, word[1:], strict=False):
                 pairs[pair] += count
         if not pairs:
             raise ValueError(f"_BPE_TEXT only supports {len(merges)} merges, {n_merges} asked")
         best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, ties broken by text
         merges.append(f"{best[0]} {best[1]}")
-        tokens.append(best[0] + best[1])
+        if best[0] + best[1] not in tokens:  # two pairs can spell the same token
+            tokens.append(best[0] + best[1])
         words = collections.Counter({_merge(w, best): c for w, c in words.items()})
     return tokens, merges
 
@@ -197,13 +208,14 @@ def _merge(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _tensors(s: TinyQwen3MoeShape, rng: np.random.Generator) -> Iterator[tuple[str, np.ndarray]]:
+def _tensors(
+    s: TinyQwen3MoeShape, n_vocab: int, rng: np.random.Generator
+) -> Iterator[tuple[str, np.ndarray]]:
     """(name, array) in llama.cpp's qwen3moe loader order.
 
     numpy shapes are ggml `ne` reversed: llama.cpp's `{n_embd, n_vocab}` is numpy (n_vocab, n_embd),
     and the expert stack `{n_embd, n_ff_exp, n_expert}` is numpy (n_expert, n_ff_exp, n_embd).
     """
-    n_vocab = 256 + s.n_merges + len(_SPECIAL_TOKENS)
     q_dim, kv_dim = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     yield "token_embd.weight", _weight(rng, n_vocab, s.n_embd)
     yield "output_norm.weight", _ones(s.n_embd)

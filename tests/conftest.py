@@ -1,0 +1,31 @@
+"""Shared fixtures. Tests marked `e2e` need a running Docker engine with buildx (CI starts one)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the project's matrix and templates in tmp_path (results/ and images/ land there)."""
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
+    return tmp_path
+
+
+@pytest.fixture
+def matrix_data() -> dict:
+    return yaml.safe_load((ROOT / "matrix.yaml").read_text())
+
+
+def write_matrix(dir_: Path, data: dict) -> Path:
+    p = dir_ / "matrix.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p

@@ -1,0 +1,415 @@
+"""GPU detection on fake /sys trees and the Docker device profile of each backend."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from toolkit.devices import (
+    DeviceMissing,
+    DeviceProfile,
+    Gpu,
+    cpu_profile,
+    detect_gpus,
+    gfx_from_version,
+    missing_devices_reason,
+    profile_for,
+    rocm_profile,
+    vulkan_profile,
+)
+from toolkit.errors import BadInput
+
+GIB = 1024**3
+KFD_GID, RENDER_GID = 993, 992
+
+
+# ---------------------------------------------------------------------------------------------
+# Fake hosts
+
+
+def add_cpu_node(sysfs: Path, node: int = 0) -> None:
+    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
+    d.mkdir(parents=True)
+    (d / "properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n")
+
+
+def add_gpu(
+    sysfs: Path,
+    *,
+    node: int | None,
+    minor: int,
+    pci: str,
+    gfx_version: int = 120001,
+    vram: int = 32 * GIB,
+    device_id: str = "0x7551",
+    vendor: str = "0x1002",
+    card: int | None = None,
+    drm_vram: bool = True,
+) -> None:
+    """One GPU: a KFD node (unless node is None) and a DRM render node (+ card) behind a PCI device."""
+    pcidir = sysfs / "devices/pci0000:00" / pci
+    pcidir.mkdir(parents=True)
+    (pcidir / "vendor").write_text(vendor + "\n")
+    (pcidir / "device").write_text(device_id + "\n")
+    if drm_vram:
+        (pcidir / "mem_info_vram_total").write_text(f"{vram}\n")
+    drm = sysfs / "class/drm"
+    render = drm / f"renderD{minor}"
+    render.mkdir(parents=True)
+    (render / "device").symlink_to(pcidir)
+    if card is not None:
+        (drm / f"card{card}").mkdir()
+        (drm / f"card{card}" / "device").symlink_to(pcidir)
+        (drm / f"card{card}-DP-1").mkdir()  # a connector: not a card node
+    if node is None:
+        return
+    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
+    d.mkdir(parents=True)
+    (d / "properties").write_text(
+        "cpu_cores_count 0\nsimd_count 128\nmem_banks_count 1\n"
+        f"gfx_target_version {gfx_version}\nvendor_id {int(vendor, 16)}\ndevice_id {int(device_id, 16)}\n"
+        f"drm_render_minor {minor}\n"
+    )
+    bank = d / "mem_banks/0"
+    bank.mkdir(parents=True)
+    (bank / "properties").write_text(f"heap_type 1\nsize_in_bytes {vram}\nwidth 256\n")
+
+
+def r9700(sysfs: Path, node: int = 1, minor: int = 128, pci: str = "0000:03:00.0", card: int = 0) -> None:
+    add_gpu(sysfs, node=node, minor=minor, pci=pci, card=card)
+
+
+def igpu(sysfs: Path, node: int = 2, minor: int = 129, pci: str = "0000:7c:00.0", card: int = 1) -> None:
+    add_gpu(
+        sysfs,
+        node=node,
+        minor=minor,
+        pci=pci,
+        gfx_version=100306,
+        vram=512 * 1024**2,
+        device_id="0x164e",
+        card=card,
+    )
+
+
+def make_dev(root: Path, renders: tuple[int, ...] = (128,), kfd: bool = True) -> Path:
+    """Stand-in device nodes (regular files) with the host's GIDs as a test chooses them."""
+    dev = root / "dev"
+    (dev / "dri").mkdir(parents=True)
+    paths = [(dev / "dri" / f"renderD{m}", RENDER_GID) for m in renders]
+    if kfd:
+        paths.append((dev / "kfd", KFD_GID))
+    for p, gid in paths:
+        p.touch()
+        try:
+            os.chown(p, 0, gid)
+        except PermissionError:
+            pytest.skip("needs root to chown stand-in device nodes")
+    return dev
+
+
+def build_host(sysfs: Path, kind: str) -> None:
+    """one-gpu: R9700; two-gpus: R9700 + iGPU; igpu-first: the iGPU is KFD node 1; two-dgpus: 2x R9700."""
+    add_cpu_node(sysfs)
+    if kind == "igpu-first":
+        igpu(sysfs, node=1)
+        r9700(sysfs, node=2)
+        return
+    r9700(sysfs)
+    if kind == "two-gpus":
+        igpu(sysfs)
+    elif kind == "two-dgpus":
+        r9700(sysfs, node=2, minor=129, pci="0000:04:00.0", card=1)
+
+
+def host(tmp_path: Path, kind: str) -> tuple[list[Gpu], Path]:
+    sysfs = tmp_path / "sys"
+    build_host(sysfs, kind)
+    renders = (128,) if kind == "one-gpu" else (128, 129)
+    return detect_gpus(sysfs), make_dev(tmp_path, renders)
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+
+
+@pytest.mark.parametrize(
+    "version, arch",
+    [
+        (120001, "gfx1201"),
+        (120000, "gfx1200"),
+        (110000, "gfx1100"),
+        (90402, "gfx942"),
+        (100302, "gfx1032"),
+        (90010, "gfx90a"),
+        (100306, "gfx1036"),
+        (110501, "gfx1151"),
+    ],
+)
+def test_gfx_from_version(version: int, arch: str) -> None:
+    assert gfx_from_version(version) == arch
+
+
+def test_detect_single_r9700(tmp_path: Path) -> None:
+    add_cpu_node(tmp_path)
+    r9700(tmp_path)
+    assert detect_gpus(tmp_path) == [
+        Gpu(
+            index=0,
+            gfx_target="gfx1201",
+            name="AMD Radeon AI PRO R9700",
+            vram_bytes=32 * GIB,
+            pci_bus="0000:03:00.0",
+            render_node="/dev/dri/renderD128",
+            card_node="/dev/dri/card0",
+            drm_render_minor=128,
+            is_igpu=False,
+            vendor="0x1002",
+            device_id="0x7551",
+            kfd_node=1,
+        )
+    ]
+
+
+def test_detect_r9700_and_igpu(tmp_path: Path) -> None:
+    add_cpu_node(tmp_path)
+    r9700(tmp_path)
+    igpu(tmp_path)
+    gpus = detect_gpus(tmp_path)
+    assert [(g.index, g.gfx_target, g.render_node, g.card_node, g.is_igpu) for g in gpus] == [
+        (0, "gfx1201", "/dev/dri/renderD128", "/dev/dri/card0", False),
+        (1, "gfx1036", "/dev/dri/renderD129", "/dev/dri/card1", True),
+    ]
+    assert gpus[1].vram_bytes == 512 * 1024**2
+
+
+def test_detect_vram_from_kfd_banks_when_drm_lacks_it(tmp_path: Path) -> None:
+    add_cpu_node(tmp_path)
+    add_gpu(tmp_path, node=1, minor=128, pci="0000:03:00.0", drm_vram=False)
+    assert detect_gpus(tmp_path)[0].vram_bytes == 32 * GIB
+
+
+def test_detect_drm_only_host(tmp_path: Path) -> None:
+    """Vulkan-only host: amdgpu without KFD plus an Intel iGPU; gfx unknown."""
+    add_gpu(tmp_path, node=None, minor=128, pci="0000:03:00.0", card=0)
+    add_gpu(
+        tmp_path,
+        node=None,
+        minor=129,
+        pci="0000:00:02.0",
+        vendor="0x8086",
+        device_id="0xa780",
+        drm_vram=False,
+    )
+    add_gpu(tmp_path, node=None, minor=130, pci="0000:05:00.0", vendor="0x1af4", device_id="0x1050")  # virtio
+    gpus = detect_gpus(tmp_path)
+    assert [(g.index, g.gfx_target, g.vendor, g.render_node, g.is_igpu, g.kfd_node) for g in gpus] == [
+        (0, "", "0x1002", "/dev/dri/renderD128", False, None),
+        (1, "", "0x8086", "/dev/dri/renderD129", True, None),
+    ]
+
+
+def test_detect_no_gpu(tmp_path: Path) -> None:
+    assert detect_gpus(tmp_path) == []
+    add_cpu_node(tmp_path)
+    assert detect_gpus(tmp_path) == []
+
+
+@pytest.mark.skipif(
+    Path("/sys/class/kfd").exists() or Path("/sys/class/drm").exists(), reason="host has GPUs"
+)
+def test_detect_this_machine_has_no_gpu() -> None:
+    assert detect_gpus() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiles
+
+
+def kfd(dev: Path) -> str:
+    return f"{dev}/kfd:/dev/kfd:rwm"
+
+
+def render(dev: Path, minor: int) -> str:
+    return f"{dev}/dri/renderD{minor}:/dev/dri/renderD{minor}:rwm"
+
+
+ROCM_SECURITY = ["seccomp=unconfined", "no-new-privileges"]
+
+
+@pytest.mark.parametrize(
+    "kind, pin, renders, env",
+    [
+        pytest.param("one-gpu", None, [128], {}, id="rocm-one-gpu"),
+        pytest.param("one-gpu", 0, [128], {"ROCR_VISIBLE_DEVICES": "0"}, id="rocm-one-gpu-pinned"),
+        pytest.param(
+            "two-gpus", None, [128], {"ROCR_VISIBLE_DEVICES": "0"}, id="rocm-two-gpus-auto-pins-dgpu"
+        ),
+        pytest.param("two-gpus", 1, [129], {"ROCR_VISIBLE_DEVICES": "0"}, id="rocm-two-gpus-pinned-igpu"),
+        pytest.param("igpu-first", None, [128], {"ROCR_VISIBLE_DEVICES": "0"}, id="rocm-igpu-first"),
+        pytest.param("two-dgpus", None, [128, 129], {}, id="rocm-two-dgpus"),
+        pytest.param("two-dgpus", 1, [129], {"ROCR_VISIBLE_DEVICES": "0"}, id="rocm-two-dgpus-pinned"),
+    ],
+)
+def test_rocm_profile(tmp_path: Path, kind: str, pin: int | None, renders: list[int], env: dict) -> None:
+    gpus, dev = host(tmp_path, kind)
+    p = rocm_profile(gpus, pin=pin, dev=dev)
+    assert p.devices == [kfd(dev)] + [render(dev, m) for m in renders]
+    assert p.group_add == [str(KFD_GID), str(RENDER_GID)]
+    assert p.security_opt == ROCM_SECURITY
+    assert p.ipc_mode == "host"
+    assert p.environment == env
+    assert p.cap_drop == ["ALL"] and p.cap_add == []
+    expected_args = [a for m in renders for a in ("--device", render(dev, m))]
+    assert p.docker_run_args() == [
+        "--device", kfd(dev), *expected_args,
+        "--group-add", str(KFD_GID), "--group-add", str(RENDER_GID),
+        "--security-opt", "seccomp=unconfined", "--security-opt", "no-new-privileges",
+        "--ipc", "host",
+        "--cap-drop", "ALL",
+        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+    ]  # fmt: skip
+    assert p == profile_for("rocm", gpus, pin=pin, dev=dev)
+
+
+def test_rocm_auto_pin_says_so(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "two-gpus")
+    p = rocm_profile(gpus, dev=dev)
+    assert p.gpus == [0]
+    assert len(p.notes) == 1 and "pinned the discrete GPU 0 gfx1201" in p.notes[0] and "gfx1036" in p.notes[0]
+    assert rocm_profile(gpus, pin=0, dev=dev).notes == []
+
+
+def test_rocm_sdk_kwargs(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "one-gpu")
+    assert rocm_profile(gpus, pin=0, dev=dev).sdk_kwargs() == {
+        "devices": [kfd(dev), render(dev, 128)],
+        "group_add": [str(KFD_GID), str(RENDER_GID)],
+        "security_opt": ROCM_SECURITY,
+        "ipc_mode": "host",
+        "environment": {"ROCR_VISIBLE_DEVICES": "0"},
+        "cap_drop": ["ALL"],
+        "cap_add": [],
+    }
+
+
+def test_group_add_is_numeric_and_deduplicated(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "two-dgpus")
+    os.chown(dev / "kfd", 0, RENDER_GID)
+    assert rocm_profile(gpus, dev=dev).group_add == [str(RENDER_GID)]
+
+
+@pytest.mark.parametrize(
+    "kind, pin, renders, env",
+    [
+        pytest.param("one-gpu", None, [128], {}, id="vulkan-one-gpu"),
+        pytest.param("two-dgpus", None, [128, 129], {}, id="vulkan-two-dgpus"),
+        pytest.param("two-dgpus", 1, [129], {"GGML_VK_VISIBLE_DEVICES": "0"}, id="vulkan-two-dgpus-pinned"),
+        pytest.param(
+            "two-gpus", None, [128], {"GGML_VK_VISIBLE_DEVICES": "0"}, id="vulkan-two-gpus-auto-pins-dgpu"
+        ),
+    ],
+)
+def test_vulkan_profile(tmp_path: Path, kind: str, pin: int | None, renders: list[int], env: dict) -> None:
+    gpus, dev = host(tmp_path, kind)
+    p = vulkan_profile(gpus, pin=pin, dev=dev)
+    assert p.devices == [render(dev, m) for m in renders]  # render nodes only: no /dev/kfd
+    assert p.group_add == [str(RENDER_GID)]
+    assert p.security_opt == ["no-new-privileges"]
+    assert p.ipc_mode is None
+    assert p.environment == env
+    assert p.docker_run_args() == [
+        *[a for m in renders for a in ("--device", render(dev, m))],
+        "--group-add", str(RENDER_GID), "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+    ]  # fmt: skip
+    assert p == profile_for("vulkan", gpus, pin=pin, dev=dev)
+
+
+def test_cpu_profile_has_no_devices() -> None:
+    p = cpu_profile()
+    assert p.docker_run_args() == ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
+    assert p == profile_for("cpu", [])
+
+
+def all_profiles(tmp_path: Path) -> list[DeviceProfile]:
+    gpus, dev = host(tmp_path, "two-gpus")
+    return [
+        cpu_profile(),
+        rocm_profile(gpus, dev=dev),
+        rocm_profile(gpus, pin=1, dev=dev),
+        vulkan_profile(gpus, dev=dev),
+        vulkan_profile([], dev=dev, allow_software=True),
+    ]
+
+
+def test_never_privileged(tmp_path: Path) -> None:
+    for p in all_profiles(tmp_path):
+        args = p.docker_run_args()
+        assert "--privileged" not in args and not any("privileged=true" in a for a in args)
+        assert "privileged" not in p.sdk_kwargs()
+        assert "no-new-privileges" in p.security_opt and p.cap_drop == ["ALL"]
+
+
+@pytest.mark.parametrize("backend", ["rocm", "vulkan", "cpu"])
+def test_example_profile_for_dry_run(backend: str) -> None:
+    p = DeviceProfile.example(backend)
+    assert p.backend == backend and p.cap_drop == ["ALL"] and "no-new-privileges" in p.security_opt
+    assert ("/dev/kfd:/dev/kfd:rwm" in p.devices) is (backend == "rocm")
+    with pytest.raises(BadInput):
+        DeviceProfile.example("cuda")
+
+
+# ---------------------------------------------------------------------------------------------
+# No GPU (this machine): what is missing and the fix
+
+
+def test_no_gpu_rocm_is_missing_kfd(tmp_path: Path) -> None:
+    dev = make_dev(tmp_path, renders=(), kfd=False)
+    reason = missing_devices_reason("rocm", [], dev=dev)
+    assert reason == (
+        "rocm image needs /dev/kfd: no AMD GPU driver (amdgpu/KFD) on this host; run `toolkit doctor`"
+    )
+    with pytest.raises(DeviceMissing) as err:
+        profile_for("rocm", [], dev=dev)
+    assert str(err.value) == reason and err.value.exit_code == 3
+
+
+def test_no_gpu_vulkan_needs_opt_in_for_lavapipe(tmp_path: Path) -> None:
+    dev = make_dev(tmp_path, renders=(), kfd=False)
+    reason = missing_devices_reason("vulkan", [], dev=dev)
+    assert reason is not None and "--allow-software-gpu" in reason and "render node" in reason
+    with pytest.raises(DeviceMissing):
+        vulkan_profile([], dev=dev)
+    p = profile_for("vulkan", [], dev=dev, allow_software=True)
+    assert p.devices == [] and p.group_add == []
+    assert p.environment == {"GGML_VK_VISIBLE_DEVICES": "0"}
+    assert missing_devices_reason("vulkan", [], dev=dev, allow_software=True) is None
+
+
+def test_kfd_without_gpu_node(tmp_path: Path) -> None:
+    dev = make_dev(tmp_path, renders=(), kfd=True)
+    reason = missing_devices_reason("rocm", [], dev=dev)
+    assert reason is not None and "KFD topology" in reason
+
+
+def test_runnable_host_has_no_reason(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "one-gpu")
+    for backend in ("rocm", "vulkan", "cpu"):
+        assert missing_devices_reason(backend, gpus, dev=dev) is None
+
+
+def test_unknown_backend_and_gpu_are_bad_input(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "one-gpu")
+    with pytest.raises(BadInput, match="unknown backend 'cuda'"):
+        profile_for("cuda", gpus, dev=dev)
+    with pytest.raises(BadInput, match="--gpu 5: no such GPU"):
+        profile_for("rocm", gpus, pin=5, dev=dev)
+
+
+@pytest.mark.skipif(Path("/dev/kfd").exists(), reason="host has /dev/kfd")
+def test_this_machine_cannot_run_rocm() -> None:
+    with pytest.raises(DeviceMissing, match="/dev/kfd"):
+        profile_for("rocm", detect_gpus())

@@ -1,0 +1,250 @@
+"""`toolkit doctor` on this machine and on fake hosts, and the host facts it reads."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from toolkit.doctor import GFX_TARGETS_LABEL, DoctorReport, diagnose, format_doctor
+from toolkit.hostinfo import host_facts
+from toolkit.matrix import ImageSpec
+
+GIB = 1024**3
+IMAGES = [
+    ImageSpec(name="rocm", template="llama-rocm.Dockerfile.j2", backend="rocm"),
+    ImageSpec(name="vulkan", template="llama-vulkan.Dockerfile.j2", backend="vulkan"),
+    ImageSpec(name="cpu", template="llama-cpu.Dockerfile.j2", backend="cpu"),
+    ImageSpec(name="vllm", template="vllm-rocm.Dockerfile.j2", backend="rocm", runner="vllm"),
+]
+DOCKER_INFO = {
+    "ServerVersion": "26.1.5",
+    "ApiVersion": "1.45",
+    "ClientInfo": {"Plugins": [{"Name": "buildx", "Version": "v0.13.1"}]},
+}
+
+
+def gpu(sysfs: Path, *, node: int, minor: int, pci: str, gfx_version: int, vram: int, device_id: str) -> None:
+    pcidir = sysfs / "devices/pci0000:00" / pci
+    pcidir.mkdir(parents=True)
+    (pcidir / "vendor").write_text("0x1002\n")
+    (pcidir / "device").write_text(device_id + "\n")
+    (pcidir / "mem_info_vram_total").write_text(f"{vram}\n")
+    (sysfs / "class/drm" / f"renderD{minor}").mkdir(parents=True)
+    (sysfs / "class/drm" / f"renderD{minor}" / "device").symlink_to(pcidir)
+    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
+    d.mkdir(parents=True)
+    (d / "properties").write_text(
+        f"cpu_cores_count 0\nsimd_count 128\ngfx_target_version {gfx_version}\ndrm_render_minor {minor}\n"
+    )
+
+
+def fake_host(tmp_path: Path, *, with_igpu: bool = False, cmdline: str = "quiet") -> dict:
+    """An R9700 host (optionally with an iGPU), stand-in device nodes and /proc, /etc."""
+    sysfs, dev, proc, etc = (tmp_path / d for d in ("sys", "dev", "proc", "etc"))
+    gpu(sysfs, node=1, minor=128, pci="0000:03:00.0", gfx_version=120001, vram=32 * GIB, device_id="0x7551")
+    if with_igpu:
+        gpu(
+            sysfs,
+            node=2,
+            minor=129,
+            pci="0000:7c:00.0",
+            gfx_version=100306,
+            vram=512 * 1024**2,
+            device_id="0x164e",
+        )
+    (dev / "dri").mkdir(parents=True)
+    for name in ["kfd", "dri/renderD128"] + (["dri/renderD129"] if with_igpu else []):
+        (dev / name).touch()
+        os.chown(dev / name, 0, 993)
+    (proc / "sys/kernel").mkdir(parents=True)
+    (proc / "cmdline").write_text(cmdline + "\n")
+    (proc / "sys/kernel/osrelease").write_text("6.17.0-8-generic\n")
+    (proc / "sys/kernel/hostname").write_text("r9700-box\n")
+    (proc / "cpuinfo").write_text(
+        "processor\t: 0\nmodel name\t: AMD Ryzen 9 7950X 16-Core Processor\nphysical id\t: 0\ncore id\t: 0\n\n"
+        "processor\t: 1\nmodel name\t: AMD Ryzen 9 7950X 16-Core Processor\nphysical id\t: 0\ncore id\t: 0\n"
+    )
+    (proc / "meminfo").write_text("MemTotal:       65536000 kB\nMemFree:        1000 kB\n")
+    etc.mkdir()
+    (etc / "os-release").write_text('NAME="Ubuntu"\nPRETTY_NAME="Ubuntu 25.10"\n')
+    return {"sysfs": sysfs, "dev": dev, "proc": proc, "etc": etc}
+
+
+def verdict(report: DoctorReport, name: str):
+    return next(v for v in report.images if v.name == name)
+
+
+def messages(report: DoctorReport, level: str) -> list[str]:
+    return [c.message for c in report.checks if c.level == level]
+
+
+@pytest.mark.skipif(Path("/dev/kfd").exists(), reason="host has /dev/kfd")
+def test_this_machine_cannot_run_rocm() -> None:
+    report = diagnose(IMAGES, {}, env={})
+    rocm = verdict(report, "rocm")
+    assert not rocm.runnable
+    assert rocm.reason == "no /dev/kfd (no AMD GPU driver (amdgpu/KFD) on this host)"
+    assert not verdict(report, "vllm").runnable
+    assert verdict(report, "cpu").runnable
+    text = format_doctor(report)
+    assert "rocm: cannot run here: no /dev/kfd (no AMD GPU driver (amdgpu/KFD) on this host)" in text
+    assert "cpu: can run here" in text
+    assert "Docker engine: not reachable" in text
+    assert not report.ok
+    json.dumps(report.to_dict())  # --json works
+
+
+@pytest.mark.skipif(Path("/dev/dri").exists(), reason="host has render nodes")
+def test_this_machine_vulkan_only_with_software_opt_in() -> None:
+    assert not verdict(diagnose(IMAGES, {}, env={}), "vulkan").runnable
+    v = verdict(diagnose(IMAGES, {}, env={}, allow_software=True), "vulkan")
+    assert v.runnable and "lavapipe" in v.reason
+
+
+def test_r9700_host_runs_everything(tmp_path: Path) -> None:
+    labels = {"rocm": {GFX_TARGETS_LABEL: "gfx1100,gfx1201"}, "vllm": {GFX_TARGETS_LABEL: "gfx12-generic"}}
+    report = diagnose(IMAGES, labels, env={}, docker_info=DOCKER_INFO, **fake_host(tmp_path))
+    assert [(v.name, v.runnable) for v in report.images] == [
+        ("rocm", True),
+        ("vulkan", True),
+        ("cpu", True),
+        ("vllm", True),
+    ]
+    assert verdict(report, "rocm").reason == "/dev/kfd + renderD128 (gfx1201)"
+    assert verdict(report, "vulkan").reason == "renderD128 (gfx1201)"
+    assert report.ok and messages(report, "warn") == [] and messages(report, "error") == []
+    assert "Docker engine 26.1.5 (API 1.45)" in messages(report, "ok")
+    assert "buildx v0.13.1" in messages(report, "ok")
+    assert any("gid 993" in m and "current user can open it" in m for m in messages(report, "ok"))
+    assert report.host["gpus"][0]["gfx_target"] == "gfx1201"
+
+
+def test_hsa_override_warning(tmp_path: Path) -> None:
+    report = diagnose(
+        IMAGES, {}, env={"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}, docker_info=DOCKER_INFO, **fake_host(tmp_path)
+    )
+    (warning,) = messages(report, "warn")
+    assert warning.startswith("HSA_OVERRIDE_GFX_VERSION=11.0.0 is set")
+    assert "treat gfx1201 as gfx1100" in warning and "unset it" in warning
+    assert report.host["hsa_override_gfx_version"] == "11.0.0"
+    assert "warn  env" in format_doctor(report)
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        pytest.param("12.0.1", "equals the GPU's own arch (gfx1201)", id="hsa-override-same-arch"),
+        pytest.param("gfx1201", "not major.minor.step", id="hsa-override-malformed"),
+    ],
+)
+def test_hsa_override_variants(tmp_path: Path, value: str, expected: str) -> None:
+    env = {"HSA_OVERRIDE_GFX_VERSION": value}
+    report = diagnose([], {}, env=env, docker_info=DOCKER_INFO, **fake_host(tmp_path))
+    (warning,) = messages(report, "warn")
+    assert expected in warning
+
+
+def test_no_hsa_override_no_warning(tmp_path: Path) -> None:
+    report = diagnose(IMAGES, {}, env={"PATH": "/usr/bin"}, docker_info=DOCKER_INFO, **fake_host(tmp_path))
+    assert not [c for c in report.checks if c.topic == "env"]
+    assert "hsa_override_gfx_version" not in report.host
+
+
+@pytest.mark.parametrize(
+    "targets, runnable",
+    [
+        pytest.param("gfx1100,gfx1030", False, id="gfx-label-mismatch"),
+        pytest.param("gfx1100, gfx1201", True, id="gfx-label-includes-host"),
+        pytest.param("gfx12-generic", True, id="gfx-label-generic"),
+        pytest.param("gfx11-generic", False, id="gfx-label-other-generic"),
+    ],
+)
+def test_gfx_label(tmp_path: Path, targets: str, runnable: bool) -> None:
+    labels = {"rocm": {GFX_TARGETS_LABEL: targets, "org.opencontainers.image.title": "x"}}
+    report = diagnose(IMAGES[:1], labels, env={}, docker_info=DOCKER_INFO, **fake_host(tmp_path))
+    v = verdict(report, "rocm")
+    assert v.runnable is runnable
+    warns = [c for c in report.checks if c.topic == "image"]
+    if runnable:
+        assert warns == []
+    else:
+        assert "host GPU is gfx1201" in v.reason and "invalid device function" in v.reason
+        assert len(warns) == 1 and warns[0].level == "warn"
+        assert "rocm: cannot run here: image built for" in format_doctor(report)
+
+
+def test_unbuilt_image_notes_unchecked_targets(tmp_path: Path) -> None:
+    report = diagnose(IMAGES[:1], {}, env={}, docker_info=DOCKER_INFO, **fake_host(tmp_path))
+    v = verdict(report, "rocm")
+    assert v.runnable and v.notes == ["not built yet: its gfx targets are unchecked"]
+
+
+def test_igpu_next_to_dgpu(tmp_path: Path) -> None:
+    report = diagnose(IMAGES[:1], {}, env={}, docker_info=DOCKER_INFO, **fake_host(tmp_path, with_igpu=True))
+    igpu = [c for c in report.checks if c.topic == "igpu"]
+    assert len(igpu) == 1 and igpu[0].level == "warn"
+    assert (
+        "gfx1036" in igpu[0].message and "rocBLAS may abort" in igpu[0].message and "--gpu" in igpu[0].message
+    )
+    v = verdict(report, "rocm")
+    assert v.runnable and v.reason == "/dev/kfd + renderD128 (gfx1201)"
+    assert "pinned the discrete GPU" in v.notes[0]
+    pinned = diagnose(
+        IMAGES[:1], {}, env={}, pin=1, docker_info=DOCKER_INFO, **fake_host(tmp_path / "b", with_igpu=True)
+    )
+    assert verdict(pinned, "rocm").reason == "/dev/kfd + renderD129 (gfx1036)"
+
+
+def test_docker_checks() -> None:
+    from toolkit.doctor import check_docker
+
+    assert [c.level for c in check_docker(None)] == ["error"]
+    no_buildx = check_docker({"ServerVersion": "20.10.24", "ClientInfo": {"Plugins": []}})
+    assert [c.level for c in no_buildx] == ["ok", "warn"] and "docker-buildx" in no_buildx[1].message
+    engine_shape = check_docker({"server_version": "26.1.5", "api_version": "1.45", "buildx": None})
+    assert [(c.level, c.message) for c in engine_shape] == [
+        ("ok", "Docker engine 26.1.5 (API 1.45)"),
+        ("warn", "buildx not installed: BuildKit builds fail; install docker-buildx"),
+    ]
+    unreachable = check_docker({"error": "Cannot connect to the Docker daemon"})
+    assert [(c.level, c.message) for c in unreachable] == [
+        ("error", "Docker engine: not reachable (Cannot connect to the Docker daemon)")
+    ]
+    sdk_only = check_docker({"ServerVersion": "26.1.5", "SecurityOptions": ["name=seccomp", "name=rootless"]})
+    assert [c.level for c in sdk_only] == ["ok", "info", "info"] and "subgid" in sdk_only[2].message
+
+
+def test_kernel_cmdline_flags(tmp_path: Path) -> None:
+    host = fake_host(
+        tmp_path, cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 amd_iommu=off amdgpu.gttsize=65536 quiet"
+    )
+    report = diagnose([], {}, env={}, docker_info=DOCKER_INFO, **host)
+    (kernel,) = [c for c in report.checks if c.topic == "kernel"]
+    assert kernel.level == "info"
+    assert (
+        "kernel 6.17.0-8-generic" in kernel.message and "amd_iommu=off amdgpu.gttsize=65536" in kernel.message
+    )
+
+
+def test_host_facts(tmp_path: Path) -> None:
+    host = fake_host(tmp_path, cmdline="quiet amd_iommu=off")
+    facts = host_facts(sysfs=host["sysfs"], proc=host["proc"], etc=host["etc"], env={})
+    assert facts["kernel"] == "6.17.0-8-generic"
+    assert facts["hostname"] == "r9700-box"
+    assert facts["os"] == "Ubuntu 25.10"
+    assert facts["cpu_model"] == "AMD Ryzen 9 7950X 16-Core Processor"
+    assert (facts["cpu_threads"], facts["cpu_cores"]) == (2, 1)
+    assert facts["memory_bytes"] == 65536000 * 1024
+    assert facts["cmdline"] == "quiet amd_iommu=off" and facts["cmdline_notable"] == ["amd_iommu=off"]
+    assert [g["render_node"] for g in facts["gpus"]] == ["/dev/dri/renderD128"]
+    assert "hsa_override_gfx_version" not in facts
+    json.dumps(facts)
+
+
+def test_host_facts_this_machine() -> None:
+    facts = host_facts()
+    assert facts["kernel"] == os.uname().release
+    assert facts["memory_bytes"] > 0 and facts["cpu_threads"] >= 1

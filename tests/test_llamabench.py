@@ -1,0 +1,82 @@
+"""llama-bench argument list and tolerant parsing, on captured real outputs of several versions."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import DATA
+from toolkit import llamabench as lb
+from toolkit.matrix import BenchAxes
+
+
+def test_bench_args_cross_the_matrix():
+    axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048], repetitions=3)
+    args = lb.bench_args(axes, "/models/m.gguf")
+    s = " ".join(args)
+    assert "-p 512,2048" in s and "-n 128" in s and "-ub 512,2048" in s and "-b 2048" in s
+    assert "-fa 1" in s and "-ngl 999" in s and "-r 3" in s
+    assert args[-3:] == ["-o", "jsonl", "--progress"]
+    assert "-d" not in args  # default depth is not passed (older builds lack -d)
+
+
+def test_parse_jsonl_skips_non_json_lines():
+    text = "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe\n" + (DATA / "llamabench-b5163-readme.jsonl").read_text()
+    rows = lb.parse_jsonl(text)
+    assert len(rows) == 2
+    n = [lb.normalize(r) for r in rows]
+    assert [x["test"] for x in n] == ["pp512", "tg128"]
+    assert n[0]["backends"] == "CUDA" and n[0]["flash_attn"] == -1
+    assert n[0]["avg_ts"] == pytest.approx(7263.609157)
+
+
+def test_old_vintage_booleans_and_truncated_json():
+    text = (DATA / "llamabench-b3599-old.json").read_text()
+    rows = lb.parse_json_array(text)
+    assert len(rows) == 2
+    n = lb.normalize(rows[0])
+    assert n["flash_attn"] == 1 and n["n_depth"] == 0 and n["backends"] == "CPU"
+    assert n["samples_ts"][0] == pytest.approx(8.89501)
+    # a crash leaves the array open and the last object half-written
+    cut = text[: text.rindex('"avg_ts"')]
+    assert len(lb.parse_json_array(cut)) == 1
+
+
+def test_unknown_fields_are_kept_in_raw():
+    rows = lb.parse_json_array((DATA / "llamabench-b3599-old.json").read_text())
+    assert rows[0]["mla_attn"] == 3  # the parser keeps what it does not know
+
+
+@pytest.mark.parametrize(
+    "ub,b,p,g,d,eff",
+    [
+        pytest.param(2048, 2048, 512, 0, 0, 512, id="pp512-ub2048-clamped"),
+        pytest.param(2048, 2048, 2048, 0, 0, 2048, id="pp2048-ub2048"),
+        pytest.param(512, 2048, 4096, 0, 0, 512, id="pp4096-ub512"),
+        pytest.param(2048, 2048, 0, 128, 0, 128, id="tg128"),
+        pytest.param(2048, 1024, 4096, 0, 0, 1024, id="batch-clamps"),
+    ],
+)
+def test_effective_ubatch(ub, b, p, g, d, eff):
+    assert lb.effective_ubatch(ub, b, p, g, d) == eff
+
+
+def test_progress_lines():
+    assert lb.progress_of("llama-bench: benchmark 3/8: prompt run 2/5") == (3, 8, "prompt run 2/5")
+    assert lb.progress_of("load_tensors: CPU model buffer") is None
+
+
+def test_cpu_fallback_detection():
+    vk_row = {"backends": "Vulkan", "gpu_info": "", "n_prompt": 512, "n_gen": 0}
+    assert "gpu_info is empty" in lb.cpu_fallback_reason("", "vulkan", [vk_row])
+    ok_row = dict(vk_row, gpu_info="AMD Radeon AI PRO R9700 (RADV GFX1201)")
+    assert lb.cpu_fallback_reason("", "vulkan", [ok_row]) is None
+    assert "ROCm" in lb.cpu_fallback_reason("", "rocm", [dict(ok_row, backends="CPU")])
+    assert "no ROCm-capable" in lb.cpu_fallback_reason("ggml_cuda_init: no ROCm-capable device is detected", "rocm", [])
+    assert lb.cpu_fallback_reason("", "cpu", [dict(vk_row, backends="CPU")]) is None
+
+
+def test_test_names():
+    assert lb.test_name(512, 0) == "pp512"
+    assert lb.test_name(0, 128) == "tg128"
+    assert lb.test_name(512, 128) == "pp512+tg128"
+    assert lb.test_name(512, 0, 4096) == "pp512 @ d4096"

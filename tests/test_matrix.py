@@ -1,0 +1,80 @@
+"""matrix.yaml validation: every error names the file, the key path and the fix."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.conftest import write_matrix
+from toolkit.errors import BadInput
+from toolkit.matrix import load_matrix
+
+
+def test_project_matrix_is_valid(project):
+    lm = load_matrix(project / "matrix.yaml")
+    assert "cpu" in [i.name for i in lm.m.images]
+    assert lm.m.bench.n_prompt == [512, 2048, 4096]
+    assert lm.m.bench.n_ubatch == [512, 2048]
+    assert lm.m.bench.flash_attn == [1]
+    # 3 pp x 2 ub + 1 tg x 2 ub = 8 crossed cases
+    assert len(lm.m.bench.cases()) == 8
+
+
+def _mutate(data, path, value):
+    d = copy.deepcopy(data)
+    cur = d
+    for p in path[:-1]:
+        cur = cur[p]
+    if value is KeyError:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return d
+
+
+@pytest.mark.parametrize(
+    "path,value,expect",
+    [
+        pytest.param(["images", 0, "backend"], "cuda", ["images[0].backend", "'rocm', 'vulkan' or 'cpu'"], id="bad-backend"),
+        pytest.param(["images", 0, "tempalte"], "x", ["unknown key 'tempalte'", "did you mean 'template'"], id="typo-key"),
+        pytest.param(["bench", "n_prompt"], [], ["bench.n_prompt", "empty"], id="empty-axis"),
+        pytest.param(["bench", "n_prompt"], "512", ["bench.n_prompt", "valid list"], id="wrong-type"),
+        pytest.param(["bench", "n_ubatch"], [4096], ["micro-batch", "n_batch"], id="ubatch-gt-batch"),
+        pytest.param(["bench", "repetitions"], 0, ["bench.repetitions"], id="zero-reps"),
+        pytest.param(["images", 0, "template"], "nope.Dockerfile.j2", ["images[0].template", "not a file"], id="missing-template"),
+        pytest.param(["images", 0, "source"], "llama", ["images[0].source", "not defined under `sources`"], id="unknown-source"),
+        pytest.param(["images", 0, "vars", "base_image"], "debian\nRUN curl evil", ["not allowed"], id="newline-injection"),
+        pytest.param(["sources", "llama.cpp", "ref"], "main; rm -rf /", ["not allowed"], id="shell-injection-ref"),
+        pytest.param(["models", 0, "sha256"], "abc", ["sha256", "64 lowercase hex"], id="bad-sha"),
+        pytest.param(["schema_version"], 2, ["schema_version", "not supported"], id="schema-version"),
+        pytest.param(["schema_version"], KeyError, ["schema_version", "required"], id="no-schema-version"),
+    ],
+)
+def test_bad_matrix_names_file_key_and_fix(project, matrix_data, path, value, expect):
+    p = write_matrix(project, _mutate(matrix_data, path, value))
+    with pytest.raises(BadInput) as err:
+        load_matrix(p)
+    msg = str(err.value)
+    assert str(p) in msg
+    for e in expect:
+        assert e in msg, msg
+
+
+def test_duplicate_image_names(project, matrix_data):
+    d = copy.deepcopy(matrix_data)
+    d["images"].append(copy.deepcopy(d["images"][0]))
+    with pytest.raises(BadInput, match="duplicate image name"):
+        load_matrix(write_matrix(project, d))
+
+
+def test_malformed_yaml_names_line(project):
+    p = project / "matrix.yaml"
+    p.write_text("schema_version: 1\nimages: [\n  - name: x\n")
+    with pytest.raises(BadInput, match=r"line \d+, column \d+: not valid YAML"):
+        load_matrix(p)
+
+
+def test_missing_matrix_file(tmp_path):
+    with pytest.raises(BadInput, match="matrix file not found"):
+        load_matrix(tmp_path / "nope.yaml")

@@ -1,0 +1,53 @@
+"""Rendering: deterministic bytes, header with template and inputs hash, StrictUndefined errors."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.conftest import write_matrix
+from toolkit.errors import BadInput
+from toolkit.matrix import load_matrix
+from toolkit.render import render_all, render_image
+
+
+def test_render_is_deterministic(project):
+    lm = load_matrix(project / "matrix.yaml")
+    first = [r.content for r in render_all(lm, lm.m.images)]
+    second = [render_image(lm, s).content for s in lm.m.images]
+    assert first == second
+    cpu = (project / "images" / "cpu" / "Dockerfile").read_text()
+    assert cpu.startswith("# Rendered by toolkit from Dockerfile.templates/llama-cpu.Dockerfile.j2")
+    assert "# inputs-sha256: " in cpu.splitlines()[2]
+
+
+def test_cpu_template_structure(project):
+    lm = load_matrix(project / "matrix.yaml")
+    text = render_image(lm, lm.m.image("cpu")).content
+    assert "FROM debian:trixie-slim AS build" in text
+    assert "FROM debian:trixie-slim AS runtime" in text
+    for flag in ("-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DLLAMA_BUILD_TESTS=OFF"):
+        assert flag in text
+    assert "COPY src/ /src/" in text and "git clone" not in text
+    assert "--mount=type=cache,target=/build" in text
+    assert "# syntax" not in text
+
+
+def test_hash_changes_with_vars(project, matrix_data):
+    lm = load_matrix(project / "matrix.yaml")
+    h1 = render_image(lm, lm.m.image("cpu")).inputs_hash
+    d = copy.deepcopy(matrix_data)
+    d["images"][0]["vars"]["cmake_args"] = ["-DGGML_AVX2=ON"]
+    lm2 = load_matrix(write_matrix(project, d))
+    r2 = render_image(lm2, lm2.m.image("cpu"))
+    assert r2.inputs_hash != h1
+    assert "-DGGML_AVX2=ON \\" in r2.content
+
+
+def test_undefined_template_variable_is_named(project, matrix_data):
+    d = copy.deepcopy(matrix_data)
+    del d["images"][0]["vars"]["base_image"]
+    lm = load_matrix(write_matrix(project, d))
+    with pytest.raises(BadInput, match="base_image.*add it under the image's `vars:`"):
+        render_image(lm, lm.m.image("cpu"))

@@ -1,0 +1,281 @@
+"""(BuiltImage, Model, BenchAxes, DeviceProfile) --run--> [BenchRecord] appended to results/.
+
+For each (image, model): one container, one llama-bench process over the crossed matrix. Before it,
+a pre-flight (devices present on the host; for GPU images `llama-bench --list-devices` inside the
+container must show a device of the image's backend); after it, a post-flight (rows whose backend
+or gpu_info betray a CPU fallback are recorded as failed, never as results).
+
+The module never prints: progress goes to the `events` callback, which the CLI renders.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from toolkit import devices, engine, hostinfo, llamabench
+from toolkit.errors import BadInput
+from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.tinymodel import ensure_model_file, sha256_file
+
+Events = Callable[..., None]
+
+
+@dataclass
+class BenchOptions:
+    """Knobs of one `toolkit bench` run. `timeout_s` is per (image, model) container, seconds."""
+
+    dry_run: bool = False
+    strict: bool = False
+    allow_software_gpu: bool = False
+    gpu: int | None = None
+    resume: bool = False
+    timeout_s: float | None = None
+    run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
+
+
+@dataclass
+class Outcome:
+    """One (image, model) line of the run summary. status: ok | failed | skipped | dry-run | resumed."""
+
+    image: str
+    model: str
+    status: str
+    reason: str = ""
+    records: int = 0
+    command: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def model_sha256(lm: LoadedMatrix, path: Path) -> str:
+    """sha256 of a model file, cached by (path, size, mtime) in .toolkit/sha256-cache.json."""
+    cache_file = lm.root / ".toolkit" / "sha256-cache.json"
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (OSError, json.JSONDecodeError):
+        cache = {}
+    st = path.stat()
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    if key not in cache:
+        cache[key] = sha256_file(path)
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        tmp.replace(cache_file)
+    return cache[key]
+
+
+def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
+    """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
+    path = lm.resolve(model.path)
+    if not path.exists():
+        if model.generate and not dry_run:
+            ensure_model_file(path, model.generate)
+        elif model.generate:
+            return path, ""
+        else:
+            fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else ""
+            return None, f"model file {path} is absent{fetch}"
+    return path, ""
+
+
+def _check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
+    digest = model_sha256(lm, path) if path.is_file() else "dir:" + model.name
+    if model.sha256 and digest != model.sha256:
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].sha256: file {path} has sha256 {digest}, the matrix expects "
+            f"{model.sha256}; re-download the file or fix `sha256`"
+        )
+    return digest
+
+
+def container_spec(image_ref: str, command: list[str], profile: devices.DeviceProfile, *, model_dir: Path,
+                   shader_volume: str | None, run_id: str, name: str) -> engine.RunSpec:
+    """The container for one benchmark process: model dir read-only at /models, profile devices."""
+    mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
+    env = dict(profile.environment)
+    if shader_volume:
+        mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))
+        env["MESA_SHADER_CACHE_DIR"] = "/cache/mesa"
+    return engine.RunSpec(
+        image=image_ref, command=command, mounts=mounts, environment=env, devices=list(profile.devices),
+        group_add=list(profile.group_add), security_opt=list(profile.security_opt), cap_drop=list(profile.cap_drop),
+        cap_add=list(profile.cap_add), ipc_mode=profile.ipc_mode, name=name, labels={"org.toolkit.run-id": run_id},
+        network="none",
+    )
+
+
+def _image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
+    return ImageRef(name=spec.name, ref=build.ref, digest=build.digest, backend=spec.backend,
+                    repo_digests=build.repo_digests, labels=build.labels)
+
+
+def preflight_devices(spec: ImageSpec, build: BuildRecord, profile: devices.DeviceProfile, opts: BenchOptions,
+                      shader_volume: str | None) -> str | None:
+    """Run `llama-bench --list-devices` in the image; return why the GPU is unusable, or None."""
+    if spec.backend == "cpu":
+        return None
+    rs = container_spec(build.digest, ["llama-bench", "--list-devices"], profile, model_dir=Path("/tmp"),
+                        shader_volume=shader_volume, run_id=opts.run_id, name=f"toolkit-pre-{opts.run_id}-{spec.name}")
+    rs.mounts = rs.mounts[1:]
+    out = engine.run_container(rs, timeout=300)
+    text = out.stdout + "\n" + out.stderr
+    prefix = {"rocm": "ROCm", "vulkan": "Vulkan"}[spec.backend]
+    listed = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix) and ":" in ln]
+    if not listed:
+        return f"`llama-bench --list-devices` in the image shows no {prefix} device (output: {text.strip()[-200:]!r})"
+    software = [ln for ln in listed if "llvmpipe" in ln.lower() or "lavapipe" in ln.lower()]
+    if software and len(software) == len(listed) and not opts.allow_software_gpu:
+        return (f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
+                "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately")
+    return None
+
+
+def _records(rows: list[dict[str, Any]], *, base: dict[str, Any], status: str, error: str | None) -> list[BenchRecord]:
+    out = []
+    for raw in rows:
+        norm = llamabench.normalize(raw)
+        out.append(BenchRecord(**base, **norm, status=status, error=error, raw=raw))
+    return out
+
+
+def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
+              opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> Outcome:
+    """One llama-bench process for (image, model); appends records; returns the summary line."""
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return Outcome(spec.name, model.name, "skipped", reason)
+    axes = lm.m.bench
+    command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
+    shader_volume = f"toolkit-shaders-{build.digest.split(':')[-1][:12]}" if spec.backend == "vulkan" else None
+    name = f"toolkit-{opts.run_id}-{spec.name}-{model.name}"[:120]
+    rs = container_spec(build.digest, command, profile, model_dir=path.parent, shader_volume=shader_volume,
+                        run_id=opts.run_id, name=name)
+    if opts.dry_run:
+        return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
+    sha = _check_sha(lm, model, path)
+    model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size)
+    n_cases = len(axes.cases())
+    if opts.resume and _already_measured(store, build.digest, sha, axes, n_cases):
+        return Outcome(spec.name, model.name, "resumed", f"all {n_cases} cases already measured for this digest + model")
+    cold = False
+    if shader_volume:
+        cold = not _volume_exists(shader_volume)
+        engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
+    pre = preflight_devices(spec, build, profile, opts, shader_volume)
+    if pre:
+        return Outcome(spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre)
+    events("start", image=spec.name, model=model.name, total=n_cases)
+
+    def on_stderr(line: str) -> None:
+        p = llamabench.progress_of(line)
+        if p:
+            events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
+
+    out = engine.run_container(rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr)
+    log_path = store.log_path(build.digest, f"{opts.run_id}-{model.name}.log")
+    log_path.write_text(f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}")
+    rows = llamabench.parse_jsonl(out.stdout)
+    tests_s = sum(sum(r.get("samples_ns") or []) / 1e9 or (r.get("avg_ns", 0) * axes.repetitions / 1e9) for r in rows)
+    timing = {"wall_s": round(out.seconds, 3), "tests_s": round(tests_s, 3),
+              "startup_s": round(max(out.seconds - tests_s, 0.0), 3)}
+    if shader_volume:
+        timing["shader_cache_cold"] = float(cold)
+    base = dict(run_id=opts.run_id, created=_now(), runner="llama-bench", method="llama-bench",
+                image=_image_ref(build, spec), model=model_ref, command=engine.run_command(rs), host=host,
+                timing=timing, log_file=str(log_path))
+    error = None
+    if out.timed_out:
+        error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
+    elif out.oom_killed:
+        error = "container was killed for running out of memory"
+    elif out.exit_code != 0:
+        error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+    fallback = llamabench.cpu_fallback_reason(out.stdout + out.stderr, spec.backend, rows)
+    if fallback:
+        error = f"CPU fallback: {fallback}"
+    if (spec.backend == "vulkan" and rows and not opts.allow_software_gpu
+            and any("llvmpipe" in str(r.get("gpu_info", "")).lower() for r in rows)):
+        error = "ran on a software Vulkan device (llvmpipe) without --allow-software-gpu"
+    recs = _records(rows, base=base, status="failed" if error else "ok", error=error)
+    if not recs and error is None:
+        error = "llama-bench printed no result rows"
+    if not recs:
+        recs = [BenchRecord(**base, test="(none)", axis="prefill", status="failed", error=error)]
+    for r in recs:
+        store.add_result(r)
+    events("done", image=spec.name, model=model.name, total=n_cases)
+    status = "failed" if error else "ok"
+    return Outcome(spec.name, model.name, status, error or "", len(rows), rs.command, timing)
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+def _volume_exists(name: str) -> bool:
+    from docker.errors import NotFound
+
+    try:
+        engine.client().volumes.get(name)
+        return True
+    except NotFound:
+        return False
+
+
+def _already_measured(store: ResultStore, digest: str, sha: str, axes, n_cases: int) -> bool:
+    want = {(c["n_prompt"], c["n_gen"], c["n_depth"], c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"])
+            for c in axes.cases()}
+    have = {(r.n_prompt, r.n_gen, r.n_depth, r.n_batch, r.n_ubatch, r.flash_attn, r.n_gpu_layers)
+            for r in store.results() if r.image.digest == digest and r.model.sha256 == sha and r.status == "ok"}
+    return len(want) == n_cases and want <= have
+
+
+def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore,
+              opts: BenchOptions, events: Events = lambda *a, **k: None) -> list[Outcome]:
+    """Benchmark every selected image with every selected model that its runner accepts."""
+    gpus = devices.detect_gpus()
+    host: dict[str, Any] = {}
+    if not opts.dry_run:
+        host = hostinfo.host_facts()
+        host["docker"] = engine.engine_info()
+    outcomes: list[Outcome] = []
+    for spec in images:
+        build = store.latest_build(spec.name)
+        usable = [m for m in models if spec.runner in m.runners]
+        if not usable:
+            outcomes.append(Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}"))
+            continue
+        if build is None:
+            outcomes.append(Outcome(spec.name, "-", "skipped", f"not built; run `toolkit build --image {spec.name}`"))
+            continue
+        if not opts.dry_run and engine.inspect_image(build.digest) is None:
+            outcomes.append(Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it"))
+            continue
+        missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+        if missing:
+            outcomes.append(Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing))
+            if not opts.dry_run:
+                continue
+        profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu) \
+            if not missing else devices.DeviceProfile.example(spec.backend)
+        if spec.runner != "llama-bench":
+            outcomes.append(Outcome(spec.name, "-", "skipped", "the vLLM runner is not in this build of toolkit yet"))
+            continue
+        for model in usable:
+            if model.format != "gguf":
+                continue
+            outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
+    return outcomes

@@ -1,0 +1,167 @@
+"""ImageSpec --build--> BuildRecord (ref, image digest, labels, size, build seconds).
+
+Steps per image: render the Dockerfile, check its base images are available (local or pullable),
+prepare the source into images/<name>/src/, run `docker buildx build --load` with OCI labels,
+inspect the result and append a BuildRecord to results/builds.jsonl (the bench step reads it).
+
+The OCI `created` label is reused from the previous build when the inputs (template hash, source
+commit, source tree fingerprint) are unchanged, so a no-change rebuild yields the same image digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from toolkit import __version__, engine
+from toolkit.matrix import ImageSpec, LoadedMatrix
+from toolkit.records import BuildRecord, ResultStore
+from toolkit.render import Rendered, render_image, write_rendered
+from toolkit.sources import PreparedSource, prepare_source, sync_tree
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass
+class BuildResult:
+    """Outcome of one image: status ok | cached | failed | skipped, with a one-line reason."""
+
+    image: str
+    status: str
+    reason: str = ""
+    record: BuildRecord | None = None
+    log_path: Path | None = None
+    command: list[str] = field(default_factory=list)
+
+
+def base_images(dockerfile: str) -> list[str]:
+    """External images a Dockerfile builds FROM (stage names excluded), in order."""
+    stages: set[str] = set()
+    out: list[str] = []
+    for m in _FROM.finditer(dockerfile):
+        ref, alias = m.group(1), m.group(2)
+        if ref.lower() not in stages and ref not in out:
+            out.append(ref)
+        if alias:
+            stages.add(alias.lower())
+    return out
+
+
+def tree_fingerprint(path: Path) -> str:
+    """sha256 over (relative path, size, mtime_ns) of every file: cheap change detection."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            st = p.lstat()
+            h.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _labels(spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str | None, created: str,
+            inputs_key: str) -> dict[str, str]:
+    src = lm.m.sources.get(spec.source) if spec.source else None
+    origin = (src.git or src.pypi or src.path or src.archive) if src else ""
+    labels = {
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.revision": commit or "",
+        "org.opencontainers.image.source": origin or "",
+        "org.opencontainers.image.version": (src.version if src and src.version else (commit or "")[:9]),
+        "org.opencontainers.image.title": f"toolkit/{spec.name}",
+        "org.opencontainers.image.description": spec.description or spec.name,
+        "org.toolkit.backend": spec.backend,
+        "org.toolkit.runner": spec.runner,
+        "org.toolkit.template": spec.template,
+        "org.toolkit.template-hash": rendered.inputs_hash,
+        "org.toolkit.inputs-key": inputs_key,
+        "org.toolkit.version": __version__,
+    }
+    if commit:
+        key = "org.toolkit.llama-cpp-commit" if spec.runner == "llama-bench" else "org.toolkit.source-commit"
+        labels[key] = commit
+    return labels
+
+
+def plan(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, prepare: bool = True,
+         source: PreparedSource | None = None) -> tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]:
+    """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags)."""
+    rendered = render_image(lm, spec)
+    write_rendered(rendered)
+    context = rendered.path.parent
+    commit: str | None = None
+    fingerprint = ""
+    if spec.source:
+        if prepare:
+            source = source or prepare_source(lm, spec.source)
+            sync_tree(source.path, context / "src")
+            commit = source.commit
+            fingerprint = tree_fingerprint(context / "src")
+        else:
+            s = lm.m.sources[spec.source]
+            commit = s.commit or s.ref
+    else:
+        (context / "src").mkdir(exist_ok=True)
+    inputs_key = hashlib.sha256(f"{rendered.inputs_hash}\0{commit}\0{fingerprint}".encode()).hexdigest()
+    prev = store.latest_build(spec.name)
+    created = (
+        prev.labels.get("org.opencontainers.image.created")
+        if prev and prev.labels.get("org.toolkit.inputs-key") == inputs_key
+        else datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    labels = _labels(spec, rendered, lm, commit, created or "", inputs_key)
+    args = {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"} if spec.runner == "llama-bench" else {}
+    tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{inputs_key[:8]}"]
+    return rendered, base_images(rendered.content), source, labels, args, tags
+
+
+def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cache: bool = False,
+                dry_run: bool = False, on_line=None, source: PreparedSource | None = None,
+                secrets: list[str] | None = None) -> BuildResult:
+    """Build one image. Never raises for a build failure: returns status failed with the log path.
+
+    Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
+    """
+    rendered, bases, source, labels, args, tags = plan(lm, spec, store, prepare=not dry_run, source=source)
+    log_dir = lm.root / ".toolkit" / "logs"
+    meta = log_dir / f"build-{spec.name}.metadata.json"
+    cmd = engine.buildx_command(rendered.path.parent, tags=tags, labels=labels, build_args=args,
+                                metadata_file=meta, no_cache=no_cache, secrets=secrets)
+    if dry_run:
+        return BuildResult(spec.name, "dry-run", command=cmd)
+    for base in bases:
+        reason = engine.ensure_base_image(base)
+        if reason:
+            return BuildResult(spec.name, "skipped", reason, command=cmd)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    log_path = log_dir / f"build-{spec.name}-{stamp}.log"
+    t0 = time.monotonic()
+    out = engine.run_buildx(cmd, log_path=log_path, on_line=on_line)
+    if not out.ok:
+        tail = _error_tail(log_path)
+        return BuildResult(spec.name, "failed", f"buildx exited {out.returncode}: {tail}", log_path=log_path, command=cmd)
+    info = engine.inspect_image(tags[0])
+    if info is None:
+        return BuildResult(spec.name, "failed", f"built but {tags[0]} not found in the engine", log_path=log_path, command=cmd)
+    cached = out.steps > 0 and out.cached_steps == out.steps
+    rec = BuildRecord(
+        image=spec.name, ref=tags[1], digest=info.id, backend=spec.backend, template=spec.template,
+        template_hash=rendered.inputs_hash, source_commit=labels.get("org.opencontainers.image.revision") or None,
+        labels=info.labels, size_bytes=info.size, build_seconds=round(time.monotonic() - t0, 2), cached=cached,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), build_command=cmd,
+        repo_digests=info.repo_digests, steps=out.steps, cached_steps=out.cached_steps, log_path=str(log_path),
+        source_origin=source.origin if source else None,
+    )
+    store.add_build(rec)
+    return BuildResult(spec.name, "cached" if cached else "ok", record=rec, log_path=log_path, command=cmd)
+
+
+def _error_tail(log_path: Path, n: int = 3) -> str:
+    lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    errs = [ln for ln in lines if "ERROR" in ln or "error:" in ln.lower()]
+    return " | ".join((errs or lines)[-n:])[:400]

@@ -1,0 +1,319 @@
+"""The command line: thin Click commands that parse options, call one function, print the result.
+
+Only this module prints. Errors (toolkit.errors) carry their exit code; `main` maps them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from toolkit import __version__
+from toolkit.errors import BenchFailed, BuildFailed, ToolkitError
+
+EPILOG = "Exit codes: 0 ok, 2 build failed, 3 bench failed, 4 bad input, 5 Docker engine unavailable."
+
+
+def matrix_option(f):
+    return click.option(
+        "--matrix", "matrix_path", default="matrix.yaml", show_default=True, type=click.Path(dir_okay=False),
+        help="The benchmark matrix (images, models, llama-bench axes).",
+    )(f)
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text.")(f)
+
+
+def image_option(f):
+    return click.option("--image", "-i", "images", multiple=True, metavar="NAME",
+                        help="Only this image (repeatable). Default: every image in the matrix.")(f)
+
+
+def results_option(f):
+    return click.option("--results", "results_dir", default=None, type=click.Path(file_okay=False),
+                        help="Results folder. Default: results/ beside the matrix.")(f)
+
+
+def _load(matrix_path: str):
+    from toolkit.matrix import load_matrix
+
+    return load_matrix(matrix_path)
+
+
+def _store(lm, results_dir: str | None):
+    from toolkit.records import ResultStore
+
+    return ResultStore(Path(results_dir) if results_dir else lm.root / "results")
+
+
+def _err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+@click.group(epilog=EPILOG)
+@click.version_option(__version__, prog_name="toolkit")
+def cli():
+    """Build LLM inference images for the AMD Radeon AI PRO R9700 (gfx1201) and benchmark them.
+
+    The main job: `toolkit build && toolkit bench` builds every image in matrix.yaml that this host
+    can build, runs llama-bench in each one it can run (prefill pp and decode tg), stores results
+    per image digest under results/ and prints the tables. `toolkit doctor` says what this host
+    can run and why not.
+    """
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+def render(matrix_path, images, as_json):
+    """Render Dockerfile.templates/ into images/<name>/Dockerfile (deterministic) and print the build
+    commands `toolkit build` would run.
+
+    Validates matrix.yaml first: every error names the file, the key and the fix.
+    """
+    from toolkit import build as build_mod
+    from toolkit.records import ResultStore
+
+    lm = _load(matrix_path)
+    store = ResultStore(lm.root / "results")
+    out = []
+    for spec in lm.select_images(images):
+        res = build_mod.build_image(lm, spec, store, dry_run=True)
+        out.append({"image": spec.name, "dockerfile": str((lm.root / "images" / spec.name / "Dockerfile")),
+                    "build_command": res.command})
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    for o in out:
+        click.echo(f"{o['image']}: wrote {o['dockerfile']}")
+        click.echo(f"  {shlex.join(o['build_command'])}")
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+@results_option
+@click.option("--no-cache", is_flag=True, help="Rebuild every layer (BuildKit cache mounts are kept).")
+@click.option("--dry-run", is_flag=True, help="Render and print the exact `docker buildx build` commands; build nothing.")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
+@click.option("--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only).")
+def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose):
+    """Build the images through BuildKit (docker buildx) and record what was built.
+
+    Each image is labelled (OCI created/revision/source/version, llama.cpp commit, backend, template
+    hash) and a build record (ref, image digest, labels, size, seconds) is appended to
+    results/builds.jsonl for `toolkit bench`. An image whose base cannot be found or pulled is
+    skipped with the reason; a failed build keeps its log and names it.
+    """
+    from toolkit import build as build_mod
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    results = []
+    for spec in lm.select_images(images):
+        if not dry_run and not as_json:
+            _err(f"==> {spec.name}: building ({spec.template}, backend {spec.backend})")
+
+        def on_line(line: str, _name=spec.name) -> None:
+            parts = line.split(" ", 2)
+            step = len(parts) > 1 and parts[0].startswith("#") and (parts[1].startswith("[") or parts[1] == "CACHED")
+            if verbose or step or line.startswith("ERROR"):
+                _err(f"   {_name} | {line}")
+
+        res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=on_line)
+        results.append(res)
+        if as_json:
+            continue
+        if dry_run:
+            click.echo(f"{spec.name}: {shlex.join(res.command)}")
+        elif res.status in ("ok", "cached"):
+            r = res.record
+            how = "all steps from cache, image unchanged" if res.status == "cached" else \
+                f"{r.cached_steps}/{r.steps} steps from cache"
+            click.echo(f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
+                       f"{r.build_seconds:.1f} s ({how})")
+        else:
+            log = f"; log: {res.log_path}" if res.log_path else ""
+            click.echo(f"{spec.name}: {res.status}: {res.reason}{log}")
+        if res.status == "failed" and fail_fast:
+            break
+    if as_json:
+        click.echo(json.dumps([{"image": r.image, "status": r.status, "reason": r.reason,
+                                "record": r.record.model_dump(mode="json") if r.record else None,
+                                "log": str(r.log_path) if r.log_path else None, "command": r.command}
+                               for r in results], indent=2))
+    failed = [r.image for r in results if r.status == "failed"]
+    if failed:
+        raise BuildFailed(f"build failed for: {', '.join(failed)}")
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+@results_option
+@click.option("--model", "-m", "models", multiple=True, metavar="NAME", help="Only this model (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Print the exact `docker run` commands; run nothing.")
+@click.option("--strict", is_flag=True, help="An image that cannot run on this host is an error, not a skip.")
+@click.option("--allow-software-gpu", is_flag=True,
+              help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.")
+@click.option("--gpu", type=int, default=None, metavar="N", help="Pin GPU N (its render node only, and *_VISIBLE_DEVICES).")
+@click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Per (image, model) run; default from the matrix.")
+def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout):
+    """Run llama-bench in each built image over the matrix and store the results by image digest.
+
+    One container and one llama-bench process per (image, model), covering the crossed axes
+    (-p/-n/-ub/-b/-fa/-ngl, JSONL output), model mounted read-only, devices from the image's
+    backend profile (cpu: none; vulkan: render nodes; rocm: /dev/kfd + render nodes). Models that are
+    absent are skipped, except tiny stand-ins, which are generated. Prints a summary line per
+    (image, model) and the prefill/decode tables of this run.
+    """
+    from toolkit import report as report_mod
+    from toolkit.bench import BenchOptions, run_bench
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    opts = BenchOptions(dry_run=dry_run, strict=strict, allow_software_gpu=allow_software_gpu, gpu=gpu,
+                        resume=resume, timeout_s=timeout)
+    specs = lm.select_images(images)
+    model_specs = lm.select_models(models)
+    events = _progress_printer(quiet=as_json or dry_run)
+    try:
+        outcomes = run_bench(lm, specs, model_specs, store, opts, events)
+    finally:
+        events("close")
+    if as_json:
+        click.echo(json.dumps([o.__dict__ for o in outcomes], indent=2, default=str))
+    else:
+        for o in outcomes:
+            if o.status == "dry-run":
+                click.echo(f"{o.image} x {o.model}: {shlex.join(o.command)}")
+                continue
+            line = f"{o.image} x {o.model}: {o.status}"
+            if o.records:
+                line += f", {o.records} results"
+            if o.timing:
+                t = o.timing
+                line += (f", wall {t['wall_s']:.1f} s = measurement {t['tests_s']:.1f} s + start-up/model load/"
+                         f"warm-up {t['startup_s']:.1f} s")
+                if "shader_cache_cold" in t:
+                    line += " (shader cache cold)" if t["shader_cache_cold"] else " (shader cache warm)"
+            if o.reason:
+                line += f": {o.reason}"
+            click.echo(line)
+        ran = [r for r in store.results() if r.run_id == opts.run_id]
+        if ran:
+            click.echo("")
+            click.echo(report_mod.render(ran, "github"))
+            click.echo(f"\nrun {opts.run_id}: results in {store.root}/<digest>/bench.jsonl")
+    failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
+    if failed:
+        raise BenchFailed(f"bench failed for: {', '.join(failed)}")
+
+
+def _progress_printer(quiet: bool):
+    """An events callback that draws a rich progress bar per (image, model) on stderr."""
+    if quiet:
+        return lambda *a, **k: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=False)
+    tasks: dict[tuple, int] = {}
+
+    def events(kind: str, **kw) -> None:
+        key = (kw.get("image"), kw.get("model"))
+        if kind == "start":
+            if not progress.live.is_started:
+                progress.start()
+            tasks[key] = progress.add_task(f"{key[0]} x {key[1]}", total=kw["total"])
+        elif kind == "progress" and key in tasks:
+            progress.update(tasks[key], completed=kw["done"], total=kw["total"],
+                            description=f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}")
+        elif kind == "done" and key in tasks:
+            progress.update(tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}")
+        elif kind == "close" and progress.live.is_started:
+            progress.stop()
+
+    return events
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
+@results_option
+@click.option("--format", "fmt", type=click.Choice(["github", "csv", "json"]), default="github", show_default=True,
+              help="github = markdown tables to paste; csv/json for tools.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name.")
+@click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
+def report(matrix_path, results_dir, fmt, as_json, images, runs):
+    """Tables per image digest on the two axes: prefill (pp512, pp2048 ub512, ...) and decode (tg128),
+    tokens/s ± standard deviation, newest result per test."""
+    from toolkit import report as report_mod
+    from toolkit.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    store = ResultStore(root)
+    recs = [r for r in store.results() if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
+    click.echo(report_mod.render(recs, "json" if as_json else fmt))
+    for w in store.warnings:
+        _err(f"warning: {w}")
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
+@json_option
+@results_option
+@click.option("--allow-software-gpu", is_flag=True, help="Count Mesa lavapipe as a usable Vulkan device.")
+def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
+    """Read this host (GPUs, gfx arch, VRAM, device nodes, Docker engine, kernel) and say, per image,
+    whether it can run here and why not."""
+    from toolkit import doctor as doctor_mod
+    from toolkit import engine
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    labels = {}
+    for spec in lm.m.images:
+        b = store.latest_build(spec.name)
+        if b:
+            labels[spec.name] = b.labels
+    try:
+        info = engine.engine_info()
+    except ToolkitError as err:
+        info = {"error": str(err)}
+    rep = doctor_mod.diagnose(lm.m.images, labels, allow_software=allow_software_gpu, docker_info=info)
+    if as_json:
+        click.echo(json.dumps(rep.to_dict(), indent=2, default=str))
+    else:
+        click.echo(doctor_mod.format_doctor(rep))
+
+
+def main() -> None:
+    """Console entry point: run the CLI and map toolkit errors to their exit codes."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        _err("interrupted")
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(4 if isinstance(err, click.UsageError) else err.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted: containers removed; results measured so far are kept")
+        sys.exit(130)
+    except ToolkitError as err:
+        _err(f"error: {err}")
+        sys.exit(err.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    sys.exit(0)

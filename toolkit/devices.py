@@ -1,0 +1,545 @@
+"""GPUs on this host and the Docker device profile each backend needs.
+
+    detect_gpus(sysfs) -> [Gpu]          pure read of /sys (KFD topology + DRM render nodes)
+    profile_for(backend, gpus, ...)      -> DeviceProfile (devices, numeric GIDs, security options)
+
+Probes read the host and never write the environment; no Docker calls here. Every function takes
+the `sysfs` / `dev` root it reads so tests run on fake trees.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from toolkit.errors import BadInput, ToolkitError
+
+AMD_VENDOR = "0x1002"
+INTEL_VENDOR = "0x8086"
+_RENDER_VENDORS = (AMD_VENDOR, INTEL_VENDOR)
+IGPU_VRAM_BYTES = 4 * 1024**3
+
+# APU graphics that report a (possibly large) carve-out as VRAM: Raven/Picasso/Renoir/Cezanne,
+# Rembrandt, Raphael, Mendocino, Phoenix, Strix Point, Strix Halo, Krackan.
+_APU_GFX = frozenset(
+    {
+        "gfx801",
+        "gfx902",
+        "gfx909",
+        "gfx90c",
+        "gfx1033",
+        "gfx1035",
+        "gfx1036",
+        "gfx1037",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+        "gfx1152",
+        "gfx1153",
+    }
+)
+# Marketing names by PCI device id, for when amdgpu exposes no product_name (it usually doesn't).
+_AMD_NAMES = {
+    "0x7551": "AMD Radeon AI PRO R9700",
+    "0x7550": "AMD Radeon RX 9070 / 9070 XT",
+    "0x7590": "AMD Radeon RX 9060 XT",
+}
+
+
+class DeviceMissing(ToolkitError):
+    """The host lacks a device an image needs (exit 3: the run cannot happen)."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as the host sees it. `index` counts KFD GPU nodes in node order (what ROCm calls
+    device N); GPUs known only to DRM (no KFD: Intel, or amdgpu without KFD) follow, by render minor.
+    Unknown values are "" / 0 / None."""
+
+    index: int
+    gfx_target: str
+    name: str
+    vram_bytes: int
+    pci_bus: str
+    render_node: str
+    card_node: str | None
+    drm_render_minor: int
+    is_igpu: bool
+    vendor: str
+    device_id: str = ""
+    kfd_node: int | None = None
+
+    @property
+    def render_name(self) -> str:
+        return Path(self.render_node).name
+
+    def label(self) -> str:
+        """e.g. `0 gfx1201 AMD Radeon AI PRO R9700 (renderD128, 32 GiB)`."""
+        parts = [str(self.index), self.gfx_target or f"vendor {self.vendor}"]
+        if self.name:
+            parts.append(self.name)
+        extra = [self.render_name] + ([_gib(self.vram_bytes)] if self.vram_bytes else [])
+        extra += ["iGPU"] if self.is_igpu else []
+        return " ".join(parts) + f" ({', '.join(extra)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.0f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+
+
+def gfx_from_version(version: int) -> str:
+    """KFD gfx_target_version -> arch: 120001 -> gfx1201, 90402 -> gfx942, 90010 -> gfx90a."""
+    major, minor, step = version // 10000, (version // 100) % 100, version % 100
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _properties(path: Path) -> dict[str, int]:
+    """KFD `properties` files: one `name value` (decimal) per line."""
+    out: dict[str, int] = {}
+    for line in _read(path).splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        return 0
+
+
+def _numeric_suffix(path: Path) -> int:
+    m = re.search(r"(\d+)$", path.name)
+    return int(m.group(1)) if m else -1
+
+
+class _Drm(NamedTuple):
+    minor: int
+    vendor: str
+    device_id: str
+    vram_bytes: int
+    pci_path: str
+    product_name: str
+
+
+def _drm_render_nodes(sysfs: Path) -> dict[int, _Drm]:
+    """renderD* under class/drm by minor, with the PCI device facts behind each."""
+    out: dict[int, _Drm] = {}
+    drm = sysfs / "class" / "drm"
+    for node in sorted(drm.glob("renderD*"), key=_numeric_suffix):
+        minor = _numeric_suffix(node)
+        dev = node / "device"
+        if minor < 0 or not dev.exists():
+            continue
+        out[minor] = _Drm(
+            minor=minor,
+            vendor=_read(dev / "vendor").lower(),
+            device_id=_read(dev / "device").lower(),
+            vram_bytes=_int(_read(dev / "mem_info_vram_total")),
+            pci_path=os.path.realpath(dev),
+            product_name=_read(dev / "product_name"),
+        )
+    return out
+
+
+def _card_nodes(sysfs: Path) -> dict[str, str]:
+    """Resolved PCI device path -> card node name (card0), skipping connectors like card0-DP-1."""
+    out: dict[str, str] = {}
+    for card in (sysfs / "class" / "drm").glob("card*"):
+        if re.fullmatch(r"card\d+", card.name) and (card / "device").exists():
+            out.setdefault(os.path.realpath(card / "device"), card.name)
+    return out
+
+
+def _kfd_vram(node: Path) -> int:
+    total = 0
+    for bank in node.glob("mem_banks/*/properties"):
+        props = _properties(bank)
+        if props.get("heap_type") in (1, 2):  # HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC / _PRIVATE
+            total += props.get("size_in_bytes", 0)
+    return total
+
+
+def _is_igpu(vendor: str, gfx: str, vram: int, pci_bus: str, cpu_cores: int = 0) -> bool:
+    if vendor == INTEL_VENDOR:
+        return pci_bus.endswith(":00:02.0")  # Intel integrated graphics always sit at 00:02.0
+    if cpu_cores > 0 or gfx in _APU_GFX:
+        return True
+    return 0 < vram < IGPU_VRAM_BYTES
+
+
+def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
+    """GPUs from the KFD topology matched to DRM render nodes by drm_render_minor; on a host with
+    DRM only (Vulkan-only), AMD and Intel render nodes with unknown gfx. Pure read of `sysfs`."""
+    drm = _drm_render_nodes(sysfs)
+    cards = _card_nodes(sysfs)
+    gpus: list[Gpu] = []
+    seen: set[int] = set()
+    nodes = sysfs / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for node in sorted(nodes.glob("*"), key=_numeric_suffix):
+        props = _properties(node / "properties")
+        version = props.get("gfx_target_version", 0)
+        if not version and not props.get("simd_count"):
+            continue  # CPU node
+        gfx = gfx_from_version(version) if version else ""
+        if not gfx and re.fullmatch(r"gfx[0-9a-f]+", _read(node / "name")):
+            gfx = _read(node / "name")
+        minor = props.get("drm_render_minor", 0)
+        d = drm.get(minor)
+        seen.add(minor)
+        vendor = d.vendor if d and d.vendor else f"0x{props.get('vendor_id', 0x1002):04x}"
+        device_id = d.device_id if d and d.device_id else f"0x{props.get('device_id', 0):04x}"
+        vram = (d.vram_bytes if d else 0) or _kfd_vram(node)
+        pci_bus = Path(d.pci_path).name if d else ""
+        card = cards.get(d.pci_path) if d else None
+        gpus.append(
+            Gpu(
+                index=len(gpus),
+                gfx_target=gfx,
+                name=(d.product_name if d else "") or _AMD_NAMES.get(device_id, ""),
+                vram_bytes=vram,
+                pci_bus=pci_bus,
+                render_node=f"/dev/dri/renderD{minor}",
+                card_node=f"/dev/dri/{card}" if card else None,
+                drm_render_minor=minor,
+                is_igpu=_is_igpu(vendor, gfx, vram, pci_bus, props.get("cpu_cores_count", 0)),
+                vendor=vendor,
+                device_id=device_id,
+                kfd_node=_numeric_suffix(node),
+            )
+        )
+    for minor, d in drm.items():
+        if minor in seen or d.vendor not in _RENDER_VENDORS:
+            continue
+        card = cards.get(d.pci_path)
+        pci_bus = Path(d.pci_path).name
+        gpus.append(
+            Gpu(
+                index=len(gpus),
+                gfx_target="",
+                name=d.product_name or (_AMD_NAMES.get(d.device_id, "") if d.vendor == AMD_VENDOR else ""),
+                vram_bytes=d.vram_bytes,
+                pci_bus=pci_bus,
+                render_node=f"/dev/dri/renderD{minor}",
+                card_node=f"/dev/dri/{card}" if card else None,
+                drm_render_minor=minor,
+                is_igpu=_is_igpu(d.vendor, "", d.vram_bytes, pci_bus),
+                vendor=d.vendor,
+                device_id=d.device_id,
+            )
+        )
+    return gpus
+
+
+@functools.lru_cache(maxsize=1)
+def host_gpus() -> tuple[Gpu, ...]:
+    """detect_gpus() of the real /sys, read once per process (`host_gpus.cache_clear()` to re-read)."""
+    return tuple(detect_gpus(Path("/sys")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Device profiles
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What a container gets from the host. `devices` are docker `HOST:CONTAINER:rwm` strings,
+    `group_add` numeric GIDs (a group NAME would resolve against the image's /etc/group).
+    Never privileged; always no-new-privileges and every capability dropped."""
+
+    backend: str
+    devices: list[str] = field(default_factory=list)
+    group_add: list[str] = field(default_factory=list)
+    security_opt: list[str] = field(default_factory=lambda: ["no-new-privileges"])
+    ipc_mode: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    cap_drop: list[str] = field(default_factory=lambda: ["ALL"])
+    cap_add: list[str] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def docker_run_args(self) -> list[str]:
+        """The `docker run` options, as an argument list."""
+        args: list[str] = []
+        for d in self.devices:
+            args += ["--device", d]
+        for g in self.group_add:
+            args += ["--group-add", g]
+        for s in self.security_opt:
+            args += ["--security-opt", s]
+        if self.ipc_mode:
+            args += ["--ipc", self.ipc_mode]
+        for c in self.cap_drop:
+            args += ["--cap-drop", c]
+        for c in self.cap_add:
+            args += ["--cap-add", c]
+        for k, v in self.environment.items():
+            args += ["-e", f"{k}={v}"]
+        return args
+
+    def sdk_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for docker SDK `containers.run` / `containers.create`."""
+        kw: dict[str, Any] = {
+            "devices": list(self.devices),
+            "group_add": list(self.group_add),
+            "security_opt": list(self.security_opt),
+            "environment": dict(self.environment),
+            "cap_drop": list(self.cap_drop),
+            "cap_add": list(self.cap_add),
+        }
+        if self.ipc_mode:
+            kw["ipc_mode"] = self.ipc_mode
+        return kw
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def example(cls, backend: str) -> DeviceProfile:
+        """The profile as it would look on a one-R9700 host, for --dry-run where the devices are
+        missing. The GIDs are placeholders: a real profile stats the host's nodes."""
+        note = "example profile: this host lacks the devices; GIDs are placeholders"
+        render = "/dev/dri/renderD128:/dev/dri/renderD128:rwm"
+        if backend == "rocm":
+            return cls(
+                backend="rocm",
+                devices=["/dev/kfd:/dev/kfd:rwm", render],
+                group_add=["<gid of /dev/kfd>", "<gid of /dev/dri/renderD128>"],
+                security_opt=["seccomp=unconfined", "no-new-privileges"],
+                ipc_mode="host",
+                notes=[note],
+            )
+        if backend == "vulkan":
+            return cls(
+                backend="vulkan", devices=[render], group_add=["<gid of /dev/dri/renderD128>"], notes=[note]
+            )
+        if backend == "cpu":
+            return cpu_profile()
+        raise BadInput(f"unknown backend {backend!r}: use rocm, vulkan or cpu")
+
+
+class Shortfall(NamedTuple):
+    """Why a backend cannot run: `what` is missing (short), `need` (the device), `why` (what the
+    host lacks) and `fix` (a hint besides `toolkit doctor`, may be empty)."""
+
+    what: str
+    need: str
+    why: str
+    fix: str = ""
+
+    def message(self, backend: str) -> str:
+        fix = f"{self.fix}, or " if self.fix else ""
+        return f"{backend} image needs {self.need}: {self.why}; {fix}run `toolkit doctor`"
+
+    def short(self) -> str:
+        """For doctor's one line per image: `no /dev/kfd (no AMD GPU driver ...)`."""
+        return f"{self.what} ({self.why})" + (f"; {self.fix}" if self.fix else "")
+
+
+def rocm_gpus(gpus: list[Gpu] | tuple[Gpu, ...]) -> list[Gpu]:
+    """GPUs ROCm can use: the ones in the KFD topology."""
+    return [g for g in gpus if g.kfd_node is not None]
+
+
+def select_gpus(
+    candidates: list[Gpu], pin: int | None, *, why: str = "an iGPU next to a dGPU can abort rocBLAS"
+) -> tuple[list[Gpu], bool, list[str]]:
+    """(chosen GPUs, pinned?, notes). With no pin and an iGPU next to a dGPU, pin the first dGPU."""
+    if pin is not None:
+        chosen = [g for g in candidates if g.index == pin]
+        if not chosen:
+            have = "; ".join(g.label() for g in candidates) or "none"
+            raise BadInput(f"--gpu {pin}: no such GPU for this backend (GPUs: {have})")
+        return chosen, True, []
+    discrete = [g for g in candidates if not g.is_igpu]
+    integrated = [g for g in candidates if g.is_igpu]
+    if discrete and integrated:
+        hidden = ", ".join(g.label() for g in integrated)
+        note = f"pinned the discrete GPU {discrete[0].label()}; hid {hidden} ({why}); pass --gpu N to choose"
+        return [discrete[0]], True, [note]
+    return list(candidates), False, []
+
+
+VULKAN_PIN_WHY = "keeps the benchmark on the discrete card"
+
+
+def _device(host: Path, container: str) -> str:
+    return f"{host}:{container}:rwm"
+
+
+def _gids(paths: list[Path]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        gid = str(os.stat(p).st_gid)
+        if gid not in out:
+            out.append(gid)
+    return out
+
+
+def _render_host_path(g: Gpu, dev: Path) -> Path:
+    return dev / "dri" / g.render_name
+
+
+def shortfall(
+    backend: str, gpus: list[Gpu] | tuple[Gpu, ...], dev: Path = Path("/dev"), allow_software: bool = False
+) -> Shortfall | None:
+    """What `backend` lacks on this host, or None when it can run. BadInput for an unknown backend."""
+    if backend == "cpu":
+        return None
+    if backend == "rocm":
+        if not (dev / "kfd").exists():
+            return Shortfall("no /dev/kfd", "/dev/kfd", "no AMD GPU driver (amdgpu/KFD) on this host")
+        usable = rocm_gpus(gpus)
+        if not usable:
+            return Shortfall(
+                "no GPU in the KFD topology",
+                "an AMD GPU in the KFD topology",
+                "/dev/kfd exists but /sys/class/kfd lists no GPU node",
+                "check that amdgpu initialised the card (dmesg)",
+            )
+        if not any(_render_host_path(g, dev).exists() for g in usable):
+            nodes = ", ".join(g.render_node for g in usable)
+            return Shortfall(
+                f"no render node {nodes}",
+                nodes,
+                "the GPU is in the KFD topology but its render node is missing",
+            )
+        return None
+    if backend == "vulkan":
+        if allow_software or any(_render_host_path(g, dev).exists() for g in gpus):
+            return None
+        return Shortfall(
+            "no GPU render node",
+            "a GPU render node (/dev/dri/renderD*)",
+            "no AMD or Intel render node /dev/dri/renderD* on this host",
+            "pass --allow-software-gpu to run on Mesa lavapipe (the CPU)",
+        )
+    raise BadInput(f"unknown backend {backend!r}: use rocm, vulkan or cpu")
+
+
+def missing_devices_reason(
+    backend: str,
+    gpus: list[Gpu] | tuple[Gpu, ...],
+    dev: Path = Path("/dev"),
+    allow_software: bool = False,
+) -> str | None:
+    """One line saying what `backend` lacks on this host and the fix; None when it can run."""
+    short = shortfall(backend, gpus, dev, allow_software)
+    return short.message(backend) if short else None
+
+
+def _require(
+    backend: str, gpus: list[Gpu] | tuple[Gpu, ...], dev: Path, allow_software: bool = False
+) -> None:
+    short = shortfall(backend, gpus, dev, allow_software)
+    if short:
+        raise DeviceMissing(short.message(backend))
+
+
+def cpu_profile() -> DeviceProfile:
+    """CPU control run: no devices at all."""
+    return DeviceProfile(backend="cpu")
+
+
+def vulkan_profile(
+    gpus: list[Gpu] | tuple[Gpu, ...],
+    *,
+    pin: int | None = None,
+    dev: Path = Path("/dev"),
+    allow_software: bool = False,
+) -> DeviceProfile:
+    """Render node(s) only (the ICD comes from the image); GIDs of those nodes.
+
+    With `allow_software` and no GPU: no devices and GGML_VK_VISIBLE_DEVICES=0, because ggml-vulkan
+    skips CPU-type devices (Mesa lavapipe) unless one is selected explicitly.
+    """
+    present = [g for g in gpus if _render_host_path(g, dev).exists()]
+    if not present and allow_software:
+        if pin is not None:
+            select_gpus(present, pin)  # raises BadInput naming the missing GPU
+        return DeviceProfile(
+            backend="vulkan",
+            environment={"GGML_VK_VISIBLE_DEVICES": "0"},
+            notes=["no GPU render node: runs on Mesa lavapipe (software Vulkan on the CPU)"],
+        )
+    _require("vulkan", gpus, dev)
+    chosen, pinned, notes = select_gpus(present, pin, why=VULKAN_PIN_WHY)
+    paths = [_render_host_path(g, dev) for g in chosen]
+    return DeviceProfile(
+        backend="vulkan",
+        devices=[_device(p, g.render_node) for p, g in zip(paths, chosen, strict=True)],
+        group_add=_gids(paths),
+        # The container sees only the passed node(s), so the pinned card is Vulkan device 0.
+        environment={"GGML_VK_VISIBLE_DEVICES": "0"} if pinned else {},
+        gpus=[g.index for g in chosen],
+        notes=notes,
+    )
+
+
+def rocm_profile(
+    gpus: list[Gpu] | tuple[Gpu, ...],
+    *,
+    pin: int | None = None,
+    dev: Path = Path("/dev"),
+) -> DeviceProfile:
+    """/dev/kfd + the chosen GPU's render node(s), numeric GIDs of those nodes (stat'd on the host),
+    seccomp unconfined (the ROCm runtime needs syscalls Docker's default profile blocks), ipc host."""
+    _require("rocm", gpus, dev)
+    usable = [g for g in rocm_gpus(gpus) if _render_host_path(g, dev).exists()]
+    chosen, pinned, notes = select_gpus(usable, pin)
+    kfd = dev / "kfd"
+    paths = [_render_host_path(g, dev) for g in chosen]
+    env: dict[str, str] = {}
+    if pinned:
+        # libhsakmt hides KFD nodes whose render node it cannot open, so inside the container the
+        # passed card(s) are numbered from 0; the host index would select nothing.
+        env["ROCR_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(chosen)))
+    return DeviceProfile(
+        backend="rocm",
+        devices=[_device(kfd, "/dev/kfd")]
+        + [_device(p, g.render_node) for p, g in zip(paths, chosen, strict=True)],
+        group_add=_gids([kfd, *paths]),
+        security_opt=["seccomp=unconfined", "no-new-privileges"],
+        ipc_mode="host",
+        environment=env,
+        gpus=[g.index for g in chosen],
+        notes=notes,
+    )
+
+
+def profile_for(
+    backend: str,
+    gpus: list[Gpu] | tuple[Gpu, ...],
+    *,
+    pin: int | None = None,
+    dev: Path = Path("/dev"),
+    allow_software: bool = False,
+) -> DeviceProfile:
+    """The profile for `backend`. Raises BadInput (unknown backend or --gpu) or DeviceMissing."""
+    if backend == "cpu":
+        return cpu_profile()
+    _require(backend, gpus, dev, allow_software)
+    if backend == "rocm":
+        return rocm_profile(gpus, pin=pin, dev=dev)
+    return vulkan_profile(gpus, pin=pin, dev=dev, allow_software=allow_software)

@@ -1,0 +1,383 @@
+"""`toolkit doctor`: can each image run on this host, and what on the host may skew results.
+
+`diagnose(...)` reads the host (devices, /sys, /proc, the environment) and never writes; Docker
+facts arrive as a dict from the engine module. `format_doctor(report)` is the human text; the CLI
+prints it (or `report.to_dict()` for --json).
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from toolkit.devices import VULKAN_PIN_WHY, Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall
+from toolkit.errors import BadInput
+from toolkit.hostinfo import host_facts
+
+GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
+"""Image label listing the gfx targets the image's GPU code was built for, comma separated."""
+
+Level = Literal["ok", "info", "warn", "error"]
+
+
+class ImageLike(Protocol):
+    """What doctor needs of an image (matrix.ImageSpec fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def runner(self) -> str: ...
+
+
+@dataclass
+class Check:
+    level: Level
+    topic: str
+    message: str
+
+
+@dataclass
+class ImageVerdict:
+    name: str
+    backend: str
+    runner: str
+    runnable: bool
+    reason: str
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        verdict = "can run here" if self.runnable else "cannot run here"
+        return f"{self.name}: {verdict}: {self.reason}"
+
+
+@dataclass
+class DoctorReport:
+    host: dict[str, Any]
+    checks: list[Check]
+    images: list[ImageVerdict]
+
+    @property
+    def ok(self) -> bool:
+        """Every image can run and no check is an error."""
+        return all(i.runnable for i in self.images) and not any(c.level == "error" for c in self.checks)
+
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.level in ("warn", "error")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, **asdict(self)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks of the host
+
+
+def _name(getter: Any, ident: int) -> str:
+    try:
+        return getter(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def _node_check(path: Path, topic: str) -> Check:
+    """Owner, group, mode of a device node and whether the current user can open it."""
+    st = path.stat()
+    owner = f"{_name(pwd.getpwuid, st.st_uid)}:{_name(grp.getgrgid, st.st_gid)} (gid {st.st_gid})"
+    kind = "" if stat.S_ISCHR(st.st_mode) else " (not a character device)"
+    if os.access(path, os.R_OK | os.W_OK):
+        return Check(
+            "ok", topic, f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user can open it"
+        )
+    return Check(
+        "info",
+        topic,
+        f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user cannot open it (host tools "
+        f"like rocminfo need group {_name(grp.getgrgid, st.st_gid)}; containers get gid {st.st_gid} "
+        "through --group-add)",
+    )
+
+
+def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
+    checks: list[Check] = []
+    kfd = dev / "kfd"
+    if kfd.exists():
+        checks.append(_node_check(kfd, "kfd"))
+    else:
+        checks.append(
+            Check(
+                "warn", "kfd", f"no {kfd}: the amdgpu driver with KFD is not loaded; ROCm images cannot run"
+            )
+        )
+    if not gpus:
+        checks.append(
+            Check(
+                "info",
+                "gpu",
+                "no GPU found (no KFD GPU node, no AMD or Intel render node in /sys/class/drm): cpu images "
+                "run; vulkan images only with --allow-software-gpu (Mesa lavapipe)",
+            )
+        )
+    for g in gpus:
+        where = f" at {g.pci_bus}" if g.pci_bus else ""
+        checks.append(Check("ok", "gpu", f"GPU {g.label()}{where}"))
+        node = dev / "dri" / g.render_name
+        if node.exists():
+            checks.append(_node_check(node, "render"))
+        else:
+            checks.append(Check("warn", "render", f"GPU {g.index}: render node {node} is missing"))
+    return checks
+
+
+def _override_arch(value: str) -> str | None:
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value.strip())
+    if not m:
+        return None
+    major, minor, step = (int(x) for x in m.groups())
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def check_hsa_override(env: Mapping[str, str], gpus: list[Gpu]) -> list[Check]:
+    value = env.get("HSA_OVERRIDE_GFX_VERSION")
+    if value is None:
+        return []
+    archs = sorted({g.gfx_target for g in rocm_gpus(gpus) if g.gfx_target}) or ["gfx1201"]
+    fake = _override_arch(value)
+    others = [a for a in archs if a != fake]
+    if fake is None:
+        effect = "it is not major.minor.step, so the ROCm runtime refuses to start"
+    elif not others:
+        effect = (
+            f"it equals the GPU's own arch ({fake}), so it changes nothing here but hides a wrong value later"
+        )
+    else:
+        effect = (
+            f"it makes the runtime treat {'/'.join(others)} as {fake}; a wrong value loads the wrong kernels"
+        )
+    native = (
+        "gfx1201 is supported natively since ROCm 6.4 and needs no override"
+        if "gfx1201" in archs
+        else "images built for the host's own arch need no override"
+    )
+    return [Check("warn", "env", f"HSA_OVERRIDE_GFX_VERSION={value} is set: {effect}. {native}; unset it")]
+
+
+def check_igpu(gpus: list[Gpu]) -> list[Check]:
+    amd = rocm_gpus(gpus) or gpus
+    igpus = [g for g in amd if g.is_igpu]
+    dgpus = [g for g in amd if not g.is_igpu]
+    if not (igpus and dgpus):
+        return []
+    return [
+        Check(
+            "warn",
+            "igpu",
+            f"iGPU {', '.join(g.label() for g in igpus)} is visible next to {dgpus[0].label()}: rocBLAS may "
+            "abort (no Tensile library for the iGPU's arch); the toolkit pins the discrete GPU, or pass --gpu N",
+        )
+    ]
+
+
+def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(known?, version): whether docker_info says anything about buildx, and its version."""
+    for key in ("buildx_version", "BuildxVersion", "buildx"):
+        if key in info:
+            return True, info[key] or None
+    client = info.get("ClientInfo")
+    if isinstance(client, Mapping):
+        for plugin in client.get("Plugins") or []:
+            if isinstance(plugin, Mapping) and plugin.get("Name") == "buildx":
+                return True, plugin.get("Version") or "present"
+        return True, None
+    return False, None
+
+
+def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
+    if info is None or info.get("error"):
+        why = f"{info['error']}" if info else "is dockerd running? can this user use its socket?"
+        return [Check("error", "docker", f"Docker engine: not reachable ({why})")]
+    raw_server = info.get("Server")
+    server: Mapping[str, Any] = raw_server if isinstance(raw_server, Mapping) else {}
+    version = (
+        info.get("ServerVersion")
+        or info.get("server_version")
+        or info.get("version")
+        or server.get("Version")
+    )
+    api = info.get("ApiVersion") or info.get("api_version") or server.get("ApiVersion")
+    checks = [
+        Check(
+            "ok", "docker", f"Docker engine {version or 'unknown version'}" + (f" (API {api})" if api else "")
+        )
+    ]
+    known, buildx = _buildx_version(info)
+    if buildx:
+        checks.append(Check("ok", "docker", f"buildx {buildx}"))
+    elif known:
+        checks.append(
+            Check("warn", "docker", "buildx not installed: BuildKit builds fail; install docker-buildx")
+        )
+    else:
+        checks.append(Check("info", "docker", "buildx: version not reported"))
+    if any("rootless" in str(o) for o in info.get("SecurityOptions") or []):
+        checks.append(
+            Check(
+                "info",
+                "docker",
+                "rootless Docker: the render/video groups need a subgid mapping for --group-add",
+            )
+        )
+    return checks
+
+
+def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
+    module = facts.get("amdgpu_module")
+    driver = "amdgpu not loaded" if module is None else f"amdgpu {module}"
+    notable = facts.get("cmdline_notable") or []
+    flags = (
+        f"kernel parameters: {' '.join(notable)} (recorded with results; e.g. amd_iommu=off changes results by "
+        "5-12% on some hosts)"
+        if notable
+        else "no GPU-relevant kernel parameters"
+    )
+    return [Check("info", "kernel", f"kernel {facts.get('kernel', '?')}, {driver}; {flags}")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict per image
+
+
+def _target_covers(target: str, arch: str) -> bool:
+    """`gfx1201` covers gfx1201; `gfx12-generic` covers gfx12xx; `gfx10-3-generic` covers gfx103x."""
+    target = target.strip().split(":", 1)[0]  # drop feature flags like gfx90a:xnack-
+    m = re.fullmatch(r"(gfx\d+)(?:-(\d+))?-generic", target)
+    if m:
+        return arch.startswith(m.group(1) + (m.group(2) or ""))
+    return target == arch
+
+
+def image_verdict(
+    image: ImageLike,
+    labels: Mapping[str, str] | None,
+    gpus: list[Gpu],
+    *,
+    dev: Path,
+    allow_software: bool,
+    pin: int | None,
+) -> ImageVerdict:
+    name, backend, runner = image.name, str(image.backend), str(getattr(image, "runner", "llama-bench"))
+
+    def verdict(ok: bool, reason: str, notes: list[str] | None = None) -> ImageVerdict:
+        return ImageVerdict(name, backend, runner, ok, reason, notes or [])
+
+    try:
+        short = shortfall(backend, gpus, dev, allow_software)
+    except BadInput as err:
+        return verdict(False, str(err))
+    if short:
+        return verdict(False, short.short())
+    if backend == "cpu":
+        return verdict(True, "no devices needed")
+    if backend == "vulkan":
+        present = [g for g in gpus if (dev / "dri" / g.render_name).exists()]
+        if not present:
+            return verdict(True, "Mesa lavapipe (software Vulkan on the CPU; --allow-software-gpu)")
+        try:
+            chosen, _, notes = select_gpus(present, pin, why=VULKAN_PIN_WHY)
+        except BadInput as err:
+            return verdict(False, str(err))
+        return verdict(
+            True, ", ".join(f"{g.render_name} ({g.gfx_target or g.vendor})" for g in chosen), notes
+        )
+    usable = [g for g in rocm_gpus(gpus) if (dev / "dri" / g.render_name).exists()]
+    try:
+        chosen, _, notes = select_gpus(usable, pin)
+    except BadInput as err:
+        return verdict(False, str(err))
+    archs = [g.gfx_target for g in chosen if g.gfx_target]
+    where = "/dev/kfd + " + ", ".join(f"{g.render_name} ({g.gfx_target or 'unknown gfx'})" for g in chosen)
+    if labels is None:
+        return verdict(True, where, notes + ["not built yet: its gfx targets are unchecked"])
+    targets = [t.strip() for t in labels.get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
+    if not targets:
+        return verdict(True, where, notes + [f"no {GFX_TARGETS_LABEL} label: its gfx targets are unchecked"])
+    missing = [a for a in archs if not any(_target_covers(t, a) for t in targets)]
+    if missing:
+        return verdict(
+            False,
+            f"image built for {','.join(targets)}, host GPU is {','.join(missing)}: kernels would fail with "
+            f"'invalid device function'; rebuild with {','.join(missing)} in the image's gfx targets",
+            notes,
+        )
+    return verdict(True, where, notes)
+
+
+def diagnose(
+    images: Iterable[ImageLike],
+    build_labels: Mapping[str, Mapping[str, str]],
+    *,
+    sysfs: Path = Path("/sys"),
+    dev: Path = Path("/dev"),
+    proc: Path = Path("/proc"),
+    etc: Path = Path("/etc"),
+    env: Mapping[str, str] | None = None,
+    allow_software: bool = False,
+    docker_info: Mapping[str, Any] | None = None,
+    pin: int | None = None,
+) -> DoctorReport:
+    """Check the host and say, per image, whether it can run here and why not.
+
+    `build_labels` maps image name -> labels of its latest build (absent: not built yet).
+    """
+    env = os.environ if env is None else env
+    facts = host_facts(sysfs=sysfs, proc=proc, etc=etc, env=env)
+    gpus = detect_gpus(sysfs)
+    checks = (
+        check_devices(gpus, dev)
+        + check_hsa_override(env, gpus)
+        + check_igpu(gpus)
+        + check_docker(docker_info)
+        + check_kernel(facts)
+    )
+    verdicts = [
+        image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
+        for img in images
+    ]
+    for v in verdicts:
+        if not v.runnable and "invalid device function" in v.reason:
+            checks.append(Check("warn", "image", f"{v.name}: {v.reason}"))
+    return DoctorReport(host=facts, checks=checks, images=verdicts)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.1f} GiB"
+
+
+def format_doctor(report: DoctorReport) -> str:
+    """Human text: host line, checks (one per line with its level), one line per image."""
+    h = report.host
+    cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
+    lines = [
+        f"host: {h.get('os') or 'unknown OS'}, kernel {h.get('kernel', '?')}, {cpu}, "
+        f"{_gib(h.get('memory_bytes') or 0)} RAM",
+        "",
+        "checks:",
+    ]
+    lines += [f"  {c.level:<5} {c.topic:<7} {c.message}" for c in report.checks]
+    lines += ["", "images:"]
+    for v in report.images:
+        lines.append(f"  {v.line()}")
+        lines += [f"    note: {n}" for n in v.notes]
+    if not report.images:
+        lines.append("  (none selected)")
+    return "\n".join(lines)

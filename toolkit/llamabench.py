@@ -1,0 +1,251 @@
+"""llama-bench: the argument list we run, and a tolerant parser of what it prints.
+
+Facts (flags, JSONL fields and their drift, micro-batch clamping) come from llama.cpp's
+tools/llama-bench/llama-bench.cpp and shared/reference/llama-bench.md. One process measures the
+whole crossed matrix for one (image, model): list-valued flags are crossed by llama-bench itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from typing import Any
+
+from toolkit.matrix import BenchAxes
+
+PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
+# Messages that mean a GPU build ran on the CPU (shared/reference/llama-bench.md, "Output").
+CPU_FALLBACK_PATTERNS = (
+    "no ROCm-capable device is detected",
+    "no usable GPU found",
+    "ggml_vulkan: No devices found",
+    "failed to initialize Vulkan",
+    "no CUDA-capable device",
+)
+
+# Old (2024) releases reported one boolean per backend instead of a `backends` string.
+_OLD_BACKEND_FLAGS = {"cuda": "CUDA", "vulkan": "Vulkan", "kompute": "Kompute", "metal": "Metal",
+                      "sycl": "SYCL", "rpc": "RPC", "hip": "ROCm"}
+
+
+def _csv(values: list[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -> list[str]:
+    """The llama-bench argument list (argv[1:]) for the crossed matrix, JSONL on stdout.
+
+    `-fa 1` (not `on`: older builds read a word as false). `-d` and `-t` are passed only when
+    set away from their defaults so older builds without them still run.
+    """
+    args = [
+        "-m", model_path,
+        "-p", _csv(axes.n_prompt),
+        "-n", _csv(axes.n_gen),
+        "-b", _csv(axes.n_batch),
+        "-ub", _csv(axes.n_ubatch),
+        "-fa", _csv(axes.flash_attn),
+        "-ngl", _csv(axes.n_gpu_layers),
+        "-r", str(axes.repetitions),
+    ]
+    if axes.n_depth != [0]:
+        args += ["-d", _csv(axes.n_depth)]
+    if axes.threads:
+        args += ["-t", str(axes.threads)]
+    if device:
+        args += ["-dev", device]
+    return args + ["-o", "jsonl", "--progress"]
+
+
+def parse_jsonl(text: str) -> list[dict[str, Any]]:
+    """Objects from llama-bench stdout: lines that are not JSON objects are skipped (the Vulkan
+    backend prints `ggml_vulkan: Found N Vulkan devices:` on stdout)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def parse_json_array(text: str) -> list[dict[str, Any]]:
+    """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
+    start = text.find("[")
+    if start < 0:
+        return parse_jsonl(text)
+    dec = json.JSONDecoder()
+    pos, out = start + 1, []
+    while pos < len(text):
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            break
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break  # the half object a crash left behind
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def parse_csv(text: str) -> list[dict[str, Any]]:
+    """`-o csv` output; numbers converted where they parse."""
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        rows.append({k: _num(v) for k, v in row.items() if k is not None})
+    return rows
+
+
+def parse_any(text: str) -> list[dict[str, Any]]:
+    """Sniff jsonl / json array / csv, the three machine formats llama-bench writes."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return parse_json_array(stripped)
+    if stripped.startswith("{") or "\n{" in text:
+        return parse_jsonl(text)
+    if "avg_ts" in text.splitlines()[0] if text.strip() else False:
+        return parse_csv(text)
+    return parse_jsonl(text)
+
+
+def _num(v: str | None) -> Any:
+    if v is None:
+        return None
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
+def _int(v: Any, default: int | None = None) -> int | None:
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return int(v)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v) if v is not None and v != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def backends_of(raw: dict[str, Any]) -> str:
+    """The `backends` string, derived from old per-backend booleans when absent."""
+    if raw.get("backends"):
+        return str(raw["backends"])
+    if raw.get("backend"):
+        return str(raw["backend"])
+    found = [name for key, name in _OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")]
+    return ",".join(found) or "CPU"
+
+
+def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
+    """Conventional llama-bench test names: pp512, tg128, pp512+tg128, pp512 @ d4096."""
+    if n_prompt and n_gen:
+        name = f"pp{n_prompt}+tg{n_gen}"
+    elif n_prompt:
+        name = f"pp{n_prompt}"
+    else:
+        name = f"tg{n_gen}"
+    return f"{name} @ d{n_depth}" if n_depth else name
+
+
+def axis_of(n_prompt: int, n_gen: int) -> str:
+    if n_prompt and n_gen:
+        return "mixed"
+    return "prefill" if n_prompt else "decode"
+
+
+def effective_ubatch(n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int) -> int | None:
+    """min(n_ubatch, n_batch, n_prompt + n_gen + n_depth): llama.cpp sizes the context to the test
+    and clamps n_batch to it and n_ubatch to n_batch, while still reporting the asked n_ubatch."""
+    if n_ubatch is None:
+        return None
+    ctx = n_prompt + n_gen + n_depth
+    vals = [n_ubatch] + ([n_batch] if n_batch else []) + ([ctx] if ctx else [])
+    return min(vals)
+
+
+def normalize(raw: dict[str, Any]) -> dict[str, Any]:
+    """Canonical fields from one llama-bench record of any vintage (unknown fields stay in raw).
+
+    Returns keys: test, axis, n_prompt, n_gen, n_depth, n_batch, n_ubatch, n_ubatch_effective,
+    flash_attn (int: -1 auto, 0, 1), n_gpu_layers, avg_ts, stddev_ts (tokens/s), samples_ts,
+    backends, gpu_info, build_commit.
+    """
+    n_prompt = _int(raw.get("n_prompt"), 0) or 0
+    n_gen = _int(raw.get("n_gen"), 0) or 0
+    n_depth = _int(raw.get("n_depth"), 0) or 0
+    n_batch = _int(raw.get("n_batch"))
+    n_ubatch = _int(raw.get("n_ubatch"))
+    fa = raw.get("flash_attn")
+    if isinstance(fa, str):
+        fa = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}.get(fa.lower(), _int(fa))
+    samples = raw.get("samples_ts") or []
+    if isinstance(samples, str):  # csv keeps arrays as "[1.0, 2.0]" or "1.0;2.0"
+        samples = [float(x) for x in re.findall(r"[-+0-9.eE]+", samples)]
+    return {
+        "test": test_name(n_prompt, n_gen, n_depth),
+        "axis": axis_of(n_prompt, n_gen),
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": n_depth,
+        "n_batch": n_batch,
+        "n_ubatch": n_ubatch,
+        "n_ubatch_effective": effective_ubatch(n_ubatch, n_batch, n_prompt, n_gen, n_depth),
+        "flash_attn": _int(fa),
+        "n_gpu_layers": _int(raw.get("n_gpu_layers")),
+        "avg_ts": _float(raw.get("avg_ts")),
+        "stddev_ts": _float(raw.get("stddev_ts")),
+        "samples_ts": [float(x) for x in samples],
+        "backends": backends_of(raw),
+        "gpu_info": str(raw.get("gpu_info") or ""),
+        "build_commit": str(raw.get("build_commit") or "") or None,
+    }
+
+
+def progress_of(line: str) -> tuple[int, int, str] | None:
+    """(test index, test count, phase) from a `--progress` stderr line, else None."""
+    m = PROGRESS_RE.search(line)
+    return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
+
+
+def cpu_fallback_reason(log: str, backend: str, rows: list[dict[str, Any]]) -> str | None:
+    """Why a GPU run must not count as a result, or None.
+
+    A GPU image whose rows lack the expected backend, whose gpu_info is empty (ggml-vulkan skips
+    a CPU-type device and runs on the CPU while still reporting `backends: Vulkan`), or whose log
+    says no device was found, fell back to the CPU.
+    """
+    if backend == "cpu":
+        return None
+    expected = {"rocm": "ROCm", "vulkan": "Vulkan"}[backend]
+    for pat in CPU_FALLBACK_PATTERNS:
+        if pat.lower() in log.lower():
+            return f"log shows a CPU fallback: {pat!r}"
+    for r in rows:
+        nb = normalize(r)
+        if expected.lower() not in nb["backends"].lower():
+            return f"backends is {nb['backends']!r}, expected {expected}"
+        if not nb["gpu_info"].strip():
+            return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"
+    return None
