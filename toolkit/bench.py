@@ -258,6 +258,8 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
         if not usable:
             outcomes.append(Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}"))
             continue
+        if build is None and opts.dry_run:
+            build = _unbuilt(spec)
         if build is None:
             outcomes.append(Outcome(spec.name, "-", "skipped", f"not built; run `toolkit build --image {spec.name}`"))
             continue
@@ -265,12 +267,15 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
             outcomes.append(Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it"))
             continue
         missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-        if missing:
+        if missing and not opts.dry_run:
             outcomes.append(Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing))
-            if not opts.dry_run:
-                continue
-        profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu) \
-            if not missing else devices.DeviceProfile.example(spec.backend)
+            continue
+        if missing:  # dry run on a host without the device: show the command for one R9700
+            outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
+                                    "the command below uses an example R9700 device profile"))
+            profile = devices.DeviceProfile.example(spec.backend)
+        else:
+            profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu)
         if spec.runner != "llama-bench":
             outcomes.append(Outcome(spec.name, "-", "skipped", "the vLLM runner is not in this build of toolkit yet"))
             continue
@@ -279,3 +284,10 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
                 continue
             outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
     return outcomes
+
+
+def _unbuilt(spec: ImageSpec) -> BuildRecord:
+    """A stand-in build record for --dry-run of an image not built yet (ref by tag)."""
+    ref = f"toolkit/{spec.name}:latest"
+    return BuildRecord(image=spec.name, ref=ref, digest=ref, backend=spec.backend, template=spec.template,
+                       template_hash="", created=_now())

@@ -247,24 +247,61 @@ def _progress_printer(quiet: bool):
     return events
 
 
+@cli.command("fetch-model", epilog=EPILOG)
+@matrix_option
+@click.argument("names", nargs=-1, metavar="MODEL...")
+def fetch_model(matrix_path, names):
+    """Download models named in matrix.yaml from the Hugging Face Hub (huggingface_hub) to their `path`,
+    then check their sha256 when the matrix pins one. Tiny stand-ins are generated instead.
+
+    Example: toolkit fetch-model qwen3-30b-a3b-q4kxl   (about 17 GB)
+    """
+    from toolkit.models import fetch_model as fetch
+
+    lm = _load(matrix_path)
+    for spec in lm.select_models(names):
+        click.echo(f"{spec.name}: {fetch(lm, spec, echo=_err)}")
+
+
 @cli.command(epilog=EPILOG)
 @matrix_option
 @results_option
-@click.option("--format", "fmt", type=click.Choice(["github", "csv", "json"]), default="github", show_default=True,
-              help="github = markdown tables to paste; csv/json for tools.")
+@click.option("--format", "fmt", type=click.Choice(["github", "csv", "json", "html"]), default="github",
+              show_default=True, help="github = markdown tables to paste; csv/json for tools; html = one offline "
+              "page with plots (written to --output, default results/report.html).")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name.")
 @click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
-def report(matrix_path, results_dir, fmt, as_json, images, runs):
-    """Tables per image digest on the two axes: prefill (pp512, pp2048 ub512, ...) and decode (tg128),
-    tokens/s ± standard deviation, newest result per test."""
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write the plots as PNG files into this folder.")
+@click.option("--noisy-threshold", type=float, default=5.0, show_default=True, metavar="PERCENT",
+              help="Flag rows whose standard deviation exceeds this share of the mean.")
+@click.option("--bw-floor", type=float, default=5.0, show_default=True, metavar="PERCENT",
+              help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.")
+@click.option("--min-margin", type=float, default=3.0, show_default=True, metavar="PERCENT",
+              help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).")
+def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_dir, noisy_threshold, bw_floor,
+           min_margin):
+    """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
+    concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
+    cpu-fallback, noisy, implausible bandwidth), a roofline column where the GPU is known, and a verdict
+    with a routing rule (prefill-heavy / latency-bound decode / mixed)."""
     from toolkit import report as report_mod
     from toolkit.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     store = ResultStore(root)
     recs = [r for r in store.results() if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
-    click.echo(report_mod.render(recs, "json" if as_json else fmt))
+    fmt = "json" if as_json else fmt
+    opts = report_mod.ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
+    dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
+    text, written = report_mod.publish(recs, fmt, opts=opts, output=dest, plots_dir=Path(plots_dir) if plots_dir else None)
+    if text is not None:
+        click.echo(text)
+    for p in written:
+        _err(f"wrote {p}")
     for w in store.warnings:
         _err(f"warning: {w}")
 
@@ -298,8 +335,25 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         click.echo(doctor_mod.format_doctor(rep))
 
 
+def _is_engine_error(err: Exception) -> bool:
+    import requests
+    from docker.errors import DockerException
+
+    return isinstance(err, (DockerException, requests.exceptions.ConnectionError))
+
+
+def _sigterm_as_interrupt() -> None:
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
+    _sigterm_as_interrupt()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -314,6 +368,12 @@ def main() -> None:
     except ToolkitError as err:
         _err(f"error: {err}")
         sys.exit(err.exit_code)
+    except Exception as err:  # the engine went away mid-run: say so, keep what was measured
+        if _is_engine_error(err):
+            _err(f"error: Docker engine connection lost ({str(err)[:200]}); results measured so far are kept. "
+                 "Restart the engine (`./scripts/setup-host.sh`) and use `toolkit bench --resume`.")
+            sys.exit(5)
+        raise
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     sys.exit(0)

@@ -106,15 +106,27 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
 
 
 def parse_any(text: str) -> list[dict[str, Any]]:
-    """Sniff jsonl / json array / csv, the three machine formats llama-bench writes."""
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return parse_json_array(stripped)
-    if stripped.startswith("{") or "\n{" in text:
-        return parse_jsonl(text)
-    if "avg_ts" in text.splitlines()[0] if text.strip() else False:
-        return parse_csv(text)
-    return parse_jsonl(text)
+    """Sniff jsonl / json array / csv, the three machine formats llama-bench writes.
+
+    Log lines may come first (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on
+    stdout), so the format is decided by the first line that starts one: `[` (json array, possibly
+    truncated), `{` (jsonl) or a csv header naming `avg_ts`; a start that yields no rows is skipped.
+    """
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("["):
+            parse = parse_json_array
+        elif s.startswith("{"):
+            parse = parse_jsonl
+        elif "avg_ts" in s and "," in s:
+            parse = parse_csv
+        else:
+            continue
+        rows = parse("\n".join(lines[i:]))
+        if rows:
+            return rows
+    return []
 
 
 def _num(v: str | None) -> Any:

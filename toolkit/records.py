@@ -144,8 +144,11 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
     line = json.dumps(data, sort_keys=False, separators=(",", ":")) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # a killed writer left a half line: never glue a record onto it
         os.write(fd, line.encode())
         os.fsync(fd)
     finally:

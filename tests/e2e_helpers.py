@@ -1,0 +1,52 @@
+"""Helpers for end-to-end tests: a real Docker engine, real builds, real llama-bench runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from toolkit.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def engine_or_skip() -> None:
+    """e2e tests need dockerd + buildx; CI starts them (scripts/setup-host.sh). Locally, say why."""
+    ok = subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    bx = subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0
+    if not (ok and bx):
+        pytest.fail("Docker engine with buildx not running: run ./scripts/setup-host.sh first")
+
+
+def make_project(dest: Path, *, images: list[str], bench: dict, models: list[str] | None = None) -> Path:
+    """A project copy whose matrix keeps only `images` (and `models`), with smaller bench axes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "Dockerfile.templates", dest / "Dockerfile.templates", dirs_exist_ok=True)
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["images"] = [i for i in data["images"] if i["name"] in images]
+    keep = models or ["tiny-qwen3moe"]
+    data["models"] = [m for m in data["models"] if m["name"] in keep]
+    data["bench"] = {**data.get("bench", {}), **bench}
+    (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+def run_cli(project: Path, *args: str, expect: int | None = 0):
+    """Invoke the CLI in-process (CliRunner) on a project's matrix; assert the exit code."""
+    from toolkit.errors import ToolkitError
+
+    runner = CliRunner()
+    res = runner.invoke(cli, [args[0], "--matrix", str(project / "matrix.yaml"), *args[1:]])
+    code = res.exit_code
+    if isinstance(res.exception, ToolkitError):
+        code = res.exception.exit_code
+    elif res.exception and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    if expect is not None:
+        assert code == expect, f"exit {code}\n{res.output}\n{res.exception!r}"
+    return res, code

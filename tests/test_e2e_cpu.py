@@ -1,0 +1,80 @@
+"""End to end on the real engine: build the CPU control image from the rendered template, run
+llama-bench over the crossed matrix on the generated tiny qwen3moe model, store results under the
+image digest, report them. Nothing is mocked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from toolkit.records import ResultStore
+
+pytestmark = pytest.mark.e2e
+
+AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "repetitions": 3,
+        "n_gpu_layers": [0]}
+
+
+@pytest.fixture(scope="module")
+def cpu_project(tmp_path_factory):
+    engine_or_skip()
+    project = make_project(tmp_path_factory.mktemp("e2e-cpu"), images=["cpu"], bench=AXES)
+    res, _ = run_cli(project, "build", "--image", "cpu")
+    assert "cpu: built toolkit/cpu:" in res.output
+    return project
+
+
+def test_build_records_digest_labels_and_size(cpu_project):
+    store = ResultStore(cpu_project / "results")
+    rec = store.latest_build("cpu")
+    assert rec is not None and rec.digest.startswith("sha256:")
+    for key in ("org.opencontainers.image.created", "org.opencontainers.image.revision",
+                "org.opencontainers.image.source", "org.opencontainers.image.version",
+                "org.toolkit.llama-cpp-commit", "org.toolkit.backend", "org.toolkit.template-hash"):
+        assert rec.labels.get(key), key
+    assert rec.labels["org.toolkit.llama-cpp-commit"].startswith("0c1e57098")
+    assert rec.labels["org.toolkit.backend"] == "cpu"
+    assert rec.size_bytes > 10_000_000 and rec.build_seconds > 0
+
+
+def test_second_build_reuses_cache_and_says_so(cpu_project):
+    store = ResultStore(cpu_project / "results")
+    first = store.latest_build("cpu")
+    res, _ = run_cli(cpu_project, "build", "--image", "cpu")
+    assert "all steps from cache, image unchanged" in res.output
+    second = store.latest_build("cpu")
+    assert second.cached and second.digest == first.digest
+
+
+def test_bench_stores_results_by_digest_and_reports(cpu_project):
+    res, _ = run_cli(cpu_project, "bench", "--image", "cpu")
+    assert "cpu x tiny-qwen3moe: ok" in res.output
+    assert "measurement" in res.output and "start-up" in res.output
+    store = ResultStore(cpu_project / "results")
+    digest = store.latest_build("cpu").digest
+    path = cpu_project / "results" / digest.split(":")[1][:12] / "bench.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    # 2 pp x 2 ub + 1 tg x 2 ub = 6 tests, each a record with positive tok/s
+    assert len(lines) == 6
+    for rec in lines:
+        assert rec["status"] == "ok" and rec["avg_ts"] > 0 and rec["image"]["digest"] == digest
+        assert len(rec["model"]["sha256"]) == 64 and rec["host"]["kernel"] and rec["host"]["docker"]["server_version"]
+        assert rec["command"][:3] == ["docker", "run", "--rm"] and "--privileged" not in rec["command"]
+        assert rec["raw"]["backends"] and rec["flash_attn"] == 1
+    tests = sorted({(r["test"], r["n_ubatch"]) for r in lines})
+    assert tests == [("pp256", 32), ("pp256", 512), ("pp64", 32), ("pp64", 512), ("tg16", 32), ("tg16", 512)]
+    clamped = [r for r in lines if r["test"] == "pp64" and r["n_ubatch"] == 512]
+    assert clamped[0]["n_ubatch_effective"] == 64
+    rep, _ = run_cli(cpu_project, "report")
+    assert "Prefill (pp)" in rep.output and "Decode (tg)" in rep.output
+    assert f"cpu@{digest.split(':')[1][:12]}" in rep.output
+    assert "pp256 ub512" in rep.output and "tg16" in rep.output
+
+
+def test_bench_dry_run_prints_exact_docker_run(cpu_project):
+    res, _ = run_cli(cpu_project, "bench", "--image", "cpu", "--dry-run")
+    line = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe:")][0]
+    assert "docker run --rm" in line and "readonly" in line and "llama-bench -m /models/tiny-qwen3moe.gguf" in line
+    assert "--privileged" not in line and "--cap-drop ALL" in line

@@ -1,0 +1,42 @@
+"""Result records: atomic appends, corrupt lines skipped with a warning, nothing measured lost."""
+
+from __future__ import annotations
+
+import json
+
+from toolkit.records import BenchRecord, ImageRef, ModelRef, ResultStore
+
+
+def _rec(run_id="r1", avg=10.0, **kw) -> BenchRecord:
+    return BenchRecord(
+        run_id=run_id, created="2026-11-29T00:00:00+00:00",
+        image=ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu"),
+        model=ModelRef(name="tiny", path="/m/tiny.gguf", sha256="cd" * 32, size_bytes=1),
+        test="pp512", axis="prefill", n_prompt=512, n_ubatch=512, avg_ts=avg, **kw,
+    )
+
+
+def test_results_are_keyed_by_digest(tmp_path):
+    store = ResultStore(tmp_path)
+    path = store.add_result(_rec())
+    assert path == tmp_path / "abababababab" / "bench.jsonl"
+    assert store.results()[0].avg_ts == 10.0
+
+
+def test_corrupt_and_half_lines_are_skipped_and_reported(tmp_path):
+    store = ResultStore(tmp_path)
+    store.add_result(_rec(avg=1.0))
+    path = store.add_result(_rec(avg=2.0))
+    with path.open("a") as fh:
+        fh.write('{"schema_version": 1, "run_id": "half"')  # a killed writer's half line
+    store.add_result(_rec(avg=3.0))
+    got = store.results()
+    assert [r.avg_ts for r in got] == [1.0, 2.0, 3.0]  # the half line is skipped, the next append kept
+    assert any("corrupt line" in w for w in store.warnings)
+
+
+def test_unknown_fields_survive_a_round_trip(tmp_path):
+    store = ResultStore(tmp_path)
+    store.add_result(_rec(future_field={"x": 1}))
+    line = json.loads(next((tmp_path).glob("*/bench.jsonl")).read_text())
+    assert line["future_field"] == {"x": 1}

@@ -1,0 +1,185 @@
+"""Two sets of results --compare--> per-test speedup (B ÷ A) and the regressions beyond a threshold.
+
+Like llama.cpp's scripts/compare-llama-bench.py: rows are joined on the test-defining parameters
+(n_prompt, n_gen, n_depth, n_batch, n_ubatch, flash attention, GPU layers, model, method, served
+concurrency), only properties that differ are shown, speedup = compare ÷ baseline.
+
+A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
+imported results the newest digest filed under that name), or an image digest / prefix
+(`sha256:ab12…`, `ab12…`, `import:…`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tabulate import tabulate
+
+from toolkit.errors import BadInput
+from toolkit.records import BenchRecord, ResultStore
+from toolkit.report import (
+    ID_COLUMNS,
+    concurrency,
+    fmt_cell,
+    image_label,
+    is_cpu_fallback,
+    select_latest,
+    value,
+    varying_columns,
+)
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class Side:
+    ref: str
+    label: str  # how it is shown: image label, or `run <id>`
+    records: list[BenchRecord]
+
+
+@dataclass
+class CompareRow:
+    test: str
+    ids: dict[str, str]
+    a: BenchRecord
+    b: BenchRecord
+
+    @property
+    def speedup(self) -> float:
+        return value(self.b) / value(self.a)
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    threshold: float  # percent
+    rows: list[CompareRow] = field(default_factory=list)
+    id_columns: list[str] = field(default_factory=list)
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+
+    def is_regression(self, row: CompareRow) -> bool:
+        return row.speedup < 1 - self.threshold / 100
+
+    @property
+    def regressions(self) -> list[CompareRow]:
+        return [r for r in self.rows if self.is_regression(r)]
+
+
+def _digest_matches(digest: str, ref: str) -> bool:
+    ref = ref.lower()
+    hexpart = digest.split(":")[-1].lower()
+    return digest.lower().startswith(ref) or (len(ref) >= 4 and hexpart.startswith(ref.split(":")[-1]))
+
+
+def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = None) -> Side:
+    """The ok results `ref` names (run id, image name, digest or prefix); BadInput when none or ambiguous."""
+    recs = [r for r in (records if records is not None else store.results()) if r.status == "ok"]
+    by_run = [r for r in recs if r.run_id == ref]
+    if by_run:
+        return Side(ref, f"run {ref}", by_run)
+    named = [r for r in recs if r.image.name == ref]
+    if named:
+        build = store.latest_build(ref)
+        digest = build.digest if build and any(r.image.digest == build.digest for r in named) \
+            else max(named, key=lambda r: r.created).image.digest
+        mine = [r for r in named if r.image.digest == digest]
+        return Side(ref, image_label(mine[0]), mine)
+    digests = sorted({r.image.digest for r in recs if _digest_matches(r.image.digest, ref)})
+    if len(digests) == 1:
+        mine = [r for r in recs if r.image.digest == digests[0]]
+        return Side(ref, image_label(mine[0]), mine)
+    if len(digests) > 1:
+        raise BadInput(f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
+                       "give more digits")
+    raise BadInput(f"no results match {ref!r}: give a run id, an image name or an image digest (prefix); "
+                   f"`toolkit report` lists what is stored under {store.root}")
+
+
+def _model_id(r: BenchRecord) -> Any:
+    """The model as llama-bench describes it (type, parameters, bytes); the sha256 when that is unknown."""
+    fp = (r.raw.get("model_type"), r.raw.get("model_n_params"), r.raw.get("model_size"))
+    return fp if any(fp) else r.model.sha256
+
+
+def join_key(r: BenchRecord) -> tuple:
+    return (r.method, _model_id(r), r.n_prompt, r.n_gen, r.n_depth, r.n_batch, r.n_ubatch, r.flash_attn,
+            r.n_gpu_layers, concurrency(r))
+
+
+def _same_model(a: BenchRecord, b: BenchRecord) -> bool:
+    sa, sb = a.model.sha256, b.model.sha256
+    return not (_HEX64.fullmatch(sa or "") and _HEX64.fullmatch(sb or "") and sa != sb)
+
+
+def _test_label(r: BenchRecord) -> str:
+    if r.axis == "served":
+        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
+    return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
+
+
+def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0) -> Comparison:
+    """Join the newest ok result per test of A and of B; speedup = B ÷ A."""
+    if threshold < 0:
+        raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
+    recs = store.results()
+    a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+
+    def index(side: Side) -> dict[tuple, BenchRecord]:
+        out: dict[tuple, BenchRecord] = {}
+        for r in select_latest(side.records):
+            if value(r) and not is_cpu_fallback(r):
+                k = join_key(r)
+                if k not in out or r.created >= out[k].created:
+                    out[k] = r
+        return out
+
+    ia, ib = index(a), index(b)
+    pairs = [(ia[k], ib[k]) for k in ia if k in ib and _same_model(ia[k], ib[k])]
+    pairs.sort(key=lambda p: (p[0].axis != "prefill", p[0].axis, p[0].model.name, concurrency(p[0]) or 0,
+                              p[0].n_depth, p[0].n_prompt, p[0].n_gen, p[0].n_ubatch or 0, p[0].n_batch or 0))
+    id_cols = [c for c in varying_columns([r for p in pairs for r in p]) if c != "threads"]
+    rows = [CompareRow(_test_label(x), {c: str(ID_COLUMNS[c](x)) for c in id_cols}, x, y) for x, y in pairs]
+    joined_a, joined_b = {join_key(x) for x, _ in pairs}, {join_key(y) for _, y in pairs}
+    return Comparison(a, b, threshold, rows, id_cols,
+                      sorted(_test_label(r) for k, r in ia.items() if k not in joined_a),
+                      sorted(_test_label(r) for k, r in ib.items() if k not in joined_b))
+
+
+def format_comparison(c: Comparison) -> str:
+    """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
+    if not c.rows:
+        return (f"no test in common between {c.a.label} and {c.b.label} "
+                f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)")
+    body = []
+    for row in c.rows:
+        sp = f"{row.speedup:.2f}"
+        mark = ""
+        if c.is_regression(row):
+            sp, mark = f"**{sp}**", f"regression (< {1 - c.threshold / 100:.2f})"
+        elif row.speedup > 1 + c.threshold / 100:
+            mark = "faster"
+        body.append([row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp, mark])
+    headers = ["test", *c.id_columns, f"t/s A: {c.a.label}", f"t/s B: {c.b.label}", "speedup (B/A)", ""]
+    out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
+    if c.only_a or c.only_b:
+        out.append(f"not compared: {len(c.only_a)} tests only in A, {len(c.only_b)} only in B")
+    n = len(c.regressions)
+    out.append(f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%" if n else
+               f"no regression beyond {c.threshold:g}%")
+    return "\n\n".join(out)
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    def side(s: Side) -> dict[str, Any]:
+        return {"ref": s.ref, "label": s.label, "digests": sorted({r.image.digest for r in s.records})}
+
+    return {"a": side(c.a), "b": side(c.b), "threshold_pct": c.threshold,
+            "rows": [{"test": r.test, **r.ids, "avg_ts_a": value(r.a), "stddev_ts_a": r.a.stddev_ts,
+                      "avg_ts_b": value(r.b), "stddev_ts_b": r.b.stddev_ts, "speedup": round(r.speedup, 4),
+                      "regression": c.is_regression(r)} for r in c.rows],
+            "only_a": c.only_a, "only_b": c.only_b, "regressions": len(c.regressions)}
