@@ -80,3 +80,14 @@ def test_test_names():
     assert lb.test_name(0, 128) == "tg128"
     assert lb.test_name(512, 128) == "pp512+tg128"
     assert lb.test_name(512, 0, 4096) == "pp512 @ d4096"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
+def test_captured_0c1e57098_outputs_parse_the_same(fmt):
+    rows = lb.parse_any((DATA / f"llamabench-0c1e57098-cpu.{fmt}").read_text())
+    assert len(rows) == 6
+    n = [lb.normalize(r) for r in rows]
+    assert {x["test"] for x in n} == {"pp64", "pp512", "tg16"}
+    assert all(x["avg_ts"] > 0 and x["backends"] == "CPU" and x["flash_attn"] == 1 for x in n)
+    clamped = [x for x in n if x["test"] == "pp64" and x["n_ubatch"] == 512]
+    assert clamped and clamped[0]["n_ubatch_effective"] == 64

@@ -351,6 +351,68 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+@cli.command(epilog=EPILOG + " 6 compare found a regression.")
+@matrix_option
+@results_option
+@json_option
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--threshold", type=float, default=5.0, show_default=True, metavar="PERCENT",
+              help="A test slower in B than in A by more than this is a regression (exit code 6).")
+def compare(matrix_path, results_dir, as_json, a, b, threshold):
+    """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.
+
+    A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
+    run id. Rows are joined on the test-defining parameters (prompt/gen/depth, batch, micro-batch,
+    flash attention, GPU layers, model); regressions beyond --threshold are marked and make the exit
+    code 6, for CI gates.
+    """
+    from toolkit import compare as compare_mod
+    from toolkit.errors import Regression
+    from toolkit.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold)
+    click.echo(json.dumps(compare_mod.comparison_json(c), indent=2) if as_json else compare_mod.format_comparison(c))
+    if c.regressions:
+        raise Regression(f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
+                         f"{threshold:g}%: {', '.join(r.test for r in c.regressions)}")
+
+
+@cli.command("import", epilog=EPILOG)
+@matrix_option
+@results_option
+@json_option
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--label", required=True, metavar="NAME", help="Image name to file the results under (e.g. bare-metal-hip).")
+@click.option("--backend", type=click.Choice(["cpu", "vulkan", "rocm"]), default=None,
+              help="Backend of the build that ran. Default: from the rows' `backends` field.")
+@click.option("--model-sha256", default=None, metavar="HEX",
+              help="sha256 of the model file, so compare joins it with container runs of the same file.")
+@click.option("--digest", default=None, metavar="ID",
+              help="Image reference to file under. Default: import:<sha256 of the files' bytes>.")
+def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha256, digest):
+    """Import llama-bench output produced outside the toolkit (a bare-metal run, someone's published run)
+    into results/, so `toolkit report` and `toolkit compare` show it beside container runs.
+
+    Reads -o jsonl, -o json (also a truncated array from a crashed run) and -o csv of any llama.cpp
+    vintage with the same tolerant parser as `toolkit bench`. A file without result rows is bad input
+    (exit 4), and nothing is written.
+    """
+    from toolkit import importer
+    from toolkit.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    res = importer.import_files(ResultStore(root), [Path(f) for f in files], label=label, backend=backend,
+                                model_sha256=model_sha256, digest=digest)
+    if as_json:
+        click.echo(json.dumps({**res.__dict__, "path": str(res.path) if res.path else None}, indent=2))
+    elif res.already:
+        click.echo(f"{label}: already imported as {res.digest}; nothing added")
+    else:
+        click.echo(f"{label}: imported {res.records} results as {res.digest} into {res.path}")
+
+
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
     _sigterm_as_interrupt()

@@ -355,3 +355,204 @@ def read_metadata(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return {}
+
+
+# --- Registry: tag, push, pull, untag (docker SDK). Credentials come from the Docker credential
+# --- store (~/.docker/config.json, credsStore/credHelpers, filled by `docker login`); no password
+# --- ever passes through the toolkit.
+
+
+@dataclass
+class TransferOutcome:
+    """One push or pull: `digest` is the registry manifest digest (sha256:...), seconds of wall time."""
+
+    ok: bool
+    ref: str
+    seconds: float
+    digest: str | None = None
+    size: int | None = None
+    error: str | None = None
+
+
+def _registry_hint(error: str, ref: str) -> str:
+    registry = ref.split("/", 1)[0]
+    low = error.lower()
+    if "unauthorized" in low or "authentication required" in low or "denied" in low:
+        return f"{error} (log in once with `docker login {registry}`; the toolkit reads the Docker credential store)"
+    if "connection refused" in low or "no such host" in low or "timeout" in low:
+        return f"{error} (is the registry {registry} running and reachable from the Docker engine?)"
+    if "http response to https client" in low:
+        return (f"{error} (the engine talks HTTPS to {registry}; loopback registries are plain HTTP-capable, other "
+                "hosts need `insecure-registries` in daemon.json or TLS)")
+    return error
+
+
+def tag_image(image: str, repository: str, tag: str) -> str | None:
+    """`docker tag IMAGE REPOSITORY:TAG` (IMAGE is a ref or an image ID); returns None or the error."""
+    from docker.errors import APIError
+
+    try:
+        client().api.tag(image, repository, tag)
+    except APIError as err:
+        return f"could not tag {image} as {repository}:{tag}: {err.explanation or err}"
+    return None
+
+
+def _stream(items, on_line: Callable[[str], None] | None) -> tuple[dict[str, Any], str | None]:
+    """Drain a decoded push/pull progress stream; returns (last aux object, error message or None)."""
+    aux: dict[str, Any] = {}
+    error = None
+    for item in items:
+        if "error" in item:
+            error = str(item.get("errorDetail", {}).get("message") or item["error"])
+        if "aux" in item and isinstance(item["aux"], dict):
+            aux = item["aux"]
+        if on_line and item.get("status") and "progress" not in item:
+            on_line(" ".join(str(x) for x in (item.get("id"), item["status"]) if x))
+    return aux, error
+
+
+def push_image(repository: str, tag: str, *, on_line: Callable[[str], None] | None = None) -> TransferOutcome:
+    """`docker push REPOSITORY:TAG` through the SDK; never raises for a registry error."""
+    from docker.errors import APIError
+
+    ref = f"{repository}:{tag}"
+    t0 = time.monotonic()
+    try:
+        aux, error = _stream(client().api.push(repository, tag=tag, stream=True, decode=True), on_line)
+    except APIError as err:
+        aux, error = {}, str(err.explanation or err)
+    seconds = time.monotonic() - t0
+    if error:
+        return TransferOutcome(False, ref, seconds, error=_registry_hint(error, ref))
+    return TransferOutcome(True, ref, seconds, digest=aux.get("Digest"), size=aux.get("Size"))
+
+
+def registry_digest(ref: str) -> str | None:
+    """The manifest digest the registry serves for `ref` now (distribution inspect), or None."""
+    from docker.errors import APIError, NotFound
+
+    try:
+        return client().images.get_registry_data(ref).id
+    except (APIError, NotFound):
+        return None
+
+
+def pull_image(ref: str, *, on_line: Callable[[str], None] | None = None) -> TransferOutcome:
+    """`docker pull REF` (REF may be repository@sha256:...); never raises for a registry error."""
+    from docker.errors import APIError
+    from docker.utils import parse_repository_tag
+
+    repository, tag = parse_repository_tag(ref)
+    t0 = time.monotonic()
+    try:
+        _, error = _stream(client().api.pull(repository, tag=tag or "latest", stream=True, decode=True), on_line)
+    except APIError as err:
+        error = str(err.explanation or err)
+    seconds = time.monotonic() - t0
+    if error:
+        return TransferOutcome(False, ref, seconds, error=_registry_hint(error, ref))
+    return TransferOutcome(True, ref, seconds, digest=tag if tag and tag.startswith("sha256:") else None)
+
+
+def untag_image(ref: str) -> bool:
+    """`docker rmi REF` without force: removes the tag (the image goes with its last tag). False if absent."""
+    from docker.errors import ImageNotFound
+
+    try:
+        client().images.remove(ref, noprune=False)
+        return True
+    except ImageNotFound:
+        return False
+
+
+def buildx_builders() -> list[dict[str, str]]:
+    """buildx builders as [{name, driver, status}] (empty when buildx is missing)."""
+    try:
+        out = subprocess.run(["docker", "buildx", "ls", "--format", "json"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        try:
+            b = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        nodes = b.get("Nodes") or [{}]
+        found.append({"name": b.get("Name", ""), "driver": b.get("Driver", ""),
+                      "status": str(nodes[0].get("Status", ""))})
+    return found
+
+
+# Running containers (the vLLM runner's long-lived `vllm serve` container)
+
+
+def exec_command(container_name: str, command: list[str]) -> list[str]:
+    """The exact `docker exec` equivalent of `exec_in(container, command)`, for --dry-run."""
+    return ["docker", "exec", container_name, *command]
+
+
+def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
+    """Run `command` in a running container (docker exec) and wait for it. The engine API cannot
+    kill an exec'd process, so past `timeout` seconds the whole container is killed (timed_out)."""
+    t0 = time.monotonic()
+    box: dict[str, Any] = {}
+
+    def _run() -> None:
+        try:
+            box["result"] = container.exec_run(command, demux=True)
+        except Exception as err:  # the container died under the exec
+            box["error"] = err
+
+    worker = threading.Thread(target=_run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        try:
+            container.kill()
+        except Exception:
+            pass
+        worker.join(30)
+        return RunOutcome(-1, "", "", time.monotonic() - t0, timed_out=True)
+    if "error" in box:
+        return RunOutcome(-1, "", f"docker exec failed: {box['error']}", time.monotonic() - t0)
+    code, (out, err) = box["result"]
+    return RunOutcome(int(code if code is not None else -1), (out or b"").decode(errors="replace"),
+                      (err or b"").decode(errors="replace"), time.monotonic() - t0)
+
+
+def container_logs(container) -> tuple[str, str]:
+    """(stdout, stderr) of a container so far."""
+    try:
+        return (container.logs(stdout=True, stderr=False).decode(errors="replace"),
+                container.logs(stdout=False, stderr=True).decode(errors="replace"))
+    except Exception as err:
+        return "", f"(container logs unavailable: {err})"
+
+
+def container_state(container) -> dict[str, Any]:
+    """`State` of `docker inspect` (Running, ExitCode, OOMKilled, ...); {} when it is gone."""
+    try:
+        container.reload()
+    except Exception:
+        return {}
+    return dict(container.attrs.get("State") or {})
+
+
+def remove_container(container) -> None:
+    """Kill and remove; a container that is already gone is fine."""
+    try:
+        container.remove(force=True)
+    except Exception:
+        pass
+
+
+def volume_exists(name: str) -> bool:
+    from docker.errors import NotFound
+
+    try:
+        client().volumes.get(name)
+        return True
+    except NotFound:
+        return False

@@ -234,7 +234,7 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         col = image_label(r)
         ids = {c: "" if ID_COLUMNS[c](r) is None else str(ID_COLUMNS[c](r)) for c in id_cols}
         label = row_label(r, ub=show_ub)
-        order = (r.model.name, concurrency(r) or 0, r.n_depth, r.n_prompt, r.n_gen, r.n_ubatch or 0,
+        order = (concurrency(r) or 0, r.n_depth, r.n_prompt, r.n_gen, r.model.name, r.n_ubatch or 0,
                  tuple(ids.values()))
         row = rows.setdefault((label, tuple(ids.values())), Row(label, ids, order))
         row.cells[col] = r

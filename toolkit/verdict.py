@@ -1,8 +1,10 @@
 """[BenchRecord] --verdict--> per axis the winning image and its margin, and a routing rule.
 
 Method (stated in the report):
-- A workload point ("group") is a test shape: prefill pp<L> (at depth d), decode tg<N>, served c<C>.
-  The model is part of the group only when an image was measured with several models.
+- A workload point ("group") is a test shape — prefill pp<L> (at depth d), decode tg<N>, served
+  c<C> — of one model family: the record's `model.family` when a runner sets it (so a vLLM AWQ
+  checkpoint and a GGUF of the same base weights compare), else llama-bench's model type without
+  its quantization (`qwen3moe 30B.A3B`), else the model name.
 - Knobs an operator sets per image (n_ubatch, n_batch, flash attention, GPU layers, threads) are
   not workload: each image is judged at its best measured setting, named in the evidence row.
 - Axis score of an image = geometric mean of its best tok/s over the groups every image measured.
@@ -18,6 +20,7 @@ Method (stated in the report):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,14 +117,28 @@ class Verdict:
     routes: list[Route]
 
 
-def _group_of(r: BenchRecord, with_model: bool) -> tuple[str, tuple]:
+_SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
+
+
+def model_family(r: BenchRecord) -> str:
+    """The base model a record measured, independent of file format and quantization."""
+    family = (r.model.model_extra or {}).get("family")
+    if family:
+        return str(family)
+    words = str(r.raw.get("model_type") or "").split()
+    for i, w in enumerate(words):
+        if _SIZE_TOKEN.match(w):
+            return " ".join(words[: i + 1])
+    return r.model.name
+
+
+def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
     if r.axis == "served":
         name, order = f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}", (concurrency(r) or 0, r.n_prompt, r.n_gen)
     else:
         name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
-    if with_model:
-        name, order = f"{name} {r.model.name}", (r.model.name, *order)
-    return name, order
+    family = model_family(r)
+    return (f"{name} [{family}]" if with_family else name), (family, *order)
 
 
 def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> AxisVerdict:
@@ -133,15 +150,12 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     if len(images) < 2:
         out.note = f"only {images[0]} measured" if images else "no results"
         return out
-    models: dict[str, set[str]] = {}
-    for r in rs:
-        models.setdefault(image_label(r), set()).add(r.model.name)
-    with_model = any(len(m) > 1 for m in models.values())
+    with_family = len({model_family(r) for r in rs}) > 1
     knob_cols = [c for c in varying_columns(rs) if c != "model"]
     best: dict[tuple, dict[str, Entry]] = {}
     names: dict[tuple, str] = {}
     for r in rs:
-        name, order = _group_of(r, with_model)
+        name, order = _group_of(r, with_family)
         names[order] = name
         setting = " ".join([row_label(r, ub=True)] + [f"{c}={ID_COLUMNS[c](r)}" for c in knob_cols])
         e = Entry(image_label(r), r, value(r), rel_stddev(r) or 0.0, setting)
@@ -151,7 +165,8 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     common = sorted(o for o, per in best.items() if len(per) == len(images))
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     if not common:
-        out.note = "no test was measured by every image: " + ", ".join(images)
+        out.note = "no test of the same model was measured by every image (" + ", ".join(images) + \
+            "); pick images with --image"
         return out
     for img in images:
         es = [best[o][img] for o in common]
@@ -224,13 +239,18 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         last.add(ranked[-1][0])
     gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
     never_last = [i for i in both if i not in last]
-    pool = never_last or both
-    pick = max(pool, key=lambda i: (gm[i], i))
-    how = "never last on either axis, and " if pick in never_last else ""
+    pick = max(never_last or both, key=lambda i: (gm[i], i))
+    shares = f"{100 * rel[pick][0]:.0f}% of the best prefill, {100 * rel[pick][1]:.0f}% of the best decode"
+    if len(never_last) == 1:
+        why = f"the only image never last on either axis ({shares})"
+    elif never_last:
+        why = f"never last on either axis and, among those, the best geometric mean ({100 * gm[pick]:.0f}%: {shares})"
+    else:
+        why = f"the best geometric mean of its share of the best on both axes ({100 * gm[pick]:.0f}%: {shares})"
     ev = [f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
-          f"geometric mean {100 * gm[i]:.0f}%" for i in sorted(both, key=lambda i: -gm[i])]
-    return Route(WORKLOADS["mixed"], pick, f"{how}the best geometric mean of its share of the best score "
-                 f"on both axes ({100 * gm[pick]:.0f}%)", ev)
+          f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
+          for i in sorted(both, key=lambda i: -gm[i])]
+    return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:

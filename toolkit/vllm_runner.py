@@ -1,0 +1,646 @@
+"""vLLM on llama-bench's axes (prefill, decode) plus a served concurrency sweep.
+
+    bench_vllm(lm, spec, build, model, store, opts, profile, host, events) -> [Outcome]
+    vllm_commands(lm, spec, model) -> [argv]            the exact docker commands, for --dry-run
+
+One method per axis, stored in every record's `method` (README: "vLLM methods"):
+
+    vllm-bench-latency-prefill  pp L: `vllm bench latency --input-len L --output-len 1 --batch-size 1`;
+                                tok/s = L / avg_latency.
+    vllm-bench-latency-decode   tg N: latency at --output-len N+1 minus at --output-len 1 (batch 1, the
+                                smallest prompt length of the matrix, so that run is shared with pp);
+                                tok/s = N / difference.
+    vllm-bench-serve            one `vllm serve` container; per (L, N, concurrency C) a
+                                `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
+                                with `docker exec` in that container; avg_ts = output tok/s.
+
+Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
+results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
+measured latencies and is stored as timing.startup_s; for serving it is the time to a healthy
+/health. The serving container has no network (`--network none`): the server listens on the
+container's own loopback and the client runs inside it with `docker exec`, so the client reads the
+tokenizer from the same /models mount, no host port is published and parallel runs never collide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit import devices, engine
+from toolkit._types import EXPECTED_LLAMA_BACKEND
+from toolkit.errors import BadInput
+from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
+from toolkit.records import BenchRecord, BuildRecord, ModelRef, ResultStore
+
+if TYPE_CHECKING:
+    from toolkit.bench import BenchOptions, Events, Outcome
+
+METHOD_PREFILL = "vllm-bench-latency-prefill"
+METHOD_DECODE = "vllm-bench-latency-decode"
+METHOD_SERVE = "vllm-bench-serve"
+SERVE_PORT = 8000
+PERCENTILES = "50,90,99"
+HEALTH_POLL_S = 5.0
+# The client reads no network beyond the container's loopback; the model is a local directory.
+_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+_HEALTH = ["python3", "-c", "import urllib.request as u; u.urlopen("
+           f"'http://127.0.0.1:{SERVE_PORT}/health', timeout=10)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument lists (pure; the contract test feeds them to the pinned release's own parser)
+
+
+def engine_args(v: VllmSettings) -> list[str]:
+    """The pinned engine settings as vLLM flags. Booleans are always explicit (`--no-...`), so a
+    changed default in a new release cannot silently change what is measured."""
+    args = ["--max-num-batched-tokens", str(v.max_num_batched_tokens), "--max-model-len", str(v.max_model_len),
+            "--gpu-memory-utilization", str(v.gpu_memory_utilization), "--dtype", v.dtype]
+    if v.quantization:
+        args += ["--quantization", v.quantization]
+    args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
+    args.append("--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching")
+    return args + ["--seed", "0"]
+
+
+def pinned_engine(v: VllmSettings) -> dict[str, Any]:
+    """The settings `engine_args` passes, as stored in each record's `engine`."""
+    return {"max_num_batched_tokens": v.max_num_batched_tokens, "max_model_len": v.max_model_len,
+            "gpu_memory_utilization": v.gpu_memory_utilization, "quantization": v.quantization,
+            "dtype": v.dtype, "enforce_eager": v.enforce_eager, "enable_prefix_caching": v.enable_prefix_caching}
+
+
+def latency_args(model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str) -> list[str]:
+    """`vllm bench latency` at batch 1 for one (input, output) length pair."""
+    return ["vllm", "bench", "latency", "--model", model_dir, "--input-len", str(input_len),
+            "--output-len", str(output_len), "--batch-size", "1", "--num-iters", str(v.num_iters),
+            "--num-iters-warmup", str(v.num_iters_warmup), "--output-json", out_json, *engine_args(v)]
+
+
+def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
+    """`vllm serve` on the container's loopback only."""
+    return ["vllm", "serve", model_dir, "--host", "127.0.0.1", "--port", str(SERVE_PORT), *engine_args(v)]
+
+
+def bench_serve_args(model_dir: str, *, input_len: int, output_len: int, concurrency: int, num_prompts: int,
+                     result_dir: str, result_filename: str) -> list[str]:
+    """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy."""
+    return ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{SERVE_PORT}",
+            "--model", model_dir, "--dataset-name", "random", "--random-input-len", str(input_len),
+            "--random-output-len", str(output_len), "--num-prompts", str(num_prompts),
+            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos",
+            "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
+            PERCENTILES, "--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: which commands one (image, model) needs
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    input_len: int
+    output_len: int
+
+    @property
+    def filename(self) -> str:
+        return f"lat-{self.input_len}-{self.output_len}.json"
+
+
+@dataclass(frozen=True)
+class ServeLevel:
+    input_len: int
+    output_len: int
+    concurrency: int
+    num_prompts: int
+
+    @property
+    def filename(self) -> str:
+        return f"serve-{self.input_len}-{self.output_len}-c{self.concurrency}.json"
+
+
+def decode_input_len(lm: LoadedMatrix) -> int:
+    """The prompt length of decode runs: the smallest pp length (its output-1 run is then shared)."""
+    return min(p for p in lm.m.bench.n_prompt if p > 0) if any(p > 0 for p in lm.m.bench.n_prompt) else 128
+
+
+def latency_plan(lm: LoadedMatrix) -> list[LatencyRun]:
+    """Distinct `vllm bench latency` runs: (L, 1) per pp length, (Ld, N+1) per tg length."""
+    d = decode_input_len(lm)
+    runs = [LatencyRun(p, 1) for p in lm.m.bench.n_prompt if p > 0]
+    n_gen = [n for n in lm.m.bench.n_gen if n > 0]
+    if n_gen:
+        runs.append(LatencyRun(d, 1))
+        runs += [LatencyRun(d, n + 1) for n in n_gen]
+    return list(dict.fromkeys(runs))
+
+
+def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
+    """One level per (L, N, C); at least C prompts so concurrency C is actually reached."""
+    v = lm.m.vllm
+    return [ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
+            for p in lm.m.bench.n_prompt if p > 0 for n in lm.m.bench.n_gen if n > 0 for c in v.concurrency]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing (tolerant of neighbouring releases: missing keys -> None, "inf" strings, str keys)
+
+
+def _num(v: Any) -> float | None:
+    """A finite or infinite float from a number or numeric string; None for anything else."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _finite(v: Any) -> float | None:
+    f = _num(v)
+    return f if f is not None and math.isfinite(f) else None
+
+
+def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(JSON object, None) or (None, why it is not a result): missing, empty, not a JSON object."""
+    if not path.is_file():
+        return None, f"no result file {path.name} was written"
+    text = path.read_text(errors="replace").strip()
+    if not text:
+        return None, f"result file {path.name} is empty"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        # --append-result style files hold one object per line: the last one is this run
+        try:
+            data = json.loads(text.splitlines()[-1])
+        except json.JSONDecodeError:
+            return None, f"result file {path.name} is not JSON ({err.msg} at line {err.lineno})"
+    if not isinstance(data, dict) or not data:
+        return None, f"result file {path.name} holds no result object"
+    return data, None
+
+
+@dataclass
+class Latency:
+    """`vllm bench latency --output-json`: seconds per batch."""
+
+    avg: float
+    latencies: list[float]
+    std: float | None
+    percentiles: dict[str, float]
+
+
+def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
+    """avg_latency (or the mean of `latencies`), the per-iteration latencies and percentiles."""
+    lats = [f for f in (_finite(x) for x in data.get("latencies") or []) if f is not None]
+    avg = _finite(data.get("avg_latency"))
+    if avg is None and lats:
+        avg = statistics.fmean(lats)
+    if avg is None or avg <= 0:
+        return None, f"no positive avg_latency in the result (keys: {', '.join(sorted(data)) or 'none'})"
+    pct = data.get("percentiles") if isinstance(data.get("percentiles"), dict) else {}
+    percentiles = {str(k): f for k, v in pct.items() if (f := _finite(v)) is not None}
+    std = _finite(data.get("std_latency"))
+    if std is None and len(lats) > 1:
+        std = statistics.stdev(lats)
+    return Latency(avg, lats, std, percentiles), None
+
+
+SERVE_KEYS = ("duration", "completed", "failed", "num_prompts", "max_concurrency", "total_input_tokens",
+              "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
+              "max_output_tokens_per_s", "max_concurrent_requests")
+
+
+def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of one `vllm bench serve` result; absent keys are None, request_rate "inf" -> inf.
+
+    `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
+    `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
+    out: dict[str, Any] = {k: _finite(data.get(k)) for k in SERVE_KEYS}
+    out["request_rate"] = _num(data.get("request_rate"))
+    lat: dict[str, dict[str, float | None]] = {}
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        vals = {stat: _finite(data.get(f"{stat}_{metric}_ms")) for stat in ("mean", "median", "std")}
+        for key, val in data.items():
+            m = re.fullmatch(rf"p(\d+(?:\.\d+)?)_{metric}_ms", key)
+            if m:
+                vals[f"p{m.group(1)}"] = _finite(val)
+        if any(x is not None for x in vals.values()):
+            lat[metric] = vals
+    out["latency_ms"] = lat
+    return out
+
+
+_LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
+_ATTN = re.compile(r"Using (.*?(?:[Aa]ttention|ATTN|FLASH|SDPA|MLA).*?) backend", re.S)
+
+
+def log_notes(text: str) -> dict[str, Any]:
+    """Log lines that explain a number: default MoE config, chunked-prefill budget, attention
+    backend, platform, KV cache size. Absent ones are None."""
+    notes: dict[str, Any] = {"moe_default_config": None, "chunked_prefill_max_num_batched_tokens": None,
+                             "attention_backend": None, "platform": None, "kv_cache_tokens": None}
+    for raw_line in text.splitlines():
+        line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
+        if "Using default MoE config" in line and notes["moe_default_config"] is None:
+            notes["moe_default_config"] = line[:400]
+        elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)", line):
+            notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
+        elif (m := _ATTN.search(line)) and notes["attention_backend"] is None and "vit" not in line:
+            notes["attention_backend"] = m.group(1).strip()
+        elif m := re.search(r"Automatically detected platform (\w+)", line):
+            notes["platform"] = m.group(1)
+        elif "Unspecified platform detected, switching to CPU" in line:
+            notes["platform"] = notes["platform"] or "cpu (unspecified)"
+        elif m := re.search(r"KV cache size: ([\d,]+) tokens", line):
+            notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
+    return notes
+
+
+def _fallback(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
+    """A GPU image whose vLLM picked the CPU (or no) platform is not a GPU result."""
+    plat = notes.get("platform")
+    if spec.backend != "cpu" and plat and not str(plat).startswith(spec.backend):
+        return f"CPU fallback: vLLM detected platform {plat!r}, not {spec.backend}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Containers
+
+
+@dataclass
+class _Ctx:
+    lm: LoadedMatrix
+    spec: ImageSpec
+    build: BuildRecord
+    model: ModelSpec
+    model_path: Path
+    profile: devices.DeviceProfile
+    run_id: str
+    out_dir: Path
+    cache_volume: str
+
+    @property
+    def model_dir(self) -> str:
+        return f"/models/{self.model_path.name}"
+
+    @property
+    def v(self) -> VllmSettings:
+        return self.lm.m.vllm
+
+
+def _spec(ctx: _Ctx, command: list[str], name: str) -> engine.RunSpec:
+    """Model dir read-only at /models, results rw at /out, the per-digest compile cache at /cache."""
+    mounts = [engine.Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
+              engine.Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
+              engine.Mount(ctx.cache_volume, "/cache", read_only=False, volume=True)]
+    p = ctx.profile
+    return engine.RunSpec(
+        image=ctx.build.digest, command=command, mounts=mounts, environment={**p.environment, **_ENV},
+        devices=list(p.devices), group_add=list(p.group_add), security_opt=list(p.security_opt),
+        cap_drop=list(p.cap_drop), cap_add=list(p.cap_add), ipc_mode=p.ipc_mode,
+        shm_size=None if p.ipc_mode == "host" else "4g", name=name[:120],
+        labels={"org.toolkit.run-id": ctx.run_id}, network="none")
+
+
+def _name(ctx: _Ctx, what: str) -> str:
+    return f"toolkit-{ctx.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120]
+
+
+def _ctx(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, model_path: Path,
+         profile: devices.DeviceProfile, run_id: str, out_dir: Path) -> _Ctx:
+    return _Ctx(lm, spec, build, model, model_path, profile, run_id, out_dir,
+                f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}")
+
+
+def vllm_commands(lm: LoadedMatrix, spec: ImageSpec, model: ModelSpec, *, build: BuildRecord | None = None,
+                  profile: devices.DeviceProfile | None = None, run_id: str = "dry-run",
+                  out_dir: Path | None = None) -> list[list[str]]:
+    """Every docker command `bench_vllm` runs for (image, model), in order: one `docker run` per
+    latency run, the detached `vllm serve` container, then `docker exec` health check and one
+    `docker exec ... vllm bench serve` per served level."""
+    build = build or BuildRecord(image=spec.name, ref=f"toolkit/{spec.name}:latest", digest=f"toolkit/{spec.name}:latest",
+                                 backend=spec.backend, template=spec.template, template_hash="", created="")
+    profile = profile or devices.DeviceProfile.example(spec.backend)
+    out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
+    ctx = _ctx(lm, spec, build, model, lm.resolve(model.path), profile, run_id, out)
+    cmds = [engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
+            for r in latency_plan(lm)]
+    levels = serve_plan(lm)
+    if levels:
+        serve_name = _name(ctx, "serve")
+        run = engine.run_command(_spec(ctx, serve_args(ctx.model_dir, ctx.v), serve_name))
+        cmds.append(run[:3] + ["-d"] + run[3:])
+        cmds.append(engine.exec_command(serve_name, _HEALTH))
+        cmds += [engine.exec_command(serve_name, _serve_cmd(ctx, lv)) for lv in levels]
+    return cmds
+
+
+def _latency_cmd(ctx: _Ctx, r: LatencyRun) -> list[str]:
+    return latency_args(ctx.model_dir, ctx.v, input_len=r.input_len, output_len=r.output_len,
+                        out_json=f"/out/{r.filename}")
+
+
+def _serve_cmd(ctx: _Ctx, lv: ServeLevel) -> list[str]:
+    return bench_serve_args(ctx.model_dir, input_len=lv.input_len, output_len=lv.output_len,
+                            concurrency=lv.concurrency, num_prompts=lv.num_prompts, result_dir="/out",
+                            result_filename=lv.filename)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class _LatencyResult:
+    run: LatencyRun
+    command: list[str]
+    log_file: str
+    wall_s: float
+    notes: dict[str, Any]
+    latency: Latency | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def timing(self) -> dict[str, float]:
+        """Wall time of the container; measured = the timed iterations; start-up = the rest."""
+        lat = self.latency
+        measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
+        return {"wall_s": round(self.wall_s, 3), "measured_s": round(measured, 3),
+                "startup_s": round(max(self.wall_s - measured, 0.0), 3)}
+
+
+def _outcome_error(out: engine.RunOutcome, timeout: float, what: str) -> str | None:
+    if out.timed_out:
+        return f"{what} timed out after {timeout:.0f} s"
+    if out.oom_killed:
+        return f"{what}: the container was killed for running out of memory"
+    if out.exit_code != 0:
+        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}"
+    return None
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+def _write_log(path: Path, command: list[str], out: engine.RunOutcome | None, extra: str = "") -> None:
+    body = f"$ {shlex.join(command)}\n"
+    if out is not None:
+        body += f"--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}\n"
+    path.write_text(body + extra)
+
+
+def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -> _LatencyResult:
+    rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
+    command = engine.run_command(rs)
+    out = engine.run_container(rs, timeout=timeout)
+    log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log")
+    _write_log(log_path, command, out)
+    res = _LatencyResult(r, command, str(log_path), out.seconds, log_notes(out.stdout + "\n" + out.stderr))
+    what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
+    data, missing = read_result(ctx.out_dir / r.filename)
+    res.raw = data or {}
+    res.error = _outcome_error(out, timeout, what) or (f"{what}: {missing}" if missing else None)
+    if data is not None:
+        res.latency, bad = parse_latency(data)
+        res.error = res.error or (f"{what}: {bad}" if bad else None)
+    res.error = res.error or _fallback(ctx.spec, res.notes)
+    return res
+
+
+def _samples(tokens: int, lats: list[float], minus: float = 0.0) -> list[float]:
+    return [round(tokens / (x - minus), 4) for x in lats if x - minus > 0]
+
+
+def _sd(xs: list[float]) -> float | None:
+    return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
+
+
+def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, _LatencyResult]) -> list[BenchRecord]:
+    recs: list[BenchRecord] = []
+    for p in (p for p in ctx.lm.m.bench.n_prompt if p > 0):
+        res = results[LatencyRun(p, 1)]
+        lat = res.latency
+        ok = res.error is None and lat is not None
+        samples = _samples(p, lat.latencies) if lat else []
+        recs.append(BenchRecord(
+            **base, test=f"pp{p}", axis="prefill", method=METHOD_PREFILL, n_prompt=p,
+            status="ok" if ok else "failed", error=res.error, avg_ts=round(p / lat.avg, 4) if ok and lat else None,
+            stddev_ts=_sd(samples) if ok else None, samples_ts=samples if ok else [], command=res.command,
+            timing=res.timing(), engine={**base["engine"], "input_len": p, "output_len": 1,
+                                         "log_notes": res.notes}, log_file=res.log_file, raw=res.raw))
+    d = decode_input_len(ctx.lm)
+    short = results.get(LatencyRun(d, 1))
+    for n in (n for n in ctx.lm.m.bench.n_gen if n > 0):
+        long = results[LatencyRun(d, n + 1)]
+        assert short is not None
+        error = long.error or (f"reference run: {short.error}" if short.error else None)
+        avg = sd = None
+        samples: list[float] = []
+        if error is None and long.latency and short.latency:
+            diff = long.latency.avg - short.latency.avg
+            if diff <= 0:
+                error = (f"decode latency difference is not positive ({long.latency.avg:.4f} s at output {n + 1} "
+                         f"vs {short.latency.avg:.4f} s at output 1)")
+            else:
+                avg = round(n / diff, 4)
+                samples = _samples(n, long.latency.latencies, short.latency.avg)
+                sd = _sd(samples)
+        timing = long.timing()
+        timing["reference_startup_s"] = short.timing()["startup_s"]
+        recs.append(BenchRecord(
+            **base, test=f"tg{n}", axis="decode", method=METHOD_DECODE, n_gen=n,
+            status="failed" if error else "ok", error=error, avg_ts=avg, stddev_ts=sd, samples_ts=samples,
+            command=long.command, timing=timing, log_file=long.log_file,
+            engine={**base["engine"], "input_len": d, "output_len": n + 1, "reference_output_len": 1,
+                    "log_notes": long.notes, "reference_log_notes": short.notes},
+            raw={"long": long.raw, "short": short.raw}))
+    return recs
+
+
+def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, timeout: float) -> list[BenchRecord]:
+    """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level."""
+    levels = serve_plan(ctx.lm)
+    rs = _spec(ctx, serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
+    command = engine.run_command(rs)
+    log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-serve.log")
+    client_log: list[str] = []
+    t0 = time.monotonic()
+    container = engine.start_container(rs)
+    startup: float | None = None
+    error: str | None = None
+    per_level: list[tuple[ServeLevel, list[str], engine.RunOutcome | None, float]] = []
+    try:
+        startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
+        for i, lv in enumerate(levels if error is None else []):
+            events("progress", image=ctx.spec.name, model=ctx.model.name, done=i, total=len(levels),
+                   phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}")
+            cmd = _serve_cmd(ctx, lv)
+            t1 = time.monotonic()
+            out = engine.exec_in(container, cmd, timeout=timeout)
+            per_level.append((lv, cmd, out, time.monotonic() - t1))
+            client_log.append(f"$ {shlex.join(engine.exec_command(rs.name or '', cmd))}\n{out.stdout}\n{out.stderr}")
+            if out.timed_out:
+                error = f"vllm bench serve timed out after {timeout:.0f} s; the server was stopped"
+                break
+    finally:
+        stdout, stderr = engine.container_logs(container)
+        state = engine.container_state(container)
+        engine.remove_container(container)
+    server_out = engine.RunOutcome(int(state.get("ExitCode") or 0), stdout, stderr, time.monotonic() - t0,
+                                   oom_killed=bool(state.get("OOMKilled")))
+    _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
+    notes = log_notes(stdout + "\n" + stderr)
+    error = error or _fallback(ctx.spec, notes)
+    recs = []
+    for lv in levels:
+        done = next((x for x in per_level if x[0] == lv), None)
+        recs.append(_serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout))
+    return recs
+
+
+def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tuple[float | None, str | None]:
+    """Poll /health inside the container until it answers, the server dies or `limit` passes."""
+    t0 = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - t0
+        state = engine.container_state(container)
+        if state and not state.get("Running", True):
+            why = " (out of memory)" if state.get("OOMKilled") else ""
+            return None, f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s"
+        if engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
+            return round(time.monotonic() - t0, 3), None
+        if elapsed > limit:
+            return None, f"vllm serve was not ready after {limit:.0f} s (vllm.ready_timeout_s in the matrix)"
+        events("progress", image=ctx.spec.name, model=ctx.model.name, done=0, total=1,
+               phase=f"waiting for vllm serve ({elapsed:.0f} s)")
+        time.sleep(HEALTH_POLL_S)
+
+
+def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
+                  done: tuple[ServeLevel, list[str], engine.RunOutcome | None, float] | None, error: str | None,
+                  startup: float | None, notes: dict[str, Any], log_file: str, serve_cmd: list[str],
+                  timeout: float) -> BenchRecord:
+    what = f"vllm bench serve (c{lv.concurrency}, in {lv.input_len}, out {lv.output_len})"
+    data: dict[str, Any] | None = None
+    cmd: list[str] = []
+    wall = 0.0
+    if done is None:
+        error = error or f"{what} did not run"
+    else:
+        _, cmd, out, wall = done
+        if error is None and out is not None:
+            error = _outcome_error(out, timeout, what)
+        data, missing = read_result(ctx.out_dir / lv.filename)
+        error = error or (f"{what}: {missing}" if missing else None)
+    parsed = parse_serve(data or {})
+    if error is None:
+        if not parsed["completed"]:
+            error = f"{what}: no request completed"
+        elif parsed["failed"]:
+            error = f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
+        elif parsed["output_throughput"] is None:
+            error = f"{what}: the result has no output_throughput"
+    timing = {"startup_s": startup if startup is not None else 0.0, "wall_s": round(wall, 3),
+              "measured_s": parsed["duration"] or 0.0}
+    return BenchRecord(
+        **base, test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}", axis="served",
+        method=METHOD_SERVE, n_prompt=lv.input_len, n_gen=lv.output_len, status="failed" if error else "ok",
+        error=error, avg_ts=None if error else parsed["output_throughput"],
+        command=[*serve_cmd, "&&", *engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
+        timing=timing, log_file=log_file,
+        engine={**base["engine"], "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
+                "request_rate": "inf", "log_notes": notes},
+        raw=data or {}, served={k: v for k, v in parsed.items() if k != "latency_ms"},
+        latency_ms=parsed["latency_ms"])
+
+
+def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path) -> ModelRef:
+    """A Hugging Face model directory: sha256 over `relpath sha256` of every file (cached per file),
+    size = the sum of file sizes. A single file is hashed as itself."""
+    from toolkit.bench import model_sha256
+
+    if path.is_file():
+        return ModelRef(name=model.name, path=str(path), sha256=model_sha256(lm, path), size_bytes=path.stat().st_size)
+    import hashlib
+
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise BadInput(f"{lm.path}: models[{model.name}]: {path} is an empty directory")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
+    digest = h.hexdigest()
+    if model.sha256 and digest != model.sha256:
+        raise BadInput(f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
+                       f"matrix expects {model.sha256}; re-download it or fix `sha256`")
+    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=sum(f.stat().st_size for f in files))
+
+
+def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
+               opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> list[Outcome]:
+    """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
+    Appends every record (failed ones included) and returns one summary line per phase."""
+    from toolkit.bench import Outcome, _image_ref, _now, resolve_model
+
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return [Outcome(spec.name, model.name, "skipped", reason)]
+    if opts.dry_run:
+        return [Outcome(spec.name, model.name, "dry-run", command=c)
+                for c in vllm_commands(lm, spec, model, build=build, profile=profile, run_id=opts.run_id)]
+    ref = model_ref(lm, model, path)
+    out_dir = store.digest_dir(build.digest) / "vllm" / f"{opts.run_id}-{model.name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
+    ctx = _ctx(lm, spec, build, model, path, profile, opts.run_id, out_dir)
+    cold = not engine.volume_exists(ctx.cache_volume)
+    engine.ensure_volume(ctx.cache_volume, {"org.toolkit.digest": build.digest})
+    v = lm.m.vllm
+    timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
+    base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
+                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit,
+                engine={**pinned_engine(v), "vllm_version": build.labels.get("org.toolkit.vllm-version"),
+                        "compile_cache_cold": cold})
+    outcomes: list[Outcome] = []
+    plan = latency_plan(lm)
+    if plan:
+        events("start", image=spec.name, model=model.name, total=len(plan))
+        results: dict[LatencyRun, _LatencyResult] = {}
+        for i, r in enumerate(plan):
+            events("progress", image=spec.name, model=model.name, done=i, total=len(plan),
+                   phase=f"latency in{r.input_len} out{r.output_len}")
+            results[r] = _run_latency(ctx, store, r, timeout)
+        recs = _latency_records(ctx, base, results)
+        for rec in recs:
+            store.add_result(rec)
+        events("done", image=spec.name, model=model.name, total=len(plan))
+        outcomes.append(_summary(spec, model, recs, "latency", Outcome))
+    if serve_plan(lm):
+        events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
+        recs = _serve(ctx, store, base, events, timeout)
+        for rec in recs:
+            store.add_result(rec)
+        events("done", image=spec.name, model=model.name, total=len(recs))
+        outcomes.append(_summary(spec, model, recs, "serve", Outcome))
+    return outcomes
+
+
+def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, outcome_cls: Any) -> Outcome:
+    failed = [r for r in recs if r.status != "ok"]
+    reason = f"{phase}: " + (f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records")
+    timing = {"startup_s": round(sum(r.timing.get("startup_s", 0.0) for r in recs[:1]), 3)}
+    return outcome_cls(spec.name, model.name, "failed" if failed else "ok", reason, len(recs) - len(failed),
+                       recs[0].command if recs else [], timing)
