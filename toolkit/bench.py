@@ -80,10 +80,10 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
     """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
     path = lm.resolve(model.path)
     if not path.exists():
-        if model.generate and not dry_run:
-            ensure_model_file(path, model.generate)
-        elif model.generate:
+        if dry_run:
             return path, ""
+        if model.generate:
+            ensure_model_file(path, model.generate)
         else:
             fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else ""
             return None, f"model file {path} is absent{fetch}"
@@ -276,13 +276,13 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
             profile = devices.DeviceProfile.example(spec.backend)
         else:
             profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu)
-        if spec.runner != "llama-bench":
-            outcomes.append(Outcome(spec.name, "-", "skipped", "the vLLM runner is not in this build of toolkit yet"))
-            continue
         for model in usable:
-            if model.format != "gguf":
-                continue
-            outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
+            if spec.runner == "vllm":
+                from toolkit.vllm_runner import bench_vllm
+
+                outcomes += bench_vllm(lm, spec, build, model, store, opts, profile, host, events)
+            elif model.format == "gguf":
+                outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
     return outcomes
 
 

@@ -171,6 +171,24 @@ def varying_columns(records: list[BenchRecord]) -> list[str]:
     return [name for name, get in ID_COLUMNS.items() if len({get(r) for r in records} - {None}) > 1]
 
 
+def split_columns(records: list[BenchRecord]) -> tuple[dict[str, str], list[str]]:
+    """Varying identifying columns split in two: those fixed per image go into the image's header
+    (`cpu@ab12 (threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+    per_image: dict[str, list[str]] = {}
+    rows = []
+    for name in varying_columns(records):
+        vals: dict[str, set] = {}
+        for r in records:
+            vals.setdefault(image_label(r), set()).add(ID_COLUMNS[name](r))
+        if all(len(v) == 1 for v in vals.values()):
+            for img, v in vals.items():
+                if (x := next(iter(v))) is not None:
+                    per_image.setdefault(img, []).append(f"{name}={x}")
+        else:
+            rows.append(name)
+    return {img: ", ".join(v) for img, v in per_image.items()}, rows
+
+
 @dataclass
 class Row:
     """One table row: the test label, its identifying values, and one record per image column."""
@@ -209,6 +227,10 @@ class Table:
     id_columns: list[str]
     rows: list[Row]
     roof_columns: list[str] = field(default_factory=list)
+    image_ids: dict[str, str] = field(default_factory=dict)  # image column -> "threads=1" (per-image settings)
+
+    def header(self, col: str) -> str:
+        return f"{col} ({self.image_ids[col]})" if self.image_ids.get(col) else col
 
     def value(self, test: str, col: str) -> BenchRecord | None:
         return next((row.cells.get(col) for row in self.rows if row.test == test and col in row.cells), None)
@@ -225,7 +247,7 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
     """Pivot the records of one axis (prefill | decode | mixed | served) into a Table."""
     opts = opts or ReportOptions()
     rs = [r for r in records if r.axis == axis and value(r) is not None]
-    id_cols = varying_columns(rs)
+    per_image, id_cols = split_columns(rs)
     show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()
@@ -245,7 +267,7 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         row.flags[col] = record_flags(r, opts, roof)
         columns.add(col)
     ordered = sorted(rows.values(), key=lambda row: row.order)
-    return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols))
+    return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols), per_image)
 
 
 def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
@@ -276,7 +298,7 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
     """Header and body of a table as text cells (shared by github and html)."""
     headers = ["test", *t.id_columns]
     for c in t.columns:
-        headers.append(c)
+        headers.append(t.header(c))
         if c in t.roof_columns:
             headers.append(f"roofline {c}")
     headers.append("flags")
@@ -373,6 +395,7 @@ def table_json(t: Table) -> dict[str, Any]:
                 if roof else None}
 
     return {"axis": t.axis, "title": t.title, "columns": t.columns, "id_columns": t.id_columns,
+            "image_settings": t.image_ids,
             "rows": [{"test": row.test, **row.ids, **{c: cell(row, c) for c in t.columns}} for row in t.rows]}
 
 

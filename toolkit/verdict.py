@@ -230,6 +230,7 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         return Route(WORKLOADS["mixed"], None, "not decided: needs two images measured on both axes")
     if pre.winner and pre.winner == dec.winner:
         return Route(WORKLOADS["mixed"], pre.winner, "wins both axes: use it for everything")
+    unclear = [av.axis for av in (pre, dec) if not av.clear]
     rel: dict[str, list[float]] = {i: [] for i in both}
     last: set[str] = set()
     for av in (pre, dec):
@@ -247,6 +248,8 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         why = f"never last on either axis and, among those, the best geometric mean ({100 * gm[pick]:.0f}%: {shares})"
     else:
         why = f"the best geometric mean of its share of the best on both axes ({100 * gm[pick]:.0f}%: {shares})"
+    if unclear:
+        why += f"; the {' and '.join(unclear)} ranking is within noise"
     ev = [f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
           f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
           for i in sorted(both, key=lambda i: -gm[i])]

@@ -289,6 +289,7 @@ class _Ctx:
     run_id: str
     out_dir: Path
     cache_volume: str
+    pinned: dict[str, Any] = field(default_factory=dict)  # the engine settings of every record
 
     @property
     def model_dir(self) -> str:
@@ -439,7 +440,7 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
             **base, test=f"pp{p}", axis="prefill", method=METHOD_PREFILL, n_prompt=p,
             status="ok" if ok else "failed", error=res.error, avg_ts=round(p / lat.avg, 4) if ok and lat else None,
             stddev_ts=_sd(samples) if ok else None, samples_ts=samples if ok else [], command=res.command,
-            timing=res.timing(), engine={**base["engine"], "input_len": p, "output_len": 1,
+            timing=res.timing(), engine={**ctx.pinned, "input_len": p, "output_len": 1,
                                          "log_notes": res.notes}, log_file=res.log_file, raw=res.raw))
     d = decode_input_len(ctx.lm)
     short = results.get(LatencyRun(d, 1))
@@ -464,7 +465,7 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
             **base, test=f"tg{n}", axis="decode", method=METHOD_DECODE, n_gen=n,
             status="failed" if error else "ok", error=error, avg_ts=avg, stddev_ts=sd, samples_ts=samples,
             command=long.command, timing=timing, log_file=long.log_file,
-            engine={**base["engine"], "input_len": d, "output_len": n + 1, "reference_output_len": 1,
+            engine={**ctx.pinned, "input_len": d, "output_len": n + 1, "reference_output_len": 1,
                     "log_notes": long.notes, "reference_log_notes": short.notes},
             raw={"long": long.raw, "short": short.raw}))
     return recs
@@ -561,7 +562,7 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
         error=error, avg_ts=None if error else parsed["output_throughput"],
         command=[*serve_cmd, "&&", *engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
         timing=timing, log_file=log_file,
-        engine={**base["engine"], "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
+        engine={**ctx.pinned, "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
                 "request_rate": "inf", "log_notes": notes},
         raw=data or {}, served={k: v for k, v in parsed.items() if k != "latency_ms"},
         latency_ms=parsed["latency_ms"])
@@ -611,9 +612,9 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
-                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit,
-                engine={**pinned_engine(v), "vllm_version": build.labels.get("org.toolkit.vllm-version"),
-                        "compile_cache_cold": cold})
+                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit)
+    ctx.pinned = {**pinned_engine(v), "vllm_version": build.labels.get("org.toolkit.vllm-version"),
+                  "compile_cache_cold": cold}
     outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:

@@ -1,0 +1,236 @@
+"""End to end on real engines and a real registry: push the CPU image to Debian's docker-registry on
+loopback, pull it by digest into a second, empty Docker engine (a fresh host), and reproduce a
+recorded CPU run there on the generated tiny model. Nothing is mocked.
+
+The CPU image is the one `toolkit build --image cpu` leaves as toolkit/cpu:latest (test_e2e_cpu.py
+builds it in CI); this module records it as the build of its own project instead of building again.
+The second engine is a plain `dockerd` with its own data root and socket, so removing and pulling
+images there never touches images other tests use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from toolkit import engine, publish
+from toolkit.cli import cli
+from toolkit.cli_publish import export_run, push, reproduce
+from toolkit.errors import ToolkitError
+from toolkit.records import BuildRecord, ResultStore
+
+pytestmark = pytest.mark.e2e
+
+for _cmd in (push, export_run, reproduce):
+    if _cmd.name not in cli.commands:
+        cli.add_command(_cmd)
+
+# One llama-bench thread: with two threads on this 2-core machine, any other load stalls ggml's spin
+# barrier and the relative stddev of a tiny-model test reached 60-170 % (one thread: mostly 1-30 %).
+AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "n_gpu_layers": [0],
+        "repetitions": 3, "threads": 1}
+# Tiny-model tests take well under a millisecond each, so tok/s of the same image swing by tens of
+# percent from run to run; the per-test noise (3 x combined relative stddev) covers part of it, this
+# floor the rest. A recorded run at half the speed (+100 % when reproduced) stays beyond it.
+THRESHOLD_PCT = 75
+CPU_IMAGE = "toolkit/cpu:latest"
+IMAGE_WAIT_S = float(os.environ.get("TOOLKIT_E2E_IMAGE_WAIT", "900"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(check, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{what} not ready after {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """Debian's docker-registry (distribution 2.8) on 127.0.0.1:<free port>, storage in a temp dir."""
+    exe = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+    if not Path(exe).is_file():
+        pytest.fail("docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)")
+    root = tmp_path_factory.mktemp("registry")
+    port = _free_port()
+    cfg = {"version": 0.1, "log": {"level": "warn"}, "http": {"addr": f"127.0.0.1:{port}"},
+           "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}}}
+    (root / "config.yml").write_text(yaml.safe_dump(cfg))
+    with (root / "registry.log").open("w") as log:
+        proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def up() -> bool:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).status == 200
+            except OSError:
+                return False
+
+        _wait(up, 20, f"docker-registry on 127.0.0.1:{port} (log {root / 'registry.log'})")
+        yield f"127.0.0.1:{port}/toolkit-e2e"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def fresh_engine():
+    """A second dockerd with an empty image store and its own socket: DOCKER_HOST for a fresh host."""
+    engine_or_skip()
+    root = Path(tempfile.mkdtemp(prefix="tk-engine-", dir="/tmp"))  # short: unix socket paths are <= 107 chars
+    host = f"unix://{root / 'docker.sock'}"
+    cmd = ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile",
+           str(root / "docker.pid"), "-H", host, "--bridge", "none", "--iptables=false", "--ip6tables=false"]
+    with (root / "dockerd.log").open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0, 60,
+              f"second dockerd (log {root / 'dockerd.log'})")
+        yield host
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A project whose build record is toolkit/cpu:latest, and one recorded bench run of it."""
+    engine_or_skip()
+    _wait(lambda: engine.inspect_image(CPU_IMAGE) is not None, IMAGE_WAIT_S,
+          f"{CPU_IMAGE} (build it with `toolkit build --image cpu`)")
+    info = engine.inspect_image(CPU_IMAGE)
+    project = make_project(tmp_path_factory.mktemp("origin-host"), images=["cpu"], bench=AXES)
+    store = ResultStore(project / "results")
+    store.add_build(BuildRecord(
+        image="cpu", ref=CPU_IMAGE, digest=info.id, backend="cpu", template=info.labels["org.toolkit.template"],
+        template_hash=info.labels["org.toolkit.template-hash"], labels=info.labels, size_bytes=info.size,
+        source_commit=info.labels.get("org.opencontainers.image.revision"),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo_digests=info.repo_digests))
+    res, _ = run_cli(project, "bench", "--image", "cpu")
+    assert "cpu x tiny-qwen3moe: ok, 6 results" in res.output
+    (run_id,) = {r.run_id for r in store.results()}
+    return project, run_id, info.id
+
+
+@pytest.fixture(scope="module")
+def pushed(recorded, registry):
+    project, run_id, digest = recorded
+    res, _ = run_cli(project, "push", "--image", "cpu", "--registry", registry)
+    rec = ResultStore(project / "results").latest_build("cpu")
+    yield project, run_id, rec, res.output
+    for ref in rec.pushed:  # the loopback tags are this module's; toolkit/cpu:latest stays
+        engine.untag_image(ref)
+
+
+def reproduce_cli(folder: Path, *args: str) -> tuple[str, int]:
+    """`toolkit reproduce FOLDER` without a project (as on a fresh host); (output, exit code)."""
+    res = CliRunner().invoke(cli, ["reproduce", str(folder), *args])
+    code = res.exception.exit_code if isinstance(res.exception, ToolkitError) else res.exit_code
+    if res.exception and not isinstance(res.exception, (ToolkitError, SystemExit)):
+        raise res.exception
+    return res.output + (f"\nerror: {res.exception}" if isinstance(res.exception, ToolkitError) else ""), code
+
+
+def manifest_digest(registry: str, name: str, tag: str) -> str:
+    host, ns = registry.split("/", 1)
+    req = urllib.request.Request(f"http://{host}/v2/{ns}/{name}/manifests/{tag}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.headers["Docker-Content-Digest"]
+
+
+def test_push_tags_the_build_and_records_the_registry_digest(pushed, registry):
+    project, _, rec, output = pushed
+    digest = rec.digest
+    fixed = publish.fixed_tag(rec)
+    assert re.fullmatch(r"0c1e57098-cpu-cpu-0c1e57098-\d{8}", fixed)
+    assert rec.pushed == [f"{registry}/cpu:{fixed}", f"{registry}/cpu:cpu-latest"]
+    (repo_digest,) = [d for d in rec.repo_digests if d.startswith(registry)]
+    served = manifest_digest(registry, "cpu", fixed)
+    assert repo_digest == f"{registry}/cpu@{served}" and manifest_digest(registry, "cpu", "cpu-latest") == served
+    assert rec.attestations == publish.NO_ATTESTATIONS and rec.push_seconds > 0
+    builds = ResultStore(project / "results").builds()
+    assert [b.digest for b in builds] == [digest, digest]  # an updated record, same image digest
+    assert f"-> {repo_digest}" in output
+    print(f"push: {rec.push_seconds:.1f} s for {rec.size_bytes / 1e6:.0f} MB -> {repo_digest}")
+
+
+def test_pull_by_digest_on_a_clean_engine_gives_the_recorded_image_id(pushed, fresh_engine, monkeypatch):
+    _, _, rec, _ = pushed
+    (repo_digest,) = [d for d in rec.repo_digests if "/toolkit-e2e/" in d]
+    monkeypatch.setenv("DOCKER_HOST", fresh_engine)
+    assert engine.inspect_image(rec.digest) is None, "the second engine must start without the image"
+    out = engine.pull_image(repo_digest)
+    assert out.ok, out.error
+    info = engine.inspect_image(repo_digest)
+    assert info is not None and info.id == rec.digest and repo_digest in info.repo_digests
+    print(f"pull by digest on a clean engine: {out.seconds:.1f} s, image ID {info.id[:19]} as recorded")
+    assert engine.untag_image(repo_digest)  # leave the engine clean for the reproduce test
+    assert engine.inspect_image(rec.digest) is None
+
+
+@pytest.fixture(scope="module")
+def published(pushed, tmp_path_factory):
+    """The run exported, then copied where no project exists (the fresh host's checkout of it)."""
+    project, run_id, _, _ = pushed
+    out = tmp_path_factory.mktemp("export") / "run"
+    run_cli(project, "export-run", run_id, "--out", str(out))
+    fresh = tmp_path_factory.mktemp("fresh-host") / "run"
+    shutil.copytree(out, fresh)
+    return fresh, run_id
+
+
+def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed, fresh_engine, monkeypatch):
+    folder, run_id = published
+    digest = pushed[2].digest
+    monkeypatch.setenv("DOCKER_HOST", fresh_engine)
+    output, code = reproduce_cli(folder, "--threshold", str(THRESHOLD_PCT))
+    print(output)
+    assert code == 0, output
+    assert f"image cpu {digest[:19]}: pulled " in output and "image ID matches the record" in output
+    assert "model tiny-qwen3moe: generated" in output and "matches the record" in output
+    assert "verdict: reproduced within noise (6/6 tests within noise" in output
+    again = ResultStore(folder / "reproduce" / "results").results()
+    assert len(again) == 6 and {r.image.digest for r in again} == {digest}
+    assert {r.run_id for r in again} != {run_id}
+    assert all(r.status == "ok" and r.avg_ts > 0 for r in again)
+
+
+def test_a_recorded_run_twice_as_fast_is_not_reproduced(published, fresh_engine, monkeypatch, tmp_path):
+    src, _ = published
+    folder = tmp_path / "run"
+    shutil.copytree(src, folder, ignore=shutil.ignore_patterns("reproduce"))
+    lines = []
+    for line in (folder / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        r["avg_ts"] *= 0.5  # the published numbers claim half the speed this image really has
+        r["stddev_ts"] *= 0.5
+        r["samples_ts"] = [x * 0.5 for x in r["samples_ts"]]
+        lines.append(json.dumps(r))
+    (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("DOCKER_HOST", fresh_engine)
+    output, code = reproduce_cli(folder, "--threshold", str(THRESHOLD_PCT))
+    print(output)
+    assert code == 7, output
+    assert "beyond noise" in output and "verdict: not reproduced" in output

@@ -1,0 +1,558 @@
+"""vLLM runner: argument lists, the pinned release's own parser (contract), result parsing, and the
+run loop against a fake engine (no Docker).
+
+The contract test builds a throw-away virtualenv per pinned vLLM release (the `vllm_version`
+variables of the matrix's vLLM images): the release's official wheel from PyPI, unpacked without
+its compiled extensions, its pure-Python requirements, and the machine's local CPU torch wheel
+(never a CUDA torch from PyPI). It then calls the release's own `vllm` CLI entry point on the
+exact argument lists the runner builds, with the subcommands' handlers replaced by a recorder, so
+argparse and each subcommand's `validate` run but nothing is benchmarked. First build ~2 min per
+release (wheel ~0.3-0.5 GB download, ~1 GB venv), cached in ~/.cache/toolkit/vllm-contract/ (or
+$TOOLKIT_VLLM_CONTRACT_DIR). Where the env cannot be built the test is skipped, except under CI=true,
+where it fails.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolkit import engine
+from toolkit import vllm_runner as vr
+from toolkit.bench import BenchOptions
+from toolkit.devices import DeviceProfile
+from toolkit.matrix import VllmSettings, parse_matrix
+from toolkit.records import BuildRecord, ResultStore
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+
+
+def _matrix(tmp_path: Path, **vllm):
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["bench"].update(n_prompt=[128, 512], n_gen=[32])
+    data["vllm"] = {"concurrency": [1, 4], "num_prompts_per_level": 2, "num_iters": 3, "num_iters_warmup": 1,
+                    **vllm}
+    data["models"].append({"name": "tiny-hf", "path": "models/tiny-hf", "format": "hf", "runners": ["vllm"]})
+    shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates", dirs_exist_ok=True)
+    (tmp_path / "models" / "tiny-hf").mkdir(parents=True)
+    (tmp_path / "models" / "tiny-hf" / "config.json").write_text('{"model_type": "qwen3_moe"}')
+    p = tmp_path / "matrix.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return parse_matrix(data, p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument lists
+
+
+def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
+    v = VllmSettings()
+    args = vr.engine_args(v)
+    assert args == ["--max-num-batched-tokens", "8192", "--max-model-len", "8192", "--gpu-memory-utilization", "0.9",
+                    "--dtype", "float16", "--quantization", "awq", "--no-enforce-eager",
+                    "--no-enable-prefix-caching", "--seed", "0"]
+    other = vr.engine_args(v.model_copy(update=dict(enforce_eager=True, enable_prefix_caching=True,
+                                                    quantization=None)))
+    assert "--enforce-eager" in other and "--enable-prefix-caching" in other and "--quantization" not in other
+    assert vr.pinned_engine(v)["max_num_batched_tokens"] == 8192
+
+
+def test_latency_and_serve_argument_lists():
+    v = VllmSettings(num_iters=7, num_iters_warmup=2)
+    lat = vr.latency_args("/models/m", v, input_len=512, output_len=1, out_json="/out/lat-512-1.json")
+    assert lat[:11] == ["vllm", "bench", "latency", "--model", "/models/m", "--input-len", "512", "--output-len", "1",
+                        "--batch-size", "1"]
+    assert lat[lat.index("--num-iters") + 1] == "7" and lat[lat.index("--num-iters-warmup") + 1] == "2"
+    serve = vr.serve_args("/models/m", v)
+    assert serve[:7] == ["vllm", "serve", "/models/m", "--host", "127.0.0.1", "--port", "8000"]
+    bs = vr.bench_serve_args("/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32,
+                             result_dir="/out", result_filename="s.json")
+    for flag, val in [("--random-input-len", "512"), ("--random-output-len", "128"), ("--max-concurrency", "4"),
+                      ("--num-prompts", "32"), ("--request-rate", "inf"), ("--temperature", "0"),
+                      ("--result-filename", "s.json"), ("--dataset-name", "random"), ("--backend", "vllm")]:
+        assert bs[bs.index(flag) + 1] == val
+    assert "--ignore-eos" in bs and "--save-result" in bs
+
+
+def test_plans_share_the_output_1_run_and_reach_each_concurrency(tmp_path):
+    lm = _matrix(tmp_path, concurrency=[1, 8], num_prompts_per_level=4)
+    plan = vr.latency_plan(lm)
+    assert [(r.input_len, r.output_len) for r in plan] == [(128, 1), (512, 1), (128, 33)]
+    levels = vr.serve_plan(lm)
+    assert len(levels) == 2 * 1 * 2
+    assert {(lv.concurrency, lv.num_prompts) for lv in levels} == {(1, 4), (8, 8)}
+
+
+def test_dry_run_commands_are_docker_argument_lists(tmp_path):
+    lm = _matrix(tmp_path)
+    spec, model = lm.m.image("vllm"), lm.m.models[-1]
+    cmds = vr.vllm_commands(lm, spec, model)
+    runs = [c for c in cmds if c[:2] == ["docker", "run"]]
+    execs = [c for c in cmds if c[:2] == ["docker", "exec"]]
+    assert len(runs) == 3 + 1 and len(execs) == 1 + 4
+    serve = runs[-1]
+    assert serve[:4] == ["docker", "run", "--rm", "-d"] and "serve" in serve
+    for c in runs:
+        assert c[c.index("--network") + 1] == "none"
+        assert "--device" in c and "/dev/kfd:/dev/kfd:rwm" in c  # example R9700 profile on this host
+        mounts = [c[i + 1] for i, x in enumerate(c) if x == "--mount"]
+        assert any(m.endswith("target=/models/tiny-hf,readonly") for m in mounts)
+        assert any("target=/out" in m and "readonly" not in m for m in mounts)
+        assert "-p" not in c  # nothing published: the client runs inside the container
+    assert execs[0][3:5] == ["python3", "-c"]  # health probe
+    assert all(c[3:6] == ["vllm", "bench", "serve"] for c in execs[1:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def test_parse_latency_016_and_neighbour():
+    data, err = vr.read_result(DATA / "vllm-0.16.0-latency.json")
+    assert err is None
+    lat, bad = vr.parse_latency(data)
+    assert bad is None and lat.avg == pytest.approx(0.0615245114) and len(lat.latencies) == 5
+    assert lat.std is not None and lat.percentiles["50"] == pytest.approx(0.0614311259997767)
+    lat2, _ = vr.parse_latency(json.loads((DATA / "vllm-neighbour-latency.json").read_text()))
+    assert lat2.std == 0.01
+    lat3, _ = vr.parse_latency({"latencies": [1.0, 3.0]})  # no avg_latency: mean of latencies
+    assert lat3.avg == 2.0
+    none, why = vr.parse_latency({"percentiles": {}})
+    assert none is None and "avg_latency" in why
+
+
+def test_parse_serve_016_inf_string_and_percentiles():
+    data, err = vr.read_result(DATA / "vllm-0.16.0-serve.json")
+    s = vr.parse_serve(data)
+    assert err is None and s["request_rate"] == float("inf") and s["output_throughput"] == 61.21
+    assert s["latency_ms"]["ttft"]["p99"] == 171.9 and s["latency_ms"]["tpot"]["median"] == 28.1
+    assert s["failed"] == 0
+
+
+def test_parse_serve_neighbour_missing_keys_are_none():
+    data, err = vr.read_result(DATA / "vllm-neighbour-serve.json")  # JSON `Infinity`, no `failed`
+    s = vr.parse_serve(data)
+    assert err is None and s["failed"] is None and s["request_rate"] == float("inf")
+    assert s["latency_ms"]["tpot"]["p99.9"] == 39.0 and "itl" not in s["latency_ms"]
+    assert vr.parse_serve({"request_rate": 4})["request_rate"] == 4.0
+    assert vr.parse_serve({})["output_throughput"] is None
+
+
+@pytest.mark.parametrize("content,why", [
+    pytest.param(None, "no result file", id="missing"),
+    pytest.param("", "is empty", id="empty"),
+    pytest.param("{not json", "not JSON", id="garbage"),
+    pytest.param("[]", "no result object", id="list"),
+])
+def test_read_result_failures(tmp_path, content, why):
+    p = tmp_path / "r.json"
+    if content is not None:
+        p.write_text(content)
+    data, err = vr.read_result(p)
+    assert data is None and why in err
+
+
+def test_read_result_appended_file_takes_the_last_object(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text('{"completed": 1}\n{"completed": 2}\n')
+    assert vr.read_result(p)[0] == {"completed": 2}
+
+
+LOG = """\
+INFO 11-29 17:01:02 [__init__.py:216] Automatically detected platform rocm.
+INFO 11-29 17:01:09 [scheduler.py:225] Chunked prefill is enabled with max_num_batched_tokens=8192.
+(EngineCore_DP0 pid=77) INFO 11-29 17:01:15 [rocm.py:321] Using Triton Attention backend.
+(EngineCore_DP0 pid=77) WARNING 11-29 17:01:40 [fused_moe.py:1088] Using default MoE config. Performance might be \
+sub-optimal! Config file not found at /x/configs/E=128,N=768,device_name=AMD_Radeon_AI_PRO_R9700.json
+(EngineCore_DP0 pid=77) INFO 11-29 17:01:45 [kv_cache_utils.py:1087] GPU KV cache size: 123,456 tokens
+"""
+
+
+def test_log_notes():
+    n = vr.log_notes(LOG)
+    assert n["chunked_prefill_max_num_batched_tokens"] == 8192
+    assert n["attention_backend"] == "Triton Attention"
+    assert n["moe_default_config"].startswith("Using default MoE config") and "R9700" in n["moe_default_config"]
+    assert n["platform"] == "rocm" and n["kv_cache_tokens"] == 123456
+    assert vr.log_notes("nothing here") == {k: None for k in n}
+
+
+# ---------------------------------------------------------------------------------------------
+# The run loop against a fake engine
+
+
+class FakeContainer:
+    def __init__(self, spec):
+        self.spec = spec
+        self.alive = True
+
+
+class FakeEngine:
+    """Records containers; writes result files into the /out mount like vLLM would."""
+
+    def __init__(self, out_writer, ready_after: int = 1):
+        self.out_writer = out_writer
+        self.ready_after = ready_after
+        self.health_calls = 0
+        self.runs: list[engine.RunSpec] = []
+        self.execs: list[list[str]] = []
+        self.removed = 0
+
+    @staticmethod
+    def out_dir(spec) -> Path:
+        return Path(next(m.source for m in spec.mounts if m.target == "/out"))
+
+    def run_container(self, spec, *, timeout, on_stderr=None):
+        self.runs.append(spec)
+        argv = spec.command
+        name = Path(argv[argv.index("--output-json") + 1]).name
+        code = self.out_writer(self.out_dir(spec) / name, argv)
+        return engine.RunOutcome(code, "", LOG + "Avg latency: ...\n", 20.0)
+
+    def start_container(self, spec):
+        self.runs.append(spec)
+        return FakeContainer(spec)
+
+    def exec_in(self, container, command, *, timeout):
+        if command[0] == "python3":
+            self.health_calls += 1
+            return engine.RunOutcome(0 if self.health_calls >= self.ready_after else 1, "", "", 0.1)
+        self.execs.append(command)
+        name = command[command.index("--result-filename") + 1]
+        code = self.out_writer(self.out_dir(container.spec) / name, command)
+        return engine.RunOutcome(code, "bench output", "", 3.0)
+
+    def container_logs(self, container):
+        return "", LOG
+
+    def container_state(self, container):
+        return {"Running": True, "ExitCode": 0}
+
+    def remove_container(self, container):
+        self.removed += 1
+
+    def install(self, monkeypatch):
+        for name in ("run_container", "start_container", "exec_in", "container_logs", "container_state",
+                     "remove_container"):
+            monkeypatch.setattr(engine, name, getattr(self, name))
+        monkeypatch.setattr(engine, "ensure_volume", lambda name, labels=None: name)
+        monkeypatch.setattr(engine, "volume_exists", lambda name: False)
+        monkeypatch.setattr(vr, "HEALTH_POLL_S", 0.0)
+
+
+def _latency_json(seconds: float) -> str:
+    return json.dumps({"avg_latency": seconds, "latencies": [seconds] * 3,
+                       "percentiles": {"50": seconds, "99": seconds}})
+
+
+def good_writer(path: Path, argv: list[str]) -> int:
+    """Prefill latency grows with input length, decode with output length; serve reports 61.2 tok/s."""
+    if "latency" in argv:
+        i, o = int(argv[argv.index("--input-len") + 1]), int(argv[argv.index("--output-len") + 1])
+        path.write_text(_latency_json(i / 1000 + (o - 1) * 0.02))
+    else:
+        data = json.loads((DATA / "vllm-0.16.0-serve.json").read_text())
+        data["max_concurrency"] = int(argv[argv.index("--max-concurrency") + 1])
+        path.write_text(json.dumps(data))
+    return 0
+
+
+def _run(tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, **vllm):
+    lm = _matrix(tmp_path, **vllm)
+    fake = fake or FakeEngine(writer)
+    fake.install(monkeypatch)
+    store = ResultStore(tmp_path / "results")
+    build = BuildRecord(image="vllm", ref="toolkit/vllm:latest", digest="sha256:" + "ab" * 32, backend="rocm",
+                        template="vllm-rocm.Dockerfile.j2", template_hash="t", created="now",
+                        labels={"org.toolkit.vllm-version": "0.16.0"})
+    events: list[tuple] = []
+    outs = vr.bench_vllm(lm, lm.m.image("vllm"), build, lm.m.models[-1], store, BenchOptions(run_id="r1"),
+                         DeviceProfile.example("rocm"), {"host": "x"}, lambda *a, **k: events.append((a, k)))
+    return outs, store.results(), fake, store
+
+
+def test_bench_vllm_records_methods_rates_and_timing(tmp_path, monkeypatch):
+    outs, recs, fake, _ = _run(tmp_path, monkeypatch, good_writer)
+    assert [o.status for o in outs] == ["ok", "ok"]
+    by = {r.test: r for r in recs}
+    pp512 = by["pp512"]
+    assert pp512.method == vr.METHOD_PREFILL and pp512.axis == "prefill" and pp512.runner == "vllm"
+    assert pp512.avg_ts == pytest.approx(512 / 0.512)
+    assert pp512.timing["measured_s"] == pytest.approx(3 * 0.512, abs=1e-3)
+    assert pp512.timing["startup_s"] == pytest.approx(20.0 - 3 * 0.512, abs=1e-3)
+    tg = by["tg32"]
+    assert tg.method == vr.METHOD_DECODE and tg.axis == "decode" and tg.n_gen == 32 and tg.n_prompt == 0
+    assert tg.avg_ts == pytest.approx(32 / (32 * 0.02))  # latency(out 33) - latency(out 1)
+    assert tg.engine["input_len"] == 128 and tg.engine["reference_output_len"] == 1
+    served = [r for r in recs if r.axis == "served"]
+    assert len(served) == 2 * 2 and {r.engine["concurrency"] for r in served} == {1, 4}
+    s = served[0]
+    assert s.method == vr.METHOD_SERVE and s.avg_ts == 61.21 and s.latency_ms["ttft"]["p99"] == 171.9
+    assert s.raw["median_tpot_ms"] == 28.1 and s.timing["startup_s"] >= 0
+    for r in recs:
+        assert r.status == "ok", r.error
+        assert r.engine["max_num_batched_tokens"] == 8192 and r.engine["vllm_version"] == "0.16.0"
+        assert r.engine["log_notes"]["chunked_prefill_max_num_batched_tokens"] == 8192
+        assert r.engine["log_notes"]["attention_backend"] == "Triton Attention"
+        assert "startup_s" in r.timing and Path(r.log_file).is_file()
+    assert len([s for s in fake.runs if "latency" in s.command]) == 3  # (128,1) shared by pp128 and tg32
+    assert fake.removed == 1 and len(fake.execs) == 4
+
+
+def test_missing_result_file_is_a_failed_record_with_the_log_kept(tmp_path, monkeypatch):
+    def writer(path, argv):
+        if "latency" in argv and argv[argv.index("--input-len") + 1] == "512":
+            return 0  # exit 0, but no result file
+        if "serve" in argv and argv[argv.index("--max-concurrency") + 1] == "4":
+            path.write_text("")
+            return 0
+        return good_writer(path, argv)
+
+    outs, recs, _, _ = _run(tmp_path, monkeypatch, writer)
+    by = {r.test: r for r in recs}
+    bad = by["pp512"]
+    assert bad.status == "failed" and bad.avg_ts is None and "no result file lat-512-1.json" in bad.error
+    assert "Avg latency" in Path(bad.log_file).read_text()
+    assert by["pp128"].status == "ok" and by["tg32"].status == "ok"
+    empty = [r for r in recs if r.axis == "served" and r.engine["concurrency"] == 4]
+    assert empty and all(r.status == "failed" and "is empty" in r.error and r.avg_ts is None for r in empty)
+    assert [o.status for o in outs] == ["failed", "failed"]
+
+
+def test_decode_fails_when_reference_fails_and_when_difference_is_not_positive(tmp_path, monkeypatch):
+    def writer(path, argv):
+        if "latency" in argv:
+            path.write_text(_latency_json(0.5))  # same latency at output 1 and 33
+            return 0
+        return good_writer(path, argv)
+
+    _, recs, _, _ = _run(tmp_path, monkeypatch, writer)
+    tg = next(r for r in recs if r.test == "tg32")
+    assert tg.status == "failed" and "not positive" in tg.error
+
+    def crash(path, argv):
+        return 1 if "latency" in argv and argv[argv.index("--output-len") + 1] == "1" else good_writer(path, argv)
+
+    _, recs, _, _ = _run(tmp_path / "b", monkeypatch, crash)
+    tg = next(r for r in recs if r.test == "tg32")
+    assert tg.status == "failed" and tg.error.startswith("reference run: vllm bench latency")
+
+
+class DeadServer(FakeEngine):
+    def container_state(self, container):
+        return {"Running": False, "ExitCode": 1, "OOMKilled": False}
+
+
+def test_server_that_dies_before_ready_fails_every_level(tmp_path, monkeypatch):
+    fake = DeadServer(good_writer, ready_after=10**6)
+    outs, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, fake)
+    served = [r for r in recs if r.axis == "served"]
+    assert len(served) == 4 and all(r.status == "failed" and "exited 1 before it was ready" in r.error
+                                    for r in served)
+    assert fake.removed == 1 and not fake.execs and outs[-1].status == "failed"
+    assert "vllm serve" in Path(served[0].log_file).read_text()
+
+
+def test_server_never_ready_times_out(tmp_path, monkeypatch):
+    fake = FakeEngine(good_writer, ready_after=10**6)
+    _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, fake, ready_timeout_s=0.01)
+    served = [r for r in recs if r.axis == "served"]
+    assert all(r.status == "failed" and "not ready after" in r.error and "ready_timeout_s" in r.error for r in served)
+
+
+def test_cpu_platform_in_a_rocm_image_is_a_fallback(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "LOG", LOG.replace("platform rocm", "platform cpu"))
+    _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer)
+    assert recs and all(r.status == "failed" and "CPU fallback" in r.error for r in recs)
+
+
+def test_dry_run_outcomes_carry_each_command(tmp_path):
+    lm = _matrix(tmp_path)
+    build = BuildRecord(image="vllm", ref="toolkit/vllm:latest", digest="toolkit/vllm:latest", backend="rocm",
+                        template="t", template_hash="", created="")
+    outs = vr.bench_vllm(lm, lm.m.image("vllm"), build, lm.m.models[-1], ResultStore(tmp_path / "r"),
+                         BenchOptions(dry_run=True, run_id="dry"), DeviceProfile.example("rocm"), {},
+                         lambda *a, **k: None)
+    assert all(o.status == "dry-run" for o in outs) and len(outs) == 4 + 5
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Contract: the pinned releases' own parser accepts the exact argument lists
+
+
+HARNESS = r'''
+import json, sys
+
+def subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+import vllm.entrypoints.cli.benchmark.main  # noqa: F401  (registers the bench subcommands)
+import vllm.entrypoints.cli.serve  # noqa: F401
+from vllm.entrypoints.cli import main as cli_main
+from vllm.entrypoints.cli.types import CLISubcommand
+
+captured = []
+for sub in subclasses(CLISubcommand):  # every handler records its parsed args instead of running
+    sub.cmd = staticmethod(captured.append)
+out = []
+for argv in json.load(sys.stdin):
+    captured.clear()
+    sys.argv = ["vllm", *argv]
+    err = None
+    try:
+        cli_main.main()  # the release's own parser construction, parse_args and validate()
+    except SystemExit as e:
+        err = f"exit {e.code}"
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    ns = vars(captured[0]) if captured else {}
+    out.append({"argv": argv, "ok": err is None and bool(captured), "error": err,
+                "args": {k: v for k, v in ns.items() if isinstance(v, (str, int, float, bool, type(None)))}})
+print("@@RESULT@@" + json.dumps(out))
+'''
+
+# Runtime-only or GPU-only requirements (CUDA kernels, torch itself and its companions, ray, numba):
+# the CLI's import chain does not need them, and several would pull a multi-GB CUDA torch.
+_SKIP = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|triton|flashinfer.*|nvidia-.*|ray|numba|pynvvideocodec|"
+                   r"tilelang|nvtx|fastsafetensors|quack-kernels|tokenspeed-.*|humming-kernels|"
+                   r"xgrammar|cupy.*|vllm-.*)$", re.I)
+
+
+def pinned_versions() -> list[str]:
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    found = {str(i.get("vars", {}).get("vllm_version")) for i in data["images"]
+             if i.get("runner") == "vllm" and i.get("vars", {}).get("vllm_version")}
+    return sorted(found, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)))
+
+
+def _pip(python: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(args[:3])} failed: {proc.stderr.strip()[-600:]}")
+    return proc
+
+
+def _requirements(wheel: Path) -> tuple[list[str], list[str]]:
+    """(pure-Python requirements to install, skipped heavy ones that need --no-deps) of a wheel."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(meta).decode().splitlines()
+    keep, nodeps = [], []
+    for line in lines:
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.split(":", 1)[1].strip())
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        if req.name.lower() == "xgrammar":  # imported at CLI import time; its own deps include triton
+            nodeps.append(str(req).split(";")[0])
+        elif not _SKIP.match(req.name):
+            keep.append(str(req).split(";")[0])
+    return keep, nodeps
+
+
+def contract_python(version: str, root: Path) -> Path:
+    """A venv's python with vLLM `version`'s Python code and CLI dependencies (built once, cached)."""
+    env = root / version
+    python = env / "venv" / "bin" / "python"
+    stamp = env / ".complete"
+    env.mkdir(parents=True, exist_ok=True)
+    with open(env / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file():
+            return python
+        shutil.rmtree(env / "venv", ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(env / "venv")], check=True, timeout=300)
+        # Only a local torch wheel (pip's configured find-links): a PyPI torch is a multi-GB CUDA build.
+        _pip(python, "install", "--no-index", "--no-deps", "--only-binary", ":all:", "torch")
+        torch_v = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        constraints = env / "constraints.txt"
+        constraints.write_text(f"torch=={torch_v}\n")
+        _pip(python, "install", "-c", str(constraints), f"torch=={torch_v}")  # its own small dependencies
+        wheels = env / "wheel"
+        shutil.rmtree(wheels, ignore_errors=True)
+        _pip(python, "download", "--no-deps", "--only-binary", ":all:", f"vllm=={version}", "-d", str(wheels))
+        wheel = next(wheels.glob("vllm-*.whl"))
+        site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        with zipfile.ZipFile(wheel) as z:  # the release's Python code and metadata, not its CUDA binaries
+            z.extractall(site, [n for n in z.namelist() if not re.search(r"\.so(\.|$)", n)])
+        keep, nodeps = _requirements(wheel)
+        _pip(python, "install", "-c", str(constraints), *keep)
+        if nodeps:
+            _pip(python, "install", "--no-deps", *nodeps)
+        wheel.unlink()
+        stamp.write_text(f"vllm {version}, torch {torch_v}\n")
+    return python
+
+
+def run_release_parser(python: Path, argvs: list[list[str]]) -> list[dict]:
+    proc = subprocess.run([str(python), "-c", HARNESS], input=json.dumps(argvs), capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT@@")), None)
+    assert line, f"the vLLM CLI harness failed: {proc.stderr[-2000:]}"
+    return json.loads(line.removeprefix("@@RESULT@@"))
+
+
+@pytest.fixture(scope="module", params=pinned_versions())
+def release_python(request) -> tuple[str, Path]:
+    root = Path(os.environ.get("TOOLKIT_VLLM_CONTRACT_DIR", Path.home() / ".cache" / "toolkit" / "vllm-contract"))
+    try:
+        return request.param, contract_python(request.param, root)
+    except (RuntimeError, OSError, subprocess.SubprocessError, StopIteration) as err:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"cannot build the vLLM {request.param} contract env here: {err}")
+
+
+def _vllm_argv(docker_cmd: list[str]) -> list[str]:
+    """The vLLM CLI arguments of a docker run/exec command (everything after `vllm`)."""
+    return docker_cmd[docker_cmd.index("vllm") + 1:]
+
+
+def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python, tmp_path):
+    version, python = release_python
+    lm = _matrix(tmp_path)
+    cmds = [c for c in vr.vllm_commands(lm, lm.m.image("vllm"), lm.m.models[-1]) if "vllm" in c]
+    other = lm.m.vllm.model_copy(update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None))
+    argvs = [_vllm_argv(c) for c in cmds]
+    argvs.append(vr.latency_args("/models/m", other, input_len=64, output_len=2, out_json="/out/x.json")[1:])
+    argvs.append(vr.serve_args("/models/m", other)[1:])
+    argvs.append(["bench", "latency", "--model", "/m", "--input-length", "5"])  # a misspelt flag must fail
+    results = run_release_parser(python, argvs)
+    *ours, misspelt = results
+    for r in ours:
+        assert r["ok"], f"vLLM {version} rejects {' '.join(r['argv'])}: {r['error']}"
+    assert not misspelt["ok"], "the harness accepts anything: the contract test would prove nothing"
+    v = lm.m.vllm
+    for r in ours[:-2]:
+        a = r["args"]
+        if r["argv"][:2] == ["bench", "serve"]:
+            assert a["request_rate"] == float("inf") and a["temperature"] == 0.0 and a["ignore_eos"] is True
+            assert a["dataset_name"] == "random" and a["save_result"] is True
+            continue
+        assert (a.get("model_tag") or a["model"]) == "/models/tiny-hf"
+        assert (a["max_num_batched_tokens"], a["max_model_len"], a["gpu_memory_utilization"], a["dtype"],
+                a["quantization"], a["enforce_eager"], a["enable_prefix_caching"]) == (
+            v.max_num_batched_tokens, v.max_model_len, v.gpu_memory_utilization, v.dtype, v.quantization,
+            v.enforce_eager, v.enable_prefix_caching)
+    flipped = ours[-2]["args"]
+    assert flipped["enforce_eager"] is True and flipped["enable_prefix_caching"] is True
