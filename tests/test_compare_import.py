@@ -121,7 +121,7 @@ def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
 def test_compare_two_real_images(tmp_path):
     a, b = load(CPU_A), load(CPU_B)
     store = store_with(tmp_path, a + b)
-    c = compare.compare(store, a[0].image.name, b[0].image.name, threshold=5)
+    c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5)
     assert len(c.rows) == len(report.select_latest(a)) and not c.only_a and not c.only_b
     assert_golden("compare-cpu-a-b.md", compare.format_comparison(c) + "\n")
 

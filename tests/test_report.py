@@ -326,8 +326,8 @@ def test_real_runs_flag_exactly_the_clamped_rows():
     flagged = {row.test for row in t.rows if any(f.startswith("ub-no-effect") for f in row.row_flags())}
     expected = {report.row_label(r, ub=True) for r in recs
                 if r.axis == "prefill" and r.n_ubatch > min(r.n_batch, r.n_prompt)}
-    assert flagged == expected and flagged  # the matrix asks ub512 at pp64/pp256
-    assert all(row.test.startswith(("pp64", "pp256")) for row in t.rows)
+    assert flagged == expected == {"pp128 ub512"}  # ub512 acts at pp1024 but not at pp128
+    assert [row.test for row in t.rows] == ["pp128 ub64", "pp128 ub512", "pp1024 ub64", "pp1024 ub512"]
 
 
 @needs_fixtures

@@ -395,19 +395,23 @@ def test_dry_run_outcomes_carry_each_command(tmp_path):
 HARNESS = r'''
 import json, sys
 
-def subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from subclasses(sub)
-
-import vllm.entrypoints.cli.benchmark.main  # noqa: F401  (registers the bench subcommands)
-import vllm.entrypoints.cli.serve  # noqa: F401
 from vllm.entrypoints.cli import main as cli_main
-from vllm.entrypoints.cli.types import CLISubcommand
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 captured = []
-for sub in subclasses(CLISubcommand):  # every handler records its parsed args instead of running
-    sub.cmd = staticmethod(captured.append)
+parse_args = FlexibleArgumentParser.parse_args
+
+
+def recording_parse_args(self, *a, **k):
+    # main() parses, runs the subcommand's validate(), then calls args.dispatch_function(args):
+    # make that call record the parsed arguments instead of starting an engine or a benchmark.
+    ns = parse_args(self, *a, **k)
+    if hasattr(ns, "dispatch_function"):
+        ns.dispatch_function = captured.append
+    return ns
+
+
+FlexibleArgumentParser.parse_args = recording_parse_args
 out = []
 for argv in json.load(sys.stdin):
     captured.clear()

@@ -252,6 +252,11 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
         host = hostinfo.host_facts()
         host["docker"] = engine.engine_info()
     outcomes: list[Outcome] = []
+    if not opts.dry_run:
+        for model in models:  # bad model files fail before any container starts
+            path = lm.resolve(model.path)
+            if path.is_file():
+                _check_sha(lm, model, path)
     for spec in images:
         build = store.latest_build(spec.name)
         usable = [m for m in models if spec.runner in m.runners]

@@ -81,6 +81,10 @@ class SourceSpec(_Strict):
             raise ValueError("git source needs `ref` (a tag, branch or commit) to be reproducible")
         if not self.git and not self.commit:
             raise ValueError(f"{kinds[0]} source needs `commit` (it has no .git to read it from)")
+        if self.git and not re.match(r"^(https?|ssh|git|file)://[^\s'\"`$;]+$|^[\w.-]+@[\w.-]+:[^\s'\"`$;]+$", self.git):
+            raise ValueError(f"git {self.git!r} is not a git URL (https://..., ssh://..., git@host:path)")
+        if self.pypi and not re.match(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$", self.pypi):
+            raise ValueError(f"pypi {self.pypi!r} must be an exact pin NAME==VERSION (e.g. llama-cpp-python==0.3.36)")
         for key in ("ref", "commit", "version", "subdir"):
             val = getattr(self, key)
             if val is not None:

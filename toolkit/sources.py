@@ -60,7 +60,7 @@ def _fetch_git(spec: SourceSpec, cache: Path) -> tuple[Path, str]:
     if not (repo / ".git").is_dir():
         shutil.rmtree(repo, ignore_errors=True)
         repo.parent.mkdir(parents=True, exist_ok=True)
-        _run(["git", "clone", "--filter=blob:none", "--no-checkout", spec.git or "", str(repo)])
+        _run(["git", "clone", "--filter=blob:none", "--no-checkout", "--", spec.git or "", str(repo)])
     try:
         _run(["git", "rev-parse", "--verify", f"{spec.ref}^{{commit}}"], cwd=repo)
     except RuntimeError:
