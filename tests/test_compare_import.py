@@ -50,8 +50,10 @@ def invoke(*args: str):
 
 
 def two_builds() -> list[BenchRecord]:
-    a = [make_record("hip", "rocm", p=p, ub=ub, avg=v, sd=v * 0.01)
-         for (p, ub, v) in ((512, 512, 3491), (2048, 512, 3391), (2048, 2048, 4635))]
+    a = [
+        make_record("hip", "rocm", p=p, ub=ub, avg=v, sd=v * 0.01)
+        for (p, ub, v) in ((512, 512, 3491), (2048, 512, 3391), (2048, 2048, 4635))
+    ]
     a.append(make_record("hip", "rocm", n=128, avg=93.0, sd=0.5))
     return a
 
@@ -63,34 +65,53 @@ def test_compare_joins_on_test_parameters_and_computes_b_over_a(tmp_path):
     store = store_with(tmp_path, a + b)
     c = compare.compare(store, a[0].image.digest[:15], "cccc", threshold=5)
     assert [(r.test, round(r.speedup, 2)) for r in c.rows] == [
-        ("pp512 ub512", 1.10), ("pp2048 ub512", 1.10), ("pp2048 ub2048", 0.80), ("tg128 ub512", 1.10)]
+        ("pp512 ub512", 1.10),
+        ("pp2048 ub512", 1.10),
+        ("pp2048 ub2048", 0.80),
+        ("tg128 ub512", 1.10),
+    ]
     assert [r.test for r in c.regressions] == ["pp2048 ub2048"]
     text = compare.format_comparison(c)
     assert "| pp2048 ub2048 |" in text and "**0.80**" in text and "1 regression beyond 5%" in text
     assert json.loads(json.dumps(compare.comparison_json(c)))["regressions"] == 1
 
 
-@pytest.mark.parametrize(("ref", "found"), [
-    pytest.param("run-2", "run run-2", id="run-id"),
-    pytest.param("sha256:cccccccc", "hip@cccccccccccc", id="digest-prefix"),
-    pytest.param("cccccccc", "hip@cccccccccccc", id="bare-hex-prefix"),
-    pytest.param("hip", "hip@686970686970", id="image-name-newest-digest-without-build-record"),
-])
+@pytest.mark.parametrize(
+    ("ref", "found"),
+    [
+        pytest.param("run-2", "run run-2", id="run-id"),
+        pytest.param("sha256:cccccccc", "hip@cccccccccccc", id="digest-prefix"),
+        pytest.param("cccccccc", "hip@cccccccccccc", id="bare-hex-prefix"),
+        pytest.param("hip", "hip@686970686970", id="image-name-newest-digest-without-build-record"),
+    ],
+)
 def test_compare_sides_by_run_digest_or_name(tmp_path, ref, found):
     a = two_builds()
     store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
     if ref == "hip":  # the name resolves to the latest build's digest
         from toolkit.records import BuildRecord
 
-        store.add_build(BuildRecord(image="hip", ref="toolkit/hip:latest", digest=a[0].image.digest, backend="rocm",
-                                    template="t", template_hash="h", created="2026-07-01T00:00:00+00:00"))
+        store.add_build(
+            BuildRecord(
+                image="hip",
+                ref="toolkit/hip:latest",
+                digest=a[0].image.digest,
+                backend="rocm",
+                template="t",
+                template_hash="h",
+                created="2026-07-01T00:00:00+00:00",
+            )
+        )
     assert compare.resolve(store, ref).label == found
 
 
-@pytest.mark.parametrize(("ref", "message"), [
-    pytest.param("nothing-like-this", "no results match 'nothing-like-this'", id="unknown"),
-    pytest.param("sha256:", "matches 2 image digests", id="ambiguous"),
-])
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        pytest.param("nothing-like-this", "no results match 'nothing-like-this'", id="unknown"),
+        pytest.param("sha256:", "matches 2 image digests", id="ambiguous"),
+    ],
+)
 def test_compare_bad_side_is_bad_input(tmp_path, ref, message):
     a = two_builds()
     store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
@@ -108,11 +129,38 @@ def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
     n_tests = len(report.select_latest(base))
     assert res.output.count("**0.80**") == n_tests
     assert_golden("compare-cpu-regression.md", res.output)
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "compare", "--results", str(store.root), "0bad0bad",
-                           base[0].image.short], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "compare",
+            "--results",
+            str(store.root),
+            "0bad0bad",
+            base[0].image.short,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr  # the other way round it is a speed-up
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "compare", "--results", str(store.root),
-                           base[0].image.short, "0bad0bad", "--json"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "compare",
+            "--results",
+            str(store.root),
+            base[0].image.short,
+            "0bad0bad",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 6 and "slower" in proc.stderr
     assert json.loads(proc.stdout)["regressions"] == n_tests
 
@@ -129,12 +177,15 @@ def test_compare_two_real_images(tmp_path):
 # ----------------------------------------------------------------------------------------- import
 
 
-@pytest.mark.parametrize(("source", "rows", "backend"), [
-    pytest.param(DATA / "llamabench-b5163-readme.jsonl", 2, "cuda", id="jsonl-b5163-cuda"),
-    pytest.param(DATA / "llamabench-b3599-old.json", 2, "cpu", id="json-b3599-old-booleans"),
-    pytest.param(CPU_JSON, None, "cpu", id="json-0c1e57098-cpu"),
-    pytest.param(CPU_CSV, None, "cpu", id="csv-0c1e57098-cpu"),
-])
+@pytest.mark.parametrize(
+    ("source", "rows", "backend"),
+    [
+        pytest.param(DATA / "llamabench-b5163-readme.jsonl", 2, "cuda", id="jsonl-b5163-cuda"),
+        pytest.param(DATA / "llamabench-b3599-old.json", 2, "cpu", id="json-b3599-old-booleans"),
+        pytest.param(CPU_JSON, None, "cpu", id="json-0c1e57098-cpu"),
+        pytest.param(CPU_CSV, None, "cpu", id="csv-0c1e57098-cpu"),
+    ],
+)
 def test_import_any_vintage_and_format(tmp_path, source, rows, backend):
     if not source.is_file():
         pytest.skip(f"{source.name} not captured")
@@ -159,12 +210,19 @@ def test_import_a_truncated_json_array_and_log_lines_before_it(tmp_path):
     assert res.records == 1
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    pytest.param(b"", "the file is empty", id="empty"),
-    pytest.param(b"| model | size | test | t/s |\n|---|---|---|---|\n", r"markdown table \(-o md\)", id="markdown"),
-    pytest.param(b"\xff\xfe\x00binary", "not a text file", id="binary"),
-    pytest.param(b'{"model_type": "x", "n_threads": 4}\n', "no llama-bench result rows", id="json-without-results"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(b"", "the file is empty", id="empty"),
+        pytest.param(
+            b"| model | size | test | t/s |\n|---|---|---|---|\n", r"markdown table \(-o md\)", id="markdown"
+        ),
+        pytest.param(b"\xff\xfe\x00binary", "not a text file", id="binary"),
+        pytest.param(
+            b'{"model_type": "x", "n_threads": 4}\n', "no llama-bench result rows", id="json-without-results"
+        ),
+    ],
+)
 def test_import_bad_file_names_the_file_and_writes_nothing(tmp_path, content, message):
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.out"
     good.write_text((DATA / "llamabench-b5163-readme.jsonl").read_text())
@@ -176,13 +234,18 @@ def test_import_bad_file_names_the_file_and_writes_nothing(tmp_path, content, me
     assert store.results() == []
 
 
-@pytest.mark.parametrize("args", [
-    pytest.param(["--label", "has space"], id="label-with-space"),
-    pytest.param(["--label", "x", "--model-sha256", "abc"], id="short-sha"),
-    pytest.param(["--label", "x", "--digest", "../escape"], id="digest-path"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--label", "has space"], id="label-with-space"),
+        pytest.param(["--label", "x", "--model-sha256", "abc"], id="short-sha"),
+        pytest.param(["--label", "x", "--digest", "../escape"], id="digest-path"),
+    ],
+)
 def test_import_bad_options_exit_4(tmp_path, args):
-    res = invoke("import", "--results", str(tmp_path / "r"), str(DATA / "llamabench-b5163-readme.jsonl"), *args)
+    res = invoke(
+        "import", "--results", str(tmp_path / "r"), str(DATA / "llamabench-b5163-readme.jsonl"), *args
+    )
     assert isinstance(res.exception, BadInput) and res.exception.exit_code == 4
 
 
@@ -193,8 +256,16 @@ def test_imported_run_is_reported_and_compared_beside_container_runs(tmp_path):
     store = store_with(tmp_path, base)
     out = tmp_path / "bare-metal.jsonl"
     out.write_text("".join(json.dumps(r.raw) + "\n" for r in base))
-    res = invoke("import", "--results", str(store.root), str(out), "--label", "bare-metal",
-                 "--model-sha256", base[0].model.sha256)
+    res = invoke(
+        "import",
+        "--results",
+        str(store.root),
+        str(out),
+        "--label",
+        "bare-metal",
+        "--model-sha256",
+        base[0].model.sha256,
+    )
     assert res.exit_code == 0, res.output
     c = compare.compare(store, base[0].image.short, "bare-metal", threshold=5)
     assert len(c.rows) == len(report.select_latest(base)) and not c.regressions

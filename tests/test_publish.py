@@ -237,3 +237,17 @@ def test_reproduce_names_the_missing_model_and_how_to_fetch_it(cpu_project, tmp_
 def test_reproduce_of_a_folder_without_run_json_is_bad_input(tmp_path):
     res = CliRunner().invoke(cli, ["reproduce", str(tmp_path)])
     assert isinstance(res.exception, BadInput) and "export-run" in str(res.exception)
+
+
+def test_rebuild_refuses_changed_template_inputs_before_building(cpu_project, tmp_path):
+    """A run id is exported to .toolkit/runs/<id>/ first; --rebuild checks the recorded template hash."""
+    sha = sha256_file(generate_tiny_qwen3moe(tmp_path / "tiny.gguf"))
+    store = ResultStore(cpu_project / "results")
+    for r in bench_records("run-t", sha=sha):
+        store.add_result(r)
+    res = CliRunner().invoke(cli, ["reproduce", "run-t", "--rebuild", "--matrix", str(cpu_project / "matrix.yaml")])
+    assert isinstance(res.exception, BadInput), res.output
+    assert "template inputs" in str(res.exception) and "ababababab" in str(res.exception)
+    folder = cpu_project / ".toolkit" / "runs" / "run-t"
+    assert (folder / "run.json").is_file() and (folder / "reproduce" / "Dockerfile.templates").is_dir()
+    assert (folder / "reproduce" / "bench-matrix.yaml").is_file()

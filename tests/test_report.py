@@ -40,54 +40,132 @@ def assert_golden(name: str, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert path.is_file(), f"{path} missing: run UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert text == path.read_text(), f"{name} differs from the golden file; if intended: UPDATE_GOLDEN=1 pytest"
+    assert text == path.read_text(), (
+        f"{name} differs from the golden file; if intended: UPDATE_GOLDEN=1 pytest"
+    )
 
 
 R9700_HOST = {"gpus": [{"gfx_target": "gfx1201", "name": "AMD Radeon AI PRO R9700", "is_igpu": False}]}
-QWEN3_30B = {"model_type": "qwen3moe 30B.A3B Q4_K - Medium", "model_size": 17_700_000_000,
-             "model_n_params": 30_532_122_624}
+QWEN3_30B = {
+    "model_type": "qwen3moe 30B.A3B Q4_K - Medium",
+    "model_size": 17_700_000_000,
+    "model_n_params": 30_532_122_624,
+}
 
 
-def make_record(image: str, backend: str, *, p: int = 0, n: int = 0, ub: int | None = 512, b: int | None = 2048,
-                avg: float, sd: float = 0.0, gpu_info: str = "AMD Radeon AI PRO R9700", backends: str | None = None,
-                status: str = "ok", error: str | None = None, method: str = "llama-bench", fa: int | None = 1,
-                model: str = "qwen3-30b-a3b-q4kxl", family: str | None = None, host: dict | None = None,
-                raw: dict | None = None, engine: dict | None = None, axis: str | None = None,
-                threads: int | None = None) -> BenchRecord:
+def make_record(
+    image: str,
+    backend: str,
+    *,
+    p: int = 0,
+    n: int = 0,
+    ub: int | None = 512,
+    b: int | None = 2048,
+    avg: float,
+    sd: float = 0.0,
+    gpu_info: str = "AMD Radeon AI PRO R9700",
+    backends: str | None = None,
+    status: str = "ok",
+    error: str | None = None,
+    method: str = "llama-bench",
+    fa: int | None = 1,
+    model: str = "qwen3-30b-a3b-q4kxl",
+    family: str | None = None,
+    host: dict | None = None,
+    raw: dict | None = None,
+    engine: dict | None = None,
+    axis: str | None = None,
+    threads: int | None = None,
+) -> BenchRecord:
     """A record as bench.py builds it: normalize() over a llama-bench-shaped raw row."""
-    row = {**QWEN3_30B, "n_prompt": p, "n_gen": n, "n_batch": b, "n_ubatch": ub, "flash_attn": fa,
-           "n_gpu_layers": 999, "avg_ts": avg, "stddev_ts": sd, "gpu_info": gpu_info,
-           "backends": backends or {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}[backend], **(raw or {})}
+    row = {
+        **QWEN3_30B,
+        "n_prompt": p,
+        "n_gen": n,
+        "n_batch": b,
+        "n_ubatch": ub,
+        "flash_attn": fa,
+        "n_gpu_layers": 999,
+        "avg_ts": avg,
+        "stddev_ts": sd,
+        "gpu_info": gpu_info,
+        "backends": backends or {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}[backend],
+        **(raw or {}),
+    }
     if threads is not None:
         row["n_threads"] = threads
     norm = llamabench.normalize(row)
     if axis:
         norm["axis"] = axis
     digest = "sha256:" + (image.encode().hex() * 64)[:64]
-    mref = ModelRef(name=model, path="", sha256="ab" * 32, size_bytes=QWEN3_30B["model_size"],
-                    **({"family": family} if family else {}))
-    return BenchRecord(run_id="run-1", created="2026-07-01T00:00:00+00:00", status=status, error=error,
-                       method=method, image=ImageRef(name=image, ref=f"toolkit/{image}:latest", digest=digest,
-                                                     backend=backend),
-                       model=mref, host=host if host is not None else R9700_HOST, engine=engine or {}, raw=row, **norm)
+    mref = ModelRef(
+        name=model,
+        path="",
+        sha256="ab" * 32,
+        size_bytes=QWEN3_30B["model_size"],
+        **({"family": family} if family else {}),
+    )
+    return BenchRecord(
+        run_id="run-1",
+        created="2026-07-01T00:00:00+00:00",
+        status=status,
+        error=error,
+        method=method,
+        image=ImageRef(name=image, ref=f"toolkit/{image}:latest", digest=digest, backend=backend),
+        model=mref,
+        host=host if host is not None else R9700_HOST,
+        engine=engine or {},
+        raw=row,
+        **norm,
+    )
 
 
 def seed_records() -> list[BenchRecord]:
     """The published R9700 sweep (shared/reference/llama-bench.md), vLLM as an AWQ model of the same family."""
     rs = []
     for img, be, figures in (
-        ("hip", "rocm", {(512, 512): 3491, (512, 2048): 3491, (2048, 512): 3391, (2048, 2048): 4635,
-                         (4096, 512): 3900, (4096, 2048): 4380, "tg": 93.0}),
-        ("vulkan", "vulkan", {(512, 512): 2650, (512, 2048): 2650, (2048, 512): 3019, (2048, 2048): 3675,
-                              (4096, 512): 3100, (4096, 2048): 3330, "tg": 167.6}),
+        (
+            "hip",
+            "rocm",
+            {
+                (512, 512): 3491,
+                (512, 2048): 3491,
+                (2048, 512): 3391,
+                (2048, 2048): 4635,
+                (4096, 512): 3900,
+                (4096, 2048): 4380,
+                "tg": 93.0,
+            },
+        ),
+        (
+            "vulkan",
+            "vulkan",
+            {
+                (512, 512): 2650,
+                (512, 2048): 2650,
+                (2048, 512): 3019,
+                (2048, 2048): 3675,
+                (4096, 512): 3100,
+                (4096, 2048): 3330,
+                "tg": 167.6,
+            },
+        ),
     ):
         for key, v in figures.items():
             if key == "tg":
                 rs.append(make_record(img, be, n=128, avg=v, sd=v * 0.005))
             else:
                 rs.append(make_record(img, be, p=key[0], ub=key[1], avg=v, sd=v * 0.01))
-    awq = dict(method="vllm-bench-latency", ub=None, b=None, fa=None, model="qwen3-30b-a3b-awq",
-               family="qwen3moe 30B.A3B", gpu_info="", raw={"model_type": None, "model_size": None})
+    awq = dict(
+        method="vllm-bench-latency",
+        ub=None,
+        b=None,
+        fa=None,
+        model="qwen3-30b-a3b-awq",
+        family="qwen3moe 30B.A3B",
+        gpu_info="",
+        raw={"model_type": None, "model_size": None},
+    )
     rs.append(make_record("vllm", "rocm", p=4096, avg=8326, sd=40, **awq))
     rs.append(make_record("vllm", "rocm", n=128, avg=49.0, sd=0.3, **awq))
     return rs
@@ -127,15 +205,18 @@ def test_seed_two_llama_images_best_micro_batch_is_the_evidence():
 # ------------------------------------------------------------------------------------------- flags
 
 
-@pytest.mark.parametrize(("p", "n", "ub", "b", "effective"), [
-    pytest.param(512, 0, 2048, 2048, 512, id="pp512-ub2048-clamped-to-prompt"),
-    pytest.param(512, 0, 512, 2048, None, id="pp512-ub512-acts"),
-    pytest.param(2048, 0, 2048, 2048, None, id="pp2048-ub2048-acts"),
-    pytest.param(4096, 0, 2048, 2048, None, id="pp4096-ub2048-acts"),
-    pytest.param(64, 0, 512, 32, 32, id="ub-above-n_batch"),
-    pytest.param(0, 128, 512, 2048, 128, id="tg128-ub512-clamped-to-context"),
-    pytest.param(0, 16, 8, 2048, None, id="tg16-ub8-acts"),
-])
+@pytest.mark.parametrize(
+    ("p", "n", "ub", "b", "effective"),
+    [
+        pytest.param(512, 0, 2048, 2048, 512, id="pp512-ub2048-clamped-to-prompt"),
+        pytest.param(512, 0, 512, 2048, None, id="pp512-ub512-acts"),
+        pytest.param(2048, 0, 2048, 2048, None, id="pp2048-ub2048-acts"),
+        pytest.param(4096, 0, 2048, 2048, None, id="pp4096-ub2048-acts"),
+        pytest.param(64, 0, 512, 32, 32, id="ub-above-n_batch"),
+        pytest.param(0, 128, 512, 2048, 128, id="tg128-ub512-clamped-to-context"),
+        pytest.param(0, 16, 8, 2048, None, id="tg16-ub8-acts"),
+    ],
+)
 def test_ub_no_effect_exactly_where_the_knob_is_clamped(p, n, ub, b, effective):
     r = make_record("hip", "rocm", p=p, n=n, ub=ub, b=b, avg=100.0)
     assert report.ub_no_effect(r) == effective
@@ -149,11 +230,14 @@ def test_ub_flag_in_the_seed_table_only_on_pp512_ub2048():
     assert flags_by_row(t)["pp512 ub2048"][0] == "ub-no-effect (runs at ub512)"
 
 
-@pytest.mark.parametrize(("rsd", "threshold", "noisy"), [
-    pytest.param(0.06, 0.05, True, id="6pct-over-5pct"),
-    pytest.param(0.04, 0.05, False, id="4pct-under-5pct"),
-    pytest.param(0.06, 0.10, False, id="6pct-under-10pct-option"),
-])
+@pytest.mark.parametrize(
+    ("rsd", "threshold", "noisy"),
+    [
+        pytest.param(0.06, 0.05, True, id="6pct-over-5pct"),
+        pytest.param(0.04, 0.05, False, id="4pct-under-5pct"),
+        pytest.param(0.06, 0.10, False, id="6pct-under-10pct-option"),
+    ],
+)
 def test_noisy_flag_threshold(rsd, threshold, noisy):
     r = make_record("hip", "rocm", p=2048, avg=1000.0, sd=1000.0 * rsd)
     assert ("noisy" in report.record_flags(r, report.ReportOptions(noisy=threshold))) is noisy
@@ -161,8 +245,17 @@ def test_noisy_flag_threshold(rsd, threshold, noisy):
 
 def test_cpu_fallback_rows_are_shown_flagged_and_never_win():
     ok = make_record("hip", "rocm", p=512, avg=3491, sd=10)
-    failed = make_record("vulkan", "vulkan", p=512, avg=90.0, sd=1, status="failed", backends="Vulkan", gpu_info="",
-                         error="CPU fallback: gpu_info is empty although the Vulkan backend was expected")
+    failed = make_record(
+        "vulkan",
+        "vulkan",
+        p=512,
+        avg=90.0,
+        sd=1,
+        status="failed",
+        backends="Vulkan",
+        gpu_info="",
+        error="CPU fallback: gpu_info is empty although the Vulkan backend was expected",
+    )
     silent = make_record("rocm-b", "rocm", p=512, avg=95.0, sd=1, backends="CPU")
     t = report.axis_table(report.select_for_report([ok, failed, silent]), "prefill")
     fl = flags_by_row(t)["pp512 ub512"]
@@ -172,10 +265,18 @@ def test_cpu_fallback_rows_are_shown_flagged_and_never_win():
 
 
 def test_no_clear_winner_within_noise():
-    a = [make_record("a", "rocm", p=512, avg=100.0, sd=3.0), make_record("a", "rocm", n=128, avg=50.0, sd=0.1)]
-    b = [make_record("b", "rocm", p=512, avg=102.0, sd=3.0), make_record("b", "rocm", n=128, avg=60.0, sd=0.1)]
+    a = [
+        make_record("a", "rocm", p=512, avg=100.0, sd=3.0),
+        make_record("a", "rocm", n=128, avg=50.0, sd=0.1),
+    ]
+    b = [
+        make_record("b", "rocm", p=512, avg=102.0, sd=3.0),
+        make_record("b", "rocm", n=128, avg=60.0, sd=0.1),
+    ]
     v = verdict.verdict(a + b)
-    assert v.axes["prefill"].winner is None and v.axes["prefill"].noise == pytest.approx(2 * (0.03**2 + (3 / 102) ** 2) ** 0.5)
+    assert v.axes["prefill"].winner is None and v.axes["prefill"].noise == pytest.approx(
+        2 * (0.03**2 + (3 / 102) ** 2) ** 0.5
+    )
     assert v.axes["decode"].winner.startswith("b@")
     text = verdict.format_verdict(v)
     assert "- prefill: no clear winner" in text
@@ -190,8 +291,10 @@ def test_min_margin_applies_when_noise_is_tiny():
 
 
 def test_different_models_are_not_compared():
-    rs = [make_record("a", "rocm", p=512, avg=100.0, raw={"model_type": "llama 8B Q4_K - Medium"}),
-          make_record("b", "rocm", p=512, avg=200.0, raw={"model_type": "qwen2 7B Q4_K - Medium"})]
+    rs = [
+        make_record("a", "rocm", p=512, avg=100.0, raw={"model_type": "llama 8B Q4_K - Medium"}),
+        make_record("b", "rocm", p=512, avg=200.0, raw={"model_type": "qwen2 7B Q4_K - Medium"}),
+    ]
     v = verdict.axis_verdict(rs, "prefill")
     assert v.winner is None and "no test of the same model" in v.note
 
@@ -212,35 +315,48 @@ def test_roofline_decode_share_of_bandwidth_and_prefill_share_of_compute():
     assert report.fmt_roof(roof) == "16% of FP16 peak"
 
 
-@pytest.mark.parametrize(("avg", "flag"), [
-    pytest.param(2000.0, "bw-above-peak", id="faster-than-memory"),
-    pytest.param(10.0, "bw-below-floor", id="overhead-bound"),
-    pytest.param(150.0, None, id="plausible"),
-])
+@pytest.mark.parametrize(
+    ("avg", "flag"),
+    [
+        pytest.param(2000.0, "bw-above-peak", id="faster-than-memory"),
+        pytest.param(10.0, "bw-below-floor", id="overhead-bound"),
+        pytest.param(150.0, None, id="plausible"),
+    ],
+)
 def test_bandwidth_plausibility_flags(avg, flag):
     r = make_record("vulkan", "vulkan", n=128, avg=avg)
     fl = report.record_flags(r, report.ReportOptions(), roofline.roofline(r))
     assert [f for f in fl if f.startswith("bw-")] == ([flag] if flag else [])
 
 
-@pytest.mark.parametrize(("kw", "known"), [
-    pytest.param({"backends": "CPU"}, False, id="cpu-image"),
-    pytest.param({"gpu_info": "llvmpipe (LLVM 19.1.7, 256 bits)"}, False, id="lavapipe"),
-    pytest.param({"gpu_info": "", "host": {"gpus": []}}, False, id="no-gpu-known"),
-    pytest.param({"gpu_info": "AMD Radeon RX 7900 XTX"}, True, id="named-7900xtx"),
-    pytest.param({"gpu_info": "", "host": {"gpus": [{"gfx_target": "gfx942", "is_igpu": False}]}}, True, id="host-mi300x"),
-])
+@pytest.mark.parametrize(
+    ("kw", "known"),
+    [
+        pytest.param({"backends": "CPU"}, False, id="cpu-image"),
+        pytest.param({"gpu_info": "llvmpipe (LLVM 19.1.7, 256 bits)"}, False, id="lavapipe"),
+        pytest.param({"gpu_info": "", "host": {"gpus": []}}, False, id="no-gpu-known"),
+        pytest.param({"gpu_info": "AMD Radeon RX 7900 XTX"}, True, id="named-7900xtx"),
+        pytest.param(
+            {"gpu_info": "", "host": {"gpus": [{"gfx_target": "gfx942", "is_igpu": False}]}},
+            True,
+            id="host-mi300x",
+        ),
+    ],
+)
 def test_gpu_is_known_only_for_gpu_images_on_known_cards(kw, known):
     backend = "cpu" if kw.get("backends") == "CPU" else "vulkan"
     r = make_record("x", backend, n=128, avg=100.0, **kw)
     assert (roofline.gpu_of(r) is not None) is known
 
 
-@pytest.mark.parametrize(("model_type", "share", "source"), [
-    pytest.param("qwen3moe 30B.A3B Q4_K - Medium", 3.3 / 30.5, "table", id="known-qwen3moe"),
-    pytest.param("foomoe 16B.A2B Q8_0", 2 / 16, "model-type", id="size-name"),
-    pytest.param("llama 8B Q4_K - Medium", 1.0, "dense", id="dense"),
-])
+@pytest.mark.parametrize(
+    ("model_type", "share", "source"),
+    [
+        pytest.param("qwen3moe 30B.A3B Q4_K - Medium", 3.3 / 30.5, "table", id="known-qwen3moe"),
+        pytest.param("foomoe 16B.A2B Q8_0", 2 / 16, "model-type", id="size-name"),
+        pytest.param("llama 8B Q4_K - Medium", 1.0, "dense", id="dense"),
+    ],
+)
 def test_active_share_from_the_model_type(model_type, share, source):
     r = make_record("x", "rocm", n=128, avg=1.0, raw={"model_type": model_type})
     got = roofline.active_share(r)
@@ -258,7 +374,9 @@ def test_active_share_from_the_gguf_experts(tmp_path):
     experts = sum(int(t.n_bytes) for t in tensors if "_exps" in t.name)
     share = roofline.gguf_active_share(str(path))
     assert share.source == "gguf" and experts > 0
-    assert share.bytes_share == pytest.approx((total - experts + experts * 2 / 8) / total)  # 2 of 8 experts used
+    assert share.bytes_share == pytest.approx(
+        (total - experts + experts * 2 / 8) / total
+    )  # 2 of 8 experts used
 
 
 # ------------------------------------------------------------------------------- tables and served
@@ -276,16 +394,40 @@ def served_records() -> list[BenchRecord]:
     rs = []
     for img, scale in (("vllm", 1.0), ("vllm-b", 1.3)):
         for c in (1, 2, 4, 8):
-            raw = {"output_throughput": 45.0 * c ** 0.8 * scale, "median_ttft_ms": 120.0 + c, "median_tpot_ms": 20.0,
-                   "model_type": None}
-            rs.append(make_record(img, "rocm", p=512, n=128, ub=None, b=None, fa=None, avg=None, axis="served",
-                                  method="vllm-bench-serve", engine={"concurrency": c}, raw=raw, gpu_info=""))
+            raw = {
+                "output_throughput": 45.0 * c**0.8 * scale,
+                "median_ttft_ms": 120.0 + c,
+                "median_tpot_ms": 20.0,
+                "model_type": None,
+            }
+            rs.append(
+                make_record(
+                    img,
+                    "rocm",
+                    p=512,
+                    n=128,
+                    ub=None,
+                    b=None,
+                    fa=None,
+                    avg=None,
+                    axis="served",
+                    method="vllm-bench-serve",
+                    engine={"concurrency": c},
+                    raw=raw,
+                    gpu_info="",
+                )
+            )
     return rs
 
 
 def test_served_table_per_concurrency_and_its_verdict():
     t = report.axis_table(served_records(), "served")
-    assert [row.test for row in t.rows] == ["c1 in512 out128", "c2 in512 out128", "c4 in512 out128", "c8 in512 out128"]
+    assert [row.test for row in t.rows] == [
+        "c1 in512 out128",
+        "c2 in512 out128",
+        "c4 in512 out128",
+        "c8 in512 out128",
+    ]
     first = next(r for r in t.rows[0].cells.values() if r.image.name == "vllm")
     assert report.fmt_cell(first) == "45.00 ± 0.00 (TTFT 121.0 ms, TPOT 20.0 ms)"
     v = verdict.verdict(served_records())
@@ -296,7 +438,9 @@ def test_served_table_per_concurrency_and_its_verdict():
 def test_served_plot_has_one_line_per_image():
     fig = plots.served_figure(served_records())
     ax = fig.axes[0]
-    assert [ln.get_label() for ln in ax.get_lines()] == sorted(report.image_label(r) for r in served_records()[::4])
+    assert [ln.get_label() for ln in ax.get_lines()] == sorted(
+        report.image_label(r) for r in served_records()[::4]
+    )
     assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 4, 8]
 
 
@@ -306,8 +450,10 @@ needs_fixtures = pytest.mark.skipif(not (CPU_A.is_file() and CPU_B.is_file()), r
 
 
 @needs_fixtures
-@pytest.mark.parametrize("fmt", [pytest.param("github", id="github"), pytest.param("csv", id="csv"),
-                                 pytest.param("json", id="json")])
+@pytest.mark.parametrize(
+    "fmt",
+    [pytest.param("github", id="github"), pytest.param("csv", id="csv"), pytest.param("json", id="json")],
+)
 def test_golden_report_of_real_runs(fmt):
     text = report.render(load(CPU_A, CPU_B), fmt)
     assert_golden(f"report-cpu.{ {'github': 'md', 'csv': 'csv', 'json': 'json'}[fmt] }", text + "\n")
@@ -324,8 +470,11 @@ def test_real_runs_flag_exactly_the_clamped_rows():
     recs = load(CPU_A, CPU_B)
     t = next(t for t in report.tables(recs) if t.axis == "prefill")
     flagged = {row.test for row in t.rows if any(f.startswith("ub-no-effect") for f in row.row_flags())}
-    expected = {report.row_label(r, ub=True) for r in recs
-                if r.axis == "prefill" and r.n_ubatch > min(r.n_batch, r.n_prompt)}
+    expected = {
+        report.row_label(r, ub=True)
+        for r in recs
+        if r.axis == "prefill" and r.n_ubatch > min(r.n_batch, r.n_prompt)
+    }
     assert flagged == expected == {"pp128 ub512"}  # ub512 acts at pp1024 but not at pp128
     assert [row.test for row in t.rows] == ["pp128 ub64", "pp128 ub512", "pp1024 ub64", "pp1024 ub512"]
 
@@ -340,6 +489,8 @@ def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_pa
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"ub{u}" for u in ubs]
         assert len(ax.containers) == len(ubs)  # one errorbar line per micro-batch
+        clamped = [ln for ln in ax.get_lines() if ln.get_label() == "_clamped"]
+        assert [list(ln.get_xdata()) for ln in clamped] == [[128]]  # hollow: ub512 at pp128 was off
     paths = plots.write_pngs(recs, tmp_path)
     assert [p.name for p in paths] == ["prefill.png", "decode.png"]
     data = paths[0].read_bytes()
@@ -356,7 +507,9 @@ def test_cli_report_html_is_one_offline_file_with_plots(tmp_path):
         dest = results / rec.image.short / "bench.jsonl"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(src.read_text())
-    res = CliRunner().invoke(cli, ["report", "--results", str(results), "--format", "html"], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli, ["report", "--results", str(results), "--format", "html"], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     page = (results / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 2

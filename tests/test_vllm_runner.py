@@ -5,7 +5,7 @@ The contract test builds a throw-away virtualenv per pinned vLLM release (the `v
 variables of the matrix's vLLM images): the release's official wheel from PyPI, unpacked without
 its compiled extensions, its pure-Python requirements, and the machine's local CPU torch wheel
 (never a CUDA torch from PyPI). It then calls the release's own `vllm` CLI entry point on the
-exact argument lists the runner builds, with the subcommands' handlers replaced by a recorder, so
+exact argument lists the runner builds, with the parsed command's dispatch replaced by a recorder, so
 argparse and each subcommand's `validate` run but nothing is benchmarked. First build ~2 min per
 release (wheel ~0.3-0.5 GB download, ~1 GB venv), cached in ~/.cache/toolkit/vllm-contract/ (or
 $TOOLKIT_VLLM_CONTRACT_DIR). Where the env cannot be built the test is skipped, except under CI=true,

@@ -24,6 +24,19 @@ from toolkit.cli import (
 
 PUSH_EPILOG = EPILOG + " A failed push exits 2."
 REPRODUCE_EPILOG = EPILOG + " 7 not reproduced."
+_LAYER_DONE = ("Pushed", "Layer already exists", "Pull complete", "Already exists")
+
+
+def _transfer_printer(quiet: bool):
+    """Print finished layers and digests of a push/pull on stderr (not the per-byte progress)."""
+    if quiet:
+        return None
+
+    def on_line(line: str) -> None:
+        if line.endswith(_LAYER_DONE) or "digest: " in line.lower() or line.startswith("Status:"):
+            _err(f"  {line}")
+
+    return on_line
 
 
 @click.command(epilog=PUSH_EPILOG)
@@ -48,7 +61,8 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
-    results = publish.push_images(lm, store, list(images), registry, attest=attest)
+    results = publish.push_images(lm, store, list(images), registry, attest=attest,
+                                  on_line=_transfer_printer(as_json))
     if as_json:
         click.echo(json.dumps([{"image": r.image, "status": r.status, "reason": r.reason, "refs": r.refs,
                                 "repo_digest": r.repo_digest, "seconds": round(r.seconds, 2), "notes": r.notes}
@@ -126,7 +140,8 @@ def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_
     events = _progress_printer(quiet=as_json)
     try:
         rep = reproduce_mod.reproduce(run, store=store, lm=lm, rebuild=rebuild, threshold=threshold,
-                                      model_dir=Path(model_dir) if model_dir else None, events=events)
+                                      model_dir=Path(model_dir) if model_dir else None, events=events,
+                                      on_line=_transfer_printer(as_json))
     finally:
         events("close")
     if as_json:

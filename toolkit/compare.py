@@ -61,6 +61,8 @@ class Comparison:
     id_columns: list[str] = field(default_factory=list)
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
+    a_settings: str = ""  # identifying values that differ between the sides, e.g. "threads=2"
+    b_settings: str = ""
 
     def is_regression(self, row: CompareRow) -> bool:
         return row.speedup < 1 - self.threshold / 100
@@ -85,8 +87,11 @@ def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = No
     named = [r for r in recs if r.image.name == ref]
     if named:
         build = store.latest_build(ref)
-        digest = build.digest if build and any(r.image.digest == build.digest for r in named) \
+        digest = (
+            build.digest
+            if build and any(r.image.digest == build.digest for r in named)
             else max(named, key=lambda r: r.created).image.digest
+        )
         mine = [r for r in named if r.image.digest == digest]
         return Side(ref, image_label(mine[0]), mine)
     digests = sorted({r.image.digest for r in recs if _digest_matches(r.image.digest, ref)})
@@ -94,10 +99,14 @@ def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = No
         mine = [r for r in recs if r.image.digest == digests[0]]
         return Side(ref, image_label(mine[0]), mine)
     if len(digests) > 1:
-        raise BadInput(f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
-                       "give more digits")
-    raise BadInput(f"no results match {ref!r}: give a run id, an image name or an image digest (prefix); "
-                   f"`toolkit report` lists what is stored under {store.root}")
+        raise BadInput(
+            f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
+            "give more digits"
+        )
+    raise BadInput(
+        f"no results match {ref!r}: give a run id, an image name or an image digest (prefix); "
+        f"`toolkit report` lists what is stored under {store.root}"
+    )
 
 
 def _model_id(r: BenchRecord) -> Any:
@@ -107,8 +116,18 @@ def _model_id(r: BenchRecord) -> Any:
 
 
 def join_key(r: BenchRecord) -> tuple:
-    return (r.method, _model_id(r), r.n_prompt, r.n_gen, r.n_depth, r.n_batch, r.n_ubatch, r.flash_attn,
-            r.n_gpu_layers, concurrency(r))
+    return (
+        r.method,
+        _model_id(r),
+        r.n_prompt,
+        r.n_gen,
+        r.n_depth,
+        r.n_batch,
+        r.n_ubatch,
+        r.flash_attn,
+        r.n_gpu_layers,
+        concurrency(r),
+    )
 
 
 def _same_model(a: BenchRecord, b: BenchRecord) -> bool:
@@ -140,21 +159,49 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
 
     ia, ib = index(a), index(b)
     pairs = [(ia[k], ib[k]) for k in ia if k in ib and _same_model(ia[k], ib[k])]
-    pairs.sort(key=lambda p: (p[0].axis != "prefill", p[0].axis, p[0].model.name, concurrency(p[0]) or 0,
-                              p[0].n_depth, p[0].n_prompt, p[0].n_gen, p[0].n_ubatch or 0, p[0].n_batch or 0))
-    id_cols = [c for c in varying_columns([r for p in pairs for r in p]) if c != "threads"]
+    pairs.sort(
+        key=lambda p: (
+            p[0].axis != "prefill",
+            p[0].axis,
+            p[0].model.name,
+            concurrency(p[0]) or 0,
+            p[0].n_depth,
+            p[0].n_prompt,
+            p[0].n_gen,
+            p[0].n_ubatch or 0,
+            p[0].n_batch or 0,
+        )
+    )
+    id_cols, settings = [], {"a": [], "b": []}
+    for col in varying_columns([r for p in pairs for r in p]):
+        va, vb = ({ID_COLUMNS[col](r) for r in side} for side in zip(*pairs, strict=True))
+        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. threads=1 vs threads=2
+            settings["a"].append(f"{col}={va.pop()}")
+            settings["b"].append(f"{col}={vb.pop()}")
+        else:
+            id_cols.append(col)
     rows = [CompareRow(_test_label(x), {c: str(ID_COLUMNS[c](x)) for c in id_cols}, x, y) for x, y in pairs]
     joined_a, joined_b = {join_key(x) for x, _ in pairs}, {join_key(y) for _, y in pairs}
-    return Comparison(a, b, threshold, rows, id_cols,
-                      sorted(_test_label(r) for k, r in ia.items() if k not in joined_a),
-                      sorted(_test_label(r) for k, r in ib.items() if k not in joined_b))
+    return Comparison(
+        a,
+        b,
+        threshold,
+        rows,
+        id_cols,
+        sorted(_test_label(r) for k, r in ia.items() if k not in joined_a),
+        sorted(_test_label(r) for k, r in ib.items() if k not in joined_b),
+        ", ".join(settings["a"]),
+        ", ".join(settings["b"]),
+    )
 
 
 def format_comparison(c: Comparison) -> str:
     """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
     if not c.rows:
-        return (f"no test in common between {c.a.label} and {c.b.label} "
-                f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)")
+        return (
+            f"no test in common between {c.a.label} and {c.b.label} "
+            f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
+        )
     body = []
     for row in c.rows:
         sp = f"{row.speedup:.2f}"
@@ -164,22 +211,57 @@ def format_comparison(c: Comparison) -> str:
         elif row.speedup > 1 + c.threshold / 100:
             mark = "faster"
         body.append([row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp, mark])
-    headers = ["test", *c.id_columns, f"t/s A: {c.a.label}", f"t/s B: {c.b.label}", "speedup (B/A)", ""]
+
+    def head(side: str, s: Side, settings: str) -> str:
+        return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
+
+    headers = [
+        "test",
+        *c.id_columns,
+        head("A", c.a, c.a_settings),
+        head("B", c.b, c.b_settings),
+        "speedup (B/A)",
+        "",
+    ]
     out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
     if c.only_a or c.only_b:
         out.append(f"not compared: {len(c.only_a)} tests only in A, {len(c.only_b)} only in B")
     n = len(c.regressions)
-    out.append(f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%" if n else
-               f"no regression beyond {c.threshold:g}%")
+    out.append(
+        f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%"
+        if n
+        else f"no regression beyond {c.threshold:g}%"
+    )
     return "\n\n".join(out)
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    def side(s: Side) -> dict[str, Any]:
-        return {"ref": s.ref, "label": s.label, "digests": sorted({r.image.digest for r in s.records})}
+    def side(s: Side, settings: str) -> dict[str, Any]:
+        return {
+            "ref": s.ref,
+            "label": s.label,
+            "digests": sorted({r.image.digest for r in s.records}),
+            "settings": settings,
+        }
 
-    return {"a": side(c.a), "b": side(c.b), "threshold_pct": c.threshold,
-            "rows": [{"test": r.test, **r.ids, "avg_ts_a": value(r.a), "stddev_ts_a": r.a.stddev_ts,
-                      "avg_ts_b": value(r.b), "stddev_ts_b": r.b.stddev_ts, "speedup": round(r.speedup, 4),
-                      "regression": c.is_regression(r)} for r in c.rows],
-            "only_a": c.only_a, "only_b": c.only_b, "regressions": len(c.regressions)}
+    return {
+        "a": side(c.a, c.a_settings),
+        "b": side(c.b, c.b_settings),
+        "threshold_pct": c.threshold,
+        "rows": [
+            {
+                "test": r.test,
+                **r.ids,
+                "avg_ts_a": value(r.a),
+                "stddev_ts_a": r.a.stddev_ts,
+                "avg_ts_b": value(r.b),
+                "stddev_ts_b": r.b.stddev_ts,
+                "speedup": round(r.speedup, 4),
+                "regression": c.is_regression(r),
+            }
+            for r in c.rows
+        ],
+        "only_a": c.only_a,
+        "only_b": c.only_b,
+        "regressions": len(c.regressions),
+    }

@@ -165,7 +165,9 @@ def run_buildx(cmd: list[str], *, log_path: Path, on_line: Callable[[str], None]
                 log.write(line)
                 parts = line.split(" ", 2)
                 if len(parts) >= 2 and parts[0].startswith("#") and parts[0][1:].isdigit():
-                    if parts[1].startswith("["):
+                    # build steps are `#N [stage i/n] RUN|COPY|...`; FROM and [internal] never say CACHED
+                    rest = parts[2] if len(parts) > 2 else ""
+                    if parts[1].startswith("[") and parts[1] != "[internal]" and " FROM " not in f" {rest}":
                         steps.add(parts[0])
                     if parts[1].strip() == "CACHED":
                         cached.add(parts[0])

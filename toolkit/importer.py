@@ -20,8 +20,16 @@ from toolkit import llamabench
 from toolkit.errors import BadInput
 from toolkit.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
-BACKEND_OF_LLAMA = {"rocm": "rocm", "hip": "rocm", "vulkan": "vulkan", "cpu": "cpu", "blas": "cpu",
-                    "cuda": "cuda", "metal": "metal", "sycl": "sycl"}
+BACKEND_OF_LLAMA = {
+    "rocm": "rocm",
+    "hip": "rocm",
+    "vulkan": "vulkan",
+    "cpu": "cpu",
+    "blas": "cpu",
+    "cuda": "cuda",
+    "metal": "metal",
+    "sycl": "sycl",
+}
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -46,16 +54,24 @@ def read_rows(path: Path) -> tuple[bytes, list[dict[str, Any]]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise BadInput(f"{path}: not a text file (byte {err.start} is not UTF-8); expected llama-bench "
-                       "-o jsonl, -o json or -o csv output") from err
+        raise BadInput(
+            f"{path}: not a text file (byte {err.start} is not UTF-8); expected llama-bench "
+            "-o jsonl, -o json or -o csv output"
+        ) from err
     rows = [r for r in llamabench.parse_any(text) if _is_result(r)]
     if not rows:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        hint = ("a markdown table (-o md) has no machine-readable fields: re-run llama-bench with -o jsonl"
-                if first.startswith("|") else "expected llama-bench -o jsonl, -o json or -o csv output "
-                "with n_prompt/n_gen and avg_ts fields")
-        raise BadInput(f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
-                       if first else f"{path}: the file is empty; {hint}")
+        hint = (
+            "a markdown table (-o md) has no machine-readable fields: re-run llama-bench with -o jsonl"
+            if first.startswith("|")
+            else "expected llama-bench -o jsonl, -o json or -o csv output "
+            "with n_prompt/n_gen and avg_ts fields"
+        )
+        raise BadInput(
+            f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
+            if first
+            else f"{path}: the file is empty; {hint}"
+        )
     return data, rows
 
 
@@ -85,16 +101,26 @@ def check_options(label: str, model_sha256: str | None, digest: str | None) -> N
     if not label.strip() or any(c.isspace() for c in label) or "/" in label:
         raise BadInput(f"--label {label!r}: give a short name without spaces or '/', e.g. bare-metal-hip")
     if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
-        raise BadInput(f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits "
-                       "(`sha256sum model.gguf`)")
+        raise BadInput(
+            f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits (`sha256sum model.gguf`)"
+        )
     if digest is not None and (not _DIGEST_RE.fullmatch(digest) or short_digest(digest) in ("", ".", "..")):
-        raise BadInput(f"--digest {digest!r}: letters, digits and . _ + - separated by ':', e.g. "
-                       "sha256:<hex> or import:my-run")
+        raise BadInput(
+            f"--digest {digest!r}: letters, digits and . _ + - separated by ':', e.g. "
+            "sha256:<hex> or import:my-run"
+        )
 
 
-def import_files(store: ResultStore, files: list[Path], *, label: str, backend: str | None = None,
-                 model_sha256: str | None = None, digest: str | None = None,
-                 now: datetime | None = None) -> ImportResult:
+def import_files(
+    store: ResultStore,
+    files: list[Path],
+    *,
+    label: str,
+    backend: str | None = None,
+    model_sha256: str | None = None,
+    digest: str | None = None,
+    now: datetime | None = None,
+) -> ImportResult:
     """Parse every file (all must be valid before anything is written), then append the records."""
     check_options(label, model_sha256, digest)
     if not files:
@@ -103,33 +129,69 @@ def import_files(store: ResultStore, files: list[Path], *, label: str, backend: 
     content = hashlib.sha256(b"".join(data for _, data, _ in parsed)).hexdigest()
     digest = digest or f"import:{content}"
     res = ImportResult(label, digest, [str(p) for p, _, _ in parsed])
-    if any(r.image.digest == digest and (r.model_extra or {}).get("imported", {}).get("sha256") == content
-           for r in store.results()):
+    if any(
+        r.image.digest == digest and (r.model_extra or {}).get("imported", {}).get("sha256") == content
+        for r in store.results()
+    ):
         res.already = True
         return res
     all_rows = [row for _, _, rows in parsed for row in rows]
-    image = ImageRef(name=label, ref=f"import:{label}", digest=digest, backend=backend or backend_of(all_rows),
-                     labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)})
+    image = ImageRef(
+        name=label,
+        ref=f"import:{label}",
+        digest=digest,
+        backend=backend or backend_of(all_rows),
+        labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)},
+    )
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
     for path, data, rows in parsed:
         for row in rows:
-            rec = _record(row, image=image, run_id=run_id, created=now.isoformat(timespec="seconds"),
-                          model_sha256=model_sha256 or "", source=path, file_sha=hashlib.sha256(data).hexdigest(),
-                          content=content)
+            rec = _record(
+                row,
+                image=image,
+                run_id=run_id,
+                created=now.isoformat(timespec="seconds"),
+                model_sha256=model_sha256 or "",
+                source=path,
+                file_sha=hashlib.sha256(data).hexdigest(),
+                content=content,
+            )
             res.path = store.add_result(rec)
             res.records += 1
         res.per_file[str(path)] = len(rows)
     return res
 
 
-def _record(row: dict[str, Any], *, image: ImageRef, run_id: str, created: str, model_sha256: str,
-            source: Path, file_sha: str, content: str) -> BenchRecord:
+def _record(
+    row: dict[str, Any],
+    *,
+    image: ImageRef,
+    run_id: str,
+    created: str,
+    model_sha256: str,
+    source: Path,
+    file_sha: str,
+    content: str,
+) -> BenchRecord:
     norm = llamabench.normalize(row)
     norm["avg_ts"] = _avg_ts(row, norm)
     mfile = str(row.get("model_filename") or "")
-    model = ModelRef(name=Path(mfile).name or str(row.get("model_type") or "unknown"), path=mfile,
-                     sha256=model_sha256, size_bytes=int(llamabench._int(row.get("model_size"), 0) or 0))
-    return BenchRecord(run_id=run_id, created=created, status="ok", runner="llama-bench", method="llama-bench",
-                       image=image, model=model, raw=row, **norm,
-                       imported={"file": str(source), "file_sha256": file_sha, "sha256": content})
+    model = ModelRef(
+        name=Path(mfile).name or str(row.get("model_type") or "unknown"),
+        path=mfile,
+        sha256=model_sha256,
+        size_bytes=int(llamabench._int(row.get("model_size"), 0) or 0),
+    )
+    return BenchRecord(
+        run_id=run_id,
+        created=created,
+        status="ok",
+        runner="llama-bench",
+        method="llama-bench",
+        image=image,
+        model=model,
+        raw=row,
+        **norm,
+        imported={"file": str(source), "file_sha256": file_sha, "sha256": content},
+    )

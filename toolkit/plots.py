@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from toolkit.records import BenchRecord
-from toolkit.report import concurrency, image_label, is_cpu_fallback, value
+from toolkit.report import concurrency, image_label, is_cpu_fallback, ub_no_effect, value
 
 PNG_METADATA = {"Software": None}  # keep PNG bytes reproducible across matplotlib versions
 
@@ -29,7 +29,8 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def prefill_figure(records: list[BenchRecord]) -> Figure | None:
-    """One panel per image: prefill tok/s vs prompt length, one line per micro-batch (error bars = stddev)."""
+    """One panel per image: prefill tok/s vs prompt length, one line per micro-batch (error bars =
+    stddev); hollow markers where the micro-batch was clamped (ub-no-effect)."""
     rs = [r for r in _usable(records, "prefill") if r.n_depth == 0]
     images = sorted({image_label(r) for r in rs})
     if not images:
@@ -41,7 +42,20 @@ def prefill_figure(records: list[BenchRecord]) -> Figure | None:
         for ub in sorted({r.n_ubatch or 0 for r in mine}):
             pts = sorted((r.n_prompt, value(r), r.stddev_ts or 0.0) for r in mine if (r.n_ubatch or 0) == ub)
             xs, ys, es = zip(*pts, strict=True)
-            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=f"ub{ub}" if ub else "default")
+            bars = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=f"ub{ub}" if ub else "default")
+            off = [(r.n_prompt, value(r)) for r in mine if (r.n_ubatch or 0) == ub and ub_no_effect(r)]
+            if off:  # hollow markers: llama.cpp clamped this micro-batch, the knob was off
+                ox, oy = zip(*off, strict=True)
+                ax.plot(
+                    ox,
+                    oy,
+                    "o",
+                    mfc="white",
+                    mew=1.5,
+                    zorder=3,
+                    color=bars.lines[0].get_color(),
+                    label="_clamped",
+                )
         ax.set_xscale("log", base=2)
         prompts = sorted({r.n_prompt for r in mine})
         ax.set_xticks(prompts, [str(p) for p in prompts])
@@ -105,7 +119,11 @@ def served_figure(records: list[BenchRecord]) -> Figure | None:
 
 def figures(records: list[BenchRecord]) -> dict[str, Figure]:
     """Every plot the records allow, by file stem: prefill, decode, served."""
-    made = {"prefill": prefill_figure(records), "decode": decode_figure(records), "served": served_figure(records)}
+    made = {
+        "prefill": prefill_figure(records),
+        "decode": decode_figure(records),
+        "served": served_figure(records),
+    }
     return {name: fig for name, fig in made.items() if fig is not None}
 
 

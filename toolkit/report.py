@@ -38,7 +38,7 @@ TITLES = {
 }
 FLAG_HELP = {
     "ub-no-effect": "asked n_ubatch > n_prompt + n_gen + n_depth (or > n_batch): llama.cpp clamps it, "
-                    "the micro-batch knob had no effect (shown: the effective value)",
+    "the micro-batch knob had no effect (shown: the effective value)",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold",
@@ -102,8 +102,13 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
     if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
         return True
     expected = EXPECTED_LLAMA_BACKEND.get(r.image.backend)
-    return (r.method == "llama-bench" and r.image.backend in ("rocm", "vulkan") and bool(r.backends)
-            and expected is not None and expected.lower() not in (r.backends or "").lower())
+    return (
+        r.method == "llama-bench"
+        and r.image.backend in ("rocm", "vulkan")
+        and bool(r.backends)
+        and expected is not None
+        and expected.lower() not in (r.backends or "").lower()
+    )
 
 
 def is_software_gpu(r: BenchRecord) -> bool:
@@ -227,7 +232,9 @@ class Table:
     id_columns: list[str]
     rows: list[Row]
     roof_columns: list[str] = field(default_factory=list)
-    image_ids: dict[str, str] = field(default_factory=dict)  # image column -> "threads=1" (per-image settings)
+    image_ids: dict[str, str] = field(
+        default_factory=dict
+    )  # image column -> "threads=1" (per-image settings)
 
     def header(self, col: str) -> str:
         return f"{col} ({self.image_ids[col]})" if self.image_ids.get(col) else col
@@ -256,8 +263,15 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         col = image_label(r)
         ids = {c: "" if ID_COLUMNS[c](r) is None else str(ID_COLUMNS[c](r)) for c in id_cols}
         label = row_label(r, ub=show_ub)
-        order = (concurrency(r) or 0, r.n_depth, r.n_prompt, r.n_gen, r.model.name, r.n_ubatch or 0,
-                 tuple(ids.values()))
+        order = (
+            concurrency(r) or 0,
+            r.n_depth,
+            r.n_prompt,
+            r.n_gen,
+            r.model.name,
+            r.n_ubatch or 0,
+            tuple(ids.values()),
+        )
         row = rows.setdefault((label, tuple(ids.values())), Row(label, ids, order))
         row.cells[col] = r
         roof = roofline(r)
@@ -282,7 +296,9 @@ def fmt_cell(r: BenchRecord | None) -> str:
     sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
     text = f"{v:.2f}{sd}"
     if r.axis == "served":
-        extra = [f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))]
+        extra = [
+            f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
+        ]
         text += f" ({', '.join(extra)})" if extra else ""
     return text
 
@@ -325,9 +341,12 @@ def _roof_notes(ts: list[Table]) -> list[str]:
         for row in t.rows:
             for col, roof in row.roof.items():
                 seen[col] = roof
-    return [f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
-            f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
-            f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})" for col, roof in sorted(seen.items())]
+    return [
+        f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
+        f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
+        f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})"
+        for col, roof in sorted(seen.items())
+    ]
 
 
 def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None) -> str:
@@ -342,8 +361,14 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
 
     v = verdict_mod.verdict(records, opts)
     if fmt == "json":
-        return json.dumps({"tables": [table_json(t) for t in ts], "verdict": verdict_mod.verdict_json(v),
-                           "options": opts.__dict__}, indent=2)
+        return json.dumps(
+            {
+                "tables": [table_json(t) for t in ts],
+                "verdict": verdict_mod.verdict_json(v),
+                "options": opts.__dict__,
+            },
+            indent=2,
+        )
     if fmt == "html":
         return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), opts)
     if not ts:
@@ -351,7 +376,9 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
     out = []
     for t in ts:
         headers, body = table_rows(t)
-        out.append(f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
+        out.append(
+            f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+        )
     notes = _legend(ts) + _roof_notes(ts)
     if notes:
         out.append("\n".join(f"- {n}" for n in notes))
@@ -359,9 +386,28 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
     return "\n\n".join(out)
 
 
-CSV_FIELDS = ["axis", "test", "image", "digest", "model", "n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch",
-              "n_ubatch_effective", "flash_attn", "n_gpu_layers", "threads", "concurrency", "avg_ts", "stddev_ts",
-              "roofline", "roofline_pct", "flags"]
+CSV_FIELDS = [
+    "axis",
+    "test",
+    "image",
+    "digest",
+    "model",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "n_batch",
+    "n_ubatch",
+    "n_ubatch_effective",
+    "flash_attn",
+    "n_gpu_layers",
+    "threads",
+    "concurrency",
+    "avg_ts",
+    "stddev_ts",
+    "roofline",
+    "roofline_pct",
+    "flags",
+]
 
 
 def render_csv(ts: list[Table]) -> str:
@@ -372,12 +418,30 @@ def render_csv(ts: list[Table]) -> str:
         for row in t.rows:
             for col, r in sorted(row.cells.items()):
                 roof = row.roof.get(col)
-                w.writerow([t.axis, row.test, r.image.name, r.image.digest, r.model.name, r.n_prompt, r.n_gen,
-                            r.n_depth, r.n_batch, r.n_ubatch,
-                            effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
-                            r.flash_attn, r.n_gpu_layers, threads(r), concurrency(r), value(r), r.stddev_ts,
-                            roof.metric if roof else "", f"{100 * roof.fraction:.1f}" if roof else "",
-                            " ".join(row.flags.get(col, []))])
+                w.writerow(
+                    [
+                        t.axis,
+                        row.test,
+                        r.image.name,
+                        r.image.digest,
+                        r.model.name,
+                        r.n_prompt,
+                        r.n_gen,
+                        r.n_depth,
+                        r.n_batch,
+                        r.n_ubatch,
+                        effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+                        r.flash_attn,
+                        r.n_gpu_layers,
+                        threads(r),
+                        concurrency(r),
+                        value(r),
+                        r.stddev_ts,
+                        roof.metric if roof else "",
+                        f"{100 * roof.fraction:.1f}" if roof else "",
+                        " ".join(row.flags.get(col, [])),
+                    ]
+                )
     return buf.getvalue()
 
 
@@ -387,16 +451,31 @@ def table_json(t: Table) -> dict[str, Any]:
         if r is None:
             return None
         roof = row.roof.get(col)
-        return {"avg_ts": value(r), "stddev_ts": r.stddev_ts, "digest": r.image.digest,
-                "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
-                "flags": row.flags.get(col, []),
-                "roofline": {"metric": roof.metric, "fraction": round(roof.fraction, 4), "gpu": roof.gpu.gfx_target,
-                             "active_share": round(roof.share.bytes_share, 4), "share_source": roof.share.source}
-                if roof else None}
+        return {
+            "avg_ts": value(r),
+            "stddev_ts": r.stddev_ts,
+            "digest": r.image.digest,
+            "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+            "flags": row.flags.get(col, []),
+            "roofline": {
+                "metric": roof.metric,
+                "fraction": round(roof.fraction, 4),
+                "gpu": roof.gpu.gfx_target,
+                "active_share": round(roof.share.bytes_share, 4),
+                "share_source": roof.share.source,
+            }
+            if roof
+            else None,
+        }
 
-    return {"axis": t.axis, "title": t.title, "columns": t.columns, "id_columns": t.id_columns,
-            "image_settings": t.image_ids,
-            "rows": [{"test": row.test, **row.ids, **{c: cell(row, c) for c in t.columns}} for row in t.rows]}
+    return {
+        "axis": t.axis,
+        "title": t.title,
+        "columns": t.columns,
+        "id_columns": t.id_columns,
+        "image_settings": t.image_ids,
+        "rows": [{"test": row.test, **row.ids, **{c: cell(row, c) for c in t.columns}} for row in t.rows],
+    }
 
 
 HTML_CSS = """
@@ -413,17 +492,26 @@ def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str, 
     """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL."""
     from toolkit import plots
 
-    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>toolkit report</title>", f"<style>{HTML_CSS}</style></head><body>",
-             "<h1>Benchmark report</h1>"]
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>toolkit report</title>",
+        f"<style>{HTML_CSS}</style></head><body>",
+        "<h1>Benchmark report</h1>",
+    ]
     if not ts:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
     for t in ts:
         headers, body = table_rows(t)
-        parts.append(f"<h2>{html.escape(t.title)}</h2><table><tr>"
-                     + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>")
+        parts.append(
+            f"<h2>{html.escape(t.title)}</h2><table><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+            + "</tr>"
+        )
         for line in body:
-            cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [f'<td class="flags">{html.escape(line[-1])}</td>']
+            cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [
+                f'<td class="flags">{html.escape(line[-1])}</td>'
+            ]
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</table>")
     notes = _legend(ts) + _roof_notes(ts)
@@ -440,8 +528,14 @@ def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str, 
     return "\n".join(parts) + "\n"
 
 
-def publish(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None,
-            output: Path | None = None, plots_dir: Path | None = None) -> tuple[str | None, list[Path]]:
+def publish(
+    records: list[BenchRecord],
+    fmt: str = "github",
+    *,
+    opts: ReportOptions | None = None,
+    output: Path | None = None,
+    plots_dir: Path | None = None,
+) -> tuple[str | None, list[Path]]:
     """Render the report: (text for stdout or None when written to `output`, every file written).
 
     The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by

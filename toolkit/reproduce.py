@@ -235,7 +235,9 @@ def compare_records(recorded: list[BenchRecord], reproduced: list[BenchRecord], 
         if rb is None:
             rows.append(ReproRow(ra.image.name, row_label(ra, ub=True), ra.model.name, ra, None, None, floor, False))
             continue
-        delta = value(rb) / value(ra) - 1
+        va, vb = value(ra), value(rb)
+        assert va and vb  # index() keeps only records with a tok/s value
+        delta = vb / va - 1
         noise = max(3 * math.hypot(_rel_sd(ra), _rel_sd(rb)), floor)
         rows.append(ReproRow(ra.image.name, row_label(ra, ub=True), ra.model.name, ra, rb, delta, noise,
                              abs(delta) <= noise))
@@ -292,8 +294,9 @@ def _timeout(folder: Path) -> float:
 
 def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str, Path], timeout_s: float) -> LoadedMatrix:
     """The recorded images, models (sha256 pinned) and axes as a matrix; written to workdir for reference."""
-    images = [ImageSpec(name=im.name, template=im.template or "unknown", backend=im.backend,
-                        runner=im.labels.get("org.toolkit.runner", "llama-bench")) for im in run.images]
+    images = [ImageSpec.model_validate({"name": im.name, "template": im.template or "unknown", "backend": im.backend,
+                                        "runner": im.labels.get("org.toolkit.runner", "llama-bench")})
+              for im in run.images]
     models = [ModelSpec(name=m.name, path=str(model_paths[m.name].resolve()), sha256=m.sha256) for m in run.models]
     m = Matrix(schema_version=1, images=images, models=models, bench=BenchAxes(**run.bench, timeout_s=timeout_s))
     path = workdir / "bench-matrix.yaml"
@@ -327,7 +330,7 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
     rep.rows = compare_records(recorded, again, threshold)
     rep.host_diff = host_differences(run.host, again[0].host if again else {})
     if software:
-        rep.notes.append("the run used a software Vulkan device (lavapipe); re-run with --allow-software-gpu")
+        rep.notes.append("the run was measured on a software Vulkan device (Mesa lavapipe), and so was this one")
     return rep
 
 

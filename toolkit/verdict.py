@@ -134,7 +134,10 @@ def model_family(r: BenchRecord) -> str:
 
 def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
     if r.axis == "served":
-        name, order = f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}", (concurrency(r) or 0, r.n_prompt, r.n_gen)
+        name, order = (
+            f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}",
+            (concurrency(r) or 0, r.n_prompt, r.n_gen),
+        )
     else:
         name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
     family = model_family(r)
@@ -165,13 +168,16 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     common = sorted(o for o, per in best.items() if len(per) == len(images))
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     if not common:
-        out.note = "no test of the same model was measured by every image (" + ", ".join(images) + \
-            "); pick images with --image"
+        out.note = (
+            "no test of the same model was measured by every image ("
+            + ", ".join(images)
+            + "); pick images with --image"
+        )
         return out
     for img in images:
         es = [best[o][img] for o in common]
         score = math.exp(sum(math.log(e.value) for e in es) / len(es))
-        rms = math.sqrt(sum(e.rsd ** 2 for e in es) / len(es))
+        rms = math.sqrt(sum(e.rsd**2 for e in es) / len(es))
         out.ranking.append((img, score, rms))
     out.ranking.sort(key=lambda x: -x[1])
     (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
@@ -188,7 +194,11 @@ def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Ve
 
 def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
     """The routing rule drawn from the axis verdicts (see the module docstring)."""
-    routes = [_prefill_route(axes["prefill"], opts), _axis_route("decode", axes["decode"]), _mixed_route(axes)]
+    routes = [
+        _prefill_route(axes["prefill"], opts),
+        _axis_route("decode", axes["decode"]),
+        _mixed_route(axes),
+    ]
     if axes["served"].ranking:
         routes.append(_axis_route("served", axes["served"]))
     return routes
@@ -201,26 +211,45 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
     basis = ", ".join(g.name for g in av.groups)
     if not av.clear:
         tied = " and ".join(i for i, _, _ in av.ranking[:2])
-        return Route(WORKLOADS[axis], None, f"no clear winner: {tied} are within noise "
-                     f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do", ev)
-    return Route(WORKLOADS[axis], av.winner, f"{100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-                 f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)", ev)
+        return Route(
+            WORKLOADS[axis],
+            None,
+            f"no clear winner: {tied} are within noise "
+            f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do",
+            ev,
+        )
+    return Route(
+        WORKLOADS[axis],
+        av.winner,
+        f"{100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
+        f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)",
+        ev,
+    )
 
 
 def _prefill_route(av: AxisVerdict, opts: ReportOptions) -> Route:
     if not av.groups:
         return _axis_route("prefill", av)
-    longest = max(av.groups, key=lambda g: (g.entries[0].record.n_prompt + g.entries[0].record.n_depth, g.order))
+    longest = max(
+        av.groups, key=lambda g: (g.entries[0].record.n_prompt + g.entries[0].record.n_depth, g.order)
+    )
     m, noise = longest.margin(), longest.noise(opts.min_margin)
     if m is None or m <= noise:
         fallback = _axis_route("prefill", av)
-        fallback.why = (f"at the longest prompt ({longest.name}) no clear winner ({100 * (m or 0):+.1f}% "
-                        f"< {100 * noise:.1f}%); over all prompts: {fallback.why}")
+        fallback.why = (
+            f"at the longest prompt ({longest.name}) no clear winner ({100 * (m or 0):+.1f}% "
+            f"< {100 * noise:.1f}%); over all prompts: {fallback.why}"
+        )
         return fallback
     top, second = longest.entries[0], longest.entries[1]
-    return Route(WORKLOADS["prefill"], top.image, f"fastest at the longest prompt measured, {longest.name}: "
-                 f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
-                 f"noise threshold {100 * noise:.1f}%)", [longest.text()])
+    return Route(
+        WORKLOADS["prefill"],
+        top.image,
+        f"fastest at the longest prompt measured, {longest.name}: "
+        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
+        f"noise threshold {100 * noise:.1f}%)",
+        [longest.text()],
+    )
 
 
 def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
@@ -247,12 +276,16 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     elif never_last:
         why = f"never last on either axis and, among those, the best geometric mean ({100 * gm[pick]:.0f}%: {shares})"
     else:
-        why = f"the best geometric mean of its share of the best on both axes ({100 * gm[pick]:.0f}%: {shares})"
+        why = (
+            f"the best geometric mean of its share of the best on both axes ({100 * gm[pick]:.0f}%: {shares})"
+        )
     if unclear:
         why += f"; the {' and '.join(unclear)} ranking is within noise"
-    ev = [f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
-          f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
-          for i in sorted(both, key=lambda i: -gm[i])]
+    ev = [
+        f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
+        f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
+        for i in sorted(both, key=lambda i: -gm[i])
+    ]
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
@@ -269,18 +302,24 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
             continue
         basis = ", ".join(g.name for g in av.groups)
         if av.clear:
-            lines.append(head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-                         f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)")
+            lines.append(
+                head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
+                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+            )
         else:
-            lines.append(head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
-                         f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}")
+            lines.append(
+                head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
+                f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
+            )
         winners = []
         for g in av.groups:
             if not winners or winners[-1][0] != g.entries[0].image:
                 winners.append((g.entries[0].image, g.name))
         if len(winners) > 1:
-            lines.append("  - the fastest image changes with the test: "
-                         + ", ".join(f"{img} from {name}" for img, name in winners))
+            lines.append(
+                "  - the fastest image changes with the test: "
+                + ", ".join(f"{img} from {name}" for img, name in winners)
+            )
         lines += [f"  - {g.text()}" for g in av.groups]
     lines += ["", ("### " if markdown else "") + "Routing rule", ""]
     for rt in v.routes:
@@ -292,13 +331,34 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
     def axis(av: AxisVerdict) -> dict[str, Any]:
-        return {"winner": av.winner, "runner_up": av.runner_up, "margin": av.margin, "noise_threshold": av.noise,
-                "clear": av.clear, "note": av.note,
-                "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
-                "evidence": [{"group": g.name, "entries": [{"image": e.image, "avg_ts": e.value,
-                                                            "stddev_ts": e.record.stddev_ts, "setting": e.setting}
-                                                           for e in g.entries]} for g in av.groups]}
+        return {
+            "winner": av.winner,
+            "runner_up": av.runner_up,
+            "margin": av.margin,
+            "noise_threshold": av.noise,
+            "clear": av.clear,
+            "note": av.note,
+            "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
+            "evidence": [
+                {
+                    "group": g.name,
+                    "entries": [
+                        {
+                            "image": e.image,
+                            "avg_ts": e.value,
+                            "stddev_ts": e.record.stddev_ts,
+                            "setting": e.setting,
+                        }
+                        for e in g.entries
+                    ],
+                }
+                for g in av.groups
+            ],
+        }
 
-    return {"axes": {a: axis(av) for a, av in v.axes.items()},
-            "routes": [{"workload": r.workload, "image": r.image, "why": r.why, "evidence": r.evidence}
-                       for r in v.routes]}
+    return {
+        "axes": {a: axis(av) for a, av in v.axes.items()},
+        "routes": [
+            {"workload": r.workload, "image": r.image, "why": r.why, "evidence": r.evidence} for r in v.routes
+        ],
+    }
