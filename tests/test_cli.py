@@ -51,5 +51,5 @@ def test_render_prints_build_commands(tmp_path):
     shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
     res = CliRunner().invoke(cli, ["render", "--matrix", str(tmp_path / "matrix.yaml")], catch_exceptions=False)
     assert res.exit_code == 0
-    assert "docker buildx build --progress=plain --load -t toolkit/cpu:latest" in res.output
+    assert "docker buildx build --progress=plain --network host --load -t toolkit/cpu:latest" in res.output
     assert (tmp_path / "images" / "cpu" / "Dockerfile").is_file()

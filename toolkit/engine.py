@@ -115,7 +115,8 @@ def buildx_command(
     attest: bool = False,
 ) -> list[str]:
     """The `docker buildx build` argument list (no `--pull`: bases may be local-only images)."""
-    cmd = ["docker", "buildx", "build", "--progress=plain"]
+    # RUN steps use the host network: builds then need no docker0 bridge (some CI sandboxes remove it)
+    cmd = ["docker", "buildx", "build", "--progress=plain", "--network", "host"]
     cmd += ["--push"] if push else ["--load"]
     for t in tags:
         cmd += ["-t", t]
