@@ -24,6 +24,7 @@ from toolkit.records import BenchRecord, ImageRef, ModelRef, read_jsonl
 GOLDEN = Path(__file__).parent / "golden"
 CPU_A = DATA / "results-cpu-a.jsonl"
 CPU_B = DATA / "results-cpu-b.jsonl"
+VULKAN = DATA / "results-vulkan-lavapipe.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # -------------------------------------------------------------------------------------------- helpers
@@ -446,7 +447,9 @@ def test_served_plot_has_one_line_per_image():
 
 # ----------------------------------------------------------------- real-run fixtures: goldens, plots
 
-needs_fixtures = pytest.mark.skipif(not (CPU_A.is_file() and CPU_B.is_file()), reason="fixtures not captured")
+needs_fixtures = pytest.mark.skipif(
+    not all(p.is_file() for p in (CPU_A, CPU_B, VULKAN)), reason="fixtures not captured"
+)
 
 
 @needs_fixtures
@@ -455,19 +458,19 @@ needs_fixtures = pytest.mark.skipif(not (CPU_A.is_file() and CPU_B.is_file()), r
     [pytest.param("github", id="github"), pytest.param("csv", id="csv"), pytest.param("json", id="json")],
 )
 def test_golden_report_of_real_runs(fmt):
-    text = report.render(load(CPU_A, CPU_B), fmt)
-    assert_golden(f"report-cpu.{ {'github': 'md', 'csv': 'csv', 'json': 'json'}[fmt] }", text + "\n")
+    text = report.render(load(CPU_A, CPU_B, VULKAN), fmt)
+    assert_golden(f"report-cpu-vulkan.{ {'github': 'md', 'csv': 'csv', 'json': 'json'}[fmt] }", text + "\n")
 
 
 @needs_fixtures
 def test_golden_verdict_of_real_runs():
-    v = verdict.verdict(load(CPU_A, CPU_B))
-    assert_golden("verdict-cpu.md", verdict.format_verdict(v) + "\n")
+    v = verdict.verdict(load(CPU_A, CPU_B, VULKAN))
+    assert_golden("verdict-cpu-vulkan.md", verdict.format_verdict(v) + "\n")
 
 
 @needs_fixtures
 def test_real_runs_flag_exactly_the_clamped_rows():
-    recs = load(CPU_A, CPU_B)
+    recs = load(CPU_A, CPU_B, VULKAN)
     t = next(t for t in report.tables(recs) if t.axis == "prefill")
     flagged = {row.test for row in t.rows if any(f.startswith("ub-no-effect") for f in row.row_flags())}
     expected = {
@@ -481,7 +484,7 @@ def test_real_runs_flag_exactly_the_clamped_rows():
 
 @needs_fixtures
 def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_path):
-    recs = report.select_for_report(load(CPU_A, CPU_B))
+    recs = report.select_for_report(load(CPU_A, CPU_B, VULKAN))
     fig = plots.prefill_figure(recs)
     images = sorted({report.image_label(r) for r in recs})
     assert [ax.get_title() for ax in fig.axes] == images
@@ -502,7 +505,7 @@ def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_pa
 @needs_fixtures
 def test_cli_report_html_is_one_offline_file_with_plots(tmp_path):
     results = tmp_path / "results"
-    for src in (CPU_A, CPU_B):
+    for src in (CPU_A, CPU_B, VULKAN):
         rec = load(src)[0]
         dest = results / rec.image.short / "bench.jsonl"
         dest.parent.mkdir(parents=True, exist_ok=True)

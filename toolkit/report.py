@@ -232,15 +232,11 @@ class Table:
     id_columns: list[str]
     rows: list[Row]
     roof_columns: list[str] = field(default_factory=list)
-    image_ids: dict[str, str] = field(
-        default_factory=dict
-    )  # image column -> "threads=1" (per-image settings)
+    # image column -> settings fixed for that image, e.g. "threads=1" (shown in its header)
+    image_ids: dict[str, str] = field(default_factory=dict)
 
     def header(self, col: str) -> str:
         return f"{col} ({self.image_ids[col]})" if self.image_ids.get(col) else col
-
-    def value(self, test: str, col: str) -> BenchRecord | None:
-        return next((row.cells.get(col) for row in self.rows if row.test == test and col in row.cells), None)
 
 
 def row_label(r: BenchRecord, *, ub: bool) -> str:
@@ -370,7 +366,7 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
             indent=2,
         )
     if fmt == "html":
-        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), opts)
+        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False))
     if not ts:
         return "no results yet: run `toolkit bench` or `toolkit import`"
     out = []
@@ -488,7 +484,7 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;pa
 """
 
 
-def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str, opts: ReportOptions) -> str:
+def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str) -> str:
     """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL."""
     from toolkit import plots
 

@@ -34,6 +34,7 @@ from toolkit.report import (
     rel_stddev,
     row_label,
     select_latest,
+    ub_no_effect,
     value,
     varying_columns,
 )
@@ -160,7 +161,9 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     for r in rs:
         name, order = _group_of(r, with_family)
         names[order] = name
-        setting = " ".join([row_label(r, ub=True)] + [f"{c}={ID_COLUMNS[c](r)}" for c in knob_cols])
+        eff = ub_no_effect(r)
+        clamped = [f"(runs at ub{eff})"] if eff else []
+        setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={ID_COLUMNS[c](r)}" for c in knob_cols])
         e = Entry(image_label(r), r, value(r), rel_stddev(r) or 0.0, setting)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
