@@ -170,8 +170,9 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     if opts.resume and _already_measured(store, build.digest, sha, axes, n_cases):
         return Outcome(spec.name, model.name, "resumed", f"all {n_cases} cases already measured for this digest + model")
     cold = False
-    if shader_volume:
-        cold = not _volume_exists(shader_volume)
+    if shader_volume:  # warm only when the volume exists and a run on this digest completed before
+        cold = not _volume_exists(shader_volume) or not any(
+            r.image.digest == build.digest and r.status == "ok" for r in store.results())
         engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
     pre = preflight_devices(spec, build, profile, opts, shader_volume)
     if pre:

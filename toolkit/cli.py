@@ -85,7 +85,7 @@ def render(matrix_path, images, as_json):
     out = []
     for spec in lm.select_images(images):
         res = build_mod.build_image(lm, spec, store, dry_run=True)
-        out.append({"image": spec.name, "dockerfile": str((lm.root / "images" / spec.name / "Dockerfile")),
+        out.append({"image": spec.name, "dockerfile": str(lm.root / "images" / spec.name / "Dockerfile"),
                     "build_command": res.command})
     if as_json:
         click.echo(json.dumps(out, indent=2))

@@ -131,6 +131,7 @@ class BenchRecord(BaseModel):
             self.flash_attn,
             self.n_gpu_layers,
             self.engine.get("concurrency"),
+            self.raw.get("n_threads"),
         )
 
 

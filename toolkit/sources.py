@@ -180,7 +180,7 @@ def sync_tree(src: Path, dest: Path) -> int:
                     continue
             shutil.copy2(s, d)
             copied += 1
-    for dirpath, dirnames, filenames in os.walk(dest, topdown=False):
+    for dirpath, _dirnames, filenames in os.walk(dest, topdown=False):
         rel = Path(dirpath).relative_to(dest)
         for fn in filenames:
             if rel / fn not in seen:
