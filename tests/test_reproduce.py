@@ -43,11 +43,13 @@ for _cmd in (push, export_run, reproduce):
 # barrier and the relative stddev of a tiny-model test reached 60-170 % (one thread: mostly 1-30 %).
 AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "n_gpu_layers": [0],
         "repetitions": 3, "threads": 1}
-# Tiny-model tests take well under a millisecond each, so tok/s of the same image swing by tens of
-# percent from run to run; the per-test noise (3 x combined relative stddev) covers part of it, this
-# floor the rest. A recorded run at half the speed (+100 % when reproduced) stays beyond it.
-THRESHOLD_PCT = 75
+# Tiny-model tests take well under a millisecond each: on a quiet machine tok/s of the same image
+# moved up to ~25 % between runs (per-test relative stddev 1-10 %); with other jobs on the 2 cores,
+# up to 2x. 40 % sits halfway (in ratio) between a same-image re-run (x1) and a recorded run at half
+# the speed (x2, +100 %), so both tests hold with ~30 % run-to-run drift either way.
+THRESHOLD_PCT = 40
 CPU_IMAGE = "toolkit/cpu:latest"
+VULKAN_IMAGE = os.environ.get("TOOLKIT_E2E_VULKAN_IMAGE", "toolkit/vulkan:latest")
 IMAGE_WAIT_S = float(os.environ.get("TOOLKIT_E2E_IMAGE_WAIT", "900"))
 
 
@@ -113,24 +115,38 @@ def fresh_engine():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    """A project whose build record is toolkit/cpu:latest, and one recorded bench run of it."""
-    engine_or_skip()
-    _wait(lambda: engine.inspect_image(CPU_IMAGE) is not None, IMAGE_WAIT_S,
-          f"{CPU_IMAGE} (build it with `toolkit build --image cpu`)")
-    info = engine.inspect_image(CPU_IMAGE)
-    project = make_project(tmp_path_factory.mktemp("origin-host"), images=["cpu"], bench=AXES)
+def record_run(dest: Path, name: str, ref: str, axes: dict, *bench_args: str) -> tuple[Path, str, str]:
+    """A project whose build record of `name` is the local image `ref`, and one recorded bench run of it."""
+    _wait(lambda: engine.inspect_image(ref) is not None, IMAGE_WAIT_S, f"{ref} (build it: `toolkit build --image {name}`)")
+    info = engine.inspect_image(ref)
+    project = make_project(dest, images=[name], bench=axes)
     store = ResultStore(project / "results")
     store.add_build(BuildRecord(
-        image="cpu", ref=CPU_IMAGE, digest=info.id, backend="cpu", template=info.labels["org.toolkit.template"],
-        template_hash=info.labels["org.toolkit.template-hash"], labels=info.labels, size_bytes=info.size,
+        image=name, ref=ref, digest=info.id, backend=info.labels.get("org.toolkit.backend", name),
+        template=info.labels.get("org.toolkit.template", f"llama-{name}.Dockerfile.j2"),
+        template_hash=info.labels.get("org.toolkit.template-hash", ""), labels=info.labels, size_bytes=info.size,
         source_commit=info.labels.get("org.opencontainers.image.revision"),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo_digests=info.repo_digests))
-    res, _ = run_cli(project, "bench", "--image", "cpu")
-    assert "cpu x tiny-qwen3moe: ok, 6 results" in res.output
+    res, _ = run_cli(project, "bench", "--image", name, *bench_args)
+    assert f"{name} x tiny-qwen3moe: ok, 6 results" in res.output, res.output
     (run_id,) = {r.run_id for r in store.results()}
     return project, run_id, info.id
+
+
+def publish_run(project: Path, name: str, run_id: str, registry: str, dest: Path) -> tuple[Path, BuildRecord]:
+    """Push the image, export the run, copy the folder where no project exists (a fresh host's checkout)."""
+    run_cli(project, "push", "--image", name, "--registry", registry)
+    out = dest / "export"
+    run_cli(project, "export-run", run_id, "--out", str(out))
+    fresh = dest / "fresh-host" / "run"
+    shutil.copytree(out, fresh)
+    return fresh, ResultStore(project / "results").latest_build(name)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    engine_or_skip()
+    return record_run(tmp_path_factory.mktemp("origin-host"), "cpu", CPU_IMAGE, AXES)
 
 
 @pytest.fixture(scope="module")
@@ -234,3 +250,28 @@ def test_a_recorded_run_twice_as_fast_is_not_reproduced(published, fresh_engine,
     print(output)
     assert code == 7, output
     assert "beyond noise" in output and "verdict: not reproduced" in output
+
+
+@pytest.mark.slow
+def test_reproduce_a_vulkan_run_on_lavapipe(registry, fresh_engine, tmp_path_factory, monkeypatch):
+    """The Vulkan image (built by test_e2e_vulkan.py) on Mesa lavapipe: recorded, pushed, pulled by digest
+    into the fresh engine and re-run there with its cold shader cache (minutes). Software-Vulkan tok/s
+    are a smoke signal, so this checks the reproduction is complete, not its verdict."""
+    engine_or_skip()
+    dest = tmp_path_factory.mktemp("vulkan")
+    axes = {**AXES, "n_gpu_layers": [99], "timeout_s": 1800}
+    project, run_id, digest = record_run(dest / "origin-host", "vulkan", VULKAN_IMAGE, axes, "--allow-software-gpu")
+    folder, rec = publish_run(project, "vulkan", run_id, registry, dest)
+    try:
+        monkeypatch.setenv("DOCKER_HOST", fresh_engine)
+        output, code = reproduce_cli(folder, "--threshold", str(THRESHOLD_PCT))
+        print(output)
+        assert code in (0, 7), output
+        assert f"image vulkan {digest[:19]}: pulled " in output and "image ID matches the record" in output
+        assert "software Vulkan device (Mesa lavapipe)" in output and "| missing" not in output
+        again = ResultStore(folder / "reproduce" / "results").results()
+        assert len(again) == 6 and all(r.status == "ok" and "llvmpipe" in (r.gpu_info or "") for r in again)
+    finally:
+        monkeypatch.delenv("DOCKER_HOST")
+        for ref in rec.pushed:
+            engine.untag_image(ref)

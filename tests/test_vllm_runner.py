@@ -135,7 +135,7 @@ def test_parse_latency_016_and_neighbour():
 def test_parse_serve_016_inf_string_and_percentiles():
     data, err = vr.read_result(DATA / "vllm-0.16.0-serve.json")
     s = vr.parse_serve(data)
-    assert err is None and s["request_rate"] == float("inf") and s["output_throughput"] == 61.21
+    assert err is None and s["request_rate"] == "inf" and s["output_throughput"] == 61.21
     assert s["latency_ms"]["ttft"]["p99"] == 171.9 and s["latency_ms"]["tpot"]["median"] == 28.1
     assert s["failed"] == 0
 
@@ -143,7 +143,7 @@ def test_parse_serve_016_inf_string_and_percentiles():
 def test_parse_serve_neighbour_missing_keys_are_none():
     data, err = vr.read_result(DATA / "vllm-neighbour-serve.json")  # JSON `Infinity`, no `failed`
     s = vr.parse_serve(data)
-    assert err is None and s["failed"] is None and s["request_rate"] == float("inf")
+    assert err is None and s["failed"] is None and s["request_rate"] == "inf"
     assert s["latency_ms"]["tpot"]["p99.9"] == 39.0 and "itl" not in s["latency_ms"]
     assert vr.parse_serve({"request_rate": 4})["request_rate"] == 4.0
     assert vr.parse_serve({})["output_throughput"] is None
@@ -186,6 +186,34 @@ def test_log_notes():
     assert n["moe_default_config"].startswith("Using default MoE config") and "R9700" in n["moe_default_config"]
     assert n["platform"] == "rocm" and n["kv_cache_tokens"] == 123456
     assert vr.log_notes("nothing here") == {k: None for k in n}
+
+
+@pytest.mark.parametrize("line,backend", [
+    pytest.param("[rocm.py:321] Using Triton Attention backend.", "Triton Attention", id="rocm"),
+    pytest.param("[cuda.py:368] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
+                 "FLASH_ATTN", id="cuda"),
+    pytest.param("(Worker pid=57) INFO 11-29 17:25:54 [selector.py:217] Using HND KV cache layout for CPU_ATTN "
+                 "backend.", "CPU_ATTN", id="cpu-0.28"),
+    pytest.param("[cuda.py:331] Using AttentionBackendEnum.TRITON_ATTN backend.", "TRITON_ATTN", id="enum"),
+])
+def test_attention_backend_lines_of_several_releases(line, backend):
+    assert vr.log_notes(line)["attention_backend"] == backend
+
+
+def test_device_cpu_in_a_gpu_image_is_a_fallback():
+    engine_line = "(EngineCore pid=38) INFO [core.py:122] Initializing a V1 LLM engine (v0.28.0) with config: " \
+                  "model='/m', dtype=torch.bfloat16, device_config=cpu, seed=0"
+    notes = vr.log_notes(engine_line + "\n[unquantized.py:401] Using X86CPUUnquantizedExperts MoE backend")
+    assert notes["device"] == "cpu" and notes["moe_backend"] == "X86CPUUnquantizedExperts"
+    rocm, cpu = parse_matrix_images()
+    assert "device_config=cpu" in vr._fallback(rocm, notes) and vr._fallback(cpu, notes) is None
+
+
+def parse_matrix_images():
+    from toolkit.matrix import ImageSpec
+
+    return (ImageSpec(name="r", template="t", backend="rocm", runner="vllm"),
+            ImageSpec(name="c", template="t", backend="cpu", runner="vllm"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -209,11 +209,16 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     if (spec.backend == "vulkan" and rows and not opts.allow_software_gpu
             and any("llvmpipe" in str(r.get("gpu_info", "")).lower() for r in rows)):
         error = "ran on a software Vulkan device (llvmpipe) without --allow-software-gpu"
-    recs = _records(rows, base=base, status="failed" if error else "ok", error=error)
+    # a crash, kill or timeout does not void the tests llama-bench completed before it (one row = all
+    # repetitions of a test); a CPU fallback or a software device voids every row
+    process_fault = error is not None and not fallback and "software Vulkan" not in error
+    recs = _records(rows, base=base, status="failed" if error and not process_fault else "ok",
+                    error=None if process_fault else error)
     if not recs and error is None:
         error = "llama-bench printed no result rows"
-    if not recs:
-        recs = [BenchRecord(**base, test="(none)", axis="prefill", status="failed", error=error)]
+    if error and (not recs or process_fault):
+        done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
+        recs.append(BenchRecord(**base, test="(none)", axis="prefill", status="failed", error=error + done))
     for r in recs:
         store.add_result(r)
     events("done", image=spec.name, model=model.name, total=n_cases)
@@ -256,39 +261,49 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     if not opts.dry_run:
         for model in models:  # bad model files fail before any container starts
             path = lm.resolve(model.path)
+            if not path.exists() and model.generate == "tiny-qwen3moe":
+                ensure_model_file(path, model.generate)
             if path.is_file():
                 _check_sha(lm, model, path)
-    for spec in images:
-        build = store.latest_build(spec.name)
-        usable = [m for m in models if spec.runner in m.runners]
-        if not usable:
-            outcomes.append(Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}"))
-            continue
-        if build is None and opts.dry_run:
-            build = _unbuilt(spec)
-        if build is None:
-            outcomes.append(Outcome(spec.name, "-", "skipped", f"not built; run `toolkit build --image {spec.name}`"))
-            continue
-        if not opts.dry_run and engine.inspect_image(build.digest) is None:
-            outcomes.append(Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it"))
-            continue
-        missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-        if missing and not opts.dry_run:
-            outcomes.append(Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing))
-            continue
-        if missing:  # dry run on a host without the device: show the command for one R9700
-            outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
-                                    "the command below uses an example R9700 device profile"))
-            profile = devices.DeviceProfile.example(spec.backend)
-        else:
-            profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu)
-        for model in usable:
-            if spec.runner == "vllm":
-                from toolkit.vllm_runner import bench_vllm
+    try:
+        for spec in images:
+            outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events)
+    except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
+        engine.remove_orphans(run_id=opts.run_id)
+        raise
+    return outcomes
 
-                outcomes += bench_vllm(lm, spec, build, model, store, opts, profile, host, events)
-            elif model.format == "gguf":
-                outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
+
+def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], store: ResultStore, opts: BenchOptions,
+                 gpus: list, host: dict[str, Any], events: Events) -> list[Outcome]:
+    """Every usable model on one image, or one skipped/failed line saying why not."""
+    build = store.latest_build(spec.name)
+    usable = [m for m in models if spec.runner in m.runners]
+    if not usable:
+        return [Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}")]
+    if build is None and opts.dry_run:
+        build = _unbuilt(spec)
+    if build is None:
+        return [Outcome(spec.name, "-", "skipped", f"not built; run `toolkit build --image {spec.name}`")]
+    if not opts.dry_run and engine.inspect_image(build.digest) is None:
+        return [Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")]
+    outcomes: list[Outcome] = []
+    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    if missing and not opts.dry_run:
+        return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
+    if missing:  # dry run on a host without the device: show the command for one R9700
+        outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
+                                "the command below uses an example R9700 device profile"))
+        profile = devices.DeviceProfile.example(spec.backend)
+    else:
+        profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu)
+    for model in usable:
+        if spec.runner == "vllm":
+            from toolkit.vllm_runner import bench_vllm
+
+            outcomes += bench_vllm(lm, spec, build, model, store, opts, profile, host, events)
+        elif model.format == "gguf":
+            outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
     return outcomes
 
 

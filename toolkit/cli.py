@@ -15,7 +15,12 @@ import click
 from toolkit import __version__
 from toolkit.errors import BenchFailed, BuildFailed, ToolkitError
 
-EPILOG = "Exit codes: 0 ok, 2 build failed, 3 bench failed, 4 bad input, 5 Docker engine unavailable."
+EPILOG = ("Exit codes: 0 ok, 2 build failed, 3 bench failed, 4 bad input, 5 Docker engine unavailable, "
+          "6 regression (compare), 7 not reproduced (reproduce), 130 interrupted.")
+
+
+INTERRUPTED = ("interrupted: the toolkit's containers were removed and results measured so far are kept; "
+               "`toolkit bench --resume` continues where this run stopped")
 
 
 def matrix_option(f):
@@ -113,11 +118,15 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
     skipped with the reason; a failed build keeps its log and names it.
     """
     from toolkit import build as build_mod
+    from toolkit.render import render_image
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
+    specs = lm.select_images(images)
+    for spec in specs:  # template errors (undefined variables) surface before any build starts
+        render_image(lm, spec)
     results = []
-    for spec in lm.select_images(images):
+    for spec in specs:
         if not dry_run and not as_json:
             _err(f"==> {spec.name}: building ({spec.template}, backend {spec.backend})")
 
@@ -149,9 +158,11 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
                                 "record": r.record.model_dump(mode="json") if r.record else None,
                                 "log": str(r.log_path) if r.log_path else None, "command": r.command}
                                for r in results], indent=2))
-    failed = [r.image for r in results if r.status == "failed"]
+    failed = [r for r in results if r.status == "failed"]
     if failed:
-        raise BuildFailed(f"build failed for: {', '.join(failed)}")
+        unbuilt = [s.name for s in specs[len(results):]]
+        raise BuildFailed("build failed for: " + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
+                          + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else ""))
 
 
 @cli.command(epilog=EPILOG)
@@ -418,14 +429,14 @@ def main() -> None:
     _sigterm_as_interrupt()
     try:
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        _err("interrupted")
+    except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
+        _err(INTERRUPTED)
         sys.exit(130)
     except click.ClickException as err:
         err.show()
         sys.exit(4 if isinstance(err, click.UsageError) else err.exit_code)
     except KeyboardInterrupt:
-        _err("interrupted: containers removed; results measured so far are kept")
+        _err(INTERRUPTED)
         sys.exit(130)
     except ToolkitError as err:
         _err(f"error: {err}")

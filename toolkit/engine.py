@@ -332,10 +332,12 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
             pass
 
 
-def remove_orphans() -> int:
-    """Remove containers this toolkit started that are still around (e.g. after a crash)."""
+def remove_orphans(*, run_id: str | None = None) -> int:
+    """Remove containers this toolkit started that are still around (e.g. after a crash); with
+    `run_id`, only those of that bench run (other runs may be going on at the same time)."""
+    labels = [CONTAINER_LABEL] + ([f"org.toolkit.run-id={run_id}"] if run_id else [])
     n = 0
-    for ctr in client().containers.list(all=True, filters={"label": CONTAINER_LABEL}):
+    for ctr in client().containers.list(all=True, filters={"label": labels}):
         ctr.remove(force=True)
         n += 1
     return n

@@ -31,6 +31,8 @@ SCHEMA_VERSION = 1
 # metacharacters. Anything else is rejected here, before a build starts.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+# Model names become parts of container names and log file names; template names are file names.
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class _Strict(BaseModel):
@@ -43,6 +45,13 @@ def _check_safe(value: str, what: str) -> str:
             f"{what} {value!r} contains characters that are not allowed (newline, quote, space, $, ;, "
             "backtick, ...); use only letters, digits and _ . , : / @ + = % ~ ^ -"
         )
+    return value
+
+
+def _check_one_line(value: str, what: str) -> str:
+    """Free text that lands in an image label (an argument, never a shell string): one printable line."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"{what} {value!r} contains a newline or control character; write it on one line")
     return value
 
 
@@ -89,6 +98,10 @@ class SourceSpec(_Strict):
             val = getattr(self, key)
             if val is not None:
                 _check_safe(val, key)
+        for key in ("path", "archive"):  # recorded in the image source label
+            val = getattr(self, key)
+            if val is not None:
+                _check_one_line(val, key)
         return self
 
     @property
@@ -119,6 +132,18 @@ class ImageSpec(_Strict):
         if not _NAME.match(v):
             raise ValueError("image name must be lowercase letters, digits, '.', '_' or '-' (max 63 chars)")
         return v
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if not _FILE_NAME.match(v):
+            raise ValueError(f"template {v!r} must be a file name in Dockerfile.templates/ (no '/', no leading '.')")
+        return v
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, v: str) -> str:
+        return _check_one_line(v, "description")
 
     @field_validator("vars")
     @classmethod
@@ -158,6 +183,13 @@ class ModelSpec(_Strict):
     sha256: str | None = None
     generate: Literal["tiny-qwen3moe", "tiny-qwen3moe-hf"] | None = None
     runners: list[Runner] = Field(default_factory=lambda: ["llama-bench"])
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _FILE_NAME.match(v):
+            raise ValueError("model name must be letters, digits, '.', '_' or '-' (it names containers and log files)")
+        return v
 
     @field_validator("sha256")
     @classmethod
@@ -252,6 +284,11 @@ class Matrix(_Strict):
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
     min_mesa_version: str = "25.0"
+
+    @field_validator("registry", "min_mesa_version")
+    @classmethod
+    def _safe(cls, v: str | None, info) -> str | None:
+        return v if v is None else _check_safe(v, info.field_name)  # rendered into Dockerfiles / image refs
 
     @model_validator(mode="after")
     def _refs(self) -> Matrix:

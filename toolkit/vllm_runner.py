@@ -221,12 +221,13 @@ SERVE_KEYS = ("duration", "completed", "failed", "num_prompts", "max_concurrency
 
 
 def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
-    """The numbers of one `vllm bench serve` result; absent keys are None, request_rate "inf" -> inf.
+    """The numbers of one `vllm bench serve` result; absent keys are None; request_rate a number or "inf".
 
     `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
     `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
     out: dict[str, Any] = {k: _finite(data.get(k)) for k in SERVE_KEYS}
-    out["request_rate"] = _num(data.get("request_rate"))
+    rate = _num(data.get("request_rate"))
+    out["request_rate"] = "inf" if rate == math.inf else rate  # as vLLM writes it: JSON has no inf
     lat: dict[str, dict[str, float | None]] = {}
     for metric in ("ttft", "tpot", "itl", "e2el"):
         vals = {stat: _finite(data.get(f"{stat}_{metric}_ms")) for stat in ("mean", "median", "std")}
@@ -241,21 +242,31 @@ def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
 
 
 _LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
-_ATTN = re.compile(r"Using (.*?(?:[Aa]ttention|ATTN|FLASH|SDPA|MLA).*?) backend", re.S)
+# Attention backend as different releases and platforms log it: "Using Triton Attention backend."
+# (ROCm), "Using FLASH_ATTN attention backend out of potential backends: [...]" (CUDA), "Using HND KV
+# cache layout for CPU_ATTN backend." (CPU), "Using AttentionBackendEnum.TRITON_ATTN backend."
+_ATTN = (re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
+         re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
+         re.compile(r"KV cache layout for (\w+) backend"),
+         re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"))
 
 
 def log_notes(text: str) -> dict[str, Any]:
-    """Log lines that explain a number: default MoE config, chunked-prefill budget, attention
-    backend, platform, KV cache size. Absent ones are None."""
+    """Log lines that explain a number: default MoE config, chunked-prefill budget, attention and
+    MoE backends, platform / device, KV cache size. Absent ones are None."""
     notes: dict[str, Any] = {"moe_default_config": None, "chunked_prefill_max_num_batched_tokens": None,
-                             "attention_backend": None, "platform": None, "kv_cache_tokens": None}
+                             "attention_backend": None, "moe_backend": None, "platform": None, "device": None,
+                             "kv_cache_tokens": None}
     for raw_line in text.splitlines():
         line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
-        if "Using default MoE config" in line and notes["moe_default_config"] is None:
-            notes["moe_default_config"] = line[:400]
+        if "Using default MoE config" in line:
+            notes["moe_default_config"] = notes["moe_default_config"] or line[:400]
         elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)", line):
             notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
-        elif (m := _ATTN.search(line)) and notes["attention_backend"] is None and "vit" not in line:
+        elif m := re.search(r"Using (.+?) MoE backend", line):
+            notes["moe_backend"] = notes["moe_backend"] or m.group(1)
+        elif notes["attention_backend"] is None and "vit" not in line.lower() and (
+                m := next((m for rx in _ATTN if (m := rx.search(line))), None)):
             notes["attention_backend"] = m.group(1).strip()
         elif m := re.search(r"Automatically detected platform (\w+)", line):
             notes["platform"] = m.group(1)
@@ -263,14 +274,21 @@ def log_notes(text: str) -> dict[str, Any]:
             notes["platform"] = notes["platform"] or "cpu (unspecified)"
         elif m := re.search(r"KV cache size: ([\d,]+) tokens", line):
             notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
+        if m := re.search(r"\bdevice_config=(\w+)", line):
+            notes["device"] = m.group(1)
     return notes
 
 
 def _fallback(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
-    """A GPU image whose vLLM picked the CPU (or no) platform is not a GPU result."""
-    plat = notes.get("platform")
-    if spec.backend != "cpu" and plat and not str(plat).startswith(spec.backend):
+    """A GPU image whose vLLM picked the CPU (or no) platform is not a GPU result. (On ROCm the
+    torch device is `cuda`, so the device is checked for `cpu`, the platform for the backend.)"""
+    plat, device = notes.get("platform"), notes.get("device")
+    if spec.backend == "cpu":
+        return None
+    if plat and not str(plat).startswith(spec.backend):
         return f"CPU fallback: vLLM detected platform {plat!r}, not {spec.backend}"
+    if device == "cpu":
+        return f"CPU fallback: vLLM ran on device_config=cpu in a {spec.backend} image"
     return None
 
 

@@ -1,0 +1,663 @@
+"""Fault injection: bad input, injection attempts, faults during a run, the engine gone, exit codes and
+container safety, each against the real CLI (`python -m toolkit ...` in a subprocess, so exit codes
+are the process's own) and, where marked e2e, the real Docker engine and real llama-bench on the
+generated tiny model. Every case asserts the message, the exit code and that nothing measured is lost.
+
+Catalogue (case -> how the toolkit handles it -> test):
+  bad matrix (YAML, unknown key, type, duplicate, template, undefined var, axis, ub > b, names)
+      -> BadInput naming file + key + fix, exit 4, before the engine is touched -> test_bad_input_*
+  injection in ref/commit/version/template vars/min_mesa_version/registry/description
+      -> rejected at validation (exit 4); a description with quotes lands verbatim in its label
+      -> test_injection_*, test_description_lands_verbatim_in_label
+  model absent / sha256 mismatch -> skipped with the fetch hint / exit 4 before any container
+      -> test_absent_model_is_skipped_with_fetch_hint, test_sha256_mismatch_*
+  container crash, timeout, SIGINT, resume, killed container, failed build, stopped build,
+  corrupt results line -> test_crash_*, test_timeout_*, test_sigint_*, test_killed_*, test_build_*,
+  test_corrupt_*
+  engine gone / socket permission denied -> exit 5 with the fix -> test_engine_*
+  exit codes documented == errors.py -> test_exit_codes_*
+  container safety and secrets -> test_run_args_*, test_killed_container_* (inspects HostConfig),
+  test_no_secret_*
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, write_matrix
+from tests.e2e_helpers import engine_or_skip, make_project
+from toolkit import errors
+from toolkit.engine import CONTAINER_LABEL
+from toolkit.errors import BadInput
+from toolkit.matrix import load_matrix
+from toolkit.records import ResultStore, read_jsonl
+from toolkit.tinymodel import generate_tiny_qwen3moe
+
+e2e = pytest.mark.e2e
+
+FAST = {"n_prompt": [64], "n_gen": [16], "n_ubatch": [64], "n_batch": [64], "repetitions": 2, "n_gpu_layers": [0]}
+SLOW = {**FAST, "n_prompt": [128], "n_batch": [128], "repetitions": 6}  # ~3 s a run on an idle box
+LONG_SECOND = {**FAST, "n_prompt": [64, 1024], "n_batch": [1024], "repetitions": 5}  # pp64 fast, then pp1024 long
+GONE = "unix:///nonexistent/docker.sock"
+
+TINY = {"name": "tiny-qwen3moe", "path": "models/tiny-qwen3moe.gguf", "format": "gguf", "generate": "tiny-qwen3moe"}
+TINY_B = {"name": "tiny-b", "path": "models/tiny-b.gguf", "format": "gguf"}  # another seed: another sha256
+BROKEN = {"name": "broken", "path": "models/broken.gguf", "format": "gguf"}  # truncated copy of TINY
+
+
+def tk(cwd: Path, *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None,
+       timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m toolkit ARGS` as a user would run it; returns the finished process."""
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "toolkit", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=_env(env))
+
+
+def tk_bg(cwd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(None))
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(extra or {})}
+
+
+def _out(p: subprocess.CompletedProcess | tuple) -> str:
+    return f"exit {p.returncode}\n--- stdout ---\n{p.stdout}\n--- stderr ---\n{p.stderr}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Bad input: exit 4 before any build starts (DOCKER_HOST points nowhere: had validation let the
+# matrix through, the build would fail with exit 5 instead, so exit 4 proves the engine was not touched)
+
+
+def _mutate(data: dict, path: list, value) -> dict:
+    d = copy.deepcopy(data)
+    cur = d
+    for p in path[:-1]:
+        cur = cur[p]
+    if value is KeyError:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return d
+
+
+BAD_INPUT = [
+    pytest.param(["images", 0, "tempalte"], "x", ["images[0]", "unknown key 'tempalte'", "did you mean 'template'"],
+                 id="unknown-key-did-you-mean"),
+    pytest.param(["bench", "n_promt"], [64], ["bench", "did you mean 'n_prompt'"], id="unknown-axis-did-you-mean"),
+    pytest.param(["bench", "repetitions"], "five", ["bench.repetitions", "valid integer", "'five'"], id="wrong-type"),
+    pytest.param(["bench", "n_prompt"], "512", ["bench.n_prompt", "valid list"], id="wrong-type-list"),
+    pytest.param(["images", 0, "template"], "llama-cpu.Dockerfile", ["images[0].template", "not a file",
+                 "did you mean 'llama-cpu.Dockerfile.j2'"], id="missing-template"),
+    pytest.param(["images", 0, "template"], "../matrix.yaml", ["images[0].template", "file name"],
+                 id="template-outside-templates-dir"),
+    pytest.param(["bench", "n_gen"], [], ["bench.n_gen", "axis list is empty"], id="empty-axis"),
+    pytest.param(["bench", "n_ubatch"], [4096], ["micro-batch", "larger than every n_batch"], id="ubatch-gt-batch"),
+    pytest.param(["models", 1, "name"], "../../escape", ["models[1].name", "log files"], id="model-name-path"),
+    pytest.param(["models", 1, "sha256"], "abc", ["models[1].sha256", "64 lowercase hex"], id="malformed-sha256"),
+]
+
+
+@pytest.mark.parametrize("path,value,expect", BAD_INPUT)
+def test_bad_input_exit_4_before_the_engine(project, matrix_data, path, value, expect):
+    p = write_matrix(project, _mutate(matrix_data, path, value))
+    res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4, _out(res)
+    assert str(p.resolve()) in res.stderr
+    for e in expect:
+        assert e in res.stderr, _out(res)
+    assert "building" not in res.stderr and not (project / "results").exists()
+
+
+def test_bad_input_malformed_yaml(project):
+    (project / "matrix.yaml").write_text("schema_version: 1\nimages: [\n  - name: x\n")
+    res = tk(project, "render", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4, _out(res)
+    assert re.search(r"matrix\.yaml: line \d+, column \d+: not valid YAML .*fix the syntax", res.stderr), res.stderr
+
+
+def test_bad_input_duplicate_image_names(project, matrix_data):
+    d = copy.deepcopy(matrix_data)
+    d["images"].append(copy.deepcopy(d["images"][0]))
+    write_matrix(project, d)
+    res = tk(project, "build", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4 and "duplicate image name(s): cpu; image names must be unique" in res.stderr, _out(res)
+
+
+def test_bad_input_undefined_template_variable_fails_before_any_build(project, matrix_data):
+    """The second image's template lacks a variable: nothing is built, not even the first image."""
+    d = _mutate(matrix_data, ["images", 1, "vars", "mesa_version"], KeyError)
+    d["images"] = d["images"][:2]  # cpu (fine) then vulkan (broken)
+    write_matrix(project, d)
+    res = tk(project, "build", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4, _out(res)
+    assert "images[vulkan].vars" in res.stderr and "'mesa_version' is undefined" in res.stderr
+    assert "add it under the image's `vars:`" in res.stderr
+    assert "==> cpu: building" not in res.stderr and not (project / "results").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Injection: values that reach Dockerfiles, labels and command lines
+
+
+HOSTILE = ["v1\nRUN touch /pwned", 'v1" && touch /pwned', "$(touch /pwned)", "v1; touch /pwned", "`touch /pwned`",
+           "v1\r\nFROM scratch"]
+INJECTABLE = {
+    "git-ref": ["sources", "llama.cpp", "ref"],
+    "commit-build-arg": ["sources", "llama.cpp", "commit"],  # -> --build-arg LLAMA_BUILD_COMMIT + revision label
+    "version-label": ["sources", "llama.cpp", "fallback", "commit"],
+    "template-var": ["images", 0, "vars", "base_image"],
+    "template-var-list": ["images", 0, "vars", "cmake_args"],
+    "min-mesa-version": ["min_mesa_version"],  # rendered into the Vulkan Dockerfile
+    "registry": ["registry"],
+}
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=["newline-RUN", "quote", "subshell", "semicolon", "backtick", "crlf-FROM"])
+@pytest.mark.parametrize("where", INJECTABLE.values(), ids=INJECTABLE.keys())
+def test_injection_rejected_at_validation(project, matrix_data, where, value):
+    v = [value] if where[-1] == "cmake_args" else value
+    with pytest.raises(BadInput) as err:
+        load_matrix(write_matrix(project, _mutate(matrix_data, where, v)))
+    assert "not allowed" in str(err.value) or "newline" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("value", ["llama.cpp CPU\nRUN touch /pwned", "x\rLABEL a=b", "tab\there"],
+                         ids=["newline", "carriage-return", "tab"])
+def test_injection_description_must_be_one_line(project, matrix_data, value):
+    p = write_matrix(project, _mutate(matrix_data, ["images", 0, "description"], value))
+    res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4, _out(res)
+    assert f"{p.resolve()}: images[0].description" in res.stderr and "write it on one line" in res.stderr
+
+
+def test_injection_via_cli_exit_4(project, matrix_data):
+    write_matrix(project, _mutate(matrix_data, ["sources", "llama.cpp", "ref"], "main\nRUN touch /pwned"))
+    res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4 and "sources.llama.cpp" in res.stderr and "not allowed" in res.stderr, _out(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# Real-engine fixtures: one temp project with the CPU image built (fully cached), variants of its
+# matrix (models, axes, images) each with its own results folder
+
+
+@dataclass
+class Variant:
+    root: Path
+    matrix: Path
+    results: Path
+
+    def args(self) -> list[str]:
+        return ["--matrix", str(self.matrix), "--results", str(self.results)]
+
+    def store(self) -> ResultStore:
+        return ResultStore(self.results)
+
+    def rows(self) -> list[dict]:
+        return [o for f in sorted(self.results.glob("*/bench.jsonl")) for o in read_jsonl(f)]
+
+
+@pytest.fixture(scope="module")
+def proj(tmp_path_factory) -> Path:
+    engine_or_skip()
+    root = make_project(tmp_path_factory.mktemp("faults"), images=["cpu"], bench=FAST)
+    (root / "models").mkdir()
+    tiny = generate_tiny_qwen3moe(root / "models" / "tiny-qwen3moe.gguf")
+    generate_tiny_qwen3moe(root / "models" / "tiny-b.gguf", seed=1)
+    data = tiny.read_bytes()
+    (root / "models" / "broken.gguf").write_bytes(data[: len(data) // 3])
+    res = tk(root, "build", "--image", "cpu")
+    assert res.returncode == 0, _out(res)
+    return root
+
+
+def variant(proj: Path, name: str, *, models: list[dict], bench: dict = FAST, images: list[dict] | None = None,
+            **top) -> Variant:
+    data = yaml.safe_load((proj / "matrix.yaml").read_text())
+    data["models"] = models
+    data["bench"] = {**data["bench"], **bench}
+    if images is not None:
+        data["images"] = images
+    data.update(top)
+    matrix = proj / f"matrix-{name}.yaml"
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = proj / f"results-{name}"
+    results.mkdir()
+    shutil.copy(proj / "results" / "builds.jsonl", results / "builds.jsonl")
+    return Variant(proj, matrix, results)
+
+
+def ours(root: Path) -> list:
+    """Toolkit containers of this test project (other sessions may run their own at the same time)."""
+    import docker
+
+    found = []
+    for ctr in docker.from_env().containers.list(all=True, filters={"label": CONTAINER_LABEL}):
+        if any(str(m.get("Source", "")).startswith(str(root.resolve())) for m in ctr.attrs.get("Mounts") or []):
+            found.append(ctr)
+    return found
+
+
+def wait_running(root: Path, name_part: str, proc: subprocess.Popen, timeout: float = 120):
+    """The running bench container whose name contains `name_part`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for ctr in ours(root):
+            if name_part in ctr.name and ctr.status == "running":
+                return ctr
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"toolkit exited {proc.returncode} before a container ran\n{out}\n{err}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no running container {name_part!r} within {timeout} s")
+
+
+def _by_model(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["model"]["name"], []).append(r)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 1 (cont.). Model files: absent, sha256 mismatch
+
+
+@e2e
+def test_absent_model_is_skipped_with_fetch_hint(proj):
+    absent = {"name": "absent", "path": "models/absent.gguf", "format": "gguf",
+              "hf": {"repo": "example/absent-GGUF", "file": "absent.gguf"}}
+    v = variant(proj, "absent", models=[absent, TINY])
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 0, _out(res)
+    assert re.search(r"cpu x absent: skipped: model file \S+absent\.gguf is absent; run `toolkit fetch-model absent`",
+                     res.stdout), res.stdout
+    assert "cpu x tiny-qwen3moe: ok, 2 results" in res.stdout
+    assert set(_by_model(v.rows())) == {"tiny-qwen3moe"}
+
+
+@e2e
+@pytest.mark.parametrize("absent_first", [False, True], ids=["file-present", "generated-stand-in-absent"])
+def test_sha256_mismatch_exit_4_before_any_container(proj, absent_first):
+    """A wrong sha256 on the second model stops the run before the first model's container starts."""
+    tiny2 = {**TINY, "name": "tiny-gen", "path": "models/tiny-gen.gguf", "sha256": "0" * 64}
+    v = variant(proj, f"sha-{absent_first}", models=[TINY, tiny2])
+    gen = (proj / "models" / "tiny-gen.gguf").resolve()
+    gen.unlink(missing_ok=True)
+    if not absent_first:
+        shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", gen)
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 4, _out(res)
+    assert f"models[tiny-gen].sha256: file {gen}" in res.stderr and "re-download the file or fix `sha256`" in res.stderr
+    assert v.rows() == [] and not list(v.results.glob("*/logs/*")) and ours(proj) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 2 (cont.). A description with quotes and a Dockerfile instruction lands verbatim in its label
+
+
+@e2e
+def test_description_lands_verbatim_in_label(proj):
+    import docker
+
+    desc = 'llama.cpp "; RUN touch /pwned $(touch /pwned2) `touch /pwned3` \' && touch /pwned4'
+    data = yaml.safe_load((proj / "matrix.yaml").read_text())
+    img = {**data["images"][0], "description": desc}
+    v = variant(proj, "desc", models=[TINY], images=[img])
+    res = tk(proj, "build", *v.args())
+    assert res.returncode == 0, _out(res)
+    rec = v.store().latest_build("cpu")
+    c = docker.from_env()
+    image = c.images.get(rec.digest)
+    assert image.labels["org.opencontainers.image.description"] == desc
+    assert rec.labels["org.opencontainers.image.description"] == desc
+    history = subprocess.run(["docker", "history", "--no-trunc", rec.digest], capture_output=True, text=True).stdout
+    assert "pwned" not in history
+    check = "for f in /pwned /pwned2 /pwned3 /pwned4; do test ! -e $f || exit 1; done"
+    c.containers.run(rec.digest, ["sh", "-c", check], remove=True, network_mode="none", user="10001")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Faults during a run
+
+
+@e2e
+def test_crash_is_a_failed_row_with_log_and_other_runs_complete(proj):
+    """(a) llama-bench fails on a truncated GGUF: failed row + log kept; the next model still runs; exit 3."""
+    v = variant(proj, "crash", models=[BROKEN, TINY])
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 3, _out(res)
+    assert re.search(r"cpu x broken: failed, wall .*: llama-bench exited 1: .*failed to load model", res.stdout)
+    assert "cpu x tiny-qwen3moe: ok, 2 results" in res.stdout
+    assert "error: bench failed for: cpu x broken" in res.stderr
+    rows = _by_model(v.rows())
+    [failed] = rows["broken"]
+    assert failed["status"] == "failed" and "llama-bench exited" in failed["error"]
+    log = Path(failed["log_file"])
+    assert log.is_file() and "failed to load model" in log.read_text()
+    assert [r["status"] for r in rows["tiny-qwen3moe"]] == ["ok", "ok"]
+    assert ours(proj) == []
+
+
+@e2e
+def test_timeout_is_a_failed_row_and_container_removed(proj):
+    """(b) --timeout 1: the container is killed and removed; one failed row says so; exit 3."""
+    v = variant(proj, "timeout", models=[TINY], bench=SLOW)
+    res = tk(proj, "bench", *v.args(), "--timeout", "1")
+    assert res.returncode == 3, _out(res)
+    assert re.search(r"cpu x tiny-qwen3moe: failed, .*: timed out after 1 s$", res.stdout, re.M), res.stdout
+    rows = v.rows()
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["error"].startswith("timed out after 1 s")
+    assert Path(failed[0]["log_file"]).is_file()
+    assert all(r["avg_ts"] for r in rows if r["status"] == "ok")  # a test done before the kill is kept
+    assert ours(proj) == []
+
+
+@e2e
+def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj):
+    """(c) SIGINT mid-run: exit 130, no container left, the completed (image, model) run intact;
+    (d) --resume skips it (same digest + model sha256 + cases) and runs the interrupted one."""
+    import docker.errors
+
+    v = variant(proj, "sigint", models=[TINY, TINY_B], bench=SLOW)
+    proc = tk_bg(proj, "bench", *v.args())
+    ctr = wait_running(proj, "-cpu-tiny-b", proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, f"{out}\n{err}"
+    assert "interrupted: the toolkit's containers were removed and results measured so far are kept" in err
+    assert "`toolkit bench --resume` continues" in err
+    assert ours(proj) == []
+    with pytest.raises(docker.errors.NotFound):
+        ctr.reload()  # gone, not just stopped
+    before = _by_model(v.rows())
+    assert set(before) == {"tiny-qwen3moe"} and [r["status"] for r in before["tiny-qwen3moe"]] == ["ok", "ok"]
+
+    res = tk(proj, "bench", *v.args(), "--resume")
+    assert res.returncode == 0, _out(res)
+    assert "cpu x tiny-qwen3moe: resumed: all 2 cases already measured for this digest + model" in res.stdout
+    assert "cpu x tiny-b: ok, 2 results" in res.stdout
+    after = _by_model(v.rows())
+    assert after["tiny-qwen3moe"] == before["tiny-qwen3moe"]
+    assert [r["status"] for r in after["tiny-b"]] == ["ok", "ok"]
+    assert after["tiny-b"][0]["model"]["sha256"] != after["tiny-qwen3moe"][0]["model"]["sha256"]
+
+
+@e2e
+def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj):
+    """(e) the container killed from outside after its first test: that test's row is kept (ok), a
+    failed row records the kill, the log is kept; exit 3. Also: the running container's HostConfig
+    (section 6): not privileged, every capability dropped, no-new-privileges, no network, model read-only."""
+    v = variant(proj, "kill", models=[TINY], bench=LONG_SECOND)
+    proc = tk_bg(proj, "bench", *v.args())
+    ctr = wait_running(proj, "-cpu-tiny-qwen3moe", proc)
+    attrs = ctr.attrs if "HostConfig" in ctr.attrs else (ctr.reload() or ctr.attrs)
+    hc = attrs["HostConfig"]
+    assert hc["Privileged"] is False and hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd")
+    assert "no-new-privileges" in hc["SecurityOpt"] and hc["NetworkMode"] == "none" and not hc.get("Devices")
+    models = [m for m in attrs["Mounts"] if m["Destination"] == "/models"]
+    assert len(models) == 1 and models[0]["RW"] is False
+    deadline = time.monotonic() + 60
+    while b'"n_prompt": 64,' not in ctr.logs(stdout=True, stderr=False):  # pp64 done, pp1024 running
+        assert time.monotonic() < deadline, "llama-bench printed no row within 60 s"
+        time.sleep(0.05)
+    ctr.kill()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, f"{out}\n{err}"
+    assert re.search(r"cpu x tiny-qwen3moe: failed, 1 results, wall .*: llama-bench exited 137", out), out
+    rows = v.rows()
+    ok = [r for r in rows if r["status"] == "ok"]
+    [failed] = [r for r in rows if r["status"] == "failed"]
+    assert [(r["n_prompt"], r["n_gen"]) for r in ok] == [(64, 0)] and ok[0]["avg_ts"] > 0
+    assert failed["error"].startswith("llama-bench exited 137") and "1 of 3 tests completed and kept" in failed["error"]
+    assert Path(failed["log_file"]).is_file() and '"n_prompt": 64' in Path(failed["log_file"]).read_text()
+    assert ours(proj) == []
+
+
+FAIL_TEMPLATE = """FROM {{ base_image }}
+RUN echo "about to fail in {{ image_name }}" && false
+"""
+SLOW_TEMPLATE = """FROM {{ base_image }}
+RUN echo "{{ token }}" && sleep 120
+"""
+
+
+def _extra_image(proj: Path, name: str, template: str, body: str, **vars_) -> list[dict]:
+    (proj / "Dockerfile.templates" / template).write_text(body)
+    data = yaml.safe_load((proj / "matrix.yaml").read_text())
+    extra = {"name": name, "template": template, "backend": "cpu", "description": f"fault test {name}",
+             "vars": {"base_image": "debian:trixie-slim", **vars_}}
+    return [extra] + data["images"]
+
+
+@e2e
+@pytest.mark.parametrize("fail_fast", [False, True], ids=["others-still-built", "fail-fast"])
+def test_build_failure_of_one_image(proj, fail_fast):
+    """(f) a failing RUN in one image: exit 2, the message names the kept log; the other image is
+    built unless --fail-fast."""
+    images = _extra_image(proj, "broken", "fail.Dockerfile.j2", FAIL_TEMPLATE)
+    v = variant(proj, f"buildfail-{fail_fast}", models=[TINY], images=images)
+    res = tk(proj, "build", *v.args(), *(["--fail-fast"] if fail_fast else []))
+    assert res.returncode == 2, _out(res)
+    m = re.search(r"error: build failed for: broken \(log: (\S+\.log)\)", res.stderr)
+    assert m, res.stderr
+    log = Path(m.group(1))
+    assert log.is_file() and "about to fail in broken" in log.read_text() and f"log: {log}" in res.stdout
+    builds = [b.image for b in v.store().builds()]
+    assert builds.count("broken") == 0
+    if fail_fast:
+        assert "not built (--fail-fast): cpu" in res.stderr and "cpu: built" not in res.stdout
+        assert builds == ["cpu"]  # only the record copied from the fixture
+    else:
+        assert "cpu: built toolkit/cpu:" in res.stdout and builds == ["cpu", "cpu"]
+
+
+@e2e
+def test_build_stopped_by_sigint_leaves_no_record_and_no_buildx(proj):
+    """Ctrl-C during a build: exit 130, buildx terminated, no build record, the log kept."""
+    token = secrets.token_hex(8)
+    images = _extra_image(proj, "slow", "slow.Dockerfile.j2", SLOW_TEMPLATE, token=token)
+    v = variant(proj, "buildstop", models=[TINY], images=images)
+    proc = tk_bg(proj, "build", *v.args(), "--image", "slow")
+    deadline = time.monotonic() + 120
+    logs: list[Path] = []
+    while time.monotonic() < deadline:
+        logs = list((proj / ".toolkit" / "logs").glob("build-slow-*.log"))
+        if logs and "sleep 120" in logs[0].read_text():
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, f"{out}\n{err}"
+    assert "interrupted" in err and [b.image for b in v.store().builds()] == ["cpu"]
+    assert logs and logs[0].is_file()
+    context = str(proj / "images" / "slow")
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, context)]
+    assert left == []
+
+
+def _cmdline_has(p: Path, needle: str) -> bool:
+    try:
+        return needle in p.read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+@e2e
+def test_corrupt_results_line_is_skipped_and_never_glued(proj):
+    """(g) a half line at the end of bench.jsonl: report prints the rest and warns; the next append
+    starts on its own line."""
+    v = variant(proj, "corrupt", models=[TINY])
+    assert tk(proj, "bench", *v.args()).returncode == 0
+    [path] = list(v.results.glob("*/bench.jsonl"))
+    with path.open("a") as fh:
+        fh.write('{"schema_version": 1, "run_id": "half-written", "image": {"na')
+    rep = tk(proj, "report", *v.args())
+    assert rep.returncode == 0, _out(rep)
+    assert "pp64 ub64" in rep.stdout and "tg16" in rep.stdout
+    assert f"warning: {path}:3: skipped a corrupt line (not JSON)" in rep.stderr
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 0, _out(res)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5 and lines[2].endswith('{"na')
+    assert [json.loads(ln)["status"] for i, ln in enumerate(lines) if i != 2] == ["ok"] * 4
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The Docker engine gone
+
+
+@pytest.mark.parametrize("command", [["bench"], ["build", "--image", "cpu"]], ids=["bench", "build"])
+def test_engine_not_running_exit_5(project, command):
+    res = tk(project, *command, env={"DOCKER_HOST": GONE})
+    assert res.returncode == 5, _out(res)
+    assert "error: Docker engine not reachable" in res.stderr and "`sudo systemctl start docker`" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not list(project.glob("results/*/bench.jsonl")) and not (project / "results" / "builds.jsonl").exists()
+
+
+def test_engine_socket_permission_denied_exit_5(project, tmp_path):
+    sock_path = tmp_path / "docker.sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    sock.listen(1)
+    os.chmod(sock_path, 0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root ignores file modes: drop the capabilities that let it
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: cannot make a socket permission check bite")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    try:
+        res = tk(project, "bench", env={"DOCKER_HOST": f"unix://{sock_path}"}, prefix=prefix)
+    finally:
+        sock.close()
+    assert res.returncode == 5, _out(res)
+    assert "Permission denied" in res.stderr
+    assert "add your user to the `docker` group (then log in again) or run as root" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Exit codes: the README table is what errors.py and the CLI use
+
+
+def _readme_exit_codes() -> dict[int, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    return {int(code): what.strip() for code, what in re.findall(r"(\d+) ([^·]+)", " ".join(section.split()))}
+
+
+def test_exit_codes_documented_match_errors():
+    table = _readme_exit_codes()
+    owners = {errors.BadInput: "bad input", errors.BuildFailed: "build failed", errors.BenchFailed: "bench failed",
+              errors.EngineUnavailable: "Docker engine unavailable", errors.Regression: "regression",
+              errors.NotReproduced: "did not reproduce"}
+    classes = [c for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, errors.ToolkitError) and c is not errors.ToolkitError]
+    assert set(classes) == set(owners), "a new error class needs a row in the README exit-code table"
+    for cls, words in owners.items():
+        assert words in table[cls.exit_code], (cls.__name__, cls.exit_code, table)
+    assert table[0] == "ok" and table[130].startswith("interrupted")
+    assert set(table) == {0, 130} | {c.exit_code for c in classes}
+
+
+def test_exit_codes_in_cli_help_match_readme():
+    from toolkit.cli import EPILOG
+
+    codes = {int(c) for c in re.findall(r"(\d+) [a-zA-Z]", EPILOG)}
+    assert codes == set(_readme_exit_codes())
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Container safety: the argument list of every backend profile; secrets stay out of everything
+
+
+def _profiles(tmp_path: Path):
+    from tests.test_devices import host
+    from toolkit import devices
+
+    gpus, dev = host(tmp_path, "one-gpu")
+    yield "cpu", devices.profile_for("cpu", gpus, dev=dev)
+    yield "vulkan", devices.profile_for("vulkan", gpus, dev=dev)
+    yield "vulkan-software", devices.vulkan_profile([], allow_software=True, dev=tmp_path / "nodev")
+    yield "rocm", devices.profile_for("rocm", gpus, dev=dev)
+    for backend in ("vulkan", "rocm"):
+        yield f"{backend}-example", devices.DeviceProfile.example(backend)
+
+
+def test_run_args_of_every_profile_are_confined(tmp_path):
+    from toolkit import bench, engine
+
+    seen = set()
+    models = tmp_path / "models"
+    models.mkdir()
+    for name, profile in _profiles(tmp_path):
+        spec = bench.container_spec("sha256:" + "a" * 64, ["llama-bench", "-m", "/models/x.gguf"], profile,
+                                    model_dir=models, shader_volume="vol" if "vulkan" in name else None,
+                                    run_id="r", name="n")
+        cmd = engine.run_command(spec)
+        pairs = list(zip(cmd, cmd[1:], strict=False))
+        assert "--privileged" not in cmd and not any("privileged" in a and "no-new" not in a for a in cmd), name
+        assert ("--cap-drop", "ALL") in pairs and not spec.cap_add, name
+        assert ("--security-opt", "no-new-privileges") in pairs, name
+        assert ("--network", "none") in pairs, name
+        assert ("--mount", f"type=bind,source={models.resolve()},target=/models,readonly") in pairs, name
+        assert not any(a.startswith("--cap-add") or a in ("--pid", "--userns", "--uts") for a in cmd), name
+        assert not any("docker.sock" in a for a in cmd), name
+        if name.startswith("rocm"):
+            assert ("--security-opt", "seccomp=unconfined") in pairs and ("--ipc", "host") in pairs
+        seen.add(name.split("-")[0])
+    assert seen == {"cpu", "vulkan", "rocm"}
+
+
+@e2e
+def test_no_secret_in_layers_labels_records_or_logs(proj, tmp_path, monkeypatch):
+    """A token in the environment and a CA bundle passed as a BuildKit secret end up nowhere."""
+    import docker
+
+    from toolkit import build as build_mod
+
+    secret = "TOOLKIT-TEST-SECRET-" + secrets.token_hex(12)
+    ca = tmp_path / "ca.pem"
+    ca.write_text(f"-----BEGIN CERTIFICATE-----\n{secret}\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("TOOLKIT_TEST_SECRET", secret)
+    v = variant(proj, "secret", models=[TINY])
+    lm = load_matrix(v.matrix)
+    res = build_mod.build_image(lm, lm.m.image("cpu"), v.store(),
+                                secrets=[f"id=ca_bundle,src={ca}", "id=token,env=TOOLKIT_TEST_SECRET"])
+    assert res.status in ("ok", "cached"), res.reason
+    bench = tk(proj, "bench", *v.args(), env={"TOOLKIT_TEST_SECRET": secret})
+    assert bench.returncode == 0, _out(bench)
+    assert secret not in bench.stdout + bench.stderr
+    digest = v.store().latest_build("cpu").digest
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{json .}}", digest],
+                             capture_output=True, text=True, check=True).stdout
+    assert history and secret not in history
+    assert secret not in json.dumps(docker.from_env().images.get(digest).attrs)
+    files = [p for d in (v.results, proj / ".toolkit") for p in d.rglob("*") if p.is_file()]
+    files += list(proj.glob("images/*/Dockerfile"))
+    assert any(p.name == "builds.jsonl" for p in files) and any(p.suffix == ".log" for p in files)
+    leaked = [p for p in files if secret.encode() in p.read_bytes()]
+    assert leaked == []
