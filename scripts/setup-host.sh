@@ -36,6 +36,8 @@ if ! docker buildx version >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>
   fi
 fi
 command -v debootstrap >/dev/null || apt_install debootstrap
+# A registry on loopback for `toolkit push` tests (Debian's distribution 2.8 package).
+if [ "${1:-}" = "--test" ]; then command -v docker-registry >/dev/null || apt_install docker-registry; fi
 
 # 2. Start the engine when it is not answering (no systemd in containers/CI sandboxes).
 if ! docker info >/dev/null 2>&1; then

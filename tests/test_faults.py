@@ -67,9 +67,25 @@ def tk(cwd: Path, *args: str, env: dict[str, str] | None = None, prefix: list[st
                           text=True, timeout=timeout, env=_env(env))
 
 
-def tk_bg(cwd: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(None))
+@pytest.fixture
+def tk_bg():
+    """Start `python -m toolkit ARGS` in the background; whatever a failing test leaves running is killed."""
+    procs: list[subprocess.Popen] = []
+
+    def start(cwd: Path, *args: str) -> subprocess.Popen:
+        procs.append(subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=_env(None)))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # lets the toolkit remove its container
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
@@ -249,7 +265,8 @@ def ours(root: Path) -> list:
     import docker
 
     found = []
-    for ctr in docker.from_env().containers.list(all=True, filters={"label": CONTAINER_LABEL}):
+    listed = docker.from_env().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True)
+    for ctr in listed:
         if any(str(m.get("Source", "")).startswith(str(root.resolve())) for m in ctr.attrs.get("Mounts") or []):
             found.append(ctr)
     return found
@@ -373,7 +390,7 @@ def test_timeout_is_a_failed_row_and_container_removed(proj):
 
 
 @e2e
-def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj):
+def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
     """(c) SIGINT mid-run: exit 130, no container left, the completed (image, model) run intact;
     (d) --resume skips it (same digest + model sha256 + cases) and runs the interrupted one."""
     import docker.errors
@@ -404,14 +421,15 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj):
 
 
 @e2e
-def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj):
+def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj, tk_bg):
     """(e) the container killed from outside after its first test: that test's row is kept (ok), a
     failed row records the kill, the log is kept; exit 3. Also: the running container's HostConfig
     (section 6): not privileged, every capability dropped, no-new-privileges, no network, model read-only."""
     v = variant(proj, "kill", models=[TINY], bench=LONG_SECOND)
     proc = tk_bg(proj, "bench", *v.args())
     ctr = wait_running(proj, "-cpu-tiny-qwen3moe", proc)
-    attrs = ctr.attrs if "HostConfig" in ctr.attrs else (ctr.reload() or ctr.attrs)
+    ctr.reload()
+    attrs = ctr.attrs
     hc = attrs["HostConfig"]
     assert hc["Privileged"] is False and hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd")
     assert "no-new-privileges" in hc["SecurityOpt"] and hc["NetworkMode"] == "none" and not hc.get("Devices")
@@ -473,7 +491,7 @@ def test_build_failure_of_one_image(proj, fail_fast):
 
 
 @e2e
-def test_build_stopped_by_sigint_leaves_no_record_and_no_buildx(proj):
+def test_build_stopped_by_sigint_leaves_no_record_and_no_buildx(proj, tk_bg):
     """Ctrl-C during a build: exit 130, buildx terminated, no build record, the log kept."""
     token = secrets.token_hex(8)
     images = _extra_image(proj, "slow", "slow.Dockerfile.j2", SLOW_TEMPLATE, token=token)
@@ -488,13 +506,21 @@ def test_build_stopped_by_sigint_leaves_no_record_and_no_buildx(proj):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     time.sleep(1)
+    assert proc.poll() is None, "the build finished before it could be stopped"
+    t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, f"{out}\n{err}"
+    assert time.monotonic() - t0 < 30  # the 120 s RUN step did not run to its end
     assert "interrupted" in err and [b.image for b in v.store().builds()] == ["cpu"]
     assert logs and logs[0].is_file()
     context = str(proj / "images" / "slow")
-    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, context)]
+    deadline = time.monotonic() + 15
+    while True:  # neither the buildx client nor BuildKit's `sleep 120` step outlives the toolkit
+        left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, context) or _cmdline_has(p, token)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert left == []
 
 

@@ -196,27 +196,27 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     base = dict(run_id=opts.run_id, created=_now(), runner="llama-bench", method="llama-bench",
                 image=_image_ref(build, spec), model=model_ref, command=engine.run_command(rs), host=host,
                 timing=timing, log_file=str(log_path))
-    error = None
+    error = None  # the process failed (crash, kill, OOM, timeout)
     if out.timed_out:
         error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
     elif out.oom_killed:
         error = "container was killed for running out of memory"
     elif out.exit_code != 0:
         error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+    void = None  # the numbers are not what was asked for: every row fails
     fallback = llamabench.cpu_fallback_reason(out.stdout + out.stderr, spec.backend, rows)
     if fallback:
-        error = f"CPU fallback: {fallback}"
+        void = f"CPU fallback: {fallback}"
     if (spec.backend == "vulkan" and rows and not opts.allow_software_gpu
             and any("llvmpipe" in str(r.get("gpu_info", "")).lower() for r in rows)):
-        error = "ran on a software Vulkan device (llvmpipe) without --allow-software-gpu"
-    # a crash, kill or timeout does not void the tests llama-bench completed before it (one row = all
-    # repetitions of a test); a CPU fallback or a software device voids every row
-    process_fault = error is not None and not fallback and "software Vulkan" not in error
-    recs = _records(rows, base=base, status="failed" if error and not process_fault else "ok",
-                    error=None if process_fault else error)
-    if not recs and error is None:
+        void = "ran on a software Vulkan device (llvmpipe) without --allow-software-gpu"
+    # a crash, kill or timeout does not void the tests llama-bench completed before it (a row holds
+    # every repetition of its test): they are kept as results, and one failed row records the fault
+    recs = _records(rows, base=base, status="failed" if void else "ok", error=void)
+    if not rows and not (error or void):
         error = "llama-bench printed no result rows"
-    if error and (not recs or process_fault):
+    error = void or error
+    if error and not (void and rows):
         done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
         recs.append(BenchRecord(**base, test="(none)", axis="prefill", status="failed", error=error + done))
     for r in recs:

@@ -109,7 +109,10 @@ def render(matrix_path, images, as_json):
 @click.option("--dry-run", is_flag=True, help="Render and print the exact `docker buildx build` commands; build nothing.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
 @click.option("--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only).")
-def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose):
+@click.option("--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`).")
+@click.option("--registry", default=None, metavar="HOST[:PORT]/NAMESPACE",
+              help="Registry for --push (default: `registry:` in matrix.yaml).")
+def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose, push_after, registry):
     """Build the images through BuildKit (docker buildx) and record what was built.
 
     Each image is labelled (OCI created/revision/source/version, llama.cpp commit, backend, template
@@ -158,6 +161,12 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
                                 "record": r.record.model_dump(mode="json") if r.record else None,
                                 "log": str(r.log_path) if r.log_path else None, "command": r.command}
                                for r in results], indent=2))
+    built = [r.image for r in results if r.status in ("ok", "cached")]
+    if push_after and built and not dry_run:
+        from toolkit import publish
+
+        for p in publish.push_images(lm, store, built, registry):
+            click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
     failed = [r for r in results if r.status == "failed"]
     if failed:
         unbuilt = [s.name for s in specs[len(results):]]
@@ -450,3 +459,9 @@ def main() -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     sys.exit(0)
+
+
+from toolkit.cli_publish import export_run, push, reproduce  # noqa: E402  (needs the helpers above)
+
+for _command in (push, export_run, reproduce):
+    cli.add_command(_command)

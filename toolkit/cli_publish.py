@@ -23,7 +23,6 @@ from toolkit.cli import (
 )
 
 PUSH_EPILOG = EPILOG + " A failed push exits 2."
-REPRODUCE_EPILOG = EPILOG + " 7 not reproduced."
 _LAYER_DONE = ("Pushed", "Layer already exists", "Pull complete", "Already exists")
 
 
@@ -108,7 +107,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
         _err(f"note: {note}")
 
 
-@click.command(epilog=REPRODUCE_EPILOG)
+@click.command(epilog=EPILOG)
 @matrix_option
 @results_option
 @json_option

@@ -154,7 +154,7 @@ def run_buildx(cmd: list[str], *, log_path: Path, on_line: Callable[[str], None]
     t0 = time.monotonic()
     steps: set[str] = set()
     cached: set[str] = set()
-    with log_path.open("w") as log:
+    with log_path.open("w", buffering=1) as log:  # line-buffered: the kept log is complete even after a kill
         log.write("$ " + shlex.join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=dict(os.environ, DOCKER_BUILDKIT="1"))

