@@ -113,10 +113,23 @@ def fresh_engine():
         proc.terminate()
         proc.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
+        _restore_docker0()
+
+
+def _restore_docker0() -> None:
+    """A dockerd started with `--bridge none` deletes the host's docker0 link; put it back so the
+    main engine's bridge network keeps working (the toolkit itself uses host/none networks only)."""
+    if subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0:
+        return
+    for cmd in (["ip", "link", "add", "docker0", "type", "bridge"], ["ip", "addr", "add", "172.17.0.1/16", "dev", "docker0"],
+                ["ip", "link", "set", "docker0", "up"]):
+        subprocess.run(cmd, capture_output=True)
 
 
 def record_run(dest: Path, name: str, ref: str, axes: dict, *bench_args: str) -> tuple[Path, str, str]:
     """A project whose build record of `name` is the local image `ref`, and one recorded bench run of it."""
+    if engine.inspect_image(ref) is None and ref == f"toolkit/{name}:latest":  # run alone: build it (cached if built before)
+        run_cli(make_project(dest / "build", images=[name], bench=axes), "build", "--image", name)
     _wait(lambda: engine.inspect_image(ref) is not None, IMAGE_WAIT_S, f"{ref} (build it: `toolkit build --image {name}`)")
     info = engine.inspect_image(ref)
     project = make_project(dest, images=[name], bench=axes)
