@@ -281,6 +281,10 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     usable = [m for m in models if spec.runner in m.runners]
     if not usable:
         return [Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}")]
+    # the host's devices first: on a host without them, that is the reason, built or not
+    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    if missing and not opts.dry_run:
+        return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
     if build is None and opts.dry_run:
         build = _unbuilt(spec)
     if build is None:
@@ -288,9 +292,6 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     if not opts.dry_run and engine.inspect_image(build.digest) is None:
         return [Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")]
     outcomes: list[Outcome] = []
-    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    if missing and not opts.dry_run:
-        return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
     if missing:  # dry run on a host without the device: show the command for one R9700
         outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
                                 "the command below uses an example R9700 device profile"))

@@ -217,7 +217,7 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
             if o.status == "dry-run":
                 click.echo(f"{o.image} x {o.model}: {shlex.join(o.command)}")
                 continue
-            line = f"{o.image} x {o.model}: {o.status}"
+            line = f"{o.image}: {o.status}" if o.model == "-" else f"{o.image} x {o.model}: {o.status}"
             if o.records:
                 line += f", {o.records} results"
             if o.timing:
