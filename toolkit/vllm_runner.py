@@ -92,11 +92,13 @@ def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
 
 def bench_serve_args(model_dir: str, *, input_len: int, output_len: int, concurrency: int, num_prompts: int,
                      result_dir: str, result_filename: str) -> list[str]:
-    """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy."""
+    """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy; one
+    warm-up request per concurrency slot first (not measured), so the first level is not a cold one."""
     return ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{SERVE_PORT}",
             "--model", model_dir, "--dataset-name", "random", "--random-input-len", str(input_len),
             "--random-output-len", str(output_len), "--num-prompts", str(num_prompts),
-            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos",
+            "--max-concurrency", str(concurrency), "--num-warmups", str(concurrency), "--request-rate", "inf",
+            "--ignore-eos",
             "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
             PERCENTILES, "--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
 
@@ -581,7 +583,7 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
         command=[*serve_cmd, "&&", *engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
         timing=timing, log_file=log_file,
         engine={**ctx.pinned, "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
-                "request_rate": "inf", "log_notes": notes},
+                "num_warmups": lv.concurrency, "request_rate": "inf", "log_notes": notes},
         raw=data or {}, served={k: v for k, v in parsed.items() if k != "latency_ms"},
         latency_ms=parsed["latency_ms"])
 
