@@ -2,7 +2,7 @@
 # Prepare a Debian/Ubuntu host for toolkit: Docker engine + BuildKit (buildx), the base images the
 # templates name (pulled, or built locally with debootstrap when no registry is reachable), and the
 # Python package itself. Idempotent: every step checks before it acts.
-# Recipe measured in ../shared/reference/this-machine.md (Debian 12 host, trixie buildx 0.13).
+# Recipe measured on a Debian 12 host (docker.io + docker-buildx 0.13 from trixie, pinned low).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,7 +67,14 @@ ensure_debian_base() {
 }
 ensure_debian_base debian:trixie-slim trixie
 
-# 4. The toolkit itself (editable, with test extras when asked).
+# 4. The toolkit itself (editable, with test extras when asked). A distribution Python that is
+#    "externally managed" (PEP 668, Debian 12+/Ubuntu 23.04+) gets a .venv here, linked onto PATH.
 extras=""; [ "${1:-}" = "--test" ] && extras="[test]"
-python3 -m pip install -q -e ".${extras}"
+PY=python3
+if [ -x .venv/bin/python ] || python3 -c 'import os,sys,sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+  [ -x .venv/bin/python ] || { python3 -m venv .venv 2>/dev/null || { apt_install python3-venv python3-pip; python3 -m venv .venv; }; }
+  PY=.venv/bin/python
+  $SUDO ln -sf "$PWD/.venv/bin/toolkit" /usr/local/bin/toolkit
+fi
+$PY -m pip install -q -e ".${extras}"
 log "ready: run 'toolkit doctor' to see what this host can run"

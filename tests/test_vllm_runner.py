@@ -348,6 +348,9 @@ def test_bench_vllm_records_methods_rates_and_timing(tmp_path, monkeypatch):
         assert "startup_s" in r.timing and Path(r.log_file).is_file()
     assert len([s for s in fake.runs if "latency" in s.command]) == 3  # (128,1) shared by pp128 and tg32
     assert fake.removed == 1 and len(fake.execs) == 4
+    lat, serve = outs
+    assert set(lat.timing) == set(serve.timing) == {"wall_s", "tests_s", "startup_s"}  # what the CLI prints
+    assert lat.timing["wall_s"] == pytest.approx(3 * 20.0) and lat.timing["tests_s"] > 0
 
 
 def test_missing_result_file_is_a_failed_record_with_the_log_kept(tmp_path, monkeypatch):

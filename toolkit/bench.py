@@ -11,6 +11,7 @@ The module never prints: progress goes to the `events` callback, which the CLI r
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shlex
 from collections.abc import Callable
@@ -70,7 +71,7 @@ def model_sha256(lm: LoadedMatrix, path: Path) -> str:
     if key not in cache:
         cache[key] = sha256_file(path)
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
+        tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(cache, indent=1))
         tmp.replace(cache_file)
     return cache[key]
@@ -79,6 +80,8 @@ def model_sha256(lm: LoadedMatrix, path: Path) -> str:
 def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
     """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
     path = lm.resolve(model.path)
+    if path.is_symlink():
+        path = path.resolve()
     if not path.exists():
         if dry_run:
             return path, ""
@@ -88,6 +91,21 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
             fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else ""
             return None, f"model file {path} is absent{fetch}"
     return path, ""
+
+
+def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+    """A GGUF must be a regular file that starts with the GGUF magic and that the container's
+    unprivileged user (uid 10001) can read. Raises BadInput naming the file and the fix."""
+    if model.format != "gguf":
+        return
+    where = f"{lm.path}: models[{model.name}].path"
+    if not path.is_file():
+        raise BadInput(f"{where}: {path} is not a regular file; point `path` at the .gguf file")
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise BadInput(f"{where}: {path} is not a GGUF file (no GGUF magic); re-download it")
+    if not path.stat().st_mode & 0o004:
+        raise BadInput(f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}")
 
 
 def _check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
@@ -104,6 +122,8 @@ def container_spec(image_ref: str, command: list[str], profile: devices.DevicePr
                    shader_volume: str | None, run_id: str, name: str) -> engine.RunSpec:
     """The container for one benchmark process: model dir read-only at /models, profile devices."""
     mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
+    if model_dir.is_file():  # a GGUF: mount only that file, never its whole folder
+        mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
     env = dict(profile.environment)
     if shader_volume:
         mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))
@@ -160,7 +180,7 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
     shader_volume = f"toolkit-shaders-{build.digest.split(':')[-1][:12]}" if spec.backend == "vulkan" else None
     name = f"toolkit-{opts.run_id}-{spec.name}-{model.name}"[:120]
-    rs = container_spec(build.digest, command, profile, model_dir=path.parent, shader_volume=shader_volume,
+    rs = container_spec(build.digest, command, profile, model_dir=path, shader_volume=shader_volume,
                         run_id=opts.run_id, name=name)
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
@@ -184,7 +204,11 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
         if p:
             events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
 
-    out = engine.run_container(rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr)
+    interrupted: engine.Interrupted | None = None
+    try:
+        out = engine.run_container(rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr)
+    except engine.Interrupted as intr:  # store the completed tests, then stop
+        interrupted, out = intr, intr.outcome
     log_path = store.log_path(build.digest, f"{opts.run_id}-{model.name}.log")
     log_path.write_text(f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}")
     rows = llamabench.parse_jsonl(out.stdout)
@@ -196,8 +220,10 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     base = dict(run_id=opts.run_id, created=_now(), runner="llama-bench", method="llama-bench",
                 image=_image_ref(build, spec), model=model_ref, command=engine.run_command(rs), host=host,
                 timing=timing, log_file=str(log_path))
-    error = None  # the process failed (crash, kill, OOM, timeout)
-    if out.timed_out:
+    error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C)
+    if interrupted:
+        error = "interrupted (Ctrl-C)"
+    elif out.timed_out:
         error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
     elif out.oom_killed:
         error = "container was killed for running out of memory"
@@ -221,6 +247,8 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
         recs.append(BenchRecord(**base, test="(none)", axis="prefill", status="failed", error=error + done))
     for r in recs:
         store.add_result(r)
+    if interrupted:
+        raise interrupted
     events("done", image=spec.name, model=model.name, total=n_cases)
     status = "failed" if error else "ok"
     return Outcome(spec.name, model.name, status, error or "", len(rows), rs.command, timing)
@@ -256,6 +284,8 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     host: dict[str, Any] = {}
     if not opts.dry_run:
         host = hostinfo.host_facts()
+        host.pop("cmdline", None)  # results get published: keep only the parameters that change numbers
+        host.pop("hostname", None)
         host["docker"] = engine.engine_info()
     outcomes: list[Outcome] = []
     if not opts.dry_run:
@@ -263,7 +293,10 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
             path = lm.resolve(model.path)
             if not path.exists() and model.generate == "tiny-qwen3moe":
                 ensure_model_file(path, model.generate)
-            if path.is_file():
+            if path.is_symlink():
+                path = path.resolve()
+            if path.exists():
+                check_model_file(lm, model, path)
                 _check_sha(lm, model, path)
     try:
         for spec in images:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit import __version__, engine
+from toolkit.errors import BuildFailed
 from toolkit.matrix import ImageSpec, LoadedMatrix
 from toolkit.records import BuildRecord, ResultStore
 from toolkit.render import Rendered, render_image, write_rendered
@@ -108,16 +109,24 @@ def plan(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, prepare: bool
     else:
         (context / "src").mkdir(exist_ok=True)
     inputs_key = hashlib.sha256(f"{rendered.inputs_hash}\0{commit}\0{fingerprint}".encode()).hexdigest()
-    prev = store.latest_build(spec.name)
-    created = (
-        prev.labels.get("org.opencontainers.image.created")
-        if prev and prev.labels.get("org.toolkit.inputs-key") == inputs_key
-        else datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    )
-    labels = _labels(spec, rendered, lm, commit, created or "", inputs_key)
-    args = {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"} if spec.runner == "llama-bench" else {}
     tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{inputs_key[:8]}"]
+    created = _reused_created(store, spec.name, inputs_key, tags[1] if prepare else None)
+    labels = _labels(spec, rendered, lm, commit, created, inputs_key)
+    args = {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"} if spec.runner == "llama-bench" else {}
     return rendered, base_images(rendered.content), source, labels, args, tags
+
+
+def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: str | None) -> str:
+    """The OCI `created` of an earlier build of the same inputs (this checkout's records, or the local
+    image tagged with the inputs key), so a no-change rebuild keeps its digest; else now."""
+    prev = store.latest_build(name)
+    if prev and prev.labels.get("org.toolkit.inputs-key") == inputs_key:
+        return prev.labels.get("org.opencontainers.image.created", "")
+    if inputs_tag:
+        info = engine.inspect_image(inputs_tag)
+        if info and info.labels.get("org.toolkit.inputs-key") == inputs_key:
+            return info.labels.get("org.opencontainers.image.created", "")
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cache: bool = False,
@@ -127,17 +136,23 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
 
     Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
     """
-    rendered, bases, source, labels, args, tags = plan(lm, spec, store, prepare=not dry_run, source=source)
+    if not dry_run:  # a base that cannot be had, or a source that cannot be fetched: skip this image
+        for base in base_images(render_image(lm, spec).content):
+            reason = engine.ensure_base_image(base)
+            if reason:
+                return BuildResult(spec.name, "skipped", reason)
+        try:
+            rendered, bases, source, labels, args, tags = plan(lm, spec, store, source=source)
+        except BuildFailed as err:
+            return BuildResult(spec.name, "skipped", str(err))
+    else:
+        rendered, bases, source, labels, args, tags = plan(lm, spec, store, prepare=False, source=source)
     log_dir = lm.root / ".toolkit" / "logs"
     meta = log_dir / f"build-{spec.name}.metadata.json"
     cmd = engine.buildx_command(rendered.path.parent, tags=tags, labels=labels, build_args=args,
                                 metadata_file=meta, no_cache=no_cache, secrets=secrets)
     if dry_run:
         return BuildResult(spec.name, "dry-run", command=cmd)
-    for base in bases:
-        reason = engine.ensure_base_image(base)
-        if reason:
-            return BuildResult(spec.name, "skipped", reason, command=cmd)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log_path = log_dir / f"build-{spec.name}-{stamp}.log"
     t0 = time.monotonic()

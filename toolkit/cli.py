@@ -123,6 +123,12 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
     from toolkit import build as build_mod
     from toolkit.render import render_image
 
+    if push_after and not dry_run and not registry:
+        reg_lm = _load(matrix_path)
+        if not reg_lm.m.registry:
+            from toolkit.errors import BadInput
+
+            raise BadInput(f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {reg_lm.path}")
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
     specs = lm.select_images(images)
@@ -186,7 +192,8 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
               help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.")
 @click.option("--gpu", type=int, default=None, metavar="N", help="Pin GPU N (its render node only, and *_VISIBLE_DEVICES).")
 @click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Per (image, model) run; default from the matrix.")
+@click.option("--timeout", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=None, metavar="SECONDS",
+              help="Per (image, model) run, 1 s to 7 days; default from the matrix.")
 def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout):
     """Run llama-bench in each built image over the matrix and store the results by image digest.
 
@@ -233,7 +240,12 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
         if ran:
             click.echo("")
             click.echo(report_mod.render(ran, "github"))
-            click.echo(f"\nrun {opts.run_id}: results in {store.root}/<digest>/bench.jsonl")
+            paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
+            click.echo(f"\nrun {opts.run_id}: results in {', '.join(paths)}")
+    if strict:  # --strict: anything not measured is a failure, for CI gates
+        for o in outcomes:
+            if o.status == "skipped":
+                o.status = "failed"
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
     if failed:
         raise BenchFailed(f"bench failed for: {', '.join(failed)}")
@@ -357,8 +369,10 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
 
 def _is_engine_error(err: Exception) -> bool:
     import requests
-    from docker.errors import DockerException
+    from docker.errors import APIError, DockerException
 
+    if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
+        return False  # the engine answered: a request of ours was wrong, not a lost connection
     return isinstance(err, (DockerException, requests.exceptions.ConnectionError))
 
 
@@ -377,7 +391,7 @@ def _sigterm_as_interrupt() -> None:
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--threshold", type=float, default=5.0, show_default=True, metavar="PERCENT",
+@click.option("--threshold", type=click.FloatRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="A test slower in B than in A by more than this is a regression (exit code 6).")
 def compare(matrix_path, results_dir, as_json, a, b, threshold):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.

@@ -195,7 +195,13 @@ class Mount:
 
     def cli(self) -> list[str]:
         kind = "volume" if self.volume else "bind"
-        spec = f"type={kind},source={self.source},target={self.target}" + (",readonly" if self.read_only else "")
+
+        def field(key: str, value: str) -> str:  # --mount is CSV: quote a value holding , or "
+            kv = f"{key}={value}"
+            return '"' + kv.replace('"', '""') + '"' if ("," in kv or '"' in kv) else kv
+
+        spec = ",".join([f"type={kind}", field("source", self.source), field("target", self.target)]
+                        + (["readonly"] if self.read_only else []))
         return ["--mount", spec]
 
 
@@ -263,6 +269,14 @@ class RunOutcome:
     first_output_s: float | None = None
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `run_container`; `.outcome` holds what the container printed until then."""
+
+    def __init__(self, outcome: RunOutcome):
+        super().__init__()
+        self.outcome = outcome
+
+
 def start_container(spec: RunSpec):
     """Start `spec` detached through the SDK (labelled so orphans can be found and removed)."""
     c = client()
@@ -324,6 +338,15 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
         state = container.attrs.get("State", {})
         return RunOutcome(int(status.get("StatusCode", -1)), stdout, stderr, seconds, timed_out.is_set(),
                           bool(state.get("OOMKilled")), first[0] if first else None)
+    except KeyboardInterrupt:
+        partial = RunOutcome(130, "", "", time.monotonic() - t0)
+        try:  # keep what was measured before the interrupt: the caller stores it, then re-raises
+            container.kill()
+            partial.stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+            partial.stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        except Exception:
+            pass
+        raise Interrupted(partial) from None
     finally:
         timer.cancel()
         try:

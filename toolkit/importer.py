@@ -145,22 +145,42 @@ def import_files(
     )
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
+    staged = []  # every row is checked before anything is written: an import is all or nothing
     for path, data, rows in parsed:
-        for row in rows:
-            rec = _record(
-                row,
-                image=image,
-                run_id=run_id,
-                created=now.isoformat(timespec="seconds"),
-                model_sha256=model_sha256 or "",
-                source=path,
-                file_sha=hashlib.sha256(data).hexdigest(),
-                content=content,
-            )
-            res.path = store.add_result(rec)
-            res.records += 1
+        for n, row in enumerate(rows, 1):
+            try:
+                rec = _record(
+                    row,
+                    image=image,
+                    run_id=run_id,
+                    created=now.isoformat(timespec="seconds"),
+                    model_sha256=model_sha256 or "",
+                    source=path,
+                    file_sha=hashlib.sha256(data).hexdigest(),
+                    content=content,
+                )
+            except (ValueError, TypeError, OverflowError) as err:
+                raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({str(err)[:160]})") from None
+            _check_finite(path, n, rec)
+            staged.append(rec)
         res.per_file[str(path)] = len(rows)
+    for rec in staged:
+        res.path = store.add_result(rec)
+        res.records += 1
     return res
+
+
+def _check_finite(path: Path, n: int, rec: BenchRecord) -> None:
+    """Reject rows whose numbers cannot be a measurement (NaN, inf, negative sizes)."""
+    import math
+
+    nums = {"avg_ts": rec.avg_ts, "stddev_ts": rec.stddev_ts, **{f"samples_ts[{i}]": v for i, v in enumerate(rec.samples_ts)}}
+    for key, v in nums.items():
+        if v is not None and (not math.isfinite(v) or v < 0):
+            raise BadInput(f"{path}: row {n}: {key} is {v!r}; expected a finite tokens/s >= 0")
+    for key in ("n_prompt", "n_gen", "n_depth"):
+        if getattr(rec, key) < 0:
+            raise BadInput(f"{path}: row {n}: {key} is {getattr(rec, key)}; expected >= 0")
 
 
 def _record(

@@ -30,7 +30,8 @@ SCHEMA_VERSION = 1
 # Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
 # metacharacters. Anything else is rejected here, before a build starts.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
 # Model names become parts of container names and log file names; template names are file names.
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -130,7 +131,8 @@ class ImageSpec(_Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
-            raise ValueError("image name must be lowercase letters, digits, '.', '_' or '-' (max 63 chars)")
+            raise ValueError("image name must be lowercase letters, digits, '.', '_' or '-', start and end with a "
+                             "letter or digit (max 63 chars)")
         return v
 
     @field_validator("template")
@@ -149,6 +151,8 @@ class ImageSpec(_Strict):
     @classmethod
     def _vars(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key, val in v.items():
+            if key in _RESERVED_VARS:
+                raise ValueError(f"template variable {key!r} is set by the toolkit itself; rename yours")
             if not re.match(r"^[a-z_][a-z0-9_]*$", key):
                 raise ValueError(f"template variable name {key!r} must be snake_case")
             for item in val if isinstance(val, list) else [val]:
@@ -215,15 +219,15 @@ class BenchAxes(_Strict):
     n_gpu_layers: list[int] = Field(default_factory=lambda: [999])
     repetitions: int = Field(5, ge=1, le=1000)
     threads: int | None = Field(None, ge=1)
-    timeout_s: float = Field(3600, gt=0, description="per (image, model) run, seconds")
+    timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
 
     @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
     @classmethod
     def _nonempty(cls, v: list[int]) -> list[int]:
         if not v:
             raise ValueError("axis list is empty: give at least one value (e.g. [512])")
-        if any(x < 0 for x in v):
-            raise ValueError("axis values must be >= 0")
+        if any(x < 0 or x > 1_000_000 for x in v):
+            raise ValueError("axis values must be between 0 and 1000000")
         if len(set(v)) != len(v):
             raise ValueError("axis list has duplicate values")
         return v
@@ -259,18 +263,25 @@ class BenchAxes(_Strict):
 class VllmSettings(_Strict):
     """vLLM engine settings pinned for every vLLM run and recorded with each result."""
 
-    max_num_batched_tokens: int = 8192
-    max_model_len: int = 8192
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_model_len: int = Field(8192, ge=1)
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
     quantization: str | None = "awq"
     dtype: str = "float16"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    num_prompts_per_level: int = 32
-    num_iters: int = 10
-    num_iters_warmup: int = 3
-    ready_timeout_s: float = 1800
+    num_prompts_per_level: int = Field(32, ge=1)
+    num_iters: int = Field(10, ge=1)
+    num_iters_warmup: int = Field(3, ge=0)
+    ready_timeout_s: float = Field(1800, gt=0, le=7 * 24 * 3600)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("concurrency levels must be >= 1")
+        return v
 
 
 class Matrix(_Strict):
@@ -418,7 +429,7 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
         raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
     if "schema_version" not in data:
         raise BadInput(f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(
             f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
             f"schema_version {SCHEMA_VERSION}"
@@ -453,6 +464,20 @@ def template_path(lm: LoadedMatrix, template: str) -> Path:
     return lm.root / "Dockerfile.templates" / template
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_matrix(path: str | Path) -> LoadedMatrix:
     """Read and validate matrix.yaml. Raises BadInput (file missing, bad YAML, schema errors)."""
     p = Path(path)
@@ -462,7 +487,11 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
             "(the project's matrix.yaml is the reference R9700 sweep)"
         )
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except UnicodeDecodeError:
+        raise BadInput(f"{p}: not a text file (not UTF-8); pass the matrix YAML file with --matrix") from None
+    except RecursionError:
+        raise BadInput(f"{p}: nested too deeply to be a matrix; fix the YAML") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -201,7 +201,13 @@ class ResultStore:
         append_jsonl(self.builds_file, rec)
 
     def builds(self) -> list[BuildRecord]:
-        return [BuildRecord.model_validate(o) for o in read_jsonl(self.builds_file, self.warnings)]
+        out: list[BuildRecord] = []
+        for n, o in enumerate(read_jsonl(self.builds_file, self.warnings), 1):
+            try:
+                out.append(BuildRecord.model_validate(o))
+            except Exception:  # a hand-edited or foreign line: skip it, say so
+                self.warnings.append(f"{self.builds_file}: skipped build record #{n}: not a valid build record")
+        return out
 
     def latest_build(self, image: str) -> BuildRecord | None:
         found = [b for b in self.builds() if b.image == image]
@@ -219,7 +225,8 @@ class ResultStore:
                 try:
                     out.append(BenchRecord.model_validate(obj))
                 except Exception as err:  # a record from a newer/older schema: keep going
-                    self.warnings.append(f"{f}: skipped a record that does not match schema v1 ({err})")
+                    first = str(err).splitlines()[1:2] or [""]
+                    self.warnings.append(f"{f}: skipped a record that does not match schema v1 ({first[0].strip()})")
         return out
 
     def log_path(self, digest: str, name: str) -> Path:

@@ -144,7 +144,7 @@ def prepare_source(lm: LoadedMatrix, name: str) -> PreparedSource:
             got = _fetch_one(spec, lm)
             return PreparedSource(got.path, got.commit, got.kind, got.origin, tuple(notes))
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as err:
-            notes.append(f"{spec.kind} source unavailable ({str(err)[:200]})")
+            notes.append(f"{spec.kind} source unavailable ({str(err).strip().splitlines()[-1][-240:]})")
             spec = spec.fallback
     raise BuildFailed(f"source {name!r}: no way to fetch it: " + "; ".join(notes))
 

@@ -491,8 +491,10 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
     return recs
 
 
-def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, timeout: float) -> list[BenchRecord]:
-    """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level."""
+def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events,
+           timeout: float) -> tuple[list[BenchRecord], dict[str, float]]:
+    """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level. Returns the
+    records and the phase's timing (server wall time, measured windows, time to ready)."""
     levels = serve_plan(ctx.lm)
     rs = _spec(ctx, serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
     command = engine.run_command(rs)
@@ -529,7 +531,9 @@ def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, 
     for lv in levels:
         done = next((x for x in per_level if x[0] == lv), None)
         recs.append(_serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout))
-    return recs
+    measured = sum(r.timing.get("measured_s", 0.0) for r in recs)
+    return recs, {"wall_s": round(server_out.seconds, 3), "tests_s": round(measured, 3),
+                  "startup_s": round(startup if startup is not None else server_out.seconds, 3)}
 
 
 def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tuple[float | None, str | None]:
@@ -648,20 +652,25 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
         for rec in recs:
             store.add_result(rec)
         events("done", image=spec.name, model=model.name, total=len(plan))
-        outcomes.append(_summary(spec, model, recs, "latency", Outcome))
+        spans = [x.timing() for x in results.values()]
+        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "measured_s", "startup_s")}
+        timing["tests_s"] = timing.pop("measured_s")
+        outcomes.append(_summary(spec, model, recs, "latency", timing, Outcome))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
-        recs = _serve(ctx, store, base, events, timeout)
+        recs, timing = _serve(ctx, store, base, events, timeout)
         for rec in recs:
             store.add_result(rec)
         events("done", image=spec.name, model=model.name, total=len(recs))
-        outcomes.append(_summary(spec, model, recs, "serve", Outcome))
+        outcomes.append(_summary(spec, model, recs, "serve", timing, Outcome))
     return outcomes
 
 
-def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, outcome_cls: Any) -> Outcome:
+def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float],
+             outcome_cls: Any) -> Outcome:
+    """One summary line per phase. timing: wall_s = containers' wall time, tests_s = the measured
+    windows, startup_s = load + compile + warm-up (latency: summed over its containers)."""
     failed = [r for r in recs if r.status != "ok"]
     reason = f"{phase}: " + (f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records")
-    timing = {"startup_s": round(sum(r.timing.get("startup_s", 0.0) for r in recs[:1]), 3)}
     return outcome_cls(spec.name, model.name, "failed" if failed else "ok", reason, len(recs) - len(failed),
                        recs[0].command if recs else [], timing)
