@@ -116,6 +116,24 @@ class Route:
 class Verdict:
     axes: dict[str, AxisVerdict]
     routes: list[Route]
+    caveats: list[str] = field(default_factory=list)
+
+
+SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
+
+
+def smoke_caveats(records: list[BenchRecord]) -> list[str]:
+    """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
+    software (CPU-type) GPU device."""
+    out = []
+    tiny = sorted({r.model.name for r in records if 0 < r.model.size_bytes < SMOKE_MODEL_BYTES})
+    if tiny:
+        out.append(f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
+                   "they are not a basis for routing")
+    soft = sorted({f"{r.image.name}@{r.image.short}" for r in records if "llvmpipe" in (r.gpu_info or "").lower()})
+    if soft:
+        out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
+    return out
 
 
 _SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
@@ -192,7 +210,7 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
 def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Verdict:
     opts = opts or ReportOptions()
     axes = {a: axis_verdict(records, a, opts) for a in VERDICT_AXES}
-    return Verdict(axes, routing(axes, opts))
+    return Verdict(axes, routing(axes, opts), smoke_caveats(records))
 
 
 def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
@@ -296,6 +314,10 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule."""
     b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
     lines = [("## " if markdown else "") + "Verdict", ""]
+    for c in v.caveats:
+        lines.append(f"> {b('caveat')}: {c}" if markdown else f"caveat: {c}")
+    if v.caveats:
+        lines.append("")
     for axis, av in v.axes.items():
         if not av.ranking and axis == "served" and av.note == "no results":
             continue
@@ -364,4 +386,5 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
         "routes": [
             {"workload": r.workload, "image": r.image, "why": r.why, "evidence": r.evidence} for r in v.routes
         ],
+        "caveats": v.caveats,
     }
