@@ -440,7 +440,7 @@ def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj,
     hc = attrs["HostConfig"]
     assert hc["Privileged"] is False and hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd")
     assert "no-new-privileges" in hc["SecurityOpt"] and hc["NetworkMode"] == "none" and not hc.get("Devices")
-    models = [m for m in attrs["Mounts"] if m["Destination"] == "/models"]
+    models = [m for m in attrs["Mounts"] if m["Destination"].startswith("/models/") and m["Destination"].endswith(".gguf")]
     assert len(models) == 1 and models[0]["RW"] is False
     deadline = time.monotonic() + 60
     while b'"n_prompt": 64,' not in ctr.logs(stdout=True, stderr=False):  # pp64 done, pp1024 running
