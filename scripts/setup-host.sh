@@ -66,6 +66,8 @@ ensure_debian_base() {
   log "built $tag locally"
 }
 ensure_debian_base debian:trixie-slim trixie
+# the vLLM CPU image (tests) uses bookworm: Python 3.11 matches the local torch CPU wheel
+if [ "${1:-}" = "--test" ]; then ensure_debian_base debian:bookworm-slim bookworm; fi
 
 # 4. The toolkit itself (editable, with test extras when asked). A distribution Python that is
 #    "externally managed" (PEP 668, Debian 12+/Ubuntu 23.04+) gets a .venv here, linked onto PATH.

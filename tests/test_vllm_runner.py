@@ -15,6 +15,7 @@ where it fails.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -479,6 +480,9 @@ _SKIP = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|triton|flashinfer
                    r"xgrammar|cupy.*|vllm-.*)$", re.I)
 
 
+_RECIPE = "2"  # bump when contract_python() changes what it installs
+
+
 def pinned_versions() -> list[str]:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     found = {str(i.get("vars", {}).get("vllm_version")) for i in data["images"]
@@ -520,10 +524,12 @@ def contract_python(version: str, root: Path) -> Path:
     env = root / version
     python = env / "venv" / "bin" / "python"
     stamp = env / ".complete"
+    # An env built by an older recipe (e.g. a shorter requirement list) is rebuilt, not trusted.
+    recipe = hashlib.sha256(f"{_RECIPE}|{_SKIP.pattern}".encode()).hexdigest()[:12]
     env.mkdir(parents=True, exist_ok=True)
     with open(env / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.is_file():
+        if stamp.is_file() and stamp.read_text().startswith(f"recipe {recipe} "):
             return python
         shutil.rmtree(env / "venv", ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(env / "venv")], check=True, timeout=300)
@@ -547,7 +553,7 @@ def contract_python(version: str, root: Path) -> Path:
         if nodeps:
             _pip(python, "install", "--no-deps", *nodeps)
         wheel.unlink()
-        stamp.write_text(f"vllm {version}, torch {torch_v}\n")
+        stamp.write_text(f"recipe {recipe} vllm {version}, torch {torch_v}\n")
     return python
 
 

@@ -109,10 +109,14 @@ def render(matrix_path, images, as_json):
 @click.option("--dry-run", is_flag=True, help="Render and print the exact `docker buildx build` commands; build nothing.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
 @click.option("--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only).")
+@click.option("--ca-bundle", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="CA bundle for HTTPS inside the build (TLS-intercepting proxies), passed as a BuildKit "
+                   "secret `pip_ca`: never stored in a layer, label, record or log.")
 @click.option("--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`).")
 @click.option("--registry", default=None, metavar="HOST[:PORT]/NAMESPACE",
               help="Registry for --push (default: `registry:` in matrix.yaml).")
-def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose, push_after, registry):
+def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose, ca_bundle, push_after,
+          registry):
     """Build the images through BuildKit (docker buildx) and record what was built.
 
     Each image is labelled (OCI created/revision/source/version, llama.cpp commit, backend, template
@@ -145,7 +149,8 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             if verbose or step or line.startswith("ERROR"):
                 _err(f"   {_name} | {line}")
 
-        res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=on_line)
+        res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=on_line,
+                                    secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None)
         results.append(res)
         if as_json:
             continue

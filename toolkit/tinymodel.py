@@ -255,6 +255,10 @@ def ensure_model_file(path: Path | str, generate: str | None) -> Path:
         return path
     if generate == "tiny-qwen3moe":
         return generate_tiny_qwen3moe(path)
+    if generate == "tiny-qwen3moe-hf":  # a Hugging Face-format directory, for the vLLM runner
+        from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
+
+        return generate_tiny_qwen3moe_hf(path)
     if generate is not None:
         raise BadInput(
             f"unknown model generator {generate!r} for {path}; known generators: {', '.join(GENERATOR_NAMES)}"
