@@ -149,6 +149,7 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             if verbose or step or line.startswith("ERROR"):
                 _err(f"   {_name} | {line}")
 
+        before = store.latest_build(spec.name)
         res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=on_line,
                                     secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None)
         results.append(res)
@@ -158,8 +159,9 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             click.echo(f"{spec.name}: {shlex.join(res.command)}")
         elif res.status in ("ok", "cached"):
             r = res.record
-            how = "all steps from cache, image unchanged" if res.status == "cached" else \
-                f"{r.cached_steps}/{r.steps} steps from cache"
+            same = before is not None and before.digest == r.digest
+            how = (f"all steps from cache, {'image unchanged' if same else 'new image digest (labels differ)'}"
+                   if res.status == "cached" else f"{r.cached_steps}/{r.steps} steps from cache")
             click.echo(f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
                        f"{r.build_seconds:.1f} s ({how})")
         else:
