@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 from pathlib import Path
 
@@ -29,3 +30,16 @@ def write_matrix(dir_: Path, data: dict) -> Path:
     p = dir_ / "matrix.yaml"
     p.write_text(yaml.safe_dump(data, sort_keys=False))
     return p
+
+
+def mutate(data: dict, path: list, value) -> dict:
+    """A deep copy of `data` with the value at key path `path` replaced (KeyError: deleted)."""
+    d = copy.deepcopy(data)
+    cur = d
+    for p in path[:-1]:
+        cur = cur[p]
+    if value is KeyError:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return d

@@ -40,6 +40,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, write_matrix
+from tests.conftest import mutate as _mutate
 from tests.e2e_helpers import engine_or_skip, make_project
 from toolkit import errors
 from toolkit.engine import CONTAINER_LABEL
@@ -100,18 +101,6 @@ def _out(p: subprocess.CompletedProcess | tuple) -> str:
 # ---------------------------------------------------------------------------------------------
 # 1. Bad input: exit 4 before any build starts (DOCKER_HOST points nowhere: had validation let the
 # matrix through, the build would fail with exit 5 instead, so exit 4 proves the engine was not touched)
-
-
-def _mutate(data: dict, path: list, value) -> dict:
-    d = copy.deepcopy(data)
-    cur = d
-    for p in path[:-1]:
-        cur = cur[p]
-    if value is KeyError:
-        del cur[path[-1]]
-    else:
-        cur[path[-1]] = value
-    return d
 
 
 BAD_INPUT = [

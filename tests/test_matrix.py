@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from tests.conftest import mutate as _mutate
 from tests.conftest import write_matrix
 from toolkit.errors import BadInput
 from toolkit.matrix import load_matrix
@@ -19,18 +20,6 @@ def test_project_matrix_is_valid(project):
     assert lm.m.bench.flash_attn == [1]
     # 3 pp x 2 ub + 1 tg x 2 ub = 8 crossed cases
     assert len(lm.m.bench.cases()) == 8
-
-
-def _mutate(data, path, value):
-    d = copy.deepcopy(data)
-    cur = d
-    for p in path[:-1]:
-        cur = cur[p]
-    if value is KeyError:
-        del cur[path[-1]]
-    else:
-        cur[path[-1]] = value
-    return d
 
 
 @pytest.mark.parametrize(

@@ -191,7 +191,7 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
         return Outcome(spec.name, model.name, "resumed", f"all {n_cases} cases already measured for this digest + model")
     cold = False
     if shader_volume:  # warm only when the volume exists and a run on this digest completed before
-        cold = not _volume_exists(shader_volume) or not any(
+        cold = not engine.volume_exists(shader_volume) or not any(
             r.image.digest == build.digest and r.status == "ok" for r in store.results())
         engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
     pre = preflight_devices(spec, build, profile, opts, shader_volume)
@@ -257,16 +257,6 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
 def _tail(text: str, n: int = 3) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
     return " | ".join(lines[-n:])[:300]
-
-
-def _volume_exists(name: str) -> bool:
-    from docker.errors import NotFound
-
-    try:
-        engine.client().volumes.get(name)
-        return True
-    except NotFound:
-        return False
 
 
 def _already_measured(store: ResultStore, digest: str, sha: str, axes, n_cases: int) -> bool:
