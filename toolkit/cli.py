@@ -159,9 +159,10 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             click.echo(f"{spec.name}: {shlex.join(res.command)}")
         elif res.status in ("ok", "cached"):
             r = res.record
-            same = before is not None and before.digest == r.digest
-            how = (f"all steps from cache, {'image unchanged' if same else 'new image digest (labels differ)'}"
-                   if res.status == "cached" else f"{r.cached_steps}/{r.steps} steps from cache")
+            change = "" if before is None else (
+                ", image unchanged" if before.digest == r.digest else ", new image digest (labels differ)")
+            how = (f"all steps from cache{change}" if res.status == "cached"
+                   else f"{r.cached_steps}/{r.steps} steps from cache")
             click.echo(f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
                        f"{r.build_seconds:.1f} s ({how})")
         else:
