@@ -47,12 +47,16 @@ def add_gpu(
     vendor: str = "0x1002",
     card: int | None = None,
     drm_vram: bool = True,
+    revision: str = "0xc0",
 ) -> None:
-    """One GPU: a KFD node (unless node is None) and a DRM render node (+ card) behind a PCI device."""
+    """One GPU: a KFD node (unless node is None) and a DRM render node (+ card) behind a PCI device.
+    The files are those amdgpu/PCI expose under /sys/bus/pci/devices/<bdf>/ (vendor, device,
+    revision, mem_info_vram_total); a stand-in for hardware this machine does not have."""
     pcidir = sysfs / "devices/pci0000:00" / pci
     pcidir.mkdir(parents=True)
     (pcidir / "vendor").write_text(vendor + "\n")
     (pcidir / "device").write_text(device_id + "\n")
+    (pcidir / "revision").write_text(revision + "\n")
     if drm_vram:
         (pcidir / "mem_info_vram_total").write_text(f"{vram}\n")
     drm = sysfs / "class/drm"
@@ -91,6 +95,7 @@ def igpu(sysfs: Path, node: int = 2, minor: int = 129, pci: str = "0000:7c:00.0"
         vram=512 * 1024**2,
         device_id="0x164e",
         card=card,
+        revision="0xc1",
     )
 
 
@@ -111,7 +116,8 @@ def make_dev(root: Path, renders: tuple[int, ...] = (128,), kfd: bool = True) ->
 
 
 def build_host(sysfs: Path, kind: str) -> None:
-    """one-gpu: R9700; two-gpus: R9700 + iGPU; igpu-first: the iGPU is KFD node 1; two-dgpus: 2x R9700."""
+    """one-gpu: R9700; two-gpus: R9700 + iGPU; igpu-first: the iGPU is KFD node 1; two-dgpus: 2x R9700;
+    two-dgpus-igpu: 2x R9700 (renderD128, renderD129) + a gfx1036 iGPU (renderD130)."""
     add_cpu_node(sysfs)
     if kind == "igpu-first":
         igpu(sysfs, node=1)
@@ -120,14 +126,16 @@ def build_host(sysfs: Path, kind: str) -> None:
     r9700(sysfs)
     if kind == "two-gpus":
         igpu(sysfs)
-    elif kind == "two-dgpus":
+    elif kind in ("two-dgpus", "two-dgpus-igpu"):
         r9700(sysfs, node=2, minor=129, pci="0000:04:00.0", card=1)
+    if kind == "two-dgpus-igpu":
+        igpu(sysfs, node=3, minor=130, card=2)
 
 
 def host(tmp_path: Path, kind: str) -> tuple[list[Gpu], Path]:
     sysfs = tmp_path / "sys"
     build_host(sysfs, kind)
-    renders = (128,) if kind == "one-gpu" else (128, 129)
+    renders = {"one-gpu": (128,), "two-dgpus-igpu": (128, 129, 130)}.get(kind, (128, 129))
     return detect_gpus(sysfs), make_dev(tmp_path, renders)
 
 
@@ -169,6 +177,7 @@ def test_detect_single_r9700(tmp_path: Path) -> None:
             vendor="0x1002",
             device_id="0x7551",
             kfd_node=1,
+            revision="0xc0",
         )
     ]
 
@@ -277,9 +286,91 @@ def test_rocm_profile(tmp_path: Path, kind: str, pin: int | None, renders: list[
 def test_rocm_auto_pin_says_so(tmp_path: Path) -> None:
     gpus, dev = host(tmp_path, "two-gpus")
     p = rocm_profile(gpus, dev=dev)
-    assert p.gpus == [0]
-    assert len(p.notes) == 1 and "pinned the discrete GPU 0 gfx1201" in p.notes[0] and "gfx1036" in p.notes[0]
-    assert rocm_profile(gpus, pin=0, dev=dev).notes == []
+    assert p.gpus == [0] and p.gpu_count == 1
+    assert len(p.notes) == 1 and "passing 1 GPU: 0 gfx1201" in p.notes[0] and "gfx1036" in p.notes[0]
+    assert p.hidden == [f"{gpus[1].label()} (iGPU: rocBLAS can abort on it (no Tensile library for its arch))"]
+    pinned = rocm_profile(gpus, pin=0, dev=dev)  # a pin hides the others too, and says so
+    assert pinned.hidden == [f"{gpus[1].label()} (not selected (--gpu 0))"]
+    assert "pinned 1 GPU: 0 gfx1201" in pinned.notes[0] and "1 gfx1036" in pinned.notes[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-GPU policy: every discrete GPU of the image's arch; iGPUs and other archs hidden and named
+
+
+@pytest.mark.parametrize("backend", ["rocm", "vulkan"])
+def test_two_r9700_and_igpu_pass_both_cards_and_name_the_igpu(tmp_path: Path, backend: str) -> None:
+    """The 2x R9700 + gfx1036 iGPU host of shared/cases/README.md."""
+    gpus, dev = host(tmp_path, "two-dgpus-igpu")
+    assert [(g.render_name, g.gfx_target, g.is_igpu) for g in gpus] == [
+        ("renderD128", "gfx1201", False), ("renderD129", "gfx1201", False), ("renderD130", "gfx1036", True)
+    ]
+    p = profile_for(backend, gpus, dev=dev, targets=["gfx1201"])
+    assert [d.split(":")[1] for d in p.devices if "renderD" in d] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+    assert p.gpus == [0, 1] and p.gpu_count == 2
+    assert len(p.hidden) == 1 and p.hidden[0].startswith("2 gfx1036 (renderD130, 512 MiB, iGPU) (iGPU:")
+    assert len(p.notes) == 1
+    note = p.notes[0]
+    assert note.startswith("passing 2 GPUs: 0 gfx1201 AMD Radeon AI PRO R9700 (renderD128, 32 GiB); 1 gfx1201")
+    assert "hidden: 2 gfx1036" in note and "--gpu N" in note
+    visible = {"rocm": "ROCR_VISIBLE_DEVICES", "vulkan": "GGML_VK_VISIBLE_DEVICES"}[backend]
+    assert p.environment == {visible: "0,1"}  # the two passed cards, as numbered inside the container
+    rec = p.record()
+    assert rec["gpu_count"] == 2 and rec["hidden"] == p.hidden
+    assert [(g["name"], g["device_id"], g["revision"], g["render_node"]) for g in rec["gpus"]] == [
+        ("AMD Radeon AI PRO R9700", "0x7551", "0xc0", "/dev/dri/renderD128"),
+        ("AMD Radeon AI PRO R9700", "0x7551", "0xc0", "/dev/dri/renderD129"),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["rocm", "vulkan"])
+def test_two_r9700_without_igpu_pass_both_and_hide_nothing(tmp_path: Path, backend: str) -> None:
+    gpus, dev = host(tmp_path, "two-dgpus")
+    p = profile_for(backend, gpus, dev=dev, targets=["gfx1201"])
+    assert p.gpus == [0, 1] and p.gpu_count == 2 and p.hidden == [] and p.environment == {}
+    assert p.notes[0].startswith("passing 2 GPUs:") and "hidden" not in p.notes[0]
+
+
+def test_pin_on_multi_gpu_host_names_every_other_gpu(tmp_path: Path) -> None:
+    gpus, dev = host(tmp_path, "two-dgpus-igpu")
+    p = rocm_profile(gpus, pin=1, dev=dev)
+    assert p.gpus == [1] and p.gpu_count == 1 and p.environment == {"ROCR_VISIBLE_DEVICES": "0"}
+    assert [h.split(" (")[0] for h in p.hidden] == ["0 gfx1201 AMD Radeon AI PRO R9700", "2 gfx1036"]
+    assert all(h.endswith("(not selected (--gpu 1))") for h in p.hidden)
+
+
+def test_dgpu_of_another_arch_is_hidden_with_the_reason(tmp_path: Path) -> None:
+    """An RX 7900 XTX (gfx1100) next to an R9700 in a gfx1201-only image: 'invalid device function'."""
+    sysfs = tmp_path / "sys"
+    add_cpu_node(sysfs)
+    r9700(sysfs)
+    add_gpu(sysfs, node=2, minor=129, pci="0000:04:00.0", gfx_version=110000, vram=24 * GIB,
+            device_id="0x744c", revision="0xc8", card=1)
+    gpus, dev = detect_gpus(sysfs), make_dev(tmp_path, (128, 129))
+    assert gpus[1].name == "AMD Radeon RX 7900 XTX"
+    p = rocm_profile(gpus, dev=dev, targets=["gfx1201"])
+    assert p.gpus == [0] and p.hidden == [f"{gpus[1].label()} (gfx1100 is not among the image's gfx targets (gfx1201))"]
+    assert rocm_profile(gpus, dev=dev).gpus == [0, 1]  # targets unknown: no arch filter
+    with pytest.raises(DeviceMissing, match="no GPU of the image's gfx targets \\(gfx942\\)"):
+        rocm_profile(gpus, dev=dev, targets=["gfx942"])
+
+
+@pytest.mark.parametrize(
+    "device_id, revision, name",
+    [
+        ("0x7551", "0xc0", "AMD Radeon AI PRO R9700"),
+        ("0x7551", "0xc8", "AMD Radeon AI PRO R9600D"),  # same device id, another product
+        ("0x7550", "0xc0", "AMD Radeon RX 9070 XT"),
+        ("0x7550", "0xc2", "AMD Radeon RX 9070 GRE"),
+        ("0x7550", "0xc3", "AMD Radeon RX 9070"),
+        ("0x7550", "0xff", ""),  # a revision libdrm does not list: no guess
+    ],
+)
+def test_product_name_needs_device_and_revision(tmp_path: Path, device_id: str, revision: str, name: str) -> None:
+    add_cpu_node(tmp_path)
+    add_gpu(tmp_path, node=1, minor=128, pci="0000:03:00.0", device_id=device_id, revision=revision)
+    (g,) = detect_gpus(tmp_path)
+    assert (g.name, g.device_id, g.revision) == (name, device_id, revision)
 
 
 def test_rocm_sdk_kwargs(tmp_path: Path) -> None:

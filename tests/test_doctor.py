@@ -191,7 +191,7 @@ def test_igpu_next_to_dgpu(tmp_path: Path) -> None:
     )
     v = verdict(report, "rocm")
     assert v.runnable and v.reason == "/dev/kfd + renderD128 (gfx1201)"
-    assert "pinned the discrete GPU" in v.notes[0]
+    assert v.notes[0].startswith("passing 1 GPU: 0 gfx1201") and "hidden: 1 gfx1036" in v.notes[0]
     pinned = diagnose(
         IMAGES[:1], {}, env={}, pin=1, docker_info=DOCKER_INFO, **fake_host(tmp_path / "b", with_igpu=True)
     )

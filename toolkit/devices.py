@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from toolkit.errors import BadInput, ToolkitError
+from toolkit.gpuspecs import product_name
 
 AMD_VENDOR = "0x1002"
 INTEL_VENDOR = "0x8086"
@@ -42,14 +43,6 @@ _APU_GFX = frozenset(
         "gfx1153",
     }
 )
-# Marketing names by PCI device id, for when amdgpu exposes no product_name (it usually doesn't).
-_AMD_NAMES = {
-    "0x7551": "AMD Radeon AI PRO R9700",
-    "0x7550": "AMD Radeon RX 9070 / 9070 XT",
-    "0x7590": "AMD Radeon RX 9060 XT",
-}
-
-
 class DeviceMissing(ToolkitError):
     """The host lacks a device an image needs (exit 3: the run cannot happen)."""
 
@@ -74,6 +67,7 @@ class Gpu:
     vendor: str
     device_id: str = ""
     kfd_node: int | None = None
+    revision: str = ""  # PCI revision id (0xc0): with device_id it tells e.g. RX 9070 XT from RX 9070 GRE
 
     @property
     def render_name(self) -> str:
@@ -141,6 +135,7 @@ class _Drm(NamedTuple):
     vram_bytes: int
     pci_path: str
     product_name: str
+    revision: str
 
 
 def _drm_render_nodes(sysfs: Path) -> dict[int, _Drm]:
@@ -159,6 +154,7 @@ def _drm_render_nodes(sysfs: Path) -> dict[int, _Drm]:
             vram_bytes=_int(_read(dev / "mem_info_vram_total")),
             pci_path=os.path.realpath(dev),
             product_name=_read(dev / "product_name"),
+            revision=_read(dev / "revision").lower(),
         )
     return out
 
@@ -217,7 +213,7 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
             Gpu(
                 index=len(gpus),
                 gfx_target=gfx,
-                name=(d.product_name if d else "") or _AMD_NAMES.get(device_id, ""),
+                name=(d.product_name if d else "") or product_name(vendor, device_id, d.revision if d else None),
                 vram_bytes=vram,
                 pci_bus=pci_bus,
                 render_node=f"/dev/dri/renderD{minor}",
@@ -227,6 +223,7 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
                 vendor=vendor,
                 device_id=device_id,
                 kfd_node=_numeric_suffix(node),
+                revision=d.revision if d else "",
             )
         )
     for minor, d in drm.items():
@@ -238,7 +235,7 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
             Gpu(
                 index=len(gpus),
                 gfx_target="",
-                name=d.product_name or (_AMD_NAMES.get(d.device_id, "") if d.vendor == AMD_VENDOR else ""),
+                name=d.product_name or product_name(d.vendor, d.device_id, d.revision),
                 vram_bytes=d.vram_bytes,
                 pci_bus=pci_bus,
                 render_node=f"/dev/dri/renderD{minor}",
@@ -247,6 +244,7 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
                 is_igpu=_is_igpu(d.vendor, "", d.vram_bytes, pci_bus),
                 vendor=d.vendor,
                 device_id=d.device_id,
+                revision=d.revision,
             )
         )
     return gpus
@@ -278,6 +276,24 @@ class DeviceProfile:
     cap_add: list[str] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    gpu_details: list[dict[str, Any]] = field(default_factory=list)  # the passed GPUs (Gpu.to_dict())
+    hidden: list[str] = field(default_factory=list)  # every GPU left out: "label (why)"
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs passed to the container (0: CPU run, or Mesa lavapipe)."""
+        return len(self.gpus)
+
+    def record(self) -> dict[str, Any]:
+        """What to store with each result: {"gpu_count", "gpus": [{index, name, gfx_target, device_id,
+        revision, pci_bus, render_node}], "hidden": ["label (why)"], "environment"}."""
+        keys = ("index", "name", "gfx_target", "vendor", "device_id", "revision", "pci_bus", "render_node")
+        return {
+            "gpu_count": self.gpu_count,
+            "gpus": [{k: g.get(k) for k in keys} for g in self.gpu_details],
+            "hidden": list(self.hidden),
+            "environment": dict(self.environment),
+        }
 
     def docker_run_args(self) -> list[str]:
         """The `docker run` options, as an argument list."""
@@ -362,26 +378,103 @@ def rocm_gpus(gpus: list[Gpu] | tuple[Gpu, ...]) -> list[Gpu]:
     return [g for g in gpus if g.kfd_node is not None]
 
 
+def target_covers(target: str, arch: str) -> bool:
+    """Whether an image gfx target runs on `arch`: `gfx1201` covers gfx1201; `gfx12-generic` covers
+    gfx12xx; `gfx10-3-generic` covers gfx103x; feature flags (`gfx90a:xnack-`) are ignored."""
+    target = target.strip().split(":", 1)[0]
+    m = re.fullmatch(r"(gfx\d+)(?:-(\d+))?-generic", target)
+    if m:
+        return arch.startswith(m.group(1) + (m.group(2) or ""))
+    return target == arch
+
+
+IGPU_WHY = {
+    "rocm": "iGPU: rocBLAS can abort on it (no Tensile library for its arch)",
+    "vulkan": "iGPU: keeps the benchmark on the discrete card(s)",
+}
+VULKAN_PIN_WHY = IGPU_WHY["vulkan"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which GPUs a container gets. `chosen` are passed (in host index order), `hidden` pairs each
+    GPU left out with the reason, `note` says both in one line ("" when one GPU and nothing hidden)."""
+
+    chosen: list[Gpu]
+    hidden: list[tuple[Gpu, str]]
+    pinned: bool
+    note: str
+
+    @property
+    def notes(self) -> list[str]:
+        return [self.note] if self.note else []
+
+
 def select_gpus(
-    candidates: list[Gpu], pin: int | None, *, why: str = "an iGPU next to a dGPU can abort rocBLAS"
-) -> tuple[list[Gpu], bool, list[str]]:
-    """(chosen GPUs, pinned?, notes). With no pin and an iGPU next to a dGPU, pin the first dGPU."""
+    candidates: list[Gpu] | tuple[Gpu, ...],
+    pin: int | None,
+    *,
+    backend: str = "rocm",
+    targets: list[str] | tuple[str, ...] | None = None,
+) -> Selection:
+    """The multi-GPU policy, one place for bench, doctor and dry runs.
+
+    - `pin` (--gpu N): exactly GPU N (host index, as `toolkit doctor` lists them); every other
+      candidate is hidden ("not selected (--gpu N)"). BadInput when N is not a candidate.
+    - default: every discrete GPU whose arch the image was built for (`targets`, from the image's
+      org.toolkit.gfx-targets label; None = not known, no arch filter; GPUs of unknown arch pass);
+      discrete GPUs of another arch are hidden (their kernels would fail with 'invalid device
+      function'); iGPUs are hidden when a discrete GPU is chosen (rocBLAS can abort on them). A
+      host with only iGPUs passes its iGPUs of the image's arch.
+    - nothing to choose: DeviceMissing naming every candidate and why it was left out.
+    The GPU count of a run is len(chosen); bench records it (DeviceProfile.record()).
+    """
+    cands = list(candidates)
     if pin is not None:
-        chosen = [g for g in candidates if g.index == pin]
+        chosen = [g for g in cands if g.index == pin]
         if not chosen:
-            have = "; ".join(g.label() for g in candidates) or "none"
+            have = "; ".join(g.label() for g in cands) or "none"
             raise BadInput(f"--gpu {pin}: no such GPU for this backend (GPUs: {have})")
-        return chosen, True, []
-    discrete = [g for g in candidates if not g.is_igpu]
-    integrated = [g for g in candidates if g.is_igpu]
-    if discrete and integrated:
-        hidden = ", ".join(g.label() for g in integrated)
-        note = f"pinned the discrete GPU {discrete[0].label()}; hid {hidden} ({why}); pass --gpu N to choose"
-        return [discrete[0]], True, [note]
-    return list(candidates), False, []
+        hidden = [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin]
+        return Selection(chosen, hidden, True, _selection_note(chosen, hidden, pinned=True))
+
+    def arch_ok(g: Gpu) -> bool:
+        return not (targets and g.gfx_target and not any(target_covers(t, g.gfx_target) for t in targets))
+
+    fits = [g for g in cands if arch_ok(g)]
+    discrete = [g for g in fits if not g.is_igpu]
+    chosen = discrete or fits  # iGPUs only on a host without a discrete GPU of the image's arch
+    hidden: list[tuple[Gpu, str]] = []
+    for g in cands:
+        if g in chosen:
+            continue
+        why = [IGPU_WHY.get(backend, IGPU_WHY["rocm"])] if g.is_igpu and discrete else []
+        if not arch_ok(g):
+            why.append(f"{g.gfx_target} is not among the image's gfx targets ({','.join(targets or [])})")
+        hidden.append((g, "; ".join(why)))
+    if not chosen:
+        why = "; ".join(f"{g.label()}: {w}" for g, w in hidden) or "no GPU"
+        raise DeviceMissing(
+            f"{backend} image: no GPU of the image's gfx targets ({','.join(targets or [])}) on this host "
+            f"({why}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
+        )
+    return Selection(chosen, hidden, False, _selection_note(chosen, hidden, pinned=False))
 
 
-VULKAN_PIN_WHY = "keeps the benchmark on the discrete card"
+def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned: bool) -> str:
+    if len(chosen) == 1 and not hidden:
+        return ""
+    n = len(chosen)
+    what = "pinned" if pinned else "passing"
+    head = f"{what} {n} GPU{'s' if n > 1 else ''}: " + "; ".join(g.label() for g in chosen)
+    if hidden:
+        head += "; hidden: " + "; ".join(f"{g.label()} ({why})" for g, why in hidden)
+    if n > 1:
+        head += ("; llama.cpp splits the model across them (split mode layer unless -sm says otherwise); "
+                 "pass --gpu N to measure one GPU")
+    elif not pinned:
+        head += "; pass --gpu N to choose another"
+    return head
 
 
 def _device(host: Path, container: str) -> str:
@@ -477,24 +570,36 @@ def vulkan_profile(
     present = [g for g in gpus if _render_host_path(g, dev).exists()]
     if not present and allow_software:
         if pin is not None:
-            select_gpus(present, pin)  # raises BadInput naming the missing GPU
+            select_gpus(present, pin, backend="vulkan")  # raises BadInput naming the missing GPU
         return DeviceProfile(
             backend="vulkan",
             environment={"GGML_VK_VISIBLE_DEVICES": "0"},
             notes=["no GPU render node: runs on Mesa lavapipe (software Vulkan on the CPU)"],
         )
     _require("vulkan", gpus, dev)
-    chosen, pinned, notes = select_gpus(present, pin, why=VULKAN_PIN_WHY)
-    paths = [_render_host_path(g, dev) for g in chosen]
+    sel = select_gpus(present, pin, backend="vulkan")
+    paths = [_render_host_path(g, dev) for g in sel.chosen]
     return DeviceProfile(
         backend="vulkan",
-        devices=[_device(p, g.render_node) for p, g in zip(paths, chosen, strict=True)],
+        devices=[_device(p, g.render_node) for p, g in zip(paths, sel.chosen, strict=True)],
         group_add=_gids(paths),
-        # The container sees only the passed node(s), so the pinned card is Vulkan device 0.
-        environment={"GGML_VK_VISIBLE_DEVICES": "0"} if pinned else {},
-        gpus=[g.index for g in chosen],
-        notes=notes,
+        # The container sees only the passed node(s), numbered from 0; say so when some were left out.
+        environment={"GGML_VK_VISIBLE_DEVICES": _visible(sel)} if sel.pinned or sel.hidden else {},
+        **_selected(sel),
     )
+
+
+def _visible(sel: Selection) -> str:
+    return ",".join(str(i) for i in range(len(sel.chosen)))
+
+
+def _selected(sel: Selection) -> dict[str, Any]:
+    return {
+        "gpus": [g.index for g in sel.chosen],
+        "notes": sel.notes,
+        "gpu_details": [g.to_dict() for g in sel.chosen],
+        "hidden": [f"{g.label()} ({why})" for g, why in sel.hidden],
+    }
 
 
 def rocm_profile(
@@ -502,29 +607,30 @@ def rocm_profile(
     *,
     pin: int | None = None,
     dev: Path = Path("/dev"),
+    targets: list[str] | tuple[str, ...] | None = None,
 ) -> DeviceProfile:
-    """/dev/kfd + the chosen GPU's render node(s), numeric GIDs of those nodes (stat'd on the host),
-    seccomp unconfined (the ROCm runtime needs syscalls Docker's default profile blocks), ipc host."""
+    """/dev/kfd + the chosen GPUs' render nodes (select_gpus: every discrete GPU of the image's gfx
+    `targets` unless --gpu pins one), numeric GIDs of those nodes (stat'd on the host), seccomp
+    unconfined (the ROCm runtime needs syscalls Docker's default profile blocks), ipc host."""
     _require("rocm", gpus, dev)
     usable = [g for g in rocm_gpus(gpus) if _render_host_path(g, dev).exists()]
-    chosen, pinned, notes = select_gpus(usable, pin)
+    sel = select_gpus(usable, pin, backend="rocm", targets=targets)
     kfd = dev / "kfd"
-    paths = [_render_host_path(g, dev) for g in chosen]
+    paths = [_render_host_path(g, dev) for g in sel.chosen]
     env: dict[str, str] = {}
-    if pinned:
+    if sel.pinned or sel.hidden:
         # libhsakmt hides KFD nodes whose render node it cannot open, so inside the container the
         # passed card(s) are numbered from 0; the host index would select nothing.
-        env["ROCR_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(chosen)))
+        env["ROCR_VISIBLE_DEVICES"] = _visible(sel)
     return DeviceProfile(
         backend="rocm",
         devices=[_device(kfd, "/dev/kfd")]
-        + [_device(p, g.render_node) for p, g in zip(paths, chosen, strict=True)],
+        + [_device(p, g.render_node) for p, g in zip(paths, sel.chosen, strict=True)],
         group_add=_gids([kfd, *paths]),
         security_opt=["seccomp=unconfined", "no-new-privileges"],
         ipc_mode="host",
         environment=env,
-        gpus=[g.index for g in chosen],
-        notes=notes,
+        **_selected(sel),
     )
 
 
@@ -535,11 +641,14 @@ def profile_for(
     pin: int | None = None,
     dev: Path = Path("/dev"),
     allow_software: bool = False,
+    targets: list[str] | tuple[str, ...] | None = None,
 ) -> DeviceProfile:
-    """The profile for `backend`. Raises BadInput (unknown backend or --gpu) or DeviceMissing."""
+    """The profile for `backend` under the multi-GPU policy of select_gpus (`targets`: the image's
+    gfx targets, e.g. from its org.toolkit.gfx-targets label; used by ROCm images). Raises BadInput
+    (unknown backend or --gpu) or DeviceMissing (no device, or none of the image's arch)."""
     if backend == "cpu":
         return cpu_profile()
     _require(backend, gpus, dev, allow_software)
     if backend == "rocm":
-        return rocm_profile(gpus, pin=pin, dev=dev)
+        return rocm_profile(gpus, pin=pin, dev=dev, targets=targets)
     return vulkan_profile(gpus, pin=pin, dev=dev, allow_software=allow_software)

@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from toolkit.devices import VULKAN_PIN_WHY, Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall
-from toolkit.errors import BadInput
+from toolkit.devices import Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall, target_covers
+from toolkit.errors import BadInput, ToolkitError
+from toolkit.gpuspecs import spec_by_name, spec_by_pci
 from toolkit.hostinfo import host_facts
 
 GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
@@ -129,14 +130,28 @@ def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
             )
         )
     for g in gpus:
-        where = f" at {g.pci_bus}" if g.pci_bus else ""
-        checks.append(Check("ok", "gpu", f"GPU {g.label()}{where}"))
+        checks.append(Check("ok", "gpu", f"GPU {g.label()}{_gpu_identity(g)}"))
         node = dev / "dri" / g.render_name
         if node.exists():
             checks.append(_node_check(node, "render"))
         else:
             checks.append(Check("warn", "render", f"GPU {g.index}: render node {node} is missing"))
     return checks
+
+
+def _gpu_identity(g: Gpu) -> str:
+    """` at 0000:03:00.0, PCI 1002:7551 rev c0; peak 640 GB/s, 191 TFLOPS FP16 matrix (source)`, or
+    why results on it get no roofline (the product is not in toolkit/gpuspecs.py)."""
+    ids = ":".join(x.removeprefix("0x") for x in (g.vendor, g.device_id) if x)
+    rev = f" rev {g.revision.removeprefix('0x')}" if g.revision else ""
+    where = (f" at {g.pci_bus}" if g.pci_bus else "") + (f", PCI {ids}{rev}" if ids else "")
+    spec = spec_by_pci(g.vendor, g.device_id, g.revision) or (spec_by_name(g.name) if g.name else None)
+    if spec:
+        return (f"{where}; roofline yardstick: {spec.product}, {spec.mem_bw_gbs:g} GB/s, "
+                f"{spec.fp16_matrix_tflops:g} TFLOPS FP16 matrix ({spec.source})")
+    if g.is_igpu:
+        return where
+    return f"{where}; no peak figures for this product: its results get no roofline"
 
 
 def _override_arch(value: str) -> str | None:
@@ -182,8 +197,10 @@ def check_igpu(gpus: list[Gpu]) -> list[Check]:
         Check(
             "warn",
             "igpu",
-            f"iGPU {', '.join(g.label() for g in igpus)} is visible next to {dgpus[0].label()}: rocBLAS may "
-            "abort (no Tensile library for the iGPU's arch); the toolkit pins the discrete GPU, or pass --gpu N",
+            f"iGPU {', '.join(g.label() for g in igpus)} is visible next to "
+            f"{', '.join(g.label() for g in dgpus)}: rocBLAS may abort (no Tensile library for the iGPU's "
+            f"arch); the toolkit passes only the discrete GPU{'s' if len(dgpus) > 1 else ''} and names the "
+            "iGPU as hidden, or pass --gpu N",
         )
     ]
 
@@ -257,15 +274,6 @@ def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
 # Verdict per image
 
 
-def _target_covers(target: str, arch: str) -> bool:
-    """`gfx1201` covers gfx1201; `gfx12-generic` covers gfx12xx; `gfx10-3-generic` covers gfx103x."""
-    target = target.strip().split(":", 1)[0]  # drop feature flags like gfx90a:xnack-
-    m = re.fullmatch(r"(gfx\d+)(?:-(\d+))?-generic", target)
-    if m:
-        return arch.startswith(m.group(1) + (m.group(2) or ""))
-    return target == arch
-
-
 def image_verdict(
     image: ImageLike,
     labels: Mapping[str, str] | None,
@@ -293,26 +301,32 @@ def image_verdict(
         if not present:
             return verdict(True, "Mesa lavapipe (software Vulkan on the CPU; --allow-software-gpu)")
         try:
-            chosen, _, notes = select_gpus(present, pin, why=VULKAN_PIN_WHY)
-        except BadInput as err:
+            sel = select_gpus(present, pin, backend="vulkan")
+        except ToolkitError as err:
             return verdict(False, str(err))
-        return verdict(
-            True, ", ".join(f"{g.render_name} ({g.gfx_target or g.vendor})" for g in chosen), notes
-        )
+        return verdict(True, _gpu_list(sel.chosen, "vendor"), sel.notes)
     usable = [g for g in rocm_gpus(gpus) if (dev / "dri" / g.render_name).exists()]
-    try:
-        chosen, _, notes = select_gpus(usable, pin)
-    except BadInput as err:
+    targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
+    try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
+        sel = select_gpus(usable, pin, backend="rocm", targets=targets or None)
+    except ToolkitError as err:
+        if targets and "gfx targets" in str(err):
+            archs = sorted({g.gfx_target for g in usable if g.gfx_target})
+            return verdict(
+                False,
+                f"image built for {','.join(targets)}, host GPU is {','.join(archs)}: kernels would fail with "
+                f"'invalid device function'; rebuild with {','.join(archs)} in the image's gfx targets",
+            )
         return verdict(False, str(err))
+    chosen, notes = sel.chosen, sel.notes
     archs = [g.gfx_target for g in chosen if g.gfx_target]
-    where = "/dev/kfd + " + ", ".join(f"{g.render_name} ({g.gfx_target or 'unknown gfx'})" for g in chosen)
+    where = "/dev/kfd + " + _gpu_list(chosen, "unknown gfx")
     if labels is None:
         return verdict(True, where, notes + ["not built yet: its gfx targets are unchecked"])
-    targets = [t.strip() for t in labels.get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
     if not targets:
         return verdict(True, where, notes + [f"no {GFX_TARGETS_LABEL} label: its gfx targets are unchecked"])
-    missing = [a for a in archs if not any(_target_covers(t, a) for t in targets)]
-    if missing:
+    missing = [a for a in archs if not any(target_covers(t, a) for t in targets)]
+    if missing:  # only a --gpu pin can choose a GPU of another arch
         return verdict(
             False,
             f"image built for {','.join(targets)}, host GPU is {','.join(missing)}: kernels would fail with "
@@ -320,6 +334,16 @@ def image_verdict(
             notes,
         )
     return verdict(True, where, notes)
+
+
+def _gpu_list(chosen: list[Gpu], unknown: str) -> str:
+    """`2 GPUs: renderD128 (gfx1201 AMD Radeon AI PRO R9700), renderD129 (...)`; one GPU: no count."""
+    def one(g: Gpu) -> str:
+        what = g.gfx_target or (g.vendor if unknown == "vendor" else unknown)
+        return f"{g.render_name} ({what}{' ' + g.name if g.name else ''})"
+
+    head = f"{len(chosen)} GPUs: " if len(chosen) > 1 else ""
+    return head + ", ".join(one(g) for g in chosen)
 
 
 def diagnose(
