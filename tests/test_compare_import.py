@@ -169,8 +169,11 @@ def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
 def test_compare_two_real_images(tmp_path):
     a, b = load(CPU_A), load(CPU_B)
     store = store_with(tmp_path, a + b)
-    c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5)
+    with pytest.raises(BadInput, match=r"what keeps them apart: n_threads: A has 2, B has 1"):
+        compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5)  # threads are part of the test
+    c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5, ignore=("n_threads",))
     assert len(c.rows) == len(report.select_latest(a)) and not c.only_a and not c.only_b
+    assert (c.a_settings, c.b_settings) == ("n_threads=2", "n_threads=1")
     assert_golden("compare-cpu-a-b.md", compare.format_comparison(c) + "\n")
 
 

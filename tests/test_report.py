@@ -218,17 +218,19 @@ def test_seed_two_llama_images_best_micro_batch_is_the_evidence():
         pytest.param(0, 16, 8, 2048, None, id="tg16-ub8-acts"),
     ],
 )
-def test_ub_no_effect_exactly_where_the_knob_is_clamped(p, n, ub, b, effective):
+def test_ub_clamped_exactly_where_the_knob_is_clamped(p, n, ub, b, effective):
     r = make_record("hip", "rocm", p=p, n=n, ub=ub, b=b, avg=100.0)
-    assert report.ub_no_effect(r) == effective
-    assert ("ub-no-effect" in report.record_flags(r, report.ReportOptions())) is (effective is not None)
+    assert report.ub_clamped(r) == effective
+    flags = report.record_flags(r, report.ReportOptions())
+    assert ("ub-clamped" in flags) is (effective is not None)
+    assert "ub-no-effect" not in flags  # "no effect" is a measured claim: one record cannot make it
 
 
 def test_ub_flag_in_the_seed_table_only_on_pp512_ub2048():
     t = report.axis_table(seed_records(), "prefill")
-    flagged = {test for test, fl in flags_by_row(t).items() if any(f.startswith("ub-no-effect") for f in fl)}
+    flagged = {test for test, fl in flags_by_row(t).items() if any(f.startswith("ub-clamped") for f in fl)}
     assert flagged == {"pp512 ub2048"}
-    assert flags_by_row(t)["pp512 ub2048"][0] == "ub-no-effect (runs at ub512)"
+    assert flags_by_row(t)["pp512 ub2048"][0] == "ub-clamped (effective ub512)"
 
 
 @pytest.mark.parametrize(
@@ -388,7 +390,7 @@ def test_identifying_columns_only_when_they_vary():
     assert report.axis_table(same, "prefill").id_columns == []
     mixed = same + [make_record("a", "rocm", p=512, avg=1.5, fa=0)]
     t = report.axis_table(report.select_for_report(mixed), "prefill")
-    assert t.id_columns == ["fa"] and [row.ids["fa"] for row in t.rows] == ["0", "1"]
+    assert t.id_columns == ["flash_attn"] and [row.ids["flash_attn"] for row in t.rows] == ["0", "1"]
 
 
 def served_records() -> list[BenchRecord]:
@@ -437,10 +439,10 @@ def test_served_table_per_concurrency_and_its_verdict():
 
 
 def test_served_plot_has_one_line_per_image():
-    fig = plots.served_figure(served_records())
+    fig = plots.served_figure(report.axis_table(served_records(), "served"))
     ax = fig.axes[0]
     assert [ln.get_label() for ln in ax.get_lines()] == sorted(
-        report.image_label(r) for r in served_records()[::4]
+        f"{report.image_label(r)} in512 out128" for r in served_records()[::4]
     )
     assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 4, 8]
 
@@ -472,7 +474,7 @@ def test_golden_verdict_of_real_runs():
 def test_real_runs_flag_exactly_the_clamped_rows():
     recs = load(CPU_A, CPU_B, VULKAN)
     t = next(t for t in report.tables(recs) if t.axis == "prefill")
-    flagged = {row.test for row in t.rows if any(f.startswith("ub-no-effect") for f in row.row_flags())}
+    flagged = {row.test for row in t.rows if any(f.startswith("ub-clamped") for f in row.row_flags())}
     expected = {
         report.row_label(r, ub=True)
         for r in recs
@@ -485,7 +487,8 @@ def test_real_runs_flag_exactly_the_clamped_rows():
 @needs_fixtures
 def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_path):
     recs = report.select_for_report(load(CPU_A, CPU_B, VULKAN))
-    fig = plots.prefill_figure(recs)
+    ts = report.tables(recs)
+    fig = plots.prefill_figure(next(t for t in ts if t.axis == "prefill"))
     images = sorted({report.image_label(r) for r in recs})
     assert [ax.get_title() for ax in fig.axes] == images
     ubs = sorted({r.n_ubatch for r in recs if r.axis == "prefill"})
@@ -494,7 +497,7 @@ def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_pa
         assert len(ax.containers) == len(ubs)  # one errorbar line per micro-batch
         clamped = [ln for ln in ax.get_lines() if ln.get_label() == "_clamped"]
         assert [list(ln.get_xdata()) for ln in clamped] == [[128]]  # hollow: ub512 at pp128 was off
-    paths = plots.write_pngs(recs, tmp_path)
+    paths = plots.write_pngs(ts, tmp_path)
     assert [p.name for p in paths] == ["prefill.png", "decode.png"]
     data = paths[0].read_bytes()
     assert data[:8] == PNG_MAGIC and len(data) > 10_000

@@ -1,8 +1,8 @@
 """Two sets of results --compare--> per-test speedup (B ÷ A) and the regressions beyond a threshold.
 
-Like llama.cpp's scripts/compare-llama-bench.py: rows are joined on the test-defining parameters
-(n_prompt, n_gen, n_depth, n_batch, n_ubatch, flash attention, GPU layers, model, method, served
-concurrency), only properties that differ are shown, speedup = compare ÷ baseline.
+Like llama.cpp's scripts/compare-llama-bench.py: rows are joined on the one test identity
+(toolkit.identity: every test field both sides recorded, and the model), only properties that differ
+are shown, speedup = compare ÷ baseline. Two sides with nothing in common are an error.
 
 A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
 imported results the newest digest filed under that name), or an image digest / prefix
@@ -11,26 +11,24 @@ imported results the newest digest filed under that name), or an image digest / 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tabulate import tabulate
 
+from toolkit import identity
 from toolkit.errors import BadInput
 from toolkit.records import BenchRecord, ResultStore
 from toolkit.report import (
-    ID_COLUMNS,
     concurrency,
     fmt_cell,
+    id_value,
     image_label,
     is_cpu_fallback,
     select_latest,
     value,
     varying_columns,
 )
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -61,8 +59,9 @@ class Comparison:
     id_columns: list[str] = field(default_factory=list)
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
-    a_settings: str = ""  # identifying values that differ between the sides, e.g. "threads=2"
+    a_settings: str = ""  # identifying values that differ between the sides, e.g. "n_threads=2"
     b_settings: str = ""
+    ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
 
     def is_regression(self, row: CompareRow) -> bool:
         return row.speedup < 1 - self.threshold / 100
@@ -109,57 +108,39 @@ def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = No
     )
 
 
-def _model_id(r: BenchRecord) -> Any:
-    """The model as llama-bench describes it (type, parameters, bytes); the sha256 when that is unknown."""
-    fp = (r.raw.get("model_type"), r.raw.get("model_n_params"), r.raw.get("model_size"))
-    return fp if any(fp) else r.model.sha256
-
-
-def join_key(r: BenchRecord) -> tuple:
-    return (
-        r.method,
-        _model_id(r),
-        r.n_prompt,
-        r.n_gen,
-        r.n_depth,
-        r.n_batch,
-        r.n_ubatch,
-        r.flash_attn,
-        r.n_gpu_layers,
-        concurrency(r),
-    )
-
-
-def _same_model(a: BenchRecord, b: BenchRecord) -> bool:
-    sa, sb = a.model.sha256, b.model.sha256
-    return not (_HEX64.fullmatch(sa or "") and _HEX64.fullmatch(sb or "") and sa != sb)
-
-
 def _test_label(r: BenchRecord) -> str:
     if r.axis == "served":
         return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
     return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
 
 
-def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0) -> Comparison:
-    """Join the newest ok result per test of A and of B; speedup = B ÷ A."""
+def _usable(side: Side) -> list[BenchRecord]:
+    return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
+
+
+def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0,
+            ignore: tuple[str, ...] = ()) -> Comparison:
+    """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
+
+    Raises BadInput when the two sides have no test in common, naming the fields whose values keep
+    them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
+    the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
+    """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     recs = store.results()
     a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
-
-    def index(side: Side) -> dict[tuple, BenchRecord]:
-        out: dict[tuple, BenchRecord] = {}
-        for r in select_latest(side.records):
-            if value(r) and not is_cpu_fallback(r):
-                k = join_key(r)
-                if k not in out or r.created >= out[k].created:
-                    out[k] = r
-        return out
-
-    ia, ib = index(a), index(b)
-    pairs = [(ia[k], ib[k]) for k in ia if k in ib and _same_model(ia[k], ib[k])]
-    pairs.sort(
+    j = identity.join(_usable(a), _usable(b), ignore=ignore)
+    if not j.pairs:
+        apart = "; ".join(f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items())
+        raise BadInput(
+            f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
+            f"{len(j.only_b)} only in B)" + (f"; what keeps them apart: {apart}" if apart else "")
+            + "; compare results measured with the same settings and model, or leave a field out of the "
+            "join on purpose with --ignore FIELD"
+        )
+    pairs = sorted(
+        j.pairs,
         key=lambda p: (
             p[0].axis != "prefill",
             p[0].axis,
@@ -170,28 +151,29 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
             p[0].n_gen,
             p[0].n_ubatch or 0,
             p[0].n_batch or 0,
-        )
+        ),
     )
     id_cols, settings = [], {"a": [], "b": []}
-    for col in varying_columns([r for p in pairs for r in p]):
-        va, vb = ({ID_COLUMNS[col](r) for r in side} for side in zip(*pairs, strict=True))
-        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. threads=1 vs threads=2
+    label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
+    for col in varying_columns([r for p in pairs for r in p], label=label_fields):
+        va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
+        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. n_threads=1 vs n_threads=2
             settings["a"].append(f"{col}={va.pop()}")
             settings["b"].append(f"{col}={vb.pop()}")
         else:
             id_cols.append(col)
-    rows = [CompareRow(_test_label(x), {c: str(ID_COLUMNS[c](x)) for c in id_cols}, x, y) for x, y in pairs]
-    joined_a, joined_b = {join_key(x) for x, _ in pairs}, {join_key(y) for _, y in pairs}
+    rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
     return Comparison(
         a,
         b,
         threshold,
         rows,
         id_cols,
-        sorted(_test_label(r) for k, r in ia.items() if k not in joined_a),
-        sorted(_test_label(r) for k, r in ib.items() if k not in joined_b),
+        sorted(_test_label(r) for r in j.only_a),
+        sorted(_test_label(r) for r in j.only_b),
         ", ".join(settings["a"]),
         ", ".join(settings["b"]),
+        ignored=j.ignored,
     )
 
 
@@ -226,6 +208,8 @@ def format_comparison(c: Comparison) -> str:
     out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
     if c.only_a or c.only_b:
         out.append(f"not compared: {len(c.only_a)} tests only in A, {len(c.only_b)} only in B")
+    if c.ignored:
+        out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.ignored)}")
     n = len(c.regressions)
     out.append(
         f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%"
@@ -263,5 +247,6 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         ],
         "only_a": c.only_a,
         "only_b": c.only_b,
+        "ignored_fields": c.ignored,
         "regressions": len(c.regressions),
     }

@@ -1,10 +1,12 @@
 """llama-bench output made elsewhere --import--> BenchRecords in results/, beside container runs.
 
 A bare-metal run or someone's published run (`-o jsonl`, `-o json` — also the truncated array a
-crashed run leaves —, or `-o csv`, any llama.cpp vintage) is parsed with the same tolerant parser
-as `toolkit bench` (llamabench.parse_any + normalize) and filed under an image reference:
-name = the user's label, digest = `import:<sha256 of the files' bytes>` (or a given one). The
-raw rows are kept unchanged. Importing the same files again under the same digest adds nothing.
+crashed run leaves —, or `-o csv`, any llama.cpp vintage; bare `nan`/`-nan`/`inf` tokens included)
+is parsed with the same parser as `toolkit bench` (llamabench.parse_any + normalize) and filed
+under an image reference per system found in the files (llama.cpp build_commit/build_number,
+backends, gpu_info): name = the user's label (`label.<build>` when the files hold several),
+digest = `import:<sha256 of the files' bytes [+ system]>` (or a given one). The raw rows are kept
+(non-finite floats as null). Importing the same files again adds nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from toolkit import llamabench
 from toolkit.errors import BadInput
+from toolkit.identity import TestKey, test_key
 from toolkit.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
 BACKEND_OF_LLAMA = {
@@ -35,18 +40,40 @@ _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
+class ImportedSet:
+    """One system of an import (one llama.cpp build on one backend/GPU): its own image name and digest."""
+
+    name: str
+    digest: str
+    system: dict[str, Any]
+    records: int = 0
+    already: bool = False  # these rows were imported under this digest before
+    path: Path | None = None
+
+
+@dataclass
 class ImportResult:
+    """What an import did: `sets` one per build/backend/GPU found in the files; `refused` rows whose
+    numbers are not measurements (`file:row: why`); `repaired` rows whose nan stddev was recomputed;
+    `collisions` rows that measure a test another row of the same set also measured."""
+
     label: str
     digest: str
     files: list[str]
     records: int = 0
-    already: bool = False  # the same files were imported under this digest before
+    already: bool = False  # every set was imported before: nothing added
     path: Path | None = None
     per_file: dict[str, int] = field(default_factory=dict)
+    sets: list[ImportedSet] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    collisions: list[str] = field(default_factory=list)
 
 
-def read_rows(path: Path) -> tuple[bytes, list[dict[str, Any]]]:
-    """The file's bytes and its llama-bench rows; BadInput naming the file and what was wrong."""
+def read_rows(path: Path, skipped: list[str] | None = None) -> tuple[bytes, list[dict[str, Any]]]:
+    """The file's bytes and its llama-bench rows; BadInput naming the file and what was wrong.
+    Lines that look like records but do not parse are noted in `skipped` as `file: line N: why`."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -58,7 +85,12 @@ def read_rows(path: Path) -> tuple[bytes, list[dict[str, Any]]]:
             f"{path}: not a text file (byte {err.start} is not UTF-8); expected llama-bench "
             "-o jsonl, -o json or -o csv output"
         ) from err
-    rows = [r for r in llamabench.parse_any(text) if _is_result(r)]
+    notes: list[str] = []
+    parsed = llamabench.parse_any(text, notes)
+    rows = [r for r in parsed if _is_result(r)]
+    if skipped is not None:
+        skipped += [f"{path}: {n}" for n in notes]
+        skipped += [f"{path}: a row without n_prompt/n_gen and avg_ts was left out" for _ in range(len(parsed) - len(rows))]
     if not rows:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         hint = (
@@ -111,6 +143,29 @@ def check_options(label: str, model_sha256: str | None, digest: str | None) -> N
         )
 
 
+SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "gpu_info")
+
+
+def _system(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, row.get(k)) for k in SYSTEM_SPLIT if row.get(k) not in (None, ""))
+
+
+def _set_names(label: str, systems: list[tuple]) -> list[str]:
+    """`label` for one system; else `label.<what differs>` (build commit, backend, GPU), made unique."""
+    if len(systems) == 1:
+        return [label]
+    varying = [k for k in SYSTEM_SPLIT if len({dict(s).get(k) for s in systems}) > 1]
+    names = []
+    for s in systems:
+        d = dict(s)
+        part = "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none")))[:24].strip("-") for k in varying[:2])
+        names.append(f"{label}.{part or 'set'}")
+    for i, n in enumerate(names):  # still equal after shortening: number them
+        if names.count(n) > 1:
+            names[i] = f"{n}.{i + 1}"
+    return names
+
+
 def import_files(
     store: ResultStore,
     files: list[Path],
@@ -121,63 +176,85 @@ def import_files(
     digest: str | None = None,
     now: datetime | None = None,
 ) -> ImportResult:
-    """Parse every file (all must be valid before anything is written), then append the records."""
+    """Parse every file, split the rows by system (llama.cpp build, backend, GPU: each its own image
+    name and digest, so one build never hides another), then append the records.
+
+    Malformed files fail the whole import before anything is written (BadInput). Rows whose tok/s
+    are not finite are refused one by one with the reason; a nan stddev is recomputed from the
+    samples (records.BenchRecord); rows of one set that measure the same test are reported.
+    """
     check_options(label, model_sha256, digest)
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
-    parsed = [(Path(f), *read_rows(Path(f))) for f in files]
+    skipped: list[str] = []
+    parsed = [(Path(f), *read_rows(Path(f), skipped)) for f in files]
     content = hashlib.sha256(b"".join(data for _, data, _ in parsed)).hexdigest()
-    digest = digest or f"import:{content}"
-    res = ImportResult(label, digest, [str(p) for p, _, _ in parsed])
-    if any(
-        r.image.digest == digest and (r.model_extra or {}).get("imported", {}).get("sha256") == content
-        for r in store.results()
-    ):
+    systems = list(dict.fromkeys(_system(row) for _, _, rows in parsed for row in rows))
+    if digest and len(systems) > 1:
+        raise BadInput(f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
+                       f"({'; '.join(', '.join(f'{k}={v}' for k, v in s) for s in systems)}); import each "
+                       "with its own --digest, or leave --digest out to file each under its own")
+    names = _set_names(label, systems)
+    sets = {}
+    for sy, name in zip(systems, names, strict=True):
+        d = digest or ("import:" + (content if len(systems) == 1 else
+                                    hashlib.sha256((content + repr(sy)).encode()).hexdigest()))
+        sets[sy] = ImportedSet(name, d, dict(sy))
+    res = ImportResult(label, next(iter(sets.values())).digest if sets else "", [str(p) for p, _, _ in parsed],
+                       sets=list(sets.values()), skipped=skipped)
+    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")) for r in store.results()}
+    for s_ in sets.values():
+        s_.already = (s_.digest, content) in known
+    if all(s_.already for s_ in sets.values()):
         res.already = True
         return res
-    all_rows = [row for _, _, rows in parsed for row in rows]
-    image = ImageRef(
-        name=label,
-        ref=f"import:{label}",
-        digest=digest,
-        backend=backend or backend_of(all_rows),
-        labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)},
-    )
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
-    staged = []  # every row is checked before anything is written: an import is all or nothing
+    staged: list[tuple[ImportedSet, BenchRecord]] = []  # malformed rows fail the import before any write
     for path, data, rows in parsed:
-        for n, row in enumerate(rows, 1):
+        sys_rows = [(sets[_system(row)], row) for row in rows]
+        backends = {s_.digest: backend or backend_of([r for t, r in sys_rows if t is s_]) for s_ in sets.values()}
+        for n, (target, row) in enumerate(sys_rows, 1):
+            if target.already:
+                continue
+            image = ImageRef(name=target.name, ref=f"import:{target.name}", digest=target.digest,
+                             backend=backends[target.digest],
+                             labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)})
             try:
-                rec = _record(
-                    row,
-                    image=image,
-                    run_id=run_id,
-                    created=now.isoformat(timespec="seconds"),
-                    model_sha256=model_sha256 or "",
-                    source=path,
-                    file_sha=hashlib.sha256(data).hexdigest(),
-                    content=content,
-                )
+                rec = _record(row, image=image, run_id=run_id, created=now.isoformat(timespec="seconds"),
+                              model_sha256=model_sha256 or "", source=path,
+                              file_sha=hashlib.sha256(data).hexdigest(), content=content)
+            except ValidationError as err:
+                msg = err.errors()[0]["msg"] if err.errors() else str(err)
+                if "not a measurement" in msg:
+                    res.refused.append(f"{path}: row {n}: {msg.removeprefix('Value error, ')}")
+                    continue
+                raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({msg[:160]})") from None
             except (ValueError, TypeError, OverflowError) as err:
                 raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({str(err)[:160]})") from None
-            _check_finite(path, n, rec)
-            staged.append(rec)
+            _check_counts(path, n, rec)
+            if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
+                res.repaired.append(f"{path}: row {n}: stddev_ts was not finite; "
+                                    + (f"recomputed from {len(rec.samples_ts)} samples" if rec.stddev_ts is not None
+                                       else "left empty (fewer than 2 samples)"))
+            staged.append((target, rec))
         res.per_file[str(path)] = len(rows)
-    for rec in staged:
-        res.path = store.add_result(rec)
+    seen: dict[TestKey, str] = {}
+    for target, rec in staged:
+        k = test_key(rec)
+        where = f"{rec.model_extra['imported']['file']} ({rec.test})"
+        if k in seen:
+            res.collisions.append(f"{target.name}: {where} measures the same test as {seen[k]}; reports show the newest")
+        seen.setdefault(k, where)
+    for target, rec in staged:
+        target.path = res.path = store.add_result(rec)
+        target.records += 1
         res.records += 1
     return res
 
 
-def _check_finite(path: Path, n: int, rec: BenchRecord) -> None:
-    """Reject rows whose numbers cannot be a measurement (NaN, inf, negative sizes)."""
-    import math
-
-    nums = {"avg_ts": rec.avg_ts, "stddev_ts": rec.stddev_ts, **{f"samples_ts[{i}]": v for i, v in enumerate(rec.samples_ts)}}
-    for key, v in nums.items():
-        if v is not None and (not math.isfinite(v) or v < 0):
-            raise BadInput(f"{path}: row {n}: {key} is {v!r}; expected a finite tokens/s >= 0")
+def _check_counts(path: Path, n: int, rec: BenchRecord) -> None:
+    """Reject rows whose token counts cannot be a test (negative sizes)."""
     for key in ("n_prompt", "n_gen", "n_depth"):
         if getattr(rec, key) < 0:
             raise BadInput(f"{path}: row {n}: {key} is {getattr(rec, key)}; expected >= 0")

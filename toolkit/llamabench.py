@@ -59,28 +59,48 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
     return args + ["-o", "jsonl", "--progress"]
 
 
-def parse_jsonl(text: str) -> list[dict[str, Any]]:
-    """Objects from llama-bench stdout: lines that are not JSON objects are skipped (the Vulkan
-    backend prints `ggml_vulkan: Found N Vulkan devices:` on stdout)."""
+# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`):
+# llama-bench prints doubles with printf, so a stddev of identical samples comes out as `-nan`.
+_NONFINITE_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?![\w.])', re.IGNORECASE)
+
+
+def _json_text(text: str) -> str:
+    """llama-bench output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
+    reads as floats; the record validator then refuses or repairs them (never a silent drop)."""
+    def sub(m: re.Match) -> str:
+        if m.group(2) is None:
+            return m.group(0)
+        return "NaN" if m.group(2).lower() == "nan" else f"{m.group(1)}Infinity"
+
+    return _NONFINITE_RE.sub(sub, text)
+
+
+def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """Objects from llama-bench stdout: lines that do not start with `{` are log lines and skipped
+    (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on stdout); a line that starts
+    like a record but does not parse is noted in `skipped` (`line N: why`)."""
     out = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = json.loads(_json_text(line))
+        except json.JSONDecodeError as err:
+            if skipped is not None:
+                skipped.append(f"line {n}: not a complete JSON record ({err.msg})")
             continue
         if isinstance(obj, dict):
             out.append(obj)
     return out
 
 
-def parse_json_array(text: str) -> list[dict[str, Any]]:
+def parse_json_array(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
+    text = _json_text(text)
     start = text.find("[")
     if start < 0:
-        return parse_jsonl(text)
+        return parse_jsonl(text, skipped)
     dec = json.JSONDecoder()
     pos, out = start + 1, []
     while pos < len(text):
@@ -90,14 +110,17 @@ def parse_json_array(text: str) -> list[dict[str, Any]]:
             break
         try:
             obj, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            break  # the half object a crash left behind
+        except json.JSONDecodeError as err:
+            if skipped is not None:  # the half object a crash left behind
+                line = text.count("\n", 0, pos) + 1
+                skipped.append(f"line {line}: the array ends in an incomplete record ({err.msg})")
+            break
         if isinstance(obj, dict):
             out.append(obj)
     return out
 
 
-def parse_csv(text: str) -> list[dict[str, Any]]:
+def parse_csv(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """`-o csv` output; numbers converted where they parse."""
     rows = []
     for row in csv.DictReader(io.StringIO(text)):
@@ -105,7 +128,7 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     return rows
 
 
-def parse_any(text: str) -> list[dict[str, Any]]:
+def parse_any(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """Sniff jsonl / json array / csv, the three machine formats llama-bench writes.
 
     Log lines may come first (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on
@@ -123,8 +146,11 @@ def parse_any(text: str) -> list[dict[str, Any]]:
             parse = parse_csv
         else:
             continue
-        rows = parse("\n".join(lines[i:]))
+        notes: list[str] = []
+        rows = parse("\n".join(lines[i:]), notes)
         if rows:
+            if skipped is not None:
+                skipped += notes
             return rows
     return []
 

@@ -13,14 +13,32 @@ process never leaves a half record; readers skip (and report) a corrupt line ins
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 RECORD_SCHEMA_VERSION = 1
+KNOWN_SCHEMA_VERSIONS = (1,)
+
+
+def finite_or_none(v: Any) -> Any:
+    """A copy of a JSON-like value with every NaN/inf float replaced by None (valid JSON again)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [finite_or_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: finite_or_none(x) for k, x in v.items()}
+    return v
+
+
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
 
 
 class ImageRef(BaseModel):
@@ -117,22 +135,40 @@ class BenchRecord(BaseModel):
     log_file: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict)
 
-    def key(self) -> tuple:
-        """Test-defining parameters: two records with the same key measure the same thing."""
-        return (
-            self.image.digest,
-            self.model.sha256,
-            self.method,
-            self.n_prompt,
-            self.n_gen,
-            self.n_depth,
-            self.n_batch,
-            self.n_ubatch,
-            self.flash_attn,
-            self.n_gpu_layers,
-            self.engine.get("concurrency"),
-            self.raw.get("n_threads"),
-        )
+    @model_validator(mode="after")
+    def _strictly_finite(self) -> BenchRecord:
+        """Non-finite numbers never become results (llama-bench writes `nan`/`-nan` for the stddev of
+        identical samples, and a crashed timer can give `inf`).
+
+        - avg_ts or any sample NaN/inf/negative: the record is refused (ValueError naming the field);
+        - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
+          field is listed in `repaired`;
+        - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
+        """
+        for name, v in [("avg_ts", self.avg_ts)] + [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]:
+            if v is not None and (_nonfinite(v) or v < 0):
+                raise ValueError(f"{name} is {v!r}: not a measurement (expected a finite tokens/s >= 0)")
+        repaired = list((self.model_extra or {}).get("repaired") or [])
+        if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
+            self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
+            repaired.append("stddev_ts")
+        if self.raw and any(_nonfinite(v) for v in _walk(self.raw)):
+            self.raw = finite_or_none(self.raw)
+            repaired.append("raw")
+        if repaired:
+            self.__pydantic_extra__ = {**(self.model_extra or {}), "repaired": sorted(set(repaired))}
+        return self
+
+
+def _walk(v: Any) -> Iterator[Any]:
+    if isinstance(v, dict):
+        for x in v.values():
+            yield from _walk(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _walk(x)
+    else:
+        yield v
 
 
 def short_digest(digest: str) -> str:
@@ -144,7 +180,7 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
     """Append one complete line atomically enough for a crash: one write, flush, fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
-    line = json.dumps(data, sort_keys=False, separators=(",", ":")) + "\n"
+    line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -157,12 +193,24 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
 
 
 def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
-    """Yield each JSON object line of `path`; a corrupt or partial line is skipped and noted."""
+    """Yield each JSON object line of `path`, bytes-safe: a line that is not UTF-8 or not a JSON
+    object is skipped and noted as `path:line: why` in `warnings`; the rest of the file is read."""
+    for _n, obj in read_jsonl_numbered(path, warnings):
+        yield obj
+
+
+def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each JSON object line of `path` (see read_jsonl)."""
     if not path.is_file():
         return
-    with path.open() as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as err:
+                if warnings is not None:
+                    warnings.append(f"{path}:{n}: skipped a line that is not UTF-8 (byte {err.start})")
+                continue
             if not line:
                 continue
             try:
@@ -172,7 +220,20 @@ def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
                     warnings.append(f"{path}:{n}: skipped a corrupt line (not JSON)")
                 continue
             if isinstance(obj, dict):
-                yield obj
+                yield n, obj
+            elif warnings is not None:
+                warnings.append(f"{path}:{n}: skipped a line that is not a JSON object")
+
+
+def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:
+    """True when the record's schema_version is one this release reads; else a warning naming
+    the file and line, and False (the record is skipped, never guessed at)."""
+    v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
+    if v in KNOWN_SCHEMA_VERSIONS:
+        return True
+    warnings.append(f"{path}:{n}: skipped a record of schema_version {v!r} (this toolkit reads "
+                    f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it")
+    return False
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -189,6 +250,7 @@ class ResultStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.warnings: list[str] = []
+        self.refused = 0  # records of the last results() call that could not be used
 
     @property
     def builds_file(self) -> Path:
@@ -202,11 +264,13 @@ class ResultStore:
 
     def builds(self) -> list[BuildRecord]:
         out: list[BuildRecord] = []
-        for n, o in enumerate(read_jsonl(self.builds_file, self.warnings), 1):
+        for n, o in read_jsonl_numbered(self.builds_file, self.warnings):
+            if not check_schema(self.builds_file, n, o, self.warnings):
+                continue
             try:
                 out.append(BuildRecord.model_validate(o))
-            except Exception:  # a hand-edited or foreign line: skip it, say so
-                self.warnings.append(f"{self.builds_file}: skipped build record #{n}: not a valid build record")
+            except ValidationError:  # a hand-edited or foreign line: skip it, say so
+                self.warnings.append(f"{self.builds_file}:{n}: skipped: not a valid build record")
         return out
 
     def latest_build(self, image: str) -> BuildRecord | None:
@@ -219,14 +283,23 @@ class ResultStore:
         return path
 
     def results(self) -> list[BenchRecord]:
+        """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
+        (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
+        `warnings` with file and line and counted in `refused`."""
         out: list[BenchRecord] = []
+        self.refused = 0
         for f in sorted(self.root.glob("*/bench.jsonl")):
-            for obj in read_jsonl(f, self.warnings):
+            before = len(self.warnings)
+            for n, obj in read_jsonl_numbered(f, self.warnings):
+                if not check_schema(f, n, obj, self.warnings):
+                    continue
                 try:
                     out.append(BenchRecord.model_validate(obj))
-                except Exception as err:  # a record from a newer/older schema: keep going
-                    first = str(err).splitlines()[1:2] or [""]
-                    self.warnings.append(f"{f}: skipped a record that does not match schema v1 ({first[0].strip()})")
+                except ValidationError as err:
+                    first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
+                    where = ".".join(str(x) for x in first.get("loc", ()))
+                    self.warnings.append(f"{f}:{n}: skipped a record: {where + ': ' if where else ''}{first['msg']}")
+            self.refused += len(self.warnings) - before
         return out
 
     def log_path(self, digest: str, name: str) -> Path:

@@ -16,14 +16,17 @@ import html
 import io
 import json
 import math
-from collections.abc import Callable, Iterable
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from toolkit import identity
 from toolkit._types import EXPECTED_LLAMA_BACKEND
+from toolkit.identity import value
 from toolkit.llamabench import effective_ubatch
 from toolkit.records import BenchRecord
 from toolkit.roofline import SOFTWARE_GPU_MARKERS, Roofline, roofline
@@ -37,11 +40,16 @@ TITLES = {
     "served": "Served throughput by concurrency (vLLM bench serve), output tokens/s",
 }
 FLAG_HELP = {
-    "ub-no-effect": "asked n_ubatch > n_prompt + n_gen + n_depth (or > n_batch): llama.cpp clamps it, "
-    "the micro-batch knob had no effect (shown: the effective value)",
+    "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
+    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed",
+    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (3 x combined stddev, "
+    "neither row noisy)",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold",
+    "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
+    "more than their spread): a warm-up effect; the median is the steadier figure",
+    "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
 }
@@ -70,13 +78,6 @@ def _float(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def value(r: BenchRecord) -> float | None:
-    """tok/s of a record: avg_ts, or a served record's output_throughput."""
-    if r.avg_ts is not None:
-        return r.avg_ts
-    return _float(r.raw.get("output_throughput")) if r.axis == "served" else None
-
-
 def rel_stddev(r: BenchRecord) -> float | None:
     v = value(r)
     return r.stddev_ts / v if r.stddev_ts is not None and v else None
@@ -92,9 +93,25 @@ def concurrency(r: BenchRecord) -> int | None:
     return int(c) if isinstance(c, (int, float)) else None
 
 
-def test_key(r: BenchRecord) -> tuple:
-    """Test-defining parameters (records.BenchRecord.key) plus llama-bench's thread count."""
-    return (*r.key(), threads(r))
+def sample_stats(r: BenchRecord) -> dict[str, float] | None:
+    """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
+    xs = [x for x in r.samples_ts if math.isfinite(x)]
+    if len(xs) < 2:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def warmup_outlier(r: BenchRecord) -> bool:
+    """First sample > 10 % off the median of the others and outside their range by more than their
+    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
+    xs = r.samples_ts
+    if len(xs) < 3:
+        return False
+    first, rest = xs[0], xs[1:]
+    med = statistics.median(rest)
+    spread = max(rest) - min(rest)
+    dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
+    return med > 0 and abs(first - med) > 0.10 * med and dist > spread
 
 
 def is_cpu_fallback(r: BenchRecord) -> bool:
@@ -115,38 +132,43 @@ def is_software_gpu(r: BenchRecord) -> bool:
     return r.image.backend == "vulkan" and any(m in (r.gpu_info or "").lower() for m in SOFTWARE_GPU_MARKERS)
 
 
+def _order(r: BenchRecord) -> tuple:
+    return (r.image.name, r.axis, r.n_prompt, r.n_gen, r.n_ubatch or 0)
+
+
 def select_latest(records: Iterable[BenchRecord], *, include_failed: bool = False) -> list[BenchRecord]:
-    """Newest record per test-defining key (ok records only unless include_failed)."""
-    latest: dict[tuple, BenchRecord] = {}
-    for r in records:
-        if r.status != "ok" and not include_failed:
-            continue
-        k = test_key(r)
-        if k not in latest or r.created >= latest[k].created:
-            latest[k] = r
-    return sorted(latest.values(), key=lambda r: (r.image.name, r.axis, r.n_prompt, r.n_gen, r.n_ubatch or 0))
+    """Newest record per test identity (identity.TestKey); ok records only unless include_failed."""
+    return sorted(identity.newest_per_test(records, include_failed=include_failed).used, key=_order)
 
 
 def select_for_report(records: Iterable[BenchRecord]) -> list[BenchRecord]:
-    """Newest ok record per key, plus CPU-fallback failures with numbers where no ok record exists."""
+    """Newest ok record per test identity, plus CPU-fallback failures with numbers where no ok record
+    exists (flagged in the tables)."""
+    return select_with_accounting(records)[0]
+
+
+def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRecord], identity.Selection]:
+    """(records a report shows, the accounting: read / used / superseded / failed)."""
     records = list(records)
-    ok = select_latest(records)
-    have = {test_key(r) for r in ok}
+    sel = identity.newest_per_test(records)
+    have = {identity.test_key(r) for r in sel.used}
     fallback = [r for r in records if r.status != "ok" and is_cpu_fallback(r) and value(r) is not None]
-    return ok + [r for r in select_latest(fallback, include_failed=True) if test_key(r) not in have]
+    extra = [r for r in select_latest(fallback, include_failed=True) if identity.test_key(r) not in have]
+    sel.used = sorted(sel.used, key=_order) + extra
+    return sel.used, sel
 
 
-def ub_no_effect(r: BenchRecord) -> int | None:
-    """The effective micro-batch when it is smaller than the asked one (the knob was off), else None."""
+def ub_clamped(r: BenchRecord) -> int | None:
+    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None."""
     eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
     return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
 
 
 def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = None) -> list[str]:
-    """Flags of one record, in FLAG_HELP order."""
+    """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table)."""
     out = []
-    if ub_no_effect(r) is not None:
-        out.append("ub-no-effect")
+    if ub_clamped(r) is not None:
+        out.append("ub-clamped")
     if is_cpu_fallback(r):
         out.append("cpu-fallback")
     if is_software_gpu(r):
@@ -154,38 +176,69 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
     rsd = rel_stddev(r)
     if rsd is not None and rsd > opts.noisy:
         out.append("noisy")
+    if warmup_outlier(r):
+        out.append("warmup-outlier")
+    if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
+        out.append("stddev-recomputed")
     if roof is not None and roof.metric == "bandwidth":
         if roof.fraction > 1.0:
             out.append("bw-above-peak")
         elif roof.fraction < opts.bw_floor:
             out.append("bw-below-floor")
+    for f in (r.model_extra or {}).get("flags") or []:  # flags a runner stored with the record
+        if f not in out:
+            out.append(str(f))
     return out
 
 
-# Identifying columns, shown only when they take more than one (non-empty) value in a table.
-ID_COLUMNS: dict[str, Callable[[BenchRecord], Any]] = {
-    "model": lambda r: r.model.name,
-    "fa": lambda r: r.flash_attn,
-    "ngl": lambda r: r.n_gpu_layers,
-    "n_batch": lambda r: r.n_batch,
-    "threads": threads,
-}
+def id_value(r: BenchRecord, name: str) -> Any:
+    """The value of an identifying column: `model` (name, short sha256 when two files share a name)
+    or a test field (identity.test_fields)."""
+    if name == "model":
+        sha = identity.known_sha(r)
+        return r.model.name + (f" ({sha[:8]})" if sha else "")
+    return identity.test_fields(r).get(name)
 
 
-def varying_columns(records: list[BenchRecord]) -> list[str]:
-    return [name for name, get in ID_COLUMNS.items() if len({get(r) for r in records} - {None}) > 1]
+def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identity.LABEL_FIELDS) -> list[str]:
+    """Identifying columns of a set: `model` when several models, then every test field that takes
+    several values (identity.distinguishing) except those the row label already shows."""
+    recs = list(records)
+    cols = ["model"] if len({(identity.model_fingerprint(r), identity.known_sha(r)) for r in recs}) > 1 else []
+    dist = identity.distinguishing(recs)
+    return cols + [k for k in sorted(dist) if k not in set(label)]
 
 
-def split_columns(records: list[BenchRecord]) -> tuple[dict[str, str], list[str]]:
-    """Varying identifying columns split in two: those fixed per image go into the image's header
-    (`cpu@ab12 (threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+def column_labels(records: list[BenchRecord]) -> dict[int, str]:
+    """Column of each record (by id): `name@digest12`, plus the system fields that split one image's
+    records when the same digest ran on several systems (two GPUs, two hosts): `cpu@ab12 [gpu_info=...]`."""
+    systems: dict[str, set] = {}
+    keys = {id(r): identity.test_key(r) for r in records}
+    for r in records:
+        systems.setdefault(image_label(r), set()).add(keys[id(r)].system)
+    out = {}
+    for r in records:
+        sy = systems[image_label(r)]
+        label = image_label(r)
+        if len(sy) > 1:
+            varying = sorted({k for s in sy for k, _ in s if len({dict(x).get(k) for x in sy}) > 1})
+            mine = dict(keys[id(r)].system)
+            label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
+        out[id(r)] = label
+    return out
+
+
+def split_columns(records: list[BenchRecord], cols: dict[int, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """Varying identifying columns split in two: those fixed per image column go into its header
+    (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+    cols = cols if cols is not None else column_labels(records)
     per_image: dict[str, list[str]] = {}
     rows = []
     for name in varying_columns(records):
         vals: dict[str, set] = {}
         for r in records:
-            vals.setdefault(image_label(r), set()).add(ID_COLUMNS[name](r))
-        if all(len(v) == 1 for v in vals.values()):
+            vals.setdefault(cols[id(r)], set()).add(id_value(r, name))
+        if all(len(v) == 1 for v in vals.values()) and len(vals) > 1:
             for img, v in vals.items():
                 if (x := next(iter(v))) is not None:
                     per_image.setdefault(img, []).append(f"{name}={x}")
@@ -206,16 +259,16 @@ class Row:
     roof: dict[str, Roofline] = field(default_factory=dict)  # image column -> roofline
 
     def row_flags(self) -> list[str]:
-        """Flags for the flags column: a flag on only some images names them; ub-no-effect its value."""
+        """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
         out = []
-        for name in FLAG_HELP:
+        for name in dict.fromkeys([*FLAG_HELP, *(f for fl in self.flags.values() for f in fl)]):
             cols = [c for c, fl in self.flags.items() if name in fl]
             if not cols:
                 continue
             text = name
-            if name == "ub-no-effect":
-                effs = sorted({ub_no_effect(self.cells[c]) for c in cols} - {None})
-                text += f" (runs at ub{'/'.join(str(e) for e in effs)})"
+            if name == "ub-clamped":
+                effs = sorted({ub_clamped(self.cells[c]) for c in cols} - {None})
+                text += f" (effective ub{'/'.join(str(e) for e in effs)})"
             if len(cols) < len(self.cells):
                 text += f" [{', '.join(cols)}]"
             out.append(text)
@@ -247,17 +300,23 @@ def row_label(r: BenchRecord, *, ub: bool) -> str:
 
 
 def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> Table:
-    """Pivot the records of one axis (prefill | decode | mixed | served) into a Table."""
+    """Pivot the records of one axis (prefill | decode | mixed | served) into a Table.
+
+    Columns are images (identity column: digest + system), rows are tests (identity row: model +
+    every test field that varies in the table). Records given are one per test (select_for_report);
+    a second record for an occupied cell gets its own row naming what differs, never dropped.
+    """
     opts = opts or ReportOptions()
     rs = [r for r in records if r.axis == axis and value(r) is not None]
-    per_image, id_cols = split_columns(rs)
+    col_of = column_labels(rs)
+    per_image, id_cols = split_columns(rs, col_of)
     show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()
     roof_cols: set[str] = set()
     for r in rs:
-        col = image_label(r)
-        ids = {c: "" if ID_COLUMNS[c](r) is None else str(ID_COLUMNS[c](r)) for c in id_cols}
+        col = col_of[id(r)]
+        ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
         label = row_label(r, ub=show_ub)
         order = (
             concurrency(r) or 0,
@@ -268,7 +327,14 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
             r.n_ubatch or 0,
             tuple(ids.values()),
         )
-        row = rows.setdefault((label, tuple(ids.values())), Row(label, ids, order))
+        key: tuple = (label, tuple(ids.values()))
+        if key in rows and col in rows[key].cells:  # same row and column, yet a different test
+            other = identity.test_fields(rows[key].cells[col])
+            mine = identity.test_fields(r)
+            diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
+            label += " (" + ", ".join(f"{k}={mine.get(k)}" for k in diff) + ")"
+            key = (label, tuple(ids.values()), identity.test_key(r).row)
+        row = rows.setdefault(key, Row(label, ids, order))
         row.cells[col] = r
         roof = roofline(r)
         if roof is not None:
@@ -276,8 +342,36 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
             roof_cols.add(col)
         row.flags[col] = record_flags(r, opts, roof)
         columns.add(col)
+    _mark_ub_no_effect(list(rows.values()), opts)
     ordered = sorted(rows.values(), key=lambda row: row.order)
     return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols), per_image)
+
+
+def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
+    """`ub-no-effect` only where measured: in one image column, records that differ only in n_ubatch
+    and give equal tok/s within noise (|a - b| <= 3 x sqrt(sd_a^2 + sd_b^2), stddevs known)."""
+    groups: dict[tuple, list[tuple[Row, str, BenchRecord]]] = {}
+    for row in rows:
+        for col, r in row.cells.items():
+            f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
+            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append((row, col, r))
+    for members in groups.values():
+        if len({r.n_ubatch for _, _, r in members}) < 2:
+            continue
+        for row, col, r in members:
+            others = [o for _, _, o in members if o is not r]
+            if others and all(_equal_within_noise(r, o, opts) for o in others) and "ub-no-effect" not in row.flags[col]:
+                row.flags[col].append("ub-no-effect")
+
+
+def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> bool:
+    """Equal within noise, and the noise small enough to say so (both relative stddevs <= opts.noisy)."""
+    va, vb = value(a), value(b)
+    if va is None or vb is None or a.stddev_ts is None or b.stddev_ts is None:
+        return False
+    if max(a.stddev_ts / va, b.stddev_ts / vb) > opts.noisy:
+        return False
+    return abs(va - vb) <= 3 * math.hypot(a.stddev_ts, b.stddev_ts)
 
 
 def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
@@ -285,12 +379,23 @@ def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> lis
     return [t for t in (axis_table(chosen, a, opts) for a in AXES) if t.rows]
 
 
+def accounting(records: list[BenchRecord], refused: int = 0) -> str:
+    """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
+    _, sel = select_with_accounting(records)
+    text = sel.summary()
+    return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
+
+
 def fmt_cell(r: BenchRecord | None) -> str:
+    """`mean ± stddev (med M, min–max)` tok/s; served cells add median TTFT/TPOT."""
     v = value(r) if r is not None else None
     if v is None:
         return ""
     sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
     text = f"{v:.2f}{sd}"
+    st = sample_stats(r)
+    if st is not None and r.axis != "served":
+        text += f" (med {st['median']:.2f}, {st['min']:.2f}–{st['max']:.2f})"
     if r.axis == "served":
         extra = [
             f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
@@ -327,8 +432,9 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
 
 
 def _legend(ts: list[Table]) -> list[str]:
-    used = {f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags()}
-    return [f"{name}: {FLAG_HELP[name]}" for name in FLAG_HELP if name in used]
+    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
+    return [f"{name}: {FLAG_HELP.get(name, 'stored with the record by its runner')}"
+            for name in sorted(used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n))]
 
 
 def _roof_notes(ts: list[Table]) -> list[str]:
@@ -345,8 +451,12 @@ def _roof_notes(ts: list[Table]) -> list[str]:
     ]
 
 
-def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None) -> str:
-    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text."""
+def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None,
+           refused: int = 0) -> str:
+    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
+
+    Every format states how many records it read, used and superseded (`refused`: records the
+    store's reader could not use, counted by ResultStore.results)."""
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
@@ -362,8 +472,10 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
                 "tables": [table_json(t) for t in ts],
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
+                "records": accounting(records, refused),
             },
             indent=2,
+            allow_nan=False,
         )
     if fmt == "html":
         return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False))
@@ -375,9 +487,8 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = _legend(ts) + _roof_notes(ts)
-    if notes:
-        out.append("\n".join(f"- {n}" for n in notes))
+    notes = _legend(ts) + _roof_notes(ts) + [accounting(records, refused)]
+    out.append("\n".join(f"- {n}" for n in notes))
     out.append(verdict_mod.format_verdict(v))
     return "\n\n".join(out)
 
@@ -400,9 +511,13 @@ CSV_FIELDS = [
     "concurrency",
     "avg_ts",
     "stddev_ts",
+    "median_ts",
+    "min_ts",
+    "max_ts",
     "roofline",
     "roofline_pct",
     "flags",
+    "test_fields",
 ]
 
 
@@ -433,9 +548,11 @@ def render_csv(ts: list[Table]) -> str:
                         concurrency(r),
                         value(r),
                         r.stddev_ts,
+                        *((st["median"], st["min"], st["max"]) if (st := sample_stats(r)) else ("", "", "")),
                         roof.metric if roof else "",
                         f"{100 * roof.fraction:.1f}" if roof else "",
                         " ".join(row.flags.get(col, [])),
+                        "; ".join(f"{k}={v}" for k, v in row.ids.items()),
                     ]
                 )
     return buf.getvalue()
@@ -450,6 +567,8 @@ def table_json(t: Table) -> dict[str, Any]:
         return {
             "avg_ts": value(r),
             "stddev_ts": r.stddev_ts,
+            **{f"{k}_ts": x for k, x in (sample_stats(r) or {}).items()},
+            "samples": len(r.samples_ts),
             "digest": r.image.digest,
             "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
             "flags": row.flags.get(col, []),
@@ -513,8 +632,9 @@ def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str) 
     notes = _legend(ts) + _roof_notes(ts)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    parts.append(f"<p>{html.escape(accounting(records))}</p>")
     parts.append(f"<h2>Verdict</h2><pre>{html.escape(verdict_text)}</pre>")
-    figs = plots.figures(select_for_report(records))
+    figs = plots.figures(ts)
     if figs:
         parts.append("<h2>Plots</h2>")
     for name, fig in figs.items():
@@ -531,6 +651,7 @@ def publish(
     opts: ReportOptions | None = None,
     output: Path | None = None,
     plots_dir: Path | None = None,
+    refused: int = 0,
 ) -> tuple[str | None, list[Path]]:
     """Render the report: (text for stdout or None when written to `output`, every file written).
 
@@ -539,7 +660,7 @@ def publish(
     """
     from toolkit import plots
 
-    text = render(records, fmt, opts=opts)
+    text = render(records, fmt, opts=opts, refused=refused)
     written: list[Path] = []
     if output is not None:
         output = Path(output)
@@ -551,5 +672,5 @@ def publish(
         if plots_dir is None and fmt == "html":
             plots_dir = output.parent / f"{output.stem}-plots"
     if plots_dir is not None:
-        written += plots.write_pngs(select_for_report(records), Path(plots_dir))
+        written += plots.write_pngs(tables(records, opts), Path(plots_dir))
     return (None if output is not None else text), written

@@ -23,11 +23,11 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
-from toolkit import bench, engine, publish
+from toolkit import bench, engine, identity, publish
 from toolkit.errors import BadInput, BuildFailed
 from toolkit.matrix import BenchAxes, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 from toolkit.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.report import row_label, value
+from toolkit.report import id_value, row_label, select_latest, value, varying_columns
 from toolkit.roofline import SOFTWARE_GPU_MARKERS
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
@@ -208,39 +208,37 @@ def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status
 # ------------------------------------------------------------------------------------- compare
 
 
-def _key(r: BenchRecord) -> tuple:
-    return (r.image.name, r.model.sha256, r.method, r.n_prompt, r.n_gen, r.n_depth, r.n_batch, r.n_ubatch,
-            r.flash_attn, r.n_gpu_layers)
-
-
 def _rel_sd(r: BenchRecord) -> float:
     v = value(r)
     return (r.stddev_ts or 0.0) / v if v else 0.0
 
 
 def compare_records(recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float) -> list[ReproRow]:
-    """One row per recorded ok test; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
-    def index(recs: list[BenchRecord]) -> dict[tuple, BenchRecord]:
-        out: dict[tuple, BenchRecord] = {}
-        for r in recs:
-            if r.status == "ok" and value(r) and (_key(r) not in out or r.created >= out[_key(r)].created):
-                out[_key(r)] = r
-        return out
+    """One row per recorded ok test (newest per test identity), joined per image name with its re-run
+    by identity.join; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+    def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
+        return [r for r in select_latest(recs) if value(r)]
 
-    a, b = index(recorded), index(reproduced)
+    a_all, b_all = usable(recorded), usable(reproduced)
     rows = []
-    for k, ra in sorted(a.items(), key=lambda kv: (kv[0][0], kv[1].axis != "prefill", kv[0][3:])):
-        rb = b.get(k)
-        floor = threshold / 100
-        if rb is None:
-            rows.append(ReproRow(ra.image.name, row_label(ra, ub=True), ra.model.name, ra, None, None, floor, False))
-            continue
-        va, vb = value(ra), value(rb)
-        assert va and vb  # index() keeps only records with a tok/s value
-        delta = vb / va - 1
-        noise = max(3 * math.hypot(_rel_sd(ra), _rel_sd(rb)), floor)
-        rows.append(ReproRow(ra.image.name, row_label(ra, ub=True), ra.model.name, ra, rb, delta, noise,
-                             abs(delta) <= noise))
+    floor = threshold / 100
+    for name in sorted({r.image.name for r in a_all}):
+        a = [r for r in a_all if r.image.name == name]
+        j = identity.join(a, [r for r in b_all if r.image.name == name])
+        ids = [c for c in varying_columns(a) if c != "model"]
+        pairs = j.pairs + [(r, None) for r in j.only_a]
+        pairs.sort(key=lambda p: (p[0].axis != "prefill", p[0].axis, p[0].n_depth, p[0].n_prompt, p[0].n_gen,
+                                  p[0].n_ubatch or 0, str([id_value(p[0], c) for c in ids])))
+        for ra, rb in pairs:
+            label = " ".join([row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
+            if rb is None:
+                rows.append(ReproRow(name, label, ra.model.name, ra, None, None, floor, False))
+                continue
+            va, vb = value(ra), value(rb)
+            assert va and vb  # usable() keeps only records with a tok/s value
+            delta = vb / va - 1
+            noise = max(3 * math.hypot(_rel_sd(ra), _rel_sd(rb)), floor)
+            rows.append(ReproRow(name, label, ra.model.name, ra, rb, delta, noise, abs(delta) <= noise))
     return rows
 
 
@@ -322,7 +320,9 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
     software = any(m in (r.gpu_info or "").lower() for r in recorded for m in SOFTWARE_GPU_MARKERS)
-    opts = bench.BenchOptions(allow_software_gpu=software, strict=True)
+    # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
+    opts = bench.BenchOptions(allow_software_gpu=software, strict=True,
+                              pinned={c.name: c.image_id for c in rep.images})
     rep.new_run_id = opts.run_id
     outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]

@@ -26,15 +26,15 @@ from typing import Any
 
 from toolkit.records import BenchRecord
 from toolkit.report import (
-    ID_COLUMNS,
     ReportOptions,
+    column_labels,
     concurrency,
-    image_label,
+    id_value,
     is_cpu_fallback,
     rel_stddev,
     row_label,
     select_latest,
-    ub_no_effect,
+    ub_clamped,
     value,
     varying_columns,
 )
@@ -168,7 +168,8 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     opts = opts or ReportOptions()
     rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
     out = AxisVerdict(axis)
-    images = sorted({image_label(r) for r in rs})
+    cols = column_labels(rs)
+    images = sorted(set(cols.values()))
     if len(images) < 2:
         out.note = f"only {images[0]} measured" if images else "no results"
         return out
@@ -179,10 +180,10 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     for r in rs:
         name, order = _group_of(r, with_family)
         names[order] = name
-        eff = ub_no_effect(r)
-        clamped = [f"(runs at ub{eff})"] if eff else []
-        setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={ID_COLUMNS[c](r)}" for c in knob_cols])
-        e = Entry(image_label(r), r, value(r), rel_stddev(r) or 0.0, setting)
+        eff = ub_clamped(r)
+        clamped = [f"(effective ub{eff})"] if eff else []
+        setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
+        e = Entry(cols[id(r)], r, value(r), rel_stddev(r) or 0.0, setting)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e

@@ -1,0 +1,240 @@
+"""One test identity and strict validity, tried on real and field-shaped llama-bench outputs.
+
+Inputs in tests/data/cases/ are copies of shared/cases/ (README there): an n_cpu_moe sweep, two
+models and two builds in one file, bare `nan`/`-nan` tokens as llama-bench prints them, and real
+llama-bench output at the pinned commit 0c1e57098 from an NVIDIA H200 (CUDA build, and the Vulkan
+image's own binary on the H200's Vulkan driver). Nothing is mocked: each test imports the file through
+the same code path as `toolkit import` and reads the results back through the store's reader.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import DATA
+from tests.test_report import make_record
+from toolkit import compare, identity, importer, plots, report
+from toolkit.cli import cli
+from toolkit.errors import BadInput
+from toolkit.records import BenchRecord, ResultStore
+
+CASES = DATA / "cases"
+
+
+def imported(tmp_path: Path, *names: str, label: str = "field") -> tuple[ResultStore, importer.ImportResult]:
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [CASES / n for n in names], label=label)
+    return store, res
+
+
+def table(store: ResultStore, axis: str) -> report.Table:
+    return next(t for t in report.tables(store.results()) if t.axis == axis)
+
+
+def cells(t: report.Table) -> dict[tuple, dict[str, float]]:
+    """{(row test, *row ids): {column: tok/s}}"""
+    return {(row.test, *row.ids.values()): {c: report.value(r) for c, r in row.cells.items()} for row in t.rows}
+
+
+# ------------------------------------------------------------------------------- rows never collapse
+
+
+def test_n_cpu_moe_sweep_keeps_three_settings_as_a_column(tmp_path):
+    store, res = imported(tmp_path, "n-cpu-moe-sweep.jsonl")
+    assert res.records == 6 and not res.collisions
+    for axis, expect in (("prefill", {"0": 2400.0, "12": 900.0, "24": 420.0}),
+                         ("decode", {"0": 110.0, "12": 45.0, "24": 22.0})):
+        t = table(store, axis)
+        assert t.id_columns == ["n_cpu_moe"]
+        got = {row.ids["n_cpu_moe"]: report.value(next(iter(row.cells.values()))) for row in t.rows}
+        assert got == expect
+    text = report.render(store.results())
+    assert "| n_cpu_moe |" in text.replace("  ", " ") or "n_cpu_moe" in text.splitlines()[2]
+    assert "6 records read, 6 used, 0 superseded" in text
+
+
+def test_two_models_in_one_file_are_two_row_sets(tmp_path):
+    store, _ = imported(tmp_path, "two-models-one-file.jsonl")
+    t = table(store, "prefill")
+    assert t.id_columns == ["model"]
+    assert sorted(report.value(r) for row in t.rows for r in row.cells.values()) == [160.0, 900.0]
+    assert sorted(row.ids["model"] for row in t.rows) == ["model-a-24B-Q4_K_M.gguf", "model-b-20B-mxfp4.gguf"]
+
+
+def test_two_builds_in_one_file_are_split_on_import_and_the_drop_is_visible(tmp_path):
+    store, res = imported(tmp_path, "two-builds-one-file.jsonl", label="r9700")
+    assert [(s.name, s.records) for s in res.sets] == [("r9700.aaaa1111-7001", 2), ("r9700.bbbb2222-7010", 2)]
+    assert len({s.digest for s in res.sets}) == 2
+    t = table(store, "prefill")
+    (row,) = t.rows
+    assert sorted(report.value(r) for r in row.cells.values()) == [1130.0, 1480.0]
+    a, b = (s.digest for s in res.sets)
+    c = compare.compare(store, a, b, threshold=5)
+    pp = next(r for r in c.rows if r.test.startswith("pp512"))
+    assert round(pp.speedup, 3) == round(1130 / 1480, 3) and c.is_regression(pp)
+
+
+def test_same_digest_on_two_gpus_is_two_columns_not_one():
+    a = make_record("img", "rocm", p=512, avg=100.0, gpu_info="AMD Radeon AI PRO R9700")
+    b = make_record("img", "rocm", p=512, avg=90.0, gpu_info="AMD Radeon RX 9070 XT")
+    t = report.axis_table(report.select_for_report([a, b]), "prefill")
+    assert len(t.columns) == 2 and all("gpu_info=" in c for c in t.columns)
+
+
+@pytest.mark.parametrize("ngl", [99, 999, -1])
+def test_all_layers_spellings_are_one_test(ngl):
+    r = make_record("img", "rocm", p=512, avg=1.0, raw={"n_gpu_layers": ngl})
+    assert identity.test_fields(r)["n_gpu_layers"] == "all"
+    partial = make_record("img", "rocm", p=512, avg=1.0, raw={"n_gpu_layers": 20})
+    assert identity.test_fields(partial)["n_gpu_layers"] == 20
+
+
+def test_fa_spellings_are_one_test():
+    on = [make_record("img", "rocm", p=512, avg=1.0, raw={"flash_attn": v}) for v in (1, True, "on")]
+    assert len({identity.test_key(r) for r in on}) == 1
+
+
+def test_a_rerun_supersedes_and_is_counted():
+    old = make_record("img", "rocm", p=512, avg=1.0)
+    new = old.model_copy(update={"created": "2030-01-01T00:00:00+00:00", "avg_ts": 2.0})
+    sel = identity.newest_per_test([old, new])
+    assert [r.avg_ts for r in sel.used] == [2.0] and sel.superseded == 1
+    assert "2 records read, 1 used, 1 superseded" in report.render([old, new])
+
+
+# ------------------------------------------------------------------------------- numbers that are not
+
+
+@pytest.mark.parametrize("name", ["stddev-nan.jsonl", "stddev-nan.json"])
+def test_nan_stddev_keeps_every_record_recomputed_from_samples(tmp_path, name):
+    store, res = imported(tmp_path, name)
+    recs = store.results()
+    assert res.records == len(recs) == 3 and not res.refused and store.refused == 0
+    assert len(res.repaired) == 1 and "recomputed from 3 samples" in res.repaired[0]
+    tg = next(r for r in recs if r.n_gen == 128)
+    assert tg.stddev_ts == 0.0 and tg.raw["stddev_ts"] is None  # samples were 110, 110, 110
+    assert "stddev-recomputed" in report.record_flags(tg, report.ReportOptions())
+    json.loads(report.render(recs, "json"))  # strict JSON: no NaN token anywhere
+
+
+def test_nan_tok_s_is_refused_with_a_reason_and_counted(tmp_path):
+    src = (CASES / "n-cpu-moe-sweep.jsonl").read_text().splitlines()
+    src[1] = src[1].replace('"avg_ts": 110.0', '"avg_ts": -nan')
+    f = tmp_path / "bad.jsonl"
+    f.write_text("\n".join(src) + "\n")
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == 5 and len(res.refused) == 1 and "row 2: avg_ts is nan" in res.refused[0]
+    run = CliRunner().invoke(cli, ["import", "--results", str(tmp_path / "r2"), "--label", "x", str(f)])
+    assert run.exit_code == 0 and "1 refused (not a measurement)" in run.output
+
+
+def test_store_reader_refuses_nan_lines_and_reads_past_bad_bytes(tmp_path):
+    rec = make_record("img", "cpu", p=512, avg=100.0, sd=1.0)
+    d = tmp_path / "results" / rec.image.short
+    d.mkdir(parents=True)
+    good = json.dumps(rec.model_dump(mode="json"))
+    nan = good.replace('"avg_ts":100.0', '"avg_ts":NaN').replace('"avg_ts": 100.0', '"avg_ts": NaN')
+    future = good.replace('"schema_version": 1', '"schema_version": 99')
+    later = good.replace('"n_prompt": 512', '"n_prompt": 1024').replace('"test": "pp512"', '"test": "pp1024"')
+    (d / "bench.jsonl").write_bytes(b"\n".join([good.encode(), b"\xff\xfe garbage", nan.encode(), future.encode(),
+                                                later.encode()]) + b"\n")
+    store = ResultStore(tmp_path / "results")
+    recs = store.results()
+    assert sorted(r.n_prompt for r in recs) == [512, 1024]
+    assert store.refused == 3
+    w = "\n".join(store.warnings)
+    assert "bench.jsonl:2: skipped a line that is not UTF-8" in w
+    assert "bench.jsonl:3: skipped a record" in w and "avg_ts is nan" in w
+    assert "bench.jsonl:4: skipped a record of schema_version 99" in w
+    run = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--json"])
+    assert run.exit_code == 0
+    doc = json.loads(run.output[run.output.index("{"):])
+    assert "3 unreadable or invalid" in doc["records"]
+
+
+def test_a_nan_never_reaches_a_record():
+    with pytest.raises(ValueError, match="avg_ts is nan"):
+        make_record("img", "cpu", p=512, avg=math.nan)
+    with pytest.raises(ValueError, match=r"samples_ts\[1\] is inf"):
+        make_record("img", "cpu", p=512, avg=1.0, raw={"samples_ts": [1.0, math.inf]})
+
+
+# ------------------------------------------------------------------------------- real H200 outputs
+
+
+def test_h200_cuda_output_imports_whole_and_flags_only_what_was_measured(tmp_path):
+    store, res = imported(tmp_path, "cuda-h200-qwen3moe-30b-synthetic.jsonl", label="h200-cuda")
+    recs = store.results()
+    assert res.records == 8 and not res.refused and not res.skipped
+    for f in ("n_cpu_moe", "fit_target", "no_host", "repack", "devices", "split_mode"):
+        assert f in recs[0].raw
+    dec = table(store, "decode")
+    got = {row.test: (report.value(next(iter(row.cells.values()))), row.row_flags()) for row in dec.rows}
+    assert got["tg128 ub512"][0] == pytest.approx(308.0, abs=0.1)
+    assert got["tg128 ub2048"][0] == pytest.approx(291.5, abs=0.1)
+    for _, flags in got.values():  # clamped, yet measured different: never "no effect"
+        assert any(f.startswith("ub-clamped (effective ub128)") for f in flags)
+        assert not any(f.startswith("ub-no-effect") for f in flags)
+    pre = cells(table(store, "prefill"))
+    assert len(pre) == 6
+    pp512 = next(row for row in table(store, "prefill").rows if row.test == "pp512 ub512")
+    assert "warmup-outlier" in pp512.row_flags()
+
+
+def test_vulkan_h200_equal_decode_is_measured_no_effect_and_backend_tells_the_files_apart(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    cuda = importer.import_files(store, [CASES / "cuda-h200-qwen3moe-30b-synthetic.jsonl"], label="h200-cuda")
+    vk = importer.import_files(store, [CASES / "vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl"], label="h200-vk")
+    assert [s.system["backends"] for s in vk.sets] == ["Vulkan"] and vk.sets[0].system["gpu_info"] == "NVIDIA H200"
+    assert cuda.sets[0].system["gpu_info"] == vk.sets[0].system["gpu_info"]
+    dec = report.axis_table(report.select_for_report(store.results()), "decode")
+    vk_rows = [row for row in dec.rows if any(c.startswith("h200-vk@") for c in row.cells)]
+    for row in vk_rows:  # 206.5 ± 3.0 vs 204.9 ± 1.8: equal within noise, and measured so
+        assert any(f.startswith("ub-no-effect") for f in row.row_flags())
+    assert dec.id_columns == ["flash_attn"] or "flash_attn" in " ".join(dec.image_ids.values())
+    with pytest.raises(BadInput, match=r"keeps them apart: flash_attn: A has 1, B has 0"):
+        compare.compare(store, cuda.sets[0].digest, vk.sets[0].digest)
+    run = CliRunner().invoke(cli, ["compare", "--results", str(store.root), cuda.sets[0].digest, vk.sets[0].digest])
+    assert run.exit_code == 4 and "flash_attn" in run.output
+
+
+# ------------------------------------------------------------------------------- plots use the identity
+
+
+def test_decode_plot_draws_one_bar_group_per_table_row():
+    rs = [make_record("cpu", "cpu", n=128, ub=512, avg=3674.0, sd=10.0, gpu_info=""),
+          make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info="")]
+    t = report.axis_table(report.select_for_report(rs), "decode")
+    fig = plots.decode_figure(t)
+    ax = fig.axes[0]
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["tg128 ub512", "tg128 ub2048"]
+    assert sorted(round(p.get_height()) for p in ax.patches) == [726, 3674]
+
+
+def test_no_record_is_lost_between_select_and_table(tmp_path):
+    store, _ = imported(tmp_path, "n-cpu-moe-sweep.jsonl", "two-models-one-file.jsonl")
+    chosen = report.select_for_report(store.results())
+    shown = sum(len(row.cells) for t in report.tables(store.results()) for row in t.rows)
+    assert shown == len(chosen) == 10
+
+
+def test_records_with_the_same_identity_from_an_import_are_reported(tmp_path):
+    f = tmp_path / "twice.jsonl"
+    line = (CASES / "n-cpu-moe-sweep.jsonl").read_text().splitlines()[0]
+    f.write_text(line + "\n" + line + "\n")
+    res = importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
+    assert res.records == 2 and len(res.collisions) == 1
+
+
+def test_bench_record_written_is_strict_json(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    rec = make_record("img", "cpu", p=512, avg=1.0, raw={"stddev_ns": math.nan})
+    path = store.add_result(rec)
+    json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))
+    assert isinstance(BenchRecord, type)
