@@ -154,7 +154,7 @@ def test_store_reader_refuses_nan_lines_and_reads_past_bad_bytes(tmp_path):
     assert "bench.jsonl:4: skipped a record of schema_version 99" in w
     run = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--json"])
     assert run.exit_code == 0
-    doc = json.loads(run.output[run.output.index("{"):])
+    doc, _ = json.JSONDecoder().raw_decode(run.output[run.output.index("{"):])  # warnings follow on stderr
     assert "3 unreadable or invalid" in doc["records"]
 
 
@@ -201,7 +201,7 @@ def test_vulkan_h200_equal_decode_is_measured_no_effect_and_backend_tells_the_fi
     with pytest.raises(BadInput, match=r"keeps them apart: flash_attn: A has 1, B has 0"):
         compare.compare(store, cuda.sets[0].digest, vk.sets[0].digest)
     run = CliRunner().invoke(cli, ["compare", "--results", str(store.root), cuda.sets[0].digest, vk.sets[0].digest])
-    assert run.exit_code == 4 and "flash_attn" in run.output
+    assert isinstance(run.exception, BadInput) and run.exception.exit_code == 4 and "flash_attn" in str(run.exception)
 
 
 # ------------------------------------------------------------------------------- plots use the identity
@@ -238,3 +238,28 @@ def test_bench_record_written_is_strict_json(tmp_path):
     path = store.add_result(rec)
     json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))
     assert isinstance(BenchRecord, type)
+
+
+# ------------------------------------------------------------------------------- resume per test
+
+
+def test_resume_runs_exactly_the_missing_cases(tmp_path):
+    from toolkit.bench import missing_cases, resume_axes
+    from toolkit.matrix import BenchAxes
+
+    axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048],
+                     flash_attn=[1], n_gpu_layers=[999])
+    store = ResultStore(tmp_path / "results")
+    sha = "a" * 64
+    done = [make_record("img", "cpu", p=512, ub=512, avg=1.0), make_record("img", "cpu", n=128, ub=512, avg=1.0),
+            make_record("img", "cpu", p=512, ub=2048, avg=1.0)]
+    for r in done:  # recorded as llama-bench writes them: -ngl 999 read back as "all layers"
+        r.model.sha256 = sha
+        store.add_result(r)
+    todo = missing_cases(store, done[0].image.digest, sha, axes)
+    assert sorted((c["n_prompt"], c["n_gen"], c["n_ubatch"]) for c in todo) == [
+        (0, 128, 2048), (2048, 0, 512), (2048, 0, 2048)]
+    subs = resume_axes(axes, todo)
+    assert sorted(c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for s in subs for c in s.cases()) == sorted(
+        c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for c in todo)
+    assert missing_cases(store, "sha256:other", sha, axes) == axes.cases()
