@@ -339,10 +339,16 @@ def test_bandwidth_plausibility_flags(avg, flag):
         pytest.param({"gpu_info": "llvmpipe (LLVM 19.1.7, 256 bits)"}, False, id="lavapipe"),
         pytest.param({"gpu_info": "", "host": {"gpus": []}}, False, id="no-gpu-known"),
         pytest.param({"gpu_info": "AMD Radeon RX 7900 XTX"}, True, id="named-7900xtx"),
-        pytest.param(
+        pytest.param(  # a gfx arch alone is no yardstick (gfx1201 is also the RX 9070 GRE, 432 GB/s)
             {"gpu_info": "", "host": {"gpus": [{"gfx_target": "gfx942", "is_igpu": False}]}},
+            False,
+            id="host-gfx-only",
+        ),
+        pytest.param(
+            {"gpu_info": "", "host": {"gpus": [{"gfx_target": "gfx942", "is_igpu": False, "vendor": "0x1002",
+                                               "device_id": "0x74a1", "revision": "0x00"}]}},
             True,
-            id="host-mi300x",
+            id="host-mi300x-by-pci-id",
         ),
     ],
 )

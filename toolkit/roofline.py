@@ -1,4 +1,4 @@
-"""How close a measured tok/s comes to what the GPU could do at most (a roofline, per record).
+"""How close a measured tok/s comes to what the GPU(s) could do at most (a roofline, per record).
 
 decode (tg): every generated token reads the active weights once, so
     implied bandwidth = tok/s x bytes read per token,  bytes per token ~ model_size x active share
@@ -16,53 +16,41 @@ Active share of a mixture-of-experts model (only the routed experts are read per
   2. a small table of known model types (numbers from the model cards);
   3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
   4. a model type without an MoE marker counts as dense (share 1).
-The GPU is known from the record's gpu_info text or, failing that, the host's one discrete GPU
-(host.gpus[].gfx_target); CPU images and software Vulkan devices get no roofline.
+
+The yardstick is the exact GPU PRODUCT (toolkit/gpuspecs.py), never a gfx arch: an RX 9070 GRE
+(gfx1201, 432 GB/s) is not judged against the R9700 (gfx1201, 640 GB/s); an H200 import gets the
+H200's figures. The product comes from the record's gpu_info (llama-bench's device descriptions,
+matched exactly), or, where gpu_info gives only a generic name ("AMD Radeon Graphics") or none
+(vLLM), from the PCI ids of the GPUs the container was given (the record's device profile, or the
+`--device` render nodes of its docker command, looked up in its host facts). A product without
+figures gets no roofline, with a note saying so.
+
+How many GPUs a run used (gpu_use): llama-bench uses every GPU device it sees unless `-dev` names
+some or `-sm none` keeps it to main_gpu (pinned source: src/llama.cpp, llama_model_load); the
+devices it sees are gpu_info's entries (tools/llama-bench/llama-bench.cpp get_gpu_info). vLLM uses
+tensor_parallel_size x pipeline_parallel_size GPUs (1 unless set). Several GPUs:
+  - split row / tensor, vLLM tensor parallel: the cards work on every layer at once, so the bound is
+    the SUM of their peaks (N x one card's) -- `Roofline.gpu` is then that aggregate ("2 x ...");
+  - split layer (llama.cpp's default) or pipeline parallel: the cards take turns on each token
+    (decode) and overlap only partly (prefill pipelining), so the bound lies between one card's peak
+    and N x; neither is the yardstick, and the record gets no roofline, with a note.
+A multi-GPU run is never held against one card's peak. CPU runs and software Vulkan devices
+(llvmpipe/lavapipe) get no roofline.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from toolkit.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.records import BenchRecord
 
-
-@dataclass(frozen=True)
-class GpuPeak:
-    """Peak figures of one GPU: memory bandwidth in GB/s (1e9 B/s), dense FP16 matrix TFLOP/s."""
-
-    gfx_target: str
-    product: str
-    names: tuple[str, ...]  # substrings of gpu_info that identify it (lower case)
-    mem_bw_gbs: float
-    fp16_matrix_tflops: float
-    compute_units: int
-
-    @property
-    def mem_bw(self) -> float:
-        return self.mem_bw_gbs * 1e9
-
-    @property
-    def flops(self) -> float:
-        return self.fp16_matrix_tflops * 1e12
-
-
-PEAKS: dict[str, GpuPeak] = {
-    # Radeon AI PRO R9700 (Navi 48, RDNA4): 32 GB GDDR6 at 20 Gbps on 256 bit = 640 GB/s, 64 CUs
-    # (shared/reference/llama-bench.md; AMD product page). AMD's datasheet lists 95.7 TFLOPS FP16 vector
-    # (cited in huggingface/huggingface.js PR #1895); RDNA4 WMMA runs dense FP16 at twice the vector
-    # rate: 64 CUs x 1024 FLOP/clock x 2.92 GHz boost = 191 TFLOPS (AMD's "1531 TOPS" = INT4 sparse = 8x).
-    "gfx1201": GpuPeak("gfx1201", "Radeon AI PRO R9700", ("r9700", "gfx1201"), 640.0, 191.0, 64),
-    # Radeon RX 7900 XTX (Navi 31, RDNA3): 24 GB GDDR6 at 20 Gbps on 384 bit = 960 GB/s, 96 CUs;
-    # 122.8 TFLOPS FP16 (Wikipedia "RDNA 3" infobox; 96 CUs x 512 FLOP/clock x 2.5 GHz), WMMA = same rate.
-    "gfx1100": GpuPeak("gfx1100", "Radeon RX 7900 XTX", ("7900 xtx", "gfx1100"), 960.0, 122.8, 96),
-    # Instinct MI300X (CDNA3): 192 GB HBM3 at 5.3 TB/s, 304 CUs, 1307.4 TFLOPS dense FP16/BF16 matrix
-    # (AMD spec sheet figures, as tabulated in alpharomercoma/MI300X-vs-H200 METHODOLOGY.md).
-    "gfx942": GpuPeak("gfx942", "Instinct MI300X", ("mi300x", "gfx942"), 5300.0, 1307.4, 304),
-}
+GpuPeak = GpuSpec  # the yardstick of a roofline: one product, or N of them summed (product "2 x ...")
 
 # Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
 KNOWN_ACTIVE_SHARE: dict[str, float] = {
@@ -87,32 +75,46 @@ class ActiveShare:
 
 @dataclass(frozen=True)
 class Roofline:
-    """One record against its GPU: implied rate, the bound, and the ratio (0.45 = 45 %)."""
+    """One record against its yardstick: implied rate, the bound, and the ratio (0.45 = 45 %).
+    `gpu` is the yardstick (one product, or the sum over `gpu_count` cards of one product),
+    `per_gpu` one card's figures, `note` how the yardstick was chosen."""
 
-    gpu: GpuPeak
+    gpu: GpuSpec
     metric: str  # "bandwidth" (decode) | "compute" (prefill)
     implied: float  # B/s or FLOP/s
     peak: float
     share: ActiveShare
+    gpu_count: int = 1
+    per_gpu: GpuSpec | None = None
+    note: str = ""
 
     @property
     def fraction(self) -> float:
         return self.implied / self.peak
 
 
-def gpu_of(r: BenchRecord) -> GpuPeak | None:
-    """The GPU a record ran on, when its peak figures are known; None for CPU/software devices."""
-    if r.image.backend not in ("rocm", "vulkan"):
-        return None
-    info = (r.gpu_info or "").lower()
-    if any(m in info for m in SOFTWARE_GPU_MARKERS):
-        return None
-    for peak in PEAKS.values():
-        if any(n in info for n in peak.names):
-            return peak
-    gpus = [g for g in r.host.get("gpus", []) if isinstance(g, dict) and not g.get("is_igpu")]
-    targets = {g.get("gfx_target") for g in gpus} & PEAKS.keys()
-    return PEAKS[targets.pop()] if len(targets) == 1 else None
+@dataclass(frozen=True)
+class GpuUse:
+    """The GPUs one record's run used. `count` None: not knowable from the record; `specs` one per
+    used GPU (None where the product has no figures); `names` what each was called; `split` how
+    the work was shared: single | layer | row | tensor | tensor-parallel | pipeline-parallel;
+    `source` where the count came from; `note` why count or products are unknown ("" if known)."""
+
+    count: int | None
+    specs: tuple[GpuSpec | None, ...] = ()
+    names: tuple[str, ...] = ()
+    split: str = "single"
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """`roofline` of a record, or None with `note` saying why; `use` the GPUs it ran on."""
+
+    roofline: Roofline | None
+    use: GpuUse
+    note: str = ""
 
 
 @functools.lru_cache(maxsize=32)
@@ -181,20 +183,186 @@ def model_params(r: BenchRecord) -> float | None:
     return float(n) if n else None
 
 
-def roofline(r: BenchRecord) -> Roofline | None:
-    """Decode: % of the bandwidth bound; prefill: % of the compute bound. None when not computable."""
+# ---------------------------------------------------------------------------------------------
+# Which GPUs a record ran on
+
+_NON_GPU_BACKENDS = {"", "cpu", "blas", "rpc"}
+PARALLEL_SPLITS = ("row", "tensor", "tensor-parallel")  # every card works on every layer at once
+
+
+def _extra(r: BenchRecord, key: str) -> Any:
+    return (r.model_extra or {}).get(key)
+
+
+def _gpu_backend(r: BenchRecord) -> bool:
+    tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends or "")}
+    return r.image.backend != "cpu" and bool(tokens - _NON_GPU_BACKENDS)
+
+
+def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
+    """The host GPUs the run's container was given, as host-fact dicts (Gpu.to_dict()), in host order:
+    from the record's `device_profile` (DeviceProfile.record()) or, for records without one, the
+    `--device HOST:/dev/dri/renderD*` arguments of its docker command matched to `host.gpus`.
+    None when the record says nothing about it (imports)."""
+    prof = _extra(r, "device_profile")
+    if isinstance(prof, dict) and isinstance(prof.get("gpus"), list):
+        return [g for g in prof["gpus"] if isinstance(g, dict)]
+    cmd = list(r.command or [])
+    nodes = [cmd[i + 1].split(":")[1] for i, a in enumerate(cmd[:-1])
+             if a == "--device" and cmd[i + 1].count(":") >= 1 and "/dev/dri/renderD" in cmd[i + 1]]
+    if not cmd:
+        return None
+    host = {g.get("render_node"): g for g in r.host.get("gpus", []) if isinstance(g, dict)}
+    return [host.get(n, {"render_node": n}) for n in nodes]
+
+
+def _spec_of_host_gpu(g: dict[str, Any]) -> GpuSpec | None:
+    return spec_by_pci(str(g.get("vendor") or ""), str(g.get("device_id") or ""), g.get("revision") or None) or (
+        spec_by_name(str(g.get("name") or "")) if g.get("name") else None)
+
+
+def _host_name(g: dict[str, Any]) -> str:
+    ids = f"PCI {g.get('vendor', '?')}:{g.get('device_id', '?')} rev {g.get('revision') or '?'}"
+    return str(g.get("name") or "") or f"{g.get('gfx_target') or 'GPU'} ({ids})"
+
+
+def _int_arg(cmd: list[str], *flags: str) -> int | None:
+    for i, a in enumerate(cmd):
+        for f in flags:
+            if a == f and i + 1 < len(cmd) and cmd[i + 1].isdigit():
+                return int(cmd[i + 1])
+            if a.startswith(f + "=") and a.split("=", 1)[1].isdigit():
+                return int(a.split("=", 1)[1])
+    return None
+
+
+def gpu_use(r: BenchRecord) -> GpuUse:
+    """How many GPUs the run of record `r` used and which products they are (see the module text)."""
+    raw = r.raw or {}
+    info = r.gpu_info or ""
+    if any(m in info.lower() for m in SOFTWARE_GPU_MARKERS):
+        return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
+    if not _gpu_backend(r):
+        return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
+    if str(raw.get("devices", "")).strip() == "none":
+        return GpuUse(0, note="llama-bench -dev none: ran on the CPU")
+    if r.n_gpu_layers == 0:
+        return GpuUse(0, note="no layers on the GPU (-ngl 0)")
+    passed = passed_gpus(r)
+    visible = split_gpu_info(info)
+    names, specs = list(visible), [spec_by_name(n) for n in visible]
+    source = "gpu_info"
+    if passed and (not visible or len(visible) == len(passed)):
+        for i, g in enumerate(passed):  # generic or absent names: the PCI ids of the passed cards
+            if not visible or (specs[i] is None and is_generic_name(visible[i])):
+                if not visible:
+                    names.append(_host_name(g))
+                    specs.append(_spec_of_host_gpu(g))
+                else:
+                    names[i], specs[i] = _host_name(g), _spec_of_host_gpu(g)
+        source = "gpu_info + device profile" if visible else "device profile"
+    if not names and passed is None:  # no device list recorded: a host with ONE discrete GPU used that one
+        dgpus = [g for g in r.host.get("gpus", []) if isinstance(g, dict) and not g.get("is_igpu")]
+        if len(dgpus) == 1:
+            names, specs, source = [_host_name(dgpus[0])], [_spec_of_host_gpu(dgpus[0])], "host's only discrete GPU"
+    if not names:
+        return GpuUse(None, note="the record names no GPU (empty gpu_info, no device list)")
+    cmd = [str(a) for a in r.command or []]
+    if r.runner.startswith("vllm"):
+        eng = r.engine or {}
+        tp = int(eng.get("tensor_parallel_size") or _int_arg(cmd, "--tensor-parallel-size", "-tp") or 1)
+        pp = int(eng.get("pipeline_parallel_size") or _int_arg(cmd, "--pipeline-parallel-size", "-pp") or 1)
+        n = tp * pp
+        split = "single" if n == 1 else ("tensor-parallel" if pp == 1 else "pipeline-parallel")
+        if n > len(names):
+            return GpuUse(None, note=f"vLLM used {n} GPUs but the record lists {len(names)}")
+        return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
+    devs = str(raw.get("devices") or "auto").strip()
+    if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
+        idx = [int(m.group(1)) if (m := re.search(r"(\d+)$", d.strip())) else -1 for d in devs.split("/")]
+        if any(i < 0 or i >= len(names) for i in idx):
+            return GpuUse(len(idx), note=f"llama-bench -dev {devs}: cannot tell which of {names} these are")
+        names, specs = [names[i] for i in idx], [specs[i] for i in idx]
+        source += f" + -dev {devs}"
+    split = str(raw.get("split_mode") or "layer").strip().lower()
+    if split == "none" and len(names) > 1:  # `-sm none`: only main_gpu
+        main = int(raw.get("main_gpu") or 0)
+        if not 0 <= main < len(names):
+            return GpuUse(None, note=f"main_gpu {main} is not one of the {len(names)} devices")
+        names, specs = [names[main]], [specs[main]]
+        source += " + -sm none"
+    return GpuUse(len(names), tuple(specs), tuple(names), "single" if len(names) == 1 else split, source)
+
+
+def gpu_of(r: BenchRecord) -> GpuSpec | None:
+    """The yardstick of record `r` (one product, or N summed), None when there is none."""
+    return yardstick(gpu_use(r))[0]
+
+
+def gpu_count(r: BenchRecord) -> int | None:
+    """GPUs the run used (0: CPU or software device; None: the record cannot tell)."""
+    return gpu_use(r).count
+
+
+def yardstick(use: GpuUse) -> tuple[GpuSpec | None, str]:
+    """The peak figures to hold a run on `use` against, and how they were chosen (or why none)."""
+    if use.count is None or use.count == 0:
+        return None, use.note or "no GPU"
+    unknown = sorted({n for n, s in zip(use.names, use.specs, strict=False) if s is None})
+    if unknown:
+        return None, (f"no peak figures for {', '.join(repr(n) for n in unknown)}: its product is not in the "
+                      "table of toolkit/gpuspecs.py (a gfx arch alone is no yardstick)")
+    spec = use.specs[0]
+    assert spec is not None
+    if use.count == 1:
+        return spec, f"{spec.product} ({spec.source})"
+    products = sorted({s.product for s in use.specs if s})
+    if len(products) > 1:
+        return None, f"{use.count} GPUs of different products ({', '.join(products)}): no single yardstick"
+    if use.split not in PARALLEL_SPLITS:
+        return None, (f"{use.count} x {spec.product} with split {use.split}: the cards take turns on each token, so "
+                      f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
+                      "layer/pipeline splits")
+    n = use.count
+    total = dataclasses.replace(spec, product=f"{n} x {spec.product}", mem_bw_gbs=spec.mem_bw_gbs * n,
+                                fp16_matrix_tflops=spec.fp16_matrix_tflops * n, compute_units=spec.compute_units * n)
+    return total, f"{n} x {spec.product}, split {use.split}: every card works on every layer, peak = {n} x one card's"
+
+
+def assess(r: BenchRecord) -> Assessment:
+    """The roofline of record `r` with the GPUs it used, or None and why (note)."""
+    use = gpu_use(r)
     if r.avg_ts is None or r.axis not in ("prefill", "decode"):
-        return None
-    gpu = gpu_of(r)
-    share = active_share(r) if gpu else None
-    if gpu is None or share is None:
-        return None
+        return Assessment(None, use, f"no roofline for {r.axis} results")
+    gpu, how = yardstick(use)
+    if gpu is None:
+        return Assessment(None, use, how)
+    share = active_share(r)
+    if share is None:
+        return Assessment(None, use, "active share of the model's weights unknown (MoE type not recognised)")
+    per = use.specs[0]
     if r.axis == "decode":
         size = model_bytes(r)
         if not size:
-            return None
-        return Roofline(gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share)
+            return Assessment(None, use, "model size unknown")
+        roof = Roofline(gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share,
+                        use.count or 1, per, how)
+        return Assessment(roof, use, how)
     params = model_params(r)
     if not params:
-        return None
-    return Roofline(gpu, "compute", r.avg_ts * 2.0 * params * share.params_share, gpu.flops, share)
+        return Assessment(None, use, "model parameter count unknown")
+    roof = Roofline(gpu, "compute", r.avg_ts * 2.0 * params * share.params_share, gpu.flops, share,
+                    use.count or 1, per, how)
+    return Assessment(roof, use, how)
+
+
+def roofline(r: BenchRecord) -> Roofline | None:
+    """Decode: % of the bandwidth bound; prefill: % of the compute bound. None when not computable
+    (why_no_roofline says why)."""
+    return assess(r).roofline
+
+
+def why_no_roofline(r: BenchRecord) -> str | None:
+    """Why record `r` has no roofline (unknown product, multi-GPU layer split, CPU run...), or None."""
+    a = assess(r)
+    return None if a.roofline else a.note
