@@ -263,3 +263,27 @@ def test_resume_runs_exactly_the_missing_cases(tmp_path):
     assert sorted(c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for s in subs for c in s.cases()) == sorted(
         c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for c in todo)
     assert missing_cases(store, "sha256:other", sha, axes) == axes.cases()
+
+
+# ------------------------------------------------------------------------------- process-level runs
+
+
+def _run(i: int, avg: float, n: int = 4) -> BenchRecord:
+    r = make_record("img", "rocm", n=128, avg=avg, sd=0.5, raw={"samples_ts": [avg - 0.5, avg + 0.5]})
+    r.run_id = "run-x"
+    r.created = f"2030-01-01T00:00:0{i}+00:00"
+    r.__pydantic_extra__ = {**(r.model_extra or {}), "process_run": {"index": i, "of": n}}
+    return r
+
+
+def test_process_runs_are_combined_and_bimodal_runs_flagged():
+    runs = [_run(1, 100.0), _run(2, 100.4), _run(3, 80.0), _run(4, 80.2)]
+    sel = identity.newest_per_test(runs)
+    (r,) = sel.used
+    assert sel.superseded == 0 and r.avg_ts == pytest.approx(90.15)
+    assert r.model_extra["between_runs"]["runs"] == 4 and len(r.samples_ts) == 8
+    flags = report.record_flags(r, report.ReportOptions())
+    assert "runs-disagree" in flags and "bimodal-runs" in flags
+    steady = identity.newest_per_test([_run(1, 100.0), _run(2, 100.3), _run(3, 99.8)]).used[0]
+    assert not {"runs-disagree", "bimodal-runs"} & set(report.record_flags(steady, report.ReportOptions()))
+    assert "[3 runs, spread 0.5%]" in report.fmt_cell(steady)

@@ -223,22 +223,68 @@ class Selection:
 
 
 def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
-    """Newest record per TestKey (ok records only unless include_failed); counts the rest."""
+    """Newest record per TestKey (ok records only unless include_failed); counts the rest.
+
+    Process-level repetitions (`bench.runs: N`: records of one run id with `process_run`) are one
+    measurement, combined by `combine_runs`, not superseded by each other.
+    """
     sel = Selection()
-    latest: dict[TestKey, BenchRecord] = {}
+    by_key: dict[TestKey, dict[str, list[BenchRecord]]] = {}
     for r in records:
         sel.read += 1
         if r.status != "ok" and not include_failed:
             sel.failed += 1
             continue
-        k = test_key(r)
-        if k in latest:
-            sel.superseded += 1
-            if r.created < latest[k].created:
-                continue
-        latest[k] = r
-    sel.used = list(latest.values())
+        by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append(r)
+    for runs in by_key.values():
+        newest = max(runs, key=lambda rid: max(x.created for x in runs[rid]))
+        sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
+        mine = sorted(runs[newest], key=lambda x: x.created)
+        repeats = [x for x in mine if (x.model_extra or {}).get("process_run")]
+        if len(repeats) > 1:
+            sel.superseded += len(mine) - len(repeats)
+            sel.used.append(combine_runs(repeats))
+        else:
+            sel.superseded += len(mine) - 1
+            sel.used.append(mine[-1])
     return sel
+
+
+def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
+    """One record from N process-level repetitions of a test (N container starts).
+
+    avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between
+    runs); `between_runs` = {runs, means, spread_pct}; flags `runs-disagree` when the runs' means
+    spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
+    the largest gap between sorted run means is most of that spread — the known R9700 effect where
+    decode speed is fixed at process start.
+    """
+    means = [x.avg_ts for x in recs if x.avg_ts is not None]
+    samples = [s for x in recs for s in x.samples_ts]
+    mean = sum(means) / len(means) if means else None
+    pooled = _stdev(samples) if len(samples) > 1 else _stdev(means)
+    within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
+    within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
+    spread = (max(means) - min(means)) if len(means) > 1 else 0.0
+    flags = list((recs[-1].model_extra or {}).get("flags") or [])
+    if mean and spread > 3 * within_sd and spread > 0.05 * mean:
+        flags.append("runs-disagree")
+        ms = sorted(means)
+        gap = max(b - a for a, b in zip(ms, ms[1:], strict=False))
+        if len(ms) >= 3 and gap >= 0.6 * spread:
+            flags.append("bimodal-runs")
+    out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
+    out.__pydantic_extra__ = {**(out.model_extra or {}), "flags": flags, "between_runs": {
+        "runs": len(recs), "means": [round(m, 4) for m in means],
+        "spread_pct": round(100 * spread / mean, 2) if mean else None}}
+    return out
+
+
+def _stdev(xs: list[float]) -> float | None:
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
 def value(r: BenchRecord) -> float | None:

@@ -49,6 +49,10 @@ FLAG_HELP = {
     "noisy": "relative standard deviation above the noise threshold",
     "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
     "more than their spread): a warm-up effect; the median is the steadier figure",
+    "runs-disagree": "process-level repetitions (bench.runs) differ by more than 3 x the within-run stddev and 5 %: "
+    "the speed depends on the process start, report the spread",
+    "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
+    "process start)",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
@@ -396,6 +400,9 @@ def fmt_cell(r: BenchRecord | None) -> str:
     st = sample_stats(r)
     if st is not None and r.axis != "served":
         text += f" (med {st['median']:.2f}, {st['min']:.2f}–{st['max']:.2f})"
+    runs = (r.model_extra or {}).get("between_runs")
+    if runs:
+        text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
     if r.axis == "served":
         extra = [
             f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
