@@ -504,3 +504,27 @@ def test_unknown_backend_and_gpu_are_bad_input(tmp_path: Path) -> None:
 def test_this_machine_cannot_run_rocm() -> None:
     with pytest.raises(DeviceMissing, match="/dev/kfd"):
         profile_for("rocm", detect_gpus())
+
+
+def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
+    """What bench stores with every result (host.device_profile) is what the roofline reads back."""
+    import json
+
+    from toolkit.llamabench import normalize
+    from toolkit.records import BenchRecord, ImageRef, ModelRef
+    from toolkit.roofline import gpu_use, why_no_roofline
+
+    gpus, dev = host(tmp_path, "two-dgpus-igpu")
+    p = profile_for("rocm", gpus, dev=dev, targets=["gfx1201"])
+    # a real llama-bench row (shared/cases, H200) re-labelled as the ROCm build names two R9700s
+    raw = json.loads((Path(__file__).parent / "data/vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl").read_text()
+                     .splitlines()[3])
+    raw |= {"gpu_info": "AMD Radeon AI PRO R9700, AMD Radeon AI PRO R9700", "backends": "ROCm"}
+    rec = BenchRecord(run_id="r", created="2026-11-30T00:00:00+00:00",
+                      image=ImageRef(name="rocm", ref="toolkit/rocm", digest="sha256:" + "1" * 64, backend="rocm"),
+                      model=ModelRef(name="m", path="", sha256="", size_bytes=raw["model_size"]),
+                      **normalize(raw), raw=raw, host={"gpus": [g.to_dict() for g in gpus],
+                                                       "device_profile": p.record()})
+    use = gpu_use(rec)
+    assert use.count == 2 and [s.product for s in use.specs] == ["AMD Radeon AI PRO R9700"] * 2
+    assert "split layer" in why_no_roofline(rec)

@@ -194,6 +194,8 @@ def test_count_from_a_recorded_device_profile() -> None:
     raw = relabel(rows(H200_VULKAN)[3], gpu_info="AMD Radeon Graphics", backends="ROCm")
     roof = roofline(record(raw, backend="rocm", device_profile=prof))
     assert roof is not None and roof.gpu.product == "AMD Radeon RX 9070 GRE"
+    in_host = record(raw, backend="rocm", host={"gpus": [R9700_HOST_GPU], "device_profile": prof})  # as bench stores it
+    assert roofline(in_host).gpu.product == "AMD Radeon RX 9070 GRE" and gpu_count(in_host) == 1
 
 
 def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:

@@ -320,7 +320,16 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
                                 "the command below uses an example R9700 device profile"))
         profile = devices.DeviceProfile.example(spec.backend)
     else:
-        profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu)
+        # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
+        # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
+        targets = [t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()]
+        try:
+            profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
+                                          targets=targets or None)
+        except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
+            return outcomes + [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", str(err))]
+        outcomes += [Outcome(spec.name, "-", "note", n) for n in profile.notes]
+        host = {**host, "device_profile": profile.record()} if host else host
     for model in usable:
         if spec.runner == "vllm":
             from toolkit.vllm_runner import bench_vllm

@@ -201,10 +201,11 @@ def _gpu_backend(r: BenchRecord) -> bool:
 
 def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
     """The host GPUs the run's container was given, as host-fact dicts (Gpu.to_dict()), in host order:
-    from the record's `device_profile` (DeviceProfile.record()) or, for records without one, the
-    `--device HOST:/dev/dri/renderD*` arguments of its docker command matched to `host.gpus`.
+    from the record's `device_profile` (DeviceProfile.record(); bench keeps it in `host`) or, for
+    records without one, the `--device HOST:/dev/dri/renderD*` arguments of its docker command
+    matched to `host.gpus`.
     None when the record says nothing about it (imports)."""
-    prof = _extra(r, "device_profile")
+    prof = _extra(r, "device_profile") or r.host.get("device_profile")  # bench stores it with the host facts
     if isinstance(prof, dict) and isinstance(prof.get("gpus"), list):
         return [g for g in prof["gpus"] if isinstance(g, dict)]
     cmd = list(r.command or [])
