@@ -165,11 +165,21 @@ class ImageSpec(_Strict):
 
 
 class HfFile(_Strict):
-    """A file on the Hugging Face Hub (downloaded with huggingface_hub when asked)."""
+    """A file (or, without `file`, a whole checkpoint) on the Hugging Face Hub, downloaded with
+    huggingface_hub when asked. `revision` pins it: a 40-hex commit hash (branches and tags move);
+    `toolkit fetch-model` resolves and writes it where it is missing."""
 
     repo: str
     file: str | None = None
     revision: str | None = None
+
+    @field_validator("revision")
+    @classmethod
+    def _commit(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{40}", v):
+            raise ValueError(f"revision {v!r} is not a commit hash (40 lowercase hex digits); branches and tags "
+                             "move: remove it and run `toolkit fetch-model NAME`, which resolves and writes the commit")
+        return v
 
 
 class ModelSpec(_Strict):
@@ -261,12 +271,17 @@ class BenchAxes(_Strict):
 
 
 class VllmSettings(_Strict):
-    """vLLM engine settings pinned for every vLLM run and recorded with each result."""
+    """vLLM engine settings pinned for every vLLM run and recorded with each result.
+
+    `quantization` None (the default): vLLM uses the method the checkpoint's config.json states
+    (`quantization_config.quant_method`), which the toolkit reads and records. Set, it is passed as
+    `--quantization` and must match the checkpoint (or be one of vLLM's kernel variants of its method);
+    a mismatch is refused before any container starts (toolkit/hf_checkpoint.py)."""
 
     max_num_batched_tokens: int = Field(8192, ge=1)
     max_model_len: int = Field(8192, ge=1)
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
-    quantization: str | None = "awq"
+    quantization: str | None = None
     dtype: str = "float16"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
