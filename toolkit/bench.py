@@ -288,6 +288,10 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
             if path.exists():
                 check_model_file(lm, model, path)
                 _check_sha(lm, model, path)
+                if "vllm" in model.runners and any(i.runner == "vllm" for i in images):
+                    from toolkit.vllm_runner import checkpoint_preflight
+
+                    checkpoint_preflight(lm, model, path)  # quantization vs the checkpoint, pinned revision
     try:
         for spec in images:
             outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events)

@@ -7,6 +7,13 @@ float32. No torch, transformers or tokenizers needed: safetensors is a length-pr
 plus raw little-endian arrays, and tokenizer.json is plain JSON. Weights are random, so the
 generated text is noise and tokens/second measure nothing but the code path.
 
+`quantization="compressed-tensors"` adds the quantization_config a llm-compressor W4A16 checkpoint
+carries (the layout of the reference checkpoint cpatonn/Qwen3-30B-A3B-Instruct-2507-AWQ-4bit:
+pack-quantized int4 weights, symmetric, group size 32, 16-bit activations, router and lm_head left
+unquantized). The weights stay float32, so such a directory is for checks that read config.json
+(which quantization a run uses) and is not loadable by vLLM; the default writes no
+quantization_config (an unquantized checkpoint, which vLLM runs).
+
 The vocabulary is 10,240 tokens because `vllm bench latency` draws random prompt ids below
 10,000; `vllm bench serve --dataset-name random` decodes and re-encodes random ids, which a
 whitespace word-level tokenizer round-trips exactly.
@@ -41,11 +48,32 @@ class TinyQwen3MoeHfShape:
 
 
 SHAPE = TinyQwen3MoeHfShape()
+QUANTIZATIONS = (None, "compressed-tensors")
+
+
+def compressed_tensors_w4a16(group_size: int = 32) -> dict:
+    """config.json `quantization_config` of an llm-compressor W4A16 checkpoint (compressed-tensors
+    library layout: config_groups.<group>.{targets, weights, input_activations, output_activations,
+    format}; `format` pack-quantized = int4 packed eight to an int32; `ignore` = modules kept 16-bit)."""
+    weights = {"num_bits": 4, "type": "int", "symmetric": True, "group_size": group_size, "strategy": "group",
+               "dynamic": False, "actorder": None, "observer": "minmax", "observer_kwargs": {},
+               "block_structure": None}
+    return {
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
+                                      "output_activations": None, "format": "pack-quantized"}},
+        "format": "pack-quantized", "global_compression_ratio": None, "ignore": ["lm_head", "re:.*mlp.gate$"],
+        "kv_cache_scheme": None, "quant_method": "compressed-tensors", "quantization_status": "compressed",
+        "sparsity_config": {}, "transform_config": {}, "version": "0.11.0",
+    }
 _SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>")
 
 
-def config(s: TinyQwen3MoeHfShape = SHAPE) -> dict:
-    return {
+def config(s: TinyQwen3MoeHfShape = SHAPE, quantization: str | None = None) -> dict:
+    """config.json of the tiny model; `quantization` one of QUANTIZATIONS (see the module docstring)."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization {quantization!r}: the generator writes one of {QUANTIZATIONS}")
+    quant = {"quantization_config": compressed_tensors_w4a16()} if quantization else {}
+    return quant | {
         "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": s.vocab,
         "hidden_size": s.hidden, "intermediate_size": 4 * s.hidden, "moe_intermediate_size": s.moe_ffn,
         "num_hidden_layers": s.n_layer, "num_attention_heads": s.n_head, "num_key_value_heads": s.n_head_kv,
@@ -115,12 +143,15 @@ def tokenizer_json(s: TinyQwen3MoeHfShape = SHAPE) -> dict:
     }
 
 
-def generate_tiny_qwen3moe_hf(path: Path | str, *, seed: int = 0) -> Path:
-    """Write the model directory at `path` (atomically: built beside it, then renamed)."""
+def generate_tiny_qwen3moe_hf(path: Path | str, *, seed: int = 0, quantization: str | None = None) -> Path:
+    """Write the model directory at `path` (atomically: built beside it, then renamed). `quantization`:
+    None (no quantization_config) or "compressed-tensors" (config only, see the module docstring).
+    Raises ValueError for any other value."""
     path = Path(path)
+    cfg = config(quantization=quantization)  # first: a bad value leaves nothing behind
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
-    (tmp / "config.json").write_text(json.dumps(config(), indent=1))
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=1))
     (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": SHAPE.vocab - 4, "do_sample": False}))
     (tmp / "model.safetensors").write_bytes(safetensors_bytes(tensors(seed=seed)))
     (tmp / "tokenizer.json").write_text(json.dumps(tokenizer_json()))

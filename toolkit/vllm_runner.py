@@ -9,10 +9,21 @@ One method per axis, stored in every record's `method` (README: "vLLM methods"):
                                 tok/s = L / avg_latency.
     vllm-bench-latency-decode   tg N: latency at --output-len N+1 minus at --output-len 1 (batch 1, the
                                 smallest prompt length of the matrix, so that run is shared with pp);
-                                tok/s = N / difference.
+                                tok/s = N / difference. Failed (never a number) when the difference
+                                is not above the noise of the two runs: <= NOISE_SIGMAS x the combined
+                                stddev of their per-iteration latencies (see `decode_noise_error`).
     vllm-bench-serve            one `vllm serve` container; per (L, N, concurrency C) a
                                 `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
-                                with `docker exec` in that container; avg_ts = output tok/s.
+                                with `docker exec` in that container; avg_ts = output tok/s. Failed
+                                when the tokens generated fall short of requests x output length (see
+                                `served_shortfall_error`): with --ignore-eos every request must give
+                                exactly the length asked for.
+
+Quantization and revision of a Hugging Face checkpoint (toolkit/hf_checkpoint.py) are checked before
+any container starts (`checkpoint_preflight`): the method is the checkpoint's own (config.json) unless
+`vllm.quantization` overrides it, a mismatch is BadInput; every record stores the method used
+(engine.quantization, .quantization_source, .checkpoint_quantization; model.quantization) and the
+pinned revision (model.revision), and engine.log_notes.quantization is what vLLM logged it used.
 
 Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
 results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
@@ -34,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit import devices, engine
+from toolkit import devices, engine, hf_checkpoint
 from toolkit._types import EXPECTED_LLAMA_BACKEND
 from toolkit.errors import BadInput
 from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
@@ -49,6 +60,8 @@ METHOD_SERVE = "vllm-bench-serve"
 SERVE_PORT = 8000
 PERCENTILES = "50,90,99"
 HEALTH_POLL_S = 5.0
+NOISE_SIGMAS = 3.0  # a decode latency difference must exceed this many combined stddevs of its two runs
+SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted without --ignore-eos
 # The client reads no network beyond the container's loopback; the model is a local directory.
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 _HEALTH = ["python3", "-c", "import urllib.request as u; u.urlopen("
@@ -61,7 +74,9 @@ _HEALTH = ["python3", "-c", "import urllib.request as u; u.urlopen("
 
 def engine_args(v: VllmSettings) -> list[str]:
     """The pinned engine settings as vLLM flags. Booleans are always explicit (`--no-...`), so a
-    changed default in a new release cannot silently change what is measured."""
+    changed default in a new release cannot silently change what is measured. `--quantization` only
+    when the matrix overrides the checkpoint (checked to match it first); otherwise vLLM reads the
+    method from the checkpoint's config.json, as the toolkit does to record it."""
     args = ["--max-num-batched-tokens", str(v.max_num_batched_tokens), "--max-model-len", str(v.max_model_len),
             "--gpu-memory-utilization", str(v.gpu_memory_utilization), "--dtype", v.dtype]
     if v.quantization:
@@ -72,7 +87,9 @@ def engine_args(v: VllmSettings) -> list[str]:
 
 
 def pinned_engine(v: VllmSettings) -> dict[str, Any]:
-    """The settings `engine_args` passes, as stored in each record's `engine`."""
+    """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
+    the matrix's override (None: none passed); `bench_vllm` replaces it with the method actually used
+    (`hf_checkpoint.QuantChoice.as_record`)."""
     return {"max_num_batched_tokens": v.max_num_batched_tokens, "max_model_len": v.max_model_len,
             "gpu_memory_utilization": v.gpu_memory_utilization, "quantization": v.quantization,
             "dtype": v.dtype, "enforce_eager": v.enforce_eager, "enable_prefix_caching": v.enable_prefix_caching}
@@ -217,13 +234,73 @@ def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
     return Latency(avg, lats, std, percentiles), None
 
 
+def _spread(lat: Latency) -> float | None:
+    """Stddev (s) of one run's per-iteration latencies, else its reported std_latency."""
+    return statistics.stdev(lat.latencies) if len(lat.latencies) > 1 else lat.std
+
+
+def decode_noise_error(long: Latency, short: Latency, *, long_len: int, short_len: int = 1) -> str | None:
+    """Why tg tok/s cannot be taken from `long.avg - short.avg`, or None when it can.
+
+    long / short: `vllm bench latency` at output `long_len` / `short_len` (seconds per batch). The
+    difference must be positive and larger than NOISE_SIGMAS x sqrt(sd_long^2 + sd_short^2), sd being
+    the stddev of each run's per-iteration latencies (`latencies`, else `std_latency`). Within the
+    noise, N / difference is an arbitrary (often absurd) tok/s, so the record is failed with this
+    reason. A run with fewer than 2 iterations and no std_latency has no measurable noise: failed too."""
+    diff = long.avg - short.avg
+    pair = f"{long.avg:.4f} s at output {long_len} vs {short.avg:.4f} s at output {short_len}"
+    if diff <= 0:
+        return f"decode latency difference is not positive ({pair})"
+    sds = (_spread(long), _spread(short))
+    if any(sd is None for sd in sds):
+        return (f"decode latency difference {diff:.4f} s ({pair}) cannot be told from noise: a run has fewer than 2 "
+                "iterations; raise vllm.num_iters")
+    noise = NOISE_SIGMAS * math.hypot(*sds)  # type: ignore[arg-type]
+    if diff <= noise:
+        return (f"decode latency difference {diff:.4f} s ({pair}) is within the noise of the two runs "
+                f"({NOISE_SIGMAS:g} x combined stddev {math.hypot(*sds):.4f} s = {noise:.4f} s); "  # type: ignore[arg-type]
+                f"no tok/s is derived from it: raise the output length (bench.n_gen) or vllm.num_iters")
+    return None
+
+
+def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_len: int, ignore_eos: bool = True,
+                           tolerance: float = SERVED_TOLERANCE) -> str | None:
+    """Why a `vllm bench serve` result did not measure what was asked, or None.
+
+    parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
+    Generated = total_output_tokens (vLLM counts the server's completion_tokens per request). With
+    --ignore-eos every request runs to its max_tokens, so the counts must match exactly; without it a
+    shortfall up to `tolerance` (relative) is accepted. More than asked beyond `tolerance` is refused
+    too (a re-tokenised count that inflates output tok/s). Per-request `output_lens`, when the result
+    carries them, name how many requests came back short."""
+    asked = num_prompts * output_len
+    got = parsed.get("total_output_tokens")
+    if got is None:
+        return "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
+    got_i = int(got)
+    allowed_short = 0 if ignore_eos else math.floor(asked * tolerance)
+    short = ""
+    lens = parsed.get("output_lens")
+    if isinstance(lens, list) and lens:
+        n_short = sum(1 for x in lens if isinstance(x, int | float) and x < output_len)
+        short = f"; {n_short} of {len(lens)} requests stopped early" if n_short else ""
+    eos = " with --ignore-eos" if ignore_eos else f" (tolerance {tolerance:.0%})"
+    if asked - got_i > allowed_short:
+        return f"generated {got_i} of {asked} requested tokens ({num_prompts} requests x {output_len}){eos}{short}"
+    if got_i - asked > math.floor(asked * tolerance):
+        return (f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
+                f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated")
+    return None
+
+
 SERVE_KEYS = ("duration", "completed", "failed", "num_prompts", "max_concurrency", "total_input_tokens",
               "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
               "max_output_tokens_per_s", "max_concurrent_requests")
 
 
 def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
-    """The numbers of one `vllm bench serve` result; absent keys are None; request_rate a number or "inf".
+    """The numbers of one `vllm bench serve` result; absent keys are None; request_rate a number or "inf";
+    `output_lens` (tokens per request) only when the result has them.
 
     `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
     `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
@@ -240,6 +317,9 @@ def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
         if any(x is not None for x in vals.values()):
             lat[metric] = vals
     out["latency_ms"] = lat
+    lens = data.get("output_lens")
+    if isinstance(lens, list):
+        out["output_lens"] = [int(x) for x in lens if isinstance(x, int | float) and not isinstance(x, bool)]
     return out
 
 
@@ -255,10 +335,12 @@ _ATTN = (re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend")
 
 def log_notes(text: str) -> dict[str, Any]:
     """Log lines that explain a number: default MoE config, chunked-prefill budget, attention and
-    MoE backends, platform / device, KV cache size. Absent ones are None."""
+    MoE backends, platform / device, KV cache size, the quantization method the engine used (its
+    "Initializing a V1 LLM engine (vX) with config: ... quantization=M, ..." line; None when that line
+    says None or is absent). Absent ones are None."""
     notes: dict[str, Any] = {"moe_default_config": None, "chunked_prefill_max_num_batched_tokens": None,
                              "attention_backend": None, "moe_backend": None, "platform": None, "device": None,
-                             "kv_cache_tokens": None}
+                             "kv_cache_tokens": None, "quantization": None}
     for raw_line in text.splitlines():
         line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
         if "Using default MoE config" in line:
@@ -278,6 +360,8 @@ def log_notes(text: str) -> dict[str, Any]:
             notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
         if m := re.search(r"\bdevice_config=(\w+)", line):
             notes["device"] = m.group(1)
+        if m := re.search(r"with config: .*?\bquantization=([\w.-]+)", line):  # the engine's config line
+            notes["quantization"] = None if m.group(1) == "None" else m.group(1)
     return notes
 
 
@@ -472,10 +556,8 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
         samples: list[float] = []
         if error is None and long.latency and short.latency:
             diff = long.latency.avg - short.latency.avg
-            if diff <= 0:
-                error = (f"decode latency difference is not positive ({long.latency.avg:.4f} s at output {n + 1} "
-                         f"vs {short.latency.avg:.4f} s at output 1)")
-            else:
+            error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
+            if error is None:
                 avg = round(n / diff, 4)
                 samples = _samples(n, long.latency.latencies, short.latency.avg)
                 sd = _sd(samples)
@@ -578,6 +660,9 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
             error = f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
         elif parsed["output_throughput"] is None:
             error = f"{what}: the result has no output_throughput"
+        elif short := served_shortfall_error(parsed, num_prompts=lv.num_prompts, output_len=lv.output_len,
+                                             ignore_eos="--ignore-eos" in cmd):
+            error = f"{what}: {short}"
     timing = {"startup_s": startup if startup is not None else 0.0, "wall_s": round(wall, 3),
               "measured_s": parsed["duration"] or 0.0}
     return BenchRecord(
@@ -588,20 +673,50 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
         timing=timing, log_file=log_file,
         engine={**ctx.pinned, "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
                 "num_warmups": lv.concurrency, "request_rate": "inf", "log_notes": notes},
-        raw=data or {}, served={k: v for k, v in parsed.items() if k != "latency_ms"},
+        raw=data or {}, served={**{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
+                                "requested_output_tokens": lv.num_prompts * lv.output_len},
         latency_ms=parsed["latency_ms"])
 
 
-def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path) -> ModelRef:
-    """A Hugging Face model directory: sha256 over `relpath sha256` of every file (cached per file),
-    size = the sum of file sizes. A single file is hashed as itself."""
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a vLLM run of one model directory is checked against before any container starts:
+    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
+
+    quant: hf_checkpoint.QuantChoice
+    revision: str | None
+
+
+def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
+    """Read and check a Hugging Face checkpoint directory (toolkit/hf_checkpoint.py): quantization
+    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
+    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
+    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
+    if not path.is_dir():
+        return Checkpoint(hf_checkpoint.QuantChoice(lm.m.vllm.quantization, "matrix" if lm.m.vllm.quantization
+                                                    else "none", None), None)
+    quant = hf_checkpoint.resolve_quantization(lm, model, path)
+    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
+
+
+def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkpoint | None = None) -> ModelRef:
+    """A Hugging Face model directory: sha256 over `relpath sha256` of every file (cached per file;
+    hidden files and folders such as huggingface_hub's .cache/ are not part of the model), size = the
+    sum of file sizes. A single file is hashed as itself. With `checkpoint`, the ModelRef also carries
+    `hf_repo`, `revision` and `quantization` (the method used)."""
     from toolkit.bench import model_sha256
 
+    extra: dict[str, Any] = {}
+    if checkpoint is not None:
+        extra = {"hf_repo": model.hf.repo if model.hf else None, "revision": checkpoint.revision,
+                 "quantization": checkpoint.quant.method}
     if path.is_file():
-        return ModelRef(name=model.name, path=str(path), sha256=model_sha256(lm, path), size_bytes=path.stat().st_size)
+        return ModelRef(name=model.name, path=str(path), sha256=model_sha256(lm, path), size_bytes=path.stat().st_size,
+                        **extra)
     import hashlib
 
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(p for p in path.rglob("*")
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
     if not files:
         raise BadInput(f"{lm.path}: models[{model.name}]: {path} is an empty directory")
     h = hashlib.sha256()
@@ -611,7 +726,8 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path) -> ModelRef:
     if model.sha256 and digest != model.sha256:
         raise BadInput(f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
                        f"matrix expects {model.sha256}; re-download it or fix `sha256`")
-    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=sum(f.stat().st_size for f in files))
+    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=sum(f.stat().st_size for f in files),
+                    **extra)
 
 
 def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
@@ -626,7 +742,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     if opts.dry_run:
         return [Outcome(spec.name, model.name, "dry-run", command=c)
                 for c in vllm_commands(lm, spec, model, build=build, profile=profile, run_id=opts.run_id)]
-    ref = model_ref(lm, model, path)
+    checkpoint = checkpoint_preflight(lm, model, path)
+    ref = model_ref(lm, model, path, checkpoint)
     out_dir = store.digest_dir(build.digest) / "vllm" / f"{opts.run_id}-{model.name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
@@ -637,8 +754,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
                 host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit)
-    ctx.pinned = {**pinned_engine(v), "vllm_version": build.labels.get("org.toolkit.vllm-version"),
-                  "compile_cache_cold": cold}
+    ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
+                  "vllm_version": build.labels.get("org.toolkit.vllm-version"), "compile_cache_cold": cold}
     outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:
