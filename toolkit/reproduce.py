@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 from toolkit import bench, engine, identity, publish
 from toolkit.errors import BadInput, BuildFailed
-from toolkit.matrix import BenchAxes, ImageSpec, LoadedMatrix, Matrix, ModelSpec
+from toolkit.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec, VllmSettings
 from toolkit.records import BenchRecord, BuildRecord, ResultStore
 from toolkit.report import id_value, row_label, select_latest, value, varying_columns
 from toolkit.roofline import SOFTWARE_GPU_MARKERS
@@ -189,7 +189,7 @@ def locate_model(m: publish.PublishedModel, folder: Path, workdir: Path, model_d
         ensure_model_file(path, m.generate)
         return path, "generated"
     for p in _model_candidates(m, folder, model_dir):
-        if p.is_file():
+        if p.is_file() or p.is_dir():  # a GGUF file or a Hugging Face checkpoint folder (vLLM)
             return p, "verified"
     src = f" (Hugging Face {m.hf.get('repo')} {m.hf.get('file', '')})" if m.hf else ""
     looked = ", ".join(str(p) for p in _model_candidates(m, folder, model_dir))
@@ -198,7 +198,10 @@ def locate_model(m: publish.PublishedModel, folder: Path, workdir: Path, model_d
 
 
 def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
-    got = bench.model_sha256(lm, path)  # cached by (path, size, mtime): bench does not hash it again
+    from toolkit.vllm_runner import tree_sha256
+
+    # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
+    got = tree_sha256(lm, path)[0] if path.is_dir() else bench.model_sha256(lm, path)
     if got != m.sha256:
         why = ("the tiny-model generator changed (gguf/numpy version?)" if m.generate else "a different file")
         raise BadInput(f"model {m.name}: {path} has sha256 {got}, the run measured {m.sha256}: {why}")
@@ -282,6 +285,20 @@ def _workdir(folder: Path, rebuild: bool) -> Path:
     return work
 
 
+def _vllm_settings(folder: Path, recorded: list[BenchRecord]) -> VllmSettings | None:
+    """vLLM settings of the run: the folder's matrix.yaml `vllm:`, overridden by what its records state
+    (vllm_runner.settings_from_records); None for a run without vLLM records."""
+    from toolkit.vllm_runner import settings_from_records
+
+    if not any(r.runner == "vllm" for r in recorded):
+        return None
+    try:
+        base = (yaml.safe_load((folder / "matrix.yaml").read_text()) or {}).get("vllm") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        base = {}
+    return settings_from_records(recorded, base if isinstance(base, dict) else {})
+
+
 def _timeout(folder: Path) -> float:
     try:
         data = yaml.safe_load((folder / "matrix.yaml").read_text()) or {}
@@ -290,13 +307,25 @@ def _timeout(folder: Path) -> float:
         return 3600.0
 
 
-def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str, Path], timeout_s: float) -> LoadedMatrix:
-    """The recorded images, models (sha256 pinned) and axes as a matrix; written to workdir for reference."""
+def _model_spec(m: publish.PublishedModel, path: Path) -> ModelSpec:
+    """A GGUF file (sha256 pinned) for llama-bench, or a checkpoint folder for vLLM (its tree digest was
+    verified by verify_model; its Hub repo and revision are kept, so records carry the same ones)."""
+    if not path.is_dir():
+        return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256)
+    hf = HfFile(**m.hf) if m.hf else None
+    return ModelSpec(name=m.name, path=str(path.resolve()), format="hf", hf=hf, runners=["vllm"])
+
+
+def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str, Path], timeout_s: float,
+                 vllm: VllmSettings | None = None) -> LoadedMatrix:
+    """The recorded images, models (sha256 pinned) and axes (and vLLM settings) as a matrix; written to
+    workdir for reference."""
     images = [ImageSpec.model_validate({"name": im.name, "template": im.template or "unknown", "backend": im.backend,
                                         "runner": im.labels.get("org.toolkit.runner", "llama-bench")})
               for im in run.images]
-    models = [ModelSpec(name=m.name, path=str(model_paths[m.name].resolve()), sha256=m.sha256) for m in run.models]
-    m = Matrix(schema_version=1, images=images, models=models, bench=BenchAxes(**run.bench, timeout_s=timeout_s))
+    models = [_model_spec(m, model_paths[m.name]) for m in run.models]
+    m = Matrix(schema_version=1, images=images, models=models, bench=BenchAxes(**run.bench, timeout_s=timeout_s),
+               vllm=vllm or VllmSettings())
     path = workdir / "bench-matrix.yaml"
     path.write_text(f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
                     + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False))
@@ -316,7 +345,8 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
     work_store = ResultStore(results or workdir / "results")
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
     paths = {m.name: locate_model(m, folder, workdir, model_dir) for m in run.models}
-    blm = bench_matrix(run, workdir, {k: p for k, (p, _) in paths.items()}, _timeout(folder))
+    blm = bench_matrix(run, workdir, {k: p for k, (p, _) in paths.items()}, _timeout(folder),
+                       _vllm_settings(folder, recorded))
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
     software = any(m in (r.gpu_info or "").lower() for r in recorded for m in SOFTWARE_GPU_MARKERS)

@@ -92,7 +92,37 @@ def pinned_engine(v: VllmSettings) -> dict[str, Any]:
     (`hf_checkpoint.QuantChoice.as_record`)."""
     return {"max_num_batched_tokens": v.max_num_batched_tokens, "max_model_len": v.max_model_len,
             "gpu_memory_utilization": v.gpu_memory_utilization, "quantization": v.quantization,
-            "dtype": v.dtype, "enforce_eager": v.enforce_eager, "enable_prefix_caching": v.enable_prefix_caching}
+            "dtype": v.dtype, "enforce_eager": v.enforce_eager, "enable_prefix_caching": v.enable_prefix_caching,
+            "num_iters": v.num_iters, "num_iters_warmup": v.num_iters_warmup,
+            "num_prompts_per_level": v.num_prompts_per_level, "ready_timeout_s": v.ready_timeout_s}
+
+
+def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | None = None) -> VllmSettings:
+    """The VllmSettings a vLLM run used, rebuilt from its records (for `toolkit reproduce`).
+
+    records: BenchRecords of one run (runner vllm; others ignored); base: a `vllm:` mapping to start
+    from (the run folder's matrix.yaml), overridden by what the records state: every `pinned_engine`
+    key, the served concurrency levels, and -- for records written before num_iters was stored --
+    the number of per-iteration latencies. `quantization` is the matrix override only (a method read
+    from the checkpoint is read again from the same checkpoint). Raises pydantic.ValidationError on
+    values VllmSettings refuses."""
+    out: dict[str, Any] = dict(base or {})
+    vrecs = [r for r in records if r.runner == "vllm" and r.engine]
+    fields = set(VllmSettings.model_fields)
+    for r in vrecs:
+        e = r.engine
+        out.update({k: e[k] for k in pinned_engine(VllmSettings()) if k in e and k in fields and k != "quantization"})
+        src = e.get("quantization_source")
+        if "quantization" in e:  # before quantization_source existed, `quantization` was the override passed
+            out["quantization"] = e["quantization"] if src in (None, "matrix") else None
+    levels = sorted({int(r.engine["concurrency"]) for r in vrecs if r.axis == "served" and r.engine.get("concurrency")})
+    if levels:
+        out["concurrency"] = levels
+    if "num_iters" not in out:
+        iters = {len(r.raw.get("latencies") or []) for r in vrecs if r.axis == "prefill" and r.status == "ok"}
+        if len(iters) == 1 and (n := iters.pop()) > 0:
+            out["num_iters"] = n
+    return VllmSettings(**out)
 
 
 def latency_args(model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str) -> list[str]:
@@ -394,6 +424,7 @@ class _Ctx:
     out_dir: Path
     cache_volume: str
     pinned: dict[str, Any] = field(default_factory=dict)  # the engine settings of every record
+    cold: bool = True  # the compile cache volume was new (an observation: stored in timing, not engine)
 
     @property
     def model_dir(self) -> str:
@@ -544,7 +575,8 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
             **base, test=f"pp{p}", axis="prefill", method=METHOD_PREFILL, n_prompt=p,
             status="ok" if ok else "failed", error=res.error, avg_ts=round(p / lat.avg, 4) if ok and lat else None,
             stddev_ts=_sd(samples) if ok else None, samples_ts=samples if ok else [], command=res.command,
-            timing=res.timing(), engine={**ctx.pinned, "input_len": p, "output_len": 1,
+            timing={**res.timing(), "compile_cache_cold": float(ctx.cold)}, engine={**ctx.pinned, "input_len": p,
+                                                                                 "output_len": 1,
                                          "log_notes": res.notes}, log_file=res.log_file, raw=res.raw))
     d = decode_input_len(ctx.lm)
     short = results.get(LatencyRun(d, 1))
@@ -561,7 +593,7 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
                 avg = round(n / diff, 4)
                 samples = _samples(n, long.latency.latencies, short.latency.avg)
                 sd = _sd(samples)
-        timing = long.timing()
+        timing = {**long.timing(), "compile_cache_cold": float(ctx.cold)}
         timing["reference_startup_s"] = short.timing()["startup_s"]
         recs.append(BenchRecord(
             **base, test=f"tg{n}", axis="decode", method=METHOD_DECODE, n_gen=n,
@@ -664,7 +696,7 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
                                              ignore_eos="--ignore-eos" in cmd):
             error = f"{what}: {short}"
     timing = {"startup_s": startup if startup is not None else 0.0, "wall_s": round(wall, 3),
-              "measured_s": parsed["duration"] or 0.0}
+              "measured_s": parsed["duration"] or 0.0, "compile_cache_cold": float(ctx.cold)}
     return BenchRecord(
         **base, test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}", axis="served",
         method=METHOD_SERVE, n_prompt=lv.input_len, n_gen=lv.output_len, status="failed" if error else "ok",
@@ -713,21 +745,29 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkp
     if path.is_file():
         return ModelRef(name=model.name, path=str(path), sha256=model_sha256(lm, path), size_bytes=path.stat().st_size,
                         **extra)
+    digest, size = tree_sha256(lm, path, what=f"{lm.path}: models[{model.name}]")
+    if model.sha256 and digest != model.sha256:
+        raise BadInput(f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
+                       f"matrix expects {model.sha256}; re-download it or fix `sha256`")
+    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
+
+
+def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[str, int]:
+    """(hex sha256, bytes) of a model directory: sha256 over one `relpath sha256\\n` line per file in
+    path order (file hashes cached like GGUF files); hidden files and folders (huggingface_hub's
+    .cache/ download metadata) are not part of the model. Raises BadInput for an empty directory."""
     import hashlib
+
+    from toolkit.bench import model_sha256
 
     files = sorted(p for p in path.rglob("*")
                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
     if not files:
-        raise BadInput(f"{lm.path}: models[{model.name}]: {path} is an empty directory")
+        raise BadInput(f"{what}: {path} is an empty directory")
     h = hashlib.sha256()
     for f in files:
         h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
-    digest = h.hexdigest()
-    if model.sha256 and digest != model.sha256:
-        raise BadInput(f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
-                       f"matrix expects {model.sha256}; re-download it or fix `sha256`")
-    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=sum(f.stat().st_size for f in files),
-                    **extra)
+    return h.hexdigest(), sum(f.stat().st_size for f in files)
 
 
 def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
@@ -755,7 +795,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
                 host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit)
     ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
-                  "vllm_version": build.labels.get("org.toolkit.vllm-version"), "compile_cache_cold": cold}
+                  "vllm_version": build.labels.get("org.toolkit.vllm-version")}
+    ctx.cold = cold
     outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:
