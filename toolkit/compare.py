@@ -19,7 +19,7 @@ from tabulate import tabulate
 from toolkit import identity
 from toolkit.errors import BadInput
 from toolkit.records import BenchRecord, ResultStore
-from toolkit.report import (
+from toolkit.tables import (
     concurrency,
     fmt_cell,
     id_value,

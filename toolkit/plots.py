@@ -12,7 +12,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from toolkit.report import Table, is_cpu_fallback, ub_clamped, value
+from toolkit.tables import Table, is_cpu_fallback, ub_clamped, value
 
 PNG_METADATA = {"Software": None}  # keep PNG bytes reproducible across matplotlib versions
 

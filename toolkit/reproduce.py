@@ -27,8 +27,8 @@ from toolkit import bench, engine, identity, publish
 from toolkit.errors import BadInput, BuildFailed
 from toolkit.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec, VllmSettings
 from toolkit.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.report import id_value, row_label, select_latest, value, varying_columns
 from toolkit.roofline import SOFTWARE_GPU_MARKERS
+from toolkit.tables import id_value, row_label, select_latest, value, varying_columns
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
 VERDICT_OK = "reproduced within noise"

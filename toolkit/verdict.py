@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.records import BenchRecord
-from toolkit.report import (
+from toolkit.tables import (
     ReportOptions,
     column_labels,
     concurrency,
