@@ -91,7 +91,12 @@ def host_facts(
     etc: Path = Path("/etc"),
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Kernel, OS, CPU, memory, kernel command line, GPUs and HSA_OVERRIDE_GFX_VERSION (when set)."""
+    """Kernel, OS, CPU, memory, kernel command line, GPUs and HSA_OVERRIDE_GFX_VERSION (when set).
+
+    `gpus`: every GPU of the host as devices.Gpu.to_dict() -- index, gfx target, product name,
+    PCI vendor/device/revision (what tells an R9700 from an RX 9070 GRE: toolkit/gpuspecs.py),
+    render node, iGPU or not. Which of them a run was given is not a host fact: bench adds
+    `device_profile` (devices.DeviceProfile.record(): gpu_count, the passed GPUs, the hidden ones)."""
     env = os.environ if env is None else env
     cmdline = _read(proc / "cmdline")
     facts: dict[str, Any] = {
