@@ -18,7 +18,7 @@ from toolkit import gpuspecs
 from toolkit.gpuspecs import spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.llamabench import normalize
 from toolkit.records import BenchRecord, ImageRef, ModelRef
-from toolkit.roofline import assess, gpu_count, gpu_use, roofline, why_no_roofline
+from toolkit.roofline import assess, ceiling, gpu_count, gpu_use, roofline, why_no_roofline
 
 DATA = Path(__file__).parent / "data"
 H200_CUDA = DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl"
@@ -153,6 +153,8 @@ def test_two_cards_layer_split_get_no_roofline_with_a_note() -> None:
     assert (use.count, use.split) == (2, "layer") and gpu_count(rec) == 2
     assert roofline(rec) is None
     assert "2 x AMD Radeon AI PRO R9700 with split layer" in why_no_roofline(rec)
+    top = ceiling(rec)  # what no split can exceed: both cards' bandwidth
+    assert top is not None and top.gpu.mem_bw_gbs == 1280.0 and "not reachable" in top.note
 
 
 def test_two_cards_row_split_are_held_against_both_cards() -> None:

@@ -305,8 +305,10 @@ def gpu_count(r: BenchRecord) -> int | None:
     return gpu_use(r).count
 
 
-def yardstick(use: GpuUse) -> tuple[GpuSpec | None, str]:
-    """The peak figures to hold a run on `use` against, and how they were chosen (or why none)."""
+def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, str]:
+    """The peak figures to hold a run on `use` against, and how they were chosen (or why none).
+    `ceiling`: for a plausibility check, N cards of one product in ANY split give N x one card's
+    peak -- a bound no run can exceed, though a layer split cannot reach it."""
     if use.count is None or use.count == 0:
         return None, use.note or "no GPU"
     unknown = sorted({n for n, s in zip(use.names, use.specs, strict=False) if s is None})
@@ -320,22 +322,25 @@ def yardstick(use: GpuUse) -> tuple[GpuSpec | None, str]:
     products = sorted({s.product for s in use.specs if s})
     if len(products) > 1:
         return None, f"{use.count} GPUs of different products ({', '.join(products)}): no single yardstick"
-    if use.split not in PARALLEL_SPLITS:
+    if use.split not in PARALLEL_SPLITS and not ceiling:
         return None, (f"{use.count} x {spec.product} with split {use.split}: the cards take turns on each token, so "
                       f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
                       "layer/pipeline splits")
     n = use.count
     total = dataclasses.replace(spec, product=f"{n} x {spec.product}", mem_bw_gbs=spec.mem_bw_gbs * n,
                                 fp16_matrix_tflops=spec.fp16_matrix_tflops * n, compute_units=spec.compute_units * n)
+    if use.split not in PARALLEL_SPLITS:
+        return total, f"{n} x {spec.product}, split {use.split}: ceiling = {n} x one card's (not reachable)"
     return total, f"{n} x {spec.product}, split {use.split}: every card works on every layer, peak = {n} x one card's"
 
 
-def assess(r: BenchRecord) -> Assessment:
-    """The roofline of record `r` with the GPUs it used, or None and why (note)."""
+def assess(r: BenchRecord, *, ceiling: bool = False) -> Assessment:
+    """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
+    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks)."""
     use = gpu_use(r)
     if r.avg_ts is None or r.axis not in ("prefill", "decode"):
         return Assessment(None, use, f"no roofline for {r.axis} results")
-    gpu, how = yardstick(use)
+    gpu, how = yardstick(use, ceiling=ceiling)
     if gpu is None:
         return Assessment(None, use, how)
     share = active_share(r)
@@ -361,6 +366,12 @@ def roofline(r: BenchRecord) -> Roofline | None:
     """Decode: % of the bandwidth bound; prefill: % of the compute bound. None when not computable
     (why_no_roofline says why)."""
     return assess(r).roofline
+
+
+def ceiling(r: BenchRecord) -> Roofline | None:
+    """Record `r` against the most its GPUs could do together (N x one card's peak in any split): a
+    fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown."""
+    return assess(r, ceiling=True).roofline
 
 
 def why_no_roofline(r: BenchRecord) -> str | None:
