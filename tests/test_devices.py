@@ -528,3 +528,29 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     use = gpu_use(rec)
     assert use.count == 2 and [s.product for s in use.specs] == ["AMD Radeon AI PRO R9700"] * 2
     assert "split layer" in why_no_roofline(rec)
+
+
+def test_doctor_applies_the_same_policy_and_names_the_yardstick(tmp_path: Path) -> None:
+    """`toolkit doctor` on the 2x R9700 + iGPU host: both cards for a gfx1201 image, the iGPU named
+    as hidden, each card's product by PCI id + revision with its roofline figures."""
+    from toolkit.doctor import GFX_TARGETS_LABEL, diagnose
+    from toolkit.matrix import ImageSpec
+
+    sysfs = tmp_path / "sys"
+    build_host(sysfs, "two-dgpus-igpu")
+    add_gpu(sysfs, node=4, minor=131, pci="0000:05:00.0", device_id="0x7550", revision="0xc2", vram=12 * GIB)
+    dev = make_dev(tmp_path, (128, 129, 130, 131))
+    image = ImageSpec(name="rocm", template="llama-rocm.Dockerfile.j2", backend="rocm")
+    rep = diagnose([image], {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}}, sysfs=sysfs, dev=dev,
+                   proc=tmp_path / "proc", etc=tmp_path / "etc", env={}, docker_info={"ServerVersion": "26.1"})
+    (v,) = rep.images
+    assert v.runnable and v.reason == (
+        "/dev/kfd + 3 GPUs: renderD128 (gfx1201 AMD Radeon AI PRO R9700), renderD129 (gfx1201 AMD Radeon AI PRO "
+        "R9700), renderD131 (gfx1201 AMD Radeon RX 9070 GRE)")
+    assert "hidden: 2 gfx1036" in v.notes[0]
+    lines = [c.message for c in rep.checks if c.topic == "gpu"]
+    assert "PCI 1002:7551 rev c0; roofline yardstick: AMD Radeon AI PRO R9700, 640 GB/s, 191 TFLOPS" in lines[0]
+    assert "PCI 1002:7550 rev c2; roofline yardstick: AMD Radeon RX 9070 GRE, 432 GB/s" in lines[3]
+    pinned = diagnose([image], {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}}, sysfs=sysfs, dev=dev, pin=3,
+                      proc=tmp_path / "proc", etc=tmp_path / "etc", env={}, docker_info={"ServerVersion": "26.1"})
+    assert pinned.images[0].reason == "/dev/kfd + renderD131 (gfx1201 AMD Radeon RX 9070 GRE)"
