@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from toolkit import build as build_mod
 from toolkit import devices, engine, hostinfo, llamabench
 from toolkit.errors import BadInput
-from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec, template_path
 from toolkit.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
@@ -39,6 +40,10 @@ class BenchOptions:
     gpu: int | None = None
     resume: bool = False
     timeout_s: float | None = None
+    # measure the newest build even when it was built from other inputs than the matrix renders to now
+    allow_stale: bool = False
+    # image name -> image ID to measure as is (reproduce re-runs recorded digests); no inputs-key check
+    pinned: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
 
 
@@ -137,8 +142,21 @@ def container_spec(image_ref: str, command: list[str], profile: devices.DevicePr
 
 
 def _image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
+    """The image as stored in each record, with the build selection of `choose_build` (carried on the
+    chosen build as `bench_inputs`): `inputs_key` (the build's render-inputs key, None if it has none),
+    `current_inputs_key` (what matrix.yaml + templates give now; None for a pinned digest) and `stale`
+    (True: measured with --allow-stale although the keys differ)."""
+    sel = (build.model_extra or {}).get("bench_inputs") or {}
     return ImageRef(name=spec.name, ref=build.ref, digest=build.digest, backend=spec.backend,
-                    repo_digests=build.repo_digests, labels=build.labels)
+                    repo_digests=build.repo_digests, labels=build.labels, inputs_key=build_mod.build_inputs_key(build),
+                    current_inputs_key=sel.get("current"), stale=bool(sel.get("stale")))
+
+
+def stale_marks(build: BuildRecord) -> dict[str, Any]:
+    """Extra BenchRecord fields for a build measured with --allow-stale: {"flags": ["stale-build"]}
+    (the report shows stored flags on the row); {} otherwise. Every runner adds them to its records."""
+    sel = (build.model_extra or {}).get("bench_inputs") or {}
+    return {"flags": ["stale-build"]} if sel.get("stale") else {}
 
 
 def preflight_devices(spec: ImageSpec, build: BuildRecord, profile: devices.DeviceProfile, opts: BenchOptions,
@@ -219,7 +237,7 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
         timing["shader_cache_cold"] = float(cold)
     base = dict(run_id=opts.run_id, created=_now(), runner="llama-bench", method="llama-bench",
                 image=_image_ref(build, spec), model=model_ref, command=engine.run_command(rs), host=host,
-                timing=timing, log_file=str(log_path))
+                timing=timing, log_file=str(log_path), **stale_marks(build))
     error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C)
     if interrupted:
         error = "interrupted (Ctrl-C)"
@@ -303,8 +321,7 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
 
 def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], store: ResultStore, opts: BenchOptions,
                  gpus: list, host: dict[str, Any], events: Events) -> list[Outcome]:
-    """Every usable model on one image, or one skipped/failed line saying why not."""
-    build = store.latest_build(spec.name)
+    """Every usable model on one image, or one skipped/failed/stale line saying why not."""
     usable = [m for m in models if spec.runner in m.runners]
     if not usable:
         return [Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}")]
@@ -312,13 +329,17 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
     if missing and not opts.dry_run:
         return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
+    choice = choose_build(lm, spec, store, opts)
+    if choice.status in ("stale", "failed"):
+        return [Outcome(spec.name, "-", choice.status, choice.reason)]
+    build = choice.build
     if build is None and opts.dry_run:
         build = _unbuilt(spec)
     if build is None:
-        return [Outcome(spec.name, "-", "skipped", f"not built; run `toolkit build --image {spec.name}`")]
+        return [Outcome(spec.name, "-", "skipped", choice.reason)]
     if not opts.dry_run and engine.inspect_image(build.digest) is None:
         return [Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")]
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome] = [Outcome(spec.name, "-", "note", choice.reason)] if choice.reason else []
     if missing:  # dry run on a host without the device: show the command for one R9700
         outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
                                 "the command below uses an example R9700 device profile"))
@@ -342,6 +363,72 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
         elif model.format == "gguf":
             outcomes.append(bench_one(lm, spec, build, model, store, opts, profile, host, events))
     return outcomes
+
+
+@dataclass
+class BuildChoice:
+    """The build `toolkit bench` measures for one image.
+
+    status: current (its inputs key is the one matrix.yaml + templates give now) | pinned (a digest
+    given in BenchOptions.pinned) | stale-allowed (the newest build, of other inputs, --allow-stale) |
+    stale (refused: newest build of other inputs; `reason` names the fix) | unbuilt | failed (a
+    pinned digest has no build record). `build` carries `bench_inputs` for the records (_image_ref).
+    """
+
+    status: str
+    build: BuildRecord | None = None
+    current_key: str | None = None
+    reason: str = ""
+
+
+def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> BuildChoice:
+    """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
+    newest such build. Without one, the newest build is stale: refused, or measured and marked stale
+    with opts.allow_stale. Renders the template (no build, no fetch); raises BadInput as render does."""
+    builds = [b for b in store.builds() if b.image == spec.name]
+    pin = opts.pinned.get(spec.name)
+    if pin:
+        found = [b for b in builds if b.digest == pin]
+        if not found:
+            return BuildChoice("failed", reason=f"no build record of image ID {pin[:19]} in {store.builds_file}")
+        return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
+    current = build_mod.inputs_key(lm, spec)
+    fix = f"run `toolkit build -i {spec.name}`"
+    if not builds:
+        return BuildChoice("unbuilt", current_key=current.key, reason=f"not built; {fix}")
+    newest = builds[-1]
+    matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
+    if matching:
+        b = matching[-1]
+        note = "" if b is newest else (
+            f"measuring build {b.ref} ({b.digest[:19]}), the newest of the current inputs; the newest build "
+            f"{newest.ref} ({newest.digest[:19]}) is of other inputs")
+        return BuildChoice("current", _chosen(b, current.key, stale=False), current.key, note)
+    why = _stale_reason(lm, spec, newest, current)
+    if opts.allow_stale:
+        return BuildChoice("stale-allowed", _chosen(newest, current.key, stale=True), current.key,
+                           f"STALE build measured (--allow-stale): {why}; its records are marked stale")
+    return BuildChoice("stale", current_key=current.key, reason=(
+        f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"))
+
+
+def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:
+    return build.model_copy(update={"bench_inputs": {"current": current_key, "stale": stale}})
+
+
+def _stale_reason(lm: LoadedMatrix, spec: ImageSpec, newest: BuildRecord, current: build_mod.InputsKey) -> str:
+    """Why the newest build is not of the current inputs, naming what changed where it can tell."""
+    old = build_mod.build_inputs_key(newest)
+    head = f"the newest build of {spec.name} ({newest.ref}, {newest.digest[:19]})"
+    if old is None:
+        return f"{head} has no inputs key (label {build_mod.INPUTS_KEY_LABEL}): built by an older toolkit"
+    if newest.template_hash and newest.template_hash != current.template_hash:
+        what = (f"{template_path(lm, spec.template)} or images[{spec.name}] in {lm.path} changed "
+                f"since (template inputs {newest.template_hash[:12]} -> {current.template_hash[:12]})")
+    else:
+        what = (f"its source (sources.{spec.source} in {lm.path}) or the toolkit version changed since"
+                if spec.source else "the toolkit version changed since")
+    return f"{head} was built from other inputs: {what}; inputs key {old[:12]} -> {current.key[:12]}"
 
 
 def _unbuilt(spec: ImageSpec) -> BuildRecord:

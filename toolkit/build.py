@@ -4,13 +4,18 @@ Steps per image: render the Dockerfile, check its base images are available (loc
 prepare the source into images/<name>/src/, run `docker buildx build --load` with OCI labels,
 inspect the result and append a BuildRecord to results/builds.jsonl (the bench step reads it).
 
-The OCI `created` label is reused from the previous build when the inputs (template hash, source
-commit, source tree fingerprint) are unchanged, so a no-change rebuild yields the same image digest.
+The render-inputs key (`inputs_key`: template bytes + template variables + image spec + the pinned
+source + toolkit version) is computed from matrix.yaml and the templates alone, without building;
+`toolkit build` stamps it on the image (label `org.toolkit.inputs-key`) and `toolkit bench` compares
+it with the key the current inputs give, so it never measures an image of older inputs unawares.
+The OCI `created` label is reused from the previous build of the same key, so a no-change rebuild
+yields the same image digest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import time
@@ -19,10 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit import __version__, engine
-from toolkit.errors import BuildFailed
-from toolkit.matrix import ImageSpec, LoadedMatrix
+from toolkit.errors import BadInput, BuildFailed
+from toolkit.matrix import ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.records import BuildRecord, ResultStore
 from toolkit.render import Rendered, render_image, write_rendered
+from toolkit.sources import _EXCLUDE as SYNC_EXCLUDE  # the folders sync_tree leaves out of a build context
 from toolkit.sources import PreparedSource, prepare_source, sync_tree
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
@@ -53,16 +59,94 @@ def base_images(dockerfile: str) -> list[str]:
     return out
 
 
-def tree_fingerprint(path: Path) -> str:
-    """sha256 over (relative path, size, mtime_ns) of every file: cheap change detection."""
+INPUTS_KEY_LABEL = "org.toolkit.inputs-key"
+
+
+@dataclass(frozen=True)
+class InputsKey:
+    """What an image spec renders to now, before any build.
+
+    `key`: sha256 hex (64 chars) over `template_hash` (render.inputs_hash: template bytes + image spec
+    incl. `vars` + render context), `source` and the toolkit version (stamped in a label). `source`:
+    the image's source spec from matrix.yaml (git URL + ref + pinned commit, pypi `name==version`,
+    archive/path with the sha256 of their bytes, fallbacks likewise), None for an image without one.
+    Comments and other images', models' or bench axes' entries of matrix.yaml are not part of it.
+    """
+
+    key: str
+    template_hash: str
+    source: dict | None
+
+
+def tree_sha256(path: Path) -> str:
+    """sha256 hex over every file under `path` that sync_tree copies into a build context:
+    relative path, executable bit and bytes (symlinks: their target). Order-independent of the walk."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(path):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if d not in SYNC_EXCLUDE)
         for fn in sorted(filenames):
             p = Path(dirpath) / fn
-            st = p.lstat()
-            h.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            rel = p.relative_to(path).as_posix()
+            if p.is_symlink():
+                h.update(f"L\0{rel}\0{os.readlink(p)}\n".encode())
+                continue
+            h.update(f"F\0{rel}\0{int(os.access(p, os.X_OK))}\0{p.stat().st_size}\n".encode())
+            with p.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
     return h.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _source_identity(lm: LoadedMatrix, name: str, src: SourceSpec, *, primary: bool) -> dict:
+    """The source spec as data, plus the sha256 of a local path's or archive's bytes (a local tree
+    has no commit that pins it). A missing primary path/archive is BadInput; a missing fallback is
+    recorded as absent (the build may never need it)."""
+    ident = src.model_dump(mode="json", exclude_none=True, exclude={"fallback"})
+    local = src.path or src.archive
+    if local:
+        where = lm.resolve(local)
+        field_ = "path" if src.path else "archive"
+        ok = where.is_dir() if src.path else where.is_file()
+        if ok:
+            ident[f"{field_}_sha256"] = tree_sha256(where) if src.path else _file_sha256(where)
+        elif primary:
+            kind = "directory" if src.path else "file"
+            raise BadInput(f"{lm.path}: sources.{name}.{field_}: {where} is not a {kind}; fix `{field_}`")
+        else:
+            ident[f"{field_}_sha256"] = "absent"
+    if src.fallback is not None:
+        ident["fallback"] = _source_identity(lm, name, src.fallback, primary=False)
+    return ident
+
+
+def inputs_key(lm: LoadedMatrix, spec: ImageSpec, rendered: Rendered | None = None) -> InputsKey:
+    """The render-inputs key of `spec` as matrix.yaml and Dockerfile.templates/ stand now, computed
+    without building or fetching (the one definition: `toolkit build` labels images with it, `toolkit
+    bench` selects builds by it). `rendered` saves a second render when the caller has one.
+
+    Raises BadInput for a missing template, an undefined template variable, or a local source
+    path/archive that does not exist.
+    """
+    rendered = rendered or render_image(lm, spec)
+    source = None
+    if spec.source:
+        source = _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True)
+    payload = json.dumps({"template_hash": rendered.inputs_hash, "source": source, "toolkit": __version__},
+                         sort_keys=True, separators=(",", ":"))
+    return InputsKey(hashlib.sha256(payload.encode()).hexdigest(), rendered.inputs_hash, source)
+
+
+def build_inputs_key(build: BuildRecord) -> str | None:
+    """The render-inputs key a build was made from (its image label), None for builds without one."""
+    return build.labels.get(INPUTS_KEY_LABEL) or None
 
 
 def _labels(spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str | None, created: str,
@@ -80,7 +164,7 @@ def _labels(spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str |
         "org.toolkit.runner": spec.runner,
         "org.toolkit.template": spec.template,
         "org.toolkit.template-hash": rendered.inputs_hash,
-        "org.toolkit.inputs-key": inputs_key,
+        INPUTS_KEY_LABEL: inputs_key,
         "org.toolkit.version": __version__,
     }
     if commit:
@@ -95,23 +179,21 @@ def plan(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, prepare: bool
     rendered = render_image(lm, spec)
     write_rendered(rendered)
     context = rendered.path.parent
+    key = inputs_key(lm, spec, rendered).key
     commit: str | None = None
-    fingerprint = ""
     if spec.source:
         if prepare:
             source = source or prepare_source(lm, spec.source)
             sync_tree(source.path, context / "src")
             commit = source.commit
-            fingerprint = tree_fingerprint(context / "src")
         else:
             s = lm.m.sources[spec.source]
             commit = s.commit or s.ref
     else:
         (context / "src").mkdir(exist_ok=True)
-    inputs_key = hashlib.sha256(f"{rendered.inputs_hash}\0{commit}\0{fingerprint}".encode()).hexdigest()
-    tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{inputs_key[:8]}"]
-    created = _reused_created(store, spec.name, inputs_key, tags[1] if prepare else None)
-    labels = _labels(spec, rendered, lm, commit, created, inputs_key)
+    tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{key[:8]}"]
+    created = _reused_created(store, spec.name, key, tags[1] if prepare else None)
+    labels = _labels(spec, rendered, lm, commit, created, key)
     args = {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"} if spec.runner == "llama-bench" else {}
     return rendered, base_images(rendered.content), source, labels, args, tags
 
@@ -120,11 +202,11 @@ def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: 
     """The OCI `created` of an earlier build of the same inputs (this checkout's records, or the local
     image tagged with the inputs key), so a no-change rebuild keeps its digest; else now."""
     prev = store.latest_build(name)
-    if prev and prev.labels.get("org.toolkit.inputs-key") == inputs_key:
+    if prev and build_inputs_key(prev) == inputs_key:
         return prev.labels.get("org.opencontainers.image.created", "")
     if inputs_tag:
         info = engine.inspect_image(inputs_tag)
-        if info and info.labels.get("org.toolkit.inputs-key") == inputs_key:
+        if info and info.labels.get(INPUTS_KEY_LABEL) == inputs_key:
             return info.labels.get("org.opencontainers.image.created", "")
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

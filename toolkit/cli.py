@@ -204,7 +204,11 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
 @click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")
 @click.option("--timeout", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=None, metavar="SECONDS",
               help="Per (image, model) run, 1 s to 7 days; default from the matrix.")
-def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout):
+@click.option("--allow-stale", is_flag=True,
+              help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
+                   "every record is marked stale (default: refuse that image with exit 4).")
+def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout,
+          allow_stale):
     """Run llama-bench in each built image over the matrix and store the results by image digest.
 
     One container and one llama-bench process per (image, model), covering the crossed axes
@@ -212,6 +216,10 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
     backend profile (cpu: none; vulkan: render nodes; rocm: /dev/kfd + render nodes). Models that are
     absent are skipped, except tiny stand-ins, which are generated. Prints a summary line per
     (image, model) and the prefill/decode tables of this run.
+
+    Each image is measured on the build whose inputs key (template + vars + source, see `toolkit
+    build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
+    older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
     """
     from toolkit import report as report_mod
     from toolkit.bench import BenchOptions, run_bench
@@ -219,7 +227,7 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
     opts = BenchOptions(dry_run=dry_run, strict=strict, allow_software_gpu=allow_software_gpu, gpu=gpu,
-                        resume=resume, timeout_s=timeout)
+                        resume=resume, timeout_s=timeout, allow_stale=allow_stale)
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
     events = _progress_printer(quiet=as_json or dry_run)
@@ -257,6 +265,14 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
             if o.status == "skipped":
                 o.status = "failed"
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
+    stale = [o.image for o in outcomes if o.status == "stale"]
+    if stale:  # measuring an image of older inputs would be a wrong answer: bad input, with the fix
+        from toolkit.errors import BadInput
+
+        also = f"; bench also failed for: {', '.join(failed)}" if failed else ""
+        raise BadInput(f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
+                       f"give now): run `toolkit build {' '.join('-i ' + n for n in stale)}`, or pass --allow-stale"
+                       + also)
     if failed:
         raise BenchFailed(f"bench failed for: {', '.join(failed)}")
 

@@ -774,7 +774,7 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
                opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> list[Outcome]:
     """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
     Appends every record (failed ones included) and returns one summary line per phase."""
-    from toolkit.bench import Outcome, _image_ref, _now, resolve_model
+    from toolkit.bench import Outcome, _image_ref, _now, resolve_model, stale_marks
 
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
@@ -793,7 +793,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
-                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit)
+                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit,
+                **stale_marks(build))
     ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
                   "vllm_version": build.labels.get("org.toolkit.vllm-version")}
     ctx.cold = cold
