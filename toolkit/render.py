@@ -5,6 +5,10 @@ every rendered Dockerfile name the template and a sha256 over the render inputs 
 template variables + image spec), which `toolkit build` also stamps on the image as a label.
 Undefined template variables are errors (jinja2 StrictUndefined), reported with the image, the
 template and the variable name.
+
+Templates may `{% import %}`/`{% include %}` partials from Dockerfile.templates/partials/ (shared
+steps such as the llama.cpp configure guard); the bytes of every partial a template reaches are
+part of its inputs hash, so changing a partial changes the hash of every template using it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 
 from toolkit.errors import BadInput
-from toolkit.matrix import ImageSpec, LoadedMatrix, template_path
+from toolkit.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
-TEMPLATE_DIR = "Dockerfile.templates"
 IMAGES_DIR = "images"
 
 
@@ -35,12 +39,58 @@ class Rendered:
 
 
 def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
-    """sha256 over template bytes + canonical JSON of the spec and render context."""
+    """sha256 over the template bytes (with every partial it reaches: template_inputs) + canonical
+    JSON of the spec and render context."""
     h = hashlib.sha256()
     h.update(template_bytes)
     h.update(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
     h.update(json.dumps(context, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def _environment(tpl_dir: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(tpl_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def template_inputs(env: jinja2.Environment, name: str) -> bytes:
+    """The bytes of template `name` followed by those of every partial it reaches (imports and
+    includes, recursively, each once, in first-reached order, each preceded by its name).
+
+    Raises BadInput when a referenced partial does not exist or a template does not parse.
+    """
+    seen: list[str] = []
+    out = bytearray()
+
+    def visit(n: str) -> None:
+        if n in seen:
+            return
+        seen.append(n)
+        try:
+            source, filename, _ = env.loader.get_source(env, n)
+        except jinja2.TemplateNotFound:
+            raise BadInput(f"template {seen[0]}: it imports or includes {n!r}, which does not exist "
+                           f"in Dockerfile.templates/") from None
+        if len(seen) > 1:
+            out.extend(f"\0{n}\0".encode())
+        out.extend(source.encode())
+        try:
+            refs = jinja2.meta.find_referenced_templates(env.parse(source))
+        except jinja2.TemplateSyntaxError as err:
+            raise BadInput(f"{filename}:{err.lineno}: template syntax error: {err.message}") from None
+        for ref in refs:
+            if ref is None:
+                raise BadInput(f"{filename}: imports/includes must name a fixed file (no variables)")
+            visit(ref)
+
+    visit(name)
+    return bytes(out)
 
 
 def render_context(lm: LoadedMatrix, spec: ImageSpec) -> dict:
@@ -58,28 +108,20 @@ def render_context(lm: LoadedMatrix, spec: ImageSpec) -> dict:
 def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
     """Render one image's template. Raises BadInput for a missing template or undefined variable."""
     tpl_file = template_path(lm, spec.template)
-    try:
-        tpl_bytes = tpl_file.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist") from None
+    if not tpl_file.is_file():
+        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist")
+    env = _environment(tpl_file.parent)
     ctx = render_context(lm, spec)
-    digest = inputs_hash(tpl_bytes, spec, ctx)
-    env = jinja2.Environment(
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    digest = inputs_hash(template_inputs(env, spec.template), spec, ctx)
     try:
-        body = env.from_string(tpl_bytes.decode()).render(**ctx, template_hash=digest)
+        body = env.get_template(spec.template).render(**ctx, template_hash=digest)
     except jinja2.UndefinedError as err:
         raise BadInput(
             f"{lm.path}: images[{spec.name}].vars: template {spec.template} uses a variable that is not "
             f"defined ({err.message}); add it under the image's `vars:`"
         ) from None
     except jinja2.TemplateSyntaxError as err:
-        raise BadInput(f"{tpl_file}:{err.lineno}: template syntax error: {err.message}") from None
+        raise BadInput(f"{err.filename or tpl_file}:{err.lineno}: template syntax error: {err.message}") from None
     header = (
         f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
         f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"

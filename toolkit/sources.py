@@ -135,11 +135,19 @@ def _fetch_one(spec: SourceSpec, lm: LoadedMatrix) -> PreparedSource:
     return PreparedSource(tree, spec.commit or "unknown", "pypi", f"pypi:{spec.pypi}")
 
 
-def prepare_source(lm: LoadedMatrix, name: str) -> PreparedSource:
-    """Fetch source `name` (trying its fallbacks in order). Raises BuildFailed when none works."""
+def prepare_source(lm: LoadedMatrix, name: str, *, skip_git: bool = False) -> PreparedSource:
+    """Fetch source `name` (trying its fallbacks in order). Raises BuildFailed when none works.
+
+    `skip_git`: go straight to the first non-git spec (e.g. the PyPI sdist fallback), for callers
+    that must not wait on an unreachable git host; trees are cached either way (cache_dir).
+    """
     spec: SourceSpec | None = lm.m.sources[name]
     notes: list[str] = []
     while spec is not None:
+        if skip_git and spec.git:
+            notes.append("git source skipped (skip_git)")
+            spec = spec.fallback
+            continue
         try:
             got = _fetch_one(spec, lm)
             return PreparedSource(got.path, got.commit, got.kind, got.origin, tuple(notes))
