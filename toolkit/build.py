@@ -237,14 +237,18 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
         return BuildResult(spec.name, "dry-run", command=cmd)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log_path = log_dir / f"build-{spec.name}-{stamp}.log"
+    meta.unlink(missing_ok=True)  # never read an earlier build's image ID
     t0 = time.monotonic()
     out = engine.run_buildx(cmd, log_path=log_path, on_line=on_line)
     if not out.ok:
         tail = _error_tail(log_path)
         return BuildResult(spec.name, "failed", f"buildx exited {out.returncode}: {tail}", log_path=log_path, command=cmd)
-    info = engine.inspect_image(tags[0])
+    # the image ID buildx wrote, not whatever toolkit/<name>:latest names by now: another project's build
+    # on the same engine may have moved that tag in between
+    built = engine.read_metadata(meta).get("containerimage.config.digest") or tags[0]
+    info = engine.inspect_image(built)
     if info is None:
-        return BuildResult(spec.name, "failed", f"built but {tags[0]} not found in the engine", log_path=log_path, command=cmd)
+        return BuildResult(spec.name, "failed", f"built but {built} not found in the engine", log_path=log_path, command=cmd)
     cached = out.steps > 0 and out.cached_steps == out.steps
     try:
         facts = read_build_facts(info.id, info.labels)
