@@ -210,6 +210,25 @@ def test_cli_dry_run_shows_same_decision(project):
     assert "docker run" in res.output and "sha256:" + "b" * 64 in res.output
 
 
+def test_report_shows_stale_records():
+    """A record measured with --allow-stale (real CPU llama-bench records, marked as bench marks them)
+    carries the flag in the report's flags column and its legend; unmarked records do not."""
+    from toolkit import report
+    from toolkit.bench import stale_marks
+    from toolkit.records import BenchRecord
+
+    lines = (Path(__file__).parent / "data" / "results-cpu-a.jsonl").read_text().splitlines()
+    plain = [BenchRecord.model_validate_json(x) for x in lines]
+    assert "stale-build" not in report.render(plain, "github")
+    chosen = BuildRecord(image="cpu", ref="r", digest=plain[0].image.digest, backend="cpu", template=TEMPLATE,
+                         template_hash="", created="x", bench_inputs={"current": "0" * 64, "stale": True})
+    marked = [BenchRecord.model_validate({**r.model_dump(mode="json"), **stale_marks(chosen)}) for r in plain]
+    text = report.render(marked, "github")
+    rows = [ln for ln in text.splitlines() if ln.startswith("| pp") or ln.startswith("| tg")]
+    assert len(rows) == len(plain) and all("stale-build" in ln for ln in rows)
+    assert "- stale-build: measured with --allow-stale" in text  # the legend says what it means
+
+
 # -------------------------------------------------------------------------------------- end to end
 
 AXES = {"n_prompt": [32], "n_gen": [8], "n_ubatch": [32], "n_batch": [32], "repetitions": 1, "n_gpu_layers": [0]}

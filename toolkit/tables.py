@@ -81,6 +81,8 @@ FLAG_HELP = {
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
+    "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
+    "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
 }
 
 
