@@ -287,3 +287,13 @@ def test_process_runs_are_combined_and_bimodal_runs_flagged():
     steady = identity.newest_per_test([_run(1, 100.0), _run(2, 100.3), _run(3, 99.8)]).used[0]
     assert not {"runs-disagree", "bimodal-runs"} & set(report.record_flags(steady, report.ReportOptions()))
     assert "[3 runs, spread 0.5%]" in report.fmt_cell(steady)
+
+
+def test_a_gpu_image_without_a_known_product_says_why_it_has_no_roofline():
+    r = make_record("vk", "vulkan", n=128, avg=50.0, sd=0.5, gpu_info="AMD Radeon Graphics (RADV GFX1150)")
+    text = report.render([r])
+    assert "vk@" in text and ": no roofline: " in text
+    known = make_record("hip", "rocm", n=128, avg=50.0, sd=0.5)
+    doc = json.loads(report.render([known], "json"))
+    cell = doc["tables"][0]["rows"][0][report.image_label(known)]
+    assert cell["roofline"]["product"] == "AMD Radeon AI PRO R9700" and cell["roofline"]["gpu_count"] == 1

@@ -224,6 +224,8 @@ def table_json(t: Table) -> dict[str, Any]:
                 "metric": roof.metric,
                 "fraction": round(roof.fraction, 4),
                 "gpu": roof.gpu.gfx_target,
+                "product": roof.gpu.product,
+                "gpu_count": roof.gpu_count,
                 "active_share": round(roof.share.bytes_share, 4),
                 "share_source": roof.share.source,
             }

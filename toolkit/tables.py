@@ -21,7 +21,7 @@ from toolkit._types import EXPECTED_LLAMA_BACKEND
 from toolkit.identity import value
 from toolkit.llamabench import effective_ubatch
 from toolkit.records import BenchRecord
-from toolkit.roofline import SOFTWARE_GPU_MARKERS, Roofline, roofline
+from toolkit.roofline import SOFTWARE_GPU_MARKERS, Roofline, ceiling, roofline, why_no_roofline
 
 __all__ = [
     "AXES",
@@ -211,11 +211,11 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("warmup-outlier")
     if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
         out.append("stddev-recomputed")
-    if roof is not None and roof.metric == "bandwidth":
-        if roof.fraction > 1.0:
-            out.append("bw-above-peak")
-        elif roof.fraction < opts.bw_floor:
-            out.append("bw-below-floor")
+    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
+    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
+        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
+    elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
+        out.append("bw-below-floor")
     for f in (r.model_extra or {}).get("flags") or []:  # flags a runner stored with the record
         if f not in out:
             out.append(str(f))
@@ -472,14 +472,24 @@ def _legend(ts: list[Table]) -> list[str]:
 
 
 def _roof_notes(ts: list[Table]) -> list[str]:
-    seen = {}
+    """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
+    GPU image without one, why not (unknown product, multi-GPU layer split: roofline.why_no_roofline)."""
+    seen: dict[str, Roofline] = {}
+    missing: dict[str, str] = {}
     for t in ts:
         for row in t.rows:
-            for col, roof in row.roof.items():
-                seen[col] = roof
-    return [
+            for col, r in row.cells.items():
+                if col in row.roof:
+                    seen[col] = row.roof[col]
+                elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
+                    missing.setdefault(col, why)
+    out = [
         f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
         f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
         f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})"
+        + (f"; {roof.note}" if roof.note else "")
         for col, roof in sorted(seen.items())
     ]
+    return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
+
+
