@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Test runs share one Docker engine and may overlap (parallel sessions); their tiny-model numbers are
+# smoke signals, so bench runs of the tests may overlap: each record written meanwhile is flagged
+# `concurrent`. tests/test_faults.py unsets this to check the refusal (exit 9) itself.
+os.environ.setdefault("TOOLKIT_ALLOW_CONCURRENT", "1")
 DATA = Path(__file__).parent / "data"
 
 

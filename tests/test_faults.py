@@ -60,9 +60,10 @@ GONE = "unix:///nonexistent/docker.sock"
 TINY = {"name": "tiny-qwen3moe", "path": "models/tiny-qwen3moe.gguf", "format": "gguf", "generate": "tiny-qwen3moe"}
 TINY_B = {"name": "tiny-b", "path": "models/tiny-b.gguf", "format": "gguf"}  # another seed: another sha256
 BROKEN = {"name": "broken", "path": "models/broken.gguf", "format": "gguf"}  # truncated copy of TINY
+ALIEN = {"name": "alien", "path": "models/alien.gguf", "format": "gguf"}  # whole GGUF, architecture llama.cpp lacks
 
 
-def tk(cwd: Path, *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None,
+def tk(cwd: Path, *args: str, env: dict[str, str | None] | None = None, prefix: list[str] | None = None,
        timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m toolkit ARGS` as a user would run it; returns the finished process."""
     return subprocess.run([*(prefix or []), sys.executable, "-m", "toolkit", *args], cwd=cwd, capture_output=True,
@@ -74,9 +75,9 @@ def tk_bg():
     """Start `python -m toolkit ARGS` in the background; whatever a failing test leaves running is killed."""
     procs: list[subprocess.Popen] = []
 
-    def start(cwd: Path, *args: str) -> subprocess.Popen:
+    def start(cwd: Path, *args: str, env: dict[str, str | None] | None = None) -> subprocess.Popen:
         procs.append(subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=_env(None)))
+                                      stderr=subprocess.PIPE, text=True, env=_env(env)))
         return procs[-1]
 
     yield start
@@ -90,8 +91,10 @@ def tk_bg():
                 proc.communicate()
 
 
-def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(extra or {})}
+def _env(extra: dict[str, str | None] | None) -> dict[str, str]:
+    """The test process's environment plus `extra`; a None value removes that variable."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(extra or {})}
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def _out(p: subprocess.CompletedProcess | tuple) -> str:
@@ -229,9 +232,24 @@ def proj(tmp_path_factory) -> Path:
     generate_tiny_qwen3moe(root / "models" / "tiny-b.gguf", seed=1)
     data = tiny.read_bytes()
     (root / "models" / "broken.gguf").write_bytes(data[: len(data) // 3])
+    _alien_gguf(root / "models" / "alien.gguf")
     res = tk(root, "build", "--image", "cpu")
     assert res.returncode == 0, _out(res)
     return root
+
+
+def _alien_gguf(path: Path) -> None:
+    """A complete, well-formed GGUF (header, metadata, one tensor, all inside the file) whose
+    architecture llama.cpp does not know: it passes the toolkit's checks and llama.cpp refuses to load it."""
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "nosucharch")
+    w.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def variant(proj: Path, name: str, *, models: list[dict], bench: dict = FAST, images: list[dict] | None = None,
@@ -348,15 +366,16 @@ def test_description_lands_verbatim_in_label(proj):
 
 @e2e
 def test_crash_is_a_failed_row_with_log_and_other_runs_complete(proj):
-    """(a) llama-bench fails on a truncated GGUF: failed row + log kept; the next model still runs; exit 3."""
-    v = variant(proj, "crash", models=[BROKEN, TINY])
+    """(a) llama-bench cannot load a well-formed GGUF of an unknown architecture: failed row + log
+    kept; the next model still runs; exit 3."""
+    v = variant(proj, "crash", models=[ALIEN, TINY])
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 3, _out(res)
-    assert re.search(r"cpu x broken: failed, wall .*: llama-bench exited 1: .*failed to load model", res.stdout)
+    assert re.search(r"cpu x alien: failed, wall .*: llama-bench exited 1: .*failed to load model", res.stdout)
     assert "cpu x tiny-qwen3moe: ok, 2 results" in res.stdout
-    assert "error: bench failed for: cpu x broken" in res.stderr
+    assert "error: bench failed for: cpu x alien" in res.stderr
     rows = _by_model(v.rows())
-    [failed] = rows["broken"]
+    [failed] = rows["alien"]
     assert failed["status"] == "failed" and "llama-bench exited" in failed["error"]
     log = Path(failed["log_file"])
     assert log.is_file() and "failed to load model" in log.read_text()
@@ -392,7 +411,8 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, f"{out}\n{err}"
-    assert "interrupted: the toolkit's containers were removed and results measured so far are kept" in err
+    saved = len(v.rows())  # the message counts what was written, never assumes it
+    assert f"interrupted: the toolkit's containers were removed; {saved} record(s) of this run are saved in" in err
     assert "`toolkit bench --resume` continues" in err
     assert ours(proj) == []
     with pytest.raises(docker.errors.NotFound):
@@ -408,11 +428,13 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
     res = tk(proj, "bench", *v.args(), "--resume")
     assert res.returncode == 0, _out(res)
     assert "cpu x tiny-qwen3moe: resumed: all 3 cases already measured for this digest + model" in res.stdout
-    assert "cpu x tiny-b: ok, 3 results" in res.stdout
+    kept = [r for r in partial if r["status"] == "ok"]
+    assert f"cpu x tiny-b: ok, {SLOW_CASES - len(kept)} results" in res.stdout  # resume per test
     after = _by_model(v.rows())
     assert after["tiny-qwen3moe"] == before["tiny-qwen3moe"]
-    # the interrupted run's failed row stays on record; the resumed run adds the full set
-    assert [r["status"] for r in after["tiny-b"] if r["run_id"] != partial[0]["run_id"]] == ["ok"] * SLOW_CASES
+    # the interrupted run's rows stay on record; the resumed run adds the tests it had not completed
+    ok = {(r["n_prompt"], r["n_gen"]) for r in after["tiny-b"] if r["status"] == "ok"}
+    assert len(ok) == SLOW_CASES and len([r for r in after["tiny-b"] if r["status"] == "ok"]) == SLOW_CASES
     assert after["tiny-b"][0]["model"]["sha256"] != after["tiny-qwen3moe"][0]["model"]["sha256"]
 
 
@@ -588,21 +610,35 @@ def test_engine_socket_permission_denied_exit_5(project, tmp_path):
 def _readme_exit_codes() -> dict[int, str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
-    return {int(code): what.strip() for code, what in re.findall(r"(\d+) ([^·]+)", " ".join(section.split()))}
+    return {int(code): what.strip() for code, what in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)}
+
+
+def _cli_exit_literals() -> set[int]:
+    """Exit codes the CLI modules pass to sys.exit / ctx.exit as literals, plus Click's usage code."""
+    found: set[int] = set()
+    for f in sorted((ROOT / "toolkit").glob("cli*.py")) + [ROOT / "toolkit" / "__main__.py"]:
+        found |= {int(c) for c in re.findall(r"(?:sys|ctx)\.exit\((\d+)", f.read_text())}
+        found |= {int(c) for c in re.findall(r"sys\.exit\((\d+) if", f.read_text())}
+    return found
 
 
 def test_exit_codes_documented_match_errors():
+    """Every code the CLI can return has a row: each ToolkitError subclass's code, every literal
+    sys.exit in the CLI modules, 1 (an unexpected exception: Python's own code) and 130."""
     table = _readme_exit_codes()
     owners = {errors.BadInput: "bad input", errors.BuildFailed: "build failed", errors.BenchFailed: "bench failed",
               errors.EngineUnavailable: "Docker engine unavailable", errors.Regression: "regression",
-              errors.NotReproduced: "did not reproduce"}
+              errors.NotReproduced: "did not reproduce", errors.FileSystemError: "cannot be written or read",
+              errors.ConcurrentRun: "another toolkit benchmark is running", errors.RunInterrupted: "interrupted"}
     classes = [c for c in vars(errors).values()
                if isinstance(c, type) and issubclass(c, errors.ToolkitError) and c is not errors.ToolkitError]
     assert set(classes) == set(owners), "a new error class needs a row in the README exit-code table"
     for cls, words in owners.items():
         assert words in table[cls.exit_code], (cls.__name__, cls.exit_code, table)
-    assert table[0] == "ok" and table[130].startswith("interrupted")
-    assert set(table) == {0, 130} | {c.exit_code for c in classes}
+    assert table[0] == "ok" and table[130].startswith("interrupted") and table[1].startswith("unexpected error")
+    returned = {0, 1, 130} | {c.exit_code for c in classes} | _cli_exit_literals()
+    assert returned <= set(table), f"exit codes without a README row: {sorted(returned - set(table))}"
+    assert set(table) <= returned, f"README rows no code path returns: {sorted(set(table) - returned)}"
 
 
 def test_exit_codes_in_cli_help_match_readme():
@@ -683,3 +719,318 @@ def test_no_secret_in_layers_labels_records_or_logs(proj, tmp_path, monkeypatch)
     assert any(p.name == "builds.jsonl" for p in files) and any(p.suffix == ".log" for p in files)
     leaked = [p for p in files if secret.encode() in p.read_bytes()]
     assert leaked == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Issue 11: nothing lost, nothing hung. Each test below fails on the toolkit before the fix.
+
+LONG = "x" * 300  # one path component longer than NAME_MAX (255)
+MEM = {**FAST, "n_prompt": [64, 4096], "n_batch": [4096], "n_ubatch": [64, 4096], "repetitions": 3}
+# ub64: pp64 pp4096 tg16, then ub4096: pp64 pp4096 tg16; pp4096 at ub4096 needs far more memory
+
+
+def _alias_bomb(text: str) -> str:
+    """A matrix whose bench.n_prompt is 10 lists of 10 lists ... 9 levels deep through aliases
+    (10^9 leaves when expanded); the written file is a few hundred bytes longer than the original."""
+    lines = ["x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    return "\n".join(lines) + "\n" + text.replace("bench:\n", "bench:\n  n_prompt: *a8\n", 1)
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def test_yaml_alias_bomb_is_refused_at_once_without_echo(project):
+    """Before: minutes and gigabytes, then MemoryError. Now: exit 4 within seconds, the expanded
+    input never printed. Run with 3 GiB of address space and a 60 s limit."""
+    p = project / "matrix.yaml"
+    p.write_text(_alias_bomb(p.read_text()))
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "toolkit", "render"], cwd=project, capture_output=True, text=True,
+                         timeout=60, env=_env({"DOCKER_HOST": GONE}), preexec_fn=_limit_memory)
+    assert res.returncode == 4, _out(res)
+    assert time.monotonic() - t0 < 30
+    assert "error: matrix.yaml: YAML aliases expand this document to more than 100000 nodes" in res.stderr
+    assert len(res.stderr) < 1000 and "Traceback" not in res.stderr
+
+
+def test_yaml_aliases_that_stay_small_still_load(project):
+    p = project / "matrix.yaml"
+    text = re.sub(r"^  n_prompt: .*$", "  n_prompt: &p [64, 128]", p.read_text(), count=1, flags=re.M)
+    p.write_text(re.sub(r"^  n_gen: .*$", "  n_gen: *p", text, count=1, flags=re.M))
+    assert load_matrix(p).m.bench.n_gen == [64, 128]
+
+
+def test_oversized_matrix_file_is_refused(project):
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text() + "#" + "x" * (1 << 20) + "\n")
+    res = tk(project, "render", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4 and "is too large for a matrix file (limit 1048576 bytes)" in res.stderr, _out(res)
+
+
+def test_validation_errors_never_echo_a_huge_value(project, matrix_data):
+    write_matrix(project, _mutate(matrix_data, ["bench", "repetitions"], "y" * 100_000))
+    res = tk(project, "render", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4 and "bench.repetitions" in res.stderr, _out(res)
+    assert "(100002 characters)" in res.stderr and len(res.stderr) < 2000
+
+
+def test_300_char_path_component_matrix_and_results(project):
+    """A name longer than NAME_MAX: exit 4 for the matrix, exit 8 for --results (checked before the
+    engine is touched: DOCKER_HOST points nowhere), each naming the path, no traceback."""
+    res = tk(project, "render", "--matrix", f"{LONG}/matrix.yaml", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4 and f"{LONG}/matrix.yaml: cannot read the matrix file (File name too long)" in \
+        res.stderr, _out(res)
+    res = tk(project, "bench", "--results", str(project / LONG), env={"DOCKER_HOST": GONE})
+    assert res.returncode == 8, _out(res)
+    assert f"{project / LONG}" in res.stderr and "File name too long" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_huge_case_count_needs_yes(project, matrix_data):
+    """300 x 4 cases per run: the plan line gives the count; without --yes exit 4 before the engine
+    (DOCKER_HOST points nowhere); with --yes the run goes on (and meets the missing engine: exit 5)."""
+    d = _mutate(matrix_data, ["bench", "n_prompt"], list(range(1, 301)))
+    d["bench"]["n_ubatch"], d["bench"]["n_batch"], d["bench"]["n_gen"] = [64, 128], [128, 256], [16]
+    d["images"] = [i for i in d["images"] if i["name"] == "cpu"]
+    d["models"] = [m for m in d["models"] if m["name"] == "tiny-qwen3moe"]
+    write_matrix(project, d)
+    cases = len(load_matrix(project / "matrix.yaml").m.bench.cases())
+    assert cases > 1000
+    res = tk(project, "bench", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 4, _out(res)
+    assert f"plan: {cases} test cases ({cases} per run x 1 image/model pairs, " in res.stderr
+    assert "no earlier run of these tests to estimate the duration from" in res.stderr
+    assert "more than 1000 test cases: pass --yes" in res.stderr
+    res = tk(project, "bench", "--yes", env={"DOCKER_HOST": GONE})
+    assert res.returncode == 5, _out(res)
+
+
+def test_rootless_engine_gpu_images_not_runnable_unless_proven(tmp_path):
+    """The `docker info` of a rootless engine (shared/cases/docker-info-rootless.json) on a host with
+    an R9700: GPU images 'cannot run here' unless a one-shot container opened the device nodes."""
+    from tests.test_doctor import IMAGES, fake_host
+    from toolkit.doctor import diagnose, format_doctor
+
+    info = json.loads((ROOT / "tests" / "data" / "docker-info-rootless.json").read_text())  # shared/cases copy
+    cases = [(None, False), (lambda name, backend: "can't open '/dev/kfd': Permission denied", False),
+             (lambda name, backend: None, True)]
+    for n, (probe, runnable) in enumerate(cases):
+        rep = diagnose(IMAGES, {}, env={}, docker_info=info, device_probe=probe, **fake_host(tmp_path / str(n)))
+        gpu = {v.name: v for v in rep.images if v.backend in ("rocm", "vulkan")}
+        assert gpu and all(v.runnable is runnable for v in gpu.values()), format_doctor(rep)
+        assert [v.runnable for v in rep.images if v.backend == "cpu"] == [True]
+        text = format_doctor(rep)
+        assert "rootless Docker engine: host GIDs passed with --group-add (video, render) do not map" in text
+        if not runnable:
+            assert "rocm: cannot run here: rootless Docker engine" in text and "not proven" in text
+        else:
+            assert "device access proven by a one-shot open" in text
+
+
+@e2e
+def test_device_probe_opens_nodes_in_a_real_container(proj):
+    """The probe doctor runs on rootless engines: a passed device opens; one not passed does not."""
+    from toolkit import engine
+
+    digest = ResultStore(proj / "results").latest_build("cpu").digest
+    assert engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm"], group_add=[]) is None
+    failure = engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm", "/dev/kfd:/dev/kfd"][1:],
+                                         group_add=[]) if Path("/dev/kfd").exists() else engine.probe_device_access(
+        digest, devices=[], group_add=[])
+    assert failure is None  # nothing to open is nothing failed
+    spec_fail = engine.RunSpec(image=digest, command=["sh", "-c", 'exec 3<>/dev/kfd'], network="none",
+                               cap_drop=["ALL"], security_opt=["no-new-privileges"])
+    out = engine.run_container(spec_fail, timeout=60)
+    assert out.exit_code != 0 and "/dev/kfd" in out.stderr
+
+
+@e2e
+def test_sha256_pin_with_file_changed_in_place_is_caught(proj):
+    """Size and mtime kept, bytes changed: the cache must not vouch for the new bytes (exit 4)."""
+    import hashlib
+
+    path = proj / "models" / "tiny-pinned.gguf"
+    shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", path)
+    pinned = hashlib.sha256(path.read_bytes()).hexdigest()
+    v = variant(proj, "pin-in-place", models=[{**TINY_B, "name": "pinned", "path": "models/tiny-pinned.gguf",
+                                                "sha256": pinned}])
+    assert tk(proj, "bench", *v.args()).returncode == 0  # hashed and cached
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-100:] = bytes(b ^ 0xFF for b in data[-100:])  # inside the last tensor: still a well-formed GGUF
+    with path.open("r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    now = hashlib.sha256(bytes(data)).hexdigest()
+    before = len(v.rows())
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 4, _out(res)
+    assert f"models[pinned].sha256: file {path} has sha256 {now}, the matrix expects {pinned}" in res.stderr
+    assert len(v.rows()) == before and all(r["model"]["sha256"] == pinned for r in v.rows())
+
+
+@e2e
+def test_truncated_gguf_is_bad_input_before_any_container(proj):
+    """Valid magic, tensor data cut off: exit 4 naming the file (before: exit 3 'failed to load model')."""
+    v = variant(proj, "truncated", models=[TINY, BROKEN])
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 4, _out(res)
+    broken = (proj / "models" / "broken.gguf").resolve()
+    assert f"models[broken].path: {broken}" in res.stderr and "truncated" in res.stderr
+    assert "re-download it" in res.stderr
+    assert v.rows() == [] and not list(v.results.glob("*/logs/*")) and ours(proj) == []
+
+
+@e2e
+def test_300_char_model_path_is_bad_input(proj):
+    v = variant(proj, "longmodel", models=[{**TINY_B, "name": "long", "path": f"models/{LONG}.gguf"}])
+    res = tk(proj, "bench", *v.args())
+    assert res.returncode == 4, _out(res)
+    assert "models[long].path" in res.stderr and "File name too long" in res.stderr and "Traceback" not in res.stderr
+
+
+def _no_dac(cmd_prefix_ok: bool = True) -> list[str]:
+    """As root, drop the capabilities that ignore file modes (a non-root user's view of the files);
+    as a non-root user, nothing to drop."""
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: cannot make file modes bite")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+@e2e
+@pytest.mark.parametrize("how", ["mode-555", "read-only-mount"])
+def test_read_only_results_fail_before_anything_runs(proj, how):
+    """results/ not writable: exit 8 naming the folder before any container starts (before: the
+    whole benchmark ran, then everything was lost)."""
+    v = variant(proj, f"ro-{how}", models=[TINY])
+    prefix: list[str] = []
+    if how == "mode-555":
+        prefix = _no_dac()
+        v.results.chmod(0o555)
+    else:
+        subprocess.run(["mount", "--bind", str(v.results), str(v.results)], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(v.results)], check=True)
+    try:
+        res = tk(proj, "bench", *v.args(), prefix=prefix)
+    finally:
+        if how == "mode-555":
+            v.results.chmod(0o755)
+        else:
+            subprocess.run(["umount", str(v.results)], check=True)
+    assert res.returncode == 8, _out(res)
+    assert f"{v.results}/.write-test-" in res.stderr
+    assert ("Permission denied" if how == "mode-555" else "Read-only file system") in res.stderr
+    assert "cpu x" not in res.stdout and v.rows() == [] and ours(proj) == []
+
+
+def _wait_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not (path.is_file() and len(path.read_bytes().splitlines()) >= n):
+        if proc.poll() is not None:
+            pytest.fail(f"toolkit exited {proc.returncode} before {path} had {n} lines\n{proc.communicate()}")
+        assert time.monotonic() < deadline, f"{path} never had {n} lines"
+        time.sleep(0.02)
+
+
+@e2e
+def test_disk_full_mid_run_keeps_whole_records(proj, tk_bg):
+    """results/ on a 4 MiB tmpfs; once the first test's record is written, the tmpfs is filled up.
+    Exit 8 naming bench.jsonl, every line whole JSON, the first record kept, no container left."""
+    v = variant(proj, "diskfull", models=[TINY], bench=SLOW)
+    builds = (v.results / "builds.jsonl").read_bytes()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(v.results)], check=True)
+    try:
+        (v.results / "builds.jsonl").write_bytes(builds)
+        proc = tk_bg(proj, "bench", *v.args())
+        digest = v.store().latest_build("cpu").digest
+        bench_file = v.store().digest_dir(digest) / "bench.jsonl"
+        _wait_lines(bench_file, 1, proc)
+        with (v.results / "filler").open("wb") as fh:  # fill the disk to the last byte
+            with pytest.raises(OSError):
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+        out, err = proc.communicate(timeout=120)
+        lines = bench_file.read_bytes().splitlines()
+    finally:
+        subprocess.run(["umount", "-l", str(v.results)], check=True)
+    assert proc.returncode == 8, f"{out}\n{err}"
+    assert f"error: {bench_file}: No space left on device" in err
+    assert "Traceback" not in err
+    records = [json.loads(ln) for ln in lines]  # every line whole
+    assert records and records[0]["status"] == "ok" and records[0]["n_prompt"] == 128
+    assert f"{len(records)} record(s) of this run are saved in {bench_file}" in err
+    assert ours(proj) == []
+
+
+@e2e
+@pytest.mark.parametrize("gap", [0.01, 0.05, 0.12])
+def test_double_ctrl_c_cannot_cut_the_save(proj, tk_bg, gap):
+    """Two SIGINTs `gap` seconds apart after the first test completed: exit 130; the message counts
+    exactly the records on disk; the completed test and a failed 'interrupted' row are there."""
+    v = variant(proj, f"ctrlc-{int(gap * 1000)}", models=[TINY], bench=SLOW)
+    proc = tk_bg(proj, "bench", *v.args())
+    digest = v.store().latest_build("cpu").digest
+    _wait_lines(v.store().digest_dir(digest) / "bench.jsonl", 1, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(gap)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, f"{out}\n{err}"
+    rows = v.rows()
+    m = re.search(r"(\d+) record\(s\) of this run are saved", err)
+    assert m and int(m.group(1)) == len(rows), err
+    assert rows[0]["status"] == "ok" and rows[0]["n_prompt"] == 128
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["error"].startswith("interrupted (Ctrl-C)"), failed
+    assert Path(failed[0]["log_file"]).is_file()
+    assert ours(proj) == []
+
+
+@e2e
+def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
+    """While run A measures, run B is refused (exit 9, naming A's run id); with --allow-concurrent B
+    runs and every record of B names A in `concurrent.other_runs`."""
+    a = variant(proj, "conc-a", models=[TINY], bench={**SLOW, "repetitions": 60})
+    b = variant(proj, "conc-b", models=[TINY_B])
+    proc = tk_bg(proj, "bench", *a.args())
+    ctr = wait_running(proj, "-cpu-tiny-qwen3moe", proc)
+    run_a = ctr.labels["org.toolkit.run-id"]
+    res = tk(proj, "bench", *b.args(), env={"TOOLKIT_ALLOW_CONCURRENT": None})
+    assert res.returncode == 9, _out(res)
+    assert "another toolkit benchmark is running on this Docker engine" in res.stderr and run_a in res.stderr
+    assert "--allow-concurrent" in res.stderr and b.rows() == []
+    res = tk(proj, "bench", *b.args(), "--allow-concurrent", env={"TOOLKIT_ALLOW_CONCURRENT": None})
+    assert res.returncode == 0, _out(res)
+    assert proc.poll() is None, "run A ended before run B: the overlap was not tested"
+    rows = b.rows()
+    assert rows and all(run_a in r["concurrent"]["other_runs"] for r in rows)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"{out}\n{err}"
+
+
+@e2e
+def test_memory_limit_oom_is_a_failed_row_with_completed_tests_kept(proj):
+    """--memory 24m: the small-ubatch tests fit, pp4096 at ub4096 does not. Exit 3, completed tests
+    ok, one failed row names the OOM kill and the limit; every record carries limits.memory_bytes."""
+    v = variant(proj, "oom", models=[TINY], bench=MEM)
+    res = tk(proj, "bench", *v.args(), "--memory", "24m")
+    assert res.returncode == 3, _out(res)
+    rows = v.rows()
+    ok = [r for r in rows if r["status"] == "ok"]
+    [failed] = [r for r in rows if r["status"] == "failed"]
+    assert ok and (ok[0]["n_prompt"], ok[0]["n_ubatch"]) == (64, 64)
+    assert failed["error"].startswith("container was killed for running out of memory (limit 25165824 bytes")
+    assert f"{len(ok)} of 6 tests completed and kept" in failed["error"]
+    assert {r["limits"]["memory_bytes"] for r in rows} == {25165824}
+    assert "--memory 25165824 --memory-swap 25165824" in " ".join(failed["command"])
+    res = tk(proj, "bench", *v.args(), "--memory", "lots")
+    assert res.returncode == 4 and "--memory: memory 'lots' is not a size" in res.stderr, _out(res)

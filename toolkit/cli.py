@@ -5,6 +5,7 @@ Only this module prints. Errors (toolkit.errors) carry their exit code; `main` m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -15,12 +16,12 @@ import click
 from toolkit import __version__
 from toolkit.errors import BenchFailed, BuildFailed, ToolkitError
 
-EPILOG = ("Exit codes: 0 ok, 2 build failed, 3 bench failed, 4 bad input, 5 Docker engine unavailable, "
-          "6 regression (compare), 7 not reproduced (reproduce), 130 interrupted.")
+EPILOG = ("Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
+          "5 Docker engine unavailable or lost, 6 regression (compare), 7 not reproduced (reproduce), "
+          "8 file system error (disk full, read-only), 9 another benchmark running, 130 interrupted.")
 
 
-INTERRUPTED = ("interrupted: the toolkit's containers were removed and results measured so far are kept; "
-               "`toolkit bench --resume` continues where this run stopped")
+INTERRUPTED = "interrupted: stopped at the signal; nothing was started after it"
 
 
 def matrix_option(f):
@@ -207,8 +208,15 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
 @click.option("--allow-stale", is_flag=True,
               help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
                    "every record is marked stale (default: refuse that image with exit 4).")
+@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
+              help="Run although another toolkit benchmark is running on the same Docker engine (default: refuse, "
+                   "exit 9); every record written meanwhile is flagged `concurrent`.")
+@click.option("--memory", default=None, metavar="SIZE",
+              help="Container memory limit, e.g. 24g (no swap beyond it); default bench.memory. Recorded with "
+                   "every result; a run killed by it is a failed row, its completed tests kept.")
+@click.option("--yes", "-y", is_flag=True, help="Run a matrix of more than 1000 test cases (the plan line says how many).")
 def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout,
-          allow_stale):
+          allow_stale, allow_concurrent, memory, yes):
     """Run llama-bench in each built image over the matrix and store the results by image digest.
 
     One container and one llama-bench process per (image, model), covering the crossed axes
@@ -227,7 +235,8 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
     opts = BenchOptions(dry_run=dry_run, strict=strict, allow_software_gpu=allow_software_gpu, gpu=gpu,
-                        resume=resume, timeout_s=timeout, allow_stale=allow_stale)
+                        resume=resume, timeout_s=timeout, allow_stale=allow_stale,
+                        allow_concurrent=allow_concurrent, memory=memory, yes=yes)
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
     events = _progress_printer(quiet=as_json or dry_run)
@@ -279,8 +288,12 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
 
 def _progress_printer(quiet: bool):
     """An events callback that draws a rich progress bar per (image, model) on stderr."""
+    def note_only(kind: str, **kw) -> None:
+        if kind == "note":
+            _err(kw["text"])
+
     if quiet:
-        return lambda *a, **k: None
+        return note_only
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -301,6 +314,8 @@ def _progress_printer(quiet: bool):
             progress.update(tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}")
         elif kind == "close" and progress.live.is_started:
             progress.stop()
+        elif kind == "note":
+            progress.console.print(kw["text"], markup=False, highlight=False, soft_wrap=True)
 
     return events
 
@@ -355,7 +370,8 @@ def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_d
     fmt = "json" if as_json else fmt
     opts = report_mod.ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
-    text, written = report_mod.publish(recs, fmt, opts=opts, output=dest, plots_dir=Path(plots_dir) if plots_dir else None)
+    text, written = report_mod.publish(recs, fmt, opts=opts, output=dest, plots_dir=Path(plots_dir) if plots_dir else None,
+                                       refused=store.refused)
     if text is not None:
         click.echo(text)
     for p in written:
@@ -386,7 +402,20 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         info = engine.engine_info()
     except ToolkitError as err:
         info = {"error": str(err)}
-    rep = doctor_mod.diagnose(lm.m.images, labels, allow_software=allow_software_gpu, docker_info=info)
+    def probe(name: str, backend: str) -> str | None:  # rootless/userns engines only: open the nodes for real
+        from toolkit import devices
+
+        b = store.latest_build(name)
+        if b is None:
+            return f"{name} is not built, so no container could try the devices (`toolkit build -i {name}`)"
+        try:
+            profile = devices.profile_for(backend, devices.detect_gpus(), allow_software=allow_software_gpu)
+            return engine.probe_device_access(b.digest, devices=profile.devices, group_add=profile.group_add)
+        except Exception as err:  # no device, engine error: that is the answer, not a crash
+            return str(err)[:200]
+
+    rep = doctor_mod.diagnose(lm.m.images, labels, allow_software=allow_software_gpu, docker_info=info,
+                              device_probe=probe)
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=2, default=str))
     else:
@@ -394,12 +423,9 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
 
 
 def _is_engine_error(err: Exception) -> bool:
-    import requests
-    from docker.errors import APIError, DockerException
+    from toolkit.engine import is_connection_error
 
-    if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
-        return False  # the engine answered: a request of ours was wrong, not a lost connection
-    return isinstance(err, (DockerException, requests.exceptions.ConnectionError))
+    return is_connection_error(err)
 
 
 def _sigterm_as_interrupt() -> None:
@@ -419,20 +445,24 @@ def _sigterm_as_interrupt() -> None:
 @click.argument("b", metavar="B")
 @click.option("--threshold", type=click.FloatRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="A test slower in B than in A by more than this is a regression (exit code 6).")
-def compare(matrix_path, results_dir, as_json, a, b, threshold):
+@click.option("--ignore", "ignore", multiple=True, metavar="FIELD",
+              help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
+              "with different core counts); its values are shown per side. Repeatable.")
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.
 
     A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
-    run id. Rows are joined on the test-defining parameters (prompt/gen/depth, batch, micro-batch,
-    flash attention, GPU layers, model); regressions beyond --threshold are marked and make the exit
-    code 6, for CI gates.
+    run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —
+    prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
+    split mode... — and the model); regressions beyond --threshold are marked and make the exit
+    code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ.
     """
     from toolkit import compare as compare_mod
     from toolkit.errors import Regression
     from toolkit.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold)
+    c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore))
     click.echo(json.dumps(compare_mod.comparison_json(c), indent=2) if as_json else compare_mod.format_comparison(c))
     if c.regressions:
         raise Regression(f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
@@ -466,11 +496,21 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
     res = importer.import_files(ResultStore(root), [Path(f) for f in files], label=label, backend=backend,
                                 model_sha256=model_sha256, digest=digest)
     if as_json:
-        click.echo(json.dumps({**res.__dict__, "path": str(res.path) if res.path else None}, indent=2))
-    elif res.already:
-        click.echo(f"{label}: already imported as {res.digest}; nothing added")
-    else:
-        click.echo(f"{label}: imported {res.records} results as {res.digest} into {res.path}")
+        click.echo(json.dumps(dataclasses.asdict(res), indent=2, default=str))
+        return
+    if res.already:
+        click.echo(f"{label}: already imported as {', '.join(s.digest for s in res.sets)}; nothing added")
+    for s in res.sets:
+        where = ", ".join(f"{k}={v}" for k, v in s.system.items())
+        state = "already imported" if s.already else f"imported {s.records} results"
+        click.echo(f"{s.name}: {state} as {s.digest}" + (f" ({where})" if where and len(res.sets) > 1 else "")
+                   + (f" into {s.path}" if s.path else ""))
+    for what, lines in (("refused (not a measurement)", res.refused), ("stddev repaired", res.repaired),
+                        ("skipped while parsing", res.skipped), ("same test twice", res.collisions)):
+        if lines:
+            _err(f"{len(lines)} {what}:")
+            for line in lines:
+                _err(f"  {line}")
 
 
 def main() -> None:
@@ -490,10 +530,15 @@ def main() -> None:
     except ToolkitError as err:
         _err(f"error: {err}")
         sys.exit(err.exit_code)
-    except Exception as err:  # the engine went away mid-run: say so, keep what was measured
+    except OSError as err:  # a path the OS refuses (disk full, read-only, name too long): name it, exit 8
+        from toolkit.errors import FileSystemError
+
+        _err(f"error: {FileSystemError.from_oserror(err)}")
+        sys.exit(FileSystemError.exit_code)
+    except Exception as err:  # the engine went away outside a bench run (bench says what it saved itself)
         if _is_engine_error(err):
-            _err(f"error: Docker engine connection lost ({str(err)[:200]}); results measured so far are kept. "
-                 "Restart the engine (`./scripts/setup-host.sh`) and use `toolkit bench --resume`.")
+            _err(f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
+                 "(`./scripts/setup-host.sh`) and run the command again.")
             sys.exit(5)
         raise
     except click.exceptions.Exit as e:

@@ -12,7 +12,7 @@ import os
 import pwd
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -246,15 +246,49 @@ def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
         )
     else:
         checks.append(Check("info", "docker", "buildx: version not reported"))
-    if any("rootless" in str(o) for o in info.get("SecurityOptions") or []):
-        checks.append(
-            Check(
-                "info",
-                "docker",
-                "rootless Docker: the render/video groups need a subgid mapping for --group-add",
-            )
-        )
+    remap = userns_mode(info)
+    if remap:
+        checks.append(Check("warn", "docker", f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
+                            "one-shot container proves it can open the device nodes"))
     return checks
+
+
+USERNS_WHY = ("host GIDs passed with --group-add (video, render) do not map into its containers, so /dev/kfd and "
+              "the render nodes likely cannot be opened there")
+
+
+def userns_mode(info: Mapping[str, Any] | None) -> str | None:
+    """"rootless Docker engine" / "user-namespace-remapped Docker engine" from `docker info`
+    SecurityOptions (`name=rootless`, `name=userns`), else None."""
+    opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
+    if any("name=rootless" in o for o in opts):
+        return "rootless Docker engine"
+    if any("name=userns" in o for o in opts):
+        return "user-namespace-remapped Docker engine"
+    return None
+
+
+DeviceProbe = Callable[[str, str], "str | None"]
+"""probe(image name, backend) -> None when a one-shot container of that image opened every device
+node its profile passes, else why not (the CLI runs it through the engine; see cli.doctor)."""
+
+
+def apply_userns(verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, probe: DeviceProbe | None) -> None:
+    """On a rootless or userns-remapped engine, a GPU image that needs device nodes is runnable only
+    if `probe` proves the nodes open inside a container; otherwise it is 'cannot run here' with the
+    reason. Images without device nodes (cpu, Vulkan on lavapipe) are left as they are."""
+    remap = userns_mode(info)
+    if not remap:
+        return
+    for v in verdicts:
+        if not v.runnable or v.backend not in ("rocm", "vulkan") or "lavapipe" in v.reason:
+            continue
+        failure = probe(v.name, v.backend) if probe else "no probe was run"
+        if failure is None:
+            v.notes.append(f"{remap}: device access proven by a one-shot open of the device nodes in a container")
+            continue
+        v.runnable = False
+        v.reason = f"{remap}: {USERNS_WHY} (not proven: {failure}); devices {v.reason}"
 
 
 def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
@@ -358,6 +392,7 @@ def diagnose(
     allow_software: bool = False,
     docker_info: Mapping[str, Any] | None = None,
     pin: int | None = None,
+    device_probe: DeviceProbe | None = None,
 ) -> DoctorReport:
     """Check the host and say, per image, whether it can run here and why not.
 
@@ -377,6 +412,7 @@ def diagnose(
         image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
         for img in images
     ]
+    apply_userns(verdicts, docker_info, device_probe)
     for v in verdicts:
         if not v.runnable and "invalid device function" in v.reason:
             checks.append(Check("warn", "image", f"{v.name}: {v.reason}"))

@@ -18,9 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit import signals
 from toolkit.errors import EngineUnavailable
 
 CONTAINER_LABEL = "org.toolkit.managed"
+HOST_LABEL = "org.toolkit.host-id"
+"""Which machine started a container: a later run on the same machine can tell whether its owner is gone."""
+
+
+def host_id() -> str:
+    """This machine's id (/etc/machine-id, else the hostname)."""
+    import socket
+
+    try:
+        return Path("/etc/machine-id").read_text().strip() or socket.gethostname()
+    except OSError:
+        return socket.gethostname()
 
 
 def client():
@@ -42,7 +55,8 @@ def client():
 
 
 def engine_info() -> dict[str, Any]:
-    """Engine and BuildKit versions: {server_version, api_version, buildx, os, kernel}."""
+    """Engine and BuildKit versions and security mode: {server_version, api_version, buildx, os,
+    kernel, SecurityOptions} (SecurityOptions as `docker info` gives them: name=rootless, name=userns, ...)."""
     c = client()
     v = c.version()
     info = {
@@ -50,6 +64,7 @@ def engine_info() -> dict[str, Any]:
         "api_version": v.get("ApiVersion"),
         "os": v.get("Os"),
         "kernel": v.get("KernelVersion"),
+        "SecurityOptions": list(c.info().get("SecurityOptions") or []),
     }
     try:
         out = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=30)
@@ -224,6 +239,7 @@ class RunSpec:
     shm_size: str | None = None
     network: str | None = None
     ports: dict[str, int] = field(default_factory=dict)
+    memory_bytes: int | None = None  # --memory and --memory-swap (no swap beyond it): a hard limit
 
 
 def run_command(spec: RunSpec) -> list[str]:
@@ -247,6 +263,8 @@ def run_command(spec: RunSpec) -> list[str]:
         cmd += ["--shm-size", spec.shm_size]
     if spec.network:
         cmd += ["--network", spec.network]
+    if spec.memory_bytes:
+        cmd += ["--memory", str(spec.memory_bytes), "--memory-swap", str(spec.memory_bytes)]
     for cport, hport in spec.ports.items():
         cmd += ["-p", f"127.0.0.1:{hport}:{cport}"]
     for m in spec.mounts:
@@ -277,8 +295,36 @@ class Interrupted(KeyboardInterrupt):
         self.outcome = outcome
 
 
+class EngineLost(EngineUnavailable):
+    """The engine went away while a container ran; `.outcome` holds what it printed until then."""
+
+    def __init__(self, message: str, outcome: RunOutcome):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+def is_connection_error(err: BaseException) -> bool:
+    """True when `err` means the engine cannot be talked to (socket gone, connection reset, 5xx),
+    False for an answer of the engine to a wrong request (4xx)."""
+    import requests
+    import urllib3
+    from docker.errors import APIError, DockerException
+
+    if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
+        return False
+    return isinstance(err, (DockerException, requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
+                            ConnectionError))
+
+
 def start_container(spec: RunSpec):
     """Start `spec` detached through the SDK (labelled so orphans can be found and removed)."""
+    container = create_container(spec)
+    container.start()
+    return container
+
+
+def create_container(spec: RunSpec):
+    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id."""
     c = client()
     mounts = []
     from docker.types import Mount as SdkMount
@@ -290,26 +336,63 @@ def start_container(spec: RunSpec):
         image=spec.image, command=spec.command, detach=True, mounts=mounts, environment=spec.environment,
         devices=spec.devices or None, group_add=spec.group_add or None, security_opt=spec.security_opt or None,
         cap_drop=spec.cap_drop or None, cap_add=spec.cap_add or None, ipc_mode=spec.ipc_mode,
-        name=spec.name, labels={CONTAINER_LABEL: "1", **spec.labels}, shm_size=spec.shm_size,
+        name=spec.name, labels={CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels}, shm_size=spec.shm_size,
         privileged=False,
     )
     if spec.network:
         kwargs["network"] = spec.network
+    if spec.memory_bytes:
+        kwargs["mem_limit"] = spec.memory_bytes
+        kwargs["memswap_limit"] = spec.memory_bytes
     if spec.ports:
         kwargs["ports"] = {k: ("127.0.0.1", v) for k, v in spec.ports.items()}
-    return c.containers.run(**{k: v for k, v in kwargs.items() if v is not None})
+    kwargs.pop("detach")
+    return c.containers.create(**{k: v for k, v in kwargs.items() if v is not None})
 
 
-def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], None] | None = None) -> RunOutcome:
-    """Run to completion; stream stderr lines to `on_stderr`; always remove the container.
+class _Lines:
+    """Collects a stream's text and hands each complete line to a callback."""
+
+    def __init__(self, on_line: Callable[[str], None] | None):
+        self.parts: list[str] = []
+        self.pending = ""
+        self.on_line = on_line
+
+    def feed(self, chunk: bytes) -> None:
+        text = chunk.decode(errors="replace")
+        self.parts.append(text)
+        self.pending += text
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            if self.on_line:
+                self.on_line(line)
+
+    def close(self) -> None:
+        """The stream ended: a last line without a newline is still a line."""
+        line, self.pending = self.pending, ""
+        if line and self.on_line:
+            self.on_line(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], None] | None = None,
+                  on_stdout: Callable[[str], None] | None = None) -> RunOutcome:
+    """Run to completion; hand each stdout / stderr line to `on_stdout` / `on_stderr` as it is
+    printed (so a caller can store a result the moment it exists); always remove the container.
 
     A run past `timeout` seconds is killed and reported with timed_out=True. Ctrl-C kills and
-    removes the container, then re-raises KeyboardInterrupt.
+    removes the container, then raises `Interrupted` (a KeyboardInterrupt) carrying the output so
+    far. The engine going away raises `EngineLost` (EngineUnavailable, exit 5) carrying the output
+    so far. An exception raised by a callback stops the run and propagates.
     """
     t0 = time.monotonic()
-    container = start_container(spec)
+    container = create_container(spec)
     first: list[float] = []
     timed_out = threading.Event()
+    out, err = _Lines(on_stdout), _Lines(on_stderr)
 
     def _kill() -> None:
         timed_out.set()
@@ -318,41 +401,103 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
         except Exception:
             pass
 
+    def partial(code: int) -> RunOutcome:
+        return RunOutcome(code, out.text, err.text, time.monotonic() - t0, timed_out.is_set(), False,
+                          first[0] if first else None)
+
     timer = threading.Timer(timeout, _kill)
     timer.start()
     try:
-        buf = ""
-        for chunk in container.logs(stream=True, follow=True, stdout=False, stderr=True):
+        # attached before the start (as `docker run` does): nothing printed is missed, and the stream
+        # ends when the container stops (an attach to a container that already stopped would wait)
+        stream = client().api.attach(container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+        container.start()
+        for o, e in stream:
             if not first:
                 first.append(time.monotonic() - t0)
-            buf += chunk.decode(errors="replace")
-            while "\n" in buf:
-                line, buf = buf.split("\n", 1)
-                if on_stderr:
-                    on_stderr(line)
+            if o:
+                out.feed(o)
+            if e:
+                err.feed(e)
+        out.close()
+        err.close()
         status = container.wait()
         seconds = time.monotonic() - t0
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
         container.reload()
         state = container.attrs.get("State", {})
-        return RunOutcome(int(status.get("StatusCode", -1)), stdout, stderr, seconds, timed_out.is_set(),
+        return RunOutcome(int(status.get("StatusCode", -1)), out.text, err.text, seconds, timed_out.is_set(),
                           bool(state.get("OOMKilled")), first[0] if first else None)
     except KeyboardInterrupt:
-        partial = RunOutcome(130, "", "", time.monotonic() - t0)
+        signals.hold_for_stop()  # stopping: a second Ctrl-C must not cut the kill, removal or save short
         try:  # keep what was measured before the interrupt: the caller stores it, then re-raises
             container.kill()
-            partial.stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-            partial.stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
         except Exception:
             pass
-        raise Interrupted(partial) from None
+        raise Interrupted(partial(130)) from None
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        raise EngineLost(f"Docker engine connection lost during the run ({str(exc).splitlines()[0][:160]})",
+                         partial(-1)) from None
     finally:
         timer.cancel()
         try:
             container.remove(force=True)
         except Exception:
             pass
+
+
+def probe_device_access(image: str, *, devices: list[str], group_add: list[str], timeout: float = 120) -> str | None:
+    """Open every device of `devices` (docker `HOST:CONTAINER:perms` strings) read-write inside a
+    one-shot container of `image` (same confinement as a benchmark: no network, every capability
+    dropped, no-new-privileges, the given supplementary groups). None when every open succeeded,
+    else what failed (the shell's own error line, e.g. `can't open '/dev/kfd': Permission denied`)."""
+    paths = [d.split(":")[1] if d.count(":") >= 1 else d for d in devices]
+    if not paths:
+        return None
+    script = 'for d in "$@"; do exec 3<>"$d" || exit 1; exec 3>&-; done'
+    spec = RunSpec(image=image, command=["sh", "-c", script, "probe", *paths], devices=list(devices),
+                   group_add=list(group_add), security_opt=["no-new-privileges"], cap_drop=["ALL"], network="none",
+                   labels={"org.toolkit.purpose": "device-probe"})
+    out = run_container(spec, timeout=timeout)
+    if out.exit_code == 0:
+        return None
+    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else f"device open exited {out.exit_code}"
+
+
+@dataclass
+class ContainerInfo:
+    """A container as listed: id, name, status (running, exited, created, ...), labels."""
+
+    id: str
+    name: str
+    status: str
+    labels: dict[str, str]
+
+
+def toolkit_containers() -> list[ContainerInfo]:
+    """Every container this toolkit started that still exists on the engine (any run, any state)."""
+    found = []
+    for ctr in client().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True):
+        found.append(ContainerInfo(ctr.id, ctr.name, ctr.status, dict(ctr.labels or {})))
+    return found
+
+
+def remove_container_id(container_id: str) -> bool:
+    """Kill and remove a container by id; False when it was already gone."""
+    from docker.errors import NotFound
+
+    try:
+        client().containers.get(container_id).remove(force=True)
+        return True
+    except NotFound:
+        return False
+
+
+def engine_id() -> str:
+    """The engine's own ID (`docker info` .ID): tells two engines on one host apart."""
+    return str(client().info().get("ID") or "unknown")
 
 
 def remove_orphans(*, run_id: str | None = None) -> int:

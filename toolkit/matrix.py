@@ -228,8 +228,18 @@ class BenchAxes(_Strict):
     flash_attn: list[Literal[0, 1]] = Field(default_factory=lambda: [1])
     n_gpu_layers: list[int] = Field(default_factory=lambda: [999])
     repetitions: int = Field(5, ge=1, le=1000)
+    runs: int = Field(1, ge=1, le=100, description="process-level repetitions: container starts per (image, model); "
+                      "the report shows the between-run spread and flags bimodal runs")
     threads: int | None = Field(None, ge=1)
     timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
+    memory: str | None = Field(None, description="container memory limit (docker --memory), e.g. 24g; recorded")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            memory_bytes(v)
+        return v
 
     @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
     @classmethod
@@ -268,6 +278,22 @@ class BenchAxes(_Strict):
                 if n:
                     out.append(dict(n_prompt=0, n_gen=n, n_batch=b, n_ubatch=ub, flash_attn=fa, n_gpu_layers=ngl, n_depth=d))
         return out
+
+
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.I)
+
+
+def memory_bytes(value: str) -> int:
+    """A docker-style memory size ("512m", "24g", "1.5g", "1073741824") in bytes (units are powers of
+    1024, as `docker run --memory` reads them). Raises ValueError naming the accepted forms; at least
+    6 MiB (the engine's own minimum)."""
+    m = _MEMORY.match(str(value).strip())
+    if not m:
+        raise ValueError(f"memory {value!r} is not a size; write e.g. 512m, 24g or a number of bytes")
+    n = int(float(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower()))
+    if n < 6 * 1024 * 1024:
+        raise ValueError(f"memory {value!r} is below the Docker minimum of 6m")
+    return n
 
 
 class VllmSettings(_Strict):
@@ -415,10 +441,17 @@ def _inner_model(ann: Any) -> Any:
     return None
 
 
+def _excerpt(value: Any, limit: int = 80) -> str:
+    """repr of a value, cut to `limit` characters (an input may be huge; never echo all of it)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def format_validation_error(err: ValidationError, path: Path) -> str:
-    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix`."""
+    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems)."""
     lines = []
-    for e in err.errors():
+    errs = err.errors()
+    for e in errs[:20]:
         loc = _loc(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
@@ -430,11 +463,11 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
             msg = f"unknown key {key!r}{hint}{allowed_s}"
         elif e["type"] == "missing":
             msg = "required key is missing: add it"
-        elif e["type"] == "literal_error":
-            msg = f"{msg} (got {e.get('input')!r})"
-        elif e["type"].endswith("_type") or e["type"].endswith("_parsing"):
-            msg = f"{msg} (got {e.get('input')!r})"
+        elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
+            msg = f"{msg[:200]} (got {_excerpt(e.get('input'))})"
         lines.append(f"{path}: {loc}: {msg}")
+    if len(errs) > 20:
+        lines.append(f"... and {len(errs) - 20} more problems")
     return "invalid matrix:\n  " + "\n  ".join(lines)
 
 
@@ -459,8 +492,6 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
 
 
 def _check_files(lm: LoadedMatrix) -> None:
-    from toolkit.render import TEMPLATE_DIR
-
     for i, img in enumerate(lm.m.images):
         tpl = template_path(lm, img.template)
         if not tpl.is_file():
@@ -471,12 +502,14 @@ def _check_files(lm: LoadedMatrix) -> None:
                 f"{lm.path}: images[{i}].template: {img.template!r} is not a file in {tpl.parent}{hint} "
                 f"(available: {', '.join(have) or 'none'})"
             )
-    del TEMPLATE_DIR
+
+
+TEMPLATE_DIR = "Dockerfile.templates"
 
 
 def template_path(lm: LoadedMatrix, template: str) -> Path:
     """Templates live in Dockerfile.templates/ beside the matrix (or the packaged default)."""
-    return lm.root / "Dockerfile.templates" / template
+    return lm.root / TEMPLATE_DIR / template
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -493,22 +526,69 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_MATRIX_BYTES = 1 << 20
+"""A matrix file is a few KB; anything above 1 MiB is refused before it is parsed."""
+MAX_EXPANDED_NODES = 100_000
+"""YAML aliases may repeat a node; the document expanded through them may hold at most this many
+nodes (an alias bomb expands to billions and would exhaust memory in validation)."""
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int:
+    """Nodes of the composed document counted as if every alias were copied out (the graph is a DAG:
+    memoised per node, so this is linear in the written nodes). Stops counting past `limit`."""
+    memo: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        memo[key] = limit + 1  # a cycle (recursive alias) counts as unbounded
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(count(k) + count(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(count(c) for c in node.value)
+        else:
+            n = 1
+        memo[key] = min(n, limit + 1)
+        return memo[key]
+
+    return count(root)
+
+
 def load_matrix(path: str | Path) -> LoadedMatrix:
-    """Read and validate matrix.yaml. Raises BadInput (file missing, bad YAML, schema errors)."""
+    """Read and validate matrix.yaml. Raises BadInput (file missing or unreadable, larger than
+    MAX_MATRIX_BYTES, bad YAML, aliases expanding past MAX_EXPANDED_NODES, schema errors). Messages
+    never echo the (expanded) input beyond a short excerpt."""
     p = Path(path)
-    if not p.is_file():
-        raise BadInput(
-            f"{p}: matrix file not found; run from the project folder or pass --matrix PATH "
-            "(the project's matrix.yaml is the reference R9700 sweep)"
-        )
     try:
-        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        if not p.is_file():
+            raise BadInput(
+                f"{p}: matrix file not found; run from the project folder or pass --matrix PATH "
+                "(the project's matrix.yaml is the reference R9700 sweep)"
+            )
+        size = p.stat().st_size
+        if size > MAX_MATRIX_BYTES:
+            raise BadInput(f"{p}: {size} bytes is too large for a matrix file (limit {MAX_MATRIX_BYTES} bytes); "
+                           "pass the matrix YAML file with --matrix")
+        text = p.read_text()
     except UnicodeDecodeError:
         raise BadInput(f"{p}: not a text file (not UTF-8); pass the matrix YAML file with --matrix") from None
+    except OSError as err:  # name too long, permission denied, a folder, ...
+        raise BadInput(f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with "
+                       "--matrix") from None
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None and _expanded_nodes(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise BadInput(f"{p}: YAML aliases expand this document to more than {MAX_EXPANDED_NODES} nodes (an "
+                           "alias bomb?); write the values out or use fewer aliases")
+        data = loader.construct_document(node) if node is not None else None
     except RecursionError:
         raise BadInput(f"{p}: nested too deeply to be a matrix; fix the YAML") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise BadInput(f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+    finally:
+        loader.dispose()
     return parse_matrix(data, p.resolve())

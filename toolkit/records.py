@@ -12,6 +12,7 @@ process never leaves a half record; readers skip (and report) a corrupt line ins
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -177,7 +178,8 @@ def short_digest(digest: str) -> str:
 
 
 def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
-    """Append one complete line atomically enough for a crash: one write, flush, fsync."""
+    """Append one complete line, whole or absent: one write, then fsync. A short write or an error
+    (disk full, I/O error) cuts the file back to its old length and raises OSError naming `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
     line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
@@ -186,8 +188,17 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = "\n" + line  # a killed writer left a half line: never glue a record onto it
-        os.write(fd, line.encode())
-        os.fsync(fd)
+        data_b = line.encode()
+        written = 0
+        try:
+            written = os.write(fd, data_b)
+            if written != len(data_b):
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)")
+            os.fsync(fd)
+        except OSError as err:
+            if os.fstat(fd).st_size == size + written:  # only our own bytes: nobody appended meanwhile
+                os.ftruncate(fd, size)
+            raise OSError(err.errno, err.strerror, str(path)) from None
     finally:
         os.close(fd)
 
