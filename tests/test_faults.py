@@ -22,6 +22,7 @@ Catalogue (case -> how the toolkit handles it -> test):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -32,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -1034,3 +1036,100 @@ def test_memory_limit_oom_is_a_failed_row_with_completed_tests_kept(proj):
     assert "--memory 25165824 --memory-swap 25165824" in " ".join(failed["command"])
     res = tk(proj, "bench", *v.args(), "--memory", "lots")
     assert res.returncode == 4 and "--memory: memory 'lots' is not a size" in res.stderr, _out(res)
+
+
+class _SecondEngine:
+    """A second dockerd on its own socket, data root and exec root (never the shared engine): it can
+    be killed mid-run and started again on the same data root."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="tk-lost-", dir="/tmp"))  # unix socket paths are <= 107 chars
+        self.host = f"unix://{self.root / 'docker.sock'}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        cmd = ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+               "--pidfile", str(self.root / "docker.pid"), "-H", self.host, "--bridge", "none", "--iptables=false",
+               "--ip6tables=false"]
+        with (self.root / "dockerd.log").open("a") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, f"second dockerd did not start (log {self.root / 'dockerd.log'})"
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        """SIGKILL, as when the engine crashes (its containerd and shims live on)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+        for p in Path("/proc").glob("[0-9]*/cmdline"):  # the containerd / shims this engine started
+            if str(self.root) in _cmdline(p):
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(p.parent.name), signal.SIGKILL)
+        subprocess.run(["umount", "-R", str(self.root / "exec")], capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        from tests.test_reproduce import _restore_docker0
+
+        _restore_docker0()
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return p.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.fixture
+def second_engine(proj):
+    eng = _SecondEngine()
+    try:
+        eng.start()
+        yield eng
+    finally:
+        eng.stop()
+
+
+@e2e
+def test_engine_lost_mid_run_keeps_records_log_and_failed_row(proj, tk_bg, second_engine):
+    """dockerd killed after the first test: exit 5; the completed test's record, the log and a failed
+    row are on disk and the message counts them; the container left behind is removed by the next
+    run once the engine is back."""
+    eng = second_engine
+    digest = ResultStore(proj / "results").latest_build("cpu").digest
+    save = subprocess.Popen(["docker", "save", digest], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
+    assert save.wait() == 0
+    v = variant(proj, "lost", models=[TINY], bench={**SLOW, "repetitions": 40})
+    proc = tk_bg(proj, "bench", *v.args(), env={"DOCKER_HOST": eng.host})
+    bench_file = v.store().digest_dir(digest) / "bench.jsonl"
+    _wait_lines(bench_file, 1, proc)
+    eng.kill()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 5, f"{out}\n{err}"
+    rows = v.rows()
+    assert f"{len(rows)} record(s) of this run are saved in {bench_file}" in err, err
+    assert "Docker engine connection lost" in err and "Traceback" not in err
+    ok = [r for r in rows if r["status"] == "ok"]
+    [failed] = [r for r in rows if r["status"] == "failed"]
+    assert ok and ok[0]["n_prompt"] == 128
+    assert failed["error"].startswith("Docker engine connection lost")
+    assert f"{len(ok)} of {SLOW_CASES} tests completed and kept" in failed["error"]
+    assert Path(failed["log_file"]).is_file() and '"n_prompt": 128' in Path(failed["log_file"]).read_text()
+
+    eng.start()  # the engine is back: the dead run's container is still there
+    left = subprocess.run(["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert left, "the killed engine left no container behind: nothing to clean up was tested"
+    again = variant(proj, "lost-again", models=[TINY])
+    res = tk(proj, "bench", *again.args(), env={"DOCKER_HOST": eng.host})
+    assert res.returncode == 0, _out(res)
+    assert f"removed {len(left)} leftover container(s) of earlier runs that are gone" in res.stderr
+    assert subprocess.run(["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
+                          capture_output=True, text=True, check=True).stdout.split() == []
