@@ -214,7 +214,8 @@ def test_docker_checks() -> None:
         ("error", "Docker engine: not reachable (Cannot connect to the Docker daemon)")
     ]
     sdk_only = check_docker({"ServerVersion": "26.1.5", "SecurityOptions": ["name=seccomp", "name=rootless"]})
-    assert [c.level for c in sdk_only] == ["ok", "info", "info"] and "subgid" in sdk_only[2].message
+    assert [c.level for c in sdk_only] == ["ok", "info", "warn"]  # rootless: see test_faults for the verdicts
+    assert "rootless Docker engine: host GIDs passed with --group-add" in sdk_only[2].message
 
 
 def test_kernel_cmdline_flags(tmp_path: Path) -> None:
