@@ -566,6 +566,8 @@ def test_corrupt_results_line_is_skipped_and_never_glued(proj):
     assert f"warning: {path}:3: skipped a corrupt line (not JSON)" in rep.stderr
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 0, _out(res)
+    # the plan line estimates from the run before (measured, not assumed)
+    assert re.search(r"plan: 2 test cases .*; estimated measuring time \d+ s, from earlier runs", res.stderr), res.stderr
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and lines[2].endswith('{"na')
     assert [json.loads(ln)["status"] for i, ln in enumerate(lines) if i != 2] == ["ok"] * 4
@@ -877,6 +879,27 @@ def test_sha256_pin_with_file_changed_in_place_is_caught(proj):
 
 
 @e2e
+def test_model_changed_during_the_run_voids_the_rows_after_it(proj, tk_bg):
+    """The model file rewritten in place (size kept) after the first test: the rows measured after
+    that are failed, never results under the sha256 of the bytes hashed before the run."""
+    path = proj / "models" / "tiny-mut.gguf"
+    shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", path)
+    v = variant(proj, "mutate", models=[{**TINY_B, "name": "mut", "path": "models/tiny-mut.gguf"}], bench=SLOW)
+    proc = tk_bg(proj, "bench", *v.args())
+    digest = v.store().latest_build("cpu").digest
+    _wait_lines(v.store().digest_dir(digest) / "bench.jsonl", 1, proc)
+    data = bytearray(path.read_bytes())
+    data[-100:] = bytes(b ^ 0xFF for b in data[-100:])
+    with path.open("r+b") as fh:
+        fh.write(data)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, f"{out}\n{err}"
+    rows = v.rows()
+    assert [r["status"] for r in rows] == ["ok"] + ["failed"] * (SLOW_CASES - 1), rows
+    assert all(f"model file {path.resolve()} changed during the run" in r["error"] for r in rows[1:])
+
+
+@e2e
 def test_truncated_gguf_is_bad_input_before_any_container(proj):
     """Valid magic, tensor data cut off: exit 4 naming the file (before: exit 3 'failed to load model')."""
     v = variant(proj, "truncated", models=[TINY, BROKEN])
@@ -1072,7 +1095,8 @@ class _SecondEngine:
             if str(self.root) in _cmdline(p):
                 with contextlib.suppress(OSError, ValueError):
                     os.kill(int(p.parent.name), signal.SIGKILL)
-        subprocess.run(["umount", "-R", str(self.root / "exec")], capture_output=True)
+        for sub in ("exec", "data"):  # dockerd leaves its roots mounted when it is killed
+            subprocess.run(["umount", "-R", str(self.root / sub)], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
         from tests.test_reproduce import _restore_docker0
 

@@ -251,6 +251,7 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = _check_sha(lm, model, path)
+    hashed = _file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
     model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size)
     n_cases = len(axes.cases())
     cold = False
@@ -285,6 +286,8 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
         if shader_volume:
             timing["shader_cache_cold"] = float(cold)
         void = _void_reason(spec, opts, raw, "\n".join(printed))
+        if _file_identity(path) != hashed:
+            void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
         try:
             rec = BenchRecord(**base, created=_now(), timing=timing, **norm, status="failed" if void else "ok",
@@ -355,6 +358,15 @@ def bench_one(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mode
     reason = error or (voids[0] if voids else "")
     status = "failed" if reason else "ok"
     return Outcome(spec.name, model.name, status, reason, len(rows), rs.command, timing)
+
+
+def _file_identity(path: Path) -> tuple[int, ...]:
+    """(device, inode, size, mtime, ctime) of a file: any write or replace changes it (ctime cannot be set back)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
