@@ -20,21 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolkit import llamabench
+from toolkit import backends, llamabench
 from toolkit.errors import BadInput
 from toolkit.identity import TestKey, test_key
 from toolkit.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
-BACKEND_OF_LLAMA = {
-    "rocm": "rocm",
-    "hip": "rocm",
-    "vulkan": "vulkan",
-    "cpu": "cpu",
-    "blas": "cpu",
-    "cuda": "cuda",
-    "metal": "metal",
-    "sycl": "sycl",
-}
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -121,12 +111,9 @@ def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
 
 
 def backend_of(rows: list[dict[str, Any]]) -> str:
-    """Image backend from the rows' `backends` (ROCm -> rocm, Vulkan -> vulkan, else cpu)."""
-    names = {n.strip().lower() for r in rows for n in llamabench.backends_of(r).split(",") if n.strip()}
-    for pref in ("rocm", "hip", "vulkan", "cuda", "metal", "sycl"):
-        if pref in names:
-            return BACKEND_OF_LLAMA[pref]
-    return "cpu"
+    """Image backend from the rows' `backends` (ROCm/HIP -> rocm, Vulkan -> vulkan, CUDA -> cuda, else cpu)."""
+    names = ",".join(llamabench.backends_of(r) for r in rows)
+    return backends.from_llama_names(names)
 
 
 def check_options(label: str, model_sha256: str | None, digest: str | None) -> None:

@@ -13,21 +13,12 @@ import json
 import re
 from typing import Any
 
+from toolkit import backends
 from toolkit.matrix import BenchAxes
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
-# Messages that mean a GPU build ran on the CPU (shared/reference/llama-bench.md, "Output").
-CPU_FALLBACK_PATTERNS = (
-    "no ROCm-capable device is detected",
-    "no usable GPU found",
-    "ggml_vulkan: No devices found",
-    "failed to initialize Vulkan",
-    "no CUDA-capable device",
-)
-
-# Old (2024) releases reported one boolean per backend instead of a `backends` string.
-_OLD_BACKEND_FLAGS = {"cuda": "CUDA", "vulkan": "Vulkan", "kompute": "Kompute", "metal": "Metal",
-                      "sycl": "SYCL", "rpc": "RPC", "hip": "ROCm"}
+# Messages that mean a GPU build ran on the CPU (backends.FALLBACK_MESSAGES; llama-bench.md, "Output").
+CPU_FALLBACK_PATTERNS = backends.FALLBACK_MESSAGES
 
 
 def _csv(values: list[int]) -> str:
@@ -192,7 +183,7 @@ def backends_of(raw: dict[str, Any]) -> str:
         return str(raw["backends"])
     if raw.get("backend"):
         return str(raw["backend"])
-    found = [name for key, name in _OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")]
+    found = [name for key, name in backends.OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")]
     return ",".join(found) or "CPU"
 
 
@@ -274,9 +265,9 @@ def cpu_fallback_reason(log: str, backend: str, rows: list[dict[str, Any]]) -> s
     a CPU-type device and runs on the CPU while still reporting `backends: Vulkan`), or whose log
     says no device was found, fell back to the CPU.
     """
-    if backend == "cpu":
+    expected = backends.llama_name(backend)
+    if backend == "cpu" or expected is None:
         return None
-    expected = {"rocm": "ROCm", "vulkan": "Vulkan"}[backend]
     for pat in CPU_FALLBACK_PATTERNS:
         if pat.lower() in log.lower():
             return f"log shows a CPU fallback: {pat!r}"

@@ -23,11 +23,10 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
-from toolkit import bench, engine, identity, publish
+from toolkit import backends, bench, engine, identity, publish
 from toolkit.errors import BadInput, BuildFailed
 from toolkit.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec, VllmSettings
 from toolkit.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.roofline import SOFTWARE_GPU_MARKERS
 from toolkit.tables import id_value, row_label, select_latest, value, varying_columns
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
@@ -349,7 +348,7 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
                        _vllm_settings(folder, recorded))
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
-    software = any(m in (r.gpu_info or "").lower() for r in recorded for m in SOFTWARE_GPU_MARKERS)
+    software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
     opts = bench.BenchOptions(allow_software_gpu=software, strict=True,
                               pinned={c.name: c.image_id for c in rep.images})

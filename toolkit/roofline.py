@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit import backends
 from toolkit.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.records import BenchRecord
 
@@ -61,7 +62,7 @@ KNOWN_ACTIVE_SHARE: dict[str, float] = {
 }
 _NBA_RE = re.compile(r"(\d+(?:\.\d+)?)B\.A(\d+(?:\.\d+)?)B", re.IGNORECASE)
 _MOE_MARKERS = ("moe", "mixtral", "deepseek2", "gpt-oss", "a3b", "x7b", "x22b")
-SOFTWARE_GPU_MARKERS = ("llvmpipe", "lavapipe")
+SOFTWARE_GPU_MARKERS = backends.SOFTWARE_MARKERS  # kept for callers of the old name
 
 
 @dataclass(frozen=True)

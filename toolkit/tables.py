@@ -16,12 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit import identity
-from toolkit._types import EXPECTED_LLAMA_BACKEND
+from toolkit import backends, identity
 from toolkit.identity import value
 from toolkit.llamabench import effective_ubatch
 from toolkit.records import BenchRecord
-from toolkit.roofline import SOFTWARE_GPU_MARKERS, Roofline, ceiling, roofline, why_no_roofline
+from toolkit.roofline import Roofline, ceiling, roofline, why_no_roofline
 
 __all__ = [
     "AXES",
@@ -149,10 +148,10 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
     """A GPU image's record that ran on the CPU: failed as such, or `backends` lacks the GPU backend."""
     if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
         return True
-    expected = EXPECTED_LLAMA_BACKEND.get(r.image.backend)
+    expected = backends.llama_name(r.image.backend)
     return (
         r.method == "llama-bench"
-        and r.image.backend in ("rocm", "vulkan")
+        and backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu
         and bool(r.backends)
         and expected is not None
         and expected.lower() not in (r.backends or "").lower()
@@ -160,7 +159,7 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
 
 
 def is_software_gpu(r: BenchRecord) -> bool:
-    return r.image.backend == "vulkan" and any(m in (r.gpu_info or "").lower() for m in SOFTWARE_GPU_MARKERS)
+    return backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu and backends.is_software_device(r.gpu_info)
 
 
 def _order(r: BenchRecord) -> tuple:

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit import backends
 from toolkit.records import BenchRecord
 from toolkit.tables import (
     ReportOptions,
@@ -130,7 +131,7 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     if tiny:
         out.append(f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
                    "they are not a basis for routing")
-    soft = sorted({f"{r.image.name}@{r.image.short}" for r in records if "llvmpipe" in (r.gpu_info or "").lower()})
+    soft = sorted({f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)})
     if soft:
         out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
     return out
