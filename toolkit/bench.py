@@ -457,7 +457,7 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     """
     gpus = devices.detect_gpus()
     plan = plan_run(lm, images, models, store)
-    if not opts.dry_run:
+    if not opts.dry_run and plan:
         events("note", text=plan)
         if _cases_total(lm, images, models) > CONFIRM_CASES and not opts.yes:
             raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
@@ -536,7 +536,8 @@ def _cases_total(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSp
 
 
 def plan_run(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore) -> str:
-    """One line: how many llama-bench test cases this run has and how long they took before.
+    """One line: how many llama-bench test cases this run has and how long they took before ("" when
+    the run has no llama-bench cases).
 
     The estimate is measured, never assumed: for each case, (n_prompt + n_gen) / tok/s x repetitions
     of the newest ok record of the same image name, model name and test; cases never measured
@@ -545,7 +546,7 @@ def plan_run(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec],
     cases = lm.m.bench.cases()
     total = len(cases) * len(pairs)
     if not total:
-        return "plan: no llama-bench test cases"
+        return ""  # vLLM runs only: their plan is the vllm: section, printed per phase
     want = {(i.name, m.name) for i, m in pairs}
     seen: dict[tuple, float] = {}
     for r in store.results():

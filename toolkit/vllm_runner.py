@@ -798,6 +798,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
                   "vllm_version": build.labels.get("org.toolkit.vllm-version")}
     ctx.cold = cold
+    # run_bench's saver: whole-or-absent, uninterruptible, counted writes, flagged when runs overlap
+    save = opts.saver.save if opts.saver else store.add_result
     outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:
@@ -809,7 +811,7 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
             results[r] = _run_latency(ctx, store, r, timeout)
         recs = _latency_records(ctx, base, results)
         for rec in recs:
-            store.add_result(rec)
+            save(rec)
         events("done", image=spec.name, model=model.name, total=len(plan))
         spans = [x.timing() for x in results.values()]
         timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "measured_s", "startup_s")}
@@ -819,7 +821,7 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
         recs, timing = _serve(ctx, store, base, events, timeout)
         for rec in recs:
-            store.add_result(rec)
+            save(rec)
         events("done", image=spec.name, model=model.name, total=len(recs))
         outcomes.append(_summary(spec, model, recs, "serve", timing, Outcome))
     return outcomes
