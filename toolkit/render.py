@@ -22,9 +22,8 @@ import jinja2
 import jinja2.meta
 
 from toolkit.errors import BadInput
-from toolkit.matrix import ImageSpec, LoadedMatrix, template_path
+from toolkit.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
-TEMPLATE_DIR = "Dockerfile.templates"
 IMAGES_DIR = "images"
 
 
