@@ -27,10 +27,10 @@ import pytest
 import yaml
 
 from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
-from toolkit import vllm_runner as vr
 from toolkit.build import build_image
 from toolkit.matrix import load_matrix
 from toolkit.records import ResultStore
+from toolkit.runners import vllm as vr
 from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

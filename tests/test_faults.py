@@ -670,13 +670,14 @@ def _profiles(tmp_path: Path):
 
 
 def test_run_args_of_every_profile_are_confined(tmp_path):
-    from toolkit import bench, engine
+    from toolkit import engine
+    from toolkit.runners import base
 
     seen = set()
     models = tmp_path / "models"
     models.mkdir()
     for name, profile in _profiles(tmp_path):
-        spec = bench.container_spec("sha256:" + "a" * 64, ["llama-bench", "-m", "/models/x.gguf"], profile,
+        spec = base.container_spec("sha256:" + "a" * 64, ["llama-bench", "-m", "/models/x.gguf"], profile,
                                     model_dir=models, shader_volume="vol" if "vulkan" in name else None,
                                     run_id="r", name="n")
         cmd = engine.run_command(spec)

@@ -19,9 +19,9 @@ import yaml
 
 from tests.e2e_helpers import run_cli
 from toolkit import engine, hf_checkpoint
-from toolkit import vllm_runner as vr
 from toolkit.errors import BadInput
 from toolkit.matrix import load_matrix, parse_matrix
+from toolkit.runners import vllm as vr
 from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
 
 ROOT = Path(__file__).resolve().parents[1]

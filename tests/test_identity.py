@@ -244,8 +244,8 @@ def test_bench_record_written_is_strict_json(tmp_path):
 
 
 def test_resume_runs_exactly_the_missing_cases(tmp_path):
-    from toolkit.bench import missing_cases, resume_axes
     from toolkit.matrix import BenchAxes
+    from toolkit.runners.llama_bench import missing_cases, resume_axes
 
     axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048],
                      flash_attn=[1], n_gpu_layers=[999])

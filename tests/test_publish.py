@@ -14,13 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import write_matrix
-from toolkit import bench, devices, engine, llamabench, publish
+from toolkit import devices, engine, llamabench, publish
 from toolkit import reproduce as repro
 from toolkit.cli import cli
 from toolkit.cli_publish import export_run, push, reproduce
 from toolkit.errors import BadInput
 from toolkit.matrix import BenchAxes, load_matrix
 from toolkit.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.runners import base
 from toolkit.tinymodel import generate_tiny_qwen3moe, sha256_file
 
 for _cmd in (push, export_run, reproduce):
@@ -45,7 +46,7 @@ def build_record(**kw) -> BuildRecord:
 def bench_records(run_id: str, scale: float = 1.0, sd: float = 0.05, model_path: str = "/p/models/tiny-qwen3moe.gguf",
                   sha: str = "cd" * 32) -> list[BenchRecord]:
     """The six records of the CPU smoke run (pp64/pp256/tg16 x ub32/ub512), tok/s x `scale`."""
-    container = bench.container_spec(DIGEST, ["llama-bench"] + llamabench.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
+    container = base.container_spec(DIGEST, ["llama-bench"] + llamabench.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
                                      devices.DeviceProfile.example("cpu"), model_dir=Path("/p/models"),
                                      shader_volume=None, run_id=run_id, name=f"toolkit-{run_id}")
     rs = []

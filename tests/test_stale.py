@@ -214,8 +214,8 @@ def test_report_shows_stale_records():
     """A record measured with --allow-stale (real CPU llama-bench records, marked as bench marks them)
     carries the flag in the report's flags column and its legend; unmarked records do not."""
     from toolkit import report
-    from toolkit.bench import stale_marks
     from toolkit.records import BenchRecord
+    from toolkit.runners.base import stale_marks
 
     lines = (Path(__file__).parent / "data" / "results-cpu-a.jsonl").read_text().splitlines()
     plain = [BenchRecord.model_validate_json(x) for x in lines]

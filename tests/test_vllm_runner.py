@@ -29,11 +29,11 @@ import pytest
 import yaml
 
 from toolkit import engine
-from toolkit import vllm_runner as vr
 from toolkit.bench import BenchOptions
 from toolkit.devices import DeviceProfile
 from toolkit.matrix import VllmSettings, parse_matrix
 from toolkit.records import BuildRecord, ResultStore
+from toolkit.runners import vllm as vr
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from toolkit.runners import RUNNERS
+
 Backend = Literal["rocm", "vulkan", "cpu"]
 """Device profile / llama.cpp backend family of an image."""
 
-Runner = Literal["llama-bench", "vllm"]
+Runner = Literal[tuple(RUNNERS)]  # type: ignore[valid-type]  # the registry's names (toolkit/runners)
 """Which benchmark program an image carries."""
 
 Axis = Literal["prefill", "decode", "mixed", "served"]
@@ -16,4 +18,3 @@ Axis = Literal["prefill", "decode", "mixed", "served"]
 Status = Literal["ok", "failed", "skipped"]
 
 # llama.cpp's own name for each backend, as it appears in llama-bench's `backends` field.
-EXPECTED_LLAMA_BACKEND: dict[str, str] = {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from toolkit import runners as runner_registry
 from toolkit._types import Backend, Runner
 from toolkit.errors import BadInput
 
@@ -336,6 +337,28 @@ class Matrix(_Strict):
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
     min_mesa_version: str = "25.0"
+    # runner settings blocks registered in toolkit.runners.SETTINGS (e.g. `sglang:`), validated by
+    # their runner's own model; every registered block is present (defaults when not written)
+    runner_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runner_blocks(cls, data: Any) -> Any:
+        """Take the blocks of registered runners out of the file and validate each with its model."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        blocks = {}
+        for key in runner_registry.SETTINGS:
+            model = runner_registry.settings_model(key)
+            try:
+                blocks[key] = model.model_validate(data.pop(key, None) or {})
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(x) for x in (key, *first["loc"]))
+                raise ValueError(f"{where}: {first['msg']} (see the `{key}:` settings of the {key} runner)") from None
+        data["runner_settings"] = blocks
+        return data
 
     @field_validator("registry", "min_mesa_version")
     @classmethod

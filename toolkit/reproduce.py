@@ -197,7 +197,7 @@ def locate_model(m: publish.PublishedModel, folder: Path, workdir: Path, model_d
 
 
 def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
-    from toolkit.vllm_runner import tree_sha256
+    from toolkit.runners.base import tree_sha256
 
     # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
     got = tree_sha256(lm, path)[0] if path.is_dir() else bench.model_sha256(lm, path)
@@ -286,8 +286,8 @@ def _workdir(folder: Path, rebuild: bool) -> Path:
 
 def _vllm_settings(folder: Path, recorded: list[BenchRecord]) -> VllmSettings | None:
     """vLLM settings of the run: the folder's matrix.yaml `vllm:`, overridden by what its records state
-    (vllm_runner.settings_from_records); None for a run without vLLM records."""
-    from toolkit.vllm_runner import settings_from_records
+    (runners.vllm.settings_from_records); None for a run without vLLM records."""
+    from toolkit.runners.vllm import settings_from_records
 
     if not any(r.runner == "vllm" for r in recorded):
         return None

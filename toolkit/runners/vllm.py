@@ -43,16 +43,27 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from toolkit import devices, engine, hf_checkpoint
-from toolkit._types import EXPECTED_LLAMA_BACKEND
+from toolkit import backends, devices, engine, hf_checkpoint
 from toolkit.errors import BadInput
 from toolkit.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
 from toolkit.records import BenchRecord, BuildRecord, ModelRef, ResultStore
-
-if TYPE_CHECKING:
-    from toolkit.bench import BenchOptions, Events, Outcome
+from toolkit.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
+    SERVED_TOLERANCE,
+    BenchOptions,
+    Events,
+    Outcome,
+    RunContext,
+    Step,
+    image_ref,
+    model_sha256,
+    now,
+    resolve_model,
+    served_shortfall_error,
+    stale_marks,
+    tree_sha256,
+)
 
 METHOD_PREFILL = "vllm-bench-latency-prefill"
 METHOD_DECODE = "vllm-bench-latency-decode"
@@ -61,7 +72,6 @@ SERVE_PORT = 8000
 PERCENTILES = "50,90,99"
 HEALTH_POLL_S = 5.0
 NOISE_SIGMAS = 3.0  # a decode latency difference must exceed this many combined stddevs of its two runs
-SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted without --ignore-eos
 # The client reads no network beyond the container's loopback; the model is a local directory.
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 _HEALTH = ["python3", "-c", "import urllib.request as u; u.urlopen("
@@ -293,34 +303,6 @@ def decode_noise_error(long: Latency, short: Latency, *, long_len: int, short_le
     return None
 
 
-def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_len: int, ignore_eos: bool = True,
-                           tolerance: float = SERVED_TOLERANCE) -> str | None:
-    """Why a `vllm bench serve` result did not measure what was asked, or None.
-
-    parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
-    Generated = total_output_tokens (vLLM counts the server's completion_tokens per request). With
-    --ignore-eos every request runs to its max_tokens, so the counts must match exactly; without it a
-    shortfall up to `tolerance` (relative) is accepted. More than asked beyond `tolerance` is refused
-    too (a re-tokenised count that inflates output tok/s). Per-request `output_lens`, when the result
-    carries them, name how many requests came back short."""
-    asked = num_prompts * output_len
-    got = parsed.get("total_output_tokens")
-    if got is None:
-        return "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
-    got_i = int(got)
-    allowed_short = 0 if ignore_eos else math.floor(asked * tolerance)
-    short = ""
-    lens = parsed.get("output_lens")
-    if isinstance(lens, list) and lens:
-        n_short = sum(1 for x in lens if isinstance(x, int | float) and x < output_len)
-        short = f"; {n_short} of {len(lens)} requests stopped early" if n_short else ""
-    eos = " with --ignore-eos" if ignore_eos else f" (tolerance {tolerance:.0%})"
-    if asked - got_i > allowed_short:
-        return f"generated {got_i} of {asked} requested tokens ({num_prompts} requests x {output_len}){eos}{short}"
-    if got_i - asked > math.floor(asked * tolerance):
-        return (f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
-                f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated")
-    return None
 
 
 SERVE_KEYS = ("duration", "completed", "failed", "num_prompts", "max_concurrency", "total_input_tokens",
@@ -736,7 +718,6 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkp
     hidden files and folders such as huggingface_hub's .cache/ are not part of the model), size = the
     sum of file sizes. A single file is hashed as itself. With `checkpoint`, the ModelRef also carries
     `hf_repo`, `revision` and `quantization` (the method used)."""
-    from toolkit.bench import model_sha256
 
     extra: dict[str, Any] = {}
     if checkpoint is not None:
@@ -752,29 +733,12 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkp
     return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
 
 
-def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[str, int]:
-    """(hex sha256, bytes) of a model directory: sha256 over one `relpath sha256\\n` line per file in
-    path order (file hashes cached like GGUF files); hidden files and folders (huggingface_hub's
-    .cache/ download metadata) are not part of the model. Raises BadInput for an empty directory."""
-    import hashlib
-
-    from toolkit.bench import model_sha256
-
-    files = sorted(p for p in path.rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
-    if not files:
-        raise BadInput(f"{what}: {path} is an empty directory")
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
-    return h.hexdigest(), sum(f.stat().st_size for f in files)
 
 
 def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
                opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> list[Outcome]:
     """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
     Appends every record (failed ones included) and returns one summary line per phase."""
-    from toolkit.bench import Outcome, _image_ref, _now, resolve_model, stale_marks
 
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
@@ -792,8 +756,8 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     engine.ensure_volume(ctx.cache_volume, {"org.toolkit.digest": build.digest})
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
-    base = dict(run_id=opts.run_id, created=_now(), runner="vllm", image=_image_ref(build, spec), model=ref,
-                host=host, backends=EXPECTED_LLAMA_BACKEND.get(spec.backend), build_commit=build.source_commit,
+    base = dict(run_id=opts.run_id, created=now(), runner="vllm", image=image_ref(build, spec), model=ref,
+                host=host, backends=backends.llama_name(spec.backend), build_commit=build.source_commit,
                 **stale_marks(build))
     ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
                   "vllm_version": build.labels.get("org.toolkit.vllm-version")}
@@ -816,22 +780,46 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
         spans = [x.timing() for x in results.values()]
         timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "measured_s", "startup_s")}
         timing["tests_s"] = timing.pop("measured_s")
-        outcomes.append(_summary(spec, model, recs, "latency", timing, Outcome))
+        outcomes.append(_summary(spec, model, recs, "latency", timing))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
         recs, timing = _serve(ctx, store, base, events, timeout)
         for rec in recs:
             save(rec)
         events("done", image=spec.name, model=model.name, total=len(recs))
-        outcomes.append(_summary(spec, model, recs, "serve", timing, Outcome))
+        outcomes.append(_summary(spec, model, recs, "serve", timing))
     return outcomes
 
 
-def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float],
-             outcome_cls: Any) -> Outcome:
+def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]) -> Outcome:
     """One summary line per phase. timing: wall_s = containers' wall time, tests_s = the measured
     windows, startup_s = load + compile + warm-up (latency: summed over its containers)."""
     failed = [r for r in recs if r.status != "ok"]
     reason = f"{phase}: " + (f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records")
-    return outcome_cls(spec.name, model.name, "failed" if failed else "ok", reason, len(recs) - len(failed),
+    return Outcome(spec.name, model.name, "failed" if failed else "ok", reason, len(recs) - len(failed),
                        recs[0].command if recs else [], timing)
+
+
+class VllmRunner:
+    """vLLM (`vllm bench latency` for prefill/decode, `vllm serve` + `vllm bench serve` for served
+    concurrency). Settings: the `vllm:` block of matrix.yaml (matrix.VllmSettings); its test identity
+    adds the pinned engine settings stored in each record's `engine`."""
+
+    name: ClassVar[str] = "vllm"
+    model_formats: ClassVar[tuple[str, ...]] = ("hf",)
+    settings_key: ClassVar[str | None] = "vllm"
+    settings_model: ClassVar[Any] = VllmSettings
+    identity_fields: ClassVar[tuple[str, ...]] = tuple(VllmSettings.model_fields)
+    experimental: ClassVar[bool] = False
+
+    def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+        """Quantization vs the checkpoint's config.json, pinned revision (BadInput, exit 4)."""
+        checkpoint_preflight(lm, model, path)
+
+    def plan(self, ctx: RunContext) -> list[Step]:
+        cmds = vllm_commands(ctx.lm, ctx.spec, ctx.model, build=ctx.build, profile=ctx.profile, run_id=ctx.opts.run_id)
+        return [Step("vllm", c) for c in cmds]
+
+    def run(self, ctx: RunContext) -> list[Outcome]:
+        return bench_vllm(ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts, ctx.profile, ctx.host,
+                          ctx.events)
