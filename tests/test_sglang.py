@@ -452,6 +452,7 @@ def release_python(request) -> tuple[str, Path]:
                                                    lambda: contract_python(request.param, root))
 
 
+@pytest.mark.contract
 def test_contract_release_parsers_accept_the_argument_lists(release_python):
     version, python = release_python
     graphs_off = S.model_copy(update={"cuda_graph": False, "kv_cache_dtype": "fp8_e4m3", "disable_radix_cache": False})
@@ -491,6 +492,7 @@ def test_contract_release_parsers_accept_the_argument_lists(release_python):
     assert client["output_file"] == "/out/s.jsonl"
 
 
+@pytest.mark.contract
 def test_contract_one_batch_output_from_the_release_code_parses(release_python, tmp_path):
     """The JSONL lines the release's own latency_test_run_once produces (stand-in runner) parse, with
     every key the fixture file has."""
@@ -506,6 +508,7 @@ def test_contract_one_batch_output_from_the_release_code_parses(release_python, 
     assert set(fixture[0]) == set(pp.raw) and set(fixture[-1]) == set(tg.raw)
 
 
+@pytest.mark.contract
 def test_contract_serving_fixture_has_the_keys_the_release_writes(release_python):
     """The serving fixture's keys = the keys of the result dict in the release's benchmark() (read
     from its source with ast) plus the --output-details lists."""

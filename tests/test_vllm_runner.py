@@ -584,6 +584,7 @@ def _vllm_argv(docker_cmd: list[str]) -> list[str]:
     return docker_cmd[docker_cmd.index("vllm") + 1:]
 
 
+@pytest.mark.contract
 def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python, tmp_path):
     version, python = release_python
     lm = _matrix(tmp_path)
@@ -614,6 +615,7 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
     assert flipped["enforce_eager"] is True and flipped["enable_prefix_caching"] is True
 
 
+@pytest.mark.contract
 def test_pinned_release_knows_every_quantization_name_the_toolkit_accepts(release_python):
     """The parser takes any --quantization string (vLLM checks the name when the engine starts, against
     QUANTIZATION_METHODS): so the names toolkit/hf_checkpoint.py accepts as overrides (checkpoint
