@@ -77,7 +77,11 @@ FLAG_HELP = {
     "the speed depends on the process start, report the spread",
     "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
     "process start)",
+    "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
+    "a number to check, not to route production traffic on",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
+    "concurrent": "another toolkit benchmark ran on the same engine while this was measured (--allow-concurrent): "
+    "both slowed each other down",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
@@ -210,11 +214,15 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("warmup-outlier")
     if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
         out.append("stddev-recomputed")
+    if (r.model_extra or {}).get("experimental"):
+        out.append("experimental")
     ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
     if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
         out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
     elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
         out.append("bw-below-floor")
+    if (r.model_extra or {}).get("concurrent"):
+        out.append("concurrent")
     for f in (r.model_extra or {}).get("flags") or []:  # flags a runner stored with the record
         if f not in out:
             out.append(str(f))

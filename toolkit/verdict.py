@@ -134,6 +134,10 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     soft = sorted({f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)})
     if soft:
         out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
+    exp = sorted({f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")})
+    if exp:
+        out.append(f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
+                   "an upstream release)")
     return out
 
 

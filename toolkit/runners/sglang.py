@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit import backends
+from toolkit import backends, llamabench
 from toolkit import engine as engine_mod
 from toolkit import sglang_args as sa
 from toolkit.matrix import LoadedMatrix, ModelSpec
@@ -200,7 +200,9 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
         err = "; ".join(g["errors"][:3]) or None
         st = sa.summarize(g["samples"]) if g["samples"] and not err else None
         recs.append(BenchRecord(
-            **base, test=f"pp{tokens}" if prefill else f"tg{tokens}", axis="prefill" if prefill else "decode",
+            **base, test=llamabench.test_name(0 if not prefill else tokens, 0 if prefill else tokens,
+                                              0 if prefill else sa.decode_input_len(s)),
+            axis="prefill" if prefill else "decode",
             method=method, n_prompt=tokens if prefill else 0, n_gen=0 if prefill else tokens, n_ubatch=ub,
             n_depth=0 if prefill else sa.decode_input_len(s), status="ok" if st else "failed",
             error=None if st else (err or "no sample"), avg_ts=st.mean if st else None,
