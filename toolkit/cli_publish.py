@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli import (
+from toolkit.cli_common import (
     EPILOG,
     _err,
     _load,
