@@ -297,3 +297,10 @@ def test_a_gpu_image_without_a_known_product_says_why_it_has_no_roofline():
     doc = json.loads(report.render([known], "json"))
     cell = doc["tables"][0]["rows"][0][report.image_label(known)]
     assert cell["roofline"]["product"] == "AMD Radeon AI PRO R9700" and cell["roofline"]["gpu_count"] == 1
+
+
+def test_one_digest_on_two_campaign_hosts_is_two_columns():
+    a = make_record("img", "rocm", p=512, avg=100.0, host={"key": "n1"})
+    b = make_record("img", "rocm", p=512, avg=80.0, host={"key": "n2"})
+    t = report.axis_table(report.select_for_report([a, b]), "prefill")
+    assert sorted(t.columns) == [f"{report.image_label(a)} [host=n1]", f"{report.image_label(a)} [host=n2]"]

@@ -115,13 +115,17 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
 
 
 def system_fields(r: BenchRecord) -> dict[str, Any]:
-    """What the record ran on, as llama-bench reported it (empty for runners that do not say)."""
+    """What the record ran on: llama-bench's SYSTEM_FIELDS (empty for runners that do not say), and
+    the host key of a multi-host campaign (`host.key`: Slurm node name or an alias), so the same
+    image digest measured on two hosts is two columns, never one."""
     src = r.raw if r.method == "llama-bench" else {}
     out = {k: _plain(src[k]) for k in SYSTEM_FIELDS if src.get(k) not in (None, "")}
     if r.backends and "backends" not in out:
         out["backends"] = r.backends
     if r.gpu_info and "gpu_info" not in out:
         out["gpu_info"] = r.gpu_info
+    if (r.host or {}).get("key"):
+        out["host"] = str(r.host["key"])
     return out
 
 
