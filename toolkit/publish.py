@@ -184,8 +184,11 @@ def attest_push(lm: LoadedMatrix, store: ResultStore, name: str, registry: str, 
         return PushResult(name, "failed", f"pushed {refs[0]} but could not pull it back by digest {index}")
     notes = [] if info.id == rec.digest else [f"the attested image is a rebuild (image ID {info.id[:19]}, the "
                                               f"measured one is {rec.digest[:19]}): bench it before publishing"]
+    # the build's proven facts (org.toolkit.<fact> labels read from the image at build time) stay on the
+    # record when the pushed image is the measured one; a rebuild's facts were not read, so they are not claimed
+    labels = {**rec.labels, **info.labels} if info.id == rec.digest else info.labels
     updated = BuildRecord.model_validate({
-        **rec.model_dump(mode="json"), "digest": info.id, "labels": info.labels, "build_command": cmd,
+        **rec.model_dump(mode="json"), "digest": info.id, "labels": labels, "build_command": cmd,
         "repo_digests": _merge(info.repo_digests, [f"{repository}@{index}"]), "pushed": refs,
         "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "push_seconds": round(out.seconds, 2),
         "attestations": "sbom+provenance(mode=max)", "builder": builder,
