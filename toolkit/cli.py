@@ -482,5 +482,7 @@ def main() -> None:
 
 from toolkit.cli_publish import export_run, push, reproduce  # noqa: E402  (needs the helpers above)
 
-for _command in (push, export_run, reproduce):
+from toolkit.cli_tune import tune  # noqa: E402
+
+for _command in (push, export_run, reproduce, tune):
     cli.add_command(_command)

@@ -53,6 +53,8 @@ class BenchOptions:
     memory: str | None = None  # container memory limit (docker size, e.g. 24g); default bench.memory
     # process-level repetition of this run: {"index": k, "of": N} (bench.runs > 1), stored with records
     process_run: dict[str, int] | None = None
+    # extra fields stored with every record of this run, e.g. {"tune": {"session": ..., "round": 1}}
+    record_extra: dict[str, Any] = field(default_factory=dict)
     yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
     run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
     saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record

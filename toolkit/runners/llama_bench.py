@@ -158,7 +158,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
     log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
     base = dict(run_id=opts.run_id, runner="llama-bench", method="llama-bench", image=image_ref(build, spec),
                 model=model_ref, command=engine.run_command(rs), host=host, log_file=str(log_path),
-                limits={"memory_bytes": memory}, **({"process_run": opts.process_run} if opts.process_run else {}),
+                limits={"memory_bytes": memory}, **({"process_run": opts.process_run} if opts.process_run else {}), **opts.record_extra,
                 **stale_marks(build))
     printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
     streamed: list[dict[str, Any]] = []

@@ -1,0 +1,78 @@
+"""`toolkit tune`: the answer from recorded trial data (unit), and a real search on the CPU image (e2e).
+
+The unit tests build trial records the way bench stores them (tests.test_report.make_record over a
+llama-bench-shaped row); the e2e test runs real llama-bench trials in the real CPU image on the tiny
+model. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.test_report import make_record
+from toolkit import tune
+from toolkit.errors import BadInput
+from toolkit.records import ResultStore
+
+DEFAULT = tune.Candidate((("n_ubatch", 512),))
+
+
+def trial(ub: int, samples: list[float], session: str = "s1", rnd: int = 1):
+    r = make_record("cpu", "cpu", p=2048, ub=ub, avg=sum(samples) / len(samples), gpu_info="",
+                    raw={"samples_ts": samples})
+    r.__pydantic_extra__ = {**(r.model_extra or {}), "tune": {"session": session, "round": rnd}}
+    return r
+
+
+def test_best_setting_is_the_argmax_of_the_stored_trials_with_gain_and_evidence():
+    recs = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0]),
+            trial(2048, [4640.0, 4620.0], rnd=2), trial(512, [1.0], session="other")]
+    res = tune.best_setting(recs, "s1", ["n_ubatch"], DEFAULT)
+    assert res.best.candidate.label() == "n_ubatch=2048" and res.best.trials == 2 and res.best.samples == 5
+    assert res.gain == pytest.approx(4635.0 / 3391.0 - 1, rel=1e-3)  # the seeds' micro-batch 2048 gain
+    assert not res.no_effect
+    text = tune.format_result(res)
+    assert "best: n_ubatch=2048" in text and "+36.7% over the matrix default (n_ubatch=512)" in text
+
+
+def test_no_effect_only_when_measured_equal_and_clamping_is_named():
+    recs = [trial(512, [100.0, 101.0, 99.0]), trial(2048, [100.5, 99.5, 100.2])]
+    for r in recs:  # tg-like: 64 tokens, both micro-batches clamp to 64
+        r.n_prompt, r.n_ubatch = 64, r.n_ubatch
+    res = tune.best_setting(recs, "s1", ["n_ubatch"], DEFAULT)
+    assert res.no_effect
+    assert any("clamps n_ubatch" in n for n in res.notes)
+    assert "no effect" in tune.format_result(res)
+    noisy = [trial(512, [100.0, 160.0, 40.0]), trial(2048, [100.0, 150.0, 50.0])]
+    assert not tune.best_setting(noisy, "s1", ["n_ubatch"], DEFAULT).no_effect  # too noisy to claim it
+
+
+def test_bad_budget_and_knob_are_named():
+    with pytest.raises(BadInput, match="--budget"):
+        tune.parse_budget("soon")
+    assert tune.parse_budget("20m") == 1200 and tune.parse_budget("90s") == 90
+
+
+@pytest.mark.e2e
+def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
+    engine_or_skip()
+    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [256], "n_gen": [16], "n_ubatch": [256],
+                                                                 "n_batch": [512], "n_gpu_layers": [0]})
+    run_cli(project, "build", "--image", "cpu")
+    # ub=1 processes the 256-token prompt one token per batch: a clear loser against ub=256
+    res, _ = run_cli(project, "tune", "-i", "cpu", "--axis", "prefill", "--tokens", "256", "--knob", "n_ubatch",
+                     "--values", "n_ubatch=1,256", "--budget", "5m", "--write")
+    out = res.output
+    assert "tune session " in out and "| n_ubatch=256 |" in out and "| n_ubatch=1 |" in out
+    store = ResultStore(project / "results")
+    trials = [r for r in store.results() if (r.model_extra or {}).get("tune")]
+    session = trials[0].model_extra["tune"]["session"]
+    answer = tune.best_setting(store.results(), session, ["n_ubatch"], tune.Candidate((("n_ubatch", 256),)))
+    assert answer.best.candidate.label() == "n_ubatch=256"  # the argmax of its own stored data
+    assert "best: the matrix default (n_ubatch=256)" in out
+    assert "dropped early as a clear loser: n_ubatch=1" in out
+    rounds = {r.model_extra["tune"]["round"] for r in trials if r.n_ubatch == 1}
+    assert rounds == {1}  # never measured again after round 1
+    report, _ = run_cli(project, "report", "-i", "cpu")
+    assert "pp256 ub1" in report.output and "pp256 ub256" in report.output  # trials are ordinary results
