@@ -272,6 +272,30 @@ def fetch_model(matrix_path, names):
 
 @cli.command(epilog=EPILOG)
 @matrix_option
+@image_option
+@click.option("--model", "-m", "models", multiple=True, metavar="NAME",
+              help="Only this model (repeatable). With --image or --model, only what they name is checked.")
+@json_option
+@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.5),
+              help="Seconds to wait for each registry, git host, package index or Hub answer.")
+def pins(matrix_path, images, models, as_json, timeout):
+    """Check that every pin still resolves: base images (FROM lines of the rendered Dockerfiles, template
+    variables with @sha256:), source refs/commits (`sources:`, their fallbacks) and Hugging Face revisions.
+
+    Each is ok, moved (a tag/branch now points elsewhere than its pinned digest/commit), missing (the
+    digest, commit, sdist or revision is gone) or unreachable (not checked: no answer; the row says why).
+    Exits 10 when any pin moved or is missing; unreachable alone exits 0.
+    """
+    from toolkit import pins as pins_mod
+
+    results = pins_mod.check_pins(_load(matrix_path), images, models, timeout=timeout)
+    click.echo(json.dumps(pins_mod.pins_json(results), indent=2) if as_json else pins_mod.format_pins(results))
+    if pins_mod.broken(results):
+        sys.exit(10)  # a pin moved or is missing: README exit-code table
+
+
+@cli.command(epilog=EPILOG)
+@matrix_option
 @results_option
 @click.option("--format", "fmt", type=click.Choice(["github", "csv", "json", "html"]), default="github",
               show_default=True, help="github = markdown tables to paste; csv/json for tools; html = one offline "
