@@ -29,6 +29,15 @@ KFD_GID, RENDER_GID = 993, 992
 # Fake hosts
 
 
+
+def profile_args(p: DeviceProfile) -> list[str]:
+    """The device options a profile puts on `docker run` (its one translation, DeviceProfile.run_spec,
+    through engine.run_command): everything between `--rm` and the image, network left out."""
+    from toolkit import engine
+
+    cmd = engine.run_command(p.run_spec("img", ["cmd"], network=None))
+    return cmd[3:cmd.index("img")]
+
 def add_cpu_node(sysfs: Path, node: int = 0) -> None:
     d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
     d.mkdir(parents=True)
@@ -272,13 +281,13 @@ def test_rocm_profile(tmp_path: Path, kind: str, pin: int | None, renders: list[
     assert p.environment == env
     assert p.cap_drop == ["ALL"] and p.cap_add == []
     expected_args = [a for m in renders for a in ("--device", render(dev, m))]
-    assert p.docker_run_args() == [
+    assert profile_args(p) == [
         "--device", kfd(dev), *expected_args,
         "--group-add", str(KFD_GID), "--group-add", str(RENDER_GID),
         "--security-opt", "seccomp=unconfined", "--security-opt", "no-new-privileges",
-        "--ipc", "host",
         "--cap-drop", "ALL",
-        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+        "--ipc", "host",
+        *[a for k, v in sorted(env.items()) for a in ("-e", f"{k}={v}")],
     ]  # fmt: skip
     assert p == profile_for("rocm", gpus, pin=pin, dev=dev)
 
@@ -373,17 +382,12 @@ def test_product_name_needs_device_and_revision(tmp_path: Path, device_id: str, 
     assert (g.name, g.device_id, g.revision) == (name, device_id, revision)
 
 
-def test_rocm_sdk_kwargs(tmp_path: Path) -> None:
+def test_rocm_run_spec(tmp_path: Path) -> None:
     gpus, dev = host(tmp_path, "one-gpu")
-    assert rocm_profile(gpus, pin=0, dev=dev).sdk_kwargs() == {
-        "devices": [kfd(dev), render(dev, 128)],
-        "group_add": [str(KFD_GID), str(RENDER_GID)],
-        "security_opt": ROCM_SECURITY,
-        "ipc_mode": "host",
-        "environment": {"ROCR_VISIBLE_DEVICES": "0"},
-        "cap_drop": ["ALL"],
-        "cap_add": [],
-    }
+    spec = rocm_profile(gpus, pin=0, dev=dev).run_spec("img", ["llama-bench"], environment={"X": "1"})
+    assert (spec.devices, spec.group_add, spec.security_opt, spec.ipc_mode, spec.cap_drop, spec.cap_add) == (
+        [kfd(dev), render(dev, 128)], [str(KFD_GID), str(RENDER_GID)], ROCM_SECURITY, "host", ["ALL"], [])
+    assert spec.environment == {"ROCR_VISIBLE_DEVICES": "0", "X": "1"} and spec.network == "none"
 
 
 def test_group_add_is_numeric_and_deduplicated(tmp_path: Path) -> None:
@@ -411,17 +415,17 @@ def test_vulkan_profile(tmp_path: Path, kind: str, pin: int | None, renders: lis
     assert p.security_opt == ["no-new-privileges"]
     assert p.ipc_mode is None
     assert p.environment == env
-    assert p.docker_run_args() == [
+    assert profile_args(p) == [
         *[a for m in renders for a in ("--device", render(dev, m))],
         "--group-add", str(RENDER_GID), "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
-        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+        *[a for k, v in sorted(env.items()) for a in ("-e", f"{k}={v}")],
     ]  # fmt: skip
     assert p == profile_for("vulkan", gpus, pin=pin, dev=dev)
 
 
 def test_cpu_profile_has_no_devices() -> None:
     p = cpu_profile()
-    assert p.docker_run_args() == ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
+    assert profile_args(p) == ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
     assert p == profile_for("cpu", [])
 
 
@@ -438,9 +442,8 @@ def all_profiles(tmp_path: Path) -> list[DeviceProfile]:
 
 def test_never_privileged(tmp_path: Path) -> None:
     for p in all_profiles(tmp_path):
-        args = p.docker_run_args()
+        args = profile_args(p)
         assert "--privileged" not in args and not any("privileged=true" in a for a in args)
-        assert "privileged" not in p.sdk_kwargs()
         assert "no-new-privileges" in p.security_opt and p.cap_drop == ["ALL"]
 
 

@@ -295,38 +295,22 @@ class DeviceProfile:
             "environment": dict(self.environment),
         }
 
-    def docker_run_args(self) -> list[str]:
-        """The `docker run` options, as an argument list."""
-        args: list[str] = []
-        for d in self.devices:
-            args += ["--device", d]
-        for g in self.group_add:
-            args += ["--group-add", g]
-        for s in self.security_opt:
-            args += ["--security-opt", s]
-        if self.ipc_mode:
-            args += ["--ipc", self.ipc_mode]
-        for c in self.cap_drop:
-            args += ["--cap-drop", c]
-        for c in self.cap_add:
-            args += ["--cap-add", c]
-        for k, v in self.environment.items():
-            args += ["-e", f"{k}={v}"]
-        return args
+    def run_spec(self, image: str, command: list[str], *, mounts: list | None = None,
+                 environment: dict[str, str] | None = None, name: str | None = None,
+                 labels: dict[str, str] | None = None, memory_bytes: int | None = None,
+                 shm_size: str | None = None, network: str | None = "none"):
+        """The one translation of this profile into a container (engine.RunSpec): its devices,
+        numeric group ids, security options, capabilities, IPC mode and environment, plus what the
+        caller adds (`environment` entries override the profile's). `engine.run_command(spec)` is the
+        copy-pasteable `docker run`; `engine.start_container(spec)` the docker SDK call."""
+        from toolkit import engine
 
-    def sdk_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for docker SDK `containers.run` / `containers.create`."""
-        kw: dict[str, Any] = {
-            "devices": list(self.devices),
-            "group_add": list(self.group_add),
-            "security_opt": list(self.security_opt),
-            "environment": dict(self.environment),
-            "cap_drop": list(self.cap_drop),
-            "cap_add": list(self.cap_add),
-        }
-        if self.ipc_mode:
-            kw["ipc_mode"] = self.ipc_mode
-        return kw
+        return engine.RunSpec(
+            image=image, command=list(command), mounts=list(mounts or []),
+            environment={**self.environment, **(environment or {})}, devices=list(self.devices),
+            group_add=list(self.group_add), security_opt=list(self.security_opt), cap_drop=list(self.cap_drop),
+            cap_add=list(self.cap_add), ipc_mode=self.ipc_mode, name=name, labels=dict(labels or {}),
+            shm_size=shm_size, network=network, memory_bytes=memory_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

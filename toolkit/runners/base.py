@@ -35,6 +35,7 @@ from toolkit.tinymodel import ensure_model_file, sha256_file
 
 Events = Callable[..., None]
 
+
 @dataclass
 class BenchOptions:
     """Knobs of one `toolkit bench` run. `timeout_s` is per (image, model) container, seconds."""
@@ -59,6 +60,7 @@ class BenchOptions:
     run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
     saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
 
+
 @dataclass
 class Outcome:
     """One (image, model) line of the run summary. status: ok | failed | skipped | dry-run | resumed."""
@@ -71,8 +73,10 @@ class Outcome:
     command: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)
 
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
 
 def model_sha256(lm: LoadedMatrix, path: Path) -> str:
     """sha256 of a model file, cached in .toolkit/sha256-cache.json by (path, size, mtime, device,
@@ -97,6 +101,7 @@ def model_sha256(lm: LoadedMatrix, path: Path) -> str:
             pass
     return cache[key]
 
+
 def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
     """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
     path = lm.resolve(model.path)
@@ -112,6 +117,7 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
             return None, f"model file {path} is absent{fetch}"
     return path, ""
 
+
 def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
     """A GGUF must be a regular file that starts with the GGUF magic and that the container's
     unprivileged user (uid 10001) can read. Raises BadInput naming the file and the fix."""
@@ -126,6 +132,7 @@ def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
     check_gguf_extents(path, where)
     if not path.stat().st_mode & 0o004:
         raise BadInput(f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}")
+
 
 def check_gguf_extents(path: Path, where: str) -> None:
     """Read the GGUF header with the `gguf` package's GGUFReader (the format's reference reader,
@@ -144,6 +151,7 @@ def check_gguf_extents(path: Path, where: str) -> None:
         raise BadInput(f"{where}: {path} is truncated: its tensors need {end} bytes, the file has {size}; "
                        "re-download it")
 
+
 def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
     digest = model_sha256(lm, path) if path.is_file() else "dir:" + model.name
     if model.sha256 and digest != model.sha256:
@@ -153,6 +161,7 @@ def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
         )
     return digest
 
+
 def container_spec(image_ref: str, command: list[str], profile: devices.DeviceProfile, *, model_dir: Path,
                    shader_volume: str | None, run_id: str, name: str, memory_bytes: int | None = None) -> engine.RunSpec:
     """The container for one benchmark process: model dir read-only at /models, profile devices,
@@ -160,16 +169,13 @@ def container_spec(image_ref: str, command: list[str], profile: devices.DevicePr
     mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
     if model_dir.is_file():  # a GGUF: mount only that file, never its whole folder
         mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
-    env = dict(profile.environment)
+    env: dict[str, str] = {}
     if shader_volume:
         mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))
         env["MESA_SHADER_CACHE_DIR"] = "/cache/mesa"
-    return engine.RunSpec(
-        image=image_ref, command=command, mounts=mounts, environment=env, devices=list(profile.devices),
-        group_add=list(profile.group_add), security_opt=list(profile.security_opt), cap_drop=list(profile.cap_drop),
-        cap_add=list(profile.cap_add), ipc_mode=profile.ipc_mode, name=name, labels={"org.toolkit.run-id": run_id},
-        network="none", memory_bytes=memory_bytes,
-    )
+    return profile.run_spec(image_ref, command, mounts=mounts, environment=env, name=name,
+                            labels={"org.toolkit.run-id": run_id}, memory_bytes=memory_bytes)
+
 
 def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
     """The image as stored in each record, with the build selection of `choose_build` (carried on the
@@ -181,11 +187,13 @@ def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
                     repo_digests=build.repo_digests, labels=build.labels, inputs_key=build_mod.build_inputs_key(build),
                     current_inputs_key=sel.get("current"), stale=bool(sel.get("stale")))
 
+
 def stale_marks(build: BuildRecord) -> dict[str, Any]:
     """Extra BenchRecord fields for a build measured with --allow-stale: {"flags": ["stale-build"]}
     (the report shows stored flags on the row); {} otherwise. Every runner adds them to its records."""
     sel = (build.model_extra or {}).get("bench_inputs") or {}
     return {"flags": ["stale-build"]} if sel.get("stale") else {}
+
 
 def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
     """The container memory limit in bytes: --memory, else bench.memory, else None (no limit).
@@ -200,6 +208,7 @@ def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
     except ValueError as err:
         where = "--memory" if opts.memory else f"{lm.path}: bench.memory"
         raise BadInput(f"{where}: {err}") from None
+
 
 def file_identity(path: Path) -> tuple[int, ...]:
     """(device, inode, size, mtime, ctime) of a file: any write or replace changes it (ctime cannot be set back)."""

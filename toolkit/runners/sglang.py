@@ -89,15 +89,13 @@ def _out_dir(ctx: RunContext) -> Path:
 def _spec(ctx: RunContext, path: Path, out_dir: Path, command: list[str], what: str):
     """Model folder read-only at /models/<name>, results rw at /out, profile devices, AITER off."""
     p = ctx.profile
-    return engine_mod.RunSpec(
-        image=ctx.build.digest, command=command,
+    return p.run_spec(
+        ctx.build.digest, command,
         mounts=[engine_mod.Mount(str(path.resolve()), f"/models/{path.name}", read_only=True),
                 engine_mod.Mount(str(out_dir.resolve()), "/out", read_only=False)],
-        environment={**p.environment, "SGLANG_USE_AITER": "0"}, devices=list(p.devices),
-        group_add=list(p.group_add), security_opt=list(p.security_opt), cap_drop=list(p.cap_drop),
-        cap_add=list(p.cap_add), ipc_mode=p.ipc_mode, shm_size=None if p.ipc_mode == "host" else "4g",
+        environment={"SGLANG_USE_AITER": "0"}, shm_size=None if p.ipc_mode == "host" else "4g",
         name=f"toolkit-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120],
-        labels={"org.toolkit.run-id": ctx.opts.run_id}, network="none")
+        labels={"org.toolkit.run-id": ctx.opts.run_id})
 
 
 def _points(ctx: RunContext) -> list[tuple[str, int, int, int]]:

@@ -423,12 +423,8 @@ def _spec(ctx: _Ctx, command: list[str], name: str) -> engine.RunSpec:
               engine.Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
               engine.Mount(ctx.cache_volume, "/cache", read_only=False, volume=True)]
     p = ctx.profile
-    return engine.RunSpec(
-        image=ctx.build.digest, command=command, mounts=mounts, environment={**p.environment, **_ENV},
-        devices=list(p.devices), group_add=list(p.group_add), security_opt=list(p.security_opt),
-        cap_drop=list(p.cap_drop), cap_add=list(p.cap_add), ipc_mode=p.ipc_mode,
-        shm_size=None if p.ipc_mode == "host" else "4g", name=name[:120],
-        labels={"org.toolkit.run-id": ctx.run_id}, network="none")
+    return p.run_spec(ctx.build.digest, command, mounts=mounts, environment=_ENV, name=name[:120],
+                      labels={"org.toolkit.run-id": ctx.run_id}, shm_size=None if p.ipc_mode == "host" else "4g")
 
 
 def _name(ctx: _Ctx, what: str) -> str:
