@@ -257,17 +257,22 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
 @cli.command("fetch-model", epilog=EPILOG)
 @matrix_option
 @click.argument("names", nargs=-1, metavar="MODEL...")
-def fetch_model(matrix_path, names):
+@click.option("--twin", is_flag=True, help="Read only the GGUF header of the Hub file (HTTP range requests) and "
+              "write a shape twin beside `path` (X.twin.gguf: same metadata, tokenizer, tensor names, shapes, types "
+              "and size; random data with valid scales) plus its record X.twin.gguf.twin.json (kind synthetic-twin).")
+def fetch_model(matrix_path, names, twin):
     """Download models named in matrix.yaml from the Hugging Face Hub (huggingface_hub) to their `path`,
     then check their sha256 when the matrix pins one. Tiny stand-ins are generated instead.
 
-    Example: toolkit fetch-model qwen3-30b-a3b-q4kxl   (about 17 GB)
+    \b
+    Example: toolkit fetch-model qwen3-30b-a3b-q4kxl          (downloads about 17 GB)
+             toolkit fetch-model qwen3-30b-a3b-q4kxl --twin   (reads a few MB, writes a full-size twin)
     """
     from toolkit.models import fetch_model as fetch
 
     lm = _load(matrix_path)
     for spec in lm.select_models(names):
-        click.echo(f"{spec.name}: {fetch(lm, spec, echo=_err)}")
+        click.echo(f"{spec.name}: {fetch(lm, spec, echo=_err, twin=twin)}")
 
 
 @cli.command(epilog=EPILOG)

@@ -10,8 +10,10 @@ from toolkit.matrix import LoadedMatrix, ModelSpec
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
 
-def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print) -> str:
+def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, twin: bool = False) -> str:
     """Make `spec.path` exist: generate a tiny model, or download `spec.hf` with huggingface_hub.
+
+    `twin=True` writes a shape twin instead (`fetch_twin`): the real file's header, random data.
 
     A model without `hf.revision` is downloaded at the commit the Hub resolves now, and that commit is
     written into the matrix file as `revision:` (toolkit/hf_checkpoint.py `pin_revision_in_matrix`;
@@ -23,6 +25,8 @@ def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None
     """
     from toolkit.hf_checkpoint import local_revision
 
+    if twin:
+        return fetch_twin(lm, spec, echo=echo)
     path = lm.resolve(spec.path)
     if spec.generate:
         ensure_model_file(path, spec.generate)
@@ -44,6 +48,41 @@ def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None
             raise BadInput(f"{lm.path}: models[{spec.name}].sha256: {path} has {got}, expected {spec.sha256}")
         return f"{path} present, sha256 verified{pinned}"
     return f"{path} present{pinned}"
+
+
+def fetch_twin(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, seed: int = 0) -> str:
+    """Write the shape twin of the Hub GGUF `spec.hf` (toolkit/twin.py): read only its header by HTTP
+    range requests, write `<path stem>.twin.gguf` (same metadata, tokenizer, tensor names, shapes,
+    types and size; random data with valid scales) and its record `<twin>.twin.json` (kind
+    synthetic-twin, repo, revision, file, the header's sha256, the twin's sha256).
+
+    An unpinned `hf.revision` is resolved and pinned in the matrix as for a download. A twin whose
+    record names the same revision and header and whose bytes still have the recorded sha256 is kept.
+    Returns a one-line status. Raises BadInput (not a Hub GGUF file, a header a twin cannot be made
+    of), ToolkitError (the Hub unreachable), FileSystemError (the twin cannot be written).
+    """
+    from toolkit import twin as tw
+
+    where = f"{lm.path}: models[{spec.name}]"
+    if spec.format != "gguf" or spec.hf is None or not spec.hf.file:
+        raise BadInput(f"{where}: --twin needs a GGUF file on the Hugging Face Hub (format: gguf, hf.repo and "
+                       "hf.file); tiny models are generated without it")
+    out = tw.twin_path(lm.resolve(spec.path))
+    revision = spec.hf.revision or _resolve_revision(spec)
+    echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
+    header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision)
+    pinned = _pin(lm, spec, revision) if spec.hf.revision is None else ""
+    read = f"header {header.data_offset} bytes (read {header.bytes_read} of {header.file_size})"
+    old = tw.read_sidecar(out) if out.is_file() else None
+    if old and old["twin_of"].get("revision") == revision and old["twin_of"].get("header_sha256") == header.sha256 \
+            and sha256_file(out) == old.get("sha256"):
+        return f"twin {out} present, sha256 verified ({read}){pinned}"
+    echo(f"{spec.name}: writing the {header.file_size}-byte twin {out} ({len(header.tensors)} tensors: "
+         f"{', '.join(f'{k} {v}' for k, v in header.type_counts().items())}) ...")
+    sha = tw.write_twin(header, out, seed=seed)
+    tw.write_sidecar(out, header, sha256=sha, seed=seed, repo=spec.hf.repo, revision=revision, file=spec.hf.file)
+    return (f"twin {out} written, sha256 {sha}, {read}, record {tw.sidecar_path(out)}; its numbers are a twin's "
+            f"(kind {tw.TWIN_KIND}): bench it with a model entry whose path is {out}{pinned}")
 
 
 def _pin(lm: LoadedMatrix, spec: ModelSpec, revision: str) -> str:
