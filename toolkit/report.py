@@ -18,85 +18,31 @@ from typing import Any
 from tabulate import tabulate
 
 from toolkit import plots
+from toolkit import tables as _tables
 from toolkit import verdict as verdict_mod
 from toolkit.identity import value
 from toolkit.llamabench import effective_ubatch
 from toolkit.records import BenchRecord
-from toolkit.tables import (  # the table layer, re-exported for callers that know it as report.X
-    AXES,
-    FLAG_HELP,
-    TITLES,
+from toolkit.tables import (
     ReportOptions,
     Row,
     Table,
     _legend,
     _roof_notes,
     accounting,
-    axis_table,
-    column_labels,
     concurrency,
-    fmt_cell,
-    fmt_roof,
-    id_value,
-    image_label,
-    is_cpu_fallback,
-    is_software_gpu,
-    record_flags,
-    rel_stddev,
-    row_label,
     sample_stats,
-    select_for_report,
-    select_latest,
-    select_with_accounting,
-    split_columns,
     table_rows,
     tables,
     threads,
-    ub_clamped,
-    varying_columns,
-    warmup_outlier,
 )
 
-__all__ = [
-    "AXES",
-    "FLAG_HELP",
-    "ReportOptions",
-    "Row",
-    "TITLES",
-    "Table",
-    "accounting",
-    "axis_table",
-    "column_labels",
-    "concurrency",
-    "fmt_cell",
-    "fmt_roof",
-    "id_value",
-    "image_label",
-    "is_cpu_fallback",
-    "is_software_gpu",
-    "record_flags",
-    "rel_stddev",
-    "row_label",
-    "sample_stats",
-    "select_for_report",
-    "select_latest",
-    "select_with_accounting",
-    "split_columns",
-    "table_rows",
-    "tables",
-    "threads",
-    "ub_clamped",
-    "value",
-    "varying_columns",
-    "warmup_outlier",
-    "render",
-    "render_csv",
-    "table_json",
-    "render_html",
-    "publish",
-    "FORMATS",
-    "CSV_FIELDS",
-]
+
+def __getattr__(name: str) -> Any:
+    """The table layer's names, for callers that know them as report.X (PEP 562): one list, in tables."""
+    if name in _tables.__all__:
+        return getattr(_tables, name)
+    raise AttributeError(f"module 'toolkit.report' has no attribute {name!r}")
 
 FORMATS = ("github", "csv", "json", "html")
 
