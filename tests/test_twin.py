@@ -399,6 +399,15 @@ def test_a_header_cut_anywhere_is_incomplete_never_wrong(source):
         twin.parse_header(bytes(bad), len(bad), source="s")
 
 
+def test_same_header_and_seed_give_the_same_bytes(fetched, source, tmp_path):
+    """A twin can be regenerated bit for bit from its record (header + seed); another seed differs."""
+    _, out, _, _, _ = fetched
+    data = source.read_bytes()
+    header = twin.parse_header(data, len(data), source="s")
+    assert twin.write_twin(header, tmp_path / "a.gguf", seed=0) == sha256_file(out)
+    assert twin.write_twin(header, tmp_path / "b.gguf", seed=1) != sha256_file(out)
+
+
 def test_missing_file_and_non_gguf_are_bad_input(hub, tmp_path):
     proc = _fetch_twin(_project(tmp_path / "a", "nope.gguf", revision=SHA), hub)
     assert proc.returncode == 4 and "not found on the Hub" in proc.stderr, proc.stderr
