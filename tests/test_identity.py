@@ -304,3 +304,17 @@ def test_one_digest_on_two_campaign_hosts_is_two_columns():
     b = make_record("img", "rocm", p=512, avg=80.0, host={"key": "n2"})
     t = report.axis_table(report.select_for_report([a, b]), "prefill")
     assert sorted(t.columns) == [f"{report.image_label(a)} [host=n1]", f"{report.image_label(a)} [host=n2]"]
+
+
+def test_a_shape_twin_never_shares_a_row_with_the_real_model():
+    real = make_record("hip", "rocm", p=512, avg=3491.0, sd=10.0)
+    twin = make_record("hip", "rocm", p=512, avg=3480.0, sd=10.0)
+    twin.model.__pydantic_extra__ = {"kind": "synthetic-twin",
+                                     "twin_of": {"repo": "unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", "revision": "a" * 40}}
+    assert identity.model_fingerprint(real) != identity.model_fingerprint(twin)  # llama-bench describes both alike
+    t = report.axis_table(report.select_for_report([real, twin]), "prefill")
+    assert len(t.rows) == 2 and t.id_columns == ["model"]
+    twin_row = next(row for row in t.rows if "twin of" in row.ids["model"])
+    assert "synthetic-twin" in twin_row.row_flags()
+    assert "[twin of unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF@aaaaaaaa]" in twin_row.ids["model"]
+    assert not identity.join([real], [twin]).pairs  # compare never pairs a twin with the real file

@@ -119,7 +119,9 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
                    "stddev, this).")
 @click.option("--model-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Look for the run's model files here first (checked by sha256).")
-def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir):
+@click.option("--allow-twin", is_flag=True,
+              help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.")
+def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin):
     """Re-run a published run on this host and say whether its results reproduce.
 
     RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (exported
@@ -140,7 +142,7 @@ def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_
     try:
         rep = reproduce_mod.reproduce(run, store=store, lm=lm, rebuild=rebuild, threshold=threshold,
                                       model_dir=Path(model_dir) if model_dir else None, events=events,
-                                      on_line=_transfer_printer(as_json))
+                                      on_line=_transfer_printer(as_json), allow_twin=allow_twin)
     finally:
         events("close")
     if as_json:

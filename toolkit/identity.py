@@ -130,9 +130,13 @@ def system_fields(r: BenchRecord) -> dict[str, Any]:
 
 
 def model_fingerprint(r: BenchRecord) -> tuple:
-    """llama-bench's description of the model (type, parameters, bytes), else the model's name."""
+    """llama-bench's description of the model (type, parameters, bytes), else the model's name; plus
+    the model's kind when it is not the real file (`synthetic-twin`: a shape twin describes itself
+    exactly like the real model, so without the kind a twin and a real run would share a row)."""
     fp = tuple(r.raw.get(k) for k in ("model_type", "model_n_params", "model_size")) if r.raw else ()
-    return fp if any(fp) else ("name", r.model.name)
+    fp = fp if any(fp) else ("name", r.model.name)
+    kind = (r.model.model_extra or {}).get("kind")
+    return (*fp, ("kind", kind)) if kind else fp
 
 
 def known_sha(r: BenchRecord) -> str | None:

@@ -334,12 +334,17 @@ def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str
 def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix | None = None,
               results: Path | None = None, rebuild: bool = False, threshold: float = 5.0,
               model_dir: Path | None = None, events: bench.Events = lambda *a, **k: None,
-              on_line: Callable[[str], None] | None = None) -> Reproduction:
-    """Reproduce a published run (folder or run id). Raises BadInput/BuildFailed before any re-run."""
+              on_line: Callable[[str], None] | None = None, allow_twin: bool = False) -> Reproduction:
+    """Reproduce a published run (folder or run id). Raises BadInput/BuildFailed before any re-run;
+    a run measured on a shape twin (model kind synthetic-twin) only with `allow_twin`."""
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     folder = resolve_run(source, store=store, lm=lm)
     run, recorded, builds = publish.load_run(folder)
+    twins = sorted({r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"})
+    if twins and not allow_twin:
+        raise BadInput(f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
+                       "model's layout), not the real model; pass --allow-twin to reproduce it as such")
     workdir = _workdir(folder, rebuild)
     work_store = ResultStore(results or workdir / "results")
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)

@@ -79,11 +79,15 @@ FLAG_HELP = {
     "process start)",
     "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
     "a number to check, not to route production traffic on",
+    "synthetic-twin": "measured on a shape twin of the real GGUF (same metadata, tensor names, shapes and types, "
+    "random data with valid scales; toolkit fetch-model --twin), never mixed with real-model rows",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
     "concurrent": "another toolkit benchmark ran on the same engine while this was measured (--allow-concurrent): "
     "both slowed each other down",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
+    "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
+    "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
 }
@@ -216,6 +220,8 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("stddev-recomputed")
     if (r.model_extra or {}).get("experimental"):
         out.append("experimental")
+    if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
+        out.append("synthetic-twin")
     ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
     if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
         out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
@@ -234,7 +240,9 @@ def id_value(r: BenchRecord, name: str) -> Any:
     or a test field (identity.test_fields)."""
     if name == "model":
         sha = identity.known_sha(r)
-        return r.model.name + (f" ({sha[:8]})" if sha else "")
+        twin_of = (r.model.model_extra or {}).get("twin_of") or {}
+        twin = f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]" if twin_of else ""
+        return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
     return identity.test_fields(r).get(name)
 
 
@@ -381,6 +389,7 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         row.flags[col] = record_flags(r, opts, roof)
         columns.add(col)
     _mark_ub_no_effect(list(rows.values()), opts)
+    _mark_host_outliers(list(rows.values()))
     ordered = sorted(rows.values(), key=lambda row: row.order)
     return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols), per_image)
 
@@ -400,6 +409,30 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
             others = [o for _, _, o in members if o is not r]
             if others and all(_equal_within_noise(r, o, opts) for o in others) and "ub-no-effect" not in row.flags[col]:
                 row.flags[col].append("ub-no-effect")
+
+
+def _mark_host_outliers(rows: list[Row]) -> None:
+    """`host-outlier` on a cell whose host (`host.key`, set by campaign jobs) measured the row's test on
+    an image digest that 3 or more hosts measured, with a tok/s farther from the other hosts' median
+    than 3 x their spread: max(range of their values, root mean square of their stddevs), so identical
+    neighbours do not make any difference an outlier. Two hosts never flag (neither is the odd one)."""
+    for row in rows:
+        by_digest: dict[str, list[tuple[str, BenchRecord]]] = {}
+        for col, r in row.cells.items():
+            if (r.host or {}).get("key") and value(r) is not None:
+                by_digest.setdefault(r.image.digest, []).append((col, r))
+        for members in by_digest.values():
+            if len({str(r.host["key"]) for _, r in members}) < 3:
+                continue
+            for col, r in members:
+                others = [o for _, o in members if o.host["key"] != r.host["key"]]
+                vals = [v for o in others if (v := value(o)) is not None]
+                sds = [o.stddev_ts or 0.0 for o in others]
+                spread = max(max(vals) - min(vals), math.sqrt(sum(x * x for x in sds) / len(sds)))
+                mine = value(r)
+                if mine is not None and abs(mine - statistics.median(vals)) > 3 * spread \
+                        and "host-outlier" not in row.flags[col]:
+                    row.flags[col].append("host-outlier")
 
 
 def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> bool:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit import backends, guard, identity, llamabench, signals
+from toolkit import backends, guard, identity, llamabench, signals, twin
 from toolkit.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runners.base import (
@@ -142,7 +142,9 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = check_sha(lm, model, path)
     hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
-    model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size)
+    # a shape twin (toolkit fetch-model --twin) says so in every record: kind synthetic-twin + twin_of
+    model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size,
+                         **twin.model_extras(path, sha))
     n_cases = len(axes.cases())
     cold = False
     if shader_volume:  # warm only when the volume exists and a run on this digest completed before
