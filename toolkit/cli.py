@@ -510,8 +510,9 @@ def main() -> None:
 
 
 from toolkit.cli_publish import export_run, push, reproduce  # noqa: E402  (needs the helpers above)
+from toolkit.cli_campaign import campaign  # noqa: E402
 
 from toolkit.cli_tune import tune  # noqa: E402
 
-for _command in (push, export_run, reproduce, tune):
+for _command in (push, export_run, reproduce, tune, campaign):
     cli.add_command(_command)

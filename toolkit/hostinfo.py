@@ -113,7 +113,36 @@ def host_facts(
     }
     if "HSA_OVERRIDE_GFX_VERSION" in env:
         facts["hsa_override_gfx_version"] = env["HSA_OVERRIDE_GFX_VERSION"]
+    facts.update(campaign_facts(env))
     return facts
+
+
+HOST_KEY_ENV = "TOOLKIT_HOST_KEY"
+"""Environment variable naming the host key of a campaign job (set by the job script, toolkit/campaign.py)."""
+_GPU_ENV = ("SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL")
+
+
+def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where a campaign job runs, from its environment: {"key": host key} when TOOLKIT_HOST_KEY is set,
+    and inside a Slurm job (SLURM_JOB_ID set) {"slurm": {"job_id", "node", "gpu_index", "visible_devices"}}.
+
+    `node` is SLURMD_NODENAME (else SLURM_JOB_NODELIST); `gpu_index` the GPU Slurm allocated: the first
+    entry of SLURM_JOB_GPUS (the node's GRES index), else of ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES
+    (what Slurm sets for `--gres=gpu:...`; Slurm's sbatch(1) OUTPUT ENVIRONMENT VARIABLES), as an int
+    when it is one, None without a GPU allocation; `visible_devices` every one of those variables that
+    is set, verbatim. {} outside a campaign and outside Slurm."""
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    if env.get(HOST_KEY_ENV):
+        out["key"] = env[HOST_KEY_ENV]
+    if env.get("SLURM_JOB_ID"):
+        visible = {k: env[k] for k in _GPU_ENV if env.get(k)}
+        first = next((visible[k].split(",")[0].strip() for k in _GPU_ENV if k in visible), None)
+        out["slurm"] = {"job_id": env["SLURM_JOB_ID"],
+                        "node": env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_NODELIST"),
+                        "gpu_index": int(first) if first is not None and first.isdigit() else first,
+                        "visible_devices": visible}
+    return out
 
 
 def _amdgpu_module(sysfs: Path) -> str | None:

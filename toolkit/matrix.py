@@ -6,6 +6,7 @@
       models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
       bench:    BenchAxes               llama-bench axes, crossed
       vllm:     VllmSettings            engine settings pinned for vLLM runs
+      campaign: CampaignSpec            Slurm hosts and what each measures (`toolkit campaign`)
 
 `load_matrix(path)` validates with pydantic and raises `BadInput` whose message names the file,
 the key path (e.g. `images[1].backend`) and the fix.
@@ -326,6 +327,98 @@ class VllmSettings(_Strict):
         return v
 
 
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class CampaignHost(_Strict):
+    """One host of a campaign: where its slices run and what they measure.
+
+    `node`: the Slurm node name (sbatch -w); `features`: node features instead (--constraint, all
+    required); `alias`: the host key its records carry and its results folder (results/hosts/<key>/),
+    default the node name (required with `features` only); `images`/`models`: the slices it measures
+    (default every image of the matrix x every model its runner accepts); `engine`: hosts that share
+    one Docker engine name it alike (their jobs then run one at a time, like one `toolkit bench`)."""
+
+    node: str | None = None
+    features: list[str] = Field(default_factory=list)
+    alias: str | None = None
+    images: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    engine: str | None = None
+
+    @field_validator("node", "alias", "engine")
+    @classmethod
+    def _word(cls, v: str | None, info) -> str | None:
+        if v is not None and not _SLURM_WORD.match(v):
+            raise ValueError(f"{info.field_name} {v!r}: letters, digits and _ . : - only (it names a folder and a job)")
+        return v
+
+    @field_validator("features")
+    @classmethod
+    def _features(cls, v: list[str]) -> list[str]:
+        for f in v:
+            if not _SLURM_WORD.match(f):
+                raise ValueError(f"feature {f!r}: letters, digits and _ . : - only")
+        return v
+
+    @model_validator(mode="after")
+    def _where(self) -> CampaignHost:
+        if not self.node and not self.features:
+            raise ValueError("a host needs `node` (a Slurm node name) or `features` (node features)")
+        if not self.node and not self.alias:
+            raise ValueError("a host chosen by `features` needs an `alias`: the key its results are filed under")
+        return self
+
+    @property
+    def key(self) -> str:
+        return self.alias or self.node or ""
+
+
+class CampaignSpec(_Strict):
+    """The `campaign:` block: one Slurm job per (host, image, model) slice (toolkit/campaign.py).
+
+    partition: sbatch -p (default: the cluster's default); gres_type: the GPU GRES type each job asks
+    one of (`--gres=gpu:TYPE:1`; None: `--gres=gpu:1`); gpus: GPUs per job (0: no --gres, e.g. CPU-only
+    nodes); time_limit: sbatch --time (Slurm's `[D-]HH:MM:SS`); signal_s: seconds before the limit Slurm
+    sends SIGTERM to the job (`--signal=B:TERM@N`); allow_concurrent: let slices on one engine run at once
+    (records flagged `concurrent`) instead of one at a time (default); toolkit: the command that runs the
+    toolkit on the nodes (default: the submitting Python, `python -m toolkit`); sbatch_args: more sbatch
+    options, verbatim; registry: which registry's digest jobs pull (default `registry:` or any pushed)."""
+
+    partition: str | None = None
+    gres_type: str | None = None
+    gpus: int = Field(default=1, ge=0, le=16)
+    time_limit: str | None = None
+    signal_s: int = Field(default=60, ge=1, le=3600)
+    allow_concurrent: bool = False
+    toolkit: list[str] = Field(default_factory=list)
+    sbatch_args: list[str] = Field(default_factory=list)
+    registry: str | None = None
+    hosts: list[CampaignHost] = Field(min_length=1)
+
+    @field_validator("partition", "gres_type")
+    @classmethod
+    def _word(cls, v: str | None, info) -> str | None:
+        if v is not None and not _SLURM_WORD.match(v):
+            raise ValueError(f"{info.field_name} {v!r}: letters, digits and _ . : - only")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"(\d+-)?\d+(:\d{2}){0,2}", v):
+            raise ValueError(f"time_limit {v!r}: use Slurm's [D-]HH:MM:SS, MM:SS or minutes")
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> CampaignSpec:
+        keys = [h.key for h in self.hosts]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"hosts: the host key {', '.join(dup)} is given twice (set `alias` to tell them apart)")
+        return self
+
+
 class Matrix(_Strict):
     """The whole matrix file. `path` is where it was loaded from (not part of the schema)."""
 
@@ -337,6 +430,7 @@ class Matrix(_Strict):
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
     min_mesa_version: str = "25.0"
+    campaign: CampaignSpec | None = None  # multi-host campaigns on Slurm (toolkit/campaign.py)
     # runner settings blocks registered in toolkit.runners.SETTINGS (e.g. `sglang:`), validated by
     # their runner's own model; every registered block is present (defaults when not written)
     runner_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)

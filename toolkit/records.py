@@ -299,7 +299,8 @@ class ResultStore:
         `warnings` with file and line and counted in `refused`."""
         out: list[BenchRecord] = []
         self.refused = 0
-        for f in sorted(self.root.glob("*/bench.jsonl")):
+        # per-host folders of campaigns too: results/hosts/<host>/*/bench.jsonl (toolkit/campaign.py)
+        for f in sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")]):
             before = len(self.warnings)
             for n, obj in read_jsonl_numbered(f, self.warnings):
                 if not check_schema(f, n, obj, self.warnings):

@@ -69,6 +69,7 @@ class Group:
     name: str
     order: tuple
     entries: list[Entry]  # best first
+    hosts: list[str] = field(default_factory=list)  # campaign host keys the winning image measured this on
 
     def margin(self) -> float | None:
         return self.entries[0].value / self.entries[1].value - 1 if len(self.entries) > 1 else None
@@ -80,7 +81,7 @@ class Group:
     def text(self) -> str:
         line = f"{self.name}: " + " > ".join(e.text() for e in self.entries)
         m = self.margin()
-        return line + (f": {100 * m:+.1f}%" if m is not None else "")
+        return line + (f": {100 * m:+.1f}%" if m is not None else "") + on_hosts(self.hosts, " [", "]")
 
 
 @dataclass
@@ -91,6 +92,7 @@ class AxisVerdict:
     margin: float | None = None
     noise: float | None = None
     note: str = ""
+    hosts: dict[str, list[str]] = field(default_factory=dict)  # image column -> campaign host keys of its digest
 
     @property
     def clear(self) -> bool:
@@ -103,6 +105,23 @@ class AxisVerdict:
     @property
     def runner_up(self) -> str | None:
         return self.ranking[1][0] if len(self.ranking) > 1 else None
+
+
+def on_hosts(hosts: list[str], before: str = "; ", after: str = "") -> str:
+    """`; measured on 2 hosts (n1, n2)` ("" without campaign host keys)."""
+    if not hosts:
+        return ""
+    return f"{before}measured on {len(hosts)} host{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}){after}"
+
+
+def _hosts_by_digest(rs: list[BenchRecord]) -> dict[tuple, set[str]]:
+    """(group order, image digest) -> host keys (`host.key`) that measured it; {} when no record has one."""
+    out: dict[tuple, set[str]] = {}
+    for r in rs:
+        key = (r.host or {}).get("key")
+        if key:
+            out.setdefault((_group_of(r, False)[1], r.image.digest), set()).add(str(key))
+    return out
 
 
 @dataclass
@@ -194,6 +213,15 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
             cur[e.image] = e
     common = sorted(o for o, per in best.items() if len(per) == len(images))
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
+    at = _hosts_by_digest(rs)
+    for g in out.groups:  # the winning number of each group: on how many hosts its image digest measured it
+        top = g.entries[0].record
+        g.hosts = sorted(at.get((_group_of(top, False)[1], top.image.digest), set()))
+    if at:
+        for img in images:
+            digest = next(r.image.digest for r in rs if cols[id(r)] == img)
+            out.hosts[img] = sorted(set().union(*(at.get((_group_of(best[o][img].record, False)[1], digest), set())
+                                                  for o in common)))
     if not common:
         out.note = (
             "no test of the same model was measured by every image ("
@@ -335,7 +363,7 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if av.clear:
             lines.append(
                 head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)" + on_hosts(av.hosts.get(av.winner or "", []))
             )
         else:
             lines.append(
@@ -369,6 +397,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "noise_threshold": av.noise,
             "clear": av.clear,
             "note": av.note,
+            "hosts": av.hosts,
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [
                 {
