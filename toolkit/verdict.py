@@ -397,7 +397,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "noise_threshold": av.noise,
             "clear": av.clear,
             "note": av.note,
-            "hosts": av.hosts,
+            **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [
                 {
