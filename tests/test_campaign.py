@@ -305,6 +305,7 @@ def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_rec
     assert "host=n1" in rep.output and "host=n2" in rep.output, rep.output
     st, code = _campaign(p, "status", "--wait", "--timeout", "5", expect=None)
     assert code == 3 and "2 done" in st.output and "1 failed" in st.output, st.output
+    print(st.output)
     print(f"campaign of 3 slices on 2 Slurm nodes: {time.monotonic() - t0:.1f} s from submit to the end")
 
 
