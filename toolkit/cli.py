@@ -84,9 +84,17 @@ def render(matrix_path, images, as_json):
 @click.option("--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`).")
 @click.option("--registry", default=None, metavar="HOST[:PORT]/NAMESPACE",
               help="Registry for --push (default: `registry:` in matrix.yaml).")
+@click.option("--all", "all_images", is_flag=True,
+              help="Build every image of the matrix, also those this host cannot run (publishing; --push implies it).")
+@click.option("--allow-software-gpu", is_flag=True,
+              help="Count Mesa lavapipe as a Vulkan device, so the Vulkan image is built on a host without a GPU.")
 def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose, ca_bundle, push_after,
-          registry):
+          registry, all_images, allow_software_gpu):
     """Build the images through BuildKit (docker buildx) and record what was built.
+
+    By default only the images this host can run (`toolkit doctor`'s verdict; the CPU image always):
+    each other image gets one line saying why it is skipped and how to build it anyway (`-i NAME`,
+    `--all`). `-i NAME` builds the images named; `--all` and `--push` build every image.
 
     Each image is labelled (OCI created/revision/source/version, llama.cpp commit, backend, template
     hash) and a build record (ref, image digest, labels, size, seconds) is appended to
@@ -94,6 +102,7 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
     skipped with the reason; a failed build keeps its log and names it.
     """
     from toolkit import build as build_mod
+    from toolkit import build_plan
     from toolkit.render import render_image
 
     if push_after and not dry_run and not registry:
@@ -107,20 +116,27 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
     specs = lm.select_images(images)
     for spec in specs:  # template errors (undefined variables) surface before any build starts
         render_image(lm, spec)
-    results = []
+    skipped: list[build_plan.Skipped] = []
+    if not (images or all_images or push_after):  # default: what this host can run (doctor's verdict)
+        specs, skipped = build_plan.host_plan(specs, allow_software=allow_software_gpu)
+    if not as_json:
+        for sk in skipped:
+            click.echo(sk.line())
+    results = [build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped]
+    status = None if (as_json or dry_run) else build_plan.BuildStatus.for_stderr()
     for spec in specs:
         if not dry_run and not as_json:
-            _err(f"==> {spec.name}: building ({spec.template}, backend {spec.backend})")
-
-        def on_line(line: str, _name=spec.name) -> None:
-            parts = line.split(" ", 2)
-            step = len(parts) > 1 and parts[0].startswith("#") and (parts[1].startswith("[") or parts[1] == "CACHED")
-            if verbose or step or line.startswith("ERROR"):
-                _err(f"   {_name} | {line}")
-
+            _err(f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
+                 f"{build_plan.previous_build_note(store, spec.name)})")
+        steps = build_plan.BuildSteps(spec.name, _err, verbose=verbose, status=status.update if status else None)
         before = store.latest_build(spec.name)
-        res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=on_line,
-                                    secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None)
+        try:
+            res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=steps,
+                                        secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None)
+        finally:
+            if status:
+                status.stop()
+        steps.close()
         results.append(res)
         if as_json:
             continue
@@ -152,7 +168,7 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
     failed = [r for r in results if r.status == "failed"]
     if failed:
-        unbuilt = [s.name for s in specs[len(results):]]
+        unbuilt = [s.name for s in specs[len(results) - len(skipped):]]
         raise BuildFailed("build failed for: " + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
                           + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else ""))
 
@@ -378,7 +394,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
             return str(err)[:200]
 
     rep = doctor_mod.diagnose(lm.m.images, labels, allow_software=allow_software_gpu, docker_info=info,
-                              device_probe=probe)
+                              device_probe=probe, apt_policy=doctor_mod.read_apt_policy())
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=2, default=str))
     else:
