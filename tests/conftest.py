@@ -1,4 +1,13 @@
-"""Shared fixtures. Tests marked `e2e` need a running Docker engine with buildx (CI starts one)."""
+"""Shared fixtures, and the test levels (README, "Test levels"; scripts/run-tests.sh):
+
+- `e2e`: needs a running Docker engine with buildx (CI starts one).
+- `contract`: runs pinned outside code fetched from PyPI on first use and cached (~/.cache/toolkit/):
+  the vLLM/SGLang releases' own parsers, the pinned llama.cpp tree. A test that uses one of the
+  fixtures in CONTRACT_FIXTURES is in this level whether or not its file says so (the level follows
+  what the test uses), so the fast level never downloads.
+- fast = `-m "not e2e and not contract"`: no engine, no network (run-tests.sh runs it in a network
+  namespace without interfaces and with DOCKER_HOST pointing nowhere, so a test that needs either fails).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 # `concurrent`. tests/test_faults.py unsets this to check the refusal (exit 9) itself.
 os.environ.setdefault("TOOLKIT_ALLOW_CONCURRENT", "1")
 DATA = Path(__file__).parent / "data"
+
+CONTRACT_FIXTURES = {
+    "release_python": "a pinned vLLM/SGLang release's own code in a cached venv (PyPI wheels on first use)",
+    "llama_tree": "the pinned llama.cpp tree (llama-cpp-python's sdist from PyPI on first use)",
+}
+"""Fixture name -> what it fetches: tests using one are `contract` tests (added by the hook below)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put every test that uses a CONTRACT_FIXTURES fixture (directly or through another fixture) in
+    the `contract` level. Runs before `-m` deselection, so `-m "not contract"` leaves them out."""
+    for item in items:
+        used = sorted(set(getattr(item, "fixturenames", ())) & CONTRACT_FIXTURES.keys())
+        if used and item.get_closest_marker("contract") is None:
+            item.add_marker(pytest.mark.contract(reason=f"uses {', '.join(used)}"))
 
 
 @pytest.fixture
