@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from toolkit.tables import Table, is_cpu_fallback, ub_clamped, value
+
+if TYPE_CHECKING:  # matplotlib costs ~0.4 s to import: only a report that draws plots loads it
+    from matplotlib.figure import Figure
 
 PNG_METADATA = {"Software": None}  # keep PNG bytes reproducible across matplotlib versions
 
 
 def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
