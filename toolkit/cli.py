@@ -213,7 +213,6 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
     build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
     older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
     """
-    from toolkit import report as report_mod
     from toolkit.bench import BenchOptions, run_bench
 
     lm = _load(matrix_path)
@@ -247,8 +246,10 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
             if o.reason:
                 line += f": {o.reason}"
             click.echo(line)
-        ran = [r for r in store.results() if r.run_id == opts.run_id]
+        ran = [] if dry_run else [r for r in store.results() if r.run_id == opts.run_id]
         if ran:
+            from toolkit import report as report_mod  # the tables (~0.1 s of imports): only when there are rows
+
             click.echo("")
             click.echo(report_mod.render(ran, "github"))
             paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})

@@ -39,11 +39,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import BadInput, FileSystemError, ToolkitError
+
+if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
+    import numpy as np
 
 TWIN_KIND = "synthetic-twin"
 SIDECAR_SUFFIX = ".twin.json"
@@ -185,6 +186,7 @@ def _tensor_table_end(buf: bytes, n_kv: int, n_tensors: int, *, source: str) -> 
     Scalar sizes are gguf's (GGUFReader.gguf_scalar_to_np). Raises BadInput for an unknown value type.
     """
     import gguf
+    import numpy as np
 
     sizes = {int(t): np.dtype(np_t).itemsize for t, np_t in gguf.GGUFReader.gguf_scalar_to_np.items()}
     string_t, array_t = int(gguf.GGUFValueType.STRING), int(gguf.GGUFValueType.ARRAY)
@@ -308,11 +310,15 @@ def read_hub_header(repo: str, file: str, revision: str, *, first_bytes: int = F
 def _random_bytes(rng: np.random.Generator, n: int) -> np.ndarray:
     """`n` random bytes (uint8 array) straight from the generator's 64-bit output (~2 GB/s; numpy's
     Generator.bytes is ~10x slower)."""
+    import numpy as np
+
     return rng.bit_generator.random_raw(-(-n // 8)).view(np.uint8)[:n]
 
 
 def _block_bytes(qtype: Any, n_blocks: int, block_bytes: int, rng: np.random.Generator) -> np.ndarray:
     """`n_blocks` random blocks of a quantized type with valid fp16 scale fields, as flat uint8."""
+    import numpy as np
+
     blocks = _random_bytes(rng, n_blocks * block_bytes).reshape(n_blocks, block_bytes)
     for offset, value in _SCALE_FIELDS[qtype.name]:
         scales = (rng.uniform(1.0, 1.5, n_blocks) * value).astype(np.float16)
@@ -323,6 +329,8 @@ def _block_bytes(qtype: Any, n_blocks: int, block_bytes: int, rng: np.random.Gen
 def _as_float_type(name: str, values: np.ndarray) -> np.ndarray:
     """float32 `values` in float type `name`'s bytes: F32 as is, F16, BF16 = the float32's upper half
     (ggml's bf16 layout) as uint16."""
+    import numpy as np
+
     if name == "F16":
         return values.astype(np.float16)
     if name == "BF16":
@@ -338,6 +346,8 @@ def _float_bytes(qtype: Any, n: int, norm: bool, rng: np.random.Generator) -> np
     +-0.02 x sqrt(3) (standard deviation 0.02; the distribution does not matter, the magnitude keeps
     activations finite), looked up from a 65,536-entry table by random uint16s (numpy's float32 ->
     float16 conversion is ~10x slower)."""
+    import numpy as np
+
     if norm:
         return _as_float_type(qtype.name, np.ones(n, np.float32)).view(np.uint8)
     if qtype.name not in _FLOAT_TABLES:
@@ -375,6 +385,8 @@ def write_twin(header: GgufHeader, path: Path, *, seed: int = 0) -> str:
     numpy's PCG64 with `seed` draws the data: the same header and seed give the same bytes.
     Raises FileSystemError (exit 8) when the folder cannot take the file (space, permissions).
     """
+    import numpy as np
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     free = _free_bytes(path.parent)
