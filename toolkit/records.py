@@ -16,12 +16,16 @@ import errno
 import json
 import math
 import os
+import sqlite3
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from toolkit import resultindex
 
 RECORD_SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = (1,)
@@ -153,7 +157,7 @@ class BenchRecord(BaseModel):
         if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
             self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
             repaired.append("stddev_ts")
-        if self.raw and any(_nonfinite(v) for v in _walk(self.raw)):
+        if self.raw and _any_nonfinite(self.raw):
             self.raw = finite_or_none(self.raw)
             repaired.append("raw")
         if repaired:
@@ -161,15 +165,27 @@ class BenchRecord(BaseModel):
         return self
 
 
-def _walk(v: Any) -> Iterator[Any]:
-    if isinstance(v, dict):
-        for x in v.values():
-            yield from _walk(x)
-    elif isinstance(v, list):
-        for x in v:
-            yield from _walk(x)
-    else:
-        yield v
+def _any_nonfinite(v: Any) -> bool:
+    """True when a JSON-like value holds a NaN/inf float anywhere (dicts and lists walked, no recursion
+    limit)."""
+    isfinite = math.isfinite
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, list):
+            if isinstance(x, float) and not isfinite(x):
+                return True
+            continue
+        for y in x:
+            t = type(y)
+            if t is float:
+                if not isfinite(y):
+                    return True
+            elif t is not str and t is not int and y is not None:
+                stack.append(y)
+    return False
 
 
 def short_digest(digest: str) -> str:
@@ -212,39 +228,85 @@ def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
 
 def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each JSON object line of `path` (see read_jsonl)."""
+    for n, _off, _len, obj, problem in scan_jsonl(path):
+        if problem is not None:
+            if warnings is not None:
+                warnings.append(f"{path}:{n}: {problem}")
+        elif obj is not None:
+            yield n, obj
+
+
+def scan_jsonl(path: Path, start: int = 0, first_line: int = 1,
+               end: int | None = None) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
+    """Every line of `path` from byte `start` (numbered from `first_line`) up to byte `end` (EOF when
+    None): (line number, byte offset, length in bytes with the newline, object or None, problem or
+    None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
+    JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
+    line reader of results: read_jsonl and the query index (toolkit.resultindex) both use it."""
     if not path.is_file():
         return
     with path.open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as err:
-                if warnings is not None:
-                    warnings.append(f"{path}:{n}: skipped a line that is not UTF-8 (byte {err.start})")
-                continue
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                if warnings is not None:
-                    warnings.append(f"{path}:{n}: skipped a corrupt line (not JSON)")
-                continue
-            if isinstance(obj, dict):
-                yield n, obj
-            elif warnings is not None:
-                warnings.append(f"{path}:{n}: skipped a line that is not a JSON object")
+        fh.seek(start)
+        off, n = start, first_line - 1
+        for raw in fh:
+            if end is not None and off + len(raw) > end:
+                raw = raw[: max(0, end - off)]
+                if not raw:
+                    return
+            n += 1
+            length = len(raw)
+            yield (n, off, length, *_parse_line(raw))
+            off += length
+            if end is not None and off >= end:
+                return
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        line = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as err:
+        return None, f"skipped a line that is not UTF-8 (byte {err.start})"
+    if not line:
+        return None, None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return None, "skipped a corrupt line (not JSON)"
+    if isinstance(obj, dict):
+        return obj, None
+    return None, "skipped a line that is not a JSON object"
+
+
+def schema_problem(obj: dict) -> str | None:
+    """Why a record's schema_version is not one this release reads (None when it is)."""
+    v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
+    if v in KNOWN_SCHEMA_VERSIONS:
+        return None
+    return (f"skipped a record of schema_version {v!r} (this toolkit reads "
+            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it")
 
 
 def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:
     """True when the record's schema_version is one this release reads; else a warning naming
     the file and line, and False (the record is skipped, never guessed at)."""
-    v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
-    if v in KNOWN_SCHEMA_VERSIONS:
-        return True
-    warnings.append(f"{path}:{n}: skipped a record of schema_version {v!r} (this toolkit reads "
-                    f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it")
-    return False
+    problem = schema_problem(obj)
+    if problem is not None:
+        warnings.append(f"{path}:{n}: {problem}")
+    return problem is None
+
+
+def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
+    """(the BenchRecord of one parsed line, None) or (None, why it is refused): unknown schema_version,
+    or not a valid record (the first pydantic error: field path and message, e.g. `avg_ts is nan`)."""
+    problem = schema_problem(obj)
+    if problem is not None:
+        return None, problem
+    try:
+        return BenchRecord.model_validate(obj), None
+    except ValidationError as err:
+        first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -253,6 +315,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def _damaged(err: sqlite3.DatabaseError) -> bool:
+    """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault."""
+    name = getattr(err, "sqlite_errorname", "")
+    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(
+        m in str(err) for m in ("malformed", "not a database"))
 
 
 class ResultStore:
@@ -293,26 +362,117 @@ class ResultStore:
         append_jsonl(path, rec)
         return path
 
+    def bench_files(self) -> list[Path]:
+        """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
+        (toolkit/campaign.py: each host's jobs write only there), sorted: the order every reader reads
+        records in."""
+        return sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")])
+
     def results(self) -> list[BenchRecord]:
         """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
         (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
         `warnings` with file and line and counted in `refused`."""
         out: list[BenchRecord] = []
         self.refused = 0
-        # per-host folders of campaigns too: results/hosts/<host>/*/bench.jsonl (toolkit/campaign.py)
-        for f in sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")]):
-            before = len(self.warnings)
-            for n, obj in read_jsonl_numbered(f, self.warnings):
-                if not check_schema(f, n, obj, self.warnings):
-                    continue
-                try:
-                    out.append(BenchRecord.model_validate(obj))
-                except ValidationError as err:
-                    first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
-                    where = ".".join(str(x) for x in first.get("loc", ()))
-                    self.warnings.append(f"{f}:{n}: skipped a record: {where + ': ' if where else ''}{first['msg']}")
-            self.refused += len(self.warnings) - before
+        for f in self.bench_files():
+            for n, _off, _len, obj, problem in scan_jsonl(f):
+                if problem is None and obj is not None:
+                    rec, problem = bench_record(obj)
+                    if rec is not None:
+                        out.append(rec)
+                if problem is not None:
+                    self.warnings.append(f"{f}:{n}: {problem}")
+                    self.refused += 1
         return out
+
+    def _query(self, ask: Callable[[resultindex.ResultIndex, list[Path]], Any], *, warn: bool = True) -> Any:
+        """ask(index, files) on the query index brought in line with the JSONL first (new tails read,
+        changed files re-read whole; an in-memory index when results/ cannot hold one, a damaged
+        index file rebuilt). Sets `warnings` and `refused` exactly as results() does."""
+        from toolkit import resultindex
+
+        files = self.bench_files()
+        for attempt in (1, 2):
+            try:
+                idx = resultindex.ResultIndex.open_file(self.root)
+            except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
+                idx = resultindex.ResultIndex.in_memory(self.root)
+            try:
+                try:
+                    idx.refresh(files)
+                except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
+                    idx.close()
+                    idx = resultindex.ResultIndex.in_memory(self.root)
+                    idx.refresh(files)
+                answer = ask(idx, files)
+                problems = idx.problems(files) if warn else []
+                break
+            except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
+                if attempt == 2 or not _damaged(err):
+                    raise
+                (self.root / resultindex.INDEX_NAME).unlink(missing_ok=True)
+            finally:
+                idx.close()
+        if warn:
+            self.refused = len(problems)
+            self.warnings += [f"{f}:{n}: {text}" for f, n, text in problems]
+        return answer
+
+    def heads(self, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
+              digests: Iterable[str] | None = None, ok_only: bool = False,
+              match: Iterable[str] | None = None) -> list[resultindex.Head]:
+        """What the query index (results/.index.sqlite, toolkit.resultindex) knows of the valid records,
+        without reading them: [Head] (run_id, status, created, image.name/.digest/.short read like a
+        BenchRecord's) in the order results() gives records; only those of the given image names /
+        run ids / image digests where given, only ok ones with `ok_only`, and with `match` (refs of
+        `toolkit compare`) only records a ref may name (run id, image name, digest prefix: a superset).
+        Warnings and `refused` are exactly those results() gives (whole store, filters aside)."""
+        return self._query(lambda idx, files: idx.heads(
+            idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)))
+
+    def candidates(self, heads: Sequence[resultindex.Head]) -> resultindex.RecordSelection:
+        """The records a reader needs to choose among `heads` as if it had them all (newest run per
+        test, failed rows with numbers, one record per image/model/gpu_info: ResultIndex.choose),
+        loaded by byte offset and validated, with identity.Selection's counts over all of `heads`.
+        Raises resultindex.StaleIndex (exit 8) when a file was rewritten since `heads`."""
+        from toolkit import resultindex
+
+        if not heads:
+            return resultindex.RecordSelection()
+        by_place = {(h.row[resultindex.R_FILE], h.line): h for h in heads}
+
+        def ask(idx: resultindex.ResultIndex, files: list[Path]) -> tuple[list, dict]:
+            keep, counts = idx.choose(files, heads=heads)
+            mine = [by_place.get((r[resultindex.R_FILE], r[resultindex.R_LINE])) for r in keep]
+            if any(h is None or h.row[:resultindex.R_POS] != r[:resultindex.R_POS] for h, r in zip(mine, keep, strict=True)):
+                raise resultindex.StaleIndex("results changed since they were listed (a file rewritten, not "
+                                             "appended to); run the command again")
+            return mine, counts
+
+        mine, counts = self._query(ask, warn=False)
+        return resultindex.RecordSelection(resultindex.load(mine), **counts)
+
+    def select(self, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
+               digests: Iterable[str] | None = None, ok_only: bool = False) -> resultindex.RecordSelection:
+        """What a report of the records with these image names / run ids / digests (all where None)
+        needs, read through the index without a Head per record (ResultIndex.choose), loaded by byte
+        offset: a RecordSelection that renders like the whole list, its counts (`read`, `failed`,
+        `superseded`) those of the whole list. A file rewritten meanwhile is re-indexed and the
+        query run again."""
+        from toolkit import resultindex
+
+        def ask(idx: resultindex.ResultIndex, files: list[Path]) -> tuple[list, dict]:
+            keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
+            return idx.heads(keep), counts
+
+        for attempt in (1, 2):
+            heads, counts = self._query(ask)
+            try:
+                return resultindex.RecordSelection(resultindex.load(heads), **counts)
+            except resultindex.StaleIndex:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def log_path(self, digest: str, name: str) -> Path:
         p = self.digest_dir(digest) / "logs" / name

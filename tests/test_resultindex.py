@@ -1,0 +1,345 @@
+"""The query index results/.index.sqlite (toolkit/resultindex.py) against the JSONL it indexes.
+
+Every check compares the index path (ResultStore.select / heads / candidates) with the reader that
+has no index (ResultStore.results() + the report/compare code over the whole list), on the real
+fixtures in tests/data/ and on a synthetic set built from them (benchmarks/report_scale.generate:
+the real records with varied run ids, digests, created and tok/s) plus the edge cases of the
+selection rules: created ties between runs, process-level repetitions, CPU-fallback failures with
+numbers, a tiny model or a software GPU seen only in superseded or failed records.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit import compare, report, resultindex, tables
+from toolkit.compare import Side
+from toolkit.records import BenchRecord, ResultStore, append_jsonl
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ("results-cpu-a.jsonl", "results-cpu-b.jsonl", "results-vulkan-lavapipe.jsonl")
+
+_spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
+report_scale = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report_scale)
+
+
+def _line(obj: dict) -> bytes:
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+def _real(results: Path) -> Path:
+    """The real fixtures filed as `toolkit bench` files them: results/<digest12>/bench.jsonl."""
+    for name in FIXTURES:
+        text = (DATA / name).read_text()
+        digest = json.loads(text.splitlines()[0])["image"]["digest"]
+        dest = results / digest.split(":")[1][:12] / "bench.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with dest.open("a") as fh:
+            fh.write(text)
+    return results
+
+
+def _edge_cases(results: Path, meta: dict) -> None:
+    """Records on top of a generated set that the selection rules treat specially."""
+    vk = [json.loads(x) for x in (DATA / "results-vulkan-lavapipe.jsonl").read_text().splitlines()]
+    cpu = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
+    newest_cpu = meta["digests"]["0"][-1]
+    path = results / newest_cpu.split(":")[1][:12] / "bench.jsonl"
+    last = [r for r in ResultStore(results).results() if r.image.digest == newest_cpu and r.status == "ok"][-1]
+    last = last.model_dump(mode="json")  # the newest ok record of the newest cpu digest
+    extra = [
+        # another run of the newest record's test with the same created: the run seen first wins
+        {**last, "run_id": "tie-run-late", "avg_ts": 1.0, "samples_ts": [1.0, 1.0]},
+        # an old run of a tiny stand-in model nobody measured since: only a superseded record names it
+        {**cpu[0], "run_id": "old-tiny", "created": "2020-01-01T00:00:00+00:00",
+         "image": {**cpu[0]["image"], "digest": newest_cpu}, "model": {**cpu[0]["model"], "name": "tiny-old"}},
+        {**cpu[0], "run_id": "old-tiny-2", "created": "2020-01-02T00:00:00+00:00",
+         "image": {**cpu[0]["image"], "digest": newest_cpu}, "model": {**cpu[0]["model"], "name": "tiny-old"}},
+    ]
+    # a repetition run (bench.runs: 3) newest for its tests: combined, not superseded by each other
+    for i in range(3):
+        extra += [{**r, "run_id": "repeat-run", "created": f"2030-01-01T00:00:0{i}+00:00",
+                   "image": {**r["image"], "digest": newest_cpu}, "process_run": {"index": i + 1, "of": 3},
+                   "samples_ts": [x * (1 + i / 10) for x in r["samples_ts"]], "avg_ts": r["avg_ts"] * (1 + i / 10)}
+                  for r in cpu[:2]]
+    with path.open("ab") as fh:
+        fh.write(b"".join(_line(x) for x in extra))
+    # a GPU image that fell back to the CPU (failed, with numbers) on a digest of its own, and a
+    # software-GPU digest seen only in a failed record without numbers
+    fb = "sha256:" + "fb" * 32
+    soft = "sha256:" + "5f" * 32
+    rows = [{**r, "run_id": "fallback-run", "status": "failed", "error": "CPU fallback: no Vulkan device",
+             "image": {**r["image"], "digest": fb}} for r in vk[:3]]
+    (results / fb.split(":")[1][:12]).mkdir()
+    (results / fb.split(":")[1][:12] / "bench.jsonl").write_bytes(b"".join(_line(x) for x in rows))
+    gone = {**vk[0], "run_id": "soft-failed", "status": "failed", "error": "llama-bench exited 1", "avg_ts": None,
+            "stddev_ts": None, "samples_ts": [], "image": {**vk[0]["image"], "digest": soft}}
+    (results / soft.split(":")[1][:12]).mkdir()
+    (results / soft.split(":")[1][:12] / "bench.jsonl").write_bytes(_line(gone))
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
+    """2,000 generated records (+ edge cases and bad lines) under <tmp>/results."""
+    results = tmp_path_factory.mktemp("synthetic") / "results"
+    meta = report_scale.generate(results, 2000, digests_per_template=3)
+    assert 2000 <= meta["records"] <= 2017
+    _edge_cases(results, meta)
+    return results
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "results"
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(resultindex.INDEX_NAME + "*"))
+    return dest
+
+
+def _both(results: Path, images=None, runs=None):
+    """(whole list, its store) through results() and (selection, its store) through the index."""
+    whole_store = ResultStore(results)
+    whole = [r for r in whole_store.results()
+             if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
+    idx_store = ResultStore(results)
+    sel = idx_store.select(images=images, runs=runs)
+    return (whole, whole_store), (sel, idx_store)
+
+
+def _dump(recs) -> list[dict]:
+    return [r.model_dump(mode="json") for r in recs]
+
+
+def assert_same_report(results: Path, images=None, runs=None) -> dict:
+    """The index path gives the report of the whole list: same tables, verdict (caveats included),
+    csv, records shown, counts, warnings and refused count. Returns the json report."""
+    (whole, ws), (sel, xs) = _both(results, images, runs)
+    assert isinstance(sel, resultindex.RecordSelection)
+    a = json.loads(report.render(whole, "json", refused=ws.refused))
+    b = json.loads(report.render(sel, "json", refused=xs.refused))
+    a.pop("records"), b.pop("records")
+    assert a == b
+    assert report.render(whole, "csv") == report.render(sel, "csv")
+    shown_a, acc_a = tables.select_with_accounting(whole)
+    shown_b, acc_b = tables.select_with_accounting(sel)
+    assert _dump(shown_a) == _dump(shown_b)
+    assert (sel.read, sel.failed, sel.superseded) == (acc_a.read, acc_a.failed, acc_a.superseded)
+    assert len(acc_b.used) == len(acc_a.used)
+    assert (xs.warnings, xs.refused) == (ws.warnings, ws.refused)
+    return a
+
+
+def test_real_fixtures_report_the_same_through_the_index(tmp_path):
+    results = _real(tmp_path / "results")
+    doc = assert_same_report(results)
+    assert {t["axis"] for t in doc["tables"]} == {"prefill", "decode"}
+    assert (results / resultindex.INDEX_NAME).is_file()
+    for images in (["cpu"], ["vulkan"], ["nope"]):
+        assert_same_report(results, images=images)
+    assert_same_report(results, runs=["20261129T170715Z-49c7ee"])
+    assert len(ResultStore(results).select()) < len(ResultStore(results).results()) + 1
+
+
+def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
+    results = _copy(synthetic, tmp_path)
+    doc = assert_same_report(results)
+    caveats = " ".join(doc["verdict"]["caveats"])
+    assert "tiny-old" in caveats  # named only by superseded records: still seen
+    assert "vulkan@5f5f5f5f5f5f" in caveats  # named only by a failed record: still seen
+    assert any("cpu-fallback" in c["flags"] for t in doc["tables"] for row in t["rows"]
+               for c in row.values() if isinstance(c, dict))
+    sel = ResultStore(results).select()
+    assert sel.read > 2000 and sel.superseded > 1500 and sel.failed > 3 and len(sel) < 200
+    combined = [r for r in tables.select_for_report(sel) if (r.model_extra or {}).get("between_runs")]
+    assert combined and all(r.run_id == "repeat-run" for r in combined)
+    assert not any(r.run_id == "tie-run-late" for r in tables.select_for_report(sel))
+    assert any(r.run_id == "tie-run-late" for r in ResultStore(results).results())
+    assert_same_report(results, images=["vulkan"])
+    assert_same_report(results, runs=["repeat-run", "tie-run-late", "fallback-run"])
+
+
+def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_path):
+    """compare.resolve over ResultStore.heads(match=refs), then candidates() per side, gives the
+    sides and joined rows resolve + compare give over results() (the change compare() needs)."""
+    results = _copy(synthetic, tmp_path)
+    whole = ResultStore(results).results()
+    digests = sorted({r.image.digest for r in whole})
+    runs = sorted({r.run_id for r in whole})
+    refs = [("cpu", "vulkan"), (digests[0][7:19], digests[1][7:19]), (runs[3], "repeat-run"),
+            ("sha256:" + digests[2][7:13].upper(), "cpu"), ("nothing-like-this", "cpu")]
+    for a_ref, b_ref in refs:
+        store = ResultStore(results)
+        heads = store.heads(match=(a_ref, b_ref))
+        assert len(heads) < len(whole) or (a_ref, b_ref) == ("cpu", "vulkan")  # what the refs may name
+        for ref in (a_ref, b_ref):
+            try:
+                want = compare.resolve(ResultStore(results), ref, whole)
+            except Exception as err:  # the same error through the index
+                with pytest.raises(type(err), match=str(err)[:40].replace("(", r"\(").replace("[", r"\[")):
+                    compare.resolve(store, ref, heads)
+                continue
+            got = compare.resolve(store, ref, heads)
+            assert (got.label, got.ref) == (want.label, want.ref)
+            chosen = store.candidates(got.records)
+            assert sorted({r.image.digest for r in chosen}) == sorted({r.image.digest for r in want.records})
+            assert _dump(compare._usable(Side(ref, got.label, chosen))) == _dump(compare._usable(want))
+
+
+def test_deleted_index_comes_back(tmp_path):
+    results = _real(tmp_path / "results")
+    first = ResultStore(results).select()
+    index = results / resultindex.INDEX_NAME
+    assert index.is_file()
+    index.unlink()
+    again = ResultStore(results).select()
+    assert index.is_file() and _dump(again) == _dump(first)
+    index.write_bytes(b"this is not a database" * 100)  # damaged: it is only an index, built again
+    assert _dump(ResultStore(results).select()) == _dump(first)
+    assert sqlite3.connect(index).execute("SELECT COUNT(*) FROM recs").fetchone()[0] == 18
+
+
+def _spy(monkeypatch) -> list[tuple[Path, int]]:
+    """(file, start byte) of every read the index does."""
+    reads: list[tuple[Path, int]] = []
+    real = resultindex.scan_jsonl
+
+    def scan(path, start=0, first_line=1, end=None):
+        reads.append((path, start))
+        return real(path, start, first_line, end)
+
+    monkeypatch.setattr(resultindex, "scan_jsonl", scan)
+    return reads
+
+
+def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
+    results = _real(tmp_path / "results")
+    store = ResultStore(results)
+    before = store.select()
+    reads = _spy(monkeypatch)
+    assert _dump(ResultStore(results).select()) == _dump(before) and reads == []  # nothing changed: no read
+    path = sorted(results.glob("*/bench.jsonl"))[0]
+    size = path.stat().st_size
+    newer = BenchRecord.model_validate({**json.loads(path.read_text().splitlines()[0]), "run_id": "appended",
+                                        "created": "2027-01-01T00:00:00+00:00", "avg_ts": 123.0})
+    append_jsonl(path, newer)
+    sel = ResultStore(results).select()
+    assert reads == [(path, size)]  # the new tail only
+    assert "appended" in {r.run_id for r in tables.select_for_report(sel)}
+    assert sel.read == before.read + 1 and sel.superseded == before.superseded + 1
+    assert_same_report(results)
+
+
+def test_a_half_line_at_the_end_is_read_again_when_the_writer_finishes(tmp_path, monkeypatch):
+    results = _real(tmp_path / "results")
+    path = sorted(results.glob("*/bench.jsonl"))[0]
+    whole_line = path.read_bytes().splitlines(keepends=True)[0].replace(b'"run_id":"', b'"run_id":"late-', 1)
+    with path.open("ab") as fh:
+        fh.write(whole_line[:900])  # a writer half way through its line
+    store = ResultStore(results)
+    store.select()
+    assert store.refused == 1 and f"{path}:7: skipped a corrupt line (not JSON)" in store.warnings
+    assert_same_report(results)
+    reads = _spy(monkeypatch)
+    with path.open("ab") as fh:
+        fh.write(whole_line[900:])  # ...and now the rest
+    store = ResultStore(results)
+    sel = store.select()
+    assert store.refused == 0 and reads == [(path, path.stat().st_size - len(whole_line))]
+    assert sel.read == 19
+    assert_same_report(results)
+
+
+@pytest.mark.parametrize("how", ["truncated", "same-size-edit", "replaced", "edited-then-appended"])
+def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
+    results = _real(tmp_path / "results")
+    ResultStore(results).select()
+    path = sorted(results.glob("*/bench.jsonl"))[0]
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    middle = lines[2].replace(b'"status":"ok"', b'"status":"no"')  # same length, past the first/last 4 KiB
+    assert len(middle) == len(lines[2]) and middle != lines[2] and len(lines[0]) > resultindex.EDGE_BYTES
+    if how == "truncated":  # cut in the middle of line 4: a half line, and two records gone
+        path.write_bytes(b"".join(lines[:3]) + lines[3][:100])
+    elif how == "same-size-edit":  # a hand edit in the middle keeping the size
+        path.write_bytes(b"".join(lines[:2]) + middle + b"".join(lines[3:]))
+        assert path.stat().st_size == len(data)
+    elif how == "replaced":  # a new file (new inode): the middle edited and a record added at the end
+        tmp = path.with_suffix(".new")
+        tmp.write_bytes(b"".join(lines[:2]) + middle + b"".join(lines[3:]) + lines[1])
+        os.replace(tmp, path)
+    else:  # the first line edited (same length) and a record appended
+        path.write_bytes(lines[0].replace(b'"status":"ok"', b'"status":"no"') + b"".join(lines[1:]) + lines[1])
+    reads = _spy(monkeypatch)
+    assert_same_report(results)
+    assert (path, 0) in reads  # read from the start, never only a tail
+
+
+def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
+    results = _real(tmp_path / "results")
+    store = ResultStore(results)
+    heads = store.heads(runs=["20261129T170627Z-6891c7"])
+    path = heads[0].path
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(reversed(lines[:3])) + b"".join(lines[3:]))  # same bytes, lines moved
+    with pytest.raises(resultindex.StaleIndex, match="run the command again") as err:
+        store.candidates(heads)
+    assert err.value.exit_code == 8
+    assert_same_report(results)  # select() re-indexes the file and answers from it
+
+
+def test_the_index_is_rebuilt_when_its_code_changes(tmp_path, monkeypatch):
+    results = _real(tmp_path / "results")
+    ResultStore(results).select()
+    monkeypatch.setattr(resultindex, "_code_fingerprint", lambda: "another release")
+    reads = _spy(monkeypatch)
+    assert_same_report(results)
+    assert len(reads) == 3 and all(start == 0 for _, start in reads)
+    meta = dict(sqlite3.connect(results / resultindex.INDEX_NAME).execute("SELECT k, v FROM meta"))
+    assert meta["fingerprint"] == "another release"
+
+
+def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
+    """results/ that cannot hold the index (mode 555, as a user file modes bind): the same report, no
+    index file written. As root, the capabilities that ignore file modes are dropped (setpriv)."""
+    results = _real(tmp_path / "results")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: cannot make file modes bite")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    code = ("import json,sys; from pathlib import Path; from toolkit.records import ResultStore; "
+            "s=ResultStore(Path(sys.argv[1])); sel=s.select(); "
+            "print(json.dumps([sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]))")
+    results.chmod(0o555)
+    try:
+        run = subprocess.run([*prefix, sys.executable, "-c", code, str(results)], capture_output=True, text=True,
+                             cwd=ROOT)
+    finally:
+        results.chmod(0o755)
+    assert run.returncode == 0, run.stderr
+    assert not (results / resultindex.INDEX_NAME).exists()
+    sel = ResultStore(results).select()
+    assert json.loads(run.stdout) == [sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]
+
+
+def test_equal_identities_hash_equal():
+    """1, 1.0 and True are one value to identity.TestKey's ==; "1" is not."""
+    from toolkit.identity import TestKey
+
+    def key(v):
+        return TestKey("sha256:x", (("gpu_info", ""),), ("qwen", v, 3), None, (("n_prompt", v), ("x", (v, 2.5))))
+
+    assert key(1) == key(1.0) == key(True)
+    assert resultindex.key_hash(key(1)) == resultindex.key_hash(key(1.0)) == resultindex.key_hash(key(True))
+    assert key(1) != key("1") and resultindex.key_hash(key(1)) != resultindex.key_hash(key("1"))
+    assert resultindex.key_hash(key(2.5)) != resultindex.key_hash(key(2))
