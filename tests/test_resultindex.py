@@ -1,6 +1,6 @@
 """The query index results/.index.sqlite (toolkit/resultindex.py) against the JSONL it indexes.
 
-Every check compares the index path (ResultStore.select / heads / candidates) with the reader that
+Every check compares the index path (resultindex.select / heads / candidates) with the reader that
 has no index (ResultStore.results() + the report/compare code over the whole list), on the real
 fixtures in tests/data/ and on a synthetic set built from them (benchmarks/report_scale.generate:
 the real records with varied run ids, digests, created and tok/s) plus the edge cases of the
@@ -87,6 +87,12 @@ def _edge_cases(results: Path, meta: dict) -> None:
             "stddev_ts": None, "samples_ts": [], "image": {**vk[0]["image"], "digest": soft}}
     (results / soft.split(":")[1][:12]).mkdir()
     (results / soft.split(":")[1][:12] / "bench.jsonl").write_bytes(_line(gone))
+    # a campaign host's folder (results/hosts/<host>/<digest12>/): a newer run of the newest cpu tests
+    host = results / "hosts" / "node-7" / newest_cpu.split(":")[1][:12]
+    host.mkdir(parents=True)
+    (host / "bench.jsonl").write_bytes(b"".join(_line({**r, "run_id": "host-run", "created": "2031-01-01T00:00:00+00:00",
+                                                        "image": {**r["image"], "digest": newest_cpu}})
+                                                for r in cpu[2:4]))
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +117,7 @@ def _both(results: Path, images=None, runs=None):
     whole = [r for r in whole_store.results()
              if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
     idx_store = ResultStore(results)
-    sel = idx_store.select(images=images, runs=runs)
+    sel = resultindex.select(idx_store, images=images, runs=runs)
     return (whole, whole_store), (sel, idx_store)
 
 
@@ -146,7 +152,8 @@ def test_real_fixtures_report_the_same_through_the_index(tmp_path):
     for images in (["cpu"], ["vulkan"], ["nope"]):
         assert_same_report(results, images=images)
     assert_same_report(results, runs=["20261129T170715Z-49c7ee"])
-    assert len(ResultStore(results).select()) < len(ResultStore(results).results()) + 1
+    sel = resultindex.select(ResultStore(results))
+    assert (len(sel), sel.read, sel.superseded, sel.failed) == (18, 18, 0, 0)  # three runs, no test measured twice
 
 
 def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
@@ -157,18 +164,19 @@ def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
     assert "vulkan@5f5f5f5f5f5f" in caveats  # named only by a failed record: still seen
     assert any("cpu-fallback" in c["flags"] for t in doc["tables"] for row in t["rows"]
                for c in row.values() if isinstance(c, dict))
-    sel = ResultStore(results).select()
+    sel = resultindex.select(ResultStore(results))
     assert sel.read > 2000 and sel.superseded > 1500 and sel.failed > 3 and len(sel) < 200
     combined = [r for r in tables.select_for_report(sel) if (r.model_extra or {}).get("between_runs")]
     assert combined and all(r.run_id == "repeat-run" for r in combined)
     assert not any(r.run_id == "tie-run-late" for r in tables.select_for_report(sel))
+    assert any(r.run_id == "host-run" for r in tables.select_for_report(sel))
     assert any(r.run_id == "tie-run-late" for r in ResultStore(results).results())
     assert_same_report(results, images=["vulkan"])
     assert_same_report(results, runs=["repeat-run", "tie-run-late", "fallback-run"])
 
 
 def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_path):
-    """compare.resolve over ResultStore.heads(match=refs), then candidates() per side, gives the
+    """compare.resolve over resultindex.heads(store, match=refs), then candidates() per side, gives the
     sides and joined rows resolve + compare give over results() (the change compare() needs)."""
     results = _copy(synthetic, tmp_path)
     whole = ResultStore(results).results()
@@ -178,7 +186,7 @@ def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_pat
             ("sha256:" + digests[2][7:13].upper(), "cpu"), ("nothing-like-this", "cpu")]
     for a_ref, b_ref in refs:
         store = ResultStore(results)
-        heads = store.heads(match=(a_ref, b_ref))
+        heads = resultindex.heads(store, match=(a_ref, b_ref))
         assert len(heads) < len(whole) or (a_ref, b_ref) == ("cpu", "vulkan")  # what the refs may name
         for ref in (a_ref, b_ref):
             try:
@@ -189,21 +197,21 @@ def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_pat
                 continue
             got = compare.resolve(store, ref, heads)
             assert (got.label, got.ref) == (want.label, want.ref)
-            chosen = store.candidates(got.records)
+            chosen = resultindex.candidates(store, got.records)
             assert sorted({r.image.digest for r in chosen}) == sorted({r.image.digest for r in want.records})
             assert _dump(compare._usable(Side(ref, got.label, chosen))) == _dump(compare._usable(want))
 
 
 def test_deleted_index_comes_back(tmp_path):
     results = _real(tmp_path / "results")
-    first = ResultStore(results).select()
+    first = resultindex.select(ResultStore(results))
     index = results / resultindex.INDEX_NAME
     assert index.is_file()
     index.unlink()
-    again = ResultStore(results).select()
+    again = resultindex.select(ResultStore(results))
     assert index.is_file() and _dump(again) == _dump(first)
     index.write_bytes(b"this is not a database" * 100)  # damaged: it is only an index, built again
-    assert _dump(ResultStore(results).select()) == _dump(first)
+    assert _dump(resultindex.select(ResultStore(results))) == _dump(first)
     assert sqlite3.connect(index).execute("SELECT COUNT(*) FROM recs").fetchone()[0] == 18
 
 
@@ -223,15 +231,15 @@ def _spy(monkeypatch) -> list[tuple[Path, int]]:
 def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
     results = _real(tmp_path / "results")
     store = ResultStore(results)
-    before = store.select()
+    before = resultindex.select(store)
     reads = _spy(monkeypatch)
-    assert _dump(ResultStore(results).select()) == _dump(before) and reads == []  # nothing changed: no read
+    assert _dump(resultindex.select(ResultStore(results))) == _dump(before) and reads == []  # nothing changed: no read
     path = sorted(results.glob("*/bench.jsonl"))[0]
     size = path.stat().st_size
     newer = BenchRecord.model_validate({**json.loads(path.read_text().splitlines()[0]), "run_id": "appended",
                                         "created": "2027-01-01T00:00:00+00:00", "avg_ts": 123.0})
     append_jsonl(path, newer)
-    sel = ResultStore(results).select()
+    sel = resultindex.select(ResultStore(results))
     assert reads == [(path, size)]  # the new tail only
     assert "appended" in {r.run_id for r in tables.select_for_report(sel)}
     assert sel.read == before.read + 1 and sel.superseded == before.superseded + 1
@@ -245,14 +253,14 @@ def test_a_half_line_at_the_end_is_read_again_when_the_writer_finishes(tmp_path,
     with path.open("ab") as fh:
         fh.write(whole_line[:900])  # a writer half way through its line
     store = ResultStore(results)
-    store.select()
+    resultindex.select(store)
     assert store.refused == 1 and f"{path}:7: skipped a corrupt line (not JSON)" in store.warnings
     assert_same_report(results)
     reads = _spy(monkeypatch)
     with path.open("ab") as fh:
         fh.write(whole_line[900:])  # ...and now the rest
     store = ResultStore(results)
-    sel = store.select()
+    sel = resultindex.select(store)
     assert store.refused == 0 and reads == [(path, path.stat().st_size - len(whole_line))]
     assert sel.read == 19
     assert_same_report(results)
@@ -261,7 +269,7 @@ def test_a_half_line_at_the_end_is_read_again_when_the_writer_finishes(tmp_path,
 @pytest.mark.parametrize("how", ["truncated", "same-size-edit", "replaced", "edited-then-appended"])
 def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
     results = _real(tmp_path / "results")
-    ResultStore(results).select()
+    resultindex.select(ResultStore(results))
     path = sorted(results.glob("*/bench.jsonl"))[0]
     data = path.read_bytes()
     lines = data.splitlines(keepends=True)
@@ -286,19 +294,19 @@ def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
 def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
     results = _real(tmp_path / "results")
     store = ResultStore(results)
-    heads = store.heads(runs=["20261129T170627Z-6891c7"])
+    heads = resultindex.heads(store, runs=["20261129T170627Z-6891c7"])
     path = heads[0].path
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(reversed(lines[:3])) + b"".join(lines[3:]))  # same bytes, lines moved
     with pytest.raises(resultindex.StaleIndex, match="run the command again") as err:
-        store.candidates(heads)
+        resultindex.candidates(store, heads)
     assert err.value.exit_code == 8
     assert_same_report(results)  # select() re-indexes the file and answers from it
 
 
 def test_the_index_is_rebuilt_when_its_code_changes(tmp_path, monkeypatch):
     results = _real(tmp_path / "results")
-    ResultStore(results).select()
+    resultindex.select(ResultStore(results))
     monkeypatch.setattr(resultindex, "_code_fingerprint", lambda: "another release")
     reads = _spy(monkeypatch)
     assert_same_report(results)
@@ -318,7 +326,7 @@ def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
         caps = "-dac_override,-dac_read_search"
         prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
     code = ("import json,sys; from pathlib import Path; from toolkit.records import ResultStore; "
-            "s=ResultStore(Path(sys.argv[1])); sel=s.select(); "
+            "from toolkit import resultindex; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
             "print(json.dumps([sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]))")
     results.chmod(0o555)
     try:
@@ -328,7 +336,7 @@ def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
         results.chmod(0o755)
     assert run.returncode == 0, run.stderr
     assert not (results / resultindex.INDEX_NAME).exists()
-    sel = ResultStore(results).select()
+    sel = resultindex.select(ResultStore(results))
     assert json.loads(run.stdout) == [sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]
 
 

@@ -16,16 +16,12 @@ import errno
 import json
 import math
 import os
-import sqlite3
 import statistics
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-if TYPE_CHECKING:
-    from toolkit import resultindex
 
 RECORD_SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = (1,)
@@ -317,13 +313,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def _damaged(err: sqlite3.DatabaseError) -> bool:
-    """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault."""
-    name = getattr(err, "sqlite_errorname", "")
-    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(
-        m in str(err) for m in ("malformed", "not a database"))
-
-
 class ResultStore:
     """results/ on disk. All readers and writers of records go through this class."""
 
@@ -384,95 +373,6 @@ class ResultStore:
                     self.warnings.append(f"{f}:{n}: {problem}")
                     self.refused += 1
         return out
-
-    def _query(self, ask: Callable[[resultindex.ResultIndex, list[Path]], Any], *, warn: bool = True) -> Any:
-        """ask(index, files) on the query index brought in line with the JSONL first (new tails read,
-        changed files re-read whole; an in-memory index when results/ cannot hold one, a damaged
-        index file rebuilt). Sets `warnings` and `refused` exactly as results() does."""
-        from toolkit import resultindex
-
-        files = self.bench_files()
-        for attempt in (1, 2):
-            try:
-                idx = resultindex.ResultIndex.open_file(self.root)
-            except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
-                idx = resultindex.ResultIndex.in_memory(self.root)
-            try:
-                try:
-                    idx.refresh(files)
-                except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
-                    idx.close()
-                    idx = resultindex.ResultIndex.in_memory(self.root)
-                    idx.refresh(files)
-                answer = ask(idx, files)
-                problems = idx.problems(files) if warn else []
-                break
-            except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
-                if attempt == 2 or not _damaged(err):
-                    raise
-                (self.root / resultindex.INDEX_NAME).unlink(missing_ok=True)
-            finally:
-                idx.close()
-        if warn:
-            self.refused = len(problems)
-            self.warnings += [f"{f}:{n}: {text}" for f, n, text in problems]
-        return answer
-
-    def heads(self, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
-              digests: Iterable[str] | None = None, ok_only: bool = False,
-              match: Iterable[str] | None = None) -> list[resultindex.Head]:
-        """What the query index (results/.index.sqlite, toolkit.resultindex) knows of the valid records,
-        without reading them: [Head] (run_id, status, created, image.name/.digest/.short read like a
-        BenchRecord's) in the order results() gives records; only those of the given image names /
-        run ids / image digests where given, only ok ones with `ok_only`, and with `match` (refs of
-        `toolkit compare`) only records a ref may name (run id, image name, digest prefix: a superset).
-        Warnings and `refused` are exactly those results() gives (whole store, filters aside)."""
-        return self._query(lambda idx, files: idx.heads(
-            idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)))
-
-    def candidates(self, heads: Sequence[resultindex.Head]) -> resultindex.RecordSelection:
-        """The records a reader needs to choose among `heads` as if it had them all (newest run per
-        test, failed rows with numbers, one record per image/model/gpu_info: ResultIndex.choose),
-        loaded by byte offset and validated, with identity.Selection's counts over all of `heads`.
-        Raises resultindex.StaleIndex (exit 8) when a file was rewritten since `heads`."""
-        from toolkit import resultindex
-
-        if not heads:
-            return resultindex.RecordSelection()
-        by_place = {(h.row[resultindex.R_FILE], h.line): h for h in heads}
-
-        def ask(idx: resultindex.ResultIndex, files: list[Path]) -> tuple[list, dict]:
-            keep, counts = idx.choose(files, heads=heads)
-            mine = [by_place.get((r[resultindex.R_FILE], r[resultindex.R_LINE])) for r in keep]
-            if any(h is None or h.row[:resultindex.R_POS] != r[:resultindex.R_POS] for h, r in zip(mine, keep, strict=True)):
-                raise resultindex.StaleIndex("results changed since they were listed (a file rewritten, not "
-                                             "appended to); run the command again")
-            return mine, counts
-
-        mine, counts = self._query(ask, warn=False)
-        return resultindex.RecordSelection(resultindex.load(mine), **counts)
-
-    def select(self, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
-               digests: Iterable[str] | None = None, ok_only: bool = False) -> resultindex.RecordSelection:
-        """What a report of the records with these image names / run ids / digests (all where None)
-        needs, read through the index without a Head per record (ResultIndex.choose), loaded by byte
-        offset: a RecordSelection that renders like the whole list, its counts (`read`, `failed`,
-        `superseded`) those of the whole list. A file rewritten meanwhile is re-indexed and the
-        query run again."""
-        from toolkit import resultindex
-
-        def ask(idx: resultindex.ResultIndex, files: list[Path]) -> tuple[list, dict]:
-            keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
-            return idx.heads(keep), counts
-
-        for attempt in (1, 2):
-            heads, counts = self._query(ask)
-            try:
-                return resultindex.RecordSelection(resultindex.load(heads), **counts)
-            except resultindex.StaleIndex:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
 
     def log_path(self, digest: str, name: str) -> Path:
         p = self.digest_dir(digest) / "logs" / name

@@ -26,7 +26,14 @@ changed. When results/ cannot hold it (read-only, full), an in-memory index is b
 Every record the index lists was validated by the same reader as ResultStore.results()
 (records.scan_jsonl + records.bench_record), so the same lines are refused with the same warnings.
 Readers choose in SQL (ResultIndex.choose: newest run per test, counts) and load by byte offset only
-the records they will show (`load`).
+the records they will show. Entry points (each takes a records.ResultStore and sets its `warnings`
+and `refused` as ResultStore.results() does):
+
+    select(store, images=, runs=, digests=)   what a report of those records needs: RecordSelection
+    heads(store, match=(a_ref, b_ref), ...)   index rows of records, read like BenchRecords' names
+    candidates(store, heads)                  what choosing among those heads needs: RecordSelection
+
+(They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
 """
 
 from __future__ import annotations
@@ -36,13 +43,14 @@ import hashlib
 import os
 import sqlite3
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolkit import identity
 from toolkit.errors import ToolkitError
-from toolkit.records import BenchRecord, _parse_line, bench_record, scan_jsonl, short_digest
+from toolkit.records import BenchRecord, ResultStore, _parse_line, bench_record, scan_jsonl, short_digest
 
 INDEX_NAME = ".index.sqlite"
 INDEX_SCHEMA = 1
@@ -119,7 +127,8 @@ class Head:
 
 
 class RecordSelection(list):
-    """The BenchRecords a reader needs out of a larger set, in store order, with that set's counts.
+    """The BenchRecords a reader needs out of a larger set, with that set's counts. In store order,
+    except that the ok records of one test stand together where that test first appears in the set.
 
     Holds (1) every record of the newest run of each test (identity.TestKey) among the ok records —
     so identity.newest_per_test gives the same `used` records (repetitions combined) as over the
@@ -416,7 +425,8 @@ class ResultIndex:
                heads: Sequence[Head] | None = None) -> tuple[list[tuple], dict[str, int]]:
         """The rows a reader must load to choose among a set of records exactly as
         identity.newest_per_test and tables.select_with_accounting do over the whole set (see
-        RecordSelection), in store order, and identity.Selection's counts over the whole set:
+        RecordSelection; ok rows ordered by where their test first appears, then store order), and
+        identity.Selection's counts over the whole set:
         {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters,
         or exactly `heads` when given.
 
@@ -438,18 +448,25 @@ class ResultIndex:
                   f"JOIN temp.ord o ON o.file = r.file WHERE {where}", args)
         read, failed = c.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         c.execute("DROP TABLE IF EXISTS temp.best")
-        c.execute("CREATE TEMP TABLE best AS SELECT key, run, n, reps FROM (SELECT key, run, COUNT(*) AS n, "
-                  "SUM(process_run) AS reps, ROW_NUMBER() OVER (PARTITION BY key ORDER BY MAX(created) DESC, "
-                  "MIN(pos)) AS rn FROM temp.f WHERE status = 'ok' GROUP BY key, run) WHERE rn = 1")
-        used = sum(reps if reps > 1 else 1 for (reps,) in c.execute("SELECT reps FROM temp.best"))
+        c.execute("CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, "
+                  "SUM(process_run) AS reps, MIN(MIN(pos)) OVER (PARTITION BY key) AS kfirst, ROW_NUMBER() OVER "
+                  "(PARTITION BY key ORDER BY MAX(created) DESC, MIN(pos)) AS rn FROM temp.f WHERE status = 'ok' "
+                  "GROUP BY key, run) WHERE rn = 1")
+        kfirst, used = {}, 0
+        for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
+            kfirst[key] = first
+            used += reps if reps > 1 else 1
         keep = c.execute("SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
-                         "temp.best)) OR (status != 'ok' AND has_value) ORDER BY pos").fetchall()
+                         "temp.best)) OR (status != 'ok' AND has_value)").fetchall()
         seen = {r[R_FACET] for r in keep}
         firsts = [pos for facet, pos in c.execute("SELECT facet, MIN(pos) FROM temp.f GROUP BY facet")
                   if facet not in seen]
         if firsts:
             keep += c.execute(f"SELECT * FROM temp.f WHERE pos IN ({','.join('?' * len(firsts))})", firsts).fetchall()
-            keep.sort(key=lambda r: r[R_POS])
+        # Order: ok records grouped by test at the place the test first appears in the whole set (so
+        # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
+        # store order inside a test; failed records at their own place.
+        keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
         for t in ("f", "best", "pick"):
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")
         return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
@@ -493,3 +510,101 @@ def load(heads: Sequence[Head]) -> list[BenchRecord]:
         for fd in fds.values():
             os.close(fd)
     return out
+
+
+# ---------------------------------------------------------------------- the queries readers call
+
+
+def _damaged(err: sqlite3.DatabaseError) -> bool:
+    """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault."""
+    name = getattr(err, "sqlite_errorname", "")
+    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(m in str(err) for m in ("malformed", "not a database"))
+
+
+def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *, warn: bool = True) -> Any:
+    """ask(index, files) on the index of `store` brought in line with its JSONL first (new tails read,
+    changed files re-read whole; an in-memory index when results/ cannot hold one, a damaged index
+    file rebuilt). With `warn`, sets store.warnings and store.refused exactly as store.results() does."""
+    files = store.bench_files()
+    for attempt in (1, 2):
+        try:
+            idx = ResultIndex.open_file(store.root)
+        except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
+            idx = ResultIndex.in_memory(store.root)
+        try:
+            try:
+                idx.refresh(files)
+            except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
+                idx.close()
+                idx = ResultIndex.in_memory(store.root)
+                idx.refresh(files)
+            answer = ask(idx, files)
+            problems = idx.problems(files) if warn else []
+            break
+        except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
+            if attempt == 2 or not _damaged(err):
+                raise
+            (store.root / INDEX_NAME).unlink(missing_ok=True)
+        finally:
+            idx.close()
+    if warn:
+        store.refused = len(problems)
+        store.warnings += [f"{f}:{n}: {text}" for f, n, text in problems]
+    return answer
+
+
+def heads(store: ResultStore, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
+          digests: Iterable[str] | None = None, ok_only: bool = False,
+          match: Iterable[str] | None = None) -> list[Head]:
+    """What the index of `store` knows of its valid records, without reading them: [Head] (run_id,
+    status, created, image.name/.digest/.short read like a BenchRecord's) in the order
+    store.results() gives records; only those of the given image names / run ids / image digests
+    where given, only ok ones with `ok_only`, and with `match` (the refs of `toolkit compare`) only
+    records a ref may name (run id, image name, digest prefix: a superset, compare.resolve narrows).
+    store.warnings and store.refused become exactly those store.results() gives (filters aside)."""
+    return _query(store, lambda idx, files: idx.heads(
+        idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)))
+
+
+def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelection:
+    """The records a reader needs to choose among `chosen_from` (heads of `store`) as if it had them
+    all (ResultIndex.choose), loaded by byte offset and validated, with identity.Selection's counts
+    over all of them. StaleIndex (exit 8) when a file was rewritten since the heads were listed."""
+    if not chosen_from:
+        return RecordSelection()
+    by_place = {(h.row[R_FILE], h.line): h for h in chosen_from}
+
+    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict]:
+        keep, counts = idx.choose(files, heads=chosen_from)
+        mine = [by_place.get((r[R_FILE], r[R_LINE])) for r in keep]
+        if any(h is None or h.row[:R_POS] != r[:R_POS] for h, r in zip(mine, keep, strict=True)):
+            raise StaleIndex("results changed since they were listed (a file rewritten, not appended to); "
+                             "run the command again")
+        return mine, counts
+
+    mine, counts = _query(store, ask, warn=False)
+    return RecordSelection(load(mine), **counts)
+
+
+def select(store: ResultStore, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
+           digests: Iterable[str] | None = None, ok_only: bool = False) -> RecordSelection:
+    """What a report of the records of `store` with these image names / run ids / digests (all where
+    None) needs, through the index and without a Head per record (ResultIndex.choose), loaded by byte
+    offset: a RecordSelection that renders like the whole list, with the whole list's counts (`read`,
+    `failed`, `superseded`). Sets store.warnings and store.refused as store.results() does. A file
+    rewritten meanwhile is re-indexed and the query run again."""
+
+    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict]:
+        keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
+        return idx.heads(keep), counts
+
+    for attempt in (1, 2):
+        warnings_before = list(store.warnings)
+        chosen, counts = _query(store, ask)
+        try:
+            return RecordSelection(load(chosen), **counts)
+        except StaleIndex:
+            if attempt == 2:
+                raise
+            store.warnings[:] = warnings_before
+    raise AssertionError("unreachable")
