@@ -340,6 +340,26 @@ def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
     assert json.loads(run.stdout) == [sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]
 
 
+def test_processes_building_the_index_at_once_agree(synthetic, tmp_path):
+    """Four processes query a results/ without an index at the same moment: one builds it (SQLite's
+    write lock), the others wait or read it; every answer is the answer of reading every line."""
+    results = _copy(synthetic, tmp_path)
+    code = ("import json,sys; from pathlib import Path; from toolkit import resultindex, tables; "
+            "from toolkit.records import ResultStore; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
+            "print(json.dumps([sel.read, sel.failed, sel.superseded, s.refused, "
+            "[r.run_id + r.test for r in tables.select_for_report(sel)]]))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(results)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    store = ResultStore(results)
+    whole = store.results()
+    _, acc = tables.select_with_accounting(whole)
+    want = [acc.read, acc.failed, acc.superseded, store.refused,
+            [r.run_id + r.test for r in tables.select_for_report(whole)]]
+    assert [json.loads(o) for o, _ in outs] == [want] * 4
+
+
 def test_equal_identities_hash_equal():
     """1, 1.0 and True are one value to identity.TestKey's ==; "1" is not."""
     from toolkit.identity import TestKey

@@ -242,14 +242,13 @@ class ResultIndex:
     def _prepare(self) -> None:
         """Create the tables, or recreate them when the schema or the indexing code changed."""
         fp = _code_fingerprint()
-        try:
-            have = dict(self.conn.execute("SELECT k, v FROM meta").fetchall())
-        except sqlite3.OperationalError:  # no meta table: a new file
-            have = {}
-        if have.get("fingerprint") == fp:
+        if self._fingerprint() == fp:
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            if self._fingerprint() == fp:  # another process made it meanwhile
+                self.conn.execute("COMMIT")
+                return
             for (t,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
                 self.conn.execute(f'DROP TABLE IF EXISTS "{t}"')
             for stmt in filter(str.strip, _TABLES.split(";")):
@@ -259,6 +258,11 @@ class ResultIndex:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    def _fingerprint(self) -> str | None:
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+            return None  # a new file
+        return dict(self.conn.execute("SELECT k, v FROM meta").fetchall()).get("fingerprint")
 
     # ------------------------------------------------------------------ keeping it in line with the JSONL
 
@@ -538,8 +542,14 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
                 idx.close()
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
-            answer = ask(idx, files)
-            problems = idx.problems(files) if warn else []
+            idx.conn.execute("BEGIN")  # one read: no other process rebuilds the tables under it
+            try:
+                answer = ask(idx, files)
+                problems = idx.problems(files) if warn else []
+            except BaseException:
+                idx.conn.rollback()
+                raise
+            idx.conn.execute("COMMIT")
             break
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             if attempt == 2 or not _damaged(err):
