@@ -248,7 +248,8 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
             click.echo(line)
         ran = [] if dry_run else [r for r in store.results() if r.run_id == opts.run_id]
         if ran:
-            from toolkit import report as report_mod  # the tables (~0.1 s of imports): only when there are rows
+            # the tables (~0.1 s of imports): only when there are rows
+            from toolkit import report as report_mod
 
             click.echo("")
             click.echo(report_mod.render(ran, "github"))
@@ -342,11 +343,12 @@ def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_d
     cpu-fallback, noisy, implausible bandwidth), a roofline column where the GPU is known, and a verdict
     with a routing rule (prefill-heavy / latency-bound decode / mixed)."""
     from toolkit import report as report_mod
+    from toolkit import resultindex
     from toolkit.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     store = ResultStore(root)
-    recs = [r for r in store.results() if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
+    recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
     fmt = "json" if as_json else fmt
     opts = report_mod.ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
@@ -497,7 +499,7 @@ def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
     _sigterm_as_interrupt()
     try:
-        cli.main(standalone_mode=False)
+        code = cli.main(standalone_mode=False)  # a command's ctx.exit(N) comes back here as N
     except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
         _err(INTERRUPTED)
         sys.exit(130)
@@ -523,12 +525,11 @@ def main() -> None:
         raise
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
-from toolkit.cli_publish import export_run, push, reproduce  # noqa: E402  (needs the helpers above)
-from toolkit.cli_campaign import campaign  # noqa: E402
-
+from toolkit.cli_campaign import campaign  # noqa: E402  (the command modules need the helpers above)
+from toolkit.cli_publish import export_run, push, reproduce  # noqa: E402
 from toolkit.cli_tune import tune  # noqa: E402
 
 for _command in (push, export_run, reproduce, tune, campaign):

@@ -16,7 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from toolkit import identity
+from toolkit import identity, resultindex
 from toolkit.errors import BadInput
 from toolkit.records import BenchRecord, ResultStore
 from toolkit.tables import (
@@ -128,8 +128,9 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
-    recs = store.results()
+    recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
     a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+    a.records, b.records = resultindex.candidates(store, a.records), resultindex.candidates(store, b.records)
     j = identity.join(_usable(a), _usable(b), ignore=ignore)
     if not j.pairs:
         apart = "; ".join(f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items())

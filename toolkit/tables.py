@@ -20,6 +20,7 @@ from toolkit import backends, identity
 from toolkit.identity import value
 from toolkit.llamabench import effective_ubatch
 from toolkit.records import BenchRecord
+from toolkit.resultindex import RecordSelection
 from toolkit.roofline import Roofline, ceiling, roofline, why_no_roofline
 
 __all__ = [
@@ -453,6 +454,8 @@ def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> lis
 def accounting(records: list[BenchRecord], refused: int = 0) -> str:
     """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
     _, sel = select_with_accounting(records)
+    if isinstance(records, RecordSelection):  # resultindex.select(): the counts of the whole set it stands for
+        sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
     text = sel.summary()
     return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
 
