@@ -34,8 +34,8 @@ from toolkit.errors import BenchFailed, BuildFailed, ToolkitError
 def cli():
     """Build LLM inference images for the AMD Radeon AI PRO R9700 (gfx1201) and benchmark them.
 
-    The main job: `toolkit build && toolkit bench` builds every image in matrix.yaml that this host
-    can build, runs llama-bench in each one it can run (prefill pp and decode tg), stores results
+    The main job: `toolkit build && toolkit bench` builds the images in matrix.yaml that this host
+    can run (`toolkit doctor`'s verdict; `toolkit build --all` builds every one), runs llama-bench in each (prefill pp and decode tg), stores results
     per image digest under results/ and prints the tables. `toolkit doctor` says what this host
     can run and why not.
     """
