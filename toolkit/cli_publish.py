@@ -121,7 +121,10 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
               help="Look for the run's model files here first (checked by sha256).")
 @click.option("--allow-twin", is_flag=True,
               help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.")
-def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin):
+@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
+              help="Re-run although another toolkit benchmark is running on the same engine (records flagged "
+                   "`concurrent`; default: refuse, exit 9).")
+def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin, allow_concurrent):
     """Re-run a published run on this host and say whether its results reproduce.
 
     RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (exported
@@ -142,7 +145,8 @@ def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_
     try:
         rep = reproduce_mod.reproduce(run, store=store, lm=lm, rebuild=rebuild, threshold=threshold,
                                       model_dir=Path(model_dir) if model_dir else None, events=events,
-                                      on_line=_transfer_printer(as_json), allow_twin=allow_twin)
+                                      on_line=_transfer_printer(as_json), allow_twin=allow_twin,
+                                      allow_concurrent=allow_concurrent)
     finally:
         events("close")
     if as_json:

@@ -334,7 +334,8 @@ def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str
 def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix | None = None,
               results: Path | None = None, rebuild: bool = False, threshold: float = 5.0,
               model_dir: Path | None = None, events: bench.Events = lambda *a, **k: None,
-              on_line: Callable[[str], None] | None = None, allow_twin: bool = False) -> Reproduction:
+              on_line: Callable[[str], None] | None = None, allow_twin: bool = False,
+              allow_concurrent: bool = False) -> Reproduction:
     """Reproduce a published run (folder or run id). Raises BadInput/BuildFailed before any re-run;
     a run measured on a shape twin (model kind synthetic-twin) only with `allow_twin`."""
     if threshold < 0:
@@ -355,7 +356,7 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
     software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
-    opts = bench.BenchOptions(allow_software_gpu=software, strict=True,
+    opts = bench.BenchOptions(allow_software_gpu=software, strict=True, allow_concurrent=allow_concurrent,
                               pinned={c.name: c.image_id for c in rep.images})
     rep.new_run_id = opts.run_id
     outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
