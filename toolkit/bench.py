@@ -53,13 +53,16 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     """
     gpus = devices.detect_gpus()
     plan = plan_run(lm, images, models, store)
-    if not opts.dry_run and plan:
-        events("note", text=plan)
+    if not opts.dry_run:
+        if plan:
+            events("note", text=plan)
         if _cases_total(lm, images, models) > CONFIRM_CASES and not opts.yes:
             raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
                            "them, or cut the axes")
         memory_limit(lm, opts)  # a bad --memory fails before anything starts
         guard.check_writable(store.root)
+        for model in models:  # bad input (model files, checkpoint vs matrix) fails before the engine is asked
+            _check_model_before_run(lm, model, images)
     host: dict[str, Any] = {}
     run_guard: guard.RunGuard | None = None
     if not opts.dry_run:
@@ -73,9 +76,6 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
     try:
-        if not opts.dry_run:
-            for model in models:  # bad model files fail before any container starts
-                _check_model_before_run(lm, model, images)
         for spec in images:
             outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events)
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
