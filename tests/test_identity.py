@@ -318,3 +318,63 @@ def test_a_shape_twin_never_shares_a_row_with_the_real_model():
     assert "synthetic-twin" in twin_row.row_flags()
     assert "[twin of unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF@aaaaaaaa]" in twin_row.ids["model"]
     assert not identity.join([real], [twin]).pairs  # compare never pairs a twin with the real file
+
+
+# ------------------------------------------------------------------------------- breaker cases, round 2
+
+
+def _lines(name: str) -> list[str]:
+    return (CASES / name).read_text().splitlines()
+
+
+def test_rows_without_a_tok_s_or_a_token_count_are_refused_and_counted(tmp_path):
+    rows = [json.loads(x) for x in _lines("n-cpu-moe-sweep.jsonl")]
+    cut = dict(rows[0])
+    del cut["avg_ts"], cut["avg_ns"]  # a row cut off before its numbers
+    no_np = dict(rows[2])
+    del no_np["n_prompt"]  # never read as n_prompt 0 (it would become a tg row)
+    f = tmp_path / "x.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [cut, no_np, *rows[3:]]) + "\n")
+    res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="x")
+    assert res.records == 3
+    assert any("row 1: no avg_ts or avg_ns" in s for s in res.skipped)
+    assert any("row 2: no n_prompt" in s for s in res.skipped)
+    with pytest.raises(ValueError, match="avg_ts is missing"):
+        make_record("img", "cpu", p=512, avg=None)
+    with pytest.raises(ValueError, match="avg_ts is 1.5e"):
+        make_record("img", "cpu", p=512, avg=1.5e300)
+
+
+def test_a_bom_a_bad_byte_and_msvc_nan_break_one_line_not_the_file(tmp_path):
+    lines = _lines("stddev-nan.jsonl")
+    data = b"\xef\xbb\xbf" + lines[0].encode() + b"\n\xff\xfe broken\n" + lines[1].replace(
+        '"stddev_ts": -nan', '"stddev_ts": -nan(ind)').encode() + b"\n" + lines[2].encode() + b"\r\n"
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(data)
+    res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="x")
+    assert res.records == 3 and len(res.repaired) == 1
+    assert any("line 2: not UTF-8" in s for s in res.skipped)
+
+
+def test_import_hashes_each_file_once_not_once_per_row(tmp_path, monkeypatch):
+    import hashlib
+
+    calls = []
+    orig = hashlib.sha256
+
+    class Counting:
+        def __init__(self, data=b""):
+            calls.append(len(data))
+            self._h = orig(data)
+
+        def hexdigest(self):
+            return self._h.hexdigest()
+
+        def update(self, b):
+            self._h.update(b)
+
+    f = tmp_path / "x.jsonl"
+    f.write_text("\n".join(_lines("n-cpu-moe-sweep.jsonl") * 20) + "\n")
+    monkeypatch.setattr(importer.hashlib, "sha256", Counting)  # counts calls only; hashing is the real one
+    importer.import_files(ResultStore(tmp_path / "r"), [f], label="x")
+    assert len(calls) <= 3  # the files' content digest, and each file once (was: once per row)

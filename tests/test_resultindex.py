@@ -371,3 +371,29 @@ def test_equal_identities_hash_equal():
     assert resultindex.key_hash(key(1)) == resultindex.key_hash(key(1.0)) == resultindex.key_hash(key(True))
     assert key(1) != key("1") and resultindex.key_hash(key(1)) != resultindex.key_hash(key("1"))
     assert resultindex.key_hash(key(2.5)) != resultindex.key_hash(key(2))
+
+
+def test_an_edit_the_refresh_cannot_see_rebuilds_the_index_instead_of_failing(tmp_path):
+    """Breaker case: a same-length edit past the hashed edges plus an append looked like a plain
+    append; reading the listed record then failed (exit 8) on every run. Now the index is rebuilt."""
+    from toolkit import compare, resultindex
+    from toolkit.records import ResultStore
+
+    src = (DATA / "results-cpu-a.jsonl").read_bytes().split(b"\n")
+    store = ResultStore(tmp_path / "results")
+    d = store.root / "a504e0178239"
+    d.mkdir(parents=True)
+    f = d / "bench.jsonl"
+    f.write_bytes(b"\n".join(src))
+    before = resultindex.select(store)
+    lines = f.read_bytes().split(b"\n")
+    k = len(lines) // 2
+    assert b'"created":"20' in lines[k] or b'"created": "20' in lines[k]
+    lines[k] = lines[k].replace(b'"created":"20', b'"created":"19', 1).replace(b'"created": "20', b'"created": "19', 1)
+    f.write_bytes(b"\n".join(lines))
+    with f.open("ab") as fh:
+        fh.write(src[0] + b"\n")
+    after = resultindex.select(store)  # no StaleIndex: rebuilt from the JSONL
+    assert after.read == before.read + 1
+    rec = before[0]
+    compare.compare(store, rec.image.digest, rec.image.digest, threshold=5)

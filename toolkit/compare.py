@@ -128,9 +128,16 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
-    recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
-    a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
-    a.records, b.records = resultindex.candidates(store, a.records), resultindex.candidates(store, b.records)
+    for attempt in (1, 2):
+        recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
+        a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+        try:
+            a.records, b.records = resultindex.candidates(store, a.records), resultindex.candidates(store, b.records)
+            break
+        except resultindex.StaleIndex:
+            if attempt == 2:
+                raise
+            resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
     j = identity.join(_usable(a), _usable(b), ignore=ignore)
     if not j.pairs:
         apart = "; ".join(f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items())

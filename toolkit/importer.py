@@ -68,19 +68,17 @@ def read_rows(path: Path, skipped: list[str] | None = None) -> tuple[bytes, list
         data = path.read_bytes()
     except OSError as err:
         raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise BadInput(
-            f"{path}: not a text file (byte {err.start} is not UTF-8); expected llama-bench "
-            "-o jsonl, -o json or -o csv output"
-        ) from err
-    notes: list[str] = []
+    text, bad = _decode_lines(data)
+    notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
     parsed = llamabench.parse_any(text, notes)
-    rows = [r for r in parsed if _is_result(r)]
+    rows = [r for r in parsed if not _not_a_result(r)]
     if skipped is not None:
         skipped += [f"{path}: {n}" for n in notes]
-        skipped += [f"{path}: a row without n_prompt/n_gen and avg_ts was left out" for _ in range(len(parsed) - len(rows))]
+        skipped += [f"{path}: row {i}: {why}, left out" for i, r in enumerate(parsed, 1) if (why := _not_a_result(r))]
+    if not rows and bad:
+        n, b = bad[0]
+        raise BadInput(f"{path}: not a text file (line {n}, byte {b} is not UTF-8) and no llama-bench result rows in "
+                       "it; expected llama-bench -o jsonl, -o json or -o csv output")
     if not rows:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         hint = (
@@ -97,8 +95,34 @@ def read_rows(path: Path, skipped: list[str] | None = None) -> tuple[bytes, list
     return data, rows
 
 
-def _is_result(row: dict[str, Any]) -> bool:
-    return ("avg_ts" in row or "avg_ns" in row) and ("n_prompt" in row or "n_gen" in row)
+def _decode_lines(data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """UTF-8 text of a file, bytes-safe: a leading BOM is dropped, a line that is not UTF-8 is left out
+    (returned as (line number, offending byte offset)), the other lines are kept."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    out, bad = [], []
+    for n, line in enumerate(data.split(b"\n"), 1):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            bad.append((n, err.start))
+            out.append("")
+    return "\n".join(out), bad
+
+
+def _not_a_result(row: dict[str, Any]) -> str | None:
+    """Why a parsed row is not a llama-bench result (None when it is): both token counts and a
+    tok/s (avg_ts, or avg_ns to derive it) must be there; a missing count is never taken as 0."""
+    missing = [k for k in ("n_prompt", "n_gen") if row.get(k) in (None, "")]
+    if missing:
+        return f"no {' and no '.join(missing)}"
+    if row.get("avg_ts") in (None, "") and row.get("avg_ns") in (None, ""):
+        return "no avg_ts or avg_ns (a cut-off row?)"
+    return None
 
 
 def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
@@ -199,6 +223,7 @@ def import_files(
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
     staged: list[tuple[ImportedSet, BenchRecord]] = []  # malformed rows fail the import before any write
     for path, data, rows in parsed:
+        file_sha = hashlib.sha256(data).hexdigest()  # once per file, not per row
         sys_rows = [(sets[_system(row)], row) for row in rows]
         backends = {s_.digest: backend or backend_of([r for t, r in sys_rows if t is s_]) for s_ in sets.values()}
         for n, (target, row) in enumerate(sys_rows, 1):
@@ -210,7 +235,7 @@ def import_files(
             try:
                 rec = _record(row, image=image, run_id=run_id, created=now.isoformat(timespec="seconds"),
                               model_sha256=model_sha256 or "", source=path,
-                              file_sha=hashlib.sha256(data).hexdigest(), content=content)
+                              file_sha=file_sha, content=content)
             except ValidationError as err:
                 msg = err.errors()[0]["msg"] if err.errors() else str(err)
                 if "not a measurement" in msg:

@@ -50,9 +50,10 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
     return args + ["-o", "jsonl", "--progress"]
 
 
-# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`):
+# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
+# MSVC's `-nan(ind)`):
 # llama-bench prints doubles with printf, so a stddev of identical samples comes out as `-nan`.
-_NONFINITE_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?![\w.])', re.IGNORECASE)
+_NONFINITE_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE)
 
 
 def _json_text(text: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 RECORD_SCHEMA_VERSION = 1
+MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
 KNOWN_SCHEMA_VERSIONS = (1,)
 
 
@@ -141,14 +142,19 @@ class BenchRecord(BaseModel):
         """Non-finite numbers never become results (llama-bench writes `nan`/`-nan` for the stddev of
         identical samples, and a crashed timer can give `inf`).
 
-        - avg_ts or any sample NaN/inf/negative: the record is refused (ValueError naming the field);
+        - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
+          (ValueError naming the field); an ok record without a tok/s is refused too;
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
         """
         for name, v in [("avg_ts", self.avg_ts)] + [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]:
-            if v is not None and (_nonfinite(v) or v < 0):
-                raise ValueError(f"{name} is {v!r}: not a measurement (expected a finite tokens/s >= 0)")
+            if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S):
+                raise ValueError(f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
+                                 f"{MAX_TOKENS_PER_S:.0e})")
+        if self.status == "ok" and self.avg_ts is None and not (
+                self.axis == "served" and isinstance(self.raw.get("output_throughput"), (int, float))):
+            raise ValueError("avg_ts is missing: not a measurement (an ok record needs its tokens/s)")
         repaired = list((self.model_extra or {}).get("repaired") or [])
         if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
             self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None

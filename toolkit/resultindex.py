@@ -617,4 +617,10 @@ def select(store: ResultStore, *, images: Iterable[str] | None = None, runs: Ite
             if attempt == 2:
                 raise
             store.warnings[:] = warnings_before
+            drop(store)  # an edit the refresh did not see (inside a file that also grew): rebuild from the JSONL
     raise AssertionError("unreachable")
+
+
+def drop(store: ResultStore) -> None:
+    """Delete the index of `store` (it is rebuilt from the JSONL at the next query; never the source of truth)."""
+    (store.root / INDEX_NAME).unlink(missing_ok=True)
