@@ -52,7 +52,7 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     `events("note", text=...)` carries the plan and guard notes.
     """
     gpus = devices.detect_gpus()
-    plan = plan_run(lm, images, models, store)
+    plan = "" if opts.dry_run else plan_run(lm, images, models, store)  # a dry run reads no results
     if not opts.dry_run:
         if plan:
             events("note", text=plan)

@@ -14,9 +14,10 @@ from pathlib import Path
 import click
 
 from toolkit import __version__
-from toolkit.cli_common import (  # shared with cli_publish; defined once there
+from toolkit.cli_common import (
     EPILOG,
     INTERRUPTED,
+    FiniteRange,  # shared with cli_publish; defined once there
     _err,
     _load,
     _progress_printer,
@@ -187,7 +188,7 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
               help="Pin GPU N, numbered as `toolkit doctor` lists them. Default: every discrete GPU of the image's "
                    "gfx targets; iGPUs and other archs are hidden and named.")
 @click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")
-@click.option("--timeout", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=None, metavar="SECONDS",
+@click.option("--timeout", type=FiniteRange(min=1, max=7 * 24 * 3600), default=None, metavar="SECONDS",
               help="Per (image, model) run, 1 s to 7 days; default from the matrix.")
 @click.option("--allow-stale", is_flag=True,
               help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
@@ -259,6 +260,8 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
         for o in outcomes:
             if o.status == "skipped":
                 o.status = "failed"
+    for w in dict.fromkeys(store.warnings):  # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
+        _err(f"warning: {w}")
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
     stale = [o.image for o in outcomes if o.status == "stale"]
     if stale:  # measuring an image of older inputs would be a wrong answer: bad input, with the fix
@@ -299,7 +302,7 @@ def fetch_model(matrix_path, names, twin):
 @click.option("--model", "-m", "models", multiple=True, metavar="NAME",
               help="Only this model (repeatable). With --image or --model, only what they name is checked.")
 @json_option
-@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.5),
+@click.option("--timeout", default=10.0, show_default=True, type=FiniteRange(min=0.5),
               help="Seconds to wait for each registry, git host, package index or Hub answer.")
 def pins(matrix_path, images, models, as_json, timeout):
     """Check that every pin still resolves: base images (FROM lines of the rendered Dockerfiles, template
@@ -330,11 +333,11 @@ def pins(matrix_path, images, models, as_json, timeout):
               help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
               help="Also write the plots as PNG files into this folder.")
-@click.option("--noisy-threshold", type=float, default=5.0, show_default=True, metavar="PERCENT",
+@click.option("--noisy-threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="Flag rows whose standard deviation exceeds this share of the mean.")
-@click.option("--bw-floor", type=float, default=5.0, show_default=True, metavar="PERCENT",
+@click.option("--bw-floor", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.")
-@click.option("--min-margin", type=float, default=3.0, show_default=True, metavar="PERCENT",
+@click.option("--min-margin", type=FiniteRange(min=0, max=1000), default=3.0, show_default=True, metavar="PERCENT",
               help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).")
 def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_dir, noisy_threshold, bw_floor,
            min_margin):
@@ -425,7 +428,7 @@ def _sigterm_as_interrupt() -> None:
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--threshold", type=click.FloatRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
+@click.option("--threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="A test slower in B than in A by more than this is a regression (exit code 6).")
 @click.option("--ignore", "ignore", multiple=True, metavar="FIELD",
               help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "

@@ -13,6 +13,7 @@ import click
 
 from toolkit.cli_common import (
     EPILOG,
+    FiniteRange,
     _err,
     _load,
     _progress_printer,
@@ -115,9 +116,9 @@ def submit(matrix_path, results_dir, as_json, dry_run):
 @json_option
 @click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
 @click.option("--wait", is_flag=True, help="Refresh until every job has ended; exit 3 if any slice failed.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+@click.option("--timeout", type=FiniteRange(min=1), default=None, metavar="SECONDS",
               help="With --wait: give up after this long (the jobs keep running).")
-@click.option("--interval", type=click.FloatRange(min=0.2, max=600), default=2.0, show_default=True,
+@click.option("--interval", type=FiniteRange(min=0.2, max=600), default=2.0, show_default=True,
               metavar="SECONDS", help="With --wait: seconds between two looks at Slurm.")
 def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interval):
     """Each job of a campaign (default: the newest): pending / running / done / failed / cancelled, its node,

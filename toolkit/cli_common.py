@@ -4,6 +4,7 @@ neither (one-way flow)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -86,3 +87,17 @@ def _progress_printer(quiet: bool):
             progress.console.print(kw["text"], markup=False, highlight=False, soft_wrap=True)
 
     return events
+
+
+class FiniteRange(click.FloatRange):
+    """A float option in a range that also refuses nan and inf (click.FloatRange lets NaN through:
+    every comparison with NaN is false), so `--threshold nan` is bad input (exit 4), not a gate that
+    never fails."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv

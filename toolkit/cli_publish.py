@@ -12,6 +12,7 @@ import click
 
 from toolkit.cli_common import (
     EPILOG,
+    FiniteRange,
     _err,
     _load,
     _progress_printer,
@@ -114,7 +115,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
 @click.argument("run", metavar="RUN_DIR_OR_ID")
 @click.option("--rebuild", is_flag=True,
               help="Build the images again from the run's matrix.yaml + Dockerfile.templates/ instead of pulling.")
-@click.option("--threshold", type=click.FloatRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
+@click.option("--threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
               help="Smallest delta counted as a difference; each test's noise is max(3 x combined relative "
                    "stddev, this).")
 @click.option("--model-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",

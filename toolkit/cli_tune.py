@@ -24,9 +24,13 @@ from toolkit.cli_common import EPILOG, _err, _load, _store, matrix_option, resul
 @click.option("--budget", default="20m", show_default=True, metavar="DURATION",
               help="Wall-clock budget (90s, 20m, 1h): no new trial starts after it.")
 @click.option("--allow-software-gpu", is_flag=True, help="Accept Mesa lavapipe for Vulkan images.")
+@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
+              help="Run although another toolkit benchmark is running on the same engine (trials flagged "
+                   "`concurrent`; default: refuse, exit 9).")
 @click.option("--write", "write_diff", is_flag=True,
               help="Also print the matrix.yaml change that would make the best setting the default (not applied).")
-def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, budget, allow_software_gpu, write_diff):
+def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, budget, allow_software_gpu,
+         allow_concurrent, write_diff):
     """Search the knobs that change one axis of IMAGE x MODEL with successive halving, within a budget.
 
     Every trial is an ordinary bench run of one case, stored in results/ (so `toolkit report` and
@@ -63,7 +67,8 @@ def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, bu
 
     def run_trial(axes, extra):
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path)
-        opts = bench.BenchOptions(record_extra=extra, allow_software_gpu=allow_software_gpu, strict=True)
+        opts = bench.BenchOptions(record_extra=extra, allow_software_gpu=allow_software_gpu, strict=True,
+                                  allow_concurrent=allow_concurrent)
         outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:

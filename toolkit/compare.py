@@ -138,7 +138,13 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
             if attempt == 2:
                 raise
             resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
-    j = identity.join(_usable(a), _usable(b), ignore=ignore)
+    ua, ub = _usable(a), _usable(b)
+    known = {k for r in ua + ub for k in identity.test_fields(r)}
+    unknown = sorted(set(ignore) - known)
+    if unknown:
+        raise BadInput(f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
+                       f"{', '.join(sorted(known - {'method'}))}")
+    j = identity.join(ua, ub, ignore=ignore)
     if not j.pairs:
         apart = "; ".join(f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items())
         raise BadInput(

@@ -256,6 +256,9 @@ class BenchAxes(_Strict):
 
     @model_validator(mode="after")
     def _ubatch_le_batch(self) -> BenchAxes:
+        if not any(x > 0 for x in self.n_prompt + self.n_gen):
+            raise ValueError("no test to run: every n_prompt and n_gen is 0; give a prompt length (pp) or a "
+                             "generation length (tg) > 0")
         if any(x == 0 for x in self.n_ubatch + self.n_batch):
             raise ValueError("n_batch and n_ubatch must be >= 1")
         if max(self.n_ubatch) > max(self.n_batch):
@@ -693,7 +696,10 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
     except OSError as err:  # name too long, permission denied, a folder, ...
         raise BadInput(f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with "
                        "--matrix") from None
-    loader = _UniqueKeyLoader(text)
+    try:
+        loader = _UniqueKeyLoader(text)  # the reader refuses unprintable characters (a NUL byte) right here
+    except yaml.YAMLError as err:
+        raise BadInput(f"{p}: not valid YAML ({getattr(err, 'reason', None) or err}); fix the file") from None
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_nodes(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:

@@ -1,0 +1,69 @@
+"""Bad options and inputs found by the breaker trial: each is bad input (exit 4) with a message that
+names the option or file, never a traceback, never a gate that cannot fail. Real CLI, real files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_report import make_record
+from toolkit import compare
+from toolkit.errors import BadInput
+from toolkit.matrix import load_matrix
+from toolkit.records import ResultStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toolkit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", "a", "b", "--threshold", "nan"],
+    ["compare", "a", "b", "--threshold", "inf"],
+    ["report", "--noisy-threshold", "nan", "--json"],
+    ["report", "--bw-floor", "inf"],
+    ["report", "--min-margin", "-1e999"],
+    ["bench", "--dry-run", "--timeout", "nan"],
+    ["reproduce", "x", "--threshold", "NaN"],
+    ["pins", "--timeout", "inf"],
+    ["campaign", "status", "--interval", "nan"],
+])
+def test_non_finite_float_options_are_bad_input(args, tmp_path):
+    p = toolkit(*args, "--results", str(tmp_path)) if args[0] in ("compare", "report") else toolkit(*args)
+    assert p.returncode == 4, (p.returncode, p.stderr[-300:])
+    assert "Traceback" not in p.stderr and ("finite" in p.stderr or "range" in p.stderr)
+
+
+def test_a_matrix_with_a_nul_byte_or_no_test_is_bad_input(tmp_path):
+    nul = tmp_path / "nul.yaml"
+    nul.write_bytes(b"schema_version: 1\nimages: []\x00\n")
+    p = toolkit("render", "--matrix", str(nul))
+    assert p.returncode == 4 and "not valid YAML" in p.stderr and "Traceback" not in p.stderr
+    text = (ROOT / "matrix.yaml").read_text().replace("n_prompt: [512, 2048, 4096]", "n_prompt: [0]").replace(
+        "n_gen: [128]", "n_gen: [0]")
+    empty = tmp_path / "matrix.yaml"
+    empty.write_text(text)
+    with pytest.raises(BadInput, match="no test to run: every n_prompt and n_gen is 0"):
+        load_matrix(empty)
+
+
+def test_compare_ignore_of_an_unknown_field_is_named(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    a = make_record("a", "rocm", p=512, avg=100.0)
+    b = a.model_copy(update={"image": a.image.model_copy(update={"digest": "sha256:" + "b" * 64, "name": "b"})})
+    for r in (a, b):
+        store.add_result(r)
+    with pytest.raises(BadInput, match="--ignore n_thread: not a test field"):
+        compare.compare(store, "a", "b", ignore=("n_thread",))
+    c = compare.compare(store, "a", "b", ignore=("n_batch",))  # a real field: joined without it
+    assert len(c.rows) == 1 and c.ignored == ["n_batch"]
+
+
+def test_tune_takes_allow_concurrent_like_bench():
+    p = toolkit("tune", "--help")
+    assert "--allow-concurrent" in p.stdout and "TOOLKIT_ALLOW_CONCURRENT" not in p.stderr
