@@ -67,3 +67,17 @@ def test_compare_ignore_of_an_unknown_field_is_named(tmp_path):
 def test_tune_takes_allow_concurrent_like_bench():
     p = toolkit("tune", "--help")
     assert "--allow-concurrent" in p.stdout and "TOOLKIT_ALLOW_CONCURRENT" not in p.stderr
+
+
+def test_fetch_model_with_the_hub_unreachable_is_exit_11_not_a_bug(tmp_path):
+    import os
+    import shutil
+
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
+    for args in (["qwen3-30b-a3b-awq"], ["qwen3-30b-a3b-q4kxl", "--twin"]):
+        p = subprocess.run([sys.executable, "-m", "toolkit", "fetch-model", *args, "--matrix",
+                            str(tmp_path / "matrix.yaml")], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 11, (args, p.returncode, p.stderr[-400:])
+        assert "Traceback" not in p.stderr and "offline" in p.stderr

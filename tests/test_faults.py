@@ -633,7 +633,8 @@ def test_exit_codes_documented_match_errors():
     owners = {errors.BadInput: "bad input", errors.BuildFailed: "build failed", errors.BenchFailed: "bench failed",
               errors.EngineUnavailable: "Docker engine unavailable", errors.Regression: "regression",
               errors.NotReproduced: "did not reproduce", errors.FileSystemError: "cannot be written or read",
-              errors.ConcurrentRun: "another toolkit benchmark is running", errors.RunInterrupted: "interrupted"}
+              errors.ConcurrentRun: "another toolkit benchmark is running", errors.RunInterrupted: "interrupted",
+              errors.RemoteUnavailable: "a remote the command needs did not answer"}
     classes = [c for c in vars(errors).values()
                if isinstance(c, type) and issubclass(c, errors.ToolkitError) and c is not errors.ToolkitError]
     assert set(classes) == set(owners), "a new error class needs a row in the README exit-code table"

@@ -12,7 +12,7 @@ import click
 EPILOG = ("Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
           "5 Docker engine unavailable or lost, 6 regression (compare), 7 not reproduced (reproduce), "
           "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
-          "(pins), 130 interrupted.")
+          "(pins), 11 a remote (the Hub) did not answer, 130 interrupted.")
 
 
 INTERRUPTED = "interrupted: stopped at the signal; nothing was started after it"

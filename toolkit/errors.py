@@ -75,6 +75,13 @@ class ConcurrentRun(ToolkitError):
     exit_code = 9
 
 
+class RemoteUnavailable(ToolkitError):
+    """A remote the command needs (the Hugging Face Hub for fetch-model) did not answer (exit 11). The
+    message names the remote and the offline way (copy the file by hand, pin the revision)."""
+
+    exit_code = 11
+
+
 class RunInterrupted(ToolkitError):
     """Ctrl-C or SIGTERM stopped the run (exit 130). The message states what was saved, from what
     was actually written, never a hope."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkit.errors import BadInput, ToolkitError
+from toolkit.errors import BadInput, RemoteUnavailable, ToolkitError
 from toolkit.matrix import LoadedMatrix, ModelSpec
 from toolkit.tinymodel import ensure_model_file, sha256_file
 
@@ -103,7 +103,7 @@ def _resolve_revision(spec: ModelSpec) -> str:
     try:
         sha = HfApi().model_info(spec.hf.repo).sha
     except Exception as err:  # hub errors come in many types; the message is what matters here
-        raise ToolkitError(
+        raise RemoteUnavailable(
             f"could not resolve the revision of {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); on an "
             f"offline host copy the checkpoint by hand and pin `revision:` (its commit hash) under models[{spec.name}].hf"
         ) from None
@@ -124,7 +124,7 @@ def _download(spec: ModelSpec, path: Path, revision: str) -> None:
         else:
             snapshot_download(spec.hf.repo, revision=revision, local_dir=str(path))
     except Exception as err:  # hub errors come in many types; the message is what matters here
-        raise ToolkitError(
+        raise RemoteUnavailable(
             f"could not download {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); on an offline host copy "
             f"the file to {path} by hand"
         ) from None

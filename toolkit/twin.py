@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import BadInput, FileSystemError, ToolkitError
+from toolkit.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
 
 if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
     import numpy as np
@@ -303,7 +303,7 @@ def read_hub_header(repo: str, file: str, revision: str, *, first_bytes: int = F
         raise BadInput(f"{source}: not found on the Hub ({str(err)[:200]}); fix models[].hf (repo, file, "
                        "revision)") from None
     except Exception as err:  # hub and HTTP errors come in many types; the message is what matters
-        raise ToolkitError(f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); "
+        raise RemoteUnavailable(f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); "
                            "the twin needs the Hugging Face Hub (or HF_ENDPOINT) to be reachable") from None
 
 
