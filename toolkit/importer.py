@@ -213,7 +213,10 @@ def import_files(
         sets[sy] = ImportedSet(name, d, dict(sy))
     res = ImportResult(label, next(iter(sets.values())).digest if sets else "", [str(p) for p, _, _ in parsed],
                        sets=list(sets.values()), skipped=skipped)
-    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")) for r in store.results()}
+    from toolkit import resultindex  # only the records of these digests, through the query index
+
+    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256"))
+             for r in resultindex.select(store, digests=[s_.digest for s_ in sets.values()])}
     for s_ in sets.values():
         s_.already = (s_.digest, content) in known
     if all(s_.already for s_ in sets.values()):
