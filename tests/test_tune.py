@@ -76,3 +76,17 @@ def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     assert rounds == {1}  # never measured again after round 1
     report, _ = run_cli(project, "report", "-i", "cpu")
     assert "pp256 ub1" in report.output and "pp256 ub256" in report.output  # trials are ordinary results
+
+
+def test_a_dropped_setting_is_never_the_answer_and_the_default_is_read_from_its_marked_trial():
+    recs = [trial(512, [100.0, 900.0]), trial(2048, [300.0, 310.0]), trial(2048, [305.0, 312.0], rnd=2)]
+    recs[0].raw["n_threads"] = 2  # the default ran without -t: llama-bench recorded the threads it used
+    recs[0].model_extra["tune"]["default"] = True
+    for r in recs[1:]:
+        r.raw["n_threads"] = 2
+    knobs = ["n_ubatch", "threads"]
+    default = tune.Candidate((("n_ubatch", 512),))  # as asked: no threads
+    live = {tune.Candidate((("n_ubatch", 2048), ("threads", 2)))}
+    res = tune.best_setting(recs, "s1", knobs, default, survivors=live)
+    assert res.best.candidate.label() == "n_ubatch=2048 threads=2"  # not the noisy, dropped default
+    assert res.default.candidate.label() == "n_ubatch=512 threads=2" and res.gain is not None

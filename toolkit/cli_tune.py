@@ -72,7 +72,7 @@ def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, bu
         outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
-            raise BadInput(f"trial {extra} failed: {bad[0].status}: {bad[0].reason}")
+            raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
         return [r for r in store.results() if r.run_id == opts.run_id]
 
     res = tune_mod.search(lm, store, axis=axis, tokens=n, knobs=space, budget_s=tune_mod.parse_budget(budget),

@@ -141,10 +141,13 @@ def _setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
 
 
 def best_setting(records: list[BenchRecord], session: str, knobs: list[str], default: Candidate,
-                 *, noisy: float = 0.05) -> TuneResult:
+                 *, noisy: float = 0.05, survivors: set[Candidate] | None = None) -> TuneResult:
     """The answer from the stored trial records of `session` alone: candidates ranked by the median
-    of all their samples; the default's evidence; `no_effect` when every candidate's median lies
-    within 3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`)."""
+    of all their samples, the search's `survivors` (settings read back from their records) first, so
+    a setting the search dropped is never the answer; the default's evidence (the trial marked
+    `tune.default`, as the record says it ran: a knob the matrix leaves to llama-bench, e.g. threads,
+    reads back as the value llama-bench used); `no_effect` when every candidate's median lies within
+    3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`)."""
     mine = [r for r in records if (r.model_extra or {}).get("tune", {}).get("session") == session
             and r.status == "ok" and r.samples_ts]
     if not mine:
@@ -160,8 +163,9 @@ def best_setting(records: list[BenchRecord], session: str, knobs: list[str], def
         res.ranking.append(Evidence(c, statistics.median(xs), min(xs), max(xs), len(rs), len(xs),
                                     effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen,
                                                      last.n_depth)))
-    res.ranking.sort(key=lambda e: -e.median)
-    dflt = _setting_of_default(default, knobs)
+    res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
+    marked = [r for r in mine if r.model_extra["tune"].get("default")]
+    dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
     sds = [statistics.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
            for rs in groups.values()]
@@ -198,6 +202,7 @@ def search(lm: LoadedMatrix, store: ResultStore, *, axis: str, tokens: int, knob
         "n_ubatch": base.n_ubatch[0], "n_batch": base.n_batch[0], "flash_attn": base.flash_attn[0],
         **({"threads": base.threads} if base.threads else {})}.items() if k in knobs)))
     alive = candidates(knobs, default)
+    asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
     session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
     t0 = time.monotonic()
     reps = start_reps
@@ -211,11 +216,14 @@ def search(lm: LoadedMatrix, store: ResultStore, *, axis: str, tokens: int, knob
                 spent = True
                 break
             on_note(f"round {rnd}: {c.label()} x {reps} repetitions")
-            run_trial(case_axes(base, axis, tokens, c, reps), {"tune": {"session": session, "round": rnd}})
+            mark = {"session": session, "round": rnd, **({"default": True} if c == default else {})}
+            recs = run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark})
+            asked[_setting_of(recs[0], names) if recs else c] = c
         if spent:
             break
-        res = best_setting(store.results(), session, names, default)
-        ranked = [e for e in res.ranking if e.candidate in alive]
+        live = {k for k, c in asked.items() if c in alive}
+        res = best_setting(store.results(), session, names, default, survivors=live)
+        ranked = [e for e in res.ranking if e.candidate in live]
         if not ranked:
             break
         leader = ranked[0]
@@ -225,11 +233,12 @@ def search(lm: LoadedMatrix, store: ResultStore, *, axis: str, tokens: int, knob
         keep = [e.candidate for e in ranked if e not in losers]
         if len(keep) > 2:  # successive halving: the better half goes on with twice the repetitions
             keep = keep[: math.ceil(len(keep) / 2)]
-        alive = keep
+        alive = list(dict.fromkeys(asked[k] for k in keep))
         reps *= 2
         if len(alive) <= 1:
             break
-    res = best_setting(store.results(), session, names, default)
+    live = {k for k, c in asked.items() if c in alive}
+    res = best_setting(store.results(), session, names, default, survivors=live or None)
     res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
     return res
 
@@ -299,7 +308,15 @@ def knob_values(spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int)
 
 
 def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
+    """The model to tune on: `name`, else (as bench would find one) the first model of the image's
+    runner whose file is present or can be generated (the tiny stand-in on a host without the real one)."""
     models = [m for m in lm.m.models if spec.runner in m.runners and (name is None or m.name == name)]
     if not models:
         raise BadInput(f"--model {name!r}: no model of the matrix runs on {spec.name} ({spec.runner})")
+    if name is None:
+        usable = [m for m in models if lm.resolve(m.path).exists() or m.generate]
+        if not usable:
+            raise BadInput(f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
+                           f"run `toolkit fetch-model {models[0].name}` or pass --model")
+        return usable[0]
     return models[0]
