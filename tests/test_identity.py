@@ -77,6 +77,8 @@ def test_two_builds_in_one_file_are_split_on_import_and_the_drop_is_visible(tmp_
     c = compare.compare(store, a, b, threshold=5)
     pp = next(r for r in c.rows if r.test.startswith("pp512"))
     assert round(pp.speedup, 3) == round(1130 / 1480, 3) and c.is_regression(pp)
+    with pytest.raises(BadInput, match=r"did you mean r9700.aaaa1111-7001 or r9700.bbbb2222-7010"):
+        compare.compare(store, "r9700", b)  # the label the user imported under
 
 
 def test_same_digest_on_two_gpus_is_two_columns_not_one():
