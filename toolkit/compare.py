@@ -102,7 +102,8 @@ def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = No
             f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
             "give more digits"
         )
-    near = sorted({r.image.name for r in recs if r.image.name.startswith(ref + ".")})  # an import split by build
+    everything = resultindex.heads(store, ok_only=True)  # the error path only: every name, not just the matched
+    near = sorted({r.image.name for r in everything if r.image.name.startswith(ref + ".")})  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
     raise BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
