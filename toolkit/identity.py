@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,7 +271,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
     mean = sum(means) / len(means) if means else None
-    pooled = _stdev(samples) if len(samples) > 1 else _stdev(means)
+    pooled = statistics.stdev(samples) if len(samples) > 1 else statistics.stdev(means) if len(means) > 1 else None
     within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
     within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
     spread = (max(means) - min(means)) if len(means) > 1 else 0.0
@@ -286,13 +287,6 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
         "runs": len(recs), "means": [round(m, 4) for m in means],
         "spread_pct": round(100 * spread / mean, 2) if mean else None}}
     return out
-
-
-def _stdev(xs: list[float]) -> float | None:
-    if len(xs) < 2:
-        return None
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
 def value(r: BenchRecord) -> float | None:

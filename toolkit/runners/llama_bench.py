@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit import backends, guard, identity, llamabench, signals, twin
+from toolkit import backends, guard, identity, llamabench, resultindex, signals, twin
 from toolkit.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runners.base import (
@@ -149,7 +149,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
     cold = False
     if shader_volume:  # warm only when the volume exists and a run on this digest completed before
         cold = not engine.volume_exists(shader_volume) or not any(
-            r.image.digest == build.digest and r.status == "ok" for r in store.results())
+            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True))
         engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
     pre = preflight_devices(ctx, shader_volume)
     if pre:
@@ -287,8 +287,8 @@ def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
 def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) -> list[dict[str, Any]]:
     """The cases of `axes` with no ok record yet on this image digest + model sha256 (resume per test)."""
     have = set()
-    for r in store.results():
-        if r.image.digest == digest and r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
+    for r in resultindex.select(store, digests=[digest], ok_only=True):  # newest per test: every measured test
+        if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
             f = identity.test_fields(r)
             have.add(_case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads")))
     return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]

@@ -110,14 +110,18 @@ def _points(ctx: RunContext) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def _one_batch_cmd(ctx: RunContext, path: Path, method: str, tokens: int, ub: int, k: int) -> tuple[list[str], str]:
+def _one_batch_cmd(ctx: RunContext, path: Path, method: str, tokens: int, ub: int,
+                   k: int) -> tuple[list[str], str, str]:
+    """(argv, result file name, container label `pp512-ub512-r1`) of one one_batch process."""
     s = settings(ctx)
     kind = "pp" if method == sa.METHOD_PREFILL else "tg"
     fname = sa.result_filename(kind, tokens, f"ub{ub}", f"r{k + 1}")
+    what = f"{kind}{tokens}-ub{ub}-r{k + 1}"
     model_dir = f"/models/{path.name}"
     if method == sa.METHOD_PREFILL:
-        return sa.prefill_args(model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"), fname
-    return sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"), fname
+        return (sa.prefill_args(model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"),
+                fname, what)
+    return sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"), fname, what
 
 
 def _levels(ctx: RunContext) -> list[tuple[int, int, int, int]]:
@@ -134,8 +138,7 @@ def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
     out_dir = _out_dir(ctx)
     steps: list[tuple[Step, Any]] = []
     for method, tokens, ub, k in _points(ctx):
-        cmd, fname = _one_batch_cmd(ctx, path, method, tokens, ub, k)
-        what = f"{'pp' if method == sa.METHOD_PREFILL else 'tg'}{tokens}-ub{ub}-r{k + 1}"
+        cmd, fname, what = _one_batch_cmd(ctx, path, method, tokens, ub, k)
         steps.append((Step(what, ctx.engine.run_command(_spec(ctx, path, out_dir, cmd, what))), (method, tokens, ub, k, fname)))
     levels = _levels(ctx)
     if levels:
@@ -171,8 +174,7 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
     groups: dict[tuple[str, int, int], dict[str, Any]] = {}
     points = _points(ctx)
     for i, (method, tokens, ub, k) in enumerate(points):
-        cmd, fname = _one_batch_cmd(ctx, path, method, tokens, ub, k)
-        what = f"{'pp' if method == sa.METHOD_PREFILL else 'tg'}{tokens}-ub{ub}-r{k + 1}"
+        cmd, fname, what = _one_batch_cmd(ctx, path, method, tokens, ub, k)
         ctx.events("progress", image=ctx.spec.name, model=ctx.model.name, done=i, total=len(points), phase=what)
         rs = _spec(ctx, path, out_dir, cmd, what)
         out = ctx.engine.run_container(rs, timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s)
