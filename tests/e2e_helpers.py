@@ -50,3 +50,17 @@ def run_cli(project: Path, *args: str, expect: int | None = 0):
     if expect is not None:
         assert code == expect, f"exit {code}\n{res.output}\n{res.exception!r}"
     return res, code
+
+
+def ensure_built(name: str, dest: Path, bench: dict) -> str:
+    """toolkit/<name>:latest, built by `toolkit build --image NAME` in a project copy under `dest` when
+    the engine does not have it (a fresh engine: tests run in file order, and the test that builds
+    it for the suite may come later). Same inputs as the project's own build: BuildKit's cache makes
+    it a no-op after the first build. Returns the ref."""
+    from toolkit import engine
+
+    ref = f"toolkit/{name}:latest"
+    if engine.inspect_image(ref) is None:
+        run_cli(make_project(dest, images=[name], bench=bench), "build", "--image", name)
+    assert engine.inspect_image(ref) is not None, f"{ref}: `toolkit build --image {name}` left no image"
+    return ref

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.e2e_helpers import ROOT, engine_or_skip, make_project, run_cli
+from tests.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
 from tests.test_reproduce import registry  # noqa: F401  (the loopback docker-registry fixture)
 from toolkit import build as build_mod
 from toolkit import campaign as cmod
@@ -217,8 +217,7 @@ def pushed_cpu(registry, tmp_path_factory):  # noqa: F811
     """The CPU image pushed to the loopback registry by `toolkit push` from a project of its own:
     (registry, the build record with its registry digest)."""
     engine_or_skip()
-    if engine.inspect_image(CPU_IMAGE) is None:
-        pytest.fail(f"{CPU_IMAGE} is not built: `toolkit build --image cpu` (test_e2e_cpu.py builds it in CI)")
+    ensure_built("cpu", tmp_path_factory.mktemp("build-cpu"), AXES)
     p = make_project(tmp_path_factory.mktemp("push"), images=["cpu"], bench=AXES)
     info = engine.inspect_image(CPU_IMAGE)
     _seed_build(p, "cpu", info.id, info.repo_digests, info.labels)

@@ -69,7 +69,7 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
         host = hostinfo.host_facts()
         host.pop("cmdline", None)  # results get published: keep only the parameters that change numbers
         host.pop("hostname", None)
-        host["docker"] = engine.engine_info()
+        host["docker"] = engine.engine_info(buildx=False)
         run_guard = guard.RunGuard(opts.run_id, engine.engine_id())
         run_guard.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
         opts.saver = guard.Saver(store, concurrent=run_guard.others)

@@ -27,7 +27,7 @@ from toolkit import __version__, engine
 from toolkit.errors import BadInput, BuildFailed
 from toolkit.matrix import ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.records import BuildRecord, ResultStore
-from toolkit.render import Rendered, render_image, write_rendered
+from toolkit.render import Rendered, image_inputs_hash, render_image, write_rendered
 from toolkit.sources import _EXCLUDE as SYNC_EXCLUDE  # the folders sync_tree leaves out of a build context
 from toolkit.sources import PreparedSource, prepare_source, sync_tree
 
@@ -132,16 +132,17 @@ def inputs_key(lm: LoadedMatrix, spec: ImageSpec, rendered: Rendered | None = No
     without building or fetching (the one definition: `toolkit build` labels images with it, `toolkit
     bench` selects builds by it). `rendered` saves a second render when the caller has one.
 
-    Raises BadInput for a missing template, an undefined template variable, or a local source
-    path/archive that does not exist.
+    Without `rendered` the templates are parsed, not rendered (an undefined template variable then
+    surfaces at `toolkit build`). Raises BadInput for a missing template or partial, a template syntax
+    error, or a local source path/archive that does not exist.
     """
-    rendered = rendered or render_image(lm, spec)
+    template_hash = rendered.inputs_hash if rendered else image_inputs_hash(lm, spec)
     source = None
     if spec.source:
         source = _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True)
-    payload = json.dumps({"template_hash": rendered.inputs_hash, "source": source, "toolkit": __version__},
+    payload = json.dumps({"template_hash": template_hash, "source": source, "toolkit": __version__},
                          sort_keys=True, separators=(",", ":"))
-    return InputsKey(hashlib.sha256(payload.encode()).hexdigest(), rendered.inputs_hash, source)
+    return InputsKey(hashlib.sha256(payload.encode()).hexdigest(), template_hash, source)
 
 
 def build_inputs_key(build: BuildRecord) -> str | None:

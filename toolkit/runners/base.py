@@ -78,20 +78,24 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def model_sha256(lm: LoadedMatrix, path: Path) -> str:
-    """sha256 of a model file, cached in .toolkit/sha256-cache.json by (path, size, mtime, device,
-    inode, ctime). ctime cannot be set back by a user (`touch -d`, os.utime and every write move it),
-    so a file changed in place with its size and mtime kept is hashed again. A cache that cannot be
-    written (read-only project) is skipped, never an error."""
+def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callable[[], str]) -> str:
+    """`compute()` once per state of `path`, cached in .toolkit/sha256-cache.json under `kind` and
+    (path, size, mtime, device, inode, ctime). ctime cannot be set back by a user (`touch -d`,
+    os.utime and every write move it), so a file changed in place with its size and mtime kept is
+    checked again. A cache that cannot be written (read-only project) is skipped, never an error."""
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
     try:
         cache = json.loads(cache_file.read_text())
     except (OSError, json.JSONDecodeError):
         cache = {}
+    if not isinstance(cache, dict):
+        cache = {}
     st = path.stat()
     key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}"
-    if key not in cache:
-        cache[key] = sha256_file(path)
+    if kind != "sha256":  # sha256 entries keep their historical bare key
+        key = f"{kind}|{key}"
+    if not isinstance(cache.get(key), str):
+        cache[key] = compute()
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
@@ -100,6 +104,11 @@ def model_sha256(lm: LoadedMatrix, path: Path) -> str:
         except OSError:
             pass
     return cache[key]
+
+
+def model_sha256(lm: LoadedMatrix, path: Path) -> str:
+    """sha256 hex of a model file, computed once per file state (see _file_state_cached)."""
+    return _file_state_cached(lm, "sha256", path, lambda: sha256_file(path))
 
 
 def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
@@ -129,7 +138,8 @@ def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
     with path.open("rb") as fh:
         if fh.read(4) != b"GGUF":
             raise BadInput(f"{where}: {path} is not a GGUF file (no GGUF magic); re-download it")
-    check_gguf_extents(path, where)
+    # the header walk imports gguf + numpy (~0.1 s): done once per file state, like the sha256
+    _file_state_cached(lm, "gguf-extents", path, lambda: check_gguf_extents(path, where) or "ok")
     if not path.stat().st_mode & 0o004:
         raise BadInput(f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}")
 
