@@ -52,11 +52,12 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     `events("note", text=...)` carries the plan and guard notes.
     """
     gpus = devices.detect_gpus()
-    plan = "" if opts.dry_run else plan_run(lm, images, models, store)  # a dry run reads no results
+    pairs = _llama_pairs(lm, images, models, gpus, opts)
+    plan = "" if opts.dry_run else plan_run(lm, pairs, store)  # a dry run reads no results
     if not opts.dry_run:
         if plan:
             events("note", text=plan)
-        if _cases_total(lm, images, models) > CONFIRM_CASES and not opts.yes:
+        if _cases_total(lm, pairs) > CONFIRM_CASES and not opts.yes:
             raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
                            "them, or cut the axes")
         memory_limit(lm, opts)  # a bad --memory fails before anything starts
@@ -125,36 +126,57 @@ def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[Ima
                        "fix `path`") from None
 
 
-def _cases_total(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]) -> int:
+def _llama_pairs(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], gpus: list,
+                 opts: BenchOptions) -> list[tuple[ImageSpec, ModelSpec]]:
+    """The (image, GGUF model) pairs this run will measure with llama-bench: images whose devices
+    this host has, models whose file is present or generated here (the others are skipped with a
+    line saying why, and counting them would overstate the run)."""
+    def runs_here(spec: ImageSpec) -> bool:
+        return devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu) is None
+
+    def present(model: ModelSpec) -> bool:
+        try:
+            return bool(model.generate) or lm.resolve(model.path).exists()
+        except OSError:
+            return False
+
+    return [(i, m) for i in images if i.runner == "llama-bench" and runs_here(i)
+            for m in models if i.runner in m.runners and present(m)]
+
+
+def _cases_total(lm: LoadedMatrix, pairs: list[tuple[ImageSpec, ModelSpec]]) -> int:
     """llama-bench test cases of the whole run: cases per process x (image, GGUF model) pairs."""
-    pairs = [(i, m) for i in images for m in models if i.runner in m.runners and i.runner == "llama-bench"]
     return len(lm.m.bench.cases()) * len(pairs)
 
 
-def plan_run(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore) -> str:
-    """One line: how many llama-bench test cases this run has and how long they took before ("" when
-    the run has no llama-bench cases).
+def plan_run(lm: LoadedMatrix, pairs: list[tuple[ImageSpec, ModelSpec]], store: ResultStore) -> str:
+    """One line: how many llama-bench test cases this run has (over `pairs`, see _llama_pairs) and how
+    long they took before ("" when the run has no llama-bench cases).
 
     The estimate is measured, never assumed: for each case, (n_prompt + n_gen) / tok/s x repetitions
-    of the newest ok record of the same image name, model name and test; cases never measured
-    before are counted as unknown. Start-up and model load are not included."""
-    pairs = [(i, m) for i in images for m in models if i.runner in m.runners and i.runner == "llama-bench"]
+    of the newest ok record of the same image name, model name and test (asked of the query index:
+    one record per test, not the whole history); cases never measured before are counted as unknown.
+    Start-up and model load are not included."""
+    from toolkit import resultindex
+
     cases = lm.m.bench.cases()
     total = len(cases) * len(pairs)
     if not total:
-        return ""  # vLLM runs only: their plan is the vllm: section, printed per phase
+        return ""  # vLLM runs only, or nothing runs here: each image and model says why in its own line
     want = {(i.name, m.name) for i, m in pairs}
-    seen: dict[tuple, float] = {}
-    for r in store.results():
-        if r.status == "ok" and r.avg_ts and (r.image.name, r.model.name) in want and r.runner == "llama-bench":
-            seen[(r.image.name, r.model.name, r.n_prompt, r.n_gen, r.n_depth)] = (r.n_prompt + r.n_gen) / r.avg_ts
+    seen: dict[tuple, tuple[str, float]] = {}
+    for r in resultindex.select(store, images=sorted({i.name for i, _ in pairs}), ok_only=True):
+        if r.avg_ts and (r.image.name, r.model.name) in want and r.runner == "llama-bench":
+            k = (r.image.name, r.model.name, r.n_prompt, r.n_gen, r.n_depth)
+            if k not in seen or r.created >= seen[k][0]:
+                seen[k] = (r.created, (r.n_prompt + r.n_gen) / r.avg_ts)
     known, seconds = 0, 0.0
     for i, m in pairs:
         for c in cases:
             t = seen.get((i.name, m.name, c["n_prompt"], c["n_gen"], c["n_depth"]))
             if t is not None:
                 known += 1
-                seconds += t * lm.m.bench.repetitions
+                seconds += t[1] * lm.m.bench.repetitions
     line = f"plan: {total} test cases ({len(cases)} per run x {len(pairs)} image/model pairs, {lm.m.bench.repetitions} repetitions each)"
     if known == 0:
         return line + "; no earlier run of these tests to estimate the duration from"

@@ -247,7 +247,11 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
             if o.reason:
                 line += f": {o.reason}"
             click.echo(line)
-        ran = [] if dry_run else [r for r in store.results() if r.run_id == opts.run_id]
+        # this run's records as stored, through the query index: reading the digest's whole history
+        # back would make every bench slower than the one before
+        from toolkit import resultindex
+
+        ran = [] if dry_run else resultindex.load(resultindex.heads(store, runs=[opts.run_id]))
         if ran:
             # the tables (~0.1 s of imports): only when there are rows
             from toolkit import report as report_mod

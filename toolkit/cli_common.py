@@ -5,6 +5,7 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import click
@@ -63,6 +64,19 @@ def _progress_printer(quiet: bool):
 
     if quiet:
         return note_only
+    if not sys.stderr.isatty():  # a log, not a terminal: one plain line per test case, no bar (nor rich)
+        started: set[tuple] = set()
+
+        def plain(kind: str, **kw) -> None:
+            if kind == "note":
+                _err(kw["text"])
+            elif kind == "progress":
+                key = (kw.get("image"), kw.get("model"), kw["done"])
+                if key not in started:
+                    started.add(key)
+                    _err(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip())
+
+        return plain
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
