@@ -194,6 +194,20 @@ def test_seed_sweep_gives_the_published_routing_rule():
     assert "pp4096: vllm@" in text and "8326.00 ± 40.00" in text
 
 
+def test_mixed_route_says_a_tie_and_never_breaks_it_by_name():
+    # each image wins one axis by the same 10%: equal geometric means, both last once; whichever name
+    # sorts first or last, the mixed route names no image and says why
+    for names in (("alpha", "zeta"), ("zeta", "alpha")):
+        a, b = names
+        rs = [make_record(a, "rocm", p=512, avg=1100), make_record(b, "vulkan", p=512, avg=1000),
+              make_record(a, "rocm", n=128, avg=100), make_record(b, "vulkan", n=128, avg=110)]
+        routes = {r.workload.split(" ")[0]: r for r in verdict.verdict(rs).routes}
+        mixed = routes["mixed"]
+        assert mixed.image is None, mixed.why
+        assert mixed.why.startswith("no clear pick:") and "within noise" in mixed.why
+        assert f"{a}@" in mixed.why and f"{b}@" in mixed.why
+
+
 def test_seed_two_llama_images_best_micro_batch_is_the_evidence():
     v = verdict.verdict([r for r in seed_records() if r.image.name != "vllm"])
     pre = v.axes["prefill"]

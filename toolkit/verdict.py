@@ -324,8 +324,21 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         last.add(ranked[-1][0])
     gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
     never_last = [i for i in both if i not in last]
-    pick = max(never_last or both, key=lambda i: (gm[i], i))
+    ranked = sorted(never_last or both, key=lambda i: -gm[i])
+    pick = ranked[0]
     shares = f"{100 * rel[pick][0]:.0f}% of the best prefill, {100 * rel[pick][1]:.0f}% of the best decode"
+    ev = [
+        f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
+        f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
+        for i in sorted(both, key=lambda i: (-gm[i], i))
+    ]
+    noise = max(av.noise or 0.0 for av in (pre, dec))
+    if len(ranked) > 1 and gm[ranked[0]] / gm[ranked[1]] - 1 <= noise:  # a tie is said, never broken by name
+        tied = [i for i in ranked if gm[ranked[0]] / gm[i] - 1 <= noise]
+        return Route(WORKLOADS["mixed"], None,
+                     f"no clear pick: {' and '.join(sorted(tied))} are within noise of each other on the geometric "
+                     f"mean of their shares of the best prefill and decode ({100 * (gm[ranked[0]] / gm[ranked[1]] - 1):+.1f}% "
+                     f"< {100 * noise:.1f}%); either will do", ev)
     if len(never_last) == 1:
         why = f"the only image never last on either axis ({shares})"
     elif never_last:
@@ -336,11 +349,6 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         )
     if unclear:
         why += f"; the {' and '.join(unclear)} ranking is within noise"
-    ev = [
-        f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
-        f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
-        for i in sorted(both, key=lambda i: -gm[i])
-    ]
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
