@@ -173,11 +173,13 @@ def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
 
 
 def container_spec(image_ref: str, command: list[str], profile: devices.DeviceProfile, *, model_dir: Path,
-                   shader_volume: str | None, run_id: str, name: str, memory_bytes: int | None = None) -> engine.RunSpec:
-    """The container for one benchmark process: model dir read-only at /models, profile devices,
-    at most `memory_bytes` of memory (no swap beyond it) when given."""
+                   shader_volume: str | None, run_id: str, name: str, memory_bytes: int | None = None,
+                   model_file: bool | None = None) -> engine.RunSpec:
+    """The container for one benchmark process: model dir read-only at /models (a model file, e.g. a
+    GGUF, at /models/<name>: `model_file`, else whether `model_dir` is a file now; a dry run's model
+    may not exist yet), profile devices, at most `memory_bytes` of memory (no swap beyond it) when given."""
     mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
-    if model_dir.is_file():  # a GGUF: mount only that file, never its whole folder
+    if model_file if model_file is not None else model_dir.is_file():  # only that file, never its whole folder
         mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
     env: dict[str, str] = {}
     if shader_volume:

@@ -83,7 +83,7 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path):
     command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
     return container_spec(build.digest, command, ctx.profile, model_dir=path, shader_volume=_shader_volume(ctx),
-                          run_id=opts.run_id, name=name, memory_bytes=memory_limit(ctx.lm, opts))
+                          run_id=opts.run_id, name=name, memory_bytes=memory_limit(ctx.lm, opts), model_file=True)
 
 
 def _shader_volume(ctx: RunContext) -> str | None:

@@ -83,7 +83,11 @@ def settings(ctx: RunContext) -> sa.SglangSettings:
 
 
 def _out_dir(ctx: RunContext) -> Path:
-    return ctx.store.digest_dir(ctx.build.digest) / "sglang" / f"{ctx.opts.run_id}-{ctx.model.name}"
+    """results/<digest12>/sglang/<run>-<model>; a dry run of an image not built yet (its stand-in
+    build is named by tag, not digest) shows the placeholder `<digest12>`, as vLLM's dry run does."""
+    digest = ctx.build.digest
+    where = ctx.store.digest_dir(digest) if digest.startswith("sha256:") else ctx.store.root / "<digest12>"
+    return where / "sglang" / f"{ctx.opts.run_id}-{ctx.model.name}"
 
 
 def _spec(ctx: RunContext, path: Path, out_dir: Path, command: list[str], what: str):

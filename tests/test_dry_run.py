@@ -1,0 +1,31 @@
+"""`toolkit bench --dry-run` prints the exact commands a real run would execute, also for what is
+absent here (a model not downloaded, an image not built): no engine, no model file needed."""
+
+from __future__ import annotations
+
+import re
+
+from tests.e2e_helpers import make_project, run_cli
+
+
+def test_dry_run_mounts_an_absent_gguf_as_the_file_the_command_names(tmp_path):
+    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [512], "n_gen": [128]},
+                           models=["qwen3-30b-a3b-q4kxl"])
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("cpu x qwen3-30b-a3b-q4kxl: docker run"))
+    m = re.search(r"type=bind,source=(\S+?),target=(\S+?),readonly", line)
+    assert m, line
+    name = "Qwen3-30B-A3B-Instruct-2507-UD-Q4_K_XL.gguf"
+    assert m.group(1) == str((project / "models" / name).resolve())
+    assert m.group(2) == f"/models/{name}"  # the file, as a real run mounts it: never its folder at /models
+    assert f"-m /models/{name}" in line
+
+
+def test_dry_run_of_an_unbuilt_sglang_image_shows_a_digest_placeholder(tmp_path):
+    project = make_project(tmp_path / "p", images=["sglang"], bench={"n_prompt": [512], "n_gen": [128]},
+                           models=["qwen3-30b-a3b-awq"])
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "sglang")
+    outs = set(re.findall(r"type=bind,source=(\S+?),target=/out", res.output))
+    assert outs, res.output
+    for out in outs:
+        assert "/results/<digest12>/sglang/" in out, out  # not results/latest/: no build, no digest yet
