@@ -1024,7 +1024,7 @@ def test_double_ctrl_c_cannot_cut_the_save(proj, tk_bg, gap):
 
 @e2e
 def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
-    """While run A measures, run B is refused (exit 9, naming A's run id); with --allow-concurrent B
+    """While run A measures, run B is refused (exit 9, naming A's run id, pid and container); with --allow-concurrent B
     runs and every record of B names A in `concurrent.other_runs`."""
     a = variant(proj, "conc-a", models=[TINY], bench={**SLOW, "repetitions": 60})
     b = variant(proj, "conc-b", models=[TINY_B])
@@ -1034,6 +1034,7 @@ def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
     res = tk(proj, "bench", *b.args(), env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 9, _out(res)
     assert "another toolkit benchmark is running on this Docker engine" in res.stderr and run_a in res.stderr
+    assert ctr.name in res.stderr and f"pid {proc.pid} on this host" in res.stderr  # which process, which container
     assert "--allow-concurrent" in res.stderr and b.rows() == []
     res = tk(proj, "bench", *b.args(), "--allow-concurrent", env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 0, _out(res)

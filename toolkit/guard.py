@@ -18,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -126,6 +127,15 @@ class RunGuard:
     def acquire(self) -> None:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with contextlib.suppress(OSError):  # who holds it, for another run's message
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def _pid_of(self, run_id: str) -> str:
+        try:
+            return (self.dir / f"{self.prefix}{run_id}.lock").read_text().strip() or "?"
+        except OSError:
+            return "?"
 
     def release(self) -> None:
         if self.fd is not None:
@@ -168,10 +178,12 @@ class RunGuard:
         self.acquire()
         alive = self.alive_runs()
         leftovers, foreign = [], []
+        names: dict[str, list[str]] = {}  # run id -> its containers on this engine, for the message
         for c in engine.toolkit_containers():
             rid = c.labels.get(RUN_ID_LABEL, "")
             if not rid or rid == self.run_id:  # not a bench container (a build's), or ours
                 continue
+            names.setdefault(rid, []).append(c.name)
             if c.labels.get(HOST_LABEL) == self.host:
                 if rid not in alive:
                     leftovers.append(c)
@@ -188,11 +200,15 @@ class RunGuard:
         others = alive + foreign
         if others and not allow_concurrent:
             self.release()
+            said = [f"{rid} (pid {self._pid_of(rid)} on this host"
+                    + (f"; container {', '.join(names[rid])})" if names.get(rid) else "; between containers)")
+                    for rid in alive] + foreign
+            gone = [n for f in foreign for n in re.findall(r"container (\S+?),", f)]
+            fix = (f" If that run is gone, remove its container: `docker rm -f {' '.join(gone)}`." if gone else "")
             raise ConcurrentRun(
-                f"another toolkit benchmark is running on this Docker engine: run {', '.join(others)}. Two runs "
+                f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. Two runs "
                 "at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
-                "--allow-concurrent to run anyway with every record flagged `concurrent`. If that run is gone, "
-                "remove its container with `docker rm -f NAME`.")
+                "--allow-concurrent to run anyway with every record flagged `concurrent`." + fix)
         if others:
             note(f"--allow-concurrent: another benchmark is running ({', '.join(others)}); every record written "
                  "while it runs is flagged `concurrent`")
