@@ -664,3 +664,18 @@ def test_cpu_image_llama_bench_loads_through_origin_runpath(cpu_build):
     resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", proc.stdout, re.MULTILINE))
     for lib in ("libllama.so.0", "libggml.so.0", "libggml-base.so.0", "libggml-cpu.so.0"):
         assert resolved.get(lib, "").startswith("/opt/llama/bin/../lib/"), (lib, proc.stdout)
+
+
+@pytest.mark.parametrize("name, module", [("vllm", "vllm"), ("vllm-prebuilt", "vllm"), ("sglang", "sglang")])
+def test_rocm_torch_check_is_one_shared_python_program(name, module):
+    """The ROCm images' torch/gfx smoke check comes from partials/rocm-torch.j2: it renders to a
+    Python program that compiles, checks the gfx targets of the matrix and the pinned versions."""
+    lm = load_matrix(ROOT / "matrix.yaml")
+    spec = next(s for s in lm.m.images if s.name == name)
+    text = render_image(lm, spec).content
+    progs = re.findall(rf'python3 -c "(import json, {module}, torch.*?\)\)\))"', text)
+    assert len(progs) == 1, text
+    compile(progs[0], f"{name} smoke check", "exec")
+    assert f"want = '{' '.join(spec.vars['gfx_targets'])}'.split()" in progs[0]
+    assert f"startswith('{spec.vars['torch_version']}')" in progs[0]
+    assert f"{module}.__version__.startswith('{spec.vars[module + '_version']}')" in progs[0]
