@@ -65,11 +65,18 @@ BROKEN = {"name": "broken", "path": "models/broken.gguf", "format": "gguf"}  # t
 ALIEN = {"name": "alien", "path": "models/alien.gguf", "format": "gguf"}  # whole GGUF, architecture llama.cpp lacks
 
 
+def _as_at_a_terminal() -> None:
+    """In the child: SIGINT back to its default, as at a terminal. A test run started in the
+    background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and Python then
+    never turns Ctrl-C into KeyboardInterrupt: the Ctrl-C tests would test the harness, not the toolkit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def tk(cwd: Path, *args: str, env: dict[str, str | None] | None = None, prefix: list[str] | None = None,
        timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m toolkit ARGS` as a user would run it; returns the finished process."""
     return subprocess.run([*(prefix or []), sys.executable, "-m", "toolkit", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env=_env(env))
+                          text=True, timeout=timeout, env=_env(env), preexec_fn=_as_at_a_terminal)
 
 
 @pytest.fixture
@@ -79,7 +86,7 @@ def tk_bg():
 
     def start(cwd: Path, *args: str, env: dict[str, str | None] | None = None) -> subprocess.Popen:
         procs.append(subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=_env(env)))
+                                      stderr=subprocess.PIPE, text=True, env=_env(env), preexec_fn=_as_at_a_terminal))
         return procs[-1]
 
     yield start
