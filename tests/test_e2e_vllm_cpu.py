@@ -180,7 +180,12 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     assert code in (0, 7), output
     assert "verdict: " in output and "model tiny-qwen3moe-hf: generated" in output, output
     again = [r for r in ResultStore(folder / "reproduce" / "results").results() if r.runner == "vllm"]
-    assert len(again) == len(ok) and all(r.status == "ok" for r in again), [(r.test, r.error) for r in again]
+    # every recorded test re-run; a decode record may be refused as within the noise of its two latency
+    # runs (decode_noise_error: the product refusing a number the shared cores made noisy), nothing else
+    assert len(again) == len(ok), [(r.test, r.error) for r in again]
+    bad = [(r.test, r.error) for r in again if r.status != "ok"
+           and not (r.test.startswith("tg") and "is within the noise of the two runs" in (r.error or ""))]
+    assert not bad and any(r.status == "ok" and r.test.startswith("pp") for r in again), bad
     assert {r.model.sha256 for r in again} == {r.model.sha256 for r in ok}  # the same checkpoint bytes
     for r in again:  # the recorded settings, not vLLM's or the toolkit's defaults
         assert r.engine["max_num_batched_tokens"] == 256 and r.engine["enforce_eager"] is True
