@@ -81,3 +81,16 @@ def test_fetch_model_with_the_hub_unreachable_is_exit_11_not_a_bug(tmp_path):
                             str(tmp_path / "matrix.yaml")], capture_output=True, text=True, env=env, timeout=120)
         assert p.returncode == 11, (args, p.returncode, p.stderr[-400:])
         assert "Traceback" not in p.stderr and "offline" in p.stderr
+
+
+@pytest.mark.parametrize("shape", ["[" * 100_000 + "]" * 100_000, "{a: " * 50_000 + "1" + "}" * 50_000,
+                                   "- " * 100_000 + "x"], ids=["brackets", "flow-mappings", "block-sequences"])
+def test_a_deeply_nested_matrix_is_bad_input_not_a_crash(shape, tmp_path):
+    """Under the 1 MiB limit, nesting 50,000-100,000 deep (flow brackets, flow mappings, block
+    sequences on one line): exit 4 naming the file. libyaml's C loader crashes the process (SIGSEGV,
+    exit -11) on the first shape; the toolkit keeps PyYAML's pure-Python loader for that reason."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(f"schema_version: 1\nimages: {shape}\n")
+    p = toolkit("render", "--matrix", str(deep))
+    assert p.returncode == 4, (p.returncode, p.stderr[-300:])
+    assert str(deep) in p.stderr and "Traceback" not in p.stderr

@@ -632,10 +632,11 @@ def template_path(lm: LoadedMatrix, template: str) -> Path:
     return lm.root / TEMPLATE_DIR / template
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently).
-    libyaml's parser (PyYAML's CSafeLoader) where PyYAML was built with it: the pure-Python scanner
-    costs ~25 ms of every command's start on a 6-image matrix."""
+    Pure Python on purpose: libyaml's CSafeLoader (~25 ms faster on this matrix) composes nodes by C
+    recursion, and a 200 KB file of nested brackets crashes the process (SIGSEGV) where this one
+    raises RecursionError, which load_matrix turns into bad input."""
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
@@ -699,10 +700,7 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
         raise BadInput(f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with "
                        "--matrix") from None
     try:
-        if "\0" in text:  # libyaml would stop reading at it; PyYAML's own reader refuses it
-            line = text.count("\n", 0, text.index("\0")) + 1
-            raise BadInput(f"{p}: line {line}: not valid YAML (a NUL byte; a matrix file is text); fix the file")
-        loader = _UniqueKeyLoader(text)  # the reader refuses other unprintable characters right here
+        loader = _UniqueKeyLoader(text)  # the reader refuses unprintable characters (a NUL byte) right here
     except yaml.YAMLError as err:
         raise BadInput(f"{p}: not valid YAML ({getattr(err, 'reason', None) or err}); fix the file") from None
     try:
