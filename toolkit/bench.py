@@ -10,7 +10,9 @@ model_sha256, resolve_model...) lives in toolkit.runners.base and is re-exported
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from toolkit import build as build_mod
@@ -52,18 +54,19 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     `events("note", text=...)` carries the plan and guard notes.
     """
     gpus = devices.detect_gpus()
-    pairs = _llama_pairs(lm, images, models, gpus, opts)
-    plan = "" if opts.dry_run else plan_run(lm, pairs, store)  # a dry run reads no results
-    if not opts.dry_run:
-        if plan:
-            events("note", text=plan)
-        if _cases_total(lm, pairs) > CONFIRM_CASES and not opts.yes:
-            raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
-                           "them, or cut the axes")
+    choices: dict[str, BuildChoice] = {}
+    if not opts.dry_run:  # a dry run reads no results and checks no model file
         memory_limit(lm, opts)  # a bad --memory fails before anything starts
-        guard.check_writable(store.root)
         for model in models:  # bad input (model files, checkpoint vs matrix) fails before the engine is asked
             _check_model_before_run(lm, model, images)
+        pairs, choices = _llama_plan(lm, images, models, store, gpus, opts)
+        plan = plan_run(lm, pairs, store)
+        if plan:
+            events("note", text=plan)
+        if _cases_total(pairs) > CONFIRM_CASES and not opts.yes:
+            raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
+                           "them, or cut the axes")
+        guard.check_writable(store.root)
     host: dict[str, Any] = {}
     run_guard: guard.RunGuard | None = None
     if not opts.dry_run:
@@ -78,7 +81,7 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     outcomes: list[Outcome] = []
     try:
         for spec in images:
-            outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events)
+            outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events, choices.get(spec.name))
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
         try:
@@ -121,70 +124,94 @@ def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[Ima
             if model.format in r.model_formats:
                 r.preflight(lm, model, path)
         check_sha(lm, model, path)
-    except OSError as err:
-        raise BadInput(f"{lm.path}: models[{model.name}].path: {err.filename or path}: {err.strerror or err}; "
+    except (OSError, RuntimeError) as err:  # RuntimeError: pathlib's "Symlink loop" (Python 3.11)
+        what = getattr(err, "strerror", None) or str(err)
+        raise BadInput(f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
                        "fix `path`") from None
 
 
-def _llama_pairs(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], gpus: list,
-                 opts: BenchOptions) -> list[tuple[ImageSpec, ModelSpec]]:
-    """The (image, GGUF model) pairs this run will measure with llama-bench: images whose devices
-    this host has, models whose file is present or generated here (the others are skipped with a
-    line saying why, and counting them would overstate the run)."""
-    def runs_here(spec: ImageSpec) -> bool:
-        return devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu) is None
+@dataclass
+class PlannedPair:
+    """One (image, GGUF model) llama-bench pair this run measures: its build and the cases it runs
+    (all of the matrix's, or with --resume the ones not yet measured on that digest + model)."""
 
-    def present(model: ModelSpec) -> bool:
+    spec: ImageSpec
+    model: ModelSpec
+    build: BuildRecord
+    cases: list[dict[str, Any]]
+
+
+def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore, gpus: list,
+                opts: BenchOptions) -> tuple[list[PlannedPair], dict[str, BuildChoice]]:
+    """What this run will measure with llama-bench, as it will run: images whose devices this host
+    has and whose build bench will take (current, pinned or --allow-stale; not unbuilt, stale or a
+    failed pin), models whose file is present or generated here and whose format the runner reads;
+    with --resume only the cases still missing. Everything else is skipped with a line saying why,
+    and counting it would overstate the run. Returns the pairs and the build choices made (one per
+    image with its devices here: bench uses them, it does not choose twice)."""
+    from toolkit.runners import llama_bench as llama
+
+    choices: dict[str, BuildChoice] = {}
+    out: list[PlannedPair] = []
+
+    def present(model: ModelSpec) -> Path | None:
         try:
-            return bool(model.generate) or lm.resolve(model.path).exists()
-        except OSError:
-            return False
+            p = lm.resolve(model.path)
+            p = p.resolve() if p.is_symlink() else p
+            return p if p.is_file() else None
+        except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL byte: preflight says why
+            return None
 
-    return [(i, m) for i in images if i.runner == "llama-bench" and runs_here(i)
-            for m in models if i.runner in m.runners and present(m)]
+    for spec in images:
+        if devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu):
+            continue
+        choices[spec.name] = choice = choose_build(lm, spec, store, opts)
+        if spec.runner != "llama-bench" or choice.build is None or choice.status in ("stale", "failed"):
+            continue
+        for m in models:
+            path = present(m)
+            if spec.runner not in m.runners or m.format not in llama.LlamaBenchRunner.model_formats or path is None:
+                continue
+            cases = lm.m.bench.cases()
+            if opts.resume:
+                cases = llama.missing_cases(store, choice.build.digest, check_sha(lm, m, path), lm.m.bench)
+            out.append(PlannedPair(spec, m, choice.build, cases))
+    return out, choices
 
 
-def _cases_total(lm: LoadedMatrix, pairs: list[tuple[ImageSpec, ModelSpec]]) -> int:
-    """llama-bench test cases of the whole run: cases per process x (image, GGUF model) pairs."""
-    return len(lm.m.bench.cases()) * len(pairs)
+def _cases_total(pairs: list[PlannedPair]) -> int:
+    """llama-bench test cases of the whole run (see _llama_plan)."""
+    return sum(len(p.cases) for p in pairs)
 
 
-def plan_run(lm: LoadedMatrix, pairs: list[tuple[ImageSpec, ModelSpec]], store: ResultStore) -> str:
-    """One line: how many llama-bench test cases this run has (over `pairs`, see _llama_pairs) and how
-    long they took before ("" when the run has no llama-bench cases).
+def plan_run(lm: LoadedMatrix, pairs: list[PlannedPair], store: ResultStore) -> str:
+    """One line: how many llama-bench test cases this run has (over `pairs`, see _llama_plan) and how
+    long they took before ("" when the run has no llama-bench cases). The estimate is measured, never
+    assumed: llama_bench.measured_seconds per pair (the newest ok record of the same test on this
+    host); cases never measured before are counted as unknown. Start-up and model load are not
+    included."""
+    from toolkit.runners import llama_bench
 
-    The estimate is measured, never assumed: for each case, (n_prompt + n_gen) / tok/s x repetitions
-    of the newest ok record of the same image name, model name and test (asked of the query index:
-    one record per test, not the whole history); cases never measured before are counted as unknown.
-    Start-up and model load are not included."""
-    from toolkit import resultindex
-
-    cases = lm.m.bench.cases()
-    total = len(cases) * len(pairs)
+    total = _cases_total(pairs)
     if not total:
-        return ""  # vLLM runs only, or nothing runs here: each image and model says why in its own line
-    want = {(i.name, m.name) for i, m in pairs}
-    seen: dict[tuple, tuple[str, float]] = {}
-    for r in resultindex.select(store, images=sorted({i.name for i, _ in pairs}), ok_only=True):
-        if r.avg_ts and (r.image.name, r.model.name) in want and r.runner == "llama-bench":
-            k = (r.image.name, r.model.name, r.n_prompt, r.n_gen, r.n_depth)
-            if k not in seen or r.created >= seen[k][0]:
-                seen[k] = (r.created, (r.n_prompt + r.n_gen) / r.avg_ts)
+        return ""  # vLLM runs only, nothing left to resume, or nothing runs here: each says why in its own line
     known, seconds = 0, 0.0
-    for i, m in pairs:
-        for c in cases:
-            t = seen.get((i.name, m.name, c["n_prompt"], c["n_gen"], c["n_depth"]))
-            if t is not None:
-                known += 1
-                seconds += t[1] * lm.m.bench.repetitions
-    line = f"plan: {total} test cases ({len(cases)} per run x {len(pairs)} image/model pairs, {lm.m.bench.repetitions} repetitions each)"
-    if known == 0:
+    for p in pairs:
+        k, s = llama_bench.measured_seconds(store, p.spec.name, p.model.name, lm.m.bench, p.cases)
+        known, seconds = known + k, seconds + s
+    per = len(lm.m.bench.cases())
+    line = (f"plan: {total} test cases ({per} per run x {len(pairs)} image/model pairs"
+            + (f", {per * len(pairs) - total} already measured: --resume" if per * len(pairs) != total else "")
+            + f", {lm.m.bench.repetitions} repetitions each)")
+    if known == 0 or not math.isfinite(seconds):
         return line + "; no earlier run of these tests to estimate the duration from"
     part = "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
     return line + f"; estimated measuring time {_duration(seconds)}{part}, from earlier runs, plus start-up"
 
 
 def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "unknown"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
@@ -193,7 +220,7 @@ def _duration(seconds: float) -> str:
 
 
 def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], store: ResultStore, opts: BenchOptions,
-                 gpus: list, host: dict[str, Any], events: Events) -> list[Outcome]:
+                 gpus: list, host: dict[str, Any], events: Events, choice: BuildChoice | None = None) -> list[Outcome]:
     """Every usable model on one image, or one skipped/failed/stale line saying why not."""
     usable = [m for m in models if spec.runner in m.runners]
     if not usable:
@@ -202,7 +229,7 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
     if missing and not opts.dry_run:
         return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
-    choice = choose_build(lm, spec, store, opts)
+    choice = choice or choose_build(lm, spec, store, opts)
     if choice.status in ("stale", "failed"):
         return [Outcome(spec.name, "-", choice.status, choice.reason)]
     build = choice.build
@@ -230,7 +257,10 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
         host = {**host, "device_profile": profile.record()} if host else host
     runner = runners.get(spec.runner)
     for model in usable:
-        if model.format not in runner.model_formats:
+        if model.format not in runner.model_formats:  # said, never dropped silently
+            outcomes.append(Outcome(spec.name, model.name, "skipped", f"runner {spec.runner} reads "
+                                    f"{' or '.join(runner.model_formats)} models, not {model.format}: remove "
+                                    f"{spec.runner} from models[{model.name}].runners"))
             continue
         ctx = RunContext(lm, spec, build, model, store, opts, profile, host, events)
         outcomes += runner.run(ctx)

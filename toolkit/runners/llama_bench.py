@@ -13,6 +13,7 @@ tools/llama-bench/llama-bench.cpp at 0c1e57098.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shlex
 import time
 from pathlib import Path
@@ -292,6 +293,27 @@ def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) ->
             f = identity.test_fields(r)
             have.add(_case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads")))
     return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]
+
+
+def measured_seconds(store: ResultStore, image: str, model: str, axes: BenchAxes,
+                     cases: list[dict[str, Any]]) -> tuple[int, float]:
+    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
+    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
+    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
+    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
+    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
+    are not counted. Asks the query index: one record per test, not the history."""
+    seen: dict[tuple, tuple[str, float]] = {}
+    for r in resultindex.select(store, images=[image], ok_only=True):
+        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
+            continue
+        f = identity.test_fields(r)
+        k = _case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads"))
+        t = (r.n_prompt + r.n_gen) / r.avg_ts
+        if math.isfinite(t) and (k not in seen or r.created >= seen[k][0]):
+            seen[k] = (r.created, t)
+    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
+    return len(known), sum(known) * axes.repetitions
 
 
 def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:

@@ -1,0 +1,95 @@
+"""`toolkit bench`'s plan line counts what the run will measure, as it will run, and estimates its
+measuring time from earlier records of the same tests on this host (toolkit/bench.py _llama_plan,
+plan_run; toolkit/runners/llama_bench.py measured_seconds). The runs stop at the engine
+(DOCKER_HOST points nowhere, exit 5) or are dry runs: the plan is printed before any container."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT, mutate, seed_current_build, write_matrix
+from tests.test_report import make_record
+from toolkit.records import ResultStore
+from toolkit.runners.base import sha256_file
+
+GONE = "unix:///nonexistent/docker.sock"
+
+
+def tk(project, *args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_HOST": GONE}
+    return subprocess.run([sys.executable, "-m", "toolkit", *args, "--matrix", str(project / "matrix.yaml")],
+                          cwd=project, capture_output=True, text=True, timeout=120, env=env)
+
+
+def plan_line(res) -> str:
+    return next((ln for ln in res.stderr.splitlines() if ln.startswith("plan: ")), "")
+
+
+def one_case(project, matrix_data, images=("cpu",), models=("tiny-qwen3moe",), **bench):
+    d = mutate(matrix_data, ["bench", "n_prompt"], [512])
+    d["bench"].update({"n_gen": [0], "n_ubatch": [512], "repetitions": 5, **bench})
+    d["images"] = [i for i in d["images"] if i["name"] in images]
+    d["models"] = [m for m in d["models"] if m["name"] in models]
+    write_matrix(project, d)
+    return d
+
+
+def test_plan_counts_only_pairs_that_run_here(project, matrix_data):
+    """cpu built (current), cpu2 the same image unbuilt, vulkan without a GPU; the tiny model and the
+    17 GB one that is absent: one pair runs, and the plan says 8 cases of 1 pair, not 5 pairs."""
+    d = matrix_data
+    cpu2 = {**next(i for i in d["images"] if i["name"] == "cpu"), "name": "cpu2"}
+    d["images"] = [i for i in d["images"] if i["name"] in ("cpu", "vulkan")] + [cpu2]
+    write_matrix(project, d)
+    seed_current_build(project, "cpu")
+    res = tk(project, "bench")
+    assert res.returncode == 5, res.stderr  # the engine: after the plan
+    assert plan_line(res).startswith("plan: 8 test cases (8 per run x 1 image/model pairs, 5 repetitions each)"), res.stderr
+
+
+def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
+    """pp512 at ub512 took 1 s per repetition (512 tok/s) here: 5 repetitions, 5 s. Newer records of
+    pp512 at another micro-batch (a tune trial) and of pp512 ub512 on a campaign host are other tests
+    or another machine: they must not move the estimate (they would make it 8.5 min / 26 min)."""
+    one_case(project, matrix_data)
+    seed_current_build(project, "cpu")
+    store = ResultStore(project / "results")
+    same = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
+    other_ub = make_record("cpu", "cpu", p=512, ub=64, avg=5.0, model="tiny-qwen3moe", host={})
+    other_host = make_record("cpu", "cpu", p=512, ub=512, avg=0.5, model="tiny-qwen3moe", host={"key": "node7"})
+    for r, created in ((same, "2026-07-01T00:00:00+00:00"), (other_ub, "2026-07-02T00:00:00+00:00"),
+                       (other_host, "2026-07-03T00:00:00+00:00")):
+        store.add_result(r.model_copy(update={"created": created, "run_id": created}))
+    res = tk(project, "bench")
+    assert "; estimated measuring time 5 s, from earlier runs" in plan_line(res), res.stderr
+
+
+def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
+    """Two cases (pp512, pp2048 at ub512); pp512 is measured on this digest + model: --resume plans 1."""
+    one_case(project, matrix_data, n_prompt=[512, 2048])
+    build = seed_current_build(project, "cpu")
+    tk(project, "bench")  # generates the tiny model (then stops at the engine)
+    sha = sha256_file(project / "models" / "tiny-qwen3moe.gguf")
+    r = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
+    r = r.model_copy(update={"model": r.model.model_copy(update={"sha256": sha}),
+                             "image": r.image.model_copy(update={"digest": build.digest})})
+    ResultStore(project / "results").add_result(r)
+    res = tk(project, "bench", "--resume")
+    assert plan_line(res).startswith("plan: 1 test cases (2 per run x 1 image/model pairs, 1 already measured: --resume"), \
+        res.stderr
+    res = tk(project, "bench")
+    assert plan_line(res).startswith("plan: 2 test cases (2 per run x 1 image/model pairs, 5 repetitions"), res.stderr
+
+
+def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matrix_data):
+    d = one_case(project, matrix_data)
+    (project / "models" / "hfdir").mkdir(parents=True)
+    (project / "models" / "hfdir" / "config.json").write_text("{}")
+    d["models"].append({"name": "hfm", "path": "models/hfdir", "format": "hf", "runners": ["llama-bench"]})
+    write_matrix(project, d)
+    res = tk(project, "bench", "--dry-run", "-i", "cpu", "-m", "hfm")
+    assert res.returncode == 0, res.stderr
+    assert "cpu x hfm: skipped: runner llama-bench reads gguf models, not hf: remove llama-bench from " \
+           "models[hfm].runners" in res.stdout, res.stdout
