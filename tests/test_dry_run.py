@@ -29,3 +29,15 @@ def test_dry_run_of_an_unbuilt_sglang_image_shows_a_digest_placeholder(tmp_path)
     assert outs, res.output
     for out in outs:
         assert "/results/<digest12>/sglang/" in out, out  # not results/latest/: no build, no digest yet
+
+
+def test_dry_run_output_folders_are_in_the_results_folder_given(tmp_path):
+    """--results R: the vLLM and SGLang dry-run commands mount R/<digest12>/..., wherever the command
+    is run from (the vLLM one used ./results relative to the current folder)."""
+    project = make_project(tmp_path / "p", images=["vllm", "sglang"], bench={"n_prompt": [512], "n_gen": [128]},
+                           models=["qwen3-30b-a3b-awq"])
+    results = tmp_path / "elsewhere"
+    res, _ = run_cli(project, "bench", "--dry-run", "--results", str(results))
+    outs = set(re.findall(r"type=bind,source=(\S+?),target=/out", res.output))
+    assert {o.split("/<digest12>/")[1].split("/")[0] for o in outs} == {"vllm", "sglang"}, outs
+    assert all(o.startswith(f"{results}/<digest12>/") for o in outs), outs

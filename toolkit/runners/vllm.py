@@ -731,6 +731,13 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkp
 
 
 
+def _out_dir(store: ResultStore, build: BuildRecord, run_id: str, model: ModelSpec) -> Path:
+    """results/<digest12>/vllm/<run>-<model> in `store` (the --results folder); a build named by tag,
+    not digest (a dry run of an image not built yet), shows the placeholder `<digest12>`."""
+    where = store.digest_dir(build.digest) if build.digest.startswith("sha256:") else store.root / "<digest12>"
+    return where / "vllm" / f"{run_id}-{model.name}"
+
+
 def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
                opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> list[Outcome]:
     """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
@@ -739,12 +746,12 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return [Outcome(spec.name, model.name, "skipped", reason)]
+    out_dir = _out_dir(store, build, opts.run_id, model)
     if opts.dry_run:
         return [Outcome(spec.name, model.name, "dry-run", command=c)
-                for c in vllm_commands(lm, spec, model, build=build, profile=profile, run_id=opts.run_id)]
+                for c in vllm_commands(lm, spec, model, build=build, profile=profile, run_id=opts.run_id, out_dir=out_dir)]
     checkpoint = checkpoint_preflight(lm, model, path)
     ref = model_ref(lm, model, path, checkpoint)
-    out_dir = store.digest_dir(build.digest) / "vllm" / f"{opts.run_id}-{model.name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
     ctx = _ctx(lm, spec, build, model, path, profile, opts.run_id, out_dir)
@@ -813,7 +820,8 @@ class VllmRunner:
         checkpoint_preflight(lm, model, path)
 
     def plan(self, ctx: RunContext) -> list[Step]:
-        cmds = vllm_commands(ctx.lm, ctx.spec, ctx.model, build=ctx.build, profile=ctx.profile, run_id=ctx.opts.run_id)
+        cmds = vllm_commands(ctx.lm, ctx.spec, ctx.model, build=ctx.build, profile=ctx.profile, run_id=ctx.opts.run_id,
+                             out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model))
         return [Step("vllm", c) for c in cmds]
 
     def run(self, ctx: RunContext) -> list[Outcome]:
