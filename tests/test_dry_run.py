@@ -41,3 +41,27 @@ def test_dry_run_output_folders_are_in_the_results_folder_given(tmp_path):
     outs = set(re.findall(r"type=bind,source=(\S+?),target=/out", res.output))
     assert {o.split("/<digest12>/")[1].split("/")[0] for o in outs} == {"vllm", "sglang"}, outs
     assert all(o.startswith(f"{results}/<digest12>/") for o in outs), outs
+
+
+def test_dry_run_says_what_a_real_run_would_do_with_the_model(tmp_path):
+    """Absent: a real run skips the pair; a folder where a GGUF should be, or a loop of links: a real
+    run refuses it (exit 4). The dry run still prints the command, with a note line before it."""
+    import yaml
+
+    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [512], "n_gen": [128]},
+                           models=["qwen3-30b-a3b-q4kxl"])
+    models = project / "models"
+    (models / "adir").mkdir(parents=True)
+    (models / "loop1.gguf").symlink_to("loop2.gguf")
+    (models / "loop2.gguf").symlink_to("loop1.gguf")
+    data = yaml.safe_load((project / "matrix.yaml").read_text())
+    data["models"] += [{"name": "dirmodel", "path": "models/adir", "format": "gguf"},
+                       {"name": "loop", "path": "models/loop1.gguf", "format": "gguf"}]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    notes = {ln.split(":")[0]: ln for ln in res.output.splitlines() if ": note: " in ln}
+    assert "is absent here: a real run skips this pair" in notes["cpu x qwen3-30b-a3b-q4kxl"]
+    assert "a real run refuses this model" in notes["cpu x dirmodel"] and "not a regular file" in notes["cpu x dirmodel"]
+    assert "a real run refuses this model" in notes["cpu x loop"], res.output
+    res, code = run_cli(project, "bench", "-i", "cpu", "-m", "loop", expect=None)
+    assert code == 4 and "models[loop].path" in str(res.exception), (res.output, res.exception)

@@ -141,6 +141,27 @@ class PlannedPair:
     cases: list[dict[str, Any]]
 
 
+def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
+    """What a real run would do with `model` that its dry-run command does not show: skip it (file
+    absent here) or refuse it (the runner's preflight: not a regular file, not GGUF, truncated, a
+    checkpoint whose quantization differs...). "" when a real run would take it. Reads headers only:
+    no sha256 of a 17 GB file in a dry run, no tiny model generated."""
+    try:
+        path = lm.resolve(model.path)
+        path = path.resolve() if path.is_symlink() else path
+        if not path.exists():
+            if model.generate:
+                return ""
+            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else ""
+            return f"model file {path} is absent here: a real run skips this pair{fetch}"
+        runner.preflight(lm, model, path)
+    except BadInput as err:
+        return f"a real run refuses this model: {err}"
+    except (OSError, RuntimeError, ValueError) as err:
+        return f"a real run refuses this model: models[{model.name}].path: {err}"
+    return ""
+
+
 def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore, gpus: list,
                 opts: BenchOptions) -> tuple[list[PlannedPair], dict[str, BuildChoice]]:
     """What this run will measure with llama-bench, as it will run: images whose devices this host
@@ -262,6 +283,10 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
                                     f"{' or '.join(runner.model_formats)} models, not {model.format}: remove "
                                     f"{spec.runner} from models[{model.name}].runners"))
             continue
+        if opts.dry_run:
+            note = _dry_run_model_note(lm, model, runner)
+            if note:
+                outcomes.append(Outcome(spec.name, model.name, "note", note))
         ctx = RunContext(lm, spec, build, model, store, opts, profile, host, events)
         outcomes += runner.run(ctx)
     return outcomes
