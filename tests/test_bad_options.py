@@ -94,3 +94,16 @@ def test_a_deeply_nested_matrix_is_bad_input_not_a_crash(shape, tmp_path):
     p = toolkit("render", "--matrix", str(deep))
     assert p.returncode == 4, (p.returncode, p.stderr[-300:])
     assert str(deep) in p.stderr and "Traceback" not in p.stderr
+
+
+def test_report_of_a_run_or_image_that_is_not_there_says_so(tmp_path):
+    """A results folder with records: `report --run NOSUCH` / `--image NOSUCH` is bad input naming
+    what was asked and what is there, not "no results yet"."""
+    res = toolkit("import", str(ROOT / "tests" / "data" / "llamabench-0c1e57098-cpu.jsonl"), "--label", "cpuhost",
+                  "--results", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    for flag, value in (("--run", "nosuch-run"), ("--image", "nosuch-image")):
+        p = toolkit("report", "--results", str(tmp_path), flag, value)
+        assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
+        assert f"no record of {flag[2:]} {value}" in p.stderr and "cpuhost" in p.stderr, p.stderr
+        assert "no results yet" not in p.stdout + p.stderr

@@ -545,3 +545,10 @@ def test_cli_report_html_is_one_offline_file_with_plots(tmp_path):
     res = CliRunner().invoke(cli, ["report", "--results", str(results), "--json"], catch_exceptions=False)
     doc = json.loads(res.output)
     assert {t["axis"] for t in doc["tables"]} == {"prefill", "decode"} and doc["verdict"]["routes"]
+
+
+def test_report_of_only_failed_records_says_so_not_no_results():
+    failed = make_record("cpu", "cpu", p=512, avg=1.0, status="failed", error="llama-bench exited 1")
+    text = report.render([failed], "github")
+    assert text.startswith("no ok result to tabulate: 1 record(s) read, 1 failed"), text
+    assert report.render([], "github").startswith("no results yet")

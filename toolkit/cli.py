@@ -356,6 +356,16 @@ def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_d
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     store = ResultStore(root)
     recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
+    if not recs and (images or runs) and resultindex.heads(store):  # the filter, not the folder, is empty
+        from toolkit.errors import BadInput
+
+        have = resultindex.heads(store)
+        asked = " and ".join(x for x in (f"image {', '.join(images)}" if images else "",
+                                         f"run {', '.join(runs)}" if runs else "") if x)
+        known_images = sorted({h.image.name for h in have})
+        known_runs = sorted({h.run_id for h in have})[-5:]
+        raise BadInput(f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
+                       f"newest runs: {', '.join(known_runs)}): fix --image / --run")
     fmt = "json" if as_json else fmt
     opts = report_mod.ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)

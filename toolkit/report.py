@@ -74,6 +74,10 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
     if fmt == "html":
         return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False))
     if not ts:
+        if records:  # read, but nothing to tabulate: say so, never "no results"
+            failed = sum(r.status != "ok" for r in records)
+            return (f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
+                    "`toolkit report --json` lists them with their errors")
         return "no results yet: run `toolkit bench` or `toolkit import`"
     out = []
     for t in ts:
