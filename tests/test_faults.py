@@ -1031,6 +1031,22 @@ def test_double_ctrl_c_cannot_cut_the_save(proj, tk_bg, gap):
 
 
 @e2e
+def test_sigterm_is_named_in_the_failed_row(proj, tk_bg):
+    """`kill` (SIGTERM, e.g. a scheduler cancelling the job) after the first test: exit 130, the test
+    kept, the failed row says SIGTERM, not Ctrl-C."""
+    v = variant(proj, "sigterm", models=[TINY], bench=SLOW)
+    proc = tk_bg(proj, "bench", *v.args())
+    digest = v.store().latest_build("cpu").digest
+    _wait_lines(v.store().digest_dir(digest) / "bench.jsonl", 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, f"{out}\n{err}"
+    failed = [r for r in v.rows() if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["error"].startswith("interrupted (SIGTERM)"), failed
+    assert ours(proj) == []
+
+
+@e2e
 def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
     """While run A measures, run B is refused (exit 9, naming A's run id, pid and container); with --allow-concurrent B
     runs and every record of B names A in `concurrent.other_runs`."""

@@ -430,7 +430,10 @@ def _is_engine_error(err: Exception) -> bool:
 def _sigterm_as_interrupt() -> None:
     import signal
 
+    from toolkit import signals
+
     def handler(signum, frame):
+        signals.note(signum)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)

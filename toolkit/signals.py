@@ -21,6 +21,22 @@ _previous: dict[int, object] = {}
 _stopping = False  # hold_for_stop() was called: SIGINT/SIGTERM are ignored until the process exits
 
 
+_stopped_by: int | None = None  # the signal that stopped the run, for its failed row
+
+
+def note(signum: int) -> None:
+    """Remember the signal that is stopping the run (the first one counts)."""
+    global _stopped_by
+    if _stopped_by is None:
+        _stopped_by = signum
+
+
+def stopped_by() -> str:
+    """How the run was interrupted, for the failed row: "Ctrl-C" (SIGINT, also when not known) or
+    "SIGTERM" (`kill`, a scheduler cancelling a job)."""
+    return "SIGTERM" if _stopped_by == signal.SIGTERM else "Ctrl-C"
+
+
 def _main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -28,6 +44,7 @@ def _main() -> bool:
 def _hold(signum, frame) -> None:
     if _held is not None:
         _held.append(signum)
+        note(signum)
 
 
 def _start() -> bool:

@@ -226,7 +226,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         if isinstance(stop, engine.EngineLost):
             error = str(stop)
         elif stop is not None:
-            error = "interrupted (Ctrl-C)"
+            error = f"interrupted ({signals.stopped_by()})"
         elif out.timed_out:
             error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
         elif out.oom_killed:
