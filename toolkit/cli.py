@@ -532,16 +532,25 @@ def main() -> None:
     except ToolkitError as err:
         _err(f"error: {err}")
         sys.exit(err.exit_code)
-    except OSError as err:  # a path the OS refuses (disk full, read-only, name too long): name it, exit 8
+    except Exception as err:  # an engine error, a path the OS refuses, else a bug (the traceback)
+        from toolkit.engine import raised_by_docker
         from toolkit.errors import FileSystemError
 
-        _err(f"error: {FileSystemError.from_oserror(err)}")
-        sys.exit(FileSystemError.exit_code)
-    except Exception as err:  # the engine went away outside a bench run (bench says what it saved itself)
-        if _is_engine_error(err):
+        # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
+        if raised_by_docker(err) and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
             _err(f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
                  "(`./scripts/setup-host.sh`) and run the command again.")
             sys.exit(5)
+        if raised_by_docker(err):  # the engine answered and refused the request (a 4xx)
+            detail = (str(err).splitlines() or [type(err).__name__])[0][:300]
+            _err(f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
+                 "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "
+                 "fix it and run the command again")
+            sys.exit(5)
+        if isinstance(err, OSError):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
+            mapped = FileSystemError.from_oserror(err)
+            _err(f"error: {mapped}")
+            sys.exit(mapped.exit_code)
         raise
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

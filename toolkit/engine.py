@@ -60,14 +60,33 @@ def client():
         c.ping()
         _CLIENTS[where] = c
         return c
+    except ValueError as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        _CLIENTS.pop(where, None)
+        raise EngineUnavailable(
+            f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: "
+            f"{_first_line(err)}): unset it to use the local engine, or set it to "
+            "unix:///var/run/docker.sock or tcp://HOST:PORT") from None
     except DockerException as err:
         _CLIENTS.pop(where, None)
-        msg = str(err)
+        msg = _first_line(err)
+        start = "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
         if "Permission denied" in msg:
             fix = "add your user to the `docker` group (then log in again) or run as root"
-        else:
-            fix = "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
-        raise EngineUnavailable(f"Docker engine not reachable ({msg.splitlines()[0][:200]}): {fix}") from None
+        elif not where:
+            fix = start
+        elif "connect" in msg.lower():  # a usable address where no engine answers
+            fix = f"{start}, or point DOCKER_HOST at a running engine (unset it to use the local one)"
+        else:  # "Invalid bind address protocol", an npipe:// or ssh:// address this host's SDK cannot use
+            fix = (f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
+                   "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT")
+        at = f" at DOCKER_HOST={where!r}" if where else ""
+        raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an exception's message (at most 200 characters), else its type's name."""
+    lines = str(err).splitlines()
+    return lines[0][:200] if lines and lines[0] else type(err).__name__
 
 
 def engine_info(*, buildx: bool = True) -> dict[str, Any]:
@@ -334,6 +353,29 @@ def is_connection_error(err: BaseException) -> bool:
         return False
     return isinstance(err, (DockerException, requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
                             ConnectionError))
+
+
+def raised_by_docker(err: BaseException) -> bool:
+    """True when `err` comes from talking to the engine: a docker.errors.DockerException (APIError
+    included), or a requests/urllib3 error raised inside the docker SDK (its traceback passes through
+    the docker package). docker's APIError and requests' errors subclass OSError: this tells them
+    from a file the OS refuses."""
+    import docker
+    import requests
+    import urllib3
+    from docker.errors import DockerException
+
+    if isinstance(err, DockerException):
+        return True
+    if not isinstance(err, requests.exceptions.RequestException | urllib3.exceptions.HTTPError):
+        return False
+    sdk = str(Path(docker.__file__).parent) + os.sep
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(sdk):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def start_container(spec: RunSpec):

@@ -2,12 +2,15 @@
 
 Exit codes (stable; the README table lists every one and tests/test_faults.py checks it):
   0 ok, 1 unexpected error (a bug: the traceback is printed), 2 build failed, 3 bench failed,
-  4 bad input, 5 Docker engine unavailable or lost, 6 compare found a regression,
-  7 results did not reproduce, 8 a file cannot be read or written (disk full, read-only, name too
-  long), 9 another toolkit benchmark is running on the same engine, 130 interrupted.
+  4 bad input, 5 Docker engine unavailable, lost or refusing a request, 6 compare found a regression,
+  7 results did not reproduce, 8 a file cannot be read or written (disk full, read-only, permission,
+  name too long; a path of the wrong kind, e.g. a file where a folder is expected, is bad input),
+  9 another toolkit benchmark is running on the same engine, 130 interrupted.
 """
 
 from __future__ import annotations
+
+import errno
 
 
 class ToolkitError(Exception):
@@ -35,8 +38,8 @@ class BenchFailed(ToolkitError):
 
 
 class EngineUnavailable(ToolkitError):
-    """The Docker engine cannot be reached (not running, socket permission denied) or went away
-    during a run (exit 5)."""
+    """The Docker engine cannot be reached (not running, socket permission denied, DOCKER_HOST
+    malformed or unusable), went away during a run, or refused a request (exit 5)."""
 
     exit_code = 5
 
@@ -60,12 +63,31 @@ class FileSystemError(ToolkitError):
     exit_code = 8
 
     @classmethod
-    def from_oserror(cls, err: OSError, what: str = "") -> FileSystemError:
-        """`what`: what was being done ("writing results"). Names err.filename and err.strerror."""
+    def from_oserror(cls, err: OSError, what: str = "") -> FileSystemError | BadInput:
+        """The error for an OSError, naming err.filename and err.strerror; `what`: what was being done
+        ("writing results"). A path of the wrong kind (a file where a folder is expected, a folder
+        where a file is, a missing path, one the OS takes for invalid such as a new file in /proc) is
+        BadInput (exit 4) saying what was expected; anything else (disk full, read-only, permission,
+        quota, name too long) is FileSystemError (exit 8) with the disk and permission advice."""
         path = err.filename if err.filename is not None else "(unknown path)"
         doing = f" while {what}" if what else ""
+        expected = _EXPECTED.get(err.errno or 0)
+        if expected:
+            return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
         return cls(f"{path}: {err.strerror or err}{doing}; free space, fix the permissions or choose another "
                    "folder (e.g. --results DIR)")
+
+
+_EXPECTED = {
+    errno.ENOTDIR: "a part of this path is a file where a folder is expected; give a path through folders",
+    errno.EISDIR: "this is a folder where a file is expected; give a file's path",
+    errno.ENOENT: "no such path, or nothing can be created there; give an existing path, or one in a folder that "
+                  "exists and takes new files (check the spelling)",
+    errno.EEXIST: "a file is there where a folder is expected; remove it or give another path",
+    errno.EINVAL: "the OS takes this path as invalid (e.g. a new file under /proc or /sys); give a path in an "
+                  "ordinary folder",
+}
+"""errno -> what was expected instead: an OSError with one of these is a wrong path (bad input), not the disk."""
 
 
 class ConcurrentRun(ToolkitError):

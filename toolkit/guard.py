@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,7 +40,8 @@ MIN_FREE_BYTES = 1 << 20
 def check_writable(folder: Path) -> None:
     """Create `folder` if needed, then write, fsync and delete a probe file in it, and require
     MIN_FREE_BYTES free. Raises FileSystemError (exit 8) naming the path: read-only, permission
-    denied, disk full, name too long."""
+    denied, disk full, name too long; BadInput (exit 4) for a path of the wrong kind (a file where
+    a folder of it should be)."""
     probe = folder / f".write-test-{os.getpid()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -86,7 +88,10 @@ class Saver:
             except OSError as err:
                 if err.filename is None:
                     err.filename = str(path)
-                raise FileSystemError.from_oserror(err, "writing a result") from None
+                mapped = FileSystemError.from_oserror(err, "writing a result")
+                # mid-run even a wrong path (a file put where results/<digest>/ was) is a result not written:
+                # exit 8, and the run's message adds what was saved
+                raise (mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))) from None
             self.saved += 1
             self.files.add(path)
 
@@ -108,6 +113,12 @@ class Saver:
         if not self.saved:
             return "no result of this run was saved (no test had completed)"
         return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
+
+
+def _shown(run_id: str) -> str:
+    """A run id for a message: as is when it looks like one, else a short quoted excerpt (a lock file
+    name in the shared temp folder is anyone's to choose: no newline or escape reaches the terminal)."""
+    return run_id if re.fullmatch(r"[\w.:+-]{1,80}", run_id, re.ASCII) else ascii(run_id[:40])
 
 
 class RunGuard:
@@ -132,10 +143,21 @@ class RunGuard:
             os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 
     def _pid_of(self, run_id: str) -> str:
+        """The pid another run wrote into its lock file, or "?". Any local user can write a file there
+        (the shared temp folder): only a plain decimal pid is shown, never other content; only a
+        regular file is read (a FIFO would block)."""
         try:
-            return (self.dir / f"{self.prefix}{run_id}.lock").read_text().strip() or "?"
+            fd = os.open(self.dir / f"{self.prefix}{run_id}.lock", os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return "?"
+        try:
+            data = os.read(fd, 64) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        pid = data.strip()
+        return pid.decode("ascii") if re.fullmatch(rb"[0-9]{1,10}", pid) else "?"
 
     def release(self) -> None:
         if self.fd is not None:
@@ -152,7 +174,7 @@ class RunGuard:
             if rid == self.run_id:
                 continue
             try:
-                fd = os.open(f, os.O_RDONLY)
+                fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted under a lock's name must not block
             except OSError:
                 continue
             try:
@@ -177,8 +199,9 @@ class RunGuard:
         `allow_concurrent`, and remove containers of runs that are gone."""
         self.acquire()
         alive = self.alive_runs()
-        leftovers, foreign = [], []
+        leftovers = []
         names: dict[str, list[str]] = {}  # run id -> its containers on this engine, for the message
+        running_elsewhere: dict[str, list[str]] = {}  # run id -> its running containers, of another host
         for c in engine.toolkit_containers():
             rid = c.labels.get(RUN_ID_LABEL, "")
             if not rid or rid == self.run_id:  # not a bench container (a build's), or ours
@@ -188,9 +211,11 @@ class RunGuard:
                 if rid not in alive:
                     leftovers.append(c)
             elif c.status == "running":  # another host (or an older toolkit): cannot tell, assume alive
-                foreign.append(f"{rid} (container {c.name}, started from another host or an older toolkit)")
+                running_elsewhere.setdefault(rid, []).append(c.name)
             elif c.labels.get(HOST_LABEL) is None:
                 leftovers.append(c)
+        foreign = [f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from another "
+                   "host or an older toolkit)" for rid, ctrs in running_elsewhere.items() if rid not in alive]
         if leftovers:
             for c in leftovers:
                 engine.remove_container_id(c.id)
@@ -200,15 +225,17 @@ class RunGuard:
         others = alive + foreign
         if others and not allow_concurrent:
             self.release()
-            said = [f"{rid} (pid {self._pid_of(rid)} on this host"
-                    + (f"; container {', '.join(names[rid])})" if names.get(rid) else "; between containers)")
+            said = [f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
+                    + (f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})" if names.get(rid)
+                       else "; between containers)")
                     for rid in alive] + foreign
-            gone = [n for f in foreign for n in re.findall(r"container (\S+?),", f)]
+            gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
             fix = (f" If that run is gone, remove its container: `docker rm -f {' '.join(gone)}`." if gone else "")
             raise ConcurrentRun(
                 f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. Two runs "
                 "at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
                 "--allow-concurrent to run anyway with every record flagged `concurrent`." + fix)
         if others:
-            note(f"--allow-concurrent: another benchmark is running ({', '.join(others)}); every record written "
-                 "while it runs is flagged `concurrent`")
+            running = ", ".join([*map(_shown, alive), *foreign])
+            note(f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
+                 "is flagged `concurrent`")

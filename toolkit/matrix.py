@@ -288,16 +288,27 @@ class BenchAxes(_Strict):
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.I)
 
 
+MIN_MEMORY_BYTES = 6 * 1024 * 1024
+"""The engine's minimum container memory limit (Docker 20.10+; below it `docker run` refuses)."""
+MAX_MEMORY_BYTES = 2**63 - 1
+"""The engine reads the limit as an int64 of bytes; a larger number is a 400 error from its API."""
+
+
 def memory_bytes(value: str) -> int:
     """A docker-style memory size ("512m", "24g", "1.5g", "1073741824") in bytes (units are powers of
-    1024, as `docker run --memory` reads them). Raises ValueError naming the accepted forms; at least
-    6 MiB (the engine's own minimum)."""
-    m = _MEMORY.match(str(value).strip())
-    if not m:
+    1024, as `docker run --memory` reads them). Raises ValueError naming the accepted forms and the
+    range: MIN_MEMORY_BYTES (6 MiB, the engine's own minimum) to MAX_MEMORY_BYTES (int64)."""
+    from fractions import Fraction
+
+    m = _MEMORY.match(str(value).strip()[:64])
+    if not m or len(str(value).strip()) > 64:
         raise ValueError(f"memory {value!r} is not a size; write e.g. 512m, 24g or a number of bytes")
-    n = int(float(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower()))
-    if n < 6 * 1024 * 1024:
-        raise ValueError(f"memory {value!r} is below the Docker minimum of 6m")
+    digits, unit = m.group(1), " kmgt".index((m.group(2) or " ").lower())
+    # exact (a float would round 2**63-1 up); a number of more than 20 digits is too large whatever its unit
+    n = MAX_MEMORY_BYTES + 1 if len(digits.split(".")[0].lstrip("0")) > 20 else int(Fraction(digits) * 1024**unit)
+    if not MIN_MEMORY_BYTES <= n <= MAX_MEMORY_BYTES:
+        raise ValueError(f"memory {value!r} is out of range: Docker takes 6m (its minimum) to {MAX_MEMORY_BYTES} "
+                         "bytes (int64); write e.g. 512m or 24g")
     return n
 
 
@@ -602,6 +613,7 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
             f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
             f"schema_version {SCHEMA_VERSION}"
         )
+    _refuse_nul_bytes(data, path)
     try:
         m = Matrix.model_validate(data)
     except ValidationError as err:
@@ -609,6 +621,39 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
     loaded = LoadedMatrix(m, path)
     _check_files(loaded)
     return loaded
+
+
+def _refuse_nul_bytes(data: Any, path: Path) -> None:
+    """BadInput naming the key of a string (key or value) that holds a NUL byte (a YAML escape "\\0",
+    "\\x00" or "\\u0000" in double quotes): every path, file name and command argument of the matrix
+    reaches the OS, which cannot take one. A list item with a plain `name` is named by it
+    (`models[tiny].path`), else by its index. Iterative: nesting depth cannot exhaust the stack."""
+
+    def refuse(where: str, what: str) -> BadInput:
+        return BadInput(f"{path}: {where or '(top level)'}: {what} contains a NUL byte (\\0); remove it: no path, "
+                        "file name or command argument can hold one")
+
+    seen: set[int] = set()  # an aliased node is checked once
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str):
+            if "\0" in value:
+                raise refuse(where, "the value")
+            continue
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\0" in key:
+                    raise refuse(where, f"the key {key.replace(chr(0), '?')[:60]!r}")
+                todo.append((f"{where}.{key}" if where else str(key), item))
+        else:
+            for i, item in enumerate(value):
+                label = item.get("name") if isinstance(item, dict) else None
+                plain = isinstance(label, str) and 0 < len(label) <= 64 and label.isprintable()
+                todo.append((f"{where}[{label if plain else i}]", item))
 
 
 def _check_files(lm: LoadedMatrix) -> None:
@@ -639,8 +684,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     raises RecursionError, which load_matrix turns into bad input."""
 
     def construct_mapping(self, node, deep=False):
+        """The mapping of `node`; a complex key (`? [a, b]`, a mapping) or a duplicate key is a
+        ConstructorError at the key's line."""
         seen: set = set()
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or mapping cannot be hashed
+                kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a mapping key must be a plain value, not a {kind}; write `key: value`",
+                    key_node.start_mark)
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

@@ -82,11 +82,19 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     """`compute()` once per state of `path`, cached in .toolkit/sha256-cache.json under `kind` and
     (path, size, mtime, device, inode, ctime). ctime cannot be set back by a user (`touch -d`,
     os.utime and every write move it), so a file changed in place with its size and mtime kept is
-    checked again. A cache that cannot be written (read-only project) is skipped, never an error."""
+    checked again. A cache that cannot be written (read-only project) is skipped, never an error; one
+    that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a regular file: a
+    FIFO there would block the read forever) counts as empty."""
+    import stat as stat_mod
+
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
+    cache: Any = {}
     try:
-        cache = json.loads(cache_file.read_text())
-    except (OSError, json.JSONDecodeError):
+        fd = os.open(cache_file, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO without a writer must not block
+        with open(fd, "rb") as f:
+            if stat_mod.S_ISREG(os.fstat(f.fileno()).st_mode):
+                cache = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
         cache = {}
     if not isinstance(cache, dict):
         cache = {}
