@@ -123,7 +123,10 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
     """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
     path = lm.resolve(model.path)
     if path.is_symlink():
-        path = path.resolve()
+        try:
+            path = path.resolve()
+        except RuntimeError as err:  # pathlib's "Symlink loop" (Python 3.11; OSError ELOOP from 3.13)
+            return None, f"model path {path}: {err}; fix models[{model.name}].path"
     if not path.exists():
         if dry_run:
             return path, ""
