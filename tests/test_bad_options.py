@@ -107,3 +107,22 @@ def test_report_of_a_run_or_image_that_is_not_there_says_so(tmp_path):
         assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
         assert f"no record of {flag[2:]} {value}" in p.stderr and "cpuhost" in p.stderr, p.stderr
         assert "no results yet" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("field, value", [("repetitions", True), ("runs", True), ("n_prompt", ["512"]),
+                                          ("n_ubatch", [True]), ("threads", 4.0)])
+def test_bench_counts_are_strict_integers(field, value, tmp_path):
+    """`repetitions: true` used to become `-r 1`: a count must be written as an integer."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["bench"][field] = value
+    m = tmp_path / "matrix.yaml"
+    m.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = toolkit("render", "--matrix", str(m))
+    assert p.returncode == 4 and f"bench.{field}" in p.stderr and "Traceback" not in p.stderr, p.stderr[-400:]
+
+
+def test_gpu_index_is_not_negative():
+    p = toolkit("bench", "--dry-run", "--gpu", "-1")
+    assert p.returncode == 4 and "--gpu" in p.stderr and "Traceback" not in p.stderr, p.stderr[-300:]  # bad option: 4

@@ -184,7 +184,7 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
 @click.option("--strict", is_flag=True, help="An image that cannot run on this host is an error, not a skip.")
 @click.option("--allow-software-gpu", is_flag=True,
               help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.")
-@click.option("--gpu", type=int, default=None, metavar="N",
+@click.option("--gpu", type=click.IntRange(min=0), default=None, metavar="N",
               help="Pin GPU N, numbered as `toolkit doctor` lists them. Default: every discrete GPU of the image's "
                    "gfx targets; iGPUs and other archs are hidden and named.")
 @click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")

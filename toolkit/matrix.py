@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from toolkit import runners as runner_registry
 from toolkit._types import Backend, Runner
@@ -219,20 +219,21 @@ class BenchAxes(_Strict):
     """llama-bench axes; every list is crossed (one llama-bench process per image x model).
 
     n_prompt -> -p, n_gen -> -n, n_ubatch -> -ub, n_batch -> -b, flash_attn -> -fa,
-    n_gpu_layers -> -ngl, n_depth -> -d, repetitions -> -r. Units: tokens.
+    n_gpu_layers -> -ngl, n_depth -> -d, repetitions -> -r. Units: tokens. Counts are strict integers:
+    `repetitions: true` or `n_prompt: ["512"]` are bad input, not -r 1 or a string passed along.
     """
 
-    n_prompt: list[int] = Field(default_factory=lambda: [512])
-    n_gen: list[int] = Field(default_factory=lambda: [128])
-    n_ubatch: list[int] = Field(default_factory=lambda: [512])
-    n_batch: list[int] = Field(default_factory=lambda: [2048])
-    n_depth: list[int] = Field(default_factory=lambda: [0])
+    n_prompt: list[StrictInt] = Field(default_factory=lambda: [512])
+    n_gen: list[StrictInt] = Field(default_factory=lambda: [128])
+    n_ubatch: list[StrictInt] = Field(default_factory=lambda: [512])
+    n_batch: list[StrictInt] = Field(default_factory=lambda: [2048])
+    n_depth: list[StrictInt] = Field(default_factory=lambda: [0])
     flash_attn: list[Literal[0, 1]] = Field(default_factory=lambda: [1])
-    n_gpu_layers: list[int] = Field(default_factory=lambda: [999])
-    repetitions: int = Field(5, ge=1, le=1000)
-    runs: int = Field(1, ge=1, le=100, description="process-level repetitions: container starts per (image, model); "
+    n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
+    repetitions: StrictInt = Field(5, ge=1, le=1000)
+    runs: StrictInt = Field(1, ge=1, le=100, description="process-level repetitions: container starts per (image, model); "
                       "the report shows the between-run spread and flags bimodal runs")
-    threads: int | None = Field(None, ge=1)
+    threads: StrictInt | None = Field(None, ge=1)
     timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
     memory: str | None = Field(None, description="container memory limit (docker --memory), e.g. 24g; recorded")
 
