@@ -55,6 +55,22 @@ def test_unreadable_sha256_cache_counts_as_empty(cache_project, content):
     assert sha256_file(model) in cache.read_text()  # rewritten as a good cache
 
 
+def test_the_cache_keeps_one_entry_per_file_and_kind(cache_project):
+    """A file changed 50 times leaves one sha256 entry (the breaker grew the cache to 36 MB, +0.5 s a
+    bench); another file's entries stay."""
+    import json
+
+    lm, model, cache = cache_project
+    other = model.with_name("other.gguf")
+    other.write_bytes(b"GGUF other")
+    model_sha256(lm, other)
+    for i in range(50):
+        model.write_bytes(b"GGUF" + bytes([i]) * 64)
+        assert model_sha256(lm, model) == sha256_file(model)
+    entries = json.loads(cache.read_text())
+    assert len(entries) == 2 and sha256_file(other) in entries.values(), entries
+
+
 def test_a_fifo_at_the_sha256_cache_path_does_not_block(cache_project):
     lm, model, cache = cache_project
     os.mkfifo(cache)

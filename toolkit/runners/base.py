@@ -84,7 +84,8 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     os.utime and every write move it), so a file changed in place with its size and mtime kept is
     checked again. A cache that cannot be written (read-only project) is skipped, never an error; one
     that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a regular file: a
-    FIFO there would block the read forever) counts as empty."""
+    FIFO there would block the read forever) counts as empty. One entry per (kind, file): a new state
+    of a file replaces its older ones."""
     import stat as stat_mod
 
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
@@ -103,7 +104,12 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     if kind != "sha256":  # sha256 entries keep their historical bare key
         key = f"{kind}|{key}"
     if not isinstance(cache.get(key), str):
-        cache[key] = compute()
+        value = compute()
+        # an entry per (kind, file): older states of this file are dropped, so the cache stays the size
+        # of the models checked, however often they change
+        prefix = key.rsplit(":", 5)[0] + ":"
+        cache = {k: v for k, v in cache.items() if not k.startswith(prefix) or k.count(":") != key.count(":")}
+        cache[key] = value
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
