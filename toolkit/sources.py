@@ -103,8 +103,12 @@ def _fetch_pypi(spec: SourceSpec, cache: Path) -> Path:
     found = sorted(dl.glob("*.tar.gz")) + sorted(dl.glob("*.zip"))
     if not found:
         dl.mkdir(parents=True, exist_ok=True)
+        # the sdist of this one package; its build backend (needed to read the sdist's metadata) may
+        # come as wheels: `--no-binary :all:` made pip build scikit-build-core, setuptools... from
+        # source too, which took over 8 minutes on a fresh Debian 12 host
+        name = (spec.pypi or "").split("==")[0]  # the matrix takes exact pins only: NAME==VERSION
         _run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
              "--dest", str(dl), spec.pypi or ""],
             timeout=1800,
         )
