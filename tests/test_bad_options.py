@@ -126,3 +126,12 @@ def test_bench_counts_are_strict_integers(field, value, tmp_path):
 def test_gpu_index_is_not_negative():
     p = toolkit("bench", "--dry-run", "--gpu", "-1")
     assert p.returncode == 4 and "--gpu" in p.stderr and "Traceback" not in p.stderr, p.stderr[-300:]  # bad option: 4
+
+
+def test_reimport_under_another_label_names_the_label_the_rows_are_filed_under(tmp_path):
+    data = str(ROOT / "tests" / "data" / "llamabench-0c1e57098-cpu.jsonl")
+    assert toolkit("import", data, "--label", "first", "--results", str(tmp_path)).returncode == 0
+    p = toolkit("import", data, "--label", "newname", "--results", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "newname: these rows were imported before, under the name first; nothing added" in p.stdout, p.stdout
+    assert "newname: already imported" not in p.stdout

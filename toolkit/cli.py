@@ -501,7 +501,8 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
         click.echo(json.dumps(dataclasses.asdict(res), indent=2, default=str))
         return
     if res.already:
-        click.echo(f"{label}: already imported; nothing added")
+        stored = ", ".join(dict.fromkeys(s.name for s in res.sets))
+        click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")
     for s in res.sets:
         where = ", ".join(f"{k}={v}" for k, v in s.system.items())
         state = "already imported" if s.already else f"imported {s.records} results"

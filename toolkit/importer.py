@@ -215,10 +215,12 @@ def import_files(
                        sets=list(sets.values()), skipped=skipped)
     from toolkit import resultindex  # only the records of these digests, through the query index
 
-    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256"))
+    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
              for r in resultindex.select(store, digests=[s_.digest for s_ in sets.values()])}
     for s_ in sets.values():
         s_.already = (s_.digest, content) in known
+        if s_.already:  # named as stored: that is the name report and compare know them by
+            s_.name = known[(s_.digest, content)]
     if all(s_.already for s_ in sets.values()):
         res.already = True
         return res
