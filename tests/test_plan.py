@@ -93,3 +93,17 @@ def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matr
     assert res.returncode == 0, res.stderr
     assert "cpu x hfm: skipped: runner llama-bench reads gguf models, not hf: remove llama-bench from " \
            "models[hfm].runners" in res.stdout, res.stdout
+
+
+def test_tune_without_model_skips_a_folder_and_takes_the_next_model_file(project, matrix_data):
+    """`toolkit tune -i cpu` without -m: the first model whose path is a file (a folder where a GGUF
+    should be was taken, then refused with exit 4)."""
+    from toolkit import tune
+    from toolkit.matrix import load_matrix
+
+    d = matrix_data
+    (project / "models" / "adir").mkdir(parents=True)
+    d["models"].insert(0, {"name": "dirmodel", "path": "models/adir", "format": "gguf"})
+    write_matrix(project, d)
+    lm = load_matrix(project / "matrix.yaml")
+    assert tune.model_for(lm, None, lm.m.image("cpu")).name == "tiny-qwen3moe"

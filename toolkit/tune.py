@@ -314,7 +314,13 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
     if not models:
         raise BadInput(f"--model {name!r}: no model of the matrix runs on {spec.name} ({spec.runner})")
     if name is None:
-        usable = [m for m in models if lm.resolve(m.path).exists() or m.generate]
+        def usable_file(m: ModelSpec) -> bool:  # a file (a GGUF), not a folder, a loop of links or a dangling one
+            try:
+                return bool(m.generate) or lm.resolve(m.path).resolve().is_file()
+            except (OSError, RuntimeError, ValueError):
+                return False
+
+        usable = [m for m in models if usable_file(m)]
         if not usable:
             raise BadInput(f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
                            f"run `toolkit fetch-model {models[0].name}` or pass --model")
