@@ -1,6 +1,9 @@
-"""Fetching a source from PyPI (toolkit/sources.py _fetch_pypi): the sdist of that package only."""
+"""Fetching a source from PyPI (toolkit/sources.py _fetch_pypi): the sdist of that package only;
+unpacking archives safely on every Python the project supports."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +36,62 @@ def test_pypi_source_forces_source_only_for_its_own_package(monkeypatch, tmp_pat
         sources._fetch_pypi(spec, tmp_path)
     cmd = seen[0]
     assert cmd[cmd.index("--no-binary") + 1] == name and ":all:" not in cmd and cmd[-1] == req
+
+
+def _tar(path, members):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tf:
+        for name, kind, link in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = b"x"
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            else:
+                info.type = {"sym": tarfile.SYMTYPE, "lnk": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+                info.linkname = link
+                tf.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["python-data-filter", "by-hand (python < 3.11.4)"])
+@pytest.mark.parametrize("members", [
+    [("../evil", "file", "")], [("/abs/evil", "file", "")], [("a/link", "sym", "../../etc/passwd")],
+    [("a/hard", "lnk", "../outside")], [("a/fifo", "fifo", "")],
+], ids=["dotdot", "absolute", "symlink-out", "hardlink-out", "fifo"])
+def test_archive_members_that_leave_the_folder_are_refused(tmp_path, native, members):
+    """Debian 12's python3 (3.11.2) has no tarfile `filter=`: the first table on a fresh Debian 12 host
+    failed there with a TypeError. Both paths refuse the same members."""
+    import tarfile
+
+    if native and not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python has no tarfile data filter")
+    arc = _tar(tmp_path / "a.tar.gz", [("a/ok.txt", "file", "")] + members)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    absolute = members[0][0].startswith("/")
+    with tarfile.open(arc) as tf:
+        try:
+            sources.extract_tar(tf, dest, native=native)
+            refused = False
+        except (ValueError, tarfile.TarError):
+            refused = True
+    # Python's filter strips the leading / (the member lands inside); everything else is refused
+    assert refused or (absolute and native and (dest / "abs/evil").is_file()), members
+    assert not (tmp_path / "evil").exists() and not Path("/abs/evil").exists()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["python-data-filter", "by-hand (python < 3.11.4)"])
+def test_a_plain_archive_extracts_the_same_both_ways(tmp_path, native):
+    import tarfile
+
+    if native and not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python has no tarfile data filter")
+    arc = _tar(tmp_path / "a.tar.gz", [("pkg/src/x.c", "file", ""), ("pkg/link", "sym", "src/x.c")])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with tarfile.open(arc) as tf:
+        sources.extract_tar(tf, dest, native=native)
+    assert (dest / "pkg/src/x.c").read_bytes() == b"x" and (dest / "pkg/link").resolve() == (dest / "pkg/src/x.c").resolve()
