@@ -111,8 +111,8 @@ def test_bench_with_a_bad_docker_host_is_engine_unavailable(project, host):
         assert "DOCKER_HOST is the likely cause" in p.stderr and "sudo dockerd" not in p.stderr
 
 
-@pytest.mark.parametrize("host", MALFORMED_HOSTS + UNUSABLE_HOSTS)
-def test_doctor_with_a_bad_docker_host_names_it(project, host):
+@pytest.mark.parametrize("host", MALFORMED_HOSTS[:1] + UNUSABLE_HOSTS[:1])  # one of each kind: doctor takes ~1 s;
+def test_doctor_with_a_bad_docker_host_names_it(project, host):  # every value goes through bench above
     """doctor reports an engine it cannot reach as its `docker` check (an error line, exit 0: it is a
     report, as for an engine that is not running), never a traceback."""
     p = toolkit("doctor", "--matrix", str(project / "matrix.yaml"), env={"DOCKER_HOST": host})
