@@ -189,6 +189,12 @@ def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpe
         choices[spec.name] = choice = choose_build(lm, spec, store, opts)
         if spec.runner != "llama-bench" or choice.build is None or choice.status in ("stale", "failed"):
             continue
+        targets = [t.strip() for t in choice.build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()]
+        try:  # no GPU of the image's gfx targets here: skipped later, not counted (a bad --gpu is exit 4 now)
+            devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
+                                targets=targets or None)
+        except devices.DeviceMissing:
+            continue
         for m in models:
             path = present(m)
             if spec.runner not in m.runners or m.format not in llama.LlamaBenchRunner.model_formats or path is None:
