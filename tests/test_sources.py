@@ -60,7 +60,8 @@ def _tar(path, members):
 @pytest.mark.parametrize("members", [
     [("../evil", "file", "")], [("/abs/evil", "file", "")], [("a/link", "sym", "../../etc/passwd")],
     [("a/hard", "lnk", "../outside")], [("a/fifo", "fifo", "")],
-], ids=["dotdot", "absolute", "symlink-out", "hardlink-out", "fifo"])
+    [("d", "sym", "."), ("d/e", "sym", ".."), ("d/e/evil", "file", "")],
+], ids=["dotdot", "absolute", "symlink-out", "hardlink-out", "fifo", "symlink-chain"])
 def test_archive_members_that_leave_the_folder_are_refused(tmp_path, native, members):
     """Debian 12's python3 (3.11.2) has no tarfile `filter=`: the first table on a fresh Debian 12 host
     failed there with a TypeError. Both paths refuse the same members."""

@@ -108,7 +108,10 @@ def extract_tar(tf: tarfile.TarFile, dest: Path, *, native: bool | None = None) 
         if m.isdev() or m.isfifo():
             raise ValueError(f"archive member {m.name!r} is a device file or FIFO")
         m.mode &= 0o755  # no setuid/setgid/sticky, no group/other write: as the data filter does
-    tf.extractall(dest)
+        m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""  # owned by us, as the filter does
+        # one member at a time: the next one's check sees the links already on disk (a chain such as
+        # d -> ., d/e -> .., d/e/x passes every check made before anything is extracted)
+        tf.extract(m, dest, set_attrs=not m.isdir())
 
 
 def _archive_tree(archive: Path, spec: SourceSpec, cache: Path) -> Path:
