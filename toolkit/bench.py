@@ -27,6 +27,7 @@ from toolkit.runners.base import (  # re-exported: callers know these as bench.X
     RunContext,
     check_sha,
     memory_limit,
+    model_file_here,
     model_sha256,
     now,
     resolve_model,
@@ -174,29 +175,19 @@ def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpe
 
     choices: dict[str, BuildChoice] = {}
     out: list[PlannedPair] = []
-
-    def present(model: ModelSpec) -> Path | None:
-        try:
-            p = lm.resolve(model.path)
-            p = p.resolve() if p.is_symlink() else p
-            return p if p.is_file() else None
-        except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL byte: preflight says why
-            return None
-
     for spec in images:
         if devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu):
             continue
         choices[spec.name] = choice = choose_build(lm, spec, store, opts)
         if spec.runner != "llama-bench" or choice.build is None or choice.status in ("stale", "failed"):
             continue
-        targets = [t.strip() for t in choice.build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()]
         try:  # no GPU of the image's gfx targets here: skipped later, not counted (a bad --gpu is exit 4 now)
             devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
-                                targets=targets or None)
+                                targets=_gfx_targets(choice.build))
         except devices.DeviceMissing:
             continue
         for m in models:
-            path = present(m)
+            path = model_file_here(lm, m)
             if spec.runner not in m.runners or m.format not in llama.LlamaBenchRunner.model_formats or path is None:
                 continue
             cases = lm.m.bench.cases()
@@ -204,6 +195,11 @@ def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpe
                 cases = llama.missing_cases(store, choice.build.digest, check_sha(lm, m, path), lm.m.bench)
             out.append(PlannedPair(spec, m, choice.build, cases))
     return out, choices
+
+
+def _gfx_targets(build: BuildRecord) -> list[str] | None:
+    """The gfx targets a build was compiled for (its org.toolkit.gfx-targets label), None when it has none."""
+    return [t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()] or None
 
 
 def _cases_total(pairs: list[PlannedPair]) -> int:
@@ -274,10 +270,9 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     else:
         # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
         # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
-        targets = [t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()]
         try:
             profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
-                                          targets=targets or None)
+                                          targets=_gfx_targets(build))
         except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
             return outcomes + [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", str(err))]
         outcomes += [Outcome(spec.name, "-", "note", n) for n in profile.notes]

@@ -17,7 +17,7 @@ from toolkit import __version__
 from toolkit.cli_common import (
     EPILOG,
     INTERRUPTED,
-    FiniteRange,  # shared with cli_publish; defined once there
+    FiniteRange,
     _err,
     _load,
     _progress_printer,
@@ -356,10 +356,10 @@ def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_d
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     store = ResultStore(root)
     recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
-    if not recs and (images or runs) and resultindex.heads(store):  # the filter, not the folder, is empty
+    have = resultindex.heads(store) if not recs and (images or runs) else []
+    if have:  # the filter, not the folder, is empty
         from toolkit.errors import BadInput
 
-        have = resultindex.heads(store)
         asked = " and ".join(x for x in (f"image {', '.join(images)}" if images else "",
                                          f"run {', '.join(runs)}" if runs else "") if x)
         known_images = sorted({h.image.name for h in have})
@@ -538,11 +538,12 @@ def main() -> None:
         from toolkit.errors import FileSystemError
 
         # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
-        if raised_by_docker(err) and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
+        docker_said = raised_by_docker(err)
+        if docker_said and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
             _err(f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
                  "(`./scripts/setup-host.sh`) and run the command again.")
             sys.exit(5)
-        if raised_by_docker(err):  # the engine answered and refused the request (a 4xx)
+        if docker_said:  # the engine answered and refused the request (a 4xx)
             detail = (str(err).splitlines() or [type(err).__name__])[0][:300]
             _err(f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
                  "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "

@@ -61,13 +61,11 @@ def client():
         _CLIENTS[where] = c
         return c
     except ValueError as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
-        _CLIENTS.pop(where, None)
         raise EngineUnavailable(
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: "
             f"{_first_line(err)}): unset it to use the local engine, or set it to "
             "unix:///var/run/docker.sock or tcp://HOST:PORT") from None
-    except DockerException as err:
-        _CLIENTS.pop(where, None)
+    except DockerException as err:  # (the cache holds `where` only after a ping answered)
         msg = _first_line(err)
         start = "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
         if "Permission denied" in msg:

@@ -115,6 +115,21 @@ class Saver:
         return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
 
 
+def read_regular_file(path: Path, limit: int = -1) -> bytes | None:
+    """The bytes of `path` (at most `limit`; all with -1) when it is a regular file, else None; None
+    too when it cannot be opened or read. Opened non-blocking: a FIFO planted at the path (anyone can
+    write in the shared temp folder) returns None at once instead of blocking the run."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        try:
+            return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+        except OSError:
+            return None
+
+
 def _shown(run_id: str) -> str:
     """A run id for a message: as is when it looks like one, else a short quoted excerpt (a lock file
     name in the shared temp folder is anyone's to choose: no newline or escape reaches the terminal)."""
@@ -146,17 +161,7 @@ class RunGuard:
         """The pid another run wrote into its lock file, or "?". Any local user can write a file there
         (the shared temp folder): only a plain decimal pid is shown, never other content; only a
         regular file is read (a FIFO would block)."""
-        try:
-            fd = os.open(self.dir / f"{self.prefix}{run_id}.lock", os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            return "?"
-        try:
-            data = os.read(fd, 64) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-        except OSError:
-            data = b""
-        finally:
-            os.close(fd)
-        pid = data.strip()
+        pid = (read_regular_file(self.dir / f"{self.prefix}{run_id}.lock", 64) or b"").strip()
         return pid.decode("ascii") if re.fullmatch(rb"[0-9]{1,10}", pid) else "?"
 
     def release(self) -> None:

@@ -32,6 +32,7 @@ from toolkit.errors import BadInput
 from toolkit.llamabench import effective_ubatch
 from toolkit.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.records import BenchRecord, ResultStore
+from toolkit.runners.base import model_file_here
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
 DEFAULT_VALUES: dict[str, list[int]] = {"n_ubatch": [128, 512, 2048], "n_batch": [512, 2048],
@@ -314,13 +315,7 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
     if not models:
         raise BadInput(f"--model {name!r}: no model of the matrix runs on {spec.name} ({spec.runner})")
     if name is None:
-        def usable_file(m: ModelSpec) -> bool:  # a file (a GGUF), not a folder, a loop of links or a dangling one
-            try:
-                return bool(m.generate) or lm.resolve(m.path).resolve().is_file()
-            except (OSError, RuntimeError, ValueError):
-                return False
-
-        usable = [m for m in models if usable_file(m)]
+        usable = [m for m in models if m.generate or model_file_here(lm, m)]  # a file, not a folder or a loop
         if not usable:
             raise BadInput(f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
                            f"run `toolkit fetch-model {models[0].name}` or pass --model")

@@ -86,16 +86,11 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a regular file: a
     FIFO there would block the read forever) counts as empty. One entry per (kind, file): a new state
     of a file replaces its older ones."""
-    import stat as stat_mod
-
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
-    cache: Any = {}
+    raw = guard.read_regular_file(cache_file)  # a FIFO there must not block
     try:
-        fd = os.open(cache_file, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO without a writer must not block
-        with open(fd, "rb") as f:
-            if stat_mod.S_ISREG(os.fstat(f.fileno()).st_mode):
-                cache = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
+        cache: Any = json.loads(raw.decode("utf-8")) if raw is not None else {}
+    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
         cache = {}
     if not isinstance(cache, dict):
         cache = {}
@@ -123,6 +118,17 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
 def model_sha256(lm: LoadedMatrix, path: Path) -> str:
     """sha256 hex of a model file, computed once per file state (see _file_state_cached)."""
     return _file_state_cached(lm, "sha256", path, lambda: sha256_file(path))
+
+
+def model_file_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
+    """The model's path, links followed, when it is a regular file on this host; None when it is
+    absent, a folder, a dangling link, a loop of links or a path the OS refuses (the preflight and
+    resolve_model say which)."""
+    try:
+        path = lm.resolve(model.path).resolve()
+        return path if path.is_file() else None
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
+        return None
 
 
 def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:

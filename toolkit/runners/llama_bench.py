@@ -285,13 +285,19 @@ def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
     return tuple(sorted(key.items()))
 
 
+def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
+    """The case key (_case_key) of a stored llama-bench record, to match it against `axes`' cases;
+    threads count only when the matrix sets them."""
+    f = identity.test_fields(r)
+    return _case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads"))
+
+
 def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) -> list[dict[str, Any]]:
     """The cases of `axes` with no ok record yet on this image digest + model sha256 (resume per test)."""
     have = set()
     for r in resultindex.select(store, digests=[digest], ok_only=True):  # newest per test: every measured test
         if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
-            f = identity.test_fields(r)
-            have.add(_case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads")))
+            have.add(_record_case_key(r, axes))
     return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]
 
 
@@ -307,8 +313,7 @@ def measured_seconds(store: ResultStore, image: str, model: str, axes: BenchAxes
     for r in resultindex.select(store, images=[image], ok_only=True):
         if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
             continue
-        f = identity.test_fields(r)
-        k = _case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads"))
+        k = _record_case_key(r, axes)
         t = (r.n_prompt + r.n_gen) / r.avg_ts
         if math.isfinite(t) and (k not in seen or r.created >= seen[k][0]):
             seen[k] = (r.created, t)
