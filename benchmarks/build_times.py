@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument("--skip-cold", action="store_true", help="measure only the two rebuilds")
     a = ap.parse_args()
 
-    from toolkit.matrix import load_matrix
-    from toolkit.sources import prepare_source
+    from toolkit.images.sources import prepare_source
+    from toolkit.spec.matrix import load_matrix
 
     lm = load_matrix(a.matrix)
     spec = lm.m.image(a.image)

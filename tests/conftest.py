@@ -79,9 +79,9 @@ def seed_current_build(project: Path, image: str = "cpu", digest: str | None = N
     """A build record of `image` in project/results/builds.jsonl whose inputs key is the one the
     project's matrix and templates give now (so `toolkit bench` takes it as current), under a made-up
     digest: for tests that stop before any container starts (the engine is never asked for it)."""
-    from toolkit import build as build_mod
-    from toolkit.matrix import load_matrix
-    from toolkit.records import BuildRecord, ResultStore
+    from toolkit.images import build as build_mod
+    from toolkit.results.records import BuildRecord, ResultStore
+    from toolkit.spec.matrix import load_matrix
 
     lm = load_matrix(project / "matrix.yaml")
     spec = lm.m.image(image)

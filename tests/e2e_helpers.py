@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from toolkit.cli import cli
+from toolkit.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def make_project(dest: Path, *, images: list[str], bench: dict, models: list[str
 
 def run_cli(project: Path, *args: str, expect: int | None = 0):
     """Invoke the CLI in-process (CliRunner) on a project's matrix; assert the exit code."""
-    from toolkit.errors import ToolkitError
+    from toolkit.core.errors import ToolkitError
 
     runner = CliRunner()
     res = runner.invoke(cli, [args[0], "--matrix", str(project / "matrix.yaml"), *args[1:]])
@@ -57,7 +57,7 @@ def ensure_built(name: str, dest: Path, bench: dict) -> str:
     the engine does not have it (a fresh engine: tests run in file order, and the test that builds
     it for the suite may come later). Same inputs as the project's own build: BuildKit's cache makes
     it a no-op after the first build. Returns the ref."""
-    from toolkit import engine
+    from toolkit.engine import api as engine
 
     ref = f"toolkit/{name}:latest"
     if engine.inspect_image(ref) is None:

@@ -87,7 +87,7 @@ def test_no_import_circles_in_the_package():
 def test_runners_do_not_import_each_other_or_the_orchestrator():
     g = import_graph()
     for mod, deps in g.items():
-        if mod.startswith("toolkit.runners.") and mod != "toolkit.runners.base":
-            assert "toolkit.bench" not in deps, mod
-            others = {d for d in deps if d.startswith("toolkit.runners.") and d != "toolkit.runners.base"}
-            assert not others, f"{mod} imports {others}: shared code belongs in toolkit.runners.base"
+        if mod.startswith("toolkit.core.registry.") and mod != "toolkit.bench.runners.base":
+            assert "toolkit.bench.run" not in deps, mod
+            others = {d for d in deps if d.startswith("toolkit.core.registry.") and d != "toolkit.bench.runners.base"}
+            assert not others, f"{mod} imports {others}: shared code belongs in toolkit.bench.runners.base"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_report import make_record
-from toolkit import compare
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
-from toolkit.records import ResultStore
+from toolkit.analysis import compare
+from toolkit.core.errors import BadInput
+from toolkit.results.records import ResultStore
+from toolkit.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_helpers import make_project
-from toolkit.matrix import load_matrix
-from toolkit.runners.base import model_sha256
-from toolkit.tinymodel import sha256_file
+from toolkit.bench.runners.base import model_sha256
+from toolkit.models.tiny import sha256_file
+from toolkit.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -216,8 +216,9 @@ def foreign_lock(tmp_path):
 def _refusal(monkeypatch, lock_dir: Path, containers: list) -> str:
     """RunGuard.start's exit-9 message. The engine is a stand-in (no Docker at this test level):
     toolkit_containers() gives `containers`, nothing is removed."""
-    from toolkit import engine, guard
-    from toolkit.errors import ConcurrentRun
+    from toolkit.bench import guard
+    from toolkit.core.errors import ConcurrentRun
+    from toolkit.engine import api as engine
 
     monkeypatch.setattr(engine, "toolkit_containers", lambda: containers)
     monkeypatch.setattr(engine, "remove_container_id", lambda cid: pytest.fail(f"removed {cid}"))
@@ -246,7 +247,8 @@ def test_a_foreign_lock_file_with_a_pid_shows_it(monkeypatch, foreign_lock):
 
 
 def test_a_run_with_two_containers_is_named_once(monkeypatch, tmp_path, foreign_lock):
-    from toolkit import engine, guard
+    from toolkit.bench import guard
+    from toolkit.engine import api as engine
 
     write, rid, lock_dir = foreign_lock
     write(b"4242\n")
@@ -309,7 +311,7 @@ def test_bench_memory_out_of_dockers_range_is_bad_input(project):
 
 
 def test_memory_at_the_edges_of_dockers_range_is_taken():
-    from toolkit.matrix import memory_bytes
+    from toolkit.spec.matrix import memory_bytes
 
     assert memory_bytes("6m") == 6 * 1024 * 1024
     assert memory_bytes("9223372036854775807") == 2**63 - 1  # exact: a float would round it up past int64
@@ -398,7 +400,7 @@ def test_reproduce_of_a_file_is_bad_input():
 @pytest.fixture
 def results_with_a_record(tmp_path):
     from tests.test_report import make_record
-    from toolkit.records import ResultStore
+    from toolkit.results.records import ResultStore
 
     store = ResultStore(tmp_path / "results")
     store.add_result(make_record("cpu", "cpu", p=512, avg=100.0))
@@ -433,7 +435,7 @@ def test_report_to_a_folder_without_permission_is_still_a_file_system_error(resu
 def test_from_oserror_advice_fits_the_error(code, exit_code):
     import errno
 
-    from toolkit.errors import FileSystemError
+    from toolkit.core.errors import FileSystemError
 
     num = getattr(errno, code)
     err = FileSystemError.from_oserror(OSError(num, os.strerror(num), "/some/path"), "writing a plot")
@@ -455,9 +457,9 @@ def test_a_result_that_cannot_be_written_mid_run_stays_exit_8(tmp_path):
     """Mid-run a wrong kind of path under results/ (a file where the digest folder goes) is still a
     result not written: FileSystemError (exit 8; bench adds what was saved), with advice that fits."""
     from tests.test_report import make_record
-    from toolkit import guard
-    from toolkit.errors import FileSystemError
-    from toolkit.records import ResultStore
+    from toolkit.bench import guard
+    from toolkit.core.errors import FileSystemError
+    from toolkit.results.records import ResultStore
 
     store = ResultStore(tmp_path / "results")
     rec = make_record("cpu", "cpu", p=512, avg=100.0)

@@ -14,9 +14,9 @@ import pytest
 
 from tests.e2e_helpers import run_cli
 from tests.test_doctor import IMAGES, fake_host
-from toolkit.build_plan import BuildSteps, host_plan, previous_build_note
-from toolkit.matrix import load_matrix
-from toolkit.records import BuildRecord, ResultStore
+from toolkit.images.build_plan import BuildSteps, host_plan, previous_build_note
+from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.spec.matrix import load_matrix
 
 DATA = Path(__file__).parent / "data" / "buildx"
 GPU_LESS = not (Path("/dev/kfd").exists() or any(Path("/dev/dri").glob("renderD*")))

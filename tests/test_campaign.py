@@ -1,4 +1,4 @@
-"""Multi-host campaigns (toolkit/campaign.py): the `campaign:` block, job scripts, host facts from Slurm's
+"""Multi-host campaigns (toolkit/campaign/slurm.py): the `campaign:` block, job scripts, host facts from Slurm's
 environment, Kubernetes manifests validated offline, the cross-host flags and verdict, and (e2e) a real
 two-node Slurm cluster from Debian's packages (scripts/slurm-cluster.sh) running the CPU image pulled
 by digest from the loopback registry on both nodes.
@@ -28,13 +28,15 @@ from click.testing import CliRunner
 
 from tests.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
 from tests.test_reproduce import registry  # noqa: F401  (the loopback docker-registry fixture)
-from toolkit import build as build_mod
-from toolkit import campaign as cmod
-from toolkit import engine, hostinfo, tables, verdict
-from toolkit.cli import cli
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
-from toolkit.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.analysis import tables, verdict
+from toolkit.campaign import slurm as cmod
+from toolkit.cli.main import cli
+from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine
+from toolkit.host import info as hostinfo
+from toolkit.images import build as build_mod
+from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.spec.matrix import load_matrix
 
 CPU_IMAGE = "toolkit/cpu:latest"
 AXES = {"n_prompt": [32], "n_gen": [4], "n_ubatch": [32], "n_batch": [512], "n_gpu_layers": [0],
@@ -240,7 +242,7 @@ def _campaign_project(dest: Path, rec: BuildRecord, hosts: list[dict], images=("
 
 def _campaign(project: Path, sub: str, *args: str, expect: int | None = 0):
     """`toolkit campaign SUB --matrix PROJECT/matrix.yaml ARGS` in-process; (result, exit code)."""
-    from toolkit.errors import ToolkitError
+    from toolkit.core.errors import ToolkitError
 
     res = CliRunner().invoke(cli, ["campaign", sub, "--matrix", str(project / "matrix.yaml"), *args])
     code = res.exception.exit_code if isinstance(res.exception, ToolkitError) else res.exit_code

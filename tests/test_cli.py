@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from toolkit.cli import cli
+from toolkit.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

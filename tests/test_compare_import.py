@@ -12,10 +12,11 @@ from click.testing import CliRunner
 
 from tests.conftest import DATA
 from tests.test_report import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
-from toolkit import compare, importer, report
-from toolkit.cli import cli
-from toolkit.errors import BadInput, Regression
-from toolkit.records import BenchRecord, ResultStore
+from toolkit.analysis import compare, report
+from toolkit.cli.main import cli
+from toolkit.core.errors import BadInput, Regression
+from toolkit.results import importer
+from toolkit.results.records import BenchRecord, ResultStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CSV = DATA / "llamabench-import-0c1e57098-cpu.csv"
@@ -89,7 +90,7 @@ def test_compare_sides_by_run_digest_or_name(tmp_path, ref, found):
     a = two_builds()
     store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
     if ref == "hip":  # the name resolves to the latest build's digest
-        from toolkit.records import BuildRecord
+        from toolkit.results.records import BuildRecord
 
         store.add_build(
             BuildRecord(

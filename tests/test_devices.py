@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.devices import (
+from toolkit.core.errors import BadInput
+from toolkit.host.devices import (
     DeviceMissing,
     DeviceProfile,
     Gpu,
@@ -19,7 +20,6 @@ from toolkit.devices import (
     rocm_profile,
     vulkan_profile,
 )
-from toolkit.errors import BadInput
 
 GIB = 1024**3
 KFD_GID, RENDER_GID = 993, 992
@@ -33,7 +33,7 @@ KFD_GID, RENDER_GID = 993, 992
 def profile_args(p: DeviceProfile) -> list[str]:
     """The device options a profile puts on `docker run` (its one translation, DeviceProfile.run_spec,
     through engine.run_command): everything between `--rm` and the image, network left out."""
-    from toolkit import engine
+    from toolkit.engine import api as engine
 
     cmd = engine.run_command(p.run_spec("img", ["cmd"], network=None))
     return cmd[3:cmd.index("img")]
@@ -513,9 +513,9 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     """What bench stores with every result (host.device_profile) is what the roofline reads back."""
     import json
 
-    from toolkit.llamabench import normalize
-    from toolkit.records import BenchRecord, ImageRef, ModelRef
-    from toolkit.roofline import gpu_use, why_no_roofline
+    from toolkit.analysis.roofline import gpu_use, why_no_roofline
+    from toolkit.results.llamabench_format import normalize
+    from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 
     gpus, dev = host(tmp_path, "two-dgpus-igpu")
     p = profile_for("rocm", gpus, dev=dev, targets=["gfx1201"])
@@ -536,8 +536,8 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
 def test_doctor_applies_the_same_policy_and_names_the_yardstick(tmp_path: Path) -> None:
     """`toolkit doctor` on the 2x R9700 + iGPU host: both cards for a gfx1201 image, the iGPU named
     as hidden, each card's product by PCI id + revision with its roofline figures."""
-    from toolkit.doctor import GFX_TARGETS_LABEL, diagnose
-    from toolkit.matrix import ImageSpec
+    from toolkit.host.doctor import GFX_TARGETS_LABEL, diagnose
+    from toolkit.spec.matrix import ImageSpec
 
     sysfs = tmp_path / "sys"
     build_host(sysfs, "two-dgpus-igpu")

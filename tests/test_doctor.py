@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.doctor import GFX_TARGETS_LABEL, DoctorReport, diagnose, format_doctor
-from toolkit.hostinfo import host_facts
-from toolkit.matrix import ImageSpec
+from toolkit.host.doctor import GFX_TARGETS_LABEL, DoctorReport, diagnose, format_doctor
+from toolkit.host.info import host_facts
+from toolkit.spec.matrix import ImageSpec
 
 GIB = 1024**3
 IMAGES = [
@@ -199,7 +199,7 @@ def test_igpu_next_to_dgpu(tmp_path: Path) -> None:
 
 
 def test_docker_checks() -> None:
-    from toolkit.doctor import check_docker
+    from toolkit.host.doctor import check_docker
 
     assert [c.level for c in check_docker(None)] == ["error"]
     no_buildx = check_docker({"ServerVersion": "20.10.24", "ClientInfo": {"Plugins": []}})

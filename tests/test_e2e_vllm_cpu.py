@@ -27,11 +27,11 @@ import pytest
 import yaml
 
 from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
-from toolkit.build import build_image
-from toolkit.matrix import load_matrix
-from toolkit.records import ResultStore
-from toolkit.runners import vllm as vr
-from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
+from toolkit.bench.runners import vllm as vr
+from toolkit.images.build import build_image
+from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
+from toolkit.results.records import ResultStore
+from toolkit.spec.matrix import load_matrix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -44,12 +44,12 @@ import yaml
 from tests.conftest import ROOT, seed_current_build, write_matrix
 from tests.conftest import mutate as _mutate
 from tests.e2e_helpers import engine_or_skip, make_project
-from toolkit import errors
-from toolkit.engine import CONTAINER_LABEL
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
-from toolkit.records import ResultStore, read_jsonl
-from toolkit.tinymodel import generate_tiny_qwen3moe
+from toolkit.core import errors
+from toolkit.core.errors import BadInput
+from toolkit.engine.api import CONTAINER_LABEL
+from toolkit.models.tiny import generate_tiny_qwen3moe
+from toolkit.results.records import ResultStore, read_jsonl
+from toolkit.spec.matrix import load_matrix
 
 e2e = pytest.mark.e2e
 
@@ -627,7 +627,7 @@ def _readme_exit_codes() -> dict[int, str]:
 def _cli_exit_literals() -> set[int]:
     """Exit codes the CLI modules pass to sys.exit / ctx.exit as literals, plus Click's usage code."""
     found: set[int] = set()
-    for f in sorted((ROOT / "toolkit").glob("cli*.py")) + [ROOT / "toolkit" / "__main__.py"]:
+    for f in sorted((ROOT / "toolkit" / "cli").glob("*.py")) + [ROOT / "toolkit" / "__main__.py"]:
         found |= {int(c) for c in re.findall(r"(?:sys|ctx)\.exit\((\d+)", f.read_text())}
         found |= {int(c) for c in re.findall(r"sys\.exit\((\d+) if", f.read_text())}
     return found
@@ -654,7 +654,7 @@ def test_exit_codes_documented_match_errors():
 
 
 def test_exit_codes_in_cli_help_match_readme():
-    from toolkit.cli import EPILOG
+    from toolkit.cli.main import EPILOG
 
     codes = {int(c) for c in re.findall(r"(\d+) [a-zA-Z]", EPILOG)}
     assert codes == set(_readme_exit_codes())
@@ -666,7 +666,7 @@ def test_exit_codes_in_cli_help_match_readme():
 
 def _profiles(tmp_path: Path):
     from tests.test_devices import host
-    from toolkit import devices
+    from toolkit.host import devices
 
     gpus, dev = host(tmp_path, "one-gpu")
     yield "cpu", devices.profile_for("cpu", gpus, dev=dev)
@@ -678,8 +678,8 @@ def _profiles(tmp_path: Path):
 
 
 def test_run_args_of_every_profile_are_confined(tmp_path):
-    from toolkit import engine
-    from toolkit.runners import base
+    from toolkit.bench.runners import base
+    from toolkit.engine import api as engine
 
     seen = set()
     models = tmp_path / "models"
@@ -708,7 +708,7 @@ def test_no_secret_in_layers_labels_records_or_logs(proj, tmp_path, monkeypatch)
     """A token in the environment and a CA bundle passed as a BuildKit secret end up nowhere."""
     import docker
 
-    from toolkit import build as build_mod
+    from toolkit.images import build as build_mod
 
     secret = "TOOLKIT-TEST-SECRET-" + secrets.token_hex(12)
     ca = tmp_path / "ca.pem"
@@ -827,7 +827,7 @@ def test_rootless_engine_gpu_images_not_runnable_unless_proven(tmp_path):
     """The `docker info` of a rootless engine (shared/cases/docker-info-rootless.json) on a host with
     an R9700: GPU images 'cannot run here' unless a one-shot container opened the device nodes."""
     from tests.test_doctor import IMAGES, fake_host
-    from toolkit.doctor import diagnose, format_doctor
+    from toolkit.host.doctor import diagnose, format_doctor
 
     info = json.loads((ROOT / "tests" / "data" / "docker-info-rootless.json").read_text())  # shared/cases copy
     cases = [(None, False), (lambda name, backend: "can't open '/dev/kfd': Permission denied", False),
@@ -848,7 +848,7 @@ def test_rootless_engine_gpu_images_not_runnable_unless_proven(tmp_path):
 @e2e
 def test_device_probe_opens_nodes_in_a_real_container(proj):
     """The probe doctor runs on rootless engines: a passed device opens; one not passed does not."""
-    from toolkit import engine
+    from toolkit.engine import api as engine
 
     digest = ResultStore(proj / "results").latest_build("cpu").digest
     assert engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm"], group_add=[]) is None

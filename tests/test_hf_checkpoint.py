@@ -1,7 +1,7 @@
-"""Quantization and revision of Hugging Face checkpoints (toolkit/hf_checkpoint.py): read from the
+"""Quantization and revision of Hugging Face checkpoints (toolkit/models/checkpoint.py): read from the
 checkpoint's own config.json, checked against the matrix before any container starts.
 
-Checkpoints are the tiny stand-in written by toolkit/tinymodel_hf.py (with the compressed-tensors
+Checkpoints are the tiny stand-in written by toolkit/models/tiny_hf.py (with the compressed-tensors
 quantization_config of the reference checkpoint, or none) and config.json files in the layouts the
 pinned vLLM release reads (vllm 0.16.0 model_arch_config_convertor / _verify_quantization). The
 Hugging Face Hub itself is not reachable here: where a test needs what it would answer (a download's
@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from tests.e2e_helpers import run_cli
-from toolkit import engine, hf_checkpoint
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix, parse_matrix
-from toolkit.runners import vllm as vr
-from toolkit.tinymodel_hf import generate_tiny_qwen3moe_hf
+from toolkit.bench.runners import vllm as vr
+from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine
+from toolkit.models import checkpoint as hf_checkpoint
+from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
+from toolkit.spec.matrix import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -18,10 +18,11 @@ from click.testing import CliRunner
 
 from tests.conftest import DATA
 from tests.test_report import make_record
-from toolkit import compare, identity, importer, plots, report
-from toolkit.cli import cli
-from toolkit.errors import BadInput
-from toolkit.records import BenchRecord, ResultStore
+from toolkit.analysis import compare, plots, report
+from toolkit.cli.main import cli
+from toolkit.core.errors import BadInput
+from toolkit.results import identity, importer
+from toolkit.results.records import BenchRecord, ResultStore
 
 CASES = DATA / "cases"
 
@@ -246,8 +247,8 @@ def test_bench_record_written_is_strict_json(tmp_path):
 
 
 def test_resume_runs_exactly_the_missing_cases(tmp_path):
-    from toolkit.matrix import BenchAxes
-    from toolkit.runners.llama_bench import missing_cases, resume_axes
+    from toolkit.bench.runners.llama_bench import missing_cases, resume_axes
+    from toolkit.spec.matrix import BenchAxes
 
     axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048],
                      flash_attn=[1], n_gpu_layers=[999])

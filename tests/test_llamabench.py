@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import DATA
-from toolkit import llamabench as lb
-from toolkit.matrix import BenchAxes
+from toolkit.results import llamabench_format as lb
+from toolkit.spec.matrix import BenchAxes
 
 
 def test_bench_args_cross_the_matrix():

@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import mutate as _mutate
 from tests.conftest import write_matrix
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
+from toolkit.core.errors import BadInput
+from toolkit.spec.matrix import load_matrix
 
 
 def test_project_matrix_is_valid(project):

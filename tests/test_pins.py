@@ -31,9 +31,10 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT
 from tests.e2e_helpers import engine_or_skip
-from toolkit import engine, pins
-from toolkit.cli import cli
-from toolkit.matrix import HfFile, SourceSpec, load_matrix
+from toolkit.cli.main import cli
+from toolkit.engine import api as engine
+from toolkit.images import pins
+from toolkit.spec.matrix import HfFile, SourceSpec, load_matrix
 
 
 def free_port() -> int:
@@ -369,7 +370,7 @@ def test_pypi_sdist_on_the_real_index(tmp_path, monkeypatch):
     assert r.status == "ok" and "llama_cpp_python-0.3.36.tar.gz" in r.reason and r.now.startswith("sha256:"), r
 
     # the sdist the source fetcher cached, with other bytes than the index states: moved
-    from toolkit import sources
+    from toolkit.images import sources
 
     cached = sources.cache_dir(lm) / f"pypi-{sources._key(fallback.pypi)}" / "llama_cpp_python-0.3.36.tar.gz"
     cached.parent.mkdir(parents=True)

@@ -1,6 +1,6 @@
 """`toolkit bench`'s plan line counts what the run will measure, as it will run, and estimates its
-measuring time from earlier records of the same tests on this host (toolkit/bench.py _llama_plan,
-plan_run; toolkit/runners/llama_bench.py measured_seconds). The runs stop at the engine
+measuring time from earlier records of the same tests on this host (toolkit/bench/run.py _llama_plan,
+plan_run; toolkit/bench/runners/llama_bench.py measured_seconds). The runs stop at the engine
 (DOCKER_HOST points nowhere, exit 5) or are dry runs: the plan is printed before any container."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 
 from tests.conftest import ROOT, mutate, seed_current_build, write_matrix
 from tests.test_report import make_record
-from toolkit.records import ResultStore
-from toolkit.runners.base import sha256_file
+from toolkit.bench.runners.base import sha256_file
+from toolkit.results.records import ResultStore
 
 GONE = "unix:///nonexistent/docker.sock"
 
@@ -98,8 +98,8 @@ def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matr
 def test_tune_without_model_skips_a_folder_and_takes_the_next_model_file(project, matrix_data):
     """`toolkit tune -i cpu` without -m: the first model whose path is a file (a folder where a GGUF
     should be was taken, then refused with exit 4)."""
-    from toolkit import tune
-    from toolkit.matrix import load_matrix
+    from toolkit.bench import tune
+    from toolkit.spec.matrix import load_matrix
 
     d = matrix_data
     (project / "models" / "adir").mkdir(parents=True)

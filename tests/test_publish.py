@@ -14,15 +14,18 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import write_matrix
-from toolkit import devices, engine, llamabench, publish
-from toolkit import reproduce as repro
-from toolkit.cli import cli
-from toolkit.cli_publish import export_run, push, reproduce
-from toolkit.errors import BadInput
-from toolkit.matrix import BenchAxes, load_matrix
-from toolkit.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
-from toolkit.runners import base
-from toolkit.tinymodel import generate_tiny_qwen3moe, sha256_file
+from toolkit.bench.runners import base
+from toolkit.cli.main import cli
+from toolkit.cli.publish import export_run, push, reproduce
+from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine
+from toolkit.host import devices
+from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
+from toolkit.publish import push as publish
+from toolkit.publish import reproduce as repro
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
     if _cmd.name not in cli.commands:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from toolkit.records import BenchRecord, ImageRef, ModelRef, ResultStore
+from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore
 
 
 def _rec(run_id="r1", avg=10.0, **kw) -> BenchRecord:

@@ -7,9 +7,9 @@ import copy
 import pytest
 
 from tests.conftest import write_matrix
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
-from toolkit.render import render_all, render_image
+from toolkit.core.errors import BadInput
+from toolkit.images.render import render_all, render_image
+from toolkit.spec.matrix import load_matrix
 
 
 def test_render_is_deterministic(project):

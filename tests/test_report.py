@@ -17,9 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DATA
-from toolkit import llamabench, plots, report, roofline, verdict
-from toolkit.cli import cli
-from toolkit.records import BenchRecord, ImageRef, ModelRef, read_jsonl
+from toolkit.analysis import plots, report, roofline, verdict
+from toolkit.cli.main import cli
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
 CPU_A = DATA / "results-cpu-a.jsonl"
@@ -389,7 +390,7 @@ def test_active_share_from_the_model_type(model_type, share, source):
 def test_active_share_from_the_gguf_experts(tmp_path):
     from gguf import GGUFReader
 
-    from toolkit.tinymodel import ensure_model_file
+    from toolkit.models.tiny import ensure_model_file
 
     path = ensure_model_file(tmp_path / "tiny.gguf", "tiny-qwen3moe")
     tensors = GGUFReader(str(path)).tensors

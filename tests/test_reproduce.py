@@ -27,11 +27,12 @@ import yaml
 from click.testing import CliRunner
 
 from tests.e2e_helpers import engine_or_skip, make_project, run_cli
-from toolkit import engine, publish
-from toolkit.cli import cli
-from toolkit.cli_publish import export_run, push, reproduce
-from toolkit.errors import ToolkitError
-from toolkit.records import BuildRecord, ResultStore
+from toolkit.cli.main import cli
+from toolkit.cli.publish import export_run, push, reproduce
+from toolkit.core.errors import ToolkitError
+from toolkit.engine import api as engine
+from toolkit.publish import push as publish
+from toolkit.results.records import BuildRecord, ResultStore
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""The query index results/.index.sqlite (toolkit/resultindex.py) against the JSONL it indexes.
+"""The query index results/.index.sqlite (toolkit/results/index.py) against the JSONL it indexes.
 
 Every check compares the index path (resultindex.select / heads / candidates) with the reader that
 has no index (ResultStore.results() + the report/compare code over the whole list), on the real
@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import compare, report, resultindex, tables
-from toolkit.compare import Side
-from toolkit.records import BenchRecord, ResultStore, append_jsonl
+from toolkit.analysis import compare, report, tables
+from toolkit.analysis.compare import Side
+from toolkit.results import index as resultindex
+from toolkit.results.records import BenchRecord, ResultStore, append_jsonl
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,8 +326,8 @@ def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
             pytest.skip("running as root without setpriv: cannot make file modes bite")
         caps = "-dac_override,-dac_read_search"
         prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
-    code = ("import json,sys; from pathlib import Path; from toolkit.records import ResultStore; "
-            "from toolkit import resultindex; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
+    code = ("import json,sys; from pathlib import Path; from toolkit.results.records import ResultStore; "
+            "from toolkit.results import index as resultindex; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
             "print(json.dumps([sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]))")
     results.chmod(0o555)
     try:
@@ -344,8 +345,8 @@ def test_processes_building_the_index_at_once_agree(synthetic, tmp_path):
     """Four processes query a results/ without an index at the same moment: one builds it (SQLite's
     write lock), the others wait or read it; every answer is the answer of reading every line."""
     results = _copy(synthetic, tmp_path)
-    code = ("import json,sys; from pathlib import Path; from toolkit import resultindex, tables; "
-            "from toolkit.records import ResultStore; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
+    code = ("import json,sys; from pathlib import Path; from toolkit.results import index as resultindex; from toolkit.analysis import tables; "
+            "from toolkit.results.records import ResultStore; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
             "print(json.dumps([sel.read, sel.failed, sel.superseded, s.refused, "
             "[r.run_id + r.test for r in tables.select_for_report(sel)]]))")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(results)], stdout=subprocess.PIPE,
@@ -362,7 +363,7 @@ def test_processes_building_the_index_at_once_agree(synthetic, tmp_path):
 
 def test_equal_identities_hash_equal():
     """1, 1.0 and True are one value to identity.TestKey's ==; "1" is not."""
-    from toolkit.identity import TestKey
+    from toolkit.results.identity import TestKey
 
     def key(v):
         return TestKey("sha256:x", (("gpu_info", ""),), ("qwen", v, 3), None, (("n_prompt", v), ("x", (v, 2.5))))
@@ -376,8 +377,9 @@ def test_equal_identities_hash_equal():
 def test_an_edit_the_refresh_cannot_see_rebuilds_the_index_instead_of_failing(tmp_path):
     """Breaker case: a same-length edit past the hashed edges plus an append looked like a plain
     append; reading the listed record then failed (exit 8) on every run. Now the index is rebuilt."""
-    from toolkit import compare, resultindex
-    from toolkit.records import ResultStore
+    from toolkit.analysis import compare
+    from toolkit.results import index as resultindex
+    from toolkit.results.records import ResultStore
 
     src = (DATA / "results-cpu-a.jsonl").read_bytes().split(b"\n")
     store = ResultStore(tmp_path / "results")

@@ -1,7 +1,7 @@
 """SGLang (experimental): the template, the argument lists, the output parsers, and the contract
 with the pinned release's own parsers.
 
-Template: the `sglang` image entry of matrix.yaml is rendered with toolkit.render and checked like
+Template: the `sglang` image entry of matrix.yaml is rendered with toolkit.images.render and checked like
 every template in tests/test_templates.py (structure, hadolint) plus its own rules. While the matrix
 schema does not accept `runner: sglang` yet, the entry sits commented out between `# >>> sglang` and
 `# <<< sglang` in matrix.yaml; it is read from there, validated as an ImageSpec with every field but
@@ -38,9 +38,9 @@ import yaml
 
 from tests import contract_env
 from tests.test_templates import _hadolint, _instructions, _merged, _stages
-from toolkit import sglang_args as sa
-from toolkit.matrix import ImageSpec, LoadedMatrix, load_matrix
-from toolkit.render import render_image
+from toolkit.bench.runners import sglang_args as sa
+from toolkit.images.render import render_image
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

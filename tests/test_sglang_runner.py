@@ -1,7 +1,7 @@
 """The SGLang runner plug-in through its RunContext, with a fake engine.
 
 What cannot exist here, and is therefore faked: a gfx1201 GPU and the sglang-rocm image (its build
-needs GitHub and a ROCm base; see README). The fake engine stands in for toolkit.engine ONLY for the
+needs GitHub and a ROCm base; see README). The fake engine stands in for toolkit.engine.api ONLY for the
 calls that would start containers; it answers with the real-shaped outputs of SGLang 0.5.15 in
 tests/data/ (the shape is checked against the release's own code in tests/test_sglang.py). The
 argument lists, the result parsing, the record building and the report are the product's own code.
@@ -17,10 +17,13 @@ import pytest
 import yaml
 
 from tests.conftest import DATA
-from toolkit import devices, engine, report, runners
-from toolkit.matrix import load_matrix
-from toolkit.records import BuildRecord, ResultStore
-from toolkit.runners.base import BenchOptions, RunContext
+from toolkit.analysis import report
+from toolkit.bench.runners.base import BenchOptions, RunContext
+from toolkit.core import registry as runners
+from toolkit.engine import api as engine
+from toolkit.host import devices
+from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_BATCH = [json.loads(x) for x in (DATA / "sglang-0.5.15-one-batch.jsonl").read_text().splitlines()]
@@ -28,7 +31,7 @@ SERVING = [x for x in (DATA / "sglang-0.5.15-serving.jsonl").read_text().splitli
 
 
 class FakeEngine:
-    """toolkit.engine's container calls, answered from the real-shaped outputs (see the module doc).
+    """toolkit.engine.api's container calls, answered from the real-shaped outputs (see the module doc).
     Command formatting (run_command, exec_command) is the real engine module's."""
 
     run_command = staticmethod(engine.run_command)

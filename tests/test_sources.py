@@ -1,4 +1,4 @@
-"""Fetching a source from PyPI (toolkit/sources.py _fetch_pypi): the sdist of that package only;
+"""Fetching a source from PyPI (toolkit/images/sources.py _fetch_pypi): the sdist of that package only;
 unpacking archives safely on every Python the project supports."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import sources
-from toolkit.matrix import SourceSpec
+from toolkit.images import sources
+from toolkit.spec.matrix import SourceSpec
 
 
 @pytest.mark.parametrize("req, name", [("llama-cpp-python==0.3.36", "llama-cpp-python"), ("foo==1", "foo")])

@@ -20,11 +20,11 @@ import pytest
 
 from tests.conftest import mutate, write_matrix
 from tests.e2e_helpers import engine_or_skip, make_project, run_cli
-from toolkit import build as build_mod
-from toolkit.bench import BenchOptions, choose_build
-from toolkit.errors import BadInput
-from toolkit.matrix import load_matrix
-from toolkit.records import BuildRecord, ResultStore
+from toolkit.bench.run import BenchOptions, choose_build
+from toolkit.core.errors import BadInput
+from toolkit.images import build as build_mod
+from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.spec.matrix import load_matrix
 
 TEMPLATE = "llama-cpu.Dockerfile.j2"
 
@@ -213,9 +213,9 @@ def test_cli_dry_run_shows_same_decision(project):
 def test_report_shows_stale_records():
     """A record measured with --allow-stale (real CPU llama-bench records, marked as bench marks them)
     carries the flag in the report's flags column and its legend; unmarked records do not."""
-    from toolkit import report
-    from toolkit.records import BenchRecord
-    from toolkit.runners.base import stale_marks
+    from toolkit.analysis import report
+    from toolkit.bench.runners.base import stale_marks
+    from toolkit.results.records import BenchRecord
 
     lines = (Path(__file__).parent / "data" / "results-cpu-a.jsonl").read_text().splitlines()
     plain = [BenchRecord.model_validate_json(x) for x in lines]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.matrix import ImageSpec, LoadedMatrix, load_matrix
-from toolkit.render import Rendered, render_image
+from toolkit.images.render import Rendered, render_image
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -314,7 +314,7 @@ def test_vllm_prebuilt_is_digest_pinned(lm):
 
 # --- every -D option against the pinned llama.cpp source ------------------------------------------
 # The tree is the real pinned source: llama.cpp 0c1e57098 as vendored in llama-cpp-python==0.3.36's
-# sdist on PyPI, prepared by toolkit.sources (downloaded once, then cached under $TOOLKIT_CACHE or
+# sdist on PyPI, prepared by toolkit.images.sources (downloaded once, then cached under $TOOLKIT_CACHE or
 # ~/.cache/toolkit; the git source is skipped so the test never waits on GitHub).
 
 LLAMA_TEMPLATES = ["llama-cpu.Dockerfile.j2", "llama-vulkan.Dockerfile.j2", "llama-rocm.Dockerfile.j2"]
@@ -323,7 +323,7 @@ _CMAKE_FILES = ("CMakeLists.txt",)
 
 @pytest.fixture(scope="module")
 def llama_tree(lm) -> Path:
-    from toolkit.sources import prepare_source
+    from toolkit.images.sources import prepare_source
 
     src = prepare_source(lm, "llama.cpp", skip_git=True)
     assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path
@@ -483,7 +483,7 @@ def test_every_compiling_template_checks_runpath(template):
 def test_runpath_check_flags_bad_entries(tmp_path):
     """The RUNPATH RUN step, as rendered, on real ELF files linked here with good and bad RUNPATHs."""
     gcc = shutil.which("gcc") or pytest.fail("gcc is needed to link the test binaries")
-    from toolkit.render import _environment
+    from toolkit.images.render import _environment
 
     macro = _environment(ROOT / "Dockerfile.templates").get_template("partials/elf.j2").module.check_runpath
     run = " ".join(a for w, a in _instructions(str(macro([str(tmp_path / "opt")]))) if w == "RUN")
@@ -518,8 +518,8 @@ def test_no_exact_distribution_package_pins(lm, template):
 
 
 def test_parse_facts_and_labels():
-    from toolkit.build import facts_as_labels, parse_facts
-    from toolkit.errors import BuildFailed
+    from toolkit.core.errors import BuildFailed
+    from toolkit.images.build import facts_as_labels, parse_facts
 
     facts = parse_facts("cmake.GGML_NATIVE=OFF\nggml-backends=cpu\n\nmesa-version=25.0.7-2+deb13u1\n", origin="x")
     assert facts == {"cmake.GGML_NATIVE": "OFF", "ggml-backends": "cpu", "mesa-version": "25.0.7-2+deb13u1"}
@@ -597,7 +597,7 @@ def _runpath_problems(path: Path) -> list[str]:
 def cpu_build(tmp_path_factory):
     """The CPU image built by `toolkit build` in a project copy (cache mount warm: relink only)."""
     from tests.e2e_helpers import engine_or_skip, run_cli
-    from toolkit.records import ResultStore
+    from toolkit.results.records import ResultStore
 
     engine_or_skip()
     project = _cpu_project(tmp_path_factory.mktemp("cpu-elf"), name="cpu", cmake_args=[])

@@ -1,4 +1,4 @@
-"""toolkit.tinymodel: the tiny qwen3moe GGUF, ensure_model_file and sha256_file.
+"""toolkit.models.tiny: the tiny qwen3moe GGUF, ensure_model_file and sha256_file.
 
 Loading the file in a real llama-bench is covered by the end-to-end tests.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 import gguf
 import pytest
 
-from toolkit.errors import BadInput
-from toolkit.tinymodel import SHAPE, ensure_model_file, generate_tiny_qwen3moe, sha256_file
+from toolkit.core.errors import BadInput
+from toolkit.models.tiny import SHAPE, ensure_model_file, generate_tiny_qwen3moe, sha256_file
 
 MAX_BYTES = 4 * 1024 * 1024
 

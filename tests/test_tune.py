@@ -11,9 +11,9 @@ import pytest
 
 from tests.e2e_helpers import engine_or_skip, make_project, run_cli
 from tests.test_report import make_record
-from toolkit import tune
-from toolkit.errors import BadInput
-from toolkit.records import ResultStore
+from toolkit.bench import tune
+from toolkit.core.errors import BadInput
+from toolkit.results.records import ResultStore
 
 DEFAULT = tune.Candidate((("n_ubatch", 512),))
 

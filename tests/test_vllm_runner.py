@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from toolkit import engine
-from toolkit.bench import BenchOptions
-from toolkit.devices import DeviceProfile
-from toolkit.matrix import VllmSettings, parse_matrix
-from toolkit.records import BuildRecord, ResultStore
-from toolkit.runners import vllm as vr
+from toolkit.bench.run import BenchOptions
+from toolkit.bench.runners import vllm as vr
+from toolkit.engine import api as engine
+from toolkit.host.devices import DeviceProfile
+from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.spec.matrix import VllmSettings, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -224,7 +224,7 @@ def test_device_cpu_in_a_gpu_image_is_a_fallback():
 
 
 def parse_matrix_images():
-    from toolkit.matrix import ImageSpec
+    from toolkit.spec.matrix import ImageSpec
 
     return (ImageSpec(name="r", template="t", backend="rocm", runner="vllm"),
             ImageSpec(name="c", template="t", backend="cpu", runner="vllm"))
@@ -618,10 +618,10 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
 @pytest.mark.contract
 def test_pinned_release_knows_every_quantization_name_the_toolkit_accepts(release_python):
     """The parser takes any --quantization string (vLLM checks the name when the engine starts, against
-    QUANTIZATION_METHODS): so the names toolkit/hf_checkpoint.py accepts as overrides (checkpoint
+    QUANTIZATION_METHODS): so the names toolkit/models/checkpoint.py accepts as overrides (checkpoint
     methods, their kernel variants, quantize-on-load methods) are checked against the release's own
     list, and must not be deprecated there (vLLM refuses those without --allow-deprecated-quantization)."""
-    from toolkit import hf_checkpoint
+    from toolkit.models import checkpoint as hf_checkpoint
 
     version, python = release_python
     proc = subprocess.run([str(python), "-c", "import json; from vllm.model_executor.layers import quantization as q; "
@@ -733,7 +733,7 @@ def test_log_notes_read_the_quantization_the_engine_used():
 
 
 def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monkeypatch):
-    from toolkit.tinymodel_hf import compressed_tensors_w4a16
+    from toolkit.models.tiny_hf import compressed_tensors_w4a16
 
     monkeypatch.setattr(sys.modules[__name__], "LOG", LOG + ENGINE_LINE.format("compressed-tensors") + "\n")
     cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
@@ -748,7 +748,7 @@ def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monk
 
 
 def test_quantization_mismatch_stops_bench_vllm_before_a_container(tmp_path, monkeypatch):
-    from toolkit.tinymodel_hf import compressed_tensors_w4a16
+    from toolkit.models.tiny_hf import compressed_tensors_w4a16
 
     cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
     fake = FakeEngine(good_writer)

@@ -1,0 +1,539 @@
+"""[BenchRecord] --pivot--> tables per axis with flags and a roofline: the layer report, verdict,
+plots, compare and reproduce build on (it imports only identity, records, roofline, llamabench).
+
+Pure functions over records (never row indexes). `select_for_report` keeps the newest ok record per
+test identity (toolkit.results.identity; plus CPU-fallback failures that carry numbers, flagged, for tests
+with no ok record); `axis_table` pivots one axis to rows = test (`pp2048 ub512`, `tg128`,
+`c4 in512 out128`, plus every identifying field that varies) and columns = image (`name@short-digest`,
+split by system when one digest ran on several), cells = tok/s ± stddev.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.analysis.roofline import Roofline, ceiling, roofline, why_no_roofline
+from toolkit.core import backends
+from toolkit.results import identity
+from toolkit.results.identity import value
+from toolkit.results.index import RecordSelection
+from toolkit.results.llamabench_format import effective_ubatch
+from toolkit.results.records import BenchRecord
+
+__all__ = [
+    "AXES",
+    "FLAG_HELP",
+    "ReportOptions",
+    "Row",
+    "TITLES",
+    "Table",
+    "accounting",
+    "axis_table",
+    "column_labels",
+    "concurrency",
+    "fmt_cell",
+    "fmt_roof",
+    "id_value",
+    "image_label",
+    "is_cpu_fallback",
+    "is_software_gpu",
+    "record_flags",
+    "rel_stddev",
+    "row_label",
+    "sample_stats",
+    "select_for_report",
+    "select_latest",
+    "select_with_accounting",
+    "split_columns",
+    "table_rows",
+    "tables",
+    "threads",
+    "ub_clamped",
+    "varying_columns",
+    "warmup_outlier",
+    "value",
+]
+
+AXES = ("prefill", "decode", "mixed", "served")
+TITLES = {
+    "prefill": "Prefill (pp), tokens/s",
+    "decode": "Decode (tg), tokens/s",
+    "mixed": "Prefill + decode (pp+tg), tokens/s",
+    "served": "Served throughput by concurrency (vLLM bench serve), output tokens/s",
+}
+FLAG_HELP = {
+    "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
+    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed",
+    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (3 x combined stddev, "
+    "neither row noisy)",
+    "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
+    "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
+    "noisy": "relative standard deviation above the noise threshold",
+    "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
+    "more than their spread): a warm-up effect; the median is the steadier figure",
+    "runs-disagree": "process-level repetitions (bench.runs) differ by more than 3 x the within-run stddev and 5 %: "
+    "the speed depends on the process start, report the spread",
+    "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
+    "process start)",
+    "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
+    "a number to check, not to route production traffic on",
+    "synthetic-twin": "measured on a shape twin of the real GGUF (same metadata, tensor names, shapes and types, "
+    "random data with valid scales; toolkit fetch-model --twin), never mixed with real-model rows",
+    "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
+    "concurrent": "another toolkit benchmark ran on the same engine while this was measured (--allow-concurrent): "
+    "both slowed each other down",
+    "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
+    "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
+    "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
+    "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
+    "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
+    "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
+}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Thresholds as fractions: noisy = relative stddev, bw_floor = share of peak bandwidth,
+    min_margin = the smallest margin the verdict calls a win."""
+
+    noisy: float = 0.05
+    bw_floor: float = 0.05
+    min_margin: float = 0.03
+
+
+def image_label(r: BenchRecord) -> str:
+    """Column label of an image: `name@abcdef012345`."""
+    return f"{r.image.name}@{r.image.short}"
+
+
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def rel_stddev(r: BenchRecord) -> float | None:
+    v = value(r)
+    return r.stddev_ts / v if r.stddev_ts is not None and v else None
+
+
+def threads(r: BenchRecord) -> int | None:
+    t = r.raw.get("n_threads")
+    return int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
+def concurrency(r: BenchRecord) -> int | None:
+    c = r.engine.get("concurrency")
+    return int(c) if isinstance(c, (int, float)) else None
+
+
+def sample_stats(r: BenchRecord) -> dict[str, float] | None:
+    """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
+    xs = [x for x in r.samples_ts if math.isfinite(x)]
+    if len(xs) < 2:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def warmup_outlier(r: BenchRecord) -> bool:
+    """First sample > 10 % off the median of the others and outside their range by more than their
+    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
+    xs = r.samples_ts
+    if len(xs) < 3:
+        return False
+    first, rest = xs[0], xs[1:]
+    med = statistics.median(rest)
+    spread = max(rest) - min(rest)
+    dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
+    return med > 0 and abs(first - med) > 0.10 * med and dist > spread
+
+
+def is_cpu_fallback(r: BenchRecord) -> bool:
+    """A GPU image's record that ran on the CPU: failed as such, or `backends` lacks the GPU backend."""
+    if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
+        return True
+    expected = backends.llama_name(r.image.backend)
+    return (
+        r.method == "llama-bench"
+        and backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu
+        and bool(r.backends)
+        and expected is not None
+        and expected.lower() not in (r.backends or "").lower()
+    )
+
+
+def is_software_gpu(r: BenchRecord) -> bool:
+    return backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu and backends.is_software_device(r.gpu_info)
+
+
+def _order(r: BenchRecord) -> tuple:
+    return (r.image.name, r.axis, r.n_prompt, r.n_gen, r.n_ubatch or 0)
+
+
+def select_latest(records: Iterable[BenchRecord], *, include_failed: bool = False) -> list[BenchRecord]:
+    """Newest record per test identity (identity.TestKey); ok records only unless include_failed."""
+    return sorted(identity.newest_per_test(records, include_failed=include_failed).used, key=_order)
+
+
+def select_for_report(records: Iterable[BenchRecord]) -> list[BenchRecord]:
+    """Newest ok record per test identity, plus CPU-fallback failures with numbers where no ok record
+    exists (flagged in the tables)."""
+    return select_with_accounting(records)[0]
+
+
+def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRecord], identity.Selection]:
+    """(records a report shows, the accounting: read / used / superseded / failed)."""
+    records = list(records)
+    sel = identity.newest_per_test(records)
+    have = {identity.test_key(r) for r in sel.used}
+    fallback = [r for r in records if r.status != "ok" and is_cpu_fallback(r) and value(r) is not None]
+    extra = [r for r in select_latest(fallback, include_failed=True) if identity.test_key(r) not in have]
+    sel.used = sorted(sel.used, key=_order) + extra
+    return sel.used, sel
+
+
+def ub_clamped(r: BenchRecord) -> int | None:
+    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None."""
+    eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
+    return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
+
+
+def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = None) -> list[str]:
+    """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table)."""
+    out = []
+    if ub_clamped(r) is not None:
+        out.append("ub-clamped")
+    if is_cpu_fallback(r):
+        out.append("cpu-fallback")
+    if is_software_gpu(r):
+        out.append("software-gpu")
+    rsd = rel_stddev(r)
+    if rsd is not None and rsd > opts.noisy:
+        out.append("noisy")
+    if warmup_outlier(r):
+        out.append("warmup-outlier")
+    if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
+        out.append("stddev-recomputed")
+    if (r.model_extra or {}).get("experimental"):
+        out.append("experimental")
+    if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
+        out.append("synthetic-twin")
+    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
+    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
+        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
+    elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
+        out.append("bw-below-floor")
+    if (r.model_extra or {}).get("concurrent"):
+        out.append("concurrent")
+    for f in (r.model_extra or {}).get("flags") or []:  # flags a runner stored with the record
+        if f not in out:
+            out.append(str(f))
+    return out
+
+
+def id_value(r: BenchRecord, name: str) -> Any:
+    """The value of an identifying column: `model` (name, short sha256 when two files share a name)
+    or a test field (identity.test_fields)."""
+    if name == "model":
+        sha = identity.known_sha(r)
+        twin_of = (r.model.model_extra or {}).get("twin_of") or {}
+        twin = f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]" if twin_of else ""
+        return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
+    return identity.test_fields(r).get(name)
+
+
+def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identity.LABEL_FIELDS) -> list[str]:
+    """Identifying columns of a set: `model` when several models, then every test field that takes
+    several values (identity.distinguishing) except those the row label already shows."""
+    recs = list(records)
+    cols = ["model"] if len({(identity.model_fingerprint(r), identity.known_sha(r)) for r in recs}) > 1 else []
+    dist = identity.distinguishing(recs)
+    return cols + [k for k in sorted(dist) if k not in set(label)]
+
+
+def column_labels(records: list[BenchRecord]) -> dict[int, str]:
+    """Column of each record (by id): `name@digest12`, plus the system fields that split one image's
+    records when the same digest ran on several systems (two GPUs, two hosts): `cpu@ab12 [gpu_info=...]`."""
+    systems: dict[str, set] = {}
+    keys = {id(r): identity.test_key(r) for r in records}
+    for r in records:
+        systems.setdefault(image_label(r), set()).add(keys[id(r)].system)
+    out = {}
+    for r in records:
+        sy = systems[image_label(r)]
+        label = image_label(r)
+        if len(sy) > 1:
+            varying = sorted({k for s in sy for k, _ in s if len({dict(x).get(k) for x in sy}) > 1})
+            mine = dict(keys[id(r)].system)
+            label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
+        out[id(r)] = label
+    return out
+
+
+def split_columns(records: list[BenchRecord], cols: dict[int, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """Varying identifying columns split in two: those fixed per image column go into its header
+    (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+    cols = cols if cols is not None else column_labels(records)
+    per_image: dict[str, list[str]] = {}
+    rows = []
+    for name in varying_columns(records):
+        vals: dict[str, set] = {}
+        for r in records:
+            vals.setdefault(cols[id(r)], set()).add(id_value(r, name))
+        if all(len(v) == 1 for v in vals.values()) and len(vals) > 1:
+            for img, v in vals.items():
+                if (x := next(iter(v))) is not None:
+                    per_image.setdefault(img, []).append(f"{name}={x}")
+        else:
+            rows.append(name)
+    return {img: ", ".join(v) for img, v in per_image.items()}, rows
+
+
+@dataclass
+class Row:
+    """One table row: the test label, its identifying values, and one record per image column."""
+
+    test: str
+    ids: dict[str, str]
+    order: tuple
+    cells: dict[str, BenchRecord] = field(default_factory=dict)
+    flags: dict[str, list[str]] = field(default_factory=dict)  # image column -> flags
+    roof: dict[str, Roofline] = field(default_factory=dict)  # image column -> roofline
+
+    def row_flags(self) -> list[str]:
+        """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
+        out = []
+        for name in dict.fromkeys([*FLAG_HELP, *(f for fl in self.flags.values() for f in fl)]):
+            cols = [c for c, fl in self.flags.items() if name in fl]
+            if not cols:
+                continue
+            text = name
+            if name == "ub-clamped":
+                effs = sorted({ub_clamped(self.cells[c]) for c in cols} - {None})
+                text += f" (effective ub{'/'.join(str(e) for e in effs)})"
+            if len(cols) < len(self.cells):
+                text += f" [{', '.join(cols)}]"
+            out.append(text)
+        return out
+
+
+@dataclass
+class Table:
+    """A pivoted axis: rows x image columns; `roof_columns` are the images with a known GPU."""
+
+    axis: str
+    title: str
+    columns: list[str]
+    id_columns: list[str]
+    rows: list[Row]
+    roof_columns: list[str] = field(default_factory=list)
+    # image column -> settings fixed for that image, e.g. "threads=1" (shown in its header)
+    image_ids: dict[str, str] = field(default_factory=dict)
+
+    def header(self, col: str) -> str:
+        return f"{col} ({self.image_ids[col]})" if self.image_ids.get(col) else col
+
+
+def row_label(r: BenchRecord, *, ub: bool) -> str:
+    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`, served: `c4 in512 out128`."""
+    if r.axis == "served":
+        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
+    return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
+
+
+def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> Table:
+    """Pivot the records of one axis (prefill | decode | mixed | served) into a Table.
+
+    Columns are images (identity column: digest + system), rows are tests (identity row: model +
+    every test field that varies in the table). Records given are one per test (select_for_report);
+    a second record for an occupied cell gets its own row naming what differs, never dropped.
+    """
+    opts = opts or ReportOptions()
+    rs = [r for r in records if r.axis == axis and value(r) is not None]
+    col_of = column_labels(rs)
+    per_image, id_cols = split_columns(rs, col_of)
+    show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
+    rows: dict[tuple, Row] = {}
+    columns: set[str] = set()
+    roof_cols: set[str] = set()
+    for r in rs:
+        col = col_of[id(r)]
+        ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
+        label = row_label(r, ub=show_ub)
+        order = (
+            concurrency(r) or 0,
+            r.n_depth,
+            r.n_prompt,
+            r.n_gen,
+            r.model.name,
+            r.n_ubatch or 0,
+            tuple(ids.values()),
+        )
+        key: tuple = (label, tuple(ids.values()))
+        if key in rows and col in rows[key].cells:  # same row and column, yet a different test
+            other = identity.test_fields(rows[key].cells[col])
+            mine = identity.test_fields(r)
+            diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
+            label += " (" + ", ".join(f"{k}={mine.get(k)}" for k in diff) + ")"
+            key = (label, tuple(ids.values()), identity.test_key(r).row)
+        row = rows.setdefault(key, Row(label, ids, order))
+        row.cells[col] = r
+        roof = roofline(r)
+        if roof is not None:
+            row.roof[col] = roof
+            roof_cols.add(col)
+        row.flags[col] = record_flags(r, opts, roof)
+        columns.add(col)
+    _mark_ub_no_effect(list(rows.values()), opts)
+    _mark_host_outliers(list(rows.values()))
+    ordered = sorted(rows.values(), key=lambda row: row.order)
+    return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols), per_image)
+
+
+def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
+    """`ub-no-effect` only where measured: in one image column, records that differ only in n_ubatch
+    and give equal tok/s within noise (|a - b| <= 3 x sqrt(sd_a^2 + sd_b^2), stddevs known)."""
+    groups: dict[tuple, list[tuple[Row, str, BenchRecord]]] = {}
+    for row in rows:
+        for col, r in row.cells.items():
+            f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
+            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append((row, col, r))
+    for members in groups.values():
+        if len({r.n_ubatch for _, _, r in members}) < 2:
+            continue
+        for row, col, r in members:
+            others = [o for _, _, o in members if o is not r]
+            if others and all(_equal_within_noise(r, o, opts) for o in others) and "ub-no-effect" not in row.flags[col]:
+                row.flags[col].append("ub-no-effect")
+
+
+def _mark_host_outliers(rows: list[Row]) -> None:
+    """`host-outlier` on a cell whose host (`host.key`, set by campaign jobs) measured the row's test on
+    an image digest that 3 or more hosts measured, with a tok/s farther from the other hosts' median
+    than 3 x their spread: max(range of their values, root mean square of their stddevs), so identical
+    neighbours do not make any difference an outlier. Two hosts never flag (neither is the odd one)."""
+    for row in rows:
+        by_digest: dict[str, list[tuple[str, BenchRecord]]] = {}
+        for col, r in row.cells.items():
+            if (r.host or {}).get("key") and value(r) is not None:
+                by_digest.setdefault(r.image.digest, []).append((col, r))
+        for members in by_digest.values():
+            if len({str(r.host["key"]) for _, r in members}) < 3:
+                continue
+            for col, r in members:
+                others = [o for _, o in members if o.host["key"] != r.host["key"]]
+                vals = [v for o in others if (v := value(o)) is not None]
+                sds = [o.stddev_ts or 0.0 for o in others]
+                spread = max(max(vals) - min(vals), math.sqrt(sum(x * x for x in sds) / len(sds)))
+                mine = value(r)
+                if mine is not None and abs(mine - statistics.median(vals)) > 3 * spread \
+                        and "host-outlier" not in row.flags[col]:
+                    row.flags[col].append("host-outlier")
+
+
+def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> bool:
+    """Equal within noise, and the noise small enough to say so (both relative stddevs <= opts.noisy)."""
+    va, vb = value(a), value(b)
+    if va is None or vb is None or a.stddev_ts is None or b.stddev_ts is None:
+        return False
+    if max(a.stddev_ts / va, b.stddev_ts / vb) > opts.noisy:
+        return False
+    return abs(va - vb) <= 3 * math.hypot(a.stddev_ts, b.stddev_ts)
+
+
+def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
+    chosen = select_for_report(records)
+    return [t for t in (axis_table(chosen, a, opts) for a in AXES) if t.rows]
+
+
+def accounting(records: list[BenchRecord], refused: int = 0) -> str:
+    """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
+    _, sel = select_with_accounting(records)
+    if isinstance(records, RecordSelection):  # resultindex.select(): the counts of the whole set it stands for
+        sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
+    text = sel.summary()
+    return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
+
+
+def fmt_cell(r: BenchRecord | None) -> str:
+    """`mean ± stddev (med M, min–max)` tok/s; served cells add median TTFT/TPOT."""
+    v = value(r) if r is not None else None
+    if v is None:
+        return ""
+    sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
+    text = f"{v:.2f}{sd}"
+    st = sample_stats(r)
+    if st is not None and r.axis != "served":
+        text += f" (med {st['median']:.2f}, {st['min']:.2f}–{st['max']:.2f})"
+    runs = (r.model_extra or {}).get("between_runs")
+    if runs:
+        text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
+    if r.axis == "served":
+        extra = [
+            f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
+        ]
+        text += f" ({', '.join(extra)})" if extra else ""
+    return text
+
+
+def fmt_roof(roof: Roofline | None) -> str:
+    if roof is None:
+        return ""
+    what = "of BW" if roof.metric == "bandwidth" else "of FP16 peak"
+    return f"{100 * roof.fraction:.0f}% {what}"
+
+
+def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
+    """Header and body of a table as text cells (shared by github and html)."""
+    headers = ["test", *t.id_columns]
+    for c in t.columns:
+        headers.append(t.header(c))
+        if c in t.roof_columns:
+            headers.append(f"roofline {c}")
+    headers.append("flags")
+    body = []
+    for row in t.rows:
+        line = [row.test, *row.ids.values()]
+        for c in t.columns:
+            line.append(fmt_cell(row.cells.get(c)))
+            if c in t.roof_columns:
+                line.append(fmt_roof(row.roof.get(c)))
+        line.append("; ".join(row.row_flags()))
+        body.append(line)
+    return headers, body
+
+
+def _legend(ts: list[Table]) -> list[str]:
+    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
+    return [f"{name}: {FLAG_HELP.get(name, 'stored with the record by its runner')}"
+            for name in sorted(used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n))]
+
+
+def _roof_notes(ts: list[Table]) -> list[str]:
+    """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
+    GPU image without one, why not (unknown product, multi-GPU layer split: roofline.why_no_roofline)."""
+    seen: dict[str, Roofline] = {}
+    missing: dict[str, str] = {}
+    for t in ts:
+        for row in t.rows:
+            for col, r in row.cells.items():
+                if col in row.roof:
+                    seen[col] = row.roof[col]
+                elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
+                    missing.setdefault(col, why)
+    out = [
+        f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
+        f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
+        f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})"
+        + (f"; {roof.note}" if roof.note else "")
+        for col, roof in sorted(seen.items())
+    ]
+    return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
+
+

@@ -1,0 +1,361 @@
+"""What every runner shares: the run context, the Runner protocol, options, outcomes, and the
+scaffolding of one benchmark container (model file checks, sha256 pin, container spec, image
+reference, memory limit).
+
+A runner (toolkit/runners/<name>.py) declares its name, the model formats it accepts, its settings
+block in matrix.yaml (a pydantic model; None when it only uses `bench:`), the extra fields of its test
+identity, `plan(ctx)` — pure: the exact commands, also what `--dry-run` prints — and `run(ctx)`, which
+appends records through `ctx.save` (a failed run is a record, not an exception) and returns the
+summary lines. `bench.py` only orchestrates: pick the build, check the backend, `runner.run(ctx)`.
+The engine is injectable (`RunContext.engine`): tests pass a fake engine instead of monkeypatching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel
+
+from toolkit.bench import guard
+from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine
+from toolkit.host import devices
+from toolkit.images import build as build_mod
+from toolkit.models.tiny import ensure_model_file, sha256_file
+from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
+
+Events = Callable[..., None]
+
+
+@dataclass
+class BenchOptions:
+    """Knobs of one `toolkit bench` run. `timeout_s` is per (image, model) container, seconds."""
+
+    dry_run: bool = False
+    strict: bool = False
+    allow_software_gpu: bool = False
+    gpu: int | None = None
+    resume: bool = False
+    timeout_s: float | None = None
+    # measure the newest build even when it was built from other inputs than the matrix renders to now
+    allow_stale: bool = False
+    # image name -> image ID to measure as is (reproduce re-runs recorded digests); no inputs-key check
+    pinned: dict[str, str] = field(default_factory=dict)
+    allow_concurrent: bool = False  # run although another benchmark is running on the engine; flag records
+    memory: str | None = None  # container memory limit (docker size, e.g. 24g); default bench.memory
+    # process-level repetition of this run: {"index": k, "of": N} (bench.runs > 1), stored with records
+    process_run: dict[str, int] | None = None
+    # extra fields stored with every record of this run, e.g. {"tune": {"session": ..., "round": 1}}
+    record_extra: dict[str, Any] = field(default_factory=dict)
+    yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
+    run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
+    saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
+
+
+@dataclass
+class Outcome:
+    """One (image, model) line of the run summary. status: ok | failed | skipped | dry-run | resumed."""
+
+    image: str
+    model: str
+    status: str
+    reason: str = ""
+    records: int = 0
+    command: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callable[[], str]) -> str:
+    """`compute()` once per state of `path`, cached in .toolkit/sha256-cache.json under `kind` and
+    (path, size, mtime, device, inode, ctime). ctime cannot be set back by a user (`touch -d`,
+    os.utime and every write move it), so a file changed in place with its size and mtime kept is
+    checked again. A cache that cannot be written (read-only project) is skipped, never an error; one
+    that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a regular file: a
+    FIFO there would block the read forever) counts as empty. One entry per (kind, file): a new state
+    of a file replaces its older ones."""
+    cache_file = lm.root / ".toolkit" / "sha256-cache.json"
+    raw = guard.read_regular_file(cache_file)  # a FIFO there must not block
+    try:
+        cache: Any = json.loads(raw.decode("utf-8")) if raw is not None else {}
+    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
+        cache = {}
+    if not isinstance(cache, dict):
+        cache = {}
+    st = path.stat()
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}"
+    if kind != "sha256":  # sha256 entries keep their historical bare key
+        key = f"{kind}|{key}"
+    if not isinstance(cache.get(key), str):
+        value = compute()
+        # an entry per (kind, file): older states of this file are dropped, so the cache stays the size
+        # of the models checked, however often they change
+        prefix = key.rsplit(":", 5)[0] + ":"
+        cache = {k: v for k, v in cache.items() if not k.startswith(prefix) or k.count(":") != key.count(":")}
+        cache[key] = value
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(cache, indent=1))
+            tmp.replace(cache_file)
+        except OSError:
+            pass
+    return cache[key]
+
+
+def model_sha256(lm: LoadedMatrix, path: Path) -> str:
+    """sha256 hex of a model file, computed once per file state (see _file_state_cached)."""
+    return _file_state_cached(lm, "sha256", path, lambda: sha256_file(path))
+
+
+def model_file_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
+    """The model's path, links followed, when it is a regular file on this host; None when it is
+    absent, a folder, a dangling link, a loop of links or a path the OS refuses (the preflight and
+    resolve_model say which)."""
+    try:
+        path = lm.resolve(model.path).resolve()
+        return path if path.is_file() else None
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
+        return None
+
+
+def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
+    """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
+    path = lm.resolve(model.path)
+    if path.is_symlink():
+        try:
+            path = path.resolve()
+        except RuntimeError as err:  # pathlib's "Symlink loop" (Python 3.11; OSError ELOOP from 3.13)
+            return None, f"model path {path}: {err}; fix models[{model.name}].path"
+    if not path.exists():
+        if dry_run:
+            return path, ""
+        if model.generate:
+            ensure_model_file(path, model.generate)
+        else:
+            fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else ""
+            return None, f"model file {path} is absent{fetch}"
+    return path, ""
+
+
+def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+    """A GGUF must be a regular file that starts with the GGUF magic and that the container's
+    unprivileged user (uid 10001) can read. Raises BadInput naming the file and the fix."""
+    if model.format != "gguf":
+        return
+    where = f"{lm.path}: models[{model.name}].path"
+    if not path.is_file():
+        raise BadInput(f"{where}: {path} is not a regular file; point `path` at the .gguf file")
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise BadInput(f"{where}: {path} is not a GGUF file (no GGUF magic); re-download it")
+    # the header walk imports gguf + numpy (~0.1 s): done once per file state, like the sha256
+    _file_state_cached(lm, "gguf-extents", path, lambda: check_gguf_extents(path, where) or "ok")
+    if not path.stat().st_mode & 0o004:
+        raise BadInput(f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}")
+
+
+def check_gguf_extents(path: Path, where: str) -> None:
+    """Read the GGUF header with the `gguf` package's GGUFReader (the format's reference reader,
+    memory-mapped: no tensor data is read) and check that every tensor's data lies inside the file.
+    A truncated or corrupt file raises BadInput naming the file and the fix."""
+    import gguf
+
+    size = path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(path)
+    except Exception as err:  # the reader's own errors: ValueError (reshape past the end), struct/index errors
+        raise BadInput(f"{where}: {path} ({size} bytes) is a truncated or corrupt GGUF file (its header does not "
+                       f"fit the file: {str(err)[:120]}); re-download it") from None
+    end = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > size:
+        raise BadInput(f"{where}: {path} is truncated: its tensors need {end} bytes, the file has {size}; "
+                       "re-download it")
+
+
+def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
+    digest = model_sha256(lm, path) if path.is_file() else "dir:" + model.name
+    if model.sha256 and digest != model.sha256:
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].sha256: file {path} has sha256 {digest}, the matrix expects "
+            f"{model.sha256}; re-download the file or fix `sha256`"
+        )
+    return digest
+
+
+def container_spec(image_ref: str, command: list[str], profile: devices.DeviceProfile, *, model_dir: Path,
+                   shader_volume: str | None, run_id: str, name: str, memory_bytes: int | None = None,
+                   model_file: bool | None = None) -> engine.RunSpec:
+    """The container for one benchmark process: model dir read-only at /models (a model file, e.g. a
+    GGUF, at /models/<name>: `model_file`, else whether `model_dir` is a file now; a dry run's model
+    may not exist yet), profile devices, at most `memory_bytes` of memory (no swap beyond it) when given."""
+    mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
+    if model_file if model_file is not None else model_dir.is_file():  # only that file, never its whole folder
+        mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
+    env: dict[str, str] = {}
+    if shader_volume:
+        mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))
+        env["MESA_SHADER_CACHE_DIR"] = "/cache/mesa"
+    return profile.run_spec(image_ref, command, mounts=mounts, environment=env, name=name,
+                            labels={"org.toolkit.run-id": run_id}, memory_bytes=memory_bytes)
+
+
+def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
+    """The image as stored in each record, with the build selection of `choose_build` (carried on the
+    chosen build as `bench_inputs`): `inputs_key` (the build's render-inputs key, None if it has none),
+    `current_inputs_key` (what matrix.yaml + templates give now; None for a pinned digest) and `stale`
+    (True: measured with --allow-stale although the keys differ)."""
+    sel = (build.model_extra or {}).get("bench_inputs") or {}
+    return ImageRef(name=spec.name, ref=build.ref, digest=build.digest, backend=spec.backend,
+                    repo_digests=build.repo_digests, labels=build.labels, inputs_key=build_mod.build_inputs_key(build),
+                    current_inputs_key=sel.get("current"), stale=bool(sel.get("stale")))
+
+
+def stale_marks(build: BuildRecord) -> dict[str, Any]:
+    """Extra BenchRecord fields for a build measured with --allow-stale: {"flags": ["stale-build"]}
+    (the report shows stored flags on the row); {} otherwise. Every runner adds them to its records."""
+    sel = (build.model_extra or {}).get("bench_inputs") or {}
+    return {"flags": ["stale-build"]} if sel.get("stale") else {}
+
+
+def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
+    """The container memory limit in bytes: --memory, else bench.memory, else None (no limit).
+    Raises BadInput for a size that cannot be read."""
+    from toolkit.spec.matrix import memory_bytes
+
+    value = opts.memory or lm.m.bench.memory
+    if value is None:
+        return None
+    try:
+        return memory_bytes(value)
+    except ValueError as err:
+        where = "--memory" if opts.memory else f"{lm.path}: bench.memory"
+        raise BadInput(f"{where}: {err}") from None
+
+
+def file_identity(path: Path) -> tuple[int, ...]:
+    """(device, inode, size, mtime, ctime) of a file: any write or replace changes it (ctime cannot be set back)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted without --ignore-eos
+
+
+@dataclass
+class RunContext:
+    """Everything one (image, model) run needs. `engine` is the module that talks to Docker
+    (toolkit.engine.api); tests pass a fake with the same functions. `save(record)` writes a record now
+    (whole or absent, counted, flagged when another benchmark overlaps)."""
+
+    lm: LoadedMatrix
+    spec: ImageSpec
+    build: BuildRecord
+    model: ModelSpec
+    store: ResultStore
+    opts: BenchOptions
+    profile: devices.DeviceProfile
+    host: dict[str, Any]
+    events: Events
+    engine: ModuleType | Any = engine
+
+    def save(self, rec: BenchRecord) -> None:
+        (self.opts.saver or guard.Saver(self.store)).save(rec)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command a runner will execute: `what` it measures and the exact argv (`docker run ...`,
+    `docker exec ...`), copy-pasteable; what `--dry-run` prints."""
+
+    what: str
+    argv: list[str]
+
+
+class Runner(Protocol):
+    """A benchmark program in an image (llama-bench, vLLM, SGLang...).
+
+    name: matrix.yaml `runner:`; model_formats: `format:` values of models it accepts; settings_key
+    and settings_model: its own block in matrix.yaml (validated by that model; None: none);
+    identity_fields: engine settings that are part of its records' test identity (identity.py reads
+    `engine`); experimental: flagged in reports.
+    """
+
+    name: ClassVar[str]
+    model_formats: ClassVar[tuple[str, ...]]
+    settings_key: ClassVar[str | None]
+    settings_model: ClassVar[type[BaseModel] | None]
+    identity_fields: ClassVar[tuple[str, ...]]
+    experimental: ClassVar[bool]
+
+    def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+        """Bad input about the model for this runner (BadInput), before any container starts."""
+
+    def plan(self, ctx: RunContext) -> list[Step]:
+        """The exact commands `run` executes, in order (pure: no engine call)."""
+
+    def run(self, ctx: RunContext) -> list[Outcome]:
+        """Run the plan; append records through ctx.save; one Outcome per summary line."""
+
+
+def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[str, int]:
+    """(hex sha256, bytes) of a model directory: sha256 over one `relpath sha256\\n` line per file in
+    path order (file hashes cached like GGUF files); hidden files and folders (huggingface_hub's
+    .cache/ download metadata) are not part of the model. Raises BadInput for an empty directory."""
+
+
+    files = sorted(p for p in path.rglob("*")
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    if not files:
+        raise BadInput(f"{what}: {path} is an empty directory")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
+    return h.hexdigest(), sum(f.stat().st_size for f in files)
+
+
+def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_len: int, ignore_eos: bool = True,
+                           tolerance: float = SERVED_TOLERANCE) -> str | None:
+    """Why a `vllm bench serve` result did not measure what was asked, or None.
+
+    parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
+    Generated = total_output_tokens (vLLM counts the server's completion_tokens per request). With
+    --ignore-eos every request runs to its max_tokens, so the counts must match exactly; without it a
+    shortfall up to `tolerance` (relative) is accepted. More than asked beyond `tolerance` is refused
+    too (a re-tokenised count that inflates output tok/s). Per-request `output_lens`, when the result
+    carries them, name how many requests came back short."""
+    asked = num_prompts * output_len
+    got = parsed.get("total_output_tokens")
+    if got is None:
+        return "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
+    got_i = int(got)
+    allowed_short = 0 if ignore_eos else math.floor(asked * tolerance)
+    short = ""
+    lens = parsed.get("output_lens")
+    if isinstance(lens, list) and lens:
+        n_short = sum(1 for x in lens if isinstance(x, int | float) and x < output_len)
+        short = f"; {n_short} of {len(lens)} requests stopped early" if n_short else ""
+    eos = " with --ignore-eos" if ignore_eos else f" (tolerance {tolerance:.0%})"
+    if asked - got_i > allowed_short:
+        return f"generated {got_i} of {asked} requested tokens ({num_prompts} requests x {output_len}){eos}{short}"
+    if got_i - asked > math.floor(asked * tolerance):
+        return (f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
+                f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated")
+    return None

@@ -1,0 +1,342 @@
+"""The llama-bench runner: one container, one llama-bench process over the crossed matrix per
+(image, model); every row a record the moment llama-bench prints it.
+
+Before the run, a pre-flight (`llama-bench --list-devices` in the image must show a device of the
+image's backend, and not only a software one unless opted in); during it, each row is judged on the
+row and on everything printed before it (CPU fallback, software device, model file changed); after
+it, a process failure (crash, kill, OOM, timeout, Ctrl-C, engine gone) is one failed row, the
+completed tests kept. `bench.runs: N` repeats the process N times (process-level repetitions).
+Facts (flags, JSONL fields, clamping): shared/reference/llama-bench.md, llama.cpp
+tools/llama-bench/llama-bench.cpp at 0c1e57098.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from toolkit.bench import guard
+from toolkit.bench.runners.base import (
+    BenchOptions,
+    Outcome,
+    RunContext,
+    Step,
+    check_model_file,
+    check_sha,
+    container_spec,
+    file_identity,
+    image_ref,
+    memory_limit,
+    now,
+    resolve_model,
+    stale_marks,
+)
+from toolkit.core import backends, signals
+from toolkit.models import twin
+from toolkit.results import identity
+from toolkit.results import index as resultindex
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import BenchRecord, ModelRef, ResultStore
+from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+
+
+class LlamaBenchRunner:
+    """llama-bench in llama.cpp images (cpu, vulkan, rocm). Settings: the `bench:` axes (no block of
+    its own); its test identity is the raw llama-bench record (toolkit.results.identity)."""
+
+    name: ClassVar[str] = "llama-bench"
+    model_formats: ClassVar[tuple[str, ...]] = ("gguf",)
+    settings_key: ClassVar[str | None] = None
+    settings_model: ClassVar[Any] = None
+    identity_fields: ClassVar[tuple[str, ...]] = ()
+    experimental: ClassVar[bool] = False
+
+    def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+        """GGUF magic, tensor extents inside the file, readable by the container's user (BadInput)."""
+        check_model_file(lm, model, path)
+
+    def plan(self, ctx: RunContext) -> list[Step]:
+        """The one `docker run ... llama-bench ...` per process-level run (bench.runs)."""
+        path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
+        assert path is not None
+        rs = _run_spec(ctx, ctx.lm.m.bench, path)
+        return [Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
+                for i in range(ctx.lm.m.bench.runs)]
+
+    def run(self, ctx: RunContext) -> list[Outcome]:
+        """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""
+        runs = ctx.lm.m.bench.runs
+        out = []
+        for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
+            one = dataclasses.replace(ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+                                      ) if runs > 1 else ctx
+            o = bench_one(one)
+            if runs > 1:
+                o.reason = f"run {i + 1} of {runs}" + (f": {o.reason}" if o.reason else "")
+            out.append(o)
+            if o.status in ("failed", "resumed", "dry-run"):
+                break
+        return out
+
+
+def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path):
+    """The container of one llama-bench process over `axes` on model file `path`."""
+    spec, build, opts = ctx.spec, ctx.build, ctx.opts
+    command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
+    name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
+    return container_spec(build.digest, command, ctx.profile, model_dir=path, shader_volume=_shader_volume(ctx),
+                          run_id=opts.run_id, name=name, memory_bytes=memory_limit(ctx.lm, opts), model_file=True)
+
+
+def _shader_volume(ctx: RunContext) -> str | None:
+    """The Mesa shader cache volume of a Vulkan image digest (warm runs compile no shaders)."""
+    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
+
+
+def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
+    """Run `llama-bench --list-devices` in the image; return why the GPU is unusable, or None."""
+    spec, build, profile, opts = ctx.spec, ctx.build, ctx.profile, ctx.opts
+    if spec.backend == "cpu":
+        return None
+    rs = container_spec(build.digest, ["llama-bench", "--list-devices"], profile, model_dir=Path("/tmp"),
+                        shader_volume=shader_volume, run_id=opts.run_id, name=f"toolkit-pre-{opts.run_id}-{spec.name}")
+    rs.mounts = rs.mounts[1:]
+    out = ctx.engine.run_container(rs, timeout=300)
+    text = out.stdout + "\n" + out.stderr
+    prefix = backends.llama_name(spec.backend) or spec.backend
+    listed = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix) and ":" in ln]
+    if not listed:
+        return f"`llama-bench --list-devices` in the image shows no {prefix} device (output: {text.strip()[-200:]!r})"
+    software = [ln for ln in listed if backends.is_software_device(ln)]
+    if software and len(software) == len(listed) and not opts.allow_software_gpu:
+        return (f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
+                "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately")
+    return None
+
+
+def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
+    """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
+    records; returns the summary line. With opts.resume only the cases not yet measured on this
+    digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
+    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
+    host, events, engine = ctx.host, ctx.events, ctx.engine
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return Outcome(spec.name, model.name, "skipped", reason)
+    if axes is None and opts.resume and not opts.dry_run:
+        sha = check_sha(lm, model, path)
+        todo = missing_cases(store, build.digest, sha, lm.m.bench)
+        n_all = len(lm.m.bench.cases())
+        if not todo:
+            return Outcome(spec.name, model.name, "resumed", f"all {n_all} cases already measured for this digest + model")
+        if len(todo) < n_all:
+            parts = [bench_one(ctx, axes=sub) for sub in resume_axes(lm.m.bench, todo)]
+            bad = [o for o in parts if o.status != "ok"]
+            return Outcome(spec.name, model.name, bad[0].status if bad else "ok",
+                           (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
+                           sum(o.records for o in parts), parts[-1].command,
+                           {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing})
+    axes = axes or lm.m.bench
+    shader_volume = _shader_volume(ctx)
+    memory = memory_limit(lm, opts)
+    rs = _run_spec(ctx, axes, path)
+    if opts.dry_run:
+        return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
+    sha = check_sha(lm, model, path)
+    hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
+    # a shape twin (toolkit fetch-model --twin) says so in every record: kind synthetic-twin + twin_of
+    model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size,
+                         **twin.model_extras(path, sha))
+    n_cases = len(axes.cases())
+    cold = False
+    if shader_volume:  # warm only when the volume exists and a run on this digest completed before
+        cold = not engine.volume_exists(shader_volume) or not any(
+            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True))
+        engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
+    pre = preflight_devices(ctx, shader_volume)
+    if pre:
+        return Outcome(spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre)
+    events("start", image=spec.name, model=model.name, total=n_cases)
+
+    saver = opts.saver or guard.Saver(store)
+    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
+    base = dict(run_id=opts.run_id, runner="llama-bench", method="llama-bench", image=image_ref(build, spec),
+                model=model_ref, command=engine.run_command(rs), host=host, log_file=str(log_path),
+                limits={"memory_bytes": memory}, **({"process_run": opts.process_run} if opts.process_run else {}), **opts.record_extra,
+                **stale_marks(build))
+    printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
+    streamed: list[dict[str, Any]] = []
+    voids: list[str] = []
+    t0 = time.monotonic()
+    measured = [0.0]
+
+    def store_row(raw: dict[str, Any]) -> None:
+        """One llama-bench row -> one record, written now (llama-bench prints a row per finished test)."""
+        streamed.append(raw)
+        measured[0] += _row_seconds(raw, axes.repetitions)
+        elapsed = time.monotonic() - t0
+        timing = {"elapsed_s": round(elapsed, 3), "tests_s": round(measured[0], 3),
+                  "startup_s": round(max(elapsed - measured[0], 0.0), 3)}  # up to and including this test
+        if shader_volume:
+            timing["shader_cache_cold"] = float(cold)
+        void = _void_reason(spec, opts, raw, "\n".join(printed))
+        if file_identity(path) != hashed:
+            void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
+        norm = llamabench.normalize(raw)
+        try:
+            rec = BenchRecord(**base, created=now(), timing=timing, **norm, status="failed" if void else "ok",
+                              error=void, raw=raw)
+        except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
+            void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
+            rec = BenchRecord(**base, created=now(), timing=timing, test=norm["test"], axis=norm["axis"],
+                              status="failed", error=void)
+        if void:
+            voids.append(void)
+        saver.save(rec)
+
+    def on_stdout(line: str) -> None:
+        printed.append(line)
+        if line.lstrip().startswith("{"):
+            for raw in llamabench.parse_jsonl(line):
+                store_row(raw)
+
+    def on_stderr(line: str) -> None:
+        printed.append(line)
+        p = llamabench.progress_of(line)
+        if p:
+            events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
+
+    stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
+    try:
+        out = engine.run_container(rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr,
+                                   on_stdout=on_stdout)
+    except (engine.Interrupted, engine.EngineLost) as err:
+        stop, out = err, err.outcome
+    with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
+        log_problem = saver.write_text(
+            log_path, f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}")
+        rows = llamabench.parse_jsonl(out.stdout)
+        for raw in rows[len(streamed):]:  # a last row printed without a newline, if any
+            store_row(raw)
+        tests_s = sum(_row_seconds(r, axes.repetitions) for r in rows)
+        timing = {"wall_s": round(out.seconds, 3), "tests_s": round(tests_s, 3),
+                  "startup_s": round(max(out.seconds - tests_s, 0.0), 3)}
+        if shader_volume:
+            timing["shader_cache_cold"] = float(cold)
+        error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
+        if isinstance(stop, engine.EngineLost):
+            error = str(stop)
+        elif stop is not None:
+            error = f"interrupted ({signals.stopped_by()})"
+        elif out.timed_out:
+            error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
+        elif out.oom_killed:
+            limit = f" (limit {memory} bytes: raise bench.memory or --memory)" if memory else ""
+            error = f"container was killed for running out of memory{limit}"
+        elif out.exit_code != 0:
+            error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+        if not rows and not error:
+            error = "llama-bench printed no result rows"
+        elif not error and len(rows) < n_cases:  # a run that silently left tests out is not "ok"
+            error = f"llama-bench emitted {len(rows)} result rows for {n_cases} cases and exited 0"
+        # a crash, kill or timeout does not void the tests llama-bench completed before it (a row holds
+        # every repetition of its test): they are kept as results, and one failed row records the fault
+        if error:
+            done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
+            note = f"; log not written: {log_problem}" if log_problem else ""
+            saver.save(BenchRecord(**base, created=now(), timing=timing, test="(none)", axis="prefill",
+                                   status="failed", error=error + done + note), reraise=stop is None)
+    if stop is not None:
+        raise stop
+    events("done", image=spec.name, model=model.name, total=n_cases)
+    reason = error or (voids[0] if voids else "")
+    status = "failed" if reason else "ok"
+    return Outcome(spec.name, model.name, status, reason, len(rows), rs.command, timing)
+
+
+def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
+    """Seconds llama-bench spent measuring one row: the sum of its samples (or avg x repetitions)."""
+    return sum(raw.get("samples_ns") or []) / 1e9 or (raw.get("avg_ns", 0) * repetitions / 1e9)
+
+
+def _void_reason(spec: ImageSpec, opts: BenchOptions, raw: dict[str, Any], printed: str) -> str | None:
+    """Why a row is not what was asked for (a CPU fallback, a software Vulkan device not opted into),
+    judged on the row and on everything the container printed before it (devices are set up before
+    the first test). None: the row is a result."""
+    fallback = llamabench.cpu_fallback_reason(printed, spec.backend, [raw])
+    if fallback:
+        return f"CPU fallback: {fallback}"
+    if not opts.allow_software_gpu and spec.backend != "cpu" and backends.is_software_device(str(raw.get("gpu_info", ""))):
+        return f"ran on a software device ({raw.get('gpu_info')}) without --allow-software-gpu"
+    return None
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
+    """A llama-bench case in the one test identity's normalisation (fa spellings, "all layers")."""
+    key = {k: case.get(k) for k in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")}
+    key["flash_attn"] = identity.norm_flash_attn(case.get("flash_attn"))
+    key["n_gpu_layers"] = identity.norm_gpu_layers(case.get("n_gpu_layers"), case.get("n_layers"))
+    if threads:
+        key["n_threads"] = threads
+    return tuple(sorted(key.items()))
+
+
+def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
+    """The case key (_case_key) of a stored llama-bench record, to match it against `axes`' cases;
+    threads count only when the matrix sets them."""
+    f = identity.test_fields(r)
+    return _case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads"))
+
+
+def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) -> list[dict[str, Any]]:
+    """The cases of `axes` with no ok record yet on this image digest + model sha256 (resume per test)."""
+    have = set()
+    for r in resultindex.select(store, digests=[digest], ok_only=True):  # newest per test: every measured test
+        if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
+            have.add(_record_case_key(r, axes))
+    return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]
+
+
+def measured_seconds(store: ResultStore, image: str, model: str, axes: BenchAxes,
+                     cases: list[dict[str, Any]]) -> tuple[int, float]:
+    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
+    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
+    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
+    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
+    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
+    are not counted. Asks the query index: one record per test, not the history."""
+    seen: dict[tuple, tuple[str, float]] = {}
+    for r in resultindex.select(store, images=[image], ok_only=True):
+        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
+            continue
+        k = _record_case_key(r, axes)
+        t = (r.n_prompt + r.n_gen) / r.avg_ts
+        if math.isfinite(t) and (k not in seen or r.created >= seen[k][0]):
+            seen[k] = (r.created, t)
+    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
+    return len(known), sum(known) * axes.repetitions
+
+
+def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:
+    """Cross products that together hold exactly the cases `todo`: one per (n_batch, n_ubatch,
+    flash_attn, n_gpu_layers, n_depth) with the missing prompt and generation lengths."""
+    groups: dict[tuple, dict[str, list[int]]] = {}
+    for c in todo:
+        g = groups.setdefault((c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
+                              {"p": [], "n": []})
+        if c["n_prompt"]:
+            g["p"].append(c["n_prompt"])
+        if c["n_gen"]:
+            g["n"].append(c["n_gen"])
+    return [axes.model_copy(update=dict(n_batch=[b], n_ubatch=[ub], flash_attn=[fa], n_gpu_layers=[ngl],
+                                        n_depth=[d], n_prompt=g["p"] or [0], n_gen=g["n"] or [0]))
+            for (b, ub, fa, ngl, d), g in groups.items()]

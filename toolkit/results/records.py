@@ -1,0 +1,386 @@
+"""Typed, versioned records: what was built (BuildRecord) and what was measured (BenchRecord).
+
+Layout under results/ (one folder per image digest, so results are keyed by what was measured):
+
+    results/builds.jsonl                         every BuildRecord, appended
+    results/<digest-hex12>/bench.jsonl           BenchRecords of that image digest, appended
+    results/<digest-hex12>/logs/<run_id>-...log  container logs of runs (failed ones kept)
+
+Each line is one complete JSON object written with a single `write()` + flush + fsync, so a killed
+process never leaves a half record; readers skip (and report) a corrupt line instead of failing.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+RECORD_SCHEMA_VERSION = 1
+MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
+KNOWN_SCHEMA_VERSIONS = (1,)
+
+
+def finite_or_none(v: Any) -> Any:
+    """A copy of a JSON-like value with every NaN/inf float replaced by None (valid JSON again)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [finite_or_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: finite_or_none(x) for k, x in v.items()}
+    return v
+
+
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+class ImageRef(BaseModel):
+    """An image as measured: `digest` is the image ID (sha256:...), `repo_digests` registry digests."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    ref: str
+    digest: str
+    backend: str
+    repo_digests: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def short(self) -> str:
+        return short_digest(self.digest)
+
+
+class BuildRecord(BaseModel):
+    """One `toolkit build` of one image. Sizes in bytes, durations in seconds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    image: str
+    ref: str
+    digest: str
+    backend: str
+    template: str
+    template_hash: str
+    source_commit: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    size_bytes: int = 0
+    build_seconds: float = 0.0
+    cached: bool = False
+    created: str
+    build_command: list[str] = Field(default_factory=list)
+    repo_digests: list[str] = Field(default_factory=list)
+    pushed: list[str] = Field(default_factory=list)
+
+
+class ModelRef(BaseModel):
+    """The model file measured: sha256 of the file's bytes, size in bytes."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    path: str
+    sha256: str
+    size_bytes: int
+
+
+class BenchRecord(BaseModel):
+    """One measured (or failed) test: one llama-bench output row, or one vLLM measurement.
+
+    tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt`
+    (prefill) or `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is
+    min(n_ubatch, n_batch, n_prompt + n_gen + n_depth) (llama.cpp clamps; see
+    shared/reference/llama-bench.md). `raw` keeps the tool's record unchanged, unknown fields included.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_id: str
+    created: str
+    status: str = "ok"  # ok | failed
+    error: str | None = None
+    runner: str = "llama-bench"
+    method: str = "llama-bench"
+    image: ImageRef
+    model: ModelRef
+    test: str
+    axis: str
+    n_prompt: int = 0
+    n_gen: int = 0
+    n_depth: int = 0
+    n_batch: int | None = None
+    n_ubatch: int | None = None
+    n_ubatch_effective: int | None = None
+    flash_attn: int | None = None
+    n_gpu_layers: int | None = None
+    avg_ts: float | None = None
+    stddev_ts: float | None = None
+    samples_ts: list[float] = Field(default_factory=list)
+    backends: str | None = None
+    gpu_info: str | None = None
+    build_commit: str | None = None
+    command: list[str] = Field(default_factory=list)
+    host: dict[str, Any] = Field(default_factory=dict)
+    timing: dict[str, float] = Field(default_factory=dict)
+    engine: dict[str, Any] = Field(default_factory=dict)
+    log_file: str | None = None
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _strictly_finite(self) -> BenchRecord:
+        """Non-finite numbers never become results (llama-bench writes `nan`/`-nan` for the stddev of
+        identical samples, and a crashed timer can give `inf`).
+
+        - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
+          (ValueError naming the field); an ok record without a tok/s is refused too;
+        - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
+          field is listed in `repaired`;
+        - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
+        """
+        for name, v in [("avg_ts", self.avg_ts)] + [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]:
+            if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S):
+                raise ValueError(f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
+                                 f"{MAX_TOKENS_PER_S:.0e})")
+        if self.status == "ok" and self.avg_ts is None and not (
+                self.axis == "served" and isinstance(self.raw.get("output_throughput"), (int, float))):
+            raise ValueError("avg_ts is missing: not a measurement (an ok record needs its tokens/s)")
+        repaired = list((self.model_extra or {}).get("repaired") or [])
+        if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
+            self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
+            repaired.append("stddev_ts")
+        if self.raw and _any_nonfinite(self.raw):
+            self.raw = finite_or_none(self.raw)
+            repaired.append("raw")
+        if repaired:
+            self.__pydantic_extra__ = {**(self.model_extra or {}), "repaired": sorted(set(repaired))}
+        return self
+
+
+def _any_nonfinite(v: Any) -> bool:
+    """True when a JSON-like value holds a NaN/inf float anywhere (dicts and lists walked, no recursion
+    limit)."""
+    isfinite = math.isfinite
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, list):
+            if isinstance(x, float) and not isfinite(x):
+                return True
+            continue
+        for y in x:
+            t = type(y)
+            if t is float:
+                if not isfinite(y):
+                    return True
+            elif t is not str and t is not int and y is not None:
+                stack.append(y)
+    return False
+
+
+def short_digest(digest: str) -> str:
+    """sha256:abcdef0123456789... -> abcdef012345 (12 hex digits, like `docker images`)."""
+    return digest.split(":", 1)[-1][:12]
+
+
+def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
+    """Append one complete line, whole or absent: one write, then fsync. A short write or an error
+    (disk full, I/O error) cuts the file back to its old length and raises OSError naming `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
+    line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # a killed writer left a half line: never glue a record onto it
+        data_b = line.encode()
+        written = 0
+        try:
+            written = os.write(fd, data_b)
+            if written != len(data_b):
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)")
+            os.fsync(fd)
+        except OSError as err:
+            if os.fstat(fd).st_size == size + written:  # only our own bytes: nobody appended meanwhile
+                os.ftruncate(fd, size)
+            raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
+    """Yield each JSON object line of `path`, bytes-safe: a line that is not UTF-8 or not a JSON
+    object is skipped and noted as `path:line: why` in `warnings`; the rest of the file is read."""
+    for _n, obj in read_jsonl_numbered(path, warnings):
+        yield obj
+
+
+def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each JSON object line of `path` (see read_jsonl)."""
+    for n, _off, _len, obj, problem in scan_jsonl(path):
+        if problem is not None:
+            if warnings is not None:
+                warnings.append(f"{path}:{n}: {problem}")
+        elif obj is not None:
+            yield n, obj
+
+
+def scan_jsonl(path: Path, start: int = 0, first_line: int = 1,
+               end: int | None = None) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
+    """Every line of `path` from byte `start` (numbered from `first_line`) up to byte `end` (EOF when
+    None): (line number, byte offset, length in bytes with the newline, object or None, problem or
+    None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
+    JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
+    line reader of results: read_jsonl and the query index (toolkit.results.index) both use it."""
+    if not path.is_file():
+        return
+    with path.open("rb") as fh:
+        fh.seek(start)
+        off, n = start, first_line - 1
+        for raw in fh:
+            if end is not None and off + len(raw) > end:
+                raw = raw[: max(0, end - off)]
+                if not raw:
+                    return
+            n += 1
+            length = len(raw)
+            yield (n, off, length, *_parse_line(raw))
+            off += length
+            if end is not None and off >= end:
+                return
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        line = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as err:
+        return None, f"skipped a line that is not UTF-8 (byte {err.start})"
+    if not line:
+        return None, None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return None, "skipped a corrupt line (not JSON)"
+    if isinstance(obj, dict):
+        return obj, None
+    return None, "skipped a line that is not a JSON object"
+
+
+def schema_problem(obj: dict) -> str | None:
+    """Why a record's schema_version is not one this release reads (None when it is)."""
+    v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
+    if v in KNOWN_SCHEMA_VERSIONS:
+        return None
+    return (f"skipped a record of schema_version {v!r} (this toolkit reads "
+            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it")
+
+
+def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:
+    """True when the record's schema_version is one this release reads; else a warning naming
+    the file and line, and False (the record is skipped, never guessed at)."""
+    problem = schema_problem(obj)
+    if problem is not None:
+        warnings.append(f"{path}:{n}: {problem}")
+    return problem is None
+
+
+def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
+    """(the BenchRecord of one parsed line, None) or (None, why it is refused): unknown schema_version,
+    or not a valid record (the first pydantic error: field path and message, e.g. `avg_ts is nan`)."""
+    problem = schema_problem(obj)
+    if problem is not None:
+        return None, problem
+    try:
+        return BenchRecord.model_validate(obj), None
+    except ValidationError as err:
+        first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write a JSON file via temp file + os.replace (never a half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+class ResultStore:
+    """results/ on disk. All readers and writers of records go through this class."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.warnings: list[str] = []
+        self.refused = 0  # records of the last results() call that could not be used
+
+    @property
+    def builds_file(self) -> Path:
+        return self.root / "builds.jsonl"
+
+    def digest_dir(self, digest: str) -> Path:
+        return self.root / short_digest(digest)
+
+    def add_build(self, rec: BuildRecord) -> None:
+        append_jsonl(self.builds_file, rec)
+
+    def builds(self) -> list[BuildRecord]:
+        out: list[BuildRecord] = []
+        for n, o in read_jsonl_numbered(self.builds_file, self.warnings):
+            if not check_schema(self.builds_file, n, o, self.warnings):
+                continue
+            try:
+                out.append(BuildRecord.model_validate(o))
+            except ValidationError:  # a hand-edited or foreign line: skip it, say so
+                self.warnings.append(f"{self.builds_file}:{n}: skipped: not a valid build record")
+        return out
+
+    def latest_build(self, image: str) -> BuildRecord | None:
+        found = [b for b in self.builds() if b.image == image]
+        return found[-1] if found else None
+
+    def add_result(self, rec: BenchRecord) -> Path:
+        path = self.digest_dir(rec.image.digest) / "bench.jsonl"
+        append_jsonl(path, rec)
+        return path
+
+    def bench_files(self) -> list[Path]:
+        """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
+        (toolkit/campaign/slurm.py: each host's jobs write only there), sorted: the order every reader reads
+        records in."""
+        return sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")])
+
+    def results(self) -> list[BenchRecord]:
+        """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
+        (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
+        `warnings` with file and line and counted in `refused`."""
+        out: list[BenchRecord] = []
+        self.refused = 0
+        for f in self.bench_files():
+            for n, _off, _len, obj, problem in scan_jsonl(f):
+                if problem is None and obj is not None:
+                    rec, problem = bench_record(obj)
+                    if rec is not None:
+                        out.append(rec)
+                if problem is not None:
+                    self.warnings.append(f"{f}:{n}: {problem}")
+                    self.refused += 1
+        return out
+
+    def log_path(self, digest: str, name: str) -> Path:
+        p = self.digest_dir(digest) / "logs" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
