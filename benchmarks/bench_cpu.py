@@ -32,8 +32,15 @@ def _project(dest: Path, image: str, cases: int) -> Path:
     data["images"] = [i for i in data["images"] if i["name"] == image]
     data["models"] = [m for m in data["models"] if m["name"] == "tiny-qwen3moe"]
     data["models"][0]["path"] = str((ROOT / data["models"][0]["path"]).resolve())
-    data["bench"].update({"n_prompt": list(range(8, 8 + cases)), "n_gen": [0], "n_ubatch": [8], "n_batch": [8],
-                          "repetitions": 1})
+    data["bench"].update(
+        {
+            "n_prompt": list(range(8, 8 + cases)),
+            "n_gen": [0],
+            "n_ubatch": [8],
+            "n_batch": [8],
+            "repetitions": 1,
+        }
+    )
     (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     (dest / "results").mkdir()
     shutil.copy(ROOT / "results" / "builds.jsonl", dest / "results" / "builds.jsonl")
@@ -42,8 +49,12 @@ def _project(dest: Path, image: str, cases: int) -> Path:
 
 def _cpu_seconds(project: Path, *extra: str) -> float:
     before = os.times()
-    p = subprocess.run([sys.executable, "-m", "toolkit", "bench", "--matrix", str(project / "matrix.yaml"), *extra],
-                       cwd=project, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "toolkit", "bench", "--matrix", str(project / "matrix.yaml"), *extra],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     after = os.times()
     if p.returncode != 0:
         raise SystemExit(f"toolkit bench {' '.join(extra)} exited {p.returncode}: {p.stderr[-500:]}")
@@ -65,7 +76,9 @@ def main() -> None:
             got.setdefault((n, "real"), []).append(_cpu_seconds(p))
             got.setdefault((n, "dry-run"), []).append(_cpu_seconds(p, "--dry-run"))
     for (n, mode), v in sorted(got.items()):
-        print(f"{n:>3} cases {mode:<7} CPU s: {', '.join(f'{x:.2f}' for x in v)}  median {statistics.median(v):.2f}")
+        print(
+            f"{n:>3} cases {mode:<7} CPU s: {', '.join(f'{x:.2f}' for x in v)}  median {statistics.median(v):.2f}"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
 
 

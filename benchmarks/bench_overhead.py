@@ -42,11 +42,18 @@ def _project(dest: Path, image: str, model: str, n_prompt: int, n_gen: int, reps
     data["models"] = [m for m in data["models"] if m["name"] == model]
     for m in data["models"]:  # the model file stays where the project keeps it
         m["path"] = str((ROOT / m["path"]).resolve())
-    data["bench"] = {**data["bench"], "n_prompt": [n_prompt], "n_gen": [n_gen], "n_ubatch": [512],
-                     "repetitions": reps}
+    data["bench"] = {
+        **data["bench"],
+        "n_prompt": [n_prompt],
+        "n_gen": [n_gen],
+        "n_ubatch": [512],
+        "repetitions": reps,
+    }
     (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     (dest / "results").mkdir()
-    shutil.copy(ROOT / "results" / "builds.jsonl", dest / "results" / "builds.jsonl")  # the image's build record
+    shutil.copy(
+        ROOT / "results" / "builds.jsonl", dest / "results" / "builds.jsonl"
+    )  # the image's build record
     return dest
 
 
@@ -54,12 +61,28 @@ def _toolkit(project: Path, image: str) -> tuple[float, float, list[dict]]:
     """(wall s, own CPU s, this run's records) of one `toolkit bench`."""
     before = os.times()
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "toolkit", "bench", "--matrix", str(project / "matrix.yaml"), "--image",
-                    image], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=project)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "bench",
+            "--matrix",
+            str(project / "matrix.yaml"),
+            "--image",
+            image,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=project,
+    )
     wall = time.monotonic() - t0
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    recs = [json.loads(x) for f in (project / "results").glob("*/bench.jsonl") for x in f.read_text().splitlines()]
+    recs = [
+        json.loads(x) for f in (project / "results").glob("*/bench.jsonl") for x in f.read_text().splitlines()
+    ]
     last = max(r["run_id"] for r in recs)
     return wall, cpu, [r for r in recs if r["run_id"] == last]
 
@@ -81,9 +104,17 @@ def main() -> None:
     ap.add_argument("--n-gen", type=int, default=256)
     ap.add_argument("--repetitions", type=int, default=20)
     a = ap.parse_args()
-    project = _project(Path(tempfile.mkdtemp(prefix="toolkit-overhead-")) / "p", a.image, a.model, a.n_prompt,
-                       a.n_gen, a.repetitions)
-    _, _, recs = _toolkit(project, a.image)  # warm-up pair member (model page cache, image layers); not counted
+    project = _project(
+        Path(tempfile.mkdtemp(prefix="toolkit-overhead-")) / "p",
+        a.image,
+        a.model,
+        a.n_prompt,
+        a.n_gen,
+        a.repetitions,
+    )
+    _, _, recs = _toolkit(
+        project, a.image
+    )  # warm-up pair member (model page cache, image layers); not counted
     cmd = recs[0]["command"]
     _by_hand(cmd)
     rows = []
@@ -96,15 +127,31 @@ def main() -> None:
             else:
                 got["hand_s"] = _by_hand(cmd)
         tests_s = sum(sum(r["raw"].get("samples_ns") or []) / 1e9 for r in recs)
-        rows.append({"pair": i + 1, "order": "-".join(order), "toolkit_s": round(got["toolkit_s"], 2),
-                     "hand_s": round(got["hand_s"], 2), "ratio": round(got["toolkit_s"] / got["hand_s"], 3),
-                     "toolkit_cpu_s": round(got["toolkit_cpu_s"], 3), "llama_bench_tests_s": round(tests_s, 2)})
+        rows.append(
+            {
+                "pair": i + 1,
+                "order": "-".join(order),
+                "toolkit_s": round(got["toolkit_s"], 2),
+                "hand_s": round(got["hand_s"], 2),
+                "ratio": round(got["toolkit_s"] / got["hand_s"], 3),
+                "toolkit_cpu_s": round(got["toolkit_cpu_s"], 3),
+                "llama_bench_tests_s": round(tests_s, 2),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     ratios = [r["ratio"] for r in rows]
-    print(json.dumps({"summary": f"{len(rows)} alternating pairs", "median_ratio": round(statistics.median(ratios), 3),
-                      "min_ratio": min(ratios), "max_ratio": max(ratios),
-                      "median_toolkit_cpu_s": round(statistics.median(r["toolkit_cpu_s"] for r in rows), 3),
-                      "median_hand_s": round(statistics.median(r["hand_s"] for r in rows), 2)}))
+    print(
+        json.dumps(
+            {
+                "summary": f"{len(rows)} alternating pairs",
+                "median_ratio": round(statistics.median(ratios), 3),
+                "min_ratio": min(ratios),
+                "max_ratio": max(ratios),
+                "median_toolkit_cpu_s": round(statistics.median(r["toolkit_cpu_s"] for r in rows), 3),
+                "median_hand_s": round(statistics.median(r["hand_s"] for r in rows), 2),
+            }
+        )
+    )
     shutil.rmtree(project.parent, ignore_errors=True)
 
 

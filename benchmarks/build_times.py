@@ -27,8 +27,11 @@ EDIT = "tools/llama-bench/llama-bench.cpp"
 
 def toolkit(project: Path, *args: str) -> float:
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "toolkit", args[0], "--matrix", str(project / "matrix.yaml"), *args[1:]],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "toolkit", args[0], "--matrix", str(project / "matrix.yaml"), *args[1:]],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.monotonic() - t0
 
 
@@ -55,8 +58,11 @@ def main() -> None:
 
     out: dict[str, float] = {}
     if not a.skip_cold:
-        subprocess.run(["docker", "buildx", "prune", "-f", "--filter", "type=exec.cachemount"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["docker", "buildx", "prune", "-f", "--filter", "type=exec.cachemount"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         out["cold_s"] = toolkit(work, "build", "--image", a.image, "--no-cache")
     else:
         toolkit(work, "build", "--image", a.image)
@@ -66,7 +72,9 @@ def main() -> None:
     out["one_file_change_s"] = toolkit(work, "build", "--image", a.image)
     if "cold_s" in out:
         out["one_file_over_cold"] = round(out["one_file_change_s"] / out["cold_s"], 3)
-    print(json.dumps({"image": a.image, **{k: round(v, 1) if k.endswith("_s") else v for k, v in out.items()}}))
+    print(
+        json.dumps({"image": a.image, **{k: round(v, 1) if k.endswith("_s") else v for k, v in out.items()}})
+    )
     shutil.rmtree(work, ignore_errors=True)
 
 

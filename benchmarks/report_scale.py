@@ -32,7 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 # (template file, image name): the real records a synthetic run copies
-TEMPLATES = (("results-cpu-a.jsonl", "cpu"), ("results-cpu-b.jsonl", "cpu"), ("results-vulkan-lavapipe.jsonl", "vulkan"))
+TEMPLATES = (
+    ("results-cpu-a.jsonl", "cpu"),
+    ("results-cpu-b.jsonl", "cpu"),
+    ("results-vulkan-lavapipe.jsonl", "vulkan"),
+)
 INDEX_NAME = ".index.sqlite"
 
 
@@ -44,8 +48,9 @@ def _line(obj: dict) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
-def generate(results: Path, n_records: int, *, digests_per_template: int = 6, seed: int = 11,
-             bad_lines: bool = True) -> dict:
+def generate(
+    results: Path, n_records: int, *, digests_per_template: int = 6, seed: int = 11, bad_lines: bool = True
+) -> dict:
     """Write `n_records` records or up to 17 more (whole runs of 6 tests; a run of bench.runs: 3 writes 18) under
     `results`, `<digest12>/bench.jsonl` per digest plus builds.jsonl. Deterministic for a seed.
 
@@ -53,7 +58,10 @@ def generate(results: Path, n_records: int, *, digests_per_template: int = 6, se
     """
     rnd = random.Random(seed)
     tpls = _templates()
-    pools = {t: [f"sha256:{rnd.getrandbits(256):064x}" for _ in range(digests_per_template)] for t in range(len(tpls))}
+    pools = {
+        t: [f"sha256:{rnd.getrandbits(256):064x}" for _ in range(digests_per_template)]
+        for t in range(len(tpls))
+    }
     per_run = sum(len(t) for t in tpls) / len(tpls)
     n_runs = max(1, round(n_records / (per_run * 1.06)))  # 3 % of runs write their records 3 times
     n_runs = int(n_runs * 1.02) + 1  # digests change over this many runs; writing stops at n_records
@@ -85,8 +93,13 @@ def generate(results: Path, n_records: int, *, digests_per_template: int = 6, se
                 if repeats > 1:
                     rec["process_run"] = {"index": rep + 1, "of": repeats}
                 if failed_at == j:
-                    rec.update(status="failed", error="llama-bench exited with code 1", avg_ts=None,
-                               stddev_ts=None, samples_ts=[])
+                    rec.update(
+                        status="failed",
+                        error="llama-bench exited with code 1",
+                        avg_ts=None,
+                        stddev_ts=None,
+                        samples_ts=[],
+                    )
                 path = results / digest.split(":")[1][:12] / "bench.jsonl"
                 out.setdefault(path, []).append(_line(rec))
                 written += 1
@@ -104,9 +117,18 @@ def generate(results: Path, n_records: int, *, digests_per_template: int = 6, se
     builds = []
     for t, pool in pools.items():
         for k, d in enumerate(pool):
-            builds.append({"schema_version": 1, "image": TEMPLATES[t][1], "ref": f"toolkit/{TEMPLATES[t][1]}:{k}",
-                           "digest": d, "backend": tpls[t][0]["image"]["backend"], "template": "x.j2",
-                           "template_hash": "0" * 64, "created": (t0 + timedelta(days=k)).isoformat()})
+            builds.append(
+                {
+                    "schema_version": 1,
+                    "image": TEMPLATES[t][1],
+                    "ref": f"toolkit/{TEMPLATES[t][1]}:{k}",
+                    "digest": d,
+                    "backend": tpls[t][0]["image"]["backend"],
+                    "template": "x.j2",
+                    "template_hash": "0" * 64,
+                    "created": (t0 + timedelta(days=k)).isoformat(),
+                }
+            )
     (results / "builds.jsonl").write_bytes(b"".join(_line(b) for b in builds))
     return {"records": written, "digests": {str(t): list(p) for t, p in pools.items()}, "runs": runs}
 
@@ -114,10 +136,12 @@ def generate(results: Path, n_records: int, *, digests_per_template: int = 6, se
 def measure(cmd: list[str]) -> tuple[float, float, int, str]:
     """(wall s, peak RSS MB, exit code, stdout) of `cmd` run in a fresh helper process, so the peak RSS
     (ru_maxrss of the helper's only child) is that command's alone."""
-    helper = ("import json,resource,subprocess,sys,time\n"
-              "t=time.monotonic();p=subprocess.run(sys.argv[1:],capture_output=True,text=True)\n"
-              "w=time.monotonic()-t;m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024\n"
-              "print(json.dumps([w,m,p.returncode,p.stdout,p.stderr[-2000:]]))\n")
+    helper = (
+        "import json,resource,subprocess,sys,time\n"
+        "t=time.monotonic();p=subprocess.run(sys.argv[1:],capture_output=True,text=True)\n"
+        "w=time.monotonic()-t;m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024\n"
+        "print(json.dumps([w,m,p.returncode,p.stdout,p.stderr[-2000:]]))\n"
+    )
     res = subprocess.run([sys.executable, "-c", helper, *cmd], capture_output=True, text=True, check=True)
     wall, rss, rc, out, err = json.loads(res.stdout)
     if rc not in (0, 6):  # 6: compare found a regression
@@ -143,12 +167,22 @@ def main() -> None:
         print(f"generated {meta['records']} records in {time.monotonic() - t0:.1f} s under {results}")
     meta = json.loads(meta_file.read_text())
     size = sum(f.stat().st_size for f in results.glob("*/bench.jsonl"))
-    print(f"{meta['records']} records, {size / 2**20:.0f} MB of JSONL in {len(list(results.glob('*/bench.jsonl')))} files")
+    print(
+        f"{meta['records']} records, {size / 2**20:.0f} MB of JSONL in {len(list(results.glob('*/bench.jsonl')))} files"
+    )
     tk = [sys.executable, "-m", "toolkit"]
     old, new = meta["digests"]["0"][-2], meta["digests"]["0"][-1]  # a rebuild of one image: did it regress?
     cmds = {
         "report": [*tk, "report", "--results", str(results), "--format", "json"],
-        "compare": [*tk, "compare", "--results", str(results), "--json", old.split(":")[1][:12], new.split(":")[1][:12]],
+        "compare": [
+            *tk,
+            "compare",
+            "--results",
+            str(results),
+            "--json",
+            old.split(":")[1][:12],
+            new.split(":")[1][:12],
+        ],
     }
     rows = []
     for name, cmd in cmds.items():

@@ -87,8 +87,15 @@ def seed_current_build(project: Path, image: str = "cpu", digest: str | None = N
     spec = lm.m.image(image)
     key = build_mod.inputs_key(lm, spec)
     digest = digest or "sha256:" + (image.encode().hex() * 64)[:64]
-    rec = BuildRecord(image=image, ref=f"toolkit/{image}:seeded", digest=digest, backend=spec.backend,
-                      template=spec.template, template_hash=key.template_hash,
-                      labels={build_mod.INPUTS_KEY_LABEL: key.key}, created="2026-01-01T00:00:00Z")
+    rec = BuildRecord(
+        image=image,
+        ref=f"toolkit/{image}:seeded",
+        digest=digest,
+        backend=spec.backend,
+        template=spec.template,
+        template_hash=key.template_hash,
+        labels={build_mod.INPUTS_KEY_LABEL: key.key},
+        created="2026-01-01T00:00:00Z",
+    )
     ResultStore(project / "results").add_build(rec)
     return rec

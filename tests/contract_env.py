@@ -39,8 +39,12 @@ class Venv:
 
 def pip(python: Path, *args: str, timeout: float = 900) -> None:
     """`python -m pip ARGS`; raises RuntimeError naming the command with the tail of pip's stderr."""
-    proc = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pip {' '.join(args[:3])} failed: {proc.stderr.strip()[-600:]}")
 
@@ -78,9 +82,17 @@ def cached_venv(env: Path, recipe: str, populate: Callable[[Venv], None]) -> Ven
     env.mkdir(parents=True, exist_ok=True)
 
     def facts() -> Venv:
-        out = subprocess.run([str(python), "-c", "import importlib.metadata as m, sysconfig; "
-                              "print(m.version('torch')); print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "import importlib.metadata as m, sysconfig; "
+                "print(m.version('torch')); print(sysconfig.get_paths()['purelib'])",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         return Venv(python, Path(out[1]), out[0], env / "constraints.txt")
 
     with open(env / ".lock", "w") as lock:

@@ -89,5 +89,9 @@ def test_runners_do_not_import_each_other_or_the_orchestrator():
     for mod, deps in g.items():
         if mod.startswith("toolkit.core.registry.") and mod != "toolkit.bench.runners.base":
             assert "toolkit.bench.run" not in deps, mod
-            others = {d for d in deps if d.startswith("toolkit.core.registry.") and d != "toolkit.bench.runners.base"}
+            others = {
+                d
+                for d in deps
+                if d.startswith("toolkit.core.registry.") and d != "toolkit.bench.runners.base"
+            }
             assert not others, f"{mod} imports {others}: shared code belongs in toolkit.bench.runners.base"

@@ -21,11 +21,19 @@ from toolkit.spec.matrix import load_matrix
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def toolkit(*args: str, cwd: Path = ROOT, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+def toolkit(
+    *args: str, cwd: Path = ROOT, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess:
     """`python -m toolkit ARGS` in a subprocess; `env` entries override (None removes) the test's own."""
     full = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "toolkit", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120, env={k: v for k, v in full.items() if v is not None})
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={k: v for k, v in full.items() if v is not None},
+    )
 
 
 def _out(p: subprocess.CompletedProcess) -> str:
@@ -46,8 +54,11 @@ def cache_project(tmp_path):
     return load_matrix(project / "matrix.yaml"), model, project / ".toolkit" / "sha256-cache.json"
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe{}", b"[" * 100_000 + b"\n", b"{" * 100_000, b"\x00\x00"],
-                         ids=["not-utf8", "deep-list", "deep-dict", "nul"])
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe{}", b"[" * 100_000 + b"\n", b"{" * 100_000, b"\x00\x00"],
+    ids=["not-utf8", "deep-list", "deep-dict", "nul"],
+)
 def test_unreadable_sha256_cache_counts_as_empty(cache_project, content):
     lm, model, cache = cache_project
     cache.write_bytes(content)
@@ -104,14 +115,18 @@ def test_bench_with_a_bad_docker_host_is_engine_unavailable(project, host):
     p = toolkit("bench", "--matrix", str(project / "matrix.yaml"), env={"DOCKER_HOST": host})
     assert p.returncode == 5, _out(p)
     assert "Traceback" not in p.stderr
-    assert f"DOCKER_HOST={host!r}" in p.stderr and "unix:///var/run/docker.sock or tcp://HOST:PORT" in p.stderr
+    assert (
+        f"DOCKER_HOST={host!r}" in p.stderr and "unix:///var/run/docker.sock or tcp://HOST:PORT" in p.stderr
+    )
     if host in MALFORMED_HOSTS:
         assert "DOCKER_HOST is malformed" in p.stderr
     else:
         assert "DOCKER_HOST is the likely cause" in p.stderr and "sudo dockerd" not in p.stderr
 
 
-@pytest.mark.parametrize("host", MALFORMED_HOSTS[:1] + UNUSABLE_HOSTS[:1])  # one of each kind: doctor takes ~1 s;
+@pytest.mark.parametrize(
+    "host", MALFORMED_HOSTS[:1] + UNUSABLE_HOSTS[:1]
+)  # one of each kind: doctor takes ~1 s;
 def test_doctor_with_a_bad_docker_host_names_it(project, host):  # every value goes through bench above
     """doctor reports an engine it cannot reach as its `docker` check (an error line, exit 0: it is a
     report, as for an engine that is not running), never a traceback."""
@@ -134,9 +149,15 @@ def test_an_engine_not_running_at_docker_host_says_start_it_or_point_docker_host
 # 3. A complex YAML key is bad input naming the file and the line
 
 
-@pytest.mark.parametrize("key,kind,line", [("? [a, b]\n: c\n", "list", 1), ("? {a: b}\n: c\n", "mapping", 1),
-                                           ("x: &k [a]\n? *k\n: c\n", "list", 1)],  # an alias: where the list is
-                         ids=["list", "mapping", "alias"])
+@pytest.mark.parametrize(
+    "key,kind,line",
+    [
+        ("? [a, b]\n: c\n", "list", 1),
+        ("? {a: b}\n: c\n", "mapping", 1),
+        ("x: &k [a]\n? *k\n: c\n", "list", 1),
+    ],  # an alias: where the list is
+    ids=["list", "mapping", "alias"],
+)
 def test_a_complex_yaml_key_is_bad_input(project, key, kind, line):
     matrix = project / "matrix.yaml"
     text = matrix.read_text()
@@ -161,9 +182,13 @@ def _with(project: Path, old: str, new: str) -> Path:
     return matrix
 
 
-@pytest.mark.parametrize("command", [["bench"], ["bench", "--dry-run"], ["render"]], ids=["bench", "dry-run", "render"])
+@pytest.mark.parametrize(
+    "command", [["bench"], ["bench", "--dry-run"], ["render"]], ids=["bench", "dry-run", "render"]
+)
 def test_a_nul_byte_in_a_model_path_is_bad_input(project, command):
-    matrix = _with(project, "path: models/tiny-qwen3moe.gguf", 'path: "models/tiny\\0b.gguf"')  # has `generate:`
+    matrix = _with(
+        project, "path: models/tiny-qwen3moe.gguf", 'path: "models/tiny\\0b.gguf"'
+    )  # has `generate:`
     p = toolkit(*command, "--matrix", str(matrix), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert p.returncode == 4, _out(p)
     assert "Traceback" not in p.stderr
@@ -172,15 +197,28 @@ def test_a_nul_byte_in_a_model_path_is_bad_input(project, command):
     assert not (project / "models").exists()  # refused before anything was generated
 
 
-@pytest.mark.parametrize("old,new,where", [
-    ("    fallback:\n      pypi: llama-cpp-python==0.3.36\n      subdir: vendor/llama.cpp\n",
-     '    fallback:\n      path: "src\\x00/llama.cpp"\n', "sources.llama.cpp.fallback.path"),
-    ("    fallback:\n      pypi: llama-cpp-python==0.3.36\n      subdir: vendor/llama.cpp\n",
-     '    fallback:\n      archive: "llama\\u0000.tar.gz"\n', "sources.llama.cpp.fallback.archive"),
-    ("schema_version: 1\n", 'schema_version: 1\ncampaign:\n  sbatch_args: ["--x=\\0"]\n  hosts: [{node: n1}]\n',
-     "campaign.sbatch_args[0]"),
-    ("schema_version: 1\n", 'schema_version: 1\n"a\\0b": 1\n', "(top level): the key"),
-], ids=["source-path", "source-archive", "sbatch-arg", "key"])
+@pytest.mark.parametrize(
+    "old,new,where",
+    [
+        (
+            "    fallback:\n      pypi: llama-cpp-python==0.3.36\n      subdir: vendor/llama.cpp\n",
+            '    fallback:\n      path: "src\\x00/llama.cpp"\n',
+            "sources.llama.cpp.fallback.path",
+        ),
+        (
+            "    fallback:\n      pypi: llama-cpp-python==0.3.36\n      subdir: vendor/llama.cpp\n",
+            '    fallback:\n      archive: "llama\\u0000.tar.gz"\n',
+            "sources.llama.cpp.fallback.archive",
+        ),
+        (
+            "schema_version: 1\n",
+            'schema_version: 1\ncampaign:\n  sbatch_args: ["--x=\\0"]\n  hosts: [{node: n1}]\n',
+            "campaign.sbatch_args[0]",
+        ),
+        ("schema_version: 1\n", 'schema_version: 1\n"a\\0b": 1\n', "(top level): the key"),
+    ],
+    ids=["source-path", "source-archive", "sbatch-arg", "key"],
+)
 def test_a_nul_byte_anywhere_in_the_matrix_is_bad_input(project, old, new, where):
     matrix = _with(project, old, new)
     p = toolkit("render", "--matrix", str(matrix))
@@ -229,10 +267,14 @@ def _refusal(monkeypatch, lock_dir: Path, containers: list) -> str:
     return str(exc.value)
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x80 12345\n", b"A" * 3000, b"123\nrm -rf /\n", b"12345678901234\n",
-                                     b"", b"\x1b[2J4242"], ids=["not-utf8", "3000-chars", "lines", "too-long", "empty",
-                                                               "escape"])
-def test_a_foreign_lock_file_with_anything_but_a_pid_shows_a_question_mark(monkeypatch, foreign_lock, content):
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe\x80 12345\n", b"A" * 3000, b"123\nrm -rf /\n", b"12345678901234\n", b"", b"\x1b[2J4242"],
+    ids=["not-utf8", "3000-chars", "lines", "too-long", "empty", "escape"],
+)
+def test_a_foreign_lock_file_with_anything_but_a_pid_shows_a_question_mark(
+    monkeypatch, foreign_lock, content
+):
     write, rid, lock_dir = foreign_lock
     write(content)
     msg = _refusal(monkeypatch, lock_dir, [])
@@ -255,14 +297,29 @@ def test_a_run_with_two_containers_is_named_once(monkeypatch, tmp_path, foreign_
     here, other = engine.host_id(), "another-host"
 
     def ctr(name: str, run: str, host: str) -> engine.ContainerInfo:
-        return engine.ContainerInfo(name, name, "running",
-                                    {engine.CONTAINER_LABEL: "1", guard.RUN_ID_LABEL: run, guard.HOST_LABEL: host})
+        return engine.ContainerInfo(
+            name,
+            name,
+            "running",
+            {engine.CONTAINER_LABEL: "1", guard.RUN_ID_LABEL: run, guard.HOST_LABEL: host},
+        )
 
     elsewhere = "20260101T000002Z-fedcba"
-    msg = _refusal(monkeypatch, lock_dir, [ctr("a1", rid, here), ctr("a2", rid, here),
-                                           ctr("b1", elsewhere, other), ctr("b2", elsewhere, other)])
+    msg = _refusal(
+        monkeypatch,
+        lock_dir,
+        [
+            ctr("a1", rid, here),
+            ctr("a2", rid, here),
+            ctr("b1", elsewhere, other),
+            ctr("b2", elsewhere, other),
+        ],
+    )
     assert msg.count(rid) == 1 and msg.count(elsewhere) == 1, msg
-    assert f"run {rid} (pid 4242 on this host; containers a1, a2); {elsewhere} (containers b1, b2, started from" in msg
+    assert (
+        f"run {rid} (pid 4242 on this host; containers a1, a2); {elsewhere} (containers b1, b2, started from"
+        in msg
+    )
     assert "`docker rm -f b1 b2`" in msg
 
 
@@ -295,16 +352,30 @@ def test_a_fifo_under_a_lock_name_does_not_block(monkeypatch, tmp_path):
 @pytest.mark.parametrize("size", ["99999999999999999999999", "9223372036854775808", "8388608t", "5m"])
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
 def test_memory_option_out_of_dockers_range_is_bad_input(project, size, dry_run):
-    p = toolkit("bench", "--matrix", str(project / "matrix.yaml"), "-i", "cpu", "--memory", size,
-                *(["--dry-run"] if dry_run else []), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    p = toolkit(
+        "bench",
+        "--matrix",
+        str(project / "matrix.yaml"),
+        "-i",
+        "cpu",
+        "--memory",
+        size,
+        *(["--dry-run"] if dry_run else []),
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )
     assert p.returncode == 4, _out(p)
-    assert f"--memory: memory {size!r} is out of range: Docker takes 6m (its minimum) to 9223372036854775807 bytes" \
-        in p.stderr and "Traceback" not in p.stderr
+    assert (
+        f"--memory: memory {size!r} is out of range: Docker takes 6m (its minimum) to 9223372036854775807 bytes"
+        in p.stderr
+        and "Traceback" not in p.stderr
+    )
 
 
 def test_bench_memory_out_of_dockers_range_is_bad_input(project):
     matrix = project / "matrix.yaml"
-    matrix.write_text(matrix.read_text().replace("\nbench:\n", "\nbench:\n  memory: '99999999999999999999999'\n", 1))
+    matrix.write_text(
+        matrix.read_text().replace("\nbench:\n", "\nbench:\n  memory: '99999999999999999999999'\n", 1)
+    )
     p = toolkit("render", "--matrix", str(matrix))
     assert p.returncode == 4, _out(p)
     assert f"{matrix}: bench.memory: memory '99999999999999999999999' is out of range" in p.stderr
@@ -341,8 +412,10 @@ def fake_engine(tmp_path):
             if self.path.endswith("/_ping"):
                 return self._send(200, b"OK", "text/plain")
             if self.path.endswith("/version"):
-                return self._send(200, json.dumps({"ApiVersion": "1.45", "MinAPIVersion": "1.24",
-                                                   "Version": "26.1.0"}).encode())
+                return self._send(
+                    200,
+                    json.dumps({"ApiVersion": "1.45", "MinAPIVersion": "1.24", "Version": "26.1.0"}).encode(),
+                )
             if answer[0] == "drop":
                 self.close_connection = True
                 return
@@ -408,11 +481,14 @@ def results_with_a_record(tmp_path):
     return tmp_path / "results"
 
 
-@pytest.mark.parametrize("args,path", [
-    (["--plots", "/proc/x"], "/proc/x: No such file or directory"),
-    (["--format", "html", "--output", "/proc/x.html"], "/proc/x.html.tmp: No such file or directory"),
-    (["--plots", "/etc/passwd/x"], "/etc/passwd/x: Not a directory"),
-])
+@pytest.mark.parametrize(
+    "args,path",
+    [
+        (["--plots", "/proc/x"], "/proc/x: No such file or directory"),
+        (["--format", "html", "--output", "/proc/x.html"], "/proc/x.html.tmp: No such file or directory"),
+        (["--plots", "/etc/passwd/x"], "/etc/passwd/x: Not a directory"),
+    ],
+)
 def test_report_to_a_path_of_the_wrong_kind_is_bad_input(results_with_a_record, args, path):
     p = toolkit("report", "--results", str(results_with_a_record), *args)
     assert p.returncode == 4, _out(p)
@@ -424,14 +500,33 @@ def test_report_to_a_folder_without_permission_is_still_a_file_system_error(resu
 
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
-    p = tk(ROOT, "report", "--results", str(results_with_a_record), "--plots", str(locked / "plots"), prefix=_no_dac())
+    p = tk(
+        ROOT,
+        "report",
+        "--results",
+        str(results_with_a_record),
+        "--plots",
+        str(locked / "plots"),
+        prefix=_no_dac(),
+    )
     assert p.returncode == 8, _out(p)
     assert f"{locked / 'plots'}: Permission denied" in p.stderr and "fix the permissions" in p.stderr
 
 
-@pytest.mark.parametrize("code,exit_code", [("ENOTDIR", 4), ("EISDIR", 4), ("EINVAL", 4), ("ENOENT", 4),
-                                            ("ENOSPC", 8), ("EROFS", 8), ("EACCES", 8), ("EDQUOT", 8),
-                                            ("ENAMETOOLONG", 8)])
+@pytest.mark.parametrize(
+    "code,exit_code",
+    [
+        ("ENOTDIR", 4),
+        ("EISDIR", 4),
+        ("EINVAL", 4),
+        ("ENOENT", 4),
+        ("ENOSPC", 8),
+        ("EROFS", 8),
+        ("EACCES", 8),
+        ("EDQUOT", 8),
+        ("ENAMETOOLONG", 8),
+    ],
+)
 def test_from_oserror_advice_fits_the_error(code, exit_code):
     import errno
 
@@ -446,8 +541,14 @@ def test_from_oserror_advice_fits_the_error(code, exit_code):
 
 def test_results_under_a_file_is_bad_input_before_the_engine(project):
     (project / "afile").write_text("x")
-    p = toolkit("bench", "--matrix", str(project / "matrix.yaml"), "--results", str(project / "afile" / "results"),
-                env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    p = toolkit(
+        "bench",
+        "--matrix",
+        str(project / "matrix.yaml"),
+        "--results",
+        str(project / "afile" / "results"),
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )
     assert p.returncode == 4, _out(p)
     assert f"{project / 'afile' / 'results'}" in p.stderr and "a file where a folder is expected" in p.stderr
     assert "Traceback" not in p.stderr and "Docker engine" not in p.stderr

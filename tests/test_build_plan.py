@@ -35,7 +35,13 @@ def _skipped(out: str) -> list[str]:
 def test_default_build_on_a_gpu_less_host_is_the_cpu_image_only(project):
     res, _ = run_cli(project, "build", "--dry-run")
     assert _commands(res.output) == ["cpu"]
-    assert _skipped(res.output) == ["vulkan", "rocm", "vllm", "vllm-prebuilt", *(["sglang"] if "sglang:" in res.output else [])]
+    assert _skipped(res.output) == [
+        "vulkan",
+        "rocm",
+        "vllm",
+        "vllm-prebuilt",
+        *(["sglang"] if "sglang:" in res.output else []),
+    ]
     vk = next(ln for ln in res.output.splitlines() if ln.startswith("vulkan: skipped"))
     assert "no GPU render node" in vk and "--allow-software-gpu" in vk
     assert vk.endswith("Build it anyway: `toolkit build -i vulkan` (or `--all`)")
@@ -49,7 +55,9 @@ def test_software_gpu_opt_in_adds_the_vulkan_image(project):
     assert _commands(res.output) == ["cpu", "vulkan"] and "rocm" in _skipped(res.output)
 
 
-@pytest.mark.parametrize("args", [["--all"], ["--push", "--registry", "127.0.0.1:5000/x"]], ids=["all", "push"])
+@pytest.mark.parametrize(
+    "args", [["--all"], ["--push", "--registry", "127.0.0.1:5000/x"]], ids=["all", "push"]
+)
 def test_all_and_publishing_build_every_image(project, args):
     res, _ = run_cli(project, "build", "--dry-run", *args)
     names = [i.name for i in load_matrix(project / "matrix.yaml").m.images]
@@ -83,7 +91,10 @@ def test_host_plan_without_kfd_keeps_vulkan_on_the_render_node(tmp_path):
     (h["dev"] / "kfd").unlink()
     build, skipped = host_plan(IMAGES, sysfs=h["sysfs"], dev=h["dev"])
     assert [s.name for s in build] == ["vulkan", "cpu"]
-    assert [(s.name, s.reason) for s in skipped][0] == ("rocm", "no /dev/kfd (no AMD GPU driver (amdgpu/KFD) on this host)")
+    assert [(s.name, s.reason) for s in skipped][0] == (
+        "rocm",
+        "no /dev/kfd (no AMD GPU driver (amdgpu/KFD) on this host)",
+    )
 
 
 def _replay(lines: list[str], **kw) -> list[str]:
@@ -96,38 +107,76 @@ def _replay(lines: list[str], **kw) -> list[str]:
 
 
 def test_condensed_progress_of_a_real_cold_build():
-    lines = (DATA / "cpu-cold-docker26.log").read_text().splitlines()[1:]  # the log's first line is the command
+    lines = (
+        (DATA / "cpu-cold-docker26.log").read_text().splitlines()[1:]
+    )  # the log's first line is the command
     out = _replay(lines)
     assert len(out) < len(lines) / 20
-    titles = [ln.removeprefix("   cpu | ").split("] ", 1)[0] + "]" for ln in out if "] " in ln and "done in" not in ln]
-    assert titles == ["[build 2/4]", "[runtime 2/5]", "[build 3/4]", "[build 4/4]", "[runtime 3/5]", "[runtime 4/5]",
-                      "[runtime 5/5]"]
+    titles = [
+        ln.removeprefix("   cpu | ").split("] ", 1)[0] + "]"
+        for ln in out
+        if "] " in ln and "done in" not in ln
+    ]
+    assert titles == [
+        "[build 2/4]",
+        "[runtime 2/5]",
+        "[build 3/4]",
+        "[build 4/4]",
+        "[runtime 3/5]",
+        "[runtime 4/5]",
+        "[runtime 5/5]",
+    ]
     assert [ln for ln in out if "done in" in ln] == [
-        "   cpu | [build 2/4] done in 17.0 s", "   cpu | [runtime 2/5] done in 18.6 s", "   cpu | [build 4/4] done in 161.9 s"]
+        "   cpu | [build 2/4] done in 17.0 s",
+        "   cpu | [runtime 2/5] done in 18.6 s",
+        "   cpu | [build 4/4] done in 161.9 s",
+    ]
     assert out[-1] == "   cpu | 0 of 7 steps from cache"
     assert all(len(ln) <= len("   cpu | ") + 100 for ln in out)
 
 
 def test_cached_steps_are_counted_not_printed_and_errors_are_shown():
-    lines = ["#4 [build 1/5] FROM docker.io/library/debian:trixie-slim", "#4 CACHED",
-             "#6 [build 2/5] RUN apt-get update", "#6 CACHED",
-             "#9 [build 4/5] RUN cmake -S /src -B /build", "#9 0.412 -- configuring",
-             "#9 5.101 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
-             "#9 ERROR: process \"/bin/sh -c cmake\" did not complete successfully: exit code: 1",
-             "ERROR: failed to solve: process did not complete successfully"]
+    lines = [
+        "#4 [build 1/5] FROM docker.io/library/debian:trixie-slim",
+        "#4 CACHED",
+        "#6 [build 2/5] RUN apt-get update",
+        "#6 CACHED",
+        "#9 [build 4/5] RUN cmake -S /src -B /build",
+        "#9 0.412 -- configuring",
+        "#9 5.101 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
+        '#9 ERROR: process "/bin/sh -c cmake" did not complete successfully: exit code: 1',
+        "ERROR: failed to solve: process did not complete successfully",
+    ]
     out = _replay(lines)
-    assert out == ["   cpu | [build 4/5] RUN cmake -S /src -B /build",
-                   "   cpu | #9 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
-                   "   cpu | ERROR: process \"/bin/sh -c cmake\" did not complete successfully: exit code: 1",
-                   "   cpu | ERROR: failed to solve: process did not complete successfully",
-                   "   cpu | 1 of 2 steps from cache"]
-    assert _replay(lines, verbose=True)[:len(lines)] == [f"   cpu | {ln}" for ln in lines]
+    assert out == [
+        "   cpu | [build 4/5] RUN cmake -S /src -B /build",
+        "   cpu | #9 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
+        '   cpu | ERROR: process "/bin/sh -c cmake" did not complete successfully: exit code: 1',
+        "   cpu | ERROR: failed to solve: process did not complete successfully",
+        "   cpu | 1 of 2 steps from cache",
+    ]
+    assert _replay(lines, verbose=True)[: len(lines)] == [f"   cpu | {ln}" for ln in lines]
 
 
 def test_previous_build_note_gives_the_last_and_the_last_cold_build(tmp_path):
     store = ResultStore(tmp_path)
     assert previous_build_note(store, "cpu") == ""
     for secs, cached in ((509.2, 0), (2.5, 9)):
-        store.add_build(BuildRecord(image="cpu", ref="r", digest="sha256:" + "a" * 64, backend="cpu", template="t",
-                                    template_hash="h", created="c", build_seconds=secs, steps=9, cached_steps=cached))
-    assert previous_build_note(store, "cpu") == "; previous build 2.5 s, 9 of 9 steps from cache; last build of every step 509.2 s"
+        store.add_build(
+            BuildRecord(
+                image="cpu",
+                ref="r",
+                digest="sha256:" + "a" * 64,
+                backend="cpu",
+                template="t",
+                template_hash="h",
+                created="c",
+                build_seconds=secs,
+                steps=9,
+                cached_steps=cached,
+            )
+        )
+    assert (
+        previous_build_note(store, "cpu")
+        == "; previous build 2.5 s, 9 of 9 steps from cache; last build of every step 509.2 s"
+    )

@@ -39,8 +39,15 @@ from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef
 from toolkit.spec.matrix import load_matrix
 
 CPU_IMAGE = "toolkit/cpu:latest"
-AXES = {"n_prompt": [32], "n_gen": [4], "n_ubatch": [32], "n_batch": [512], "n_gpu_layers": [0],
-        "repetitions": 2, "threads": 1}
+AXES = {
+    "n_prompt": [32],
+    "n_gen": [4],
+    "n_ubatch": [32],
+    "n_batch": [512],
+    "n_gpu_layers": [0],
+    "repetitions": 2,
+    "threads": 1,
+}
 GHOST_ID = "sha256:" + "0" * 64
 
 
@@ -55,22 +62,36 @@ def _project(tmp_path: Path, hosts: list[dict], images=("cpu",), **campaign) -> 
     return p
 
 
-def _seed_build(project: Path, name: str, digest: str, repo_digests: list[str], labels: dict | None = None) -> None:
+def _seed_build(
+    project: Path, name: str, digest: str, repo_digests: list[str], labels: dict | None = None
+) -> None:
     """A build record of `name` with the inputs key the project's matrix gives now (a current build)."""
     lm = load_matrix(project / "matrix.yaml")
     key = build_mod.inputs_key(lm, lm.m.image(name)).key
-    ResultStore(project / "results").add_build(BuildRecord(
-        image=name, ref=f"toolkit/{name}:test", digest=digest, backend=lm.m.image(name).backend,
-        template=lm.m.image(name).template, template_hash="", labels={**(labels or {}), build_mod.INPUTS_KEY_LABEL: key},
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo_digests=repo_digests))
+    ResultStore(project / "results").add_build(
+        BuildRecord(
+            image=name,
+            ref=f"toolkit/{name}:test",
+            digest=digest,
+            backend=lm.m.image(name).backend,
+            template=lm.m.image(name).template,
+            template_hash="",
+            labels={**(labels or {}), build_mod.INPUTS_KEY_LABEL: key},
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            repo_digests=repo_digests,
+        )
+    )
 
 
-@pytest.mark.parametrize(("hosts", "words"), [
-    ([{"features": ["r9700"]}], ["campaign.hosts", "alias"]),
-    ([{"alias": "x"}], ["campaign.hosts", "node"]),
-    ([{"node": "n1"}, {"node": "n1"}], ["n1", "twice"]),
-    ([{"node": "n1; rm -rf /"}], ["node", "letters"]),
-])
+@pytest.mark.parametrize(
+    ("hosts", "words"),
+    [
+        ([{"features": ["r9700"]}], ["campaign.hosts", "alias"]),
+        ([{"alias": "x"}], ["campaign.hosts", "node"]),
+        ([{"node": "n1"}, {"node": "n1"}], ["n1", "twice"]),
+        ([{"node": "n1; rm -rf /"}], ["node", "letters"]),
+    ],
+)
 def test_a_bad_campaign_block_names_the_field(tmp_path, hosts, words):
     p = _project(tmp_path, hosts)
     with pytest.raises(BadInput) as err:
@@ -90,18 +111,31 @@ def test_submit_refuses_an_image_that_was_never_pushed(tmp_path):
 
 
 def test_job_scripts_pull_by_digest_and_ask_slurm_for_one_gpu(tmp_path):
-    p = _project(tmp_path, [{"node": "n1", "engine": "box"}, {"features": ["r9700", "big"], "alias": "lab-b"}],
-                 partition="gpu", time_limit="01:30:00")
+    p = _project(
+        tmp_path,
+        [{"node": "n1", "engine": "box"}, {"features": ["r9700", "big"], "alias": "lab-b"}],
+        partition="gpu",
+        time_limit="01:30:00",
+    )
     ref = "127.0.0.1:5000/ns/cpu@sha256:" + "b" * 64
     _seed_build(p, "cpu", "sha256:" + "a" * 64, [ref])
     lm = load_matrix(p / "matrix.yaml")
     c = cmod.submit(lm, ResultStore(p / "results"), dry_run=True)
-    assert [(s.host, s.image, s.model, s.pull) for s in c.slices] == [("n1", "cpu", "tiny-qwen3moe", ref),
-                                                                      ("lab-b", "cpu", "tiny-qwen3moe", ref)]
+    assert [(s.host, s.image, s.model, s.pull) for s in c.slices] == [
+        ("n1", "cpu", "tiny-qwen3moe", ref),
+        ("lab-b", "cpu", "tiny-qwen3moe", ref),
+    ]
     one = Path(c.slices[0].script).read_text()
-    for line in ("#SBATCH --nodelist=n1", "#SBATCH --gres=gpu:fake:1", "#SBATCH --signal=B:TERM@60",
-                 "#SBATCH --partition=gpu", "#SBATCH --time=01:30:00", "#SBATCH --dependency=singleton",
-                 f"#SBATCH --job-name=tk-{c.id}.box", "export TOOLKIT_HOST_KEY=n1"):
+    for line in (
+        "#SBATCH --nodelist=n1",
+        "#SBATCH --gres=gpu:fake:1",
+        "#SBATCH --signal=B:TERM@60",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=01:30:00",
+        "#SBATCH --dependency=singleton",
+        f"#SBATCH --job-name=tk-{c.id}.box",
+        "export TOOLKIT_HOST_KEY=n1",
+    ):
         assert line in one, line
     assert f"-m toolkit campaign job {c.state_file} 0" in one and one.splitlines()[-1].startswith("exec ")
     two = Path(c.slices[1].script).read_text()
@@ -111,37 +145,66 @@ def test_job_scripts_pull_by_digest_and_ask_slurm_for_one_gpu(tmp_path):
 
 
 def test_host_facts_of_a_slurm_job_come_from_its_environment():
-    env = {"TOOLKIT_HOST_KEY": "lab-a", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "n2", "SLURM_JOB_GPUS": "1",
-           "ROCR_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "0"}
+    env = {
+        "TOOLKIT_HOST_KEY": "lab-a",
+        "SLURM_JOB_ID": "42",
+        "SLURMD_NODENAME": "n2",
+        "SLURM_JOB_GPUS": "1",
+        "ROCR_VISIBLE_DEVICES": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+    }
     facts = hostinfo.campaign_facts(env)
-    assert facts == {"key": "lab-a", "slurm": {"job_id": "42", "node": "n2", "gpu_index": 1, "visible_devices": {
-        "SLURM_JOB_GPUS": "1", "ROCR_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "0"}}}
+    assert facts == {
+        "key": "lab-a",
+        "slurm": {
+            "job_id": "42",
+            "node": "n2",
+            "gpu_index": 1,
+            "visible_devices": {
+                "SLURM_JOB_GPUS": "1",
+                "ROCR_VISIBLE_DEVICES": "0",
+                "CUDA_VISIBLE_DEVICES": "0",
+            },
+        },
+    }
     assert hostinfo.campaign_facts({"SLURM_JOB_ID": "7"})["slurm"]["gpu_index"] is None
     assert hostinfo.campaign_facts({}) == {}
 
 
 def test_kubernetes_manifests_validate_offline(tmp_path):
     kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extras)")
-    p = _project(tmp_path, [{"node": "gpu-node-1"}, {"features": ["r9700"], "alias": "lab-b", "images": ["rocm"]}],
-                 images=("cpu", "rocm"), time_limit="2:00:00")
+    p = _project(
+        tmp_path,
+        [{"node": "gpu-node-1"}, {"features": ["r9700"], "alias": "lab-b", "images": ["rocm"]}],
+        images=("cpu", "rocm"),
+        time_limit="2:00:00",
+    )
     _seed_build(p, "cpu", "sha256:" + "a" * 64, ["reg.example/ns/cpu@sha256:" + "b" * 64])
     _seed_build(p, "rocm", "sha256:" + "c" * 64, ["reg.example/ns/rocm@sha256:" + "d" * 64])
-    res = CliRunner().invoke(cli, ["campaign", "render-k8s", "--matrix", str(p / "matrix.yaml"), "--out",
-                                   str(tmp_path / "k8s")], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli,
+        ["campaign", "render-k8s", "--matrix", str(p / "matrix.yaml"), "--out", str(tmp_path / "k8s")],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     files = sorted((tmp_path / "k8s").glob("*.yaml"))
     assert len(files) == 3  # n1: cpu, rocm; lab-b: rocm
     docs = [yaml.safe_load(f.read_text()) for f in files]
     for d in docs:
         kv.validate(d, "1.30", strict=True)  # raises ValidationError on any schema fault
-    by_image = {d["metadata"]["labels"]["toolkit/image"] + "/" + d["metadata"]["labels"]["toolkit/host"]: d
-                for d in docs}
+    by_image = {
+        d["metadata"]["labels"]["toolkit/image"] + "/" + d["metadata"]["labels"]["toolkit/host"]: d
+        for d in docs
+    }
     rocm = by_image["rocm/lab-b"]["spec"]
     ctr = rocm["template"]["spec"]["containers"][0]
     assert ctr["image"] == "reg.example/ns/rocm@sha256:" + "d" * 64
     assert ctr["resources"]["limits"] == {"amd.com/gpu": 1}
     assert rocm["template"]["spec"]["nodeSelector"] == {"toolkit/host": "lab-b"}
-    assert rocm["template"]["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"] == "toolkit-results-lab-b"
+    assert (
+        rocm["template"]["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"]
+        == "toolkit-results-lab-b"
+    )
     assert rocm["activeDeadlineSeconds"] == 7200
     cpu = by_image["cpu/gpu-node-1"]["spec"]["template"]["spec"]
     assert cpu["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-1"}
@@ -153,12 +216,31 @@ def test_kubernetes_manifests_validate_offline(tmp_path):
         kv.validate(broken, "1.30", strict=True)
 
 
-def _rec(host: str, avg: float, image: str = "cpu", digest: str = "sha256:" + "a" * 64, test="pp32") -> BenchRecord:
-    raw = {"n_prompt": 32, "n_gen": 0, "avg_ts": avg, "stddev_ts": 1.0, "backends": "CPU", "model_type": "qwen3moe"}
-    return BenchRecord(run_id=f"r-{host}", created="2026-11-30T00:00:00+00:00", image=ImageRef(
-        name=image, ref="x", digest=digest, backend="cpu"), model=ModelRef(name="m", path="/m", sha256="", size_bytes=1),
-        test=test, axis="prefill", n_prompt=32, avg_ts=avg, stddev_ts=1.0, samples_ts=[avg - 1, avg + 1],
-        host={"key": host}, raw=raw)
+def _rec(
+    host: str, avg: float, image: str = "cpu", digest: str = "sha256:" + "a" * 64, test="pp32"
+) -> BenchRecord:
+    raw = {
+        "n_prompt": 32,
+        "n_gen": 0,
+        "avg_ts": avg,
+        "stddev_ts": 1.0,
+        "backends": "CPU",
+        "model_type": "qwen3moe",
+    }
+    return BenchRecord(
+        run_id=f"r-{host}",
+        created="2026-11-30T00:00:00+00:00",
+        image=ImageRef(name=image, ref="x", digest=digest, backend="cpu"),
+        model=ModelRef(name="m", path="/m", sha256="", size_bytes=1),
+        test=test,
+        axis="prefill",
+        n_prompt=32,
+        avg_ts=avg,
+        stddev_ts=1.0,
+        samples_ts=[avg - 1, avg + 1],
+        host={"key": host},
+        raw=raw,
+    )
 
 
 def test_one_digest_on_four_hosts_is_four_columns_and_the_outlier_is_flagged():
@@ -175,15 +257,20 @@ def test_one_digest_on_four_hosts_is_four_columns_and_the_outlier_is_flagged():
 
 
 def test_the_verdict_says_on_how_many_hosts_each_winning_number_was_measured():
-    recs = [_rec("n1", 200, "fast", "sha256:" + "f" * 64), _rec("n2", 198, "fast", "sha256:" + "f" * 64),
-            _rec("n1", 100, "slow", "sha256:" + "e" * 64)]
+    recs = [
+        _rec("n1", 200, "fast", "sha256:" + "f" * 64),
+        _rec("n2", 198, "fast", "sha256:" + "f" * 64),
+        _rec("n1", 100, "slow", "sha256:" + "e" * 64),
+    ]
     v = verdict.verdict(recs)
     text = verdict.format_verdict(v, markdown=False)
     assert "measured on 2 hosts (n1, n2)" in text, text
     assert verdict.verdict_json(v)["axes"]["prefill"]["hosts"]
     # single-host results say nothing about hosts
     plain = [r.model_copy(update={"host": {}}) for r in recs]
-    assert not re.search(r"measured on \d+ host", verdict.format_verdict(verdict.verdict(plain), markdown=False))
+    assert not re.search(
+        r"measured on \d+ host", verdict.format_verdict(verdict.verdict(plain), markdown=False)
+    )
 
 
 # ------------------------------------------------------------------------------ a real Slurm cluster
@@ -194,8 +281,12 @@ def slurm():
     """Two Slurm nodes (n1, n2) on this machine from scripts/slurm-cluster.sh; stopped by PID after.
     State under a folder of /tmp (user munge must reach it: pytest's own tmp folders are private)."""
     d = Path(tempfile_dir := tempfile.mkdtemp(prefix="tk-slurm-", dir="/tmp"))
-    out = subprocess.run([str(ROOT / "scripts" / "slurm-cluster.sh"), "start", tempfile_dir], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "slurm-cluster.sh"), "start", tempfile_dir],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode != 0:
         pytest.fail(f"slurm-cluster.sh start failed: {out.stderr[-2000:]}")
     conf = next(x.split("=", 1)[1] for x in out.stdout.splitlines() if x.startswith("SLURM_CONF="))
@@ -204,8 +295,12 @@ def slurm():
     try:
         yield d
     finally:
-        stop = subprocess.run([str(ROOT / "scripts" / "slurm-cluster.sh"), "stop", tempfile_dir], capture_output=True,
-                              text=True, timeout=60)
+        stop = subprocess.run(
+            [str(ROOT / "scripts" / "slurm-cluster.sh"), "stop", tempfile_dir],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if old is None:
             os.environ.pop("SLURM_CONF", None)
         else:
@@ -260,11 +355,15 @@ def _wait(c: cmod.Campaign, timeout: float) -> cmod.Campaign:
         if all(s.finished for s in c.slices):
             return c
         time.sleep(0.5)
-    pytest.fail(f"campaign {c.id} not finished after {timeout:.0f} s: {[(s.index, s.state) for s in c.slices]}")
+    pytest.fail(
+        f"campaign {c.id} not finished after {timeout:.0f} s: {[(s.index, s.state) for s in c.slices]}"
+    )
 
 
 @pytest.mark.e2e
-def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_record(slurm, pushed_cpu, tmp_path):
+def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_record(
+    slurm, pushed_cpu, tmp_path
+):
     registry_ns, rec = pushed_cpu
     hosts = [{"node": "n1", "engine": "local", "images": ["cpu", "ghost"]}, {"node": "n2", "engine": "local"}]
     data_images = ("cpu",)
@@ -297,7 +396,9 @@ def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_rec
     # the dead job: one failed record from Slurm's state, exit code and the end of its output
     (failed,) = [r for r in ResultStore(p / "results").results() if r.status == "failed"]
     assert failed.host["slurm"]["state"] == "FAILED" and failed.host["slurm"]["job_id"] == ghost.job_id
-    assert "docker pull" in failed.error and GHOST_ID[7:19] in failed.error and "exit code 3:0" in failed.error
+    assert (
+        "docker pull" in failed.error and GHOST_ID[7:19] in failed.error and "exit code 3:0" in failed.error
+    )
     assert Path(ghost.failed_record).parent.name == f"slurm-{ghost.job_id}"
     assert cmod.refresh(c).slices[ghost.index].failed_record == ghost.failed_record  # written once
     assert len([r for r in ResultStore(p / "results").results() if r.status == "failed"]) == 1
@@ -313,16 +414,24 @@ def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_rec
 @pytest.mark.e2e
 def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path):
     _, rec = pushed_cpu
-    p = _campaign_project(tmp_path / "proj", rec, [{"node": "n2"}],
-                          bench={"n_prompt": [2048], "n_gen": [0], "n_batch": [2048], "repetitions": 1000})
+    p = _campaign_project(
+        tmp_path / "proj",
+        rec,
+        [{"node": "n2"}],
+        bench={"n_prompt": [2048], "n_gen": [0], "n_batch": [2048], "repetitions": 1000},
+    )
     _campaign(p, "submit")
     c = cmod.load(p / "results", cmod.latest(p / "results"))
     (s,) = c.slices
     label = f"org.toolkit.run-id={s.run_id}"
 
     def containers(*flags: str) -> list[str]:
-        out = subprocess.run(["docker", "ps", "-q", *flags, "--filter", f"label={label}"], capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            ["docker", "ps", "-q", *flags, "--filter", f"label={label}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return out.stdout.split()
 
     end = time.monotonic() + 60

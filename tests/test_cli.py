@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_command_has_actionable_help(command):
     res = CliRunner().invoke(cli, [command, "--help"])
     assert res.exit_code == 0
-    assert "Usage: cli " + command in res.output or f"Usage: toolkit {command}" in res.output or "Usage:" in res.output
+    assert (
+        "Usage: cli " + command in res.output
+        or f"Usage: toolkit {command}" in res.output
+        or "Usage:" in res.output
+    )
     doc = cli.commands[command].help or ""
     assert len(doc.split()) >= 8, f"{command} --help is too thin to act on"
 
@@ -30,15 +34,23 @@ def test_main_job_commands_exist():
 
 def test_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
-    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln and not ln.startswith(("#", "set ", "cd "))]
+    ci = [
+        ln
+        for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+        if ln and not ln.startswith(("#", "set ", "cd "))
+    ]
     assert ci and all(line in readme for line in ci)
 
 
 def test_module_entry_point_and_bad_matrix_exit_code(tmp_path):
     bad = tmp_path / "matrix.yaml"
     bad.write_text("schema_version: 1\nimages: []\nmodels: []\nbenchh: {}\n")
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "render", "--matrix", str(bad)], capture_output=True,
-                          text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "render", "--matrix", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 4
     assert "unknown key 'benchh'" in proc.stderr and "did you mean 'bench'" in proc.stderr
     assert str(bad) in proc.stderr
@@ -49,7 +61,9 @@ def test_render_prints_build_commands(tmp_path):
 
     shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
     shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
-    res = CliRunner().invoke(cli, ["render", "--matrix", str(tmp_path / "matrix.yaml")], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli, ["render", "--matrix", str(tmp_path / "matrix.yaml")], catch_exceptions=False
+    )
     assert res.exit_code == 0
     assert "docker buildx build --progress=plain --network host --load -t toolkit/cpu:latest" in res.output
     assert (tmp_path / "images" / "cpu" / "Dockerfile").is_file()

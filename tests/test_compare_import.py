@@ -171,7 +171,9 @@ def test_compare_two_real_images(tmp_path):
     a, b = load(CPU_A), load(CPU_B)
     store = store_with(tmp_path, a + b)
     with pytest.raises(BadInput, match=r"what keeps them apart: n_threads: A has 2, B has 1"):
-        compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5)  # threads are part of the test
+        compare.compare(
+            store, a[0].image.short, b[0].image.digest, threshold=5
+        )  # threads are part of the test
     c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5, ignore=("n_threads",))
     assert len(c.rows) == len(report.select_latest(a)) and not c.only_a and not c.only_b
     assert (c.a_settings, c.b_settings) == ("n_threads=2", "n_threads=1")

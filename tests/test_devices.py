@@ -29,14 +29,14 @@ KFD_GID, RENDER_GID = 993, 992
 # Fake hosts
 
 
-
 def profile_args(p: DeviceProfile) -> list[str]:
     """The device options a profile puts on `docker run` (its one translation, DeviceProfile.run_spec,
     through engine.run_command): everything between `--rm` and the image, network left out."""
     from toolkit.engine import api as engine
 
     cmd = engine.run_command(p.run_spec("img", ["cmd"], network=None))
-    return cmd[3:cmd.index("img")]
+    return cmd[3 : cmd.index("img")]
+
 
 def add_cpu_node(sysfs: Path, node: int = 0) -> None:
     d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
@@ -297,7 +297,9 @@ def test_rocm_auto_pin_says_so(tmp_path: Path) -> None:
     p = rocm_profile(gpus, dev=dev)
     assert p.gpus == [0] and p.gpu_count == 1
     assert len(p.notes) == 1 and "passing 1 GPU: 0 gfx1201" in p.notes[0] and "gfx1036" in p.notes[0]
-    assert p.hidden == [f"{gpus[1].label()} (iGPU: rocBLAS can abort on it (no Tensile library for its arch))"]
+    assert p.hidden == [
+        f"{gpus[1].label()} (iGPU: rocBLAS can abort on it (no Tensile library for its arch))"
+    ]
     pinned = rocm_profile(gpus, pin=0, dev=dev)  # a pin hides the others too, and says so
     assert pinned.hidden == [f"{gpus[1].label()} (not selected (--gpu 0))"]
     assert "pinned 1 GPU: 0 gfx1201" in pinned.notes[0] and "1 gfx1036" in pinned.notes[0]
@@ -312,15 +314,22 @@ def test_two_r9700_and_igpu_pass_both_cards_and_name_the_igpu(tmp_path: Path, ba
     """The 2x R9700 + gfx1036 iGPU host of shared/cases/README.md."""
     gpus, dev = host(tmp_path, "two-dgpus-igpu")
     assert [(g.render_name, g.gfx_target, g.is_igpu) for g in gpus] == [
-        ("renderD128", "gfx1201", False), ("renderD129", "gfx1201", False), ("renderD130", "gfx1036", True)
+        ("renderD128", "gfx1201", False),
+        ("renderD129", "gfx1201", False),
+        ("renderD130", "gfx1036", True),
     ]
     p = profile_for(backend, gpus, dev=dev, targets=["gfx1201"])
-    assert [d.split(":")[1] for d in p.devices if "renderD" in d] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+    assert [d.split(":")[1] for d in p.devices if "renderD" in d] == [
+        "/dev/dri/renderD128",
+        "/dev/dri/renderD129",
+    ]
     assert p.gpus == [0, 1] and p.gpu_count == 2
     assert len(p.hidden) == 1 and p.hidden[0].startswith("2 gfx1036 (renderD130, 512 MiB, iGPU) (iGPU:")
     assert len(p.notes) == 1
     note = p.notes[0]
-    assert note.startswith("passing 2 GPUs: 0 gfx1201 AMD Radeon AI PRO R9700 (renderD128, 32 GiB); 1 gfx1201")
+    assert note.startswith(
+        "passing 2 GPUs: 0 gfx1201 AMD Radeon AI PRO R9700 (renderD128, 32 GiB); 1 gfx1201"
+    )
     assert "hidden: 2 gfx1036" in note and "--gpu N" in note
     visible = {"rocm": "ROCR_VISIBLE_DEVICES", "vulkan": "GGML_VK_VISIBLE_DEVICES"}[backend]
     assert p.environment == {visible: "0,1"}  # the two passed cards, as numbered inside the container
@@ -353,12 +362,23 @@ def test_dgpu_of_another_arch_is_hidden_with_the_reason(tmp_path: Path) -> None:
     sysfs = tmp_path / "sys"
     add_cpu_node(sysfs)
     r9700(sysfs)
-    add_gpu(sysfs, node=2, minor=129, pci="0000:04:00.0", gfx_version=110000, vram=24 * GIB,
-            device_id="0x744c", revision="0xc8", card=1)
+    add_gpu(
+        sysfs,
+        node=2,
+        minor=129,
+        pci="0000:04:00.0",
+        gfx_version=110000,
+        vram=24 * GIB,
+        device_id="0x744c",
+        revision="0xc8",
+        card=1,
+    )
     gpus, dev = detect_gpus(sysfs), make_dev(tmp_path, (128, 129))
     assert gpus[1].name == "AMD Radeon RX 7900 XTX"
     p = rocm_profile(gpus, dev=dev, targets=["gfx1201"])
-    assert p.gpus == [0] and p.hidden == [f"{gpus[1].label()} (gfx1100 is not among the image's gfx targets (gfx1201))"]
+    assert p.gpus == [0] and p.hidden == [
+        f"{gpus[1].label()} (gfx1100 is not among the image's gfx targets (gfx1201))"
+    ]
     assert rocm_profile(gpus, dev=dev).gpus == [0, 1]  # targets unknown: no arch filter
     with pytest.raises(DeviceMissing, match="no GPU of the image's gfx targets \\(gfx942\\)"):
         rocm_profile(gpus, dev=dev, targets=["gfx942"])
@@ -375,7 +395,9 @@ def test_dgpu_of_another_arch_is_hidden_with_the_reason(tmp_path: Path) -> None:
         ("0x7550", "0xff", ""),  # a revision libdrm does not list: no guess
     ],
 )
-def test_product_name_needs_device_and_revision(tmp_path: Path, device_id: str, revision: str, name: str) -> None:
+def test_product_name_needs_device_and_revision(
+    tmp_path: Path, device_id: str, revision: str, name: str
+) -> None:
     add_cpu_node(tmp_path)
     add_gpu(tmp_path, node=1, minor=128, pci="0000:03:00.0", device_id=device_id, revision=revision)
     (g,) = detect_gpus(tmp_path)
@@ -386,7 +408,13 @@ def test_rocm_run_spec(tmp_path: Path) -> None:
     gpus, dev = host(tmp_path, "one-gpu")
     spec = rocm_profile(gpus, pin=0, dev=dev).run_spec("img", ["llama-bench"], environment={"X": "1"})
     assert (spec.devices, spec.group_add, spec.security_opt, spec.ipc_mode, spec.cap_drop, spec.cap_add) == (
-        [kfd(dev), render(dev, 128)], [str(KFD_GID), str(RENDER_GID)], ROCM_SECURITY, "host", ["ALL"], [])
+        [kfd(dev), render(dev, 128)],
+        [str(KFD_GID), str(RENDER_GID)],
+        ROCM_SECURITY,
+        "host",
+        ["ALL"],
+        [],
+    )
     assert spec.environment == {"ROCR_VISIBLE_DEVICES": "0", "X": "1"} and spec.network == "none"
 
 
@@ -520,14 +548,21 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     gpus, dev = host(tmp_path, "two-dgpus-igpu")
     p = profile_for("rocm", gpus, dev=dev, targets=["gfx1201"])
     # a real llama-bench row (shared/cases, H200) re-labelled as the ROCm build names two R9700s
-    raw = json.loads((Path(__file__).parent / "data/vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl").read_text()
-                     .splitlines()[3])
+    raw = json.loads(
+        (Path(__file__).parent / "data/vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl")
+        .read_text()
+        .splitlines()[3]
+    )
     raw |= {"gpu_info": "AMD Radeon AI PRO R9700, AMD Radeon AI PRO R9700", "backends": "ROCm"}
-    rec = BenchRecord(run_id="r", created="2026-11-30T00:00:00+00:00",
-                      image=ImageRef(name="rocm", ref="toolkit/rocm", digest="sha256:" + "1" * 64, backend="rocm"),
-                      model=ModelRef(name="m", path="", sha256="", size_bytes=raw["model_size"]),
-                      **normalize(raw), raw=raw, host={"gpus": [g.to_dict() for g in gpus],
-                                                       "device_profile": p.record()})
+    rec = BenchRecord(
+        run_id="r",
+        created="2026-11-30T00:00:00+00:00",
+        image=ImageRef(name="rocm", ref="toolkit/rocm", digest="sha256:" + "1" * 64, backend="rocm"),
+        model=ModelRef(name="m", path="", sha256="", size_bytes=raw["model_size"]),
+        **normalize(raw),
+        raw=raw,
+        host={"gpus": [g.to_dict() for g in gpus], "device_profile": p.record()},
+    )
     use = gpu_use(rec)
     assert use.count == 2 and [s.product for s in use.specs] == ["AMD Radeon AI PRO R9700"] * 2
     assert "split layer" in why_no_roofline(rec)
@@ -544,16 +579,36 @@ def test_doctor_applies_the_same_policy_and_names_the_yardstick(tmp_path: Path) 
     add_gpu(sysfs, node=4, minor=131, pci="0000:05:00.0", device_id="0x7550", revision="0xc2", vram=12 * GIB)
     dev = make_dev(tmp_path, (128, 129, 130, 131))
     image = ImageSpec(name="rocm", template="llama-rocm.Dockerfile.j2", backend="rocm")
-    rep = diagnose([image], {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}}, sysfs=sysfs, dev=dev,
-                   proc=tmp_path / "proc", etc=tmp_path / "etc", env={}, docker_info={"ServerVersion": "26.1"})
+    rep = diagnose(
+        [image],
+        {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}},
+        sysfs=sysfs,
+        dev=dev,
+        proc=tmp_path / "proc",
+        etc=tmp_path / "etc",
+        env={},
+        docker_info={"ServerVersion": "26.1"},
+    )
     (v,) = rep.images
     assert v.runnable and v.reason == (
         "/dev/kfd + 3 GPUs: renderD128 (gfx1201 AMD Radeon AI PRO R9700), renderD129 (gfx1201 AMD Radeon AI PRO "
-        "R9700), renderD131 (gfx1201 AMD Radeon RX 9070 GRE)")
+        "R9700), renderD131 (gfx1201 AMD Radeon RX 9070 GRE)"
+    )
     assert "hidden: 2 gfx1036" in v.notes[0]
     lines = [c.message for c in rep.checks if c.topic == "gpu"]
-    assert "PCI 1002:7551 rev c0; roofline yardstick: AMD Radeon AI PRO R9700, 640 GB/s, 191 TFLOPS" in lines[0]
+    assert (
+        "PCI 1002:7551 rev c0; roofline yardstick: AMD Radeon AI PRO R9700, 640 GB/s, 191 TFLOPS" in lines[0]
+    )
     assert "PCI 1002:7550 rev c2; roofline yardstick: AMD Radeon RX 9070 GRE, 432 GB/s" in lines[3]
-    pinned = diagnose([image], {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}}, sysfs=sysfs, dev=dev, pin=3,
-                      proc=tmp_path / "proc", etc=tmp_path / "etc", env={}, docker_info={"ServerVersion": "26.1"})
+    pinned = diagnose(
+        [image],
+        {"rocm": {GFX_TARGETS_LABEL: "gfx1201"}},
+        sysfs=sysfs,
+        dev=dev,
+        pin=3,
+        proc=tmp_path / "proc",
+        etc=tmp_path / "etc",
+        env={},
+        docker_info={"ServerVersion": "26.1"},
+    )
     assert pinned.images[0].reason == "/dev/kfd + renderD131 (gfx1201 AMD Radeon RX 9070 GRE)"

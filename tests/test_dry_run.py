@@ -9,10 +9,16 @@ from tests.e2e_helpers import make_project, run_cli
 
 
 def test_dry_run_mounts_an_absent_gguf_as_the_file_the_command_names(tmp_path):
-    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [512], "n_gen": [128]},
-                           models=["qwen3-30b-a3b-q4kxl"])
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["qwen3-30b-a3b-q4kxl"],
+    )
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("cpu x qwen3-30b-a3b-q4kxl: docker run"))
+    line = next(
+        ln for ln in res.output.splitlines() if ln.startswith("cpu x qwen3-30b-a3b-q4kxl: docker run")
+    )
     m = re.search(r"type=bind,source=(\S+?),target=(\S+?),readonly", line)
     assert m, line
     name = "Qwen3-30B-A3B-Instruct-2507-UD-Q4_K_XL.gguf"
@@ -22,8 +28,12 @@ def test_dry_run_mounts_an_absent_gguf_as_the_file_the_command_names(tmp_path):
 
 
 def test_dry_run_of_an_unbuilt_sglang_image_shows_a_digest_placeholder(tmp_path):
-    project = make_project(tmp_path / "p", images=["sglang"], bench={"n_prompt": [512], "n_gen": [128]},
-                           models=["qwen3-30b-a3b-awq"])
+    project = make_project(
+        tmp_path / "p",
+        images=["sglang"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["qwen3-30b-a3b-awq"],
+    )
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "sglang")
     outs = set(re.findall(r"type=bind,source=(\S+?),target=/out", res.output))
     assert outs, res.output
@@ -34,8 +44,12 @@ def test_dry_run_of_an_unbuilt_sglang_image_shows_a_digest_placeholder(tmp_path)
 def test_dry_run_output_folders_are_in_the_results_folder_given(tmp_path):
     """--results R: the vLLM and SGLang dry-run commands mount R/<digest12>/..., wherever the command
     is run from (the vLLM one used ./results relative to the current folder)."""
-    project = make_project(tmp_path / "p", images=["vllm", "sglang"], bench={"n_prompt": [512], "n_gen": [128]},
-                           models=["qwen3-30b-a3b-awq"])
+    project = make_project(
+        tmp_path / "p",
+        images=["vllm", "sglang"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["qwen3-30b-a3b-awq"],
+    )
     results = tmp_path / "elsewhere"
     res, _ = run_cli(project, "bench", "--dry-run", "--results", str(results))
     outs = set(re.findall(r"type=bind,source=(\S+?),target=/out", res.output))
@@ -48,20 +62,29 @@ def test_dry_run_says_what_a_real_run_would_do_with_the_model(tmp_path):
     run refuses it (exit 4). The dry run still prints the command, with a note line before it."""
     import yaml
 
-    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [512], "n_gen": [128]},
-                           models=["qwen3-30b-a3b-q4kxl"])
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["qwen3-30b-a3b-q4kxl"],
+    )
     models = project / "models"
     (models / "adir").mkdir(parents=True)
     (models / "loop1.gguf").symlink_to("loop2.gguf")
     (models / "loop2.gguf").symlink_to("loop1.gguf")
     data = yaml.safe_load((project / "matrix.yaml").read_text())
-    data["models"] += [{"name": "dirmodel", "path": "models/adir", "format": "gguf"},
-                       {"name": "loop", "path": "models/loop1.gguf", "format": "gguf"}]
+    data["models"] += [
+        {"name": "dirmodel", "path": "models/adir", "format": "gguf"},
+        {"name": "loop", "path": "models/loop1.gguf", "format": "gguf"},
+    ]
     (project / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
     notes = {ln.split(":")[0]: ln for ln in res.output.splitlines() if ": note: " in ln}
     assert "is absent here: a real run skips this pair" in notes["cpu x qwen3-30b-a3b-q4kxl"]
-    assert "a real run refuses this model" in notes["cpu x dirmodel"] and "not a regular file" in notes["cpu x dirmodel"]
+    assert (
+        "a real run refuses this model" in notes["cpu x dirmodel"]
+        and "not a regular file" in notes["cpu x dirmodel"]
+    )
     assert "a real run refuses this model" in notes["cpu x loop"], res.output
     res, code = run_cli(project, "bench", "-i", "cpu", "-m", "loop", expect=None)
     assert code == 4 and "models[loop].path" in str(res.exception), (res.output, res.exception)

@@ -13,8 +13,14 @@ from toolkit.results.records import ResultStore
 
 pytestmark = pytest.mark.e2e
 
-AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "repetitions": 3,
-        "n_gpu_layers": [0]}
+AXES = {
+    "n_prompt": [64, 256],
+    "n_gen": [16],
+    "n_ubatch": [32, 512],
+    "n_batch": [512],
+    "repetitions": 3,
+    "n_gpu_layers": [0],
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +36,15 @@ def test_build_records_digest_labels_and_size(cpu_project):
     store = ResultStore(cpu_project / "results")
     rec = store.latest_build("cpu")
     assert rec is not None and rec.digest.startswith("sha256:")
-    for key in ("org.opencontainers.image.created", "org.opencontainers.image.revision",
-                "org.opencontainers.image.source", "org.opencontainers.image.version",
-                "org.toolkit.llama-cpp-commit", "org.toolkit.backend", "org.toolkit.template-hash"):
+    for key in (
+        "org.opencontainers.image.created",
+        "org.opencontainers.image.revision",
+        "org.opencontainers.image.source",
+        "org.opencontainers.image.version",
+        "org.toolkit.llama-cpp-commit",
+        "org.toolkit.backend",
+        "org.toolkit.template-hash",
+    ):
         assert rec.labels.get(key), key
     assert rec.labels["org.toolkit.llama-cpp-commit"].startswith("0c1e57098")
     assert rec.labels["org.toolkit.backend"] == "cpu"
@@ -60,7 +72,11 @@ def test_bench_stores_results_by_digest_and_reports(cpu_project):
     assert len(lines) == 6
     for rec in lines:
         assert rec["status"] == "ok" and rec["avg_ts"] > 0 and rec["image"]["digest"] == digest
-        assert len(rec["model"]["sha256"]) == 64 and rec["host"]["kernel"] and rec["host"]["docker"]["server_version"]
+        assert (
+            len(rec["model"]["sha256"]) == 64
+            and rec["host"]["kernel"]
+            and rec["host"]["docker"]["server_version"]
+        )
         assert rec["command"][:3] == ["docker", "run", "--rm"] and "--privileged" not in rec["command"]
         assert rec["raw"]["backends"] and rec["flash_attn"] == 1
     tests = sorted({(r["test"], r["n_ubatch"]) for r in lines})
@@ -76,5 +92,9 @@ def test_bench_stores_results_by_digest_and_reports(cpu_project):
 def test_bench_dry_run_prints_exact_docker_run(cpu_project):
     res, _ = run_cli(cpu_project, "bench", "--image", "cpu", "--dry-run")
     line = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe:")][0]
-    assert "docker run --rm" in line and "readonly" in line and "llama-bench -m /models/tiny-qwen3moe.gguf" in line
+    assert (
+        "docker run --rm" in line
+        and "readonly" in line
+        and "llama-bench -m /models/tiny-qwen3moe.gguf" in line
+    )
     assert "--privileged" not in line and "--cap-drop ALL" in line

@@ -69,18 +69,46 @@ def matrix(wheels: Path) -> dict:
     return {
         "schema_version": 1,
         "sources": {"torch-cpu-wheels": {"path": str(wheels), "commit": f"torch-{TORCH}"}},
-        "images": [{"name": "vllm-cpu", "template": "vllm-cpu.Dockerfile.j2", "backend": "cpu", "runner": "vllm",
-                    "source": "torch-cpu-wheels",
-                    "vars": {"base_image": BASE, "vllm_version": VLLM_CPU, "vllm_ref": f"v{VLLM_CPU}",
-                             "torch_version": TORCH, "kv_cache_gib": 1}}],
-        "models": [{"name": "tiny-qwen3moe-hf", "path": "models/tiny-qwen3moe-hf", "format": "hf",
-                    "generate": "tiny-qwen3moe-hf", "runners": ["vllm"]}],
+        "images": [
+            {
+                "name": "vllm-cpu",
+                "template": "vllm-cpu.Dockerfile.j2",
+                "backend": "cpu",
+                "runner": "vllm",
+                "source": "torch-cpu-wheels",
+                "vars": {
+                    "base_image": BASE,
+                    "vllm_version": VLLM_CPU,
+                    "vllm_ref": f"v{VLLM_CPU}",
+                    "torch_version": TORCH,
+                    "kv_cache_gib": 1,
+                },
+            }
+        ],
+        "models": [
+            {
+                "name": "tiny-qwen3moe-hf",
+                "path": "models/tiny-qwen3moe-hf",
+                "format": "hf",
+                "generate": "tiny-qwen3moe-hf",
+                "runners": ["vllm"],
+            }
+        ],
         # n_gen 128, 5 iterations: the decode latency difference (128 tokens) must stand clear of the noise of
         # two runs on a shared 2-core machine, or the tg record is failed (vllm_runner.decode_noise_error)
         "bench": {"n_prompt": [32, 64], "n_gen": [128], "repetitions": 1, "timeout_s": 1200},
-        "vllm": {"max_num_batched_tokens": 256, "max_model_len": 256, "quantization": None, "dtype": "bfloat16",
-                 "enforce_eager": True, "concurrency": [1, 2], "num_prompts_per_level": 4, "num_iters": 5,
-                 "num_iters_warmup": 1, "ready_timeout_s": 900},
+        "vllm": {
+            "max_num_batched_tokens": 256,
+            "max_model_len": 256,
+            "quantization": None,
+            "dtype": "bfloat16",
+            "enforce_eager": True,
+            "concurrency": [1, 2],
+            "num_prompts_per_level": 4,
+            "num_iters": 5,
+            "num_iters_warmup": 1,
+            "ready_timeout_s": 900,
+        },
     }
 
 
@@ -88,7 +116,9 @@ def matrix(wheels: Path) -> dict:
 def project(tmp_path_factory):
     engine_or_skip()
     if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
-        _missing(f"base image {BASE} is not in the engine: run ./scripts/setup-host.sh (builds it with debootstrap)")
+        _missing(
+            f"base image {BASE} is not in the engine: run ./scripts/setup-host.sh (builds it with debootstrap)"
+        )
     wheels = torch_wheel_dir()
     if wheels is None:
         _missing(f"no local torch-{TORCH}-cp311 wheel (pip find-links or $TOOLKIT_TORCH_WHEELS)")
@@ -107,12 +137,30 @@ def test_image_carries_the_pinned_release_and_no_ca_bundle(project):
     store = ResultStore(project / "results")
     rec = store.latest_build("vllm-cpu")
     assert rec.labels["org.toolkit.vllm-version"] == VLLM_CPU and rec.labels["org.toolkit.runner"] == "vllm"
-    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", rec.digest],
-                             capture_output=True, text=True, check=True).stdout
+    history = subprocess.run(
+        ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", rec.digest],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "pip_ca" in history and "BEGIN CERTIFICATE" not in history
-    probe = subprocess.run(["docker", "run", "--rm", "--network", "none", rec.digest, "bash", "-c",
-                            "test -e /run/secrets/pip_ca && echo SECRET; ls -A /opt/wheels 2>/dev/null | sed 's/^/WHEEL /';"
-                            " vllm --version | tail -1"], capture_output=True, text=True, timeout=300)
+    probe = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            rec.digest,
+            "bash",
+            "-c",
+            "test -e /run/secrets/pip_ca && echo SECRET; ls -A /opt/wheels 2>/dev/null | sed 's/^/WHEEL /';"
+            " vllm --version | tail -1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = probe.stdout.strip().splitlines()
     assert not [ln for ln in lines if ln.startswith(("SECRET", "WHEEL"))], probe.stdout  # nothing left behind
     assert lines[-1] == f"{VLLM_CPU}+cpu", probe.stdout + probe.stderr
@@ -130,7 +178,12 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
     assert sorted(r.test for r in by_method[vr.METHOD_PREFILL]) == ["pp32", "pp64"]
     assert [r.test for r in by_method[vr.METHOD_DECODE]] == ["tg128"]
     served = by_method[vr.METHOD_SERVE]
-    assert sorted((r.n_prompt, r.engine["concurrency"]) for r in served) == [(32, 1), (32, 2), (64, 1), (64, 2)]
+    assert sorted((r.n_prompt, r.engine["concurrency"]) for r in served) == [
+        (32, 1),
+        (32, 2),
+        (64, 1),
+        (64, 2),
+    ]
     for r in recs:
         assert r.runner == "vllm" and r.avg_ts and r.avg_ts > 0
         assert r.engine["max_num_batched_tokens"] == 256 and r.engine["enforce_eager"] is True
@@ -145,7 +198,9 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
         assert "quantization" in notes and notes["quantization"] is None and r.model.quantization is None
     for r in served:
         assert r.served["completed"] == 4 and r.latency_ms["ttft"]["p99"] is not None
-        assert r.served["total_output_tokens"] == r.served["requested_output_tokens"] == 4 * 128  # --ignore-eos
+        assert (
+            r.served["total_output_tokens"] == r.served["requested_output_tokens"] == 4 * 128
+        )  # --ignore-eos
         assert r.raw["request_rate"] == "inf" and r.served["request_rate"] == "inf"
     rep, _ = run_cli(project, "report")
     assert "vllm-cpu@" in rep.output and "c2 in64 out128" in rep.output
@@ -183,8 +238,12 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     # every recorded test re-run; a decode record may be refused as within the noise of its two latency
     # runs (decode_noise_error: the product refusing a number the shared cores made noisy), nothing else
     assert len(again) == len(ok), [(r.test, r.error) for r in again]
-    bad = [(r.test, r.error) for r in again if r.status != "ok"
-           and not (r.test.startswith("tg") and "is within the noise of the two runs" in (r.error or ""))]
+    bad = [
+        (r.test, r.error)
+        for r in again
+        if r.status != "ok"
+        and not (r.test.startswith("tg") and "is within the noise of the two runs" in (r.error or ""))
+    ]
     assert not bad and any(r.status == "ok" and r.test.startswith("pp") for r in again), bad
     assert {r.model.sha256 for r in again} == {r.model.sha256 for r in ok}  # the same checkpoint bytes
     for r in again:  # the recorded settings, not vLLM's or the toolkit's defaults
@@ -194,4 +253,3 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     assert len(rows) == len(ok) and not [ln for ln in rows if ln.rstrip(" |").endswith("missing")], output
     m = re.search(r"\((\d+)/(\d+) tests within noise", output)
     assert m and int(m.group(2)) == len(ok) and (code == 0) == (m.group(1) == m.group(2)), output
-

@@ -14,8 +14,15 @@ from toolkit.results.records import ResultStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "repetitions": 3,
-        "n_gpu_layers": [99], "timeout_s": 1800}
+AXES = {
+    "n_prompt": [64, 256],
+    "n_gen": [16],
+    "n_ubatch": [32, 512],
+    "n_batch": [512],
+    "repetitions": 3,
+    "n_gpu_layers": [99],
+    "timeout_s": 1800,
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,10 @@ def test_vulkan_on_lavapipe_lands_beside_cpu(vk_project):
     assert "vulkan x tiny-qwen3moe: ok" in res.output, res.output
     store = ResultStore(vk_project / "results")
     digest = store.latest_build("vulkan").digest
-    recs = [json.loads(x) for x in (vk_project / "results" / digest.split(":")[1][:12] / "bench.jsonl").read_text().splitlines()]
+    recs = [
+        json.loads(x)
+        for x in (vk_project / "results" / digest.split(":")[1][:12] / "bench.jsonl").read_text().splitlines()
+    ]
     assert len(recs) == 6
     for r in recs:
         assert r["status"] == "ok" and r["avg_ts"] > 0

@@ -53,16 +53,42 @@ from toolkit.spec.matrix import load_matrix
 
 e2e = pytest.mark.e2e
 
-FAST = {"n_prompt": [64], "n_gen": [16], "n_ubatch": [64], "n_batch": [64], "repetitions": 2, "n_gpu_layers": [0]}
-SLOW = {**FAST, "n_prompt": [128, 2048], "n_batch": [2048], "repetitions": 20}  # several seconds a run even on an idle box
+FAST = {
+    "n_prompt": [64],
+    "n_gen": [16],
+    "n_ubatch": [64],
+    "n_batch": [64],
+    "repetitions": 2,
+    "n_gpu_layers": [0],
+}
+SLOW = {
+    **FAST,
+    "n_prompt": [128, 2048],
+    "n_batch": [2048],
+    "repetitions": 20,
+}  # several seconds a run even on an idle box
 SLOW_CASES = 3  # pp128, pp2048, tg16
-LONG_SECOND = {**FAST, "n_prompt": [64, 1024], "n_batch": [1024], "repetitions": 5}  # pp64 fast, then pp1024 long
+LONG_SECOND = {
+    **FAST,
+    "n_prompt": [64, 1024],
+    "n_batch": [1024],
+    "repetitions": 5,
+}  # pp64 fast, then pp1024 long
 GONE = "unix:///nonexistent/docker.sock"
 
-TINY = {"name": "tiny-qwen3moe", "path": "models/tiny-qwen3moe.gguf", "format": "gguf", "generate": "tiny-qwen3moe"}
+TINY = {
+    "name": "tiny-qwen3moe",
+    "path": "models/tiny-qwen3moe.gguf",
+    "format": "gguf",
+    "generate": "tiny-qwen3moe",
+}
 TINY_B = {"name": "tiny-b", "path": "models/tiny-b.gguf", "format": "gguf"}  # another seed: another sha256
 BROKEN = {"name": "broken", "path": "models/broken.gguf", "format": "gguf"}  # truncated copy of TINY
-ALIEN = {"name": "alien", "path": "models/alien.gguf", "format": "gguf"}  # whole GGUF, architecture llama.cpp lacks
+ALIEN = {
+    "name": "alien",
+    "path": "models/alien.gguf",
+    "format": "gguf",
+}  # whole GGUF, architecture llama.cpp lacks
 
 
 def _as_at_a_terminal() -> None:
@@ -72,11 +98,23 @@ def _as_at_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def tk(cwd: Path, *args: str, env: dict[str, str | None] | None = None, prefix: list[str] | None = None,
-       timeout: float = 300) -> subprocess.CompletedProcess:
+def tk(
+    cwd: Path,
+    *args: str,
+    env: dict[str, str | None] | None = None,
+    prefix: list[str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
     """`python -m toolkit ARGS` as a user would run it; returns the finished process."""
-    return subprocess.run([*(prefix or []), sys.executable, "-m", "toolkit", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env=_env(env), preexec_fn=_as_at_a_terminal)
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "toolkit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(env),
+        preexec_fn=_as_at_a_terminal,
+    )
 
 
 @pytest.fixture
@@ -85,8 +123,17 @@ def tk_bg():
     procs: list[subprocess.Popen] = []
 
     def start(cwd: Path, *args: str, env: dict[str, str | None] | None = None) -> subprocess.Popen:
-        procs.append(subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=_env(env), preexec_fn=_as_at_a_terminal))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "toolkit", *args],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(env),
+                preexec_fn=_as_at_a_terminal,
+            )
+        )
         return procs[-1]
 
     yield start
@@ -116,19 +163,41 @@ def _out(p: subprocess.CompletedProcess | tuple) -> str:
 
 
 BAD_INPUT = [
-    pytest.param(["images", 0, "tempalte"], "x", ["images[0]", "unknown key 'tempalte'", "did you mean 'template'"],
-                 id="unknown-key-did-you-mean"),
-    pytest.param(["bench", "n_promt"], [64], ["bench", "did you mean 'n_prompt'"], id="unknown-axis-did-you-mean"),
-    pytest.param(["bench", "repetitions"], "five", ["bench.repetitions", "valid integer", "'five'"], id="wrong-type"),
+    pytest.param(
+        ["images", 0, "tempalte"],
+        "x",
+        ["images[0]", "unknown key 'tempalte'", "did you mean 'template'"],
+        id="unknown-key-did-you-mean",
+    ),
+    pytest.param(
+        ["bench", "n_promt"], [64], ["bench", "did you mean 'n_prompt'"], id="unknown-axis-did-you-mean"
+    ),
+    pytest.param(
+        ["bench", "repetitions"], "five", ["bench.repetitions", "valid integer", "'five'"], id="wrong-type"
+    ),
     pytest.param(["bench", "n_prompt"], "512", ["bench.n_prompt", "valid list"], id="wrong-type-list"),
-    pytest.param(["images", 0, "template"], "llama-cpu.Dockerfile", ["images[0].template", "not a file",
-                 "did you mean 'llama-cpu.Dockerfile.j2'"], id="missing-template"),
-    pytest.param(["images", 0, "template"], "../matrix.yaml", ["images[0].template", "file name"],
-                 id="template-outside-templates-dir"),
+    pytest.param(
+        ["images", 0, "template"],
+        "llama-cpu.Dockerfile",
+        ["images[0].template", "not a file", "did you mean 'llama-cpu.Dockerfile.j2'"],
+        id="missing-template",
+    ),
+    pytest.param(
+        ["images", 0, "template"],
+        "../matrix.yaml",
+        ["images[0].template", "file name"],
+        id="template-outside-templates-dir",
+    ),
     pytest.param(["bench", "n_gen"], [], ["bench.n_gen", "axis list is empty"], id="empty-axis"),
-    pytest.param(["bench", "n_ubatch"], [4096], ["micro-batch", "larger than every n_batch"], id="ubatch-gt-batch"),
-    pytest.param(["models", 1, "name"], "../../escape", ["models[1].name", "log files"], id="model-name-path"),
-    pytest.param(["models", 1, "sha256"], "abc", ["models[1].sha256", "64 lowercase hex"], id="malformed-sha256"),
+    pytest.param(
+        ["bench", "n_ubatch"], [4096], ["micro-batch", "larger than every n_batch"], id="ubatch-gt-batch"
+    ),
+    pytest.param(
+        ["models", 1, "name"], "../../escape", ["models[1].name", "log files"], id="model-name-path"
+    ),
+    pytest.param(
+        ["models", 1, "sha256"], "abc", ["models[1].sha256", "64 lowercase hex"], id="malformed-sha256"
+    ),
 ]
 
 
@@ -147,7 +216,9 @@ def test_bad_input_malformed_yaml(project):
     (project / "matrix.yaml").write_text("schema_version: 1\nimages: [\n  - name: x\n")
     res = tk(project, "render", env={"DOCKER_HOST": GONE})
     assert res.returncode == 4, _out(res)
-    assert re.search(r"matrix\.yaml: line \d+, column \d+: not valid YAML .*fix the syntax", res.stderr), res.stderr
+    assert re.search(r"matrix\.yaml: line \d+, column \d+: not valid YAML .*fix the syntax", res.stderr), (
+        res.stderr
+    )
 
 
 def test_bad_input_duplicate_image_names(project, matrix_data):
@@ -155,7 +226,9 @@ def test_bad_input_duplicate_image_names(project, matrix_data):
     d["images"].append(copy.deepcopy(d["images"][0]))
     write_matrix(project, d)
     res = tk(project, "build", env={"DOCKER_HOST": GONE})
-    assert res.returncode == 4 and "duplicate image name(s): cpu; image names must be unique" in res.stderr, _out(res)
+    assert res.returncode == 4 and "duplicate image name(s): cpu; image names must be unique" in res.stderr, (
+        _out(res)
+    )
 
 
 def test_bad_input_undefined_template_variable_fails_before_any_build(project, matrix_data):
@@ -174,11 +247,21 @@ def test_bad_input_undefined_template_variable_fails_before_any_build(project, m
 # 2. Injection: values that reach Dockerfiles, labels and command lines
 
 
-HOSTILE = ["v1\nRUN touch /pwned", 'v1" && touch /pwned', "$(touch /pwned)", "v1; touch /pwned", "`touch /pwned`",
-           "v1\r\nFROM scratch"]
+HOSTILE = [
+    "v1\nRUN touch /pwned",
+    'v1" && touch /pwned',
+    "$(touch /pwned)",
+    "v1; touch /pwned",
+    "`touch /pwned`",
+    "v1\r\nFROM scratch",
+]
 INJECTABLE = {
     "git-ref": ["sources", "llama.cpp", "ref"],
-    "commit-build-arg": ["sources", "llama.cpp", "commit"],  # -> --build-arg LLAMA_BUILD_COMMIT + revision label
+    "commit-build-arg": [
+        "sources",
+        "llama.cpp",
+        "commit",
+    ],  # -> --build-arg LLAMA_BUILD_COMMIT + revision label
     "version-label": ["sources", "llama.cpp", "fallback", "commit"],
     "template-var": ["images", 0, "vars", "base_image"],
     "template-var-list": ["images", 0, "vars", "cmake_args"],
@@ -187,7 +270,9 @@ INJECTABLE = {
 }
 
 
-@pytest.mark.parametrize("value", HOSTILE, ids=["newline-RUN", "quote", "subshell", "semicolon", "backtick", "crlf-FROM"])
+@pytest.mark.parametrize(
+    "value", HOSTILE, ids=["newline-RUN", "quote", "subshell", "semicolon", "backtick", "crlf-FROM"]
+)
 @pytest.mark.parametrize("where", INJECTABLE.values(), ids=INJECTABLE.keys())
 def test_injection_rejected_at_validation(project, matrix_data, where, value):
     v = [value] if where[-1] == "cmake_args" else value
@@ -196,8 +281,11 @@ def test_injection_rejected_at_validation(project, matrix_data, where, value):
     assert "not allowed" in str(err.value) or "newline" in str(err.value), str(err.value)
 
 
-@pytest.mark.parametrize("value", ["llama.cpp CPU\nRUN touch /pwned", "x\rLABEL a=b", "tab\there"],
-                         ids=["newline", "carriage-return", "tab"])
+@pytest.mark.parametrize(
+    "value",
+    ["llama.cpp CPU\nRUN touch /pwned", "x\rLABEL a=b", "tab\there"],
+    ids=["newline", "carriage-return", "tab"],
+)
 def test_injection_description_must_be_one_line(project, matrix_data, value):
     p = write_matrix(project, _mutate(matrix_data, ["images", 0, "description"], value))
     res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
@@ -208,7 +296,9 @@ def test_injection_description_must_be_one_line(project, matrix_data, value):
 def test_injection_via_cli_exit_4(project, matrix_data):
     write_matrix(project, _mutate(matrix_data, ["sources", "llama.cpp", "ref"], "main\nRUN touch /pwned"))
     res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
-    assert res.returncode == 4 and "sources.llama.cpp" in res.stderr and "not allowed" in res.stderr, _out(res)
+    assert res.returncode == 4 and "sources.llama.cpp" in res.stderr and "not allowed" in res.stderr, _out(
+        res
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,8 +351,9 @@ def _alien_gguf(path: Path) -> None:
     w.close()
 
 
-def variant(proj: Path, name: str, *, models: list[dict], bench: dict = FAST, images: list[dict] | None = None,
-            **top) -> Variant:
+def variant(
+    proj: Path, name: str, *, models: list[dict], bench: dict = FAST, images: list[dict] | None = None, **top
+) -> Variant:
     data = yaml.safe_load((proj / "matrix.yaml").read_text())
     data["models"] = models
     data["bench"] = {**data["bench"], **bench}
@@ -282,9 +373,13 @@ def ours(root: Path) -> list:
     import docker
 
     found = []
-    listed = docker.from_env().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True)
+    listed = docker.from_env().containers.list(
+        all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True
+    )
     for ctr in listed:
-        if any(str(m.get("Source", "")).startswith(str(root.resolve())) for m in ctr.attrs.get("Mounts") or []):
+        if any(
+            str(m.get("Source", "")).startswith(str(root.resolve())) for m in ctr.attrs.get("Mounts") or []
+        ):
             found.append(ctr)
     return found
 
@@ -317,13 +412,19 @@ def _by_model(rows: list[dict]) -> dict[str, list[dict]]:
 
 @e2e
 def test_absent_model_is_skipped_with_fetch_hint(proj):
-    absent = {"name": "absent", "path": "models/absent.gguf", "format": "gguf",
-              "hf": {"repo": "example/absent-GGUF", "file": "absent.gguf"}}
+    absent = {
+        "name": "absent",
+        "path": "models/absent.gguf",
+        "format": "gguf",
+        "hf": {"repo": "example/absent-GGUF", "file": "absent.gguf"},
+    }
     v = variant(proj, "absent", models=[absent, TINY])
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 0, _out(res)
-    assert re.search(r"cpu x absent: skipped: model file \S+absent\.gguf is absent; run `toolkit fetch-model absent`",
-                     res.stdout), res.stdout
+    assert re.search(
+        r"cpu x absent: skipped: model file \S+absent\.gguf is absent; run `toolkit fetch-model absent`",
+        res.stdout,
+    ), res.stdout
     assert "cpu x tiny-qwen3moe: ok, 2 results" in res.stdout
     assert set(_by_model(v.rows())) == {"tiny-qwen3moe"}
 
@@ -340,7 +441,10 @@ def test_sha256_mismatch_exit_4_before_any_container(proj, absent_first):
         shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", gen)
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 4, _out(res)
-    assert f"models[tiny-gen].sha256: file {gen}" in res.stderr and "re-download the file or fix `sha256`" in res.stderr
+    assert (
+        f"models[tiny-gen].sha256: file {gen}" in res.stderr
+        and "re-download the file or fix `sha256`" in res.stderr
+    )
     assert v.rows() == [] and not list(v.results.glob("*/logs/*")) and ours(proj) == []
 
 
@@ -352,7 +456,7 @@ def test_sha256_mismatch_exit_4_before_any_container(proj, absent_first):
 def test_description_lands_verbatim_in_label(proj):
     import docker
 
-    desc = 'llama.cpp "; RUN touch /pwned $(touch /pwned2) `touch /pwned3` \' && touch /pwned4'
+    desc = "llama.cpp \"; RUN touch /pwned $(touch /pwned2) `touch /pwned3` ' && touch /pwned4"
     data = yaml.safe_load((proj / "matrix.yaml").read_text())
     img = {**data["images"][0], "description": desc}
     v = variant(proj, "desc", models=[TINY], images=[img])
@@ -363,7 +467,9 @@ def test_description_lands_verbatim_in_label(proj):
     image = c.images.get(rec.digest)
     assert image.labels["org.opencontainers.image.description"] == desc
     assert rec.labels["org.opencontainers.image.description"] == desc
-    history = subprocess.run(["docker", "history", "--no-trunc", rec.digest], capture_output=True, text=True).stdout
+    history = subprocess.run(
+        ["docker", "history", "--no-trunc", rec.digest], capture_output=True, text=True
+    ).stdout
     assert "pwned" not in history
     check = "for f in /pwned /pwned2 /pwned3 /pwned4; do test ! -e $f || exit 1; done"
     c.containers.run(rec.digest, ["sh", "-c", check], remove=True, network_mode="none", user="10001")
@@ -380,7 +486,9 @@ def test_crash_is_a_failed_row_with_log_and_other_runs_complete(proj):
     v = variant(proj, "crash", models=[ALIEN, TINY])
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 3, _out(res)
-    assert re.search(r"cpu x alien: failed, wall .*: llama-bench exited 1: .*failed to load model", res.stdout)
+    assert re.search(
+        r"cpu x alien: failed, wall .*: llama-bench exited 1: .*failed to load model", res.stdout
+    )
     assert "cpu x tiny-qwen3moe: ok, 2 results" in res.stdout
     assert "error: bench failed for: cpu x alien" in res.stderr
     rows = _by_model(v.rows())
@@ -421,7 +529,10 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, f"{out}\n{err}"
     saved = len(v.rows())  # the message counts what was written, never assumes it
-    assert f"interrupted: the toolkit's containers were removed; {saved} record(s) of this run are saved in" in err
+    assert (
+        f"interrupted: the toolkit's containers were removed; {saved} record(s) of this run are saved in"
+        in err
+    )
     assert "`toolkit bench --resume` continues" in err
     assert ours(proj) == []
     with pytest.raises(docker.errors.NotFound):
@@ -431,7 +542,10 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
     # the interrupted model keeps what it completed and one failed row says it was interrupted
     partial = before.get("tiny-b", [])
     assert [r["error"] for r in partial if r["status"] == "failed"] == [
-        e for e in [r["error"] for r in partial if r["status"] == "failed"] if e.startswith("interrupted (Ctrl-C)")]
+        e
+        for e in [r["error"] for r in partial if r["status"] == "failed"]
+        if e.startswith("interrupted (Ctrl-C)")
+    ]
     assert len([r for r in partial if r["status"] == "failed"]) == 1
 
     res = tk(proj, "bench", *v.args(), "--resume")
@@ -460,7 +574,11 @@ def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj,
     hc = attrs["HostConfig"]
     assert hc["Privileged"] is False and hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd")
     assert "no-new-privileges" in hc["SecurityOpt"] and hc["NetworkMode"] == "none" and not hc.get("Devices")
-    models = [m for m in attrs["Mounts"] if m["Destination"].startswith("/models/") and m["Destination"].endswith(".gguf")]
+    models = [
+        m
+        for m in attrs["Mounts"]
+        if m["Destination"].startswith("/models/") and m["Destination"].endswith(".gguf")
+    ]
     assert len(models) == 1 and models[0]["RW"] is False
     deadline = time.monotonic() + 60
     while b'"n_prompt": 64,' not in ctr.logs(stdout=True, stderr=False):  # pp64 done, pp1024 running
@@ -474,7 +592,10 @@ def test_killed_container_is_a_failed_row_and_its_completed_tests_are_kept(proj,
     ok = [r for r in rows if r["status"] == "ok"]
     [failed] = [r for r in rows if r["status"] == "failed"]
     assert [(r["n_prompt"], r["n_gen"]) for r in ok] == [(64, 0)] and ok[0]["avg_ts"] > 0
-    assert failed["error"].startswith("llama-bench exited 137") and "1 of 3 tests completed and kept" in failed["error"]
+    assert (
+        failed["error"].startswith("llama-bench exited 137")
+        and "1 of 3 tests completed and kept" in failed["error"]
+    )
     assert Path(failed["log_file"]).is_file() and '"n_prompt": 64' in Path(failed["log_file"]).read_text()
     assert ours(proj) == []
 
@@ -490,8 +611,13 @@ RUN echo "{{ token }}" && sleep 120
 def _extra_image(proj: Path, name: str, template: str, body: str, **vars_) -> list[dict]:
     (proj / "Dockerfile.templates" / template).write_text(body)
     data = yaml.safe_load((proj / "matrix.yaml").read_text())
-    extra = {"name": name, "template": template, "backend": "cpu", "description": f"fault test {name}",
-             "vars": {"base_image": "debian:trixie-slim", **vars_}}
+    extra = {
+        "name": name,
+        "template": template,
+        "backend": "cpu",
+        "description": f"fault test {name}",
+        "vars": {"base_image": "debian:trixie-slim", **vars_},
+    }
     return [extra] + data["images"]
 
 
@@ -544,7 +670,11 @@ def test_build_stopped_by_sigint_leaves_no_record_and_no_buildx(proj, tk_bg):
     context = str(proj / "images" / "slow")
     deadline = time.monotonic() + 15
     while True:  # neither the buildx client nor BuildKit's `sleep 120` step outlives the toolkit
-        left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, context) or _cmdline_has(p, token)]
+        left = [
+            p
+            for p in Path("/proc").glob("[0-9]*/cmdline")
+            if _cmdline_has(p, context) or _cmdline_has(p, token)
+        ]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -574,7 +704,9 @@ def test_corrupt_results_line_is_skipped_and_never_glued(proj):
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 0, _out(res)
     # the plan line estimates from the run before (measured, not assumed)
-    assert re.search(r"plan: 2 test cases .*; estimated measuring time \d+ s, from earlier runs", res.stderr), res.stderr
+    assert re.search(
+        r"plan: 2 test cases .*; estimated measuring time \d+ s, from earlier runs", res.stderr
+    ), res.stderr
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and lines[2].endswith('{"na')
     assert [json.loads(ln)["status"] for i, ln in enumerate(lines) if i != 2] == ["ok"] * 4
@@ -588,9 +720,14 @@ def test_corrupt_results_line_is_skipped_and_never_glued(proj):
 def test_engine_not_running_exit_5(project, command):
     res = tk(project, *command, env={"DOCKER_HOST": GONE})
     assert res.returncode == 5, _out(res)
-    assert "error: Docker engine not reachable" in res.stderr and "`sudo systemctl start docker`" in res.stderr
+    assert (
+        "error: Docker engine not reachable" in res.stderr and "`sudo systemctl start docker`" in res.stderr
+    )
     assert "Traceback" not in res.stderr
-    assert not list(project.glob("results/*/bench.jsonl")) and not (project / "results" / "builds.jsonl").exists()
+    assert (
+        not list(project.glob("results/*/bench.jsonl"))
+        and not (project / "results" / "builds.jsonl").exists()
+    )
 
 
 def test_engine_socket_permission_denied_exit_5(project, tmp_path):
@@ -637,17 +774,29 @@ def test_exit_codes_documented_match_errors():
     """Every code the CLI can return has a row: each ToolkitError subclass's code, every literal
     sys.exit in the CLI modules, 1 (an unexpected exception: Python's own code) and 130."""
     table = _readme_exit_codes()
-    owners = {errors.BadInput: "bad input", errors.BuildFailed: "build failed", errors.BenchFailed: "bench failed",
-              errors.EngineUnavailable: "Docker engine unavailable", errors.Regression: "regression",
-              errors.NotReproduced: "did not reproduce", errors.FileSystemError: "cannot be written or read",
-              errors.ConcurrentRun: "another toolkit benchmark is running", errors.RunInterrupted: "interrupted",
-              errors.RemoteUnavailable: "a remote the command needs did not answer"}
-    classes = [c for c in vars(errors).values()
-               if isinstance(c, type) and issubclass(c, errors.ToolkitError) and c is not errors.ToolkitError]
+    owners = {
+        errors.BadInput: "bad input",
+        errors.BuildFailed: "build failed",
+        errors.BenchFailed: "bench failed",
+        errors.EngineUnavailable: "Docker engine unavailable",
+        errors.Regression: "regression",
+        errors.NotReproduced: "did not reproduce",
+        errors.FileSystemError: "cannot be written or read",
+        errors.ConcurrentRun: "another toolkit benchmark is running",
+        errors.RunInterrupted: "interrupted",
+        errors.RemoteUnavailable: "a remote the command needs did not answer",
+    }
+    classes = [
+        c
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, errors.ToolkitError) and c is not errors.ToolkitError
+    ]
     assert set(classes) == set(owners), "a new error class needs a row in the README exit-code table"
     for cls, words in owners.items():
         assert words in table[cls.exit_code], (cls.__name__, cls.exit_code, table)
-    assert table[0] == "ok" and table[130].startswith("interrupted") and table[1].startswith("unexpected error")
+    assert (
+        table[0] == "ok" and table[130].startswith("interrupted") and table[1].startswith("unexpected error")
+    )
     returned = {0, 1, 130} | {c.exit_code for c in classes} | _cli_exit_literals()
     assert returned <= set(table), f"exit codes without a README row: {sorted(returned - set(table))}"
     assert set(table) <= returned, f"README rows no code path returns: {sorted(set(table) - returned)}"
@@ -685,12 +834,20 @@ def test_run_args_of_every_profile_are_confined(tmp_path):
     models = tmp_path / "models"
     models.mkdir()
     for name, profile in _profiles(tmp_path):
-        spec = base.container_spec("sha256:" + "a" * 64, ["llama-bench", "-m", "/models/x.gguf"], profile,
-                                    model_dir=models, shader_volume="vol" if "vulkan" in name else None,
-                                    run_id="r", name="n")
+        spec = base.container_spec(
+            "sha256:" + "a" * 64,
+            ["llama-bench", "-m", "/models/x.gguf"],
+            profile,
+            model_dir=models,
+            shader_volume="vol" if "vulkan" in name else None,
+            run_id="r",
+            name="n",
+        )
         cmd = engine.run_command(spec)
         pairs = list(zip(cmd, cmd[1:], strict=False))
-        assert "--privileged" not in cmd and not any("privileged" in a and "no-new" not in a for a in cmd), name
+        assert "--privileged" not in cmd and not any("privileged" in a and "no-new" not in a for a in cmd), (
+            name
+        )
         assert ("--cap-drop", "ALL") in pairs and not spec.cap_add, name
         assert ("--security-opt", "no-new-privileges") in pairs, name
         assert ("--network", "none") in pairs, name
@@ -716,15 +873,23 @@ def test_no_secret_in_layers_labels_records_or_logs(proj, tmp_path, monkeypatch)
     monkeypatch.setenv("TOOLKIT_TEST_SECRET", secret)
     v = variant(proj, "secret", models=[TINY])
     lm = load_matrix(v.matrix)
-    res = build_mod.build_image(lm, lm.m.image("cpu"), v.store(),
-                                secrets=[f"id=ca_bundle,src={ca}", "id=token,env=TOOLKIT_TEST_SECRET"])
+    res = build_mod.build_image(
+        lm,
+        lm.m.image("cpu"),
+        v.store(),
+        secrets=[f"id=ca_bundle,src={ca}", "id=token,env=TOOLKIT_TEST_SECRET"],
+    )
     assert res.status in ("ok", "cached"), res.reason
     bench = tk(proj, "bench", *v.args(), env={"TOOLKIT_TEST_SECRET": secret})
     assert bench.returncode == 0, _out(bench)
     assert secret not in bench.stdout + bench.stderr
     digest = v.store().latest_build("cpu").digest
-    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{json .}}", digest],
-                             capture_output=True, text=True, check=True).stdout
+    history = subprocess.run(
+        ["docker", "history", "--no-trunc", "--format", "{{json .}}", digest],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert history and secret not in history
     assert secret not in json.dumps(docker.from_env().images.get(digest).attrs)
     files = [p for d in (v.results, proj / ".toolkit") for p in d.rglob("*") if p.is_file()]
@@ -762,8 +927,15 @@ def test_yaml_alias_bomb_is_refused_at_once_without_echo(project):
     p = project / "matrix.yaml"
     p.write_text(_alias_bomb(p.read_text()))
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "toolkit", "render"], cwd=project, capture_output=True, text=True,
-                         timeout=60, env=_env({"DOCKER_HOST": GONE}), preexec_fn=_limit_memory)
+    res = subprocess.run(
+        [sys.executable, "-m", "toolkit", "render"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env({"DOCKER_HOST": GONE}),
+        preexec_fn=_limit_memory,
+    )
     assert res.returncode == 4, _out(res)
     assert time.monotonic() - t0 < 30
     assert "error: matrix.yaml: YAML aliases expand this document to more than 100000 nodes" in res.stderr
@@ -781,7 +953,9 @@ def test_oversized_matrix_file_is_refused(project):
     p = project / "matrix.yaml"
     p.write_text(p.read_text() + "#" + "x" * (1 << 20) + "\n")
     res = tk(project, "render", env={"DOCKER_HOST": GONE})
-    assert res.returncode == 4 and "is too large for a matrix file (limit 1048576 bytes)" in res.stderr, _out(res)
+    assert res.returncode == 4 and "is too large for a matrix file (limit 1048576 bytes)" in res.stderr, _out(
+        res
+    )
 
 
 def test_validation_errors_never_echo_a_huge_value(project, matrix_data):
@@ -795,8 +969,10 @@ def test_300_char_path_component_matrix_and_results(project):
     """A name longer than NAME_MAX: exit 4 for the matrix, exit 8 for --results (checked before the
     engine is touched: DOCKER_HOST points nowhere), each naming the path, no traceback."""
     res = tk(project, "render", "--matrix", f"{LONG}/matrix.yaml", env={"DOCKER_HOST": GONE})
-    assert res.returncode == 4 and f"{LONG}/matrix.yaml: cannot read the matrix file (File name too long)" in \
-        res.stderr, _out(res)
+    assert (
+        res.returncode == 4
+        and f"{LONG}/matrix.yaml: cannot read the matrix file (File name too long)" in res.stderr
+    ), _out(res)
     res = tk(project, "bench", "--results", str(project / LONG), env={"DOCKER_HOST": GONE})
     assert res.returncode == 8, _out(res)
     assert f"{project / LONG}" in res.stderr and "File name too long" in res.stderr
@@ -829,11 +1005,18 @@ def test_rootless_engine_gpu_images_not_runnable_unless_proven(tmp_path):
     from tests.test_doctor import IMAGES, fake_host
     from toolkit.host.doctor import diagnose, format_doctor
 
-    info = json.loads((ROOT / "tests" / "data" / "docker-info-rootless.json").read_text())  # shared/cases copy
-    cases = [(None, False), (lambda name, backend: "can't open '/dev/kfd': Permission denied", False),
-             (lambda name, backend: None, True)]
+    info = json.loads(
+        (ROOT / "tests" / "data" / "docker-info-rootless.json").read_text()
+    )  # shared/cases copy
+    cases = [
+        (None, False),
+        (lambda name, backend: "can't open '/dev/kfd': Permission denied", False),
+        (lambda name, backend: None, True),
+    ]
     for n, (probe, runnable) in enumerate(cases):
-        rep = diagnose(IMAGES, {}, env={}, docker_info=info, device_probe=probe, **fake_host(tmp_path / str(n)))
+        rep = diagnose(
+            IMAGES, {}, env={}, docker_info=info, device_probe=probe, **fake_host(tmp_path / str(n))
+        )
         gpu = {v.name: v for v in rep.images if v.backend in ("rocm", "vulkan")}
         assert gpu and all(v.runnable is runnable for v in gpu.values()), format_doctor(rep)
         assert [v.runnable for v in rep.images if v.backend == "cpu"] == [True]
@@ -851,13 +1034,24 @@ def test_device_probe_opens_nodes_in_a_real_container(proj):
     from toolkit.engine import api as engine
 
     digest = ResultStore(proj / "results").latest_build("cpu").digest
-    assert engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm"], group_add=[]) is None
-    failure = engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm", "/dev/kfd:/dev/kfd"][1:],
-                                         group_add=[]) if Path("/dev/kfd").exists() else engine.probe_device_access(
-        digest, devices=[], group_add=[])
+    assert (
+        engine.probe_device_access(digest, devices=["/dev/null:/dev/toolkit-probe:rwm"], group_add=[]) is None
+    )
+    failure = (
+        engine.probe_device_access(
+            digest, devices=["/dev/null:/dev/toolkit-probe:rwm", "/dev/kfd:/dev/kfd"][1:], group_add=[]
+        )
+        if Path("/dev/kfd").exists()
+        else engine.probe_device_access(digest, devices=[], group_add=[])
+    )
     assert failure is None  # nothing to open is nothing failed
-    spec_fail = engine.RunSpec(image=digest, command=["sh", "-c", 'exec 3<>/dev/kfd'], network="none",
-                               cap_drop=["ALL"], security_opt=["no-new-privileges"])
+    spec_fail = engine.RunSpec(
+        image=digest,
+        command=["sh", "-c", "exec 3<>/dev/kfd"],
+        network="none",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+    )
     out = engine.run_container(spec_fail, timeout=60)
     assert out.exit_code != 0 and "/dev/kfd" in out.stderr
 
@@ -870,8 +1064,11 @@ def test_sha256_pin_with_file_changed_in_place_is_caught(proj):
     path = proj / "models" / "tiny-pinned.gguf"
     shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", path)
     pinned = hashlib.sha256(path.read_bytes()).hexdigest()
-    v = variant(proj, "pin-in-place", models=[{**TINY_B, "name": "pinned", "path": "models/tiny-pinned.gguf",
-                                                "sha256": pinned}])
+    v = variant(
+        proj,
+        "pin-in-place",
+        models=[{**TINY_B, "name": "pinned", "path": "models/tiny-pinned.gguf", "sha256": pinned}],
+    )
     assert tk(proj, "bench", *v.args()).returncode == 0  # hashed and cached
     st = path.stat()
     data = bytearray(path.read_bytes())
@@ -894,7 +1091,9 @@ def test_model_changed_during_the_run_voids_the_rows_after_it(proj, tk_bg):
     that are failed, never results under the sha256 of the bytes hashed before the run."""
     path = proj / "models" / "tiny-mut.gguf"
     shutil.copy(proj / "models" / "tiny-qwen3moe.gguf", path)
-    v = variant(proj, "mutate", models=[{**TINY_B, "name": "mut", "path": "models/tiny-mut.gguf"}], bench=SLOW)
+    v = variant(
+        proj, "mutate", models=[{**TINY_B, "name": "mut", "path": "models/tiny-mut.gguf"}], bench=SLOW
+    )
     proc = tk_bg(proj, "bench", *v.args())
     digest = v.store().latest_build("cpu").digest
     _wait_lines(v.store().digest_dir(digest) / "bench.jsonl", 1, proc)
@@ -926,7 +1125,11 @@ def test_300_char_model_path_is_bad_input(proj):
     v = variant(proj, "longmodel", models=[{**TINY_B, "name": "long", "path": f"models/{LONG}.gguf"}])
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 4, _out(res)
-    assert "models[long].path" in res.stderr and "File name too long" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        "models[long].path" in res.stderr
+        and "File name too long" in res.stderr
+        and "Traceback" not in res.stderr
+    )
 
 
 def _no_dac(cmd_prefix_ok: bool = True) -> list[str]:
@@ -1058,7 +1261,9 @@ def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
     res = tk(proj, "bench", *b.args(), env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 9, _out(res)
     assert "another toolkit benchmark is running on this Docker engine" in res.stderr and run_a in res.stderr
-    assert ctr.name in res.stderr and f"pid {proc.pid} on this host" in res.stderr  # which process, which container
+    assert (
+        ctr.name in res.stderr and f"pid {proc.pid} on this host" in res.stderr
+    )  # which process, which container
     assert "--allow-concurrent" in res.stderr and b.rows() == []
     res = tk(proj, "bench", *b.args(), "--allow-concurrent", env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 0, _out(res)
@@ -1093,19 +1298,35 @@ class _SecondEngine:
     be killed mid-run and started again on the same data root."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="tk-lost-", dir="/tmp"))  # unix socket paths are <= 107 chars
+        self.root = Path(
+            tempfile.mkdtemp(prefix="tk-lost-", dir="/tmp")
+        )  # unix socket paths are <= 107 chars
         self.host = f"unix://{self.root / 'docker.sock'}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        cmd = ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-               "--pidfile", str(self.root / "docker.pid"), "-H", self.host, "--bridge", "none", "--iptables=false",
-               "--ip6tables=false"]
+        cmd = [
+            "dockerd",
+            "--data-root",
+            str(self.root / "data"),
+            "--exec-root",
+            str(self.root / "exec"),
+            "--pidfile",
+            str(self.root / "docker.pid"),
+            "-H",
+            self.host,
+            "--bridge",
+            "none",
+            "--iptables=false",
+            "--ip6tables=false",
+        ]
         with (self.root / "dockerd.log").open("a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, f"second dockerd did not start (log {self.root / 'dockerd.log'})"
+            assert time.monotonic() < deadline, (
+                f"second dockerd did not start (log {self.root / 'dockerd.log'})"
+            )
             time.sleep(0.5)
 
     def kill(self) -> None:
@@ -1155,7 +1376,9 @@ def test_engine_lost_mid_run_keeps_records_log_and_failed_row(proj, tk_bg, secon
     eng = second_engine
     digest = ResultStore(proj / "results").latest_build("cpu").digest
     save = subprocess.Popen(["docker", "save", digest], stdout=subprocess.PIPE)
-    subprocess.run(["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True
+    )
     assert save.wait() == 0
     v = variant(proj, "lost", models=[TINY], bench={**SLOW, "repetitions": 40})
     proc = tk_bg(proj, "bench", *v.args(), env={"DOCKER_HOST": eng.host})
@@ -1175,12 +1398,23 @@ def test_engine_lost_mid_run_keeps_records_log_and_failed_row(proj, tk_bg, secon
     assert Path(failed["log_file"]).is_file() and '"n_prompt": 128' in Path(failed["log_file"]).read_text()
 
     eng.start()  # the engine is back: the dead run's container is still there
-    left = subprocess.run(["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    left = subprocess.run(
+        ["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert left, "the killed engine left no container behind: nothing to clean up was tested"
     again = variant(proj, "lost-again", models=[TINY])
     res = tk(proj, "bench", *again.args(), env={"DOCKER_HOST": eng.host})
     assert res.returncode == 0, _out(res)
     assert f"removed {len(left)} leftover container(s) of earlier runs that are gone" in res.stderr
-    assert subprocess.run(["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
-                          capture_output=True, text=True, check=True).stdout.split() == []
+    assert (
+        subprocess.run(
+            ["docker", "-H", eng.host, "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        == []
+    )

@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def project(tmp_path: Path, *, quantization: str | None = None, ckpt_quant: str | None = None,
-            hf: dict | None = None) -> Path:
+def project(
+    tmp_path: Path, *, quantization: str | None = None, ckpt_quant: str | None = None, hf: dict | None = None
+) -> Path:
     """The project's matrix with one vLLM image and one tiny HF checkpoint (generated)."""
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     data["images"] = [i for i in data["images"] if i["name"] == "vllm"]
@@ -56,7 +57,9 @@ def _lm(p: Path):
 
 
 def test_tiny_checkpoint_has_the_reference_layout_or_none(tmp_path):
-    q = hf_checkpoint.read_quantization(generate_tiny_qwen3moe_hf(tmp_path / "q", quantization="compressed-tensors"))
+    q = hf_checkpoint.read_quantization(
+        generate_tiny_qwen3moe_hf(tmp_path / "q", quantization="compressed-tensors")
+    )
     assert q == hf_checkpoint.CheckpointQuant("compressed-tensors", "pack-quantized", 4, 32, "W4A16")
     assert q.describe() == "compressed-tensors (pack-quantized, W4A16, group 32)"
     assert hf_checkpoint.read_quantization(generate_tiny_qwen3moe_hf(tmp_path / "plain")) is None
@@ -65,33 +68,68 @@ def test_tiny_checkpoint_has_the_reference_layout_or_none(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-@pytest.mark.parametrize("cfg,want", [
-    pytest.param({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm",
-                                          "zero_point": True}},
-                 hf_checkpoint.CheckpointQuant("awq", "gemm", 4, 128, "W4A16"), id="autoawq"),
-    pytest.param({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": -1, "desc_act": False}},
-                 hf_checkpoint.CheckpointQuant("gptq", None, 8, None, "W8A16"), id="gptq-per-channel"),
-    pytest.param({"compression_config": {"quant_method": "compressed_tensors", "config_groups": {
-        "g": {"weights": {"num_bits": 8, "group_size": None}, "input_activations": {"num_bits": 8}}}}},
-                 hf_checkpoint.CheckpointQuant("compressed-tensors", None, 8, None, "W8A8", "compression_config"),
-                 id="old-compression-config-key"),
-    pytest.param({"quantization_config": {"quant_method": "FP8", "fmt": "e4m3"}},
-                 hf_checkpoint.CheckpointQuant("fp8"), id="upper-case"),
-    pytest.param({"text_config": {"quantization_config": {"quant_method": "awq", "bits": 4}}},
-                 hf_checkpoint.CheckpointQuant("awq", None, 4, None, "W4A16", "text_config.quantization_config"),
-                 id="multimodal-text-config"),
-    pytest.param({"model_type": "qwen3_moe"}, None, id="unquantized"),
-])
+@pytest.mark.parametrize(
+    "cfg,want",
+    [
+        pytest.param(
+            {
+                "quantization_config": {
+                    "quant_method": "awq",
+                    "bits": 4,
+                    "group_size": 128,
+                    "version": "gemm",
+                    "zero_point": True,
+                }
+            },
+            hf_checkpoint.CheckpointQuant("awq", "gemm", 4, 128, "W4A16"),
+            id="autoawq",
+        ),
+        pytest.param(
+            {"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": -1, "desc_act": False}},
+            hf_checkpoint.CheckpointQuant("gptq", None, 8, None, "W8A16"),
+            id="gptq-per-channel",
+        ),
+        pytest.param(
+            {
+                "compression_config": {
+                    "quant_method": "compressed_tensors",
+                    "config_groups": {
+                        "g": {
+                            "weights": {"num_bits": 8, "group_size": None},
+                            "input_activations": {"num_bits": 8},
+                        }
+                    },
+                }
+            },
+            hf_checkpoint.CheckpointQuant("compressed-tensors", None, 8, None, "W8A8", "compression_config"),
+            id="old-compression-config-key",
+        ),
+        pytest.param(
+            {"quantization_config": {"quant_method": "FP8", "fmt": "e4m3"}},
+            hf_checkpoint.CheckpointQuant("fp8"),
+            id="upper-case",
+        ),
+        pytest.param(
+            {"text_config": {"quantization_config": {"quant_method": "awq", "bits": 4}}},
+            hf_checkpoint.CheckpointQuant("awq", None, 4, None, "W4A16", "text_config.quantization_config"),
+            id="multimodal-text-config",
+        ),
+        pytest.param({"model_type": "qwen3_moe"}, None, id="unquantized"),
+    ],
+)
 def test_parse_quantization_as_vllm_reads_it(cfg, want):
     assert hf_checkpoint.parse_quantization(cfg) == want
 
 
-@pytest.mark.parametrize("text,why", [
-    pytest.param(None, "missing", id="no-config"),
-    pytest.param("{oops", "cannot be read as JSON", id="garbage"),
-    pytest.param("[1]", "not a JSON object", id="list"),
-    pytest.param('{"quantization_config": {"bits": 4}}', "has no quant_method", id="no-method"),
-])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        pytest.param(None, "missing", id="no-config"),
+        pytest.param("{oops", "cannot be read as JSON", id="garbage"),
+        pytest.param("[1]", "not a JSON object", id="list"),
+        pytest.param('{"quantization_config": {"bits": 4}}', "has no quant_method", id="no-method"),
+    ],
+)
 def test_unreadable_config_is_bad_input(tmp_path, text, why):
     if text is not None:
         (tmp_path / "config.json").write_text(text)
@@ -107,7 +145,11 @@ def test_unreadable_config_is_bad_input(tmp_path, text, why):
 def test_no_override_uses_the_checkpoints_method(tmp_path):
     lm, model, d = _lm(project(tmp_path, ckpt_quant="compressed-tensors"))
     choice = hf_checkpoint.resolve_quantization(lm, model, d)
-    assert (choice.method, choice.source, choice.checkpoint.group_size) == ("compressed-tensors", "checkpoint", 32)
+    assert (choice.method, choice.source, choice.checkpoint.group_size) == (
+        "compressed-tensors",
+        "checkpoint",
+        32,
+    )
     assert vr.engine_args(lm.m.vllm).count("--quantization") == 0  # vLLM reads the same config.json
 
 
@@ -122,17 +164,20 @@ def test_override_awq_on_a_compressed_tensors_checkpoint_is_refused(tmp_path):
     assert "remove `quantization` from `vllm:`" in msg and "set it to 'compressed-tensors'" in msg
 
 
-@pytest.mark.parametrize("ckpt,override,ok", [
-    pytest.param("awq", "awq", True, id="awq-same"),
-    pytest.param("awq", "awq_marlin", True, id="awq-kernel-variant"),
-    pytest.param("awq", "moe_wna16", True, id="awq-moe-wna16"),
-    pytest.param("awq", "gptq", False, id="awq-vs-gptq"),
-    pytest.param("gptq", "gptq_marlin", True, id="gptq-kernel-variant"),
-    pytest.param("compressed-tensors", "compressed-tensors", True, id="ct-same"),
-    pytest.param("compressed-tensors", "moe_wna16", False, id="ct-has-no-variant"),
-    pytest.param(None, "fp8", True, id="unquantized-online-fp8"),
-    pytest.param(None, "awq", False, id="unquantized-needs-awq-weights"),
-])
+@pytest.mark.parametrize(
+    "ckpt,override,ok",
+    [
+        pytest.param("awq", "awq", True, id="awq-same"),
+        pytest.param("awq", "awq_marlin", True, id="awq-kernel-variant"),
+        pytest.param("awq", "moe_wna16", True, id="awq-moe-wna16"),
+        pytest.param("awq", "gptq", False, id="awq-vs-gptq"),
+        pytest.param("gptq", "gptq_marlin", True, id="gptq-kernel-variant"),
+        pytest.param("compressed-tensors", "compressed-tensors", True, id="ct-same"),
+        pytest.param("compressed-tensors", "moe_wna16", False, id="ct-has-no-variant"),
+        pytest.param(None, "fp8", True, id="unquantized-online-fp8"),
+        pytest.param(None, "awq", False, id="unquantized-needs-awq-weights"),
+    ],
+)
 def test_override_rules_follow_vllm(tmp_path, ckpt, override, ok):
     lm, model, d = _lm(project(tmp_path, quantization=override))
     if ckpt:
@@ -169,7 +214,9 @@ def _downloaded_at(d: Path, commit: str) -> None:
     """What huggingface_hub's snapshot_download(local_dir=d) leaves per file (stand-in: no Hub here)."""
     meta = d / ".cache" / "huggingface" / "download"
     meta.mkdir(parents=True, exist_ok=True)
-    (meta / "config.json.metadata").write_text(f"{commit}\n\"etag\"\n{(d / 'config.json').stat().st_mtime + 1}\n")
+    (meta / "config.json.metadata").write_text(
+        f'{commit}\n"etag"\n{(d / "config.json").stat().st_mtime + 1}\n'
+    )
 
 
 def test_revision_must_be_a_commit_hash():
@@ -223,7 +270,7 @@ def test_pin_revision_in_the_project_matrix_changes_one_line(tmp_path):
     assert m.read_text().count("revision:") == after.count("revision:")
     assert not hf_checkpoint.pin_revision_in_matrix(m, "no-such-model", COMMIT)
     flow = tmp_path / "flow.yaml"
-    flow.write_text('models: [{name: x, hf: {repo: a/b}}]\n')  # a layout the line edit does not understand
+    flow.write_text("models: [{name: x, hf: {repo: a/b}}]\n")  # a layout the line edit does not understand
     assert not hf_checkpoint.pin_revision_in_matrix(flow, "x", COMMIT) and "revision" not in flow.read_text()
 
 

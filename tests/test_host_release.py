@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def case(name: str):
-    return (parse_os_release((DATA / f"{name}.os-release").read_text()),
-            (DATA / f"{name}.policy.txt").read_text())
+    return (
+        parse_os_release((DATA / f"{name}.os-release").read_text()),
+        (DATA / f"{name}.policy.txt").read_text(),
+    )
 
 
 def test_parse_policy_reads_installed_version_and_archives():
@@ -35,13 +37,17 @@ def test_parse_policy_reads_installed_version_and_archives():
     assert [r.version for r in inst] == ["2.41-12+deb13u5"]
     assert inst[0].archives == [(100, "http://deb.debian.org/debian", "trixie/main")]  # dpkg status left out
     assert [(r.version, r.priority) for r in table["libc6"] if not r.installed] == [
-        ("2.36-9+deb12u14", 500), ("2.36-9+deb12u7", 500)]
+        ("2.36-9+deb12u14", 500),
+        ("2.36-9+deb12u7", 500),
+    ]
     neg = parse_apt_policy(case("bookworm-with-trixie-buildx")[1])["libc6"][0]
     assert (neg.version, neg.priority, neg.installed) == ("2.41-12+deb13u5", -1, False)
 
 
-@pytest.mark.parametrize("name,release", [("bookworm", "bookworm"), ("trixie", "trixie"),
-                                          ("bookworm-with-trixie-buildx", "bookworm")])
+@pytest.mark.parametrize(
+    "name,release",
+    [("bookworm", "bookworm"), ("trixie", "trixie"), ("bookworm-with-trixie-buildx", "bookworm")],
+)
 def test_clean_hosts_are_ok(name, release):
     (check,) = check_release(*case(name))
     assert check.level == "ok" and check.topic == "release"
@@ -109,7 +115,7 @@ def _setup_filter(plan: str) -> tuple[str, bool]:
     """Run setup-host.sh's own filter lines (copied out of the script, so a change there is tested)."""
     script = (ROOT / "scripts" / "setup-host.sh").read_text()
     foreign = next(ln for ln in script.splitlines() if ln.strip().startswith("foreign=$("))
-    refuse = next(ln for ln in script.splitlines() if "$2 != \"docker-buildx\"" in ln)
+    refuse = next(ln for ln in script.splitlines() if '$2 != "docker-buildx"' in ln)
     test = refuse.strip().removeprefix("if ").removesuffix("; then")
     sh = f'RELEASE=12\nplan=$(cat)\n{foreign.strip()}\nprintf "%s\\n" "$foreign"\nif {test}; then echo REFUSE; fi\n'
     out = subprocess.run(["bash", "-c", sh], input=plan, capture_output=True, text=True, check=True).stdout

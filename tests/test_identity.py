@@ -39,7 +39,9 @@ def table(store: ResultStore, axis: str) -> report.Table:
 
 def cells(t: report.Table) -> dict[tuple, dict[str, float]]:
     """{(row test, *row ids): {column: tok/s}}"""
-    return {(row.test, *row.ids.values()): {c: report.value(r) for c, r in row.cells.items()} for row in t.rows}
+    return {
+        (row.test, *row.ids.values()): {c: report.value(r) for c, r in row.cells.items()} for row in t.rows
+    }
 
 
 # ------------------------------------------------------------------------------- rows never collapse
@@ -48,8 +50,10 @@ def cells(t: report.Table) -> dict[tuple, dict[str, float]]:
 def test_n_cpu_moe_sweep_keeps_three_settings_as_a_column(tmp_path):
     store, res = imported(tmp_path, "n-cpu-moe-sweep.jsonl")
     assert res.records == 6 and not res.collisions
-    for axis, expect in (("prefill", {"0": 2400.0, "12": 900.0, "24": 420.0}),
-                         ("decode", {"0": 110.0, "12": 45.0, "24": 22.0})):
+    for axis, expect in (
+        ("prefill", {"0": 2400.0, "12": 900.0, "24": 420.0}),
+        ("decode", {"0": 110.0, "12": 45.0, "24": 22.0}),
+    ):
         t = table(store, axis)
         assert t.id_columns == ["n_cpu_moe"]
         got = {row.ids["n_cpu_moe"]: report.value(next(iter(row.cells.values()))) for row in t.rows}
@@ -145,8 +149,10 @@ def test_store_reader_refuses_nan_lines_and_reads_past_bad_bytes(tmp_path):
     nan = good.replace('"avg_ts":100.0', '"avg_ts":NaN').replace('"avg_ts": 100.0', '"avg_ts": NaN')
     future = good.replace('"schema_version": 1', '"schema_version": 99')
     later = good.replace('"n_prompt": 512', '"n_prompt": 1024').replace('"test": "pp512"', '"test": "pp1024"')
-    (d / "bench.jsonl").write_bytes(b"\n".join([good.encode(), b"\xff\xfe garbage", nan.encode(), future.encode(),
-                                                later.encode()]) + b"\n")
+    (d / "bench.jsonl").write_bytes(
+        b"\n".join([good.encode(), b"\xff\xfe garbage", nan.encode(), future.encode(), later.encode()])
+        + b"\n"
+    )
     store = ResultStore(tmp_path / "results")
     recs = store.results()
     assert sorted(r.n_prompt for r in recs) == [512, 1024]
@@ -157,7 +163,7 @@ def test_store_reader_refuses_nan_lines_and_reads_past_bad_bytes(tmp_path):
     assert "bench.jsonl:4: skipped a record of schema_version 99" in w
     run = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--json"])
     assert run.exit_code == 0
-    doc, _ = json.JSONDecoder().raw_decode(run.output[run.output.index("{"):])  # warnings follow on stderr
+    doc, _ = json.JSONDecoder().raw_decode(run.output[run.output.index("{") :])  # warnings follow on stderr
     assert "3 unreadable or invalid" in doc["records"]
 
 
@@ -193,8 +199,12 @@ def test_h200_cuda_output_imports_whole_and_flags_only_what_was_measured(tmp_pat
 def test_vulkan_h200_equal_decode_is_measured_no_effect_and_backend_tells_the_files_apart(tmp_path):
     store = ResultStore(tmp_path / "results")
     cuda = importer.import_files(store, [CASES / "cuda-h200-qwen3moe-30b-synthetic.jsonl"], label="h200-cuda")
-    vk = importer.import_files(store, [CASES / "vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl"], label="h200-vk")
-    assert [s.system["backends"] for s in vk.sets] == ["Vulkan"] and vk.sets[0].system["gpu_info"] == "NVIDIA H200"
+    vk = importer.import_files(
+        store, [CASES / "vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl"], label="h200-vk"
+    )
+    assert [s.system["backends"] for s in vk.sets] == ["Vulkan"] and vk.sets[0].system[
+        "gpu_info"
+    ] == "NVIDIA H200"
     assert cuda.sets[0].system["gpu_info"] == vk.sets[0].system["gpu_info"]
     dec = report.axis_table(report.select_for_report(store.results()), "decode")
     vk_rows = [row for row in dec.rows if any(c.startswith("h200-vk@") for c in row.cells)]
@@ -203,16 +213,24 @@ def test_vulkan_h200_equal_decode_is_measured_no_effect_and_backend_tells_the_fi
     assert dec.id_columns == ["flash_attn"] or "flash_attn" in " ".join(dec.image_ids.values())
     with pytest.raises(BadInput, match=r"keeps them apart: flash_attn: A has 1, B has 0"):
         compare.compare(store, cuda.sets[0].digest, vk.sets[0].digest)
-    run = CliRunner().invoke(cli, ["compare", "--results", str(store.root), cuda.sets[0].digest, vk.sets[0].digest])
-    assert isinstance(run.exception, BadInput) and run.exception.exit_code == 4 and "flash_attn" in str(run.exception)
+    run = CliRunner().invoke(
+        cli, ["compare", "--results", str(store.root), cuda.sets[0].digest, vk.sets[0].digest]
+    )
+    assert (
+        isinstance(run.exception, BadInput)
+        and run.exception.exit_code == 4
+        and "flash_attn" in str(run.exception)
+    )
 
 
 # ------------------------------------------------------------------------------- plots use the identity
 
 
 def test_decode_plot_draws_one_bar_group_per_table_row():
-    rs = [make_record("cpu", "cpu", n=128, ub=512, avg=3674.0, sd=10.0, gpu_info=""),
-          make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info="")]
+    rs = [
+        make_record("cpu", "cpu", n=128, ub=512, avg=3674.0, sd=10.0, gpu_info=""),
+        make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info=""),
+    ]
     t = report.axis_table(report.select_for_report(rs), "decode")
     fig = plots.decode_figure(t)
     ax = fig.axes[0]
@@ -250,21 +268,34 @@ def test_resume_runs_exactly_the_missing_cases(tmp_path):
     from toolkit.bench.runners.llama_bench import missing_cases, resume_axes
     from toolkit.spec.matrix import BenchAxes
 
-    axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048],
-                     flash_attn=[1], n_gpu_layers=[999])
+    axes = BenchAxes(
+        n_prompt=[512, 2048],
+        n_gen=[128],
+        n_ubatch=[512, 2048],
+        n_batch=[2048],
+        flash_attn=[1],
+        n_gpu_layers=[999],
+    )
     store = ResultStore(tmp_path / "results")
     sha = "a" * 64
-    done = [make_record("img", "cpu", p=512, ub=512, avg=1.0), make_record("img", "cpu", n=128, ub=512, avg=1.0),
-            make_record("img", "cpu", p=512, ub=2048, avg=1.0)]
+    done = [
+        make_record("img", "cpu", p=512, ub=512, avg=1.0),
+        make_record("img", "cpu", n=128, ub=512, avg=1.0),
+        make_record("img", "cpu", p=512, ub=2048, avg=1.0),
+    ]
     for r in done:  # recorded as llama-bench writes them: -ngl 999 read back as "all layers"
         r.model.sha256 = sha
         store.add_result(r)
     todo = missing_cases(store, done[0].image.digest, sha, axes)
     assert sorted((c["n_prompt"], c["n_gen"], c["n_ubatch"]) for c in todo) == [
-        (0, 128, 2048), (2048, 0, 512), (2048, 0, 2048)]
+        (0, 128, 2048),
+        (2048, 0, 512),
+        (2048, 0, 2048),
+    ]
     subs = resume_axes(axes, todo)
-    assert sorted(c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for s in subs for c in s.cases()) == sorted(
-        c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for c in todo)
+    assert sorted(
+        c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for s in subs for c in s.cases()
+    ) == sorted(c["n_prompt"] + c["n_gen"] * 100000 + c["n_ubatch"] for c in todo)
     assert missing_cases(store, "sha256:other", sha, axes) == axes.cases()
 
 
@@ -312,9 +343,13 @@ def test_one_digest_on_two_campaign_hosts_is_two_columns():
 def test_a_shape_twin_never_shares_a_row_with_the_real_model():
     real = make_record("hip", "rocm", p=512, avg=3491.0, sd=10.0)
     twin = make_record("hip", "rocm", p=512, avg=3480.0, sd=10.0)
-    twin.model.__pydantic_extra__ = {"kind": "synthetic-twin",
-                                     "twin_of": {"repo": "unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", "revision": "a" * 40}}
-    assert identity.model_fingerprint(real) != identity.model_fingerprint(twin)  # llama-bench describes both alike
+    twin.model.__pydantic_extra__ = {
+        "kind": "synthetic-twin",
+        "twin_of": {"repo": "unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", "revision": "a" * 40},
+    }
+    assert identity.model_fingerprint(real) != identity.model_fingerprint(
+        twin
+    )  # llama-bench describes both alike
     t = report.axis_table(report.select_for_report([real, twin]), "prefill")
     assert len(t.rows) == 2 and t.id_columns == ["model"]
     twin_row = next(row for row in t.rows if "twin of" in row.ids["model"])
@@ -350,8 +385,15 @@ def test_rows_without_a_tok_s_or_a_token_count_are_refused_and_counted(tmp_path)
 
 def test_a_bom_a_bad_byte_and_msvc_nan_break_one_line_not_the_file(tmp_path):
     lines = _lines("stddev-nan.jsonl")
-    data = b"\xef\xbb\xbf" + lines[0].encode() + b"\n\xff\xfe broken\n" + lines[1].replace(
-        '"stddev_ts": -nan', '"stddev_ts": -nan(ind)').encode() + b"\n" + lines[2].encode() + b"\r\n"
+    data = (
+        b"\xef\xbb\xbf"
+        + lines[0].encode()
+        + b"\n\xff\xfe broken\n"
+        + lines[1].replace('"stddev_ts": -nan', '"stddev_ts": -nan(ind)').encode()
+        + b"\n"
+        + lines[2].encode()
+        + b"\r\n"
+    )
     f = tmp_path / "x.jsonl"
     f.write_bytes(data)
     res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="x")

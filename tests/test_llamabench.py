@@ -20,7 +20,10 @@ def test_bench_args_cross_the_matrix():
 
 
 def test_parse_jsonl_skips_non_json_lines():
-    text = "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe\n" + (DATA / "llamabench-b5163-readme.jsonl").read_text()
+    text = (
+        "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe\n"
+        + (DATA / "llamabench-b5163-readme.jsonl").read_text()
+    )
     rows = lb.parse_jsonl(text)
     assert len(rows) == 2
     n = [lb.normalize(r) for r in rows]
@@ -71,7 +74,9 @@ def test_cpu_fallback_detection():
     ok_row = dict(vk_row, gpu_info="AMD Radeon AI PRO R9700 (RADV GFX1201)")
     assert lb.cpu_fallback_reason("", "vulkan", [ok_row]) is None
     assert "ROCm" in lb.cpu_fallback_reason("", "rocm", [dict(ok_row, backends="CPU")])
-    assert "no ROCm-capable" in lb.cpu_fallback_reason("ggml_cuda_init: no ROCm-capable device is detected", "rocm", [])
+    assert "no ROCm-capable" in lb.cpu_fallback_reason(
+        "ggml_cuda_init: no ROCm-capable device is detected", "rocm", []
+    )
     assert lb.cpu_fallback_reason("", "cpu", [dict(vk_row, backends="CPU")]) is None
 
 

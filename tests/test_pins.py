@@ -47,26 +47,38 @@ def free_port() -> int:
 
 
 def test_from_lines_skip_stages_and_scratch_and_expand_global_args():
-    text = ("ARG BASE=debian:trixie-slim\nARG TAG\n"
-            "FROM --platform=linux/amd64 ${BASE} AS build\nRUN true\nFROM build AS test\n"
-            "FROM scratch\nFROM rocm/x:1@sha256:" + "a" * 64 + " as runtime\nFROM $TAG\n")
-    assert pins.from_lines(text) == [(3, "debian:trixie-slim", "build"), (7, "rocm/x:1@sha256:" + "a" * 64, "runtime"),
-                                     (8, "$TAG", None)]
+    text = (
+        "ARG BASE=debian:trixie-slim\nARG TAG\n"
+        "FROM --platform=linux/amd64 ${BASE} AS build\nRUN true\nFROM build AS test\n"
+        "FROM scratch\nFROM rocm/x:1@sha256:" + "a" * 64 + " as runtime\nFROM $TAG\n"
+    )
+    assert pins.from_lines(text) == [
+        (3, "debian:trixie-slim", "build"),
+        (7, "rocm/x:1@sha256:" + "a" * 64, "runtime"),
+        (8, "$TAG", None),
+    ]
 
 
 def test_the_reference_matrix_pins_and_where_they_are_named():
     found = {p.ref: p for p in pins.collect_pins(load_matrix(ROOT / "matrix.yaml"))}
     rocm = next(p for r, p in found.items() if r.startswith("rocm/dev-ubuntu-24.04:7.2.1-complete@sha256:"))
-    assert rocm.kind == "image" and rocm.pinned == "sha256:3db551c4e1229aac1857ac44fcb6141bb749f41348eb572452f11279153c13c3"
-    assert {w.split(" (line")[0] for w in rocm.where} == {"images/rocm/Dockerfile FROM build",
-                                                         "images[rocm].vars.rocm_dev_image"}
+    assert (
+        rocm.kind == "image"
+        and rocm.pinned == "sha256:3db551c4e1229aac1857ac44fcb6141bb749f41348eb572452f11279153c13c3"
+    )
+    assert {w.split(" (line")[0] for w in rocm.where} == {
+        "images/rocm/Dockerfile FROM build",
+        "images[rocm].vars.rocm_dev_image",
+    }
     debian = found["debian:trixie-slim"]  # a tag only: listed, nothing pinned
-    assert debian.pinned is None and any(w.startswith("images/cpu/Dockerfile FROM build") and "runtime" in w
-                                         for w in debian.where)
+    assert debian.pinned is None and any(
+        w.startswith("images/cpu/Dockerfile FROM build") and "runtime" in w for w in debian.where
+    )
     torch = [r for r in found if r.startswith("rocm/pytorch:")]
     assert len(torch) == 1  # the same base in two images (and in FROM + vars) is one pin
-    assert found["https://github.com/ggml-org/llama.cpp @ 0c1e57098bba43ac29e6e3b677cdceebdd22334f"].where == \
-        ("sources.llama.cpp",)
+    assert found[
+        "https://github.com/ggml-org/llama.cpp @ 0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+    ].where == ("sources.llama.cpp",)
     pypi = found["pypi:llama-cpp-python==0.3.36"]
     assert pypi.where == ("sources.llama.cpp.fallback",) and pypi.pinned == "0.3.36"
     assert "hf:cpatonn/Qwen3-30B-A3B-Instruct-2507-AWQ-4bit" in found
@@ -88,14 +100,20 @@ def test_template_variables_naming_a_git_repository_and_commit_are_a_source_pin(
     assert not [p for p in got.values() if p.kind == "model"]
 
 
-@pytest.mark.parametrize(("message", "offline"), [
-    ("fatal: unable to access 'https://github.com/x/ssl-tools/': Could not resolve host: github.com", True),
-    ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host', True),
-    ("fatal: unable to access 'https://h/x/': The requested URL returned error: 503", True),
-    ("fatal: repository 'https://h/ssl-tools/' not found", False),  # the name is no TLS error
-    ("pull access denied for atlas/x, repository does not exist or may require 'docker login'", False),
-    ("fatal: unable to access 'https://h/x/': The requested URL returned error: 404", False),
-])
+@pytest.mark.parametrize(
+    ("message", "offline"),
+    [
+        (
+            "fatal: unable to access 'https://github.com/x/ssl-tools/': Could not resolve host: github.com",
+            True,
+        ),
+        ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host', True),
+        ("fatal: unable to access 'https://h/x/': The requested URL returned error: 503", True),
+        ("fatal: repository 'https://h/ssl-tools/' not found", False),  # the name is no TLS error
+        ("pull access denied for atlas/x, repository does not exist or may require 'docker login'", False),
+        ("fatal: unable to access 'https://h/x/': The requested URL returned error: 404", False),
+    ],
+)
 def test_no_answer_is_told_from_a_no(message, offline):
     assert pins._offline(message) is offline
 
@@ -109,20 +127,29 @@ class LoopbackRegistry:
     def __init__(self, root: Path):
         exe = shutil.which("docker-registry") or "/usr/bin/docker-registry"
         if not Path(exe).is_file():
-            pytest.fail("docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)")
+            pytest.fail(
+                "docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)"
+            )
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
-        cfg = {"version": 0.1, "log": {"level": "warn"}, "http": {"addr": self.host},
-               "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}}}
+        cfg = {
+            "version": 0.1,
+            "log": {"level": "warn"},
+            "http": {"addr": self.host},
+            "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
+        }
         (root / "config.yml").write_text(yaml.safe_dump(cfg))
         self.log = (root / "registry.log").open("w")
-        self.proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [exe, "serve", str(root / "config.yml")], stdout=self.log, stderr=subprocess.STDOUT
+        )
         end = time.monotonic() + 20
         while not self._up():
             if time.monotonic() > end:
                 self.stop()
-                pytest.fail(f"docker-registry on {self.host} not ready after 20 s (log {root / 'registry.log'})")
+                pytest.fail(
+                    f"docker-registry on {self.host} not ready after 20 s (log {root / 'registry.log'})"
+                )
             time.sleep(0.3)
 
     def _up(self) -> bool:
@@ -210,7 +237,10 @@ def test_pinned_image_ok_then_moved_then_missing(registry, tmp_path):
     row = image_row(out)
     assert (code, row["status"], row["now"]) == (0, "ok", first), out
     assert row["pinned"] == first and "still points at the pinned digest" in row["reason"]
-    assert any("FROM build" in w and "runtime" in w for w in row["where"]) and "images[cpu].vars.base_image" in row["where"]
+    assert (
+        any("FROM build" in w and "runtime" in w for w in row["where"])
+        and "images[cpu].vars.base_image" in row["where"]
+    )
     assert out["counts"] == {"ok": 2, "moved": 0, "missing": 0, "unreachable": 0}  # + the local git source
 
     second = push_standin(registry, "pins/base", "1.0")  # the same tag, another image
@@ -227,7 +257,11 @@ def test_pinned_image_ok_then_moved_then_missing(registry, tmp_path):
     assert "pinned digest is gone" in row["reason"] and "manifest unknown" in row["reason"]
 
     text = CliRunner().invoke(cli, ["pins", "--matrix", str(matrix)])
-    assert text.exit_code == 10 and "| missing" in text.output and "exit 10: a pin moved or is missing" in text.output
+    assert (
+        text.exit_code == 10
+        and "| missing" in text.output
+        and "exit 10: a pin moved or is missing" in text.output
+    )
 
 
 @pytest.mark.e2e
@@ -252,8 +286,12 @@ def test_a_platform_manifest_of_the_tags_list_is_ok(registry, tmp_path):
     a = push_standin(registry, "pins/multi", "a")
     b = push_standin(registry, "pins/multi", "b")
     repo = f"{registry.host}/pins/multi"
-    made = subprocess.run(["docker", "buildx", "imagetools", "create", "-t", f"{repo}:list", f"{repo}@{a}", f"{repo}@{b}"],
-                          capture_output=True, text=True, timeout=120)
+    made = subprocess.run(
+        ["docker", "buildx", "imagetools", "create", "-t", f"{repo}:list", f"{repo}@{a}", f"{repo}@{b}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert made.returncode == 0, made.stderr
     code, out = run_pins(pins_project(tmp_path / "p", f"{repo}:list@{b}"))
     row = image_row(out)
@@ -269,7 +307,10 @@ def test_stopped_registry_is_unreachable_and_exits_0(registry, tmp_path):
     code, out = run_pins(matrix)
     row = image_row(out)
     assert (code, row["status"], row["now"]) == (0, "unreachable", None), out
-    assert row["reason"].startswith(f"not checked: {registry.host} unreachable:") and "connection refused" in row["reason"]
+    assert (
+        row["reason"].startswith(f"not checked: {registry.host} unreachable:")
+        and "connection refused" in row["reason"]
+    )
     text = CliRunner().invoke(cli, ["pins", "--matrix", str(matrix)])
     assert text.exit_code == 0 and "1 unreachable (unreachable = not checked" in text.output
 
@@ -288,8 +329,12 @@ def test_engine_down_makes_image_rows_unreachable_and_exits_0(tmp_path, monkeypa
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.org", "-c", "user.name=t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@example.org", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def git_repo(path: Path) -> tuple[Path, str]:
@@ -350,7 +395,9 @@ def test_git_host_that_does_not_answer_is_unreachable_once(tmp_path):
     url = f"http://127.0.0.1:{port}/x.git"
     hosts = pins.Hosts()
     r = check(source_pin(git=url, ref="v1", commit="a" * 40), hosts=hosts)
-    assert r.status == "unreachable" and r.reason.startswith(f"not checked: 127.0.0.1:{port} unreachable: "), r
+    assert r.status == "unreachable" and r.reason.startswith(
+        f"not checked: 127.0.0.1:{port} unreachable: "
+    ), r
     assert "refused" in r.reason.lower() or "connect" in r.reason.lower(), r
     again = check(source_pin(git=url.replace("x.git", "y.git"), ref="v2"), hosts=hosts)
     assert again.status == "unreachable" and "not asked again" in again.reason, again
@@ -367,7 +414,9 @@ def test_pypi_sdist_on_the_real_index(tmp_path, monkeypatch):
     fallback = lm.m.sources["llama.cpp"].fallback
     pin = pins.Pin("source", pins.source_ref(fallback), "0.3.36", ("sources.llama.cpp.fallback",), fallback)
     r = check(pin, lm)
-    assert r.status == "ok" and "llama_cpp_python-0.3.36.tar.gz" in r.reason and r.now.startswith("sha256:"), r
+    assert (
+        r.status == "ok" and "llama_cpp_python-0.3.36.tar.gz" in r.reason and r.now.startswith("sha256:")
+    ), r
 
     # the sdist the source fetcher cached, with other bytes than the index states: moved
     from toolkit.images import sources
@@ -386,7 +435,10 @@ def test_pypi_sdist_on_the_real_index(tmp_path, monkeypatch):
 def test_pypi_index_that_does_not_answer_is_unreachable(monkeypatch):
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{free_port()}/simple/")
     spec = SourceSpec(pypi="llama-cpp-python==0.3.36", subdir="vendor/llama.cpp", commit="a" * 40)
-    r = check(pins.Pin("source", "pypi:llama-cpp-python==0.3.36", "0.3.36", ("x",), spec), load_matrix(ROOT / "matrix.yaml"))
+    r = check(
+        pins.Pin("source", "pypi:llama-cpp-python==0.3.36", "0.3.36", ("x",), spec),
+        load_matrix(ROOT / "matrix.yaml"),
+    )
     assert r.status == "unreachable" and "refused" in r.reason.lower(), r
 
 
@@ -410,7 +462,9 @@ class StandInHub(BaseHTTPRequestHandler):
             return self._send(401, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
         if rev not in (REV, "main"):
             return self._send(404, {"error": "Invalid rev id"}, {"X-Error-Code": "RevisionNotFound"})
-        self._send(200, {"id": repo, "sha": REV, "siblings": [{"rfilename": "config.json"}, {"rfilename": "m.gguf"}]})
+        self._send(
+            200, {"id": repo, "sha": REV, "siblings": [{"rfilename": "config.json"}, {"rfilename": "m.gguf"}]}
+        )
 
     def _send(self, code: int, body: dict, headers: dict | None = None) -> None:
         data = json.dumps(body).encode()
@@ -438,20 +492,33 @@ def model_pin(repo: str, revision: str | None = REV, file: str | None = None) ->
     return pins.Pin("model", f"hf:{repo}", revision, ("models[m].hf",), hf)
 
 
-@pytest.mark.parametrize(("pin", "status", "words"), [
-    pytest.param(model_pin("acme/model", file="m.gguf"), "ok", "revision exists, m.gguf in it", id="ok"),
-    pytest.param(model_pin("acme/model", revision=None), "ok", f"default branch is at {REV}", id="unpinned"),
-    pytest.param(model_pin("acme/model", revision="e" * 40), "missing", "revision " + "e" * 40 + " does not exist",
-                 id="revision-gone"),
-    pytest.param(model_pin("acme/model", file="gone.gguf"), "missing", "no file gone.gguf", id="file-gone"),
-    pytest.param(model_pin("acme/gone"), "missing", "repository not found", id="repo-gone"),
-    pytest.param(model_pin("acme/busy"), "unreachable", "not checked", id="hub-5xx"),
-])
+@pytest.mark.parametrize(
+    ("pin", "status", "words"),
+    [
+        pytest.param(model_pin("acme/model", file="m.gguf"), "ok", "revision exists, m.gguf in it", id="ok"),
+        pytest.param(
+            model_pin("acme/model", revision=None), "ok", f"default branch is at {REV}", id="unpinned"
+        ),
+        pytest.param(
+            model_pin("acme/model", revision="e" * 40),
+            "missing",
+            "revision " + "e" * 40 + " does not exist",
+            id="revision-gone",
+        ),
+        pytest.param(
+            model_pin("acme/model", file="gone.gguf"), "missing", "no file gone.gguf", id="file-gone"
+        ),
+        pytest.param(model_pin("acme/gone"), "missing", "repository not found", id="repo-gone"),
+        pytest.param(model_pin("acme/busy"), "unreachable", "not checked", id="hub-5xx"),
+    ],
+)
 def test_hub_answers(hub, pin, status, words):
     r = pins.check_pin(pin, None, timeout=5, hf_endpoint=hub)
     assert r.status == status and words in r.reason, r
 
 
 def test_hub_that_does_not_answer_is_unreachable():
-    r = pins.check_pin(model_pin("acme/model"), None, timeout=5, hf_endpoint=f"http://127.0.0.1:{free_port()}")
+    r = pins.check_pin(
+        model_pin("acme/model"), None, timeout=5, hf_endpoint=f"http://127.0.0.1:{free_port()}"
+    )
     assert r.status == "unreachable" and r.reason.startswith("not checked:") and "Connect" in r.reason, r

@@ -19,8 +19,14 @@ GONE = "unix:///nonexistent/docker.sock"
 
 def tk(project, *args):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DOCKER_HOST": GONE}
-    return subprocess.run([sys.executable, "-m", "toolkit", *args, "--matrix", str(project / "matrix.yaml")],
-                          cwd=project, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit", *args, "--matrix", str(project / "matrix.yaml")],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def plan_line(res) -> str:
@@ -46,7 +52,9 @@ def test_plan_counts_only_pairs_that_run_here(project, matrix_data):
     seed_current_build(project, "cpu")
     res = tk(project, "bench")
     assert res.returncode == 5, res.stderr  # the engine: after the plan
-    assert plan_line(res).startswith("plan: 8 test cases (8 per run x 1 image/model pairs, 5 repetitions each)"), res.stderr
+    assert plan_line(res).startswith(
+        "plan: 8 test cases (8 per run x 1 image/model pairs, 5 repetitions each)"
+    ), res.stderr
 
 
 def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
@@ -58,9 +66,14 @@ def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
     store = ResultStore(project / "results")
     same = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
     other_ub = make_record("cpu", "cpu", p=512, ub=64, avg=5.0, model="tiny-qwen3moe", host={})
-    other_host = make_record("cpu", "cpu", p=512, ub=512, avg=0.5, model="tiny-qwen3moe", host={"key": "node7"})
-    for r, created in ((same, "2026-07-01T00:00:00+00:00"), (other_ub, "2026-07-02T00:00:00+00:00"),
-                       (other_host, "2026-07-03T00:00:00+00:00")):
+    other_host = make_record(
+        "cpu", "cpu", p=512, ub=512, avg=0.5, model="tiny-qwen3moe", host={"key": "node7"}
+    )
+    for r, created in (
+        (same, "2026-07-01T00:00:00+00:00"),
+        (other_ub, "2026-07-02T00:00:00+00:00"),
+        (other_host, "2026-07-03T00:00:00+00:00"),
+    ):
         store.add_result(r.model_copy(update={"created": created, "run_id": created}))
     res = tk(project, "bench")
     assert "; estimated measuring time 5 s, from earlier runs" in plan_line(res), res.stderr
@@ -73,14 +86,21 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     tk(project, "bench")  # generates the tiny model (then stops at the engine)
     sha = sha256_file(project / "models" / "tiny-qwen3moe.gguf")
     r = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
-    r = r.model_copy(update={"model": r.model.model_copy(update={"sha256": sha}),
-                             "image": r.image.model_copy(update={"digest": build.digest})})
+    r = r.model_copy(
+        update={
+            "model": r.model.model_copy(update={"sha256": sha}),
+            "image": r.image.model_copy(update={"digest": build.digest}),
+        }
+    )
     ResultStore(project / "results").add_result(r)
     res = tk(project, "bench", "--resume")
-    assert plan_line(res).startswith("plan: 1 test cases (2 per run x 1 image/model pairs, 1 already measured: --resume"), \
-        res.stderr
+    assert plan_line(res).startswith(
+        "plan: 1 test cases (2 per run x 1 image/model pairs, 1 already measured: --resume"
+    ), res.stderr
     res = tk(project, "bench")
-    assert plan_line(res).startswith("plan: 2 test cases (2 per run x 1 image/model pairs, 5 repetitions"), res.stderr
+    assert plan_line(res).startswith("plan: 2 test cases (2 per run x 1 image/model pairs, 5 repetitions"), (
+        res.stderr
+    )
 
 
 def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matrix_data):
@@ -91,8 +111,10 @@ def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matr
     write_matrix(project, d)
     res = tk(project, "bench", "--dry-run", "-i", "cpu", "-m", "hfm")
     assert res.returncode == 0, res.stderr
-    assert "cpu x hfm: skipped: runner llama-bench reads gguf models, not hf: remove llama-bench from " \
-           "models[hfm].runners" in res.stdout, res.stdout
+    assert (
+        "cpu x hfm: skipped: runner llama-bench reads gguf models, not hf: remove llama-bench from "
+        "models[hfm].runners" in res.stdout
+    ), res.stdout
 
 
 def test_tune_without_model_skips_a_folder_and_takes_the_next_model_file(project, matrix_data):

@@ -33,35 +33,76 @@ for _cmd in (push, export_run, reproduce):
 
 DIGEST = "sha256:" + "9206eeaed761" + "0" * 52
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-AXES = BenchAxes(n_prompt=[64, 256], n_gen=[16], n_ubatch=[32, 512], n_batch=[512], n_gpu_layers=[0], repetitions=3)
-LABELS = {"org.opencontainers.image.version": "0c1e57098", "org.opencontainers.image.revision": COMMIT,
-          "org.opencontainers.image.created": "2026-11-29T16:58:43Z", "org.toolkit.backend": "cpu",
-          "org.toolkit.runner": "llama-bench", "org.toolkit.template-hash": "ab" * 32}
+AXES = BenchAxes(
+    n_prompt=[64, 256], n_gen=[16], n_ubatch=[32, 512], n_batch=[512], n_gpu_layers=[0], repetitions=3
+)
+LABELS = {
+    "org.opencontainers.image.version": "0c1e57098",
+    "org.opencontainers.image.revision": COMMIT,
+    "org.opencontainers.image.created": "2026-11-29T16:58:43Z",
+    "org.toolkit.backend": "cpu",
+    "org.toolkit.runner": "llama-bench",
+    "org.toolkit.template-hash": "ab" * 32,
+}
 
 
 def build_record(**kw) -> BuildRecord:
-    base = dict(image="cpu", ref="toolkit/cpu:0c1e57098-28d4fa04", digest=DIGEST, backend="cpu",
-                template="llama-cpu.Dockerfile.j2", template_hash="ab" * 32, source_commit=COMMIT, labels=LABELS,
-                created="2026-11-29T17:00:00+00:00")
+    base = dict(
+        image="cpu",
+        ref="toolkit/cpu:0c1e57098-28d4fa04",
+        digest=DIGEST,
+        backend="cpu",
+        template="llama-cpu.Dockerfile.j2",
+        template_hash="ab" * 32,
+        source_commit=COMMIT,
+        labels=LABELS,
+        created="2026-11-29T17:00:00+00:00",
+    )
     return BuildRecord(**{**base, **kw})
 
 
-def bench_records(run_id: str, scale: float = 1.0, sd: float = 0.05, model_path: str = "/p/models/tiny-qwen3moe.gguf",
-                  sha: str = "cd" * 32) -> list[BenchRecord]:
+def bench_records(
+    run_id: str,
+    scale: float = 1.0,
+    sd: float = 0.05,
+    model_path: str = "/p/models/tiny-qwen3moe.gguf",
+    sha: str = "cd" * 32,
+) -> list[BenchRecord]:
     """The six records of the CPU smoke run (pp64/pp256/tg16 x ub32/ub512), tok/s x `scale`."""
-    container = base.container_spec(DIGEST, ["llama-bench"] + llamabench.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
-                                     devices.DeviceProfile.example("cpu"), model_dir=Path("/p/models"),
-                                     shader_volume=None, run_id=run_id, name=f"toolkit-{run_id}")
+    container = base.container_spec(
+        DIGEST,
+        ["llama-bench"] + llamabench.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
+        devices.DeviceProfile.example("cpu"),
+        model_dir=Path("/p/models"),
+        shader_volume=None,
+        run_id=run_id,
+        name=f"toolkit-{run_id}",
+    )
     rs = []
     for case in AXES.cases():
         avg = (1000.0 if case["n_prompt"] else 100.0) * scale
-        row = {**case, "avg_ts": avg, "stddev_ts": avg * sd, "samples_ts": [avg * (1 - sd), avg, avg * (1 + sd)],
-               "n_threads": 2, "backends": "CPU", "gpu_info": "", "model_type": "qwen3moe 0.5M F16"}
-        rs.append(BenchRecord(run_id=run_id, created="2026-11-29T17:02:27+00:00",
-                              image=ImageRef(name="cpu", ref="toolkit/cpu:latest", digest=DIGEST, backend="cpu"),
-                              model=ModelRef(name="tiny-qwen3moe", path=model_path, sha256=sha, size_bytes=1611104),
-                              command=engine.run_command(container), host={"cpu_model": "Xeon", "cpu_threads": 2},
-                              raw=row, **llamabench.normalize(row)))
+        row = {
+            **case,
+            "avg_ts": avg,
+            "stddev_ts": avg * sd,
+            "samples_ts": [avg * (1 - sd), avg, avg * (1 + sd)],
+            "n_threads": 2,
+            "backends": "CPU",
+            "gpu_info": "",
+            "model_type": "qwen3moe 0.5M F16",
+        }
+        rs.append(
+            BenchRecord(
+                run_id=run_id,
+                created="2026-11-29T17:02:27+00:00",
+                image=ImageRef(name="cpu", ref="toolkit/cpu:latest", digest=DIGEST, backend="cpu"),
+                model=ModelRef(name="tiny-qwen3moe", path=model_path, sha256=sha, size_bytes=1611104),
+                command=engine.run_command(container),
+                host={"cpu_model": "Xeon", "cpu_threads": 2},
+                raw=row,
+                **llamabench.normalize(row),
+            )
+        )
     return rs
 
 
@@ -76,8 +117,12 @@ def cpu_project(tmp_path, matrix_data) -> Path:
     write_matrix(tmp_path, matrix_data)
     store = ResultStore(tmp_path / "results")
     store.add_build(build_record())
-    store.add_build(build_record(repo_digests=[f"127.0.0.1:5000/r9700/cpu@sha256:{'e' * 64}"],
-                                 pushed=["127.0.0.1:5000/r9700/cpu:cpu-latest"]))
+    store.add_build(
+        build_record(
+            repo_digests=[f"127.0.0.1:5000/r9700/cpu@sha256:{'e' * 64}"],
+            pushed=["127.0.0.1:5000/r9700/cpu:cpu-latest"],
+        )
+    )
     for r in bench_records("run-a"):
         store.add_result(r)
     return tmp_path
@@ -86,27 +131,44 @@ def cpu_project(tmp_path, matrix_data) -> Path:
 # ------------------------------------------------------------------------------------------- tags
 
 
-@pytest.mark.parametrize(("backend", "labels", "tag"), [
-    pytest.param("cpu", {}, "0c1e57098-cpu-cpu-0c1e57098-20261129", id="cpu"),
-    pytest.param("rocm", {"org.opencontainers.image.version": "b7200", "org.toolkit.gfx-targets": "gfx1201"},
-                 "b7200-rocm-gfx1201-0c1e57098-20261129", id="rocm-gfx1201"),
-    pytest.param("rocm", {"org.opencontainers.image.version": "0.16.0+rocm7.2",
-                          "org.toolkit.gfx-targets": "gfx1100, gfx1201"},
-                 "0.16.0_rocm7.2-rocm-gfx1100_gfx1201-0c1e57098-20261129", id="vllm-two-targets-plus-sign"),
-    pytest.param("vulkan", {}, "0c1e57098-vulkan-anygpu-0c1e57098-20261129", id="vulkan-any-gpu"),
-])
+@pytest.mark.parametrize(
+    ("backend", "labels", "tag"),
+    [
+        pytest.param("cpu", {}, "0c1e57098-cpu-cpu-0c1e57098-20261129", id="cpu"),
+        pytest.param(
+            "rocm",
+            {"org.opencontainers.image.version": "b7200", "org.toolkit.gfx-targets": "gfx1201"},
+            "b7200-rocm-gfx1201-0c1e57098-20261129",
+            id="rocm-gfx1201",
+        ),
+        pytest.param(
+            "rocm",
+            {
+                "org.opencontainers.image.version": "0.16.0+rocm7.2",
+                "org.toolkit.gfx-targets": "gfx1100, gfx1201",
+            },
+            "0.16.0_rocm7.2-rocm-gfx1100_gfx1201-0c1e57098-20261129",
+            id="vllm-two-targets-plus-sign",
+        ),
+        pytest.param("vulkan", {}, "0c1e57098-vulkan-anygpu-0c1e57098-20261129", id="vulkan-any-gpu"),
+    ],
+)
 def test_fixed_tag_names_version_backend_target_commit_and_build_date(backend, labels, tag):
     rec = build_record(backend=backend, labels={**LABELS, **labels})
     assert publish.fixed_tag(rec) == tag
     assert publish.moving_tag(rec) == f"{backend}-latest"
 
 
-@pytest.mark.parametrize("value", ["127.0.0.1:5000/r9700", "ghcr.io/acme/r9700", "localhost:5000", "registry.example"])
+@pytest.mark.parametrize(
+    "value", ["127.0.0.1:5000/r9700", "ghcr.io/acme/r9700", "localhost:5000", "registry.example"]
+)
 def test_registry_accepts_host_port_namespace(value):
     assert publish.parse_registry(value + "/") == value
 
 
-@pytest.mark.parametrize("value", ["http://127.0.0.1:5000/x", "127.0.0.1:5000/UPPER", "", "host:port/x", "a b/c"])
+@pytest.mark.parametrize(
+    "value", ["http://127.0.0.1:5000/x", "127.0.0.1:5000/UPPER", "", "host:port/x", "a b/c"]
+)
 def test_registry_rejects_schemes_and_bad_names(value):
     with pytest.raises(BadInput, match="HOST"):
         publish.parse_registry(value)
@@ -132,13 +194,21 @@ def test_axes_round_trip_through_the_recorded_command():
 def test_axes_from_records_without_a_command():
     rs = [r.model_copy(update={"command": []}) for r in bench_records("r")]
     axes = publish.axes_from_records(rs)
-    assert (axes["n_prompt"], axes["n_gen"], axes["n_ubatch"], axes["repetitions"]) == ([64, 256], [16], [32, 512], 3)
+    assert (axes["n_prompt"], axes["n_gen"], axes["n_ubatch"], axes["repetitions"]) == (
+        [64, 256],
+        [16],
+        [32, 512],
+        3,
+    )
 
 
 def test_export_run_writes_a_self_contained_folder(cpu_project, tmp_path):
     out = tmp_path / "published"
-    res = CliRunner().invoke(cli, ["export-run", "run-a", "--out", str(out), "--matrix",
-                                   str(cpu_project / "matrix.yaml")], catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli,
+        ["export-run", "run-a", "--out", str(out), "--matrix", str(cpu_project / "matrix.yaml")],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     assert "6 results, 1 image(s), 1 model(s)" in res.output
     for name in ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "README.md"):
@@ -150,8 +220,14 @@ def test_export_run_writes_a_self_contained_folder(cpu_project, tmp_path):
     assert im["digest"] == DIGEST and im["repo_digests"] == [f"127.0.0.1:5000/r9700/cpu@sha256:{'e' * 64}"]
     assert im["labels"]["org.toolkit.template-hash"] == "ab" * 32 and im["source_commit"] == COMMIT
     (model,) = run["models"]
-    assert model == {**model, "name": "tiny-qwen3moe", "sha256": "cd" * 32, "generate": "tiny-qwen3moe",
-                     "matrix_path": "models/tiny-qwen3moe.gguf", "file": "tiny-qwen3moe.gguf"}
+    assert model == {
+        **model,
+        "name": "tiny-qwen3moe",
+        "sha256": "cd" * 32,
+        "generate": "tiny-qwen3moe",
+        "matrix_path": "models/tiny-qwen3moe.gguf",
+        "file": "tiny-qwen3moe.gguf",
+    }
     assert run["bench"]["n_prompt"] == [64, 256] and run["bench"]["repetitions"] == 3
     assert run["host"]["cpu_model"] == "Xeon"
     results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
@@ -161,7 +237,9 @@ def test_export_run_writes_a_self_contained_folder(cpu_project, tmp_path):
     assert f"docker pull 127.0.0.1:5000/r9700/cpu@sha256:{'e' * 64}" in readme
     assert "toolkit reproduce ." in readme and "pp256 ub512" in readme and "cd" * 32 in readme
     # the same run again into the same folder is fine; another run into it is not
-    publish.export_run(ResultStore(cpu_project / "results"), "run-a", out, load_matrix(cpu_project / "matrix.yaml"))
+    publish.export_run(
+        ResultStore(cpu_project / "results"), "run-a", out, load_matrix(cpu_project / "matrix.yaml")
+    )
     store = ResultStore(cpu_project / "results")
     for r in bench_records("run-b"):
         store.add_result(r)
@@ -190,8 +268,9 @@ def test_same_numbers_reproduce_and_half_the_speed_does_not():
     assert len(rows) == 6 and all(r.ok for r in rows)
     assert rows[0].delta == pytest.approx(0.02)
     assert rows[0].noise == pytest.approx(3 * (2 * 0.05**2) ** 0.5)  # 3 x combined relative stddev: 21.2 %
-    slow = repro.compare_records([r.model_copy(update={"avg_ts": r.avg_ts * 0.5}) for r in recorded],
-                                 bench_records("b"), threshold=5)
+    slow = repro.compare_records(
+        [r.model_copy(update={"avg_ts": r.avg_ts * 0.5}) for r in recorded], bench_records("b"), threshold=5
+    )
     assert not any(r.ok for r in slow) and slow[0].delta == pytest.approx(1.0)
 
 
@@ -210,15 +289,18 @@ def test_threshold_is_the_floor_of_the_noise_and_missing_tests_fail():
 
 
 def test_host_differences_name_what_changed():
-    diff = repro.host_differences({"cpu_model": "A", "kernel": "6.8", "docker": {"server_version": "26.1"}},
-                                  {"cpu_model": "B", "kernel": "6.8", "docker": {"server_version": "27.0"}})
+    diff = repro.host_differences(
+        {"cpu_model": "A", "kernel": "6.8", "docker": {"server_version": "26.1"}},
+        {"cpu_model": "B", "kernel": "6.8", "docker": {"server_version": "27.0"}},
+    )
     assert diff == {"cpu_model": ("A", "B"), "docker": ("26.1", "27.0")}
 
 
 def test_generated_tiny_model_is_regenerated_with_the_recorded_bytes(tmp_path):
     sha = sha256_file(generate_tiny_qwen3moe(tmp_path / "a" / "tiny.gguf"))
-    m = publish.PublishedModel(name="tiny-qwen3moe", file="tiny-qwen3moe.gguf", sha256=sha, size_bytes=1,
-                               generate="tiny-qwen3moe")
+    m = publish.PublishedModel(
+        name="tiny-qwen3moe", file="tiny-qwen3moe.gguf", sha256=sha, size_bytes=1, generate="tiny-qwen3moe"
+    )
     (tmp_path / "work" / "models").mkdir(parents=True)
     (tmp_path / "work" / "models" / "tiny-qwen3moe.gguf").write_bytes(b"stale")  # replaced, not trusted
     path, status = repro.locate_model(m, tmp_path, tmp_path / "work", None)
@@ -230,7 +312,9 @@ def test_reproduce_names_the_missing_model_and_how_to_fetch_it(cpu_project, tmp_
     store = ResultStore(cpu_project / "results")
     lm = load_matrix(cpu_project / "matrix.yaml")
     for r in bench_records("run-big", model_path="/elsewhere/Qwen3.gguf"):
-        store.add_result(r.model_copy(update={"model": r.model.model_copy(update={"name": "qwen3-30b-a3b-q4kxl"})}))
+        store.add_result(
+            r.model_copy(update={"model": r.model.model_copy(update={"name": "qwen3-30b-a3b-q4kxl"})})
+        )
     publish.export_run(store, "run-big", out, lm)
     res = CliRunner().invoke(cli, ["reproduce", str(out)])
     assert isinstance(res.exception, BadInput), res.output
@@ -249,7 +333,9 @@ def test_rebuild_refuses_changed_template_inputs_before_building(cpu_project, tm
     store = ResultStore(cpu_project / "results")
     for r in bench_records("run-t", sha=sha):
         store.add_result(r)
-    res = CliRunner().invoke(cli, ["reproduce", "run-t", "--rebuild", "--matrix", str(cpu_project / "matrix.yaml")])
+    res = CliRunner().invoke(
+        cli, ["reproduce", "run-t", "--rebuild", "--matrix", str(cpu_project / "matrix.yaml")]
+    )
     assert isinstance(res.exception, BadInput), res.output
     assert "template inputs" in str(res.exception) and "ababababab" in str(res.exception)
     folder = cpu_project / ".toolkit" / "runs" / "run-t"

@@ -9,10 +9,16 @@ from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore
 
 def _rec(run_id="r1", avg=10.0, **kw) -> BenchRecord:
     return BenchRecord(
-        run_id=run_id, created="2026-11-29T00:00:00+00:00",
+        run_id=run_id,
+        created="2026-11-29T00:00:00+00:00",
         image=ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu"),
         model=ModelRef(name="tiny", path="/m/tiny.gguf", sha256="cd" * 32, size_bytes=1),
-        test="pp512", axis="prefill", n_prompt=512, n_ubatch=512, avg_ts=avg, **kw,
+        test="pp512",
+        axis="prefill",
+        n_prompt=512,
+        n_ubatch=512,
+        avg_ts=avg,
+        **kw,
     )
 
 

@@ -200,8 +200,12 @@ def test_mixed_route_says_a_tie_and_never_breaks_it_by_name():
     # sorts first or last, the mixed route names no image and says why
     for names in (("alpha", "zeta"), ("zeta", "alpha")):
         a, b = names
-        rs = [make_record(a, "rocm", p=512, avg=1100), make_record(b, "vulkan", p=512, avg=1000),
-              make_record(a, "rocm", n=128, avg=100), make_record(b, "vulkan", n=128, avg=110)]
+        rs = [
+            make_record(a, "rocm", p=512, avg=1100),
+            make_record(b, "vulkan", p=512, avg=1000),
+            make_record(a, "rocm", n=128, avg=100),
+            make_record(b, "vulkan", n=128, avg=110),
+        ]
         routes = {r.workload.split(" ")[0]: r for r in verdict.verdict(rs).routes}
         mixed = routes["mixed"]
         assert mixed.image is None, mixed.why
@@ -360,8 +364,20 @@ def test_bandwidth_plausibility_flags(avg, flag):
             id="host-gfx-only",
         ),
         pytest.param(
-            {"gpu_info": "", "host": {"gpus": [{"gfx_target": "gfx942", "is_igpu": False, "vendor": "0x1002",
-                                               "device_id": "0x74a1", "revision": "0x00"}]}},
+            {
+                "gpu_info": "",
+                "host": {
+                    "gpus": [
+                        {
+                            "gfx_target": "gfx942",
+                            "is_igpu": False,
+                            "vendor": "0x1002",
+                            "device_id": "0x74a1",
+                            "revision": "0x00",
+                        }
+                    ]
+                },
+            },
             True,
             id="host-mi300x-by-pci-id",
         ),

@@ -42,8 +42,15 @@ for _cmd in (push, export_run, reproduce):
 
 # One llama-bench thread: with two threads on this 2-core machine, any other load stalls ggml's spin
 # barrier and the relative stddev of a tiny-model test reached 60-170 % (one thread: mostly 1-30 %).
-AXES = {"n_prompt": [64, 256], "n_gen": [16], "n_ubatch": [32, 512], "n_batch": [512], "n_gpu_layers": [0],
-        "repetitions": 3, "threads": 1}
+AXES = {
+    "n_prompt": [64, 256],
+    "n_gen": [16],
+    "n_ubatch": [32, 512],
+    "n_batch": [512],
+    "n_gpu_layers": [0],
+    "repetitions": 3,
+    "threads": 1,
+}
 # Tiny-model tests take well under a millisecond each: on a quiet machine tok/s of the same image
 # moved up to ~25 % between runs (per-test relative stddev 1-10 %); with other jobs on the 2 cores,
 # up to 2x. 40 % sits halfway (in ratio) between a same-image re-run (x1) and a recorded run at half
@@ -74,15 +81,24 @@ def registry(tmp_path_factory):
     """Debian's docker-registry (distribution 2.8) on 127.0.0.1:<free port>, storage in a temp dir."""
     exe = shutil.which("docker-registry") or "/usr/bin/docker-registry"
     if not Path(exe).is_file():
-        pytest.fail("docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)")
+        pytest.fail(
+            "docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)"
+        )
     root = tmp_path_factory.mktemp("registry")
     port = _free_port()
-    cfg = {"version": 0.1, "log": {"level": "warn"}, "http": {"addr": f"127.0.0.1:{port}"},
-           "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}}}
+    cfg = {
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "http": {"addr": f"127.0.0.1:{port}"},
+        "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
+    }
     (root / "config.yml").write_text(yaml.safe_dump(cfg))
     with (root / "registry.log").open("w") as log:
-        proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [exe, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+        )
     try:
+
         def up() -> bool:
             try:
                 return urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).status == 200
@@ -100,15 +116,33 @@ def registry(tmp_path_factory):
 def fresh_engine():
     """A second dockerd with an empty image store and its own socket: DOCKER_HOST for a fresh host."""
     engine_or_skip()
-    root = Path(tempfile.mkdtemp(prefix="tk-engine-", dir="/tmp"))  # short: unix socket paths are <= 107 chars
+    root = Path(
+        tempfile.mkdtemp(prefix="tk-engine-", dir="/tmp")
+    )  # short: unix socket paths are <= 107 chars
     host = f"unix://{root / 'docker.sock'}"
-    cmd = ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile",
-           str(root / "docker.pid"), "-H", host, "--bridge", "none", "--iptables=false", "--ip6tables=false"]
+    cmd = [
+        "dockerd",
+        "--data-root",
+        str(root / "data"),
+        "--exec-root",
+        str(root / "exec"),
+        "--pidfile",
+        str(root / "docker.pid"),
+        "-H",
+        host,
+        "--bridge",
+        "none",
+        "--iptables=false",
+        "--ip6tables=false",
+    ]
     with (root / "dockerd.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait(lambda: subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0, 60,
-              f"second dockerd (log {root / 'dockerd.log'})")
+        _wait(
+            lambda: subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0,
+            60,
+            f"second dockerd (log {root / 'dockerd.log'})",
+        )
         yield host
     finally:
         proc.terminate()
@@ -122,25 +156,43 @@ def _restore_docker0() -> None:
     main engine's bridge network keeps working (the toolkit itself uses host/none networks only)."""
     if subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0:
         return
-    for cmd in (["ip", "link", "add", "docker0", "type", "bridge"], ["ip", "addr", "add", "172.17.0.1/16", "dev", "docker0"],
-                ["ip", "link", "set", "docker0", "up"]):
+    for cmd in (
+        ["ip", "link", "add", "docker0", "type", "bridge"],
+        ["ip", "addr", "add", "172.17.0.1/16", "dev", "docker0"],
+        ["ip", "link", "set", "docker0", "up"],
+    ):
         subprocess.run(cmd, capture_output=True)
 
 
 def record_run(dest: Path, name: str, ref: str, axes: dict, *bench_args: str) -> tuple[Path, str, str]:
     """A project whose build record of `name` is the local image `ref`, and one recorded bench run of it."""
-    if engine.inspect_image(ref) is None and ref == f"toolkit/{name}:latest":  # run alone: build it (cached if built before)
+    if (
+        engine.inspect_image(ref) is None and ref == f"toolkit/{name}:latest"
+    ):  # run alone: build it (cached if built before)
         run_cli(make_project(dest / "build", images=[name], bench=axes), "build", "--image", name)
-    _wait(lambda: engine.inspect_image(ref) is not None, IMAGE_WAIT_S, f"{ref} (build it: `toolkit build --image {name}`)")
+    _wait(
+        lambda: engine.inspect_image(ref) is not None,
+        IMAGE_WAIT_S,
+        f"{ref} (build it: `toolkit build --image {name}`)",
+    )
     info = engine.inspect_image(ref)
     project = make_project(dest, images=[name], bench=axes)
     store = ResultStore(project / "results")
-    store.add_build(BuildRecord(
-        image=name, ref=ref, digest=info.id, backend=info.labels.get("org.toolkit.backend", name),
-        template=info.labels.get("org.toolkit.template", f"llama-{name}.Dockerfile.j2"),
-        template_hash=info.labels.get("org.toolkit.template-hash", ""), labels=info.labels, size_bytes=info.size,
-        source_commit=info.labels.get("org.opencontainers.image.revision"),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo_digests=info.repo_digests))
+    store.add_build(
+        BuildRecord(
+            image=name,
+            ref=ref,
+            digest=info.id,
+            backend=info.labels.get("org.toolkit.backend", name),
+            template=info.labels.get("org.toolkit.template", f"llama-{name}.Dockerfile.j2"),
+            template_hash=info.labels.get("org.toolkit.template-hash", ""),
+            labels=info.labels,
+            size_bytes=info.size,
+            source_commit=info.labels.get("org.opencontainers.image.revision"),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            repo_digests=info.repo_digests,
+        )
+    )
     res, _ = run_cli(project, "bench", "--image", name, *bench_args)
     assert f"{name} x tiny-qwen3moe: ok, 6 results" in res.output, res.output
     (run_id,) = {r.run_id for r in store.results()}
@@ -184,8 +236,13 @@ def reproduce_cli(folder: Path, *args: str) -> tuple[str, int]:
 
 def manifest_digest(registry: str, name: str, tag: str) -> str:
     host, ns = registry.split("/", 1)
-    req = urllib.request.Request(f"http://{host}/v2/{ns}/{name}/manifests/{tag}", method="HEAD", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    req = urllib.request.Request(
+        f"http://{host}/v2/{ns}/{name}/manifests/{tag}",
+        method="HEAD",
+        headers={
+            "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+        },
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return resp.headers["Docker-Content-Digest"]
 
@@ -198,7 +255,9 @@ def test_push_tags_the_build_and_records_the_registry_digest(pushed, registry):
     assert rec.pushed == [f"{registry}/cpu:{fixed}", f"{registry}/cpu:cpu-latest"]
     (repo_digest,) = [d for d in rec.repo_digests if d.startswith(registry)]
     served = manifest_digest(registry, "cpu", fixed)
-    assert repo_digest == f"{registry}/cpu@{served}" and manifest_digest(registry, "cpu", "cpu-latest") == served
+    assert (
+        repo_digest == f"{registry}/cpu@{served}" and manifest_digest(registry, "cpu", "cpu-latest") == served
+    )
     assert rec.attestations == publish.NO_ATTESTATIONS and rec.push_seconds > 0
     builds = ResultStore(project / "results").builds()
     assert [b.digest for b in builds] == [digest, digest]  # an updated record, same image digest
@@ -283,7 +342,9 @@ def test_reproduce_a_vulkan_run_on_lavapipe(registry, fresh_engine, tmp_path_fac
     engine_or_skip()
     dest = tmp_path_factory.mktemp("vulkan")
     axes = {**AXES, "n_gpu_layers": [99], "timeout_s": 1800}
-    project, run_id, digest = record_run(dest / "origin-host", "vulkan", VULKAN_IMAGE, axes, "--allow-software-gpu")
+    project, run_id, digest = record_run(
+        dest / "origin-host", "vulkan", VULKAN_IMAGE, axes, "--allow-software-gpu"
+    )
     folder, rec = publish_run(project, "vulkan", run_id, registry, dest)
     try:
         monkeypatch.setenv("DOCKER_HOST", fresh_engine)

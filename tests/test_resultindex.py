@@ -57,43 +57,89 @@ def _edge_cases(results: Path, meta: dict) -> None:
     cpu = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
     newest_cpu = meta["digests"]["0"][-1]
     path = results / newest_cpu.split(":")[1][:12] / "bench.jsonl"
-    last = [r for r in ResultStore(results).results() if r.image.digest == newest_cpu and r.status == "ok"][-1]
+    last = [r for r in ResultStore(results).results() if r.image.digest == newest_cpu and r.status == "ok"][
+        -1
+    ]
     last = last.model_dump(mode="json")  # the newest ok record of the newest cpu digest
     extra = [
         # another run of the newest record's test with the same created: the run seen first wins
         {**last, "run_id": "tie-run-late", "avg_ts": 1.0, "samples_ts": [1.0, 1.0]},
         # an old run of a tiny stand-in model nobody measured since: only a superseded record names it
-        {**cpu[0], "run_id": "old-tiny", "created": "2020-01-01T00:00:00+00:00",
-         "image": {**cpu[0]["image"], "digest": newest_cpu}, "model": {**cpu[0]["model"], "name": "tiny-old"}},
-        {**cpu[0], "run_id": "old-tiny-2", "created": "2020-01-02T00:00:00+00:00",
-         "image": {**cpu[0]["image"], "digest": newest_cpu}, "model": {**cpu[0]["model"], "name": "tiny-old"}},
+        {
+            **cpu[0],
+            "run_id": "old-tiny",
+            "created": "2020-01-01T00:00:00+00:00",
+            "image": {**cpu[0]["image"], "digest": newest_cpu},
+            "model": {**cpu[0]["model"], "name": "tiny-old"},
+        },
+        {
+            **cpu[0],
+            "run_id": "old-tiny-2",
+            "created": "2020-01-02T00:00:00+00:00",
+            "image": {**cpu[0]["image"], "digest": newest_cpu},
+            "model": {**cpu[0]["model"], "name": "tiny-old"},
+        },
     ]
     # a repetition run (bench.runs: 3) newest for its tests: combined, not superseded by each other
     for i in range(3):
-        extra += [{**r, "run_id": "repeat-run", "created": f"2030-01-01T00:00:0{i}+00:00",
-                   "image": {**r["image"], "digest": newest_cpu}, "process_run": {"index": i + 1, "of": 3},
-                   "samples_ts": [x * (1 + i / 10) for x in r["samples_ts"]], "avg_ts": r["avg_ts"] * (1 + i / 10)}
-                  for r in cpu[:2]]
+        extra += [
+            {
+                **r,
+                "run_id": "repeat-run",
+                "created": f"2030-01-01T00:00:0{i}+00:00",
+                "image": {**r["image"], "digest": newest_cpu},
+                "process_run": {"index": i + 1, "of": 3},
+                "samples_ts": [x * (1 + i / 10) for x in r["samples_ts"]],
+                "avg_ts": r["avg_ts"] * (1 + i / 10),
+            }
+            for r in cpu[:2]
+        ]
     with path.open("ab") as fh:
         fh.write(b"".join(_line(x) for x in extra))
     # a GPU image that fell back to the CPU (failed, with numbers) on a digest of its own, and a
     # software-GPU digest seen only in a failed record without numbers
     fb = "sha256:" + "fb" * 32
     soft = "sha256:" + "5f" * 32
-    rows = [{**r, "run_id": "fallback-run", "status": "failed", "error": "CPU fallback: no Vulkan device",
-             "image": {**r["image"], "digest": fb}} for r in vk[:3]]
+    rows = [
+        {
+            **r,
+            "run_id": "fallback-run",
+            "status": "failed",
+            "error": "CPU fallback: no Vulkan device",
+            "image": {**r["image"], "digest": fb},
+        }
+        for r in vk[:3]
+    ]
     (results / fb.split(":")[1][:12]).mkdir()
     (results / fb.split(":")[1][:12] / "bench.jsonl").write_bytes(b"".join(_line(x) for x in rows))
-    gone = {**vk[0], "run_id": "soft-failed", "status": "failed", "error": "llama-bench exited 1", "avg_ts": None,
-            "stddev_ts": None, "samples_ts": [], "image": {**vk[0]["image"], "digest": soft}}
+    gone = {
+        **vk[0],
+        "run_id": "soft-failed",
+        "status": "failed",
+        "error": "llama-bench exited 1",
+        "avg_ts": None,
+        "stddev_ts": None,
+        "samples_ts": [],
+        "image": {**vk[0]["image"], "digest": soft},
+    }
     (results / soft.split(":")[1][:12]).mkdir()
     (results / soft.split(":")[1][:12] / "bench.jsonl").write_bytes(_line(gone))
     # a campaign host's folder (results/hosts/<host>/<digest12>/): a newer run of the newest cpu tests
     host = results / "hosts" / "node-7" / newest_cpu.split(":")[1][:12]
     host.mkdir(parents=True)
-    (host / "bench.jsonl").write_bytes(b"".join(_line({**r, "run_id": "host-run", "created": "2031-01-01T00:00:00+00:00",
-                                                        "image": {**r["image"], "digest": newest_cpu}})
-                                                for r in cpu[2:4]))
+    (host / "bench.jsonl").write_bytes(
+        b"".join(
+            _line(
+                {
+                    **r,
+                    "run_id": "host-run",
+                    "created": "2031-01-01T00:00:00+00:00",
+                    "image": {**r["image"], "digest": newest_cpu},
+                }
+            )
+            for r in cpu[2:4]
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +161,11 @@ def _copy(src: Path, tmp_path: Path) -> Path:
 def _both(results: Path, images=None, runs=None):
     """(whole list, its store) through results() and (selection, its store) through the index."""
     whole_store = ResultStore(results)
-    whole = [r for r in whole_store.results()
-             if (not images or r.image.name in images) and (not runs or r.run_id in runs)]
+    whole = [
+        r
+        for r in whole_store.results()
+        if (not images or r.image.name in images) and (not runs or r.run_id in runs)
+    ]
     idx_store = ResultStore(results)
     sel = resultindex.select(idx_store, images=images, runs=runs)
     return (whole, whole_store), (sel, idx_store)
@@ -154,7 +203,12 @@ def test_real_fixtures_report_the_same_through_the_index(tmp_path):
         assert_same_report(results, images=images)
     assert_same_report(results, runs=["20261129T170715Z-49c7ee"])
     sel = resultindex.select(ResultStore(results))
-    assert (len(sel), sel.read, sel.superseded, sel.failed) == (18, 18, 0, 0)  # three runs, no test measured twice
+    assert (len(sel), sel.read, sel.superseded, sel.failed) == (
+        18,
+        18,
+        0,
+        0,
+    )  # three runs, no test measured twice
 
 
 def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
@@ -163,8 +217,13 @@ def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
     caveats = " ".join(doc["verdict"]["caveats"])
     assert "tiny-old" in caveats  # named only by superseded records: still seen
     assert "vulkan@5f5f5f5f5f5f" in caveats  # named only by a failed record: still seen
-    assert any("cpu-fallback" in c["flags"] for t in doc["tables"] for row in t["rows"]
-               for c in row.values() if isinstance(c, dict))
+    assert any(
+        "cpu-fallback" in c["flags"]
+        for t in doc["tables"]
+        for row in t["rows"]
+        for c in row.values()
+        if isinstance(c, dict)
+    )
     sel = resultindex.select(ResultStore(results))
     assert sel.read > 2000 and sel.superseded > 1500 and sel.failed > 3 and len(sel) < 200
     combined = [r for r in tables.select_for_report(sel) if (r.model_extra or {}).get("between_runs")]
@@ -183,8 +242,13 @@ def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_pat
     whole = ResultStore(results).results()
     digests = sorted({r.image.digest for r in whole})
     runs = sorted({r.run_id for r in whole})
-    refs = [("cpu", "vulkan"), (digests[0][7:19], digests[1][7:19]), (runs[3], "repeat-run"),
-            ("sha256:" + digests[2][7:13].upper(), "cpu"), ("nothing-like-this", "cpu")]
+    refs = [
+        ("cpu", "vulkan"),
+        (digests[0][7:19], digests[1][7:19]),
+        (runs[3], "repeat-run"),
+        ("sha256:" + digests[2][7:13].upper(), "cpu"),
+        ("nothing-like-this", "cpu"),
+    ]
     for a_ref, b_ref in refs:
         store = ResultStore(results)
         heads = resultindex.heads(store, match=(a_ref, b_ref))
@@ -234,11 +298,19 @@ def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
     store = ResultStore(results)
     before = resultindex.select(store)
     reads = _spy(monkeypatch)
-    assert _dump(resultindex.select(ResultStore(results))) == _dump(before) and reads == []  # nothing changed: no read
+    assert (
+        _dump(resultindex.select(ResultStore(results))) == _dump(before) and reads == []
+    )  # nothing changed: no read
     path = sorted(results.glob("*/bench.jsonl"))[0]
     size = path.stat().st_size
-    newer = BenchRecord.model_validate({**json.loads(path.read_text().splitlines()[0]), "run_id": "appended",
-                                        "created": "2027-01-01T00:00:00+00:00", "avg_ts": 123.0})
+    newer = BenchRecord.model_validate(
+        {
+            **json.loads(path.read_text().splitlines()[0]),
+            "run_id": "appended",
+            "created": "2027-01-01T00:00:00+00:00",
+            "avg_ts": 123.0,
+        }
+    )
     append_jsonl(path, newer)
     sel = resultindex.select(ResultStore(results))
     assert reads == [(path, size)]  # the new tail only
@@ -286,7 +358,9 @@ def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
         tmp.write_bytes(b"".join(lines[:2]) + middle + b"".join(lines[3:]) + lines[1])
         os.replace(tmp, path)
     else:  # the first line edited (same length) and a record appended
-        path.write_bytes(lines[0].replace(b'"status":"ok"', b'"status":"no"') + b"".join(lines[1:]) + lines[1])
+        path.write_bytes(
+            lines[0].replace(b'"status":"ok"', b'"status":"no"') + b"".join(lines[1:]) + lines[1]
+        )
     reads = _spy(monkeypatch)
     assert_same_report(results)
     assert (path, 0) in reads  # read from the start, never only a tail
@@ -326,13 +400,16 @@ def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
             pytest.skip("running as root without setpriv: cannot make file modes bite")
         caps = "-dac_override,-dac_read_search"
         prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
-    code = ("import json,sys; from pathlib import Path; from toolkit.results.records import ResultStore; "
-            "from toolkit.results import index as resultindex; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
-            "print(json.dumps([sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]))")
+    code = (
+        "import json,sys; from pathlib import Path; from toolkit.results.records import ResultStore; "
+        "from toolkit.results import index as resultindex; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
+        "print(json.dumps([sel.read, sel.superseded, sorted(r.run_id + r.test for r in sel)]))"
+    )
     results.chmod(0o555)
     try:
-        run = subprocess.run([*prefix, sys.executable, "-c", code, str(results)], capture_output=True, text=True,
-                             cwd=ROOT)
+        run = subprocess.run(
+            [*prefix, sys.executable, "-c", code, str(results)], capture_output=True, text=True, cwd=ROOT
+        )
     finally:
         results.chmod(0o755)
     assert run.returncode == 0, run.stderr
@@ -345,19 +422,34 @@ def test_processes_building_the_index_at_once_agree(synthetic, tmp_path):
     """Four processes query a results/ without an index at the same moment: one builds it (SQLite's
     write lock), the others wait or read it; every answer is the answer of reading every line."""
     results = _copy(synthetic, tmp_path)
-    code = ("import json,sys; from pathlib import Path; from toolkit.results import index as resultindex; from toolkit.analysis import tables; "
-            "from toolkit.results.records import ResultStore; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
-            "print(json.dumps([sel.read, sel.failed, sel.superseded, s.refused, "
-            "[r.run_id + r.test for r in tables.select_for_report(sel)]]))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(results)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(4)]
+    code = (
+        "import json,sys; from pathlib import Path; from toolkit.results import index as resultindex; from toolkit.analysis import tables; "
+        "from toolkit.results.records import ResultStore; s=ResultStore(Path(sys.argv[1])); sel=resultindex.select(s); "
+        "print(json.dumps([sel.read, sel.failed, sel.superseded, s.refused, "
+        "[r.run_id + r.test for r in tables.select_for_report(sel)]]))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(results)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     store = ResultStore(results)
     whole = store.results()
     _, acc = tables.select_with_accounting(whole)
-    want = [acc.read, acc.failed, acc.superseded, store.refused,
-            [r.run_id + r.test for r in tables.select_for_report(whole)]]
+    want = [
+        acc.read,
+        acc.failed,
+        acc.superseded,
+        store.refused,
+        [r.run_id + r.test for r in tables.select_for_report(whole)],
+    ]
     assert [json.loads(o) for o, _ in outs] == [want] * 4
 
 
@@ -366,7 +458,9 @@ def test_equal_identities_hash_equal():
     from toolkit.results.identity import TestKey
 
     def key(v):
-        return TestKey("sha256:x", (("gpu_info", ""),), ("qwen", v, 3), None, (("n_prompt", v), ("x", (v, 2.5))))
+        return TestKey(
+            "sha256:x", (("gpu_info", ""),), ("qwen", v, 3), None, (("n_prompt", v), ("x", (v, 2.5)))
+        )
 
     assert key(1) == key(1.0) == key(True)
     assert resultindex.key_hash(key(1)) == resultindex.key_hash(key(1.0)) == resultindex.key_hash(key(True))
@@ -391,7 +485,11 @@ def test_an_edit_the_refresh_cannot_see_rebuilds_the_index_instead_of_failing(tm
     lines = f.read_bytes().split(b"\n")
     k = len(lines) // 2
     assert b'"created":"20' in lines[k] or b'"created": "20' in lines[k]
-    lines[k] = lines[k].replace(b'"created":"20', b'"created":"19', 1).replace(b'"created": "20', b'"created": "19', 1)
+    lines[k] = (
+        lines[k]
+        .replace(b'"created":"20', b'"created":"19', 1)
+        .replace(b'"created": "20', b'"created": "19', 1)
+    )
     f.write_bytes(b"\n".join(lines))
     with f.open("ab") as fh:
         fh.write(src[0] + b"\n")

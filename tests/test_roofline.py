@@ -25,8 +25,14 @@ H200_CUDA = DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl"
 H200_VULKAN = DATA / "vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl"
 
 R9700_HOST_GPU = {  # hostinfo.host_facts()["gpus"][i] of an R9700 as devices.detect_gpus reads it
-    "index": 0, "gfx_target": "gfx1201", "name": "AMD Radeon AI PRO R9700", "vendor": "0x1002",
-    "device_id": "0x7551", "revision": "0xc0", "render_node": "/dev/dri/renderD128", "is_igpu": False,
+    "index": 0,
+    "gfx_target": "gfx1201",
+    "name": "AMD Radeon AI PRO R9700",
+    "vendor": "0x1002",
+    "device_id": "0x7551",
+    "revision": "0xc0",
+    "render_node": "/dev/dri/renderD128",
+    "is_igpu": False,
 }
 
 
@@ -34,14 +40,28 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def record(raw: dict, *, backend: str, runner: str = "llama-bench", command: list[str] | None = None,
-           host: dict | None = None, **extra) -> BenchRecord:
+def record(
+    raw: dict,
+    *,
+    backend: str,
+    runner: str = "llama-bench",
+    command: list[str] | None = None,
+    host: dict | None = None,
+    **extra,
+) -> BenchRecord:
     """A BenchRecord as bench/import store it: normalised fields beside the unchanged raw row."""
     return BenchRecord(
-        run_id="t", created="2026-11-30T00:00:00+00:00", runner=runner, method=runner,
+        run_id="t",
+        created="2026-11-30T00:00:00+00:00",
+        runner=runner,
+        method=runner,
         image=ImageRef(name=backend, ref=f"toolkit/{backend}", digest="sha256:" + "0" * 64, backend=backend),
         model=ModelRef(name="qwen3-30b-a3b", path="", sha256="", size_bytes=int(raw.get("model_size") or 0)),
-        **normalize(raw), raw=raw, command=command or [], host=host or {}, **extra,
+        **normalize(raw),
+        raw=raw,
+        command=command or [],
+        host=host or {},
+        **extra,
     )
 
 
@@ -67,7 +87,11 @@ def test_h200_imports_get_the_h200_yardstick(path: Path, backend: str) -> None:
     for rec in recs:
         roof = roofline(rec)
         assert roof is not None, why_no_roofline(rec)
-        assert (roof.gpu.product, roof.gpu.mem_bw_gbs, roof.gpu.fp16_matrix_tflops) == ("NVIDIA H200", 4800.0, 989.5)
+        assert (roof.gpu.product, roof.gpu.mem_bw_gbs, roof.gpu.fp16_matrix_tflops) == (
+            "NVIDIA H200",
+            4800.0,
+            989.5,
+        )
         assert roof.gpu_count == 1 and roof.share.source == "table"
     tg = [rec for rec in recs if rec.axis == "decode"]
     fracs = [roofline(rec).fraction for rec in tg]
@@ -125,9 +149,15 @@ def test_unknown_product_gets_no_roofline_and_says_why(gpu_info: str) -> None:
 
 @pytest.mark.parametrize(
     "revision, product, bw",
-    [("0xc2", "AMD Radeon RX 9070 GRE", 432.0), ("0xc0", "AMD Radeon RX 9070 XT", 640.0), ("0xc7", None, None)],
+    [
+        ("0xc2", "AMD Radeon RX 9070 GRE", 432.0),
+        ("0xc0", "AMD Radeon RX 9070 XT", 640.0),
+        ("0xc7", None, None),
+    ],
 )
-def test_generic_name_resolved_by_the_pci_ids_of_the_passed_card(revision: str, product: str | None, bw) -> None:
+def test_generic_name_resolved_by_the_pci_ids_of_the_passed_card(
+    revision: str, product: str | None, bw
+) -> None:
     """ROCm with an older amdgpu.ids in the image says "AMD Radeon Graphics": the record's docker
     command says which render node the container got, its host facts which card that is."""
     gpu = {**R9700_HOST_GPU, "name": "", "device_id": "0x7550", "revision": revision}
@@ -162,7 +192,10 @@ def test_two_cards_row_split_are_held_against_both_cards() -> None:
     roof = roofline(record(raw, backend="rocm"))
     assert roof is not None and roof.gpu_count == 2
     assert (roof.gpu.product, roof.gpu.mem_bw_gbs, roof.gpu.fp16_matrix_tflops) == (
-        "2 x AMD Radeon AI PRO R9700", 1280.0, 382.0)
+        "2 x AMD Radeon AI PRO R9700",
+        1280.0,
+        382.0,
+    )
     assert roof.per_gpu is not None and roof.per_gpu.mem_bw_gbs == 640.0
     one = roofline(record(relabel(raw, gpu_info="AMD Radeon AI PRO R9700"), backend="rocm"))
     assert roof.fraction == pytest.approx(one.fraction / 2)
@@ -174,8 +207,12 @@ def test_two_cards_row_split_are_held_against_both_cards() -> None:
     ids=["sm-none", "dev-one"],
 )
 def test_two_visible_cards_one_used(fields: dict) -> None:
-    raw = relabel(rows(H200_VULKAN)[3], gpu_info="AMD Radeon RX 9070 XT, AMD Radeon AI PRO R9700",
-                  backends="ROCm", **fields)
+    raw = relabel(
+        rows(H200_VULKAN)[3],
+        gpu_info="AMD Radeon RX 9070 XT, AMD Radeon AI PRO R9700",
+        backends="ROCm",
+        **fields,
+    )
     roof = roofline(record(raw, backend="rocm"))
     assert roof is not None and roof.gpu_count == 1 and roof.gpu.product == "AMD Radeon AI PRO R9700"
 
@@ -191,20 +228,31 @@ def test_count_from_the_device_profile_in_the_docker_command() -> None:
 
 
 def test_count_from_a_recorded_device_profile() -> None:
-    prof = {"gpu_count": 1, "gpus": [{**R9700_HOST_GPU, "device_id": "0x7550", "revision": "0xc2", "name": ""}],
-            "hidden": ["1 gfx1036 (renderD129, 512 MiB, iGPU) (iGPU: ...)"]}
+    prof = {
+        "gpu_count": 1,
+        "gpus": [{**R9700_HOST_GPU, "device_id": "0x7550", "revision": "0xc2", "name": ""}],
+        "hidden": ["1 gfx1036 (renderD129, 512 MiB, iGPU) (iGPU: ...)"],
+    }
     raw = relabel(rows(H200_VULKAN)[3], gpu_info="AMD Radeon Graphics", backends="ROCm")
     roof = roofline(record(raw, backend="rocm", device_profile=prof))
     assert roof is not None and roof.gpu.product == "AMD Radeon RX 9070 GRE"
-    in_host = record(raw, backend="rocm", host={"gpus": [R9700_HOST_GPU], "device_profile": prof})  # as bench stores it
+    in_host = record(
+        raw, backend="rocm", host={"gpus": [R9700_HOST_GPU], "device_profile": prof}
+    )  # as bench stores it
     assert roofline(in_host).gpu.product == "AMD Radeon RX 9070 GRE" and gpu_count(in_host) == 1
 
 
 def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
     """vLLM records carry no gpu_info: the passed cards' PCI ids name them; TP sets the count."""
     gpus = [R9700_HOST_GPU, {**R9700_HOST_GPU, "index": 1, "render_node": "/dev/dri/renderD129"}]
-    base = dict(n_prompt=0, n_gen=128, avg_ts=49.0, model_size=18550716416, model_type="qwen3moe 30B.A3B",
-                model_n_params=30532122624)
+    base = dict(
+        n_prompt=0,
+        n_gen=128,
+        avg_ts=49.0,
+        model_size=18550716416,
+        model_type="qwen3moe 30B.A3B",
+        model_n_params=30532122624,
+    )
     cmd = docker_cmd("renderD128", "renderD129")
     rec = record(base, backend="rocm", runner="vllm-bench-latency-decode", command=cmd, host={"gpus": gpus})
     rec.backends, rec.gpu_info = "ROCm", None
@@ -219,8 +267,11 @@ def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
 
 
 def stored(name: str) -> list[BenchRecord]:
-    return [BenchRecord.model_validate(json.loads(line)) for line in (DATA / name).read_text().splitlines()
-            if line.strip()]
+    return [
+        BenchRecord.model_validate(json.loads(line))
+        for line in (DATA / name).read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def test_cpu_and_lavapipe_records_have_no_gpu() -> None:

@@ -86,7 +86,9 @@ def rendered(lm, spec):
 def test_entry_is_validated_and_its_source_exists(lm, spec):
     assert spec.backend == "rocm" and spec.runner == "sglang" and spec.template == TEMPLATE
     assert spec.source in lm.m.sources and lm.m.sources[spec.source].ref == spec.vars["sglang_ref"]
-    assert re.fullmatch(r"[0-9a-f]{40}", spec.vars["rdna4_patches_commit"]), "the patch series is pinned by commit"
+    assert re.fullmatch(r"[0-9a-f]{40}", spec.vars["rdna4_patches_commit"]), (
+        "the patch series is pinned by commit"
+    )
     vllm = lm.m.image("vllm")
     assert spec.vars["pytorch_base_image"] == vllm.vars["pytorch_base_image"], "the vLLM image's pinned base"
     assert spec.vars["gfx_targets"] == ["gfx1201"]
@@ -109,7 +111,10 @@ def test_common_structure_like_every_template(spec, rendered):
     instructions = " ".join(f"{w} {a}" for w, a in _instructions(text))
     assert "--privileged" not in instructions and "git clone" not in instructions
     labels = _merged(final, "LABEL")
-    assert labels["org.toolkit.backend"] == spec.backend and labels["org.toolkit.template-hash"] == rendered.inputs_hash
+    assert (
+        labels["org.toolkit.backend"] == spec.backend
+        and labels["org.toolkit.template-hash"] == rendered.inputs_hash
+    )
     assert ("USER", "10001") in final["ins"] and any(w == "CMD" for w, _ in final["ins"])
     assert any(w == "RUN" and "/cache" in a for w, a in final["ins"])
     # source builds: multi-stage, source from src/, payload copied from the build stage, cache mounts
@@ -131,7 +136,9 @@ def test_common_structure_like_every_template(spec, rendered):
 def test_hadolint_clean(rendered, tmp_path):
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(rendered.content)
-    proc = subprocess.run([_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"hadolint findings:\n{proc.stdout}{proc.stderr}"
 
 
@@ -155,8 +162,13 @@ def test_sglang_specifics(spec, rendered):
     assert smoke and "sgl_kernel" in smoke[0] and f"is not {v['sglang_version']}" in smoke[0]
     labels = _merged(final, "LABEL")
     assert labels["org.toolkit.experimental"] == "true" and labels["org.toolkit.runner"] == "sglang"
-    assert labels["org.toolkit.sglang-patch"].startswith(f"{v['rdna4_patches_git']}@{v['rdna4_patches_commit']}")
-    assert labels["org.toolkit.gfx-targets"] == "gfx1201" and labels["org.toolkit.sglang-version"] == v["sglang_version"]
+    assert labels["org.toolkit.sglang-patch"].startswith(
+        f"{v['rdna4_patches_git']}@{v['rdna4_patches_commit']}"
+    )
+    assert (
+        labels["org.toolkit.gfx-targets"] == "gfx1201"
+        and labels["org.toolkit.sglang-version"] == v["sglang_version"]
+    )
     assert labels["org.toolkit.facts"] == "/opt/toolkit/facts"
     assert ("CMD", '["python3", "-m", "sglang.launch_server", "--help"]') in final["ins"]
 
@@ -184,22 +196,42 @@ def _flag(argv: list[str], name: str) -> str:
 
 
 def test_prefill_and_decode_argument_lists():
-    pp = sa.prefill_args("/models/m", S, prompt_len=512, chunked_prefill_size=2048, result_file="/out/pp.jsonl")
+    pp = sa.prefill_args(
+        "/models/m", S, prompt_len=512, chunked_prefill_size=2048, result_file="/out/pp.jsonl"
+    )
     assert pp[:3] == ["python3", "-m", "sglang.benchmark.one_batch"]
-    for flag, val in [("--batch-size", "1"), ("--input-len", "512"), ("--output-len", "1"),
-                      ("--result-filename", "/out/pp.jsonl"), ("--attention-backend", "triton"),
-                      ("--kv-cache-dtype", "auto"), ("--chunked-prefill-size", "2048"),
-                      ("--cuda-graph-backend-decode", "full"), ("--cuda-graph-backend-prefill", "disabled"),
-                      ("--model-path", "/models/m"), ("--tp-size", "1")]:
+    for flag, val in [
+        ("--batch-size", "1"),
+        ("--input-len", "512"),
+        ("--output-len", "1"),
+        ("--result-filename", "/out/pp.jsonl"),
+        ("--attention-backend", "triton"),
+        ("--kv-cache-dtype", "auto"),
+        ("--chunked-prefill-size", "2048"),
+        ("--cuda-graph-backend-decode", "full"),
+        ("--cuda-graph-backend-prefill", "disabled"),
+        ("--model-path", "/models/m"),
+        ("--tp-size", "1"),
+    ]:
         assert _flag(pp, flag) == val, flag
     assert "--disable-radix-cache" in pp
     tg = sa.decode_args("/models/m", S, n_gen=128, chunked_prefill_size=512, result_file="/out/tg.jsonl")
     assert _flag(tg, "--output-len") == "129" and _flag(tg, "--input-len") == str(sa.DECODE_TINY_INPUT_LEN)
-    deep = sa.decode_args("/m", S.model_copy(update={"decode_input_len": 4096}), n_gen=128, chunked_prefill_size=512,
-                          result_file="/o")
+    deep = sa.decode_args(
+        "/m",
+        S.model_copy(update={"decode_input_len": 4096}),
+        n_gen=128,
+        chunked_prefill_size=512,
+        result_file="/o",
+    )
     assert _flag(deep, "--input-len") == "4096"
-    off = sa.prefill_args("/m", S.model_copy(update={"cuda_graph": False, "disable_radix_cache": False}),
-                          prompt_len=8, chunked_prefill_size=8, result_file="/o")
+    off = sa.prefill_args(
+        "/m",
+        S.model_copy(update={"cuda_graph": False, "disable_radix_cache": False}),
+        prompt_len=8,
+        chunked_prefill_size=8,
+        result_file="/o",
+    )
     assert _flag(off, "--cuda-graph-backend-decode") == "disabled" and "--disable-radix-cache" not in off
     with pytest.raises(ValueError, match="chunked_prefill_size"):
         sa.server_args("/m", S, chunked_prefill_size=0)
@@ -212,13 +244,23 @@ def test_served_argument_lists():
     assert server[:3] == ["python3", "-m", "sglang.launch_server"]
     assert _flag(server, "--host") == "127.0.0.1" and _flag(server, "--port") == "30000"
     assert _flag(server, "--chunked-prefill-size") == "512"
-    client = sa.bench_serving_args("/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32,
-                                   output_file="/out/s.jsonl")
+    client = sa.bench_serving_args(
+        "/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32, output_file="/out/s.jsonl"
+    )
     assert client[:3] == ["python3", "-m", "sglang.benchmark.serving"]
-    for flag, val in [("--backend", "sglang"), ("--dataset-name", "random"), ("--random-input-len", "512"),
-                      ("--random-output-len", "128"), ("--random-range-ratio", "1"), ("--max-concurrency", "4"),
-                      ("--num-prompts", "32"), ("--request-rate", "inf"), ("--output-file", "/out/s.jsonl"),
-                      ("--base-url", "http://127.0.0.1:30000"), ("--warmup-requests", "4")]:
+    for flag, val in [
+        ("--backend", "sglang"),
+        ("--dataset-name", "random"),
+        ("--random-input-len", "512"),
+        ("--random-output-len", "128"),
+        ("--random-range-ratio", "1"),
+        ("--max-concurrency", "4"),
+        ("--num-prompts", "32"),
+        ("--request-rate", "inf"),
+        ("--output-file", "/out/s.jsonl"),
+        ("--base-url", "http://127.0.0.1:30000"),
+        ("--warmup-requests", "4"),
+    ]:
         assert _flag(client, flag) == val, flag
     assert "--disable-ignore-eos" not in client and "--output-details" in client
     with pytest.raises(ValueError, match="never run 8 requests at once"):
@@ -228,8 +270,15 @@ def test_served_argument_lists():
 def test_pinned_engine_states_where_chunked_prefill_applies():
     pp = sa.pinned_engine(S, chunked_prefill_size=512, method=sa.METHOD_PREFILL)
     assert pp["chunked_prefill_size"] == 512 and pp["chunked_prefill_applies"] is False
-    assert pp["attention_backend"] == "triton" and pp["cuda_graph_decode"] == "full" and pp["decode_input_len"] == 16
-    assert sa.pinned_engine(S, chunked_prefill_size=512, method=sa.METHOD_SERVE)["chunked_prefill_applies"] is True
+    assert (
+        pp["attention_backend"] == "triton"
+        and pp["cuda_graph_decode"] == "full"
+        and pp["decode_input_len"] == 16
+    )
+    assert (
+        sa.pinned_engine(S, chunked_prefill_size=512, method=sa.METHOD_SERVE)["chunked_prefill_applies"]
+        is True
+    )
     with pytest.raises(ValueError):
         sa.pinned_engine(S, chunked_prefill_size=512, method="nope")
     assert sa.result_filename("pp", 512, "ub 2048", "r3") == "sglang-pp-512-ub_2048-r3.jsonl"
@@ -250,7 +299,9 @@ def test_one_batch_jsonl_prefill_and_decode_points():
     value, why = sa.point_value(pp, sa.METHOD_DECODE)
     assert value is None and "no median_decode_throughput" in why
     tg = points[-1]
-    assert tg.output_len == 129 and sa.point_value(tg, sa.METHOD_DECODE)[0] == pytest.approx(1 / tg.median_decode_latency)
+    assert tg.output_len == 129 and sa.point_value(tg, sa.METHOD_DECODE)[0] == pytest.approx(
+        1 / tg.median_decode_latency
+    )
     samples = [p.prefill_throughput for p in points[:3]]
     s = sa.summarize(samples)
     assert s.stddev is not None and s.min <= s.median <= s.max and s.samples == tuple(samples)
@@ -261,14 +312,17 @@ def test_one_batch_jsonl_prefill_and_decode_points():
         sa.summarize([1.0, math.nan])
 
 
-@pytest.mark.parametrize("line,why", [
-    pytest.param('{"input_len": 512, "prefill_throughput": NaN}', "prefill_throughput is nan", id="nan"),
-    pytest.param('{"input_len": 512, "prefill_latency": Infinity}', "prefill_latency is inf", id="inf"),
-    pytest.param('{"input_len": "512"}', "input_len is '512'", id="string-length"),
-    pytest.param('{"prefill_throughput": true}', "not a number", id="bool"),
-    pytest.param("[1, 2]", "no result object", id="list"),
-    pytest.param("{truncated", "not JSON", id="garbage"),
-])
+@pytest.mark.parametrize(
+    "line,why",
+    [
+        pytest.param('{"input_len": 512, "prefill_throughput": NaN}', "prefill_throughput is nan", id="nan"),
+        pytest.param('{"input_len": 512, "prefill_latency": Infinity}', "prefill_latency is inf", id="inf"),
+        pytest.param('{"input_len": "512"}', "input_len is '512'", id="string-length"),
+        pytest.param('{"prefill_throughput": true}', "not a number", id="bool"),
+        pytest.param("[1, 2]", "no result object", id="list"),
+        pytest.param("{truncated", "not JSON", id="garbage"),
+    ],
+)
 def test_one_batch_bad_lines_are_refused_naming_the_key(line, why):
     with pytest.raises(sa.SglangOutputError, match=re.escape(why)):
         sa.parse_one_batch_line(line, where="f.jsonl line 1")
@@ -279,8 +333,9 @@ def test_one_batch_file_keeps_good_lines_and_names_bad_ones(tmp_path):
     p = tmp_path / "r.jsonl"
     p.write_text(good + '\n{"prefill_throughput": NaN}\n\n{"run_name": "x"}\n')
     points, problems = sa.read_one_batch(p)
-    assert len(points) == 2 and problems == ["r.jsonl line 2: prefill_throughput is nan, not a finite number "
-                                             "(refused, never stored)"]
+    assert len(points) == 2 and problems == [
+        "r.jsonl line 2: prefill_throughput is nan, not a finite number (refused, never stored)"
+    ]
     assert points[1].prefill_throughput is None and points[1].input_len is None  # missing keys tolerated
     assert sa.point_value(points[1], sa.METHOD_PREFILL)[1].startswith("the result has no prefill_throughput")
     assert sa.read_one_batch(tmp_path / "absent.jsonl") == ([], ["no result file absent.jsonl was written"])
@@ -294,7 +349,10 @@ def test_serving_result_last_object_inf_rate_and_latencies():
     assert s["completed"] == 32 and s["total_output_tokens"] == 32 * 128 and s["output_lens"] == [128] * 32
     assert s["output_throughput"] == pytest.approx(181.4)
     assert set(s["latency_ms"]) == {"ttft", "tpot", "itl", "e2el"}
-    assert s["latency_ms"]["tpot"]["median"] == pytest.approx(21.3) and s["latency_ms"]["e2el"]["p99"] is not None
+    assert (
+        s["latency_ms"]["tpot"]["median"] == pytest.approx(21.3)
+        and s["latency_ms"]["e2el"]["p99"] is not None
+    )
     assert s["errors"] == []
 
 
@@ -308,7 +366,10 @@ def test_serving_missing_keys_are_none_and_non_finite_is_refused(tmp_path):
     p = tmp_path / "s.jsonl"
     p.write_text('{"completed": 1, "output_throughput": 5.0}\n{"completed": 2, "output_throughput": NaN}\n')
     parsed, err = sa.read_serving(p)
-    assert parsed is None and err == "s.jsonl line 2: output_throughput is nan, not a finite number (refused, never stored)"
+    assert (
+        parsed is None
+        and err == "s.jsonl line 2: output_throughput is nan, not a finite number (refused, never stored)"
+    )
     assert sa.read_serving(tmp_path / "none.jsonl") == (None, "no result file none.jsonl was written")
 
 
@@ -322,21 +383,26 @@ def pinned_versions() -> list[str]:
 
 # Runtime-only, GPU-only or compiled requirements the entry modules' import chain does not need, or
 # that would pull a multi-GB CUDA torch (torch and its companions come from the local CPU wheel).
-_SKIP = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|torchao|torch[_-]memory[_-]saver|triton|flashinfer.*|"
-                   r"nvidia-.*|cuda-python|sgl-deep-gemm|sglang-kernel|tilelang|tokenspeed[_-]mla|quack-kernels|"
-                   r"flash-attn-4|apache-tvm-ffi|kernels|decord2|xgrammar|py-spy|smg-grpc-servicer)$", re.I)
+_SKIP = re.compile(
+    r"^(torch|torchaudio|torchvision|torchcodec|torchao|torch[_-]memory[_-]saver|triton|flashinfer.*|"
+    r"nvidia-.*|cuda-python|sgl-deep-gemm|sglang-kernel|tilelang|tokenspeed[_-]mla|quack-kernels|"
+    r"flash-attn-4|apache-tvm-ffi|kernels|decord2|xgrammar|py-spy|smg-grpc-servicer)$",
+    re.I,
+)
 _RECIPE = "1"  # bump when contract_python() changes what it installs
 
-PRELUDE = r'''
+PRELUDE = r"""
 import torch
 # torchvision's compiled operators cannot load beside a CPU torch (PyPI has CUDA builds only); its
 # Python code imports with these two schemas declared, as its missing _C.so would declare them.
 _tv = torch.library.Library("torchvision", "DEF")
 _tv.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 _tv.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-'''
+"""
 
-HARNESS = PRELUDE + r'''
+HARNESS = (
+    PRELUDE
+    + r"""
 import argparse, json, runpy, sys, warnings
 
 warnings.simplefilter("ignore")
@@ -380,11 +446,14 @@ for argv in json.load(sys.stdin):
                 "args": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ns.items()
                          if isinstance(v, (str, int, float, bool, list, tuple, type(None)))}})
 print("@@RESULT@@" + json.dumps(out))
-'''
+"""
+)
 
 # The release's own measurement code on a stand-in model runner (no GPU, no model): the JSONL line it
 # writes for one prefill point and one decode point, exactly as latency_test writes it.
-ONE_BATCH_HARNESS = PRELUDE + r'''
+ONE_BATCH_HARNESS = (
+    PRELUDE
+    + r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
 from sglang.benchmark import one_batch
@@ -409,7 +478,8 @@ for il, ol in ((512, 1), (16, 9)):
     result = one_batch.latency_test_run_once("toolkit", Runner(), lambda *a, **k: None, [None], 1, il, ol, 0,
                                              False, False, ("CPU",), "", "all", 0)
     print(json.dumps(result))
-'''
+"""
+)
 
 
 def contract_python(version: str, root: Path) -> Path:
@@ -417,13 +487,24 @@ def contract_python(version: str, root: Path) -> Path:
     recipe = hashlib.sha256(f"{_RECIPE}|{_SKIP.pattern}|{PRELUDE}|{version}".encode()).hexdigest()[:12]
 
     def populate(venv: contract_env.Venv) -> None:
-        contract_env.pip(venv.python, "install", "-c", str(venv.constraints), "triton")  # imported at module level
+        contract_env.pip(
+            venv.python, "install", "-c", str(venv.constraints), "triton"
+        )  # imported at module level
         wheels = root / version / "wheels"
         shutil.rmtree(wheels, ignore_errors=True)
         # torchvision's Python code of the release paired with this torch (minor + 15: 2.13 -> 0.28)
         major, minor = (int(x) for x in venv.torch_version.split(".")[:2])
-        contract_env.pip(venv.python, "download", "--no-deps", "--only-binary", ":all:", f"sglang=={version}",
-                         f"torchvision==0.{minor + 15}.*" if major == 2 else "torchvision", "-d", str(wheels))
+        contract_env.pip(
+            venv.python,
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            f"sglang=={version}",
+            f"torchvision==0.{minor + 15}.*" if major == 2 else "torchvision",
+            "-d",
+            str(wheels),
+        )
         for wheel in wheels.glob("*.whl"):
             contract_env.unpack_without_binaries(wheel, venv.site)
         reqs = contract_env.wheel_requirements(next(wheels.glob("sglang-*.whl")), _SKIP)
@@ -448,43 +529,69 @@ def _run(python: Path, code: str, stdin: str = "") -> str:
 @pytest.fixture(scope="module", params=pinned_versions())
 def release_python(request) -> tuple[str, Path]:
     root = contract_env.cache_root("TOOLKIT_SGLANG_CONTRACT_DIR", "sglang-contract")
-    return request.param, contract_env.env_or_skip(f"SGLang {request.param}",
-                                                   lambda: contract_python(request.param, root))
+    return request.param, contract_env.env_or_skip(
+        f"SGLang {request.param}", lambda: contract_python(request.param, root)
+    )
 
 
 @pytest.mark.contract
 def test_contract_release_parsers_accept_the_argument_lists(release_python):
     version, python = release_python
-    graphs_off = S.model_copy(update={"cuda_graph": False, "kv_cache_dtype": "fp8_e4m3", "disable_radix_cache": False})
+    graphs_off = S.model_copy(
+        update={"cuda_graph": False, "kv_cache_dtype": "fp8_e4m3", "disable_radix_cache": False}
+    )
     ours = [
-        sa.prefill_args("/models/m", S, prompt_len=512, chunked_prefill_size=2048, result_file="/out/pp.jsonl"),
+        sa.prefill_args(
+            "/models/m", S, prompt_len=512, chunked_prefill_size=2048, result_file="/out/pp.jsonl"
+        ),
         sa.decode_args("/models/m", S, n_gen=128, chunked_prefill_size=512, result_file="/out/tg.jsonl"),
-        sa.prefill_args("/models/m", graphs_off, prompt_len=64, chunked_prefill_size=64, result_file="/out/x.jsonl"),
+        sa.prefill_args(
+            "/models/m", graphs_off, prompt_len=64, chunked_prefill_size=64, result_file="/out/x.jsonl"
+        ),
         sa.launch_server_args("/models/m", S, chunked_prefill_size=512),
-        sa.bench_serving_args("/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32,
-                              output_file="/out/s.jsonl"),
+        sa.bench_serving_args(
+            "/models/m",
+            input_len=512,
+            output_len=128,
+            concurrency=4,
+            num_prompts=32,
+            output_file="/out/s.jsonl",
+        ),
     ]
     controls = [  # each must FAIL, or the harness proves nothing
         ["python3", "-m", sa.MODULE_ONE_BATCH, "--model-path", "/m", "--input-length", "5"],  # misspelt flag
         ["python3", "-m", sa.MODULE_SERVER, "--model-path", "/m", "--attention-backend", "no-such-backend"],
         ["python3", "-m", sa.MODULE_SERVING, "--dataset-name", "no-such-dataset"],
     ]
-    results = json.loads(next(ln for ln in _run(python, HARNESS, json.dumps(ours + controls)).splitlines()
-                              if ln.startswith("@@RESULT@@")).removeprefix("@@RESULT@@"))
-    for r in results[:len(ours)]:
+    results = json.loads(
+        next(
+            ln
+            for ln in _run(python, HARNESS, json.dumps(ours + controls)).splitlines()
+            if ln.startswith("@@RESULT@@")
+        ).removeprefix("@@RESULT@@")
+    )
+    for r in results[: len(ours)]:
         assert r["ok"], f"SGLang {version} rejects {' '.join(r['argv'])}: {r['error']}"
-    for r in results[len(ours):]:
+    for r in results[len(ours) :]:
         assert not r["ok"], f"SGLang {version} accepted a control that must fail: {r['argv']}"
-    pp, tg, off, server, client = (r["args"] for r in results[:len(ours)])
+    pp, tg, off, server, client = (r["args"] for r in results[: len(ours)])
     assert pp["batch_size"] == [1] and pp["input_len"] == [512] and pp["output_len"] == [1]
     assert pp["result_filename"] == "/out/pp.jsonl" and pp["model_path"] == "/models/m"
-    assert (pp["attention_backend"], pp["kv_cache_dtype"], pp["chunked_prefill_size"]) == ("triton", "auto", 2048)
+    assert (pp["attention_backend"], pp["kv_cache_dtype"], pp["chunked_prefill_size"]) == (
+        "triton",
+        "auto",
+        2048,
+    )
     assert (pp["cuda_graph_backend_decode"], pp["cuda_graph_backend_prefill"]) == ("full", "disabled")
     assert pp["disable_radix_cache"] is True and pp["tp_size"] == 1 and pp["random_seed"] == 0
     assert tg["output_len"] == [129] and tg["input_len"] == [sa.DECODE_TINY_INPUT_LEN]
     assert off["cuda_graph_backend_decode"] == "disabled" and off["kv_cache_dtype"] == "fp8_e4m3"
     assert off["disable_radix_cache"] is False
-    assert (server["host"], server["port"], server["chunked_prefill_size"]) == ("127.0.0.1", sa.SERVE_PORT, 512)
+    assert (server["host"], server["port"], server["chunked_prefill_size"]) == (
+        "127.0.0.1",
+        sa.SERVE_PORT,
+        512,
+    )
     assert client["backend"] == "sglang" and client["dataset_name"] == "random"
     assert client["request_rate"] == float("inf") and client["random_range_ratio"] == 1.0
     assert (client["max_concurrency"], client["num_prompts"], client["warmup_requests"]) == (4, 32, 4)
@@ -498,7 +605,9 @@ def test_contract_one_batch_output_from_the_release_code_parses(release_python, 
     every key the fixture file has."""
     _, python = release_python
     out = tmp_path / "r.jsonl"
-    out.write_text("\n".join(ln for ln in _run(python, ONE_BATCH_HARNESS).splitlines() if ln.startswith("{")) + "\n")
+    out.write_text(
+        "\n".join(ln for ln in _run(python, ONE_BATCH_HARNESS).splitlines() if ln.startswith("{")) + "\n"
+    )
     points, problems = sa.read_one_batch(out)
     assert not problems and len(points) == 2
     pp, tg = points
@@ -513,7 +622,11 @@ def test_contract_serving_fixture_has_the_keys_the_release_writes(release_python
     """The serving fixture's keys = the keys of the result dict in the release's benchmark() (read
     from its source with ast) plus the --output-details lists."""
     _, python = release_python
-    path = Path(_run(python, PRELUDE + "import sglang.benchmark.serving as s; print(s.__file__)").strip().splitlines()[-1])
+    path = Path(
+        _run(python, PRELUDE + "import sglang.benchmark.serving as s; print(s.__file__)")
+        .strip()
+        .splitlines()[-1]
+    )
     tree = ast.parse(path.read_text())
     keys: set[str] = set()
     details: set[str] = set()
@@ -525,6 +638,11 @@ def test_contract_serving_fixture_has_the_keys_the_release_writes(release_python
                 keys |= ks
             elif name == "result_details":
                 details |= ks
-    assert {"completed", "output_throughput", "p99_ttft_ms", "median_tpot_ms"} <= keys and "output_lens" in details
+    assert {
+        "completed",
+        "output_throughput",
+        "p99_ttft_ms",
+        "median_tpot_ms",
+    } <= keys and "output_lens" in details
     fixture = json.loads((DATA / "sglang-0.5.15-serving.jsonl").read_text().splitlines()[-1])
-    assert set(fixture) == keys | details, (set(fixture) ^ (keys | details))
+    assert set(fixture) == keys | details, set(fixture) ^ (keys | details)

@@ -50,8 +50,11 @@ class FakeEngine:
         cmd = spec.command
         result = cmd[cmd.index("--result-filename") + 1].removeprefix("/out/")
         n_in, n_out = int(cmd[cmd.index("--input-len") + 1]), int(cmd[cmd.index("--output-len") + 1])
-        src = dict(next(p for p in ONE_BATCH if p["input_len"] == n_in and p["output_len"] == n_out)
-                   if any(p["input_len"] == n_in and p["output_len"] == n_out for p in ONE_BATCH) else ONE_BATCH[0])
+        src = dict(
+            next(p for p in ONE_BATCH if p["input_len"] == n_in and p["output_len"] == n_out)
+            if any(p["input_len"] == n_in and p["output_len"] == n_out for p in ONE_BATCH)
+            else ONE_BATCH[0]
+        )
         src.update(input_len=n_in, output_len=n_out)
         with (self._out(spec) / result).open("a") as fh:
             fh.write(json.dumps(src) + "\n")
@@ -94,10 +97,28 @@ def ctx_for(tmp_path):
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3MoeForCausalLM"]}))
         spec = lm.m.image("sglang")
-        build = BuildRecord(image="sglang", ref="toolkit/sglang:x", digest="sha256:" + "5" * 64, backend="rocm",
-                            template=spec.template, template_hash="t", created="2026-11-30T00:00:00+00:00")
-        return RunContext(lm, spec, build, model, ResultStore(proj / "results"), BenchOptions(run_id="run-sg"),
-                          devices.DeviceProfile.example("rocm"), {}, lambda *a, **k: None, engine=fake)
+        build = BuildRecord(
+            image="sglang",
+            ref="toolkit/sglang:x",
+            digest="sha256:" + "5" * 64,
+            backend="rocm",
+            template=spec.template,
+            template_hash="t",
+            created="2026-11-30T00:00:00+00:00",
+        )
+        return RunContext(
+            lm,
+            spec,
+            build,
+            model,
+            ResultStore(proj / "results"),
+            BenchOptions(run_id="run-sg"),
+            devices.DeviceProfile.example("rocm"),
+            {},
+            lambda *a, **k: None,
+            engine=fake,
+        )
+
     return make
 
 
@@ -117,7 +138,10 @@ def test_sglang_run_gives_prefill_decode_and_served_records(ctx_for):
     recs = ctx.store.results()
     pp = next(r for r in recs if r.axis == "prefill")
     assert pp.method == "sglang-bench-one-batch-prefill" and len(pp.samples_ts) == 3  # one sample per process
-    assert pp.avg_ts == pytest.approx(ONE_BATCH[0]["prefill_throughput"]) and pp.engine["chunked_prefill_size"] == 512
+    assert (
+        pp.avg_ts == pytest.approx(ONE_BATCH[0]["prefill_throughput"])
+        and pp.engine["chunked_prefill_size"] == 512
+    )
     tg = next(r for r in recs if r.axis == "decode")
     assert tg.avg_ts == 80.0 and tg.n_depth == 16 and tg.test == "tg128 @ d16"  # the depth it ran at
     served = sorted((r.engine["concurrency"], r.avg_ts) for r in recs if r.axis == "served")
@@ -141,6 +165,6 @@ def test_sglang_plan_is_what_run_executes(ctx_for):
     ctx = ctx_for(fake)
     plan = runners.get("sglang").plan(ctx)
     runners.get("sglang").run(ctx)
-    planned = [s.argv[s.argv.index("python3"):] for s in plan if s.what.startswith(("pp", "tg"))]
+    planned = [s.argv[s.argv.index("python3") :] for s in plan if s.what.startswith(("pp", "tg"))]
     assert planned == fake.ran
     assert any(s.what == "launch_server" and "-d" in s.argv for s in plan)

@@ -78,8 +78,11 @@ def test_source_commit_change_changes_key(project, matrix_data):
 def test_comment_and_other_entries_do_not_change_key(project, matrix_data):
     before = key_of(project)
     text = (project / "matrix.yaml").read_text()
-    (project / "matrix.yaml").write_text("# a new comment at the top\n" + text.replace(
-        "\nmodels:\n", "\n# a comment before the models\nmodels:\n") + "\n# trailing comment\n")
+    (project / "matrix.yaml").write_text(
+        "# a new comment at the top\n"
+        + text.replace("\nmodels:\n", "\n# a comment before the models\nmodels:\n")
+        + "\n# trailing comment\n"
+    )
     assert key_of(project) == before
     d = copy.deepcopy(matrix_data)  # another image's vars, the bench axes, the vLLM source
     d["images"][1]["vars"]["cmake_args"] = ["-DGGML_VULKAN_CHECK_RESULTS=OFF"]
@@ -126,8 +129,16 @@ def test_missing_local_source_is_bad_input_naming_field(project, matrix_data):
 
 def add_build(store: ResultStore, key: str | None, digest: str, template_hash: str = "t" * 64) -> BuildRecord:
     labels = {build_mod.INPUTS_KEY_LABEL: key} if key else {}
-    rec = BuildRecord(image="cpu", ref=f"toolkit/cpu:x-{(key or 'none')[:8]}", digest=digest, backend="cpu",
-                      template=TEMPLATE, template_hash=template_hash, labels=labels, created="2026-01-01T00:00:00Z")
+    rec = BuildRecord(
+        image="cpu",
+        ref=f"toolkit/cpu:x-{(key or 'none')[:8]}",
+        digest=digest,
+        backend="cpu",
+        template=TEMPLATE,
+        template_hash=template_hash,
+        labels=labels,
+        created="2026-01-01T00:00:00Z",
+    )
     store.add_build(rec)
     return rec
 
@@ -220,8 +231,16 @@ def test_report_shows_stale_records():
     lines = (Path(__file__).parent / "data" / "results-cpu-a.jsonl").read_text().splitlines()
     plain = [BenchRecord.model_validate_json(x) for x in lines]
     assert "stale-build" not in report.render(plain, "github")
-    chosen = BuildRecord(image="cpu", ref="r", digest=plain[0].image.digest, backend="cpu", template=TEMPLATE,
-                         template_hash="", created="x", bench_inputs={"current": "0" * 64, "stale": True})
+    chosen = BuildRecord(
+        image="cpu",
+        ref="r",
+        digest=plain[0].image.digest,
+        backend="cpu",
+        template=TEMPLATE,
+        template_hash="",
+        created="x",
+        bench_inputs={"current": "0" * 64, "stale": True},
+    )
     marked = [BenchRecord.model_validate({**r.model_dump(mode="json"), **stale_marks(chosen)}) for r in plain]
     text = report.render(marked, "github")
     rows = [ln for ln in text.splitlines() if ln.startswith("| pp") or ln.startswith("| tg")]
@@ -231,7 +250,14 @@ def test_report_shows_stale_records():
 
 # -------------------------------------------------------------------------------------- end to end
 
-AXES = {"n_prompt": [32], "n_gen": [8], "n_ubatch": [32], "n_batch": [32], "repetitions": 1, "n_gpu_layers": [0]}
+AXES = {
+    "n_prompt": [32],
+    "n_gen": [8],
+    "n_ubatch": [32],
+    "n_batch": [32],
+    "repetitions": 1,
+    "n_gpu_layers": [0],
+}
 
 
 def bench_lines(project: Path, digest: str) -> list[dict]:
@@ -260,7 +286,7 @@ def test_e2e_template_edit_refused_until_rebuilt(tmp_path):
     run_cli(project, "bench", "-i", "cpu", "--dry-run", expect=4)
 
     res, _ = run_cli(project, "bench", "-i", "cpu", "--allow-stale")
-    marked = bench_lines(project, old.digest)[len(recs):]
+    marked = bench_lines(project, old.digest)[len(recs) :]
     assert marked and all(r["image"]["stale"] and r["flags"] == ["stale-build"] for r in marked)
     assert all(r["image"]["current_inputs_key"] != r["image"]["inputs_key"] for r in marked)
 
@@ -275,5 +301,10 @@ def test_e2e_template_edit_refused_until_rebuilt(tmp_path):
     res, _ = run_cli(project, "bench", "-i", "cpu")
     assert "cpu x tiny-qwen3moe: ok" in res.output
     fresh = bench_lines(project, new.digest)
-    assert fresh and all(r["image"]["digest"] == new.digest and r["image"]["inputs_key"] == current
-                         and not r["image"]["stale"] and "flags" not in r for r in fresh)
+    assert fresh and all(
+        r["image"]["digest"] == new.digest
+        and r["image"]["inputs_key"] == current
+        and not r["image"]["stale"]
+        and "flags" not in r
+        for r in fresh
+    )

@@ -166,9 +166,9 @@ def test_source_builds_are_multi_stage(lm, template):
     assert len(stages) >= 2, "build and runtime stages"
     assert stages[0]["name"] == "build"
     assert "COPY src/ " in text, "the source comes from the build context's src/"
-    assert any(
-        w == "COPY" and a.startswith("--from=build ") for w, a in stages[-1]["ins"]
-    ), "the runtime stage copies its payload from the build stage"
+    assert any(w == "COPY" and a.startswith("--from=build ") for w, a in stages[-1]["ins"]), (
+        "the runtime stage copies its payload from the build stage"
+    )
     assert "--mount=type=cache" in text
 
 
@@ -188,7 +188,9 @@ def test_hadolint_clean(lm, template, tmp_path):
     binary = _hadolint()
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(_render(lm, template).content)
-    proc = subprocess.run([binary, "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [binary, "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"hadolint findings for {template}:\n{proc.stdout}{proc.stderr}"
 
 
@@ -208,7 +210,9 @@ def test_vulkan(lm, template):
     runtime_install = " ".join(a for w, a in final["ins"] if w == "RUN")
     assert re.search(r"(?<![\w.-])mesa-vulkan-drivers(?![\w.=-])", runtime_install), "Mesa installed unpinned"
     for pkg in ("libvulkan1", "libglvnd0", "libgl1", "libglx0", "libegl1", "libgles2", "libgomp1"):
-        assert re.search(rf"(?<![\w.-]){re.escape(pkg)}(?![\w.=-])", runtime_install), f"{pkg} in the runtime stage"
+        assert re.search(rf"(?<![\w.-]){re.escape(pkg)}(?![\w.=-])", runtime_install), (
+            f"{pkg} in the runtime stage"
+        )
     # a version floor checked in the build, the installed version recorded as a build fact
     assert "dpkg --compare-versions" in runtime_install
     assert f'lt "{lm.m.min_mesa_version}"' in runtime_install
@@ -216,7 +220,9 @@ def test_vulkan(lm, template):
     assert "RDNA4 (gfx1201) needs RADV >= 25.0" in runtime_install
     assert "mesa-version=%s" in runtime_install and "/opt/toolkit/facts/runtime.txt" in runtime_install
     labels = _merged(final, "LABEL")
-    assert "org.toolkit.mesa-version" not in labels, "the installed Mesa is a build fact, not a template value"
+    assert "org.toolkit.mesa-version" not in labels, (
+        "the installed Mesa is a build fact, not a template value"
+    )
     assert labels["org.toolkit.min-mesa-version"] == lm.m.min_mesa_version
     assert "mesa_version" not in spec.vars
     assert _merged(final, "ENV")["MESA_SHADER_CACHE_DIR"] == "/cache/mesa"
@@ -348,7 +354,9 @@ class CMakeDecls:
     """
 
     def __init__(self, text: str):
-        self.declared = set(re.findall(r"\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)", text))
+        self.declared = set(
+            re.findall(r"\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)", text)
+        )
         self.declared |= set(re.findall(r"\bset\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s[^()]*?\bCACHE\b", text))
         self.deprecated = set(re.findall(r"\bllama_option_depr\s*\(\s*\w+\s+([A-Za-z_][A-Za-z0-9_]*)", text))
         self.read = set()
@@ -379,7 +387,9 @@ def cmake_builtins() -> set[str]:
     cmake = shutil.which("cmake")
     if not cmake:
         pytest.fail("cmake is not installed: needed to list CMake's own variables (apt-get install cmake)")
-    names = subprocess.run([cmake, "--help-variable-list"], capture_output=True, text=True, check=True).stdout.split()
+    names = subprocess.run(
+        [cmake, "--help-variable-list"], capture_output=True, text=True, check=True
+    ).stdout.split()
     out = set()
     for n in names:
         for lang in ("C", "CXX", "HIP", "ASM"):
@@ -407,8 +417,17 @@ def _guarded(configure: str) -> set[str]:
 
 def test_pinned_tree_is_the_pinned_commit_layout(decls):
     """The parse sees what the issue read in ggml/CMakeLists.txt: the HIP options and no rocWMMA one."""
-    assert {"GGML_HIP", "GGML_HIP_GRAPHS", "GGML_HIP_RCCL", "GGML_HIP_NO_VMM", "GGML_HIP_MMQ_MFMA",
-            "GGML_HIP_EXPORT_METRICS", "GGML_VULKAN", "GGML_NATIVE", "LLAMA_OPENSSL"} <= decls.declared
+    assert {
+        "GGML_HIP",
+        "GGML_HIP_GRAPHS",
+        "GGML_HIP_RCCL",
+        "GGML_HIP_NO_VMM",
+        "GGML_HIP_MMQ_MFMA",
+        "GGML_HIP_EXPORT_METRICS",
+        "GGML_VULKAN",
+        "GGML_NATIVE",
+        "LLAMA_OPENSSL",
+    } <= decls.declared
     assert "GGML_HIP_ROCWMMA_FATTN" not in decls.declared | decls.read
     assert "LLAMA_CURL" in decls.deprecated
 
@@ -416,7 +435,13 @@ def test_pinned_tree_is_the_pinned_commit_layout(decls):
 def test_checker_rejects_flags_that_do_nothing(decls, cmake_builtins):
     """The same checker, on flags known to be dead at this commit: it can fail."""
     plain = {"LLAMA_BUILD_COMMIT"}
-    for name in ("GGML_HIP_ROCWMMA_FATTN", "LLAMA_CURL", "TOOLKIT_MADE_UP", "CMAKE_MADE_UP_THING", "GPU_TARGETS"):
+    for name in (
+        "GGML_HIP_ROCWMMA_FATTN",
+        "LLAMA_CURL",
+        "TOOLKIT_MADE_UP",
+        "CMAKE_MADE_UP_THING",
+        "GPU_TARGETS",
+    ):
         assert decls.problem(name, plain, cmake_builtins), name
     for name in ("GGML_HIP", "CMAKE_BUILD_TYPE", "CMAKE_INSTALL_RPATH", "LLAMA_BUILD_COMMIT"):
         assert decls.problem(name, plain, cmake_builtins) is None, name
@@ -456,7 +481,9 @@ def test_configure_guard_and_runpath_in_every_llama_template(lm, template):
     assert "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON" in configure
     assert "-DCMAKE_INSTALL_RPATH='$ORIGIN/../lib'" in configure
     build = _stages(text)[0]
-    assert any(w == "RUN" and "readelf -d" in a and "/opt/llama" in a.split("-type f")[0] for w, a in build["ins"])
+    assert any(
+        w == "RUN" and "readelf -d" in a and "/opt/llama" in a.split("-type f")[0] for w, a in build["ins"]
+    )
     assert ("SHELL", '["/bin/bash", "-o", "pipefail", "-c"]') in build["ins"]
     # facts: what the build proved, in the image, named by a label
     final = _stages(text)[-1]
@@ -489,15 +516,24 @@ def test_runpath_check_flags_bad_entries(tmp_path):
     run = " ".join(a for w, a in _instructions(str(macro([str(tmp_path / "opt")]))) if w == "RUN")
     (tmp_path / "opt").mkdir()
     (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
-    cases = {"good": "$ORIGIN/../lib", "system": "/usr/lib/x:/opt/rocm/lib", "none": None,
-             "buildtree": "/build/bin:", "relative": "lib", "empty-middle": "/usr/lib::$ORIGIN"}
+    cases = {
+        "good": "$ORIGIN/../lib",
+        "system": "/usr/lib/x:/opt/rocm/lib",
+        "none": None,
+        "buildtree": "/build/bin:",
+        "relative": "lib",
+        "empty-middle": "/usr/lib::$ORIGIN",
+    }
     for name, rpath in cases.items():
         args = [gcc, str(tmp_path / "m.c"), "-o", str(tmp_path / "opt" / name)]
         subprocess.run(args + ([f"-Wl,-rpath,{rpath}"] if rpath else []), check=True)
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", run], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    bad = {ln.split(": ", 1)[0].rsplit("/", 1)[-1] + ": " + ln.split(": ", 1)[1]
-           for ln in proc.stderr.splitlines() if ": " in ln and str(tmp_path) in ln}
+    bad = {
+        ln.split(": ", 1)[0].rsplit("/", 1)[-1] + ": " + ln.split(": ", 1)[1]
+        for ln in proc.stderr.splitlines()
+        if ": " in ln and str(tmp_path) in ln
+    }
     assert bad == {"buildtree: /build/bin", "buildtree: <empty>", "relative: lib", "empty-middle: <empty>"}
     for name in ("buildtree", "relative", "empty-middle"):
         (tmp_path / "opt" / name).unlink()
@@ -508,10 +544,14 @@ def test_runpath_check_flags_bad_entries(tmp_path):
 @pytest.mark.parametrize("template", _params(TEMPLATES))
 def test_no_exact_distribution_package_pins(lm, template):
     """apt packages get version floors checked in the build, never `pkg=version` pins the archive drops."""
-    runs = [a for w, a in _instructions(_render(lm, template).content) if w == "RUN" and "apt-get install" in a]
+    runs = [
+        a for w, a in _instructions(_render(lm, template).content) if w == "RUN" and "apt-get install" in a
+    ]
     for run in runs:
         install = run.split("apt-get install", 1)[1].split("&&")[0]
-        assert not re.search(r"(?<!-)\b[a-z0-9][a-z0-9.+-]*=[0-9]", install), f"exact pin in: {install.strip()}"
+        assert not re.search(r"(?<!-)\b[a-z0-9][a-z0-9.+-]*=[0-9]", install), (
+            f"exact pin in: {install.strip()}"
+        )
 
 
 # --- build facts -> build record ---------------------------------------------------------------------
@@ -521,7 +561,9 @@ def test_parse_facts_and_labels():
     from toolkit.core.errors import BuildFailed
     from toolkit.images.build import facts_as_labels, parse_facts
 
-    facts = parse_facts("cmake.GGML_NATIVE=OFF\nggml-backends=cpu\n\nmesa-version=25.0.7-2+deb13u1\n", origin="x")
+    facts = parse_facts(
+        "cmake.GGML_NATIVE=OFF\nggml-backends=cpu\n\nmesa-version=25.0.7-2+deb13u1\n", origin="x"
+    )
     assert facts == {"cmake.GGML_NATIVE": "OFF", "ggml-backends": "cpu", "mesa-version": "25.0.7-2+deb13u1"}
     labels = facts_as_labels(facts, {"org.toolkit.backend": "cpu"})
     assert labels["org.toolkit.mesa-version"] == "25.0.7-2+deb13u1"
@@ -560,9 +602,11 @@ def test_made_up_cmake_options_fail_the_real_build(tmp_path):
     from tests.e2e_helpers import engine_or_skip, run_cli
 
     engine_or_skip()
-    project = _cpu_project(tmp_path / "p", name="guard-probe",
-                           cmake_args=["-DTOOLKIT_MADE_UP_OPTION=ON", "-DGGML_MADE_UP_OPTION=ON",
-                                       "-DCMAKE_MADE_UP_VARIABLE=ON"])
+    project = _cpu_project(
+        tmp_path / "p",
+        name="guard-probe",
+        cmake_args=["-DTOOLKIT_MADE_UP_OPTION=ON", "-DGGML_MADE_UP_OPTION=ON", "-DCMAKE_MADE_UP_VARIABLE=ON"],
+    )
     for _ in range(2):
         res, code = run_cli(project, "build", "--image", "guard-probe", expect=None)
         assert code == 2, res.output
@@ -654,11 +698,27 @@ def test_cpu_image_elf_files_have_no_bad_runpath(cpu_build, tmp_path):
 def test_cpu_image_llama_bench_loads_through_origin_runpath(cpu_build):
     """llama-bench finds its libraries through RUNPATH $ORIGIN/../lib alone: ld.so cache entry and
     LD_LIBRARY_PATH removed, then ldd and `llama-bench --help` in the image."""
-    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "0", "-e", "LD_LIBRARY_PATH=",
-                           cpu_build.digest, "sh", "-c",
-                           "rm /etc/ld.so.conf.d/llama.conf && ldconfig && ldd /opt/llama/bin/llama-bench "
-                           "&& llama-bench --help > /dev/null && echo RAN"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--user",
+            "0",
+            "-e",
+            "LD_LIBRARY_PATH=",
+            cpu_build.digest,
+            "sh",
+            "-c",
+            "rm /etc/ld.so.conf.d/llama.conf && ldconfig && ldd /opt/llama/bin/llama-bench "
+            "&& llama-bench --help > /dev/null && echo RAN",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "RAN" in proc.stdout, proc.stdout + proc.stderr
     assert "not found" not in proc.stdout
     resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", proc.stdout, re.MULTILINE))

@@ -19,15 +19,20 @@ DEFAULT = tune.Candidate((("n_ubatch", 512),))
 
 
 def trial(ub: int, samples: list[float], session: str = "s1", rnd: int = 1):
-    r = make_record("cpu", "cpu", p=2048, ub=ub, avg=sum(samples) / len(samples), gpu_info="",
-                    raw={"samples_ts": samples})
+    r = make_record(
+        "cpu", "cpu", p=2048, ub=ub, avg=sum(samples) / len(samples), gpu_info="", raw={"samples_ts": samples}
+    )
     r.__pydantic_extra__ = {**(r.model_extra or {}), "tune": {"session": session, "round": rnd}}
     return r
 
 
 def test_best_setting_is_the_argmax_of_the_stored_trials_with_gain_and_evidence():
-    recs = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0]),
-            trial(2048, [4640.0, 4620.0], rnd=2), trial(512, [1.0], session="other")]
+    recs = [
+        trial(512, [3391.0, 3400.0, 3380.0]),
+        trial(2048, [4635.0, 4600.0, 4650.0]),
+        trial(2048, [4640.0, 4620.0], rnd=2),
+        trial(512, [1.0], session="other"),
+    ]
     res = tune.best_setting(recs, "s1", ["n_ubatch"], DEFAULT)
     assert res.best.candidate.label() == "n_ubatch=2048" and res.best.trials == 2 and res.best.samples == 5
     assert res.gain == pytest.approx(4635.0 / 3391.0 - 1, rel=1e-3)  # the seeds' micro-batch 2048 gain
@@ -57,12 +62,30 @@ def test_bad_budget_and_knob_are_named():
 @pytest.mark.e2e
 def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     engine_or_skip()
-    project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [256], "n_gen": [16], "n_ubatch": [256],
-                                                                 "n_batch": [512], "n_gpu_layers": [0]})
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [256], "n_gen": [16], "n_ubatch": [256], "n_batch": [512], "n_gpu_layers": [0]},
+    )
     run_cli(project, "build", "--image", "cpu")
     # ub=1 processes the 256-token prompt one token per batch: a clear loser against ub=256
-    res, _ = run_cli(project, "tune", "-i", "cpu", "--axis", "prefill", "--tokens", "256", "--knob", "n_ubatch",
-                     "--values", "n_ubatch=1,256", "--budget", "5m", "--write")
+    res, _ = run_cli(
+        project,
+        "tune",
+        "-i",
+        "cpu",
+        "--axis",
+        "prefill",
+        "--tokens",
+        "256",
+        "--knob",
+        "n_ubatch",
+        "--values",
+        "n_ubatch=1,256",
+        "--budget",
+        "5m",
+        "--write",
+    )
     out = res.output
     assert "tune session " in out and "| n_ubatch=256 |" in out and "| n_ubatch=1 |" in out
     store = ResultStore(project / "results")

@@ -56,8 +56,11 @@ def _qtype(name: str, layer: int) -> Q:
     kind = name.split(".")[2]
     return {
         "attn_q": (Q.Q4_K, Q.F16, Q.BF16, Q.Q5_K)[layer % 4],
-        "attn_k": Q.Q4_0, "attn_v": Q.Q6_K, "attn_output": Q.Q8_0,
-        "ffn_gate_exps": Q.Q4_K, "ffn_up_exps": Q.Q4_K,
+        "attn_k": Q.Q4_0,
+        "attn_v": Q.Q6_K,
+        "attn_output": Q.Q8_0,
+        "ffn_gate_exps": Q.Q4_K,
+        "ffn_up_exps": Q.Q4_K,
         "ffn_down_exps": (Q.Q6_K, Q.Q8_0)[layer % 2],
     }[kind]
 
@@ -86,8 +89,9 @@ def write_source(path: Path, *, bad_type: Q | None = None) -> Path:
         qtype = _qtype(name, layer)
         writer.add_tensor(name, _encode(array, qtype), raw_dtype=None if qtype in (Q.F32, Q.F16) else qtype)
     if bad_type is not None:
-        writer.add_tensor("extra.weight", np.zeros((4, gguf.GGML_QUANT_SIZES[bad_type][1]), np.uint8),
-                          raw_dtype=bad_type)
+        writer.add_tensor(
+            "extra.weight", np.zeros((4, gguf.GGML_QUANT_SIZES[bad_type][1]), np.uint8), raw_dtype=bad_type
+        )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -151,8 +155,13 @@ class _HubHandler(BaseHTTPRequestHandler):
                     return self._missing("RevisionNotFound")
                 return self._json({"id": repo, "sha": SHA, "siblings": [{"rfilename": p} for p in mine]})
             if rest[:1] == ["tree"] and len(rest) >= 2:
-                return self._json([{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
-                                   for p, d in mine.items() if not "/".join(rest[2:]) or p.startswith("/".join(rest[2:]))])
+                return self._json(
+                    [
+                        {"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
+                        for p, d in mine.items()
+                        if not "/".join(rest[2:]) or p.startswith("/".join(rest[2:]))
+                    ]
+                )
         if len(parts) >= 5 and parts[2] == "resolve":
             repo, rev, fpath = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
             data = files.get((repo, fpath))
@@ -172,7 +181,7 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         else:
             self.send_response(200)
-        body = data[start:end + 1]
+        body = data[start : end + 1]
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
@@ -212,8 +221,14 @@ def _reset(hub: _Hub) -> None:
 def _env(hub: _Hub, tmp: Path) -> dict[str, str]:
     """The environment of a subprocess that talks to `hub` only: no token, an empty HF home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and k != "HUGGING_FACE_HUB_TOKEN"}
-    return {**env, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1",
-            "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    return {
+        **env,
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(tmp / "hf-home"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "NO_PROXY": "127.0.0.1",
+        "no_proxy": "127.0.0.1",
+    }
 
 
 def _project(tmp: Path, file: str = FILE, *, revision: str | None = None) -> Path:
@@ -231,15 +246,22 @@ def _project(tmp: Path, file: str = FILE, *, revision: str | None = None) -> Pat
 
 
 def _fetch_twin(project: Path, hub: _Hub) -> subprocess.CompletedProcess:
-    return subprocess.run(["toolkit", "fetch-model", "--matrix", str(project / "matrix.yaml"), "tiny-hub", "--twin"],
-                          capture_output=True, text=True, env=_env(hub, project), timeout=300)
+    return subprocess.run(
+        ["toolkit", "fetch-model", "--matrix", str(project / "matrix.yaml"), "tiny-hub", "--twin"],
+        capture_output=True,
+        text=True,
+        env=_env(hub, project),
+        timeout=300,
+    )
 
 
 def _infos(path: Path) -> tuple[dict, list, int, int]:
     """(metadata {key: (types, value)}, tensor infos, data offset, alignment) read by gguf's GGUFReader."""
     r = gguf.GGUFReader(path)
     fields = {k: ([int(t) for t in f.types], f.contents()) for k, f in r.fields.items()}
-    tensors = [(t.name, [int(x) for x in t.shape], t.tensor_type, t.data_offset, t.n_bytes) for t in r.tensors]
+    tensors = [
+        (t.name, [int(x) for x in t.shape], t.tensor_type, t.data_offset, t.n_bytes) for t in r.tensors
+    ]
     return fields, tensors, r.data_offset, int(r.alignment)
 
 
@@ -251,7 +273,13 @@ def fetched(hub, source, tmp_path_factory):
     proc = _fetch_twin(project, hub)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not hub.unknown, hub.unknown  # every call huggingface_hub made is one this server implements
-    return project, project / "models" / "Qwen3-Tiny-Q4_K_M.twin.gguf", proc, dict(hub.served), list(hub.ranges)
+    return (
+        project,
+        project / "models" / "Qwen3-Tiny-Q4_K_M.twin.gguf",
+        proc,
+        dict(hub.served),
+        list(hub.ranges),
+    )
 
 
 def test_twin_has_the_source_metadata_tensors_and_size(fetched, source):
@@ -267,7 +295,10 @@ def test_twin_has_the_source_metadata_tensors_and_size(fetched, source):
     assert out.stat().st_size == source.stat().st_size
     assert out.read_bytes()[:src_off] == source.read_bytes()[:src_off]
     # not a copy: the data region differs (the source's K-quant tensors are zero blocks, the twin's random)
-    assert hashlib.sha256(out.read_bytes()[src_off:]).digest() != hashlib.sha256(source.read_bytes()[src_off:]).digest()
+    assert (
+        hashlib.sha256(out.read_bytes()[src_off:]).digest()
+        != hashlib.sha256(source.read_bytes()[src_off:]).digest()
+    )
 
 
 def test_only_the_header_was_read(fetched, source):
@@ -284,11 +315,14 @@ def test_only_the_header_was_read(fetched, source):
 def test_header_reads_grow_until_the_tensor_table_is_complete(hub, source, tmp_path):
     """With a 64 KiB first read the header (~300 KB) needs several ranged reads, each doubling."""
     _reset(hub)
-    code = ("import json; from toolkit.models.twin import read_hub_header; "
-            f"h = read_hub_header({REPO!r}, {FILE!r}, {SHA!r}, first_bytes=65536); "
-            "print(json.dumps([h.data_offset, h.bytes_read, h.file_size, len(h.tensors), h.sha256]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(hub, tmp_path),
-                          timeout=120)
+    code = (
+        "import json; from toolkit.models.twin import read_hub_header; "
+        f"h = read_hub_header({REPO!r}, {FILE!r}, {SHA!r}, first_bytes=65536); "
+        "print(json.dumps([h.data_offset, h.bytes_read, h.file_size, len(h.tensors), h.sha256]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(hub, tmp_path), timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     data_offset, bytes_read, file_size, n_tensors, header_sha = json.loads(proc.stdout)
     _, tensors, src_off, _ = _infos(source)
@@ -322,9 +356,13 @@ def test_every_supported_type_decodes_finite(name):
     slot = twin.TensorSlot("blk.0.ffn_up_exps.weight", (block_elems * 64, 64), qtype, 0, 4096 * block_bytes)
     data = b"".join(twin.tensor_chunks(slot, np.random.default_rng(0), chunk_bytes=1000 * block_bytes))
     assert len(data) == slot.n_bytes
-    w = gguf.quants.dequantize(np.frombuffer(data, np.uint8).reshape(64, -1), qtype) if name not in (
-        "F32", "F16", "BF16") else gguf.quants.dequantize(
-        np.frombuffer(data, {"F32": np.float32, "F16": np.float16, "BF16": np.uint8}[name]), qtype)
+    w = (
+        gguf.quants.dequantize(np.frombuffer(data, np.uint8).reshape(64, -1), qtype)
+        if name not in ("F32", "F16", "BF16")
+        else gguf.quants.dequantize(
+            np.frombuffer(data, {"F32": np.float32, "F16": np.float16, "BF16": np.uint8}[name]), qtype
+        )
+    )
     assert np.isfinite(w).all() and 0 < np.abs(w).max() < 1.0, (name, float(np.abs(w).max()))
 
 
@@ -373,7 +411,9 @@ def test_unsupported_tensor_type_is_refused(hub, tmp_path):
     project = _project(tmp_path, BAD_FILE, revision=SHA)
     proc = _fetch_twin(project, hub)
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert "IQ2_XXS (1 tensors)" in proc.stderr and BAD_FILE in proc.stderr and "supported: F32" in proc.stderr
+    assert (
+        "IQ2_XXS (1 tensors)" in proc.stderr and BAD_FILE in proc.stderr and "supported: F32" in proc.stderr
+    )
     assert not list((project / "models").glob("*.gguf"))
 
 
@@ -432,10 +472,37 @@ def test_llama_bench_in_the_cpu_image_loads_and_benches_the_twin(fetched, source
     (models / source.name).write_bytes(source.read_bytes())
     os.chmod(models / source.name, 0o644)
     proc = subprocess.run(
-        ["docker", "run", "--rm", "--network", "none", "-v", f"{models}:/models:ro", digest, "llama-bench",
-         "-m", f"/models/{source.name}", "-m", f"/models/{out.name}", "-p", "16", "-n", "4", "-r", "1",
-         "-ngl", "0", "-t", "2", "-o", "jsonl"],
-        capture_output=True, text=True, timeout=600)
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{models}:/models:ro",
+            digest,
+            "llama-bench",
+            "-m",
+            f"/models/{source.name}",
+            "-m",
+            f"/models/{out.name}",
+            "-p",
+            "16",
+            "-n",
+            "4",
+            "-r",
+            "1",
+            "-ngl",
+            "0",
+            "-t",
+            "2",
+            "-o",
+            "jsonl",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     by_file = {}
@@ -444,7 +511,14 @@ def test_llama_bench_in_the_cpu_image_loads_and_benches_the_twin(fetched, source
     assert set(by_file) == {source.name, out.name} and all(len(v) == 2 for v in by_file.values()), rows
     for a, b in zip(by_file[source.name], by_file[out.name], strict=True):
         assert (a["model_type"], a["model_size"], a["model_n_params"]) == (
-            b["model_type"], b["model_size"], b["model_n_params"])
+            b["model_type"],
+            b["model_size"],
+            b["model_n_params"],
+        )
         assert a["model_type"].startswith("qwen3moe")
     for row in by_file[out.name]:
-        assert np.isfinite(row["avg_ts"]) and row["avg_ts"] > 0 and (row["n_prompt"], row["n_gen"]) in ((16, 0), (0, 4))
+        assert (
+            np.isfinite(row["avg_ts"])
+            and row["avg_ts"] > 0
+            and (row["n_prompt"], row["n_gen"]) in ((16, 0), (0, 4))
+        )

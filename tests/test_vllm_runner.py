@@ -42,12 +42,19 @@ DATA = Path(__file__).parent / "data"
 def _matrix(tmp_path: Path, model_config: dict | None = None, **vllm):
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     data["bench"].update(n_prompt=[128, 512], n_gen=[32])
-    data["vllm"] = {"concurrency": [1, 4], "num_prompts_per_level": 2, "num_iters": 3, "num_iters_warmup": 1,
-                    **vllm}
+    data["vllm"] = {
+        "concurrency": [1, 4],
+        "num_prompts_per_level": 2,
+        "num_iters": 3,
+        "num_iters_warmup": 1,
+        **vllm,
+    }
     data["models"].append({"name": "tiny-hf", "path": "models/tiny-hf", "format": "hf", "runners": ["vllm"]})
     shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates", dirs_exist_ok=True)
     (tmp_path / "models" / "tiny-hf").mkdir(parents=True)
-    (tmp_path / "models" / "tiny-hf" / "config.json").write_text(json.dumps(model_config or {"model_type": "qwen3_moe"}))
+    (tmp_path / "models" / "tiny-hf" / "config.json").write_text(
+        json.dumps(model_config or {"model_type": "qwen3_moe"})
+    )
     p = tmp_path / "matrix.yaml"
     p.write_text(yaml.safe_dump(data))
     return parse_matrix(data, p)
@@ -61,10 +68,25 @@ def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
     v = VllmSettings()
     args = vr.engine_args(v)
     # no --quantization by default: vLLM reads the checkpoint's own method (and the toolkit records it)
-    assert args == ["--max-num-batched-tokens", "8192", "--max-model-len", "8192", "--gpu-memory-utilization", "0.9",
-                    "--dtype", "float16", "--no-enforce-eager", "--no-enable-prefix-caching", "--seed", "0"]
-    other = vr.engine_args(v.model_copy(update=dict(enforce_eager=True, enable_prefix_caching=True,
-                                                    quantization="compressed-tensors")))
+    assert args == [
+        "--max-num-batched-tokens",
+        "8192",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--dtype",
+        "float16",
+        "--no-enforce-eager",
+        "--no-enable-prefix-caching",
+        "--seed",
+        "0",
+    ]
+    other = vr.engine_args(
+        v.model_copy(
+            update=dict(enforce_eager=True, enable_prefix_caching=True, quantization="compressed-tensors")
+        )
+    )
     assert "--enforce-eager" in other and "--enable-prefix-caching" in other
     assert other[other.index("--quantization") + 1] == "compressed-tensors"
     assert vr.pinned_engine(v)["max_num_batched_tokens"] == 8192
@@ -73,16 +95,43 @@ def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
 def test_latency_and_serve_argument_lists():
     v = VllmSettings(num_iters=7, num_iters_warmup=2)
     lat = vr.latency_args("/models/m", v, input_len=512, output_len=1, out_json="/out/lat-512-1.json")
-    assert lat[:11] == ["vllm", "bench", "latency", "--model", "/models/m", "--input-len", "512", "--output-len", "1",
-                        "--batch-size", "1"]
+    assert lat[:11] == [
+        "vllm",
+        "bench",
+        "latency",
+        "--model",
+        "/models/m",
+        "--input-len",
+        "512",
+        "--output-len",
+        "1",
+        "--batch-size",
+        "1",
+    ]
     assert lat[lat.index("--num-iters") + 1] == "7" and lat[lat.index("--num-iters-warmup") + 1] == "2"
     serve = vr.serve_args("/models/m", v)
     assert serve[:7] == ["vllm", "serve", "/models/m", "--host", "127.0.0.1", "--port", "8000"]
-    bs = vr.bench_serve_args("/models/m", input_len=512, output_len=128, concurrency=4, num_prompts=32,
-                             result_dir="/out", result_filename="s.json")
-    for flag, val in [("--random-input-len", "512"), ("--random-output-len", "128"), ("--max-concurrency", "4"),
-                      ("--num-prompts", "32"), ("--request-rate", "inf"), ("--temperature", "0"), ("--num-warmups", "4"),
-                      ("--result-filename", "s.json"), ("--dataset-name", "random"), ("--backend", "vllm")]:
+    bs = vr.bench_serve_args(
+        "/models/m",
+        input_len=512,
+        output_len=128,
+        concurrency=4,
+        num_prompts=32,
+        result_dir="/out",
+        result_filename="s.json",
+    )
+    for flag, val in [
+        ("--random-input-len", "512"),
+        ("--random-output-len", "128"),
+        ("--max-concurrency", "4"),
+        ("--num-prompts", "32"),
+        ("--request-rate", "inf"),
+        ("--temperature", "0"),
+        ("--num-warmups", "4"),
+        ("--result-filename", "s.json"),
+        ("--dataset-name", "random"),
+        ("--backend", "vllm"),
+    ]:
         assert bs[bs.index(flag) + 1] == val
     assert "--ignore-eos" in bs and "--save-result" in bs
 
@@ -163,12 +212,15 @@ def test_parse_serve_neighbour_missing_keys_are_none():
     assert vr.parse_serve({})["output_throughput"] is None
 
 
-@pytest.mark.parametrize("content,why", [
-    pytest.param(None, "no result file", id="missing"),
-    pytest.param("", "is empty", id="empty"),
-    pytest.param("{not json", "not JSON", id="garbage"),
-    pytest.param("[]", "no result object", id="list"),
-])
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        pytest.param(None, "no result file", id="missing"),
+        pytest.param("", "is empty", id="empty"),
+        pytest.param("{not json", "not JSON", id="garbage"),
+        pytest.param("[]", "no result object", id="list"),
+    ],
+)
 def test_read_result_failures(tmp_path, content, why):
     p = tmp_path / "r.json"
     if content is not None:
@@ -197,26 +249,42 @@ def test_log_notes():
     n = vr.log_notes(LOG)
     assert n["chunked_prefill_max_num_batched_tokens"] == 8192
     assert n["attention_backend"] == "Triton Attention"
-    assert n["moe_default_config"].startswith("Using default MoE config") and "R9700" in n["moe_default_config"]
+    assert (
+        n["moe_default_config"].startswith("Using default MoE config") and "R9700" in n["moe_default_config"]
+    )
     assert n["platform"] == "rocm" and n["kv_cache_tokens"] == 123456
     assert vr.log_notes("nothing here") == {k: None for k in n}
 
 
-@pytest.mark.parametrize("line,backend", [
-    pytest.param("[rocm.py:321] Using Triton Attention backend.", "Triton Attention", id="rocm"),
-    pytest.param("[cuda.py:368] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
-                 "FLASH_ATTN", id="cuda"),
-    pytest.param("(Worker pid=57) INFO 11-29 17:25:54 [selector.py:217] Using HND KV cache layout for CPU_ATTN "
-                 "backend.", "CPU_ATTN", id="cpu-0.28"),
-    pytest.param("[cuda.py:331] Using AttentionBackendEnum.TRITON_ATTN backend.", "TRITON_ATTN", id="enum"),
-])
+@pytest.mark.parametrize(
+    "line,backend",
+    [
+        pytest.param("[rocm.py:321] Using Triton Attention backend.", "Triton Attention", id="rocm"),
+        pytest.param(
+            "[cuda.py:368] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
+            "FLASH_ATTN",
+            id="cuda",
+        ),
+        pytest.param(
+            "(Worker pid=57) INFO 11-29 17:25:54 [selector.py:217] Using HND KV cache layout for CPU_ATTN "
+            "backend.",
+            "CPU_ATTN",
+            id="cpu-0.28",
+        ),
+        pytest.param(
+            "[cuda.py:331] Using AttentionBackendEnum.TRITON_ATTN backend.", "TRITON_ATTN", id="enum"
+        ),
+    ],
+)
 def test_attention_backend_lines_of_several_releases(line, backend):
     assert vr.log_notes(line)["attention_backend"] == backend
 
 
 def test_device_cpu_in_a_gpu_image_is_a_fallback():
-    engine_line = "(EngineCore pid=38) INFO [core.py:122] Initializing a V1 LLM engine (v0.28.0) with config: " \
-                  "model='/m', dtype=torch.bfloat16, device_config=cpu, seed=0"
+    engine_line = (
+        "(EngineCore pid=38) INFO [core.py:122] Initializing a V1 LLM engine (v0.28.0) with config: "
+        "model='/m', dtype=torch.bfloat16, device_config=cpu, seed=0"
+    )
     notes = vr.log_notes(engine_line + "\n[unquantized.py:401] Using X86CPUUnquantizedExperts MoE backend")
     assert notes["device"] == "cpu" and notes["moe_backend"] == "X86CPUUnquantizedExperts"
     rocm, cpu = parse_matrix_images()
@@ -226,8 +294,10 @@ def test_device_cpu_in_a_gpu_image_is_a_fallback():
 def parse_matrix_images():
     from toolkit.spec.matrix import ImageSpec
 
-    return (ImageSpec(name="r", template="t", backend="rocm", runner="vllm"),
-            ImageSpec(name="c", template="t", backend="cpu", runner="vllm"))
+    return (
+        ImageSpec(name="r", template="t", backend="rocm", runner="vllm"),
+        ImageSpec(name="c", template="t", backend="cpu", runner="vllm"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,8 +355,14 @@ class FakeEngine:
         self.removed += 1
 
     def install(self, monkeypatch):
-        for name in ("run_container", "start_container", "exec_in", "container_logs", "container_state",
-                     "remove_container"):
+        for name in (
+            "run_container",
+            "start_container",
+            "exec_in",
+            "container_logs",
+            "container_state",
+            "remove_container",
+        ):
             monkeypatch.setattr(engine, name, getattr(self, name))
         monkeypatch.setattr(engine, "ensure_volume", lambda name, labels=None: name)
         monkeypatch.setattr(engine, "volume_exists", lambda name: False)
@@ -294,8 +370,9 @@ class FakeEngine:
 
 
 def _latency_json(seconds: float) -> str:
-    return json.dumps({"avg_latency": seconds, "latencies": [seconds] * 3,
-                       "percentiles": {"50": seconds, "99": seconds}})
+    return json.dumps(
+        {"avg_latency": seconds, "latencies": [seconds] * 3, "percentiles": {"50": seconds, "99": seconds}}
+    )
 
 
 def good_writer(path: Path, argv: list[str]) -> int:
@@ -306,23 +383,45 @@ def good_writer(path: Path, argv: list[str]) -> int:
     else:  # every request gave the tokens asked for (--ignore-eos), as a working server does
         data = json.loads((DATA / "vllm-0.16.0-serve.json").read_text())
         n, out = int(argv[argv.index("--num-prompts") + 1]), int(argv[argv.index("--random-output-len") + 1])
-        data.update(max_concurrency=int(argv[argv.index("--max-concurrency") + 1]), num_prompts=n, completed=n,
-                    total_output_tokens=n * out)
+        data.update(
+            max_concurrency=int(argv[argv.index("--max-concurrency") + 1]),
+            num_prompts=n,
+            completed=n,
+            total_output_tokens=n * out,
+        )
         path.write_text(json.dumps(data))
     return 0
 
 
-def _run(tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, model_config: dict | None = None, **vllm):
+def _run(
+    tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, model_config: dict | None = None, **vllm
+):
     lm = _matrix(tmp_path, model_config, **vllm)
     fake = fake or FakeEngine(writer)
     fake.install(monkeypatch)
     store = ResultStore(tmp_path / "results")
-    build = BuildRecord(image="vllm", ref="toolkit/vllm:latest", digest="sha256:" + "ab" * 32, backend="rocm",
-                        template="vllm-rocm.Dockerfile.j2", template_hash="t", created="now",
-                        labels={"org.toolkit.vllm-version": "0.16.0"})
+    build = BuildRecord(
+        image="vllm",
+        ref="toolkit/vllm:latest",
+        digest="sha256:" + "ab" * 32,
+        backend="rocm",
+        template="vllm-rocm.Dockerfile.j2",
+        template_hash="t",
+        created="now",
+        labels={"org.toolkit.vllm-version": "0.16.0"},
+    )
     events: list[tuple] = []
-    outs = vr.bench_vllm(lm, lm.m.image("vllm"), build, lm.m.models[-1], store, BenchOptions(run_id="r1"),
-                         DeviceProfile.example("rocm"), {"host": "x"}, lambda *a, **k: events.append((a, k)))
+    outs = vr.bench_vllm(
+        lm,
+        lm.m.image("vllm"),
+        build,
+        lm.m.models[-1],
+        store,
+        BenchOptions(run_id="r1"),
+        DeviceProfile.example("rocm"),
+        {"host": "x"},
+        lambda *a, **k: events.append((a, k)),
+    )
     return outs, store.results(), fake, store
 
 
@@ -389,7 +488,11 @@ def test_decode_fails_when_reference_fails_and_when_difference_is_not_positive(t
     assert tg.status == "failed" and "not positive" in tg.error
 
     def crash(path, argv):
-        return 1 if "latency" in argv and argv[argv.index("--output-len") + 1] == "1" else good_writer(path, argv)
+        return (
+            1
+            if "latency" in argv and argv[argv.index("--output-len") + 1] == "1"
+            else good_writer(path, argv)
+        )
 
     _, recs, _, _ = _run(tmp_path / "b", monkeypatch, crash)
     tg = next(r for r in recs if r.test == "tg32")
@@ -405,8 +508,9 @@ def test_server_that_dies_before_ready_fails_every_level(tmp_path, monkeypatch):
     fake = DeadServer(good_writer, ready_after=10**6)
     outs, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, fake)
     served = [r for r in recs if r.axis == "served"]
-    assert len(served) == 4 and all(r.status == "failed" and "exited 1 before it was ready" in r.error
-                                    for r in served)
+    assert len(served) == 4 and all(
+        r.status == "failed" and "exited 1 before it was ready" in r.error for r in served
+    )
     assert fake.removed == 1 and not fake.execs and outs[-1].status == "failed"
     assert "vllm serve" in Path(served[0].log_file).read_text()
 
@@ -415,7 +519,9 @@ def test_server_never_ready_times_out(tmp_path, monkeypatch):
     fake = FakeEngine(good_writer, ready_after=10**6)
     _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, fake, ready_timeout_s=0.01)
     served = [r for r in recs if r.axis == "served"]
-    assert all(r.status == "failed" and "not ready after" in r.error and "ready_timeout_s" in r.error for r in served)
+    assert all(
+        r.status == "failed" and "not ready after" in r.error and "ready_timeout_s" in r.error for r in served
+    )
 
 
 def test_cpu_platform_in_a_rocm_image_is_a_fallback(tmp_path, monkeypatch):
@@ -426,11 +532,26 @@ def test_cpu_platform_in_a_rocm_image_is_a_fallback(tmp_path, monkeypatch):
 
 def test_dry_run_outcomes_carry_each_command(tmp_path):
     lm = _matrix(tmp_path)
-    build = BuildRecord(image="vllm", ref="toolkit/vllm:latest", digest="toolkit/vllm:latest", backend="rocm",
-                        template="t", template_hash="", created="")
-    outs = vr.bench_vllm(lm, lm.m.image("vllm"), build, lm.m.models[-1], ResultStore(tmp_path / "r"),
-                         BenchOptions(dry_run=True, run_id="dry"), DeviceProfile.example("rocm"), {},
-                         lambda *a, **k: None)
+    build = BuildRecord(
+        image="vllm",
+        ref="toolkit/vllm:latest",
+        digest="toolkit/vllm:latest",
+        backend="rocm",
+        template="t",
+        template_hash="",
+        created="",
+    )
+    outs = vr.bench_vllm(
+        lm,
+        lm.m.image("vllm"),
+        build,
+        lm.m.models[-1],
+        ResultStore(tmp_path / "r"),
+        BenchOptions(dry_run=True, run_id="dry"),
+        DeviceProfile.example("rocm"),
+        {},
+        lambda *a, **k: None,
+    )
     assert all(o.status == "dry-run" for o in outs) and len(outs) == 4 + 5
     assert not (tmp_path / "r").exists()
 
@@ -439,7 +560,7 @@ def test_dry_run_outcomes_carry_each_command(tmp_path):
 # Contract: the pinned releases' own parser accepts the exact argument lists
 
 
-HARNESS = r'''
+HARNESS = r"""
 import json, sys
 
 from vllm.entrypoints.cli import main as cli_main
@@ -474,13 +595,16 @@ for argv in json.load(sys.stdin):
     out.append({"argv": argv, "ok": err is None and bool(captured), "error": err,
                 "args": {k: v for k, v in ns.items() if isinstance(v, (str, int, float, bool, type(None)))}})
 print("@@RESULT@@" + json.dumps(out))
-'''
+"""
 
 # Runtime-only or GPU-only requirements (CUDA kernels, torch itself and its companions, ray, numba):
 # the CLI's import chain does not need them, and several would pull a multi-GB CUDA torch.
-_SKIP = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|triton|flashinfer.*|nvidia-.*|ray|numba|pynvvideocodec|"
-                   r"tilelang|nvtx|fastsafetensors|quack-kernels|tokenspeed-.*|humming-kernels|"
-                   r"xgrammar|cupy.*|vllm-.*)$", re.I)
+_SKIP = re.compile(
+    r"^(torch|torchaudio|torchvision|torchcodec|triton|flashinfer.*|nvidia-.*|ray|numba|pynvvideocodec|"
+    r"tilelang|nvtx|fastsafetensors|quack-kernels|tokenspeed-.*|humming-kernels|"
+    r"xgrammar|cupy.*|vllm-.*)$",
+    re.I,
+)
 
 
 _RECIPE = "2"  # bump when contract_python() changes what it installs
@@ -488,14 +612,21 @@ _RECIPE = "2"  # bump when contract_python() changes what it installs
 
 def pinned_versions() -> list[str]:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-    found = {str(i.get("vars", {}).get("vllm_version")) for i in data["images"]
-             if i.get("runner") == "vllm" and i.get("vars", {}).get("vllm_version")}
+    found = {
+        str(i.get("vars", {}).get("vllm_version"))
+        for i in data["images"]
+        if i.get("runner") == "vllm" and i.get("vars", {}).get("vllm_version")
+    }
     return sorted(found, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)))
 
 
 def _pip(python: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pip {' '.join(args[:3])} failed: {proc.stderr.strip()[-600:]}")
     return proc
@@ -538,8 +669,12 @@ def contract_python(version: str, root: Path) -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(env / "venv")], check=True, timeout=300)
         # Only a local torch wheel (pip's configured find-links): a PyPI torch is a multi-GB CUDA build.
         _pip(python, "install", "--no-index", "--no-deps", "--only-binary", ":all:", "torch")
-        torch_v = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        torch_v = subprocess.run(
+            [str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         constraints = env / "constraints.txt"
         constraints.write_text(f"torch=={torch_v}\n")
         _pip(python, "install", "-c", str(constraints), f"torch=={torch_v}")  # its own small dependencies
@@ -547,8 +682,14 @@ def contract_python(version: str, root: Path) -> Path:
         shutil.rmtree(wheels, ignore_errors=True)
         _pip(python, "download", "--no-deps", "--only-binary", ":all:", f"vllm=={version}", "-d", str(wheels))
         wheel = next(wheels.glob("vllm-*.whl"))
-        site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
+        site = Path(
+            subprocess.run(
+                [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
         with zipfile.ZipFile(wheel) as z:  # the release's Python code and metadata, not its CUDA binaries
             z.extractall(site, [n for n in z.namelist() if not re.search(r"\.so(\.|$)", n)])
         keep, nodeps = _requirements(wheel)
@@ -561,8 +702,14 @@ def contract_python(version: str, root: Path) -> Path:
 
 
 def run_release_parser(python: Path, argvs: list[list[str]]) -> list[dict]:
-    proc = subprocess.run([str(python), "-c", HARNESS], input=json.dumps(argvs), capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    proc = subprocess.run(
+        [str(python), "-c", HARNESS],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT@@")), None)
     assert line, f"the vLLM CLI harness failed: {proc.stderr[-2000:]}"
     return json.loads(line.removeprefix("@@RESULT@@"))
@@ -570,7 +717,9 @@ def run_release_parser(python: Path, argvs: list[list[str]]) -> list[dict]:
 
 @pytest.fixture(scope="module", params=pinned_versions())
 def release_python(request) -> tuple[str, Path]:
-    root = Path(os.environ.get("TOOLKIT_VLLM_CONTRACT_DIR", Path.home() / ".cache" / "toolkit" / "vllm-contract"))
+    root = Path(
+        os.environ.get("TOOLKIT_VLLM_CONTRACT_DIR", Path.home() / ".cache" / "toolkit" / "vllm-contract")
+    )
     try:
         return request.param, contract_python(request.param, root)
     except (RuntimeError, OSError, subprocess.SubprocessError, StopIteration) as err:
@@ -581,7 +730,7 @@ def release_python(request) -> tuple[str, Path]:
 
 def _vllm_argv(docker_cmd: list[str]) -> list[str]:
     """The vLLM CLI arguments of a docker run/exec command (everything after `vllm`)."""
-    return docker_cmd[docker_cmd.index("vllm") + 1:]
+    return docker_cmd[docker_cmd.index("vllm") + 1 :]
 
 
 @pytest.mark.contract
@@ -589,7 +738,9 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
     version, python = release_python
     lm = _matrix(tmp_path)
     cmds = [c for c in vr.vllm_commands(lm, lm.m.image("vllm"), lm.m.models[-1]) if "vllm" in c]
-    other = lm.m.vllm.model_copy(update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None))
+    other = lm.m.vllm.model_copy(
+        update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None)
+    )
     argvs = [_vllm_argv(c) for c in cmds]
     argvs.append(vr.latency_args("/models/m", other, input_len=64, output_len=2, out_json="/out/x.json")[1:])
     argvs.append(vr.serve_args("/models/m", other)[1:])
@@ -607,10 +758,23 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
             assert a["dataset_name"] == "random" and a["save_result"] is True
             continue
         assert (a.get("model_tag") or a["model"]) == "/models/tiny-hf"
-        assert (a["max_num_batched_tokens"], a["max_model_len"], a["gpu_memory_utilization"], a["dtype"],
-                a["quantization"], a["enforce_eager"], a["enable_prefix_caching"]) == (
-            v.max_num_batched_tokens, v.max_model_len, v.gpu_memory_utilization, v.dtype, v.quantization,
-            v.enforce_eager, v.enable_prefix_caching)
+        assert (
+            a["max_num_batched_tokens"],
+            a["max_model_len"],
+            a["gpu_memory_utilization"],
+            a["dtype"],
+            a["quantization"],
+            a["enforce_eager"],
+            a["enable_prefix_caching"],
+        ) == (
+            v.max_num_batched_tokens,
+            v.max_model_len,
+            v.gpu_memory_utilization,
+            v.dtype,
+            v.quantization,
+            v.enforce_eager,
+            v.enable_prefix_caching,
+        )
     flipped = ours[-2]["args"]
     assert flipped["enforce_eager"] is True and flipped["enable_prefix_caching"] is True
 
@@ -624,16 +788,30 @@ def test_pinned_release_knows_every_quantization_name_the_toolkit_accepts(releas
     from toolkit.models import checkpoint as hf_checkpoint
 
     version, python = release_python
-    proc = subprocess.run([str(python), "-c", "import json; from vllm.model_executor.layers import quantization as q; "
-                           "print('@@' + json.dumps([q.QUANTIZATION_METHODS, "
-                           "getattr(q, 'DEPRECATED_QUANTIZATION_METHODS', [])]))"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    proc = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import json; from vllm.model_executor.layers import quantization as q; "
+            "print('@@' + json.dumps([q.QUANTIZATION_METHODS, "
+            "getattr(q, 'DEPRECATED_QUANTIZATION_METHODS', [])]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@")), None)
     assert line, proc.stderr[-2000:]
     known, deprecated = json.loads(line[2:])
     assert len(known) > 10 and "awq-4bit" not in known
-    names = {"compressed-tensors", "awq", "gptq", *hf_checkpoint.ONLINE_METHODS,
-             *(n for ns in hf_checkpoint.KERNEL_VARIANTS.values() for n in ns)}
+    names = {
+        "compressed-tensors",
+        "awq",
+        "gptq",
+        *hf_checkpoint.ONLINE_METHODS,
+        *(n for ns in hf_checkpoint.KERNEL_VARIANTS.values() for n in ns),
+    }
     assert not names - set(known), f"vLLM {version} has no quantization method {sorted(names - set(known))}"
     assert not names & set(deprecated), f"vLLM {version} deprecates {sorted(names & set(deprecated))}"
 
@@ -651,17 +829,23 @@ def test_served_level_that_generated_fewer_tokens_than_asked_is_failed():
     why = vr.served_shortfall_error(s, num_prompts=8, output_len=32)
     assert why is not None and why.startswith("generated 8 of 256 requested tokens")
     # the same counts without --ignore-eos: still far beyond the 2 % tolerance
-    assert "generated 8 of 256" in vr.served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False)
+    assert "generated 8 of 256" in vr.served_shortfall_error(
+        s, num_prompts=8, output_len=32, ignore_eos=False
+    )
 
 
 def test_served_token_count_rules():
     real, _ = vr.read_result(DATA / "vllm-0.28.0-cpu-serve.json")  # a real --ignore-eos run: 4 x 8 tokens
     assert vr.served_shortfall_error(vr.parse_serve(real), num_prompts=4, output_len=8) is None
     s = {"total_output_tokens": 253, "output_lens": [32] * 7 + [29]}
-    assert "generated 253 of 256" in vr.served_shortfall_error(s, num_prompts=8, output_len=32)  # exact with EOS off
+    assert "generated 253 of 256" in vr.served_shortfall_error(
+        s, num_prompts=8, output_len=32
+    )  # exact with EOS off
     assert "1 of 8 requests stopped early" in vr.served_shortfall_error(s, num_prompts=8, output_len=32)
     assert vr.served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False) is None  # 1.2 % < 2 %
-    assert "more than asked" in vr.served_shortfall_error({"total_output_tokens": 300}, num_prompts=8, output_len=32)
+    assert "more than asked" in vr.served_shortfall_error(
+        {"total_output_tokens": 300}, num_prompts=8, output_len=32
+    )
     assert "no total_output_tokens" in vr.served_shortfall_error({}, num_prompts=8, output_len=32)
 
 
@@ -680,7 +864,9 @@ def test_short_served_outputs_fail_the_record_in_the_run_loop(tmp_path, monkeypa
     short = [r for r in served if r.engine["concurrency"] == 4]
     assert short and all(r.status == "failed" and r.avg_ts is None for r in short)
     assert all("generated 4 of 128 requested tokens" in r.error for r in short)
-    assert all(r.served["total_output_tokens"] == 4 and r.served["requested_output_tokens"] == 128 for r in short)
+    assert all(
+        r.served["total_output_tokens"] == 4 and r.served["requested_output_tokens"] == 128 for r in short
+    )
     assert all(r.status == "ok" for r in served if r.engine["concurrency"] == 1)
     assert outs[-1].status == "failed"
 
@@ -690,8 +876,11 @@ def _shifted(seconds: float) -> dict:
     the shape of a run at a longer output length."""
     real = json.loads((DATA / "vllm-0.28.0-cpu-latency.json").read_text())
     lats = [x + seconds for x in real["latencies"]]
-    return {"avg_latency": sum(lats) / len(lats), "latencies": lats,
-            "percentiles": {k: v + seconds for k, v in real["percentiles"].items()}}
+    return {
+        "avg_latency": sum(lats) / len(lats),
+        "latencies": lats,
+        "percentiles": {k: v + seconds for k, v in real["percentiles"].items()},
+    }
 
 
 def test_decode_difference_within_noise_is_failed_not_a_number():
@@ -721,9 +910,11 @@ def test_noisy_decode_is_a_failed_record_in_the_run_loop(tmp_path, monkeypatch):
     assert next(r for r in recs if r.test == "pp128").status == "ok"
 
 
-ENGINE_LINE = ("(EngineCore_DP0 pid=77) INFO 11-29 17:01:03 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with "
-               "config: model='/models/m', speculative_config=None, tokenizer='/models/m', skip_tokenizer_init=False, "
-               "dtype=torch.float16, max_seq_len=8192, quantization={}, enforce_eager=False, device_config=cuda")
+ENGINE_LINE = (
+    "(EngineCore_DP0 pid=77) INFO 11-29 17:01:03 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with "
+    "config: model='/models/m', speculative_config=None, tokenizer='/models/m', skip_tokenizer_init=False, "
+    "dtype=torch.float16, max_seq_len=8192, quantization={}, enforce_eager=False, device_config=cuda"
+)
 
 
 def test_log_notes_read_the_quantization_the_engine_used():
@@ -740,7 +931,10 @@ def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monk
     _, recs, fake, _ = _run(tmp_path, monkeypatch, good_writer, model_config=cfg)
     assert recs
     for r in recs:
-        assert r.engine["quantization"] == "compressed-tensors" and r.engine["quantization_source"] == "checkpoint"
+        assert (
+            r.engine["quantization"] == "compressed-tensors"
+            and r.engine["quantization_source"] == "checkpoint"
+        )
         assert r.engine["checkpoint_quantization"]["group_size"] == 32
         assert r.engine["log_notes"]["quantization"] == "compressed-tensors"
         assert r.model.quantization == "compressed-tensors" and r.model.revision is None
@@ -760,15 +954,30 @@ def test_quantization_mismatch_stops_bench_vllm_before_a_container(tmp_path, mon
 def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypatch):
     """`toolkit reproduce` re-runs a vLLM run with the settings its records state, not the defaults."""
     lm = _matrix(tmp_path / "m", max_num_batched_tokens=512, enforce_eager=True, quantization="fp8")
-    _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer, max_num_batched_tokens=512, enforce_eager=True,
-                         quantization="fp8")
-    assert vr.settings_from_records(recs) == lm.m.vllm  # every field, concurrency [1, 4] and num_iters 3 included
+    _, recs, _, _ = _run(
+        tmp_path, monkeypatch, good_writer, max_num_batched_tokens=512, enforce_eager=True, quantization="fp8"
+    )
+    assert (
+        vr.settings_from_records(recs) == lm.m.vllm
+    )  # every field, concurrency [1, 4] and num_iters 3 included
     assert all(r.timing["compile_cache_cold"] == 1.0 and "compile_cache_cold" not in r.engine for r in recs)
     # a method read from the checkpoint is not an override: it is read again from the same checkpoint
-    from_ckpt = [r.model_copy(update={"engine": {**r.engine, "quantization": "compressed-tensors",
-                                                 "quantization_source": "checkpoint"}}) for r in recs]
+    from_ckpt = [
+        r.model_copy(
+            update={
+                "engine": {
+                    **r.engine,
+                    "quantization": "compressed-tensors",
+                    "quantization_source": "checkpoint",
+                }
+            }
+        )
+        for r in recs
+    ]
     assert vr.settings_from_records(from_ckpt).quantization is None
     # records written before num_iters was stored: the number of per-iteration latencies
-    old = [r.model_copy(update={"engine": {k: v for k, v in r.engine.items() if k != "num_iters"}}) for r in recs]
+    old = [
+        r.model_copy(update={"engine": {k: v for k, v in r.engine.items() if k != "num_iters"}}) for r in recs
+    ]
     assert vr.settings_from_records(old, {"num_iters": 99}).num_iters == 99
     assert vr.settings_from_records(old).num_iters == 3

@@ -103,8 +103,12 @@ def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = No
             f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
             "give more digits"
         )
-    everything = resultindex.heads(store, ok_only=True)  # the error path only: every name, not just the matched
-    near = sorted({r.image.name for r in everything if r.image.name.startswith(ref + ".")})  # an import per build
+    everything = resultindex.heads(
+        store, ok_only=True
+    )  # the error path only: every name, not just the matched
+    near = sorted(
+        {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
+    )  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
     raise BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
@@ -122,8 +126,9 @@ def _usable(side: Side) -> list[BenchRecord]:
     return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
 
 
-def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0,
-            ignore: tuple[str, ...] = ()) -> Comparison:
+def compare(
+    store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0, ignore: tuple[str, ...] = ()
+) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
 
     Raises BadInput when the two sides have no test in common, naming the fields whose values keep
@@ -136,7 +141,10 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
         recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
         a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
         try:
-            a.records, b.records = resultindex.candidates(store, a.records), resultindex.candidates(store, b.records)
+            a.records, b.records = (
+                resultindex.candidates(store, a.records),
+                resultindex.candidates(store, b.records),
+            )
             break
         except resultindex.StaleIndex:
             if attempt == 2:
@@ -146,14 +154,19 @@ def compare(store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.
     known = {k for r in ua + ub for k in identity.test_fields(r)}
     unknown = sorted(set(ignore) - known)
     if unknown:
-        raise BadInput(f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
-                       f"{', '.join(sorted(known - {'method'}))}")
+        raise BadInput(
+            f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
+            f"{', '.join(sorted(known - {'method'}))}"
+        )
     j = identity.join(ua, ub, ignore=ignore)
     if not j.pairs:
-        apart = "; ".join(f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items())
+        apart = "; ".join(
+            f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
+        )
         raise BadInput(
             f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
-            f"{len(j.only_b)} only in B)" + (f"; what keeps them apart: {apart}" if apart else "")
+            f"{len(j.only_b)} only in B)"
+            + (f"; what keeps them apart: {apart}" if apart else "")
             + "; compare results measured with the same settings and model, or leave a field out of the "
             "join on purpose with --ignore FIELD"
         )

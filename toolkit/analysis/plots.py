@@ -31,8 +31,12 @@ def _cells(t: Table | None):
     """(row, column, record) of a table's usable cells: a number, not a CPU fallback."""
     if t is None:
         return []
-    return [(row, col, r) for row in t.rows for col, r in row.cells.items()
-            if value(r) is not None and not is_cpu_fallback(r)]
+    return [
+        (row, col, r)
+        for row in t.rows
+        for col, r in row.cells.items()
+        if value(r) is not None and not is_cpu_fallback(r)
+    ]
 
 
 def _series(row, r) -> tuple[int, str]:
@@ -55,15 +59,26 @@ def prefill_figure(t: Table | None) -> Figure | None:
     for ax, img in zip(axes, images, strict=True):
         mine = [(row, r) for row, col, r in cells if col == img]
         for series in sorted({_series(row, r) for row, r in mine}):
-            pts = sorted((r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)))
-                         for row, r in mine if _series(row, r) == series)
+            pts = sorted(
+                (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)))
+                for row, r in mine
+                if _series(row, r) == series
+            )
             xs, ys, es, _ = zip(*pts, strict=True)
             bars = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=series[1])
             off = [(x, y) for x, y, _, clamped in pts if clamped]
             if off:  # hollow markers: llama.cpp computed with a smaller effective micro-batch
                 ox, oy = zip(*off, strict=True)
-                ax.plot(ox, oy, "o", mfc="white", mew=1.5, zorder=3, color=bars.lines[0].get_color(),
-                        label="_clamped")
+                ax.plot(
+                    ox,
+                    oy,
+                    "o",
+                    mfc="white",
+                    mew=1.5,
+                    zorder=3,
+                    color=bars.lines[0].get_color(),
+                    label="_clamped",
+                )
         ax.set_xscale("log", base=2)
         prompts = sorted({r.n_prompt for _, r in mine})
         ax.set_xticks(prompts, [str(p) for p in prompts])

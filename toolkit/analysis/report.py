@@ -44,11 +44,13 @@ def __getattr__(name: str) -> Any:
         return getattr(_tables, name)
     raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
 
+
 FORMATS = ("github", "csv", "json", "html")
 
 
-def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None,
-           refused: int = 0) -> str:
+def render(
+    records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None, refused: int = 0
+) -> str:
     """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
 
     Every format states how many records it read, used and superseded (`refused`: records the
@@ -76,8 +78,10 @@ def render(records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptio
     if not ts:
         if records:  # read, but nothing to tabulate: say so, never "no results"
             failed = sum(r.status != "ok" for r in records)
-            return (f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
-                    "`toolkit report --json` lists them with their errors")
+            return (
+                f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
+                "`toolkit report --json` lists them with their errors"
+            )
         return "no results yet: run `toolkit bench` or `toolkit import`"
     out = []
     for t in ts:

@@ -210,8 +210,11 @@ def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
     if isinstance(prof, dict) and isinstance(prof.get("gpus"), list):
         return [g for g in prof["gpus"] if isinstance(g, dict)]
     cmd = list(r.command or [])
-    nodes = [cmd[i + 1].split(":")[1] for i, a in enumerate(cmd[:-1])
-             if a == "--device" and cmd[i + 1].count(":") >= 1 and "/dev/dri/renderD" in cmd[i + 1]]
+    nodes = [
+        cmd[i + 1].split(":")[1]
+        for i, a in enumerate(cmd[:-1])
+        if a == "--device" and cmd[i + 1].count(":") >= 1 and "/dev/dri/renderD" in cmd[i + 1]
+    ]
     if not cmd:
         return None
     host = {g.get("render_node"): g for g in r.host.get("gpus", []) if isinstance(g, dict)}
@@ -219,8 +222,9 @@ def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
 
 
 def _spec_of_host_gpu(g: dict[str, Any]) -> GpuSpec | None:
-    return spec_by_pci(str(g.get("vendor") or ""), str(g.get("device_id") or ""), g.get("revision") or None) or (
-        spec_by_name(str(g.get("name") or "")) if g.get("name") else None)
+    return spec_by_pci(
+        str(g.get("vendor") or ""), str(g.get("device_id") or ""), g.get("revision") or None
+    ) or (spec_by_name(str(g.get("name") or "")) if g.get("name") else None)
 
 
 def _host_name(g: dict[str, Any]) -> str:
@@ -266,7 +270,11 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     if not names and passed is None:  # no device list recorded: a host with ONE discrete GPU used that one
         dgpus = [g for g in r.host.get("gpus", []) if isinstance(g, dict) and not g.get("is_igpu")]
         if len(dgpus) == 1:
-            names, specs, source = [_host_name(dgpus[0])], [_spec_of_host_gpu(dgpus[0])], "host's only discrete GPU"
+            names, specs, source = (
+                [_host_name(dgpus[0])],
+                [_spec_of_host_gpu(dgpus[0])],
+                "host's only discrete GPU",
+            )
     if not names:
         return GpuUse(None, note="the record names no GPU (empty gpu_info, no device list)")
     cmd = [str(a) for a in r.command or []]
@@ -314,8 +322,10 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
         return None, use.note or "no GPU"
     unknown = sorted({n for n, s in zip(use.names, use.specs, strict=False) if s is None})
     if unknown:
-        return None, (f"no peak figures for {', '.join(repr(n) for n in unknown)}: its product is not in the "
-                      "table of toolkit/core/gpuspecs.py (a gfx arch alone is no yardstick)")
+        return None, (
+            f"no peak figures for {', '.join(repr(n) for n in unknown)}: its product is not in the "
+            "table of toolkit/core/gpuspecs.py (a gfx arch alone is no yardstick)"
+        )
     spec = use.specs[0]
     assert spec is not None
     if use.count == 1:
@@ -324,15 +334,25 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
     if len(products) > 1:
         return None, f"{use.count} GPUs of different products ({', '.join(products)}): no single yardstick"
     if use.split not in PARALLEL_SPLITS and not ceiling:
-        return None, (f"{use.count} x {spec.product} with split {use.split}: the cards take turns on each token, so "
-                      f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
-                      "layer/pipeline splits")
+        return None, (
+            f"{use.count} x {spec.product} with split {use.split}: the cards take turns on each token, so "
+            f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
+            "layer/pipeline splits"
+        )
     n = use.count
-    total = dataclasses.replace(spec, product=f"{n} x {spec.product}", mem_bw_gbs=spec.mem_bw_gbs * n,
-                                fp16_matrix_tflops=spec.fp16_matrix_tflops * n, compute_units=spec.compute_units * n)
+    total = dataclasses.replace(
+        spec,
+        product=f"{n} x {spec.product}",
+        mem_bw_gbs=spec.mem_bw_gbs * n,
+        fp16_matrix_tflops=spec.fp16_matrix_tflops * n,
+        compute_units=spec.compute_units * n,
+    )
     if use.split not in PARALLEL_SPLITS:
         return total, f"{n} x {spec.product}, split {use.split}: ceiling = {n} x one card's (not reachable)"
-    return total, f"{n} x {spec.product}, split {use.split}: every card works on every layer, peak = {n} x one card's"
+    return (
+        total,
+        f"{n} x {spec.product}, split {use.split}: every card works on every layer, peak = {n} x one card's",
+    )
 
 
 def assess(r: BenchRecord, *, ceiling: bool = False) -> Assessment:
@@ -352,14 +372,23 @@ def assess(r: BenchRecord, *, ceiling: bool = False) -> Assessment:
         size = model_bytes(r)
         if not size:
             return Assessment(None, use, "model size unknown")
-        roof = Roofline(gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share,
-                        use.count or 1, per, how)
+        roof = Roofline(
+            gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share, use.count or 1, per, how
+        )
         return Assessment(roof, use, how)
     params = model_params(r)
     if not params:
         return Assessment(None, use, "model parameter count unknown")
-    roof = Roofline(gpu, "compute", r.avg_ts * 2.0 * params * share.params_share, gpu.flops, share,
-                    use.count or 1, per, how)
+    roof = Roofline(
+        gpu,
+        "compute",
+        r.avg_ts * 2.0 * params * share.params_share,
+        gpu.flops,
+        share,
+        use.count or 1,
+        per,
+        how,
+    )
     return Assessment(roof, use, how)
 
 

@@ -169,7 +169,9 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
 
 
 def is_software_gpu(r: BenchRecord) -> bool:
-    return backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu and backends.is_software_device(r.gpu_info)
+    return backends.BACKENDS.get(
+        r.image.backend, backends.BACKENDS["cpu"]
+    ).gpu and backends.is_software_device(r.gpu_info)
 
 
 def _order(r: BenchRecord) -> tuple:
@@ -243,7 +245,11 @@ def id_value(r: BenchRecord, name: str) -> Any:
     if name == "model":
         sha = identity.known_sha(r)
         twin_of = (r.model.model_extra or {}).get("twin_of") or {}
-        twin = f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]" if twin_of else ""
+        twin = (
+            f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]"
+            if twin_of
+            else ""
+        )
         return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
     return identity.test_fields(r).get(name)
 
@@ -252,7 +258,9 @@ def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identi
     """Identifying columns of a set: `model` when several models, then every test field that takes
     several values (identity.distinguishing) except those the row label already shows."""
     recs = list(records)
-    cols = ["model"] if len({(identity.model_fingerprint(r), identity.known_sha(r)) for r in recs}) > 1 else []
+    cols = (
+        ["model"] if len({(identity.model_fingerprint(r), identity.known_sha(r)) for r in recs}) > 1 else []
+    )
     dist = identity.distinguishing(recs)
     return cols + [k for k in sorted(dist) if k not in set(label)]
 
@@ -276,7 +284,9 @@ def column_labels(records: list[BenchRecord]) -> dict[int, str]:
     return out
 
 
-def split_columns(records: list[BenchRecord], cols: dict[int, str] | None = None) -> tuple[dict[str, str], list[str]]:
+def split_columns(
+    records: list[BenchRecord], cols: dict[int, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """Varying identifying columns split in two: those fixed per image column go into its header
     (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
     cols = cols if cols is not None else column_labels(records)
@@ -403,13 +413,19 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
     for row in rows:
         for col, r in row.cells.items():
             f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
-            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append((row, col, r))
+            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append(
+                (row, col, r)
+            )
     for members in groups.values():
         if len({r.n_ubatch for _, _, r in members}) < 2:
             continue
         for row, col, r in members:
             others = [o for _, _, o in members if o is not r]
-            if others and all(_equal_within_noise(r, o, opts) for o in others) and "ub-no-effect" not in row.flags[col]:
+            if (
+                others
+                and all(_equal_within_noise(r, o, opts) for o in others)
+                and "ub-no-effect" not in row.flags[col]
+            ):
                 row.flags[col].append("ub-no-effect")
 
 
@@ -432,8 +448,11 @@ def _mark_host_outliers(rows: list[Row]) -> None:
                 sds = [o.stddev_ts or 0.0 for o in others]
                 spread = max(max(vals) - min(vals), math.sqrt(sum(x * x for x in sds) / len(sds)))
                 mine = value(r)
-                if mine is not None and abs(mine - statistics.median(vals)) > 3 * spread \
-                        and "host-outlier" not in row.flags[col]:
+                if (
+                    mine is not None
+                    and abs(mine - statistics.median(vals)) > 3 * spread
+                    and "host-outlier" not in row.flags[col]
+                ):
                     row.flags[col].append("host-outlier")
 
 
@@ -455,7 +474,9 @@ def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> lis
 def accounting(records: list[BenchRecord], refused: int = 0) -> str:
     """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
     _, sel = select_with_accounting(records)
-    if isinstance(records, RecordSelection):  # resultindex.select(): the counts of the whole set it stands for
+    if isinstance(
+        records, RecordSelection
+    ):  # resultindex.select(): the counts of the whole set it stands for
         sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
     text = sel.summary()
     return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
@@ -511,8 +532,12 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
 
 def _legend(ts: list[Table]) -> list[str]:
     used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
-    return [f"{name}: {FLAG_HELP.get(name, 'stored with the record by its runner')}"
-            for name in sorted(used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n))]
+    return [
+        f"{name}: {FLAG_HELP.get(name, 'stored with the record by its runner')}"
+        for name in sorted(
+            used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
+        )
+    ]
 
 
 def _roof_notes(ts: list[Table]) -> list[str]:
@@ -535,5 +560,3 @@ def _roof_notes(ts: list[Table]) -> list[str]:
         for col, roof in sorted(seen.items())
     ]
     return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
-
-

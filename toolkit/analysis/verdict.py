@@ -92,7 +92,9 @@ class AxisVerdict:
     margin: float | None = None
     noise: float | None = None
     note: str = ""
-    hosts: dict[str, list[str]] = field(default_factory=dict)  # image column -> campaign host keys of its digest
+    hosts: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # image column -> campaign host keys of its digest
 
     @property
     def clear(self) -> bool:
@@ -148,15 +150,23 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     out = []
     tiny = sorted({r.model.name for r in records if 0 < r.model.size_bytes < SMOKE_MODEL_BYTES})
     if tiny:
-        out.append(f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
-                   "they are not a basis for routing")
-    soft = sorted({f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)})
+        out.append(
+            f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
+            "they are not a basis for routing"
+        )
+    soft = sorted(
+        {f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)}
+    )
     if soft:
         out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
-    exp = sorted({f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")})
+    exp = sorted(
+        {f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")}
+    )
     if exp:
-        out.append(f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
-                   "an upstream release)")
+        out.append(
+            f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
+            "an upstream release)"
+        )
     return out
 
 
@@ -220,8 +230,11 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     if at:
         for img in images:
             digest = next(r.image.digest for r in rs if cols[id(r)] == img)
-            out.hosts[img] = sorted(set().union(*(at.get((_group_of(best[o][img].record, False)[1], digest), set())
-                                                  for o in common)))
+            out.hosts[img] = sorted(
+                set().union(
+                    *(at.get((_group_of(best[o][img].record, False)[1], digest), set()) for o in common)
+                )
+            )
     if not common:
         out.note = (
             "no test of the same model was measured by every image ("
@@ -335,10 +348,14 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     noise = max(av.noise or 0.0 for av in (pre, dec))
     if len(ranked) > 1 and gm[ranked[0]] / gm[ranked[1]] - 1 <= noise:  # a tie is said, never broken by name
         tied = [i for i in ranked if gm[ranked[0]] / gm[i] - 1 <= noise]
-        return Route(WORKLOADS["mixed"], None,
-                     f"no clear pick: {' and '.join(sorted(tied))} are within noise of each other on the geometric "
-                     f"mean of their shares of the best prefill and decode ({100 * (gm[ranked[0]] / gm[ranked[1]] - 1):+.1f}% "
-                     f"< {100 * noise:.1f}%); either will do", ev)
+        return Route(
+            WORKLOADS["mixed"],
+            None,
+            f"no clear pick: {' and '.join(sorted(tied))} are within noise of each other on the geometric "
+            f"mean of their shares of the best prefill and decode ({100 * (gm[ranked[0]] / gm[ranked[1]] - 1):+.1f}% "
+            f"< {100 * noise:.1f}%); either will do",
+            ev,
+        )
     if len(never_last) == 1:
         why = f"the only image never last on either axis ({shares})"
     elif never_last:
@@ -371,7 +388,8 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if av.clear:
             lines.append(
                 head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)" + on_hosts(av.hosts.get(av.winner or "", []))
+                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+                + on_hosts(av.hosts.get(av.winner or "", []))
             )
         else:
             lines.append(

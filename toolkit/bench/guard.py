@@ -60,8 +60,10 @@ def check_writable(folder: Path) -> None:
             err.filename = str(probe)
         raise FileSystemError.from_oserror(err, "checking that the results folder is writable") from None
     if free < MIN_FREE_BYTES:
-        raise FileSystemError(f"{folder}: only {free} bytes free (a run needs at least {MIN_FREE_BYTES}); free "
-                              "space or choose another folder (--results DIR)")
+        raise FileSystemError(
+            f"{folder}: only {free} bytes free (a run needs at least {MIN_FREE_BYTES}); free "
+            "space or choose another folder (--results DIR)"
+        )
 
 
 @dataclass
@@ -91,7 +93,9 @@ class Saver:
                 mapped = FileSystemError.from_oserror(err, "writing a result")
                 # mid-run even a wrong path (a file put where results/<digest>/ was) is a result not written:
                 # exit 8, and the run's message adds what was saved
-                raise (mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))) from None
+                raise (
+                    mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))
+                ) from None
             self.saved += 1
             self.files.add(path)
 
@@ -175,11 +179,13 @@ class RunGuard:
         """Run ids of other toolkit benchmarks on this engine from this host whose process is alive."""
         alive = []
         for f in sorted(self.dir.glob(f"{self.prefix}*.lock")):
-            rid = f.name[len(self.prefix):-len(".lock")]
+            rid = f.name[len(self.prefix) : -len(".lock")]
             if rid == self.run_id:
                 continue
             try:
-                fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted under a lock's name must not block
+                fd = os.open(
+                    f, os.O_RDONLY | os.O_NONBLOCK
+                )  # a FIFO planted under a lock's name must not block
             except OSError:
                 continue
             try:
@@ -219,28 +225,46 @@ class RunGuard:
                 running_elsewhere.setdefault(rid, []).append(c.name)
             elif c.labels.get(HOST_LABEL) is None:
                 leftovers.append(c)
-        foreign = [f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from another "
-                   "host or an older toolkit)" for rid, ctrs in running_elsewhere.items() if rid not in alive]
+        foreign = [
+            f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from another "
+            "host or an older toolkit)"
+            for rid, ctrs in running_elsewhere.items()
+            if rid not in alive
+        ]
         if leftovers:
             for c in leftovers:
                 engine.remove_container_id(c.id)
-            note(f"removed {len(leftovers)} leftover container(s) of earlier runs that are gone: "
-                 + ", ".join(f"{c.name} ({c.status})" for c in leftovers))
+            note(
+                f"removed {len(leftovers)} leftover container(s) of earlier runs that are gone: "
+                + ", ".join(f"{c.name} ({c.status})" for c in leftovers)
+            )
         self.foreign = foreign
         others = alive + foreign
         if others and not allow_concurrent:
             self.release()
-            said = [f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
-                    + (f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})" if names.get(rid)
-                       else "; between containers)")
-                    for rid in alive] + foreign
+            said = [
+                f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
+                + (
+                    f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})"
+                    if names.get(rid)
+                    else "; between containers)"
+                )
+                for rid in alive
+            ] + foreign
             gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
-            fix = (f" If that run is gone, remove its container: `docker rm -f {' '.join(gone)}`." if gone else "")
+            fix = (
+                f" If that run is gone, remove its container: `docker rm -f {' '.join(gone)}`."
+                if gone
+                else ""
+            )
             raise ConcurrentRun(
                 f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. Two runs "
                 "at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
-                "--allow-concurrent to run anyway with every record flagged `concurrent`." + fix)
+                "--allow-concurrent to run anyway with every record flagged `concurrent`." + fix
+            )
         if others:
             running = ", ".join([*map(_shown, alive), *foreign])
-            note(f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
-                 "is flagged `concurrent`")
+            note(
+                f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
+                "is flagged `concurrent`"
+            )

@@ -38,16 +38,33 @@ from toolkit.models.tiny import ensure_model_file
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, template_path
 
-__all__ = ["BenchOptions", "Events", "Outcome", "RunContext", "model_sha256", "resolve_model", "run_bench",
-           "choose_build", "plan_run", "BuildChoice", "CONFIRM_CASES"]
+__all__ = [
+    "BenchOptions",
+    "Events",
+    "Outcome",
+    "RunContext",
+    "model_sha256",
+    "resolve_model",
+    "run_bench",
+    "choose_build",
+    "plan_run",
+    "BuildChoice",
+    "CONFIRM_CASES",
+]
 
 
 CONFIRM_CASES = 1000
 """A run of more llama-bench test cases than this (all images x models) needs --yes."""
 
 
-def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore,
-              opts: BenchOptions, events: Events = lambda *a, **k: None) -> list[Outcome]:
+def run_bench(
+    lm: LoadedMatrix,
+    images: list[ImageSpec],
+    models: list[ModelSpec],
+    store: ResultStore,
+    opts: BenchOptions,
+    events: Events = lambda *a, **k: None,
+) -> list[Outcome]:
     """Benchmark every selected image with every selected model that its runner accepts.
 
     Before anything runs: the plan (case count, estimated duration; more than CONFIRM_CASES cases
@@ -69,8 +86,10 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
         if plan:
             events("note", text=plan)
         if _cases_total(pairs) > CONFIRM_CASES and not opts.yes:
-            raise BadInput(f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
-                           "them, or cut the axes")
+            raise BadInput(
+                f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
+                "them, or cut the axes"
+            )
         guard.check_writable(store.root)
     host: dict[str, Any] = {}
     run_guard: guard.RunGuard | None = None
@@ -86,7 +105,9 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
     outcomes: list[Outcome] = []
     try:
         for spec in images:
-            outcomes += _bench_image(lm, spec, models, store, opts, gpus, host, events, choices.get(spec.name))
+            outcomes += _bench_image(
+                lm, spec, models, store, opts, gpus, host, events, choices.get(spec.name)
+            )
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
         try:
@@ -95,16 +116,24 @@ def run_bench(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec]
         except Exception as err:  # the engine may be what went away
             removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
         # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
-        raise RunInterrupted(f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
-                             "where this run stopped") from None
+        raise RunInterrupted(
+            f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
+            "where this run stopped"
+        ) from None
     except FileSystemError as err:
         raise FileSystemError(f"{err}; {saver.summary()}") from None
     except Exception as err:  # the engine gone: EngineLost from a running container, or any later call
         if opts.dry_run or not (isinstance(err, EngineUnavailable) or engine.is_connection_error(err)):
             raise
-        why = str(err) if isinstance(err, EngineUnavailable) else f"Docker engine connection lost ({str(err)[:160]})"
-        raise EngineUnavailable(f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
-                                "`toolkit bench --resume`: containers left behind are removed at the next start") from None
+        why = (
+            str(err)
+            if isinstance(err, EngineUnavailable)
+            else f"Docker engine connection lost ({str(err)[:160]})"
+        )
+        raise EngineUnavailable(
+            f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
+            "`toolkit bench --resume`: containers left behind are removed at the next start"
+        ) from None
     finally:
         if run_guard:
             run_guard.release()
@@ -131,8 +160,10 @@ def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[Ima
         check_sha(lm, model, path)
     except (OSError, RuntimeError) as err:  # RuntimeError: pathlib's "Symlink loop" (Python 3.11)
         what = getattr(err, "strerror", None) or str(err)
-        raise BadInput(f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
-                       "fix `path`") from None
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
+            "fix `path`"
+        ) from None
 
 
 @dataclass
@@ -167,8 +198,14 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
     return ""
 
 
-def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpec], store: ResultStore, gpus: list,
-                opts: BenchOptions) -> tuple[list[PlannedPair], dict[str, BuildChoice]]:
+def _llama_plan(
+    lm: LoadedMatrix,
+    images: list[ImageSpec],
+    models: list[ModelSpec],
+    store: ResultStore,
+    gpus: list,
+    opts: BenchOptions,
+) -> tuple[list[PlannedPair], dict[str, BuildChoice]]:
     """What this run will measure with llama-bench, as it will run: images whose devices this host
     has and whose build bench will take (current, pinned or --allow-stale; not unbuilt, stale or a
     failed pin), models whose file is present or generated here and whose format the runner reads;
@@ -186,13 +223,22 @@ def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpe
         if spec.runner != "llama-bench" or choice.build is None or choice.status in ("stale", "failed"):
             continue
         try:  # no GPU of the image's gfx targets here: skipped later, not counted (a bad --gpu is exit 4 now)
-            devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
-                                targets=_gfx_targets(choice.build))
+            devices.profile_for(
+                spec.backend,
+                gpus,
+                pin=opts.gpu,
+                allow_software=opts.allow_software_gpu,
+                targets=_gfx_targets(choice.build),
+            )
         except devices.DeviceMissing:
             continue
         for m in models:
             path = model_file_here(lm, m)
-            if spec.runner not in m.runners or m.format not in llama.LlamaBenchRunner.model_formats or path is None:
+            if (
+                spec.runner not in m.runners
+                or m.format not in llama.LlamaBenchRunner.model_formats
+                or path is None
+            ):
                 continue
             cases = lm.m.bench.cases()
             if opts.resume:
@@ -203,7 +249,9 @@ def _llama_plan(lm: LoadedMatrix, images: list[ImageSpec], models: list[ModelSpe
 
 def _gfx_targets(build: BuildRecord) -> list[str] | None:
     """The gfx targets a build was compiled for (its org.toolkit.gfx-targets label), None when it has none."""
-    return [t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()] or None
+    return [
+        t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
+    ] or None
 
 
 def _cases_total(pairs: list[PlannedPair]) -> int:
@@ -221,18 +269,24 @@ def plan_run(lm: LoadedMatrix, pairs: list[PlannedPair], store: ResultStore) -> 
 
     total = _cases_total(pairs)
     if not total:
-        return ""  # vLLM runs only, nothing left to resume, or nothing runs here: each says why in its own line
+        return (
+            ""  # vLLM runs only, nothing left to resume, or nothing runs here: each says why in its own line
+        )
     known, seconds = 0, 0.0
     for p in pairs:
         k, s = llama_bench.measured_seconds(store, p.spec.name, p.model.name, lm.m.bench, p.cases)
         known, seconds = known + k, seconds + s
     per = len(lm.m.bench.cases())
-    line = (f"plan: {total} test cases ({per} per run x {len(pairs)} image/model pairs"
-            + (f", {per * len(pairs) - total} already measured: --resume" if per * len(pairs) != total else "")
-            + f", {lm.m.bench.repetitions} repetitions each)")
+    line = (
+        f"plan: {total} test cases ({per} per run x {len(pairs)} image/model pairs"
+        + (f", {per * len(pairs) - total} already measured: --resume" if per * len(pairs) != total else "")
+        + f", {lm.m.bench.repetitions} repetitions each)"
+    )
     if known == 0 or not math.isfinite(seconds):
         return line + "; no earlier run of these tests to estimate the duration from"
-    part = "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
+    part = (
+        "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
+    )
     return line + f"; estimated measuring time {_duration(seconds)}{part}, from earlier runs, plus start-up"
 
 
@@ -246,8 +300,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], store: ResultStore, opts: BenchOptions,
-                 gpus: list, host: dict[str, Any], events: Events, choice: BuildChoice | None = None) -> list[Outcome]:
+def _bench_image(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    models: list[ModelSpec],
+    store: ResultStore,
+    opts: BenchOptions,
+    gpus: list,
+    host: dict[str, Any],
+    events: Events,
+    choice: BuildChoice | None = None,
+) -> list[Outcome]:
     """Every usable model on one image, or one skipped/failed/stale line saying why not."""
     usable = [m for m in models if spec.runner in m.runners]
     if not usable:
@@ -265,18 +328,34 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     if build is None:
         return [Outcome(spec.name, "-", "skipped", choice.reason)]
     if not opts.dry_run and engine.inspect_image(build.digest) is None:
-        return [Outcome(spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")]
+        return [
+            Outcome(
+                spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it"
+            )
+        ]
     outcomes: list[Outcome] = [Outcome(spec.name, "-", "note", choice.reason)] if choice.reason else []
     if missing:  # dry run on a host without the device: show the command for one R9700
-        outcomes.append(Outcome(spec.name, "-", "note", f"cannot run on this host ({missing}); "
-                                "the command below uses an example R9700 device profile"))
+        outcomes.append(
+            Outcome(
+                spec.name,
+                "-",
+                "note",
+                f"cannot run on this host ({missing}); "
+                "the command below uses an example R9700 device profile",
+            )
+        )
         profile = devices.DeviceProfile.example(spec.backend)
     else:
         # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
         # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
         try:
-            profile = devices.profile_for(spec.backend, gpus, pin=opts.gpu, allow_software=opts.allow_software_gpu,
-                                          targets=_gfx_targets(build))
+            profile = devices.profile_for(
+                spec.backend,
+                gpus,
+                pin=opts.gpu,
+                allow_software=opts.allow_software_gpu,
+                targets=_gfx_targets(build),
+            )
         except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
             return outcomes + [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", str(err))]
         outcomes += [Outcome(spec.name, "-", "note", n) for n in profile.notes]
@@ -284,9 +363,16 @@ def _bench_image(lm: LoadedMatrix, spec: ImageSpec, models: list[ModelSpec], sto
     runner = runners.get(spec.runner)
     for model in usable:
         if model.format not in runner.model_formats:  # said, never dropped silently
-            outcomes.append(Outcome(spec.name, model.name, "skipped", f"runner {spec.runner} reads "
-                                    f"{' or '.join(runner.model_formats)} models, not {model.format}: remove "
-                                    f"{spec.runner} from models[{model.name}].runners"))
+            outcomes.append(
+                Outcome(
+                    spec.name,
+                    model.name,
+                    "skipped",
+                    f"runner {spec.runner} reads "
+                    f"{' or '.join(runner.model_formats)} models, not {model.format}: remove "
+                    f"{spec.runner} from models[{model.name}].runners",
+                )
+            )
             continue
         if opts.dry_run:
             note = _dry_run_model_note(lm, model, runner)
@@ -322,7 +408,9 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     if pin:
         found = [b for b in builds if b.digest == pin]
         if not found:
-            return BuildChoice("failed", reason=f"no build record of image ID {pin[:19]} in {store.builds_file}")
+            return BuildChoice(
+                "failed", reason=f"no build record of image ID {pin[:19]} in {store.builds_file}"
+            )
         return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
     current = build_mod.inputs_key(lm, spec)
     fix = f"run `toolkit build -i {spec.name}`"
@@ -332,39 +420,65 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
     if matching:
         b = matching[-1]
-        note = "" if b is newest else (
-            f"measuring build {b.ref} ({b.digest[:19]}), the newest of the current inputs; the newest build "
-            f"{newest.ref} ({newest.digest[:19]}) is of other inputs")
+        note = (
+            ""
+            if b is newest
+            else (
+                f"measuring build {b.ref} ({b.digest[:19]}), the newest of the current inputs; the newest build "
+                f"{newest.ref} ({newest.digest[:19]}) is of other inputs"
+            )
+        )
         return BuildChoice("current", _chosen(b, current.key, stale=False), current.key, note)
     why = _stale_reason(lm, spec, newest, current)
     if opts.allow_stale:
-        return BuildChoice("stale-allowed", _chosen(newest, current.key, stale=True), current.key,
-                           f"STALE build measured (--allow-stale): {why}; its records are marked stale")
-    return BuildChoice("stale", current_key=current.key, reason=(
-        f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"))
+        return BuildChoice(
+            "stale-allowed",
+            _chosen(newest, current.key, stale=True),
+            current.key,
+            f"STALE build measured (--allow-stale): {why}; its records are marked stale",
+        )
+    return BuildChoice(
+        "stale",
+        current_key=current.key,
+        reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
+    )
 
 
 def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:
     return build.model_copy(update={"bench_inputs": {"current": current_key, "stale": stale}})
 
 
-def _stale_reason(lm: LoadedMatrix, spec: ImageSpec, newest: BuildRecord, current: build_mod.InputsKey) -> str:
+def _stale_reason(
+    lm: LoadedMatrix, spec: ImageSpec, newest: BuildRecord, current: build_mod.InputsKey
+) -> str:
     """Why the newest build is not of the current inputs, naming what changed where it can tell."""
     old = build_mod.build_inputs_key(newest)
     head = f"the newest build of {spec.name} ({newest.ref}, {newest.digest[:19]})"
     if old is None:
         return f"{head} has no inputs key (label {build_mod.INPUTS_KEY_LABEL}): built by an older toolkit"
     if newest.template_hash and newest.template_hash != current.template_hash:
-        what = (f"{template_path(lm, spec.template)} or images[{spec.name}] in {lm.path} changed "
-                f"since (template inputs {newest.template_hash[:12]} -> {current.template_hash[:12]})")
+        what = (
+            f"{template_path(lm, spec.template)} or images[{spec.name}] in {lm.path} changed "
+            f"since (template inputs {newest.template_hash[:12]} -> {current.template_hash[:12]})"
+        )
     else:
-        what = (f"its source (sources.{spec.source} in {lm.path}) or the toolkit version changed since"
-                if spec.source else "the toolkit version changed since")
+        what = (
+            f"its source (sources.{spec.source} in {lm.path}) or the toolkit version changed since"
+            if spec.source
+            else "the toolkit version changed since"
+        )
     return f"{head} was built from other inputs: {what}; inputs key {old[:12]} -> {current.key[:12]}"
 
 
 def _unbuilt(spec: ImageSpec) -> BuildRecord:
     """A stand-in build record for --dry-run of an image not built yet (ref by tag)."""
     ref = f"toolkit/{spec.name}:latest"
-    return BuildRecord(image=spec.name, ref=ref, digest=ref, backend=spec.backend, template=spec.template,
-                       template_hash="", created=now())
+    return BuildRecord(
+        image=spec.name,
+        ref=ref,
+        digest=ref,
+        backend=spec.backend,
+        template=spec.template,
+        template_hash="",
+        created=now(),
+    )

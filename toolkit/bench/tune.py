@@ -35,8 +35,11 @@ from toolkit.results.records import BenchRecord, ResultStore
 from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
-DEFAULT_VALUES: dict[str, list[int]] = {"n_ubatch": [128, 512, 2048], "n_batch": [512, 2048],
-                                        "flash_attn": [0, 1]}
+DEFAULT_VALUES: dict[str, list[int]] = {
+    "n_ubatch": [128, 512, 2048],
+    "n_batch": [512, 2048],
+    "flash_attn": [0, 1],
+}
 
 
 @dataclass(frozen=True)
@@ -121,10 +124,15 @@ def candidates(knobs: dict[str, list[int]], default: Candidate) -> list[Candidat
 def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions: int) -> BenchAxes:
     """The one-case BenchAxes of a trial (pp `tokens` or tg `tokens`) at setting `c`."""
     upd: dict[str, Any] = {
-        "n_prompt": [tokens] if axis == "prefill" else [0], "n_gen": [tokens] if axis == "decode" else [0],
-        "n_depth": [0], "repetitions": repetitions, "runs": 1,
-        "n_ubatch": [c.get("n_ubatch", base.n_ubatch[0])], "n_batch": [c.get("n_batch", base.n_batch[0])],
-        "flash_attn": [c.get("flash_attn", base.flash_attn[0])], "n_gpu_layers": [base.n_gpu_layers[0]],
+        "n_prompt": [tokens] if axis == "prefill" else [0],
+        "n_gen": [tokens] if axis == "decode" else [0],
+        "n_depth": [0],
+        "repetitions": repetitions,
+        "runs": 1,
+        "n_ubatch": [c.get("n_ubatch", base.n_ubatch[0])],
+        "n_batch": [c.get("n_batch", base.n_batch[0])],
+        "flash_attn": [c.get("flash_attn", base.flash_attn[0])],
+        "n_gpu_layers": [base.n_gpu_layers[0]],
     }
     if c.get("threads"):
         upd["threads"] = c.get("threads")
@@ -141,16 +149,28 @@ def _setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
     return Candidate(tuple(sorted(vals)))
 
 
-def best_setting(records: list[BenchRecord], session: str, knobs: list[str], default: Candidate,
-                 *, noisy: float = 0.05, survivors: set[Candidate] | None = None) -> TuneResult:
+def best_setting(
+    records: list[BenchRecord],
+    session: str,
+    knobs: list[str],
+    default: Candidate,
+    *,
+    noisy: float = 0.05,
+    survivors: set[Candidate] | None = None,
+) -> TuneResult:
     """The answer from the stored trial records of `session` alone: candidates ranked by the median
     of all their samples, the search's `survivors` (settings read back from their records) first, so
     a setting the search dropped is never the answer; the default's evidence (the trial marked
     `tune.default`, as the record says it ran: a knob the matrix leaves to llama-bench, e.g. threads,
     reads back as the value llama-bench used); `no_effect` when every candidate's median lies within
     3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`)."""
-    mine = [r for r in records if (r.model_extra or {}).get("tune", {}).get("session") == session
-            and r.status == "ok" and r.samples_ts]
+    mine = [
+        r
+        for r in records
+        if (r.model_extra or {}).get("tune", {}).get("session") == session
+        and r.status == "ok"
+        and r.samples_ts
+    ]
     if not mine:
         raise BadInput(f"tune session {session}: no ok trial records found")
     axis, test = mine[0].axis, mine[0].test
@@ -161,15 +181,27 @@ def best_setting(records: list[BenchRecord], session: str, knobs: list[str], def
     for c, rs in groups.items():
         xs = [x for r in rs for x in r.samples_ts]
         last = rs[-1]
-        res.ranking.append(Evidence(c, statistics.median(xs), min(xs), max(xs), len(rs), len(xs),
-                                    effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen,
-                                                     last.n_depth)))
+        res.ranking.append(
+            Evidence(
+                c,
+                statistics.median(xs),
+                min(xs),
+                max(xs),
+                len(rs),
+                len(xs),
+                effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen, last.n_depth),
+            )
+        )
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     marked = [r for r in mine if r.model_extra["tune"].get("default")]
     dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
-    sds = [statistics.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
-           for rs in groups.values()]
+    sds = [
+        statistics.stdev(x for r in rs for x in r.samples_ts)
+        if sum(len(r.samples_ts) for r in rs) > 1
+        else 0.0
+        for rs in groups.values()
+    ]
     pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
     meds = [e.median for e in res.ranking]
     rel = max((s / e.median for s, e in zip(sds, res.ranking, strict=False) if e.median), default=0.0)
@@ -177,9 +209,11 @@ def best_setting(records: list[BenchRecord], session: str, knobs: list[str], def
     effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
     asked = {e.candidate.get("n_ubatch") for e in res.ranking if e.candidate.get("n_ubatch") is not None}
     if len(asked) > 1 and len(effs) < len(asked):
-        res.notes.append(f"llama.cpp clamps n_ubatch for {test}: asked {sorted(asked)} -> effective "
-                         f"{sorted(e for e in effs if e is not None)} (min(ub, n_batch, tokens)); the setting can still "
-                         "change buffers and speed, so it was measured, not assumed")
+        res.notes.append(
+            f"llama.cpp clamps n_ubatch for {test}: asked {sorted(asked)} -> effective "
+            f"{sorted(e for e in effs if e is not None)} (min(ub, n_batch, tokens)); the setting can still "
+            "change buffers and speed, so it was measured, not assumed"
+        )
     return res
 
 
@@ -190,18 +224,39 @@ def _setting_of_default(default: Candidate, knobs: list[str]) -> Candidate:
 Trial = Callable[[BenchAxes, dict[str, Any]], list[BenchRecord]]
 
 
-def search(lm: LoadedMatrix, store: ResultStore, *, axis: str, tokens: int, knobs: dict[str, list[int]],
-           budget_s: float, run_trial: Trial, start_reps: int = 2, max_rounds: int = 4,
-           on_note: Callable[[str], None] = lambda s: None) -> TuneResult:
+def search(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    *,
+    axis: str,
+    tokens: int,
+    knobs: dict[str, list[int]],
+    budget_s: float,
+    run_trial: Trial,
+    start_reps: int = 2,
+    max_rounds: int = 4,
+    on_note: Callable[[str], None] = lambda s: None,
+) -> TuneResult:
     """Successive halving over `knobs` for one case; `run_trial(axes, record_extra)` measures one
     candidate (an ordinary bench run) and returns its records. Stops at one candidate, after
     `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it)."""
     if axis not in ("prefill", "decode"):
         raise BadInput(f"--axis {axis!r}: prefill or decode")
     base = lm.m.bench
-    default = Candidate(tuple(sorted((k, v) for k, v in {
-        "n_ubatch": base.n_ubatch[0], "n_batch": base.n_batch[0], "flash_attn": base.flash_attn[0],
-        **({"threads": base.threads} if base.threads else {})}.items() if k in knobs)))
+    default = Candidate(
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in {
+                    "n_ubatch": base.n_ubatch[0],
+                    "n_batch": base.n_batch[0],
+                    "flash_attn": base.flash_attn[0],
+                    **({"threads": base.threads} if base.threads else {}),
+                }.items()
+                if k in knobs
+            )
+        )
+    )
     alive = candidates(knobs, default)
     asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
     session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -229,8 +284,11 @@ def search(lm: LoadedMatrix, store: ResultStore, *, axis: str, tokens: int, knob
             break
         leader = ranked[0]
         losers = [e for e in ranked[1:] if e.high < leader.low]  # every sample below the leader's worst
-        dropped += [f"{e.candidate.label()} (best sample {e.high:.2f} < the leader's worst {leader.low:.2f}, "
-                    f"round {rnd})" for e in losers]
+        dropped += [
+            f"{e.candidate.label()} (best sample {e.high:.2f} < the leader's worst {leader.low:.2f}, "
+            f"round {rnd})"
+            for e in losers
+        ]
         keep = [e.candidate for e in ranked if e not in losers]
         if len(keep) > 2:  # successive halving: the better half goes on with twice the repetitions
             keep = keep[: math.ceil(len(keep) / 2)]
@@ -252,24 +310,35 @@ def format_result(res: TuneResult) -> str:
     if res.no_effect:
         lines.append("no effect: every setting tried gave the same tok/s within noise (3 x pooled stddev)")
     elif res.default is not None and res.best.candidate == res.default.candidate:
-        lines.append(f"best: the matrix default ({res.best.candidate.label()}): median {res.best.median:.2f} tok/s")
+        lines.append(
+            f"best: the matrix default ({res.best.candidate.label()}): median {res.best.median:.2f} tok/s"
+        )
     else:
-        gain = f"{100 * res.gain:+.1f}% over the matrix default ({res.default.candidate.label()})" if res.gain is not None \
+        gain = (
+            f"{100 * res.gain:+.1f}% over the matrix default ({res.default.candidate.label()})"
+            if res.gain is not None
             else "the matrix default was not measured"
+        )
         lines.append(f"best: {res.best.candidate.label()}: median {res.best.median:.2f} tok/s, {gain}")
     lines.append("")
     lines.append("| setting | median tok/s | min–max | trials | samples | effective ub |")
     lines.append("|---|---|---|---|---|---|")
     for e in res.ranking:
-        lines.append(f"| {e.candidate.label()} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
-                     f"{e.samples} | {e.effective_ubatch or ''} |")
+        lines.append(
+            f"| {e.candidate.label()} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
+            f"{e.samples} | {e.effective_ubatch or ''} |"
+        )
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 
 def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
     """A unified diff proposing the best setting as the matrix's bench axes (not applied)."""
-    if res.best is None or res.no_effect or (res.default is not None and res.best.candidate == res.default.candidate):
+    if (
+        res.best is None
+        or res.no_effect
+        or (res.default is not None and res.best.candidate == res.default.candidate)
+    ):
         return ""
     import yaml
 
@@ -283,8 +352,11 @@ def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
             bench[k] = [v]
     new = yaml.safe_dump(data, sort_keys=False)
     old = yaml.safe_dump(yaml.safe_load(text), sort_keys=False)
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{matrix_path.name}",
-                                        f"b/{matrix_path.name}"))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{matrix_path.name}", f"b/{matrix_path.name}"
+        )
+    )
 
 
 def knob_values(spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int) -> dict[str, list[int]]:
@@ -317,7 +389,9 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
     if name is None:
         usable = [m for m in models if m.generate or model_file_here(lm, m)]  # a file, not a folder or a loop
         if not usable:
-            raise BadInput(f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
-                           f"run `toolkit fetch-model {models[0].name}` or pass --model")
+            raise BadInput(
+                f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
+                f"run `toolkit fetch-model {models[0].name}` or pass --model"
+            )
         return usable[0]
     return models[0]

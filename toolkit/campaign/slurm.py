@@ -171,7 +171,9 @@ def _now() -> str:
 def spec_of(lm: LoadedMatrix) -> CampaignSpec:
     """The `campaign:` block; BadInput naming the file and the fix when there is none."""
     if lm.m.campaign is None:
-        raise BadInput(f"{lm.path}: no `campaign:` block: add one with `hosts:` (README, \"Many hosts (Slurm)\")")
+        raise BadInput(
+            f'{lm.path}: no `campaign:` block: add one with `hosts:` (README, "Many hosts (Slurm)")'
+        )
     return lm.m.campaign
 
 
@@ -231,35 +233,69 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
             ref = pushed_ref(store, choice.build, registry)
             if ref is None:
                 where = f" to {registry}" if registry else ""
-                refused.append(f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
-                               f"{store.builds_file}: run `toolkit push -i {im.name}`")
+                refused.append(
+                    f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
+                    f"{store.builds_file}: run `toolkit push -i {im.name}`"
+                )
                 continue
             for m in usable:
                 n = len(slices)
                 eng = host.engine or host.key
                 name = f"tk-{cid}.{eng}" if not spec.allow_concurrent else f"tk-{cid}.{n}"
                 build = choice.build.model_dump(mode="json", exclude={"bench_inputs"})
-                slices.append(Slice(
-                    campaign=cid, index=n, host=host.key, node=host.node, features=list(host.features), engine=eng, image=im.name,
-                    backend=im.backend, runner=im.runner, model=m.name, image_id=choice.build.digest, pull=ref,
-                    build=build, job_name=name, script=str(results / "campaigns" / cid / f"{n}.sbatch"),
-                    output=str(results / "hosts" / host.key / "logs" / f"campaign-{cid}-{n}-%j.out")))
+                slices.append(
+                    Slice(
+                        campaign=cid,
+                        index=n,
+                        host=host.key,
+                        node=host.node,
+                        features=list(host.features),
+                        engine=eng,
+                        image=im.name,
+                        backend=im.backend,
+                        runner=im.runner,
+                        model=m.name,
+                        image_id=choice.build.digest,
+                        pull=ref,
+                        build=build,
+                        job_name=name,
+                        script=str(results / "campaigns" / cid / f"{n}.sbatch"),
+                        output=str(results / "hosts" / host.key / "logs" / f"campaign-{cid}-{n}-%j.out"),
+                    )
+                )
     if refused:
-        raise BadInput("campaign: images refused (jobs pull by registry digest so every host measures the same "
-                       "bytes): " + "; ".join(dict.fromkeys(refused)))
+        raise BadInput(
+            "campaign: images refused (jobs pull by registry digest so every host measures the same "
+            "bytes): " + "; ".join(dict.fromkeys(refused))
+        )
     if not slices:
-        raise BadInput(f"{lm.path}: campaign: no (host, image, model) slice: no host's images have a model whose "
-                       "`runners` lists their runner")
-    return Campaign(id=cid, created=_now(), matrix=str(lm.path.resolve()), project=str(lm.root.resolve()),
-                    results=str(results), toolkit=spec.toolkit or default_toolkit(),
-                    spec=spec.model_dump(mode="json"), slices=slices)
+        raise BadInput(
+            f"{lm.path}: campaign: no (host, image, model) slice: no host's images have a model whose "
+            "`runners` lists their runner"
+        )
+    return Campaign(
+        id=cid,
+        created=_now(),
+        matrix=str(lm.path.resolve()),
+        project=str(lm.root.resolve()),
+        results=str(results),
+        toolkit=spec.toolkit or default_toolkit(),
+        spec=spec.model_dump(mode="json"),
+        slices=slices,
+    )
 
 
 def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
     """The sbatch options of a slice (written as #SBATCH lines in its script)."""
     spec = CampaignSpec.model_validate(c.spec)
-    out = [f"--job-name={s.job_name}", "--nodes=1", "--ntasks=1", f"--output={s.output}", f"--chdir={c.project}",
-           f"--signal=B:TERM@{spec.signal_s}"]
+    out = [
+        f"--job-name={s.job_name}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--output={s.output}",
+        f"--chdir={c.project}",
+        f"--signal=B:TERM@{spec.signal_s}",
+    ]
     if not spec.allow_concurrent:
         out.append("--dependency=singleton")  # one job per engine at a time: same name + user
     if spec.partition:
@@ -269,7 +305,9 @@ def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
     if s.features:
         out.append(f"--constraint={'&'.join(s.features)}")
     if spec.gpus:
-        out.append(f"--gres=gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"--gres=gpu:{spec.gpus}")
+        out.append(
+            f"--gres=gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"--gres=gpu:{spec.gpus}"
+        )
     if spec.time_limit:
         out.append(f"--time={spec.time_limit}")
     return out + list(spec.sbatch_args)
@@ -278,13 +316,18 @@ def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
 def job_script(c: Campaign, s: Slice) -> str:
     """The batch script of a slice: #SBATCH options, the host key, then `exec` of the toolkit's job step
     (so SIGTERM from Slurm reaches the toolkit, which removes its containers)."""
-    lines = ["#!/bin/bash",
-             f"# toolkit campaign {c.id}, slice {s.index}: {s.image} x {s.model} on host {s.host}",
-             f"# Pulls {s.pull} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
-             f"# writing only under {Path(c.results) / 'hosts' / s.host}/. Re-run by hand: sbatch {s.script}"]
+    lines = [
+        "#!/bin/bash",
+        f"# toolkit campaign {c.id}, slice {s.index}: {s.image} x {s.model} on host {s.host}",
+        f"# Pulls {s.pull} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
+        f"# writing only under {Path(c.results) / 'hosts' / s.host}/. Re-run by hand: sbatch {s.script}",
+    ]
     lines += [f"#SBATCH {d}" for d in sbatch_directives(c, s)]
-    lines += [f"export {HOST_KEY_ENV}={shlex.quote(s.host)}",
-              f"exec {shlex.join([*c.toolkit, 'campaign', 'job', c.state_file.as_posix(), str(s.index)])}", ""]
+    lines += [
+        f"export {HOST_KEY_ENV}={shlex.quote(s.host)}",
+        f"exec {shlex.join([*c.toolkit, 'campaign', 'job', c.state_file.as_posix(), str(s.index)])}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -294,14 +337,20 @@ def job_script(c: Campaign, s: Slice) -> str:
 def _slurm(argv: list[str], *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run a Slurm client command; SlurmError naming it when it is missing or (with check) fails."""
     if shutil.which(argv[0]) is None:
-        raise SlurmError(f"{argv[0]} not found: run this on a Slurm login node (slurm-client), or start the "
-                         "test cluster with scripts/slurm-cluster.sh and export its SLURM_CONF")
+        raise SlurmError(
+            f"{argv[0]} not found: run this on a Slurm login node (slurm-client), or start the "
+            "test cluster with scripts/slurm-cluster.sh and export its SLURM_CONF"
+        )
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{shlex.join(argv)}: no answer in {timeout:.0f} s (is slurmctld up? `sinfo`)") from None
+        raise SlurmError(
+            f"{shlex.join(argv)}: no answer in {timeout:.0f} s (is slurmctld up? `sinfo`)"
+        ) from None
     if check and out.returncode != 0:
-        raise SlurmError(f"{shlex.join(argv)} exited {out.returncode}: {(out.stderr or out.stdout).strip()[:400]}")
+        raise SlurmError(
+            f"{shlex.join(argv)} exited {out.returncode}: {(out.stderr or out.stdout).strip()[:400]}"
+        )
     return out
 
 
@@ -317,7 +366,9 @@ def load(results: Path, campaign: str) -> Campaign:
     path = p if p.suffix == ".json" and p.is_file() else state_path(results, campaign)
     if not path.is_file():
         known = sorted(x.stem for x in (results / "campaigns").glob("*.json"))
-        raise BadInput(f"no campaign {campaign!r} in {results / 'campaigns'} (campaigns: {', '.join(known) or 'none'})")
+        raise BadInput(
+            f"no campaign {campaign!r} in {results / 'campaigns'} (campaigns: {', '.join(known) or 'none'})"
+        )
     try:
         return Campaign.model_validate_json(path.read_bytes())
     except ValidationError as err:
@@ -332,8 +383,13 @@ def latest(results: Path) -> str:
     return files[-1].stem
 
 
-def submit(lm: LoadedMatrix, store: ResultStore, *, dry_run: bool = False,
-           note: Callable[[str], None] = lambda text: None) -> Campaign:
+def submit(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    *,
+    dry_run: bool = False,
+    note: Callable[[str], None] = lambda text: None,
+) -> Campaign:
     """Plan the campaign, write its job scripts and sbatch one job per slice (the campaign file is saved
     after each submission, so a failure half way leaves the submitted jobs recorded). Tiny stand-in
     models are generated here, once, not by each job. dry_run: write the scripts, submit nothing."""
@@ -387,18 +443,44 @@ def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRec
     state = s.slurm_state or "?"
     output = s.output.replace("%j", s.job_id or "")
     tail = _tail(output)
-    error = (f"Slurm job {s.job_id} ended {state} on {s.ran_on or '?'} with exit code {s.exit_code or '?'} "
-             f"and no results" + (f" (reason {s.reason})" if s.reason and s.reason != "None" else "")
-             + (f"; its output ({output}) ends: {tail}" if tail else f"; no output at {output}"))
+    error = (
+        f"Slurm job {s.job_id} ended {state} on {s.ran_on or '?'} with exit code {s.exit_code or '?'} "
+        f"and no results"
+        + (f" (reason {s.reason})" if s.reason and s.reason != "None" else "")
+        + (f"; its output ({output}) ends: {tail}" if tail else f"; no output at {output}")
+    )
     build = BuildRecord.model_validate(s.build)
     return BenchRecord(
-        run_id=s.run_id, created=_now(), status="failed", error=error, runner=s.runner, method="campaign-job",
-        image=ImageRef(name=s.image, ref=s.pull, digest=s.image_id, backend=s.backend,
-                       repo_digests=[s.pull], labels=build.labels),
-        model=lm_model, test="(none)", axis="prefill",
-        host={"key": s.host, "slurm": {"job_id": s.job_id, "node": s.ran_on, "gpu_index": None,
-                                       "state": state, "exit_code": s.exit_code, "reason": s.reason}},
-        campaign={"id": c.id, "slice": s.index}, log_file=output,
+        run_id=s.run_id,
+        created=_now(),
+        status="failed",
+        error=error,
+        runner=s.runner,
+        method="campaign-job",
+        image=ImageRef(
+            name=s.image,
+            ref=s.pull,
+            digest=s.image_id,
+            backend=s.backend,
+            repo_digests=[s.pull],
+            labels=build.labels,
+        ),
+        model=lm_model,
+        test="(none)",
+        axis="prefill",
+        host={
+            "key": s.host,
+            "slurm": {
+                "job_id": s.job_id,
+                "node": s.ran_on,
+                "gpu_index": None,
+                "state": state,
+                "exit_code": s.exit_code,
+                "reason": s.reason,
+            },
+        },
+        campaign={"id": c.id, "slice": s.index},
+        log_file=output,
     )
 
 
@@ -436,7 +518,10 @@ def refresh(c: Campaign) -> Campaign:
             continue
         job = scontrol_job(s.job_id)
         if job is None:
-            s.state, s.reason = "unknown", "Slurm no longer lists the job (MinJobAge passed) and its end was not seen"
+            s.state, s.reason = (
+                "unknown",
+                "Slurm no longer lists the job (MinJobAge passed) and its end was not seen",
+            )
             continue
         s.slurm_state = job.get("JobState")
         s.exit_code = job.get("ExitCode")
@@ -451,8 +536,13 @@ def refresh(c: Campaign) -> Campaign:
         elif s.slurm_state in _RUNNING:
             s.state = "running"
         else:
-            s.state = ("done" if s.slurm_state == "COMPLETED" and s.records["ok"] and not s.records["failed"]
-                       else "cancelled" if (s.slurm_state or "").startswith("CANCELLED") else "failed")
+            s.state = (
+                "done"
+                if s.slurm_state == "COMPLETED" and s.records["ok"] and not s.records["failed"]
+                else "cancelled"
+                if (s.slurm_state or "").startswith("CANCELLED")
+                else "failed"
+            )
             if not recs:
                 s.failed_record = _write_failed(c, s, job)
                 s.records = {"ok": 0, "failed": 1}
@@ -463,7 +553,9 @@ def refresh(c: Campaign) -> Campaign:
 def cancel(c: Campaign, *, slices: list[int] | None = None) -> list[str]:
     """scancel every unfinished job of the campaign (or of the given slice indexes); returns their ids.
     Each job's toolkit gets SIGTERM and removes its containers (Slurm sends SIGKILL KillWait seconds later)."""
-    ids = [s.job_id for s in c.slices if s.job_id and not s.finished and (slices is None or s.index in slices)]
+    ids = [
+        s.job_id for s in c.slices if s.job_id and not s.finished and (slices is None or s.index in slices)
+    ]
     if ids:
         _slurm(["scancel", *ids])
     return ids
@@ -495,16 +587,23 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
         raise PullFailed(f"campaign {c.id} slice {index}: docker pull {s.pull} failed: {out.error}")
     info = engine.inspect_image(s.pull)
     if info is None or info.id != s.image_id:
-        raise PullFailed(f"campaign {c.id} slice {index}: {s.pull} is image ID {info.id if info else '?'}, the "
-                         f"campaign measures {s.image_id}: not the same image")
+        raise PullFailed(
+            f"campaign {c.id} slice {index}: {s.pull} is image ID {info.id if info else '?'}, the "
+            f"campaign measures {s.image_id}: not the same image"
+        )
     events("note", text=f"pulled {s.pull} in {out.seconds:.1f} s: image ID {info.id[:19]} as recorded")
     store = c.host_store(s.host)
     if not any(b.digest == s.image_id for b in store.builds()):
         store.add_build(BuildRecord.model_validate(s.build))
     spec_c = CampaignSpec.model_validate(c.spec)
-    allow = spec_c.allow_concurrent or os.environ.get("TOOLKIT_ALLOW_CONCURRENT", "") not in ("", "0", "false")
-    opts = bench.BenchOptions(pinned={s.image: s.image_id}, strict=True, allow_concurrent=allow,
-                              run_id=s.run_id)
+    allow = spec_c.allow_concurrent or os.environ.get("TOOLKIT_ALLOW_CONCURRENT", "") not in (
+        "",
+        "0",
+        "false",
+    )
+    opts = bench.BenchOptions(
+        pinned={s.image: s.image_id}, strict=True, allow_concurrent=allow, run_id=s.run_id
+    )
     return bench.run_bench(lm, [spec], [model], store, opts, events)
 
 
@@ -531,8 +630,10 @@ def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], 
     axes = lm.m.bench
     for s in c.slices:
         if s.runner != "llama-bench":
-            notes.append(f"slice {s.index} ({s.image} x {s.model}): runner {s.runner} has no Kubernetes rendering "
-                         "(it drives several processes through `toolkit bench`); run it with Slurm")
+            notes.append(
+                f"slice {s.index} ({s.image} x {s.model}): runner {s.runner} has no Kubernetes rendering "
+                "(it drives several processes through `toolkit bench`); run it with Slurm"
+            )
             continue
         model = next(x for x in lm.m.models if x.name == s.model)
         path = lm.resolve(model.path)
@@ -540,31 +641,57 @@ def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], 
         out_file = f"/results/{c.id}-{s.index}.jsonl"
         cmd = ["llama-bench", *llamabench.bench_args(axes, in_ctr), "-o", "jsonl"]
         name = _k8s_name(f"tk-{c.id}-{s.index}")
-        labels = {"app.kubernetes.io/name": "toolkit", "toolkit/campaign": _k8s_name(c.id),
-                  "toolkit/host": _k8s_name(s.host), "toolkit/image": _k8s_name(s.image)}
+        labels = {
+            "app.kubernetes.io/name": "toolkit",
+            "toolkit/campaign": _k8s_name(c.id),
+            "toolkit/host": _k8s_name(s.host),
+            "toolkit/image": _k8s_name(s.image),
+        }
         resources: dict[str, Any] = {}
         if spec.gpus and s.backend != "cpu":
             resources = {"limits": {"amd.com/gpu": spec.gpus}}
         selector = {"kubernetes.io/hostname": s.node} if s.node else {"toolkit/host": _k8s_name(s.host)}
         container: dict[str, Any] = {
-            "name": "bench", "image": s.pull, "imagePullPolicy": "IfNotPresent",
+            "name": "bench",
+            "image": s.pull,
+            "imagePullPolicy": "IfNotPresent",
             "command": ["sh", "-c", f"{shlex.join(cmd)} > {out_file}"],
-            "volumeMounts": [{"name": "model", "mountPath": in_ctr, "readOnly": True},
-                             {"name": "results", "mountPath": "/results"}],
+            "volumeMounts": [
+                {"name": "model", "mountPath": in_ctr, "readOnly": True},
+                {"name": "results", "mountPath": "/results"},
+            ],
             "securityContext": {"runAsUser": 10001, "allowPrivilegeEscalation": False},
         }
         if resources:
             container["resources"] = resources
         job: dict[str, Any] = {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": labels,
-                         "annotations": {"toolkit/image-id": s.image_id, "toolkit/model": s.model}},
-            "spec": {"backoffLimit": 0, "template": {
-                "metadata": {"labels": labels},
-                "spec": {"restartPolicy": "Never", "nodeSelector": selector, "containers": [container],
-                         "volumes": [{"name": "model", "hostPath": {"path": str(path), "type": "File"}},
-                                     {"name": "results", "persistentVolumeClaim":
-                                      {"claimName": _k8s_name(f"toolkit-results-{s.host}")}}]}}},
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {"toolkit/image-id": s.image_id, "toolkit/model": s.model},
+            },
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": selector,
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "model", "hostPath": {"path": str(path), "type": "File"}},
+                            {
+                                "name": "results",
+                                "persistentVolumeClaim": {
+                                    "claimName": _k8s_name(f"toolkit-results-{s.host}")
+                                },
+                            },
+                        ],
+                    },
+                },
+            },
         }
         if spec.time_limit:
             job["spec"]["activeDeadlineSeconds"] = _seconds(spec.time_limit)
@@ -596,7 +723,9 @@ def write_k8s(lm: LoadedMatrix, store: ResultStore, out: Path) -> tuple[list[Pat
     files = []
     for d in docs:
         p = out / f"{d['metadata']['name']}.yaml"
-        p.write_text(f"# toolkit campaign {c.id}: render only, not run here (README, \"Many hosts (Slurm)\")\n"
-                     + yaml.safe_dump(d, sort_keys=False))
+        p.write_text(
+            f'# toolkit campaign {c.id}: render only, not run here (README, "Many hosts (Slurm)")\n'
+            + yaml.safe_dump(d, sort_keys=False)
+        )
         files.append(p)
     return files, notes

@@ -23,8 +23,15 @@ from toolkit.cli.common import (
     results_option,
 )
 
-STATE_STYLE = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red", "cancelled": "magenta",
-               "unknown": "red", "unsubmitted": "dim"}
+STATE_STYLE = {
+    "pending": "yellow",
+    "running": "cyan",
+    "done": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "unknown": "red",
+    "unsubmitted": "dim",
+}
 
 
 def _campaign_of(lm, results_dir, campaign_id):
@@ -40,8 +47,11 @@ def status_table(c):
     from rich.table import Table
 
     counts = c.counts()
-    caption = ", ".join(f"{counts[s]} {s}" for s in ("done", "running", "pending", "failed", "cancelled", "unknown",
-                                                     "unsubmitted") if counts.get(s))
+    caption = ", ".join(
+        f"{counts[s]} {s}"
+        for s in ("done", "running", "pending", "failed", "cancelled", "unknown", "unsubmitted")
+        if counts.get(s)
+    )
     t = Table(title=f"campaign {c.id}", caption=f"{len(c.slices)} slices: {caption}", caption_justify="left")
     for col in ("#", "host", "image x model", "job", "state", "node", "elapsed", "records", "note"):
         t.add_column(col, overflow="fold")
@@ -55,9 +65,17 @@ def status_table(c):
             if s.failed_record:
                 note += f"; failed record {s.failed_record}"
         style = STATE_STYLE.get(s.state, "")
-        t.add_row(str(s.index), s.host, f"{s.image} x {s.model}", s.job_id or "-",
-                  f"[{style}]{s.state}[/{style}]" if style else s.state, s.ran_on or s.node or "-", s.elapsed or "-",
-                  rec, note)
+        t.add_row(
+            str(s.index),
+            s.host,
+            f"{s.image} x {s.model}",
+            s.job_id or "-",
+            f"[{style}]{s.state}[/{style}]" if style else s.state,
+            s.ran_on or s.node or "-",
+            s.elapsed or "-",
+            rec,
+            note,
+        )
     return t
 
 
@@ -97,7 +115,9 @@ def submit(matrix_path, results_dir, as_json, dry_run):
     from toolkit.campaign import slurm as cmod
 
     lm = _load(matrix_path)
-    c = cmod.submit(lm, _store(lm, results_dir), dry_run=dry_run, note=_err if not as_json else (lambda t: None))
+    c = cmod.submit(
+        lm, _store(lm, results_dir), dry_run=dry_run, note=_err if not as_json else (lambda t: None)
+    )
     if dry_run and not as_json:
         for s in c.slices:
             click.echo(f"# ---- {s.script}\n{Path(s.script).read_text()}")
@@ -105,8 +125,10 @@ def submit(matrix_path, results_dir, as_json, dry_run):
     if as_json:
         click.echo(json.dumps(c.model_dump(mode="json"), indent=2))
         return
-    click.echo(f"campaign {c.id}: {len(c.slices)} jobs submitted ({', '.join(s.job_id or '-' for s in c.slices)}); "
-               f"state in {c.state_file}")
+    click.echo(
+        f"campaign {c.id}: {len(c.slices)} jobs submitted ({', '.join(s.job_id or '-' for s in c.slices)}); "
+        f"state in {c.state_file}"
+    )
     click.echo(f"follow it with: toolkit campaign status {c.id} --wait")
 
 
@@ -116,10 +138,21 @@ def submit(matrix_path, results_dir, as_json, dry_run):
 @json_option
 @click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
 @click.option("--wait", is_flag=True, help="Refresh until every job has ended; exit 3 if any slice failed.")
-@click.option("--timeout", type=FiniteRange(min=1), default=None, metavar="SECONDS",
-              help="With --wait: give up after this long (the jobs keep running).")
-@click.option("--interval", type=FiniteRange(min=0.2, max=600), default=2.0, show_default=True,
-              metavar="SECONDS", help="With --wait: seconds between two looks at Slurm.")
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="With --wait: give up after this long (the jobs keep running).",
+)
+@click.option(
+    "--interval",
+    type=FiniteRange(min=0.2, max=600),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --wait: seconds between two looks at Slurm.",
+)
 def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interval):
     """Each job of a campaign (default: the newest): pending / running / done / failed / cancelled, its node,
     elapsed time and records. A job that ended without results gets a failed record, built from Slurm's
@@ -134,7 +167,9 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
         from rich.live import Live
 
         end = time.monotonic() + timeout if timeout else None
-        with Live(status_table(c), console=Console(width=max(120, Console().width)), auto_refresh=False) as live:
+        with Live(
+            status_table(c), console=Console(width=max(120, Console().width)), auto_refresh=False
+        ) as live:
             while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
                 time.sleep(interval)
                 c = cmod.refresh(c)
@@ -148,8 +183,10 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
         _print(c, as_json)
     bad = [s for s in c.slices if s.state in ("failed", "cancelled", "unknown")]
     if wait and bad:
-        raise BenchFailed(f"campaign {c.id}: {len(bad)} of {len(c.slices)} slices "
-                          + ", ".join(f"{s.host}/{s.image} x {s.model}: {s.state}" for s in bad))
+        raise BenchFailed(
+            f"campaign {c.id}: {len(bad)} of {len(c.slices)} slices "
+            + ", ".join(f"{s.host}/{s.image} x {s.model}: {s.state}" for s in bad)
+        )
 
 
 @campaign.command(epilog=EPILOG)
@@ -165,14 +202,21 @@ def cancel(matrix_path, results_dir, campaign_id, slices):
     lm = _load(matrix_path)
     c = _campaign_of(lm, results_dir, campaign_id)
     ids = cmod.cancel(c, slices=list(slices) or None)
-    click.echo(f"campaign {c.id}: cancelled {', '.join(ids)}" if ids else f"campaign {c.id}: no unfinished job")
+    click.echo(
+        f"campaign {c.id}: cancelled {', '.join(ids)}" if ids else f"campaign {c.id}: no unfinished job"
+    )
 
 
 @campaign.command("render-k8s", epilog=EPILOG)
 @matrix_option
 @results_option
-@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="DIR",
-              help="Folder to write one Job manifest per slice into.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Folder to write one Job manifest per slice into.",
+)
 def render_k8s(matrix_path, results_dir, out):
     """Write Kubernetes Job manifests for the campaign instead of submitting it (not run here): one per
     llama-bench slice, image by registry digest, `amd.com/gpu`, results to a volume per host."""
@@ -202,5 +246,7 @@ def job(state_file, index):
         click.echo(line + (f": {o.reason}" if o.reason else ""))
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status in ("failed", "skipped", "stale")]
     if failed or not any(o.status == "ok" for o in outcomes):
-        raise BenchFailed(f"campaign slice {index}: bench failed or measured nothing for: "
-                          f"{', '.join(failed) or 'the slice'}")
+        raise BenchFailed(
+            f"campaign slice {index}: bench failed or measured nothing for: "
+            f"{', '.join(failed) or 'the slice'}"
+        )

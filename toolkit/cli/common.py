@@ -10,10 +10,12 @@ from pathlib import Path
 
 import click
 
-EPILOG = ("Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
-          "5 Docker engine unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
-          "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
-          "(pins), 11 a remote (the Hub) did not answer, 130 interrupted.")
+EPILOG = (
+    "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
+    "5 Docker engine unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
+    "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
+    "(pins), 11 a remote (the Hub) did not answer, 130 interrupted."
+)
 
 
 INTERRUPTED = "interrupted: stopped at the signal; nothing was started after it"
@@ -21,23 +23,40 @@ INTERRUPTED = "interrupted: stopped at the signal; nothing was started after it"
 
 def matrix_option(f):
     return click.option(
-        "--matrix", "matrix_path", default="matrix.yaml", show_default=True, type=click.Path(dir_okay=False),
+        "--matrix",
+        "matrix_path",
+        default="matrix.yaml",
+        show_default=True,
+        type=click.Path(dir_okay=False),
         help="The benchmark matrix (images, models, llama-bench axes).",
     )(f)
 
 
 def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text.")(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
+    )(f)
 
 
 def image_option(f):
-    return click.option("--image", "-i", "images", multiple=True, metavar="NAME",
-                        help="Only this image (repeatable). Default: every image in the matrix.")(f)
+    return click.option(
+        "--image",
+        "-i",
+        "images",
+        multiple=True,
+        metavar="NAME",
+        help="Only this image (repeatable). Default: every image in the matrix.",
+    )(f)
 
 
 def results_option(f):
-    return click.option("--results", "results_dir", default=None, type=click.Path(file_okay=False),
-                        help="Results folder. Default: results/ beside the matrix.")(f)
+    return click.option(
+        "--results",
+        "results_dir",
+        default=None,
+        type=click.Path(file_okay=False),
+        help="Results folder. Default: results/ beside the matrix.",
+    )(f)
 
 
 def _load(matrix_path: str):
@@ -58,6 +77,7 @@ def _err(msg: str) -> None:
 
 def _progress_printer(quiet: bool):
     """An events callback that draws a rich progress bar per (image, model) on stderr."""
+
     def note_only(kind: str, **kw) -> None:
         if kind == "note":
             _err(kw["text"])
@@ -80,8 +100,14 @@ def _progress_printer(quiet: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=False)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
     tasks: dict[tuple, int] = {}
 
     def events(kind: str, **kw) -> None:
@@ -91,10 +117,16 @@ def _progress_printer(quiet: bool):
                 progress.start()
             tasks[key] = progress.add_task(f"{key[0]} x {key[1]}", total=kw["total"])
         elif kind == "progress" and key in tasks:
-            progress.update(tasks[key], completed=kw["done"], total=kw["total"],
-                            description=f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}")
+            progress.update(
+                tasks[key],
+                completed=kw["done"],
+                total=kw["total"],
+                description=f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}",
+            )
         elif kind == "done" and key in tasks:
-            progress.update(tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}")
+            progress.update(
+                tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}"
+            )
         elif kind == "close" and progress.live.is_started:
             progress.stop()
         elif kind == "note":

@@ -60,8 +60,13 @@ def render(matrix_path, images, as_json):
     out = []
     for spec in lm.select_images(images):
         res = build_mod.build_image(lm, spec, store, dry_run=True)
-        out.append({"image": spec.name, "dockerfile": str(lm.root / "images" / spec.name / "Dockerfile"),
-                    "build_command": res.command})
+        out.append(
+            {
+                "image": spec.name,
+                "dockerfile": str(lm.root / "images" / spec.name / "Dockerfile"),
+                "build_command": res.command,
+            }
+        )
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -76,21 +81,57 @@ def render(matrix_path, images, as_json):
 @json_option
 @results_option
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer (BuildKit cache mounts are kept).")
-@click.option("--dry-run", is_flag=True, help="Render and print the exact `docker buildx build` commands; build nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Render and print the exact `docker buildx build` commands; build nothing.",
+)
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
-@click.option("--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only).")
-@click.option("--ca-bundle", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="CA bundle for HTTPS inside the build (TLS-intercepting proxies), passed as a BuildKit "
-                   "secret `pip_ca`: never stored in a layer, label, record or log.")
-@click.option("--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`).")
-@click.option("--registry", default=None, metavar="HOST[:PORT]/NAMESPACE",
-              help="Registry for --push (default: `registry:` in matrix.yaml).")
-@click.option("--all", "all_images", is_flag=True,
-              help="Build every image of the matrix, also those this host cannot run (publishing; --push implies it).")
-@click.option("--allow-software-gpu", is_flag=True,
-              help="Count Mesa lavapipe as a Vulkan device, so the Vulkan image is built on a host without a GPU.")
-def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fast, verbose, ca_bundle, push_after,
-          registry, all_images, allow_software_gpu):
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only)."
+)
+@click.option(
+    "--ca-bundle",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="CA bundle for HTTPS inside the build (TLS-intercepting proxies), passed as a BuildKit "
+    "secret `pip_ca`: never stored in a layer, label, record or log.",
+)
+@click.option(
+    "--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`)."
+)
+@click.option(
+    "--registry",
+    default=None,
+    metavar="HOST[:PORT]/NAMESPACE",
+    help="Registry for --push (default: `registry:` in matrix.yaml).",
+)
+@click.option(
+    "--all",
+    "all_images",
+    is_flag=True,
+    help="Build every image of the matrix, also those this host cannot run (publishing; --push implies it).",
+)
+@click.option(
+    "--allow-software-gpu",
+    is_flag=True,
+    help="Count Mesa lavapipe as a Vulkan device, so the Vulkan image is built on a host without a GPU.",
+)
+def build(
+    matrix_path,
+    images,
+    as_json,
+    results_dir,
+    no_cache,
+    dry_run,
+    fail_fast,
+    verbose,
+    ca_bundle,
+    push_after,
+    registry,
+    all_images,
+    allow_software_gpu,
+):
     """Build the images through BuildKit (docker buildx) and record what was built.
 
     By default only the images this host can run (`toolkit doctor`'s verdict; the CPU image always):
@@ -111,7 +152,9 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
         if not reg_lm.m.registry:
             from toolkit.core.errors import BadInput
 
-            raise BadInput(f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {reg_lm.path}")
+            raise BadInput(
+                f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {reg_lm.path}"
+            )
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
     specs = lm.select_images(images)
@@ -123,17 +166,30 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
     if not as_json:
         for sk in skipped:
             click.echo(sk.line())
-    results = [build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped]
+    results = [
+        build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped
+    ]
     status = None if (as_json or dry_run) else build_plan.BuildStatus.for_stderr()
     for spec in specs:
         if not dry_run and not as_json:
-            _err(f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
-                 f"{build_plan.previous_build_note(store, spec.name)})")
-        steps = build_plan.BuildSteps(spec.name, _err, verbose=verbose, status=status.update if status else None)
+            _err(
+                f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
+                f"{build_plan.previous_build_note(store, spec.name)})"
+            )
+        steps = build_plan.BuildSteps(
+            spec.name, _err, verbose=verbose, status=status.update if status else None
+        )
         before = store.latest_build(spec.name)
         try:
-            res = build_mod.build_image(lm, spec, store, no_cache=no_cache, dry_run=dry_run, on_line=steps,
-                                        secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None)
+            res = build_mod.build_image(
+                lm,
+                spec,
+                store,
+                no_cache=no_cache,
+                dry_run=dry_run,
+                on_line=steps,
+                secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
+            )
         finally:
             if status:
                 status.stop()
@@ -145,22 +201,44 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             click.echo(f"{spec.name}: {shlex.join(res.command)}")
         elif res.status in ("ok", "cached"):
             r = res.record
-            change = "" if before is None else (
-                ", image unchanged" if before.digest == r.digest else ", new image digest (labels differ)")
-            how = (f"all steps from cache{change}" if res.status == "cached"
-                   else f"{r.cached_steps}/{r.steps} steps from cache")
-            click.echo(f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
-                       f"{r.build_seconds:.1f} s ({how})")
+            change = (
+                ""
+                if before is None
+                else (
+                    ", image unchanged" if before.digest == r.digest else ", new image digest (labels differ)"
+                )
+            )
+            how = (
+                f"all steps from cache{change}"
+                if res.status == "cached"
+                else f"{r.cached_steps}/{r.steps} steps from cache"
+            )
+            click.echo(
+                f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
+                f"{r.build_seconds:.1f} s ({how})"
+            )
         else:
             log = f"; log: {res.log_path}" if res.log_path else ""
             click.echo(f"{spec.name}: {res.status}: {res.reason}{log}")
         if res.status == "failed" and fail_fast:
             break
     if as_json:
-        click.echo(json.dumps([{"image": r.image, "status": r.status, "reason": r.reason,
-                                "record": r.record.model_dump(mode="json") if r.record else None,
-                                "log": str(r.log_path) if r.log_path else None, "command": r.command}
-                               for r in results], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "image": r.image,
+                        "status": r.status,
+                        "reason": r.reason,
+                        "record": r.record.model_dump(mode="json") if r.record else None,
+                        "log": str(r.log_path) if r.log_path else None,
+                        "command": r.command,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
     built = [r.image for r in results if r.status in ("ok", "cached")]
     if push_after and built and not dry_run:
         from toolkit.publish import push as publish
@@ -169,9 +247,12 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
             click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
     failed = [r for r in results if r.status == "failed"]
     if failed:
-        unbuilt = [s.name for s in specs[len(results) - len(skipped):]]
-        raise BuildFailed("build failed for: " + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
-                          + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else ""))
+        unbuilt = [s.name for s in specs[len(results) - len(skipped) :]]
+        raise BuildFailed(
+            "build failed for: "
+            + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
+            + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else "")
+        )
 
 
 @cli.command(epilog=EPILOG)
@@ -182,26 +263,74 @@ def build(matrix_path, images, as_json, results_dir, no_cache, dry_run, fail_fas
 @click.option("--model", "-m", "models", multiple=True, metavar="NAME", help="Only this model (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Print the exact `docker run` commands; run nothing.")
 @click.option("--strict", is_flag=True, help="An image that cannot run on this host is an error, not a skip.")
-@click.option("--allow-software-gpu", is_flag=True,
-              help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.")
-@click.option("--gpu", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Pin GPU N, numbered as `toolkit doctor` lists them. Default: every discrete GPU of the image's "
-                   "gfx targets; iGPUs and other archs are hidden and named.")
-@click.option("--resume", is_flag=True, help="Skip (image, model) runs already measured for the same digest, model and cases.")
-@click.option("--timeout", type=FiniteRange(min=1, max=7 * 24 * 3600), default=None, metavar="SECONDS",
-              help="Per (image, model) run, 1 s to 7 days; default from the matrix.")
-@click.option("--allow-stale", is_flag=True,
-              help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
-                   "every record is marked stale (default: refuse that image with exit 4).")
-@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
-              help="Run although another toolkit benchmark is running on the same Docker engine (default: refuse, "
-                   "exit 9); every record written meanwhile is flagged `concurrent`.")
-@click.option("--memory", default=None, metavar="SIZE",
-              help="Container memory limit, e.g. 24g (no swap beyond it); default bench.memory. Recorded with "
-                   "every result; a run killed by it is a failed row, its completed tests kept.")
-@click.option("--yes", "-y", is_flag=True, help="Run a matrix of more than 1000 test cases (the plan line says how many).")
-def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, allow_software_gpu, gpu, resume, timeout,
-          allow_stale, allow_concurrent, memory, yes):
+@click.option(
+    "--allow-software-gpu",
+    is_flag=True,
+    help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.",
+)
+@click.option(
+    "--gpu",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Pin GPU N, numbered as `toolkit doctor` lists them. Default: every discrete GPU of the image's "
+    "gfx targets; iGPUs and other archs are hidden and named.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Skip (image, model) runs already measured for the same digest, model and cases.",
+)
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=1, max=7 * 24 * 3600),
+    default=None,
+    metavar="SECONDS",
+    help="Per (image, model) run, 1 s to 7 days; default from the matrix.",
+)
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
+    "every record is marked stale (default: refuse that image with exit 4).",
+)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Run although another toolkit benchmark is running on the same Docker engine (default: refuse, "
+    "exit 9); every record written meanwhile is flagged `concurrent`.",
+)
+@click.option(
+    "--memory",
+    default=None,
+    metavar="SIZE",
+    help="Container memory limit, e.g. 24g (no swap beyond it); default bench.memory. Recorded with "
+    "every result; a run killed by it is a failed row, its completed tests kept.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Run a matrix of more than 1000 test cases (the plan line says how many).",
+)
+def bench(
+    matrix_path,
+    images,
+    as_json,
+    results_dir,
+    models,
+    dry_run,
+    strict,
+    allow_software_gpu,
+    gpu,
+    resume,
+    timeout,
+    allow_stale,
+    allow_concurrent,
+    memory,
+    yes,
+):
     """Run llama-bench in each built image over the matrix and store the results by image digest.
 
     One container and one llama-bench process per (image, model), covering the crossed axes
@@ -218,9 +347,18 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
-    opts = BenchOptions(dry_run=dry_run, strict=strict, allow_software_gpu=allow_software_gpu, gpu=gpu,
-                        resume=resume, timeout_s=timeout, allow_stale=allow_stale,
-                        allow_concurrent=allow_concurrent, memory=memory, yes=yes)
+    opts = BenchOptions(
+        dry_run=dry_run,
+        strict=strict,
+        allow_software_gpu=allow_software_gpu,
+        gpu=gpu,
+        resume=resume,
+        timeout_s=timeout,
+        allow_stale=allow_stale,
+        allow_concurrent=allow_concurrent,
+        memory=memory,
+        yes=yes,
+    )
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
     events = _progress_printer(quiet=as_json or dry_run)
@@ -240,8 +378,10 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
                 line += f", {o.records} results"
             if o.timing:
                 t = o.timing
-                line += (f", wall {t['wall_s']:.1f} s = measurement {t['tests_s']:.1f} s + start-up/model load/"
-                         f"warm-up {t['startup_s']:.1f} s")
+                line += (
+                    f", wall {t['wall_s']:.1f} s = measurement {t['tests_s']:.1f} s + start-up/model load/"
+                    f"warm-up {t['startup_s']:.1f} s"
+                )
                 if "shader_cache_cold" in t:
                     line += " (shader cache cold)" if t["shader_cache_cold"] else " (shader cache warm)"
             if o.reason:
@@ -264,7 +404,9 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
         for o in outcomes:
             if o.status == "skipped":
                 o.status = "failed"
-    for w in dict.fromkeys(store.warnings):  # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
+    for w in dict.fromkeys(
+        store.warnings
+    ):  # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
         _err(f"warning: {w}")
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
     stale = [o.image for o in outcomes if o.status == "stale"]
@@ -272,9 +414,11 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
         from toolkit.core.errors import BadInput
 
         also = f"; bench also failed for: {', '.join(failed)}" if failed else ""
-        raise BadInput(f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
-                       f"give now): run `toolkit build {' '.join('-i ' + n for n in stale)}`, or pass --allow-stale"
-                       + also)
+        raise BadInput(
+            f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
+            f"give now): run `toolkit build {' '.join('-i ' + n for n in stale)}`, or pass --allow-stale"
+            + also
+        )
     if failed:
         raise BenchFailed(f"bench failed for: {', '.join(failed)}")
 
@@ -282,9 +426,13 @@ def bench(matrix_path, images, as_json, results_dir, models, dry_run, strict, al
 @cli.command("fetch-model", epilog=EPILOG)
 @matrix_option
 @click.argument("names", nargs=-1, metavar="MODEL...")
-@click.option("--twin", is_flag=True, help="Read only the GGUF header of the Hub file (HTTP range requests) and "
-              "write a shape twin beside `path` (X.twin.gguf: same metadata, tokenizer, tensor names, shapes, types "
-              "and size; random data with valid scales) plus its record X.twin.gguf.twin.json (kind synthetic-twin).")
+@click.option(
+    "--twin",
+    is_flag=True,
+    help="Read only the GGUF header of the Hub file (HTTP range requests) and "
+    "write a shape twin beside `path` (X.twin.gguf: same metadata, tokenizer, tensor names, shapes, types "
+    "and size; random data with valid scales) plus its record X.twin.gguf.twin.json (kind synthetic-twin).",
+)
 def fetch_model(matrix_path, names, twin):
     """Download models named in matrix.yaml from the Hugging Face Hub (huggingface_hub) to their `path`,
     then check their sha256 when the matrix pins one. Tiny stand-ins are generated instead.
@@ -303,11 +451,22 @@ def fetch_model(matrix_path, names, twin):
 @cli.command(epilog=EPILOG)
 @matrix_option
 @image_option
-@click.option("--model", "-m", "models", multiple=True, metavar="NAME",
-              help="Only this model (repeatable). With --image or --model, only what they name is checked.")
+@click.option(
+    "--model",
+    "-m",
+    "models",
+    multiple=True,
+    metavar="NAME",
+    help="Only this model (repeatable). With --image or --model, only what they name is checked.",
+)
 @json_option
-@click.option("--timeout", default=10.0, show_default=True, type=FiniteRange(min=0.5),
-              help="Seconds to wait for each registry, git host, package index or Hub answer.")
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=FiniteRange(min=0.5),
+    help="Seconds to wait for each registry, git host, package index or Hub answer.",
+)
 def pins(matrix_path, images, models, as_json, timeout):
     """Check that every pin still resolves: base images (FROM lines of the rendered Dockerfiles, template
     variables with @sha256:), source refs/commits (`sources:`, their fallbacks) and Hugging Face revisions.
@@ -319,7 +478,9 @@ def pins(matrix_path, images, models, as_json, timeout):
     from toolkit.images import pins as pins_mod
 
     results = pins_mod.check_pins(_load(matrix_path), images, models, timeout=timeout)
-    click.echo(json.dumps(pins_mod.pins_json(results), indent=2) if as_json else pins_mod.format_pins(results))
+    click.echo(
+        json.dumps(pins_mod.pins_json(results), indent=2) if as_json else pins_mod.format_pins(results)
+    )
     if pins_mod.broken(results):
         sys.exit(10)  # a pin moved or is missing: README exit-code table
 
@@ -327,24 +488,71 @@ def pins(matrix_path, images, models, as_json, timeout):
 @cli.command(epilog=EPILOG)
 @matrix_option
 @results_option
-@click.option("--format", "fmt", type=click.Choice(["github", "csv", "json", "html"]), default="github",
-              show_default=True, help="github = markdown tables to paste; csv/json for tools; html = one offline "
-              "page with plots (written to --output, default results/report.html).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["github", "csv", "json", "html"]),
+    default="github",
+    show_default=True,
+    help="github = markdown tables to paste; csv/json for tools; html = one offline "
+    "page with plots (written to --output, default results/report.html).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-@click.option("--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name.")
+@click.option(
+    "--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name."
+)
 @click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Also write the plots as PNG files into this folder.")
-@click.option("--noisy-threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
-              help="Flag rows whose standard deviation exceeds this share of the mean.")
-@click.option("--bw-floor", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
-              help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.")
-@click.option("--min-margin", type=FiniteRange(min=0, max=1000), default=3.0, show_default=True, metavar="PERCENT",
-              help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).")
-def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_dir, noisy_threshold, bw_floor,
-           min_margin):
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to this file (PNG plots beside an html report) instead of stdout.",
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write the plots as PNG files into this folder.",
+)
+@click.option(
+    "--noisy-threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Flag rows whose standard deviation exceeds this share of the mean.",
+)
+@click.option(
+    "--bw-floor",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.",
+)
+@click.option(
+    "--min-margin",
+    type=FiniteRange(min=0, max=1000),
+    default=3.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).",
+)
+def report(
+    matrix_path,
+    results_dir,
+    fmt,
+    as_json,
+    images,
+    runs,
+    output,
+    plots_dir,
+    noisy_threshold,
+    bw_floor,
+    min_margin,
+):
     """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
     concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
     cpu-fallback, noisy, implausible bandwidth), a roofline column where the GPU is known, and a verdict
@@ -360,17 +568,33 @@ def report(matrix_path, results_dir, fmt, as_json, images, runs, output, plots_d
     if have:  # the filter, not the folder, is empty
         from toolkit.core.errors import BadInput
 
-        asked = " and ".join(x for x in (f"image {', '.join(images)}" if images else "",
-                                         f"run {', '.join(runs)}" if runs else "") if x)
+        asked = " and ".join(
+            x
+            for x in (
+                f"image {', '.join(images)}" if images else "",
+                f"run {', '.join(runs)}" if runs else "",
+            )
+            if x
+        )
         known_images = sorted({h.image.name for h in have})
         known_runs = sorted({h.run_id for h in have})[-5:]
-        raise BadInput(f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
-                       f"newest runs: {', '.join(known_runs)}): fix --image / --run")
+        raise BadInput(
+            f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
+            f"newest runs: {', '.join(known_runs)}): fix --image / --run"
+        )
     fmt = "json" if as_json else fmt
-    opts = report_mod.ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
+    opts = report_mod.ReportOptions(
+        noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
+    )
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
-    text, written = report_mod.publish(recs, fmt, opts=opts, output=dest, plots_dir=Path(plots_dir) if plots_dir else None,
-                                       refused=store.refused)
+    text, written = report_mod.publish(
+        recs,
+        fmt,
+        opts=opts,
+        output=dest,
+        plots_dir=Path(plots_dir) if plots_dir else None,
+        refused=store.refused,
+    )
     if text is not None:
         click.echo(text)
     for p in written:
@@ -401,6 +625,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         info = engine.engine_info()
     except ToolkitError as err:
         info = {"error": str(err)}
+
     def probe(name: str, backend: str) -> str | None:  # rootless/userns engines only: open the nodes for real
         from toolkit.host import devices
 
@@ -413,8 +638,14 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         except Exception as err:  # no device, engine error: that is the answer, not a crash
             return str(err)[:200]
 
-    rep = doctor_mod.diagnose(lm.m.images, labels, allow_software=allow_software_gpu, docker_info=info,
-                              device_probe=probe, apt_policy=doctor_mod.read_apt_policy())
+    rep = doctor_mod.diagnose(
+        lm.m.images,
+        labels,
+        allow_software=allow_software_gpu,
+        docker_info=info,
+        device_probe=probe,
+        apt_policy=doctor_mod.read_apt_policy(),
+    )
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=2, default=str))
     else:
@@ -445,11 +676,22 @@ def _sigterm_as_interrupt() -> None:
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
-              help="A test slower in B than in A by more than this is a regression (exit code 6).")
-@click.option("--ignore", "ignore", multiple=True, metavar="FIELD",
-              help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
-              "with different core counts); its values are shown per side. Repeatable.")
+@click.option(
+    "--threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="A test slower in B than in A by more than this is a regression (exit code 6).",
+)
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="FIELD",
+    help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
+    "with different core counts); its values are shown per side. Repeatable.",
+)
 def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.
 
@@ -465,10 +707,14 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore))
-    click.echo(json.dumps(compare_mod.comparison_json(c), indent=2) if as_json else compare_mod.format_comparison(c))
+    click.echo(
+        json.dumps(compare_mod.comparison_json(c), indent=2) if as_json else compare_mod.format_comparison(c)
+    )
     if c.regressions:
-        raise Regression(f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
-                         f"{threshold:g}%: {', '.join(r.test for r in c.regressions)}")
+        raise Regression(
+            f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
+            f"{threshold:g}%: {', '.join(r.test for r in c.regressions)}"
+        )
 
 
 @cli.command("import", epilog=EPILOG)
@@ -476,13 +722,30 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
 @results_option
 @json_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--label", required=True, metavar="NAME", help="Image name to file the results under (e.g. bare-metal-hip).")
-@click.option("--backend", type=click.Choice(["cpu", "vulkan", "rocm"]), default=None,
-              help="Backend of the build that ran. Default: from the rows' `backends` field.")
-@click.option("--model-sha256", default=None, metavar="HEX",
-              help="sha256 of the model file, so compare joins it with container runs of the same file.")
-@click.option("--digest", default=None, metavar="ID",
-              help="Image reference to file under. Default: import:<sha256 of the files' bytes>.")
+@click.option(
+    "--label",
+    required=True,
+    metavar="NAME",
+    help="Image name to file the results under (e.g. bare-metal-hip).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["cpu", "vulkan", "rocm"]),
+    default=None,
+    help="Backend of the build that ran. Default: from the rows' `backends` field.",
+)
+@click.option(
+    "--model-sha256",
+    default=None,
+    metavar="HEX",
+    help="sha256 of the model file, so compare joins it with container runs of the same file.",
+)
+@click.option(
+    "--digest",
+    default=None,
+    metavar="ID",
+    help="Image reference to file under. Default: import:<sha256 of the files' bytes>.",
+)
 def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha256, digest):
     """Import llama-bench output produced outside the toolkit (a bare-metal run, someone's published run)
     into results/, so `toolkit report` and `toolkit compare` show it beside container runs.
@@ -495,8 +758,14 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
     from toolkit.results.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    res = importer.import_files(ResultStore(root), [Path(f) for f in files], label=label, backend=backend,
-                                model_sha256=model_sha256, digest=digest)
+    res = importer.import_files(
+        ResultStore(root),
+        [Path(f) for f in files],
+        label=label,
+        backend=backend,
+        model_sha256=model_sha256,
+        digest=digest,
+    )
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(res), indent=2, default=str))
         return
@@ -506,10 +775,17 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
     for s in res.sets:
         where = ", ".join(f"{k}={v}" for k, v in s.system.items())
         state = "already imported" if s.already else f"imported {s.records} results"
-        click.echo(f"{s.name}: {state} as {s.digest}" + (f" ({where})" if where and len(res.sets) > 1 else "")
-                   + (f" into {s.path}" if s.path else ""))
-    for what, lines in (("refused (not a measurement)", res.refused), ("stddev repaired", res.repaired),
-                        ("skipped while parsing", res.skipped), ("same test twice", res.collisions)):
+        click.echo(
+            f"{s.name}: {state} as {s.digest}"
+            + (f" ({where})" if where and len(res.sets) > 1 else "")
+            + (f" into {s.path}" if s.path else "")
+        )
+    for what, lines in (
+        ("refused (not a measurement)", res.refused),
+        ("stddev repaired", res.repaired),
+        ("skipped while parsing", res.skipped),
+        ("same test twice", res.collisions),
+    ):
         if lines:
             _err(f"{len(lines)} {what}:")
             for line in lines:
@@ -540,16 +816,22 @@ def main() -> None:
         # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
         docker_said = raised_by_docker(err)
         if docker_said and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
-            _err(f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
-                 "(`./scripts/setup-host.sh`) and run the command again.")
+            _err(
+                f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
+                "(`./scripts/setup-host.sh`) and run the command again."
+            )
             sys.exit(5)
         if docker_said:  # the engine answered and refused the request (a 4xx)
             detail = (str(err).splitlines() or [type(err).__name__])[0][:300]
-            _err(f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
-                 "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "
-                 "fix it and run the command again")
+            _err(
+                f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
+                "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "
+                "fix it and run the command again"
+            )
             sys.exit(5)
-        if isinstance(err, OSError):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
+        if isinstance(
+            err, OSError
+        ):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
             mapped = FileSystemError.from_oserror(err)
             _err(f"error: {mapped}")
             sys.exit(mapped.exit_code)

@@ -44,11 +44,18 @@ def _transfer_printer(quiet: bool):
 @image_option
 @json_option
 @results_option
-@click.option("--registry", default=None, metavar="HOST:PORT/NAMESPACE",
-              help="Where to push. Default: `registry:` in matrix.yaml.")
-@click.option("--attest", is_flag=True,
-              help="Rebuild and push through a docker-container buildx builder with an SBOM and max provenance "
-                   "(the default docker driver cannot attach them).")
+@click.option(
+    "--registry",
+    default=None,
+    metavar="HOST:PORT/NAMESPACE",
+    help="Where to push. Default: `registry:` in matrix.yaml.",
+)
+@click.option(
+    "--attest",
+    is_flag=True,
+    help="Rebuild and push through a docker-container buildx builder with an SBOM and max provenance "
+    "(the default docker driver cannot attach them).",
+)
 def push(matrix_path, images, as_json, results_dir, registry, attest):
     """Push each image's latest build to a registry and record the registry digest.
 
@@ -61,12 +68,27 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
-    results = publish.push_images(lm, store, list(images), registry, attest=attest,
-                                  on_line=_transfer_printer(as_json))
+    results = publish.push_images(
+        lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json)
+    )
     if as_json:
-        click.echo(json.dumps([{"image": r.image, "status": r.status, "reason": r.reason, "refs": r.refs,
-                                "repo_digest": r.repo_digest, "seconds": round(r.seconds, 2), "notes": r.notes}
-                               for r in results], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "image": r.image,
+                        "status": r.status,
+                        "reason": r.reason,
+                        "refs": r.refs,
+                        "repo_digest": r.repo_digest,
+                        "seconds": round(r.seconds, 2),
+                        "notes": r.notes,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
     else:
         for r in results:
             if r.status == "pushed":
@@ -85,8 +107,14 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
 @results_option
 @json_option
 @click.argument("run_id", metavar="RUN_ID")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), metavar="DIR",
-              help="Folder to write (empty, or an earlier export of the same run).")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Folder to write (empty, or an earlier export of the same run).",
+)
 def export_run(matrix_path, results_dir, as_json, run_id, out):
     """Write a bench run as a self-contained folder to commit to a repo or attach to a release.
 
@@ -102,8 +130,10 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     if as_json:
         click.echo(json.dumps(run.model_dump(mode="json"), indent=2))
         return
-    click.echo(f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
-               f"{len(run.models)} model(s) -> {out}")
+    click.echo(
+        f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
+        f"{len(run.models)} model(s) -> {out}"
+    )
     for note in run.notes:
         _err(f"note: {note}")
 
@@ -113,19 +143,42 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
 @results_option
 @json_option
 @click.argument("run", metavar="RUN_DIR_OR_ID")
-@click.option("--rebuild", is_flag=True,
-              help="Build the images again from the run's matrix.yaml + Dockerfile.templates/ instead of pulling.")
-@click.option("--threshold", type=FiniteRange(min=0, max=1000), default=5.0, show_default=True, metavar="PERCENT",
-              help="Smallest delta counted as a difference; each test's noise is max(3 x combined relative "
-                   "stddev, this).")
-@click.option("--model-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Look for the run's model files here first (checked by sha256).")
-@click.option("--allow-twin", is_flag=True,
-              help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.")
-@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
-              help="Re-run although another toolkit benchmark is running on the same engine (records flagged "
-                   "`concurrent`; default: refuse, exit 9).")
-def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin, allow_concurrent):
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build the images again from the run's matrix.yaml + Dockerfile.templates/ instead of pulling.",
+)
+@click.option(
+    "--threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Smallest delta counted as a difference; each test's noise is max(3 x combined relative "
+    "stddev, this).",
+)
+@click.option(
+    "--model-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Look for the run's model files here first (checked by sha256).",
+)
+@click.option(
+    "--allow-twin",
+    is_flag=True,
+    help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.",
+)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Re-run although another toolkit benchmark is running on the same engine (records flagged "
+    "`concurrent`; default: refuse, exit 9).",
+)
+def reproduce(
+    matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin, allow_concurrent
+):
     """Re-run a published run on this host and say whether its results reproduce.
 
     RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (exported
@@ -144,10 +197,18 @@ def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_
         store = _store(lm, results_dir)
     events = _progress_printer(quiet=as_json)
     try:
-        rep = reproduce_mod.reproduce(run, store=store, lm=lm, rebuild=rebuild, threshold=threshold,
-                                      model_dir=Path(model_dir) if model_dir else None, events=events,
-                                      on_line=_transfer_printer(as_json), allow_twin=allow_twin,
-                                      allow_concurrent=allow_concurrent)
+        rep = reproduce_mod.reproduce(
+            run,
+            store=store,
+            lm=lm,
+            rebuild=rebuild,
+            threshold=threshold,
+            model_dir=Path(model_dir) if model_dir else None,
+            events=events,
+            on_line=_transfer_printer(as_json),
+            allow_twin=allow_twin,
+            allow_concurrent=allow_concurrent,
+        )
     finally:
         events("close")
     if as_json:
@@ -156,5 +217,7 @@ def reproduce(matrix_path, results_dir, as_json, run, rebuild, threshold, model_
         click.echo(reproduce_mod.format_reproduction(rep))
     if not rep.reproduced:
         bad = [r.test for r in rep.rows if not r.ok]
-        raise NotReproduced(f"run {rep.run_id} not reproduced: {len(bad)} of {len(rep.rows)} tests beyond noise "
-                            f"or missing ({', '.join(bad[:6])}{', ...' if len(bad) > 6 else ''})")
+        raise NotReproduced(
+            f"run {rep.run_id} not reproduced: {len(bad)} of {len(rep.rows)} tests beyond noise "
+            f"or missing ({', '.join(bad[:6])}{', ...' if len(bad) > 6 else ''})"
+        )

@@ -10,27 +10,80 @@ from toolkit.cli.common import EPILOG, _err, _load, _store, matrix_option, resul
 @click.command(epilog=EPILOG)
 @matrix_option
 @results_option
-@click.option("--image", "-i", "image", required=True, metavar="NAME", help="The image to tune (a llama-bench image).")
-@click.option("--model", "-m", "model", default=None, metavar="NAME", help="The model (default: the first the image runs).")
-@click.option("--axis", type=click.Choice(["prefill", "decode"]), required=True,
-              help="prefill: pp TOKENS (prompt processing); decode: tg TOKENS (generation).")
-@click.option("--tokens", type=click.IntRange(min=1, max=1_000_000), default=None, metavar="N",
-              help="Prompt length (prefill) or tokens generated (decode). Default: the matrix's largest.")
-@click.option("--knob", "knobs", multiple=True, metavar="NAME",
-              help="Knob to search (repeatable): n_ubatch, n_batch, threads (CPU images), flash_attn. "
-                   "Default: n_ubatch, plus threads on CPU images.")
-@click.option("--values", "values", multiple=True, metavar="KNOB=V1,V2",
-              help="Values of a knob, e.g. n_ubatch=512,2048 (default: powers of two around the matrix's).")
-@click.option("--budget", default="20m", show_default=True, metavar="DURATION",
-              help="Wall-clock budget (90s, 20m, 1h): no new trial starts after it.")
+@click.option(
+    "--image", "-i", "image", required=True, metavar="NAME", help="The image to tune (a llama-bench image)."
+)
+@click.option(
+    "--model",
+    "-m",
+    "model",
+    default=None,
+    metavar="NAME",
+    help="The model (default: the first the image runs).",
+)
+@click.option(
+    "--axis",
+    type=click.Choice(["prefill", "decode"]),
+    required=True,
+    help="prefill: pp TOKENS (prompt processing); decode: tg TOKENS (generation).",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1, max=1_000_000),
+    default=None,
+    metavar="N",
+    help="Prompt length (prefill) or tokens generated (decode). Default: the matrix's largest.",
+)
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    metavar="NAME",
+    help="Knob to search (repeatable): n_ubatch, n_batch, threads (CPU images), flash_attn. "
+    "Default: n_ubatch, plus threads on CPU images.",
+)
+@click.option(
+    "--values",
+    "values",
+    multiple=True,
+    metavar="KNOB=V1,V2",
+    help="Values of a knob, e.g. n_ubatch=512,2048 (default: powers of two around the matrix's).",
+)
+@click.option(
+    "--budget",
+    default="20m",
+    show_default=True,
+    metavar="DURATION",
+    help="Wall-clock budget (90s, 20m, 1h): no new trial starts after it.",
+)
 @click.option("--allow-software-gpu", is_flag=True, help="Accept Mesa lavapipe for Vulkan images.")
-@click.option("--allow-concurrent", is_flag=True, envvar="TOOLKIT_ALLOW_CONCURRENT",
-              help="Run although another toolkit benchmark is running on the same engine (trials flagged "
-                   "`concurrent`; default: refuse, exit 9).")
-@click.option("--write", "write_diff", is_flag=True,
-              help="Also print the matrix.yaml change that would make the best setting the default (not applied).")
-def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, budget, allow_software_gpu,
-         allow_concurrent, write_diff):
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Run although another toolkit benchmark is running on the same engine (trials flagged "
+    "`concurrent`; default: refuse, exit 9).",
+)
+@click.option(
+    "--write",
+    "write_diff",
+    is_flag=True,
+    help="Also print the matrix.yaml change that would make the best setting the default (not applied).",
+)
+def tune(
+    matrix_path,
+    results_dir,
+    image,
+    model,
+    axis,
+    tokens,
+    knobs,
+    values,
+    budget,
+    allow_software_gpu,
+    allow_concurrent,
+    write_diff,
+):
     """Search the knobs that change one axis of IMAGE x MODEL with successive halving, within a budget.
 
     Every trial is an ordinary bench run of one case, stored in results/ (so `toolkit report` and
@@ -57,7 +110,9 @@ def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, bu
     for v in values:
         k, _, vals = v.partition("=")
         if k not in space:
-            raise BadInput(f"--values {v!r}: {k!r} is not a searched knob ({', '.join(space)}); add --knob {k}")
+            raise BadInput(
+                f"--values {v!r}: {k!r} is not a searched knob ({', '.join(space)}); add --knob {k}"
+            )
         try:
             space[k] = sorted({int(x) for x in vals.split(",") if x.strip()})
         except ValueError:
@@ -67,16 +122,28 @@ def tune(matrix_path, results_dir, image, model, axis, tokens, knobs, values, bu
 
     def run_trial(axes, extra):
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path)
-        opts = bench.BenchOptions(record_extra=extra, allow_software_gpu=allow_software_gpu, strict=True,
-                                  allow_concurrent=allow_concurrent)
+        opts = bench.BenchOptions(
+            record_extra=extra,
+            allow_software_gpu=allow_software_gpu,
+            strict=True,
+            allow_concurrent=allow_concurrent,
+        )
         outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
         return [r for r in store.results() if r.run_id == opts.run_id]
 
-    res = tune_mod.search(lm, store, axis=axis, tokens=n, knobs=space, budget_s=tune_mod.parse_budget(budget),
-                          run_trial=run_trial, on_note=_err)
+    res = tune_mod.search(
+        lm,
+        store,
+        axis=axis,
+        tokens=n,
+        knobs=space,
+        budget_s=tune_mod.parse_budget(budget),
+        run_trial=run_trial,
+        on_note=_err,
+    )
     click.echo(tune_mod.format_result(res))
     if write_diff:
         diff = tune_mod.matrix_diff(lm.path, res)

@@ -36,24 +36,45 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     "cpu": Backend("cpu", "CPU", gpu=False, needs="nothing beyond the Docker engine"),
     "vulkan": Backend(
-        "vulkan", "Vulkan", gpu=True, software_markers=("llvmpipe", "lavapipe"),
+        "vulkan",
+        "Vulkan",
+        gpu=True,
+        software_markers=("llvmpipe", "lavapipe"),
         fallback_messages=("ggml_vulkan: No devices found", "failed to initialize Vulkan"),
-        needs="a GPU render node (/dev/dri/renderD*) with a Vulkan driver (Mesa RADV for AMD)"),
+        needs="a GPU render node (/dev/dri/renderD*) with a Vulkan driver (Mesa RADV for AMD)",
+    ),
     "rocm": Backend(
-        "rocm", "ROCm", gpu=True,
+        "rocm",
+        "ROCm",
+        gpu=True,
         fallback_messages=("no ROCm-capable device is detected", "no usable GPU found"),
-        needs="/dev/kfd and a render node of an AMD GPU (amdgpu/KFD driver)"),
-    "cuda": Backend("cuda", "CUDA", gpu=True, fallback_messages=("no CUDA-capable device",),
-                    needs="an NVIDIA GPU with the NVIDIA container toolkit"),
+        needs="/dev/kfd and a render node of an AMD GPU (amdgpu/KFD driver)",
+    ),
+    "cuda": Backend(
+        "cuda",
+        "CUDA",
+        gpu=True,
+        fallback_messages=("no CUDA-capable device",),
+        needs="an NVIDIA GPU with the NVIDIA container toolkit",
+    ),
     "sycl": Backend("sycl", "SYCL", gpu=True, needs="an Intel GPU render node with Level Zero"),
     "metal": Backend("metal", "Metal", gpu=True, needs="Apple silicon (not in containers)"),
 }
 
 # Old (2024) llama-bench releases wrote one boolean per backend instead of a `backends` string.
-OLD_BACKEND_FLAGS: dict[str, str] = {"cuda": "CUDA", "vulkan": "Vulkan", "kompute": "Kompute", "metal": "Metal",
-                                     "sycl": "SYCL", "rpc": "RPC", "hip": "ROCm"}
+OLD_BACKEND_FLAGS: dict[str, str] = {
+    "cuda": "CUDA",
+    "vulkan": "Vulkan",
+    "kompute": "Kompute",
+    "metal": "Metal",
+    "sycl": "SYCL",
+    "rpc": "RPC",
+    "hip": "ROCm",
+}
 
-SOFTWARE_MARKERS: tuple[str, ...] = tuple(dict.fromkeys(m for b in BACKENDS.values() for m in b.software_markers))
+SOFTWARE_MARKERS: tuple[str, ...] = tuple(
+    dict.fromkeys(m for b in BACKENDS.values() for m in b.software_markers)
+)
 FALLBACK_MESSAGES: tuple[str, ...] = tuple(m for b in BACKENDS.values() for m in b.fallback_messages)
 
 

@@ -74,18 +74,20 @@ class FileSystemError(ToolkitError):
         expected = _EXPECTED.get(err.errno or 0)
         if expected:
             return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
-        return cls(f"{path}: {err.strerror or err}{doing}; free space, fix the permissions or choose another "
-                   "folder (e.g. --results DIR)")
+        return cls(
+            f"{path}: {err.strerror or err}{doing}; free space, fix the permissions or choose another "
+            "folder (e.g. --results DIR)"
+        )
 
 
 _EXPECTED = {
     errno.ENOTDIR: "a part of this path is a file where a folder is expected; give a path through folders",
     errno.EISDIR: "this is a folder where a file is expected; give a file's path",
     errno.ENOENT: "no such path, or nothing can be created there; give an existing path, or one in a folder that "
-                  "exists and takes new files (check the spelling)",
+    "exists and takes new files (check the spelling)",
     errno.EEXIST: "a file is there where a folder is expected; remove it or give another path",
     errno.EINVAL: "the OS takes this path as invalid (e.g. a new file under /proc or /sys); give a path in an "
-                  "ordinary folder",
+    "ordinary folder",
 }
 """errno -> what was expected instead: an OSError with one of these is a wrong path (bad input), not the disk."""
 

@@ -63,57 +63,171 @@ SPECS: tuple[GpuSpec, ...] = (
     # --- RDNA4, Navi 48, gfx1201. Matrix FP16 = 2 x the vector FP16 rate (WMMA: 1024 FLOP/clk/CU dense).
     # Radeon AI PRO R9700: 32 GB GDDR6 20 Gbps x 256 bit = 640 GB/s, 64 CUs, 2920 MHz boost; AMD product
     # page: 95.7 TFLOPS FP16 vector, 191 TFLOPS FP16 matrix (383 with sparsity; "1531 TOPS" = INT4 sparse).
-    GpuSpec("AMD Radeon AI PRO R9700", AMD, (("0x7551", "0xc0"),), "gfx1201", 640.0, 191.0, 64,
-            f"AMD product page (R9700); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon AI PRO R9700",
+        AMD,
+        (("0x7551", "0xc0"),),
+        "gfx1201",
+        640.0,
+        191.0,
+        64,
+        f"AMD product page (R9700); ids: {_AMD_IDS}",
+    ),
     # RX 9070 XT: 16 GB GDDR6 20 Gbps x 256 bit = 640 GB/s, 64 CUs, 2970 MHz boost; AMD: 48.7 TFLOPS
     # FP32, 97.3 FP16 vector -> 194.6 FP16 matrix (64 x 1024 x 2.97 GHz).
-    GpuSpec("AMD Radeon RX 9070 XT", AMD, (("0x7550", "0xc0"),), "gfx1201", 640.0, 194.6, 64,
-            f"AMD product page (RX 9070 XT); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 9070 XT",
+        AMD,
+        (("0x7550", "0xc0"),),
+        "gfx1201",
+        640.0,
+        194.6,
+        64,
+        f"AMD product page (RX 9070 XT); ids: {_AMD_IDS}",
+    ),
     # RX 9070: 16 GB GDDR6 20 Gbps x 256 bit = 640 GB/s, 56 CUs, 2520 MHz boost; 72.3 FP16 vector ->
     # 144.5 FP16 matrix (56 x 1024 x 2.52 GHz).
-    GpuSpec("AMD Radeon RX 9070", AMD, (("0x7550", "0xc3"),), "gfx1201", 640.0, 144.5, 56,
-            f"AMD product page (RX 9070); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 9070",
+        AMD,
+        (("0x7550", "0xc3"),),
+        "gfx1201",
+        640.0,
+        144.5,
+        56,
+        f"AMD product page (RX 9070); ids: {_AMD_IDS}",
+    ),
     # RX 9070 GRE: 12 GB GDDR6 18 Gbps x 192 bit = 432 GB/s, 48 CUs, 2790 MHz boost -> 137.1 FP16 matrix
     # (48 x 1024 x 2.79 GHz). Less certain than the others: the figures are those reported at launch
     # (AMD's GRE page; one third-party table lists 528 GB/s, which 192 bit x 18 Gbps does not give).
-    GpuSpec("AMD Radeon RX 9070 GRE", AMD, (("0x7550", "0xc2"),), "gfx1201", 432.0, 137.1, 48,
-            f"AMD product page (RX 9070 GRE), derived matrix rate; ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 9070 GRE",
+        AMD,
+        (("0x7550", "0xc2"),),
+        "gfx1201",
+        432.0,
+        137.1,
+        48,
+        f"AMD product page (RX 9070 GRE), derived matrix rate; ids: {_AMD_IDS}",
+    ),
     # --- RDNA3, Navi 31, gfx1100. WMMA FP16 dense = the dual-issue FP16 rate (512 FLOP/clk/CU).
     # RX 7900 XTX: 24 GB GDDR6 20 Gbps x 384 bit = 960 GB/s, 96 CUs, 2500 MHz boost, 122.8 TFLOPS FP16.
-    GpuSpec("AMD Radeon RX 7900 XTX", AMD, (("0x744c", "0xc8"),), "gfx1100", 960.0, 122.8, 96,
-            f"AMD product page (RX 7900 XTX); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 7900 XTX",
+        AMD,
+        (("0x744c", "0xc8"),),
+        "gfx1100",
+        960.0,
+        122.8,
+        96,
+        f"AMD product page (RX 7900 XTX); ids: {_AMD_IDS}",
+    ),
     # RX 7900 XT: 20 GB GDDR6 20 Gbps x 320 bit = 800 GB/s, 84 CUs, 2400 MHz boost, 103.0 TFLOPS FP16.
-    GpuSpec("AMD Radeon RX 7900 XT", AMD, (("0x744c", "0xcc"),), "gfx1100", 800.0, 103.0, 84,
-            f"AMD product page (RX 7900 XT); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 7900 XT",
+        AMD,
+        (("0x744c", "0xcc"),),
+        "gfx1100",
+        800.0,
+        103.0,
+        84,
+        f"AMD product page (RX 7900 XT); ids: {_AMD_IDS}",
+    ),
     # RX 7900 GRE: 16 GB GDDR6 18 Gbps x 256 bit = 576 GB/s, 80 CUs, 2245 MHz boost, 91.96 TFLOPS FP16.
-    GpuSpec("AMD Radeon RX 7900 GRE", AMD, (("0x744c", "0xce"),), "gfx1100", 576.0, 91.96, 80,
-            f"AMD product page (RX 7900 GRE); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon RX 7900 GRE",
+        AMD,
+        (("0x744c", "0xce"),),
+        "gfx1100",
+        576.0,
+        91.96,
+        80,
+        f"AMD product page (RX 7900 GRE); ids: {_AMD_IDS}",
+    ),
     # Radeon PRO W7900: 48 GB GDDR6 18 Gbps x 384 bit = 864 GB/s, 96 CUs, 2495 MHz boost, 122.64 TFLOPS
     # FP16. (The W7900 Dual Slot, 0x744a, is a separate entry in amdgpu.ids and not in this table.)
-    GpuSpec("AMD Radeon PRO W7900", AMD, (("0x7448", "0x00"),), "gfx1100", 864.0, 122.64, 96,
-            f"AMD product page (Radeon PRO W7900); ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Radeon PRO W7900",
+        AMD,
+        (("0x7448", "0x00"),),
+        "gfx1100",
+        864.0,
+        122.64,
+        96,
+        f"AMD product page (Radeon PRO W7900); ids: {_AMD_IDS}",
+    ),
     # --- CDNA3. Instinct MI300X: 192 GB HBM3 at 5.3 TB/s, 304 CUs, 1307.4 TFLOPS dense FP16 matrix
     # (2614.9 with sparsity). AMD MI300X data sheet.
-    GpuSpec("AMD Instinct MI300X", AMD, (("0x74a1", "0x00"),), "gfx942", 5300.0, 1307.4, 304,
-            f"AMD Instinct MI300X data sheet; ids: {_AMD_IDS}"),
+    GpuSpec(
+        "AMD Instinct MI300X",
+        AMD,
+        (("0x74a1", "0x00"),),
+        "gfx942",
+        5300.0,
+        1307.4,
+        304,
+        f"AMD Instinct MI300X data sheet; ids: {_AMD_IDS}",
+    ),
     # --- NVIDIA Hopper, for results imported from NVIDIA hosts. NVIDIA's data sheets give FP16 Tensor
     # Core figures WITH sparsity; the dense rate is half. Names as CUDA/Vulkan report them.
     # H100 SXM5: 80 GB HBM3, 3.35 TB/s, 1979 TFLOPS FP16 sparse -> 989.4 dense, 132 SMs.
-    GpuSpec("NVIDIA H100 80GB HBM3", NVIDIA, (("0x2330", None),), "sm_90", 3350.0, 989.4, 132,
-            f"NVIDIA H100 data sheet (SXM); ids: {_NV_IDS}", names=("NVIDIA H100 SXM5 80GB",)),
+    GpuSpec(
+        "NVIDIA H100 80GB HBM3",
+        NVIDIA,
+        (("0x2330", None),),
+        "sm_90",
+        3350.0,
+        989.4,
+        132,
+        f"NVIDIA H100 data sheet (SXM); ids: {_NV_IDS}",
+        names=("NVIDIA H100 SXM5 80GB",),
+    ),
     # H100 PCIe: 80 GB HBM2e, 2.0 TB/s, 1513 TFLOPS FP16 sparse -> 756.5 dense, 114 SMs.
-    GpuSpec("NVIDIA H100 PCIe", NVIDIA, (("0x2331", None),), "sm_90", 2000.0, 756.5, 114,
-            f"NVIDIA H100 data sheet (PCIe); ids: {_NV_IDS}"),
+    GpuSpec(
+        "NVIDIA H100 PCIe",
+        NVIDIA,
+        (("0x2331", None),),
+        "sm_90",
+        2000.0,
+        756.5,
+        114,
+        f"NVIDIA H100 data sheet (PCIe); ids: {_NV_IDS}",
+    ),
     # H100 NVL: 94 GB HBM3, 3.9 TB/s, 1671 TFLOPS FP16 sparse -> 835.5 dense, 132 SMs.
-    GpuSpec("NVIDIA H100 NVL", NVIDIA, (("0x2321", None),), "sm_90", 3900.0, 835.5, 132,
-            f"NVIDIA H100 data sheet (NVL); ids: {_NV_IDS}"),
+    GpuSpec(
+        "NVIDIA H100 NVL",
+        NVIDIA,
+        (("0x2321", None),),
+        "sm_90",
+        3900.0,
+        835.5,
+        132,
+        f"NVIDIA H100 data sheet (NVL); ids: {_NV_IDS}",
+    ),
     # H200 (SXM): 141 GB HBM3e, 4.8 TB/s, 1979 TFLOPS FP16 sparse -> 989.5 dense, 132 SMs. CUDA calls it
     # "NVIDIA H200" (the name in shared/cases/*h200*.jsonl, CUDA and Vulkan alike).
-    GpuSpec("NVIDIA H200", NVIDIA, (("0x2335", None),), "sm_90", 4800.0, 989.5, 132,
-            f"NVIDIA H200 data sheet (SXM); ids: {_NV_IDS}", names=("NVIDIA H200 SXM 141GB",)),
+    GpuSpec(
+        "NVIDIA H200",
+        NVIDIA,
+        (("0x2335", None),),
+        "sm_90",
+        4800.0,
+        989.5,
+        132,
+        f"NVIDIA H200 data sheet (SXM); ids: {_NV_IDS}",
+        names=("NVIDIA H200 SXM 141GB",),
+    ),
     # H200 NVL: 141 GB HBM3e, 4.8 TB/s, 1671 TFLOPS FP16 sparse -> 835.5 dense.
-    GpuSpec("NVIDIA H200 NVL", NVIDIA, (("0x233b", None),), "sm_90", 4800.0, 835.5, 132,
-            f"NVIDIA H200 data sheet (NVL); ids: {_NV_IDS}"),
+    GpuSpec(
+        "NVIDIA H200 NVL",
+        NVIDIA,
+        (("0x233b", None),),
+        "sm_90",
+        4800.0,
+        835.5,
+        132,
+        f"NVIDIA H200 data sheet (NVL); ids: {_NV_IDS}",
+    ),
 )
 
 # Other products that share a PCI device id with a SPECS entry, so a lookup never falls back to a

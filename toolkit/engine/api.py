@@ -60,14 +60,19 @@ def client():
         c.ping()
         _CLIENTS[where] = c
         return c
-    except ValueError as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
+    except (
+        ValueError
+    ) as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
         raise EngineUnavailable(
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: "
             f"{_first_line(err)}): unset it to use the local engine, or set it to "
-            "unix:///var/run/docker.sock or tcp://HOST:PORT") from None
+            "unix:///var/run/docker.sock or tcp://HOST:PORT"
+        ) from None
     except DockerException as err:  # (the cache holds `where` only after a ping answered)
         msg = _first_line(err)
-        start = "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
+        start = (
+            "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
+        )
         if "Permission denied" in msg:
             fix = "add your user to the `docker` group (then log in again) or run as root"
         elif not where:
@@ -75,8 +80,10 @@ def client():
         elif "connect" in msg.lower():  # a usable address where no engine answers
             fix = f"{start}, or point DOCKER_HOST at a running engine (unset it to use the local one)"
         else:  # "Invalid bind address protocol", an npipe:// or ssh:// address this host's SDK cannot use
-            fix = (f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
-                   "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT")
+            fix = (
+                f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
+                "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
+            )
         at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
 
@@ -145,7 +152,9 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
     if inspect_image(ref) is not None:
         return None
     try:
-        proc = subprocess.run(["docker", "pull", "-q", ref], capture_output=True, text=True, timeout=pull_timeout)
+        proc = subprocess.run(
+            ["docker", "pull", "-q", ref], capture_output=True, text=True, timeout=pull_timeout
+        )
     except subprocess.TimeoutExpired:
         return f"base image {ref} is not local and pulling it timed out after {pull_timeout:.0f} s"
     if proc.returncode == 0:
@@ -199,8 +208,9 @@ class BuildOutcome:
     returncode: int
 
 
-def run_buildx(cmd: list[str], *, log_path: Path, on_line: Callable[[str], None] | None = None,
-               timeout: float = 4 * 3600) -> BuildOutcome:
+def run_buildx(
+    cmd: list[str], *, log_path: Path, on_line: Callable[[str], None] | None = None, timeout: float = 4 * 3600
+) -> BuildOutcome:
     """Run a buildx command, streaming its plain progress to `on_line` and to `log_path`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -208,8 +218,13 @@ def run_buildx(cmd: list[str], *, log_path: Path, on_line: Callable[[str], None]
     cached: set[str] = set()
     with log_path.open("w", buffering=1) as log:  # line-buffered: the kept log is complete even after a kill
         log.write("$ " + shlex.join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, DOCKER_BUILDKIT="1"))
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ, DOCKER_BUILDKIT="1"),
+        )
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
@@ -252,8 +267,10 @@ class Mount:
             kv = f"{key}={value}"
             return '"' + kv.replace('"', '""') + '"' if ("," in kv or '"' in kv) else kv
 
-        spec = ",".join([f"type={kind}", field("source", self.source), field("target", self.target)]
-                        + (["readonly"] if self.read_only else []))
+        spec = ",".join(
+            [f"type={kind}", field("source", self.source), field("target", self.target)]
+            + (["readonly"] if self.read_only else [])
+        )
         return ["--mount", spec]
 
 
@@ -349,8 +366,15 @@ def is_connection_error(err: BaseException) -> bool:
 
     if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
         return False
-    return isinstance(err, (DockerException, requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
-                            ConnectionError))
+    return isinstance(
+        err,
+        (
+            DockerException,
+            requests.exceptions.RequestException,
+            urllib3.exceptions.HTTPError,
+            ConnectionError,
+        ),
+    )
 
 
 def raised_by_docker(err: BaseException) -> bool:
@@ -390,13 +414,26 @@ def create_container(spec: RunSpec):
     from docker.types import Mount as SdkMount
 
     for m in spec.mounts:
-        mounts.append(SdkMount(target=m.target, source=m.source, type="volume" if m.volume else "bind",
-                               read_only=m.read_only))
+        mounts.append(
+            SdkMount(
+                target=m.target, source=m.source, type="volume" if m.volume else "bind", read_only=m.read_only
+            )
+        )
     kwargs: dict[str, Any] = dict(
-        image=spec.image, command=spec.command, detach=True, mounts=mounts, environment=spec.environment,
-        devices=spec.devices or None, group_add=spec.group_add or None, security_opt=spec.security_opt or None,
-        cap_drop=spec.cap_drop or None, cap_add=spec.cap_add or None, ipc_mode=spec.ipc_mode,
-        name=spec.name, labels={CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels}, shm_size=spec.shm_size,
+        image=spec.image,
+        command=spec.command,
+        detach=True,
+        mounts=mounts,
+        environment=spec.environment,
+        devices=spec.devices or None,
+        group_add=spec.group_add or None,
+        security_opt=spec.security_opt or None,
+        cap_drop=spec.cap_drop or None,
+        cap_add=spec.cap_add or None,
+        ipc_mode=spec.ipc_mode,
+        name=spec.name,
+        labels={CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels},
+        shm_size=spec.shm_size,
         privileged=False,
     )
     if spec.network:
@@ -438,8 +475,13 @@ class _Lines:
         return "".join(self.parts)
 
 
-def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], None] | None = None,
-                  on_stdout: Callable[[str], None] | None = None) -> RunOutcome:
+def run_container(
+    spec: RunSpec,
+    *,
+    timeout: float,
+    on_stderr: Callable[[str], None] | None = None,
+    on_stdout: Callable[[str], None] | None = None,
+) -> RunOutcome:
     """Run to completion; hand each stdout / stderr line to `on_stdout` / `on_stderr` as it is
     printed (so a caller can store a result the moment it exists); always remove the container.
 
@@ -462,15 +504,24 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
             pass
 
     def partial(code: int) -> RunOutcome:
-        return RunOutcome(code, out.text, err.text, time.monotonic() - t0, timed_out.is_set(), False,
-                          first[0] if first else None)
+        return RunOutcome(
+            code,
+            out.text,
+            err.text,
+            time.monotonic() - t0,
+            timed_out.is_set(),
+            False,
+            first[0] if first else None,
+        )
 
     timer = threading.Timer(timeout, _kill)
     timer.start()
     try:
         # attached before the start (as `docker run` does): nothing printed is missed, and the stream
         # ends when the container stops (an attach to a container that already stopped would wait)
-        stream = client().api.attach(container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+        stream = client().api.attach(
+            container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+        )
         container.start()
         for o, e in stream:
             if not first:
@@ -485,8 +536,15 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
         seconds = time.monotonic() - t0
         container.reload()
         state = container.attrs.get("State", {})
-        return RunOutcome(int(status.get("StatusCode", -1)), out.text, err.text, seconds, timed_out.is_set(),
-                          bool(state.get("OOMKilled")), first[0] if first else None)
+        return RunOutcome(
+            int(status.get("StatusCode", -1)),
+            out.text,
+            err.text,
+            seconds,
+            timed_out.is_set(),
+            bool(state.get("OOMKilled")),
+            first[0] if first else None,
+        )
     except KeyboardInterrupt:
         signals.hold_for_stop()  # stopping: a second Ctrl-C must not cut the kill, removal or save short
         try:  # keep what was measured before the interrupt: the caller stores it, then re-raises
@@ -497,8 +555,9 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
     except Exception as exc:
         if not is_connection_error(exc):
             raise
-        raise EngineLost(f"Docker engine connection lost during the run ({str(exc).splitlines()[0][:160]})",
-                         partial(-1)) from None
+        raise EngineLost(
+            f"Docker engine connection lost during the run ({str(exc).splitlines()[0][:160]})", partial(-1)
+        ) from None
     finally:
         timer.cancel()
         try:
@@ -507,7 +566,9 @@ def run_container(spec: RunSpec, *, timeout: float, on_stderr: Callable[[str], N
             pass
 
 
-def probe_device_access(image: str, *, devices: list[str], group_add: list[str], timeout: float = 120) -> str | None:
+def probe_device_access(
+    image: str, *, devices: list[str], group_add: list[str], timeout: float = 120
+) -> str | None:
     """Open every device of `devices` (docker `HOST:CONTAINER:perms` strings) read-write inside a
     one-shot container of `image` (same confinement as a benchmark: no network, every capability
     dropped, no-new-privileges, the given supplementary groups). None when every open succeeded,
@@ -516,9 +577,16 @@ def probe_device_access(image: str, *, devices: list[str], group_add: list[str],
     if not paths:
         return None
     script = 'for d in "$@"; do exec 3<>"$d" || exit 1; exec 3>&-; done'
-    spec = RunSpec(image=image, command=["sh", "-c", script, "probe", *paths], devices=list(devices),
-                   group_add=list(group_add), security_opt=["no-new-privileges"], cap_drop=["ALL"], network="none",
-                   labels={"org.toolkit.purpose": "device-probe"})
+    spec = RunSpec(
+        image=image,
+        command=["sh", "-c", script, "probe", *paths],
+        devices=list(devices),
+        group_add=list(group_add),
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+        network="none",
+        labels={"org.toolkit.purpose": "device-probe"},
+    )
     out = run_container(spec, timeout=timeout)
     if out.exit_code == 0:
         return None
@@ -615,8 +683,10 @@ def _registry_hint(error: str, ref: str) -> str:
     if "connection refused" in low or "no such host" in low or "timeout" in low:
         return f"{error} (is the registry {registry} running and reachable from the Docker engine?)"
     if "http response to https client" in low:
-        return (f"{error} (the engine talks HTTPS to {registry}; loopback registries are plain HTTP-capable, other "
-                "hosts need `insecure-registries` in daemon.json or TLS)")
+        return (
+            f"{error} (the engine talks HTTPS to {registry}; loopback registries are plain HTTP-capable, other "
+            "hosts need `insecure-registries` in daemon.json or TLS)"
+        )
     return error
 
 
@@ -679,7 +749,9 @@ def pull_image(ref: str, *, on_line: Callable[[str], None] | None = None) -> Tra
     repository, tag = parse_repository_tag(ref)
     t0 = time.monotonic()
     try:
-        _, error = _stream(client().api.pull(repository, tag=tag or "latest", stream=True, decode=True), on_line)
+        _, error = _stream(
+            client().api.pull(repository, tag=tag or "latest", stream=True, decode=True), on_line
+        )
     except APIError as err:
         error = str(err.explanation or err)
     seconds = time.monotonic() - t0
@@ -702,8 +774,9 @@ def untag_image(ref: str) -> bool:
 def buildx_builders() -> list[dict[str, str]]:
     """buildx builders as [{name, driver, status}] (empty when buildx is missing)."""
     try:
-        out = subprocess.run(["docker", "buildx", "ls", "--format", "json"], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run(
+            ["docker", "buildx", "ls", "--format", "json"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     found = []
@@ -713,8 +786,13 @@ def buildx_builders() -> list[dict[str, str]]:
         except json.JSONDecodeError:
             continue
         nodes = b.get("Nodes") or [{}]
-        found.append({"name": b.get("Name", ""), "driver": b.get("Driver", ""),
-                      "status": str(nodes[0].get("Status", ""))})
+        found.append(
+            {
+                "name": b.get("Name", ""),
+                "driver": b.get("Driver", ""),
+                "status": str(nodes[0].get("Status", "")),
+            }
+        )
     return found
 
 
@@ -751,15 +829,21 @@ def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
     if "error" in box:
         return RunOutcome(-1, "", f"docker exec failed: {box['error']}", time.monotonic() - t0)
     code, (out, err) = box["result"]
-    return RunOutcome(int(code if code is not None else -1), (out or b"").decode(errors="replace"),
-                      (err or b"").decode(errors="replace"), time.monotonic() - t0)
+    return RunOutcome(
+        int(code if code is not None else -1),
+        (out or b"").decode(errors="replace"),
+        (err or b"").decode(errors="replace"),
+        time.monotonic() - t0,
+    )
 
 
 def container_logs(container) -> tuple[str, str]:
     """(stdout, stderr) of a container so far."""
     try:
-        return (container.logs(stdout=True, stderr=False).decode(errors="replace"),
-                container.logs(stdout=False, stderr=True).decode(errors="replace"))
+        return (
+            container.logs(stdout=True, stderr=False).decode(errors="replace"),
+            container.logs(stdout=False, stderr=True).decode(errors="replace"),
+        )
     except Exception as err:
         return "", f"(container logs unavailable: {err})"
 

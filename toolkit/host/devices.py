@@ -43,6 +43,8 @@ _APU_GFX = frozenset(
         "gfx1153",
     }
 )
+
+
 class DeviceMissing(ToolkitError):
     """The host lacks a device an image needs (exit 3: the run cannot happen)."""
 
@@ -213,7 +215,8 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
             Gpu(
                 index=len(gpus),
                 gfx_target=gfx,
-                name=(d.product_name if d else "") or product_name(vendor, device_id, d.revision if d else None),
+                name=(d.product_name if d else "")
+                or product_name(vendor, device_id, d.revision if d else None),
                 vram_bytes=vram,
                 pci_bus=pci_bus,
                 render_node=f"/dev/dri/renderD{minor}",
@@ -295,10 +298,19 @@ class DeviceProfile:
             "environment": dict(self.environment),
         }
 
-    def run_spec(self, image: str, command: list[str], *, mounts: list | None = None,
-                 environment: dict[str, str] | None = None, name: str | None = None,
-                 labels: dict[str, str] | None = None, memory_bytes: int | None = None,
-                 shm_size: str | None = None, network: str | None = "none"):
+    def run_spec(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        mounts: list | None = None,
+        environment: dict[str, str] | None = None,
+        name: str | None = None,
+        labels: dict[str, str] | None = None,
+        memory_bytes: int | None = None,
+        shm_size: str | None = None,
+        network: str | None = "none",
+    ):
         """The one translation of this profile into a container (engine.RunSpec): its devices,
         numeric group ids, security options, capabilities, IPC mode and environment, plus what the
         caller adds (`environment` entries override the profile's). `engine.run_command(spec)` is the
@@ -306,11 +318,22 @@ class DeviceProfile:
         from toolkit.engine import api as engine
 
         return engine.RunSpec(
-            image=image, command=list(command), mounts=list(mounts or []),
-            environment={**self.environment, **(environment or {})}, devices=list(self.devices),
-            group_add=list(self.group_add), security_opt=list(self.security_opt), cap_drop=list(self.cap_drop),
-            cap_add=list(self.cap_add), ipc_mode=self.ipc_mode, name=name, labels=dict(labels or {}),
-            shm_size=shm_size, network=network, memory_bytes=memory_bytes)
+            image=image,
+            command=list(command),
+            mounts=list(mounts or []),
+            environment={**self.environment, **(environment or {})},
+            devices=list(self.devices),
+            group_add=list(self.group_add),
+            security_opt=list(self.security_opt),
+            cap_drop=list(self.cap_drop),
+            cap_add=list(self.cap_add),
+            ipc_mode=self.ipc_mode,
+            name=name,
+            labels=dict(labels or {}),
+            shm_size=shm_size,
+            network=network,
+            memory_bytes=memory_bytes,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -454,8 +477,10 @@ def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned:
     if hidden:
         head += "; hidden: " + "; ".join(f"{g.label()} ({why})" for g, why in hidden)
     if n > 1:
-        head += ("; llama.cpp splits the model across them (split mode layer unless -sm says otherwise); "
-                 "pass --gpu N to measure one GPU")
+        head += (
+            "; llama.cpp splits the model across them (split mode layer unless -sm says otherwise); "
+            "pass --gpu N to measure one GPU"
+        )
     elif not pinned:
         head += "; pass --gpu N to choose another"
     return head

@@ -147,8 +147,10 @@ def _gpu_identity(g: Gpu) -> str:
     where = (f" at {g.pci_bus}" if g.pci_bus else "") + (f", PCI {ids}{rev}" if ids else "")
     spec = spec_by_pci(g.vendor, g.device_id, g.revision) or (spec_by_name(g.name) if g.name else None)
     if spec:
-        return (f"{where}; roofline yardstick: {spec.product}, {spec.mem_bw_gbs:g} GB/s, "
-                f"{spec.fp16_matrix_tflops:g} TFLOPS FP16 matrix ({spec.source})")
+        return (
+            f"{where}; roofline yardstick: {spec.product}, {spec.mem_bw_gbs:g} GB/s, "
+            f"{spec.fp16_matrix_tflops:g} TFLOPS FP16 matrix ({spec.source})"
+        )
     if g.is_igpu:
         return where
     return f"{where}; no peak figures for this product: its results get no roofline"
@@ -248,17 +250,25 @@ def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
         checks.append(Check("info", "docker", "buildx: version not reported"))
     remap = userns_mode(info)
     if remap:
-        checks.append(Check("warn", "docker", f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
-                            "one-shot container proves it can open the device nodes"))
+        checks.append(
+            Check(
+                "warn",
+                "docker",
+                f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
+                "one-shot container proves it can open the device nodes",
+            )
+        )
     return checks
 
 
-USERNS_WHY = ("host GIDs passed with --group-add (video, render) do not map into its containers, so /dev/kfd and "
-              "the render nodes likely cannot be opened there")
+USERNS_WHY = (
+    "host GIDs passed with --group-add (video, render) do not map into its containers, so /dev/kfd and "
+    "the render nodes likely cannot be opened there"
+)
 
 
 def userns_mode(info: Mapping[str, Any] | None) -> str | None:
-    """"rootless Docker engine" / "user-namespace-remapped Docker engine" from `docker info`
+    """ "rootless Docker engine" / "user-namespace-remapped Docker engine" from `docker info`
     SecurityOptions (`name=rootless`, `name=userns`), else None."""
     opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
     if any("name=rootless" in o for o in opts):
@@ -273,7 +283,9 @@ DeviceProbe = Callable[[str, str], "str | None"]
 node its profile passes, else why not (the CLI runs it through the engine; see cli.doctor)."""
 
 
-def apply_userns(verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, probe: DeviceProbe | None) -> None:
+def apply_userns(
+    verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, probe: DeviceProbe | None
+) -> None:
     """On a rootless or userns-remapped engine, a GPU image that needs device nodes is runnable only
     if `probe` proves the nodes open inside a container; otherwise it is 'cannot run here' with the
     reason. Images without device nodes (cpu, Vulkan on lavapipe) are left as they are."""
@@ -285,7 +297,9 @@ def apply_userns(verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, p
             continue
         failure = probe(v.name, v.backend) if probe else "no probe was run"
         if failure is None:
-            v.notes.append(f"{remap}: device access proven by a one-shot open of the device nodes in a container")
+            v.notes.append(
+                f"{remap}: device access proven by a one-shot open of the device nodes in a container"
+            )
             continue
         v.runnable = False
         v.reason = f"{remap}: {USERNS_WHY} (not proven: {failure}); devices {v.reason}"
@@ -399,16 +413,26 @@ def check_release(os_release: Mapping[str, str], apt_policy: str | None) -> list
     apt_release = "/".join(sorted(default))
     os_differs = bool(codename) and not (default & _SUITE_ALIASES) and codename not in default
     if not foreign and not os_differs:
-        return [Check("ok", "release", f"{name}: {', '.join(RELEASE_PACKAGES)} from {apt_release}, apt's default release")]
+        return [
+            Check(
+                "ok",
+                "release",
+                f"{name}: {', '.join(RELEASE_PACKAGES)} from {apt_release}, apt's default release",
+            )
+        ]
     said = [f"/etc/os-release says {name}"] if os_differs else []
     top_prio = max(p for pkg in RELEASE_PACKAGES for r in table.get(pkg) or [] for p, _, _ in r.archives)
-    return [Check(
-        "warn", "release",
-        f"mixed-release host: apt's default release is {apt_release} (priority {top_prio}), but "
-        f"{', '.join(said + foreign)}: every later apt operation runs on a half-upgraded system, and results "
-        "measured here may not match a clean host of either release. Finish the upgrade (apt sources on "
-        "one release, `apt full-upgrade`) or use a clean host; scripts/setup-host.sh takes packages of "
-        "another release only with --allow-mixed-release")]
+    return [
+        Check(
+            "warn",
+            "release",
+            f"mixed-release host: apt's default release is {apt_release} (priority {top_prio}), but "
+            f"{', '.join(said + foreign)}: every later apt operation runs on a half-upgraded system, and results "
+            "measured here may not match a clean host of either release. Finish the upgrade (apt sources on "
+            "one release, `apt full-upgrade`) or use a clean host; scripts/setup-host.sh takes packages of "
+            "another release only with --allow-mixed-release",
+        )
+    ]
 
 
 def read_apt_policy(packages: Iterable[str] = RELEASE_PACKAGES, timeout: float = 15) -> str | None:
@@ -421,8 +445,13 @@ def read_apt_policy(packages: Iterable[str] = RELEASE_PACKAGES, timeout: float =
     if not exe:
         return None
     try:
-        proc = subprocess.run([exe, "policy", *packages], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "LC_ALL": "C"})
+        proc = subprocess.run(
+            [exe, "policy", *packages],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "LC_ALL": "C"},
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -496,6 +525,7 @@ def image_verdict(
 
 def _gpu_list(chosen: list[Gpu], unknown: str) -> str:
     """`2 GPUs: renderD128 (gfx1201 AMD Radeon AI PRO R9700), renderD129 (...)`; one GPU: no count."""
+
     def one(g: Gpu) -> str:
         what = g.gfx_target or (g.vendor if unknown == "vendor" else unknown)
         return f"{g.render_name} ({what}{' ' + g.name if g.name else ''})"

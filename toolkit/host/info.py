@@ -119,7 +119,13 @@ def host_facts(
 
 HOST_KEY_ENV = "TOOLKIT_HOST_KEY"
 """Environment variable naming the host key of a campaign job (set by the job script, toolkit/campaign/slurm.py)."""
-_GPU_ENV = ("SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL")
+_GPU_ENV = (
+    "SLURM_JOB_GPUS",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "SLURM_STEP_GPUS",
+    "GPU_DEVICE_ORDINAL",
+)
 
 
 def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -138,10 +144,12 @@ def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     if env.get("SLURM_JOB_ID"):
         visible = {k: env[k] for k in _GPU_ENV if env.get(k)}
         first = next((visible[k].split(",")[0].strip() for k in _GPU_ENV if k in visible), None)
-        out["slurm"] = {"job_id": env["SLURM_JOB_ID"],
-                        "node": env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_NODELIST"),
-                        "gpu_index": int(first) if first is not None and first.isdigit() else first,
-                        "visible_devices": visible}
+        out["slurm"] = {
+            "job_id": env["SLURM_JOB_ID"],
+            "node": env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_NODELIST"),
+            "gpu_index": int(first) if first is not None and first.isdigit() else first,
+            "visible_devices": visible,
+        }
     return out
 
 

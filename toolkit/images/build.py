@@ -143,8 +143,11 @@ def inputs_key(lm: LoadedMatrix, spec: ImageSpec, rendered: Rendered | None = No
     source = None
     if spec.source:
         source = _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True)
-    payload = json.dumps({"template_hash": template_hash, "source": source, "toolkit": __version__},
-                         sort_keys=True, separators=(",", ":"))
+    payload = json.dumps(
+        {"template_hash": template_hash, "source": source, "toolkit": __version__},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return InputsKey(hashlib.sha256(payload.encode()).hexdigest(), template_hash, source)
 
 
@@ -153,8 +156,9 @@ def build_inputs_key(build: BuildRecord) -> str | None:
     return build.labels.get(INPUTS_KEY_LABEL) or None
 
 
-def _labels(spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str | None, created: str,
-            inputs_key: str) -> dict[str, str]:
+def _labels(
+    spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str | None, created: str, inputs_key: str
+) -> dict[str, str]:
     src = lm.m.sources.get(spec.source) if spec.source else None
     origin = (src.git or src.pypi or src.path or src.archive) if src else ""
     labels = {
@@ -177,8 +181,14 @@ def _labels(spec: ImageSpec, rendered: Rendered, lm: LoadedMatrix, commit: str |
     return labels
 
 
-def plan(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, prepare: bool = True,
-         source: PreparedSource | None = None) -> tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]:
+def plan(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    store: ResultStore,
+    *,
+    prepare: bool = True,
+    source: PreparedSource | None = None,
+) -> tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]:
     """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags)."""
     rendered = render_image(lm, spec)
     write_rendered(rendered)
@@ -198,7 +208,11 @@ def plan(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, prepare: bool
     tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{key[:8]}"]
     created = _reused_created(store, spec.name, key, tags[1] if prepare else None)
     labels = _labels(spec, rendered, lm, commit, created, key)
-    args = {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"} if spec.runner == "llama-bench" else {}
+    args = (
+        {"LLAMA_BUILD_COMMIT": (commit or "unknown")[:9], "LLAMA_BUILD_NUMBER": "0"}
+        if spec.runner == "llama-bench"
+        else {}
+    )
     return rendered, base_images(rendered.content), source, labels, args, tags
 
 
@@ -215,9 +229,17 @@ def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: 
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cache: bool = False,
-                dry_run: bool = False, on_line=None, source: PreparedSource | None = None,
-                secrets: list[str] | None = None) -> BuildResult:
+def build_image(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    store: ResultStore,
+    *,
+    no_cache: bool = False,
+    dry_run: bool = False,
+    on_line=None,
+    source: PreparedSource | None = None,
+    secrets: list[str] | None = None,
+) -> BuildResult:
     """Build one image. Never raises for a build failure: returns status failed with the log path.
 
     Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
@@ -235,8 +257,15 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
         rendered, bases, source, labels, args, tags = plan(lm, spec, store, prepare=False, source=source)
     log_dir = lm.root / ".toolkit" / "logs"
     meta = log_dir / f"build-{spec.name}.metadata.json"
-    cmd = engine.buildx_command(rendered.path.parent, tags=tags, labels=labels, build_args=args,
-                                metadata_file=meta, no_cache=no_cache, secrets=secrets)
+    cmd = engine.buildx_command(
+        rendered.path.parent,
+        tags=tags,
+        labels=labels,
+        build_args=args,
+        metadata_file=meta,
+        no_cache=no_cache,
+        secrets=secrets,
+    )
     if dry_run:
         return BuildResult(spec.name, "dry-run", command=cmd)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -246,13 +275,17 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
     out = engine.run_buildx(cmd, log_path=log_path, on_line=on_line)
     if not out.ok:
         tail = _error_tail(log_path)
-        return BuildResult(spec.name, "failed", f"buildx exited {out.returncode}: {tail}", log_path=log_path, command=cmd)
+        return BuildResult(
+            spec.name, "failed", f"buildx exited {out.returncode}: {tail}", log_path=log_path, command=cmd
+        )
     # the image ID buildx wrote, not whatever toolkit/<name>:latest names by now: another project's build
     # on the same engine may have moved that tag in between
     built = engine.read_metadata(meta).get("containerimage.config.digest") or tags[0]
     info = engine.inspect_image(built)
     if info is None:
-        return BuildResult(spec.name, "failed", f"built but {built} not found in the engine", log_path=log_path, command=cmd)
+        return BuildResult(
+            spec.name, "failed", f"built but {built} not found in the engine", log_path=log_path, command=cmd
+        )
     cached = out.steps > 0 and out.cached_steps == out.steps
     try:
         facts = read_build_facts(info.id, info.labels)
@@ -260,11 +293,24 @@ def build_image(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, *, no_cac
     except BuildFailed as err:
         return BuildResult(spec.name, "failed", str(err), log_path=log_path, command=cmd)
     rec = BuildRecord(
-        image=spec.name, ref=tags[1], digest=info.id, backend=spec.backend, template=spec.template,
-        template_hash=rendered.inputs_hash, source_commit=labels.get("org.opencontainers.image.revision") or None,
-        labels={**info.labels, **proven}, facts=facts, size_bytes=info.size, build_seconds=round(time.monotonic() - t0, 2), cached=cached,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), build_command=cmd,
-        repo_digests=info.repo_digests, steps=out.steps, cached_steps=out.cached_steps, log_path=str(log_path),
+        image=spec.name,
+        ref=tags[1],
+        digest=info.id,
+        backend=spec.backend,
+        template=spec.template,
+        template_hash=rendered.inputs_hash,
+        source_commit=labels.get("org.opencontainers.image.revision") or None,
+        labels={**info.labels, **proven},
+        facts=facts,
+        size_bytes=info.size,
+        build_seconds=round(time.monotonic() - t0, 2),
+        cached=cached,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        build_command=cmd,
+        repo_digests=info.repo_digests,
+        steps=out.steps,
+        cached_steps=out.cached_steps,
+        log_path=str(log_path),
         source_origin=source.origin if source else None,
     )
     store.add_build(rec)
@@ -303,13 +349,22 @@ def read_build_facts(image_id: str, image_labels: dict[str, str]) -> dict[str, s
     if not folder:
         return {}
     if not re.fullmatch(r"/[A-Za-z0-9_./-]+", folder) or ".." in folder:
-        raise BuildFailed(f"image {image_id[:19]}: label {FACTS_LABEL}={folder!r} is not an absolute folder path")
-    spec = engine.RunSpec(image=image_id, command=["/bin/sh", "-c", f"cat {folder}/*.txt"], network="none",
-                          security_opt=["no-new-privileges"], cap_drop=["ALL"])
+        raise BuildFailed(
+            f"image {image_id[:19]}: label {FACTS_LABEL}={folder!r} is not an absolute folder path"
+        )
+    spec = engine.RunSpec(
+        image=image_id,
+        command=["/bin/sh", "-c", f"cat {folder}/*.txt"],
+        network="none",
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+    )
     out = engine.run_container(spec, timeout=120)
     if out.exit_code != 0:
-        raise BuildFailed(f"image {image_id[:19]}: cannot read its build facts in {folder} "
-                          f"(exit {out.exit_code}: {out.stderr.strip()[-200:]})")
+        raise BuildFailed(
+            f"image {image_id[:19]}: cannot read its build facts in {folder} "
+            f"(exit {out.exit_code}: {out.stderr.strip()[-200:]})"
+        )
     return parse_facts(out.stdout, origin=f"image {image_id[:19]}:{folder}")
 
 
@@ -321,8 +376,10 @@ def facts_as_labels(facts: dict[str, str], image_labels: dict[str, str]) -> dict
     for key, value in facts.items():
         label = f"org.toolkit.{key}"
         if label in image_labels and image_labels[label] != value:
-            raise BuildFailed(f"label {label}={image_labels[label]!r} but the build proved {value!r}; "
-                              f"fix the template or matrix.yaml so the label states what is built")
+            raise BuildFailed(
+                f"label {label}={image_labels[label]!r} but the build proved {value!r}; "
+                f"fix the template or matrix.yaml so the label states what is built"
+            )
         out[label] = value
     return out
 

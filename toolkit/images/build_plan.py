@@ -31,12 +31,19 @@ class Skipped:
     reason: str
 
     def line(self) -> str:
-        return (f"{self.name}: skipped: cannot run on this host: {self.reason}. Build it anyway: "
-                f"`toolkit build -i {self.name}` (or `--all`)")
+        return (
+            f"{self.name}: skipped: cannot run on this host: {self.reason}. Build it anyway: "
+            f"`toolkit build -i {self.name}` (or `--all`)"
+        )
 
 
-def host_plan(specs: Sequence[ImageLike], *, allow_software: bool = False, sysfs: Path = Path("/sys"),
-              dev: Path = Path("/dev")) -> tuple[list[Any], list[Skipped]]:
+def host_plan(
+    specs: Sequence[ImageLike],
+    *,
+    allow_software: bool = False,
+    sysfs: Path = Path("/sys"),
+    dev: Path = Path("/dev"),
+) -> tuple[list[Any], list[Skipped]]:
     """(images to build, images skipped) for a default `toolkit build` on this host.
 
     An image is built when `toolkit doctor` says it can run here (labels unknown before a build, so a
@@ -74,8 +81,15 @@ class BuildSteps:
     (a callable taking the running step's text), the running step is also shown there as it runs.
     """
 
-    def __init__(self, name: str, echo: Callable[[str], None], *, verbose: bool = False, width: int = 100,
-                 status: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        echo: Callable[[str], None],
+        *,
+        verbose: bool = False,
+        width: int = 100,
+        status: Callable[[str], None] | None = None,
+    ) -> None:
         self.name, self.echo, self.verbose, self.width, self.status = name, echo, verbose, width, status
         self.pending: dict[str, str] = {}  # vertex -> step title, until it is known cached or running
         self.running: dict[str, tuple[str, float]] = {}
@@ -166,8 +180,13 @@ class BuildStatus:
         if self.progress is None:
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                     console=self.console, transient=True)
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
             self.progress.start()
             self.task = self.progress.add_task(text, total=None)
         self.progress.update(self.task, description=text)

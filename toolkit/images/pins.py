@@ -65,14 +65,19 @@ _ARG = re.compile(r"^\s*ARG\s+(?P<name>\w+)=(?P<value>\S*)\s*$", re.I)
 _VAR_REF = re.compile(r"\$\{?(\w+)\}?")
 # Errors that say the other side was not reached (as opposed to: reached, and it said no). Matched as
 # words, after URLs are cut out (a repository named "atlas" or "ssl-tools" is not a TLS error).
-_OFFLINE = re.compile(r"\b(could not resolve host|no such host|name or service not known|temporary failure in name"
-                      r"|connection refused|failed to connect|could not connect|network is unreachable|no route to host"
-                      r"|timed out|timeout|tls|ssl|proxy|http response to https client|connection reset|eof"
-                      r"|returned error: 5\d\d|service unavailable|bad gateway)\b", re.I)
+_OFFLINE = re.compile(
+    r"\b(could not resolve host|no such host|name or service not known|temporary failure in name"
+    r"|connection refused|failed to connect|could not connect|network is unreachable|no route to host"
+    r"|timed out|timeout|tls|ssl|proxy|http response to https client|connection reset|eof"
+    r"|returned error: 5\d\d|service unavailable|bad gateway)\b",
+    re.I,
+)
 _URL = re.compile(r"[\w+.-]+://\S+")
 _DENIED = ("unauthorized", "denied", "authentication required", "forbidden")
-_MANIFEST_LISTS = ("application/vnd.docker.distribution.manifest.list.v2+json",
-                   "application/vnd.oci.image.index.v1+json")
+_MANIFEST_LISTS = (
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+)
 
 
 class Unreachable(Exception):
@@ -111,8 +116,15 @@ class PinResult:
     reason: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.pin.kind, "ref": self.pin.ref, "pinned": self.pin.pinned, "where": list(self.pin.where),
-                "status": self.status, "now": self.now, "reason": self.reason}
+        return {
+            "kind": self.pin.kind,
+            "ref": self.pin.ref,
+            "pinned": self.pin.pinned,
+            "where": list(self.pin.where),
+            "status": self.status,
+            "now": self.now,
+            "reason": self.reason,
+        }
 
 
 # ------------------------------------------------------------------------------------------ collect
@@ -148,8 +160,9 @@ def _var_strings(value: Any) -> list[str]:
     return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
 
 
-def collect_pins(lm: LoadedMatrix, images: tuple[str, ...] | list[str] = (),
-                 models: tuple[str, ...] | list[str] = ()) -> list[Pin]:
+def collect_pins(
+    lm: LoadedMatrix, images: tuple[str, ...] | list[str] = (), models: tuple[str, ...] | list[str] = ()
+) -> list[Pin]:
     """Every pin of the matrix (see the module docstring), one Pin per distinct reference with all the
     places naming it. `images` / `models` select (names; BadInput for an unknown one); with neither,
     everything: all images, all of `sources:` (used or not), all models with `hf:`. With only `images`,
@@ -182,14 +195,18 @@ def collect_pins(lm: LoadedMatrix, images: tuple[str, ...] | list[str] = (),
     for name in names:
         src, where = lm.m.sources.get(name), f"sources.{name}"
         while src is not None:
-            add("source", source_ref(src), src.pypi.partition("==")[2] if src.pypi else src.commit, where, src)
+            add(
+                "source", source_ref(src), src.pypi.partition("==")[2] if src.pypi else src.commit, where, src
+            )
             src, where = src.fallback, where + ".fallback"
     for model in lm.select_models(models) if models or everything else []:
         if model.hf is not None:
             ref = f"hf:{model.hf.repo}" + (f"/{model.hf.file}" if model.hf.file else "")
             add("model", ref, model.hf.revision, f"models[{model.name}].hf", model.hf)
-    return [Pin(kind, ref, targets[(kind, ref)][0], tuple(places[(kind, ref)]), targets[(kind, ref)][1])
-            for kind, ref in places]
+    return [
+        Pin(kind, ref, targets[(kind, ref)][0], tuple(places[(kind, ref)]), targets[(kind, ref)][1])
+        for kind, ref in places
+    ]
 
 
 def _var_git_source(lm: LoadedMatrix, spec: ImageSpec, key: str) -> tuple[str, SourceSpec] | None:
@@ -203,7 +220,9 @@ def _var_git_source(lm: LoadedMatrix, spec: ImageSpec, key: str) -> tuple[str, S
     try:
         return where, SourceSpec(git=value, ref=ref, commit=ref if _FULL_COMMIT.match(ref) else None)
     except ValidationError as err:
-        raise BadInput(f"{lm.path}: {where}: not a git source ({err.errors()[0]['msg']}); fix the variables") from None
+        raise BadInput(
+            f"{lm.path}: {where}: not a git source ({err.errors()[0]['msg']}); fix the variables"
+        ) from None
 
 
 def source_ref(src: SourceSpec) -> str:
@@ -239,16 +258,31 @@ class Hosts:
             raise Unreachable(f"{host} unreachable: {err}") from None
 
 
-def check_pins(lm: LoadedMatrix, images: tuple[str, ...] | list[str] = (), models: tuple[str, ...] | list[str] = (),
-               *, timeout: float = 10.0, hf_endpoint: str | None = None) -> list[PinResult]:
+def check_pins(
+    lm: LoadedMatrix,
+    images: tuple[str, ...] | list[str] = (),
+    models: tuple[str, ...] | list[str] = (),
+    *,
+    timeout: float = 10.0,
+    hf_endpoint: str | None = None,
+) -> list[PinResult]:
     """collect_pins + check_pin of each, sharing one Hosts memo and one Docker client."""
     hosts, docker = Hosts(), DockerLookup(timeout)
-    return [check_pin(pin, lm, hosts=hosts, docker=docker, timeout=timeout, hf_endpoint=hf_endpoint)
-            for pin in collect_pins(lm, images, models)]
+    return [
+        check_pin(pin, lm, hosts=hosts, docker=docker, timeout=timeout, hf_endpoint=hf_endpoint)
+        for pin in collect_pins(lm, images, models)
+    ]
 
 
-def check_pin(pin: Pin, lm: LoadedMatrix, *, hosts: Hosts | None = None, docker: DockerLookup | None = None,
-              timeout: float = 10.0, hf_endpoint: str | None = None) -> PinResult:
+def check_pin(
+    pin: Pin,
+    lm: LoadedMatrix,
+    *,
+    hosts: Hosts | None = None,
+    docker: DockerLookup | None = None,
+    timeout: float = 10.0,
+    hf_endpoint: str | None = None,
+) -> PinResult:
     """Look one pin up where it lives. `timeout`: seconds per network request (git: per command);
     `hf_endpoint`: the Hub's URL (default: huggingface_hub's, i.e. $HF_ENDPOINT or huggingface.co).
     Never raises for a network, registry or index answer: that is the row's status and reason."""
@@ -329,18 +363,26 @@ class DockerLookup:
             full = str(err.explanation or err)
             msg = _first_line(full, 300)
             if any(w in full.lower() for w in _DENIED) and not _offline(full):
-                raise Gone(f"{ref}: refused ({msg}): it does not exist, or it needs `docker login "
-                           f"{split_image_ref(ref)[3]}`") from None
+                raise Gone(
+                    f"{ref}: refused ({msg}): it does not exist, or it needs `docker login "
+                    f"{split_image_ref(ref)[3]}`"
+                ) from None
             raise Unreachable(msg) from None
         except requests.RequestException as err:
-            raise Unreachable(f"no answer from the Docker engine within {self.timeout:g} s ({_first_line(str(err))})") from None
+            raise Unreachable(
+                f"no answer from the Docker engine within {self.timeout:g} s ({_first_line(str(err))})"
+            ) from None
 
     def children(self, ref: str) -> dict[str, str]:
         """{digest: "os/arch"} of the manifest list `ref` points at ({} for a single manifest or when
         `docker buildx imagetools inspect --raw` cannot read it)."""
         try:
-            proc = subprocess.run(["docker", "buildx", "imagetools", "inspect", "--raw", ref], capture_output=True,
-                                  text=True, timeout=self.timeout)
+            proc = subprocess.run(
+                ["docker", "buildx", "imagetools", "inspect", "--raw", ref],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+            )
             raw = json.loads(proc.stdout) if proc.returncode == 0 else {}
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
             return {}
@@ -349,7 +391,9 @@ class DockerLookup:
         out = {}
         for m in raw.get("manifests") or []:
             p = m.get("platform") or {}
-            out[m.get("digest", "")] = "/".join(x for x in (p.get("os"), p.get("architecture"), p.get("variant")) if x)
+            out[m.get("digest", "")] = "/".join(
+                x for x in (p.get("os"), p.get("architecture"), p.get("variant")) if x
+            )
         return out
 
 
@@ -360,13 +404,20 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
     points at now, or missing."""
     ref = pin.target
     if "$" in ref:
-        raise Gone(f"{ref}: the FROM line names a build argument with no default; the build cannot resolve it either")
+        raise Gone(
+            f"{ref}: the FROM line names a build argument with no default; the build cannot resolve it either"
+        )
     name, tag, digest, host = split_image_ref(ref)
     hosts.call("Docker engine", docker.connect)
     if digest is None:
         now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"))
-        return PinResult(pin, "ok", now, f"tag only, nothing pinned: {tag or 'latest'} points at {now} now; "
-                         f"pin it as {name}:{tag or 'latest'}@{now}")
+        return PinResult(
+            pin,
+            "ok",
+            now,
+            f"tag only, nothing pinned: {tag or 'latest'} points at {now} now; "
+            f"pin it as {name}:{tag or 'latest'}@{now}",
+        )
     if not _DIGEST.match(digest):
         raise Gone(f"{ref}: {digest!r} is not a sha256 digest (sha256: + 64 hex digits)")
     try:
@@ -383,10 +434,20 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
         return PinResult(pin, "ok", now, f"tag {tag} still points at the pinned digest")
     platform = docker.children(f"{name}:{tag}").get(digest)
     if platform is not None:
-        return PinResult(pin, "ok", now, f"the pinned digest is the {platform or 'platform'} manifest of the list "
-                         f"tag {tag} points at ({now})")
-    return PinResult(pin, "moved", now, f"tag {tag} now points at {now}, not the pinned {digest}; the pinned digest "
-                     "still resolves (builds use it); re-pin or re-tag")
+        return PinResult(
+            pin,
+            "ok",
+            now,
+            f"the pinned digest is the {platform or 'platform'} manifest of the list "
+            f"tag {tag} points at ({now})",
+        )
+    return PinResult(
+        pin,
+        "moved",
+        now,
+        f"tag {tag} now points at {now}, not the pinned {digest}; the pinned digest "
+        "still resolves (builds use it); re-pin or re-tag",
+    )
 
 
 # ---- sources
@@ -426,8 +487,11 @@ def git_commit_exists(url: str, commit: str, timeout: float) -> None:
     with tempfile.TemporaryDirectory(prefix="toolkit-pins-") as tmp:
         _git(["init", "--quiet", "--bare", tmp], timeout)
         try:
-            _git(["fetch", "--quiet", "--depth=1", "--filter=tree:0", "--no-tags", "--", url, commit], timeout,
-                 cwd=Path(tmp))
+            _git(
+                ["fetch", "--quiet", "--depth=1", "--filter=tree:0", "--no-tags", "--", url, commit],
+                timeout,
+                cwd=Path(tmp),
+            )
         except Gone as err:
             raise Gone(f"{url}: commit {commit} is not on the remote ({err})") from None
 
@@ -447,22 +511,33 @@ def check_git(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinRes
     if _FULL_COMMIT.match(ref):
         hosts.call(host, lambda: git_commit_exists(url, ref, timeout))
         if want and not ref.startswith(want):
-            return PinResult(pin, "moved", ref, f"ref is commit {ref}, the pinned commit is {want}: the source "
-                             "fetcher refuses that; make them one")
+            return PinResult(
+                pin,
+                "moved",
+                ref,
+                f"ref is commit {ref}, the pinned commit is {want}: the source "
+                "fetcher refuses that; make them one",
+            )
         return PinResult(pin, "ok", ref, "commit is on the remote")
     try:
         now = hosts.call(host, lambda: git_ref_commit(url, ref, timeout))
     except Gone:
         if _HEX.match(ref):
-            raise Unreachable(f"{ref!r} looks like an abbreviated commit: a remote serves commits by full hash only; "
-                              "give the full 40-hex commit to have it checked") from None
+            raise Unreachable(
+                f"{ref!r} looks like an abbreviated commit: a remote serves commits by full hash only; "
+                "give the full 40-hex commit to have it checked"
+            ) from None
         raise
     if want is None:
         return PinResult(pin, "ok", now, f"{ref} points at {now}; nothing pinned: add `commit: {now}`")
     if now.startswith(want):
         return PinResult(pin, "ok", now, f"{ref} still points at the pinned commit")
-    return PinResult(pin, "moved", now, f"{ref} now points at {now}, not the pinned {want}; a build would stop at "
-                     "the commit check")
+    return PinResult(
+        pin,
+        "moved",
+        now,
+        f"{ref} now points at {now}, not the pinned {want}; a build would stop at the commit check",
+    )
 
 
 def index_url() -> str:
@@ -470,8 +545,12 @@ def index_url() -> str:
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
     try:
-        proc = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"], capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
@@ -485,7 +564,9 @@ def index_files(index: str, project: str, timeout: float) -> list[dict[str, Any]
     from packaging.utils import canonicalize_name
 
     url = index.rstrip("/") + "/" + canonicalize_name(project) + "/"
-    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    req = urllib.request.Request(
+        url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             body, ctype = resp.read(), resp.headers.get("Content-Type", "")
@@ -496,15 +577,25 @@ def index_files(index: str, project: str, timeout: float) -> list[dict[str, Any]
     except (urllib.error.URLError, OSError) as err:
         raise Unreachable(f"{url}: {getattr(err, 'reason', err)}") from None
     if "json" in ctype:
-        return [{"filename": f["filename"], "sha256": (f.get("hashes") or {}).get("sha256"),
-                 "yanked": f.get("yanked") or False} for f in json.loads(body).get("files", [])]
+        return [
+            {
+                "filename": f["filename"],
+                "sha256": (f.get("hashes") or {}).get("sha256"),
+                "yanked": f.get("yanked") or False,
+            }
+            for f in json.loads(body).get("files", [])
+        ]
     files = []
     for m in re.finditer(rb"<a\s[^>]*href=\"([^\"]+)\"[^>]*>", body, re.I):
         href = m[1].decode()
         path, _, frag = href.partition("#")
-        files.append({"filename": urllib.parse.unquote(path.rsplit("/", 1)[-1]),
-                      "sha256": frag[len("sha256="):] if frag.startswith("sha256=") else None,
-                      "yanked": b"data-yanked" in m[0]})
+        files.append(
+            {
+                "filename": urllib.parse.unquote(path.rsplit("/", 1)[-1]),
+                "sha256": frag[len("sha256=") :] if frag.startswith("sha256=") else None,
+                "yanked": b"data-yanked" in m[0],
+            }
+        )
     return files
 
 
@@ -518,8 +609,9 @@ def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeou
 
     project, _, version = (src.pypi or "").partition("==")
     index = index_url()
-    files = hosts.call(urllib.parse.urlsplit(index).netloc or index,
-                       lambda: index_files(index, project, timeout))
+    files = hosts.call(
+        urllib.parse.urlsplit(index).netloc or index, lambda: index_files(index, project, timeout)
+    )
     sdists = []
     for f in files:
         try:
@@ -529,7 +621,9 @@ def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeou
         except (InvalidSdistFilename, InvalidVersion):
             continue
     if not sdists:
-        raise Gone(f"{index}: no sdist of {project} {version} on the index (the source fetcher downloads the sdist)")
+        raise Gone(
+            f"{index}: no sdist of {project} {version} on the index (the source fetcher downloads the sdist)"
+        )
     sdist = sdists[0]
     note = f"; yanked: {sdist['yanked']}" if sdist["yanked"] else ""
     cache = sources.cache_dir(lm) / f"pypi-{sources._key(src.pypi or '')}" / sdist["filename"]
@@ -539,12 +633,25 @@ def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeou
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
         if h.hexdigest() != sdist["sha256"]:
-            return PinResult(pin, "moved", f"sha256:{sdist['sha256']}", f"{index} serves {sdist['filename']} with "
-                             f"sha256 {sdist['sha256']}, the cached copy {cache} has {h.hexdigest()}{note}")
+            return PinResult(
+                pin,
+                "moved",
+                f"sha256:{sdist['sha256']}",
+                f"{index} serves {sdist['filename']} with "
+                f"sha256 {sdist['sha256']}, the cached copy {cache} has {h.hexdigest()}{note}",
+            )
         note += "; the cached sdist has these bytes"
-    commit = f"; vendored commit {src.commit} (checked by the build, not readable from the index)" if src.commit else ""
-    return PinResult(pin, "ok", f"sha256:{sdist['sha256']}" if sdist["sha256"] else None,
-                     f"{sdist['filename']} on {index}{note}{commit}")
+    commit = (
+        f"; vendored commit {src.commit} (checked by the build, not readable from the index)"
+        if src.commit
+        else ""
+    )
+    return PinResult(
+        pin,
+        "ok",
+        f"sha256:{sdist['sha256']}" if sdist["sha256"] else None,
+        f"{sdist['filename']} on {index}{note}{commit}",
+    )
 
 
 def check_source(pin: Pin, lm: LoadedMatrix, hosts: Hosts, timeout: float) -> PinResult:
@@ -557,8 +664,12 @@ def check_source(pin: Pin, lm: LoadedMatrix, hosts: Hosts, timeout: float) -> Pi
     local = lm.resolve(src.path or src.archive or "")
     if not local.exists():
         raise Gone(f"{local} does not exist")
-    return PinResult(pin, "ok", None, f"{local} exists (local {src.kind}; the stated commit {src.commit} is not "
-                     "checkable without .git)")
+    return PinResult(
+        pin,
+        "ok",
+        None,
+        f"{local} exists (local {src.kind}; the stated commit {src.commit} is not checkable without .git)",
+    )
 
 
 # ---- models
@@ -583,11 +694,15 @@ def check_model(pin: Pin, hosts: Hosts, timeout: float, endpoint: str | None = N
         try:
             return api.model_info(hf.repo, revision=hf.revision, timeout=timeout)
         except GatedRepoError as err:
-            raise Unreachable(f"{hf.repo} is gated: log in (`hf auth login`) to check it ({_first_line(str(err))})") from None
+            raise Unreachable(
+                f"{hf.repo} is gated: log in (`hf auth login`) to check it ({_first_line(str(err))})"
+            ) from None
         except RevisionNotFoundError:
             raise Gone(f"{hf.repo}: revision {hf.revision} does not exist") from None
         except (RepositoryNotFoundError, DisabledRepoError) as err:
-            raise Gone(f"{hf.repo}: repository not found, private or disabled ({_first_line(str(err))})") from None
+            raise Gone(
+                f"{hf.repo}: repository not found, private or disabled ({_first_line(str(err))})"
+            ) from None
         except HfHubHTTPError as err:
             code = getattr(getattr(err, "response", None), "status_code", 0) or 0
             if code >= 500 or code == 429 or code == 0:
@@ -601,8 +716,13 @@ def check_model(pin: Pin, hosts: Hosts, timeout: float, endpoint: str | None = N
     if hf.file and info.siblings is not None and hf.file not in {s.rfilename for s in info.siblings}:
         raise Gone(f"{hf.repo}: no file {hf.file} at revision {now or hf.revision}")
     if hf.revision is None:
-        return PinResult(pin, "ok", now, f"nothing pinned: the default branch is at {now}; `toolkit fetch-model` "
-                         "pins the commit it downloads")
+        return PinResult(
+            pin,
+            "ok",
+            now,
+            f"nothing pinned: the default branch is at {now}; `toolkit fetch-model` "
+            "pins the commit it downloads",
+        )
     if now and now != hf.revision:
         return PinResult(pin, "moved", now, f"revision {hf.revision} resolves to {now}")
     return PinResult(pin, "ok", now, "revision exists" + (f", {hf.file} in it" if hf.file else ""))
@@ -626,15 +746,25 @@ def _short(text: str | None) -> str:
 
 def format_pins(results: list[PinResult]) -> str:
     """The table (status, kind, pin, where, detail; digests shortened to 12 hex) and a count line."""
-    rows = [(r.status, r.pin.kind, _short(r.pin.ref), "; ".join(r.pin.where), _short(r.reason)) for r in results]
+    rows = [
+        (r.status, r.pin.kind, _short(r.pin.ref), "; ".join(r.pin.where), _short(r.reason)) for r in results
+    ]
     c = counts(results)
     line = f"{len(results)} pins: " + ", ".join(f"{c[s]} {s}" for s in STATUSES)
     if c["unreachable"]:
         line += " (unreachable = not checked: no answer from where it lives; run again where it is reachable)"
     if broken(results):
         line += "; exit 10: a pin moved or is missing"
-    table = tabulate(rows, headers=["status", "kind", "pin", "where", "detail"], tablefmt="github",
-                     disable_numparse=True) if rows else "no pins in the matrix"
+    table = (
+        tabulate(
+            rows,
+            headers=["status", "kind", "pin", "where", "detail"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        if rows
+        else "no pins in the matrix"
+    )
     return table + "\n\n" + line
 
 

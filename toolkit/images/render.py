@@ -75,8 +75,10 @@ def template_inputs(env: jinja2.Environment, name: str) -> bytes:
         try:
             source, filename, _ = env.loader.get_source(env, n)
         except jinja2.TemplateNotFound:
-            raise BadInput(f"template {seen[0]}: it imports or includes {n!r}, which does not exist "
-                           f"in Dockerfile.templates/") from None
+            raise BadInput(
+                f"template {seen[0]}: it imports or includes {n!r}, which does not exist "
+                f"in Dockerfile.templates/"
+            ) from None
         if len(seen) > 1:
             out.extend(f"\0{n}\0".encode())
         out.extend(source.encode())
@@ -132,7 +134,9 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
             f"defined ({err.message}); add it under the image's `vars:`"
         ) from None
     except jinja2.TemplateSyntaxError as err:
-        raise BadInput(f"{err.filename or tpl_file}:{err.lineno}: template syntax error: {err.message}") from None
+        raise BadInput(
+            f"{err.filename or tpl_file}:{err.lineno}: template syntax error: {err.message}"
+        ) from None
     header = (
         f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
         f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"

@@ -38,7 +38,8 @@ class PreparedSource:
 def cache_dir(lm: LoadedMatrix) -> Path:
     """Fetched sources are shared by every project of the user: $TOOLKIT_CACHE or ~/.cache/toolkit."""
     base = os.environ.get("TOOLKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkit")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkit"
+    )
     return Path(base) / "sources"
 
 
@@ -47,7 +48,9 @@ def _key(*parts: str) -> str:
 
 
 def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 900) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_HTTP_LOW_SPEED_LIMIT="1000", GIT_HTTP_LOW_SPEED_TIME="30")
+    env = dict(
+        os.environ, GIT_TERMINAL_PROMPT="0", GIT_HTTP_LOW_SPEED_LIMIT="1000", GIT_HTTP_LOW_SPEED_TIME="30"
+    )
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -139,8 +142,19 @@ def _fetch_pypi(spec: SourceSpec, cache: Path) -> Path:
         # source too, which took over 8 minutes on a fresh Debian 12 host
         name = (spec.pypi or "").split("==")[0]  # the matrix takes exact pins only: NAME==VERSION
         _run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
-             "--dest", str(dl), spec.pypi or ""],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                name,
+                "--dest",
+                str(dl),
+                spec.pypi or "",
+            ],
             timeout=1800,
         )
         found = sorted(dl.glob("*.tar.gz")) + sorted(dl.glob("*.zip"))
@@ -154,7 +168,9 @@ def _fetch_one(spec: SourceSpec, lm: LoadedMatrix) -> PreparedSource:
     if spec.git:
         tree, commit = _fetch_git(spec, cache)
         if spec.commit and not commit.startswith(spec.commit):
-            raise BadInput(f"source {spec.git}@{spec.ref} resolved to {commit}, not the pinned commit {spec.commit}")
+            raise BadInput(
+                f"source {spec.git}@{spec.ref} resolved to {commit}, not the pinned commit {spec.commit}"
+            )
         return PreparedSource(tree, commit, "git", f"{spec.git}@{spec.ref}")
     if spec.path:
         tree = lm.resolve(spec.path)
@@ -165,7 +181,9 @@ def _fetch_one(spec: SourceSpec, lm: LoadedMatrix) -> PreparedSource:
         archive = lm.resolve(spec.archive)
         if not archive.is_file():
             raise BadInput(f"{lm.path}: sources: archive {archive} does not exist; fix `archive`")
-        return PreparedSource(_archive_tree(archive, spec, cache), spec.commit or "unknown", "archive", str(archive))
+        return PreparedSource(
+            _archive_tree(archive, spec, cache), spec.commit or "unknown", "archive", str(archive)
+        )
     tree = _fetch_pypi(spec, cache)
     return PreparedSource(tree, spec.commit or "unknown", "pypi", f"pypi:{spec.pypi}")
 

@@ -73,8 +73,15 @@ class CheckpointQuant:
 
     def describe(self) -> str:
         """One line, e.g. `compressed-tensors (pack-quantized, W4A16, group 32)`."""
-        parts = [p for p in (self.format, self.scheme or (f"{self.bits}-bit" if self.bits else None),
-                             f"group {self.group_size}" if self.group_size else None) if p]
+        parts = [
+            p
+            for p in (
+                self.format,
+                self.scheme or (f"{self.bits}-bit" if self.bits else None),
+                f"group {self.group_size}" if self.group_size else None,
+            )
+            if p
+        ]
         return self.method + (f" ({', '.join(parts)})" if parts else "")
 
     def as_record(self) -> dict[str, Any]:
@@ -92,8 +99,11 @@ class QuantChoice:
     checkpoint: CheckpointQuant | None
 
     def as_record(self) -> dict[str, Any]:
-        return {"quantization": self.method, "quantization_source": self.source,
-                "checkpoint_quantization": self.checkpoint.as_record() if self.checkpoint else None}
+        return {
+            "quantization": self.method,
+            "quantization_source": self.source,
+            "checkpoint_quantization": self.checkpoint.as_record() if self.checkpoint else None,
+        }
 
 
 def _int(v: Any) -> int | None:
@@ -122,14 +132,25 @@ def parse_quantization(config: dict[str, Any]) -> CheckpointQuant | None:
         a_bits = _int(act.get("num_bits")) if isinstance(act, dict) else 16
         fmt = qc.get("format") or (groups[0].get("format") if groups else None)
         mixed = len({json.dumps(x, sort_keys=True) for x in weights}) > 1
-        return CheckpointQuant(method, fmt, bits, _int(w.get("group_size")),
-                               "mixed" if mixed else (f"W{bits}A{a_bits}" if bits else None), key)
+        return CheckpointQuant(
+            method,
+            fmt,
+            bits,
+            _int(w.get("group_size")),
+            "mixed" if mixed else (f"W{bits}A{a_bits}" if bits else None),
+            key,
+        )
     bits = _int(qc.get("bits")) or _int(qc.get("w_bit"))
     group = _int(qc.get("group_size")) or _int(qc.get("q_group_size"))
     fmt = qc.get("version") or qc.get("format") or qc.get("checkpoint_format")
-    return CheckpointQuant(method, str(fmt).lower() if fmt else None, bits,
-                           group if group and group > 0 else None,
-                           f"W{bits}A16" if bits and method in ("awq", "gptq", "auto-round") else None, key)
+    return CheckpointQuant(
+        method,
+        str(fmt).lower() if fmt else None,
+        bits,
+        group if group and group > 0 else None,
+        f"W{bits}A16" if bits and method in ("awq", "gptq", "auto-round") else None,
+        key,
+    )
 
 
 def read_quantization(model_dir: Path) -> CheckpointQuant | None:
@@ -139,8 +160,10 @@ def read_quantization(model_dir: Path) -> CheckpointQuant | None:
     try:
         data = json.loads(cfg.read_text())
     except FileNotFoundError:
-        raise BadInput(f"{cfg}: missing; a Hugging Face checkpoint directory needs its config.json "
-                       "(re-download it with `toolkit fetch-model`)") from None
+        raise BadInput(
+            f"{cfg}: missing; a Hugging Face checkpoint directory needs its config.json "
+            "(re-download it with `toolkit fetch-model`)"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise BadInput(f"{cfg}: cannot be read as JSON ({err}); re-download the checkpoint") from None
     if not isinstance(data, dict):
@@ -166,15 +189,19 @@ def resolve_quantization(lm: LoadedMatrix, model: ModelSpec, model_dir: Path) ->
     if ck is None:
         if override in ONLINE_METHODS:
             return QuantChoice(override, "matrix", None)
-        raise BadInput(f"{where}: {override!r} needs a checkpoint quantized with {override}, but model "
-                       f"{model.name} is unquantized ({cfg} has no quantization_config); remove `quantization` "
-                       f"from `vllm:` or use a quantize-on-load method ({', '.join(ONLINE_METHODS)})")
+        raise BadInput(
+            f"{where}: {override!r} needs a checkpoint quantized with {override}, but model "
+            f"{model.name} is unquantized ({cfg} has no quantization_config); remove `quantization` "
+            f"from `vllm:` or use a quantize-on-load method ({', '.join(ONLINE_METHODS)})"
+        )
     if override == ck.method or override in KERNEL_VARIANTS.get(ck.method, ()):
         return QuantChoice(override, "matrix", ck)
-    raise BadInput(f"{where}: {override!r} does not match model {model.name}: {cfg} says "
-                   f"{ck.key}.quant_method = {ck.method!r} ({ck.describe()}), and vLLM refuses to start on "
-                   f"that mismatch; remove `quantization` from `vllm:` (the checkpoint's method is then used "
-                   f"and recorded) or set it to {ck.method!r}")
+    raise BadInput(
+        f"{where}: {override!r} does not match model {model.name}: {cfg} says "
+        f"{ck.key}.quant_method = {ck.method!r} ({ck.describe()}), and vLLM refuses to start on "
+        f"that mismatch; remove `quantization` from `vllm:` (the checkpoint's method is then used "
+        f"and recorded) or set it to {ck.method!r}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,14 +230,21 @@ def check_revision(lm: LoadedMatrix, model: ModelSpec, model_dir: Path) -> str |
     where = f"{lm.path}: models[{model.name}].hf.revision"
     got = local_revision(model_dir)
     if model.hf.revision is None:
-        have = (f"; the copy in {model_dir} was downloaded at {got}: add `revision: {got}` under `hf:`"
-                if got else "")
-        raise BadInput(f"{where}: not pinned: a checkpoint is pinned by its commit hash; run `toolkit fetch-model "
-                       f"{model.name}` on a host that reaches the Hub (it resolves the commit with huggingface_hub "
-                       f"and writes it into the matrix){have}")
+        have = (
+            f"; the copy in {model_dir} was downloaded at {got}: add `revision: {got}` under `hf:`"
+            if got
+            else ""
+        )
+        raise BadInput(
+            f"{where}: not pinned: a checkpoint is pinned by its commit hash; run `toolkit fetch-model "
+            f"{model.name}` on a host that reaches the Hub (it resolves the commit with huggingface_hub "
+            f"and writes it into the matrix){have}"
+        )
     if got and got != model.hf.revision:
-        raise BadInput(f"{where}: the matrix pins {model.hf.revision}, but {model_dir} was downloaded at {got}; "
-                       f"delete it and run `toolkit fetch-model {model.name}`, or pin {got}")
+        raise BadInput(
+            f"{where}: the matrix pins {model.hf.revision}, but {model_dir} was downloaded at {got}; "
+            f"delete it and run `toolkit fetch-model {model.name}`, or pin {got}"
+        )
     return model.hf.revision
 
 
@@ -224,30 +258,62 @@ def pin_revision_in_matrix(matrix_path: Path, model_name: str, revision: str) ->
     before = yaml.safe_load(text)
     lines = text.splitlines(keepends=True)
     models_at = next((i for i, ln in enumerate(lines) if re.match(r"^models:\s*(#.*)?$", ln)), len(lines))
-    name_at = next((i for i, ln in enumerate(lines) if i > models_at and re.match(rf"^\s*(-\s+)?name:\s*['\"]?{re.escape(model_name)}['\"]?\s*(#.*)?$", ln)), None)
+    name_at = next(
+        (
+            i
+            for i, ln in enumerate(lines)
+            if i > models_at
+            and re.match(rf"^\s*(-\s+)?name:\s*['\"]?{re.escape(model_name)}['\"]?\s*(#.*)?$", ln)
+        ),
+        None,
+    )
     if name_at is None:
         return False
     lead = re.match(r"^(\s*)(-\s+)?", lines[name_at])
     assert lead is not None  # the pattern matches every string
     key_col = len(lead.group(0))  # the column of the item's keys
-    start = name_at if lead.group(2) else next(
-        (j for j in range(name_at - 1, -1, -1) if re.match(rf"^\s{{{max(key_col - 2, 0)}}}-\s", lines[j])), name_at)
+    start = (
+        name_at
+        if lead.group(2)
+        else next(
+            (
+                j
+                for j in range(name_at - 1, -1, -1)
+                if re.match(rf"^\s{{{max(key_col - 2, 0)}}}-\s", lines[j])
+            ),
+            name_at,
+        )
+    )
 
     def indent(ln: str) -> int:
         return len(ln) - len(ln.lstrip(" "))
 
-    end = next((j for j in range(name_at + 1, len(lines)) if lines[j].strip() and not lines[j].lstrip().startswith("#")
-                and indent(lines[j]) < key_col), len(lines))
-    hf_at = next((j for j in range(start, end)
-                  if re.match(rf"^(\s{{{key_col}}}|\s*-\s+)hf:\s*(#.*)?$", lines[j])), None)
+    end = next(
+        (
+            j
+            for j in range(name_at + 1, len(lines))
+            if lines[j].strip() and not lines[j].lstrip().startswith("#") and indent(lines[j]) < key_col
+        ),
+        len(lines),
+    )
+    hf_at = next(
+        (j for j in range(start, end) if re.match(rf"^(\s{{{key_col}}}|\s*-\s+)hf:\s*(#.*)?$", lines[j])),
+        None,
+    )
     if hf_at is None:
         return False
-    sub_end = next((j for j in range(hf_at + 1, end) if lines[j].strip() and not lines[j].lstrip().startswith("#")
-                    and indent(lines[j]) <= key_col), end)
+    sub_end = next(
+        (
+            j
+            for j in range(hf_at + 1, end)
+            if lines[j].strip() and not lines[j].lstrip().startswith("#") and indent(lines[j]) <= key_col
+        ),
+        end,
+    )
     repo_at = next((j for j in range(hf_at + 1, sub_end) if re.match(r"^\s*repo:\s*\S", lines[j])), None)
     if repo_at is None:
         return False
-    pad = lines[repo_at][:indent(lines[repo_at])]
+    pad = lines[repo_at][: indent(lines[repo_at])]
     old = [j for j in range(hf_at + 1, sub_end) if re.match(rf"^{pad}revision:", lines[j])]
     new_line = f"{pad}revision: {revision}\n"
     if old:

@@ -10,7 +10,9 @@ from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
 
-def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, twin: bool = False) -> str:
+def fetch_model(
+    lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, twin: bool = False
+) -> str:
     """Make `spec.path` exist: generate a tiny model, or download `spec.hf` with huggingface_hub.
 
     `twin=True` writes a shape twin instead (`fetch_twin`): the real file's header, random data.
@@ -34,7 +36,9 @@ def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None
     pinned = ""
     if not path.exists():
         if spec.hf is None:
-            raise BadInput(f"{lm.path}: models[{spec.name}]: {path} is absent and no `hf:` repo is given to fetch it from")
+            raise BadInput(
+                f"{lm.path}: models[{spec.name}]: {path} is absent and no `hf:` repo is given to fetch it from"
+            )
         revision = spec.hf.revision or _resolve_revision(spec)
         echo(f"{spec.name}: downloading {spec.hf.repo}/{spec.hf.file or ''} at {revision} to {path} ...")
         _download(spec, path, revision)
@@ -50,7 +54,9 @@ def fetch_model(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None
     return f"{path} present{pinned}"
 
 
-def fetch_twin(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, seed: int = 0) -> str:
+def fetch_twin(
+    lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None] = print, seed: int = 0
+) -> str:
     """Write the shape twin of the Hub GGUF `spec.hf` (toolkit/models/twin.py): read only its header by HTTP
     range requests, write `<path stem>.twin.gguf` (same metadata, tokenizer, tensor names, shapes,
     types and size; random data with valid scales) and its record `<twin>.twin.json` (kind
@@ -65,8 +71,10 @@ def fetch_twin(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None]
 
     where = f"{lm.path}: models[{spec.name}]"
     if spec.format != "gguf" or spec.hf is None or not spec.hf.file:
-        raise BadInput(f"{where}: --twin needs a GGUF file on the Hugging Face Hub (format: gguf, hf.repo and "
-                       "hf.file); tiny models are generated without it")
+        raise BadInput(
+            f"{where}: --twin needs a GGUF file on the Hugging Face Hub (format: gguf, hf.repo and "
+            "hf.file); tiny models are generated without it"
+        )
     out = tw.twin_path(lm.resolve(spec.path))
     revision = spec.hf.revision or _resolve_revision(spec)
     echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
@@ -74,15 +82,25 @@ def fetch_twin(lm: LoadedMatrix, spec: ModelSpec, *, echo: Callable[[str], None]
     pinned = _pin(lm, spec, revision) if spec.hf.revision is None else ""
     read = f"header {header.data_offset} bytes (read {header.bytes_read} of {header.file_size})"
     old = tw.read_sidecar(out) if out.is_file() else None
-    if old and old["twin_of"].get("revision") == revision and old["twin_of"].get("header_sha256") == header.sha256 \
-            and sha256_file(out) == old.get("sha256"):
+    if (
+        old
+        and old["twin_of"].get("revision") == revision
+        and old["twin_of"].get("header_sha256") == header.sha256
+        and sha256_file(out) == old.get("sha256")
+    ):
         return f"twin {out} present, sha256 verified ({read}){pinned}"
-    echo(f"{spec.name}: writing the {header.file_size}-byte twin {out} ({len(header.tensors)} tensors: "
-         f"{', '.join(f'{k} {v}' for k, v in header.type_counts().items())}) ...")
+    echo(
+        f"{spec.name}: writing the {header.file_size}-byte twin {out} ({len(header.tensors)} tensors: "
+        f"{', '.join(f'{k} {v}' for k, v in header.type_counts().items())}) ..."
+    )
     sha = tw.write_twin(header, out, seed=seed)
-    tw.write_sidecar(out, header, sha256=sha, seed=seed, repo=spec.hf.repo, revision=revision, file=spec.hf.file)
-    return (f"twin {out} written, sha256 {sha}, {read}, record {tw.sidecar_path(out)}; its numbers are a twin's "
-            f"(kind {tw.TWIN_KIND}): bench it with a model entry whose path is {out}{pinned}")
+    tw.write_sidecar(
+        out, header, sha256=sha, seed=seed, repo=spec.hf.repo, revision=revision, file=spec.hf.file
+    )
+    return (
+        f"twin {out} written, sha256 {sha}, {read}, record {tw.sidecar_path(out)}; its numbers are a twin's "
+        f"(kind {tw.TWIN_KIND}): bench it with a model entry whose path is {out}{pinned}"
+    )
 
 
 def _pin(lm: LoadedMatrix, spec: ModelSpec, revision: str) -> str:
@@ -91,8 +109,10 @@ def _pin(lm: LoadedMatrix, spec: ModelSpec, revision: str) -> str:
 
     if pin_revision_in_matrix(lm.path, spec.name, revision):
         return f"; pinned models[{spec.name}].hf.revision: {revision} in {lm.path}"
-    return (f"; could not edit {lm.path} safely: add `revision: {revision}` under models[{spec.name}].hf to pin "
-            "what was downloaded")
+    return (
+        f"; could not edit {lm.path} safely: add `revision: {revision}` under models[{spec.name}].hf to pin "
+        "what was downloaded"
+    )
 
 
 def _resolve_revision(spec: ModelSpec) -> str:

@@ -55,16 +55,40 @@ def compressed_tensors_w4a16(group_size: int = 32) -> dict:
     """config.json `quantization_config` of an llm-compressor W4A16 checkpoint (compressed-tensors
     library layout: config_groups.<group>.{targets, weights, input_activations, output_activations,
     format}; `format` pack-quantized = int4 packed eight to an int32; `ignore` = modules kept 16-bit)."""
-    weights = {"num_bits": 4, "type": "int", "symmetric": True, "group_size": group_size, "strategy": "group",
-               "dynamic": False, "actorder": None, "observer": "minmax", "observer_kwargs": {},
-               "block_structure": None}
-    return {
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
-                                      "output_activations": None, "format": "pack-quantized"}},
-        "format": "pack-quantized", "global_compression_ratio": None, "ignore": ["lm_head", "re:.*mlp.gate$"],
-        "kv_cache_scheme": None, "quant_method": "compressed-tensors", "quantization_status": "compressed",
-        "sparsity_config": {}, "transform_config": {}, "version": "0.11.0",
+    weights = {
+        "num_bits": 4,
+        "type": "int",
+        "symmetric": True,
+        "group_size": group_size,
+        "strategy": "group",
+        "dynamic": False,
+        "actorder": None,
+        "observer": "minmax",
+        "observer_kwargs": {},
+        "block_structure": None,
     }
+    return {
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": weights,
+                "input_activations": None,
+                "output_activations": None,
+                "format": "pack-quantized",
+            }
+        },
+        "format": "pack-quantized",
+        "global_compression_ratio": None,
+        "ignore": ["lm_head", "re:.*mlp.gate$"],
+        "kv_cache_scheme": None,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "sparsity_config": {},
+        "transform_config": {},
+        "version": "0.11.0",
+    }
+
+
 _SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>")
 
 
@@ -74,15 +98,36 @@ def config(s: TinyQwen3MoeHfShape = SHAPE, quantization: str | None = None) -> d
         raise ValueError(f"quantization {quantization!r}: the generator writes one of {QUANTIZATIONS}")
     quant = {"quantization_config": compressed_tensors_w4a16()} if quantization else {}
     return quant | {
-        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": s.vocab,
-        "hidden_size": s.hidden, "intermediate_size": 4 * s.hidden, "moe_intermediate_size": s.moe_ffn,
-        "num_hidden_layers": s.n_layer, "num_attention_heads": s.n_head, "num_key_value_heads": s.n_head_kv,
-        "head_dim": s.head_dim, "num_experts": s.n_expert, "num_experts_per_tok": s.n_expert_used,
-        "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True, "hidden_act": "silu",
-        "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "max_position_embeddings": s.max_positions,
-        "attention_bias": False, "attention_dropout": 0.0, "use_sliding_window": False, "sliding_window": None,
-        "tie_word_embeddings": False, "bos_token_id": s.vocab - 4, "eos_token_id": s.vocab - 4,
-        "torch_dtype": "float32", "output_router_logits": False, "router_aux_loss_coef": 0.001,
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "vocab_size": s.vocab,
+        "hidden_size": s.hidden,
+        "intermediate_size": 4 * s.hidden,
+        "moe_intermediate_size": s.moe_ffn,
+        "num_hidden_layers": s.n_layer,
+        "num_attention_heads": s.n_head,
+        "num_key_value_heads": s.n_head_kv,
+        "head_dim": s.head_dim,
+        "num_experts": s.n_expert,
+        "num_experts_per_tok": s.n_expert_used,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": True,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_scaling": None,
+        "max_position_embeddings": s.max_positions,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "bos_token_id": s.vocab - 4,
+        "eos_token_id": s.vocab - 4,
+        "torch_dtype": "float32",
+        "output_router_logits": False,
+        "router_aux_loss_coef": 0.001,
     }
 
 
@@ -93,8 +138,11 @@ def tensors(s: TinyQwen3MoeHfShape = SHAPE, seed: int = 0) -> dict[str, np.ndarr
     def w(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
 
-    out = {"model.embed_tokens.weight": w(s.vocab, s.hidden), "model.norm.weight": np.ones(s.hidden, np.float32),
-           "lm_head.weight": w(s.vocab, s.hidden)}
+    out = {
+        "model.embed_tokens.weight": w(s.vocab, s.hidden),
+        "model.norm.weight": np.ones(s.hidden, np.float32),
+        "lm_head.weight": w(s.vocab, s.hidden),
+    }
     for i in range(s.n_layer):
         p = f"model.layers.{i}."
         out |= {
@@ -110,8 +158,11 @@ def tensors(s: TinyQwen3MoeHfShape = SHAPE, seed: int = 0) -> dict[str, np.ndarr
         }
         for e in range(s.n_expert):
             q = f"{p}mlp.experts.{e}."
-            out |= {q + "gate_proj.weight": w(s.moe_ffn, s.hidden), q + "up_proj.weight": w(s.moe_ffn, s.hidden),
-                    q + "down_proj.weight": w(s.hidden, s.moe_ffn)}
+            out |= {
+                q + "gate_proj.weight": w(s.moe_ffn, s.hidden),
+                q + "up_proj.weight": w(s.moe_ffn, s.hidden),
+                q + "down_proj.weight": w(s.hidden, s.moe_ffn),
+            }
     return out
 
 
@@ -121,7 +172,11 @@ def safetensors_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     blobs, offset = [], 0
     for name in sorted(arrays):
         data = np.ascontiguousarray(arrays[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arrays[name].shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(arrays[name].shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -134,10 +189,24 @@ def tokenizer_json(s: TinyQwen3MoeHfShape = SHAPE) -> dict:
     words = {f"w{i}": i for i in range(s.vocab - len(_SPECIAL))}
     special = {t: s.vocab - len(_SPECIAL) + k for k, t in enumerate(_SPECIAL)}
     return {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True} for t, i in special.items()],
-        "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for t, i in special.items()
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
         "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
         "model": {"type": "WordLevel", "vocab": words | special, "unk_token": "<unk>"},
     }
@@ -152,13 +221,23 @@ def generate_tiny_qwen3moe_hf(path: Path | str, *, seed: int = 0, quantization: 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     (tmp / "config.json").write_text(json.dumps(cfg, indent=1))
-    (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": SHAPE.vocab - 4, "do_sample": False}))
+    (tmp / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": SHAPE.vocab - 4, "do_sample": False})
+    )
     (tmp / "model.safetensors").write_bytes(safetensors_bytes(tensors(seed=seed)))
     (tmp / "tokenizer.json").write_text(json.dumps(tokenizer_json()))
-    (tmp / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": SHAPE.max_positions,
-        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": "<unk>",
-        "clean_up_tokenization_spaces": False}))
+    (tmp / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "model_max_length": SHAPE.max_positions,
+                "eos_token": "<|endoftext|>",
+                "pad_token": "<|endoftext|>",
+                "unk_token": "<unk>",
+                "clean_up_tokenization_spaces": False,
+            }
+        )
+    )
     os.chmod(tmp, 0o755)
     os.replace(tmp, path)
     return path

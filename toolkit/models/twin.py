@@ -62,18 +62,18 @@ _FLOAT_STD = 0.02  # standard deviation of random float weights (a trained model
 # gguf.constants.GGML_QUANT_SIZES. Every other byte of a block (quants, packed 4/6/8-bit sub-scales,
 # high-bit masks) is valid whatever its value.
 _SCALE_FIELDS: dict[str, tuple[tuple[int, float], ...]] = {
-    "Q4_0": ((0, 6e-3),),                  # {half d; u8 qs[16]}                        18 B / 32
-    "Q4_1": ((0, 3e-3), (2, -2e-2)),       # {half d; half m; u8 qs[16]}                20 B / 32
-    "Q5_0": ((0, 3e-3),),                  # {half d; u8 qh[4]; u8 qs[16]}              22 B / 32
-    "Q5_1": ((0, 1.5e-3), (2, -2e-2)),     # {half d; half m; u8 qh[4]; u8 qs[16]}      24 B / 32
-    "Q8_0": ((0, 4e-4),),                  # {half d; i8 qs[32]}                        34 B / 32
-    "Q2_K": ((80, 1e-3), (82, 1e-3)),      # {u8 scales[16]; u8 qs[64]; half d; half dmin}  84 B / 256
-    "Q3_K": ((108, 4e-4),),                # {u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d} 110 B / 256
-    "Q4_K": ((0, 6.5e-5), (2, 6.5e-5)),    # {half d; half dmin; u8 scales[12]; u8 qs[128]}  144 B / 256
-    "Q5_K": ((0, 6.5e-5), (2, 6.5e-5)),    # {half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} 176 B
-    "Q6_K": ((208, 6.5e-5),),              # {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d}  210 B / 256
-    "IQ4_NL": ((0, 4e-4),),                # {half d; u8 qs[16]}                        18 B / 32
-    "IQ4_XS": ((0, 6.5e-5),),              # {half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]} 136 B / 256
+    "Q4_0": ((0, 6e-3),),  # {half d; u8 qs[16]}                        18 B / 32
+    "Q4_1": ((0, 3e-3), (2, -2e-2)),  # {half d; half m; u8 qs[16]}                20 B / 32
+    "Q5_0": ((0, 3e-3),),  # {half d; u8 qh[4]; u8 qs[16]}              22 B / 32
+    "Q5_1": ((0, 1.5e-3), (2, -2e-2)),  # {half d; half m; u8 qh[4]; u8 qs[16]}      24 B / 32
+    "Q8_0": ((0, 4e-4),),  # {half d; i8 qs[32]}                        34 B / 32
+    "Q2_K": ((80, 1e-3), (82, 1e-3)),  # {u8 scales[16]; u8 qs[64]; half d; half dmin}  84 B / 256
+    "Q3_K": ((108, 4e-4),),  # {u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d} 110 B / 256
+    "Q4_K": ((0, 6.5e-5), (2, 6.5e-5)),  # {half d; half dmin; u8 scales[12]; u8 qs[128]}  144 B / 256
+    "Q5_K": ((0, 6.5e-5), (2, 6.5e-5)),  # {half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} 176 B
+    "Q6_K": ((208, 6.5e-5),),  # {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d}  210 B / 256
+    "IQ4_NL": ((0, 4e-4),),  # {half d; u8 qs[16]}                        18 B / 32
+    "IQ4_XS": ((0, 6.5e-5),),  # {half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]} 136 B / 256
 }
 _FLOAT_TYPES = ("F32", "F16", "BF16")
 SUPPORTED_TYPES = (*_FLOAT_TYPES, *_SCALE_FIELDS)
@@ -164,10 +164,14 @@ def parse_header(buf: bytes, file_size: int, *, source: str) -> GgufHeader | Non
         alignment = int(reader.alignment)
         data_offset = int(reader.data_offset)
         if data_offset != -(-end // alignment) * alignment:
-            raise ToolkitError(f"{source}: gguf.GGUFReader puts the tensor data at byte {data_offset}, the header "
-                               f"walk ends at {end} (alignment {alignment}): a bug, please report it")
+            raise ToolkitError(
+                f"{source}: gguf.GGUFReader puts the tensor data at byte {data_offset}, the header "
+                f"walk ends at {end} (alignment {alignment}): a bug, please report it"
+            )
         tensors = tuple(
-            TensorSlot(t.name, tuple(int(x) for x in t.shape), t.tensor_type, int(t.data_offset), int(t.n_bytes))
+            TensorSlot(
+                t.name, tuple(int(x) for x in t.shape), t.tensor_type, int(t.data_offset), int(t.n_bytes)
+            )
             for t in reader.tensors
         )
         fields = {name: _field_value(f) for name, f in reader.fields.items() if not name.startswith("GGUF.")}
@@ -234,27 +238,40 @@ def _field_value(field: Any) -> Any:
         return "(undecodable)"
 
 
-def _check_tensors(tensors: tuple[TensorSlot, ...], alignment: int, *, data_offset: int, file_size: int,
-                   source: str) -> None:
+def _check_tensors(
+    tensors: tuple[TensorSlot, ...], alignment: int, *, data_offset: int, file_size: int, source: str
+) -> None:
     """Refuse tensor types a twin cannot fill and tensor data that overlaps, is misaligned or lies
     past the end of the file (BadInput naming `source` and the tensor)."""
     bad = collections.Counter(t.qtype.name for t in tensors if t.qtype.name not in SUPPORTED_TYPES)
     if bad:
         names = ", ".join(f"{k} ({v} tensors)" for k, v in sorted(bad.items()))
-        raise BadInput(f"{source}: tensor types a twin cannot fill with valid data: {names}; supported: "
-                       f"{', '.join(SUPPORTED_TYPES)} (their block layouts are in toolkit/models/twin.py _SCALE_FIELDS)")
+        raise BadInput(
+            f"{source}: tensor types a twin cannot fill with valid data: {names}; supported: "
+            f"{', '.join(SUPPORTED_TYPES)} (their block layouts are in toolkit/models/twin.py _SCALE_FIELDS)"
+        )
     end = data_offset
     for t in sorted(tensors, key=lambda t: t.offset):
         if (t.offset - data_offset) % alignment or t.offset < end:
-            raise BadInput(f"{source}: tensor {t.name} starts at byte {t.offset}, which overlaps the previous "
-                           f"tensor (ends at {end}) or is not aligned to {alignment} bytes")
+            raise BadInput(
+                f"{source}: tensor {t.name} starts at byte {t.offset}, which overlaps the previous "
+                f"tensor (ends at {end}) or is not aligned to {alignment} bytes"
+            )
         end = t.offset + t.n_bytes
         if end > file_size:
-            raise BadInput(f"{source}: tensor {t.name} ends at byte {end}, past the end of the file ({file_size} bytes)")
+            raise BadInput(
+                f"{source}: tensor {t.name} ends at byte {end}, past the end of the file ({file_size} bytes)"
+            )
 
 
-def read_header(fetch: Callable[[int, int], bytes], file_size: int, *, source: str,
-                first_bytes: int = FIRST_READ_BYTES, max_bytes: int = MAX_HEADER_BYTES) -> GgufHeader:
+def read_header(
+    fetch: Callable[[int, int], bytes],
+    file_size: int,
+    *,
+    source: str,
+    first_bytes: int = FIRST_READ_BYTES,
+    max_bytes: int = MAX_HEADER_BYTES,
+) -> GgufHeader:
     """Read a GGUF header through `fetch(start, end)` (bytes [start, end) of the file), reading
     `first_bytes` first and doubling the total read until the header parses (`parse_header`).
 
@@ -276,8 +293,14 @@ def read_header(fetch: Callable[[int, int], bytes], file_size: int, *, source: s
         want = min(2 * len(buf), file_size, max_bytes)
 
 
-def read_hub_header(repo: str, file: str, revision: str, *, first_bytes: int = FIRST_READ_BYTES,
-                    max_bytes: int = MAX_HEADER_BYTES) -> GgufHeader:
+def read_hub_header(
+    repo: str,
+    file: str,
+    revision: str,
+    *,
+    first_bytes: int = FIRST_READ_BYTES,
+    max_bytes: int = MAX_HEADER_BYTES,
+) -> GgufHeader:
     """Read the header of `file` in the Hub model repo `repo` at commit `revision` by HTTP range
     requests (huggingface_hub `HfFileSystem`, which honours HF_ENDPOINT and HF_TOKEN).
 
@@ -289,7 +312,9 @@ def read_hub_header(repo: str, file: str, revision: str, *, first_bytes: int = F
     source = f"{repo}/{file}@{revision}"
     try:
         fs = HfFileSystem()
-        with fs.open(f"{repo}/{file}", "rb", revision=revision, block_size=first_bytes, cache_type="none") as f:
+        with fs.open(
+            f"{repo}/{file}", "rb", revision=revision, block_size=first_bytes, cache_type="none"
+        ) as f:
             size = int(f.size)
 
             def fetch(start: int, end: int) -> bytes:
@@ -300,11 +325,14 @@ def read_hub_header(repo: str, file: str, revision: str, *, first_bytes: int = F
     except ToolkitError:
         raise
     except FileNotFoundError as err:
-        raise BadInput(f"{source}: not found on the Hub ({str(err)[:200]}); fix models[].hf (repo, file, "
-                       "revision)") from None
+        raise BadInput(
+            f"{source}: not found on the Hub ({str(err)[:200]}); fix models[].hf (repo, file, revision)"
+        ) from None
     except Exception as err:  # hub and HTTP errors come in many types; the message is what matters
-        raise RemoteUnavailable(f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); "
-                           "the twin needs the Hugging Face Hub (or HF_ENDPOINT) to be reachable") from None
+        raise RemoteUnavailable(
+            f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); "
+            "the twin needs the Hugging Face Hub (or HF_ENDPOINT) to be reachable"
+        ) from None
 
 
 def _random_bytes(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -322,7 +350,7 @@ def _block_bytes(qtype: Any, n_blocks: int, block_bytes: int, rng: np.random.Gen
     blocks = _random_bytes(rng, n_blocks * block_bytes).reshape(n_blocks, block_bytes)
     for offset, value in _SCALE_FIELDS[qtype.name]:
         scales = (rng.uniform(1.0, 1.5, n_blocks) * value).astype(np.float16)
-        blocks[:, offset:offset + 2] = scales.view(np.uint8).reshape(n_blocks, 2)
+        blocks[:, offset : offset + 2] = scales.view(np.uint8).reshape(n_blocks, 2)
     return blocks.reshape(-1)
 
 
@@ -352,11 +380,15 @@ def _float_bytes(qtype: Any, n: int, norm: bool, rng: np.random.Generator) -> np
         return _as_float_type(qtype.name, np.ones(n, np.float32)).view(np.uint8)
     if qtype.name not in _FLOAT_TABLES:
         steps = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.int16).astype(np.float32)
-        _FLOAT_TABLES[qtype.name] = _as_float_type(qtype.name, steps * np.float32(_FLOAT_STD * 3 ** 0.5 / 32768))
+        _FLOAT_TABLES[qtype.name] = _as_float_type(
+            qtype.name, steps * np.float32(_FLOAT_STD * 3**0.5 / 32768)
+        )
     return _FLOAT_TABLES[qtype.name][_random_bytes(rng, 2 * n).view(np.uint16)].view(np.uint8)
 
 
-def tensor_chunks(t: TensorSlot, rng: np.random.Generator, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[np.ndarray]:
+def tensor_chunks(
+    t: TensorSlot, rng: np.random.Generator, chunk_bytes: int = _CHUNK_BYTES
+) -> Iterator[np.ndarray]:
     """The twin's data for tensor `t`: `t.n_bytes` bytes as flat uint8 arrays of at most `chunk_bytes`
     (whole blocks). Raises BadInput for a type not in SUPPORTED_TYPES."""
     import gguf
@@ -391,13 +423,16 @@ def write_twin(header: GgufHeader, path: Path, *, seed: int = 0) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     free = _free_bytes(path.parent)
     if free is not None and free < header.file_size:
-        raise FileSystemError(f"{path.parent}: {free} bytes free, the twin needs {header.file_size}; free space or "
-                              "choose another path")
+        raise FileSystemError(
+            f"{path.parent}: {free} bytes free, the twin needs {header.file_size}; free space or "
+            "choose another path"
+        )
     rng = np.random.default_rng(seed)
     digest = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+
             def put(data: bytes | np.ndarray) -> None:
                 f.write(data)
                 digest.update(data)
@@ -447,8 +482,9 @@ def sidecar_path(path: Path) -> Path:
     return Path(str(path) + SIDECAR_SUFFIX)
 
 
-def write_sidecar(path: Path, header: GgufHeader, *, sha256: str, seed: int, repo: str, revision: str,
-                  file: str) -> dict:
+def write_sidecar(
+    path: Path, header: GgufHeader, *, sha256: str, seed: int, repo: str, revision: str, file: str
+) -> dict:
     """Write `<path>.twin.json` describing the twin at `path`; return what was written.
 
     Keys: schema, kind ("synthetic-twin"), sha256 and size_bytes (of the twin), seed, generator,
@@ -469,9 +505,13 @@ def write_sidecar(path: Path, header: GgufHeader, *, sha256: str, seed: int, rep
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tensor_types": header.type_counts(),
         "twin_of": {
-            "repo": repo, "revision": revision, "file": file,
-            "header_sha256": header.sha256, "header_bytes": header.data_offset,
-            "size_bytes": header.file_size, "bytes_read": header.bytes_read,
+            "repo": repo,
+            "revision": revision,
+            "file": file,
+            "header_sha256": header.sha256,
+            "header_bytes": header.data_offset,
+            "size_bytes": header.file_size,
+            "bytes_read": header.bytes_read,
             "architecture": header.fields.get("general.architecture"),
             "name": header.fields.get("general.name"),
         },
@@ -492,11 +532,14 @@ def read_sidecar(path: Path) -> dict | None:
     try:
         data = json.loads(side.read_text())
     except (OSError, ValueError) as err:
-        raise BadInput(f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME "
-                       "--twin`") from None
+        raise BadInput(
+            f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME --twin`"
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA or data.get("kind") != TWIN_KIND:
-        raise BadInput(f"{side}: not a twin record of schema {SIDECAR_SCHEMA} (kind {TWIN_KIND}); delete it and "
-                       "re-run `toolkit fetch-model NAME --twin`")
+        raise BadInput(
+            f"{side}: not a twin record of schema {SIDECAR_SCHEMA} (kind {TWIN_KIND}); delete it and "
+            "re-run `toolkit fetch-model NAME --twin`"
+        )
     return data
 
 
@@ -511,7 +554,9 @@ def model_extras(path: Path, sha256: str) -> dict:
     if data is None:
         return {}
     if data.get("sha256") != sha256:
-        raise BadInput(f"{sidecar_path(path)}: describes a twin with sha256 {data.get('sha256')}, but {path} has "
-                       f"{sha256}; re-run `toolkit fetch-model NAME --twin`, or delete the record if {path} is "
-                       "not a twin")
+        raise BadInput(
+            f"{sidecar_path(path)}: describes a twin with sha256 {data.get('sha256')}, but {path} has "
+            f"{sha256}; re-run `toolkit fetch-model NAME --twin`, or delete the record if {path} is "
+            "not a twin"
+        )
     return {"kind": TWIN_KIND, "twin_of": data["twin_of"]}

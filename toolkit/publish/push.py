@@ -40,8 +40,17 @@ RUN_SCHEMA_VERSION = 1
 RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
 _REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
-_AXIS_FLAGS = {"-p": "n_prompt", "-n": "n_gen", "-b": "n_batch", "-ub": "n_ubatch", "-fa": "flash_attn",
-               "-ngl": "n_gpu_layers", "-d": "n_depth", "-r": "repetitions", "-t": "threads"}
+_AXIS_FLAGS = {
+    "-p": "n_prompt",
+    "-n": "n_gen",
+    "-b": "n_batch",
+    "-ub": "n_ubatch",
+    "-fa": "flash_attn",
+    "-ngl": "n_gpu_layers",
+    "-d": "n_depth",
+    "-r": "repetitions",
+    "-t": "threads",
+}
 
 
 class PushFailed(BuildFailed):
@@ -55,8 +64,10 @@ def parse_registry(value: str) -> str:
     """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash; BadInput otherwise."""
     reg = value.strip().rstrip("/")
     if "://" in reg or not _REGISTRY.match(reg):
-        raise BadInput(f"registry {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
-                       "ghcr.io/acme (no http://; lowercase namespace)")
+        raise BadInput(
+            f"registry {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
+            "ghcr.io/acme (no http://; lowercase namespace)"
+        )
     return reg
 
 
@@ -72,7 +83,9 @@ def fixed_tag(rec: BuildRecord) -> str:
     if rec.backend == "cpu":
         target = "cpu"
     else:  # Vulkan images carry no gfx label: one image serves any GPU with a Vulkan driver
-        target = "_".join(t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip())
+        target = "_".join(
+            t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
+        )
         target = target or "anygpu"
     created = labels.get("org.opencontainers.image.created") or rec.created
     date = re.sub(r"\D", "", created)[:8]
@@ -104,8 +117,9 @@ def _merge(*lists: list[str]) -> list[str]:
     return out
 
 
-def push_image(store: ResultStore, name: str, registry: str, *,
-               on_line: Callable[[str], None] | None = None) -> PushResult:
+def push_image(
+    store: ResultStore, name: str, registry: str, *, on_line: Callable[[str], None] | None = None
+) -> PushResult:
     """Tag and push the latest build of image `name`; append the updated build record."""
     rec = store.latest_build(name)
     if rec is None:
@@ -123,29 +137,46 @@ def push_image(store: ResultStore, name: str, registry: str, *,
         out = engine.push_image(repository, tag, on_line=on_line)
         seconds += out.seconds
         if not out.ok or not out.digest:
-            return PushResult(name, "failed", f"push of {out.ref} failed: {out.error or 'no digest reported'}")
+            return PushResult(
+                name, "failed", f"push of {out.ref} failed: {out.error or 'no digest reported'}"
+            )
         digests.add(out.digest)
     if len(digests) != 1:
-        return PushResult(name, "failed", f"the two tags of {repository} got different digests: {sorted(digests)}")
+        return PushResult(
+            name, "failed", f"the two tags of {repository} got different digests: {sorted(digests)}"
+        )
     digest = digests.pop()
     served = engine.registry_digest(f"{repository}:{tags[0]}")
     if served != digest:
-        return PushResult(name, "failed", f"the registry serves {served} for {repository}:{tags[0]}, "
-                          f"not the pushed {digest} (another push raced this one?)")
+        return PushResult(
+            name,
+            "failed",
+            f"the registry serves {served} for {repository}:{tags[0]}, "
+            f"not the pushed {digest} (another push raced this one?)",
+        )
     after = engine.inspect_image(rec.digest)
     repo_digest = f"{repository}@{digest}"
     refs = [f"{repository}:{t}" for t in tags]
-    updated = BuildRecord.model_validate({
-        **rec.model_dump(mode="json"),
-        "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
-        "pushed": _merge(rec.pushed, refs),
-        "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "push_seconds": round(seconds, 2),
-        "attestations": NO_ATTESTATIONS,
-    })
+    updated = BuildRecord.model_validate(
+        {
+            **rec.model_dump(mode="json"),
+            "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
+            "pushed": _merge(rec.pushed, refs),
+            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "push_seconds": round(seconds, 2),
+            "attestations": NO_ATTESTATIONS,
+        }
+    )
     store.add_build(updated)
-    return PushResult(name, "pushed", record=updated, refs=refs, repo_digest=repo_digest, seconds=seconds,
-                      notes=[ATTEST_NOTE])
+    return PushResult(
+        name,
+        "pushed",
+        record=updated,
+        refs=refs,
+        repo_digest=repo_digest,
+        seconds=seconds,
+        notes=[ATTEST_NOTE],
+    )
 
 
 def container_builder() -> str | None:
@@ -153,8 +184,14 @@ def container_builder() -> str | None:
     return next((b["name"] for b in engine.buildx_builders() if b["driver"] == "docker-container"), None)
 
 
-def attest_push(lm: LoadedMatrix, store: ResultStore, name: str, registry: str, *,
-                on_line: Callable[[str], None] | None = None) -> PushResult:
+def attest_push(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    name: str,
+    registry: str,
+    *,
+    on_line: Callable[[str], None] | None = None,
+) -> PushResult:
     """Rebuild `name` through a docker-container builder and push it with SBOM + provenance (mode=max).
 
     The attested image is a rebuild: its image ID can differ from the measured one; the record says so.
@@ -172,8 +209,15 @@ def attest_push(lm: LoadedMatrix, store: ResultStore, name: str, registry: str, 
     repository = f"{registry}/{name}"
     refs = [f"{repository}:{fixed_tag(rec)}", f"{repository}:{moving_tag(rec)}"]
     meta = lm.root / ".toolkit" / "logs" / f"attest-{name}.metadata.json"
-    cmd = engine.buildx_command(rendered.path.parent, tags=refs, labels=labels, build_args=args,
-                                metadata_file=meta, push=True, attest=True)
+    cmd = engine.buildx_command(
+        rendered.path.parent,
+        tags=refs,
+        labels=labels,
+        build_args=args,
+        metadata_file=meta,
+        push=True,
+        attest=True,
+    )
     cmd[3:3] = ["--builder", builder]
     out = engine.run_buildx(cmd, log_path=meta.with_suffix(".log"), on_line=on_line)
     if not out.ok:
@@ -183,24 +227,52 @@ def attest_push(lm: LoadedMatrix, store: ResultStore, name: str, registry: str, 
     info = engine.inspect_image(f"{repository}@{index}") if pulled and pulled.ok else None
     if info is None:
         return PushResult(name, "failed", f"pushed {refs[0]} but could not pull it back by digest {index}")
-    notes = [] if info.id == rec.digest else [f"the attested image is a rebuild (image ID {info.id[:19]}, the "
-                                              f"measured one is {rec.digest[:19]}): bench it before publishing"]
+    notes = (
+        []
+        if info.id == rec.digest
+        else [
+            f"the attested image is a rebuild (image ID {info.id[:19]}, the "
+            f"measured one is {rec.digest[:19]}): bench it before publishing"
+        ]
+    )
     # the build's proven facts (org.toolkit.<fact> labels read from the image at build time) stay on the
     # record when the pushed image is the measured one; a rebuild's facts were not read, so they are not claimed
     labels = {**rec.labels, **info.labels} if info.id == rec.digest else info.labels
-    updated = BuildRecord.model_validate({
-        **rec.model_dump(mode="json"), "digest": info.id, "labels": labels, "build_command": cmd,
-        "repo_digests": _merge(info.repo_digests, [f"{repository}@{index}"]), "pushed": refs,
-        "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "push_seconds": round(out.seconds, 2),
-        "attestations": "sbom+provenance(mode=max)", "builder": builder,
-    })
+    updated = BuildRecord.model_validate(
+        {
+            **rec.model_dump(mode="json"),
+            "digest": info.id,
+            "labels": labels,
+            "build_command": cmd,
+            "repo_digests": _merge(info.repo_digests, [f"{repository}@{index}"]),
+            "pushed": refs,
+            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "push_seconds": round(out.seconds, 2),
+            "attestations": "sbom+provenance(mode=max)",
+            "builder": builder,
+        }
+    )
     store.add_build(updated)
-    return PushResult(name, "pushed", record=updated, refs=refs, repo_digest=f"{repository}@{index}",
-                      seconds=out.seconds, notes=notes)
+    return PushResult(
+        name,
+        "pushed",
+        record=updated,
+        refs=refs,
+        repo_digest=f"{repository}@{index}",
+        seconds=out.seconds,
+        notes=notes,
+    )
 
 
-def push_images(lm: LoadedMatrix, store: ResultStore, names: list[str], registry: str | None, *,
-                attest: bool = False, on_line: Callable[[str], None] | None = None) -> list[PushResult]:
+def push_images(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    names: list[str],
+    registry: str | None,
+    *,
+    attest: bool = False,
+    on_line: Callable[[str], None] | None = None,
+) -> list[PushResult]:
     """Push the latest build of each named image (default: every image of the matrix)."""
     if not (registry or lm.m.registry):
         raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
@@ -269,7 +341,7 @@ def axes_from_command(command: list[str]) -> dict[str, Any]:
     """llama-bench axes from a recorded `docker run ... llama-bench -p 64,256 ...` argument list."""
     if "llama-bench" not in command:
         return {}
-    args = command[command.index("llama-bench") + 1:]
+    args = command[command.index("llama-bench") + 1 :]
     axes: dict[str, Any] = {}
     for flag, val in zip(args, args[1:], strict=False):
         key = _AXIS_FLAGS.get(flag)
@@ -287,13 +359,20 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
         if axes:
             break
     else:
+
         def vals(get: Callable[[BenchRecord], Any]) -> list[int]:
             return sorted({v for v in map(get, records) if v is not None})
-        axes = {"n_prompt": vals(lambda r: r.n_prompt or None) or [0], "n_gen": vals(lambda r: r.n_gen or None) or [0],
-                "n_batch": vals(lambda r: r.n_batch), "n_ubatch": vals(lambda r: r.n_ubatch),
-                "n_depth": vals(lambda r: r.n_depth), "flash_attn": vals(lambda r: r.flash_attn),
-                "n_gpu_layers": vals(lambda r: r.n_gpu_layers),
-                "repetitions": max((len(r.samples_ts) for r in records), default=1) or 1}
+
+        axes = {
+            "n_prompt": vals(lambda r: r.n_prompt or None) or [0],
+            "n_gen": vals(lambda r: r.n_gen or None) or [0],
+            "n_batch": vals(lambda r: r.n_batch),
+            "n_ubatch": vals(lambda r: r.n_ubatch),
+            "n_depth": vals(lambda r: r.n_depth),
+            "flash_attn": vals(lambda r: r.flash_attn),
+            "n_gpu_layers": vals(lambda r: r.n_gpu_layers),
+            "repetitions": max((len(r.samples_ts) for r in records), default=1) or 1,
+        }
         axes = {k: v for k, v in axes.items() if v != []}
     threads = {r.raw.get("n_threads") for r in records if r.status == "ok"}
     if "threads" not in axes and len(threads) == 1 and isinstance(next(iter(threads)), int):
@@ -305,11 +384,15 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
     recs = [r for r in store.results() if r.run_id == run_id]
     if not recs:
         runs = sorted({r.run_id for r in store.results()})[-5:]
-        raise BadInput(f"no results of run {run_id!r} under {store.root} (latest runs: {', '.join(runs) or 'none'})")
+        raise BadInput(
+            f"no results of run {run_id!r} under {store.root} (latest runs: {', '.join(runs) or 'none'})"
+        )
     return recs
 
 
-def describe_run(store: ResultStore, run_id: str, lm: LoadedMatrix | None) -> tuple[PublishedRun, list[BuildRecord]]:
+def describe_run(
+    store: ResultStore, run_id: str, lm: LoadedMatrix | None
+) -> tuple[PublishedRun, list[BuildRecord]]:
     """run.json content and the build records of the run's image digests."""
     recs = run_records(store, run_id)
     digests = list(dict.fromkeys(r.image.digest for r in recs))
@@ -322,28 +405,54 @@ def describe_run(store: ResultStore, run_id: str, lm: LoadedMatrix | None) -> tu
         last = mine[-1] if mine else None
         repo = _merge(*(b.repo_digests for b in mine), first.image.repo_digests)
         if not [x for x in repo if "@sha256:" in x]:
-            notes.append(f"image {first.image.name}@{d[:19]} was never pushed: reproduce needs --rebuild "
-                         f"(or run `toolkit push --image {first.image.name}` and export again)")
-        images.append(PublishedImage(
-            name=first.image.name, backend=first.image.backend, digest=d, ref=first.image.ref, repo_digests=repo,
-            pushed=_merge(*(b.pushed for b in mine)), labels=(last.labels if last else first.image.labels),
-            template=last.template if last else None, template_hash=last.template_hash if last else None,
-            source_commit=last.source_commit if last else None))
+            notes.append(
+                f"image {first.image.name}@{d[:19]} was never pushed: reproduce needs --rebuild "
+                f"(or run `toolkit push --image {first.image.name}` and export again)"
+            )
+        images.append(
+            PublishedImage(
+                name=first.image.name,
+                backend=first.image.backend,
+                digest=d,
+                ref=first.image.ref,
+                repo_digests=repo,
+                pushed=_merge(*(b.pushed for b in mine)),
+                labels=(last.labels if last else first.image.labels),
+                template=last.template if last else None,
+                template_hash=last.template_hash if last else None,
+                source_commit=last.source_commit if last else None,
+            )
+        )
     specs = {m.name: m for m in lm.m.models} if lm else {}
     models = []
     for sha in dict.fromkeys(r.model.sha256 for r in recs):
         m = next(r.model for r in recs if r.model.sha256 == sha)
         spec = specs.get(m.name)
-        models.append(PublishedModel(
-            name=m.name, file=Path(m.path).name, sha256=sha, size_bytes=m.size_bytes, recorded_path=m.path,
-            matrix_path=spec.path if spec else None, generate=spec.generate if spec else None,
-            hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None))
+        models.append(
+            PublishedModel(
+                name=m.name,
+                file=Path(m.path).name,
+                sha256=sha,
+                size_bytes=m.size_bytes,
+                recorded_path=m.path,
+                matrix_path=spec.path if spec else None,
+                generate=spec.generate if spec else None,
+                hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
+            )
+        )
     ok = [r for r in recs if r.status == "ok"]
     counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
-    run = PublishedRun(run_id=run_id, created=min(r.created for r in recs),
-                       exported=datetime.now(timezone.utc).isoformat(timespec="seconds"), images=images,
-                       models=models, bench=axes_from_records(ok or recs), host=recs[0].host, records=counts,
-                       notes=notes)
+    run = PublishedRun(
+        run_id=run_id,
+        created=min(r.created for r in recs),
+        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        images=images,
+        models=models,
+        bench=axes_from_records(ok or recs),
+        host=recs[0].host,
+        records=counts,
+        notes=notes,
+    )
     return run, builds
 
 
@@ -354,7 +463,9 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
         prev = out / "run.json"
         same = prev.is_file() and PublishedRun.model_validate_json(prev.read_text()).run_id == run_id
         if not same:
-            raise BadInput(f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder")
+            raise BadInput(
+                f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
+            )
     run, builds = describe_run(store, run_id, lm)
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", run_records(store, run_id)), ("builds.jsonl", builds)):
@@ -378,29 +489,52 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
     from toolkit.analysis import report
 
-    lines = [f"# toolkit run {run.run_id}", "",
-             f"Measured {run.created} on {run.host.get('cpu_model') or 'an unrecorded CPU'} "
-             f"({run.host.get('os', '')}, kernel {run.host.get('kernel', '?')}); exported {run.exported} "
-             f"by toolkit {run.toolkit_version}.", "", "## Images (by digest)", ""]
+    lines = [
+        f"# toolkit run {run.run_id}",
+        "",
+        f"Measured {run.created} on {run.host.get('cpu_model') or 'an unrecorded CPU'} "
+        f"({run.host.get('os', '')}, kernel {run.host.get('kernel', '?')}); exported {run.exported} "
+        f"by toolkit {run.toolkit_version}.",
+        "",
+        "## Images (by digest)",
+        "",
+    ]
     for im in run.images:
         lines.append(f"- `{im.name}` ({im.backend}): image ID `{im.digest}`")
         lines += [f"  - pull: `docker pull {rd}`" for rd in im.repo_digests if "@sha256:" in rd]
     lines += ["", "## Models", ""]
     for m in run.models:
-        src = (f"generated (`{m.generate}`, deterministic)" if m.generate else
-               f"Hugging Face `{m.hf['repo']}` `{m.hf.get('file', '')}`" if m.hf else "source not recorded")
+        src = (
+            f"generated (`{m.generate}`, deterministic)"
+            if m.generate
+            else f"Hugging Face `{m.hf['repo']}` `{m.hf.get('file', '')}`"
+            if m.hf
+            else "source not recorded"
+        )
         lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, sha256 `{m.sha256}`, {src}")
     axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
     lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
     for t in report.tables(records):
         headers, body = report.table_rows(t)
-        lines += [f"### {t.title}", "", tabulate(body, headers=headers, tablefmt="github", disable_numparse=True), ""]
-    lines += ["## Reproduce", "",
-              "```sh", "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker",
-              "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
-              "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
-              "```", "", "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
-              "digest; `run.json` lists each digest's registry digests.", ""]
+        lines += [
+            f"### {t.title}",
+            "",
+            tabulate(body, headers=headers, tablefmt="github", disable_numparse=True),
+            "",
+        ]
+    lines += [
+        "## Reproduce",
+        "",
+        "```sh",
+        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker",
+        "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
+        "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
+        "```",
+        "",
+        "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
+        "digest; `run.json` lists each digest's registry digests.",
+        "",
+    ]
     lines += [f"Note: {n}" for n in run.notes]
     return "\n".join(lines) + "\n"
 
@@ -412,11 +546,15 @@ def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildR
 
     for name in ("run.json", "results.jsonl"):
         if not (folder / name).is_file():
-            raise BadInput(f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`")
+            raise BadInput(
+                f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
+            )
     run = PublishedRun.model_validate_json((folder / "run.json").read_text())
     if run.schema_version != RUN_SCHEMA_VERSION:
-        raise BadInput(f"{folder}/run.json: schema_version {run.schema_version} is not supported (this toolkit "
-                       f"reads {RUN_SCHEMA_VERSION})")
+        raise BadInput(
+            f"{folder}/run.json: schema_version {run.schema_version} is not supported (this toolkit "
+            f"reads {RUN_SCHEMA_VERSION})"
+        )
     recs = [BenchRecord.model_validate(o) for o in read_jsonl(folder / "results.jsonl")]
     builds = [BuildRecord.model_validate(o) for o in read_jsonl(folder / "builds.jsonl")]
     return run, recs, builds

@@ -105,8 +105,10 @@ def fetch_image(im: publish.PublishedImage, *, on_line: Callable[[str], None] | 
         return ImageCheck(im.name, im.digest, "present", im.digest, note="already in the engine, not pulled")
     candidates = [rd for rd in im.repo_digests if "@sha256:" in rd]
     if not candidates:
-        raise BadInput(f"image {im.name} ({im.digest[:19]}) was never pushed to a registry and is not in this "
-                       "engine: reproduce with --rebuild, or push it (`toolkit push`) and export the run again")
+        raise BadInput(
+            f"image {im.name} ({im.digest[:19]}) was never pushed to a registry and is not in this "
+            "engine: reproduce with --rebuild, or push it (`toolkit push`) and export the run again"
+        )
     errors = []
     for ref in candidates:
         out = engine.pull_image(ref, on_line=on_line)
@@ -115,15 +117,23 @@ def fetch_image(im: publish.PublishedImage, *, on_line: Callable[[str], None] | 
             continue
         info = engine.inspect_image(ref)
         if info is None or info.id != im.digest:
-            raise BadInput(f"{ref} is image ID {info.id if info else '?'}, but the run measured {im.digest}: "
-                           "not the same image (a containerd image store reports other IDs; see the README)")
+            raise BadInput(
+                f"{ref} is image ID {info.id if info else '?'}, but the run measured {im.digest}: "
+                "not the same image (a containerd image store reports other IDs; see the README)"
+            )
         return ImageCheck(im.name, im.digest, "pulled", info.id, ref, out.seconds)
-    raise BadInput(f"image {im.name}: could not pull it by digest ({'; '.join(errors)}); "
-                   "or reproduce with --rebuild")
+    raise BadInput(
+        f"image {im.name}: could not pull it by digest ({'; '.join(errors)}); or reproduce with --rebuild"
+    )
 
 
-def rebuild_image(im: publish.PublishedImage, workdir: Path, store: ResultStore, *,
-                  on_line: Callable[[str], None] | None = None) -> ImageCheck:
+def rebuild_image(
+    im: publish.PublishedImage,
+    workdir: Path,
+    store: ResultStore,
+    *,
+    on_line: Callable[[str], None] | None = None,
+) -> ImageCheck:
     """Build `im` again from the run folder's matrix + templates (copied into `workdir`)."""
     from toolkit.images import build as build_mod
     from toolkit.images.render import render_image
@@ -133,16 +143,24 @@ def rebuild_image(im: publish.PublishedImage, workdir: Path, store: ResultStore,
     spec = lm.m.image(im.name)
     rendered = render_image(lm, spec)
     if im.template_hash and rendered.inputs_hash != im.template_hash:
-        raise BadInput(f"image {im.name}: the template inputs in {workdir} hash to {rendered.inputs_hash[:12]}, the "
-                       f"run was built from {im.template_hash[:12]}: matrix.yaml or Dockerfile.templates/ changed")
+        raise BadInput(
+            f"image {im.name}: the template inputs in {workdir} hash to {rendered.inputs_hash[:12]}, the "
+            f"run was built from {im.template_hash[:12]}: matrix.yaml or Dockerfile.templates/ changed"
+        )
     res = build_mod.build_image(lm, spec, store, on_line=on_line)
     if res.record is None:
         raise BuildFailed(f"rebuild of {im.name} {res.status}: {res.reason}")
     rec = res.record
     if im.source_commit and rec.source_commit != im.source_commit:
-        raise BadInput(f"image {im.name}: rebuilt from source {rec.source_commit}, the run measured "
-                       f"{im.source_commit}; pin `commit` in matrix.yaml")
-    note = "" if rec.digest == im.digest else "rebuilt image ID differs from the measured one (timestamps, layers)"
+        raise BadInput(
+            f"image {im.name}: rebuilt from source {rec.source_commit}, the run measured "
+            f"{im.source_commit}; pin `commit` in matrix.yaml"
+        )
+    note = (
+        ""
+        if rec.digest == im.digest
+        else "rebuilt image ID differs from the measured one (timestamps, layers)"
+    )
     return ImageCheck(im.name, im.digest, "rebuilt", rec.digest, rec.ref, rec.build_seconds, note)
 
 
@@ -152,21 +170,46 @@ def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[Bui
     if latest is not None and latest.digest == im.digest:
         return
     mine = [b for b in builds if b.digest == im.digest]
-    rec = mine[-1] if mine else BuildRecord(
-        image=im.name, ref=im.ref, digest=im.digest, backend=im.backend, template=im.template or "",
-        template_hash=im.template_hash or "", source_commit=im.source_commit, labels=im.labels,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo_digests=im.repo_digests)
+    rec = (
+        mine[-1]
+        if mine
+        else BuildRecord(
+            image=im.name,
+            ref=im.ref,
+            digest=im.digest,
+            backend=im.backend,
+            template=im.template or "",
+            template_hash=im.template_hash or "",
+            source_commit=im.source_commit,
+            labels=im.labels,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            repo_digests=im.repo_digests,
+        )
+    )
     store.add_build(rec)
 
 
-def acquire_images(run: publish.PublishedRun, builds: list[BuildRecord], workdir: Path, store: ResultStore, *,
-                   rebuild: bool, on_line: Callable[[str], None] | None = None) -> list[ImageCheck]:
+def acquire_images(
+    run: publish.PublishedRun,
+    builds: list[BuildRecord],
+    workdir: Path,
+    store: ResultStore,
+    *,
+    rebuild: bool,
+    on_line: Callable[[str], None] | None = None,
+) -> list[ImageCheck]:
     out = []
     for im in run.images:
         if im.digest.startswith("import:"):
-            raise BadInput(f"image {im.name}: its results were imported (`toolkit import`), there is no image to run")
+            raise BadInput(
+                f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
+            )
         _seed_build(store, im, builds)
-        out.append(rebuild_image(im, workdir, store, on_line=on_line) if rebuild else fetch_image(im, on_line=on_line))
+        out.append(
+            rebuild_image(im, workdir, store, on_line=on_line)
+            if rebuild
+            else fetch_image(im, on_line=on_line)
+        )
     return out
 
 
@@ -183,7 +226,9 @@ def _model_candidates(m: publish.PublishedModel, folder: Path, model_dir: Path |
     return paths
 
 
-def locate_model(m: publish.PublishedModel, folder: Path, workdir: Path, model_dir: Path | None) -> tuple[Path, str]:
+def locate_model(
+    m: publish.PublishedModel, folder: Path, workdir: Path, model_dir: Path | None
+) -> tuple[Path, str]:
     """(path, status): the file with the recorded bytes; generated again for tiny stand-ins."""
     if m.generate:
         path = workdir / "models" / m.file
@@ -196,8 +241,10 @@ def locate_model(m: publish.PublishedModel, folder: Path, workdir: Path, model_d
             return p, "verified"
     src = f" (Hugging Face {m.hf.get('repo')} {m.hf.get('file', '')})" if m.hf else ""
     looked = ", ".join(str(p) for p in _model_candidates(m, folder, model_dir))
-    raise BadInput(f"model {m.name}: {m.file} (sha256 {m.sha256[:12]}...) not found (looked in: {looked}); download "
-                   f"it{src} with `toolkit fetch-model {m.name} --matrix {folder / 'matrix.yaml'}` or pass --model-dir DIR")
+    raise BadInput(
+        f"model {m.name}: {m.file} (sha256 {m.sha256[:12]}...) not found (looked in: {looked}); download "
+        f"it{src} with `toolkit fetch-model {m.name} --matrix {folder / 'matrix.yaml'}` or pass --model-dir DIR"
+    )
 
 
 def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
@@ -206,7 +253,7 @@ def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status
     # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
     got = tree_sha256(lm, path)[0] if path.is_dir() else bench.model_sha256(lm, path)
     if got != m.sha256:
-        why = ("the tiny-model generator changed (gguf/numpy version?)" if m.generate else "a different file")
+        why = "the tiny-model generator changed (gguf/numpy version?)" if m.generate else "a different file"
         raise BadInput(f"model {m.name}: {path} has sha256 {got}, the run measured {m.sha256}: {why}")
     return ModelCheck(m.name, str(path), got, status)
 
@@ -219,9 +266,12 @@ def _rel_sd(r: BenchRecord) -> float:
     return (r.stddev_ts or 0.0) / v if v else 0.0
 
 
-def compare_records(recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float) -> list[ReproRow]:
+def compare_records(
+    recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
+) -> list[ReproRow]:
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
     by identity.join; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+
     def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
         return [r for r in select_latest(recs) if value(r)]
 
@@ -233,8 +283,17 @@ def compare_records(recorded: list[BenchRecord], reproduced: list[BenchRecord], 
         j = identity.join(a, [r for r in b_all if r.image.name == name])
         ids = [c for c in varying_columns(a) if c != "model"]
         pairs = j.pairs + [(r, None) for r in j.only_a]
-        pairs.sort(key=lambda p: (p[0].axis != "prefill", p[0].axis, p[0].n_depth, p[0].n_prompt, p[0].n_gen,
-                                  p[0].n_ubatch or 0, str([id_value(p[0], c) for c in ids])))
+        pairs.sort(
+            key=lambda p: (
+                p[0].axis != "prefill",
+                p[0].axis,
+                p[0].n_depth,
+                p[0].n_prompt,
+                p[0].n_gen,
+                p[0].n_ubatch or 0,
+                str([id_value(p[0], c) for c in ids]),
+            )
+        )
         for ra, rb in pairs:
             label = " ".join([row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
             if rb is None:
@@ -250,7 +309,10 @@ def compare_records(recorded: list[BenchRecord], reproduced: list[BenchRecord], 
 
 def host_differences(recorded: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     diff = {k: (recorded.get(k), now.get(k)) for k in HOST_KEYS if recorded.get(k) != now.get(k)}
-    dr, dn = (recorded.get("docker") or {}).get("server_version"), (now.get("docker") or {}).get("server_version")
+    dr, dn = (
+        (recorded.get("docker") or {}).get("server_version"),
+        (now.get("docker") or {}).get("server_version"),
+    )
     if dr != dn:
         diff["docker"] = (dr, dn)
     return diff
@@ -319,49 +381,91 @@ def _model_spec(m: publish.PublishedModel, path: Path) -> ModelSpec:
     return ModelSpec(name=m.name, path=str(path.resolve()), format="hf", hf=hf, runners=["vllm"])
 
 
-def bench_matrix(run: publish.PublishedRun, workdir: Path, model_paths: dict[str, Path], timeout_s: float,
-                 vllm: VllmSettings | None = None) -> LoadedMatrix:
+def bench_matrix(
+    run: publish.PublishedRun,
+    workdir: Path,
+    model_paths: dict[str, Path],
+    timeout_s: float,
+    vllm: VllmSettings | None = None,
+) -> LoadedMatrix:
     """The recorded images, models (sha256 pinned) and axes (and vLLM settings) as a matrix; written to
     workdir for reference."""
-    images = [ImageSpec.model_validate({"name": im.name, "template": im.template or "unknown", "backend": im.backend,
-                                        "runner": im.labels.get("org.toolkit.runner", "llama-bench")})
-              for im in run.images]
+    images = [
+        ImageSpec.model_validate(
+            {
+                "name": im.name,
+                "template": im.template or "unknown",
+                "backend": im.backend,
+                "runner": im.labels.get("org.toolkit.runner", "llama-bench"),
+            }
+        )
+        for im in run.images
+    ]
     models = [_model_spec(m, model_paths[m.name]) for m in run.models]
-    m = Matrix(schema_version=1, images=images, models=models, bench=BenchAxes(**run.bench, timeout_s=timeout_s),
-               vllm=vllm or VllmSettings())
+    m = Matrix(
+        schema_version=1,
+        images=images,
+        models=models,
+        bench=BenchAxes(**run.bench, timeout_s=timeout_s),
+        vllm=vllm or VllmSettings(),
+    )
     path = workdir / "bench-matrix.yaml"
-    path.write_text(f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
-                    + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    path.write_text(
+        f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
+        + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    )
     return LoadedMatrix(m, path)
 
 
-def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix | None = None,
-              results: Path | None = None, rebuild: bool = False, threshold: float = 5.0,
-              model_dir: Path | None = None, events: bench.Events = lambda *a, **k: None,
-              on_line: Callable[[str], None] | None = None, allow_twin: bool = False,
-              allow_concurrent: bool = False) -> Reproduction:
+def reproduce(
+    source: str,
+    *,
+    store: ResultStore | None = None,
+    lm: LoadedMatrix | None = None,
+    results: Path | None = None,
+    rebuild: bool = False,
+    threshold: float = 5.0,
+    model_dir: Path | None = None,
+    events: bench.Events = lambda *a, **k: None,
+    on_line: Callable[[str], None] | None = None,
+    allow_twin: bool = False,
+    allow_concurrent: bool = False,
+) -> Reproduction:
     """Reproduce a published run (folder or run id). Raises BadInput/BuildFailed before any re-run;
     a run measured on a shape twin (model kind synthetic-twin) only with `allow_twin`."""
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     folder = resolve_run(source, store=store, lm=lm)
     run, recorded, builds = publish.load_run(folder)
-    twins = sorted({r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"})
+    twins = sorted(
+        {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
+    )
     if twins and not allow_twin:
-        raise BadInput(f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
-                       "model's layout), not the real model; pass --allow-twin to reproduce it as such")
+        raise BadInput(
+            f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
+            "model's layout), not the real model; pass --allow-twin to reproduce it as such"
+        )
     workdir = _workdir(folder, rebuild)
     work_store = ResultStore(results or workdir / "results")
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
     paths = {m.name: locate_model(m, folder, workdir, model_dir) for m in run.models}
-    blm = bench_matrix(run, workdir, {k: p for k, (p, _) in paths.items()}, _timeout(folder),
-                       _vllm_settings(folder, recorded))
+    blm = bench_matrix(
+        run,
+        workdir,
+        {k: p for k, (p, _) in paths.items()},
+        _timeout(folder),
+        _vllm_settings(folder, recorded),
+    )
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
     software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
-    opts = bench.BenchOptions(allow_software_gpu=software, strict=True, allow_concurrent=allow_concurrent,
-                              pinned={c.name: c.image_id for c in rep.images})
+    opts = bench.BenchOptions(
+        allow_software_gpu=software,
+        strict=True,
+        allow_concurrent=allow_concurrent,
+        pinned={c.name: c.image_id for c in rep.images},
+    )
     rep.new_run_id = opts.run_id
     outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
@@ -369,7 +473,9 @@ def reproduce(source: str, *, store: ResultStore | None = None, lm: LoadedMatrix
     rep.rows = compare_records(recorded, again, threshold)
     rep.host_diff = host_differences(run.host, again[0].host if again else {})
     if software:
-        rep.notes.append("the run was measured on a software Vulkan device (Mesa lavapipe), and so was this one")
+        rep.notes.append(
+            "the run was measured on a software Vulkan device (Mesa lavapipe), and so was this one"
+        )
     return rep
 
 
@@ -386,39 +492,77 @@ def format_reproduction(rep: Reproduction) -> str:
     """Images and models checked, the compare table (github markdown) and the verdict line."""
     lines = [f"run {rep.run_id} reproduced as run {rep.new_run_id} (results in {rep.results})", ""]
     for im in rep.images:
-        how = {"pulled": f"pulled {im.source} in {im.seconds:.1f} s", "present": "present in the engine",
-               "rebuilt": f"rebuilt as {im.image_id[:19]} in {im.seconds:.1f} s"}[im.status]
-        same = "image ID matches the record" if im.image_id == im.digest else "image ID differs from the record"
-        lines.append(f"image {im.name} {im.digest[:19]}: {how}; {same}" + (f" ({im.note})" if im.note else ""))
+        how = {
+            "pulled": f"pulled {im.source} in {im.seconds:.1f} s",
+            "present": "present in the engine",
+            "rebuilt": f"rebuilt as {im.image_id[:19]} in {im.seconds:.1f} s",
+        }[im.status]
+        same = (
+            "image ID matches the record" if im.image_id == im.digest else "image ID differs from the record"
+        )
+        lines.append(
+            f"image {im.name} {im.digest[:19]}: {how}; {same}" + (f" ({im.note})" if im.note else "")
+        )
     for m in rep.models:
         lines.append(f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record")
     for k, (a, b) in rep.host_diff.items():
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
     models = len({r.model for r in rep.rows}) > 1
-    head = ["image", "test"] + (["model"] if models else []) + ["recorded t/s", "reproduced t/s", "delta", "noise", ""]
+    head = (
+        ["image", "test"]
+        + (["model"] if models else [])
+        + ["recorded t/s", "reproduced t/s", "delta", "noise", ""]
+    )
     body = []
     for r in rep.rows:
         delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
-        body.append([r.image, r.test] + ([r.model] if models else []) +
-                    [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%",
-                     "ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise")])
+        body.append(
+            [r.image, r.test]
+            + ([r.model] if models else [])
+            + [
+                _cell(r.recorded),
+                _cell(r.reproduced),
+                delta,
+                f"±{r.noise * 100:.1f}%",
+                "ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise"),
+            ]
+        )
     lines += ["", tabulate(body, head, tablefmt="github", disable_numparse=True), ""]
     lines += [f"note: {n}" for n in rep.notes]
     bad = sum(not r.ok for r in rep.rows)
-    lines.append(f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise; noise = "
-                 f"max(3 x combined relative stddev, {rep.threshold:g}%))")
+    lines.append(
+        f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise; noise = "
+        f"max(3 x combined relative stddev, {rep.threshold:g}%))"
+    )
     return "\n".join(lines)
 
 
 def reproduction_json(rep: Reproduction) -> dict[str, Any]:
     return {
-        "run_id": rep.run_id, "new_run_id": rep.new_run_id, "folder": str(rep.folder), "results": str(rep.results),
-        "verdict": rep.verdict, "reproduced": rep.reproduced, "threshold_pct": rep.threshold,
-        "images": [im.__dict__ for im in rep.images], "models": [m.__dict__ for m in rep.models],
-        "host_diff": {k: list(v) for k, v in rep.host_diff.items()}, "notes": rep.notes,
-        "rows": [{"image": r.image, "test": r.test, "model": r.model, "recorded_ts": value(r.recorded),
-                  "recorded_sd": r.recorded.stddev_ts,
-                  "reproduced_ts": value(r.reproduced) if r.reproduced else None,
-                  "reproduced_sd": r.reproduced.stddev_ts if r.reproduced else None,
-                  "delta": r.delta, "noise": r.noise, "ok": r.ok} for r in rep.rows],
+        "run_id": rep.run_id,
+        "new_run_id": rep.new_run_id,
+        "folder": str(rep.folder),
+        "results": str(rep.results),
+        "verdict": rep.verdict,
+        "reproduced": rep.reproduced,
+        "threshold_pct": rep.threshold,
+        "images": [im.__dict__ for im in rep.images],
+        "models": [m.__dict__ for m in rep.models],
+        "host_diff": {k: list(v) for k, v in rep.host_diff.items()},
+        "notes": rep.notes,
+        "rows": [
+            {
+                "image": r.image,
+                "test": r.test,
+                "model": r.model,
+                "recorded_ts": value(r.recorded),
+                "recorded_sd": r.recorded.stddev_ts,
+                "reproduced_ts": value(r.reproduced) if r.reproduced else None,
+                "reproduced_sd": r.reproduced.stddev_ts if r.reproduced else None,
+                "delta": r.delta,
+                "noise": r.noise,
+                "ok": r.ok,
+            }
+            for r in rep.rows
+        ],
     }

@@ -34,8 +34,9 @@ from typing import Any
 from toolkit.results.records import BenchRecord
 
 # llama-bench fields that are measurements, not part of what was asked.
-MEASUREMENT_FIELDS = frozenset({"avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts",
-                                "test_time"})
+MEASUREMENT_FIELDS = frozenset(
+    {"avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "test_time"}
+)
 # llama-bench fields that say what the test ran on: they split columns, never rows.
 SYSTEM_FIELDS = ("build_commit", "build_number", "backends", "gpu_info", "cpu_info")
 # llama-bench fields that describe the model file (the path is where it lay, not what it is).
@@ -43,8 +44,20 @@ MODEL_FIELDS = ("model_filename", "model_type", "model_size", "model_n_params")
 # Engine entries of non-llama-bench runners that are observations, not settings.
 _ENGINE_OBSERVED = re.compile(r".*(notes|_s|_seconds|version|commit)$")
 # Fields shown in the row label itself (`pp512 ub512`, `tg128 @ d4096`, `c4 in512 out128`).
-LABEL_FIELDS = frozenset({"n_prompt", "n_gen", "n_depth", "n_ubatch", "method", "input_len", "output_len",
-                          "concurrency", "reference_output_len", "num_prompts"})
+LABEL_FIELDS = frozenset(
+    {
+        "n_prompt",
+        "n_gen",
+        "n_depth",
+        "n_ubatch",
+        "method",
+        "input_len",
+        "output_len",
+        "concurrency",
+        "reference_output_len",
+        "num_prompts",
+    }
+)
 # llama.cpp's conventional "offload every layer" values when the model's layer count is unknown
 # (`-ngl 99` in its docs and scripts, `999` in AMD's, `-1` = all since 2026; llama-bench.md).
 ALL_LAYERS_MIN = 99
@@ -68,7 +81,9 @@ def _plain(v: Any) -> Any:
 def norm_flash_attn(v: Any) -> Any:
     """1/true/"on" -> 1, 0/false/"off" -> 0, -1/"auto" -> -1 (llama-bench's three spellings)."""
     if isinstance(v, str):
-        return {"on": 1, "true": 1, "1": 1, "off": 0, "false": 0, "0": 0, "auto": -1, "-1": -1}.get(v.lower(), v)
+        return {"on": 1, "true": 1, "1": 1, "off": 0, "false": 0, "0": 0, "auto": -1, "-1": -1}.get(
+            v.lower(), v
+        )
     return _plain(v)
 
 
@@ -97,8 +112,15 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
                 continue
             out[k] = _plain(v)
     else:
-        out.update(n_prompt=r.n_prompt, n_gen=r.n_gen, n_depth=r.n_depth, n_batch=r.n_batch,
-                   n_ubatch=r.n_ubatch, flash_attn=r.flash_attn, n_gpu_layers=r.n_gpu_layers)
+        out.update(
+            n_prompt=r.n_prompt,
+            n_gen=r.n_gen,
+            n_depth=r.n_depth,
+            n_batch=r.n_batch,
+            n_ubatch=r.n_ubatch,
+            flash_attn=r.flash_attn,
+            n_gpu_layers=r.n_gpu_layers,
+        )
         for k, v in (r.engine or {}).items():
             if not _ENGINE_OBSERVED.fullmatch(k):
                 out[k] = _plain(v)
@@ -108,7 +130,9 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
         if getattr(r, k) is not None or k in out:
             out[k] = getattr(r, k)
     if "flash_attn" in out or r.flash_attn is not None:
-        out["flash_attn"] = norm_flash_attn(r.flash_attn if r.flash_attn is not None else out.get("flash_attn"))
+        out["flash_attn"] = norm_flash_attn(
+            r.flash_attn if r.flash_attn is not None else out.get("flash_attn")
+        )
     if "n_gpu_layers" in out or r.n_gpu_layers is not None:
         ngl = r.n_gpu_layers if r.n_gpu_layers is not None else out.get("n_gpu_layers")
         out["n_gpu_layers"] = norm_gpu_layers(ngl, _n_layers(r))
@@ -227,8 +251,10 @@ class Selection:
     failed: int = 0
 
     def summary(self) -> str:
-        return (f"{self.read} records read, {len(self.used)} used, {self.superseded} superseded by a newer "
-                f"run of the same test, {self.failed} failed")
+        return (
+            f"{self.read} records read, {len(self.used)} used, {self.superseded} superseded by a newer "
+            f"run of the same test, {self.failed} failed"
+        )
 
 
 def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
@@ -271,7 +297,9 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
     mean = sum(means) / len(means) if means else None
-    pooled = statistics.stdev(samples) if len(samples) > 1 else statistics.stdev(means) if len(means) > 1 else None
+    pooled = (
+        statistics.stdev(samples) if len(samples) > 1 else statistics.stdev(means) if len(means) > 1 else None
+    )
     within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
     within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
     spread = (max(means) - min(means)) if len(means) > 1 else 0.0
@@ -283,9 +311,15 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
         if len(ms) >= 3 and gap >= 0.6 * spread:
             flags.append("bimodal-runs")
     out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
-    out.__pydantic_extra__ = {**(out.model_extra or {}), "flags": flags, "between_runs": {
-        "runs": len(recs), "means": [round(m, 4) for m in means],
-        "spread_pct": round(100 * spread / mean, 2) if mean else None}}
+    out.__pydantic_extra__ = {
+        **(out.model_extra or {}),
+        "flags": flags,
+        "between_runs": {
+            "runs": len(recs),
+            "means": [round(m, 4) for m in means],
+            "spread_pct": round(100 * spread / mean, 2) if mean else None,
+        },
+    }
     return out
 
 

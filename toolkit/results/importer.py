@@ -75,11 +75,15 @@ def read_rows(path: Path, skipped: list[str] | None = None) -> tuple[bytes, list
     rows = [r for r in parsed if not _not_a_result(r)]
     if skipped is not None:
         skipped += [f"{path}: {n}" for n in notes]
-        skipped += [f"{path}: row {i}: {why}, left out" for i, r in enumerate(parsed, 1) if (why := _not_a_result(r))]
+        skipped += [
+            f"{path}: row {i}: {why}, left out" for i, r in enumerate(parsed, 1) if (why := _not_a_result(r))
+        ]
     if not rows and bad:
         n, b = bad[0]
-        raise BadInput(f"{path}: not a text file (line {n}, byte {b} is not UTF-8) and no llama-bench result rows in "
-                       "it; expected llama-bench -o jsonl, -o json or -o csv output")
+        raise BadInput(
+            f"{path}: not a text file (line {n}, byte {b} is not UTF-8) and no llama-bench result rows in "
+            "it; expected llama-bench -o jsonl, -o json or -o csv output"
+        )
     if not rows:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         hint = (
@@ -170,7 +174,9 @@ def _set_names(label: str, systems: list[tuple]) -> list[str]:
     names = []
     for s in systems:
         d = dict(s)
-        part = "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none")))[:24].strip("-") for k in varying[:2])
+        part = "-".join(
+            re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none")))[:24].strip("-") for k in varying[:2]
+        )
         names.append(f"{label}.{part or 'set'}")
     for i, n in enumerate(names):  # still equal after shortening: number them
         if names.count(n) > 1:
@@ -203,23 +209,34 @@ def import_files(
     content = hashlib.sha256(b"".join(data for _, data, _ in parsed)).hexdigest()
     systems = list(dict.fromkeys(_system(row) for _, _, rows in parsed for row in rows))
     if digest and len(systems) > 1:
-        raise BadInput(f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
-                       f"({'; '.join(', '.join(f'{k}={v}' for k, v in s) for s in systems)}); import each "
-                       "with its own --digest, or leave --digest out to file each under its own")
+        raise BadInput(
+            f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
+            f"({'; '.join(', '.join(f'{k}={v}' for k, v in s) for s in systems)}); import each "
+            "with its own --digest, or leave --digest out to file each under its own"
+        )
     names = _set_names(label, systems)
     sets = {}
     for sy, name in zip(systems, names, strict=True):
-        d = digest or ("import:" + (content if len(systems) == 1 else
-                                    hashlib.sha256((content + repr(sy)).encode()).hexdigest()))
+        d = digest or (
+            "import:"
+            + (content if len(systems) == 1 else hashlib.sha256((content + repr(sy)).encode()).hexdigest())
+        )
         sets[sy] = ImportedSet(name, d, dict(sy))
-    res = ImportResult(label, next(iter(sets.values())).digest if sets else "", [str(p) for p, _, _ in parsed],
-                       sets=list(sets.values()), skipped=skipped)
+    res = ImportResult(
+        label,
+        next(iter(sets.values())).digest if sets else "",
+        [str(p) for p, _, _ in parsed],
+        sets=list(sets.values()),
+        skipped=skipped,
+    )
     from toolkit.results import (
         index as resultindex,  # only the records of these digests, through the query index
     )
 
-    known = {(r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
-             for r in resultindex.select(store, digests=[s_.digest for s_ in sets.values()])}
+    known = {
+        (r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
+        for r in resultindex.select(store, digests=[s_.digest for s_ in sets.values()])
+    }
     for s_ in sets.values():
         s_.already = (s_.digest, content) in known
         if s_.already:  # named as stored: that is the name report and compare know them by
@@ -233,17 +250,30 @@ def import_files(
     for path, data, rows in parsed:
         file_sha = hashlib.sha256(data).hexdigest()  # once per file, not per row
         sys_rows = [(sets[_system(row)], row) for row in rows]
-        backends = {s_.digest: backend or backend_of([r for t, r in sys_rows if t is s_]) for s_ in sets.values()}
+        backends = {
+            s_.digest: backend or backend_of([r for t, r in sys_rows if t is s_]) for s_ in sets.values()
+        }
         for n, (target, row) in enumerate(sys_rows, 1):
             if target.already:
                 continue
-            image = ImageRef(name=target.name, ref=f"import:{target.name}", digest=target.digest,
-                             backend=backends[target.digest],
-                             labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)})
+            image = ImageRef(
+                name=target.name,
+                ref=f"import:{target.name}",
+                digest=target.digest,
+                backend=backends[target.digest],
+                labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)},
+            )
             try:
-                rec = _record(row, image=image, run_id=run_id, created=now.isoformat(timespec="seconds"),
-                              model_sha256=model_sha256 or "", source=path,
-                              file_sha=file_sha, content=content)
+                rec = _record(
+                    row,
+                    image=image,
+                    run_id=run_id,
+                    created=now.isoformat(timespec="seconds"),
+                    model_sha256=model_sha256 or "",
+                    source=path,
+                    file_sha=file_sha,
+                    content=content,
+                )
             except ValidationError as err:
                 msg = err.errors()[0]["msg"] if err.errors() else str(err)
                 if "not a measurement" in msg:
@@ -251,12 +281,19 @@ def import_files(
                     continue
                 raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({msg[:160]})") from None
             except (ValueError, TypeError, OverflowError) as err:
-                raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({str(err)[:160]})") from None
+                raise BadInput(
+                    f"{path}: row {n}: not a usable llama-bench record ({str(err)[:160]})"
+                ) from None
             _check_counts(path, n, rec)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
-                res.repaired.append(f"{path}: row {n}: stddev_ts was not finite; "
-                                    + (f"recomputed from {len(rec.samples_ts)} samples" if rec.stddev_ts is not None
-                                       else "left empty (fewer than 2 samples)"))
+                res.repaired.append(
+                    f"{path}: row {n}: stddev_ts was not finite; "
+                    + (
+                        f"recomputed from {len(rec.samples_ts)} samples"
+                        if rec.stddev_ts is not None
+                        else "left empty (fewer than 2 samples)"
+                    )
+                )
             staged.append((target, rec))
         res.per_file[str(path)] = len(rows)
     seen: dict[TestKey, str] = {}
@@ -264,7 +301,9 @@ def import_files(
         k = test_key(rec)
         where = f"{rec.model_extra['imported']['file']} ({rec.test})"
         if k in seen:
-            res.collisions.append(f"{target.name}: {where} measures the same test as {seen[k]}; reports show the newest")
+            res.collisions.append(
+                f"{target.name}: {where} measures the same test as {seen[k]}; reports show the newest"
+            )
         seen.setdefault(k, where)
     for target, rec in staged:
         target.path = res.path = store.add_result(rec)

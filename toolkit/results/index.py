@@ -80,7 +80,9 @@ CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT N
 """
 # An index row: what choosing records needs (small ints but `created`, compared as text like
 # identity.newest_per_test compares BenchRecord.created) and where the record is; `pos` = store order.
-_ROW_COLS = "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet"
+_ROW_COLS = (
+    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet"
+)
 R_FILE, R_LINE, R_OFF, R_LEN, R_STATUS, R_RUN, R_CREATED, R_KEY, R_REPEAT, R_VALUE, R_FACET, R_POS = range(12)
 _POS = "(o.rank * 4294967296 + r.line)"
 
@@ -148,8 +150,9 @@ class RecordSelection(list):
     repetition or re-run replaced).
     """
 
-    def __init__(self, records: Iterable[BenchRecord] = (), *, read: int = 0, failed: int = 0,
-                 superseded: int = 0):
+    def __init__(
+        self, records: Iterable[BenchRecord] = (), *, read: int = 0, failed: int = 0, superseded: int = 0
+    ):
         super().__init__(records)
         self.read, self.failed, self.superseded = read, failed, superseded
 
@@ -267,7 +270,9 @@ class ResultIndex:
             raise
 
     def _fingerprint(self) -> str | None:
-        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+        if not self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone():
             return None  # a new file
         return dict(self.conn.execute("SELECT k, v FROM meta").fetchall()).get("fingerprint")
 
@@ -275,8 +280,12 @@ class ResultIndex:
 
     def _plan(self, files: Sequence[Path]) -> list[tuple]:
         """What to do per file: [(action, rel, path, stat, row)], action in new | tail | whole | gone."""
-        known = {r[0]: r for r in self.conn.execute(
-            "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges FROM files")}
+        known = {
+            r[0]: r
+            for r in self.conn.execute(
+                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges FROM files"
+            )
+        }
         self.ids = {rel: r[1] for rel, r in known.items()}
         plan = []
         for path in files:
@@ -292,7 +301,13 @@ class ResultIndex:
                 plan.append(("new", rel, path, st, None))
                 continue
             _, _id, dev, ino, size, mtime, ctime, done, _lines, edges = row
-            if (dev, ino, size, mtime, ctime) == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            if (dev, ino, size, mtime, ctime) == (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ):
                 continue
             grown = (dev, ino) == (st.st_dev, st.st_ino) and st.st_size > size  # maybe an append
             plan.append(("tail" if grown and _edges(path, done) == edges else "whole", rel, path, st, row))
@@ -305,10 +320,16 @@ class ResultIndex:
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            ids = [dict(self.conn.execute(f"SELECT {cols}, id FROM {t}").fetchall()) if t != "facets" else
-                   {tuple(r[:-1]): r[-1] for r in self.conn.execute(f"SELECT {cols}, id FROM {t}")}
-                   for t, cols in (("keys", "hash"), ("runs", "run_id"),
-                                   ("facets", "image_name, digest, model_name, model_size, gpu_info"))]
+            ids = [
+                dict(self.conn.execute(f"SELECT {cols}, id FROM {t}").fetchall())
+                if t != "facets"
+                else {tuple(r[:-1]): r[-1] for r in self.conn.execute(f"SELECT {cols}, id FROM {t}")}
+                for t, cols in (
+                    ("keys", "hash"),
+                    ("runs", "run_id"),
+                    ("facets", "image_name, digest, model_name, model_size, gpu_info"),
+                )
+            ]
             for action, rel, path, st, row in self._plan(files):  # again: another process may have done it
                 if action == "gone":
                     self._drop(row[1], files=True)
@@ -342,11 +363,21 @@ class ResultIndex:
         if got is None:
             vals = value if isinstance(value, tuple) else (value,)
             got = ids[value] = self.conn.execute(
-                f"INSERT INTO {table} ({cols}) VALUES ({','.join('?' * len(vals))})", vals).lastrowid
+                f"INSERT INTO {table} ({cols}) VALUES ({','.join('?' * len(vals))})", vals
+            ).lastrowid
         return got
 
-    def _read(self, fid: int, path: Path, st: os.stat_result, start: int, first: int, keys: dict, runs: dict,
-              facets: dict) -> None:
+    def _read(
+        self,
+        fid: int,
+        path: Path,
+        st: os.stat_result,
+        start: int,
+        first: int,
+        keys: dict,
+        runs: dict,
+        facets: dict,
+    ) -> None:
         """Index lines of `path` from byte `start` up to the size `st` saw (later bytes: next time)."""
         recs, probs = [], []
         done, lines = start, first - 1
@@ -356,13 +387,33 @@ class ResultIndex:
             if problem is None and obj is not None:
                 rec, problem = bench_record(obj)
                 if rec is not None:
-                    facet = (rec.image.name, rec.image.digest, rec.model.name, rec.model.size_bytes, rec.gpu_info)
-                    recs.append((
-                        fid, n, off, length, rec.status, self._id("runs", runs, rec.run_id, "run_id"), rec.created,
-                        self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
-                        1 if (rec.model_extra or {}).get("process_run") else 0,
-                        0 if identity.value(rec) is None else 1,
-                        self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info")))
+                    facet = (
+                        rec.image.name,
+                        rec.image.digest,
+                        rec.model.name,
+                        rec.model.size_bytes,
+                        rec.gpu_info,
+                    )
+                    recs.append(
+                        (
+                            fid,
+                            n,
+                            off,
+                            length,
+                            rec.status,
+                            self._id("runs", runs, rec.run_id, "run_id"),
+                            rec.created,
+                            self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
+                            1 if (rec.model_extra or {}).get("process_run") else 0,
+                            0 if identity.value(rec) is None else 1,
+                            self._id(
+                                "facets",
+                                facets,
+                                facet,
+                                "image_name, digest, model_name, model_size, gpu_info",
+                            ),
+                        )
+                    )
             if problem is not None:
                 probs.append((fid, n, problem))
         if last is not None:
@@ -375,7 +426,18 @@ class ResultIndex:
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
         self.conn.execute(
             "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
-            (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, done, lines, _edges(path, done), fid))
+            (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                done,
+                lines,
+                _edges(path, done),
+                fid,
+            ),
+        )
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -394,26 +456,43 @@ class ResultIndex:
         where, args = ["1"], []
         if ok_only:
             where.append("r.status = 'ok'")
-        for col, table, vals in (("image_name", "facets", images), ("run_id", "runs", runs),
-                                 ("digest", "facets", digests)):
+        for col, table, vals in (
+            ("image_name", "facets", images),
+            ("run_id", "runs", runs),
+            ("digest", "facets", digests),
+        ):
             if vals is not None:
                 vals = list(vals)
-                where.append(f"r.{'facet' if table == 'facets' else 'run'} IN "
-                             f"(SELECT id FROM {table} WHERE {col} IN ({','.join('?' * len(vals))}))")
+                where.append(
+                    f"r.{'facet' if table == 'facets' else 'run'} IN "
+                    f"(SELECT id FROM {table} WHERE {col} IN ({','.join('?' * len(vals))}))"
+                )
                 args += vals
         if match is not None:
             refs = [str(m) for m in match]
-            digests_of = [d for (d,) in self.conn.execute("SELECT DISTINCT digest FROM facets")
-                          if any(_may_name_digest(d, x) for x in refs)]
+            digests_of = [
+                d
+                for (d,) in self.conn.execute("SELECT DISTINCT digest FROM facets")
+                if any(_may_name_digest(d, x) for x in refs)
+            ]
             q = ",".join("?" * len(refs))
-            where.append(f"(r.run IN (SELECT id FROM runs WHERE run_id IN ({q})) OR r.facet IN (SELECT id FROM "
-                         f"facets WHERE image_name IN ({q}) OR digest IN ({','.join('?' * len(digests_of))})))")
+            where.append(
+                f"(r.run IN (SELECT id FROM runs WHERE run_id IN ({q})) OR r.facet IN (SELECT id FROM "
+                f"facets WHERE image_name IN ({q}) OR digest IN ({','.join('?' * len(digests_of))})))"
+            )
             args += refs + refs + digests_of
         return " AND ".join(where), args
 
-    def rows(self, files: Sequence[Path], *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
-             digests: Iterable[str] | None = None, ok_only: bool = False,
-             match: Iterable[str] | None = None) -> list[tuple]:
+    def rows(
+        self,
+        files: Sequence[Path],
+        *,
+        images: Iterable[str] | None = None,
+        runs: Iterable[str] | None = None,
+        digests: Iterable[str] | None = None,
+        ok_only: bool = False,
+        match: Iterable[str] | None = None,
+    ) -> list[tuple]:
         """Index rows (R_* fields) of the valid records of `files`, in store order (file order given,
         then line): only those of the given image names / run ids / image digests where given, only
         ok records with `ok_only`, and with `match` only records a ref of compare may name: run id or
@@ -421,19 +500,33 @@ class ResultIndex:
         case-insensitive; a superset, the caller narrows)."""
         self._order(files)
         where, args = self._scope(images, runs, digests, ok_only, match)
-        return self.conn.execute(f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
-                                 f"WHERE {where} ORDER BY pos", args).fetchall()
+        return self.conn.execute(
+            f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
+            f"WHERE {where} ORDER BY pos",
+            args,
+        ).fetchall()
 
     def heads(self, rows: Sequence[tuple]) -> list[Head]:
         """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved)."""
         run_ids = dict(self.conn.execute("SELECT id, run_id FROM runs"))
-        facets = {r[0]: r[1:] for r in self.conn.execute(
-            "SELECT id, image_name, digest, model_name, model_size, gpu_info FROM facets")}
+        facets = {
+            r[0]: r[1:]
+            for r in self.conn.execute(
+                "SELECT id, image_name, digest, model_name, model_size, gpu_info FROM facets"
+            )
+        }
         return [Head(r, self.paths[r[R_FILE]], run_ids[r[R_RUN]], facets[r[R_FACET]]) for r in rows]
 
-    def choose(self, files: Sequence[Path], *, images: Iterable[str] | None = None,
-               runs: Iterable[str] | None = None, digests: Iterable[str] | None = None, ok_only: bool = False,
-               heads: Sequence[Head] | None = None) -> tuple[list[tuple], dict[str, int]]:
+    def choose(
+        self,
+        files: Sequence[Path],
+        *,
+        images: Iterable[str] | None = None,
+        runs: Iterable[str] | None = None,
+        digests: Iterable[str] | None = None,
+        ok_only: bool = False,
+        heads: Sequence[Head] | None = None,
+    ) -> tuple[list[tuple], dict[str, int]]:
         """The rows a reader must load to choose among a set of records exactly as
         identity.newest_per_test and tables.select_with_accounting do over the whole set (see
         RecordSelection; ok rows ordered by where their test first appears, then store order), and
@@ -448,32 +541,48 @@ class ResultIndex:
         self._order(files)
         c = self.conn
         if heads is not None:
-            c.execute("CREATE TEMP TABLE IF NOT EXISTS pick (file INTEGER, line INTEGER, PRIMARY KEY (file, line))")
+            c.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS pick (file INTEGER, line INTEGER, PRIMARY KEY (file, line))"
+            )
             c.execute("DELETE FROM temp.pick")
-            c.executemany("INSERT OR IGNORE INTO temp.pick VALUES (?, ?)", [(h.row[R_FILE], h.line) for h in heads])
+            c.executemany(
+                "INSERT OR IGNORE INTO temp.pick VALUES (?, ?)", [(h.row[R_FILE], h.line) for h in heads]
+            )
             where, args = "(r.file, r.line) IN (SELECT file, line FROM temp.pick)", []
         else:
             where, args = self._scope(images, runs, digests, ok_only, None)
         c.execute("DROP TABLE IF EXISTS temp.f")
-        c.execute(f"CREATE TEMP TABLE f AS SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r "
-                  f"JOIN temp.ord o ON o.file = r.file WHERE {where}", args)
+        c.execute(
+            f"CREATE TEMP TABLE f AS SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r "
+            f"JOIN temp.ord o ON o.file = r.file WHERE {where}",
+            args,
+        )
         read, failed = c.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         c.execute("DROP TABLE IF EXISTS temp.best")
-        c.execute("CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, "
-                  "SUM(process_run) AS reps, MIN(MIN(pos)) OVER (PARTITION BY key) AS kfirst, ROW_NUMBER() OVER "
-                  "(PARTITION BY key ORDER BY MAX(created) DESC, MIN(pos)) AS rn FROM temp.f WHERE status = 'ok' "
-                  "GROUP BY key, run) WHERE rn = 1")
+        c.execute(
+            "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, "
+            "SUM(process_run) AS reps, MIN(MIN(pos)) OVER (PARTITION BY key) AS kfirst, ROW_NUMBER() OVER "
+            "(PARTITION BY key ORDER BY MAX(created) DESC, MIN(pos)) AS rn FROM temp.f WHERE status = 'ok' "
+            "GROUP BY key, run) WHERE rn = 1"
+        )
         kfirst, used = {}, 0
         for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
             kfirst[key] = first
             used += reps if reps > 1 else 1
-        keep = c.execute("SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
-                         "temp.best)) OR (status != 'ok' AND has_value)").fetchall()
+        keep = c.execute(
+            "SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
+            "temp.best)) OR (status != 'ok' AND has_value)"
+        ).fetchall()
         seen = {r[R_FACET] for r in keep}
-        firsts = [pos for facet, pos in c.execute("SELECT facet, MIN(pos) FROM temp.f GROUP BY facet")
-                  if facet not in seen]
+        firsts = [
+            pos
+            for facet, pos in c.execute("SELECT facet, MIN(pos) FROM temp.f GROUP BY facet")
+            if facet not in seen
+        ]
         if firsts:
-            keep += c.execute(f"SELECT * FROM temp.f WHERE pos IN ({','.join('?' * len(firsts))})", firsts).fetchall()
+            keep += c.execute(
+                f"SELECT * FROM temp.f WHERE pos IN ({','.join('?' * len(firsts))})", firsts
+            ).fetchall()
         # Order: ok records grouped by test at the place the test first appears in the whole set (so
         # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
         # store order inside a test; failed records at their own place.
@@ -488,8 +597,12 @@ class ResultIndex:
         for path in files:
             fid = self.ids.get(path.relative_to(self.root).as_posix())
             if fid is not None:
-                out += [(path, n, text) for n, text in
-                        self.conn.execute("SELECT line, text FROM problems WHERE file = ? ORDER BY line", (fid,))]
+                out += [
+                    (path, n, text)
+                    for n, text in self.conn.execute(
+                        "SELECT line, text FROM problems WHERE file = ? ORDER BY line", (fid,)
+                    )
+                ]
         return out
 
 
@@ -511,9 +624,15 @@ def load(heads: Sequence[Head]) -> list[BenchRecord]:
             obj, problem = _parse_line(os.pread(fd, h.row[R_LEN], h.row[R_OFF]))
             rec, problem = bench_record(obj) if obj is not None else (None, problem or "a blank line")
             if rec is None or (rec.run_id, rec.created, rec.status, rec.image.digest) != (
-                    h.run_id, h.created, h.status, h.image.digest):
-                raise StaleIndex(f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "
-                                 "rewritten while it was read; run the command again")
+                h.run_id,
+                h.created,
+                h.status,
+                h.image.digest,
+            ):
+                raise StaleIndex(
+                    f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "
+                    "rewritten while it was read; run the command again"
+                )
             out.append(rec)
     except FileNotFoundError as err:
         raise StaleIndex(f"{err.filename}: gone while it was read; run the command again") from None
@@ -529,7 +648,9 @@ def load(heads: Sequence[Head]) -> list[BenchRecord]:
 def _damaged(err: sqlite3.DatabaseError) -> bool:
     """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault."""
     name = getattr(err, "sqlite_errorname", "")
-    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(m in str(err) for m in ("malformed", "not a database"))
+    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(
+        m in str(err) for m in ("malformed", "not a database")
+    )
 
 
 def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *, warn: bool = True) -> Any:
@@ -570,17 +691,27 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
     return answer
 
 
-def heads(store: ResultStore, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
-          digests: Iterable[str] | None = None, ok_only: bool = False,
-          match: Iterable[str] | None = None) -> list[Head]:
+def heads(
+    store: ResultStore,
+    *,
+    images: Iterable[str] | None = None,
+    runs: Iterable[str] | None = None,
+    digests: Iterable[str] | None = None,
+    ok_only: bool = False,
+    match: Iterable[str] | None = None,
+) -> list[Head]:
     """What the index of `store` knows of its valid records, without reading them: [Head] (run_id,
     status, created, image.name/.digest/.short read like a BenchRecord's) in the order
     store.results() gives records; only those of the given image names / run ids / image digests
     where given, only ok ones with `ok_only`, and with `match` (the refs of `toolkit compare`) only
     records a ref may name (run id, image name, digest prefix: a superset, compare.resolve narrows).
     store.warnings and store.refused become exactly those store.results() gives (filters aside)."""
-    return _query(store, lambda idx, files: idx.heads(
-        idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)))
+    return _query(
+        store,
+        lambda idx, files: idx.heads(
+            idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)
+        ),
+    )
 
 
 def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelection:
@@ -595,16 +726,24 @@ def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelecti
         keep, counts = idx.choose(files, heads=chosen_from)
         mine = [by_place.get((r[R_FILE], r[R_LINE])) for r in keep]
         if any(h is None or h.row[:R_POS] != r[:R_POS] for h, r in zip(mine, keep, strict=True)):
-            raise StaleIndex("results changed since they were listed (a file rewritten, not appended to); "
-                             "run the command again")
+            raise StaleIndex(
+                "results changed since they were listed (a file rewritten, not appended to); "
+                "run the command again"
+            )
         return mine, counts
 
     mine, counts = _query(store, ask, warn=False)
     return RecordSelection(load(mine), **counts)
 
 
-def select(store: ResultStore, *, images: Iterable[str] | None = None, runs: Iterable[str] | None = None,
-           digests: Iterable[str] | None = None, ok_only: bool = False) -> RecordSelection:
+def select(
+    store: ResultStore,
+    *,
+    images: Iterable[str] | None = None,
+    runs: Iterable[str] | None = None,
+    digests: Iterable[str] | None = None,
+    ok_only: bool = False,
+) -> RecordSelection:
     """What a report of the records of `store` with these image names / run ids / digests (all where
     None) needs, through the index and without a Head per record (ResultIndex.choose), loaded by byte
     offset: a RecordSelection that renders like the whole list, with the whole list's counts (`read`,
@@ -624,7 +763,9 @@ def select(store: ResultStore, *, images: Iterable[str] | None = None, runs: Ite
             if attempt == 2:
                 raise
             store.warnings[:] = warnings_before
-            drop(store)  # an edit the refresh did not see (inside a file that also grew): rebuild from the JSONL
+            drop(
+                store
+            )  # an edit the refresh did not see (inside a file that also grew): rebuild from the JSONL
     raise AssertionError("unreachable")
 
 

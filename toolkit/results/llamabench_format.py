@@ -32,14 +32,22 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
     set away from their defaults so older builds without them still run.
     """
     args = [
-        "-m", model_path,
-        "-p", _csv(axes.n_prompt),
-        "-n", _csv(axes.n_gen),
-        "-b", _csv(axes.n_batch),
-        "-ub", _csv(axes.n_ubatch),
-        "-fa", _csv(axes.flash_attn),
-        "-ngl", _csv(axes.n_gpu_layers),
-        "-r", str(axes.repetitions),
+        "-m",
+        model_path,
+        "-p",
+        _csv(axes.n_prompt),
+        "-n",
+        _csv(axes.n_gen),
+        "-b",
+        _csv(axes.n_batch),
+        "-ub",
+        _csv(axes.n_ubatch),
+        "-fa",
+        _csv(axes.flash_attn),
+        "-ngl",
+        _csv(axes.n_gpu_layers),
+        "-r",
+        str(axes.repetitions),
     ]
     if axes.n_depth != [0]:
         args += ["-d", _csv(axes.n_depth)]
@@ -53,12 +61,15 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
 # A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
 # MSVC's `-nan(ind)`):
 # llama-bench prints doubles with printf, so a stddev of identical samples comes out as `-nan`.
-_NONFINITE_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE)
+_NONFINITE_RE = re.compile(
+    r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE
+)
 
 
 def _json_text(text: str) -> str:
     """llama-bench output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
     reads as floats; the record validator then refuses or repairs them (never a silent drop)."""
+
     def sub(m: re.Match) -> str:
         if m.group(2) is None:
             return m.group(0)
@@ -184,7 +195,9 @@ def backends_of(raw: dict[str, Any]) -> str:
         return str(raw["backends"])
     if raw.get("backend"):
         return str(raw["backend"])
-    found = [name for key, name in backends.OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")]
+    found = [
+        name for key, name in backends.OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")
+    ]
     return ",".join(found) or "CPU"
 
 
@@ -205,7 +218,9 @@ def axis_of(n_prompt: int, n_gen: int) -> str:
     return "prefill" if n_prompt else "decode"
 
 
-def effective_ubatch(n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int) -> int | None:
+def effective_ubatch(
+    n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int
+) -> int | None:
     """min(n_ubatch, n_batch, n_prompt + n_gen + n_depth): llama.cpp sizes the context to the test
     and clamps n_batch to it and n_ubatch to n_batch, while still reporting the asked n_ubatch."""
     if n_ubatch is None:

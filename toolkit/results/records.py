@@ -148,12 +148,19 @@ class BenchRecord(BaseModel):
           field is listed in `repaired`;
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
         """
-        for name, v in [("avg_ts", self.avg_ts)] + [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]:
+        for name, v in [("avg_ts", self.avg_ts)] + [
+            (f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)
+        ]:
             if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S):
-                raise ValueError(f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
-                                 f"{MAX_TOKENS_PER_S:.0e})")
-        if self.status == "ok" and self.avg_ts is None and not (
-                self.axis == "served" and isinstance(self.raw.get("output_throughput"), (int, float))):
+                raise ValueError(
+                    f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
+                    f"{MAX_TOKENS_PER_S:.0e})"
+                )
+        if (
+            self.status == "ok"
+            and self.avg_ts is None
+            and not (self.axis == "served" and isinstance(self.raw.get("output_throughput"), (int, float)))
+        ):
             raise ValueError("avg_ts is missing: not a measurement (an ok record needs its tokens/s)")
         repaired = list((self.model_extra or {}).get("repaired") or [])
         if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
@@ -211,7 +218,9 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
         try:
             written = os.write(fd, data_b)
             if written != len(data_b):
-                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)")
+                raise OSError(
+                    errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)"
+                )
             os.fsync(fd)
         except OSError as err:
             if os.fstat(fd).st_size == size + written:  # only our own bytes: nobody appended meanwhile
@@ -238,8 +247,9 @@ def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterat
             yield n, obj
 
 
-def scan_jsonl(path: Path, start: int = 0, first_line: int = 1,
-               end: int | None = None) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
+def scan_jsonl(
+    path: Path, start: int = 0, first_line: int = 1, end: int | None = None
+) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
     """Every line of `path` from byte `start` (numbered from `first_line`) up to byte `end` (EOF when
     None): (line number, byte offset, length in bytes with the newline, object or None, problem or
     None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
@@ -284,8 +294,10 @@ def schema_problem(obj: dict) -> str | None:
     v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
     if v in KNOWN_SCHEMA_VERSIONS:
         return None
-    return (f"skipped a record of schema_version {v!r} (this toolkit reads "
-            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it")
+    return (
+        f"skipped a record of schema_version {v!r} (this toolkit reads "
+        f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it"
+    )
 
 
 def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:

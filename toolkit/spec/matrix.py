@@ -101,10 +101,14 @@ class SourceSpec(_Strict):
             raise ValueError("git source needs `ref` (a tag, branch or commit) to be reproducible")
         if not self.git and not self.commit:
             raise ValueError(f"{kinds[0]} source needs `commit` (it has no .git to read it from)")
-        if self.git and not re.match(r"^(https?|ssh|git|file)://[^\s'\"`$;]+$|^[\w.-]+@[\w.-]+:[^\s'\"`$;]+$", self.git):
+        if self.git and not re.match(
+            r"^(https?|ssh|git|file)://[^\s'\"`$;]+$|^[\w.-]+@[\w.-]+:[^\s'\"`$;]+$", self.git
+        ):
             raise ValueError(f"git {self.git!r} is not a git URL (https://..., ssh://..., git@host:path)")
         if self.pypi and not re.match(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$", self.pypi):
-            raise ValueError(f"pypi {self.pypi!r} must be an exact pin NAME==VERSION (e.g. llama-cpp-python==0.3.36)")
+            raise ValueError(
+                f"pypi {self.pypi!r} must be an exact pin NAME==VERSION (e.g. llama-cpp-python==0.3.36)"
+            )
         for key in ("ref", "commit", "version", "subdir"):
             val = getattr(self, key)
             if val is not None:
@@ -141,15 +145,19 @@ class ImageSpec(_Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
-            raise ValueError("image name must be lowercase letters, digits, '.', '_' or '-', start and end with a "
-                             "letter or digit (max 63 chars)")
+            raise ValueError(
+                "image name must be lowercase letters, digits, '.', '_' or '-', start and end with a "
+                "letter or digit (max 63 chars)"
+            )
         return v
 
     @field_validator("template")
     @classmethod
     def _template(cls, v: str) -> str:
         if not _FILE_NAME.match(v):
-            raise ValueError(f"template {v!r} must be a file name in Dockerfile.templates/ (no '/', no leading '.')")
+            raise ValueError(
+                f"template {v!r} must be a file name in Dockerfile.templates/ (no '/', no leading '.')"
+            )
         return v
 
     @field_validator("description")
@@ -187,8 +195,10 @@ class HfFile(_Strict):
     @classmethod
     def _commit(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[0-9a-f]{40}", v):
-            raise ValueError(f"revision {v!r} is not a commit hash (40 lowercase hex digits); branches and tags "
-                             "move: remove it and run `toolkit fetch-model NAME`, which resolves and writes the commit")
+            raise ValueError(
+                f"revision {v!r} is not a commit hash (40 lowercase hex digits); branches and tags "
+                "move: remove it and run `toolkit fetch-model NAME`, which resolves and writes the commit"
+            )
         return v
 
 
@@ -212,7 +222,9 @@ class ModelSpec(_Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         if not _FILE_NAME.match(v):
-            raise ValueError("model name must be letters, digits, '.', '_' or '-' (it names containers and log files)")
+            raise ValueError(
+                "model name must be letters, digits, '.', '_' or '-' (it names containers and log files)"
+            )
         return v
 
     @field_validator("sha256")
@@ -239,11 +251,18 @@ class BenchAxes(_Strict):
     flash_attn: list[Literal[0, 1]] = Field(default_factory=lambda: [1])
     n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
     repetitions: StrictInt = Field(5, ge=1, le=1000)
-    runs: StrictInt = Field(1, ge=1, le=100, description="process-level repetitions: container starts per (image, model); "
-                      "the report shows the between-run spread and flags bimodal runs")
+    runs: StrictInt = Field(
+        1,
+        ge=1,
+        le=100,
+        description="process-level repetitions: container starts per (image, model); "
+        "the report shows the between-run spread and flags bimodal runs",
+    )
     threads: StrictInt | None = Field(None, ge=1)
     timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
-    memory: str | None = Field(None, description="container memory limit (docker --memory), e.g. 24g; recorded")
+    memory: str | None = Field(
+        None, description="container memory limit (docker --memory), e.g. 24g; recorded"
+    )
 
     @field_validator("memory")
     @classmethod
@@ -266,8 +285,10 @@ class BenchAxes(_Strict):
     @model_validator(mode="after")
     def _ubatch_le_batch(self) -> BenchAxes:
         if not any(x > 0 for x in self.n_prompt + self.n_gen):
-            raise ValueError("no test to run: every n_prompt and n_gen is 0; give a prompt length (pp) or a "
-                             "generation length (tg) > 0")
+            raise ValueError(
+                "no test to run: every n_prompt and n_gen is 0; give a prompt length (pp) or a "
+                "generation length (tg) > 0"
+            )
         if any(x == 0 for x in self.n_ubatch + self.n_batch):
             raise ValueError("n_batch and n_ubatch must be >= 1")
         if max(self.n_ubatch) > max(self.n_batch):
@@ -287,10 +308,30 @@ class BenchAxes(_Strict):
                 continue
             for p in self.n_prompt:
                 if p:
-                    out.append(dict(n_prompt=p, n_gen=0, n_batch=b, n_ubatch=ub, flash_attn=fa, n_gpu_layers=ngl, n_depth=d))
+                    out.append(
+                        dict(
+                            n_prompt=p,
+                            n_gen=0,
+                            n_batch=b,
+                            n_ubatch=ub,
+                            flash_attn=fa,
+                            n_gpu_layers=ngl,
+                            n_depth=d,
+                        )
+                    )
             for n in self.n_gen:
                 if n:
-                    out.append(dict(n_prompt=0, n_gen=n, n_batch=b, n_ubatch=ub, flash_attn=fa, n_gpu_layers=ngl, n_depth=d))
+                    out.append(
+                        dict(
+                            n_prompt=0,
+                            n_gen=n,
+                            n_batch=b,
+                            n_ubatch=ub,
+                            flash_attn=fa,
+                            n_gpu_layers=ngl,
+                            n_depth=d,
+                        )
+                    )
         return out
 
 
@@ -314,10 +355,16 @@ def memory_bytes(value: str) -> int:
         raise ValueError(f"memory {value!r} is not a size; write e.g. 512m, 24g or a number of bytes")
     digits, unit = m.group(1), " kmgt".index((m.group(2) or " ").lower())
     # exact (a float would round 2**63-1 up); a number of more than 20 digits is too large whatever its unit
-    n = MAX_MEMORY_BYTES + 1 if len(digits.split(".")[0].lstrip("0")) > 20 else int(Fraction(digits) * 1024**unit)
+    n = (
+        MAX_MEMORY_BYTES + 1
+        if len(digits.split(".")[0].lstrip("0")) > 20
+        else int(Fraction(digits) * 1024**unit)
+    )
     if not MIN_MEMORY_BYTES <= n <= MAX_MEMORY_BYTES:
-        raise ValueError(f"memory {value!r} is out of range: Docker takes 6m (its minimum) to {MAX_MEMORY_BYTES} "
-                         "bytes (int64); write e.g. 512m or 24g")
+        raise ValueError(
+            f"memory {value!r} is out of range: Docker takes 6m (its minimum) to {MAX_MEMORY_BYTES} "
+            "bytes (int64); write e.g. 512m or 24g"
+        )
     return n
 
 
@@ -373,7 +420,9 @@ class CampaignHost(_Strict):
     @classmethod
     def _word(cls, v: str | None, info) -> str | None:
         if v is not None and not _SLURM_WORD.match(v):
-            raise ValueError(f"{info.field_name} {v!r}: letters, digits and _ . : - only (it names a folder and a job)")
+            raise ValueError(
+                f"{info.field_name} {v!r}: letters, digits and _ . : - only (it names a folder and a job)"
+            )
         return v
 
     @field_validator("features")
@@ -389,7 +438,9 @@ class CampaignHost(_Strict):
         if not self.node and not self.features:
             raise ValueError("a host needs `node` (a Slurm node name) or `features` (node features)")
         if not self.node and not self.alias:
-            raise ValueError("a host chosen by `features` needs an `alias`: the key its results are filed under")
+            raise ValueError(
+                "a host chosen by `features` needs an `alias`: the key its results are filed under"
+            )
         return self
 
     @property
@@ -438,7 +489,9 @@ class CampaignSpec(_Strict):
         keys = [h.key for h in self.hosts]
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
-            raise ValueError(f"hosts: the host key {', '.join(dup)} is given twice (set `alias` to tell them apart)")
+            raise ValueError(
+                f"hosts: the host key {', '.join(dup)} is given twice (set `alias` to tell them apart)"
+            )
         return self
 
 
@@ -473,7 +526,9 @@ class Matrix(_Strict):
             except ValidationError as err:
                 first = err.errors()[0]
                 where = ".".join(str(x) for x in (key, *first["loc"]))
-                raise ValueError(f"{where}: {first['msg']} (see the `{key}:` settings of the {key} runner)") from None
+                raise ValueError(
+                    f"{where}: {first['msg']} (see the `{key}:` settings of the {key} runner)"
+                ) from None
         data["runner_settings"] = blocks
         return data
 
@@ -504,7 +559,9 @@ class Matrix(_Strict):
         for img in self.images:
             if img.name == name:
                 return img
-        raise BadInput(f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})")
+        raise BadInput(
+            f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})"
+        )
 
 
 class LoadedMatrix:
@@ -616,7 +673,9 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
     if not isinstance(data, dict):
         raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
     if "schema_version" not in data:
-        raise BadInput(f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`")
+        raise BadInput(
+            f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`"
+        )
     if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(
             f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
@@ -639,8 +698,10 @@ def _refuse_nul_bytes(data: Any, path: Path) -> None:
     (`models[tiny].path`), else by its index. Iterative: nesting depth cannot exhaust the stack."""
 
     def refuse(where: str, what: str) -> BadInput:
-        return BadInput(f"{path}: {where or '(top level)'}: {what} contains a NUL byte (\\0); remove it: no path, "
-                        "file name or command argument can hold one")
+        return BadInput(
+            f"{path}: {where or '(top level)'}: {what} contains a NUL byte (\\0); remove it: no path, "
+            "file name or command argument can hold one"
+        )
 
     seen: set[int] = set()  # an aliased node is checked once
     todo: list[tuple[str, Any]] = [("", data)]
@@ -700,12 +761,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or mapping cannot be hashed
                 kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"a mapping key must be a plain value, not a {kind}; write `key: value`",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    f"a mapping key must be a plain value, not a {kind}; write `key: value`",
+                    key_node.start_mark,
+                )
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark)
+                    None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -752,14 +817,17 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
             )
         size = p.stat().st_size
         if size > MAX_MATRIX_BYTES:
-            raise BadInput(f"{p}: {size} bytes is too large for a matrix file (limit {MAX_MATRIX_BYTES} bytes); "
-                           "pass the matrix YAML file with --matrix")
+            raise BadInput(
+                f"{p}: {size} bytes is too large for a matrix file (limit {MAX_MATRIX_BYTES} bytes); "
+                "pass the matrix YAML file with --matrix"
+            )
         text = p.read_text()
     except UnicodeDecodeError:
         raise BadInput(f"{p}: not a text file (not UTF-8); pass the matrix YAML file with --matrix") from None
     except OSError as err:  # name too long, permission denied, a folder, ...
-        raise BadInput(f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with "
-                       "--matrix") from None
+        raise BadInput(
+            f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with --matrix"
+        ) from None
     try:
         loader = _UniqueKeyLoader(text)  # the reader refuses unprintable characters (a NUL byte) right here
     except yaml.YAMLError as err:
@@ -767,15 +835,19 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_nodes(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
-            raise BadInput(f"{p}: YAML aliases expand this document to more than {MAX_EXPANDED_NODES} nodes (an "
-                           "alias bomb?); write the values out or use fewer aliases")
+            raise BadInput(
+                f"{p}: YAML aliases expand this document to more than {MAX_EXPANDED_NODES} nodes (an "
+                "alias bomb?); write the values out or use fewer aliases"
+            )
         data = loader.construct_document(node) if node is not None else None
     except RecursionError:
         raise BadInput(f"{p}: nested too deeply to be a matrix; fix the YAML") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise BadInput(f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+        raise BadInput(
+            f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax"
+        ) from None
     finally:
         loader.dispose()
     return parse_matrix(data, p.resolve())

@@ -59,7 +59,11 @@ class BenchOptions:
     # extra fields stored with every record of this run, e.g. {"tune": {"session": ..., "round": 1}}
     record_extra: dict[str, Any] = field(default_factory=dict)
     yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
-    run_id: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3))
+    run_id: str = field(
+        default_factory=lambda: (
+            datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+        )
+    )
     saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
 
 
@@ -129,7 +133,11 @@ def model_file_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
     try:
         path = lm.resolve(model.path).resolve()
         return path if path.is_file() else None
-    except (OSError, RuntimeError, ValueError):  # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
+    except (
+        OSError,
+        RuntimeError,
+        ValueError,
+    ):  # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
         return None
 
 
@@ -166,7 +174,9 @@ def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
     # the header walk imports gguf + numpy (~0.1 s): done once per file state, like the sha256
     _file_state_cached(lm, "gguf-extents", path, lambda: check_gguf_extents(path, where) or "ok")
     if not path.stat().st_mode & 0o004:
-        raise BadInput(f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}")
+        raise BadInput(
+            f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}"
+        )
 
 
 def check_gguf_extents(path: Path, where: str) -> None:
@@ -178,13 +188,18 @@ def check_gguf_extents(path: Path, where: str) -> None:
     size = path.stat().st_size
     try:
         reader = gguf.GGUFReader(path)
-    except Exception as err:  # the reader's own errors: ValueError (reshape past the end), struct/index errors
-        raise BadInput(f"{where}: {path} ({size} bytes) is a truncated or corrupt GGUF file (its header does not "
-                       f"fit the file: {str(err)[:120]}); re-download it") from None
+    except (
+        Exception
+    ) as err:  # the reader's own errors: ValueError (reshape past the end), struct/index errors
+        raise BadInput(
+            f"{where}: {path} ({size} bytes) is a truncated or corrupt GGUF file (its header does not "
+            f"fit the file: {str(err)[:120]}); re-download it"
+        ) from None
     end = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
-        raise BadInput(f"{where}: {path} is truncated: its tensors need {end} bytes, the file has {size}; "
-                       "re-download it")
+        raise BadInput(
+            f"{where}: {path} is truncated: its tensors need {end} bytes, the file has {size}; re-download it"
+        )
 
 
 def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
@@ -197,21 +212,39 @@ def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
     return digest
 
 
-def container_spec(image_ref: str, command: list[str], profile: devices.DeviceProfile, *, model_dir: Path,
-                   shader_volume: str | None, run_id: str, name: str, memory_bytes: int | None = None,
-                   model_file: bool | None = None) -> engine.RunSpec:
+def container_spec(
+    image_ref: str,
+    command: list[str],
+    profile: devices.DeviceProfile,
+    *,
+    model_dir: Path,
+    shader_volume: str | None,
+    run_id: str,
+    name: str,
+    memory_bytes: int | None = None,
+    model_file: bool | None = None,
+) -> engine.RunSpec:
     """The container for one benchmark process: model dir read-only at /models (a model file, e.g. a
     GGUF, at /models/<name>: `model_file`, else whether `model_dir` is a file now; a dry run's model
     may not exist yet), profile devices, at most `memory_bytes` of memory (no swap beyond it) when given."""
     mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
-    if model_file if model_file is not None else model_dir.is_file():  # only that file, never its whole folder
+    if (
+        model_file if model_file is not None else model_dir.is_file()
+    ):  # only that file, never its whole folder
         mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
     env: dict[str, str] = {}
     if shader_volume:
         mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))
         env["MESA_SHADER_CACHE_DIR"] = "/cache/mesa"
-    return profile.run_spec(image_ref, command, mounts=mounts, environment=env, name=name,
-                            labels={"org.toolkit.run-id": run_id}, memory_bytes=memory_bytes)
+    return profile.run_spec(
+        image_ref,
+        command,
+        mounts=mounts,
+        environment=env,
+        name=name,
+        labels={"org.toolkit.run-id": run_id},
+        memory_bytes=memory_bytes,
+    )
 
 
 def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
@@ -220,9 +253,17 @@ def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
     `current_inputs_key` (what matrix.yaml + templates give now; None for a pinned digest) and `stale`
     (True: measured with --allow-stale although the keys differ)."""
     sel = (build.model_extra or {}).get("bench_inputs") or {}
-    return ImageRef(name=spec.name, ref=build.ref, digest=build.digest, backend=spec.backend,
-                    repo_digests=build.repo_digests, labels=build.labels, inputs_key=build_mod.build_inputs_key(build),
-                    current_inputs_key=sel.get("current"), stale=bool(sel.get("stale")))
+    return ImageRef(
+        name=spec.name,
+        ref=build.ref,
+        digest=build.digest,
+        backend=spec.backend,
+        repo_digests=build.repo_digests,
+        labels=build.labels,
+        inputs_key=build_mod.build_inputs_key(build),
+        current_inputs_key=sel.get("current"),
+        stale=bool(sel.get("stale")),
+    )
 
 
 def stale_marks(build: BuildRecord) -> dict[str, Any]:
@@ -320,9 +361,11 @@ def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[s
     path order (file hashes cached like GGUF files); hidden files and folders (huggingface_hub's
     .cache/ download metadata) are not part of the model. Raises BadInput for an empty directory."""
 
-
-    files = sorted(p for p in path.rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
     if not files:
         raise BadInput(f"{what}: {path} is an empty directory")
     h = hashlib.sha256()
@@ -331,8 +374,14 @@ def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[s
     return h.hexdigest(), sum(f.stat().st_size for f in files)
 
 
-def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_len: int, ignore_eos: bool = True,
-                           tolerance: float = SERVED_TOLERANCE) -> str | None:
+def served_shortfall_error(
+    parsed: dict[str, Any],
+    *,
+    num_prompts: int,
+    output_len: int,
+    ignore_eos: bool = True,
+    tolerance: float = SERVED_TOLERANCE,
+) -> str | None:
     """Why a `vllm bench serve` result did not measure what was asked, or None.
 
     parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
@@ -344,7 +393,9 @@ def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_l
     asked = num_prompts * output_len
     got = parsed.get("total_output_tokens")
     if got is None:
-        return "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
+        return (
+            "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
+        )
     got_i = int(got)
     allowed_short = 0 if ignore_eos else math.floor(asked * tolerance)
     short = ""
@@ -356,6 +407,8 @@ def served_shortfall_error(parsed: dict[str, Any], *, num_prompts: int, output_l
     if asked - got_i > allowed_short:
         return f"generated {got_i} of {asked} requested tokens ({num_prompts} requests x {output_len}){eos}{short}"
     if got_i - asked > math.floor(asked * tolerance):
-        return (f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
-                f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated")
+        return (
+            f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
+            f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated"
+        )
     return None

@@ -64,16 +64,23 @@ class LlamaBenchRunner:
         path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
         assert path is not None
         rs = _run_spec(ctx, ctx.lm.m.bench, path)
-        return [Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
-                for i in range(ctx.lm.m.bench.runs)]
+        return [
+            Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
+            for i in range(ctx.lm.m.bench.runs)
+        ]
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""
         runs = ctx.lm.m.bench.runs
         out = []
         for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
-            one = dataclasses.replace(ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
-                                      ) if runs > 1 else ctx
+            one = (
+                dataclasses.replace(
+                    ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+                )
+                if runs > 1
+                else ctx
+            )
             o = bench_one(one)
             if runs > 1:
                 o.reason = f"run {i + 1} of {runs}" + (f": {o.reason}" if o.reason else "")
@@ -88,8 +95,17 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path):
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
-    return container_spec(build.digest, command, ctx.profile, model_dir=path, shader_volume=_shader_volume(ctx),
-                          run_id=opts.run_id, name=name, memory_bytes=memory_limit(ctx.lm, opts), model_file=True)
+    return container_spec(
+        build.digest,
+        command,
+        ctx.profile,
+        model_dir=path,
+        shader_volume=_shader_volume(ctx),
+        run_id=opts.run_id,
+        name=name,
+        memory_bytes=memory_limit(ctx.lm, opts),
+        model_file=True,
+    )
 
 
 def _shader_volume(ctx: RunContext) -> str | None:
@@ -102,8 +118,15 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
     spec, build, profile, opts = ctx.spec, ctx.build, ctx.profile, ctx.opts
     if spec.backend == "cpu":
         return None
-    rs = container_spec(build.digest, ["llama-bench", "--list-devices"], profile, model_dir=Path("/tmp"),
-                        shader_volume=shader_volume, run_id=opts.run_id, name=f"toolkit-pre-{opts.run_id}-{spec.name}")
+    rs = container_spec(
+        build.digest,
+        ["llama-bench", "--list-devices"],
+        profile,
+        model_dir=Path("/tmp"),
+        shader_volume=shader_volume,
+        run_id=opts.run_id,
+        name=f"toolkit-pre-{opts.run_id}-{spec.name}",
+    )
     rs.mounts = rs.mounts[1:]
     out = ctx.engine.run_container(rs, timeout=300)
     text = out.stdout + "\n" + out.stderr
@@ -113,8 +136,10 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
         return f"`llama-bench --list-devices` in the image shows no {prefix} device (output: {text.strip()[-200:]!r})"
     software = [ln for ln in listed if backends.is_software_device(ln)]
     if software and len(software) == len(listed) and not opts.allow_software_gpu:
-        return (f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
-                "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately")
+        return (
+            f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
+            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately"
+        )
     return None
 
 
@@ -132,14 +157,24 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         todo = missing_cases(store, build.digest, sha, lm.m.bench)
         n_all = len(lm.m.bench.cases())
         if not todo:
-            return Outcome(spec.name, model.name, "resumed", f"all {n_all} cases already measured for this digest + model")
+            return Outcome(
+                spec.name,
+                model.name,
+                "resumed",
+                f"all {n_all} cases already measured for this digest + model",
+            )
         if len(todo) < n_all:
             parts = [bench_one(ctx, axes=sub) for sub in resume_axes(lm.m.bench, todo)]
             bad = [o for o in parts if o.status != "ok"]
-            return Outcome(spec.name, model.name, bad[0].status if bad else "ok",
-                           (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
-                           sum(o.records for o in parts), parts[-1].command,
-                           {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing})
+            return Outcome(
+                spec.name,
+                model.name,
+                bad[0].status if bad else "ok",
+                (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
+                sum(o.records for o in parts),
+                parts[-1].command,
+                {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
+            )
     axes = axes or lm.m.bench
     shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
@@ -149,25 +184,43 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
     sha = check_sha(lm, model, path)
     hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
     # a shape twin (toolkit fetch-model --twin) says so in every record: kind synthetic-twin + twin_of
-    model_ref = ModelRef(name=model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size,
-                         **twin.model_extras(path, sha))
+    model_ref = ModelRef(
+        name=model.name,
+        path=str(path),
+        sha256=sha,
+        size_bytes=path.stat().st_size,
+        **twin.model_extras(path, sha),
+    )
     n_cases = len(axes.cases())
     cold = False
     if shader_volume:  # warm only when the volume exists and a run on this digest completed before
         cold = not engine.volume_exists(shader_volume) or not any(
-            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True))
+            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True)
+        )
         engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
     pre = preflight_devices(ctx, shader_volume)
     if pre:
-        return Outcome(spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre)
+        return Outcome(
+            spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre
+        )
     events("start", image=spec.name, model=model.name, total=n_cases)
 
     saver = opts.saver or guard.Saver(store)
     log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
-    base = dict(run_id=opts.run_id, runner="llama-bench", method="llama-bench", image=image_ref(build, spec),
-                model=model_ref, command=engine.run_command(rs), host=host, log_file=str(log_path),
-                limits={"memory_bytes": memory}, **({"process_run": opts.process_run} if opts.process_run else {}), **opts.record_extra,
-                **stale_marks(build))
+    base = dict(
+        run_id=opts.run_id,
+        runner="llama-bench",
+        method="llama-bench",
+        image=image_ref(build, spec),
+        model=model_ref,
+        command=engine.run_command(rs),
+        host=host,
+        log_file=str(log_path),
+        limits={"memory_bytes": memory},
+        **({"process_run": opts.process_run} if opts.process_run else {}),
+        **opts.record_extra,
+        **stale_marks(build),
+    )
     printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
     streamed: list[dict[str, Any]] = []
     voids: list[str] = []
@@ -179,8 +232,11 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         streamed.append(raw)
         measured[0] += _row_seconds(raw, axes.repetitions)
         elapsed = time.monotonic() - t0
-        timing = {"elapsed_s": round(elapsed, 3), "tests_s": round(measured[0], 3),
-                  "startup_s": round(max(elapsed - measured[0], 0.0), 3)}  # up to and including this test
+        timing = {
+            "elapsed_s": round(elapsed, 3),
+            "tests_s": round(measured[0], 3),
+            "startup_s": round(max(elapsed - measured[0], 0.0), 3),
+        }  # up to and including this test
         if shader_volume:
             timing["shader_cache_cold"] = float(cold)
         void = _void_reason(spec, opts, raw, "\n".join(printed))
@@ -188,12 +244,26 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
         try:
-            rec = BenchRecord(**base, created=now(), timing=timing, **norm, status="failed" if void else "ok",
-                              error=void, raw=raw)
+            rec = BenchRecord(
+                **base,
+                created=now(),
+                timing=timing,
+                **norm,
+                status="failed" if void else "ok",
+                error=void,
+                raw=raw,
+            )
         except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
             void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
-            rec = BenchRecord(**base, created=now(), timing=timing, test=norm["test"], axis=norm["axis"],
-                              status="failed", error=void)
+            rec = BenchRecord(
+                **base,
+                created=now(),
+                timing=timing,
+                test=norm["test"],
+                axis=norm["axis"],
+                status="failed",
+                error=void,
+            )
         if void:
             voids.append(void)
         saver.save(rec)
@@ -212,19 +282,25 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
 
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     try:
-        out = engine.run_container(rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr,
-                                   on_stdout=on_stdout)
+        out = engine.run_container(
+            rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr, on_stdout=on_stdout
+        )
     except (engine.Interrupted, engine.EngineLost) as err:
         stop, out = err, err.outcome
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
         log_problem = saver.write_text(
-            log_path, f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}")
+            log_path,
+            f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}",
+        )
         rows = llamabench.parse_jsonl(out.stdout)
-        for raw in rows[len(streamed):]:  # a last row printed without a newline, if any
+        for raw in rows[len(streamed) :]:  # a last row printed without a newline, if any
             store_row(raw)
         tests_s = sum(_row_seconds(r, axes.repetitions) for r in rows)
-        timing = {"wall_s": round(out.seconds, 3), "tests_s": round(tests_s, 3),
-                  "startup_s": round(max(out.seconds - tests_s, 0.0), 3)}
+        timing = {
+            "wall_s": round(out.seconds, 3),
+            "tests_s": round(tests_s, 3),
+            "startup_s": round(max(out.seconds - tests_s, 0.0), 3),
+        }
         if shader_volume:
             timing["shader_cache_cold"] = float(cold)
         error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
@@ -248,8 +324,18 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         if error:
             done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
             note = f"; log not written: {log_problem}" if log_problem else ""
-            saver.save(BenchRecord(**base, created=now(), timing=timing, test="(none)", axis="prefill",
-                                   status="failed", error=error + done + note), reraise=stop is None)
+            saver.save(
+                BenchRecord(
+                    **base,
+                    created=now(),
+                    timing=timing,
+                    test="(none)",
+                    axis="prefill",
+                    status="failed",
+                    error=error + done + note,
+                ),
+                reraise=stop is None,
+            )
     if stop is not None:
         raise stop
     events("done", image=spec.name, model=model.name, total=n_cases)
@@ -270,7 +356,11 @@ def _void_reason(spec: ImageSpec, opts: BenchOptions, raw: dict[str, Any], print
     fallback = llamabench.cpu_fallback_reason(printed, spec.backend, [raw])
     if fallback:
         return f"CPU fallback: {fallback}"
-    if not opts.allow_software_gpu and spec.backend != "cpu" and backends.is_software_device(str(raw.get("gpu_info", ""))):
+    if (
+        not opts.allow_software_gpu
+        and spec.backend != "cpu"
+        and backends.is_software_device(str(raw.get("gpu_info", "")))
+    ):
         return f"ran on a software device ({raw.get('gpu_info')}) without --allow-software-gpu"
     return None
 
@@ -300,14 +390,17 @@ def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
 def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) -> list[dict[str, Any]]:
     """The cases of `axes` with no ok record yet on this image digest + model sha256 (resume per test)."""
     have = set()
-    for r in resultindex.select(store, digests=[digest], ok_only=True):  # newest per test: every measured test
+    for r in resultindex.select(
+        store, digests=[digest], ok_only=True
+    ):  # newest per test: every measured test
         if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
             have.add(_record_case_key(r, axes))
     return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]
 
 
-def measured_seconds(store: ResultStore, image: str, model: str, axes: BenchAxes,
-                     cases: list[dict[str, Any]]) -> tuple[int, float]:
+def measured_seconds(
+    store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
+) -> tuple[int, float]:
     """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
     (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
     image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
@@ -331,12 +424,25 @@ def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:
     flash_attn, n_gpu_layers, n_depth) with the missing prompt and generation lengths."""
     groups: dict[tuple, dict[str, list[int]]] = {}
     for c in todo:
-        g = groups.setdefault((c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
-                              {"p": [], "n": []})
+        g = groups.setdefault(
+            (c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
+            {"p": [], "n": []},
+        )
         if c["n_prompt"]:
             g["p"].append(c["n_prompt"])
         if c["n_gen"]:
             g["n"].append(c["n_gen"])
-    return [axes.model_copy(update=dict(n_batch=[b], n_ubatch=[ub], flash_attn=[fa], n_gpu_layers=[ngl],
-                                        n_depth=[d], n_prompt=g["p"] or [0], n_gen=g["n"] or [0]))
-            for (b, ub, fa, ngl, d), g in groups.items()]
+    return [
+        axes.model_copy(
+            update=dict(
+                n_batch=[b],
+                n_ubatch=[ub],
+                flash_attn=[fa],
+                n_gpu_layers=[ngl],
+                n_depth=[d],
+                n_prompt=g["p"] or [0],
+                n_gen=g["n"] or [0],
+            )
+        )
+        for (b, ub, fa, ngl, d), g in groups.items()
+    ]

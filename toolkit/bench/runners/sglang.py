@@ -39,8 +39,11 @@ from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
-HEALTH = ["python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{sa.SERVE_PORT}/health', "
-          "timeout=5)"]
+HEALTH = [
+    "python3",
+    "-c",
+    f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{sa.SERVE_PORT}/health', timeout=5)",
+]
 HEALTH_POLL_S = 5.0
 
 
@@ -74,9 +77,19 @@ class SglangRunner:
         for r in recs:
             ctx.save(r)
         failed = [r for r in recs if r.status != "ok"]
-        reason = f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records"
-        return [Outcome(ctx.spec.name, ctx.model.name, "failed" if failed else "ok", reason,
-                        len(recs) - len(failed), recs[0].command if recs else [])]
+        reason = (
+            f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records"
+        )
+        return [
+            Outcome(
+                ctx.spec.name,
+                ctx.model.name,
+                "failed" if failed else "ok",
+                reason,
+                len(recs) - len(failed),
+                recs[0].command if recs else [],
+            )
+        ]
 
 
 def settings(ctx: RunContext) -> sa.SglangSettings:
@@ -95,12 +108,17 @@ def _spec(ctx: RunContext, path: Path, out_dir: Path, command: list[str], what: 
     """Model folder read-only at /models/<name>, results rw at /out, profile devices, AITER off."""
     p = ctx.profile
     return p.run_spec(
-        ctx.build.digest, command,
-        mounts=[engine_mod.Mount(str(path.resolve()), f"/models/{path.name}", read_only=True),
-                engine_mod.Mount(str(out_dir.resolve()), "/out", read_only=False)],
-        environment={"SGLANG_USE_AITER": "0"}, shm_size=None if p.ipc_mode == "host" else "4g",
+        ctx.build.digest,
+        command,
+        mounts=[
+            engine_mod.Mount(str(path.resolve()), f"/models/{path.name}", read_only=True),
+            engine_mod.Mount(str(out_dir.resolve()), "/out", read_only=False),
+        ],
+        environment={"SGLANG_USE_AITER": "0"},
+        shm_size=None if p.ipc_mode == "host" else "4g",
         name=f"toolkit-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120],
-        labels={"org.toolkit.run-id": ctx.opts.run_id})
+        labels={"org.toolkit.run-id": ctx.opts.run_id},
+    )
 
 
 def _points(ctx: RunContext) -> list[tuple[str, int, int, int]]:
@@ -115,8 +133,9 @@ def _points(ctx: RunContext) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def _one_batch_cmd(ctx: RunContext, path: Path, method: str, tokens: int, ub: int,
-                   k: int) -> tuple[list[str], str, str]:
+def _one_batch_cmd(
+    ctx: RunContext, path: Path, method: str, tokens: int, ub: int, k: int
+) -> tuple[list[str], str, str]:
     """(argv, result file name, container label `pp512-ub512-r1`) of one one_batch process."""
     s = settings(ctx)
     kind = "pp" if method == sa.METHOD_PREFILL else "tg"
@@ -124,9 +143,18 @@ def _one_batch_cmd(ctx: RunContext, path: Path, method: str, tokens: int, ub: in
     what = f"{kind}{tokens}-ub{ub}-r{k + 1}"
     model_dir = f"/models/{path.name}"
     if method == sa.METHOD_PREFILL:
-        return (sa.prefill_args(model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"),
-                fname, what)
-    return sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"), fname, what
+        return (
+            sa.prefill_args(
+                model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"
+            ),
+            fname,
+            what,
+        )
+    return (
+        sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"),
+        fname,
+        what,
+    )
 
 
 def _levels(ctx: RunContext) -> list[tuple[int, int, int, int]]:
@@ -144,12 +172,22 @@ def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
     steps: list[tuple[Step, Any]] = []
     for method, tokens, ub, k in _points(ctx):
         cmd, fname, what = _one_batch_cmd(ctx, path, method, tokens, ub, k)
-        steps.append((Step(what, ctx.engine.run_command(_spec(ctx, path, out_dir, cmd, what))), (method, tokens, ub, k, fname)))
+        steps.append(
+            (
+                Step(what, ctx.engine.run_command(_spec(ctx, path, out_dir, cmd, what))),
+                (method, tokens, ub, k, fname),
+            )
+        )
     levels = _levels(ctx)
     if levels:
         s = settings(ctx)
-        rs = _spec(ctx, path, out_dir, sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
-                   "serve")
+        rs = _spec(
+            ctx,
+            path,
+            out_dir,
+            sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
+            "serve",
+        )
         run = ctx.engine.run_command(rs)
         steps.append((Step("launch_server", run[:3] + ["-d"] + run[3:]), None))
         for c, p, n, _ub in levels:
@@ -160,16 +198,30 @@ def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
 
 def _serve_cmd(ctx: RunContext, path: Path, c: int, p: int, n: int) -> list[str]:
     s = settings(ctx)
-    return sa.bench_serving_args(f"/models/{path.name}", input_len=p, output_len=n, concurrency=c,
-                                 num_prompts=max(s.num_prompts_per_level, c), seed=s.random_seed,
-                                 output_file=f"/out/{sa.result_filename('serve', c, p, n)}")
+    return sa.bench_serving_args(
+        f"/models/{path.name}",
+        input_len=p,
+        output_len=n,
+        concurrency=c,
+        num_prompts=max(s.num_prompts_per_level, c),
+        seed=s.random_seed,
+        output_file=f"/out/{sa.result_filename('serve', c, p, n)}",
+    )
 
 
 def _base(ctx: RunContext, path: Path) -> dict[str, Any]:
     sha, size = tree_sha256(ctx.lm, path) if path.is_dir() else ("file:" + path.name, path.stat().st_size)
-    return dict(run_id=ctx.opts.run_id, created=now(), runner="sglang", image=image_ref(ctx.build, ctx.spec),
-                model=ModelRef(name=ctx.model.name, path=str(path), sha256=sha, size_bytes=size), host=ctx.host,
-                backends=backends.llama_name(ctx.spec.backend), experimental=True, **stale_marks(ctx.build))
+    return dict(
+        run_id=ctx.opts.run_id,
+        created=now(),
+        runner="sglang",
+        image=image_ref(ctx.build, ctx.spec),
+        model=ModelRef(name=ctx.model.name, path=str(path), sha256=sha, size_bytes=size),
+        host=ctx.host,
+        backends=backends.llama_name(ctx.spec.backend),
+        experimental=True,
+        **stale_marks(ctx.build),
+    )
 
 
 def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchRecord]:
@@ -180,14 +232,24 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
     points = _points(ctx)
     for i, (method, tokens, ub, k) in enumerate(points):
         cmd, fname, what = _one_batch_cmd(ctx, path, method, tokens, ub, k)
-        ctx.events("progress", image=ctx.spec.name, model=ctx.model.name, done=i, total=len(points), phase=what)
+        ctx.events(
+            "progress", image=ctx.spec.name, model=ctx.model.name, done=i, total=len(points), phase=what
+        )
         rs = _spec(ctx, path, out_dir, cmd, what)
         out = ctx.engine.run_container(rs, timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s)
-        g = groups.setdefault((method, tokens, ub), {"samples": [], "errors": [], "command": ctx.engine.run_command(rs),
-                                                     "raw": [], "wall": 0.0})
+        g = groups.setdefault(
+            (method, tokens, ub),
+            {"samples": [], "errors": [], "command": ctx.engine.run_command(rs), "raw": [], "wall": 0.0},
+        )
         g["wall"] += out.seconds
         if out.exit_code != 0 or out.timed_out or out.oom_killed:
-            why = "timed out" if out.timed_out else "out of memory" if out.oom_killed else f"exited {out.exit_code}"
+            why = (
+                "timed out"
+                if out.timed_out
+                else "out of memory"
+                if out.oom_killed
+                else f"exited {out.exit_code}"
+            )
             g["errors"].append(f"{what}: sglang one_batch {why}: {(out.stderr or out.stdout)[-200:]!r}")
             continue
         pts, problems = sa.read_one_batch(out_dir / fname)
@@ -204,16 +266,31 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
         prefill = method == sa.METHOD_PREFILL
         err = "; ".join(g["errors"][:3]) or None
         st = sa.summarize(g["samples"]) if g["samples"] and not err else None
-        recs.append(BenchRecord(
-            **base, test=llamabench.test_name(0 if not prefill else tokens, 0 if prefill else tokens,
-                                              0 if prefill else sa.decode_input_len(s)),
-            axis="prefill" if prefill else "decode",
-            method=method, n_prompt=tokens if prefill else 0, n_gen=0 if prefill else tokens, n_ubatch=ub,
-            n_depth=0 if prefill else sa.decode_input_len(s), status="ok" if st else "failed",
-            error=None if st else (err or "no sample"), avg_ts=st.mean if st else None,
-            stddev_ts=st.stddev if st else None, samples_ts=list(st.samples) if st else [],
-            command=g["command"], timing={"wall_s": round(g["wall"], 3)},
-            engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method), raw={"points": g["raw"]}))
+        recs.append(
+            BenchRecord(
+                **base,
+                test=llamabench.test_name(
+                    0 if not prefill else tokens,
+                    0 if prefill else tokens,
+                    0 if prefill else sa.decode_input_len(s),
+                ),
+                axis="prefill" if prefill else "decode",
+                method=method,
+                n_prompt=tokens if prefill else 0,
+                n_gen=0 if prefill else tokens,
+                n_ubatch=ub,
+                n_depth=0 if prefill else sa.decode_input_len(s),
+                status="ok" if st else "failed",
+                error=None if st else (err or "no sample"),
+                avg_ts=st.mean if st else None,
+                stddev_ts=st.stddev if st else None,
+                samples_ts=list(st.samples) if st else [],
+                command=g["command"],
+                timing={"wall_s": round(g["wall"], 3)},
+                engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method),
+                raw={"points": g["raw"]},
+            )
+        )
     return recs
 
 
@@ -223,8 +300,13 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
     if not levels:
         return []
     s, eng, base = settings(ctx), ctx.engine, _base(ctx, path)
-    rs = _spec(ctx, path, out_dir, sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
-               "serve")
+    rs = _spec(
+        ctx,
+        path,
+        out_dir,
+        sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
+        "serve",
+    )
     container = eng.start_container(rs)
     error: str | None = None
     done: dict[int, Any] = {}
@@ -242,8 +324,11 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
                 break
             time.sleep(HEALTH_POLL_S)
         for c, p, n, _ub in levels if error is None else []:
-            done[c] = eng.exec_in(container, _serve_cmd(ctx, path, c, p, n),
-                                  timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s)
+            done[c] = eng.exec_in(
+                container,
+                _serve_cmd(ctx, path, c, p, n),
+                timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s,
+            )
     finally:
         eng.remove_container(container)
     recs = []
@@ -258,14 +343,29 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
             parsed, bad = sa.read_serving(out_dir / sa.result_filename("serve", c, p, n))
             err = f"{what}: {bad}" if bad else None
         if err is None and parsed is not None:
-            if short := served_shortfall_error(parsed, num_prompts=max(s.num_prompts_per_level, c), output_len=n):
+            if short := served_shortfall_error(
+                parsed, num_prompts=max(s.num_prompts_per_level, c), output_len=n
+            ):
                 err = f"{what}: {short}"
-        recs.append(BenchRecord(
-            **base, test=f"serve pp{p}+tg{n} c{c}", axis="served", method=sa.METHOD_SERVE, n_prompt=p, n_gen=n,
-            n_ubatch=ub, status="failed" if err else "ok", error=err,
-            avg_ts=None if err or parsed is None else parsed.get("output_throughput"),
-            command=[*ctx.engine.run_command(rs), "&&", shlex.join(cmd)],
-            engine={**sa.pinned_engine(s, chunked_prefill_size=ub, method=sa.METHOD_SERVE), "concurrency": c,
-                    "num_prompts": max(s.num_prompts_per_level, c)},
-            raw=parsed or {}))
+        recs.append(
+            BenchRecord(
+                **base,
+                test=f"serve pp{p}+tg{n} c{c}",
+                axis="served",
+                method=sa.METHOD_SERVE,
+                n_prompt=p,
+                n_gen=n,
+                n_ubatch=ub,
+                status="failed" if err else "ok",
+                error=err,
+                avg_ts=None if err or parsed is None else parsed.get("output_throughput"),
+                command=[*ctx.engine.run_command(rs), "&&", shlex.join(cmd)],
+                engine={
+                    **sa.pinned_engine(s, chunked_prefill_size=ub, method=sa.METHOD_SERVE),
+                    "concurrency": c,
+                    "num_prompts": max(s.num_prompts_per_level, c),
+                },
+                raw=parsed or {},
+            )
+        )
     return recs

@@ -115,35 +115,81 @@ def server_args(model_dir: str, s: SglangSettings, *, chunked_prefill_size: int)
     Raises ValueError for a chunked_prefill_size < 1."""
     if chunked_prefill_size < 1:
         raise ValueError(f"chunked_prefill_size must be >= 1 tokens, got {chunked_prefill_size}")
-    args = ["--model-path", model_dir, "--tp-size", "1", "--dtype", s.dtype,
-            "--context-length", str(s.context_length), "--mem-fraction-static", str(s.mem_fraction_static),
-            "--attention-backend", s.attention_backend, "--kv-cache-dtype", s.kv_cache_dtype,
-            "--chunked-prefill-size", str(chunked_prefill_size),
-            "--cuda-graph-backend-decode", "full" if s.cuda_graph else "disabled",
-            "--cuda-graph-backend-prefill", "disabled",
-            "--random-seed", str(s.random_seed)]
+    args = [
+        "--model-path",
+        model_dir,
+        "--tp-size",
+        "1",
+        "--dtype",
+        s.dtype,
+        "--context-length",
+        str(s.context_length),
+        "--mem-fraction-static",
+        str(s.mem_fraction_static),
+        "--attention-backend",
+        s.attention_backend,
+        "--kv-cache-dtype",
+        s.kv_cache_dtype,
+        "--chunked-prefill-size",
+        str(chunked_prefill_size),
+        "--cuda-graph-backend-decode",
+        "full" if s.cuda_graph else "disabled",
+        "--cuda-graph-backend-prefill",
+        "disabled",
+        "--random-seed",
+        str(s.random_seed),
+    ]
     if s.disable_radix_cache:  # a store_true flag: radix (prefix) caching is on unless it is given
         args.append("--disable-radix-cache")
     return args
 
 
-def one_batch_args(model_dir: str, s: SglangSettings, *, input_len: int, output_len: int, chunked_prefill_size: int,
-                   result_file: str, run_name: str = "toolkit") -> list[str]:
+def one_batch_args(
+    model_dir: str,
+    s: SglangSettings,
+    *,
+    input_len: int,
+    output_len: int,
+    chunked_prefill_size: int,
+    result_file: str,
+    run_name: str = "toolkit",
+) -> list[str]:
     """`python -m sglang.benchmark.one_batch` for ONE point at batch 1 (one sample: a warm-up at the
     same input length, then one measured run; the caller repeats the process for more samples).
     input_len/output_len: tokens; result_file: the JSONL path inside the container (appended to)."""
     if input_len < 1 or output_len < 1:
         raise ValueError(f"input_len and output_len must be >= 1 tokens, got {input_len}, {output_len}")
-    return [PYTHON, "-m", MODULE_ONE_BATCH, *server_args(model_dir, s, chunked_prefill_size=chunked_prefill_size),
-            "--run-name", run_name, "--batch-size", "1", "--input-len", str(input_len),
-            "--output-len", str(output_len), "--result-filename", result_file]
+    return [
+        PYTHON,
+        "-m",
+        MODULE_ONE_BATCH,
+        *server_args(model_dir, s, chunked_prefill_size=chunked_prefill_size),
+        "--run-name",
+        run_name,
+        "--batch-size",
+        "1",
+        "--input-len",
+        str(input_len),
+        "--output-len",
+        str(output_len),
+        "--result-filename",
+        result_file,
+    ]
 
 
-def prefill_args(model_dir: str, s: SglangSettings, *, prompt_len: int, chunked_prefill_size: int,
-                 result_file: str) -> list[str]:
+def prefill_args(
+    model_dir: str, s: SglangSettings, *, prompt_len: int, chunked_prefill_size: int, result_file: str
+) -> list[str]:
     """pp L: batch 1, input L tokens, output 1 token (no decode step); tok/s = prefill_throughput."""
-    return one_batch_args(model_dir, s, input_len=prompt_len, output_len=1, chunked_prefill_size=chunked_prefill_size,
-                          result_file=result_file, run_name=f"pp{prompt_len}")
+    return one_batch_args(
+        model_dir,
+        s,
+        input_len=prompt_len,
+        output_len=1,
+        chunked_prefill_size=chunked_prefill_size,
+        result_file=result_file,
+        run_name=f"pp{prompt_len}",
+    )
 
 
 def decode_input_len(s: SglangSettings) -> int:
@@ -151,25 +197,48 @@ def decode_input_len(s: SglangSettings) -> int:
     return s.decode_input_len or DECODE_TINY_INPUT_LEN
 
 
-def decode_args(model_dir: str, s: SglangSettings, *, n_gen: int, chunked_prefill_size: int,
-                result_file: str) -> list[str]:
+def decode_args(
+    model_dir: str, s: SglangSettings, *, n_gen: int, chunked_prefill_size: int, result_file: str
+) -> list[str]:
     """tg N: batch 1, input `decode_input_len(s)`, output N+1 tokens = N timed decode steps after the
     prefill's token; tok/s = median_decode_throughput."""
     if n_gen < 1:
         raise ValueError(f"n_gen must be >= 1 tokens, got {n_gen}")
-    return one_batch_args(model_dir, s, input_len=decode_input_len(s), output_len=n_gen + 1,
-                          chunked_prefill_size=chunked_prefill_size, result_file=result_file,
-                          run_name=f"tg{n_gen}@d{decode_input_len(s)}")
+    return one_batch_args(
+        model_dir,
+        s,
+        input_len=decode_input_len(s),
+        output_len=n_gen + 1,
+        chunked_prefill_size=chunked_prefill_size,
+        result_file=result_file,
+        run_name=f"tg{n_gen}@d{decode_input_len(s)}",
+    )
 
 
 def launch_server_args(model_dir: str, s: SglangSettings, *, chunked_prefill_size: int) -> list[str]:
     """`python -m sglang.launch_server` on the container's loopback (127.0.0.1:SERVE_PORT)."""
-    return [PYTHON, "-m", MODULE_SERVER, *server_args(model_dir, s, chunked_prefill_size=chunked_prefill_size),
-            "--host", "127.0.0.1", "--port", str(SERVE_PORT)]
+    return [
+        PYTHON,
+        "-m",
+        MODULE_SERVER,
+        *server_args(model_dir, s, chunked_prefill_size=chunked_prefill_size),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(SERVE_PORT),
+    ]
 
 
-def bench_serving_args(model_dir: str, *, input_len: int, output_len: int, concurrency: int, num_prompts: int,
-                       output_file: str, seed: int = 0) -> list[str]:
+def bench_serving_args(
+    model_dir: str,
+    *,
+    input_len: int,
+    output_len: int,
+    concurrency: int,
+    num_prompts: int,
+    output_file: str,
+    seed: int = 0,
+) -> list[str]:
     """`python -m sglang.benchmark.serving` against the local server: random prompts of exactly
     input_len tokens (`--random-range-ratio 1`), exactly output_len generated tokens (EOS ignored:
     the tool's default), all requests at once (`--request-rate inf`) with at most `concurrency` in
@@ -177,14 +246,45 @@ def bench_serving_args(model_dir: str, *, input_len: int, output_len: int, concu
     (`--output-details`, for the shortfall check). Raises ValueError when num_prompts < concurrency
     (the level would never reach its concurrency)."""
     if num_prompts < concurrency:
-        raise ValueError(f"num_prompts {num_prompts} < concurrency {concurrency}: the level would never run "
-                         f"{concurrency} requests at once")
-    return [PYTHON, "-m", MODULE_SERVING, "--backend", "sglang", "--base-url", f"http://127.0.0.1:{SERVE_PORT}",
-            "--model", model_dir, "--tokenizer", model_dir, "--dataset-name", "random",
-            "--random-input-len", str(input_len), "--random-output-len", str(output_len), "--random-range-ratio", "1",
-            "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--request-rate", "inf",
-            "--warmup-requests", str(concurrency), "--seed", str(seed), "--output-details", "--disable-tqdm",
-            "--output-file", output_file]
+        raise ValueError(
+            f"num_prompts {num_prompts} < concurrency {concurrency}: the level would never run "
+            f"{concurrency} requests at once"
+        )
+    return [
+        PYTHON,
+        "-m",
+        MODULE_SERVING,
+        "--backend",
+        "sglang",
+        "--base-url",
+        f"http://127.0.0.1:{SERVE_PORT}",
+        "--model",
+        model_dir,
+        "--tokenizer",
+        model_dir,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(input_len),
+        "--random-output-len",
+        str(output_len),
+        "--random-range-ratio",
+        "1",
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--warmup-requests",
+        str(concurrency),
+        "--seed",
+        str(seed),
+        "--output-details",
+        "--disable-tqdm",
+        "--output-file",
+        output_file,
+    ]
 
 
 def pinned_engine(s: SglangSettings, *, chunked_prefill_size: int, method: str) -> dict[str, Any]:
@@ -193,12 +293,21 @@ def pinned_engine(s: SglangSettings, *, chunked_prefill_size: int, method: str) 
     sglang/benchmark/one_batch.py), True for the served method. Raises ValueError for an unknown method."""
     if method not in (METHOD_PREFILL, METHOD_DECODE, METHOD_SERVE):
         raise ValueError(f"unknown SGLang method {method!r}")
-    return {"attention_backend": s.attention_backend, "kv_cache_dtype": s.kv_cache_dtype, "dtype": s.dtype,
-            "cuda_graph_decode": "full" if s.cuda_graph else "disabled", "cuda_graph_prefill": "disabled",
-            "chunked_prefill_size": chunked_prefill_size, "chunked_prefill_applies": method == METHOD_SERVE,
-            "context_length": s.context_length, "mem_fraction_static": s.mem_fraction_static,
-            "disable_radix_cache": s.disable_radix_cache, "random_seed": s.random_seed, "tp_size": 1,
-            "decode_input_len": decode_input_len(s)}
+    return {
+        "attention_backend": s.attention_backend,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "dtype": s.dtype,
+        "cuda_graph_decode": "full" if s.cuda_graph else "disabled",
+        "cuda_graph_prefill": "disabled",
+        "chunked_prefill_size": chunked_prefill_size,
+        "chunked_prefill_applies": method == METHOD_SERVE,
+        "context_length": s.context_length,
+        "mem_fraction_static": s.mem_fraction_static,
+        "disable_radix_cache": s.disable_radix_cache,
+        "random_seed": s.random_seed,
+        "tp_size": 1,
+        "decode_input_len": decode_input_len(s),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,8 +339,14 @@ def _loads(text: str, where: str) -> dict[str, Any]:
     return obj
 
 
-ONE_BATCH_FLOATS = ("prefill_latency", "prefill_throughput", "median_decode_latency", "median_decode_throughput",
-                    "total_latency", "overall_throughput")
+ONE_BATCH_FLOATS = (
+    "prefill_latency",
+    "prefill_throughput",
+    "median_decode_latency",
+    "median_decode_throughput",
+    "total_latency",
+    "overall_throughput",
+)
 
 
 @dataclass(frozen=True)
@@ -322,14 +437,34 @@ def summarize(samples: list[float]) -> Samples:
     bad = [x for x in samples if not (isinstance(x, int | float) and math.isfinite(x) and x > 0)]
     if bad:
         raise ValueError(f"samples must be finite positive tok/s, got {bad}")
-    return Samples(tuple(samples), statistics.fmean(samples), statistics.stdev(samples) if len(samples) > 1 else None,
-                   statistics.median(samples), min(samples), max(samples))
+    return Samples(
+        tuple(samples),
+        statistics.fmean(samples),
+        statistics.stdev(samples) if len(samples) > 1 else None,
+        statistics.median(samples),
+        min(samples),
+        max(samples),
+    )
 
 
-SERVING_FLOATS = ("duration", "request_throughput", "input_throughput", "output_throughput", "total_throughput",
-                  "concurrency", "max_output_tokens_per_s")
-SERVING_INTS = ("completed", "total_input_tokens", "total_output_tokens", "max_concurrency", "random_input_len",
-                "random_output_len", "max_concurrent_requests")
+SERVING_FLOATS = (
+    "duration",
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "total_throughput",
+    "concurrency",
+    "max_output_tokens_per_s",
+)
+SERVING_INTS = (
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "max_concurrency",
+    "random_input_len",
+    "random_output_len",
+    "max_concurrent_requests",
+)
 # SGLang's metric names -> the names the vLLM records use (so served rows of both share one layout)
 _LATENCY = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e_latency": "e2el"}
 
@@ -355,8 +490,10 @@ def parse_serving(obj: dict[str, Any], *, where: str = "bench_serving result") -
         out["request_rate"] = _number(rate, "request_rate", where)
     latency: dict[str, dict[str, float | None]] = {}
     for theirs, ours in _LATENCY.items():
-        vals = {stat: _number(obj.get(f"{stat}_{theirs}_ms"), f"{stat}_{theirs}_ms", where)
-                for stat in ("mean", "median", "std", "p90", "p95", "p99")}
+        vals = {
+            stat: _number(obj.get(f"{stat}_{theirs}_ms"), f"{stat}_{theirs}_ms", where)
+            for stat in ("mean", "median", "std", "p90", "p95", "p99")
+        }
         if any(v is not None for v in vals.values()):
             latency[ours] = vals
     out["latency_ms"] = latency
@@ -379,8 +516,9 @@ def read_serving(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not lines:
         return None, f"result file {path.name} is empty"
     try:
-        return parse_serving(_loads(lines[-1], f"{path.name} line {len(lines)}"),
-                             where=f"{path.name} line {len(lines)}"), None
+        return parse_serving(
+            _loads(lines[-1], f"{path.name} line {len(lines)}"), where=f"{path.name} line {len(lines)}"
+        ), None
     except SglangOutputError as err:
         return None, str(err)
 

@@ -77,8 +77,11 @@ HEALTH_POLL_S = 5.0
 NOISE_SIGMAS = 3.0  # a decode latency difference must exceed this many combined stddevs of its two runs
 # The client reads no network beyond the container's loopback; the model is a local directory.
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-_HEALTH = ["python3", "-c", "import urllib.request as u; u.urlopen("
-           f"'http://127.0.0.1:{SERVE_PORT}/health', timeout=10)"]
+_HEALTH = [
+    "python3",
+    "-c",
+    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{SERVE_PORT}/health', timeout=10)",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,8 +93,16 @@ def engine_args(v: VllmSettings) -> list[str]:
     changed default in a new release cannot silently change what is measured. `--quantization` only
     when the matrix overrides the checkpoint (checked to match it first); otherwise vLLM reads the
     method from the checkpoint's config.json, as the toolkit does to record it."""
-    args = ["--max-num-batched-tokens", str(v.max_num_batched_tokens), "--max-model-len", str(v.max_model_len),
-            "--gpu-memory-utilization", str(v.gpu_memory_utilization), "--dtype", v.dtype]
+    args = [
+        "--max-num-batched-tokens",
+        str(v.max_num_batched_tokens),
+        "--max-model-len",
+        str(v.max_model_len),
+        "--gpu-memory-utilization",
+        str(v.gpu_memory_utilization),
+        "--dtype",
+        v.dtype,
+    ]
     if v.quantization:
         args += ["--quantization", v.quantization]
     args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
@@ -103,11 +114,19 @@ def pinned_engine(v: VllmSettings) -> dict[str, Any]:
     """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
     the matrix's override (None: none passed); `bench_vllm` replaces it with the method actually used
     (`hf_checkpoint.QuantChoice.as_record`)."""
-    return {"max_num_batched_tokens": v.max_num_batched_tokens, "max_model_len": v.max_model_len,
-            "gpu_memory_utilization": v.gpu_memory_utilization, "quantization": v.quantization,
-            "dtype": v.dtype, "enforce_eager": v.enforce_eager, "enable_prefix_caching": v.enable_prefix_caching,
-            "num_iters": v.num_iters, "num_iters_warmup": v.num_iters_warmup,
-            "num_prompts_per_level": v.num_prompts_per_level, "ready_timeout_s": v.ready_timeout_s}
+    return {
+        "max_num_batched_tokens": v.max_num_batched_tokens,
+        "max_model_len": v.max_model_len,
+        "gpu_memory_utilization": v.gpu_memory_utilization,
+        "quantization": v.quantization,
+        "dtype": v.dtype,
+        "enforce_eager": v.enforce_eager,
+        "enable_prefix_caching": v.enable_prefix_caching,
+        "num_iters": v.num_iters,
+        "num_iters_warmup": v.num_iters_warmup,
+        "num_prompts_per_level": v.num_prompts_per_level,
+        "ready_timeout_s": v.ready_timeout_s,
+    }
 
 
 def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | None = None) -> VllmSettings:
@@ -124,11 +143,15 @@ def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | Non
     fields = set(VllmSettings.model_fields)
     for r in vrecs:
         e = r.engine
-        out.update({k: e[k] for k in pinned_engine(VllmSettings()) if k in e and k in fields and k != "quantization"})
+        out.update(
+            {k: e[k] for k in pinned_engine(VllmSettings()) if k in e and k in fields and k != "quantization"}
+        )
         src = e.get("quantization_source")
         if "quantization" in e:  # before quantization_source existed, `quantization` was the override passed
             out["quantization"] = e["quantization"] if src in (None, "matrix") else None
-    levels = sorted({int(r.engine["concurrency"]) for r in vrecs if r.axis == "served" and r.engine.get("concurrency")})
+    levels = sorted(
+        {int(r.engine["concurrency"]) for r in vrecs if r.axis == "served" and r.engine.get("concurrency")}
+    )
     if levels:
         out["concurrency"] = levels
     if "num_iters" not in out:
@@ -138,11 +161,30 @@ def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | Non
     return VllmSettings(**out)
 
 
-def latency_args(model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str) -> list[str]:
+def latency_args(
+    model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str
+) -> list[str]:
     """`vllm bench latency` at batch 1 for one (input, output) length pair."""
-    return ["vllm", "bench", "latency", "--model", model_dir, "--input-len", str(input_len),
-            "--output-len", str(output_len), "--batch-size", "1", "--num-iters", str(v.num_iters),
-            "--num-iters-warmup", str(v.num_iters_warmup), "--output-json", out_json, *engine_args(v)]
+    return [
+        "vllm",
+        "bench",
+        "latency",
+        "--model",
+        model_dir,
+        "--input-len",
+        str(input_len),
+        "--output-len",
+        str(output_len),
+        "--batch-size",
+        "1",
+        "--num-iters",
+        str(v.num_iters),
+        "--num-iters-warmup",
+        str(v.num_iters_warmup),
+        "--output-json",
+        out_json,
+        *engine_args(v),
+    ]
 
 
 def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
@@ -150,17 +192,55 @@ def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
     return ["vllm", "serve", model_dir, "--host", "127.0.0.1", "--port", str(SERVE_PORT), *engine_args(v)]
 
 
-def bench_serve_args(model_dir: str, *, input_len: int, output_len: int, concurrency: int, num_prompts: int,
-                     result_dir: str, result_filename: str) -> list[str]:
+def bench_serve_args(
+    model_dir: str,
+    *,
+    input_len: int,
+    output_len: int,
+    concurrency: int,
+    num_prompts: int,
+    result_dir: str,
+    result_filename: str,
+) -> list[str]:
     """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy; one
     warm-up request per concurrency slot first (not measured), so the first level is not a cold one."""
-    return ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{SERVE_PORT}",
-            "--model", model_dir, "--dataset-name", "random", "--random-input-len", str(input_len),
-            "--random-output-len", str(output_len), "--num-prompts", str(num_prompts),
-            "--max-concurrency", str(concurrency), "--num-warmups", str(concurrency), "--request-rate", "inf",
-            "--ignore-eos",
-            "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
-            PERCENTILES, "--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
+    return [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{SERVE_PORT}",
+        "--model",
+        model_dir,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(input_len),
+        "--random-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(concurrency),
+        "--num-warmups",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        PERCENTILES,
+        "--save-result",
+        "--result-dir",
+        result_dir,
+        "--result-filename",
+        result_filename,
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +288,14 @@ def latency_plan(lm: LoadedMatrix) -> list[LatencyRun]:
 def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
     """One level per (L, N, C); at least C prompts so concurrency C is actually reached."""
     v = lm.m.vllm
-    return [ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
-            for p in lm.m.bench.n_prompt if p > 0 for n in lm.m.bench.n_gen if n > 0 for c in v.concurrency]
+    return [
+        ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
+        for p in lm.m.bench.n_prompt
+        if p > 0
+        for n in lm.m.bench.n_gen
+        if n > 0
+        for c in v.concurrency
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,21 +382,34 @@ def decode_noise_error(long: Latency, short: Latency, *, long_len: int, short_le
         return f"decode latency difference is not positive ({pair})"
     sds = (_spread(long), _spread(short))
     if any(sd is None for sd in sds):
-        return (f"decode latency difference {diff:.4f} s ({pair}) cannot be told from noise: a run has fewer than 2 "
-                "iterations; raise vllm.num_iters")
+        return (
+            f"decode latency difference {diff:.4f} s ({pair}) cannot be told from noise: a run has fewer than 2 "
+            "iterations; raise vllm.num_iters"
+        )
     noise = NOISE_SIGMAS * math.hypot(*sds)  # type: ignore[arg-type]
     if diff <= noise:
-        return (f"decode latency difference {diff:.4f} s ({pair}) is within the noise of the two runs "
-                f"({NOISE_SIGMAS:g} x combined stddev {math.hypot(*sds):.4f} s = {noise:.4f} s); "  # type: ignore[arg-type]
-                f"no tok/s is derived from it: raise the output length (bench.n_gen) or vllm.num_iters")
+        return (
+            f"decode latency difference {diff:.4f} s ({pair}) is within the noise of the two runs "
+            f"({NOISE_SIGMAS:g} x combined stddev {math.hypot(*sds):.4f} s = {noise:.4f} s); "  # type: ignore[arg-type]
+            f"no tok/s is derived from it: raise the output length (bench.n_gen) or vllm.num_iters"
+        )
     return None
 
 
-
-
-SERVE_KEYS = ("duration", "completed", "failed", "num_prompts", "max_concurrency", "total_input_tokens",
-              "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
-              "max_output_tokens_per_s", "max_concurrent_requests")
+SERVE_KEYS = (
+    "duration",
+    "completed",
+    "failed",
+    "num_prompts",
+    "max_concurrency",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+)
 
 
 def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
@@ -342,10 +441,12 @@ _LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
 # Attention backend as different releases and platforms log it: "Using Triton Attention backend."
 # (ROCm), "Using FLASH_ATTN attention backend out of potential backends: [...]" (CUDA), "Using HND KV
 # cache layout for CPU_ATTN backend." (CPU), "Using AttentionBackendEnum.TRITON_ATTN backend."
-_ATTN = (re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
-         re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
-         re.compile(r"KV cache layout for (\w+) backend"),
-         re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"))
+_ATTN = (
+    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
+    re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
+    re.compile(r"KV cache layout for (\w+) backend"),
+    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"),
+)
 
 
 def log_notes(text: str) -> dict[str, Any]:
@@ -353,9 +454,16 @@ def log_notes(text: str) -> dict[str, Any]:
     MoE backends, platform / device, KV cache size, the quantization method the engine used (its
     "Initializing a V1 LLM engine (vX) with config: ... quantization=M, ..." line; None when that line
     says None or is absent). Absent ones are None."""
-    notes: dict[str, Any] = {"moe_default_config": None, "chunked_prefill_max_num_batched_tokens": None,
-                             "attention_backend": None, "moe_backend": None, "platform": None, "device": None,
-                             "kv_cache_tokens": None, "quantization": None}
+    notes: dict[str, Any] = {
+        "moe_default_config": None,
+        "chunked_prefill_max_num_batched_tokens": None,
+        "attention_backend": None,
+        "moe_backend": None,
+        "platform": None,
+        "device": None,
+        "kv_cache_tokens": None,
+        "quantization": None,
+    }
     for raw_line in text.splitlines():
         line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
         if "Using default MoE config" in line:
@@ -364,8 +472,11 @@ def log_notes(text: str) -> dict[str, Any]:
             notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
         elif m := re.search(r"Using (.+?) MoE backend", line):
             notes["moe_backend"] = notes["moe_backend"] or m.group(1)
-        elif notes["attention_backend"] is None and "vit" not in line.lower() and (
-                m := next((m for rx in _ATTN if (m := rx.search(line))), None)):
+        elif (
+            notes["attention_backend"] is None
+            and "vit" not in line.lower()
+            and (m := next((m for rx in _ATTN if (m := rx.search(line))), None))
+        ):
             notes["attention_backend"] = m.group(1).strip()
         elif m := re.search(r"Automatically detected platform (\w+)", line):
             notes["platform"] = m.group(1)
@@ -422,37 +533,79 @@ class _Ctx:
 
 def _spec(ctx: _Ctx, command: list[str], name: str) -> engine.RunSpec:
     """Model dir read-only at /models, results rw at /out, the per-digest compile cache at /cache."""
-    mounts = [engine.Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
-              engine.Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
-              engine.Mount(ctx.cache_volume, "/cache", read_only=False, volume=True)]
+    mounts = [
+        engine.Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
+        engine.Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
+        engine.Mount(ctx.cache_volume, "/cache", read_only=False, volume=True),
+    ]
     p = ctx.profile
-    return p.run_spec(ctx.build.digest, command, mounts=mounts, environment=_ENV, name=name[:120],
-                      labels={"org.toolkit.run-id": ctx.run_id}, shm_size=None if p.ipc_mode == "host" else "4g")
+    return p.run_spec(
+        ctx.build.digest,
+        command,
+        mounts=mounts,
+        environment=_ENV,
+        name=name[:120],
+        labels={"org.toolkit.run-id": ctx.run_id},
+        shm_size=None if p.ipc_mode == "host" else "4g",
+    )
 
 
 def _name(ctx: _Ctx, what: str) -> str:
     return f"toolkit-{ctx.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120]
 
 
-def _ctx(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, model_path: Path,
-         profile: devices.DeviceProfile, run_id: str, out_dir: Path) -> _Ctx:
-    return _Ctx(lm, spec, build, model, model_path, profile, run_id, out_dir,
-                f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}")
+def _ctx(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    build: BuildRecord,
+    model: ModelSpec,
+    model_path: Path,
+    profile: devices.DeviceProfile,
+    run_id: str,
+    out_dir: Path,
+) -> _Ctx:
+    return _Ctx(
+        lm,
+        spec,
+        build,
+        model,
+        model_path,
+        profile,
+        run_id,
+        out_dir,
+        f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}",
+    )
 
 
-def vllm_commands(lm: LoadedMatrix, spec: ImageSpec, model: ModelSpec, *, build: BuildRecord | None = None,
-                  profile: devices.DeviceProfile | None = None, run_id: str = "dry-run",
-                  out_dir: Path | None = None) -> list[list[str]]:
+def vllm_commands(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    model: ModelSpec,
+    *,
+    build: BuildRecord | None = None,
+    profile: devices.DeviceProfile | None = None,
+    run_id: str = "dry-run",
+    out_dir: Path | None = None,
+) -> list[list[str]]:
     """Every docker command `bench_vllm` runs for (image, model), in order: one `docker run` per
     latency run, the detached `vllm serve` container, then `docker exec` health check and one
     `docker exec ... vllm bench serve` per served level."""
-    build = build or BuildRecord(image=spec.name, ref=f"toolkit/{spec.name}:latest", digest=f"toolkit/{spec.name}:latest",
-                                 backend=spec.backend, template=spec.template, template_hash="", created="")
+    build = build or BuildRecord(
+        image=spec.name,
+        ref=f"toolkit/{spec.name}:latest",
+        digest=f"toolkit/{spec.name}:latest",
+        backend=spec.backend,
+        template=spec.template,
+        template_hash="",
+        created="",
+    )
     profile = profile or devices.DeviceProfile.example(spec.backend)
     out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
     ctx = _ctx(lm, spec, build, model, lm.resolve(model.path), profile, run_id, out)
-    cmds = [engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
-            for r in latency_plan(lm)]
+    cmds = [
+        engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
+        for r in latency_plan(lm)
+    ]
     levels = serve_plan(lm)
     if levels:
         serve_name = _name(ctx, "serve")
@@ -464,14 +617,21 @@ def vllm_commands(lm: LoadedMatrix, spec: ImageSpec, model: ModelSpec, *, build:
 
 
 def _latency_cmd(ctx: _Ctx, r: LatencyRun) -> list[str]:
-    return latency_args(ctx.model_dir, ctx.v, input_len=r.input_len, output_len=r.output_len,
-                        out_json=f"/out/{r.filename}")
+    return latency_args(
+        ctx.model_dir, ctx.v, input_len=r.input_len, output_len=r.output_len, out_json=f"/out/{r.filename}"
+    )
 
 
 def _serve_cmd(ctx: _Ctx, lv: ServeLevel) -> list[str]:
-    return bench_serve_args(ctx.model_dir, input_len=lv.input_len, output_len=lv.output_len,
-                            concurrency=lv.concurrency, num_prompts=lv.num_prompts, result_dir="/out",
-                            result_filename=lv.filename)
+    return bench_serve_args(
+        ctx.model_dir,
+        input_len=lv.input_len,
+        output_len=lv.output_len,
+        concurrency=lv.concurrency,
+        num_prompts=lv.num_prompts,
+        result_dir="/out",
+        result_filename=lv.filename,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,8 +653,11 @@ class _LatencyResult:
         """Wall time of the container; measured = the timed iterations; start-up = the rest."""
         lat = self.latency
         measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
-        return {"wall_s": round(self.wall_s, 3), "measured_s": round(measured, 3),
-                "startup_s": round(max(self.wall_s - measured, 0.0), 3)}
+        return {
+            "wall_s": round(self.wall_s, 3),
+            "measured_s": round(measured, 3),
+            "startup_s": round(max(self.wall_s - measured, 0.0), 3),
+        }
 
 
 def _outcome_error(out: engine.RunOutcome, timeout: float, what: str) -> str | None:
@@ -523,7 +686,9 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -
     rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
     command = engine.run_command(rs)
     out = engine.run_container(rs, timeout=timeout)
-    log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log")
+    log_path = store.log_path(
+        ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
+    )
     _write_log(log_path, command, out)
     res = _LatencyResult(r, command, str(log_path), out.seconds, log_notes(out.stdout + "\n" + out.stderr))
     what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
@@ -545,20 +710,34 @@ def _sd(xs: list[float]) -> float | None:
     return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
 
 
-def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, _LatencyResult]) -> list[BenchRecord]:
+def _latency_records(
+    ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, _LatencyResult]
+) -> list[BenchRecord]:
     recs: list[BenchRecord] = []
     for p in (p for p in ctx.lm.m.bench.n_prompt if p > 0):
         res = results[LatencyRun(p, 1)]
         lat = res.latency
         ok = res.error is None and lat is not None
         samples = _samples(p, lat.latencies) if lat else []
-        recs.append(BenchRecord(
-            **base, test=f"pp{p}", axis="prefill", method=METHOD_PREFILL, n_prompt=p,
-            status="ok" if ok else "failed", error=res.error, avg_ts=round(p / lat.avg, 4) if ok and lat else None,
-            stddev_ts=_sd(samples) if ok else None, samples_ts=samples if ok else [], command=res.command,
-            timing={**res.timing(), "compile_cache_cold": float(ctx.cold)}, engine={**ctx.pinned, "input_len": p,
-                                                                                 "output_len": 1,
-                                         "log_notes": res.notes}, log_file=res.log_file, raw=res.raw))
+        recs.append(
+            BenchRecord(
+                **base,
+                test=f"pp{p}",
+                axis="prefill",
+                method=METHOD_PREFILL,
+                n_prompt=p,
+                status="ok" if ok else "failed",
+                error=res.error,
+                avg_ts=round(p / lat.avg, 4) if ok and lat else None,
+                stddev_ts=_sd(samples) if ok else None,
+                samples_ts=samples if ok else [],
+                command=res.command,
+                timing={**res.timing(), "compile_cache_cold": float(ctx.cold)},
+                engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
+                log_file=res.log_file,
+                raw=res.raw,
+            )
+        )
     d = decode_input_len(ctx.lm)
     short = results.get(LatencyRun(d, 1))
     for n in (n for n in ctx.lm.m.bench.n_gen if n > 0):
@@ -576,18 +755,38 @@ def _latency_records(ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, 
                 sd = _sd(samples)
         timing = {**long.timing(), "compile_cache_cold": float(ctx.cold)}
         timing["reference_startup_s"] = short.timing()["startup_s"]
-        recs.append(BenchRecord(
-            **base, test=f"tg{n}", axis="decode", method=METHOD_DECODE, n_gen=n,
-            status="failed" if error else "ok", error=error, avg_ts=avg, stddev_ts=sd, samples_ts=samples,
-            command=long.command, timing=timing, log_file=long.log_file,
-            engine={**ctx.pinned, "input_len": d, "output_len": n + 1, "reference_output_len": 1,
-                    "log_notes": long.notes, "reference_log_notes": short.notes},
-            raw={"long": long.raw, "short": short.raw}))
+        recs.append(
+            BenchRecord(
+                **base,
+                test=f"tg{n}",
+                axis="decode",
+                method=METHOD_DECODE,
+                n_gen=n,
+                status="failed" if error else "ok",
+                error=error,
+                avg_ts=avg,
+                stddev_ts=sd,
+                samples_ts=samples,
+                command=long.command,
+                timing=timing,
+                log_file=long.log_file,
+                engine={
+                    **ctx.pinned,
+                    "input_len": d,
+                    "output_len": n + 1,
+                    "reference_output_len": 1,
+                    "log_notes": long.notes,
+                    "reference_log_notes": short.notes,
+                },
+                raw={"long": long.raw, "short": short.raw},
+            )
+        )
     return recs
 
 
-def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events,
-           timeout: float) -> tuple[list[BenchRecord], dict[str, float]]:
+def _serve(
+    ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, timeout: float
+) -> tuple[list[BenchRecord], dict[str, float]]:
     """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level. Returns the
     records and the phase's timing (server wall time, measured windows, time to ready)."""
     levels = serve_plan(ctx.lm)
@@ -603,13 +802,21 @@ def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events,
     try:
         startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
         for i, lv in enumerate(levels if error is None else []):
-            events("progress", image=ctx.spec.name, model=ctx.model.name, done=i, total=len(levels),
-                   phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}")
+            events(
+                "progress",
+                image=ctx.spec.name,
+                model=ctx.model.name,
+                done=i,
+                total=len(levels),
+                phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}",
+            )
             cmd = _serve_cmd(ctx, lv)
             t1 = time.monotonic()
             out = engine.exec_in(container, cmd, timeout=timeout)
             per_level.append((lv, cmd, out, time.monotonic() - t1))
-            client_log.append(f"$ {shlex.join(engine.exec_command(rs.name or '', cmd))}\n{out.stdout}\n{out.stderr}")
+            client_log.append(
+                f"$ {shlex.join(engine.exec_command(rs.name or '', cmd))}\n{out.stdout}\n{out.stderr}"
+            )
             if out.timed_out:
                 error = f"vllm bench serve timed out after {timeout:.0f} s; the server was stopped"
                 break
@@ -617,18 +824,28 @@ def _serve(ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events,
         stdout, stderr = engine.container_logs(container)
         state = engine.container_state(container)
         engine.remove_container(container)
-    server_out = engine.RunOutcome(int(state.get("ExitCode") or 0), stdout, stderr, time.monotonic() - t0,
-                                   oom_killed=bool(state.get("OOMKilled")))
+    server_out = engine.RunOutcome(
+        int(state.get("ExitCode") or 0),
+        stdout,
+        stderr,
+        time.monotonic() - t0,
+        oom_killed=bool(state.get("OOMKilled")),
+    )
     _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
     notes = log_notes(stdout + "\n" + stderr)
     error = error or _fallback(ctx.spec, notes)
     recs = []
     for lv in levels:
         done = next((x for x in per_level if x[0] == lv), None)
-        recs.append(_serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout))
+        recs.append(
+            _serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout)
+        )
     measured = sum(r.timing.get("measured_s", 0.0) for r in recs)
-    return recs, {"wall_s": round(server_out.seconds, 3), "tests_s": round(measured, 3),
-                  "startup_s": round(startup if startup is not None else server_out.seconds, 3)}
+    return recs, {
+        "wall_s": round(server_out.seconds, 3),
+        "tests_s": round(measured, 3),
+        "startup_s": round(startup if startup is not None else server_out.seconds, 3),
+    }
 
 
 def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tuple[float | None, str | None]:
@@ -639,20 +856,37 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
         state = engine.container_state(container)
         if state and not state.get("Running", True):
             why = " (out of memory)" if state.get("OOMKilled") else ""
-            return None, f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s"
+            return (
+                None,
+                f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s",
+            )
         if engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
             return round(time.monotonic() - t0, 3), None
         if elapsed > limit:
             return None, f"vllm serve was not ready after {limit:.0f} s (vllm.ready_timeout_s in the matrix)"
-        events("progress", image=ctx.spec.name, model=ctx.model.name, done=0, total=1,
-               phase=f"waiting for vllm serve ({elapsed:.0f} s)")
+        events(
+            "progress",
+            image=ctx.spec.name,
+            model=ctx.model.name,
+            done=0,
+            total=1,
+            phase=f"waiting for vllm serve ({elapsed:.0f} s)",
+        )
         time.sleep(HEALTH_POLL_S)
 
 
-def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
-                  done: tuple[ServeLevel, list[str], engine.RunOutcome | None, float] | None, error: str | None,
-                  startup: float | None, notes: dict[str, Any], log_file: str, serve_cmd: list[str],
-                  timeout: float) -> BenchRecord:
+def _serve_record(
+    ctx: _Ctx,
+    base: dict[str, Any],
+    lv: ServeLevel,
+    done: tuple[ServeLevel, list[str], engine.RunOutcome | None, float] | None,
+    error: str | None,
+    startup: float | None,
+    notes: dict[str, Any],
+    log_file: str,
+    serve_cmd: list[str],
+    timeout: float,
+) -> BenchRecord:
     what = f"vllm bench serve (c{lv.concurrency}, in {lv.input_len}, out {lv.output_len})"
     data: dict[str, Any] | None = None
     cmd: list[str] = []
@@ -673,22 +907,44 @@ def _serve_record(ctx: _Ctx, base: dict[str, Any], lv: ServeLevel,
             error = f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
         elif parsed["output_throughput"] is None:
             error = f"{what}: the result has no output_throughput"
-        elif short := served_shortfall_error(parsed, num_prompts=lv.num_prompts, output_len=lv.output_len,
-                                             ignore_eos="--ignore-eos" in cmd):
+        elif short := served_shortfall_error(
+            parsed, num_prompts=lv.num_prompts, output_len=lv.output_len, ignore_eos="--ignore-eos" in cmd
+        ):
             error = f"{what}: {short}"
-    timing = {"startup_s": startup if startup is not None else 0.0, "wall_s": round(wall, 3),
-              "measured_s": parsed["duration"] or 0.0, "compile_cache_cold": float(ctx.cold)}
+    timing = {
+        "startup_s": startup if startup is not None else 0.0,
+        "wall_s": round(wall, 3),
+        "measured_s": parsed["duration"] or 0.0,
+        "compile_cache_cold": float(ctx.cold),
+    }
     return BenchRecord(
-        **base, test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}", axis="served",
-        method=METHOD_SERVE, n_prompt=lv.input_len, n_gen=lv.output_len, status="failed" if error else "ok",
-        error=error, avg_ts=None if error else parsed["output_throughput"],
+        **base,
+        test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}",
+        axis="served",
+        method=METHOD_SERVE,
+        n_prompt=lv.input_len,
+        n_gen=lv.output_len,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=None if error else parsed["output_throughput"],
         command=[*serve_cmd, "&&", *engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
-        timing=timing, log_file=log_file,
-        engine={**ctx.pinned, "concurrency": lv.concurrency, "num_prompts": lv.num_prompts,
-                "num_warmups": lv.concurrency, "request_rate": "inf", "log_notes": notes},
-        raw=data or {}, served={**{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
-                                "requested_output_tokens": lv.num_prompts * lv.output_len},
-        latency_ms=parsed["latency_ms"])
+        timing=timing,
+        log_file=log_file,
+        engine={
+            **ctx.pinned,
+            "concurrency": lv.concurrency,
+            "num_prompts": lv.num_prompts,
+            "num_warmups": lv.concurrency,
+            "request_rate": "inf",
+            "log_notes": notes,
+        },
+        raw=data or {},
+        served={
+            **{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
+            "requested_output_tokens": lv.num_prompts * lv.output_len,
+        },
+        latency_ms=parsed["latency_ms"],
+    )
 
 
 @dataclass(frozen=True)
@@ -706,13 +962,19 @@ def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Chec
     BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
     model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
     if not path.is_dir():
-        return Checkpoint(hf_checkpoint.QuantChoice(lm.m.vllm.quantization, "matrix" if lm.m.vllm.quantization
-                                                    else "none", None), None)
+        return Checkpoint(
+            hf_checkpoint.QuantChoice(
+                lm.m.vllm.quantization, "matrix" if lm.m.vllm.quantization else "none", None
+            ),
+            None,
+        )
     quant = hf_checkpoint.resolve_quantization(lm, model, path)
     return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
 
 
-def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkpoint | None = None) -> ModelRef:
+def model_ref(
+    lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkpoint | None = None
+) -> ModelRef:
     """A Hugging Face model directory: sha256 over `relpath sha256` of every file (cached per file;
     hidden files and folders such as huggingface_hub's .cache/ are not part of the model), size = the
     sum of file sizes. A single file is hashed as itself. With `checkpoint`, the ModelRef also carries
@@ -720,29 +982,48 @@ def model_ref(lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkp
 
     extra: dict[str, Any] = {}
     if checkpoint is not None:
-        extra = {"hf_repo": model.hf.repo if model.hf else None, "revision": checkpoint.revision,
-                 "quantization": checkpoint.quant.method}
+        extra = {
+            "hf_repo": model.hf.repo if model.hf else None,
+            "revision": checkpoint.revision,
+            "quantization": checkpoint.quant.method,
+        }
     if path.is_file():
-        return ModelRef(name=model.name, path=str(path), sha256=model_sha256(lm, path), size_bytes=path.stat().st_size,
-                        **extra)
+        return ModelRef(
+            name=model.name,
+            path=str(path),
+            sha256=model_sha256(lm, path),
+            size_bytes=path.stat().st_size,
+            **extra,
+        )
     digest, size = tree_sha256(lm, path, what=f"{lm.path}: models[{model.name}]")
     if model.sha256 and digest != model.sha256:
-        raise BadInput(f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
-                       f"matrix expects {model.sha256}; re-download it or fix `sha256`")
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
+            f"matrix expects {model.sha256}; re-download it or fix `sha256`"
+        )
     return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
-
-
 
 
 def _out_dir(store: ResultStore, build: BuildRecord, run_id: str, model: ModelSpec) -> Path:
     """results/<digest12>/vllm/<run>-<model> in `store` (the --results folder); a build named by tag,
     not digest (a dry run of an image not built yet), shows the placeholder `<digest12>`."""
-    where = store.digest_dir(build.digest) if build.digest.startswith("sha256:") else store.root / "<digest12>"
+    where = (
+        store.digest_dir(build.digest) if build.digest.startswith("sha256:") else store.root / "<digest12>"
+    )
     return where / "vllm" / f"{run_id}-{model.name}"
 
 
-def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: ModelSpec, store: ResultStore,
-               opts: BenchOptions, profile: devices.DeviceProfile, host: dict[str, Any], events: Events) -> list[Outcome]:
+def bench_vllm(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    build: BuildRecord,
+    model: ModelSpec,
+    store: ResultStore,
+    opts: BenchOptions,
+    profile: devices.DeviceProfile,
+    host: dict[str, Any],
+    events: Events,
+) -> list[Outcome]:
     """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
     Appends every record (failed ones included) and returns one summary line per phase."""
 
@@ -751,8 +1032,12 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
         return [Outcome(spec.name, model.name, "skipped", reason)]
     out_dir = _out_dir(store, build, opts.run_id, model)
     if opts.dry_run:
-        return [Outcome(spec.name, model.name, "dry-run", command=c)
-                for c in vllm_commands(lm, spec, model, build=build, profile=profile, run_id=opts.run_id, out_dir=out_dir)]
+        return [
+            Outcome(spec.name, model.name, "dry-run", command=c)
+            for c in vllm_commands(
+                lm, spec, model, build=build, profile=profile, run_id=opts.run_id, out_dir=out_dir
+            )
+        ]
     checkpoint = checkpoint_preflight(lm, model, path)
     ref = model_ref(lm, model, path, checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -762,11 +1047,23 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     engine.ensure_volume(ctx.cache_volume, {"org.toolkit.digest": build.digest})
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
-    base = dict(run_id=opts.run_id, created=now(), runner="vllm", image=image_ref(build, spec), model=ref,
-                host=host, backends=backends.llama_name(spec.backend), build_commit=build.source_commit,
-                **stale_marks(build))
-    ctx.pinned = {**pinned_engine(v), **checkpoint.quant.as_record(), "revision": checkpoint.revision,
-                  "vllm_version": build.labels.get("org.toolkit.vllm-version")}
+    base = dict(
+        run_id=opts.run_id,
+        created=now(),
+        runner="vllm",
+        image=image_ref(build, spec),
+        model=ref,
+        host=host,
+        backends=backends.llama_name(spec.backend),
+        build_commit=build.source_commit,
+        **stale_marks(build),
+    )
+    ctx.pinned = {
+        **pinned_engine(v),
+        **checkpoint.quant.as_record(),
+        "revision": checkpoint.revision,
+        "vllm_version": build.labels.get("org.toolkit.vllm-version"),
+    }
     ctx.cold = cold
     # run_bench's saver: whole-or-absent, uninterruptible, counted writes, flagged when runs overlap
     save = opts.saver.save if opts.saver else store.add_result
@@ -776,8 +1073,14 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
         events("start", image=spec.name, model=model.name, total=len(plan))
         results: dict[LatencyRun, _LatencyResult] = {}
         for i, r in enumerate(plan):
-            events("progress", image=spec.name, model=model.name, done=i, total=len(plan),
-                   phase=f"latency in{r.input_len} out{r.output_len}")
+            events(
+                "progress",
+                image=spec.name,
+                model=model.name,
+                done=i,
+                total=len(plan),
+                phase=f"latency in{r.input_len} out{r.output_len}",
+            )
             results[r] = _run_latency(ctx, store, r, timeout)
         recs = _latency_records(ctx, base, results)
         for rec in recs:
@@ -797,13 +1100,24 @@ def bench_vllm(lm: LoadedMatrix, spec: ImageSpec, build: BuildRecord, model: Mod
     return outcomes
 
 
-def _summary(spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]) -> Outcome:
+def _summary(
+    spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]
+) -> Outcome:
     """One summary line per phase. timing: wall_s = containers' wall time, tests_s = the measured
     windows, startup_s = load + compile + warm-up (latency: summed over its containers)."""
     failed = [r for r in recs if r.status != "ok"]
-    reason = f"{phase}: " + (f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records")
-    return Outcome(spec.name, model.name, "failed" if failed else "ok", reason, len(recs) - len(failed),
-                       recs[0].command if recs else [], timing)
+    reason = f"{phase}: " + (
+        f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records"
+    )
+    return Outcome(
+        spec.name,
+        model.name,
+        "failed" if failed else "ok",
+        reason,
+        len(recs) - len(failed),
+        recs[0].command if recs else [],
+        timing,
+    )
 
 
 class VllmRunner:
@@ -823,10 +1137,18 @@ class VllmRunner:
         checkpoint_preflight(lm, model, path)
 
     def plan(self, ctx: RunContext) -> list[Step]:
-        cmds = vllm_commands(ctx.lm, ctx.spec, ctx.model, build=ctx.build, profile=ctx.profile, run_id=ctx.opts.run_id,
-                             out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model))
+        cmds = vllm_commands(
+            ctx.lm,
+            ctx.spec,
+            ctx.model,
+            build=ctx.build,
+            profile=ctx.profile,
+            run_id=ctx.opts.run_id,
+            out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
+        )
         return [Step("vllm", c) for c in cmds]
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        return bench_vllm(ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts, ctx.profile, ctx.host,
-                          ctx.events)
+        return bench_vllm(
+            ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts, ctx.profile, ctx.host, ctx.events
+        )
