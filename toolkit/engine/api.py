@@ -873,3 +873,49 @@ def volume_exists(name: str) -> bool:
         return True
     except NotFound:
         return False
+
+
+class RegistryLookupError(Exception):
+    """A registry lookup through the engine failed. `kind`: "not-found" (the engine's 404),
+    "refused" (any other engine API error; `message` is its full explanation), "no-answer" (the
+    request to the engine timed out or the connection failed)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+def registry_manifest_digest(docker_client, ref: str) -> str:
+    """The manifest digest ("sha256:...") the registry serves for `ref`, by the engine's distribution
+    inspect (what `docker pull` resolves, with the engine's credentials). Raises RegistryLookupError."""
+    import requests
+    from docker.errors import APIError, NotFound
+
+    try:
+        return docker_client.images.get_registry_data(ref).id
+    except NotFound as err:
+        raise RegistryLookupError("not-found", str(err.explanation or err)) from None
+    except APIError as err:
+        raise RegistryLookupError("refused", str(err.explanation or err)) from None
+    except requests.RequestException as err:
+        raise RegistryLookupError("no-answer", str(err)) from None
+
+
+def raw_manifest(ref: str, *, timeout: float) -> dict[str, Any]:
+    """The raw manifest (or manifest list) JSON a registry serves for `ref`, through
+    `docker buildx imagetools inspect --raw`; {} when it cannot be read (no buildx, no answer within
+    `timeout` seconds, not JSON)."""
+    import json
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["docker", "buildx", "imagetools", "inspect", "--raw", ref],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        raw = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}

@@ -351,41 +351,31 @@ class DockerLookup:
         return self._client
 
     def digest(self, ref: str) -> str:
-        import requests
-        from docker.errors import APIError, NotFound
+        from toolkit.engine import api as engine
 
-        client = self.connect()
         try:
-            return client.images.get_registry_data(ref).id
-        except NotFound as err:
-            raise Gone(f"{ref}: {_first_line(err.explanation or str(err))}") from None
-        except APIError as err:
-            full = str(err.explanation or err)
-            msg = _first_line(full, 300)
-            if any(w in full.lower() for w in _DENIED) and not _offline(full):
-                raise Gone(
-                    f"{ref}: refused ({msg}): it does not exist, or it needs `docker login "
-                    f"{split_image_ref(ref)[3]}`"
-                ) from None
-            raise Unreachable(msg) from None
-        except requests.RequestException as err:
+            return engine.registry_manifest_digest(self.connect(), ref)
+        except engine.RegistryLookupError as err:
+            if err.kind == "not-found":
+                raise Gone(f"{ref}: {_first_line(err.message)}") from None
+            if err.kind == "refused":
+                msg = _first_line(err.message, 300)
+                if any(w in err.message.lower() for w in _DENIED) and not _offline(err.message):
+                    raise Gone(
+                        f"{ref}: refused ({msg}): it does not exist, or it needs `docker login "
+                        f"{split_image_ref(ref)[3]}`"
+                    ) from None
+                raise Unreachable(msg) from None
             raise Unreachable(
-                f"no answer from the Docker engine within {self.timeout:g} s ({_first_line(str(err))})"
+                f"no answer from the Docker engine within {self.timeout:g} s ({_first_line(err.message)})"
             ) from None
 
     def children(self, ref: str) -> dict[str, str]:
         """{digest: "os/arch"} of the manifest list `ref` points at ({} for a single manifest or when
         `docker buildx imagetools inspect --raw` cannot read it)."""
-        try:
-            proc = subprocess.run(
-                ["docker", "buildx", "imagetools", "inspect", "--raw", ref],
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-            )
-            raw = json.loads(proc.stdout) if proc.returncode == 0 else {}
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            return {}
+        from toolkit.engine import api as engine
+
+        raw = engine.raw_manifest(ref, timeout=self.timeout)
         if raw.get("mediaType") not in _MANIFEST_LISTS and "manifests" not in raw:
             return {}
         out = {}
