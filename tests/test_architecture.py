@@ -1,97 +1,83 @@
-"""The package's imports flow one way: no import circles, counting imports inside functions too.
+"""The architecture holds: the import contract, lint, format and package docstrings.
 
-The graph is read from the source with `ast` (every `import toolkit.x` / `from toolkit.x import y`,
-wherever it stands), so a lazy import that hides a circle still counts. README ("Layout") shows
-the layers; this test keeps them true.
+The layers (each package imports only the packages below it), independent runners and "only
+toolkit.engine imports the docker SDK" are import-linter contracts in pyproject.toml; import-linter
+reads every import, lazy ones inside functions included. Ruff (lint + format) runs here too, so a
+change that breaks either fails the fast level.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parents[1] / "toolkit"
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "toolkit"
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """{module: toolkit modules it imports}; `from toolkit import x` counts as toolkit.x when x is a module."""
-    mods = {module_name(p): p for p in PKG.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for mod, path in mods.items():
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module.startswith("toolkit"):
-                    for a in node.names:
-                        full = f"{node.module}.{a.name}"
-                        deps.add(full if full in mods else node.module)
-            elif isinstance(node, ast.Import):
-                deps |= {a.name for a in node.names if a.name.startswith("toolkit")}
-        graph[mod] = {d for d in deps if d in mods and d != mod}
-    return graph
+def test_import_contracts_are_kept():
+    """lint-imports exits 0 only when every contract in pyproject.toml is kept."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "BROKEN" not in proc.stdout
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+def test_the_contract_names_every_package():
+    """A new package must be placed in the layers (or it escapes the contract)."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in cfg["contracts"] if c["type"] == "layers")["layers"]
+    packages = {f"toolkit.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(layers), f"packages not in the layers contract: {packages ^ set(layers)}"
 
 
-def test_the_detector_finds_a_circle():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+def test_a_broken_layer_is_caught(tmp_path):
+    """The contract check is not vacuous: the same contracts over a copy of the package with one
+    upward import (core importing cli) report BROKEN."""
+    import shutil
+
+    copy = tmp_path / "proj"
+    shutil.copytree(PKG, copy / "toolkit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    errors = copy / "toolkit" / "core" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef _upward():\n    from toolkit.cli import main  # noqa\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode != 0 and "BROKEN" in proc.stdout, proc.stdout[-2000:]
 
 
-def test_no_import_circles_in_the_package():
-    assert cycles(import_graph()) == []
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ruff", "check", "toolkit", "tests", "benchmarks"),
+        ("ruff", "format", "--check", "toolkit", "tests", "benchmarks"),
+    ],
+)
+def test_ruff(args):
+    proc = _run(*args)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
-def test_runners_do_not_import_each_other_or_the_orchestrator():
-    g = import_graph()
-    for mod, deps in g.items():
-        if mod.startswith("toolkit.core.registry.") and mod != "toolkit.bench.runners.base":
-            assert "toolkit.bench.run" not in deps, mod
-            others = {
-                d
-                for d in deps
-                if d.startswith("toolkit.core.registry.") and d != "toolkit.bench.runners.base"
-            }
-            assert not others, f"{mod} imports {others}: shared code belongs in toolkit.bench.runners.base"
+def test_every_package_says_what_it_may_touch():
+    """Each package's docstring names its job and what it may import or touch ("May use:")."""
+    for init in sorted(PKG.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc.split()) >= 12 and "May use:" in doc, f"{init.relative_to(ROOT)}: docstring {doc!r}"

@@ -756,8 +756,7 @@ def test_engine_socket_permission_denied_exit_5(project, tmp_path):
 
 
 def _readme_exit_codes() -> dict[int, str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "exit-codes.md").read_text()
     return {int(code): what.strip() for code, what in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)}
 
 

@@ -1,4 +1,4 @@
-"""Findings of a breaker trial, each once a traceback (exit 1) or the wrong exit code: a broken sha256
+"""Bad input at the edges, each once a traceback (exit 1) or the wrong exit code: a broken sha256
 cache, a malformed DOCKER_HOST, a complex YAML key, a NUL byte in a matrix path, a foreign lock
 file, Docker API errors and OS errors that are not the disk's fault. CLI behaviour runs the CLI as a
 user would (a subprocess: the exit code is the process's own)."""

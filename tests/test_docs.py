@@ -1,0 +1,46 @@
+"""The docs stay true to the code: the command reference, the committed renders, the README's links."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from toolkit.cli import reference
+from toolkit.images import render
+from toolkit.spec.matrix import load_matrix
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_command_reference_matches_help():
+    """docs/commands.md is exactly what `python3 -m toolkit.cli.reference` writes from --help."""
+    assert (ROOT / "docs" / "commands.md").read_text() == reference.render(), (
+        "docs/commands.md drifted from the commands' --help: run "
+        "`python3 -m toolkit.cli.reference > docs/commands.md`"
+    )
+
+
+def test_every_command_is_in_the_reference():
+    text = (ROOT / "docs" / "commands.md").read_text()
+    for name in reference.cli.commands:
+        assert f"## `toolkit {name}`" in text
+
+
+def test_committed_renders_match_the_templates():
+    """images/<name>/Dockerfile is what the templates and matrix.yaml render to now (a template edit
+    without `toolkit render` fails here)."""
+    lm = load_matrix(ROOT / "matrix.yaml")
+    for spec in lm.images:
+        r = render.render_image(lm, spec)
+        committed = ROOT / "images" / spec.name / "Dockerfile"
+        assert committed.is_file(), f"{committed} missing: run `toolkit render`"
+        assert committed.read_text() == r.content, f"{committed} is stale: run `toolkit render`"
+
+
+def test_readme_links_resolve_and_readme_is_a_newcomers_page():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    for target in re.findall(r"\]\(([^)#]+)\)", text):
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+    for pkg in (p for p in (ROOT / "toolkit").iterdir() if (p / "__init__.py").is_file()):
+        assert f"`toolkit/{pkg.name}`" in text, f"README's code map misses toolkit/{pkg.name}"
