@@ -8,9 +8,12 @@ the layers; this test keeps them true.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parents[1] / "toolkit"
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "toolkit"
 
 
 def module_name(path: Path) -> str:
@@ -95,3 +98,15 @@ def test_runners_do_not_import_each_other_or_the_orchestrator():
                 if d.startswith("toolkit.core.registry.") and d != "toolkit.bench.runners.base"
             }
             assert not others, f"{mod} imports {others}: shared code belongs in toolkit.bench.runners.base"
+
+
+def test_mypy_reports_no_errors():
+    """The package type-checks clean under pyproject.toml's [tool.mypy] (pydantic's plugin)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "toolkit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"mypy toolkit exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
