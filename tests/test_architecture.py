@@ -81,3 +81,9 @@ def test_every_package_says_what_it_may_touch():
     for init in sorted(PKG.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert len(doc.split()) >= 12 and "May use:" in doc, f"{init.relative_to(ROOT)}: docstring {doc!r}"
+
+
+def test_mypy_reports_no_errors():
+    """The package type-checks clean under pyproject.toml's [tool.mypy] (pydantic's plugin)."""
+    proc = _run("mypy", "toolkit")
+    assert proc.returncode == 0, f"mypy toolkit exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"

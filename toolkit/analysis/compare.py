@@ -12,7 +12,7 @@ imported results the newest digest filed under that name), or an image digest / 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from tabulate import tabulate
 
@@ -31,12 +31,15 @@ from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore
 
+R = TypeVar("R", BenchRecord, resultindex.Head)
+"""What a side holds: its records, or the index's heads of them (compare() resolves on heads)."""
+
 
 @dataclass
-class Side:
+class Side(Generic[R]):
     ref: str
     label: str  # how it is shown: image label, or `run <id>`
-    records: list[BenchRecord]
+    records: list[R]
 
 
 @dataclass
@@ -48,13 +51,15 @@ class CompareRow:
 
     @property
     def speedup(self) -> float:
-        return value(self.b) / value(self.a)
+        va, vb = value(self.a), value(self.b)
+        assert va is not None and vb is not None  # compare() pairs usable records only (_usable)
+        return vb / va
 
 
 @dataclass
 class Comparison:
-    a: Side
-    b: Side
+    a: Side[BenchRecord]
+    b: Side[BenchRecord]
     threshold: float  # percent
     rows: list[CompareRow] = field(default_factory=list)
     id_columns: list[str] = field(default_factory=list)
@@ -78,9 +83,19 @@ def _digest_matches(digest: str, ref: str) -> bool:
     return digest.lower().startswith(ref) or (len(ref) >= 4 and hexpart.startswith(ref.split(":")[-1]))
 
 
-def resolve(store: ResultStore, ref: str, records: list[BenchRecord] | None = None) -> Side:
-    """The ok results `ref` names (run id, image name, digest or prefix); BadInput when none or ambiguous."""
-    recs = [r for r in (records if records is not None else store.results()) if r.status == "ok"]
+@overload
+def resolve(store: ResultStore, ref: str, records: None = None) -> Side[BenchRecord]: ...
+@overload
+def resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]: ...
+def resolve(store: ResultStore, ref: str, records: list[Any] | None = None) -> Side[Any]:
+    """The ok results `ref` names (run id, image name, digest or prefix); BadInput when none or
+    ambiguous. Among `records` (BenchRecords, or the index's heads of them) where given, else among
+    store.results()."""
+    return _resolve(store, ref, records if records is not None else store.results())
+
+
+def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
+    recs = [r for r in records if r.status == "ok"]
     by_run = [r for r in recs if r.run_id == ref]
     if by_run:
         return Side(ref, f"run {ref}", by_run)
@@ -122,7 +137,7 @@ def _test_label(r: BenchRecord) -> str:
     return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
 
 
-def _usable(side: Side) -> list[BenchRecord]:
+def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
     return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
 
 
@@ -139,11 +154,11 @@ def compare(
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     for attempt in (1, 2):
         recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
-        a, b = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+        ha, hb = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
         try:
-            a.records, b.records = (
-                resultindex.candidates(store, a.records),
-                resultindex.candidates(store, b.records),
+            a, b = (
+                Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
+                Side(hb.ref, hb.label, resultindex.candidates(store, hb.records)),
             )
             break
         except resultindex.StaleIndex:
@@ -184,7 +199,8 @@ def compare(
             p[0].n_batch or 0,
         ),
     )
-    id_cols, settings = [], {"a": [], "b": []}
+    id_cols: list[str] = []
+    settings: dict[str, list[str]] = {"a": [], "b": []}
     label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
     for col in varying_columns([r for p in pairs for r in p], label=label_fields):
         va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
@@ -225,7 +241,7 @@ def format_comparison(c: Comparison) -> str:
             mark = "faster"
         body.append([row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp, mark])
 
-    def head(side: str, s: Side, settings: str) -> str:
+    def head(side: str, s: Side[BenchRecord], settings: str) -> str:
         return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
 
     headers = [
@@ -251,7 +267,7 @@ def format_comparison(c: Comparison) -> str:
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    def side(s: Side, settings: str) -> dict[str, Any]:
+    def side(s: Side[BenchRecord], settings: str) -> dict[str, Any]:
         return {
             "ref": s.ref,
             "label": s.label,

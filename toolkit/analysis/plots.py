@@ -108,9 +108,9 @@ def decode_figure(t: Table | None) -> Figure | None:
         xs, ys, es = [], [], []
         for j, row in enumerate(groups):
             r = row.cells.get(img)
-            if r is not None and value(r) is not None and not is_cpu_fallback(r):
+            if r is not None and (v := value(r)) is not None and not is_cpu_fallback(r):
                 xs.append(j + (i - (len(images) - 1) / 2) * width)
-                ys.append(value(r))
+                ys.append(v)
                 es.append(r.stddev_ts or 0.0)
         ax.bar(xs, ys, width, yerr=es, capsize=3, label=img)
     ax.set_xticks(range(len(groups)), labels)
@@ -130,7 +130,9 @@ def served_figure(t: Table | None) -> Figure | None:
     series: dict[str, list[tuple[int, float]]] = {}
     for row, col, r in cells:
         name = " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
-        series.setdefault(name, []).append((int(r.engine["concurrency"]), value(r)))
+        v = value(r)
+        assert v is not None  # _cells keeps only cells with a value
+        series.setdefault(name, []).append((int(r.engine["concurrency"]), v))
     for name, pts in sorted(series.items()):
         xs, ys = zip(*sorted(pts), strict=True)
         ax.plot(xs, ys, marker="o", label=name)

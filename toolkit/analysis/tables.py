@@ -20,7 +20,7 @@ from toolkit.analysis.roofline import Roofline, ceiling, roofline, why_no_roofli
 from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
-from toolkit.results.index import RecordSelection
+from toolkit.results.index import Head, RecordSelection
 from toolkit.results.llamabench_format import effective_ubatch
 from toolkit.results.records import BenchRecord
 
@@ -105,7 +105,7 @@ class ReportOptions:
     min_margin: float = 0.03
 
 
-def image_label(r: BenchRecord) -> str:
+def image_label(r: BenchRecord | Head) -> str:
     """Column label of an image: `name@abcdef012345`."""
     return f"{r.image.name}@{r.image.short}"
 
@@ -325,7 +325,7 @@ class Row:
                 continue
             text = name
             if name == "ub-clamped":
-                effs = sorted({ub_clamped(self.cells[c]) for c in cols} - {None})
+                effs = sorted({e for c in cols if (e := ub_clamped(self.cells[c])) is not None})
                 text += f" (effective ub{'/'.join(str(e) for e in effs)})"
             if len(cols) < len(self.cells):
                 text += f" [{', '.join(cols)}]"
@@ -484,7 +484,9 @@ def accounting(records: list[BenchRecord], refused: int = 0) -> str:
 
 def fmt_cell(r: BenchRecord | None) -> str:
     """`mean ± stddev (med M, min–max)` tok/s; served cells add median TTFT/TPOT."""
-    v = value(r) if r is not None else None
+    if r is None:
+        return ""
+    v = value(r)
     if v is None:
         return ""
     sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""

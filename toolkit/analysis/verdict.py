@@ -217,7 +217,9 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
         eff = ub_clamped(r)
         clamped = [f"(effective ub{eff})"] if eff else []
         setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
-        e = Entry(cols[id(r)], r, value(r), rel_stddev(r) or 0.0, setting)
+        v = value(r)
+        assert v is not None  # rs keeps only records with a value
+        e = Entry(cols[id(r)], r, v, rel_stddev(r) or 0.0, setting)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
@@ -275,6 +277,7 @@ def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
 def _axis_route(axis: str, av: AxisVerdict) -> Route:
     if not av.ranking:
         return Route(WORKLOADS[axis], None, f"not decided: {av.note}")
+    assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
     ev = [g.text() for g in av.groups]
     basis = ", ".join(g.name for g in av.groups)
     if not av.clear:
@@ -331,10 +334,10 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     rel: dict[str, list[float]] = {i: [] for i in both}
     last: set[str] = set()
     for av in (pre, dec):
-        ranked = [(i, s) for i, s, _ in av.ranking if i in rel]
-        for i, s in ranked:
-            rel[i].append(s / ranked[0][1])
-        last.add(ranked[-1][0])
+        scores = [(i, s) for i, s, _ in av.ranking if i in rel]  # best first
+        for i, s in scores:
+            rel[i].append(s / scores[0][1])
+        last.add(scores[-1][0])
     gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
     never_last = [i for i in both if i not in last]
     ranked = sorted(never_last or both, key=lambda i: -gm[i])
@@ -384,6 +387,7 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if not av.ranking:
             lines.append(head + f"not decided ({av.note})")
             continue
+        assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
         basis = ", ".join(g.name for g in av.groups)
         if av.clear:
             lines.append(
@@ -396,7 +400,7 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
                 head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
                 f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
             )
-        winners = []
+        winners: list[tuple[str, str]] = []  # (image, first group it wins)
         for g in av.groups:
             if not winners or winners[-1][0] != g.entries[0].image:
                 winners.append((g.entries[0].image, g.name))

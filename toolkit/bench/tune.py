@@ -193,7 +193,7 @@ def best_setting(
             )
         )
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
-    marked = [r for r in mine if r.model_extra["tune"].get("default")]
+    marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]
     dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
     sds = [
@@ -207,7 +207,7 @@ def best_setting(
     rel = max((s / e.median for s, e in zip(sds, res.ranking, strict=False) if e.median), default=0.0)
     res.no_effect = len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
     effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
-    asked = {e.candidate.get("n_ubatch") for e in res.ranking if e.candidate.get("n_ubatch") is not None}
+    asked = {ub for e in res.ranking if (ub := e.candidate.get("n_ubatch")) is not None}
     if len(asked) > 1 and len(effs) < len(asked):
         res.notes.append(
             f"llama.cpp clamps n_ubatch for {test}: asked {sorted(asked)} -> effective "
@@ -316,7 +316,7 @@ def format_result(res: TuneResult) -> str:
     else:
         gain = (
             f"{100 * res.gain:+.1f}% over the matrix default ({res.default.candidate.label()})"
-            if res.gain is not None
+            if res.gain is not None and res.default is not None  # gain is None without a default
             else "the matrix default was not measured"
         )
         lines.append(f"best: {res.best.candidate.label()}: median {res.best.median:.2f} tok/s, {gain}")

@@ -98,7 +98,7 @@ def _progress_printer(quiet: bool):
 
         return plain
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -108,7 +108,7 @@ def _progress_printer(quiet: bool):
         console=Console(stderr=True),
         transient=False,
     )
-    tasks: dict[tuple, int] = {}
+    tasks: dict[tuple, TaskID] = {}
 
     def events(kind: str, **kw) -> None:
         key = (kw.get("image"), kw.get("model"))

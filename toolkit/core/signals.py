@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _held: list[int] | None = None  # signals noted while held; None: not holding
-_previous: dict[int, object] = {}
+_previous: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}
 _stopping = False  # hold_for_stop() was called: SIGINT/SIGTERM are ignored until the process exits
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from toolkit.core.registry import RUNNERS
 
 Backend = Literal["rocm", "vulkan", "cpu"]
 """Device profile / llama.cpp backend family of an image."""
 
-Runner = Literal[tuple(RUNNERS)]  # type: ignore[valid-type]  # the registry's names (toolkit/runners)
+if TYPE_CHECKING:
+    # A Literal built from the registry at import time is no static type: the checker sees a str.
+    Runner = str
+else:
+    Runner = Literal[tuple(RUNNERS)]  # the registry's names (toolkit/core/registry.py): pydantic checks them
 """Which benchmark program an image carries."""
 
 Axis = Literal["prefill", "decode", "mixed", "served"]

@@ -442,7 +442,7 @@ def select_gpus(
         if not chosen:
             have = "; ".join(g.label() for g in cands) or "none"
             raise BadInput(f"--gpu {pin}: no such GPU for this backend (GPUs: {have})")
-        hidden = [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin]
+        hidden: list[tuple[Gpu, str]] = [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin]
         return Selection(chosen, hidden, True, _selection_note(chosen, hidden, pinned=True))
 
     def arch_ok(g: Gpu) -> bool:
@@ -451,7 +451,7 @@ def select_gpus(
     fits = [g for g in cands if arch_ok(g)]
     discrete = [g for g in fits if not g.is_igpu]
     chosen = discrete or fits  # iGPUs only on a host without a discrete GPU of the image's arch
-    hidden: list[tuple[Gpu, str]] = []
+    hidden = []
     for g in cands:
         if g in chosen:
             continue
@@ -460,10 +460,10 @@ def select_gpus(
             why.append(f"{g.gfx_target} is not among the image's gfx targets ({','.join(targets or [])})")
         hidden.append((g, "; ".join(why)))
     if not chosen:
-        why = "; ".join(f"{g.label()}: {w}" for g, w in hidden) or "no GPU"
+        left_out = "; ".join(f"{g.label()}: {w}" for g, w in hidden) or "no GPU"
         raise DeviceMissing(
             f"{backend} image: no GPU of the image's gfx targets ({','.join(targets or [])}) on this host "
-            f"({why}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
+            f"({left_out}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
         )
     return Selection(chosen, hidden, False, _selection_note(chosen, hidden, pinned=False))
 

@@ -462,7 +462,9 @@ def git_ref_commit(url: str, ref: str, timeout: float) -> str:
     """The commit `ref` (tag, branch, `refs/...` or HEAD) points at on the remote, from `git ls-remote`
     (annotated tags peeled, tags before branches as git resolves them). Gone when no such ref."""
     out = _git(["ls-remote", "--", url, ref, f"{ref}^{{}}"], timeout)
-    found = dict(reversed(line.split("\t", 1)) for line in out.splitlines() if "\t" in line)
+    found = {
+        ref_name: sha for sha, ref_name in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    }
     for name in (ref, f"refs/tags/{ref}", f"refs/heads/{ref}"):
         if f"{name}^{{}}" in found:
             return found[f"{name}^{{}}"]

@@ -67,13 +67,15 @@ def template_inputs(env: jinja2.Environment, name: str) -> bytes:
     """
     seen: list[str] = []
     out = bytearray()
+    loader = env.loader
+    assert loader is not None  # _environment() always gives one (a FileSystemLoader)
 
     def visit(n: str) -> None:
         if n in seen:
             return
         seen.append(n)
         try:
-            source, filename, _ = env.loader.get_source(env, n)
+            source, filename, _ = loader.get_source(env, n)
         except jinja2.TemplateNotFound:
             raise BadInput(
                 f"template {seen[0]}: it imports or includes {n!r}, which does not exist "

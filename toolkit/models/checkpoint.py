@@ -125,7 +125,7 @@ def parse_quantization(config: dict[str, Any]) -> CheckpointQuant | None:
     method = qc["quant_method"].lower().replace("compressed_tensors", "compressed-tensors")
     if method == "compressed-tensors":
         groups = [g for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)]
-        weights = [g.get("weights") for g in groups if isinstance(g.get("weights"), dict)]
+        weights = [wt for g in groups if isinstance(wt := g.get("weights"), dict)]
         w = weights[0] if weights else {}
         act = groups[0].get("input_activations") if groups else None
         bits = _int(w.get("num_bits"))

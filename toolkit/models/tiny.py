@@ -179,7 +179,8 @@ def _bpe_vocab(n_merges: int) -> tuple[list[str], list[str]]:
     words = collections.Counter(
         tuple(table[b] for b in (" " + w if i else w).encode()) for i, w in enumerate(_BPE_TEXT.split(" "))
     )
-    tokens, merges = list(table), []
+    tokens = list(table)
+    merges: list[str] = []
     while len(merges) < n_merges:
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
         for word, count in words.items():

@@ -433,7 +433,7 @@ def write_twin(header: GgufHeader, path: Path, *, seed: int = 0) -> str:
     try:
         with os.fdopen(fd, "wb") as f:
 
-            def put(data: bytes | np.ndarray) -> None:
+            def put(data: bytes | memoryview) -> None:
                 f.write(data)
                 digest.update(data)
 
@@ -442,7 +442,7 @@ def write_twin(header: GgufHeader, path: Path, *, seed: int = 0) -> str:
             for t in sorted(header.tensors, key=lambda t: t.offset):
                 put(bytes(t.offset - at))
                 for chunk in tensor_chunks(t, rng):
-                    put(chunk)
+                    put(chunk.data)  # the array's bytes: its buffer, not a copy
                 at = t.offset + t.n_bytes
             put(bytes(header.file_size - at))
             f.flush()

@@ -299,7 +299,7 @@ def import_files(
     seen: dict[TestKey, str] = {}
     for target, rec in staged:
         k = test_key(rec)
-        where = f"{rec.model_extra['imported']['file']} ({rec.test})"
+        where = f"{(rec.model_extra or {})['imported']['file']} ({rec.test})"
         if k in seen:
             res.collisions.append(
                 f"{target.name}: {where} measures the same test as {seen[k]}; reports show the newest"

@@ -135,7 +135,7 @@ class Head:
         return f"Head({self.path.parent.name}:{self.line} {self.run_id} {self.status})"
 
 
-class RecordSelection(list):
+class RecordSelection(list[BenchRecord]):
     """The BenchRecords a reader needs out of a larger set, with that set's counts. In store order,
     except that the ok records of one test stand together where that test first appears in the set.
 
@@ -192,6 +192,7 @@ def _code_fingerprint() -> str:
 
     h = hashlib.blake2b(digest_size=16)
     for mod in (records, identity, sys.modules[__name__]):
+        assert mod.__file__ is not None  # modules of this package, loaded from their .py files
         h.update(Path(mod.__file__).read_bytes())
     h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]}".encode())
     return h.hexdigest()
@@ -278,7 +279,7 @@ class ResultIndex:
 
     # ------------------------------------------------------------------ keeping it in line with the JSONL
 
-    def _plan(self, files: Sequence[Path]) -> list[tuple]:
+    def _plan(self, files: Sequence[Path]) -> list[tuple[str, str, Path, os.stat_result | None, Any]]:
         """What to do per file: [(action, rel, path, stat, row)], action in new | tail | whole | gone."""
         known = {
             r[0]: r
@@ -287,7 +288,7 @@ class ResultIndex:
             )
         }
         self.ids = {rel: r[1] for rel, r in known.items()}
-        plan = []
+        plan: list[tuple[str, str, Path, os.stat_result | None, Any]] = []
         for path in files:
             rel = path.relative_to(self.root).as_posix()
             row = known.pop(rel, None)
@@ -334,8 +335,9 @@ class ResultIndex:
                 if action == "gone":
                     self._drop(row[1], files=True)
                     continue
+                assert st is not None  # _plan stats every file it does not call gone
                 if action == "new":
-                    fid = self.conn.execute("INSERT INTO files (rel) VALUES (?)", (rel,)).lastrowid
+                    fid = self._insert("INSERT INTO files (rel) VALUES (?)", (rel,))
                     self.ids[rel] = fid
                     start, first = 0, 1
                 elif action == "tail":
@@ -358,13 +360,19 @@ class ResultIndex:
         if files:
             self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
 
+    def _insert(self, sql: str, vals: tuple) -> int:
+        """INSERT one row; its rowid."""
+        rowid = self.conn.execute(sql, vals).lastrowid
+        assert rowid is not None  # sqlite3 sets lastrowid after every INSERT of a row
+        return rowid
+
     def _id(self, table: str, ids: dict, value, cols: str) -> int:
         got = ids.get(value)
         if got is None:
             vals = value if isinstance(value, tuple) else (value,)
-            got = ids[value] = self.conn.execute(
+            got = ids[value] = self._insert(
                 f"INSERT INTO {table} ({cols}) VALUES ({','.join('?' * len(vals))})", vals
-            ).lastrowid
+            )
         return got
 
     def _read(
@@ -540,6 +548,7 @@ class ResultIndex:
         """
         self._order(files)
         c = self.conn
+        args: list[Any]
         if heads is not None:
             c.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS pick (file INTEGER, line INTEGER, PRIMARY KEY (file, line))"
@@ -730,7 +739,7 @@ def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelecti
                 "results changed since they were listed (a file rewritten, not appended to); "
                 "run the command again"
             )
-        return mine, counts
+        return [h for h in mine if h is not None], counts  # all of them: none is None here
 
     mine, counts = _query(store, ask, warn=False)
     return RecordSelection(load(mine), **counts)

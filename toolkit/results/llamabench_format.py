@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from toolkit.core import backends
@@ -21,7 +22,7 @@ PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
 CPU_FALLBACK_PATTERNS = backends.FALLBACK_MESSAGES
 
 
-def _csv(values: list[int]) -> str:
+def _csv(values: Sequence[int]) -> str:
     return ",".join(str(v) for v in values)
 
 

@@ -235,6 +235,11 @@ class ModelSpec(_Strict):
         return v
 
 
+def _flash_attn_on() -> list[Literal[0, 1]]:
+    """BenchAxes.flash_attn's default, [1] (a lambda's list would be typed list[int])."""
+    return [1]
+
+
 class BenchAxes(_Strict):
     """llama-bench axes; every list is crossed (one llama-bench process per image x model).
 
@@ -248,7 +253,7 @@ class BenchAxes(_Strict):
     n_ubatch: list[StrictInt] = Field(default_factory=lambda: [512])
     n_batch: list[StrictInt] = Field(default_factory=lambda: [2048])
     n_depth: list[StrictInt] = Field(default_factory=lambda: [0])
-    flash_attn: list[Literal[0, 1]] = Field(default_factory=lambda: [1])
+    flash_attn: list[Literal[0, 1]] = Field(default_factory=_flash_attn_on)
     n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
     repetitions: StrictInt = Field(5, ge=1, le=1000)
     runs: StrictInt = Field(

@@ -171,8 +171,13 @@ def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
     with path.open("rb") as fh:
         if fh.read(4) != b"GGUF":
             raise BadInput(f"{where}: {path} is not a GGUF file (no GGUF magic); re-download it")
+
+    def extents_ok() -> str:
+        check_gguf_extents(path, where)  # raises BadInput for a bad file
+        return "ok"
+
     # the header walk imports gguf + numpy (~0.1 s): done once per file state, like the sha256
-    _file_state_cached(lm, "gguf-extents", path, lambda: check_gguf_extents(path, where) or "ok")
+    _file_state_cached(lm, "gguf-extents", path, extents_ok)
     if not path.stat().st_mode & 0o004:
         raise BadInput(
             f"{where}: {path} is not world-readable; the container runs as uid 10001: chmod o+r {path}"

@@ -380,7 +380,19 @@ def parse_one_batch_line(line: str, *, where: str = "bench_one_batch result") ->
         ints[key] = v
     nums = {key: _number(obj.get(key), key, where) for key in ONE_BATCH_FLOATS}
     name = obj.get("run_name")
-    return OneBatchPoint(run_name=str(name) if name is not None else None, **ints, **nums, raw=obj)
+    return OneBatchPoint(
+        run_name=str(name) if name is not None else None,
+        batch_size=ints["batch_size"],
+        input_len=ints["input_len"],
+        output_len=ints["output_len"],
+        prefill_latency=nums["prefill_latency"],
+        prefill_throughput=nums["prefill_throughput"],
+        median_decode_latency=nums["median_decode_latency"],
+        median_decode_throughput=nums["median_decode_throughput"],
+        total_latency=nums["total_latency"],
+        overall_throughput=nums["overall_throughput"],
+        raw=obj,
+    )
 
 
 def read_one_batch(path: Path) -> tuple[list[OneBatchPoint], list[str]]:

@@ -355,7 +355,8 @@ def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
         avg = statistics.fmean(lats)
     if avg is None or avg <= 0:
         return None, f"no positive avg_latency in the result (keys: {', '.join(sorted(data)) or 'none'})"
-    pct = data.get("percentiles") if isinstance(data.get("percentiles"), dict) else {}
+    given = data.get("percentiles")
+    pct = given if isinstance(given, dict) else {}
     percentiles = {str(k): f for k, v in pct.items() if (f := _finite(v)) is not None}
     std = _finite(data.get("std_latency"))
     if std is None and len(lats) > 1:
@@ -745,7 +746,7 @@ def _latency_records(
         assert short is not None
         error = long.error or (f"reference run: {short.error}" if short.error else None)
         avg = sd = None
-        samples: list[float] = []
+        samples = []
         if error is None and long.latency and short.latency:
             diff = long.latency.avg - short.latency.avg
             error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
