@@ -87,3 +87,23 @@ def test_mypy_reports_no_errors():
     """The package type-checks clean under pyproject.toml's [tool.mypy] (pydantic's plugin)."""
     proc = _run("mypy", "toolkit")
     assert proc.returncode == 0, f"mypy toolkit exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+
+
+def test_only_the_cli_prints():
+    """No print() and no sys.stdout/sys.stderr writes outside toolkit/cli (rich and click are kept
+    out by the import contract)."""
+    offenders = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.parent.name == "cli" or path.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} print()")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("stdout", "stderr")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} sys.{node.attr}")
+    assert not offenders, offenders

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -147,3 +148,42 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv
+
+
+class BuildStatus:
+    """A rich status line on stderr for the running build step, with a spinner and the elapsed time;
+    update(text) starts or refreshes it, stop() removes it (transient: the log lines stay). Use only
+    when stderr is a terminal (`BuildStatus.for_stderr()` returns None otherwise)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.progress: Any = None
+        self.task: Any = None
+
+    @classmethod
+    def for_stderr(cls) -> BuildStatus | None:
+        import os
+
+        return cls() if os.isatty(2) else None
+
+    def update(self, text: str) -> None:
+        if self.progress is None:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=None)
+        self.progress.update(self.task, description=text)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = self.task = None

@@ -17,6 +17,7 @@ from toolkit import __version__
 from toolkit.cli.common import (
     EPILOG,
     INTERRUPTED,
+    BuildStatus,
     FiniteRange,
     _err,
     _load,
@@ -169,7 +170,7 @@ def build(
     results = [
         build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped
     ]
-    status = None if (as_json or dry_run) else build_plan.BuildStatus.for_stderr()
+    status = None if (as_json or dry_run) else BuildStatus.for_stderr()
     for spec in specs:
         if not dry_run and not as_json:
             _err(
