@@ -1,0 +1,350 @@
+"""Fake host trees and a fake NVML for the telemetry tests (toolkit.host.telemetry).
+
+AMD values come from real published captures (shared/reference/gpu-telemetry.md cites them):
+- IDLE_RX9070: `amd-smi metric` gpu_metrics dump of an RX 9070 (gfx1201, v1.3, 120 bytes) at idle,
+  ollama/ollama#9633 (AdamBullen, 2025-03-19): temperatures 41/43/62/38/43/46 °C, activity 3/4/0 %,
+  socket power 20 W, energy_accumulator 0, system_clock_counter 115756787021127 ns, average gfxclk
+  41 MHz, socclk N/A, uclk 157 MHz, vclk0/dclk0 24, vclk1/dclk1 0, current gfxclk 41, socclk 417,
+  uclk 96, vclk/dclk 25, throttle_status 0, fan 0 rpm, PCIe x16 at 16.0 GT/s. Fields the excerpt did
+  not show (activity accumulators, HBM temperatures, firmware timestamp, voltages) are left
+  unfilled (all-ones), as the driver leaves fields it does not fill.
+- R9700 under load at a 225 W cap, ROCm/rocm-systems#11781 (latent-sre, 2026-09-17):
+  throttle_status 0x04002 (TEMP_HOTSPOT + PPT0), power 133-225 W, hotspot 63-75 °C; at idle
+  0x00002, 1 W, 37 °C. indep_throttle_status is derived from the kernel's smu_v14_0_2_throttler_map
+  (PPT0 -> bit 0, TEMP_HOTSPOT -> bit 36).
+- A clock stuck at idle under load: 41 MHz and 50 W while busy, ROCm#6289 (reference §7).
+- R9700 boost clock 2920 MHz and default board power 300 W: AMD product page (toolkit/core/gpuspecs.py
+  cites it for the clock); the 300 W default cap is that page's total board power, not a capture.
+hwmon units per docs.kernel.org/gpu/amdgpu/thermal.html: power µW, frequency Hz, temperature m°C.
+pp_power_profile_mode text follows the kernel's format strings (smu_v14_0_2_get_power_profile_mode:
+"%2d %14s%s:" per profile); its coefficients are zeros, not a capture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from toolkit.host.telemetry import GPU_METRICS_V1_3
+
+U16_NA, U32_NA, U64_NA = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+
+IDLE_RX9070: dict[str, Any] = dict(
+    temps=(41, 43, 62, 38, 43, 46),
+    activity=(3, 4, 0),
+    socket_power=20,
+    energy_accumulator=0,
+    system_clock_counter=115756787021127,
+    average_clocks=(41, U16_NA, 157, 24, 24, 0, 0),
+    current_clocks=(41, 417, 96, 25, 25, 25, 25),
+    throttle_status=0,
+    fan=0,
+    pcie=(16, 160),
+    indep_throttle_status=0,
+)
+
+# ROCm/rocm-systems#11781: load at a 225 W cap (0x04002 = TEMP_HOTSPOT bit 1 + PPT0 bit 14)
+LOADED_R9700_CAPPED: dict[str, Any] = dict(
+    IDLE_RX9070,
+    temps=(63, 75, 62, 38, 43, 46),
+    activity=(100, 4, 0),
+    socket_power=225,
+    average_clocks=(2920, U16_NA, 157, 24, 24, 0, 0),
+    current_clocks=(2920, 417, 96, 25, 25, 25, 25),
+    throttle_status=0x04002,
+    indep_throttle_status=(1 << 0) | (1 << 36),
+)
+# ROCm/rocm-systems#11781: idle R9700, only the stuck TEMP_HOTSPOT bit
+IDLE_R9700: dict[str, Any] = dict(
+    IDLE_RX9070, temps=(37, 37, 62, 38, 43, 46), socket_power=1, throttle_status=0x00002
+)
+
+
+def gpu_metrics_v13(m: dict[str, Any]) -> bytes:
+    """A 120-byte gpu_metrics v1.3 blob (struct gpu_metrics_v1_3, kgd_pp_interface.h)."""
+    values = [
+        GPU_METRICS_V1_3.size,
+        1,
+        3,
+        *m["temps"],
+        *m["activity"],
+        m["socket_power"],
+        m["energy_accumulator"],
+        m["system_clock_counter"],
+        *m["average_clocks"],
+        *m["current_clocks"],
+        m["throttle_status"],
+        m["fan"],
+        *m["pcie"],
+        U16_NA,  # padding
+        U32_NA,  # gfx_activity_acc
+        U32_NA,  # mem_activity_acc
+        U16_NA,
+        U16_NA,
+        U16_NA,
+        U16_NA,  # temperature_hbm[4]
+        U64_NA,  # firmware_timestamp
+        U16_NA,
+        U16_NA,
+        U16_NA,  # voltage_soc / gfx / mem: not in the excerpt
+        U16_NA,  # padding1
+        m["indep_throttle_status"],
+    ]
+    blob = GPU_METRICS_V1_3.pack(*values)
+    assert len(blob) == 120
+    return blob
+
+
+PROFILE_NAMES = [
+    "BOOTUP_DEFAULT",
+    "3D_FULL_SCREEN",
+    "POWER_SAVING",
+    "VIDEO",
+    "VR",
+    "COMPUTE",
+    "CUSTOM",
+    "WINDOW_3D",
+]
+
+
+def power_profile_text(selected: int = 0) -> str:
+    lines = [
+        "PROFILE_INDEX(NAME) CLOCK_TYPE(NAME) FPS MinActiveFreqType MinActiveFreq BoosterFreqType "
+        "BoosterFreq PD_Data_limit_c PD_Data_error_coeff PD_Data_error_rate_coeff"
+    ]
+    for i, name in enumerate(PROFILE_NAMES):
+        # the kernel's own sysfs_emit_at format strings, kept verbatim
+        lines.append("%2d %14s%s:" % (i, name, "*" if i == selected else " "))  # noqa: UP031
+        for k, clk in enumerate(("GFXCLK", "FCLK")):
+            lines.append(
+                "%19s %d(%13s) %7d %7d %7d %7d %7d %7d %7d %7d" % (" ", k, clk, 0, 0, 0, 0, 0, 0, 0, 0)  # noqa: UP031
+            )
+    return "\n".join(lines) + "\n"
+
+
+def od_text(offset_mv: int) -> str:
+    """pp_od_clk_voltage with the sections SMU 14.0.2 prints (§1.2); only the offset matters here."""
+    return (
+        "OD_SCLK_OFFSET:\n0Mhz\nOD_MCLK:\n0: 97Mhz\n1: 1259MHz\n"
+        f"OD_VDDGFX_OFFSET:\n{offset_mv}mV\nOD_RANGE:\nSCLK_OFFSET:    -500Mhz       1000Mhz\n"
+    )
+
+
+@dataclass
+class FakeAmdHost:
+    """A fake /sys with one R9700-like card (card1, renderD128, PCI 0000:03:00.0) and its KFD node.
+    Change values between reads with set_*()."""
+
+    root: Path
+    pci: str = "0000:03:00.0"
+    gpu_id: int = 50123
+    kfd_procs: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def drm(self) -> Path:
+        return self.root / "class" / "drm"
+
+    @property
+    def device(self) -> Path:
+        return self.drm / "card1" / "device"
+
+    @property
+    def hwmon(self) -> Path:
+        return self.device / "hwmon" / "hwmon3"
+
+    @property
+    def kfd(self) -> Path:
+        return self.root / "class" / "kfd" / "kfd"
+
+    @property
+    def module_params(self) -> Path:
+        return self.root / "module" / "amdgpu" / "parameters"
+
+    def build(self) -> FakeAmdHost:
+        real = self.root / "devices" / "pci0000:00" / "0000:00:01.1" / self.pci
+        (real / "drm" / "renderD128").mkdir(parents=True)
+        (real / "drm" / "card1").mkdir(parents=True)
+        (self.drm / "card1").mkdir(parents=True)
+        os.symlink(real, self.drm / "card1" / "device")
+        (self.drm / "card1-DP-1").mkdir()  # a connector: not a card
+        w = self.write
+        w(self.device / "vendor", "0x1002")
+        w(self.device / "device", "0x7551")
+        w(self.device / "product_name", "AMD Radeon AI PRO R9700")
+        w(self.device / "power" / "runtime_status", "active")
+        w(self.hwmon / "name", "amdgpu")
+        w(self.hwmon / "power1_label", "PPT")
+        w(self.hwmon / "freq1_label", "sclk")
+        w(self.hwmon / "freq2_label", "mclk")
+        for i, label in enumerate(("edge", "junction", "mem"), 1):
+            w(self.hwmon / f"temp{i}_label", label)
+        w(self.device / "mem_info_vram_used", str(1 << 30))
+        w(self.device / "power_dpm_force_performance_level", "auto")
+        w(self.device / "pp_power_profile_mode", power_profile_text(0))
+        w(self.module_params / "ppfeaturemask", "0xfff7bfff")  # the default (amdgpu_drv.c, §1.2)
+        self.set_caps(cap_w=300, default_w=300)
+        self.set_metrics(IDLE_RX9070, sclk_mhz=41, mclk_mhz=96)
+        # KFD topology: a CPU node and this GPU (drm_render_minor 128)
+        w(self.kfd / "topology" / "nodes" / "0" / "properties", "cpu_cores_count 16\ndrm_render_minor 0\n")
+        w(self.kfd / "topology" / "nodes" / "0" / "gpu_id", "0")
+        w(
+            self.kfd / "topology" / "nodes" / "1" / "properties",
+            "cpu_cores_count 0\nsimd_count 128\ngfx_target_version 120001\ndrm_render_minor 128\n",
+        )
+        w(self.kfd / "topology" / "nodes" / "1" / "gpu_id", str(self.gpu_id))
+        (self.kfd / "proc").mkdir(parents=True, exist_ok=True)
+        return self
+
+    @staticmethod
+    def write(path: Path, text: str | bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text + ("" if text.endswith("\n") else "\n"))
+
+    def set_caps(self, cap_w: float, default_w: float, max_w: float | None = None) -> None:
+        self.write(self.hwmon / "power1_cap", str(int(cap_w * 1e6)))
+        self.write(self.hwmon / "power1_cap_default", str(int(default_w * 1e6)))
+        self.write(self.hwmon / "power1_cap_max", str(int((max_w or default_w) * 1e6)))
+
+    def set_metrics(
+        self, m: dict[str, Any], *, sclk_mhz: float, mclk_mhz: float, energy_counts: int | None = None
+    ) -> None:
+        """hwmon and gpu_metrics from one capture dict (power, temps, busy, throttle)."""
+        if energy_counts is not None:
+            m = dict(m, energy_accumulator=energy_counts)
+        self.write(self.device / "gpu_metrics", gpu_metrics_v13(m))
+        self.write(self.hwmon / "power1_average", str(m["socket_power"] * 1_000_000))
+        self.write(self.hwmon / "freq1_input", str(int(sclk_mhz * 1e6)))
+        self.write(self.hwmon / "freq2_input", str(int(mclk_mhz * 1e6)))
+        edge, hotspot, mem = m["temps"][:3]
+        self.write(self.hwmon / "temp1_input", str(edge * 1000))
+        self.write(self.hwmon / "temp2_input", str(hotspot * 1000))
+        self.write(self.hwmon / "temp3_input", str(mem * 1000))
+        self.write(self.device / "gpu_busy_percent", str(m["activity"][0]))
+        self.write(self.device / "mem_busy_percent", str(m["activity"][1]))
+
+    def add_kfd_proc(
+        self, pid: int, *, vram: int = 0, queue_gpu: int | None = None, other_gpu_vram: int = 0
+    ) -> None:
+        d = self.kfd / "proc" / str(pid)
+        d.mkdir(parents=True, exist_ok=True)
+        self.write(d / f"vram_{self.gpu_id}", str(vram))
+        if other_gpu_vram:
+            self.write(d / "vram_7777", str(other_gpu_vram))
+        (d / "queues").mkdir(exist_ok=True)
+        if queue_gpu is not None:
+            self.write(d / "queues" / "0" / "gpuid", str(queue_gpu))
+
+
+# ---------------------------------------------------------------------------------------------
+# NVML
+
+
+class FakeNVMLError(Exception):
+    """Stands in for pynvml.NVMLError (NotSupported and friends)."""
+
+
+def fake_pynvml(**over: Any) -> SimpleNamespace:
+    """A module object with the pynvml calls NvmlGpuSource makes, answering like an H200 under
+    load in shared/cases/h200-telemetry (contended run): 672.5 W average, energy counter in mJ,
+    SM 1515 MHz, memory 3201 MHz, 55 °C, clock-event reasons 0x4, util 100/60, P0, two compute
+    processes, enforced and default limit 700 W (values in NVML's units: mW, mJ, MHz). `over`
+    replaces any attribute; `calls` records init/shutdown."""
+    calls: list[str] = []
+    handle = object()
+
+    def nope(*_: Any) -> Any:
+        raise FakeNVMLError("NVML_ERROR_NOT_SUPPORTED")
+
+    ns = SimpleNamespace(
+        calls=calls,
+        NVMLError=FakeNVMLError,
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: calls.append("init"),
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda i: handle,
+        nvmlDeviceGetName=lambda h: "NVIDIA H200",
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId="00000000:19:00.0"),
+        nvmlDeviceGetPowerUsage=lambda h: 672_500,
+        nvmlDeviceGetTotalEnergyConsumption=lambda h: 31_547_100,
+        nvmlDeviceGetClockInfo=lambda h, kind: {1: 1515, 2: 3201}[kind],
+        nvmlDeviceGetTemperature=lambda h, sensor: 55,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4,
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=100, memory=60),
+        nvmlDeviceGetPerformanceState=lambda h: 0,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [
+            SimpleNamespace(pid=4242, usedGpuMemory=19_000_000_000),
+            SimpleNamespace(pid=5151, usedGpuMemory=2_000_000_000),
+        ],
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlDeviceGetPowerManagementDefaultLimit=lambda h: 700_000,
+        not_supported=nope,
+    )
+    for k, v in over.items():
+        setattr(ns, k, v)
+    return ns
+
+
+# ---------------------------------------------------------------------------------------------
+# The H200 case as samples
+
+H200 = Path(__file__).parent / "data" / "h200-telemetry"
+
+
+def h200_samples() -> list[dict[str, Any]]:
+    """nvml-50ms.csv as Sampler samples of one NvmlGpuSource ("nvidia:0000:19:00.0"): the same
+    fields and units NvmlGpuSource.read() gives. The CSV has process counts, not pids: procs None,
+    n_procs set. Power limit 700 W = default (case README)."""
+    import csv
+
+    out = []
+    with open(H200 / "nvml-50ms.csv") as f:
+        for r in csv.DictReader(f):
+            out.append(
+                {
+                    "t": float(r["t_unix"]),
+                    "source": "nvidia:0000:19:00.0",
+                    "vendor": "nvidia",
+                    "power_w": int(r["power_mw"]) / 1e3,
+                    "energy_j": int(r["energy_mj"]) / 1e3,
+                    "sclk_mhz": int(r["sm_mhz"]),
+                    "mclk_mhz": int(r["mem_mhz"]),
+                    "temp_gpu_c": int(r["temp_c"]),
+                    "throttle_bits": int(r["event_reasons"]),
+                    "busy_pct": int(r["util_gpu"]),
+                    "mem_busy_pct": int(r["util_mem"]),
+                    "pstate": int(r["pstate"]),
+                    "procs": None,
+                    "n_procs": int(r["n_procs"]),
+                    "cap_w": 700.0,
+                    "cap_default_w": 700.0,
+                }
+            )
+    return out
+
+
+def h200_marks() -> dict[str, float]:
+    return {line.split()[1]: float(line.split()[0]) for line in (H200 / "marks.txt").read_text().splitlines()}
+
+
+def h200_records(run: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (H200 / f"{run}.jsonl").read_text().splitlines() if line.strip()]
+
+
+def pack_check() -> None:
+    """The blob layout once more by offsets (§1.3 table): throttle_status at 68, indep at 112."""
+    blob = gpu_metrics_v13(LOADED_R9700_CAPPED)
+    assert struct.unpack_from("<I", blob, 68)[0] == 0x04002
+    assert struct.unpack_from("<Q", blob, 112)[0] == (1 << 0) | (1 << 36)
+    assert struct.unpack_from("<H", blob, 22)[0] == 225
+    assert struct.unpack_from("<H", blob, 40)[0] == 2920
