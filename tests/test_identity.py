@@ -147,7 +147,7 @@ def test_store_reader_refuses_nan_lines_and_reads_past_bad_bytes(tmp_path):
     d.mkdir(parents=True)
     good = json.dumps(rec.model_dump(mode="json"))
     nan = good.replace('"avg_ts":100.0', '"avg_ts":NaN').replace('"avg_ts": 100.0', '"avg_ts": NaN')
-    future = good.replace('"schema_version": 1', '"schema_version": 99')
+    future = good.replace('"schema_version": 2', '"schema_version": 99')
     later = good.replace('"n_prompt": 512', '"n_prompt": 1024').replace('"test": "pp512"', '"test": "pp1024"')
     (d / "bench.jsonl").write_bytes(
         b"\n".join([good.encode(), b"\xff\xfe garbage", nan.encode(), future.encode(), later.encode()])

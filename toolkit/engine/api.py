@@ -481,9 +481,12 @@ def run_container(
     timeout: float,
     on_stderr: Callable[[str], None] | None = None,
     on_stdout: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> RunOutcome:
     """Run to completion; hand each stdout / stderr line to `on_stdout` / `on_stderr` as it is
     printed (so a caller can store a result the moment it exists); always remove the container.
+    `on_start(pid)` is called once the container runs, with its main process's host pid (0 when the
+    engine does not say).
 
     A run past `timeout` seconds is killed and reported with timed_out=True. Ctrl-C kills and
     removes the container, then raises `Interrupted` (a KeyboardInterrupt) carrying the output so
@@ -523,6 +526,12 @@ def run_container(
             container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
         )
         container.start()
+        if on_start is not None:
+            try:
+                container.reload()
+                on_start(int(container.attrs.get("State", {}).get("Pid") or 0))
+            except Exception:  # observing is best effort; the run goes on
+                pass
         for o, e in stream:
             if not first:
                 first.append(time.monotonic() - t0)

@@ -588,7 +588,7 @@ class NvmlGpuSource:
         self.pci_bus = _nvml_bus(bus) if bus is not None else None
         self.id = source_id or (f"nvidia:{self.pci_bus}" if self.pci_bus else f"nvidia:{index}")
         # nvmlDeviceGetCurrentClocksEventReasons; older bindings call it ...ThrottleReasons (§5)
-        self._reasons = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        self._reasons: Any = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         if self._reasons is None:
             self._reasons = self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
@@ -815,6 +815,7 @@ class Sampler:
         self.trace_path = Path(trace_path) if trace_path else None
         self._samples: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trace: Any = None
@@ -829,7 +830,12 @@ class Sampler:
             return list(self._samples)
 
     def sample_once(self) -> list[dict[str, Any]]:
-        """Read every source once now (what each tick does); returns and records the samples."""
+        """Read every source once now (what each tick does); returns and records the samples. Safe to
+        call from another thread while sampling runs (reads are serialised: sources keep state)."""
+        with self._read_lock:
+            return self._sample_once()
+
+    def _sample_once(self) -> list[dict[str, Any]]:
         out = []
         for src in self.sources:
             t_a = time.time()

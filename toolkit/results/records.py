@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
-KNOWN_SCHEMA_VERSIONS = (1,)
+KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
 def finite_or_none(v: Any) -> Any:
@@ -136,6 +136,9 @@ class BenchRecord(BaseModel):
     engine: dict[str, Any] = Field(default_factory=dict)
     log_file: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict)
+    # schema 2: the state of the system during this test's window (toolkit.analysis.telemetry
+    # window_summary: GPU power/energy/clocks/throttling/other processes, host load); None in schema 1
+    telemetry: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _strictly_finite(self) -> BenchRecord:

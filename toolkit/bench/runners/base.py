@@ -59,6 +59,8 @@ class BenchOptions:
     # extra fields stored with every record of this run, e.g. {"tune": {"session": ..., "round": 1}}
     record_extra: dict[str, Any] = field(default_factory=dict)
     yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
+    # sample host and GPU state during the run (toolkit.bench.observe): telemetry + flags on every record
+    telemetry: bool = True
     run_id: str = field(
         default_factory=lambda: (
             datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)

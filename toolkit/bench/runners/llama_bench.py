@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolkit.bench import guard
+from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault
 from toolkit.bench.runners.base import (
     BenchOptions,
     Outcome,
@@ -36,6 +37,7 @@ from toolkit.bench.runners.base import (
     stale_marks,
 )
 from toolkit.core import backends, signals
+from toolkit.engine import api as engine_api
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
@@ -221,6 +223,14 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         **opts.record_extra,
         **stale_marks(build),
     )
+    observer = RunObserver(
+        store.digest_dir(build.digest) / "telemetry" / f"{opts.run_id}-{model.name}.jsonl",
+        gpus_for_run(
+            spec.backend,
+            [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
+        ),
+        enabled=opts.telemetry and engine is engine_api,  # a fake engine runs no process to observe
+    )
     printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
     streamed: list[dict[str, Any]] = []
     voids: list[str] = []
@@ -243,11 +253,15 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         if file_identity(path) != hashed:
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
+        seen = observer.test(raw)
+        if seen.get("flags"):
+            norm = {**norm, "flags": seen["flags"]}
         try:
             rec = BenchRecord(
                 **base,
                 created=now(),
                 timing=timing,
+                telemetry=seen.get("telemetry"),
                 **norm,
                 status="failed" if void else "ok",
                 error=void,
@@ -276,17 +290,22 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
 
     def on_stderr(line: str) -> None:
         printed.append(line)
+        observer.line(line)
         p = llamabench.progress_of(line)
         if p:
             events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
 
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
+    observer.start()
+    started = {"on_start": observer.own_pid} if observer.enabled else {}
     try:
         out = engine.run_container(
-            rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr, on_stdout=on_stdout
+            rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr, on_stdout=on_stdout, **started
         )
     except (engine.Interrupted, engine.EngineLost) as err:
         stop, out = err, err.outcome
+    finally:
+        facts = observer.finish()
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
         log_problem = saver.write_text(
             log_path,
@@ -315,6 +334,8 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
             error = f"container was killed for running out of memory{limit}"
         elif out.exit_code != 0:
             error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+        if not error and kernel_fault(facts):  # a GPU fault during the run: its numbers are not trusted
+            error = kernel_fault(facts)
         if not rows and not error:
             error = "llama-bench printed no result rows"
         elif not error and len(rows) < n_cases:  # a run that silently left tests out is not "ok"
