@@ -90,6 +90,18 @@ FLAG_HELP = {
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
     "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
     "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
+    "gpu-shared": "another process used the GPU during the test (NVML compute processes / KFD entries with VRAM or "
+    "queues not the benchmark's, or a busy GPU in the idle baseline): the GPU was shared, the number is not the GPU's",
+    "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "
+    "AMD SMU14 throttle bits, TEMP_HOTSPOT masked: set at all times on the R9700, ROCm/rocm-systems#11781); the "
+    "reason follows the colon (sw-power-cap, hw-thermal, ppt0 = held at the power cap, ...)",
+    "clock-idle": "the GPU was busy while its gfx clock stayed at idle (ROCm#6289): the number is not the card's",
+    "power-not-stock": "the GPU ran below its default power cap, with a forced performance level, a non-default power "
+    "profile or overdrive offsets: not a stock-card number",
+    "host-busy": "processes other than the benchmark used the host's CPUs during the test (above 0.5 core on average, "
+    "or CPU pressure above 20 % or steal above 10 % of the time): the host was busy, the number may be low",
+    "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
+    "sensor's averaging allows, samples not bracketing the window, a sampling gap, no power source)",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
 }
@@ -535,7 +547,7 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
 def _legend(ts: list[Table]) -> list[str]:
     used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
     return [
-        f"{name}: {FLAG_HELP.get(name, 'stored with the record by its runner')}"
+        f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
         for name in sorted(
             used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
         )
