@@ -81,7 +81,9 @@ def main() -> int:
         print(json.dumps(summary))
     else:
         print(f"no sampler: {idle_cpu:.4f} CPU s over {idle_wall:.1f} s")
-        print(f"sampler:    {cpu:.4f} CPU s over {wall:.1f} s, {n} samples from {', '.join(summary['sources'])}")
+        print(
+            f"sampler:    {cpu:.4f} CPU s over {wall:.1f} s, {n} samples from {', '.join(summary['sources'])}"
+        )
         print(
             f"overhead: {summary['pct_of_one_core']} % of one core at {args.rate:g} Hz "
             f"(read median {summary['read_ms_median']} ms, max {summary['read_ms_max']} ms, "
