@@ -651,9 +651,8 @@ class NvmlGpuSource:
         self.pci_bus = _nvml_bus(bus) if bus is not None else None
         self.id = source_id or (f"nvidia:{self.pci_bus}" if self.pci_bus else f"nvidia:{index}")
         # nvmlDeviceGetCurrentClocksEventReasons; older bindings call it ...ThrottleReasons (§5)
-        self._reasons = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        if self._reasons is None:
-            self._reasons = self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        self._reasons: Callable[[Any], int] = reasons or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         try:
