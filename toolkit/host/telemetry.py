@@ -1057,9 +1057,12 @@ class KernelLog:
         }
         lines: list[tuple[float | None, str]] | None = None
         if self._fd is not None:
-            lines, lost = self._read_kmsg()
-            result.update(source="kmsg", records_lost=lost)
-        else:
+            lines, lost, error = self._read_kmsg()
+            if error is None:
+                result.update(source="kmsg", records_lost=lost)
+            else:  # opened but not readable (EPERM at read time in some containers): try the journal
+                self._kmsg_error, lines = error, None
+        if lines is None:
             lines, why = self._read_journal(t1)
             if lines is not None:
                 result["source"] = "journal"
@@ -1077,13 +1080,16 @@ class KernelLog:
             result["verdict"] = "events-seen" if result["events"] else "none-seen"
         return result
 
-    def _read_kmsg(self) -> tuple[list[tuple[float | None, str]], int]:
+    def _read_kmsg(self) -> tuple[list[tuple[float | None, str]], int, str | None]:
         """Records `prio,seq,usec,flags;text` (+ ` KEY=value` lines); EPIPE = records overwritten;
-        a gap in seq = records lost. Times: boot-relative µs turned to wall time (approximate)."""
+        a gap in seq = records lost. Times: boot-relative µs turned to wall time (approximate).
+        Returns (lines, records lost, error): an error other than EAGAIN/EPIPE ends the read, and
+        with no record read it makes kmsg count as unreadable."""
         assert self._fd is not None
         boot_wall = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
         chunks: list[bytes] = []
         lost = 0
+        error: str | None = None
         try:
             while True:
                 try:
@@ -1094,7 +1100,8 @@ class KernelLog:
                     if e.errno == errno.EPIPE:
                         lost += 1
                         continue
-                    raise
+                    error = f"{self.kmsg_path}: {e.strerror or e}"
+                    break
                 if not data:
                     break
                 chunks.append(data)
@@ -1118,7 +1125,7 @@ class KernelLog:
             except (IndexError, ValueError):
                 pass
             out.append((t, text))
-        return out, lost
+        return out, lost, (error if not out else None)
 
     def _read_journal(self, t1: float) -> tuple[list[tuple[float | None, str]] | None, str]:
         cmd = self.journalctl or ([shutil.which("journalctl") or ""] if shutil.which("journalctl") else [])
