@@ -23,7 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolkit.host.telemetry import HostSource, Sampler, discover_gpus, open_source, process_tree_cpu_seconds  # noqa: E402
+from toolkit.host.telemetry import (  # noqa: E402
+    HostSource,
+    Sampler,
+    Source,
+    discover_gpus,
+    open_source,
+    process_tree_cpu_seconds,
+)
 
 
 def _cpu_over(seconds: float, sampler: Sampler | None) -> tuple[float, float, int]:
@@ -48,7 +55,7 @@ def main() -> int:
     args = ap.parse_args()
 
     refs = discover_gpus()
-    sources = [HostSource(lambda: process_tree_cpu_seconds(os.getpid()))]
+    sources: list[Source] = [HostSource(lambda: process_tree_cpu_seconds(os.getpid()))]
     for ref in refs:
         try:
             sources.append(open_source(ref))

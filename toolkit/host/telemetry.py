@@ -812,7 +812,7 @@ def open_source(ref: GpuRef, **kwargs: Any) -> AmdGpuSource | NvmlGpuSource:
 STOCK_POWER_PROFILES = ("BOOTUP_DEFAULT",)
 
 
-def power_state(source: Any) -> dict[str, Any]:
+def power_state(source: AmdGpuSource | NvmlGpuSource) -> dict[str, Any]:
     """The GPU's power settings now, for `toolkit doctor` and an up-front warning: the source's
     `state()` (AMD: cap_w, cap_default_w, cap_max_w, perf_level, power_profile, od_vddgfx_offset_mv,
     ppfeaturemask, od_enabled, runtime_status; NVIDIA: cap_w, cap_default_w) plus its `source` id.
@@ -865,7 +865,7 @@ class Sampler:
     MIN_RATE_HZ = 10.0
 
     def __init__(
-        self, sources: Sequence[Any], rate_hz: float = 10.0, trace_path: str | Path | None = None
+        self, sources: Sequence[Source], rate_hz: float = 10.0, trace_path: str | Path | None = None
     ) -> None:
         if not rate_hz >= self.MIN_RATE_HZ:
             raise ValueError(f"Sampler rate_hz {rate_hz}: must be at least {self.MIN_RATE_HZ}")
