@@ -584,3 +584,30 @@ def test_kernel_log_unreadable_says_so(tmp_path: Path):
     assert "dmesg_restrict=1" in r["why_unreadable"] and "not seeing messages" in r["why_unreadable"]
     failing = _script(tmp_path / "jc2", "exit 1\n")
     assert KernelLog(tmp_path / "no-kmsg", journalctl=[str(failing)]).read()["verdict"] == "unreadable"
+
+
+def test_kernel_log_kmsg_unreadable_at_read_time_falls_back(tmp_path: Path, monkeypatch):
+    """Some containers let /dev/kmsg open but refuse the read (EPERM): then the journal is asked."""
+    import errno
+
+    import toolkit.host.telemetry as tel
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    log = KernelLog(kmsg, journalctl=[str(_script(tmp_path / "jc", "exit 1\n"))])
+    real_read, fd = os.read, log._fd
+
+    def read(f: int, n: int) -> bytes:
+        if f == fd:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_read(f, n)
+
+    monkeypatch.setattr(tel.os, "read", read)
+    r = log.read()
+    assert r["source"] == "unreadable" and "Operation not permitted" in r["why_unreadable"]
+
+
+def test_kernel_log_on_this_host_never_raises():
+    r = KernelLog().read()
+    assert r["source"] in ("kmsg", "journal", "unreadable")
+    assert r["verdict"] in ("events-seen", "none-seen", "unreadable")

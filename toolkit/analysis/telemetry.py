@@ -513,7 +513,10 @@ def window_summary(
     averaged power when that is valid, else None with `energy_invalid_reason`; never a number when
     invalid. tok_per_j = tokens / energy_j. Throttle reasons are named per vendor (NVML clock-event
     reasons; SMU14 bits for AMD) and include non-throttle ones (gpu-idle, temp-hotspot): `flags`
-    decides which count. Stats (means, clocks, temps) are over samples inside [t0, t1]."""
+    decides which count. Stats (means, clocks, temps) are over samples inside [t0, t1].
+
+    Pass the samples of the GPUs the run used (and the host): a GPU the benchmark did not touch
+    would add its own energy and flags. Samples without `t`/`source` are ignored."""
     if not t1 > t0:
         raise ValueError(f"window_summary: t1 {t1} is not after t0 {t0}")
     groups: dict[str, list[dict[str, Any]]] = {}
