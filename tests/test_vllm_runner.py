@@ -448,7 +448,7 @@ def test_vllm_run_records_methods_rates_and_timing(tmp_path, monkeypatch):
     pp512 = by["pp512"]
     assert pp512.method == vr.METHOD_PREFILL and pp512.axis == "prefill" and pp512.runner == "vllm"
     assert pp512.avg_ts == pytest.approx(512 / 0.512)
-    assert pp512.timing["measured_s"] == pytest.approx(3 * 0.512, abs=1e-3)
+    assert pp512.timing["tests_s"] == pytest.approx(3 * 0.512, abs=1e-3)
     assert pp512.timing["startup_s"] == pytest.approx(20.0 - 3 * 0.512, abs=1e-3)
     tg = by["tg32"]
     assert tg.method == vr.METHOD_DECODE and tg.axis == "decode" and tg.n_gen == 32 and tg.n_prompt == 0
@@ -968,7 +968,7 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     assert (
         vr.settings_from_records(recs) == lm.m.vllm
     )  # every field, concurrency [1, 4] and num_iters 3 included
-    assert all(r.timing["compile_cache_cold"] == 1.0 and "compile_cache_cold" not in r.engine for r in recs)
+    assert all(r.timing["cache_cold"] == 1.0 and "cache_cold" not in r.engine for r in recs)
     # a method read from the checkpoint is not an override: it is read again from the same checkpoint
     from_ckpt = [
         r.model_copy(
@@ -992,10 +992,10 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
 
 
 def test_a_second_run_finds_the_compile_cache_warm(tmp_path, monkeypatch):
-    """compile_cache_cold: 1.0 when the per-digest compile cache volume was created by this run, 0.0 after."""
+    """cache_cold: 1.0 when the per-digest compile cache volume was created by this run, 0.0 after."""
     fake = FakeEngine(good_writer)
     _, first, _, _ = _run(tmp_path / "a", monkeypatch, good_writer, fake)
     assert fake.volumes == ["toolkit-vllm-cache-" + "ab" * 6]
     _, again, _, _ = _run(tmp_path / "b", monkeypatch, good_writer, fake)
-    assert {r.timing["compile_cache_cold"] for r in first} == {1.0}
-    assert {r.timing["compile_cache_cold"] for r in again} == {0.0}
+    assert {r.timing["cache_cold"] for r in first} == {1.0}
+    assert {r.timing["cache_cold"] for r in again} == {0.0}

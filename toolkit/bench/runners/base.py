@@ -69,7 +69,9 @@ class BenchOptions:
 
 @dataclass
 class Outcome:
-    """One (image, model) line of the run summary. status: ok | failed | skipped | dry-run | resumed."""
+    """One (image, model) line of the run summary. status: ok | failed | skipped | dry-run | resumed.
+    timing: wall_s, tests_s, startup_s summed over the line's containers (the CLI prints them), and
+    cache_cold for a Vulkan llama-bench run (its Mesa shader cache); names as in BenchRecord.timing."""
 
     image: str
     model: str
@@ -342,6 +344,20 @@ class Runner(Protocol):
     and settings_model: its own block in matrix.yaml (validated by that model; None: none);
     identity_fields: engine settings that are part of its records' test identity (identity.py reads
     `engine`); experimental: flagged in reports.
+
+    Timing: every record's `timing` uses these names (toolkit.results.records.TIMING_FIELDS; readers
+    go through records.timing_value, which also reads the older names in TIMING_ALIASES):
+
+        wall_s               container wall time behind the record (llama-bench: up to and including
+                             that row; vLLM latency: its container; served: its client run; SGLang:
+                             its processes)                                         every runner
+        tests_s              the measured windows within it (llama-bench: the rows' samples; vLLM: the
+                             timed iterations / the serve duration; SGLang: total_latency / duration)
+        startup_s            wall_s - tests_s: start, model load, compile, warm-up (served: time to a
+                             healthy server)
+        reference_startup_s  start-up of the reference run a derived value needs (vLLM decode)
+        cache_cold           1.0 / 0.0: the per-digest cache volume was cold (llama-bench on Vulkan:
+                             Mesa shaders; vLLM: its compile cache)
     """
 
     name: ClassVar[str]

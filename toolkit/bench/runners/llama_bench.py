@@ -233,12 +233,12 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         measured[0] += _row_seconds(raw, axes.repetitions)
         elapsed = time.monotonic() - t0
         timing = {
-            "elapsed_s": round(elapsed, 3),
+            "wall_s": round(elapsed, 3),
             "tests_s": round(measured[0], 3),
             "startup_s": round(max(elapsed - measured[0], 0.0), 3),
         }  # up to and including this test
         if shader_volume:
-            timing["shader_cache_cold"] = float(cold)
+            timing["cache_cold"] = float(cold)
         void = _void_reason(spec, opts, raw, "\n".join(printed))
         if file_identity(path) != hashed:
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
@@ -302,7 +302,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
             "startup_s": round(max(out.seconds - tests_s, 0.0), 3),
         }
         if shader_volume:
-            timing["shader_cache_cold"] = float(cold)
+            timing["cache_cold"] = float(cold)
         error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
         if isinstance(stop, engine.EngineLost):
             error = str(stop)

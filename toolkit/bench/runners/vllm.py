@@ -27,8 +27,8 @@ pinned revision (model.revision), and engine.log_notes.quantization is what vLLM
 
 Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
 results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
-measured latencies and is stored as timing.startup_s; for serving it is the time to a healthy
-/health. The serving container has no network (`--network none`): the server listens on the
+measured latencies and is stored as timing.startup_s (the measured part as tests_s, the names of
+base.Runner); for serving it is the time to a healthy /health. The serving container has no network (`--network none`): the server listens on the
 container's own loopback and the client runs inside it with `docker exec`, so the client reads the
 tokenizer from the same /models mount, no host port is published and parallel runs never collide.
 """
@@ -655,12 +655,12 @@ class _LatencyResult:
     error: str | None = None
 
     def timing(self) -> dict[str, float]:
-        """Wall time of the container; measured = the timed iterations; start-up = the rest."""
+        """Wall time of the container; tests_s = the timed iterations; start-up = the rest."""
         lat = self.latency
         measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
         return {
             "wall_s": round(self.wall_s, 3),
-            "measured_s": round(measured, 3),
+            "tests_s": round(measured, 3),
             "startup_s": round(max(self.wall_s - measured, 0.0), 3),
         }
 
@@ -737,7 +737,7 @@ def _latency_records(
                 stddev_ts=_sd(samples) if ok else None,
                 samples_ts=samples if ok else [],
                 command=res.command,
-                timing={**res.timing(), "compile_cache_cold": float(ctx.cold)},
+                timing={**res.timing(), "cache_cold": float(ctx.cold)},
                 engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
                 log_file=res.log_file,
                 raw=res.raw,
@@ -758,7 +758,7 @@ def _latency_records(
                 avg = round(n / diff, 4)
                 samples = _samples(n, long.latency.latencies, short.latency.avg)
                 sd = _sd(samples)
-        timing = {**long.timing(), "compile_cache_cold": float(ctx.cold)}
+        timing = {**long.timing(), "cache_cold": float(ctx.cold)}
         timing["reference_startup_s"] = short.timing()["startup_s"]
         recs.append(
             BenchRecord(
@@ -846,7 +846,7 @@ def _serve(
         recs.append(
             _serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout)
         )
-    measured = sum(r.timing.get("measured_s", 0.0) for r in recs)
+    measured = sum(r.timing.get("tests_s", 0.0) for r in recs)
     return recs, {
         "wall_s": round(server_out.seconds, 3),
         "tests_s": round(measured, 3),
@@ -920,8 +920,8 @@ def _serve_record(
     timing = {
         "startup_s": startup if startup is not None else 0.0,
         "wall_s": round(wall, 3),
-        "measured_s": parsed["duration"] or 0.0,
-        "compile_cache_cold": float(ctx.cold),
+        "tests_s": parsed["duration"] or 0.0,
+        "cache_cold": float(ctx.cold),
     }
     return BenchRecord(
         **base,
@@ -1078,8 +1078,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
             ctx.save(rec)  # run_bench's saver: whole-or-absent, counted, flagged when runs overlap
         events("done", image=spec.name, model=model.name, total=len(plan))
         spans = [x.timing() for x in results.values()]
-        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "measured_s", "startup_s")}
-        timing["tests_s"] = timing.pop("measured_s")
+        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "tests_s", "startup_s")}
         outcomes.append(_summary(spec, model, recs, "latency", timing))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
