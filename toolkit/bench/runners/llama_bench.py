@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from toolkit.bench import guard
 from toolkit.bench.runners.base import (
     BenchOptions,
+    Case,
     Outcome,
     RunContext,
     Step,
@@ -31,6 +32,7 @@ from toolkit.bench.runners.base import (
     file_identity,
     image_ref,
     memory_limit,
+    model_file_here,
     now,
     resolve_model,
     stale_marks,
@@ -68,6 +70,18 @@ class LlamaBenchRunner:
             Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
             for i in range(ctx.lm.m.bench.runs)
         ]
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """The crossed cases of `bench:`; with --resume those not yet measured on this digest + model."""
+        path = model_file_here(ctx.lm, ctx.model)
+        if ctx.opts.resume and path is not None:
+            sha = check_sha(ctx.lm, ctx.model, path)
+            return missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench)
+        return ctx.lm.m.bench.cases()
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
+        return measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, ctx.lm.m.bench, cases)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""

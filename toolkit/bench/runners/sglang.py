@@ -23,12 +23,15 @@ from typing import Any, ClassVar
 
 from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
+    Case,
     Outcome,
     RunContext,
     Step,
+    estimate_from,
     image_ref,
     now,
     resolve_model,
+    seconds_before,
     served_shortfall_error,
     stale_marks,
     tree_sha256,
@@ -64,6 +67,50 @@ class SglangRunner:
         """Every container command, in order (also what `--dry-run` prints)."""
         return [step for step, _ in _planned(ctx)]
 
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """One case per record: pp L / tg N per micro-batch (bench.repetitions processes each), then
+        one per served level. SGLang runs do not resume: every case, --resume or not."""
+        reps = ctx.lm.m.bench.repetitions
+        out: list[Case] = []
+        for method, tokens, ub, k in _points(ctx):
+            if k == 0:
+                prefill = method == sa.METHOD_PREFILL
+                out.append(
+                    {
+                        "method": method,
+                        "n_prompt": tokens if prefill else 0,
+                        "n_gen": 0 if prefill else tokens,
+                        "n_ubatch": ub,
+                        "repetitions": reps,
+                    }
+                )
+        for c, p, n, ub in _levels(ctx):
+            out.append(
+                {
+                    "method": sa.METHOD_SERVE,
+                    "n_prompt": p,
+                    "n_gen": n,
+                    "n_ubatch": ub,
+                    "concurrency": c,
+                    "repetitions": 1,
+                }
+            )
+        return out
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """The measured time (tests_s: the samples' total_latency, the serving duration) of the
+        newest ok record of each case on this host."""
+        seen = seconds_before(
+            ctx, lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.n_ubatch, r.engine.get("concurrency"))
+        )
+        return estimate_from(
+            seen,
+            [
+                _case_key(c["method"], c["n_prompt"], c["n_gen"], c["n_ubatch"], c.get("concurrency"))
+                for c in cases
+            ],
+        )
+
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Run the plan through ctx.engine; one record per point (a failed point is a failed record)."""
         path, reason = resolve_model(ctx.lm, ctx.model, dry_run=ctx.opts.dry_run)
@@ -90,6 +137,10 @@ class SglangRunner:
                 recs[0].command if recs else [],
             )
         ]
+
+
+def _case_key(method: str, n_prompt: int, n_gen: int, n_ubatch: int | None, concurrency: Any) -> tuple:
+    return (method, n_prompt, n_gen, n_ubatch, int(concurrency) if concurrency else None)
 
 
 def settings(ctx: RunContext) -> sa.SglangSettings:

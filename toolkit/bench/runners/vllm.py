@@ -47,14 +47,17 @@ from typing import Any, ClassVar
 
 from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
     SERVED_TOLERANCE,
+    Case,
     Events,
     Outcome,
     RunContext,
     Step,
+    estimate_from,
     image_ref,
     model_sha256,
     now,
     resolve_model,
+    seconds_before,
     served_shortfall_error,
     stale_marks,
     tree_sha256,
@@ -1104,6 +1107,37 @@ def _commands(ctx: RunContext) -> list[list[str]]:
     )
 
 
+def cases(lm: LoadedMatrix) -> list[Case]:
+    """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
+    one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
+    v = lm.m.vllm
+    out: list[Case] = [
+        {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
+        for p in lm.m.bench.n_prompt
+        if p > 0
+    ]
+    out += [
+        {"method": METHOD_DECODE, "n_prompt": 0, "n_gen": n, "repetitions": v.num_iters}
+        for n in lm.m.bench.n_gen
+        if n > 0
+    ]
+    out += [
+        {
+            "method": METHOD_SERVE,
+            "n_prompt": lv.input_len,
+            "n_gen": lv.output_len,
+            "concurrency": lv.concurrency,
+            "repetitions": 1,
+        }
+        for lv in serve_plan(lm)
+    ]
+    return out
+
+
+def _case_key(method: str, n_prompt: int, n_gen: int, concurrency: Any) -> tuple[str, int, int, int | None]:
+    return (method, n_prompt, n_gen, int(concurrency) if concurrency else None)
+
+
 def _summary(
     spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]
 ) -> Outcome:
@@ -1142,6 +1176,20 @@ class VllmRunner:
 
     def plan(self, ctx: RunContext) -> list[Step]:
         return [Step("vllm", c) for c in _commands(ctx)]
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """Every record's case (module `cases`): a vLLM run measures them all, --resume or not."""
+        return cases(ctx.lm)
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """The measured time (tests_s: timed iterations, serve duration) of the newest ok record of
+        each case on this host."""
+        seen = seconds_before(
+            ctx,
+            lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.engine.get("concurrency")),
+        )
+        keys = [_case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
+        return estimate_from(seen, keys)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
