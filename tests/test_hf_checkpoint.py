@@ -19,10 +19,14 @@ import yaml
 
 from tests.e2e_helpers import run_cli
 from toolkit.bench.runners import vllm as vr
+from toolkit.bench.runners.base import BenchOptions, RunContext
+from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
+from toolkit.host.devices import DeviceProfile
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
+from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.spec.matrix import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,17 +197,46 @@ def test_override_rules_follow_vllm(tmp_path, ckpt, override, ok):
 
 
 def test_bench_refuses_the_mismatch_before_any_container(tmp_path, monkeypatch):
-    """`toolkit bench` exits 4 with the fix; no container is created (creating one would raise here)."""
+    """`toolkit bench` exits 4 with the fix before it asks the engine (none answers at DOCKER_HOST:
+    any engine call would end the run with exit 5), and the vLLM runner alone refuses before its
+    engine (a stand-in in its RunContext that fails on any call but command formatting) sees a call."""
     p = project(tmp_path, quantization="awq", ckpt_quant="compressed-tensors")
-
-    def no_container(*a, **k):
-        raise AssertionError("a container was started")
-
-    for name in ("run_container", "start_container", "exec_in"):
-        monkeypatch.setattr(engine, name, no_container)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     res, code = run_cli(p, "bench", "--image", "vllm", expect=4)
     out = res.output + str(res.exception)
     assert "vllm.quantization: 'awq'" in out and "compressed-tensors" in out and "matrix.yaml" in out
+
+    class NoContainers:
+        run_command = staticmethod(engine.run_command)
+        exec_command = staticmethod(engine.exec_command)
+
+        def __getattr__(self, name):
+            raise AssertionError(f"engine.{name} called: a container would have started")
+
+    lm, model, _ = _lm(p)
+    build = BuildRecord(
+        image="vllm",
+        ref="toolkit/vllm:latest",
+        digest="sha256:" + "cd" * 32,
+        backend="rocm",
+        template="t",
+        template_hash="t",
+        created="now",
+    )
+    ctx = RunContext(
+        lm,
+        lm.m.image("vllm"),
+        build,
+        model,
+        ResultStore(tmp_path / "results"),
+        BenchOptions(run_id="r1"),
+        DeviceProfile.example("rocm"),
+        {},
+        lambda *a, **k: None,
+        engine=NoContainers(),
+    )
+    with pytest.raises(BadInput, match="vllm.quantization: 'awq'"):
+        runners.get("vllm").run(ctx)
 
 
 # ---------------------------------------------------------------------------------------------

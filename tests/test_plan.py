@@ -1,7 +1,8 @@
 """`toolkit bench`'s plan line counts what the run will measure, as it will run, and estimates its
-measuring time from earlier records of the same tests on this host (toolkit/bench/run.py _llama_plan,
-plan_run; toolkit/bench/runners/llama_bench.py measured_seconds). The runs stop at the engine
-(DOCKER_HOST points nowhere, exit 5) or are dry runs: the plan is printed before any container."""
+measuring time from earlier records of the same tests on this host (toolkit/bench/run.py _plan,
+plan_run; each runner's Runner.cases and Runner.estimate, e.g. llama_bench.measured_seconds). The
+runs stop at the engine (DOCKER_HOST points nowhere, exit 5) or are dry runs: the plan is printed
+before any container."""
 
 from __future__ import annotations
 
@@ -129,3 +130,63 @@ def test_tune_without_model_skips_a_folder_and_takes_the_next_model_file(project
     write_matrix(project, d)
     lm = load_matrix(project / "matrix.yaml")
     assert tune.model_for(lm, None, lm.m.image("cpu")).name == "tiny-qwen3moe"
+
+
+def _with_vllm_pair(project, matrix_data, **vllm):
+    """The cpu image (llama-bench, the tiny GGUF) and `vcpu`, the same image run by the vLLM runner, with
+    a tiny checkpoint the run generates: pp512 + tg128, vLLM serving at concurrency 1 and 2."""
+    d = one_case(project, matrix_data, n_gen=[128])
+    cpu = next(i for i in d["images"] if i["name"] == "cpu")
+    d["images"].append({**cpu, "name": "vcpu", "runner": "vllm"})
+    d["models"].append(
+        {
+            "name": "tiny-hf",
+            "path": "models/tiny-hf",
+            "format": "hf",
+            "generate": "tiny-qwen3moe-hf",
+            "runners": ["vllm"],
+        }
+    )
+    d["vllm"] = {"concurrency": [1, 2], "num_iters": 4, **vllm}
+    write_matrix(project, d)
+    seed_current_build(project, "cpu")
+    seed_current_build(project, "vcpu")
+    return d
+
+
+def test_plan_counts_the_cases_of_every_runner(project, matrix_data):
+    """Each runner says what it will measure (Runner.cases): llama-bench pp512 + tg128 (5 repetitions),
+    vLLM pp512, tg128 (4 timed iterations each) and two served levels (one run each)."""
+    _with_vllm_pair(project, matrix_data)
+    res = tk(project, "bench")
+    assert res.returncode == 5, res.stderr  # the engine: after the plan
+    assert plan_line(res).startswith(
+        "plan: 6 test cases (2 per run x 1 + 4 per run x 1 image/model pairs, 1-5 repetitions each)"
+    ), res.stderr
+
+
+def test_plan_estimates_vllm_cases_from_their_measured_time_old_names_included(project, matrix_data):
+    """vLLM's estimate is the measured time its records state (timing.tests_s; `measured_s` in records
+    written before the runners shared one set of timing names): pp512 took 2 s, served c1 3 s."""
+    _with_vllm_pair(project, matrix_data)
+    store = ResultStore(project / "results")
+    pp = make_record("vcpu", "cpu", p=512, avg=256.0, model="tiny-hf", host={}).model_copy(
+        update={"runner": "vllm", "method": "vllm-bench-latency-prefill", "timing": {"tests_s": 2.0}}
+    )
+    served = make_record("vcpu", "cpu", p=512, n=128, avg=50.0, model="tiny-hf", host={}).model_copy(
+        update={
+            "runner": "vllm",
+            "method": "vllm-bench-serve",
+            "axis": "served",
+            "test": "serve pp512+tg128 c1",
+            "engine": {"concurrency": 1},
+            "timing": {"measured_s": 3.0},  # the old name
+        }
+    )
+    for r in (pp, served):
+        store.add_result(r)
+    res = tk(project, "bench", "-i", "vcpu")
+    assert plan_line(res) == (
+        "plan: 4 test cases (4 per run x 1 image/model pairs, 1-4 repetitions each); estimated measuring "
+        "time 5 s for the 2 cases measured before (2 never measured), from earlier runs, plus start-up"
+    ), res.stderr

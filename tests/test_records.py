@@ -46,3 +46,20 @@ def test_unknown_fields_survive_a_round_trip(tmp_path):
     store.add_result(_rec(future_field={"x": 1}))
     line = json.loads(next((tmp_path).glob("*/bench.jsonl")).read_text())
     assert line["future_field"] == {"x": 1}
+
+
+def test_timing_reads_every_runners_names_old_ones_included():
+    """One set of timing names (records.TIMING_FIELDS) for every runner; records written before it keep
+    their names (llama-bench elapsed_s / shader_cache_cold, vLLM measured_s / compile_cache_cold) and
+    read the same through timing_value."""
+    from toolkit.results.records import TIMING_ALIASES, TIMING_FIELDS, timing_value
+
+    assert set(TIMING_ALIASES) <= set(TIMING_FIELDS)
+    old_llama = {"elapsed_s": 12.5, "tests_s": 10.0, "startup_s": 2.5, "shader_cache_cold": 0.0}
+    old_vllm = {"wall_s": 20.0, "measured_s": 1.5, "startup_s": 18.5, "compile_cache_cold": 1.0}
+    new = {"wall_s": 12.5, "tests_s": 10.0, "startup_s": 2.5, "cache_cold": 0.0}
+    for name in ("wall_s", "tests_s", "startup_s", "cache_cold"):
+        assert timing_value(old_llama, name) == timing_value(new, name) is not None
+    assert (timing_value(old_vllm, "tests_s"), timing_value(old_vllm, "cache_cold")) == (1.5, 1.0)
+    assert timing_value({"wall_s": 1.0}, "tests_s") is None and timing_value({}, "wall_s") is None
+    assert timing_value({"wall_s": 2.0, "elapsed_s": 9.0}, "wall_s") == 2.0  # the current name first

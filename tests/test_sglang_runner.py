@@ -168,3 +168,21 @@ def test_sglang_plan_is_what_run_executes(ctx_for):
     planned = [s.argv[s.argv.index("python3") :] for s in plan if s.what.startswith(("pp", "tg"))]
     assert planned == fake.ran
     assert any(s.what == "launch_server" and "-d" in s.argv for s in plan)
+
+
+def test_sglang_cases_timing_and_estimate_follow_its_records(ctx_for):
+    """One case per record (what the plan line counts); records carry the shared timing names; the
+    estimate is their measured time (tests_s)."""
+    ctx = ctx_for(FakeEngine(), n_ubatch=[256, 512])
+    r = runners.get("sglang")
+    cases = r.cases(ctx)
+    assert r.estimate(ctx, cases) == (0, 0.0)  # nothing measured yet
+    r.run(ctx)
+    recs = ctx.store.results()
+    assert len(cases) == len(recs) == 2 * 2 + 4  # (pp, tg) x 2 micro-batches + 4 served levels
+    assert {c["repetitions"] for c in cases if c["method"] != "sglang-bench-serving"} == {3}
+    for rec in recs:
+        assert {"wall_s", "tests_s", "startup_s"} <= set(rec.timing), rec.timing
+        assert rec.timing["tests_s"] > 0
+    known, seconds = r.estimate(ctx, cases)
+    assert known == len(recs) and seconds == pytest.approx(sum(x.timing["tests_s"] for x in recs))

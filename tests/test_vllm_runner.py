@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from toolkit.bench.run import BenchOptions
+from toolkit.bench.run import BenchOptions, RunContext
 from toolkit.bench.runners import vllm as vr
+from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.host.devices import DeviceProfile
 from toolkit.results.records import BuildRecord, ResultStore
@@ -148,7 +149,7 @@ def test_plans_share_the_output_1_run_and_reach_each_concurrency(tmp_path):
 def test_dry_run_commands_are_docker_argument_lists(tmp_path):
     lm = _matrix(tmp_path)
     spec, model = lm.m.image("vllm"), lm.m.models[-1]
-    cmds = vr.vllm_commands(lm, spec, model)
+    cmds = vr.vllm_commands(lm, spec, model, engine=engine)
     runs = [c for c in cmds if c[:2] == ["docker", "run"]]
     execs = [c for c in cmds if c[:2] == ["docker", "exec"]]
     assert len(runs) == 3 + 1 and len(execs) == 1 + 4
@@ -311,7 +312,12 @@ class FakeContainer:
 
 
 class FakeEngine:
-    """Records containers; writes result files into the /out mount like vLLM would."""
+    """toolkit.engine.api as the runner sees it through RunContext.engine: records containers and
+    writes result files into the /out mount like vLLM would. Command formatting (run_command,
+    exec_command) is the real engine module's."""
+
+    run_command = staticmethod(engine.run_command)
+    exec_command = staticmethod(engine.exec_command)
 
     def __init__(self, out_writer, ready_after: int = 1):
         self.out_writer = out_writer
@@ -320,6 +326,14 @@ class FakeEngine:
         self.runs: list[engine.RunSpec] = []
         self.execs: list[list[str]] = []
         self.removed = 0
+        self.volumes: list[str] = []
+
+    def volume_exists(self, name):
+        return name in self.volumes
+
+    def ensure_volume(self, name, labels=None):
+        self.volumes.append(name)
+        return name
 
     @staticmethod
     def out_dir(spec) -> Path:
@@ -354,19 +368,32 @@ class FakeEngine:
     def remove_container(self, container):
         self.removed += 1
 
-    def install(self, monkeypatch):
-        for name in (
-            "run_container",
-            "start_container",
-            "exec_in",
-            "container_logs",
-            "container_state",
-            "remove_container",
-        ):
-            monkeypatch.setattr(engine, name, getattr(self, name))
-        monkeypatch.setattr(engine, "ensure_volume", lambda name, labels=None: name)
-        monkeypatch.setattr(engine, "volume_exists", lambda name: False)
-        monkeypatch.setattr(vr, "HEALTH_POLL_S", 0.0)
+
+class NoContainers:
+    """An engine that formats commands and refuses everything else: a dry run, or a refusal before
+    any container, must not get past it."""
+
+    run_command = staticmethod(engine.run_command)
+    exec_command = staticmethod(engine.exec_command)
+
+    def __getattr__(self, name):
+        raise AssertionError(f"engine.{name} called")
+
+
+def _ctx(lm, build, store, fake, **opts) -> RunContext:
+    """The RunContext bench hands the vLLM runner, with `fake` as its engine."""
+    return RunContext(
+        lm,
+        lm.m.image("vllm"),
+        build,
+        lm.m.models[-1],
+        store,
+        BenchOptions(**opts),
+        DeviceProfile.example("rocm"),
+        {"host": "x"},
+        lambda *a, **k: None,
+        engine=fake,
+    )
 
 
 def _latency_json(seconds: float) -> str:
@@ -398,7 +425,7 @@ def _run(
 ):
     lm = _matrix(tmp_path, model_config, **vllm)
     fake = fake or FakeEngine(writer)
-    fake.install(monkeypatch)
+    monkeypatch.setattr(vr, "HEALTH_POLL_S", 0.0)  # a constant, not the engine: no wait between polls
     store = ResultStore(tmp_path / "results")
     build = BuildRecord(
         image="vllm",
@@ -410,29 +437,18 @@ def _run(
         created="now",
         labels={"org.toolkit.vllm-version": "0.16.0"},
     )
-    events: list[tuple] = []
-    outs = vr.bench_vllm(
-        lm,
-        lm.m.image("vllm"),
-        build,
-        lm.m.models[-1],
-        store,
-        BenchOptions(run_id="r1"),
-        DeviceProfile.example("rocm"),
-        {"host": "x"},
-        lambda *a, **k: events.append((a, k)),
-    )
+    outs = runners.get("vllm").run(_ctx(lm, build, store, fake, run_id="r1"))
     return outs, store.results(), fake, store
 
 
-def test_bench_vllm_records_methods_rates_and_timing(tmp_path, monkeypatch):
+def test_vllm_run_records_methods_rates_and_timing(tmp_path, monkeypatch):
     outs, recs, fake, _ = _run(tmp_path, monkeypatch, good_writer)
     assert [o.status for o in outs] == ["ok", "ok"]
     by = {r.test: r for r in recs}
     pp512 = by["pp512"]
     assert pp512.method == vr.METHOD_PREFILL and pp512.axis == "prefill" and pp512.runner == "vllm"
     assert pp512.avg_ts == pytest.approx(512 / 0.512)
-    assert pp512.timing["measured_s"] == pytest.approx(3 * 0.512, abs=1e-3)
+    assert pp512.timing["tests_s"] == pytest.approx(3 * 0.512, abs=1e-3)
     assert pp512.timing["startup_s"] == pytest.approx(20.0 - 3 * 0.512, abs=1e-3)
     tg = by["tg32"]
     assert tg.method == vr.METHOD_DECODE and tg.axis == "decode" and tg.n_gen == 32 and tg.n_prompt == 0
@@ -541,18 +557,10 @@ def test_dry_run_outcomes_carry_each_command(tmp_path):
         template_hash="",
         created="",
     )
-    outs = vr.bench_vllm(
-        lm,
-        lm.m.image("vllm"),
-        build,
-        lm.m.models[-1],
-        ResultStore(tmp_path / "r"),
-        BenchOptions(dry_run=True, run_id="dry"),
-        DeviceProfile.example("rocm"),
-        {},
-        lambda *a, **k: None,
-    )
+    ctx = _ctx(lm, build, ResultStore(tmp_path / "r"), NoContainers(), dry_run=True, run_id="dry")
+    outs = runners.get("vllm").run(ctx)
     assert all(o.status == "dry-run" for o in outs) and len(outs) == 4 + 5
+    assert [o.command for o in outs] == [s.argv for s in runners.get("vllm").plan(ctx)]
     assert not (tmp_path / "r").exists()
 
 
@@ -737,7 +745,9 @@ def _vllm_argv(docker_cmd: list[str]) -> list[str]:
 def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python, tmp_path):
     version, python = release_python
     lm = _matrix(tmp_path)
-    cmds = [c for c in vr.vllm_commands(lm, lm.m.image("vllm"), lm.m.models[-1]) if "vllm" in c]
+    cmds = [
+        c for c in vr.vllm_commands(lm, lm.m.image("vllm"), lm.m.models[-1], engine=engine) if "vllm" in c
+    ]
     other = lm.m.vllm.model_copy(
         update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None)
     )
@@ -941,14 +951,12 @@ def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monk
     assert not any("--quantization" in s.command for s in fake.runs)
 
 
-def test_quantization_mismatch_stops_bench_vllm_before_a_container(tmp_path, monkeypatch):
+def test_quantization_mismatch_stops_the_vllm_run_before_a_container(tmp_path, monkeypatch):
     from toolkit.models.tiny_hf import compressed_tensors_w4a16
 
     cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
-    fake = FakeEngine(good_writer)
     with pytest.raises(vr.BadInput, match="vllm.quantization: 'awq' does not match model tiny-hf"):
-        _run(tmp_path, monkeypatch, good_writer, fake, model_config=cfg, quantization="awq")
-    assert not fake.runs
+        _run(tmp_path, monkeypatch, good_writer, NoContainers(), model_config=cfg, quantization="awq")
 
 
 def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypatch):
@@ -960,7 +968,7 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     assert (
         vr.settings_from_records(recs) == lm.m.vllm
     )  # every field, concurrency [1, 4] and num_iters 3 included
-    assert all(r.timing["compile_cache_cold"] == 1.0 and "compile_cache_cold" not in r.engine for r in recs)
+    assert all(r.timing["cache_cold"] == 1.0 and "cache_cold" not in r.engine for r in recs)
     # a method read from the checkpoint is not an override: it is read again from the same checkpoint
     from_ckpt = [
         r.model_copy(
@@ -981,3 +989,13 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     ]
     assert vr.settings_from_records(old, {"num_iters": 99}).num_iters == 99
     assert vr.settings_from_records(old).num_iters == 3
+
+
+def test_a_second_run_finds_the_compile_cache_warm(tmp_path, monkeypatch):
+    """cache_cold: 1.0 when the per-digest compile cache volume was created by this run, 0.0 after."""
+    fake = FakeEngine(good_writer)
+    _, first, _, _ = _run(tmp_path / "a", monkeypatch, good_writer, fake)
+    assert fake.volumes == ["toolkit-vllm-cache-" + "ab" * 6]
+    _, again, _, _ = _run(tmp_path / "b", monkeypatch, good_writer, fake)
+    assert {r.timing["cache_cold"] for r in first} == {1.0}
+    assert {r.timing["cache_cold"] for r in again} == {0.0}

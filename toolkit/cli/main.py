@@ -378,13 +378,17 @@ def bench(
             if o.records:
                 line += f", {o.records} results"
             if o.timing:
-                t = o.timing
-                line += (
-                    f", wall {t['wall_s']:.1f} s = measurement {t['tests_s']:.1f} s + start-up/model load/"
-                    f"warm-up {t['startup_s']:.1f} s"
+                from toolkit.results.records import timing_value
+
+                wall, tests, startup, cold = (
+                    timing_value(o.timing, k) for k in ("wall_s", "tests_s", "startup_s", "cache_cold")
                 )
-                if "shader_cache_cold" in t:
-                    line += " (shader cache cold)" if t["shader_cache_cold"] else " (shader cache warm)"
+                line += (
+                    f", wall {wall or 0.0:.1f} s = measurement {tests or 0.0:.1f} s + start-up/model load/"
+                    f"warm-up {startup or 0.0:.1f} s"
+                )
+                if cold is not None:  # only a Vulkan llama-bench line has it: its Mesa shader cache
+                    line += " (shader cache cold)" if cold else " (shader cache warm)"
             if o.reason:
                 line += f": {o.reason}"
             click.echo(line)

@@ -17,7 +17,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +94,42 @@ class ModelRef(BaseModel):
     size_bytes: int
 
 
+TIMING_FIELDS: dict[str, str] = {
+    "wall_s": "container wall time behind the record, seconds (a llama-bench row: up to and including it)",
+    "tests_s": "of which the measured windows: the timed iterations, requests or tests",
+    "startup_s": "the rest: container start, model load, compile, warm-up (wall_s - tests_s)",
+    "reference_startup_s": "start-up of a reference run the value is derived from (vLLM decode: output 1)",
+    "cache_cold": "1.0 when the per-digest cache volume (Mesa shaders, vLLM compile) was new, else 0.0",
+}
+"""The one set of names every runner uses in BenchRecord.timing (and Outcome.timing), all optional but
+wall_s; the Runner protocol (toolkit.bench.runners.base.Runner) documents who writes which."""
+
+TIMING_ALIASES: dict[str, tuple[str, ...]] = {
+    "wall_s": ("elapsed_s",),  # llama-bench rows before the runners shared one set of names
+    "tests_s": ("measured_s",),  # vLLM records before it
+    "cache_cold": ("shader_cache_cold", "compile_cache_cold"),  # llama-bench (Vulkan) / vLLM before it
+}
+"""Older names of TIMING_FIELDS that records written before still carry: `timing_value` reads them."""
+
+
+def timing_value(timing: Mapping[str, Any], name: str) -> float | None:
+    """`timing[name]` of a record (or a summary line) under its current name, else under an older one
+    (TIMING_ALIASES), so records of every toolkit version read alike; None when it has neither."""
+    for key in (name, *TIMING_ALIASES.get(name, ())):
+        value = timing.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 class BenchRecord(BaseModel):
-    """One measured (or failed) test: one llama-bench output row, or one vLLM measurement.
+    """One measured (or failed) test: one llama-bench output row, or one vLLM / SGLang measurement.
 
     tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt`
     (prefill) or `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is
     min(n_ubatch, n_batch, n_prompt + n_gen + n_depth) (llama.cpp clamps; see
     shared/reference/llama-bench.md). `raw` keeps the tool's record unchanged, unknown fields included.
+    `timing` uses the names of TIMING_FIELDS; read it with `timing_value`, which also reads older names.
     """
 
     model_config = ConfigDict(extra="allow")

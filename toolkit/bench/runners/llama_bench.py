@@ -23,6 +23,7 @@ from toolkit.bench import guard
 from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault
 from toolkit.bench.runners.base import (
     BenchOptions,
+    Case,
     Outcome,
     RunContext,
     Step,
@@ -32,6 +33,7 @@ from toolkit.bench.runners.base import (
     file_identity,
     image_ref,
     memory_limit,
+    model_file_here,
     now,
     resolve_model,
     stale_marks,
@@ -70,6 +72,18 @@ class LlamaBenchRunner:
             Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
             for i in range(ctx.lm.m.bench.runs)
         ]
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """The crossed cases of `bench:`; with --resume those not yet measured on this digest + model."""
+        path = model_file_here(ctx.lm, ctx.model)
+        if ctx.opts.resume and path is not None:
+            sha = check_sha(ctx.lm, ctx.model, path)
+            return missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench)
+        return ctx.lm.m.bench.cases()
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
+        return measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, ctx.lm.m.bench, cases)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""
@@ -243,12 +257,12 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         measured[0] += _row_seconds(raw, axes.repetitions)
         elapsed = time.monotonic() - t0
         timing = {
-            "elapsed_s": round(elapsed, 3),
+            "wall_s": round(elapsed, 3),
             "tests_s": round(measured[0], 3),
             "startup_s": round(max(elapsed - measured[0], 0.0), 3),
         }  # up to and including this test
         if shader_volume:
-            timing["shader_cache_cold"] = float(cold)
+            timing["cache_cold"] = float(cold)
         void = _void_reason(spec, opts, raw, "\n".join(printed))
         if file_identity(path) != hashed:
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
@@ -321,7 +335,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
             "startup_s": round(max(out.seconds - tests_s, 0.0), 3),
         }
         if shader_volume:
-            timing["shader_cache_cold"] = float(cold)
+            timing["cache_cold"] = float(cold)
         error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
         if isinstance(stop, engine.EngineLost):
             error = str(stop)

@@ -23,18 +23,21 @@ from typing import Any, ClassVar
 
 from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
+    Case,
     Outcome,
     RunContext,
     Step,
+    estimate_from,
     image_ref,
     now,
     resolve_model,
+    seconds_before,
     served_shortfall_error,
     stale_marks,
     tree_sha256,
 )
 from toolkit.core import backends
-from toolkit.engine import api as engine_mod
+from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
@@ -64,6 +67,50 @@ class SglangRunner:
         """Every container command, in order (also what `--dry-run` prints)."""
         return [step for step, _ in _planned(ctx)]
 
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """One case per record: pp L / tg N per micro-batch (bench.repetitions processes each), then
+        one per served level. SGLang runs do not resume: every case, --resume or not."""
+        reps = ctx.lm.m.bench.repetitions
+        out: list[Case] = []
+        for method, tokens, ub, k in _points(ctx):
+            if k == 0:
+                prefill = method == sa.METHOD_PREFILL
+                out.append(
+                    {
+                        "method": method,
+                        "n_prompt": tokens if prefill else 0,
+                        "n_gen": 0 if prefill else tokens,
+                        "n_ubatch": ub,
+                        "repetitions": reps,
+                    }
+                )
+        for c, p, n, ub in _levels(ctx):
+            out.append(
+                {
+                    "method": sa.METHOD_SERVE,
+                    "n_prompt": p,
+                    "n_gen": n,
+                    "n_ubatch": ub,
+                    "concurrency": c,
+                    "repetitions": 1,
+                }
+            )
+        return out
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """The measured time (tests_s: the samples' total_latency, the serving duration) of the
+        newest ok record of each case on this host."""
+        seen = seconds_before(
+            ctx, lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.n_ubatch, r.engine.get("concurrency"))
+        )
+        return estimate_from(
+            seen,
+            [
+                _case_key(c["method"], c["n_prompt"], c["n_gen"], c["n_ubatch"], c.get("concurrency"))
+                for c in cases
+            ],
+        )
+
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Run the plan through ctx.engine; one record per point (a failed point is a failed record)."""
         path, reason = resolve_model(ctx.lm, ctx.model, dry_run=ctx.opts.dry_run)
@@ -92,6 +139,10 @@ class SglangRunner:
         ]
 
 
+def _case_key(method: str, n_prompt: int, n_gen: int, n_ubatch: int | None, concurrency: Any) -> tuple:
+    return (method, n_prompt, n_gen, n_ubatch, int(concurrency) if concurrency else None)
+
+
 def settings(ctx: RunContext) -> sa.SglangSettings:
     return ctx.lm.m.runner_settings.get("sglang") or sa.SglangSettings()
 
@@ -111,8 +162,8 @@ def _spec(ctx: RunContext, path: Path, out_dir: Path, command: list[str], what: 
         ctx.build.digest,
         command,
         mounts=[
-            engine_mod.Mount(str(path.resolve()), f"/models/{path.name}", read_only=True),
-            engine_mod.Mount(str(out_dir.resolve()), "/out", read_only=False),
+            Mount(str(path.resolve()), f"/models/{path.name}", read_only=True),
+            Mount(str(out_dir.resolve()), "/out", read_only=False),
         ],
         environment={"SGLANG_USE_AITER": "0"},
         shm_size=None if p.ipc_mode == "host" else "4g",
@@ -239,7 +290,14 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
         out = ctx.engine.run_container(rs, timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s)
         g = groups.setdefault(
             (method, tokens, ub),
-            {"samples": [], "errors": [], "command": ctx.engine.run_command(rs), "raw": [], "wall": 0.0},
+            {
+                "samples": [],
+                "errors": [],
+                "command": ctx.engine.run_command(rs),
+                "raw": [],
+                "wall": 0.0,
+                "tests": 0.0,
+            },
         )
         g["wall"] += out.seconds
         if out.exit_code != 0 or out.timed_out or out.oom_killed:
@@ -261,6 +319,7 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
             else:
                 g["samples"].append(v)
                 g["raw"].append(pt.raw)
+                g["tests"] += pt.total_latency or 0.0  # the measured run (one_batch warms up first)
     recs = []
     for (method, tokens, ub), g in groups.items():
         prefill = method == sa.METHOD_PREFILL
@@ -286,7 +345,11 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
                 stddev_ts=st.stddev if st else None,
                 samples_ts=list(st.samples) if st else [],
                 command=g["command"],
-                timing={"wall_s": round(g["wall"], 3)},
+                timing={
+                    "wall_s": round(g["wall"], 3),
+                    "tests_s": round(g["tests"], 3),
+                    "startup_s": round(max(g["wall"] - g["tests"], 0.0), 3),
+                },
                 engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method),
                 raw={"points": g["raw"]},
             )
@@ -309,6 +372,7 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
     )
     container = eng.start_container(rs)
     error: str | None = None
+    startup = 0.0
     done: dict[int, Any] = {}
     try:
         t0 = time.monotonic()
@@ -318,6 +382,7 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
                 error = f"sglang launch_server exited {state.get('ExitCode')} before it was ready"
                 break
             if eng.exec_in(container, HEALTH, timeout=60).exit_code == 0:
+                startup = round(time.monotonic() - t0, 3)
                 break
             if time.monotonic() - t0 > s.ready_timeout_s:
                 error = f"sglang launch_server was not ready after {s.ready_timeout_s:.0f} s (sglang.ready_timeout_s)"
@@ -360,6 +425,11 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
                 error=err,
                 avg_ts=None if err or parsed is None else parsed.get("output_throughput"),
                 command=[*ctx.engine.run_command(rs), "&&", shlex.join(cmd)],
+                timing={
+                    "wall_s": round(getattr(out, "seconds", 0.0) or 0.0, 3),
+                    "tests_s": round((parsed or {}).get("duration") or 0.0, 3),
+                    "startup_s": startup,
+                },
                 engine={
                     **sa.pinned_engine(s, chunked_prefill_size=ub, method=sa.METHOD_SERVE),
                     "concurrency": c,

@@ -1,7 +1,7 @@
 """vLLM on llama-bench's axes (prefill, decode) plus a served concurrency sweep.
 
-    bench_vllm(lm, spec, build, model, store, opts, profile, host, events) -> [Outcome]
-    vllm_commands(lm, spec, model) -> [argv]            the exact docker commands, for --dry-run
+    VllmRunner().run(ctx) -> [Outcome]                    the run; Docker only through ctx.engine
+    vllm_commands(lm, spec, model, engine=...) -> [argv]  the exact docker commands, for --dry-run
 
 One method per axis, stored in every record's `method` (README: "vLLM methods"):
 
@@ -27,8 +27,8 @@ pinned revision (model.revision), and engine.log_notes.quantization is what vLLM
 
 Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
 results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
-measured latencies and is stored as timing.startup_s; for serving it is the time to a healthy
-/health. The serving container has no network (`--network none`): the server listens on the
+measured latencies and is stored as timing.startup_s (the measured part as tests_s, the names of
+base.Runner); for serving it is the time to a healthy /health. The serving container has no network (`--network none`): the server listens on the
 container's own loopback and the client runs inside it with `docker exec`, so the client reads the
 tokenizer from the same /models mount, no host port is published and parallel runs never collide.
 """
@@ -47,22 +47,24 @@ from typing import Any, ClassVar
 
 from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
     SERVED_TOLERANCE,
-    BenchOptions,
+    Case,
     Events,
     Outcome,
     RunContext,
     Step,
+    estimate_from,
     image_ref,
     model_sha256,
     now,
     resolve_model,
+    seconds_before,
     served_shortfall_error,
     stale_marks,
     tree_sha256,
 )
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
-from toolkit.engine import api as engine
+from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
@@ -112,7 +114,7 @@ def engine_args(v: VllmSettings) -> list[str]:
 
 def pinned_engine(v: VllmSettings) -> dict[str, Any]:
     """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
-    the matrix's override (None: none passed); `bench_vllm` replaces it with the method actually used
+    the matrix's override (None: none passed); the run replaces it with the method actually used
     (`hf_checkpoint.QuantChoice.as_record`)."""
     return {
         "max_num_batched_tokens": v.max_num_batched_tokens,
@@ -520,6 +522,7 @@ class _Ctx:
     run_id: str
     out_dir: Path
     cache_volume: str
+    engine: Any  # RunContext.engine: toolkit.engine.api or a stand-in (tests)
     pinned: dict[str, Any] = field(default_factory=dict)  # the engine settings of every record
     cold: bool = True  # the compile cache volume was new (an observation: stored in timing, not engine)
 
@@ -532,12 +535,12 @@ class _Ctx:
         return self.lm.m.vllm
 
 
-def _spec(ctx: _Ctx, command: list[str], name: str) -> engine.RunSpec:
+def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
     """Model dir read-only at /models, results rw at /out, the per-digest compile cache at /cache."""
     mounts = [
-        engine.Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
-        engine.Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
-        engine.Mount(ctx.cache_volume, "/cache", read_only=False, volume=True),
+        Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
+        Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
+        Mount(ctx.cache_volume, "/cache", read_only=False, volume=True),
     ]
     p = ctx.profile
     return p.run_spec(
@@ -564,6 +567,7 @@ def _ctx(
     profile: devices.DeviceProfile,
     run_id: str,
     out_dir: Path,
+    engine: Any,
 ) -> _Ctx:
     return _Ctx(
         lm,
@@ -575,6 +579,7 @@ def _ctx(
         run_id,
         out_dir,
         f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}",
+        engine,
     )
 
 
@@ -583,14 +588,16 @@ def vllm_commands(
     spec: ImageSpec,
     model: ModelSpec,
     *,
+    engine: Any,
     build: BuildRecord | None = None,
     profile: devices.DeviceProfile | None = None,
     run_id: str = "dry-run",
     out_dir: Path | None = None,
 ) -> list[list[str]]:
-    """Every docker command `bench_vllm` runs for (image, model), in order: one `docker run` per
+    """Every docker command the run executes for (image, model), in order: one `docker run` per
     latency run, the detached `vllm serve` container, then `docker exec` health check and one
-    `docker exec ... vllm bench serve` per served level."""
+    `docker exec ... vllm bench serve` per served level. Pure: `engine` (RunContext.engine) only
+    formats the commands (run_command, exec_command)."""
     build = build or BuildRecord(
         image=spec.name,
         ref=f"toolkit/{spec.name}:latest",
@@ -602,7 +609,7 @@ def vllm_commands(
     )
     profile = profile or devices.DeviceProfile.example(spec.backend)
     out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
-    ctx = _ctx(lm, spec, build, model, lm.resolve(model.path), profile, run_id, out)
+    ctx = _ctx(lm, spec, build, model, lm.resolve(model.path), profile, run_id, out, engine)
     cmds = [
         engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
         for r in latency_plan(lm)
@@ -651,17 +658,17 @@ class _LatencyResult:
     error: str | None = None
 
     def timing(self) -> dict[str, float]:
-        """Wall time of the container; measured = the timed iterations; start-up = the rest."""
+        """Wall time of the container; tests_s = the timed iterations; start-up = the rest."""
         lat = self.latency
         measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
         return {
             "wall_s": round(self.wall_s, 3),
-            "measured_s": round(measured, 3),
+            "tests_s": round(measured, 3),
             "startup_s": round(max(self.wall_s - measured, 0.0), 3),
         }
 
 
-def _outcome_error(out: engine.RunOutcome, timeout: float, what: str) -> str | None:
+def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
     if out.timed_out:
         return f"{what} timed out after {timeout:.0f} s"
     if out.oom_killed:
@@ -676,7 +683,7 @@ def _tail(text: str, n: int = 3) -> str:
     return " | ".join(lines[-n:])[:300]
 
 
-def _write_log(path: Path, command: list[str], out: engine.RunOutcome | None, extra: str = "") -> None:
+def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: str = "") -> None:
     body = f"$ {shlex.join(command)}\n"
     if out is not None:
         body += f"--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}\n"
@@ -685,8 +692,8 @@ def _write_log(path: Path, command: list[str], out: engine.RunOutcome | None, ex
 
 def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -> _LatencyResult:
     rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
-    command = engine.run_command(rs)
-    out = engine.run_container(rs, timeout=timeout)
+    command = ctx.engine.run_command(rs)
+    out = ctx.engine.run_container(rs, timeout=timeout)
     log_path = store.log_path(
         ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
     )
@@ -733,7 +740,7 @@ def _latency_records(
                 stddev_ts=_sd(samples) if ok else None,
                 samples_ts=samples if ok else [],
                 command=res.command,
-                timing={**res.timing(), "compile_cache_cold": float(ctx.cold)},
+                timing={**res.timing(), "cache_cold": float(ctx.cold)},
                 engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
                 log_file=res.log_file,
                 raw=res.raw,
@@ -754,7 +761,7 @@ def _latency_records(
                 avg = round(n / diff, 4)
                 samples = _samples(n, long.latency.latencies, short.latency.avg)
                 sd = _sd(samples)
-        timing = {**long.timing(), "compile_cache_cold": float(ctx.cold)}
+        timing = {**long.timing(), "cache_cold": float(ctx.cold)}
         timing["reference_startup_s"] = short.timing()["startup_s"]
         recs.append(
             BenchRecord(
@@ -791,6 +798,7 @@ def _serve(
     """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level. Returns the
     records and the phase's timing (server wall time, measured windows, time to ready)."""
     levels = serve_plan(ctx.lm)
+    engine = ctx.engine
     rs = _spec(ctx, serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
     command = engine.run_command(rs)
     log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-serve.log")
@@ -799,7 +807,7 @@ def _serve(
     container = engine.start_container(rs)
     startup: float | None = None
     error: str | None = None
-    per_level: list[tuple[ServeLevel, list[str], engine.RunOutcome | None, float]] = []
+    per_level: list[tuple[ServeLevel, list[str], RunOutcome | None, float]] = []
     try:
         startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
         for i, lv in enumerate(levels if error is None else []):
@@ -825,7 +833,7 @@ def _serve(
         stdout, stderr = engine.container_logs(container)
         state = engine.container_state(container)
         engine.remove_container(container)
-    server_out = engine.RunOutcome(
+    server_out = RunOutcome(
         int(state.get("ExitCode") or 0),
         stdout,
         stderr,
@@ -841,7 +849,7 @@ def _serve(
         recs.append(
             _serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout)
         )
-    measured = sum(r.timing.get("measured_s", 0.0) for r in recs)
+    measured = sum(r.timing.get("tests_s", 0.0) for r in recs)
     return recs, {
         "wall_s": round(server_out.seconds, 3),
         "tests_s": round(measured, 3),
@@ -854,14 +862,14 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
     t0 = time.monotonic()
     while True:
         elapsed = time.monotonic() - t0
-        state = engine.container_state(container)
+        state = ctx.engine.container_state(container)
         if state and not state.get("Running", True):
             why = " (out of memory)" if state.get("OOMKilled") else ""
             return (
                 None,
                 f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s",
             )
-        if engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
+        if ctx.engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
             return round(time.monotonic() - t0, 3), None
         if elapsed > limit:
             return None, f"vllm serve was not ready after {limit:.0f} s (vllm.ready_timeout_s in the matrix)"
@@ -880,7 +888,7 @@ def _serve_record(
     ctx: _Ctx,
     base: dict[str, Any],
     lv: ServeLevel,
-    done: tuple[ServeLevel, list[str], engine.RunOutcome | None, float] | None,
+    done: tuple[ServeLevel, list[str], RunOutcome | None, float] | None,
     error: str | None,
     startup: float | None,
     notes: dict[str, Any],
@@ -915,8 +923,8 @@ def _serve_record(
     timing = {
         "startup_s": startup if startup is not None else 0.0,
         "wall_s": round(wall, 3),
-        "measured_s": parsed["duration"] or 0.0,
-        "compile_cache_cold": float(ctx.cold),
+        "tests_s": parsed["duration"] or 0.0,
+        "cache_cold": float(ctx.cold),
     }
     return BenchRecord(
         **base,
@@ -928,7 +936,7 @@ def _serve_record(
         status="failed" if error else "ok",
         error=error,
         avg_ts=None if error else parsed["output_throughput"],
-        command=[*serve_cmd, "&&", *engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
+        command=[*serve_cmd, "&&", *ctx.engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
         timing=timing,
         log_file=log_file,
         engine={
@@ -1014,38 +1022,25 @@ def _out_dir(store: ResultStore, build: BuildRecord, run_id: str, model: ModelSp
     return where / "vllm" / f"{run_id}-{model.name}"
 
 
-def bench_vllm(
-    lm: LoadedMatrix,
-    spec: ImageSpec,
-    build: BuildRecord,
-    model: ModelSpec,
-    store: ResultStore,
-    opts: BenchOptions,
-    profile: devices.DeviceProfile,
-    host: dict[str, Any],
-    events: Events,
-) -> list[Outcome]:
-    """Latency runs (prefill + decode records), then the served sweep, for one (image, model).
-    Appends every record (failed ones included) and returns one summary line per phase."""
-
+def _run(ctx: RunContext) -> list[Outcome]:
+    """Latency runs (prefill + decode records), then the served sweep, for one (image, model), every
+    Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
+    returns one summary line per phase."""
+    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
+    events, engine = ctx.events, ctx.engine
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return [Outcome(spec.name, model.name, "skipped", reason)]
     out_dir = _out_dir(store, build, opts.run_id, model)
     if opts.dry_run:
-        return [
-            Outcome(spec.name, model.name, "dry-run", command=c)
-            for c in vllm_commands(
-                lm, spec, model, build=build, profile=profile, run_id=opts.run_id, out_dir=out_dir
-            )
-        ]
+        return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
     checkpoint = checkpoint_preflight(lm, model, path)
     ref = model_ref(lm, model, path, checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
-    ctx = _ctx(lm, spec, build, model, path, profile, opts.run_id, out_dir)
-    cold = not engine.volume_exists(ctx.cache_volume)
-    engine.ensure_volume(ctx.cache_volume, {"org.toolkit.digest": build.digest})
+    vctx = _ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
+    cold = not engine.volume_exists(vctx.cache_volume)
+    engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(
@@ -1054,20 +1049,18 @@ def bench_vllm(
         runner="vllm",
         image=image_ref(build, spec),
         model=ref,
-        host=host,
+        host=ctx.host,
         backends=backends.llama_name(spec.backend),
         build_commit=build.source_commit,
         **stale_marks(build),
     )
-    ctx.pinned = {
+    vctx.pinned = {
         **pinned_engine(v),
         **checkpoint.quant.as_record(),
         "revision": checkpoint.revision,
         "vllm_version": build.labels.get("org.toolkit.vllm-version"),
     }
-    ctx.cold = cold
-    # run_bench's saver: whole-or-absent, uninterruptible, counted writes, flagged when runs overlap
-    save = opts.saver.save if opts.saver else store.add_result
+    vctx.cold = cold
     outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:
@@ -1082,23 +1075,67 @@ def bench_vllm(
                 total=len(plan),
                 phase=f"latency in{r.input_len} out{r.output_len}",
             )
-            results[r] = _run_latency(ctx, store, r, timeout)
-        recs = _latency_records(ctx, base, results)
+            results[r] = _run_latency(vctx, store, r, timeout)
+        recs = _latency_records(vctx, base, results)
         for rec in recs:
-            save(rec)
+            ctx.save(rec)  # run_bench's saver: whole-or-absent, counted, flagged when runs overlap
         events("done", image=spec.name, model=model.name, total=len(plan))
         spans = [x.timing() for x in results.values()]
-        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "measured_s", "startup_s")}
-        timing["tests_s"] = timing.pop("measured_s")
+        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "tests_s", "startup_s")}
         outcomes.append(_summary(spec, model, recs, "latency", timing))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
-        recs, timing = _serve(ctx, store, base, events, timeout)
+        recs, timing = _serve(vctx, store, base, events, timeout)
         for rec in recs:
-            save(rec)
+            ctx.save(rec)
         events("done", image=spec.name, model=model.name, total=len(recs))
         outcomes.append(_summary(spec, model, recs, "serve", timing))
     return outcomes
+
+
+def _commands(ctx: RunContext) -> list[list[str]]:
+    """vllm_commands for a RunContext: its build, device profile, run id, results folder and engine."""
+    return vllm_commands(
+        ctx.lm,
+        ctx.spec,
+        ctx.model,
+        engine=ctx.engine,
+        build=ctx.build,
+        profile=ctx.profile,
+        run_id=ctx.opts.run_id,
+        out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
+    )
+
+
+def cases(lm: LoadedMatrix) -> list[Case]:
+    """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
+    one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
+    v = lm.m.vllm
+    out: list[Case] = [
+        {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
+        for p in lm.m.bench.n_prompt
+        if p > 0
+    ]
+    out += [
+        {"method": METHOD_DECODE, "n_prompt": 0, "n_gen": n, "repetitions": v.num_iters}
+        for n in lm.m.bench.n_gen
+        if n > 0
+    ]
+    out += [
+        {
+            "method": METHOD_SERVE,
+            "n_prompt": lv.input_len,
+            "n_gen": lv.output_len,
+            "concurrency": lv.concurrency,
+            "repetitions": 1,
+        }
+        for lv in serve_plan(lm)
+    ]
+    return out
+
+
+def _case_key(method: str, n_prompt: int, n_gen: int, concurrency: Any) -> tuple[str, int, int, int | None]:
+    return (method, n_prompt, n_gen, int(concurrency) if concurrency else None)
 
 
 def _summary(
@@ -1138,18 +1175,22 @@ class VllmRunner:
         checkpoint_preflight(lm, model, path)
 
     def plan(self, ctx: RunContext) -> list[Step]:
-        cmds = vllm_commands(
-            ctx.lm,
-            ctx.spec,
-            ctx.model,
-            build=ctx.build,
-            profile=ctx.profile,
-            run_id=ctx.opts.run_id,
-            out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
+        return [Step("vllm", c) for c in _commands(ctx)]
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """Every record's case (module `cases`): a vLLM run measures them all, --resume or not."""
+        return cases(ctx.lm)
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """The measured time (tests_s: timed iterations, serve duration) of the newest ok record of
+        each case on this host."""
+        seen = seconds_before(
+            ctx,
+            lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.engine.get("concurrency")),
         )
-        return [Step("vllm", c) for c in cmds]
+        keys = [_case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
+        return estimate_from(seen, keys)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        return bench_vllm(
-            ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts, ctx.profile, ctx.host, ctx.events
-        )
+        """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
+        return _run(ctx)
