@@ -69,6 +69,20 @@ class Comparison:
     b_settings: str = ""
     ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
 
+    @property
+    def missing(self) -> bool:
+        """Tests measured on one side only: a comparison that does not cover what both sides hold."""
+        return bool(self.only_a or self.only_b)
+
+    def missing_text(self) -> str:
+        """`N tests only in A: ...; M only in B: ...` (every one named)."""
+        parts = []
+        if self.only_a:
+            parts.append(f"{len(self.only_a)} test(s) only in A ({self.a.label}): {', '.join(self.only_a)}")
+        if self.only_b:
+            parts.append(f"{len(self.only_b)} test(s) only in B ({self.b.label}): {', '.join(self.only_b)}")
+        return "; ".join(parts)
+
     def is_regression(self, row: CompareRow) -> bool:
         return row.speedup < 1 - self.threshold / 100
 
@@ -135,6 +149,17 @@ def _test_label(r: BenchRecord) -> str:
     if r.axis == "served":
         return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
     return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
+
+
+def settings_of(settings: dict[str, list[str]]) -> list[str]:
+    """The field names of the per-side settings (`n_threads=2` -> `n_threads`)."""
+    return sorted({x.split("=", 1)[0] for xs in settings.values() for x in xs})
+
+
+def _missing_label(r: BenchRecord, fields: list[str]) -> str:
+    """A test one side lacks, named so it can be told from its neighbours: `pp512 ub512 (n_cpu_moe=12)`."""
+    ids = [f"{c}={id_value(r, c)}" for c in fields if id_value(r, c) is not None]
+    return _test_label(r) + (f" ({', '.join(ids)})" if ids else "")
 
 
 def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
@@ -210,14 +235,19 @@ def compare(
         else:
             id_cols.append(col)
     rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
+    tell_apart = [
+        c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
+    ]
+    if len({identity.model_fingerprint(r) for r in ua + ub}) > 1:
+        tell_apart = ["model", *tell_apart]
     return Comparison(
         a,
         b,
         threshold,
         rows,
         id_cols,
-        sorted(_test_label(r) for r in j.only_a),
-        sorted(_test_label(r) for r in j.only_b),
+        sorted(_missing_label(r, tell_apart) for r in j.only_a),
+        sorted(_missing_label(r, tell_apart) for r in j.only_b),
         ", ".join(settings["a"]),
         ", ".join(settings["b"]),
         ignored=j.ignored,
@@ -253,8 +283,8 @@ def format_comparison(c: Comparison) -> str:
         "",
     ]
     out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
-    if c.only_a or c.only_b:
-        out.append(f"not compared: {len(c.only_a)} tests only in A, {len(c.only_b)} only in B")
+    if c.missing:
+        out.append(f"not compared, measured on one side only: {c.missing_text()}")
     if c.ignored:
         out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.ignored)}")
     n = len(c.regressions)

@@ -21,7 +21,7 @@ from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head, RecordSelection
-from toolkit.results.llamabench_format import effective_ubatch
+from toolkit.results.llamabench_format import cpu_fallback_of, effective_ubatch
 from toolkit.results.records import BenchRecord
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "accounting",
     "axis_table",
     "column_labels",
+    "column_systems",
     "concurrency",
     "fmt_cell",
     "fmt_roof",
@@ -52,6 +53,7 @@ __all__ = [
     "table_rows",
     "tables",
     "threads",
+    "ub_applies",
     "ub_clamped",
     "varying_columns",
     "warmup_outlier",
@@ -67,22 +69,26 @@ TITLES = {
 }
 FLAG_HELP = {
     "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
-    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed",
+    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
+    "(never said of decode rows: the micro-batch does not apply to tg)",
     "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (3 x combined stddev, "
-    "neither row noisy)",
+    "neither row noisy; prefill and pp+tg rows only)",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold",
     "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
     "more than their spread): a warm-up effect; the median is the steadier figure",
-    "runs-disagree": "process-level repetitions (bench.runs) differ by more than 3 x the within-run stddev and 5 %: "
-    "the speed depends on the process start, report the spread",
+    "runs-disagree": "repetitions of one test (bench.runs process starts, or rows of one import that measured the "
+    "same test) differ by more than 3 x the within-run stddev and 5 %: the cell is their mean, report the spread",
     "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
     "process start)",
     "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
     "a number to check, not to route production traffic on",
     "synthetic-twin": "measured on a shape twin of the real GGUF (same metadata, tensor names, shapes and types, "
     "random data with valid scales; toolkit fetch-model --twin), never mixed with real-model rows",
+    "no-samples": "the imported format keeps no per-repetition samples (llama-bench -o md, sql, csv): no median or "
+    "min–max, and a markdown table's numbers are rounded to 2 decimals",
+    "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
     "concurrent": "another toolkit benchmark ran on the same engine while this was measured (--allow-concurrent): "
     "both slowed each other down",
@@ -167,17 +173,11 @@ def warmup_outlier(r: BenchRecord) -> bool:
 
 
 def is_cpu_fallback(r: BenchRecord) -> bool:
-    """A GPU image's record that ran on the CPU: failed as such, or `backends` lacks the GPU backend."""
+    """A GPU image's record that ran on the CPU: failed as such, or the one CPU-fallback rule
+    (core.backends.cpu_fallback_reason, the rule `toolkit bench` applies to each row) says so."""
     if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
         return True
-    expected = backends.llama_name(r.image.backend)
-    return (
-        r.method == "llama-bench"
-        and backends.BACKENDS.get(r.image.backend, backends.BACKENDS["cpu"]).gpu
-        and bool(r.backends)
-        and expected is not None
-        and expected.lower() not in (r.backends or "").lower()
-    )
+    return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
 
 
 def is_software_gpu(r: BenchRecord) -> bool:
@@ -212,8 +212,18 @@ def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRe
     return sel.used, sel
 
 
+def ub_applies(r: BenchRecord) -> bool:
+    """The micro-batch is a knob of this test: it has a prompt to process (pp, pp+tg). A decode test
+    (tg) generates one token per step whatever n_ubatch says, so neither `ub-clamped` nor
+    `ub-no-effect` is said of it."""
+    return r.n_prompt > 0 and r.axis != "served"
+
+
 def ub_clamped(r: BenchRecord) -> int | None:
-    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None."""
+    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None;
+    None for tests the micro-batch does not apply to (ub_applies)."""
+    if not ub_applies(r):
+        return None
     eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
     return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
 
@@ -245,9 +255,10 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("bw-below-floor")
     if (r.model_extra or {}).get("concurrent"):
         out.append("concurrent")
-    for f in (r.model_extra or {}).get("flags") or []:  # flags a runner stored with the record
-        if f not in out:
-            out.append(str(f))
+    stored = (r.model_extra or {}).get("flags")  # flags a runner stored with the record: a list of names
+    for f in stored if isinstance(stored, list) else []:
+        if isinstance(f, str) and f and f not in out:
+            out.append(f)
     return out
 
 
@@ -293,6 +304,37 @@ def column_labels(records: list[BenchRecord]) -> dict[int, str]:
             mine = dict(keys[id(r)].system)
             label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
         out[id(r)] = label
+    return out
+
+
+def _system_words(sy: dict[str, Any]) -> dict[str, str]:
+    """A column's system fields as a header reads them: backend, GPU, llama.cpp build, CPU, host."""
+    commit, number = sy.get("build_commit"), sy.get("build_number")
+    build = " ".join(x for x in (str(commit or ""), f"({number})" if number not in (None, "") else "") if x)
+    return {
+        "backends": str(sy.get("backends") or "?"),
+        "gpu_info": ("GPU " + str(sy["gpu_info"])) if sy.get("gpu_info") else "no GPU named",
+        "build_commit": "build " + (build or "?"),
+        "cpu_info": "CPU " + str(sy.get("cpu_info") or "?"),
+        "host": "host " + str(sy.get("host") or "?"),
+    }
+
+
+def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str, str]:
+    """What each image column ran on, where the columns differ: backend, GPU, llama.cpp build (commit
+    and number), CPU, host — each part whose value is not the same in every column, whole (never
+    cut), so two columns never read alike: {column: "CUDA, GPU NVIDIA H200, build 0c1e570 (7001)"}."""
+    per_col: dict[str, dict[str, str]] = {}
+    for r in records:
+        per_col.setdefault(cols[id(r)], _system_words(dict(identity.test_key(r).system)))
+    if len(per_col) < 2:
+        return {}
+    varying = [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
+    out = {}
+    for col, words in per_col.items():
+        said = [words[k] for k in varying if f"{k}=" not in col]  # not already in the label
+        if said:
+            out[col] = ", ".join(said)
     return out
 
 
@@ -357,9 +399,12 @@ class Table:
     roof_columns: list[str] = field(default_factory=list)
     # image column -> settings fixed for that image, e.g. "threads=1" (shown in its header)
     image_ids: dict[str, str] = field(default_factory=dict)
+    # image column -> what it ran on where the columns differ, e.g. "Vulkan, GPU NVIDIA H200"
+    image_sys: dict[str, str] = field(default_factory=dict)
 
     def header(self, col: str) -> str:
-        return f"{col} ({self.image_ids[col]})" if self.image_ids.get(col) else col
+        said = "; ".join(x for x in (self.image_sys.get(col), self.image_ids.get(col)) if x)
+        return f"{col} ({said})" if said else col
 
 
 def row_label(r: BenchRecord, *, ub: bool) -> str:
@@ -415,7 +460,16 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
     _mark_ub_no_effect(list(rows.values()), opts)
     _mark_host_outliers(list(rows.values()))
     ordered = sorted(rows.values(), key=lambda row: row.order)
-    return Table(axis, TITLES[axis], sorted(columns), id_cols, ordered, sorted(roof_cols), per_image)
+    return Table(
+        axis,
+        TITLES[axis],
+        sorted(columns),
+        id_cols,
+        ordered,
+        sorted(roof_cols),
+        per_image,
+        column_systems(rs, col_of),
+    )
 
 
 def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
@@ -424,6 +478,8 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
     groups: dict[tuple, list[tuple[Row, str, BenchRecord]]] = {}
     for row in rows:
         for col, r in row.cells.items():
+            if not ub_applies(r):
+                continue
             f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
             groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append(
                 (row, col, r)
@@ -502,6 +558,8 @@ def fmt_cell(r: BenchRecord | None) -> str:
     if v is None:
         return ""
     sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
+    if r.stddev_ts is None and len(r.samples_ts) == 1:
+        sd = " (1 sample: stddev unknown)"
     text = f"{v:.2f}{sd}"
     st = sample_stats(r)
     if st is not None and r.axis != "served":

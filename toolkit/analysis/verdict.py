@@ -5,6 +5,8 @@ Method (stated in the report):
   c<C> — of one model family: the record's `model.family` when a runner sets it (so a vLLM AWQ
   checkpoint and a GGUF of the same base weights compare), else llama-bench's model type without
   its quantization (`qwen3moe 30B.A3B`), else the model name.
+- A number from a single sample has no stddev: its noise is unknown (rsd counted as 0) and the
+  verdict names the images where that is so.
 - Knobs an operator sets per image (n_ubatch, n_batch, flash attention, GPU layers, threads) are
   not workload: each image is judged at its best measured setting, named in the evidence row.
 - Axis score of an image = geometric mean of its best tok/s over the groups every image measured.
@@ -59,8 +61,15 @@ class Entry:
     rsd: float
     setting: str
 
+    @property
+    def noise_known(self) -> bool:
+        """The record says how much its number varies (a stddev); a single sample does not."""
+        return self.record.stddev_ts is not None
+
     def text(self) -> str:
-        sd = f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else ""
+        sd = (
+            f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else " ± ? (noise unknown)"
+        )
         return f"{self.image} {self.value:.2f}{sd} ({self.setting})"
 
 
@@ -95,6 +104,9 @@ class AxisVerdict:
     hosts: dict[str, list[str]] = field(
         default_factory=dict
     )  # image column -> campaign host keys of its digest
+    noise_unknown: list[str] = field(
+        default_factory=list
+    )  # images with a number of unknown stddev (1 sample)
 
     @property
     def clear(self) -> bool:
@@ -244,6 +256,7 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
             + "); pick images with --image"
         )
         return out
+    out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
     for img in images:
         es = [best[o][img] for o in common]
         score = math.exp(sum(math.log(e.value) for e in es) / len(es))
@@ -280,6 +293,8 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
     assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
     ev = [g.text() for g in av.groups]
     basis = ", ".join(g.name for g in av.groups)
+    if av.noise_unknown:
+        basis += f" (noise unknown for {', '.join(av.noise_unknown)}: single samples)"
     if not av.clear:
         tied = " and ".join(i for i, _, _ in av.ranking[:2])
         return Route(
@@ -400,6 +415,12 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
                 head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
                 f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
             )
+        if av.noise_unknown:
+            lines.append(
+                f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
+                f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
+                "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
+            )
         winners: list[tuple[str, str]] = []  # (image, first group it wins)
         for g in av.groups:
             if not winners or winners[-1][0] != g.entries[0].image:
@@ -427,6 +448,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "noise_threshold": av.noise,
             "clear": av.clear,
             "note": av.note,
+            "noise_unknown": av.noise_unknown,
             **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [

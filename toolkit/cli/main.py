@@ -697,14 +697,20 @@ def _sigterm_as_interrupt() -> None:
     help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
     "with different core counts); its values are shown per side. Repeatable.",
 )
-def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="Accept tests measured on one side only (they are still named); without it they make the exit code 4.",
+)
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.
 
     A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
     run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold are marked and make the exit
-    code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ.
+    code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ; tests
+    measured on one side only are named and exit 4 too, unless --allow-missing.
     """
     from toolkit.analysis import compare as compare_mod
     from toolkit.core.errors import Regression
@@ -719,6 +725,14 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
         raise Regression(
             f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
             f"{threshold:g}%: {', '.join(r.test for r in c.regressions)}"
+            + (f"; also not compared: {c.missing_text()}" if c.missing else "")
+        )
+    if c.missing and not allow_missing:
+        from toolkit.core.errors import BadInput
+
+        raise BadInput(
+            f"not every test was compared: {c.missing_text()}; measure them on both sides, or accept a "
+            "partial comparison with --allow-missing"
         )
 
 
@@ -737,7 +751,8 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore):
     "--backend",
     type=click.Choice(["cpu", "vulkan", "rocm"]),
     default=None,
-    help="Backend of the build that ran. Default: from the rows' `backends` field.",
+    help="Backend of the build that ran. Default: from the rows' `backends` field; rows that name "
+    "another GPU backend are bad input (exit 4), rows that name only the CPU are kept, flagged cpu-fallback.",
 )
 @click.option(
     "--model-sha256",
@@ -755,9 +770,13 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
     """Import llama-bench output produced outside the toolkit (a bare-metal run, someone's published run)
     into results/, so `toolkit report` and `toolkit compare` show it beside container runs.
 
-    Reads -o jsonl, -o json (also a truncated array from a crashed run) and -o csv of any llama.cpp
-    vintage with the same tolerant parser as `toolkit bench`. A file without result rows is bad input
-    (exit 4), and nothing is written.
+    Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
+    table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
+    row goes through one validity pass (also `toolkit bench`'s): a row whose field count differs from
+    its header, without a test (n_prompt = n_gen = 0), with counts that are not numbers, or whose
+    tok/s is 0, not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
+    import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
+    they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
     """
     from toolkit.results import importer
     from toolkit.results.records import ResultStore
@@ -786,10 +805,11 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
             + (f" into {s.path}" if s.path else "")
         )
     for what, lines in (
-        ("refused (not a measurement)", res.refused),
+        ("row(s) refused (not a measurement)", res.refused),
         ("stddev repaired", res.repaired),
-        ("skipped while parsing", res.skipped),
-        ("same test twice", res.collisions),
+        ("line(s) skipped while parsing", res.skipped),
+        ("test(s) measured by several rows", res.repeated),
+        ("note(s) on what the files do not say", res.notes),
     ):
         if lines:
             _err(f"{len(lines)} {what}:")

@@ -99,3 +99,31 @@ def is_software_device(text: str | None) -> bool:
     """True when a device name (llama-bench `gpu_info`, a `--list-devices` line) is a software GPU."""
     low = (text or "").lower()
     return any(m in low for m in SOFTWARE_MARKERS)
+
+
+def cpu_fallback_reason(
+    image_backend: str, row_backends: str | None, gpu_info: str | None, log: str = ""
+) -> str | None:
+    """Why a run of an image built for `image_backend` must not count as a GPU result, or None: the
+    one CPU-fallback rule of `toolkit bench` (judging each row as it arrives) and of the report
+    (judging stored records, imports included).
+
+    A GPU backend's run fell back to the CPU when its log carries a "no device" message, when the
+    row's `backends` (given) lacks the backend, or when the row recorded a `gpu_info` and it is
+    empty (ggml-vulkan skips a CPU-type device and runs on the CPU while still writing `backends:
+    Vulkan`). `gpu_info` None means the row did not record one (old vintages, markdown tables): not
+    a fallback by itself.
+    """
+    expected = llama_name(image_backend)
+    if expected is None or not BACKENDS[image_backend].gpu:
+        return None
+    low = log.lower()
+    for pat in FALLBACK_MESSAGES:
+        if pat.lower() in low:
+            return f"log shows a CPU fallback: {pat!r}"
+    named = (row_backends or "").lower()
+    if row_backends and expected.lower() not in named and not (expected == "ROCm" and "hip" in named):
+        return f"backends is {row_backends!r}, expected {expected}"
+    if gpu_info is not None and not gpu_info.strip():
+        return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"
+    return None

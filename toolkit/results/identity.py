@@ -29,6 +29,7 @@ import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.results.records import BenchRecord
@@ -65,10 +66,26 @@ ALL_LAYERS_MIN = 99
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+_NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
 def _plain(v: Any) -> Any:
-    """Hashable, type-normalised value: bool -> int, whole floats -> int, lists -> tuples."""
+    """Hashable value, the same whatever format wrote it: bool -> int, `"true"`/`"false"` -> 1/0, a
+    number written as text (csv, md and sql write every value as text; json writes some fields as
+    strings, e.g. tensor_split `"0.00"`) -> the number, whole floats -> int, lists -> tuples."""
     if isinstance(v, bool):
         return int(v)
+    if isinstance(v, str):
+        t = v.strip()
+        if t.lower() in ("true", "false"):
+            return int(t.lower() == "true")
+        if _NUMERIC.fullmatch(t):
+            try:
+                return int(t)
+            except ValueError:
+                f = float(t)
+                return int(f) if f.is_integer() and abs(f) < 2**63 else f
+        return t
     if isinstance(v, float) and v.is_integer():
         return int(v)
     if isinstance(v, list):
@@ -78,12 +95,34 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def norm_tensor_split(v: Any) -> Any:
+    """`0.00`, `0`, 0.0 -> 0 (no split); `0.50/0.50` (or `0.5,0.5`) -> `0.5/0.5`."""
+    parts = re.split(r"[/,;]", str(v).strip()) if isinstance(v, str) else [v]
+    try:
+        xs = [float(x) for x in parts]
+    except (TypeError, ValueError):
+        return _plain(v)
+    if not any(xs):
+        return 0
+    return "/".join(f"{x:g}" for x in xs)
+
+
+def norm_field(name: str, v: Any, n_layers: int | None = None) -> Any:
+    """The one normalisation of a llama-bench field's value for the test identity, whatever format
+    wrote it: flash attention and GPU-layer spellings, tensor_split, numbers written as text."""
+    if name == "flash_attn":
+        return norm_flash_attn(v)
+    if name == "n_gpu_layers":
+        return norm_gpu_layers(v, n_layers)
+    if name == "tensor_split":
+        return norm_tensor_split(v)
+    return _plain(v)
+
+
 def norm_flash_attn(v: Any) -> Any:
     """1/true/"on" -> 1, 0/false/"off" -> 0, -1/"auto" -> -1 (llama-bench's three spellings)."""
     if isinstance(v, str):
-        return {"on": 1, "true": 1, "1": 1, "off": 0, "false": 0, "0": 0, "auto": -1, "-1": -1}.get(
-            v.lower(), v
-        )
+        return {"on": 1, "off": 0, "auto": -1}.get(v.strip().lower(), _plain(v))
     return _plain(v)
 
 
@@ -108,9 +147,9 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
     out: dict[str, Any] = {"method": r.method}
     if r.method == "llama-bench" and r.raw:
         for k, v in r.raw.items():
-            if k in MEASUREMENT_FIELDS or k in SYSTEM_FIELDS or k in MODEL_FIELDS:
+            if k in MEASUREMENT_FIELDS or k in SYSTEM_FIELDS or k in MODEL_FIELDS or v is None:
                 continue
-            out[k] = _plain(v)
+            out[k] = norm_field(k, v)
     else:
         out.update(
             n_prompt=r.n_prompt,
@@ -144,7 +183,11 @@ def system_fields(r: BenchRecord) -> dict[str, Any]:
     the host key of a multi-host campaign (`host.key`: Slurm node name or an alias), so the same
     image digest measured on two hosts is two columns, never one."""
     src = r.raw if r.method == "llama-bench" else {}
-    out = {k: _plain(src[k]) for k in SYSTEM_FIELDS if src.get(k) not in (None, "")}
+    out = {
+        k: src[k].strip() if isinstance(src[k], str) else str(_plain(src[k]))
+        for k in SYSTEM_FIELDS
+        if src.get(k) not in (None, "")
+    }
     if r.backends and "backends" not in out:
         out["backends"] = r.backends
     if r.gpu_info and "gpu_info" not in out:
@@ -158,7 +201,7 @@ def model_fingerprint(r: BenchRecord) -> tuple:
     """llama-bench's description of the model (type, parameters, bytes), else the model's name; plus
     the model's kind when it is not the real file (`synthetic-twin`: a shape twin describes itself
     exactly like the real model, so without the kind a twin and a real run would share a row)."""
-    fp = tuple(r.raw.get(k) for k in ("model_type", "model_n_params", "model_size")) if r.raw else ()
+    fp = tuple(_plain(r.raw.get(k)) for k in ("model_type", "model_n_params", "model_size")) if r.raw else ()
     fp = fp if any(fp) else ("name", r.model.name)
     kind = (r.model.model_extra or {}).get("kind")
     return (*fp, ("kind", kind)) if kind else fp
@@ -237,31 +280,58 @@ def row_key(r: BenchRecord, keep: Iterable[str]) -> tuple:
     return (model_fingerprint(r), known_sha(r), tuple((k, f.get(k)) for k in sorted(keep)))
 
 
+def measured_at(r: BenchRecord) -> str:
+    """When a record was measured, as ISO text that sorts in time order: for an imported row, the
+    `test_time` llama-bench wrote in it (its `created` is when it was imported, and the line order of
+    a file says nothing), as UTC; else (and for an imported row without one) the record's `created`,
+    written when the toolkit measured it."""
+    t = r.raw.get("test_time") if r.raw and (r.model_extra or {}).get("imported") else None
+    if isinstance(t, str) and t.strip():
+        try:
+            dt = datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return r.created
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.astimezone(timezone.utc).isoformat()
+    return r.created
+
+
 @dataclass
 class Selection:
     """Newest record per TestKey of a result set, and the accounting of what was not used.
 
-    `used`: newest ok record per key; `superseded`: older ok records of a key (re-runs);
-    `failed`: records with status failed; `read`: all records given.
+    `used`: newest ok record per key (repetitions of one test combined into one); `superseded`:
+    older ok records of a key (re-runs); `combined`: records merged into a cell beyond its first
+    (repetitions); `failed`: records with status failed; `read`: all records given.
     """
 
     used: list[BenchRecord] = field(default_factory=list)
     read: int = 0
     superseded: int = 0
     failed: int = 0
+    combined: int = 0
 
     def summary(self) -> str:
+        merged = f" ({self.combined} more as repetitions combined into their cells)" if self.combined else ""
         return (
-            f"{self.read} records read, {len(self.used)} used, {self.superseded} superseded by a newer "
-            f"run of the same test, {self.failed} failed"
+            f"{self.read} records read, {len(self.used)} used{merged}, {self.superseded} superseded by a "
+            f"newer run of the same test, {self.failed} failed"
         )
+
+
+def is_repetition(r: BenchRecord) -> bool:
+    """A repetition of its test inside its run (`process_run`: `bench.runs: N` container starts, or
+    rows of one import that measured the same test): combined with the others, never superseding."""
+    return bool((r.model_extra or {}).get("process_run"))
 
 
 def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
     """Newest record per TestKey (ok records only unless include_failed); counts the rest.
 
-    Process-level repetitions (`bench.runs: N`: records of one run id with `process_run`) are one
-    measurement, combined by `combine_runs`, not superseded by each other.
+    The newest run of a test is the one measured last (measured_at: llama-bench's test_time, else
+    when the record was written). Repetitions inside it (`is_repetition`) are one measurement,
+    combined by `combine_runs`, not superseded by each other.
     """
     sel = Selection()
     by_key: dict[TestKey, dict[str, list[BenchRecord]]] = {}
@@ -272,12 +342,13 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
             continue
         by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append(r)
     for runs in by_key.values():
-        newest = max(runs, key=lambda rid: max(x.created for x in runs[rid]))
+        newest = max(runs, key=lambda rid: max(measured_at(x) for x in runs[rid]))
         sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
-        mine = sorted(runs[newest], key=lambda x: x.created)
-        repeats = [x for x in mine if (x.model_extra or {}).get("process_run")]
+        mine = sorted(runs[newest], key=measured_at)
+        repeats = [x for x in mine if is_repetition(x)]
         if len(repeats) > 1:
             sel.superseded += len(mine) - len(repeats)
+            sel.combined += len(repeats) - 1
             sel.used.append(combine_runs(repeats))
         else:
             sel.superseded += len(mine) - 1
@@ -286,14 +357,15 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
 
 
 def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
-    """One record from N process-level repetitions of a test (N container starts).
+    """One record from N repetitions of a test (N container starts, or N rows of one import).
 
     avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between
     runs); `between_runs` = {runs, means, spread_pct}; flags `runs-disagree` when the runs' means
     spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
     the largest gap between sorted run means is most of that spread — the known R9700 effect where
-    decode speed is fixed at process start.
+    decode speed is fixed at process start. The newest repetition (measured_at) gives the rest.
     """
+    recs = sorted(recs, key=measured_at)
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
     mean = sum(means) / len(means) if means else None

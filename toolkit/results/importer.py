@@ -1,11 +1,15 @@
 """llama-bench output made elsewhere --import--> BenchRecords in results/, beside container runs.
 
 A bare-metal run or someone's published run (`-o jsonl`, `-o json` — also the truncated array a
-crashed run leaves —, or `-o csv`, any llama.cpp vintage; bare `nan`/`-nan`/`inf` tokens included)
-is parsed with the same parser as `toolkit bench` (llamabench.parse_any + normalize) and filed
-under an image reference per system found in the files (llama.cpp build_commit/build_number,
-backends, gpu_info): name = the user's label (`label.<build>` when the files hold several),
-digest = `import:<sha256 of the files' bytes [+ system]>` (or a given one). The raw rows are kept
+crashed run leaves —, `-o csv`, `-o md` — bare or pasted in a code fence after log lines —, or
+`-o sql`, any llama.cpp vintage; bare `nan`/`-nan`/`inf` tokens included) is read by
+llamabench_readers and every row goes through its one validity pass (`check_row`, shared with
+`toolkit bench`): a row that is not a measurement is refused by itself, named `file:line: why`.
+Rows are filed under an image reference per system found in the files (llama.cpp
+build_commit/build_number, backends, gpu_info): name = the user's label (`label.<what differs>` when
+the files hold several), digest = `import:<sha256 of the files' bytes [+ system]>` (or a given one).
+Rows of one import that measure the same test are kept as repetitions of one cell (never one
+superseding the other), flagged `runs-disagree` where they differ beyond noise. The raw rows are kept
 (non-finite floats as null). Importing the same files again adds nothing.
 """
 
@@ -23,7 +27,8 @@ from pydantic import ValidationError
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_format as llamabench
-from toolkit.results.identity import TestKey, test_key
+from toolkit.results import llamabench_readers as readers
+from toolkit.results.identity import TestKey, combine_runs, measured_at, test_key
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
@@ -44,9 +49,10 @@ class ImportedSet:
 
 @dataclass
 class ImportResult:
-    """What an import did: `sets` one per build/backend/GPU found in the files; `refused` rows whose
-    numbers are not measurements (`file:row: why`); `repaired` rows whose nan stddev was recomputed;
-    `collisions` rows that measure a test another row of the same set also measured."""
+    """What an import did: `sets` one per build/backend/GPU found in the files; `refused` rows that are
+    not measurements (`file:line: why`); `repaired` rows whose nan stddev was recomputed; `skipped`
+    lines that look like records but do not parse; `repeated` rows that measure a test another row of
+    the same set also measured (kept as repetitions of one cell)."""
 
     label: str
     digest: str
@@ -55,49 +61,74 @@ class ImportResult:
     already: bool = False  # every set was imported before: nothing added
     path: Path | None = None
     per_file: dict[str, int] = field(default_factory=dict)
+    formats: dict[str, str] = field(default_factory=dict)  # file -> jsonl | json | csv | md | sql
     sets: list[ImportedSet] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    collisions: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
 
 
-def read_rows(path: Path, skipped: list[str] | None = None) -> tuple[bytes, list[dict[str, Any]]]:
-    """The file's bytes and its llama-bench rows; BadInput naming the file and what was wrong.
-    Lines that look like records but do not parse are noted in `skipped` as `file: line N: why`."""
+FORMATS_HINT = (
+    "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with test and t/s "
+    "columns) or -o sql"
+)
+
+
+def read_rows(
+    path: Path, skipped: list[str] | None = None, refused: list[str] | None = None
+) -> tuple[bytes, list[readers.SourceRow], str]:
+    """The file's bytes, its llama-bench rows that are measurements, and its format; BadInput naming
+    the file and what was wrong when none is. Lines that look like records but do not parse are noted
+    in `skipped` as `file:line: why`; rows the validity pass refuses in `refused` the same way."""
     try:
         data = path.read_bytes()
     except OSError as err:
         raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
     text, bad = _decode_lines(data)
     notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
-    parsed = llamabench.parse_any(text, notes)
-    rows = [r for r in parsed if not _not_a_result(r)]
+    fmt, parsed = readers.read_source(text, notes)
+    rows, no = [], []
+    for r in parsed:
+        why = readers.check_row(r.fields, r.problem)
+        if why:
+            no.append((r.line, why))
+        else:
+            rows.append(r)
     if skipped is not None:
-        skipped += [f"{path}: {n}" for n in notes]
-        skipped += [
-            f"{path}: row {i}: {why}, left out" for i, r in enumerate(parsed, 1) if (why := _not_a_result(r))
-        ]
-    if not rows and bad:
+        skipped += [f"{path}:{n.removeprefix('line ')}" for n in notes]
+    if refused is not None:
+        refused += [f"{path}:{n}: {why}; row left out" for n, why in no]
+    if rows:
+        return data, rows, fmt or ""
+    if not parsed and bad:
         n, b = bad[0]
         raise BadInput(
             f"{path}: not a text file (line {n}, byte {b} is not UTF-8) and no llama-bench result rows in "
-            "it; expected llama-bench -o jsonl, -o json or -o csv output"
+            f"it; {FORMATS_HINT}"
         )
-    if not rows:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        hint = (
-            "a markdown table (-o md) has no machine-readable fields: re-run llama-bench with -o jsonl"
-            if first.startswith("|")
-            else "expected llama-bench -o jsonl, -o json or -o csv output "
-            "with n_prompt/n_gen and avg_ts fields"
-        )
+    if no:
         raise BadInput(
-            f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
-            if first
-            else f"{path}: the file is empty; {hint}"
+            f"{path}: no llama-bench result rows found that are measurements: {len(no)} refused ("
+            + "; ".join(f"line {n}: {why}" for n, why in no[:3])
+            + (f"; and {len(no) - 3} more" if len(no) > 3 else "")
+            + ")"
         )
-    return data, rows
+    lines = text.splitlines()
+    table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    hint = (
+        f"a markdown table (-o md) at line {table} has no result rows: it needs a header with test and t/s "
+        "columns, its separator line, then rows"
+        if table is not None
+        else FORMATS_HINT
+    )
+    raise BadInput(
+        f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
+        if first
+        else f"{path}: the file is empty; {FORMATS_HINT}"
+    )
 
 
 def _decode_lines(data: bytes) -> tuple[str, list[tuple[int, int]]]:
@@ -117,17 +148,6 @@ def _decode_lines(data: bytes) -> tuple[str, list[tuple[int, int]]]:
             bad.append((n, err.start))
             out.append("")
     return "\n".join(out), bad
-
-
-def _not_a_result(row: dict[str, Any]) -> str | None:
-    """Why a parsed row is not a llama-bench result (None when it is): both token counts and a
-    tok/s (avg_ts, or avg_ns to derive it) must be there; a missing count is never taken as 0."""
-    missing = [k for k in ("n_prompt", "n_gen") if row.get(k) in (None, "")]
-    if missing:
-        return f"no {' and no '.join(missing)}"
-    if row.get("avg_ts") in (None, "") and row.get("avg_ns") in (None, ""):
-        return "no avg_ts or avg_ns (a cut-off row?)"
-    return None
 
 
 def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
@@ -167,21 +187,43 @@ def _system(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _set_names(label: str, systems: list[tuple]) -> list[str]:
-    """`label` for one system; else `label.<what differs>` (build commit, backend, GPU), made unique."""
+    """`label` for one system; else `label.<what differs>` (build commit and number, backend, GPU: every
+    field that differs, whole, so two sets never read alike), made unique."""
     if len(systems) == 1:
         return [label]
     varying = [k for k in SYSTEM_SPLIT if len({dict(s).get(k) for s in systems}) > 1]
     names = []
     for s in systems:
         d = dict(s)
-        part = "-".join(
-            re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none")))[:24].strip("-") for k in varying[:2]
-        )
+        part = "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none"))).strip("-") for k in varying)
         names.append(f"{label}.{part or 'set'}")
-    for i, n in enumerate(names):  # still equal after shortening: number them
+    for i, n in enumerate(names):  # equal after leaving out what is not a name character: number them
         if names.count(n) > 1:
             names[i] = f"{n}.{i + 1}"
     return names
+
+
+def _check_backend(
+    backend: str | None, parsed: list[tuple[Path, bytes, list[readers.SourceRow], str]]
+) -> None:
+    """--backend must not contradict the rows: rows that name another GPU backend than the one given
+    (`--backend rocm` on rows that say Vulkan) are bad input, named; rows that name only the CPU
+    backend stay (a GPU build that ran on the CPU: the report flags them cpu-fallback)."""
+    if backend is None:
+        return
+    wrong = [
+        f"{path}:{r.line} (backends {llamabench.backends_of(r.fields)!r})"
+        for path, _, rows, _ in parsed
+        for r in rows
+        if (said := backends.from_llama_names(llamabench.backends_of(r.fields))) != "cpu" and said != backend
+    ]
+    if wrong:
+        raise BadInput(
+            f"--backend {backend}: {len(wrong)} row(s) say they ran on another backend: "
+            + ", ".join(wrong[:5])
+            + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+            + "; leave --backend out to take each row's own, or import the files of each backend apart"
+        )
 
 
 def import_files(
@@ -197,17 +239,20 @@ def import_files(
     """Parse every file, split the rows by system (llama.cpp build, backend, GPU: each its own image
     name and digest, so one build never hides another), then append the records.
 
-    Malformed files fail the whole import before anything is written (BadInput). Rows whose tok/s
-    are not finite are refused one by one with the reason; a nan stddev is recomputed from the
-    samples (records.BenchRecord); rows of one set that measure the same test are reported.
+    A file without a usable row, or --backend contradicting the rows, fails the whole import before
+    anything is written (BadInput). Rows that are not measurements are refused one by one with
+    `file:line: why` (llamabench_readers.check_row); a nan stddev is recomputed from the samples
+    (records.BenchRecord); rows of one set that measure the same test become repetitions of one cell.
     """
     check_options(label, model_sha256, digest)
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
     skipped: list[str] = []
-    parsed = [(Path(f), *read_rows(Path(f), skipped)) for f in files]
-    content = hashlib.sha256(b"".join(data for _, data, _ in parsed)).hexdigest()
-    systems = list(dict.fromkeys(_system(row) for _, _, rows in parsed for row in rows))
+    refused: list[str] = []
+    parsed = [(Path(f), *read_rows(Path(f), skipped, refused)) for f in files]
+    _check_backend(backend, parsed)
+    content = hashlib.sha256(b"".join(data for _, data, _, _ in parsed)).hexdigest()
+    systems = list(dict.fromkeys(_system(r.fields) for _, _, rows, _ in parsed for r in rows))
     if digest and len(systems) > 1:
         raise BadInput(
             f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
@@ -225,9 +270,11 @@ def import_files(
     res = ImportResult(
         label,
         next(iter(sets.values())).digest if sets else "",
-        [str(p) for p, _, _ in parsed],
+        [str(p) for p, _, _, _ in parsed],
+        formats={str(p): fmt for p, _, _, fmt in parsed},
         sets=list(sets.values()),
         skipped=skipped,
+        refused=refused,
     )
     from toolkit.results import (
         index as resultindex,  # only the records of these digests, through the query index
@@ -247,21 +294,22 @@ def import_files(
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
     staged: list[tuple[ImportedSet, BenchRecord]] = []  # malformed rows fail the import before any write
-    for path, data, rows in parsed:
+    for path, data, rows, _fmt in parsed:
         file_sha = hashlib.sha256(data).hexdigest()  # once per file, not per row
-        sys_rows = [(sets[_system(row)], row) for row in rows]
-        backends = {
-            s_.digest: backend or backend_of([r for t, r in sys_rows if t is s_]) for s_ in sets.values()
+        sys_rows = [(sets[_system(r.fields)], r) for r in rows]
+        backends_ = {
+            s_.digest: backend or backend_of([r.fields for t, r in sys_rows if t is s_])
+            for s_ in sets.values()
         }
-        for n, (target, row) in enumerate(sys_rows, 1):
+        for target, row in sys_rows:
             if target.already:
                 continue
             image = ImageRef(
                 name=target.name,
                 ref=f"import:{target.name}",
                 digest=target.digest,
-                backend=backends[target.digest],
-                labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _ in parsed)},
+                backend=backends_[target.digest],
+                labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _, _ in parsed)},
             )
             try:
                 rec = _record(
@@ -274,20 +322,19 @@ def import_files(
                     file_sha=file_sha,
                     content=content,
                 )
-            except ValidationError as err:
-                msg = err.errors()[0]["msg"] if err.errors() else str(err)
-                if "not a measurement" in msg:
-                    res.refused.append(f"{path}: row {n}: {msg.removeprefix('Value error, ')}")
-                    continue
-                raise BadInput(f"{path}: row {n}: not a usable llama-bench record ({msg[:160]})") from None
-            except (ValueError, TypeError, OverflowError) as err:
-                raise BadInput(
-                    f"{path}: row {n}: not a usable llama-bench record ({str(err)[:160]})"
-                ) from None
-            _check_counts(path, n, rec)
+            except (ValidationError, ValueError, TypeError, OverflowError) as err:
+                msg = (
+                    (err.errors()[0]["msg"] if err.errors() else str(err))
+                    if isinstance(err, ValidationError)
+                    else str(err)
+                )
+                res.refused.append(
+                    f"{path}:{row.line}: {msg.removeprefix('Value error, ')[:200]}; row left out"
+                )
+                continue
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 res.repaired.append(
-                    f"{path}: row {n}: stddev_ts was not finite; "
+                    f"{path}:{row.line}: stddev_ts was not finite; "
                     + (
                         f"recomputed from {len(rec.samples_ts)} samples"
                         if rec.stddev_ts is not None
@@ -296,15 +343,10 @@ def import_files(
                 )
             staged.append((target, rec))
         res.per_file[str(path)] = len(rows)
-    seen: dict[TestKey, str] = {}
-    for target, rec in staged:
-        k = test_key(rec)
-        where = f"{(rec.model_extra or {})['imported']['file']} ({rec.test})"
-        if k in seen:
-            res.collisions.append(
-                f"{target.name}: {where} measures the same test as {seen[k]}; reports show the newest"
-            )
-        seen.setdefault(k, where)
+        lacks = sorted({n for r in rows for n in r.notes})
+        if lacks:
+            res.notes.append(f"{path}: {_fmt} output has {' and '.join(lacks)}: said on each of its rows")
+    res.repeated = _repetitions(staged)
     for target, rec in staged:
         target.path = res.path = store.add_result(rec)
         target.records += 1
@@ -312,15 +354,46 @@ def import_files(
     return res
 
 
-def _check_counts(path: Path, n: int, rec: BenchRecord) -> None:
-    """Reject rows whose token counts cannot be a test (negative sizes)."""
-    for key in ("n_prompt", "n_gen", "n_depth"):
-        if getattr(rec, key) < 0:
-            raise BadInput(f"{path}: row {n}: {key} is {getattr(rec, key)}; expected >= 0")
+def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
+    """Rows of one set that measure the same test (one TestKey) become repetitions of one cell: each is
+    marked `process_run` (identity.newest_per_test combines them, as it combines `bench.runs`), in
+    the order of their test_time (newest last, whatever the line order). Returns one line per test
+    saying so, and whether they disagree beyond noise (`runs-disagree`)."""
+    groups: dict[TestKey, list[tuple[ImportedSet, BenchRecord]]] = {}
+    for target, rec in staged:
+        groups.setdefault(test_key(rec), []).append((target, rec))
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        recs = sorted((rec for _, rec in members), key=measured_at)
+        for i, rec in enumerate(recs, 1):
+            rec.__pydantic_extra__ = {
+                **(rec.model_extra or {}),
+                "process_run": {"index": i, "of": len(recs), "source": "import"},
+            }
+        combined = combine_runs(recs)
+        where = ", ".join(f"{Path(_imported(r)['file']).name}:{_imported(r)['line']}" for r in recs)
+        values = " / ".join(f"{r.avg_ts:.2f}" for r in recs if r.avg_ts is not None)
+        flags = (combined.model_extra or {}).get("flags") or []
+        verdict = (
+            "they disagree beyond noise: flagged runs-disagree"
+            if "runs-disagree" in flags
+            else "they agree within noise"
+        )
+        out.append(
+            f"{members[0][0].name}: {recs[0].test}: rows {where} measure the same test ({values} t/s): kept "
+            f"as {len(recs)} repetitions of one cell; {verdict}"
+        )
+    return out
+
+
+def _imported(r: BenchRecord) -> dict[str, Any]:
+    return dict((r.model_extra or {}).get("imported") or {})
 
 
 def _record(
-    row: dict[str, Any],
+    row: readers.SourceRow,
     *,
     image: ImageRef,
     run_id: str,
@@ -330,15 +403,17 @@ def _record(
     file_sha: str,
     content: str,
 ) -> BenchRecord:
-    norm = llamabench.normalize(row)
-    norm["avg_ts"] = _avg_ts(row, norm)
-    mfile = str(row.get("model_filename") or "")
+    raw = row.fields
+    norm = llamabench.normalize(raw)
+    norm["avg_ts"] = _avg_ts(raw, norm)
+    mfile = str(raw.get("model_filename") or "")
     model = ModelRef(
-        name=Path(mfile).name or str(row.get("model_type") or "unknown"),
+        name=Path(mfile).name or str(raw.get("model_type") or "unknown"),
         path=mfile,
         sha256=model_sha256,
-        size_bytes=int(llamabench._int(row.get("model_size"), 0) or 0),
+        size_bytes=readers.quantity(raw.get("model_size")) or 0,
     )
+    flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
     return BenchRecord(
         run_id=run_id,
         created=created,
@@ -347,7 +422,14 @@ def _record(
         method="llama-bench",
         image=image,
         model=model,
-        raw=row,
+        raw=raw,
         **norm,
-        imported={"file": str(source), "file_sha256": file_sha, "sha256": content},
+        imported={
+            "file": str(source),
+            "line": row.line,
+            "format": row.fmt,
+            "file_sha256": file_sha,
+            "sha256": content,
+        },
+        **({"flags": flags} if flags else {}),
     )

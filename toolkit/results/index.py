@@ -78,8 +78,8 @@ CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT
 CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
 """
-# An index row: what choosing records needs (small ints but `created`, compared as text like
-# identity.newest_per_test compares BenchRecord.created) and where the record is; `pos` = store order.
+# An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
+# text as identity.newest_per_test compares it) and where the record is; `pos` = store order.
 _ROW_COLS = (
     "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet"
 )
@@ -410,9 +410,9 @@ class ResultIndex:
                             length,
                             rec.status,
                             self._id("runs", runs, rec.run_id, "run_id"),
-                            rec.created,
+                            identity.measured_at(rec),
                             self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
-                            1 if (rec.model_extra or {}).get("process_run") else 0,
+                            1 if identity.is_repetition(rec) else 0,
                             0 if identity.value(rec) is None else 1,
                             self._id(
                                 "facets",
@@ -622,7 +622,7 @@ def _may_name_digest(digest: str, ref: str) -> bool:
 
 def load(heads: Sequence[Head]) -> list[BenchRecord]:
     """The BenchRecords of `heads`, read by byte offset and validated; StaleIndex when a line is no
-    longer the record the index listed (same run id, created, status and digest)."""
+    longer the record the index listed (same run id, measured_at, status and digest)."""
     out: list[BenchRecord] = []
     fds: dict[Path, int] = {}
     try:
@@ -632,7 +632,7 @@ def load(heads: Sequence[Head]) -> list[BenchRecord]:
                 fd = fds[h.path] = os.open(h.path, os.O_RDONLY)
             obj, problem = _parse_line(os.pread(fd, h.row[R_LEN], h.row[R_OFF]))
             rec, problem = bench_record(obj) if obj is not None else (None, problem or "a blank line")
-            if rec is None or (rec.run_id, rec.created, rec.status, rec.image.digest) != (
+            if rec is None or (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest) != (
                 h.run_id,
                 h.created,
                 h.status,

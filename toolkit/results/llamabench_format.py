@@ -7,14 +7,12 @@ whole crossed matrix for one (image, model): list-valued flags are crossed by ll
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from toolkit.core import backends
+from toolkit.results import llamabench_readers as readers
 from toolkit.spec.matrix import BenchAxes
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
@@ -59,135 +57,32 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
     return args + ["-o", "jsonl", "--progress"]
 
 
-# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
-# MSVC's `-nan(ind)`):
-# llama-bench prints doubles with printf, so a stddev of identical samples comes out as `-nan`.
-_NONFINITE_RE = re.compile(
-    r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE
-)
-
-
-def _json_text(text: str) -> str:
-    """llama-bench output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
-    reads as floats; the record validator then refuses or repairs them (never a silent drop)."""
-
-    def sub(m: re.Match) -> str:
-        if m.group(2) is None:
-            return m.group(0)
-        return "NaN" if m.group(2).lower() == "nan" else f"{m.group(1)}Infinity"
-
-    return _NONFINITE_RE.sub(sub, text)
-
-
 def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """Objects from llama-bench stdout: lines that do not start with `{` are log lines and skipped
-    (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on stdout); a line that starts
-    like a record but does not parse is noted in `skipped` (`line N: why`)."""
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(_json_text(line))
-        except json.JSONDecodeError as err:
-            if skipped is not None:
-                skipped.append(f"line {n}: not a complete JSON record ({err.msg})")
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+    """Objects from llama-bench stdout (llamabench_readers.read_jsonl: log lines skipped, a line that
+    starts like a record but does not parse noted in `skipped`)."""
+    return [r.fields for r in readers.read_jsonl(text, skipped)]
 
 
 def parse_json_array(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
-    text = _json_text(text)
-    start = text.find("[")
-    if start < 0:
-        return parse_jsonl(text, skipped)
-    dec = json.JSONDecoder()
-    pos, out = start + 1, []
-    while pos < len(text):
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            break
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            if skipped is not None:  # the half object a crash left behind
-                line = text.count("\n", 0, pos) + 1
-                skipped.append(f"line {line}: the array ends in an incomplete record ({err.msg})")
-            break
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+    return [r.fields for r in readers.read_json_array(text, skipped)]
 
 
 def parse_csv(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """`-o csv` output; numbers converted where they parse."""
-    rows = []
-    for row in csv.DictReader(io.StringIO(text)):
-        rows.append({k: _num(v) for k, v in row.items() if k is not None})
-    return rows
+    """`-o csv` output, typed as llama-bench types each field (rows whose field count differs from
+    the header are left out here; llamabench_readers.read_csv keeps them with the reason)."""
+    return [r.fields for r in readers.read_csv(text, skipped) if r.problem is None]
 
 
 def parse_any(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """Sniff jsonl / json array / csv, the three machine formats llama-bench writes.
-
-    Log lines may come first (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on
-    stdout), so the format is decided by the first line that starts one: `[` (json array, possibly
-    truncated), `{` (jsonl) or a csv header naming `avg_ts`; a start that yields no rows is skipped.
-    """
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if s.startswith("["):
-            parse = parse_json_array
-        elif s.startswith("{"):
-            parse = parse_jsonl
-        elif "avg_ts" in s and "," in s:
-            parse = parse_csv
-        else:
-            continue
-        notes: list[str] = []
-        rows = parse("\n".join(lines[i:]), notes)
-        if rows:
-            if skipped is not None:
-                skipped += notes
-            return rows
-    return []
+    """The rows of llama-bench output in any of its formats (llamabench_readers.read_source), without
+    the rows a reader found malformed."""
+    return [r.fields for r in readers.read_source(text, skipped)[1] if r.problem is None]
 
 
-def _num(v: str | None) -> Any:
-    if v is None:
-        return None
-    for conv in (int, float):
-        try:
-            return conv(v)
-        except ValueError:
-            pass
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    return v
-
-
-def _int(v: Any, default: int | None = None) -> int | None:
-    if v is None or v == "":
-        return default
-    if isinstance(v, bool):
-        return int(v)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
-
-
-def _float(v: Any) -> float | None:
-    try:
-        return float(v) if v is not None and v != "" else None
-    except (TypeError, ValueError):
-        return None
+_int = readers._int
+_float = readers._float
+check_row = readers.check_row  # the one validity pass (imports and toolkit bench's own rows)
 
 
 def backends_of(raw: dict[str, Any]) -> str:
@@ -276,22 +171,16 @@ def progress_of(line: str) -> tuple[int, int, str] | None:
 
 
 def cpu_fallback_reason(log: str, backend: str, rows: list[dict[str, Any]]) -> str | None:
-    """Why a GPU run must not count as a result, or None.
-
-    A GPU image whose rows lack the expected backend, whose gpu_info is empty (ggml-vulkan skips
-    a CPU-type device and runs on the CPU while still reporting `backends: Vulkan`), or whose log
-    says no device was found, fell back to the CPU.
-    """
-    expected = backends.llama_name(backend)
-    if backend == "cpu" or expected is None:
-        return None
-    for pat in CPU_FALLBACK_PATTERNS:
-        if pat.lower() in log.lower():
-            return f"log shows a CPU fallback: {pat!r}"
+    """Why a GPU run must not count as a result, or None: backends.cpu_fallback_reason (the one rule,
+    shared with the report) over the log and each row."""
+    why = backends.cpu_fallback_reason(backend, None, None, log)
     for r in rows:
-        nb = normalize(r)
-        if expected.lower() not in nb["backends"].lower():
-            return f"backends is {nb['backends']!r}, expected {expected}"
-        if not nb["gpu_info"].strip():
-            return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"
-    return None
+        why = why or cpu_fallback_of(backend, r, backends_of(r))
+    return why
+
+
+def cpu_fallback_of(image_backend: str, raw: dict[str, Any], backends_field: str | None) -> str | None:
+    """The one CPU-fallback rule (backends.cpu_fallback_reason) for a stored llama-bench row: its
+    `backends` (normalised) and its `gpu_info` where the row recorded one."""
+    gpu = raw.get("gpu_info")
+    return backends.cpu_fallback_reason(image_backend, backends_field, None if gpu is None else str(gpu))

@@ -178,6 +178,7 @@ class BenchRecord(BaseModel):
           (ValueError naming the field); an ok record without a tok/s is refused too;
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
+        - one sample: stddev_ts is None (unknown; llama-bench writes 0);
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
         """
         for name, v in [("avg_ts", self.avg_ts)] + [
@@ -198,6 +199,8 @@ class BenchRecord(BaseModel):
         if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
             self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
             repaired.append("stddev_ts")
+        if len(self.samples_ts) == 1 and self.stddev_ts is not None:
+            self.stddev_ts = None  # llama-bench writes 0 for one sample: the spread is unknown, not nil
         if self.raw and _any_nonfinite(self.raw):
             self.raw = finite_or_none(self.raw)
             repaired.append("raw")

@@ -263,7 +263,10 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         }  # up to and including this test
         if shader_volume:
             timing["cache_cold"] = float(cold)
-        void = _void_reason(spec, opts, raw, "\n".join(printed))
+        bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
+        void = (
+            f"row is not a measurement: {bad}" if bad else _void_reason(spec, opts, raw, "\n".join(printed))
+        )
         if file_identity(path) != hashed:
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
