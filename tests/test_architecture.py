@@ -193,30 +193,66 @@ def test_the_runner_import_check_is_not_vacuous(source):
     assert not _runner_imports("from toolkit.bench.runners.base import RunContext", "toolkit.bench.run")
 
 
+def _engine_calls(source: str) -> list[str]:
+    """(line: what) of every way `source` reaches toolkit.engine.api other than its value types: a
+    function imported from it, or an attribute of the module (`api.run_container`, `engine.run_command`)
+    that is not a class. The module itself may be named (e.g. `ctx.engine is api`: is this the real
+    engine?), just not used to call Docker. Classes (Mount, RunSpec, RunOutcome...) start upper-case."""
+    tree = ast.parse(source)
+    modules: set[str] = set()  # local names bound to the engine module
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("toolkit.engine"):
+                    if a.asname:
+                        modules.add(a.asname)
+                    else:  # `import toolkit.engine.api`: reached as toolkit.engine.api.x
+                        out.append(f"{node.lineno}: import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolkit.engine"):
+            for a in node.names:
+                if node.module == "toolkit.engine":
+                    modules.add(a.asname or a.name)
+                elif not a.name[:1].isupper():
+                    out.append(f"{node.lineno}: from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and not node.attr[:1].isupper()
+        ):
+            out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return out
+
+
 def test_runners_reach_docker_only_through_ctx_engine():
-    """A runner module takes from toolkit.engine value types only (Mount, RunSpec, RunOutcome...);
+    """A runner module takes value types only from toolkit.engine (Mount, RunSpec, RunOutcome...);
     every engine call goes through RunContext.engine, so a test can pass a fake engine. base.py holds
     the default (the real module) and the shared container scaffolding."""
     offenders = []
     for path in sorted(RUNNERS_DIR.glob("*.py")):
         if path.stem in ("__init__", "base"):
             continue
-        where = path.relative_to(ROOT)
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                offenders += [
-                    f"{where}:{node.lineno} import {a.name}"
-                    for a in node.names
-                    if a.name.startswith("toolkit.engine")
-                ]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolkit.engine"):
-                # `from toolkit.engine.api import Mount` (a class) is a value type; a module or function is not
-                offenders += [
-                    f"{where}:{node.lineno} from {node.module} import {a.name}"
-                    for a in node.names
-                    if node.module == "toolkit.engine" or not a.name[:1].isupper()
-                ]
+        offenders += [f"{path.relative_to(ROOT)}:{x}" for x in _engine_calls(path.read_text())]
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    "source,caught",
+    [
+        ("from toolkit.engine import api as engine\nengine.run_container(spec)", True),
+        ("from toolkit.engine import api\nf = api.start_container", True),
+        ("from toolkit.engine.api import run_container", True),
+        ("import toolkit.engine.api", True),
+        ("import toolkit.engine.api as e\ne.exec_in(c, [])", True),
+        ("from toolkit.engine.api import Mount, RunOutcome", False),
+        ("from toolkit.engine import api as e\nm = e.Mount('a', 'b')\nreal = ctx.engine is e", False),
+        ("out = ctx.engine.run_container(spec)", False),
+    ],
+)
+def test_the_engine_check_is_not_vacuous(source, caught):
+    assert bool(_engine_calls(source)) is caught, _engine_calls(source)
 
 
 def test_every_registered_runner_implements_the_protocol():
