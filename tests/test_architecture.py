@@ -107,3 +107,173 @@ def test_only_the_cli_prints():
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} sys.{node.attr}")
     assert not offenders, offenders
+
+
+RUNNERS_DIR = PKG / "bench" / "runners"
+# every module of a specific runner: all of runners/ but the shared scaffolding
+RUNNER_MODULES = sorted(
+    f"toolkit.bench.runners.{p.stem}" for p in RUNNERS_DIR.glob("*.py") if p.stem not in ("__init__", "base")
+)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imported(source: str, module: str, *, package: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of every module `source` (the text of `module`; `package`: an __init__.py)
+    imports: import / from-import statements, lazy ones inside functions included, relative ones
+    resolved, `from a import b` also as `a.b`, and importlib.import_module / __import__ of a literal."""
+    pkg = module if package else module.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                base = ".".join([*up, *([base] if base else [])])
+            out.append((node.lineno, base))
+            out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+            )
+        ):
+            out.append((node.lineno, node.args[0].value))
+    return out
+
+
+def _runner_imports(source: str, module: str, *, package: bool = False) -> list[str]:
+    return [
+        f"{module}:{line} imports {name}"
+        for line, name in _imported(source, module, package=package)
+        if any(name == r or name.startswith(r + ".") for r in RUNNER_MODULES)
+    ]
+
+
+def test_no_module_outside_the_runners_imports_a_runner():
+    """The plug-in interface is the only way in: bench, reproduce, the CLI... reach a runner through
+    the registry (toolkit.core.registry.get(name)) and the Runner protocol, never by importing
+    llama_bench, vllm, sglang (or sglang_args). The registry names them as strings, which is its job."""
+    assert {
+        "toolkit.bench.runners.llama_bench",
+        "toolkit.bench.runners.vllm",
+        "toolkit.bench.runners.sglang",
+    } <= set(RUNNER_MODULES)
+    offenders = []
+    for path in sorted(PKG.rglob("*.py")):
+        if RUNNERS_DIR in path.parents:
+            continue
+        offenders += _runner_imports(path.read_text(), _module_name(path), package=path.name == "__init__.py")
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from toolkit.bench.runners import vllm",
+        "from toolkit.bench.runners.llama_bench import missing_cases",
+        "import toolkit.bench.runners.sglang as s",
+        "def f():\n    from .runners import sglang_args\n",
+        "import importlib\nimportlib.import_module('toolkit.bench.runners.vllm')",
+    ],
+)
+def test_the_runner_import_check_is_not_vacuous(source):
+    """Each way of importing a runner module is caught (module: toolkit.bench.run, for the relative one)."""
+    assert _runner_imports(source, "toolkit.bench.run")
+    assert not _runner_imports("from toolkit.bench.runners.base import RunContext", "toolkit.bench.run")
+
+
+def _engine_calls(source: str) -> list[str]:
+    """(line: what) of every way `source` reaches toolkit.engine.api other than its value types: a
+    function imported from it, or an attribute of the module (`api.run_container`, `engine.run_command`)
+    that is not a class. The module itself may be named (e.g. `ctx.engine is api`: is this the real
+    engine?), just not used to call Docker. Classes (Mount, RunSpec, RunOutcome...) start upper-case."""
+    tree = ast.parse(source)
+    modules: set[str] = set()  # local names bound to the engine module
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("toolkit.engine"):
+                    if a.asname:
+                        modules.add(a.asname)
+                    else:  # `import toolkit.engine.api`: reached as toolkit.engine.api.x
+                        out.append(f"{node.lineno}: import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolkit.engine"):
+            for a in node.names:
+                if node.module == "toolkit.engine":
+                    modules.add(a.asname or a.name)
+                elif not a.name[:1].isupper():
+                    out.append(f"{node.lineno}: from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and not node.attr[:1].isupper()
+        ):
+            out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return out
+
+
+def test_runners_reach_docker_only_through_ctx_engine():
+    """A runner module takes value types only from toolkit.engine (Mount, RunSpec, RunOutcome...);
+    every engine call goes through RunContext.engine, so a test can pass a fake engine. base.py holds
+    the default (the real module) and the shared container scaffolding."""
+    offenders = []
+    for path in sorted(RUNNERS_DIR.glob("*.py")):
+        if path.stem in ("__init__", "base"):
+            continue
+        offenders += [f"{path.relative_to(ROOT)}:{x}" for x in _engine_calls(path.read_text())]
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    "source,caught",
+    [
+        ("from toolkit.engine import api as engine\nengine.run_container(spec)", True),
+        ("from toolkit.engine import api\nf = api.start_container", True),
+        ("from toolkit.engine.api import run_container", True),
+        ("import toolkit.engine.api", True),
+        ("import toolkit.engine.api as e\ne.exec_in(c, [])", True),
+        ("from toolkit.engine.api import Mount, RunOutcome", False),
+        ("from toolkit.engine import api as e\nm = e.Mount('a', 'b')\nreal = ctx.engine is e", False),
+        ("out = ctx.engine.run_container(spec)", False),
+    ],
+)
+def test_the_engine_check_is_not_vacuous(source, caught):
+    assert bool(_engine_calls(source)) is caught, _engine_calls(source)
+
+
+def test_every_registered_runner_implements_the_protocol():
+    """Each runner of the registry has every member of base.Runner, its methods with the protocol's
+    parameters (bench/run.py and reproduce call them without knowing which runner it is)."""
+    import inspect
+
+    from toolkit.bench.runners.base import Runner
+    from toolkit.core import registry
+
+    methods = {
+        n: inspect.signature(f)
+        for n, f in vars(Runner).items()
+        if inspect.isfunction(f) and not n.startswith("_")
+    }
+    assert {"preflight", "plan", "cases", "estimate", "settings_from_records", "run"} <= set(methods)
+    for name in registry.names():
+        runner = registry.get(name)
+        assert runner.name == name
+        for attr in Runner.__annotations__:
+            assert hasattr(runner, attr), f"{name}: no {attr}"
+        for m, sig in methods.items():
+            got = inspect.signature(getattr(type(runner), m))
+            assert list(got.parameters) == list(sig.parameters), f"{name}.{m}{got} is not Runner.{m}{sig}"

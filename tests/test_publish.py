@@ -341,3 +341,62 @@ def test_rebuild_refuses_changed_template_inputs_before_building(cpu_project, tm
     folder = cpu_project / ".toolkit" / "runs" / "run-t"
     assert (folder / "run.json").is_file() and (folder / "reproduce" / "Dockerfile.templates").is_dir()
     assert (folder / "reproduce" / "bench-matrix.yaml").is_file()
+
+
+def test_reproduce_asks_each_recorded_runner_for_its_settings_block(tmp_path):
+    """reproduce rebuilds each runner's settings block through the registry (Runner.settings_from_records):
+    the run folder's matrix.yaml block, overridden by what that runner's records state; llama-bench has
+    no block of its own. A checkpoint folder is given to the runners that measured it."""
+    import yaml
+
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {"vllm": {"num_iters": 7}, "sglang": {"attention_backend": "torch_native", "random_seed": 3}}
+        )
+    )
+    model = ModelRef(name="ckpt", path="/m/ckpt", sha256="ab" * 32, size_bytes=1)
+
+    def rec(runner: str, method: str, axis: str, engine_: dict) -> BenchRecord:
+        return BenchRecord(
+            run_id="r",
+            created="2026-01-01T00:00:00+00:00",
+            runner=runner,
+            method=method,
+            image=ImageRef(name=runner, ref="x", digest=DIGEST, backend="rocm"),
+            model=model,
+            test="pp512",
+            axis=axis,
+            n_prompt=512,
+            avg_ts=100.0,
+            engine=engine_,
+        )
+
+    recorded = [
+        rec("vllm", "vllm-bench-latency-prefill", "prefill", {"max_num_batched_tokens": 512, "num_iters": 7}),
+        rec("vllm", "vllm-bench-serve", "served", {"max_num_batched_tokens": 512, "concurrency": 2}),
+        rec(
+            "sglang",
+            "sglang-bench-one-batch-prefill",
+            "prefill",
+            {"attention_backend": "triton", "decode_input_len": 16},
+        ),
+        rec("llama-bench", "llama-bench", "prefill", {}),
+    ]
+    blocks = repro._runner_settings(tmp_path, recorded)
+    assert set(blocks) == {"vllm", "sglang"}
+    assert (blocks["vllm"].num_iters, blocks["vllm"].max_num_batched_tokens, blocks["vllm"].concurrency) == (
+        7,
+        512,
+        [2],
+    )
+    s = blocks["sglang"]
+    assert (s.attention_backend, s.random_seed, s.decode_input_len) == ("triton", 3, None)  # 16: the default
+    assert repro._runner_settings(tmp_path, recorded[-1:]) == {}
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    pm = publish.PublishedModel(name="ckpt", file="ckpt", sha256="ab" * 32, size_bytes=1)
+    assert repro._model_spec(pm, ckpt, [r for r in recorded if r.runner == "sglang"]).runners == ["sglang"]
+    assert repro._model_spec(pm, ckpt).runners == [
+        "vllm",
+        "sglang",
+    ]  # the records do not say: every hf reader

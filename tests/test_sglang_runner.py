@@ -170,9 +170,9 @@ def test_sglang_plan_is_what_run_executes(ctx_for):
     assert any(s.what == "launch_server" and "-d" in s.argv for s in plan)
 
 
-def test_sglang_cases_timing_and_estimate_follow_its_records(ctx_for):
+def test_sglang_cases_timing_estimate_and_settings_follow_its_records(ctx_for):
     """One case per record (what the plan line counts); records carry the shared timing names; the
-    estimate is their measured time (tests_s)."""
+    estimate is their measured time (tests_s); reproduce rebuilds the `sglang:` block from them."""
     ctx = ctx_for(FakeEngine(), n_ubatch=[256, 512])
     r = runners.get("sglang")
     cases = r.cases(ctx)
@@ -186,3 +186,5 @@ def test_sglang_cases_timing_and_estimate_follow_its_records(ctx_for):
         assert rec.timing["tests_s"] > 0
     known, seconds = r.estimate(ctx, cases)
     assert known == len(recs) and seconds == pytest.approx(sum(x.timing["tests_s"] for x in recs))
+    assert r.settings_from_records(recs, {}) == ctx.lm.m.runner_settings["sglang"]
+    assert r.settings_from_records([], {}) is None

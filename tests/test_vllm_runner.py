@@ -989,6 +989,9 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     ]
     assert vr.settings_from_records(old, {"num_iters": 99}).num_iters == 99
     assert vr.settings_from_records(old).num_iters == 3
+    # reproduce asks the runner through the registry; a run without vLLM records has no vLLM block
+    assert runners.get("vllm").settings_from_records(recs, {}) == lm.m.vllm
+    assert runners.get("vllm").settings_from_records([], {}) is None
 
 
 def test_a_second_run_finds_the_compile_cache_warm(tmp_path, monkeypatch):

@@ -5,7 +5,9 @@
    matrix.yaml + Dockerfile.templates/ (template inputs hash and source commit must match the record).
 2. Models: each file's sha256 must equal the record; generated tiny models are generated again
    (the generator is deterministic) and must hash the same.
-3. The recorded llama-bench axes are re-run through bench.run_bench, into a separate results store.
+3. The recorded axes are re-run through bench.run_bench, into a separate results store, with each
+   runner's settings block as its records state it (asked of the runner through the registry:
+   `Runner.settings_from_records`).
 4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
    max(3 x combined relative stddev, threshold); the run reproduces when every test is within noise.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,13 +28,14 @@ from tabulate import tabulate
 from toolkit.analysis.tables import id_value, row_label, select_latest, value, varying_columns
 from toolkit.bench import run as bench
 from toolkit.core import backends
+from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed
 from toolkit.engine import api as engine
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import push as publish
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec, VllmSettings
+from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 
 VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
@@ -350,18 +353,29 @@ def _workdir(folder: Path, rebuild: bool) -> Path:
     return work
 
 
-def _vllm_settings(folder: Path, recorded: list[BenchRecord]) -> VllmSettings | None:
-    """vLLM settings of the run: the folder's matrix.yaml `vllm:`, overridden by what its records state
-    (runners.vllm.settings_from_records); None for a run without vLLM records."""
-    from toolkit.bench.runners.vllm import settings_from_records
-
-    if not any(r.runner == "vllm" for r in recorded):
-        return None
+def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any]:
+    """The settings blocks of the run (matrix.yaml key -> pydantic model), one per runner of its records
+    that has one: the folder's matrix.yaml block, overridden by what its records state, rebuilt by the
+    runner itself (registry -> Runner.settings_from_records). A runner that is not registered here is
+    left to bench, which names it."""
     try:
-        base = (yaml.safe_load((folder / "matrix.yaml").read_text()) or {}).get("vllm") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        base = {}
-    return settings_from_records(recorded, base if isinstance(base, dict) else {})
+        data = yaml.safe_load((folder / "matrix.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        data = {}
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(r.runner for r in recorded):
+        try:
+            runner = runners.get(name)
+        except KeyError:
+            continue
+        key = runner.settings_key
+        if not key:
+            continue
+        base = data.get(key) if isinstance(data, dict) else None
+        block = runner.settings_from_records(recorded, base if isinstance(base, dict) else {})
+        if block is not None:
+            out[key] = block
+    return out
 
 
 def _timeout(folder: Path) -> float:
@@ -372,13 +386,23 @@ def _timeout(folder: Path) -> float:
         return 3600.0
 
 
-def _model_spec(m: publish.PublishedModel, path: Path) -> ModelSpec:
-    """A GGUF file (sha256 pinned) for llama-bench, or a checkpoint folder for vLLM (its tree digest was
-    verified by verify_model; its Hub repo and revision are kept, so records carry the same ones)."""
+def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchRecord] = ()) -> ModelSpec:
+    """A GGUF file (sha256 pinned) for llama-bench, or a checkpoint folder (its tree digest was verified
+    by verify_model; its Hub repo and revision are kept, so records carry the same ones) for the
+    runners that measured it (of the recorded run; every registered runner of Hugging Face
+    checkpoints when the records do not say)."""
     if not path.is_dir():
         return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256)
     hf = HfFile(**m.hf) if m.hf else None
-    return ModelSpec(name=m.name, path=str(path.resolve()), format="hf", hf=hf, runners=["vllm"])
+    used = list(dict.fromkeys(r.runner for r in recorded if r.model.name == m.name))
+    readers = [n for n in runners.names() if "hf" in runners.get(n).model_formats]
+    return ModelSpec(
+        name=m.name,
+        path=str(path.resolve()),
+        format="hf",
+        hf=hf,
+        runners=[n for n in used if n in readers] or readers,
+    )
 
 
 def bench_matrix(
@@ -386,10 +410,12 @@ def bench_matrix(
     workdir: Path,
     model_paths: dict[str, Path],
     timeout_s: float,
-    vllm: VllmSettings | None = None,
+    settings: dict[str, Any] | None = None,
+    recorded: list[BenchRecord] | None = None,
 ) -> LoadedMatrix:
-    """The recorded images, models (sha256 pinned) and axes (and vLLM settings) as a matrix; written to
-    workdir for reference."""
+    """The recorded images, models (sha256 pinned) and axes as a matrix, with the runners' settings
+    blocks (`settings`: matrix.yaml key -> block, see _runner_settings; defaults for the others);
+    written to workdir for reference."""
     images = [
         ImageSpec.model_validate(
             {
@@ -401,13 +427,13 @@ def bench_matrix(
         )
         for im in run.images
     ]
-    models = [_model_spec(m, model_paths[m.name]) for m in run.models]
+    models = [_model_spec(m, model_paths[m.name], recorded or []) for m in run.models]
     m = Matrix(
         schema_version=1,
         images=images,
         models=models,
         bench=BenchAxes(**run.bench, timeout_s=timeout_s),
-        vllm=vllm or VllmSettings(),
+        **(settings or {}),
     )
     path = workdir / "bench-matrix.yaml"
     path.write_text(
@@ -454,7 +480,8 @@ def reproduce(
         workdir,
         {k: p for k, (p, _) in paths.items()},
         _timeout(folder),
-        _vllm_settings(folder, recorded),
+        _runner_settings(folder, recorded),
+        recorded,
     )
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)

@@ -4,9 +4,9 @@ reference, memory limit).
 
 A runner (toolkit/bench/runners/<name>.py, registered by name in toolkit.core.registry) implements the
 Runner protocol below: what it accepts, `plan(ctx)` (pure: the exact commands, also what `--dry-run`
-prints), `cases(ctx)` and `estimate(ctx, cases)` (the plan line) and `run(ctx)`, which appends
-records through `ctx.save` (a failed run is a record, not an exception) and returns the summary
-lines. bench/run.py only orchestrates: pick the
+prints), `cases(ctx)` and `estimate(ctx, cases)` (the plan line), `settings_from_records` (for
+`toolkit reproduce`) and `run(ctx)`, which appends records through `ctx.save` (a failed run is a
+record, not an exception) and returns the summary lines. bench/run.py only orchestrates: pick the
 build, check the backend, ask the runner. Docker is reached only through `ctx.engine` (injectable:
 tests pass a fake engine instead of monkeypatching).
 """
@@ -403,6 +403,11 @@ class Runner(Protocol):
         """(cases known, seconds): how long `cases` took to measure before, from the newest ok record of
         the same test, image name and model on this host (records of campaign hosts measure another
         machine). Cases never measured are not counted; start-up is not included. Reads results only."""
+
+    def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> BaseModel | None:
+        """The `settings_key` block a recorded run used (for `toolkit reproduce`): `base` (the run
+        folder's matrix.yaml block) overridden by what this runner's `records` state. None when the
+        runner has no block of its own."""
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Run the plan; append records through ctx.save; one Outcome per summary line."""

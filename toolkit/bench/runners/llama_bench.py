@@ -85,6 +85,10 @@ class LlamaBenchRunner:
         """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
         return measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, ctx.lm.m.bench, cases)
 
+    def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> None:
+        """None: llama-bench has no block of its own (its `bench:` axes come with the run)."""
+        return None
+
     def run(self, ctx: RunContext) -> list[Outcome]:
         """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""
         runs = ctx.lm.m.bench.runs

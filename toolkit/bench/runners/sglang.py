@@ -111,6 +111,39 @@ class SglangRunner:
             ],
         )
 
+    def settings_from_records(
+        self, records: list[BenchRecord], base: dict[str, Any]
+    ) -> sa.SglangSettings | None:
+        """The `sglang:` block a run used: `base` overridden by the settings its records' `engine`
+        states (sglang_args.pinned_engine) and its served concurrency levels."""
+        recs = [r for r in records if r.runner == self.name and r.engine]
+        if not recs:
+            return None
+        out: dict[str, Any] = dict(base)
+        same = (
+            "attention_backend",
+            "kv_cache_dtype",
+            "dtype",
+            "context_length",
+            "mem_fraction_static",
+            "disable_radix_cache",
+            "random_seed",
+        )
+        for r in recs:
+            e = r.engine
+            out.update({k: e[k] for k in same if k in e})
+            if "cuda_graph_decode" in e:
+                out["cuda_graph"] = e["cuda_graph_decode"] == "full"
+            if e.get("decode_input_len"):  # None means the tiny default: the same run
+                d = e["decode_input_len"]
+                out["decode_input_len"] = None if d == sa.DECODE_TINY_INPUT_LEN else d
+        levels = sorted(
+            {int(r.engine["concurrency"]) for r in recs if r.axis == "served" and r.engine.get("concurrency")}
+        )
+        if levels:
+            out["concurrency"] = levels
+        return sa.SglangSettings(**out)
+
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Run the plan through ctx.engine; one record per point (a failed point is a failed record)."""
         path, reason = resolve_model(ctx.lm, ctx.model, dry_run=ctx.opts.dry_run)

@@ -1191,6 +1191,12 @@ class VllmRunner:
         keys = [_case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
         return estimate_from(seen, keys)
 
+    def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> VllmSettings | None:
+        """`settings_from_records` (module): None when no record is a vLLM one."""
+        if not any(r.runner == self.name for r in records):
+            return None
+        return settings_from_records(records, base)
+
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
         return _run(ctx)
