@@ -432,3 +432,62 @@ def test_stddev_nan_every_record_kept_and_the_count_reported(tmp_path, name):
     out = run("import", "--results", str(tmp_path / "r"), "--label", "x", str(CASES / name))
     assert out.exit_code == 0 and "imported 3 results" in out.output
     assert "1 stddev repaired" in out.output and f"{CASES / name}:" in out.output
+
+
+# ------------------------------------------------------------------ 4. plots: the table's rows, all of them
+
+
+def plotted_points(fig) -> list[tuple[str, float, float]]:
+    """(panel title, x, y) of every errorbar point of a line figure."""
+    out = []
+    for ax in fig.axes:
+        for c in ax.containers:
+            line = c.lines[0]
+            out += [
+                (ax.get_title(), float(x), float(y))
+                for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
+            ]
+    return out
+
+
+def test_every_prefill_row_reaches_the_plot_depth_as_a_series(tmp_path):
+    from toolkit.analysis import plots
+
+    store = ResultStore(tmp_path / "results")
+    for name in ("r1a", "r1b"):
+        importer.import_files(store, [T3 / f"{name}.jsonl"], label=name)
+    t = only_table(store)
+    fig = plots.prefill_figure(t)
+    cells = sorted(
+        (col, float(r.n_prompt), report.value(r)) for row in t.rows for col, r in row.cells.items()
+    )
+    assert sorted(plotted_points(fig)) == cells and len(cells) == 4
+    for ax in fig.axes:
+        assert [x.get_text() for x in ax.get_legend().get_texts()] == ["ub512", "d4096 ub512"]
+        assert ax.get_ylim()[0] == 0
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1  # one y-axis for the figure
+
+
+def test_decode_bars_wrap_to_a_readable_width_on_one_axis_from_zero():
+    from toolkit.analysis import plots
+
+    rs = [
+        make_record(img, "rocm", n=n, ub=ub, avg=50.0 + n / 10 + ub / 100, sd=0.5)
+        for img in ("a", "b", "c")
+        for n in (16, 32, 64, 128, 256, 512)
+        for ub in (512, 2048)
+    ]
+    t = report.axis_table(report.select_for_report(rs), "decode")
+    fig = plots.decode_figure(t)
+    assert fig.get_figwidth() <= plots.MAX_WIDTH and len(fig.axes) > 1
+    labels = [x.get_text() for ax in fig.axes for x in ax.get_xticklabels()]
+    assert labels == [row.test for row in t.rows]  # every row, in table order
+    assert sum(len(ax.patches) for ax in fig.axes) == 3 * len(t.rows)
+    assert {ax.get_ylim() for ax in fig.axes} == {fig.axes[0].get_ylim()} and fig.axes[0].get_ylim()[0] == 0
+
+
+def test_mixed_rows_are_plotted_too():
+    from toolkit.analysis import plots
+
+    rs = [make_record("hip", "rocm", p=512, n=128, avg=300.0, sd=1.0)]
+    assert "mixed" in plots.figures(report.tables(rs))

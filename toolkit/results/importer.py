@@ -28,7 +28,7 @@ from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results import llamabench_readers as readers
-from toolkit.results.identity import TestKey, combine_runs, measured_at, test_key
+from toolkit.results.identity import MEASUREMENT_FIELDS, TestKey, combine_runs, measured_at, test_key
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
@@ -381,9 +381,19 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
             if "runs-disagree" in flags
             else "they agree within noise"
         )
+        differ = sorted(
+            k
+            for k in {k for r in recs for k in r.raw} - MEASUREMENT_FIELDS
+            if len({repr(r.raw.get(k)) for r in recs}) > 1
+        )
         out.append(
             f"{members[0][0].name}: {recs[0].test}: rows {where} measure the same test ({values} t/s): kept "
             f"as {len(recs)} repetitions of one cell; {verdict}"
+            + (
+                f" (they differ only in {', '.join(differ)}, which does not change the test)"
+                if differ
+                else ""
+            )
         )
     return out
 

@@ -454,12 +454,21 @@ def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
 # ----------------------------------------------------------------------------------- validity pass
 
 
+def _as_number(v: Any) -> Any:
+    """A number written as text (a hand-edited json) read as the number; anything else unchanged."""
+    if isinstance(v, str) and _float(v.strip()) is not None:
+        return _float(v.strip())
+    return v
+
+
 def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, (f"no {name}" if required else None)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
+    n = _as_number(v)
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
         return None, f"{name} is {v!r}: not a token count"
+    v = n
     if v < 0:
         return None, f"{name} is {int(v)}: expected >= 0"
     return int(v), None
@@ -469,9 +478,10 @@ def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    n = _as_number(v)
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
         return None, f"{name} is {v!r}: not a number"
-    f = float(v)
+    f = float(n)
     if not math.isfinite(f):
         return None, f"{name} is {f!r}: not a measurement"
     if f <= 0:
