@@ -163,3 +163,59 @@ def test_every_record_carries_host_state_and_host_busy_follows_other_load(cpu_pr
     assert idle and not any("host-busy" in (r.get("flags") or []) for r in idle), [
         (r["test"], r["telemetry"]["host"]) for r in idle
     ]
+
+
+def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_container(
+    cpu_project, tmp_path
+):
+    """Issue 22 item 6: `toolkit measure` around the real llama-bench (the CPU image's own binary and
+    libraries copied out, run bare metal on this host) gives rows with their telemetry, imported into
+    the same results as the container run, so report shows host and container side by side."""
+    import subprocess
+
+    store = ResultStore(cpu_project / "results")
+    build = store.latest_build("cpu")
+    cid = subprocess.run(
+        ["docker", "create", build.digest], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    try:
+        subprocess.run(["docker", "cp", f"{cid}:/opt/llama", str(tmp_path)], check=True, capture_output=True)
+    finally:
+        subprocess.run(["docker", "rm", cid], capture_output=True)
+    model = next((cpu_project / "models").glob("*.gguf"), None)
+    if model is None:  # bench generates the model; run it once if this module's other tests did not
+        run_cli(cpu_project, "bench", "--image", "cpu")
+        model = next((cpu_project / "models").glob("*.gguf"))
+    lb = tmp_path / "llama" / "bin" / "llama-bench"
+    res, _ = run_cli(
+        cpu_project,
+        "measure",
+        "--label",
+        "bare-metal",
+        "--gpu",
+        "none",
+        "--out",
+        str(tmp_path / "m.jsonl"),
+        "--",
+        str(lb),
+        "-m",
+        str(model),
+        "-p",
+        "64",
+        "-n",
+        "16",
+        "-r",
+        "3",
+        "-o",
+        "jsonl",
+        "--progress",
+    )
+    rows = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(r["n_prompt"], r["n_gen"]) for r in rows] == [(64, 0), (0, 16)]
+    assert all(r["toolkit_telemetry"]["window_from"] == "progress" for r in rows)
+    bare = [
+        r for r in ResultStore(cpu_project / "results").results() if r.image.name.startswith("bare-metal")
+    ]
+    assert len(bare) == 2 and all(r.telemetry and r.telemetry["host"]["samples"] >= 1 for r in bare)
+    rep, _ = run_cli(cpu_project, "report")
+    assert "bare-metal" in rep.output and "cpu@" in rep.output

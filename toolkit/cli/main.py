@@ -817,6 +817,91 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
                 _err(f"  {line}")
 
 
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}, epilog=EPILOG
+)
+@matrix_option
+@results_option
+@click.option(
+    "--label",
+    metavar="NAME",
+    default=None,
+    help="Also import the llama-bench rows into results/ under this image name (e.g. bare-metal-cuda), "
+    "so `toolkit report` and `toolkit compare` show them beside container runs.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the rows with their telemetry (JSONL, importable with `toolkit import`). "
+    "Default: results/measure/<run>.jsonl.",
+)
+@click.option(
+    "--gpu",
+    default="all",
+    show_default=True,
+    metavar="all|none|I,J",
+    help="GPUs to sample: all the sampler finds (AMD via sysfs, NVIDIA via NVML), none, or indices.",
+)
+@click.option(
+    "--rate",
+    type=FiniteRange(min=10.0, max=100.0),
+    default=10.0,
+    show_default=True,
+    help="Samples per second.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def measure(matrix_path, results_dir, label, out, gpu, rate, command):
+    """Run COMMAND (after `--`) with the bench's sampler around it: GPU power, energy, clocks,
+    throttling, other processes on the GPU and host load, from outside the command, without root.
+
+    Example: `toolkit measure --label bare-metal -- llama-bench -m model.gguf -fa 1 -p 512 -n 128 -o jsonl
+    --progress`. Every llama-bench row (`-o jsonl`; `--progress` gives exact test windows) gets its
+    window's telemetry summary and flags (gpu-shared, throttled:<reason>, clock-idle, power-not-stock,
+    host-busy, energy-invalid:<reason>), written as JSONL that `toolkit import` reads; with --label the
+    rows are imported at once. Any other command gets one window for its whole run. The raw trace is
+    kept beside the output. The command's own output passes through; the exit code is the command's
+    (3 when a GPU fault appeared in the kernel log during the run)."""
+    import datetime as _dt
+
+    from toolkit.bench import measure as measure_mod
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_path = Path(out) if out else root / "measure" / f"{run}.jsonl"
+    gpus = measure_mod.select_gpus(gpu)
+    _err(
+        f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"
+    )
+    m = measure_mod.run_measured(
+        command,
+        trace_path=out_path.with_suffix(".trace.jsonl"),
+        gpus=gpus,
+        rate_hz=rate,
+        on_stdout=click.echo,
+        on_stderr=_err,
+    )
+    measure_mod.write_measured(m, out_path)
+    flags = sorted(
+        {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
+    )
+    _err(
+        f"measure: {' '.join(command)} exited {m.exit_code} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
+        f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
+    )
+    if m.kernel_fault:
+        _err(f"measure: {m.kernel_fault}")
+    if label and m.rows:
+        res = importer.import_files(ResultStore(root), [out_path], label=label)
+        for s in res.sets:
+            _err(f"measure: {s.name}: imported {s.records} results as {s.digest}")
+    elif label:
+        _err("measure: no llama-bench rows to import (run llama-bench with -o jsonl)")
+    sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+
+
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
     _sigterm_as_interrupt()

@@ -413,7 +413,10 @@ def _record(
     file_sha: str,
     content: str,
 ) -> BenchRecord:
-    raw = row.fields
+    raw = dict(row.fields)
+    # `toolkit measure` adds what the system did during the test (not llama-bench fields: kept out of raw)
+    telemetry = raw.pop("toolkit_telemetry", None)
+    measured_flags = raw.pop("toolkit_flags", None)
     norm = llamabench.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")
@@ -424,6 +427,8 @@ def _record(
         size_bytes=readers.quantity(raw.get("model_size")) or 0,
     )
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
+    if isinstance(measured_flags, list):
+        flags += [f for f in measured_flags if isinstance(f, str) and f not in flags]
     return BenchRecord(
         run_id=run_id,
         created=created,
@@ -442,4 +447,5 @@ def _record(
             "sha256": content,
         },
         **({"flags": flags} if flags else {}),
+        telemetry=telemetry if isinstance(telemetry, dict) else None,
     )

@@ -1,0 +1,179 @@
+"""`toolkit measure -- COMMAND`: the bench's sampler around any command, rows importable with their
+telemetry. The fast tests run a stand-in program (a Python script that prints llama-bench's
+`--progress` lines and JSONL rows, shaped like tests/data's real outputs) because llama-bench itself
+is not on a fast-test host; the e2e test runs the real llama-bench copied out of the CPU image,
+bare metal. Sampling is real (/proc of this host) in both."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toolkit.cli.main import cli
+from toolkit.results.records import ResultStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ROW = {
+    "build_commit": "0c1e57098",
+    "build_number": 0,
+    "cpu_info": "AMD EPYC",
+    "gpu_info": "",
+    "backends": "CPU",
+    "model_filename": "m.gguf",
+    "model_type": "qwen3moe ?B F16",
+    "model_size": 1595904,
+    "model_n_params": 792192,
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "n_threads": 2,
+    "type_k": "f16",
+    "type_v": "f16",
+    "n_gpu_layers": -1,
+    "flash_attn": -1,
+    "tensor_split": "0.00",
+    "n_prompt": 256,
+    "n_gen": 0,
+    "n_depth": 0,
+    "test_time": "2026-12-01T14:02:27Z",
+    "avg_ns": 400000000,
+    "stddev_ns": 1000000,
+    "avg_ts": 640.0,
+    "stddev_ts": 1.6,
+    "samples_ns": [400000000, 400000000],
+    "samples_ts": [640.0, 640.0],
+}
+
+
+def stand_in(tmp_path: Path) -> Path:
+    """A fake llama-bench: two tests, progress on stderr, one JSONL row per test after ~0.8 s of work."""
+    gen = {**ROW, "n_prompt": 0, "n_gen": 32, "avg_ts": 80.0, "samples_ts": [80.0, 80.0]}
+    script = tmp_path / "fake-llama-bench"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            #!{sys.executable}
+            import json, sys, time
+            rows = [{ROW!r}, {gen!r}]
+            for i, row in enumerate(rows, 1):
+                print(f"llama-bench: benchmark {{i}}/2: starting", file=sys.stderr, flush=True)
+                phase = "prompt" if row["n_prompt"] else "generation"
+                for r in (1, 2):
+                    print(f"llama-bench: benchmark {{i}}/2: {{phase}} run {{r}}/2", file=sys.stderr, flush=True)
+                    time.sleep(0.4)
+                print(json.dumps(row), flush=True)
+            """
+        )
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_measure_gives_every_row_its_window_and_the_file_imports_with_telemetry(tmp_path):
+    prog = stand_in(tmp_path)
+    out = tmp_path / "m.jsonl"
+    res = CliRunner().invoke(
+        cli,
+        [
+            "measure",
+            "--results",
+            str(tmp_path / "results"),
+            "--label",
+            "bare",
+            "--out",
+            str(out),
+            "--gpu",
+            "none",
+            "--",
+            str(prog),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["n_prompt"] for r in rows] == [256, 0]
+    for r in rows:
+        t = r["toolkit_telemetry"]
+        assert t["window_from"] == "progress" and t["tokens"] == (r["n_prompt"] + r["n_gen"]) * 2
+        assert 0.6 < t["duration_s"] < 5, t["duration_s"]  # two 0.4-s repetitions
+        assert t["host"]["samples"] >= 5 and t["host"]["cpus_online"] >= 1
+        assert isinstance(r["toolkit_flags"], list)
+    assert out.with_suffix(".trace.jsonl").is_file()
+    recs = ResultStore(tmp_path / "results").results()
+    assert len(recs) == 2 and all(rec.telemetry and rec.telemetry["host"] for rec in recs)
+    assert all("toolkit_telemetry" not in rec.raw for rec in recs)  # raw keeps llama-bench's fields only
+
+
+def test_a_command_without_rows_gets_one_window_and_its_exit_code(tmp_path):
+    out = tmp_path / "m.jsonl"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--out",
+            str(out),
+            "--gpu",
+            "none",
+            "--",
+            sys.executable,
+            "-c",
+            "import time, sys; time.sleep(1.0); sys.exit(7)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 7, proc.stderr
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["exit_code"] == 7 and line["toolkit_telemetry"]["duration_s"] >= 1.0
+    assert "exited 7" in proc.stderr
+
+
+def test_a_program_that_does_not_exist_is_bad_input(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--out",
+            str(tmp_path / "m.jsonl"),
+            "--gpu",
+            "none",
+            "--",
+            "/nonexistent/llama-bench",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 4 and "cannot run '/nonexistent/llama-bench'" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("gpu", ["7", "x"])
+def test_gpu_option_names_what_the_host_has(tmp_path, gpu):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--out",
+            str(tmp_path / "m.jsonl"),
+            "--gpu",
+            gpu,
+            "--",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 4 and f"--gpu {gpu!r}" in proc.stderr, proc.stderr
