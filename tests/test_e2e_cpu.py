@@ -152,7 +152,9 @@ def test_every_record_carries_host_state_and_host_busy_follows_other_load(cpu_pr
     assert loaded and all(r["schema_version"] == 2 for r in loaded)
     for r in loaded:
         host = r["telemetry"]["host"]
-        assert host["samples"] >= 1 and host["cpus_online"] == os.cpu_count()
+        assert (
+            host["cpus_online"] == os.cpu_count()
+        )  # a window shorter than 0.1 s may hold no sample: rates come from the bracketing ones
         assert host["other_cpu_cores_mean"] is not None
         assert "host-busy" in r["flags"], (r["test"], host)
     trace = cpu_project / "results" / loaded[0]["image"]["digest"].split(":")[1][:12] / "telemetry"
@@ -216,6 +218,8 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
     bare = [
         r for r in ResultStore(cpu_project / "results").results() if r.image.name.startswith("bare-metal")
     ]
-    assert len(bare) == 2 and all(r.telemetry and r.telemetry["host"]["samples"] >= 1 for r in bare)
+    assert len(bare) == 2 and all(
+        r.telemetry and r.telemetry["host"]["other_cpu_cores_mean"] is not None for r in bare
+    )
     rep, _ = run_cli(cpu_project, "report")
     assert "bare-metal" in rep.output and "cpu@" in rep.output
