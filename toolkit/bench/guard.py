@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.core.errors import ConcurrentRun, FileSystemError
+from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
+from toolkit.core.paths import contained
 from toolkit.core.signals import no_interrupt
 from toolkit.engine import api as engine
 from toolkit.results.records import BenchRecord, ResultStore
@@ -164,8 +165,13 @@ class RunGuard:
     def _pid_of(self, run_id: str) -> str:
         """The pid another run wrote into its lock file, or "?". Any local user can write a file there
         (the shared temp folder): only a plain decimal pid is shown, never other content; only a
-        regular file is read (a FIFO would block)."""
-        pid = (read_regular_file(self.dir / f"{self.prefix}{run_id}.lock", 64) or b"").strip()
+        regular file is read (a FIFO would block). `run_id` comes from a container label (anyone who can
+        start a container sets it): only a file in the lock folder is read (core.paths.contained)."""
+        try:
+            path = contained(self.dir, f"{self.prefix}{run_id}.lock", what="lock file")
+        except BadInput:
+            return "?"
+        pid = (read_regular_file(path, 64) or b"").strip()
         return pid.decode("ascii") if re.fullmatch(rb"[0-9]{1,10}", pid) else "?"
 
     def release(self) -> None:

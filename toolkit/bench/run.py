@@ -147,7 +147,7 @@ def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[Ima
     preflight for the runners of the selected images that take this model (GGUF header and extents;
     vLLM checkpoint quantization and revision). Raises BadInput naming models[NAME].path for a path
     the OS refuses (a name too long, a loop of links, no permission)."""
-    path = lm.resolve(model.path)
+    path = lm.resolve(model.path, what=f"models[{model.name}].path")
     try:
         if not path.exists() and model.generate == "tiny-qwen3moe":
             ensure_model_file(path, model.generate)
@@ -191,7 +191,7 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
     checkpoint whose quantization differs...). "" when a real run would take it. Reads headers only:
     no sha256 of a 17 GB file in a dry run, no tiny model generated."""
     try:
-        path = lm.resolve(model.path)
+        path = lm.resolve(model.path, what=f"models[{model.name}].path")
         path = path.resolve() if path.is_symlink() else path
         if not path.exists():
             if model.generate:

@@ -42,10 +42,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, ToolkitError
+from toolkit.core.paths import contained
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
 from toolkit.results.records import (
@@ -67,6 +68,16 @@ and its end was never seen: MinJobAge passed between two `status` calls)."""
 _PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 _RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
 # JobState values: Slurm's squeue(1) "JOB STATE CODES"
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
+"""A campaign id, a host key, a job id: each names a folder or a file (results/hosts/<key>/, run ids)."""
+
+
+def _word(v: str | None, info) -> str | None:
+    if v is not None and not _WORD.match(v):
+        raise ValueError(
+            f"{info.field_name} {v[:80]!r}: letters, digits and _ . : + - only (it names a folder and a file)"
+        )
+    return v
 
 
 class SlurmError(ToolkitError):
@@ -115,6 +126,8 @@ class Slice(BaseModel):
     records: dict[str, int] = Field(default_factory=dict)
     failed_record: str | None = None
 
+    _names = field_validator("campaign", "host", "job_id")(_word)
+
     @property
     def run_id(self) -> str:
         """The bench run id of the job's records (and the label of its containers)."""
@@ -138,12 +151,24 @@ class Campaign(BaseModel):
     spec: dict[str, Any]
     slices: list[Slice]
 
+    _names = field_validator("id")(_word)
+
     @property
     def state_file(self) -> Path:
         return state_path(Path(self.results), self.id)
 
+    def inside(self, rel: str | Path, what: str) -> Path:
+        """`rel` under the campaign's results folder (core.paths.contained): the campaign file names the
+        folders its jobs write to, and nothing it names may lead out of results/."""
+        return contained(
+            Path(self.results),
+            rel,
+            what=f"campaign {self.id}: {what}",
+            fix="the campaign file was changed by hand: submit the campaign again",
+        )
+
     def host_store(self, host: str) -> ResultStore:
-        return ResultStore(Path(self.results) / "hosts" / host)
+        return ResultStore(self.inside(Path("hosts", host), "host"))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -153,7 +178,13 @@ class Campaign(BaseModel):
 
 
 def state_path(results: Path, campaign_id: str) -> Path:
-    return results / "campaigns" / f"{campaign_id}.json"
+    """results/campaigns/<id>.json; BadInput for an id that would lead out of that folder."""
+    return contained(
+        Path(results) / "campaigns",
+        f"{campaign_id}.json",
+        what=f"campaign {campaign_id[:80]!r}",
+        fix="give a campaign id (`toolkit campaign status` lists them) or the path of its .json file",
+    )
 
 
 def new_id() -> str:
@@ -399,7 +430,7 @@ def submit(
     for m in {s.model for s in c.slices}:
         spec = next(x for x in lm.m.models if x.name == m)
         if spec.generate and not dry_run:
-            ensure_model_file(lm.resolve(spec.path), spec.generate)
+            ensure_model_file(lm.resolve(spec.path, what=f"models[{spec.name}].path"), spec.generate)
     for s in c.slices:
         Path(s.script).parent.mkdir(parents=True, exist_ok=True)
         Path(s.output).parent.mkdir(parents=True, exist_ok=True)
@@ -442,7 +473,9 @@ def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRec
     lm_model = _model_ref(c, s)
     state = s.slurm_state or "?"
     output = s.output.replace("%j", s.job_id or "")
-    tail = _tail(output)
+    # read only inside results/ (plan puts it in results/hosts/<key>/logs/): relpath turns a path
+    # elsewhere into a '../' one, which contained() refuses before anything is read
+    tail = _tail(str(c.inside(os.path.relpath(output, c.results), "slices[].output")))
     error = (
         f"Slurm job {s.job_id} ended {state} on {s.ran_on or '?'} with exit code {s.exit_code or '?'} "
         f"and no results"
@@ -490,7 +523,7 @@ def _model_ref(c: Campaign, s: Slice) -> ModelRef:
     try:
         lm = load_matrix(c.matrix)
         m = next(x for x in lm.m.models if x.name == s.model)
-        path = lm.resolve(m.path)
+        path = lm.resolve(m.path, what=f"models[{m.name}].path")
         size = path.stat().st_size if path.is_file() else 0
         return ModelRef(name=m.name, path=str(path), sha256=m.sha256 or "", size_bytes=size)
     except (BadInput, OSError, StopIteration):
@@ -500,7 +533,7 @@ def _model_ref(c: Campaign, s: Slice) -> ModelRef:
 def _write_failed(c: Campaign, s: Slice, job: dict[str, str] | None) -> str:
     """Write the failed record once: results/hosts/<key>/slurm-<jobid>/bench.jsonl, created exclusively
     (a second `status` finds it and writes nothing)."""
-    path = Path(c.results) / "hosts" / s.host / f"slurm-{s.job_id}" / "bench.jsonl"
+    path = c.inside(Path("hosts", s.host, f"slurm-{s.job_id}", "bench.jsonl"), "slices[].host")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
@@ -573,7 +606,12 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
     from toolkit.bench import run as bench
     from toolkit.spec.matrix import load_matrix
 
-    c = Campaign.model_validate_json(Path(state_file).read_bytes())
+    try:
+        c = Campaign.model_validate_json(Path(state_file).read_bytes())
+    except ValidationError as err:
+        raise BadInput(
+            f"{state_file}: not a campaign file of this toolkit ({str(err).splitlines()[0]})"
+        ) from None
     if not 0 <= index < len(c.slices):
         raise BadInput(f"{state_file}: no slice {index} (it has {len(c.slices)})")
     s = c.slices[index]
@@ -636,7 +674,7 @@ def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], 
             )
             continue
         model = next(x for x in lm.m.models if x.name == s.model)
-        path = lm.resolve(model.path)
+        path = lm.resolve(model.path, what=f"models[{model.name}].path")
         in_ctr = f"/models/{path.name}"
         out_file = f"/results/{c.id}-{s.index}.jsonl"
         cmd = ["llama-bench", *llamabench.bench_args(axes, in_ctr), "-o", "jsonl"]

@@ -121,7 +121,7 @@ def tune(
             raise BadInput(f"--values {v!r}: give at least one value >= 1")
 
     def run_trial(axes, extra):
-        lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path)
+        lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
         opts = bench.BenchOptions(
             record_extra=extra,
             allow_software_gpu=allow_software_gpu,

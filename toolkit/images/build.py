@@ -115,8 +115,8 @@ def _source_identity(lm: LoadedMatrix, name: str, src: SourceSpec, *, primary: b
     ident = src.model_dump(mode="json", exclude_none=True, exclude={"fallback"})
     local = src.path or src.archive
     if local:
-        where = lm.resolve(local)
         field_ = "path" if src.path else "archive"
+        where = lm.resolve(local, what=f"sources.{name}.{field_}")
         ok = where.is_dir() if src.path else where.is_file()
         if ok:
             ident[f"{field_}_sha256"] = tree_sha256(where) if src.path else _file_sha256(where)

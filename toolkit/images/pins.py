@@ -653,7 +653,7 @@ def check_source(pin: Pin, lm: LoadedMatrix, hosts: Hosts, timeout: float) -> Pi
         return check_git(pin, src, hosts, timeout)
     if src.pypi:
         return check_pypi(pin, src, lm, hosts, timeout)
-    local = lm.resolve(src.path or src.archive or "")
+    local = lm.resolve(src.path or src.archive or "", what=f"sources: {src.kind}")
     if not local.exists():
         raise Gone(f"{local} does not exist")
     return PinResult(

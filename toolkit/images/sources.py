@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.paths import contained
 from toolkit.spec.matrix import LoadedMatrix, SourceSpec
 
 _EXCLUDE = {".git", "build", "__pycache__"}
@@ -73,15 +74,25 @@ def _fetch_git(spec: SourceSpec, cache: Path) -> tuple[Path, str]:
 
 
 def _extract(archive: Path, dest: Path) -> None:
+    """Extract `archive` into `dest` (through dest.part). A member that would land or link outside, or a
+    device file (extract_tar; zipfile strips '..' and '/' itself and makes no links), is BadInput
+    naming the archive: nothing of it is kept."""
     tmp = dest.with_name(dest.name + ".part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(tmp)
-    else:
-        with tarfile.open(archive) as tf:
-            extract_tar(tf, tmp)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(tmp)
+        else:
+            with tarfile.open(archive) as tf:
+                extract_tar(tf, tmp)
+    except (ValueError, tarfile.TarError, zipfile.BadZipFile) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BadInput(
+            f"source archive {archive}: refused, not extracted ({str(err)[:300]}); use an archive whose "
+            "members all stay inside it (no absolute names, no '..', no links out, no device files)"
+        ) from None
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
 
@@ -118,15 +129,27 @@ def extract_tar(tf: tarfile.TarFile, dest: Path, *, native: bool | None = None) 
 
 
 def _archive_tree(archive: Path, spec: SourceSpec, cache: Path) -> Path:
+    """The extracted tree of `archive` (cached), at `subdir`: checked after extraction to stay inside the
+    tree, symlinks resolved (core.paths.contained; matrix validation checked its text), so a link in the
+    archive or the cache cannot bring another folder of this host into the build context."""
     st = archive.stat()
     dest = cache / f"archive-{_key(str(archive.resolve()), str(st.st_size), str(st.st_mtime_ns))}"
     if not dest.is_dir():
         _extract(archive, dest)
     root = dest
     entries = [p for p in dest.iterdir()]
-    if len(entries) == 1 and entries[0].is_dir():  # sdists have one top-level folder
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():  # sdists: one top folder
         root = entries[0]
-    tree = root / spec.subdir if spec.subdir else root
+    tree = (
+        contained(
+            root,
+            spec.subdir,
+            what=f"source archive {archive}: subdir",
+            fix="give a folder inside the archive, relative to its top folder (a link out of it is refused)",
+        )
+        if spec.subdir
+        else root
+    )
     if not tree.is_dir():
         raise BadInput(f"source archive {archive}: subdir {spec.subdir!r} not found inside it; fix `subdir`")
     return tree
@@ -163,7 +186,8 @@ def _fetch_pypi(spec: SourceSpec, cache: Path) -> Path:
     return _archive_tree(found[0], spec, cache)
 
 
-def _fetch_one(spec: SourceSpec, lm: LoadedMatrix) -> PreparedSource:
+def _fetch_one(spec: SourceSpec, lm: LoadedMatrix, where: str = "sources") -> PreparedSource:
+    """One spec of source `where` (`sources.NAME`, `.fallback` appended for each fallback)."""
     cache = cache_dir(lm)
     if spec.git:
         tree, commit = _fetch_git(spec, cache)
@@ -173,12 +197,12 @@ def _fetch_one(spec: SourceSpec, lm: LoadedMatrix) -> PreparedSource:
             )
         return PreparedSource(tree, commit, "git", f"{spec.git}@{spec.ref}")
     if spec.path:
-        tree = lm.resolve(spec.path)
+        tree = lm.resolve(spec.path, what=f"{where}.path")
         if not tree.is_dir():
             raise BadInput(f"{lm.path}: sources: path {tree} is not a directory; fix `path`")
         return PreparedSource(tree, spec.commit or "unknown", "path", str(tree))
     if spec.archive:
-        archive = lm.resolve(spec.archive)
+        archive = lm.resolve(spec.archive, what=f"{where}.archive")
         if not archive.is_file():
             raise BadInput(f"{lm.path}: sources: archive {archive} does not exist; fix `archive`")
         return PreparedSource(
@@ -196,17 +220,18 @@ def prepare_source(lm: LoadedMatrix, name: str, *, skip_git: bool = False) -> Pr
     """
     spec: SourceSpec | None = lm.m.sources[name]
     notes: list[str] = []
+    where = f"sources.{name}"
     while spec is not None:
         if skip_git and spec.git:
             notes.append("git source skipped (skip_git)")
-            spec = spec.fallback
+            spec, where = spec.fallback, f"{where}.fallback"
             continue
         try:
-            got = _fetch_one(spec, lm)
+            got = _fetch_one(spec, lm, where)
             return PreparedSource(got.path, got.commit, got.kind, got.origin, tuple(notes))
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as err:
             notes.append(f"{spec.kind} source unavailable ({str(err).strip().splitlines()[-1][-240:]})")
-            spec = spec.fallback
+            spec, where = spec.fallback, f"{where}.fallback"
     raise BuildFailed(f"source {name!r}: no way to fetch it: " + "; ".join(notes))
 
 

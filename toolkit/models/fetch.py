@@ -29,7 +29,7 @@ def fetch_model(
 
     if twin:
         return fetch_twin(lm, spec, echo=echo)
-    path = lm.resolve(spec.path)
+    path = lm.resolve(spec.path, what=f"models[{spec.name}].path")
     if spec.generate:
         ensure_model_file(path, spec.generate)
         return f"generated {path}"
@@ -75,7 +75,7 @@ def fetch_twin(
             f"{where}: --twin needs a GGUF file on the Hugging Face Hub (format: gguf, hf.repo and "
             "hf.file); tiny models are generated without it"
         )
-    out = tw.twin_path(lm.resolve(spec.path))
+    out = tw.twin_path(lm.resolve(spec.path, what=f"models[{spec.name}].path"))
     revision = spec.hf.revision or _resolve_revision(spec)
     echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
     header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision)

@@ -20,11 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
 from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.engine import api as engine
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, append_jsonl, write_json_atomic
 from toolkit.spec.matrix import BenchAxes, LoadedMatrix
@@ -305,7 +306,9 @@ class PublishedImage(BaseModel):
 
 
 class PublishedModel(BaseModel):
-    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative)."""
+    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative to the
+    folder; written only for a matrix path relative to the project, without '..'), `recorded_path`
+    where it was on the measuring host (a record: never looked at for a folder from elsewhere)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -435,7 +438,7 @@ def describe_run(
                 sha256=sha,
                 size_bytes=m.size_bytes,
                 recorded_path=m.path,
-                matrix_path=spec.path if spec else None,
+                matrix_path=spec.path if spec and _folder_relative(spec.path) else None,
                 generate=spec.generate if spec else None,
                 hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
             )
@@ -456,12 +459,26 @@ def describe_run(
     return run, builds
 
 
+def _folder_relative(path: str) -> bool:
+    """Whether a matrix model path means the same inside a published folder: relative, no '..', no '~'."""
+    try:
+        relative_path(path, what="path")
+    except BadInput:
+        return False
+    return not path.startswith("~")
+
+
 def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None) -> PublishedRun:
-    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run."""
+    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
+    one holding a symlink that points out of it (the files written there would land outside)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
-        prev = out / "run.json"
-        same = prev.is_file() and PublishedRun.model_validate_json(prev.read_text()).run_id == run_id
+        symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
+        prev = contained(out, "run.json", what=f"--out {out}: run.json")
+        try:
+            same = prev.is_file() and PublishedRun.model_validate_json(prev.read_text()).run_id == run_id
+        except ValidationError:
+            same = False
         if not same:
             raise BadInput(
                 f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
@@ -539,22 +556,79 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
+UNLINK_FIX = (
+    "a published run folder holds its files itself: replace the link with the file it points to, or remove it"
+)
+FILE_FIX = (
+    "a model's `file` is its bare file name (e.g. tiny-qwen3moe.gguf): fix run.json or export the run again"
+)
+MATRIX_PATH_FIX = (
+    "a published run names its model files relative to its own folder (e.g. models/x.gguf): fix run.json "
+    "(or remove matrix_path and pass --model-dir DIR holding the file), or export the run again"
+)
+
+
+def _label(name: str, i: int) -> str:
+    """A model's name as a message shows it: itself when plain, else its index."""
+    return name if name and len(name) <= 64 and name.isprintable() and "/" not in name else str(i)
+
+
+def check_run_paths(run: PublishedRun, where: str) -> None:
+    """The paths run.json names (`where`: its path), before anything is looked up: every model's `file`
+    is a bare file name and its `matrix_path` relative without '..' (core.paths.relative_path);
+    BadInput naming run.json, the field and the fix otherwise. Where they resolve is checked on use
+    (reproduce: core.paths.contained in the folder)."""
+    for i, m in enumerate(run.models):
+        at = f"{where}: models[{_label(m.name, i)}]"
+        if len(relative_path(m.file, what=f"{at}.file", fix=FILE_FIX).parts) != 1:
+            raise BadInput(f"{at}.file: {m.file[:200]!r} is not a file name (it has a '/'); {FILE_FIX}")
+        if m.matrix_path is not None:
+            relative_path(m.matrix_path, what=f"{at}.matrix_path", fix=MATRIX_PATH_FIX)
+
+
 def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
-    """Read a published run folder; BadInput naming the missing file."""
+    """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
+    else is untrusted input: before any file is read, every symlink in it must point inside it
+    (core.paths.symlinks_inside) and run.json's paths must be relative ones (check_run_paths)."""
     folder = Path(folder)
     from toolkit.results.records import read_jsonl
 
+    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX)
+    files = {
+        name: contained(folder, name, what=f"{folder}: {name}", fix=UNLINK_FIX)
+        for name in ("run.json", "results.jsonl", "builds.jsonl")
+    }
     for name in ("run.json", "results.jsonl"):
-        if not (folder / name).is_file():
+        if not files[name].is_file():
             raise BadInput(
                 f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
             )
-    run = PublishedRun.model_validate_json((folder / "run.json").read_text())
+    where = f"{folder / 'run.json'}"
+    try:
+        run = PublishedRun.model_validate_json(files["run.json"].read_text())
+    except (ValidationError, UnicodeDecodeError) as err:
+        raise BadInput(f"{where}: not a run.json of `toolkit export-run` ({first_error(err)})") from None
     if run.schema_version != RUN_SCHEMA_VERSION:
         raise BadInput(
-            f"{folder}/run.json: schema_version {run.schema_version} is not supported (this toolkit "
+            f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
             f"reads {RUN_SCHEMA_VERSION})"
         )
-    recs = [BenchRecord.model_validate(o) for o in read_jsonl(folder / "results.jsonl")]
-    builds = [BuildRecord.model_validate(o) for o in read_jsonl(folder / "builds.jsonl")]
+    check_run_paths(run, where)
+    try:
+        recs = [BenchRecord.model_validate(o) for o in read_jsonl(files["results.jsonl"])]
+        builds = [BuildRecord.model_validate(o) for o in read_jsonl(files["builds.jsonl"])]
+    except ValidationError as err:
+        raise BadInput(
+            f"{folder}: results.jsonl or builds.jsonl holds a line that is not a toolkit record "
+            f"({first_error(err)}); export the run again"
+        ) from None
     return run, recs, builds
+
+
+def first_error(err: Exception) -> str:
+    """The first problem of a pydantic ValidationError (`loc: msg`), else the error's text, short."""
+    if isinstance(err, ValidationError) and err.errors():
+        e = err.errors()[0]
+        loc = ".".join(str(x) for x in e["loc"])
+        return f"{loc + ': ' if loc else ''}{e['msg']}"[:300]
+    return str(err)[:300]

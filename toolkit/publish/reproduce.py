@@ -10,6 +10,10 @@
    `Runner.settings_from_records`).
 4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
    max(3 x combined relative stddev, threshold); the run reproduces when every test is within noise.
+
+A published folder comes from someone else: every path taken from it (run.json's model paths, its
+files, the work folder reproduce/ and everything written under it) is checked to stay inside the
+folder, symlinks resolved, before it is read, written or deleted (toolkit.core.paths; load_run).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 from tabulate import tabulate
 
 from toolkit.analysis.tables import id_value, row_label, select_latest, value, varying_columns
@@ -30,6 +35,7 @@ from toolkit.bench import run as bench
 from toolkit.core import backends
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import push as publish
@@ -136,13 +142,16 @@ def rebuild_image(
     store: ResultStore,
     *,
     on_line: Callable[[str], None] | None = None,
+    confined: bool = True,
 ) -> ImageCheck:
-    """Build `im` again from the run folder's matrix + templates (copied into `workdir`)."""
+    """Build `im` again from the run folder's matrix + templates (copied into `workdir`). `confined`
+    (a folder from elsewhere): the matrix's local sources (`path:`, `archive:`) must lie inside
+    `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host."""
     from toolkit.images import build as build_mod
     from toolkit.images.render import render_image
     from toolkit.spec.matrix import load_matrix
 
-    lm = load_matrix(workdir / "matrix.yaml")
+    lm = load_matrix(contained(workdir, "matrix.yaml", what=f"{workdir}: matrix.yaml"), confined=confined)
     spec = lm.m.image(im.name)
     rendered = render_image(lm, spec)
     if im.template_hash and rendered.inputs_hash != im.template_hash:
@@ -192,6 +201,16 @@ def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[Bui
     store.add_build(rec)
 
 
+def refuse_imported(run: publish.PublishedRun) -> None:
+    """BadInput for a run whose results were imported (`toolkit import`): no image to run, and its model
+    paths are whatever the imported files said."""
+    for im in run.images:
+        if im.digest.startswith("import:"):
+            raise BadInput(
+                f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
+            )
+
+
 def acquire_images(
     run: publish.PublishedRun,
     builds: list[BuildRecord],
@@ -200,16 +219,14 @@ def acquire_images(
     *,
     rebuild: bool,
     on_line: Callable[[str], None] | None = None,
+    confined: bool = True,
 ) -> list[ImageCheck]:
+    refuse_imported(run)
     out = []
     for im in run.images:
-        if im.digest.startswith("import:"):
-            raise BadInput(
-                f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
-            )
         _seed_build(store, im, builds)
         out.append(
-            rebuild_image(im, workdir, store, on_line=on_line)
+            rebuild_image(im, workdir, store, on_line=on_line, confined=confined)
             if rebuild
             else fetch_image(im, on_line=on_line)
         )
@@ -219,31 +236,52 @@ def acquire_images(
 # --------------------------------------------------------------------------------------- models
 
 
-def _model_candidates(m: publish.PublishedModel, folder: Path, model_dir: Path | None) -> list[Path]:
-    paths = [model_dir / m.file] if model_dir else []
-    if m.matrix_path:
-        p = Path(m.matrix_path)
-        paths.append(p if p.is_absolute() else folder / p)
-    if m.recorded_path:
-        paths.append(Path(m.recorded_path))
+def _model_candidates(
+    m: publish.PublishedModel, folder: Path, model_dir: Path | None, project: LoadedMatrix | None
+) -> list[Path]:
+    """Where the model may be, each checked before it is looked at: in --model-dir by its bare file name
+    (the user's folder: its own symlinks are followed); for a folder from elsewhere, at its matrix path
+    inside the folder (core.paths.contained); for a run of this project (`project`, exported from its
+    own results), at its matrix path in the project and where the run read it (its records)."""
+    at = f"{folder / 'run.json'}: models[{m.name}]"
+    paths = [model_dir / relative_path(m.file, what=f"{at}.file", fix=publish.FILE_FIX)] if model_dir else []
+    if project is not None:
+        if m.matrix_path:
+            paths.append(project.resolve(m.matrix_path))
+        if m.recorded_path:
+            paths.append(Path(m.recorded_path))
+    elif m.matrix_path:
+        paths.append(contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=publish.MATRIX_PATH_FIX))
     return paths
 
 
 def locate_model(
-    m: publish.PublishedModel, folder: Path, workdir: Path, model_dir: Path | None
+    m: publish.PublishedModel,
+    folder: Path,
+    workdir: Path,
+    model_dir: Path | None,
+    *,
+    project: LoadedMatrix | None = None,
 ) -> tuple[Path, str]:
-    """(path, status): the file with the recorded bytes; generated again for tiny stand-ins."""
+    """(path, status): the file with the recorded bytes; generated again for tiny stand-ins, into
+    workdir/models/ (the path checked to stay there before anything is deleted or written)."""
     if m.generate:
-        path = workdir / "models" / m.file
+        path = contained(
+            workdir,
+            Path("models", m.file),
+            what=f"{folder / 'run.json'}: models[{m.name}].file",
+            fix=publish.FILE_FIX,
+        )
         if path.is_file() and sha256_file(path) != m.sha256:
             path.unlink()
         ensure_model_file(path, m.generate)
         return path, "generated"
-    for p in _model_candidates(m, folder, model_dir):
+    candidates = _model_candidates(m, folder, model_dir, project)
+    for p in candidates:
         if p.is_file() or p.is_dir():  # a GGUF file or a Hugging Face checkpoint folder (vLLM)
             return p, "verified"
     src = f" (Hugging Face {m.hf.get('repo')} {m.hf.get('file', '')})" if m.hf else ""
-    looked = ", ".join(str(p) for p in _model_candidates(m, folder, model_dir))
+    looked = ", ".join(str(p) for p in candidates) or "nowhere: no --model-dir"
     raise BadInput(
         f"model {m.name}: {m.file} (sha256 {m.sha256[:12]}...) not found (looked in: {looked}); download "
         f"it{src} with `toolkit fetch-model {m.name} --matrix {folder / 'matrix.yaml'}` or pass --model-dir DIR"
@@ -331,25 +369,43 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
         if not (p / "run.json").is_file():
             raise BadInput(f"{p} has no run.json: give a folder written by `toolkit export-run`, or a run id")
         return p
+    if "/" in source and p.exists():  # a path, but not to a folder: no run id has a '/'
+        raise BadInput(
+            f"{p}: Not a directory: a file where a folder is expected; give a run folder written by "
+            "`toolkit export-run`, or a run id"
+        )
     if store is None or lm is None:
         raise BadInput(f"{source!r} is neither a run folder nor (without a matrix) a run id to look up")
-    folder = lm.root / ".toolkit" / "runs" / source
+    runs = lm.root / ".toolkit" / "runs"
+    folder = contained(
+        runs, source, what=f"run id {source[:80]!r}", fix="give a run id (`toolkit report` lists them)"
+    )
     publish.export_run(store, source, folder, lm)
     return folder
 
 
+def _inside(folder: Path, rel: str) -> Path:
+    """`rel` in the published folder: core.paths.contained, naming the folder's file."""
+    return contained(folder, rel, what=f"{folder}: {rel}", fix=publish.UNLINK_FIX)
+
+
 def _workdir(folder: Path, rebuild: bool) -> Path:
-    work = folder / "reproduce"
+    """<folder>/reproduce/ (with --rebuild, the folder's matrix.yaml and Dockerfile.templates/ copied in);
+    every path checked to stay in the folder first (load_run refused symlinks pointing out of it)."""
+    work = _inside(folder, "reproduce")
     work.mkdir(parents=True, exist_ok=True)
     if rebuild:
         for name in ("matrix.yaml", "Dockerfile.templates"):
-            src = folder / name
+            src = _inside(folder, name)
             if not src.exists():
-                raise BadInput(f"--rebuild needs {src} (written by `toolkit export-run` with a matrix)")
+                raise BadInput(
+                    f"--rebuild needs {folder / name} (written by `toolkit export-run` with a matrix)"
+                )
+            dest = _inside(folder, f"reproduce/{name}")
             if src.is_dir():
-                shutil.copytree(src, work / name, dirs_exist_ok=True)
+                shutil.copytree(src, dest, dirs_exist_ok=True)
             else:
-                shutil.copy2(src, work / name)
+                shutil.copy2(src, dest)
     return work
 
 
@@ -359,7 +415,7 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
     runner itself (registry -> Runner.settings_from_records). A runner that is not registered here is
     left to bench, which names it."""
     try:
-        data = yaml.safe_load((folder / "matrix.yaml").read_text()) or {}
+        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError):
         data = {}
     out: dict[str, Any] = {}
@@ -380,7 +436,7 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
 
 def _timeout(folder: Path) -> float:
     try:
-        data = yaml.safe_load((folder / "matrix.yaml").read_text()) or {}
+        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
         return float((data.get("bench") or {}).get("timeout_s") or 3600)
     except (OSError, yaml.YAMLError, TypeError, ValueError):
         return 3600.0
@@ -416,26 +472,32 @@ def bench_matrix(
     """The recorded images, models (sha256 pinned) and axes as a matrix, with the runners' settings
     blocks (`settings`: matrix.yaml key -> block, see _runner_settings; defaults for the others);
     written to workdir for reference."""
-    images = [
-        ImageSpec.model_validate(
-            {
-                "name": im.name,
-                "template": im.template or "unknown",
-                "backend": im.backend,
-                "runner": im.labels.get("org.toolkit.runner", "llama-bench"),
-            }
+    try:  # names become container and log file names: the matrix's own rules refuse what is not one
+        images = [
+            ImageSpec.model_validate(
+                {
+                    "name": im.name,
+                    "template": im.template or "unknown",
+                    "backend": im.backend,
+                    "runner": im.labels.get("org.toolkit.runner", "llama-bench"),
+                }
+            )
+            for im in run.images
+        ]
+        models = [_model_spec(m, model_paths[m.name], recorded or []) for m in run.models]
+        m = Matrix(
+            schema_version=1,
+            images=images,
+            models=models,
+            bench=BenchAxes(**run.bench, timeout_s=timeout_s),
+            **(settings or {}),
         )
-        for im in run.images
-    ]
-    models = [_model_spec(m, model_paths[m.name], recorded or []) for m in run.models]
-    m = Matrix(
-        schema_version=1,
-        images=images,
-        models=models,
-        bench=BenchAxes(**run.bench, timeout_s=timeout_s),
-        **(settings or {}),
-    )
-    path = workdir / "bench-matrix.yaml"
+    except (ValidationError, TypeError) as err:
+        raise BadInput(
+            f"run {run.run_id}: its run.json images/models/bench are not a valid matrix "
+            f"({publish.first_error(err)}); export the run again"
+        ) from None
+    path = contained(workdir, "bench-matrix.yaml", what=f"{workdir}: bench-matrix.yaml")
     path.write_text(
         f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
         + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False)
@@ -461,8 +523,12 @@ def reproduce(
     a run measured on a shape twin (model kind synthetic-twin) only with `allow_twin`."""
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
+    # a folder given by path is someone else's (untrusted); a run id is this project's own, exported
+    # from its results to .toolkit/runs/<id>/ just now: its model paths may name files of this host
+    project = None if Path(source).is_dir() else lm
     folder = resolve_run(source, store=store, lm=lm)
     run, recorded, builds = publish.load_run(folder)
+    refuse_imported(run)
     twins = sorted(
         {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
     )
@@ -472,9 +538,9 @@ def reproduce(
             "model's layout), not the real model; pass --allow-twin to reproduce it as such"
         )
     workdir = _workdir(folder, rebuild)
-    work_store = ResultStore(results or workdir / "results")
+    work_store = ResultStore(results or contained(workdir, "results", what=f"{workdir}: results"))
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
-    paths = {m.name: locate_model(m, folder, workdir, model_dir) for m in run.models}
+    paths = {m.name: locate_model(m, folder, workdir, model_dir, project=project) for m in run.models}
     blm = bench_matrix(
         run,
         workdir,
@@ -484,7 +550,9 @@ def reproduce(
         recorded,
     )
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
-    rep.images = acquire_images(run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line)
+    rep.images = acquire_images(
+        run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line, confined=project is None
+    )
     software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
     opts = bench.BenchOptions(

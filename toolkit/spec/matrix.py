@@ -33,6 +33,7 @@ from pydantic import (
 
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
+from toolkit.core.paths import relative_path
 from toolkit.core.types import Backend, Runner
 
 SCHEMA_VERSION = 1
@@ -74,6 +75,8 @@ class SourceSpec(_Strict):
     - archive: a local .tar.gz / .zip (e.g. an sdist), `subdir` selects the tree inside it.
     - pypi: `name==version` of an sdist on PyPI that vendors the tree (e.g. llama-cpp-python,
       subdir vendor/llama.cpp); works where PyPI is the only reachable index.
+    `subdir`: a folder inside the archive's tree, relative, without '..' (checked here and again after
+    extraction, symlinks resolved: toolkit.images.sources).
     `commit` pins the expected commit; required for path/archive/pypi (they carry no .git).
     `fallback` is tried when this source cannot be fetched (e.g. GitHub unreachable); its resolved
     commit must equal `commit` when both are given.
@@ -113,6 +116,15 @@ class SourceSpec(_Strict):
             val = getattr(self, key)
             if val is not None:
                 _check_safe(val, key)
+        if self.subdir:  # copied into the build context: never a folder outside the archive's tree
+            try:
+                relative_path(
+                    self.subdir,
+                    what="subdir",
+                    fix="give a folder inside the archive, relative to its top folder (e.g. vendor/llama.cpp)",
+                )
+            except BadInput as err:
+                raise ValueError(str(err)) from None
         for key in ("path", "archive"):  # recorded in the image source label
             val = getattr(self, key)
             if val is not None:
@@ -570,17 +582,34 @@ class Matrix(_Strict):
 
 
 class LoadedMatrix:
-    """A validated Matrix plus where it came from: `root` resolves relative paths."""
+    """A validated Matrix plus where it came from: `root` resolves relative paths.
 
-    def __init__(self, matrix: Matrix, path: Path):
+    `confined`: the matrix is someone else's (a published run folder's): every path it names (models,
+    local sources) must stay inside its folder, symlinks resolved (toolkit.core.paths.contained), where
+    the user's own matrix may name any path (absolute, `~`, another disk)."""
+
+    def __init__(self, matrix: Matrix, path: Path, *, confined: bool = False):
         self.m = matrix
         self.path = path
         self.root = path.parent
+        self.confined = confined
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.m, item)
 
-    def resolve(self, rel: str) -> Path:
+    def resolve(self, rel: str, *, what: str = "a path") -> Path:
+        """`rel` relative to the matrix's folder (absolute and `~` as given); for a confined matrix,
+        BadInput naming the file and `what` (e.g. `models[tiny].path`) when it leaves the folder."""
+        if self.confined:
+            from toolkit.core.paths import contained
+
+            return contained(
+                self.root,
+                rel,
+                what=f"{self.path}: {what}",
+                fix=f"this matrix is in a published run folder (run.json beside it), so it may name only "
+                f"files inside {self.root}: put the file there, or use your own matrix",
+            )
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.root / p)
 
@@ -673,7 +702,7 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
     return "invalid matrix:\n  " + "\n  ".join(lines)
 
 
-def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
+def parse_matrix(data: Any, path: Path, *, confined: bool = False) -> LoadedMatrix:
     """Validate already-parsed YAML data. Raises BadInput naming file, key path and fix."""
     if not isinstance(data, dict):
         raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
@@ -691,7 +720,7 @@ def parse_matrix(data: Any, path: Path) -> LoadedMatrix:
         m = Matrix.model_validate(data)
     except ValidationError as err:
         raise BadInput(format_validation_error(err, path)) from None
-    loaded = LoadedMatrix(m, path)
+    loaded = LoadedMatrix(m, path, confined=confined)
     _check_files(loaded)
     return loaded
 
@@ -809,10 +838,15 @@ def _expanded_nodes(root: yaml.Node, limit: int) -> int:
     return count(root)
 
 
-def load_matrix(path: str | Path) -> LoadedMatrix:
+PUBLISHED_MARKER = "run.json"
+"""A matrix with this file beside it is in a published run folder (`toolkit export-run`): someone else's."""
+
+
+def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatrix:
     """Read and validate matrix.yaml. Raises BadInput (file missing or unreadable, larger than
     MAX_MATRIX_BYTES, bad YAML, aliases expanding past MAX_EXPANDED_NODES, schema errors). Messages
-    never echo the (expanded) input beyond a short excerpt."""
+    never echo the (expanded) input beyond a short excerpt. `confined` (LoadedMatrix): None = when the
+    matrix is in a published run folder (PUBLISHED_MARKER beside it)."""
     p = Path(path)
     try:
         if not p.is_file():
@@ -827,6 +861,8 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
                 "pass the matrix YAML file with --matrix"
             )
         text = p.read_text()
+        if confined is None:
+            confined = (p.parent / PUBLISHED_MARKER).is_file()
     except UnicodeDecodeError:
         raise BadInput(f"{p}: not a text file (not UTF-8); pass the matrix YAML file with --matrix") from None
     except OSError as err:  # name too long, permission denied, a folder, ...
@@ -855,4 +891,4 @@ def load_matrix(path: str | Path) -> LoadedMatrix:
         ) from None
     finally:
         loader.dispose()
-    return parse_matrix(data, p.resolve())
+    return parse_matrix(data, p.resolve(), confined=confined)

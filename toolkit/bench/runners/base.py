@@ -136,7 +136,7 @@ def model_file_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
     absent, a folder, a dangling link, a loop of links or a path the OS refuses (the preflight and
     resolve_model say which)."""
     try:
-        path = lm.resolve(model.path).resolve()
+        path = lm.resolve(model.path, what=f"models[{model.name}].path").resolve()
         return path if path.is_file() else None
     except (
         OSError,
@@ -158,7 +158,7 @@ def model_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
 
 def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) -> tuple[Path | None, str]:
     """(path, reason): the model file (generated if it is a tiny stand-in), or None and why not."""
-    path = lm.resolve(model.path)
+    path = lm.resolve(model.path, what=f"models[{model.name}].path")
     if path.is_symlink():
         try:
             path = path.resolve()

@@ -609,7 +609,17 @@ def vllm_commands(
     )
     profile = profile or devices.DeviceProfile.example(spec.backend)
     out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
-    ctx = _ctx(lm, spec, build, model, lm.resolve(model.path), profile, run_id, out, engine)
+    ctx = _ctx(
+        lm,
+        spec,
+        build,
+        model,
+        lm.resolve(model.path, what=f"models[{model.name}].path"),
+        profile,
+        run_id,
+        out,
+        engine,
+    )
     cmds = [
         engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
         for r in latency_plan(lm)
