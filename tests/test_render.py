@@ -71,3 +71,22 @@ def test_missing_partial_is_named(project):
     lm = load_matrix(project / "matrix.yaml")
     with pytest.raises(BadInput, match="llama-cpu.Dockerfile.j2: it imports or includes 'partials/nope.j2'"):
         render_image(lm, lm.m.image("cpu"))
+
+
+def test_a_template_cannot_run_code_on_the_host(project, tmp_path):
+    """Templates come from projects and published folders (reproduce --rebuild): one that reaches for
+    Python's internals is bad input (Jinja's sandbox), and the marker file is never written."""
+    from toolkit.core.errors import BadInput
+    from toolkit.images import render
+    from toolkit.spec.matrix import load_matrix
+
+    marker = tmp_path / "pwned"
+    tpl = project / "Dockerfile.templates" / "llama-cpu.Dockerfile.j2"
+    tpl.write_text(
+        "{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}\n" + tpl.read_text()
+    )
+    lm = load_matrix(project / "matrix.yaml")
+    spec = next(s for s in lm.images if s.template == "llama-cpu.Dockerfile.j2")
+    with pytest.raises(BadInput, match="reaches outside its variables"):
+        render.render_image(lm, spec)
+    assert not marker.exists()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import jinja2
 import jinja2.meta
+from jinja2.exceptions import SecurityError
 
 from toolkit.core.errors import BadInput
 from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
@@ -49,7 +50,12 @@ def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
 
 
 def _environment(tpl_dir: Path) -> jinja2.Environment:
-    return jinja2.Environment(
+    """Templates render in Jinja's sandbox: a template comes from a project or a published folder
+    (`reproduce --rebuild`), and an unsandboxed one can run Python on the host
+    (`{{ cycler.__init__.__globals__.os... }}`); the sandbox raises SecurityError instead."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(tpl_dir)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -138,6 +144,11 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
     except jinja2.TemplateSyntaxError as err:
         raise BadInput(
             f"{err.filename or tpl_file}:{err.lineno}: template syntax error: {err.message}"
+        ) from None
+    except SecurityError as err:
+        raise BadInput(
+            f"{tpl_file}: the template reaches outside its variables ({err}); templates may only use the "
+            "values matrix.yaml gives them"
         ) from None
     header = (
         f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
