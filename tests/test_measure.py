@@ -177,3 +177,37 @@ def test_gpu_option_names_what_the_host_has(tmp_path, gpu):
         cwd=ROOT,
     )
     assert proc.returncode == 4 and f"--gpu {gpu!r}" in proc.stderr, proc.stderr
+
+
+def test_the_h200_measure_output_imports_with_its_flags(tmp_path):
+    """Real `toolkit measure` output from the lent H200 (tests/data/h200-measure/README.md): imported,
+    every contended record is flagged gpu-shared and throttled:sw-power-cap, no alone record is, and the
+    energies are the hardware counter's."""
+    data = ROOT / "tests" / "data" / "h200-measure"
+    for label in ("alone", "contended"):
+        res = CliRunner().invoke(
+            cli,
+            [
+                "import",
+                "--results",
+                str(tmp_path / "r"),
+                "--label",
+                f"h200-{label}",
+                str(data / f"{label}.jsonl"),
+            ],
+        )
+        assert res.exit_code == 0, res.output
+    recs = ResultStore(tmp_path / "r").results()
+    alone = [r for r in recs if r.image.name.startswith("h200-alone")]
+    shared = [r for r in recs if r.image.name.startswith("h200-contended")]
+    assert len(alone) == len(shared) == 6
+    for r in alone:
+        flags = (r.model_extra or {}).get("flags") or []
+        assert not any(f.startswith(("gpu-shared", "throttled")) for f in flags), flags
+        gpu = next(iter(r.telemetry["gpus"].values()))
+        assert gpu["energy_source"] == "counter" and gpu["procs_max"] == 1
+    for r in shared:
+        flags = (r.model_extra or {}).get("flags") or []
+        assert "gpu-shared" in flags and "throttled:sw-power-cap" in flags, flags
+    tg = next(r for r in alone if r.n_gen == 128 and r.n_ubatch == 512)
+    assert abs(next(iter(tg.telemetry["gpus"].values()))["tok_per_j"] - 1.32) < 0.01
