@@ -599,6 +599,7 @@ def report(
         output=dest,
         plots_dir=Path(plots_dir) if plots_dir else None,
         refused=store.refused,
+        results_root=root,
     )
     if text is not None:
         click.echo(text)
