@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from tests.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
 from tests.test_report import make_record, seed_records
-from toolkit.analysis import plots, report
-from toolkit.analysis.tables import energy
+from toolkit.analysis import plots, report, verdict
+from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
 from toolkit.results.records import BenchRecord, ResultStore
 
@@ -141,6 +141,95 @@ def test_schema_1_and_hand_edited_telemetry_give_no_tok_per_j():
         assert energy(r.model_copy(update={"telemetry": bad})) is None, bad
     ok = energy(r.model_copy(update={"telemetry": {"energy_valid": True, "energy_j": 50.0, "tokens": 2560}}))
     assert ok is not None and ok.tok_per_j == pytest.approx(51.2) and ok.source == "?"
+
+
+# ----------------------------------------------------------------------------- the verdict and flags
+
+
+def test_verdict_will_not_crown_a_flagged_leader(shared):
+    """The contended H200 (5,128-6,160 tok/s prefill, gpu-shared + throttled) against the R9700's
+    published hip figures (3,491-4,635): it leads prefill by +38.9 %, far beyond noise, but its cells
+    are flagged, so there is no prefill winner and no prefill route; the verdict names the flags and
+    the cells."""
+    hip = [r for r in seed_records() if r.image.name == "hip"]
+    v = verdict.verdict(shared + hip)
+    pre = v.axes["prefill"]
+    assert pre.clear and pre.held and not pre.decided
+    assert pre.winner is None and pre.leader == label("h200-shared")
+    assert pre.margin == pytest.approx(0.389, abs=0.001)
+    text = verdict.format_verdict(v)
+    assert f"- prefill: not decided (telemetry flags): {label('h200-shared')} leads" in text
+    assert f"{label('h200-shared')} pp512 ub2048 (effective ub512), pp2048 ub2048, pp4096 ub2048 " in text
+    assert "[gpu-shared, throttled:sw-power-cap]" in text
+    routes = {r.workload.split(" ")[0]: r for r in v.routes}
+    assert routes["prefill-heavy"].image is None
+    assert routes["prefill-heavy"].why.startswith("not decided: the leader's cells carry telemetry flags")
+    assert "pp4096 ub2048 [gpu-shared, throttled:sw-power-cap]" in routes["prefill-heavy"].why
+    doc = verdict.verdict_json(v)["axes"]["prefill"]
+    assert doc["winner"] is None and doc["held_by_flags"] and not doc["decided"]
+    assert doc["flagged"][label("h200-shared")][0]["flags"] == ["gpu-shared", "throttled:sw-power-cap"]
+
+    # the same numbers without their flags: crowned, so the flags alone held the decision
+    plain = [with_flags(r, []) for r in shared]
+    assert verdict.verdict(plain + hip).axes["prefill"].winner == label("h200-shared")
+
+
+def test_verdict_crowns_over_a_flagged_rival_that_loses_anyway(alone, shared):
+    """Decode of the contended H200 (46.6 tok/s) loses to hip (93.0) anyway: hip wins, and the
+    verdict still names the flagged cell. The H200 alone against itself contended: alone wins both
+    axes and every route, the contended cells named each time."""
+    hip = [r for r in seed_records() if r.image.name == "hip"]
+    v = verdict.verdict(shared + hip)
+    dec = v.axes["decode"]
+    assert dec.decided and dec.winner == label("hip")
+    text = verdict.format_verdict(v)
+    assert (
+        f"  - flagged, and loses anyway: {label('h200-shared')} tg128 ub512 [gpu-shared, throttled:sw-power-cap]"
+        in text
+    )
+    routes = {r.workload.split(" ")[0]: r for r in v.routes}
+    assert routes["latency-bound"].image.startswith("hip@") and "loses anyway" in routes["latency-bound"].why
+    assert routes["mixed"].image.startswith("hip@") and "loses anyway" in routes["mixed"].why
+
+    v = verdict.verdict(alone + shared)
+    assert v.axes["prefill"].winner == v.axes["decode"].winner == label("h200-alone")
+    assert all(r.image == label("h200-alone") for r in v.routes)
+    assert all("loses anyway" in r.why and "gpu-shared" in r.why for r in v.routes)
+    assert not v.axes["prefill"].flagged.get(label("h200-alone"))
+
+
+@pytest.mark.parametrize(
+    "flag", ["gpu-shared", "throttled:hw-thermal", "clock-idle", "power-not-stock", "host-busy"]
+)
+def test_each_telemetry_flag_on_the_leader_holds_the_verdict(flag):
+    assert flag.split(":")[0] in TELEMETRY_VERDICT_FLAGS
+    fast = [make_record("a", "rocm", p=512, avg=2000, sd=10), make_record("a", "rocm", n=128, avg=200, sd=1)]
+    slow = [
+        make_record("b", "vulkan", p=512, avg=1000, sd=5),
+        make_record("b", "vulkan", n=128, avg=100, sd=1),
+    ]
+    v = verdict.verdict([with_flags(r, [flag]) for r in fast] + slow)
+    assert all(v.axes[a].held and v.axes[a].winner is None for a in ("prefill", "decode"))
+    assert all(r.image is None and flag in r.why for r in v.routes)
+    v = verdict.verdict(fast + [with_flags(r, [flag]) for r in slow])  # the flagged side loses anyway
+    assert all(v.axes[a].winner.startswith("a@") for a in ("prefill", "decode"))
+    assert all(r.image.startswith("a@") and f"[{flag}]" in r.why for r in v.routes)
+
+
+@pytest.mark.parametrize("flag", ["energy-invalid:window_short_for_sensor_average", "noisy", "ub-clamped"])
+def test_other_flags_do_not_hold_the_verdict(flag):
+    fast = with_flags(make_record("a", "rocm", p=512, avg=2000, sd=10), [flag])
+    v = verdict.axis_verdict([fast, make_record("b", "vulkan", p=512, avg=1000, sd=5)], "prefill")
+    assert v.winner.startswith("a@") and not v.flagged and telemetry_flags(fast) == []
+
+
+def test_within_noise_no_winner_and_the_flags_are_named():
+    a = with_flags(make_record("a", "rocm", p=512, avg=1010, sd=10), ["host-busy"])
+    v = verdict.verdict([a, make_record("b", "vulkan", p=512, avg=1000, sd=10)])
+    assert not v.axes["prefill"].clear and v.axes["prefill"].winner is None
+    assert "  - telemetry flags on a@" in verdict.format_verdict(
+        v
+    ) and "[host-busy]" in verdict.format_verdict(v)
 
 
 # ---------------------------------------------------------------------------- power and clocks plots
