@@ -12,15 +12,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tests.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
 from tests.test_report import make_record, seed_records
-from toolkit.analysis import plots, report, verdict
+from toolkit.analysis import compare, plots, report, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
+from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, ResultStore
 
 
@@ -316,3 +318,56 @@ def test_cli_report_html_finds_the_traces_under_results(tmp_path, alone, shared)
     assert sorted(p.name for p in (results / "report-plots").glob("telemetry-*.png")) == [
         f"telemetry-{h200_digest('h200-alone')[7:19]}-cuda-sweep-run-{H200_MODEL}.png"
     ]
+
+
+# ----------------------------------------------------------------------------- compare and reproduce
+
+
+def test_compare_shows_tok_per_j_of_both_sides_where_both_are_valid(tmp_path, alone):
+    """A: the H200 run alone, energy from the counter; B: the same run read without the counter
+    (integrated averaged power): both valid only on the windows >= 1.5 s (pp4096, tg128)."""
+    nocounter = h200_bench_records("cuda_sweep", "h200-nocounter", run_id="nocounter-run", counter=False)
+    store = ResultStore(tmp_path / "results")
+    for r in alone + nocounter:
+        store.add_result(r)
+    c = compare.compare(store, "h200-alone", "h200-nocounter")
+    assert len(c.rows) == 8 and len(c.with_energy) == 4
+    by = {r.test: r for r in c.rows}
+    assert by["pp512 ub512"].energy_ratio is None
+    assert by["pp4096 ub512"].energy_ratio == pytest.approx(31.434 / 30.659, abs=1e-3)  # +2.5 %: README
+    text = compare.format_comparison(c)
+    header = [h.strip() for h in text.splitlines()[0].split("|")]
+    assert header[-6:-2] == ["speedup (B/A)", "tok/J A", "tok/J B", "tok/J (B/A)"]
+    assert "4 of 8 tests with a valid energy on both sides" in text
+    line = next(x for x in text.splitlines() if x.startswith("| pp4096 ub512"))
+    assert "| 30.7 " in line and "| 31.4 " in line and "| 1.03 " in line
+    doc = compare.comparison_json(c)
+    rows = {r["test"]: r for r in doc["rows"]}
+    assert rows["pp4096 ub512"]["tok_per_j_a"] == pytest.approx(30.659, abs=1e-3)
+    assert rows["pp512 ub512"]["tok_per_j_b"] is None and rows["pp512 ub512"]["tok_per_j_ratio"] is None
+    # sides without any energy: no tok/J columns
+    hip = ResultStore(tmp_path / "hip")
+    for r in seed_records():
+        hip.add_result(r)
+    assert "tok/J" not in compare.format_comparison(compare.compare(hip, "hip", "vulkan"))
+
+
+def test_reproduce_shows_the_energy_delta_where_both_runs_have_one(alone):
+    """Recorded with the counter, re-run on a GPU without one: tok/J delta on the 4 long windows
+    (tg128 ub2048 +14 % low: its window runs to process exit, README), information only."""
+    again = h200_bench_records("cuda_sweep", "h200-alone", run_id="again", counter=False)
+    rows = repro.compare_records(alone, again, threshold=5)
+    assert all(r.ok for r in rows) and sum(r.energy_delta is not None for r in rows) == 4
+    tg = next(r for r in rows if r.test == "tg128 ub2048")
+    assert tg.energy_delta == pytest.approx(0.739 / 0.843 - 1, abs=0.002)
+    rep = repro.Reproduction("cuda-sweep-run", "again", Path("/x"), Path("/x/r"), 5, rows=rows)
+    text = repro.format_reproduction(rep)
+    assert "recorded tok/J" in text and "tok/J delta" in text
+    assert "4 of 8 tests with a valid energy in both runs" in text
+    line = next(x for x in text.splitlines() if "| pp4096 ub512" in x)
+    assert "| 30.7 " in line and "| 31.4 " in line and "+2.5%" in line
+    assert rep.reproduced and "verdict: reproduced within noise" in text
+    doc = repro.reproduction_json(rep)
+    r0 = next(r for r in doc["rows"] if r["test"] == "pp512 ub512")
+    assert r0["recorded_tok_per_j"] == pytest.approx(43.69, abs=0.01) and r0["reproduced_tok_per_j"] is None
+    assert r0["tok_per_j_delta"] is None
