@@ -341,6 +341,74 @@ def h200_records(run: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (H200 / f"{run}.jsonl").read_text().splitlines() if line.strip()]
 
 
+H200_MODEL = "qwen3-30b-a3b-q4km-twin"  # the case's model: a full-size random-weight Qwen3-30B-A3B (Q4_K_M)
+
+
+def h200_digest(image: str) -> str:
+    return "sha256:" + (image.encode().hex() * 64)[:64]
+
+
+def h200_bench_records(run: str, image: str, *, run_id: str | None = None, counter: bool = True) -> list[Any]:
+    """The case's llama-bench rows as `toolkit bench` stores them: each row normalised, its test window
+    (llama_bench_windows over the stamped stderr: first measured repetition to the next test's start,
+    the last to process exit) summarised over the real NVML samples (window_summary) and flagged
+    (flags: no pids in the case, NVML process counts), as RunObserver.test does. `image` names the
+    column (each run its own image digest, so the two runs can be compared side by side).
+    `counter=False`: the samples without NVML's energy counter (a GPU that has none): energy only
+    from the integrated averaged power, so windows under 1.5 s get none."""
+    from toolkit.analysis.telemetry import flags, llama_bench_windows, timestamped_lines, window_summary
+    from toolkit.results import llamabench_format as llamabench
+    from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+
+    samples = h200_samples()
+    if not counter:
+        samples = [{**x, "energy_j": None} for x in samples]
+    rows = h200_records(run)
+    mark = run.replace("_", "-")
+    lines = timestamped_lines((H200 / f"{run}.stderr").read_text())
+    windows = llama_bench_windows(lines, rows, end_t=h200_marks()[f"{mark}-end"])
+    run_id = run_id or f"{mark}-run"
+    digest = h200_digest(image)
+    out = []
+    for raw, w in zip(rows, windows, strict=True):
+        summary = window_summary(samples, w["t0"], w["t1"], w["tokens"])
+        summary["window_from"] = "progress"
+        norm = llamabench.normalize(raw)
+        fl = flags(summary)
+        if fl:
+            norm = {**norm, "flags": fl}
+        out.append(
+            BenchRecord(
+                run_id=run_id,
+                created=raw["test_time"].replace("Z", "+00:00"),
+                image=ImageRef(name=image, ref=f"toolkit/{image}:latest", digest=digest, backend="cuda"),
+                model=ModelRef(
+                    name=H200_MODEL, path="/tmp/w/q30.gguf", sha256="cd" * 32, size_bytes=raw["model_size"]
+                ),
+                host={"hostname": "h200"},
+                log_file=f"/nonexistent/results/{digest[7:19]}/logs/{run_id}-{H200_MODEL}.log",
+                telemetry=summary,
+                raw=raw,
+                **norm,
+            )
+        )
+    return out
+
+
+def write_h200_trace(results: Path, run: str, image: str, *, run_id: str | None = None) -> Path:
+    """The run's stretch of the NVML samples (start mark - 1 s .. end mark + 1 s) as a Sampler trace
+    where toolkit bench keeps it: results/<digest12>/telemetry/<run_id>-<model>.jsonl, header first."""
+    mark = run.replace("_", "-")
+    m = h200_marks()
+    t0, t1 = m[f"{mark}-start"] - 1.0, m[f"{mark}-end"] + 1.0
+    path = results / h200_digest(image)[7:19] / "telemetry" / f"{run_id or mark + '-run'}-{H200_MODEL}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"telemetry_trace": 1, "rate_hz": 20.0, "sources": ["nvidia:0000:19:00.0"], "started_t": t0}
+    body = [json.dumps(s) for s in h200_samples() if t0 <= s["t"] <= t1]
+    path.write_text("\n".join([json.dumps(header), *body]) + "\n")
+    return path
+
+
 def pack_check() -> None:
     """The blob layout once more by offsets (§1.3 table): throttle_status at 68, indep at 112."""
     blob = gpu_metrics_v13(LOADED_R9700_CAPPED)

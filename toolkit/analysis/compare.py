@@ -2,7 +2,9 @@
 
 Like llama.cpp's scripts/compare-llama-bench.py: rows are joined on the one test identity
 (toolkit.results.identity: every test field both sides recorded, and the model), only properties that differ
-are shown, speedup = compare ÷ baseline. Two sides with nothing in common are an error.
+are shown, speedup = compare ÷ baseline. Two sides with nothing in common are an error. Where both
+sides of a row hold a valid energy (tables.energy), tokens per joule of each and their ratio B ÷ A
+are shown beside the speedup (a ratio above 1: B does more work per joule).
 
 A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
 imported results the newest digest filed under that name), or an image digest / prefix
@@ -18,7 +20,9 @@ from tabulate import tabulate
 
 from toolkit.analysis.tables import (
     concurrency,
+    energy,
     fmt_cell,
+    fmt_tok_per_j,
     id_value,
     image_label,
     is_cpu_fallback,
@@ -55,6 +59,12 @@ class CompareRow:
         assert va is not None and vb is not None  # compare() pairs usable records only (_usable)
         return vb / va
 
+    @property
+    def energy_ratio(self) -> float | None:
+        """tok/J of B ÷ tok/J of A (= J per token of A ÷ of B) where both sides' energy is valid."""
+        ea, eb = energy(self.a), energy(self.b)
+        return eb.tok_per_j / ea.tok_per_j if ea and eb else None
+
 
 @dataclass
 class Comparison:
@@ -89,6 +99,11 @@ class Comparison:
     @property
     def regressions(self) -> list[CompareRow]:
         return [r for r in self.rows if self.is_regression(r)]
+
+    @property
+    def with_energy(self) -> list[CompareRow]:
+        """Rows where both sides hold a valid energy (tok/J compared)."""
+        return [r for r in self.rows if r.energy_ratio is not None]
 
 
 def _digest_matches(digest: str, ref: str) -> bool:
@@ -262,6 +277,7 @@ def format_comparison(c: Comparison) -> str:
             f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
         )
     body = []
+    show_energy = bool(c.with_energy)
     for row in c.rows:
         sp = f"{row.speedup:.2f}"
         mark = ""
@@ -269,7 +285,15 @@ def format_comparison(c: Comparison) -> str:
             sp, mark = f"**{sp}**", f"regression (< {1 - c.threshold / 100:.2f})"
         elif row.speedup > 1 + c.threshold / 100:
             mark = "faster"
-        body.append([row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp, mark])
+        line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
+        if show_energy:
+            ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
+            line += [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{ratio:.2f}" if ratio is not None else "",
+            ]
+        body.append([*line, mark])
 
     def head(side: str, s: Side[BenchRecord], settings: str) -> str:
         return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
@@ -280,9 +304,16 @@ def format_comparison(c: Comparison) -> str:
         head("A", c.a, c.a_settings),
         head("B", c.b, c.b_settings),
         "speedup (B/A)",
+        *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
         "",
     ]
     out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
+    if show_energy:
+        out.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
+            "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
+            "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
+        )
     if c.missing:
         out.append(f"not compared, measured on one side only: {c.missing_text()}")
     if c.ignored:
@@ -319,6 +350,9 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "stddev_ts_b": r.b.stddev_ts,
                 "speedup": round(r.speedup, 4),
                 "regression": c.is_regression(r),
+                "tok_per_j_a": ea.tok_per_j if (ea := energy(r.a)) else None,
+                "tok_per_j_b": eb.tok_per_j if (eb := energy(r.b)) else None,
+                "tok_per_j_ratio": round(ratio, 4) if (ratio := r.energy_ratio) is not None else None,
             }
             for r in c.rows
         ],

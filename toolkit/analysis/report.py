@@ -24,10 +24,12 @@ from toolkit.analysis.tables import (
     ReportOptions,
     Row,
     Table,
+    _energy_notes,
     _legend,
     _roof_notes,
     accounting,
     concurrency,
+    energy,
     sample_stats,
     table_rows,
     tables,
@@ -49,12 +51,19 @@ FORMATS = ("github", "csv", "json", "html")
 
 
 def render(
-    records: list[BenchRecord], fmt: str = "github", *, opts: ReportOptions | None = None, refused: int = 0
+    records: list[BenchRecord],
+    fmt: str = "github",
+    *,
+    opts: ReportOptions | None = None,
+    refused: int = 0,
+    results_root: Path | None = None,
 ) -> str:
     """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
 
     Every format states how many records it read, used and superseded (`refused`: records the
-    store's reader could not use, counted by ResultStore.results)."""
+    store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
+    the records were read from; the html page plots power and clocks of each run shown from the raw
+    traces kept there (plots.telemetry_figures)."""
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
@@ -74,7 +83,7 @@ def render(
             allow_nan=False,
         )
     if fmt == "html":
-        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False))
+        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), results_root)
     if not ts:
         if records:  # read, but nothing to tabulate: say so, never "no results"
             failed = sum(r.status != "ok" for r in records)
@@ -89,7 +98,7 @@ def render(
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = _legend(ts) + _roof_notes(ts) + [accounting(records, refused)]
+    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts) + [accounting(records, refused)]
     out.append("\n".join(f"- {n}" for n in notes))
     out.append(verdict_mod.format_verdict(v))
     return "\n\n".join(out)
@@ -116,6 +125,9 @@ CSV_FIELDS = [
     "median_ts",
     "min_ts",
     "max_ts",
+    "tok_per_j",
+    "energy_j",
+    "energy_source",
     "roofline",
     "roofline_pct",
     "flags",
@@ -131,6 +143,7 @@ def render_csv(ts: list[Table]) -> str:
         for row in t.rows:
             for col, r in sorted(row.cells.items()):
                 roof = row.roof.get(col)
+                e = energy(r)
                 w.writerow(
                     [
                         t.axis,
@@ -151,6 +164,7 @@ def render_csv(ts: list[Table]) -> str:
                         value(r),
                         r.stddev_ts,
                         *((st["median"], st["min"], st["max"]) if (st := sample_stats(r)) else ("", "", "")),
+                        *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
                         roof.metric if roof else "",
                         f"{100 * roof.fraction:.1f}" if roof else "",
                         " ".join(row.flags.get(col, [])),
@@ -166,11 +180,15 @@ def table_json(t: Table) -> dict[str, Any]:
         if r is None:
             return None
         roof = row.roof.get(col)
+        e = energy(r)
         return {
             "avg_ts": value(r),
             "stddev_ts": r.stddev_ts,
             **{f"{k}_ts": x for k, x in (sample_stats(r) or {}).items()},
             "samples": len(r.samples_ts),
+            "tok_per_j": e.tok_per_j if e else None,  # None: no valid energy (the flags say why)
+            "energy_j": e.joules if e else None,
+            "energy_source": e.source if e else None,
             "digest": r.image.digest,
             "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
             "flags": row.flags.get(col, []),
@@ -193,6 +211,7 @@ def table_json(t: Table) -> dict[str, Any]:
         "columns": t.columns,
         "id_columns": t.id_columns,
         "image_settings": t.image_ids,
+        "energy_columns": t.energy_columns,
         "rows": [{"test": row.test, **row.ids, **{c: cell(row, c) for c in t.columns}} for row in t.rows],
     }
 
@@ -207,8 +226,12 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;pa
 """
 
 
-def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str) -> str:
-    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL."""
+def render_html(
+    records: list[BenchRecord], ts: list[Table], verdict_text: str, results_root: Path | None = None
+) -> str:
+    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL.
+    Then power and clocks over each observed run shown, from its raw trace (plots.telemetry_figures):
+    one figure per run, a note where the trace is missing or unreadable."""
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -231,7 +254,7 @@ def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str) 
             ]
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</table>")
-    notes = _legend(ts) + _roof_notes(ts)
+    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(f"<p>{html.escape(accounting(records))}</p>")
@@ -242,6 +265,19 @@ def render_html(records: list[BenchRecord], ts: list[Table], verdict_text: str) 
     for name, fig in figs.items():
         data = base64.b64encode(plots.png_bytes(fig)).decode()
         parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+    runs, run_notes = plots.telemetry_figures(ts, results_root)
+    if runs or run_notes:
+        parts.append(
+            "<h2>Power and clocks</h2><p>One figure per run shown, from its raw telemetry trace "
+            "(results/&lt;digest12&gt;/telemetry/&lt;run_id&gt;-&lt;model&gt;.jsonl): GPU power with its cap, "
+            "gfx/SM and memory clocks; shaded: each test's window, red where the record carries a telemetry "
+            "flag.</p>"
+        )
+    for name, fig in runs.items():
+        data = base64.b64encode(plots.png_bytes(fig)).decode()
+        parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+    if run_notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in run_notes) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -254,13 +290,15 @@ def publish(
     output: Path | None = None,
     plots_dir: Path | None = None,
     refused: int = 0,
+    results_root: Path | None = None,
 ) -> tuple[str | None, list[Path]]:
     """Render the report: (text for stdout or None when written to `output`, every file written).
 
     The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
-    default `<output stem>-plots/` beside an html report.
+    default `<output stem>-plots/` beside an html report. `results_root`: where the records were
+    read, for the runs' telemetry traces (render).
     """
-    text = render(records, fmt, opts=opts, refused=refused)
+    text = render(records, fmt, opts=opts, refused=refused, results_root=results_root)
     written: list[Path] = []
     if output is not None:
         output = Path(output)
@@ -272,5 +310,5 @@ def publish(
         if plots_dir is None and fmt == "html":
             plots_dir = output.parent / f"{output.stem}-plots"
     if plots_dir is not None:
-        written += plots.write_pngs(tables(records, opts), Path(plots_dir))
+        written += plots.write_pngs(tables(records, opts), Path(plots_dir), results_root)
     return (None if output is not None else text), written

@@ -5,7 +5,8 @@ Pure functions over records (never row indexes). `select_for_report` keeps the n
 test identity (toolkit.results.identity; plus CPU-fallback failures that carry numbers, flagged, for tests
 with no ok record); `axis_table` pivots one axis to rows = test (`pp2048 ub512`, `tg128`,
 `c4 in512 out128`, plus every identifying field that varies) and columns = image (`name@short-digest`,
-split by system when one digest ran on several), cells = tok/s ± stddev.
+split by system when one digest ran on several), cells = tok/s ± stddev, beside them tokens per joule
+where the record's telemetry holds a valid energy (`energy`, `tok/J <image>` columns).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from toolkit.results.records import BenchRecord
 
 __all__ = [
     "AXES",
+    "Energy",
     "FLAG_HELP",
+    "TELEMETRY_VERDICT_FLAGS",
     "ReportOptions",
     "Row",
     "TITLES",
@@ -36,8 +39,10 @@ __all__ = [
     "column_labels",
     "column_systems",
     "concurrency",
+    "energy",
     "fmt_cell",
     "fmt_roof",
+    "fmt_tok_per_j",
     "id_value",
     "image_label",
     "is_cpu_fallback",
@@ -50,8 +55,10 @@ __all__ = [
     "select_latest",
     "select_with_accounting",
     "split_columns",
+    "stored_flags",
     "table_rows",
     "tables",
+    "telemetry_flags",
     "threads",
     "ub_applies",
     "ub_clamped",
@@ -97,7 +104,8 @@ FLAG_HELP = {
     "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
     "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
     "gpu-shared": "another process used the GPU during the test (NVML compute processes / KFD entries with VRAM or "
-    "queues not the benchmark's, or a busy GPU in the idle baseline): the GPU was shared, the number is not the GPU's",
+    "queues not the benchmark's, or a busy GPU in the idle baseline): the GPU was shared, the number is not the GPU's; "
+    "no tok/J either (the board's energy counts the other process's work too)",
     "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "
     "AMD SMU14 throttle bits, TEMP_HOTSPOT masked: set at all times on the R9700, ROCm/rocm-systems#11781); the "
     "reason follows the colon (sw-power-cap, hw-thermal, ppt0 = held at the power cap, ...)",
@@ -111,6 +119,11 @@ FLAG_HELP = {
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
 }
+
+
+# Telemetry flags that say a number is not the card's alone (the verdict names them and will not
+# crown a cell that carries one: toolkit.analysis.verdict); energy-invalid says nothing about speed.
+TELEMETRY_VERDICT_FLAGS = ("gpu-shared", "throttled", "clock-idle", "power-not-stock", "host-busy")
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,62 @@ def warmup_outlier(r: BenchRecord) -> bool:
     spread = max(rest) - min(rest)
     dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
     return med > 0 and abs(first - med) > 0.10 * med and dist > spread
+
+
+def stored_flags(r: BenchRecord) -> list[str]:
+    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored)."""
+    stored = (r.model_extra or {}).get("flags")
+    return [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+
+
+def telemetry_flags(r: BenchRecord) -> list[str]:
+    """The stored flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...), in
+    stored order: what made the system's state during the test not the card's alone."""
+    return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
+
+
+@dataclass(frozen=True)
+class Energy:
+    """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
+    `tokens` (n_prompt + n_gen) x repetitions, `joules` of all its GPUs together, `source` how it was
+    measured (`counter`, `integrated-average-power`, or both joined by `+` across GPUs)."""
+
+    tok_per_j: float
+    joules: float
+    tokens: float
+    source: str
+
+    @property
+    def j_per_token(self) -> float:
+        return 1.0 / self.tok_per_j
+
+
+def energy(r: BenchRecord) -> Energy | None:
+    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
+    finite number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry
+    (schema 1, imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU
+    shared with another process (`gpu-shared`: the board's energy counts that process's work too; on
+    the H200 case 7.6-9.4 tok/J beside another tenant vs 30.7-43.7 alone). Never a number from an
+    invalid window: tok/J is tokens / joules of the window, as window_summary computed it."""
+    t = r.telemetry
+    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
+        return None
+    joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
+    if joules is None or tokens is None or joules <= 0 or tokens <= 0:
+        return None
+    gpus = t.get("gpus")
+    gpus = gpus if isinstance(gpus, dict) else {}
+    sources = sorted(
+        {str(g["energy_source"]) for g in gpus.values() if isinstance(g, dict) and g.get("energy_source")}
+    )
+    return Energy(tokens / joules, joules, tokens, "+".join(sources) or "?")
+
+
+def fmt_tok_per_j(x: float | None) -> str:
+    """Tokens per joule, three significant figures (36.4, 0.921), whole numbers from 100 on."""
+    if x is None:
+        return ""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def is_cpu_fallback(r: BenchRecord) -> bool:
@@ -255,9 +324,8 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("bw-below-floor")
     if (r.model_extra or {}).get("concurrent"):
         out.append("concurrent")
-    stored = (r.model_extra or {}).get("flags")  # flags a runner stored with the record: a list of names
-    for f in stored if isinstance(stored, list) else []:
-        if isinstance(f, str) and f and f not in out:
+    for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
+        if f not in out:
             out.append(f)
     return out
 
@@ -401,6 +469,8 @@ class Table:
     image_ids: dict[str, str] = field(default_factory=dict)
     # image column -> what it ran on where the columns differ, e.g. "Vulkan, GPU NVIDIA H200"
     image_sys: dict[str, str] = field(default_factory=dict)
+    # image columns with a valid energy in some row: a `tok/J <image>` column beside their tok/s
+    energy_columns: list[str] = field(default_factory=list)
 
     def header(self, col: str) -> str:
         said = "; ".join(x for x in (self.image_sys.get(col), self.image_ids.get(col)) if x)
@@ -429,8 +499,11 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()
     roof_cols: set[str] = set()
+    energy_cols: set[str] = set()
     for r in rs:
         col = col_of[id(r)]
+        if energy(r) is not None:
+            energy_cols.add(col)
         ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
         label = row_label(r, ub=show_ub)
         order = (
@@ -469,6 +542,7 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         sorted(roof_cols),
         per_image,
         column_systems(rs, col_of),
+        sorted(energy_cols),
     )
 
 
@@ -587,6 +661,8 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
     headers = ["test", *t.id_columns]
     for c in t.columns:
         headers.append(t.header(c))
+        if c in t.energy_columns:
+            headers.append(f"tok/J {c}")
         if c in t.roof_columns:
             headers.append(f"roofline {c}")
     headers.append("flags")
@@ -595,6 +671,9 @@ def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
         line = [row.test, *row.ids.values()]
         for c in t.columns:
             line.append(fmt_cell(row.cells.get(c)))
+            if c in t.energy_columns:
+                e = energy(cell) if (cell := row.cells.get(c)) is not None else None
+                line.append(fmt_tok_per_j(e.tok_per_j if e else None))
             if c in t.roof_columns:
                 line.append(fmt_roof(row.roof.get(c)))
         line.append("; ".join(row.row_flags()))
@@ -609,6 +688,18 @@ def _legend(ts: list[Table]) -> list[str]:
         for name in sorted(
             used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
         )
+    ]
+
+
+def _energy_notes(ts: list[Table]) -> list[str]:
+    """What the tok/J columns hold, when a table has one."""
+    if not any(t.energy_columns for t in ts):
+        return []
+    return [
+        "tok/J: tokens of the test's window ((n_prompt + n_gen) x repetitions, from the first measured "
+        "repetition to the result row) per joule its GPUs used in that window (hardware energy counter, or "
+        "averaged power integrated over a window long enough for the sensor); empty where the energy is "
+        "invalid (the row's energy-invalid:<reason> flag says why) or the GPU was shared (gpu-shared)"
     ]
 
 

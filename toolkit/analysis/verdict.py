@@ -17,6 +17,17 @@ Method (stated in the report):
   dominates); latency-bound decode -> the decode winner; mixed / unknown -> among images never last
   on either axis, the best geometric mean of (score / best score) over both axes; batched serving ->
   the served winner. Failed and CPU-fallback records never count.
+- Telemetry flags (TELEMETRY_VERDICT_FLAGS: gpu-shared, throttled:<reason>, clock-idle,
+  power-not-stock, host-busy) say a number is not the card's alone. The deciding cells of a
+  comparison are the leader's and the runner-up's entries (each image's best record) in the groups
+  it is made on: every common group for an axis, the longest prompt for the prefill route, both
+  axes for the mixed pick. Every flagged deciding cell is named with its flags, always. When a
+  flagged cell is the leader's, the lead is not called decided ("held": no winner, no route), however
+  large the margin: the crown would rest on a number that is not the card's. When only the
+  runner-up's cells are flagged (the flagged cell loses anyway), the win stands as measured, noted:
+  the margin is taken against a number that is not that card's alone and may overstate the win.
+  Within noise there is no winner either way, and the flags are named. energy-invalid does not count
+  (it says nothing about speed).
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from toolkit.analysis.tables import (
     rel_stddev,
     row_label,
     select_latest,
+    telemetry_flags,
     ub_clamped,
     value,
     varying_columns,
@@ -66,11 +78,17 @@ class Entry:
         """The record says how much its number varies (a stddev); a single sample does not."""
         return self.record.stddev_ts is not None
 
+    @property
+    def flags(self) -> list[str]:
+        """Telemetry flags of this cell (tables.telemetry_flags): the number is not the card's alone."""
+        return telemetry_flags(self.record)
+
     def text(self) -> str:
         sd = (
             f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else " ± ? (noise unknown)"
         )
-        return f"{self.image} {self.value:.2f}{sd} ({self.setting})"
+        fl = f" [{', '.join(self.flags)}]" if self.flags else ""
+        return f"{self.image} {self.value:.2f}{sd} ({self.setting}){fl}"
 
 
 @dataclass
@@ -107,14 +125,35 @@ class AxisVerdict:
     noise_unknown: list[str] = field(
         default_factory=list
     )  # images with a number of unknown stddev (1 sample)
+    # image -> its deciding cells that carry telemetry flags (the leader's and the runner-up's only)
+    flagged: dict[str, list[Entry]] = field(default_factory=dict)
 
     @property
     def clear(self) -> bool:
+        """The margin exceeds the noise threshold (what the numbers say, flags aside)."""
         return self.margin is not None and self.noise is not None and self.margin > self.noise
 
     @property
+    def held(self) -> bool:
+        """A clear lead that is not called decided: a deciding cell of the leader carries a telemetry
+        flag (see the module docstring)."""
+        return self.clear and bool(self.flagged.get(self.ranking[0][0]))
+
+    @property
+    def decided(self) -> bool:
+        return self.clear and not self.held
+
+    @property
     def winner(self) -> str | None:
-        return self.ranking[0][0] if self.clear else None
+        return self.ranking[0][0] if self.decided else None
+
+    @property
+    def leader(self) -> str | None:
+        return self.ranking[0][0] if self.ranking else None
+
+    def flagged_cells(self) -> list[Entry]:
+        """Every flagged deciding cell, the leader's first."""
+        return [e for img, _, _ in self.ranking[:2] for e in self.flagged.get(img, [])]
 
     @property
     def runner_up(self) -> str | None:
@@ -266,7 +305,38 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
     out.margin = s1 / s2 - 1
     out.noise = max(2 * math.hypot(r1, r2), opts.min_margin)
+    for img, _, _ in out.ranking[:2]:  # the deciding cells: leader's and runner-up's, every common group
+        cells = [best[o][img] for o in common if best[o][img].flags]
+        if cells:
+            out.flagged[img] = cells
     return out
+
+
+def cells_text(entries: list[Entry]) -> str:
+    """Flagged cells named per image and flag set: `x@ab12 pp512 ub512, pp2048 ub512 [gpu-shared]`."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for e in entries:
+        settings = groups.setdefault((e.image, tuple(e.flags)), [])
+        if e.setting not in settings:
+            settings.append(e.setting)
+    return "; ".join(f"{img} {', '.join(st)} [{', '.join(fl)}]" for (img, fl), st in groups.items())
+
+
+def flags_note(flagged: list[Entry], lead: str | None) -> str:
+    """What the verdict says of flagged deciding cells: held when one is the leader's, else noted
+    (the rule: module docstring)."""
+    if not flagged:
+        return ""
+    if lead is not None and any(e.image == lead for e in flagged):
+        return (
+            f"not decided: the leader's cells carry telemetry flags ({cells_text(flagged)}): the lead of "
+            f"{lead} rests on numbers that are not the card's alone; measure again with the GPU and host "
+            "to itself"
+        )
+    return (
+        f"flagged, and loses anyway: {cells_text(flagged)}: the win stands as measured, but its margin is "
+        "taken against numbers that are not that card's alone and may overstate it"
+    )
 
 
 def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Verdict:
@@ -295,21 +365,27 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
     basis = ", ".join(g.name for g in av.groups)
     if av.noise_unknown:
         basis += f" (noise unknown for {', '.join(av.noise_unknown)}: single samples)"
+    flagged = av.flagged_cells()
     if not av.clear:
         tied = " and ".join(i for i, _, _ in av.ranking[:2])
+        note = f"; telemetry flags on {cells_text(flagged)}" if flagged else ""
         return Route(
             WORKLOADS[axis],
             None,
             f"no clear winner: {tied} are within noise "
-            f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do",
+            f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do{note}",
             ev,
         )
-    return Route(
-        WORKLOADS[axis],
-        av.winner,
+    lead = (
         f"{100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-        f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)",
-        ev,
+        f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+    )
+    if av.held:
+        return Route(
+            WORKLOADS[axis], None, f"{flags_note(flagged, av.leader)}; measured: {av.leader} {lead}", ev
+        )
+    return Route(
+        WORKLOADS[axis], av.winner, lead + (f"; {flags_note(flagged, av.leader)}" if flagged else ""), ev
     )
 
 
@@ -328,14 +404,36 @@ def _prefill_route(av: AxisVerdict, opts: ReportOptions) -> Route:
         )
         return fallback
     top, second = longest.entries[0], longest.entries[1]
+    measured = (
+        f"fastest at the longest prompt measured, {longest.name}: "
+        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
+        f"noise threshold {100 * noise:.1f}%)"
+    )
+    flagged = [e for e in (top, second) if e.flags]
+    if top.flags:  # the crown would rest on a flagged number: not decided (module docstring)
+        return Route(
+            WORKLOADS["prefill"],
+            None,
+            f"{flags_note(flagged, top.image)}; measured: {top.image} {measured}",
+            [longest.text()],
+        )
     return Route(
         WORKLOADS["prefill"],
         top.image,
-        f"fastest at the longest prompt measured, {longest.name}: "
-        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
-        f"noise threshold {100 * noise:.1f}%)",
+        measured + (f"; {flags_note(flagged, top.image)}" if flagged else ""),
         [longest.text()],
     )
+
+
+def _flagged_on_both(axes: dict[str, AxisVerdict], image: str) -> list[Entry]:
+    """An image's flagged cells among the groups both axes' verdicts are made on."""
+    return [
+        e
+        for av in (axes["prefill"], axes["decode"])
+        for g in av.groups
+        for e in g.entries
+        if e.image == image and e.flags
+    ]
 
 
 def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
@@ -344,7 +442,13 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     if len(both) < 2:
         return Route(WORKLOADS["mixed"], None, "not decided: needs two images measured on both axes")
     if pre.winner and pre.winner == dec.winner:
-        return Route(WORKLOADS["mixed"], pre.winner, "wins both axes: use it for everything")
+        rivals = [e for i in both if i != pre.winner for e in _flagged_on_both(axes, i)]
+        return Route(
+            WORKLOADS["mixed"],
+            pre.winner,
+            "wins both axes: use it for everything"
+            + (f"; {flags_note(rivals, pre.winner)}" if rivals else ""),
+        )
     unclear = [av.axis for av in (pre, dec) if not av.clear]
     rel: dict[str, list[float]] = {i: [] for i in both}
     last: set[str] = set()
@@ -384,6 +488,14 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         )
     if unclear:
         why += f"; the {' and '.join(unclear)} ranking is within noise"
+    mine = _flagged_on_both(axes, pick)
+    rivals = [e for i in both if i != pick for e in _flagged_on_both(axes, i)]
+    if mine:  # the pick rests on a flagged number: not decided (module docstring)
+        return Route(
+            WORKLOADS["mixed"], None, f"{flags_note(mine + rivals, pick)}; measured: {pick}, {why}", ev
+        )
+    if rivals:
+        why += f"; {flags_note(rivals, pick)}"
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
@@ -404,17 +516,29 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
             continue
         assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
         basis = ", ".join(g.name for g in av.groups)
-        if av.clear:
+        flagged = av.flagged_cells()
+        if av.held:
+            lines.append(
+                head + f"not decided (telemetry flags): {av.leader} leads {av.runner_up} by "
+                f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
+                f"{100 * av.noise:.1f}%), but is not crowned"
+            )
+            lines.append(f"  - {flags_note(flagged, av.leader)}")
+        elif av.clear:
             lines.append(
                 head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
                 f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
                 + on_hosts(av.hosts.get(av.winner or "", []))
             )
+            if flagged:
+                lines.append(f"  - {flags_note(flagged, av.leader)}")
         else:
             lines.append(
                 head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
                 f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
             )
+            if flagged:
+                lines.append(f"  - telemetry flags on {cells_text(flagged)}")
         if av.noise_unknown:
             lines.append(
                 f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
@@ -443,10 +567,16 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
     def axis(av: AxisVerdict) -> dict[str, Any]:
         return {
             "winner": av.winner,
+            "leader": av.leader,
             "runner_up": av.runner_up,
             "margin": av.margin,
             "noise_threshold": av.noise,
             "clear": av.clear,
+            "decided": av.decided,
+            "held_by_flags": av.held,
+            "flagged": {
+                img: [{"setting": e.setting, "flags": e.flags} for e in es] for img, es in av.flagged.items()
+            },
             "note": av.note,
             "noise_unknown": av.noise_unknown,
             **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
@@ -460,6 +590,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
                             "avg_ts": e.value,
                             "stddev_ts": e.record.stddev_ts,
                             "setting": e.setting,
+                            "flags": e.flags,
                         }
                         for e in g.entries
                     ],

@@ -560,8 +560,10 @@ def report(
 ):
     """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
     concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
-    cpu-fallback, noisy, implausible bandwidth), a roofline column where the GPU is known, and a verdict
-    with a routing rule (prefill-heavy / latency-bound decode / mixed)."""
+    cpu-fallback, noisy, implausible bandwidth, and what telemetry saw: gpu-shared, throttled, ...),
+    tokens per joule where the GPU energy is valid, a roofline column where the GPU is known, and a
+    verdict with a routing rule (prefill-heavy / latency-bound decode / mixed) that crowns no cell
+    flagged by telemetry. The html page also plots GPU power and clocks over each run shown."""
     from toolkit.analysis import report as report_mod
     from toolkit.results import index as resultindex
     from toolkit.results.records import ResultStore
@@ -599,6 +601,7 @@ def report(
         output=dest,
         plots_dir=Path(plots_dir) if plots_dir else None,
         refused=store.refused,
+        results_root=root,
     )
     if text is not None:
         click.echo(text)
@@ -703,7 +706,8 @@ def _sigterm_as_interrupt() -> None:
     help="Accept tests measured on one side only (they are still named); without it they make the exit code 4.",
 )
 def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing):
-    """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A.
+    """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
+    joule of each, B/A, where both sides have a valid GPU energy).
 
     A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
     run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —

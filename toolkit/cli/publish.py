@@ -185,8 +185,9 @@ def reproduce(
     to .toolkit/runs/<id>/ first). Every image is pulled by registry digest and must have the recorded
     image ID (or is rebuilt with --rebuild); every model file must have the recorded sha256 (tiny
     generated models are generated again); the same llama-bench cases run again (results in
-    <folder>/reproduce/results/). Prints recorded vs reproduced tok/s with deltas and the verdict;
-    exit code 7 when not reproduced.
+    <folder>/reproduce/results/). Prints recorded vs reproduced tok/s with deltas (and tokens per
+    joule with their delta where both runs have a valid GPU energy) and the verdict; exit code 7 when
+    not reproduced.
     """
     from toolkit.core.errors import NotReproduced
     from toolkit.publish import reproduce as reproduce_mod

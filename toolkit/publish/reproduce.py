@@ -10,6 +10,8 @@
    `Runner.settings_from_records`).
 4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
    max(3 x combined relative stddev, threshold); the run reproduces when every test is within noise.
+   Where both hold a valid energy (tables.energy), tokens per joule recorded vs reproduced and their
+   delta are shown too (information: the verdict is on tok/s).
 
 A published folder comes from someone else: every path taken from it (run.json's model paths, its
 files, the work folder reproduce/ and everything written under it) is checked to stay inside the
@@ -30,7 +32,15 @@ import yaml
 from pydantic import ValidationError
 from tabulate import tabulate
 
-from toolkit.analysis.tables import id_value, row_label, select_latest, value, varying_columns
+from toolkit.analysis.tables import (
+    energy,
+    fmt_tok_per_j,
+    id_value,
+    row_label,
+    select_latest,
+    value,
+    varying_columns,
+)
 from toolkit.bench import run as bench
 from toolkit.core import backends
 from toolkit.core import registry as runners
@@ -81,6 +91,13 @@ class ReproRow:
     delta: float | None
     noise: float
     ok: bool
+
+    @property
+    def energy_delta(self) -> float | None:
+        """tok/J reproduced ÷ recorded - 1 where both records hold a valid energy."""
+        ea = energy(self.recorded)
+        eb = energy(self.reproduced) if self.reproduced is not None else None
+        return eb.tok_per_j / ea.tok_per_j - 1 if ea and eb else None
 
 
 @dataclass
@@ -603,26 +620,39 @@ def format_reproduction(rep: Reproduction) -> str:
     for k, (a, b) in rep.host_diff.items():
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
     models = len({r.model for r in rep.rows}) > 1
+    with_energy = [r for r in rep.rows if r.energy_delta is not None]
     head = (
         ["image", "test"]
         + (["model"] if models else [])
-        + ["recorded t/s", "reproduced t/s", "delta", "noise", ""]
+        + ["recorded t/s", "reproduced t/s", "delta", "noise"]
+        + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if with_energy else [])
+        + [""]
     )
     body = []
     for r in rep.rows:
         delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
+        energies = []
+        if with_energy:
+            ea = energy(r.recorded)
+            eb = energy(r.reproduced) if r.reproduced is not None else None
+            energies = [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
+            ]
         body.append(
             [r.image, r.test]
             + ([r.model] if models else [])
-            + [
-                _cell(r.recorded),
-                _cell(r.reproduced),
-                delta,
-                f"±{r.noise * 100:.1f}%",
-                "ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise"),
-            ]
+            + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
+            + energies
+            + ["ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise")]
         )
     lines += ["", tabulate(body, head, tablefmt="github", disable_numparse=True), ""]
+    if with_energy:
+        lines.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
+            f"{len(rep.rows)} tests with a valid energy in both runs (information only: the verdict is on tok/s)"
+        )
     lines += [f"note: {n}" for n in rep.notes]
     bad = sum(not r.ok for r in rep.rows)
     lines.append(
@@ -657,6 +687,11 @@ def reproduction_json(rep: Reproduction) -> dict[str, Any]:
                 "delta": r.delta,
                 "noise": r.noise,
                 "ok": r.ok,
+                "recorded_tok_per_j": ea.tok_per_j if (ea := energy(r.recorded)) else None,
+                "reproduced_tok_per_j": eb.tok_per_j
+                if r.reproduced is not None and (eb := energy(r.reproduced))
+                else None,
+                "tok_per_j_delta": r.energy_delta,
             }
             for r in rep.rows
         ],
