@@ -249,3 +249,27 @@ def test_host_facts_this_machine() -> None:
     facts = host_facts()
     assert facts["kernel"] == os.uname().release
     assert facts["memory_bytes"] > 0 and facts["cpu_threads"] >= 1
+
+
+def test_doctor_shows_each_gpus_power_state_on_a_fake_r9700_tree(tmp_path):
+    """Issue 22 item 4: doctor reads the card's power state without root (a fake sysfs tree of an
+    R9700 built from published captures, tests/telemetry_fakes.py) and says stock or not, and why."""
+    from tests.telemetry_fakes import FakeAmdHost
+    from toolkit.host.doctor import check_power, gpu_power_states
+
+    host = FakeAmdHost(tmp_path / "sys").build()
+    (line,) = check_power(gpu_power_states(tmp_path / "sys", nvml=False))
+    assert line.level == "info" and "renderD128" in line.message and "stock" in line.message, line
+    assert "cap 300 W (default 300 W)" in line.message and "performance level auto" in line.message
+    host.set_caps(cap_w=250, default_w=300)
+    host.write(host.device / "power_dpm_force_performance_level", "manual")
+    (line,) = check_power(gpu_power_states(tmp_path / "sys", nvml=False))
+    assert line.level == "warn" and "not stock" in line.message, line
+    assert "power cap 250 W below the default 300 W" in line.message and "'manual'" in line.message
+
+
+def test_doctor_says_nothing_about_power_without_gpus(tmp_path):
+    from toolkit.host.doctor import check_power, gpu_power_states
+
+    (tmp_path / "sys" / "class" / "drm").mkdir(parents=True)
+    assert check_power(gpu_power_states(tmp_path / "sys", nvml=False)) == []

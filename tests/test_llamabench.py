@@ -96,3 +96,12 @@ def test_captured_0c1e57098_outputs_parse_the_same(fmt):
     assert all(x["avg_ts"] > 0 and x["backends"] == "CPU" and x["flash_attn"] == 1 for x in n)
     clamped = [x for x in n if x["test"] == "pp64" and x["n_ubatch"] == 512]
     assert clamped and clamped[0]["n_ubatch_effective"] == 64
+
+
+def test_cooldown_is_llama_benchs_delay_before_each_test():
+    """bench.cooldown_s -> llama-bench --delay N ("cool off before the test", llama-bench.cpp at
+    0c1e57098); absent when 0 so older builds without --delay still run."""
+    axes = BenchAxes(n_prompt=[512], n_gen=[128], cooldown_s=20)
+    args = lb.bench_args(axes, "/models/m.gguf")
+    assert args[args.index("--delay") + 1] == "20"
+    assert "--delay" not in lb.bench_args(BenchAxes(n_prompt=[512], n_gen=[128]), "/m.gguf")

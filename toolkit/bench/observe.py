@@ -95,18 +95,21 @@ class RunObserver:
         self._lines: list[tuple[float, str]] = []
         self._last_row_t: float | None = None
         self._rows = 0
+        self.power_notes: list[str] = []  # filled by start(): GPUs not at stock power, said up front
         self.baseline: dict[str, Any] | None = None
         self.t_start: float | None = None
         self._kernel: tel.KernelLog | None = None
         self.sampler: tel.Sampler | None = None
+        self._gpu_sources: list[tel.AmdGpuSource | tel.NvmlGpuSource] = []
         if enabled:
-            sources: list[Any] = [tel.HostSource(self._own_cpu)]
             for g in self.gpus:
                 try:
-                    sources.append(tel.open_source(g))
+                    self._gpu_sources.append(tel.open_source(g))
                 except Exception:  # a GPU whose files or NVML handle cannot be opened: not sampled
                     continue
-            self.sampler = tel.Sampler(sources, rate_hz=rate_hz, trace_path=trace_path)
+            self.sampler = tel.Sampler(
+                [tel.HostSource(self._own_cpu), *self._gpu_sources], rate_hz=rate_hz, trace_path=trace_path
+            )
 
     def _own_cpu(self) -> float | None:
         return self._own() if self._own else None
@@ -116,6 +119,13 @@ class RunObserver:
         if self.sampler is None:
             return
         self._kernel = tel.KernelLog()
+        for src in self._gpu_sources:
+            try:
+                reasons = tel.not_stock_reasons(tel.power_state(src))
+            except Exception:
+                continue
+            if reasons:
+                self.power_notes.append(f"GPU {src.id} is not at stock power: {'; '.join(reasons)}")
         self.sampler.start()
         t0 = time.time()
         time.sleep(self.baseline_s)

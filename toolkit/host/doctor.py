@@ -548,6 +548,7 @@ def diagnose(
     pin: int | None = None,
     device_probe: DeviceProbe | None = None,
     apt_policy: str | None = None,
+    nvml: Any = None,
 ) -> DoctorReport:
     """Check the host and say, per image, whether it can run here and why not.
 
@@ -564,6 +565,7 @@ def diagnose(
         + check_docker(docker_info)
         + check_kernel(facts)
         + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
+        + check_power(gpu_power_states(sysfs, nvml=nvml))
     )
     verdicts = [
         image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
@@ -574,6 +576,71 @@ def diagnose(
         if not v.runnable and "invalid device function" in v.reason:
             checks.append(Check("warn", "image", f"{v.name}: {v.reason}"))
     return DoctorReport(host=facts, checks=checks, images=verdicts)
+
+
+def gpu_power_states(sysfs: Path = Path("/sys"), *, nvml: Any = None) -> list[dict[str, Any]]:
+    """Each GPU's power state now, read without root (toolkit.host.telemetry): AMD cards under
+    sysfs/class/drm (power cap vs default, performance level, power profile, overdrive offset and bit,
+    runtime status) and NVIDIA GPUs through NVML (enforced vs default power limit). One dict per GPU:
+    {"gpu", "name", "render_node", "state", "not_stock": [reasons]}. Never raises."""
+    from toolkit.host import telemetry as tel
+
+    out: list[dict[str, Any]] = []
+    for ref in tel.discover_gpus(sysfs / "class" / "drm", nvml=nvml):
+        try:
+            if ref.vendor == "amd":
+                assert ref.device_dir is not None
+                src: Any = tel.AmdGpuSource(
+                    ref.device_dir,
+                    kfd_root=sysfs / "class" / "kfd" / "kfd",
+                    module_params=sysfs / "module" / "amdgpu" / "parameters",
+                    source_id=ref.id,
+                )
+            else:
+                src = tel.open_source(ref, nvml=nvml) if nvml is not None else tel.open_source(ref)
+            state = tel.power_state(src)
+        except Exception as err:  # a card whose files cannot be read: say so, never stop doctor
+            out.append(
+                {"gpu": ref.id, "name": ref.name, "render_node": ref.render_node, "error": str(err)[:200]}
+            )
+            continue
+        out.append(
+            {
+                "gpu": ref.id,
+                "name": ref.name,
+                "render_node": ref.render_node,
+                "state": state,
+                "not_stock": tel.not_stock_reasons(state),
+            }
+        )
+    return out
+
+
+def check_power(states: list[dict[str, Any]]) -> list[Check]:
+    """One line per GPU: its power state, `warn` when it is not stock (results on it are flagged
+    power-not-stock: a cap below default, a forced performance level, a non-default profile or
+    overdrive offsets move tok/s by 9-16 % in public reports, shared/reference/gpu-telemetry.md §7)."""
+    out = []
+    for g in states:
+        label = " ".join(x for x in (g.get("render_node"), g.get("name") or g["gpu"]) if x)
+        if "error" in g:
+            out.append(Check("warn", "power", f"{label}: power state unreadable ({g['error']})"))
+            continue
+        st = g["state"]
+        parts = []
+        if st.get("cap_w") is not None:
+            parts.append(f"cap {st['cap_w']:.0f} W (default {st.get('cap_default_w') or 0:.0f} W)")
+        for key, name in (("perf_level", "performance level"), ("power_profile", "profile")):
+            if st.get(key):
+                parts.append(f"{name} {st[key]}")
+        if st.get("runtime_status"):
+            parts.append(f"runtime {st['runtime_status']}")
+        desc = ", ".join(parts) or "no power files readable"
+        if g["not_stock"]:
+            out.append(Check("warn", "power", f"{label}: not stock: {'; '.join(g['not_stock'])} ({desc})"))
+        else:
+            out.append(Check("info", "power", f"{label}: stock as far as it shows ({desc})"))
+    return out
 
 
 def _read_text(path: Path) -> str:

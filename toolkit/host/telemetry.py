@@ -739,7 +739,8 @@ class GpuRef:
 
 def discover_gpus(drm_root: str | Path = "/sys/class/drm", *, nvml: Any = None) -> list[GpuRef]:
     """AMD cards under `drm_root`/card*/device with vendor 0x1002 (connectors such as card0-DP-1
-    skipped), then NVIDIA GPUs via NVML when nvidia-ml-py imports and nvmlInit succeeds. Never
+    skipped), then NVIDIA GPUs via NVML when nvidia-ml-py imports and nvmlInit succeeds (`nvml`: a
+    pynvml-like module to use, None for the real one, False for none). Never
     raises: a host without GPUs, without NVML or without a driver gives fewer entries."""
     out: list[GpuRef] = []
     root = Path(drm_root)
@@ -763,6 +764,8 @@ def discover_gpus(drm_root: str | Path = "/sys/class/drm", *, nvml: Any = None) 
                 name=_read_text(dev / "product_name") or None,
             )
         )
+    if nvml is False:  # the caller asked for AMD cards only (tests of a fake sysfs on any host)
+        return out
     try:
         n = nvml if nvml is not None else _import_pynvml()
         n.nvmlInit()

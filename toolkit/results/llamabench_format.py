@@ -52,6 +52,8 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
         args += ["-d", _csv(axes.n_depth)]
     if axes.threads:
         args += ["-t", str(axes.threads)]
+    if axes.cooldown_s:
+        args += ["--delay", str(axes.cooldown_s)]
     if device:
         args += ["-dev", device]
     return args + ["-o", "jsonl", "--progress"]

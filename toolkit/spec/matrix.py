@@ -276,6 +276,13 @@ class BenchAxes(_Strict):
         "the report shows the between-run spread and flags bimodal runs",
     )
     threads: StrictInt | None = Field(None, ge=1)
+    cooldown_s: StrictInt = Field(
+        0,
+        ge=0,
+        le=3600,
+        description="seconds llama-bench rests before each test (its --delay, 'cool off before the test' at "
+        "0c1e57098): lets the GPU cool between tests; outside the measured window; recorded with every record",
+    )
     timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
     memory: str | None = Field(
         None, description="container memory limit (docker --memory), e.g. 24g; recorded"

@@ -237,6 +237,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         host=host,
         log_file=str(log_path),
         limits={"memory_bytes": memory},
+        **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
         **({"process_run": opts.process_run} if opts.process_run else {}),
         **opts.record_extra,
         **stale_marks(build),
@@ -318,6 +319,8 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
 
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     observer.start()
+    for note in observer.power_notes:  # up front: results on a GPU not at stock power are not the card's
+        events("note", text=f"{spec.name}: warning: {note}; its records are flagged power-not-stock")
     started = {"on_start": observer.own_pid} if observer.enabled else {}
     try:
         out = engine.run_container(
