@@ -199,6 +199,17 @@ class RunObserver:
         }
 
 
+def with_window(rec: Any, seen: dict[str, Any], window_from: str) -> Any:
+    """A copy of BenchRecord `rec` carrying a command window's telemetry (`window_from` says which
+    window: e.g. "vllm-latency-runs") and its flags added to the record's own."""
+    if not seen:
+        return rec
+    telemetry = {**seen["telemetry"], "window_from": window_from}
+    flags = list((rec.model_extra or {}).get("flags") or [])
+    flags += [f for f in seen.get("flags", []) if f not in flags]
+    return rec.model_copy(update={"telemetry": telemetry, **({"flags": flags} if flags else {})})
+
+
 def kernel_fault(facts: dict[str, Any]) -> str | None:
     """A failed-row reason when the kernel log showed GPU faults during the run (ring timeout, reset,
     MES failure, page fault, VRAM lost), quoting up to three lines; None otherwise."""

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault, with_window
 from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
     SERVED_TOLERANCE,
     Case,
@@ -64,6 +65,7 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
 )
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine_api
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
@@ -1037,7 +1039,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
     Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
     returns one summary line per phase."""
     lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
-    events, engine = ctx.events, ctx.engine
+    engine = ctx.engine
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return [Outcome(spec.name, model.name, "skipped", reason)]
@@ -1072,10 +1074,38 @@ def _run(ctx: RunContext) -> list[Outcome]:
     }
     vctx.cold = cold
     outcomes: list[Outcome] = []
+    observer = RunObserver(
+        store.digest_dir(build.digest) / "telemetry" / f"{opts.run_id}-{model.name}.jsonl",
+        gpus_for_run(
+            spec.backend,
+            [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
+        ),
+        enabled=opts.telemetry and engine is engine_api,  # a fake engine runs no process to observe
+    )
+    observer.start()
+    try:
+        outcomes = _phases(ctx, vctx, base, timeout, observer)
+    finally:
+        facts = observer.finish()
+    fault = kernel_fault(facts)
+    if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
+        ctx.save(BenchRecord(**base, test="run", axis="served", status="failed", error=fault))
+    return outcomes
+
+
+def _phases(
+    ctx: RunContext, vctx: _Ctx, base: dict[str, Any], timeout: float, observer: RunObserver
+) -> list[Outcome]:
+    """The latency runs, then the served sweep; each record carries the telemetry of its phase's
+    window (the latency runs together, or the serve sweep: vLLM's own timings do not say where each
+    request ran, so the window is the commands')."""
+    lm, spec, model, store, events = ctx.lm, ctx.spec, ctx.model, ctx.store, ctx.events
+    outcomes: list[Outcome] = []
     plan = latency_plan(lm)
     if plan:
         events("start", image=spec.name, model=model.name, total=len(plan))
         results: dict[LatencyRun, _LatencyResult] = {}
+        t0 = time.time()
         for i, r in enumerate(plan):
             events(
                 "progress",
@@ -1086,7 +1116,8 @@ def _run(ctx: RunContext) -> list[Outcome]:
                 phase=f"latency in{r.input_len} out{r.output_len}",
             )
             results[r] = _run_latency(vctx, store, r, timeout)
-        recs = _latency_records(vctx, base, results)
+        seen = observer.window(t0, time.time(), None)
+        recs = [with_window(rec, seen, "vllm-latency-runs") for rec in _latency_records(vctx, base, results)]
         for rec in recs:
             ctx.save(rec)  # run_bench's saver: whole-or-absent, counted, flagged when runs overlap
         events("done", image=spec.name, model=model.name, total=len(plan))
@@ -1095,7 +1126,10 @@ def _run(ctx: RunContext) -> list[Outcome]:
         outcomes.append(_summary(spec, model, recs, "latency", timing))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
+        t0 = time.time()
         recs, timing = _serve(vctx, store, base, events, timeout)
+        seen = observer.window(t0, time.time(), None)
+        recs = [with_window(rec, seen, "vllm-serve-sweep") for rec in recs]
         for rec in recs:
             ctx.save(rec)
         events("done", image=spec.name, model=model.name, total=len(recs))
