@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import json
 import os
 import struct
 import tempfile
@@ -41,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
 
 if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
@@ -530,8 +530,8 @@ def read_sidecar(path: Path) -> dict | None:
     if not side.is_file():
         return None
     try:
-        data = json.loads(side.read_text())
-    except (OSError, ValueError) as err:
+        data = jsonsafe.read_file(side)
+    except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(
             f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME --twin`"
         ) from None

@@ -18,15 +18,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
-from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput, BuildFailed, FileSystemError
 from toolkit.engine import api as engine
-from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, append_jsonl, write_json_atomic
+from toolkit.results.records import (
+    BenchRecord,
+    BuildRecord,
+    ResultStore,
+    append_jsonl,
+    read_jsonl_numbered,
+    write_json_atomic,
+)
 from toolkit.spec.matrix import BenchAxes, LoadedMatrix
 
 NO_ATTESTATIONS = "not supported by the docker driver"
@@ -51,6 +59,9 @@ _AXIS_FLAGS = {
     "-r": "repetitions",
     "-t": "threads",
 }
+
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class PushFailed(BuildFailed):
@@ -461,7 +472,7 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         prev = out / "run.json"
-        same = prev.is_file() and PublishedRun.model_validate_json(prev.read_text()).run_id == run_id
+        same = prev.is_file() and read_run_json(prev).run_id == run_id
         if not same:
             raise BadInput(
                 f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
@@ -539,22 +550,68 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
-    """Read a published run folder; BadInput naming the missing file."""
-    folder = Path(folder)
-    from toolkit.results.records import read_jsonl
+def _first_error(err: ValidationError) -> str:
+    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input)."""
+    first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+    where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:60] + "..."
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')[:160]} (got {got})"
 
+
+def read_run_json(path: Path) -> PublishedRun:
+    """run.json of a published run folder as a PublishedRun; BadInput (exit 4) naming the file and
+    the field when it is not JSON (the one safe parse, toolkit.core.jsonsafe) or not a run."""
+    fix = "a published run folder's run.json is written by `toolkit export-run`; re-export or re-download it"
+    try:
+        data = jsonsafe.read_file(path)
+    except OSError as err:
+        raise FileSystemError.from_oserror(err, "reading a published run") from None
+    except jsonsafe.JsonProblem as err:
+        raise BadInput(f"{path}: {err}; {fix}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: not a JSON object; {fix}")
+    try:
+        return PublishedRun.model_validate(data)
+    except ValidationError as err:
+        raise BadInput(f"{path}: {_first_error(err)}; {fix}") from None
+
+
+def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
+    """Every line of a published folder's results.jsonl / builds.jsonl as `model`; BadInput naming
+    file:line and the field at the first line that is not one (a reference with a line left out
+    would reproduce a run other than the one published)."""
+    problems: list[str] = []
+    out: list[RecordT] = []
+    for n, obj in read_jsonl_numbered(path, problems):
+        if problems:
+            break
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as err:
+            problems.append(f"{path}:{n}: {_first_error(err)}")
+    if problems:
+        raise BadInput(
+            f"{problems[0]}; every line of a published run is part of it: re-export or re-download the folder"
+        )
+    return out
+
+
+def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
+    """Read a published run folder; BadInput naming the missing file, or the file (and line) and
+    field that is not what `toolkit export-run` writes."""
+    folder = Path(folder)
     for name in ("run.json", "results.jsonl"):
         if not (folder / name).is_file():
             raise BadInput(
                 f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
             )
-    run = PublishedRun.model_validate_json((folder / "run.json").read_text())
+    run = read_run_json(folder / "run.json")
     if run.schema_version != RUN_SCHEMA_VERSION:
         raise BadInput(
             f"{folder}/run.json: schema_version {run.schema_version} is not supported (this toolkit "
             f"reads {RUN_SCHEMA_VERSION})"
         )
-    recs = [BenchRecord.model_validate(o) for o in read_jsonl(folder / "results.jsonl")]
-    builds = [BuildRecord.model_validate(o) for o in read_jsonl(folder / "builds.jsonl")]
+    recs = _read_records(folder / "results.jsonl", BenchRecord)
+    builds = _read_records(folder / "builds.jsonl", BuildRecord)
     return run, recs, builds

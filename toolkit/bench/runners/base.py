@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from toolkit.bench import guard
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import devices
@@ -100,8 +101,8 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
     raw = guard.read_regular_file(cache_file)  # a FIFO there must not block
     try:
-        cache: Any = json.loads(raw.decode("utf-8")) if raw is not None else {}
-    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
+        cache: Any = jsonsafe.parse(raw) if raw is not None else {}
+    except jsonsafe.JsonProblem:  # not UTF-8, not JSON, nested too deep, a 5000-digit number
         cache = {}
     if not isinstance(cache, dict):
         cache = {}

@@ -44,7 +44,6 @@ Sources (all read from the sglang 0.5.15 wheel on PyPI):
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -53,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolkit.core import jsonsafe
 
 METHOD_PREFILL = "sglang-bench-one-batch-prefill"
 METHOD_DECODE = "sglang-bench-one-batch-decode"
@@ -331,9 +332,9 @@ def _number(value: Any, key: str, where: str) -> float | None:
 
 def _loads(text: str, where: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SglangOutputError(f"{where}: not JSON ({err.msg})") from None
+        obj = jsonsafe.parse(text)
+    except jsonsafe.JsonProblem as err:
+        raise SglangOutputError(f"{where}: {err}") from None
     if not isinstance(obj, dict):
         raise SglangOutputError(f"{where}: holds no result object")
     return obj

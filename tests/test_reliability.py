@@ -1,0 +1,275 @@
+"""Issue 21, "nothing lost, no traceback": each KIND of fault closed once, with a reproducer per case
+(docs/reliability.md lists them: case, expected, now).
+
+3. every JSON reader of every file goes through one safe parse (toolkit.core.jsonsafe);
+4. runs are ordered by the store's sequence, not the wall clock; clock anomalies are flagged;
+6. matrix.yaml is strictly typed before anything renders; hostile archives are bad input;
+7. one results folder, one bench at a time (results/.lock);
+8. model paths llama-bench cannot take, and GGUF headers that lie about their length, are bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import DATA
+from tests.test_report import make_record
+from toolkit.cli.main import cli
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput
+from toolkit.results import importer
+from toolkit.results.records import ResultStore, read_jsonl_numbered
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def exit_code(res) -> int:
+    """The exit code main() gives (CliRunner leaves a toolkit error as the exception)."""
+    return getattr(res.exception, "exit_code", res.exit_code) if res.exception else res.exit_code
+
+
+def no_traceback(res) -> None:
+    """A toolkit error or a clean exit: never an exception the CLI would print as a bug (exit 1)."""
+    assert exit_code(res) != 1, (res.output, repr(res.exception))
+
+
+DEEP = b"[" * 5000 + b"]" * 5000
+BIG_INT = b'{"n": ' + b"7" * 5000 + b"}"
+HOSTILE_LINES = {
+    "deep": DEEP,
+    "deep-object": b'{"a": ' + b"[" * 100_000,
+    "big-int": BIG_INT,
+    "not-utf8": b'{"a": "\xff\xfe"}',
+    "nan-depth-65": b'{"a": ' + b"[" * 65 + b"]" * 65 + b"}",
+    "not-json": b"{not json",
+}
+
+
+# ----------------------------------------------------------------- 3. one safe parse for every reader
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LINES))
+def test_the_one_json_helper_turns_every_parser_failure_into_a_reason(name):
+    obj, why = jsonsafe.parse_line(HOSTILE_LINES[name])
+    assert obj is None and why
+    with pytest.raises(jsonsafe.JsonProblem):
+        jsonsafe.parse(HOSTILE_LINES[name])
+
+
+def test_the_json_helper_bounds_depth_and_size():
+    assert jsonsafe.parse_line(b'{"a": ' + b"[" * 60 + b"]" * 60 + b"}")[0] is not None
+    assert jsonsafe.parse_line(b'{"a": ' + b"[" * 64 + b"]" * 64 + b"}")[1] == "nested deeper than 64 levels"
+    assert jsonsafe.parse_line(BIG_INT)[1] == "a number of more than 4300 digits"
+    assert jsonsafe.parse_line(b" " * (jsonsafe.MAX_LINE_BYTES + 1))[1].startswith("longer than")
+
+
+def _good_store(tmp_path: Path) -> tuple[ResultStore, Path]:
+    store = ResultStore(tmp_path / "results")
+    path = store.add_result(make_record("cpu", "cpu", p=512, avg=100.0))
+    return store, path
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LINES))
+def test_a_hostile_bench_line_is_a_warning_and_report_and_compare_go_on(tmp_path, name):
+    """Reproducer: a bench.jsonl line nested 5000 deep killed report and compare (RecursionError in
+    records._parse_line)."""
+    store, path = _good_store(tmp_path)
+    with path.open("ab") as fh:
+        fh.write(HOSTILE_LINES[name] + b"\n")
+    store.add_result(make_record("cpu", "cpu", p=512, avg=101.0, raw={"test_time": "x"}))
+    assert len(store.results()) == 2 and store.refused == 1
+    assert any(w.startswith(f"{path}:2: skipped a") for w in store.warnings), store.warnings
+    res = run("report", "--results", str(tmp_path / "results"))
+    no_traceback(res)
+    assert exit_code(res) == 0 and f"{path}:2: skipped a" in res.output
+    res = run("compare", "--results", str(tmp_path / "results"), "cpu", "cpu")
+    no_traceback(res)
+
+
+def test_a_hostile_builds_line_is_a_warning(tmp_path):
+    store = ResultStore(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    store.builds_file.write_bytes(DEEP + b"\n" + BIG_INT + b"\n")
+    assert store.builds() == []
+    assert [w.split(": ", 1)[0] for w in store.warnings] == [
+        f"{store.builds_file}:1",
+        f"{store.builds_file}:2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        pytest.param("brackets.json", b"[" * 100_000, id="json-100000-brackets"),
+        pytest.param("brackets.jsonl", b"{" * 100_000 + b"\n", id="jsonl-100000-braces"),
+        pytest.param("bigint.jsonl", None, id="jsonl-5000-digit-integer"),
+        pytest.param("bigint.json", None, id="json-5000-digit-integer"),
+        pytest.param("garbage.jsonl", b"{\xff\xfe\x00\x01" * 100, id="garbage-bytes"),
+    ],
+)
+def test_import_of_hostile_json_is_bad_input_naming_the_file(tmp_path, name, data):
+    """Reproducer: `toolkit import` of `[`x100000 and of a JSONL with a 5000-digit integer gave a
+    traceback (RecursionError / ValueError in the readers)."""
+    if data is None:
+        row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+        text = json.dumps(row).replace('"n_prompt": ', '"n_prompt": ' + "9" * 5000 + ', "x": ', 1)
+        data = (f"[{text}]" if name.endswith(".json") else text + "\n").encode()
+    f = tmp_path / name
+    f.write_bytes(data)
+    res = run("import", "--results", str(tmp_path / "r"), "--label", "x", str(f))
+    no_traceback(res)
+    assert exit_code(res) == 4 and str(f) in str(res.exception)
+
+
+def test_import_keeps_good_rows_beside_a_hostile_line(tmp_path):
+    lines = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()
+    f = tmp_path / "mixed.jsonl"
+    f.write_bytes(
+        lines[0].encode() + b"\n" + b"{" + b"[" * 5000 + b"\n" + BIG_INT + b"\n" + lines[1].encode() + b"\n"
+    )
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == 2
+    assert [s.split(": ")[0] for s in res.skipped] == [f"{f}:2", f"{f}:3"]
+
+
+@pytest.mark.parametrize(
+    ("count", "why"),
+    [
+        pytest.param("9" * 30, "n_prompt is 999999999999... (30 digits)", id="30-digits"),
+        pytest.param("10000001", "n_prompt is 10000001", id="above-1e7"),
+        pytest.param("1e300", "n_prompt is 1e+300", id="float-1e300"),
+    ],
+)
+def test_an_unphysical_token_count_is_refused_by_the_validity_pass(tmp_path, count, why):
+    """Reproducer: `import` of n_prompt with 30 digits then `report --format html` gave a TypeError in
+    the plots' log2; the one validity pass (check_row) now refuses the row."""
+    rows = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()
+    pp = next(r for r in rows if json.loads(r)["n_prompt"])
+    bad = pp.replace(f'"n_prompt": {json.loads(pp)["n_prompt"]}', f'"n_prompt": {count}', 1)
+    bad = bad.replace(f'"n_prompt":{json.loads(pp)["n_prompt"]}', f'"n_prompt":{count}', 1)
+    assert bad != pp
+    f = tmp_path / "big.jsonl"
+    f.write_text("\n".join([*rows, bad]) + "\n")
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == len(rows)
+    assert any(why in r and "more than 1e+07 tokens" in r for r in res.refused), res.refused
+    out = tmp_path / "report.html"
+    res2 = run("report", "--results", str(tmp_path / "results"), "--format", "html", "-o", str(out))
+    no_traceback(res2)
+    assert exit_code(res2) == 0
+
+
+def test_a_hand_edited_record_with_a_huge_count_is_skipped_not_plotted(tmp_path):
+    store, path = _good_store(tmp_path)
+    obj = json.loads(path.read_text())
+    obj["n_prompt"] = 10**30
+    with path.open("a") as fh:
+        fh.write(json.dumps(obj) + "\n")
+    assert len(store.results()) == 1
+    assert any(":2: skipped a record: n_prompt" in w or "n_prompt has 31 digits" in w for w in store.warnings)
+    res = run(
+        "report", "--results", str(tmp_path / "results"), "--format", "html", "-o", str(tmp_path / "r.html")
+    )
+    no_traceback(res)
+
+
+def _published(tmp_path: Path) -> Path:
+    store, _ = _good_store(tmp_path)
+    from toolkit.publish import push
+
+    rec = store.results()[0]
+    folder = tmp_path / "pub"
+    push.export_run(store, rec.run_id, folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        pytest.param(b"not json {", "not JSON", id="not-json"),
+        pytest.param(DEEP, "nested deeper than", id="deep"),
+        pytest.param(b"\xff\xfe", "not UTF-8", id="not-utf8"),
+        pytest.param(b"[1, 2]", "not a JSON object", id="a-list"),
+        pytest.param(None, "images: ", id="wrong-type"),
+    ],
+)
+def test_a_published_run_json_that_is_not_one_is_bad_input_naming_file_and_field(tmp_path, content, field):
+    """Reproducer: a run.json that is not JSON or wrong-typed gave a pydantic traceback (push.load_run)."""
+    from toolkit.publish import push
+
+    folder = _published(tmp_path)
+    if content is None:
+        data = json.loads((folder / "run.json").read_text())
+        data["images"] = "cpu"
+        content = json.dumps(data).encode()
+    (folder / "run.json").write_bytes(content)
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert str(err.value).startswith(f"{folder / 'run.json'}: ") and field in str(err.value)
+    res = run("reproduce", str(folder))
+    no_traceback(res)
+    assert exit_code(res) == 4
+
+
+def test_a_published_results_line_that_is_not_a_record_is_bad_input_naming_file_line_and_field(tmp_path):
+    from toolkit.publish import push
+
+    folder = _published(tmp_path)
+    line = json.loads((folder / "results.jsonl").read_text())
+    line["avg_ts"] = "fast"
+    with (folder / "results.jsonl").open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert str(err.value).startswith(f"{folder / 'results.jsonl'}:2: avg_ts: ")
+    (folder / "results.jsonl").write_bytes((folder / "results.jsonl").read_bytes().splitlines(True)[0] + DEEP)
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert f"{folder / 'results.jsonl'}:2: " in str(err.value)
+
+
+def test_a_garbage_telemetry_trace_is_warned_not_a_traceback(tmp_path):
+    """Reproducer: a telemetry trace of garbage bytes raised UnicodeDecodeError out of iter_trace."""
+    from toolkit.analysis.telemetry import load_trace
+
+    trace = tmp_path / "telemetry.jsonl"
+    good = {"t": 1.0, "gpus": []}
+    trace.write_bytes(
+        b'{"telemetry_trace": 1}\n\xff\xfe\xfd garbage\n' + DEEP + b"\n" + json.dumps(good).encode() + b"\n"
+    )
+    warnings: list[str] = []
+    assert load_trace(trace, warnings) == [good]
+    assert [w.split(": ")[0] for w in warnings] == [f"{trace}:2", f"{trace}:3"]
+    assert "not UTF-8" in warnings[0]
+
+
+def test_read_jsonl_numbered_never_raises_on_any_line(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(b"\n".join(HOSTILE_LINES.values()) + b'\n{"ok": 1}\n')
+    warnings: list[str] = []
+    assert list(read_jsonl_numbered(f, warnings)) == [(len(HOSTILE_LINES) + 1, {"ok": 1})]
+    assert len(warnings) == len(HOSTILE_LINES)
+
+
+def test_every_json_reader_goes_through_the_one_helper():
+    """No module of the toolkit calls json.loads / json.load / raw_decode itself: the one safe parse is
+    toolkit.core.jsonsafe (checked on the source, so a new reader cannot bypass it)."""
+    root = Path(__file__).resolve().parents[1] / "toolkit"
+    offenders = []
+    for py in root.rglob("*.py"):
+        if py.name == "jsonsafe.py":
+            continue
+        text = py.read_text()
+        for needle in ("json.loads(", "json.load(", ".raw_decode(", "model_validate_json("):
+            if needle in text:
+                offenders.append(f"{py.relative_to(root.parent)}: {needle}")
+    # checkpoint.py: json.loads(json.dumps(x)), a deep copy of its own data, not a reader
+    assert offenders == ["toolkit/models/checkpoint.py: json.loads("], offenders
