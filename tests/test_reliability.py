@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,345 @@ def test_every_json_reader_goes_through_the_one_helper():
                 offenders.append(f"{py.relative_to(root.parent)}: {needle}")
     # checkpoint.py: json.loads(json.dumps(x)), a deep copy of its own data, not a reader
     assert offenders == ["toolkit/models/checkpoint.py: json.loads("], offenders
+
+
+# ----------------------------------------------------------------- 6. matrix.yaml strictly typed
+
+
+def _matrix_with(project: Path, old: str, new: str, *, after: int = 0) -> Path:
+    """project/matrix.yaml with the first line at or after line `after` that starts with `old`
+    (stripped) replaced by `new` at the same indentation."""
+    p = project / "matrix.yaml"
+    lines = p.read_text().splitlines()
+    i = next(j for j, ln in enumerate(lines) if j >= after and ln.strip().startswith(old))
+    lines[i] = lines[i][: len(lines[i]) - len(lines[i].lstrip())] + new
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+ROCM_LINE = 75  # the rocm image's block in matrix.yaml starts after this line
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "after", "expect"),
+    [
+        pytest.param(
+            "gfx_targets:",
+            "gfx_targets: false",
+            ROCM_LINE,
+            ["images[2].vars: template variable 'gfx_targets' is False", "e.g. [gfx1201]"],
+            id="gfx_targets-false",
+        ),
+        pytest.param(
+            "gfx_targets:",
+            "gfx_targets: [gfx1201, 7]",
+            ROCM_LINE,
+            ["'gfx_targets': item 7 is not text"],
+            id="gfx_targets-int-item",
+        ),
+        pytest.param(
+            "cmake_args:",
+            "cmake_args: -DGGML_NATIVE=OFF",
+            0,
+            ["template variable 'cmake_args' is '-DGGML_NATIVE=OFF'", "a list of cmake flags"],
+            id="cmake_args-string",
+        ),
+        pytest.param(
+            "cmake_args:",
+            "cmake_args: !!set {-DA=1}",
+            0,
+            ["template variable 'cmake_args' is {'-DA=1'}"],
+            id="cmake_args-set",
+        ),
+        pytest.param(
+            "ref: 0c1e",
+            "ref: 2026-02-30",
+            0,
+            ["line 11, column 10: '2026-02-30' cannot be read as a YAML timestamp", "quote it"],
+            id="impossible-date",
+        ),
+        pytest.param(
+            "ref: 0c1e",
+            "ref: 2026-02-28",
+            0,
+            [
+                "sources.llama.cpp.ref: Input should be a valid string (got datetime.date(2026, 2, 28))",
+                "YAML read an unquoted date: quote it",
+            ],
+            id="valid-date-as-ref",
+        ),
+        pytest.param(
+            "repetitions:",
+            "repetitions: " + "9" * 5000,
+            0,
+            ["cannot be read as a YAML int", "4300 digits"],
+            id="5000-digit-int",
+        ),
+        pytest.param(
+            "repetitions:",
+            "repetitions: true",
+            0,
+            ["bench.repetitions: Input should be a valid integer (got True)", "whole number"],
+            id="bool-as-count",
+        ),
+        pytest.param(
+            "n_gen:",
+            "n_gen: !!set {128}",
+            0,
+            ["bench.n_gen: Input should be a valid list (got {128})", "not a !!set"],
+            id="set-as-axis",
+        ),
+        pytest.param(
+            "timeout_s:",
+            "timeout_s: .nan",
+            0,
+            ["bench.timeout_s"],
+            id="nan-timeout",
+        ),
+        pytest.param(
+            "hip_version:",
+            "hip_version: 7.20",
+            0,
+            ["template variable 'hip_version' is 7.2", "quote versions"],
+            id="float-version",
+        ),
+    ],
+)
+def test_a_matrix_value_of_the_wrong_type_is_bad_input_naming_file_field_and_fix(
+    project, old, new, after, expect
+):
+    """Reproducers: `gfx_targets: false` (TypeError in the rocm template render), `ref: 2026-02-30`
+    (ValueError out of PyYAML's constructor), huge ints, a `!!set`, `cmake_args` as a string."""
+    from toolkit.spec.matrix import load_matrix
+
+    p = _matrix_with(project, old, new, after=after)
+    with pytest.raises(BadInput) as err:
+        load_matrix(p)
+    msg = str(err.value)
+    assert str(p) in msg
+    for e in expect:
+        assert e in msg, msg
+    res = run("render", "--matrix", str(p))
+    no_traceback(res)
+    assert exit_code(res) == 4
+
+
+def test_huge_engine_settings_are_bad_input(project, matrix_data):
+    from tests.conftest import mutate, write_matrix
+    from toolkit.spec.matrix import load_matrix
+
+    for path in (["vllm", "max_model_len"], ["bench", "threads"], ["sglang", "context_length"]):
+        data = (
+            mutate(matrix_data, path, 10**30)
+            if path[0] in matrix_data
+            else {**matrix_data, path[0]: {path[1]: 10**30}}
+        )
+        with pytest.raises(BadInput, match=".".join(path)):
+            load_matrix(write_matrix(project, data))
+
+
+def test_a_set_key_is_bad_input_naming_the_line(project):
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("bench:\n", "? !!set {a}\n: 1\nbench:\n", 1))
+    with pytest.raises(BadInput, match=r"line \d+, column \d+: .*a mapping key must be a plain value"):
+        load_matrix(p)
+
+
+FUZZ_VALUES = [
+    False,
+    True,
+    None,
+    0,
+    -1,
+    1.5,
+    10**30,
+    float("inf"),
+    float("nan"),
+    "",
+    "x",
+    "gfx1201",
+    [],
+    {},
+    [1],
+    ["a"],
+    [None],
+    [[1]],
+    {"a": 1},
+    {1: 2},
+    {"a"},
+    b"\x00\x01",
+    "a b",
+]
+FUZZ_TEXT = [
+    "2026-02-30",
+    "2026-02-28",
+    "!!set {a, b}",
+    "1" + "0" * 5000,
+    "!!binary AAAA",
+    "!!omap [{a: 1}]",
+    ".inf",
+    ".nan",
+    "~",
+    "0x1F",
+    "0o17",
+    "1_000",
+    "2026-02-28 10:00:00",
+    "!!pairs [{a: 1}]",
+    "!!float 1",
+    "!!int x",
+    "[a, [b, [c]]]",
+    "{a: {b: 1}}",
+    "!!str 1",
+    "9" * 400,
+    "-" + "9" * 40,
+    "yes",
+    "[]",
+    "{}",
+]
+
+
+def test_random_type_substitutions_over_matrix_yaml_never_crash(project):
+    """300 random substitutions (seed 21): a value anywhere in matrix.yaml replaced by a value of
+    another type (in the data, or as YAML text: dates, tags, 5000-digit ints), then loaded and every
+    image rendered: bad input (a ToolkitError, exit 4) or fine, never an exception (exit 1)."""
+    import copy
+    import random
+    import re
+    import traceback
+
+    import yaml
+
+    from toolkit.core.errors import ToolkitError
+    from toolkit.images import render
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    text0 = p.read_text()
+    base = yaml.safe_load(text0)
+
+    def paths(d, pre=()):
+        if pre:
+            yield pre
+        items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
+        for k, v in items:
+            yield from paths(v, (*pre, k))
+
+    all_paths = list(paths(base))
+    lines0 = text0.splitlines()
+    scalar_lines = [
+        j for j, ln in enumerate(lines0) if re.match(r"^\s*(- )?[\w.]+: \S", ln) and "#" not in ln
+    ]
+    rnd = random.Random(21)
+    crashes, refused, loaded = [], 0, 0
+    for i in range(300):
+        if i % 3 == 2:
+            lines = list(lines0)
+            j, t = rnd.choice(scalar_lines), rnd.choice(FUZZ_TEXT)
+            lines[j] = re.sub(r"(:\s).*$", lambda m, t=t: m.group(1) + t, lines[j])
+            what, text = f"line {j + 1}: {lines[j].strip()[:60]}", "\n".join(lines) + "\n"
+        else:
+            path, value = rnd.choice(all_paths), rnd.choice(FUZZ_VALUES)
+            data = copy.deepcopy(base)
+            cur = data
+            for k in path[:-1]:
+                cur = cur[k]
+            cur[path[-1]] = value
+            what, text = f"{path} = {value!r}"[:100], yaml.safe_dump(data, sort_keys=False)
+        p.write_text(text)
+        try:
+            lm = load_matrix(p)
+            lm.m.bench.cases()
+            for spec in lm.m.images:
+                render.render_image(lm, spec)
+            loaded += 1
+        except ToolkitError as err:
+            assert err.exit_code == 4, (what, err)
+            refused += 1
+        except Exception:  # noqa: BLE001 - the point: nothing but bad input may come out
+            crashes.append(f"{what}: {traceback.format_exc().splitlines()[-1]}")
+    assert not crashes, crashes[:10]
+    assert refused > 180 and loaded > 15  # both kinds happened: the fuzz is not vacuous
+
+
+def test_a_few_substitutions_through_the_cli_exit_4_never_1(project):
+    for old, new in [
+        ("gfx_targets:", "gfx_targets: false"),
+        ("ref: 0c1e", "ref: 2026-02-30"),
+        ("cmake_args:", "cmake_args: 7"),
+        ("n_batch:", "n_batch: {a: 1}"),
+    ]:
+        shutil.copy(Path(__file__).resolve().parents[1] / "matrix.yaml", project / "matrix.yaml")
+        p = _matrix_with(project, old, new, after=ROCM_LINE if "gfx" in old else 0)
+        for args in (["render", "--matrix", str(p)], ["bench", "--matrix", str(p), "--dry-run"]):
+            res = run(*args)
+            no_traceback(res)
+            assert exit_code(res) == 4, (args, new, res.output)
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("../evil", "file", "")],
+        [("a/link", "sym", "../../etc/passwd")],
+        [("a/fifo", "fifo", "")],
+    ],
+    ids=["dotdot", "symlink-out", "fifo"],
+)
+def test_a_hostile_source_archive_is_bad_input_not_a_traceback(tmp_path, members):
+    """Reproducer: tarfile's refusal (OutsideDestinationError, or the by-hand check's ValueError)
+    came out of toolkit/images/sources.py as a traceback."""
+    from tests.test_sources import _tar
+    from toolkit.images import sources
+    from toolkit.spec.matrix import load_matrix
+
+    arc = _tar(tmp_path / "src.tar.gz", [("a/ok.txt", "file", ""), *members])
+    (tmp_path / "Dockerfile.templates").mkdir()
+    (tmp_path / "Dockerfile.templates" / "t.Dockerfile.j2").write_text("FROM scratch\n")
+    (tmp_path / "matrix.yaml").write_text(
+        "schema_version: 1\nsources:\n  s:\n    archive: src.tar.gz\n    commit: abc1234\nimages:\n"
+        "  - name: i\n    template: t.Dockerfile.j2\n    backend: cpu\n    source: s\nmodels: []\n"
+    )
+    lm = load_matrix(tmp_path / "matrix.yaml")
+    with pytest.raises(BadInput, match=f"source archive {arc}: refused"):
+        sources.prepare_source(lm, "s")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_a_corrupt_source_archive_is_bad_input(tmp_path):
+    from toolkit.images import sources
+
+    arc = tmp_path / "bad.tar.gz"
+    arc.write_bytes(b"\x1f\x8b" + b"\0" * 64)
+    with pytest.raises(BadInput, match="refused"):
+        sources._extract(arc, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bench:\n  timeout_s: 2026-02-30\n",
+        "bench: " + "[" * 5000 + "\n",
+        "bench:\n  timeout_s: " + "9" * 400 + "\n",
+        "\xff\xfe",
+    ],
+    ids=["impossible-date", "deep", "huge-int", "not-utf8"],
+)
+def test_a_published_matrix_yaml_that_is_not_one_does_not_crash_reproduce(tmp_path, text):
+    from toolkit.publish import reproduce
+
+    (tmp_path / "matrix.yaml").write_bytes(text.encode("latin-1"))
+    assert reproduce._timeout(tmp_path) == 3600.0
+    assert reproduce._runner_settings(tmp_path, [make_record("cpu", "cpu", p=512, avg=1.0)]) == {}
+
+
+def test_a_published_settings_block_of_the_wrong_type_is_bad_input(tmp_path):
+    from toolkit.publish import reproduce
+
+    (tmp_path / "matrix.yaml").write_text("vllm:\n  max_model_len: lots\n")
+    rec = make_record("vllm", "rocm", p=512, avg=1.0).model_copy(
+        update={"runner": "vllm", "method": "vllm-bench-latency", "engine": {"dtype": "float16"}}
+    )
+    with pytest.raises(BadInput, match=r"matrix.yaml: vllm.max_model_len: Input should be a valid integer"):
+        reproduce._runner_settings(tmp_path, [rec])

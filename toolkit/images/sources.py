@@ -76,12 +76,23 @@ def _extract(archive: Path, dest: Path) -> None:
     tmp = dest.with_name(dest.name + ".part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(tmp)
-    else:
-        with tarfile.open(archive) as tf:
-            extract_tar(tf, tmp)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(tmp)
+        else:
+            with tarfile.open(archive) as tf:
+                extract_tar(tf, tmp)
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        ValueError,
+        EOFError,
+    ) as err:  # refused member, corrupt archive
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BadInput(
+            f"source archive {archive}: refused ({str(err)[:200]}); use the project's own archive"
+        ) from None
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
 
