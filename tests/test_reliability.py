@@ -616,3 +616,132 @@ def test_a_published_settings_block_of_the_wrong_type_is_bad_input(tmp_path):
     )
     with pytest.raises(BadInput, match=r"matrix.yaml: vllm.max_model_len: Input should be a valid integer"):
         reproduce._runner_settings(tmp_path, [rec])
+
+
+# ----------------------------------------------------------------- 8. model files llama-bench cannot take
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    from toolkit.models.tiny import generate_tiny_qwen3moe
+
+    return generate_tiny_qwen3moe(tmp_path_factory.mktemp("tiny") / "tiny.gguf").read_bytes()
+
+
+def _comma_project(project: Path, tiny: bytes) -> Path:
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("path: models/tiny-qwen3moe.gguf", "path: models/tiny,qwen3moe.gguf"))
+    (project / "models").mkdir(exist_ok=True)
+    f = project / "models" / "tiny,qwen3moe.gguf"
+    f.write_bytes(tiny)
+    f.chmod(0o644)
+    return p
+
+
+def test_a_comma_in_a_model_file_name_is_bad_input_naming_model_and_field(project, tiny_gguf):
+    """Reproducer: `models/tiny,qwen3moe.gguf` reached `llama-bench -m /models/tiny,qwen3moe.gguf`, which
+    llama-bench reads as two models, `/models/tiny` and `qwen3moe.gguf` (a failed run, exit 3)."""
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    lm = load_matrix(_comma_project(project, tiny_gguf))
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput) as err:
+        check_model_file(lm, model, lm.resolve(model.path))
+    msg = str(err.value)
+    assert "models[tiny-qwen3moe].path: the file name 'tiny,qwen3moe.gguf' holds a comma" in msg
+    assert "'tiny' and 'qwen3moe.gguf'" in msg and "rename the file" in msg
+
+
+def test_a_comma_in_a_model_file_name_fails_the_dry_run_and_the_argument_list(project, tiny_gguf):
+    from toolkit.results import llamabench_format
+    from toolkit.spec.matrix import BenchAxes
+
+    with pytest.raises(BadInput, match="splits -m on commas"):
+        llamabench_format.bench_args(BenchAxes(), "/models/a,b.gguf")
+    p = _comma_project(project, tiny_gguf)
+    res = run("bench", "--matrix", str(p), "--dry-run", "-i", "cpu", "-m", "tiny-qwen3moe")
+    no_traceback(res)
+    assert exit_code(res) == 4 and "commas" in str(res.exception)
+
+
+def test_a_comma_in_a_folder_name_is_fine(project, tiny_gguf):
+    """Only the file's own name reaches -m (it is mounted as /models/<name>): a comma in a folder above
+    it is no problem and is not refused."""
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("path: models/tiny-qwen3moe.gguf", "path: mo,dels/tiny-qwen3moe.gguf"))
+    (project / "mo,dels").mkdir()
+    f = project / "mo,dels" / "tiny-qwen3moe.gguf"
+    f.write_bytes(tiny_gguf)
+    f.chmod(0o644)
+    lm = load_matrix(p)
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    check_model_file(lm, model, lm.resolve(model.path))
+
+
+def _overlong_string_gguf(path: Path) -> Path:
+    """A GGUF with no tensors whose last string value declares 1,000,000 bytes in a 128-byte file."""
+    import struct
+
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_string("general.name", "x")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = bytearray(path.read_bytes())
+    i = data.rfind(b"\x01" + b"\x00" * 7 + b"x")
+    struct.pack_into("<Q", data, i, 1_000_000)
+    path.write_bytes(data)
+    path.chmod(0o644)
+    return path
+
+
+def test_a_gguf_header_string_longer_than_the_file_fails_the_preflight(project):
+    """Reproducer: gguf's GGUFReader slices its memmap, so a string whose declared length runs past
+    the end of a file without tensors was silently cut short and the file passed the preflight."""
+    import gguf
+
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    (project / "models").mkdir()
+    f = _overlong_string_gguf(project / "models" / "tiny-qwen3moe.gguf")
+    assert len(gguf.GGUFReader(f).tensors) == 0  # the reference reader takes it
+    lm = load_matrix(project / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput, match="its header declares more bytes than the file has"):
+        check_model_file(lm, model, f)
+
+
+@pytest.mark.parametrize("where", ["first-key", "a-value", "last-tensor-name"])
+def test_any_overlong_header_string_of_a_real_model_fails_the_preflight(project, tiny_gguf, where):
+    import struct
+
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    data = bytearray(tiny_gguf)
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+    if where == "first-key":
+        at = 24
+    else:
+        name = b"general.architecture" if where == "a-value" else b"output.weight"
+        assert data.find(name) > 24, name
+        at = data.find(name) - 8
+        if where == "a-value":
+            at += 8 + len(name) + 4
+    struct.pack_into("<Q", data, at, len(data))
+    (project / "models").mkdir()
+    f = project / "models" / "tiny-qwen3moe.gguf"
+    f.write_bytes(data)
+    f.chmod(0o644)
+    lm = load_matrix(project / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput, match="corrupt GGUF"):
+        check_model_file(lm, model, f)

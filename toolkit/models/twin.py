@@ -182,7 +182,22 @@ def parse_header(buf: bytes, file_size: int, *, source: str) -> GgufHeader | Non
     return GgufHeader(bytes(buf[:data_offset]), file_size, alignment, tensors, fields, len(buf))
 
 
-def _tensor_table_end(buf: bytes, n_kv: int, n_tensors: int, *, source: str) -> int | None:
+def header_end(buf: Any, *, source: str) -> int | None:
+    """Where the GGUF header of `buf` (bytes, or an mmap of the whole file: nothing is read but the
+    header) ends by its own declared lengths, or None when a declared length — a key or value
+    string, an array, a tensor name — runs past the end of `buf`, or its counts are absurd. gguf's
+    GGUFReader slices its memmap and so silently shortens a string that runs past the end of the
+    file (a file without tensors then passes it); this walk does not. BadInput for an unknown value
+    type."""
+    if len(buf) < 24:
+        return None
+    n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
+    if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
+        return None
+    return _tensor_table_end(buf, n_kv, n_tensors, source=source)
+
+
+def _tensor_table_end(buf: Any, n_kv: int, n_tensors: int, *, source: str) -> int | None:
     """Byte offset where the tensor-info table of the GGUF header in `buf` ends, or None when it
     ends past `buf`. Walks the key/values and tensor infos by their lengths only (GGUF v2/v3,
     little-endian: string = u64 length + bytes; value = u32 type + payload; array = u32 item type +
