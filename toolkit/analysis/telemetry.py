@@ -132,9 +132,10 @@ OWN_GPU_PROCS = 1
 # Reading traces and llama-bench windows
 
 
-def load_trace(path: str | Path) -> list[dict[str, Any]]:
-    """The samples of a Sampler JSONL trace (header and torn lines skipped)."""
-    return list(iter_trace(path))
+def load_trace(path: str | Path, warnings: list[str] | None = None) -> list[dict[str, Any]]:
+    """The samples of a Sampler JSONL trace (header skipped; a line that is not a JSON object skipped
+    and noted in `warnings` as `path:line: why`)."""
+    return list(iter_trace(path, warnings))
 
 
 def timestamped_lines(text: str) -> list[tuple[float, str]]:

@@ -44,8 +44,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from toolkit.core import jsonsafe
 from toolkit.core import registry as runners
-from toolkit.core.errors import BadInput, BenchFailed, ToolkitError
+from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
@@ -61,6 +62,7 @@ from toolkit.results.records import (
 from toolkit.spec.matrix import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
 
 CAMPAIGN_SCHEMA_VERSION = 1
+CAMPAIGN_FILE_LIMIT = 64 << 20  # a campaign state file: about 1 KB per slice
 STATES = ("pending", "running", "done", "failed", "cancelled", "unknown")
 """A slice's state: pending/running (Slurm's), done (ended COMPLETED with at least one ok record), failed
 (ended otherwise, or without an ok record), cancelled (scancel), unknown (Slurm no longer lists the job
@@ -400,10 +402,24 @@ def load(results: Path, campaign: str) -> Campaign:
         raise BadInput(
             f"no campaign {campaign!r} in {results / 'campaigns'} (campaigns: {', '.join(known) or 'none'})"
         )
+    return read_campaign(path)
+
+
+def read_campaign(path: Path) -> Campaign:
+    """A campaign state file (the one safe parse, toolkit.core.jsonsafe); BadInput naming the file and
+    the first field that is wrong when it is not JSON or not a campaign of this toolkit."""
     try:
-        return Campaign.model_validate_json(path.read_bytes())
+        data = jsonsafe.read_file(path, limit=CAMPAIGN_FILE_LIMIT)
+    except OSError as err:
+        raise FileSystemError.from_oserror(err, "reading a campaign") from None
+    except jsonsafe.JsonProblem as err:
+        raise BadInput(f"{path}: not a campaign file of this toolkit ({err})") from None
+    try:
+        return Campaign.model_validate(data)
     except ValidationError as err:
-        raise BadInput(f"{path}: not a campaign file of this toolkit ({str(err).splitlines()[0]})") from None
+        first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+        where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+        raise BadInput(f"{path}: not a campaign file of this toolkit ({where}: {first['msg']})") from None
 
 
 def latest(results: Path) -> str:
@@ -606,12 +622,7 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
     from toolkit.bench import run as bench
     from toolkit.spec.matrix import load_matrix
 
-    try:
-        c = Campaign.model_validate_json(Path(state_file).read_bytes())
-    except ValidationError as err:
-        raise BadInput(
-            f"{state_file}: not a campaign file of this toolkit ({str(err).splitlines()[0]})"
-        ) from None
+    c = read_campaign(Path(state_file))
     if not 0 <= index < len(c.slices):
         raise BadInput(f"{state_file}: no slice {index} (it has {len(c.slices)})")
     s = c.slices[index]

@@ -7,7 +7,6 @@ return the exact CLI equivalents for `--dry-run`.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import signals
+from toolkit.core import jsonsafe, signals
 from toolkit.core.errors import EngineUnavailable
 
 CONTAINER_LABEL = "org.toolkit.managed"
@@ -662,9 +661,10 @@ def ensure_volume(name: str, labels: dict[str, str] | None = None) -> str:
 
 def read_metadata(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = jsonsafe.read_file(path)
+    except (OSError, jsonsafe.JsonProblem):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 # --- Registry: tag, push, pull, untag (docker SDK). Credentials come from the Docker credential
@@ -790,9 +790,8 @@ def buildx_builders() -> list[dict[str, str]]:
         return []
     found = []
     for line in out.stdout.splitlines() if out.returncode == 0 else []:
-        try:
-            b = json.loads(line)
-        except json.JSONDecodeError:
+        b, _why = jsonsafe.parse_line(line)
+        if b is None:
             continue
         nodes = b.get("Nodes") or [{}]
         found.append(
@@ -914,7 +913,6 @@ def raw_manifest(ref: str, *, timeout: float) -> dict[str, Any]:
     """The raw manifest (or manifest list) JSON a registry serves for `ref`, through
     `docker buildx imagetools inspect --raw`; {} when it cannot be read (no buildx, no answer within
     `timeout` seconds, not JSON)."""
-    import json
     import subprocess
 
     try:
@@ -924,7 +922,7 @@ def raw_manifest(ref: str, *, timeout: float) -> dict[str, Any]:
             text=True,
             timeout=timeout,
         )
-        raw = json.loads(proc.stdout) if proc.returncode == 0 else {}
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        raw = jsonsafe.parse(proc.stdout) if proc.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, jsonsafe.JsonProblem):
         return {}
     return raw if isinstance(raw, dict) else {}

@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from toolkit.core import jsonsafe
+
 # ---------------------------------------------------------------------------------------------
 # Small readers (never raise: None when a file is absent, unreadable or malformed)
 
@@ -1159,9 +1161,8 @@ class KernelLog:
             return None, (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         out: list[tuple[float | None, str]] = []
         for line in done.stdout.splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
+            entry, _why = jsonsafe.parse_line(line)
+            if entry is None:
                 continue
             msg = entry.get("MESSAGE")
             if isinstance(msg, list):  # non-UTF-8 messages come as byte arrays
@@ -1180,13 +1181,16 @@ class KernelLog:
             self._fd = None
 
 
-def iter_trace(path: str | Path) -> Iterable[dict[str, Any]]:
-    """Samples of a Sampler trace file (the header line and torn last lines skipped)."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                obj = json.loads(line)
-            except ValueError:
+def iter_trace(path: str | Path, warnings: list[str] | None = None) -> Iterable[dict[str, Any]]:
+    """Samples of a Sampler trace file (the header line skipped). A line that is not a JSON object
+    (a torn last line, bytes that are not UTF-8, nesting or numbers no sampler writes: the one safe
+    parse, toolkit.core.jsonsafe) is skipped and noted in `warnings` as `path:line: why`."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            obj, why = jsonsafe.parse_line(line)
+            if why is not None:
+                if warnings is not None:
+                    warnings.append(f"{path}:{n}: skipped a trace line: {why}")
                 continue
-            if isinstance(obj, dict) and "telemetry_trace" not in obj:
+            if obj is not None and "telemetry_trace" not in obj:
                 yield obj

@@ -34,7 +34,6 @@ Status of each (STATUSES):
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -51,12 +50,14 @@ from typing import Any
 from pydantic import ValidationError
 from tabulate import tabulate
 
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.spec.matrix import HfFile, ImageSpec, LoadedMatrix, SourceSpec
 
 STATUSES = ("ok", "moved", "missing", "unreachable")
 BROKEN = ("moved", "missing")
 DEFAULT_INDEX = "https://pypi.org/simple/"
+PYPI_JSON_LIMIT = 256 << 20  # a project page of the simple JSON API: a few MB for the largest projects
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _HEX = re.compile(r"^[0-9a-f]{7,39}$")
@@ -569,13 +570,20 @@ def index_files(index: str, project: str, timeout: float) -> list[dict[str, Any]
     except (urllib.error.URLError, OSError) as err:
         raise Unreachable(f"{url}: {getattr(err, 'reason', err)}") from None
     if "json" in ctype:
+        try:
+            answer = jsonsafe.parse(body, limit=PYPI_JSON_LIMIT)
+        except jsonsafe.JsonProblem as err:
+            raise Unreachable(f"{url}: the index answered with JSON that cannot be read ({err})") from None
+        if not isinstance(answer, dict) or not isinstance(answer.get("files", []), list):
+            raise Unreachable(f"{url}: the index answered with JSON that is not a project page")
         return [
             {
                 "filename": f["filename"],
                 "sha256": (f.get("hashes") or {}).get("sha256"),
                 "yanked": f.get("yanked") or False,
             }
-            for f in json.loads(body).get("files", [])
+            for f in answer.get("files", [])
+            if isinstance(f, dict) and "filename" in f
         ]
     files = []
     for m in re.finditer(rb"<a\s[^>]*href=\"([^\"]+)\"[^>]*>", body, re.I):

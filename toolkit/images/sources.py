@@ -87,7 +87,12 @@ def _extract(archive: Path, dest: Path) -> None:
         else:
             with tarfile.open(archive) as tf:
                 extract_tar(tf, tmp)
-    except (ValueError, tarfile.TarError, zipfile.BadZipFile) as err:
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        ValueError,
+        EOFError,
+    ) as err:  # refused member, corrupt archive
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadInput(
             f"source archive {archive}: refused, not extracted ({str(err)[:300]}); use an archive whose "

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -158,13 +159,13 @@ def read_quantization(model_dir: Path) -> CheckpointQuant | None:
     or not a JSON object (vLLM could not load the checkpoint either)."""
     cfg = Path(model_dir) / "config.json"
     try:
-        data = json.loads(cfg.read_text())
+        data = jsonsafe.read_file(cfg)
     except FileNotFoundError:
         raise BadInput(
             f"{cfg}: missing; a Hugging Face checkpoint directory needs its config.json "
             "(re-download it with `toolkit fetch-model`)"
         ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(f"{cfg}: cannot be read as JSON ({err}); re-download the checkpoint") from None
     if not isinstance(data, dict):
         raise BadInput(f"{cfg}: not a JSON object; re-download the checkpoint")

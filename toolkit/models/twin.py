@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import json
 import os
 import struct
 import tempfile
@@ -41,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
 
 if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
@@ -182,7 +182,22 @@ def parse_header(buf: bytes, file_size: int, *, source: str) -> GgufHeader | Non
     return GgufHeader(bytes(buf[:data_offset]), file_size, alignment, tensors, fields, len(buf))
 
 
-def _tensor_table_end(buf: bytes, n_kv: int, n_tensors: int, *, source: str) -> int | None:
+def header_end(buf: Any, *, source: str) -> int | None:
+    """Where the GGUF header of `buf` (bytes, or an mmap of the whole file: nothing is read but the
+    header) ends by its own declared lengths, or None when a declared length — a key or value
+    string, an array, a tensor name — runs past the end of `buf`, or its counts are absurd. gguf's
+    GGUFReader slices its memmap and so silently shortens a string that runs past the end of the
+    file (a file without tensors then passes it); this walk does not. BadInput for an unknown value
+    type."""
+    if len(buf) < 24:
+        return None
+    n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
+    if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
+        return None
+    return _tensor_table_end(buf, n_kv, n_tensors, source=source)
+
+
+def _tensor_table_end(buf: Any, n_kv: int, n_tensors: int, *, source: str) -> int | None:
     """Byte offset where the tensor-info table of the GGUF header in `buf` ends, or None when it
     ends past `buf`. Walks the key/values and tensor infos by their lengths only (GGUF v2/v3,
     little-endian: string = u64 length + bytes; value = u32 type + payload; array = u32 item type +
@@ -530,8 +545,8 @@ def read_sidecar(path: Path) -> dict | None:
     if not side.is_file():
         return None
     try:
-        data = json.loads(side.read_text())
-    except (OSError, ValueError) as err:
+        data = jsonsafe.read_file(side)
+    except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(
             f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME --twin`"
         ) from None

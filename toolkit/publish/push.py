@@ -18,16 +18,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
-from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput, BuildFailed, FileSystemError
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.engine import api as engine
-from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, append_jsonl, write_json_atomic
+from toolkit.results.records import (
+    BenchRecord,
+    BuildRecord,
+    ResultStore,
+    append_jsonl,
+    read_jsonl_numbered,
+    write_json_atomic,
+)
 from toolkit.spec.matrix import BenchAxes, LoadedMatrix
 
 NO_ATTESTATIONS = "not supported by the docker driver"
@@ -52,6 +60,9 @@ _AXIS_FLAGS = {
     "-r": "repetitions",
     "-t": "threads",
 }
+
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class PushFailed(BuildFailed):
@@ -476,8 +487,8 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
         symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
         prev = contained(out, "run.json", what=f"--out {out}: run.json")
         try:
-            same = prev.is_file() and PublishedRun.model_validate_json(prev.read_text()).run_id == run_id
-        except ValidationError:
+            same = prev.is_file() and read_run_json(prev).run_id == run_id
+        except BadInput:
             same = False
         if not same:
             raise BadInput(
@@ -586,12 +597,58 @@ def check_run_paths(run: PublishedRun, where: str) -> None:
             relative_path(m.matrix_path, what=f"{at}.matrix_path", fix=MATRIX_PATH_FIX)
 
 
+def _first_error(err: ValidationError) -> str:
+    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input)."""
+    first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+    where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:60] + "..."
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')[:160]} (got {got})"
+
+
+def read_run_json(path: Path) -> PublishedRun:
+    """run.json of a published run folder as a PublishedRun; BadInput (exit 4) naming the file and
+    the field when it is not JSON (the one safe parse, toolkit.core.jsonsafe) or not a run."""
+    fix = "a published run folder's run.json is written by `toolkit export-run`; re-export or re-download it"
+    try:
+        data = jsonsafe.read_file(path)
+    except OSError as err:
+        raise FileSystemError.from_oserror(err, "reading a published run") from None
+    except jsonsafe.JsonProblem as err:
+        raise BadInput(f"{path}: {err}; {fix}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: not a JSON object; {fix}")
+    try:
+        return PublishedRun.model_validate(data)
+    except ValidationError as err:
+        raise BadInput(f"{path}: {_first_error(err)}; {fix}") from None
+
+
+def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
+    """Every line of a published folder's results.jsonl / builds.jsonl as `model`; BadInput naming
+    file:line and the field at the first line that is not one (a reference with a line left out
+    would reproduce a run other than the one published)."""
+    problems: list[str] = []
+    out: list[RecordT] = []
+    for n, obj in read_jsonl_numbered(path, problems):
+        if problems:
+            break
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as err:
+            problems.append(f"{path}:{n}: {_first_error(err)}")
+    if problems:
+        raise BadInput(
+            f"{problems[0]}; every line of a published run is part of it: re-export or re-download the folder"
+        )
+    return out
+
+
 def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
     """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
     else is untrusted input: before any file is read, every symlink in it must point inside it
     (core.paths.symlinks_inside) and run.json's paths must be relative ones (check_run_paths)."""
     folder = Path(folder)
-    from toolkit.results.records import read_jsonl
 
     symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX)
     files = {
@@ -604,24 +661,15 @@ def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildR
                 f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
             )
     where = f"{folder / 'run.json'}"
-    try:
-        run = PublishedRun.model_validate_json(files["run.json"].read_text())
-    except (ValidationError, UnicodeDecodeError) as err:
-        raise BadInput(f"{where}: not a run.json of `toolkit export-run` ({first_error(err)})") from None
+    run = read_run_json(files["run.json"])
     if run.schema_version != RUN_SCHEMA_VERSION:
         raise BadInput(
             f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
             f"reads {RUN_SCHEMA_VERSION})"
         )
     check_run_paths(run, where)
-    try:
-        recs = [BenchRecord.model_validate(o) for o in read_jsonl(files["results.jsonl"])]
-        builds = [BuildRecord.model_validate(o) for o in read_jsonl(files["builds.jsonl"])]
-    except ValidationError as err:
-        raise BadInput(
-            f"{folder}: results.jsonl or builds.jsonl holds a line that is not a toolkit record "
-            f"({first_error(err)}); export the run again"
-        ) from None
+    recs = _read_records(files["results.jsonl"], BenchRecord)
+    builds = _read_records(files["builds.jsonl"], BuildRecord)
     return run, recs, builds
 
 

@@ -433,7 +433,7 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
     left to bench, which names it."""
     try:
         data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: 2026-02-30, not UTF-8
         data = {}
     out: dict[str, Any] = {}
     for name in dict.fromkeys(r.runner for r in recorded):
@@ -445,7 +445,14 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
         if not key:
             continue
         base = data.get(key) if isinstance(data, dict) else None
-        block = runner.settings_from_records(recorded, base if isinstance(base, dict) else {})
+        try:
+            block = runner.settings_from_records(recorded, base if isinstance(base, dict) else {})
+        except ValidationError as err:  # the folder's `key:` block or its records' engine settings
+            first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+            where = ".".join(str(x) for x in (key, *first.get("loc", ())))
+            raise BadInput(
+                f"{folder / 'matrix.yaml'}: {where}: {first['msg']} (in the run's settings)"
+            ) from None
         if block is not None:
             out[key] = block
     return out
@@ -455,7 +462,7 @@ def _timeout(folder: Path) -> float:
     try:
         data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
         return float((data.get("bench") or {}).get("timeout_s") or 3600)
-    except (OSError, yaml.YAMLError, TypeError, ValueError):
+    except (OSError, yaml.YAMLError, TypeError, ValueError, OverflowError, RecursionError):
         return 3600.0
 
 

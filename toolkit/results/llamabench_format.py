@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolkit.core import backends
+from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_readers as readers
 from toolkit.spec.matrix import BenchAxes
 
@@ -28,8 +29,14 @@ def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -
     """The llama-bench argument list (argv[1:]) for the crossed matrix, JSONL on stdout.
 
     `-fa 1` (not `on`: older builds read a word as false). `-d` and `-t` are passed only when
-    set away from their defaults so older builds without them still run.
+    set away from their defaults so older builds without them still run. BadInput for a model path
+    with a comma: llama-bench splits `-m` values on commas (one model per part).
     """
+    if "," in model_path:
+        raise BadInput(
+            f"model file {model_path!r}: llama-bench splits -m on commas and would look for "
+            f"{len(model_path.split(','))} models; rename the file without commas"
+        )
     args = [
         "-m",
         model_path,

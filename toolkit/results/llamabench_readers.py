@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.core import jsonsafe
+
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
     "build_number n_batch n_ubatch n_threads poll model_size model_n_params n_gpu_layers main_gpu n_prompt "
@@ -36,6 +38,7 @@ STRING_FIELDS = frozenset(
     "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
 )
 MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
 
 # -o md column titles (markdown_printer::get_field_display_name, and older releases' `mmap`, `mmq`)
 MD_FIELDS = {
@@ -195,13 +198,12 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
         line = line.strip()
         if not line.startswith("{"):
             continue
-        try:
-            obj = json.loads(_json_text(line))
-        except json.JSONDecodeError as err:
+        obj, why = jsonsafe.parse_line(_json_text(line))
+        if why is not None:
             if skipped is not None:
-                skipped.append(f"line {n}: not a complete JSON record ({err.msg})")
+                skipped.append(f"line {n}: not a complete JSON record ({why})")
             continue
-        if isinstance(obj, dict):
+        if obj is not None:
             out.append(SourceRow(n, obj, "jsonl"))
     return out
 
@@ -223,10 +225,10 @@ def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1)
         line += text.count("\n", counted, pos)
         counted = pos
         try:
-            obj, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
+            obj, pos = jsonsafe.decode_at(dec, text, pos)
+        except jsonsafe.JsonProblem as err:
             if skipped is not None:  # the half object a crash left behind
-                skipped.append(f"line {line}: the array ends in an incomplete record ({err.msg})")
+                skipped.append(f"line {line}: the array ends in an incomplete record ({err})")
             break
         if isinstance(obj, dict):
             out.append(SourceRow(line, obj, "json"))
@@ -362,7 +364,9 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
 _SQL_INSERT = re.compile(
     r"^\s*INSERT\s+INTO\s+[\w.\"`]+\s*\((?P<cols>[^)]*)\)\s*VALUES\s*\((?P<vals>.*)\)\s*;?\s*$", re.I
 )
-_SQL_VALUE = re.compile(r"\s*('(?:[^']|'')*'|[^,]*?)\s*(?:,|$)")
+# One value: a quoted string (quotes doubled inside) or text up to the next comma. Linear: no lazy
+# group before a `\s*` (that form backtracked quadratically: a 32 KB value took 18 s).
+_SQL_VALUE = re.compile(r"\s*(?:('(?:[^']|'')*')\s*|([^,]*))(?:,|$)")
 
 
 def _sql_values(text: str) -> list[str | None]:
@@ -372,8 +376,11 @@ def _sql_values(text: str) -> list[str | None]:
         m = _SQL_VALUE.match(text, pos)
         if m is None or m.end() == pos:
             break
-        v = m.group(1)
-        vals.append(v[1:-1].replace("''", "'") if v.startswith("'") else (None if v.upper() == "NULL" else v))
+        if m.group(1) is not None:
+            vals.append(m.group(1)[1:-1].replace("''", "'"))
+        else:
+            v = m.group(2).strip()
+            vals.append(None if v.upper() == "NULL" else v)
         pos = m.end()
     return vals
 
@@ -430,18 +437,36 @@ def format_of(line: str) -> str | None:
     return None
 
 
+SCANNING = frozenset({"jsonl", "md", "sql"})
+"""Readers that read every line after their start for rows of their own: a later start of the same
+format yields a subset of what the first one did, so each is tried once."""
+MAX_STARTS = 64
+"""Starts of a position-bound format (json, csv) tried before the file is taken for no llama-bench
+output: each try reads from its start to the end, so a file of 100,000 `[` lines must not be tried
+100,000 times (that was quadratic: 2,000 lines of `{x` took 13 s)."""
+
+
 def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, list[SourceRow]]:
     """(format, rows) of llama-bench output in any of its five formats.
 
     Log lines may come first (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on
     stdout; a markdown table is often pasted after the device lines, in a code fence), so the format
-    is decided by the first line that starts one; a start that yields no rows is passed over. Line
-    numbers are the file's."""
+    is decided by the first line that starts one; a start that yields no rows is passed over (a
+    scanning format — jsonl, md, sql — is tried once, at its first start; json and csv at most
+    MAX_STARTS times). Line numbers are the file's."""
     lines = text.splitlines()
+    tried: set[str] = set()
+    starts = 0
     for i, line in enumerate(lines):
         fmt = format_of(line)
-        if fmt is None:
+        if fmt is None or fmt in tried:
             continue
+        if fmt in SCANNING:
+            tried.add(fmt)
+        else:
+            starts += 1
+            if starts > MAX_STARTS:
+                break
         notes: list[str] = []
         rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
         if rows:
@@ -467,11 +492,22 @@ def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | 
         return None, (f"no {name}" if required else None)
     n = _as_number(v)
     if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
-        return None, f"{name} is {v!r}: not a token count"
+        return None, f"{name} is {repr(v)[:40]}: not a token count"
     v = n
     if v < 0:
         return None, f"{name} is {int(v)}: expected >= 0"
+    if v > MAX_TOKENS:
+        return (
+            None,
+            f"{name} is {_short(v)}: more than {MAX_TOKENS:.0e} tokens is no test (a unit or parser error)",
+        )
     return int(v), None
+
+
+def _short(v: Any) -> str:
+    """A number for a message: at most 24 characters (a 5000-digit integer is never echoed)."""
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
 def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
@@ -504,14 +540,15 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
 
     Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
-    n_depth (a missing count is never taken as 0); n_prompt = n_gen = 0 (no test); no avg_ts and no
+    n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
+    MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
     avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
     that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below)."""
     if problem:
         return problem
     counts = {}
-    for name in ("n_prompt", "n_gen", "n_depth"):
-        counts[name], why = _count(fields, name, required=name != "n_depth")
+    for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
+        counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
         if why:
             return why
     tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)

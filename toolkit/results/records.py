@@ -23,8 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from toolkit.core import jsonsafe
+
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
+MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
@@ -179,8 +182,17 @@ class BenchRecord(BaseModel):
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
-        - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON.
+        - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON;
+        - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused (a
+          30-digit count in a hand-edited line broke the plots).
         """
+        for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
+            count = getattr(self, name)
+            if count is not None and abs(count) > MAX_TOKENS:
+                digits = len(str(abs(count)))
+                raise ValueError(
+                    f"{name} has {digits} digits: not a token count (at most {MAX_TOKENS:.0e} tokens)"
+                )
         for name, v in [("avg_ts", self.avg_ts)] + [
             (f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)
         ]:
@@ -309,19 +321,18 @@ def scan_jsonl(
 
 
 def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
-    try:
-        line = raw.decode("utf-8").strip()
-    except UnicodeDecodeError as err:
-        return None, f"skipped a line that is not UTF-8 (byte {err.start})"
-    if not line:
-        return None, None
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError:
-        return None, "skipped a corrupt line (not JSON)"
-    if isinstance(obj, dict):
+    """(object, None), (None, None) for a blank line, or (None, why it is skipped): the one safe parse
+    (toolkit.core.jsonsafe: not UTF-8, not JSON, nested too deep, a 5000-digit number, too long)."""
+    obj, why = jsonsafe.parse_line(raw)
+    if why is None:
         return obj, None
-    return None, "skipped a line that is not a JSON object"
+    if why.startswith("not UTF-8"):
+        return None, f"skipped a line that is {why}"
+    if why.startswith("not JSON"):
+        return None, "skipped a corrupt line (not JSON)"
+    if why == "not a JSON object":
+        return None, "skipped a line that is not a JSON object"
+    return None, f"skipped a line: {why}"
 
 
 def schema_problem(obj: dict) -> str | None:

@@ -37,6 +37,10 @@ from toolkit.core.paths import relative_path
 from toolkit.core.types import Backend, Runner
 
 SCHEMA_VERSION = 1
+MAX_TOKENS = 10**7
+"""A token count (context, batch) above this is no setting of any engine: refused, never passed on."""
+MAX_COUNT = 100_000
+"""Threads, requests, iterations, concurrency: at most this many."""
 
 # Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
 # metacharacters. Anything else is rejected here, before a build starts.
@@ -48,7 +52,11 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Every matrix block: unknown keys refused, and strict types (pydantic strict mode) — a value of
+    the wrong type is refused, never coerced: `true` is no integer, `"512"` no count, a set or a
+    tuple no list, a date no string (issue 21: `gfx_targets: false` reached the template)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _check_safe(value: str, what: str) -> str:
@@ -183,15 +191,63 @@ class ImageSpec(_Strict):
         for key, val in v.items():
             if key in _RESERVED_VARS:
                 raise ValueError(f"template variable {key!r} is set by the toolkit itself; rename yours")
-            if not re.match(r"^[a-z_][a-z0-9_]*$", key):
+            if not isinstance(key, str) or not re.match(r"^[a-z_][a-z0-9_]*$", key):
                 raise ValueError(f"template variable name {key!r} must be snake_case")
-            for item in val if isinstance(val, list) else [val]:
-                if isinstance(item, bool | int | float):
-                    continue
-                if not isinstance(item, str):
-                    raise ValueError(f"template variable {key!r}: use strings, numbers or lists of them")
-                _check_safe(item, f"template variable {key!r} value")
+            check_template_var(key, val)
         return v
+
+
+TEMPLATE_VARS: dict[str, tuple[str, str]] = {
+    "gfx_targets": ("gfx-list", "a non-empty list of AMD GPU targets, e.g. [gfx1201]"),
+    "cmake_args": ("str-list", "a list of cmake flags, e.g. ['-DGGML_NATIVE=OFF'] (or [])"),
+    "max_jobs": ("count", "a whole number of parallel compile jobs, e.g. 4"),
+    "kv_cache_gib": ("count", "a whole number of GiB, e.g. 4"),
+}
+"""Template variables whose shape the templates rely on: name -> (kind, what to write). Every other
+variable is one line of text (a version, an image reference, a commit), a whole number, or a list of
+text; a float is refused (`7.20` would render as 7.2: quote it), so is a boolean (it renders as
+True/False), a date (YAML reads an unquoted 2026-02-28 as one: quote it) or a mapping."""
+MAX_TEMPLATE_INT = 1 << 20
+_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
+
+
+def check_template_var(key: str, val: Any) -> None:
+    """ValueError naming template variable `key`, what it is and what to write, when `val` is not of
+    the kind the templates use it as (TEMPLATE_VARS, else one line of text or a whole number)."""
+    kind, want = TEMPLATE_VARS.get(
+        key,
+        ("scalar", "text (quote versions and dates: '7.2', '2026-02-28'), a whole number or a list of text"),
+    )
+    got = _excerpt(val, 40)
+    bad = ValueError(f"template variable {key!r} is {got}: expected {want}")
+    if kind == "scalar" and isinstance(val, list):
+        kind = "str-list"
+    if kind in ("gfx-list", "str-list"):
+        if not isinstance(val, list) or (kind == "gfx-list" and not val):
+            raise bad
+        for item in val:
+            if not isinstance(item, str):
+                raise ValueError(
+                    f"template variable {key!r}: item {_excerpt(item, 40)} is not text: expected {want}"
+                )
+            if kind == "gfx-list" and not _GFX.match(item):
+                raise ValueError(
+                    f"template variable {key!r}: {item!r} is not an AMD GPU target: expected {want}"
+                )
+            _check_safe(item, f"template variable {key!r} value")
+        return
+    if isinstance(val, bool) or not isinstance(val, str | int):
+        raise bad
+    if isinstance(val, int):
+        low = 1 if kind == "count" else 0
+        if not low <= val <= MAX_TEMPLATE_INT:
+            raise ValueError(
+                f"template variable {key!r} is {got}: expected a whole number from {low} to {MAX_TEMPLATE_INT}"
+            )
+        return
+    if kind == "count":
+        raise bad
+    _check_safe(val, f"template variable {key!r} value")
 
 
 class HfFile(_Strict):
@@ -275,7 +331,7 @@ class BenchAxes(_Strict):
         description="process-level repetitions: container starts per (image, model); "
         "the report shows the between-run spread and flags bimodal runs",
     )
-    threads: StrictInt | None = Field(None, ge=1)
+    threads: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
     cooldown_s: StrictInt = Field(
         0,
         ge=0,
@@ -400,24 +456,24 @@ class VllmSettings(_Strict):
     `--quantization` and must match the checkpoint (or be one of vLLM's kernel variants of its method);
     a mismatch is refused before any container starts (toolkit/models/checkpoint.py)."""
 
-    max_num_batched_tokens: int = Field(8192, ge=1)
-    max_model_len: int = Field(8192, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1, le=MAX_TOKENS)
+    max_model_len: int = Field(8192, ge=1, le=MAX_TOKENS)
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
     quantization: str | None = None
     dtype: str = "float16"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    num_prompts_per_level: int = Field(32, ge=1)
-    num_iters: int = Field(10, ge=1)
-    num_iters_warmup: int = Field(3, ge=0)
+    num_prompts_per_level: int = Field(32, ge=1, le=MAX_COUNT)
+    num_iters: int = Field(10, ge=1, le=MAX_COUNT)
+    num_iters_warmup: int = Field(3, ge=0, le=MAX_COUNT)
     ready_timeout_s: float = Field(1800, gt=0, le=7 * 24 * 3600)
 
     @field_validator("concurrency")
     @classmethod
     def _levels(cls, v: list[int]) -> list[int]:
-        if any(c < 1 for c in v):
-            raise ValueError("concurrency levels must be >= 1")
+        if any(c < 1 or c > MAX_COUNT for c in v):
+            raise ValueError(f"concurrency levels must be from 1 to {MAX_COUNT}")
         return v
 
 
@@ -685,6 +741,30 @@ def _excerpt(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
+_TYPE_FIX = {
+    "string_type": "write text; quote it where YAML would read a number, date or true/false ('7.2', "
+    "'2026-02-28', 'on')",
+    "int_type": "write a whole number, without quotes",
+    "float_type": "write a number, without quotes",
+    "bool_type": "write true or false",
+    "list_type": "write a list: [a, b] or one `- item` line per item",
+    "dict_type": "write a mapping: one `key: value` line per key",
+    "model_type": "write a mapping: one `key: value` line per key",
+}
+
+
+def _type_fix(kind: str, value: Any) -> str:
+    """`; <what to write>` for a value of the wrong type (strict mode names the type, not the fix)."""
+    import datetime
+
+    fix = _TYPE_FIX.get(kind, "")
+    if isinstance(value, datetime.date) and kind == "string_type":
+        fix = "YAML read an unquoted date: quote it ('2026-02-28')"
+    elif isinstance(value, set | frozenset | tuple) and kind == "list_type":
+        fix = "write a plain list [a, b] (not a !!set or other tagged collection)"
+    return f"; {fix}" if fix else ""
+
+
 def format_validation_error(err: ValidationError, path: Path) -> str:
     """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems)."""
     lines = []
@@ -702,7 +782,7 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
         elif e["type"] == "missing":
             msg = "required key is missing: add it"
         elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
-            msg = f"{msg[:200]} (got {_excerpt(e.get('input'))})"
+            msg = f"{msg[:200]} (got {_excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
         lines.append(f"{path}: {loc}: {msg}")
     if len(errs) > 20:
         lines.append(f"... and {len(errs) - 20} more problems")
@@ -788,11 +868,34 @@ def template_path(lm: LoadedMatrix, template: str) -> Path:
     return lm.root / TEMPLATE_DIR / template
 
 
+class _ScalarError(yaml.constructor.ConstructorError):
+    """A scalar PyYAML's constructor could not build (its problem says what to write instead)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently).
     Pure Python on purpose: libyaml's CSafeLoader (~25 ms faster on this matrix) composes nodes by C
     recursion, and a 200 KB file of nested brackets crashes the process (SIGSEGV) where this one
     raises RecursionError, which load_matrix turns into bad input."""
+
+    def construct_object(self, node, deep=False):
+        """PyYAML's constructors raise plain ValueError / TypeError / OverflowError for a scalar they
+        cannot build: an impossible unquoted date (`ref: 2026-02-30`), an integer of more than 4300
+        digits, `!!int x`. Each becomes a ConstructorError at the node's line, which load_matrix
+        reports as bad input naming the line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as err:
+            value = node.value if isinstance(node, yaml.ScalarNode) else ""
+            shown = value if len(value) <= 40 else f"{value[:20]}... ({len(value)} characters)"
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise _ScalarError(
+                None,
+                None,
+                f"{shown!r} cannot be read as a YAML {kind} ({str(err)[:80]}); quote it if it is text "
+                "(e.g. ref: '2026-02-30'), else correct it",
+                node.start_mark,
+            ) from None
 
     def construct_mapping(self, node, deep=False):
         """The mapping of `node`; a complex key (`? [a, b]`, a mapping) or a duplicate key is a
@@ -893,6 +996,8 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        if isinstance(err, _ScalarError):
+            raise BadInput(f"{p}:{where}: {err.problem}") from None
         raise BadInput(
             f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax"
         ) from None

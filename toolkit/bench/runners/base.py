@@ -28,10 +28,12 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from toolkit.bench import guard
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.images import build as build_mod
+from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
@@ -100,8 +102,8 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
     raw = guard.read_regular_file(cache_file)  # a FIFO there must not block
     try:
-        cache: Any = json.loads(raw.decode("utf-8")) if raw is not None else {}
-    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
+        cache: Any = jsonsafe.parse(raw) if raw is not None else {}
+    except jsonsafe.JsonProblem:  # not UTF-8, not JSON, nested too deep, a 5000-digit number
         cache = {}
     if not isinstance(cache, dict):
         cache = {}
@@ -176,11 +178,19 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
 
 
 def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
-    """A GGUF must be a regular file that starts with the GGUF magic and that the container's
+    """A GGUF must be a regular file that starts with the GGUF magic, whose header lies inside the
+    file, whose name has no comma (llama-bench splits `-m` on commas) and that the container's
     unprivileged user (uid 10001) can read. Raises BadInput naming the file and the fix."""
     if model.format != "gguf":
         return
     where = f"{lm.path}: models[{model.name}].path"
+    if "," in path.name:
+        raise BadInput(
+            f"{where}: the file name {path.name!r} holds a comma, and llama-bench splits `-m` on commas (it "
+            f"would look for {' and '.join(repr(x) for x in path.name.split(','))}); rename the file "
+            "without commas and fix `path` (a link named without one does not help: the file it points to "
+            "is mounted under its own name)"
+        )
     if not path.is_file():
         raise BadInput(f"{where}: {path} is not a regular file; point `path` at the .gguf file")
     with path.open("rb") as fh:
@@ -203,9 +213,19 @@ def check_gguf_extents(path: Path, where: str) -> None:
     """Read the GGUF header with the `gguf` package's GGUFReader (the format's reference reader,
     memory-mapped: no tensor data is read) and check that every tensor's data lies inside the file.
     A truncated or corrupt file raises BadInput naming the file and the fix."""
+    import mmap
+
     import gguf
 
     size = path.stat().st_size
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        header = twin.header_end(mm, source=f"{where}: {path}")
+    if header is None:
+        raise BadInput(
+            f"{where}: {path} ({size} bytes) is a corrupt GGUF file: its header declares more bytes than "
+            "the file has (a key, string, array or tensor name runs past the end, or absurd counts); "
+            "re-download it"
+        )
     try:
         reader = gguf.GGUFReader(path)
     except (

@@ -44,7 +44,6 @@ Sources (all read from the sglang 0.5.15 wheel on PyPI):
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -53,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolkit.core import jsonsafe
+from toolkit.spec.matrix import MAX_COUNT, MAX_TOKENS
 
 METHOD_PREFILL = "sglang-bench-one-batch-prefill"
 METHOD_DECODE = "sglang-bench-one-batch-decode"
@@ -78,26 +80,26 @@ class SglangSettings(BaseModel):
     of VRAM for weights + KV cache. ready_timeout_s: seconds to wait for launch_server's /health.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # as matrix.py's blocks
 
     attention_backend: str = "triton"
     kv_cache_dtype: str = "auto"
     cuda_graph: bool = True
     dtype: str = "float16"
-    context_length: int = Field(8192, ge=1)
+    context_length: int = Field(8192, ge=1, le=MAX_TOKENS)
     mem_fraction_static: float = Field(0.85, gt=0, le=1)
     disable_radix_cache: bool = True
-    decode_input_len: int | None = Field(None, ge=1)
+    decode_input_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    num_prompts_per_level: int = Field(32, ge=1)
-    random_seed: int = 0
+    num_prompts_per_level: int = Field(32, ge=1, le=MAX_COUNT)
+    random_seed: int = Field(0, ge=0, le=2**32 - 1)
     ready_timeout_s: float = Field(1800, gt=0, le=7 * 24 * 3600)
 
     @field_validator("concurrency")
     @classmethod
     def _levels(cls, v: list[int]) -> list[int]:
-        if not v or any(c < 1 for c in v):
-            raise ValueError("concurrency levels must be a non-empty list of integers >= 1")
+        if not v or any(c < 1 or c > MAX_COUNT for c in v):
+            raise ValueError(f"concurrency levels must be a non-empty list of integers from 1 to {MAX_COUNT}")
         return v
 
 
@@ -331,9 +333,9 @@ def _number(value: Any, key: str, where: str) -> float | None:
 
 def _loads(text: str, where: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SglangOutputError(f"{where}: not JSON ({err.msg})") from None
+        obj = jsonsafe.parse(text)
+    except jsonsafe.JsonProblem as err:
+        raise SglangOutputError(f"{where}: {err}") from None
     if not isinstance(obj, dict):
         raise SglangOutputError(f"{where}: holds no result object")
     return obj

@@ -35,7 +35,6 @@ tokenizer from the same /models mount, no host port is published and parallel ru
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
@@ -63,7 +62,7 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
     stale_marks,
     tree_sha256,
 )
-from toolkit.core import backends
+from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine_api
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
@@ -329,13 +328,13 @@ def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not text:
         return None, f"result file {path.name} is empty"
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
+        data = jsonsafe.parse(text)
+    except jsonsafe.JsonProblem as err:
         # --append-result style files hold one object per line: the last one is this run
         try:
-            data = json.loads(text.splitlines()[-1])
-        except json.JSONDecodeError:
-            return None, f"result file {path.name} is not JSON ({err.msg} at line {err.lineno})"
+            data = jsonsafe.parse(text.splitlines()[-1])
+        except jsonsafe.JsonProblem:
+            return None, f"result file {path.name} is {err}"
     if not isinstance(data, dict) or not data:
         return None, f"result file {path.name} holds no result object"
     return data, None

@@ -1,0 +1,747 @@
+"""Issue 21, "nothing lost, no traceback": each KIND of fault closed once, with a reproducer per case
+(docs/reliability.md lists them: case, expected, now).
+
+3. every JSON reader of every file goes through one safe parse (toolkit.core.jsonsafe);
+4. runs are ordered by the store's sequence, not the wall clock; clock anomalies are flagged;
+6. matrix.yaml is strictly typed before anything renders; hostile archives are bad input;
+7. one results folder, one bench at a time (results/.lock);
+8. model paths llama-bench cannot take, and GGUF headers that lie about their length, are bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import DATA
+from tests.test_report import make_record
+from toolkit.cli.main import cli
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput
+from toolkit.results import importer
+from toolkit.results.records import ResultStore, read_jsonl_numbered
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def exit_code(res) -> int:
+    """The exit code main() gives (CliRunner leaves a toolkit error as the exception)."""
+    return getattr(res.exception, "exit_code", res.exit_code) if res.exception else res.exit_code
+
+
+def no_traceback(res) -> None:
+    """A toolkit error or a clean exit: never an exception the CLI would print as a bug (exit 1)."""
+    assert exit_code(res) != 1, (res.output, repr(res.exception))
+
+
+DEEP = b"[" * 5000 + b"]" * 5000
+BIG_INT = b'{"n": ' + b"7" * 5000 + b"}"
+HOSTILE_LINES = {
+    "deep": DEEP,
+    "deep-object": b'{"a": ' + b"[" * 100_000,
+    "big-int": BIG_INT,
+    "not-utf8": b'{"a": "\xff\xfe"}',
+    "nan-depth-65": b'{"a": ' + b"[" * 65 + b"]" * 65 + b"}",
+    "not-json": b"{not json",
+}
+
+
+# ----------------------------------------------------------------- 3. one safe parse for every reader
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LINES))
+def test_the_one_json_helper_turns_every_parser_failure_into_a_reason(name):
+    obj, why = jsonsafe.parse_line(HOSTILE_LINES[name])
+    assert obj is None and why
+    with pytest.raises(jsonsafe.JsonProblem):
+        jsonsafe.parse(HOSTILE_LINES[name])
+
+
+def test_the_json_helper_bounds_depth_and_size():
+    assert jsonsafe.parse_line(b'{"a": ' + b"[" * 60 + b"]" * 60 + b"}")[0] is not None
+    assert jsonsafe.parse_line(b'{"a": ' + b"[" * 64 + b"]" * 64 + b"}")[1] == "nested deeper than 64 levels"
+    assert jsonsafe.parse_line(BIG_INT)[1] == "a number of more than 4300 digits"
+    assert jsonsafe.parse_line(b" " * (jsonsafe.MAX_LINE_BYTES + 1))[1].startswith("longer than")
+
+
+def _good_store(tmp_path: Path) -> tuple[ResultStore, Path]:
+    store = ResultStore(tmp_path / "results")
+    path = store.add_result(make_record("cpu", "cpu", p=512, avg=100.0))
+    return store, path
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LINES))
+def test_a_hostile_bench_line_is_a_warning_and_report_and_compare_go_on(tmp_path, name):
+    """Reproducer: a bench.jsonl line nested 5000 deep killed report and compare (RecursionError in
+    records._parse_line)."""
+    store, path = _good_store(tmp_path)
+    with path.open("ab") as fh:
+        fh.write(HOSTILE_LINES[name] + b"\n")
+    store.add_result(make_record("cpu", "cpu", p=512, avg=101.0, raw={"test_time": "x"}))
+    assert len(store.results()) == 2 and store.refused == 1
+    assert any(w.startswith(f"{path}:2: skipped a") for w in store.warnings), store.warnings
+    res = run("report", "--results", str(tmp_path / "results"))
+    no_traceback(res)
+    assert exit_code(res) == 0 and f"{path}:2: skipped a" in res.output
+    res = run("compare", "--results", str(tmp_path / "results"), "cpu", "cpu")
+    no_traceback(res)
+
+
+def test_a_hostile_builds_line_is_a_warning(tmp_path):
+    store = ResultStore(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    store.builds_file.write_bytes(DEEP + b"\n" + BIG_INT + b"\n")
+    assert store.builds() == []
+    assert [w.split(": ", 1)[0] for w in store.warnings] == [
+        f"{store.builds_file}:1",
+        f"{store.builds_file}:2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        pytest.param("brackets.json", b"[" * 100_000, id="json-100000-brackets"),
+        pytest.param("brackets.jsonl", b"{" * 100_000 + b"\n", id="jsonl-100000-braces"),
+        pytest.param("bigint.jsonl", None, id="jsonl-5000-digit-integer"),
+        pytest.param("bigint.json", None, id="json-5000-digit-integer"),
+        pytest.param("garbage.jsonl", b"{\xff\xfe\x00\x01" * 100, id="garbage-bytes"),
+    ],
+)
+def test_import_of_hostile_json_is_bad_input_naming_the_file(tmp_path, name, data):
+    """Reproducer: `toolkit import` of `[`x100000 and of a JSONL with a 5000-digit integer gave a
+    traceback (RecursionError / ValueError in the readers)."""
+    if data is None:
+        row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+        text = json.dumps(row).replace('"n_prompt": ', '"n_prompt": ' + "9" * 5000 + ', "x": ', 1)
+        data = (f"[{text}]" if name.endswith(".json") else text + "\n").encode()
+    f = tmp_path / name
+    f.write_bytes(data)
+    res = run("import", "--results", str(tmp_path / "r"), "--label", "x", str(f))
+    no_traceback(res)
+    assert exit_code(res) == 4 and str(f) in str(res.exception)
+
+
+def test_import_keeps_good_rows_beside_a_hostile_line(tmp_path):
+    lines = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()
+    f = tmp_path / "mixed.jsonl"
+    f.write_bytes(
+        lines[0].encode() + b"\n" + b"{" + b"[" * 5000 + b"\n" + BIG_INT + b"\n" + lines[1].encode() + b"\n"
+    )
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == 2
+    assert [s.split(": ")[0] for s in res.skipped] == [f"{f}:2", f"{f}:3"]
+
+
+@pytest.mark.parametrize(
+    ("count", "why"),
+    [
+        pytest.param("9" * 30, "n_prompt is 999999999999... (30 digits)", id="30-digits"),
+        pytest.param("10000001", "n_prompt is 10000001", id="above-1e7"),
+        pytest.param("1e300", "n_prompt is 1e+300", id="float-1e300"),
+    ],
+)
+def test_an_unphysical_token_count_is_refused_by_the_validity_pass(tmp_path, count, why):
+    """Reproducer: `import` of n_prompt with 30 digits then `report --format html` gave a TypeError in
+    the plots' log2; the one validity pass (check_row) now refuses the row."""
+    rows = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()
+    pp = next(r for r in rows if json.loads(r)["n_prompt"])
+    bad = pp.replace(f'"n_prompt": {json.loads(pp)["n_prompt"]}', f'"n_prompt": {count}', 1)
+    bad = bad.replace(f'"n_prompt":{json.loads(pp)["n_prompt"]}', f'"n_prompt":{count}', 1)
+    assert bad != pp
+    f = tmp_path / "big.jsonl"
+    f.write_text("\n".join([*rows, bad]) + "\n")
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == len(rows)
+    assert any(why in r and "more than 1e+07 tokens" in r for r in res.refused), res.refused
+    out = tmp_path / "report.html"
+    res2 = run("report", "--results", str(tmp_path / "results"), "--format", "html", "-o", str(out))
+    no_traceback(res2)
+    assert exit_code(res2) == 0
+
+
+def test_a_hand_edited_record_with_a_huge_count_is_skipped_not_plotted(tmp_path):
+    store, path = _good_store(tmp_path)
+    obj = json.loads(path.read_text())
+    obj["n_prompt"] = 10**30
+    with path.open("a") as fh:
+        fh.write(json.dumps(obj) + "\n")
+    assert len(store.results()) == 1
+    assert any(":2: skipped a record: n_prompt" in w or "n_prompt has 31 digits" in w for w in store.warnings)
+    res = run(
+        "report", "--results", str(tmp_path / "results"), "--format", "html", "-o", str(tmp_path / "r.html")
+    )
+    no_traceback(res)
+
+
+def _published(tmp_path: Path) -> Path:
+    store, _ = _good_store(tmp_path)
+    from toolkit.publish import push
+
+    rec = store.results()[0]
+    folder = tmp_path / "pub"
+    push.export_run(store, rec.run_id, folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        pytest.param(b"not json {", "not JSON", id="not-json"),
+        pytest.param(DEEP, "nested deeper than", id="deep"),
+        pytest.param(b"\xff\xfe", "not UTF-8", id="not-utf8"),
+        pytest.param(b"[1, 2]", "not a JSON object", id="a-list"),
+        pytest.param(None, "images: ", id="wrong-type"),
+    ],
+)
+def test_a_published_run_json_that_is_not_one_is_bad_input_naming_file_and_field(tmp_path, content, field):
+    """Reproducer: a run.json that is not JSON or wrong-typed gave a pydantic traceback (push.load_run)."""
+    from toolkit.publish import push
+
+    folder = _published(tmp_path)
+    if content is None:
+        data = json.loads((folder / "run.json").read_text())
+        data["images"] = "cpu"
+        content = json.dumps(data).encode()
+    (folder / "run.json").write_bytes(content)
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert str(err.value).startswith(f"{folder / 'run.json'}: ") and field in str(err.value)
+    res = run("reproduce", str(folder))
+    no_traceback(res)
+    assert exit_code(res) == 4
+
+
+def test_a_published_results_line_that_is_not_a_record_is_bad_input_naming_file_line_and_field(tmp_path):
+    from toolkit.publish import push
+
+    folder = _published(tmp_path)
+    line = json.loads((folder / "results.jsonl").read_text())
+    line["avg_ts"] = "fast"
+    with (folder / "results.jsonl").open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert str(err.value).startswith(f"{folder / 'results.jsonl'}:2: avg_ts: ")
+    (folder / "results.jsonl").write_bytes((folder / "results.jsonl").read_bytes().splitlines(True)[0] + DEEP)
+    with pytest.raises(BadInput) as err:
+        push.load_run(folder)
+    assert f"{folder / 'results.jsonl'}:2: " in str(err.value)
+
+
+def test_a_garbage_telemetry_trace_is_warned_not_a_traceback(tmp_path):
+    """Reproducer: a telemetry trace of garbage bytes raised UnicodeDecodeError out of iter_trace."""
+    from toolkit.analysis.telemetry import load_trace
+
+    trace = tmp_path / "telemetry.jsonl"
+    good = {"t": 1.0, "gpus": []}
+    trace.write_bytes(
+        b'{"telemetry_trace": 1}\n\xff\xfe\xfd garbage\n' + DEEP + b"\n" + json.dumps(good).encode() + b"\n"
+    )
+    warnings: list[str] = []
+    assert load_trace(trace, warnings) == [good]
+    assert [w.split(": ")[0] for w in warnings] == [f"{trace}:2", f"{trace}:3"]
+    assert "not UTF-8" in warnings[0]
+
+
+def test_read_jsonl_numbered_never_raises_on_any_line(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(b"\n".join(HOSTILE_LINES.values()) + b'\n{"ok": 1}\n')
+    warnings: list[str] = []
+    assert list(read_jsonl_numbered(f, warnings)) == [(len(HOSTILE_LINES) + 1, {"ok": 1})]
+    assert len(warnings) == len(HOSTILE_LINES)
+
+
+def test_every_json_reader_goes_through_the_one_helper():
+    """No module of the toolkit calls json.loads / json.load / raw_decode itself: the one safe parse is
+    toolkit.core.jsonsafe (checked on the source, so a new reader cannot bypass it)."""
+    root = Path(__file__).resolve().parents[1] / "toolkit"
+    offenders = []
+    for py in root.rglob("*.py"):
+        if py.name == "jsonsafe.py":
+            continue
+        text = py.read_text()
+        for needle in ("json.loads(", "json.load(", ".raw_decode(", "model_validate_json("):
+            if needle in text:
+                offenders.append(f"{py.relative_to(root.parent)}: {needle}")
+    # checkpoint.py: json.loads(json.dumps(x)), a deep copy of its own data, not a reader
+    assert offenders == ["toolkit/models/checkpoint.py: json.loads("], offenders
+
+
+# ----------------------------------------------------------------- 6. matrix.yaml strictly typed
+
+
+def _matrix_with(project: Path, old: str, new: str, *, after: int = 0) -> Path:
+    """project/matrix.yaml with the first line at or after line `after` that starts with `old`
+    (stripped) replaced by `new` at the same indentation."""
+    p = project / "matrix.yaml"
+    lines = p.read_text().splitlines()
+    i = next(j for j, ln in enumerate(lines) if j >= after and ln.strip().startswith(old))
+    lines[i] = lines[i][: len(lines[i]) - len(lines[i].lstrip())] + new
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+ROCM_LINE = 75  # the rocm image's block in matrix.yaml starts after this line
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "after", "expect"),
+    [
+        pytest.param(
+            "gfx_targets:",
+            "gfx_targets: false",
+            ROCM_LINE,
+            ["images[2].vars: template variable 'gfx_targets' is False", "e.g. [gfx1201]"],
+            id="gfx_targets-false",
+        ),
+        pytest.param(
+            "gfx_targets:",
+            "gfx_targets: [gfx1201, 7]",
+            ROCM_LINE,
+            ["'gfx_targets': item 7 is not text"],
+            id="gfx_targets-int-item",
+        ),
+        pytest.param(
+            "cmake_args:",
+            "cmake_args: -DGGML_NATIVE=OFF",
+            0,
+            ["template variable 'cmake_args' is '-DGGML_NATIVE=OFF'", "a list of cmake flags"],
+            id="cmake_args-string",
+        ),
+        pytest.param(
+            "cmake_args:",
+            "cmake_args: !!set {-DA=1}",
+            0,
+            ["template variable 'cmake_args' is {'-DA=1'}"],
+            id="cmake_args-set",
+        ),
+        pytest.param(
+            "ref: 0c1e",
+            "ref: 2026-02-30",
+            0,
+            ["line 11, column 10: '2026-02-30' cannot be read as a YAML timestamp", "quote it"],
+            id="impossible-date",
+        ),
+        pytest.param(
+            "ref: 0c1e",
+            "ref: 2026-02-28",
+            0,
+            [
+                "sources.llama.cpp.ref: Input should be a valid string (got datetime.date(2026, 2, 28))",
+                "YAML read an unquoted date: quote it",
+            ],
+            id="valid-date-as-ref",
+        ),
+        pytest.param(
+            "repetitions:",
+            "repetitions: " + "9" * 5000,
+            0,
+            ["cannot be read as a YAML int", "4300 digits"],
+            id="5000-digit-int",
+        ),
+        pytest.param(
+            "repetitions:",
+            "repetitions: true",
+            0,
+            ["bench.repetitions: Input should be a valid integer (got True)", "whole number"],
+            id="bool-as-count",
+        ),
+        pytest.param(
+            "n_gen:",
+            "n_gen: !!set {128}",
+            0,
+            ["bench.n_gen: Input should be a valid list (got {128})", "not a !!set"],
+            id="set-as-axis",
+        ),
+        pytest.param(
+            "timeout_s:",
+            "timeout_s: .nan",
+            0,
+            ["bench.timeout_s"],
+            id="nan-timeout",
+        ),
+        pytest.param(
+            "hip_version:",
+            "hip_version: 7.20",
+            0,
+            ["template variable 'hip_version' is 7.2", "quote versions"],
+            id="float-version",
+        ),
+    ],
+)
+def test_a_matrix_value_of_the_wrong_type_is_bad_input_naming_file_field_and_fix(
+    project, old, new, after, expect
+):
+    """Reproducers: `gfx_targets: false` (TypeError in the rocm template render), `ref: 2026-02-30`
+    (ValueError out of PyYAML's constructor), huge ints, a `!!set`, `cmake_args` as a string."""
+    from toolkit.spec.matrix import load_matrix
+
+    p = _matrix_with(project, old, new, after=after)
+    with pytest.raises(BadInput) as err:
+        load_matrix(p)
+    msg = str(err.value)
+    assert str(p) in msg
+    for e in expect:
+        assert e in msg, msg
+    res = run("render", "--matrix", str(p))
+    no_traceback(res)
+    assert exit_code(res) == 4
+
+
+def test_huge_engine_settings_are_bad_input(project, matrix_data):
+    from tests.conftest import mutate, write_matrix
+    from toolkit.spec.matrix import load_matrix
+
+    for path in (["vllm", "max_model_len"], ["bench", "threads"], ["sglang", "context_length"]):
+        data = (
+            mutate(matrix_data, path, 10**30)
+            if path[0] in matrix_data
+            else {**matrix_data, path[0]: {path[1]: 10**30}}
+        )
+        with pytest.raises(BadInput, match=".".join(path)):
+            load_matrix(write_matrix(project, data))
+
+
+def test_a_set_key_is_bad_input_naming_the_line(project):
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("bench:\n", "? !!set {a}\n: 1\nbench:\n", 1))
+    with pytest.raises(BadInput, match=r"line \d+, column \d+: .*a mapping key must be a plain value"):
+        load_matrix(p)
+
+
+FUZZ_VALUES = [
+    False,
+    True,
+    None,
+    0,
+    -1,
+    1.5,
+    10**30,
+    float("inf"),
+    float("nan"),
+    "",
+    "x",
+    "gfx1201",
+    [],
+    {},
+    [1],
+    ["a"],
+    [None],
+    [[1]],
+    {"a": 1},
+    {1: 2},
+    {"a"},
+    b"\x00\x01",
+    "a b",
+]
+FUZZ_TEXT = [
+    "2026-02-30",
+    "2026-02-28",
+    "!!set {a, b}",
+    "1" + "0" * 5000,
+    "!!binary AAAA",
+    "!!omap [{a: 1}]",
+    ".inf",
+    ".nan",
+    "~",
+    "0x1F",
+    "0o17",
+    "1_000",
+    "2026-02-28 10:00:00",
+    "!!pairs [{a: 1}]",
+    "!!float 1",
+    "!!int x",
+    "[a, [b, [c]]]",
+    "{a: {b: 1}}",
+    "!!str 1",
+    "9" * 400,
+    "-" + "9" * 40,
+    "yes",
+    "[]",
+    "{}",
+]
+
+
+def test_random_type_substitutions_over_matrix_yaml_never_crash(project):
+    """300 random substitutions (seed 21): a value anywhere in matrix.yaml replaced by a value of
+    another type (in the data, or as YAML text: dates, tags, 5000-digit ints), then loaded and every
+    image rendered: bad input (a ToolkitError, exit 4) or fine, never an exception (exit 1)."""
+    import copy
+    import random
+    import re
+    import traceback
+
+    import yaml
+
+    from toolkit.core.errors import ToolkitError
+    from toolkit.images import render
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    text0 = p.read_text()
+    base = yaml.safe_load(text0)
+
+    def paths(d, pre=()):
+        if pre:
+            yield pre
+        items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
+        for k, v in items:
+            yield from paths(v, (*pre, k))
+
+    all_paths = list(paths(base))
+    lines0 = text0.splitlines()
+    scalar_lines = [
+        j for j, ln in enumerate(lines0) if re.match(r"^\s*(- )?[\w.]+: \S", ln) and "#" not in ln
+    ]
+    rnd = random.Random(21)
+    crashes, refused, loaded = [], 0, 0
+    for i in range(300):
+        if i % 3 == 2:
+            lines = list(lines0)
+            j, t = rnd.choice(scalar_lines), rnd.choice(FUZZ_TEXT)
+            lines[j] = re.sub(r"(:\s).*$", lambda m, t=t: m.group(1) + t, lines[j])
+            what, text = f"line {j + 1}: {lines[j].strip()[:60]}", "\n".join(lines) + "\n"
+        else:
+            path, value = rnd.choice(all_paths), rnd.choice(FUZZ_VALUES)
+            data = copy.deepcopy(base)
+            cur = data
+            for k in path[:-1]:
+                cur = cur[k]
+            cur[path[-1]] = value
+            what, text = f"{path} = {value!r}"[:100], yaml.safe_dump(data, sort_keys=False)
+        p.write_text(text)
+        try:
+            lm = load_matrix(p)
+            lm.m.bench.cases()
+            for spec in lm.m.images:
+                render.render_image(lm, spec)
+            loaded += 1
+        except ToolkitError as err:
+            assert err.exit_code == 4, (what, err)
+            refused += 1
+        except Exception:  # noqa: BLE001 - the point: nothing but bad input may come out
+            crashes.append(f"{what}: {traceback.format_exc().splitlines()[-1]}")
+    assert not crashes, crashes[:10]
+    assert refused > 180 and loaded > 15  # both kinds happened: the fuzz is not vacuous
+
+
+def test_a_few_substitutions_through_the_cli_exit_4_never_1(project):
+    for old, new in [
+        ("gfx_targets:", "gfx_targets: false"),
+        ("ref: 0c1e", "ref: 2026-02-30"),
+        ("cmake_args:", "cmake_args: 7"),
+        ("n_batch:", "n_batch: {a: 1}"),
+    ]:
+        shutil.copy(Path(__file__).resolve().parents[1] / "matrix.yaml", project / "matrix.yaml")
+        p = _matrix_with(project, old, new, after=ROCM_LINE if "gfx" in old else 0)
+        for args in (["render", "--matrix", str(p)], ["bench", "--matrix", str(p), "--dry-run"]):
+            res = run(*args)
+            no_traceback(res)
+            assert exit_code(res) == 4, (args, new, res.output)
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("../evil", "file", "")],
+        [("a/link", "sym", "../../etc/passwd")],
+        [("a/fifo", "fifo", "")],
+    ],
+    ids=["dotdot", "symlink-out", "fifo"],
+)
+def test_a_hostile_source_archive_is_bad_input_not_a_traceback(tmp_path, members):
+    """Reproducer: tarfile's refusal (OutsideDestinationError, or the by-hand check's ValueError)
+    came out of toolkit/images/sources.py as a traceback."""
+    from tests.test_sources import _tar
+    from toolkit.images import sources
+    from toolkit.spec.matrix import load_matrix
+
+    arc = _tar(tmp_path / "src.tar.gz", [("a/ok.txt", "file", ""), *members])
+    (tmp_path / "Dockerfile.templates").mkdir()
+    (tmp_path / "Dockerfile.templates" / "t.Dockerfile.j2").write_text("FROM scratch\n")
+    (tmp_path / "matrix.yaml").write_text(
+        "schema_version: 1\nsources:\n  s:\n    archive: src.tar.gz\n    commit: abc1234\nimages:\n"
+        "  - name: i\n    template: t.Dockerfile.j2\n    backend: cpu\n    source: s\nmodels: []\n"
+    )
+    lm = load_matrix(tmp_path / "matrix.yaml")
+    with pytest.raises(BadInput, match=f"source archive {arc}: refused"):
+        sources.prepare_source(lm, "s")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_a_corrupt_source_archive_is_bad_input(tmp_path):
+    from toolkit.images import sources
+
+    arc = tmp_path / "bad.tar.gz"
+    arc.write_bytes(b"\x1f\x8b" + b"\0" * 64)
+    with pytest.raises(BadInput, match="refused"):
+        sources._extract(arc, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bench:\n  timeout_s: 2026-02-30\n",
+        "bench: " + "[" * 5000 + "\n",
+        "bench:\n  timeout_s: " + "9" * 400 + "\n",
+        "\xff\xfe",
+    ],
+    ids=["impossible-date", "deep", "huge-int", "not-utf8"],
+)
+def test_a_published_matrix_yaml_that_is_not_one_does_not_crash_reproduce(tmp_path, text):
+    from toolkit.publish import reproduce
+
+    (tmp_path / "matrix.yaml").write_bytes(text.encode("latin-1"))
+    assert reproduce._timeout(tmp_path) == 3600.0
+    assert reproduce._runner_settings(tmp_path, [make_record("cpu", "cpu", p=512, avg=1.0)]) == {}
+
+
+def test_a_published_settings_block_of_the_wrong_type_is_bad_input(tmp_path):
+    from toolkit.publish import reproduce
+
+    (tmp_path / "matrix.yaml").write_text("vllm:\n  max_model_len: lots\n")
+    rec = make_record("vllm", "rocm", p=512, avg=1.0).model_copy(
+        update={"runner": "vllm", "method": "vllm-bench-latency", "engine": {"dtype": "float16"}}
+    )
+    with pytest.raises(BadInput, match=r"matrix.yaml: vllm.max_model_len: Input should be a valid integer"):
+        reproduce._runner_settings(tmp_path, [rec])
+
+
+# ----------------------------------------------------------------- 8. model files llama-bench cannot take
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    from toolkit.models.tiny import generate_tiny_qwen3moe
+
+    return generate_tiny_qwen3moe(tmp_path_factory.mktemp("tiny") / "tiny.gguf").read_bytes()
+
+
+def _comma_project(project: Path, tiny: bytes) -> Path:
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("path: models/tiny-qwen3moe.gguf", "path: models/tiny,qwen3moe.gguf"))
+    (project / "models").mkdir(exist_ok=True)
+    f = project / "models" / "tiny,qwen3moe.gguf"
+    f.write_bytes(tiny)
+    f.chmod(0o644)
+    return p
+
+
+def test_a_comma_in_a_model_file_name_is_bad_input_naming_model_and_field(project, tiny_gguf):
+    """Reproducer: `models/tiny,qwen3moe.gguf` reached `llama-bench -m /models/tiny,qwen3moe.gguf`, which
+    llama-bench reads as two models, `/models/tiny` and `qwen3moe.gguf` (a failed run, exit 3)."""
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    lm = load_matrix(_comma_project(project, tiny_gguf))
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput) as err:
+        check_model_file(lm, model, lm.resolve(model.path))
+    msg = str(err.value)
+    assert "models[tiny-qwen3moe].path: the file name 'tiny,qwen3moe.gguf' holds a comma" in msg
+    assert "'tiny' and 'qwen3moe.gguf'" in msg and "rename the file" in msg
+
+
+def test_a_comma_in_a_model_file_name_fails_the_dry_run_and_the_argument_list(project, tiny_gguf):
+    from toolkit.results import llamabench_format
+    from toolkit.spec.matrix import BenchAxes
+
+    with pytest.raises(BadInput, match="splits -m on commas"):
+        llamabench_format.bench_args(BenchAxes(), "/models/a,b.gguf")
+    p = _comma_project(project, tiny_gguf)
+    res = run("bench", "--matrix", str(p), "--dry-run", "-i", "cpu", "-m", "tiny-qwen3moe")
+    no_traceback(res)
+    assert exit_code(res) == 4 and "commas" in str(res.exception)
+
+
+def test_a_comma_in_a_folder_name_is_fine(project, tiny_gguf):
+    """Only the file's own name reaches -m (it is mounted as /models/<name>): a comma in a folder above
+    it is no problem and is not refused."""
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(p.read_text().replace("path: models/tiny-qwen3moe.gguf", "path: mo,dels/tiny-qwen3moe.gguf"))
+    (project / "mo,dels").mkdir()
+    f = project / "mo,dels" / "tiny-qwen3moe.gguf"
+    f.write_bytes(tiny_gguf)
+    f.chmod(0o644)
+    lm = load_matrix(p)
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    check_model_file(lm, model, lm.resolve(model.path))
+
+
+def _overlong_string_gguf(path: Path) -> Path:
+    """A GGUF with no tensors whose last string value declares 1,000,000 bytes in a 128-byte file."""
+    import struct
+
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_string("general.name", "x")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = bytearray(path.read_bytes())
+    i = data.rfind(b"\x01" + b"\x00" * 7 + b"x")
+    struct.pack_into("<Q", data, i, 1_000_000)
+    path.write_bytes(data)
+    path.chmod(0o644)
+    return path
+
+
+def test_a_gguf_header_string_longer_than_the_file_fails_the_preflight(project):
+    """Reproducer: gguf's GGUFReader slices its memmap, so a string whose declared length runs past
+    the end of a file without tensors was silently cut short and the file passed the preflight."""
+    import gguf
+
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    (project / "models").mkdir()
+    f = _overlong_string_gguf(project / "models" / "tiny-qwen3moe.gguf")
+    assert len(gguf.GGUFReader(f).tensors) == 0  # the reference reader takes it
+    lm = load_matrix(project / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput, match="its header declares more bytes than the file has"):
+        check_model_file(lm, model, f)
+
+
+@pytest.mark.parametrize("where", ["first-key", "a-value", "last-tensor-name"])
+def test_any_overlong_header_string_of_a_real_model_fails_the_preflight(project, tiny_gguf, where):
+    import struct
+
+    from toolkit.bench.runners.base import check_model_file
+    from toolkit.spec.matrix import load_matrix
+
+    data = bytearray(tiny_gguf)
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+    if where == "first-key":
+        at = 24
+    else:
+        name = b"general.architecture" if where == "a-value" else b"output.weight"
+        assert data.find(name) > 24, name
+        at = data.find(name) - 8
+        if where == "a-value":
+            at += 8 + len(name) + 4
+    struct.pack_into("<Q", data, at, len(data))
+    (project / "models").mkdir()
+    f = project / "models" / "tiny-qwen3moe.gguf"
+    f.write_bytes(data)
+    f.chmod(0o644)
+    lm = load_matrix(project / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    with pytest.raises(BadInput, match="corrupt GGUF"):
+        check_model_file(lm, model, f)
