@@ -510,7 +510,9 @@ class Matrix(_Strict):
     bench: BenchAxes = Field(default_factory=BenchAxes)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
-    min_mesa_version: str = "25.0"
+    # RADV advertises VK_KHR_cooperative_matrix on GFX12 (RDNA4) from Mesa 25.1.0 (docs/relnotes/25.1.0.rst:
+    # "radv: advertise VK_KHR_cooperative_matrix on GFX12"); 25.0.x runs llama.cpp without it
+    min_mesa_version: str = "25.1.0"
     campaign: CampaignSpec | None = None  # multi-host campaigns on Slurm (toolkit/campaign/slurm.py)
     # runner settings blocks registered in toolkit.core.registry.SETTINGS (e.g. `sglang:`), validated by
     # their runner's own model; every registered block is present (defaults when not written)
