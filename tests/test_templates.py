@@ -31,11 +31,11 @@ BUILT_FROM_SOURCE = [t for t in TEMPLATES if "prebuilt" not in t]
 VLLM_TEMPLATES = ["vllm-rocm.Dockerfile.j2", "vllm-rocm-prebuilt.Dockerfile.j2"]
 VLLM_RUNTIME_ENV = {
     "VLLM_ROCM_USE_AITER": "0",
-    "VLLM_USE_TRITON_AWQ": "1",
     "HIP_FORCE_DEV_KERNARG": "1",
     "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1",
-    "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
 }
+# no-ops for the compressed-tensors checkpoint at 0.16.0 and 0.28.0 (test_vllm_env_vars_removed_are_no_ops)
+VLLM_NO_OP_ENV = ("VLLM_USE_TRITON_AWQ", "FLASH_ATTENTION_TRITON_AMD_ENABLE")
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 
 
@@ -421,6 +421,8 @@ def test_vllm_common(lm, template):
     env = _merged(final, "ENV")
     for key, value in VLLM_RUNTIME_ENV.items():
         assert env.get(key) == value, f"ENV {key}={value}"
+    for key in VLLM_NO_OP_ENV:
+        assert key not in env, f"ENV {key}: a no-op for this checkpoint"
     assert "gfx1201" in env["PYTORCH_ROCM_ARCH"].split(";")
     labels = _merged(final, "LABEL")
     for key in ("vllm-ref", "torch-version", "hip-version", "gfx-targets"):
@@ -466,15 +468,6 @@ def test_vllm_prebuilt_is_digest_pinned(lm):
 
 LLAMA_TEMPLATES = ["llama-cpu.Dockerfile.j2", "llama-vulkan.Dockerfile.j2", "llama-rocm.Dockerfile.j2"]
 _CMAKE_FILES = ("CMakeLists.txt",)
-
-
-@pytest.fixture(scope="module")
-def llama_tree(lm) -> Path:
-    from toolkit.images.sources import prepare_source
-
-    src = prepare_source(lm, "llama.cpp", skip_git=True)
-    assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path
-    return src.path
 
 
 def _cmake_text(tree: Path) -> str:
@@ -913,3 +906,94 @@ def test_pinned_llama_cpp_vulkan_facts_the_probe_relies_on(llama_tree):
     )
     common = (llama_tree / "common" / "arg.cpp").read_text()
     assert 'printf("Available devices:\\n");' in common
+
+
+_VLLM_VERSIONS = ("0.16.0", "0.28.0")
+
+
+def test_vllm_versions_are_the_matrix_pins(lm):
+    assert sorted(i.vars["vllm_version"] for i in lm.m.images if i.runner == "vllm") == sorted(_VLLM_VERSIONS)
+
+
+@pytest.mark.parametrize("version", _VLLM_VERSIONS)
+def test_vllm_env_vars_removed_are_no_ops(vllm_sdist, version):
+    """Read in the pinned release's source: VLLM_USE_TRITON_AWQ only switches the `awq` method's two ops
+    (and rocm.py turns it on itself for `awq`); FLASH_ATTENTION_TRITON_AMD_ENABLE only gates the ViT
+    attention's flash-attn Triton path. The checkpoint is compressed-tensors (matrix.yaml), not awq."""
+    tree = vllm_sdist(version)
+    users = {
+        str(p.relative_to(tree)): p.read_text()
+        for p in (tree / "vllm").rglob("*.py")
+        if "VLLM_USE_TRITON_AWQ" in p.read_text() or "FLASH_ATTENTION_TRITON_AMD_ENABLE" in p.read_text()
+    }
+    assert set(users) == {
+        "vllm/envs.py",
+        "vllm/usage/usage_lib.py",
+        "vllm/_custom_ops.py",
+        "vllm/platforms/rocm.py",
+    }, sorted(users)
+    ops = users["vllm/_custom_ops.py"]
+    for block in re.split(r"\ndef ", ops)[1:]:
+        if "envs.VLLM_USE_TRITON_AWQ" in block:
+            assert block.startswith(("awq_dequantize(", "awq_gemm(")), block[:60]
+    rocm = users["vllm/platforms/rocm.py"]
+    assert 'if quant == "awq" and not envs.VLLM_USE_TRITON_AWQ:' in rocm
+    fa = rocm[rocm.index("def flash_attn_triton_available()") :]
+    assert 'os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE") != "TRUE"' in fa[: fa.index("\nclass ")]
+    assert rocm.count("FLASH_ATTENTION_TRITON_AMD_ENABLE") == 2  # the check and its log hint
+    callers = [m.start() for m in re.finditer(r"flash_attn_triton_available\(\)", rocm)]
+    assert len(callers) == 2  # the definition and one caller: the ViT backend chooser
+    vit = rocm[: callers[1]].rsplit("def ", 1)[1]
+    assert vit.startswith("get_vit_attn_backend("), vit[:60]
+    awq_users = [
+        p for p in (tree / "vllm").rglob("*.py") if re.search(r"ops\.awq_(gemm|dequantize)\(", p.read_text())
+    ]
+    assert {p.name for p in awq_users} <= {"awq.py", "auto_awq.py", "awq_triton.py"}, (
+        awq_users
+    )  # AWQ methods only
+
+
+@pytest.mark.parametrize("version", _VLLM_VERSIONS)
+def test_vllm_40081_is_not_fixed_in_the_pinned_releases(vllm_sdist, version):
+    """vllm#40081 (ROCm not detected in an unprivileged container: amdsmi cannot read sysfs): the
+    pinned releases still detect ROCm through amdsmi alone (the fix, vllm#41585, adds a hipGetDeviceCount
+    fallback and is not merged), so matrix.yaml and the templates must not claim either release has it."""
+    init = (vllm_sdist(version) / "vllm" / "platforms" / "__init__.py").read_text()
+    plugin = init[init.index("def rocm_platform_plugin()") :]
+    plugin = plugin[: plugin.index("\ndef ", 1)]
+    assert "amdsmi.amdsmi_get_processor_handles()" in plugin
+    assert "hipGetDeviceCount" not in plugin and "libamdhip64" not in plugin and "kfd" not in plugin
+
+
+def test_vllm_40081_claims_in_the_project():
+    text = (ROOT / "matrix.yaml").read_text() + "".join(
+        p.read_text() for p in (ROOT / "Dockerfile.templates").glob("vllm-*.j2")
+    )
+    assert "came after 0.16" not in text
+    assert "the image with the later ROCm fixes" not in text
+    assert "vllm-project/vllm#40081" in text and "not fixed in" in text
+
+
+@pytest.mark.parametrize(
+    "version, default",
+    [("0.16.0", "TRITON_ATTN"), ("0.28.0", "ROCM_ATTN")],
+)
+def test_vllm_default_attention_backend_differs_by_release(vllm_sdist, version, default, lm):
+    """Without --attention-backend, 0.16.0 falls through to TRITON_ATTN on gfx1201 with AITER off and
+    0.28.0 ranks ROCM_ATTN first; the matrix pins one (`vllm.attention_backend`) so both images run it."""
+    rocm = (vllm_sdist(version) / "vllm" / "platforms" / "rocm.py").read_text()
+    if version == "0.16.0":
+        assert re.search(
+            r"# Default: Triton Unified Attention\s+logger\.info\(\"Using Triton Attention backend\.\"\)\s+"
+            r"return AttentionBackendEnum\.TRITON_ATTN\.get_path\(\)",
+            rocm,
+        )
+    else:
+        prio = rocm[rocm.index("def _get_backend_priorities(") :]
+        prio = prio[: prio.index("return backends")]
+        first = re.search(r"backends\.append\(AttentionBackendEnum\.(\w+)\)", prio)
+        assert first and first.group(1) == default
+    args = (vllm_sdist(version) / "vllm" / "engine" / "arg_utils.py").read_text()
+    assert '"--attention-backend"' in args
+    reg = (vllm_sdist(version) / "vllm" / "v1" / "attention" / "backends" / "registry.py").read_text()
+    assert re.search(rf"^\s+{lm.m.vllm.attention_backend} = ", reg, re.M)

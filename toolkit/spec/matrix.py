@@ -388,6 +388,8 @@ class VllmSettings(_Strict):
     dtype: str = "float16"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
+    # `--attention-backend` (an AttentionBackendEnum name, e.g. TRITON_ATTN); None: the release's default
+    attention_backend: str | None = Field(None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$")
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     num_prompts_per_level: int = Field(32, ge=1)
     num_iters: int = Field(10, ge=1)

@@ -107,6 +107,8 @@ def engine_args(v: VllmSettings) -> list[str]:
     ]
     if v.quantization:
         args += ["--quantization", v.quantization]
+    if v.attention_backend:
+        args += ["--attention-backend", v.attention_backend]
     args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
     args.append("--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching")
     return args + ["--seed", "0"]
@@ -124,6 +126,7 @@ def pinned_engine(v: VllmSettings) -> dict[str, Any]:
         "dtype": v.dtype,
         "enforce_eager": v.enforce_eager,
         "enable_prefix_caching": v.enable_prefix_caching,
+        "attention_backend": v.attention_backend,
         "num_iters": v.num_iters,
         "num_iters_warmup": v.num_iters_warmup,
         "num_prompts_per_level": v.num_prompts_per_level,
