@@ -40,6 +40,18 @@ SCHEMA_VERSION = 1
 # Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
 # metacharacters. Anything else is rejected here, before a build starts.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# set per run by the toolkit (device selection, caches): an env axis may not override them
+_ENV_RESERVED = frozenset(
+    {
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "GGML_VK_VISIBLE_DEVICES",
+        "MESA_SHADER_CACHE_DIR",
+        "PATH",
+        "LD_LIBRARY_PATH",
+    }
+)
 _RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
 # Model names become parts of container names and log file names; template names are file names.
@@ -268,6 +280,49 @@ class BenchAxes(_Strict):
     memory: str | None = Field(
         None, description="container memory limit (docker --memory), e.g. 24g; recorded"
     )
+    # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
+    # (one container per combination; the llama-bench axes run inside each). Part of the test
+    # identity (`env.NAME`, toolkit/results/identity.py) and a column of the tables where it varies;
+    # e.g. {"GGML_VK_DISABLE_COOPMAT": ["0", "1"]}. Values are strings (numbers are written as text).
+    env: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ValueError(
+                "env must map variable names to lists of values, e.g. {GGML_VK_DISABLE_COOPMAT: ['0', '1']}"
+            )
+        out: dict[str, list[str]] = {}
+        for name, values in v.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"env: {name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                )
+            if name in _ENV_RESERVED:
+                raise ValueError(
+                    f"env: {name} is set by the toolkit itself (device selection, caches); not an axis"
+                )
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"env.{name}: give a non-empty list of values, e.g. ['0', '1']")
+            vals = []
+            for x in values:
+                if isinstance(x, bool) or not isinstance(x, str | int | float):
+                    raise ValueError(f"env.{name}: {x!r} is not a string or number")
+                vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
+            if len(set(vals)) != len(vals):
+                raise ValueError(f"env.{name}: duplicate values")
+            out[name] = vals
+        return out
+
+    def env_combinations(self) -> list[dict[str, str]]:
+        """The crossed `env` axis: one {NAME: value} per container ([{}] without the axis)."""
+        names = sorted(self.env)
+        return [
+            dict(zip(names, combo, strict=True)) for combo in itertools.product(*(self.env[n] for n in names))
+        ]
 
     @field_validator("memory")
     @classmethod

@@ -52,6 +52,7 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
     Outcome,
     RunContext,
     Step,
+    effective_environment,
     estimate_from,
     image_ref,
     model_sha256,
@@ -1055,6 +1056,8 @@ def _run(ctx: RunContext) -> list[Outcome]:
         host=ctx.host,
         backends=backends.llama_name(spec.backend),
         build_commit=build.source_commit,
+        # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
+        environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
         **stale_marks(build),
     )
     vctx.pinned = {
