@@ -369,10 +369,17 @@ def test_vulkan_probe_requires_llama_cpp_to_pick_coopmat(lm, tmp_path):
     assert proc.returncode == 1 and "not KHR_coopmat" in proc.stderr
 
 
-@pytest.mark.parametrize("template", _params(["llama-rocm.Dockerfile.j2"]))
-def test_rocm(lm, template):
-    spec = _spec(lm, template)
-    text = _render(lm, template).content
+ROCM_LLAMA_IMAGES = ["rocm", "rocm-7.2.4"]
+
+
+def test_every_llama_rocm_image_is_tested(lm):
+    assert [i.name for i in lm.m.images if i.template == "llama-rocm.Dockerfile.j2"] == ROCM_LLAMA_IMAGES
+
+
+@pytest.mark.parametrize("name", ROCM_LLAMA_IMAGES)
+def test_rocm(lm, name):
+    spec = lm.m.image(name)
+    text = render_image(lm, spec).content
     stages = _stages(text)
     build, final = stages[0], stages[-1]
     assert build["from"] == spec.vars["rocm_dev_image"]
@@ -997,3 +1004,50 @@ def test_vllm_default_attention_backend_differs_by_release(vllm_sdist, version, 
     assert '"--attention-backend"' in args
     reg = (vllm_sdist(version) / "vllm" / "v1" / "attention" / "backends" / "registry.py").read_text()
     assert re.search(rf"^\s+{lm.m.vllm.attention_backend} = ", reg, re.M)
+
+
+def test_second_rocm_release_is_its_own_digest_pinned_image(lm, tmp_path):
+    """ROCm 7.2.4 beside 7.2.1: its own entry, the dev image pinned by the digest published in the
+    community R9700 stack's Dockerfile (matrix.yaml cites it), the tag's release = rocm_version (which the
+    build checks inside the image), its own build cache, and hadolint-clean."""
+    a, b = lm.m.image("rocm"), lm.m.image("rocm-7.2.4")
+    assert b.vars["rocm_dev_image"] == (
+        "rocm/dev-ubuntu-24.04:7.2.4-complete@sha256:92f309c51b52cef8762867848f1529dee821624f23cd5df38455e819538f762f"
+    )
+    for spec in (a, b):
+        ref = spec.vars["rocm_dev_image"]
+        assert DIGEST_REF.match(ref), ref
+        assert ref.split("@")[0].endswith(f":{spec.vars['rocm_version']}-complete")
+    assert a.vars["rocm_version"] != b.vars["rocm_version"]
+    ta, tb = render_image(lm, a).content, render_image(lm, b).content
+    cache = re.compile(r"id=(llama-rocm-build-[^,\s]+)")
+    assert cache.search(ta).group(1) != cache.search(tb).group(1)
+    assert "mattbucci/2x-R9700-RDNA4-GFX1201-sglang-inference" in (ROOT / "matrix.yaml").read_text()
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(tb)
+    proc = subprocess.run(
+        [_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (ROOT / "images" / "rocm-7.2.4" / "Dockerfile").read_text().endswith(tb)
+
+
+def test_unpullable_rocm_release_is_skipped_with_one_line(lm, monkeypatch):
+    """Where the registry cannot be reached the image is skipped, with the base image and the reason on
+    one line (the engine's ensure_base_image answer), before any source or build step."""
+    from toolkit.images import build as image_build
+
+    asked = []
+
+    def ensure(ref):
+        asked.append(ref)
+        return f"base image {ref} is not local and cannot be pulled (dial tcp: lookup registry-1.docker.io: no such host)"
+
+    monkeypatch.setattr(image_build.engine, "ensure_base_image", ensure)
+    monkeypatch.setattr(
+        image_build, "plan", lambda *a, **k: pytest.fail("planned a build of an unpullable image")
+    )
+    res = image_build.build_image(lm, lm.m.image("rocm-7.2.4"), store=None)
+    assert res.status == "skipped"
+    assert "\n" not in res.reason and "rocm/dev-ubuntu-24.04:7.2.4-complete@sha256:92f309c5" in res.reason
+    assert asked[0].startswith("rocm/dev-ubuntu-24.04:7.2.4-complete@")
