@@ -30,6 +30,7 @@ DATA = Path(__file__).parent / "data"
 CONTRACT_FIXTURES = {
     "release_python": "a pinned vLLM/SGLang release's own code in a cached venv (PyPI wheels on first use)",
     "llama_tree": "the pinned llama.cpp tree (llama-cpp-python's sdist from PyPI on first use)",
+    "vllm_sdist": "the pinned vLLM releases' source (vllm-<version>.tar.gz from PyPI on first use)",
 }
 """Fixture name -> what it fetches: tests using one are `contract` tests (added by the hook below)."""
 
@@ -41,6 +42,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         used = sorted(set(getattr(item, "fixturenames", ())) & CONTRACT_FIXTURES.keys())
         if used and item.get_closest_marker("contract") is None:
             item.add_marker(pytest.mark.contract(reason=f"uses {', '.join(used)}"))
+
+
+@pytest.fixture(scope="session")
+def llama_tree() -> Path:
+    """The pinned llama.cpp tree of matrix.yaml (`sources: llama.cpp`), prepared as `toolkit build` does."""
+    from toolkit.images.sources import prepare_source
+    from toolkit.spec.matrix import load_matrix
+
+    src = prepare_source(load_matrix(ROOT / "matrix.yaml"), "llama.cpp", skip_git=True)
+    assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path
+    return src.path
+
+
+@pytest.fixture(scope="session")
+def vllm_sdist():
+    """version -> the unpacked source of that vLLM release's PyPI sdist (the `vllm_version` of each vLLM
+    image in matrix.yaml), downloaded once into ~/.cache/toolkit/sdists/ (PyPI's simple index)."""
+    import re
+    import tarfile
+    import urllib.request
+
+    cache = Path(os.environ.get("TOOLKIT_SDIST_CACHE", Path.home() / ".cache" / "toolkit" / "sdists"))
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def get(version: str) -> Path:
+        tree = cache / f"vllm-{version}"
+        if (tree / "vllm" / "platforms" / "rocm.py").is_file():
+            return tree
+        tgz = cache / f"vllm-{version}.tar.gz"
+        if not tgz.is_file():
+            index = urllib.request.urlopen("https://pypi.org/simple/vllm/", timeout=60).read().decode()
+            m = re.search(rf'href="(https://[^"#]+/vllm-{re.escape(version)}\.tar\.gz)', index)
+            assert m, f"no sdist of vllm {version} on PyPI"
+            urllib.request.urlretrieve(m.group(1), tgz.with_suffix(".part"))
+            tgz.with_suffix(".part").rename(tgz)
+        with tarfile.open(tgz) as tf:
+            members = [x for x in tf.getmembers() if x.name.startswith(f"vllm-{version}/vllm/")]
+            tf.extractall(cache, members=members, filter="data")
+        return tree
+
+    return get
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ gpu_less = pytest.mark.skipif(not GPU_LESS, reason="this host has a GPU device n
 
 
 def _commands(out: str) -> list[str]:
-    return [ln.split(":", 1)[0] for ln in out.splitlines() if re.match(r"[\w-]+: docker buildx build ", ln)]
+    return [ln.split(":", 1)[0] for ln in out.splitlines() if re.match(r"[\w.-]+: docker buildx build ", ln)]
 
 
 def _skipped(out: str) -> list[str]:
@@ -38,6 +38,7 @@ def test_default_build_on_a_gpu_less_host_is_the_cpu_image_only(project):
     assert _skipped(res.output) == [
         "vulkan",
         "rocm",
+        "rocm-7.2.4",
         "vllm",
         "vllm-prebuilt",
         *(["sglang"] if "sglang:" in res.output else []),

@@ -37,7 +37,20 @@ def vk_project(tmp_path_factory):
 def test_vulkan_image_labels_mesa_version(vk_project):
     rec = ResultStore(vk_project / "results").latest_build("vulkan")
     mesa = rec.labels.get("org.toolkit.mesa-version", "")
-    assert mesa and int(mesa.split(".")[0]) >= 25, rec.labels
+    major, minor = (int(x) for x in mesa.split(".")[:2])
+    assert (major, minor) >= (25, 1), rec.labels  # RADV coopmat on GFX12 from Mesa 25.1.0
+    assert "~bpo" in mesa and rec.labels["org.toolkit.mesa-apt-suite"] == "trixie-backports"
+
+
+def test_vulkan_build_probed_coopmat_on_gfx1201(vk_project):
+    """The build's drm-shim probe (RADV on a faked gfx1201) recorded its facts as labels: the
+    extension, the feature, and llama.cpp's own choice of matrix cores."""
+    labels = ResultStore(vk_project / "results").latest_build("vulkan").labels
+    assert labels["org.toolkit.vk-probe-gpu"] == "gfx1201"
+    assert "RADV GFX1201" in labels["org.toolkit.vk-probe-device"]
+    assert labels["org.toolkit.vk-khr-cooperative-matrix"] not in ("", "absent")
+    assert labels["org.toolkit.vk-cooperative-matrix-feature"] == "true"
+    assert labels["org.toolkit.llama-vk-matrix-cores"] == "KHR_coopmat"
 
 
 def test_lavapipe_is_refused_without_opt_in(vk_project):

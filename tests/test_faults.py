@@ -854,7 +854,8 @@ def test_run_args_of_every_profile_are_confined(tmp_path):
         assert not any(a.startswith("--cap-add") or a in ("--pid", "--userns", "--uts") for a in cmd), name
         assert not any("docker.sock" in a for a in cmd), name
         if name.startswith("rocm"):
-            assert ("--security-opt", "seccomp=unconfined") in pairs and ("--ipc", "host") in pairs
+            assert ("--ipc", "host") in pairs
+        assert not any("seccomp" in a for a in cmd), name  # Docker's default seccomp profile stays on
         seen.add(name.split("-")[0])
     assert seen == {"cpu", "vulkan", "rocm"}
 

@@ -105,3 +105,41 @@ def test_cooldown_is_llama_benchs_delay_before_each_test():
     args = lb.bench_args(axes, "/models/m.gguf")
     assert args[args.index("--delay") + 1] == "20"
     assert "--delay" not in lb.bench_args(BenchAxes(n_prompt=[512], n_gen=[128]), "/m.gguf")
+
+
+def test_fallback_messages_are_what_the_pinned_llama_bench_prints(llama_tree):
+    """Every "no device" message of core.backends is printed by code llama-bench runs at the pin (ggml,
+    not common/), checked in the pinned tree; the two removed ones are not (issue 23)."""
+    from toolkit.core import backends
+
+    ggml = "\n".join(
+        p.read_text(errors="replace")
+        for p in (llama_tree / "ggml").rglob("*")
+        if p.suffix in {".c", ".cpp", ".cu", ".cuh", ".h"} and p.is_file()
+    )
+    assert 'GGML_LOG_INFO("ggml_vulkan: No devices found.\\n");' in ggml
+    assert 'GGML_LOG_ERROR("%s: failed to initialize " GGML_CUDA_NAME ": %s\\n", __func__' in ggml
+    assert '#define GGML_CUDA_NAME "ROCm"' in ggml and '#define GGML_CUDA_NAME "CUDA"' in ggml
+    assert backends.BACKENDS["vulkan"].fallback_messages == ("ggml_vulkan: No devices found",)
+    assert "ggml_cuda_init: failed to initialize ROCm" in backends.BACKENDS["rocm"].fallback_messages
+    assert "ggml_cuda_init: failed to initialize CUDA" in backends.BACKENDS["cuda"].fallback_messages
+    # gone: never printed by llama-bench at this commit
+    assert "failed to initialize Vulkan" not in backends.FALLBACK_MESSAGES
+    assert "no usable GPU found" not in backends.FALLBACK_MESSAGES
+    tree_text = ggml + (llama_tree / "tools" / "llama-bench" / "llama-bench.cpp").read_text()
+    assert "failed to initialize Vulkan" not in tree_text and "no usable GPU found" not in tree_text
+    bench = (llama_tree / "tools" / "llama-bench" / "llama-bench.cpp").read_text()
+    assert "common_params_parse" not in bench  # the parser that prints "no usable GPU found" (common/arg.cpp)
+    assert "no usable GPU found" in (llama_tree / "common" / "arg.cpp").read_text()
+
+
+def test_no_device_capture_is_a_cpu_fallback():
+    """The pinned llama-bench's own output without a GPU (tests/data, captured in the Vulkan image on
+    this GPU-less machine) is caught by the fallback rule."""
+    from toolkit.core import backends
+
+    err = (DATA / "llamabench-0c1e57098-list-devices-nogpu.stderr").read_text()
+    assert backends.cpu_fallback_reason("vulkan", "Vulkan", "", log=err)
+    assert "ggml_vulkan: No devices found" in (
+        backends.cpu_fallback_reason("vulkan", "Vulkan", None, log=err) or ""
+    )

@@ -31,11 +31,11 @@ BUILT_FROM_SOURCE = [t for t in TEMPLATES if "prebuilt" not in t]
 VLLM_TEMPLATES = ["vllm-rocm.Dockerfile.j2", "vllm-rocm-prebuilt.Dockerfile.j2"]
 VLLM_RUNTIME_ENV = {
     "VLLM_ROCM_USE_AITER": "0",
-    "VLLM_USE_TRITON_AWQ": "1",
     "HIP_FORCE_DEV_KERNARG": "1",
     "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1",
-    "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
 }
+# no-ops for the compressed-tensors checkpoint at 0.16.0 and 0.28.0 (test_vllm_env_vars_removed_are_no_ops)
+VLLM_NO_OP_ENV = ("VLLM_USE_TRITON_AWQ", "FLASH_ATTENTION_TRITON_AMD_ENABLE")
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 
 
@@ -197,41 +197,189 @@ def test_hadolint_clean(lm, template, tmp_path):
 # --- per template --------------------------------------------------------------------------------
 
 
+def _stage(stages: list[dict], name: str) -> dict:
+    found = [s for s in stages if s["name"] == name]
+    assert len(found) == 1, f"one stage named {name!r}: {[s['name'] for s in stages]}"
+    return found[0]
+
+
 @pytest.mark.parametrize("template", _params(["llama-vulkan.Dockerfile.j2"]))
 def test_vulkan(lm, template):
     spec = _spec(lm, template)
     text = _render(lm, template).content
     stages = _stages(text)
     build, final = stages[0], stages[-1]
+    base, probe = _stage(stages, "runtime-base"), _stage(stages, "vulkan-probe")
+    assert final["from"] == "runtime-base" and probe["from"] == "runtime-base"
     assert "-DGGML_VULKAN=ON" in text and "-DGGML_NATIVE=OFF" in text
     assert "--mount=type=cache,target=/build," in text
     for pkg in ("libvulkan-dev", "glslc", "spirv-headers"):
         assert any(w == "RUN" and pkg in a for w, a in build["ins"]), f"{pkg} in the build stage"
-    runtime_install = " ".join(a for w, a in final["ins"] if w == "RUN")
+    runtime_install = " ".join(a for w, a in base["ins"] if w == "RUN")
     assert re.search(r"(?<![\w.-])mesa-vulkan-drivers(?![\w.=-])", runtime_install), "Mesa installed unpinned"
     for pkg in ("libvulkan1", "libglvnd0", "libgl1", "libglx0", "libegl1", "libgles2", "libgomp1"):
         assert re.search(rf"(?<![\w.-]){re.escape(pkg)}(?![\w.=-])", runtime_install), (
             f"{pkg} in the runtime stage"
         )
-    # a version floor checked in the build, the installed version recorded as a build fact
+    # Mesa from the backports suite, apt-pinned to the packages of the mesa source and nothing else
+    suite = spec.vars["mesa_apt_suite"]
+    assert suite == "trixie-backports"
+    assert f'{suite} main" > /etc/apt/sources.list.d/mesa-backports.list' in runtime_install
+    assert "printf 'Package: src:mesa\\nPin: release n=%s\\nPin-Priority: 990\\n' \"trixie-backports\"" in (
+        runtime_install
+    )
+    assert "${VERSION_CODENAME}-backports" in runtime_install  # the suite belongs to the base release
+    assert "apt-cache madison mesa-vulkan-drivers" in runtime_install and f'" {suite}/"' in runtime_install
+    assert '\'$3 ~ /~bpo/ && $1 != "mesa"' in runtime_install  # nothing else from backports
+    # a version floor checked in the build (the first Mesa with RADV coopmat on GFX12), the installed
+    # version and suite recorded as build facts
+    assert lm.m.min_mesa_version == "25.1.0"
     assert "dpkg --compare-versions" in runtime_install
     assert f'lt "{lm.m.min_mesa_version}"' in runtime_install
     assert f"older than the matrix minimum {lm.m.min_mesa_version}" in runtime_install
-    assert "RDNA4 (gfx1201) needs RADV >= 25.0" in runtime_install
-    assert "mesa-version=%s" in runtime_install and "/opt/toolkit/facts/runtime.txt" in runtime_install
+    assert "cooperative matrix needs RADV >= 25.1.0" in runtime_install
+    assert "mesa-version=%s\\nmesa-apt-suite=%s" in runtime_install
+    assert "/opt/toolkit/facts/runtime.txt" in runtime_install
+    # the probe stage: drm-shim device, extension facts, fails without coopmat (in vulkaninfo and in llama.cpp)
+    probe_runs = " ".join(a for w, a in probe["ins"] if w == "RUN")
+    assert "apt-get install -y --no-install-recommends mesa-drm-shim" in probe_runs
+    assert f"AMDGPU_GPU_ID={spec.vars['vulkan_probe_gpu']}" in probe_runs
+    assert "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/radeon_icd.json" in probe_runs
+    for ext in spec.vars["vulkan_probe_extensions"]:
+        assert ext in probe_runs
+    assert "VK_KHR_cooperative_matrix" in spec.vars["vulkan_probe_extensions"]
+    assert "grep -qx 'vk-khr-cooperative-matrix=absent'" in probe_runs
+    assert "llama-bench --list-devices" in probe_runs and '"${matrix}" != "KHR_coopmat"' in probe_runs
+    assert ("COPY", "--from=build /opt/llama /opt/llama") in probe["ins"]
+    # only the probe's facts reach the image, not the shim
+    assert (
+        "COPY",
+        "--from=vulkan-probe /opt/toolkit/facts/vulkan-probe.txt /opt/toolkit/facts/vulkan-probe.txt",
+    ) in (final["ins"])
+    assert not any("drm-shim" in a for w, a in final["ins"])
     labels = _merged(final, "LABEL")
     assert "org.toolkit.mesa-version" not in labels, (
         "the installed Mesa is a build fact, not a template value"
     )
     assert labels["org.toolkit.min-mesa-version"] == lm.m.min_mesa_version
+    assert labels["org.toolkit.mesa-apt-suite"] == suite
+    assert labels["org.toolkit.vk-probe-gpu"] == "gfx1201"
     assert "mesa_version" not in spec.vars
     assert _merged(final, "ENV")["MESA_SHADER_CACHE_DIR"] == "/cache/mesa"
 
 
-@pytest.mark.parametrize("template", _params(["llama-rocm.Dockerfile.j2"]))
-def test_rocm(lm, template):
-    spec = _spec(lm, template)
-    text = _render(lm, template).content
+def _probe_script(text: str, needle: str) -> str:
+    runs = [a for w, a in _instructions(text) if w == "RUN" and needle in a]
+    assert len(runs) == 1, needle
+    return runs[0]
+
+
+def _run_probe(
+    tmp_path: Path, script: str, vulkaninfo: str, list_devices_err: str = ""
+) -> subprocess.CompletedProcess:
+    """Run a probe RUN step of the rendered template in bash with the Debian tools stubbed: `vulkaninfo`
+    prints `vulkaninfo`, llama-bench prints `list_devices_err` on stderr, facts go under tmp_path."""
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    (tmp_path / "vi.txt").write_text(vulkaninfo)
+    (tmp_path / "ld.err").write_text(list_devices_err)
+    stubs = {
+        "apt-get": "exit 0",
+        "dpkg-query": "echo -n 26.1.6-1~bpo13+1",
+        "dpkg": "echo /usr/lib/x86_64-linux-gnu/libamdgpu_noop_drm_shim.so",
+        "vulkaninfo": f"cat {tmp_path}/vi.txt",
+        "llama-bench": f"echo 'Available devices:'; cat {tmp_path}/ld.err >&2",
+    }
+    for name, body in stubs.items():
+        f = stub / name
+        f.write_text(f"#!/bin/bash\n{body}\n")
+        f.chmod(0o755)
+    facts = tmp_path / "facts"
+    facts.mkdir(exist_ok=True)
+    body = script.replace("/opt/toolkit/facts", str(facts)).replace(
+        "/opt/llama/bin/llama-bench", "llama-bench"
+    )
+    body = re.sub(r"^--mount=\S+\s+--mount=\S+\s+", "", body)
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", body],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{stub}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=60,
+    )
+
+
+_VULKANINFO = ROOT / "tests" / "data" / "vulkaninfo-radv-gfx1201-mesa-26.1.6.txt"
+_LIST_DEVICES_ERR = ROOT / "tests" / "data" / "llamabench-0c1e57098-list-devices-radv-gfx1201.stderr"
+
+
+def test_vulkan_probe_records_extensions_and_fails_without_coopmat(lm, tmp_path):
+    """The probe's shell, run on vulkaninfo captured from Mesa 26.1.6's RADV on the gfx1201 drm-shim
+    device (tests/data), writes the extension facts; the same output without VK_KHR_cooperative_matrix
+    (what Mesa 25.0.x's radv_cooperative_matrix_enabled gives on GFX12) fails the step."""
+    text = _render(lm, "llama-vulkan.Dockerfile.j2").content
+    script = _probe_script(text, "vulkaninfo > /tmp/vulkaninfo.txt")
+    good = _VULKANINFO.read_text()
+    (tmp_path / "good").mkdir()
+    proc = _run_probe(tmp_path / "good", script, good)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "good" / "facts" / "vulkan-probe.txt").read_text().splitlines()
+    )
+    assert facts["vk-probe-gpu"] == "gfx1201"
+    assert facts["vk-probe-device"] == "AMD Radeon Graphics (RADV GFX1201)"
+    assert facts["vk-probe-driver-info"] == "Mesa 26.1.6-1~bpo13+1"
+    assert facts["vk-khr-cooperative-matrix"] == "2" and facts["vk-cooperative-matrix-feature"] == "true"
+    assert facts["vk-ext-shader-float8"] == "1"  # llama.cpp 0c1e57098 classes the device AMD_RDNA4
+    assert facts["vk-nv-cooperative-matrix2"] == "absent"
+
+    no_coopmat = "\n".join(
+        ln
+        for ln in good.splitlines()
+        if "VK_KHR_cooperative_matrix" not in ln and "cooperativeMatrix" not in ln
+    )
+    (tmp_path / "bad").mkdir()
+    proc = _run_probe(tmp_path / "bad", script, no_coopmat)
+    assert proc.returncode == 1
+    assert "exposes no VK_KHR_cooperative_matrix" in proc.stderr
+    assert "vk-khr-cooperative-matrix=absent" in (tmp_path / "bad" / "facts" / "vulkan-probe.txt").read_text()
+
+    other = good.replace("RADV GFX1201", "RADV NAVI31")
+    (tmp_path / "other").mkdir()
+    proc = _run_probe(tmp_path / "other", script, other)
+    assert proc.returncode == 1 and "not a RADV GFX1201 device" in proc.stderr
+
+
+def test_vulkan_probe_requires_llama_cpp_to_pick_coopmat(lm, tmp_path):
+    """llama-bench's own device line (captured from the built image on the drm-shim gfx1201 device)
+    must say `matrix cores: KHR_coopmat`; `none` (scalar shaders) fails the build step."""
+    text = _render(lm, "llama-vulkan.Dockerfile.j2").content
+    script = _probe_script(text, "llama-bench --list-devices")
+    err = _LIST_DEVICES_ERR.read_text()
+    assert "matrix cores: KHR_coopmat" in err
+    (tmp_path / "ok").mkdir()
+    proc = _run_probe(tmp_path / "ok", script, "", err)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = (tmp_path / "ok" / "facts" / "vulkan-probe.txt").read_text()
+    assert "llama-vk-matrix-cores=KHR_coopmat\n" in facts
+    assert "llama-vk-device=AMD Radeon Graphics (RADV GFX1201)\n" in facts
+    (tmp_path / "scalar").mkdir()
+    proc = _run_probe(tmp_path / "scalar", script, "", err.replace("KHR_coopmat", "none"))
+    assert proc.returncode == 1 and "not KHR_coopmat" in proc.stderr
+
+
+ROCM_LLAMA_IMAGES = ["rocm", "rocm-7.2.4"]
+
+
+def test_every_llama_rocm_image_is_tested(lm):
+    assert [i.name for i in lm.m.images if i.template == "llama-rocm.Dockerfile.j2"] == ROCM_LLAMA_IMAGES
+
+
+@pytest.mark.parametrize("name", ROCM_LLAMA_IMAGES)
+def test_rocm(lm, name):
+    spec = lm.m.image(name)
+    text = render_image(lm, spec).content
     stages = _stages(text)
     build, final = stages[0], stages[-1]
     assert build["from"] == spec.vars["rocm_dev_image"]
@@ -280,6 +428,8 @@ def test_vllm_common(lm, template):
     env = _merged(final, "ENV")
     for key, value in VLLM_RUNTIME_ENV.items():
         assert env.get(key) == value, f"ENV {key}={value}"
+    for key in VLLM_NO_OP_ENV:
+        assert key not in env, f"ENV {key}: a no-op for this checkpoint"
     assert "gfx1201" in env["PYTORCH_ROCM_ARCH"].split(";")
     labels = _merged(final, "LABEL")
     for key in ("vllm-ref", "torch-version", "hip-version", "gfx-targets"):
@@ -325,15 +475,6 @@ def test_vllm_prebuilt_is_digest_pinned(lm):
 
 LLAMA_TEMPLATES = ["llama-cpu.Dockerfile.j2", "llama-vulkan.Dockerfile.j2", "llama-rocm.Dockerfile.j2"]
 _CMAKE_FILES = ("CMakeLists.txt",)
-
-
-@pytest.fixture(scope="module")
-def llama_tree(lm) -> Path:
-    from toolkit.images.sources import prepare_source
-
-    src = prepare_source(lm, "llama.cpp", skip_git=True)
-    assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path
-    return src.path
 
 
 def _cmake_text(tree: Path) -> str:
@@ -739,3 +880,174 @@ def test_rocm_torch_check_is_one_shared_python_program(name, module):
     assert f"want = '{' '.join(spec.vars['gfx_targets'])}'.split()" in progs[0]
     assert f"startswith('{spec.vars['torch_version']}')" in progs[0]
     assert f"{module}.__version__.startswith('{spec.vars[module + '_version']}')" in progs[0]
+
+
+def test_pinned_llama_cpp_vulkan_facts_the_probe_relies_on(llama_tree):
+    """What the Vulkan template's probe comments say of llama.cpp at the pin, read in the pinned tree:
+    an AMD device is AMD_RDNA4 only with VK_EXT_shader_float8 (else AMD_RDNA3 on the mixed-signedness
+    int dot product), RADV's coopmat is left to the extension (only AMD's own drivers are whitelisted
+    by architecture), the device line ends in `matrix cores: ...`, `--list-devices` exists in llama-bench
+    and prints on stdout while ggml_vulkan's `Found N Vulkan devices` is a log line (stderr)."""
+    vk = (llama_tree / "ggml" / "src" / "ggml-vulkan" / "ggml-vulkan.cpp").read_text()
+    arch = vk[vk.index("static vk_device_architecture get_device_architecture(") :]
+    arch = arch[: arch.index("} else if (props.vendorID == VK_VENDOR_ID_INTEL)")]
+    assert '"VK_EXT_shader_float8"' in arch
+    assert re.search(r"if \(shader_float8\) \{\s*return vk_device_architecture::AMD_RDNA4;", arch)
+    assert re.search(
+        r"if \(integer_dot_props\.integerDotProduct4x8BitPackedMixedSignednessAccelerated\) \{\s*"
+        r"return vk_device_architecture::AMD_RDNA3;",
+        arch,
+    )
+    support = vk[vk.index("bool ggml_vk_khr_cooperative_matrix_support(") :]
+    amd = support[support.index("case VK_VENDOR_ID_AMD:") : support.index("case VK_VENDOR_ID_QUALCOMM:")]
+    assert (
+        "driverID == vk::DriverId::eAmdProprietary || driver_props.driverID == vk::DriverId::eAmdOpenSource"
+        in amd
+    )
+    assert re.search(r"\}\s*return true;", amd)  # RADV (eMesaRadv): the extension decides
+    assert "| matrix cores: %s\\n" in vk
+    assert 'GGML_LOG_DEBUG("ggml_vulkan: Found %zu Vulkan devices:\\n"' in vk
+    bench = (llama_tree / "tools" / "llama-bench" / "llama-bench.cpp").read_text()
+    assert re.search(
+        r'arg == "--list-devices"\) \{\s*common_print_available_devices\(\);\s*exit\(0\);', bench
+    )
+    common = (llama_tree / "common" / "arg.cpp").read_text()
+    assert 'printf("Available devices:\\n");' in common
+
+
+_VLLM_VERSIONS = ("0.16.0", "0.28.0")
+
+
+def test_vllm_versions_are_the_matrix_pins(lm):
+    assert sorted(i.vars["vllm_version"] for i in lm.m.images if i.runner == "vllm") == sorted(_VLLM_VERSIONS)
+
+
+@pytest.mark.parametrize("version", _VLLM_VERSIONS)
+def test_vllm_env_vars_removed_are_no_ops(vllm_sdist, version):
+    """Read in the pinned release's source: VLLM_USE_TRITON_AWQ only switches the `awq` method's two ops
+    (and rocm.py turns it on itself for `awq`); FLASH_ATTENTION_TRITON_AMD_ENABLE only gates the ViT
+    attention's flash-attn Triton path. The checkpoint is compressed-tensors (matrix.yaml), not awq."""
+    tree = vllm_sdist(version)
+    users = {
+        str(p.relative_to(tree)): p.read_text()
+        for p in (tree / "vllm").rglob("*.py")
+        if "VLLM_USE_TRITON_AWQ" in p.read_text() or "FLASH_ATTENTION_TRITON_AMD_ENABLE" in p.read_text()
+    }
+    assert set(users) == {
+        "vllm/envs.py",
+        "vllm/usage/usage_lib.py",
+        "vllm/_custom_ops.py",
+        "vllm/platforms/rocm.py",
+    }, sorted(users)
+    ops = users["vllm/_custom_ops.py"]
+    for block in re.split(r"\ndef ", ops)[1:]:
+        if "envs.VLLM_USE_TRITON_AWQ" in block:
+            assert block.startswith(("awq_dequantize(", "awq_gemm(")), block[:60]
+    rocm = users["vllm/platforms/rocm.py"]
+    assert 'if quant == "awq" and not envs.VLLM_USE_TRITON_AWQ:' in rocm
+    fa = rocm[rocm.index("def flash_attn_triton_available()") :]
+    assert 'os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE") != "TRUE"' in fa[: fa.index("\nclass ")]
+    assert rocm.count("FLASH_ATTENTION_TRITON_AMD_ENABLE") == 2  # the check and its log hint
+    callers = [m.start() for m in re.finditer(r"flash_attn_triton_available\(\)", rocm)]
+    assert len(callers) == 2  # the definition and one caller: the ViT backend chooser
+    vit = rocm[: callers[1]].rsplit("def ", 1)[1]
+    assert vit.startswith("get_vit_attn_backend("), vit[:60]
+    awq_users = [
+        p for p in (tree / "vllm").rglob("*.py") if re.search(r"ops\.awq_(gemm|dequantize)\(", p.read_text())
+    ]
+    assert {p.name for p in awq_users} <= {"awq.py", "auto_awq.py", "awq_triton.py"}, (
+        awq_users
+    )  # AWQ methods only
+
+
+@pytest.mark.parametrize("version", _VLLM_VERSIONS)
+def test_vllm_40081_is_not_fixed_in_the_pinned_releases(vllm_sdist, version):
+    """vllm#40081 (ROCm not detected in an unprivileged container: amdsmi cannot read sysfs): the
+    pinned releases still detect ROCm through amdsmi alone (the fix, vllm#41585, adds a hipGetDeviceCount
+    fallback and is not merged), so matrix.yaml and the templates must not claim either release has it."""
+    init = (vllm_sdist(version) / "vllm" / "platforms" / "__init__.py").read_text()
+    plugin = init[init.index("def rocm_platform_plugin()") :]
+    plugin = plugin[: plugin.index("\ndef ", 1)]
+    assert "amdsmi.amdsmi_get_processor_handles()" in plugin
+    assert "hipGetDeviceCount" not in plugin and "libamdhip64" not in plugin and "kfd" not in plugin
+
+
+def test_vllm_40081_claims_in_the_project():
+    text = (ROOT / "matrix.yaml").read_text() + "".join(
+        p.read_text() for p in (ROOT / "Dockerfile.templates").glob("vllm-*.j2")
+    )
+    assert "came after 0.16" not in text
+    assert "the image with the later ROCm fixes" not in text
+    assert "vllm-project/vllm#40081" in text and "not fixed in" in text
+
+
+@pytest.mark.parametrize(
+    "version, default",
+    [("0.16.0", "TRITON_ATTN"), ("0.28.0", "ROCM_ATTN")],
+)
+def test_vllm_default_attention_backend_differs_by_release(vllm_sdist, version, default, lm):
+    """Without --attention-backend, 0.16.0 falls through to TRITON_ATTN on gfx1201 with AITER off and
+    0.28.0 ranks ROCM_ATTN first; the matrix pins one (`vllm.attention_backend`) so both images run it."""
+    rocm = (vllm_sdist(version) / "vllm" / "platforms" / "rocm.py").read_text()
+    if version == "0.16.0":
+        assert re.search(
+            r"# Default: Triton Unified Attention\s+logger\.info\(\"Using Triton Attention backend\.\"\)\s+"
+            r"return AttentionBackendEnum\.TRITON_ATTN\.get_path\(\)",
+            rocm,
+        )
+    else:
+        prio = rocm[rocm.index("def _get_backend_priorities(") :]
+        prio = prio[: prio.index("return backends")]
+        first = re.search(r"backends\.append\(AttentionBackendEnum\.(\w+)\)", prio)
+        assert first and first.group(1) == default
+    args = (vllm_sdist(version) / "vllm" / "engine" / "arg_utils.py").read_text()
+    assert '"--attention-backend"' in args
+    reg = (vllm_sdist(version) / "vllm" / "v1" / "attention" / "backends" / "registry.py").read_text()
+    assert re.search(rf"^\s+{lm.m.vllm.attention_backend} = ", reg, re.M)
+
+
+def test_second_rocm_release_is_its_own_digest_pinned_image(lm, tmp_path):
+    """ROCm 7.2.4 beside 7.2.1: its own entry, the dev image pinned by the digest published in the
+    community R9700 stack's Dockerfile (matrix.yaml cites it), the tag's release = rocm_version (which the
+    build checks inside the image), its own build cache, and hadolint-clean."""
+    a, b = lm.m.image("rocm"), lm.m.image("rocm-7.2.4")
+    assert b.vars["rocm_dev_image"] == (
+        "rocm/dev-ubuntu-24.04:7.2.4-complete@sha256:92f309c51b52cef8762867848f1529dee821624f23cd5df38455e819538f762f"
+    )
+    for spec in (a, b):
+        ref = spec.vars["rocm_dev_image"]
+        assert DIGEST_REF.match(ref), ref
+        assert ref.split("@")[0].endswith(f":{spec.vars['rocm_version']}-complete")
+    assert a.vars["rocm_version"] != b.vars["rocm_version"]
+    ta, tb = render_image(lm, a).content, render_image(lm, b).content
+    cache = re.compile(r"id=(llama-rocm-build-[^,\s]+)")
+    assert cache.search(ta).group(1) != cache.search(tb).group(1)
+    assert "mattbucci/2x-R9700-RDNA4-GFX1201-sglang-inference" in (ROOT / "matrix.yaml").read_text()
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(tb)
+    proc = subprocess.run(
+        [_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (ROOT / "images" / "rocm-7.2.4" / "Dockerfile").read_text().endswith(tb)
+
+
+def test_unpullable_rocm_release_is_skipped_with_one_line(lm, monkeypatch):
+    """Where the registry cannot be reached the image is skipped, with the base image and the reason on
+    one line (the engine's ensure_base_image answer), before any source or build step."""
+    from toolkit.images import build as image_build
+
+    asked = []
+
+    def ensure(ref):
+        asked.append(ref)
+        return f"base image {ref} is not local and cannot be pulled (dial tcp: lookup registry-1.docker.io: no such host)"
+
+    monkeypatch.setattr(image_build.engine, "ensure_base_image", ensure)
+    monkeypatch.setattr(
+        image_build, "plan", lambda *a, **k: pytest.fail("planned a build of an unpullable image")
+    )
+    res = image_build.build_image(lm, lm.m.image("rocm-7.2.4"), store=None)
+    assert res.status == "skipped"
+    assert "\n" not in res.reason and "rocm/dev-ubuntu-24.04:7.2.4-complete@sha256:92f309c5" in res.reason
+    assert asked[0].startswith("rocm/dev-ubuntu-24.04:7.2.4-complete@")

@@ -247,9 +247,20 @@ def _project(tmp: Path, file: str = FILE, *, revision: str | None = None) -> Pat
 
 def _fetch_twin(project: Path, hub: _Hub) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["toolkit", "fetch-model", "--matrix", str(project / "matrix.yaml"), "tiny-hub", "--twin"],
+        # this checkout's toolkit (the `toolkit` script on PATH may be another checkout's install)
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "fetch-model",
+            "--matrix",
+            str(project / "matrix.yaml"),
+            "tiny-hub",
+            "--twin",
+        ],
         capture_output=True,
         text=True,
+        cwd=Path(__file__).resolve().parents[1],
         env=_env(hub, project),
         timeout=300,
     )

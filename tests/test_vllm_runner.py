@@ -91,6 +91,21 @@ def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
     assert "--enforce-eager" in other and "--enable-prefix-caching" in other
     assert other[other.index("--quantization") + 1] == "compressed-tensors"
     assert vr.pinned_engine(v)["max_num_batched_tokens"] == 8192
+    assert "--attention-backend" not in vr.engine_args(v) and vr.pinned_engine(v)["attention_backend"] is None
+
+
+def test_attention_backend_is_pinned_from_the_matrix():
+    """matrix.yaml pins the decoder attention (0.16.0 and 0.28.0 default to different ones on gfx1201):
+    passed as --attention-backend, stored in the record's engine, read back by reproduce."""
+    from toolkit.spec.matrix import load_matrix
+
+    v = load_matrix(ROOT / "matrix.yaml").m.vllm
+    assert v.attention_backend == "TRITON_ATTN"
+    args = vr.engine_args(v)
+    assert args[args.index("--attention-backend") + 1] == "TRITON_ATTN"
+    assert vr.pinned_engine(v)["attention_backend"] == "TRITON_ATTN"
+    with pytest.raises(ValueError):
+        VllmSettings(attention_backend="triton; rm -rf /")
 
 
 def test_latency_and_serve_argument_lists():

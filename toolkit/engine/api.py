@@ -126,6 +126,7 @@ class ImageInfo:
     labels: dict[str, str]
     repo_digests: list[str]
     tags: list[str]
+    env: list[str] = field(default_factory=list)  # Config.Env: the image's ENV as NAME=value
 
 
 def inspect_image(ref: str) -> ImageInfo | None:
@@ -143,6 +144,7 @@ def inspect_image(ref: str) -> ImageInfo | None:
         labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
         repo_digests=list(attrs.get("RepoDigests") or []),
         tags=list(attrs.get("RepoTags") or []),
+        env=list((attrs.get("Config") or {}).get("Env") or []),
     )
 
 

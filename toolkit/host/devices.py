@@ -349,7 +349,7 @@ class DeviceProfile:
                 backend="rocm",
                 devices=["/dev/kfd:/dev/kfd:rwm", render],
                 group_add=["<gid of /dev/kfd>", "<gid of /dev/dri/renderD128>"],
-                security_opt=["seccomp=unconfined", "no-new-privileges"],
+                security_opt=["no-new-privileges"],
                 ipc_mode="host",
                 notes=[note],
             )
@@ -619,8 +619,12 @@ def rocm_profile(
     targets: list[str] | tuple[str, ...] | None = None,
 ) -> DeviceProfile:
     """/dev/kfd + the chosen GPUs' render nodes (select_gpus: every discrete GPU of the image's gfx
-    `targets` unless --gpu pins one), numeric GIDs of those nodes (stat'd on the host), seccomp
-    unconfined (the ROCm runtime needs syscalls Docker's default profile blocks), ipc host."""
+    `targets` unless --gpu pins one), numeric GIDs of those nodes (stat'd on the host), ipc host.
+
+    Docker's default seccomp profile stays on: AMD lists `--security-opt seccomp=unconfined` as
+    "(optional)" ("enables memory mapping, and is recommended for containers running in HPC
+    environments": numactl-style NUMA placement; rocm.docs.amd.com/projects/install-on-linux/en/latest/
+    how-to/docker.html, "Accessing GPUs in containers"); nothing here places memory that way."""
     _require("rocm", gpus, dev)
     usable = [g for g in rocm_gpus(gpus) if _render_host_path(g, dev).exists()]
     sel = select_gpus(usable, pin, backend="rocm", targets=targets)
@@ -636,7 +640,7 @@ def rocm_profile(
         devices=[_device(kfd, "/dev/kfd")]
         + [_device(p, g.render_node) for p, g in zip(paths, sel.chosen, strict=True)],
         group_add=_gids([kfd, *paths]),
-        security_opt=["seccomp=unconfined", "no-new-privileges"],
+        security_opt=["no-new-privileges"],
         ipc_mode="host",
         environment=env,
         **_selected(sel),

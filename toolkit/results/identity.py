@@ -13,8 +13,9 @@ parts:
   (MEASUREMENT_FIELDS: times, samples, test_time), normalised where values mean the same thing
   (flash attention `1`/`true`/`on`; "all layers" `-1`/`99`/`999`; booleans as 0/1), plus the
   record's `method` and, for runners other than llama-bench, their engine settings (vLLM's pinned
-  settings, input/output lengths, concurrency). A field llama-bench adds in a later release (for
-  example `n_cpu_moe`, `fit_target`) is part of the identity automatically.
+  settings, input/output lengths, concurrency), and the runtime environment axis (`bench.env` in
+  matrix.yaml: `env.NAME` = the value the record ran with). A field llama-bench adds in a later
+  release (for example `n_cpu_moe`, `fit_target`) is part of the identity automatically.
 
 Tables pivot on it: a column is (image, system), a row is (model, test). Fields that take several
 values inside a result set become columns of the tables. Sources of the field list: llama.cpp
@@ -163,6 +164,9 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
         for k, v in (r.engine or {}).items():
             if not _ENGINE_OBSERVED.fullmatch(k):
                 out[k] = _plain(v)
+    # the runtime environment axis (`bench.env`): each variable is a test field of its own
+    for name, val in sorted((r.env or {}).items()):
+        out[f"env.{name}"] = str(val)
     # the canonical fields win over raw spellings (csv strings, old vintages)
     out.update(n_prompt=r.n_prompt, n_gen=r.n_gen, n_depth=r.n_depth)
     for k in ("n_batch", "n_ubatch"):

@@ -190,9 +190,10 @@ def _json_text(text: str) -> str:
 
 
 def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
-    """Objects of llama-bench stdout: lines that do not start with `{` are log lines and skipped (the
-    Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on stdout); a line that starts like a
-    record but does not parse is noted in `skipped` (`line N: why`)."""
+    """Objects of llama-bench output: lines that do not start with `{` are log lines and skipped (a
+    capture that merged stderr into stdout carries ggml's log, e.g. `ggml_vulkan: Found N Vulkan
+    devices:`, which llama-bench itself writes to stderr); a line that starts like a record but does
+    not parse is noted in `skipped` (`line N: why`)."""
     out = []
     for n, line in enumerate(text.splitlines(), first):
         line = line.strip()
@@ -449,11 +450,11 @@ output: each try reads from its start to the end, so a file of 100,000 `[` lines
 def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, list[SourceRow]]:
     """(format, rows) of llama-bench output in any of its five formats.
 
-    Log lines may come first (the Vulkan backend prints `ggml_vulkan: Found N Vulkan devices:` on
-    stdout; a markdown table is often pasted after the device lines, in a code fence), so the format
-    is decided by the first line that starts one; a start that yields no rows is passed over (a
-    scanning format — jsonl, md, sql — is tried once, at its first start; json and csv at most
-    MAX_STARTS times). Line numbers are the file's."""
+    Log lines may come first (ggml's log, e.g. `ggml_vulkan: Found N Vulkan devices:`, goes to stderr,
+    but captures often merge the two streams; a markdown table is often pasted after the device lines,
+    in a code fence), so the format is decided by the first line that starts one; a start that yields no
+    rows is passed over (a scanning format — jsonl, md, sql — is tried once, at its first start; json
+    and csv at most MAX_STARTS times). Line numbers are the file's."""
     lines = text.splitlines()
     tried: set[str] = set()
     starts = 0

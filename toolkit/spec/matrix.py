@@ -45,6 +45,18 @@ MAX_COUNT = 100_000
 # Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
 # metacharacters. Anything else is rejected here, before a build starts.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# set per run by the toolkit (device selection, caches): an env axis may not override them
+_ENV_RESERVED = frozenset(
+    {
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "GGML_VK_VISIBLE_DEVICES",
+        "MESA_SHADER_CACHE_DIR",
+        "PATH",
+        "LD_LIBRARY_PATH",
+    }
+)
 _RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
 # Model names become parts of container names and log file names; template names are file names.
@@ -343,6 +355,49 @@ class BenchAxes(_Strict):
     memory: str | None = Field(
         None, description="container memory limit (docker --memory), e.g. 24g; recorded"
     )
+    # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
+    # (one container per combination; the llama-bench axes run inside each). Part of the test
+    # identity (`env.NAME`, toolkit/results/identity.py) and a column of the tables where it varies;
+    # e.g. {"GGML_VK_DISABLE_COOPMAT": ["0", "1"]}. Values are strings (numbers are written as text).
+    env: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ValueError(
+                "env must map variable names to lists of values, e.g. {GGML_VK_DISABLE_COOPMAT: ['0', '1']}"
+            )
+        out: dict[str, list[str]] = {}
+        for name, values in v.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"env: {name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                )
+            if name in _ENV_RESERVED:
+                raise ValueError(
+                    f"env: {name} is set by the toolkit itself (device selection, caches); not an axis"
+                )
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"env.{name}: give a non-empty list of values, e.g. ['0', '1']")
+            vals = []
+            for x in values:
+                if isinstance(x, bool) or not isinstance(x, str | int | float):
+                    raise ValueError(f"env.{name}: {x!r} is not a string or number")
+                vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
+            if len(set(vals)) != len(vals):
+                raise ValueError(f"env.{name}: duplicate values")
+            out[name] = vals
+        return out
+
+    def env_combinations(self) -> list[dict[str, str]]:
+        """The crossed `env` axis: one {NAME: value} per container ([{}] without the axis)."""
+        names = sorted(self.env)
+        return [
+            dict(zip(names, combo, strict=True)) for combo in itertools.product(*(self.env[n] for n in names))
+        ]
 
     @field_validator("memory")
     @classmethod
@@ -463,6 +518,8 @@ class VllmSettings(_Strict):
     dtype: str = "float16"
     enforce_eager: bool = False
     enable_prefix_caching: bool = False
+    # `--attention-backend` (an AttentionBackendEnum name, e.g. TRITON_ATTN); None: the release's default
+    attention_backend: str | None = Field(None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$")
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     num_prompts_per_level: int = Field(32, ge=1, le=MAX_COUNT)
     num_iters: int = Field(10, ge=1, le=MAX_COUNT)
@@ -585,7 +642,9 @@ class Matrix(_Strict):
     bench: BenchAxes = Field(default_factory=BenchAxes)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
-    min_mesa_version: str = "25.0"
+    # RADV advertises VK_KHR_cooperative_matrix on GFX12 (RDNA4) from Mesa 25.1.0 (docs/relnotes/25.1.0.rst:
+    # "radv: advertise VK_KHR_cooperative_matrix on GFX12"); 25.0.x runs llama.cpp without it
+    min_mesa_version: str = "25.1.0"
     campaign: CampaignSpec | None = None  # multi-host campaigns on Slurm (toolkit/campaign/slurm.py)
     # runner settings blocks registered in toolkit.core.registry.SETTINGS (e.g. `sglang:`), validated by
     # their runner's own model; every registered block is present (defaults when not written)

@@ -287,6 +287,22 @@ def container_spec(
     )
 
 
+def effective_environment(engine: Any, image: str, run_env: dict[str, str]) -> dict[str, str] | None:
+    """The environment a container of `image` started with `run_env` (-e) sees, as Docker merges them:
+    the image's ENV (Config.Env) overlaid with the run's variables. None when the image cannot be
+    inspected (then nothing is claimed)."""
+    inspect = getattr(engine, "inspect_image", None)
+    info = inspect(image) if inspect else None
+    if info is None:
+        return None
+    out: dict[str, str] = {}
+    for item in getattr(info, "env", None) or []:
+        name, sep, val = str(item).partition("=")
+        if sep:
+            out[name] = val
+    return {**out, **run_env}
+
+
 def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
     """The image as stored in each record, with the build selection of `choose_build` (carried on the
     chosen build as `bench_inputs`): `inputs_key` (the build's render-inputs key, None if it has none),

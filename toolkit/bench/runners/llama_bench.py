@@ -5,7 +5,9 @@ Before the run, a pre-flight (`llama-bench --list-devices` in the image must sho
 image's backend, and not only a software one unless opted in); during it, each row is judged on the
 row and on everything printed before it (CPU fallback, software device, model file changed); after
 it, a process failure (crash, kill, OOM, timeout, Ctrl-C, engine gone) is one failed row, the
-completed tests kept. `bench.runs: N` repeats the process N times (process-level repetitions).
+completed tests kept. `bench.runs: N` repeats the process N times (process-level repetitions), and
+each combination of the `bench.env` axis is a container of its own (the variables set with -e,
+recorded with each record as `env`, and the container's effective environment as `environment`).
 Facts (flags, JSONL fields, clamping): shared/reference/llama-bench.md, llama.cpp
 tools/llama-bench/llama-bench.cpp at 0c1e57098.
 """
@@ -30,6 +32,7 @@ from toolkit.bench.runners.base import (
     check_model_file,
     check_sha,
     container_spec,
+    effective_environment,
     file_identity,
     image_ref,
     memory_limit,
@@ -64,22 +67,32 @@ class LlamaBenchRunner:
         check_model_file(lm, model, path)
 
     def plan(self, ctx: RunContext) -> list[Step]:
-        """The one `docker run ... llama-bench ...` per process-level run (bench.runs)."""
+        """The one `docker run ... llama-bench ...` per process-level run (bench.runs) and per
+        combination of the `bench.env` axis."""
         path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
         assert path is not None
-        rs = _run_spec(ctx, ctx.lm.m.bench, path)
-        return [
-            Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}", ctx.engine.run_command(rs))
-            for i in range(ctx.lm.m.bench.runs)
-        ]
+        steps = []
+        for env in ctx.lm.m.bench.env_combinations():
+            rs = _run_spec(ctx, ctx.lm.m.bench, path, env)
+            where = f", env {_env_label(env)}" if env else ""
+            steps += [
+                Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}{where}", ctx.engine.run_command(rs))
+                for i in range(ctx.lm.m.bench.runs)
+            ]
+        return steps
 
     def cases(self, ctx: RunContext) -> list[Case]:
-        """The crossed cases of `bench:`; with --resume those not yet measured on this digest + model."""
+        """The crossed cases of `bench:` (times the `env` combinations); with --resume those not yet
+        measured on this digest + model."""
         path = model_file_here(ctx.lm, ctx.model)
-        if ctx.opts.resume and path is not None:
-            sha = check_sha(ctx.lm, ctx.model, path)
-            return missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench)
-        return ctx.lm.m.bench.cases()
+        out: list[Case] = []
+        for env in ctx.lm.m.bench.env_combinations():
+            if ctx.opts.resume and path is not None:
+                sha = check_sha(ctx.lm, ctx.model, path)
+                out += missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench, env)
+            else:
+                out += [{**c, "env": env} if env else c for c in ctx.lm.m.bench.cases()]
+        return out
 
     def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
         """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
@@ -90,32 +103,42 @@ class LlamaBenchRunner:
         return None
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        """bench.runs container starts of the crossed matrix; stops early on a failed or resumed run."""
+        """bench.runs container starts of the crossed matrix per `env` combination; stops a
+        combination early on a failed or resumed run."""
         runs = ctx.lm.m.bench.runs
         out = []
-        for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
-            one = (
-                dataclasses.replace(
-                    ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+        for env in ctx.lm.m.bench.env_combinations():
+            for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
+                one = (
+                    dataclasses.replace(
+                        ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+                    )
+                    if runs > 1
+                    else ctx
                 )
-                if runs > 1
-                else ctx
-            )
-            o = bench_one(one)
-            if runs > 1:
-                o.reason = f"run {i + 1} of {runs}" + (f": {o.reason}" if o.reason else "")
-            out.append(o)
-            if o.status in ("failed", "resumed", "dry-run"):
-                break
+                o = bench_one(one, env=env)
+                notes = ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
+                    [f"env {_env_label(env)}"] if env else []
+                )
+                if notes:
+                    o.reason = ", ".join(notes) + (f": {o.reason}" if o.reason else "")
+                out.append(o)
+                if o.status in ("failed", "resumed", "dry-run"):
+                    break
         return out
 
 
-def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path):
-    """The container of one llama-bench process over `axes` on model file `path`."""
+def _env_label(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str] | None = None):
+    """The container of one llama-bench process over `axes` on model file `path`, with the `bench.env`
+    combination `env` set (-e; it may not replace the device selection and caches the toolkit sets)."""
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
-    return container_spec(
+    rs = container_spec(
         build.digest,
         command,
         ctx.profile,
@@ -126,6 +149,9 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path):
         memory_bytes=memory_limit(ctx.lm, opts),
         model_file=True,
     )
+    if env:
+        rs.environment = {**rs.environment, **{k: v for k, v in env.items() if k not in rs.environment}}
+    return rs
 
 
 def _shader_volume(ctx: RunContext) -> str | None:
@@ -163,7 +189,7 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
     return None
 
 
-def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
+def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
     """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
     records; returns the summary line. With opts.resume only the cases not yet measured on this
     digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
@@ -174,7 +200,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         return Outcome(spec.name, model.name, "skipped", reason)
     if axes is None and opts.resume and not opts.dry_run:
         sha = check_sha(lm, model, path)
-        todo = missing_cases(store, build.digest, sha, lm.m.bench)
+        todo = missing_cases(store, build.digest, sha, lm.m.bench, env)
         n_all = len(lm.m.bench.cases())
         if not todo:
             return Outcome(
@@ -184,7 +210,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
                 f"all {n_all} cases already measured for this digest + model",
             )
         if len(todo) < n_all:
-            parts = [bench_one(ctx, axes=sub) for sub in resume_axes(lm.m.bench, todo)]
+            parts = [bench_one(ctx, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
             bad = [o for o in parts if o.status != "ok"]
             return Outcome(
                 spec.name,
@@ -198,7 +224,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
     axes = axes or lm.m.bench
     shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
-    rs = _run_spec(ctx, axes, path)
+    rs = _run_spec(ctx, axes, path, env)
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = check_sha(lm, model, path)
@@ -238,6 +264,8 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None) -> Outcome:
         log_file=str(log_path),
         limits={"memory_bytes": memory},
         **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
+        env=dict(env or {}),
+        environment=effective_environment(engine, build.digest, rs.environment),
         **({"process_run": opts.process_run} if opts.process_run else {}),
         **opts.record_extra,
         **stale_marks(build),
@@ -422,6 +450,8 @@ def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
     key["n_gpu_layers"] = identity.norm_gpu_layers(case.get("n_gpu_layers"), case.get("n_layers"))
     if threads:
         key["n_threads"] = threads
+    if case.get("env"):
+        key["env"] = tuple(sorted(case["env"].items()))
     return tuple(sorted(key.items()))
 
 
@@ -429,18 +459,22 @@ def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
     """The case key (_case_key) of a stored llama-bench record, to match it against `axes`' cases;
     threads count only when the matrix sets them."""
     f = identity.test_fields(r)
-    return _case_key({**f, "n_layers": None}, axes.threads and f.get("n_threads"))
+    return _case_key({**f, "n_layers": None, "env": r.env}, axes.threads and f.get("n_threads"))
 
 
-def missing_cases(store: ResultStore, digest: str, sha: str, axes: BenchAxes) -> list[dict[str, Any]]:
-    """The cases of `axes` with no ok record yet on this image digest + model sha256 (resume per test)."""
+def missing_cases(
+    store: ResultStore, digest: str, sha: str, axes: BenchAxes, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The cases of `axes` (run with the `bench.env` combination `env`) with no ok record yet on this
+    image digest + model sha256 (resume per test)."""
     have = set()
     for r in resultindex.select(
         store, digests=[digest], ok_only=True
     ):  # newest per test: every measured test
         if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
             have.add(_record_case_key(r, axes))
-    return [c for c in axes.cases() if _case_key(c, axes.threads) not in have]
+    cases = [{**c, "env": env} if env else c for c in axes.cases()]
+    return [c for c in cases if _case_key(c, axes.threads) not in have]
 
 
 def measured_seconds(

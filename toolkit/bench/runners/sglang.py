@@ -27,6 +27,7 @@ from toolkit.bench.runners.base import (
     Outcome,
     RunContext,
     Step,
+    effective_environment,
     estimate_from,
     image_ref,
     now,
@@ -304,6 +305,10 @@ def _base(ctx: RunContext, path: Path) -> dict[str, Any]:
         host=ctx.host,
         backends=backends.llama_name(ctx.spec.backend),
         experimental=True,
+        # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
+        environment=effective_environment(
+            ctx.engine, ctx.build.digest, _spec(ctx, path, path, [], "env").environment
+        ),
         **stale_marks(ctx.build),
     )
 

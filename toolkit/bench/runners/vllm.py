@@ -52,6 +52,7 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
     Outcome,
     RunContext,
     Step,
+    effective_environment,
     estimate_from,
     image_ref,
     model_sha256,
@@ -108,6 +109,8 @@ def engine_args(v: VllmSettings) -> list[str]:
     ]
     if v.quantization:
         args += ["--quantization", v.quantization]
+    if v.attention_backend:
+        args += ["--attention-backend", v.attention_backend]
     args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
     args.append("--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching")
     return args + ["--seed", "0"]
@@ -125,6 +128,7 @@ def pinned_engine(v: VllmSettings) -> dict[str, Any]:
         "dtype": v.dtype,
         "enforce_eager": v.enforce_eager,
         "enable_prefix_caching": v.enable_prefix_caching,
+        "attention_backend": v.attention_backend,
         "num_iters": v.num_iters,
         "num_iters_warmup": v.num_iters_warmup,
         "num_prompts_per_level": v.num_prompts_per_level,
@@ -1063,6 +1067,8 @@ def _run(ctx: RunContext) -> list[Outcome]:
         host=ctx.host,
         backends=backends.llama_name(spec.backend),
         build_commit=build.source_commit,
+        # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
+        environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
         **stale_marks(build),
     )
     vctx.pinned = {
