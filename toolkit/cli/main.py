@@ -315,6 +315,12 @@ def build(
     is_flag=True,
     help="Run a matrix of more than 1000 test cases (the plan line says how many).",
 )
+@click.option(
+    "--no-telemetry",
+    is_flag=True,
+    help="Do not sample the host and GPUs during the run (records carry no telemetry and no telemetry "
+    "flags). For measuring the sampler's own effect (benchmarks/telemetry_paired.py); default: sample.",
+)
 def bench(
     matrix_path,
     images,
@@ -331,6 +337,7 @@ def bench(
     allow_concurrent,
     memory,
     yes,
+    no_telemetry,
 ):
     """Run llama-bench in each built image over the matrix and store the results by image digest.
 
@@ -359,6 +366,7 @@ def bench(
         allow_concurrent=allow_concurrent,
         memory=memory,
         yes=yes,
+        telemetry=not no_telemetry,
     )
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
