@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import shlex
 import time
 from pathlib import Path
@@ -159,11 +160,20 @@ def _shader_volume(ctx: RunContext) -> str | None:
     return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
-def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
-    """Run `llama-bench --list-devices` in the image; return why the GPU is unusable, or None."""
+def preflight_devices(ctx: RunContext, shader_volume: str | None) -> tuple[str | None, dict[str, Any]]:
+    """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
+    host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every record).
+
+    At llama.cpp 0c1e57098 the flag exists (tools/llama-bench/llama-bench.cpp: `--list-devices` calls
+    common_print_available_devices() and exits 0) and prints `Available devices:` then one
+    `  <Backend><N>: <description> (<total> MiB, <free> MiB free)` line per device (or `  (none)`) on
+    stdout; ggml's own device lines go to stderr (ggml-vulkan.cpp ggml_vk_print_gpu_info: `ggml_vulkan: N =
+    <name> (<driver>) | ... | matrix cores: <KHR_coopmat|NV_coopmat2|none>`; ggml-cuda.cu for ROCm:
+    `  Device N: <name>, <gfx arch> ...`). Facts: the command, the exit code, the listed devices, ggml's
+    device lines, and for Vulkan the matrix-core mode of device 0 (`none` = scalar matmul shaders)."""
     spec, build, profile, opts = ctx.spec, ctx.build, ctx.profile, ctx.opts
     if spec.backend == "cpu":
-        return None
+        return None, {}
     rs = container_spec(
         build.digest,
         ["llama-bench", "--list-devices"],
@@ -175,18 +185,47 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> str | None:
     )
     rs.mounts = rs.mounts[1:]
     out = ctx.engine.run_container(rs, timeout=300)
+    facts = probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
+    facts["command"] = ctx.engine.run_command(rs)
     text = out.stdout + "\n" + out.stderr
     prefix = backends.llama_name(spec.backend) or spec.backend
-    listed = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(prefix) and ":" in ln]
+    listed = facts["devices"]
     if not listed:
-        return f"`llama-bench --list-devices` in the image shows no {prefix} device (output: {text.strip()[-200:]!r})"
+        return (
+            f"GPU-path probe: `llama-bench --list-devices` in the image shows no {prefix} device "
+            f"(output: {text.strip()[-200:]!r})",
+            facts,
+        )
     software = [ln for ln in listed if backends.is_software_device(ln)]
     if software and len(software) == len(listed) and not opts.allow_software_gpu:
         return (
             f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
-            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately"
+            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately",
+            facts,
         )
-    return None
+    return None, facts
+
+
+def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None = None) -> dict[str, Any]:
+    """What `llama-bench --list-devices` said (see preflight_devices): the devices of `backend` listed on
+    stdout, ggml's device lines from stderr, Vulkan's matrix-core mode of device 0."""
+    prefix = backends.llama_name(backend) or backend
+    listed = [
+        ln.strip()
+        for ln in (stdout + "\n" + stderr).splitlines()
+        if ln.strip().startswith(prefix) and ":" in ln and not ln.strip().startswith("ggml_")
+    ]
+    ggml = [
+        ln.strip() for ln in stderr.splitlines() if re.match(r"\s*(ggml_vulkan: \d+ = |Device \d+: )", ln)
+    ]
+    facts: dict[str, Any] = {"exit_code": exit_code, "devices": listed, "ggml_devices": ggml}
+    if backend == "vulkan":
+        m = next(
+            (re.search(r"\| matrix cores: (\w+)", ln) for ln in ggml if ln.startswith("ggml_vulkan: 0 = ")),
+            None,
+        )
+        facts["matrix_cores"] = m.group(1) if m else None
+    return facts
 
 
 def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
@@ -244,7 +283,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True)
         )
         engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
-    pre = preflight_devices(ctx, shader_volume)
+    pre, probe = preflight_devices(ctx, shader_volume)
     if pre:
         return Outcome(
             spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre
@@ -265,6 +304,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
         limits={"memory_bytes": memory},
         **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
         env=dict(env or {}),
+        **({"gpu_probe": probe} if probe else {}),
         environment=effective_environment(engine, build.digest, rs.environment),
         **({"process_run": opts.process_run} if opts.process_run else {}),
         **opts.record_extra,

@@ -689,8 +689,29 @@ def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
     if out.oom_killed:
         return f"{what}: the container was killed for running out of memory"
     if out.exit_code != 0:
-        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}"
+        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}" + known_issue(
+            out.stdout + "\n" + out.stderr
+        )
     return None
+
+
+# A failure whose log names a known upstream bug says so. vllm/config/device.py:57 (0.16.0, 0.28.0)
+# raises "Failed to infer device type" when no platform plugin matched; on ROCm in an unprivileged
+# container that is vllm-project/vllm#40081 (rocm_platform_plugin in vllm/platforms/__init__.py asks
+# amdsmi only, which cannot read sysfs there; open, unfixed in both pinned releases; vllm#41585 proposes
+# a hipGetDeviceCount fallback).
+_KNOWN_ISSUES = (
+    (
+        "Failed to infer device type",
+        " (vllm-project/vllm#40081: vLLM detects ROCm through amdsmi alone, which fails where sysfs is not "
+        "readable, as in this unprivileged container; not fixed in vLLM 0.16.0 or 0.28.0, see vllm#41585)",
+    ),
+)
+
+
+def known_issue(log: str) -> str:
+    """The note a failure gets when its log matches a known upstream bug ("" otherwise)."""
+    return next((note for needle, note in _KNOWN_ISSUES if needle in log), "")
 
 
 def _tail(text: str, n: int = 3) -> str:
