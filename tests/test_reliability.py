@@ -745,3 +745,115 @@ def test_any_overlong_header_string_of_a_real_model_fails_the_preflight(project,
     model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
     with pytest.raises(BadInput, match="corrupt GGUF"):
         check_model_file(lm, model, f)
+
+
+# ----------------------------------------------------------------- 4. run order: the store's sequence
+
+
+def _rec_at(created: str, run_id: str, avg: float):
+    r = make_record("cpu", "cpu", p=512, avg=avg)
+    return r.model_copy(update={"created": created, "run_id": run_id})
+
+
+def test_a_run_made_with_the_clock_a_year_ahead_does_not_hide_later_runs(tmp_path):
+    """Reproducer: records were ordered by `created`, so a run whose host clock was a year ahead
+    superseded every later run of the same test. Now runs are ordered by the store's sequence
+    number and both anomalies are flagged clock-skew."""
+    from datetime import datetime, timedelta, timezone
+
+    from toolkit.analysis import tables
+    from toolkit.results import identity
+    from toolkit.results import index as resultindex
+
+    now = datetime.now(timezone.utc)
+    store = ResultStore(tmp_path / "results")
+    store.add_result(_rec_at((now - timedelta(days=2)).isoformat(timespec="seconds"), "run-1", 100.0))
+    store.add_result(_rec_at((now + timedelta(days=365)).isoformat(timespec="seconds"), "run-ahead", 200.0))
+    store.add_result(_rec_at(now.isoformat(timespec="seconds"), "run-3", 300.0))
+    recs = store.results()
+    assert [r.seq for r in recs] == [1, 2, 3]
+    sel = identity.newest_per_test(recs)
+    assert [r.run_id for r in sel.used] == ["run-3"] and sel.superseded == 2
+    assert [bool(r.clock_skew) for r in recs] == [False, True, True]
+    assert "in the future" in recs[1].clock_skew and "before" in recs[2].clock_skew
+    # the index path gives the same record, flagged the same
+    via_index = resultindex.select(ResultStore(tmp_path / "results"))
+    (used,) = identity.newest_per_test(via_index).used
+    assert used.run_id == "run-3" and used.clock_skew == recs[2].clock_skew
+    assert "clock-skew" in tables.record_flags(used, tables.ReportOptions())
+    res = run("report", "--results", str(tmp_path / "results"))
+    assert exit_code(res) == 0 and "300.00" in res.output and "200.00" not in res.output
+    assert "clock-skew" in res.output and "the folder's sequence number" in res.output
+
+
+def test_records_without_a_sequence_number_fall_back_to_file_order(tmp_path):
+    """Records written before `seq` existed: the one later in the file is the newer, whatever `created`
+    says; one written after them (with a seq) is newer than both."""
+    from toolkit.results import identity
+    from toolkit.results import index as resultindex
+
+    store = ResultStore(tmp_path / "results")
+    old = [
+        _rec_at("2030-01-01T00:00:00+00:00", "old-1", 1.0),
+        _rec_at("2020-01-01T00:00:00+00:00", "old-2", 2.0),
+    ]
+    f = store.add_result(old[0])  # its file, then the same file rewritten without seq
+    f.write_text("".join(json.dumps(r.model_dump(mode="json") | {"seq": None}) + "\n" for r in old))
+    assert [r.seq for r in store.results()] == [None, None]
+    assert [r.run_id for r in identity.newest_per_test(store.results()).used] == ["old-2"]
+    assert [r.run_id for r in identity.newest_per_test(resultindex.select(store)).used] == ["old-2"]
+    store.add_result(_rec_at("2001-01-01T00:00:00+00:00", "new", 3.0))
+    assert [r.run_id for r in identity.newest_per_test(store.results()).used] == ["new"]
+    assert [r.run_id for r in identity.newest_per_test(resultindex.select(store)).used] == ["new"]
+
+
+def test_the_sequence_survives_a_lost_counter_and_batches(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    store.add_result(_rec_at("2026-01-01T00:00:00+00:00", "a", 1.0))
+    store.add_results([_rec_at("2026-01-01T00:00:01+00:00", "b", 1.0)] * 3)
+    assert [r.seq for r in store.results()] == [1, 2, 3, 4]
+    (tmp_path / "results" / ".seq").unlink()  # a copied folder, a lost file
+    store.add_result(_rec_at("2026-01-01T00:00:02+00:00", "c", 1.0))
+    (tmp_path / "results" / ".seq").write_text("garbage")
+    store.add_result(_rec_at("2026-01-01T00:00:03+00:00", "d", 1.0))
+    assert [r.seq for r in store.results()] == [1, 2, 3, 4, 5, 6]
+
+
+def _append_many(args: tuple[str, int, int]) -> None:
+    root, worker, n = args
+    store = ResultStore(Path(root))
+    for i in range(n):
+        rec = make_record("cpu", "cpu", p=512 + worker, avg=1.0 + i)
+        store.add_result(rec.model_copy(update={"run_id": f"w{worker}"}))
+
+
+def test_concurrent_writers_get_unique_increasing_numbers(tmp_path):
+    """Four processes appending at once (two benches with --allow-concurrent, an import): every record
+    a distinct number, and inside each file the numbers grow in line order."""
+    import multiprocessing
+
+    root = tmp_path / "results"
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_append_many, [(str(root), w, 40) for w in range(4)])
+    recs = ResultStore(root).results()
+    seqs = [r.seq for r in recs]
+    assert sorted(seqs) == list(range(1, 161))
+    for w in range(4):
+        mine = [r.seq for r in recs if r.run_id == f"w{w}"]
+        assert mine == sorted(mine)
+
+
+def test_imported_rows_keep_their_test_time_order_and_get_a_sequence(tmp_path):
+    """Rows of one import are ordered by llama-bench's test_time (not their line order, not their seq)."""
+    from toolkit.results import identity
+
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [DATA / "cases" / "turn3" / "d.jsonl"], label="x")
+    recs = store.results()
+    assert res.records == 2 and sorted(r.seq for r in recs) == [1, 2]
+    assert all(identity.is_timed(r) for r in recs)
+    (cell,) = identity.newest_per_test(recs).used
+    # line 1 (400 t/s, test_time Jan 2) was given seq 1, line 2 (100 t/s, Jan 1) seq 2: test_time decides
+    assert [(r.seq, r.avg_ts) for r in recs] == [(1, 400.0), (2, 100.0)]
+    assert cell.model_extra["between_runs"]["means"] == [100.0, 400.0] and cell.avg_ts == 250.0
+    assert cell.raw["test_time"] == "2025-01-02T00:00:00Z"  # the newest by test_time gives the rest
