@@ -857,3 +857,98 @@ def test_imported_rows_keep_their_test_time_order_and_get_a_sequence(tmp_path):
     assert [(r.seq, r.avg_ts) for r in recs] == [(1, 400.0), (2, 100.0)]
     assert cell.model_extra["between_runs"]["means"] == [100.0, 400.0] and cell.avg_ts == 250.0
     assert cell.raw["test_time"] == "2025-01-02T00:00:00Z"  # the newest by test_time gives the rest
+
+
+# ----------------------------------------------------------------- 7. one bench per results folder
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from toolkit.bench import guard
+lock = guard.ResultsLock(Path(sys.argv[1]), "run-a", "engineA0123456789abcdef")
+lock.start(allow_concurrent=False, note=print)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes stdin
+"""
+
+
+@pytest.fixture
+def other_bench(tmp_path):
+    """A process holding results/.lock as `toolkit bench` does on another engine (run-a)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "results"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    yield root, proc
+    if proc.poll() is None:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(timeout=30)
+
+
+def test_a_second_bench_on_another_engine_writing_the_same_results_is_refused_exit_9(other_bench):
+    """Reproducer: two benches on two Docker engines of one host wrote one results folder unnoticed
+    (the per-engine guard sees only its own engine)."""
+    from toolkit.bench import guard
+    from toolkit.core.errors import ConcurrentRun
+
+    root, proc = other_bench
+    lock = guard.ResultsLock(root, "run-b", "engineB0123456789")
+    with pytest.raises(ConcurrentRun) as err:
+        lock.start(allow_concurrent=False, note=lambda s: None)
+    msg = str(err.value)
+    assert err.value.exit_code == 9
+    assert f"another toolkit benchmark is writing to this results folder: run run-a (pid {proc.pid}, " in msg
+    assert f"writing {root} from Docker engine engineA01234567" in msg
+    assert guard.CONCURRENT_ADVICE in msg  # the per-engine guard's advice, word for word
+    assert lock.fd is None  # nothing held
+
+
+def test_allow_concurrent_runs_and_flags_records_while_the_other_bench_runs(other_bench):
+    from toolkit.bench import guard
+
+    root, proc = other_bench
+    notes: list[str] = []
+    lock = guard.ResultsLock(root, "run-b", "engineB0123456789")
+    lock.start(allow_concurrent=True, note=notes.append)
+    assert notes and "--allow-concurrent" in notes[0] and "run-a" in notes[0]
+    store = ResultStore(root)
+    saver = guard.Saver(store, concurrent=lock.others)
+    saver.save(make_record("cpu", "cpu", p=512, avg=1.0))
+    proc.stdin.close()  # the other bench ends
+    proc.wait(timeout=30)
+    saver.save(make_record("cpu", "cpu", p=1024, avg=1.0))
+    first, second = store.results()
+    assert first.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")
+    assert "concurrent" not in (second.model_extra or {})  # written after it ended: the lock passed to us
+    assert lock.held
+    lock.release()
+
+
+def test_the_lock_is_released_with_the_run_and_a_hostile_lock_file_is_not_echoed(tmp_path):
+    from toolkit.bench import guard
+    from toolkit.core.errors import ConcurrentRun
+
+    root = tmp_path / "results"
+    a = guard.ResultsLock(root, "run-a", "engine")
+    a.start(allow_concurrent=False, note=lambda s: None)
+    (root / ".lock").write_bytes(
+        b'{"pid": "\\u001b[2J", "run_id": "x\\nrm -rf /", "engine": "' + b"A" * 3000 + b'"}'
+    )
+    b = guard.ResultsLock(root, "run-b", "engine")
+    with pytest.raises(ConcurrentRun) as err:
+        b.start(allow_concurrent=False, note=lambda s: None)
+    msg = str(err.value)
+    assert "pid ?" in msg and "\n" not in msg and "AAAA" not in msg and "\x1b" not in msg
+    a.release()
+    b.start(allow_concurrent=False, note=lambda s: None)  # free again
+    assert b.held and json.loads((root / ".lock").read_text())["run_id"] == "run-b"
+    b.release()
