@@ -952,3 +952,74 @@ def test_the_lock_is_released_with_the_run_and_a_hostile_lock_file_is_not_echoed
     b.start(allow_concurrent=False, note=lambda s: None)  # free again
     assert b.held and json.loads((root / ".lock").read_text())["run_id"] == "run-b"
     b.release()
+
+
+# ----------------------------------------------------------------- 5. import performance
+
+
+def _sql_insert_with_a_long_value(n: int) -> str:
+    sql = (DATA / "llamabench-0c1e57098-cpu.sql").read_text()
+    insert = next(ln for ln in sql.splitlines() if ln.startswith("INSERT"))
+    # a value of n spaces between two characters inside the values list (the field gpu_info is text)
+    return sql + insert.replace("VALUES (", "VALUES (x" + " " * n + "y, ", 1) + "\n"
+
+
+def test_a_32_kb_sql_line_imports_in_linear_time(tmp_path):
+    """Reproducer: the SQL value pattern (a lazy group before \\s*) backtracked quadratically: a
+    32 KB line took 18.6 s."""
+    import time
+
+    f = tmp_path / "long.sql"
+    f.write_text(_sql_insert_with_a_long_value(32 * 1024))
+    t0 = time.monotonic()
+    res = importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
+    assert time.monotonic() - t0 < 3.0
+    assert res.records >= 1 and any("values for" in r for r in res.refused)
+
+
+def readers_rows(text: str) -> list:
+    from toolkit.results import llamabench_readers as readers
+
+    return readers.read_source(text)[1]
+
+
+def test_many_lines_that_start_a_format_but_hold_no_row_are_read_once(tmp_path):
+    """Reproducer: every line that starts a format but yields no row made the reader read the rest of
+    the file again (2,000 lines of `{x` took 13 s; 3,000 of `| test | t/s |` longer)."""
+    import time
+
+    jsonl = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text()
+    md = (DATA / "llamabench-0c1e57098-cpu.md").read_text()
+    for junk, rows in (("{x\n", md), ("| test | t/s |\n", jsonl), ("[x\n", jsonl)):
+        f = tmp_path / "junk.txt"
+        f.write_text(junk * 3000 + rows)  # log-like starts of one format, then the rows in another
+        t0 = time.monotonic()
+        res = importer.import_files(ResultStore(tmp_path / f"r{len(junk)}"), [f], label="x")
+        assert time.monotonic() - t0 < 5.0, junk
+        assert res.records == len(readers_rows(rows)), junk
+
+
+def test_an_import_fsyncs_once_per_batch_not_per_record(tmp_path, monkeypatch):
+    import os
+
+    line = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    for k in ("avg_ns", "stddev_ns", "samples_ns"):  # the times would contradict the changed counts
+        line.pop(k, None)
+    f = tmp_path / "many.jsonl"
+    f.write_text("".join(json.dumps({**line, "n_prompt": 1 + i, "n_gen": 0}) + "\n" for i in range(2500)))
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == 2500
+    assert len(calls) <= 6, len(calls)  # 3 batches of <= 1000: the records' file and the counter each
+    assert [r.seq for r in store.results()] == list(range(1, 2501))
+
+
+def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    f = tmp_path / "huge.jsonl"
+    f.write_bytes(b"{}\n" * ((1 << 20) // 3 + 10))
+    with pytest.raises(BadInput, match="larger than 1 MiB"):
+        importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
