@@ -1369,6 +1369,43 @@ def second_engine(proj):
 
 
 @e2e
+def test_two_engines_writing_one_results_folder_is_refused_or_flagged(proj, tk_bg, second_engine):
+    """Issue 21 (7): bench A on the shared engine and bench B on a second dockerd of this host, both
+    writing one results folder. The per-engine guard cannot see A from B's engine; results/.lock does:
+    B is refused (exit 9, naming A's run, pid and engine); with --allow-concurrent B runs and every
+    record it writes while A runs is flagged `concurrent`, naming A."""
+    eng = second_engine
+    digest = ResultStore(proj / "results").latest_build("cpu").digest
+    save = subprocess.Popen(["docker", "save", digest], stdout=subprocess.PIPE)
+    subprocess.run(
+        ["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True
+    )
+    assert save.wait() == 0
+    a = variant(proj, "two-engines-a", models=[TINY], bench={**SLOW, "repetitions": 60})
+    b_matrix = variant(proj, "two-engines-b", models=[TINY_B]).matrix
+    b = Variant(proj, b_matrix, a.results)  # B writes A's results folder
+    proc = tk_bg(proj, "bench", *a.args())
+    ctr = wait_running(proj, "-cpu-tiny-qwen3moe", proc)
+    run_a = ctr.labels["org.toolkit.run-id"]
+    env_b = {"DOCKER_HOST": eng.host, "TOOLKIT_ALLOW_CONCURRENT": None}
+    res = tk(proj, "bench", *b.args(), env=env_b)
+    assert res.returncode == 9, _out(res)
+    assert "another toolkit benchmark is writing to this results folder: run " + run_a in res.stderr
+    assert f"(pid {proc.pid}, writing {a.results} from Docker engine " in res.stderr
+    assert "--allow-concurrent" in res.stderr and "Traceback" not in res.stderr
+    assert not [r for r in a.rows() if r["run_id"] != run_a]  # B wrote nothing
+    res = tk(proj, "bench", *b.args(), "--allow-concurrent", env=env_b)
+    assert res.returncode == 0, _out(res)
+    assert proc.poll() is None, "run A ended before run B: the overlap was not tested"
+    rows_b = [r for r in a.rows() if r["run_id"] != run_a]
+    assert rows_b and all(r["concurrent"]["other_runs"][0].startswith(run_a) for r in rows_b)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"{out}\n{err}"
+    seqs = [r["seq"] for r in a.rows()]
+    assert sorted(seqs) == list(range(1, len(seqs) + 1))  # one sequence over both runs' records
+
+
+@e2e
 def test_engine_lost_mid_run_keeps_records_log_and_failed_row(proj, tk_bg, second_engine):
     """dockerd killed after the first test: exit 5; the completed test's record, the log and a failed
     row are on disk and the message counts them; the container left behind is removed by the next

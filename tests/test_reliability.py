@@ -749,3 +749,281 @@ def test_any_overlong_header_string_of_a_real_model_fails_the_preflight(project,
     model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
     with pytest.raises(BadInput, match="corrupt GGUF"):
         check_model_file(lm, model, f)
+
+
+# ----------------------------------------------------------------- 4. run order: the store's sequence
+
+
+def _rec_at(created: str, run_id: str, avg: float):
+    r = make_record("cpu", "cpu", p=512, avg=avg)
+    return r.model_copy(update={"created": created, "run_id": run_id})
+
+
+def test_a_run_made_with_the_clock_a_year_ahead_does_not_hide_later_runs(tmp_path):
+    """Reproducer: records were ordered by `created`, so a run whose host clock was a year ahead
+    superseded every later run of the same test. Now runs are ordered by the store's sequence
+    number and both anomalies are flagged clock-skew."""
+    from datetime import datetime, timedelta, timezone
+
+    from toolkit.analysis import tables
+    from toolkit.results import identity
+    from toolkit.results import index as resultindex
+
+    now = datetime.now(timezone.utc)
+    store = ResultStore(tmp_path / "results")
+    store.add_result(_rec_at((now - timedelta(days=2)).isoformat(timespec="seconds"), "run-1", 100.0))
+    store.add_result(_rec_at((now + timedelta(days=365)).isoformat(timespec="seconds"), "run-ahead", 200.0))
+    store.add_result(_rec_at(now.isoformat(timespec="seconds"), "run-3", 300.0))
+    recs = store.results()
+    assert [r.seq for r in recs] == [1, 2, 3]
+    sel = identity.newest_per_test(recs)
+    assert [r.run_id for r in sel.used] == ["run-3"] and sel.superseded == 2
+    assert [bool(r.clock_skew) for r in recs] == [False, True, True]
+    assert "in the future" in recs[1].clock_skew and "before" in recs[2].clock_skew
+    # the index path gives the same record, flagged the same
+    via_index = resultindex.select(ResultStore(tmp_path / "results"))
+    (used,) = identity.newest_per_test(via_index).used
+    assert used.run_id == "run-3" and used.clock_skew == recs[2].clock_skew
+    assert "clock-skew" in tables.record_flags(used, tables.ReportOptions())
+    res = run("report", "--results", str(tmp_path / "results"))
+    assert exit_code(res) == 0 and "300.00" in res.output and "200.00" not in res.output
+    assert "clock-skew" in res.output and "the folder's sequence number" in res.output
+
+
+def test_records_without_a_sequence_number_fall_back_to_file_order(tmp_path):
+    """Records written before `seq` existed: the one later in the file is the newer, whatever `created`
+    says; one written after them (with a seq) is newer than both."""
+    from toolkit.results import identity
+    from toolkit.results import index as resultindex
+
+    store = ResultStore(tmp_path / "results")
+    old = [
+        _rec_at("2030-01-01T00:00:00+00:00", "old-1", 1.0),
+        _rec_at("2020-01-01T00:00:00+00:00", "old-2", 2.0),
+    ]
+    f = store.add_result(old[0])  # its file, then the same file rewritten without seq
+    f.write_text("".join(json.dumps(r.model_dump(mode="json") | {"seq": None}) + "\n" for r in old))
+    assert [r.seq for r in store.results()] == [None, None]
+    assert [r.run_id for r in identity.newest_per_test(store.results()).used] == ["old-2"]
+    assert [r.run_id for r in identity.newest_per_test(resultindex.select(store)).used] == ["old-2"]
+    store.add_result(_rec_at("2001-01-01T00:00:00+00:00", "new", 3.0))
+    assert [r.run_id for r in identity.newest_per_test(store.results()).used] == ["new"]
+    assert [r.run_id for r in identity.newest_per_test(resultindex.select(store)).used] == ["new"]
+
+
+def test_the_sequence_survives_a_lost_counter_and_batches(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    store.add_result(_rec_at("2026-01-01T00:00:00+00:00", "a", 1.0))
+    store.add_results([_rec_at("2026-01-01T00:00:01+00:00", "b", 1.0)] * 3)
+    assert [r.seq for r in store.results()] == [1, 2, 3, 4]
+    (tmp_path / "results" / ".seq").unlink()  # a copied folder, a lost file
+    store.add_result(_rec_at("2026-01-01T00:00:02+00:00", "c", 1.0))
+    (tmp_path / "results" / ".seq").write_text("garbage")
+    store.add_result(_rec_at("2026-01-01T00:00:03+00:00", "d", 1.0))
+    assert [r.seq for r in store.results()] == [1, 2, 3, 4, 5, 6]
+
+
+def _append_many(args: tuple[str, int, int]) -> None:
+    root, worker, n = args
+    store = ResultStore(Path(root))
+    for i in range(n):
+        rec = make_record("cpu", "cpu", p=512 + worker, avg=1.0 + i)
+        store.add_result(rec.model_copy(update={"run_id": f"w{worker}"}))
+
+
+def test_concurrent_writers_get_unique_increasing_numbers(tmp_path):
+    """Four processes appending at once (two benches with --allow-concurrent, an import): every record
+    a distinct number, and inside each file the numbers grow in line order."""
+    import multiprocessing
+
+    root = tmp_path / "results"
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_append_many, [(str(root), w, 40) for w in range(4)])
+    recs = ResultStore(root).results()
+    seqs = [r.seq for r in recs]
+    assert sorted(seqs) == list(range(1, 161))
+    for w in range(4):
+        mine = [r.seq for r in recs if r.run_id == f"w{w}"]
+        assert mine == sorted(mine)
+
+
+def test_imported_rows_keep_their_test_time_order_and_get_a_sequence(tmp_path):
+    """Rows of one import are ordered by llama-bench's test_time (not their line order, not their seq)."""
+    from toolkit.results import identity
+
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [DATA / "cases" / "turn3" / "d.jsonl"], label="x")
+    recs = store.results()
+    assert res.records == 2 and sorted(r.seq for r in recs) == [1, 2]
+    assert all(identity.is_timed(r) for r in recs)
+    (cell,) = identity.newest_per_test(recs).used
+    # line 1 (400 t/s, test_time Jan 2) was given seq 1, line 2 (100 t/s, Jan 1) seq 2: test_time decides
+    assert [(r.seq, r.avg_ts) for r in recs] == [(1, 400.0), (2, 100.0)]
+    assert cell.model_extra["between_runs"]["means"] == [100.0, 400.0] and cell.avg_ts == 250.0
+    assert cell.raw["test_time"] == "2025-01-02T00:00:00Z"  # the newest by test_time gives the rest
+
+
+# ----------------------------------------------------------------- 7. one bench per results folder
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from toolkit.bench import guard
+lock = guard.ResultsLock(Path(sys.argv[1]), "run-a", "engineA0123456789abcdef")
+lock.start(allow_concurrent=False, note=print)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes stdin
+"""
+
+
+@pytest.fixture
+def other_bench(tmp_path):
+    """A process holding results/.lock as `toolkit bench` does on another engine (run-a)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "results"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    yield root, proc
+    if proc.poll() is None:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(timeout=30)
+
+
+def test_a_second_bench_on_another_engine_writing_the_same_results_is_refused_exit_9(other_bench):
+    """Reproducer: two benches on two Docker engines of one host wrote one results folder unnoticed
+    (the per-engine guard sees only its own engine)."""
+    from toolkit.bench import guard
+    from toolkit.core.errors import ConcurrentRun
+
+    root, proc = other_bench
+    lock = guard.ResultsLock(root, "run-b", "engineB0123456789")
+    with pytest.raises(ConcurrentRun) as err:
+        lock.start(allow_concurrent=False, note=lambda s: None)
+    msg = str(err.value)
+    assert err.value.exit_code == 9
+    assert f"another toolkit benchmark is writing to this results folder: run run-a (pid {proc.pid}, " in msg
+    assert f"writing {root} from Docker engine engineA01234567" in msg
+    assert guard.CONCURRENT_ADVICE in msg  # the per-engine guard's advice, word for word
+    assert lock.fd is None  # nothing held
+
+
+def test_allow_concurrent_runs_and_flags_records_while_the_other_bench_runs(other_bench):
+    from toolkit.bench import guard
+
+    root, proc = other_bench
+    notes: list[str] = []
+    lock = guard.ResultsLock(root, "run-b", "engineB0123456789")
+    lock.start(allow_concurrent=True, note=notes.append)
+    assert notes and "--allow-concurrent" in notes[0] and "run-a" in notes[0]
+    store = ResultStore(root)
+    saver = guard.Saver(store, concurrent=lock.others)
+    saver.save(make_record("cpu", "cpu", p=512, avg=1.0))
+    proc.stdin.close()  # the other bench ends
+    proc.wait(timeout=30)
+    saver.save(make_record("cpu", "cpu", p=1024, avg=1.0))
+    first, second = store.results()
+    assert first.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")
+    assert "concurrent" not in (second.model_extra or {})  # written after it ended: the lock passed to us
+    assert lock.held
+    lock.release()
+
+
+def test_the_lock_is_released_with_the_run_and_a_hostile_lock_file_is_not_echoed(tmp_path):
+    from toolkit.bench import guard
+    from toolkit.core.errors import ConcurrentRun
+
+    root = tmp_path / "results"
+    a = guard.ResultsLock(root, "run-a", "engine")
+    a.start(allow_concurrent=False, note=lambda s: None)
+    (root / ".lock").write_bytes(
+        b'{"pid": "\\u001b[2J", "run_id": "x\\nrm -rf /", "engine": "' + b"A" * 3000 + b'"}'
+    )
+    b = guard.ResultsLock(root, "run-b", "engine")
+    with pytest.raises(ConcurrentRun) as err:
+        b.start(allow_concurrent=False, note=lambda s: None)
+    msg = str(err.value)
+    assert "pid ?" in msg and "\n" not in msg and "AAAA" not in msg and "\x1b" not in msg
+    a.release()
+    b.start(allow_concurrent=False, note=lambda s: None)  # free again
+    assert b.held and json.loads((root / ".lock").read_text())["run_id"] == "run-b"
+    b.release()
+
+
+# ----------------------------------------------------------------- 5. import performance
+
+
+def _sql_insert_with_a_long_value(n: int) -> str:
+    sql = (DATA / "llamabench-0c1e57098-cpu.sql").read_text()
+    insert = next(ln for ln in sql.splitlines() if ln.startswith("INSERT"))
+    # a value of n spaces between two characters inside the values list (the field gpu_info is text)
+    return sql + insert.replace("VALUES (", "VALUES (x" + " " * n + "y, ", 1) + "\n"
+
+
+def test_a_32_kb_sql_line_imports_in_linear_time(tmp_path):
+    """Reproducer: the SQL value pattern (a lazy group before \\s*) backtracked quadratically: a
+    32 KB line took 18.6 s."""
+    import time
+
+    f = tmp_path / "long.sql"
+    f.write_text(_sql_insert_with_a_long_value(32 * 1024))
+    t0 = time.monotonic()
+    res = importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
+    assert time.monotonic() - t0 < 3.0
+    assert res.records >= 1 and any("values for" in r for r in res.refused)
+
+
+def readers_rows(text: str) -> list:
+    from toolkit.results import llamabench_readers as readers
+
+    return readers.read_source(text)[1]
+
+
+def test_many_lines_that_start_a_format_but_hold_no_row_are_read_once(tmp_path):
+    """Reproducer: every line that starts a format but yields no row made the reader read the rest of
+    the file again (2,000 lines of `{x` took 13 s; 3,000 of `| test | t/s |` longer)."""
+    import time
+
+    jsonl = (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text()
+    md = (DATA / "llamabench-0c1e57098-cpu.md").read_text()
+    for junk, rows in (("{x\n", md), ("| test | t/s |\n", jsonl), ("[x\n", jsonl)):
+        f = tmp_path / "junk.txt"
+        f.write_text(junk * 3000 + rows)  # log-like starts of one format, then the rows in another
+        t0 = time.monotonic()
+        res = importer.import_files(ResultStore(tmp_path / f"r{len(junk)}"), [f], label="x")
+        assert time.monotonic() - t0 < 5.0, junk
+        assert res.records == len(readers_rows(rows)), junk
+
+
+def test_an_import_fsyncs_once_per_batch_not_per_record(tmp_path, monkeypatch):
+    import os
+
+    line = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    for k in ("avg_ns", "stddev_ns", "samples_ns"):  # the times would contradict the changed counts
+        line.pop(k, None)
+    f = tmp_path / "many.jsonl"
+    f.write_text("".join(json.dumps({**line, "n_prompt": 1 + i, "n_gen": 0}) + "\n" for i in range(2500)))
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    store = ResultStore(tmp_path / "results")
+    res = importer.import_files(store, [f], label="x")
+    assert res.records == 2500
+    assert len(calls) <= 6, len(calls)  # 3 batches of <= 1000: the records' file and the counter each
+    assert [r.seq for r in store.results()] == list(range(1, 2501))
+
+
+def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    f = tmp_path / "huge.jsonl"
+    f.write_bytes(b"{}\n" * ((1 << 20) // 3 + 10))
+    with pytest.raises(BadInput, match="larger than 1 MiB"):
+        importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")

@@ -134,7 +134,7 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
         digest = (
             build.digest
             if build and any(r.image.digest == build.digest for r in named)
-            else max(named, key=lambda r: r.created).image.digest
+            else max(enumerate(named), key=lambda ir: identity.write_order(ir[1], ir[0]))[1].image.digest
         )
         mine = [r for r in named if r.image.digest == digest]
         return Side(ref, image_label(mine[0]), mine)

@@ -97,8 +97,12 @@ FLAG_HELP = {
     "min–max, and a markdown table's numbers are rounded to 2 decimals",
     "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
-    "concurrent": "another toolkit benchmark ran on the same engine while this was measured (--allow-concurrent): "
-    "both slowed each other down",
+    "concurrent": "another toolkit benchmark ran on the same engine, or wrote the same results folder, while this "
+    "was measured (--allow-concurrent): both slowed each other down",
+    "clock-skew": "the clock of the host that wrote this record disagrees with the results folder's own order: its "
+    "`created` lies more than 60 s before a record the folder stored earlier, or more than 5 min in the future. "
+    "Runs are ordered by the folder's sequence number (`seq`, given at append time), never by these times, so the "
+    "newest run is still the one written last; check that host's clock (`timedatectl`, NTP) before trusting dates",
     "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
     "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
@@ -324,6 +328,8 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("bw-below-floor")
     if (r.model_extra or {}).get("concurrent"):
         out.append("concurrent")
+    if getattr(r, "clock_skew", None):
+        out.append("clock-skew")
     for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
         if f not in out:
             out.append(f)

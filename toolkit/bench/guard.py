@@ -10,6 +10,10 @@
   when another run is alive (exit 9) unless --allow-concurrent, and removes containers left by runs
   that are gone (a killed toolkit, an engine restarted under a run). With --allow-concurrent every
   record written while another run is alive carries `concurrent: {...}`.
+- `ResultsLock`: one benchmark per results folder, whatever engine it runs on (two Docker engines of
+  one host share its CPUs, memory and GPUs): an flock of `results/.lock` held for the run, naming the
+  holder (pid, run id, engine) inside. A second run is refused (exit 9) unless --allow-concurrent, and
+  then every record it writes while the holder runs carries `concurrent: {...}`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import stat
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
 from toolkit.core.paths import contained
 from toolkit.core.signals import no_interrupt
@@ -33,6 +39,13 @@ from toolkit.engine import api as engine
 from toolkit.results.records import BenchRecord, ResultStore
 
 RUN_ID_LABEL = "org.toolkit.run-id"
+RESULTS_LOCK = ".lock"
+"""results/.lock: flocked by the run writing that folder; holds {"pid", "run_id", "engine", "host"}."""
+CONCURRENT_ADVICE = (
+    "Two runs at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
+    "--allow-concurrent to run anyway with every record flagged `concurrent`."
+)
+"""The one advice of every refusal of a concurrent benchmark (same engine, same results folder)."""
 HOST_LABEL = engine.HOST_LABEL
 MIN_FREE_BYTES = 1 << 20
 """results/ needs at least this much free space before a run starts (a record is a few KB)."""
@@ -264,9 +277,9 @@ class RunGuard:
                 else ""
             )
             raise ConcurrentRun(
-                f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. Two runs "
-                "at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
-                "--allow-concurrent to run anyway with every record flagged `concurrent`." + fix
+                f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. "
+                + CONCURRENT_ADVICE
+                + fix
             )
         if others:
             running = ", ".join([*map(_shown, alive), *foreign])
@@ -274,3 +287,92 @@ class RunGuard:
                 f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
                 "is flagged `concurrent`"
             )
+
+
+class ResultsLock:
+    """This run's hold on one results folder (see the module docstring). `start` takes the lock or
+    refuses; `others` names the holder while it runs (for flagging records); `release` lets go. The
+    file stays (removing it would let a third run lock a new file while the second still holds the
+    old one); the kernel releases the flock when the process dies."""
+
+    def __init__(self, root: Path, run_id: str, engine_id: str):
+        self.root = Path(root)
+        self.path = self.root / RESULTS_LOCK
+        self.run_id = run_id
+        self.engine_id = "".join(c for c in engine_id if c.isalnum())[:16]
+        self.fd: int | None = None
+        self.held = False
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            if err.filename is None:
+                err.filename = str(self.path)
+            raise FileSystemError.from_oserror(err, "locking the results folder") from None
+
+    def _try_lock(self) -> bool:
+        assert self.fd is not None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.held = True
+        with contextlib.suppress(OSError):  # who holds it, for another run's message
+            data = json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "run_id": self.run_id,
+                    "engine": self.engine_id,
+                    "host": engine.host_id(),
+                }
+            ).encode()
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data + b"\n", 0)
+        return True
+
+    def holder(self) -> str:
+        """The run holding the lock, as its lock file says: `RUN (pid N on this host, Docker engine E)`.
+        Anyone who can write results/ can write that file: only a plain run id, pid and engine id are
+        shown, never other content."""
+        obj, _ = jsonsafe.parse_line(read_regular_file(self.path, 4096) or b"")
+        obj = obj or {}
+        pid = obj.get("pid")
+        pid_s = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 32 else "?"
+        run = _shown(obj["run_id"]) if isinstance(obj.get("run_id"), str) else "?"
+        said = obj.get("engine")
+        eng = said if isinstance(said, str) and re.fullmatch(r"[A-Za-z0-9]{1,16}", said) else "?"
+        same = "this Docker engine" if eng == self.engine_id else f"Docker engine {eng}"
+        return f"{run} (pid {pid_s}, writing {self.root} from {same})"
+
+    def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
+        """Take the lock, or refuse (ConcurrentRun, exit 9) naming the holder; with `allow_concurrent`
+        run without it (`others` then names the holder while it runs)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.fd = self._open()
+        if self._try_lock():
+            return
+        who = self.holder()
+        if not allow_concurrent:
+            self.release()
+            raise ConcurrentRun(
+                f"another toolkit benchmark is writing to this results folder: run {who}. Two Docker engines "
+                "of one host share its CPUs, memory and GPUs. " + CONCURRENT_ADVICE
+            )
+        note(
+            f"--allow-concurrent: another benchmark is writing to {self.root} ({who}); every record written "
+            "while it runs is flagged `concurrent`"
+        )
+
+    def others(self) -> list[str]:
+        """The holder while it runs ([] when this run holds the lock). A holder that has ended hands the
+        lock to this run, which then holds it to its end."""
+        if self.fd is None or self.held or self._try_lock():
+            return []
+        return [self.holder()]
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+            self.held = False

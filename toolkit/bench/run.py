@@ -71,8 +71,9 @@ def run_bench(
 
     Before anything runs: the plan (case count, estimated duration; more than CONFIRM_CASES cases
     need opts.yes, else BadInput), results/ writable (FileSystemError, exit 8), one benchmark per
-    engine (ConcurrentRun, exit 9, unless opts.allow_concurrent; leftover containers of runs that
-    are gone are removed), model files checked (BadInput). Every record is written as soon as its
+    results folder (results/.lock) and per engine (ConcurrentRun, exit 9, unless
+    opts.allow_concurrent; leftover containers of runs that are gone are removed), model files
+    checked (BadInput). Every record is written as soon as its
     test completes. Exit paths say what was saved, counted: Ctrl-C/SIGTERM -> RunInterrupted (130),
     the engine gone -> EngineUnavailable (5), a results write failing -> FileSystemError (8).
     `events("note", text=...)` carries the plan and guard notes.
@@ -95,14 +96,23 @@ def run_bench(
         guard.check_writable(store.root)
     host: dict[str, Any] = {}
     run_guard: guard.RunGuard | None = None
+    results_lock: guard.ResultsLock | None = None
     if not opts.dry_run:
         host = hostinfo.host_facts()
         host.pop("cmdline", None)  # results get published: keep only the parameters that change numbers
         host.pop("hostname", None)
         host["docker"] = engine.engine_info(buildx=False)
-        run_guard = guard.RunGuard(opts.run_id, engine.engine_id())
-        run_guard.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
-        opts.saver = guard.Saver(store, concurrent=run_guard.others)
+        engine_id = engine.engine_id()
+        # one benchmark per results folder (whatever its engine), then one per engine
+        lock = results_lock = guard.ResultsLock(store.root, opts.run_id, engine_id)
+        lock.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+        try:
+            rg = run_guard = guard.RunGuard(opts.run_id, engine_id)
+            rg.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+        except BaseException:
+            lock.release()
+            raise
+        opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
     try:
@@ -139,6 +149,8 @@ def run_bench(
     finally:
         if run_guard:
             run_guard.release()
+        if results_lock:
+            results_lock.release()
     return outcomes
 
 

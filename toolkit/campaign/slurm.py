@@ -409,7 +409,8 @@ def read_campaign(path: Path) -> Campaign:
     """A campaign state file (the one safe parse, toolkit.core.jsonsafe); BadInput naming the file and
     the first field that is wrong when it is not JSON or not a campaign of this toolkit."""
     try:
-        data = jsonsafe.read_file(path, limit=CAMPAIGN_FILE_LIMIT)
+        with open(path, "rb") as fh:
+            data = jsonsafe.load(fh, limit=CAMPAIGN_FILE_LIMIT)
     except OSError as err:
         raise FileSystemError.from_oserror(err, "reading a campaign") from None
     except jsonsafe.JsonProblem as err:

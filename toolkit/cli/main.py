@@ -299,8 +299,8 @@ def build(
     "--allow-concurrent",
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
-    help="Run although another toolkit benchmark is running on the same Docker engine (default: refuse, "
-    "exit 9); every record written meanwhile is flagged `concurrent`.",
+    help="Run although another toolkit benchmark is running on the same Docker engine or writing the same "
+    "results folder (default: refuse, exit 9); every record written meanwhile is flagged `concurrent`.",
 )
 @click.option(
     "--memory",

@@ -173,8 +173,8 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     "--allow-concurrent",
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
-    help="Re-run although another toolkit benchmark is running on the same engine (records flagged "
-    "`concurrent`; default: refuse, exit 9).",
+    help="Re-run although another toolkit benchmark is running on the same engine or writing the same "
+    "results folder (records flagged `concurrent`; default: refuse, exit 9).",
 )
 def reproduce(
     matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin, allow_concurrent

@@ -18,14 +18,14 @@ copy) and at most MAX_LINE_BYTES long (a record is a few KB; a line of hundreds 
                               line is (None, None)
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
-    read_file(path)        -> the value of a whole JSON file (size checked before reading)
+    load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
+                              size limit)
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_DEPTH = 64
 """Nesting levels a document may have (a BenchRecord nests about 6: record, raw, telemetry, gpus, ...)."""
@@ -133,11 +133,10 @@ def decode_at(dec: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
     return _bounded(value), end
 
 
-def read_file(path: Path, limit: int = MAX_LINE_BYTES) -> Any:
-    """The JSON value of the file at `path`; JsonProblem when it is larger than `limit` bytes or not
-    usable JSON; OSError when it cannot be read."""
-    with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
+def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:
+    """The JSON value of a whole file the caller opened in binary mode (at most `limit` + 1 bytes are
+    read); JsonProblem when it is larger than `limit` bytes or not usable JSON; OSError from the read."""
+    data = fh.read(limit + 1)
     if len(data) > limit:
         raise JsonProblem(f"larger than {limit} bytes")
     return parse(data, limit)

@@ -663,7 +663,8 @@ def ensure_volume(name: str, labels: dict[str, str] | None = None) -> str:
 
 def read_metadata(path: Path) -> dict[str, Any]:
     try:
-        data = jsonsafe.read_file(path)
+        with open(path, "rb") as fh:
+            data = jsonsafe.load(fh)
     except (OSError, jsonsafe.JsonProblem):
         return {}
     return data if isinstance(data, dict) else {}

@@ -159,7 +159,8 @@ def read_quantization(model_dir: Path) -> CheckpointQuant | None:
     or not a JSON object (vLLM could not load the checkpoint either)."""
     cfg = Path(model_dir) / "config.json"
     try:
-        data = jsonsafe.read_file(cfg)
+        with open(cfg, "rb") as fh:
+            data = jsonsafe.load(fh)
     except FileNotFoundError:
         raise BadInput(
             f"{cfg}: missing; a Hugging Face checkpoint directory needs its config.json "

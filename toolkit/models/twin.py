@@ -545,7 +545,8 @@ def read_sidecar(path: Path) -> dict | None:
     if not side.is_file():
         return None
     try:
-        data = jsonsafe.read_file(side)
+        with open(side, "rb") as fh:
+            data = jsonsafe.load(fh)
     except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(
             f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME --twin`"

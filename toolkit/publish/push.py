@@ -611,7 +611,8 @@ def read_run_json(path: Path) -> PublishedRun:
     the field when it is not JSON (the one safe parse, toolkit.core.jsonsafe) or not a run."""
     fix = "a published run folder's run.json is written by `toolkit export-run`; re-export or re-download it"
     try:
-        data = jsonsafe.read_file(path)
+        with open(path, "rb") as fh:
+            data = jsonsafe.load(fh)
     except OSError as err:
         raise FileSystemError.from_oserror(err, "reading a published run") from None
     except jsonsafe.JsonProblem as err:

@@ -289,16 +289,53 @@ def measured_at(r: BenchRecord) -> str:
     `test_time` llama-bench wrote in it (its `created` is when it was imported, and the line order of
     a file says nothing), as UTC; else (and for an imported row without one) the record's `created`,
     written when the toolkit measured it."""
-    t = r.raw.get("test_time") if r.raw and (r.model_extra or {}).get("imported") else None
-    if isinstance(t, str) and t.strip():
-        try:
-            dt = datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
-        except ValueError:
-            return r.created
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
-        return dt.astimezone(timezone.utc).isoformat()
-    return r.created
+    return _test_time(r) or r.created
+
+
+def _test_time(r: Any) -> str | None:
+    """An imported row's llama-bench test_time as UTC ISO text, None for other records or when it has
+    none that reads as a time."""
+    raw = getattr(r, "raw", None)
+    extra = getattr(r, "model_extra", None) or {}
+    t = raw.get("test_time") if raw and extra.get("imported") else None
+    if not isinstance(t, str) or not t.strip():
+        return None
+    try:
+        dt = datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat()
+
+
+def is_timed(r: Any) -> bool:
+    """True for an imported row that carries llama-bench's own test_time: such rows are ordered by it
+    among themselves (their `created` and seq say when they were imported, not measured)."""
+    return _test_time(r) is not None
+
+
+def seq_of(r: Any) -> int | None:
+    """The store's sequence number of a record (or index Head), None when it has none."""
+    s = getattr(r, "seq", None)
+    return s if isinstance(s, int) and not isinstance(s, bool) else None
+
+
+def write_order(r: Any, pos: int) -> tuple[int, int]:
+    """When a record was written to its store, comparable between records of one store: (1, seq) for
+    a record that carries the store's sequence number, else (0, pos) with `pos` its place in store
+    order (records written before seq existed come first, in file order). Never the wall clock: a
+    run made with the clock a year ahead must not hide the runs written after it."""
+    s = seq_of(r)
+    return (1, s) if s is not None else (0, pos)
+
+
+def _in_order(recs: list[tuple[int, BenchRecord]]) -> list[BenchRecord]:
+    """Records (with their store positions) oldest first: by llama-bench's test_time when every one is
+    an imported row that has one (rows of imports), else by write_order."""
+    if recs and all(is_timed(r) for _, r in recs):
+        return [r for _, r in sorted(recs, key=lambda pr: measured_at(pr[1]))]
+    return [r for _, r in sorted(recs, key=lambda pr: write_order(pr[1], pr[0]))]
 
 
 @dataclass
@@ -333,22 +370,27 @@ def is_repetition(r: BenchRecord) -> bool:
 def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
     """Newest record per TestKey (ok records only unless include_failed); counts the rest.
 
-    The newest run of a test is the one measured last (measured_at: llama-bench's test_time, else
-    when the record was written). Repetitions inside it (`is_repetition`) are one measurement,
-    combined by `combine_runs`, not superseded by each other.
+    The newest run of a test is the one written last to the store (write_order: the store's sequence
+    number, else the place in the file; never the wall clock), except among imported rows that carry
+    llama-bench's test_time, which are ordered by it (the one measured last). Repetitions inside it
+    (`is_repetition`) are one measurement, combined by `combine_runs`, not superseded by each other.
+    `records` in store order (their positions are the fallback order).
     """
     sel = Selection()
-    by_key: dict[TestKey, dict[str, list[BenchRecord]]] = {}
-    for r in records:
+    by_key: dict[TestKey, dict[str, list[tuple[int, BenchRecord]]]] = {}
+    for pos, r in enumerate(records):
         sel.read += 1
         if r.status != "ok" and not include_failed:
             sel.failed += 1
             continue
-        by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append(r)
+        by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append((pos, r))
     for runs in by_key.values():
-        newest = max(runs, key=lambda rid: max(measured_at(x) for x in runs[rid]))
+        if all(is_timed(x) for v in runs.values() for _, x in v):
+            newest = max(runs, key=lambda rid: max(measured_at(x) for _, x in runs[rid]))
+        else:
+            newest = max(runs, key=lambda rid: max(write_order(x, p) for p, x in runs[rid]))
         sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
-        mine = sorted(runs[newest], key=measured_at)
+        mine = _in_order(runs[newest])
         repeats = [x for x in mine if is_repetition(x)]
         if len(repeats) > 1:
             sel.superseded += len(mine) - len(repeats)
@@ -367,9 +409,10 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     runs); `between_runs` = {runs, means, spread_pct}; flags `runs-disagree` when the runs' means
     spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
     the largest gap between sorted run means is most of that spread — the known R9700 effect where
-    decode speed is fixed at process start. The newest repetition (measured_at) gives the rest.
+    decode speed is fixed at process start. The newest repetition (test_time for imported rows, else
+    the store's order) gives the rest.
     """
-    recs = sorted(recs, key=measured_at)
+    recs = _in_order(list(enumerate(recs)))
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
     mean = sum(means) / len(means) if means else None

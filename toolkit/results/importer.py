@@ -70,6 +70,10 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
 
 
+MAX_IMPORT_BYTES = 64 << 20
+"""An import file is read whole (its sha256 names the import): at most this many bytes, so memory stays
+bounded (a file is parsed into rows of a few hundred bytes each)."""
+
 FORMATS_HINT = (
     "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with test and t/s "
     "columns) or -o sql"
@@ -83,9 +87,15 @@ def read_rows(
     the file and what was wrong when none is. Lines that look like records but do not parse are noted
     in `skipped` as `file:line: why`; rows the validity pass refuses in `refused` the same way."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            data = fh.read(MAX_IMPORT_BYTES + 1)
     except OSError as err:
         raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
+    if len(data) > MAX_IMPORT_BYTES:
+        raise BadInput(
+            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB; llama-bench output of that size is no one run "
+            "(about 60,000 rows): split it and import the parts (memory stays bounded by this limit)"
+        )
     text, bad = _decode_lines(data)
     notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
     fmt, parsed = readers.read_source(text, notes)
@@ -347,8 +357,9 @@ def import_files(
         if lacks:
             res.notes.append(f"{path}: {_fmt} output has {' and '.join(lacks)}: said on each of its rows")
     res.repeated = _repetitions(staged)
-    for target, rec in staged:
-        target.path = res.path = store.add_result(rec)
+    # one write and one fsync per file per batch (ResultStore.add_results), numbered in sequence
+    for (target, _rec), path in zip(staged, store.add_results([rec for _, rec in staged]), strict=True):
+        target.path = res.path = path
         target.records += 1
         res.records += 1
     return res

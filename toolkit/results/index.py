@@ -6,9 +6,11 @@ and what a reader needs to choose among records without reading them all:
     files     one row per results/<digest12>/bench.jsonl: device, inode, size, mtime, ctime, the bytes
               indexed through the last newline (`done`), the lines in them, a hash of the first and
               last 4 KiB before `done`
-    recs      one row per valid BenchRecord: file, line, byte offset and length, status, run, created,
-              test key, whether it is a process-level repetition (`process_run`), whether it has a
-              tok/s value (identity.value), facet
+    recs      one row per valid BenchRecord: file, line, byte offset and length, status, run, created
+              (identity.measured_at), test key, whether it is a process-level repetition
+              (`process_run`), whether it has a tok/s value (identity.value), facet, the store's
+              sequence number (`seq`, NULL in older records), whether it is an imported row ordered by
+              llama-bench's test_time (`timed`), and its `created` as Unix time (`written`)
     keys      a 128-bit hash of each identity.test_key seen (equal keys, equal hashes)
     runs      each run_id seen
     facets    each (image name, digest, model name, model size, gpu_info) seen
@@ -43,6 +45,7 @@ import hashlib
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,16 +54,20 @@ from typing import Any
 from toolkit.core.errors import ToolkitError
 from toolkit.results import identity
 from toolkit.results.records import (
+    CLOCK_SKEW_BACK_S,
     BenchRecord,
     ResultStore,
     _parse_line,
     bench_record,
+    clock_skew_of,
     scan_jsonl,
     short_digest,
+    store_of,
+    written_at,
 )
 
 INDEX_NAME = ".index.sqlite"
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew)
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
 
 _TABLES = """
@@ -74,17 +81,37 @@ CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model
 CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,
                    status TEXT NOT NULL, run INTEGER NOT NULL, created TEXT NOT NULL, key INTEGER NOT NULL,
                    process_run INTEGER NOT NULL, has_value INTEGER NOT NULL, facet INTEGER NOT NULL,
+                   seq INTEGER, timed INTEGER NOT NULL, written REAL,
                    PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
 """
 # An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
-# text as identity.newest_per_test compares it) and where the record is; `pos` = store order.
+# text as identity.newest_per_test compares it among timed import rows; `seq` and `pos` give the
+# store's write order, identity.write_order) and where the record is; `pos` = store order.
 _ROW_COLS = (
-    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet"
+    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
+    "r.seq, r.timed, r.written"
 )
-R_FILE, R_LINE, R_OFF, R_LEN, R_STATUS, R_RUN, R_CREATED, R_KEY, R_REPEAT, R_VALUE, R_FACET, R_POS = range(12)
+(
+    R_FILE,
+    R_LINE,
+    R_OFF,
+    R_LEN,
+    R_STATUS,
+    R_RUN,
+    R_CREATED,
+    R_KEY,
+    R_REPEAT,
+    R_VALUE,
+    R_FACET,
+    R_SEQ,
+    R_TIMED,
+    R_WRITTEN,
+    R_POS,
+) = range(15)
 _POS = "(o.rank * 4294967296 + r.line)"
+_SEQ_BASE = 1 << 62  # write order in SQL: seq + _SEQ_BASE for records with a seq, else pos (below it)
 
 
 class StaleIndex(ToolkitError):
@@ -130,6 +157,10 @@ class Head:
     @property
     def line(self) -> int:
         return self.row[R_LINE]
+
+    @property
+    def seq(self) -> int | None:
+        return self.row[R_SEQ]
 
     def __repr__(self) -> str:
         return f"Head({self.path.parent.name}:{self.line} {self.run_id} {self.status})"
@@ -420,6 +451,9 @@ class ResultIndex:
                                 facet,
                                 "image_name, digest, model_name, model_size, gpu_info",
                             ),
+                            rec.seq,
+                            1 if identity.is_timed(rec) else 0,
+                            written_at(rec.created),
                         )
                     )
             if problem is not None:
@@ -430,7 +464,7 @@ class ResultIndex:
                 fh.seek(off + length - 1)
                 whole = fh.read(1) == b"\n"
             done, lines = (off + length, n) if whole else (off, n - 1)  # a half line is read again next time
-        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 11) + ")", recs)
+        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 14) + ")", recs)
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
         self.conn.execute(
             "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
@@ -450,15 +484,20 @@ class ResultIndex:
     # ------------------------------------------------------------------------------------------ reading
 
     def _order(self, files: Sequence[Path]) -> None:
-        """temp.ord: (file id, rank in `files`): the store order every query sorts by."""
-        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER)")
+        """temp.ord: (file id, rank in `files`, the store that numbered its records: records.store_of):
+        the store order every query sorts by."""
+        self.conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER, part TEXT)"
+        )
         self.conn.execute("DELETE FROM temp.ord")
         self.paths = {}
         for rank, path in enumerate(files):
             fid = self.ids.get(path.relative_to(self.root).as_posix())
             if fid is not None:
                 self.paths[fid] = path
-                self.conn.execute("INSERT INTO temp.ord VALUES (?, ?)", (fid, rank))
+                self.conn.execute(
+                    "INSERT INTO temp.ord VALUES (?, ?, ?)", (fid, rank, store_of(self.root, path))
+                )
 
     def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
         where, args = ["1"], []
@@ -542,9 +581,11 @@ class ResultIndex:
         {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters,
         or exactly `heads` when given.
 
-        Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; the run whose
-        newest record is newest wins (on a tie the run seen first); in it, repetitions (`process_run`)
-        count as one, else the newest record is used and the others are superseded.
+        Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; the run
+        written last wins (its largest seq, else its last place in store order; by llama-bench's
+        test_time when every record of the test is a timed import row; on a tie the run seen first);
+        in it, repetitions (`process_run`) count as one, else the newest record is used and the others
+        are superseded.
         """
         self._order(files)
         c = self.conn
@@ -569,10 +610,13 @@ class ResultIndex:
         read, failed = c.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         c.execute("DROP TABLE IF EXISTS temp.best")
         c.execute(
-            "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, "
-            "SUM(process_run) AS reps, MIN(MIN(pos)) OVER (PARTITION BY key) AS kfirst, ROW_NUMBER() OVER "
-            "(PARTITION BY key ORDER BY MAX(created) DESC, MIN(pos)) AS rn FROM temp.f WHERE status = 'ok' "
-            "GROUP BY key, run) WHERE rn = 1"
+            "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, reps, kfirst, "
+            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY CASE WHEN alltimed = 1 THEN maxc END DESC, "
+            "maxw DESC, minpos) AS rn FROM (SELECT key, run, reps, maxc, maxw, minpos, "
+            "MIN(minpos) OVER (PARTITION BY key) AS kfirst, MIN(runtimed) OVER (PARTITION BY key) AS alltimed "
+            "FROM (SELECT key, run, SUM(process_run) AS reps, MAX(created) AS maxc, "
+            f"MAX(CASE WHEN seq IS NULL THEN pos ELSE {_SEQ_BASE} + seq END) AS maxw, MIN(pos) AS minpos, "
+            "MIN(timed) AS runtimed FROM temp.f WHERE status = 'ok' GROUP BY key, run))) WHERE rn = 1"
         )
         kfirst, used = {}, 0
         for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
@@ -600,6 +644,20 @@ class ResultIndex:
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")
         return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
 
+    def skewed(self, files: Sequence[Path]) -> dict[tuple[int, int], float]:
+        """(file id, line) -> the latest `written` of the records written before it in its store (by
+        seq), for every record of `files` more than CLOCK_SKEW_BACK_S before that (records.clock_skew_of
+        says why). Over every record of the files, not a selection: skew is relative to the store."""
+        self._order(files)
+        rows = self.conn.execute(
+            "SELECT file, line, before FROM (SELECT r.file, r.line, r.written, MAX(r.written) OVER "
+            "(PARTITION BY o.part ORDER BY r.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
+            "FROM recs r JOIN temp.ord o ON o.file = r.file WHERE r.seq IS NOT NULL) "
+            "WHERE written IS NOT NULL AND before IS NOT NULL AND written < before - ?",
+            (CLOCK_SKEW_BACK_S,),
+        ).fetchall()
+        return {(f, n): before for f, n, before in rows}
+
     def problems(self, files: Sequence[Path]) -> list[tuple[Path, int, str]]:
         """(file, line, why) of every refused line of `files`, in store order."""
         out = []
@@ -620,9 +678,13 @@ def _may_name_digest(digest: str, ref: str) -> bool:
     return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
 
 
-def load(heads: Sequence[Head]) -> list[BenchRecord]:
+def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = None) -> list[BenchRecord]:
     """The BenchRecords of `heads`, read by byte offset and validated; StaleIndex when a line is no
-    longer the record the index listed (same run id, measured_at, status and digest)."""
+    longer the record the index listed (same run id, measured_at, status and digest, seq). Each
+    carries `clock_skew` as ResultStore.results() gives it: `skewed` (ResultIndex.skewed) says which
+    are earlier than the store's order allows; a `created` in the future is checked here."""
+    now = time.time()
+    skewed = skewed or {}
     out: list[BenchRecord] = []
     fds: dict[Path, int] = {}
     try:
@@ -632,16 +694,18 @@ def load(heads: Sequence[Head]) -> list[BenchRecord]:
                 fd = fds[h.path] = os.open(h.path, os.O_RDONLY)
             obj, problem = _parse_line(os.pread(fd, h.row[R_LEN], h.row[R_OFF]))
             rec, problem = bench_record(obj) if obj is not None else (None, problem or "a blank line")
-            if rec is None or (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest) != (
-                h.run_id,
-                h.created,
-                h.status,
-                h.image.digest,
-            ):
+            if rec is None or (
+                rec.run_id,
+                identity.measured_at(rec),
+                rec.status,
+                rec.image.digest,
+                rec.seq,
+            ) != (h.run_id, h.created, h.status, h.image.digest, h.seq):
                 raise StaleIndex(
                     f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "
                     "rewritten while it was read; run the command again"
                 )
+            rec._clock_skew = clock_skew_of(rec.created, skewed.get((h.row[R_FILE], h.line)), now)
             out.append(rec)
     except FileNotFoundError as err:
         raise StaleIndex(f"{err.filename}: gone while it was read; run the command again") from None
@@ -731,7 +795,7 @@ def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelecti
         return RecordSelection()
     by_place = {(h.row[R_FILE], h.line): h for h in chosen_from}
 
-    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict]:
+    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict]:
         keep, counts = idx.choose(files, heads=chosen_from)
         mine = [by_place.get((r[R_FILE], r[R_LINE])) for r in keep]
         if any(h is None or h.row[:R_POS] != r[:R_POS] for h, r in zip(mine, keep, strict=True)):
@@ -739,10 +803,10 @@ def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelecti
                 "results changed since they were listed (a file rewritten, not appended to); "
                 "run the command again"
             )
-        return [h for h in mine if h is not None], counts  # all of them: none is None here
+        return [h for h in mine if h is not None], counts, idx.skewed(files)  # none is None here
 
-    mine, counts = _query(store, ask, warn=False)
-    return RecordSelection(load(mine), **counts)
+    mine, counts, skewed = _query(store, ask, warn=False)
+    return RecordSelection(load(mine, skewed), **counts)
 
 
 def select(
@@ -759,15 +823,15 @@ def select(
     `failed`, `superseded`). Sets store.warnings and store.refused as store.results() does. A file
     rewritten meanwhile is re-indexed and the query run again."""
 
-    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict]:
+    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict]:
         keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
-        return idx.heads(keep), counts
+        return idx.heads(keep), counts, idx.skewed(files)
 
     for attempt in (1, 2):
         warnings_before = list(store.warnings)
-        chosen, counts = _query(store, ask)
+        chosen, counts, skewed = _query(store, ask)
         try:
-            return RecordSelection(load(chosen), **counts)
+            return RecordSelection(load(chosen, skewed), **counts)
         except StaleIndex:
             if attempt == 2:
                 raise

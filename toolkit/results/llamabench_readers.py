@@ -442,9 +442,9 @@ SCANNING = frozenset({"jsonl", "md", "sql"})
 """Readers that read every line after their start for rows of their own: a later start of the same
 format yields a subset of what the first one did, so each is tried once."""
 MAX_STARTS = 64
-"""Starts of a position-bound format (json, csv) tried before the file is taken for no llama-bench
-output: each try reads from its start to the end, so a file of 100,000 `[` lines must not be tried
-100,000 times (that was quadratic: 2,000 lines of `{x` took 13 s)."""
+"""Starts of a position-bound format (json, csv) tried at most: each try reads from its start to the
+end, so a file of 100,000 `[` lines must not be tried 100,000 times (that was quadratic: 2,000 lines
+of `{x` before the rows took 13 s). Later starts of jsonl, md or sql are still tried."""
 
 
 def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, list[SourceRow]]:
@@ -467,7 +467,7 @@ def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
         else:
             starts += 1
             if starts > MAX_STARTS:
-                break
+                continue  # no more json / csv tries; a scanning format further down is still found
         notes: list[str] = []
         rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
         if rows:

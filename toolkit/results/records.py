@@ -8,20 +8,31 @@ Layout under results/ (one folder per image digest, so results are keyed by what
 
 Each line is one complete JSON object written with a single `write()` + flush + fsync, so a killed
 process never leaves a half record; readers skip (and report) a corrupt line instead of failing.
+
+Order: every BenchRecord appended through a ResultStore carries `seq`, the store's own counter
+(results/.seq, taken under an flock of that file at append time: strictly increasing in the order
+records were written, whatever the hosts' clocks say). Runs are ordered by it (records written before
+it existed: by their place in their file). A record whose `created` disagrees with that order (earlier
+than a record written before it, or in the future) is marked clock-skew when read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import math
 import os
+import re
 import statistics
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from toolkit.core import jsonsafe
 
@@ -176,6 +187,16 @@ class BenchRecord(BaseModel):
     # schema 2: the state of the system during this test's window (toolkit.analysis.telemetry
     # window_summary: GPU power/energy/clocks/throttling/other processes, host load); None in schema 1
     telemetry: dict[str, Any] | None = None
+    # the store's sequence number, given when the record was appended (ResultStore); None before that
+    # and in records written before it existed (their place in their file orders them)
+    seq: int | None = None
+    # why this record's `created` disagrees with the store's order (set when read, never stored)
+    _clock_skew: str | None = PrivateAttr(default=None)
+
+    @property
+    def clock_skew(self) -> str | None:
+        """Why `created` disagrees with the store's write order (see mark_clock_skew), or None."""
+        return self._clock_skew
 
     @model_validator(mode="after")
     def _strictly_finite(self) -> BenchRecord:
@@ -282,6 +303,44 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
         os.close(fd)
 
 
+def append_jsonl_many(path: Path, objs: Sequence[BaseModel | dict]) -> None:
+    """Append several complete lines with one write and one fsync, all or none (as append_jsonl)."""
+    if not objs:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(
+        json.dumps(
+            o.model_dump(mode="json") if isinstance(o, BaseModel) else o,
+            sort_keys=False,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+        + "\n"
+        for o in objs
+    )
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            text = "\n" + text
+        data_b = text.encode()
+        written = 0
+        try:
+            view = memoryview(data_b)
+            while written < len(data_b):  # a large batch may take more than one write
+                n = os.write(fd, view[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+            os.fsync(fd)
+        except OSError as err:
+            if os.fstat(fd).st_size == size + written:
+                os.ftruncate(fd, size)
+            raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
 def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
     """Yield each JSON object line of `path`, bytes-safe: a line that is not UTF-8 or not a JSON
     object is skipped and noted as `path:line: why` in `warnings`; the rest of the file is read."""
@@ -382,6 +441,70 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+SEQ_FILE = ".seq"
+"""results/.seq: the last sequence number given in this store (decimal text), flocked while appending."""
+_SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,18})[,}]')
+CLOCK_SKEW_BACK_S = 60.0
+"""A record written this many seconds `before` (by its created) a record the store holds as earlier is
+clock-skew: more than two concurrent writers' few seconds between making a record and appending it."""
+CLOCK_SKEW_AHEAD_S = 300.0
+"""A record whose created lies more than this far in the future of the reader's clock is clock-skew."""
+
+
+def written_at(created: str) -> float | None:
+    """Unix time of a record's `created` (ISO 8601; UTC when it names no zone), None when unreadable."""
+    try:
+        dt = datetime.fromisoformat(str(created).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def clock_skew_of(created: str, earlier: float | None, now: float) -> str | None:
+    """Why a record's `created` disagrees with the store's order, or None: in the future of `now` by more
+    than CLOCK_SKEW_AHEAD_S, or more than CLOCK_SKEW_BACK_S before `earlier`, the latest `created` (Unix
+    time) of the records written before it in the same store."""
+    t = written_at(created)
+    if t is None:
+        return None
+    if t > now + CLOCK_SKEW_AHEAD_S:
+        return f"created {created} is {t - now:.0f} s in the future of this host's clock"
+    if earlier is not None and t < earlier - CLOCK_SKEW_BACK_S:
+        before = datetime.fromtimestamp(earlier, timezone.utc).isoformat(timespec="seconds")
+        return f"created {created} is {earlier - t:.0f} s before {before}, when a record the store wrote earlier was made"
+    return None
+
+
+def mark_clock_skew(records: Iterable[tuple[str, BenchRecord]], now: float | None = None) -> None:
+    """Set `clock_skew` on every record whose `created` disagrees with the store's order. `records`:
+    (store, record) pairs, store naming the ResultStore that gave the record its seq (a campaign's
+    results/hosts/<key>/ is a store of its own). Only records with a seq are compared with others;
+    any record is checked against the future."""
+    now = time.time() if now is None else now
+    by_store: dict[str, list[BenchRecord]] = {}
+    for part, r in records:
+        if r.seq is None:
+            r._clock_skew = clock_skew_of(r.created, None, now)
+        else:
+            by_store.setdefault(part, []).append(r)
+    for recs in by_store.values():
+        latest: float | None = None
+        for r in sorted(recs, key=lambda x: x.seq or 0):
+            r._clock_skew = clock_skew_of(r.created, latest, now)
+            t = written_at(r.created)
+            if t is not None and (latest is None or t > latest):
+                latest = t
+
+
+def store_of(root: Path, path: Path) -> str:
+    """The store a bench.jsonl under `root` belongs to: "" for root/<digest>/bench.jsonl, "hosts/<key>"
+    for a campaign host's root/hosts/<key>/<digest>/bench.jsonl (each has its own sequence)."""
+    rel = path.relative_to(root).parts
+    return f"hosts/{rel[1]}" if len(rel) == 4 and rel[0] == "hosts" else ""
+
+
 class ResultStore:
     """results/ on disk. All readers and writers of records go through this class."""
 
@@ -416,9 +539,66 @@ class ResultStore:
         return found[-1] if found else None
 
     def add_result(self, rec: BenchRecord) -> Path:
+        """Append one record (whole or absent, fsynced) with the store's next sequence number."""
         path = self.digest_dir(rec.image.digest) / "bench.jsonl"
-        append_jsonl(path, rec)
+        with self._sequence(1) as first:
+            append_jsonl(path, rec.model_copy(update={"seq": first}))
         return path
+
+    BATCH = 1000
+    """add_results writes at most this many records per write + fsync."""
+
+    def add_results(self, recs: Sequence[BenchRecord]) -> list[Path]:
+        """Append records in their order, numbered in sequence, with one write and one fsync per
+        bench.jsonl per batch of BATCH (an import of 10,000 rows: 10 fsyncs, not 10,000). Returns each
+        record's file. A failed write leaves that file as it was (the batch whole or absent) and raises
+        OSError naming it; earlier batches stay."""
+        paths = [self.digest_dir(r.image.digest) / "bench.jsonl" for r in recs]
+        for start in range(0, len(recs), self.BATCH):
+            chunk = list(range(start, min(start + self.BATCH, len(recs))))
+            with self._sequence(len(chunk)) as first:
+                by_file: dict[Path, list[BenchRecord]] = {}
+                for k, i in enumerate(chunk):
+                    by_file.setdefault(paths[i], []).append(recs[i].model_copy(update={"seq": first + k}))
+                for path, items in by_file.items():
+                    append_jsonl_many(path, items)
+        return paths
+
+    @contextlib.contextmanager
+    def _sequence(self, n: int) -> Iterator[int]:
+        """Reserve `n` sequence numbers: yields the first, holding the store's lock (an flock of
+        results/.seq) while the caller appends, so numbers follow the order records reach the files.
+        The counter is written (and fsynced) before the records: a crash leaves a gap, never a number
+        given twice. A missing or unreadable counter is rebuilt from the largest seq in the files."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / SEQ_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 64, 0).strip()
+            last = int(raw) if re.fullmatch(rb"\d{1,18}", raw) else self._largest_seq()
+            data = f"{last + n}\n".encode()
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+            yield last + 1
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, err.filename or str(self.root / SEQ_FILE)) from None
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _largest_seq(self) -> int:
+        """The largest `"seq":N` in this store's own bench.jsonl files (0 when none): the counter's
+        value when results/.seq is missing (a copied folder) or damaged. Any match counts: a number
+        too large leaves a gap, which orders the same."""
+        best = 0
+        for f in sorted(self.root.glob("*/bench.jsonl")):
+            with contextlib.suppress(OSError), f.open("rb") as fh:
+                tail = b""
+                while chunk := fh.read(1 << 20):
+                    buf = tail + chunk
+                    best = max([best, *(int(m) for m in _SEQ_IN_LINE.findall(buf))])
+                    tail = buf[-32:]
+        return best
 
     def bench_files(self) -> list[Path]:
         """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
@@ -429,18 +609,23 @@ class ResultStore:
     def results(self) -> list[BenchRecord]:
         """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
         (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
-        `warnings` with file and line and counted in `refused`."""
+        `warnings` with file and line and counted in `refused`. Records whose `created` disagrees with
+        the store's order carry `clock_skew` (mark_clock_skew)."""
         out: list[BenchRecord] = []
+        stores: list[str] = []
         self.refused = 0
         for f in self.bench_files():
+            part = store_of(self.root, f)
             for n, _off, _len, obj, problem in scan_jsonl(f):
                 if problem is None and obj is not None:
                     rec, problem = bench_record(obj)
                     if rec is not None:
                         out.append(rec)
+                        stores.append(part)
                 if problem is not None:
                     self.warnings.append(f"{f}:{n}: {problem}")
                     self.refused += 1
+        mark_clock_skew(zip(stores, out, strict=True))
         return out
 
     def log_path(self, digest: str, name: str) -> Path:

@@ -35,6 +35,7 @@ from toolkit.host import devices
 from toolkit.images import build as build_mod
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
+from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
@@ -457,16 +458,17 @@ def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[A
     from toolkit.results import index as resultindex
     from toolkit.results.records import timing_value
 
-    seen: dict[Any, tuple[str, float]] = {}
+    seen: dict[Any, tuple[tuple[int, int], float]] = {}
     runner = ctx.spec.runner
-    for r in resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True):
+    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True)):
         if r.runner != runner or r.model.name != ctx.model.name or (r.host or {}).get("key"):
             continue
         k, t = key(r), timing_value(r.timing, "tests_s")
         if k is None or t is None or not math.isfinite(t) or t < 0:
             continue
-        if k not in seen or r.created >= seen[k][0]:
-            seen[k] = (r.created, t)
+        order = identity.write_order(r, pos)  # the store's order, not the wall clock
+        if k not in seen or order >= seen[k][0]:
+            seen[k] = (order, t)
     return {k: t for k, (_, t) in seen.items()}
 
 

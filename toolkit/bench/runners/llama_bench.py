@@ -526,14 +526,15 @@ def measured_seconds(
     n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
     host (a campaign host's records, `host.key`, measure another machine). Cases never measured
     are not counted. Asks the query index: one record per test, not the history."""
-    seen: dict[tuple, tuple[str, float]] = {}
-    for r in resultindex.select(store, images=[image], ok_only=True):
+    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True)):
         if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
             continue
         k = _record_case_key(r, axes)
         t = (r.n_prompt + r.n_gen) / r.avg_ts
-        if math.isfinite(t) and (k not in seen or r.created >= seen[k][0]):
-            seen[k] = (r.created, t)
+        order = identity.write_order(r, pos)  # the store's order, not the wall clock
+        if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
+            seen[k] = (order, t)
     known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
     return len(known), sum(known) * axes.repetitions
 
