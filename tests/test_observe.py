@@ -52,3 +52,17 @@ def test_a_test_window_runs_from_its_first_measured_repetition_to_its_row(tmp_pa
     assert 0.45 < t["duration_s"] < 2.0
     (gpu,) = t["gpus"].values()
     assert gpu["vendor"] == "amd" and gpu["power_w_mean"] is not None
+
+
+def test_a_command_window_lands_on_the_record_with_its_flags_added():
+    """vLLM/SGLang records carry their phase's window (with_window): telemetry with window_from, the
+    window's flags added to the record's own, the record otherwise unchanged."""
+    from tests.test_identity import make_record
+    from toolkit.bench.observe import with_window
+
+    rec = make_record("img", "rocm", p=512, avg=100.0, sd=1.0).model_copy(update={"flags": ["experimental"]})
+    seen = {"telemetry": {"duration_s": 12.0, "gpus": {}}, "flags": ["gpu-shared", "experimental"]}
+    out = with_window(rec, seen, "vllm-serve-sweep")
+    assert out.telemetry == {"duration_s": 12.0, "gpus": {}, "window_from": "vllm-serve-sweep"}
+    assert out.model_extra["flags"] == ["experimental", "gpu-shared"] and out.avg_ts == rec.avg_ts
+    assert with_window(rec, {}, "x") is rec  # observing off: nothing added

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault, with_window
 from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
     Case,
@@ -38,6 +39,7 @@ from toolkit.bench.runners.base import (
     tree_sha256,
 )
 from toolkit.core import backends
+from toolkit.engine import api as engine_api
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef
@@ -154,7 +156,33 @@ class SglangRunner:
             return [Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=s.argv) for s in self.plan(ctx)]
         out_dir = _out_dir(ctx)
         out_dir.mkdir(parents=True, exist_ok=True)
-        recs = _one_batch_records(ctx, path, out_dir) + _serve_records(ctx, path, out_dir)
+        observer = RunObserver(
+            ctx.store.digest_dir(ctx.build.digest)
+            / "telemetry"
+            / f"{ctx.opts.run_id}-{ctx.model.name}.jsonl",
+            gpus_for_run(
+                ctx.spec.backend,
+                [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
+            ),
+            enabled=ctx.opts.telemetry and ctx.engine is engine_api,  # a fake engine runs no process
+        )
+        observer.start()
+        try:  # each phase's records carry its window (SGLang's outputs do not say when each point ran)
+            t0 = time.time()
+            one = _one_batch_records(ctx, path, out_dir)
+            seen = observer.window(t0, time.time(), None)
+            recs = [with_window(r, seen, "sglang-one-batch-runs") for r in one]
+            t0 = time.time()
+            served = _serve_records(ctx, path, out_dir)
+            seen = observer.window(t0, time.time(), None)
+            recs += [with_window(r, seen, "sglang-serve-sweep") for r in served]
+        finally:
+            facts = observer.finish()
+        fault = kernel_fault(facts)
+        if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
+            recs.append(
+                BenchRecord(**_base(ctx, path), test="run", axis="served", status="failed", error=fault)
+            )
         for r in recs:
             ctx.save(r)
         failed = [r for r in recs if r.status != "ok"]
