@@ -778,9 +778,31 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     metavar="ID",
     help="Image reference to file under. Default: import:<sha256 of the files' bytes>.",
 )
-def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha256, digest):
+@click.option(
+    "--input-len",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="vLLM results: the prompt length asked (--input-len of `vllm bench`). Default: from the file "
+    "name the toolkit's runner gives (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json).",
+)
+@click.option(
+    "--output-len",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="vLLM results: the output length asked (--output-len of `vllm bench`); a served result that "
+    "generated fewer tokens is stored failed. Default: from the file name, as --input-len.",
+)
+def import_(
+    matrix_path, results_dir, as_json, files, label, backend, model_sha256, digest, input_len, output_len
+):
     """Import llama-bench output produced outside the toolkit (a bare-metal run, someone's published run)
     into results/, so `toolkit report` and `toolkit compare` show it beside container runs.
+
+    Also reads `vllm bench latency | serve | throughput` result JSON (recognised by its keys) into the
+    records our vLLM runner writes (same methods, axes and units); a served result that generated fewer
+    tokens than asked is stored failed ("generated N of M requested tokens").
 
     Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
     table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
@@ -801,6 +823,8 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
         backend=backend,
         model_sha256=model_sha256,
         digest=digest,
+        input_len=input_len,
+        output_len=output_len,
     )
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(res), indent=2, default=str))
@@ -822,6 +846,7 @@ def import_(matrix_path, results_dir, as_json, files, label, backend, model_sha2
         ("line(s) skipped while parsing", res.skipped),
         ("test(s) measured by several rows", res.repeated),
         ("note(s) on what the files do not say", res.notes),
+        ("result(s) stored as failed", res.failed),
     ):
         if lines:
             _err(f"{len(lines)} {what}:")

@@ -28,6 +28,7 @@ from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results import llamabench_readers as readers
+from toolkit.results import vllm_import
 from toolkit.results.identity import MEASUREMENT_FIELDS, TestKey, combine_runs, measured_at, test_key
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
 
@@ -68,6 +69,7 @@ class ImportResult:
     skipped: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
+    failed: list[str] = field(default_factory=list)  # vLLM results stored as failed records, and why
 
 
 MAX_IMPORT_BYTES = 64 << 20
@@ -245,6 +247,8 @@ def import_files(
     model_sha256: str | None = None,
     digest: str | None = None,
     now: datetime | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
 ) -> ImportResult:
     """Parse every file, split the rows by system (llama.cpp build, backend, GPU: each its own image
     name and digest, so one build never hides another), then append the records.
@@ -257,6 +261,26 @@ def import_files(
     check_options(label, model_sha256, digest)
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
+    found = [vllm_import.sniff(Path(f)) for f in files]
+    if any(found):
+        vfiles = [v for v in found if v is not None]
+        other = [str(f) for f, v in zip(files, found, strict=True) if v is None]
+        if other:
+            raise BadInput(
+                f"{', '.join(other)}: not `vllm bench` result(s), imported together with {vfiles[0].path} "
+                "(one): import vLLM results and llama-bench output apart"
+            )
+        return _import_vllm(
+            store,
+            vfiles,
+            label=label,
+            backend=backend,
+            model_sha256=model_sha256,
+            digest=digest,
+            now=now,
+            input_len=input_len,
+            output_len=output_len,
+        )
     skipped: list[str] = []
     refused: list[str] = []
     parsed = [(Path(f), *read_rows(Path(f), skipped, refused)) for f in files]
@@ -361,6 +385,77 @@ def import_files(
     for (target, _rec), path in zip(staged, store.add_results([rec for _, rec in staged]), strict=True):
         target.path = res.path = path
         target.records += 1
+        res.records += 1
+    return res
+
+
+def _import_vllm(
+    store: ResultStore,
+    files: list[vllm_import.VllmFile],
+    *,
+    label: str,
+    backend: str | None,
+    model_sha256: str | None,
+    digest: str | None,
+    now: datetime | None,
+    input_len: int | None,
+    output_len: int | None,
+) -> ImportResult:
+    """`vllm bench latency | serve | throughput` result files (results/vllm_import.py): one set, records
+    with the runner's methods, axes and units; a served result that generated fewer tokens than asked
+    is a failed record saying so. BadInput naming a file whose lengths are unknown."""
+    for f in files:
+        vllm_import.resolve_lengths(f, input_len, output_len)
+    content = hashlib.sha256(b"".join(f.data for f in files)).hexdigest()
+    d = digest or f"import:{content}"
+    s_ = ImportedSet(label, d, {"runner": "vllm"})
+    res = ImportResult(
+        label,
+        d,
+        [str(f.path) for f in files],
+        formats={str(f.path): f"vllm-bench-{f.kind}" for f in files},
+        sets=[s_],
+    )
+    from toolkit.results import index as resultindex
+
+    known = {
+        (r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
+        for r in resultindex.select(store, digests=[d])
+    }
+    if (d, content) in known:
+        s_.already = res.already = True
+        s_.name = known[(d, content)]
+        return res
+    now = now or datetime.now(timezone.utc)
+    image = ImageRef(
+        name=label,
+        ref=f"import:{label}",
+        digest=d,
+        backend=backend or "unknown",
+        labels={"org.toolkit.imported-from": ", ".join(f.path.name for f in files)},
+    )
+    recs = vllm_import.records(
+        files,
+        image=image,
+        run_id=f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}",
+        created=now.isoformat(timespec="seconds"),
+        model_sha256=model_sha256 or "",
+        content=content,
+        file_sha={f.path: hashlib.sha256(f.data).hexdigest() for f in files},
+    )
+    for rec in recs:
+        res.per_file[_imported(rec)["file"]] = res.per_file.get(_imported(rec)["file"], 0) + 1
+        if rec.status == "failed":
+            res.failed.append(f"{_imported(rec)['file']}: {rec.test}: {rec.error}")
+    if backend is None:
+        res.notes.append("vLLM results do not say the backend: filed as `unknown` (give --backend)")
+    if any(f.kind == "latency" for f in files):
+        res.notes.append(
+            "`vllm bench latency` results do not say their batch size: taken as 1 (the toolkit runs --batch-size 1)"
+        )
+    for path in store.add_results(recs):
+        s_.path = res.path = path
+        s_.records += 1
         res.records += 1
     return res
 

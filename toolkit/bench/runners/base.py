@@ -37,6 +37,10 @@ from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore
+from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runners' shortfall check)
+    SERVED_TOLERANCE,
+    served_shortfall_error,
+)
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 Events = Callable[..., None]
@@ -354,9 +358,6 @@ def file_identity(path: Path) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted without --ignore-eos
-
-
 @dataclass
 class RunContext:
     """Everything one (image, model) run needs. `engine` is the module that talks to Docker
@@ -494,43 +495,3 @@ def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[s
     for f in files:
         h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
     return h.hexdigest(), sum(f.stat().st_size for f in files)
-
-
-def served_shortfall_error(
-    parsed: dict[str, Any],
-    *,
-    num_prompts: int,
-    output_len: int,
-    ignore_eos: bool = True,
-    tolerance: float = SERVED_TOLERANCE,
-) -> str | None:
-    """Why a `vllm bench serve` result did not measure what was asked, or None.
-
-    parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
-    Generated = total_output_tokens (vLLM counts the server's completion_tokens per request). With
-    --ignore-eos every request runs to its max_tokens, so the counts must match exactly; without it a
-    shortfall up to `tolerance` (relative) is accepted. More than asked beyond `tolerance` is refused
-    too (a re-tokenised count that inflates output tok/s). Per-request `output_lens`, when the result
-    carries them, name how many requests came back short."""
-    asked = num_prompts * output_len
-    got = parsed.get("total_output_tokens")
-    if got is None:
-        return (
-            "the result has no total_output_tokens: cannot tell whether the requested tokens were generated"
-        )
-    got_i = int(got)
-    allowed_short = 0 if ignore_eos else math.floor(asked * tolerance)
-    short = ""
-    lens = parsed.get("output_lens")
-    if isinstance(lens, list) and lens:
-        n_short = sum(1 for x in lens if isinstance(x, int | float) and x < output_len)
-        short = f"; {n_short} of {len(lens)} requests stopped early" if n_short else ""
-    eos = " with --ignore-eos" if ignore_eos else f" (tolerance {tolerance:.0%})"
-    if asked - got_i > allowed_short:
-        return f"generated {got_i} of {asked} requested tokens ({num_prompts} requests x {output_len}){eos}{short}"
-    if got_i - asked > math.floor(asked * tolerance):
-        return (
-            f"counted {got_i} output tokens for {asked} requested ({num_prompts} requests x {output_len}): more "
-            f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated"
-        )
-    return None

@@ -35,7 +35,6 @@ tokenizer from the same /models mount, no host port is published and parallel ru
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import statistics
@@ -70,15 +69,24 @@ from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: D
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
+from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runner's result parsing)
+    METHOD_DECODE,
+    METHOD_PREFILL,
+    METHOD_SERVE,
+    NOISE_SIGMAS,
+    SERVE_KEYS,
+    Latency,
+    _finite,
+    _num,
+    decode_noise_error,
+    parse_latency,
+    parse_serve,
+)
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
 
-METHOD_PREFILL = "vllm-bench-latency-prefill"
-METHOD_DECODE = "vllm-bench-latency-decode"
-METHOD_SERVE = "vllm-bench-serve"
 SERVE_PORT = 8000
 PERCENTILES = "50,90,99"
 HEALTH_POLL_S = 5.0
-NOISE_SIGMAS = 3.0  # a decode latency difference must exceed this many combined stddevs of its two runs
 # The client reads no network beyond the container's loopback; the model is a local directory.
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 _HEALTH = [
@@ -309,21 +317,6 @@ def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
 # Parsing (tolerant of neighbouring releases: missing keys -> None, "inf" strings, str keys)
 
 
-def _num(v: Any) -> float | None:
-    """A finite or infinite float from a number or numeric string; None for anything else."""
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _finite(v: Any) -> float | None:
-    f = _num(v)
-    return f if f is not None and math.isfinite(f) else None
-
-
 def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(JSON object, None) or (None, why it is not a result): missing, empty, not a JSON object."""
     if not path.is_file():
@@ -342,107 +335,6 @@ def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict) or not data:
         return None, f"result file {path.name} holds no result object"
     return data, None
-
-
-@dataclass
-class Latency:
-    """`vllm bench latency --output-json`: seconds per batch."""
-
-    avg: float
-    latencies: list[float]
-    std: float | None
-    percentiles: dict[str, float]
-
-
-def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
-    """avg_latency (or the mean of `latencies`), the per-iteration latencies and percentiles."""
-    lats = [f for f in (_finite(x) for x in data.get("latencies") or []) if f is not None]
-    avg = _finite(data.get("avg_latency"))
-    if avg is None and lats:
-        avg = statistics.fmean(lats)
-    if avg is None or avg <= 0:
-        return None, f"no positive avg_latency in the result (keys: {', '.join(sorted(data)) or 'none'})"
-    given = data.get("percentiles")
-    pct = given if isinstance(given, dict) else {}
-    percentiles = {str(k): f for k, v in pct.items() if (f := _finite(v)) is not None}
-    std = _finite(data.get("std_latency"))
-    if std is None and len(lats) > 1:
-        std = statistics.stdev(lats)
-    return Latency(avg, lats, std, percentiles), None
-
-
-def _spread(lat: Latency) -> float | None:
-    """Stddev (s) of one run's per-iteration latencies, else its reported std_latency."""
-    return statistics.stdev(lat.latencies) if len(lat.latencies) > 1 else lat.std
-
-
-def decode_noise_error(long: Latency, short: Latency, *, long_len: int, short_len: int = 1) -> str | None:
-    """Why tg tok/s cannot be taken from `long.avg - short.avg`, or None when it can.
-
-    long / short: `vllm bench latency` at output `long_len` / `short_len` (seconds per batch). The
-    difference must be positive and larger than NOISE_SIGMAS x sqrt(sd_long^2 + sd_short^2), sd being
-    the stddev of each run's per-iteration latencies (`latencies`, else `std_latency`). Within the
-    noise, N / difference is an arbitrary (often absurd) tok/s, so the record is failed with this
-    reason. A run with fewer than 2 iterations and no std_latency has no measurable noise: failed too."""
-    diff = long.avg - short.avg
-    pair = f"{long.avg:.4f} s at output {long_len} vs {short.avg:.4f} s at output {short_len}"
-    if diff <= 0:
-        return f"decode latency difference is not positive ({pair})"
-    sds = (_spread(long), _spread(short))
-    if any(sd is None for sd in sds):
-        return (
-            f"decode latency difference {diff:.4f} s ({pair}) cannot be told from noise: a run has fewer than 2 "
-            "iterations; raise vllm.num_iters"
-        )
-    noise = NOISE_SIGMAS * math.hypot(*sds)  # type: ignore[arg-type]
-    if diff <= noise:
-        return (
-            f"decode latency difference {diff:.4f} s ({pair}) is within the noise of the two runs "
-            f"({NOISE_SIGMAS:g} x combined stddev {math.hypot(*sds):.4f} s = {noise:.4f} s); "  # type: ignore[arg-type]
-            f"no tok/s is derived from it: raise the output length (bench.n_gen) or vllm.num_iters"
-        )
-    return None
-
-
-SERVE_KEYS = (
-    "duration",
-    "completed",
-    "failed",
-    "num_prompts",
-    "max_concurrency",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-)
-
-
-def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
-    """The numbers of one `vllm bench serve` result; absent keys are None; request_rate a number or "inf";
-    `output_lens` (tokens per request) only when the result has them.
-
-    `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
-    `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
-    out: dict[str, Any] = {k: _finite(data.get(k)) for k in SERVE_KEYS}
-    rate = _num(data.get("request_rate"))
-    out["request_rate"] = "inf" if rate == math.inf else rate  # as vLLM writes it: JSON has no inf
-    lat: dict[str, dict[str, float | None]] = {}
-    for metric in ("ttft", "tpot", "itl", "e2el"):
-        vals = {stat: _finite(data.get(f"{stat}_{metric}_ms")) for stat in ("mean", "median", "std")}
-        for key, val in data.items():
-            m = re.fullmatch(rf"p(\d+(?:\.\d+)?)_{metric}_ms", key)
-            if m:
-                vals[f"p{m.group(1)}"] = _finite(val)
-        if any(x is not None for x in vals.values()):
-            lat[metric] = vals
-    out["latency_ms"] = lat
-    lens = data.get("output_lens")
-    if isinstance(lens, list):
-        out["output_lens"] = [int(x) for x in lens if isinstance(x, int | float) and not isinstance(x, bool)]
-    return out
 
 
 _LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
