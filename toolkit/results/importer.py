@@ -15,16 +15,18 @@ superseding the other), flagged `runs-disagree` where they differ beyond noise. 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from toolkit.core import backends
+from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results import llamabench_readers as readers
@@ -95,8 +97,8 @@ def read_rows(
         raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
     if len(data) > MAX_IMPORT_BYTES:
         raise BadInput(
-            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB; llama-bench output of that size is no one run "
-            "(about 60,000 rows): split it and import the parts (memory stays bounded by this limit)"
+            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB and not JSONL (-o jsonl is read line by line at "
+            "any size; -o json, csv, md and sql are read whole): split it and import the parts, or write -o jsonl"
         )
     text, bad = _decode_lines(data)
     notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
@@ -215,27 +217,191 @@ def _set_names(label: str, systems: list[tuple]) -> list[str]:
     return names
 
 
-def _check_backend(
-    backend: str | None, parsed: list[tuple[Path, bytes, list[readers.SourceRow], str]]
-) -> None:
+STREAM_ABOVE = 1 << 20
+"""A JSONL file larger than this is streamed (read line by line, twice: once for its hash, its sets and
+which tests repeat; once to write), so its size is not bounded by MAX_IMPORT_BYTES and memory holds one
+line, a short digest per test and a batch of records. Smaller files and the other formats are read whole."""
+
+_PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
+
+
+def _key_digest(rec: BenchRecord) -> bytes:
+    """A 16-byte digest of the record's TestKey less its image (pass 1 does not know the sets' digests
+    yet; the system fields that split sets are part of the key, so the grouping is the same)."""
+    key = dataclasses.replace(test_key(rec), image="")
+    return hashlib.blake2b(repr(key).encode(), digest_size=16).digest()
+
+
+def _try_record(
+    row: readers.SourceRow,
+    src: _Source,
+    refused: list[str] | None,
+    **kw: Any,
+) -> BenchRecord | None:
+    """The row's record, or None with `file:line: why` in `refused` when the record refuses it."""
+    try:
+        return _record(row, source=src.path, file_sha=src.sha, **kw)
+    except (ValidationError, ValueError, TypeError, OverflowError) as err:
+        if refused is not None:
+            msg = (
+                (err.errors()[0]["msg"] if err.errors() else str(err))
+                if isinstance(err, ValidationError)
+                else str(err)
+            )
+            refused.append(f"{src.path}:{row.line}: {msg.removeprefix('Value error, ')[:200]}; row left out")
+        return None
+
+
+class _Source:
+    """One file's llama-bench rows that pass the validity pass: held in memory (a file read whole by
+    `read_rows`: any format, at most MAX_IMPORT_BYTES) or streamed (JSONL over STREAM_ABOVE: read line
+    by line on every `rows()`; the first pass also hashes it and says what it skipped and refused)."""
+
+    def __init__(
+        self,
+        path: Path,
+        fmt: str,
+        *,
+        data: bytes | None = None,
+        rows: list[readers.SourceRow] | None = None,
+        skipped: list[str] | None = None,
+        refused: list[str] | None = None,
+    ) -> None:
+        self.path, self.fmt, self._data, self._rows = path, fmt, data, rows
+        self._skipped, self._refused = skipped, refused
+        self.sha = hashlib.sha256(data).hexdigest() if data is not None else ""
+        self.count = len(rows) if rows is not None else 0
+        self._no: list[tuple[int, str]] = []
+        self._bad: tuple[int, int] | None = None
+        self._read = rows is not None
+
+    def rows(self, content: Any) -> Iterator[readers.SourceRow]:
+        """The rows in file order; `content` (a hash or None) is fed the file's bytes."""
+        if self._rows is not None:
+            if content is not None:
+                content.update(self._data or b"")
+            yield from self._rows
+            return
+        first = not self._read
+        h = hashlib.sha256() if first else None
+        count = 0
+        with self.path.open("rb") as fh:
+            for n, raw, whole in _lines(fh):
+                if h is not None:
+                    h.update(raw)
+                if content is not None:
+                    content.update(raw)
+                if not whole:
+                    if first and self._skipped is not None and raw.lstrip()[:1] == b"{":
+                        self._skipped.append(
+                            f"{self.path}:{n}: not a complete JSON record (longer than "
+                            f"{jsonsafe.MAX_LINE_BYTES} bytes)"
+                        )
+                    continue
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as err:
+                    if first:
+                        self._bad = self._bad or (n, err.start)
+                        if self._skipped is not None:
+                            self._skipped.append(
+                                f"{self.path}:{n}: not UTF-8 (byte {err.start}): the line was left out"
+                            )
+                    continue
+                if not line.startswith("{"):
+                    continue
+                obj, why = readers.parse_record_line(line)
+                if why is not None:
+                    if first and self._skipped is not None:
+                        self._skipped.append(f"{self.path}:{n}: not a complete JSON record ({why})")
+                    continue
+                if obj is None:
+                    continue
+                no = readers.check_row(obj)
+                if no:
+                    if first:
+                        self._no.append((n, no))
+                    continue
+                count += 1
+                yield readers.SourceRow(n, obj, "jsonl")
+        if first and h is not None:
+            self.sha, self.count, self._read = h.hexdigest(), count, True
+
+    def finish(self) -> None:
+        """After the first pass: the refused rows said; BadInput naming the file when none is usable."""
+        if self._rows is not None:
+            return
+        if self._refused is not None:
+            self._refused += [f"{self.path}:{n}: {why}; row left out" for n, why in self._no]
+        if self.count:
+            return
+        if self._no:
+            no = self._no
+            raise BadInput(
+                f"{self.path}: no llama-bench result rows found that are measurements: {len(no)} refused ("
+                + "; ".join(f"line {n}: {why}" for n, why in no[:3])
+                + (f"; and {len(no) - 3} more" if len(no) > 3 else "")
+                + ")"
+            )
+        raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
+
+
+def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, whole) of a binary file, each line at most jsonsafe.MAX_LINE_BYTES: a longer
+    one comes in pieces marked not whole (hashed, never parsed), so memory holds one bounded line."""
+    n, cont = 0, False
+    while True:
+        raw = fh.readline(jsonsafe.MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if not cont:
+            n += 1
+        ends = raw.endswith(b"\n")
+        long = cont or (not ends and len(raw) > jsonsafe.MAX_LINE_BYTES)
+        yield n, raw, not long
+        cont = long and not ends
+
+
+def _first_format(path: Path) -> str | None:
+    """The format the first line that starts one begins (llamabench_readers.format_of), from the
+    file's first MiB."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError:
+        return None
+    for line in head.decode("utf-8", errors="replace").splitlines():
+        fmt = readers.format_of(line)
+        if fmt is not None:
+            return fmt
+    return None
+
+
+def _source(path: Path, skipped: list[str], refused: list[str]) -> _Source:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # read_rows names the file and the error
+    if size > STREAM_ABOVE and _first_format(path) == "jsonl":
+        return _Source(path, "jsonl", skipped=skipped, refused=refused)
+    data, rows, fmt = read_rows(path, skipped, refused)
+    return _Source(path, fmt, data=data, rows=rows)
+
+
+def _backend_wrong(backend: str | None, wrong: list[str]) -> None:
     """--backend must not contradict the rows: rows that name another GPU backend than the one given
     (`--backend rocm` on rows that say Vulkan) are bad input, named; rows that name only the CPU
     backend stay (a GPU build that ran on the CPU: the report flags them cpu-fallback)."""
-    if backend is None:
+    if backend is None or not wrong:
         return
-    wrong = [
-        f"{path}:{r.line} (backends {llamabench.backends_of(r.fields)!r})"
-        for path, _, rows, _ in parsed
-        for r in rows
-        if (said := backends.from_llama_names(llamabench.backends_of(r.fields))) != "cpu" and said != backend
-    ]
-    if wrong:
-        raise BadInput(
-            f"--backend {backend}: {len(wrong)} row(s) say they ran on another backend: "
-            + ", ".join(wrong[:5])
-            + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
-            + "; leave --backend out to take each row's own, or import the files of each backend apart"
-        )
+    raise BadInput(
+        f"--backend {backend}: {len(wrong)} row(s) say they ran on another backend: "
+        + ", ".join(wrong[:5])
+        + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        + "; leave --backend out to take each row's own, or import the files of each backend apart"
+    )
 
 
 def import_files(
@@ -283,10 +449,38 @@ def import_files(
         )
     skipped: list[str] = []
     refused: list[str] = []
-    parsed = [(Path(f), *read_rows(Path(f), skipped, refused)) for f in files]
-    _check_backend(backend, parsed)
-    content = hashlib.sha256(b"".join(data for _, data, _, _ in parsed)).hexdigest()
-    systems = list(dict.fromkeys(_system(r.fields) for _, _, rows, _ in parsed for r in rows))
+    sources = [_source(Path(f), skipped, refused) for f in files]
+    # pass 1: what the sets, the digest and the grouping need, row by row (a streamed file is read
+    # here once for its hash and its rows, and again below to write them)
+    systems_seen: dict[tuple, set[str]] = {}
+    wrong: list[str] = []
+    content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
+    seen: dict[bytes, int] = {}  # a short digest per test (TestKey less the image) -> rows measuring it
+    for src in sources:
+        for r in src.rows(content_h):
+            sy = _system(r.fields)
+            said_names = llamabench.backends_of(r.fields)
+            systems_seen.setdefault(sy, set()).add(said_names)
+            said = backends.from_llama_names(said_names)
+            if backend is not None and said != "cpu" and said != backend:
+                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
+            rec = _try_record(
+                r,
+                src,
+                refused,
+                image=_PASS1_IMAGE,
+                run_id="",
+                created="",
+                model_sha256=model_sha256 or "",
+                content="",
+            )
+            if rec is not None:
+                k = _key_digest(rec)
+                seen[k] = seen.get(k, 0) + 1
+        src.finish()
+    _backend_wrong(backend, wrong)
+    content = content_h.hexdigest()
+    systems = list(systems_seen)
     if digest and len(systems) > 1:
         raise BadInput(
             f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
@@ -304,8 +498,8 @@ def import_files(
     res = ImportResult(
         label,
         next(iter(sets.values())).digest if sets else "",
-        [str(p) for p, _, _, _ in parsed],
-        formats={str(p): fmt for p, _, _, fmt in parsed},
+        [str(src.path) for src in sources],
+        formats={str(src.path): src.fmt for src in sources},
         sets=list(sets.values()),
         skipped=skipped,
         refused=refused,
@@ -327,65 +521,75 @@ def import_files(
         return res
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
-    staged: list[tuple[ImportedSet, BenchRecord]] = []  # malformed rows fail the import before any write
-    for path, data, rows, _fmt in parsed:
-        file_sha = hashlib.sha256(data).hexdigest()  # once per file, not per row
-        sys_rows = [(sets[_system(r.fields)], r) for r in rows]
-        backends_ = {
-            s_.digest: backend or backend_of([r.fields for t, r in sys_rows if t is s_])
-            for s_ in sets.values()
-        }
-        for target, row in sys_rows:
-            if target.already:
-                continue
-            image = ImageRef(
-                name=target.name,
-                ref=f"import:{target.name}",
-                digest=target.digest,
-                backend=backends_[target.digest],
-                labels={"org.toolkit.imported-from": ", ".join(p.name for p, _, _, _ in parsed)},
-            )
-            try:
-                rec = _record(
-                    row,
-                    image=image,
-                    run_id=run_id,
-                    created=now.isoformat(timespec="seconds"),
-                    model_sha256=model_sha256 or "",
-                    source=path,
-                    file_sha=file_sha,
-                    content=content,
-                )
-            except (ValidationError, ValueError, TypeError, OverflowError) as err:
-                msg = (
-                    (err.errors()[0]["msg"] if err.errors() else str(err))
-                    if isinstance(err, ValidationError)
-                    else str(err)
-                )
-                res.refused.append(
-                    f"{path}:{row.line}: {msg.removeprefix('Value error, ')[:200]}; row left out"
-                )
+    created = now.isoformat(timespec="seconds")
+    images = {
+        sy: ImageRef(
+            name=t.name,
+            ref=f"import:{t.name}",
+            digest=t.digest,
+            backend=backend or backends.from_llama_names(",".join(sorted(systems_seen[sy]))),
+            labels={"org.toolkit.imported-from": ", ".join(src.path.name for src in sources)},
+        )
+        for sy, t in sets.items()
+    }
+
+    def build(src: _Source, row: readers.SourceRow) -> BenchRecord | None:
+        if sets[_system(row.fields)].already:
+            return None
+        return _try_record(
+            row,
+            src,
+            None,  # refusals were said by pass 1
+            image=images[_system(row.fields)],
+            run_id=run_id,
+            created=created,
+            model_sha256=model_sha256 or "",
+            content=content,
+        )
+
+    # pass 2: records written in batches as they are made; those of a repeated test are held until
+    # their group is complete (their order and runs-disagree need every member)
+    held: list[tuple[ImportedSet, BenchRecord]] = []
+    batch: list[tuple[ImportedSet, BenchRecord]] = []
+
+    def flush(items: list[tuple[ImportedSet, BenchRecord]]) -> None:
+        for (target, _rec), path in zip(items, store.add_results([rec for _, rec in items]), strict=True):
+            target.path = res.path = path
+            target.records += 1
+            res.records += 1
+        items.clear()
+
+    for src in sources:
+        lacks: set[str] = set()
+        for row in src.rows(None):
+            lacks.update(row.notes)
+            rec = build(src, row)
+            if rec is None:
                 continue
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 res.repaired.append(
-                    f"{path}:{row.line}: stddev_ts was not finite; "
+                    f"{src.path}:{row.line}: stddev_ts was not finite; "
                     + (
                         f"recomputed from {len(rec.samples_ts)} samples"
                         if rec.stddev_ts is not None
                         else "left empty (fewer than 2 samples)"
                     )
                 )
-            staged.append((target, rec))
-        res.per_file[str(path)] = len(rows)
-        lacks = sorted({n for r in rows for n in r.notes})
+            item = (sets[_system(row.fields)], rec)
+            if seen.get(_key_digest(rec), 0) > 1:
+                held.append(item)
+            else:
+                batch.append(item)
+                if len(batch) >= store.BATCH:
+                    flush(batch)
+        res.per_file[str(src.path)] = src.count
         if lacks:
-            res.notes.append(f"{path}: {_fmt} output has {' and '.join(lacks)}: said on each of its rows")
-    res.repeated = _repetitions(staged)
-    # one write and one fsync per file per batch (ResultStore.add_results), numbered in sequence
-    for (target, _rec), path in zip(staged, store.add_results([rec for _, rec in staged]), strict=True):
-        target.path = res.path = path
-        target.records += 1
-        res.records += 1
+            res.notes.append(
+                f"{src.path}: {src.fmt} output has {' and '.join(sorted(lacks))}: said on each of its rows"
+            )
+    flush(batch)
+    res.repeated = _repetitions(held)
+    flush(held)
     return res
 
 

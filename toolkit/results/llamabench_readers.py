@@ -189,6 +189,16 @@ def _json_text(text: str) -> str:
     return _NONFINITE_RE.sub(sub, text)
 
 
+def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
+    """One JSONL line of llama-bench output: (object, None), (None, None) for a blank line, (None, why).
+    Valid JSON is parsed as it is; only a line that is not is made parseable (`_json_text`: bare
+    nan/inf tokens), which gives the same value (a regex pass over every line was the cost of a read)."""
+    obj, why = jsonsafe.parse_line(line)
+    if why is None:
+        return obj, None
+    return jsonsafe.parse_line(_json_text(line))
+
+
 def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """Objects of llama-bench output: lines that do not start with `{` are log lines and skipped (a
     capture that merged stderr into stdout carries ggml's log, e.g. `ggml_vulkan: Found N Vulkan
@@ -199,7 +209,7 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
         line = line.strip()
         if not line.startswith("{"):
             continue
-        obj, why = jsonsafe.parse_line(_json_text(line))
+        obj, why = parse_record_line(line)
         if why is not None:
             if skipped is not None:
                 skipped.append(f"line {n}: not a complete JSON record ({why})")
