@@ -455,8 +455,9 @@ def import_files(
     systems_seen: dict[tuple, set[str]] = {}
     wrong: list[str] = []
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
-    seen: dict[bytes, int] = {}  # a short digest per test (TestKey less the image) -> rows measuring it
-    for src in sources:
+    seen: dict[bytes, int] = {}  # a short digest per test (TestKey less the image) -> its first row
+    repeated: set[int] = set()  # the rows (file index << 32 | line) of tests that several rows measure
+    for fi, src in enumerate(sources):
         for r in src.rows(content_h):
             sy = _system(r.fields)
             said_names = llamabench.backends_of(r.fields)
@@ -475,8 +476,10 @@ def import_files(
                 content="",
             )
             if rec is not None:
-                k = _key_digest(rec)
-                seen[k] = seen.get(k, 0) + 1
+                k, here = _key_digest(rec), (fi << 32) | r.line
+                first = seen.setdefault(k, here)
+                if first != here:
+                    repeated.update((first, here))
         src.finish()
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
@@ -559,7 +562,8 @@ def import_files(
             res.records += 1
         items.clear()
 
-    for src in sources:
+    del seen
+    for fi, src in enumerate(sources):
         lacks: set[str] = set()
         for row in src.rows(None):
             lacks.update(row.notes)
@@ -576,7 +580,7 @@ def import_files(
                     )
                 )
             item = (sets[_system(row.fields)], rec)
-            if seen.get(_key_digest(rec), 0) > 1:
+            if (fi << 32) | row.line in repeated:
                 held.append(item)
             else:
                 batch.append(item)
