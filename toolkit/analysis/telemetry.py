@@ -442,9 +442,23 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
     }
 
 
+# Host load is read over at least this many seconds ending at the window's end: /proc/stat counts in
+# USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
+# "other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
+HOST_MIN_WINDOW_S = 1.0
+
+
+def _nonneg(v: float | None) -> float | None:
+    """A CPU rate with tick-resolution noise below zero read as 0 (another process cannot use less)."""
+    return None if v is None else max(v, 0.0)
+
+
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
     """Host load over the window from the cumulative counters, interpolated at both edges (the
-    samples bracketing the window; the in-window ones when they do not bracket)."""
+    samples bracketing the window; the in-window ones when they do not bracket). A window shorter
+    than HOST_MIN_WINDOW_S is widened backwards to it (not before the first sample)."""
+    if t1 - t0 < HOST_MIN_WINDOW_S and ss:
+        t0 = max(min(s["t"] for s in ss), t1 - HOST_MIN_WINDOW_S)
     inside = [s for s in ss if t0 <= s["t"] <= t1]
     ts_all = [s["t"] for s in ss]
 
@@ -480,7 +494,8 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         "cpus_online": cpus[-1] if cpus else None,
         "busy_cores_mean": rate("cpu_busy_s"),
         "own_cpu_cores_mean": rate("own_cpu_s"),
-        "other_cpu_cores_mean": rate("cpu_busy_s", sub="own_cpu_s"),
+        "other_cpu_cores_mean": _nonneg(rate("cpu_busy_s", sub="own_cpu_s")),
+        "host_window_s": round(t1 - t0, 3),
         "psi_some_pct": None if psi is None else psi / 1e4,  # µs per s -> % of wall time
         "steal_pct": rate("steal_s", den="cpu_total_s"),
         "loadavg_1m_max": max(loads) if loads else None,

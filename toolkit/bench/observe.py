@@ -91,6 +91,7 @@ class RunObserver:
         self.baseline_s = baseline_s
         self._cgroup = cgroup
         self._own: Callable[[], float | None] | None = None
+        self._own_last: float | None = None
         self._own_pids: set[int] = set()
         self._lines: list[tuple[float, str]] = []
         self._last_row_t: float | None = None
@@ -112,7 +113,12 @@ class RunObserver:
             )
 
     def _own_cpu(self) -> float | None:
-        return self._own() if self._own else None
+        """The benchmark's cumulative CPU seconds, never decreasing: when its processes end (and the
+        reading goes away or drops), the last value stands (their CPU time is final)."""
+        v = self._own() if self._own else None
+        if v is not None:
+            self._own_last = max(v, self._own_last or 0.0)
+        return self._own_last
 
     def start(self) -> None:
         """Start sampling, take the idle baseline, open the kernel log."""
@@ -145,6 +151,8 @@ class RunObserver:
             self._own = lambda: tel.cgroup_cpu_seconds(cg)
         else:
             self._own = lambda: tel.process_tree_cpu_seconds(pid)
+        if self.sampler is not None and self.t_start is not None:
+            self.sampler.sample_once()  # a sample with the benchmark's own CPU before its first window
 
     def line(self, text: str, t: float | None = None) -> None:
         """A stderr line of the benchmark, stamped on arrival."""
