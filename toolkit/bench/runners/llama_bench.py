@@ -344,11 +344,11 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
         seen = observer.test(raw)
-        if seen.get("flags"):
-            norm = {**norm, "flags": seen["flags"]}
+        own = list(base.get("flags") or [])  # e.g. stale-build (--allow-stale): the window's flags join them
+        flags = own + [f for f in seen.get("flags", []) if f not in own]
         try:
             rec = BenchRecord(
-                **base,
+                **{**base, **({"flags": flags} if flags else {})},
                 created=now(),
                 timing=timing,
                 telemetry=seen.get("telemetry"),
