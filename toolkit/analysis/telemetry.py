@@ -454,9 +454,9 @@ def _nonneg(v: float | None) -> float | None:
 
 
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
-    """Host load over the window from the cumulative counters, interpolated at both edges (the
-    samples bracketing the window; the in-window ones when they do not bracket). A window shorter
-    than HOST_MIN_WINDOW_S is widened backwards to it (not before the first sample)."""
+    """Host load over the window from the cumulative counters, interpolated at both edges (over the
+    part of the window the samples cover). A window shorter than HOST_MIN_WINDOW_S is widened
+    backwards to it (not before the first sample)."""
     if t1 - t0 < HOST_MIN_WINDOW_S and ss:
         t0 = max(min(s["t"] for s in ss), t1 - HOST_MIN_WINDOW_S)
     inside = [s for s in ss if t0 <= s["t"] <= t1]
@@ -466,14 +466,14 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         keys = [k for k in (num, den, sub) if k]
         pts = [s for s in ss if all(s.get(k) is not None for k in keys)]
         ts = [s["t"] for s in pts]
-        br = _bracket(ts, t0, t1)
-        if br is not None:
-            a, b = t0, t1
-        else:
-            ins = [t for t in ts if t0 <= t <= t1]
-            if len(ins) < 2:
-                return None
-            a, b = ins[0], ins[-1]
+        if len(ts) < 2:
+            return None
+        # the part of the window the samples holding these counters cover (edges interpolated): the
+        # whole window when they bracket it; from the first such sample when a counter starts inside
+        # it (the benchmark's own CPU is known only once its process runs)
+        a, b = max(t0, ts[0]), min(t1, ts[-1])
+        if b <= a:
+            return None
 
         def d(key: str) -> float:
             vs = [float(s[key]) for s in pts]
