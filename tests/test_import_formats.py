@@ -491,3 +491,18 @@ def test_mixed_rows_are_plotted_too():
 
     rs = [make_record("hip", "rocm", p=512, n=128, avg=300.0, sd=1.0)]
     assert "mixed" in plots.figures(report.tables(rs))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ['"avg_ts": 1' + "0" * 400, '"n_prompt": 1' + "0" * 400, '"backends": {"a": [1]}', '"gpu_info": [1, 2]'],
+)
+def test_values_too_big_or_of_the_wrong_shape_are_no_traceback(tmp_path, bad):
+    """Breaker trial: an integer too big for a float (OverflowError) or a dict in a string field
+    (unhashable) crashed the import; now the row is refused by name or the value kept as text."""
+    good = json.loads((DATA / "llamabench-b5163-readme.jsonl").read_text().splitlines()[0])
+    line = json.dumps(good)[:-1] + ", " + bad + "}"
+    f = tmp_path / "x.jsonl"
+    f.write_text(line + "\n")
+    res = CliRunner().invoke(cli, ["import", "--results", str(tmp_path / "r"), "--label", "x", str(f)])
+    assert res.exception is None or isinstance(res.exception, (BadInput, SystemExit)), repr(res.exception)

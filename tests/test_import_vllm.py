@@ -140,3 +140,25 @@ def test_imported_vllm_results_stand_in_the_report_beside_runner_axes(tmp_path: 
         put(tmp_path, "vllm-0.16.0-latency.json", "lat-128-1.json"),
     )
     assert sorted(t.axis for t in report.tables(store.results())) == ["prefill", "served"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("output_throughput", -7), ("output_throughput", 10**400), ("num_prompts", 1e308)]
+)
+def test_a_serve_file_with_an_impossible_number_is_bad_input_naming_it(tmp_path, key, value):
+    """Breaker trial: these gave tracebacks (pydantic, OverflowError)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+
+    src = sorted((Path(__file__).parent / "data").glob("vllm-0.16.0-serve*.json"))[0]
+    data = json.loads(src.read_text())
+    data[key] = value
+    f = tmp_path / "serve-128-32-c2.json"
+    f.write_text(json.dumps(data))
+    res = CliRunner().invoke(cli, ["import", "--results", str(tmp_path / "r"), "--label", "v", str(f)])
+    from toolkit.core.errors import BadInput
+
+    assert isinstance(res.exception, BadInput) or res.exit_code == 0, res.output
+    if isinstance(res.exception, BadInput):
+        assert str(f) in str(res.exception)

@@ -211,3 +211,97 @@ def test_the_h200_measure_output_imports_with_its_flags(tmp_path):
         assert "gpu-shared" in flags and "throttled:sw-power-cap" in flags, flags
     tg = next(r for r in alone if r.n_gen == 128 and r.n_ubatch == 512)
     assert abs(next(iter(tg.telemetry["gpus"].values()))["tok_per_j"] - 1.32) < 0.01
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "cmd.py"
+    p.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    p.chmod(0o755)
+    return p
+
+
+@pytest.mark.parametrize(
+    "field", ['"n_prompt": "abc"', '"n_prompt": [1]', '"n_gen": 1e400', '"samples_ns": 5']
+)
+def test_a_row_with_values_of_the_wrong_type_does_not_stop_measure(tmp_path, field):
+    """Breaker trial: one bad llama-bench row crashed measure (exit 1) and lost the run."""
+    row = (
+        '{"n_prompt": 512, "n_gen": 0, "avg_ts": 100.0, "avg_ns": 5120000000, "samples_ns": [5120000000], '
+        + field
+        + "}"
+    )
+    prog = _script(tmp_path, f"print({row!r}, flush=True)\n")
+    out = tmp_path / "m.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = out.read_text().splitlines()
+    assert "NaN" not in line and "Infinity" not in line and json.loads(line)["toolkit_telemetry"] is not None
+
+
+def test_sigterm_stops_the_command_and_keeps_the_rows_measured(tmp_path):
+    """Breaker trial: SIGTERM/Ctrl-C left the measured command running and lost the rows already printed."""
+    import os
+    import signal
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    prog = _script(
+        tmp_path,
+        f"""\
+        import json, os, signal, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a command that ignores SIGTERM
+        open({str(pidfile)!r}, "w").write(str(os.getpid()))
+        print(json.dumps({ROW!r}), flush=True)
+        time.sleep(60)
+        """,
+    )
+    out = tmp_path / "m.jsonl"
+    tk = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and not (out.exists() and out.read_text().strip()):
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    tk.send_signal(signal.SIGTERM)
+    _, err = tk.communicate(timeout=30)
+    assert tk.returncode == 130, err
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # gone: SIGKILL after the SIGTERM it ignored
+    assert json.loads(out.read_text().splitlines()[0])["n_prompt"] == 256
+    assert "measured before the stop" in err
+
+
+def test_a_bad_label_is_refused_before_the_command_runs(tmp_path):
+    marker = tmp_path / "ran"
+    prog = _script(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--label",
+            "../../etc/evil",
+            "--out",
+            str(tmp_path / "m.jsonl"),
+            "--gpu",
+            "none",
+            "--",
+            str(prog),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 4 and "--label" in proc.stderr and not marker.exists()

@@ -27,6 +27,7 @@ from toolkit.bench.observe import RunObserver, kernel_fault
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
 from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import finite_or_none
 
 
 @dataclass
@@ -72,12 +73,15 @@ def run_measured(
     rate_hz: float = 10.0,
     on_stdout: Callable[[str], None] | None = None,
     on_stderr: Callable[[str], None] | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> Measured:
-    """Run `command` under the observer. Raises BadInput when the program cannot be started (named)."""
+    """Run `command` under the observer; `on_row(row)` gets each llama-bench row with its telemetry
+    the moment it arrives (so an interrupted run keeps what it measured). Raises BadInput when the
+    program cannot be started (named). On any exit from here that is not the command's own end
+    (Ctrl-C, SIGTERM, an error), the command's process group is stopped (SIGTERM, then SIGKILL after
+    5 s): no benchmark is left on the GPU."""
     obs = RunObserver(trace_path, gpus, rate_hz=rate_hz, cgroup=False)
-    obs.start()
-    rows: list[dict[str, Any]] = []
-    t0 = time.time()
+    obs.start()  # the idle baseline comes before the command starts
     try:
         proc = subprocess.Popen(
             list(command),
@@ -86,52 +90,81 @@ def run_measured(
             text=True,
             bufsize=1,
             errors="replace",
+            start_new_session=True,  # its own process group: stopped whole if we are stopped
         )
     except OSError as err:
         obs.finish()
+        trace_path.unlink(missing_ok=True)  # nothing was measured
         raise BadInput(
             f"cannot run {command[0]!r}: {err.strerror or err}; give the program's path after --"
         ) from None
-    obs.own_pid(proc.pid)
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    try:
+        obs.own_pid(proc.pid)
 
-    def pump_err() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                line = line.rstrip("\n")
+                obs.line(line)
+                if on_stderr:
+                    on_stderr(line)
+
+        reader = threading.Thread(target=pump_err, daemon=True)
+        reader.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
             line = line.rstrip("\n")
-            obs.line(line)
-            if on_stderr:
-                on_stderr(line)
-
-    reader = threading.Thread(target=pump_err, daemon=True)
-    reader.start()
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        line = line.rstrip("\n")
-        if on_stdout:
-            on_stdout(line)
-        if line.lstrip().startswith("{"):
-            for raw in llamabench.parse_jsonl(line):
-                seen = obs.test(raw)
-                rows.append(
-                    {
-                        **raw,
-                        "toolkit_telemetry": seen.get("telemetry"),
-                        "toolkit_flags": seen.get("flags", []),
-                    }
-                )
-    code = proc.wait()
-    reader.join(timeout=5)
+            if on_stdout:
+                on_stdout(line)
+            if line.lstrip().startswith("{"):
+                for raw in llamabench.parse_jsonl(line):
+                    seen = obs.test(raw)
+                    row = finite_or_none(
+                        {
+                            **raw,
+                            "toolkit_telemetry": seen.get("telemetry"),
+                            "toolkit_flags": seen.get("flags", []),
+                        }
+                    )
+                    rows.append(row)
+                    if on_row:
+                        on_row(row)
+        code = proc.wait()
+        reader.join(timeout=5)
+    except BaseException:
+        _stop(proc)
+        obs.finish()
+        raise
     t1 = time.time()
     window = obs.window(t0, t1, None)
     facts = obs.finish()
     return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts))
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the command's whole process group: SIGTERM, then SIGKILL after 5 s."""
+    import os
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def write_measured(m: Measured, path: Path) -> Path:
     """Write `m` as importable JSONL (module docstring) to `path`; returns it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if m.rows:
-        lines = [json.dumps(r) for r in m.rows]
+        lines = [json.dumps(finite_or_none(r)) for r in m.rows]
     else:
         lines = [
             json.dumps(

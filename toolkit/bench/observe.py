@@ -33,6 +33,17 @@ BASELINE_S = 1.0
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (?:prompt|gen(?:eration)?) run 1/(\d+)")
 
 
+def _count(v: Any) -> int | None:
+    """A token count from a llama-bench row: a whole number 0..10^7, else None (never raises)."""
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    if isinstance(v, float) and not (v == v and abs(v) < 1e7 and v.is_integer()):
+        return None
+    return int(v) if 0 <= v <= 10_000_000 else None
+
+
 def cgroup_of_pid(
     pid: int, proc: str | Path = "/proc", cgroup_root: str | Path = "/sys/fs/cgroup"
 ) -> Path | None:
@@ -176,8 +187,11 @@ class RunObserver:
         if t0 is None:
             t0, source = self._last_row_t or self.t_start or t1, "previous-row"
         if reps is None:
-            reps = len(raw.get("samples_ns") or raw.get("samples_ts") or []) or None
-        tokens = (int(raw.get("n_prompt") or 0) + int(raw.get("n_gen") or 0)) * reps if reps else None
+            samples = raw.get("samples_ns") or raw.get("samples_ts")
+            reps = len(samples) if isinstance(samples, list) and samples else None
+        n_prompt, n_gen = _count(raw.get("n_prompt")), _count(raw.get("n_gen"))
+        # a row whose counts are not counts gets no token figure (the validity pass refuses the row)
+        tokens = (n_prompt + n_gen) * reps if reps and n_prompt is not None and n_gen is not None else None
         summary = tana.window_summary(self.sampler.samples, t0, t1, tokens)
         summary["window_from"] = source
         self._rows = n

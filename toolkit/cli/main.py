@@ -908,19 +908,39 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = Path(out) if out else root / "measure" / f"{run}.jsonl"
+    if label is not None:  # before a possibly hour-long run, not after it
+        importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    sink = out_path.open("w", encoding="utf-8")  # rows land here as they arrive: an interrupt keeps them
+
+    def on_row(row: dict) -> None:
+        sink.write(json.dumps(row) + "\n")
+        sink.flush()
+
     _err(
         f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"
     )
-    m = measure_mod.run_measured(
-        command,
-        trace_path=out_path.with_suffix(".trace.jsonl"),
-        gpus=gpus,
-        rate_hz=rate,
-        on_stdout=click.echo,
-        on_stderr=_err,
-    )
-    measure_mod.write_measured(m, out_path)
+    try:
+        m = measure_mod.run_measured(
+            command,
+            trace_path=out_path.with_suffix(".trace.jsonl"),
+            gpus=gpus,
+            rate_hz=rate,
+            on_stdout=click.echo,
+            on_stderr=_err,
+            on_row=on_row,
+        )
+    except BaseException:
+        sink.close()
+        if out_path.stat().st_size:
+            _err(f"measure: the rows measured before the stop are in {out_path}; the command was stopped")
+        else:
+            out_path.unlink(missing_ok=True)
+        raise
+    sink.close()
+    if not m.rows:
+        measure_mod.write_measured(m, out_path)
     flags = sorted(
         {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -197,7 +198,15 @@ SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "gpu_info")
 
 
 def _system(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((k, row.get(k)) for k in SYSTEM_SPLIT if row.get(k) not in (None, ""))
+    """The fields that tell builds/backends/GPUs apart, hashable whatever the file put there (a dict
+    or list in a string field is kept as its JSON text, cut to 200 characters)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (str, int, float, bool)):
+            return v
+        return json.dumps(v, sort_keys=True, default=str)[:200]
+
+    return tuple((k, plain(row.get(k))) for k in SYSTEM_SPLIT if row.get(k) not in (None, ""))
 
 
 def _set_names(label: str, systems: list[tuple]) -> list[str]:
@@ -642,7 +651,22 @@ def _import_vllm(
         backend=backend or "unknown",
         labels={"org.toolkit.imported-from": ", ".join(f.path.name for f in files)},
     )
-    recs = vllm_import.records(
+    try:
+        recs = _vllm_records(files, image, now, content, model_sha256)
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as err:
+        # a value of the wrong type or size in one of the files (pydantic's ValidationError is a ValueError)
+        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise BadInput(
+            f"{', '.join(str(f.path) for f in files)}: a value is not what `vllm bench` writes ({first}); "
+            "import the files one by one to find it, or fix the value"
+        ) from None
+    return _finish_vllm(store, res, recs, files, backend)
+
+
+def _vllm_records(
+    files: list[vllm_import.VllmFile], image: ImageRef, now: datetime, content: str, model_sha256: str | None
+) -> list[BenchRecord]:
+    return vllm_import.records(
         files,
         image=image,
         run_id=f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}",
@@ -651,6 +675,16 @@ def _import_vllm(
         content=content,
         file_sha={f.path: hashlib.sha256(f.data).hexdigest() for f in files},
     )
+
+
+def _finish_vllm(
+    store: ResultStore,
+    res: ImportResult,
+    recs: list[BenchRecord],
+    files: list[vllm_import.VllmFile],
+    backend: str | None,
+) -> ImportResult:
+    s_ = res.sets[0]
     for rec in recs:
         res.per_file[_imported(rec)["file"]] = res.per_file.get(_imported(rec)["file"], 0) + 1
         if rec.status == "failed":

@@ -498,6 +498,13 @@ def _as_number(v: Any) -> Any:
 
 
 def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
+    try:
+        return _count_of(fields, name, required=required)
+    except OverflowError:  # an integer too big for a float: no count
+        return None, f"{name} is {_short(fields.get(name))}: not a token count"
+
+
+def _count_of(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, (f"no {name}" if required else None)
@@ -522,6 +529,13 @@ def _short(v: Any) -> str:
 
 
 def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
+    try:
+        return _rate_of(fields, name)
+    except OverflowError:  # an integer too big for a float: no measurement
+        return None, f"{name} is {_short(fields.get(name))}: not a measurement"
+
+
+def _rate_of(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, None

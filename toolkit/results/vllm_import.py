@@ -83,9 +83,16 @@ def sniff(path: Path) -> VllmFile | None:
     return VllmFile(path, head, data, kind)
 
 
+_MAX_COUNT = 10_000_000  # requests, tokens or concurrency above this are no benchmark (a unit or parser error)
+
+
 def _int(v: Any) -> int | None:
-    f = vf._finite(v)
-    return int(f) if f is not None and f == int(f) and f > 0 else None
+    """A positive whole count up to _MAX_COUNT, else None (never raises: a 400-digit integer is None)."""
+    try:
+        f = vf._finite(v)
+        return int(f) if f is not None and f == int(f) and 0 < f <= _MAX_COUNT else None
+    except (OverflowError, TypeError, ValueError):
+        return None
 
 
 def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) -> None:
