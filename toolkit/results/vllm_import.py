@@ -83,7 +83,9 @@ def sniff(path: Path) -> VllmFile | None:
     return VllmFile(path, head, data, kind)
 
 
-_MAX_COUNT = 10_000_000  # requests, tokens or concurrency above this are no benchmark (a unit or parser error)
+_MAX_COUNT = (
+    10_000_000  # requests, tokens or concurrency above this are no benchmark (a unit or parser error)
+)
 
 
 def _int(v: Any) -> int | None:
