@@ -249,6 +249,9 @@ def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]
                             cands.append(Path(results_root) / "hosts" / str(host) / stem)
                     if r.log_file:
                         cands.append(Path(r.log_file).parent.parent / "telemetry" / stem.name)
+                    trace = r.telemetry.get("trace")  # `toolkit measure` keeps its trace beside its output
+                    if isinstance(trace, str) and trace:
+                        cands.append(Path(trace))
                     run = runs[key] = TraceRun(
                         r.image.digest,
                         r.run_id,

@@ -462,6 +462,15 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
     inside = [s for s in ss if t0 <= s["t"] <= t1]
     ts_all = [s["t"] for s in ss]
 
+    # one span for every host figure, so busy = own + other holds: the part of the window the samples
+    # cover, from the first one that knows the benchmark's own CPU when any does
+    span_keys = ["cpu_busy_s", "cpu_total_s"] + (
+        ["own_cpu_s"] if any(s.get("own_cpu_s") is not None for s in ss) else []
+    )
+    span_ts = [s["t"] for s in ss if all(s.get(k) is not None for k in span_keys)]
+    if span_ts:
+        t0, t1 = max(t0, span_ts[0]), min(t1, span_ts[-1])
+
     def rate(num: str, den: str | None = None, sub: str | None = None) -> float | None:
         keys = [k for k in (num, den, sub) if k]
         pts = [s for s in ss if all(s.get(k) is not None for k in keys)]

@@ -121,6 +121,8 @@ def run_measured(
             if line.lstrip().startswith("{"):
                 for raw in llamabench.parse_jsonl(line):
                     seen = obs.test(raw)
+                    if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
+                        seen["telemetry"]["trace"] = str(trace_path.resolve())
                     row = finite_or_none(
                         {
                             **raw,

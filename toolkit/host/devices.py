@@ -373,7 +373,7 @@ class Shortfall(NamedTuple):
 
     def message(self, backend: str) -> str:
         fix = f"{self.fix}, or " if self.fix else ""
-        return f"a {backend} image needs {self.need}: {self.why}; {fix}run `toolkit doctor`"
+        return f"needs {self.need} (a {backend}-backend image): {self.why}; {fix}run `toolkit doctor`"
 
     def short(self) -> str:
         """For doctor's one line per image: `no /dev/kfd (no AMD GPU driver ...)`."""
