@@ -462,8 +462,16 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
     inside = [s for s in ss if t0 <= s["t"] <= t1]
     ts_all = [s["t"] for s in ss]
 
+    # the benchmark's own CPU before it is first known is 0: its process (container) did not exist yet
+    # (a fresh cgroup or process tree starts at 0), so a short first window reads over the whole span
+    first_own = next((i for i, s in enumerate(ss) if s.get("own_cpu_s") is not None), None)
+    if first_own:
+        ss = [
+            {**s, "own_cpu_s": 0.0} if i < first_own and s.get("own_cpu_s") is None else s
+            for i, s in enumerate(ss)
+        ]
     # one span for every host figure, so busy = own + other holds: the part of the window the samples
-    # cover, from the first one that knows the benchmark's own CPU when any does
+    # cover
     span_keys = ["cpu_busy_s", "cpu_total_s"] + (
         ["own_cpu_s"] if any(s.get("own_cpu_s") is not None for s in ss) else []
     )
