@@ -23,6 +23,7 @@ from typing import Any
 
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
+from toolkit.results.llamabench_readers import token_count
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
@@ -34,14 +35,8 @@ _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (?:prompt|gen(?:era
 
 
 def _count(v: Any) -> int | None:
-    """A token count from a llama-bench row: a whole number 0..10^7, else None (never raises)."""
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    if isinstance(v, float) and not (v == v and abs(v) < 1e7 and v.is_integer()):
-        return None
-    return int(v) if 0 <= v <= 10_000_000 else None
+    """A token count of a llama-bench row (absent: 0), read as the validity pass reads it."""
+    return 0 if v is None else token_count(v)
 
 
 def cgroup_of_pid(
@@ -221,14 +216,19 @@ class RunObserver:
         }
 
 
+def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:
+    """A record's own flags (e.g. stale-build) followed by the window's that are not among them."""
+    out = list(own or [])
+    return out + [f for f in seen or [] if f not in out]
+
+
 def with_window(rec: Any, seen: dict[str, Any], window_from: str) -> Any:
     """A copy of BenchRecord `rec` carrying a command window's telemetry (`window_from` says which
     window: e.g. "vllm-latency-runs") and its flags added to the record's own."""
     if not seen:
         return rec
     telemetry = {**seen["telemetry"], "window_from": window_from}
-    flags = list((rec.model_extra or {}).get("flags") or [])
-    flags += [f for f in seen.get("flags", []) if f not in flags]
+    flags = merge_flags((rec.model_extra or {}).get("flags"), seen.get("flags"))
     return rec.model_copy(update={"telemetry": telemetry, **({"flags": flags} if flags else {})})
 
 

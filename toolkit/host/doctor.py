@@ -587,18 +587,14 @@ def gpu_power_states(sysfs: Path = Path("/sys"), *, nvml: Any = None) -> list[di
 
     out: list[dict[str, Any]] = []
     for ref in tel.discover_gpus(sysfs / "class" / "drm", nvml=nvml):
+        amd = {
+            "kfd_root": sysfs / "class" / "kfd" / "kfd",
+            "module_params": sysfs / "module" / "amdgpu" / "parameters",
+        }
         try:
-            if ref.vendor == "amd":
-                assert ref.device_dir is not None
-                src: Any = tel.AmdGpuSource(
-                    ref.device_dir,
-                    kfd_root=sysfs / "class" / "kfd" / "kfd",
-                    module_params=sysfs / "module" / "amdgpu" / "parameters",
-                    source_id=ref.id,
-                )
-            else:
-                src = tel.open_source(ref, nvml=nvml) if nvml is not None else tel.open_source(ref)
-            state = tel.power_state(src)
+            state = tel.power_state(
+                tel.open_source(ref, **(amd if ref.vendor == "amd" else {"nvml": nvml} if nvml else {}))
+            )
         except Exception as err:  # a card whose files cannot be read: say so, never stop doctor
             out.append(
                 {"gpu": ref.id, "name": ref.name, "render_node": ref.render_node, "error": str(err)[:200]}

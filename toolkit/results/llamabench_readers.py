@@ -497,6 +497,12 @@ def _as_number(v: Any) -> Any:
     return v
 
 
+def token_count(v: Any) -> int | None:
+    """A token count as the validity pass reads it (a whole number 0..MAX_TOKENS, numbers written as
+    text included), else None; never raises."""
+    return _count({"n": v}, "n", required=True)[0]
+
+
 def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
     try:
         return _count_of(fields, name, required=required)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from toolkit.bench import guard
+from toolkit.bench.observe import RunObserver, gpus_for_run
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
@@ -495,3 +496,16 @@ def tree_sha256(lm: LoadedMatrix, path: Path, *, what: str = "model") -> tuple[s
     for f in files:
         h.update(f"{f.relative_to(path).as_posix()} {model_sha256(lm, f)}\n".encode())
     return h.hexdigest(), sum(f.stat().st_size for f in files)
+
+
+def run_observer(ctx: RunContext) -> RunObserver:
+    """The observer of one (image, model) run (toolkit.bench.observe): its raw trace at
+    results/<digest12>/telemetry/<run_id>-<model>.jsonl, the GPUs the device profile passes (every
+    AMD card when it names no render node). Off with --no-telemetry, and with a fake engine (tests):
+    there is no process to observe."""
+    nodes = [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")]
+    return RunObserver(
+        ctx.store.digest_dir(ctx.build.digest) / "telemetry" / f"{ctx.opts.run_id}-{ctx.model.name}.jsonl",
+        gpus_for_run(ctx.spec.backend, nodes or None),
+        enabled=ctx.opts.telemetry and ctx.engine is engine,
+    )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolkit.bench import guard
-from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault
+from toolkit.bench.observe import kernel_fault, merge_flags
 from toolkit.bench.runners.base import (
     BenchOptions,
     Case,
@@ -40,10 +40,10 @@ from toolkit.bench.runners.base import (
     model_file_here,
     now,
     resolve_model,
+    run_observer,
     stale_marks,
 )
 from toolkit.core import backends, signals
-from toolkit.engine import api as engine_api
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
@@ -310,14 +310,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
         **opts.record_extra,
         **stale_marks(build),
     )
-    observer = RunObserver(
-        store.digest_dir(build.digest) / "telemetry" / f"{opts.run_id}-{model.name}.jsonl",
-        gpus_for_run(
-            spec.backend,
-            [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
-        ),
-        enabled=opts.telemetry and engine is engine_api,  # a fake engine runs no process to observe
-    )
+    observer = run_observer(ctx)
     printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
     streamed: list[dict[str, Any]] = []
     voids: list[str] = []
@@ -344,8 +337,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
         norm = llamabench.normalize(raw)
         seen = observer.test(raw)
-        own = list(base.get("flags") or [])  # e.g. stale-build (--allow-stale): the window's flags join them
-        flags = own + [f for f in seen.get("flags", []) if f not in own]
+        flags = merge_flags(base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
         try:
             rec = BenchRecord(
                 **{**base, **({"flags": flags} if flags else {})},
@@ -426,7 +418,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             error = f"container was killed for running out of memory{limit}"
         elif out.exit_code != 0:
             error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
-        if not error and kernel_fault(facts):  # a GPU fault during the run: its numbers are not trusted
+        if not error:  # a GPU fault in the kernel log during the run: its numbers are not trusted
             error = kernel_fault(facts)
         if not rows and not error:
             error = "llama-bench printed no result rows"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault, with_window
+from toolkit.bench.observe import kernel_fault, with_window
 from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
     Case,
@@ -33,13 +33,13 @@ from toolkit.bench.runners.base import (
     image_ref,
     now,
     resolve_model,
+    run_observer,
     seconds_before,
     served_shortfall_error,
     stale_marks,
     tree_sha256,
 )
 from toolkit.core import backends
-from toolkit.engine import api as engine_api
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef
@@ -156,16 +156,7 @@ class SglangRunner:
             return [Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=s.argv) for s in self.plan(ctx)]
         out_dir = _out_dir(ctx)
         out_dir.mkdir(parents=True, exist_ok=True)
-        observer = RunObserver(
-            ctx.store.digest_dir(ctx.build.digest)
-            / "telemetry"
-            / f"{ctx.opts.run_id}-{ctx.model.name}.jsonl",
-            gpus_for_run(
-                ctx.spec.backend,
-                [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
-            ),
-            enabled=ctx.opts.telemetry and ctx.engine is engine_api,  # a fake engine runs no process
-        )
+        observer = run_observer(ctx)
         observer.start()
         try:  # each phase's records carry its window (SGLang's outputs do not say when each point ran)
             t0 = time.time()

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit.bench.observe import RunObserver, gpus_for_run, kernel_fault, with_window
+from toolkit.bench.observe import RunObserver, kernel_fault, with_window
 from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
     SERVED_TOLERANCE,
     Case,
@@ -57,6 +57,7 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
     model_sha256,
     now,
     resolve_model,
+    run_observer,
     seconds_before,
     served_shortfall_error,
     stale_marks,
@@ -64,7 +65,6 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
 )
 from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
-from toolkit.engine import api as engine_api
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
@@ -992,14 +992,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
     }
     vctx.cold = cold
     outcomes: list[Outcome] = []
-    observer = RunObserver(
-        store.digest_dir(build.digest) / "telemetry" / f"{opts.run_id}-{model.name}.jsonl",
-        gpus_for_run(
-            spec.backend,
-            [str(g["render_node"]) for g in ctx.profile.gpu_details if g.get("render_node")] or None,
-        ),
-        enabled=opts.telemetry and engine is engine_api,  # a fake engine runs no process to observe
-    )
+    observer = run_observer(ctx)
     observer.start()
     try:
         outcomes = _phases(ctx, vctx, base, timeout, observer)
