@@ -67,3 +67,38 @@ def test_render_prints_build_commands(tmp_path):
     assert res.exit_code == 0
     assert "docker buildx build --progress=plain --network host --load -t toolkit/cpu:latest" in res.output
     assert (tmp_path / "images" / "cpu" / "Dockerfile").is_file()
+
+
+def test_every_json_output_is_strict_json_through_one_serialiser():
+    """`--json` goes through cli.common.echo_json: a NaN figure is null (strict JSON), a dataclass, a
+    pydantic model, a path and a date come out as JSON types, never as Python reprs."""
+    import dataclasses
+    import datetime as dt
+    import json as _json
+    from pathlib import Path as _Path
+
+    from pydantic import BaseModel
+
+    from toolkit.cli.common import to_jsonable
+
+    class M(BaseModel):
+        x: float
+
+    @dataclasses.dataclass
+    class D:
+        p: _Path
+        when: dt.datetime
+        tags: set
+        m: M
+
+    out = to_jsonable(
+        [
+            D(_Path("/r/a"), dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.timezone.utc), {"b", "a"}, M(x=1.5)),
+            float("nan"),
+        ]
+    )
+    assert out == [
+        {"p": "/r/a", "when": "2026-01-02T03:04:00+00:00", "tags": ["a", "b"], "m": {"x": 1.5}},
+        None,
+    ]
+    _json.dumps(out, allow_nan=False)  # raises on NaN: the output is strict

@@ -5,7 +5,6 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from toolkit.cli.common import (
     _load,
     _progress_printer,
     _store,
+    echo_json,
     json_option,
     matrix_option,
     results_option,
@@ -81,7 +81,7 @@ def status_table(c):
 
 def _print(c, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(c.model_dump(mode="json"), indent=2))
+        echo_json(c)
         return
     from rich.console import Console
 
@@ -123,7 +123,7 @@ def submit(matrix_path, results_dir, as_json, dry_run):
             click.echo(f"# ---- {s.script}\n{Path(s.script).read_text()}")
         return
     if as_json:
-        click.echo(json.dumps(c.model_dump(mode="json"), indent=2))
+        echo_json(c)
         return
     click.echo(
         f"campaign {c.id}: {len(c.slices)} jobs submitted ({', '.join(s.job_id or '-' for s in c.slices)}); "

@@ -39,6 +39,42 @@ def json_option(f):
     )(f)
 
 
+def to_jsonable(obj: Any) -> Any:
+    """One conversion for every `--json` output: pydantic models as `model_dump(mode="json")`,
+    dataclasses field by field, paths and datetimes as strings, sets and tuples as lists, and a float
+    NaN or infinity as null (strict JSON has no NaN; a consumer's `json.loads` in another language
+    would reject it). Anything else is kept if JSON has a type for it, else its str()."""
+    import dataclasses
+    import datetime as _dt
+
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "model_dump"):
+        return to_jsonable(obj.model_dump(mode="json"))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in obj), key=str)
+    if isinstance(obj, (Path, _dt.datetime, _dt.date)):
+        return obj.isoformat() if isinstance(obj, (_dt.datetime, _dt.date)) else str(obj)
+    return str(obj)
+
+
+def echo_json(obj: Any) -> None:
+    """Print `obj` as the `--json` output of a command on stdout: indented, strict JSON (no NaN),
+    converted by `to_jsonable`. Every command's --json goes through here, so all of them agree on
+    how a path, a date, a model or a missing figure is written."""
+    import json
+
+    click.echo(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+
+
 def image_option(f):
     return click.option(
         "--image",

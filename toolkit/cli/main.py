@@ -5,7 +5,6 @@ Only this module prints. Errors (toolkit.core.errors) carry their exit code; `ma
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import sys
@@ -23,6 +22,7 @@ from toolkit.cli.common import (
     _load,
     _progress_printer,
     _store,
+    echo_json,
     image_option,
     json_option,
     matrix_option,
@@ -69,7 +69,7 @@ def render(matrix_path, images, as_json):
             }
         )
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     for o in out:
         click.echo(f"{o['image']}: wrote {o['dockerfile']}")
@@ -224,21 +224,18 @@ def build(
         if res.status == "failed" and fail_fast:
             break
     if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "image": r.image,
-                        "status": r.status,
-                        "reason": r.reason,
-                        "record": r.record.model_dump(mode="json") if r.record else None,
-                        "log": str(r.log_path) if r.log_path else None,
-                        "command": r.command,
-                    }
-                    for r in results
-                ],
-                indent=2,
-            )
+        echo_json(
+            [
+                {
+                    "image": r.image,
+                    "status": r.status,
+                    "reason": r.reason,
+                    "record": r.record,
+                    "log": r.log_path,
+                    "command": r.command,
+                }
+                for r in results
+            ]
         )
     built = [r.image for r in results if r.status in ("ok", "cached")]
     if push_after and built and not dry_run:
@@ -376,7 +373,7 @@ def bench(
     finally:
         events("close")
     if as_json:
-        click.echo(json.dumps([o.__dict__ for o in outcomes], indent=2, default=str))
+        echo_json(outcomes)
     else:
         for o in outcomes:
             if o.status == "dry-run":
@@ -491,9 +488,10 @@ def pins(matrix_path, images, models, as_json, timeout):
     from toolkit.images import pins as pins_mod
 
     results = pins_mod.check_pins(_load(matrix_path), images, models, timeout=timeout)
-    click.echo(
-        json.dumps(pins_mod.pins_json(results), indent=2) if as_json else pins_mod.format_pins(results)
-    )
+    if as_json:
+        echo_json(pins_mod.pins_json(results))
+    else:
+        click.echo(pins_mod.format_pins(results))
     if pins_mod.broken(results):
         sys.exit(10)  # a pin moved or is missing: README exit-code table
 
@@ -663,7 +661,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         apt_policy=doctor_mod.read_apt_policy(),
     )
     if as_json:
-        click.echo(json.dumps(rep.to_dict(), indent=2, default=str))
+        echo_json(rep.to_dict())
     else:
         click.echo(doctor_mod.format_doctor(rep))
 
@@ -730,9 +728,10 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore))
-    click.echo(
-        json.dumps(compare_mod.comparison_json(c), indent=2) if as_json else compare_mod.format_comparison(c)
-    )
+    if as_json:
+        echo_json(compare_mod.comparison_json(c))
+    else:
+        click.echo(compare_mod.format_comparison(c))
     if c.regressions:
         raise Regression(
             f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
@@ -827,7 +826,7 @@ def import_(
         output_len=output_len,
     )
     if as_json:
-        click.echo(json.dumps(dataclasses.asdict(res), indent=2, default=str))
+        echo_json(res)
         return
     if res.already:
         stored = ", ".join(dict.fromkeys(s.name for s in res.sets))

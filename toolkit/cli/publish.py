@@ -5,7 +5,6 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -17,6 +16,7 @@ from toolkit.cli.common import (
     _load,
     _progress_printer,
     _store,
+    echo_json,
     image_option,
     json_option,
     matrix_option,
@@ -72,22 +72,19 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
         lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json)
     )
     if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "image": r.image,
-                        "status": r.status,
-                        "reason": r.reason,
-                        "refs": r.refs,
-                        "repo_digest": r.repo_digest,
-                        "seconds": round(r.seconds, 2),
-                        "notes": r.notes,
-                    }
-                    for r in results
-                ],
-                indent=2,
-            )
+        echo_json(
+            [
+                {
+                    "image": r.image,
+                    "status": r.status,
+                    "reason": r.reason,
+                    "refs": r.refs,
+                    "repo_digest": r.repo_digest,
+                    "seconds": round(r.seconds, 2),
+                    "notes": r.notes,
+                }
+                for r in results
+            ]
         )
     else:
         for r in results:
@@ -128,7 +125,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     lm = _load(matrix_path)
     run = publish.export_run(_store(lm, results_dir), run_id, Path(out), lm)
     if as_json:
-        click.echo(json.dumps(run.model_dump(mode="json"), indent=2))
+        echo_json(run)
         return
     click.echo(
         f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
@@ -213,7 +210,7 @@ def reproduce(
     finally:
         events("close")
     if as_json:
-        click.echo(json.dumps(reproduce_mod.reproduction_json(rep), indent=2, default=str))
+        echo_json(reproduce_mod.reproduction_json(rep))
     else:
         click.echo(reproduce_mod.format_reproduction(rep))
     if not rep.reproduced:
