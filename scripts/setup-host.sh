@@ -5,8 +5,9 @@
 #
 #   ./scripts/setup-host.sh [--test] [--allow-mixed-release]
 #
-#   --test                 also the test extras, Debian's docker-registry (loopback registry for the
-#                          push tests) and debian:bookworm-slim (the vLLM CPU image's base)
+#   --test                 also the test extras and debian:bookworm-slim (the vLLM CPU image's base);
+#                          the tests build their service images (loopback registry, testcontainers'
+#                          reaper) themselves on debian:trixie-slim
 #   --allow-mixed-release  consent, on Debian 12 without Docker's repository, to Debian 13's docker.io
 #                          and what it pulls: libc6 2.36 -> 2.41 and base-files, after which
 #                          /etc/os-release names Debian 13 (a mixed release). Without it only
@@ -160,8 +161,6 @@ if ! have_engine || ! have_buildx; then
   "$how"
 fi
 command -v debootstrap >/dev/null || apt_install debootstrap
-# A registry on loopback for `toolkit push` tests (Debian's distribution 2.8 package).
-if [ "$TEST" = 1 ]; then command -v docker-registry >/dev/null || apt_install docker-registry; fi
 
 # 2. Start the engine when it is not answering (no systemd in containers/CI sandboxes).
 if ! docker info >/dev/null 2>&1; then

@@ -44,6 +44,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.contract(reason=f"uses {', '.join(used)}"))
 
 
+@pytest.fixture(scope="module")
+def registry():
+    """The loopback registry, one per test module: Debian's docker-registry in a throwaway container
+    started through testcontainers at 127.0.0.1:<port> (`registry.host`), manifest deletes enabled,
+    removed with the module (or by the reaper if the test process dies). tests/service_containers.py."""
+    from tests.e2e_helpers import engine_or_skip
+
+    engine_or_skip()
+    from tests.service_containers import LoopbackRegistry
+
+    with LoopbackRegistry() as reg:
+        yield reg
+
+
 @pytest.fixture(scope="session")
 def llama_tree() -> Path:
     """The pinned llama.cpp tree of matrix.yaml (`sources: llama.cpp`), prepared as `toolkit build` does."""

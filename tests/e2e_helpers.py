@@ -64,3 +64,43 @@ def ensure_built(name: str, dest: Path, bench: dict) -> str:
         run_cli(make_project(dest, images=[name], bench=bench), "build", "--image", name)
     assert engine.inspect_image(ref) is not None, f"{ref}: `toolkit build --image {name}` left no image"
     return ref
+
+
+def second_dockerd(root: Path, host: str) -> list[str]:
+    """The command line of a second dockerd (data root, exec root and pidfile under `root`, socket
+    `host`, no iptables) that leaves the shared engine's network alone: its default bridge is one of its
+    own, made here (`remove_second_dockerd_bridge` deletes it). With `--bridge none` dockerd deletes the
+    host's docker0 link, which cuts off every container of the shared engine on the default bridge
+    (the loopback registry, testcontainers' reaper)."""
+    bridge = _bridge_name(root)
+    if subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0:
+        subnet = 1 + sum(root.name.encode()) % 250  # 10.123.<n>.0/24: no address this host routes
+        for cmd in (
+            ["ip", "link", "add", bridge, "type", "bridge"],
+            ["ip", "addr", "add", f"10.123.{subnet}.1/24", "dev", bridge],
+        ):
+            subprocess.run(cmd, check=True, capture_output=True)
+    return [
+        "dockerd",
+        "--data-root",
+        str(root / "data"),
+        "--exec-root",
+        str(root / "exec"),
+        "--pidfile",
+        str(root / "docker.pid"),
+        "-H",
+        host,
+        "--bridge",
+        bridge,
+        "--iptables=false",
+        "--ip6tables=false",
+    ]
+
+
+def remove_second_dockerd_bridge(root: Path) -> None:
+    """Delete the bridge `second_dockerd(root, ...)` made (after that dockerd has stopped)."""
+    subprocess.run(["ip", "link", "del", _bridge_name(root)], capture_output=True)
+
+
+def _bridge_name(root: Path) -> str:
+    return "tkb" + root.name[-8:]  # interface names are <= 15 characters

@@ -27,7 +27,6 @@ import yaml
 from click.testing import CliRunner
 
 from tests.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
-from tests.test_reproduce import registry  # noqa: F401  (the loopback docker-registry fixture)
 from toolkit.analysis import tables, verdict
 from toolkit.campaign import slurm as cmod
 from toolkit.cli.main import cli
@@ -310,17 +309,18 @@ def slurm():
 
 
 @pytest.fixture(scope="module")
-def pushed_cpu(registry, tmp_path_factory):  # noqa: F811
-    """The CPU image pushed to the loopback registry by `toolkit push` from a project of its own:
-    (registry, the build record with its registry digest)."""
+def pushed_cpu(registry, tmp_path_factory):
+    """The CPU image pushed to the loopback registry (tests/conftest.py) by `toolkit push` from a project
+    of its own: (the registry namespace pushed to, the build record with its registry digest)."""
     engine_or_skip()
     ensure_built("cpu", tmp_path_factory.mktemp("build-cpu"), AXES)
     p = make_project(tmp_path_factory.mktemp("push"), images=["cpu"], bench=AXES)
     info = engine.inspect_image(CPU_IMAGE)
     _seed_build(p, "cpu", info.id, info.repo_digests, info.labels)
-    run_cli(p, "push", "--image", "cpu", "--registry", registry)
+    ns = f"{registry.host}/toolkit-e2e"
+    run_cli(p, "push", "--image", "cpu", "--registry", ns)
     rec = ResultStore(p / "results").latest_build("cpu")
-    yield registry, rec
+    yield ns, rec
     for ref in rec.pushed:
         engine.untag_image(ref)
 

@@ -43,7 +43,7 @@ import yaml
 
 from tests.conftest import ROOT, seed_current_build, write_matrix
 from tests.conftest import mutate as _mutate
-from tests.e2e_helpers import engine_or_skip, make_project
+from tests.e2e_helpers import engine_or_skip, make_project, remove_second_dockerd_bridge, second_dockerd
 from toolkit.core import errors
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import CONTAINER_LABEL
@@ -1305,21 +1305,7 @@ class _SecondEngine:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        cmd = [
-            "dockerd",
-            "--data-root",
-            str(self.root / "data"),
-            "--exec-root",
-            str(self.root / "exec"),
-            "--pidfile",
-            str(self.root / "docker.pid"),
-            "-H",
-            self.host,
-            "--bridge",
-            "none",
-            "--iptables=false",
-            "--ip6tables=false",
-        ]
+        cmd = second_dockerd(self.root, self.host)
         with (self.root / "dockerd.log").open("a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -1346,9 +1332,7 @@ class _SecondEngine:
         for sub in ("exec", "data"):  # dockerd leaves its roots mounted when it is killed
             subprocess.run(["umount", "-R", str(self.root / sub)], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
-        from tests.test_reproduce import _restore_docker0
-
-        _restore_docker0()
+        remove_second_dockerd_bridge(self.root)
 
 
 def _cmdline(p: Path) -> str:

@@ -1,6 +1,7 @@
 """`toolkit pins`: each pin looked up where it lives, reported ok / moved / missing / unreachable.
 
-Images: against Debian's docker-registry (distribution 2.8) on loopback and the real Docker engine —
+Images: against Debian's docker-registry (distribution 2.8) in a container on loopback (the `registry`
+fixture, tests/service_containers.py) and the real Docker engine —
 a stand-in image pushed under a pinned tag + digest, then re-pushed, deleted, never pushed, the
 registry stopped. Git: a real local repository over file:// whose tag is moved and deleted; a closed
 port for an unreachable host. PyPI: the real index (this machine reaches PyPI) and the sdist the
@@ -18,19 +19,17 @@ import socket
 import subprocess
 import tarfile
 import threading
-import time
-import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import docker.errors
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from tests.conftest import ROOT
 from tests.e2e_helpers import engine_or_skip
+from tests.service_containers import LoopbackRegistry
 from toolkit.cli.main import cli
 from toolkit.engine import api as engine
 from toolkit.images import pins
@@ -121,70 +120,7 @@ def test_no_answer_is_told_from_a_no(message, offline):
 # ------------------------------------------------------------------------------ images: a registry
 
 
-class LoopbackRegistry:
-    """Debian's docker-registry on 127.0.0.1:<free port>, manifest deletes enabled, storage under `root`."""
-
-    def __init__(self, root: Path):
-        exe = shutil.which("docker-registry") or "/usr/bin/docker-registry"
-        if not Path(exe).is_file():
-            pytest.fail(
-                "docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)"
-            )
-        self.port = free_port()
-        self.host = f"127.0.0.1:{self.port}"
-        cfg = {
-            "version": 0.1,
-            "log": {"level": "warn"},
-            "http": {"addr": self.host},
-            "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
-        }
-        (root / "config.yml").write_text(yaml.safe_dump(cfg))
-        self.log = (root / "registry.log").open("w")
-        self.proc = subprocess.Popen(
-            [exe, "serve", str(root / "config.yml")], stdout=self.log, stderr=subprocess.STDOUT
-        )
-        end = time.monotonic() + 20
-        while not self._up():
-            if time.monotonic() > end:
-                self.stop()
-                pytest.fail(
-                    f"docker-registry on {self.host} not ready after 20 s (log {root / 'registry.log'})"
-                )
-            time.sleep(0.3)
-
-    def _up(self) -> bool:
-        try:
-            return urllib.request.urlopen(f"http://{self.host}/v2/", timeout=2).status == 200
-        except OSError:
-            return False
-
-    def delete_manifest(self, repo: str, digest: str) -> int:
-        req = urllib.request.Request(f"http://{self.host}/v2/{repo}/manifests/{digest}", method="DELETE")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-        self.log.close()
-
-
-@pytest.fixture
-def registry(tmp_path):
-    engine_or_skip()
-    reg = LoopbackRegistry(tmp_path)
-    reg.images = []
-    yield reg
-    reg.stop()
-    for image_id in dict.fromkeys(reg.images):  # the stand-ins this test imported, by ID; nothing else
-        try:
-            engine.client().images.remove(image_id, force=True)
-        except docker.errors.ImageNotFound:
-            pass
-
-
-def push_standin(reg: LoopbackRegistry, repo: str, tag: str) -> str:
+def push_standin(reg, repo: str, tag: str) -> str:
     """Import a one-file image (unique bytes) as 127.0.0.1:<port>/<repo>:<tag>, push it, return the
     manifest digest the registry reported."""
     buf = io.BytesIO()
@@ -300,10 +236,12 @@ def test_a_platform_manifest_of_the_tags_list_is_ok(registry, tmp_path):
 
 
 @pytest.mark.e2e
-def test_stopped_registry_is_unreachable_and_exits_0(registry, tmp_path):
-    digest = push_standin(registry, "pins/base", "1.0")
-    matrix = pins_project(tmp_path / "p", f"{registry.host}/pins/base:1.0@{digest}")
-    registry.stop()
+def test_stopped_registry_is_unreachable_and_exits_0(tmp_path):
+    engine_or_skip()
+    with LoopbackRegistry() as registry:  # one of its own: this test stops it
+        digest = push_standin(registry, "pins/base", "1.0")
+        matrix = pins_project(tmp_path / "p", f"{registry.host}/pins/base:1.0@{digest}")
+        registry.stop()
     code, out = run_pins(matrix)
     row = image_row(out)
     assert (code, row["status"], row["now"]) == (0, "unreachable", None), out

@@ -1,5 +1,5 @@
 """End to end on real engines and a real registry: push the CPU image to Debian's docker-registry on
-loopback, pull it by digest into a second, empty Docker engine (a fresh host), and reproduce a
+loopback (the `registry` fixture: a throwaway container, tests/service_containers.py), pull it by digest into a second, empty Docker engine (a fresh host), and reproduce a
 recorded CPU run there on the generated tiny model. Nothing is mocked.
 
 The CPU image is the one `toolkit build --image cpu` leaves as toolkit/cpu:latest (test_e2e_cpu.py
@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,10 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
-from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.e2e_helpers import (
+    engine_or_skip,
+    make_project,
+    remove_second_dockerd_bridge,
+    run_cli,
+    second_dockerd,
+)
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
 from toolkit.core.errors import ToolkitError
@@ -58,13 +62,8 @@ AXES = {
 THRESHOLD_PCT = 40
 CPU_IMAGE = "toolkit/cpu:latest"
 VULKAN_IMAGE = os.environ.get("TOOLKIT_E2E_VULKAN_IMAGE", "toolkit/vulkan:latest")
+NAMESPACE = "toolkit-e2e"  # pushed as <registry>/toolkit-e2e/<image>
 IMAGE_WAIT_S = float(os.environ.get("TOOLKIT_E2E_IMAGE_WAIT", "900"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(check, timeout: float, what: str) -> None:
@@ -77,42 +76,6 @@ def _wait(check, timeout: float, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    """Debian's docker-registry (distribution 2.8) on 127.0.0.1:<free port>, storage in a temp dir."""
-    exe = shutil.which("docker-registry") or "/usr/bin/docker-registry"
-    if not Path(exe).is_file():
-        pytest.fail(
-            "docker-registry is not installed: `apt-get install -y docker-registry` (scripts/setup-host.sh)"
-        )
-    root = tmp_path_factory.mktemp("registry")
-    port = _free_port()
-    cfg = {
-        "version": 0.1,
-        "log": {"level": "warn"},
-        "http": {"addr": f"127.0.0.1:{port}"},
-        "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
-    }
-    (root / "config.yml").write_text(yaml.safe_dump(cfg))
-    with (root / "registry.log").open("w") as log:
-        proc = subprocess.Popen(
-            [exe, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-
-        def up() -> bool:
-            try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).status == 200
-            except OSError:
-                return False
-
-        _wait(up, 20, f"docker-registry on 127.0.0.1:{port} (log {root / 'registry.log'})")
-        yield f"127.0.0.1:{port}/toolkit-e2e"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
 def fresh_engine():
     """A second dockerd with an empty image store and its own socket: DOCKER_HOST for a fresh host."""
     engine_or_skip()
@@ -120,21 +83,7 @@ def fresh_engine():
         tempfile.mkdtemp(prefix="tk-engine-", dir="/tmp")
     )  # short: unix socket paths are <= 107 chars
     host = f"unix://{root / 'docker.sock'}"
-    cmd = [
-        "dockerd",
-        "--data-root",
-        str(root / "data"),
-        "--exec-root",
-        str(root / "exec"),
-        "--pidfile",
-        str(root / "docker.pid"),
-        "-H",
-        host,
-        "--bridge",
-        "none",
-        "--iptables=false",
-        "--ip6tables=false",
-    ]
+    cmd = second_dockerd(root, host)
     with (root / "dockerd.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -148,20 +97,7 @@ def fresh_engine():
         proc.terminate()
         proc.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
-        _restore_docker0()
-
-
-def _restore_docker0() -> None:
-    """A dockerd started with `--bridge none` deletes the host's docker0 link; put it back so the
-    main engine's bridge network keeps working (the toolkit itself uses host/none networks only)."""
-    if subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0:
-        return
-    for cmd in (
-        ["ip", "link", "add", "docker0", "type", "bridge"],
-        ["ip", "addr", "add", "172.17.0.1/16", "dev", "docker0"],
-        ["ip", "link", "set", "docker0", "up"],
-    ):
-        subprocess.run(cmd, capture_output=True)
+        remove_second_dockerd_bridge(root)
 
 
 def record_run(dest: Path, name: str, ref: str, axes: dict, *bench_args: str) -> tuple[Path, str, str]:
@@ -218,7 +154,7 @@ def recorded(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pushed(recorded, registry):
     project, run_id, digest = recorded
-    res, _ = run_cli(project, "push", "--image", "cpu", "--registry", registry)
+    res, _ = run_cli(project, "push", "--image", "cpu", "--registry", f"{registry.host}/{NAMESPACE}")
     rec = ResultStore(project / "results").latest_build("cpu")
     yield project, run_id, rec, res.output
     for ref in rec.pushed:  # the loopback tags are this module's; toolkit/cpu:latest stays
@@ -248,16 +184,15 @@ def manifest_digest(registry: str, name: str, tag: str) -> str:
 
 
 def test_push_tags_the_build_and_records_the_registry_digest(pushed, registry):
+    ns = f"{registry.host}/{NAMESPACE}"
     project, _, rec, output = pushed
     digest = rec.digest
     fixed = publish.fixed_tag(rec)
     assert re.fullmatch(r"0c1e57098-cpu-cpu-0c1e57098-\d{8}", fixed)
-    assert rec.pushed == [f"{registry}/cpu:{fixed}", f"{registry}/cpu:cpu-latest"]
-    (repo_digest,) = [d for d in rec.repo_digests if d.startswith(registry)]
-    served = manifest_digest(registry, "cpu", fixed)
-    assert (
-        repo_digest == f"{registry}/cpu@{served}" and manifest_digest(registry, "cpu", "cpu-latest") == served
-    )
+    assert rec.pushed == [f"{ns}/cpu:{fixed}", f"{ns}/cpu:cpu-latest"]
+    (repo_digest,) = [d for d in rec.repo_digests if d.startswith(ns)]
+    served = manifest_digest(ns, "cpu", fixed)
+    assert repo_digest == f"{ns}/cpu@{served}" and manifest_digest(ns, "cpu", "cpu-latest") == served
     assert rec.attestations == publish.NO_ATTESTATIONS and rec.push_seconds > 0
     builds = ResultStore(project / "results").builds()
     assert [b.digest for b in builds] == [digest, digest]  # an updated record, same image digest
@@ -345,7 +280,7 @@ def test_reproduce_a_vulkan_run_on_lavapipe(registry, fresh_engine, tmp_path_fac
     project, run_id, digest = record_run(
         dest / "origin-host", "vulkan", VULKAN_IMAGE, axes, "--allow-software-gpu"
     )
-    folder, rec = publish_run(project, "vulkan", run_id, registry, dest)
+    folder, rec = publish_run(project, "vulkan", run_id, f"{registry.host}/{NAMESPACE}", dest)
     try:
         monkeypatch.setenv("DOCKER_HOST", fresh_engine)
         output, code = reproduce_cli(folder, "--threshold", str(THRESHOLD_PCT))
