@@ -146,8 +146,10 @@ def test_vllm_probe_facts_of_the_cpu_image_and_constructed_rocm_outputs():
     )
     assert "vllm-project/vllm#40081" in why and "vllm-project/vllm#41585" in why and "What to do" in why
     assert "\n" not in why  # one line
-    # a CPU image's output in a rocm image: the wrong platform, named
-    assert "sees CPU (vllm.platforms.cpu.CpuPlatform)" in pp.verdict("vllm", "rocm", cpu)
+    # a CPU image's output in a rocm image: the wrong platform, named; torch sees no GPU: not #40081
+    wrong = pp.verdict("vllm", "rocm", cpu)
+    assert "sees CPU (vllm.platforms.cpu.CpuPlatform)" in wrong and "reaches no GPU at all" in wrong
+    assert "40081" not in wrong
     assert pp.verdict("vllm", "rocm", {}, "Traceback ... ImportError").endswith("ImportError')")
 
 
@@ -158,7 +160,7 @@ def test_sglang_probe_verdicts_on_constructed_rocm_outputs():
         why
         and "SGLang's own platform detection (sglang.srt.platforms.current_platform) sees UNSPECIFIED" in why
     )
-    assert "sees 0 GPU(s)" in why and "40081" not in why
+    assert "sees 0 GPU(s)" in why and "40081" not in why and "reaches no GPU at all" in why
     rocm_no_device = pp.parse_probe(po.line(platform="ROCM", device_count=0, torch_device_count=0))
     assert "detects ROCm but sees 0 GPU(s)" in pp.verdict("sglang", "rocm", rocm_no_device)
 

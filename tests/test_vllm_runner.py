@@ -1032,7 +1032,7 @@ def test_gpu_probe_source_runs_on_the_pinned_releases_own_platform_code(release_
     """The vLLM GPU-path probe (platform_probe.SOURCES["vllm"]) run by each pinned release's own code: on
     this machine (no GPU, a plain vllm build, not `+cpu`) vLLM's resolve_current_platform_cls_qualname()
     finds no plugin and resolves UnspecifiedPlatform; the probe reports that, and a rocm image with that
-    answer fails naming vllm#40081."""
+    answer fails (naming vllm#40081 where torch does see a GPU)."""
     from toolkit.bench.runners import platform_probe as pp
 
     version, python = release_python
@@ -1049,7 +1049,9 @@ def test_gpu_probe_source_runs_on_the_pinned_releases_own_platform_code(release_
     assert facts["platform"] == "UNSPECIFIED"
     assert facts["platform_class"] == "vllm.platforms.interface.UnspecifiedPlatform"
     assert facts["torch_device_count"] == 0 and facts["device_count"] is None
-    assert "vllm-project/vllm#40081" in pp.verdict("vllm", "rocm", facts)
+    assert "reaches no GPU at all" in pp.verdict("vllm", "rocm", facts)  # no GPU here: not the bug
+    # the same answer where HIP does reach a card (torch counts one): vLLM's detection is the bug
+    assert "vllm-project/vllm#40081" in pp.verdict("vllm", "rocm", {**facts, "torch_device_count": 1})
     assert pp.verdict("vllm", "cpu", facts) is None
 
 

@@ -165,7 +165,8 @@ def verdict(runtime: str, backend: str, facts: dict[str, Any], output: str = "")
     """Why an image of `backend` cannot run on what its probe saw, or None. Only a rocm-backend image is
     judged (a CPU image runs on the CPU platform by design): its runtime must detect the ROCm platform
     and at least one device. The reason is one line: what the runtime detected, what torch and amdsmi
-    saw, and for vLLM not detecting ROCm the known upstream bug (VLLM_40081) with what to do. `output`:
+    saw, and for vLLM not detecting ROCm while torch sees a GPU the known upstream bug (VLLM_40081) with
+    what to do (torch seeing none: the container reaches no GPU). `output`:
     the probe's output tail, quoted when no facts line was printed."""
     if backend != "rocm":
         return None
@@ -194,7 +195,11 @@ def verdict(runtime: str, backend: str, facts: dict[str, Any], output: str = "")
         why = f"{name} detects ROCm but sees {_count(facts)} GPU(s)"
     else:
         return None
-    note = f"; this is {VLLM_40081}" if runtime == "vllm" and facts.get("platform") != "ROCM" else ""
+    note = ""
+    if facts.get("torch_device_count") == 0:  # HIP itself reaches no GPU: not the runtime's detection
+        note = "; the container reaches no GPU at all: check the devices and group ids it gets (`toolkit doctor`)"
+    elif runtime == "vllm" and facts.get("platform") != "ROCM":  # HIP sees the card, vLLM does not
+        note = f"; this is {VLLM_40081}"
     return f"GPU-path probe: {why}; {said}{note}"
 
 
