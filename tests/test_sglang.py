@@ -646,3 +646,51 @@ def test_contract_serving_fixture_has_the_keys_the_release_writes(release_python
     } <= keys and "output_lens" in details
     fixture = json.loads((DATA / "sglang-0.5.15-serving.jsonl").read_text().splitlines()[-1])
     assert set(fixture) == keys | details, set(fixture) ^ (keys | details)
+
+
+def test_attention_backend_log_forms():
+    """The three forms SGLang 0.5.15 logs its attention backend in (sglang_args._SGL_ATTN; the contract
+    test below finds each in the pinned wheel)."""
+    server = (
+        "[2026-11-30 00:00:01] server_args=ServerArgs(model_path='/m', attention_backend='triton', "
+        "decode_attention_backend=None, prefill_attention_backend='fa3', mm_attention_backend='sdpa')"
+    )
+    assert sa.log_attention_backend(server) == "triton"
+    assert (
+        sa.log_attention_backend("Attention backend not specified. Use aiter backend by default.") == "aiter"
+    )
+    hybrid = (
+        "Using hybrid attention backend for decode and prefill: decode_backend=triton, prefill_backend=fa3."
+    )
+    assert sa.log_attention_backend(server + "\n" + hybrid) == "decode=triton prefill=fa3"
+    assert sa.log_attention_backend("no backend named here") is None
+
+
+@pytest.mark.contract
+def test_contract_attention_backend_log_lines_are_the_releases(release_python):
+    version, python = release_python
+    root = Path(
+        _run(python, "import importlib.util as u; print(u.find_spec('sglang').submodule_search_locations[0])")
+        .strip()
+        .splitlines()[-1]
+    )
+    engine = (root / "srt" / "entrypoints" / "engine.py").read_text()
+    assert 'logger.info(f"{server_args=}")' in engine
+    assert re.search(
+        r"^@dataclasses.dataclass\nclass ServerArgs:", (root / "srt" / "server_args.py").read_text(), re.M
+    )
+    assert (
+        "\n    attention_backend: A[" in (root / "srt" / "server_args.py").read_text()
+    )  # a field: in its repr
+    overrides = (root / "srt" / "arg_groups" / "overrides.py").read_text()
+    assert 'f"Attention backend not specified. Use {backend} backend by default."' in overrides
+    runner = (root / "srt" / "model_executor" / "model_runner.py").read_text()
+    assert 'f"Using hybrid attention backend for decode and prefill: "' in runner
+    assert 'f"decode_backend={self.decode_attention_backend_str}, "' in runner
+    # what the GPU-path probe reads (platform_probe.SOURCES["sglang"])
+    platforms = (root / "srt" / "platforms" / "__init__.py").read_text()
+    assert "def __getattr__(name: str):" in platforms and "RocmSRTPlatform()" in platforms
+    common = (root / "srt" / "utils" / "common.py").read_text()
+    assert "def get_device(device_id: Optional[int] = None) -> str:" in common
+    assert "def get_device_count() -> int:" in common
+    assert 'device_name: str = "rocm"' in (root / "srt" / "platforms" / "rocm.py").read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import probe_outputs
 from tests.conftest import DATA
 from toolkit.analysis import report
 from toolkit.bench.runners.base import BenchOptions, RunContext
@@ -45,7 +46,12 @@ class FakeEngine:
     def _out(self, spec) -> Path:
         return Path(next(m.source for m in spec.mounts if m.target == "/out"))
 
+    probe_out = probe_outputs.SGLANG_ROCM_OK  # the GPU-path probe's answer (constructed: no AMD GPU here)
+
     def run_container(self, spec, timeout=None, **_):
+        if spec.command[:2] == ["python3", "-c"]:
+            self.probes = [*getattr(self, "probes", []), spec]
+            return engine.RunOutcome(0, self.probe_out, "", 2.0)
         self.ran.append(spec.command)
         cmd = spec.command
         result = cmd[cmd.index("--result-filename") + 1].removeprefix("/out/")
@@ -79,47 +85,57 @@ class FakeEngine:
         (self._out(self.server) / out).write_text(json.dumps(line) + "\n")
         return engine.RunOutcome(0, "", "", 1.0)
 
+    def container_logs(self, container):
+        # the server's ServerArgs line (srt/entrypoints/engine.py: logger.info(f"{server_args=}")), abridged
+        return "", (
+            "[2026-11-30 00:00:01] server_args=ServerArgs(model_path='/models/m', tp_size=1, "
+            "attention_backend='triton', decode_attention_backend=None, prefill_attention_backend=None, "
+            "sampling_backend='pytorch', mm_attention_backend=None)\n"
+        )
+
     def remove_container(self, container):
         self.removed += 1
 
 
+def sglang_ctx(proj: Path, fake: FakeEngine, **axes) -> RunContext:
+    """The RunContext bench hands the SGLang runner: the project's matrix in `proj` (bench axes set to one
+    pp, one tg, one micro-batch, 3 repetitions, overridden by `axes`), a stand-in checkpoint, `fake` engine."""
+    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["bench"].update({"n_prompt": [512], "n_gen": [128], "n_ubatch": [512], "repetitions": 3, **axes})
+    (proj / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    lm = load_matrix(proj / "matrix.yaml")
+    model = next(m for m in lm.m.models if "sglang" in m.runners)
+    folder = lm.resolve(model.path)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3MoeForCausalLM"]}))
+    spec = lm.m.image("sglang")
+    build = BuildRecord(
+        image="sglang",
+        ref="toolkit/sglang:x",
+        digest="sha256:" + "5" * 64,
+        backend="rocm",
+        template=spec.template,
+        template_hash="t",
+        created="2026-11-30T00:00:00+00:00",
+    )
+    return RunContext(
+        lm,
+        spec,
+        build,
+        model,
+        ResultStore(proj / "results"),
+        BenchOptions(run_id="run-sg"),
+        devices.DeviceProfile.example("rocm"),
+        {},
+        lambda *a, **k: None,
+        engine=fake,
+    )
+
+
 @pytest.fixture
 def ctx_for(tmp_path):
-    def make(fake: FakeEngine, **axes) -> RunContext:
-        proj = tmp_path / "proj"
-        shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-        data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-        data["bench"].update({"n_prompt": [512], "n_gen": [128], "n_ubatch": [512], "repetitions": 3, **axes})
-        (proj / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-        lm = load_matrix(proj / "matrix.yaml")
-        model = next(m for m in lm.m.models if "sglang" in m.runners)
-        folder = lm.resolve(model.path)
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3MoeForCausalLM"]}))
-        spec = lm.m.image("sglang")
-        build = BuildRecord(
-            image="sglang",
-            ref="toolkit/sglang:x",
-            digest="sha256:" + "5" * 64,
-            backend="rocm",
-            template=spec.template,
-            template_hash="t",
-            created="2026-11-30T00:00:00+00:00",
-        )
-        return RunContext(
-            lm,
-            spec,
-            build,
-            model,
-            ResultStore(proj / "results"),
-            BenchOptions(run_id="run-sg"),
-            devices.DeviceProfile.example("rocm"),
-            {},
-            lambda *a, **k: None,
-            engine=fake,
-        )
-
-    return make
+    return lambda fake, **axes: sglang_ctx(tmp_path / "proj", fake, **axes)
 
 
 def test_registry_names_the_sglang_runner():

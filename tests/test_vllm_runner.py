@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import probe_outputs
 from toolkit.bench.run import BenchOptions, RunContext
 from toolkit.bench.runners import vllm as vr
 from toolkit.core import registry as runners
@@ -167,7 +168,9 @@ def test_dry_run_commands_are_docker_argument_lists(tmp_path):
     cmds = vr.vllm_commands(lm, spec, model, engine=engine)
     runs = [c for c in cmds if c[:2] == ["docker", "run"]]
     execs = [c for c in cmds if c[:2] == ["docker", "exec"]]
-    assert len(runs) == 3 + 1 and len(execs) == 1 + 4
+    assert len(runs) == 1 + 3 + 1 and len(execs) == 1 + 4
+    probe = runs[0]  # the GPU-path probe first, in the same container setup as the run
+    assert probe[-3:-1] == ["python3", "-c"] and "vllm.platforms" in probe[-1]
     serve = runs[-1]
     assert serve[:4] == ["docker", "run", "--rm", "-d"] and "serve" in serve
     for c in runs:
@@ -354,7 +357,12 @@ class FakeEngine:
     def out_dir(spec) -> Path:
         return Path(next(m.source for m in spec.mounts if m.target == "/out"))
 
+    probe_out = probe_outputs.VLLM_ROCM_OK  # the GPU-path probe's answer (constructed: no AMD GPU here)
+
     def run_container(self, spec, *, timeout, on_stderr=None):
+        if spec.command[:2] == ["python3", "-c"]:
+            self.probes = [*getattr(self, "probes", []), spec]
+            return engine.RunOutcome(0, self.probe_out, "", 2.0)
         self.runs.append(spec)
         argv = spec.command
         name = Path(argv[argv.index("--output-json") + 1]).name
@@ -574,7 +582,7 @@ def test_dry_run_outcomes_carry_each_command(tmp_path):
     )
     ctx = _ctx(lm, build, ResultStore(tmp_path / "r"), NoContainers(), dry_run=True, run_id="dry")
     outs = runners.get("vllm").run(ctx)
-    assert all(o.status == "dry-run" for o in outs) and len(outs) == 4 + 5
+    assert all(o.status == "dry-run" for o in outs) and len(outs) == 1 + 4 + 5  # the GPU-path probe first
     assert [o.command for o in outs] == [s.argv for s in runners.get("vllm").plan(ctx)]
     assert not (tmp_path / "r").exists()
 
@@ -1017,3 +1025,62 @@ def test_a_second_run_finds_the_compile_cache_warm(tmp_path, monkeypatch):
     _, again, _, _ = _run(tmp_path / "b", monkeypatch, good_writer, fake)
     assert {r.timing["cache_cold"] for r in first} == {1.0}
     assert {r.timing["cache_cold"] for r in again} == {0.0}
+
+
+@pytest.mark.contract
+def test_gpu_probe_source_runs_on_the_pinned_releases_own_platform_code(release_python):
+    """The vLLM GPU-path probe (platform_probe.SOURCES["vllm"]) run by each pinned release's own code: on
+    this machine (no GPU, a plain vllm build, not `+cpu`) vLLM's resolve_current_platform_cls_qualname()
+    finds no plugin and resolves UnspecifiedPlatform; the probe reports that, and a rocm image with that
+    answer fails (naming vllm#40081 where torch does see a GPU)."""
+    from toolkit.bench.runners import platform_probe as pp
+
+    version, python = release_python
+    proc = subprocess.run(
+        [str(python), *pp.probe_command("vllm")[1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
+    facts = pp.parse_probe(proc.stdout)
+    assert proc.returncode == 0 and facts, proc.stdout[-500:] + proc.stderr[-2000:]
+    assert facts["version"] == version and "error" not in facts, facts
+    assert facts["platform"] == "UNSPECIFIED"
+    assert facts["platform_class"] == "vllm.platforms.interface.UnspecifiedPlatform"
+    assert facts["torch_device_count"] == 0 and facts["device_count"] is None
+    assert "reaches no GPU at all" in pp.verdict("vllm", "rocm", facts)  # no GPU here: not the bug
+    # the same answer where HIP does reach a card (torch counts one): vLLM's detection is the bug
+    assert "vllm-project/vllm#40081" in pp.verdict("vllm", "rocm", {**facts, "torch_device_count": 1})
+    assert pp.verdict("vllm", "cpu", facts) is None
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "0.28.0"])
+def test_attention_backend_log_forms_of_the_pinned_releases(vllm_sdist, version):
+    """Both log forms name one backend: 0.16.0's ROCm chooser logs a display name right before returning
+    the enum (every pair read from its rocm.py is in vllm_format.ATTENTION_DISPLAY_NAMES), 0.28.0 logs
+    the enum's name; log_notes + attention_backend_name give TRITON_ATTN for both."""
+    from toolkit.results.vllm_format import ATTENTION_DISPLAY_NAMES, attention_backend_name
+
+    rocm = (vllm_sdist(version) / "vllm" / "platforms" / "rocm.py").read_text()
+    if version == "0.16.0":
+        pairs = re.findall(
+            r'logger\.info(?:_once)?\("Using ([^"]+?) backend\."\)\s*\n\s*return AttentionBackendEnum\.(\w+)\.get_path\(',
+            rocm,
+        )
+        assert len(pairs) >= 9 and set(pairs) == set(ATTENTION_DISPLAY_NAMES.items()), pairs
+        line = "INFO 12-01 10:00:00 [rocm.py:321] Using Triton Attention backend."
+    else:
+        assert (
+            '"Using %s backend (selected via --attention-backend).",\n                    selected_backend.name,'
+            in rocm
+        )
+        assert (
+            '"Using %s backend out of potential backends: %s.",\n                selected_backend.name,'
+            in rocm
+        )
+        line = "(EngineCore pid=7) INFO 12-01 10:00:00 [rocm.py:639] Using TRITON_ATTN backend (selected via --attention-backend)."
+    logged = vr.log_notes(line)["attention_backend"]
+    assert attention_backend_name(logged) == "TRITON_ATTN"
+    assert attention_backend_name("AttentionBackendEnum.TRITON_ATTN") == "TRITON_ATTN"
+    assert vr.log_notes("INFO [rocm.py:299] Using Triton MLA backend.")["attention_backend"] == "Triton MLA"

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar, overload
 from tabulate import tabulate
 
 from toolkit.analysis.tables import (
+    column_attention,
     concurrency,
     energy,
     fmt_cell,
@@ -249,6 +250,9 @@ def compare(
             settings["b"].append(f"{col}={vb.pop()}")
         else:
             id_cols.append(col)
+    for side, of_side in (("a", [x for x, _ in pairs]), ("b", [y for _, y in pairs])):
+        if att := column_attention(of_side):  # what vLLM / SGLang logged it used (tables.attention_used)
+            settings[side].append(f"attention={att}")
     rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
     tell_apart = [
         c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")

@@ -24,6 +24,7 @@ from toolkit.results.identity import value
 from toolkit.results.index import Head, RecordSelection
 from toolkit.results.llamabench_format import cpu_fallback_of, effective_ubatch
 from toolkit.results.records import BenchRecord
+from toolkit.results.vllm_format import attention_backend_name
 
 __all__ = [
     "AXES",
@@ -35,7 +36,9 @@ __all__ = [
     "TITLES",
     "Table",
     "accounting",
+    "attention_used",
     "axis_table",
+    "column_attention",
     "column_labels",
     "column_systems",
     "concurrency",
@@ -120,6 +123,9 @@ FLAG_HELP = {
     "or CPU pressure above 20 % or steal above 10 % of the time): the host was busy, the number may be low",
     "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
     "sensor's averaging allows, samples not bracketing the window, a sampling gap, no power source)",
+    "no-matrix-cores": "a Vulkan run on an RDNA4 GPU (gfx12xx) whose llama.cpp chose no matrix cores (its GPU-path "
+    "probe read `matrix cores: none` from ggml's device line: scalar matmul shaders, not the card's WMMA; Mesa "
+    "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
 }
@@ -143,6 +149,26 @@ class ReportOptions:
 def image_label(r: BenchRecord | Head) -> str:
     """Column label of an image: `name@abcdef012345`."""
     return f"{r.image.name}@{r.image.short}"
+
+
+def attention_used(r: BenchRecord) -> str | None:
+    """The attention backend a vLLM or SGLang run used, as read from its own log: the record's
+    `attention_backend` (stored by both runners), else its `engine.log_notes.attention_backend` (vLLM
+    records stored before that field), in one spelling per backend (vllm_format.attention_backend_name:
+    `Triton Attention` and `AttentionBackendEnum.TRITON_ATTN` are both TRITON_ATTN). None: not read
+    (llama-bench, imports, a log that names none)."""
+    used = (r.model_extra or {}).get("attention_backend")
+    if used is None:
+        notes = (r.engine or {}).get("log_notes")
+        used = notes.get("attention_backend") if isinstance(notes, dict) else None
+    return attention_backend_name(used)
+
+
+def column_attention(records: Iterable[BenchRecord]) -> str | None:
+    """The attention backend(s) the records of one column used (attention_used), `/`-joined when they
+    differ; None when none was read. What labels a vLLM / SGLang column: `vllm@ab12 (attention=TRITON_ATTN)`."""
+    used = sorted({a for r in records if (a := attention_used(r))})
+    return "/".join(used) or None
 
 
 def _float(v: Any) -> float | None:
@@ -501,6 +527,9 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
     rs = [r for r in records if r.axis == axis and value(r) is not None]
     col_of = column_labels(rs)
     per_image, id_cols = split_columns(rs, col_of)
+    for col in set(col_of.values()):  # the attention backend each vLLM / SGLang column ran, from its logs
+        if att := column_attention(r for r in rs if col_of[id(r)] == col):
+            per_image[col] = ", ".join(x for x in (per_image.get(col), f"attention={att}") if x)
     show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()

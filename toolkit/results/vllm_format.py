@@ -175,3 +175,33 @@ def served_shortfall_error(
             f"than asked beyond {tolerance:.0%}, the output tok/s would be inflated"
         )
     return None
+
+
+# The attention backend a vLLM run used, as its log names it. vLLM 0.16.0's ROCm chooser logs a display
+# name (vllm/platforms/rocm.py get_attn_backend_cls, lines 286-377: `logger.info("Using Triton Attention
+# backend.")` then `return AttentionBackendEnum.TRITON_ATTN.get_path()`); 0.28.0 logs the enum name
+# (rocm.py line 639 "Using %s backend (selected via --attention-backend).", line 713 "Using %s backend out
+# of potential backends: %s.", with `selected_backend.name`); older releases printed the enum itself
+# (`AttentionBackendEnum.TRITON_ATTN`). One name per backend: the enum's (tests/test_gpu_probe.py reads
+# the pairs from the pinned 0.16.0 source).
+ATTENTION_DISPLAY_NAMES = {
+    "Sparse MLA": "ROCM_AITER_MLA_SPARSE",
+    "Triton MLA": "TRITON_MLA",
+    "AITER MLA": "ROCM_AITER_MLA",
+    "AITER TRITON MLA": "ROCM_AITER_TRITON_MLA",
+    "FlexAttention": "FLEX_ATTENTION",
+    "Triton Attention": "TRITON_ATTN",
+    "Rocm Attention": "ROCM_ATTN",
+    "Aiter Flash Attention": "ROCM_AITER_FA",
+    "Aiter Unified Attention": "ROCM_AITER_UNIFIED_ATTN",
+}
+
+
+def attention_backend_name(logged: Any) -> str | None:
+    """The attention backend's enum name (`TRITON_ATTN`) from what a vLLM log said: a display name
+    (`Triton Attention`, 0.16.0), `AttentionBackendEnum.TRITON_ATTN`, or the name itself (0.28.0, CPU's
+    `CPU_ATTN`). SGLang's names (`triton`) and names not known here come back as logged; None for none."""
+    if not isinstance(logged, str) or not logged.strip():
+        return None
+    name = logged.strip().removeprefix("AttentionBackendEnum.")
+    return ATTENTION_DISPLAY_NAMES.get(name, name)

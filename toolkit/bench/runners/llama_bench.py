@@ -68,11 +68,15 @@ class LlamaBenchRunner:
         check_model_file(lm, model, path)
 
     def plan(self, ctx: RunContext) -> list[Step]:
-        """The one `docker run ... llama-bench ...` per process-level run (bench.runs) and per
-        combination of the `bench.env` axis."""
+        """The GPU-path probe (`llama-bench --list-devices`, GPU images), then one `docker run ...
+        llama-bench ...` per process-level run (bench.runs) and per combination of the `bench.env` axis."""
         path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
         assert path is not None
         steps = []
+        if ctx.spec.backend != "cpu":  # the GPU-path probe (preflight_devices) runs before the sweep
+            steps.append(
+                Step("GPU-path probe", ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx))))
+            )
         for env in ctx.lm.m.bench.env_combinations():
             rs = _run_spec(ctx, ctx.lm.m.bench, path, env)
             where = f", env {_env_label(env)}" if env else ""
@@ -108,6 +112,9 @@ class LlamaBenchRunner:
         combination early on a failed or resumed run."""
         runs = ctx.lm.m.bench.runs
         out = []
+        if ctx.opts.dry_run and ctx.spec.backend != "cpu":  # what preflight_devices would run first
+            probe = ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx)))
+            out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=probe))
         for env in ctx.lm.m.bench.env_combinations():
             for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
                 one = (
@@ -171,19 +178,10 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> tuple[str |
     <name> (<driver>) | ... | matrix cores: <KHR_coopmat|NV_coopmat2|none>`; ggml-cuda.cu for ROCm:
     `  Device N: <name>, <gfx arch> ...`). Facts: the command, the exit code, the listed devices, ggml's
     device lines, and for Vulkan the matrix-core mode of device 0 (`none` = scalar matmul shaders)."""
-    spec, build, profile, opts = ctx.spec, ctx.build, ctx.profile, ctx.opts
+    spec, opts = ctx.spec, ctx.opts
     if spec.backend == "cpu":
         return None, {}
-    rs = container_spec(
-        build.digest,
-        ["llama-bench", "--list-devices"],
-        profile,
-        model_dir=Path("/tmp"),
-        shader_volume=shader_volume,
-        run_id=opts.run_id,
-        name=f"toolkit-pre-{opts.run_id}-{spec.name}",
-    )
-    rs.mounts = rs.mounts[1:]
+    rs = _probe_spec(ctx, shader_volume)
     out = ctx.engine.run_container(rs, timeout=300)
     facts = probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
     facts["command"] = ctx.engine.run_command(rs)
@@ -206,6 +204,21 @@ def preflight_devices(ctx: RunContext, shader_volume: str | None) -> tuple[str |
     return None, facts
 
 
+def _probe_spec(ctx: RunContext, shader_volume: str | None):
+    """The container of the GPU-path probe: `llama-bench --list-devices` with the run's devices, no model."""
+    rs = container_spec(
+        ctx.build.digest,
+        ["llama-bench", "--list-devices"],
+        ctx.profile,
+        model_dir=Path("/tmp"),
+        shader_volume=shader_volume,
+        run_id=ctx.opts.run_id,
+        name=f"toolkit-pre-{ctx.opts.run_id}-{ctx.spec.name}",
+    )
+    rs.mounts = rs.mounts[1:]
+    return rs
+
+
 def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None = None) -> dict[str, Any]:
     """What `llama-bench --list-devices` said (see preflight_devices): the devices of `backend` listed on
     stdout, ggml's device lines from stderr, Vulkan's matrix-core mode of device 0."""
@@ -226,6 +239,20 @@ def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None
         )
         facts["matrix_cores"] = m.group(1) if m else None
     return facts
+
+
+def probe_flags(backend: str, facts: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:
+    """Flags the GPU-path probe sets on every record of the run: `no-matrix-cores` for a Vulkan run on an
+    RDNA4 GPU (gfx12xx: a passed card's KFD arch, or RADV's `GFX12xx` in ggml's device-0 line) whose
+    ggml chose no matrix cores (`matrix cores: none`: scalar matmul shaders, far below what the card's
+    WMMA does; Mesa < 25.1 or GGML_VK_DISABLE_COOPMAT=1). [] otherwise."""
+    if backend != "vulkan" or facts.get("matrix_cores") != "none":
+        return []
+    dev0 = next((ln for ln in facts.get("ggml_devices") or [] if ln.startswith("ggml_vulkan: 0 = ")), "")
+    rdna4 = bool(re.search(r"\bGFX12\d\d\b", dev0, re.I)) or any(
+        str(g.get("gfx_target") or "").startswith("gfx12") for g in gpus
+    )
+    return ["no-matrix-cores"] if rdna4 else []
 
 
 def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
@@ -310,6 +337,8 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
         **opts.record_extra,
         **stale_marks(build),
     )
+    if no_mc := probe_flags(spec.backend, probe, ctx.profile.gpu_details):  # stored, like stale-build
+        base["flags"] = merge_flags(base.get("flags"), no_mc)
     observer = run_observer(ctx)
     printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
     streamed: list[dict[str, Any]] = []

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolkit.bench.observe import kernel_fault, with_window
+from toolkit.bench.runners import platform_probe
 from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
     Case,
@@ -156,15 +157,19 @@ class SglangRunner:
             return [Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=s.argv) for s in self.plan(ctx)]
         out_dir = _out_dir(ctx)
         out_dir.mkdir(parents=True, exist_ok=True)
+        # the GPU-path probe: SGLang's own platform detection in this image, with the run's devices and -e
+        why, probe = platform_probe.run_probe(ctx, _spec(ctx, path, out_dir, [], "probe"), "sglang")
+        if why:
+            return [Outcome(ctx.spec.name, ctx.model.name, "failed", why)]
         observer = run_observer(ctx)
         observer.start()
         try:  # each phase's records carry its window (SGLang's outputs do not say when each point ran)
             t0 = time.time()
-            one = _one_batch_records(ctx, path, out_dir)
+            one = _one_batch_records(ctx, path, out_dir, probe)
             seen = observer.window(t0, time.time(), None)
             recs = [with_window(r, seen, "sglang-one-batch-runs") for r in one]
             t0 = time.time()
-            served = _serve_records(ctx, path, out_dir)
+            served = _serve_records(ctx, path, out_dir, probe)
             seen = observer.window(t0, time.time(), None)
             recs += [with_window(r, seen, "sglang-serve-sweep") for r in served]
         finally:
@@ -172,7 +177,9 @@ class SglangRunner:
         fault = kernel_fault(facts)
         if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
             recs.append(
-                BenchRecord(**_base(ctx, path), test="run", axis="served", status="failed", error=fault)
+                BenchRecord(
+                    **_base(ctx, path, probe), test="run", axis="served", status="failed", error=fault
+                )
             )
         for r in recs:
             ctx.save(r)
@@ -273,7 +280,10 @@ def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
     path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
     assert path is not None
     out_dir = _out_dir(ctx)
-    steps: list[tuple[Step, Any]] = []
+    probe = platform_probe.probe_command("sglang")
+    steps: list[tuple[Step, Any]] = [
+        (Step("GPU-path probe", ctx.engine.run_command(_spec(ctx, path, out_dir, probe, "probe"))), None)
+    ]
     for method, tokens, ub, k in _points(ctx):
         cmd, fname, what = _one_batch_cmd(ctx, path, method, tokens, ub, k)
         steps.append(
@@ -313,7 +323,8 @@ def _serve_cmd(ctx: RunContext, path: Path, c: int, p: int, n: int) -> list[str]
     )
 
 
-def _base(ctx: RunContext, path: Path) -> dict[str, Any]:
+def _base(ctx: RunContext, path: Path, probe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields every record of this run shares; `probe`: the GPU-path probe's facts (gpu_probe)."""
     sha, size = tree_sha256(ctx.lm, path) if path.is_dir() else ("file:" + path.name, path.stat().st_size)
     return dict(
         run_id=ctx.opts.run_id,
@@ -328,13 +339,17 @@ def _base(ctx: RunContext, path: Path) -> dict[str, Any]:
         environment=effective_environment(
             ctx.engine, ctx.build.digest, _spec(ctx, path, path, [], "env").environment
         ),
+        **({"gpu_probe": probe} if probe else {}),
         **stale_marks(ctx.build),
     )
 
 
-def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchRecord]:
-    """Run every one_batch process; group the samples per (method, tokens, micro-batch) into a record."""
-    base = _base(ctx, path)
+def _one_batch_records(
+    ctx: RunContext, path: Path, out_dir: Path, probe: dict[str, Any] | None = None
+) -> list[BenchRecord]:
+    """Run every one_batch process; group the samples per (method, tokens, micro-batch) into a record.
+    Each record carries the attention backend its processes' logs name (sa.log_attention_backend)."""
+    base = _base(ctx, path, probe)
     s = settings(ctx)
     groups: dict[tuple[str, int, int], dict[str, Any]] = {}
     points = _points(ctx)
@@ -354,9 +369,11 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
                 "raw": [],
                 "wall": 0.0,
                 "tests": 0.0,
+                "attention": None,
             },
         )
         g["wall"] += out.seconds
+        g["attention"] = g["attention"] or sa.log_attention_backend(out.stdout + "\n" + out.stderr)
         if out.exit_code != 0 or out.timed_out or out.oom_killed:
             why = (
                 "timed out"
@@ -408,18 +425,22 @@ def _one_batch_records(ctx: RunContext, path: Path, out_dir: Path) -> list[Bench
                     "startup_s": round(max(g["wall"] - g["tests"], 0.0), 3),
                 },
                 engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method),
+                attention_backend=g["attention"],
                 raw={"points": g["raw"]},
             )
         )
     return recs
 
 
-def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchRecord]:
-    """One launch_server container, a readiness poll, then benchmark.serving per level by exec."""
+def _serve_records(
+    ctx: RunContext, path: Path, out_dir: Path, probe: dict[str, Any] | None = None
+) -> list[BenchRecord]:
+    """One launch_server container, a readiness poll, then benchmark.serving per level by exec; every
+    record carries the attention backend the server's log names (sa.log_attention_backend)."""
     levels = _levels(ctx)
     if not levels:
         return []
-    s, eng, base = settings(ctx), ctx.engine, _base(ctx, path)
+    s, eng, base = settings(ctx), ctx.engine, _base(ctx, path, probe)
     rs = _spec(
         ctx,
         path,
@@ -452,7 +473,9 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
                 timeout=ctx.opts.timeout_s or ctx.lm.m.bench.timeout_s,
             )
     finally:
+        logs = eng.container_logs(container)
         eng.remove_container(container)
+    attention = sa.log_attention_backend("\n".join(logs))
     recs = []
     for c, p, n, ub in levels:
         cmd = _serve_cmd(ctx, path, c, p, n)
@@ -492,6 +515,7 @@ def _serve_records(ctx: RunContext, path: Path, out_dir: Path) -> list[BenchReco
                     "concurrency": c,
                     "num_prompts": max(s.num_prompts_per_level, c),
                 },
+                attention_backend=attention,
                 raw=parsed or {},
             )
         )

@@ -544,3 +544,29 @@ def result_filename(kind: str, *parts: int | str) -> str:
     """A result file name for one run, e.g. result_filename("pp", 512, "ub2048", "r3") ->
     'sglang-pp-512-ub2048-r3.jsonl' (characters outside [A-Za-z0-9_.-] replaced by '_')."""
     return "sglang-" + "-".join(_FILE_SAFE.sub("_", str(p)) for p in (kind, *parts)) + ".jsonl"
+
+
+# The attention backend an SGLang process used, in the three forms 0.5.15 logs it (read from the wheel):
+# the server's `server_args=ServerArgs(..., attention_backend='triton', ...)` (srt/entrypoints/engine.py
+# lines 225 and 796, `logger.info(f"{server_args=}")`, after ServerArgs' post-processing resolved the
+# default), `Attention backend not specified. Use triton backend by default.` (srt/arg_groups/overrides.py
+# line 1513), and `Using hybrid attention backend for decode and prefill: decode_backend=X,
+# prefill_backend=Y.` (srt/model_executor/model_runner.py line 2552). one_batch logs none of them when
+# --attention-backend is given.
+_SGL_ATTN = (
+    re.compile(
+        r"Using hybrid attention backend for decode and prefill: decode_backend=(\w+), prefill_backend=(\w+)"
+    ),
+    re.compile(r"Attention backend not specified\. Use (\w+) backend by default"),
+    re.compile(r"(?<![\w.])attention_backend='([^']+)'"),
+)
+
+
+def log_attention_backend(text: str) -> str | None:
+    """The attention backend SGLang's log says it used (`triton`; `decode=X prefill=Y` for a hybrid
+    backend), the first of _SGL_ATTN's forms found in that order; None when the log names none."""
+    for rx in _SGL_ATTN:
+        m = rx.search(text)
+        if m:
+            return m.group(1) if len(m.groups()) == 1 else f"decode={m.group(1)} prefill={m.group(2)}"
+    return None

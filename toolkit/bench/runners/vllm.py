@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolkit.bench.observe import RunObserver, kernel_fault, with_window
+from toolkit.bench.runners import platform_probe
 from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
     SERVED_TOLERANCE,
     Case,
@@ -70,6 +71,7 @@ from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
 from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runner's result parsing)
+    ATTENTION_DISPLAY_NAMES,
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
@@ -78,6 +80,7 @@ from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runne
     Latency,
     _finite,
     _num,
+    attention_backend_name,
     decode_noise_error,
     parse_latency,
     parse_serve,
@@ -342,6 +345,9 @@ _LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
 # (ROCm), "Using FLASH_ATTN attention backend out of potential backends: [...]" (CUDA), "Using HND KV
 # cache layout for CPU_ATTN backend." (CPU), "Using AttentionBackendEnum.TRITON_ATTN backend."
 _ATTN = (
+    re.compile(
+        r"Using (" + "|".join(map(re.escape, ATTENTION_DISPLAY_NAMES)) + r") backend\."
+    ),  # 0.16.0 ROCm
     re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
     re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
     re.compile(r"KV cache layout for (\w+) backend"),
@@ -491,7 +497,8 @@ def vllm_commands(
     run_id: str = "dry-run",
     out_dir: Path | None = None,
 ) -> list[list[str]]:
-    """Every docker command the run executes for (image, model), in order: one `docker run` per
+    """Every docker command the run executes for (image, model), in order: the GPU-path probe
+    (platform_probe: vLLM's own platform detection, same devices and environment), one `docker run` per
     latency run, the detached `vllm serve` container, then `docker exec` health check and one
     `docker exec ... vllm bench serve` per served level. Pure: `engine` (RunContext.engine) only
     formats the commands (run_command, exec_command)."""
@@ -517,7 +524,8 @@ def vllm_commands(
         out,
         engine,
     )
-    cmds = [
+    cmds = [engine.run_command(_spec(ctx, platform_probe.probe_command("vllm"), _name(ctx, "probe")))]
+    cmds += [
         engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
         for r in latency_plan(lm)
     ]
@@ -591,14 +599,8 @@ def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
 # raises "Failed to infer device type" when no platform plugin matched; on ROCm in an unprivileged
 # container that is vllm-project/vllm#40081 (rocm_platform_plugin in vllm/platforms/__init__.py asks
 # amdsmi only, which cannot read sysfs there; open, unfixed in both pinned releases; vllm#41585 proposes
-# a hipGetDeviceCount fallback).
-_KNOWN_ISSUES = (
-    (
-        "Failed to infer device type",
-        " (vllm-project/vllm#40081: vLLM detects ROCm through amdsmi alone, which fails where sysfs is not "
-        "readable, as in this unprivileged container; not fixed in vLLM 0.16.0 or 0.28.0, see vllm#41585)",
-    ),
-)
+# a hipGetDeviceCount fallback). The GPU-path probe (platform_probe) catches it before any test runs.
+_KNOWN_ISSUES = (("Failed to infer device type", f" ({platform_probe.VLLM_40081})"),)
 
 
 def known_issue(log: str) -> str:
@@ -670,6 +672,7 @@ def _latency_records(
                 command=res.command,
                 timing={**res.timing(), "cache_cold": float(ctx.cold)},
                 engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
+                attention_backend=attention_backend_name(res.notes["attention_backend"]),
                 log_file=res.log_file,
                 raw=res.raw,
             )
@@ -714,6 +717,7 @@ def _latency_records(
                     "log_notes": long.notes,
                     "reference_log_notes": short.notes,
                 },
+                attention_backend=attention_backend_name(long.notes["attention_backend"]),
                 raw={"long": long.raw, "short": short.raw},
             )
         )
@@ -875,6 +879,7 @@ def _serve_record(
             "request_rate": "inf",
             "log_notes": notes,
         },
+        attention_backend=attention_backend_name(notes["attention_backend"]),
         raw=data or {},
         served={
             **{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
@@ -969,6 +974,10 @@ def _run(ctx: RunContext) -> list[Outcome]:
     vctx = _ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
     cold = not engine.volume_exists(vctx.cache_volume)
     engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
+    # the GPU-path probe: vLLM's own platform detection in this image, with the run's devices and -e
+    why, probe = platform_probe.run_probe(ctx, _spec(vctx, [], _name(vctx, "probe")), "vllm")
+    if why:
+        return [Outcome(spec.name, model.name, "failed", why)]
     v = lm.m.vllm
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(
@@ -982,6 +991,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
         build_commit=build.source_commit,
         # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
         environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
+        gpu_probe=probe,
         **stale_marks(build),
     )
     vctx.pinned = {
