@@ -1022,9 +1022,9 @@ def test_an_import_fsyncs_once_per_batch_not_per_record(tmp_path, monkeypatch):
 
 
 def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp_path, monkeypatch):
-    # a format read whole (-o json here); JSONL streams at any size (tests/test_import_stream.py)
+    # a format read whole (-o md here); jsonl, json and csv stream at any size (tests/test_import_stream.py)
     monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
-    f = tmp_path / "huge.json"
-    f.write_bytes(b"[" + b"{},\n" * ((1 << 20) // 3 + 10))
+    f = tmp_path / "huge.md"
+    f.write_bytes(b"| test | t/s |\n| --- | --- |\n" + "| pp512 | 10.0 \u00b1 0.1 |\n".encode() * 50_000)
     with pytest.raises(BadInput, match="larger than 1 MiB"):
         importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
