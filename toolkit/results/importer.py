@@ -569,11 +569,11 @@ def import_files(
     skipped: list[str] = []
     refused: list[str] = []
     sources = [_source(Path(f), skipped, refused) for f in files]
-    with tempfile.TemporaryFile(dir=_spill_dir(store.root), prefix=".import-", buffering=1 << 20) as spill:
+    with _spill(store.root) as spill, _spill(store.root) as aside:
         return _import_rows(
             store,
             sources,
-            spill,
+            (spill, aside),
             label=label,
             backend=backend,
             model_sha256=model_sha256,
@@ -584,21 +584,22 @@ def import_files(
         )
 
 
-def _spill_dir(root: Path) -> Path:
-    """Where an import keeps its records until it knows their digests: in the results folder (the
-    same disk the records go to), or the nearest folder above it that exists (an import that fails
-    leaves no results folder behind). The file has no name (O_TMPFILE where the system has it) and
-    goes when it is closed, or when the process dies."""
-    for d in (root, *root.parents):
-        if d.is_dir():
-            return d
-    return Path(tempfile.gettempdir())
+def _spill(root: Path) -> IO[bytes]:
+    """Where an import keeps its records until it knows their digests: a file in the results folder (the
+    same disk the records go to), or in the nearest folder above it that exists (an import that fails
+    leaves no results folder behind), or the temp folder where that is read-only. The file has no name
+    (O_TMPFILE where the system has it) and goes when it is closed, or when the process dies."""
+    near = next((d for d in (root, *root.parents) if d.is_dir()), None)
+    try:
+        return tempfile.TemporaryFile(dir=near, prefix=".import-", buffering=1 << 20)
+    except OSError:
+        return tempfile.TemporaryFile(prefix="toolkit-import-", buffering=1 << 20)
 
 
 def _import_rows(
     store: ResultStore,
     sources: list[_Source],
-    spill: IO[bytes],
+    spills: tuple[IO[bytes], IO[bytes]],
     *,
     label: str,
     backend: str | None,
@@ -620,6 +621,7 @@ def _import_rows(
        every file is read, then marked as repetitions of one cell (_repetitions) and appended.
 
     Memory holds a row, a batch, 8 bytes per record (the test digests) and the records of repeated tests."""
+    spill, aside = spills
     systems_seen: dict[tuple, set[str]] = {}
     system_ids: dict[tuple, int] = {}
     wrong: list[str] = []
@@ -729,11 +731,15 @@ def _import_rows(
         for sy, t in zip(system_ids, by_id, strict=True)
     ]
     repeated = _repeated(keys)
-    del keys
     holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
-    held: list[tuple[ImportedSet, BenchRecord]] = []
     batch: list[tuple[str, bytes, bytes]] = []
     targets: list[ImportedSet] = []
+
+    def put(target: ImportedSet, head: bytes, tail: bytes) -> None:
+        batch.append((target.digest, head, tail))
+        targets.append(target)
+        if len(batch) >= store.BATCH:
+            flush()
 
     def flush() -> None:
         for target, path in zip(targets, store.add_record_lines(batch), strict=True):
@@ -743,6 +749,7 @@ def _import_rows(
         batch.clear()
         targets.clear()
 
+    held = _Held(aside)  # the records of repeated tests: set aside, grouped after the last row
     spill.seek(0)
     for i, line in enumerate(spill):
         si_b, fi_b, at_seq, at_holes, body = line[:-1].split(b" ", 4)
@@ -751,20 +758,81 @@ def _import_rows(
             continue
         head, tail = _filled(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
         if i in repeated:
-            rec = jsonsafe.parse(head + b"0" + tail, 4 * jsonsafe.MAX_LINE_BYTES, jsonsafe.MAX_DEPTH + 8)
-            held.append((target, BenchRecord.model_validate(rec)))
-            continue
-        batch.append((target.digest, head, tail))
-        targets.append(target)
-        if len(batch) >= store.BATCH:
-            flush()
+            held.add(int(si_b), keys[i], head + b"0" + tail)
+        else:
+            put(target, head, tail)
     flush()
-    res.repeated = _repetitions(held)
-    for (target, _rec), path in zip(held, store.add_results([rec for _, rec in held]), strict=True):
-        target.path = res.path = path
-        target.records += 1
-        res.records += 1
+    res.repeated = held.group(by_id)
+    for si, line in held.lines():
+        at = line.rfind(_SEQ)
+        put(by_id[si], line[:at] + b',"seq":', line[at + len(_SEQ) :])
+    flush()
     return res
+
+
+class _Held:
+    """The records of tests several rows measure, kept on disk (`aside`, an unnamed temp file) with 20
+    bytes each in memory, so an import of a million rows with 2 % repeats does not hold 40,000 models:
+    `add` them in file order, `group` them (one test digest at a time, exactly by _repetitions: their
+    order, process_run, runs-disagree), then `lines()` gives the final records in file order again
+    (the order the import wrote them in before)."""
+
+    def __init__(self, aside: IO[bytes]) -> None:
+        self.aside = aside
+        self.at = array.array("Q")  # where each record's line starts in `aside`
+        self.key = array.array("Q")  # its test digest
+        self.set = array.array("I")  # its set
+        self.final = array.array("Q")  # where its final line starts, after `group`
+
+    def add(self, si: int, key: int, record: bytes) -> None:
+        self.aside.seek(0, 2)
+        self.at.append(self.aside.tell())
+        self.key.append(key)
+        self.set.append(si)
+        self.aside.write(record + b"\n")
+
+    def _read(self, at: int) -> bytes:
+        self.aside.seek(at)
+        return self.aside.readline()[:-1]
+
+    def group(self, by_id: list[ImportedSet]) -> list[str]:
+        """Mark every group's records (_repetitions) and write their final lines; what _repetitions
+        says, in the order of each group's first row."""
+        import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+        n = len(self.at)
+        self.final = array.array("Q", bytes(8 * n))
+        if not n:
+            return []
+        keys = np.frombuffer(self.key, dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")  # one digest's records together, in file order
+        cuts = [0, *(np.flatnonzero(keys[order][1:] != keys[order][:-1]) + 1).tolist(), n]
+        said: list[tuple[int, list[str]]] = []
+        for lo, hi in zip(cuts, cuts[1:], strict=False):
+            members = [int(j) for j in order[lo:hi]]
+            recs = [
+                (
+                    by_id[self.set[j]],
+                    BenchRecord.model_validate(
+                        jsonsafe.parse(
+                            self._read(self.at[j]), 4 * jsonsafe.MAX_LINE_BYTES, jsonsafe.MAX_DEPTH + 8
+                        )
+                    ),
+                )
+                for j in members
+            ]
+            said.append((members[0], _repetitions(recs)))
+            self.aside.seek(0, 2)
+            for j, (_target, rec) in zip(members, recs, strict=True):
+                self.final[j] = self.aside.tell()
+                rec.seq = None
+                self.aside.write(rec.model_dump_json().encode() + b"\n")
+        return [line for _first, lines in sorted(said, key=lambda x: x[0]) for line in lines]
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """(set, final record JSON) in file order."""
+        for j in range(len(self.final)):
+            yield self.set[j], self._read(self.final[j])
 
 
 _SEQ = b',"seq":null'
