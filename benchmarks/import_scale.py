@@ -16,8 +16,9 @@ no samples).
 
 Each run is a fresh process, `python3 -m toolkit import FILE --label scale --results DIR` from the
 checkout (PYTHONPATH set to it), under /usr/bin/time -v: wall time and peak RSS ("Maximum resident
-set size") of the import; into a fresh results folder each time. The load average is printed before
-and after each run (the figures are only as quiet as the machine). The file and the results are
+set size") and CPU time (user + system) of the import; into a fresh results folder each time. The load
+average is printed before and after each run: wall MB/s is only as quiet as the machine, MB per CPU
+second much less so (it says what an idle core gives). The file and the results are
 deleted at the end unless --keep names where the file goes. Target (issue 24): 1 GB of JSONL in
 <= 300 MB peak RSS at >= 10 MB/s.
 """
@@ -120,6 +121,7 @@ def generate(path: Path, size: int, fmt: str = "jsonl") -> int:
 
 
 _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+_CPU = re.compile(r"(?:User|System) time \(seconds\): ([0-9.]+)")
 
 
 def run_import(src: Path, results: Path) -> dict[str, Any]:
@@ -136,6 +138,7 @@ def run_import(src: Path, results: Path) -> dict[str, Any]:
     return {
         "exit": done.returncode,
         "wall_s": round(wall, 2),
+        "cpu_s": round(sum(float(x) for x in _CPU.findall(done.stderr)), 2),
         "peak_rss_mb": round(int(m.group(1)) / 1024, 1) if m else None,
         "load_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
         "stdout_first": done.stdout.strip().splitlines()[:1],
@@ -169,6 +172,8 @@ def main() -> int:
             "median_mb_per_s": round(size / 1e6 / statistics.median(walls), 2),
             "mb_per_s_each": [round(size / 1e6 / w, 2) for w in walls],
             "median_peak_rss_mb": statistics.median(rss) if rss else None,
+            "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "mb_per_cpu_s": round(size / 1e6 / statistics.median(r["cpu_s"] for r in runs), 2),
             "cpus": os.cpu_count(),
         }
         print(json.dumps(out, indent=2))  # noqa: T201

@@ -191,3 +191,27 @@ def test_a_record_that_is_not_spliced_is_written_the_same(tmp_path: Path, monkey
     read_store, read = _import(tmp_path, "read", f)
     assert read.records == spliced.records > 0
     assert [r.model_dump() for r in read_store.results()] == [r.model_dump() for r in spliced_store.results()]
+
+
+def test_repeated_tests_are_grouped_one_at_a_time_not_held_together(tmp_path: Path, monkeypatch) -> None:
+    """Memory of a streamed import does not grow with the records of repeated tests: they wait on disk
+    and are read back one test at a time (3 MB, every 50th row a repeat: groups of 2, never more)."""
+    f = tmp_path / "big.jsonl"
+    rows = _scale().generate(f, 3 << 20)
+    sizes: list[int] = []
+    real = importer._repetitions
+
+    def spy(staged):
+        sizes.append(len(staged))
+        return real(staged)
+
+    monkeypatch.setattr(importer, "_repetitions", spy)
+    monkeypatch.setattr(importer, "read_rows", _no_whole_read)
+    store, res = _import(tmp_path, "r", f)
+    assert res.records == rows and len(res.repeated) == rows // 50
+    assert sizes and set(sizes) == {2} and len(sizes) == rows // 50
+    recs = store.results()
+    marked = [r for r in recs if (r.model_extra or {}).get("process_run")]
+    assert len(marked) == 2 * (rows // 50) and {r.model_extra["process_run"]["of"] for r in marked} == {2}
+    lines = [r.model_extra["imported"]["line"] for r in recs]
+    assert lines[-len(marked) :] == sorted(r.model_extra["imported"]["line"] for r in marked)
