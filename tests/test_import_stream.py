@@ -1,7 +1,8 @@
-"""Streaming JSONL import (issue 24, piece 2): a JSONL file larger than STREAM_ABOVE is read line by
-line (twice: hash, sets and repeated tests; then the records, written in batches), through the same
-validity pass and grouping as a file read whole, and with no size limit (MAX_IMPORT_BYTES stays for
-the formats read whole). Speed and memory are measured by benchmarks/import_scale.py, not here."""
+"""Streaming import (issue 24): a JSONL, -o json or CSV file larger than STREAM_ABOVE is read once, as
+a stream (records spilled to disk, then spliced and written in batches; repeated tests grouped one at
+a time), through the same readers, validity pass and grouping as a file read whole, and with no size
+limit (MAX_IMPORT_BYTES stays for md and sql, read whole). Speed and memory are measured by
+benchmarks/import_scale.py, not here."""
 
 from __future__ import annotations
 
