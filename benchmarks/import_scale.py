@@ -1,29 +1,52 @@
-"""`toolkit import` of a large llama-bench JSONL: wall time and peak RSS of the import process.
+"""`toolkit import` of a large llama-bench file: MB/s and peak RSS of the import, run as a user runs it.
 
-    python3 benchmarks/import_scale.py 200M          # generate 200 MB, import it, print the figures
-    python3 benchmarks/import_scale.py 1G --keep /tmp/big.jsonl
+    python3 benchmarks/import_scale.py 200M               # jsonl, 3 runs, medians
+    python3 benchmarks/import_scale.py 1G --runs 3
+    python3 benchmarks/import_scale.py 200M --format json  # or csv
+    python3 benchmarks/import_scale.py 50M --keep /tmp/big.jsonl
 
-The file is made from a real row (tests/data/cases/cuda-h200-qwen3moe-30b-synthetic.jsonl: llama-bench
-at the pinned commit on an H200): every row a distinct test (n_depth counts up, test_time steps), every
-50th row repeats the test of the row before (a repetition of one cell, as `-r` across runs gives), and
-a log line now and then (a capture that merged stderr). The import runs as a child process
-(`toolkit import`, through toolkit.cli.main:main); its peak RSS is resource.getrusage(RUSAGE_CHILDREN).ru_maxrss.
-Target (issue 24): 1 GB in <= 300 MB peak RSS at >= 10 MB/s.
+The file is made from the real llama-bench rows in tests/data/ (SOURCES: CUDA and Vulkan on an H200,
+the CPU image at the pinned commit, and a README row of build b5163, an older vintage with other
+fields), taken in turn, so the import sees several systems (one set each) and the key sets of two
+vintages: every row a distinct test (n_depth counts up, n_ubatch and test_time vary), every 50th row
+repeats the test of the row before (a repetition of one cell, as `-r` across runs gives), and a log
+line now and then (a capture that merged stderr). `--format json` writes the array as llama-bench's
+`-o json` does (one field a line); `--format csv` as `-o csv` (the rows of the pinned commit's fields,
+no samples).
+
+Each run is a fresh process, `python3 -m toolkit import FILE --label scale --results DIR` from the
+checkout (PYTHONPATH set to it), under /usr/bin/time -v: wall time and peak RSS ("Maximum resident
+set size") and CPU time (user + system) of the import; into a fresh results folder each time. The load
+average is printed before and after each run: wall MB/s is only as quiet as the machine, MB per CPU
+second much less so (it says what an idle core gives). The file and the results are
+deleted at the end unless --keep names where the file goes. Target (issue 24): 1 GB of JSONL in
+<= 300 MB peak RSS at >= 10 MB/s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
+import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "tests" / "data" / "cases" / "cuda-h200-qwen3moe-30b-synthetic.jsonl"
+DATA = ROOT / "tests" / "data"
+SOURCES = [
+    DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl",
+    DATA / "vulkan-h200-qwen3moe-30b-synthetic-fa0.jsonl",
+    DATA / "llamabench-0c1e57098-cpu.jsonl",
+    DATA / "llamabench-b5163-readme.jsonl",
+]
+UBATCH = (128, 256, 512)
 
 
 def size_arg(text: str) -> int:
@@ -32,56 +55,129 @@ def size_arg(text: str) -> int:
     return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
 
 
-def generate(path: Path, size: int, source: Path = SOURCE) -> int:
-    """Write about `size` bytes of JSONL rows made from the first row of `source`; returns the rows."""
-    row = json.loads(source.read_text().splitlines()[0])
+def source_rows() -> list[dict[str, Any]]:
+    """The real rows the file is made of, in SOURCES order."""
+    return [json.loads(ln) for f in SOURCES for ln in f.read_text().splitlines() if ln.startswith("{")]
+
+
+def _rows(fmt: str) -> Any:
+    """Endless generated rows (see the module docstring); csv: only rows with the first row's fields."""
+    real = source_rows()
+    if fmt == "csv":  # -o csv has no samples columns
+        real = [
+            {k: v for k, v in r.items() if not k.startswith("samples_")}
+            for r in real
+            if list(r) == list(real[0])
+        ]
+    n = 0
+    prev: dict[str, Any] = {}
+    while True:
+        n += 1
+        if n % 50 == 0:
+            r = dict(prev)  # the test of the row before, measured again
+        else:
+            r = dict(real[n % len(real)])
+            r["n_depth"] = n
+            r["n_ubatch"] = UBATCH[n % len(UBATCH)]
+        r["test_time"] = (
+            f"2026-01-{1 + (n // 86400) % 28:02d}T{(n // 3600) % 24:02d}:{(n // 60) % 60:02d}:{n % 60:02d}Z"
+        )
+        prev = r
+        yield n, r
+
+
+def _csv_cell(v: Any) -> str:
+    text = str(int(v)) if isinstance(v, bool) else str(v)
+    return '"' + text.replace('"', '""') + '"'
+
+
+def generate(path: Path, size: int, fmt: str = "jsonl") -> int:
+    """Write about `size` bytes of llama-bench output (`fmt`: jsonl, json or csv); returns the rows."""
     rows = 0
+    written = 0
     with path.open("w") as fh:
-        written = 0
-        while written < size:
-            rows += 1
-            r = dict(row)
-            repeat = rows % 50 == 0
-            r["n_depth"] = rows - 1 if repeat else rows
-            r["test_time"] = f"2026-01-01T{(rows // 3600) % 24:02d}:{(rows // 60) % 60:02d}:{rows % 60:02d}Z"
-            line = json.dumps(r) + "\n"
-            if rows % 1000 == 0:
-                line = f"ggml_cuda_init: found 1 CUDA devices (log line {rows})\n" + line
-            fh.write(line)
-            written += len(line)
+        if fmt == "json":
+            fh.write("[\n")
+        for n, r in _rows(fmt):
+            if fmt == "jsonl":
+                text = json.dumps(r) + "\n"
+            elif fmt == "json":
+                body = json.dumps(r, indent=4).replace("\n}", "\n  }").replace('\n    "', '\n    "')
+                text = ("" if n == 1 else ",\n") + "  " + body
+            else:
+                text = (
+                    ("" if n > 1 else ",".join(r) + "\n") + ",".join(_csv_cell(v) for v in r.values()) + "\n"
+                )
+            if fmt == "jsonl" and n % 1000 == 0:
+                text = f"ggml_cuda_init: found 1 CUDA devices (log line {n})\n" + text
+            fh.write(text)
+            written += len(text)
+            rows = n
+            if written >= size:
+                break
+        if fmt == "json":
+            fh.write("\n]\n")
     return rows
+
+
+_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+_CPU = re.compile(r"(?:User|System) time \(seconds\): ([0-9.]+)")
+
+
+def run_import(src: Path, results: Path) -> dict[str, Any]:
+    """One `toolkit import` in a fresh process: wall s, peak RSS (MB), exit code, the load before/after."""
+    shutil.rmtree(results, ignore_errors=True)
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "toolkit", "import", str(src), "--label", "scale",
+           "--results", str(results)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    load0 = os.getloadavg()[0]
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    m = _RSS.search(done.stderr)
+    return {
+        "exit": done.returncode,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(sum(float(x) for x in _CPU.findall(done.stderr)), 2),
+        "peak_rss_mb": round(int(m.group(1)) / 1024, 1) if m else None,
+        "load_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
+        "stdout_first": done.stdout.strip().splitlines()[:1],
+        "stderr_head": [ln for ln in done.stderr.splitlines() if not ln.startswith("\t")][:3],
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("size", type=size_arg, help="bytes of JSONL to generate, e.g. 200M, 1G")
-    ap.add_argument("--keep", type=Path, default=None, help="write the JSONL here and keep it")
+    ap.add_argument("size", type=size_arg, help="bytes to generate, e.g. 200M, 1G")
+    ap.add_argument("--format", choices=("jsonl", "json", "csv"), default="jsonl")
+    ap.add_argument("--runs", type=int, default=3, help="imports of the same file (medians reported)")
+    ap.add_argument("--keep", type=Path, default=None, help="write the file here and keep it")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        src = args.keep or Path(tmp) / "big.jsonl"
+    with tempfile.TemporaryDirectory(prefix="import-scale-") as tmp:
+        src = args.keep or Path(tmp) / f"big.{args.format}"
         t0 = time.monotonic()
-        rows = generate(src, args.size)
+        rows = generate(src, args.size, args.format)
         gen_s = time.monotonic() - t0
         size = src.stat().st_size
-        cmd = [sys.executable, "-c", "from toolkit.cli.main import main; main()", "import", str(src), "--label", "scale",
-               "--results", str(Path(tmp) / "results")]  # fmt: skip
-        t0 = time.monotonic()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+        runs = [run_import(src, Path(tmp) / "results") for _ in range(args.runs)]
+        walls = [r["wall_s"] for r in runs]
+        rss = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
         out = {
+            "format": args.format,
             "bytes": size,
             "rows": rows,
             "generate_s": round(gen_s, 1),
-            "import_exit": done.returncode,
-            "import_wall_s": round(wall, 1),
-            "mb_per_s": round(size / 1e6 / wall, 2),
-            "peak_rss_mb": round(peak_mb, 1),
-            "stdout_tail": done.stdout.strip().splitlines()[-2:],
-            "stderr_head": done.stderr.strip().splitlines()[:3],
+            "runs": runs,
+            "median_wall_s": statistics.median(walls),
+            "median_mb_per_s": round(size / 1e6 / statistics.median(walls), 2),
+            "mb_per_s_each": [round(size / 1e6 / w, 2) for w in walls],
+            "median_peak_rss_mb": statistics.median(rss) if rss else None,
+            "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "mb_per_cpu_s": round(size / 1e6 / statistics.median(r["cpu_s"] for r in runs), 2),
+            "cpus": os.cpu_count(),
         }
         print(json.dumps(out, indent=2))  # noqa: T201
-        return done.returncode
+        return max(r["exit"] for r in runs)
 
 
 if __name__ == "__main__":

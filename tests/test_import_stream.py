@@ -1,7 +1,8 @@
-"""Streaming JSONL import (issue 24, piece 2): a JSONL file larger than STREAM_ABOVE is read line by
-line (twice: hash, sets and repeated tests; then the records, written in batches), through the same
-validity pass and grouping as a file read whole, and with no size limit (MAX_IMPORT_BYTES stays for
-the formats read whole). Speed and memory are measured by benchmarks/import_scale.py, not here."""
+"""Streaming import (issue 24): a JSONL, -o json or CSV file larger than STREAM_ABOVE is read once, as
+a stream (records spilled to disk, then spliced and written in batches; repeated tests grouped one at
+a time), through the same readers, validity pass and grouping as a file read whole, and with no size
+limit (MAX_IMPORT_BYTES stays for md and sql, read whole). Speed and memory are measured by
+benchmarks/import_scale.py, not here."""
 
 from __future__ import annotations
 
@@ -83,3 +84,137 @@ def test_a_streamed_file_without_a_measurement_names_it(tmp_path: Path, monkeypa
         BadInput, match=r"none\.jsonl: no llama-bench result rows found that are measurements: 3"
     ):
         _import(tmp_path, "r", f)
+
+
+# ------------------------------------------------------------------ -o json and -o csv as streams
+
+
+def _same_import(tmp_path: Path, monkeypatch, f: Path) -> tuple:
+    """Import `f` read whole and as a stream (blocks of a few hundred bytes, so records straddle
+    them); assert both say and store the same; return the streamed result."""
+    whole_store, whole = _import(tmp_path, "whole", f)
+    monkeypatch.setattr(importer, "STREAM_ABOVE", 0)
+    monkeypatch.setattr(importer, "BLOCK", 300)
+    monkeypatch.setattr(importer.readers, "JSON_BLOCK", 200)
+    monkeypatch.setattr(importer, "read_rows", _no_whole_read)
+    stream_store, streamed = _import(tmp_path, "stream", f)
+    assert streamed.records == whole.records > 0
+    for field in ("digest", "refused", "skipped", "repeated", "repaired", "per_file", "formats", "notes"):
+        assert getattr(streamed, field) == getattr(whole, field), field
+    assert [r.model_dump() for r in stream_store.results()] == [r.model_dump() for r in whole_store.results()]
+    return streamed
+
+
+def _no_whole_read(*_a, **_k):
+    raise AssertionError("a streamed format was read whole")
+
+
+def test_a_streamed_json_array_gives_what_the_whole_file_read_gives(tmp_path: Path, monkeypatch) -> None:
+    # log lines first, a bare -nan, a BOM, a line that is not UTF-8 between elements, and the half
+    # record a crashed run leaves at the end
+    body = (CASES / "stddev-nan.json").read_bytes().rstrip().removesuffix(b"]").rstrip()
+    real = (DATA / "llamabench-import-0c1e57098-cpu.json").read_bytes().strip().removeprefix(b"[").rstrip()
+    real = real.removesuffix(b"]")
+    f = tmp_path / "run.json"
+    f.write_bytes(
+        b"\xef\xbb\xbfggml_vulkan: Found 1 Vulkan devices:\n[INFO] loading\n"
+        + body
+        + b",\n\xff\xfe\n"
+        + real
+        + b',\n  {\n    "build_commit": "0c1e57098",\n    "n_prompt": 512,\n    "avg_'
+    )
+    res = _same_import(tmp_path, monkeypatch, f)
+    assert res.formats == {str(f): "json"}
+    assert any("not UTF-8" in s for s in res.skipped)
+    assert res.skipped[-1].startswith(f"{f}:") and "the array ends in an incomplete record" in res.skipped[-1]
+    assert res.repaired  # the -nan stddev
+
+
+def test_a_streamed_csv_gives_what_the_whole_file_read_gives(tmp_path: Path, monkeypatch) -> None:
+    lines = (DATA / "llamabench-import-0c1e57098-cpu.csv").read_bytes().splitlines(keepends=True)
+    f = tmp_path / "run.csv"
+    # a log line first, a row cut short (field count), a line that is not UTF-8, a quoted field over
+    # two lines, CRLF line ends
+    quoted = lines[1].replace(b'"Intel(R) Xeon(R) Processor"', b'"Intel(R)\nXeon(R) Processor"')
+    f.write_bytes(
+        b"main: log line\n"
+        + b"".join(ln.replace(b"\n", b"\r\n") for ln in lines)
+        + lines[1][:40]
+        + b"\n\xff\n"
+        + quoted
+        + lines[2]
+    )
+    res = _same_import(tmp_path, monkeypatch, f)
+    assert res.formats == {str(f): "csv"}
+    assert res.refused and "the header has" in res.refused[0]
+    assert any("not UTF-8" in s for s in res.skipped)
+
+
+def test_json_and_csv_over_the_whole_read_limit_are_imported_not_refused(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    for fmt in ("json", "csv"):
+        f = tmp_path / f"big.{fmt}"
+        rows = _scale().generate(f, 3 << 20, fmt)
+        assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+        store, res = _import(tmp_path, f"r-{fmt}", f)
+        assert res.formats == {str(f): fmt} and res.records == rows and len(res.repeated) == rows // 50
+        assert len(store.results()) == rows
+
+
+def test_a_bad_line_in_the_middle_of_a_large_jsonl_is_a_warning_and_the_rest_imports(tmp_path: Path) -> None:
+    f = tmp_path / "big.jsonl"
+    rows = _scale().generate(f, 3 << 20)
+    lines = f.read_bytes().splitlines(keepends=True)
+    middle = len(lines) // 2
+    hostile = [
+        b'{"n_prompt": 512, "avg_ts": \xff}\n',  # not UTF-8
+        b"[" * 100 + b"\n",  # not a record (a log line)
+        b'{"a": ' + b"[" * 100 + b"]" * 100 + b"}\n",  # nested too deep
+        b'{"n_prompt": 1' + b"0" * 5000 + b"}\n",  # a 5001-digit integer
+    ]
+    f.write_bytes(b"".join(lines[:middle] + hostile + lines[middle:]))
+    assert f.stat().st_size > importer.STREAM_ABOVE
+    store, res = _import(tmp_path, "r", f)
+    assert res.records == rows and len(store.results()) == rows
+    assert res.skipped == [
+        f"{f}:{middle + 1}: not UTF-8 (byte 28): the line was left out",
+        f"{f}:{middle + 3}: not a complete JSON record (nested deeper than 64 levels)",
+        f"{f}:{middle + 4}: not a complete JSON record (a number of more than 4300 digits)",
+    ]
+
+
+def test_a_record_that_is_not_spliced_is_written_the_same(tmp_path: Path, monkeypatch) -> None:
+    """Pass 2 splices the run id, image, hashes and seq into the spilled JSON; a record whose JSON does
+    not start as expected is read and filled instead: both give the same records."""
+    f = _messy(tmp_path)
+    spliced_store, spliced = _import(tmp_path, "spliced", f)
+    monkeypatch.setattr(importer, "_spilled", lambda body: b"-1 -1 " + body)
+    read_store, read = _import(tmp_path, "read", f)
+    assert read.records == spliced.records > 0
+    assert [r.model_dump() for r in read_store.results()] == [r.model_dump() for r in spliced_store.results()]
+
+
+def test_repeated_tests_are_grouped_one_at_a_time_not_held_together(tmp_path: Path, monkeypatch) -> None:
+    """Memory of a streamed import does not grow with the records of repeated tests: they wait on disk
+    and are read back one test at a time (3 MB, every 50th row a repeat: groups of 2, never more)."""
+    f = tmp_path / "big.jsonl"
+    rows = _scale().generate(f, 3 << 20)
+    sizes: list[int] = []
+    real = importer._repetitions
+
+    def spy(staged):
+        sizes.append(len(staged))
+        return real(staged)
+
+    monkeypatch.setattr(importer, "_repetitions", spy)
+    monkeypatch.setattr(importer, "read_rows", _no_whole_read)
+    store, res = _import(tmp_path, "r", f)
+    assert res.records == rows and len(res.repeated) == rows // 50
+    assert sizes and set(sizes) == {2} and len(sizes) == rows // 50
+    recs = store.results()
+    marked = [r for r in recs if (r.model_extra or {}).get("process_run")]
+    assert len(marked) == 2 * (rows // 50) and {r.model_extra["process_run"]["of"] for r in marked} == {2}
+    for digest in {r.image.digest for r in recs}:  # per set's file: written after the others, in line order
+        mine = [r for r in recs if r.image.digest == digest]
+        held = [r.model_extra["imported"]["line"] for r in mine if (r.model_extra or {}).get("process_run")]
+        assert held and [r.model_extra["imported"]["line"] for r in mine[-len(held) :]] == sorted(held)

@@ -70,6 +70,47 @@ def test_the_json_helper_bounds_depth_and_size():
     assert jsonsafe.parse_line(b" " * (jsonsafe.MAX_LINE_BYTES + 1))[1].startswith("longer than")
 
 
+AGREE = [
+    b'{"n": 18446744073709551616}',  # 2**64: orjson 3.8 would give a float
+    b'{"n": -9223372036854775809}',
+    b'{"n": 123456789012345678901234567890}',
+    b'{"n": 18446744073709551615, "m": -9223372036854775808}',
+    b'{"s": "12345678901234567890123"}',  # a digit run inside a string: json decides, the same value
+    b'{"x": 1e400, "y": -1e400}',
+    b'{"x": NaN, "y": -Infinity}',
+    b'{"s": "\\ud800"}',  # a lone surrogate
+    b'\xef\xbb\xbf{"a": 1}',
+    b'{"a": 1, "a": 2}',
+    b'{"a": ' + b"[" * 63 + b"]" * 63 + b"}",
+    b'{"a": "' + b"[" * 100 + b'"}',  # brackets in a string: walked, within the depth
+    b'{"f": 0.1, "g": 1.5e-7, "h": -0.0, "i": 1E2, "j": 2.2250738585072014e-308}',
+    b'{"u": "\xc3\xa9\\u00e9", "e": "", "t": true, "z": null}',
+]
+
+
+@pytest.mark.parametrize("data", AGREE, ids=range(len(AGREE)))
+def test_the_fast_parse_gives_what_json_gives(data):
+    """jsonsafe.parse tries orjson first: its value (types included) or its reason is json's."""
+    try:
+        want = json.loads(data.decode("utf-8"))
+    except ValueError as err:
+        with pytest.raises(jsonsafe.JsonProblem):
+            jsonsafe.parse(data)
+        assert isinstance(err, ValueError)
+        return
+    for given in (data, data.decode("utf-8")):
+        got = jsonsafe.parse(given)
+        assert repr(got) == repr(want) and _types(got) == _types(want)
+
+
+def _types(v):
+    if isinstance(v, dict):
+        return {k: _types(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_types(x) for x in v]
+    return type(v).__name__
+
+
 def _good_store(tmp_path: Path) -> tuple[ResultStore, Path]:
     store = ResultStore(tmp_path / "results")
     path = store.add_result(make_record("cpu", "cpu", p=512, avg=100.0))
@@ -1022,9 +1063,9 @@ def test_an_import_fsyncs_once_per_batch_not_per_record(tmp_path, monkeypatch):
 
 
 def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp_path, monkeypatch):
-    # a format read whole (-o json here); JSONL streams at any size (tests/test_import_stream.py)
+    # a format read whole (-o md here); jsonl, json and csv stream at any size (tests/test_import_stream.py)
     monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
-    f = tmp_path / "huge.json"
-    f.write_bytes(b"[" + b"{},\n" * ((1 << 20) // 3 + 10))
+    f = tmp_path / "huge.md"
+    f.write_bytes(b"| test | t/s |\n| --- | --- |\n" + "| pp512 | 10.0 \u00b1 0.1 |\n".encode() * 50_000)
     with pytest.raises(BadInput, match="larger than 1 MiB"):
         importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")

@@ -810,6 +810,7 @@ def import_(
     tok/s is 0, not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
     import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
     they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
+    jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
     """
     from toolkit.results import importer
     from toolkit.results.records import ResultStore

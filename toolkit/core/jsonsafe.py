@@ -12,6 +12,13 @@ It also bounds what a well-formed document may be: nested at most MAX_DEPTH leve
 about six; a parse that succeeded 900 deep would break the next recursive reader, pydantic or a
 copy) and at most MAX_LINE_BYTES long (a record is a few KB; a line of hundreds of MB is no record).
 
+Speed: `parse` tries orjson first (about 3x faster than json on a llama-bench row) and falls back to
+json for anything orjson refuses (NaN/Infinity tokens, lone surrogates, a BOM, numbers out of a
+double's range, any error: the reason is always json's, so messages do not depend on the parser).
+orjson 3.8 reads an integer beyond 64 bits as a float, so text with a run of 19 or more digits goes to
+json directly (a 30-digit count stays an int and is refused as one). The depth walk is skipped when
+the text holds at most MAX_DEPTH brackets in all (it cannot nest deeper).
+
     parse(data)            -> the value, or JsonProblem
     parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
     parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
@@ -26,6 +33,11 @@ from __future__ import annotations
 
 import json
 from typing import Any, BinaryIO
+
+try:  # a declared dependency; json alone gives the same values and reasons, only slower
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
 
 MAX_DEPTH = 64
 """Nesting levels a document may have (a BenchRecord nests about 6: record, raw, telemetry, gpus, ...)."""
@@ -81,21 +93,55 @@ def _text(data: str | bytes, limit: int = MAX_LINE_BYTES) -> str:
     return data
 
 
-def _bounded(value: Any) -> Any:
-    if isinstance(value, dict | list) and depth(value) > MAX_DEPTH:
+def _bounded(value: Any, max_depth: int = MAX_DEPTH) -> Any:
+    if isinstance(value, dict | list) and depth(value, max_depth) > max_depth:
         raise JsonProblem(_why(RecursionError()))
     return value
 
 
-def parse(data: str | bytes, limit: int = MAX_LINE_BYTES) -> Any:
+_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # digits stay "0", the rest " "
+_LONG_RUN = b"0" * 19
+
+
+def _fast(data: str | bytes, max_depth: int) -> Any:
+    """orjson's value of `data` where it is the value json would give, else None (then json decides):
+    no run of 19+ digits (orjson 3.8 turns integers beyond 64 bits into floats), parsed without error,
+    and nested at most MAX_DEPTH deep (checked by counting brackets first, walked only when there are
+    more)."""
+    if orjson is None:
+        return None
+    if isinstance(data, str):
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: json decides
+            return None
+    if _LONG_RUN in data.translate(_DIGITS):  # a translate and a find: ~2 us a row (a regex took 19)
+        return None
+    brackets = data.count(b"[") + data.count(b"{")
+    try:
+        value = orjson.loads(data)
+    except (ValueError, RecursionError):  # JSONDecodeError; a str orjson cannot encode (lone surrogate)
+        return None
+    if brackets > max_depth:
+        _bounded(value, max_depth)
+    return value
+
+
+def parse(data: str | bytes, limit: int = MAX_LINE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value of `data` (bare NaN/Infinity read as floats, as json does), or JsonProblem
-    (also when `data` is longer than `limit` bytes)."""
+    (also when `data` is longer than `limit` bytes or nested deeper than `max_depth`: a record the
+    toolkit wrote around a row that nests MAX_DEPTH deep nests a few levels more)."""
+    if len(data) > limit:
+        raise JsonProblem(f"longer than {limit} bytes")
+    value = _fast(data, max_depth)
+    if value is not None:
+        return value
     text = _text(data, limit)
     try:
         value = json.loads(text)
     except (RecursionError, ValueError) as err:  # ValueError: JSONDecodeError, the 4300-digit limit
         raise JsonProblem(_why(err)) from None
-    return _bounded(value)
+    return _bounded(value, max_depth)
 
 
 def parse_object(data: str | bytes) -> dict[str, Any]:

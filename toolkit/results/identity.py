@@ -74,19 +74,15 @@ def _plain(v: Any) -> Any:
     """Hashable value, the same whatever format wrote it: bool -> int, `"true"`/`"false"` -> 1/0, a
     number written as text (csv, md and sql write every value as text; json writes some fields as
     strings, e.g. tensor_split `"0.00"`) -> the number, whole floats -> int, lists -> tuples."""
+    t = type(v)
+    if t is int:  # the common cases first, by exact type (an import computes this for every field)
+        return v
+    if t is str:
+        return _plain_text(v)
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, str):
-        t = v.strip()
-        if t.lower() in ("true", "false"):
-            return int(t.lower() == "true")
-        if _NUMERIC.fullmatch(t):
-            try:
-                return int(t)
-            except ValueError:
-                f = float(t)
-                return int(f) if f.is_integer() and abs(f) < 2**63 else f
-        return t
+        return _plain_text(v)
     if isinstance(v, float) and v.is_integer():
         return int(v)
     if isinstance(v, list):
@@ -94,6 +90,40 @@ def _plain(v: Any) -> Any:
     if isinstance(v, dict):
         return tuple(sorted((k, _plain(x)) for k, x in v.items()))
     return v
+
+
+_NUMBER_START = frozenset("+-.0123456789")
+
+
+_TEXT_SEEN: dict[str, Any] = {}
+"""_plain_text's answers for short texts (a file repeats the same few: `f16`, `layer`, `auto`, `0x0`)."""
+
+
+def _plain_text(v: str) -> Any:
+    hit = _TEXT_SEEN.get(v, _TEXT_SEEN)
+    if hit is not _TEXT_SEEN:
+        return hit
+    out = _text_value(v)
+    if len(v) <= 64 and len(_TEXT_SEEN) < 4096:
+        _TEXT_SEEN[v] = out
+    return out
+
+
+def _text_value(v: str) -> Any:
+    t = v.strip()
+    if not t:
+        return t
+    if t[0] in _NUMBER_START:  # _NUMERIC matches only text that starts so
+        if _NUMERIC.fullmatch(t):
+            try:
+                return int(t)
+            except ValueError:
+                f = float(t)
+                return int(f) if f.is_integer() and abs(f) < 2**63 else f
+        return t
+    if t.lower() in ("true", "false"):
+        return int(t.lower() == "true")
+    return t
 
 
 def norm_tensor_split(v: Any) -> Any:
@@ -111,13 +141,16 @@ def norm_tensor_split(v: Any) -> Any:
 def norm_field(name: str, v: Any, n_layers: int | None = None) -> Any:
     """The one normalisation of a llama-bench field's value for the test identity, whatever format
     wrote it: flash attention and GPU-layer spellings, tensor_split, numbers written as text."""
+    if name not in _SPECIAL_FIELDS:
+        return _plain(v)
     if name == "flash_attn":
         return norm_flash_attn(v)
     if name == "n_gpu_layers":
         return norm_gpu_layers(v, n_layers)
-    if name == "tensor_split":
-        return norm_tensor_split(v)
-    return _plain(v)
+    return norm_tensor_split(v)
+
+
+_SPECIAL_FIELDS = frozenset({"flash_attn", "n_gpu_layers", "tensor_split"})
 
 
 def norm_flash_attn(v: Any) -> Any:
@@ -148,9 +181,10 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
     out: dict[str, Any] = {"method": r.method}
     if r.method == "llama-bench" and r.raw:
         for k, v in r.raw.items():
-            if k in MEASUREMENT_FIELDS or k in SYSTEM_FIELDS or k in MODEL_FIELDS or v is None:
+            if k in _NOT_TEST or v is None:
                 continue
-            out[k] = norm_field(k, v)
+            # norm_field, with its commonest case (a plain int) inline: an import runs this per field
+            out[k] = v if type(v) is int and k not in _SPECIAL_FIELDS else norm_field(k, v)
     else:
         out.update(
             n_prompt=r.n_prompt,
@@ -180,6 +214,9 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
         ngl = r.n_gpu_layers if r.n_gpu_layers is not None else out.get("n_gpu_layers")
         out["n_gpu_layers"] = norm_gpu_layers(ngl, _n_layers(r))
     return {k: v for k, v in out.items() if v is not None}
+
+
+_NOT_TEST = MEASUREMENT_FIELDS | frozenset(SYSTEM_FIELDS) | frozenset(MODEL_FIELDS)
 
 
 def system_fields(r: BenchRecord) -> dict[str, Any]:
@@ -249,7 +286,7 @@ def test_key(r: BenchRecord) -> TestKey:
         system=tuple(sorted(system_fields(r).items())),
         model=model_fingerprint(r),
         model_sha=known_sha(r),
-        test=tuple(sorted(test_fields(r).items(), key=lambda kv: kv[0])),
+        test=tuple(sorted(test_fields(r).items())),  # keys are unique: sorted by key alone
     )
 
 

@@ -15,15 +15,18 @@ superseding the other), flagged `runs-disagree` where they differ beyond noise. 
 
 from __future__ import annotations
 
-import dataclasses
+import array
+import functools
 import hashlib
+import io
 import json
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -33,7 +36,14 @@ from toolkit.results import llamabench_format as llamabench
 from toolkit.results import llamabench_readers as readers
 from toolkit.results import vllm_import
 from toolkit.results.identity import MEASUREMENT_FIELDS, TestKey, combine_runs, measured_at, test_key
-from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore, short_digest
+from toolkit.results.records import (
+    RECORD_SCHEMA_VERSION,
+    BenchRecord,
+    ImageRef,
+    ModelRef,
+    ResultStore,
+    short_digest,
+)
 
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
@@ -76,8 +86,10 @@ class ImportResult:
 
 
 MAX_IMPORT_BYTES = 64 << 20
-"""An import file is read whole (its sha256 names the import): at most this many bytes, so memory stays
-bounded (a file is parsed into rows of a few hundred bytes each)."""
+"""A file read whole (md and sql; see STREAM_ABOVE) has at most this many bytes, so memory stays bounded
+(a file is parsed into rows of a few hundred bytes each). md: a table's rows take their build commit
+from the `build:` line after the table, so a table is held whole anyway; both are formats for people
+and databases (a 64 MiB md table is some 300,000 rows)."""
 
 FORMATS_HINT = (
     "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with test and t/s "
@@ -98,8 +110,9 @@ def read_rows(
         raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
     if len(data) > MAX_IMPORT_BYTES:
         raise BadInput(
-            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB and not JSONL (-o jsonl is read line by line at "
-            "any size; -o json, csv, md and sql are read whole): split it and import the parts, or write -o jsonl"
+            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB and not JSONL, JSON or CSV from its first MiB on "
+            "(-o jsonl, json and csv are read as a stream at any size; -o md and sql are read whole): split it "
+            "and import the parts, or write -o jsonl"
         )
     text, bad = _decode_lines(data)
     notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
@@ -151,6 +164,11 @@ def _decode_lines(data: bytes) -> tuple[str, list[tuple[int, int]]]:
     (returned as (line number, offending byte offset)), the other lines are kept."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    return _decode_text(data)
+
+
+def _decode_text(data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """_decode_lines of text that does not start a file (no BOM is dropped)."""
     try:
         return data.decode("utf-8"), []
     except UnicodeDecodeError:
@@ -227,18 +245,27 @@ def _set_names(label: str, systems: list[tuple]) -> list[str]:
 
 
 STREAM_ABOVE = 1 << 20
-"""A JSONL file larger than this is streamed (read line by line, twice: once for its hash, its sets and
-which tests repeat; once to write), so its size is not bounded by MAX_IMPORT_BYTES and memory holds one
-line, a short digest per test and a batch of records. Smaller files and the other formats are read whole."""
+"""A JSONL, `-o json` or CSV file larger than this is read as a stream (once, line by line or in blocks
+of whole lines: hashed, checked and turned into records as it is read), so its size is not bounded by
+MAX_IMPORT_BYTES and memory holds one row (a json element), a block and a batch of records. Which
+reader, and from which line, is decided on the file's first STREAM_HEAD bytes exactly as a whole read
+decides it (llamabench_readers.find_source). Smaller files, md and sql are read whole."""
+STREAM_HEAD = 1 << 20
+STREAMED = frozenset({"jsonl", "json", "csv"})
+BLOCK = 1 << 20
+"""Bytes a streamed json or csv file is read in (then completed to the end of its line)."""
 
 _PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
 
 
-def _key_digest(rec: BenchRecord) -> bytes:
-    """A 16-byte digest of the record's TestKey less its image (pass 1 does not know the sets' digests
-    yet; the system fields that split sets are part of the key, so the grouping is the same)."""
-    key = dataclasses.replace(test_key(rec), image="")
-    return hashlib.blake2b(repr(key).encode(), digest_size=16).digest()
+def _key64(rec: BenchRecord) -> int:
+    """A 64-bit digest of the record's TestKey less its image (the sets' digests are not known while
+    the files are read; the system fields that split sets are part of the key, so the grouping is the
+    same): Python's hash of it, stable within the one process that groups. Equal tests give equal
+    digests; two tests that share one by chance are told apart again by the exact grouping in
+    _repetitions."""
+    key = test_key(rec)
+    return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 def _try_record(
@@ -247,9 +274,10 @@ def _try_record(
     refused: list[str] | None,
     **kw: Any,
 ) -> BenchRecord | None:
-    """The row's record, or None with `file:line: why` in `refused` when the record refuses it."""
+    """The row's record as pass 1 makes it (its file's hash left empty, as the import's: filled in
+    when it is written), or None with `file:line: why` in `refused` when the record refuses it."""
     try:
-        return _record(row, source=src.path, file_sha=src.sha, **kw)
+        return _record(row, source=src.path, file_sha="", **kw)
     except (ValidationError, ValueError, TypeError, OverflowError) as err:
         if refused is not None:
             msg = (
@@ -262,9 +290,11 @@ def _try_record(
 
 
 class _Source:
-    """One file's llama-bench rows that pass the validity pass: held in memory (a file read whole by
-    `read_rows`: any format, at most MAX_IMPORT_BYTES) or streamed (JSONL over STREAM_ABOVE: read line
-    by line on every `rows()`; the first pass also hashes it and says what it skipped and refused)."""
+    """One file's llama-bench rows that pass the validity pass, read once in file order: from memory (a
+    file read whole by `read_rows`: md, sql, and any file of at most STREAM_ABOVE bytes; at most
+    MAX_IMPORT_BYTES) or as a stream (jsonl, json and csv over STREAM_ABOVE, from the line `start` where
+    their format begins). After `rows()`: `sha` (of the file's bytes), `count` (rows that passed),
+    `notes` (what the format could not say); `finish()` then says what was refused."""
 
     def __init__(
         self,
@@ -273,38 +303,46 @@ class _Source:
         *,
         data: bytes | None = None,
         rows: list[readers.SourceRow] | None = None,
+        start: int = 0,
         skipped: list[str] | None = None,
         refused: list[str] | None = None,
     ) -> None:
-        self.path, self.fmt, self._data, self._rows = path, fmt, data, rows
+        self.path, self.fmt, self._data, self._rows, self._start = path, fmt, data, rows, start
         self._skipped, self._refused = skipped, refused
         self.sha = hashlib.sha256(data).hexdigest() if data is not None else ""
         self.count = len(rows) if rows is not None else 0
+        self.notes: set[str] = set()
         self._no: list[tuple[int, str]] = []
-        self._bad: tuple[int, int] | None = None
-        self._read = rows is not None
 
     def rows(self, content: Any) -> Iterator[readers.SourceRow]:
-        """The rows in file order; `content` (a hash or None) is fed the file's bytes."""
+        """The rows in file order (once); `content` (a hash) is fed the file's bytes."""
         if self._rows is not None:
-            if content is not None:
-                content.update(self._data or b"")
-            yield from self._rows
+            content.update(self._data or b"")
+            for r in self._rows:
+                self.notes.update(r.notes)
+                yield r
             return
-        first = not self._read
-        h = hashlib.sha256() if first else None
+        h = _Both(hashlib.sha256(), content)
+        found = self._jsonl(h) if self.fmt == "jsonl" else self._text_rows(h)
         count = 0
+        for r in found:
+            self.notes.update(r.notes)
+            count += 1
+            yield r
+        self.sha, self.count = h.first.hexdigest(), count
+
+    def _note(self, text: str) -> None:
+        if self._skipped is not None:
+            self._skipped.append(f"{self.path}:{text}")
+
+    def _jsonl(self, h: _Both) -> Iterator[readers.SourceRow]:
         with self.path.open("rb") as fh:
             for n, raw, whole in _lines(fh):
-                if h is not None:
-                    h.update(raw)
-                if content is not None:
-                    content.update(raw)
+                h.update(raw)
                 if not whole:
-                    if first and self._skipped is not None and raw.lstrip()[:1] == b"{":
-                        self._skipped.append(
-                            f"{self.path}:{n}: not a complete JSON record (longer than "
-                            f"{jsonsafe.MAX_LINE_BYTES} bytes)"
+                    if raw.lstrip()[:1] == b"{":
+                        self._note(
+                            f"{n}: not a complete JSON record (longer than {jsonsafe.MAX_LINE_BYTES} bytes)"
                         )
                     continue
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -312,34 +350,84 @@ class _Source:
                 try:
                     line = raw.decode("utf-8").strip()
                 except UnicodeDecodeError as err:
-                    if first:
-                        self._bad = self._bad or (n, err.start)
-                        if self._skipped is not None:
-                            self._skipped.append(
-                                f"{self.path}:{n}: not UTF-8 (byte {err.start}): the line was left out"
-                            )
+                    self._note(f"{n}: not UTF-8 (byte {err.start}): the line was left out")
                     continue
                 if not line.startswith("{"):
                     continue
                 obj, why = readers.parse_record_line(line)
                 if why is not None:
-                    if first and self._skipped is not None:
-                        self._skipped.append(f"{self.path}:{n}: not a complete JSON record ({why})")
+                    self._note(f"{n}: not a complete JSON record ({why})")
                     continue
                 if obj is None:
                     continue
                 no = readers.check_row(obj)
                 if no:
-                    if first:
-                        self._no.append((n, no))
+                    self._no.append((n, no))
                     continue
-                count += 1
                 yield readers.SourceRow(n, obj, "jsonl")
-        if first and h is not None:
-            self.sha, self.count, self._read = h.hexdigest(), count, True
+
+    def _text_rows(self, h: _Both) -> Iterator[readers.SourceRow]:
+        """json / csv rows from the text `_blocks` gives, through the one validity pass; the reader's
+        own notes (a json array that ends in a half record) said after its rows, as read_rows says them."""
+        notes: list[str] = []
+        blocks = self._blocks(h)
+        found = (
+            readers.iter_json_array(blocks, notes, self._start + 1)
+            if self.fmt == "json"
+            else readers.iter_csv((ln for b in blocks for ln in io.StringIO(b)), notes, self._start + 1)
+        )
+        for r in found:
+            why = readers.check_row(r.fields, r.problem)
+            if why:
+                self._no.append((r.line, why))
+            else:
+                yield r
+        for _rest in blocks:  # what the reader left unread (after a json array's end) is hashed too
+            pass
+        for n in notes:
+            self._note(n.removeprefix("line "))
+
+    def _blocks(self, h: _Both) -> Iterator[str]:
+        """The file's text from line `start` on, in blocks of whole lines, as read_rows decodes it: a
+        leading BOM dropped, a line that is not UTF-8 left out (noted; numbered as read_rows numbers
+        it), every line boundary written as "\\n" (str.splitlines), a line longer than the line limit
+        left out (noted). Every byte of the file goes through `h`."""
+        skip, n, first = self._start, 0, True
+        with self.path.open("rb") as fh:
+            while data := fh.read(BLOCK):
+                if not data.endswith(b"\n"):
+                    data += fh.readline(jsonsafe.MAX_LINE_BYTES + 1)
+                h.update(data)
+                last = data.rfind(b"\n") + 1
+                if not data.endswith(b"\n") and len(data) - last > jsonsafe.MAX_LINE_BYTES:
+                    at = n + data.count(b"\n", 0, last) + 1
+                    self._note(f"{at}: a line longer than {jsonsafe.MAX_LINE_BYTES} bytes: left out")
+                    data = data[:last] + b"\n"
+                    while rest := fh.readline(jsonsafe.MAX_LINE_BYTES + 1):  # the rest of that line
+                        h.update(rest)
+                        if rest.endswith(b"\n"):
+                            break
+                if first and data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                first = False
+                text, bad = _decode_text(data)
+                for k, b in bad:
+                    self._note(f"{n + k}: not UTF-8 (byte {b}): the line was left out")
+                n += data.count(b"\n")
+                text = "\n".join(text.splitlines()) + ("\n" if text.endswith(("\n", "\r")) else "")
+                if skip:
+                    lines = text.count("\n")
+                    if lines <= skip:
+                        skip -= lines
+                        continue
+                    at = 0
+                    for _ in range(skip):
+                        at = text.index("\n", at) + 1
+                    text, skip = text[at:], 0
+                yield text
 
     def finish(self) -> None:
-        """After the first pass: the refused rows said; BadInput naming the file when none is usable."""
+        """After `rows()`: the refused rows said; BadInput naming the file when none is usable."""
         if self._rows is not None:
             return
         if self._refused is not None:
@@ -355,6 +443,17 @@ class _Source:
                 + ")"
             )
         raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
+
+
+class _Both:
+    """Two hashes fed the same bytes: a file's own and the whole import's."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def update(self, data: bytes) -> None:
+        self.first.update(data)
+        self.second.update(data)
 
 
 def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
@@ -373,18 +472,28 @@ def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
         cont = long and not ends
 
 
-def _first_format(path: Path) -> str | None:
-    """The format the first line that starts one begins (llamabench_readers.format_of), from the
-    file's first MiB."""
+def _stream_plan(path: Path) -> tuple[str, int] | None:
+    """(format, 0-based line it starts on) when `path` is read as a stream: its first STREAM_HEAD bytes
+    (cut to whole lines) hold the start of a jsonl, json or csv read that yields rows, as a whole read
+    would find it (llamabench_readers.find_source); or they hold no rows but a JSONL line starts first
+    (jsonl is read line by line to the end). None: read it whole."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(1 << 20)
+            head = fh.read(STREAM_HEAD + 1)
     except OSError:
-        return None
-    for line in head.decode("utf-8", errors="replace").splitlines():
-        fmt = readers.format_of(line)
-        if fmt is not None:
-            return fmt
+        return None  # read_rows names the file and the error
+    if len(head) > STREAM_HEAD:
+        head = head[: head.rfind(b"\n", 0, STREAM_HEAD) + 1]
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    text, _bad = _decode_lines(head)
+    fmt, start, _rows = readers.find_source(text)
+    if fmt in STREAMED:
+        return fmt, start
+    if fmt is None:
+        first = next((f for f in map(readers.format_of, text.splitlines()) if f is not None), None)
+        if first == "jsonl":
+            return "jsonl", 0
     return None
 
 
@@ -393,8 +502,9 @@ def _source(path: Path, skipped: list[str], refused: list[str]) -> _Source:
         size = path.stat().st_size
     except OSError:
         size = 0  # read_rows names the file and the error
-    if size > STREAM_ABOVE and _first_format(path) == "jsonl":
-        return _Source(path, "jsonl", skipped=skipped, refused=refused)
+    plan = _stream_plan(path) if size > STREAM_ABOVE else None
+    if plan is not None:
+        return _Source(path, plan[0], start=plan[1], skipped=skipped, refused=refused)
     data, rows, fmt = read_rows(path, skipped, refused)
     return _Source(path, fmt, data=data, rows=rows)
 
@@ -459,18 +569,71 @@ def import_files(
     skipped: list[str] = []
     refused: list[str] = []
     sources = [_source(Path(f), skipped, refused) for f in files]
-    # pass 1: what the sets, the digest and the grouping need, row by row (a streamed file is read
-    # here once for its hash and its rows, and again below to write them)
+    with _spill(store.root) as spill, _spill(store.root) as aside:
+        return _import_rows(
+            store,
+            sources,
+            (spill, aside),
+            label=label,
+            backend=backend,
+            model_sha256=model_sha256,
+            digest=digest,
+            now=now,
+            skipped=skipped,
+            refused=refused,
+        )
+
+
+def _spill(root: Path) -> IO[bytes]:
+    """Where an import keeps its records until it knows their digests: a file in the results folder (the
+    same disk the records go to), or in the nearest folder above it that exists (an import that fails
+    leaves no results folder behind), or the temp folder where that is read-only. The file has no name
+    (O_TMPFILE where the system has it) and goes when it is closed, or when the process dies."""
+    near = next((d for d in (root, *root.parents) if d.is_dir()), None)
+    try:
+        return tempfile.TemporaryFile(dir=near, prefix=".import-", buffering=1 << 20)
+    except OSError:
+        return tempfile.TemporaryFile(prefix="toolkit-import-", buffering=1 << 20)
+
+
+def _import_rows(
+    store: ResultStore,
+    sources: list[_Source],
+    spills: tuple[IO[bytes], IO[bytes]],
+    *,
+    label: str,
+    backend: str | None,
+    model_sha256: str | None,
+    digest: str | None,
+    now: datetime | None,
+    skipped: list[str],
+    refused: list[str],
+) -> ImportResult:
+    """The import of llama-bench rows in two passes over its rows, the costly work done once:
+
+    1. every row of every file, in order, through the validity pass and into its record (with a stand-in
+       image, run id and hash: none is known before every byte is read), written to `spill` as
+       `<set> <file> <record JSON>`; beside it the sets (systems), the hash of the files, and a 64-bit
+       digest of each record's test, which says after the last row which records measure a test
+       another also measured;
+    2. the spilled records read back in order, given their set's image, the run id and the hashes, and
+       appended in batches (ResultStore.add_dumped); the records of repeated tests are held until
+       every file is read, then marked as repetitions of one cell (_repetitions) and appended.
+
+    Memory holds a row, a batch, 8 bytes per record (the test digests) and the records of repeated tests."""
+    spill, aside = spills
     systems_seen: dict[tuple, set[str]] = {}
+    system_ids: dict[tuple, int] = {}
     wrong: list[str] = []
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
-    seen: dict[bytes, int] = {}  # a short digest per test (TestKey less the image) -> its first row
-    repeated: set[int] = set()  # the rows (file index << 32 | line) of tests that several rows measure
+    keys = array.array("Q")  # the test digest of each spilled record, in spill order
+    repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
             sy = _system(r.fields)
             said_names = llamabench.backends_of(r.fields)
             systems_seen.setdefault(sy, set()).add(said_names)
+            si = system_ids.setdefault(sy, len(system_ids))
             said = backends.from_llama_names(said_names)
             if backend is not None and said != "cpu" and said != backend:
                 wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
@@ -484,11 +647,22 @@ def import_files(
                 model_sha256=model_sha256 or "",
                 content="",
             )
-            if rec is not None:
-                k, here = _key_digest(rec), (fi << 32) | r.line
-                first = seen.setdefault(k, here)
-                if first != here:
-                    repeated.update((first, here))
+            if rec is None:
+                continue
+            keys.append(_key64(rec))
+            if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
+                repaired.append(
+                    (
+                        si,
+                        f"{src.path}:{r.line}: stddev_ts was not finite; "
+                        + (
+                            f"recomputed from {len(rec.samples_ts)} samples"
+                            if rec.stddev_ts is not None
+                            else "left empty (fewer than 2 samples)"
+                        ),
+                    )
+                )
+            spill.write(b"%d %d %s\n" % (si, fi, _spilled(rec.model_dump_json().encode())))
         src.finish()
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
@@ -531,79 +705,199 @@ def import_files(
     if all(s_.already for s_ in sets.values()):
         res.already = True
         return res
+    for src in sources:
+        res.per_file[str(src.path)] = src.count
+        if src.notes:
+            res.notes.append(
+                f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
+            )
+    by_id = [sets[sy] for sy in system_ids]
+    res.repaired = [text for si, text in repaired if not by_id[si].already]
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
     created = now.isoformat(timespec="seconds")
-    images = {
-        sy: ImageRef(
-            name=t.name,
-            ref=f"import:{t.name}",
-            digest=t.digest,
-            backend=backend or backends.from_llama_names(",".join(sorted(systems_seen[sy]))),
-            labels={"org.toolkit.imported-from": ", ".join(src.path.name for src in sources)},
+    heads = [
+        _head(
+            run_id,
+            created,
+            ImageRef(
+                name=t.name,
+                ref=f"import:{t.name}",
+                digest=t.digest,
+                backend=backend or backends.from_llama_names(",".join(sorted(systems_seen[sy]))),
+                labels={"org.toolkit.imported-from": ", ".join(src.path.name for src in sources)},
+            ),
         )
-        for sy, t in sets.items()
-    }
+        for sy, t in zip(system_ids, by_id, strict=True)
+    ]
+    repeated = _repeated(keys)
+    holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
+    batch: list[tuple[str, bytes, bytes]] = []
+    targets: list[ImportedSet] = []
 
-    def build(src: _Source, row: readers.SourceRow) -> BenchRecord | None:
-        if sets[_system(row.fields)].already:
-            return None
-        return _try_record(
-            row,
-            src,
-            None,  # refusals were said by pass 1
-            image=images[_system(row.fields)],
-            run_id=run_id,
-            created=created,
-            model_sha256=model_sha256 or "",
-            content=content,
-        )
+    def put(target: ImportedSet, head: bytes, tail: bytes) -> None:
+        batch.append((target.digest, head, tail))
+        targets.append(target)
+        if len(batch) >= store.BATCH:
+            flush()
 
-    # pass 2: records written in batches as they are made; those of a repeated test are held until
-    # their group is complete (their order and runs-disagree need every member)
-    held: list[tuple[ImportedSet, BenchRecord]] = []
-    batch: list[tuple[ImportedSet, BenchRecord]] = []
-
-    def flush(items: list[tuple[ImportedSet, BenchRecord]]) -> None:
-        for (target, _rec), path in zip(items, store.add_results([rec for _, rec in items]), strict=True):
+    def flush() -> None:
+        for target, path in zip(targets, store.add_record_lines(batch), strict=True):
             target.path = res.path = path
             target.records += 1
             res.records += 1
-        items.clear()
+        batch.clear()
+        targets.clear()
 
-    del seen
-    for fi, src in enumerate(sources):
-        lacks: set[str] = set()
-        for row in src.rows(None):
-            lacks.update(row.notes)
-            rec = build(src, row)
-            if rec is None:
-                continue
-            if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
-                res.repaired.append(
-                    f"{src.path}:{row.line}: stddev_ts was not finite; "
-                    + (
-                        f"recomputed from {len(rec.samples_ts)} samples"
-                        if rec.stddev_ts is not None
-                        else "left empty (fewer than 2 samples)"
-                    )
-                )
-            item = (sets[_system(row.fields)], rec)
-            if (fi << 32) | row.line in repeated:
-                held.append(item)
-            else:
-                batch.append(item)
-                if len(batch) >= store.BATCH:
-                    flush(batch)
-        res.per_file[str(src.path)] = src.count
-        if lacks:
-            res.notes.append(
-                f"{src.path}: {src.fmt} output has {' and '.join(sorted(lacks))}: said on each of its rows"
-            )
-    flush(batch)
-    res.repeated = _repetitions(held)
-    flush(held)
+    held = _Held(aside)  # the records of repeated tests: set aside, grouped after the last row
+    spill.seek(0)
+    for i, line in enumerate(spill):
+        si_b, fi_b, at_seq, at_holes, body = line[:-1].split(b" ", 4)
+        target = by_id[int(si_b)]
+        if target.already:
+            continue
+        head, tail = _filled(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
+        if i in repeated:
+            held.add(int(si_b), keys[i], head + b"0" + tail)
+        else:
+            put(target, head, tail)
+    flush()
+    res.repeated = held.group(by_id)
+    for si, line in held.lines():
+        at = line.rfind(_SEQ)
+        put(by_id[si], line[:at] + b',"seq":', line[at + len(_SEQ) :])
+    flush()
     return res
+
+
+class _Held:
+    """The records of tests several rows measure, kept on disk (`aside`, an unnamed temp file) with 20
+    bytes each in memory, so an import of a million rows with 2 % repeats does not hold 40,000 models:
+    `add` them in file order, `group` them (one test digest at a time, exactly by _repetitions: their
+    order, process_run, runs-disagree), then `lines()` gives the final records in file order again
+    (the order the import wrote them in before)."""
+
+    def __init__(self, aside: IO[bytes]) -> None:
+        self.aside = aside
+        self.at = array.array("Q")  # where each record's line starts in `aside`
+        self.key = array.array("Q")  # its test digest
+        self.set = array.array("I")  # its set
+        self.final = array.array("Q")  # where its final line starts, after `group`
+
+    def add(self, si: int, key: int, record: bytes) -> None:
+        self.aside.seek(0, 2)
+        self.at.append(self.aside.tell())
+        self.key.append(key)
+        self.set.append(si)
+        self.aside.write(record + b"\n")
+
+    def _read(self, at: int) -> bytes:
+        self.aside.seek(at)
+        return self.aside.readline()[:-1]
+
+    def group(self, by_id: list[ImportedSet]) -> list[str]:
+        """Mark every group's records (_repetitions) and write their final lines; what _repetitions
+        says, in the order of each group's first row."""
+        import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+        n = len(self.at)
+        self.final = array.array("Q", bytes(8 * n))
+        if not n:
+            return []
+        keys = np.frombuffer(self.key, dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")  # one digest's records together, in file order
+        cuts = [0, *(np.flatnonzero(keys[order][1:] != keys[order][:-1]) + 1).tolist(), n]
+        said: list[tuple[int, list[str]]] = []
+        for lo, hi in zip(cuts, cuts[1:], strict=False):
+            members = [int(j) for j in order[lo:hi]]
+            recs = [
+                (
+                    by_id[self.set[j]],
+                    BenchRecord.model_validate(
+                        jsonsafe.parse(
+                            self._read(self.at[j]), 4 * jsonsafe.MAX_LINE_BYTES, jsonsafe.MAX_DEPTH + 8
+                        )
+                    ),
+                )
+                for j in members
+            ]
+            said.append((members[0], _repetitions(recs)))
+            self.aside.seek(0, 2)
+            for j, (_target, rec) in zip(members, recs, strict=True):
+                self.final[j] = self.aside.tell()
+                rec.seq = None
+                self.aside.write(rec.model_dump_json().encode() + b"\n")
+        return [line for _first, lines in sorted(said, key=lambda x: x[0]) for line in lines]
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """(set, final record JSON) in file order."""
+        for j in range(len(self.final)):
+            yield self.set[j], self._read(self.final[j])
+
+
+_SEQ = b',"seq":null'
+_HOLES = b'"file_sha256":"","sha256":""'
+
+
+def _head(run_id: str, created: str, image: ImageRef) -> bytes:
+    """The JSON an imported record starts with, up to its model: BenchRecord's first fields in its
+    order, as every row of an import has them."""
+    return (
+        b'{"schema_version":%d,"run_id":%s,"created":%s,"status":"ok","error":null,"runner":"llama-bench","method":"llama-bench","image":%s,'
+        % (
+            RECORD_SCHEMA_VERSION,
+            json.dumps(run_id).encode(),
+            json.dumps(created).encode(),
+            image.model_dump_json().encode(),
+        )
+    )
+
+
+_PASS1_HEAD = _head("", "", _PASS1_IMAGE)
+
+
+def _spilled(body: bytes) -> bytes:
+    """A pass-1 record's JSON as spilled: `<where "seq":null is> <where the empty hashes are> <JSON>`,
+    both -1 when the JSON does not start as _head writes it (then pass 2 reads it as JSON). The last
+    `,"seq":null` is the record's own (after it come only `imported`, `flags` and `repaired`, whose
+    keys are fixed and whose strings escape every quote)."""
+    at_seq = body.rfind(_SEQ) if body.startswith(_PASS1_HEAD) else -1
+    at_holes = body.find(_HOLES, at_seq) if at_seq >= 0 else -1
+    if at_holes < 0:
+        at_seq = -1
+    return b"%d %d %s" % (at_seq, at_holes, body)
+
+
+def _filled(body: bytes, at_seq: int, at_holes: int, head: bytes, holes: bytes) -> tuple[bytes, bytes]:
+    """A spilled record's JSON with its set's head (run id, created, image) and the hashes filled in,
+    cut where its seq goes: (up to `"seq":`, the rest)."""
+    if at_seq >= 0:
+        return (
+            head + body[len(_PASS1_HEAD) : at_seq] + b',"seq":',
+            body[at_seq + len(_SEQ) : at_holes] + holes + body[at_holes + len(_HOLES) :],
+        )
+    rec = jsonsafe.parse(body, 4 * jsonsafe.MAX_LINE_BYTES, jsonsafe.MAX_DEPTH + 8)  # our own record
+    top = jsonsafe.parse(head[:-1] + b"}")  # run_id, created, image as _head wrote them
+    hashes = jsonsafe.parse(b"{" + holes + b"}")
+    rec.update(run_id=top["run_id"], created=top["created"], image=top["image"], seq=None)
+    rec["imported"].update(hashes)
+    text = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode()
+    at = text.rfind(_SEQ)
+    return text[:at] + b',"seq":', text[at + len(_SEQ) :]
+
+
+def _repeated(keys: array.array) -> set[int]:
+    """The places (in `keys`) of the records whose test digest another record shares: sorted with
+    numpy (8 bytes a record), so no table of every test is held."""
+    import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+    k = np.frombuffer(keys, dtype=np.uint64) if len(keys) else np.zeros(0, dtype=np.uint64)
+    order = np.argsort(k, kind="stable")
+    same = k[order][1:] == k[order][:-1]
+    dup = np.zeros(len(k), dtype=bool)
+    dup[1:] |= same
+    dup[:-1] |= same
+    return {int(i) for i in order[dup]}
 
 
 def _import_vllm(
@@ -750,6 +1044,12 @@ def _imported(r: BenchRecord) -> dict[str, Any]:
     return dict((r.model_extra or {}).get("imported") or {})
 
 
+@functools.lru_cache(maxsize=256)
+def _file_name(path: str) -> str:
+    """Path(path).name, cached (every row of a file names the same few model files)."""
+    return Path(path).name
+
+
 def _record(
     row: readers.SourceRow,
     *,
@@ -769,7 +1069,7 @@ def _record(
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")
     model = ModelRef(
-        name=Path(mfile).name or str(raw.get("model_type") or "unknown"),
+        name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),
         path=mfile,
         sha256=model_sha256,
         size_bytes=readers.quantity(raw.get("model_size")) or 0,

@@ -17,6 +17,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,37 +222,97 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
 
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
-    text = _json_text(text)
-    start = text.find("[")
+    if "[" not in text:
+        return read_jsonl(_json_text(text), skipped, first)
+    return list(iter_json_array([text], skipped, first))
+
+
+JSON_BLOCK = 1 << 20
+"""Characters of text iter_json_array adds to its buffer at a time (whole lines)."""
+_MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
+
+
+def _json_text_fast(text: str) -> str:
+    """_json_text(text), skipping the substitution where no bare nan/inf can be (the common case:
+    _NONFINITE_RE replaces only where this looser pattern matches, elsewhere it gives text back)."""
+    return _json_text(text) if _MAYBE_NONFINITE.search(text) else text
+
+
+def iter_json_array(
+    blocks: Iterable[str], skipped: list[str] | None = None, first: int = 1
+) -> Iterator[SourceRow]:
+    """`-o json` output read as a stream: `blocks` are the text from the line the array starts on, in
+    pieces of whole lines joined by "\n" (one piece: read_json_array). Holds at most one element (up
+    to jsonsafe.MAX_LINE_BYTES) and a block at a time; yields what read_json_array gives for the whole
+    text: the objects and the line each starts on; at an element that does not parse (the half object
+    a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
+    incomplete record (why)` and stops. Bare nan/inf tokens are read as in read_json_array; a JSON
+    token never spans lines, so blocks of whole lines are read alike."""
+    src = iter(blocks)
+    buf, eof = "", False
+
+    def fill() -> None:
+        nonlocal buf, eof
+        parts, got = [buf], 0
+        for part in src:
+            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
+            got += len(part)
+            if got >= JSON_BLOCK:
+                break
+        else:
+            eof = True
+        buf = "".join(parts)
+
+    fill()
+    while "[" not in buf and not eof:
+        fill()
+    start = buf.find("[")
     if start < 0:
-        return read_jsonl(text, skipped, first)
+        return
     dec = json.JSONDecoder()
-    pos, out = start + 1, []
-    line, counted = first, 0
-    while pos < len(text):
-        while pos < len(text) and text[pos] in " \t\r\n,":
+    pos, line, counted = start + 1, first, 0  # `line` is the line of buf[counted]
+    while True:
+        while pos < len(buf) and buf[pos] in " \t\r\n,":
             pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            break
-        line += text.count("\n", counted, pos)
+        if pos >= len(buf) and not eof:
+            line += buf.count("\n", counted, pos)
+            buf, pos, counted = "", 0, 0
+            fill()
+            continue
+        if pos >= len(buf) or buf[pos] == "]":
+            return
+        line += buf.count("\n", counted, pos)
         counted = pos
         try:
-            obj, pos = jsonsafe.decode_at(dec, text, pos)
+            obj, end = jsonsafe.decode_at(dec, buf, pos)
         except jsonsafe.JsonProblem as err:
+            if not eof and len(buf) - pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
+                buf, pos, counted = buf[pos:], 0, 0
+                fill()
+                continue
             if skipped is not None:  # the half object a crash left behind
-                skipped.append(f"line {line}: the array ends in an incomplete record ({err})")
-            break
+                why = (
+                    err
+                    if len(buf) - pos <= jsonsafe.MAX_LINE_BYTES
+                    else f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
+                )
+                skipped.append(f"line {line}: the array ends in an incomplete record ({why})")
+            return
+        pos = end
         if isinstance(obj, dict):
-            out.append(SourceRow(line, obj, "json"))
-    return out
+            yield SourceRow(line, obj, "json")
 
 
 def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o csv` output: the first line is the header; a row with another number of fields than the
     header is kept as a SourceRow with a `problem` (never read into shifted columns)."""
-    reader = csv.reader(io.StringIO(text))
+    return list(iter_csv(io.StringIO(text), skipped, first))
+
+
+def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
+    """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row."""
+    reader = csv.reader(lines)
     header: list[str] | None = None
-    out = []
     end = 0
     for cells in reader:
         line, end = end + 1, reader.line_num
@@ -262,19 +323,16 @@ def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
             continue
         n = first + line - 1
         if len(cells) != len(header):
-            out.append(
-                SourceRow(
-                    n,
-                    {},
-                    "csv",
-                    problem=f"{len(cells)} fields, the header has {len(header)}: the row does not say which "
-                    "value belongs to which column",
-                )
+            yield SourceRow(
+                n,
+                {},
+                "csv",
+                problem=f"{len(cells)} fields, the header has {len(header)}: the row does not say which "
+                "value belongs to which column",
             )
             continue
         fields = {k: typed(k, v) for k, v in zip(header, cells, strict=True) if k}
-        out.append(SourceRow(n, fields, "csv", notes=[] if "samples_ts" in fields else ["no samples"]))
-    return out
+        yield SourceRow(n, fields, "csv", notes=[] if "samples_ts" in fields else ["no samples"])
 
 
 def _md_cells(line: str) -> list[str]:
@@ -465,6 +523,14 @@ def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     in a code fence), so the format is decided by the first line that starts one; a start that yields no
     rows is passed over (a scanning format — jsonl, md, sql — is tried once, at its first start; json
     and csv at most MAX_STARTS times). Line numbers are the file's."""
+    fmt, _start, rows = find_source(text, skipped)
+    return fmt, rows
+
+
+def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, int, list[SourceRow]]:
+    """read_source, also saying where the rows' format starts: (format, its 0-based line, rows);
+    (None, -1, []) when no start yields a row. A streamed import decides its reader on a file's head
+    with it, then reads the whole file from that line (iter_json_array, iter_csv)."""
     lines = text.splitlines()
     tried: set[str] = set()
     starts = 0
@@ -483,8 +549,8 @@ def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
         if rows:
             if skipped is not None:
                 skipped += notes
-            return fmt, rows
-    return None, []
+            return fmt, i, rows
+    return None, -1, []
 
 
 # ----------------------------------------------------------------------------------- validity pass
