@@ -1260,7 +1260,10 @@ def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
     run_a = ctr.labels["org.toolkit.run-id"]
     res = tk(proj, "bench", *b.args(), env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 9, _out(res)
-    assert "another toolkit benchmark is running on this Docker engine" in res.stderr and run_a in res.stderr
+    assert (
+        "another toolkit benchmark is running on this container engine (Docker engine)" in res.stderr
+        and run_a in res.stderr
+    )
     assert (
         ctr.name in res.stderr and f"pid {proc.pid} on this host" in res.stderr
     )  # which process, which container

@@ -1,0 +1,363 @@
+"""Two sets of results --compare--> per-test speedup (B ÷ A) and the regressions beyond a threshold.
+
+Like llama.cpp's scripts/compare-llama-bench.py: rows are joined on the one test identity
+(toolkit.results.identity: every test field both sides recorded, and the model), only properties that differ
+are shown, speedup = compare ÷ baseline. Two sides with nothing in common are an error. Where both
+sides of a row hold a valid energy (tables.energy), tokens per joule of each and their ratio B ÷ A
+are shown beside the speedup (a ratio above 1: B does more work per joule).
+
+A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
+imported results the newest digest filed under that name), or an image digest / prefix
+(`sha256:ab12…`, `ab12…`, `import:…`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, overload
+
+from tabulate import tabulate
+
+from toolkit.analysis.tables import (
+    concurrency,
+    energy,
+    fmt_cell,
+    fmt_tok_per_j,
+    id_value,
+    image_label,
+    is_cpu_fallback,
+    select_latest,
+    value,
+    varying_columns,
+)
+from toolkit.core.errors import BadInput
+from toolkit.results import identity
+from toolkit.results import index as resultindex
+from toolkit.results.records import BenchRecord, ResultStore
+
+R = TypeVar("R", BenchRecord, resultindex.Head)
+"""What a side holds: its records, or the index's heads of them (compare() resolves on heads)."""
+
+
+@dataclass
+class Side(Generic[R]):
+    ref: str
+    label: str  # how it is shown: image label, or `run <id>`
+    records: list[R]
+
+
+@dataclass
+class CompareRow:
+    test: str
+    ids: dict[str, str]
+    a: BenchRecord
+    b: BenchRecord
+
+    @property
+    def speedup(self) -> float:
+        va, vb = value(self.a), value(self.b)
+        assert va is not None and vb is not None  # compare() pairs usable records only (_usable)
+        return vb / va
+
+    @property
+    def energy_ratio(self) -> float | None:
+        """tok/J of B ÷ tok/J of A (= J per token of A ÷ of B) where both sides' energy is valid."""
+        ea, eb = energy(self.a), energy(self.b)
+        return eb.tok_per_j / ea.tok_per_j if ea and eb else None
+
+
+@dataclass
+class Comparison:
+    a: Side[BenchRecord]
+    b: Side[BenchRecord]
+    threshold: float  # percent
+    rows: list[CompareRow] = field(default_factory=list)
+    id_columns: list[str] = field(default_factory=list)
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    a_settings: str = ""  # identifying values that differ between the sides, e.g. "n_threads=2"
+    b_settings: str = ""
+    ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
+
+    @property
+    def missing(self) -> bool:
+        """Tests measured on one side only: a comparison that does not cover what both sides hold."""
+        return bool(self.only_a or self.only_b)
+
+    def missing_text(self) -> str:
+        """`N tests only in A: ...; M only in B: ...` (every one named)."""
+        parts = []
+        if self.only_a:
+            parts.append(f"{len(self.only_a)} test(s) only in A ({self.a.label}): {', '.join(self.only_a)}")
+        if self.only_b:
+            parts.append(f"{len(self.only_b)} test(s) only in B ({self.b.label}): {', '.join(self.only_b)}")
+        return "; ".join(parts)
+
+    def is_regression(self, row: CompareRow) -> bool:
+        return row.speedup < 1 - self.threshold / 100
+
+    @property
+    def regressions(self) -> list[CompareRow]:
+        return [r for r in self.rows if self.is_regression(r)]
+
+    @property
+    def with_energy(self) -> list[CompareRow]:
+        """Rows where both sides hold a valid energy (tok/J compared)."""
+        return [r for r in self.rows if r.energy_ratio is not None]
+
+
+def _digest_matches(digest: str, ref: str) -> bool:
+    ref = ref.lower()
+    hexpart = digest.split(":")[-1].lower()
+    return digest.lower().startswith(ref) or (len(ref) >= 4 and hexpart.startswith(ref.split(":")[-1]))
+
+
+@overload
+def resolve(store: ResultStore, ref: str, records: None = None) -> Side[BenchRecord]: ...
+@overload
+def resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]: ...
+def resolve(store: ResultStore, ref: str, records: list[Any] | None = None) -> Side[Any]:
+    """The ok results `ref` names (run id, image name, digest or prefix); BadInput when none or
+    ambiguous. Among `records` (BenchRecords, or the index's heads of them) where given, else among
+    store.results()."""
+    return _resolve(store, ref, records if records is not None else store.results())
+
+
+def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
+    recs = [r for r in records if r.status == "ok"]
+    by_run = [r for r in recs if r.run_id == ref]
+    if by_run:
+        return Side(ref, f"run {ref}", by_run)
+    named = [r for r in recs if r.image.name == ref]
+    if named:
+        build = store.latest_build(ref)
+        digest = (
+            build.digest
+            if build and any(r.image.digest == build.digest for r in named)
+            else max(enumerate(named), key=lambda ir: identity.write_order(ir[1], ir[0]))[1].image.digest
+        )
+        mine = [r for r in named if r.image.digest == digest]
+        return Side(ref, image_label(mine[0]), mine)
+    digests = sorted({r.image.digest for r in recs if _digest_matches(r.image.digest, ref)})
+    if len(digests) == 1:
+        mine = [r for r in recs if r.image.digest == digests[0]]
+        return Side(ref, image_label(mine[0]), mine)
+    if len(digests) > 1:
+        raise BadInput(
+            f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
+            "give more digits"
+        )
+    everything = resultindex.heads(
+        store, ok_only=True
+    )  # the error path only: every name, not just the matched
+    near = sorted(
+        {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
+    )  # an import per build
+    hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
+    raise BadInput(
+        f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
+        f"`toolkit report` lists what is stored under {store.root}"
+    )
+
+
+def _test_label(r: BenchRecord) -> str:
+    if r.axis == "served":
+        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
+    return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
+
+
+def settings_of(settings: dict[str, list[str]]) -> list[str]:
+    """The field names of the per-side settings (`n_threads=2` -> `n_threads`)."""
+    return sorted({x.split("=", 1)[0] for xs in settings.values() for x in xs})
+
+
+def _missing_label(r: BenchRecord, fields: list[str]) -> str:
+    """A test one side lacks, named so it can be told from its neighbours: `pp512 ub512 (n_cpu_moe=12)`."""
+    ids = [f"{c}={id_value(r, c)}" for c in fields if id_value(r, c) is not None]
+    return _test_label(r) + (f" ({', '.join(ids)})" if ids else "")
+
+
+def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
+    return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
+
+
+def compare(
+    store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0, ignore: tuple[str, ...] = ()
+) -> Comparison:
+    """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
+
+    Raises BadInput when the two sides have no test in common, naming the fields whose values keep
+    them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
+    the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
+    """
+    if threshold < 0:
+        raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
+    for attempt in (1, 2):
+        recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
+        ha, hb = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+        try:
+            a, b = (
+                Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
+                Side(hb.ref, hb.label, resultindex.candidates(store, hb.records)),
+            )
+            break
+        except resultindex.StaleIndex:
+            if attempt == 2:
+                raise
+            resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
+    ua, ub = _usable(a), _usable(b)
+    known = {k for r in ua + ub for k in identity.test_fields(r)}
+    unknown = sorted(set(ignore) - known)
+    if unknown:
+        raise BadInput(
+            f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
+            f"{', '.join(sorted(known - {'method'}))}"
+        )
+    j = identity.join(ua, ub, ignore=ignore)
+    if not j.pairs:
+        apart = "; ".join(
+            f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
+        )
+        raise BadInput(
+            f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
+            f"{len(j.only_b)} only in B)"
+            + (f"; what keeps them apart: {apart}" if apart else "")
+            + "; compare results measured with the same settings and model, or leave a field out of the "
+            "join on purpose with --ignore FIELD"
+        )
+    pairs = sorted(
+        j.pairs,
+        key=lambda p: (
+            p[0].axis != "prefill",
+            p[0].axis,
+            p[0].model.name,
+            concurrency(p[0]) or 0,
+            p[0].n_depth,
+            p[0].n_prompt,
+            p[0].n_gen,
+            p[0].n_ubatch or 0,
+            p[0].n_batch or 0,
+        ),
+    )
+    id_cols: list[str] = []
+    settings: dict[str, list[str]] = {"a": [], "b": []}
+    label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
+    for col in varying_columns([r for p in pairs for r in p], label=label_fields):
+        va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
+        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. n_threads=1 vs n_threads=2
+            settings["a"].append(f"{col}={va.pop()}")
+            settings["b"].append(f"{col}={vb.pop()}")
+        else:
+            id_cols.append(col)
+    rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
+    tell_apart = [
+        c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
+    ]
+    if len({identity.model_fingerprint(r) for r in ua + ub}) > 1:
+        tell_apart = ["model", *tell_apart]
+    return Comparison(
+        a,
+        b,
+        threshold,
+        rows,
+        id_cols,
+        sorted(_missing_label(r, tell_apart) for r in j.only_a),
+        sorted(_missing_label(r, tell_apart) for r in j.only_b),
+        ", ".join(settings["a"]),
+        ", ".join(settings["b"]),
+        ignored=j.ignored,
+    )
+
+
+def format_comparison(c: Comparison) -> str:
+    """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
+    if not c.rows:
+        return (
+            f"no test in common between {c.a.label} and {c.b.label} "
+            f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
+        )
+    body = []
+    show_energy = bool(c.with_energy)
+    for row in c.rows:
+        sp = f"{row.speedup:.2f}"
+        mark = ""
+        if c.is_regression(row):
+            sp, mark = f"**{sp}**", f"regression (< {1 - c.threshold / 100:.2f})"
+        elif row.speedup > 1 + c.threshold / 100:
+            mark = "faster"
+        line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
+        if show_energy:
+            ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
+            line += [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{ratio:.2f}" if ratio is not None else "",
+            ]
+        body.append([*line, mark])
+
+    def head(side: str, s: Side[BenchRecord], settings: str) -> str:
+        return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
+
+    headers = [
+        "test",
+        *c.id_columns,
+        head("A", c.a, c.a_settings),
+        head("B", c.b, c.b_settings),
+        "speedup (B/A)",
+        *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
+        "",
+    ]
+    out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
+    if show_energy:
+        out.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
+            "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
+            "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
+        )
+    if c.missing:
+        out.append(f"not compared, measured on one side only: {c.missing_text()}")
+    if c.ignored:
+        out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.ignored)}")
+    n = len(c.regressions)
+    out.append(
+        f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%"
+        if n
+        else f"no regression beyond {c.threshold:g}%"
+    )
+    return "\n\n".join(out)
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    def side(s: Side[BenchRecord], settings: str) -> dict[str, Any]:
+        return {
+            "ref": s.ref,
+            "label": s.label,
+            "digests": sorted({r.image.digest for r in s.records}),
+            "settings": settings,
+        }
+
+    return {
+        "a": side(c.a, c.a_settings),
+        "b": side(c.b, c.b_settings),
+        "threshold_pct": c.threshold,
+        "rows": [
+            {
+                "test": r.test,
+                **r.ids,
+                "avg_ts_a": value(r.a),
+                "stddev_ts_a": r.a.stddev_ts,
+                "avg_ts_b": value(r.b),
+                "stddev_ts_b": r.b.stddev_ts,
+                "speedup": round(r.speedup, 4),
+                "regression": c.is_regression(r),
+                "tok_per_j_a": ea.tok_per_j if (ea := energy(r.a)) else None,
+                "tok_per_j_b": eb.tok_per_j if (eb := energy(r.b)) else None,
+                "tok_per_j_ratio": round(ratio, 4) if (ratio := r.energy_ratio) is not None else None,
+            }
+            for r in c.rows
+        ],
+        "only_a": c.only_a,
+        "only_b": c.only_b,
+        "ignored_fields": c.ignored,
+        "regressions": len(c.regressions),
+    }

@@ -1,0 +1,399 @@
+"""[BenchRecord] --plot--> matplotlib figures: prefill vs prompt length (a line per depth and
+micro-batch), decode and pp+tg bars (wrapped to a readable width), served throughput; each figure on
+one y-axis from zero, drawn from the report's table rows (every row, nothing merged). For each run
+shown whose records carry telemetry, GPU power and clocks over the run from its raw trace
+(`telemetry_figures`), each test's window shaded.
+
+Figures are `matplotlib.figure.Figure` objects on the Agg canvas (FigureCanvasAgg): no pyplot, no
+global backend switch, no display needed. Callers pass the report's tables (report.tables).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.analysis.tables import (
+    Row,
+    Table,
+    image_label,
+    is_cpu_fallback,
+    row_label,
+    telemetry_flags,
+    ub_clamped,
+    value,
+)
+from toolkit.analysis.telemetry import load_trace
+from toolkit.results.records import BenchRecord, short_digest
+
+if TYPE_CHECKING:  # matplotlib costs ~0.4 s to import: only a report that draws plots loads it
+    from matplotlib.figure import Figure
+
+PNG_METADATA = {"Software": None}  # keep PNG bytes reproducible across matplotlib versions
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _cells(t: Table | None):
+    """(row, column, record) of a table's usable cells: a number, not a CPU fallback."""
+    if t is None:
+        return []
+    return [
+        (row, col, r)
+        for row in t.rows
+        for col, r in row.cells.items()
+        if value(r) is not None and not is_cpu_fallback(r)
+    ]
+
+
+def _series(row: Row, r: BenchRecord) -> tuple[int, int, str]:
+    """A line of the prefill plot: the table row minus its prompt length — depth, micro-batch, what
+    tells rows apart, and the identifying values — as (depth, micro-batch, label), so lines sort by
+    depth, then micro-batch. Built from the row's own label, so the plot has exactly the table's rows."""
+    rest = row.test.split(" ", 1)[1] if " " in row.test else "default"
+    parts = [rest.replace("@ d", "d", 1)] + [f"{k}={v}" for k, v in row.ids.items()]
+    return (r.n_depth, r.n_ubatch or 0, " ".join(parts))
+
+
+def prefill_figure(t: Table | None) -> Figure | None:
+    """One panel per image column: prefill tok/s vs prompt length, one line per series — the table's
+    rows that differ only in prompt length (each depth its own line; error bars = stddev); hollow
+    markers where llama.cpp clamped the micro-batch. Every panel shares one y-axis from zero."""
+    cells = _cells(t)
+    images = sorted({col for _, col, _ in cells})
+    if not images:
+        return None
+    fig = _figure(5.0 * len(images), 3.8)
+    axes = fig.subplots(1, len(images), squeeze=False, sharey=True)[0]
+    for ax, img in zip(axes, images, strict=True):
+        mine = [(row, r) for row, col, r in cells if col == img]
+        for series in sorted({_series(row, r) for row, r in mine}):
+            pts = sorted(
+                (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)))
+                for row, r in mine
+                if _series(row, r) == series
+            )
+            xs, ys, es, _ = zip(*pts, strict=True)
+            bars = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=series[2])
+            off = [(x, y) for x, y, _, clamped in pts if clamped]
+            if off:  # hollow markers: llama.cpp computed with a smaller effective micro-batch
+                ox, oy = zip(*off, strict=True)
+                ax.plot(
+                    ox,
+                    oy,
+                    "o",
+                    mfc="white",
+                    mew=1.5,
+                    zorder=3,
+                    color=bars.lines[0].get_color(),
+                    label="_clamped",
+                )
+        ax.set_xscale("log", base=2)
+        prompts = sorted({r.n_prompt for _, r in mine})
+        ax.set_xticks(prompts, [str(p) for p in prompts])
+        ax.minorticks_off()
+        ax.set_title(img, fontsize=9)
+        ax.set_xlabel("prompt length (tokens)")
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylim(bottom=0)
+    axes[0].set_ylabel("prefill tokens/s")
+    return fig
+
+
+MAX_WIDTH = 14.0  # inches: a bar figure wider than this is wrapped into more panel rows
+
+
+def bar_figure(t: Table | None, ylabel: str = "decode tokens/s") -> Figure | None:
+    """One bar group per table row (the same test identity as the table: tg128 at ub512 and at ub2048
+    are two groups), one bar per image column, error bars = stddev. Groups wrap into panel rows of at
+    most MAX_WIDTH inches, all on one y-axis from zero; long labels wrap."""
+    cells = _cells(t)
+    if not cells:
+        return None
+    assert t is not None
+    groups = [row for row in t.rows if any(row is rr for rr, _, _ in cells)]
+    images = sorted({col for _, col, _ in cells})
+    slot = 0.7 * len(images) + 0.5  # inches per group
+    per = max(1, int((MAX_WIDTH - 1.0) // slot))
+    panels = math.ceil(len(groups) / per)
+    width = min(MAX_WIDTH, max(5.0, slot * min(per, len(groups)) + 1.0))
+    fig = _figure(width, 3.4 * panels + 0.4)
+    axes = fig.subplots(panels, 1, squeeze=False, sharey=True)[:, 0]
+    bw = 0.8 / len(images)
+    for p, ax in enumerate(axes):
+        chunk = groups[p * per : (p + 1) * per]
+        for i, img in enumerate(images):
+            xs, ys, es = [], [], []
+            for j, row in enumerate(chunk):
+                r = row.cells.get(img)
+                if r is not None and (v := value(r)) is not None and not is_cpu_fallback(r):
+                    xs.append(j + (i - (len(images) - 1) / 2) * bw)
+                    ys.append(v)
+                    es.append(r.stddev_ts or 0.0)
+            ax.bar(xs, ys, bw, yerr=es, capsize=3, label=img)
+        labels = [" ".join([row.test, *(f"{k}={v}" for k, v in row.ids.items())]) for row in chunk]
+        ax.set_xticks(range(len(chunk)), [textwrap.fill(x, 18) for x in labels], fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_ylim(bottom=0)
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def decode_figure(t: Table | None) -> Figure | None:
+    """The decode table as bars (bar_figure)."""
+    return bar_figure(t, "decode tokens/s")
+
+
+def served_figure(t: Table | None) -> Figure | None:
+    """Served output tok/s vs concurrency, one line per image column and row series."""
+    cells = [(row, col, r) for row, col, r in _cells(t) if r.engine.get("concurrency") is not None]
+    if not cells:
+        return None
+    fig = _figure(6.0, 3.8)
+    ax = fig.subplots()
+    series: dict[str, list[tuple[int, float]]] = {}
+    for row, col, r in cells:
+        name = " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
+        v = value(r)
+        assert v is not None  # _cells keeps only cells with a value
+        series.setdefault(name, []).append((int(r.engine["concurrency"]), v))
+    for name, pts in sorted(series.items()):
+        xs, ys = zip(*sorted(pts), strict=True)
+        ax.plot(xs, ys, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    levels = sorted({x for pts in series.values() for x, _ in pts})
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("output tokens/s")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def figures(tables: list[Table]) -> dict[str, Figure]:
+    """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served. Plots are
+    drawn from the tables (report.tables), so they use the same test identity and show every row."""
+    by_axis = {t.axis: t for t in tables}
+    made = {
+        "prefill": prefill_figure(by_axis.get("prefill")),
+        "decode": decode_figure(by_axis.get("decode")),
+        "mixed": bar_figure(by_axis.get("mixed"), "prefill + decode tokens/s"),
+        "served": served_figure(by_axis.get("served")),
+    }
+    return {name: fig for name, fig in made.items() if fig is not None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Power and clocks over a run, from its raw telemetry trace
+
+TRACE_MAX_POINTS = 6000  # per GPU and series: a longer trace is thinned (every k-th sample) to draw
+
+
+@dataclass
+class TraceRun:
+    """One run shown in the report (image digest, run id, model) whose records carry telemetry: where
+    its trace is looked for (results/<digest12>/telemetry/<run_id>-<model>.jsonl; a campaign host's
+    folder results/hosts/<key>/...; beside the record's log file) and its records (their test windows)."""
+
+    digest: str
+    run_id: str
+    model: str
+    label: str
+    candidates: list[Path]
+    records: list[BenchRecord] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """A file stem: telemetry-<digest12>-<run id>-<model>, unsafe characters replaced."""
+        return re.sub(
+            r"[^A-Za-z0-9._-]+", "_", f"telemetry-{short_digest(self.digest)}-{self.run_id}-{self.model}"
+        )
+
+
+def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]:
+    """The runs of the tables' records that were observed (a `telemetry` summary on some record),
+    in table order, each with the places its trace may be (the first that exists is read)."""
+    runs: dict[tuple[str, str, str], TraceRun] = {}
+    for t in tables:
+        for row in t.rows:
+            for r in row.cells.values():
+                if not isinstance(r.telemetry, dict):
+                    continue
+                key = (r.image.digest, r.run_id, r.model.name)
+                run = runs.get(key)
+                if run is None:
+                    stem = (
+                        Path(short_digest(r.image.digest)) / "telemetry" / f"{r.run_id}-{r.model.name}.jsonl"
+                    )
+                    cands = []
+                    if results_root is not None:
+                        host = (r.host or {}).get("key")
+                        cands.append(Path(results_root) / stem)
+                        if host:
+                            cands.append(Path(results_root) / "hosts" / str(host) / stem)
+                    if r.log_file:
+                        cands.append(Path(r.log_file).parent.parent / "telemetry" / stem.name)
+                    trace = r.telemetry.get("trace")  # `toolkit measure` keeps its trace beside its output
+                    if isinstance(trace, str) and trace:
+                        cands.append(Path(trace))
+                    run = runs[key] = TraceRun(
+                        r.image.digest,
+                        r.run_id,
+                        r.model.name,
+                        f"{image_label(r)} {r.model.name} run {r.run_id}",
+                        cands,
+                    )
+                if all(x is not r for x in run.records):
+                    run.records.append(r)
+    return list(runs.values())
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def _gpu_series(samples: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per GPU source: (t, value) points of power_w, sclk_mhz, mclk_mhz, cap_w (samples of a source
+    that names a vendor are GPU samples; others, the host's, are left out)."""
+    gpus = {str(s.get("source")) for s in samples if s.get("vendor") and s.get("source")}
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {g: {} for g in sorted(gpus)}
+    for s in samples:
+        src = str(s.get("source"))
+        t = _num(s.get("t"))
+        if src not in out or t is None:
+            continue
+        for key in ("power_w", "sclk_mhz", "mclk_mhz", "cap_w"):
+            v = _num(s.get(key))
+            if v is not None:
+                out[src].setdefault(key, []).append((t, v))
+    return out
+
+
+def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    pts = sorted(pts)
+    step = max(1, math.ceil(len(pts) / TRACE_MAX_POINTS))
+    return pts[::step] if step > 1 else pts
+
+
+def run_figure(run: TraceRun, samples: list[dict[str, Any]]) -> Figure | None:
+    """GPU power (W, the power cap dashed) and clocks (gfx/SM clock solid, memory clock dotted) over the
+    run, seconds from its first sample; each test's window (its record's telemetry t0..t1) shaded and
+    labelled with the test, red when the record carries a telemetry flag (gpu-shared, throttled, ...).
+    None when the trace holds no GPU sample with a power or clock reading."""
+    series = {g: v for g, v in _gpu_series(samples).items() if v.get("power_w") or v.get("sclk_mhz")}
+    if not series:
+        return None
+    t_first = min(p[0] for v in series.values() for pts in v.values() for p in pts)
+    fig = _figure(11.0, 6.0)
+    ax_p, ax_c = fig.subplots(2, 1, sharex=True)
+    for gpu, v in series.items():
+        if v.get("power_w"):
+            xs, ys = zip(*_thin(v["power_w"]), strict=True)
+            line = ax_p.plot([x - t_first for x in xs], ys, lw=1, label=f"{gpu} power")[0]
+            caps = sorted({c for _, c in v.get("cap_w", [])})
+            for cap in caps:
+                ax_p.axhline(cap, ls="--", lw=0.8, color=line.get_color(), label=f"{gpu} cap {cap:.0f} W")
+        for key, style, what in (("sclk_mhz", "-", "gfx/SM clock"), ("mclk_mhz", ":", "memory clock")):
+            if v.get(key):
+                xs, ys = zip(*_thin(v[key]), strict=True)
+                ax_c.plot([x - t_first for x in xs], ys, style, lw=1, label=f"{gpu} {what}")
+    for r in run.records:
+        tel = r.telemetry or {}
+        t0, t1 = _num(tel.get("t0")), _num(tel.get("t1"))
+        if t0 is None or t1 is None or t1 <= t0:
+            continue
+        flagged = bool(telemetry_flags(r))
+        for ax in (ax_p, ax_c):
+            ax.axvspan(
+                t0 - t_first, t1 - t_first, color="#d62728" if flagged else "#1f77b4", alpha=0.12, lw=0
+            )
+        ax_p.annotate(
+            row_label(r, ub=True) + (" [" + ", ".join(telemetry_flags(r)) + "]" if flagged else ""),
+            ((t0 + t1) / 2 - t_first, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=6,
+            ha="center",
+            va="top",
+        )
+    ax_p.set_ylim(bottom=0)
+    ax_p.set_ylabel("GPU power (W)")
+    ax_p.set_title(f"{run.label}: power and clocks (shaded: each test's window; red: flagged)", fontsize=9)
+    ax_c.set_ylim(bottom=0)
+    ax_c.set_ylabel("clock (MHz)")
+    ax_c.set_xlabel("seconds from the first sample")
+    for ax in (ax_p, ax_c):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[dict[str, Figure], list[str]]:
+    """One power-and-clocks figure per observed run of the tables (trace_runs), by file stem, and a
+    note for each run without one: trace missing, unreadable, holding no sample or no GPU sample.
+    Never raises for a bad trace."""
+    figs: dict[str, Figure] = {}
+    notes: list[str] = []
+    for run in trace_runs(tables, results_root):
+        path = next((p for p in run.candidates if p.is_file()), None)
+        if path is None:
+            where = str(run.candidates[0]) if run.candidates else "no results folder known"
+            notes.append(f"{run.label}: no power plot: its telemetry trace is missing ({where})")
+            continue
+        try:
+            samples = [s for s in load_trace(path) if isinstance(s, dict)]
+        except (OSError, ValueError) as err:  # unreadable, not text: a note, never a crash
+            notes.append(
+                f"{run.label}: no power plot: {path} is unreadable ({type(err).__name__}: {err})"[:400]
+            )
+            continue
+        if not samples:
+            notes.append(f"{run.label}: no power plot: {path} holds no telemetry sample")
+            continue
+        fig = run_figure(run, samples)
+        if fig is None:
+            notes.append(
+                f"{run.label}: no power plot: {path} holds no GPU power or clock sample "
+                "(a CPU image's run samples the host only)"
+            )
+            continue
+        figs[run.name] = fig
+    return figs, notes
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata=PNG_METADATA)
+    return buf.getvalue()
+
+
+def write_pngs(tables: list[Table], out_dir: Path, results_root: Path | None = None) -> list[Path]:
+    """Write `<out_dir>/<name>.png` for each plot (atomic per file), the power-and-clocks figure of
+    each observed run among them (telemetry_figures); return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, fig in {**figures(tables), **telemetry_figures(tables, results_root)[0]}.items():
+        path = out_dir / f"{name}.png"
+        tmp = path.with_suffix(".png.tmp")
+        tmp.write_bytes(png_bytes(fig))
+        tmp.replace(path)
+        written.append(path)
+    return written

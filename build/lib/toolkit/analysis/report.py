@@ -1,0 +1,314 @@
+"""[BenchRecord] --report--> the rendered report: tables (toolkit.analysis.tables), verdict and plots as
+github markdown, csv, json or one self-contained offline html page (inline CSS, plots as base64 PNG).
+
+This module sits on top: it imports tables, verdict and plots; none of them imports it. The table
+layer's names are re-exported here for callers that know them as `report.X`.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from toolkit.analysis import plots
+from toolkit.analysis import tables as _tables
+from toolkit.analysis import verdict as verdict_mod
+from toolkit.analysis.tables import (
+    ReportOptions,
+    Row,
+    Table,
+    _energy_notes,
+    _legend,
+    _roof_notes,
+    accounting,
+    concurrency,
+    energy,
+    sample_stats,
+    table_rows,
+    tables,
+    threads,
+)
+from toolkit.results.identity import value
+from toolkit.results.llamabench_format import effective_ubatch
+from toolkit.results.records import BenchRecord
+
+
+def __getattr__(name: str) -> Any:
+    """The table layer's names, for callers that know them as report.X (PEP 562): one list, in tables."""
+    if name in _tables.__all__:
+        return getattr(_tables, name)
+    raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
+
+
+FORMATS = ("github", "csv", "json", "html")
+
+
+def render(
+    records: list[BenchRecord],
+    fmt: str = "github",
+    *,
+    opts: ReportOptions | None = None,
+    refused: int = 0,
+    results_root: Path | None = None,
+) -> str:
+    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
+
+    Every format states how many records it read, used and superseded (`refused`: records the
+    store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
+    the records were read from; the html page plots power and clocks of each run shown from the raw
+    traces kept there (plots.telemetry_figures)."""
+    opts = opts or ReportOptions()
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    ts = tables(records, opts)
+    if fmt == "csv":
+        return render_csv(ts)
+    v = verdict_mod.verdict(records, opts)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "tables": [table_json(t) for t in ts],
+                "verdict": verdict_mod.verdict_json(v),
+                "options": opts.__dict__,
+                "records": accounting(records, refused),
+            },
+            indent=2,
+            allow_nan=False,
+        )
+    if fmt == "html":
+        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), results_root)
+    if not ts:
+        if records:  # read, but nothing to tabulate: say so, never "no results"
+            failed = sum(r.status != "ok" for r in records)
+            return (
+                f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
+                "`toolkit report --json` lists them with their errors"
+            )
+        return "no results yet: run `toolkit bench` or `toolkit import`"
+    out = []
+    for t in ts:
+        headers, body = table_rows(t)
+        out.append(
+            f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+        )
+    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts) + [accounting(records, refused)]
+    out.append("\n".join(f"- {n}" for n in notes))
+    out.append(verdict_mod.format_verdict(v))
+    return "\n\n".join(out)
+
+
+CSV_FIELDS = [
+    "axis",
+    "test",
+    "image",
+    "digest",
+    "model",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "n_batch",
+    "n_ubatch",
+    "n_ubatch_effective",
+    "flash_attn",
+    "n_gpu_layers",
+    "threads",
+    "concurrency",
+    "avg_ts",
+    "stddev_ts",
+    "median_ts",
+    "min_ts",
+    "max_ts",
+    "tok_per_j",
+    "energy_j",
+    "energy_source",
+    "roofline",
+    "roofline_pct",
+    "flags",
+    "test_fields",
+]
+
+
+def render_csv(ts: list[Table]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for t in ts:
+        for row in t.rows:
+            for col, r in sorted(row.cells.items()):
+                roof = row.roof.get(col)
+                e = energy(r)
+                w.writerow(
+                    [
+                        t.axis,
+                        row.test,
+                        r.image.name,
+                        r.image.digest,
+                        r.model.name,
+                        r.n_prompt,
+                        r.n_gen,
+                        r.n_depth,
+                        r.n_batch,
+                        r.n_ubatch,
+                        effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+                        r.flash_attn,
+                        r.n_gpu_layers,
+                        threads(r),
+                        concurrency(r),
+                        value(r),
+                        r.stddev_ts,
+                        *((st["median"], st["min"], st["max"]) if (st := sample_stats(r)) else ("", "", "")),
+                        *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
+                        roof.metric if roof else "",
+                        f"{100 * roof.fraction:.1f}" if roof else "",
+                        " ".join(row.flags.get(col, [])),
+                        "; ".join(f"{k}={v}" for k, v in row.ids.items()),
+                    ]
+                )
+    return buf.getvalue()
+
+
+def table_json(t: Table) -> dict[str, Any]:
+    def cell(row: Row, col: str) -> dict[str, Any] | None:
+        r = row.cells.get(col)
+        if r is None:
+            return None
+        roof = row.roof.get(col)
+        e = energy(r)
+        return {
+            "avg_ts": value(r),
+            "stddev_ts": r.stddev_ts,
+            **{f"{k}_ts": x for k, x in (sample_stats(r) or {}).items()},
+            "samples": len(r.samples_ts),
+            "tok_per_j": e.tok_per_j if e else None,  # None: no valid energy (the flags say why)
+            "energy_j": e.joules if e else None,
+            "energy_source": e.source if e else None,
+            "digest": r.image.digest,
+            "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+            "flags": row.flags.get(col, []),
+            "roofline": {
+                "metric": roof.metric,
+                "fraction": round(roof.fraction, 4),
+                "gpu": roof.gpu.gfx_target,
+                "product": roof.gpu.product,
+                "gpu_count": roof.gpu_count,
+                "active_share": round(roof.share.bytes_share, 4),
+                "share_source": roof.share.source,
+            }
+            if roof
+            else None,
+        }
+
+    return {
+        "axis": t.axis,
+        "title": t.title,
+        "columns": t.columns,
+        "id_columns": t.id_columns,
+        "image_settings": t.image_ids,
+        "energy_columns": t.energy_columns,
+        "rows": [{"test": row.test, **row.ids, **{c: cell(row, c) for c in t.columns}} for row in t.rows],
+    }
+
+
+HTML_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
+color:#1d1d1f;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.8em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.flags{text-align:left;color:#a33}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}
+"""
+
+
+def render_html(
+    records: list[BenchRecord], ts: list[Table], verdict_text: str, results_root: Path | None = None
+) -> str:
+    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL.
+    Then power and clocks over each observed run shown, from its raw trace (plots.telemetry_figures):
+    one figure per run, a note where the trace is missing or unreadable."""
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>toolkit report</title>",
+        f"<style>{HTML_CSS}</style></head><body>",
+        "<h1>Benchmark report</h1>",
+    ]
+    if not ts:
+        parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
+    for t in ts:
+        headers, body = table_rows(t)
+        parts.append(
+            f"<h2>{html.escape(t.title)}</h2><table><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+            + "</tr>"
+        )
+        for line in body:
+            cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [
+                f'<td class="flags">{html.escape(line[-1])}</td>'
+            ]
+            parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("</table>")
+    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts)
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    parts.append(f"<p>{html.escape(accounting(records))}</p>")
+    parts.append(f"<h2>Verdict</h2><pre>{html.escape(verdict_text)}</pre>")
+    figs = plots.figures(ts)
+    if figs:
+        parts.append("<h2>Plots</h2>")
+    for name, fig in figs.items():
+        data = base64.b64encode(plots.png_bytes(fig)).decode()
+        parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+    runs, run_notes = plots.telemetry_figures(ts, results_root)
+    if runs or run_notes:
+        parts.append(
+            "<h2>Power and clocks</h2><p>One figure per run shown, from its raw telemetry trace "
+            "(results/&lt;digest12&gt;/telemetry/&lt;run_id&gt;-&lt;model&gt;.jsonl): GPU power with its cap, "
+            "gfx/SM and memory clocks; shaded: each test's window, red where the record carries a telemetry "
+            "flag.</p>"
+        )
+    for name, fig in runs.items():
+        data = base64.b64encode(plots.png_bytes(fig)).decode()
+        parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+    if run_notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in run_notes) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def publish(
+    records: list[BenchRecord],
+    fmt: str = "github",
+    *,
+    opts: ReportOptions | None = None,
+    output: Path | None = None,
+    plots_dir: Path | None = None,
+    refused: int = 0,
+    results_root: Path | None = None,
+) -> tuple[str | None, list[Path]]:
+    """Render the report: (text for stdout or None when written to `output`, every file written).
+
+    The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
+    default `<output stem>-plots/` beside an html report. `results_root`: where the records were
+    read, for the runs' telemetry traces (render).
+    """
+    text = render(records, fmt, opts=opts, refused=refused, results_root=results_root)
+    written: list[Path] = []
+    if output is not None:
+        output = Path(output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_suffix(output.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(output)
+        written.append(output)
+        if plots_dir is None and fmt == "html":
+            plots_dir = output.parent / f"{output.stem}-plots"
+    if plots_dir is not None:
+        written += plots.write_pngs(tables(records, opts), Path(plots_dir), results_root)
+    return (None if output is not None else text), written

@@ -1,0 +1,410 @@
+"""How close a measured tok/s comes to what the GPU(s) could do at most (a roofline, per record).
+
+decode (tg): every generated token reads the active weights once, so
+    implied bandwidth = tok/s x bytes read per token,  bytes per token ~ model_size x active share
+and `% of bandwidth bound` = implied / peak memory bandwidth. KV-cache reads are left out (small
+at the short contexts llama-bench uses), so the figure is a slight underestimate.
+
+prefill (pp): every prompt token costs ~2 FLOPs per active parameter (one multiply-add), so
+    implied FLOP/s = tok/s x 2 x active params
+and `% of compute bound` = implied / peak dense FP16 matrix FLOP/s. Attention FLOPs are left out
+(they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle.
+
+Active share of a mixture-of-experts model (only the routed experts are read per token), in order:
+  1. the GGUF file itself, when readable: non-expert tensors + expert tensors x expert_used/expert_count
+     (bytes and parameters counted per tensor: exact for the weights, ignoring the router's choice);
+  2. a small table of known model types (numbers from the model cards);
+  3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
+  4. a model type without an MoE marker counts as dense (share 1).
+
+The yardstick is the exact GPU PRODUCT (toolkit/core/gpuspecs.py), never a gfx arch: an RX 9070 GRE
+(gfx1201, 432 GB/s) is not judged against the R9700 (gfx1201, 640 GB/s); an H200 import gets the
+H200's figures. The product comes from the record's gpu_info (llama-bench's device descriptions,
+matched exactly), or, where gpu_info gives only a generic name ("AMD Radeon Graphics") or none
+(vLLM), from the PCI ids of the GPUs the container was given (the record's device profile, or the
+`--device` render nodes of its docker command, looked up in its host facts). A product without
+figures gets no roofline, with a note saying so.
+
+How many GPUs a run used (gpu_use): llama-bench uses every GPU device it sees unless `-dev` names
+some or `-sm none` keeps it to main_gpu (pinned source: src/llama.cpp, llama_model_load); the
+devices it sees are gpu_info's entries (tools/llama-bench/llama-bench.cpp get_gpu_info). vLLM uses
+tensor_parallel_size x pipeline_parallel_size GPUs (1 unless set). Several GPUs:
+  - split row / tensor, vLLM tensor parallel: the cards work on every layer at once, so the bound is
+    the SUM of their peaks (N x one card's) -- `Roofline.gpu` is then that aggregate ("2 x ...");
+  - split layer (llama.cpp's default) or pipeline parallel: the cards take turns on each token
+    (decode) and overlap only partly (prefill pipelining), so the bound lies between one card's peak
+    and N x; neither is the yardstick, and the record gets no roofline, with a note.
+A multi-GPU run is never held against one card's peak. CPU runs and software Vulkan devices
+(llvmpipe/lavapipe) get no roofline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.core import backends
+from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
+from toolkit.results.records import BenchRecord
+
+GpuPeak = GpuSpec  # the yardstick of a roofline: one product, or N of them summed (product "2 x ...")
+
+# Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
+KNOWN_ACTIVE_SHARE: dict[str, float] = {
+    "qwen3moe 30b.a3b": 3.3 / 30.5,  # Qwen3-30B-A3B model card: 30.5B total, 3.3B activated
+    "qwen3moe 235b.a22b": 22.0 / 235.0,  # Qwen3-235B-A22B model card
+    "gpt-oss 20b": 3.6 / 21.0,  # gpt-oss-20b model card: 21B total, 3.6B active
+    "gpt-oss 120b": 5.1 / 117.0,  # gpt-oss-120b model card: 117B total, 5.1B active
+}
+_NBA_RE = re.compile(r"(\d+(?:\.\d+)?)B\.A(\d+(?:\.\d+)?)B", re.IGNORECASE)
+_MOE_MARKERS = ("moe", "mixtral", "deepseek2", "gpt-oss", "a3b", "x7b", "x22b")
+SOFTWARE_GPU_MARKERS = backends.SOFTWARE_MARKERS  # kept for callers of the old name
+
+
+@dataclass(frozen=True)
+class ActiveShare:
+    """Share of the weights used per token: by bytes (decode reads) and by parameters (prefill FLOPs)."""
+
+    bytes_share: float
+    params_share: float
+    source: str  # gguf | table | model-type | dense
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One record against its yardstick: implied rate, the bound, and the ratio (0.45 = 45 %).
+    `gpu` is the yardstick (one product, or the sum over `gpu_count` cards of one product),
+    `per_gpu` one card's figures, `note` how the yardstick was chosen."""
+
+    gpu: GpuSpec
+    metric: str  # "bandwidth" (decode) | "compute" (prefill)
+    implied: float  # B/s or FLOP/s
+    peak: float
+    share: ActiveShare
+    gpu_count: int = 1
+    per_gpu: GpuSpec | None = None
+    note: str = ""
+
+    @property
+    def fraction(self) -> float:
+        return self.implied / self.peak
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """The GPUs one record's run used. `count` None: not knowable from the record; `specs` one per
+    used GPU (None where the product has no figures); `names` what each was called; `split` how
+    the work was shared: single | layer | row | tensor | tensor-parallel | pipeline-parallel;
+    `source` where the count came from; `note` why count or products are unknown ("" if known)."""
+
+    count: int | None
+    specs: tuple[GpuSpec | None, ...] = ()
+    names: tuple[str, ...] = ()
+    split: str = "single"
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """`roofline` of a record, or None with `note` saying why; `use` the GPUs it ran on."""
+
+    roofline: Roofline | None
+    use: GpuUse
+    note: str = ""
+
+
+@functools.lru_cache(maxsize=32)
+def gguf_active_share(path: str) -> ActiveShare | None:
+    """Active share from a GGUF file's tensors: experts (`*_exps`) count at expert_used/expert_count."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(p))
+    except Exception:  # not a GGUF we can read: fall back to the tables
+        return None
+    arch = _field(reader, "general.architecture")
+    used, count = _field(reader, f"{arch}.expert_used_count"), _field(reader, f"{arch}.expert_count")
+    if not used or not count:
+        return ActiveShare(1.0, 1.0, "gguf")
+    ratio = float(used) / float(count)
+    tot_b = act_b = tot_p = act_p = 0.0
+    for t in reader.tensors:
+        nbytes, nparams = float(t.n_bytes), float(t.n_elements)
+        scale = ratio if "_exps" in t.name else 1.0
+        tot_b, act_b = tot_b + nbytes, act_b + nbytes * scale
+        tot_p, act_p = tot_p + nparams, act_p + nparams * scale
+    if not tot_b or not tot_p:
+        return None
+    return ActiveShare(act_b / tot_b, act_p / tot_p, "gguf")
+
+
+def _field(reader, key: str):
+    f = reader.fields.get(key)
+    if f is None or not f.data:
+        return None
+    v = f.parts[f.data[0]]
+    if getattr(v, "dtype", None) is not None and v.dtype.kind == "u" and v.dtype.itemsize == 1:
+        return bytes(v).decode(errors="replace")  # a string field
+    return v[0] if len(v) else None
+
+
+def active_share(r: BenchRecord) -> ActiveShare | None:
+    """Share of the model's weights touched per token (see the module docstring for the order)."""
+    from_file = gguf_active_share(r.model.path) if r.model.path else None
+    if from_file:
+        return from_file
+    mtype = str(r.raw.get("model_type") or "").lower()
+    for prefix, share in KNOWN_ACTIVE_SHARE.items():
+        if mtype.startswith(prefix):
+            return ActiveShare(share, share, "table")
+    m = _NBA_RE.search(mtype)
+    if m and float(m.group(1)) > 0:
+        share = float(m.group(2)) / float(m.group(1))
+        return ActiveShare(share, share, "model-type")
+    if mtype and not any(k in mtype for k in _MOE_MARKERS):
+        return ActiveShare(1.0, 1.0, "dense")
+    return None
+
+
+def model_bytes(r: BenchRecord) -> float | None:
+    size = r.raw.get("model_size") or r.model.size_bytes
+    return float(size) if size else None
+
+
+def model_params(r: BenchRecord) -> float | None:
+    n = r.raw.get("model_n_params")
+    return float(n) if n else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Which GPUs a record ran on
+
+_NON_GPU_BACKENDS = {"", "cpu", "blas", "rpc"}
+PARALLEL_SPLITS = ("row", "tensor", "tensor-parallel")  # every card works on every layer at once
+
+
+def _extra(r: BenchRecord, key: str) -> Any:
+    return (r.model_extra or {}).get(key)
+
+
+def _gpu_backend(r: BenchRecord) -> bool:
+    tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends or "")}
+    return r.image.backend != "cpu" and bool(tokens - _NON_GPU_BACKENDS)
+
+
+def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
+    """The host GPUs the run's container was given, as host-fact dicts (Gpu.to_dict()), in host order:
+    from the record's `device_profile` (DeviceProfile.record(); bench keeps it in `host`) or, for
+    records without one, the `--device HOST:/dev/dri/renderD*` arguments of its docker command
+    matched to `host.gpus`.
+    None when the record says nothing about it (imports)."""
+    prof = _extra(r, "device_profile") or r.host.get("device_profile")  # bench stores it with the host facts
+    if isinstance(prof, dict) and isinstance(prof.get("gpus"), list):
+        return [g for g in prof["gpus"] if isinstance(g, dict)]
+    cmd = list(r.command or [])
+    nodes = [
+        cmd[i + 1].split(":")[1]
+        for i, a in enumerate(cmd[:-1])
+        if a == "--device" and cmd[i + 1].count(":") >= 1 and "/dev/dri/renderD" in cmd[i + 1]
+    ]
+    if not cmd:
+        return None
+    host = {g.get("render_node"): g for g in r.host.get("gpus", []) if isinstance(g, dict)}
+    return [host.get(n, {"render_node": n}) for n in nodes]
+
+
+def _spec_of_host_gpu(g: dict[str, Any]) -> GpuSpec | None:
+    return spec_by_pci(
+        str(g.get("vendor") or ""), str(g.get("device_id") or ""), g.get("revision") or None
+    ) or (spec_by_name(str(g.get("name") or "")) if g.get("name") else None)
+
+
+def _host_name(g: dict[str, Any]) -> str:
+    ids = f"PCI {g.get('vendor', '?')}:{g.get('device_id', '?')} rev {g.get('revision') or '?'}"
+    return str(g.get("name") or "") or f"{g.get('gfx_target') or 'GPU'} ({ids})"
+
+
+def _int_arg(cmd: list[str], *flags: str) -> int | None:
+    for i, a in enumerate(cmd):
+        for f in flags:
+            if a == f and i + 1 < len(cmd) and cmd[i + 1].isdigit():
+                return int(cmd[i + 1])
+            if a.startswith(f + "=") and a.split("=", 1)[1].isdigit():
+                return int(a.split("=", 1)[1])
+    return None
+
+
+def gpu_use(r: BenchRecord) -> GpuUse:
+    """How many GPUs the run of record `r` used and which products they are (see the module text)."""
+    raw = r.raw or {}
+    info = r.gpu_info or ""
+    if any(m in info.lower() for m in SOFTWARE_GPU_MARKERS):
+        return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
+    if not _gpu_backend(r):
+        return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
+    if str(raw.get("devices", "")).strip() == "none":
+        return GpuUse(0, note="llama-bench -dev none: ran on the CPU")
+    if r.n_gpu_layers == 0:
+        return GpuUse(0, note="no layers on the GPU (-ngl 0)")
+    passed = passed_gpus(r)
+    visible = split_gpu_info(info)
+    names, specs = list(visible), [spec_by_name(n) for n in visible]
+    source = "gpu_info"
+    if passed and (not visible or len(visible) == len(passed)):
+        for i, g in enumerate(passed):  # generic or absent names: the PCI ids of the passed cards
+            if not visible or (specs[i] is None and is_generic_name(visible[i])):
+                if not visible:
+                    names.append(_host_name(g))
+                    specs.append(_spec_of_host_gpu(g))
+                else:
+                    names[i], specs[i] = _host_name(g), _spec_of_host_gpu(g)
+        source = "gpu_info + device profile" if visible else "device profile"
+    if not names and passed is None:  # no device list recorded: a host with ONE discrete GPU used that one
+        dgpus = [g for g in r.host.get("gpus", []) if isinstance(g, dict) and not g.get("is_igpu")]
+        if len(dgpus) == 1:
+            names, specs, source = (
+                [_host_name(dgpus[0])],
+                [_spec_of_host_gpu(dgpus[0])],
+                "host's only discrete GPU",
+            )
+    if not names:
+        return GpuUse(None, note="the record names no GPU (empty gpu_info, no device list)")
+    cmd = [str(a) for a in r.command or []]
+    if r.runner.startswith("vllm"):
+        eng = r.engine or {}
+        tp = int(eng.get("tensor_parallel_size") or _int_arg(cmd, "--tensor-parallel-size", "-tp") or 1)
+        pp = int(eng.get("pipeline_parallel_size") or _int_arg(cmd, "--pipeline-parallel-size", "-pp") or 1)
+        n = tp * pp
+        split = "single" if n == 1 else ("tensor-parallel" if pp == 1 else "pipeline-parallel")
+        if n > len(names):
+            return GpuUse(None, note=f"vLLM used {n} GPUs but the record lists {len(names)}")
+        return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
+    devs = str(raw.get("devices") or "auto").strip()
+    if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
+        idx = [int(m.group(1)) if (m := re.search(r"(\d+)$", d.strip())) else -1 for d in devs.split("/")]
+        if any(i < 0 or i >= len(names) for i in idx):
+            return GpuUse(len(idx), note=f"llama-bench -dev {devs}: cannot tell which of {names} these are")
+        names, specs = [names[i] for i in idx], [specs[i] for i in idx]
+        source += f" + -dev {devs}"
+    split = str(raw.get("split_mode") or "layer").strip().lower()
+    if split == "none" and len(names) > 1:  # `-sm none`: only main_gpu
+        main = int(raw.get("main_gpu") or 0)
+        if not 0 <= main < len(names):
+            return GpuUse(None, note=f"main_gpu {main} is not one of the {len(names)} devices")
+        names, specs = [names[main]], [specs[main]]
+        source += " + -sm none"
+    return GpuUse(len(names), tuple(specs), tuple(names), "single" if len(names) == 1 else split, source)
+
+
+def gpu_of(r: BenchRecord) -> GpuSpec | None:
+    """The yardstick of record `r` (one product, or N summed), None when there is none."""
+    return yardstick(gpu_use(r))[0]
+
+
+def gpu_count(r: BenchRecord) -> int | None:
+    """GPUs the run used (0: CPU or software device; None: the record cannot tell)."""
+    return gpu_use(r).count
+
+
+def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, str]:
+    """The peak figures to hold a run on `use` against, and how they were chosen (or why none).
+    `ceiling`: for a plausibility check, N cards of one product in ANY split give N x one card's
+    peak -- a bound no run can exceed, though a layer split cannot reach it."""
+    if use.count is None or use.count == 0:
+        return None, use.note or "no GPU"
+    unknown = sorted({n for n, s in zip(use.names, use.specs, strict=False) if s is None})
+    if unknown:
+        return None, (
+            f"no peak figures for {', '.join(repr(n) for n in unknown)}: its product is not in the "
+            "table of toolkit/core/gpuspecs.py (a gfx arch alone is no yardstick)"
+        )
+    spec = use.specs[0]
+    assert spec is not None
+    if use.count == 1:
+        return spec, f"{spec.product} ({spec.source})"
+    products = sorted({s.product for s in use.specs if s})
+    if len(products) > 1:
+        return None, f"{use.count} GPUs of different products ({', '.join(products)}): no single yardstick"
+    if use.split not in PARALLEL_SPLITS and not ceiling:
+        return None, (
+            f"{use.count} x {spec.product} with split {use.split}: the cards take turns on each token, so "
+            f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
+            "layer/pipeline splits"
+        )
+    n = use.count
+    total = dataclasses.replace(
+        spec,
+        product=f"{n} x {spec.product}",
+        mem_bw_gbs=spec.mem_bw_gbs * n,
+        fp16_matrix_tflops=spec.fp16_matrix_tflops * n,
+        compute_units=spec.compute_units * n,
+    )
+    if use.split not in PARALLEL_SPLITS:
+        return total, f"{n} x {spec.product}, split {use.split}: ceiling = {n} x one card's (not reachable)"
+    return (
+        total,
+        f"{n} x {spec.product}, split {use.split}: every card works on every layer, peak = {n} x one card's",
+    )
+
+
+def assess(r: BenchRecord, *, ceiling: bool = False) -> Assessment:
+    """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
+    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks)."""
+    use = gpu_use(r)
+    if r.avg_ts is None or r.axis not in ("prefill", "decode"):
+        return Assessment(None, use, f"no roofline for {r.axis} results")
+    gpu, how = yardstick(use, ceiling=ceiling)
+    if gpu is None:
+        return Assessment(None, use, how)
+    share = active_share(r)
+    if share is None:
+        return Assessment(None, use, "active share of the model's weights unknown (MoE type not recognised)")
+    per = use.specs[0]
+    if r.axis == "decode":
+        size = model_bytes(r)
+        if not size:
+            return Assessment(None, use, "model size unknown")
+        roof = Roofline(
+            gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share, use.count or 1, per, how
+        )
+        return Assessment(roof, use, how)
+    params = model_params(r)
+    if not params:
+        return Assessment(None, use, "model parameter count unknown")
+    roof = Roofline(
+        gpu,
+        "compute",
+        r.avg_ts * 2.0 * params * share.params_share,
+        gpu.flops,
+        share,
+        use.count or 1,
+        per,
+        how,
+    )
+    return Assessment(roof, use, how)
+
+
+def roofline(r: BenchRecord) -> Roofline | None:
+    """Decode: % of the bandwidth bound; prefill: % of the compute bound. None when not computable
+    (why_no_roofline says why)."""
+    return assess(r).roofline
+
+
+def ceiling(r: BenchRecord) -> Roofline | None:
+    """Record `r` against the most its GPUs could do together (N x one card's peak in any split): a
+    fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown."""
+    return assess(r, ceiling=True).roofline
+
+
+def why_no_roofline(r: BenchRecord) -> str | None:
+    """Why record `r` has no roofline (unknown product, multi-GPU layer split, CPU run...), or None."""
+    a = assess(r)
+    return None if a.roofline else a.note

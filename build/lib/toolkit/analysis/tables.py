@@ -1,0 +1,731 @@
+"""[BenchRecord] --pivot--> tables per axis with flags and a roofline: the layer report, verdict,
+plots, compare and reproduce build on (it imports only identity, records, roofline, llamabench).
+
+Pure functions over records (never row indexes). `select_for_report` keeps the newest ok record per
+test identity (toolkit.results.identity; plus CPU-fallback failures that carry numbers, flagged, for tests
+with no ok record); `axis_table` pivots one axis to rows = test (`pp2048 ub512`, `tg128`,
+`c4 in512 out128`, plus every identifying field that varies) and columns = image (`name@short-digest`,
+split by system when one digest ran on several), cells = tok/s ± stddev, beside them tokens per joule
+where the record's telemetry holds a valid energy (`energy`, `tok/J <image>` columns).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.analysis.roofline import Roofline, ceiling, roofline, why_no_roofline
+from toolkit.core import backends
+from toolkit.results import identity
+from toolkit.results.identity import value
+from toolkit.results.index import Head, RecordSelection
+from toolkit.results.llamabench_format import cpu_fallback_of, effective_ubatch
+from toolkit.results.records import BenchRecord
+
+__all__ = [
+    "AXES",
+    "Energy",
+    "FLAG_HELP",
+    "TELEMETRY_VERDICT_FLAGS",
+    "ReportOptions",
+    "Row",
+    "TITLES",
+    "Table",
+    "accounting",
+    "axis_table",
+    "column_labels",
+    "column_systems",
+    "concurrency",
+    "energy",
+    "fmt_cell",
+    "fmt_roof",
+    "fmt_tok_per_j",
+    "id_value",
+    "image_label",
+    "is_cpu_fallback",
+    "is_software_gpu",
+    "record_flags",
+    "rel_stddev",
+    "row_label",
+    "sample_stats",
+    "select_for_report",
+    "select_latest",
+    "select_with_accounting",
+    "split_columns",
+    "stored_flags",
+    "table_rows",
+    "tables",
+    "telemetry_flags",
+    "threads",
+    "ub_applies",
+    "ub_clamped",
+    "varying_columns",
+    "warmup_outlier",
+    "value",
+]
+
+AXES = ("prefill", "decode", "mixed", "served")
+TITLES = {
+    "prefill": "Prefill (pp), tokens/s",
+    "decode": "Decode (tg), tokens/s",
+    "mixed": "Prefill + decode (pp+tg), tokens/s",
+    "served": "Served throughput by concurrency (vLLM bench serve), output tokens/s",
+}
+FLAG_HELP = {
+    "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
+    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
+    "(never said of decode rows: the micro-batch does not apply to tg)",
+    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (3 x combined stddev, "
+    "neither row noisy; prefill and pp+tg rows only)",
+    "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
+    "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
+    "noisy": "relative standard deviation above the noise threshold",
+    "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
+    "more than their spread): a warm-up effect; the median is the steadier figure",
+    "runs-disagree": "repetitions of one test (bench.runs process starts, or rows of one import that measured the "
+    "same test) differ by more than 3 x the within-run stddev and 5 %: the cell is their mean, report the spread",
+    "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
+    "process start)",
+    "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
+    "a number to check, not to route production traffic on",
+    "synthetic-twin": "measured on a shape twin of the real GGUF (same metadata, tensor names, shapes and types, "
+    "random data with valid scales; toolkit fetch-model --twin), never mixed with real-model rows",
+    "no-samples": "the imported format keeps no per-repetition samples (llama-bench -o md, sql, csv): no median or "
+    "min–max, and a markdown table's numbers are rounded to 2 decimals",
+    "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
+    "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
+    "concurrent": "another toolkit benchmark ran on the same engine, or wrote the same results folder, while this "
+    "was measured (--allow-concurrent): both slowed each other down",
+    "clock-skew": "the clock of the host that wrote this record disagrees with the results folder's own order: its "
+    "`created` lies more than 60 s before a record the folder stored earlier, or more than 5 min in the future. "
+    "Runs are ordered by the folder's sequence number (`seq`, given at append time), never by these times, so the "
+    "newest run is still the one written last; check that host's clock (`timedatectl`, NTP) before trusting dates",
+    "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
+    "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
+    "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
+    "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
+    "gpu-shared": "another process used the GPU during the test (NVML compute processes / KFD entries with VRAM or "
+    "queues not the benchmark's, or a busy GPU in the idle baseline): the GPU was shared, the number is not the GPU's; "
+    "no tok/J either (the board's energy counts the other process's work too)",
+    "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "
+    "AMD SMU14 throttle bits, TEMP_HOTSPOT masked: set at all times on the R9700, ROCm/rocm-systems#11781); the "
+    "reason follows the colon (sw-power-cap, hw-thermal, ppt0 = held at the power cap, ...)",
+    "clock-idle": "the GPU was busy while its gfx clock stayed at idle (ROCm#6289): the number is not the card's",
+    "power-not-stock": "the GPU ran below its default power cap, with a forced performance level, a non-default power "
+    "profile or overdrive offsets: not a stock-card number",
+    "host-busy": "processes other than the benchmark used the host's CPUs during the test (above 0.5 core on average, "
+    "or CPU pressure above 20 % or steal above 10 % of the time): the host was busy, the number may be low",
+    "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
+    "sensor's averaging allows, samples not bracketing the window, a sampling gap, no power source)",
+    "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
+    "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
+}
+
+
+# Telemetry flags that say a number is not the card's alone (the verdict names them and will not
+# crown a cell that carries one: toolkit.analysis.verdict); energy-invalid says nothing about speed.
+TELEMETRY_VERDICT_FLAGS = ("gpu-shared", "throttled", "clock-idle", "power-not-stock", "host-busy")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Thresholds as fractions: noisy = relative stddev, bw_floor = share of peak bandwidth,
+    min_margin = the smallest margin the verdict calls a win."""
+
+    noisy: float = 0.05
+    bw_floor: float = 0.05
+    min_margin: float = 0.03
+
+
+def image_label(r: BenchRecord | Head) -> str:
+    """Column label of an image: `name@abcdef012345`."""
+    return f"{r.image.name}@{r.image.short}"
+
+
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def rel_stddev(r: BenchRecord) -> float | None:
+    v = value(r)
+    return r.stddev_ts / v if r.stddev_ts is not None and v else None
+
+
+def threads(r: BenchRecord) -> int | None:
+    t = r.raw.get("n_threads")
+    return int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
+def concurrency(r: BenchRecord) -> int | None:
+    c = r.engine.get("concurrency")
+    return int(c) if isinstance(c, (int, float)) else None
+
+
+def sample_stats(r: BenchRecord) -> dict[str, float] | None:
+    """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
+    xs = [x for x in r.samples_ts if math.isfinite(x)]
+    if len(xs) < 2:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def warmup_outlier(r: BenchRecord) -> bool:
+    """First sample > 10 % off the median of the others and outside their range by more than their
+    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
+    xs = r.samples_ts
+    if len(xs) < 3:
+        return False
+    first, rest = xs[0], xs[1:]
+    med = statistics.median(rest)
+    spread = max(rest) - min(rest)
+    dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
+    return med > 0 and abs(first - med) > 0.10 * med and dist > spread
+
+
+def stored_flags(r: BenchRecord) -> list[str]:
+    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored)."""
+    stored = (r.model_extra or {}).get("flags")
+    return [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+
+
+def telemetry_flags(r: BenchRecord) -> list[str]:
+    """The stored flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...), in
+    stored order: what made the system's state during the test not the card's alone."""
+    return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
+
+
+@dataclass(frozen=True)
+class Energy:
+    """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
+    `tokens` (n_prompt + n_gen) x repetitions, `joules` of all its GPUs together, `source` how it was
+    measured (`counter`, `integrated-average-power`, or both joined by `+` across GPUs)."""
+
+    tok_per_j: float
+    joules: float
+    tokens: float
+    source: str
+
+    @property
+    def j_per_token(self) -> float:
+        return 1.0 / self.tok_per_j
+
+
+def energy(r: BenchRecord) -> Energy | None:
+    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
+    finite number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry
+    (schema 1, imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU
+    shared with another process (`gpu-shared`: the board's energy counts that process's work too; on
+    the H200 case 7.6-9.4 tok/J beside another tenant vs 30.7-43.7 alone). Never a number from an
+    invalid window: tok/J is tokens / joules of the window, as window_summary computed it."""
+    t = r.telemetry
+    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
+        return None
+    joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
+    if joules is None or tokens is None or joules <= 0 or tokens <= 0:
+        return None
+    gpus = t.get("gpus")
+    gpus = gpus if isinstance(gpus, dict) else {}
+    sources = sorted(
+        {str(g["energy_source"]) for g in gpus.values() if isinstance(g, dict) and g.get("energy_source")}
+    )
+    return Energy(tokens / joules, joules, tokens, "+".join(sources) or "?")
+
+
+def fmt_tok_per_j(x: float | None) -> str:
+    """Tokens per joule, three significant figures (36.4, 0.921), whole numbers from 100 on."""
+    if x is None:
+        return ""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def is_cpu_fallback(r: BenchRecord) -> bool:
+    """A GPU image's record that ran on the CPU: failed as such, or the one CPU-fallback rule
+    (core.backends.cpu_fallback_reason, the rule `toolkit bench` applies to each row) says so."""
+    if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
+        return True
+    return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
+
+
+def is_software_gpu(r: BenchRecord) -> bool:
+    return backends.BACKENDS.get(
+        r.image.backend, backends.BACKENDS["cpu"]
+    ).gpu and backends.is_software_device(r.gpu_info)
+
+
+def _order(r: BenchRecord) -> tuple:
+    return (r.image.name, r.axis, r.n_prompt, r.n_gen, r.n_ubatch or 0)
+
+
+def select_latest(records: Iterable[BenchRecord], *, include_failed: bool = False) -> list[BenchRecord]:
+    """Newest record per test identity (identity.TestKey); ok records only unless include_failed."""
+    return sorted(identity.newest_per_test(records, include_failed=include_failed).used, key=_order)
+
+
+def select_for_report(records: Iterable[BenchRecord]) -> list[BenchRecord]:
+    """Newest ok record per test identity, plus CPU-fallback failures with numbers where no ok record
+    exists (flagged in the tables)."""
+    return select_with_accounting(records)[0]
+
+
+def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRecord], identity.Selection]:
+    """(records a report shows, the accounting: read / used / superseded / failed)."""
+    records = list(records)
+    sel = identity.newest_per_test(records)
+    have = {identity.test_key(r) for r in sel.used}
+    fallback = [r for r in records if r.status != "ok" and is_cpu_fallback(r) and value(r) is not None]
+    extra = [r for r in select_latest(fallback, include_failed=True) if identity.test_key(r) not in have]
+    sel.used = sorted(sel.used, key=_order) + extra
+    return sel.used, sel
+
+
+def ub_applies(r: BenchRecord) -> bool:
+    """The micro-batch is a knob of this test: it has a prompt to process (pp, pp+tg). A decode test
+    (tg) generates one token per step whatever n_ubatch says, so neither `ub-clamped` nor
+    `ub-no-effect` is said of it."""
+    return r.n_prompt > 0 and r.axis != "served"
+
+
+def ub_clamped(r: BenchRecord) -> int | None:
+    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None;
+    None for tests the micro-batch does not apply to (ub_applies)."""
+    if not ub_applies(r):
+        return None
+    eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
+    return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
+
+
+def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = None) -> list[str]:
+    """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table)."""
+    out = []
+    if ub_clamped(r) is not None:
+        out.append("ub-clamped")
+    if is_cpu_fallback(r):
+        out.append("cpu-fallback")
+    if is_software_gpu(r):
+        out.append("software-gpu")
+    rsd = rel_stddev(r)
+    if rsd is not None and rsd > opts.noisy:
+        out.append("noisy")
+    if warmup_outlier(r):
+        out.append("warmup-outlier")
+    if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
+        out.append("stddev-recomputed")
+    if (r.model_extra or {}).get("experimental"):
+        out.append("experimental")
+    if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
+        out.append("synthetic-twin")
+    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
+    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
+        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
+    elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
+        out.append("bw-below-floor")
+    if (r.model_extra or {}).get("concurrent"):
+        out.append("concurrent")
+    if getattr(r, "clock_skew", None):
+        out.append("clock-skew")
+    for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def id_value(r: BenchRecord, name: str) -> Any:
+    """The value of an identifying column: `model` (name, short sha256 when two files share a name)
+    or a test field (identity.test_fields)."""
+    if name == "model":
+        sha = identity.known_sha(r)
+        twin_of = (r.model.model_extra or {}).get("twin_of") or {}
+        twin = (
+            f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]"
+            if twin_of
+            else ""
+        )
+        return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
+    return identity.test_fields(r).get(name)
+
+
+def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identity.LABEL_FIELDS) -> list[str]:
+    """Identifying columns of a set: `model` when several models, then every test field that takes
+    several values (identity.distinguishing) except those the row label already shows."""
+    recs = list(records)
+    cols = (
+        ["model"] if len({(identity.model_fingerprint(r), identity.known_sha(r)) for r in recs}) > 1 else []
+    )
+    dist = identity.distinguishing(recs)
+    return cols + [k for k in sorted(dist) if k not in set(label)]
+
+
+def column_labels(records: list[BenchRecord]) -> dict[int, str]:
+    """Column of each record (by id): `name@digest12`, plus the system fields that split one image's
+    records when the same digest ran on several systems (two GPUs, two hosts): `cpu@ab12 [gpu_info=...]`."""
+    systems: dict[str, set] = {}
+    keys = {id(r): identity.test_key(r) for r in records}
+    for r in records:
+        systems.setdefault(image_label(r), set()).add(keys[id(r)].system)
+    out = {}
+    for r in records:
+        sy = systems[image_label(r)]
+        label = image_label(r)
+        if len(sy) > 1:
+            varying = sorted({k for s in sy for k, _ in s if len({dict(x).get(k) for x in sy}) > 1})
+            mine = dict(keys[id(r)].system)
+            label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
+        out[id(r)] = label
+    return out
+
+
+def _system_words(sy: dict[str, Any]) -> dict[str, str]:
+    """A column's system fields as a header reads them: backend, GPU, llama.cpp build, CPU, host."""
+    commit, number = sy.get("build_commit"), sy.get("build_number")
+    build = " ".join(x for x in (str(commit or ""), f"({number})" if number not in (None, "") else "") if x)
+    return {
+        "backends": str(sy.get("backends") or "?"),
+        "gpu_info": ("GPU " + str(sy["gpu_info"])) if sy.get("gpu_info") else "no GPU named",
+        "build_commit": "build " + (build or "?"),
+        "cpu_info": "CPU " + str(sy.get("cpu_info") or "?"),
+        "host": "host " + str(sy.get("host") or "?"),
+    }
+
+
+def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str, str]:
+    """What each image column ran on, where the columns differ: backend, GPU, llama.cpp build (commit
+    and number), CPU, host — each part whose value is not the same in every column, whole (never
+    cut), so two columns never read alike: {column: "CUDA, GPU NVIDIA H200, build 0c1e570 (7001)"}."""
+    per_col: dict[str, dict[str, str]] = {}
+    for r in records:
+        per_col.setdefault(cols[id(r)], _system_words(dict(identity.test_key(r).system)))
+    if len(per_col) < 2:
+        return {}
+    varying = [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
+    out = {}
+    for col, words in per_col.items():
+        said = [words[k] for k in varying if f"{k}=" not in col]  # not already in the label
+        if said:
+            out[col] = ", ".join(said)
+    return out
+
+
+def split_columns(
+    records: list[BenchRecord], cols: dict[int, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """Varying identifying columns split in two: those fixed per image column go into its header
+    (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+    cols = cols if cols is not None else column_labels(records)
+    per_image: dict[str, list[str]] = {}
+    rows = []
+    for name in varying_columns(records):
+        vals: dict[str, set] = {}
+        for r in records:
+            vals.setdefault(cols[id(r)], set()).add(id_value(r, name))
+        if all(len(v) == 1 for v in vals.values()) and len(vals) > 1:
+            for img, v in vals.items():
+                if (x := next(iter(v))) is not None:
+                    per_image.setdefault(img, []).append(f"{name}={x}")
+        else:
+            rows.append(name)
+    return {img: ", ".join(v) for img, v in per_image.items()}, rows
+
+
+@dataclass
+class Row:
+    """One table row: the test label, its identifying values, and one record per image column."""
+
+    test: str
+    ids: dict[str, str]
+    order: tuple
+    cells: dict[str, BenchRecord] = field(default_factory=dict)
+    flags: dict[str, list[str]] = field(default_factory=dict)  # image column -> flags
+    roof: dict[str, Roofline] = field(default_factory=dict)  # image column -> roofline
+
+    def row_flags(self) -> list[str]:
+        """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
+        out = []
+        for name in dict.fromkeys([*FLAG_HELP, *(f for fl in self.flags.values() for f in fl)]):
+            cols = [c for c, fl in self.flags.items() if name in fl]
+            if not cols:
+                continue
+            text = name
+            if name == "ub-clamped":
+                effs = sorted({e for c in cols if (e := ub_clamped(self.cells[c])) is not None})
+                text += f" (effective ub{'/'.join(str(e) for e in effs)})"
+            if len(cols) < len(self.cells):
+                text += f" [{', '.join(cols)}]"
+            out.append(text)
+        return out
+
+
+@dataclass
+class Table:
+    """A pivoted axis: rows x image columns; `roof_columns` are the images with a known GPU."""
+
+    axis: str
+    title: str
+    columns: list[str]
+    id_columns: list[str]
+    rows: list[Row]
+    roof_columns: list[str] = field(default_factory=list)
+    # image column -> settings fixed for that image, e.g. "threads=1" (shown in its header)
+    image_ids: dict[str, str] = field(default_factory=dict)
+    # image column -> what it ran on where the columns differ, e.g. "Vulkan, GPU NVIDIA H200"
+    image_sys: dict[str, str] = field(default_factory=dict)
+    # image columns with a valid energy in some row: a `tok/J <image>` column beside their tok/s
+    energy_columns: list[str] = field(default_factory=list)
+
+    def header(self, col: str) -> str:
+        said = "; ".join(x for x in (self.image_sys.get(col), self.image_ids.get(col)) if x)
+        return f"{col} ({said})" if said else col
+
+
+def row_label(r: BenchRecord, *, ub: bool) -> str:
+    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`, served: `c4 in512 out128`."""
+    if r.axis == "served":
+        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
+    return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
+
+
+def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> Table:
+    """Pivot the records of one axis (prefill | decode | mixed | served) into a Table.
+
+    Columns are images (identity column: digest + system), rows are tests (identity row: model +
+    every test field that varies in the table). Records given are one per test (select_for_report);
+    a second record for an occupied cell gets its own row naming what differs, never dropped.
+    """
+    opts = opts or ReportOptions()
+    rs = [r for r in records if r.axis == axis and value(r) is not None]
+    col_of = column_labels(rs)
+    per_image, id_cols = split_columns(rs, col_of)
+    show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
+    rows: dict[tuple, Row] = {}
+    columns: set[str] = set()
+    roof_cols: set[str] = set()
+    energy_cols: set[str] = set()
+    for r in rs:
+        col = col_of[id(r)]
+        if energy(r) is not None:
+            energy_cols.add(col)
+        ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
+        label = row_label(r, ub=show_ub)
+        order = (
+            concurrency(r) or 0,
+            r.n_depth,
+            r.n_prompt,
+            r.n_gen,
+            r.model.name,
+            r.n_ubatch or 0,
+            tuple(ids.values()),
+        )
+        key: tuple = (label, tuple(ids.values()))
+        if key in rows and col in rows[key].cells:  # same row and column, yet a different test
+            other = identity.test_fields(rows[key].cells[col])
+            mine = identity.test_fields(r)
+            diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
+            label += " (" + ", ".join(f"{k}={mine.get(k)}" for k in diff) + ")"
+            key = (label, tuple(ids.values()), identity.test_key(r).row)
+        row = rows.setdefault(key, Row(label, ids, order))
+        row.cells[col] = r
+        roof = roofline(r)
+        if roof is not None:
+            row.roof[col] = roof
+            roof_cols.add(col)
+        row.flags[col] = record_flags(r, opts, roof)
+        columns.add(col)
+    _mark_ub_no_effect(list(rows.values()), opts)
+    _mark_host_outliers(list(rows.values()))
+    ordered = sorted(rows.values(), key=lambda row: row.order)
+    return Table(
+        axis,
+        TITLES[axis],
+        sorted(columns),
+        id_cols,
+        ordered,
+        sorted(roof_cols),
+        per_image,
+        column_systems(rs, col_of),
+        sorted(energy_cols),
+    )
+
+
+def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
+    """`ub-no-effect` only where measured: in one image column, records that differ only in n_ubatch
+    and give equal tok/s within noise (|a - b| <= 3 x sqrt(sd_a^2 + sd_b^2), stddevs known)."""
+    groups: dict[tuple, list[tuple[Row, str, BenchRecord]]] = {}
+    for row in rows:
+        for col, r in row.cells.items():
+            if not ub_applies(r):
+                continue
+            f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
+            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append(
+                (row, col, r)
+            )
+    for members in groups.values():
+        if len({r.n_ubatch for _, _, r in members}) < 2:
+            continue
+        for row, col, r in members:
+            others = [o for _, _, o in members if o is not r]
+            if (
+                others
+                and all(_equal_within_noise(r, o, opts) for o in others)
+                and "ub-no-effect" not in row.flags[col]
+            ):
+                row.flags[col].append("ub-no-effect")
+
+
+def _mark_host_outliers(rows: list[Row]) -> None:
+    """`host-outlier` on a cell whose host (`host.key`, set by campaign jobs) measured the row's test on
+    an image digest that 3 or more hosts measured, with a tok/s farther from the other hosts' median
+    than 3 x their spread: max(range of their values, root mean square of their stddevs), so identical
+    neighbours do not make any difference an outlier. Two hosts never flag (neither is the odd one)."""
+    for row in rows:
+        by_digest: dict[str, list[tuple[str, BenchRecord]]] = {}
+        for col, r in row.cells.items():
+            if (r.host or {}).get("key") and value(r) is not None:
+                by_digest.setdefault(r.image.digest, []).append((col, r))
+        for members in by_digest.values():
+            if len({str(r.host["key"]) for _, r in members}) < 3:
+                continue
+            for col, r in members:
+                others = [o for _, o in members if o.host["key"] != r.host["key"]]
+                vals = [v for o in others if (v := value(o)) is not None]
+                sds = [o.stddev_ts or 0.0 for o in others]
+                spread = max(max(vals) - min(vals), math.sqrt(sum(x * x for x in sds) / len(sds)))
+                mine = value(r)
+                if (
+                    mine is not None
+                    and abs(mine - statistics.median(vals)) > 3 * spread
+                    and "host-outlier" not in row.flags[col]
+                ):
+                    row.flags[col].append("host-outlier")
+
+
+def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> bool:
+    """Equal within noise, and the noise small enough to say so (both relative stddevs <= opts.noisy)."""
+    va, vb = value(a), value(b)
+    if va is None or vb is None or a.stddev_ts is None or b.stddev_ts is None:
+        return False
+    if max(a.stddev_ts / va, b.stddev_ts / vb) > opts.noisy:
+        return False
+    return abs(va - vb) <= 3 * math.hypot(a.stddev_ts, b.stddev_ts)
+
+
+def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
+    chosen = select_for_report(records)
+    return [t for t in (axis_table(chosen, a, opts) for a in AXES) if t.rows]
+
+
+def accounting(records: list[BenchRecord], refused: int = 0) -> str:
+    """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
+    _, sel = select_with_accounting(records)
+    if isinstance(
+        records, RecordSelection
+    ):  # resultindex.select(): the counts of the whole set it stands for
+        sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
+    text = sel.summary()
+    return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
+
+
+def fmt_cell(r: BenchRecord | None) -> str:
+    """`mean ± stddev (med M, min–max)` tok/s; served cells add median TTFT/TPOT."""
+    if r is None:
+        return ""
+    v = value(r)
+    if v is None:
+        return ""
+    sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
+    if r.stddev_ts is None and len(r.samples_ts) == 1:
+        sd = " (1 sample: stddev unknown)"
+    text = f"{v:.2f}{sd}"
+    st = sample_stats(r)
+    if st is not None and r.axis != "served":
+        text += f" (med {st['median']:.2f}, {st['min']:.2f}–{st['max']:.2f})"
+    runs = (r.model_extra or {}).get("between_runs")
+    if runs:
+        text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
+    if r.axis == "served":
+        extra = [
+            f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
+        ]
+        text += f" ({', '.join(extra)})" if extra else ""
+    return text
+
+
+def fmt_roof(roof: Roofline | None) -> str:
+    if roof is None:
+        return ""
+    what = "of BW" if roof.metric == "bandwidth" else "of FP16 peak"
+    return f"{100 * roof.fraction:.0f}% {what}"
+
+
+def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
+    """Header and body of a table as text cells (shared by github and html)."""
+    headers = ["test", *t.id_columns]
+    for c in t.columns:
+        headers.append(t.header(c))
+        if c in t.energy_columns:
+            headers.append(f"tok/J {c}")
+        if c in t.roof_columns:
+            headers.append(f"roofline {c}")
+    headers.append("flags")
+    body = []
+    for row in t.rows:
+        line = [row.test, *row.ids.values()]
+        for c in t.columns:
+            line.append(fmt_cell(row.cells.get(c)))
+            if c in t.energy_columns:
+                e = energy(cell) if (cell := row.cells.get(c)) is not None else None
+                line.append(fmt_tok_per_j(e.tok_per_j if e else None))
+            if c in t.roof_columns:
+                line.append(fmt_roof(row.roof.get(c)))
+        line.append("; ".join(row.row_flags()))
+        body.append(line)
+    return headers, body
+
+
+def _legend(ts: list[Table]) -> list[str]:
+    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
+    return [
+        f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
+        for name in sorted(
+            used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
+        )
+    ]
+
+
+def _energy_notes(ts: list[Table]) -> list[str]:
+    """What the tok/J columns hold, when a table has one."""
+    if not any(t.energy_columns for t in ts):
+        return []
+    return [
+        "tok/J: tokens of the test's window ((n_prompt + n_gen) x repetitions, from the first measured "
+        "repetition to the result row) per joule its GPUs used in that window (hardware energy counter, or "
+        "averaged power integrated over a window long enough for the sensor); empty where the energy is "
+        "invalid (the row's energy-invalid:<reason> flag says why) or the GPU was shared (gpu-shared)"
+    ]
+
+
+def _roof_notes(ts: list[Table]) -> list[str]:
+    """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
+    GPU image without one, why not (unknown product, multi-GPU layer split: roofline.why_no_roofline)."""
+    seen: dict[str, Roofline] = {}
+    missing: dict[str, str] = {}
+    for t in ts:
+        for row in t.rows:
+            for col, r in row.cells.items():
+                if col in row.roof:
+                    seen[col] = row.roof[col]
+                elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
+                    missing.setdefault(col, why)
+    out = [
+        f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
+        f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
+        f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})"
+        + (f"; {roof.note}" if roof.note else "")
+        for col, roof in sorted(seen.items())
+    ]
+    return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]

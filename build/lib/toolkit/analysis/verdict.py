@@ -1,0 +1,608 @@
+"""[BenchRecord] --verdict--> per axis the winning image and its margin, and a routing rule.
+
+Method (stated in the report):
+- A workload point ("group") is a test shape — prefill pp<L> (at depth d), decode tg<N>, served
+  c<C> — of one model family: the record's `model.family` when a runner sets it (so a vLLM AWQ
+  checkpoint and a GGUF of the same base weights compare), else llama-bench's model type without
+  its quantization (`qwen3moe 30B.A3B`), else the model name.
+- A number from a single sample has no stddev: its noise is unknown (rsd counted as 0) and the
+  verdict names the images where that is so.
+- Knobs an operator sets per image (n_ubatch, n_batch, flash attention, GPU layers, threads) are
+  not workload: each image is judged at its best measured setting, named in the evidence row.
+- Axis score of an image = geometric mean of its best tok/s over the groups every image measured.
+- Winner = best score; margin = winner / runner-up - 1. It is a win only when the margin exceeds
+  max(2 x combined relative stddev, min_margin); combined = sqrt(rsd_winner² + rsd_runner_up²), each
+  the root mean square of the rows' stddev/avg. Otherwise: "no clear winner".
+- Routing rule: prefill-heavy -> the winner at the longest prompt measured (where prefill cost
+  dominates); latency-bound decode -> the decode winner; mixed / unknown -> among images never last
+  on either axis, the best geometric mean of (score / best score) over both axes; batched serving ->
+  the served winner. Failed and CPU-fallback records never count.
+- Telemetry flags (TELEMETRY_VERDICT_FLAGS: gpu-shared, throttled:<reason>, clock-idle,
+  power-not-stock, host-busy) say a number is not the card's alone. The deciding cells of a
+  comparison are the leader's and the runner-up's entries (each image's best record) in the groups
+  it is made on: every common group for an axis, the longest prompt for the prefill route, both
+  axes for the mixed pick. Every flagged deciding cell is named with its flags, always. When a
+  flagged cell is the leader's, the lead is not called decided ("held": no winner, no route), however
+  large the margin: the crown would rest on a number that is not the card's. When only the
+  runner-up's cells are flagged (the flagged cell loses anyway), the win stands as measured, noted:
+  the margin is taken against a number that is not that card's alone and may overstate the win.
+  Within noise there is no winner either way, and the flags are named. energy-invalid does not count
+  (it says nothing about speed).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.analysis.tables import (
+    ReportOptions,
+    column_labels,
+    concurrency,
+    id_value,
+    is_cpu_fallback,
+    rel_stddev,
+    row_label,
+    select_latest,
+    telemetry_flags,
+    ub_clamped,
+    value,
+    varying_columns,
+)
+from toolkit.core import backends
+from toolkit.results.records import BenchRecord
+
+VERDICT_AXES = ("prefill", "decode", "served")
+WORKLOADS = {
+    "prefill": "prefill-heavy (long prompts: RAG, summarisation)",
+    "decode": "latency-bound decode (one interactive user, long answers)",
+    "mixed": "mixed / unknown workload",
+    "served": "batched serving (many concurrent users)",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An image's best record at one group, and the setting that gave it."""
+
+    image: str
+    record: BenchRecord
+    value: float
+    rsd: float
+    setting: str
+
+    @property
+    def noise_known(self) -> bool:
+        """The record says how much its number varies (a stddev); a single sample does not."""
+        return self.record.stddev_ts is not None
+
+    @property
+    def flags(self) -> list[str]:
+        """Telemetry flags of this cell (tables.telemetry_flags): the number is not the card's alone."""
+        return telemetry_flags(self.record)
+
+    def text(self) -> str:
+        sd = (
+            f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else " ± ? (noise unknown)"
+        )
+        fl = f" [{', '.join(self.flags)}]" if self.flags else ""
+        return f"{self.image} {self.value:.2f}{sd} ({self.setting}){fl}"
+
+
+@dataclass
+class Group:
+    name: str
+    order: tuple
+    entries: list[Entry]  # best first
+    hosts: list[str] = field(default_factory=list)  # campaign host keys the winning image measured this on
+
+    def margin(self) -> float | None:
+        return self.entries[0].value / self.entries[1].value - 1 if len(self.entries) > 1 else None
+
+    def noise(self, min_margin: float) -> float:
+        other = self.entries[1].rsd if len(self.entries) > 1 else 0.0
+        return max(2 * math.hypot(self.entries[0].rsd, other), min_margin)
+
+    def text(self) -> str:
+        line = f"{self.name}: " + " > ".join(e.text() for e in self.entries)
+        m = self.margin()
+        return line + (f": {100 * m:+.1f}%" if m is not None else "") + on_hosts(self.hosts, " [", "]")
+
+
+@dataclass
+class AxisVerdict:
+    axis: str
+    groups: list[Group] = field(default_factory=list)
+    ranking: list[tuple[str, float, float]] = field(default_factory=list)  # image, score, rms rsd
+    margin: float | None = None
+    noise: float | None = None
+    note: str = ""
+    hosts: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # image column -> campaign host keys of its digest
+    noise_unknown: list[str] = field(
+        default_factory=list
+    )  # images with a number of unknown stddev (1 sample)
+    # image -> its deciding cells that carry telemetry flags (the leader's and the runner-up's only)
+    flagged: dict[str, list[Entry]] = field(default_factory=dict)
+
+    @property
+    def clear(self) -> bool:
+        """The margin exceeds the noise threshold (what the numbers say, flags aside)."""
+        return self.margin is not None and self.noise is not None and self.margin > self.noise
+
+    @property
+    def held(self) -> bool:
+        """A clear lead that is not called decided: a deciding cell of the leader carries a telemetry
+        flag (see the module docstring)."""
+        return self.clear and bool(self.flagged.get(self.ranking[0][0]))
+
+    @property
+    def decided(self) -> bool:
+        return self.clear and not self.held
+
+    @property
+    def winner(self) -> str | None:
+        return self.ranking[0][0] if self.decided else None
+
+    @property
+    def leader(self) -> str | None:
+        return self.ranking[0][0] if self.ranking else None
+
+    def flagged_cells(self) -> list[Entry]:
+        """Every flagged deciding cell, the leader's first."""
+        return [e for img, _, _ in self.ranking[:2] for e in self.flagged.get(img, [])]
+
+    @property
+    def runner_up(self) -> str | None:
+        return self.ranking[1][0] if len(self.ranking) > 1 else None
+
+
+def on_hosts(hosts: list[str], before: str = "; ", after: str = "") -> str:
+    """`; measured on 2 hosts (n1, n2)` ("" without campaign host keys)."""
+    if not hosts:
+        return ""
+    return f"{before}measured on {len(hosts)} host{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}){after}"
+
+
+def _hosts_by_digest(rs: list[BenchRecord]) -> dict[tuple, set[str]]:
+    """(group order, image digest) -> host keys (`host.key`) that measured it; {} when no record has one."""
+    out: dict[tuple, set[str]] = {}
+    for r in rs:
+        key = (r.host or {}).get("key")
+        if key:
+            out.setdefault((_group_of(r, False)[1], r.image.digest), set()).add(str(key))
+    return out
+
+
+@dataclass
+class Route:
+    workload: str
+    image: str | None
+    why: str
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    axes: dict[str, AxisVerdict]
+    routes: list[Route]
+    caveats: list[str] = field(default_factory=list)
+
+
+SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
+
+
+def smoke_caveats(records: list[BenchRecord]) -> list[str]:
+    """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
+    software (CPU-type) GPU device."""
+    out = []
+    tiny = sorted({r.model.name for r in records if 0 < r.model.size_bytes < SMOKE_MODEL_BYTES})
+    if tiny:
+        out.append(
+            f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
+            "they are not a basis for routing"
+        )
+    soft = sorted(
+        {f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)}
+    )
+    if soft:
+        out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
+    exp = sorted(
+        {f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")}
+    )
+    if exp:
+        out.append(
+            f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
+            "an upstream release)"
+        )
+    return out
+
+
+_SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
+
+
+def model_family(r: BenchRecord) -> str:
+    """The base model a record measured, independent of file format and quantization."""
+    family = (r.model.model_extra or {}).get("family")
+    if family:
+        return str(family)
+    words = str(r.raw.get("model_type") or "").split()
+    for i, w in enumerate(words):
+        if _SIZE_TOKEN.match(w):
+            return " ".join(words[: i + 1])
+    return r.model.name
+
+
+def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
+    if r.axis == "served":
+        name, order = (
+            f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}",
+            (concurrency(r) or 0, r.n_prompt, r.n_gen),
+        )
+    else:
+        name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
+    family = model_family(r)
+    return (f"{name} [{family}]" if with_family else name), (family, *order)
+
+
+def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> AxisVerdict:
+    """Winner of one axis over the groups every image measured (see the module docstring)."""
+    opts = opts or ReportOptions()
+    rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
+    out = AxisVerdict(axis)
+    cols = column_labels(rs)
+    images = sorted(set(cols.values()))
+    if len(images) < 2:
+        out.note = f"only {images[0]} measured" if images else "no results"
+        return out
+    with_family = len({model_family(r) for r in rs}) > 1
+    knob_cols = [c for c in varying_columns(rs) if c != "model"]
+    best: dict[tuple, dict[str, Entry]] = {}
+    names: dict[tuple, str] = {}
+    for r in rs:
+        name, order = _group_of(r, with_family)
+        names[order] = name
+        eff = ub_clamped(r)
+        clamped = [f"(effective ub{eff})"] if eff else []
+        setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
+        v = value(r)
+        assert v is not None  # rs keeps only records with a value
+        e = Entry(cols[id(r)], r, v, rel_stddev(r) or 0.0, setting)
+        cur = best.setdefault(order, {})
+        if e.image not in cur or e.value > cur[e.image].value:
+            cur[e.image] = e
+    common = sorted(o for o, per in best.items() if len(per) == len(images))
+    out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
+    at = _hosts_by_digest(rs)
+    for g in out.groups:  # the winning number of each group: on how many hosts its image digest measured it
+        top = g.entries[0].record
+        g.hosts = sorted(at.get((_group_of(top, False)[1], top.image.digest), set()))
+    if at:
+        for img in images:
+            digest = next(r.image.digest for r in rs if cols[id(r)] == img)
+            out.hosts[img] = sorted(
+                set().union(
+                    *(at.get((_group_of(best[o][img].record, False)[1], digest), set()) for o in common)
+                )
+            )
+    if not common:
+        out.note = (
+            "no test of the same model was measured by every image ("
+            + ", ".join(images)
+            + "); pick images with --image"
+        )
+        return out
+    out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
+    for img in images:
+        es = [best[o][img] for o in common]
+        score = math.exp(sum(math.log(e.value) for e in es) / len(es))
+        rms = math.sqrt(sum(e.rsd**2 for e in es) / len(es))
+        out.ranking.append((img, score, rms))
+    out.ranking.sort(key=lambda x: -x[1])
+    (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
+    out.margin = s1 / s2 - 1
+    out.noise = max(2 * math.hypot(r1, r2), opts.min_margin)
+    for img, _, _ in out.ranking[:2]:  # the deciding cells: leader's and runner-up's, every common group
+        cells = [best[o][img] for o in common if best[o][img].flags]
+        if cells:
+            out.flagged[img] = cells
+    return out
+
+
+def cells_text(entries: list[Entry]) -> str:
+    """Flagged cells named per image and flag set: `x@ab12 pp512 ub512, pp2048 ub512 [gpu-shared]`."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for e in entries:
+        settings = groups.setdefault((e.image, tuple(e.flags)), [])
+        if e.setting not in settings:
+            settings.append(e.setting)
+    return "; ".join(f"{img} {', '.join(st)} [{', '.join(fl)}]" for (img, fl), st in groups.items())
+
+
+def flags_note(flagged: list[Entry], lead: str | None) -> str:
+    """What the verdict says of flagged deciding cells: held when one is the leader's, else noted
+    (the rule: module docstring)."""
+    if not flagged:
+        return ""
+    if lead is not None and any(e.image == lead for e in flagged):
+        return (
+            f"not decided: the leader's cells carry telemetry flags ({cells_text(flagged)}): the lead of "
+            f"{lead} rests on numbers that are not the card's alone; measure again with the GPU and host "
+            "to itself"
+        )
+    return (
+        f"flagged, and loses anyway: {cells_text(flagged)}: the win stands as measured, but its margin is "
+        "taken against numbers that are not that card's alone and may overstate it"
+    )
+
+
+def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Verdict:
+    opts = opts or ReportOptions()
+    axes = {a: axis_verdict(records, a, opts) for a in VERDICT_AXES}
+    return Verdict(axes, routing(axes, opts), smoke_caveats(records))
+
+
+def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
+    """The routing rule drawn from the axis verdicts (see the module docstring)."""
+    routes = [
+        _prefill_route(axes["prefill"], opts),
+        _axis_route("decode", axes["decode"]),
+        _mixed_route(axes),
+    ]
+    if axes["served"].ranking:
+        routes.append(_axis_route("served", axes["served"]))
+    return routes
+
+
+def _axis_route(axis: str, av: AxisVerdict) -> Route:
+    if not av.ranking:
+        return Route(WORKLOADS[axis], None, f"not decided: {av.note}")
+    assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
+    ev = [g.text() for g in av.groups]
+    basis = ", ".join(g.name for g in av.groups)
+    if av.noise_unknown:
+        basis += f" (noise unknown for {', '.join(av.noise_unknown)}: single samples)"
+    flagged = av.flagged_cells()
+    if not av.clear:
+        tied = " and ".join(i for i, _, _ in av.ranking[:2])
+        note = f"; telemetry flags on {cells_text(flagged)}" if flagged else ""
+        return Route(
+            WORKLOADS[axis],
+            None,
+            f"no clear winner: {tied} are within noise "
+            f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do{note}",
+            ev,
+        )
+    lead = (
+        f"{100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
+        f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+    )
+    if av.held:
+        return Route(
+            WORKLOADS[axis], None, f"{flags_note(flagged, av.leader)}; measured: {av.leader} {lead}", ev
+        )
+    return Route(
+        WORKLOADS[axis], av.winner, lead + (f"; {flags_note(flagged, av.leader)}" if flagged else ""), ev
+    )
+
+
+def _prefill_route(av: AxisVerdict, opts: ReportOptions) -> Route:
+    if not av.groups:
+        return _axis_route("prefill", av)
+    longest = max(
+        av.groups, key=lambda g: (g.entries[0].record.n_prompt + g.entries[0].record.n_depth, g.order)
+    )
+    m, noise = longest.margin(), longest.noise(opts.min_margin)
+    if m is None or m <= noise:
+        fallback = _axis_route("prefill", av)
+        fallback.why = (
+            f"at the longest prompt ({longest.name}) no clear winner ({100 * (m or 0):+.1f}% "
+            f"< {100 * noise:.1f}%); over all prompts: {fallback.why}"
+        )
+        return fallback
+    top, second = longest.entries[0], longest.entries[1]
+    measured = (
+        f"fastest at the longest prompt measured, {longest.name}: "
+        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
+        f"noise threshold {100 * noise:.1f}%)"
+    )
+    flagged = [e for e in (top, second) if e.flags]
+    if top.flags:  # the crown would rest on a flagged number: not decided (module docstring)
+        return Route(
+            WORKLOADS["prefill"],
+            None,
+            f"{flags_note(flagged, top.image)}; measured: {top.image} {measured}",
+            [longest.text()],
+        )
+    return Route(
+        WORKLOADS["prefill"],
+        top.image,
+        measured + (f"; {flags_note(flagged, top.image)}" if flagged else ""),
+        [longest.text()],
+    )
+
+
+def _flagged_on_both(axes: dict[str, AxisVerdict], image: str) -> list[Entry]:
+    """An image's flagged cells among the groups both axes' verdicts are made on."""
+    return [
+        e
+        for av in (axes["prefill"], axes["decode"])
+        for g in av.groups
+        for e in g.entries
+        if e.image == image and e.flags
+    ]
+
+
+def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
+    pre, dec = axes["prefill"], axes["decode"]
+    both = sorted({i for i, _, _ in pre.ranking} & {i for i, _, _ in dec.ranking})
+    if len(both) < 2:
+        return Route(WORKLOADS["mixed"], None, "not decided: needs two images measured on both axes")
+    if pre.winner and pre.winner == dec.winner:
+        rivals = [e for i in both if i != pre.winner for e in _flagged_on_both(axes, i)]
+        return Route(
+            WORKLOADS["mixed"],
+            pre.winner,
+            "wins both axes: use it for everything"
+            + (f"; {flags_note(rivals, pre.winner)}" if rivals else ""),
+        )
+    unclear = [av.axis for av in (pre, dec) if not av.clear]
+    rel: dict[str, list[float]] = {i: [] for i in both}
+    last: set[str] = set()
+    for av in (pre, dec):
+        scores = [(i, s) for i, s, _ in av.ranking if i in rel]  # best first
+        for i, s in scores:
+            rel[i].append(s / scores[0][1])
+        last.add(scores[-1][0])
+    gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
+    never_last = [i for i in both if i not in last]
+    ranked = sorted(never_last or both, key=lambda i: -gm[i])
+    pick = ranked[0]
+    shares = f"{100 * rel[pick][0]:.0f}% of the best prefill, {100 * rel[pick][1]:.0f}% of the best decode"
+    ev = [
+        f"{i}: prefill {100 * rel[i][0]:.0f}% of the best, decode {100 * rel[i][1]:.0f}% of the best, "
+        f"geometric mean {100 * gm[i]:.0f}%{', last on an axis' if i in last else ''}"
+        for i in sorted(both, key=lambda i: (-gm[i], i))
+    ]
+    noise = max(av.noise or 0.0 for av in (pre, dec))
+    if len(ranked) > 1 and gm[ranked[0]] / gm[ranked[1]] - 1 <= noise:  # a tie is said, never broken by name
+        tied = [i for i in ranked if gm[ranked[0]] / gm[i] - 1 <= noise]
+        return Route(
+            WORKLOADS["mixed"],
+            None,
+            f"no clear pick: {' and '.join(sorted(tied))} are within noise of each other on the geometric "
+            f"mean of their shares of the best prefill and decode ({100 * (gm[ranked[0]] / gm[ranked[1]] - 1):+.1f}% "
+            f"< {100 * noise:.1f}%); either will do",
+            ev,
+        )
+    if len(never_last) == 1:
+        why = f"the only image never last on either axis ({shares})"
+    elif never_last:
+        why = f"never last on either axis and, among those, the best geometric mean ({100 * gm[pick]:.0f}%: {shares})"
+    else:
+        why = (
+            f"the best geometric mean of its share of the best on both axes ({100 * gm[pick]:.0f}%: {shares})"
+        )
+    if unclear:
+        why += f"; the {' and '.join(unclear)} ranking is within noise"
+    mine = _flagged_on_both(axes, pick)
+    rivals = [e for i in both if i != pick for e in _flagged_on_both(axes, i)]
+    if mine:  # the pick rests on a flagged number: not decided (module docstring)
+        return Route(
+            WORKLOADS["mixed"], None, f"{flags_note(mine + rivals, pick)}; measured: {pick}, {why}", ev
+        )
+    if rivals:
+        why += f"; {flags_note(rivals, pick)}"
+    return Route(WORKLOADS["mixed"], pick, why, ev)
+
+
+def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
+    """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule."""
+    b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
+    lines = [("## " if markdown else "") + "Verdict", ""]
+    for c in v.caveats:
+        lines.append(f"> {b('caveat')}: {c}" if markdown else f"caveat: {c}")
+    if v.caveats:
+        lines.append("")
+    for axis, av in v.axes.items():
+        if not av.ranking and axis == "served" and av.note == "no results":
+            continue
+        head = f"- {axis}: "
+        if not av.ranking:
+            lines.append(head + f"not decided ({av.note})")
+            continue
+        assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
+        basis = ", ".join(g.name for g in av.groups)
+        flagged = av.flagged_cells()
+        if av.held:
+            lines.append(
+                head + f"not decided (telemetry flags): {av.leader} leads {av.runner_up} by "
+                f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
+                f"{100 * av.noise:.1f}%), but is not crowned"
+            )
+            lines.append(f"  - {flags_note(flagged, av.leader)}")
+        elif av.clear:
+            lines.append(
+                head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
+                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+                + on_hosts(av.hosts.get(av.winner or "", []))
+            )
+            if flagged:
+                lines.append(f"  - {flags_note(flagged, av.leader)}")
+        else:
+            lines.append(
+                head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
+                f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
+            )
+            if flagged:
+                lines.append(f"  - telemetry flags on {cells_text(flagged)}")
+        if av.noise_unknown:
+            lines.append(
+                f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
+                f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
+                "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
+            )
+        winners: list[tuple[str, str]] = []  # (image, first group it wins)
+        for g in av.groups:
+            if not winners or winners[-1][0] != g.entries[0].image:
+                winners.append((g.entries[0].image, g.name))
+        if len(winners) > 1:
+            lines.append(
+                "  - the fastest image changes with the test: "
+                + ", ".join(f"{img} from {name}" for img, name in winners)
+            )
+        lines += [f"  - {g.text()}" for g in av.groups]
+    lines += ["", ("### " if markdown else "") + "Routing rule", ""]
+    for rt in v.routes:
+        target = b(rt.image) if rt.image else "no single image"
+        lines.append(f"- {rt.workload} -> {target}: {rt.why}")
+        lines += [f"  - {e}" for e in rt.evidence]
+    return "\n".join(lines)
+
+
+def verdict_json(v: Verdict) -> dict[str, Any]:
+    def axis(av: AxisVerdict) -> dict[str, Any]:
+        return {
+            "winner": av.winner,
+            "leader": av.leader,
+            "runner_up": av.runner_up,
+            "margin": av.margin,
+            "noise_threshold": av.noise,
+            "clear": av.clear,
+            "decided": av.decided,
+            "held_by_flags": av.held,
+            "flagged": {
+                img: [{"setting": e.setting, "flags": e.flags} for e in es] for img, es in av.flagged.items()
+            },
+            "note": av.note,
+            "noise_unknown": av.noise_unknown,
+            **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
+            "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
+            "evidence": [
+                {
+                    "group": g.name,
+                    "entries": [
+                        {
+                            "image": e.image,
+                            "avg_ts": e.value,
+                            "stddev_ts": e.record.stddev_ts,
+                            "setting": e.setting,
+                            "flags": e.flags,
+                        }
+                        for e in g.entries
+                    ],
+                }
+                for g in av.groups
+            ],
+        }
+
+    return {
+        "axes": {a: axis(av) for a, av in v.axes.items()},
+        "routes": [
+            {"workload": r.workload, "image": r.image, "why": r.why, "evidence": r.evidence} for r in v.routes
+        ],
+        "caveats": v.caveats,
+    }

@@ -1,0 +1,380 @@
+"""What keeps a benchmark run honest when things go wrong around it.
+
+- `check_writable(folder)`: results/ can take a record before anything runs (exit 8 otherwise).
+- `no_interrupt()` (toolkit.core.signals): a save that a second Ctrl-C / SIGTERM cannot cut in half.
+- `Saver`: writes each record the moment it exists, whole or absent, counts what was written and
+  turns an OSError into FileSystemError naming the file (exit 8).
+- `RunGuard`: one benchmark per container engine (Docker's `docker info` ID; rootful Podman and each
+  user's rootless Podman are separate engines: engine.engine_id). Each run holds a lock file
+  (`<tmp>/toolkit-bench-<engine id>-<run id>.lock`, fcntl.flock, released by the kernel when the
+  process dies) and labels its containers with its run id and this host's id. At start it refuses
+  when another run is alive (exit 9) unless --allow-concurrent, and removes containers left by runs
+  that are gone (a killed toolkit, an engine restarted under a run). With --allow-concurrent every
+  record written while another run is alive carries `concurrent: {...}`.
+- `ResultsLock`: one benchmark per results folder, whatever engine it runs on (two Docker engines of
+  one host, or Docker and Podman, share its CPUs, memory and GPUs): an flock of `results/.lock` held for the run, naming the
+  holder (pid, run id, engine) inside. A second run is refused (exit 9) unless --allow-concurrent, and
+  then every record it writes while the holder runs carries `concurrent: {...}`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import stat
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
+from toolkit.core.paths import contained
+from toolkit.core.signals import no_interrupt
+from toolkit.engine import api as engine
+from toolkit.results.records import BenchRecord, ResultStore
+
+RUN_ID_LABEL = "org.toolkit.run-id"
+RESULTS_LOCK = ".lock"
+"""results/.lock: flocked by the run writing that folder; holds {"pid", "run_id", "engine", "host"}."""
+CONCURRENT_ADVICE = (
+    "Two runs at once slow each other down and both would store wrong numbers; wait for it to finish, or pass "
+    "--allow-concurrent to run anyway with every record flagged `concurrent`."
+)
+"""The one advice of every refusal of a concurrent benchmark (same engine, same results folder)."""
+HOST_LABEL = engine.HOST_LABEL
+MIN_FREE_BYTES = 1 << 20
+"""results/ needs at least this much free space before a run starts (a record is a few KB)."""
+
+
+def check_writable(folder: Path) -> None:
+    """Create `folder` if needed, then write, fsync and delete a probe file in it, and require
+    MIN_FREE_BYTES free. Raises FileSystemError (exit 8) naming the path: read-only, permission
+    denied, disk full, name too long; BadInput (exit 4) for a path of the wrong kind (a file where
+    a folder of it should be)."""
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if os.write(fd, b"x" * 4096) != 4096:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(probe))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(probe)
+        free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    except OSError as err:
+        if err.filename is None:
+            err.filename = str(probe)
+        raise FileSystemError.from_oserror(err, "checking that the results folder is writable") from None
+    if free < MIN_FREE_BYTES:
+        raise FileSystemError(
+            f"{folder}: only {free} bytes free (a run needs at least {MIN_FREE_BYTES}); free "
+            "space or choose another folder (--results DIR)"
+        )
+
+
+@dataclass
+class Saver:
+    """Appends records to the store one at a time, each whole or absent, never cut by a signal.
+
+    `saved` counts the records written by this run; `files` the bench.jsonl files they went to.
+    `concurrent` (a callable giving the other live runs) flags records written meanwhile."""
+
+    store: ResultStore
+    concurrent: Callable[[], list[str]] = lambda: []
+    saved: int = 0
+    files: set[Path] = field(default_factory=set)
+
+    def save(self, rec: BenchRecord, *, reraise: bool = True) -> None:
+        """Write one record. Raises FileSystemError (exit 8) naming bench.jsonl when it cannot."""
+        others = self.concurrent()
+        if others:
+            rec = rec.model_copy(update={"concurrent": {"other_runs": others}})
+        path = self.store.digest_dir(rec.image.digest) / "bench.jsonl"
+        with no_interrupt(reraise=reraise):
+            try:
+                self.store.add_result(rec)
+            except OSError as err:
+                if err.filename is None:
+                    err.filename = str(path)
+                mapped = FileSystemError.from_oserror(err, "writing a result")
+                # mid-run even a wrong path (a file put where results/<digest>/ was) is a result not written:
+                # exit 8, and the run's message adds what was saved
+                raise (
+                    mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))
+                ) from None
+            self.saved += 1
+            self.files.add(path)
+
+    def write_text(self, path: Path, text: str) -> str | None:
+        """Write a log file; returns None, or why it could not be written (a log is not worth
+        stopping for, a record is)."""
+        with no_interrupt(reraise=False):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                return None
+            except OSError as err:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                return f"{path}: {err.strerror or err}"
+
+    def summary(self) -> str:
+        """What this run wrote, for the last message: counted, never assumed."""
+        if not self.saved:
+            return "no result of this run was saved (no test had completed)"
+        return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
+
+
+def read_regular_file(path: Path, limit: int = -1) -> bytes | None:
+    """The bytes of `path` (at most `limit`; all with -1) when it is a regular file, else None; None
+    too when it cannot be opened or read. Opened non-blocking: a FIFO planted at the path (anyone can
+    write in the shared temp folder) returns None at once instead of blocking the run."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        try:
+            return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+        except OSError:
+            return None
+
+
+def _shown(run_id: str) -> str:
+    """A run id for a message: as is when it looks like one, else a short quoted excerpt (a lock file
+    name in the shared temp folder is anyone's to choose: no newline or escape reaches the terminal)."""
+    return run_id if re.fullmatch(r"[\w.:+-]{1,80}", run_id, re.ASCII) else ascii(run_id[:40])
+
+
+class RunGuard:
+    """This run's presence on one container engine (see the module docstring)."""
+
+    STALE_AFTER_S = 60.0
+
+    def __init__(self, run_id: str, engine_id: str, lock_dir: Path | None = None):
+        self.run_id = run_id
+        self.host = engine.host_id()
+        self.prefix = f"toolkit-bench-{''.join(c for c in engine_id if c.isalnum())[:16]}-"
+        self.dir = lock_dir or Path(tempfile.gettempdir())
+        self.path = self.dir / f"{self.prefix}{run_id}.lock"
+        self.fd: int | None = None
+        self.foreign: list[str] = []  # running toolkit containers of other hosts seen at start
+
+    def acquire(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with contextlib.suppress(OSError):  # who holds it, for another run's message
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def _pid_of(self, run_id: str) -> str:
+        """The pid another run wrote into its lock file, or "?". Any local user can write a file there
+        (the shared temp folder): only a plain decimal pid is shown, never other content; only a
+        regular file is read (a FIFO would block). `run_id` comes from a container label (anyone who can
+        start a container sets it): only a file in the lock folder is read (core.paths.contained)."""
+        try:
+            path = contained(self.dir, f"{self.prefix}{run_id}.lock", what="lock file")
+        except BadInput:
+            return "?"
+        pid = (read_regular_file(path, 64) or b"").strip()
+        return pid.decode("ascii") if re.fullmatch(rb"[0-9]{1,10}", pid) else "?"
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(self.fd)
+            self.fd = None
+
+    def alive_runs(self) -> list[str]:
+        """Run ids of other toolkit benchmarks on this engine from this host whose process is alive."""
+        alive = []
+        for f in sorted(self.dir.glob(f"{self.prefix}*.lock")):
+            rid = f.name[len(self.prefix) : -len(".lock")]
+            if rid == self.run_id:
+                continue
+            try:
+                fd = os.open(
+                    f, os.O_RDONLY | os.O_NONBLOCK
+                )  # a FIFO planted under a lock's name must not block
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                alive.append(rid)
+            else:  # nobody holds it: a run that died; old files are cleaned up
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                with contextlib.suppress(OSError):
+                    if time.time() - os.fstat(fd).st_mtime > self.STALE_AFTER_S:
+                        os.unlink(f)
+            finally:
+                os.close(fd)
+        return alive
+
+    def others(self) -> list[str]:
+        """Every other benchmark known to be running on this engine now (for flagging records)."""
+        return self.alive_runs() + self.foreign
+
+    def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
+        """Take this run's lock, refuse (ConcurrentRun) if another run is alive unless
+        `allow_concurrent`, and remove containers of runs that are gone."""
+        self.acquire()
+        alive = self.alive_runs()
+        leftovers = []
+        names: dict[str, list[str]] = {}  # run id -> its containers on this engine, for the message
+        running_elsewhere: dict[str, list[str]] = {}  # run id -> its running containers, of another host
+        for c in engine.toolkit_containers():
+            rid = c.labels.get(RUN_ID_LABEL, "")
+            if not rid or rid == self.run_id:  # not a bench container (a build's), or ours
+                continue
+            names.setdefault(rid, []).append(c.name)
+            if c.labels.get(HOST_LABEL) == self.host:
+                if rid not in alive:
+                    leftovers.append(c)
+            elif c.status == "running":  # another host (or an older toolkit): cannot tell, assume alive
+                running_elsewhere.setdefault(rid, []).append(c.name)
+            elif c.labels.get(HOST_LABEL) is None:
+                leftovers.append(c)
+        foreign = [
+            f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from another "
+            "host or an older toolkit)"
+            for rid, ctrs in running_elsewhere.items()
+            if rid not in alive
+        ]
+        if leftovers:
+            for c in leftovers:
+                engine.remove_container_id(c.id)
+            note(
+                f"removed {len(leftovers)} leftover container(s) of earlier runs that are gone: "
+                + ", ".join(f"{c.name} ({c.status})" for c in leftovers)
+            )
+        self.foreign = foreign
+        others = alive + foreign
+        if others and not allow_concurrent:
+            self.release()
+            said = [
+                f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
+                + (
+                    f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})"
+                    if names.get(rid)
+                    else "; between containers)"
+                )
+                for rid in alive
+            ] + foreign
+            gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
+            fix = (
+                f" If that run is gone, remove its container: `{engine.cli()} rm -f {' '.join(gone)}`."
+                if gone
+                else ""
+            )
+            raise ConcurrentRun(
+                f"another toolkit benchmark is running on this container engine ({engine.engine_label()}): run "
+                f"{'; '.join(said)}. "
+                + CONCURRENT_ADVICE
+                + fix
+            )
+        if others:
+            running = ", ".join([*map(_shown, alive), *foreign])
+            note(
+                f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
+                "is flagged `concurrent`"
+            )
+
+
+class ResultsLock:
+    """This run's hold on one results folder (see the module docstring). `start` takes the lock or
+    refuses; `others` names the holder while it runs (for flagging records); `release` lets go. The
+    file stays (removing it would let a third run lock a new file while the second still holds the
+    old one); the kernel releases the flock when the process dies."""
+
+    def __init__(self, root: Path, run_id: str, engine_id: str):
+        self.root = Path(root)
+        self.path = self.root / RESULTS_LOCK
+        self.run_id = run_id
+        self.engine_id = "".join(c for c in engine_id if c.isalnum())[:16]
+        self.fd: int | None = None
+        self.held = False
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            if err.filename is None:
+                err.filename = str(self.path)
+            raise FileSystemError.from_oserror(err, "locking the results folder") from None
+
+    def _try_lock(self) -> bool:
+        assert self.fd is not None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.held = True
+        with contextlib.suppress(OSError):  # who holds it, for another run's message
+            data = json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "run_id": self.run_id,
+                    "engine": self.engine_id,
+                    "host": engine.host_id(),
+                }
+            ).encode()
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data + b"\n", 0)
+        return True
+
+    def holder(self) -> str:
+        """The run holding the lock, as its lock file says: `RUN (pid N on this host, Docker engine E)`.
+        Anyone who can write results/ can write that file: only a plain run id, pid and engine id are
+        shown, never other content."""
+        obj, _ = jsonsafe.parse_line(read_regular_file(self.path, 4096) or b"")
+        obj = obj or {}
+        pid = obj.get("pid")
+        pid_s = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 32 else "?"
+        run = _shown(obj["run_id"]) if isinstance(obj.get("run_id"), str) else "?"
+        said = obj.get("engine")
+        eng = said if isinstance(said, str) and re.fullmatch(r"[A-Za-z0-9]{1,16}", said) else "?"
+        same = "this container engine" if eng == self.engine_id else f"container engine {eng}"
+        return f"{run} (pid {pid_s}, writing {self.root} from {same})"
+
+    def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
+        """Take the lock, or refuse (ConcurrentRun, exit 9) naming the holder; with `allow_concurrent`
+        run without it (`others` then names the holder while it runs)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.fd = self._open()
+        if self._try_lock():
+            return
+        who = self.holder()
+        if not allow_concurrent:
+            self.release()
+            raise ConcurrentRun(
+                f"another toolkit benchmark is writing to this results folder: run {who}. Two container engines "
+                "of one host share its CPUs, memory and GPUs. " + CONCURRENT_ADVICE
+            )
+        note(
+            f"--allow-concurrent: another benchmark is writing to {self.root} ({who}); every record written "
+            "while it runs is flagged `concurrent`"
+        )
+
+    def others(self) -> list[str]:
+        """The holder while it runs ([] when this run holds the lock). A holder that has ended hands the
+        lock to this run, which then holds it to its end."""
+        if self.fd is None or self.held or self._try_lock():
+            return []
+        return [self.holder()]
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+            self.held = False

@@ -1,0 +1,183 @@
+"""`toolkit measure -- COMMAND...`: the bench's observer around any command (a bare-metal llama-bench,
+say), so a host run and a container run of the same build carry the same telemetry and can be compared.
+
+The command runs as a child process (no shell, no container); its stdout and stderr lines are stamped
+on arrival and handed to the caller as they come. The observer samples the host (the child's process
+tree is "own" CPU) and the GPUs found on this host. llama-bench JSONL rows on stdout (`-o jsonl`, with
+`--progress` for exact windows) each get their test window's telemetry and flags; any other command
+gets one window from its start to its end. The result is written as JSONL: llama-bench's rows with two
+added keys, `toolkit_telemetry` and `toolkit_flags`, which `toolkit import` stores as the record's
+`telemetry` and flags (so the file is importable, and readable by anything that reads llama-bench
+JSONL); a command without rows gives one line {"command", "exit_code", "toolkit_telemetry",
+"toolkit_flags"}.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.bench.observe import RunObserver, kernel_fault
+from toolkit.core.errors import BadInput
+from toolkit.host import telemetry as tel
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import finite_or_none
+
+
+@dataclass
+class Measured:
+    """What `measure` saw. `rows`: llama-bench rows with toolkit_telemetry/toolkit_flags (empty for
+    another command); `window`: the whole command's telemetry and flags; `facts`: the run's facts
+    (trace path, samples, kernel log); `seconds`: the command's wall time; `exit_code` its status."""
+
+    command: list[str]
+    exit_code: int
+    seconds: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    window: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    kernel_fault: str | None = None
+
+
+def select_gpus(which: str) -> list[tel.GpuRef]:
+    """`all` (every GPU found), `none`, or comma-separated indices into the list `discover_gpus` gives
+    (AMD cards first, then NVIDIA). Raises BadInput naming the option for an unknown index."""
+    found = tel.discover_gpus()
+    if which == "all":
+        return found
+    if which == "none":
+        return []
+    try:
+        idx = [int(x) for x in which.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"--gpu {which!r}: expected all, none or indices such as 0,1") from None
+    bad = [i for i in idx if not 0 <= i < len(found)]
+    if bad:
+        raise BadInput(
+            f"--gpu {which!r}: this host has {len(found)} GPU(s) the sampler can read (indices 0..{len(found) - 1})"
+        )
+    return [found[i] for i in idx]
+
+
+def run_measured(
+    command: Sequence[str],
+    *,
+    trace_path: Path,
+    gpus: Sequence[tel.GpuRef],
+    rate_hz: float = 10.0,
+    on_stdout: Callable[[str], None] | None = None,
+    on_stderr: Callable[[str], None] | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> Measured:
+    """Run `command` under the observer; `on_row(row)` gets each llama-bench row with its telemetry
+    the moment it arrives (so an interrupted run keeps what it measured). Raises BadInput when the
+    program cannot be started (named). On any exit from here that is not the command's own end
+    (Ctrl-C, SIGTERM, an error), the command's process group is stopped (SIGTERM, then SIGKILL after
+    5 s): no benchmark is left on the GPU."""
+    obs = RunObserver(trace_path, gpus, rate_hz=rate_hz, cgroup=False)
+    obs.start()  # the idle baseline comes before the command starts
+    try:
+        proc = subprocess.Popen(
+            list(command),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            errors="replace",
+            start_new_session=True,  # its own process group: stopped whole if we are stopped
+        )
+    except OSError as err:
+        obs.finish()
+        trace_path.unlink(missing_ok=True)  # nothing was measured
+        raise BadInput(
+            f"cannot run {command[0]!r}: {err.strerror or err}; give the program's path after --"
+        ) from None
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    try:
+        obs.own_pid(proc.pid)
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                line = line.rstrip("\n")
+                obs.line(line)
+                if on_stderr:
+                    on_stderr(line)
+
+        reader = threading.Thread(target=pump_err, daemon=True)
+        reader.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if on_stdout:
+                on_stdout(line)
+            if line.lstrip().startswith("{"):
+                for raw in llamabench.parse_jsonl(line):
+                    seen = obs.test(raw)
+                    if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
+                        seen["telemetry"]["trace"] = str(trace_path.resolve())
+                    row = finite_or_none(
+                        {
+                            **raw,
+                            "toolkit_telemetry": seen.get("telemetry"),
+                            "toolkit_flags": seen.get("flags", []),
+                        }
+                    )
+                    rows.append(row)
+                    if on_row:
+                        on_row(row)
+        code = proc.wait()
+        reader.join(timeout=5)
+    except BaseException:
+        _stop(proc)
+        obs.finish()
+        raise
+    t1 = time.time()
+    window = obs.window(t0, t1, None)
+    facts = obs.finish()
+    return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the command's whole process group: SIGTERM, then SIGKILL after 5 s."""
+    import os
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def write_measured(m: Measured, path: Path) -> Path:
+    """Write `m` as importable JSONL (module docstring) to `path`; returns it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if m.rows:
+        lines = [json.dumps(finite_or_none(r)) for r in m.rows]
+    else:
+        lines = [
+            json.dumps(
+                {
+                    "command": m.command,
+                    "exit_code": m.exit_code,
+                    "seconds": round(m.seconds, 3),
+                    "toolkit_telemetry": m.window.get("telemetry"),
+                    "toolkit_flags": m.window.get("flags", []),
+                }
+            )
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

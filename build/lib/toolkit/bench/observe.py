@@ -1,0 +1,243 @@
+"""What the system was doing while a benchmark measured: one observer per (image, model) run, or per
+`toolkit measure` command.
+
+The observer samples the host and the GPUs the run uses (toolkit.host.telemetry.Sampler, 10 Hz,
+outside the container, no root), writes the raw trace beside the results, takes an idle baseline
+before the benchmark starts, and for each test llama-bench finishes returns the window's telemetry
+summary and flags (toolkit.analysis.telemetry.window_summary / flags). At the end it reads the kernel
+log for GPU faults in the run's window.
+
+Test window: from the arrival of the test's first measured repetition (`--progress` line
+"benchmark i/N: prompt run 1/R" or "gen run 1/R") to the arrival of its result row; tokens =
+(n_prompt + n_gen) x repetitions, the tokens llama-bench's t/s counts. Without progress lines the
+window starts at the previous row (or the benchmark's start) and says so (`window_from`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkit.analysis import telemetry as tana
+from toolkit.host import telemetry as tel
+from toolkit.results.llamabench_readers import token_count
+
+RATE_HZ = 10.0
+"""Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
+
+BASELINE_S = 1.0
+"""Seconds of idle sampling before the benchmark process starts (the baseline `gpu-shared` reads)."""
+
+_PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (?:prompt|gen(?:eration)?) run 1/(\d+)")
+
+
+def _count(v: Any) -> int | None:
+    """A token count of a llama-bench row (absent: 0), read as the validity pass reads it."""
+    return 0 if v is None else token_count(v)
+
+
+def cgroup_of_pid(
+    pid: int, proc: str | Path = "/proc", cgroup_root: str | Path = "/sys/fs/cgroup"
+) -> Path | None:
+    """The cgroup v2 directory of process `pid` (a container's main process: its whole container),
+    from /proc/<pid>/cgroup ("0::/system.slice/docker-<id>.scope"); None on cgroup v1 or when gone."""
+    try:
+        text = (Path(proc) / str(pid) / "cgroup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            d = Path(cgroup_root) / line[3:].lstrip("/")
+            return d if (d / "cpu.stat").is_file() else None
+    return None
+
+
+def gpus_for_run(backend: str, render_nodes: Sequence[str] | None = None) -> list[tel.GpuRef]:
+    """The GPUs a run uses: none for the CPU image; AMD cards whose render node is passed (all AMD
+    cards when `render_nodes` is None) and every NVIDIA GPU NVML sees (the Vulkan image on an NVIDIA
+    host). Never raises."""
+    if backend == "cpu":
+        return []
+    out = []
+    for g in tel.discover_gpus():
+        if g.vendor == "amd" and render_nodes is not None and g.render_node not in render_nodes:
+            continue
+        out.append(g)
+    return out
+
+
+class RunObserver:
+    """Samples one run. Use: `obs = RunObserver(trace, gpus); obs.start()` before the benchmark
+    process starts (takes BASELINE_S seconds of idle baseline), `obs.own_pid(pid)` once its main
+    process is known (its cgroup or process tree is "own" CPU: the rest is other load),
+    `obs.line(text)` for every stderr line, `obs.test(raw)` when a result row arrives (returns
+    {"telemetry": summary, "flags": [...]} to store with the record), `obs.finish()` at the end
+    (stops sampling; returns the run-level facts: kernel log, trace path, sampler health).
+
+    Never raises from sampling: a source that fails gives error samples, and the summary says which
+    figures are missing. `enabled=False` gives an observer that records nothing (tests with a fake
+    engine, where there is no process to observe)."""
+
+    def __init__(
+        self,
+        trace_path: Path | None,
+        gpus: Sequence[tel.GpuRef] = (),
+        *,
+        rate_hz: float = RATE_HZ,
+        baseline_s: float = BASELINE_S,
+        enabled: bool = True,
+        cgroup: bool = True,
+    ) -> None:
+        self.trace_path = trace_path
+        self.gpus = list(gpus)
+        self.enabled = enabled
+        self.baseline_s = baseline_s
+        self._cgroup = cgroup
+        self._own: Callable[[], float | None] | None = None
+        self._own_last: float | None = None
+        self._own_pids: set[int] = set()
+        self._lines: list[tuple[float, str]] = []
+        self._last_row_t: float | None = None
+        self._rows = 0
+        self.power_notes: list[str] = []  # filled by start(): GPUs not at stock power, said up front
+        self.baseline: dict[str, Any] | None = None
+        self.t_start: float | None = None
+        self._kernel: tel.KernelLog | None = None
+        self.sampler: tel.Sampler | None = None
+        self._gpu_sources: list[tel.AmdGpuSource | tel.NvmlGpuSource] = []
+        if enabled:
+            for g in self.gpus:
+                try:
+                    self._gpu_sources.append(tel.open_source(g))
+                except Exception:  # a GPU whose files or NVML handle cannot be opened: not sampled
+                    continue
+            self.sampler = tel.Sampler(
+                [tel.HostSource(self._own_cpu), *self._gpu_sources], rate_hz=rate_hz, trace_path=trace_path
+            )
+
+    def _own_cpu(self) -> float | None:
+        """The benchmark's cumulative CPU seconds, never decreasing: when its processes end (and the
+        reading goes away or drops), the last value stands (their CPU time is final)."""
+        v = self._own() if self._own else None
+        if v is not None:
+            self._own_last = max(v, self._own_last or 0.0)
+        return self._own_last
+
+    def start(self) -> None:
+        """Start sampling, take the idle baseline, open the kernel log."""
+        if self.sampler is None:
+            return
+        self._kernel = tel.KernelLog()
+        for src in self._gpu_sources:
+            try:
+                reasons = tel.not_stock_reasons(tel.power_state(src))
+            except Exception:
+                continue
+            if reasons:
+                self.power_notes.append(f"GPU {src.id} is not at stock power: {'; '.join(reasons)}")
+        self.sampler.start()
+        t0 = time.time()
+        time.sleep(self.baseline_s)
+        self.sampler.sample_once()
+        self.baseline = tana.window_summary(self.sampler.samples, t0, time.time())
+        self.t_start = time.time()
+        self._last_row_t = self.t_start
+
+    def own_pid(self, pid: int) -> None:
+        """The benchmark's main process (host pid): its cgroup v2 (a container) or its process tree is
+        the benchmark's own CPU and GPU use. 0 (unknown) leaves other load unmeasured."""
+        if pid <= 0:
+            return
+        self._own_pids.add(pid)
+        cg = cgroup_of_pid(pid) if self._cgroup else None
+        if cg is not None:
+            self._own = lambda: tel.cgroup_cpu_seconds(cg)
+        else:
+            self._own = lambda: tel.process_tree_cpu_seconds(pid)
+        if self.sampler is not None and self.t_start is not None:
+            self.sampler.sample_once()  # a sample with the benchmark's own CPU before its first window
+
+    def line(self, text: str, t: float | None = None) -> None:
+        """A stderr line of the benchmark, stamped on arrival."""
+        if self.enabled:
+            self._lines.append((time.time() if t is None else t, text))
+
+    def test(self, raw: dict[str, Any], t: float | None = None) -> dict[str, Any]:
+        """Telemetry and flags of the test whose result row `raw` just arrived (a llama-bench row:
+        n_prompt, n_gen, samples_ns)."""
+        if self.sampler is None:
+            return {}
+        t1 = time.time() if t is None else t
+        self.sampler.sample_once()  # a sample at or after the window's end, so the edge is bracketed
+        t0, reps, source = None, None, "progress"
+        n = self._rows + 1  # llama-bench prints rows in test order: row k is test k
+        for tl, text in self._lines:
+            m = _PROGRESS.search(text)
+            if m and int(m.group(1)) == n and (self._last_row_t is None or tl >= self._last_row_t - 1e-3):
+                t0, reps = tl, int(m.group(3))
+                break
+        if t0 is None:
+            t0, source = self._last_row_t or self.t_start or t1, "previous-row"
+        if reps is None:
+            samples = raw.get("samples_ns") or raw.get("samples_ts")
+            reps = len(samples) if isinstance(samples, list) and samples else None
+        n_prompt, n_gen = _count(raw.get("n_prompt")), _count(raw.get("n_gen"))
+        # a row whose counts are not counts gets no token figure (the validity pass refuses the row)
+        tokens = (n_prompt + n_gen) * reps if reps and n_prompt is not None and n_gen is not None else None
+        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens)
+        summary["window_from"] = source
+        self._rows = n
+        self._last_row_t = t1
+        return {"telemetry": summary, "flags": tana.flags(summary, self.baseline, self._own_pids or None)}
+
+    def window(self, t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
+        """Telemetry and flags of any window (a vLLM/SGLang command, a whole measured command)."""
+        if self.sampler is None:
+            return {}
+        self.sampler.sample_once()
+        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens)
+        return {"telemetry": summary, "flags": tana.flags(summary, self.baseline, self._own_pids or None)}
+
+    def finish(self) -> dict[str, Any]:
+        """Stop sampling; the run's facts: {"trace", "samples", "missed_ticks", "gpus", "kernel_log"}."""
+        if self.sampler is None:
+            return {}
+        samples = self.sampler.stop()
+        kernel = self._kernel.read() if self._kernel else None
+        return {
+            "trace": str(self.trace_path) if self.trace_path else None,
+            "samples": len(samples),
+            "missed_ticks": self.sampler.missed_ticks,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "kernel_log": kernel,
+        }
+
+
+def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:
+    """A record's own flags (e.g. stale-build) followed by the window's that are not among them."""
+    out = list(own or [])
+    return out + [f for f in seen or [] if f not in out]
+
+
+def with_window(rec: Any, seen: dict[str, Any], window_from: str) -> Any:
+    """A copy of BenchRecord `rec` carrying a command window's telemetry (`window_from` says which
+    window: e.g. "vllm-latency-runs") and its flags added to the record's own."""
+    if not seen:
+        return rec
+    telemetry = {**seen["telemetry"], "window_from": window_from}
+    flags = merge_flags((rec.model_extra or {}).get("flags"), seen.get("flags"))
+    return rec.model_copy(update={"telemetry": telemetry, **({"flags": flags} if flags else {})})
+
+
+def kernel_fault(facts: dict[str, Any]) -> str | None:
+    """A failed-row reason when the kernel log showed GPU faults during the run (ring timeout, reset,
+    MES failure, page fault, VRAM lost), quoting up to three lines; None otherwise."""
+    kl = (facts or {}).get("kernel_log") or {}
+    events = kl.get("events") or []
+    if not events:
+        return None
+    quoted = "; ".join(str(e.get("text", ""))[:200] for e in events[:3])
+    return f"GPU fault in the kernel log during the run ({len(events)} line(s)): {quoted}"

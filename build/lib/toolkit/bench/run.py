@@ -1,0 +1,503 @@
+"""Orchestration of `toolkit bench`: for each image, pick the build (the one of the current render
+inputs), check the host has the image's devices, then hand each (image, model) to its runner
+(toolkit.core.registry: llama-bench, vLLM, SGLang) as a RunContext.
+
+Before anything runs: the plan line, results/ writable, one benchmark per engine, model files checked
+by their runner's preflight. Exit paths say what was saved. The module never prints: progress goes to
+the `events` callback, which the CLI renders. Shared runner scaffolding (BenchOptions, Outcome,
+model_sha256, resolve_model...) lives in toolkit.bench.runners.base and is re-exported here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolkit.bench import guard
+from toolkit.bench.runners.base import (  # re-exported: callers know these as bench.X
+    BenchOptions,
+    Case,
+    Events,
+    Outcome,
+    RunContext,
+    check_sha,
+    memory_limit,
+    model_here,
+    model_sha256,
+    now,
+    resolve_model,
+)
+from toolkit.core import registry as runners
+from toolkit.core import signals
+from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, RunInterrupted
+from toolkit.engine import api as engine
+from toolkit.host import devices
+from toolkit.host import info as hostinfo
+from toolkit.images import build as build_mod
+from toolkit.models.tiny import ensure_model_file
+from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, template_path
+
+__all__ = [
+    "BenchOptions",
+    "Events",
+    "Outcome",
+    "RunContext",
+    "model_sha256",
+    "resolve_model",
+    "run_bench",
+    "choose_build",
+    "plan_run",
+    "BuildChoice",
+    "CONFIRM_CASES",
+]
+
+
+CONFIRM_CASES = 1000
+"""A run of more test cases than this (all images x models, every runner's `cases`) needs --yes."""
+
+
+def run_bench(
+    lm: LoadedMatrix,
+    images: list[ImageSpec],
+    models: list[ModelSpec],
+    store: ResultStore,
+    opts: BenchOptions,
+    events: Events = lambda *a, **k: None,
+) -> list[Outcome]:
+    """Benchmark every selected image with every selected model that its runner accepts.
+
+    Before anything runs: the plan (case count, estimated duration; more than CONFIRM_CASES cases
+    need opts.yes, else BadInput), results/ writable (FileSystemError, exit 8), one benchmark per
+    results folder (results/.lock) and per engine (ConcurrentRun, exit 9, unless
+    opts.allow_concurrent; leftover containers of runs that are gone are removed), model files
+    checked (BadInput). Every record is written as soon as its
+    test completes. Exit paths say what was saved, counted: Ctrl-C/SIGTERM -> RunInterrupted (130),
+    the engine gone -> EngineUnavailable (5), a results write failing -> FileSystemError (8).
+    `events("note", text=...)` carries the plan and guard notes.
+    """
+    gpus = devices.detect_gpus()
+    choices: dict[str, BuildChoice] = {}
+    if not opts.dry_run:  # a dry run reads no results and checks no model file
+        memory_limit(lm, opts)  # a bad --memory fails before anything starts
+        for model in models:  # bad input (model files, checkpoint vs matrix) fails before the engine is asked
+            _check_model_before_run(lm, model, images)
+        pairs, choices = _plan(lm, images, models, store, gpus, opts)
+        plan = plan_run(lm, pairs, store)
+        if plan:
+            events("note", text=plan)
+        if _cases_total(pairs) > CONFIRM_CASES and not opts.yes:
+            raise BadInput(
+                f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
+                "them, or cut the axes"
+            )
+        guard.check_writable(store.root)
+    host: dict[str, Any] = {}
+    run_guard: guard.RunGuard | None = None
+    results_lock: guard.ResultsLock | None = None
+    if not opts.dry_run:
+        host = hostinfo.host_facts()
+        host.pop("cmdline", None)  # results get published: keep only the parameters that change numbers
+        host.pop("hostname", None)
+        host["docker"] = engine.engine_info(buildx=False)
+        engine_id = engine.engine_id()
+        # one benchmark per results folder (whatever its engine), then one per engine
+        lock = results_lock = guard.ResultsLock(store.root, opts.run_id, engine_id)
+        lock.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+        try:
+            rg = run_guard = guard.RunGuard(opts.run_id, engine_id)
+            rg.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+        except BaseException:
+            lock.release()
+            raise
+        opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
+    saver = opts.saver or guard.Saver(store)
+    outcomes: list[Outcome] = []
+    try:
+        for spec in images:
+            outcomes += _bench_image(
+                lm, spec, models, store, opts, gpus, host, events, choices.get(spec.name)
+            )
+    except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
+        signals.hold_for_stop()
+        try:
+            engine.remove_orphans(run_id=opts.run_id)
+            removed = "the toolkit's containers were removed"
+        except Exception as err:  # the engine may be what went away
+            removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
+        # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
+        raise RunInterrupted(
+            f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
+            "where this run stopped"
+        ) from None
+    except FileSystemError as err:
+        raise FileSystemError(f"{err}; {saver.summary()}") from None
+    except Exception as err:  # the engine gone: EngineLost from a running container, or any later call
+        if opts.dry_run or not (isinstance(err, EngineUnavailable) or engine.is_connection_error(err)):
+            raise
+        why = (
+            str(err)
+            if isinstance(err, EngineUnavailable)
+            else f"{engine.engine_label()} connection lost ({str(err)[:160]})"
+        )
+        raise EngineUnavailable(
+            f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
+            "`toolkit bench --resume`: containers left behind are removed at the next start"
+        ) from None
+    finally:
+        if run_guard:
+            run_guard.release()
+        if results_lock:
+            results_lock.release()
+    return outcomes
+
+
+def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[ImageSpec]) -> None:
+    """Generate a missing tiny stand-in, then check the file: the sha256 pin, and each runner's own
+    preflight for the runners of the selected images that take this model (GGUF header and extents;
+    vLLM checkpoint quantization and revision). Raises BadInput naming models[NAME].path for a path
+    the OS refuses (a name too long, a loop of links, no permission)."""
+    path = lm.resolve(model.path, what=f"models[{model.name}].path")
+    try:
+        if not path.exists() and model.generate == "tiny-qwen3moe":
+            ensure_model_file(path, model.generate)
+        if path.is_symlink():
+            path = path.resolve()
+        if not path.exists():
+            return
+        for name in dict.fromkeys(i.runner for i in images if i.runner in model.runners):
+            r = runners.get(name)
+            if model.format in r.model_formats:
+                r.preflight(lm, model, path)
+        check_sha(lm, model, path)
+    except (OSError, RuntimeError) as err:  # RuntimeError: pathlib's "Symlink loop" (Python 3.11)
+        what = getattr(err, "strerror", None) or str(err)
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
+            "fix `path`"
+        ) from None
+
+
+@dataclass
+class PlannedPair:
+    """One (image, model) pair this run measures: its build, its runner's context, the cases it runs
+    (Runner.cases: with --resume only those its runner will not skip) and how many one full run has."""
+
+    spec: ImageSpec
+    model: ModelSpec
+    build: BuildRecord
+    cases: list[Case]
+    ctx: RunContext | None = None
+    of: int | None = None  # cases of one full run; None: len(cases)
+
+    @property
+    def per_run(self) -> int:
+        return len(self.cases) if self.of is None else self.of
+
+
+def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
+    """What a real run would do with `model` that its dry-run command does not show: skip it (file
+    absent here) or refuse it (the runner's preflight: not a regular file, not GGUF, truncated, a
+    checkpoint whose quantization differs...). "" when a real run would take it. Reads headers only:
+    no sha256 of a 17 GB file in a dry run, no tiny model generated."""
+    try:
+        path = lm.resolve(model.path, what=f"models[{model.name}].path")
+        path = path.resolve() if path.is_symlink() else path
+        if not path.exists():
+            if model.generate:
+                return ""
+            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else ""
+            return f"model file {path} is absent here: a real run skips this pair{fetch}"
+        runner.preflight(lm, model, path)
+    except BadInput as err:
+        return f"a real run refuses this model: {err}"
+    except (OSError, RuntimeError, ValueError) as err:
+        return f"a real run refuses this model: models[{model.name}].path: {err}"
+    return ""
+
+
+def _plan(
+    lm: LoadedMatrix,
+    images: list[ImageSpec],
+    models: list[ModelSpec],
+    store: ResultStore,
+    gpus: list,
+    opts: BenchOptions,
+) -> tuple[list[PlannedPair], dict[str, BuildChoice]]:
+    """What this run will measure, as it will run: images whose devices this host has and whose build
+    bench will take (current, pinned or --allow-stale; not unbuilt, stale or a failed pin), models
+    whose file or folder is here (or generated by the run) and whose format the runner reads, with the
+    cases each runner says it will measure (`Runner.cases`; with --resume only the missing ones where
+    the runner resumes). Everything else is skipped with a line saying why, and counting it would
+    overstate the run. Returns the pairs and the build choices made (one per image with its devices
+    here: bench uses them, it does not choose twice)."""
+    choices: dict[str, BuildChoice] = {}
+    out: list[PlannedPair] = []
+    for spec in images:
+        if devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu):
+            continue
+        choices[spec.name] = choice = choose_build(lm, spec, store, opts)
+        if choice.build is None or choice.status in ("stale", "failed"):
+            continue
+        try:  # no GPU of the image's gfx targets here: skipped later, not counted (a bad --gpu is exit 4 now)
+            profile = devices.profile_for(
+                spec.backend,
+                gpus,
+                pin=opts.gpu,
+                allow_software=opts.allow_software_gpu,
+                targets=_gfx_targets(choice.build),
+            )
+        except devices.DeviceMissing:
+            continue
+        runner = runners.get(spec.runner)
+        for m in models:
+            if (
+                spec.runner not in m.runners
+                or m.format not in runner.model_formats
+                or (model_here(lm, m) is None and not m.generate)
+            ):
+                continue
+            ctx = RunContext(lm, spec, choice.build, m, store, opts, profile, {}, lambda *a, **k: None)
+            cases = runner.cases(ctx)
+            of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
+            out.append(PlannedPair(spec, m, choice.build, cases, ctx, of))
+    return out, choices
+
+
+def _gfx_targets(build: BuildRecord) -> list[str] | None:
+    """The gfx targets a build was compiled for (its org.toolkit.gfx-targets label), None when it has none."""
+    return [
+        t.strip() for t in build.labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
+    ] or None
+
+
+def _cases_total(pairs: list[PlannedPair]) -> int:
+    """Test cases of the whole run, every runner's (see _plan)."""
+    return sum(len(p.cases) for p in pairs)
+
+
+def plan_run(lm: LoadedMatrix, pairs: list[PlannedPair], store: ResultStore) -> str:
+    """One line: how many test cases this run has (over `pairs`, see _plan) and how long they took
+    before ("" when the run has no cases). The estimate is measured, never assumed: each pair's
+    runner's `estimate` (the newest ok record of the same test on this host); cases never measured
+    before are counted as unknown. Start-up and model load are not included."""
+    total = _cases_total(pairs)
+    if not total:
+        return ""  # nothing left to resume, or nothing runs here: each says why in its own line
+    known, seconds = 0, 0.0
+    for p in pairs:
+        if p.ctx is None:
+            continue
+        k, s = runners.get(p.spec.runner).estimate(p.ctx, p.cases)
+        known, seconds = known + k, seconds + s
+    per_run = Counter(p.per_run for p in pairs)
+    every = sum(p.per_run for p in pairs)
+    shape = " + ".join(f"{n} per run x {k}" for n, k in sorted(per_run.items())) + " image/model pairs"
+    reps = sorted({int(c.get("repetitions", lm.m.bench.repetitions)) for p in pairs for c in p.cases})
+    line = (
+        f"plan: {total} test cases ({shape}"
+        + (f", {every - total} already measured: --resume" if every != total else "")
+        + f", {reps[0] if len(reps) == 1 else f'{reps[0]}-{reps[-1]}'} repetitions each)"
+    )
+    if known == 0 or not math.isfinite(seconds):
+        return line + "; no earlier run of these tests to estimate the duration from"
+    part = (
+        "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
+    )
+    return line + f"; estimated measuring time {_duration(seconds)}{part}, from earlier runs, plus start-up"
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "unknown"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _bench_image(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    models: list[ModelSpec],
+    store: ResultStore,
+    opts: BenchOptions,
+    gpus: list,
+    host: dict[str, Any],
+    events: Events,
+    choice: BuildChoice | None = None,
+) -> list[Outcome]:
+    """Every usable model on one image, or one skipped/failed/stale line saying why not."""
+    usable = [m for m in models if spec.runner in m.runners]
+    if not usable:
+        return [Outcome(spec.name, "-", "skipped", f"no model in the matrix lists runner {spec.runner}")]
+    # the host's devices first: on a host without them, that is the reason, built or not
+    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    if missing and not opts.dry_run:
+        return [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", missing)]
+    choice = choice or choose_build(lm, spec, store, opts)
+    if choice.status in ("stale", "failed"):
+        return [Outcome(spec.name, "-", choice.status, choice.reason)]
+    build = choice.build
+    if build is None and opts.dry_run:
+        build = _unbuilt(spec)
+    if build is None:
+        return [Outcome(spec.name, "-", "skipped", choice.reason)]
+    if not opts.dry_run and engine.inspect_image(build.digest) is None:
+        return [
+            Outcome(
+                spec.name, "-", "skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it"
+            )
+        ]
+    outcomes: list[Outcome] = [Outcome(spec.name, "-", "note", choice.reason)] if choice.reason else []
+    if missing:  # dry run on a host without the device: show the command for one R9700
+        outcomes.append(
+            Outcome(
+                spec.name,
+                "-",
+                "note",
+                f"cannot run on this host ({missing}); "
+                "the command below uses an example R9700 device profile",
+            )
+        )
+        profile = devices.DeviceProfile.example(spec.backend)
+    else:
+        # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
+        # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
+        try:
+            profile = devices.profile_for(
+                spec.backend,
+                gpus,
+                pin=opts.gpu,
+                allow_software=opts.allow_software_gpu,
+                targets=_gfx_targets(build),
+            )
+        except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
+            return outcomes + [Outcome(spec.name, "-", "failed" if opts.strict else "skipped", str(err))]
+        outcomes += [Outcome(spec.name, "-", "note", n) for n in profile.notes]
+        host = {**host, "device_profile": profile.record()} if host else host
+    runner = runners.get(spec.runner)
+    for model in usable:
+        if model.format not in runner.model_formats:  # said, never dropped silently
+            outcomes.append(
+                Outcome(
+                    spec.name,
+                    model.name,
+                    "skipped",
+                    f"runner {spec.runner} reads "
+                    f"{' or '.join(runner.model_formats)} models, not {model.format}: remove "
+                    f"{spec.runner} from models[{model.name}].runners",
+                )
+            )
+            continue
+        if opts.dry_run:
+            note = _dry_run_model_note(lm, model, runner)
+            if note:
+                outcomes.append(Outcome(spec.name, model.name, "note", note))
+        ctx = RunContext(lm, spec, build, model, store, opts, profile, host, events)
+        outcomes += runner.run(ctx)
+    return outcomes
+
+
+@dataclass
+class BuildChoice:
+    """The build `toolkit bench` measures for one image.
+
+    status: current (its inputs key is the one matrix.yaml + templates give now) | pinned (a digest
+    given in BenchOptions.pinned) | stale-allowed (the newest build, of other inputs, --allow-stale) |
+    stale (refused: newest build of other inputs; `reason` names the fix) | unbuilt | failed (a
+    pinned digest has no build record). `build` carries `bench_inputs` for the records (_image_ref).
+    """
+
+    status: str
+    build: BuildRecord | None = None
+    current_key: str | None = None
+    reason: str = ""
+
+
+def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> BuildChoice:
+    """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
+    newest such build. Without one, the newest build is stale: refused, or measured and marked stale
+    with opts.allow_stale. Renders the template (no build, no fetch); raises BadInput as render does."""
+    builds = [b for b in store.builds() if b.image == spec.name]
+    pin = opts.pinned.get(spec.name)
+    if pin:
+        found = [b for b in builds if b.digest == pin]
+        if not found:
+            return BuildChoice(
+                "failed", reason=f"no build record of image ID {pin[:19]} in {store.builds_file}"
+            )
+        return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
+    current = build_mod.inputs_key(lm, spec)
+    fix = f"run `toolkit build -i {spec.name}`"
+    if not builds:
+        return BuildChoice("unbuilt", current_key=current.key, reason=f"not built; {fix}")
+    newest = builds[-1]
+    matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
+    if matching:
+        b = matching[-1]
+        note = (
+            ""
+            if b is newest
+            else (
+                f"measuring build {b.ref} ({b.digest[:19]}), the newest of the current inputs; the newest build "
+                f"{newest.ref} ({newest.digest[:19]}) is of other inputs"
+            )
+        )
+        return BuildChoice("current", _chosen(b, current.key, stale=False), current.key, note)
+    why = _stale_reason(lm, spec, newest, current)
+    if opts.allow_stale:
+        return BuildChoice(
+            "stale-allowed",
+            _chosen(newest, current.key, stale=True),
+            current.key,
+            f"STALE build measured (--allow-stale): {why}; its records are marked stale",
+        )
+    return BuildChoice(
+        "stale",
+        current_key=current.key,
+        reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
+    )
+
+
+def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:
+    return build.model_copy(update={"bench_inputs": {"current": current_key, "stale": stale}})
+
+
+def _stale_reason(
+    lm: LoadedMatrix, spec: ImageSpec, newest: BuildRecord, current: build_mod.InputsKey
+) -> str:
+    """Why the newest build is not of the current inputs, naming what changed where it can tell."""
+    old = build_mod.build_inputs_key(newest)
+    head = f"the newest build of {spec.name} ({newest.ref}, {newest.digest[:19]})"
+    if old is None:
+        return f"{head} has no inputs key (label {build_mod.INPUTS_KEY_LABEL}): built by an older toolkit"
+    if newest.template_hash and newest.template_hash != current.template_hash:
+        what = (
+            f"{template_path(lm, spec.template)} or images[{spec.name}] in {lm.path} changed "
+            f"since (template inputs {newest.template_hash[:12]} -> {current.template_hash[:12]})"
+        )
+    else:
+        what = (
+            f"its source (sources.{spec.source} in {lm.path}) or the toolkit version changed since"
+            if spec.source
+            else "the toolkit version changed since"
+        )
+    return f"{head} was built from other inputs: {what}; inputs key {old[:12]} -> {current.key[:12]}"
+
+
+def _unbuilt(spec: ImageSpec) -> BuildRecord:
+    """A stand-in build record for --dry-run of an image not built yet (ref by tag)."""
+    ref = f"toolkit/{spec.name}:latest"
+    return BuildRecord(
+        image=spec.name,
+        ref=ref,
+        digest=ref,
+        backend=spec.backend,
+        template=spec.template,
+        template_hash="",
+        created=now(),
+    )

@@ -1,0 +1,560 @@
+"""The llama-bench runner: one container, one llama-bench process over the crossed matrix per
+(image, model); every row a record the moment llama-bench prints it.
+
+Before the run, a pre-flight (`llama-bench --list-devices` in the image must show a device of the
+image's backend, and not only a software one unless opted in); during it, each row is judged on the
+row and on everything printed before it (CPU fallback, software device, model file changed); after
+it, a process failure (crash, kill, OOM, timeout, Ctrl-C, engine gone) is one failed row, the
+completed tests kept. `bench.runs: N` repeats the process N times (process-level repetitions), and
+each combination of the `bench.env` axis is a container of its own (the variables set with -e,
+recorded with each record as `env`, and the container's effective environment as `environment`).
+Facts (flags, JSONL fields, clamping): shared/reference/llama-bench.md, llama.cpp
+tools/llama-bench/llama-bench.cpp at 0c1e57098.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from toolkit.bench import guard
+from toolkit.bench.observe import kernel_fault, merge_flags
+from toolkit.bench.runners.base import (
+    BenchOptions,
+    Case,
+    Outcome,
+    RunContext,
+    Step,
+    check_model_file,
+    check_sha,
+    container_spec,
+    effective_environment,
+    file_identity,
+    image_ref,
+    memory_limit,
+    model_file_here,
+    now,
+    resolve_model,
+    run_observer,
+    stale_marks,
+)
+from toolkit.core import backends, signals
+from toolkit.models import twin
+from toolkit.results import identity
+from toolkit.results import index as resultindex
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results.records import BenchRecord, ModelRef, ResultStore
+from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+
+
+class LlamaBenchRunner:
+    """llama-bench in llama.cpp images (cpu, vulkan, rocm). Settings: the `bench:` axes (no block of
+    its own); its test identity is the raw llama-bench record (toolkit.results.identity)."""
+
+    name: ClassVar[str] = "llama-bench"
+    model_formats: ClassVar[tuple[str, ...]] = ("gguf",)
+    settings_key: ClassVar[str | None] = None
+    settings_model: ClassVar[Any] = None
+    identity_fields: ClassVar[tuple[str, ...]] = ()
+    experimental: ClassVar[bool] = False
+
+    def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+        """GGUF magic, tensor extents inside the file, readable by the container's user (BadInput)."""
+        check_model_file(lm, model, path)
+
+    def plan(self, ctx: RunContext) -> list[Step]:
+        """The one `docker run ... llama-bench ...` per process-level run (bench.runs) and per
+        combination of the `bench.env` axis."""
+        path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
+        assert path is not None
+        steps = []
+        for env in ctx.lm.m.bench.env_combinations():
+            rs = _run_spec(ctx, ctx.lm.m.bench, path, env)
+            where = f", env {_env_label(env)}" if env else ""
+            steps += [
+                Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}{where}", ctx.engine.run_command(rs))
+                for i in range(ctx.lm.m.bench.runs)
+            ]
+        return steps
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """The crossed cases of `bench:` (times the `env` combinations); with --resume those not yet
+        measured on this digest + model."""
+        path = model_file_here(ctx.lm, ctx.model)
+        out: list[Case] = []
+        for env in ctx.lm.m.bench.env_combinations():
+            if ctx.opts.resume and path is not None:
+                sha = check_sha(ctx.lm, ctx.model, path)
+                out += missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench, env)
+            else:
+                out += [{**c, "env": env} if env else c for c in ctx.lm.m.bench.cases()]
+        return out
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
+        return measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, ctx.lm.m.bench, cases)
+
+    def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> None:
+        """None: llama-bench has no block of its own (its `bench:` axes come with the run)."""
+        return None
+
+    def run(self, ctx: RunContext) -> list[Outcome]:
+        """bench.runs container starts of the crossed matrix per `env` combination; stops a
+        combination early on a failed or resumed run."""
+        runs = ctx.lm.m.bench.runs
+        out = []
+        for env in ctx.lm.m.bench.env_combinations():
+            for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
+                one = (
+                    dataclasses.replace(
+                        ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+                    )
+                    if runs > 1
+                    else ctx
+                )
+                o = bench_one(one, env=env)
+                notes = ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
+                    [f"env {_env_label(env)}"] if env else []
+                )
+                if notes:
+                    o.reason = ", ".join(notes) + (f": {o.reason}" if o.reason else "")
+                out.append(o)
+                if o.status in ("failed", "resumed", "dry-run"):
+                    break
+        return out
+
+
+def _env_label(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str] | None = None):
+    """The container of one llama-bench process over `axes` on model file `path`, with the `bench.env`
+    combination `env` set (-e; it may not replace the device selection and caches the toolkit sets)."""
+    spec, build, opts = ctx.spec, ctx.build, ctx.opts
+    command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
+    name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
+    rs = container_spec(
+        build.digest,
+        command,
+        ctx.profile,
+        model_dir=path,
+        shader_volume=_shader_volume(ctx),
+        run_id=opts.run_id,
+        name=name,
+        memory_bytes=memory_limit(ctx.lm, opts),
+        model_file=True,
+    )
+    if env:
+        rs.environment = {**rs.environment, **{k: v for k, v in env.items() if k not in rs.environment}}
+    return rs
+
+
+def _shader_volume(ctx: RunContext) -> str | None:
+    """The Mesa shader cache volume of a Vulkan image digest (warm runs compile no shaders)."""
+    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
+
+
+def preflight_devices(ctx: RunContext, shader_volume: str | None) -> tuple[str | None, dict[str, Any]]:
+    """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
+    host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every record).
+
+    At llama.cpp 0c1e57098 the flag exists (tools/llama-bench/llama-bench.cpp: `--list-devices` calls
+    common_print_available_devices() and exits 0) and prints `Available devices:` then one
+    `  <Backend><N>: <description> (<total> MiB, <free> MiB free)` line per device (or `  (none)`) on
+    stdout; ggml's own device lines go to stderr (ggml-vulkan.cpp ggml_vk_print_gpu_info: `ggml_vulkan: N =
+    <name> (<driver>) | ... | matrix cores: <KHR_coopmat|NV_coopmat2|none>`; ggml-cuda.cu for ROCm:
+    `  Device N: <name>, <gfx arch> ...`). Facts: the command, the exit code, the listed devices, ggml's
+    device lines, and for Vulkan the matrix-core mode of device 0 (`none` = scalar matmul shaders)."""
+    spec, build, profile, opts = ctx.spec, ctx.build, ctx.profile, ctx.opts
+    if spec.backend == "cpu":
+        return None, {}
+    rs = container_spec(
+        build.digest,
+        ["llama-bench", "--list-devices"],
+        profile,
+        model_dir=Path("/tmp"),
+        shader_volume=shader_volume,
+        run_id=opts.run_id,
+        name=f"toolkit-pre-{opts.run_id}-{spec.name}",
+    )
+    rs.mounts = rs.mounts[1:]
+    out = ctx.engine.run_container(rs, timeout=300)
+    facts = probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
+    facts["command"] = ctx.engine.run_command(rs)
+    text = out.stdout + "\n" + out.stderr
+    prefix = backends.llama_name(spec.backend) or spec.backend
+    listed = facts["devices"]
+    if not listed:
+        return (
+            f"GPU-path probe: `llama-bench --list-devices` in the image shows no {prefix} device "
+            f"(output: {text.strip()[-200:]!r})",
+            facts,
+        )
+    software = [ln for ln in listed if backends.is_software_device(ln)]
+    if software and len(software) == len(listed) and not opts.allow_software_gpu:
+        return (
+            f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
+            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately",
+            facts,
+        )
+    return None, facts
+
+
+def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None = None) -> dict[str, Any]:
+    """What `llama-bench --list-devices` said (see preflight_devices): the devices of `backend` listed on
+    stdout, ggml's device lines from stderr, Vulkan's matrix-core mode of device 0."""
+    prefix = backends.llama_name(backend) or backend
+    listed = [
+        ln.strip()
+        for ln in (stdout + "\n" + stderr).splitlines()
+        if ln.strip().startswith(prefix) and ":" in ln and not ln.strip().startswith("ggml_")
+    ]
+    ggml = [
+        ln.strip() for ln in stderr.splitlines() if re.match(r"\s*(ggml_vulkan: \d+ = |Device \d+: )", ln)
+    ]
+    facts: dict[str, Any] = {"exit_code": exit_code, "devices": listed, "ggml_devices": ggml}
+    if backend == "vulkan":
+        m = next(
+            (re.search(r"\| matrix cores: (\w+)", ln) for ln in ggml if ln.startswith("ggml_vulkan: 0 = ")),
+            None,
+        )
+        facts["matrix_cores"] = m.group(1) if m else None
+    return facts
+
+
+def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
+    """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
+    records; returns the summary line. With opts.resume only the cases not yet measured on this
+    digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
+    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
+    host, events, engine = ctx.host, ctx.events, ctx.engine
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return Outcome(spec.name, model.name, "skipped", reason)
+    if axes is None and opts.resume and not opts.dry_run:
+        sha = check_sha(lm, model, path)
+        todo = missing_cases(store, build.digest, sha, lm.m.bench, env)
+        n_all = len(lm.m.bench.cases())
+        if not todo:
+            return Outcome(
+                spec.name,
+                model.name,
+                "resumed",
+                f"all {n_all} cases already measured for this digest + model",
+            )
+        if len(todo) < n_all:
+            parts = [bench_one(ctx, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
+            bad = [o for o in parts if o.status != "ok"]
+            return Outcome(
+                spec.name,
+                model.name,
+                bad[0].status if bad else "ok",
+                (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
+                sum(o.records for o in parts),
+                parts[-1].command,
+                {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
+            )
+    axes = axes or lm.m.bench
+    shader_volume = _shader_volume(ctx)
+    memory = memory_limit(lm, opts)
+    rs = _run_spec(ctx, axes, path, env)
+    if opts.dry_run:
+        return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
+    sha = check_sha(lm, model, path)
+    hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
+    # a shape twin (toolkit fetch-model --twin) says so in every record: kind synthetic-twin + twin_of
+    model_ref = ModelRef(
+        name=model.name,
+        path=str(path),
+        sha256=sha,
+        size_bytes=path.stat().st_size,
+        **twin.model_extras(path, sha),
+    )
+    n_cases = len(axes.cases())
+    cold = False
+    if shader_volume:  # warm only when the volume exists and a run on this digest completed before
+        cold = not engine.volume_exists(shader_volume) or not any(
+            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True)
+        )
+        engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
+    pre, probe = preflight_devices(ctx, shader_volume)
+    if pre:
+        return Outcome(
+            spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre
+        )
+    events("start", image=spec.name, model=model.name, total=n_cases)
+
+    saver = opts.saver or guard.Saver(store)
+    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
+    base = dict(
+        run_id=opts.run_id,
+        runner="llama-bench",
+        method="llama-bench",
+        image=image_ref(build, spec),
+        model=model_ref,
+        command=engine.run_command(rs),
+        host=host,
+        log_file=str(log_path),
+        limits={"memory_bytes": memory},
+        **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
+        env=dict(env or {}),
+        **({"gpu_probe": probe} if probe else {}),
+        environment=effective_environment(engine, build.digest, rs.environment),
+        **({"process_run": opts.process_run} if opts.process_run else {}),
+        **opts.record_extra,
+        **stale_marks(build),
+    )
+    observer = run_observer(ctx)
+    printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
+    streamed: list[dict[str, Any]] = []
+    voids: list[str] = []
+    t0 = time.monotonic()
+    measured = [0.0]
+
+    def store_row(raw: dict[str, Any]) -> None:
+        """One llama-bench row -> one record, written now (llama-bench prints a row per finished test)."""
+        streamed.append(raw)
+        measured[0] += _row_seconds(raw, axes.repetitions)
+        elapsed = time.monotonic() - t0
+        timing = {
+            "wall_s": round(elapsed, 3),
+            "tests_s": round(measured[0], 3),
+            "startup_s": round(max(elapsed - measured[0], 0.0), 3),
+        }  # up to and including this test
+        if shader_volume:
+            timing["cache_cold"] = float(cold)
+        bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
+        void = (
+            f"row is not a measurement: {bad}" if bad else _void_reason(spec, opts, raw, "\n".join(printed))
+        )
+        if file_identity(path) != hashed:
+            void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
+        norm = llamabench.normalize(raw)
+        seen = observer.test(raw)
+        flags = merge_flags(base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
+        try:
+            rec = BenchRecord(
+                **{**base, **({"flags": flags} if flags else {})},
+                created=now(),
+                timing=timing,
+                telemetry=seen.get("telemetry"),
+                **norm,
+                status="failed" if void else "ok",
+                error=void,
+                raw=raw,
+            )
+        except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
+            void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
+            rec = BenchRecord(
+                **base,
+                created=now(),
+                timing=timing,
+                test=norm["test"],
+                axis=norm["axis"],
+                status="failed",
+                error=void,
+            )
+        if void:
+            voids.append(void)
+        saver.save(rec)
+
+    def on_stdout(line: str) -> None:
+        printed.append(line)
+        if line.lstrip().startswith("{"):
+            for raw in llamabench.parse_jsonl(line):
+                store_row(raw)
+
+    def on_stderr(line: str) -> None:
+        printed.append(line)
+        observer.line(line)
+        p = llamabench.progress_of(line)
+        if p:
+            events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
+
+    stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
+    observer.start()
+    for note in observer.power_notes:  # up front: results on a GPU not at stock power are not the card's
+        events("note", text=f"{spec.name}: warning: {note}; its records are flagged power-not-stock")
+    started = {"on_start": observer.own_pid} if observer.enabled else {}
+    try:
+        out = engine.run_container(
+            rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr, on_stdout=on_stdout, **started
+        )
+    except (engine.Interrupted, engine.EngineLost) as err:
+        stop, out = err, err.outcome
+    finally:
+        facts = observer.finish()
+    with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
+        log_problem = saver.write_text(
+            log_path,
+            f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}",
+        )
+        rows = llamabench.parse_jsonl(out.stdout)
+        for raw in rows[len(streamed) :]:  # a last row printed without a newline, if any
+            store_row(raw)
+        tests_s = sum(_row_seconds(r, axes.repetitions) for r in rows)
+        timing = {
+            "wall_s": round(out.seconds, 3),
+            "tests_s": round(tests_s, 3),
+            "startup_s": round(max(out.seconds - tests_s, 0.0), 3),
+        }
+        if shader_volume:
+            timing["cache_cold"] = float(cold)
+        error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
+        if isinstance(stop, engine.EngineLost):
+            error = str(stop)
+        elif stop is not None:
+            error = f"interrupted ({signals.stopped_by()})"
+        elif out.timed_out:
+            error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
+        elif out.oom_killed:
+            limit = f" (limit {memory} bytes: raise bench.memory or --memory)" if memory else ""
+            error = f"container was killed for running out of memory{limit}"
+        elif out.exit_code != 0:
+            error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+        if not error:  # a GPU fault in the kernel log during the run: its numbers are not trusted
+            error = kernel_fault(facts)
+        if not rows and not error:
+            error = "llama-bench printed no result rows"
+        elif not error and len(rows) < n_cases:  # a run that silently left tests out is not "ok"
+            error = f"llama-bench emitted {len(rows)} result rows for {n_cases} cases and exited 0"
+        # a crash, kill or timeout does not void the tests llama-bench completed before it (a row holds
+        # every repetition of its test): they are kept as results, and one failed row records the fault
+        if error:
+            done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
+            note = f"; log not written: {log_problem}" if log_problem else ""
+            saver.save(
+                BenchRecord(
+                    **base,
+                    created=now(),
+                    timing=timing,
+                    test="(none)",
+                    axis="prefill",
+                    status="failed",
+                    error=error + done + note,
+                ),
+                reraise=stop is None,
+            )
+    if stop is not None:
+        raise stop
+    events("done", image=spec.name, model=model.name, total=n_cases)
+    reason = error or (voids[0] if voids else "")
+    status = "failed" if reason else "ok"
+    return Outcome(spec.name, model.name, status, reason, len(rows), rs.command, timing)
+
+
+def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
+    """Seconds llama-bench spent measuring one row: the sum of its samples (or avg x repetitions)."""
+    return sum(raw.get("samples_ns") or []) / 1e9 or (raw.get("avg_ns", 0) * repetitions / 1e9)
+
+
+def _void_reason(spec: ImageSpec, opts: BenchOptions, raw: dict[str, Any], printed: str) -> str | None:
+    """Why a row is not what was asked for (a CPU fallback, a software Vulkan device not opted into),
+    judged on the row and on everything the container printed before it (devices are set up before
+    the first test). None: the row is a result."""
+    fallback = llamabench.cpu_fallback_reason(printed, spec.backend, [raw])
+    if fallback:
+        return f"CPU fallback: {fallback}"
+    if (
+        not opts.allow_software_gpu
+        and spec.backend != "cpu"
+        and backends.is_software_device(str(raw.get("gpu_info", "")))
+    ):
+        return f"ran on a software device ({raw.get('gpu_info')}) without --allow-software-gpu"
+    return None
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
+    """A llama-bench case in the one test identity's normalisation (fa spellings, "all layers")."""
+    key = {k: case.get(k) for k in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")}
+    key["flash_attn"] = identity.norm_flash_attn(case.get("flash_attn"))
+    key["n_gpu_layers"] = identity.norm_gpu_layers(case.get("n_gpu_layers"), case.get("n_layers"))
+    if threads:
+        key["n_threads"] = threads
+    if case.get("env"):
+        key["env"] = tuple(sorted(case["env"].items()))
+    return tuple(sorted(key.items()))
+
+
+def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
+    """The case key (_case_key) of a stored llama-bench record, to match it against `axes`' cases;
+    threads count only when the matrix sets them."""
+    f = identity.test_fields(r)
+    return _case_key({**f, "n_layers": None, "env": r.env}, axes.threads and f.get("n_threads"))
+
+
+def missing_cases(
+    store: ResultStore, digest: str, sha: str, axes: BenchAxes, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The cases of `axes` (run with the `bench.env` combination `env`) with no ok record yet on this
+    image digest + model sha256 (resume per test)."""
+    have = set()
+    for r in resultindex.select(
+        store, digests=[digest], ok_only=True
+    ):  # newest per test: every measured test
+        if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
+            have.add(_record_case_key(r, axes))
+    cases = [{**c, "env": env} if env else c for c in axes.cases()]
+    return [c for c in cases if _case_key(c, axes.threads) not in have]
+
+
+def measured_seconds(
+    store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
+) -> tuple[int, float]:
+    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
+    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
+    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
+    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
+    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
+    are not counted. Asks the query index: one record per test, not the history."""
+    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True)):
+        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
+            continue
+        k = _record_case_key(r, axes)
+        t = (r.n_prompt + r.n_gen) / r.avg_ts
+        order = identity.write_order(r, pos)  # the store's order, not the wall clock
+        if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
+            seen[k] = (order, t)
+    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
+    return len(known), sum(known) * axes.repetitions
+
+
+def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:
+    """Cross products that together hold exactly the cases `todo`: one per (n_batch, n_ubatch,
+    flash_attn, n_gpu_layers, n_depth) with the missing prompt and generation lengths."""
+    groups: dict[tuple, dict[str, list[int]]] = {}
+    for c in todo:
+        g = groups.setdefault(
+            (c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
+            {"p": [], "n": []},
+        )
+        if c["n_prompt"]:
+            g["p"].append(c["n_prompt"])
+        if c["n_gen"]:
+            g["n"].append(c["n_gen"])
+    return [
+        axes.model_copy(
+            update=dict(
+                n_batch=[b],
+                n_ubatch=[ub],
+                flash_attn=[fa],
+                n_gpu_layers=[ngl],
+                n_depth=[d],
+                n_prompt=g["p"] or [0],
+                n_gen=g["n"] or [0],
+            )
+        )
+        for (b, ub, fa, ngl, d), g in groups.items()
+    ]

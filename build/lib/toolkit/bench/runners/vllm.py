@@ -1,0 +1,1157 @@
+"""vLLM on llama-bench's axes (prefill, decode) plus a served concurrency sweep.
+
+    VllmRunner().run(ctx) -> [Outcome]                    the run; Docker only through ctx.engine
+    vllm_commands(lm, spec, model, engine=...) -> [argv]  the exact docker commands, for --dry-run
+
+One method per axis, stored in every record's `method` (README: "vLLM methods"):
+
+    vllm-bench-latency-prefill  pp L: `vllm bench latency --input-len L --output-len 1 --batch-size 1`;
+                                tok/s = L / avg_latency.
+    vllm-bench-latency-decode   tg N: latency at --output-len N+1 minus at --output-len 1 (batch 1, the
+                                smallest prompt length of the matrix, so that run is shared with pp);
+                                tok/s = N / difference. Failed (never a number) when the difference
+                                is not above the noise of the two runs: <= NOISE_SIGMAS x the combined
+                                stddev of their per-iteration latencies (see `decode_noise_error`).
+    vllm-bench-serve            one `vllm serve` container; per (L, N, concurrency C) a
+                                `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
+                                with `docker exec` in that container; avg_ts = output tok/s. Failed
+                                when the tokens generated fall short of requests x output length (see
+                                `served_shortfall_error`): with --ignore-eos every request must give
+                                exactly the length asked for.
+
+Quantization and revision of a Hugging Face checkpoint (toolkit/models/checkpoint.py) are checked before
+any container starts (`checkpoint_preflight`): the method is the checkpoint's own (config.json) unless
+`vllm.quantization` overrides it, a mismatch is BadInput; every record stores the method used
+(engine.quantization, .quantization_source, .checkpoint_quantization; model.quantization) and the
+pinned revision (model.revision), and engine.log_notes.quantization is what vLLM logged it used.
+
+Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
+results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
+measured latencies and is stored as timing.startup_s (the measured part as tests_s, the names of
+base.Runner); for serving it is the time to a healthy /health. The serving container has no network (`--network none`): the server listens on the
+container's own loopback and the client runs inside it with `docker exec`, so the client reads the
+tokenizer from the same /models mount, no host port is published and parallel runs never collide.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from toolkit.bench.observe import RunObserver, kernel_fault, with_window
+from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
+    SERVED_TOLERANCE,
+    Case,
+    Events,
+    Outcome,
+    RunContext,
+    Step,
+    effective_environment,
+    estimate_from,
+    image_ref,
+    model_sha256,
+    now,
+    resolve_model,
+    run_observer,
+    seconds_before,
+    served_shortfall_error,
+    stale_marks,
+    tree_sha256,
+)
+from toolkit.core import backends, jsonsafe
+from toolkit.core.errors import BadInput
+from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
+from toolkit.host import devices
+from toolkit.models import checkpoint as hf_checkpoint
+from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
+from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runner's result parsing)
+    METHOD_DECODE,
+    METHOD_PREFILL,
+    METHOD_SERVE,
+    NOISE_SIGMAS,
+    SERVE_KEYS,
+    Latency,
+    _finite,
+    _num,
+    decode_noise_error,
+    parse_latency,
+    parse_serve,
+)
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
+
+SERVE_PORT = 8000
+PERCENTILES = "50,90,99"
+HEALTH_POLL_S = 5.0
+# The client reads no network beyond the container's loopback; the model is a local directory.
+_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+_HEALTH = [
+    "python3",
+    "-c",
+    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{SERVE_PORT}/health', timeout=10)",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument lists (pure; the contract test feeds them to the pinned release's own parser)
+
+
+def engine_args(v: VllmSettings) -> list[str]:
+    """The pinned engine settings as vLLM flags. Booleans are always explicit (`--no-...`), so a
+    changed default in a new release cannot silently change what is measured. `--quantization` only
+    when the matrix overrides the checkpoint (checked to match it first); otherwise vLLM reads the
+    method from the checkpoint's config.json, as the toolkit does to record it."""
+    args = [
+        "--max-num-batched-tokens",
+        str(v.max_num_batched_tokens),
+        "--max-model-len",
+        str(v.max_model_len),
+        "--gpu-memory-utilization",
+        str(v.gpu_memory_utilization),
+        "--dtype",
+        v.dtype,
+    ]
+    if v.quantization:
+        args += ["--quantization", v.quantization]
+    if v.attention_backend:
+        args += ["--attention-backend", v.attention_backend]
+    args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
+    args.append("--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching")
+    return args + ["--seed", "0"]
+
+
+def pinned_engine(v: VllmSettings) -> dict[str, Any]:
+    """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
+    the matrix's override (None: none passed); the run replaces it with the method actually used
+    (`hf_checkpoint.QuantChoice.as_record`)."""
+    return {
+        "max_num_batched_tokens": v.max_num_batched_tokens,
+        "max_model_len": v.max_model_len,
+        "gpu_memory_utilization": v.gpu_memory_utilization,
+        "quantization": v.quantization,
+        "dtype": v.dtype,
+        "enforce_eager": v.enforce_eager,
+        "enable_prefix_caching": v.enable_prefix_caching,
+        "attention_backend": v.attention_backend,
+        "num_iters": v.num_iters,
+        "num_iters_warmup": v.num_iters_warmup,
+        "num_prompts_per_level": v.num_prompts_per_level,
+        "ready_timeout_s": v.ready_timeout_s,
+    }
+
+
+def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | None = None) -> VllmSettings:
+    """The VllmSettings a vLLM run used, rebuilt from its records (for `toolkit reproduce`).
+
+    records: BenchRecords of one run (runner vllm; others ignored); base: a `vllm:` mapping to start
+    from (the run folder's matrix.yaml), overridden by what the records state: every `pinned_engine`
+    key, the served concurrency levels, and -- for records written before num_iters was stored --
+    the number of per-iteration latencies. `quantization` is the matrix override only (a method read
+    from the checkpoint is read again from the same checkpoint). Raises pydantic.ValidationError on
+    values VllmSettings refuses."""
+    out: dict[str, Any] = dict(base or {})
+    vrecs = [r for r in records if r.runner == "vllm" and r.engine]
+    fields = set(VllmSettings.model_fields)
+    for r in vrecs:
+        e = r.engine
+        out.update(
+            {k: e[k] for k in pinned_engine(VllmSettings()) if k in e and k in fields and k != "quantization"}
+        )
+        src = e.get("quantization_source")
+        if "quantization" in e:  # before quantization_source existed, `quantization` was the override passed
+            out["quantization"] = e["quantization"] if src in (None, "matrix") else None
+    levels = sorted(
+        {int(r.engine["concurrency"]) for r in vrecs if r.axis == "served" and r.engine.get("concurrency")}
+    )
+    if levels:
+        out["concurrency"] = levels
+    if "num_iters" not in out:
+        iters = {len(r.raw.get("latencies") or []) for r in vrecs if r.axis == "prefill" and r.status == "ok"}
+        if len(iters) == 1 and (n := iters.pop()) > 0:
+            out["num_iters"] = n
+    return VllmSettings(**out)
+
+
+def latency_args(
+    model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str
+) -> list[str]:
+    """`vllm bench latency` at batch 1 for one (input, output) length pair."""
+    return [
+        "vllm",
+        "bench",
+        "latency",
+        "--model",
+        model_dir,
+        "--input-len",
+        str(input_len),
+        "--output-len",
+        str(output_len),
+        "--batch-size",
+        "1",
+        "--num-iters",
+        str(v.num_iters),
+        "--num-iters-warmup",
+        str(v.num_iters_warmup),
+        "--output-json",
+        out_json,
+        *engine_args(v),
+    ]
+
+
+def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
+    """`vllm serve` on the container's loopback only."""
+    return ["vllm", "serve", model_dir, "--host", "127.0.0.1", "--port", str(SERVE_PORT), *engine_args(v)]
+
+
+def bench_serve_args(
+    model_dir: str,
+    *,
+    input_len: int,
+    output_len: int,
+    concurrency: int,
+    num_prompts: int,
+    result_dir: str,
+    result_filename: str,
+) -> list[str]:
+    """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy; one
+    warm-up request per concurrency slot first (not measured), so the first level is not a cold one."""
+    return [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{SERVE_PORT}",
+        "--model",
+        model_dir,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(input_len),
+        "--random-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(concurrency),
+        "--num-warmups",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        PERCENTILES,
+        "--save-result",
+        "--result-dir",
+        result_dir,
+        "--result-filename",
+        result_filename,
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: which commands one (image, model) needs
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    input_len: int
+    output_len: int
+
+    @property
+    def filename(self) -> str:
+        return f"lat-{self.input_len}-{self.output_len}.json"
+
+
+@dataclass(frozen=True)
+class ServeLevel:
+    input_len: int
+    output_len: int
+    concurrency: int
+    num_prompts: int
+
+    @property
+    def filename(self) -> str:
+        return f"serve-{self.input_len}-{self.output_len}-c{self.concurrency}.json"
+
+
+def decode_input_len(lm: LoadedMatrix) -> int:
+    """The prompt length of decode runs: the smallest pp length (its output-1 run is then shared)."""
+    return min(p for p in lm.m.bench.n_prompt if p > 0) if any(p > 0 for p in lm.m.bench.n_prompt) else 128
+
+
+def latency_plan(lm: LoadedMatrix) -> list[LatencyRun]:
+    """Distinct `vllm bench latency` runs: (L, 1) per pp length, (Ld, N+1) per tg length."""
+    d = decode_input_len(lm)
+    runs = [LatencyRun(p, 1) for p in lm.m.bench.n_prompt if p > 0]
+    n_gen = [n for n in lm.m.bench.n_gen if n > 0]
+    if n_gen:
+        runs.append(LatencyRun(d, 1))
+        runs += [LatencyRun(d, n + 1) for n in n_gen]
+    return list(dict.fromkeys(runs))
+
+
+def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
+    """One level per (L, N, C); at least C prompts so concurrency C is actually reached."""
+    v = lm.m.vllm
+    return [
+        ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
+        for p in lm.m.bench.n_prompt
+        if p > 0
+        for n in lm.m.bench.n_gen
+        if n > 0
+        for c in v.concurrency
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing (tolerant of neighbouring releases: missing keys -> None, "inf" strings, str keys)
+
+
+def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(JSON object, None) or (None, why it is not a result): missing, empty, not a JSON object."""
+    if not path.is_file():
+        return None, f"no result file {path.name} was written"
+    text = path.read_text(errors="replace").strip()
+    if not text:
+        return None, f"result file {path.name} is empty"
+    try:
+        data = jsonsafe.parse(text)
+    except jsonsafe.JsonProblem as err:
+        # --append-result style files hold one object per line: the last one is this run
+        try:
+            data = jsonsafe.parse(text.splitlines()[-1])
+        except jsonsafe.JsonProblem:
+            return None, f"result file {path.name} is {err}"
+    if not isinstance(data, dict) or not data:
+        return None, f"result file {path.name} holds no result object"
+    return data, None
+
+
+_LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
+# Attention backend as different releases and platforms log it: "Using Triton Attention backend."
+# (ROCm), "Using FLASH_ATTN attention backend out of potential backends: [...]" (CUDA), "Using HND KV
+# cache layout for CPU_ATTN backend." (CPU), "Using AttentionBackendEnum.TRITON_ATTN backend."
+_ATTN = (
+    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
+    re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
+    re.compile(r"KV cache layout for (\w+) backend"),
+    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"),
+)
+
+
+def log_notes(text: str) -> dict[str, Any]:
+    """Log lines that explain a number: default MoE config, chunked-prefill budget, attention and
+    MoE backends, platform / device, KV cache size, the quantization method the engine used (its
+    "Initializing a V1 LLM engine (vX) with config: ... quantization=M, ..." line; None when that line
+    says None or is absent). Absent ones are None."""
+    notes: dict[str, Any] = {
+        "moe_default_config": None,
+        "chunked_prefill_max_num_batched_tokens": None,
+        "attention_backend": None,
+        "moe_backend": None,
+        "platform": None,
+        "device": None,
+        "kv_cache_tokens": None,
+        "quantization": None,
+    }
+    for raw_line in text.splitlines():
+        line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
+        if "Using default MoE config" in line:
+            notes["moe_default_config"] = notes["moe_default_config"] or line[:400]
+        elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)", line):
+            notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
+        elif m := re.search(r"Using (.+?) MoE backend", line):
+            notes["moe_backend"] = notes["moe_backend"] or m.group(1)
+        elif (
+            notes["attention_backend"] is None
+            and "vit" not in line.lower()
+            and (m := next((m for rx in _ATTN if (m := rx.search(line))), None))
+        ):
+            notes["attention_backend"] = m.group(1).strip()
+        elif m := re.search(r"Automatically detected platform (\w+)", line):
+            notes["platform"] = m.group(1)
+        elif "Unspecified platform detected, switching to CPU" in line:
+            notes["platform"] = notes["platform"] or "cpu (unspecified)"
+        elif m := re.search(r"KV cache size: ([\d,]+) tokens", line):
+            notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
+        if m := re.search(r"\bdevice_config=(\w+)", line):
+            notes["device"] = m.group(1)
+        if m := re.search(r"with config: .*?\bquantization=([\w.-]+)", line):  # the engine's config line
+            notes["quantization"] = None if m.group(1) == "None" else m.group(1)
+    return notes
+
+
+def _fallback(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
+    """A GPU image whose vLLM picked the CPU (or no) platform is not a GPU result. (On ROCm the
+    torch device is `cuda`, so the device is checked for `cpu`, the platform for the backend.)"""
+    plat, device = notes.get("platform"), notes.get("device")
+    if spec.backend == "cpu":
+        return None
+    if plat and not str(plat).startswith(spec.backend):
+        return f"CPU fallback: vLLM detected platform {plat!r}, not {spec.backend}"
+    if device == "cpu":
+        return f"CPU fallback: vLLM ran on device_config=cpu in a {spec.backend} image"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Containers
+
+
+@dataclass
+class _Ctx:
+    lm: LoadedMatrix
+    spec: ImageSpec
+    build: BuildRecord
+    model: ModelSpec
+    model_path: Path
+    profile: devices.DeviceProfile
+    run_id: str
+    out_dir: Path
+    cache_volume: str
+    engine: Any  # RunContext.engine: toolkit.engine.api or a stand-in (tests)
+    pinned: dict[str, Any] = field(default_factory=dict)  # the engine settings of every record
+    cold: bool = True  # the compile cache volume was new (an observation: stored in timing, not engine)
+
+    @property
+    def model_dir(self) -> str:
+        return f"/models/{self.model_path.name}"
+
+    @property
+    def v(self) -> VllmSettings:
+        return self.lm.m.vllm
+
+
+def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
+    """Model dir read-only at /models, results rw at /out, the per-digest compile cache at /cache."""
+    mounts = [
+        Mount(str(ctx.model_path.resolve()), ctx.model_dir, read_only=True),
+        Mount(str(ctx.out_dir.resolve()), "/out", read_only=False),
+        Mount(ctx.cache_volume, "/cache", read_only=False, volume=True),
+    ]
+    p = ctx.profile
+    return p.run_spec(
+        ctx.build.digest,
+        command,
+        mounts=mounts,
+        environment=_ENV,
+        name=name[:120],
+        labels={"org.toolkit.run-id": ctx.run_id},
+        shm_size=None if p.ipc_mode == "host" else "4g",
+    )
+
+
+def _name(ctx: _Ctx, what: str) -> str:
+    return f"toolkit-{ctx.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120]
+
+
+def _ctx(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    build: BuildRecord,
+    model: ModelSpec,
+    model_path: Path,
+    profile: devices.DeviceProfile,
+    run_id: str,
+    out_dir: Path,
+    engine: Any,
+) -> _Ctx:
+    return _Ctx(
+        lm,
+        spec,
+        build,
+        model,
+        model_path,
+        profile,
+        run_id,
+        out_dir,
+        f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}",
+        engine,
+    )
+
+
+def vllm_commands(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    model: ModelSpec,
+    *,
+    engine: Any,
+    build: BuildRecord | None = None,
+    profile: devices.DeviceProfile | None = None,
+    run_id: str = "dry-run",
+    out_dir: Path | None = None,
+) -> list[list[str]]:
+    """Every docker command the run executes for (image, model), in order: one `docker run` per
+    latency run, the detached `vllm serve` container, then `docker exec` health check and one
+    `docker exec ... vllm bench serve` per served level. Pure: `engine` (RunContext.engine) only
+    formats the commands (run_command, exec_command)."""
+    build = build or BuildRecord(
+        image=spec.name,
+        ref=f"toolkit/{spec.name}:latest",
+        digest=f"toolkit/{spec.name}:latest",
+        backend=spec.backend,
+        template=spec.template,
+        template_hash="",
+        created="",
+    )
+    profile = profile or devices.DeviceProfile.example(spec.backend)
+    out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
+    ctx = _ctx(
+        lm,
+        spec,
+        build,
+        model,
+        lm.resolve(model.path, what=f"models[{model.name}].path"),
+        profile,
+        run_id,
+        out,
+        engine,
+    )
+    cmds = [
+        engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
+        for r in latency_plan(lm)
+    ]
+    levels = serve_plan(lm)
+    if levels:
+        serve_name = _name(ctx, "serve")
+        run = engine.run_command(_spec(ctx, serve_args(ctx.model_dir, ctx.v), serve_name))
+        cmds.append(run[:3] + ["-d"] + run[3:])
+        cmds.append(engine.exec_command(serve_name, _HEALTH))
+        cmds += [engine.exec_command(serve_name, _serve_cmd(ctx, lv)) for lv in levels]
+    return cmds
+
+
+def _latency_cmd(ctx: _Ctx, r: LatencyRun) -> list[str]:
+    return latency_args(
+        ctx.model_dir, ctx.v, input_len=r.input_len, output_len=r.output_len, out_json=f"/out/{r.filename}"
+    )
+
+
+def _serve_cmd(ctx: _Ctx, lv: ServeLevel) -> list[str]:
+    return bench_serve_args(
+        ctx.model_dir,
+        input_len=lv.input_len,
+        output_len=lv.output_len,
+        concurrency=lv.concurrency,
+        num_prompts=lv.num_prompts,
+        result_dir="/out",
+        result_filename=lv.filename,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class _LatencyResult:
+    run: LatencyRun
+    command: list[str]
+    log_file: str
+    wall_s: float
+    notes: dict[str, Any]
+    latency: Latency | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def timing(self) -> dict[str, float]:
+        """Wall time of the container; tests_s = the timed iterations; start-up = the rest."""
+        lat = self.latency
+        measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
+        return {
+            "wall_s": round(self.wall_s, 3),
+            "tests_s": round(measured, 3),
+            "startup_s": round(max(self.wall_s - measured, 0.0), 3),
+        }
+
+
+def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
+    if out.timed_out:
+        return f"{what} timed out after {timeout:.0f} s"
+    if out.oom_killed:
+        return f"{what}: the container was killed for running out of memory"
+    if out.exit_code != 0:
+        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}" + known_issue(
+            out.stdout + "\n" + out.stderr
+        )
+    return None
+
+
+# A failure whose log names a known upstream bug says so. vllm/config/device.py:57 (0.16.0, 0.28.0)
+# raises "Failed to infer device type" when no platform plugin matched; on ROCm in an unprivileged
+# container that is vllm-project/vllm#40081 (rocm_platform_plugin in vllm/platforms/__init__.py asks
+# amdsmi only, which cannot read sysfs there; open, unfixed in both pinned releases; vllm#41585 proposes
+# a hipGetDeviceCount fallback).
+_KNOWN_ISSUES = (
+    (
+        "Failed to infer device type",
+        " (vllm-project/vllm#40081: vLLM detects ROCm through amdsmi alone, which fails where sysfs is not "
+        "readable, as in this unprivileged container; not fixed in vLLM 0.16.0 or 0.28.0, see vllm#41585)",
+    ),
+)
+
+
+def known_issue(log: str) -> str:
+    """The note a failure gets when its log matches a known upstream bug ("" otherwise)."""
+    return next((note for needle, note in _KNOWN_ISSUES if needle in log), "")
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: str = "") -> None:
+    body = f"$ {shlex.join(command)}\n"
+    if out is not None:
+        body += f"--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}\n"
+    path.write_text(body + extra)
+
+
+def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -> _LatencyResult:
+    rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
+    command = ctx.engine.run_command(rs)
+    out = ctx.engine.run_container(rs, timeout=timeout)
+    log_path = store.log_path(
+        ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
+    )
+    _write_log(log_path, command, out)
+    res = _LatencyResult(r, command, str(log_path), out.seconds, log_notes(out.stdout + "\n" + out.stderr))
+    what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
+    data, missing = read_result(ctx.out_dir / r.filename)
+    res.raw = data or {}
+    res.error = _outcome_error(out, timeout, what) or (f"{what}: {missing}" if missing else None)
+    if data is not None:
+        res.latency, bad = parse_latency(data)
+        res.error = res.error or (f"{what}: {bad}" if bad else None)
+    res.error = res.error or _fallback(ctx.spec, res.notes)
+    return res
+
+
+def _samples(tokens: int, lats: list[float], minus: float = 0.0) -> list[float]:
+    return [round(tokens / (x - minus), 4) for x in lats if x - minus > 0]
+
+
+def _sd(xs: list[float]) -> float | None:
+    return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
+
+
+def _latency_records(
+    ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, _LatencyResult]
+) -> list[BenchRecord]:
+    recs: list[BenchRecord] = []
+    for p in (p for p in ctx.lm.m.bench.n_prompt if p > 0):
+        res = results[LatencyRun(p, 1)]
+        lat = res.latency
+        ok = res.error is None and lat is not None
+        samples = _samples(p, lat.latencies) if lat else []
+        recs.append(
+            BenchRecord(
+                **base,
+                test=f"pp{p}",
+                axis="prefill",
+                method=METHOD_PREFILL,
+                n_prompt=p,
+                status="ok" if ok else "failed",
+                error=res.error,
+                avg_ts=round(p / lat.avg, 4) if ok and lat else None,
+                stddev_ts=_sd(samples) if ok else None,
+                samples_ts=samples if ok else [],
+                command=res.command,
+                timing={**res.timing(), "cache_cold": float(ctx.cold)},
+                engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
+                log_file=res.log_file,
+                raw=res.raw,
+            )
+        )
+    d = decode_input_len(ctx.lm)
+    short = results.get(LatencyRun(d, 1))
+    for n in (n for n in ctx.lm.m.bench.n_gen if n > 0):
+        long = results[LatencyRun(d, n + 1)]
+        assert short is not None
+        error = long.error or (f"reference run: {short.error}" if short.error else None)
+        avg = sd = None
+        samples = []
+        if error is None and long.latency and short.latency:
+            diff = long.latency.avg - short.latency.avg
+            error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
+            if error is None:
+                avg = round(n / diff, 4)
+                samples = _samples(n, long.latency.latencies, short.latency.avg)
+                sd = _sd(samples)
+        timing = {**long.timing(), "cache_cold": float(ctx.cold)}
+        timing["reference_startup_s"] = short.timing()["startup_s"]
+        recs.append(
+            BenchRecord(
+                **base,
+                test=f"tg{n}",
+                axis="decode",
+                method=METHOD_DECODE,
+                n_gen=n,
+                status="failed" if error else "ok",
+                error=error,
+                avg_ts=avg,
+                stddev_ts=sd,
+                samples_ts=samples,
+                command=long.command,
+                timing=timing,
+                log_file=long.log_file,
+                engine={
+                    **ctx.pinned,
+                    "input_len": d,
+                    "output_len": n + 1,
+                    "reference_output_len": 1,
+                    "log_notes": long.notes,
+                    "reference_log_notes": short.notes,
+                },
+                raw={"long": long.raw, "short": short.raw},
+            )
+        )
+    return recs
+
+
+def _serve(
+    ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, timeout: float
+) -> tuple[list[BenchRecord], dict[str, float]]:
+    """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level. Returns the
+    records and the phase's timing (server wall time, measured windows, time to ready)."""
+    levels = serve_plan(ctx.lm)
+    engine = ctx.engine
+    rs = _spec(ctx, serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
+    command = engine.run_command(rs)
+    log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-serve.log")
+    client_log: list[str] = []
+    t0 = time.monotonic()
+    container = engine.start_container(rs)
+    startup: float | None = None
+    error: str | None = None
+    per_level: list[tuple[ServeLevel, list[str], RunOutcome | None, float]] = []
+    try:
+        startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
+        for i, lv in enumerate(levels if error is None else []):
+            events(
+                "progress",
+                image=ctx.spec.name,
+                model=ctx.model.name,
+                done=i,
+                total=len(levels),
+                phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}",
+            )
+            cmd = _serve_cmd(ctx, lv)
+            t1 = time.monotonic()
+            out = engine.exec_in(container, cmd, timeout=timeout)
+            per_level.append((lv, cmd, out, time.monotonic() - t1))
+            client_log.append(
+                f"$ {shlex.join(engine.exec_command(rs.name or '', cmd))}\n{out.stdout}\n{out.stderr}"
+            )
+            if out.timed_out:
+                error = f"vllm bench serve timed out after {timeout:.0f} s; the server was stopped"
+                break
+    finally:
+        stdout, stderr = engine.container_logs(container)
+        state = engine.container_state(container)
+        engine.remove_container(container)
+    server_out = RunOutcome(
+        int(state.get("ExitCode") or 0),
+        stdout,
+        stderr,
+        time.monotonic() - t0,
+        oom_killed=bool(state.get("OOMKilled")),
+    )
+    _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
+    notes = log_notes(stdout + "\n" + stderr)
+    error = error or _fallback(ctx.spec, notes)
+    recs = []
+    for lv in levels:
+        done = next((x for x in per_level if x[0] == lv), None)
+        recs.append(
+            _serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout)
+        )
+    measured = sum(r.timing.get("tests_s", 0.0) for r in recs)
+    return recs, {
+        "wall_s": round(server_out.seconds, 3),
+        "tests_s": round(measured, 3),
+        "startup_s": round(startup if startup is not None else server_out.seconds, 3),
+    }
+
+
+def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tuple[float | None, str | None]:
+    """Poll /health inside the container until it answers, the server dies or `limit` passes."""
+    t0 = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - t0
+        state = ctx.engine.container_state(container)
+        if state and not state.get("Running", True):
+            why = " (out of memory)" if state.get("OOMKilled") else ""
+            return (
+                None,
+                f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s",
+            )
+        if ctx.engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
+            return round(time.monotonic() - t0, 3), None
+        if elapsed > limit:
+            return None, f"vllm serve was not ready after {limit:.0f} s (vllm.ready_timeout_s in the matrix)"
+        events(
+            "progress",
+            image=ctx.spec.name,
+            model=ctx.model.name,
+            done=0,
+            total=1,
+            phase=f"waiting for vllm serve ({elapsed:.0f} s)",
+        )
+        time.sleep(HEALTH_POLL_S)
+
+
+def _serve_record(
+    ctx: _Ctx,
+    base: dict[str, Any],
+    lv: ServeLevel,
+    done: tuple[ServeLevel, list[str], RunOutcome | None, float] | None,
+    error: str | None,
+    startup: float | None,
+    notes: dict[str, Any],
+    log_file: str,
+    serve_cmd: list[str],
+    timeout: float,
+) -> BenchRecord:
+    what = f"vllm bench serve (c{lv.concurrency}, in {lv.input_len}, out {lv.output_len})"
+    data: dict[str, Any] | None = None
+    cmd: list[str] = []
+    wall = 0.0
+    if done is None:
+        error = error or f"{what} did not run"
+    else:
+        _, cmd, out, wall = done
+        if error is None and out is not None:
+            error = _outcome_error(out, timeout, what)
+        data, missing = read_result(ctx.out_dir / lv.filename)
+        error = error or (f"{what}: {missing}" if missing else None)
+    parsed = parse_serve(data or {})
+    if error is None:
+        if not parsed["completed"]:
+            error = f"{what}: no request completed"
+        elif parsed["failed"]:
+            error = f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
+        elif parsed["output_throughput"] is None:
+            error = f"{what}: the result has no output_throughput"
+        elif short := served_shortfall_error(
+            parsed, num_prompts=lv.num_prompts, output_len=lv.output_len, ignore_eos="--ignore-eos" in cmd
+        ):
+            error = f"{what}: {short}"
+    timing = {
+        "startup_s": startup if startup is not None else 0.0,
+        "wall_s": round(wall, 3),
+        "tests_s": parsed["duration"] or 0.0,
+        "cache_cold": float(ctx.cold),
+    }
+    return BenchRecord(
+        **base,
+        test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}",
+        axis="served",
+        method=METHOD_SERVE,
+        n_prompt=lv.input_len,
+        n_gen=lv.output_len,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=None if error else parsed["output_throughput"],
+        command=[*serve_cmd, "&&", *ctx.engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
+        timing=timing,
+        log_file=log_file,
+        engine={
+            **ctx.pinned,
+            "concurrency": lv.concurrency,
+            "num_prompts": lv.num_prompts,
+            "num_warmups": lv.concurrency,
+            "request_rate": "inf",
+            "log_notes": notes,
+        },
+        raw=data or {},
+        served={
+            **{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
+            "requested_output_tokens": lv.num_prompts * lv.output_len,
+        },
+        latency_ms=parsed["latency_ms"],
+    )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a vLLM run of one model directory is checked against before any container starts:
+    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
+
+    quant: hf_checkpoint.QuantChoice
+    revision: str | None
+
+
+def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
+    """Read and check a Hugging Face checkpoint directory (toolkit/models/checkpoint.py): quantization
+    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
+    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
+    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
+    if not path.is_dir():
+        return Checkpoint(
+            hf_checkpoint.QuantChoice(
+                lm.m.vllm.quantization, "matrix" if lm.m.vllm.quantization else "none", None
+            ),
+            None,
+        )
+    quant = hf_checkpoint.resolve_quantization(lm, model, path)
+    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
+
+
+def model_ref(
+    lm: LoadedMatrix, model: ModelSpec, path: Path, checkpoint: Checkpoint | None = None
+) -> ModelRef:
+    """A Hugging Face model directory: sha256 over `relpath sha256` of every file (cached per file;
+    hidden files and folders such as huggingface_hub's .cache/ are not part of the model), size = the
+    sum of file sizes. A single file is hashed as itself. With `checkpoint`, the ModelRef also carries
+    `hf_repo`, `revision` and `quantization` (the method used)."""
+
+    extra: dict[str, Any] = {}
+    if checkpoint is not None:
+        extra = {
+            "hf_repo": model.hf.repo if model.hf else None,
+            "revision": checkpoint.revision,
+            "quantization": checkpoint.quant.method,
+        }
+    if path.is_file():
+        return ModelRef(
+            name=model.name,
+            path=str(path),
+            sha256=model_sha256(lm, path),
+            size_bytes=path.stat().st_size,
+            **extra,
+        )
+    digest, size = tree_sha256(lm, path, what=f"{lm.path}: models[{model.name}]")
+    if model.sha256 and digest != model.sha256:
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].sha256: directory {path} has tree digest {digest}, the "
+            f"matrix expects {model.sha256}; re-download it or fix `sha256`"
+        )
+    return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
+
+
+def _out_dir(store: ResultStore, build: BuildRecord, run_id: str, model: ModelSpec) -> Path:
+    """results/<digest12>/vllm/<run>-<model> in `store` (the --results folder); a build named by tag,
+    not digest (a dry run of an image not built yet), shows the placeholder `<digest12>`."""
+    where = (
+        store.digest_dir(build.digest) if build.digest.startswith("sha256:") else store.root / "<digest12>"
+    )
+    return where / "vllm" / f"{run_id}-{model.name}"
+
+
+def _run(ctx: RunContext) -> list[Outcome]:
+    """Latency runs (prefill + decode records), then the served sweep, for one (image, model), every
+    Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
+    returns one summary line per phase."""
+    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
+    engine = ctx.engine
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return [Outcome(spec.name, model.name, "skipped", reason)]
+    out_dir = _out_dir(store, build, opts.run_id, model)
+    if opts.dry_run:
+        return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
+    checkpoint = checkpoint_preflight(lm, model, path)
+    ref = model_ref(lm, model, path, checkpoint)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
+    vctx = _ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
+    cold = not engine.volume_exists(vctx.cache_volume)
+    engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
+    v = lm.m.vllm
+    timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
+    base = dict(
+        run_id=opts.run_id,
+        created=now(),
+        runner="vllm",
+        image=image_ref(build, spec),
+        model=ref,
+        host=ctx.host,
+        backends=backends.llama_name(spec.backend),
+        build_commit=build.source_commit,
+        # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
+        environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
+        **stale_marks(build),
+    )
+    vctx.pinned = {
+        **pinned_engine(v),
+        **checkpoint.quant.as_record(),
+        "revision": checkpoint.revision,
+        "vllm_version": build.labels.get("org.toolkit.vllm-version"),
+    }
+    vctx.cold = cold
+    outcomes: list[Outcome] = []
+    observer = run_observer(ctx)
+    observer.start()
+    try:
+        outcomes = _phases(ctx, vctx, base, timeout, observer)
+    finally:
+        facts = observer.finish()
+    fault = kernel_fault(facts)
+    if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
+        ctx.save(BenchRecord(**base, test="run", axis="served", status="failed", error=fault))
+    return outcomes
+
+
+def _phases(
+    ctx: RunContext, vctx: _Ctx, base: dict[str, Any], timeout: float, observer: RunObserver
+) -> list[Outcome]:
+    """The latency runs, then the served sweep; each record carries the telemetry of its phase's
+    window (the latency runs together, or the serve sweep: vLLM's own timings do not say where each
+    request ran, so the window is the commands')."""
+    lm, spec, model, store, events = ctx.lm, ctx.spec, ctx.model, ctx.store, ctx.events
+    outcomes: list[Outcome] = []
+    plan = latency_plan(lm)
+    if plan:
+        events("start", image=spec.name, model=model.name, total=len(plan))
+        results: dict[LatencyRun, _LatencyResult] = {}
+        t0 = time.time()
+        for i, r in enumerate(plan):
+            events(
+                "progress",
+                image=spec.name,
+                model=model.name,
+                done=i,
+                total=len(plan),
+                phase=f"latency in{r.input_len} out{r.output_len}",
+            )
+            results[r] = _run_latency(vctx, store, r, timeout)
+        seen = observer.window(t0, time.time(), None)
+        recs = [with_window(rec, seen, "vllm-latency-runs") for rec in _latency_records(vctx, base, results)]
+        for rec in recs:
+            ctx.save(rec)  # run_bench's saver: whole-or-absent, counted, flagged when runs overlap
+        events("done", image=spec.name, model=model.name, total=len(plan))
+        spans = [x.timing() for x in results.values()]
+        timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "tests_s", "startup_s")}
+        outcomes.append(_summary(spec, model, recs, "latency", timing))
+    if serve_plan(lm):
+        events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
+        t0 = time.time()
+        recs, timing = _serve(vctx, store, base, events, timeout)
+        seen = observer.window(t0, time.time(), None)
+        recs = [with_window(rec, seen, "vllm-serve-sweep") for rec in recs]
+        for rec in recs:
+            ctx.save(rec)
+        events("done", image=spec.name, model=model.name, total=len(recs))
+        outcomes.append(_summary(spec, model, recs, "serve", timing))
+    return outcomes
+
+
+def _commands(ctx: RunContext) -> list[list[str]]:
+    """vllm_commands for a RunContext: its build, device profile, run id, results folder and engine."""
+    return vllm_commands(
+        ctx.lm,
+        ctx.spec,
+        ctx.model,
+        engine=ctx.engine,
+        build=ctx.build,
+        profile=ctx.profile,
+        run_id=ctx.opts.run_id,
+        out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
+    )
+
+
+def cases(lm: LoadedMatrix) -> list[Case]:
+    """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
+    one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
+    v = lm.m.vllm
+    out: list[Case] = [
+        {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
+        for p in lm.m.bench.n_prompt
+        if p > 0
+    ]
+    out += [
+        {"method": METHOD_DECODE, "n_prompt": 0, "n_gen": n, "repetitions": v.num_iters}
+        for n in lm.m.bench.n_gen
+        if n > 0
+    ]
+    out += [
+        {
+            "method": METHOD_SERVE,
+            "n_prompt": lv.input_len,
+            "n_gen": lv.output_len,
+            "concurrency": lv.concurrency,
+            "repetitions": 1,
+        }
+        for lv in serve_plan(lm)
+    ]
+    return out
+
+
+def _case_key(method: str, n_prompt: int, n_gen: int, concurrency: Any) -> tuple[str, int, int, int | None]:
+    return (method, n_prompt, n_gen, int(concurrency) if concurrency else None)
+
+
+def _summary(
+    spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]
+) -> Outcome:
+    """One summary line per phase. timing: wall_s = containers' wall time, tests_s = the measured
+    windows, startup_s = load + compile + warm-up (latency: summed over its containers)."""
+    failed = [r for r in recs if r.status != "ok"]
+    reason = f"{phase}: " + (
+        f"{len(failed)} of {len(recs)} failed: {failed[0].error}" if failed else f"{len(recs)} records"
+    )
+    return Outcome(
+        spec.name,
+        model.name,
+        "failed" if failed else "ok",
+        reason,
+        len(recs) - len(failed),
+        recs[0].command if recs else [],
+        timing,
+    )
+
+
+class VllmRunner:
+    """vLLM (`vllm bench latency` for prefill/decode, `vllm serve` + `vllm bench serve` for served
+    concurrency). Settings: the `vllm:` block of matrix.yaml (matrix.VllmSettings); its test identity
+    adds the pinned engine settings stored in each record's `engine`."""
+
+    name: ClassVar[str] = "vllm"
+    model_formats: ClassVar[tuple[str, ...]] = ("hf",)
+    settings_key: ClassVar[str | None] = "vllm"
+    settings_model: ClassVar[Any] = VllmSettings
+    identity_fields: ClassVar[tuple[str, ...]] = tuple(VllmSettings.model_fields)
+    experimental: ClassVar[bool] = False
+
+    def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
+        """Quantization vs the checkpoint's config.json, pinned revision (BadInput, exit 4)."""
+        checkpoint_preflight(lm, model, path)
+
+    def plan(self, ctx: RunContext) -> list[Step]:
+        return [Step("vllm", c) for c in _commands(ctx)]
+
+    def cases(self, ctx: RunContext) -> list[Case]:
+        """Every record's case (module `cases`): a vLLM run measures them all, --resume or not."""
+        return cases(ctx.lm)
+
+    def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+        """The measured time (tests_s: timed iterations, serve duration) of the newest ok record of
+        each case on this host."""
+        seen = seconds_before(
+            ctx,
+            lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.engine.get("concurrency")),
+        )
+        keys = [_case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
+        return estimate_from(seen, keys)
+
+    def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> VllmSettings | None:
+        """`settings_from_records` (module): None when no record is a vLLM one."""
+        if not any(r.runner == self.name for r in records):
+            return None
+        return settings_from_records(records, base)
+
+    def run(self, ctx: RunContext) -> list[Outcome]:
+        """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
+        return _run(ctx)

@@ -1,0 +1,397 @@
+"""`toolkit tune`: search the knobs that change one axis of one image x model, within a budget.
+
+Knobs (llama-bench): n_ubatch (micro-batch), n_batch, threads (CPU images), flash attention. The
+workload point is one test: prefill pp L (axis prefill) or decode tg N (axis decode). The search is
+successive halving on repetitions: every candidate setting is measured with `r` repetitions, the
+better half (by median tok/s) goes on with 2r, until one is left or the wall-clock budget is spent;
+a candidate whose best sample is below the leader's worst sample (a clear loser) is dropped at once.
+
+Every trial is an ordinary `toolkit bench` run of that one case (records in results/, marked
+`tune: {session, round}`), so `report` and `compare` show them, and the answer is computed from the
+stored records alone (`best_setting`), never from in-memory numbers. The answer names the setting,
+its gain over the matrix's own default setting for that case (measured in the same session), and
+the evidence: median, min-max, number of trials. "no effect" is said only where the candidates were
+measured equal within noise (the rule of the report's ub-no-effect flag); where llama.cpp clamps the
+micro-batch (effective ub = min(ub, n_batch, tokens)) the answer says so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import secrets
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.bench.runners.base import model_file_here
+from toolkit.core.errors import BadInput
+from toolkit.results.llamabench_format import effective_ubatch
+from toolkit.results.records import BenchRecord, ResultStore
+from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+
+KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
+DEFAULT_VALUES: dict[str, list[int]] = {
+    "n_ubatch": [128, 512, 2048],
+    "n_batch": [512, 2048],
+    "flash_attn": [0, 1],
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting of the searched knobs, e.g. {"n_ubatch": 2048, "threads": 2}."""
+
+    values: tuple[tuple[str, int], ...]
+
+    def get(self, knob: str, default: int | None = None) -> int | None:
+        return dict(self.values).get(knob, default)
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.values) or "matrix default"
+
+
+@dataclass
+class Evidence:
+    """What the stored records say about one candidate: median / min / max tok/s over all its
+    samples, mean and stddev of the newest trial, trials = records read for it."""
+
+    candidate: Candidate
+    median: float
+    low: float
+    high: float
+    trials: int
+    samples: int
+    effective_ubatch: int | None = None
+
+
+@dataclass
+class TuneResult:
+    """The answer of one session: `best` and `default` evidence, `gain` = best / default - 1,
+    `no_effect` (all candidates equal within noise), notes (clamping, dropped losers, budget)."""
+
+    session: str
+    axis: str
+    test: str
+    ranking: list[Evidence] = field(default_factory=list)
+    default: Evidence | None = None
+    notes: list[str] = field(default_factory=list)
+    no_effect: bool = False
+
+    @property
+    def best(self) -> Evidence | None:
+        return self.ranking[0] if self.ranking else None
+
+    @property
+    def gain(self) -> float | None:
+        if self.best is None or self.default is None or not self.default.median:
+            return None
+        return self.best.median / self.default.median - 1
+
+
+def parse_budget(text: str) -> float:
+    """`20m`, `90s`, `1h`, `300` -> seconds. Raises BadInput naming --budget."""
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    num = t[:-1] if mult else t
+    try:
+        v = float(num) * (mult or 1)
+    except ValueError:
+        raise BadInput(f"--budget {text!r}: give a duration like 90s, 20m or 1h") from None
+    if not math.isfinite(v) or v <= 0:
+        raise BadInput(f"--budget {text!r}: must be a positive duration")
+    return v
+
+
+def candidates(knobs: dict[str, list[int]], default: Candidate) -> list[Candidate]:
+    """The crossed knob values (invalid ub > n_batch left out), the matrix default first."""
+    names = sorted(knobs)
+    out = [default]
+    for combo in itertools.product(*(knobs[k] for k in names)):
+        c = Candidate(tuple(zip(names, combo, strict=True)))
+        ub, b = c.get("n_ubatch", default.get("n_ubatch")), c.get("n_batch", default.get("n_batch"))
+        if ub and b and ub > b:
+            continue
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions: int) -> BenchAxes:
+    """The one-case BenchAxes of a trial (pp `tokens` or tg `tokens`) at setting `c`."""
+    upd: dict[str, Any] = {
+        "n_prompt": [tokens] if axis == "prefill" else [0],
+        "n_gen": [tokens] if axis == "decode" else [0],
+        "n_depth": [0],
+        "repetitions": repetitions,
+        "runs": 1,
+        "n_ubatch": [c.get("n_ubatch", base.n_ubatch[0])],
+        "n_batch": [c.get("n_batch", base.n_batch[0])],
+        "flash_attn": [c.get("flash_attn", base.flash_attn[0])],
+        "n_gpu_layers": [base.n_gpu_layers[0]],
+    }
+    if c.get("threads"):
+        upd["threads"] = c.get("threads")
+    return base.model_copy(update=upd)
+
+
+def _setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
+    """The candidate a stored trial measured, read back from the record (not from memory)."""
+    vals = []
+    for k in knobs:
+        v = r.raw.get("n_threads") if k == "threads" else getattr(r, k, None)
+        if v is not None:
+            vals.append((k, int(v)))
+    return Candidate(tuple(sorted(vals)))
+
+
+def best_setting(
+    records: list[BenchRecord],
+    session: str,
+    knobs: list[str],
+    default: Candidate,
+    *,
+    noisy: float = 0.05,
+    survivors: set[Candidate] | None = None,
+) -> TuneResult:
+    """The answer from the stored trial records of `session` alone: candidates ranked by the median
+    of all their samples, the search's `survivors` (settings read back from their records) first, so
+    a setting the search dropped is never the answer; the default's evidence (the trial marked
+    `tune.default`, as the record says it ran: a knob the matrix leaves to llama-bench, e.g. threads,
+    reads back as the value llama-bench used); `no_effect` when every candidate's median lies within
+    3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`)."""
+    mine = [
+        r
+        for r in records
+        if (r.model_extra or {}).get("tune", {}).get("session") == session
+        and r.status == "ok"
+        and r.samples_ts
+    ]
+    if not mine:
+        raise BadInput(f"tune session {session}: no ok trial records found")
+    axis, test = mine[0].axis, mine[0].test
+    groups: dict[Candidate, list[BenchRecord]] = {}
+    for r in mine:
+        groups.setdefault(_setting_of(r, knobs), []).append(r)
+    res = TuneResult(session, axis, test)
+    for c, rs in groups.items():
+        xs = [x for r in rs for x in r.samples_ts]
+        last = rs[-1]
+        res.ranking.append(
+            Evidence(
+                c,
+                statistics.median(xs),
+                min(xs),
+                max(xs),
+                len(rs),
+                len(xs),
+                effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen, last.n_depth),
+            )
+        )
+    res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
+    marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]
+    dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
+    res.default = next((e for e in res.ranking if e.candidate == dflt), None)
+    sds = [
+        statistics.stdev(x for r in rs for x in r.samples_ts)
+        if sum(len(r.samples_ts) for r in rs) > 1
+        else 0.0
+        for rs in groups.values()
+    ]
+    pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
+    meds = [e.median for e in res.ranking]
+    rel = max((s / e.median for s, e in zip(sds, res.ranking, strict=False) if e.median), default=0.0)
+    res.no_effect = len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
+    effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
+    asked = {ub for e in res.ranking if (ub := e.candidate.get("n_ubatch")) is not None}
+    if len(asked) > 1 and len(effs) < len(asked):
+        res.notes.append(
+            f"llama.cpp clamps n_ubatch for {test}: asked {sorted(asked)} -> effective "
+            f"{sorted(e for e in effs if e is not None)} (min(ub, n_batch, tokens)); the setting can still "
+            "change buffers and speed, so it was measured, not assumed"
+        )
+    return res
+
+
+def _setting_of_default(default: Candidate, knobs: list[str]) -> Candidate:
+    return Candidate(tuple(sorted((k, v) for k, v in default.values if k in knobs)))
+
+
+Trial = Callable[[BenchAxes, dict[str, Any]], list[BenchRecord]]
+
+
+def search(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    *,
+    axis: str,
+    tokens: int,
+    knobs: dict[str, list[int]],
+    budget_s: float,
+    run_trial: Trial,
+    start_reps: int = 2,
+    max_rounds: int = 4,
+    on_note: Callable[[str], None] = lambda s: None,
+) -> TuneResult:
+    """Successive halving over `knobs` for one case; `run_trial(axes, record_extra)` measures one
+    candidate (an ordinary bench run) and returns its records. Stops at one candidate, after
+    `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it)."""
+    if axis not in ("prefill", "decode"):
+        raise BadInput(f"--axis {axis!r}: prefill or decode")
+    base = lm.m.bench
+    default = Candidate(
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in {
+                    "n_ubatch": base.n_ubatch[0],
+                    "n_batch": base.n_batch[0],
+                    "flash_attn": base.flash_attn[0],
+                    **({"threads": base.threads} if base.threads else {}),
+                }.items()
+                if k in knobs
+            )
+        )
+    )
+    alive = candidates(knobs, default)
+    asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
+    session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    t0 = time.monotonic()
+    reps = start_reps
+    names = sorted(knobs)
+    dropped: list[str] = []
+    for rnd in range(1, max_rounds + 1):
+        spent = False
+        for c in alive:
+            if time.monotonic() - t0 > budget_s:
+                on_note(f"budget of {budget_s:.0f} s spent: stopped before {c.label()} in round {rnd}")
+                spent = True
+                break
+            on_note(f"round {rnd}: {c.label()} x {reps} repetitions")
+            mark = {"session": session, "round": rnd, **({"default": True} if c == default else {})}
+            recs = run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark})
+            asked[_setting_of(recs[0], names) if recs else c] = c
+        if spent:
+            break
+        live = {k for k, c in asked.items() if c in alive}
+        res = best_setting(store.results(), session, names, default, survivors=live)
+        ranked = [e for e in res.ranking if e.candidate in live]
+        if not ranked:
+            break
+        leader = ranked[0]
+        losers = [e for e in ranked[1:] if e.high < leader.low]  # every sample below the leader's worst
+        dropped += [
+            f"{e.candidate.label()} (best sample {e.high:.2f} < the leader's worst {leader.low:.2f}, "
+            f"round {rnd})"
+            for e in losers
+        ]
+        keep = [e.candidate for e in ranked if e not in losers]
+        if len(keep) > 2:  # successive halving: the better half goes on with twice the repetitions
+            keep = keep[: math.ceil(len(keep) / 2)]
+        alive = list(dict.fromkeys(asked[k] for k in keep))
+        reps *= 2
+        if len(alive) <= 1:
+            break
+    live = {k for k, c in asked.items() if c in alive}
+    res = best_setting(store.results(), session, names, default, survivors=live or None)
+    res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
+    return res
+
+
+def format_result(res: TuneResult) -> str:
+    """The answer as text: best setting, gain over the matrix default, the evidence table."""
+    if res.best is None:
+        return "no trial completed"
+    lines = [f"tune session {res.session}: {res.axis} {res.test}"]
+    if res.no_effect:
+        lines.append("no effect: every setting tried gave the same tok/s within noise (3 x pooled stddev)")
+    elif res.default is not None and res.best.candidate == res.default.candidate:
+        lines.append(
+            f"best: the matrix default ({res.best.candidate.label()}): median {res.best.median:.2f} tok/s"
+        )
+    else:
+        gain = (
+            f"{100 * res.gain:+.1f}% over the matrix default ({res.default.candidate.label()})"
+            if res.gain is not None and res.default is not None  # gain is None without a default
+            else "the matrix default was not measured"
+        )
+        lines.append(f"best: {res.best.candidate.label()}: median {res.best.median:.2f} tok/s, {gain}")
+    lines.append("")
+    lines.append("| setting | median tok/s | min–max | trials | samples | effective ub |")
+    lines.append("|---|---|---|---|---|---|")
+    for e in res.ranking:
+        lines.append(
+            f"| {e.candidate.label()} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
+            f"{e.samples} | {e.effective_ubatch or ''} |"
+        )
+    lines += [f"note: {n}" for n in res.notes]
+    return "\n".join(lines)
+
+
+def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
+    """A unified diff proposing the best setting as the matrix's bench axes (not applied)."""
+    if (
+        res.best is None
+        or res.no_effect
+        or (res.default is not None and res.best.candidate == res.default.candidate)
+    ):
+        return ""
+    import yaml
+
+    text = matrix_path.read_text()
+    data = yaml.safe_load(text)
+    bench = data.setdefault("bench", {})
+    for k, v in res.best.candidate.values:
+        if k == "threads":
+            bench["threads"] = v
+        else:
+            bench[k] = [v]
+    new = yaml.safe_dump(data, sort_keys=False)
+    old = yaml.safe_dump(yaml.safe_load(text), sort_keys=False)
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{matrix_path.name}", f"b/{matrix_path.name}"
+        )
+    )
+
+
+def knob_values(spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int) -> dict[str, list[int]]:
+    """Default values per knob: micro-batch / batch powers of two up to the test's tokens (and the
+    matrix's own), threads 1..cores for CPU images, flash attention off/on."""
+    import os
+
+    out: dict[str, list[int]] = {}
+    for k in names:
+        if k not in KNOBS:
+            raise BadInput(f"--knob {k!r}: one of {', '.join(KNOBS)}")
+        if k == "threads":
+            if spec.backend != "cpu":
+                raise BadInput(f"--knob threads: only for CPU images ({spec.name} is {spec.backend})")
+            n = os.cpu_count() or 1
+            out[k] = sorted({1, max(1, n // 2), n})
+        elif k == "n_ubatch":
+            out[k] = sorted({v for v in DEFAULT_VALUES[k] if v <= max(tokens, 1) * 4} | {base.n_ubatch[0]})
+        else:
+            out[k] = sorted(set(DEFAULT_VALUES[k]) | {getattr(base, k)[0]})
+    return out
+
+
+def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
+    """The model to tune on: `name`, else (as bench would find one) the first model of the image's
+    runner whose file is present or can be generated (the tiny stand-in on a host without the real one)."""
+    models = [m for m in lm.m.models if spec.runner in m.runners and (name is None or m.name == name)]
+    if not models:
+        raise BadInput(f"--model {name!r}: no model of the matrix runs on {spec.name} ({spec.runner})")
+    if name is None:
+        usable = [m for m in models if m.generate or model_file_here(lm, m)]  # a file, not a folder or a loop
+        if not usable:
+            raise BadInput(
+                f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
+                f"run `toolkit fetch-model {models[0].name}` or pass --model"
+            )
+        return usable[0]
+    return models[0]

@@ -1,0 +1,781 @@
+"""matrix.yaml `campaign:` --submit--> one Slurm job per (host, image, model) slice, each running
+`toolkit bench` for its slice ON its node; --status--> each job's state, failed records for jobs that
+died without results; --cancel--> scancel; --render-k8s--> Kubernetes Job manifests (not run here).
+
+Facts this follows (measured on Debian's Slurm 22.05, /work/shared/reference/slurm.md):
+- Slurm is driven with plain subprocess: `sbatch --parsable` -> job id; `scontrol show job -o ID` ->
+  JobState, ExitCode (`exit:signal`), NodeList, RunTime, StdOut, Reason. Without slurmdbd, sacct fails and
+  scontrol forgets a job MinJobAge seconds after it ended, so `status` keeps each final state in the
+  campaign file.
+- scancel kills a `docker run` client but not its container: the job's toolkit process traps SIGTERM
+  (toolkit.cli.main.main turns it into KeyboardInterrupt; bench then removes its containers). Jobs are
+  submitted with `--signal=B:TERM@N` so the time limit gives them N seconds to do so, and the job
+  script `exec`s the toolkit so the batch shell IS that process.
+- Slurm sets ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS for `--gres=gpu:TYPE:1`;
+  toolkit.host.info.campaign_facts records them (`host.slurm`) with the host key (`host.key`).
+
+Layout under the shared results folder (one writer per file):
+
+    results/campaigns/<id>.json                the campaign: slices, job ids, last known states
+    results/campaigns/<id>/<n>.sbatch           the job script of slice n (sbatch it by hand to re-run)
+    results/hosts/<key>/                        a ResultStore per host: only that host's jobs write here
+        builds.jsonl, <digest12>/bench.jsonl    the pulled build's record, the job's records
+        logs/campaign-<id>-<n>-<jobid>.out      Slurm's output file of the job
+        slurm-<jobid>/bench.jsonl               the failed record `status` writes for a job that ended
+                                                without results (written once, by status only)
+
+Jobs on one Docker engine run one at a time by default (like one `toolkit bench`): they share a job
+name and `--dependency=singleton`. Hosts that share an engine say so with `engine:`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from toolkit.core import jsonsafe
+from toolkit.core import registry as runners
+from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
+from toolkit.core.paths import contained
+from toolkit.engine import api as engine
+from toolkit.host.info import HOST_KEY_ENV
+from toolkit.results.records import (
+    BenchRecord,
+    BuildRecord,
+    ImageRef,
+    ModelRef,
+    ResultStore,
+    append_jsonl,
+    write_json_atomic,
+)
+from toolkit.spec.matrix import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
+
+CAMPAIGN_SCHEMA_VERSION = 1
+CAMPAIGN_FILE_LIMIT = 64 << 20  # a campaign state file: about 1 KB per slice
+STATES = ("pending", "running", "done", "failed", "cancelled", "unknown")
+"""A slice's state: pending/running (Slurm's), done (ended COMPLETED with at least one ok record), failed
+(ended otherwise, or without an ok record), cancelled (scancel), unknown (Slurm no longer lists the job
+and its end was never seen: MinJobAge passed between two `status` calls)."""
+_PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
+_RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
+# JobState values: Slurm's squeue(1) "JOB STATE CODES"
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
+"""A campaign id, a host key, a job id: each names a folder or a file (results/hosts/<key>/, run ids)."""
+
+
+def _word(v: str | None, info) -> str | None:
+    if v is not None and not _WORD.match(v):
+        raise ValueError(
+            f"{info.field_name} {v[:80]!r}: letters, digits and _ . : + - only (it names a folder and a file)"
+        )
+    return v
+
+
+class SlurmError(ToolkitError):
+    """sbatch/scontrol/scancel is missing or refused a request (exit 4: the cluster or the block is wrong)."""
+
+    exit_code = 4
+
+
+class PullFailed(BenchFailed):
+    """A campaign job could not pull its image by digest, or got another image ID (exit 3)."""
+
+
+class Slice(BaseModel):
+    """One (host, image, model) of a campaign, and its Slurm job.
+
+    `image_id`: the image ID bench measures (sha256:...); `pull`: the registry reference by digest the
+    job pulls (REGISTRY/NAME@sha256:...); `build`: the build record (copied into the host's store);
+    `script`: the job script; `output`: Slurm's output file (`%j` = job id); `job_id`: from sbatch;
+    `state`: one of STATES; `slurm_state`, `exit_code` (`exit:signal`), `ran_on` (node), `elapsed`
+    (Slurm's RunTime, [D-]HH:MM:SS): as scontrol last showed them; `records`: {ok, failed} records of
+    the job's run; `failed_record`: the file `status` wrote the job's failed record to."""
+
+    campaign: str
+    index: int
+    host: str
+    node: str | None = None
+    features: list[str] = Field(default_factory=list)
+    engine: str
+    image: str
+    backend: str
+    runner: str
+    model: str
+    image_id: str
+    pull: str
+    build: dict[str, Any]
+    job_name: str
+    script: str
+    output: str
+    job_id: str | None = None
+    state: str = "unsubmitted"
+    slurm_state: str | None = None
+    exit_code: str | None = None
+    ran_on: str | None = None
+    elapsed: str | None = None
+    reason: str | None = None
+    records: dict[str, int] = Field(default_factory=dict)
+    failed_record: str | None = None
+
+    _names = field_validator("campaign", "host", "job_id")(_word)
+
+    @property
+    def run_id(self) -> str:
+        """The bench run id of the job's records (and the label of its containers)."""
+        return f"{self.campaign}-j{self.job_id}" if self.job_id else ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled", "unknown")
+
+
+class Campaign(BaseModel):
+    """results/campaigns/<id>.json: what was submitted, where, and what Slurm last said about it."""
+
+    schema_version: int = CAMPAIGN_SCHEMA_VERSION
+    id: str
+    created: str
+    matrix: str
+    project: str
+    results: str
+    toolkit: list[str]
+    spec: dict[str, Any]
+    slices: list[Slice]
+
+    _names = field_validator("id")(_word)
+
+    @property
+    def state_file(self) -> Path:
+        return state_path(Path(self.results), self.id)
+
+    def inside(self, rel: str | Path, what: str) -> Path:
+        """`rel` under the campaign's results folder (core.paths.contained): the campaign file names the
+        folders its jobs write to, and nothing it names may lead out of results/."""
+        return contained(
+            Path(self.results),
+            rel,
+            what=f"campaign {self.id}: {what}",
+            fix="the campaign file was changed by hand: submit the campaign again",
+        )
+
+    def host_store(self, host: str) -> ResultStore:
+        return ResultStore(self.inside(Path("hosts", host), "host"))
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.slices:
+            out[s.state] = out.get(s.state, 0) + 1
+        return out
+
+
+def state_path(results: Path, campaign_id: str) -> Path:
+    """results/campaigns/<id>.json; BadInput for an id that would lead out of that folder."""
+    return contained(
+        Path(results) / "campaigns",
+        f"{campaign_id}.json",
+        what=f"campaign {campaign_id[:80]!r}",
+        fix="give a campaign id (`toolkit campaign status` lists them) or the path of its .json file",
+    )
+
+
+def new_id() -> str:
+    """`c` + UTC time + 4 hex digits, e.g. c20261130T204500Z-1a2b (a job name, a run id, a file name)."""
+    return "c" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# -------------------------------------------------------------------------------------------- plan
+
+
+def spec_of(lm: LoadedMatrix) -> CampaignSpec:
+    """The `campaign:` block; BadInput naming the file and the fix when there is none."""
+    if lm.m.campaign is None:
+        raise BadInput(
+            f'{lm.path}: no `campaign:` block: add one with `hosts:` (README, "Many hosts (Slurm)")'
+        )
+    return lm.m.campaign
+
+
+def pushed_ref(store: ResultStore, build: BuildRecord, registry: str | None) -> str | None:
+    """The registry reference by digest (REGISTRY/NAME@sha256:...) of `build`'s image ID: from every
+    build record of that image ID in results/builds.jsonl (`toolkit push` appends one with
+    `repo_digests`), preferring one under `registry`; None when it was never pushed."""
+    refs = []
+    for b in store.builds():
+        if b.digest == build.digest:
+            refs += [r for r in b.repo_digests if "@sha256:" in r and r not in refs]
+    if registry:
+        mine = [r for r in refs if r.startswith(registry.rstrip("/") + "/")]
+        return mine[-1] if mine else None
+    return refs[-1] if refs else None
+
+
+def _select(lm: LoadedMatrix, host: CampaignHost, i: int) -> tuple[list[ImageSpec], list[ModelSpec]]:
+    try:
+        return lm.select_images(host.images), lm.select_models(host.models)
+    except BadInput as err:
+        raise BadInput(f"{lm.path}: campaign.hosts[{i}] ({host.key}): {err}") from None
+
+
+def default_toolkit() -> list[str]:
+    """The command that runs the toolkit on the nodes: this Python with `-m toolkit` (the same install;
+    on a cluster, a shared virtualenv or the same image on every node)."""
+    return [sys.executable, "-m", "toolkit"]
+
+
+def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None) -> Campaign:
+    """The campaign of `lm`'s `campaign:` block, not submitted: one Slice per (host, image, model) whose
+    runner takes the model's format. Each image is the build `toolkit bench` would measure now
+    (bench.choose_build: the current render inputs) and must have been pushed: BadInput naming
+    results/builds.jsonl and the fix (`toolkit push`) otherwise, so every host pulls the same bytes."""
+    from toolkit.bench import run as bench
+    from toolkit.publish.push import parse_registry
+
+    spec = spec_of(lm)
+    cid = campaign_id or new_id()
+    results = store.root.resolve()
+    registry = spec.registry or lm.m.registry
+    registry = parse_registry(registry) if registry else None
+    slices: list[Slice] = []
+    refused: list[str] = []
+    for i, host in enumerate(spec.hosts):
+        images, models = _select(lm, host, i)
+        for im in images:
+            runner = runners.get(im.runner)
+            usable = [m for m in models if im.runner in m.runners and m.format in runner.model_formats]
+            if not usable:
+                continue
+            choice = bench.choose_build(lm, im, store, bench.BenchOptions())
+            if choice.build is None:
+                refused.append(f"{im.name}: {choice.reason}")
+                continue
+            ref = pushed_ref(store, choice.build, registry)
+            if ref is None:
+                where = f" to {registry}" if registry else ""
+                refused.append(
+                    f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
+                    f"{store.builds_file}: run `toolkit push -i {im.name}`"
+                )
+                continue
+            for m in usable:
+                n = len(slices)
+                eng = host.engine or host.key
+                name = f"tk-{cid}.{eng}" if not spec.allow_concurrent else f"tk-{cid}.{n}"
+                build = choice.build.model_dump(mode="json", exclude={"bench_inputs"})
+                slices.append(
+                    Slice(
+                        campaign=cid,
+                        index=n,
+                        host=host.key,
+                        node=host.node,
+                        features=list(host.features),
+                        engine=eng,
+                        image=im.name,
+                        backend=im.backend,
+                        runner=im.runner,
+                        model=m.name,
+                        image_id=choice.build.digest,
+                        pull=ref,
+                        build=build,
+                        job_name=name,
+                        script=str(results / "campaigns" / cid / f"{n}.sbatch"),
+                        output=str(results / "hosts" / host.key / "logs" / f"campaign-{cid}-{n}-%j.out"),
+                    )
+                )
+    if refused:
+        raise BadInput(
+            "campaign: images refused (jobs pull by registry digest so every host measures the same "
+            "bytes): " + "; ".join(dict.fromkeys(refused))
+        )
+    if not slices:
+        raise BadInput(
+            f"{lm.path}: campaign: no (host, image, model) slice: no host's images have a model whose "
+            "`runners` lists their runner"
+        )
+    return Campaign(
+        id=cid,
+        created=_now(),
+        matrix=str(lm.path.resolve()),
+        project=str(lm.root.resolve()),
+        results=str(results),
+        toolkit=spec.toolkit or default_toolkit(),
+        spec=spec.model_dump(mode="json"),
+        slices=slices,
+    )
+
+
+def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
+    """The sbatch options of a slice (written as #SBATCH lines in its script)."""
+    spec = CampaignSpec.model_validate(c.spec)
+    out = [
+        f"--job-name={s.job_name}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--output={s.output}",
+        f"--chdir={c.project}",
+        f"--signal=B:TERM@{spec.signal_s}",
+    ]
+    if not spec.allow_concurrent:
+        out.append("--dependency=singleton")  # one job per engine at a time: same name + user
+    if spec.partition:
+        out.append(f"--partition={spec.partition}")
+    if s.node:
+        out.append(f"--nodelist={s.node}")
+    if s.features:
+        out.append(f"--constraint={'&'.join(s.features)}")
+    if spec.gpus:
+        out.append(
+            f"--gres=gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"--gres=gpu:{spec.gpus}"
+        )
+    if spec.time_limit:
+        out.append(f"--time={spec.time_limit}")
+    return out + list(spec.sbatch_args)
+
+
+def job_script(c: Campaign, s: Slice) -> str:
+    """The batch script of a slice: #SBATCH options, the host key, then `exec` of the toolkit's job step
+    (so SIGTERM from Slurm reaches the toolkit, which removes its containers)."""
+    lines = [
+        "#!/bin/bash",
+        f"# toolkit campaign {c.id}, slice {s.index}: {s.image} x {s.model} on host {s.host}",
+        f"# Pulls {s.pull} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
+        f"# writing only under {Path(c.results) / 'hosts' / s.host}/. Re-run by hand: sbatch {s.script}",
+    ]
+    lines += [f"#SBATCH {d}" for d in sbatch_directives(c, s)]
+    lines += [
+        f"export {HOST_KEY_ENV}={shlex.quote(s.host)}",
+        f"exec {shlex.join([*c.toolkit, 'campaign', 'job', c.state_file.as_posix(), str(s.index)])}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- slurm
+
+
+def _slurm(argv: list[str], *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run a Slurm client command; SlurmError naming it when it is missing or (with check) fails."""
+    if shutil.which(argv[0]) is None:
+        raise SlurmError(
+            f"{argv[0]} not found: run this on a Slurm login node (slurm-client), or start the "
+            "test cluster with scripts/slurm-cluster.sh and export its SLURM_CONF"
+        )
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmError(
+            f"{shlex.join(argv)}: no answer in {timeout:.0f} s (is slurmctld up? `sinfo`)"
+        ) from None
+    if check and out.returncode != 0:
+        raise SlurmError(
+            f"{shlex.join(argv)} exited {out.returncode}: {(out.stderr or out.stdout).strip()[:400]}"
+        )
+    return out
+
+
+def save(c: Campaign) -> Path:
+    """Write the campaign file (temp file + rename: readers never see half of it)."""
+    write_json_atomic(c.state_file, c.model_dump(mode="json"))
+    return c.state_file
+
+
+def load(results: Path, campaign: str) -> Campaign:
+    """A campaign by id (or by the path of its file); BadInput listing the campaigns there otherwise."""
+    p = Path(campaign)
+    path = p if p.suffix == ".json" and p.is_file() else state_path(results, campaign)
+    if not path.is_file():
+        known = sorted(x.stem for x in (results / "campaigns").glob("*.json"))
+        raise BadInput(
+            f"no campaign {campaign!r} in {results / 'campaigns'} (campaigns: {', '.join(known) or 'none'})"
+        )
+    return read_campaign(path)
+
+
+def read_campaign(path: Path) -> Campaign:
+    """A campaign state file (the one safe parse, toolkit.core.jsonsafe); BadInput naming the file and
+    the first field that is wrong when it is not JSON or not a campaign of this toolkit."""
+    try:
+        with open(path, "rb") as fh:
+            data = jsonsafe.load(fh, limit=CAMPAIGN_FILE_LIMIT)
+    except OSError as err:
+        raise FileSystemError.from_oserror(err, "reading a campaign") from None
+    except jsonsafe.JsonProblem as err:
+        raise BadInput(f"{path}: not a campaign file of this toolkit ({err})") from None
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+        where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+        raise BadInput(f"{path}: not a campaign file of this toolkit ({where}: {first['msg']})") from None
+
+
+def latest(results: Path) -> str:
+    """The id of the newest campaign under results/campaigns/ (BadInput when there is none)."""
+    files = sorted((results / "campaigns").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise BadInput(f"no campaign in {results / 'campaigns'}: submit one with `toolkit campaign submit`")
+    return files[-1].stem
+
+
+def submit(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    *,
+    dry_run: bool = False,
+    note: Callable[[str], None] = lambda text: None,
+) -> Campaign:
+    """Plan the campaign, write its job scripts and sbatch one job per slice (the campaign file is saved
+    after each submission, so a failure half way leaves the submitted jobs recorded). Tiny stand-in
+    models are generated here, once, not by each job. dry_run: write the scripts, submit nothing."""
+    from toolkit.models.tiny import ensure_model_file
+
+    c = plan(lm, store)
+    for m in {s.model for s in c.slices}:
+        spec = next(x for x in lm.m.models if x.name == m)
+        if spec.generate and not dry_run:
+            ensure_model_file(lm.resolve(spec.path, what=f"models[{spec.name}].path"), spec.generate)
+    for s in c.slices:
+        Path(s.script).parent.mkdir(parents=True, exist_ok=True)
+        Path(s.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(s.script).write_text(job_script(c, s))
+    if dry_run:
+        return c
+    save(c)
+    for s in c.slices:
+        out = _slurm(["sbatch", "--parsable", s.script])
+        s.job_id = out.stdout.strip().split(";")[0]
+        s.state = "pending"
+        save(c)
+        note(f"slice {s.index}: {s.image} x {s.model} on {s.host}: job {s.job_id}")
+    return c
+
+
+def scontrol_job(job_id: str) -> dict[str, str] | None:
+    """`scontrol show job -o ID` as {field: value}; None when Slurm no longer lists the job."""
+    out = _slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if out.returncode != 0 or not out.stdout.strip():  # "slurm_load_jobs error: Invalid job id specified"
+        return None
+    return dict(re.findall(r"(\S+?)=(\S*)", out.stdout))
+
+
+def _run_records(c: Campaign, s: Slice) -> list[BenchRecord]:
+    return [r for r in c.host_store(s.host).results() if r.run_id == s.run_id]
+
+
+def _tail(path: str, n: int = 4) -> str:
+    try:
+        lines = [x.strip() for x in Path(path).read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])[-600:]
+
+
+def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRecord:
+    """The record of a job that ended without results, from what Slurm says (JobState, ExitCode,
+    NodeList, Reason) and the last lines of its output file."""
+    lm_model = _model_ref(c, s)
+    state = s.slurm_state or "?"
+    output = s.output.replace("%j", s.job_id or "")
+    # read only inside results/ (plan puts it in results/hosts/<key>/logs/): relpath turns a path
+    # elsewhere into a '../' one, which contained() refuses before anything is read
+    tail = _tail(str(c.inside(os.path.relpath(output, c.results), "slices[].output")))
+    error = (
+        f"Slurm job {s.job_id} ended {state} on {s.ran_on or '?'} with exit code {s.exit_code or '?'} "
+        f"and no results"
+        + (f" (reason {s.reason})" if s.reason and s.reason != "None" else "")
+        + (f"; its output ({output}) ends: {tail}" if tail else f"; no output at {output}")
+    )
+    build = BuildRecord.model_validate(s.build)
+    return BenchRecord(
+        run_id=s.run_id,
+        created=_now(),
+        status="failed",
+        error=error,
+        runner=s.runner,
+        method="campaign-job",
+        image=ImageRef(
+            name=s.image,
+            ref=s.pull,
+            digest=s.image_id,
+            backend=s.backend,
+            repo_digests=[s.pull],
+            labels=build.labels,
+        ),
+        model=lm_model,
+        test="(none)",
+        axis="prefill",
+        host={
+            "key": s.host,
+            "slurm": {
+                "job_id": s.job_id,
+                "node": s.ran_on,
+                "gpu_index": None,
+                "state": state,
+                "exit_code": s.exit_code,
+                "reason": s.reason,
+            },
+        },
+        campaign={"id": c.id, "slice": s.index},
+        log_file=output,
+    )
+
+
+def _model_ref(c: Campaign, s: Slice) -> ModelRef:
+    from toolkit.spec.matrix import load_matrix
+
+    try:
+        lm = load_matrix(c.matrix)
+        m = next(x for x in lm.m.models if x.name == s.model)
+        path = lm.resolve(m.path, what=f"models[{m.name}].path")
+        size = path.stat().st_size if path.is_file() else 0
+        return ModelRef(name=m.name, path=str(path), sha256=m.sha256 or "", size_bytes=size)
+    except (BadInput, OSError, StopIteration):
+        return ModelRef(name=s.model, path="", sha256="", size_bytes=0)
+
+
+def _write_failed(c: Campaign, s: Slice, job: dict[str, str] | None) -> str:
+    """Write the failed record once: results/hosts/<key>/slurm-<jobid>/bench.jsonl, created exclusively
+    (a second `status` finds it and writes nothing)."""
+    path = c.inside(Path("hosts", s.host, f"slurm-{s.job_id}", "bench.jsonl"), "slices[].host")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return str(path)
+    append_jsonl(path, failed_record(c, s, job))
+    return str(path)
+
+
+def refresh(c: Campaign) -> Campaign:
+    """Ask Slurm about every unfinished job, count each job's records, write the failed record of a job
+    that ended without an ok record, and save the campaign file. Finished slices are not asked again."""
+    for s in c.slices:
+        if s.job_id is None or s.finished:
+            continue
+        job = scontrol_job(s.job_id)
+        if job is None:
+            s.state, s.reason = (
+                "unknown",
+                "Slurm no longer lists the job (MinJobAge passed) and its end was not seen",
+            )
+            continue
+        s.slurm_state = job.get("JobState")
+        s.exit_code = job.get("ExitCode")
+        node = job.get("NodeList") or job.get("BatchHost")
+        s.ran_on = node if node and node != "(null)" else s.ran_on
+        s.elapsed = job.get("RunTime")
+        s.reason = job.get("Reason")
+        recs = _run_records(c, s)
+        s.records = {"ok": sum(r.status == "ok" for r in recs), "failed": sum(r.status != "ok" for r in recs)}
+        if s.slurm_state in _PENDING:
+            s.state = "pending"
+        elif s.slurm_state in _RUNNING:
+            s.state = "running"
+        else:
+            s.state = (
+                "done"
+                if s.slurm_state == "COMPLETED" and s.records["ok"] and not s.records["failed"]
+                else "cancelled"
+                if (s.slurm_state or "").startswith("CANCELLED")
+                else "failed"
+            )
+            if not recs:
+                s.failed_record = _write_failed(c, s, job)
+                s.records = {"ok": 0, "failed": 1}
+    save(c)
+    return c
+
+
+def cancel(c: Campaign, *, slices: list[int] | None = None) -> list[str]:
+    """scancel every unfinished job of the campaign (or of the given slice indexes); returns their ids.
+    Each job's toolkit gets SIGTERM and removes its containers (Slurm sends SIGKILL KillWait seconds later)."""
+    ids = [
+        s.job_id for s in c.slices if s.job_id and not s.finished and (slices is None or s.index in slices)
+    ]
+    if ids:
+        _slurm(["scancel", *ids])
+    return ids
+
+
+# ------------------------------------------------------------------------------------ the job step
+
+
+def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *a, **k: None) -> list:
+    """What runs ON the node for slice `index` of the campaign in `state_file` (the job script `exec`s
+    `toolkit campaign job FILE N`): pull the image by registry digest and check it is the recorded image
+    ID (PullFailed otherwise), copy its build record into the host's store, then bench.run_bench the
+    one (image, model) pinned to that image ID, strict, into results/hosts/<key>/ with run id
+    `<campaign>-j<job id>`. Returns bench's outcomes."""
+    from toolkit.bench import run as bench
+    from toolkit.spec.matrix import load_matrix
+
+    c = read_campaign(Path(state_file))
+    if not 0 <= index < len(c.slices):
+        raise BadInput(f"{state_file}: no slice {index} (it has {len(c.slices)})")
+    s = c.slices[index]
+    s.job_id = os.environ.get("SLURM_JOB_ID") or s.job_id or "local"
+    os.environ.setdefault(HOST_KEY_ENV, s.host)  # the job script exports it; a run by hand gets it too
+    lm = load_matrix(c.matrix)
+    spec = lm.m.image(s.image)
+    model = lm.select_models([s.model])[0]
+    out = engine.pull_image(s.pull)
+    if not out.ok:
+        raise PullFailed(f"campaign {c.id} slice {index}: docker pull {s.pull} failed: {out.error}")
+    info = engine.inspect_image(s.pull)
+    if info is None or info.id != s.image_id:
+        raise PullFailed(
+            f"campaign {c.id} slice {index}: {s.pull} is image ID {info.id if info else '?'}, the "
+            f"campaign measures {s.image_id}: not the same image"
+        )
+    events("note", text=f"pulled {s.pull} in {out.seconds:.1f} s: image ID {info.id[:19]} as recorded")
+    store = c.host_store(s.host)
+    if not any(b.digest == s.image_id for b in store.builds()):
+        store.add_build(BuildRecord.model_validate(s.build))
+    spec_c = CampaignSpec.model_validate(c.spec)
+    allow = spec_c.allow_concurrent or os.environ.get("TOOLKIT_ALLOW_CONCURRENT", "") not in (
+        "",
+        "0",
+        "false",
+    )
+    opts = bench.BenchOptions(
+        pinned={s.image: s.image_id}, strict=True, allow_concurrent=allow, run_id=s.run_id
+    )
+    return bench.run_bench(lm, [spec], [model], store, opts, events)
+
+
+# --------------------------------------------------------------------------------------- kubernetes
+
+
+def _k8s_name(text: str) -> str:
+    """An RFC 1123 label: lowercase alphanumerics and '-', at most 63 characters."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
+
+
+def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], list[str]]:
+    """One batch/v1 Job per llama-bench slice: the image by registry digest, llama-bench over the
+    matrix's axes with JSONL into a per-host volume (PersistentVolumeClaim `toolkit-results-<host>`,
+    bring the files in with `toolkit import`), the model from the node's path (hostPath, read-only),
+    `amd.com/gpu` (AMD's device plugin) for GPU backends, nodeSelector kubernetes.io/hostname = the
+    node (or `toolkit/host: <key>` for hosts chosen by features). Returns (manifests, notes on slices
+    not rendered). Not run on this machine: validated offline (kubernetes-validate) in the tests."""
+    from toolkit.results import llamabench_format as llamabench
+
+    spec = CampaignSpec.model_validate(c.spec)
+    docs: list[dict[str, Any]] = []
+    notes: list[str] = []
+    axes = lm.m.bench
+    for s in c.slices:
+        if s.runner != "llama-bench":
+            notes.append(
+                f"slice {s.index} ({s.image} x {s.model}): runner {s.runner} has no Kubernetes rendering "
+                "(it drives several processes through `toolkit bench`); run it with Slurm"
+            )
+            continue
+        model = next(x for x in lm.m.models if x.name == s.model)
+        path = lm.resolve(model.path, what=f"models[{model.name}].path")
+        in_ctr = f"/models/{path.name}"
+        out_file = f"/results/{c.id}-{s.index}.jsonl"
+        cmd = ["llama-bench", *llamabench.bench_args(axes, in_ctr), "-o", "jsonl"]
+        name = _k8s_name(f"tk-{c.id}-{s.index}")
+        labels = {
+            "app.kubernetes.io/name": "toolkit",
+            "toolkit/campaign": _k8s_name(c.id),
+            "toolkit/host": _k8s_name(s.host),
+            "toolkit/image": _k8s_name(s.image),
+        }
+        resources: dict[str, Any] = {}
+        if spec.gpus and s.backend != "cpu":
+            resources = {"limits": {"amd.com/gpu": spec.gpus}}
+        selector = {"kubernetes.io/hostname": s.node} if s.node else {"toolkit/host": _k8s_name(s.host)}
+        container: dict[str, Any] = {
+            "name": "bench",
+            "image": s.pull,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["sh", "-c", f"{shlex.join(cmd)} > {out_file}"],
+            "volumeMounts": [
+                {"name": "model", "mountPath": in_ctr, "readOnly": True},
+                {"name": "results", "mountPath": "/results"},
+            ],
+            "securityContext": {"runAsUser": 10001, "allowPrivilegeEscalation": False},
+        }
+        if resources:
+            container["resources"] = resources
+        job: dict[str, Any] = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {"toolkit/image-id": s.image_id, "toolkit/model": s.model},
+            },
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": selector,
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "model", "hostPath": {"path": str(path), "type": "File"}},
+                            {
+                                "name": "results",
+                                "persistentVolumeClaim": {
+                                    "claimName": _k8s_name(f"toolkit-results-{s.host}")
+                                },
+                            },
+                        ],
+                    },
+                },
+            },
+        }
+        if spec.time_limit:
+            job["spec"]["activeDeadlineSeconds"] = _seconds(spec.time_limit)
+        docs.append(job)
+    return docs, notes
+
+
+def _seconds(limit: str) -> int:
+    """Slurm's time format ([D-]HH:MM:SS, MM:SS, or minutes) in seconds."""
+    days, _, rest = limit.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if len(parts) == 1:
+        secs = parts[0] * 60
+    elif len(parts) == 2:
+        secs = parts[0] * 60 + parts[1]
+    else:
+        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return secs + int(days or 0) * 86400
+
+
+def write_k8s(lm: LoadedMatrix, store: ResultStore, out: Path) -> tuple[list[Path], list[str]]:
+    """Plan the campaign (the same refusals as submit: pushed digests only) and write one YAML file per
+    Job to `out`; returns (files, notes)."""
+    import yaml
+
+    c = plan(lm, store)
+    docs, notes = k8s_manifests(lm, c)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for d in docs:
+        p = out / f"{d['metadata']['name']}.yaml"
+        p.write_text(
+            f'# toolkit campaign {c.id}: render only, not run here (README, "Many hosts (Slurm)")\n'
+            + yaml.safe_dump(d, sort_keys=False)
+        )
+        files.append(p)
+    return files, notes

@@ -1,0 +1,252 @@
+"""`toolkit campaign`: one matrix over many hosts, on Slurm (logic in toolkit/campaign/slurm.py).
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    FiniteRange,
+    _err,
+    _load,
+    _progress_printer,
+    _store,
+    json_option,
+    matrix_option,
+    results_option,
+)
+
+STATE_STYLE = {
+    "pending": "yellow",
+    "running": "cyan",
+    "done": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "unknown": "red",
+    "unsubmitted": "dim",
+}
+
+
+def _campaign_of(lm, results_dir, campaign_id):
+    from toolkit.campaign import slurm as cmod
+
+    store = _store(lm, results_dir)
+    return cmod.load(store.root, campaign_id or cmod.latest(store.root))
+
+
+def status_table(c):
+    """The campaign as a rich Table: one row per slice (host, image x model, job, state, node, elapsed,
+    records ok/failed, note) and a caption counting the states."""
+    from rich.table import Table
+
+    counts = c.counts()
+    caption = ", ".join(
+        f"{counts[s]} {s}"
+        for s in ("done", "running", "pending", "failed", "cancelled", "unknown", "unsubmitted")
+        if counts.get(s)
+    )
+    t = Table(title=f"campaign {c.id}", caption=f"{len(c.slices)} slices: {caption}", caption_justify="left")
+    for col in ("#", "host", "image x model", "job", "state", "node", "elapsed", "records", "note"):
+        t.add_column(col, overflow="fold")
+    for s in c.slices:
+        rec = f"{s.records.get('ok', 0)} ok, {s.records.get('failed', 0)} failed" if s.records else ""
+        note = ""
+        if s.state == "pending" and s.reason and s.reason != "None":
+            note = f"waiting: {s.reason}"
+        elif s.finished:
+            note = f"{s.slurm_state or ''} exit {s.exit_code or '?'}"
+            if s.failed_record:
+                note += f"; failed record {s.failed_record}"
+        style = STATE_STYLE.get(s.state, "")
+        t.add_row(
+            str(s.index),
+            s.host,
+            f"{s.image} x {s.model}",
+            s.job_id or "-",
+            f"[{style}]{s.state}[/{style}]" if style else s.state,
+            s.ran_on or s.node or "-",
+            s.elapsed or "-",
+            rec,
+            note,
+        )
+    return t
+
+
+def _print(c, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(c.model_dump(mode="json"), indent=2))
+        return
+    from rich.console import Console
+
+    Console(width=max(120, Console().width)).print(status_table(c))
+
+
+@click.group(epilog=EPILOG)
+def campaign():
+    """One matrix over many GPU hosts, on Slurm: one job per (host, image, model) slice.
+
+    The `campaign:` block of matrix.yaml names the hosts (Slurm node or features, an alias) and what
+    each measures; `submit` sbatch's one job per slice that pulls its image by registry digest and runs
+    `toolkit bench` for that slice on the node, writing only under results/hosts/<host>/. `status`
+    shows the jobs, `cancel` cancels them, `render-k8s` writes Kubernetes Job manifests instead.
+    README, "Many hosts (Slurm)".
+    """
+
+
+@campaign.command(epilog=EPILOG)
+@matrix_option
+@results_option
+@json_option
+@click.option("--dry-run", is_flag=True, help="Write the job scripts and print them; submit nothing.")
+def submit(matrix_path, results_dir, as_json, dry_run):
+    """Submit one Slurm job per (host, image, model) slice of the `campaign:` block.
+
+    Refuses (exit 4) an image whose build has no pushed registry digest in results/builds.jsonl (run
+    `toolkit push`): every job pulls its image by digest so all hosts measure the same bytes. The
+    campaign (job ids, slices) is kept in results/campaigns/<id>.json.
+    """
+    from toolkit.campaign import slurm as cmod
+
+    lm = _load(matrix_path)
+    c = cmod.submit(
+        lm, _store(lm, results_dir), dry_run=dry_run, note=_err if not as_json else (lambda t: None)
+    )
+    if dry_run and not as_json:
+        for s in c.slices:
+            click.echo(f"# ---- {s.script}\n{Path(s.script).read_text()}")
+        return
+    if as_json:
+        click.echo(json.dumps(c.model_dump(mode="json"), indent=2))
+        return
+    click.echo(
+        f"campaign {c.id}: {len(c.slices)} jobs submitted ({', '.join(s.job_id or '-' for s in c.slices)}); "
+        f"state in {c.state_file}"
+    )
+    click.echo(f"follow it with: toolkit campaign status {c.id} --wait")
+
+
+@campaign.command(epilog=EPILOG + " With --wait: 3 when a slice failed or was cancelled.")
+@matrix_option
+@results_option
+@json_option
+@click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
+@click.option("--wait", is_flag=True, help="Refresh until every job has ended; exit 3 if any slice failed.")
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="With --wait: give up after this long (the jobs keep running).",
+)
+@click.option(
+    "--interval",
+    type=FiniteRange(min=0.2, max=600),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --wait: seconds between two looks at Slurm.",
+)
+def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interval):
+    """Each job of a campaign (default: the newest): pending / running / done / failed / cancelled, its node,
+    elapsed time and records. A job that ended without results gets a failed record, built from Slurm's
+    state and exit code (`scontrol show job`) and the end of its output file."""
+    from toolkit.campaign import slurm as cmod
+    from toolkit.core.errors import BenchFailed
+
+    lm = _load(matrix_path)
+    c = cmod.refresh(_campaign_of(lm, results_dir, campaign_id))
+    if wait and not as_json:
+        from rich.console import Console
+        from rich.live import Live
+
+        end = time.monotonic() + timeout if timeout else None
+        with Live(
+            status_table(c), console=Console(width=max(120, Console().width)), auto_refresh=False
+        ) as live:
+            while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
+                time.sleep(interval)
+                c = cmod.refresh(c)
+                live.update(status_table(c), refresh=True)
+    elif wait:
+        end = time.monotonic() + timeout if timeout else None
+        while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
+            time.sleep(interval)
+            c = cmod.refresh(c)
+    if not (wait and not as_json):
+        _print(c, as_json)
+    bad = [s for s in c.slices if s.state in ("failed", "cancelled", "unknown")]
+    if wait and bad:
+        raise BenchFailed(
+            f"campaign {c.id}: {len(bad)} of {len(c.slices)} slices "
+            + ", ".join(f"{s.host}/{s.image} x {s.model}: {s.state}" for s in bad)
+        )
+
+
+@campaign.command(epilog=EPILOG)
+@matrix_option
+@results_option
+@click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
+@click.option("--slice", "slices", type=int, multiple=True, metavar="N", help="Only this slice (repeatable).")
+def cancel(matrix_path, results_dir, campaign_id, slices):
+    """scancel the unfinished jobs of a campaign (default: the newest). Each job's toolkit gets SIGTERM,
+    stops llama-bench and removes its containers; completed tests stay saved."""
+    from toolkit.campaign import slurm as cmod
+
+    lm = _load(matrix_path)
+    c = _campaign_of(lm, results_dir, campaign_id)
+    ids = cmod.cancel(c, slices=list(slices) or None)
+    click.echo(
+        f"campaign {c.id}: cancelled {', '.join(ids)}" if ids else f"campaign {c.id}: no unfinished job"
+    )
+
+
+@campaign.command("render-k8s", epilog=EPILOG)
+@matrix_option
+@results_option
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Folder to write one Job manifest per slice into.",
+)
+def render_k8s(matrix_path, results_dir, out):
+    """Write Kubernetes Job manifests for the campaign instead of submitting it (not run here): one per
+    llama-bench slice, image by registry digest, `amd.com/gpu`, results to a volume per host."""
+    from toolkit.campaign import slurm as cmod
+
+    lm = _load(matrix_path)
+    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), Path(out))
+    for f in files:
+        click.echo(str(f))
+    for n in notes:
+        _err(f"note: {n}")
+
+
+@campaign.command("job", hidden=True, epilog=EPILOG)
+@click.argument("state_file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("index", type=int)
+def job(state_file, index):
+    """The step a campaign job runs on its node (its script `exec`s this): pull by digest, bench the slice."""
+    from toolkit.campaign import slurm as cmod
+    from toolkit.core.errors import BenchFailed
+
+    events = _progress_printer(quiet=True)
+    outcomes = cmod.run_job(Path(state_file), index, events)
+    for o in outcomes:
+        line = f"{o.image}: {o.status}" if o.model == "-" else f"{o.image} x {o.model}: {o.status}"
+        line += f", {o.records} results" if o.records else ""
+        click.echo(line + (f": {o.reason}" if o.reason else ""))
+    failed = [f"{o.image} x {o.model}" for o in outcomes if o.status in ("failed", "skipped", "stale")]
+    if failed or not any(o.status == "ok" for o in outcomes):
+        raise BenchFailed(
+            f"campaign slice {index}: bench failed or measured nothing for: "
+            f"{', '.join(failed) or 'the slice'}"
+        )

@@ -1,0 +1,189 @@
+"""What every CLI module shares: the exit-code epilog, the common options, matrix/results loading,
+stderr output and the progress printer. toolkit.cli.main and toolkit.cli.publish import it; it imports
+neither (one-way flow)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+EPILOG = (
+    "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
+    "5 Docker engine unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
+    "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
+    "(pins), 11 a remote (the Hub) did not answer, 130 interrupted."
+)
+
+
+INTERRUPTED = "interrupted: stopped at the signal; nothing was started after it"
+
+
+def matrix_option(f):
+    return click.option(
+        "--matrix",
+        "matrix_path",
+        default="matrix.yaml",
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="The benchmark matrix (images, models, llama-bench axes).",
+    )(f)
+
+
+def json_option(f):
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
+    )(f)
+
+
+def image_option(f):
+    return click.option(
+        "--image",
+        "-i",
+        "images",
+        multiple=True,
+        metavar="NAME",
+        help="Only this image (repeatable). Default: every image in the matrix.",
+    )(f)
+
+
+def results_option(f):
+    return click.option(
+        "--results",
+        "results_dir",
+        default=None,
+        type=click.Path(file_okay=False),
+        help="Results folder. Default: results/ beside the matrix.",
+    )(f)
+
+
+def _load(matrix_path: str):
+    from toolkit.spec.matrix import load_matrix
+
+    return load_matrix(matrix_path)
+
+
+def _store(lm, results_dir: str | None):
+    from toolkit.results.records import ResultStore
+
+    return ResultStore(Path(results_dir) if results_dir else lm.root / "results")
+
+
+def _err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _progress_printer(quiet: bool):
+    """An events callback that draws a rich progress bar per (image, model) on stderr."""
+
+    def note_only(kind: str, **kw) -> None:
+        if kind == "note":
+            _err(kw["text"])
+
+    if quiet:
+        return note_only
+    if not sys.stderr.isatty():  # a log, not a terminal: one plain line per test case, no bar (nor rich)
+        started: set[tuple] = set()
+
+        def plain(kind: str, **kw) -> None:
+            if kind == "note":
+                _err(kw["text"])
+            elif kind == "progress":
+                key = (kw.get("image"), kw.get("model"), kw["done"])
+                if key not in started:
+                    started.add(key)
+                    _err(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip())
+
+        return plain
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+    tasks: dict[tuple, TaskID] = {}
+
+    def events(kind: str, **kw) -> None:
+        key = (kw.get("image"), kw.get("model"))
+        if kind == "start":
+            if not progress.live.is_started:
+                progress.start()
+            tasks[key] = progress.add_task(f"{key[0]} x {key[1]}", total=kw["total"])
+        elif kind == "progress" and key in tasks:
+            progress.update(
+                tasks[key],
+                completed=kw["done"],
+                total=kw["total"],
+                description=f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}",
+            )
+        elif kind == "done" and key in tasks:
+            progress.update(
+                tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}"
+            )
+        elif kind == "close" and progress.live.is_started:
+            progress.stop()
+        elif kind == "note":
+            progress.console.print(kw["text"], markup=False, highlight=False, soft_wrap=True)
+
+    return events
+
+
+class FiniteRange(click.FloatRange):
+    """A float option in a range that also refuses nan and inf (click.FloatRange lets NaN through:
+    every comparison with NaN is false), so `--threshold nan` is bad input (exit 4), not a gate that
+    never fails."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+class BuildStatus:
+    """A rich status line on stderr for the running build step, with a spinner and the elapsed time;
+    update(text) starts or refreshes it, stop() removes it (transient: the log lines stay). Use only
+    when stderr is a terminal (`BuildStatus.for_stderr()` returns None otherwise)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.progress: Any = None
+        self.task: Any = None
+
+    @classmethod
+    def for_stderr(cls) -> BuildStatus | None:
+        import os
+
+        return cls() if os.isatty(2) else None
+
+    def update(self, text: str) -> None:
+        if self.progress is None:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=None)
+        self.progress.update(self.task, description=text)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = self.task = None

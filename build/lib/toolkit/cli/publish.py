@@ -1,0 +1,224 @@
+"""Commands that publish images and runs and reproduce them: `push`, `export-run`, `reproduce`.
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    FiniteRange,
+    _err,
+    _load,
+    _progress_printer,
+    _store,
+    image_option,
+    json_option,
+    matrix_option,
+    results_option,
+)
+
+PUSH_EPILOG = EPILOG + " A failed push exits 2."
+_LAYER_DONE = ("Pushed", "Layer already exists", "Pull complete", "Already exists")
+
+
+def _transfer_printer(quiet: bool):
+    """Print finished layers and digests of a push/pull on stderr (not the per-byte progress)."""
+    if quiet:
+        return None
+
+    def on_line(line: str) -> None:
+        if line.endswith(_LAYER_DONE) or "digest: " in line.lower() or line.startswith("Status:"):
+            _err(f"  {line}")
+
+    return on_line
+
+
+@click.command(epilog=PUSH_EPILOG)
+@matrix_option
+@image_option
+@json_option
+@results_option
+@click.option(
+    "--registry",
+    default=None,
+    metavar="HOST:PORT/NAMESPACE",
+    help="Where to push. Default: `registry:` in matrix.yaml.",
+)
+@click.option(
+    "--attest",
+    is_flag=True,
+    help="Rebuild and push through a docker-container buildx builder with an SBOM and max provenance "
+    "(the default docker driver cannot attach them).",
+)
+def push(matrix_path, images, as_json, results_dir, registry, attest):
+    """Push each image's latest build to a registry and record the registry digest.
+
+    Two tags per image: a fixed one, <version>-<backend>-<gfx|cpu>-<commit>-<yyyymmdd>, and a moving
+    one, <backend>-latest. Credentials come from the Docker credential store (`docker login HOST`
+    once); the toolkit never asks for or prints a password. The RepoDigest the registry serves is
+    read back and appended, with the pushed tags, as an updated build record to results/builds.jsonl.
+    """
+    from toolkit.publish import push as publish
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    results = publish.push_images(
+        lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json)
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "image": r.image,
+                        "status": r.status,
+                        "reason": r.reason,
+                        "refs": r.refs,
+                        "repo_digest": r.repo_digest,
+                        "seconds": round(r.seconds, 2),
+                        "notes": r.notes,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
+    else:
+        for r in results:
+            if r.status == "pushed":
+                click.echo(f"{r.image}: pushed {', '.join(r.refs)} in {r.seconds:.1f} s -> {r.repo_digest}")
+            else:
+                click.echo(f"{r.image}: {r.status}: {r.reason}")
+        for note in dict.fromkeys(n for r in results for n in r.notes):
+            _err(f"note: {note}")
+    failed = [r.image for r in results if r.status == "failed"]
+    if failed:
+        raise publish.PushFailed(f"push failed for: {', '.join(failed)}")
+
+
+@click.command("export-run", epilog=EPILOG)
+@matrix_option
+@results_option
+@json_option
+@click.argument("run_id", metavar="RUN_ID")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Folder to write (empty, or an earlier export of the same run).",
+)
+def export_run(matrix_path, results_dir, as_json, run_id, out):
+    """Write a bench run as a self-contained folder to commit to a repo or attach to a release.
+
+    DIR/run.json (images by digest with registry digests and labels, models with sha256 and Hugging
+    Face source, the llama-bench axes, host facts), results.jsonl (the run's records), builds.jsonl
+    (the builds of its digests), matrix.yaml and Dockerfile.templates/ (to rebuild), README.md (how to
+    reproduce). Push the images first (`toolkit push`) so the folder names where to pull them.
+    """
+    from toolkit.publish import push as publish
+
+    lm = _load(matrix_path)
+    run = publish.export_run(_store(lm, results_dir), run_id, Path(out), lm)
+    if as_json:
+        click.echo(json.dumps(run.model_dump(mode="json"), indent=2))
+        return
+    click.echo(
+        f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
+        f"{len(run.models)} model(s) -> {out}"
+    )
+    for note in run.notes:
+        _err(f"note: {note}")
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@results_option
+@json_option
+@click.argument("run", metavar="RUN_DIR_OR_ID")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build the images again from the run's matrix.yaml + Dockerfile.templates/ instead of pulling.",
+)
+@click.option(
+    "--threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Smallest delta counted as a difference; each test's noise is max(3 x combined relative "
+    "stddev, this).",
+)
+@click.option(
+    "--model-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Look for the run's model files here first (checked by sha256).",
+)
+@click.option(
+    "--allow-twin",
+    is_flag=True,
+    help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.",
+)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Re-run although another toolkit benchmark is running on the same engine or writing the same "
+    "results folder (records flagged `concurrent`; default: refuse, exit 9).",
+)
+def reproduce(
+    matrix_path, results_dir, as_json, run, rebuild, threshold, model_dir, allow_twin, allow_concurrent
+):
+    """Re-run a published run on this host and say whether its results reproduce.
+
+    RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (exported
+    to .toolkit/runs/<id>/ first). Every image is pulled by registry digest and must have the recorded
+    image ID (or is rebuilt with --rebuild); every model file must have the recorded sha256 (tiny
+    generated models are generated again); the same llama-bench cases run again (results in
+    <folder>/reproduce/results/). Prints recorded vs reproduced tok/s with deltas (and tokens per
+    joule with their delta where both runs have a valid GPU energy) and the verdict; exit code 7 when
+    not reproduced.
+    """
+    from toolkit.core.errors import NotReproduced
+    from toolkit.publish import reproduce as reproduce_mod
+
+    lm = store = None
+    if not Path(run).is_dir():
+        lm = _load(matrix_path)
+        store = _store(lm, results_dir)
+    events = _progress_printer(quiet=as_json)
+    try:
+        rep = reproduce_mod.reproduce(
+            run,
+            store=store,
+            lm=lm,
+            rebuild=rebuild,
+            threshold=threshold,
+            model_dir=Path(model_dir) if model_dir else None,
+            events=events,
+            on_line=_transfer_printer(as_json),
+            allow_twin=allow_twin,
+            allow_concurrent=allow_concurrent,
+        )
+    finally:
+        events("close")
+    if as_json:
+        click.echo(json.dumps(reproduce_mod.reproduction_json(rep), indent=2, default=str))
+    else:
+        click.echo(reproduce_mod.format_reproduction(rep))
+    if not rep.reproduced:
+        bad = [r.test for r in rep.rows if not r.ok]
+        raise NotReproduced(
+            f"run {rep.run_id} not reproduced: {len(bad)} of {len(rep.rows)} tests beyond noise "
+            f"or missing ({', '.join(bad[:6])}{', ...' if len(bad) > 6 else ''})"
+        )

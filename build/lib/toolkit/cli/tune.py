@@ -1,0 +1,150 @@
+"""`toolkit tune`: the knob search of toolkit.bench.tune as a command (registered on the main group)."""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli.common import EPILOG, _err, _load, _store, matrix_option, results_option
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@results_option
+@click.option(
+    "--image", "-i", "image", required=True, metavar="NAME", help="The image to tune (a llama-bench image)."
+)
+@click.option(
+    "--model",
+    "-m",
+    "model",
+    default=None,
+    metavar="NAME",
+    help="The model (default: the first the image runs).",
+)
+@click.option(
+    "--axis",
+    type=click.Choice(["prefill", "decode"]),
+    required=True,
+    help="prefill: pp TOKENS (prompt processing); decode: tg TOKENS (generation).",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1, max=1_000_000),
+    default=None,
+    metavar="N",
+    help="Prompt length (prefill) or tokens generated (decode). Default: the matrix's largest.",
+)
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    metavar="NAME",
+    help="Knob to search (repeatable): n_ubatch, n_batch, threads (CPU images), flash_attn. "
+    "Default: n_ubatch, plus threads on CPU images.",
+)
+@click.option(
+    "--values",
+    "values",
+    multiple=True,
+    metavar="KNOB=V1,V2",
+    help="Values of a knob, e.g. n_ubatch=512,2048 (default: powers of two around the matrix's).",
+)
+@click.option(
+    "--budget",
+    default="20m",
+    show_default=True,
+    metavar="DURATION",
+    help="Wall-clock budget (90s, 20m, 1h): no new trial starts after it.",
+)
+@click.option("--allow-software-gpu", is_flag=True, help="Accept Mesa lavapipe for Vulkan images.")
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Run although another toolkit benchmark is running on the same engine or writing the same "
+    "results folder (trials flagged `concurrent`; default: refuse, exit 9).",
+)
+@click.option(
+    "--write",
+    "write_diff",
+    is_flag=True,
+    help="Also print the matrix.yaml change that would make the best setting the default (not applied).",
+)
+def tune(
+    matrix_path,
+    results_dir,
+    image,
+    model,
+    axis,
+    tokens,
+    knobs,
+    values,
+    budget,
+    allow_software_gpu,
+    allow_concurrent,
+    write_diff,
+):
+    """Search the knobs that change one axis of IMAGE x MODEL with successive halving, within a budget.
+
+    Every trial is an ordinary bench run of one case, stored in results/ (so `toolkit report` and
+    `toolkit compare` show it); the best setting is computed from the stored records and printed with
+    its gain over the matrix's default setting and the evidence (median, min–max, trials). Example:
+
+        toolkit tune -i cpu --axis prefill --tokens 512 --knob n_ubatch --budget 10m
+    """
+    from toolkit.bench import run as bench
+    from toolkit.bench import tune as tune_mod
+    from toolkit.core.errors import BadInput
+    from toolkit.spec.matrix import LoadedMatrix
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    (spec,) = lm.select_images((image,))
+    if spec.runner != "llama-bench":
+        raise BadInput(f"--image {image}: tune searches llama-bench knobs; {image} runs {spec.runner}")
+    mspec = tune_mod.model_for(lm, model, spec)
+    base = lm.m.bench
+    n = tokens or max(base.n_prompt if axis == "prefill" else base.n_gen)
+    names = list(knobs) or (["n_ubatch", "threads"] if spec.backend == "cpu" else ["n_ubatch"])
+    space = tune_mod.knob_values(spec, base, names, n)
+    for v in values:
+        k, _, vals = v.partition("=")
+        if k not in space:
+            raise BadInput(
+                f"--values {v!r}: {k!r} is not a searched knob ({', '.join(space)}); add --knob {k}"
+            )
+        try:
+            space[k] = sorted({int(x) for x in vals.split(",") if x.strip()})
+        except ValueError:
+            raise BadInput(f"--values {v!r}: give integers, e.g. {k}=512,2048") from None
+        if not space[k] or min(space[k]) < (0 if k == "flash_attn" else 1):
+            raise BadInput(f"--values {v!r}: give at least one value >= 1")
+
+    def run_trial(axes, extra):
+        lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
+        opts = bench.BenchOptions(
+            record_extra=extra,
+            allow_software_gpu=allow_software_gpu,
+            strict=True,
+            allow_concurrent=allow_concurrent,
+        )
+        outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
+        bad = [o for o in outcomes if o.status not in ("ok", "note")]
+        if bad:
+            raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
+        return [r for r in store.results() if r.run_id == opts.run_id]
+
+    res = tune_mod.search(
+        lm,
+        store,
+        axis=axis,
+        tokens=n,
+        knobs=space,
+        budget_s=tune_mod.parse_budget(budget),
+        run_trial=run_trial,
+        on_note=_err,
+    )
+    click.echo(tune_mod.format_result(res))
+    if write_diff:
+        diff = tune_mod.matrix_diff(lm.path, res)
+        click.echo("\n" + (diff or "no matrix change to propose"))

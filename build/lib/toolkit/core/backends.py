@@ -1,0 +1,135 @@
+"""The one table of device backends: how each is named by llama.cpp, what marks a software or CPU
+fallback device, and what a host must have to run it.
+
+Every module that needs a backend's facts reads them here (report flags, the CPU-fallback check on
+llama-bench output, import, the device pre-flight, doctor, reproduce), so a new backend (cuda, xpu)
+is one entry. Sources: llama.cpp `ggml_backend_reg_name()` values as llama-bench writes them in
+`backends` (tools/llama-bench/llama-bench.cpp at 0c1e57098: "CPU", "ROCm" for ggml-hip, "Vulkan",
+"CUDA", "SYCL", "Metal"), old vintages' per-backend booleans (b3599: `cuda`, `vulkan`, `kompute`,
+`metal`, `sycl`, `rpc`, `hip`), and the "no device" messages llama-bench can print at 0c1e57098:
+ggml-vulkan.cpp:5283/5398 `ggml_vulkan: No devices found.`; ggml-cuda.cu:226 `ggml_cuda_init: failed to
+initialize <GGML_CUDA_NAME>: <runtime error string>` (GGML_CUDA_NAME "ROCm" / "CUDA", ggml/include/ggml-cuda.h),
+whose HIP error string for no device is `no ROCm-capable device is detected`. Not listed, because
+llama-bench never prints them at that commit: "failed to initialize Vulkan" (in no file of the tree) and
+"no usable GPU found" (common/arg.cpp, the --gpu-layers parser of the common tools, which llama-bench
+does not use). tests/test_llamabench.py checks each message against the pinned tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One device backend.
+
+    `name`: the image's backend (matrix.yaml `backend:`); `llama_name`: how llama-bench names it in
+    `backends` and `--list-devices`; `gpu`: needs a GPU device passed to the container;
+    `software_markers`: lower-case substrings of a device name that mean a software device on the
+    CPU (Mesa lavapipe reports `llvmpipe (...)`); `fallback_messages`: log lines that mean the GPU
+    was not used; `needs`: what the host must have (shown when it is missing).
+    """
+
+    name: str
+    llama_name: str
+    gpu: bool
+    software_markers: tuple[str, ...] = ()
+    fallback_messages: tuple[str, ...] = ()
+    needs: str = ""
+
+
+BACKENDS: dict[str, Backend] = {
+    "cpu": Backend("cpu", "CPU", gpu=False, needs="nothing beyond the Docker engine"),
+    "vulkan": Backend(
+        "vulkan",
+        "Vulkan",
+        gpu=True,
+        software_markers=("llvmpipe", "lavapipe"),
+        fallback_messages=("ggml_vulkan: No devices found",),
+        needs="a GPU render node (/dev/dri/renderD*) with a Vulkan driver (Mesa RADV for AMD)",
+    ),
+    "rocm": Backend(
+        "rocm",
+        "ROCm",
+        gpu=True,
+        fallback_messages=("ggml_cuda_init: failed to initialize ROCm", "no ROCm-capable device is detected"),
+        needs="/dev/kfd and a render node of an AMD GPU (amdgpu/KFD driver)",
+    ),
+    "cuda": Backend(
+        "cuda",
+        "CUDA",
+        gpu=True,
+        fallback_messages=("ggml_cuda_init: failed to initialize CUDA", "no CUDA-capable device"),
+        needs="an NVIDIA GPU with the NVIDIA container toolkit",
+    ),
+    "sycl": Backend("sycl", "SYCL", gpu=True, needs="an Intel GPU render node with Level Zero"),
+    "metal": Backend("metal", "Metal", gpu=True, needs="Apple silicon (not in containers)"),
+}
+
+# Old (2024) llama-bench releases wrote one boolean per backend instead of a `backends` string.
+OLD_BACKEND_FLAGS: dict[str, str] = {
+    "cuda": "CUDA",
+    "vulkan": "Vulkan",
+    "kompute": "Kompute",
+    "metal": "Metal",
+    "sycl": "SYCL",
+    "rpc": "RPC",
+    "hip": "ROCm",
+}
+
+SOFTWARE_MARKERS: tuple[str, ...] = tuple(
+    dict.fromkeys(m for b in BACKENDS.values() for m in b.software_markers)
+)
+FALLBACK_MESSAGES: tuple[str, ...] = tuple(m for b in BACKENDS.values() for m in b.fallback_messages)
+
+
+def llama_name(backend: str) -> str | None:
+    """llama.cpp's name of an image backend (`rocm` -> `ROCm`), None when unknown."""
+    b = BACKENDS.get(backend)
+    return b.llama_name if b else None
+
+
+def from_llama_names(names: str) -> str:
+    """The image backend a llama-bench `backends` string (`"ROCm"`, `"CUDA,BLAS"`) points to: the
+    first GPU backend named, else `cpu`. HIP is ROCm."""
+    found = {n.strip().lower() for n in names.split(",") if n.strip()}
+    found |= {"rocm"} if "hip" in found else set()
+    for b in BACKENDS.values():
+        if b.gpu and b.llama_name.lower() in found:
+            return b.name
+    return "cpu"
+
+
+def is_software_device(text: str | None) -> bool:
+    """True when a device name (llama-bench `gpu_info`, a `--list-devices` line) is a software GPU."""
+    low = (text or "").lower()
+    return any(m in low for m in SOFTWARE_MARKERS)
+
+
+def cpu_fallback_reason(
+    image_backend: str, row_backends: str | None, gpu_info: str | None, log: str = ""
+) -> str | None:
+    """Why a run of an image built for `image_backend` must not count as a GPU result, or None: the
+    one CPU-fallback rule of `toolkit bench` (judging each row as it arrives) and of the report
+    (judging stored records, imports included).
+
+    A GPU backend's run fell back to the CPU when its log carries a "no device" message, when the
+    row's `backends` (given) lacks the backend, or when the row recorded a `gpu_info` and it is
+    empty (ggml-vulkan skips a CPU-type device and runs on the CPU while still writing `backends:
+    Vulkan`). `gpu_info` None means the row did not record one (old vintages, markdown tables): not
+    a fallback by itself.
+    """
+    expected = llama_name(image_backend)
+    if expected is None or not BACKENDS[image_backend].gpu:
+        return None
+    low = log.lower()
+    for pat in FALLBACK_MESSAGES:
+        if pat.lower() in low:
+            return f"log shows a CPU fallback: {pat!r}"
+    named = (row_backends or "").lower()
+    if row_backends and expected.lower() not in named and not (expected == "ROCm" and "hip" in named):
+        return f"backends is {row_backends!r}, expected {expected}"
+    if gpu_info is not None and not gpu_info.strip():
+        return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"
+    return None

@@ -1,0 +1,113 @@
+"""Errors that own their message and exit code; the CLI maps them in one place.
+
+Exit codes (stable; the README table lists every one and tests/test_faults.py checks it):
+  0 ok, 1 unexpected error (a bug: the traceback is printed), 2 build failed, 3 bench failed,
+  4 bad input, 5 Docker engine unavailable, lost or refusing a request, 6 compare found a regression,
+  7 results did not reproduce, 8 a file cannot be read or written (disk full, read-only, permission,
+  name too long; a path of the wrong kind, e.g. a file where a folder is expected, is bad input),
+  9 another toolkit benchmark is running on the same engine, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import errno
+
+
+class ToolkitError(Exception):
+    """Base class: `str(err)` is the user-facing message; `exit_code` the process exit status."""
+
+    exit_code = 1
+
+
+class BadInput(ToolkitError):
+    """matrix.yaml, a template, a model file or a command-line value is wrong (exit 4)."""
+
+    exit_code = 4
+
+
+class BuildFailed(ToolkitError):
+    """One or more image builds failed (exit 2)."""
+
+    exit_code = 2
+
+
+class BenchFailed(ToolkitError):
+    """One or more benchmark runs failed (exit 3)."""
+
+    exit_code = 3
+
+
+class EngineUnavailable(ToolkitError):
+    """The Docker engine cannot be reached (not running, socket permission denied, DOCKER_HOST
+    malformed or unusable), went away during a run, or refused a request (exit 5)."""
+
+    exit_code = 5
+
+
+class Regression(ToolkitError):
+    """`toolkit compare` found a slowdown beyond the threshold (exit 6)."""
+
+    exit_code = 6
+
+
+class NotReproduced(ToolkitError):
+    """`toolkit reproduce` found deltas beyond noise (exit 7)."""
+
+    exit_code = 7
+
+
+class FileSystemError(ToolkitError):
+    """A file or folder cannot be read or written: disk full, read-only, permission, name too long
+    (exit 8). The message names the path and the OS error."""
+
+    exit_code = 8
+
+    @classmethod
+    def from_oserror(cls, err: OSError, what: str = "") -> FileSystemError | BadInput:
+        """The error for an OSError, naming err.filename and err.strerror; `what`: what was being done
+        ("writing results"). A path of the wrong kind (a file where a folder is expected, a folder
+        where a file is, a missing path, one the OS takes for invalid such as a new file in /proc) is
+        BadInput (exit 4) saying what was expected; anything else (disk full, read-only, permission,
+        quota, name too long) is FileSystemError (exit 8) with the disk and permission advice."""
+        path = err.filename if err.filename is not None else "(unknown path)"
+        doing = f" while {what}" if what else ""
+        expected = _EXPECTED.get(err.errno or 0)
+        if expected:
+            return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
+        return cls(
+            f"{path}: {err.strerror or err}{doing}; free space, fix the permissions or choose another "
+            "folder (e.g. --results DIR)"
+        )
+
+
+_EXPECTED = {
+    errno.ENOTDIR: "a part of this path is a file where a folder is expected; give a path through folders",
+    errno.EISDIR: "this is a folder where a file is expected; give a file's path",
+    errno.ENOENT: "no such path, or nothing can be created there; give an existing path, or one in a folder that "
+    "exists and takes new files (check the spelling)",
+    errno.EEXIST: "a file is there where a folder is expected; remove it or give another path",
+    errno.EINVAL: "the OS takes this path as invalid (e.g. a new file under /proc or /sys); give a path in an "
+    "ordinary folder",
+}
+"""errno -> what was expected instead: an OSError with one of these is a wrong path (bad input), not the disk."""
+
+
+class ConcurrentRun(ToolkitError):
+    """Another toolkit benchmark is running on the same Docker engine: its numbers and ours would
+    both be skewed (exit 9). `--allow-concurrent` runs anyway and flags every record."""
+
+    exit_code = 9
+
+
+class RemoteUnavailable(ToolkitError):
+    """A remote the command needs (the Hugging Face Hub for fetch-model) did not answer (exit 11). The
+    message names the remote and the offline way (copy the file by hand, pin the revision)."""
+
+    exit_code = 11
+
+
+class RunInterrupted(ToolkitError):
+    """Ctrl-C or SIGTERM stopped the run (exit 130). The message states what was saved, from what
+    was actually written, never a hope."""
+
+    exit_code = 130

@@ -1,0 +1,142 @@
+"""The one safe JSON parse: every reader of a JSON file or line goes through here.
+
+What Python's json raises on hostile input, and what this module turns it into (a `JsonProblem`, a
+ValueError whose text says why in a few words, never the input):
+
+- json.JSONDecodeError: not JSON (`not JSON (Expecting value at column 1)`);
+- RecursionError: `[` x 100000 (the C decoder recurses once per level);
+- ValueError: an integer of more than 4300 digits (sys.int_info.default_max_str_digits);
+- UnicodeDecodeError: bytes that are not UTF-8 (`not UTF-8 (byte 17)`).
+
+It also bounds what a well-formed document may be: nested at most MAX_DEPTH levels (a record nests
+about six; a parse that succeeded 900 deep would break the next recursive reader, pydantic or a
+copy) and at most MAX_LINE_BYTES long (a record is a few KB; a line of hundreds of MB is no record).
+
+    parse(data)            -> the value, or JsonProblem
+    parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
+    parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
+                              line is (None, None)
+    decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
+                              element), bounded alike
+    load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
+                              size limit)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, BinaryIO
+
+MAX_DEPTH = 64
+"""Nesting levels a document may have (a BenchRecord nests about 6: record, raw, telemetry, gpus, ...)."""
+MAX_LINE_BYTES = 8 << 20
+"""Bytes a line (or a whole JSON file) may have: a record is a few KB, a published run.json tens of KB."""
+
+
+class JsonProblem(ValueError):
+    """Why a text is not a usable JSON value: its str() is a short reason fit for `file:line: why`."""
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 (byte {err.start})"
+    if isinstance(err, RecursionError):
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(err, json.JSONDecodeError):
+        return f"not JSON ({err.msg} at column {err.colno})"
+    text = str(err)
+    if "digits" in text and "limit" in text:  # int('1' * 5000): "Exceeds the limit (4300 digits) ..."
+        return "a number of more than 4300 digits"
+    return f"not JSON ({text[:80]})"
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0), walked without recursion; stops counting
+    once past `limit`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        d += 1
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+        stack.extend((x, d) for x in v if isinstance(x, dict | list))
+    return deepest
+
+
+def _text(data: str | bytes, limit: int = MAX_LINE_BYTES) -> str:
+    if len(data) > limit:
+        raise JsonProblem(f"longer than {limit} bytes")
+    if isinstance(data, bytes | bytearray):
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise JsonProblem(_why(err)) from None
+    return data
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, dict | list) and depth(value) > MAX_DEPTH:
+        raise JsonProblem(_why(RecursionError()))
+    return value
+
+
+def parse(data: str | bytes, limit: int = MAX_LINE_BYTES) -> Any:
+    """The JSON value of `data` (bare NaN/Infinity read as floats, as json does), or JsonProblem
+    (also when `data` is longer than `limit` bytes)."""
+    text = _text(data, limit)
+    try:
+        value = json.loads(text)
+    except (RecursionError, ValueError) as err:  # ValueError: JSONDecodeError, the 4300-digit limit
+        raise JsonProblem(_why(err)) from None
+    return _bounded(value)
+
+
+def parse_object(data: str | bytes) -> dict[str, Any]:
+    """The JSON object of `data`, or JsonProblem (also for valid JSON that is not an object)."""
+    value = parse(data)
+    if not isinstance(value, dict):
+        raise JsonProblem("not a JSON object")
+    return value
+
+
+def parse_line(data: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None) for a line holding a JSON object; (None, None) for a blank line; (None, why)
+    otherwise. Never raises on any input."""
+    try:
+        text = _text(data)
+    except JsonProblem as err:
+        return None, str(err)
+    if not text.strip():
+        return None, None
+    try:
+        return parse_object(text), None
+    except JsonProblem as err:
+        return None, str(err)
+
+
+def decode_at(dec: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
+    """(value, end) of the JSON value starting at `pos` of `text` (JSONDecoder.raw_decode), bounded
+    like `parse`; JsonProblem otherwise."""
+    try:
+        value, end = dec.raw_decode(text, pos)
+    except (RecursionError, ValueError) as err:
+        raise JsonProblem(_why(err)) from None
+    if end - pos > MAX_LINE_BYTES:
+        raise JsonProblem(f"longer than {MAX_LINE_BYTES} bytes")
+    return _bounded(value), end
+
+
+def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:
+    """The JSON value of a whole file the caller opened in binary mode (at most `limit` + 1 bytes are
+    read); JsonProblem when it is larger than `limit` bytes or not usable JSON; OSError from the read."""
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise JsonProblem(f"larger than {limit} bytes")
+    return parse(data, limit)

@@ -1,0 +1,24 @@
+"""The project's vocabulary, named once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from toolkit.core.registry import RUNNERS
+
+Backend = Literal["rocm", "vulkan", "cpu"]
+"""Device profile / llama.cpp backend family of an image."""
+
+if TYPE_CHECKING:
+    # A Literal built from the registry at import time is no static type: the checker sees a str.
+    Runner = str
+else:
+    Runner = Literal[tuple(RUNNERS)]  # the registry's names (toolkit/core/registry.py): pydantic checks them
+"""Which benchmark program an image carries."""
+
+Axis = Literal["prefill", "decode", "mixed", "served"]
+"""prefill = pp tests (n_gen 0), decode = tg tests (n_prompt 0), mixed = pp+tg, served = vLLM serving."""
+
+Status = Literal["ok", "failed", "skipped"]
+
+# llama.cpp's own name for each backend, as it appears in llama-bench's `backends` field.

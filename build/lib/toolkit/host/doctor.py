@@ -1,0 +1,778 @@
+"""`toolkit doctor`: can each image run on this host, and what on the host may skew results.
+
+`diagnose(...)` reads the host (devices, /sys, /proc, the environment) and never writes; Docker
+facts arrive as a dict from the engine module. `format_doctor(report)` is the human text; the CLI
+prints it (or `report.to_dict()` for --json).
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from toolkit.core.errors import BadInput, ToolkitError
+from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
+from toolkit.host.devices import Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall, target_covers
+from toolkit.host.info import host_facts
+
+GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
+"""Image label listing the gfx targets the image's GPU code was built for, comma separated."""
+
+Level = Literal["ok", "info", "warn", "error"]
+
+
+class ImageLike(Protocol):
+    """What doctor needs of an image (matrix.ImageSpec fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def runner(self) -> str: ...
+
+
+@dataclass
+class Check:
+    level: Level
+    topic: str
+    message: str
+
+
+@dataclass
+class ImageVerdict:
+    name: str
+    backend: str
+    runner: str
+    runnable: bool
+    reason: str
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        verdict = "can run here" if self.runnable else "cannot run here"
+        return f"{self.name}: {verdict}: {self.reason}"
+
+
+@dataclass
+class DoctorReport:
+    host: dict[str, Any]
+    checks: list[Check]
+    images: list[ImageVerdict]
+
+    @property
+    def ok(self) -> bool:
+        """Every image can run and no check is an error."""
+        return all(i.runnable for i in self.images) and not any(c.level == "error" for c in self.checks)
+
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.level in ("warn", "error")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, **asdict(self)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks of the host
+
+
+def _name(getter: Any, ident: int) -> str:
+    try:
+        return getter(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def _node_check(path: Path, topic: str) -> Check:
+    """Owner, group, mode of a device node and whether the current user can open it."""
+    st = path.stat()
+    owner = f"{_name(pwd.getpwuid, st.st_uid)}:{_name(grp.getgrgid, st.st_gid)} (gid {st.st_gid})"
+    kind = "" if stat.S_ISCHR(st.st_mode) else " (not a character device)"
+    if os.access(path, os.R_OK | os.W_OK):
+        return Check(
+            "ok", topic, f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user can open it"
+        )
+    return Check(
+        "info",
+        topic,
+        f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user cannot open it (host tools "
+        f"like rocminfo need group {_name(grp.getgrgid, st.st_gid)}; containers get gid {st.st_gid} "
+        "through --group-add)",
+    )
+
+
+def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
+    checks: list[Check] = []
+    kfd = dev / "kfd"
+    if kfd.exists():
+        checks.append(_node_check(kfd, "kfd"))
+    else:
+        checks.append(
+            Check(
+                "warn", "kfd", f"no {kfd}: the amdgpu driver with KFD is not loaded; ROCm images cannot run"
+            )
+        )
+    if not gpus:
+        checks.append(
+            Check(
+                "info",
+                "gpu",
+                "no GPU found (no KFD GPU node, no AMD or Intel render node in /sys/class/drm): cpu images "
+                "run; vulkan images only with --allow-software-gpu (Mesa lavapipe)",
+            )
+        )
+    for g in gpus:
+        checks.append(Check("ok", "gpu", f"GPU {g.label()}{_gpu_identity(g)}"))
+        node = dev / "dri" / g.render_name
+        if node.exists():
+            checks.append(_node_check(node, "render"))
+        else:
+            checks.append(Check("warn", "render", f"GPU {g.index}: render node {node} is missing"))
+    return checks
+
+
+def _gpu_identity(g: Gpu) -> str:
+    """` at 0000:03:00.0, PCI 1002:7551 rev c0; peak 640 GB/s, 191 TFLOPS FP16 matrix (source)`, or
+    why results on it get no roofline (the product is not in toolkit/core/gpuspecs.py)."""
+    ids = ":".join(x.removeprefix("0x") for x in (g.vendor, g.device_id) if x)
+    rev = f" rev {g.revision.removeprefix('0x')}" if g.revision else ""
+    where = (f" at {g.pci_bus}" if g.pci_bus else "") + (f", PCI {ids}{rev}" if ids else "")
+    spec = spec_by_pci(g.vendor, g.device_id, g.revision) or (spec_by_name(g.name) if g.name else None)
+    if spec:
+        return (
+            f"{where}; roofline yardstick: {spec.product}, {spec.mem_bw_gbs:g} GB/s, "
+            f"{spec.fp16_matrix_tflops:g} TFLOPS FP16 matrix ({spec.source})"
+        )
+    if g.is_igpu:
+        return where
+    return f"{where}; no peak figures for this product: its results get no roofline"
+
+
+def _override_arch(value: str) -> str | None:
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value.strip())
+    if not m:
+        return None
+    major, minor, step = (int(x) for x in m.groups())
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def check_hsa_override(env: Mapping[str, str], gpus: list[Gpu]) -> list[Check]:
+    value = env.get("HSA_OVERRIDE_GFX_VERSION")
+    if value is None:
+        return []
+    archs = sorted({g.gfx_target for g in rocm_gpus(gpus) if g.gfx_target}) or ["gfx1201"]
+    fake = _override_arch(value)
+    others = [a for a in archs if a != fake]
+    if fake is None:
+        effect = "it is not major.minor.step, so the ROCm runtime refuses to start"
+    elif not others:
+        effect = (
+            f"it equals the GPU's own arch ({fake}), so it changes nothing here but hides a wrong value later"
+        )
+    else:
+        effect = (
+            f"it makes the runtime treat {'/'.join(others)} as {fake}; a wrong value loads the wrong kernels"
+        )
+    native = (
+        "gfx1201 is supported natively since ROCm 6.4 and needs no override"
+        if "gfx1201" in archs
+        else "images built for the host's own arch need no override"
+    )
+    return [Check("warn", "env", f"HSA_OVERRIDE_GFX_VERSION={value} is set: {effect}. {native}; unset it")]
+
+
+def check_igpu(gpus: list[Gpu]) -> list[Check]:
+    amd = rocm_gpus(gpus) or gpus
+    igpus = [g for g in amd if g.is_igpu]
+    dgpus = [g for g in amd if not g.is_igpu]
+    if not (igpus and dgpus):
+        return []
+    return [
+        Check(
+            "warn",
+            "igpu",
+            f"iGPU {', '.join(g.label() for g in igpus)} is visible next to "
+            f"{', '.join(g.label() for g in dgpus)}: rocBLAS may abort (no Tensile library for the iGPU's "
+            f"arch); the toolkit passes only the discrete GPU{'s' if len(dgpus) > 1 else ''} and names the "
+            "iGPU as hidden, or pass --gpu N",
+        )
+    ]
+
+
+def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(known?, version): whether docker_info says anything about buildx, and its version."""
+    for key in ("buildx_version", "BuildxVersion", "buildx"):
+        if key in info:
+            return True, info[key] or None
+    client = info.get("ClientInfo")
+    if isinstance(client, Mapping):
+        for plugin in client.get("Plugins") or []:
+            if isinstance(plugin, Mapping) and plugin.get("Name") == "buildx":
+                return True, plugin.get("Version") or "present"
+        return True, None
+    return False, None
+
+
+def check_podman(info: Mapping[str, Any]) -> list[Check]:
+    """Podman's lines: version and mode (rootful/rootless), the builder (buildah), and on rootless
+    Podman the OCI runtime (keep-groups, the only way device groups reach a rootless container, needs crun)."""
+    rootless = bool(info.get("rootless"))
+    mode = "rootless" if rootless else "rootful"
+    checks = [
+        Check(
+            "ok",
+            "engine",
+            f"Podman {info.get('server_version') or 'unknown version'} ({mode}; Docker API "
+            f"{info.get('api_version') or '?'})",
+        )
+    ]
+    if "buildah" in info:
+        checks.append(
+            Check("ok", "engine", f"podman build (buildah {info['buildah']})")
+            if info["buildah"]
+            else Check("warn", "engine", "podman build: buildah version not reported (`podman info`)")
+        )
+    runtime = info.get("oci_runtime")
+    if rootless and runtime and runtime != "crun":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                f"rootless Podman runs containers with {runtime}: GPU device groups pass only with "
+                '`--group-add keep-groups`, which needs crun; install crun and set `runtime = "crun"` in '
+                "~/.config/containers/containers.conf",
+            )
+        )
+    return checks
+
+
+def check_rootless_devices(
+    info: Mapping[str, Any] | None, dev: Path = Path("/dev"), access: Callable[[str, int], bool] = os.access
+) -> list[Check]:
+    """On rootless Podman: which GPU device nodes (/dev/kfd, /dev/dri/renderD*) it can pass and which
+    not. A rootless container keeps this user's supplementary groups (`--group-add keep-groups`), so
+    a node opens inside exactly where this user can open it read-write on the host (`access`); its
+    host GID itself does not map into the user namespace. [] on other engines."""
+    if not info or info.get("engine") != "podman" or not info.get("rootless"):
+        return []
+    nodes = ([dev / "kfd"] if (dev / "kfd").exists() else []) + sorted((dev / "dri").glob("renderD*"))
+    if not nodes:
+        return [
+            Check(
+                "info",
+                "engine",
+                f"rootless Podman: no GPU device node here ({dev}/kfd, {dev}/dri/renderD*), nothing to pass; "
+                "where there is one it passes it only if this user can open it (keep-groups)",
+            )
+        ]
+    out = []
+    for node in nodes:
+        try:
+            st = node.stat()
+        except OSError as err:
+            out.append(Check("warn", "engine", f"rootless Podman: {node}: cannot stat ({err.strerror})"))
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        mode = f"group {group}, mode {stat.S_IMODE(st.st_mode):04o}"
+        if access(str(node), os.R_OK | os.W_OK):
+            out.append(
+                Check(
+                    "ok",
+                    "engine",
+                    f"rootless Podman can pass {node} ({mode}): this user opens it; keep-groups",
+                )
+            )
+        else:
+            user = pwd.getpwuid(os.getuid()).pw_name if _has_user(os.getuid()) else str(os.getuid())
+            out.append(
+                Check(
+                    "warn",
+                    "engine",
+                    f"rootless Podman cannot pass {node} ({mode}): this user cannot open it, and a rootless "
+                    f"container has no more rights than its user; `sudo usermod -aG {group} {user}`, then log "
+                    "in again (or run as root: rootful Podman)",
+                )
+            )
+    return out
+
+
+def _has_user(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
+    if info is not None and info.get("engine") == "podman" and not info.get("error"):
+        return check_podman(info)
+    if info is None or info.get("error"):
+        why = f"{info['error']}" if info else "is dockerd running? can this user use its socket?"
+        name = "Podman" if info and info.get("engine") == "podman" else "Docker engine"
+        return [Check("error", "docker", f"{name}: not reachable ({why})")]
+    raw_server = info.get("Server")
+    server: Mapping[str, Any] = raw_server if isinstance(raw_server, Mapping) else {}
+    version = (
+        info.get("ServerVersion")
+        or info.get("server_version")
+        or info.get("version")
+        or server.get("Version")
+    )
+    api = info.get("ApiVersion") or info.get("api_version") or server.get("ApiVersion")
+    checks = [
+        Check(
+            "ok", "docker", f"Docker engine {version or 'unknown version'}" + (f" (API {api})" if api else "")
+        )
+    ]
+    known, buildx = _buildx_version(info)
+    if buildx:
+        checks.append(Check("ok", "docker", f"buildx {buildx}"))
+    elif known:
+        checks.append(
+            Check("warn", "docker", "buildx not installed: BuildKit builds fail; install docker-buildx")
+        )
+    else:
+        checks.append(Check("info", "docker", "buildx: version not reported"))
+    remap = userns_mode(info)
+    if remap:
+        checks.append(
+            Check(
+                "warn",
+                "docker",
+                f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
+                "one-shot container proves it can open the device nodes",
+            )
+        )
+    return checks
+
+
+USERNS_WHY = (
+    "host GIDs passed with --group-add (video, render) do not map into its containers, so /dev/kfd and "
+    "the render nodes likely cannot be opened there"
+)
+
+
+PODMAN_ROOTLESS_WHY = (
+    "host GIDs do not map into its user namespace; a device node opens inside only through "
+    "`--group-add keep-groups` (crun), where this user can open it on the host"
+)
+
+
+def userns_mode(info: Mapping[str, Any] | None) -> str | None:
+    """ "rootless Podman", "rootless Docker engine" / "user-namespace-remapped Docker engine" from
+    engine_info (`engine`, `rootless`) and `docker info` SecurityOptions (`name=rootless`,
+    `name=userns`), else None."""
+    if (info or {}).get("engine") == "podman":
+        return "rootless Podman" if (info or {}).get("rootless") else None
+    opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
+    if any("name=rootless" in o for o in opts):
+        return "rootless Docker engine"
+    if any("name=userns" in o for o in opts):
+        return "user-namespace-remapped Docker engine"
+    return None
+
+
+DeviceProbe = Callable[[str, str], "str | None"]
+"""probe(image name, backend) -> None when a one-shot container of that image opened every device
+node its profile passes, else why not (the CLI runs it through the engine; see cli.doctor)."""
+
+
+def apply_userns(
+    verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, probe: DeviceProbe | None
+) -> None:
+    """On a rootless or userns-remapped engine, a GPU image that needs device nodes is runnable only
+    if `probe` proves the nodes open inside a container; otherwise it is 'cannot run here' with the
+    reason. Images without device nodes (cpu, Vulkan on lavapipe) are left as they are."""
+    remap = userns_mode(info)
+    if not remap:
+        return
+    for v in verdicts:
+        if not v.runnable or v.backend not in ("rocm", "vulkan") or "lavapipe" in v.reason:
+            continue
+        failure = probe(v.name, v.backend) if probe else "no probe was run"
+        if failure is None:
+            v.notes.append(
+                f"{remap}: device access proven by a one-shot open of the device nodes in a container"
+            )
+            continue
+        v.runnable = False
+        why = PODMAN_ROOTLESS_WHY if remap == "rootless Podman" else USERNS_WHY
+        v.reason = f"{remap}: {why} (not proven: {failure}); devices {v.reason}"
+
+
+def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
+    module = facts.get("amdgpu_module")
+    driver = "amdgpu not loaded" if module is None else f"amdgpu {module}"
+    notable = facts.get("cmdline_notable") or []
+    flags = (
+        f"kernel parameters: {' '.join(notable)} (recorded with results; e.g. amd_iommu=off changes results by "
+        "5-12% on some hosts)"
+        if notable
+        else "no GPU-relevant kernel parameters"
+    )
+    return [Check("info", "kernel", f"kernel {facts.get('kernel', '?')}, {driver}; {flags}")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Mixed release: packages of another distribution release under this host's own
+
+
+RELEASE_PACKAGES = ("base-files", "libc6")
+"""Packages whose origin says which release a Debian/Ubuntu host really runs: base-files writes
+/etc/os-release, libc6 is what every binary links."""
+
+_SUITE_ALIASES = {"stable", "testing", "unstable", "sid", "oldstable", "oldoldstable", "experimental"}
+
+
+@dataclass
+class AptVersion:
+    """One row of `apt-cache policy PKG`'s version table: the version, its pin priority, whether it is
+    the installed one, and the archives offering it as (priority, uri, suite), e.g.
+    (500, "http://deb.debian.org/debian", "bookworm/main"); /var/lib/dpkg/status is left out."""
+
+    version: str
+    priority: int
+    installed: bool
+    archives: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def parse_apt_policy(text: str) -> dict[str, list[AptVersion]]:
+    """`LC_ALL=C apt-cache policy PKG...` output (apt 2.x) -> {package: version table rows}.
+
+    Format: a `PKG:` line, `Installed:`/`Candidate:` lines, `Version table:`, then per version a
+    line ` *** VERSION PRIO` (installed) or `     VERSION PRIO`, followed by its sources
+    `        PRIO URI SUITE/COMPONENT ARCH Packages` or `        PRIO /var/lib/dpkg/status`.
+    Lines it does not know are ignored; a package without a version table maps to []."""
+    out: dict[str, list[AptVersion]] = {}
+    rows: list[AptVersion] | None = None
+    for line in text.splitlines():
+        if re.fullmatch(r"[A-Za-z0-9.+:-]+:", line):
+            rows = out.setdefault(line[:-1].split(":")[0], [])
+            continue
+        if rows is None:
+            continue
+        m = re.fullmatch(r" (\*\*\*|   ) (\S+) (-?\d+)", line)
+        if m:
+            rows.append(AptVersion(m.group(2), int(m.group(3)), m.group(1) == "***"))
+            continue
+        m = re.fullmatch(r"\s+(-?\d+) (\S+)(?: (\S+))?.*", line)
+        if m and rows and m.group(3) and not m.group(2).startswith("/"):
+            rows[-1].archives.append((int(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def _release_of(suite: str) -> str:
+    """`bookworm-security/main` -> `bookworm`; `noble-updates/universe` -> `noble`."""
+    return re.sub(r"-(updates|security|backports|proposed|backports-sloppy)$", "", suite.split("/")[0])
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """/etc/os-release (KEY=value lines, values optionally quoted) -> {KEY: value}."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
+            out[key] = value.strip().strip('"')
+    return out
+
+
+def check_release(os_release: Mapping[str, str], apt_policy: str | None) -> list[Check]:
+    """Warn on a mixed-release host: base-files or libc6 installed from another release than the one
+    apt prefers (the highest-priority archive offering them), or /etc/os-release naming another
+    release than that one (base-files of a newer release wrote it). `apt_policy` is the output of
+    read_apt_policy() (None: not an apt host, no check). Returns [] when nothing can be said."""
+    if apt_policy is None:
+        return []
+    table = parse_apt_policy(apt_policy)
+    default: set[str] = set()
+    foreign: list[str] = []
+    for pkg in RELEASE_PACKAGES:
+        rows = table.get(pkg) or []
+        archives = [a for r in rows for a in r.archives]
+        if not archives:
+            continue
+        top = max(p for p, _, _ in archives)
+        preferred = {_release_of(s) for p, _, s in archives if p == top}
+        default |= preferred
+        inst = next((r for r in rows if r.installed), None)
+        if inst is None or not inst.archives:
+            continue  # installed version no longer in any archive: its origin is unknown
+        origin = {_release_of(s) for _, _, s in inst.archives}
+        if not origin & preferred:
+            prio = max(p for p, _, _ in inst.archives)
+            foreign.append(f"{pkg} {inst.version} is from {'/'.join(sorted(origin))} (apt priority {prio})")
+    if not default:
+        return []
+    name = os_release.get("PRETTY_NAME") or os_release.get("ID", "this host")
+    codename = os_release.get("VERSION_CODENAME", "")
+    apt_release = "/".join(sorted(default))
+    os_differs = bool(codename) and not (default & _SUITE_ALIASES) and codename not in default
+    if not foreign and not os_differs:
+        return [
+            Check(
+                "ok",
+                "release",
+                f"{name}: {', '.join(RELEASE_PACKAGES)} from {apt_release}, apt's default release",
+            )
+        ]
+    said = [f"/etc/os-release says {name}"] if os_differs else []
+    top_prio = max(p for pkg in RELEASE_PACKAGES for r in table.get(pkg) or [] for p, _, _ in r.archives)
+    return [
+        Check(
+            "warn",
+            "release",
+            f"mixed-release host: apt's default release is {apt_release} (priority {top_prio}), but "
+            f"{', '.join(said + foreign)}: every later apt operation runs on a half-upgraded system, and results "
+            "measured here may not match a clean host of either release. Finish the upgrade (apt sources on "
+            "one release, `apt full-upgrade`) or use a clean host; scripts/setup-host.sh takes packages of "
+            "another release only with --allow-mixed-release",
+        )
+    ]
+
+
+def read_apt_policy(packages: Iterable[str] = RELEASE_PACKAGES, timeout: float = 15) -> str | None:
+    """`LC_ALL=C apt-cache policy PACKAGES` on this host, or None where apt-cache is absent or fails
+    (not an apt-based host). Reads apt's local lists only: no network, no root."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("apt-cache")
+    if not exe:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "policy", *packages],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict per image
+
+
+def image_verdict(
+    image: ImageLike,
+    labels: Mapping[str, str] | None,
+    gpus: list[Gpu],
+    *,
+    dev: Path,
+    allow_software: bool,
+    pin: int | None,
+) -> ImageVerdict:
+    name, backend, runner = image.name, str(image.backend), str(getattr(image, "runner", "llama-bench"))
+
+    def verdict(ok: bool, reason: str, notes: list[str] | None = None) -> ImageVerdict:
+        return ImageVerdict(name, backend, runner, ok, reason, notes or [])
+
+    try:
+        short = shortfall(backend, gpus, dev, allow_software)
+    except BadInput as err:
+        return verdict(False, str(err))
+    if short:
+        return verdict(False, short.short())
+    if backend == "cpu":
+        return verdict(True, "no devices needed")
+    if backend == "vulkan":
+        present = [g for g in gpus if (dev / "dri" / g.render_name).exists()]
+        if not present:
+            return verdict(True, "Mesa lavapipe (software Vulkan on the CPU; --allow-software-gpu)")
+        try:
+            sel = select_gpus(present, pin, backend="vulkan")
+        except ToolkitError as err:
+            return verdict(False, str(err))
+        return verdict(True, _gpu_list(sel.chosen, "vendor"), sel.notes)
+    usable = [g for g in rocm_gpus(gpus) if (dev / "dri" / g.render_name).exists()]
+    targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
+    try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
+        sel = select_gpus(usable, pin, backend="rocm", targets=targets or None)
+    except ToolkitError as err:
+        if targets and "gfx targets" in str(err):
+            archs = sorted({g.gfx_target for g in usable if g.gfx_target})
+            return verdict(
+                False,
+                f"image built for {','.join(targets)}, host GPU is {','.join(archs)}: kernels would fail with "
+                f"'invalid device function'; rebuild with {','.join(archs)} in the image's gfx targets",
+            )
+        return verdict(False, str(err))
+    chosen, notes = sel.chosen, sel.notes
+    archs = [g.gfx_target for g in chosen if g.gfx_target]
+    where = "/dev/kfd + " + _gpu_list(chosen, "unknown gfx")
+    if labels is None:
+        return verdict(True, where, notes + ["not built yet: its gfx targets are unchecked"])
+    if not targets:
+        return verdict(True, where, notes + [f"no {GFX_TARGETS_LABEL} label: its gfx targets are unchecked"])
+    missing = [a for a in archs if not any(target_covers(t, a) for t in targets)]
+    if missing:  # only a --gpu pin can choose a GPU of another arch
+        return verdict(
+            False,
+            f"image built for {','.join(targets)}, host GPU is {','.join(missing)}: kernels would fail with "
+            f"'invalid device function'; rebuild with {','.join(missing)} in the image's gfx targets",
+            notes,
+        )
+    return verdict(True, where, notes)
+
+
+def _gpu_list(chosen: list[Gpu], unknown: str) -> str:
+    """`2 GPUs: renderD128 (gfx1201 AMD Radeon AI PRO R9700), renderD129 (...)`; one GPU: no count."""
+
+    def one(g: Gpu) -> str:
+        what = g.gfx_target or (g.vendor if unknown == "vendor" else unknown)
+        return f"{g.render_name} ({what}{' ' + g.name if g.name else ''})"
+
+    head = f"{len(chosen)} GPUs: " if len(chosen) > 1 else ""
+    return head + ", ".join(one(g) for g in chosen)
+
+
+def diagnose(
+    images: Iterable[ImageLike],
+    build_labels: Mapping[str, Mapping[str, str]],
+    *,
+    sysfs: Path = Path("/sys"),
+    dev: Path = Path("/dev"),
+    proc: Path = Path("/proc"),
+    etc: Path = Path("/etc"),
+    env: Mapping[str, str] | None = None,
+    allow_software: bool = False,
+    docker_info: Mapping[str, Any] | None = None,
+    pin: int | None = None,
+    device_probe: DeviceProbe | None = None,
+    apt_policy: str | None = None,
+    nvml: Any = None,
+) -> DoctorReport:
+    """Check the host and say, per image, whether it can run here and why not.
+
+    `build_labels` maps image name -> labels of its latest build (absent: not built yet).
+    `apt_policy`: read_apt_policy() output for the mixed-release check (None: not checked).
+    """
+    env = os.environ if env is None else env
+    facts = host_facts(sysfs=sysfs, proc=proc, etc=etc, env=env)
+    gpus = detect_gpus(sysfs)
+    checks = (
+        check_devices(gpus, dev)
+        + check_hsa_override(env, gpus)
+        + check_igpu(gpus)
+        + check_docker(docker_info)
+        + check_rootless_devices(docker_info, dev)
+        + check_kernel(facts)
+        + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
+        + check_power(gpu_power_states(sysfs, nvml=nvml))
+    )
+    verdicts = [
+        image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
+        for img in images
+    ]
+    apply_userns(verdicts, docker_info, device_probe)
+    for v in verdicts:
+        if not v.runnable and "invalid device function" in v.reason:
+            checks.append(Check("warn", "image", f"{v.name}: {v.reason}"))
+    return DoctorReport(host=facts, checks=checks, images=verdicts)
+
+
+def gpu_power_states(sysfs: Path = Path("/sys"), *, nvml: Any = None) -> list[dict[str, Any]]:
+    """Each GPU's power state now, read without root (toolkit.host.telemetry): AMD cards under
+    sysfs/class/drm (power cap vs default, performance level, power profile, overdrive offset and bit,
+    runtime status) and NVIDIA GPUs through NVML (enforced vs default power limit). One dict per GPU:
+    {"gpu", "name", "render_node", "state", "not_stock": [reasons]}. Never raises."""
+    from toolkit.host import telemetry as tel
+
+    out: list[dict[str, Any]] = []
+    for ref in tel.discover_gpus(sysfs / "class" / "drm", nvml=nvml):
+        amd = {
+            "kfd_root": sysfs / "class" / "kfd" / "kfd",
+            "module_params": sysfs / "module" / "amdgpu" / "parameters",
+        }
+        try:
+            state = tel.power_state(
+                tel.open_source(ref, **(amd if ref.vendor == "amd" else {"nvml": nvml} if nvml else {}))
+            )
+        except Exception as err:  # a card whose files cannot be read: say so, never stop doctor
+            out.append(
+                {"gpu": ref.id, "name": ref.name, "render_node": ref.render_node, "error": str(err)[:200]}
+            )
+            continue
+        out.append(
+            {
+                "gpu": ref.id,
+                "name": ref.name,
+                "render_node": ref.render_node,
+                "state": state,
+                "not_stock": tel.not_stock_reasons(state),
+            }
+        )
+    return out
+
+
+def check_power(states: list[dict[str, Any]]) -> list[Check]:
+    """One line per GPU: its power state, `warn` when it is not stock (results on it are flagged
+    power-not-stock: a cap below default, a forced performance level, a non-default profile or
+    overdrive offsets move tok/s by 9-16 % in public reports, shared/reference/gpu-telemetry.md §7)."""
+    out = []
+    for g in states:
+        label = " ".join(x for x in (g.get("render_node"), g.get("name") or g["gpu"]) if x)
+        if "error" in g:
+            out.append(Check("warn", "power", f"{label}: power state unreadable ({g['error']})"))
+            continue
+        st = g["state"]
+        parts = []
+        if st.get("cap_w") is not None:
+            parts.append(f"cap {st['cap_w']:.0f} W (default {st.get('cap_default_w') or 0:.0f} W)")
+        for key, name in (("perf_level", "performance level"), ("power_profile", "profile")):
+            if st.get(key):
+                parts.append(f"{name} {st[key]}")
+        if st.get("runtime_status"):
+            parts.append(f"runtime {st['runtime_status']}")
+        desc = ", ".join(parts) or "no power files readable"
+        if g["not_stock"]:
+            out.append(Check("warn", "power", f"{label}: not stock: {'; '.join(g['not_stock'])} ({desc})"))
+        else:
+            out.append(Check("info", "power", f"{label}: stock as far as it shows ({desc})"))
+    return out
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.1f} GiB"
+
+
+def format_doctor(report: DoctorReport) -> str:
+    """Human text: host line, checks (one per line with its level), one line per image."""
+    h = report.host
+    cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
+    lines = [
+        f"host: {h.get('os') or 'unknown OS'}, kernel {h.get('kernel', '?')}, {cpu}, "
+        f"{_gib(h.get('memory_bytes') or 0)} RAM",
+        "",
+        "checks:",
+    ]
+    lines += [f"  {c.level:<5} {c.topic:<7} {c.message}" for c in report.checks]
+    lines += ["", "images:"]
+    for v in report.images:
+        lines.append(f"  {v.line()}")
+        lines += [f"    note: {n}" for n in v.notes]
+    if not report.images:
+        lines.append("  (none selected)")
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Facts about the host recorded with every result and shown by `toolkit doctor`.
+
+Pure reads of /proc, /sys and /etc (each root a parameter, for tests). The Docker engine version is
+added by the engine module, which is the only one that talks to Docker.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from toolkit.host.devices import detect_gpus
+
+# Kernel parameters that change GPU results or behaviour; doctor lists them, results record them.
+NOTABLE_CMDLINE_PREFIXES = (
+    "amd_iommu=",
+    "iommu=",
+    "intel_iommu=",
+    "amdgpu.",
+    "ttm.",
+    "mitigations=",
+    "pcie_aspm",
+    "pci=",
+    "hugepagesz=",
+    "default_hugepagesz=",
+    "transparent_hugepage=",
+    "isolcpus=",
+    "processor.max_cstate=",
+)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def os_pretty_name(etc: Path = Path("/etc")) -> str:
+    for line in _read(etc / "os-release").splitlines():
+        key, _, value = line.partition("=")
+        if key == "PRETTY_NAME":
+            return value.strip().strip('"')
+    return ""
+
+
+def cpu_facts(proc: Path = Path("/proc")) -> dict[str, Any]:
+    """CPU model name, logical CPUs (threads) and physical cores (when cpuinfo says)."""
+    model = ""
+    threads = 0
+    cores: set[tuple[str, str]] = set()
+    phys = core = ""
+    for line in _read(proc / "cpuinfo").splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "processor":
+            threads += 1
+        elif key in ("model name", "Model", "cpu model", "Hardware") and not model:
+            model = value
+        elif key == "physical id":
+            phys = value
+        elif key == "core id":
+            core = value
+            cores.add((phys, core))
+    return {
+        "cpu_model": model or platform.processor(),
+        "cpu_threads": threads or os.cpu_count() or 0,
+        "cpu_cores": len(cores) or threads or os.cpu_count() or 0,
+    }
+
+
+def memory_bytes(proc: Path = Path("/proc")) -> int:
+    for line in _read(proc / "meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            return int(parts[1]) * 1024 if len(parts) >= 2 and parts[1].isdigit() else 0
+    return 0
+
+
+def notable_cmdline(cmdline: str) -> list[str]:
+    """The kernel parameters from NOTABLE_CMDLINE_PREFIXES (e.g. `amd_iommu=off`), in order."""
+    return [p for p in cmdline.split() if p.startswith(NOTABLE_CMDLINE_PREFIXES)]
+
+
+def host_facts(
+    *,
+    sysfs: Path = Path("/sys"),
+    proc: Path = Path("/proc"),
+    etc: Path = Path("/etc"),
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Kernel, OS, CPU, memory, kernel command line, GPUs and HSA_OVERRIDE_GFX_VERSION (when set).
+
+    `gpus`: every GPU of the host as devices.Gpu.to_dict() -- index, gfx target, product name,
+    PCI vendor/device/revision (what tells an R9700 from an RX 9070 GRE: toolkit/core/gpuspecs.py),
+    render node, iGPU or not. Which of them a run was given is not a host fact: bench adds
+    `device_profile` (devices.DeviceProfile.record(): gpu_count, the passed GPUs, the hidden ones)."""
+    env = os.environ if env is None else env
+    cmdline = _read(proc / "cmdline")
+    facts: dict[str, Any] = {
+        "hostname": _read(proc / "sys" / "kernel" / "hostname") or platform.node(),
+        "kernel": _read(proc / "sys" / "kernel" / "osrelease") or platform.release(),
+        "os": os_pretty_name(etc),
+        "arch": platform.machine(),
+        **cpu_facts(proc),
+        "memory_bytes": memory_bytes(proc),
+        "cmdline": cmdline,
+        "cmdline_notable": notable_cmdline(cmdline),
+        "amdgpu_module": _amdgpu_module(sysfs),
+        "gpus": [g.to_dict() for g in detect_gpus(sysfs)],
+    }
+    if "HSA_OVERRIDE_GFX_VERSION" in env:
+        facts["hsa_override_gfx_version"] = env["HSA_OVERRIDE_GFX_VERSION"]
+    facts.update(campaign_facts(env))
+    return facts
+
+
+HOST_KEY_ENV = "TOOLKIT_HOST_KEY"
+"""Environment variable naming the host key of a campaign job (set by the job script, toolkit/campaign/slurm.py)."""
+_GPU_ENV = (
+    "SLURM_JOB_GPUS",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "SLURM_STEP_GPUS",
+    "GPU_DEVICE_ORDINAL",
+)
+
+
+def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where a campaign job runs, from its environment: {"key": host key} when TOOLKIT_HOST_KEY is set,
+    and inside a Slurm job (SLURM_JOB_ID set) {"slurm": {"job_id", "node", "gpu_index", "visible_devices"}}.
+
+    `node` is SLURMD_NODENAME (else SLURM_JOB_NODELIST); `gpu_index` the GPU Slurm allocated: the first
+    entry of SLURM_JOB_GPUS (the node's GRES index), else of ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES
+    (what Slurm sets for `--gres=gpu:...`; Slurm's sbatch(1) OUTPUT ENVIRONMENT VARIABLES), as an int
+    when it is one, None without a GPU allocation; `visible_devices` every one of those variables that
+    is set, verbatim. {} outside a campaign and outside Slurm."""
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    if env.get(HOST_KEY_ENV):
+        out["key"] = env[HOST_KEY_ENV]
+    if env.get("SLURM_JOB_ID"):
+        visible = {k: env[k] for k in _GPU_ENV if env.get(k)}
+        first = next((visible[k].split(",")[0].strip() for k in _GPU_ENV if k in visible), None)
+        out["slurm"] = {
+            "job_id": env["SLURM_JOB_ID"],
+            "node": env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_NODELIST"),
+            "gpu_index": int(first) if first is not None and first.isdigit() else first,
+            "visible_devices": visible,
+        }
+    return out
+
+
+def _amdgpu_module(sysfs: Path) -> str | None:
+    """amdgpu's version (DKMS builds have one), "loaded" (in-tree), or None (not loaded)."""
+    mod = sysfs / "module" / "amdgpu"
+    if not mod.is_dir():
+        return None
+    return _read(mod / "version") or "loaded"

@@ -1,0 +1,158 @@
+"""What `toolkit build` builds by default, and how it shows a long build.
+
+`host_plan(specs, ...)` splits the images into those this host can run — doctor's verdict per image
+(`doctor.image_verdict`: devices present, the CPU image always) — and the others, each with the
+reason and the command that builds it anyway. `toolkit build` without `-i`/`--all`/`--push` builds
+the first group only; `-i NAME`, `--all` and publishing (`--push`) build what they name.
+
+`BuildSteps` condenses BuildKit's plain progress (`docker buildx build --progress=plain`, see
+docs.docker.com/build/building/variables/#buildkit_progress) into one line per step that runs, a
+count of the steps served from cache, and the time of steps that took long; on a terminal a rich
+status line shows the running step and its elapsed time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.host.doctor import ImageLike, image_verdict
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An image the default build leaves out: its name and one line saying why and how to build it."""
+
+    name: str
+    reason: str
+
+    def line(self) -> str:
+        return (
+            f"{self.name}: skipped: cannot run on this host: {self.reason}. Build it anyway: "
+            f"`toolkit build -i {self.name}` (or `--all`)"
+        )
+
+
+def host_plan(
+    specs: Sequence[ImageLike],
+    *,
+    allow_software: bool = False,
+    sysfs: Path = Path("/sys"),
+    dev: Path = Path("/dev"),
+) -> tuple[list[Any], list[Skipped]]:
+    """(images to build, images skipped) for a default `toolkit build` on this host.
+
+    An image is built when `toolkit doctor` says it can run here (labels unknown before a build, so a
+    GPU image's gfx targets are not checked here); `allow_software` counts Mesa lavapipe as a Vulkan
+    device, as `toolkit bench --allow-software-gpu` does. Reads /sys and /dev only; order is kept.
+    """
+    from toolkit.host.devices import detect_gpus
+
+    gpus = detect_gpus(sysfs)
+    build: list[Any] = []
+    skipped: list[Skipped] = []
+    for spec in specs:
+        v = image_verdict(spec, None, gpus, dev=dev, allow_software=allow_software, pin=None)
+        if v.runnable:
+            build.append(spec)
+        else:
+            skipped.append(Skipped(spec.name, v.reason))
+    return build, skipped
+
+
+_VERTEX = re.compile(r"#(\d+) (.*)")
+_STEP = re.compile(r"\[(?!internal\])[^\]]*\d+/\d+\] ")
+_DONE = re.compile(r"DONE (\d+(?:\.\d+)?)s")
+LONG_STEP_S = 5.0
+"""A step that ran at least this long gets a `done in` line."""
+
+
+class BuildSteps:
+    """on_line callback for engine.run_buildx: condensed BuildKit plain progress for image `name`.
+
+    Printed through `echo` (one str per line): `name | [stage i/n] INSTRUCTION` when a step starts to
+    run (its instruction cut to `width`), `name | [stage i/n] done in S s` for steps of >= 5 s, error
+    lines, and from close() `name | K of N steps from cache`. Steps BuildKit serves from cache
+    (`#N CACHED`) are counted, not printed. `verbose` prints every line unchanged. With `status`
+    (a callable taking the running step's text), the running step is also shown there as it runs.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        echo: Callable[[str], None],
+        *,
+        verbose: bool = False,
+        width: int = 100,
+        status: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name, self.echo, self.verbose, self.width, self.status = name, echo, verbose, width, status
+        self.pending: dict[str, str] = {}  # vertex -> step title, until it is known cached or running
+        self.running: dict[str, tuple[str, float]] = {}
+        self.steps: set[str] = set()
+        self.cached: set[str] = set()
+
+    def _say(self, text: str) -> None:
+        self.echo(f"   {self.name} | {text}")
+
+    def __call__(self, line: str) -> None:
+        if self.verbose:
+            self._say(line)
+            return
+        m = _VERTEX.match(line)
+        if not m:
+            if line.startswith("ERROR") or line.startswith("error:"):
+                self._say(line)
+            return
+        vid, rest = m.groups()
+        if _STEP.match(rest) and " FROM " not in f" {rest}" and vid not in self.steps:
+            self.steps.add(vid)
+            self.pending[vid] = rest if len(rest) <= self.width else rest[: self.width - 1] + "…"
+            return
+        if rest.strip() == "CACHED":
+            self.cached.add(vid)
+            self.pending.pop(vid, None)
+            return
+        if vid in self.pending:  # first sign of work (output or DONE): it runs
+            title = self.pending.pop(vid)
+            self.running[vid] = (title, time.monotonic())
+            self._say(title)
+            if self.status:
+                self.status(f"{self.name}: {title}")
+        said = re.sub(r"^\d+\.\d+ ", "", rest)  # step output carries its elapsed seconds first
+        if said.startswith("ERROR") or said.startswith("error:"):
+            self._say(f"{said}" if said is rest else f"#{vid} {said}")
+        done = _DONE.match(rest)
+        if done and vid in self.running:
+            title, _ = self.running.pop(vid)
+            if float(done.group(1)) >= LONG_STEP_S:
+                self._say(f"{title.split('] ', 1)[0]}] done in {float(done.group(1)):.1f} s")
+
+    def close(self) -> None:
+        """Print the cache count (nothing for a verbose or empty run)."""
+        if not self.verbose and self.steps:
+            self._say(f"{len(self.cached & self.steps)} of {len(self.steps)} steps from cache")
+
+
+def previous_build_note(store: Any, name: str) -> str:
+    """`; previous build 2.5 s, 9 of 9 steps from cache; last build of every step 509.2 s` from the
+    image's build records in results/builds.jsonl (an estimate for this one); "" when never built."""
+    mine = [b for b in store.builds() if b.image == name]
+    if not mine:
+        return ""
+
+    def cache(b: Any) -> tuple[Any, Any]:
+        return getattr(b, "cached_steps", None), getattr(b, "steps", None)
+
+    cached, steps = cache(mine[-1])
+    note = f"; previous build {mine[-1].build_seconds:.1f} s"
+    if isinstance(steps, int) and isinstance(cached, int):
+        note += f", {cached} of {steps} steps from cache"
+    cold = [b for b in mine if cache(b)[0] == 0 and isinstance(cache(b)[1], int) and cache(b)[1] > 0]
+    if cold and cold[-1] is not mine[-1]:
+        note += f"; last build of every step {cold[-1].build_seconds:.1f} s"
+    return note

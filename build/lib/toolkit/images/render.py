@@ -1,0 +1,178 @@
+"""ImageSpec --render--> images/<name>/Dockerfile
+
+Rendering is deterministic: the same matrix and template give the same bytes. The first lines of
+every rendered Dockerfile name the template and a sha256 over the render inputs (template bytes +
+template variables + image spec), which `toolkit build` also stamps on the image as a label.
+Undefined template variables are errors (jinja2 StrictUndefined), reported with the image, the
+template and the variable name.
+
+Templates may `{% import %}`/`{% include %}` partials from Dockerfile.templates/partials/ (shared
+steps such as the llama.cpp configure guard); the bytes of every partial a template reaches are
+part of its inputs hash, so changing a partial changes the hash of every template using it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import jinja2.meta
+from jinja2.exceptions import SecurityError
+
+from toolkit.core.errors import BadInput
+from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
+
+IMAGES_DIR = "images"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered Dockerfile: `inputs_hash` is sha256 hex of the render inputs (64 chars)."""
+
+    image: str
+    template: str
+    path: Path
+    content: str
+    inputs_hash: str
+
+
+def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
+    """sha256 over the template bytes (with every partial it reaches: template_inputs) + canonical
+    JSON of the spec and render context."""
+    h = hashlib.sha256()
+    h.update(template_bytes)
+    h.update(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+    h.update(json.dumps(context, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def _environment(tpl_dir: Path) -> jinja2.Environment:
+    """Templates render in Jinja's sandbox: a template comes from a project or a published folder
+    (`reproduce --rebuild`), and an unsandboxed one can run Python on the host
+    (`{{ cycler.__init__.__globals__.os... }}`); the sandbox raises SecurityError instead."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(tpl_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def template_inputs(env: jinja2.Environment, name: str) -> bytes:
+    """The bytes of template `name` followed by those of every partial it reaches (imports and
+    includes, recursively, each once, in first-reached order, each preceded by its name).
+
+    Raises BadInput when a referenced partial does not exist or a template does not parse.
+    """
+    seen: list[str] = []
+    out = bytearray()
+    loader = env.loader
+    assert loader is not None  # _environment() always gives one (a FileSystemLoader)
+
+    def visit(n: str) -> None:
+        if n in seen:
+            return
+        seen.append(n)
+        try:
+            source, filename, _ = loader.get_source(env, n)
+        except jinja2.TemplateNotFound:
+            raise BadInput(
+                f"template {seen[0]}: it imports or includes {n!r}, which does not exist "
+                f"in Dockerfile.templates/"
+            ) from None
+        if len(seen) > 1:
+            out.extend(f"\0{n}\0".encode())
+        out.extend(source.encode())
+        try:
+            refs = jinja2.meta.find_referenced_templates(env.parse(source))
+        except jinja2.TemplateSyntaxError as err:
+            raise BadInput(f"{filename}:{err.lineno}: template syntax error: {err.message}") from None
+        for ref in refs:
+            if ref is None:
+                raise BadInput(f"{filename}: imports/includes must name a fixed file (no variables)")
+            visit(ref)
+
+    visit(name)
+    return bytes(out)
+
+
+def render_context(lm: LoadedMatrix, spec: ImageSpec) -> dict:
+    """Variables a template sees: the image's `vars` plus image name, backend and matrix facts."""
+    ctx = {
+        "image_name": spec.name,
+        "backend": spec.backend,
+        "runner": spec.runner,
+        "min_mesa_version": lm.m.min_mesa_version,
+    }
+    ctx.update(spec.vars)
+    return ctx
+
+
+def image_inputs_hash(lm: LoadedMatrix, spec: ImageSpec) -> str:
+    """The inputs hash render_image would stamp (sha256 hex), from parsing the templates only, not
+    rendering them (about a third of the cost: `toolkit bench` asks it of every selected image).
+    Raises BadInput for a missing template or partial, or a template syntax error."""
+    tpl_file = template_path(lm, spec.template)
+    if not tpl_file.is_file():
+        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist")
+    env = _environment(tpl_file.parent)
+    return inputs_hash(template_inputs(env, spec.template), spec, render_context(lm, spec))
+
+
+def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
+    """Render one image's template. Raises BadInput for a missing template or undefined variable."""
+    tpl_file = template_path(lm, spec.template)
+    if not tpl_file.is_file():
+        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist")
+    env = _environment(tpl_file.parent)
+    ctx = render_context(lm, spec)
+    digest = inputs_hash(template_inputs(env, spec.template), spec, ctx)
+    try:
+        body = env.get_template(spec.template).render(**ctx, template_hash=digest)
+    except jinja2.UndefinedError as err:
+        raise BadInput(
+            f"{lm.path}: images[{spec.name}].vars: template {spec.template} uses a variable that is not "
+            f"defined ({err.message}); add it under the image's `vars:`"
+        ) from None
+    except jinja2.TemplateSyntaxError as err:
+        raise BadInput(
+            f"{err.filename or tpl_file}:{err.lineno}: template syntax error: {err.message}"
+        ) from None
+    except SecurityError as err:
+        raise BadInput(
+            f"{tpl_file}: the template reaches outside its variables ({err}); templates may only use the "
+            "values matrix.yaml gives them"
+        ) from None
+    header = (
+        f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
+        f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"
+        f"# inputs-sha256: {digest}\n"
+    )
+    out = lm.root / IMAGES_DIR / spec.name / "Dockerfile"
+    return Rendered(spec.name, spec.template, out, header + body, digest)
+
+
+def write_rendered(r: Rendered) -> bool:
+    """Write the Dockerfile if its bytes changed; returns True when the file was (re)written."""
+    if r.path.is_file() and r.path.read_text() == r.content:
+        return False
+    r.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = r.path.with_suffix(".tmp")
+    tmp.write_text(r.content)
+    tmp.replace(r.path)
+    return True
+
+
+def render_all(lm: LoadedMatrix, specs: list[ImageSpec]) -> list[Rendered]:
+    """Render every spec (all errors surface before anything is written)."""
+    rendered = [render_image(lm, s) for s in specs]
+    for r in rendered:
+        write_rendered(r)
+    return rendered

@@ -1,0 +1,4 @@
+"""Sharing: push images and export results folders (push.py), reproduce someone's published run.
+Published folders are untrusted input: every path read from one stays inside it.
+May use: toolkit.core..bench; Docker only through toolkit.engine; never prints.
+"""

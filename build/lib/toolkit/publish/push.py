@@ -1,0 +1,683 @@
+"""BuildRecord --push--> registry tags + RepoDigest; a bench run --export--> a self-contained folder.
+
+push: each image's latest build is tagged `<registry>/<image>:<version>-<backend>-<gfx|cpu>-<commit9>-<yyyymmdd>`
+(fixed; date = the image's OCI `created` label, so a re-push of the same image gives the same tag) and
+`<registry>/<image>:<backend>-latest` (moving), both pushed through the docker SDK, which reads the
+Docker credential store itself. The manifest digest the registry serves is read back and an updated
+BuildRecord (same image digest, `repo_digests`, `pushed`) is appended to results/builds.jsonl.
+
+export: a published run is a folder that needs nothing else to be reproduced (see RUN_FILES);
+results in it reference images by image digest, run.json maps each digest to its registry digests.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from tabulate import tabulate
+
+from toolkit import __version__
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput, BuildFailed, FileSystemError
+from toolkit.core.paths import contained, relative_path, symlinks_inside
+from toolkit.engine import api as engine
+from toolkit.results.records import (
+    BenchRecord,
+    BuildRecord,
+    ResultStore,
+    append_jsonl,
+    read_jsonl_numbered,
+    write_json_atomic,
+)
+from toolkit.spec.matrix import BenchAxes, LoadedMatrix
+
+NO_ATTESTATIONS = "not supported by the docker driver"
+ATTEST_NOTE = (
+    "SBOM/provenance not attached: BuildKit attaches attestations only when buildx pushes through a "
+    "docker-container builder (or a docker engine with the containerd image store); the default `docker` "
+    "driver cannot. `toolkit push --attest` rebuilds and pushes through such a builder when one exists "
+    "(`docker buildx create --driver docker-container --use`, which needs the moby/buildkit image)."
+)
+RUN_SCHEMA_VERSION = 1
+RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
+_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
+_AXIS_FLAGS = {
+    "-p": "n_prompt",
+    "-n": "n_gen",
+    "-b": "n_batch",
+    "-ub": "n_ubatch",
+    "-fa": "flash_attn",
+    "-ngl": "n_gpu_layers",
+    "-d": "n_depth",
+    "-r": "repetitions",
+    "-t": "threads",
+}
+
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+class PushFailed(BuildFailed):
+    """Tagging, pushing or reading back a registry digest failed (exit 2, like a failed build)."""
+
+
+# ------------------------------------------------------------------------------------------- push
+
+
+def parse_registry(value: str) -> str:
+    """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash; BadInput otherwise."""
+    reg = value.strip().rstrip("/")
+    if "://" in reg or not _REGISTRY.match(reg):
+        raise BadInput(
+            f"registry {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
+            "ghcr.io/acme (no http://; lowercase namespace)"
+        )
+    return reg
+
+
+def _tag_part(value: str) -> str:
+    return _TAG_UNSAFE.sub("_", value).strip("_.") or "none"
+
+
+def fixed_tag(rec: BuildRecord) -> str:
+    """`<version>-<backend>-<gfx targets|cpu>-<source commit 9>-<yyyymmdd of the image's created label>`."""
+    labels = rec.labels
+    commit = (rec.source_commit or labels.get("org.opencontainers.image.revision") or "nosrc")[:9]
+    version = labels.get("org.opencontainers.image.version") or commit
+    if rec.backend == "cpu":
+        target = "cpu"
+    else:  # Vulkan images carry no gfx label: one image serves any GPU with a Vulkan driver
+        target = "_".join(
+            t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
+        )
+        target = target or "anygpu"
+    created = labels.get("org.opencontainers.image.created") or rec.created
+    date = re.sub(r"\D", "", created)[:8]
+    return "-".join(_tag_part(x) for x in (version, rec.backend, target, commit, date))[:128]
+
+
+def moving_tag(rec: BuildRecord) -> str:
+    return f"{rec.backend}-latest"
+
+
+@dataclass
+class PushResult:
+    """One image: status pushed | skipped | failed; `seconds` = wall time of both pushes."""
+
+    image: str
+    status: str
+    reason: str = ""
+    record: BuildRecord | None = None
+    refs: list[str] = field(default_factory=list)
+    repo_digest: str | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _merge(*lists: list[str]) -> list[str]:
+    out: list[str] = []
+    for lst in lists:
+        out += [x for x in lst if x not in out]
+    return out
+
+
+def push_image(
+    store: ResultStore, name: str, registry: str, *, on_line: Callable[[str], None] | None = None
+) -> PushResult:
+    """Tag and push the latest build of image `name`; append the updated build record."""
+    rec = store.latest_build(name)
+    if rec is None:
+        return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
+    info = engine.inspect_image(rec.digest)
+    if info is None:
+        return PushResult(name, "failed", f"image {rec.digest[:19]} is no longer in the engine; rebuild it")
+    repository = f"{registry}/{name}"
+    tags = [fixed_tag(rec), moving_tag(rec)]
+    seconds, digests = 0.0, set()
+    for tag in tags:
+        err = engine.tag_image(rec.digest, repository, tag)
+        if err:
+            return PushResult(name, "failed", err)
+        out = engine.push_image(repository, tag, on_line=on_line)
+        seconds += out.seconds
+        if not out.ok or not out.digest:
+            return PushResult(
+                name, "failed", f"push of {out.ref} failed: {out.error or 'no digest reported'}"
+            )
+        digests.add(out.digest)
+    if len(digests) != 1:
+        return PushResult(
+            name, "failed", f"the two tags of {repository} got different digests: {sorted(digests)}"
+        )
+    digest = digests.pop()
+    served = engine.registry_digest(f"{repository}:{tags[0]}")
+    if served != digest:
+        return PushResult(
+            name,
+            "failed",
+            f"the registry serves {served} for {repository}:{tags[0]}, "
+            f"not the pushed {digest} (another push raced this one?)",
+        )
+    after = engine.inspect_image(rec.digest)
+    repo_digest = f"{repository}@{digest}"
+    refs = [f"{repository}:{t}" for t in tags]
+    updated = BuildRecord.model_validate(
+        {
+            **rec.model_dump(mode="json"),
+            "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
+            "pushed": _merge(rec.pushed, refs),
+            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "push_seconds": round(seconds, 2),
+            "attestations": NO_ATTESTATIONS,
+        }
+    )
+    store.add_build(updated)
+    return PushResult(
+        name,
+        "pushed",
+        record=updated,
+        refs=refs,
+        repo_digest=repo_digest,
+        seconds=seconds,
+        notes=[ATTEST_NOTE],
+    )
+
+
+def container_builder() -> str | None:
+    """Name of a buildx builder with the docker-container driver (the kind that can attest), or None."""
+    return next((b["name"] for b in engine.buildx_builders() if b["driver"] == "docker-container"), None)
+
+
+def attest_push(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    name: str,
+    registry: str,
+    *,
+    on_line: Callable[[str], None] | None = None,
+) -> PushResult:
+    """Rebuild `name` through a docker-container builder and push it with SBOM + provenance (mode=max).
+
+    The attested image is a rebuild: its image ID can differ from the measured one; the record says so.
+    """
+    from toolkit.images import build as build_mod
+
+    builder = container_builder()
+    if builder is None:
+        raise BadInput("--attest: no docker-container buildx builder on this host. " + ATTEST_NOTE)
+    spec = lm.m.image(name)
+    rec = store.latest_build(name)
+    if rec is None:
+        return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
+    rendered, _, _, labels, args, _ = build_mod.plan(lm, spec, store)
+    repository = f"{registry}/{name}"
+    refs = [f"{repository}:{fixed_tag(rec)}", f"{repository}:{moving_tag(rec)}"]
+    meta = lm.root / ".toolkit" / "logs" / f"attest-{name}.metadata.json"
+    cmd = engine.buildx_command(
+        rendered.path.parent,
+        tags=refs,
+        labels=labels,
+        build_args=args,
+        metadata_file=meta,
+        push=True,
+        attest=True,
+    )
+    cmd[3:3] = ["--builder", builder]
+    out = engine.run_buildx(cmd, log_path=meta.with_suffix(".log"), on_line=on_line)
+    if not out.ok:
+        return PushResult(name, "failed", f"attested build+push exited {out.returncode}; log {out.log_path}")
+    index = engine.read_metadata(meta).get("containerimage.digest")
+    pulled = engine.pull_image(f"{repository}@{index}") if index else None
+    info = engine.inspect_image(f"{repository}@{index}") if pulled and pulled.ok else None
+    if info is None:
+        return PushResult(name, "failed", f"pushed {refs[0]} but could not pull it back by digest {index}")
+    notes = (
+        []
+        if info.id == rec.digest
+        else [
+            f"the attested image is a rebuild (image ID {info.id[:19]}, the "
+            f"measured one is {rec.digest[:19]}): bench it before publishing"
+        ]
+    )
+    # the build's proven facts (org.toolkit.<fact> labels read from the image at build time) stay on the
+    # record when the pushed image is the measured one; a rebuild's facts were not read, so they are not claimed
+    labels = {**rec.labels, **info.labels} if info.id == rec.digest else info.labels
+    updated = BuildRecord.model_validate(
+        {
+            **rec.model_dump(mode="json"),
+            "digest": info.id,
+            "labels": labels,
+            "build_command": cmd,
+            "repo_digests": _merge(info.repo_digests, [f"{repository}@{index}"]),
+            "pushed": refs,
+            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "push_seconds": round(out.seconds, 2),
+            "attestations": "sbom+provenance(mode=max)",
+            "builder": builder,
+        }
+    )
+    store.add_build(updated)
+    return PushResult(
+        name,
+        "pushed",
+        record=updated,
+        refs=refs,
+        repo_digest=f"{repository}@{index}",
+        seconds=out.seconds,
+        notes=notes,
+    )
+
+
+def push_images(
+    lm: LoadedMatrix,
+    store: ResultStore,
+    names: list[str],
+    registry: str | None,
+    *,
+    attest: bool = False,
+    on_line: Callable[[str], None] | None = None,
+) -> list[PushResult]:
+    """Push the latest build of each named image (default: every image of the matrix)."""
+    if not (registry or lm.m.registry):
+        raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
+    reg = parse_registry(registry or lm.m.registry or "")
+    out = []
+    for spec in lm.select_images(names):
+        if attest:
+            out.append(attest_push(lm, store, spec.name, reg, on_line=on_line))
+        else:
+            out.append(push_image(store, spec.name, reg, on_line=on_line))
+    return out
+
+
+# ------------------------------------------------------------------------------ published runs
+
+
+class PublishedImage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    backend: str
+    digest: str
+    ref: str = ""
+    repo_digests: list[str] = Field(default_factory=list)
+    pushed: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    template: str | None = None
+    template_hash: str | None = None
+    source_commit: str | None = None
+
+
+class PublishedModel(BaseModel):
+    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative to the
+    folder; written only for a matrix path relative to the project, without '..'), `recorded_path`
+    where it was on the measuring host (a record: never looked at for a folder from elsewhere)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    file: str
+    sha256: str
+    size_bytes: int
+    matrix_path: str | None = None
+    recorded_path: str | None = None
+    hf: dict[str, Any] | None = None
+    generate: str | None = None
+
+
+class PublishedRun(BaseModel):
+    """run.json of a published run folder (schema version 1)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    run_id: str
+    created: str
+    exported: str
+    toolkit_version: str = __version__
+    images: list[PublishedImage]
+    models: list[PublishedModel]
+    bench: dict[str, Any]
+    host: dict[str, Any] = Field(default_factory=dict)
+    records: dict[str, int] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+def axes_from_command(command: list[str]) -> dict[str, Any]:
+    """llama-bench axes from a recorded `docker run ... llama-bench -p 64,256 ...` argument list."""
+    if "llama-bench" not in command:
+        return {}
+    args = command[command.index("llama-bench") + 1 :]
+    axes: dict[str, Any] = {}
+    for flag, val in zip(args, args[1:], strict=False):
+        key = _AXIS_FLAGS.get(flag)
+        if key in ("repetitions", "threads"):
+            axes[key] = int(val)
+        elif key:
+            axes[key] = [int(x) for x in val.split(",")]
+    return axes
+
+
+def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
+    """The run's axes: from the recorded llama-bench command, else from the records' values."""
+    for r in records:
+        axes = axes_from_command(r.command)
+        if axes:
+            break
+    else:
+
+        def vals(get: Callable[[BenchRecord], Any]) -> list[int]:
+            return sorted({v for v in map(get, records) if v is not None})
+
+        axes = {
+            "n_prompt": vals(lambda r: r.n_prompt or None) or [0],
+            "n_gen": vals(lambda r: r.n_gen or None) or [0],
+            "n_batch": vals(lambda r: r.n_batch),
+            "n_ubatch": vals(lambda r: r.n_ubatch),
+            "n_depth": vals(lambda r: r.n_depth),
+            "flash_attn": vals(lambda r: r.flash_attn),
+            "n_gpu_layers": vals(lambda r: r.n_gpu_layers),
+            "repetitions": max((len(r.samples_ts) for r in records), default=1) or 1,
+        }
+        axes = {k: v for k, v in axes.items() if v != []}
+    threads = {r.raw.get("n_threads") for r in records if r.status == "ok"}
+    if "threads" not in axes and len(threads) == 1 and isinstance(next(iter(threads)), int):
+        axes["threads"] = next(iter(threads))  # pin what llama-bench chose, so another host runs the same
+    return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
+
+
+def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
+    recs = [r for r in store.results() if r.run_id == run_id]
+    if not recs:
+        runs = sorted({r.run_id for r in store.results()})[-5:]
+        raise BadInput(
+            f"no results of run {run_id!r} under {store.root} (latest runs: {', '.join(runs) or 'none'})"
+        )
+    return recs
+
+
+def describe_run(
+    store: ResultStore, run_id: str, lm: LoadedMatrix | None
+) -> tuple[PublishedRun, list[BuildRecord]]:
+    """run.json content and the build records of the run's image digests."""
+    recs = run_records(store, run_id)
+    digests = list(dict.fromkeys(r.image.digest for r in recs))
+    builds = [b for b in store.builds() if b.digest in digests]
+    notes: list[str] = []
+    images = []
+    for d in digests:
+        mine = [b for b in builds if b.digest == d]
+        first = next(r for r in recs if r.image.digest == d)
+        last = mine[-1] if mine else None
+        repo = _merge(*(b.repo_digests for b in mine), first.image.repo_digests)
+        if not [x for x in repo if "@sha256:" in x]:
+            notes.append(
+                f"image {first.image.name}@{d[:19]} was never pushed: reproduce needs --rebuild "
+                f"(or run `toolkit push --image {first.image.name}` and export again)"
+            )
+        images.append(
+            PublishedImage(
+                name=first.image.name,
+                backend=first.image.backend,
+                digest=d,
+                ref=first.image.ref,
+                repo_digests=repo,
+                pushed=_merge(*(b.pushed for b in mine)),
+                labels=(last.labels if last else first.image.labels),
+                template=last.template if last else None,
+                template_hash=last.template_hash if last else None,
+                source_commit=last.source_commit if last else None,
+            )
+        )
+    specs = {m.name: m for m in lm.m.models} if lm else {}
+    models = []
+    for sha in dict.fromkeys(r.model.sha256 for r in recs):
+        m = next(r.model for r in recs if r.model.sha256 == sha)
+        spec = specs.get(m.name)
+        models.append(
+            PublishedModel(
+                name=m.name,
+                file=Path(m.path).name,
+                sha256=sha,
+                size_bytes=m.size_bytes,
+                recorded_path=m.path,
+                matrix_path=spec.path if spec and _folder_relative(spec.path) else None,
+                generate=spec.generate if spec else None,
+                hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
+            )
+        )
+    ok = [r for r in recs if r.status == "ok"]
+    counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
+    run = PublishedRun(
+        run_id=run_id,
+        created=min(r.created for r in recs),
+        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        images=images,
+        models=models,
+        bench=axes_from_records(ok or recs),
+        host=recs[0].host,
+        records=counts,
+        notes=notes,
+    )
+    return run, builds
+
+
+def _folder_relative(path: str) -> bool:
+    """Whether a matrix model path means the same inside a published folder: relative, no '..', no '~'."""
+    try:
+        relative_path(path, what="path")
+    except BadInput:
+        return False
+    return not path.startswith("~")
+
+
+def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None) -> PublishedRun:
+    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
+    one holding a symlink that points out of it (the files written there would land outside)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
+        prev = contained(out, "run.json", what=f"--out {out}: run.json")
+        try:
+            same = prev.is_file() and read_run_json(prev).run_id == run_id
+        except BadInput:
+            same = False
+        if not same:
+            raise BadInput(
+                f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
+            )
+    run, builds = describe_run(store, run_id, lm)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, items in (("results.jsonl", run_records(store, run_id)), ("builds.jsonl", builds)):
+        tmp = out / f".{name}.tmp"
+        tmp.unlink(missing_ok=True)
+        for item in items:
+            append_jsonl(tmp, item)
+        tmp.touch()
+        tmp.replace(out / name)
+    if lm is not None:
+        shutil.copy2(lm.path, out / "matrix.yaml")
+        tpl = lm.root / "Dockerfile.templates"
+        if tpl.is_dir():
+            shutil.copytree(tpl, out / "Dockerfile.templates", dirs_exist_ok=True)
+    write_json_atomic(out / "run.json", run.model_dump(mode="json"))
+    (out / "README.md").write_text(run_readme(run, run_records(store, run_id)))
+    return run
+
+
+def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
+    """README.md of a published run: what was measured, on what, and how to reproduce it."""
+    from toolkit.analysis import report
+
+    lines = [
+        f"# toolkit run {run.run_id}",
+        "",
+        f"Measured {run.created} on {run.host.get('cpu_model') or 'an unrecorded CPU'} "
+        f"({run.host.get('os', '')}, kernel {run.host.get('kernel', '?')}); exported {run.exported} "
+        f"by toolkit {run.toolkit_version}.",
+        "",
+        "## Images (by digest)",
+        "",
+    ]
+    for im in run.images:
+        lines.append(f"- `{im.name}` ({im.backend}): image ID `{im.digest}`")
+        lines += [f"  - pull: `docker pull {rd}`" for rd in im.repo_digests if "@sha256:" in rd]
+    lines += ["", "## Models", ""]
+    for m in run.models:
+        src = (
+            f"generated (`{m.generate}`, deterministic)"
+            if m.generate
+            else f"Hugging Face `{m.hf['repo']}` `{m.hf.get('file', '')}`"
+            if m.hf
+            else "source not recorded"
+        )
+        lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, sha256 `{m.sha256}`, {src}")
+    axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
+    lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
+    for t in report.tables(records):
+        headers, body = report.table_rows(t)
+        lines += [
+            f"### {t.title}",
+            "",
+            tabulate(body, headers=headers, tablefmt="github", disable_numparse=True),
+            "",
+        ]
+    lines += [
+        "## Reproduce",
+        "",
+        "```sh",
+        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker",
+        "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
+        "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
+        "```",
+        "",
+        "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
+        "digest; `run.json` lists each digest's registry digests.",
+        "",
+    ]
+    lines += [f"Note: {n}" for n in run.notes]
+    return "\n".join(lines) + "\n"
+
+
+UNLINK_FIX = (
+    "a published run folder holds its files itself: replace the link with the file it points to, or remove it"
+)
+FILE_FIX = (
+    "a model's `file` is its bare file name (e.g. tiny-qwen3moe.gguf): fix run.json or export the run again"
+)
+MATRIX_PATH_FIX = (
+    "a published run names its model files relative to its own folder (e.g. models/x.gguf): fix run.json "
+    "(or remove matrix_path and pass --model-dir DIR holding the file), or export the run again"
+)
+
+
+def _label(name: str, i: int) -> str:
+    """A model's name as a message shows it: itself when plain, else its index."""
+    return name if name and len(name) <= 64 and name.isprintable() and "/" not in name else str(i)
+
+
+def check_run_paths(run: PublishedRun, where: str) -> None:
+    """The paths run.json names (`where`: its path), before anything is looked up: every model's `file`
+    is a bare file name and its `matrix_path` relative without '..' (core.paths.relative_path);
+    BadInput naming run.json, the field and the fix otherwise. Where they resolve is checked on use
+    (reproduce: core.paths.contained in the folder)."""
+    for i, m in enumerate(run.models):
+        at = f"{where}: models[{_label(m.name, i)}]"
+        if len(relative_path(m.file, what=f"{at}.file", fix=FILE_FIX).parts) != 1:
+            raise BadInput(f"{at}.file: {m.file[:200]!r} is not a file name (it has a '/'); {FILE_FIX}")
+        if m.matrix_path is not None:
+            relative_path(m.matrix_path, what=f"{at}.matrix_path", fix=MATRIX_PATH_FIX)
+
+
+def _first_error(err: ValidationError) -> str:
+    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input)."""
+    first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+    where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:60] + "..."
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')[:160]} (got {got})"
+
+
+def read_run_json(path: Path) -> PublishedRun:
+    """run.json of a published run folder as a PublishedRun; BadInput (exit 4) naming the file and
+    the field when it is not JSON (the one safe parse, toolkit.core.jsonsafe) or not a run."""
+    fix = "a published run folder's run.json is written by `toolkit export-run`; re-export or re-download it"
+    try:
+        with open(path, "rb") as fh:
+            data = jsonsafe.load(fh)
+    except OSError as err:
+        raise FileSystemError.from_oserror(err, "reading a published run") from None
+    except jsonsafe.JsonProblem as err:
+        raise BadInput(f"{path}: {err}; {fix}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: not a JSON object; {fix}")
+    try:
+        return PublishedRun.model_validate(data)
+    except ValidationError as err:
+        raise BadInput(f"{path}: {_first_error(err)}; {fix}") from None
+
+
+def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
+    """Every line of a published folder's results.jsonl / builds.jsonl as `model`; BadInput naming
+    file:line and the field at the first line that is not one (a reference with a line left out
+    would reproduce a run other than the one published)."""
+    problems: list[str] = []
+    out: list[RecordT] = []
+    for n, obj in read_jsonl_numbered(path, problems):
+        if problems:
+            break
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as err:
+            problems.append(f"{path}:{n}: {_first_error(err)}")
+    if problems:
+        raise BadInput(
+            f"{problems[0]}; every line of a published run is part of it: re-export or re-download the folder"
+        )
+    return out
+
+
+def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
+    """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
+    else is untrusted input: before any file is read, every symlink in it must point inside it
+    (core.paths.symlinks_inside) and run.json's paths must be relative ones (check_run_paths)."""
+    folder = Path(folder)
+
+    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX)
+    files = {
+        name: contained(folder, name, what=f"{folder}: {name}", fix=UNLINK_FIX)
+        for name in ("run.json", "results.jsonl", "builds.jsonl")
+    }
+    for name in ("run.json", "results.jsonl"):
+        if not files[name].is_file():
+            raise BadInput(
+                f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
+            )
+    where = f"{folder / 'run.json'}"
+    run = read_run_json(files["run.json"])
+    if run.schema_version != RUN_SCHEMA_VERSION:
+        raise BadInput(
+            f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
+            f"reads {RUN_SCHEMA_VERSION})"
+        )
+    check_run_paths(run, where)
+    recs = _read_records(files["results.jsonl"], BenchRecord)
+    builds = _read_records(files["builds.jsonl"], BuildRecord)
+    return run, recs, builds
+
+
+def first_error(err: Exception) -> str:
+    """The first problem of a pydantic ValidationError (`loc: msg`), else the error's text, short."""
+    if isinstance(err, ValidationError) and err.errors():
+        e = err.errors()[0]
+        loc = ".".join(str(x) for x in e["loc"])
+        return f"{loc + ': ' if loc else ''}{e['msg']}"[:300]
+    return str(err)[:300]

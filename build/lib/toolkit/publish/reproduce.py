@@ -1,0 +1,709 @@
+"""A published run --reproduce--> the same images, the same model bytes, the same cases, and a verdict.
+
+1. Images: pulled by registry digest (`registry/ns/name@sha256:...`) and accepted only when the pulled
+   image ID equals the recorded image digest; with `rebuild`, built again from the run folder's
+   matrix.yaml + Dockerfile.templates/ (template inputs hash and source commit must match the record).
+2. Models: each file's sha256 must equal the record; generated tiny models are generated again
+   (the generator is deterministic) and must hash the same.
+3. The recorded axes are re-run through bench.run_bench, into a separate results store, with each
+   runner's settings block as its records state it (asked of the runner through the registry:
+   `Runner.settings_from_records`).
+4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
+   max(3 x combined relative stddev, threshold); the run reproduces when every test is within noise.
+   Where both hold a valid energy (tables.energy), tokens per joule recorded vs reproduced and their
+   delta are shown too (information: the verdict is on tok/s).
+
+A published folder comes from someone else: every path taken from it (run.json's model paths, its
+files, the work folder reproduce/ and everything written under it) is checked to stay inside the
+folder, symlinks resolved, before it is read, written or deleted (toolkit.core.paths; load_run).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from tabulate import tabulate
+
+from toolkit.analysis.tables import (
+    energy,
+    fmt_tok_per_j,
+    id_value,
+    row_label,
+    select_latest,
+    value,
+    varying_columns,
+)
+from toolkit.bench import run as bench
+from toolkit.core import backends
+from toolkit.core import registry as runners
+from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.paths import contained, relative_path
+from toolkit.engine import api as engine
+from toolkit.models.tiny import ensure_model_file, sha256_file
+from toolkit.publish import push as publish
+from toolkit.results import identity
+from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
+from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
+
+VERDICT_OK = "reproduced within noise"
+VERDICT_NOT = "not reproduced"
+HOST_KEYS = ("cpu_model", "cpu_threads", "memory_bytes", "kernel", "os")
+
+
+@dataclass
+class ImageCheck:
+    """How an image of the run was obtained: status present | pulled | rebuilt; `image_id` what runs."""
+
+    name: str
+    digest: str
+    status: str
+    image_id: str
+    source: str = ""
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass
+class ModelCheck:
+    name: str
+    path: str
+    sha256: str
+    status: str  # verified | generated
+
+
+@dataclass
+class ReproRow:
+    """One recorded test beside its re-run; `delta` and `noise` are fractions (0.05 = 5 %)."""
+
+    image: str
+    test: str
+    model: str
+    recorded: BenchRecord
+    reproduced: BenchRecord | None
+    delta: float | None
+    noise: float
+    ok: bool
+
+    @property
+    def energy_delta(self) -> float | None:
+        """tok/J reproduced ÷ recorded - 1 where both records hold a valid energy."""
+        ea = energy(self.recorded)
+        eb = energy(self.reproduced) if self.reproduced is not None else None
+        return eb.tok_per_j / ea.tok_per_j - 1 if ea and eb else None
+
+
+@dataclass
+class Reproduction:
+    run_id: str
+    new_run_id: str
+    folder: Path
+    results: Path
+    threshold: float  # percent
+    images: list[ImageCheck] = field(default_factory=list)
+    models: list[ModelCheck] = field(default_factory=list)
+    rows: list[ReproRow] = field(default_factory=list)
+    host_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reproduced(self) -> bool:
+        return bool(self.rows) and all(r.ok for r in self.rows)
+
+    @property
+    def verdict(self) -> str:
+        return VERDICT_OK if self.reproduced else VERDICT_NOT
+
+
+# --------------------------------------------------------------------------------------- images
+
+
+def fetch_image(im: publish.PublishedImage, *, on_line: Callable[[str], None] | None = None) -> ImageCheck:
+    """The recorded image ID, from the engine or pulled by registry digest; BadInput if impossible."""
+    if engine.inspect_image(im.digest) is not None:
+        return ImageCheck(im.name, im.digest, "present", im.digest, note="already in the engine, not pulled")
+    candidates = [rd for rd in im.repo_digests if "@sha256:" in rd]
+    if not candidates:
+        raise BadInput(
+            f"image {im.name} ({im.digest[:19]}) was never pushed to a registry and is not in this "
+            "engine: reproduce with --rebuild, or push it (`toolkit push`) and export the run again"
+        )
+    errors = []
+    for ref in candidates:
+        out = engine.pull_image(ref, on_line=on_line)
+        if not out.ok:
+            errors.append(f"{ref}: {out.error}")
+            continue
+        info = engine.inspect_image(ref)
+        if info is None or info.id != im.digest:
+            raise BadInput(
+                f"{ref} is image ID {info.id if info else '?'}, but the run measured {im.digest}: "
+                "not the same image (a containerd image store reports other IDs; see the README)"
+            )
+        return ImageCheck(im.name, im.digest, "pulled", info.id, ref, out.seconds)
+    raise BadInput(
+        f"image {im.name}: could not pull it by digest ({'; '.join(errors)}); or reproduce with --rebuild"
+    )
+
+
+def rebuild_image(
+    im: publish.PublishedImage,
+    workdir: Path,
+    store: ResultStore,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    confined: bool = True,
+) -> ImageCheck:
+    """Build `im` again from the run folder's matrix + templates (copied into `workdir`). `confined`
+    (a folder from elsewhere): the matrix's local sources (`path:`, `archive:`) must lie inside
+    `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host."""
+    from toolkit.images import build as build_mod
+    from toolkit.images.render import render_image
+    from toolkit.spec.matrix import load_matrix
+
+    lm = load_matrix(contained(workdir, "matrix.yaml", what=f"{workdir}: matrix.yaml"), confined=confined)
+    spec = lm.m.image(im.name)
+    rendered = render_image(lm, spec)
+    if im.template_hash and rendered.inputs_hash != im.template_hash:
+        raise BadInput(
+            f"image {im.name}: the template inputs in {workdir} hash to {rendered.inputs_hash[:12]}, the "
+            f"run was built from {im.template_hash[:12]}: matrix.yaml or Dockerfile.templates/ changed"
+        )
+    res = build_mod.build_image(lm, spec, store, on_line=on_line)
+    if res.record is None:
+        raise BuildFailed(f"rebuild of {im.name} {res.status}: {res.reason}")
+    rec = res.record
+    if im.source_commit and rec.source_commit != im.source_commit:
+        raise BadInput(
+            f"image {im.name}: rebuilt from source {rec.source_commit}, the run measured "
+            f"{im.source_commit}; pin `commit` in matrix.yaml"
+        )
+    note = (
+        ""
+        if rec.digest == im.digest
+        else "rebuilt image ID differs from the measured one (timestamps, layers)"
+    )
+    return ImageCheck(im.name, im.digest, "rebuilt", rec.digest, rec.ref, rec.build_seconds, note)
+
+
+def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[BuildRecord]) -> None:
+    """Make the recorded build the latest of `im.name` in the work store (bench runs that digest)."""
+    latest = store.latest_build(im.name)
+    if latest is not None and latest.digest == im.digest:
+        return
+    mine = [b for b in builds if b.digest == im.digest]
+    rec = (
+        mine[-1]
+        if mine
+        else BuildRecord(
+            image=im.name,
+            ref=im.ref,
+            digest=im.digest,
+            backend=im.backend,
+            template=im.template or "",
+            template_hash=im.template_hash or "",
+            source_commit=im.source_commit,
+            labels=im.labels,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            repo_digests=im.repo_digests,
+        )
+    )
+    store.add_build(rec)
+
+
+def refuse_imported(run: publish.PublishedRun) -> None:
+    """BadInput for a run whose results were imported (`toolkit import`): no image to run, and its model
+    paths are whatever the imported files said."""
+    for im in run.images:
+        if im.digest.startswith("import:"):
+            raise BadInput(
+                f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
+            )
+
+
+def acquire_images(
+    run: publish.PublishedRun,
+    builds: list[BuildRecord],
+    workdir: Path,
+    store: ResultStore,
+    *,
+    rebuild: bool,
+    on_line: Callable[[str], None] | None = None,
+    confined: bool = True,
+) -> list[ImageCheck]:
+    refuse_imported(run)
+    out = []
+    for im in run.images:
+        _seed_build(store, im, builds)
+        out.append(
+            rebuild_image(im, workdir, store, on_line=on_line, confined=confined)
+            if rebuild
+            else fetch_image(im, on_line=on_line)
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------- models
+
+
+def _model_candidates(
+    m: publish.PublishedModel, folder: Path, model_dir: Path | None, project: LoadedMatrix | None
+) -> list[Path]:
+    """Where the model may be, each checked before it is looked at: in --model-dir by its bare file name
+    (the user's folder: its own symlinks are followed); for a folder from elsewhere, at its matrix path
+    inside the folder (core.paths.contained); for a run of this project (`project`, exported from its
+    own results), at its matrix path in the project and where the run read it (its records)."""
+    at = f"{folder / 'run.json'}: models[{m.name}]"
+    paths = [model_dir / relative_path(m.file, what=f"{at}.file", fix=publish.FILE_FIX)] if model_dir else []
+    if project is not None:
+        if m.matrix_path:
+            paths.append(project.resolve(m.matrix_path))
+        if m.recorded_path:
+            paths.append(Path(m.recorded_path))
+    elif m.matrix_path:
+        paths.append(contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=publish.MATRIX_PATH_FIX))
+    return paths
+
+
+def locate_model(
+    m: publish.PublishedModel,
+    folder: Path,
+    workdir: Path,
+    model_dir: Path | None,
+    *,
+    project: LoadedMatrix | None = None,
+) -> tuple[Path, str]:
+    """(path, status): the file with the recorded bytes; generated again for tiny stand-ins, into
+    workdir/models/ (the path checked to stay there before anything is deleted or written)."""
+    if m.generate:
+        path = contained(
+            workdir,
+            Path("models", m.file),
+            what=f"{folder / 'run.json'}: models[{m.name}].file",
+            fix=publish.FILE_FIX,
+        )
+        if path.is_file() and sha256_file(path) != m.sha256:
+            path.unlink()
+        ensure_model_file(path, m.generate)
+        return path, "generated"
+    candidates = _model_candidates(m, folder, model_dir, project)
+    for p in candidates:
+        if p.is_file() or p.is_dir():  # a GGUF file or a Hugging Face checkpoint folder (vLLM)
+            return p, "verified"
+    src = f" (Hugging Face {m.hf.get('repo')} {m.hf.get('file', '')})" if m.hf else ""
+    looked = ", ".join(str(p) for p in candidates) or "nowhere: no --model-dir"
+    raise BadInput(
+        f"model {m.name}: {m.file} (sha256 {m.sha256[:12]}...) not found (looked in: {looked}); download "
+        f"it{src} with `toolkit fetch-model {m.name} --matrix {folder / 'matrix.yaml'}` or pass --model-dir DIR"
+    )
+
+
+def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
+    from toolkit.bench.runners.base import tree_sha256
+
+    # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
+    got = tree_sha256(lm, path)[0] if path.is_dir() else bench.model_sha256(lm, path)
+    if got != m.sha256:
+        why = "the tiny-model generator changed (gguf/numpy version?)" if m.generate else "a different file"
+        raise BadInput(f"model {m.name}: {path} has sha256 {got}, the run measured {m.sha256}: {why}")
+    return ModelCheck(m.name, str(path), got, status)
+
+
+# ------------------------------------------------------------------------------------- compare
+
+
+def _rel_sd(r: BenchRecord) -> float:
+    v = value(r)
+    return (r.stddev_ts or 0.0) / v if v else 0.0
+
+
+def compare_records(
+    recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
+) -> list[ReproRow]:
+    """One row per recorded ok test (newest per test identity), joined per image name with its re-run
+    by identity.join; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+
+    def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
+        return [r for r in select_latest(recs) if value(r)]
+
+    a_all, b_all = usable(recorded), usable(reproduced)
+    rows = []
+    floor = threshold / 100
+    for name in sorted({r.image.name for r in a_all}):
+        a = [r for r in a_all if r.image.name == name]
+        j = identity.join(a, [r for r in b_all if r.image.name == name])
+        ids = [c for c in varying_columns(a) if c != "model"]
+        pairs = j.pairs + [(r, None) for r in j.only_a]
+        pairs.sort(
+            key=lambda p: (
+                p[0].axis != "prefill",
+                p[0].axis,
+                p[0].n_depth,
+                p[0].n_prompt,
+                p[0].n_gen,
+                p[0].n_ubatch or 0,
+                str([id_value(p[0], c) for c in ids]),
+            )
+        )
+        for ra, rb in pairs:
+            label = " ".join([row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
+            if rb is None:
+                rows.append(ReproRow(name, label, ra.model.name, ra, None, None, floor, False))
+                continue
+            va, vb = value(ra), value(rb)
+            assert va and vb  # usable() keeps only records with a tok/s value
+            delta = vb / va - 1
+            noise = max(3 * math.hypot(_rel_sd(ra), _rel_sd(rb)), floor)
+            rows.append(ReproRow(name, label, ra.model.name, ra, rb, delta, noise, abs(delta) <= noise))
+    return rows
+
+
+def host_differences(recorded: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    diff = {k: (recorded.get(k), now.get(k)) for k in HOST_KEYS if recorded.get(k) != now.get(k)}
+    def eng(host: dict[str, Any]) -> str | None:
+        """The container engine's version; with its name where it is not Docker (`podman 4.3.1 (rootless)`)."""
+        info = host.get("docker") or {}
+        if info.get("engine", "docker") == "docker":
+            return info.get("server_version")
+        return engine.engine_summary(info)
+
+    dr, dn = eng(recorded), eng(now)
+    if dr != dn:
+        diff["docker"] = (dr, dn)
+    return diff
+
+
+# ------------------------------------------------------------------------------------- the flow
+
+
+def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | None) -> Path:
+    """A published run folder, or a run id of `store` exported to <project>/.toolkit/runs/<id>/."""
+    p = Path(source)
+    if p.is_dir():
+        if not (p / "run.json").is_file():
+            raise BadInput(f"{p} has no run.json: give a folder written by `toolkit export-run`, or a run id")
+        return p
+    if "/" in source and p.exists():  # a path, but not to a folder: no run id has a '/'
+        raise BadInput(
+            f"{p}: Not a directory: a file where a folder is expected; give a run folder written by "
+            "`toolkit export-run`, or a run id"
+        )
+    if store is None or lm is None:
+        raise BadInput(f"{source!r} is neither a run folder nor (without a matrix) a run id to look up")
+    runs = lm.root / ".toolkit" / "runs"
+    folder = contained(
+        runs, source, what=f"run id {source[:80]!r}", fix="give a run id (`toolkit report` lists them)"
+    )
+    publish.export_run(store, source, folder, lm)
+    return folder
+
+
+def _inside(folder: Path, rel: str) -> Path:
+    """`rel` in the published folder: core.paths.contained, naming the folder's file."""
+    return contained(folder, rel, what=f"{folder}: {rel}", fix=publish.UNLINK_FIX)
+
+
+def _workdir(folder: Path, rebuild: bool) -> Path:
+    """<folder>/reproduce/ (with --rebuild, the folder's matrix.yaml and Dockerfile.templates/ copied in);
+    every path checked to stay in the folder first (load_run refused symlinks pointing out of it)."""
+    work = _inside(folder, "reproduce")
+    work.mkdir(parents=True, exist_ok=True)
+    if rebuild:
+        for name in ("matrix.yaml", "Dockerfile.templates"):
+            src = _inside(folder, name)
+            if not src.exists():
+                raise BadInput(
+                    f"--rebuild needs {folder / name} (written by `toolkit export-run` with a matrix)"
+                )
+            dest = _inside(folder, f"reproduce/{name}")
+            if src.is_dir():
+                shutil.copytree(src, dest, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dest)
+    return work
+
+
+def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any]:
+    """The settings blocks of the run (matrix.yaml key -> pydantic model), one per runner of its records
+    that has one: the folder's matrix.yaml block, overridden by what its records state, rebuilt by the
+    runner itself (registry -> Runner.settings_from_records). A runner that is not registered here is
+    left to bench, which names it."""
+    try:
+        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: 2026-02-30, not UTF-8
+        data = {}
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(r.runner for r in recorded):
+        try:
+            runner = runners.get(name)
+        except KeyError:
+            continue
+        key = runner.settings_key
+        if not key:
+            continue
+        base = data.get(key) if isinstance(data, dict) else None
+        try:
+            block = runner.settings_from_records(recorded, base if isinstance(base, dict) else {})
+        except ValidationError as err:  # the folder's `key:` block or its records' engine settings
+            first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+            where = ".".join(str(x) for x in (key, *first.get("loc", ())))
+            raise BadInput(
+                f"{folder / 'matrix.yaml'}: {where}: {first['msg']} (in the run's settings)"
+            ) from None
+        if block is not None:
+            out[key] = block
+    return out
+
+
+def _timeout(folder: Path) -> float:
+    try:
+        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
+        return float((data.get("bench") or {}).get("timeout_s") or 3600)
+    except (OSError, yaml.YAMLError, TypeError, ValueError, OverflowError, RecursionError):
+        return 3600.0
+
+
+def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchRecord] = ()) -> ModelSpec:
+    """A GGUF file (sha256 pinned) for llama-bench, or a checkpoint folder (its tree digest was verified
+    by verify_model; its Hub repo and revision are kept, so records carry the same ones) for the
+    runners that measured it (of the recorded run; every registered runner of Hugging Face
+    checkpoints when the records do not say)."""
+    if not path.is_dir():
+        return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256)
+    hf = HfFile(**m.hf) if m.hf else None
+    used = list(dict.fromkeys(r.runner for r in recorded if r.model.name == m.name))
+    readers = [n for n in runners.names() if "hf" in runners.get(n).model_formats]
+    return ModelSpec(
+        name=m.name,
+        path=str(path.resolve()),
+        format="hf",
+        hf=hf,
+        runners=[n for n in used if n in readers] or readers,
+    )
+
+
+def bench_matrix(
+    run: publish.PublishedRun,
+    workdir: Path,
+    model_paths: dict[str, Path],
+    timeout_s: float,
+    settings: dict[str, Any] | None = None,
+    recorded: list[BenchRecord] | None = None,
+) -> LoadedMatrix:
+    """The recorded images, models (sha256 pinned) and axes as a matrix, with the runners' settings
+    blocks (`settings`: matrix.yaml key -> block, see _runner_settings; defaults for the others);
+    written to workdir for reference."""
+    try:  # names become container and log file names: the matrix's own rules refuse what is not one
+        images = [
+            ImageSpec.model_validate(
+                {
+                    "name": im.name,
+                    "template": im.template or "unknown",
+                    "backend": im.backend,
+                    "runner": im.labels.get("org.toolkit.runner", "llama-bench"),
+                }
+            )
+            for im in run.images
+        ]
+        models = [_model_spec(m, model_paths[m.name], recorded or []) for m in run.models]
+        m = Matrix(
+            schema_version=1,
+            images=images,
+            models=models,
+            bench=BenchAxes(**run.bench, timeout_s=timeout_s),
+            **(settings or {}),
+        )
+    except (ValidationError, TypeError) as err:
+        raise BadInput(
+            f"run {run.run_id}: its run.json images/models/bench are not a valid matrix "
+            f"({publish.first_error(err)}); export the run again"
+        ) from None
+    path = contained(workdir, "bench-matrix.yaml", what=f"{workdir}: bench-matrix.yaml")
+    path.write_text(
+        f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
+        + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    )
+    return LoadedMatrix(m, path)
+
+
+def reproduce(
+    source: str,
+    *,
+    store: ResultStore | None = None,
+    lm: LoadedMatrix | None = None,
+    results: Path | None = None,
+    rebuild: bool = False,
+    threshold: float = 5.0,
+    model_dir: Path | None = None,
+    events: bench.Events = lambda *a, **k: None,
+    on_line: Callable[[str], None] | None = None,
+    allow_twin: bool = False,
+    allow_concurrent: bool = False,
+) -> Reproduction:
+    """Reproduce a published run (folder or run id). Raises BadInput/BuildFailed before any re-run;
+    a run measured on a shape twin (model kind synthetic-twin) only with `allow_twin`."""
+    if threshold < 0:
+        raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
+    # a folder given by path is someone else's (untrusted); a run id is this project's own, exported
+    # from its results to .toolkit/runs/<id>/ just now: its model paths may name files of this host
+    project = None if Path(source).is_dir() else lm
+    folder = resolve_run(source, store=store, lm=lm)
+    run, recorded, builds = publish.load_run(folder)
+    refuse_imported(run)
+    twins = sorted(
+        {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
+    )
+    if twins and not allow_twin:
+        raise BadInput(
+            f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
+            "model's layout), not the real model; pass --allow-twin to reproduce it as such"
+        )
+    workdir = _workdir(folder, rebuild)
+    work_store = ResultStore(results or contained(workdir, "results", what=f"{workdir}: results"))
+    rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
+    paths = {m.name: locate_model(m, folder, workdir, model_dir, project=project) for m in run.models}
+    blm = bench_matrix(
+        run,
+        workdir,
+        {k: p for k, (p, _) in paths.items()},
+        _timeout(folder),
+        _runner_settings(folder, recorded),
+        recorded,
+    )
+    rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
+    rep.images = acquire_images(
+        run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line, confined=project is None
+    )
+    software = any(backends.is_software_device(r.gpu_info) for r in recorded)
+    # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
+    opts = bench.BenchOptions(
+        allow_software_gpu=software,
+        strict=True,
+        allow_concurrent=allow_concurrent,
+        pinned={c.name: c.image_id for c in rep.images},
+    )
+    rep.new_run_id = opts.run_id
+    outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
+    rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
+    again = [r for r in work_store.results() if r.run_id == opts.run_id]
+    rep.rows = compare_records(recorded, again, threshold)
+    rep.host_diff = host_differences(run.host, again[0].host if again else {})
+    if software:
+        rep.notes.append(
+            "the run was measured on a software Vulkan device (Mesa lavapipe), and so was this one"
+        )
+    return rep
+
+
+# -------------------------------------------------------------------------------------- output
+
+
+def _cell(r: BenchRecord | None) -> str:
+    if r is None or value(r) is None:
+        return "missing"
+    return f"{value(r):.2f} ± {r.stddev_ts or 0:.2f}"
+
+
+def format_reproduction(rep: Reproduction) -> str:
+    """Images and models checked, the compare table (github markdown) and the verdict line."""
+    lines = [f"run {rep.run_id} reproduced as run {rep.new_run_id} (results in {rep.results})", ""]
+    for im in rep.images:
+        how = {
+            "pulled": f"pulled {im.source} in {im.seconds:.1f} s",
+            "present": "present in the engine",
+            "rebuilt": f"rebuilt as {im.image_id[:19]} in {im.seconds:.1f} s",
+        }[im.status]
+        same = (
+            "image ID matches the record" if im.image_id == im.digest else "image ID differs from the record"
+        )
+        lines.append(
+            f"image {im.name} {im.digest[:19]}: {how}; {same}" + (f" ({im.note})" if im.note else "")
+        )
+    for m in rep.models:
+        lines.append(f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record")
+    for k, (a, b) in rep.host_diff.items():
+        lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
+    models = len({r.model for r in rep.rows}) > 1
+    with_energy = [r for r in rep.rows if r.energy_delta is not None]
+    head = (
+        ["image", "test"]
+        + (["model"] if models else [])
+        + ["recorded t/s", "reproduced t/s", "delta", "noise"]
+        + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if with_energy else [])
+        + [""]
+    )
+    body = []
+    for r in rep.rows:
+        delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
+        energies = []
+        if with_energy:
+            ea = energy(r.recorded)
+            eb = energy(r.reproduced) if r.reproduced is not None else None
+            energies = [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
+            ]
+        body.append(
+            [r.image, r.test]
+            + ([r.model] if models else [])
+            + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
+            + energies
+            + ["ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise")]
+        )
+    lines += ["", tabulate(body, head, tablefmt="github", disable_numparse=True), ""]
+    if with_energy:
+        lines.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
+            f"{len(rep.rows)} tests with a valid energy in both runs (information only: the verdict is on tok/s)"
+        )
+    lines += [f"note: {n}" for n in rep.notes]
+    bad = sum(not r.ok for r in rep.rows)
+    lines.append(
+        f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise; noise = "
+        f"max(3 x combined relative stddev, {rep.threshold:g}%))"
+    )
+    return "\n".join(lines)
+
+
+def reproduction_json(rep: Reproduction) -> dict[str, Any]:
+    return {
+        "run_id": rep.run_id,
+        "new_run_id": rep.new_run_id,
+        "folder": str(rep.folder),
+        "results": str(rep.results),
+        "verdict": rep.verdict,
+        "reproduced": rep.reproduced,
+        "threshold_pct": rep.threshold,
+        "images": [im.__dict__ for im in rep.images],
+        "models": [m.__dict__ for m in rep.models],
+        "host_diff": {k: list(v) for k, v in rep.host_diff.items()},
+        "notes": rep.notes,
+        "rows": [
+            {
+                "image": r.image,
+                "test": r.test,
+                "model": r.model,
+                "recorded_ts": value(r.recorded),
+                "recorded_sd": r.recorded.stddev_ts,
+                "reproduced_ts": value(r.reproduced) if r.reproduced else None,
+                "reproduced_sd": r.reproduced.stddev_ts if r.reproduced else None,
+                "delta": r.delta,
+                "noise": r.noise,
+                "ok": r.ok,
+                "recorded_tok_per_j": ea.tok_per_j if (ea := energy(r.recorded)) else None,
+                "reproduced_tok_per_j": eb.tok_per_j
+                if r.reproduced is not None and (eb := energy(r.reproduced))
+                else None,
+                "tok_per_j_delta": r.energy_delta,
+            }
+            for r in rep.rows
+        ],
+    }

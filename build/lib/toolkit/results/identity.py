@@ -1,0 +1,515 @@
+"""The one test identity: what makes two records measure the same thing.
+
+Every reader of results (report, plots, verdict, compare, reproduce, `bench --resume`, import) asks
+this module, and nothing else, whether two records are "the same test". A record's identity has four
+parts:
+
+- **image**: the image digest it ran in (for imports, the digest the import filed it under);
+- **system**: what llama-bench says it ran on — `build_commit`, `build_number`, `backends`,
+  `gpu_info`, `cpu_info` (SYSTEM_FIELDS);
+- **model**: the model file — llama-bench's fingerprint (`model_type`, `model_n_params`,
+  `model_size`) plus the file's sha256 when it is known (imports may not know it);
+- **test**: every other field of the raw llama-bench record except the measurement fields
+  (MEASUREMENT_FIELDS: times, samples, test_time), normalised where values mean the same thing
+  (flash attention `1`/`true`/`on`; "all layers" `-1`/`99`/`999`; booleans as 0/1), plus the
+  record's `method` and, for runners other than llama-bench, their engine settings (vLLM's pinned
+  settings, input/output lengths, concurrency), and the runtime environment axis (`bench.env` in
+  matrix.yaml: `env.NAME` = the value the record ran with). A field llama-bench adds in a later
+  release (for example `n_cpu_moe`, `fit_target`) is part of the identity automatically.
+
+Tables pivot on it: a column is (image, system), a row is (model, test). Fields that take several
+values inside a result set become columns of the tables. Sources of the field list: llama.cpp
+tools/llama-bench/llama-bench.cpp `test::get_fields()` at the pinned commit 0c1e57098 and the real
+outputs in tests/data/ (shared/reference/llama-bench.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from toolkit.results.records import BenchRecord
+
+# llama-bench fields that are measurements, not part of what was asked.
+MEASUREMENT_FIELDS = frozenset(
+    {"avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "test_time"}
+)
+# llama-bench fields that say what the test ran on: they split columns, never rows.
+SYSTEM_FIELDS = ("build_commit", "build_number", "backends", "gpu_info", "cpu_info")
+# llama-bench fields that describe the model file (the path is where it lay, not what it is).
+MODEL_FIELDS = ("model_filename", "model_type", "model_size", "model_n_params")
+# Engine entries of non-llama-bench runners that are observations, not settings.
+_ENGINE_OBSERVED = re.compile(r".*(notes|_s|_seconds|version|commit)$")
+# Fields shown in the row label itself (`pp512 ub512`, `tg128 @ d4096`, `c4 in512 out128`).
+LABEL_FIELDS = frozenset(
+    {
+        "n_prompt",
+        "n_gen",
+        "n_depth",
+        "n_ubatch",
+        "method",
+        "input_len",
+        "output_len",
+        "concurrency",
+        "reference_output_len",
+        "num_prompts",
+    }
+)
+# llama.cpp's conventional "offload every layer" values when the model's layer count is unknown
+# (`-ngl 99` in its docs and scripts, `999` in AMD's, `-1` = all since 2026; llama-bench.md).
+ALL_LAYERS_MIN = 99
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+_NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _plain(v: Any) -> Any:
+    """Hashable value, the same whatever format wrote it: bool -> int, `"true"`/`"false"` -> 1/0, a
+    number written as text (csv, md and sql write every value as text; json writes some fields as
+    strings, e.g. tensor_split `"0.00"`) -> the number, whole floats -> int, lists -> tuples."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str):
+        t = v.strip()
+        if t.lower() in ("true", "false"):
+            return int(t.lower() == "true")
+        if _NUMERIC.fullmatch(t):
+            try:
+                return int(t)
+            except ValueError:
+                f = float(t)
+                return int(f) if f.is_integer() and abs(f) < 2**63 else f
+        return t
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, list):
+        return tuple(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _plain(x)) for k, x in v.items()))
+    return v
+
+
+def norm_tensor_split(v: Any) -> Any:
+    """`0.00`, `0`, 0.0 -> 0 (no split); `0.50/0.50` (or `0.5,0.5`) -> `0.5/0.5`."""
+    parts = re.split(r"[/,;]", str(v).strip()) if isinstance(v, str) else [v]
+    try:
+        xs = [float(x) for x in parts]
+    except (TypeError, ValueError):
+        return _plain(v)
+    if not any(xs):
+        return 0
+    return "/".join(f"{x:g}" for x in xs)
+
+
+def norm_field(name: str, v: Any, n_layers: int | None = None) -> Any:
+    """The one normalisation of a llama-bench field's value for the test identity, whatever format
+    wrote it: flash attention and GPU-layer spellings, tensor_split, numbers written as text."""
+    if name == "flash_attn":
+        return norm_flash_attn(v)
+    if name == "n_gpu_layers":
+        return norm_gpu_layers(v, n_layers)
+    if name == "tensor_split":
+        return norm_tensor_split(v)
+    return _plain(v)
+
+
+def norm_flash_attn(v: Any) -> Any:
+    """1/true/"on" -> 1, 0/false/"off" -> 0, -1/"auto" -> -1 (llama-bench's three spellings)."""
+    if isinstance(v, str):
+        return {"on": 1, "off": 0, "auto": -1}.get(v.strip().lower(), _plain(v))
+    return _plain(v)
+
+
+def norm_gpu_layers(v: Any, n_layers: int | None = None) -> Any:
+    """`all` where every layer is offloaded: -1, or >= the model's layer count (>= 99 when unknown)."""
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return v
+    if n < 0 or n >= (n_layers if n_layers else ALL_LAYERS_MIN):
+        return "all"
+    return n
+
+
+def _n_layers(r: BenchRecord) -> int | None:
+    n = (r.model.model_extra or {}).get("n_layers")
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def test_fields(r: BenchRecord) -> dict[str, Any]:
+    """The normalised test part of a record's identity: {field: value}, measurement-free."""
+    out: dict[str, Any] = {"method": r.method}
+    if r.method == "llama-bench" and r.raw:
+        for k, v in r.raw.items():
+            if k in MEASUREMENT_FIELDS or k in SYSTEM_FIELDS or k in MODEL_FIELDS or v is None:
+                continue
+            out[k] = norm_field(k, v)
+    else:
+        out.update(
+            n_prompt=r.n_prompt,
+            n_gen=r.n_gen,
+            n_depth=r.n_depth,
+            n_batch=r.n_batch,
+            n_ubatch=r.n_ubatch,
+            flash_attn=r.flash_attn,
+            n_gpu_layers=r.n_gpu_layers,
+        )
+        for k, v in (r.engine or {}).items():
+            if not _ENGINE_OBSERVED.fullmatch(k):
+                out[k] = _plain(v)
+    # the runtime environment axis (`bench.env`): each variable is a test field of its own
+    for name, val in sorted((r.env or {}).items()):
+        out[f"env.{name}"] = str(val)
+    # the canonical fields win over raw spellings (csv strings, old vintages)
+    out.update(n_prompt=r.n_prompt, n_gen=r.n_gen, n_depth=r.n_depth)
+    for k in ("n_batch", "n_ubatch"):
+        if getattr(r, k) is not None or k in out:
+            out[k] = getattr(r, k)
+    if "flash_attn" in out or r.flash_attn is not None:
+        out["flash_attn"] = norm_flash_attn(
+            r.flash_attn if r.flash_attn is not None else out.get("flash_attn")
+        )
+    if "n_gpu_layers" in out or r.n_gpu_layers is not None:
+        ngl = r.n_gpu_layers if r.n_gpu_layers is not None else out.get("n_gpu_layers")
+        out["n_gpu_layers"] = norm_gpu_layers(ngl, _n_layers(r))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def system_fields(r: BenchRecord) -> dict[str, Any]:
+    """What the record ran on: llama-bench's SYSTEM_FIELDS (empty for runners that do not say), and
+    the host key of a multi-host campaign (`host.key`: Slurm node name or an alias), so the same
+    image digest measured on two hosts is two columns, never one."""
+    src = r.raw if r.method == "llama-bench" else {}
+    out = {
+        k: src[k].strip() if isinstance(src[k], str) else str(_plain(src[k]))
+        for k in SYSTEM_FIELDS
+        if src.get(k) not in (None, "")
+    }
+    if r.backends and "backends" not in out:
+        out["backends"] = r.backends
+    if r.gpu_info and "gpu_info" not in out:
+        out["gpu_info"] = r.gpu_info
+    if (r.host or {}).get("key"):
+        out["host"] = str(r.host["key"])
+    return out
+
+
+def model_fingerprint(r: BenchRecord) -> tuple:
+    """llama-bench's description of the model (type, parameters, bytes), else the model's name; plus
+    the model's kind when it is not the real file (`synthetic-twin`: a shape twin describes itself
+    exactly like the real model, so without the kind a twin and a real run would share a row)."""
+    fp = tuple(_plain(r.raw.get(k)) for k in ("model_type", "model_n_params", "model_size")) if r.raw else ()
+    fp = fp if any(fp) else ("name", r.model.name)
+    kind = (r.model.model_extra or {}).get("kind")
+    return (*fp, ("kind", kind)) if kind else fp
+
+
+def known_sha(r: BenchRecord) -> str | None:
+    """The model file's sha256 when it is known (64 hex digits), else None (imports)."""
+    return r.model.sha256 if _HEX64.fullmatch(r.model.sha256 or "") else None
+
+
+@dataclass(frozen=True)
+class TestKey:
+    """The identity of one test. Two records with equal keys measured the same thing on the same system.
+
+    `image` = image digest; `system`, `test` = sorted (field, value) pairs; `model` = fingerprint;
+    `model_sha` = sha256 or None. `row` (model + test) is what a table row and a compare join use.
+    """
+
+    image: str
+    system: tuple[tuple[str, Any], ...]
+    model: tuple
+    model_sha: str | None
+    test: tuple[tuple[str, Any], ...]
+
+    @property
+    def column(self) -> tuple:
+        return (self.image, self.system)
+
+    @property
+    def row(self) -> tuple:
+        return (self.model, self.model_sha, self.test)
+
+    def fields(self) -> dict[str, Any]:
+        return dict(self.test)
+
+
+def test_key(r: BenchRecord) -> TestKey:
+    """The TestKey of a record (see the module docstring)."""
+    return TestKey(
+        image=r.image.digest,
+        system=tuple(sorted(system_fields(r).items())),
+        model=model_fingerprint(r),
+        model_sha=known_sha(r),
+        test=tuple(sorted(test_fields(r).items(), key=lambda kv: kv[0])),
+    )
+
+
+def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
+    """Test fields that tell records of a set apart: {field: the values seen}.
+
+    A field absent from some records (an older llama-bench that did not write it) that takes one
+    value where present does not tell anything apart and is left out; one that takes several values
+    is kept, `None` standing for "not recorded".
+    """
+    recs = list(records)
+    seen: dict[str, set] = {}
+    present: dict[str, int] = {}
+    for r in recs:
+        for k, v in test_fields(r).items():
+            seen.setdefault(k, set()).add(v)
+            present[k] = present.get(k, 0) + 1
+    out = {}
+    for k, vals in seen.items():
+        if present[k] < len(recs):
+            if len(vals) < 2:
+                continue
+            vals = vals | {None}
+        if len(vals) > 1:
+            out[k] = vals
+    return out
+
+
+def row_key(r: BenchRecord, keep: Iterable[str]) -> tuple:
+    """A table row of `r`: model + the test fields in `keep` (from `distinguishing`)."""
+    f = test_fields(r)
+    return (model_fingerprint(r), known_sha(r), tuple((k, f.get(k)) for k in sorted(keep)))
+
+
+def measured_at(r: BenchRecord) -> str:
+    """When a record was measured, as ISO text that sorts in time order: for an imported row, the
+    `test_time` llama-bench wrote in it (its `created` is when it was imported, and the line order of
+    a file says nothing), as UTC; else (and for an imported row without one) the record's `created`,
+    written when the toolkit measured it."""
+    return _test_time(r) or r.created
+
+
+def _test_time(r: Any) -> str | None:
+    """An imported row's llama-bench test_time as UTC ISO text, None for other records or when it has
+    none that reads as a time."""
+    raw = getattr(r, "raw", None)
+    extra = getattr(r, "model_extra", None) or {}
+    t = raw.get("test_time") if raw and extra.get("imported") else None
+    if not isinstance(t, str) or not t.strip():
+        return None
+    try:
+        dt = datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat()
+
+
+def is_timed(r: Any) -> bool:
+    """True for an imported row that carries llama-bench's own test_time: such rows are ordered by it
+    among themselves (their `created` and seq say when they were imported, not measured)."""
+    return _test_time(r) is not None
+
+
+def seq_of(r: Any) -> int | None:
+    """The store's sequence number of a record (or index Head), None when it has none."""
+    s = getattr(r, "seq", None)
+    return s if isinstance(s, int) and not isinstance(s, bool) else None
+
+
+def write_order(r: Any, pos: int) -> tuple[int, int]:
+    """When a record was written to its store, comparable between records of one store: (1, seq) for
+    a record that carries the store's sequence number, else (0, pos) with `pos` its place in store
+    order (records written before seq existed come first, in file order). Never the wall clock: a
+    run made with the clock a year ahead must not hide the runs written after it."""
+    s = seq_of(r)
+    return (1, s) if s is not None else (0, pos)
+
+
+def _in_order(recs: list[tuple[int, BenchRecord]]) -> list[BenchRecord]:
+    """Records (with their store positions) oldest first: by llama-bench's test_time when every one is
+    an imported row that has one (rows of imports), else by write_order."""
+    if recs and all(is_timed(r) for _, r in recs):
+        return [r for _, r in sorted(recs, key=lambda pr: measured_at(pr[1]))]
+    return [r for _, r in sorted(recs, key=lambda pr: write_order(pr[1], pr[0]))]
+
+
+@dataclass
+class Selection:
+    """Newest record per TestKey of a result set, and the accounting of what was not used.
+
+    `used`: newest ok record per key (repetitions of one test combined into one); `superseded`:
+    older ok records of a key (re-runs); `combined`: records merged into a cell beyond its first
+    (repetitions); `failed`: records with status failed; `read`: all records given.
+    """
+
+    used: list[BenchRecord] = field(default_factory=list)
+    read: int = 0
+    superseded: int = 0
+    failed: int = 0
+    combined: int = 0
+
+    def summary(self) -> str:
+        merged = f" ({self.combined} more as repetitions combined into their cells)" if self.combined else ""
+        return (
+            f"{self.read} records read, {len(self.used)} used{merged}, {self.superseded} superseded by a "
+            f"newer run of the same test, {self.failed} failed"
+        )
+
+
+def is_repetition(r: BenchRecord) -> bool:
+    """A repetition of its test inside its run (`process_run`: `bench.runs: N` container starts, or
+    rows of one import that measured the same test): combined with the others, never superseding."""
+    return bool((r.model_extra or {}).get("process_run"))
+
+
+def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
+    """Newest record per TestKey (ok records only unless include_failed); counts the rest.
+
+    The newest run of a test is the one written last to the store (write_order: the store's sequence
+    number, else the place in the file; never the wall clock), except among imported rows that carry
+    llama-bench's test_time, which are ordered by it (the one measured last). Repetitions inside it
+    (`is_repetition`) are one measurement, combined by `combine_runs`, not superseded by each other.
+    `records` in store order (their positions are the fallback order).
+    """
+    sel = Selection()
+    by_key: dict[TestKey, dict[str, list[tuple[int, BenchRecord]]]] = {}
+    for pos, r in enumerate(records):
+        sel.read += 1
+        if r.status != "ok" and not include_failed:
+            sel.failed += 1
+            continue
+        by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append((pos, r))
+    for runs in by_key.values():
+        if all(is_timed(x) for v in runs.values() for _, x in v):
+            newest = max(runs, key=lambda rid: max(measured_at(x) for _, x in runs[rid]))
+        else:
+            newest = max(runs, key=lambda rid: max(write_order(x, p) for p, x in runs[rid]))
+        sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
+        mine = _in_order(runs[newest])
+        repeats = [x for x in mine if is_repetition(x)]
+        if len(repeats) > 1:
+            sel.superseded += len(mine) - len(repeats)
+            sel.combined += len(repeats) - 1
+            sel.used.append(combine_runs(repeats))
+        else:
+            sel.superseded += len(mine) - 1
+            sel.used.append(mine[-1])
+    return sel
+
+
+def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
+    """One record from N repetitions of a test (N container starts, or N rows of one import).
+
+    avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between
+    runs); `between_runs` = {runs, means, spread_pct}; flags `runs-disagree` when the runs' means
+    spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
+    the largest gap between sorted run means is most of that spread — the known R9700 effect where
+    decode speed is fixed at process start. The newest repetition (test_time for imported rows, else
+    the store's order) gives the rest.
+    """
+    recs = _in_order(list(enumerate(recs)))
+    means = [x.avg_ts for x in recs if x.avg_ts is not None]
+    samples = [s for x in recs for s in x.samples_ts]
+    mean = sum(means) / len(means) if means else None
+    pooled = (
+        statistics.stdev(samples) if len(samples) > 1 else statistics.stdev(means) if len(means) > 1 else None
+    )
+    within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
+    within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
+    spread = (max(means) - min(means)) if len(means) > 1 else 0.0
+    flags = list((recs[-1].model_extra or {}).get("flags") or [])
+    if mean and spread > 3 * within_sd and spread > 0.05 * mean:
+        flags.append("runs-disagree")
+        ms = sorted(means)
+        gap = max(b - a for a, b in zip(ms, ms[1:], strict=False))
+        if len(ms) >= 3 and gap >= 0.6 * spread:
+            flags.append("bimodal-runs")
+    out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
+    out.__pydantic_extra__ = {
+        **(out.model_extra or {}),
+        "flags": flags,
+        "between_runs": {
+            "runs": len(recs),
+            "means": [round(m, 4) for m in means],
+            "spread_pct": round(100 * spread / mean, 2) if mean else None,
+        },
+    }
+    return out
+
+
+def value(r: BenchRecord) -> float | None:
+    """tok/s of a record: avg_ts, or a served record's output_throughput; None when not finite."""
+    v = r.avg_ts
+    if v is None and r.axis == "served":
+        v = r.raw.get("output_throughput")
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+@dataclass
+class Join:
+    """Records of two sides matched test by test (compare, reproduce).
+
+    `pairs`: (a, b) with equal model and test fields; `only_a`/`only_b`: unmatched; `ignored`: test
+    fields present on one side only (left out of the join, e.g. a field a newer llama-bench
+    writes); `apart`: when nothing matched, the fields whose values keep the sides apart.
+    """
+
+    pairs: list[tuple[BenchRecord, BenchRecord]] = field(default_factory=list)
+    only_a: list[BenchRecord] = field(default_factory=list)
+    only_b: list[BenchRecord] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    apart: dict[str, tuple[list, list]] = field(default_factory=dict)
+
+
+def _models_match(a: BenchRecord, b: BenchRecord) -> bool:
+    sa, sb = known_sha(a), known_sha(b)
+    return model_fingerprint(a) == model_fingerprint(b) and (sa is None or sb is None or sa == sb)
+
+
+def join(a: list[BenchRecord], b: list[BenchRecord], *, ignore: Iterable[str] = ()) -> Join:
+    """Match each record of `a` with the record of `b` that measured the same test.
+
+    The join uses the test fields every record on both sides has (a field one side never wrote
+    cannot be compared and is listed in `ignored`) and the model (fingerprint, and sha256 when both
+    know it). `ignore` names test fields the caller deliberately leaves out (e.g. `n_threads` when
+    comparing two hosts); they are listed in `ignored` too. Each side should already hold one
+    record per test (`newest_per_test`).
+    """
+    out = Join()
+    skip = set(ignore)
+    fa = [{k: v for k, v in test_fields(r).items() if k not in skip} for r in a]
+    fb = [{k: v for k, v in test_fields(r).items() if k not in skip} for r in b]
+    keys_a = set.intersection(*(set(f) for f in fa)) if fa else set()
+    keys_b = set.intersection(*(set(f) for f in fb)) if fb else set()
+    common = keys_a & keys_b
+    out.ignored = sorted(((set().union(*fa, *fb) if fa or fb else set()) - common) | skip)
+    index: dict[tuple, list[BenchRecord]] = {}
+    for r, f in zip(b, fb, strict=True):
+        index.setdefault((model_fingerprint(r), tuple((k, f.get(k)) for k in sorted(common))), []).append(r)
+    used_b: set[int] = set()
+    for r, f in zip(a, fa, strict=True):
+        cands = index.get((model_fingerprint(r), tuple((k, f.get(k)) for k in sorted(common))), [])
+        match = next((c for c in cands if id(c) not in used_b and _models_match(r, c)), None)
+        if match is None:
+            out.only_a.append(r)
+        else:
+            used_b.add(id(match))
+            out.pairs.append((r, match))
+    out.only_b = [r for r in b if id(r) not in used_b]
+    if not out.pairs and a and b:
+        for k in sorted(common | {"model"}):
+            get = (lambda r, _f: model_fingerprint(r)) if k == "model" else (lambda r, f, k=k: f.get(k))
+            va = sorted({str(get(r, f)) for r, f in zip(a, fa, strict=True)})
+            vb = sorted({str(get(r, f)) for r, f in zip(b, fb, strict=True)})
+            if not set(va) & set(vb):
+                out.apart[k] = (va, vb)
+    return out

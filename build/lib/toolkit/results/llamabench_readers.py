@@ -1,0 +1,624 @@
+"""llama-bench output in any of its five formats --read--> SourceRows, then ONE validity pass.
+
+Every format llama-bench writes (`-o jsonl`, `-o json` — also the array a crashed run leaves open —,
+`-o csv`, `-o md`, `-o sql`) is read here into the same shape: a SourceRow per result row, with the
+line it starts on and the fields typed as llama-bench types them (tools/llama-bench/llama-bench.cpp
+`test::get_field_type` at 0c1e57098: INT, BOOL, FLOAT, else STRING), so `"0.00"` stays the string
+llama-bench wrote whatever the format. A reader only reports what it alone can see (a csv/md/sql row
+whose field count differs from its header is never shifted into other columns: it carries a
+`problem`); whether a row is a measurement is decided once, by `check_row`, for every format (and
+for `toolkit bench`'s own rows).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.core import jsonsafe
+
+# llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
+INT_FIELDS = frozenset(
+    "build_number n_batch n_ubatch n_threads poll model_size model_n_params n_gpu_layers main_gpu n_prompt "
+    "n_gen n_depth avg_ns stddev_ns no_op_offload n_cpu_moe fit_target fit_min_ctx flash_attn".split()
+)
+BOOL_FIELDS = frozenset(
+    "f16_kv no_kv_offload cpu_strict embeddings no_host repack use_mmap mul_mat_q cuda vulkan kompute metal "
+    "sycl rpc hip gpu_blas blas".split()
+)
+FLOAT_FIELDS = frozenset({"avg_ts", "stddev_ts"})
+ARRAY_FIELDS = frozenset({"samples_ns", "samples_ts"})
+STRING_FIELDS = frozenset(
+    "build_commit cpu_info gpu_info backends model_filename model_type cpu_mask type_k type_v split_mode "
+    "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
+)
+MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
+
+# -o md column titles (markdown_printer::get_field_display_name, and older releases' `mmap`, `mmq`)
+MD_FIELDS = {
+    "model": "model_type",
+    "size": "model_size",
+    "params": "model_n_params",
+    "backend": "backends",
+    "ngl": "n_gpu_layers",
+    "sm": "split_mode",
+    "threads": "n_threads",
+    "nkvo": "no_kv_offload",
+    "fa": "flash_attn",
+    "lm": "load_mode",
+    "embd": "embeddings",
+    "nopo": "no_op_offload",
+    "noh": "no_host",
+    "rpk": "repack",
+    "dev": "devices",
+    "ts": "tensor_split",
+    "ot": "tensor_buft_overrides",
+    "fitt": "fit_target",
+    "fitc": "fit_min_ctx",
+    "mmap": "use_mmap",
+    "mmq": "mul_mat_q",
+}
+
+
+@dataclass
+class SourceRow:
+    """One result row as a reader found it: `line` (1-based, where it starts in the file), `fields`
+    (typed as llama-bench types them), `fmt` (jsonl | json | csv | md | sql), `problem` (what the
+    reader alone can see is wrong with it: a field count that differs from the header), `notes`
+    (what the format could not say: `no samples`, `no build commit`)."""
+
+    line: int
+    fields: dict[str, Any]
+    fmt: str
+    problem: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------- values
+
+
+def _num(v: str | None) -> Any:
+    if v is None:
+        return None
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
+def _int(v: Any, default: int | None = None) -> int | None:
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return int(v)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v) if v is not None and v != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+_NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
+
+
+def typed(name: str, text: str | None) -> Any:
+    """A text value (csv, md, sql) typed as llama-bench types the field; text that does not fit the
+    type is kept as text (the validity pass says why such a row is refused); unknown fields as numbers
+    where they read as one."""
+    if text is None:
+        return None
+    t = text.strip()
+    if name in STRING_FIELDS:
+        return t
+    if name in ARRAY_FIELDS:  # csv keeps arrays as "[1.0, 2.0]" or "1.0;2.0"
+        return [float(x) for x in _NUMBER.findall(t)]
+    if name in FLOAT_FIELDS:
+        m = _NAN_TEXT.match(t)
+        if m:
+            return float(f"{m.group(1)}{'nan' if m.group(2).lower() == 'nan' else 'inf'}")
+        return _float(t) if _float(t) is not None else t
+    if name in INT_FIELDS or name in BOOL_FIELDS:
+        if t.lower() in ("true", "false"):
+            return t.lower() == "true"
+        try:
+            n = int(t)
+        except ValueError:
+            f = _float(t)
+            return int(f) if f is not None and math.isfinite(f) and f.is_integer() else t
+        return bool(n) if name in BOOL_FIELDS and n in (0, 1) else n
+    return _num(t)
+
+
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_UNITS["tib"] = 2**40
+
+
+def quantity(v: Any) -> int | None:
+    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return int(v) if math.isfinite(v) else None
+    m = _SIZE.match(str(v or ""))
+    if not m:
+        return None
+    unit = (m.group(2) or "").lower()
+    unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
+    if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
+        unit = "g"
+    return round(float(m.group(1)) * _UNITS.get(unit, 1))
+
+
+# ------------------------------------------------------------------------------------------ readers
+
+# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
+# MSVC's `-nan(ind)`): llama-bench prints doubles with printf, so a stddev of identical samples comes out
+# as `-nan`.
+_NONFINITE_RE = re.compile(
+    r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE
+)
+
+
+def _json_text(text: str) -> str:
+    """llama-bench output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
+    reads as floats; the validity pass then refuses or repairs them (never a silent drop)."""
+
+    def sub(m: re.Match) -> str:
+        if m.group(2) is None:
+            return m.group(0)
+        return "NaN" if m.group(2).lower() == "nan" else f"{m.group(1)}Infinity"
+
+    return _NONFINITE_RE.sub(sub, text)
+
+
+def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
+    """One JSONL line of llama-bench output: (object, None), (None, None) for a blank line, (None, why).
+    Valid JSON is parsed as it is; only a line that is not is made parseable (`_json_text`: bare
+    nan/inf tokens), which gives the same value (a regex pass over every line was the cost of a read)."""
+    obj, why = jsonsafe.parse_line(line)
+    if why is None:
+        return obj, None
+    return jsonsafe.parse_line(_json_text(line))
+
+
+def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
+    """Objects of llama-bench output: lines that do not start with `{` are log lines and skipped (a
+    capture that merged stderr into stdout carries ggml's log, e.g. `ggml_vulkan: Found N Vulkan
+    devices:`, which llama-bench itself writes to stderr); a line that starts like a record but does
+    not parse is noted in `skipped` (`line N: why`)."""
+    out = []
+    for n, line in enumerate(text.splitlines(), first):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        obj, why = parse_record_line(line)
+        if why is not None:
+            if skipped is not None:
+                skipped.append(f"line {n}: not a complete JSON record ({why})")
+            continue
+        if obj is not None:
+            out.append(SourceRow(n, obj, "jsonl"))
+    return out
+
+
+def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
+    """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
+    text = _json_text(text)
+    start = text.find("[")
+    if start < 0:
+        return read_jsonl(text, skipped, first)
+    dec = json.JSONDecoder()
+    pos, out = start + 1, []
+    line, counted = first, 0
+    while pos < len(text):
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            break
+        line += text.count("\n", counted, pos)
+        counted = pos
+        try:
+            obj, pos = jsonsafe.decode_at(dec, text, pos)
+        except jsonsafe.JsonProblem as err:
+            if skipped is not None:  # the half object a crash left behind
+                skipped.append(f"line {line}: the array ends in an incomplete record ({err})")
+            break
+        if isinstance(obj, dict):
+            out.append(SourceRow(line, obj, "json"))
+    return out
+
+
+def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
+    """`-o csv` output: the first line is the header; a row with another number of fields than the
+    header is kept as a SourceRow with a `problem` (never read into shifted columns)."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    out = []
+    end = 0
+    for cells in reader:
+        line, end = end + 1, reader.line_num
+        if not cells or not any(c.strip() for c in cells):
+            continue
+        if header is None:
+            header = [c.strip() for c in cells]
+            continue
+        n = first + line - 1
+        if len(cells) != len(header):
+            out.append(
+                SourceRow(
+                    n,
+                    {},
+                    "csv",
+                    problem=f"{len(cells)} fields, the header has {len(header)}: the row does not say which "
+                    "value belongs to which column",
+                )
+            )
+            continue
+        fields = {k: typed(k, v) for k, v in zip(header, cells, strict=True) if k}
+        out.append(SourceRow(n, fields, "csv", notes=[] if "samples_ts" in fields else ["no samples"]))
+    return out
+
+
+def _md_cells(line: str) -> list[str]:
+    s = line.strip()
+    s = s[1:] if s.startswith("|") else s
+    s = s[:-1] if s.endswith("|") else s
+    return [c.strip() for c in s.split("|")]
+
+
+_MD_SEP = re.compile(r"^:?-+:?$")
+_MD_TEST = re.compile(
+    r"^(?:pp\s*(?P<p>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<g>\d+))?(?:\s*@\s*d\s*(?P<d>\d+))?$", re.IGNORECASE
+)
+_MD_TS = re.compile(
+    r"^(?P<avg>[-+0-9.eE]+|[-+]?nan|[-+]?inf)\s*(?:±|\+/-|\+-)\s*(?P<sd>[-+0-9.eE]+|[-+]?nan)$"
+)
+_MD_BUILD = re.compile(r"^\s*build:\s*(?P<commit>[0-9A-Za-z]+)\s*\((?P<number>\d+)\)")
+
+
+def is_md_header(line: str) -> bool:
+    cells = [c.lower() for c in _md_cells(line)] if line.strip().startswith("|") else []
+    return "test" in cells and "t/s" in cells
+
+
+def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
+    """`-o md` tables, bare or pasted in a code fence after log lines: a header naming `test` and
+    `t/s`, a separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the
+    table. The table has no samples and, without that line, no build commit: each row says so."""
+    lines = text.splitlines()
+    out: list[SourceRow] = []
+    i = 0
+    while i < len(lines):
+        if not is_md_header(lines[i]):
+            i += 1
+            continue
+        header = [MD_FIELDS.get(c.lower(), c) for c in _md_cells(lines[i])]
+        i += 1
+        if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
+            i += 1
+        table: list[SourceRow] = []
+        while i < len(lines) and lines[i].strip().startswith("|") and not is_md_header(lines[i]):
+            table.append(_md_row(header, _md_cells(lines[i]), first + i))
+            i += 1
+        build = None
+        j = i
+        while j < len(lines) and not is_md_header(lines[j]):
+            m = _MD_BUILD.match(lines[j])
+            if m:
+                build = m
+                break
+            j += 1
+        for row in table:
+            if build is not None:
+                row.fields["build_commit"] = build.group("commit")
+                row.fields["build_number"] = int(build.group("number"))
+            else:
+                row.notes.append("no build commit")
+        out += table
+    return out
+
+
+def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
+    if len(cells) != len(header):
+        return SourceRow(
+            line,
+            {},
+            "md",
+            problem=f"{len(cells)} cells, the header has {len(header)}: the row does not say which value "
+            "belongs to which column",
+        )
+    fields: dict[str, Any] = {}
+    problem = None
+    for name, text in zip(header, cells, strict=True):
+        if name == "test":
+            m = _MD_TEST.match(text)
+            if not m or not (m.group("p") or m.group("g")):
+                problem = (
+                    f"test {text!r} is not a llama-bench test name (pp512, tg128, pp512+tg128, pp512 @ d4096)"
+                )
+                continue
+            fields["n_prompt"] = int(m.group("p") or 0)
+            fields["n_gen"] = int(m.group("g") or 0)
+            fields["n_depth"] = int(m.group("d") or 0)
+        elif name == "t/s":
+            m = _MD_TS.match(text)
+            if not m:
+                problem = f"t/s {text!r} is not `mean ± stddev`"
+                continue
+            fields["avg_ts"] = typed("avg_ts", m.group("avg"))
+            fields["stddev_ts"] = typed("stddev_ts", m.group("sd"))
+        elif name in ("model_size", "model_n_params"):
+            fields[name] = text  # `56.89 GiB`, `30.53 B`: rounded as printed, kept as printed
+        else:
+            fields[name] = typed(name, text)
+    return SourceRow(line, fields, "md", problem=problem, notes=["no samples"])
+
+
+_SQL_INSERT = re.compile(
+    r"^\s*INSERT\s+INTO\s+[\w.\"`]+\s*\((?P<cols>[^)]*)\)\s*VALUES\s*\((?P<vals>.*)\)\s*;?\s*$", re.I
+)
+# One value: a quoted string (quotes doubled inside) or text up to the next comma. Linear: no lazy
+# group before a `\s*` (that form backtracked quadratically: a 32 KB value took 18 s).
+_SQL_VALUE = re.compile(r"\s*(?:('(?:[^']|'')*')\s*|([^,]*))(?:,|$)")
+
+
+def _sql_values(text: str) -> list[str | None]:
+    vals: list[str | None] = []
+    pos = 0
+    while pos < len(text):
+        m = _SQL_VALUE.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        if m.group(1) is not None:
+            vals.append(m.group(1)[1:-1].replace("''", "'"))
+        else:
+            v = m.group(2).strip()
+            vals.append(None if v.upper() == "NULL" else v)
+        pos = m.end()
+    return vals
+
+
+def read_sql(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
+    """`-o sql`: one `INSERT INTO llama_bench (fields) VALUES ('v', ...);` per row (the CREATE TABLE
+    before them is skipped). Values are typed by field name; there are no samples."""
+    out = []
+    for n, line in enumerate(text.splitlines(), first):
+        if not line.lstrip().upper().startswith("INSERT"):
+            continue
+        m = _SQL_INSERT.match(line)
+        if m is None:
+            if skipped is not None:
+                skipped.append(f"line {n}: not a complete INSERT statement")
+            continue
+        cols = [c.strip().strip('"`') for c in m.group("cols").split(",")]
+        vals = _sql_values(m.group("vals"))
+        if len(vals) != len(cols):
+            out.append(
+                SourceRow(
+                    n,
+                    {},
+                    "sql",
+                    problem=f"{len(vals)} values for {len(cols)} columns: the row does not "
+                    "say which value belongs to which column",
+                )
+            )
+            continue
+        out.append(
+            SourceRow(
+                n, {k: typed(k, v) for k, v in zip(cols, vals, strict=True)}, "sql", notes=["no samples"]
+            )
+        )
+    return out
+
+
+READERS = {"json": read_json_array, "jsonl": read_jsonl, "csv": read_csv, "md": read_md, "sql": read_sql}
+
+
+def format_of(line: str) -> str | None:
+    """The format a line starts, or None (a log line)."""
+    s = line.strip()
+    if s.startswith("["):
+        return "json"
+    if s.startswith("{"):
+        return "jsonl"
+    if is_md_header(s):
+        return "md"
+    if s.upper().startswith(("INSERT INTO", "CREATE TABLE")):
+        return "sql"
+    if "avg_ts" in s and "," in s:
+        return "csv"
+    return None
+
+
+SCANNING = frozenset({"jsonl", "md", "sql"})
+"""Readers that read every line after their start for rows of their own: a later start of the same
+format yields a subset of what the first one did, so each is tried once."""
+MAX_STARTS = 64
+"""Starts of a position-bound format (json, csv) tried at most: each try reads from its start to the
+end, so a file of 100,000 `[` lines must not be tried 100,000 times (that was quadratic: 2,000 lines
+of `{x` before the rows took 13 s). Later starts of jsonl, md or sql are still tried."""
+
+
+def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, list[SourceRow]]:
+    """(format, rows) of llama-bench output in any of its five formats.
+
+    Log lines may come first (ggml's log, e.g. `ggml_vulkan: Found N Vulkan devices:`, goes to stderr,
+    but captures often merge the two streams; a markdown table is often pasted after the device lines,
+    in a code fence), so the format is decided by the first line that starts one; a start that yields no
+    rows is passed over (a scanning format — jsonl, md, sql — is tried once, at its first start; json
+    and csv at most MAX_STARTS times). Line numbers are the file's."""
+    lines = text.splitlines()
+    tried: set[str] = set()
+    starts = 0
+    for i, line in enumerate(lines):
+        fmt = format_of(line)
+        if fmt is None or fmt in tried:
+            continue
+        if fmt in SCANNING:
+            tried.add(fmt)
+        else:
+            starts += 1
+            if starts > MAX_STARTS:
+                continue  # no more json / csv tries; a scanning format further down is still found
+        notes: list[str] = []
+        rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
+        if rows:
+            if skipped is not None:
+                skipped += notes
+            return fmt, rows
+    return None, []
+
+
+# ----------------------------------------------------------------------------------- validity pass
+
+
+def _as_number(v: Any) -> Any:
+    """A number written as text (a hand-edited json) read as the number; anything else unchanged."""
+    if isinstance(v, str) and _float(v.strip()) is not None:
+        return _float(v.strip())
+    return v
+
+
+def token_count(v: Any) -> int | None:
+    """A token count as the validity pass reads it (a whole number 0..MAX_TOKENS, numbers written as
+    text included), else None; never raises."""
+    return _count({"n": v}, "n", required=True)[0]
+
+
+def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
+    try:
+        return _count_of(fields, name, required=required)
+    except OverflowError:  # an integer too big for a float: no count
+        return None, f"{name} is {_short(fields.get(name))}: not a token count"
+
+
+def _count_of(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
+    v = fields.get(name)
+    if v is None or v == "":
+        return None, (f"no {name}" if required else None)
+    n = _as_number(v)
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
+        return None, f"{name} is {repr(v)[:40]}: not a token count"
+    v = n
+    if v < 0:
+        return None, f"{name} is {int(v)}: expected >= 0"
+    if v > MAX_TOKENS:
+        return (
+            None,
+            f"{name} is {_short(v)}: more than {MAX_TOKENS:.0e} tokens is no test (a unit or parser error)",
+        )
+    return int(v), None
+
+
+def _short(v: Any) -> str:
+    """A number for a message: at most 24 characters (a 5000-digit integer is never echoed)."""
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
+def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
+    try:
+        return _rate_of(fields, name)
+    except OverflowError:  # an integer too big for a float: no measurement
+        return None, f"{name} is {_short(fields.get(name))}: not a measurement"
+
+
+def _rate_of(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
+    v = fields.get(name)
+    if v is None or v == "":
+        return None, None
+    n = _as_number(v)
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        return None, f"{name} is {v!r}: not a number"
+    f = float(n)
+    if not math.isfinite(f):
+        return None, f"{name} is {f!r}: not a measurement"
+    if f <= 0:
+        return None, f"{name} is {v!r}: not a measurement (a test takes time and yields tokens)"
+    return f, None
+
+
+def _numbers(v: Any) -> list[float] | None:
+    if not isinstance(v, list) or not v:
+        return None
+    try:
+        xs = [float(x) for x in v]
+    except (TypeError, ValueError):
+        return None
+    return xs if all(math.isfinite(x) and x > 0 for x in xs) else None
+
+
+def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
+    """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
+    reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
+
+    Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
+    n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
+    MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
+    avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
+    that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below)."""
+    if problem:
+        return problem
+    counts = {}
+    for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
+        counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
+        if why:
+            return why
+    tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
+    if tokens == 0:
+        return "n_prompt and n_gen are both 0: no test was run"
+    ts, why = _rate(fields, "avg_ts")
+    if why:
+        return why
+    ns, why = _rate(fields, "avg_ns")
+    if why:
+        return why
+    if ts is None and ns is None:
+        return "no avg_ts or avg_ns (a cut-off row?)"
+    if ts is not None and ts > MAX_TOKENS_PER_S:
+        return f"avg_ts is {ts!r}: not a measurement (above {MAX_TOKENS_PER_S:.0e} tokens/s)"
+    return _contradiction(fields, tokens, ts, ns)
+
+
+def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
+    """avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
+    from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
+    harmonic mean) and above it by about the squared relative spread of the times (unbounded when
+    they spread widely: no upper check then)."""
+    if ts is None or ns is None:
+        return None
+    samples_ns = _numbers(fields.get("samples_ns"))
+    if samples_ns:
+        expect = sum(tokens * 1e9 / s for s in samples_ns) / len(samples_ns)
+        lo, hi = 0.99, 1.01
+    else:
+        expect = tokens * 1e9 / ns
+        sd = _float(fields.get("stddev_ns"))
+        rsd = sd / ns if sd is not None and math.isfinite(sd) and sd >= 0 else None
+        lo = 0.98
+        hi = 1.10 if rsd is None else (1.05 + 1.5 * rsd * rsd if rsd <= 0.3 else math.inf)
+    ratio = ts / expect
+    if lo <= ratio <= hi:
+        return None
+    return (
+        f"avg_ts {ts:g} contradicts avg_ns {ns:g}: {tokens} tokens in {ns * 1e-9:g} s is {expect:.4g} tokens/s "
+        f"({100 * (ratio - 1):+.0f}%)"
+    )

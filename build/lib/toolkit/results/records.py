@@ -1,0 +1,634 @@
+"""Typed, versioned records: what was built (BuildRecord) and what was measured (BenchRecord).
+
+Layout under results/ (one folder per image digest, so results are keyed by what was measured):
+
+    results/builds.jsonl                         every BuildRecord, appended
+    results/<digest-hex12>/bench.jsonl           BenchRecords of that image digest, appended
+    results/<digest-hex12>/logs/<run_id>-...log  container logs of runs (failed ones kept)
+
+Each line is one complete JSON object written with a single `write()` + flush + fsync, so a killed
+process never leaves a half record; readers skip (and report) a corrupt line instead of failing.
+
+Order: every BenchRecord appended through a ResultStore carries `seq`, the store's own counter
+(results/.seq, taken under an flock of that file at append time: strictly increasing in the order
+records were written, whatever the hosts' clocks say). Runs are ordered by it (records written before
+it existed: by their place in their file). A record whose `created` disagrees with that order (earlier
+than a record written before it, or in the future) is marked clock-skew when read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import re
+import statistics
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from toolkit.core import jsonsafe
+
+RECORD_SCHEMA_VERSION = 2
+MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
+MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
+KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
+
+
+def finite_or_none(v: Any) -> Any:
+    """A copy of a JSON-like value with every NaN/inf float replaced by None (valid JSON again)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [finite_or_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: finite_or_none(x) for k, x in v.items()}
+    return v
+
+
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+class ImageRef(BaseModel):
+    """An image as measured: `digest` is the image ID (sha256:...), `repo_digests` registry digests."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    ref: str
+    digest: str
+    backend: str
+    repo_digests: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def short(self) -> str:
+        return short_digest(self.digest)
+
+
+class BuildRecord(BaseModel):
+    """One `toolkit build` of one image. Sizes in bytes, durations in seconds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    image: str
+    ref: str
+    digest: str
+    backend: str
+    template: str
+    template_hash: str
+    source_commit: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    size_bytes: int = 0
+    build_seconds: float = 0.0
+    cached: bool = False
+    created: str
+    build_command: list[str] = Field(default_factory=list)
+    repo_digests: list[str] = Field(default_factory=list)
+    pushed: list[str] = Field(default_factory=list)
+
+
+class ModelRef(BaseModel):
+    """The model file measured: sha256 of the file's bytes, size in bytes."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    path: str
+    sha256: str
+    size_bytes: int
+
+
+TIMING_FIELDS: dict[str, str] = {
+    "wall_s": "container wall time behind the record, seconds (a llama-bench row: up to and including it)",
+    "tests_s": "of which the measured windows: the timed iterations, requests or tests",
+    "startup_s": "the rest: container start, model load, compile, warm-up (wall_s - tests_s)",
+    "reference_startup_s": "start-up of a reference run the value is derived from (vLLM decode: output 1)",
+    "cache_cold": "1.0 when the per-digest cache volume (Mesa shaders, vLLM compile) was new, else 0.0",
+}
+"""The one set of names every runner uses in BenchRecord.timing (and Outcome.timing), all optional but
+wall_s; the Runner protocol (toolkit.bench.runners.base.Runner) documents who writes which."""
+
+TIMING_ALIASES: dict[str, tuple[str, ...]] = {
+    "wall_s": ("elapsed_s",),  # llama-bench rows before the runners shared one set of names
+    "tests_s": ("measured_s",),  # vLLM records before it
+    "cache_cold": ("shader_cache_cold", "compile_cache_cold"),  # llama-bench (Vulkan) / vLLM before it
+}
+"""Older names of TIMING_FIELDS that records written before still carry: `timing_value` reads them."""
+
+
+def timing_value(timing: Mapping[str, Any], name: str) -> float | None:
+    """`timing[name]` of a record (or a summary line) under its current name, else under an older one
+    (TIMING_ALIASES), so records of every toolkit version read alike; None when it has neither."""
+    for key in (name, *TIMING_ALIASES.get(name, ())):
+        value = timing.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+class BenchRecord(BaseModel):
+    """One measured (or failed) test: one llama-bench output row, or one vLLM / SGLang measurement.
+
+    tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt`
+    (prefill) or `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is
+    min(n_ubatch, n_batch, n_prompt + n_gen + n_depth) (llama.cpp clamps; see
+    shared/reference/llama-bench.md). `raw` keeps the tool's record unchanged, unknown fields included.
+    `timing` uses the names of TIMING_FIELDS; read it with `timing_value`, which also reads older names.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_id: str
+    created: str
+    status: str = "ok"  # ok | failed
+    error: str | None = None
+    runner: str = "llama-bench"
+    method: str = "llama-bench"
+    image: ImageRef
+    model: ModelRef
+    test: str
+    axis: str
+    n_prompt: int = 0
+    n_gen: int = 0
+    n_depth: int = 0
+    n_batch: int | None = None
+    n_ubatch: int | None = None
+    n_ubatch_effective: int | None = None
+    flash_attn: int | None = None
+    n_gpu_layers: int | None = None
+    avg_ts: float | None = None
+    stddev_ts: float | None = None
+    samples_ts: list[float] = Field(default_factory=list)
+    backends: str | None = None
+    gpu_info: str | None = None
+    build_commit: str | None = None
+    command: list[str] = Field(default_factory=list)
+    host: dict[str, Any] = Field(default_factory=dict)
+    timing: dict[str, float] = Field(default_factory=dict)
+    engine: dict[str, Any] = Field(default_factory=dict)
+    log_file: str | None = None
+    raw: dict[str, Any] = Field(default_factory=dict)
+    # the `bench.env` axis values this test ran with (part of its identity: `env.NAME`), and the
+    # container's effective environment (the image's ENV overlaid with the run's -e, as Docker merges
+    # them: toolkit.bench.runners.base.effective_environment); None where not recorded (older records)
+    env: dict[str, str] = Field(default_factory=dict)
+    environment: dict[str, str] | None = None
+    # schema 2: the state of the system during this test's window (toolkit.analysis.telemetry
+    # window_summary: GPU power/energy/clocks/throttling/other processes, host load); None in schema 1
+    telemetry: dict[str, Any] | None = None
+    # the store's sequence number, given when the record was appended (ResultStore); None before that
+    # and in records written before it existed (their place in their file orders them)
+    seq: int | None = None
+    # why this record's `created` disagrees with the store's order (set when read, never stored)
+    _clock_skew: str | None = PrivateAttr(default=None)
+
+    @property
+    def clock_skew(self) -> str | None:
+        """Why `created` disagrees with the store's write order (see mark_clock_skew), or None."""
+        return self._clock_skew
+
+    @model_validator(mode="after")
+    def _strictly_finite(self) -> BenchRecord:
+        """Non-finite numbers never become results (llama-bench writes `nan`/`-nan` for the stddev of
+        identical samples, and a crashed timer can give `inf`).
+
+        - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
+          (ValueError naming the field); an ok record without a tok/s is refused too;
+        - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
+          field is listed in `repaired`;
+        - one sample: stddev_ts is None (unknown; llama-bench writes 0);
+        - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON;
+        - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused (a
+          30-digit count in a hand-edited line broke the plots).
+        """
+        for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
+            count = getattr(self, name)
+            if count is not None and abs(count) > MAX_TOKENS:
+                digits = len(str(abs(count)))
+                raise ValueError(
+                    f"{name} has {digits} digits: not a token count (at most {MAX_TOKENS:.0e} tokens)"
+                )
+        for name, v in [("avg_ts", self.avg_ts)] + [
+            (f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)
+        ]:
+            if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S):
+                raise ValueError(
+                    f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
+                    f"{MAX_TOKENS_PER_S:.0e})"
+                )
+        if (
+            self.status == "ok"
+            and self.avg_ts is None
+            and not (self.axis == "served" and isinstance(self.raw.get("output_throughput"), (int, float)))
+        ):
+            raise ValueError("avg_ts is missing: not a measurement (an ok record needs its tokens/s)")
+        repaired = list((self.model_extra or {}).get("repaired") or [])
+        if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
+            self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
+            repaired.append("stddev_ts")
+        if len(self.samples_ts) == 1 and self.stddev_ts is not None:
+            self.stddev_ts = None  # llama-bench writes 0 for one sample: the spread is unknown, not nil
+        if self.raw and _any_nonfinite(self.raw):
+            self.raw = finite_or_none(self.raw)
+            repaired.append("raw")
+        if repaired:
+            self.__pydantic_extra__ = {**(self.model_extra or {}), "repaired": sorted(set(repaired))}
+        return self
+
+
+def _any_nonfinite(v: Any) -> bool:
+    """True when a JSON-like value holds a NaN/inf float anywhere (dicts and lists walked, no recursion
+    limit)."""
+    isfinite = math.isfinite
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, list):
+            if isinstance(x, float) and not isfinite(x):
+                return True
+            continue
+        for y in x:
+            t = type(y)
+            if t is float:
+                if not isfinite(y):
+                    return True
+            elif t is not str and t is not int and y is not None:
+                stack.append(y)
+    return False
+
+
+def short_digest(digest: str) -> str:
+    """sha256:abcdef0123456789... -> abcdef012345 (12 hex digits, like `docker images`)."""
+    return digest.split(":", 1)[-1][:12]
+
+
+def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
+    """Append one complete line, whole or absent: one write, then fsync. A short write or an error
+    (disk full, I/O error) cuts the file back to its old length and raises OSError naming `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
+    line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # a killed writer left a half line: never glue a record onto it
+        data_b = line.encode()
+        written = 0
+        try:
+            written = os.write(fd, data_b)
+            if written != len(data_b):
+                raise OSError(
+                    errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)"
+                )
+            os.fsync(fd)
+        except OSError as err:
+            if os.fstat(fd).st_size == size + written:  # only our own bytes: nobody appended meanwhile
+                os.ftruncate(fd, size)
+            raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def append_jsonl_many(path: Path, objs: Sequence[BaseModel | dict]) -> None:
+    """Append several complete lines with one write and one fsync, all or none (as append_jsonl)."""
+    if not objs:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(
+        json.dumps(
+            o.model_dump(mode="json") if isinstance(o, BaseModel) else o,
+            sort_keys=False,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+        + "\n"
+        for o in objs
+    )
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            text = "\n" + text
+        data_b = text.encode()
+        written = 0
+        try:
+            view = memoryview(data_b)
+            while written < len(data_b):  # a large batch may take more than one write
+                n = os.write(fd, view[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+            os.fsync(fd)
+        except OSError as err:
+            if os.fstat(fd).st_size == size + written:
+                os.ftruncate(fd, size)
+            raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path, warnings: list[str] | None = None) -> Iterator[dict]:
+    """Yield each JSON object line of `path`, bytes-safe: a line that is not UTF-8 or not a JSON
+    object is skipped and noted as `path:line: why` in `warnings`; the rest of the file is read."""
+    for _n, obj in read_jsonl_numbered(path, warnings):
+        yield obj
+
+
+def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each JSON object line of `path` (see read_jsonl)."""
+    for n, _off, _len, obj, problem in scan_jsonl(path):
+        if problem is not None:
+            if warnings is not None:
+                warnings.append(f"{path}:{n}: {problem}")
+        elif obj is not None:
+            yield n, obj
+
+
+def scan_jsonl(
+    path: Path, start: int = 0, first_line: int = 1, end: int | None = None
+) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
+    """Every line of `path` from byte `start` (numbered from `first_line`) up to byte `end` (EOF when
+    None): (line number, byte offset, length in bytes with the newline, object or None, problem or
+    None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
+    JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
+    line reader of results: read_jsonl and the query index (toolkit.results.index) both use it."""
+    if not path.is_file():
+        return
+    with path.open("rb") as fh:
+        fh.seek(start)
+        off, n = start, first_line - 1
+        for raw in fh:
+            if end is not None and off + len(raw) > end:
+                raw = raw[: max(0, end - off)]
+                if not raw:
+                    return
+            n += 1
+            length = len(raw)
+            yield (n, off, length, *_parse_line(raw))
+            off += length
+            if end is not None and off >= end:
+                return
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """(object, None), (None, None) for a blank line, or (None, why it is skipped): the one safe parse
+    (toolkit.core.jsonsafe: not UTF-8, not JSON, nested too deep, a 5000-digit number, too long)."""
+    obj, why = jsonsafe.parse_line(raw)
+    if why is None:
+        return obj, None
+    if why.startswith("not UTF-8"):
+        return None, f"skipped a line that is {why}"
+    if why.startswith("not JSON"):
+        return None, "skipped a corrupt line (not JSON)"
+    if why == "not a JSON object":
+        return None, "skipped a line that is not a JSON object"
+    return None, f"skipped a line: {why}"
+
+
+def schema_problem(obj: dict) -> str | None:
+    """Why a record's schema_version is not one this release reads (None when it is)."""
+    v = obj.get("schema_version", RECORD_SCHEMA_VERSION)
+    if v in KNOWN_SCHEMA_VERSIONS:
+        return None
+    return (
+        f"skipped a record of schema_version {v!r} (this toolkit reads "
+        f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); upgrade toolkit to read it"
+    )
+
+
+def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:
+    """True when the record's schema_version is one this release reads; else a warning naming
+    the file and line, and False (the record is skipped, never guessed at)."""
+    problem = schema_problem(obj)
+    if problem is not None:
+        warnings.append(f"{path}:{n}: {problem}")
+    return problem is None
+
+
+def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
+    """(the BenchRecord of one parsed line, None) or (None, why it is refused): unknown schema_version,
+    or not a valid record (the first pydantic error: field path and message, e.g. `avg_ts is nan`)."""
+    problem = schema_problem(obj)
+    if problem is not None:
+        return None, problem
+    try:
+        return BenchRecord.model_validate(obj), None
+    except ValidationError as err:
+        first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write a JSON file via temp file + os.replace (never a half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+SEQ_FILE = ".seq"
+"""results/.seq: the last sequence number given in this store (decimal text), flocked while appending."""
+_SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,18})[,}]')
+CLOCK_SKEW_BACK_S = 60.0
+"""A record written this many seconds `before` (by its created) a record the store holds as earlier is
+clock-skew: more than two concurrent writers' few seconds between making a record and appending it."""
+CLOCK_SKEW_AHEAD_S = 300.0
+"""A record whose created lies more than this far in the future of the reader's clock is clock-skew."""
+
+
+def written_at(created: str) -> float | None:
+    """Unix time of a record's `created` (ISO 8601; UTC when it names no zone), None when unreadable."""
+    try:
+        dt = datetime.fromisoformat(str(created).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def clock_skew_of(created: str, earlier: float | None, now: float) -> str | None:
+    """Why a record's `created` disagrees with the store's order, or None: in the future of `now` by more
+    than CLOCK_SKEW_AHEAD_S, or more than CLOCK_SKEW_BACK_S before `earlier`, the latest `created` (Unix
+    time) of the records written before it in the same store."""
+    t = written_at(created)
+    if t is None:
+        return None
+    if t > now + CLOCK_SKEW_AHEAD_S:
+        return f"created {created} is {t - now:.0f} s in the future of this host's clock"
+    if earlier is not None and t < earlier - CLOCK_SKEW_BACK_S:
+        before = datetime.fromtimestamp(earlier, timezone.utc).isoformat(timespec="seconds")
+        return f"created {created} is {earlier - t:.0f} s before {before}, when a record the store wrote earlier was made"
+    return None
+
+
+def mark_clock_skew(records: Iterable[tuple[str, BenchRecord]], now: float | None = None) -> None:
+    """Set `clock_skew` on every record whose `created` disagrees with the store's order. `records`:
+    (store, record) pairs, store naming the ResultStore that gave the record its seq (a campaign's
+    results/hosts/<key>/ is a store of its own). Only records with a seq are compared with others;
+    any record is checked against the future."""
+    now = time.time() if now is None else now
+    by_store: dict[str, list[BenchRecord]] = {}
+    for part, r in records:
+        if r.seq is None:
+            r._clock_skew = clock_skew_of(r.created, None, now)
+        else:
+            by_store.setdefault(part, []).append(r)
+    for recs in by_store.values():
+        latest: float | None = None
+        for r in sorted(recs, key=lambda x: x.seq or 0):
+            r._clock_skew = clock_skew_of(r.created, latest, now)
+            t = written_at(r.created)
+            if t is not None and (latest is None or t > latest):
+                latest = t
+
+
+def store_of(root: Path, path: Path) -> str:
+    """The store a bench.jsonl under `root` belongs to: "" for root/<digest>/bench.jsonl, "hosts/<key>"
+    for a campaign host's root/hosts/<key>/<digest>/bench.jsonl (each has its own sequence)."""
+    rel = path.relative_to(root).parts
+    return f"hosts/{rel[1]}" if len(rel) == 4 and rel[0] == "hosts" else ""
+
+
+class ResultStore:
+    """results/ on disk. All readers and writers of records go through this class."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.warnings: list[str] = []
+        self.refused = 0  # records of the last results() call that could not be used
+
+    @property
+    def builds_file(self) -> Path:
+        return self.root / "builds.jsonl"
+
+    def digest_dir(self, digest: str) -> Path:
+        return self.root / short_digest(digest)
+
+    def add_build(self, rec: BuildRecord) -> None:
+        append_jsonl(self.builds_file, rec)
+
+    def builds(self) -> list[BuildRecord]:
+        out: list[BuildRecord] = []
+        for n, o in read_jsonl_numbered(self.builds_file, self.warnings):
+            if not check_schema(self.builds_file, n, o, self.warnings):
+                continue
+            try:
+                out.append(BuildRecord.model_validate(o))
+            except ValidationError:  # a hand-edited or foreign line: skip it, say so
+                self.warnings.append(f"{self.builds_file}:{n}: skipped: not a valid build record")
+        return out
+
+    def latest_build(self, image: str) -> BuildRecord | None:
+        found = [b for b in self.builds() if b.image == image]
+        return found[-1] if found else None
+
+    def add_result(self, rec: BenchRecord) -> Path:
+        """Append one record (whole or absent, fsynced) with the store's next sequence number."""
+        path = self.digest_dir(rec.image.digest) / "bench.jsonl"
+        with self._sequence(1) as first:
+            append_jsonl(path, rec.model_copy(update={"seq": first}))
+        return path
+
+    BATCH = 1000
+    """add_results writes at most this many records per write + fsync."""
+
+    def add_results(self, recs: Sequence[BenchRecord]) -> list[Path]:
+        """Append records in their order, numbered in sequence, with one write and one fsync per
+        bench.jsonl per batch of BATCH (an import of 10,000 rows: 10 fsyncs, not 10,000). Returns each
+        record's file. A failed write leaves that file as it was (the batch whole or absent) and raises
+        OSError naming it; earlier batches stay."""
+        paths = [self.digest_dir(r.image.digest) / "bench.jsonl" for r in recs]
+        for start in range(0, len(recs), self.BATCH):
+            chunk = list(range(start, min(start + self.BATCH, len(recs))))
+            with self._sequence(len(chunk)) as first:
+                by_file: dict[Path, list[BenchRecord]] = {}
+                for k, i in enumerate(chunk):
+                    by_file.setdefault(paths[i], []).append(recs[i].model_copy(update={"seq": first + k}))
+                for path, items in by_file.items():
+                    append_jsonl_many(path, items)
+        return paths
+
+    @contextlib.contextmanager
+    def _sequence(self, n: int) -> Iterator[int]:
+        """Reserve `n` sequence numbers: yields the first, holding the store's lock (an flock of
+        results/.seq) while the caller appends, so numbers follow the order records reach the files.
+        The counter is written (and fsynced) before the records: a crash leaves a gap, never a number
+        given twice. A missing or unreadable counter is rebuilt from the largest seq in the files."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / SEQ_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 64, 0).strip()
+            last = int(raw) if re.fullmatch(rb"\d{1,18}", raw) else self._largest_seq()
+            data = f"{last + n}\n".encode()
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+            yield last + 1
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, err.filename or str(self.root / SEQ_FILE)) from None
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _largest_seq(self) -> int:
+        """The largest `"seq":N` in this store's own bench.jsonl files (0 when none): the counter's
+        value when results/.seq is missing (a copied folder) or damaged. Any match counts: a number
+        too large leaves a gap, which orders the same."""
+        best = 0
+        for f in sorted(self.root.glob("*/bench.jsonl")):
+            with contextlib.suppress(OSError), f.open("rb") as fh:
+                tail = b""
+                while chunk := fh.read(1 << 20):
+                    buf = tail + chunk
+                    best = max([best, *(int(m) for m in _SEQ_IN_LINE.findall(buf))])
+                    tail = buf[-32:]
+        return best
+
+    def bench_files(self) -> list[Path]:
+        """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
+        (toolkit/campaign/slurm.py: each host's jobs write only there), sorted: the order every reader reads
+        records in."""
+        return sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")])
+
+    def results(self) -> list[BenchRecord]:
+        """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
+        (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
+        `warnings` with file and line and counted in `refused`. Records whose `created` disagrees with
+        the store's order carry `clock_skew` (mark_clock_skew)."""
+        out: list[BenchRecord] = []
+        stores: list[str] = []
+        self.refused = 0
+        for f in self.bench_files():
+            part = store_of(self.root, f)
+            for n, _off, _len, obj, problem in scan_jsonl(f):
+                if problem is None and obj is not None:
+                    rec, problem = bench_record(obj)
+                    if rec is not None:
+                        out.append(rec)
+                        stores.append(part)
+                if problem is not None:
+                    self.warnings.append(f"{f}:{n}: {problem}")
+                    self.refused += 1
+        mark_clock_skew(zip(stores, out, strict=True))
+        return out
+
+    def log_path(self, digest: str, name: str) -> Path:
+        p = self.digest_dir(digest) / "logs" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p

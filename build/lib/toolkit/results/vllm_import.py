@@ -1,0 +1,307 @@
+"""`vllm bench latency | serve | throughput` result files made elsewhere --> BenchRecords like the runner's.
+
+A file is a vLLM result when it is one JSON object whose keys say which command wrote it (`kind_of`):
+latency (`avg_latency`, `latencies`), serve (`output_throughput` with `completed` or `num_prompts`),
+throughput (`elapsed_time`, `num_requests`, `tokens_per_second`). The records carry the method fields,
+axis and units of toolkit/bench/runners/vllm.py, judged by the same code (results/vllm_format.py):
+
+    lat-L-1.json                prefill  vllm-bench-latency-prefill  pp L    avg_ts = L / avg_latency
+    lat-L-(N+1).json + lat-L-1  decode   vllm-bench-latency-decode   tg N    avg_ts = N / difference,
+                                         failed when the difference is within the noise of the two runs
+    serve-L-N-cC.json           served   vllm-bench-serve            serve ppL+tgN cC  avg_ts = output tok/s,
+                                         failed when fewer tokens were generated than requested
+                                         (`served_shortfall_error`: "generated 8 of 256 requested tokens")
+    throughput-L-N.json         served   vllm-bench-throughput       throughput ppL+tgN  avg_ts = output tok/s
+
+The lengths asked are not in vLLM's result files: they come from the file name (the runner's own
+names above) or from --input-len / --output-len; a serve result's input length also from
+total_input_tokens / num_prompts. A file that says too little is BadInput naming it and what to give.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.core import jsonsafe
+from toolkit.core.errors import BadInput
+from toolkit.results import vllm_format as vf
+from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+
+KINDS = ("latency", "serve", "throughput")
+_NAMES = {
+    "latency": re.compile(r"lat(?:ency)?-(?P<i>\d+)-(?P<o>\d+)"),
+    "serve": re.compile(r"serve-(?P<i>\d+)-(?P<o>\d+)(?:-c(?P<c>\d+))?"),
+    "throughput": re.compile(r"throughput-(?P<i>\d+)-(?P<o>\d+)"),
+}
+
+
+def kind_of(data: Any) -> str | None:
+    """Which `vllm bench` command wrote this JSON value (by its keys), or None."""
+    if not isinstance(data, dict):
+        return None
+    keys = set(data)
+    if "avg_latency" in keys or {"latencies", "percentiles"} <= keys:
+        return "latency"
+    if "output_throughput" in keys and keys & {"completed", "num_prompts", "total_output_tokens"}:
+        return "serve"
+    if {"elapsed_time", "num_requests"} <= keys and keys & {"tokens_per_second", "total_num_tokens"}:
+        return "throughput"
+    return None
+
+
+@dataclass
+class VllmFile:
+    path: Path
+    data: bytes
+    result: dict[str, Any]
+    kind: str
+    input_len: int | None = None
+    output_len: int | None = None
+    concurrency: int | None = None
+
+
+def sniff(path: Path) -> VllmFile | None:
+    """The file as a vLLM result, or None when it is not one (llama-bench output, anything else: the
+    llama-bench reader then says what it is). Only a file holding one JSON object is read whole."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(jsonsafe.MAX_LINE_BYTES + 1)
+    except OSError:
+        return None  # the llama-bench reader names the file and the error
+    if len(head) > jsonsafe.MAX_LINE_BYTES or not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return None
+    try:
+        data = jsonsafe.parse(head.lstrip(b"\xef\xbb\xbf"))
+    except jsonsafe.JsonProblem:
+        return None  # JSONL (several objects) or broken: not a vLLM result file
+    kind = kind_of(data)
+    if kind is None:
+        return None
+    return VllmFile(path, head, data, kind)
+
+
+_MAX_COUNT = (
+    10_000_000  # requests, tokens or concurrency above this are no benchmark (a unit or parser error)
+)
+
+
+def _int(v: Any) -> int | None:
+    """A positive whole count up to _MAX_COUNT, else None (never raises: a 400-digit integer is None)."""
+    try:
+        f = vf._finite(v)
+        return int(f) if f is not None and f == int(f) and 0 < f <= _MAX_COUNT else None
+    except (OverflowError, TypeError, ValueError):
+        return None
+
+
+def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) -> None:
+    """Fill the lengths asked: --input-len / --output-len, else the runner's file name, else (serve
+    input, concurrency) the result's own counts; BadInput naming the file when one stays unknown."""
+    m = _NAMES[f.kind].search(f.path.name)
+    f.input_len = input_len or (int(m.group("i")) if m else None)
+    f.output_len = output_len or (int(m.group("o")) if m else None)
+    if f.kind == "serve":
+        prompts, tokens = _int(f.result.get("num_prompts")), _int(f.result.get("total_input_tokens"))
+        if f.input_len is None and prompts and tokens and tokens % prompts == 0:
+            f.input_len = tokens // prompts
+        c = m.group("c") if m else None
+        f.concurrency = _int(f.result.get("max_concurrency")) or (int(c) if c else None)
+    missing = [
+        opt
+        for opt, v in (("--input-len", f.input_len), ("--output-len", f.output_len))
+        if v is None or v <= 0
+    ]
+    if missing:
+        runner_name = {"latency": "lat-IN-OUT.json", "serve": "serve-IN-OUT-cC.json"}.get(
+            f.kind, "throughput-IN-OUT.json"
+        )
+        raise BadInput(
+            f"{f.path}: a `vllm bench {f.kind}` result does not say the lengths it was asked for: give "
+            f"{' and '.join(missing)}, or name the file as the toolkit's runner does ({runner_name})"
+        )
+
+
+def _model(result: dict[str, Any], sha: str) -> ModelRef:
+    mid = str(result.get("model_id") or result.get("model") or "")
+    return ModelRef(name=Path(mid).name or "unknown", path=mid, sha256=sha, size_bytes=0)
+
+
+def records(
+    files: list[VllmFile],
+    *,
+    image: ImageRef,
+    run_id: str,
+    created: str,
+    model_sha256: str,
+    content: str,
+    file_sha: dict[Path, str],
+) -> list[BenchRecord]:
+    """The records of these (length-resolved) vLLM result files, in file order; a decode run without
+    the output-1 run of its input length is BadInput naming it."""
+    out: list[BenchRecord] = []
+    refs = {
+        (f.input_len, 1): f for f in files if f.kind == "latency" and f.output_len == 1
+    }  # the decode reference runs
+
+    def base(f: VllmFile, fmt: str) -> dict[str, Any]:
+        return dict(
+            run_id=run_id,
+            created=created,
+            runner="vllm",
+            image=image,
+            model=_model(f.result, model_sha256),
+            imported={
+                "file": str(f.path),
+                "line": 1,
+                "format": fmt,
+                "file_sha256": file_sha[f.path],
+                "sha256": content,
+            },
+        )
+
+    for f in files:
+        assert f.input_len is not None and f.output_len is not None
+        L, O = f.input_len, f.output_len  # noqa: E741
+        if f.kind == "latency":
+            lat, why = vf.parse_latency(f.result)
+            if lat is None:
+                raise BadInput(f"{f.path}: a `vllm bench latency` result with {why}")
+            if O == 1:
+                samples = [round(L / x, 4) for x in lat.latencies if x > 0]
+                out.append(
+                    BenchRecord(
+                        **base(f, "vllm-bench-latency"),
+                        test=f"pp{L}",
+                        axis="prefill",
+                        method=vf.METHOD_PREFILL,
+                        n_prompt=L,
+                        avg_ts=round(L / lat.avg, 4),
+                        stddev_ts=_sd(samples),
+                        samples_ts=samples,
+                        engine={"input_len": L, "output_len": 1},
+                        raw=f.result,
+                    )
+                )
+                continue
+            ref = refs.get((L, 1))
+            if ref is None:
+                raise BadInput(
+                    f"{f.path}: a `vllm bench latency` result at output {O}: its decode rate is the difference "
+                    f"to the output-1 run of the same input length {L}; import that result with it "
+                    f"(lat-{L}-1.json, or --output-len 1 on its own)"
+                )
+            short, _ = vf.parse_latency(ref.result)
+            assert short is not None
+            n = O - 1
+            error = vf.decode_noise_error(lat, short, long_len=O)
+            samples = [] if error else [round(n / (x - short.avg), 4) for x in lat.latencies if x > short.avg]
+            out.append(
+                BenchRecord(
+                    **base(f, "vllm-bench-latency"),
+                    test=f"tg{n}",
+                    axis="decode",
+                    method=vf.METHOD_DECODE,
+                    n_gen=n,
+                    status="failed" if error else "ok",
+                    error=error,
+                    avg_ts=None if error else round(n / (lat.avg - short.avg), 4),
+                    stddev_ts=_sd(samples),
+                    samples_ts=samples,
+                    engine={"input_len": L, "output_len": O, "reference_output_len": 1},
+                    raw={"long": f.result, "short": ref.result},
+                )
+            )
+        elif f.kind == "serve":
+            out.append(_serve(f, base(f, "vllm-bench-serve"), L, O))
+        else:
+            out.append(_throughput(f, base(f, "vllm-bench-throughput"), L, O))
+    return out
+
+
+def _sd(xs: list[float]) -> float | None:
+    import statistics
+
+    return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
+
+
+def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741
+    parsed = vf.parse_serve(f.result)
+    prompts = _int(f.result.get("num_prompts")) or _int(parsed["completed"]) or 0
+    c = f.concurrency
+    what = f"vllm bench serve (c{c}, in {L}, out {O})" if c else f"vllm bench serve (in {L}, out {O})"
+    error = None
+    if not parsed["completed"]:
+        error = f"{what}: no request completed"
+    elif parsed["failed"]:
+        error = f"{what}: {parsed['failed']:.0f} of {prompts} requests failed"
+    elif parsed["output_throughput"] is None:
+        error = f"{what}: the result has no output_throughput"
+    elif short := vf.served_shortfall_error(parsed, num_prompts=prompts, output_len=O, ignore_eos=False):
+        error = f"{what}: {short}"
+    return BenchRecord(
+        **base,
+        test=f"serve pp{L}+tg{O}" + (f" c{c}" if c else ""),
+        axis="served",
+        method=vf.METHOD_SERVE,
+        n_prompt=L,
+        n_gen=O,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=None if error else parsed["output_throughput"],
+        timing={"tests_s": parsed["duration"] or 0.0},
+        engine={
+            **({"concurrency": c} if c else {}),
+            "num_prompts": prompts,
+            "request_rate": parsed["request_rate"],
+        },
+        raw=f.result,
+        served={
+            **{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
+            "requested_output_tokens": prompts * O,
+        },
+        latency_ms=parsed["latency_ms"],
+    )
+
+
+def _throughput(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741
+    """`vllm bench throughput`: offline, all requests at once. avg_ts = output tokens / elapsed_time
+    (the unit of a serve record); failed when total_num_tokens contradicts requests x (in + out)."""
+    r = f.result
+    n, secs, total = (
+        _int(r.get("num_requests")),
+        vf._finite(r.get("elapsed_time")),
+        _int(r.get("total_num_tokens")),
+    )
+    what = f"vllm bench throughput (in {L}, out {O})"
+    error = None
+    if not n or secs is None or secs <= 0:
+        error = f"{what}: the result has no num_requests or positive elapsed_time"
+    elif total is not None and abs(total - n * (L + O)) > vf.SERVED_TOLERANCE * n * (L + O):
+        error = (
+            f"{what}: total_num_tokens {total} is not {n} requests x ({L} + {O}): the run did not measure "
+            "the lengths given"
+        )
+    return BenchRecord(
+        **base,
+        test=f"throughput pp{L}+tg{O}",
+        axis="served",
+        method=vf.METHOD_THROUGHPUT,
+        n_prompt=L,
+        n_gen=O,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=None if error or not n or not secs else round(n * O / secs, 4),
+        timing={"tests_s": secs or 0.0},
+        engine={"num_prompts": n or 0},
+        raw=r,
+        served={
+            "duration": secs,
+            "completed": n,
+            "request_throughput": vf._finite(r.get("requests_per_second")),
+            "total_token_throughput": vf._finite(r.get("tokens_per_second")),
+            "requested_output_tokens": (n or 0) * O,
+        },
+    )
