@@ -369,8 +369,8 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
             proc = subprocess.run(
                 ["podman", "load", "-q", "-i", str(archive)], capture_output=True, text=True, timeout=600
             )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"base image {ref} is not local and loading {archive} failed ({err})"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"base image {ref} is not local and loading {archive} failed ({exc})"
         if proc.returncode == 0 and inspect_image(ref) is not None:
             return None
     try:
