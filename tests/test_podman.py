@@ -158,22 +158,15 @@ def _rocm(**kw) -> devices.DeviceProfile:
     return devices.DeviceProfile(backend="rocm", devices=[KFD, RENDER], group_add=["993", "44"], **kw)
 
 
-def test_passthrough_per_engine(tmp_path):
+def test_passthrough_per_engine():
     p = _rocm()
     assert devices.passthrough(p, "docker") == ([KFD, RENDER], ["993", "44"])
     assert devices.passthrough(p, "podman") == ([KFD, RENDER], ["993", "44"])
     assert devices.passthrough(p, "podman-rootless") == ([KFD, RENDER], ["keep-groups"])
-    cdi = tmp_path / "amd.json"
-    assert devices.passthrough(p, "podman", cdi) == (["amd.com/gpu=all"], ["993", "44"])
-    assert devices.passthrough(p, "podman-rootless", cdi) == (["amd.com/gpu=all"], ["keep-groups"])
-    assert devices.passthrough(p, "docker", cdi) == ([KFD, RENDER], ["993", "44"])  # Docker: nodes
-    pinned = _rocm(environment={"ROCR_VISIBLE_DEVICES": "0"})
-    assert devices.passthrough(pinned, "podman", cdi)[0] == [KFD, RENDER]  # one card of several: nodes
     assert devices.passthrough(devices.cpu_profile(), "podman-rootless") == ([], [])
 
 
 def test_run_spec_takes_the_engines_form(monkeypatch):
-    monkeypatch.setattr(devices, "amd_cdi_spec", lambda: None)
     monkeypatch.setenv("TOOLKIT_ENGINE", "podman")
     monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
     cmd = engine.run_command(_rocm().run_spec("img", ["true"]))
@@ -193,6 +186,10 @@ def test_amd_cdi_spec_found_by_kind_and_all(tmp_path):
         '{"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": [{"name": "0"}, {"name": "all"}]}'
     )
     assert devices.amd_cdi_spec((etc, run)) == etc / "amd.json"
+    said = doctor_mod.check_cdi({"engine": "podman"}, etc / "amd.json")
+    assert said[0].level == "info" and "--device amd.com/gpu=all" in said[0].message
+    assert doctor_mod.check_cdi({"engine": "docker"}, etc / "amd.json") == []
+    assert doctor_mod.check_cdi({"engine": "podman"}, None) == []
 
 
 def test_podman_socket_from_container_host(monkeypatch):

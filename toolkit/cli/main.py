@@ -663,8 +663,8 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
             return f"{name} is not built, so no container could try the devices (`toolkit build -i {name}`)"
         try:
             profile = devices.profile_for(backend, devices.detect_gpus(), allow_software=allow_software_gpu)
-            _, groups = devices.passthrough(profile, engine.engine_kind())  # the nodes themselves, not CDI
-            return engine.probe_device_access(b.digest, devices=profile.devices, group_add=groups)
+            nodes, groups = devices.passthrough(profile, engine.engine_kind())
+            return engine.probe_device_access(b.digest, devices=nodes, group_add=groups)
         except Exception as err:  # no device, engine error: that is the answer, not a crash
             return str(err)[:200]
 

@@ -462,7 +462,7 @@ def run_buildx(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=dict(os.environ, DOCKER_BUILDKIT="1"),
+            env=_build_env(cmd),
         )
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
@@ -483,6 +483,20 @@ def run_buildx(
         finally:
             timer.cancel()
     return BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
+
+
+def _build_env(cmd: list[str]) -> dict[str, str]:
+    """The environment of a build. A rootless `podman build` gets its own TMPDIR
+    (/var/tmp/toolkit-buildah-<uid>): buildah 1.28 (Debian 12's Podman 4.3) keeps RUN
+    --mount=type=cache folders in $TMPDIR/buildah-cache for every user alike, so after a rootful
+    build a rootless one fails with `open /var/tmp/buildah-cache/<id>/buildah-cache-lockfile:
+    permission denied`."""
+    env = dict(os.environ, DOCKER_BUILDKIT="1")
+    if cmd[0] == "podman" and os.geteuid() != 0:
+        tmp = Path(f"/var/tmp/toolkit-buildah-{os.geteuid()}")
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+    return env
 
 
 def _count_step(line: str, steps: set[str], cached: set[str]) -> None:

@@ -318,7 +318,7 @@ class DeviceProfile:
         `engine.start_container(spec)` the docker SDK call."""
         from toolkit.engine import api as engine
 
-        devices, group_add = passthrough(self, engine.engine_kind(), amd_cdi_spec())
+        devices, group_add = passthrough(self, engine.engine_kind())
         return engine.RunSpec(
             image=image,
             command=list(command),
@@ -515,9 +515,7 @@ def amd_cdi_spec(dirs: tuple[Path, ...] = CDI_DIRS) -> Path | None:
     return None
 
 
-def passthrough(
-    profile: DeviceProfile, engine_kind: str, cdi: Path | None = None
-) -> tuple[list[str], list[str]]:
+def passthrough(profile: DeviceProfile, engine_kind: str) -> tuple[list[str], list[str]]:
     """(devices, group_add) of `profile` in the form the engine needs; the one place that differs by engine.
 
     - "docker" and "podman" (rootful): the device nodes (`HOST:CONTAINER:rwm`) and the nodes'
@@ -525,16 +523,16 @@ def passthrough(
     - "podman-rootless": the nodes, and `keep-groups` instead of GIDs: in a rootless user namespace
       host GIDs are not mapped, and crun lets the container process keep the user's supplementary
       groups (so a node opens where the user can open it on the host; runc cannot: podman#25897).
-    - on Podman, a ROCm profile that passes every GPU (none pinned, none hidden) where a CDI spec for
-      amd.com/gpu exists (`cdi`, from amd_cdi_spec): the CDI name `amd.com/gpu=all` (AMD's documented
-      Podman form) instead of the nodes; the groups as above.
+
+    CDI names (`amd.com/gpu=all`, where amd_cdi_spec finds a spec) are not used: containers are
+    created through Podman's Docker-compatible API, which does not take them (Podman 4.3.1:
+    `container create: stat amd.com/gpu=all: no such file or directory` for a Devices entry, a
+    DeviceRequests entry of driver `cdi` ignored; podman#23560 on 5.1.2). The nodes are the same
+    devices; doctor names the spec and the `podman run --device amd.com/gpu=all` it allows.
     """
     devices, groups = list(profile.devices), list(profile.group_add)
     if engine_kind == "podman-rootless" and groups:
         groups = [KEEP_GROUPS]
-    whole = not profile.hidden and "ROCR_VISIBLE_DEVICES" not in profile.environment
-    if engine_kind.startswith("podman") and cdi is not None and profile.backend == "rocm" and whole:
-        devices = [AMD_CDI_ALL]
     return devices, groups
 
 

@@ -19,7 +19,15 @@ from typing import Any, Literal, Protocol
 
 from toolkit.core.errors import BadInput, ToolkitError
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
-from toolkit.host.devices import Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall, target_covers
+from toolkit.host.devices import (
+    Gpu,
+    amd_cdi_spec,
+    detect_gpus,
+    rocm_gpus,
+    select_gpus,
+    shortfall,
+    target_covers,
+)
 from toolkit.host.info import host_facts
 
 GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
@@ -305,6 +313,22 @@ def check_rootless_devices(
                 )
             )
     return out
+
+
+def check_cdi(info: Mapping[str, Any] | None, spec: Path | None) -> list[Check]:
+    """On Podman, where a CDI spec for amd.com/gpu exists (`spec`, from devices.amd_cdi_spec): say so,
+    and that the toolkit passes the same devices as nodes (Podman's Docker-compatible API, which the
+    toolkit creates containers through, does not take CDI names). [] otherwise."""
+    if not info or info.get("engine") != "podman" or spec is None:
+        return []
+    return [
+        Check(
+            "info",
+            "engine",
+            f"CDI spec for amd.com/gpu: {spec} (`podman run --device amd.com/gpu=all` works by hand); the "
+            "toolkit passes the same devices as nodes, since Podman's Docker-compatible API does not take CDI names",
+        )
+    ]
 
 
 def _has_user(uid: int) -> bool:
@@ -671,6 +695,7 @@ def diagnose(
         + check_igpu(gpus)
         + check_docker(docker_info)
         + check_rootless_devices(docker_info, dev)
+        + check_cdi(docker_info, amd_cdi_spec())
         + check_kernel(facts)
         + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
         + check_power(gpu_power_states(sysfs, nvml=nvml))
