@@ -1394,7 +1394,7 @@ def test_two_engines_writing_one_results_folder_is_refused_or_flagged(proj, tk_b
     res = tk(proj, "bench", *b.args(), env=env_b)
     assert res.returncode == 9, _out(res)
     assert "another toolkit benchmark is writing to this results folder: run " + run_a in res.stderr
-    assert f"(pid {proc.pid}, writing {a.results} from Docker engine " in res.stderr
+    assert f"(pid {proc.pid}, writing {a.results} from container engine " in res.stderr
     assert "--allow-concurrent" in res.stderr and "Traceback" not in res.stderr
     assert not [r for r in a.rows() if r["run_id"] != run_a]  # B wrote nothing
     res = tk(proj, "bench", *b.args(), "--allow-concurrent", env=env_b)

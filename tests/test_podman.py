@@ -59,9 +59,9 @@ def test_cli_engine_option_sets_the_environment(monkeypatch, tmp_path):
 
     from toolkit.cli.main import cli
 
-    monkeypatch.delenv("TOOLKIT_ENGINE", raising=False)
+    monkeypatch.setenv("TOOLKIT_ENGINE", "auto")  # recorded: monkeypatch restores what the CLI sets
     res = CliRunner().invoke(cli, ["--engine", "podman", "render", "--matrix", str(tmp_path / "none.yaml")])
-    assert os.environ.get("TOOLKIT_ENGINE") == "podman"  # (monkeypatch restores it)
+    assert os.environ.get("TOOLKIT_ENGINE") == "podman"
     assert res.exit_code != 0  # the matrix is missing; the option itself was accepted
     res = CliRunner().invoke(cli, ["--engine", "lxc", "doctor"])
     assert res.exit_code == 2 and "'lxc' is not one of 'docker', 'podman', 'auto'" in res.output
