@@ -263,6 +263,8 @@ def test_doctor_podman_lines():
     assert checks[0].message.startswith("Podman 4.3.1 (rootless")
     assert checks[-1].level == "warn" and "needs crun" in checks[-1].message
     assert doctor_mod.userns_mode(rootless) == "rootless Podman"
+    vfs = doctor_mod.check_docker({**rootful, "storage_driver": "vfs"})
+    assert vfs[-1].level == "warn" and 'driver = "overlay"' in vfs[-1].message
     gone = doctor_mod.check_docker({"error": "Podman API not reachable at ...", "engine": "podman"})
     assert gone[0].level == "error" and gone[0].message.startswith("Podman: not reachable")
 

@@ -271,7 +271,7 @@ def _first_line(err: Exception) -> str:
 
 def engine_info(*, buildx: bool = True) -> dict[str, Any]:
     """Engine and builder versions and security mode: {engine, rootless, server_version, api_version,
-    buildx, os, kernel, SecurityOptions} (`engine`: docker | podman; `server_version`: Docker's or
+    buildx, os, kernel, SecurityOptions}, on Podman also oci_runtime and storage_driver (`engine`: docker | podman; `server_version`: Docker's or
     Podman's own version; `api_version`: the Docker API version it serves; SecurityOptions as
     `docker info` gives them: name=rootless, name=userns, ...). On Podman `buildx` is replaced by
     `buildah` (the version `podman build` builds with). `buildx=False` leaves the builder out (a
@@ -279,7 +279,8 @@ def engine_info(*, buildx: bool = True) -> dict[str, Any]:
     the build."""
     c = client()
     v = c.version()
-    security = list(c.info().get("SecurityOptions") or [])
+    about = c.info()
+    security = list(about.get("SecurityOptions") or [])
     podman = is_podman()
     info = {
         "engine": "podman" if podman else "docker",
@@ -294,6 +295,7 @@ def engine_info(*, buildx: bool = True) -> dict[str, Any]:
         names = [str(x.get("Name", "")) for x in v.get("Components") or [] if isinstance(x, dict)]
         found = [m.group(1) for n in names if (m := re.fullmatch(r"OCI Runtime \((\S+)\)", n))]
         info["oci_runtime"] = found[0] if found else None
+        info["storage_driver"] = about.get("Driver")
     if not buildx:
         return info
     cmd, key = (

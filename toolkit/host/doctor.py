@@ -248,6 +248,16 @@ def check_podman(info: Mapping[str, Any]) -> list[Check]:
             if info["buildah"]
             else Check("warn", "engine", "podman build: buildah version not reported (`podman info`)")
         )
+    if info.get("storage_driver") == "vfs":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                "Podman stores images with the vfs driver (a full copy of every layer: slow builds, several times "
+                'the disk): set `driver = "overlay"` under [storage] in ~/.config/containers/storage.conf '
+                "(rootless) or /etc/containers/storage.conf, then `podman system reset`",
+            )
+        )
     runtime = info.get("oci_runtime")
     if rootless and runtime and runtime != "crun":
         checks.append(
