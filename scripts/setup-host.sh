@@ -290,6 +290,9 @@ fi
 PODMAN_USER=toolkit-podman
 if [ "$TEST" = 1 ]; then
   id "$PODMAN_USER" >/dev/null 2>&1 || $SUDO useradd --create-home --shell /bin/bash "$PODMAN_USER"
+  # a group standing in for render/video: the keep-groups test gives a device node to it alone
+  getent group toolkit-gpu-test >/dev/null || $SUDO groupadd toolkit-gpu-test
+  id -nG "$PODMAN_USER" | grep -qw toolkit-gpu-test || $SUDO usermod -aG toolkit-gpu-test "$PODMAN_USER"
   for f in /etc/subuid /etc/subgid; do
     grep -q "^$PODMAN_USER:" "$f" 2>/dev/null || printf '%s:200000:65536\n' "$PODMAN_USER" | $SUDO tee -a "$f" >/dev/null
   done

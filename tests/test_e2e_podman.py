@@ -190,6 +190,15 @@ def test_rootless_keep_groups_passes_a_group_only_node(rootless, tmp_path):
     except KeyError:
         subprocess.run(["groupadd", group], check=True)
     subprocess.run(["usermod", "-aG", group, USER], check=True)
+    # keep-groups keeps the groups of the process that runs crun: Podman's API service, as it was
+    # when it started. One started before the user joined the group (by the build above) lacks it:
+    # stop it (started by this session's toolkit runs); the toolkit starts a fresh one.
+    for pid in subprocess.run(
+        ["pgrep", "-u", USER, "-f", "podman system service"], capture_output=True, text=True
+    ).stdout.split():
+        groups = Path(f"/proc/{pid}/status").read_text().split("Groups:", 1)[1].split("\n", 1)[0].split()
+        if str(grp.getgrnam(group).gr_gid) not in groups:
+            os.kill(int(pid), 15)
     node = rootless / "fake-render"
     if not node.exists():
         subprocess.run(["mknod", str(node), "c", "1", "3"], check=True)

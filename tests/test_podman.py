@@ -303,3 +303,39 @@ def test_engine_summary_and_reproduce_diff():
         {"docker": {"engine": "podman", "server_version": "4.3.1", "rootless": False}},
     )
     assert diff == {"docker": ("26.1.5", "podman 4.3.1")}
+
+
+def test_libpod_spec_carries_keep_groups_as_its_annotation():
+    """Rootless Podman's keep-groups cannot pass Podman's Docker-compatible API (it takes it for a
+    group name); the libpod create body carries what `podman run --group-add keep-groups` sets."""
+    spec = engine.RunSpec(
+        image="sha256:" + "ab" * 32,
+        command=["llama-bench", "-m", "/models/m.gguf"],
+        mounts=[engine.Mount("/data/m.gguf", "/models/m.gguf"), engine.Mount("cache", "/cache", False, True)],
+        environment={"A": "1"},
+        devices=[KFD, RENDER],
+        group_add=["keep-groups"],
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+        ipc_mode="host",
+        name="toolkit-x",
+        shm_size="1g",
+        network="none",
+        ports={"8000/tcp": 41234},
+        memory_bytes=2 << 30,
+    )
+    body = engine.libpod_spec(spec, {"org.toolkit.managed": "1"})
+    assert body["annotations"] == {"run.oci.keep_original_groups": "1"} and body["groups"] == []
+    assert body["devices"] == [{"path": KFD}, {"path": RENDER}]
+    assert body["no_new_privileges"] is True and body["cap_drop"] == ["ALL"]
+    assert body["mounts"] == [
+        {"destination": "/models/m.gguf", "source": "/data/m.gguf", "type": "bind", "options": ["ro"]}
+    ]
+    assert body["volumes"] == [{"name": "cache", "dest": "/cache", "options": []}]
+    assert body["ipcns"] == {"nsmode": "host"} and body["netns"] == {"nsmode": "none"}
+    assert body["shm_size"] == 1 << 30 and body["resource_limits"]["memory"]["limit"] == 2 << 30
+    assert body["portmappings"][0]["container_port"] == 8000 and body["labels"] == {
+        "org.toolkit.managed": "1"
+    }
+    with pytest.raises(BadInput, match="apparmor=x"):
+        engine.libpod_spec(engine.RunSpec(image="i", command=[], security_opt=["apparmor=x"]), {})

@@ -735,8 +735,14 @@ def start_container(spec: RunSpec):
 
 
 def create_container(spec: RunSpec):
-    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id."""
+    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id.
+    On rootless Podman with `keep-groups` the libpod API creates it (`libpod_spec`): Podman's
+    Docker-compatible API takes `keep-groups` for a group name (Podman 4.3.1: `looking up
+    supplemental groups ...: Unable to find group keep-groups`) and has no field for the annotation
+    that means it."""
     c = client()
+    if KEEP_GROUPS in spec.group_add and podman_rootless():
+        return _create_libpod(c, spec)
     mounts = []
     from docker.types import Mount as SdkMount
 
@@ -772,6 +778,96 @@ def create_container(spec: RunSpec):
         kwargs["ports"] = {k: ("127.0.0.1", v) for k, v in spec.ports.items()}
     kwargs.pop("detach")
     return c.containers.create(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+KEEP_GROUPS = "keep-groups"
+KEEP_GROUPS_ANNOTATION = "run.oci.keep_original_groups"
+"""What `podman run --group-add keep-groups` sets: crun then leaves the process's supplementary groups
+as they are (the user's, as the API service had them when it started)."""
+
+
+def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
+    """`spec` as Podman's libpod SpecGenerator JSON (POST /v4.0.0/libpod/containers/create; the field
+    names of podman's pkg/specgen), with `keep-groups` as its annotation. Raises BadInput for a
+    security option it does not translate (only no-new-privileges and seccomp=unconfined occur)."""
+    from docker.utils import parse_bytes
+
+    out: dict[str, Any] = {
+        "image": spec.image,
+        "command": list(spec.command),
+        "env": dict(spec.environment),
+        "labels": labels,
+        "devices": [{"path": d} for d in spec.devices],
+        "cap_drop": list(spec.cap_drop),
+        "cap_add": list(spec.cap_add),
+        "groups": [g for g in spec.group_add if g != KEEP_GROUPS],
+        "mounts": [
+            {
+                "destination": m.target,
+                "source": m.source,
+                "type": "bind",
+                "options": ["ro"] if m.read_only else [],
+            }
+            for m in spec.mounts
+            if not m.volume
+        ],
+        "volumes": [
+            {"name": m.source, "dest": m.target, "options": ["ro"] if m.read_only else []}
+            for m in spec.mounts
+            if m.volume
+        ],
+    }
+    if KEEP_GROUPS in spec.group_add:
+        out["annotations"] = {KEEP_GROUPS_ANNOTATION: "1"}
+    for opt in spec.security_opt:
+        if opt == "no-new-privileges":
+            out["no_new_privileges"] = True
+        elif opt == "seccomp=unconfined":
+            out["seccomp_profile_path"] = "unconfined"
+        else:
+            raise BadInput(f"security option {opt!r} is not translated for rootless Podman's libpod API")
+    if spec.name:
+        out["name"] = spec.name
+    if spec.ipc_mode:
+        out["ipcns"] = {"nsmode": spec.ipc_mode}
+    if spec.shm_size:
+        out["shm_size"] = parse_bytes(spec.shm_size)
+    if spec.network:
+        out["netns"] = {"nsmode": spec.network}
+    if spec.memory_bytes:
+        out["resource_limits"] = {"memory": {"limit": spec.memory_bytes, "swap": spec.memory_bytes}}
+    if spec.ports:
+        out["portmappings"] = [
+            {
+                "host_ip": "127.0.0.1",
+                "host_port": h,
+                "container_port": int(str(c).split("/")[0]),
+                "protocol": "tcp",
+            }
+            for c, h in spec.ports.items()
+        ]
+    return out
+
+
+def _create_libpod(c, spec: RunSpec):
+    """Create `spec` through the libpod API (see create_container); returns the SDK's container."""
+    import json
+
+    from docker.errors import APIError
+
+    body = libpod_spec(spec, {CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels})
+    resp = c.api._post(
+        c.api.base_url + "/v4.0.0/libpod/containers/create",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json"},
+    )
+    if resp.status_code >= 300:
+        try:
+            why = resp.json().get("message") or resp.text
+        except ValueError:
+            why = resp.text
+        raise APIError(f"libpod container create: {why[:300]}", response=resp, explanation=why[:300])
+    return c.containers.get(resp.json()["Id"])
 
 
 class _Lines:

@@ -493,7 +493,6 @@ CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 AMD_CDI_KIND = "amd.com/gpu"
 AMD_CDI_ALL = f"{AMD_CDI_KIND}=all"
 """The CDI name of every AMD GPU (the AMD container toolkit's spec, `amd-ctk cdi generate`)."""
-KEEP_GROUPS = "keep-groups"
 
 
 def amd_cdi_spec(dirs: tuple[Path, ...] = CDI_DIRS) -> Path | None:
@@ -532,6 +531,8 @@ def passthrough(profile: DeviceProfile, engine_kind: str) -> tuple[list[str], li
     """
     devices, groups = list(profile.devices), list(profile.group_add)
     if engine_kind == "podman-rootless" and groups:
+        from toolkit.engine.api import KEEP_GROUPS
+
         groups = [KEEP_GROUPS]
     return devices, groups
 
