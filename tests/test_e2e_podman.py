@@ -3,7 +3,7 @@ and `toolkit bench` of the CPU image on rootful Podman (this process, as root) a
 (the test user `toolkit-podman`, through `su`, with the checkout's code), `toolkit doctor` on the
 rootless one, and the one device-passthrough rule rootless Podman depends on (`--group-add
 keep-groups`: a node only the user's group may open opens inside; without it, it does not). Nothing
-is mocked. Each engine builds cold once (~6 min on 2 cores: the llama.cpp compile), later runs use
+is mocked. Each engine builds cold once (~3.5 min on 2 cores: the llama.cpp compile), later runs use
 its layer and cache-mount caches."""
 
 from __future__ import annotations
