@@ -1260,7 +1260,10 @@ def test_second_benchmark_on_the_engine_is_refused_or_flagged(proj, tk_bg):
     run_a = ctr.labels["org.toolkit.run-id"]
     res = tk(proj, "bench", *b.args(), env={"TOOLKIT_ALLOW_CONCURRENT": None})
     assert res.returncode == 9, _out(res)
-    assert "another toolkit benchmark is running on this Docker engine" in res.stderr and run_a in res.stderr
+    assert (
+        "another toolkit benchmark is running on this container engine (Docker engine)" in res.stderr
+        and run_a in res.stderr
+    )
     assert (
         ctr.name in res.stderr and f"pid {proc.pid} on this host" in res.stderr
     )  # which process, which container
@@ -1375,7 +1378,7 @@ def test_two_engines_writing_one_results_folder_is_refused_or_flagged(proj, tk_b
     res = tk(proj, "bench", *b.args(), env=env_b)
     assert res.returncode == 9, _out(res)
     assert "another toolkit benchmark is writing to this results folder: run " + run_a in res.stderr
-    assert f"(pid {proc.pid}, writing {a.results} from Docker engine " in res.stderr
+    assert f"(pid {proc.pid}, writing {a.results} from container engine " in res.stderr
     assert "--allow-concurrent" in res.stderr and "Traceback" not in res.stderr
     assert not [r for r in a.rows() if r["run_id"] != run_a]  # B wrote nothing
     res = tk(proj, "bench", *b.args(), "--allow-concurrent", env=env_b)

@@ -952,7 +952,7 @@ def test_a_second_bench_on_another_engine_writing_the_same_results_is_refused_ex
     msg = str(err.value)
     assert err.value.exit_code == 9
     assert f"another toolkit benchmark is writing to this results folder: run run-a (pid {proc.pid}, " in msg
-    assert f"writing {root} from Docker engine engineA01234567" in msg
+    assert f"writing {root} from container engine engineA01234567" in msg
     assert guard.CONCURRENT_ADVICE in msg  # the per-engine guard's advice, word for word
     assert lock.fd is None  # nothing held
 

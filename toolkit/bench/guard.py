@@ -4,14 +4,15 @@
 - `no_interrupt()` (toolkit.core.signals): a save that a second Ctrl-C / SIGTERM cannot cut in half.
 - `Saver`: writes each record the moment it exists, whole or absent, counts what was written and
   turns an OSError into FileSystemError naming the file (exit 8).
-- `RunGuard`: one benchmark per Docker engine. Each run holds a lock file
+- `RunGuard`: one benchmark per container engine (Docker's `docker info` ID; rootful Podman and each
+  user's rootless Podman are separate engines: engine.engine_id). Each run holds a lock file
   (`<tmp>/toolkit-bench-<engine id>-<run id>.lock`, fcntl.flock, released by the kernel when the
   process dies) and labels its containers with its run id and this host's id. At start it refuses
   when another run is alive (exit 9) unless --allow-concurrent, and removes containers left by runs
   that are gone (a killed toolkit, an engine restarted under a run). With --allow-concurrent every
   record written while another run is alive carries `concurrent: {...}`.
 - `ResultsLock`: one benchmark per results folder, whatever engine it runs on (two Docker engines of
-  one host share its CPUs, memory and GPUs): an flock of `results/.lock` held for the run, naming the
+  one host, or Docker and Podman, share its CPUs, memory and GPUs): an flock of `results/.lock` held for the run, naming the
   holder (pid, run id, engine) inside. A second run is refused (exit 9) unless --allow-concurrent, and
   then every record it writes while the holder runs carries `concurrent: {...}`.
 """
@@ -155,7 +156,7 @@ def _shown(run_id: str) -> str:
 
 
 class RunGuard:
-    """This run's presence on one Docker engine (see the module docstring)."""
+    """This run's presence on one container engine (see the module docstring)."""
 
     STALE_AFTER_S = 60.0
 
@@ -272,14 +273,13 @@ class RunGuard:
             ] + foreign
             gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
             fix = (
-                f" If that run is gone, remove its container: `docker rm -f {' '.join(gone)}`."
+                f" If that run is gone, remove its container: `{engine.cli()} rm -f {' '.join(gone)}`."
                 if gone
                 else ""
             )
             raise ConcurrentRun(
-                f"another toolkit benchmark is running on this Docker engine: run {'; '.join(said)}. "
-                + CONCURRENT_ADVICE
-                + fix
+                f"another toolkit benchmark is running on this container engine ({engine.engine_label()}): run "
+                f"{'; '.join(said)}. " + CONCURRENT_ADVICE + fix
             )
         if others:
             running = ", ".join([*map(_shown, alive), *foreign])
@@ -342,7 +342,7 @@ class ResultsLock:
         run = _shown(obj["run_id"]) if isinstance(obj.get("run_id"), str) else "?"
         said = obj.get("engine")
         eng = said if isinstance(said, str) and re.fullmatch(r"[A-Za-z0-9]{1,16}", said) else "?"
-        same = "this Docker engine" if eng == self.engine_id else f"Docker engine {eng}"
+        same = "this container engine" if eng == self.engine_id else f"container engine {eng}"
         return f"{run} (pid {pid_s}, writing {self.root} from {same})"
 
     def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
@@ -356,7 +356,7 @@ class ResultsLock:
         if not allow_concurrent:
             self.release()
             raise ConcurrentRun(
-                f"another toolkit benchmark is writing to this results folder: run {who}. Two Docker engines "
+                f"another toolkit benchmark is writing to this results folder: run {who}. Two container engines "
                 "of one host share its CPUs, memory and GPUs. " + CONCURRENT_ADVICE
             )
         note(

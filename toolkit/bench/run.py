@@ -140,7 +140,7 @@ def run_bench(
         why = (
             str(err)
             if isinstance(err, EngineUnavailable)
-            else f"Docker engine connection lost ({str(err)[:160]})"
+            else f"{engine.engine_label()} connection lost ({str(err)[:160]})"
         )
         raise EngineUnavailable(
             f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "

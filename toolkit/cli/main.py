@@ -33,14 +33,27 @@ from toolkit.core.errors import BenchFailed, BuildFailed, ToolkitError
 
 @click.group(epilog=EPILOG)
 @click.version_option(__version__, prog_name="toolkit")
-def cli():
+@click.option(
+    "--engine",
+    type=click.Choice(["docker", "podman", "auto"]),
+    default=None,
+    help="Container engine: docker, podman (rootful as root, rootless as any other user; its API "
+    "service is started when needed) or auto. Default: $TOOLKIT_ENGINE, else auto: Docker where it is "
+    "installed (or DOCKER_HOST is set), else Podman where `podman` is installed.",
+)
+def cli(engine):
     """Build LLM inference images for the AMD Radeon AI PRO R9700 (gfx1201) and benchmark them.
 
     The main job: `toolkit build && toolkit bench` builds the images in matrix.yaml that this host
     can run (`toolkit doctor`'s verdict; `toolkit build --all` builds every one), runs llama-bench in each (prefill pp and decode tg), stores results
     per image digest under results/ and prints the tables. `toolkit doctor` says what this host
-    can run and why not.
+    can run and why not. On a Podman host: `toolkit --engine podman build && toolkit --engine podman
+    bench` (or TOOLKIT_ENGINE=podman).
     """
+    if engine:  # the engine module reads it; child processes (campaigns) inherit it
+        import os
+
+        os.environ["TOOLKIT_ENGINE"] = engine
 
 
 @cli.command(epilog=EPILOG)
@@ -638,7 +651,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     try:
         info = engine.engine_info()
     except ToolkitError as err:
-        info = {"error": str(err)}
+        info = {"error": str(err), "engine": engine.engine_name()}
 
     def probe(name: str, backend: str) -> str | None:  # rootless/userns engines only: open the nodes for real
         from toolkit.host import devices
@@ -648,7 +661,8 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
             return f"{name} is not built, so no container could try the devices (`toolkit build -i {name}`)"
         try:
             profile = devices.profile_for(backend, devices.detect_gpus(), allow_software=allow_software_gpu)
-            return engine.probe_device_access(b.digest, devices=profile.devices, group_add=profile.group_add)
+            nodes, groups = devices.passthrough(profile, engine.engine_kind())
+            return engine.probe_device_access(b.digest, devices=nodes, group_add=groups)
         except Exception as err:  # no device, engine error: that is the answer, not a crash
             return str(err)[:200]
 

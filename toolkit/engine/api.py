@@ -1,14 +1,23 @@
-"""The one module that talks to the Docker engine: BuildKit builds (docker buildx, a subprocess,
-since the docker SDK drives only the classic builder) and containers (docker SDK).
+"""The one module that talks to the container engine: Docker, or Podman through its Docker-compatible
+API (`podman system service`). Builds are a subprocess (`docker buildx build`, since the docker SDK
+drives only the classic builder; `podman build` on Podman), containers go through the docker SDK.
+
+Which engine: `engine_name()` — the global `toolkit --engine` option, which sets $TOOLKIT_ENGINE
+(docker | podman | auto), else auto: Docker where DOCKER_HOST is set or a Docker engine is installed
+(its socket or `dockerd`), else Podman where `podman` is on PATH, else Docker (whose error then says
+how to choose Podman). Rootful Podman (root) and rootless Podman (any other user) are two engines:
+separate image stores, separate sockets, separate `engine_id()`s.
 
 Every command is an argument list, never a shell string; `buildx_command` and `run_command`
-return the exact CLI equivalents for `--dry-run`.
+return the exact CLI equivalents for `--dry-run` (`podman build` / `podman run` on Podman).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -18,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import jsonsafe, signals
-from toolkit.core.errors import EngineUnavailable
+from toolkit.core.errors import BadInput, EngineUnavailable
 
 CONTAINER_LABEL = "org.toolkit.managed"
 HOST_LABEL = "org.toolkit.host-id"
@@ -35,25 +44,144 @@ def host_id() -> str:
         return socket.gethostname()
 
 
+ENGINES = ("docker", "podman")
+ENGINE_ENV = "TOOLKIT_ENGINE"
+"""The environment variable naming the engine (docker | podman | auto); `toolkit --engine` sets it."""
+PODMAN_IDLE_S = 600
+"""A Podman API service the toolkit starts exits after this many seconds without a request."""
+
+
+def engine_name() -> str:
+    """The container engine in use: "docker" or "podman" ($TOOLKIT_ENGINE, else auto-detected: see
+    the module docstring). Raises BadInput for a value of $TOOLKIT_ENGINE that is neither."""
+    want = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if want in ENGINES:
+        return want
+    if want not in ("", "auto"):
+        raise BadInput(
+            f"{ENGINE_ENV}={want!r} is not an engine: set it to docker, podman or auto (or unset it)"
+        )
+    if os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists() or shutil.which("dockerd"):
+        return "docker"
+    return "podman" if shutil.which("podman") else "docker"
+
+
+def is_podman() -> bool:
+    """True when the engine in use is Podman."""
+    return engine_name() == "podman"
+
+
+def podman_rootless() -> bool:
+    """True for rootless Podman: Podman run by a user other than root (its own user namespace, its
+    own image store, no numeric host GIDs inside; device groups pass only with `keep-groups`)."""
+    return is_podman() and os.geteuid() != 0
+
+
+def engine_kind() -> str:
+    """ "docker", "podman" or "podman-rootless": the engine as the device passthrough needs to know it."""
+    if not is_podman():
+        return "docker"
+    return "podman-rootless" if podman_rootless() else "podman"
+
+
+def engine_label() -> str:
+    """The engine for messages: "Docker engine", "Podman (rootful)", "Podman (rootless)"."""
+    if not is_podman():
+        return "Docker engine"
+    return "Podman (rootless)" if podman_rootless() else "Podman (rootful)"
+
+
+def cli() -> str:
+    """The engine's command-line program: "docker" or "podman"."""
+    return "podman" if is_podman() else "docker"
+
+
 _CLIENTS: dict[str, Any] = {}
+_PODMAN_SOCKETS: dict[int, str] = {}
+
+
+def podman_socket() -> str:
+    """The Unix socket of this user's Podman API service: $CONTAINER_HOST (unix://PATH) when set,
+    else what `podman info` names (rootful /run/podman/podman.sock, rootless
+    $XDG_RUNTIME_DIR/podman/podman.sock), else that default. Raises EngineUnavailable when podman is
+    not installed."""
+    where = os.environ.get("CONTAINER_HOST", "")
+    if where.startswith("unix://"):
+        return where[len("unix://") :]
+    uid = os.geteuid()
+    if uid in _PODMAN_SOCKETS:
+        return _PODMAN_SOCKETS[uid]
+    if not shutil.which("podman"):
+        raise EngineUnavailable(
+            "Podman not installed (no `podman` on PATH): install it (`apt-get install podman`, or "
+            "`scripts/setup-host.sh --podman`), or choose Docker (`--engine docker`)"
+        )
+    path = ""
+    try:
+        out = subprocess.run(
+            ["podman", "info", "--format", "{{.Host.RemoteSocket.Path}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        path = out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if not path.startswith("/"):
+        run = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+        path = "/run/podman/podman.sock" if uid == 0 else f"{run}/podman/podman.sock"
+    _PODMAN_SOCKETS[uid] = path
+    return path
+
+
+def podman_service_command(path: str) -> list[str]:
+    """The command that serves Podman's Docker-compatible API on `path` (what the toolkit starts)."""
+    return ["podman", "system", "service", f"--time={PODMAN_IDLE_S}", f"unix://{path}"]
+
+
+def _start_podman_service(path: str, *, wait_s: float = 30) -> str | None:
+    """Start `podman system service` on `path` in its own session (it outlives this process and exits
+    after PODMAN_IDLE_S idle seconds; log: beside the socket, podman-service.log) and wait until the
+    socket exists. None when it came up, else why not."""
+    sock = Path(path)
+    try:
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        log = open(sock.parent / "podman-service.log", "ab")  # noqa: SIM115 (handed to the child)
+    except OSError as err:
+        return f"cannot create {sock.parent}: {err.strerror or err}"
+    with log:
+        try:
+            subprocess.Popen(
+                podman_service_command(path),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as err:
+            return f"cannot run podman: {err.strerror or err}"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if sock.exists():
+            return None
+        time.sleep(0.1)
+    return f"`{shlex.join(podman_service_command(path))}` did not create its socket within {wait_s:.0f} s (log: {sock.parent / 'podman-service.log'})"
 
 
 def client():
-    """A docker SDK client (API version negotiated), one per DOCKER_HOST for the process (building
-    one negotiates the API version: a request and ~10 ms each time); every call pings the engine, so
-    an engine that went away is reported here as before. Raises EngineUnavailable with the fix."""
+    """A docker SDK client (API version negotiated) of the engine in use, one per engine address for
+    the process (building one negotiates the API version: a request and ~10 ms each time); every call
+    pings the engine, so an engine that went away is reported here as before. On Podman the API
+    service is started when its socket does not answer. Raises EngineUnavailable with the fix."""
+    if is_podman():
+        return _podman_client()
     import docker
     from docker.errors import DockerException
 
     where = os.environ.get("DOCKER_HOST", "")
-    c = _CLIENTS.pop(where, None)
+    c = _cached(where)
     if c is not None:
-        try:
-            c.ping()
-            _CLIENTS[where] = c
-            return c
-        except Exception:  # gone or restarted since: start over, as a first call would
-            pass
+        return c
     try:
         c = docker.from_env(timeout=120)
         c.ping()
@@ -83,8 +211,56 @@ def client():
                 f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
                 "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
             )
+        if not where and shutil.which("podman") and os.environ.get(ENGINE_ENV, "") in ("", "auto"):
+            fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
         at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def _cached(key: str):
+    """The cached client of `key` when it still answers a ping, else None (and forgotten)."""
+    c = _CLIENTS.pop(key, None)
+    if c is not None:
+        try:
+            c.ping()
+            _CLIENTS[key] = c
+            return c
+        except Exception:  # gone or restarted since: start over, as a first call would
+            pass
+    return None
+
+
+def _podman_client():
+    import docker
+    from docker.errors import DockerException
+
+    path = podman_socket()
+    key = f"podman:{path}"
+    c = _cached(key)
+    if c is not None:
+        return c
+    started = ""
+    for attempt in range(2):
+        try:
+            c = docker.DockerClient(base_url=f"unix://{path}", timeout=120)
+            c.ping()
+            _CLIENTS[key] = c
+            return c
+        except DockerException as err:
+            msg = _first_line(err)
+        if attempt or os.environ.get("CONTAINER_HOST"):
+            break
+        why = _start_podman_service(path)  # not answering: serve the API (as a socket unit would)
+        if why:
+            msg = why
+            break
+        started = "; the toolkit started its API service and it still does not answer"
+    who = "rootless, as this user" if os.geteuid() != 0 else "rootful, as root"
+    raise EngineUnavailable(
+        f"Podman API not reachable at unix://{path} ({msg}{started}): start it ({who}) with "
+        f"`{shlex.join(podman_service_command(path))} &`, check `podman info`, or choose Docker "
+        "(`--engine docker`)"
+    ) from None
 
 
 def _first_line(err: Exception) -> str:
@@ -94,27 +270,52 @@ def _first_line(err: Exception) -> str:
 
 
 def engine_info(*, buildx: bool = True) -> dict[str, Any]:
-    """Engine and BuildKit versions and security mode: {server_version, api_version, buildx, os,
-    kernel, SecurityOptions} (SecurityOptions as `docker info` gives them: name=rootless, name=userns, ...).
-    `buildx=False` leaves out the buildx version (a `docker buildx version` subprocess, ~0.06 s of
-    CPU): a benchmark records the engine that ran it; the builder is a fact of the build."""
+    """Engine and builder versions and security mode: {engine, rootless, server_version, api_version,
+    buildx, os, kernel, SecurityOptions}, on Podman also oci_runtime and storage_driver (`engine`: docker | podman; `server_version`: Docker's or
+    Podman's own version; `api_version`: the Docker API version it serves; SecurityOptions as
+    `docker info` gives them: name=rootless, name=userns, ...). On Podman `buildx` is replaced by
+    `buildah` (the version `podman build` builds with). `buildx=False` leaves the builder out (a
+    subprocess, ~0.06 s of CPU): a benchmark records the engine that ran it; the builder is a fact of
+    the build."""
     c = client()
     v = c.version()
+    about = c.info()
+    security = list(about.get("SecurityOptions") or [])
+    podman = is_podman()
     info = {
+        "engine": "podman" if podman else "docker",
+        "rootless": podman_rootless() if podman else any("name=rootless" in s for s in security),
         "server_version": v.get("Version"),
         "api_version": v.get("ApiVersion"),
         "os": v.get("Os"),
         "kernel": v.get("KernelVersion"),
-        "SecurityOptions": list(c.info().get("SecurityOptions") or []),
+        "SecurityOptions": security,
     }
+    if podman:  # `podman version`'s components: "OCI Runtime (crun)" -> crun (keep-groups needs crun)
+        names = [str(x.get("Name", "")) for x in v.get("Components") or [] if isinstance(x, dict)]
+        found = [m.group(1) for n in names if (m := re.fullmatch(r"OCI Runtime \((\S+)\)", n))]
+        info["oci_runtime"] = found[0] if found else None
+        info["storage_driver"] = about.get("Driver")
     if not buildx:
         return info
+    cmd, key = (
+        (["podman", "info", "--format", "{{.Host.BuildahVersion}}"], "buildah")
+        if podman
+        else (["docker", "buildx", "version"], "buildx")
+    )
     try:
-        out = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=30)
-        info["buildx"] = out.stdout.strip() if out.returncode == 0 else None
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        info[key] = out.stdout.strip() if out.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
-        info["buildx"] = None
+        info[key] = None
     return info
+
+
+def engine_summary(info: dict[str, Any]) -> str:
+    """`docker 26.1.5`, `podman 4.3.1 (rootless)`: an engine_info() (or a record's host.docker) in words;
+    a record written before the engine was recorded by name is Docker's."""
+    name = info.get("engine") or "docker"
+    return f"{name} {info.get('server_version') or '?'}" + (" (rootless)" if info.get("rootless") else "")
 
 
 @dataclass
@@ -148,20 +349,45 @@ def inspect_image(ref: str) -> ImageInfo | None:
     )
 
 
+BASE_ARCHIVES = Path("/var/cache/toolkit/base")
+"""Where scripts/setup-host.sh keeps base images as docker-archives (`debian_trixie-slim.tar`), so a
+Podman store that lacks one (each rootless user has their own) loads it without a registry."""
+
+
+def base_archive(ref: str) -> Path:
+    """The archive scripts/setup-host.sh keeps for base image `ref` (`debian:trixie-slim` ->
+    BASE_ARCHIVES/debian_trixie-slim.tar)."""
+    return BASE_ARCHIVES / (ref.replace("/", "_").replace(":", "_") + ".tar")
+
+
 def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
-    """Make `ref` available locally: present, or pulled. Returns None, or the reason it is not."""
+    """Make `ref` available locally: present, or (Podman) loaded from base_archive(ref), or pulled.
+    Returns None, or the reason it is not."""
     if inspect_image(ref) is not None:
         return None
+    archive = base_archive(ref)
+    if is_podman() and archive.is_file():
+        try:
+            proc = subprocess.run(
+                ["podman", "load", "-q", "-i", str(archive)], capture_output=True, text=True, timeout=600
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"base image {ref} is not local and loading {archive} failed ({exc})"
+        if proc.returncode == 0 and inspect_image(ref) is not None:
+            return None
     try:
         proc = subprocess.run(
-            ["docker", "pull", "-q", ref], capture_output=True, text=True, timeout=pull_timeout
+            [cli(), "pull", "-q", ref], capture_output=True, text=True, timeout=pull_timeout
         )
     except subprocess.TimeoutExpired:
         return f"base image {ref} is not local and pulling it timed out after {pull_timeout:.0f} s"
     if proc.returncode == 0:
         return None
     err = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
-    return f"base image {ref} is not local and cannot be pulled ({err[:160]})"
+    hint = (
+        f"; `scripts/setup-host.sh --podman` keeps it in {archive} for Podman stores" if is_podman() else ""
+    )
+    return f"base image {ref} is not local and cannot be pulled ({err[:160]}){hint}"
 
 
 def buildx_command(
@@ -176,10 +402,22 @@ def buildx_command(
     push: bool = False,
     attest: bool = False,
 ) -> list[str]:
-    """The `docker buildx build` argument list (no `--pull`: bases may be local-only images)."""
+    """The `docker buildx build` argument list (no `--pull`: bases may be local-only images); on
+    Podman the `podman build` one: the same Dockerfile (buildah runs RUN --mount=type=cache and
+    type=secret), `--format docker` (the OCI format drops SHELL, which the templates use), `--layers`
+    (step cache), and `--iidfile` in place of `--metadata-file` (read by `built_image_id`). Pushing
+    and attestations are buildx's: on Podman they raise BadInput."""
     # RUN steps use the host network: builds then need no docker0 bridge (some CI sandboxes remove it)
-    cmd = ["docker", "buildx", "build", "--progress=plain", "--network", "host"]
-    cmd += ["--push"] if push else ["--load"]
+    if is_podman():
+        if push or attest:
+            raise BadInput(
+                "pushing from the build and attestations (SBOM, provenance) need Docker's buildx: run this "
+                "with `toolkit --engine docker`"
+            )
+        cmd = ["podman", "build", "--format", "docker", "--layers", "--network", "host"]
+    else:
+        cmd = ["docker", "buildx", "build", "--progress=plain", "--network", "host"]
+        cmd += ["--push"] if push else ["--load"]
     for t in tags:
         cmd += ["-t", t]
     for k, v in sorted(labels.items()):
@@ -189,7 +427,7 @@ def buildx_command(
     for s in secrets or []:
         cmd += ["--secret", s]
     if metadata_file:
-        cmd += ["--metadata-file", str(metadata_file)]
+        cmd += ["--iidfile" if cmd[0] == "podman" else "--metadata-file", str(metadata_file)]
     if no_cache:
         cmd.append("--no-cache")
     if attest:
@@ -212,7 +450,9 @@ class BuildOutcome:
 def run_buildx(
     cmd: list[str], *, log_path: Path, on_line: Callable[[str], None] | None = None, timeout: float = 4 * 3600
 ) -> BuildOutcome:
-    """Run a buildx command, streaming its plain progress to `on_line` and to `log_path`."""
+    """Run a buildx command, streaming its plain progress to `on_line` and to `log_path`. A `podman
+    build` command's output is kept as is in the log and handed to `on_line` in BuildKit's plain
+    progress shape (`PodmanSteps`), so one reader counts and shows the steps of both."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     steps: set[str] = set()
@@ -224,24 +464,19 @@ def run_buildx(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=dict(os.environ, DOCKER_BUILDKIT="1"),
+            env=_build_env(cmd),
         )
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
+        podman = PodmanSteps() if cmd[0] == "podman" else None
         try:
             assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                parts = line.split(" ", 2)
-                if len(parts) >= 2 and parts[0].startswith("#") and parts[0][1:].isdigit():
-                    # build steps are `#N [stage i/n] RUN|COPY|...`; FROM and [internal] never say CACHED
-                    rest = parts[2] if len(parts) > 2 else ""
-                    if parts[1].startswith("[") and parts[1] != "[internal]" and " FROM " not in f" {rest}":
-                        steps.add(parts[0])
-                    if parts[1].strip() == "CACHED":
-                        cached.add(parts[0])
-                if on_line:
-                    on_line(line.rstrip("\n"))
+            for raw in proc.stdout:
+                log.write(raw)
+                for line in podman(raw.rstrip("\n")) if podman else [raw]:
+                    _count_step(line, steps, cached)
+                    if on_line:
+                        on_line(line.rstrip("\n"))
             rc = proc.wait()
         except KeyboardInterrupt:
             proc.terminate()
@@ -250,6 +485,96 @@ def run_buildx(
         finally:
             timer.cancel()
     return BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
+
+
+def _build_env(cmd: list[str]) -> dict[str, str]:
+    """The environment of a build. A rootless `podman build` gets its own TMPDIR
+    (/var/tmp/toolkit-buildah-<uid>): buildah 1.28 (Debian 12's Podman 4.3) keeps RUN
+    --mount=type=cache folders in $TMPDIR/buildah-cache for every user alike, so after a rootful
+    build a rootless one fails with `open /var/tmp/buildah-cache/<id>/buildah-cache-lockfile:
+    permission denied`."""
+    env = dict(os.environ, DOCKER_BUILDKIT="1")
+    if cmd[0] == "podman" and os.geteuid() != 0:
+        tmp = Path(f"/var/tmp/toolkit-buildah-{os.geteuid()}")
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _count_step(line: str, steps: set[str], cached: set[str]) -> None:
+    """Note a BuildKit plain-progress line's step (`#N [stage i/n] RUN|COPY|...`; FROM and [internal]
+    never say CACHED) and whether it was served from cache (`#N CACHED`)."""
+    parts = line.split(" ", 2)
+    if len(parts) >= 2 and parts[0].startswith("#") and parts[0][1:].isdigit():
+        rest = parts[2] if len(parts) > 2 else ""
+        if parts[1].startswith("[") and parts[1] != "[internal]" and " FROM " not in f" {rest}":
+            steps.add(parts[0])
+        if parts[1].strip() == "CACHED":
+            cached.add(parts[0])
+
+
+_PODMAN_STEP = re.compile(r"^(?:\[(\d+)/(\d+)\] )?STEP (\d+)/(\d+): (.*)$")
+
+
+class PodmanSteps:
+    """`podman build` output (buildah: `[s/S] STEP i/n: INSTRUCTION`, the step's output, then
+    `--> Using cache ID` and/or `--> ID` when it is done) as BuildKit plain-progress lines: `#N
+    [stage-s i/n] INSTRUCTION`, `#N 1.234 <output>` (seconds since the step began), `#N CACHED`,
+    `#N DONE 12.3s`. Call it with each line;
+    it returns the lines to pass on (none, one or two)."""
+
+    METADATA = frozenset(
+        {"ARG", "CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "SHELL", "STOPSIGNAL", "USER"}
+    )
+    """Instructions that only change the image config: BuildKit shows them as no step; buildah does
+    (and turns each --label into a LABEL step), so they are left out, as BuildKit leaves them."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.started = 0.0
+        self.done = True
+        self.metadata = False
+
+    def __call__(self, line: str) -> list[str]:
+        m = _PODMAN_STEP.match(line)
+        if m:
+            out = self._finish()
+            self.metadata = m.group(5).split(" ", 1)[0].upper() in self.METADATA
+            if self.metadata:
+                return out
+            self.n += 1
+            self.started, self.done = time.monotonic(), False
+            stage = f"stage-{m.group(1)} " if m.group(1) else ""
+            return [*out, f"#{self.n} [{stage}{m.group(3)}/{m.group(4)}] {m.group(5)}"]
+        if self.metadata and line.startswith("--> "):
+            return []
+        if not self.n:
+            return [line]
+        if line.startswith("--> Using cache "):
+            self.done = True
+            return [f"#{self.n} CACHED"]
+        if line.startswith("--> ") or re.match(r"(\[\d+/\d+\] )?COMMIT ", line):
+            return self._finish()
+        return [f"#{self.n} {time.monotonic() - self.started:.3f} {line}"]  # as BuildKit: elapsed s first
+
+    def _finish(self) -> list[str]:
+        if self.done or not self.n:
+            return []
+        self.done = True
+        return [f"#{self.n} DONE {time.monotonic() - self.started:.1f}s"]
+
+
+def built_image_id(metadata_file: Path) -> str | None:
+    """The image ID a build wrote: buildx's --metadata-file (`containerimage.config.digest`) or
+    podman's --iidfile (the bare `sha256:...`); None when the file is absent or says neither."""
+    try:
+        text = metadata_file.read_text().strip()
+    except OSError:
+        return None
+    if re.fullmatch(r"sha256:[0-9a-f]{64}", text):
+        return text
+    found = read_metadata(metadata_file).get("containerimage.config.digest")
+    return found if isinstance(found, str) else None
 
 
 @dataclass
@@ -298,8 +623,9 @@ class RunSpec:
 
 
 def run_command(spec: RunSpec) -> list[str]:
-    """The exact `docker run` equivalent of `start_container(spec)`, for --dry-run."""
-    cmd = ["docker", "run", "--rm"]
+    """The exact `docker run` (on Podman `podman run`) equivalent of `start_container(spec)`, for
+    --dry-run and the records."""
+    cmd = [cli(), "run", "--rm"]
     if spec.name:
         cmd += ["--name", spec.name]
     for d in spec.devices:
@@ -409,8 +735,14 @@ def start_container(spec: RunSpec):
 
 
 def create_container(spec: RunSpec):
-    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id."""
+    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id.
+    On rootless Podman with `keep-groups` the libpod API creates it (`libpod_spec`): Podman's
+    Docker-compatible API takes `keep-groups` for a group name (Podman 4.3.1: `looking up
+    supplemental groups ...: Unable to find group keep-groups`) and has no field for the annotation
+    that means it."""
     c = client()
+    if KEEP_GROUPS in spec.group_add and podman_rootless():
+        return _create_libpod(c, spec)
     mounts = []
     from docker.types import Mount as SdkMount
 
@@ -446,6 +778,96 @@ def create_container(spec: RunSpec):
         kwargs["ports"] = {k: ("127.0.0.1", v) for k, v in spec.ports.items()}
     kwargs.pop("detach")
     return c.containers.create(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+KEEP_GROUPS = "keep-groups"
+KEEP_GROUPS_ANNOTATION = "run.oci.keep_original_groups"
+"""What `podman run --group-add keep-groups` sets: crun then leaves the process's supplementary groups
+as they are (the user's, as the API service had them when it started)."""
+
+
+def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
+    """`spec` as Podman's libpod SpecGenerator JSON (POST /v4.0.0/libpod/containers/create; the field
+    names of podman's pkg/specgen), with `keep-groups` as its annotation. Raises BadInput for a
+    security option it does not translate (only no-new-privileges and seccomp=unconfined occur)."""
+    from docker.utils import parse_bytes
+
+    out: dict[str, Any] = {
+        "image": spec.image,
+        "command": list(spec.command),
+        "env": dict(spec.environment),
+        "labels": labels,
+        "devices": [{"path": d} for d in spec.devices],
+        "cap_drop": list(spec.cap_drop),
+        "cap_add": list(spec.cap_add),
+        "groups": [g for g in spec.group_add if g != KEEP_GROUPS],
+        "mounts": [
+            {
+                "destination": m.target,
+                "source": m.source,
+                "type": "bind",
+                "options": ["ro"] if m.read_only else [],
+            }
+            for m in spec.mounts
+            if not m.volume
+        ],
+        "volumes": [
+            {"name": m.source, "dest": m.target, "options": ["ro"] if m.read_only else []}
+            for m in spec.mounts
+            if m.volume
+        ],
+    }
+    if KEEP_GROUPS in spec.group_add:
+        out["annotations"] = {KEEP_GROUPS_ANNOTATION: "1"}
+    for opt in spec.security_opt:
+        if opt == "no-new-privileges":
+            out["no_new_privileges"] = True
+        elif opt == "seccomp=unconfined":
+            out["seccomp_profile_path"] = "unconfined"
+        else:
+            raise BadInput(f"security option {opt!r} is not translated for rootless Podman's libpod API")
+    if spec.name:
+        out["name"] = spec.name
+    if spec.ipc_mode:
+        out["ipcns"] = {"nsmode": spec.ipc_mode}
+    if spec.shm_size:
+        out["shm_size"] = parse_bytes(spec.shm_size)
+    if spec.network:
+        out["netns"] = {"nsmode": spec.network}
+    if spec.memory_bytes:
+        out["resource_limits"] = {"memory": {"limit": spec.memory_bytes, "swap": spec.memory_bytes}}
+    if spec.ports:
+        out["portmappings"] = [
+            {
+                "host_ip": "127.0.0.1",
+                "host_port": h,
+                "container_port": int(str(c).split("/")[0]),
+                "protocol": "tcp",
+            }
+            for c, h in spec.ports.items()
+        ]
+    return out
+
+
+def _create_libpod(c, spec: RunSpec):
+    """Create `spec` through the libpod API (see create_container); returns the SDK's container."""
+    import json
+
+    from docker.errors import APIError
+
+    body = libpod_spec(spec, {CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels})
+    resp = c.api._post(
+        c.api.base_url + "/v4.0.0/libpod/containers/create",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json"},
+    )
+    if resp.status_code >= 300:
+        try:
+            why = resp.json().get("message") or resp.text
+        except ValueError:
+            why = resp.text
+        raise APIError(f"libpod container create: {why[:300]}", response=resp, explanation=why[:300])
+    return c.containers.get(resp.json()["Id"])
 
 
 class _Lines:
@@ -566,7 +988,7 @@ def run_container(
         if not is_connection_error(exc):
             raise
         raise EngineLost(
-            f"Docker engine connection lost during the run ({str(exc).splitlines()[0][:160]})", partial(-1)
+            f"{engine_label()} connection lost during the run ({str(exc).splitlines()[0][:160]})", partial(-1)
         ) from None
     finally:
         timer.cancel()
@@ -634,7 +1056,12 @@ def remove_container_id(container_id: str) -> bool:
 
 
 def engine_id() -> str:
-    """The engine's own ID (`docker info` .ID): tells two engines on one host apart."""
+    """The engine's own ID: tells two engines on one host apart. Docker: `docker info` .ID. Podman
+    gives a new random ID per request: `podmanroot` for rootful Podman, `podmanu<uid>` for one
+    user's rootless Podman (each has its own store and socket: a separate engine)."""
+    if is_podman():
+        client()  # it must answer, as Docker's must
+        return "podmanroot" if not podman_rootless() else f"podmanu{os.geteuid()}"
     return str(client().info().get("ID") or "unknown")
 
 
@@ -811,8 +1238,8 @@ def buildx_builders() -> list[dict[str, str]]:
 
 
 def exec_command(container_name: str, command: list[str]) -> list[str]:
-    """The exact `docker exec` equivalent of `exec_in(container, command)`, for --dry-run."""
-    return ["docker", "exec", container_name, *command]
+    """The exact `docker exec` (`podman exec`) equivalent of `exec_in(container, command)`, for --dry-run."""
+    return [cli(), "exec", container_name, *command]
 
 
 def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
@@ -838,7 +1265,7 @@ def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
         worker.join(30)
         return RunOutcome(-1, "", "", time.monotonic() - t0, timed_out=True)
     if "error" in box:
-        return RunOutcome(-1, "", f"docker exec failed: {box['error']}", time.monotonic() - t0)
+        return RunOutcome(-1, "", f"{cli()} exec failed: {box['error']}", time.monotonic() - t0)
     code, (out, err) = box["result"]
     return RunOutcome(
         int(code if code is not None else -1),

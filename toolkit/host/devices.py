@@ -311,19 +311,21 @@ class DeviceProfile:
         shm_size: str | None = None,
         network: str | None = "none",
     ):
-        """The one translation of this profile into a container (engine.RunSpec): its devices,
-        numeric group ids, security options, capabilities, IPC mode and environment, plus what the
-        caller adds (`environment` entries override the profile's). `engine.run_command(spec)` is the
-        copy-pasteable `docker run`; `engine.start_container(spec)` the docker SDK call."""
+        """The one translation of this profile into a container (engine.RunSpec): its devices and
+        groups in the form the engine in use needs (`passthrough`), security options, capabilities,
+        IPC mode and environment, plus what the caller adds (`environment` entries override the
+        profile's). `engine.run_command(spec)` is the copy-pasteable `docker run` / `podman run`;
+        `engine.start_container(spec)` the docker SDK call."""
         from toolkit.engine import api as engine
 
+        devices, group_add = passthrough(self, engine.engine_kind())
         return engine.RunSpec(
             image=image,
             command=list(command),
             mounts=list(mounts or []),
             environment={**self.environment, **(environment or {})},
-            devices=list(self.devices),
-            group_add=list(self.group_add),
+            devices=devices,
+            group_add=group_add,
             security_opt=list(self.security_opt),
             cap_drop=list(self.cap_drop),
             cap_add=list(self.cap_add),
@@ -484,6 +486,55 @@ def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned:
     elif not pinned:
         head += "; pass --gpu N to choose another"
     return head
+
+
+CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
+"""Where CDI (Container Device Interface) specs live: the directories Podman reads by default."""
+AMD_CDI_KIND = "amd.com/gpu"
+AMD_CDI_ALL = f"{AMD_CDI_KIND}=all"
+"""The CDI name of every AMD GPU (the AMD container toolkit's spec, `amd-ctk cdi generate`)."""
+
+
+def amd_cdi_spec(dirs: tuple[Path, ...] = CDI_DIRS) -> Path | None:
+    """The first CDI spec file (*.json, *.yaml) in `dirs` that declares `kind: amd.com/gpu` and a
+    device named `all`, or None (no CDI for AMD GPUs on this host; unreadable files are skipped)."""
+    kind = re.compile(r'"?kind"?\s*:\s*"?' + re.escape(AMD_CDI_KIND) + r'"?\s*(?:[,}\n]|$)', re.M)
+    for d in dirs:
+        try:
+            files = sorted(f for f in d.iterdir() if f.suffix in (".json", ".yaml", ".yml"))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            if kind.search(text) and re.search(r'"?name"?\s*:\s*"?all"?\s*(?:[,}\n]|$)', text, re.M):
+                return f
+    return None
+
+
+def passthrough(profile: DeviceProfile, engine_kind: str) -> tuple[list[str], list[str]]:
+    """(devices, group_add) of `profile` in the form the engine needs; the one place that differs by engine.
+
+    - "docker" and "podman" (rootful): the device nodes (`HOST:CONTAINER:rwm`) and the nodes'
+      numeric host GIDs (a group NAME would resolve against the image's /etc/group).
+    - "podman-rootless": the nodes, and `keep-groups` instead of GIDs: in a rootless user namespace
+      host GIDs are not mapped, and crun lets the container process keep the user's supplementary
+      groups (so a node opens where the user can open it on the host; runc cannot: podman#25897).
+
+    CDI names (`amd.com/gpu=all`, where amd_cdi_spec finds a spec) are not used: containers are
+    created through Podman's Docker-compatible API, which does not take them (Podman 4.3.1:
+    `container create: stat amd.com/gpu=all: no such file or directory` for a Devices entry, a
+    DeviceRequests entry of driver `cdi` ignored; podman#23560 on 5.1.2). The nodes are the same
+    devices; doctor names the spec and the `podman run --device amd.com/gpu=all` it allows.
+    """
+    devices, groups = list(profile.devices), list(profile.group_add)
+    if engine_kind == "podman-rootless" and groups:
+        from toolkit.engine.api import KEEP_GROUPS
+
+        groups = [KEEP_GROUPS]
+    return devices, groups
 
 
 def _device(host: Path, container: str) -> str:

@@ -19,7 +19,15 @@ from typing import Any, Literal, Protocol
 
 from toolkit.core.errors import BadInput, ToolkitError
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
-from toolkit.host.devices import Gpu, detect_gpus, rocm_gpus, select_gpus, shortfall, target_covers
+from toolkit.host.devices import (
+    Gpu,
+    amd_cdi_spec,
+    detect_gpus,
+    rocm_gpus,
+    select_gpus,
+    shortfall,
+    target_covers,
+)
 from toolkit.host.info import host_facts
 
 GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
@@ -221,10 +229,133 @@ def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
     return False, None
 
 
+def check_podman(info: Mapping[str, Any]) -> list[Check]:
+    """Podman's lines: version and mode (rootful/rootless), the builder (buildah), and on rootless
+    Podman the OCI runtime (keep-groups, the only way device groups reach a rootless container, needs crun)."""
+    rootless = bool(info.get("rootless"))
+    mode = "rootless" if rootless else "rootful"
+    checks = [
+        Check(
+            "ok",
+            "engine",
+            f"Podman {info.get('server_version') or 'unknown version'} ({mode}; Docker API "
+            f"{info.get('api_version') or '?'})",
+        )
+    ]
+    if "buildah" in info:
+        checks.append(
+            Check("ok", "engine", f"podman build (buildah {info['buildah']})")
+            if info["buildah"]
+            else Check("warn", "engine", "podman build: buildah version not reported (`podman info`)")
+        )
+    if info.get("storage_driver") == "vfs":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                "Podman stores images with the vfs driver (a full copy of every layer: slow builds, several times "
+                'the disk): set `driver = "overlay"` under [storage] in ~/.config/containers/storage.conf '
+                "(rootless) or /etc/containers/storage.conf, then `podman system reset`",
+            )
+        )
+    runtime = info.get("oci_runtime")
+    if rootless and runtime and runtime != "crun":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                f"rootless Podman runs containers with {runtime}: GPU device groups pass only with "
+                '`--group-add keep-groups`, which needs crun; install crun and set `runtime = "crun"` in '
+                "~/.config/containers/containers.conf",
+            )
+        )
+    return checks
+
+
+def check_rootless_devices(
+    info: Mapping[str, Any] | None, dev: Path = Path("/dev"), access: Callable[[str, int], bool] = os.access
+) -> list[Check]:
+    """On rootless Podman: which GPU device nodes (/dev/kfd, /dev/dri/renderD*) it can pass and which
+    not. A rootless container keeps this user's supplementary groups (`--group-add keep-groups`), so
+    a node opens inside exactly where this user can open it read-write on the host (`access`); its
+    host GID itself does not map into the user namespace. [] on other engines."""
+    if not info or info.get("engine") != "podman" or not info.get("rootless"):
+        return []
+    nodes = ([dev / "kfd"] if (dev / "kfd").exists() else []) + sorted((dev / "dri").glob("renderD*"))
+    if not nodes:
+        return [
+            Check(
+                "info",
+                "engine",
+                f"rootless Podman: no GPU device node here ({dev}/kfd, {dev}/dri/renderD*), nothing to pass; "
+                "where there is one it passes it only if this user can open it (keep-groups)",
+            )
+        ]
+    out = []
+    for node in nodes:
+        try:
+            st = node.stat()
+        except OSError as err:
+            out.append(Check("warn", "engine", f"rootless Podman: {node}: cannot stat ({err.strerror})"))
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        mode = f"group {group}, mode {stat.S_IMODE(st.st_mode):04o}"
+        if access(str(node), os.R_OK | os.W_OK):
+            out.append(
+                Check(
+                    "ok",
+                    "engine",
+                    f"rootless Podman can pass {node} ({mode}): this user opens it; keep-groups",
+                )
+            )
+        else:
+            user = pwd.getpwuid(os.getuid()).pw_name if _has_user(os.getuid()) else str(os.getuid())
+            out.append(
+                Check(
+                    "warn",
+                    "engine",
+                    f"rootless Podman cannot pass {node} ({mode}): this user cannot open it, and a rootless "
+                    f"container has no more rights than its user; `sudo usermod -aG {group} {user}`, then log "
+                    "in again (or run as root: rootful Podman)",
+                )
+            )
+    return out
+
+
+def check_cdi(info: Mapping[str, Any] | None, spec: Path | None) -> list[Check]:
+    """On Podman, where a CDI spec for amd.com/gpu exists (`spec`, from devices.amd_cdi_spec): say so,
+    and that the toolkit passes the same devices as nodes (Podman's Docker-compatible API, which the
+    toolkit creates containers through, does not take CDI names). [] otherwise."""
+    if not info or info.get("engine") != "podman" or spec is None:
+        return []
+    return [
+        Check(
+            "info",
+            "engine",
+            f"CDI spec for amd.com/gpu: {spec} (`podman run --device amd.com/gpu=all` works by hand); the "
+            "toolkit passes the same devices as nodes, since Podman's Docker-compatible API does not take CDI names",
+        )
+    ]
+
+
+def _has_user(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
 def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
+    if info is not None and info.get("engine") == "podman" and not info.get("error"):
+        return check_podman(info)
     if info is None or info.get("error"):
         why = f"{info['error']}" if info else "is dockerd running? can this user use its socket?"
-        return [Check("error", "docker", f"Docker engine: not reachable ({why})")]
+        name = "Podman" if info and info.get("engine") == "podman" else "Docker engine"
+        return [Check("error", "docker", f"{name}: not reachable ({why})")]
     raw_server = info.get("Server")
     server: Mapping[str, Any] = raw_server if isinstance(raw_server, Mapping) else {}
     version = (
@@ -267,9 +398,18 @@ USERNS_WHY = (
 )
 
 
+PODMAN_ROOTLESS_WHY = (
+    "host GIDs do not map into its user namespace; a device node opens inside only through "
+    "`--group-add keep-groups` (crun), where this user can open it on the host"
+)
+
+
 def userns_mode(info: Mapping[str, Any] | None) -> str | None:
-    """ "rootless Docker engine" / "user-namespace-remapped Docker engine" from `docker info`
-    SecurityOptions (`name=rootless`, `name=userns`), else None."""
+    """ "rootless Podman", "rootless Docker engine" / "user-namespace-remapped Docker engine" from
+    engine_info (`engine`, `rootless`) and `docker info` SecurityOptions (`name=rootless`,
+    `name=userns`), else None."""
+    if (info or {}).get("engine") == "podman":
+        return "rootless Podman" if (info or {}).get("rootless") else None
     opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
     if any("name=rootless" in o for o in opts):
         return "rootless Docker engine"
@@ -302,7 +442,8 @@ def apply_userns(
             )
             continue
         v.runnable = False
-        v.reason = f"{remap}: {USERNS_WHY} (not proven: {failure}); devices {v.reason}"
+        why = PODMAN_ROOTLESS_WHY if remap == "rootless Podman" else USERNS_WHY
+        v.reason = f"{remap}: {why} (not proven: {failure}); devices {v.reason}"
 
 
 def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
@@ -563,6 +704,8 @@ def diagnose(
         + check_hsa_override(env, gpus)
         + check_igpu(gpus)
         + check_docker(docker_info)
+        + check_rootless_devices(docker_info, dev)
+        + check_cdi(docker_info, amd_cdi_spec())
         + check_kernel(facts)
         + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
         + check_power(gpu_power_states(sysfs, nvml=nvml))

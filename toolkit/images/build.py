@@ -276,11 +276,15 @@ def build_image(
     if not out.ok:
         tail = _error_tail(log_path)
         return BuildResult(
-            spec.name, "failed", f"buildx exited {out.returncode}: {tail}", log_path=log_path, command=cmd
+            spec.name,
+            "failed",
+            f"{'podman build' if cmd[0] == 'podman' else 'buildx'} exited {out.returncode}: {tail}",
+            log_path=log_path,
+            command=cmd,
         )
-    # the image ID buildx wrote, not whatever toolkit/<name>:latest names by now: another project's build
-    # on the same engine may have moved that tag in between
-    built = engine.read_metadata(meta).get("containerimage.config.digest") or tags[0]
+    # the image ID buildx (podman: --iidfile) wrote, not whatever toolkit/<name>:latest names by now:
+    # another project's build on the same engine may have moved that tag in between
+    built = engine.built_image_id(meta) or tags[0]
     info = engine.inspect_image(built)
     if info is None:
         return BuildResult(

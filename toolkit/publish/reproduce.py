@@ -367,10 +367,15 @@ def compare_records(
 
 def host_differences(recorded: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     diff = {k: (recorded.get(k), now.get(k)) for k in HOST_KEYS if recorded.get(k) != now.get(k)}
-    dr, dn = (
-        (recorded.get("docker") or {}).get("server_version"),
-        (now.get("docker") or {}).get("server_version"),
-    )
+
+    def eng(host: dict[str, Any]) -> str | None:
+        """The container engine's version; with its name where it is not Docker (`podman 4.3.1 (rootless)`)."""
+        info = host.get("docker") or {}
+        if info.get("engine", "docker") == "docker":
+            return info.get("server_version")
+        return engine.engine_summary(info)
+
+    dr, dn = eng(recorded), eng(now)
     if dr != dn:
         diff["docker"] = (dr, dn)
     return diff
