@@ -127,9 +127,12 @@ def test_missing_local_source_is_bad_input_naming_field(project, matrix_data):
 # ----------------------------------------------------------------------------------- the selection
 
 
-def add_build(store: ResultStore, key: str | None, digest: str, template_hash: str = "t" * 64) -> BuildRecord:
+def add_build(
+    store: ResultStore, key: str | None, digest: str, template_hash: str = "t" * 64, engine: str | None = None
+) -> BuildRecord:
     labels = {build_mod.INPUTS_KEY_LABEL: key} if key else {}
     rec = BuildRecord(
+        engine=engine,
         image="cpu",
         ref=f"toolkit/cpu:x-{(key or 'none')[:8]}",
         digest=digest,
@@ -175,6 +178,31 @@ def test_allow_stale_measures_newest_and_marks_it(project):
     assert c.status == "stale-allowed" and c.build.digest == "sha256:" + "b" * 64
     assert c.build.model_extra["bench_inputs"] == {"current": key_of(project).key, "stale": True}
     assert "STALE" in c.reason
+
+
+def test_a_build_on_another_engine_is_not_measured_here(project):
+    """Docker and Podman (or two dockerds) keep separate image stores: a build recorded by one is not
+    an image of the other. Found by the newcomer trial: after `toolkit --engine podman build`, a Docker
+    bench picked the Podman image ID and skipped with "no longer in the engine". The engine here is
+    the real one the tests run on; the other engine's ID is made up (rootless Podman of uid 4242)."""
+    from toolkit.engine import api as engine
+
+    store = ResultStore(project / "results")
+    cur = key_of(project)
+    add_build(store, cur.key, "sha256:" + "a" * 64, engine=engine.engine_id())
+    add_build(store, cur.key, "sha256:" + "b" * 64, engine="podmanu4242")
+    c = choose(project)
+    assert c.status == "current" and c.build.digest == "sha256:" + "a" * 64  # not the newer, other-engine one
+    only_other = project / "other"
+    only_other.mkdir()
+    store2 = ResultStore(only_other)
+    add_build(store2, cur.key, "sha256:" + "b" * 64, engine="podmanu4242")
+    lm = load_matrix(project / "matrix.yaml")
+    c2 = choose_build(lm, lm.m.image("cpu"), store2, BenchOptions())
+    assert c2.status == "unbuilt" and "not built on this engine" in c2.reason and "podmanu4242" in c2.reason
+    assert "run `toolkit build -i cpu`" in c2.reason
+    add_build(store2, cur.key, "sha256:" + "c" * 64)  # a record from before builds named their engine
+    assert choose_build(lm, lm.m.image("cpu"), store2, BenchOptions()).build.digest == "sha256:" + "c" * 64
 
 
 def test_build_without_key_label_is_stale(project):

@@ -422,7 +422,9 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
     newest such build. Without one, the newest build is stale: refused, or measured and marked stale
     with opts.allow_stale. Renders the template (no build, no fetch); raises BadInput as render does."""
-    builds = [b for b in store.builds() if b.image == spec.name]
+    every = [b for b in store.builds() if b.image == spec.name]
+    here = _engine_id()
+    builds = [b for b in every if b.on_engine(here)]
     pin = opts.pinned.get(spec.name)
     if pin:
         found = [b for b in builds if b.digest == pin]
@@ -434,7 +436,14 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     current = build_mod.inputs_key(lm, spec)
     fix = f"run `toolkit build -i {spec.name}`"
     if not builds:
-        return BuildChoice("unbuilt", current_key=current.key, reason=f"not built; {fix}")
+        elsewhere = sorted({b.engine for b in every if b.engine})
+        why = (
+            f"not built on this engine ({engine.engine_label()}); {store.builds_file} has builds of it on "
+            f"another engine ({', '.join(elsewhere)}), whose images this one does not have"
+            if every
+            else "not built"
+        )
+        return BuildChoice("unbuilt", current_key=current.key, reason=f"{why}; {fix}")
     newest = builds[-1]
     matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
     if matching:
@@ -461,6 +470,15 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
         current_key=current.key,
         reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
     )
+
+
+def _engine_id() -> str | None:
+    """The engine in use (engine.engine_id), or None when it does not answer (a dry run on a host
+    without an engine still plans from the records: any engine's build then counts)."""
+    try:
+        return engine.engine_id()
+    except EngineUnavailable:
+        return None
 
 
 def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:

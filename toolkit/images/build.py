@@ -316,6 +316,7 @@ def build_image(
         cached_steps=out.cached_steps,
         log_path=str(log_path),
         source_origin=source.origin if source else None,
+        engine=engine.engine_id(),
     )
     store.add_build(rec)
     return BuildResult(spec.name, "cached" if cached else "ok", record=rec, log_path=log_path, command=cmd)

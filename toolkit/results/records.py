@@ -95,6 +95,15 @@ class BuildRecord(BaseModel):
     build_command: list[str] = Field(default_factory=list)
     repo_digests: list[str] = Field(default_factory=list)
     pushed: list[str] = Field(default_factory=list)
+    engine: str | None = None
+    """The engine that holds the image: engine.engine_id() at build time (Docker's engine ID,
+    `podmanroot`, `podmanu<uid>`). None in records written before engines were told apart: such a
+    build counts for any engine."""
+
+    def on_engine(self, engine_id: str | None) -> bool:
+        """True when this build's image is in the engine `engine_id` (None: any engine) as far as the
+        record can tell: built there, or recorded before builds named their engine."""
+        return engine_id is None or self.engine in (None, engine_id)
 
 
 class ModelRef(BaseModel):
@@ -542,8 +551,10 @@ class ResultStore:
                 self.warnings.append(f"{self.builds_file}:{n}: skipped: not a valid build record")
         return out
 
-    def latest_build(self, image: str) -> BuildRecord | None:
-        found = [b for b in self.builds() if b.image == image]
+    def latest_build(self, image: str, engine_id: str | None = None) -> BuildRecord | None:
+        """The newest build record of `image`; with `engine_id`, the newest built on that engine
+        (BuildRecord.on_engine). None when there is none."""
+        found = [b for b in self.builds() if b.image == image and b.on_engine(engine_id)]
         return found[-1] if found else None
 
     def add_result(self, rec: BenchRecord) -> Path:
