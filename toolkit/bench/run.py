@@ -426,8 +426,8 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     here = _engine_id()
     builds = [b for b in every if b.on_engine(here)]
     pin = opts.pinned.get(spec.name)
-    if pin:
-        found = [b for b in builds if b.digest == pin]
+    if pin:  # any engine's record: reproduce seeds the publisher's build and pulls its image here
+        found = [b for b in every if b.digest == pin]
         if not found:
             return BuildChoice(
                 "failed", reason=f"no build record of image ID {pin[:19]} in {store.builds_file}"

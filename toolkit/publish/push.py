@@ -133,7 +133,7 @@ def push_image(
     store: ResultStore, name: str, registry: str, *, on_line: Callable[[str], None] | None = None
 ) -> PushResult:
     """Tag and push the latest build of image `name`; append the updated build record."""
-    rec = store.latest_build(name)
+    rec = store.latest_build(name, engine.engine_id())
     if rec is None:
         return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
     info = engine.inspect_image(rec.digest)
@@ -214,7 +214,7 @@ def attest_push(
     if builder is None:
         raise BadInput("--attest: no docker-container buildx builder on this host. " + ATTEST_NOTE)
     spec = lm.m.image(name)
-    rec = store.latest_build(name)
+    rec = store.latest_build(name, engine.engine_id())
     if rec is None:
         return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
     rendered, _, _, labels, args, _ = build_mod.plan(lm, spec, store)
