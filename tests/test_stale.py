@@ -180,6 +180,7 @@ def test_allow_stale_measures_newest_and_marks_it(project):
     assert "STALE" in c.reason
 
 
+@pytest.mark.e2e  # asks the real engine for its ID
 def test_a_build_on_another_engine_is_not_measured_here(project):
     """Docker and Podman (or two dockerds) keep separate image stores: a build recorded by one is not
     an image of the other. Found by the newcomer trial: after `toolkit --engine podman build`, a Docker

@@ -699,7 +699,7 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-@cli.command(epilog=EPILOG + " 6 compare found a regression.")
+@cli.command(epilog=EPILOG)
 @matrix_option
 @results_option
 @json_option
