@@ -33,9 +33,29 @@ def matrix_option(f):
     )(f)
 
 
+_JSON_ASKED = {"on": False}
+
+
+def note_json(ctx: click.Context | None, param: click.Parameter | None, value: Any) -> Any:
+    """An eager option callback: remember that this command prints JSON (`--json`, `--format json`),
+    so `toolkit.cli.main.main` also writes an error as one JSON object on stdout; None forgets it."""
+    _JSON_ASKED["on"] = value is not None and (_JSON_ASKED["on"] or value is True or value == "json")
+    return value
+
+
+def json_asked() -> bool:
+    """Whether the running command was asked for JSON output (see `note_json`)."""
+    return _JSON_ASKED["on"]
+
+
 def json_option(f):
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        is_eager=True,
+        callback=note_json,
+        help="Print machine-readable JSON instead of text (an error too: {error, exit_code} on stdout).",
     )(f)
 
 
