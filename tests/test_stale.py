@@ -208,6 +208,20 @@ def test_unbuilt_says_how_to_build(project):
     assert c.status == "unbuilt" and "toolkit build -i cpu" in c.reason
 
 
+def test_unbuilt_in_another_results_folder_names_the_build_recorded_in_results(project, tmp_path):
+    """`bench --results DIR` after `build` (recorded in results/): the reason names DIR, the build
+    recorded in results/, and the fix `toolkit build --results DIR -i cpu`."""
+    add_build(ResultStore(project / "results"), key_of(project).key, "sha256:" + "a" * 64)
+    lm = load_matrix(project / "matrix.yaml")
+    other = ResultStore(tmp_path / "elsewhere")
+    c = choose_build(lm, lm.m.image("cpu"), other, BenchOptions())
+    assert c.status == "unbuilt"
+    assert f"no build of cpu is recorded in {other.builds_file}" in c.reason
+    assert f"a build is recorded in {project / 'results' / 'builds.jsonl'}" in c.reason
+    assert f"toolkit build --results {other.root} -i cpu" in c.reason
+    assert not (project / "elsewhere").exists()
+
+
 def test_cli_dry_run_shows_same_decision(project):
     """`bench --dry-run` refuses a stale image (exit 4, the fix) and, with --allow-stale, prints the
     `docker run` of the stale build's digest with a note. The dry run starts no container."""

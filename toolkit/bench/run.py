@@ -432,9 +432,13 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
             )
         return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
     current = build_mod.inputs_key(lm, spec)
-    fix = f"run `toolkit build -i {spec.name}`"
+    default = ResultStore(lm.root / "results")
+    elsewhere = default.root.resolve() != store.root.resolve()
+    fix = f"run `toolkit build{f' --results {store.root}' if elsewhere else ''} -i {spec.name}`"
     if not builds:
-        return BuildChoice("unbuilt", current_key=current.key, reason=f"not built; {fix}")
+        return BuildChoice(
+            "unbuilt", current_key=current.key, reason=_unbuilt_reason(spec, store, default, fix)
+        )
     newest = builds[-1]
     matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
     if matching:
@@ -461,6 +465,21 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
         current_key=current.key,
         reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
     )
+
+
+def _unbuilt_reason(spec: ImageSpec, store: ResultStore, default: ResultStore, fix: str) -> str:
+    """Why no build is chosen: none recorded in this results folder; a build recorded in the default
+    results/ (a `toolkit build` without --results) is named, as builds are recorded per folder."""
+    if default.root.resolve() == store.root.resolve():
+        return f"not built; {fix}"
+    there = [b for b in default.builds() if b.image == spec.name] if default.builds_file.is_file() else []
+    also = (
+        f" (a build is recorded in {default.builds_file}: {there[-1].ref}, {there[-1].digest[:19]}; "
+        "a bench measures the builds recorded in its own --results folder)"
+        if there
+        else ""
+    )
+    return f"no build of {spec.name} is recorded in {store.builds_file}{also}; {fix}"
 
 
 def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:
