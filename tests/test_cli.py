@@ -139,3 +139,28 @@ def test_an_error_without_json_prints_nothing_on_stdout(tmp_path, monkeypatch, c
     with pytest.raises(SystemExit):
         main()
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report"],
+        ["compare", "a", "b"],
+        ["export-run", "run-1", "--out", "x"],
+        ["doctor"],
+        ["push"],
+        ["campaign", "status", "c1"],
+        ["campaign", "cancel", "c1"],
+    ],
+)
+def test_results_that_does_not_exist_is_bad_input_for_a_reading_command(tmp_path, monkeypatch, capsys, args):
+    """docs/exit-codes.md: a path that does not exist is bad input (4), not "no results yet" (0)."""
+    from toolkit.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    missing = str(tmp_path / "nonexistent")
+    monkeypatch.setattr(sys, "argv", ["toolkit", *args, "--results", missing])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 4 and "does not exist" in capsys.readouterr().err
+    assert not Path(missing).exists()

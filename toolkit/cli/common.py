@@ -106,14 +106,22 @@ def image_option(f):
     )(f)
 
 
-def results_option(f):
+def results_option(f, *, reading: bool = False):
     return click.option(
         "--results",
         "results_dir",
         default=None,
-        type=click.Path(file_okay=False),
-        help="Results folder. Default: results/ beside the matrix.",
+        type=click.Path(file_okay=False, exists=reading),
+        help="Results folder"
+        + (" (must exist: this command only reads it)" if reading else "")
+        + ". Default: results/ beside the matrix.",
     )(f)
+
+
+def read_results_option(f):
+    """--results of a command that only reads the folder: one that does not exist is bad input (exit
+    4), not an empty folder ("no results yet"); the default results/ may be absent (a fresh project)."""
+    return results_option(f, reading=True)
 
 
 def _load(matrix_path: str):

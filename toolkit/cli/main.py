@@ -29,6 +29,7 @@ from toolkit.cli.common import (
     json_option,
     matrix_option,
     note_json,
+    read_results_option,
     results_option,
 )
 from toolkit.core.errors import BenchFailed, BuildFailed, ToolkitError
@@ -501,7 +502,7 @@ def pins(matrix_path, images, models, as_json, timeout):
 
 @cli.command(epilog=EPILOG)
 @matrix_option
-@results_option
+@read_results_option
 @click.option(
     "--format",
     "fmt",
@@ -627,7 +628,7 @@ def report(
 @cli.command(epilog=EPILOG)
 @matrix_option
 @json_option
-@results_option
+@read_results_option
 @click.option("--allow-software-gpu", is_flag=True, help="Count Mesa lavapipe as a usable Vulkan device.")
 def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     """Read this host (GPUs, gfx arch, VRAM, device nodes, Docker engine, kernel) and say, per image,
@@ -693,7 +694,7 @@ def _sigterm_as_interrupt() -> None:
 
 @cli.command(epilog=EPILOG + " 6 compare found a regression.")
 @matrix_option
-@results_option
+@read_results_option
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
