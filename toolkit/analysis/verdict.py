@@ -42,6 +42,7 @@ from toolkit.analysis.tables import (
     column_labels,
     concurrency,
     id_value,
+    image_label,
     is_cpu_fallback,
     rel_stddev,
     row_label,
@@ -205,14 +206,10 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
             f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
             "they are not a basis for routing"
         )
-    soft = sorted(
-        {f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)}
-    )
+    soft = sorted({image_label(r) for r in records if backends.is_software_device(r.gpu_info)})
     if soft:
         out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
-    exp = sorted(
-        {f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")}
-    )
+    exp = sorted({image_label(r) for r in records if (r.model_extra or {}).get("experimental")})
     if exp:
         out.append(
             f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "

@@ -33,19 +33,27 @@ def matrix_option(f):
     )(f)
 
 
-_JSON_ASKED = {"on": False}
+_JSON_ASKED = {"on": False, "printed": False}
 
 
 def note_json(ctx: click.Context | None, param: click.Parameter | None, value: Any) -> Any:
     """An eager option callback: remember that this command prints JSON (`--json`, `--format json`),
     so `toolkit.cli.main.main` also writes an error as one JSON object on stdout; None forgets it."""
     _JSON_ASKED["on"] = value is not None and (_JSON_ASKED["on"] or value is True or value == "json")
+    _JSON_ASKED["printed"] = _JSON_ASKED["printed"] and value is not None
     return value
 
 
 def json_asked() -> bool:
-    """Whether the running command was asked for JSON output (see `note_json`)."""
-    return _JSON_ASKED["on"]
+    """Whether the running command was asked for JSON output (see `note_json`) and has not printed
+    it yet (a command that printed its JSON and then fails, e.g. compare's regression, exit 6, has
+    said everything in it: stdout stays one JSON document)."""
+    return _JSON_ASKED["on"] and not _JSON_ASKED["printed"]
+
+
+def json_printed() -> bool:
+    """Whether the running command has printed its JSON output (echo_json)."""
+    return _JSON_ASKED["printed"]
 
 
 def json_option(f):
@@ -93,6 +101,7 @@ def echo_json(obj: Any) -> None:
     import json
 
     click.echo(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+    _JSON_ASKED["printed"] = True
 
 
 def image_option(f):

@@ -27,6 +27,7 @@ from toolkit.cli.common import (
     image_option,
     json_asked,
     json_option,
+    json_printed,
     matrix_option,
     note_json,
     read_results_option,
@@ -719,7 +720,13 @@ def _sigterm_as_interrupt() -> None:
     is_flag=True,
     help="Accept tests measured on one side only (they are still named); without it they make the exit code 4.",
 )
-def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing):
+@click.option(
+    "--same-model",
+    is_flag=True,
+    help="Join results whose model is unknown (a vLLM bench JSON names none: imported as model=unknown) "
+    "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
+)
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
     joule of each, B/A, where both sides have a valid GPU energy).
 
@@ -728,14 +735,18 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold are marked and make the exit
     code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ; tests
-    measured on one side only are named and exit 4 too, unless --allow-missing.
+    measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
+    unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
+    --same-model.
     """
     from toolkit.analysis import compare as compare_mod
     from toolkit.core.errors import Regression
     from toolkit.results.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore))
+    c = compare_mod.compare(
+        ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore), same_model=same_model
+    )
     if as_json:
         echo_json(compare_mod.comparison_json(c))
     else:
@@ -977,7 +988,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _json_error(message: str, code: int) -> None:
-    if json_asked() or _argv_asks_json():
+    """The error as one JSON object on stdout, where JSON was asked for and none printed yet."""
+    if json_asked() or (not json_printed() and _argv_asks_json()):
         echo_json({"error": message.removeprefix("error: ").removeprefix("Error: "), "exit_code": code})
 
 
