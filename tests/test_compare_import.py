@@ -314,12 +314,16 @@ def test_report_of_mixed_imports_says_backend_imported_and_auto(tmp_path):
 
 def test_compare_never_takes_two_unknown_models_for_one(tmp_path):
     """(f) model=unknown on both sides is not the same model: no join, exit 4 naming why, unless
-    --same-model; then the rows are joined."""
+    --same-model; then the rows are joined. The report's verdict leaves them out, named."""
     store = _mixed_store(tmp_path)
     with pytest.raises(BadInput, match="no known model.*--same-model"):
         compare.compare(store, "vllm16", "vllmnb")
     c = compare.compare(store, "vllm16", "vllmnb", same_model=True)
     assert [r.test for r in c.rows] == ["pp512"] and not c.unknown_model
+    # the report's verdict does not crown one unknown model over another either
+    text = report.render([r for r in store.results() if r.image.name in ("vllm16", "vllmnb")])
+    verdict = text[text.index("## Verdict") :]
+    assert "wins" not in verdict and "left out: results whose model is unknown" in verdict
 
 
 def test_compare_names_ignored_fields_as_ignored_not_one_sided(tmp_path):
