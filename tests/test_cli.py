@@ -102,3 +102,65 @@ def test_every_json_output_is_strict_json_through_one_serialiser():
         None,
     ]
     _json.dumps(out, allow_nan=False)  # raises on NaN: the output is strict
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["import", "--json", "--label", "x", "/nonexistent/rows.jsonl"],
+        ["compare", "a", "b", "--json"],
+        ["campaign", "status", "--json", "nope"],
+        ["reproduce", "/nonexistent", "--json"],
+        ["report", "--format", "json", "--no-such-option"],
+        ["compare", "--json", "--no-such-option"],
+    ],
+)
+def test_an_error_with_json_is_one_json_object_on_stdout(tmp_path, monkeypatch, capsys, args):
+    """With --json (or --format json) an error is also one JSON object on stdout, {error, exit_code},
+    so a caller's json.loads of stdout works; the message stays on stderr."""
+    import json
+
+    from toolkit.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["toolkit", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out, err = capsys.readouterr()
+    got = json.loads(out)
+    assert exc.value.code == got["exit_code"] == 4 and got["error"] and got["error"] in err
+
+
+def test_an_error_without_json_prints_nothing_on_stdout(tmp_path, monkeypatch, capsys):
+    from toolkit.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["toolkit", "compare", "a", "b"])
+    with pytest.raises(SystemExit):
+        main()
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report"],
+        ["compare", "a", "b"],
+        ["export-run", "run-1", "--out", "x"],
+        ["doctor"],
+        ["push"],
+        ["campaign", "status", "c1"],
+        ["campaign", "cancel", "c1"],
+    ],
+)
+def test_results_that_does_not_exist_is_bad_input_for_a_reading_command(tmp_path, monkeypatch, capsys, args):
+    """docs/exit-codes.md: a path that does not exist is bad input (4), not "no results yet" (0)."""
+    from toolkit.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    missing = str(tmp_path / "nonexistent")
+    monkeypatch.setattr(sys, "argv", ["toolkit", *args, "--results", missing])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 4 and "does not exist" in capsys.readouterr().err
+    assert not Path(missing).exists()

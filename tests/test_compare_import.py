@@ -278,3 +278,63 @@ def test_imported_run_is_reported_and_compared_beside_container_runs(tmp_path):
     assert {round(r.speedup, 6) for r in c.rows} == {1.0}
     text = invoke("report", "--results", str(store.root)).output
     assert "bare-metal@" in text and base[0].image.short in text
+
+
+# ------------------------------------------------------------------- mixed backends, imported sets
+
+
+def _mixed_store(tmp_path: Path) -> ResultStore:
+    """Imports of three kinds beside each other: llama-bench b5163 (CUDA, flash_attn -1) and 0c1e57098
+    (CPU, flash_attn 1), a vLLM latency
+    JSON with --backend rocm, and vLLM latency JSONs without --backend (model unknown in all three)."""
+    store = ResultStore(tmp_path / "results")
+    importer.import_files(store, [DATA / "llamabench-b5163-readme.jsonl"], label="b5163")
+    importer.import_files(store, [DATA / "llamabench-0c1e57098-cpu.jsonl"], label="cpu")
+    lat = dict(input_len=512, output_len=1)
+    importer.import_files(store, [DATA / "vllm-0.16.0-latency.json"], label="vllmrocm", backend="rocm", **lat)
+    importer.import_files(store, [DATA / "vllm-0.28.0-cpu-latency.json"], label="vllm16", **lat)
+    importer.import_files(store, [DATA / "vllm-neighbour-latency.json"], label="vllmnb", **lat)
+    return store
+
+
+def test_report_of_mixed_imports_says_backend_imported_and_auto(tmp_path):
+    """(a) a vLLM import's backend shows in its header; (b) no roofline is said truly: no GPU named,
+    unknown backend (never "a CPU run"); (c) flash_attn -1 reads `auto`; (d) imported sets are marked."""
+    store = _mixed_store(tmp_path)
+    text = report.render(store.results())
+    (rocm_head,) = [h for h in text.splitlines()[2].split("|") if "vllmrocm@" in h]
+    assert "vllmrocm@import:" in rocm_head and "(ROCm," in rocm_head, rocm_head
+    assert "vllm16@import:" in text and "(backend unknown," in text
+    assert "flash_attn=auto" in text and "flash_attn=-1" not in text
+    assert "a CPU run" not in text
+    notes = {ln.split(":")[0]: ln for ln in text.splitlines() if "no roofline" in ln}
+    assert any("vllmrocm" in k and "names no GPU" in v for k, v in notes.items()), notes
+    assert any("vllm16" in k and "backend is unknown" in v for k, v in notes.items()), notes
+
+
+def test_compare_never_takes_two_unknown_models_for_one(tmp_path):
+    """(f) model=unknown on both sides is not the same model: no join, exit 4 naming why, unless
+    --same-model; then the rows are joined. The report's verdict leaves them out, named."""
+    store = _mixed_store(tmp_path)
+    with pytest.raises(BadInput, match="no known model.*--same-model"):
+        compare.compare(store, "vllm16", "vllmnb")
+    c = compare.compare(store, "vllm16", "vllmnb", same_model=True)
+    assert [r.test for r in c.rows] == ["pp512"] and not c.unknown_model
+    # the report's verdict does not crown one unknown model over another either
+    text = report.render([r for r in store.results() if r.image.name in ("vllm16", "vllmnb")])
+    verdict = text[text.index("## Verdict") :]
+    assert "wins" not in verdict and "left out: results whose model is unknown" in verdict
+
+
+def test_compare_names_ignored_fields_as_ignored_not_one_sided(tmp_path):
+    """(e) a field both sides recorded (flash_attn 1 vs 0), left out with --ignore, is said to be left
+    out by --ignore, not "recorded on one side only"."""
+    store = ResultStore(tmp_path / "results")
+    for run, fa, avg in (("run-a", 1, 100.0), ("run-b", 0, 101.0)):
+        r = make_record("vulkan", "vulkan", p=512, avg=avg, fa=fa)
+        store.add_result(r.model_copy(update={"run_id": run}))
+    c = compare.compare(store, "run-a", "run-b", ignore=("flash_attn",))
+    text = compare.format_comparison(c)
+    assert "left out of the join by --ignore: flash_attn" in text
+    assert "recorded on one side only" not in text
+    assert compare.comparison_json(c)["ignored_by_option"] == ["flash_attn"]

@@ -259,6 +259,40 @@ def test_export_of_an_unknown_run_lists_the_latest_runs(cpu_project, tmp_path):
         publish.export_run(ResultStore(cpu_project / "results"), "no-such-run", tmp_path / "out", None)
 
 
+@pytest.mark.parametrize("source", ["llamabench-0c1e57098-cpu.jsonl", "llamabench-b5163-readme.jsonl"])
+def test_export_of_an_imported_run_with_llamabench_minus_one_values(tmp_path, source):
+    """llama-bench writes n_gpu_layers -1 (all layers, its default) and flash_attn -1 (auto): the
+    matrix takes them, so an imported run exports and its axes are a valid matrix."""
+    from toolkit.results import importer
+
+    store = ResultStore(tmp_path / "results")
+    importer.import_files(store, [Path(__file__).parent / "data" / source], label="x")
+    (run_id,) = {r.run_id for r in store.results()}
+    res = CliRunner().invoke(
+        cli, ["export-run", run_id, "--results", str(store.root), "--out", str(tmp_path / "out")]
+    )
+    assert res.exit_code == 0, res.output
+    bench = json.loads((tmp_path / "out" / "run.json").read_text())["bench"]
+    assert bench["n_gpu_layers"] == [-1] and BenchAxes(**bench).n_gpu_layers == [-1]
+    assert BenchAxes(flash_attn=[-1, 0, 1]).flash_attn == [-1, 0, 1]
+    with pytest.raises(ValueError, match="between -1 and"):
+        BenchAxes(n_gpu_layers=[-2])
+    with pytest.raises(ValueError, match="between 0 and"):
+        BenchAxes(n_ubatch=[-1])
+
+
+def test_export_keeps_axes_a_matrix_cannot_express_and_reproduce_says_why(tmp_path):
+    """Any stored record exports: axes the matrix refuses are kept as measured, with a note, and
+    reproduce refuses them by name (exit 4), never a traceback."""
+    store = ResultStore(tmp_path / "results")
+    for r in bench_records("odd"):
+        store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000}))
+    run = publish.export_run(store, "odd", tmp_path / "out", None)
+    assert 5_000_000 in run.bench["n_prompt"] and any("cannot re-run" in n for n in run.notes)
+    with pytest.raises(BadInput, match="cannot be re-run: matrix.yaml does not take them"):  # exit 4
+        repro.reproduce(str(tmp_path / "out"))
+
+
 # ---------------------------------------------------------------------------------------- reproduce
 
 

@@ -201,7 +201,7 @@ def test_a_build_on_another_engine_is_not_measured_here(project):
     lm = load_matrix(project / "matrix.yaml")
     c2 = choose_build(lm, lm.m.image("cpu"), store2, BenchOptions())
     assert c2.status == "unbuilt" and "not built on this engine" in c2.reason and "podmanu4242" in c2.reason
-    assert "run `toolkit build -i cpu`" in c2.reason
+    assert "run `toolkit build --results" in c2.reason and "-i cpu`" in c2.reason
     add_build(store2, cur.key, "sha256:" + "c" * 64)  # a record from before builds named their engine
     assert choose_build(lm, lm.m.image("cpu"), store2, BenchOptions()).build.digest == "sha256:" + "c" * 64
 
@@ -235,6 +235,20 @@ def test_pinned_digest_is_measured_as_is(project):
 def test_unbuilt_says_how_to_build(project):
     c = choose(project)
     assert c.status == "unbuilt" and "toolkit build -i cpu" in c.reason
+
+
+def test_unbuilt_in_another_results_folder_names_the_build_recorded_in_results(project, tmp_path):
+    """`bench --results DIR` after `build` (recorded in results/): the reason names DIR, the build
+    recorded in results/, and the fix `toolkit build --results DIR -i cpu`."""
+    add_build(ResultStore(project / "results"), key_of(project).key, "sha256:" + "a" * 64)
+    lm = load_matrix(project / "matrix.yaml")
+    other = ResultStore(tmp_path / "elsewhere")
+    c = choose_build(lm, lm.m.image("cpu"), other, BenchOptions())
+    assert c.status == "unbuilt"
+    assert f"no build of cpu is recorded in {other.builds_file}" in c.reason
+    assert f"a build is recorded in {project / 'results' / 'builds.jsonl'}" in c.reason
+    assert f"toolkit build --results {other.root} -i cpu" in c.reason
+    assert not (project / "elsewhere").exists()
 
 
 def test_cli_dry_run_shows_same_decision(project):

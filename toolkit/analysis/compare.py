@@ -79,6 +79,13 @@ class Comparison:
     a_settings: str = ""  # identifying values that differ between the sides, e.g. "n_threads=2"
     b_settings: str = ""
     ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
+    ignored_by_option: list[str] = field(default_factory=list)  # of `ignored`, those given to --ignore
+    unknown_model: int = 0  # tests left unjoined: their model is unknown (identity.model_known)
+
+    @property
+    def one_side_only(self) -> list[str]:
+        """Test fields left out of the join because one side never recorded them (not --ignore's)."""
+        return [f for f in self.ignored if f not in self.ignored_by_option]
 
     @property
     def missing(self) -> bool:
@@ -182,14 +189,28 @@ def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
     return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
 
 
+UNKNOWN_MODEL_FIX = (
+    "a result whose model is unknown (a vLLM bench JSON names none; its import says model=unknown) "
+    "is not known to be of the same model as another: pass --same-model if both sides measured one "
+    "model, or import with the model named"
+)
+
+
 def compare(
-    store: ResultStore, a_ref: str, b_ref: str, *, threshold: float = 5.0, ignore: tuple[str, ...] = ()
+    store: ResultStore,
+    a_ref: str,
+    b_ref: str,
+    *,
+    threshold: float = 5.0,
+    ignore: tuple[str, ...] = (),
+    same_model: bool = False,
 ) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
 
     Raises BadInput when the two sides have no test in common, naming the fields whose values keep
     them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
     the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
+    Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
@@ -214,7 +235,12 @@ def compare(
             f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
             f"{', '.join(sorted(known - {'method'}))}"
         )
-    j = identity.join(ua, ub, ignore=ignore)
+    j = identity.join(ua, ub, ignore=ignore, same_unknown_model=same_model)
+    if not j.pairs and j.unknown_model:
+        raise BadInput(
+            f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
+            f"model; {UNKNOWN_MODEL_FIX}"
+        )
     if not j.pairs:
         apart = "; ".join(
             f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
@@ -270,6 +296,8 @@ def compare(
         ", ".join(settings["a"]),
         ", ".join(settings["b"]),
         ignored=j.ignored,
+        ignored_by_option=sorted(set(ignore)),
+        unknown_model=j.unknown_model,
     )
 
 
@@ -320,8 +348,12 @@ def format_comparison(c: Comparison) -> str:
         )
     if c.missing:
         out.append(f"not compared, measured on one side only: {c.missing_text()}")
-    if c.ignored:
-        out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.ignored)}")
+    if c.unknown_model:
+        out.append(f"{c.unknown_model} test(s) not joined: {UNKNOWN_MODEL_FIX}")
+    if c.ignored_by_option:
+        out.append(f"left out of the join by --ignore: {', '.join(c.ignored_by_option)}")
+    if c.one_side_only:
+        out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.one_side_only)}")
     n = len(c.regressions)
     out.append(
         f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%"
@@ -363,5 +395,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "only_a": c.only_a,
         "only_b": c.only_b,
         "ignored_fields": c.ignored,
+        "ignored_by_option": c.ignored_by_option,
+        "unknown_model_tests": c.unknown_model,
         "regressions": len(c.regressions),
     }

@@ -195,9 +195,15 @@ def _extra(r: BenchRecord, key: str) -> Any:
     return (r.model_extra or {}).get(key)
 
 
-def _gpu_backend(r: BenchRecord) -> bool:
-    tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends or "")}
-    return r.image.backend != "cpu" and bool(tokens - _NON_GPU_BACKENDS)
+def _gpu_backend(r: BenchRecord) -> bool | None:
+    """Whether the run used a GPU backend: llama-bench's `backends`, else (vLLM, SGLang imports,
+    which write none) the image's backend; None when neither says (an import without --backend)."""
+    if r.backends:
+        tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends)}
+        return r.image.backend != "cpu" and bool(tokens - _NON_GPU_BACKENDS)
+    if r.image.backend == "cpu":
+        return False
+    return True if backends.llama_name(r.image.backend) else None
 
 
 def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
@@ -248,7 +254,14 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     info = r.gpu_info or ""
     if any(m in info.lower() for m in SOFTWARE_GPU_MARKERS):
         return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
-    if not _gpu_backend(r):
+    on_gpu = _gpu_backend(r)
+    if on_gpu is None and not info:
+        return GpuUse(
+            None,
+            note=f"the backend is unknown ({r.image.backend!r}: imported without --backend) and the "
+            "record names no GPU, so the GPU is unknown",
+        )
+    if on_gpu is False:
         return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
     if str(raw.get("devices", "")).strip() == "none":
         return GpuUse(0, note="llama-bench -dev none: ran on the CPU")

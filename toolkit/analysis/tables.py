@@ -147,8 +147,11 @@ class ReportOptions:
 
 
 def image_label(r: BenchRecord | Head) -> str:
-    """Column label of an image: `name@abcdef012345`."""
-    return f"{r.image.name}@{r.image.short}"
+    """Column label of an image: `name@abcdef012345`; `name@import:abcdef012345` for a set of
+    imported results (`toolkit import`: no container image), so an import labelled `cpu` never reads
+    like the `cpu` image measured here (and the label is a digest prefix `compare` takes)."""
+    mark = "import:" if r.image.digest.startswith("import:") else ""
+    return f"{r.image.name}@{mark}{r.image.short}"
 
 
 def attention_used(r: BenchRecord) -> str | None:
@@ -364,7 +367,7 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
 
 def id_value(r: BenchRecord, name: str) -> Any:
     """The value of an identifying column: `model` (name, short sha256 when two files share a name)
-    or a test field (identity.test_fields)."""
+    or a test field (identity.test_fields), as a table shows it (flash_attn -1: `auto`)."""
     if name == "model":
         sha = identity.known_sha(r)
         twin_of = (r.model.model_extra or {}).get("twin_of") or {}
@@ -374,7 +377,8 @@ def id_value(r: BenchRecord, name: str) -> Any:
             else ""
         )
         return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
-    return identity.test_fields(r).get(name)
+    v = identity.test_fields(r).get(name)
+    return "auto" if name == "flash_attn" and v == -1 else v  # llama-bench's -fa -1 (newer builds: auto)
 
 
 def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identity.LABEL_FIELDS) -> list[str]:
@@ -407,12 +411,15 @@ def column_labels(records: list[BenchRecord]) -> dict[int, str]:
     return out
 
 
-def _system_words(sy: dict[str, Any]) -> dict[str, str]:
-    """A column's system fields as a header reads them: backend, GPU, llama.cpp build, CPU, host."""
+def _system_words(sy: dict[str, Any], image_backend: str) -> dict[str, str]:
+    """A column's system fields as a header reads them: backend (llama-bench's `backends`, else the
+    image's: vLLM and SGLang imports write none), GPU, llama.cpp build, CPU, host."""
     commit, number = sy.get("build_commit"), sy.get("build_number")
     build = " ".join(x for x in (str(commit or ""), f"({number})" if number not in (None, "") else "") if x)
     return {
-        "backends": str(sy.get("backends") or "?"),
+        "backends": str(
+            sy.get("backends") or backends.llama_name(image_backend) or f"backend {image_backend}"
+        ),
         "gpu_info": ("GPU " + str(sy["gpu_info"])) if sy.get("gpu_info") else "no GPU named",
         "build_commit": "build " + (build or "?"),
         "cpu_info": "CPU " + str(sy.get("cpu_info") or "?"),
@@ -426,7 +433,7 @@ def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str
     cut), so two columns never read alike: {column: "CUDA, GPU NVIDIA H200, build 0c1e570 (7001)"}."""
     per_col: dict[str, dict[str, str]] = {}
     for r in records:
-        per_col.setdefault(cols[id(r)], _system_words(dict(identity.test_key(r).system)))
+        per_col.setdefault(cols[id(r)], _system_words(dict(identity.test_key(r).system), r.image.backend))
     if len(per_col) < 2:
         return {}
     varying = [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]

@@ -42,6 +42,7 @@ from toolkit.analysis.tables import (
     column_labels,
     concurrency,
     id_value,
+    image_label,
     is_cpu_fallback,
     rel_stddev,
     row_label,
@@ -52,7 +53,13 @@ from toolkit.analysis.tables import (
     varying_columns,
 )
 from toolkit.core import backends
+from toolkit.results import identity
 from toolkit.results.records import BenchRecord
+
+MODEL_UNKNOWN_NOTE = (
+    "left out: results whose model is unknown (model=unknown: a vLLM bench JSON names none), not known "
+    "to be the model of any other"
+)
 
 VERDICT_AXES = ("prefill", "decode", "served")
 WORKLOADS = {
@@ -125,6 +132,8 @@ class AxisVerdict:
     noise_unknown: list[str] = field(
         default_factory=list
     )  # images with a number of unknown stddev (1 sample)
+    # images whose results of this axis have no known model (identity.model_known): left out of it
+    model_unknown: list[str] = field(default_factory=list)
     # image -> its deciding cells that carry telemetry flags (the leader's and the runner-up's only)
     flagged: dict[str, list[Entry]] = field(default_factory=dict)
 
@@ -205,14 +214,10 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
             f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
             "they are not a basis for routing"
         )
-    soft = sorted(
-        {f"{r.image.name}@{r.image.short}" for r in records if backends.is_software_device(r.gpu_info)}
-    )
+    soft = sorted({image_label(r) for r in records if backends.is_software_device(r.gpu_info)})
     if soft:
         out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
-    exp = sorted(
-        {f"{r.image.name}@{r.image.short}" for r in records if (r.model_extra or {}).get("experimental")}
-    )
+    exp = sorted({image_label(r) for r in records if (r.model_extra or {}).get("experimental")})
     if exp:
         out.append(
             f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
@@ -253,10 +258,14 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     opts = opts or ReportOptions()
     rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
     out = AxisVerdict(axis)
+    out.model_unknown = sorted({image_label(r) for r in rs if not identity.model_known(r)})
+    rs = [r for r in rs if identity.model_known(r)]  # an unknown model is no other result's model
     cols = column_labels(rs)
     images = sorted(set(cols.values()))
     if len(images) < 2:
         out.note = f"only {images[0]} measured" if images else "no results"
+        if out.model_unknown:
+            out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
         return out
     with_family = len({model_family(r) for r in rs}) > 1
     knob_cols = [c for c in varying_columns(rs) if c != "model"]
@@ -539,6 +548,8 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
             )
             if flagged:
                 lines.append(f"  - telemetry flags on {cells_text(flagged)}")
+        if av.model_unknown:
+            lines.append(f"  - {MODEL_UNKNOWN_NOTE}: {', '.join(av.model_unknown)}")
         if av.noise_unknown:
             lines.append(
                 f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
@@ -579,6 +590,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             },
             "note": av.note,
             "noise_unknown": av.noise_unknown,
+            "model_unknown": av.model_unknown,
             **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [

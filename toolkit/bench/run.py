@@ -434,16 +434,13 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
             )
         return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
     current = build_mod.inputs_key(lm, spec)
-    fix = f"run `toolkit build -i {spec.name}`"
+    default = ResultStore(lm.root / "results")
+    elsewhere = default.root.resolve() != store.root.resolve()
+    fix = f"run `toolkit build{f' --results {store.root}' if elsewhere else ''} -i {spec.name}`"
     if not builds:
-        elsewhere = sorted({b.engine for b in every if b.engine})
-        why = (
-            f"not built on this engine ({engine.engine_label()}); {store.builds_file} has builds of it on "
-            f"another engine ({', '.join(elsewhere)}), whose images this one does not have"
-            if every
-            else "not built"
+        return BuildChoice(
+            "unbuilt", current_key=current.key, reason=_unbuilt_reason(spec, store, default, fix, every)
         )
-        return BuildChoice("unbuilt", current_key=current.key, reason=f"{why}; {fix}")
     newest = builds[-1]
     matching = [b for b in builds if build_mod.build_inputs_key(b) == current.key]
     if matching:
@@ -479,6 +476,31 @@ def _engine_id() -> str | None:
         return engine.engine_id()
     except EngineUnavailable:
         return None
+
+
+def _unbuilt_reason(
+    spec: ImageSpec, store: ResultStore, default: ResultStore, fix: str, other_engines: list[BuildRecord]
+) -> str:
+    """Why no build is chosen: the folder's builds are of another engine (`other_engines`: this
+    folder's builds of the image, none on the engine in use); or none is recorded in this results
+    folder, naming a build recorded in the default results/ (a `toolkit build` without --results), as
+    builds are recorded per folder."""
+    if other_engines:
+        names = sorted({b.engine for b in other_engines if b.engine})
+        return (
+            f"not built on this engine ({engine.engine_label()}); {store.builds_file} has builds of it on "
+            f"another engine ({', '.join(names)}), whose images this one does not have; {fix}"
+        )
+    if default.root.resolve() == store.root.resolve():
+        return f"not built; {fix}"
+    there = [b for b in default.builds() if b.image == spec.name] if default.builds_file.is_file() else []
+    also = (
+        f" (a build is recorded in {default.builds_file}: {there[-1].ref}, {there[-1].digest[:19]}; "
+        "a bench measures the builds recorded in its own --results folder)"
+        if there
+        else ""
+    )
+    return f"no build of {spec.name} is recorded in {store.builds_file}{also}; {fix}"
 
 
 def _chosen(build: BuildRecord, current_key: str | None, *, stale: bool) -> BuildRecord:

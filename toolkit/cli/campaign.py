@@ -20,6 +20,7 @@ from toolkit.cli.common import (
     echo_json,
     json_option,
     matrix_option,
+    read_results_option,
     results_option,
 )
 
@@ -134,7 +135,7 @@ def submit(matrix_path, results_dir, as_json, dry_run):
 
 @campaign.command(epilog=EPILOG + " With --wait: 3 when a slice failed or was cancelled.")
 @matrix_option
-@results_option
+@read_results_option
 @json_option
 @click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
 @click.option("--wait", is_flag=True, help="Refresh until every job has ended; exit 3 if any slice failed.")
@@ -191,7 +192,7 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
 
 @campaign.command(epilog=EPILOG)
 @matrix_option
-@results_option
+@read_results_option
 @click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
 @click.option("--slice", "slices", type=int, multiple=True, metavar="N", help="Only this slice (repeatable).")
 def cancel(matrix_path, results_dir, campaign_id, slices):

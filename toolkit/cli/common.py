@@ -33,9 +33,37 @@ def matrix_option(f):
     )(f)
 
 
+_JSON_ASKED = {"on": False, "printed": False}
+
+
+def note_json(ctx: click.Context | None, param: click.Parameter | None, value: Any) -> Any:
+    """An eager option callback: remember that this command prints JSON (`--json`, `--format json`),
+    so `toolkit.cli.main.main` also writes an error as one JSON object on stdout; None forgets it."""
+    _JSON_ASKED["on"] = value is not None and (_JSON_ASKED["on"] or value is True or value == "json")
+    _JSON_ASKED["printed"] = _JSON_ASKED["printed"] and value is not None
+    return value
+
+
+def json_asked() -> bool:
+    """Whether the running command was asked for JSON output (see `note_json`) and has not printed
+    it yet (a command that printed its JSON and then fails, e.g. compare's regression, exit 6, has
+    said everything in it: stdout stays one JSON document)."""
+    return _JSON_ASKED["on"] and not _JSON_ASKED["printed"]
+
+
+def json_printed() -> bool:
+    """Whether the running command has printed its JSON output (echo_json)."""
+    return _JSON_ASKED["printed"]
+
+
 def json_option(f):
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        is_eager=True,
+        callback=note_json,
+        help="Print machine-readable JSON instead of text (an error too: {error, exit_code} on stdout).",
     )(f)
 
 
@@ -73,6 +101,7 @@ def echo_json(obj: Any) -> None:
     import json
 
     click.echo(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+    _JSON_ASKED["printed"] = True
 
 
 def image_option(f):
@@ -86,14 +115,22 @@ def image_option(f):
     )(f)
 
 
-def results_option(f):
+def results_option(f, *, reading: bool = False):
     return click.option(
         "--results",
         "results_dir",
         default=None,
-        type=click.Path(file_okay=False),
-        help="Results folder. Default: results/ beside the matrix.",
+        type=click.Path(file_okay=False, exists=reading),
+        help="Results folder"
+        + (" (must exist: this command only reads it)" if reading else "")
+        + ". Default: results/ beside the matrix.",
     )(f)
+
+
+def read_results_option(f):
+    """--results of a command that only reads the folder: one that does not exist is bad input (exit
+    4), not an empty folder ("no results yet"); the default results/ may be absent (a fresh project)."""
+    return results_option(f, reading=True)
 
 
 def _load(matrix_path: str):

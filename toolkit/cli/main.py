@@ -9,6 +9,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -24,8 +25,12 @@ from toolkit.cli.common import (
     _store,
     echo_json,
     image_option,
+    json_asked,
     json_option,
+    json_printed,
     matrix_option,
+    note_json,
+    read_results_option,
     results_option,
 )
 from toolkit.core.errors import BenchFailed, BuildFailed, ToolkitError
@@ -512,17 +517,21 @@ def pins(matrix_path, images, models, as_json, timeout):
 
 @cli.command(epilog=EPILOG)
 @matrix_option
-@results_option
+@read_results_option
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["github", "csv", "json", "html"]),
+    is_eager=True,
+    callback=note_json,
     default="github",
     show_default=True,
     help="github = markdown tables to paste; csv/json for tools; html = one offline "
     "page with plots (written to --output, default results/report.html).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--json", "as_json", is_flag=True, is_eager=True, callback=note_json, help="Same as --format json."
+)
 @click.option(
     "--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name."
 )
@@ -634,7 +643,7 @@ def report(
 @cli.command(epilog=EPILOG)
 @matrix_option
 @json_option
-@results_option
+@read_results_option
 @click.option("--allow-software-gpu", is_flag=True, help="Count Mesa lavapipe as a usable Vulkan device.")
 def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     """Read this host (GPUs, gfx arch, VRAM, device nodes, Docker engine, kernel) and say, per image,
@@ -701,7 +710,7 @@ def _sigterm_as_interrupt() -> None:
 
 @cli.command(epilog=EPILOG)
 @matrix_option
-@results_option
+@read_results_option
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
@@ -726,7 +735,13 @@ def _sigterm_as_interrupt() -> None:
     is_flag=True,
     help="Accept tests measured on one side only (they are still named); without it they make the exit code 4.",
 )
-def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing):
+@click.option(
+    "--same-model",
+    is_flag=True,
+    help="Join results whose model is unknown (a vLLM bench JSON names none: imported as model=unknown) "
+    "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
+)
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
     joule of each, B/A, where both sides have a valid GPU energy).
 
@@ -735,14 +750,18 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold are marked and make the exit
     code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ; tests
-    measured on one side only are named and exit 4 too, unless --allow-missing.
+    measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
+    unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
+    --same-model.
     """
     from toolkit.analysis import compare as compare_mod
     from toolkit.core.errors import Regression
     from toolkit.results.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    c = compare_mod.compare(ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore))
+    c = compare_mod.compare(
+        ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore), same_model=same_model
+    )
     if as_json:
         echo_json(compare_mod.comparison_json(c))
     else:
@@ -974,23 +993,58 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
 
 
+def _fail(message: str, code: int) -> NoReturn:
+    """Exit with `code` after saying why on stderr; a command asked for JSON (`--json`, `--format
+    json`) also gets it on stdout as one object, {"error": ..., "exit_code": ...}, so its caller's
+    JSON parse of stdout never meets an empty output."""
+    _err(message)
+    _json_error(message, code)
+    sys.exit(code)
+
+
+def _json_error(message: str, code: int) -> None:
+    """The error as one JSON object on stdout, where JSON was asked for and none printed yet."""
+    if json_asked() or (not json_printed() and _argv_asks_json()):
+        echo_json({"error": message.removeprefix("error: ").removeprefix("Error: "), "exit_code": code})
+
+
+def _argv_asks_json() -> bool:
+    """`--json` among the options, for an error Click raised before any option was processed (an
+    unknown option): the command named on the command line has a --json option and it was given."""
+    args = sys.argv[1:]
+    args = args[: args.index("--")] if "--" in args else args
+    group: click.Group = cli
+    command: click.Command | None = None
+    for a in args:
+        command = group.commands.get(a)
+        if not isinstance(command, click.Group):
+            break
+        group = command
+    pairs = set(zip(args, args[1:], strict=False))
+    return (
+        command is not None
+        and any("--json" in p.opts for p in command.params)
+        and ("--json" in args or "--format=json" in args or ("--format", "json") in pairs)
+    )
+
+
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
     _sigterm_as_interrupt()
+    note_json(None, None, None)  # not asked yet (main may run more than once in one process: tests)
     try:
         code = cli.main(standalone_mode=False)  # a command's ctx.exit(N) comes back here as N
     except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
-        _err(INTERRUPTED)
-        sys.exit(130)
+        _fail(INTERRUPTED, 130)
     except click.ClickException as err:
         err.show()
-        sys.exit(4 if isinstance(err, click.UsageError) else err.exit_code)
+        code = 4 if isinstance(err, click.UsageError) else err.exit_code
+        _json_error(err.format_message(), code)
+        sys.exit(code)
     except KeyboardInterrupt:
-        _err(INTERRUPTED)
-        sys.exit(130)
+        _fail(INTERRUPTED, 130)
     except ToolkitError as err:
-        _err(f"error: {err}")
-        sys.exit(err.exit_code)
+        _fail(f"error: {err}", err.exit_code)
     except Exception as err:  # an engine error, a path the OS refuses, else a bug (the traceback)
         from toolkit.core.errors import FileSystemError
         from toolkit.engine.api import raised_by_docker
@@ -998,25 +1052,25 @@ def main() -> None:
         # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
         docker_said = raised_by_docker(err)
         if docker_said and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
-            _err(
+            _fail(
                 f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
-                "(`./scripts/setup-host.sh`) and run the command again."
+                "(`./scripts/setup-host.sh`) and run the command again.",
+                5,
             )
-            sys.exit(5)
         if docker_said:  # the engine answered and refused the request (a 4xx)
             detail = (str(err).splitlines() or [type(err).__name__])[0][:300]
-            _err(
+            _fail(
                 f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
                 "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "
-                "fix it and run the command again"
+                "fix it and run the command again",
+                5,
             )
-            sys.exit(5)
         if isinstance(
             err, OSError
         ):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
             mapped = FileSystemError.from_oserror(err)
-            _err(f"error: {mapped}")
-            sys.exit(mapped.exit_code)
+            _fail(f"error: {mapped}", mapped.exit_code)
+        _json_error(f"unexpected error (a bug in the toolkit): {type(err).__name__}: {err}", 1)
         raise
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

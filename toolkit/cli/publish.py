@@ -20,6 +20,7 @@ from toolkit.cli.common import (
     image_option,
     json_option,
     matrix_option,
+    read_results_option,
     results_option,
 )
 
@@ -43,7 +44,7 @@ def _transfer_printer(quiet: bool):
 @matrix_option
 @image_option
 @json_option
-@results_option
+@read_results_option
 @click.option(
     "--registry",
     default=None,
@@ -101,7 +102,7 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
 
 @click.command("export-run", epilog=EPILOG)
 @matrix_option
-@results_option
+@read_results_option
 @json_option
 @click.argument("run_id", metavar="RUN_ID")
 @click.option(

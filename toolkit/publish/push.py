@@ -391,7 +391,10 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
     threads = {r.raw.get("n_threads") for r in records if r.status == "ok"}
     if "threads" not in axes and len(threads) == 1 and isinstance(next(iter(threads)), int):
         axes["threads"] = next(iter(threads))  # pin what llama-bench chose, so another host runs the same
-    return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
+    try:
+        return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
+    except ValidationError as err:  # an imported run's values a matrix does not take: kept as measured
+        return {**axes, "not_a_matrix": _first_error(err)}
 
 
 def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
@@ -456,13 +459,19 @@ def describe_run(
         )
     ok = [r for r in recs if r.status == "ok"]
     counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
+    bench = axes_from_records(ok or recs)
+    if "not_a_matrix" in bench:
+        notes.append(
+            f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
+            f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
+        )
     run = PublishedRun(
         run_id=run_id,
         created=min(r.created for r in recs),
         exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         images=images,
         models=models,
-        bench=axes_from_records(ok or recs),
+        bench=bench,
         host=recs[0].host,
         records=counts,
         notes=notes,

@@ -220,12 +220,18 @@ def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[Bui
 
 def refuse_imported(run: publish.PublishedRun) -> None:
     """BadInput for a run whose results were imported (`toolkit import`): no image to run, and its model
-    paths are whatever the imported files said."""
+    paths are whatever the imported files said; also for axes export-run kept as measured that a matrix
+    cannot express."""
     for im in run.images:
         if im.digest.startswith("import:"):
             raise BadInput(
                 f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
             )
+    if "not_a_matrix" in run.bench:  # export-run kept axes as measured that a matrix cannot express
+        raise BadInput(
+            f"run {run.run_id}: its axes cannot be re-run: matrix.yaml does not take them "
+            f"({run.bench['not_a_matrix']})"
+        )
 
 
 def acquire_images(

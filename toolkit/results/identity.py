@@ -505,6 +505,17 @@ class Join:
     only_b: list[BenchRecord] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     apart: dict[str, tuple[list, list]] = field(default_factory=dict)
+    unknown_model: int = 0  # records left unmatched because their model is unknown (model_known)
+
+
+def model_known(r: BenchRecord) -> bool:
+    """Whether record `r` says which model it measured: a sha256, llama-bench's description of the
+    file, or a name other than `unknown` (a vLLM bench JSON names none: its import says `unknown`).
+    Two records of unknown models are not known to be of the same one."""
+    fp = model_fingerprint(r)
+    return (
+        known_sha(r) is not None or fp[:1] != ("name",) or str(fp[1]).strip().lower() not in ("", "unknown")
+    )
 
 
 def _models_match(a: BenchRecord, b: BenchRecord) -> bool:
@@ -512,14 +523,22 @@ def _models_match(a: BenchRecord, b: BenchRecord) -> bool:
     return model_fingerprint(a) == model_fingerprint(b) and (sa is None or sb is None or sa == sb)
 
 
-def join(a: list[BenchRecord], b: list[BenchRecord], *, ignore: Iterable[str] = ()) -> Join:
+def join(
+    a: list[BenchRecord],
+    b: list[BenchRecord],
+    *,
+    ignore: Iterable[str] = (),
+    same_unknown_model: bool = False,
+) -> Join:
     """Match each record of `a` with the record of `b` that measured the same test.
 
     The join uses the test fields every record on both sides has (a field one side never wrote
     cannot be compared and is listed in `ignored`) and the model (fingerprint, and sha256 when both
     know it). `ignore` names test fields the caller deliberately leaves out (e.g. `n_threads` when
     comparing two hosts); they are listed in `ignored` too. Each side should already hold one
-    record per test (`newest_per_test`).
+    record per test (`newest_per_test`). A record whose model is unknown (model_known) is matched
+    with nothing (counted in `unknown_model`) unless `same_unknown_model`: the caller's word that both
+    sides measured one model.
     """
     out = Join()
     skip = set(ignore)
@@ -534,6 +553,9 @@ def join(a: list[BenchRecord], b: list[BenchRecord], *, ignore: Iterable[str] = 
         index.setdefault((model_fingerprint(r), tuple((k, f.get(k)) for k in sorted(common))), []).append(r)
     used_b: set[int] = set()
     for r, f in zip(a, fa, strict=True):
+        if not same_unknown_model and not model_known(r):
+            out.only_a.append(r)
+            continue
         cands = index.get((model_fingerprint(r), tuple((k, f.get(k)) for k in sorted(common))), [])
         match = next((c for c in cands if id(c) not in used_b and _models_match(r, c)), None)
         if match is None:
@@ -542,6 +564,8 @@ def join(a: list[BenchRecord], b: list[BenchRecord], *, ignore: Iterable[str] = 
             used_b.add(id(match))
             out.pairs.append((r, match))
     out.only_b = [r for r in b if id(r) not in used_b]
+    if not same_unknown_model:
+        out.unknown_model = sum(not model_known(r) for r in out.only_a + out.only_b)
     if not out.pairs and a and b:
         for k in sorted(common | {"model"}):
             get = (lambda r, _f: model_fingerprint(r)) if k == "model" else (lambda r, f, k=k: f.get(k))

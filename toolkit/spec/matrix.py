@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -315,9 +316,13 @@ class ModelSpec(_Strict):
         return v
 
 
-def _flash_attn_on() -> list[Literal[0, 1]]:
+def _flash_attn_on() -> list[Literal[-1, 0, 1]]:
     """BenchAxes.flash_attn's default, [1] (a lambda's list would be typed list[int])."""
     return [1]
+
+
+_AUTO_AXES = frozenset({"flash_attn", "n_gpu_layers"})
+"""The axes where llama-bench takes -1 (flash attention auto, all GPU layers)."""
 
 
 class BenchAxes(_Strict):
@@ -326,6 +331,8 @@ class BenchAxes(_Strict):
     n_prompt -> -p, n_gen -> -n, n_ubatch -> -ub, n_batch -> -b, flash_attn -> -fa,
     n_gpu_layers -> -ngl, n_depth -> -d, repetitions -> -r. Units: tokens. Counts are strict integers:
     `repetitions: true` or `n_prompt: ["512"]` are bad input, not -r 1 or a string passed along.
+    -1 is taken where llama-bench takes it (the pinned build, 0c1e57098, writes it itself): flash_attn
+    -1 = auto, n_gpu_layers -1 = all layers (its default).
     """
 
     n_prompt: list[StrictInt] = Field(default_factory=lambda: [512])
@@ -333,7 +340,7 @@ class BenchAxes(_Strict):
     n_ubatch: list[StrictInt] = Field(default_factory=lambda: [512])
     n_batch: list[StrictInt] = Field(default_factory=lambda: [2048])
     n_depth: list[StrictInt] = Field(default_factory=lambda: [0])
-    flash_attn: list[Literal[0, 1]] = Field(default_factory=_flash_attn_on)
+    flash_attn: list[Literal[-1, 0, 1]] = Field(default_factory=_flash_attn_on)
     n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
     repetitions: StrictInt = Field(5, ge=1, le=1000)
     runs: StrictInt = Field(
@@ -408,11 +415,15 @@ class BenchAxes(_Strict):
 
     @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
     @classmethod
-    def _nonempty(cls, v: list[int]) -> list[int]:
+    def _nonempty(cls, v: list[int], info: ValidationInfo) -> list[int]:
         if not v:
             raise ValueError("axis list is empty: give at least one value (e.g. [512])")
-        if any(x < 0 or x > 1_000_000 for x in v):
-            raise ValueError("axis values must be between 0 and 1000000")
+        low = -1 if info.field_name in _AUTO_AXES else 0
+        if any(x < low or x > 1_000_000 for x in v):
+            raise ValueError(
+                f"axis values must be between {low} and 1000000"
+                + (" (-1: llama-bench's auto / all layers)" if low < 0 else "")
+            )
         if len(set(v)) != len(v):
             raise ValueError("axis list has duplicate values")
         return v
