@@ -6,6 +6,13 @@ are shown, speedup = compare ÷ baseline. Two sides with nothing in common are a
 sides of a row hold a valid energy (tables.energy), tokens per joule of each and their ratio B ÷ A
 are shown beside the speedup (a ratio above 1: B does more work per joule).
 
+A regression is a test slower in B by more than the threshold AND by more than its noise: twice the
+combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict's rule, toolkit.analysis
+.verdict; a single sample's unknown stddev counts as 0 and is named). A slowdown within noise is shown
+as such, not counted. A slowdown beyond both whose cell on either side carries a telemetry flag
+(gpu-shared, throttled:<reason>, clock-idle, power-not-stock, host-busy) is "held": shown with the
+flags and not counted, since the number is not the card's alone; re-measure on a quiet host.
+
 A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
 imported results the newest digest filed under that name), or an image digest / prefix
 (`sha256:ab12…`, `ab12…`, `import:…`).
@@ -13,6 +20,7 @@ imported results the newest digest filed under that name), or an image digest / 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -27,7 +35,9 @@ from toolkit.analysis.tables import (
     id_value,
     image_label,
     is_cpu_fallback,
+    rel_stddev,
     select_latest,
+    telemetry_flags,
     value,
     varying_columns,
 )
@@ -59,6 +69,21 @@ class CompareRow:
         va, vb = value(self.a), value(self.b)
         assert va is not None and vb is not None  # compare() pairs usable records only (_usable)
         return vb / va
+
+    @property
+    def noise(self) -> float:
+        """Twice the combined relative stddev of the sides (a fraction; unknown stddev counts 0)."""
+        return 2 * math.hypot(rel_stddev(self.a) or 0.0, rel_stddev(self.b) or 0.0)
+
+    @property
+    def noise_unknown(self) -> bool:
+        """A side is a single sample (or has no stddev): its noise is unknown."""
+        return self.a.stddev_ts is None or self.b.stddev_ts is None
+
+    @property
+    def flags(self) -> list[str]:
+        """The telemetry flags of either side's cell, as `A:host-busy`, `B:gpu-shared`."""
+        return [f"A:{f}" for f in telemetry_flags(self.a)] + [f"B:{f}" for f in telemetry_flags(self.b)]
 
     @property
     def energy_ratio(self) -> float | None:
@@ -101,8 +126,21 @@ class Comparison:
             parts.append(f"{len(self.only_b)} test(s) only in B ({self.b.label}): {', '.join(self.only_b)}")
         return "; ".join(parts)
 
-    def is_regression(self, row: CompareRow) -> bool:
+    def slower(self, row: CompareRow) -> bool:
+        """B slower than A by more than the threshold (noise and flags aside)."""
         return row.speedup < 1 - self.threshold / 100
+
+    def within_noise(self, row: CompareRow) -> bool:
+        """A slowdown beyond the threshold that the two sides' noise can explain (see the module)."""
+        return self.slower(row) and 1 - row.speedup <= row.noise
+
+    def held(self, row: CompareRow) -> bool:
+        """A slowdown beyond threshold and noise on a telemetry-flagged cell: not counted."""
+        return self.slower(row) and not self.within_noise(row) and bool(row.flags)
+
+    def is_regression(self, row: CompareRow) -> bool:
+        """Slower beyond the threshold and the noise, on cells without a telemetry flag."""
+        return self.slower(row) and not self.within_noise(row) and not row.flags
 
     @property
     def regressions(self) -> list[CompareRow]:
@@ -315,8 +353,14 @@ def format_comparison(c: Comparison) -> str:
         mark = ""
         if c.is_regression(row):
             sp, mark = f"**{sp}**", f"regression (< {1 - c.threshold / 100:.2f})"
+        elif c.held(row):
+            mark = f"slower, held: {', '.join(row.flags)}"
+        elif c.within_noise(row):
+            mark = f"slower within noise (± {100 * row.noise:.0f}%)"
         elif row.speedup > 1 + c.threshold / 100:
             mark = "faster"
+        if c.slower(row) and row.noise_unknown:
+            mark += " (noise unknown: a single sample)"
         line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
         if show_energy:
             ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
@@ -356,10 +400,23 @@ def format_comparison(c: Comparison) -> str:
         out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.one_side_only)}")
     n = len(c.regressions)
     out.append(
-        f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}%"
+        f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}% and the noise"
         if n
-        else f"no regression beyond {c.threshold:g}%"
+        else f"no regression beyond {c.threshold:g}% and the noise"
     )
+    held, noisy = [r for r in c.rows if c.held(r)], [r for r in c.rows if c.within_noise(r)]
+    if held:
+        why = "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
+        out.append(
+            f"{len(held)} slower test(s) held, not counted: a side's cell carries a telemetry flag, so the "
+            f"number is not the card's alone ({why}); "
+            "re-measure on a quiet host"
+        )
+    if noisy:
+        out.append(
+            f"{len(noisy)} test(s) slower by more than {c.threshold:g}% but within noise (twice the combined "
+            f"relative stddev): {', '.join(r.test for r in noisy)}; more repetitions narrow it"
+        )
     return "\n\n".join(out)
 
 
@@ -386,6 +443,11 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "stddev_ts_b": r.b.stddev_ts,
                 "speedup": round(r.speedup, 4),
                 "regression": c.is_regression(r),
+                "noise": round(r.noise, 4),
+                "noise_unknown": r.noise_unknown,
+                "within_noise": c.within_noise(r),
+                "held": c.held(r),
+                "flags": r.flags,
                 "tok_per_j_a": ea.tok_per_j if (ea := energy(r.a)) else None,
                 "tok_per_j_b": eb.tok_per_j if (eb := energy(r.b)) else None,
                 "tok_per_j_ratio": round(ratio, 4) if (ratio := r.energy_ratio) is not None else None,

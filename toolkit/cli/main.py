@@ -720,7 +720,8 @@ def _sigterm_as_interrupt() -> None:
     default=5.0,
     show_default=True,
     metavar="PERCENT",
-    help="A test slower in B than in A by more than this is a regression (exit code 6).",
+    help="A test slower in B than in A by more than this, and by more than the noise (twice the combined "
+    "relative stddev), on cells without a telemetry flag, is a regression (exit code 6).",
 )
 @click.option(
     "--ignore",
@@ -748,8 +749,9 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
     run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
-    split mode... — and the model); regressions beyond --threshold are marked and make the exit
-    code 6, for CI gates. Two sides with no test in common exit 4, naming the fields that differ; tests
+    split mode... — and the model); regressions beyond --threshold and the noise are marked and make
+    the exit code 6, for CI gates; a slowdown within noise, or on a cell flagged host-busy, gpu-shared,
+    throttled..., is shown and named but not counted (re-measure it). Two sides with no test in common exit 4, naming the fields that differ; tests
     measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
     unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
     --same-model.
