@@ -570,3 +570,40 @@ def test_report_of_only_failed_records_says_so_not_no_results():
     text = report.render([failed], "github")
     assert text.startswith("no ok result to tabulate: 1 record(s) read, 1 failed"), text
     assert report.render([], "github").startswith("no results yet")
+
+
+def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
+    """The newcomer trial: the CPU image benched under Docker and under rootless Podman gave two columns
+    whose headers differed only in the digest. Where the engine differs it is said, with its version."""
+    from toolkit.analysis.tables import column_labels, column_systems
+
+    a = make_record(
+        "cpu-a",
+        "cpu",
+        p=512,
+        avg=100.0,
+        sd=1.0,
+        host={"docker": {"engine": "docker", "server_version": "26.1.5+dfsg1"}},
+    )
+    b = make_record(
+        "cpu-b",
+        "cpu",
+        p=512,
+        avg=99.0,
+        sd=1.0,
+        host={"docker": {"engine": "podman", "server_version": "4.3.1", "rootless": True}},
+    )
+    cols = column_labels([a, b])
+    said = column_systems([a, b], cols)
+    assert said[cols[id(a)]] == "Docker 26.1.5" and said[cols[id(b)]] == "Podman 4.3.1 rootless"
+    same = make_record(
+        "cpu-c",
+        "cpu",
+        p=512,
+        avg=98.0,
+        sd=1.0,
+        host={"docker": {"engine": "docker", "server_version": "26.1.5+dfsg1"}},
+    )
+    assert "engine" not in str(
+        column_systems([a, same], column_labels([a, same]))
+    )  # said only where it differs

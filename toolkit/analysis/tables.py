@@ -427,13 +427,26 @@ def _system_words(sy: dict[str, Any], image_backend: str) -> dict[str, str]:
     }
 
 
+def engine_words(r: BenchRecord) -> str:
+    """The container engine a record ran under, as a header reads it: "Docker 26.1.5", "Podman 4.3.1
+    rootless"; "no engine" for an import or a bare-metal `toolkit measure` (no host.docker)."""
+    d = (r.host or {}).get("docker") if isinstance(r.host, dict) else None
+    if not isinstance(d, dict) or not d.get("engine"):
+        return "no engine"
+    name = str(d["engine"]).capitalize()
+    version = str(d.get("server_version") or "").split("+")[0]
+    return " ".join(x for x in (name, version, "rootless" if d.get("rootless") else "") if x)
+
+
 def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str, str]:
     """What each image column ran on, where the columns differ: backend, GPU, llama.cpp build (commit
-    and number), CPU, host — each part whose value is not the same in every column, whole (never
+    and number), CPU, host, container engine (Docker / Podman, version, rootless) — each part whose value is not the same in every column, whole (never
     cut), so two columns never read alike: {column: "CUDA, GPU NVIDIA H200, build 0c1e570 (7001)"}."""
     per_col: dict[str, dict[str, str]] = {}
     for r in records:
-        per_col.setdefault(cols[id(r)], _system_words(dict(identity.test_key(r).system), r.image.backend))
+        if cols[id(r)] not in per_col:
+            words = _system_words(dict(identity.test_key(r).system), r.image.backend)
+            per_col[cols[id(r)]] = {**words, "engine": engine_words(r)}
     if len(per_col) < 2:
         return {}
     varying = [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
