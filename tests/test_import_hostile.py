@@ -54,3 +54,52 @@ def test_a_deeply_nested_bench_line_does_not_crash_report_or_compare(tmp_path):
     assert p.returncode == 0 and b"skipped a line: nested deeper than 64 levels" in p.stderr, p.stderr[-2000:]
     p = toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path)
     assert p.returncode in (0, 4), p.stderr.decode()[-2000:]
+
+
+def _import(
+    tmp_path: Path, *files: Path, label: str = "s", results: str = "r"
+) -> subprocess.CompletedProcess:
+    return toolkit("import", "--results", results, "--label", label, *map(str, files), cwd=tmp_path)
+
+
+def _out(p: subprocess.CompletedProcess) -> str:
+    return p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("model_size", 2**63, "model_size is 9223372036854775808: out of range (a 64-bit integer)"),
+        ("n_threads", 2**64, "n_threads is 18446744073709551616: out of range (a 64-bit integer)"),
+        ("flash_attn", 2**64, "flash_attn is 18446744073709551616: out of range"),
+        ("n_gpu_layers", -(2**64), "n_gpu_layers is -18446744073709551616: out of range"),
+        ("avg_ns", 12345678901234567890123, "avg_ns is 12345678901234567890123: out of range"),
+        ("model_filename", ["a"], "model_filename is a list: expected text"),
+        ("backends", {"x": 1}, "backends is an object: expected text"),
+    ],
+)
+def test_a_field_of_the_wrong_type_or_beyond_64_bits_is_refused_at_import(tmp_path, field, value, why):
+    """Reproducer: model_size 2**63 was imported, then report and compare died (OverflowError from
+    SQLite); a list in model_filename was stored as "['a']"."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], field: value}, ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0 and f"{f}:1: {why}" in _out(p), _out(p)
+    assert toolkit("report", "--results", "r", cwd=tmp_path).returncode == 0
+
+
+def test_a_stored_record_beyond_64_bits_is_skipped_by_report_and_compare(tmp_path):
+    """An old results folder may hold such a record: it is a warning, never an OverflowError."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl(ROWS))
+    assert _import(tmp_path, f).returncode == 0
+    (bench,) = (tmp_path / "r").glob("*/bench.jsonl")
+    rec = json.loads(bench.read_text().splitlines()[0])
+    rec["model"]["size_bytes"] = 2**64
+    with bench.open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    for cmd in (["report"], ["compare", "s", "s"]):
+        p = toolkit(*cmd, "--results", "r", cwd=tmp_path)
+        assert p.returncode in (0, 4) and b"OverflowError" not in p.stderr, _out(p)[-2000:]
+    p = toolkit("report", "--results", "r", cwd=tmp_path)
+    assert f"bench.jsonl:{len(ROWS) + 1}: skipped a record: model.size_bytes" in _out(p)

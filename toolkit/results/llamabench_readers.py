@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.results.records import INT64
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -648,6 +649,9 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
         if why:
             return why
+    why = _field_types(fields)
+    if why:
+        return why
     tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
     if tokens == 0:
         return "n_prompt and n_gen are both 0: no test was run"
@@ -662,6 +666,32 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     if ts is not None and ts > MAX_TOKENS_PER_S:
         return f"avg_ts is {ts!r}: not a measurement (above {MAX_TOKENS_PER_S:.0e} tokens/s)"
     return _contradiction(fields, tokens, ts, ns)
+
+
+UINT64_FIELDS = frozenset({"avg_ns", "stddev_ns"})
+"""Kept in `raw` only; llama-bench writes them as uint64_t (the stddev of one sample as 2**63)."""
+UINT64_MAX = 2**64 - 1
+_TEXT_TYPES = (str, int, float, bool, type(None))
+
+
+def _field_types(fields: dict[str, Any]) -> str | None:
+    """Why a field holds what llama-bench never writes there: a list or object in a text or integer
+    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it)."""
+    for name, v in fields.items():
+        if name in INT_FIELDS:
+            if isinstance(v, int) and not INT64[0] <= v <= (
+                UINT64_MAX if name in UINT64_FIELDS else INT64[1]
+            ):
+                return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
+            if not isinstance(v, _TEXT_TYPES):
+                return f"{name} is {_kind(v)}: expected a whole number"
+        elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
+            return f"{name} is {_kind(v)}: expected text"
+    return None
+
+
+def _kind(v: Any) -> str:
+    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
 def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -39,6 +39,10 @@ from toolkit.core import jsonsafe
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
 MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
+INT64 = (-(2**63), 2**63 - 1)
+"""The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
+record beyond it is refused when made and skipped with a warning when read (a line written before)."""
+Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
@@ -105,7 +109,7 @@ class ModelRef(BaseModel):
     name: str
     path: str
     sha256: str
-    size_bytes: int
+    size_bytes: Int
 
 
 TIMING_FIELDS: dict[str, str] = {
@@ -148,7 +152,7 @@ class BenchRecord(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: Int = RECORD_SCHEMA_VERSION
     run_id: str
     created: str
     status: str = "ok"  # ok | failed
@@ -159,14 +163,14 @@ class BenchRecord(BaseModel):
     model: ModelRef
     test: str
     axis: str
-    n_prompt: int = 0
-    n_gen: int = 0
-    n_depth: int = 0
-    n_batch: int | None = None
-    n_ubatch: int | None = None
-    n_ubatch_effective: int | None = None
-    flash_attn: int | None = None
-    n_gpu_layers: int | None = None
+    n_prompt: Int = 0
+    n_gen: Int = 0
+    n_depth: Int = 0
+    n_batch: Int | None = None
+    n_ubatch: Int | None = None
+    n_ubatch_effective: Int | None = None
+    flash_attn: Int | None = None
+    n_gpu_layers: Int | None = None
     avg_ts: float | None = None
     stddev_ts: float | None = None
     samples_ts: list[float] = Field(default_factory=list)
@@ -189,7 +193,7 @@ class BenchRecord(BaseModel):
     telemetry: dict[str, Any] | None = None
     # the store's sequence number, given when the record was appended (ResultStore); None before that
     # and in records written before it existed (their place in their file orders them)
-    seq: int | None = None
+    seq: Int | None = None
     # why this record's `created` disagrees with the store's order (set when read, never stored)
     _clock_skew: str | None = PrivateAttr(default=None)
 
