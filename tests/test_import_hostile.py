@@ -103,3 +103,25 @@ def test_a_stored_record_beyond_64_bits_is_skipped_by_report_and_compare(tmp_pat
         assert p.returncode in (0, 4) and b"OverflowError" not in p.stderr, _out(p)[-2000:]
     p = toolkit("report", "--results", "r", cwd=tmp_path)
     assert f"bench.jsonl:{len(ROWS) + 1}: skipped a record: model.size_bytes" in _out(p)
+
+
+def test_a_lone_surrogate_in_a_row_refuses_that_row_naming_file_and_line(tmp_path):
+    """Reproducer: a row with "\\ud800" gave a PydanticSerializationError traceback (exit 1)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([ROWS[0]]).replace('"CPU"', '"CPU\\ud800"', 1) + _jsonl([ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    assert f"{f}:1: a string holds a lone surrogate" in _out(p)
+    assert "imported 1 results" in _out(p)
+
+
+def test_a_file_name_or_label_that_is_not_utf8_is_bad_input(tmp_path):
+    """Reproducer: both gave a PydanticSerializationError traceback (exit 1)."""
+    name = os.fsdecode(b"n\xff\xfeame.jsonl")
+    (tmp_path / name).write_text(_jsonl(ROWS[:1]))
+    p = _import(tmp_path, Path(name))
+    assert p.returncode == 4 and "n\ufffd\ufffdame.jsonl: the file name is not UTF-8" in _out(p), _out(p)
+    (tmp_path / "one.jsonl").write_text(_jsonl(ROWS[:1]))
+    p = _import(tmp_path, tmp_path / "one.jsonl", label=os.fsdecode(b"n\xffn"))
+    assert p.returncode == 4 and "--label 'n\ufffdn': not UTF-8 text" in _out(p), _out(p)
+    assert not (tmp_path / "r").exists()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
@@ -198,7 +199,33 @@ def backend_of(rows: list[dict[str, Any]]) -> str:
     return backends.from_llama_names(names)
 
 
-def check_options(label: str, model_sha256: str | None, digest: str | None) -> None:
+def shown(text: str) -> str:
+    """A name from the command line or a file system for a message or a record: bytes that are not
+    UTF-8 (kept by Python as lone surrogates) shown as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if not text.isascii() else text
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_options(
+    label: str, model_sha256: str | None, digest: str | None, files: list[Path] | None = None
+) -> None:
+    """BadInput for an option or a file name a record cannot hold: a label or file name that is not
+    UTF-8 is refused (a record is UTF-8 JSON: it could not name it faithfully; rename the file)."""
+    if not _utf8(label):
+        raise BadInput(f"--label {shown(label)!r}: not UTF-8 text; give a short name, e.g. bare-metal-hip")
+    for f in files or []:
+        if not _utf8(str(f)):
+            raise BadInput(
+                f"{shown(str(f))}: the file name is not UTF-8 (shown with U+FFFD for the bytes that are "
+                "not): a record could not name its source; rename the file, e.g. `mv -- <it> run.jsonl`"
+            )
     if not label.strip() or any(c.isspace() for c in label) or "/" in label:
         raise BadInput(f"--label {label!r}: give a short name without spaces or '/', e.g. bare-metal-hip")
     if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
@@ -273,20 +300,29 @@ def _try_record(
     src: _Source,
     refused: list[str] | None,
     **kw: Any,
-) -> BenchRecord | None:
+) -> tuple[BenchRecord, bytes] | None:
     """The row's record as pass 1 makes it (its file's hash left empty, as the import's: filled in
-    when it is written), or None with `file:line: why` in `refused` when the record refuses it."""
+    when it is written) and its JSON, or None with `file:line: why` in `refused` when the record
+    refuses it or cannot be written (a string holding a lone surrogate, `"\\ud800"`, is no text: the
+    row is refused, never stored altered)."""
     try:
-        return _record(row, source=src.path, file_sha="", **kw)
-    except (ValidationError, ValueError, TypeError, OverflowError) as err:
+        rec = _record(row, source=src.path, file_sha="", **kw)
+        return rec, rec.model_dump_json().encode()
+    except (ValidationError, ValueError, TypeError, OverflowError, PydanticSerializationError) as err:
         if refused is not None:
-            msg = (
-                (err.errors()[0]["msg"] if err.errors() else str(err))
-                if isinstance(err, ValidationError)
-                else str(err)
-            )
-            refused.append(f"{src.path}:{row.line}: {msg.removeprefix('Value error, ')[:200]}; row left out")
+            refused.append(f"{src.path}:{row.line}: {_reason(err)[:200]}; row left out")
         return None
+
+
+def _reason(err: Exception) -> str:
+    """What a record refused: the field and pydantic's message; a string that is no text said so."""
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return (f"{where}: " if where else "") + first["msg"].removeprefix("Value error, ")
+    if "surrogates not allowed" in str(err):
+        return "a string holds a lone surrogate (such as \\ud800): no text a record can hold"
+    return str(err).removeprefix("Value error, ")
 
 
 class _Source:
@@ -543,7 +579,7 @@ def import_files(
     `file:line: why` (llamabench_readers.check_row); a nan stddev is recomputed from the samples
     (records.BenchRecord); rows of one set that measure the same test become repetitions of one cell.
     """
-    check_options(label, model_sha256, digest)
+    check_options(label, model_sha256, digest, [Path(f) for f in files])
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
     found = [vllm_import.sniff(Path(f)) for f in files]
@@ -630,14 +666,7 @@ def _import_rows(
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
-            sy = _system(r.fields)
-            said_names = llamabench.backends_of(r.fields)
-            systems_seen.setdefault(sy, set()).add(said_names)
-            si = system_ids.setdefault(sy, len(system_ids))
-            said = backends.from_llama_names(said_names)
-            if backend is not None and said != "cpu" and said != backend:
-                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
-            rec = _try_record(
+            made = _try_record(
                 r,
                 src,
                 refused,
@@ -647,8 +676,16 @@ def _import_rows(
                 model_sha256=model_sha256 or "",
                 content="",
             )
-            if rec is None:
+            if made is None:
                 continue
+            rec, body = made
+            sy = _system(r.fields)
+            said_names = llamabench.backends_of(r.fields)
+            systems_seen.setdefault(sy, set()).add(said_names)
+            si = system_ids.setdefault(sy, len(system_ids))
+            said = backends.from_llama_names(said_names)
+            if backend is not None and said != "cpu" and said != backend:
+                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
             keys.append(_key64(rec))
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
@@ -662,7 +699,7 @@ def _import_rows(
                         ),
                     )
                 )
-            spill.write(b"%d %d %s\n" % (si, fi, _spilled(rec.model_dump_json().encode())))
+            spill.write(b"%d %d %s\n" % (si, fi, _spilled(body)))
         src.finish()
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
