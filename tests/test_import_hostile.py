@@ -125,3 +125,17 @@ def test_a_file_name_or_label_that_is_not_utf8_is_bad_input(tmp_path):
     p = _import(tmp_path, tmp_path / "one.jsonl", label=os.fsdecode(b"n\xffn"))
     assert p.returncode == 4 and "--label 'n\ufffdn': not UTF-8 text" in _out(p), _out(p)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("copies", [1, 800], ids=["whole", "streamed"])
+def test_a_csv_field_over_csvs_limit_refuses_that_row_not_the_import(tmp_path, copies):
+    """Reproducer: a field of 200,000 characters gave `_csv.Error: field larger than field limit`."""
+    header, *rows = (DATA / "llamabench-0c1e57098-cpu.csv").read_text().splitlines()
+    cut = rows[0].index(",")
+    huge = rows[0][:cut] + "," + "x" * 200_000 + rows[0][rows[0].index(",", cut + 1) :]
+    f = tmp_path / "rows.csv"
+    f.write_text("\n".join([header, huge, *rows * copies]) + "\n")
+    assert (f.stat().st_size > 1 << 20) == (copies > 1)
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)[-3000:]
+    assert f"{f}:2: not a CSV row (field larger than field limit (131072))" in _out(p)

@@ -315,7 +315,15 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
     reader = csv.reader(lines)
     header: list[str] | None = None
     end = 0
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:  # a field over csv's limit (131,072 characters): no llama-bench value
+            line, end = end + 1, reader.line_num
+            yield SourceRow(first + line - 1, {}, "csv", problem=f"not a CSV row ({str(err)[:80]})")
+            continue
         line, end = end + 1, reader.line_num
         if not cells or not any(c.strip() for c in cells):
             continue
