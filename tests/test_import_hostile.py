@@ -139,3 +139,50 @@ def test_a_csv_field_over_csvs_limit_refuses_that_row_not_the_import(tmp_path, c
     p = _import(tmp_path, f)
     assert p.returncode == 0, _out(p)[-3000:]
     assert f"{f}:2: not a CSV row (field larger than field limit (131072))" in _out(p)
+
+
+def _records(tmp_path: Path, results: str = "r") -> int:
+    return sum(len(f.read_text().splitlines()) for f in (tmp_path / results).glob("*/bench.jsonl"))
+
+
+def test_rows_read_twice_are_imported_once_within_one_command_and_across_formats(tmp_path):
+    """Reproducer: one file twice, or the same rows as jsonl + json + csv, became 2-3 repetitions of
+    each test (false precision): 18 records from 6 measurements."""
+    d = DATA / "llamabench-0c1e57098-cpu"
+    jl, js, cs = tmp_path / "a.jsonl", tmp_path / "a.json", tmp_path / "a.csv"
+    jl.write_text(_jsonl(ROWS))
+    js.write_text(json.dumps(ROWS, indent=2))
+    header = Path(f"{d}.csv").read_text().splitlines()[0].split(",")
+    cs.write_text(
+        ",".join(header)
+        + "\n"
+        + "".join(",".join(json.dumps(str(r.get(k, ""))) for k in header) + "\n" for r in ROWS)
+    )
+    p = _import(tmp_path, jl, jl, js, cs)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), _out(p)
+    out = _out(p)
+    assert f"{len(ROWS)} row(s) of {jl} are measurements read before in this import, from {jl}" in out
+    assert f"{len(ROWS)} row(s) of {cs} are measurements read before in this import, from {jl}" in out
+    assert "measure the same test" not in out
+
+
+@pytest.mark.parametrize("how", [[], ["--digest", "import:mine"], ["--label", "other"]])
+def test_rows_imported_before_are_left_out_under_any_digest_or_label(tmp_path, how):
+    f, copy = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    f.write_text(_jsonl(ROWS))
+    copy.write_text(_jsonl(ROWS) + "\n")  # other bytes: another digest
+    assert _import(tmp_path, f).returncode == 0
+    label = how[1] if how[:1] == ["--label"] else "s"
+    p = toolkit(
+        "import",
+        "--results",
+        "r",
+        "--label",
+        label,
+        *how[:2] if how[:1] == ["--digest"] else [],
+        str(copy),
+        cwd=tmp_path,
+    )
+    out = _out(p)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
+    assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out

@@ -84,6 +84,7 @@ class ImportResult:
     repeated: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
     failed: list[str] = field(default_factory=list)  # vLLM results stored as failed records, and why
+    duplicates: list[str] = field(default_factory=list)  # rows read or imported before, left out: counted
 
 
 MAX_IMPORT_BYTES = 64 << 20
@@ -293,6 +294,38 @@ def _key64(rec: BenchRecord) -> int:
     _repetitions."""
     key = test_key(rec)
     return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _measurement(rec: BenchRecord) -> int:
+    """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
+    csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
+    less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
+    decimals (md has no test_time)."""
+    key = test_key(rec)
+    raw = rec.raw
+    return hash(
+        (
+            key.system,
+            key.model,
+            key.test,
+            str(raw.get("test_time")),
+            readers._float(raw.get("avg_ns")),
+            round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
+        )
+    )
+
+
+def _stored_measurements(store: ResultStore) -> dict[int, tuple[str, str, str]]:
+    """_measurement -> (run id, image name, digest) of every record imported into the results folder
+    before: a row measured once is imported once, under whatever digest (a container run's rows
+    imported as if made on bare metal are not left out: they are how the two are compared)."""
+    if not store.root.is_dir():
+        return {}
+    return {
+        _measurement(r): (r.run_id, r.image.name, r.image.digest)
+        for r in store.results()
+        if r.status == "ok" and (r.model_extra or {}).get("imported")
+    }
 
 
 def _try_record(
@@ -664,6 +697,9 @@ def _import_rows(
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
+    stored = _stored_measurements(store)  # rows imported (or measured) before: left out, counted
+    dup_stored: dict[tuple[str, str, str], int] = {}  # (run id, name, digest) -> rows of it read again
+    fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
             made = _try_record(
@@ -679,6 +715,10 @@ def _import_rows(
             if made is None:
                 continue
             rec, body = made
+            fp = _measurement(rec)
+            if fp in stored:
+                dup_stored[stored[fp]] = dup_stored.get(stored[fp], 0) + 1
+                continue
             sy = _system(r.fields)
             said_names = llamabench.backends_of(r.fields)
             systems_seen.setdefault(sy, set()).add(said_names)
@@ -687,6 +727,7 @@ def _import_rows(
             if backend is not None and said != "cpu" and said != backend:
                 wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
             keys.append(_key64(rec))
+            fps.append(fp)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
                     (
@@ -726,7 +767,16 @@ def _import_rows(
         sets=list(sets.values()),
         skipped=skipped,
         refused=refused,
+        duplicates=[
+            f"{n} row(s) already imported in run {run} (as {name}): left out"
+            for (run, name, _d), n in sorted(dup_stored.items())
+        ],
     )
+    if not sets:  # every row was imported before: named as stored
+        res.sets = [ImportedSet(name, d, {}, already=True) for (_r, name, d) in dict.fromkeys(dup_stored)]
+        res.digest = res.sets[0].digest if res.sets else ""
+        res.already = True
+        return res
     from toolkit.results import (
         index as resultindex,  # only the records of these digests, through the query index
     )
@@ -767,7 +817,8 @@ def _import_rows(
         )
         for sy, t in zip(system_ids, by_id, strict=True)
     ]
-    repeated = _repeated(keys)
+    again = _read_again(fps)
+    repeated = _repeated(keys, again)
     holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
     batch: list[tuple[str, bytes, bytes]] = []
     targets: list[ImportedSet] = []
@@ -786,6 +837,8 @@ def _import_rows(
         batch.clear()
         targets.clear()
 
+    firsts = dict.fromkeys(again.values(), "")  # spill index -> file:line of a row read again later
+    read_again: dict[tuple[str, str], list] = {}  # (file, file of the first rows) -> [rows, an example]
     held = _Held(aside)  # the records of repeated tests: set aside, grouped after the last row
     spill.seek(0)
     for i, line in enumerate(spill):
@@ -793,12 +846,24 @@ def _import_rows(
         target = by_id[int(si_b)]
         if target.already:
             continue
+        if i in firsts:
+            firsts[i] = f"{sources[int(fi_b)].path}:{_line_of(body)}"
+        if i in again:
+            first = firsts[again[i]]
+            pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0])
+            seen = read_again.setdefault(pair, [0, f"{pair[0]}:{_line_of(body)} = {first}"])
+            seen[0] += 1
+            continue
         head, tail = _filled(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
         if i in repeated:
             held.add(int(si_b), keys[i], head + b"0" + tail)
         else:
             put(target, head, tail)
     flush()
+    res.duplicates += [
+        f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
+        for (f, first), (n, eg) in read_again.items()
+    ]
     res.repeated = held.group(by_id)
     for si, line in held.lines():
         at = line.rfind(_SEQ)
@@ -923,18 +988,50 @@ def _filled(body: bytes, at_seq: int, at_holes: int, head: bytes, holes: bytes) 
     return text[:at] + b',"seq":', text[at + len(_SEQ) :]
 
 
-def _repeated(keys: array.array) -> set[int]:
-    """The places (in `keys`) of the records whose test digest another record shares: sorted with
-    numpy (8 bytes a record), so no table of every test is held."""
+def _repeated(keys: array.array, left_out: dict[int, int] | None = None) -> set[int]:
+    """The places (in `keys`) of the records whose test digest another record shares (those `left_out`
+    not counted): sorted with numpy (8 bytes a record), so no table of every test is held."""
     import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
 
     k = np.frombuffer(keys, dtype=np.uint64) if len(keys) else np.zeros(0, dtype=np.uint64)
+    places = np.arange(len(k))
+    if left_out:
+        keep = np.ones(len(k), dtype=bool)
+        keep[list(left_out)] = False
+        k, places = k[keep], places[keep]
     order = np.argsort(k, kind="stable")
     same = k[order][1:] == k[order][:-1]
     dup = np.zeros(len(k), dtype=bool)
     dup[1:] |= same
     dup[:-1] |= same
-    return {int(i) for i in order[dup]}
+    return {int(i) for i in places[order[dup]]}
+
+
+def _read_again(fps: array.array) -> dict[int, int]:
+    """{place: place of the first} of the records (in `fps`, their measurement digests) that measure
+    what a record before them in this import measured (one file imported twice, or as jsonl and csv):
+    sorted with numpy, 8 bytes a record."""
+    import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+    if len(fps) < 2:
+        return {}
+    f = np.frombuffer(fps, dtype=np.int64)
+    order = np.argsort(f, kind="stable")  # equal digests together, in file order
+    sf = f[order]
+    starts = np.ones(len(sf), dtype=bool)
+    starts[1:] = sf[1:] != sf[:-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(len(sf)), 0))  # its group's first place
+    again = np.flatnonzero(~starts)
+    return dict(zip(order[again].tolist(), order[first[again]].tolist(), strict=True))
+
+
+_LINE = re.compile(rb'"imported":\{"file":"(?:[^"\\]|\\.)*","line":(\d+)')
+
+
+def _line_of(body: bytes) -> str:
+    """The line number a spilled record says it came from."""
+    m = _LINE.search(body)
+    return m.group(1).decode() if m else "?"
 
 
 def _import_vllm(
