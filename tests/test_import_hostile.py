@@ -186,3 +186,17 @@ def test_rows_imported_before_are_left_out_under_any_digest_or_label(tmp_path, h
     out = _out(p)
     assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
     assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out
+
+
+def test_a_vllm_latency_that_gives_zero_tokens_per_second_is_refused_naming_the_field(tmp_path):
+    """Reproducer: avg_latency 1.2e22 was stored ok with avg_ts 0.0 (a llama-bench row of 0 tok/s is
+    refused: one rule, in the record, for both)."""
+    data = json.loads((DATA / "vllm-0.16.0-latency.json").read_text())
+    data["avg_latency"] = 1.2e22
+    data["latencies"] = [1.2e22] * 3
+    f = tmp_path / "lat-512-1.json"
+    f.write_text(json.dumps(data))
+    p = _import(tmp_path, f)
+    assert p.returncode == 4 and "avg_ts is 0.0: not a measurement" in _out(p), _out(p)
+    assert "one by one" not in _out(p)  # a single file
+    assert _records(tmp_path) == 0

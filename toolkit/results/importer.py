@@ -286,22 +286,22 @@ BLOCK = 1 << 20
 _PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
 
 
-def _key64(rec: BenchRecord) -> int:
+def _key64(rec: BenchRecord, key: TestKey | None = None) -> int:
     """A 64-bit digest of the record's TestKey less its image (the sets' digests are not known while
     the files are read; the system fields that split sets are part of the key, so the grouping is the
     same): Python's hash of it, stable within the one process that groups. Equal tests give equal
     digests; two tests that share one by chance are told apart again by the exact grouping in
     _repetitions."""
-    key = test_key(rec)
+    key = key or test_key(rec)
     return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def _measurement(rec: BenchRecord) -> int:
+def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
     """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
     csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
     less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
     decimals (md has no test_time)."""
-    key = test_key(rec)
+    key = key or test_key(rec)
     raw = rec.raw
     return hash(
         (
@@ -715,7 +715,8 @@ def _import_rows(
             if made is None:
                 continue
             rec, body = made
-            fp = _measurement(rec)
+            key = test_key(rec)
+            fp = _measurement(rec, key)
             if fp in stored:
                 dup_stored[stored[fp]] = dup_stored.get(stored[fp], 0) + 1
                 continue
@@ -726,7 +727,7 @@ def _import_rows(
             said = backends.from_llama_names(said_names)
             if backend is not None and said != "cpu" and said != backend:
                 wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
-            keys.append(_key64(rec))
+            keys.append(_key64(rec, key))
             fps.append(fp)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
@@ -1083,10 +1084,14 @@ def _import_vllm(
         recs = _vllm_records(files, image, now, content, model_sha256)
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as err:
         # a value of the wrong type or size in one of the files (pydantic's ValidationError is a ValueError)
-        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        first = _reason(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise BadInput(
             f"{', '.join(str(f.path) for f in files)}: a value is not what `vllm bench` writes ({first}); "
-            "import the files one by one to find it, or fix the value"
+            + (
+                "import the files one by one to find it, or fix the value"
+                if len(files) > 1
+                else "fix the value"
+            )
         ) from None
     return _finish_vllm(store, res, recs, files, backend)
 

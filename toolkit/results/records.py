@@ -208,7 +208,8 @@ class BenchRecord(BaseModel):
         identical samples, and a crashed timer can give `inf`).
 
         - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
-          (ValueError naming the field); an ok record without a tok/s is refused too;
+          (ValueError naming the field); an ok record without a tok/s, or with 0 (a latency of 1e22 s
+          rounds to it), is refused too (as llamabench_readers.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
@@ -231,6 +232,11 @@ class BenchRecord(BaseModel):
                     f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
                     f"{MAX_TOKENS_PER_S:.0e})"
                 )
+        if self.status == "ok" and self.avg_ts is not None and self.avg_ts <= 0:
+            raise ValueError(
+                f"avg_ts is {self.avg_ts!r}: not a measurement (a test takes time and yields tokens; "
+                "the validity pass of llama-bench rows says the same)"
+            )
         if (
             self.status == "ok"
             and self.avg_ts is None
