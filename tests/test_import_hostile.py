@@ -200,3 +200,42 @@ def test_a_vllm_latency_that_gives_zero_tokens_per_second_is_refused_naming_the_
     assert p.returncode == 4 and "avg_ts is 0.0: not a measurement" in _out(p), _out(p)
     assert "one by one" not in _out(p)  # a single file
     assert _records(tmp_path) == 0
+
+
+def test_a_file_that_changes_while_it_is_read_is_refused_and_nothing_written(tmp_path, monkeypatch):
+    """Reproducer: a file truncated or grown while it was read imported with exit 0. Refused: its
+    rows and its hash (the digest) would be of no one state of the file."""
+    from toolkit.core.errors import BadInput
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    f = tmp_path / "growing.jsonl"
+    f.write_text(_jsonl(ROWS))
+    real = importer._source
+
+    def grows(path, skipped, refused):
+        src = real(path, skipped, refused)
+        with path.open("a") as fh:
+            fh.write(_jsonl(ROWS[:1]))
+        return src
+
+    monkeypatch.setattr(importer, "_source", grows)
+    with pytest.raises(BadInput, match=r"growing.jsonl: changed while it was read \(\d+ -> \d+ bytes\)"):
+        importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
+    assert _records(tmp_path) == 0
+
+
+def test_a_pipe_is_refused_saying_save_it_to_a_file_first(tmp_path):
+    """Reproducer: `cat F | toolkit import /dev/stdin` said "the file is empty"."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(
+        [sys.executable, "-m", "toolkit", "import", "--results", "r", "--label", "s", "/dev/stdin"],
+        input=_jsonl(ROWS).encode(),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert (
+        p.returncode == 4 and "/dev/stdin: not a regular file" in _out(p) and "save it to a file" in _out(p)
+    )

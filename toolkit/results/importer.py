@@ -20,7 +20,9 @@ import functools
 import hashlib
 import io
 import json
+import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -222,6 +224,16 @@ def check_options(
     if not _utf8(label):
         raise BadInput(f"--label {shown(label)!r}: not UTF-8 text; give a short name, e.g. bare-metal-hip")
     for f in files or []:
+        try:
+            mode = os.stat(f).st_mode
+        except (OSError, ValueError):
+            mode = None  # read_rows names the file and the error
+        if mode is not None and not stat.S_ISREG(mode):
+            raise BadInput(
+                f"{shown(str(f))}: not a regular file (a pipe, a device or a folder): an import reads a "
+                "file more than once (its format, then its rows) and checks it did not change; save it "
+                "to a file first, e.g. `... > run.jsonl`, and import that"
+            )
         if not _utf8(str(f)):
             raise BadInput(
                 f"{shown(str(f))}: the file name is not UTF-8 (shown with U+FFFD for the bytes that are "
@@ -615,6 +627,7 @@ def import_files(
     check_options(label, model_sha256, digest, [Path(f) for f in files])
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
+    before = _snapshot([Path(f) for f in files])  # checked again once every row is read
     found = [vllm_import.sniff(Path(f)) for f in files]
     if any(found):
         vfiles = [v for v in found if v is not None]
@@ -650,7 +663,36 @@ def import_files(
             now=now,
             skipped=skipped,
             refused=refused,
+            before=before,
         )
+
+
+def _snapshot(files: list[Path]) -> list[tuple[int, int] | None]:
+    """(size, mtime_ns) of each file before it is read (None: it cannot be stat'ed; its read says why)."""
+    out: list[tuple[int, int] | None] = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns))
+    return out
+
+
+def _unchanged(files: list[Path], before: list[tuple[int, int] | None]) -> None:
+    """BadInput naming a file whose size or mtime changed while the import read it (a run still
+    writing it, a file truncated or replaced): refused, not imported with a warning, because its rows
+    and its hash (the import's digest) would be of no one state of the file; nothing has been written
+    yet when this is checked."""
+    for f, was in zip(files, before, strict=True):
+        now = _snapshot([f])[0]
+        if was is not None and now != was:
+            size = f"{was[0]} -> {now[0]} bytes" if now is not None else "gone"
+            raise BadInput(
+                f"{shown(str(f))}: changed while it was read ({size}): nothing imported; import it once "
+                "the program writing it has finished"
+            )
 
 
 def _spill(root: Path) -> IO[bytes]:
@@ -677,6 +719,7 @@ def _import_rows(
     now: datetime | None,
     skipped: list[str],
     refused: list[str],
+    before: list[tuple[int, int] | None] | None = None,
 ) -> ImportResult:
     """The import of llama-bench rows in two passes over its rows, the costly work done once:
 
@@ -743,6 +786,8 @@ def _import_rows(
                 )
             spill.write(b"%d %d %s\n" % (si, fi, _spilled(body)))
         src.finish()
+    if before is not None:
+        _unchanged([src.path for src in sources], before)
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
     systems = list(systems_seen)
