@@ -239,3 +239,13 @@ def test_a_pipe_is_refused_saying_save_it_to_a_file_first(tmp_path):
     assert (
         p.returncode == 4 and "/dev/stdin: not a regular file" in _out(p) and "save it to a file" in _out(p)
     )
+
+
+@pytest.mark.parametrize("avg_ns", [12345678901234567890, 2 * 10**18])
+def test_an_avg_ns_beside_its_samples_is_checked_whatever_its_size(tmp_path, avg_ns):
+    """Reproducer: avg_ns 12345678901234567890123 beside avg_ts 13448 was accepted (the samples alone
+    were checked against avg_ts)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], "avg_ns": avg_ns}, ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0 and f"{f}:1: avg_ns {float(avg_ns):g} contradicts samples_ns" in _out(p), _out(p)

@@ -703,7 +703,7 @@ def _kind(v: Any) -> str:
 
 
 def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
+    """avg_ns against its samples (their mean), and avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
     from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
     harmonic mean) and above it by about the squared relative spread of the times (unbounded when
     they spread widely: no upper check then)."""
@@ -711,6 +711,9 @@ def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: fl
         return None
     samples_ns = _numbers(fields.get("samples_ns"))
     if samples_ns:
+        mean_ns = sum(samples_ns) / len(samples_ns)
+        if not 0.99 <= ns / mean_ns <= 1.01:  # llama-bench's avg_ns is their mean
+            return f"avg_ns {ns:g} contradicts samples_ns (their mean is {mean_ns:g})"
         expect = sum(tokens * 1e9 / s for s in samples_ns) / len(samples_ns)
         lo, hi = 0.99, 1.01
     else:
