@@ -249,3 +249,39 @@ def test_an_avg_ns_beside_its_samples_is_checked_whatever_its_size(tmp_path, avg
     f.write_text(_jsonl([{**ROWS[0], "avg_ns": avg_ns}, ROWS[1]]))
     p = _import(tmp_path, f)
     assert p.returncode == 0 and f"{f}:1: avg_ns {float(avg_ns):g} contradicts samples_ns" in _out(p), _out(p)
+
+
+def _json_rows(tmp_path: Path, text: str, name: str = "rows.json") -> tuple[Path, str]:
+    f = tmp_path / name
+    f.write_text(text)
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    return f, _out(p)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_every_piece_of_a_json_file_left_out_is_named(tmp_path, stream):
+    """Reproducer: a second array, garbage after the array, an element that is not an object, and an
+    element too deep (that one refused the whole array) were dropped without a word."""
+    pad = [ROWS[1]] * (1200 if stream else 0)  # over 1 MiB: read as a stream
+    deep = "[" * 100 + "]" * 100
+    text = "[\n" + ",\n".join([deep, json.dumps(ROWS[0]), "7", *map(json.dumps, pad)]) + "\n]\n"
+    f, out = _json_rows(tmp_path, text + json.dumps([ROWS[1]]) + "\n")
+    assert (f.stat().st_size > 1 << 20) == stream
+    assert f"{f}:2: an element of the array left out (nested deeper than 64 levels)" in out
+    assert f"{f}:4: an element of the array that is not a JSON object (int) left out" in out
+    assert "a second JSON array after the array's end: left out" in out
+    assert f"imported {1 + len(pad)} results" in out or "imported 2 results" in out
+    f, out = _json_rows(tmp_path, text + "garbage\n", "g.json")
+    assert "text that is no JSON array after the array's end: left out" in out
+
+
+def test_jsonl_lines_that_are_json_but_no_record_are_named(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('null\n[]\n"x"\n' + _jsonl(ROWS[:1]) + "| model | size |\n" + _jsonl(ROWS[1:2]))
+    p = _import(tmp_path, f)
+    out = _out(p)
+    assert p.returncode == 0 and "imported 2 results" in out, out
+    for n, why in [(1, "(null)"), (2, "(a list)"), (3, "(str)")]:
+        assert f"{f}:{n}: JSON that is not an object {why}: left out" in out
+    assert f"{f}:5: a line of -o md output in JSONL: left out" in out

@@ -26,6 +26,7 @@ orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested objects.
                               line is (None, None)
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
+    value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
     load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
                               size limit)
 """
@@ -150,6 +151,25 @@ def text_depth(data: str | bytes, limit: int = MAX_DEPTH) -> int:
             if deepest > limit:
                 return deepest
     return deepest
+
+
+_TOKEN_STR = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def value_end(text: str, pos: int) -> int | None:
+    """Where the JSON array or object starting at `text[pos]` ends (strings skipped, brackets matched,
+    nothing parsed: a value too deep for any parser is stepped over so a reader can go on after it);
+    None when it does not end in `text`."""
+    d = 0
+    for m in _TOKEN_STR.finditer(text, pos):
+        c = m.group()
+        if c in "[{":
+            d += 1
+        elif c in "]}":
+            d -= 1
+            if d <= 0:
+                return m.end()
+    return None
 
 
 def _shallow(data: str | bytes, max_depth: int) -> None:

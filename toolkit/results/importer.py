@@ -434,6 +434,8 @@ class _Source:
                     self._note(f"{n}: not UTF-8 (byte {err.start}): the line was left out")
                     continue
                 if not line.startswith("{"):
+                    if other := readers.not_a_record(line):
+                        self._note(f"{n}: {other}")
                     continue
                 obj, why = readers.parse_record_line(line)
                 if why is not None:

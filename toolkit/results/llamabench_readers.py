@@ -210,6 +210,9 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     for n, line in enumerate(text.splitlines(), first):
         line = line.strip()
         if not line.startswith("{"):
+            why = not_a_record(line)
+            if why and skipped is not None:
+                skipped.append(f"line {n}: {why}")
             continue
         obj, why = parse_record_line(line)
         if why is not None:
@@ -219,6 +222,23 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
         if obj is not None:
             out.append(SourceRow(n, obj, "jsonl"))
     return out
+
+
+_JSON_START = tuple('["-0123456789') + ("null", "true", "false")
+
+
+def not_a_record(line: str) -> str | None:
+    """Why a stripped JSONL line that does not start with `{` is worth a note, or None for a log line
+    (ggml's log, `[INFO] ...`, blank): JSON that is not an object (`null`, `[]`, `"x"`, a number), or
+    a line of another llama-bench format (an md table line, sql, a csv header)."""
+    if not line.startswith(_JSON_START):
+        fmt = "md" if line.startswith("|") else format_of(line)
+        return f"a line of -o {fmt} output in JSONL: left out" if fmt in ("md", "sql", "csv") else None
+    try:
+        value = jsonsafe.parse(line)
+    except jsonsafe.JsonProblem:
+        return None
+    return f"JSON that is not an object ({_kind(value)}): left out"
 
 
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -281,12 +301,21 @@ def iter_json_array(
             fill()
             continue
         if pos >= len(buf) or buf[pos] == "]":
+            if pos < len(buf) and skipped is not None:
+                line += buf.count("\n", counted, pos)
+                _after_the_array(buf[pos + 1 :], src, line, skipped)
             return
         line += buf.count("\n", counted, pos)
         counted = pos
         try:
             obj, end = jsonsafe.decode_at(dec, buf, pos)
         except jsonsafe.JsonProblem as err:
+            over = jsonsafe.value_end(buf, pos) if "nested deeper" in str(err) else None
+            if over is not None:  # a whole element too deep to parse: stepped over, the next is read
+                if skipped is not None:
+                    skipped.append(f"line {line}: an element of the array left out ({err})")
+                pos = over
+                continue
             if not eof and len(buf) - pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
                 buf, pos, counted = buf[pos:], 0, 0
                 fill()
@@ -302,6 +331,27 @@ def iter_json_array(
         pos = end
         if isinstance(obj, dict):
             yield SourceRow(line, obj, "json")
+        elif skipped is not None:
+            skipped.append(
+                f"line {line}: an element of the array that is not a JSON object ({_kind(obj)}) left out"
+            )
+
+
+def _after_the_array(rest: str, src: Iterator[str], line: int, skipped: list[str]) -> None:
+    """Note what follows a JSON array's closing `]` (a second array, garbage): never read as rows,
+    never dropped unsaid. Reads the rest of `src` (holding one block at a time)."""
+    for part in (rest, *src):
+        text = part.lstrip()
+        if text:
+            what = "a second JSON array" if text.startswith("[") else "text that is no JSON array"
+            at = line + part[: len(part) - len(text)].count("\n")
+            skipped.append(
+                f"line {at}: {what} after the array's end: left out (import it as a file of its own)"
+            )
+            for _ in src:  # the rest is read (and hashed by the caller) without being held
+                pass
+            return
+        line += part.count("\n")
 
 
 def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -557,6 +607,12 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
         rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
         if rows:
             if skipped is not None:
+                if fmt == "jsonl":  # what came before the first record, as the streamed read says it
+                    skipped += [
+                        f"line {n}: {w}"
+                        for n, ln in enumerate(lines[:i], 1)
+                        if (w := not_a_record(ln.strip()))
+                    ]
                 skipped += notes
             return fmt, i, rows
     return None, -1, []
@@ -699,6 +755,8 @@ def _field_types(fields: dict[str, Any]) -> str | None:
 
 
 def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
     return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
