@@ -285,3 +285,23 @@ def test_jsonl_lines_that_are_json_but_no_record_are_named(tmp_path):
     for n, why in [(1, "(null)"), (2, "(a list)"), (3, "(str)")]:
         assert f"{f}:{n}: JSON that is not an object {why}: left out" in out
     assert f"{f}:5: a line of -o md output in JSONL: left out" in out
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_first_record_over_the_head_does_not_decide_the_format(tmp_path, monkeypatch, fmt):
+    """Reproducer: a JSON array or JSONL over 64 MiB whose first element was over 1 MiB was refused
+    ("not JSONL, JSON or CSV from its first MiB on"): the first bytes decide now."""
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)  # stands for 64 MiB
+    big = {**ROWS[0], "pad": "x" * (1536 << 10)}
+    f = tmp_path / f"big.{fmt}"
+    f.write_text(
+        _jsonl([big, *ROWS[1:]])
+        if fmt == "jsonl"
+        else "[\n" + ",\n".join(map(json.dumps, [big, *ROWS[1:]])) + "\n]\n"
+    )
+    assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+    res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
+    assert res.records == len(ROWS) and res.formats == {str(f): fmt}

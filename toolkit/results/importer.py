@@ -565,6 +565,7 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
             head = fh.read(STREAM_HEAD + 1)
     except OSError:
         return None  # read_rows names the file and the error
+    raw = head.removeprefix(b"\xef\xbb\xbf")
     if len(head) > STREAM_HEAD:
         head = head[: head.rfind(b"\n", 0, STREAM_HEAD) + 1]
     if head.startswith(b"\xef\xbb\xbf"):
@@ -576,6 +577,12 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
     if fmt is None:
         first = next((f for f in map(readers.format_of, text.splitlines()) if f is not None), None)
         if first == "jsonl":
+            return "jsonl", 0
+        # no whole row in the head (a first record or element over STREAM_HEAD): the first bytes decide
+        lead = raw.lstrip(b" \t\r\n")
+        if lead[:1] == b"[":
+            return "json", raw[: len(raw) - len(lead)].count(b"\n")
+        if lead[:1] == b"{":
             return "jsonl", 0
     return None
 
