@@ -305,3 +305,17 @@ def test_a_first_record_over_the_head_does_not_decide_the_format(tmp_path, monke
     assert f.stat().st_size > importer.MAX_IMPORT_BYTES
     res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
     assert res.records == len(ROWS) and res.formats == {str(f): fmt}
+
+
+def test_messages_say_it_once_and_name_what_went_wrong(tmp_path):
+    """Reproducers: "Invalid control character at at column"; a truncated .sql read its CREATE TABLE
+    lines as csv ("line 43: 1 fields, the header has 2")."""
+    f = tmp_path / "ctl.jsonl"
+    f.write_text('{"a": "x\ty"}\n' + _jsonl(ROWS[:1]))
+    out = _out(_import(tmp_path, f))
+    assert f"{f}:1: not a complete JSON record (not JSON (Invalid control character at column 9))" in out
+    sql = (DATA / "llamabench-0c1e57098-cpu.sql").read_text()
+    cut = tmp_path / "cut.sql"
+    cut.write_text(sql[: sql.index("INSERT") + 200])
+    out = _out(_import(tmp_path, cut))
+    assert "fields, the header has" not in out and "the file starts with 'CREATE TABLE" in out, out

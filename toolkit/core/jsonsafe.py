@@ -58,7 +58,7 @@ def _why(err: BaseException) -> str:
     if isinstance(err, RecursionError):
         return f"nested deeper than {MAX_DEPTH} levels"
     if isinstance(err, json.JSONDecodeError):
-        return f"not JSON ({err.msg} at column {err.colno})"
+        return f"not JSON ({err.msg.removesuffix(' at')} at column {err.colno})"  # "Invalid control character at"
     text = str(err)
     if "digits" in text and "limit" in text:  # int('1' * 5000): "Exceeds the limit (4300 digits) ..."
         return "a number of more than 4300 digits"

@@ -560,8 +560,8 @@ def format_of(line: str) -> str | None:
         return "md"
     if s.upper().startswith(("INSERT INTO", "CREATE TABLE")):
         return "sql"
-    if "avg_ts" in s and "," in s:
-        return "csv"
+    if "avg_ts" in s and "," in s and "avg_ts" in (c.strip().strip('"') for c in s.split(",")):
+        return "csv"  # a header cell (not `avg_ts REAL,` of an sql CREATE TABLE)
     return None
 
 
