@@ -319,3 +319,26 @@ def test_messages_say_it_once_and_name_what_went_wrong(tmp_path):
     cut.write_text(sql[: sql.index("INSERT") + 200])
     out = _out(_import(tmp_path, cut))
     assert "fields, the header has" not in out and "the file starts with 'CREATE TABLE" in out, out
+
+
+def _serve(tmp_path: Path, name: str, **change) -> subprocess.CompletedProcess:
+    data = {**json.loads((DATA / "vllm-0.16.0-serve.json").read_text()), **change}
+    f = tmp_path / name
+    f.write_text(json.dumps(data))
+    return _import(tmp_path, f)
+
+
+def test_a_negative_count_in_a_vllm_serve_result_is_bad_input_naming_it(tmp_path):
+    """Reproducer: `completed: -5` was stored ok."""
+    p = _serve(tmp_path, "serve-512-128-c1.json", completed=-5)
+    assert p.returncode == 4 and "completed is -5: a count, time or rate is never negative" in _out(p), _out(
+        p
+    )
+
+
+def test_a_serve_file_named_for_another_concurrency_is_filed_as_run_and_said(tmp_path):
+    """Reproducer: serve-…-c1.json whose result says max_concurrency 2 was filed as c2 without a word."""
+    p = _serve(tmp_path, "serve-512-128-c1.json", max_concurrency=2)
+    assert "the file name says concurrency 1, the result says max_concurrency 2: filed as c2" in _out(p), (
+        _out(p)
+    )

@@ -1176,6 +1176,7 @@ def _finish_vllm(
         res.per_file[_imported(rec)["file"]] = res.per_file.get(_imported(rec)["file"], 0) + 1
         if rec.status == "failed":
             res.failed.append(f"{_imported(rec)['file']}: {rec.test}: {rec.error}")
+    res.notes += [n for f in files for n in f.notes]
     if backend is None:
         res.notes.append("vLLM results do not say the backend: filed as `unknown` (give --backend)")
     if any(f.kind == "latency" for f in files):
