@@ -342,3 +342,12 @@ def test_a_serve_file_named_for_another_concurrency_is_filed_as_run_and_said(tmp
     assert "the file name says concurrency 1, the result says max_concurrency 2: filed as c2" in _out(p), (
         _out(p)
     )
+
+
+@pytest.mark.parametrize(("field", "value"), [("stddev_ts", 10**400), ("samples_ns", [10**400, 1])])
+def test_a_float_field_too_big_for_a_float_is_refused_naming_it(tmp_path, field, value):
+    """Reproducer: such a row was refused as "int too large to convert to float" (no field named)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], field: value}, ROWS[1]]))
+    out = _out(_import(tmp_path, f))
+    assert f"{f}:1: {field} " in out and "out of range" in out and "convert to float" not in out, out

@@ -751,6 +751,12 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                 return f"{name} is {_kind(v)}: expected a whole number"
         elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
             return f"{name} is {_kind(v)}: expected text"
+        elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
+            return f"{name} is {_short(v)}: out of range (no measurement)"
+        elif name in ARRAY_FIELDS and isinstance(v, list):
+            big = next((x for x in v if isinstance(x, int) and not 0 <= x <= UINT64_MAX), None)
+            if big is not None:
+                return f"{name} holds {_short(big)}: out of range (no measurement)"
     return None
 
 
