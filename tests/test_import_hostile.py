@@ -351,3 +351,11 @@ def test_a_float_field_too_big_for_a_float_is_refused_naming_it(tmp_path, field,
     f.write_text(_jsonl([{**ROWS[0], field: value}, ROWS[1]]))
     out = _out(_import(tmp_path, f))
     assert f"{f}:1: {field} " in out and "out of range" in out and "convert to float" not in out, out
+
+
+def test_a_file_whose_only_record_is_too_deep_says_so(tmp_path):
+    """Reproducer: "no llama-bench result rows found" without naming the nesting."""
+    f = tmp_path / "deep.json"
+    f.write_text("[" + "[" * 100 + "]" * 100 + "]\n")
+    p = _import(tmp_path, f)
+    assert p.returncode == 4 and "line 1: " in _out(p) and "nested deeper than 64 levels" in _out(p), _out(p)

@@ -156,8 +156,9 @@ def read_rows(
         if table is not None
         else FORMATS_HINT
     )
+    why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
     raise BadInput(
-        f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
+        f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
         if first
         else f"{path}: the file is empty; {FORMATS_HINT}"
     )

@@ -593,6 +593,7 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     lines = text.splitlines()
     tried: set[str] = set()
     starts = 0
+    first_notes: list[str] | None = None
     for i, line in enumerate(lines):
         fmt = format_of(line)
         if fmt is None or fmt in tried:
@@ -615,6 +616,10 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
                     ]
                 skipped += notes
             return fmt, i, rows
+        if first_notes is None:
+            first_notes = notes
+    if skipped is not None and first_notes:
+        skipped += first_notes  # why the first start gave no row (an element too deep, a cut record)
     return None, -1, []
 
 
