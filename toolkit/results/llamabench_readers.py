@@ -745,12 +745,18 @@ _TEXT_TYPES = (str, int, float, bool, type(None))
 
 def _field_types(fields: dict[str, Any]) -> str | None:
     """Why a field holds what llama-bench never writes there: a list or object in a text or integer
-    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it)."""
+    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it).
+    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
     for name, v in fields.items():
-        if name in INT_FIELDS:
-            if isinstance(v, int) and not INT64[0] <= v <= (
-                UINT64_MAX if name in UINT64_FIELDS else INT64[1]
-            ):
+        t = type(v)
+        if t is str or t is float or t is bool or v is None or (t is int and -_BIG <= v <= _BIG):
+            continue
+        if t is list and name in ARRAY_FIELDS:
+            big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
+            if big is not None:
+                return f"{name} holds {_short(big)}: out of range (no measurement)"
+        elif name in INT_FIELDS:
+            if t is int and not INT64[0] <= v <= (UINT64_MAX if name in UINT64_FIELDS else INT64[1]):
                 return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
             if not isinstance(v, _TEXT_TYPES):
                 return f"{name} is {_kind(v)}: expected a whole number"
@@ -758,11 +764,10 @@ def _field_types(fields: dict[str, Any]) -> str | None:
             return f"{name} is {_kind(v)}: expected text"
         elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
             return f"{name} is {_short(v)}: out of range (no measurement)"
-        elif name in ARRAY_FIELDS and isinstance(v, list):
-            big = next((x for x in v if isinstance(x, int) and not 0 <= x <= UINT64_MAX), None)
-            if big is not None:
-                return f"{name} holds {_short(big)}: out of range (no measurement)"
     return None
+
+
+_BIG = 2**63 - 1
 
 
 def _kind(v: Any) -> str:
