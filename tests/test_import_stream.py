@@ -7,6 +7,7 @@ benchmarks/import_scale.py, not here."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def _messy(tmp_path: Path) -> Path:
     parts = [b"ggml_vulkan: Found 1 Vulkan devices:\n"]
     for case in ("stddev-nan.jsonl", "two-builds-one-file.jsonl", "n-cpu-moe-sweep.jsonl"):
         parts.append((CASES / case).read_bytes())
-    parts.append((CASES / "two-builds-one-file.jsonl").read_bytes().splitlines(keepends=True)[0])  # a repeat
+    again = json.loads((CASES / "two-builds-one-file.jsonl").read_bytes().splitlines()[0])
+    again["test_time"] = "2030-01-01T00:00:00Z"  # a repeat: the same test measured again
+    parts.append(json.dumps(again).encode() + b"\n")
+    parts.append((CASES / "n-cpu-moe-sweep.jsonl").read_bytes().splitlines(keepends=True)[0])  # read before
     parts += [b'{"n_prompt": 512, "avg_ts": \xff}\n', b'{"n_prompt": 512, "n_gen": 0, "avg_ts": 1.0\n']
     parts.append(b'{"n_prompt": 0, "n_gen": 0, "avg_ts": 5.0}\n')
     f.write_bytes(b"".join(parts))
@@ -57,11 +61,21 @@ def test_a_streamed_jsonl_gives_what_the_whole_file_read_gives(tmp_path: Path, m
     monkeypatch.setattr(importer, "STREAM_ABOVE", 0)
     stream_store, streamed = _import(tmp_path, "stream", f)
     assert streamed.records == whole.records > 0
-    for field in ("digest", "refused", "skipped", "repeated", "repaired", "per_file", "formats"):
+    for field in (
+        "digest",
+        "refused",
+        "skipped",
+        "repeated",
+        "repaired",
+        "per_file",
+        "formats",
+        "duplicates",
+    ):
         assert getattr(streamed, field) == getattr(whole, field), field
     assert [s.name for s in streamed.sets] == [s.name for s in whole.sets]
     assert [r.model_dump() for r in stream_store.results()] == [r.model_dump() for r in whole_store.results()]
     assert streamed.refused and streamed.skipped and streamed.repeated and streamed.repaired
+    assert streamed.duplicates
 
 
 def test_a_jsonl_over_the_whole_read_limit_is_imported_not_refused(tmp_path: Path, monkeypatch) -> None:

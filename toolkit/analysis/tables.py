@@ -99,7 +99,7 @@ FLAG_HELP = {
     "no-samples": "the imported format keeps no per-repetition samples (llama-bench -o md, sql, csv): no median or "
     "min–max, and a markdown table's numbers are rounded to 2 decimals",
     "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
-    "stddev-recomputed": "the tool wrote a non-finite stddev (nan); it was recomputed from the samples (or left empty)",
+    "stddev-recomputed": "the tool wrote a non-finite stddev (nan or inf); it was recomputed from the samples (or left empty)",
     "concurrent": "another toolkit benchmark ran on the same engine, or wrote the same results folder, while this "
     "was measured (--allow-concurrent): both slowed each other down",
     "clock-skew": "the clock of the host that wrote this record disagrees with the results folder's own order: its "

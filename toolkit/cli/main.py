@@ -878,6 +878,7 @@ def import_(
         )
     for what, lines in (
         ("row(s) refused (not a measurement)", res.refused),
+        ("note(s) on rows read before, left out (a measurement is imported once)", res.duplicates),
         ("stddev repaired", res.repaired),
         ("line(s) skipped while parsing", res.skipped),
         ("test(s) measured by several rows", res.repeated),

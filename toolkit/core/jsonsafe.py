@@ -16,8 +16,9 @@ Speed: `parse` tries orjson first (about 3x faster than json on a llama-bench ro
 json for anything orjson refuses (NaN/Infinity tokens, lone surrogates, a BOM, numbers out of a
 double's range, any error: the reason is always json's, so messages do not depend on the parser).
 orjson 3.8 reads an integer beyond 64 bits as a float, so text with a run of 19 or more digits goes to
-json directly (a 30-digit count stays an int and is refused as one). The depth walk is skipped when
-the text holds at most MAX_DEPTH brackets in all (it cannot nest deeper).
+json directly (a 30-digit count stays an int and is refused as one). The nesting is counted on the
+text before either parser sees it (`text_depth`: a bracket count, a scan only past MAX_DEPTH brackets):
+orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested objects.
 
     parse(data)            -> the value, or JsonProblem
     parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
@@ -25,6 +26,7 @@ the text holds at most MAX_DEPTH brackets in all (it cannot nest deeper).
                               line is (None, None)
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
+    value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
     load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
                               size limit)
 """
@@ -32,6 +34,7 @@ the text holds at most MAX_DEPTH brackets in all (it cannot nest deeper).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, BinaryIO
 
 try:  # a declared dependency; json alone gives the same values and reasons, only slower
@@ -55,7 +58,7 @@ def _why(err: BaseException) -> str:
     if isinstance(err, RecursionError):
         return f"nested deeper than {MAX_DEPTH} levels"
     if isinstance(err, json.JSONDecodeError):
-        return f"not JSON ({err.msg} at column {err.colno})"
+        return f"not JSON ({err.msg.removesuffix(' at')} at column {err.colno})"  # "Invalid control character at"
     text = str(err)
     if "digits" in text and "limit" in text:  # int('1' * 5000): "Exceeds the limit (4300 digits) ..."
         return "a number of more than 4300 digits"
@@ -103,11 +106,10 @@ _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # digits stay 
 _LONG_RUN = b"0" * 19
 
 
-def _fast(data: str | bytes, max_depth: int) -> Any:
+def _fast(data: str | bytes) -> Any:
     """orjson's value of `data` where it is the value json would give, else None (then json decides):
-    no run of 19+ digits (orjson 3.8 turns integers beyond 64 bits into floats), parsed without error,
-    and nested at most MAX_DEPTH deep (checked by counting brackets first, walked only when there are
-    more)."""
+    no run of 19+ digits (orjson 3.8 turns integers beyond 64 bits into floats), parsed without error.
+    The caller has checked the nesting first (`_shallow`): orjson must never see text nested too deep."""
     if orjson is None:
         return None
     if isinstance(data, str):
@@ -117,14 +119,63 @@ def _fast(data: str | bytes, max_depth: int) -> Any:
             return None
     if _LONG_RUN in data.translate(_DIGITS):  # a translate and a find: ~2 us a row (a regex took 19)
         return None
-    brackets = data.count(b"[") + data.count(b"{")
     try:
-        value = orjson.loads(data)
+        return orjson.loads(data)
     except (ValueError, RecursionError):  # JSONDecodeError; a str orjson cannot encode (lone surrogate)
         return None
-    if brackets > max_depth:
-        _bounded(value, max_depth)
-    return value
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def text_depth(data: str | bytes, limit: int = MAX_DEPTH) -> int:
+    """How deep the brackets of JSON text nest (strings skipped), without parsing it (0 when it holds at most `limit` brackets, it cannot nest deeper): counted before
+    any parser sees the text, since orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested
+    objects and json recurses once per level. Counting stops once past `limit`. Costs a bracket count
+    when the text holds at most `limit` brackets (the common case), else one regex pass."""
+    if isinstance(data, str):
+        if data.count("[") + data.count("{") <= limit:
+            return 0  # at most `limit`: the caller needs no more
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+        if raw.count(b"[") + raw.count(b"{") <= limit:
+            return 0
+    d = deepest = 0
+    for m in _TOKEN.finditer(raw):
+        step = _STEP.get(m.group()[0], 0) if len(m.group()) == 1 else 0
+        d = max(d + step, 0)
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+    return deepest
+
+
+_TOKEN_STR = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def value_end(text: str, pos: int) -> int | None:
+    """Where the JSON array or object starting at `text[pos]` ends (strings skipped, brackets matched,
+    nothing parsed: a value too deep for any parser is stepped over so a reader can go on after it);
+    None when it does not end in `text`."""
+    d = 0
+    for m in _TOKEN_STR.finditer(text, pos):
+        c = m.group()
+        if c in "[{":
+            d += 1
+        elif c in "]}":
+            d -= 1
+            if d <= 0:
+                return m.end()
+    return None
+
+
+def _shallow(data: str | bytes, max_depth: int) -> None:
+    """JsonProblem when `data` nests deeper than `max_depth` (checked before any parser sees it)."""
+    if text_depth(data, max_depth) > max_depth:
+        raise JsonProblem(_why(RecursionError()))
 
 
 def parse(data: str | bytes, limit: int = MAX_LINE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
@@ -133,7 +184,8 @@ def parse(data: str | bytes, limit: int = MAX_LINE_BYTES, max_depth: int = MAX_D
     toolkit wrote around a row that nests MAX_DEPTH deep nests a few levels more)."""
     if len(data) > limit:
         raise JsonProblem(f"longer than {limit} bytes")
-    value = _fast(data, max_depth)
+    _shallow(data, max_depth)
+    value = _fast(data)
     if value is not None:
         return value
     text = _text(data, limit)

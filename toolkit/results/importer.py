@@ -20,7 +20,9 @@ import functools
 import hashlib
 import io
 import json
+import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
@@ -83,6 +86,7 @@ class ImportResult:
     repeated: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
     failed: list[str] = field(default_factory=list)  # vLLM results stored as failed records, and why
+    duplicates: list[str] = field(default_factory=list)  # rows read or imported before, left out: counted
 
 
 MAX_IMPORT_BYTES = 64 << 20
@@ -152,8 +156,9 @@ def read_rows(
         if table is not None
         else FORMATS_HINT
     )
+    why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
     raise BadInput(
-        f"{path}: no llama-bench result rows found ({hint}); the file starts with {first[:80]!r}"
+        f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
         if first
         else f"{path}: the file is empty; {FORMATS_HINT}"
     )
@@ -198,7 +203,43 @@ def backend_of(rows: list[dict[str, Any]]) -> str:
     return backends.from_llama_names(names)
 
 
-def check_options(label: str, model_sha256: str | None, digest: str | None) -> None:
+def shown(text: str) -> str:
+    """A name from the command line or a file system for a message or a record: bytes that are not
+    UTF-8 (kept by Python as lone surrogates) shown as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if not text.isascii() else text
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_options(
+    label: str, model_sha256: str | None, digest: str | None, files: list[Path] | None = None
+) -> None:
+    """BadInput for an option or a file name a record cannot hold: a label or file name that is not
+    UTF-8 is refused (a record is UTF-8 JSON: it could not name it faithfully; rename the file)."""
+    if not _utf8(label):
+        raise BadInput(f"--label {shown(label)!r}: not UTF-8 text; give a short name, e.g. bare-metal-hip")
+    for f in files or []:
+        try:
+            mode = os.stat(f).st_mode
+        except (OSError, ValueError):
+            mode = None  # read_rows names the file and the error
+        if mode is not None and not stat.S_ISREG(mode):
+            raise BadInput(
+                f"{shown(str(f))}: not a regular file (a pipe, a device or a folder): an import reads a "
+                "file more than once (its format, then its rows) and checks it did not change; save it "
+                "to a file first, e.g. `... > run.jsonl`, and import that"
+            )
+        if not _utf8(str(f)):
+            raise BadInput(
+                f"{shown(str(f))}: the file name is not UTF-8 (shown with U+FFFD for the bytes that are "
+                "not): a record could not name its source; rename the file, e.g. `mv -- <it> run.jsonl`"
+            )
     if not label.strip() or any(c.isspace() for c in label) or "/" in label:
         raise BadInput(f"--label {label!r}: give a short name without spaces or '/', e.g. bare-metal-hip")
     if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
@@ -258,14 +299,46 @@ BLOCK = 1 << 20
 _PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
 
 
-def _key64(rec: BenchRecord) -> int:
+def _key64(rec: BenchRecord, key: TestKey | None = None) -> int:
     """A 64-bit digest of the record's TestKey less its image (the sets' digests are not known while
     the files are read; the system fields that split sets are part of the key, so the grouping is the
     same): Python's hash of it, stable within the one process that groups. Equal tests give equal
     digests; two tests that share one by chance are told apart again by the exact grouping in
     _repetitions."""
-    key = test_key(rec)
+    key = key or test_key(rec)
     return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
+    """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
+    csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
+    less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
+    decimals (md has no test_time)."""
+    key = key or test_key(rec)
+    raw = rec.raw
+    return hash(
+        (
+            key.system,
+            key.model,
+            key.test,
+            str(raw.get("test_time")),
+            readers._float(raw.get("avg_ns")),
+            round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
+        )
+    )
+
+
+def _stored_measurements(store: ResultStore) -> dict[int, tuple[str, str, str]]:
+    """_measurement -> (run id, image name, digest) of every record imported into the results folder
+    before: a row measured once is imported once, under whatever digest (a container run's rows
+    imported as if made on bare metal are not left out: they are how the two are compared)."""
+    if not store.root.is_dir():
+        return {}
+    return {
+        _measurement(r): (r.run_id, r.image.name, r.image.digest)
+        for r in store.results()
+        if r.status == "ok" and (r.model_extra or {}).get("imported")
+    }
 
 
 def _try_record(
@@ -273,20 +346,29 @@ def _try_record(
     src: _Source,
     refused: list[str] | None,
     **kw: Any,
-) -> BenchRecord | None:
+) -> tuple[BenchRecord, bytes] | None:
     """The row's record as pass 1 makes it (its file's hash left empty, as the import's: filled in
-    when it is written), or None with `file:line: why` in `refused` when the record refuses it."""
+    when it is written) and its JSON, or None with `file:line: why` in `refused` when the record
+    refuses it or cannot be written (a string holding a lone surrogate, `"\\ud800"`, is no text: the
+    row is refused, never stored altered)."""
     try:
-        return _record(row, source=src.path, file_sha="", **kw)
-    except (ValidationError, ValueError, TypeError, OverflowError) as err:
+        rec = _record(row, source=src.path, file_sha="", **kw)
+        return rec, rec.model_dump_json().encode()
+    except (ValidationError, ValueError, TypeError, OverflowError, PydanticSerializationError) as err:
         if refused is not None:
-            msg = (
-                (err.errors()[0]["msg"] if err.errors() else str(err))
-                if isinstance(err, ValidationError)
-                else str(err)
-            )
-            refused.append(f"{src.path}:{row.line}: {msg.removeprefix('Value error, ')[:200]}; row left out")
+            refused.append(f"{src.path}:{row.line}: {_reason(err)[:200]}; row left out")
         return None
+
+
+def _reason(err: Exception) -> str:
+    """What a record refused: the field and pydantic's message; a string that is no text said so."""
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return (f"{where}: " if where else "") + first["msg"].removeprefix("Value error, ")
+    if "surrogates not allowed" in str(err):
+        return "a string holds a lone surrogate (such as \\ud800): no text a record can hold"
+    return str(err).removeprefix("Value error, ")
 
 
 class _Source:
@@ -353,6 +435,8 @@ class _Source:
                     self._note(f"{n}: not UTF-8 (byte {err.start}): the line was left out")
                     continue
                 if not line.startswith("{"):
+                    if other := readers.not_a_record(line):
+                        self._note(f"{n}: {other}")
                     continue
                 obj, why = readers.parse_record_line(line)
                 if why is not None:
@@ -482,6 +566,7 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
             head = fh.read(STREAM_HEAD + 1)
     except OSError:
         return None  # read_rows names the file and the error
+    raw = head.removeprefix(b"\xef\xbb\xbf")
     if len(head) > STREAM_HEAD:
         head = head[: head.rfind(b"\n", 0, STREAM_HEAD) + 1]
     if head.startswith(b"\xef\xbb\xbf"):
@@ -493,6 +578,12 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
     if fmt is None:
         first = next((f for f in map(readers.format_of, text.splitlines()) if f is not None), None)
         if first == "jsonl":
+            return "jsonl", 0
+        # no whole row in the head (a first record or element over STREAM_HEAD): the first bytes decide
+        lead = raw.lstrip(b" \t\r\n")
+        if lead[:1] == b"[":
+            return "json", raw[: len(raw) - len(lead)].count(b"\n")
+        if lead[:1] == b"{":
             return "jsonl", 0
     return None
 
@@ -543,9 +634,10 @@ def import_files(
     `file:line: why` (llamabench_readers.check_row); a nan stddev is recomputed from the samples
     (records.BenchRecord); rows of one set that measure the same test become repetitions of one cell.
     """
-    check_options(label, model_sha256, digest)
+    check_options(label, model_sha256, digest, [Path(f) for f in files])
     if not files:
         raise BadInput("no file given: name llama-bench output files to import")
+    before = _snapshot([Path(f) for f in files])  # checked again once every row is read
     found = [vllm_import.sniff(Path(f)) for f in files]
     if any(found):
         vfiles = [v for v in found if v is not None]
@@ -581,7 +673,36 @@ def import_files(
             now=now,
             skipped=skipped,
             refused=refused,
+            before=before,
         )
+
+
+def _snapshot(files: list[Path]) -> list[tuple[int, int] | None]:
+    """(size, mtime_ns) of each file before it is read (None: it cannot be stat'ed; its read says why)."""
+    out: list[tuple[int, int] | None] = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns))
+    return out
+
+
+def _unchanged(files: list[Path], before: list[tuple[int, int] | None]) -> None:
+    """BadInput naming a file whose size or mtime changed while the import read it (a run still
+    writing it, a file truncated or replaced): refused, not imported with a warning, because its rows
+    and its hash (the import's digest) would be of no one state of the file; nothing has been written
+    yet when this is checked."""
+    for f, was in zip(files, before, strict=True):
+        now = _snapshot([f])[0]
+        if was is not None and now != was:
+            size = f"{was[0]} -> {now[0]} bytes" if now is not None else "gone"
+            raise BadInput(
+                f"{shown(str(f))}: changed while it was read ({size}): nothing imported; import it once "
+                "the program writing it has finished"
+            )
 
 
 def _spill(root: Path) -> IO[bytes]:
@@ -608,6 +729,7 @@ def _import_rows(
     now: datetime | None,
     skipped: list[str],
     refused: list[str],
+    before: list[tuple[int, int] | None] | None = None,
 ) -> ImportResult:
     """The import of llama-bench rows in two passes over its rows, the costly work done once:
 
@@ -628,16 +750,12 @@ def _import_rows(
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
+    stored = _stored_measurements(store)  # rows imported (or measured) before: left out, counted
+    dup_stored: dict[tuple[str, str, str], int] = {}  # (run id, name, digest) -> rows of it read again
+    fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
-            sy = _system(r.fields)
-            said_names = llamabench.backends_of(r.fields)
-            systems_seen.setdefault(sy, set()).add(said_names)
-            si = system_ids.setdefault(sy, len(system_ids))
-            said = backends.from_llama_names(said_names)
-            if backend is not None and said != "cpu" and said != backend:
-                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
-            rec = _try_record(
+            made = _try_record(
                 r,
                 src,
                 refused,
@@ -647,9 +765,23 @@ def _import_rows(
                 model_sha256=model_sha256 or "",
                 content="",
             )
-            if rec is None:
+            if made is None:
                 continue
-            keys.append(_key64(rec))
+            rec, body = made
+            key = test_key(rec)
+            fp = _measurement(rec, key)
+            if fp in stored:
+                dup_stored[stored[fp]] = dup_stored.get(stored[fp], 0) + 1
+                continue
+            sy = _system(r.fields)
+            said_names = llamabench.backends_of(r.fields)
+            systems_seen.setdefault(sy, set()).add(said_names)
+            si = system_ids.setdefault(sy, len(system_ids))
+            said = backends.from_llama_names(said_names)
+            if backend is not None and said != "cpu" and said != backend:
+                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
+            keys.append(_key64(rec, key))
+            fps.append(fp)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
                     (
@@ -662,8 +794,10 @@ def _import_rows(
                         ),
                     )
                 )
-            spill.write(b"%d %d %s\n" % (si, fi, _spilled(rec.model_dump_json().encode())))
+            spill.write(b"%d %d %s\n" % (si, fi, _spilled(body)))
         src.finish()
+    if before is not None:
+        _unchanged([src.path for src in sources], before)
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
     systems = list(systems_seen)
@@ -689,7 +823,16 @@ def _import_rows(
         sets=list(sets.values()),
         skipped=skipped,
         refused=refused,
+        duplicates=[
+            f"{n} row(s) already imported in run {run} (as {name}): left out"
+            for (run, name, _d), n in sorted(dup_stored.items())
+        ],
     )
+    if not sets:  # every row was imported before: named as stored
+        res.sets = [ImportedSet(name, d, {}, already=True) for (_r, name, d) in dict.fromkeys(dup_stored)]
+        res.digest = res.sets[0].digest if res.sets else ""
+        res.already = True
+        return res
     from toolkit.results import (
         index as resultindex,  # only the records of these digests, through the query index
     )
@@ -730,7 +873,8 @@ def _import_rows(
         )
         for sy, t in zip(system_ids, by_id, strict=True)
     ]
-    repeated = _repeated(keys)
+    again = _read_again(fps)
+    repeated = _repeated(keys, again)
     holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
     batch: list[tuple[str, bytes, bytes]] = []
     targets: list[ImportedSet] = []
@@ -749,6 +893,8 @@ def _import_rows(
         batch.clear()
         targets.clear()
 
+    firsts = dict.fromkeys(again.values(), "")  # spill index -> file:line of a row read again later
+    read_again: dict[tuple[str, str], list] = {}  # (file, file of the first rows) -> [rows, an example]
     held = _Held(aside)  # the records of repeated tests: set aside, grouped after the last row
     spill.seek(0)
     for i, line in enumerate(spill):
@@ -756,12 +902,24 @@ def _import_rows(
         target = by_id[int(si_b)]
         if target.already:
             continue
+        if i in firsts:
+            firsts[i] = f"{sources[int(fi_b)].path}:{_line_of(body)}"
+        if i in again:
+            first = firsts[again[i]]
+            pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0])
+            seen = read_again.setdefault(pair, [0, f"{pair[0]}:{_line_of(body)} = {first}"])
+            seen[0] += 1
+            continue
         head, tail = _filled(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
         if i in repeated:
             held.add(int(si_b), keys[i], head + b"0" + tail)
         else:
             put(target, head, tail)
     flush()
+    res.duplicates += [
+        f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
+        for (f, first), (n, eg) in read_again.items()
+    ]
     res.repeated = held.group(by_id)
     for si, line in held.lines():
         at = line.rfind(_SEQ)
@@ -886,18 +1044,50 @@ def _filled(body: bytes, at_seq: int, at_holes: int, head: bytes, holes: bytes) 
     return text[:at] + b',"seq":', text[at + len(_SEQ) :]
 
 
-def _repeated(keys: array.array) -> set[int]:
-    """The places (in `keys`) of the records whose test digest another record shares: sorted with
-    numpy (8 bytes a record), so no table of every test is held."""
+def _repeated(keys: array.array, left_out: dict[int, int] | None = None) -> set[int]:
+    """The places (in `keys`) of the records whose test digest another record shares (those `left_out`
+    not counted): sorted with numpy (8 bytes a record), so no table of every test is held."""
     import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
 
     k = np.frombuffer(keys, dtype=np.uint64) if len(keys) else np.zeros(0, dtype=np.uint64)
+    places = np.arange(len(k))
+    if left_out:
+        keep = np.ones(len(k), dtype=bool)
+        keep[list(left_out)] = False
+        k, places = k[keep], places[keep]
     order = np.argsort(k, kind="stable")
     same = k[order][1:] == k[order][:-1]
     dup = np.zeros(len(k), dtype=bool)
     dup[1:] |= same
     dup[:-1] |= same
-    return {int(i) for i in order[dup]}
+    return {int(i) for i in places[order[dup]]}
+
+
+def _read_again(fps: array.array) -> dict[int, int]:
+    """{place: place of the first} of the records (in `fps`, their measurement digests) that measure
+    what a record before them in this import measured (one file imported twice, or as jsonl and csv):
+    sorted with numpy, 8 bytes a record."""
+    import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+    if len(fps) < 2:
+        return {}
+    f = np.frombuffer(fps, dtype=np.int64)
+    order = np.argsort(f, kind="stable")  # equal digests together, in file order
+    sf = f[order]
+    starts = np.ones(len(sf), dtype=bool)
+    starts[1:] = sf[1:] != sf[:-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(len(sf)), 0))  # its group's first place
+    again = np.flatnonzero(~starts)
+    return dict(zip(order[again].tolist(), order[first[again]].tolist(), strict=True))
+
+
+_LINE = re.compile(rb'"imported":\{"file":"(?:[^"\\]|\\.)*","line":(\d+)')
+
+
+def _line_of(body: bytes) -> str:
+    """The line number a spilled record says it came from."""
+    m = _LINE.search(body)
+    return m.group(1).decode() if m else "?"
 
 
 def _import_vllm(
@@ -949,10 +1139,14 @@ def _import_vllm(
         recs = _vllm_records(files, image, now, content, model_sha256)
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as err:
         # a value of the wrong type or size in one of the files (pydantic's ValidationError is a ValueError)
-        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        first = _reason(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise BadInput(
             f"{', '.join(str(f.path) for f in files)}: a value is not what `vllm bench` writes ({first}); "
-            "import the files one by one to find it, or fix the value"
+            + (
+                "import the files one by one to find it, or fix the value"
+                if len(files) > 1
+                else "fix the value"
+            )
         ) from None
     return _finish_vllm(store, res, recs, files, backend)
 
@@ -983,6 +1177,7 @@ def _finish_vllm(
         res.per_file[_imported(rec)["file"]] = res.per_file.get(_imported(rec)["file"], 0) + 1
         if rec.status == "failed":
             res.failed.append(f"{_imported(rec)['file']}: {rec.test}: {rec.error}")
+    res.notes += [n for f in files for n in f.notes]
     if backend is None:
         res.notes.append("vLLM results do not say the backend: filed as `unknown` (give --backend)")
     if any(f.kind == "latency" for f in files):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.results.records import INT64
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -209,6 +210,9 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     for n, line in enumerate(text.splitlines(), first):
         line = line.strip()
         if not line.startswith("{"):
+            why = not_a_record(line)
+            if why and skipped is not None:
+                skipped.append(f"line {n}: {why}")
             continue
         obj, why = parse_record_line(line)
         if why is not None:
@@ -218,6 +222,23 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
         if obj is not None:
             out.append(SourceRow(n, obj, "jsonl"))
     return out
+
+
+_JSON_START = tuple('["-0123456789') + ("null", "true", "false")
+
+
+def not_a_record(line: str) -> str | None:
+    """Why a stripped JSONL line that does not start with `{` is worth a note, or None for a log line
+    (ggml's log, `[INFO] ...`, blank): JSON that is not an object (`null`, `[]`, `"x"`, a number), or
+    a line of another llama-bench format (an md table line, sql, a csv header)."""
+    if not line.startswith(_JSON_START):
+        fmt = "md" if line.startswith("|") else format_of(line)
+        return f"a line of -o {fmt} output in JSONL: left out" if fmt in ("md", "sql", "csv") else None
+    try:
+        value = jsonsafe.parse(line)
+    except jsonsafe.JsonProblem:
+        return None
+    return f"JSON that is not an object ({_kind(value)}): left out"
 
 
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -280,12 +301,21 @@ def iter_json_array(
             fill()
             continue
         if pos >= len(buf) or buf[pos] == "]":
+            if pos < len(buf) and skipped is not None:
+                line += buf.count("\n", counted, pos)
+                _after_the_array(buf[pos + 1 :], src, line, skipped)
             return
         line += buf.count("\n", counted, pos)
         counted = pos
         try:
             obj, end = jsonsafe.decode_at(dec, buf, pos)
         except jsonsafe.JsonProblem as err:
+            over = jsonsafe.value_end(buf, pos) if "nested deeper" in str(err) else None
+            if over is not None:  # a whole element too deep to parse: stepped over, the next is read
+                if skipped is not None:
+                    skipped.append(f"line {line}: an element of the array left out ({err})")
+                pos = over
+                continue
             if not eof and len(buf) - pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
                 buf, pos, counted = buf[pos:], 0, 0
                 fill()
@@ -301,6 +331,27 @@ def iter_json_array(
         pos = end
         if isinstance(obj, dict):
             yield SourceRow(line, obj, "json")
+        elif skipped is not None:
+            skipped.append(
+                f"line {line}: an element of the array that is not a JSON object ({_kind(obj)}) left out"
+            )
+
+
+def _after_the_array(rest: str, src: Iterator[str], line: int, skipped: list[str]) -> None:
+    """Note what follows a JSON array's closing `]` (a second array, garbage): never read as rows,
+    never dropped unsaid. Reads the rest of `src` (holding one block at a time)."""
+    for part in (rest, *src):
+        text = part.lstrip()
+        if text:
+            what = "a second JSON array" if text.startswith("[") else "text that is no JSON array"
+            at = line + part[: len(part) - len(text)].count("\n")
+            skipped.append(
+                f"line {at}: {what} after the array's end: left out (import it as a file of its own)"
+            )
+            for _ in src:  # the rest is read (and hashed by the caller) without being held
+                pass
+            return
+        line += part.count("\n")
 
 
 def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -314,7 +365,15 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
     reader = csv.reader(lines)
     header: list[str] | None = None
     end = 0
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:  # a field over csv's limit (131,072 characters): no llama-bench value
+            line, end = end + 1, reader.line_num
+            yield SourceRow(first + line - 1, {}, "csv", problem=f"not a CSV row ({str(err)[:80]})")
+            continue
         line, end = end + 1, reader.line_num
         if not cells or not any(c.strip() for c in cells):
             continue
@@ -501,8 +560,8 @@ def format_of(line: str) -> str | None:
         return "md"
     if s.upper().startswith(("INSERT INTO", "CREATE TABLE")):
         return "sql"
-    if "avg_ts" in s and "," in s:
-        return "csv"
+    if "avg_ts" in s and "," in s and "avg_ts" in (c.strip().strip('"') for c in s.split(",")):
+        return "csv"  # a header cell (not `avg_ts REAL,` of an sql CREATE TABLE)
     return None
 
 
@@ -534,6 +593,7 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     lines = text.splitlines()
     tried: set[str] = set()
     starts = 0
+    first_notes: list[str] | None = None
     for i, line in enumerate(lines):
         fmt = format_of(line)
         if fmt is None or fmt in tried:
@@ -548,8 +608,18 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
         rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
         if rows:
             if skipped is not None:
+                if fmt == "jsonl":  # what came before the first record, as the streamed read says it
+                    skipped += [
+                        f"line {n}: {w}"
+                        for n, ln in enumerate(lines[:i], 1)
+                        if (w := not_a_record(ln.strip()))
+                    ]
                 skipped += notes
             return fmt, i, rows
+        if first_notes is None:
+            first_notes = notes
+    if skipped is not None and first_notes:
+        skipped += first_notes  # why the first start gave no row (an element too deep, a cut record)
     return None, -1, []
 
 
@@ -648,6 +718,9 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
         if why:
             return why
+    why = _field_types(fields)
+    if why:
+        return why
     tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
     if tokens == 0:
         return "n_prompt and n_gen are both 0: no test was run"
@@ -664,8 +737,47 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     return _contradiction(fields, tokens, ts, ns)
 
 
+UINT64_FIELDS = frozenset({"avg_ns", "stddev_ns"})
+"""Kept in `raw` only; llama-bench writes them as uint64_t (the stddev of one sample as 2**63)."""
+UINT64_MAX = 2**64 - 1
+_TEXT_TYPES = (str, int, float, bool, type(None))
+
+
+def _field_types(fields: dict[str, Any]) -> str | None:
+    """Why a field holds what llama-bench never writes there: a list or object in a text or integer
+    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it).
+    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
+    for name, v in fields.items():
+        t = type(v)
+        if t is str or t is float or t is bool or v is None or (t is int and -_BIG <= v <= _BIG):
+            continue
+        if t is list and name in ARRAY_FIELDS:
+            big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
+            if big is not None:
+                return f"{name} holds {_short(big)}: out of range (no measurement)"
+        elif name in INT_FIELDS:
+            if t is int and not INT64[0] <= v <= (UINT64_MAX if name in UINT64_FIELDS else INT64[1]):
+                return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
+            if not isinstance(v, _TEXT_TYPES):
+                return f"{name} is {_kind(v)}: expected a whole number"
+        elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
+            return f"{name} is {_kind(v)}: expected text"
+        elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
+            return f"{name} is {_short(v)}: out of range (no measurement)"
+    return None
+
+
+_BIG = 2**63 - 1
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
+
+
 def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
+    """avg_ns against its samples (their mean), and avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
     from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
     harmonic mean) and above it by about the squared relative spread of the times (unbounded when
     they spread widely: no upper check then)."""
@@ -673,6 +785,9 @@ def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: fl
         return None
     samples_ns = _numbers(fields.get("samples_ns"))
     if samples_ns:
+        mean_ns = sum(samples_ns) / len(samples_ns)
+        if not 0.99 <= ns / mean_ns <= 1.01:  # llama-bench's avg_ns is their mean
+            return f"avg_ns {ns:g} contradicts samples_ns (their mean is {mean_ns:g})"
         expect = sum(tokens * 1e9 / s for s in samples_ns) / len(samples_ns)
         lo, hi = 0.99, 1.01
     else:

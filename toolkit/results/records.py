@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -39,6 +39,10 @@ from toolkit.core import jsonsafe
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
 MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
+INT64 = (-(2**63), 2**63 - 1)
+"""The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
+record beyond it is refused when made and skipped with a warning when read (a line written before)."""
+Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
@@ -114,7 +118,7 @@ class ModelRef(BaseModel):
     name: str
     path: str
     sha256: str
-    size_bytes: int
+    size_bytes: Int
 
 
 TIMING_FIELDS: dict[str, str] = {
@@ -157,7 +161,7 @@ class BenchRecord(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: Int = RECORD_SCHEMA_VERSION
     run_id: str
     created: str
     status: str = "ok"  # ok | failed
@@ -168,14 +172,14 @@ class BenchRecord(BaseModel):
     model: ModelRef
     test: str
     axis: str
-    n_prompt: int = 0
-    n_gen: int = 0
-    n_depth: int = 0
-    n_batch: int | None = None
-    n_ubatch: int | None = None
-    n_ubatch_effective: int | None = None
-    flash_attn: int | None = None
-    n_gpu_layers: int | None = None
+    n_prompt: Int = 0
+    n_gen: Int = 0
+    n_depth: Int = 0
+    n_batch: Int | None = None
+    n_ubatch: Int | None = None
+    n_ubatch_effective: Int | None = None
+    flash_attn: Int | None = None
+    n_gpu_layers: Int | None = None
     avg_ts: float | None = None
     stddev_ts: float | None = None
     samples_ts: list[float] = Field(default_factory=list)
@@ -198,7 +202,7 @@ class BenchRecord(BaseModel):
     telemetry: dict[str, Any] | None = None
     # the store's sequence number, given when the record was appended (ResultStore); None before that
     # and in records written before it existed (their place in their file orders them)
-    seq: int | None = None
+    seq: Int | None = None
     # why this record's `created` disagrees with the store's order (set when read, never stored)
     _clock_skew: str | None = PrivateAttr(default=None)
 
@@ -213,7 +217,8 @@ class BenchRecord(BaseModel):
         identical samples, and a crashed timer can give `inf`).
 
         - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
-          (ValueError naming the field); an ok record without a tok/s is refused too;
+          (ValueError naming the field); an ok record without a tok/s, or with 0 (a latency of 1e22 s
+          rounds to it), is refused too (as llamabench_readers.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
@@ -236,6 +241,11 @@ class BenchRecord(BaseModel):
                     f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
                     f"{MAX_TOKENS_PER_S:.0e})"
                 )
+        if self.status == "ok" and self.avg_ts is not None and self.avg_ts <= 0:
+            raise ValueError(
+                f"avg_ts is {self.avg_ts!r}: not a measurement (a test takes time and yields tokens; "
+                "the validity pass of llama-bench rows says the same)"
+            )
         if (
             self.status == "ok"
             and self.avg_ts is None

@@ -21,7 +21,7 @@ total_input_tokens / num_prompts. A file that says too little is BadInput naming
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class VllmFile:
     input_len: int | None = None
     output_len: int | None = None
     concurrency: int | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def sniff(path: Path) -> VllmFile | None:
@@ -108,7 +109,13 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
         if f.input_len is None and prompts and tokens and tokens % prompts == 0:
             f.input_len = tokens // prompts
         c = m.group("c") if m else None
-        f.concurrency = _int(f.result.get("max_concurrency")) or (int(c) if c else None)
+        said = _int(f.result.get("max_concurrency"))
+        f.concurrency = said or (int(c) if c else None)
+        if said and c and int(c) != said:
+            f.notes.append(
+                f"{f.path}: the file name says concurrency {int(c)}, the result says max_concurrency {said}: "
+                f"filed as c{said} (what the benchmark ran)"
+            )
     missing = [
         opt
         for opt, v in (("--input-len", f.input_len), ("--output-len", f.output_len))
@@ -229,6 +236,9 @@ def _sd(xs: list[float]) -> float | None:
 
 def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741
     parsed = vf.parse_serve(f.result)
+    for k in vf.SERVE_KEYS:
+        if isinstance(parsed.get(k), int | float) and parsed[k] < 0:
+            raise ValueError(f"{k} is {parsed[k]:g}: a count, time or rate is never negative")
     prompts = _int(f.result.get("num_prompts")) or _int(parsed["completed"]) or 0
     c = f.concurrency
     what = f"vllm bench serve (c{c}, in {L}, out {O})" if c else f"vllm bench serve (in {L}, out {O})"

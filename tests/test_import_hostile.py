@@ -1,0 +1,361 @@
+"""Defects a hostile tester found in `toolkit import` and the JSON reading under report/compare
+(docs/reliability.md section 9): each closed for its whole kind, with a reproducer through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = [
+    json.loads(ln) for ln in (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines() if ln.strip()
+]
+DEEP_OBJECTS = '{"a":' * 100_000 + "1" + "}" * 100_000
+
+
+def toolkit(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own (a crash of the parser is an exit status, not a dead test run)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit", *args], cwd=cwd, env=env, capture_output=True, timeout=300
+    )
+
+
+def _jsonl(rows: list) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_deeply_nested_objects_are_a_skipped_row_not_a_segfault(tmp_path, suffix):
+    """Reproducer: orjson 3.8.3 crashed the process (SIGSEGV, exit 139) on 100,000 nested objects."""
+    f = tmp_path / f"deep{suffix}"
+    f.write_text(DEEP_OBJECTS + "\n" + _jsonl(ROWS[:1]))
+    p = toolkit("import", "--results", "r", "--label", "s", str(f), cwd=tmp_path)
+    out = p.stdout.decode() + p.stderr.decode()
+    assert p.returncode == 0, out
+    assert f"{f}:1: not a complete JSON record (nested deeper than 64 levels)" in out
+
+
+def test_a_deeply_nested_bench_line_does_not_crash_report_or_compare(tmp_path):
+    f = tmp_path / "one.jsonl"
+    f.write_text(_jsonl(ROWS[:1]))
+    assert toolkit("import", "--results", "r", "--label", "s", str(f), cwd=tmp_path).returncode == 0
+    (bench,) = (tmp_path / "r").glob("*/bench.jsonl")
+    with bench.open("a") as fh:
+        fh.write(DEEP_OBJECTS + "\n")
+    p = toolkit("report", "--results", "r", cwd=tmp_path)
+    assert p.returncode == 0 and b"skipped a line: nested deeper than 64 levels" in p.stderr, p.stderr[-2000:]
+    p = toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path)
+    assert p.returncode in (0, 4), p.stderr.decode()[-2000:]
+
+
+def _import(
+    tmp_path: Path, *files: Path, label: str = "s", results: str = "r"
+) -> subprocess.CompletedProcess:
+    return toolkit("import", "--results", results, "--label", label, *map(str, files), cwd=tmp_path)
+
+
+def _out(p: subprocess.CompletedProcess) -> str:
+    return p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("model_size", 2**63, "model_size is 9223372036854775808: out of range (a 64-bit integer)"),
+        ("n_threads", 2**64, "n_threads is 18446744073709551616: out of range (a 64-bit integer)"),
+        ("flash_attn", 2**64, "flash_attn is 18446744073709551616: out of range"),
+        ("n_gpu_layers", -(2**64), "n_gpu_layers is -18446744073709551616: out of range"),
+        ("avg_ns", 12345678901234567890123, "avg_ns is 12345678901234567890123: out of range"),
+        ("model_filename", ["a"], "model_filename is a list: expected text"),
+        ("backends", {"x": 1}, "backends is an object: expected text"),
+    ],
+)
+def test_a_field_of_the_wrong_type_or_beyond_64_bits_is_refused_at_import(tmp_path, field, value, why):
+    """Reproducer: model_size 2**63 was imported, then report and compare died (OverflowError from
+    SQLite); a list in model_filename was stored as "['a']"."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], field: value}, ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0 and f"{f}:1: {why}" in _out(p), _out(p)
+    assert toolkit("report", "--results", "r", cwd=tmp_path).returncode == 0
+
+
+def test_a_stored_record_beyond_64_bits_is_skipped_by_report_and_compare(tmp_path):
+    """An old results folder may hold such a record: it is a warning, never an OverflowError."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl(ROWS))
+    assert _import(tmp_path, f).returncode == 0
+    (bench,) = (tmp_path / "r").glob("*/bench.jsonl")
+    rec = json.loads(bench.read_text().splitlines()[0])
+    rec["model"]["size_bytes"] = 2**64
+    with bench.open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    for cmd in (["report"], ["compare", "s", "s"]):
+        p = toolkit(*cmd, "--results", "r", cwd=tmp_path)
+        assert p.returncode in (0, 4) and b"OverflowError" not in p.stderr, _out(p)[-2000:]
+    p = toolkit("report", "--results", "r", cwd=tmp_path)
+    assert f"bench.jsonl:{len(ROWS) + 1}: skipped a record: model.size_bytes" in _out(p)
+
+
+def test_a_lone_surrogate_in_a_row_refuses_that_row_naming_file_and_line(tmp_path):
+    """Reproducer: a row with "\\ud800" gave a PydanticSerializationError traceback (exit 1)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([ROWS[0]]).replace('"CPU"', '"CPU\\ud800"', 1) + _jsonl([ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    assert f"{f}:1: a string holds a lone surrogate" in _out(p)
+    assert "imported 1 results" in _out(p)
+
+
+def test_a_file_name_or_label_that_is_not_utf8_is_bad_input(tmp_path):
+    """Reproducer: both gave a PydanticSerializationError traceback (exit 1)."""
+    name = os.fsdecode(b"n\xff\xfeame.jsonl")
+    (tmp_path / name).write_text(_jsonl(ROWS[:1]))
+    p = _import(tmp_path, Path(name))
+    assert p.returncode == 4 and "n\ufffd\ufffdame.jsonl: the file name is not UTF-8" in _out(p), _out(p)
+    (tmp_path / "one.jsonl").write_text(_jsonl(ROWS[:1]))
+    p = _import(tmp_path, tmp_path / "one.jsonl", label=os.fsdecode(b"n\xffn"))
+    assert p.returncode == 4 and "--label 'n\ufffdn': not UTF-8 text" in _out(p), _out(p)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("copies", [1, 800], ids=["whole", "streamed"])
+def test_a_csv_field_over_csvs_limit_refuses_that_row_not_the_import(tmp_path, copies):
+    """Reproducer: a field of 200,000 characters gave `_csv.Error: field larger than field limit`."""
+    header, *rows = (DATA / "llamabench-0c1e57098-cpu.csv").read_text().splitlines()
+    cut = rows[0].index(",")
+    huge = rows[0][:cut] + "," + "x" * 200_000 + rows[0][rows[0].index(",", cut + 1) :]
+    f = tmp_path / "rows.csv"
+    f.write_text("\n".join([header, huge, *rows * copies]) + "\n")
+    assert (f.stat().st_size > 1 << 20) == (copies > 1)
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)[-3000:]
+    assert f"{f}:2: not a CSV row (field larger than field limit (131072))" in _out(p)
+
+
+def _records(tmp_path: Path, results: str = "r") -> int:
+    return sum(len(f.read_text().splitlines()) for f in (tmp_path / results).glob("*/bench.jsonl"))
+
+
+def test_rows_read_twice_are_imported_once_within_one_command_and_across_formats(tmp_path):
+    """Reproducer: one file twice, or the same rows as jsonl + json + csv, became 2-3 repetitions of
+    each test (false precision): 18 records from 6 measurements."""
+    d = DATA / "llamabench-0c1e57098-cpu"
+    jl, js, cs = tmp_path / "a.jsonl", tmp_path / "a.json", tmp_path / "a.csv"
+    jl.write_text(_jsonl(ROWS))
+    js.write_text(json.dumps(ROWS, indent=2))
+    header = Path(f"{d}.csv").read_text().splitlines()[0].split(",")
+    cs.write_text(
+        ",".join(header)
+        + "\n"
+        + "".join(",".join(json.dumps(str(r.get(k, ""))) for k in header) + "\n" for r in ROWS)
+    )
+    p = _import(tmp_path, jl, jl, js, cs)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), _out(p)
+    out = _out(p)
+    assert f"{len(ROWS)} row(s) of {jl} are measurements read before in this import, from {jl}" in out
+    assert f"{len(ROWS)} row(s) of {cs} are measurements read before in this import, from {jl}" in out
+    assert "measure the same test" not in out
+
+
+@pytest.mark.parametrize("how", [[], ["--digest", "import:mine"], ["--label", "other"]])
+def test_rows_imported_before_are_left_out_under_any_digest_or_label(tmp_path, how):
+    f, copy = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    f.write_text(_jsonl(ROWS))
+    copy.write_text(_jsonl(ROWS) + "\n")  # other bytes: another digest
+    assert _import(tmp_path, f).returncode == 0
+    label = how[1] if how[:1] == ["--label"] else "s"
+    p = toolkit(
+        "import",
+        "--results",
+        "r",
+        "--label",
+        label,
+        *how[:2] if how[:1] == ["--digest"] else [],
+        str(copy),
+        cwd=tmp_path,
+    )
+    out = _out(p)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
+    assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out
+
+
+def test_a_vllm_latency_that_gives_zero_tokens_per_second_is_refused_naming_the_field(tmp_path):
+    """Reproducer: avg_latency 1.2e22 was stored ok with avg_ts 0.0 (a llama-bench row of 0 tok/s is
+    refused: one rule, in the record, for both)."""
+    data = json.loads((DATA / "vllm-0.16.0-latency.json").read_text())
+    data["avg_latency"] = 1.2e22
+    data["latencies"] = [1.2e22] * 3
+    f = tmp_path / "lat-512-1.json"
+    f.write_text(json.dumps(data))
+    p = _import(tmp_path, f)
+    assert p.returncode == 4 and "avg_ts is 0.0: not a measurement" in _out(p), _out(p)
+    assert "one by one" not in _out(p)  # a single file
+    assert _records(tmp_path) == 0
+
+
+def test_a_file_that_changes_while_it_is_read_is_refused_and_nothing_written(tmp_path, monkeypatch):
+    """Reproducer: a file truncated or grown while it was read imported with exit 0. Refused: its
+    rows and its hash (the digest) would be of no one state of the file."""
+    from toolkit.core.errors import BadInput
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    f = tmp_path / "growing.jsonl"
+    f.write_text(_jsonl(ROWS))
+    real = importer._source
+
+    def grows(path, skipped, refused):
+        src = real(path, skipped, refused)
+        with path.open("a") as fh:
+            fh.write(_jsonl(ROWS[:1]))
+        return src
+
+    monkeypatch.setattr(importer, "_source", grows)
+    with pytest.raises(BadInput, match=r"growing.jsonl: changed while it was read \(\d+ -> \d+ bytes\)"):
+        importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
+    assert _records(tmp_path) == 0
+
+
+def test_a_pipe_is_refused_saying_save_it_to_a_file_first(tmp_path):
+    """Reproducer: `cat F | toolkit import /dev/stdin` said "the file is empty"."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(
+        [sys.executable, "-m", "toolkit", "import", "--results", "r", "--label", "s", "/dev/stdin"],
+        input=_jsonl(ROWS).encode(),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert (
+        p.returncode == 4 and "/dev/stdin: not a regular file" in _out(p) and "save it to a file" in _out(p)
+    )
+
+
+@pytest.mark.parametrize("avg_ns", [12345678901234567890, 2 * 10**18])
+def test_an_avg_ns_beside_its_samples_is_checked_whatever_its_size(tmp_path, avg_ns):
+    """Reproducer: avg_ns 12345678901234567890123 beside avg_ts 13448 was accepted (the samples alone
+    were checked against avg_ts)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], "avg_ns": avg_ns}, ROWS[1]]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0 and f"{f}:1: avg_ns {float(avg_ns):g} contradicts samples_ns" in _out(p), _out(p)
+
+
+def _json_rows(tmp_path: Path, text: str, name: str = "rows.json") -> tuple[Path, str]:
+    f = tmp_path / name
+    f.write_text(text)
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    return f, _out(p)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_every_piece_of_a_json_file_left_out_is_named(tmp_path, stream):
+    """Reproducer: a second array, garbage after the array, an element that is not an object, and an
+    element too deep (that one refused the whole array) were dropped without a word."""
+    pad = [ROWS[1]] * (1200 if stream else 0)  # over 1 MiB: read as a stream
+    deep = "[" * 100 + "]" * 100
+    text = "[\n" + ",\n".join([deep, json.dumps(ROWS[0]), "7", *map(json.dumps, pad)]) + "\n]\n"
+    f, out = _json_rows(tmp_path, text + json.dumps([ROWS[1]]) + "\n")
+    assert (f.stat().st_size > 1 << 20) == stream
+    assert f"{f}:2: an element of the array left out (nested deeper than 64 levels)" in out
+    assert f"{f}:4: an element of the array that is not a JSON object (int) left out" in out
+    assert "a second JSON array after the array's end: left out" in out
+    assert f"imported {1 + len(pad)} results" in out or "imported 2 results" in out
+    f, out = _json_rows(tmp_path, text + "garbage\n", "g.json")
+    assert "text that is no JSON array after the array's end: left out" in out
+
+
+def test_jsonl_lines_that_are_json_but_no_record_are_named(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('null\n[]\n"x"\n' + _jsonl(ROWS[:1]) + "| model | size |\n" + _jsonl(ROWS[1:2]))
+    p = _import(tmp_path, f)
+    out = _out(p)
+    assert p.returncode == 0 and "imported 2 results" in out, out
+    for n, why in [(1, "(null)"), (2, "(a list)"), (3, "(str)")]:
+        assert f"{f}:{n}: JSON that is not an object {why}: left out" in out
+    assert f"{f}:5: a line of -o md output in JSONL: left out" in out
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_first_record_over_the_head_does_not_decide_the_format(tmp_path, monkeypatch, fmt):
+    """Reproducer: a JSON array or JSONL over 64 MiB whose first element was over 1 MiB was refused
+    ("not JSONL, JSON or CSV from its first MiB on"): the first bytes decide now."""
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)  # stands for 64 MiB
+    big = {**ROWS[0], "pad": "x" * (1536 << 10)}
+    f = tmp_path / f"big.{fmt}"
+    f.write_text(
+        _jsonl([big, *ROWS[1:]])
+        if fmt == "jsonl"
+        else "[\n" + ",\n".join(map(json.dumps, [big, *ROWS[1:]])) + "\n]\n"
+    )
+    assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+    res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
+    assert res.records == len(ROWS) and res.formats == {str(f): fmt}
+
+
+def test_messages_say_it_once_and_name_what_went_wrong(tmp_path):
+    """Reproducers: "Invalid control character at at column"; a truncated .sql read its CREATE TABLE
+    lines as csv ("line 43: 1 fields, the header has 2")."""
+    f = tmp_path / "ctl.jsonl"
+    f.write_text('{"a": "x\ty"}\n' + _jsonl(ROWS[:1]))
+    out = _out(_import(tmp_path, f))
+    assert f"{f}:1: not a complete JSON record (not JSON (Invalid control character at column 9))" in out
+    sql = (DATA / "llamabench-0c1e57098-cpu.sql").read_text()
+    cut = tmp_path / "cut.sql"
+    cut.write_text(sql[: sql.index("INSERT") + 200])
+    out = _out(_import(tmp_path, cut))
+    assert "fields, the header has" not in out and "the file starts with 'CREATE TABLE" in out, out
+
+
+def _serve(tmp_path: Path, name: str, **change) -> subprocess.CompletedProcess:
+    data = {**json.loads((DATA / "vllm-0.16.0-serve.json").read_text()), **change}
+    f = tmp_path / name
+    f.write_text(json.dumps(data))
+    return _import(tmp_path, f)
+
+
+def test_a_negative_count_in_a_vllm_serve_result_is_bad_input_naming_it(tmp_path):
+    """Reproducer: `completed: -5` was stored ok."""
+    p = _serve(tmp_path, "serve-512-128-c1.json", completed=-5)
+    assert p.returncode == 4 and "completed is -5: a count, time or rate is never negative" in _out(p), _out(
+        p
+    )
+
+
+def test_a_serve_file_named_for_another_concurrency_is_filed_as_run_and_said(tmp_path):
+    """Reproducer: serve-…-c1.json whose result says max_concurrency 2 was filed as c2 without a word."""
+    p = _serve(tmp_path, "serve-512-128-c1.json", max_concurrency=2)
+    assert "the file name says concurrency 1, the result says max_concurrency 2: filed as c2" in _out(p), (
+        _out(p)
+    )
+
+
+@pytest.mark.parametrize(("field", "value"), [("stddev_ts", 10**400), ("samples_ns", [10**400, 1])])
+def test_a_float_field_too_big_for_a_float_is_refused_naming_it(tmp_path, field, value):
+    """Reproducer: such a row was refused as "int too large to convert to float" (no field named)."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([{**ROWS[0], field: value}, ROWS[1]]))
+    out = _out(_import(tmp_path, f))
+    assert f"{f}:1: {field} " in out and "out of range" in out and "convert to float" not in out, out
+
+
+def test_a_file_whose_only_record_is_too_deep_says_so(tmp_path):
+    """Reproducer: "no llama-bench result rows found" without naming the nesting."""
+    f = tmp_path / "deep.json"
+    f.write_text("[" + "[" * 100 + "]" * 100 + "]\n")
+    p = _import(tmp_path, f)
+    assert p.returncode == 4 and "line 1: " in _out(p) and "nested deeper than 64 levels" in _out(p), _out(p)
