@@ -115,6 +115,20 @@ def test_a_lone_surrogate_in_a_row_refuses_that_row_naming_file_and_line(tmp_pat
     assert "imported 1 results" in _out(p)
 
 
+def test_a_file_whose_every_row_is_refused_late_is_bad_input_not_imported_before(tmp_path):
+    """Second breaker round: a file whose only row holds a lone surrogate exited 0 saying "these rows
+    were imported before, under the name ; nothing added" (--json: already true, digest ""), though
+    nothing was ever imported. Every row refused is bad input, naming the rows, as for any other
+    reason a row is refused; nothing is written."""
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([ROWS[0]]).replace('"CPU"', '"CPU\\udfff"', 1))
+    p = _import(tmp_path, f)
+    assert p.returncode == 4, _out(p)
+    assert "no llama-bench result rows found that are measurements: 1 refused" in _out(p)
+    assert f"{f}:1: a string holds a lone surrogate" in _out(p) and "imported before" not in _out(p)
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_file_name_or_label_that_is_not_utf8_is_bad_input(tmp_path):
     """Reproducer: both gave a PydanticSerializationError traceback (exit 1)."""
     name = os.fsdecode(b"n\xff\xfeame.jsonl")

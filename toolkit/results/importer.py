@@ -828,6 +828,14 @@ def _import_rows(
             for (run, name, _d), n in sorted(dup_stored.items())
         ],
     )
+    if not sets and not dup_stored:  # every row refused after its reader counted it (e.g. a lone surrogate)
+        raise BadInput(
+            f"{', '.join(str(src.path) for src in sources)}: no llama-bench result rows found that are "
+            f"measurements: {len(refused)} refused ("
+            + "; ".join(refused[:3])
+            + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+            + ")"
+        )
     if not sets:  # every row was imported before: named as stored
         res.sets = [ImportedSet(name, d, {}, already=True) for (_r, name, d) in dict.fromkeys(dup_stored)]
         res.digest = res.sets[0].digest if res.sets else ""
