@@ -373,3 +373,18 @@ def test_a_file_whose_only_record_is_too_deep_says_so(tmp_path):
     f.write_text("[" + "[" * 100 + "]" * 100 + "]\n")
     p = _import(tmp_path, f)
     assert p.returncode == 4 and "line 1: " in _out(p) and "nested deeper than 64 levels" in _out(p), _out(p)
+
+
+def test_an_avg_ts_that_contradicts_its_samples_ts_is_refused(tmp_path):
+    """Second breaker round: avg_ts 13448.09 with samples_ts [1.0, 2.0] was imported, and the report
+    printed a mean outside its own range (`13448.09 ± … (med 1.50, 1.00–2.00)`). llama-bench's avg_ts
+    is the mean of samples_ts: a row where they disagree beyond 1 % is refused by file:line."""
+    row = dict(ROWS[0])
+    row["samples_ts"] = [1.0, 2.0]
+    good = dict(ROWS[1])
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl([row, good]))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    assert f"{f}:1: avg_ts {row['avg_ts']:g} contradicts samples_ts (their mean is 1.5)" in _out(p)
+    assert "imported 1 results" in _out(p)

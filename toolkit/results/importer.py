@@ -786,7 +786,7 @@ def _import_rows(
                 repaired.append(
                     (
                         si,
-                        f"{src.path}:{r.line}: stddev_ts was not finite; "
+                        f"{src.path}:{r.line}: stddev_ts was not a finite, non-negative number; "
                         + (
                             f"recomputed from {len(rec.samples_ts)} samples"
                             if rec.stddev_ts is not None

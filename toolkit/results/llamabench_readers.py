@@ -777,10 +777,16 @@ def _kind(v: Any) -> str:
 
 
 def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """avg_ns against its samples (their mean), and avg_ts against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
+    """avg_ts against samples_ts (their mean), avg_ns against samples_ns (their mean), and avg_ts
+    against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
     from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
     harmonic mean) and above it by about the squared relative spread of the times (unbounded when
     they spread widely: no upper check then)."""
+    samples_ts = _numbers(fields.get("samples_ts"))
+    if ts is not None and samples_ts:  # llama-bench's avg_ts is the mean of samples_ts
+        mean_ts = sum(samples_ts) / len(samples_ts)
+        if not 0.99 <= ts / mean_ts <= 1.01:
+            return f"avg_ts {ts:g} contradicts samples_ts (their mean is {mean_ts:g})"
     if ts is None or ns is None:
         return None
     samples_ns = _numbers(fields.get("samples_ns"))
