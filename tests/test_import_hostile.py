@@ -388,3 +388,15 @@ def test_an_avg_ts_that_contradicts_its_samples_ts_is_refused(tmp_path):
     assert p.returncode == 0, _out(p)
     assert f"{f}:1: avg_ts {row['avg_ts']:g} contradicts samples_ts (their mean is 1.5)" in _out(p)
     assert "imported 1 results" in _out(p)
+
+
+def test_a_test_repeated_many_times_is_said_in_a_bounded_line(tmp_path):
+    """Second breaker round: 50,000 rows of one test gave a 1.49 MB note listing every line and value.
+    The note names the first rows and counts the rest."""
+    rows = [dict(ROWS[0], test_time=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z") for i in range(40)]
+    f = tmp_path / "rows.jsonl"
+    f.write_text(_jsonl(rows))
+    p = _import(tmp_path, f)
+    assert p.returncode == 0, _out(p)
+    note = next(line for line in _out(p).splitlines() if "measure the same test" in line)
+    assert "and 30 more" in note and "kept as 40 repetitions" in note and len(note) < 1000

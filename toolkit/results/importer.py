@@ -1199,6 +1199,10 @@ def _finish_vllm(
     return res
 
 
+SAID_AT_MOST = 10
+"""How many rows a note on repetitions names before it says `and N more`."""
+
+
 def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
     """Rows of one set that measure the same test (one TestKey) become repetitions of one cell: each is
     marked `process_run` (identity.newest_per_test combines them, as it combines `bench.runs`), in
@@ -1218,8 +1222,10 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
                 "process_run": {"index": i, "of": len(recs), "source": "import"},
             }
         combined = combine_runs(recs)
-        where = ", ".join(f"{Path(_imported(r)['file']).name}:{_imported(r)['line']}" for r in recs)
-        values = " / ".join(f"{r.avg_ts:.2f}" for r in recs if r.avg_ts is not None)
+        shown = recs[:SAID_AT_MOST]  # a file of 50,000 repetitions gave a 1.5 MB line
+        more = f" and {len(recs) - len(shown)} more" if len(recs) > len(shown) else ""
+        where = ", ".join(f"{Path(_imported(r)['file']).name}:{_imported(r)['line']}" for r in shown) + more
+        values = " / ".join(f"{r.avg_ts:.2f}" for r in shown if r.avg_ts is not None) + more
         flags = (combined.model_extra or {}).get("flags") or []
         verdict = (
             "they disagree beyond noise: flagged runs-disagree"
