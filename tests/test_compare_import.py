@@ -258,6 +258,9 @@ def test_import_bad_file_names_the_file_and_writes_nothing(tmp_path, content, me
         pytest.param(["--label", "has space"], id="label-with-space"),
         pytest.param(["--label", "x", "--model-sha256", "abc"], id="short-sha"),
         pytest.param(["--label", "x", "--digest", "../escape"], id="digest-path"),
+        pytest.param(["--label", "pi|pe"], id="label-with-pipe"),  # a github table column
+        pytest.param(["--label", "\x1b[31mred"], id="label-with-escape"),  # rewrote the terminal
+        pytest.param(["--label", "x", "--digest", "sha256:" + "z" * 64], id="digest-not-hex"),
     ],
 )
 def test_import_bad_options_exit_4(tmp_path, args):

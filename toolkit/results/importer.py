@@ -240,11 +240,23 @@ def check_options(
                 f"{shown(str(f))}: the file name is not UTF-8 (shown with U+FFFD for the bytes that are "
                 "not): a record could not name its source; rename the file, e.g. `mv -- <it> run.jsonl`"
             )
-    if not label.strip() or any(c.isspace() for c in label) or "/" in label:
-        raise BadInput(f"--label {label!r}: give a short name without spaces or '/', e.g. bare-metal-hip")
+    if (
+        not label.strip()
+        or any(c.isspace() or not c.isprintable() for c in label)
+        or any(c in label for c in "/|`")
+    ):  # | and ` would break the tables a label heads; control characters would rewrite a terminal
+        raise BadInput(
+            f"--label {label!r}: give a short name without spaces, control characters, '/', '|' or '`', "
+            "e.g. bare-metal-hip"
+        )
     if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
         raise BadInput(
             f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits (`sha256sum model.gguf`)"
+        )
+    if digest is not None and digest.startswith("sha256:") and not _SHA_RE.fullmatch(digest[7:]):
+        raise BadInput(
+            f"--digest {digest!r}: a sha256: digest is 64 lower-case hex digits (`docker image inspect "
+            "--format '{{.Id}}' IMAGE`); or name the set another way, e.g. import:my-run"
         )
     if digest is not None and (not _DIGEST_RE.fullmatch(digest) or short_digest(digest) in ("", ".", "..")):
         raise BadInput(
