@@ -424,7 +424,10 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     with opts.allow_stale. Renders the template (no build, no fetch); raises BadInput as render does."""
     every = [b for b in store.builds() if b.image == spec.name]
     here = _engine_id()
-    builds = [b for b in every if b.on_engine(here)]
+    # built on this engine, or its image is here all the same (docker load, a pull, a second engine on
+    # a copied data root); a build of another engine whose image is not here never counts (Podman's
+    # image IDs are not Docker's)
+    builds = [b for b in every if b.on_engine(here) or engine.inspect_image(b.digest) is not None]
     pin = opts.pinned.get(spec.name)
     if pin:  # any engine's record: reproduce seeds the publisher's build and pulls its image here
         found = [b for b in every if b.digest == pin]
