@@ -305,3 +305,29 @@ def test_a_bad_label_is_refused_before_the_command_runs(tmp_path):
         cwd=ROOT,
     )
     assert proc.returncode == 4 and "--label" in proc.stderr and not marker.exists()
+
+
+def test_a_line_written_to_stderr_before_stdout_is_handled_first():
+    """The full suite on a loaded host: a llama-bench row (stdout) was handled before its `--progress`
+    line (stderr), read by another thread, so its window fell back to the previous row. One reader,
+    stderr first: for every pair a real child process writes (stderr, then stdout), the stderr line is
+    handled first."""
+    import subprocess
+    import sys
+
+    from toolkit.bench.measure import pump_lines
+
+    child = (
+        "import sys\n"
+        "for i in range(300):\n"
+        "    sys.stderr.write(f'e {i}\\n'); sys.stderr.flush()\n"
+        "    sys.stdout.write(f'o {i}\\n'); sys.stdout.flush()\n"
+        "sys.stdout.write('tail without newline')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen: list[str] = []
+    pump_lines([(proc.stderr, seen.append), (proc.stdout, seen.append)])
+    assert proc.wait() == 0
+    at = {line: n for n, line in enumerate(seen)}
+    assert all(at[f"e {i}"] < at[f"o {i}"] for i in range(300))
+    assert seen[-1] == "tail without newline" and len(seen) == 601

@@ -15,8 +15,9 @@ JSONL); a command without rows gives one line {"command", "exit_code", "toolkit_
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,49 @@ def select_gpus(which: str) -> list[tel.GpuRef]:
     return [found[i] for i in idx]
 
 
+def pump_lines(pipes: Sequence[tuple[Any, Callable[[str], None]]]) -> None:
+    """Read binary pipes until each is closed, handing every whole line (decoded, bad bytes replaced,
+    no newline) to its handler, in ONE thread, earlier pipes first: after a chunk of a later pipe is
+    read, and before its lines are handled, every earlier pipe is drained of what it already holds.
+    llama-bench writes a test's `--progress` line to stderr before its row to stdout, so with stderr
+    first the observer has the test's start before its row (with a thread per pipe the row could win
+    the race on a loaded host, and its window fell back to the previous row)."""
+    sel = selectors.DefaultSelector()
+    for order, (pipe, handler) in enumerate(pipes):
+        sel.register(pipe.fileno(), selectors.EVENT_READ, (order, handler))
+    pending: dict[int, bytes] = {}
+
+    def read(key: selectors.SelectorKey) -> list[str]:
+        """One chunk of `key`'s pipe as whole lines (the last partial line kept; all of it at EOF)."""
+        chunk = os.read(key.fd, 1 << 16)
+        buf = pending.pop(key.fd, b"") + chunk
+        if not chunk:  # closed: the last line may lack its newline
+            sel.unregister(key.fd)
+            return [buf.decode(errors="replace")] if buf else []
+        *lines, rest = buf.split(b"\n")
+        if rest:
+            pending[key.fd] = rest
+        return [line.decode(errors="replace").rstrip("\r") for line in lines]
+
+    def drain_before(order: int) -> None:
+        """Handle what the pipes earlier than `order` hold now (no waiting)."""
+        while True:
+            ready = [k for k, _ in sel.select(timeout=0) if k.data[0] < order]
+            if not ready:
+                return
+            for key in sorted(ready, key=lambda k: k.data[0]):
+                for line in read(key):
+                    key.data[1](line)
+
+    while sel.get_map():
+        key = min((k for k, _ in sel.select()), key=lambda k: k.data[0])
+        lines = read(key)
+        drain_before(key.data[0])
+        for line in lines:
+            key.data[1](line)
+    sel.close()
+
+
 def run_measured(
     command: Sequence[str],
     *,
@@ -87,9 +131,7 @@ def run_measured(
             list(command),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            errors="replace",
+            bufsize=0,
             start_new_session=True,  # its own process group: stopped whole if we are stopped
         )
     except OSError as err:
@@ -103,19 +145,12 @@ def run_measured(
     try:
         obs.own_pid(proc.pid)
 
-        def pump_err() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                line = line.rstrip("\n")
-                obs.line(line)
-                if on_stderr:
-                    on_stderr(line)
+        def on_err(line: str) -> None:
+            obs.line(line)
+            if on_stderr:
+                on_stderr(line)
 
-        reader = threading.Thread(target=pump_err, daemon=True)
-        reader.start()
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
+        def on_out(line: str) -> None:
             if on_stdout:
                 on_stdout(line)
             if line.lstrip().startswith("{"):
@@ -133,8 +168,10 @@ def run_measured(
                     rows.append(row)
                     if on_row:
                         on_row(row)
+
+        assert proc.stdout is not None and proc.stderr is not None
+        pump_lines([(proc.stderr, on_err), (proc.stdout, on_out)])
         code = proc.wait()
-        reader.join(timeout=5)
     except BaseException:
         _stop(proc)
         obs.finish()
