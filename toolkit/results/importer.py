@@ -141,12 +141,7 @@ def read_rows(
             f"it; {FORMATS_HINT}"
         )
     if no:
-        raise BadInput(
-            f"{path}: no llama-bench result rows found that are measurements: {len(no)} refused ("
-            + "; ".join(f"line {n}: {why}" for n, why in no[:3])
-            + (f"; and {len(no) - 3} more" if len(no) > 3 else "")
-            + ")"
-        )
+        raise none_usable(str(path), [f"line {n}: {why}" for n, why in no])
     lines = text.splitlines()
     table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
     first = next((ln.strip() for ln in lines if ln.strip()), "")
@@ -215,6 +210,17 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def none_usable(where: str, refused: list[str]) -> BadInput:
+    """The error for input whose every row was refused: `where` (the file or files), how many, and
+    the first three reasons (`refused`: one text each)."""
+    return BadInput(
+        f"{where}: no llama-bench result rows found that are measurements: {len(refused)} refused ("
+        + "; ".join(refused[:3])
+        + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        + ")"
+    )
 
 
 def check_options(
@@ -532,12 +538,7 @@ class _Source:
             return
         if self._no:
             no = self._no
-            raise BadInput(
-                f"{self.path}: no llama-bench result rows found that are measurements: {len(no)} refused ("
-                + "; ".join(f"line {n}: {why}" for n, why in no[:3])
-                + (f"; and {len(no) - 3} more" if len(no) > 3 else "")
-                + ")"
-            )
+            raise none_usable(str(self.path), [f"line {n}: {why}" for n, why in no])
         raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
 
 
@@ -841,13 +842,7 @@ def _import_rows(
         ],
     )
     if not sets and not dup_stored:  # every row refused after its reader counted it (e.g. a lone surrogate)
-        raise BadInput(
-            f"{', '.join(str(src.path) for src in sources)}: no llama-bench result rows found that are "
-            f"measurements: {len(refused)} refused ("
-            + "; ".join(refused[:3])
-            + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
-            + ")"
-        )
+        raise none_usable(", ".join(str(src.path) for src in sources), refused)
     if not sets:  # every row was imported before: named as stored
         res.sets = [ImportedSet(name, d, {}, already=True) for (_r, name, d) in dict.fromkeys(dup_stored)]
         res.digest = res.sets[0].digest if res.sets else ""
