@@ -49,6 +49,30 @@ def _podman_or_fail() -> None:
         pytest.fail(f"podman is not installed or cannot run: {SETUP}")
 
 
+def test_api_service_starts_over_a_stale_socket_file(tmp_path):
+    """A socket file nothing listens on (a `podman system service` killed before it could remove it;
+    what CI's host had at /run/podman/podman.sock) is replaced by a serving one: the toolkit's wait
+    used to end at once on the dead file and the first build failed with "Connection refused"."""
+    import socket
+
+    from toolkit.engine.api import _answers, _start_podman_service
+
+    _podman_or_fail()
+    path = str(tmp_path / "podman.sock")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)
+    dead.close()  # the file stays; nothing listens
+    assert Path(path).is_socket() and not _answers(path)
+    try:
+        assert _start_podman_service(path) is None
+        assert _answers(path)
+        import docker
+
+        assert docker.DockerClient(base_url=f"unix://{path}", timeout=30).ping()
+    finally:
+        subprocess.run(["pkill", "-f", f"unix://{path}"], check=False)
+
+
 @pytest.fixture(scope="module")
 def rootful(tmp_path_factory):
     """A CPU project built with `toolkit --engine podman build` as root (rootful Podman)."""

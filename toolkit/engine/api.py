@@ -139,19 +139,40 @@ def podman_service_command(path: str) -> list[str]:
     return ["podman", "system", "service", f"--time={PODMAN_IDLE_S}", f"unix://{path}"]
 
 
+def _answers(path: str) -> bool:
+    """Whether something accepts connections on the Unix socket `path` (a stale socket file left by a
+    service that was killed does not)."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def _start_podman_service(path: str, *, wait_s: float = 30) -> str | None:
     """Start `podman system service` on `path` in its own session (it outlives this process and exits
     after PODMAN_IDLE_S idle seconds; log: beside the socket, podman-service.log) and wait until the
-    socket exists. None when it came up, else why not."""
+    socket accepts connections. A socket file nothing listens on (a service killed before it could
+    remove it) is removed first: podman would otherwise fail to bind, or the wait would end at once
+    on the dead file. None when it came up, else why not."""
     sock = Path(path)
+    logpath = sock.parent / "podman-service.log"
     try:
         sock.parent.mkdir(parents=True, exist_ok=True)
-        log = open(sock.parent / "podman-service.log", "ab")  # noqa: SIM115 (handed to the child)
+        if sock.is_socket() and not _answers(path):
+            sock.unlink()
+        log = open(logpath, "ab")  # noqa: SIM115 (handed to the child)
     except OSError as err:
-        return f"cannot create {sock.parent}: {err.strerror or err}"
+        return f"cannot prepare {sock}: {err.strerror or err}"
     with log:
         try:
-            subprocess.Popen(
+            proc = subprocess.Popen(
                 podman_service_command(path),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -162,10 +183,30 @@ def _start_podman_service(path: str, *, wait_s: float = 30) -> str | None:
             return f"cannot run podman: {err.strerror or err}"
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if sock.exists():
+        if _answers(path):
             return None
+        if proc.poll() is not None:
+            tail = _log_tail(logpath)
+            return f"`{shlex.join(podman_service_command(path))}` exited with {proc.returncode}" + (
+                f": {tail}" if tail else f" (log: {logpath})"
+            )
         time.sleep(0.1)
-    return f"`{shlex.join(podman_service_command(path))}` did not create its socket within {wait_s:.0f} s (log: {sock.parent / 'podman-service.log'})"
+    return (
+        f"`{shlex.join(podman_service_command(path))}` did not answer on its socket within {wait_s:.0f} s "
+        f"(log: {logpath})"
+    )
+
+
+def _log_tail(path: Path) -> str:
+    """The last non-empty line of a log file (at most 200 characters), else ""."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip()[:200] if lines else ""
 
 
 def client():
