@@ -252,7 +252,7 @@ def test_no_record_is_lost_between_select_and_table(tmp_path):
 def test_records_with_the_same_identity_from_an_import_are_reported(tmp_path):
     f = tmp_path / "twice.jsonl"
     line = (CASES / "n-cpu-moe-sweep.jsonl").read_text().splitlines()[0]
-    again = json.dumps({**json.loads(line), "test_time": "2030-01-01T00:00:00Z"})  # measured again
+    again = json.dumps({**json.loads(line), "test_time": "2026-01-01T00:00:00Z"})  # measured again
     f.write_text(line + "\n" + again + "\n" + line + "\n")  # the last: the first read twice
     res = importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
     assert res.records == 2 and len(res.repeated) == 1 and len(res.duplicates) == 1

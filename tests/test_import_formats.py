@@ -97,6 +97,7 @@ BASE_ROW = {
     "model_n_params": 792192,
     "n_batch": 2048,
     "n_ubatch": 512,
+    "n_threads": 8,
     "tensor_split": "0.00",
     "n_prompt": 512,
     "n_gen": 0,
@@ -137,12 +138,22 @@ def as_format(fmt: str, rows: list[dict]) -> str:
             "avg_ts 20000 contradicts avg_ns 2.56e+08: 512 tokens in 0.256 s",
             id="contradiction",
         ),
+        pytest.param({"n_ubatch": 0}, "n_ubatch is 0: llama.cpp takes at least 1 token", id="ubatch-zero"),
+        pytest.param({"n_threads": 2.5}, "n_threads is ", id="threads-fraction"),
+        pytest.param(
+            {"test_time": "2999-01-01T00:00:00Z"},
+            "test_time is '2999-01-01T00:00:00Z': in the future",
+            id="future",
+        ),
+        pytest.param(
+            {"test_time": "last tuesday"}, "test_time is 'last tuesday': not a time", id="not-a-time"
+        ),
     ],
 )
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "sql"])
 def test_one_validity_pass_refuses_the_same_row_alike_in_every_format(tmp_path, fmt, change, why):
     good = dict(BASE_ROW)
-    bad = {**BASE_ROW, **change, "test_time": "2026-11-29T17:00:13Z"}
+    bad = {**BASE_ROW, "test_time": "2026-11-29T17:00:13Z", **change}
     f = tmp_path / f"run.{fmt}"
     f.write_text(as_format(fmt, [good, bad]))
     store, res = imported(tmp_path, f)
@@ -220,7 +231,7 @@ def test_the_newest_run_of_a_test_is_the_one_measured_last_not_imported_last(tmp
 def test_rows_that_agree_are_repetitions_without_a_flag(tmp_path):
     f = tmp_path / "twice.jsonl"
     line = json.loads((CASES / "n-cpu-moe-sweep.jsonl").read_text().splitlines()[0])
-    again = {**line, "avg_ts": line["avg_ts"] * 1.001, "test_time": "2030-01-01T00:00:00Z"}
+    again = {**line, "avg_ts": line["avg_ts"] * 1.001, "test_time": "2026-01-01T00:00:00Z"}
     again["samples_ts"] = [x * 1.001 for x in line["samples_ts"]]
     again["samples_ns"] = [x / 1.001 for x in line["samples_ns"]]
     again["avg_ns"] = line["avg_ns"] / 1.001
@@ -375,7 +386,7 @@ def test_compare_with_tests_on_one_side_only_exits_non_zero_naming_them(tmp_path
     rows = [json.loads(x) for x in (CASES / "n-cpu-moe-sweep.jsonl").read_text().splitlines()]
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    again = [{**r, "test_time": f"2030-{r['test_time'][5:]}"} for r in rows if r["n_cpu_moe"] != 24]
+    again = [{**r, "test_time": f"2026-{r['test_time'][5:]}"} for r in rows if r["n_cpu_moe"] != 24]
     b.write_text("".join(json.dumps(r) + "\n" for r in again))  # measured again (else: imported once)
     da = importer.import_files(store, [a], label="a").digest
     db = importer.import_files(store, [b], label="b").digest

@@ -46,7 +46,7 @@ def _messy(tmp_path: Path) -> Path:
     for case in ("stddev-nan.jsonl", "two-builds-one-file.jsonl", "n-cpu-moe-sweep.jsonl"):
         parts.append((CASES / case).read_bytes())
     again = json.loads((CASES / "two-builds-one-file.jsonl").read_bytes().splitlines()[0])
-    again["test_time"] = "2030-01-01T00:00:00Z"  # a repeat: the same test measured again
+    again["test_time"] = "2026-01-01T00:00:00Z"  # a repeat: the same test measured again
     parts.append(json.dumps(again).encode() + b"\n")
     parts.append((CASES / "n-cpu-moe-sweep.jsonl").read_bytes().splitlines(keepends=True)[0])  # read before
     parts += [b'{"n_prompt": 512, "avg_ts": \xff}\n', b'{"n_prompt": 512, "n_gen": 0, "avg_ts": 1.0\n']

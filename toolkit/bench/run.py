@@ -423,11 +423,7 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     newest such build. Without one, the newest build is stale: refused, or measured and marked stale
     with opts.allow_stale. Renders the template (no build, no fetch); raises BadInput as render does."""
     every = [b for b in store.builds() if b.image == spec.name]
-    here = _engine_id()
-    # built on this engine, or its image is here all the same (docker load, a pull, a second engine on
-    # a copied data root); a build of another engine whose image is not here never counts (Podman's
-    # image IDs are not Docker's)
-    builds = [b for b in every if b.on_engine(here) or engine.inspect_image(b.digest) is not None]
+    builds = build_mod.builds_here(store, spec.name, every)
     pin = opts.pinned.get(spec.name)
     if pin:  # any engine's record: reproduce seeds the publisher's build and pulls its image here
         found = [b for b in every if b.digest == pin]
@@ -470,15 +466,6 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
         current_key=current.key,
         reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
     )
-
-
-def _engine_id() -> str | None:
-    """The engine in use (engine.engine_id), or None when it does not answer (a dry run on a host
-    without an engine still plans from the records: any engine's build then counts)."""
-    try:
-        return engine.engine_id()
-    except EngineUnavailable:
-        return None
 
 
 def _unbuilt_reason(

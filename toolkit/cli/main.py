@@ -162,7 +162,6 @@ def build(
     results/builds.jsonl for `toolkit bench`. An image whose base cannot be found or pulled is
     skipped with the reason; a failed build keeps its log and names it.
     """
-    from toolkit.engine import api as engine_api
     from toolkit.images import build as build_mod
     from toolkit.images import build_plan
     from toolkit.images.render import render_image
@@ -199,7 +198,7 @@ def build(
         steps = build_plan.BuildSteps(
             spec.name, _err, verbose=verbose, status=status.update if status else None
         )
-        before = None if dry_run else store.latest_build(spec.name, engine_api.engine_id())
+        before = None if dry_run else build_mod.latest_here(store, spec.name)
         try:
             res = build_mod.build_image(
                 lm,

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toolkit import __version__
-from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.errors import BadInput, BuildFailed, EngineUnavailable
 from toolkit.engine import api as engine
 from toolkit.images.render import Rendered, image_inputs_hash, render_image, write_rendered
 from toolkit.images.sources import (
@@ -214,6 +214,27 @@ def plan(
         else {}
     )
     return rendered, base_images(rendered.content), source, labels, args, tags
+
+
+def builds_here(store: ResultStore, name: str, every: list[BuildRecord] | None = None) -> list[BuildRecord]:
+    """The build records of image `name` (oldest first; `every`: those records when the caller has
+    them) whose image the engine in use has: built on it (BuildRecord.on_engine), or present there all
+    the same (docker load, a pull, a second engine on a copied data root). A build of another engine
+    whose image is not here never counts (Podman's image IDs are not Docker's). With no engine
+    answering, every build counts (a dry run still plans from the records). The one rule of bench,
+    push and build's "unchanged" check."""
+    every = [b for b in store.builds() if b.image == name] if every is None else every
+    try:
+        here: str | None = engine.engine_id()
+    except EngineUnavailable:
+        here = None
+    return [b for b in every if b.on_engine(here) or engine.inspect_image(b.digest) is not None]
+
+
+def latest_here(store: ResultStore, name: str) -> BuildRecord | None:
+    """The newest of builds_here, None when there is none."""
+    found = builds_here(store, name)
+    return found[-1] if found else None
 
 
 def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: str | None) -> str:

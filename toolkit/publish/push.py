@@ -132,8 +132,11 @@ def _merge(*lists: list[str]) -> list[str]:
 def push_image(
     store: ResultStore, name: str, registry: str, *, on_line: Callable[[str], None] | None = None
 ) -> PushResult:
-    """Tag and push the latest build of image `name`; append the updated build record."""
-    rec = store.latest_build(name, engine.engine_id())
+    """Tag and push the latest build of image `name` that the engine in use has (build.builds_here);
+    append the updated build record."""
+    from toolkit.images import build as build_mod
+
+    rec = build_mod.latest_here(store, name)
     if rec is None:
         return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
     info = engine.inspect_image(rec.digest)
@@ -214,7 +217,7 @@ def attest_push(
     if builder is None:
         raise BadInput("--attest: no docker-container buildx builder on this host. " + ATTEST_NOTE)
     spec = lm.m.image(name)
-    rec = store.latest_build(name, engine.engine_id())
+    rec = build_mod.latest_here(store, name)
     if rec is None:
         return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
     rendered, _, _, labels, args, _ = build_mod.plan(lm, spec, store)

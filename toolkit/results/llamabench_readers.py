@@ -17,8 +17,10 @@ import io
 import json
 import math
 import re
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import jsonsafe
@@ -710,7 +712,9 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
     avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
-    that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below)."""
+    that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below); n_batch or
+    n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
+    time or lies in the future (_time_of_test)."""
     if problem:
         return problem
     counts = {}
@@ -724,6 +728,12 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
     if tokens == 0:
         return "n_prompt and n_gen are both 0: no test was run"
+    for name in ("n_batch", "n_ubatch"):
+        if counts[name] == 0:
+            return f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)"
+    why = _time_of_test(fields.get("test_time"))
+    if why:
+        return why
     ts, why = _rate(fields, "avg_ts")
     if why:
         return why
@@ -737,6 +747,32 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     return _contradiction(fields, tokens, ts, ns)
 
 
+FUTURE_SLACK_S = 86400
+"""How far after this host's clock a row's test_time may lie (time zones, clock skew between hosts)."""
+
+
+def _time_of_test(v: Any) -> str | None:
+    """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime
+    "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), or more than FUTURE_SLACK_S after now.
+    Rows are ordered by it ("newest by test_time"), so a wrong one would win every cell; absent or
+    empty (md, sql of old releases) is no fault."""
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        return f"test_time is {_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
+    try:
+        dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    if dt.timestamp() > time.time() + FUTURE_SLACK_S:
+        return (
+            f"test_time is {v[:40]!r}: in the future (a wrong clock or an edited file; fix or drop the field)"
+        )
+    return None
+
+
 UINT64_FIELDS = frozenset({"avg_ns", "stddev_ns"})
 """Kept in `raw` only; llama-bench writes them as uint64_t (the stddev of one sample as 2**63)."""
 UINT64_MAX = 2**64 - 1
@@ -745,11 +781,23 @@ _TEXT_TYPES = (str, int, float, bool, type(None))
 
 def _field_types(fields: dict[str, Any]) -> str | None:
     """Why a field holds what llama-bench never writes there: a list or object in a text or integer
-    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it).
+    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
+    fraction in an integer field that names the test (n_threads 2.5; avg_ns and stddev_ns are
+    measurements, where a converter's mean is harmless).
     Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
     for name, v in fields.items():
         t = type(v)
-        if t is str or t is float or t is bool or v is None or (t is int and -_BIG <= v <= _BIG):
+        if t is float:
+            if name in INT_FIELDS and name not in UINT64_FIELDS and not v.is_integer():
+                return f"{name} is {_short(v)}: expected a whole number"
+            continue
+        if t is str:
+            if name in INT_FIELDS and name not in UINT64_FIELDS:  # csv/md/sql text, hand-edited json
+                f = _float(v.strip())
+                if f is not None and not (math.isfinite(f) and f.is_integer()):
+                    return f"{name} is {v.strip()[:24]!r}: expected a whole number"
+            continue
+        if t is bool or v is None or (t is int and -_BIG <= v <= _BIG):
             continue
         if t is list and name in ARRAY_FIELDS:
             big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
