@@ -841,8 +841,9 @@ def import_(
     Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
     table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
     row goes through one validity pass (also `toolkit bench`'s): a row whose field count differs from
-    its header, without a test (n_prompt = n_gen = 0), with counts that are not numbers, or whose
-    tok/s is 0, not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
+    its header, without a test (n_prompt = n_gen = 0), with counts that are not whole numbers
+    (n_threads 2.5), a batch of 0, a test_time that is no time or in the future, or whose tok/s is 0,
+    not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
     import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
     they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
     jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
