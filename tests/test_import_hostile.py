@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,6 +201,65 @@ def test_rows_imported_before_are_left_out_under_any_digest_or_label(tmp_path, h
     out = _out(p)
     assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
     assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out
+
+
+def _md(rows: list) -> str:
+    """The rows as llama-bench's markdown printer shows them (`-o md`: model, size, params, backend,
+    threads, n_ubatch, test, `t/s` as "%.2f ± %.2f", then the build line): built from the rows, as a
+    user pastes the md of the run they also publish as jsonl."""
+    lines = [
+        "| model | size | params | backend | threads | n_ubatch | test | t/s |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        test = "+".join(
+            ([f"pp{r['n_prompt']}"] if r["n_prompt"] else []) + ([f"tg{r['n_gen']}"] if r["n_gen"] else [])
+        )
+        lines.append(
+            f"| {r['model_type']} | {r['model_size'] / 2**20:.2f} MiB | {r['model_n_params'] / 1e6:.2f} M | "
+            f"{r['backends']} | {r['n_threads']} | {r['n_ubatch']} | {test} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} |"
+        )
+    return "\n".join(lines) + f"\n\nbuild: {rows[0]['build_commit']} ({rows[0]['build_number']})\n"
+
+
+@pytest.mark.parametrize("first", ["jsonl", "md"])
+def test_an_md_table_of_rows_imported_before_is_the_same_measurement(tmp_path, first):
+    """Reproducer: the md table of a run imported as jsonl (or the jsonl of an md imported first) was
+    stored again: md has no test_time or avg_ns, so every test got a second repetition (false
+    precision, a stddev from two copies of one number)."""
+    jl, md = tmp_path / "a.jsonl", tmp_path / "a.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md(ROWS))
+    one, two = (jl, md) if first == "jsonl" else (md, jl)
+    assert _import(tmp_path, one).returncode == 0
+    p = _import(tmp_path, two, label="again")
+    out = _out(p)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
+    assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out
+
+
+@pytest.mark.parametrize("first", ["jsonl", "md"])
+def test_an_md_table_beside_its_jsonl_in_one_import_is_left_out_whatever_the_order(tmp_path, first):
+    """The jsonl rows are kept (samples, test_time), the md rows that print them are left out and said,
+    and no empty set of the md's system (it lacks gpu_info and cpu_info) is named."""
+    jl, md = tmp_path / "a.jsonl", tmp_path / "a.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md(ROWS))
+    p = _import(tmp_path, *((jl, md) if first == "jsonl" else (md, jl)))
+    out = _out(p)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
+    assert f"{len(ROWS)} row(s) of {md} print measurements this import reads from {jl}" in out
+    assert "imported 0 results" not in out and len(re.findall(r"^s\S*: imported ", out, re.M)) == 1, out
+    assert "md output has no samples" not in out  # no md row was written
+
+
+def test_an_md_row_that_prints_another_number_is_its_own_measurement(tmp_path):
+    jl, md = tmp_path / "a.jsonl", tmp_path / "a.md"
+    jl.write_text(_jsonl(ROWS))
+    other = [dict(ROWS[0], avg_ts=ROWS[0]["avg_ts"] + 0.01)]
+    md.write_text(_md(ROWS + other))
+    p = _import(tmp_path, jl, md)
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS) + 1, _out(p)
 
 
 def test_a_vllm_latency_that_gives_zero_tokens_per_second_is_refused_naming_the_field(tmp_path):

@@ -346,14 +346,59 @@ def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
     )
 
 
-def _stored_measurements(store: ResultStore) -> dict[int, tuple[str, str, str]]:
-    """_measurement -> (run id, image name, digest) of every record imported into the results folder
-    before: a row measured once is imported once, under whatever digest (a container run's rows
-    imported as if made on bare metal are not left out: they are how the two are compared)."""
+def _untimed(rec: BenchRecord) -> bool:
+    """A row without llama-bench's test_time and avg_ns (an `-o md` table's): _measurement cannot tell
+    it from another measurement of its test, so it is matched by what it shows (_shown)."""
+    raw = rec.raw
+    return raw.get("test_time") in (None, "") and raw.get("avg_ns") is None
+
+
+def _shown(rec: BenchRecord, key: TestKey | None = None) -> int:
+    """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
+    the model type, the test (n_prompt, n_gen, n_depth) and `t/s` as llama-bench prints it ("%.2f ±
+    %.2f", markdown_printer). An md row whose digest equals a row read or imported before in another
+    format is that row printed as a table (two measurements that agree to 0.01 tok/s in mean and
+    stddev are taken as one: at most one such row is left out, and said)."""
+    key = key or test_key(rec)
+    raw = rec.raw
+    sd = readers._float(raw.get("stddev_ts"))
+    return hash(
+        (
+            str(raw.get("model_type") or ""),
+            tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth")),
+            f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
+            f"{sd:.2f}" if sd is not None else None,
+        )
+    )
+
+
+def _stored_measurements(
+    store: ResultStore,
+) -> tuple[dict[int, tuple[str, str, str]], dict[int, tuple[str, str, str]]]:
+    """Of every record imported into the results folder before: _measurement -> (run id, image name,
+    digest), and _shown -> the same of those without a test_time (md rows): a row measured once is
+    imported once, under whatever digest (a container run's rows imported as if made on bare metal are
+    not left out: they are how the two are compared)."""
+    exact: dict[int, tuple[str, str, str]] = {}
+    untimed: dict[int, tuple[str, str, str]] = {}
+    if not store.root.is_dir():
+        return exact, untimed
+    for r in store.results():
+        if r.status == "ok" and (r.model_extra or {}).get("imported"):
+            where = (r.run_id, r.image.name, r.image.digest)
+            exact[_measurement(r)] = where
+            if _untimed(r):
+                untimed[_shown(r)] = where
+    return exact, untimed
+
+
+def _stored_shown(store: ResultStore) -> dict[int, tuple[str, str, str]]:
+    """_shown -> (run id, image name, digest) of every record imported before (read only when an
+    import holds an md row)."""
     if not store.root.is_dir():
         return {}
     return {
-        _measurement(r): (r.run_id, r.image.name, r.image.digest)
+        _shown(r): (r.run_id, r.image.name, r.image.digest)
         for r in store.results()
         if r.status == "ok" and (r.model_extra or {}).get("imported")
     }
@@ -763,9 +808,14 @@ def _import_rows(
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
-    stored = _stored_measurements(store)  # rows imported (or measured) before: left out, counted
+    stored, stored_untimed = _stored_measurements(store)  # rows imported before: left out, counted
+    stored_shown: dict[int, tuple[str, str, str]] | None = None  # read at the first md row
     dup_stored: dict[tuple[str, str, str], int] = {}  # (run id, name, digest) -> rows of it read again
     fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
+    shown = array.array("q")  # the _shown digest of each spilled record
+    untimed: list[int] = []  # spill places of md rows (matched by _shown after pass 1)
+    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record: its file, its line
+    set_of = array.array("I")  # of each spilled record: its system's place in system_ids
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
             made = _try_record(
@@ -783,8 +833,19 @@ def _import_rows(
             rec, body = made
             key = test_key(rec)
             fp = _measurement(rec, key)
-            if fp in stored:
-                dup_stored[stored[fp]] = dup_stored.get(stored[fp], 0) + 1
+            sh = _shown(rec, key)
+            no_time = _untimed(rec)
+            if no_time and stored_shown is None:
+                stored_shown = _stored_shown(store)
+            was = stored.get(fp) or (
+                (stored_shown or {}).get(sh)
+                if no_time
+                else stored_untimed.get(sh)
+                if stored_untimed
+                else None
+            )
+            if was:
+                dup_stored[was] = dup_stored.get(was, 0) + 1
                 continue
             sy = _system(r.fields)
             said_names = llamabench.backends_of(r.fields)
@@ -794,7 +855,13 @@ def _import_rows(
             if backend is not None and said != "cpu" and said != backend:
                 wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
             keys.append(_key64(rec, key))
+            set_of.append(si)
+            if no_time:
+                untimed.append(len(fps))
             fps.append(fp)
+            shown.append(sh)
+            file_of.append(fi)
+            line_of.append(r.line)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
                     (
@@ -813,7 +880,11 @@ def _import_rows(
         _unchanged([src.path for src in sources], before)
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
-    systems = list(systems_seen)
+    again = _read_again(fps)  # rows read twice in this import: left out
+    printed = _printed_again(shown, untimed, again)  # md rows that print a row of another format
+    again.update(printed)
+    live = _live_sets(set_of, again)  # systems with a row left to write (an md table's may have none)
+    systems = [sy for sy in systems_seen if system_ids[sy] in live]
     if digest and len(systems) > 1:
         raise BadInput(
             f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
@@ -828,6 +899,7 @@ def _import_rows(
             + (content if len(systems) == 1 else hashlib.sha256((content + repr(sy)).encode()).hexdigest())
         )
         sets[sy] = ImportedSet(name, d, dict(sy))
+    gone = ImportedSet("", "", {}, already=True)  # the set of a system whose every row was left out
     res = ImportResult(
         label,
         next(iter(sets.values())).digest if sets else "",
@@ -865,11 +937,7 @@ def _import_rows(
         return res
     for src in sources:
         res.per_file[str(src.path)] = src.count
-        if src.notes:
-            res.notes.append(
-                f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
-            )
-    by_id = [sets[sy] for sy in system_ids]
+    by_id = [sets.get(sy, gone) for sy in system_ids]
     res.repaired = [text for si, text in repaired if not by_id[si].already]
     now = now or datetime.now(timezone.utc)
     run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
@@ -888,7 +956,6 @@ def _import_rows(
         )
         for sy, t in zip(system_ids, by_id, strict=True)
     ]
-    again = _read_again(fps)
     repeated = _repeated(keys, again)
     holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
     batch: list[tuple[str, bytes, bytes]] = []
@@ -909,22 +976,25 @@ def _import_rows(
         targets.clear()
 
     firsts = dict.fromkeys(again.values(), "")  # spill index -> file:line of a row read again later
-    read_again: dict[tuple[str, str], list] = {}  # (file, file of the first rows) -> [rows, an example]
+    read_again: dict[tuple[str, str, bool], list] = {}  # (file, file of the first, md) -> [rows, an example]
     held = _Held(aside)  # the records of repeated tests: set aside, grouped after the last row
+    wrote: set[int] = set()  # the files (places in sources) a record is written from
     spill.seek(0)
     for i, line in enumerate(spill):
         si_b, fi_b, at_seq, at_holes, body = line[:-1].split(b" ", 4)
         target = by_id[int(si_b)]
-        if target.already:
+        if target.already and target is not gone:  # (a gone set's rows are all read again: said below)
             continue
         if i in firsts:
             firsts[i] = f"{sources[int(fi_b)].path}:{_line_of(body)}"
         if i in again:
-            first = firsts[again[i]]
-            pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0])
+            j = again[i]
+            first = firsts.get(j) or f"{sources[file_of[j]].path}:{line_of[j]}"  # an md row before its row
+            pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0], i in printed)
             seen = read_again.setdefault(pair, [0, f"{pair[0]}:{_line_of(body)} = {first}"])
             seen[0] += 1
             continue
+        wrote.add(int(fi_b))
         head, tail = _filled(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
         if i in repeated:
             held.add(int(si_b), keys[i], head + b"0" + tail)
@@ -932,9 +1002,16 @@ def _import_rows(
             put(target, head, tail)
     flush()
     res.duplicates += [
-        f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
-        for (f, first), (n, eg) in read_again.items()
+        f"{n} row(s) of {f} print measurements this import reads from {first} with their samples and "
+        f"test_time (e.g. {eg}): left out"
+        if md
+        else f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
+        for (f, first, md), (n, eg) in read_again.items()
     ]
+    for fi, src in enumerate(sources):  # what a format cannot say, of the files whose rows are written
+        note = f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
+        if fi in wrote and src.notes and note not in res.notes:
+            res.notes.append(note)
     res.repeated = held.group(by_id)
     for si, line in held.lines():
         at = line.rfind(_SEQ)
@@ -1076,6 +1153,44 @@ def _repeated(keys: array.array, left_out: dict[int, int] | None = None) -> set[
     dup[1:] |= same
     dup[:-1] |= same
     return {int(i) for i in places[order[dup]]}
+
+
+def _live_sets(set_of: array.array, again: dict[int, int]) -> set[int]:
+    """The systems (places in system_ids) with a spilled record not left out as read again."""
+    import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+    s = np.frombuffer(set_of, dtype=np.uint32) if len(set_of) else np.zeros(0, dtype=np.uint32)
+    if again:
+        keep = np.ones(len(s), dtype=bool)
+        keep[list(again)] = False
+        s = s[keep]
+    return {int(x) for x in np.unique(s)}
+
+
+def _printed_again(shown: array.array, untimed: list[int], again: dict[int, int]) -> dict[int, int]:
+    """{place: place of the row it prints} of the md rows (`untimed` places) whose _shown digest
+    equals a row of another format with a test_time in this import, before or after it (that row is
+    kept: it has the samples and the time)."""
+    if not untimed:
+        return {}
+    import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
+
+    s = np.frombuffer(shown, dtype=np.int64)
+    timed = np.ones(len(s), dtype=bool)
+    timed[untimed] = False
+    if again:
+        timed[list(again)] = False
+    places = np.flatnonzero(timed)
+    order = np.argsort(s[places], kind="stable")
+    sorted_shown = s[places][order]
+    out: dict[int, int] = {}
+    for i in untimed:
+        if i in again:
+            continue
+        k = int(np.searchsorted(sorted_shown, s[i]))
+        if k < len(sorted_shown) and sorted_shown[k] == s[i]:
+            out[i] = int(places[order[k]])
+    return out
 
 
 def _read_again(fps: array.array) -> dict[int, int]:
