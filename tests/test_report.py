@@ -8,6 +8,7 @@ reviewed in the diff. Pure-function tests build records the way `toolkit bench` 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import struct
@@ -605,3 +606,37 @@ def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
         host={"docker": {"engine": "docker", "server_version": "26.1.5+dfsg1"}},
     )
     assert column_systems([a, same], column_labels([a, same])) == {}  # said only where it differs
+
+
+def test_a_plot_too_big_to_read_is_named_not_drawn_and_the_rest_still_plot(tmp_path):
+    """Reproducer: `report --format html` over 50,000 cells drew one bar group per decode row (488 s,
+    2 GB, a figure nobody reads). Past plots.MAX_PANELS panel rows the decode plot is left out with the
+    reason and how to narrow the report; the prefill plot is still drawn; the table keeps every row."""
+    many = [make_record("hip", "rocm", n=16 + i, avg=90.0 + i % 7, sd=0.5) for i in range(200)]
+    recs = report.select_for_report(many + [make_record("hip", "rocm", p=512, avg=3491, sd=30)])
+    ts = report.tables(recs)
+    decode = next(t for t in ts if t.axis == "decode")
+    assert len(decode.rows) == 200
+    drawn = plots.draw(ts)
+    assert list(drawn.plots) == ["prefill"]
+    (why,) = drawn.left_out
+    assert why.startswith("decode plot left out: its 200 rows need ") and "--image or --run" in why
+    out = tmp_path / "r.html"
+    text, written, notes = report.publish(recs, "html", output=out)
+    assert text is None and notes == [why]
+    page = out.read_text()
+    assert "decode plot left out" in page and page.count("data:image/png;base64,") == 1
+    assert [p.name for p in written] == ["r.html", "prefill.png"]  # the page's PNG, drawn once
+    embedded = base64.b64decode(page.split("data:image/png;base64,")[1].split('"')[0])
+    assert (tmp_path / "r-plots" / "prefill.png").read_bytes() == embedded
+
+
+def test_a_decode_plot_within_the_panel_limit_is_drawn_with_every_row():
+    rows = plots.MAX_PANELS * 10  # one image: 10 groups a panel row
+    recs = report.select_for_report(
+        [make_record("hip", "rocm", n=16 + i, avg=90.0, sd=0.5) for i in range(rows)]
+    )
+    ts = report.tables(recs)
+    assert plots.left_out(ts) == []
+    fig = plots.decode_figure(next(t for t in ts if t.axis == "decode"))
+    assert sum(len(ax.get_xticks()) for ax in fig.axes) == rows

@@ -14,6 +14,7 @@ import io
 import math
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,21 +115,62 @@ def prefill_figure(t: Table | None) -> Figure | None:
 
 
 MAX_WIDTH = 14.0  # inches: a bar figure wider than this is wrapped into more panel rows
+MAX_PANELS = 8  # panel rows of a bar figure (27 inches high): more is no figure anyone reads
+MAX_COLUMNS = 6  # prefill panels (image columns) side by side, 5 inches each
+MAX_LINES = 24  # lines in one prefill panel or the served figure: a longer legend is not read
+
+
+def _bar_layout(t: Table | None) -> tuple[list, list[str], int, int]:
+    """(groups: the rows with a usable cell, image columns, groups per panel, panel rows) of bar_figure."""
+    cells = _cells(t)
+    groups = [row for row in t.rows if any(row is rr for rr, _, _ in cells)] if t is not None else []
+    images = sorted({col for _, col, _ in cells})
+    slot = 0.7 * len(images) + 0.5  # inches per group
+    per = max(1, int((MAX_WIDTH - 1.0) // slot))
+    return groups, images, per, math.ceil(len(groups) / per)
+
+
+def _too_big(kind: str, t: Table | None) -> str | None:
+    """Why the `kind` plot (prefill, decode, mixed, served) of a table is left out: more panels or
+    lines than a readable figure holds (the table keeps every row); None when it is drawn. Drawing
+    one bar group per row of a 50,000-cell table took 488 s and 2 GB for a figure nobody reads."""
+    if t is None:
+        return None
+    narrow = "the table above has every row; narrow the report with --image or --run to plot it"
+    if kind in ("decode", "mixed"):
+        groups, _, per, panels = _bar_layout(t)
+        if panels > MAX_PANELS:
+            return (
+                f"{kind} plot left out: its {len(groups)} rows need {panels} panels of {per} "
+                f"(a readable figure holds {MAX_PANELS}); {narrow}"
+            )
+        return None
+    cells = _cells(t)
+    if kind == "prefill":
+        images = {col for _, col, _ in cells}
+        lines = max(
+            (len({_series(row, r) for row, col, r in cells if col == img}) for img in images), default=0
+        )
+        if len(images) > MAX_COLUMNS or lines > MAX_LINES:
+            return (
+                f"prefill plot left out: {len(images)} image columns with up to {lines} lines each (a "
+                f"readable figure holds {MAX_COLUMNS} columns of {MAX_LINES} lines); {narrow}"
+            )
+        return None
+    lines = len({(col, r.n_prompt, r.n_gen, tuple(row.ids.items())) for row, col, r in cells})
+    if lines > MAX_LINES:
+        return f"served plot left out: {lines} lines (a readable figure holds {MAX_LINES}); {narrow}"
+    return None
 
 
 def bar_figure(t: Table | None, ylabel: str = "decode tokens/s") -> Figure | None:
     """One bar group per table row (the same test identity as the table: tg128 at ub512 and at ub2048
     are two groups), one bar per image column, error bars = stddev. Groups wrap into panel rows of at
     most MAX_WIDTH inches, all on one y-axis from zero; long labels wrap."""
-    cells = _cells(t)
-    if not cells:
+    groups, images, per, panels = _bar_layout(t)
+    if not groups:
         return None
-    assert t is not None
-    groups = [row for row in t.rows if any(row is rr for rr, _, _ in cells)]
-    images = sorted({col for _, col, _ in cells})
     slot = 0.7 * len(images) + 0.5  # inches per group
-    per = max(1, int((MAX_WIDTH - 1.0) // slot))
-    panels = math.ceil(len(groups) / per)
     width = min(MAX_WIDTH, max(5.0, slot * min(per, len(groups)) + 1.0))
     fig = _figure(width, 3.4 * panels + 0.4)
     axes = fig.subplots(panels, 1, squeeze=False, sharey=True)[:, 0]
@@ -186,23 +228,36 @@ def served_figure(t: Table | None) -> Figure | None:
     return fig
 
 
+_DRAW: dict[str, Callable[[Table | None], Figure | None]] = {
+    "prefill": lambda t: prefill_figure(t),
+    "decode": lambda t: decode_figure(t),
+    "mixed": lambda t: bar_figure(t, "prefill + decode tokens/s"),
+    "served": lambda t: served_figure(t),
+}
+
+
 def figures(tables: list[Table]) -> dict[str, Figure]:
     """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served. Plots are
-    drawn from the tables (report.tables), so they use the same test identity and show every row."""
+    drawn from the tables (report.tables), so they use the same test identity and show every row; a
+    plot too big to read is left out (left_out says why)."""
     by_axis = {t.axis: t for t in tables}
     made = {
-        "prefill": prefill_figure(by_axis.get("prefill")),
-        "decode": decode_figure(by_axis.get("decode")),
-        "mixed": bar_figure(by_axis.get("mixed"), "prefill + decode tokens/s"),
-        "served": served_figure(by_axis.get("served")),
+        name: draw(by_axis.get(name)) for name, draw in _DRAW.items() if not _too_big(name, by_axis.get(name))
     }
     return {name: fig for name, fig in made.items() if fig is not None}
+
+
+def left_out(tables: list[Table]) -> list[str]:
+    """One line per plot `figures` leaves out for its size, saying why and how to narrow the report."""
+    by_axis = {t.axis: t for t in tables}
+    return [why for name in _DRAW if (why := _too_big(name, by_axis.get(name)))]
 
 
 # ---------------------------------------------------------------------------------------------
 # Power and clocks over a run, from its raw telemetry trace
 
 TRACE_MAX_POINTS = 6000  # per GPU and series: a longer trace is thinned (every k-th sample) to draw
+MAX_RUN_FIGURES = 12  # power-and-clocks figures in one report: more runs are named, not drawn
 
 
 @dataclass
@@ -352,7 +407,13 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
     Never raises for a bad trace."""
     figs: dict[str, Figure] = {}
     notes: list[str] = []
-    for run in trace_runs(tables, results_root):
+    runs = trace_runs(tables, results_root)
+    if len(runs) > MAX_RUN_FIGURES:
+        notes.append(
+            f"power plots of {len(runs) - MAX_RUN_FIGURES} more observed runs left out ({MAX_RUN_FIGURES} "
+            "drawn, in table order): narrow the report with --run RUN_ID to plot another"
+        )
+    for run in runs[:MAX_RUN_FIGURES]:
         path = next((p for p in run.candidates if p.is_file()), None)
         if path is None:
             where = str(run.candidates[0]) if run.candidates else "no results folder known"
@@ -385,15 +446,43 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def write_pngs(tables: list[Table], out_dir: Path, results_root: Path | None = None) -> list[Path]:
+@dataclass
+class PlotSet:
+    """Every plot of a report drawn once, as PNG bytes by file stem: `plots` (prefill, decode, mixed,
+    served), `left_out` (why a plot too big to read is not drawn), `runs` (power and clocks per observed
+    run) and `run_notes` (runs without one, and why)."""
+
+    plots: dict[str, bytes]
+    left_out: list[str]
+    runs: dict[str, bytes]
+    run_notes: list[str]
+
+
+def draw(tables: list[Table], results_root: Path | None = None) -> PlotSet:
+    """The report's plots drawn once (figures, telemetry_figures) for the html page and --plots alike;
+    each figure is closed after its PNG is made (a figure holds its artists until then)."""
+    runs, run_notes = telemetry_figures(tables, results_root)
+    return PlotSet(
+        {name: png_bytes(fig) for name, fig in figures(tables).items()},
+        left_out(tables),
+        {name: png_bytes(fig) for name, fig in runs.items()},
+        run_notes,
+    )
+
+
+def write_pngs(
+    tables: list[Table], out_dir: Path, results_root: Path | None = None, drawn: PlotSet | None = None
+) -> list[Path]:
     """Write `<out_dir>/<name>.png` for each plot (atomic per file), the power-and-clocks figure of
-    each observed run among them (telemetry_figures); return the paths."""
+    each observed run among them (telemetry_figures); return the paths. `drawn`: the plots already
+    drawn for the same tables (draw), written as they are."""
+    drawn = drawn or draw(tables, results_root)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, fig in {**figures(tables), **telemetry_figures(tables, results_root)[0]}.items():
+    for name, data in {**drawn.plots, **drawn.runs}.items():
         path = out_dir / f"{name}.png"
         tmp = path.with_suffix(".png.tmp")
-        tmp.write_bytes(png_bytes(fig))
+        tmp.write_bytes(data)
         tmp.replace(path)
         written.append(path)
     return written

@@ -57,13 +57,15 @@ def render(
     opts: ReportOptions | None = None,
     refused: int = 0,
     results_root: Path | None = None,
+    drawn: plots.PlotSet | None = None,
 ) -> str:
     """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
 
     Every format states how many records it read, used and superseded (`refused`: records the
     store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
     the records were read from; the html page plots power and clocks of each run shown from the raw
-    traces kept there (plots.telemetry_figures)."""
+    traces kept there (plots.telemetry_figures). `drawn`: the html page's plots, drawn before
+    (plots.draw), else drawn here."""
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
@@ -83,7 +85,7 @@ def render(
             allow_nan=False,
         )
     if fmt == "html":
-        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), results_root)
+        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), results_root, drawn)
     if not ts:
         if records:  # read, but nothing to tabulate: say so, never "no results"
             failed = sum(r.status != "ok" for r in records)
@@ -227,11 +229,16 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;pa
 
 
 def render_html(
-    records: list[BenchRecord], ts: list[Table], verdict_text: str, results_root: Path | None = None
+    records: list[BenchRecord],
+    ts: list[Table],
+    verdict_text: str,
+    results_root: Path | None = None,
+    drawn: plots.PlotSet | None = None,
 ) -> str:
-    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL.
-    Then power and clocks over each observed run shown, from its raw trace (plots.telemetry_figures):
-    one figure per run, a note where the trace is missing or unreadable."""
+    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL
+    (a plot too big to read is named, not drawn: plots.left_out). Then power and clocks over each
+    observed run shown, from its raw trace (plots.telemetry_figures): one figure per run, a note where
+    the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None."""
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -259,13 +266,15 @@ def render_html(
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(f"<p>{html.escape(accounting(records))}</p>")
     parts.append(f"<h2>Verdict</h2><pre>{html.escape(verdict_text)}</pre>")
-    figs = plots.figures(ts)
-    if figs:
+    drawn = drawn or plots.draw(ts, results_root)
+    if drawn.plots or drawn.left_out:
         parts.append("<h2>Plots</h2>")
-    for name, fig in figs.items():
-        data = base64.b64encode(plots.png_bytes(fig)).decode()
+    for name, png in drawn.plots.items():
+        data = base64.b64encode(png).decode()
         parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
-    runs, run_notes = plots.telemetry_figures(ts, results_root)
+    if drawn.left_out:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in drawn.left_out) + "</ul>")
+    runs, run_notes = drawn.runs, drawn.run_notes
     if runs or run_notes:
         parts.append(
             "<h2>Power and clocks</h2><p>One figure per run shown, from its raw telemetry trace "
@@ -273,8 +282,8 @@ def render_html(
             "gfx/SM and memory clocks; shaded: each test's window, red where the record carries a telemetry "
             "flag.</p>"
         )
-    for name, fig in runs.items():
-        data = base64.b64encode(plots.png_bytes(fig)).decode()
+    for name, png in runs.items():
+        data = base64.b64encode(png).decode()
         parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
     if run_notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in run_notes) + "</ul>")
@@ -291,14 +300,20 @@ def publish(
     plots_dir: Path | None = None,
     refused: int = 0,
     results_root: Path | None = None,
-) -> tuple[str | None, list[Path]]:
-    """Render the report: (text for stdout or None when written to `output`, every file written).
+) -> tuple[str | None, list[Path], list[str]]:
+    """Render the report: (text for stdout or None when written to `output`, every file written,
+    notes on plots not drawn: too big to read, a run without its trace; plots.draw).
 
     The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
     default `<output stem>-plots/` beside an html report. `results_root`: where the records were
     read, for the runs' telemetry traces (render).
     """
-    text = render(records, fmt, opts=opts, refused=refused, results_root=results_root)
+    if output is not None and plots_dir is None and fmt == "html":
+        plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
+    drawn = None
+    if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
+        drawn = plots.draw(tables(records, opts or ReportOptions()), results_root)
+    text = render(records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn)
     written: list[Path] = []
     if output is not None:
         output = Path(output)
@@ -307,8 +322,7 @@ def publish(
         tmp.write_text(text)
         tmp.replace(output)
         written.append(output)
-        if plots_dir is None and fmt == "html":
-            plots_dir = output.parent / f"{output.stem}-plots"
     if plots_dir is not None:
-        written += plots.write_pngs(tables(records, opts), Path(plots_dir), results_root)
-    return (None if output is not None else text), written
+        written += plots.write_pngs([], Path(plots_dir), results_root, drawn)
+    notes = (drawn.left_out + drawn.run_notes) if drawn else []
+    return (None if output is not None else text), written, notes

@@ -622,7 +622,7 @@ def report(
         noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
     )
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
-    text, written = report_mod.publish(
+    text, written, plot_notes = report_mod.publish(
         recs,
         fmt,
         opts=opts,
@@ -635,6 +635,8 @@ def report(
         click.echo(text)
     for p in written:
         _err(f"wrote {p}")
+    for n in plot_notes:
+        _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
 
