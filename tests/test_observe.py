@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.telemetry_fakes import FakeAmdHost
 from toolkit.bench.observe import RunObserver
 from toolkit.host import telemetry as tel
@@ -66,3 +68,49 @@ def test_a_command_window_lands_on_the_record_with_its_flags_added():
     assert out.telemetry == {"duration_s": 12.0, "gpus": {}, "window_from": "vllm-serve-sweep"}
     assert out.model_extra["flags"] == ["experimental", "gpu-shared"] and out.avg_ts == rec.avg_ts
     assert with_window(rec, {}, "x") is rec  # observing off: nothing added
+
+
+def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(tmp_path):
+    """The NVML energy counter is read once a second on ticks and at every window edge: the progress
+    line that starts a test and the row that ends it (RunObserver.line / .test), so a 0.4 s window
+    (pp512 on an H200 is 0.22 s) still gets the counter's own energy, not the 1 s averaged power's.
+    Fake pynvml (no NVIDIA GPU here) whose counter runs at 700 W of wall time."""
+    from tests.telemetry_fakes import fake_pynvml
+
+    nv = fake_pynvml(nvmlDeviceGetTotalEnergyConsumption=lambda h: int(time.time() * 700_000))
+    src = tel.NvmlGpuSource(0, nvml=nv)
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.2)
+    obs._gpu_sources.append(src)
+    obs.sampler = tel.Sampler([tel.HostSource(), src], rate_hz=10, trace_path=tmp_path / "trace.jsonl")
+    obs.start()
+    time.sleep(0.55)  # off the counter's once-a-second reads
+    obs.line("llama-bench: benchmark 1/1: prompt run 1/2")
+    time.sleep(0.4)
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]})
+    obs.finish()
+    (gpu,) = seen["telemetry"]["gpus"].values()
+    duration = seen["telemetry"]["duration_s"]
+    assert gpu["energy_source"] == "counter" and gpu["energy_valid"], gpu
+    assert gpu["energy_j"] == pytest.approx(700 * duration, rel=0.03)
+
+
+def test_a_window_edge_far_from_any_counter_read_is_no_counter_energy():
+    """The rule the edge reads serve (analysis.telemetry._counter_energy): an edge more than
+    COUNTER_EDGE_S (or a period) from the nearest counter read is interpolated too far to trust."""
+    from toolkit.analysis.telemetry import window_summary
+
+    def s(t, energy=True):
+        return {
+            "t": t,
+            "source": "nv",
+            "vendor": "nvidia",
+            "power_w": 700.0,
+            "energy_j": 700.0 * t if energy else None,
+        }
+
+    ticks = [s(i / 10, energy=i % 10 == 0) for i in range(0, 31)]  # counter at 0, 1, 2, 3 s
+    g = window_summary(ticks, 1.45, 1.85)["gpus"]["nv"]
+    assert g["energy_counter_invalid_reason"] == "counter_not_read_at_edge" and not g["energy_valid"]
+    marked = sorted(ticks + [s(1.451), s(1.851)], key=lambda x: x["t"])
+    g = window_summary(marked, 1.45, 1.85)["gpus"]["nv"]
+    assert g["energy_source"] == "counter" and g["energy_j"] == pytest.approx(700 * 0.4, rel=1e-3)

@@ -611,3 +611,35 @@ def test_kernel_log_on_this_host_never_raises():
     r = KernelLog().read()
     assert r["source"] in ("kmsg", "journal", "unreadable")
     assert r["verdict"] in ("events-seen", "none-seen", "unreadable")
+
+
+def test_nvml_reads_its_energy_counter_at_edges_and_once_a_period_not_every_tick():
+    """nvmlDeviceGetTotalEnergyConsumption costs ~3.5 ms of CPU a call on an H200
+    (benchmarks/nvml_call_cost.py): a tick reads it once per COUNTER_EVERY_S, an edge read (a window
+    starts or ends) every time. Fake pynvml: no NVIDIA GPU here."""
+    calls: list[float] = []
+    nv = fake_pynvml(nvmlDeviceGetTotalEnergyConsumption=lambda h: calls.append(time.time()) or 31_547_100)
+    src = NvmlGpuSource(0, nvml=nv)
+    src.COUNTER_EVERY_S = 0.2
+    assert src.read()["energy_j"] == 31547.1  # the first tick reads it
+    assert src.read()["energy_j"] is None  # the next tick, within the period, does not
+    assert src.read(edge=True)["energy_j"] == 31547.1  # an edge always does
+    assert src.read()["energy_j"] is None
+    time.sleep(0.25)
+    assert src.read()["energy_j"] == 31547.1
+    assert len(calls) == 3
+
+
+def test_the_sampler_reads_the_counter_on_its_edge_reads_only_between_periods():
+    calls: list[float] = []
+    nv = fake_pynvml(nvmlDeviceGetTotalEnergyConsumption=lambda h: calls.append(time.time()) or 31_547_100)
+    src = NvmlGpuSource(0, nvml=nv)
+    sampler = Sampler([src], rate_hz=20).start()
+    time.sleep(0.6)
+    ticks = len(sampler.samples)
+    edge = sampler.sample_once()
+    samples = sampler.stop()
+    assert ticks >= 8 and edge[0]["energy_j"] == 31547.1
+    with_counter = [s for s in samples if s.get("energy_j") is not None]
+    assert len(with_counter) == 3  # the first tick, the edge read, stop's last (an edge): 1 s period
+    assert all(s.get("power_w") == 672.5 for s in samples)  # every tick reads the rest

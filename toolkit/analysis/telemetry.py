@@ -54,7 +54,14 @@ ENERGY_REASONS = (
     "no_power_source",
     "counter_not_increasing",
     "counter_reset",
+    "counter_not_read_at_edge",
 )
+
+COUNTER_EDGE_S = 0.1
+"""How far a window edge may lie from the nearest energy counter read (or the sampling period, when
+longer): the counter is interpolated at each edge, so its error is this distance times the change in
+power. Every 10 Hz tick read the counter before; NVML's is now read at each edge (Sampler.sample_once)
+and once a second, so an edge the sampler was not told of falls back to the integrated power."""
 
 # A throttle reason counts when set in at least this share of the window's samples, and in at
 # least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
@@ -255,7 +262,11 @@ def _max_gap(ts: Sequence[float]) -> float:
 
 
 def _counter_energy(
-    pts: list[tuple[float, float, float | None]], t0: float, t1: float, gap_limit: float
+    pts: list[tuple[float, float, float | None]],
+    t0: float,
+    t1: float,
+    gap_limit: float,
+    edge_limit: float = COUNTER_EDGE_S,
 ) -> tuple[float | None, str | None]:
     """Energy from a hardware counter (J) between t0 and t1, or (None, reason).
     Rules: the hardware counter is preferred (§4.1 InferenceX cross-checks with amd-smi's
@@ -263,7 +274,8 @@ def _counter_energy(
     edges and the counter is interpolated linearly at each (InferenceX, §4.1); an AMD
     energy_accumulator counts only if it increases between the reads (it was 0 in every public
     RDNA3/RDNA4 dump, §1.3); a drop is a u32 wrap at 2^32 × 2^-16 J when the sample gives
-    `energy_wrap_j` (AMD, §1.3), else a counter reset (NVML: driver reload)."""
+    `energy_wrap_j` (AMD, §1.3), else a counter reset (NVML: driver reload); each edge within
+    `edge_limit` s of a counter read (the interpolation's reach: COUNTER_EDGE_S)."""
     if len(pts) < 2:
         return None, "insufficient_power_samples"
     ts = [p[0] for p in pts]
@@ -274,6 +286,10 @@ def _counter_energy(
     seg = pts[i0 : i1 + 1]
     if _max_gap([p[0] for p in seg]) > gap_limit:
         return None, "sampling_gap_exceeded"
+    near0 = min(abs(t0 - p[0]) for p in seg[:2])
+    near1 = min(abs(t1 - p[0]) for p in seg[-2:])
+    if max(near0, near1) > edge_limit:
+        return None, "counter_not_read_at_edge"
     cum = [0.0]
     for (_, a, _), (_, b, wrap) in pairwise(seg):
         d = b - a
@@ -360,7 +376,9 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
     power_pts = [(s["t"], float(s["power_w"])) for s in ss if s.get("power_w") is not None]
     min_window = NVML_POWER_AVG_MIN_WINDOW_S if vendor == "nvidia" else AMD_POWER_AVG_MIN_WINDOW_S
     if counter_pts:
-        counter_j, counter_reason = _counter_energy(counter_pts, t0, t1, gap_limit)
+        counter_j, counter_reason = _counter_energy(
+            counter_pts, t0, t1, gap_limit, max(COUNTER_EDGE_S, period)
+        )
     else:
         counter_j, counter_reason = None, "no_power_source"
     if power_pts:

@@ -141,7 +141,7 @@ def run_measured(
             f"cannot run {command[0]!r}: {err.strerror or err}; give the program's path after --"
         ) from None
     rows: list[dict[str, Any]] = []
-    t0 = time.time()
+    t0 = obs.mark()
     try:
         obs.own_pid(proc.pid)
 

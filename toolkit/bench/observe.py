@@ -161,9 +161,20 @@ class RunObserver:
             self.sampler.sample_once()  # a sample with the benchmark's own CPU before its first window
 
     def line(self, text: str, t: float | None = None) -> None:
-        """A stderr line of the benchmark, stamped on arrival."""
+        """A stderr line of the benchmark, stamped on arrival; a `--progress` line that starts a test's
+        window is also an edge read (Sampler.sample_once: NVML's energy counter is read there)."""
         if self.enabled:
             self._lines.append((time.time() if t is None else t, text))
+            if self.sampler is not None and self.sampler.running and _PROGRESS.search(text):
+                self.sampler.sample_once()
+
+    def mark(self) -> float:
+        """The start of a window (a vLLM/SGLang phase, a measured command): now, as time.time(), with an
+        edge read right after it (Sampler.sample_once) when sampling."""
+        t = time.time()
+        if self.sampler is not None and self.sampler.running:
+            self.sampler.sample_once()
+        return t
 
     def test(self, raw: dict[str, Any], t: float | None = None) -> dict[str, Any]:
         """Telemetry and flags of the test whose result row `raw` just arrived (a llama-bench row:

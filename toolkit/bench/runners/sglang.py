@@ -164,11 +164,11 @@ class SglangRunner:
         observer = run_observer(ctx)
         observer.start()
         try:  # each phase's records carry its window (SGLang's outputs do not say when each point ran)
-            t0 = time.time()
+            t0 = observer.mark()
             one = _one_batch_records(ctx, path, out_dir, probe)
             seen = observer.window(t0, time.time(), None)
             recs = [with_window(r, seen, "sglang-one-batch-runs") for r in one]
-            t0 = time.time()
+            t0 = observer.mark()
             served = _serve_records(ctx, path, out_dir, probe)
             seen = observer.window(t0, time.time(), None)
             recs += [with_window(r, seen, "sglang-serve-sweep") for r in served]

@@ -1026,7 +1026,7 @@ def _phases(
     if plan:
         events("start", image=spec.name, model=model.name, total=len(plan))
         results: dict[LatencyRun, _LatencyResult] = {}
-        t0 = time.time()
+        t0 = observer.mark()
         for i, r in enumerate(plan):
             events(
                 "progress",
@@ -1047,7 +1047,7 @@ def _phases(
         outcomes.append(_summary(spec, model, recs, "latency", timing))
     if serve_plan(lm):
         events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
-        t0 = time.time()
+        t0 = observer.mark()
         recs, timing = _serve(vctx, store, base, events, timeout)
         seen = observer.window(t0, time.time(), None)
         recs = [with_window(rec, seen, "vllm-serve-sweep") for rec in recs]
