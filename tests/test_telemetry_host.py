@@ -622,7 +622,9 @@ def test_nvml_reads_its_energy_counter_at_edges_and_once_a_period_not_every_tick
     src = NvmlGpuSource(0, nvml=nv)
     src.COUNTER_EVERY_S = 0.2
     assert src.read()["energy_j"] == 31547.1  # the first tick reads it
-    assert src.read()["energy_j"] is None  # the next tick, within the period, does not
+    tick = src.read()
+    assert tick["energy_j"] is None and "cap_w" not in tick  # the next tick, within the period, does not
+    assert tick["power_w"] == 672.5 and tick["n_procs"] == 2  # the rest, every tick
     assert src.read(edge=True)["energy_j"] == 31547.1  # an edge always does
     assert src.read()["energy_j"] is None
     time.sleep(0.25)

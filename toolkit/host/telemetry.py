@@ -681,8 +681,9 @@ class NvmlGpuSource:
         }
 
     def read(self, edge: bool = False) -> dict[str, Any]:
-        """One sample (fields in the class docstring). `energy_j` is None except at an `edge` (a window
-        starts or ends: the Sampler's sample_once) and once every COUNTER_EVERY_S."""
+        """One sample (fields in the class docstring). `energy_j`, `cap_w` and `cap_default_w` are read
+        only at an `edge` (a window starts or ends: the Sampler's sample_once) and once every
+        COUNTER_EVERY_S (absent from the other ticks' samples)."""
         n, h, c = self.nvml, self.handle, self._call
         util = c(lambda: n.nvmlDeviceGetUtilizationRates(h))
         procs_raw = c(lambda: n.nvmlDeviceGetComputeRunningProcesses(h))
@@ -691,7 +692,8 @@ class NvmlGpuSource:
             procs = [{"pid": int(p.pid), "vram_bytes": _nvml_mem(p)} for p in procs_raw]
         energy = None
         now = time.monotonic()
-        if edge or now - self._counter_at >= self.COUNTER_EVERY_S:
+        slow = edge or now - self._counter_at >= self.COUNTER_EVERY_S
+        if slow:
             self._counter_at = now
             energy = c(lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))
         sample = {
@@ -708,7 +710,8 @@ class NvmlGpuSource:
             "procs": procs,
             "n_procs": None if procs is None else len(procs),
         }
-        sample.update({k: v for k, v in self.state().items() if k != "vendor"})
+        if slow:  # the power limits change only by an admin's hand: read with the counter
+            sample.update({k: v for k, v in self.state().items() if k != "vendor"})
         return sample
 
     def close(self) -> None:
