@@ -178,6 +178,7 @@ def _start_podman_service(path: str, *, wait_s: float = 30) -> str | None:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                cwd="/",  # it outlives this process: a deleted working directory broke conmon's attach
             )
         except OSError as err:
             return f"cannot run podman: {err.strerror or err}"
