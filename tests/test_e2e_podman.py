@@ -69,6 +69,12 @@ def test_api_service_starts_over_a_stale_socket_file(tmp_path):
         import docker
 
         assert docker.DockerClient(base_url=f"unix://{path}", timeout=30).ping()
+        # it outlives the command that started it: in /, not in a checkout that may be deleted (conmon
+        # then failed every attach with "Failed to get working directory")
+        pids = subprocess.run(
+            ["pgrep", "-f", f"unix://{path}"], capture_output=True, text=True
+        ).stdout.split()
+        assert pids and all(os.readlink(f"/proc/{p}/cwd") == "/" for p in pids)
     finally:
         subprocess.run(["pkill", "-f", f"unix://{path}"], check=False)
 
