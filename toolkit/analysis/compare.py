@@ -20,7 +20,6 @@ imported results the newest digest filed under that name), or an image digest / 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -35,6 +34,7 @@ from toolkit.analysis.tables import (
     id_value,
     image_label,
     is_cpu_fallback,
+    noise_band,
     rel_stddev,
     select_latest,
     telemetry_flags,
@@ -73,7 +73,7 @@ class CompareRow:
     @property
     def noise(self) -> float:
         """Twice the combined relative stddev of the sides (a fraction; unknown stddev counts 0)."""
-        return 2 * math.hypot(rel_stddev(self.a) or 0.0, rel_stddev(self.b) or 0.0)
+        return noise_band(rel_stddev(self.a) or 0.0, rel_stddev(self.b) or 0.0)
 
     @property
     def noise_unknown(self) -> bool:

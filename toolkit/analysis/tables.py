@@ -187,6 +187,13 @@ def rel_stddev(r: BenchRecord) -> float | None:
     return r.stddev_ts / v if r.stddev_ts is not None and v else None
 
 
+def noise_band(rsd_a: float, rsd_b: float) -> float:
+    """The share of a value two measurements' noise can explain: twice their combined relative
+    standard deviation, 2 * hypot(rsd_a, rsd_b) (about a 95 % band for independent normal errors).
+    The one rule of the verdict's margins and compare's regressions."""
+    return 2 * math.hypot(rsd_a, rsd_b)
+
+
 def threads(r: BenchRecord) -> int | None:
     t = r.raw.get("n_threads")
     return int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None

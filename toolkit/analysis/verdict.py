@@ -44,6 +44,7 @@ from toolkit.analysis.tables import (
     id_value,
     image_label,
     is_cpu_fallback,
+    noise_band,
     rel_stddev,
     row_label,
     select_latest,
@@ -110,7 +111,7 @@ class Group:
 
     def noise(self, min_margin: float) -> float:
         other = self.entries[1].rsd if len(self.entries) > 1 else 0.0
-        return max(2 * math.hypot(self.entries[0].rsd, other), min_margin)
+        return max(noise_band(self.entries[0].rsd, other), min_margin)
 
     def text(self) -> str:
         line = f"{self.name}: " + " > ".join(e.text() for e in self.entries)
@@ -313,7 +314,7 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     out.ranking.sort(key=lambda x: -x[1])
     (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
     out.margin = s1 / s2 - 1
-    out.noise = max(2 * math.hypot(r1, r2), opts.min_margin)
+    out.noise = max(noise_band(r1, r2), opts.min_margin)
     for img, _, _ in out.ranking[:2]:  # the deciding cells: leader's and runner-up's, every common group
         cells = [best[o][img] for o in common if best[o][img].flags]
         if cells:
