@@ -214,47 +214,12 @@ def build(
                 status.stop()
         steps.close()
         results.append(res)
-        if as_json:
-            continue
-        if dry_run:
-            click.echo(f"{spec.name}: {shlex.join(res.command)}")
-        elif res.status in ("ok", "cached"):
-            r = res.record
-            change = (
-                ""
-                if before is None
-                else (
-                    ", image unchanged" if before.digest == r.digest else ", new image digest (labels differ)"
-                )
-            )
-            how = (
-                f"all steps from cache{change}"
-                if res.status == "cached"
-                else f"{r.cached_steps}/{r.steps} steps from cache"
-            )
-            click.echo(
-                f"{spec.name}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
-                f"{r.build_seconds:.1f} s ({how})"
-            )
-        else:
-            log = f"; log: {res.log_path}" if res.log_path else ""
-            click.echo(f"{spec.name}: {res.status}: {res.reason}{log}")
+        if not as_json:
+            click.echo(res.line(before, dry_run=dry_run))
         if res.status == "failed" and fail_fast:
             break
     if as_json:
-        echo_json(
-            [
-                {
-                    "image": r.image,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "record": r.record,
-                    "log": r.log_path,
-                    "command": r.command,
-                }
-                for r in results
-            ]
-        )
+        echo_json([r.to_json() for r in results])
     built = [r.image for r in results if r.status in ("ok", "cached")]
     if push_after and built and not dry_run:
         from toolkit.publish import push as publish
@@ -394,27 +359,7 @@ def bench(
         echo_json(outcomes)
     else:
         for o in outcomes:
-            if o.status == "dry-run":
-                click.echo(f"{o.image} x {o.model}: {shlex.join(o.command)}")
-                continue
-            line = f"{o.image}: {o.status}" if o.model == "-" else f"{o.image} x {o.model}: {o.status}"
-            if o.records:
-                line += f", {o.records} results"
-            if o.timing:
-                from toolkit.results.records import timing_value
-
-                wall, tests, startup, cold = (
-                    timing_value(o.timing, k) for k in ("wall_s", "tests_s", "startup_s", "cache_cold")
-                )
-                line += (
-                    f", wall {wall or 0.0:.1f} s = measurement {tests or 0.0:.1f} s + start-up/model load/"
-                    f"warm-up {startup or 0.0:.1f} s"
-                )
-                if cold is not None:  # only a Vulkan llama-bench line has it: its Mesa shader cache
-                    line += " (shader cache cold)" if cold else " (shader cache warm)"
-            if o.reason:
-                line += f": {o.reason}"
-            click.echo(line)
+            click.echo(o.line())
         # this run's records as stored, through the query index: reading the digest's whole history
         # back would make every bench slower than the one before
         from toolkit.results import index as resultindex

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -47,6 +48,42 @@ class BuildResult:
     record: BuildRecord | None = None
     log_path: Path | None = None
     command: list[str] = field(default_factory=list)
+
+    def line(self, before: BuildRecord | None = None, *, dry_run: bool = False) -> str:
+        """What `toolkit build` prints for this image: the exact build command (dry run); built REF
+        DIGEST SIZE in SECONDS, how much came from cache and whether the image digest changed against
+        `before` (the previous build on this engine); else the status, the reason and the log."""
+        if dry_run:
+            return f"{self.image}: {shlex.join(self.command)}"
+        r = self.record
+        if self.status in ("ok", "cached") and r is not None:
+            change = ""
+            if before is not None:
+                change = (
+                    ", image unchanged" if before.digest == r.digest else ", new image digest (labels differ)"
+                )
+            how = (
+                f"all steps from cache{change}"
+                if self.status == "cached"
+                else f"{getattr(r, 'cached_steps', '?')}/{getattr(r, 'steps', '?')} steps from cache"
+            )
+            return (
+                f"{self.image}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
+                f"{r.build_seconds:.1f} s ({how})"
+            )
+        log = f"; log: {self.log_path}" if self.log_path else ""
+        return f"{self.image}: {self.status}: {self.reason}{log}"
+
+    def to_json(self) -> dict:
+        """The result as `toolkit build --json` gives it: image, status, reason, record, log, command."""
+        return {
+            "image": self.image,
+            "status": self.status,
+            "reason": self.reason,
+            "record": self.record,
+            "log": self.log_path,
+            "command": self.command,
+        }
 
 
 def base_images(dockerfile: str) -> list[str]:

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import secrets
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,7 +38,7 @@ from toolkit.images import build as build_mod
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
-from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore
+from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, timing_value
 from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runners' shortfall check)
     SERVED_TOLERANCE,
     served_shortfall_error,
@@ -91,6 +92,33 @@ class Outcome:
     records: int = 0
     command: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """What `toolkit bench` prints for this (image, model): the exact command of a dry run; else
+        the status, the results stored, the wall time split into measurement and start-up/model
+        load/warm-up seconds (and whether a Vulkan run's shader cache was cold), and the reason."""
+        if self.status == "dry-run":
+            return f"{self.image} x {self.model}: {shlex.join(self.command)}"
+        line = (
+            f"{self.image}: {self.status}"
+            if self.model == "-"
+            else f"{self.image} x {self.model}: {self.status}"
+        )
+        if self.records:
+            line += f", {self.records} results"
+        if self.timing:
+            wall, tests, startup, cold = (
+                timing_value(self.timing, k) for k in ("wall_s", "tests_s", "startup_s", "cache_cold")
+            )
+            line += (
+                f", wall {wall or 0.0:.1f} s = measurement {tests or 0.0:.1f} s + start-up/model load/"
+                f"warm-up {startup or 0.0:.1f} s"
+            )
+            if cold is not None:  # only a Vulkan llama-bench line has it: its Mesa shader cache
+                line += " (shader cache cold)" if cold else " (shader cache warm)"
+        if self.reason:
+            line += f": {self.reason}"
+        return line
 
 
 def now() -> str:
