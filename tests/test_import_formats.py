@@ -148,6 +148,11 @@ def as_format(fmt: str, rows: list[dict]) -> str:
         pytest.param(
             {"test_time": "last tuesday"}, "test_time is 'last tuesday': not a time", id="not-a-time"
         ),
+        pytest.param(
+            {"test_time": "1970-01-01T00:00:00Z"}, "test_time is '1970-01-01T00:00:00Z': before", id="epoch"
+        ),
+        pytest.param({"n_threads": "2,5"}, "n_threads is '2,5': expected a whole number", id="threads-text"),
+        pytest.param({"n_threads": 0}, "n_threads is ", id="threads-zero"),
     ],
 )
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "sql"])
@@ -524,3 +529,25 @@ def test_values_too_big_or_of_the_wrong_shape_are_no_traceback(tmp_path, bad):
     f.write_text(line + "\n")
     res = CliRunner().invoke(cli, ["import", "--results", str(tmp_path / "r"), "--label", "x", str(f)])
     assert res.exception is None or isinstance(res.exception, (BadInput, SystemExit)), repr(res.exception)
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "stored"),
+    [
+        ("n_prompt", "512.0", 512),
+        ("n_prompt", "5.12e2", 512),
+        ("n_depth", "512.0", 512),
+        ("n_ubatch", "512.0", 512),
+    ],
+)
+def test_a_count_written_as_decimal_text_is_stored_as_the_count_the_validity_pass_read(
+    tmp_path, field, text, stored
+):
+    """Reproducer (breaker): n_prompt "64.0" passed the validity pass as 64, then the record read it
+    as 0: a pp64 prefill row was stored as decode "tg0" (n_depth "512.0" as depth 0, n_ubatch as
+    none). One reading of a count for both."""
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({**BASE_ROW, field: text}) + "\n")
+    store, res = imported(tmp_path, f)
+    (rec,) = store.results()
+    assert getattr(rec, field) == stored and rec.test.startswith("pp512"), rec.test

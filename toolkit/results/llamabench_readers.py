@@ -101,17 +101,32 @@ def _num(v: str | None) -> Any:
 
 
 def _int(v: Any, default: int | None = None) -> int | None:
+    """A whole number as the validity pass reads it (64, "64", " +64", 64.0, "64.0", "6.4e1"), else
+    `default` (a fraction, text that is no number, digits other than ASCII): the record then holds
+    what check_row accepted, never a count read as 0."""
     if v is None or v == "":
         return default
     if isinstance(v, bool):
         return int(v)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        if not v.isascii():
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    f = _float(v)
+    if f is None or not math.isfinite(f) or not f.is_integer():
         return default
+    return int(f)
 
 
 def _float(v: Any) -> float | None:
+    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
+    if isinstance(v, str) and not v.isascii():
+        return None
     try:
         return float(v) if v is not None and v != "" else None
     except (TypeError, ValueError):
@@ -749,19 +764,24 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
 
 FUTURE_SLACK_S = 86400
 """How far after this host's clock a row's test_time may lie (time zones, clock skew between hosts)."""
+EARLIEST_TEST_TIME = datetime(2023, 6, 1, tzinfo=timezone.utc)
+"""No llama-bench row is older: llama-bench came into llama.cpp in mid-2023; a 1970 test_time is a
+host clock that was never set."""
 
 
 def _time_of_test(v: Any) -> str | None:
     """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime
-    "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), or more than FUTURE_SLACK_S after now.
+    "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), more than FUTURE_SLACK_S after now, or
+    before EARLIEST_TEST_TIME.
     Rows are ordered by it ("newest by test_time"), so a wrong one would win every cell; absent or
     empty (md, sql of old releases) is no fault."""
     if v is None or v == "":
         return None
     if not isinstance(v, str):
         return f"test_time is {_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
+    text = v.strip()
     try:
-        dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
     except ValueError:
         return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
     if dt.tzinfo is None:
@@ -769,6 +789,11 @@ def _time_of_test(v: Any) -> str | None:
     if dt.timestamp() > time.time() + FUTURE_SLACK_S:
         return (
             f"test_time is {v[:40]!r}: in the future (a wrong clock or an edited file; fix or drop the field)"
+        )
+    if dt < EARLIEST_TEST_TIME:
+        return (
+            f"test_time is {v[:40]!r}: before llama-bench existed (a clock that was never set, or an "
+            "edited file; fix or drop the field)"
         )
     return None
 
@@ -779,25 +804,49 @@ UINT64_MAX = 2**64 - 1
 _TEXT_TYPES = (str, int, float, bool, type(None))
 
 
+_TEXT_INT_FIELDS = frozenset({"model_size", "model_n_params", "flash_attn"})
+"""Integer fields whose text is not a number in some vintage: md prints `56.89 GiB` and `30.53 B`;
+flash_attn was `on`/`off`/`auto` (normalize reads them)."""
+SETTING_FIELDS = frozenset({"n_threads", "n_batch", "n_ubatch", "n_gpu_layers"})
+"""Settings that name a test: a boolean there is no setting llama-bench ran."""
+
+
 def _field_types(fields: dict[str, Any]) -> str | None:
     """Why a field holds what llama-bench never writes there: a list or object in a text or integer
     field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
-    fraction in an integer field that names the test (n_threads 2.5; avg_ns and stddev_ns are
-    measurements, where a converter's mean is harmless).
+    fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
+    stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
+    forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1.
     Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
     for name, v in fields.items():
         t = type(v)
         if t is float:
-            if name in INT_FIELDS and name not in UINT64_FIELDS and not v.is_integer():
-                return f"{name} is {_short(v)}: expected a whole number"
+            if name in INT_FIELDS and name not in UINT64_FIELDS:
+                if not v.is_integer():
+                    return f"{name} is {_short(v)}: expected a whole number"
+                if not INT64[0] <= v <= INT64[1]:
+                    return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
+                if name == "n_threads" and v < 1:
+                    return f"n_threads is {_short(v)}: a test runs on at least 1 thread"
             continue
         if t is str:
-            if name in INT_FIELDS and name not in UINT64_FIELDS:  # csv/md/sql text, hand-edited json
-                f = _float(v.strip())
-                if f is not None and not (math.isfinite(f) and f.is_integer()):
-                    return f"{name} is {v.strip()[:24]!r}: expected a whole number"
+            if name in INT_FIELDS and name not in UINT64_FIELDS and name not in _TEXT_INT_FIELDS:
+                text = v.strip()  # csv/md/sql text, hand-edited json
+                f = _float(text)
+                if text and (f is None or not (math.isfinite(f) and f.is_integer())):
+                    return f"{name} is {text[:24]!r}: expected a whole number"
+                if f is not None and name == "n_threads" and f < 1:
+                    return f"n_threads is {text[:24]!r}: a test runs on at least 1 thread"
             continue
-        if t is bool or v is None or (t is int and -_BIG <= v <= _BIG):
+        if t is bool:
+            if name in SETTING_FIELDS:
+                return f"{name} is {str(v).lower()}: expected a whole number"
+            continue
+        if v is None:
+            continue
+        if t is int and -_BIG <= v <= _BIG:
+            if name == "n_threads" and v < 1:
+                return f"n_threads is {v}: a test runs on at least 1 thread"
             continue
         if t is list and name in ARRAY_FIELDS:
             big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
