@@ -235,7 +235,13 @@ def test_an_md_table_of_rows_imported_before_is_the_same_measurement(tmp_path, f
     p = _import(tmp_path, two, label="again")
     out = _out(p)
     assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
-    assert f"{len(ROWS)} row(s) already imported in run import-" in out and "nothing added" in out
+    said = {
+        "jsonl": f"{len(ROWS)} row(s) of md tables print measurements already imported in run import-",
+        "md": f"{len(ROWS)} row(s) are measurements already imported in run import-",
+    }[first]
+    assert said in out and "nothing added" in out
+    if first == "md":  # the first import wins; the way to keep the fuller rows is said
+        assert "from an md table, without samples or test_time" in out and "new --results folder" in out
 
 
 @pytest.mark.parametrize("first", ["jsonl", "md"])
@@ -248,9 +254,54 @@ def test_an_md_table_beside_its_jsonl_in_one_import_is_left_out_whatever_the_ord
     p = _import(tmp_path, *((jl, md) if first == "jsonl" else (md, jl)))
     out = _out(p)
     assert p.returncode == 0 and _records(tmp_path) == len(ROWS), out
-    assert f"{len(ROWS)} row(s) of {md} print measurements this import reads from {jl}" in out
+    assert f"{len(ROWS)} row(s) of {md} print measurements this import reads in full from {jl}" in out
     assert "imported 0 results" not in out and len(re.findall(r"^s\S*: imported ", out, re.M)) == 1, out
     assert "md output has no samples" not in out  # no md row was written
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"backends": "Vulkan"}, {"build_commit": "deadbee"}],
+    ids=["other-backend", "other-build"],
+)
+@pytest.mark.parametrize("together", [False, True])
+def test_an_md_table_of_another_backend_or_build_is_not_taken_for_rows_it_happens_to_match(
+    tmp_path, change, together
+):
+    """Reproducer (breaker): an md table of a Vulkan build printing the same t/s as CPU rows imported
+    before was left out as "the same measurement". The backend and the md's build line are part of
+    what an md row is matched on."""
+    jl, md = tmp_path / "a.jsonl", tmp_path / "b.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md([{**r, **change} for r in ROWS]))
+    if together:
+        p = _import(tmp_path, jl, md)
+    else:
+        assert _import(tmp_path, jl).returncode == 0
+        p = _import(tmp_path, md, label="b")
+    assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
+    assert "left out" not in _out(p)
+
+
+def test_two_md_tables_of_two_builds_imported_one_after_the_other_are_both_kept(tmp_path):
+    """Reproducer (breaker): md tables differing only in their build line were both kept when
+    imported together, and the second left out when imported later (md rows were matched against
+    stored md rows by what they print; md against md is matched exactly, system and build included)."""
+    one, two = tmp_path / "1.md", tmp_path / "2.md"
+    one.write_text(_md([{**r, "build_commit": "1111111"} for r in ROWS]))
+    two.write_text(_md([{**r, "build_commit": "2222222"} for r in ROWS]))
+    assert _import(tmp_path, one).returncode == 0
+    p = _import(tmp_path, two, label="two")
+    assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
+
+
+def test_an_md_table_without_its_build_line_still_matches_the_rows_it_prints(tmp_path):
+    jl, md = tmp_path / "a.jsonl", tmp_path / "a.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md(ROWS).split("\n\nbuild:")[0] + "\n")
+    assert _import(tmp_path, jl).returncode == 0
+    p = _import(tmp_path, md, label="b")
+    assert p.returncode == 0 and _records(tmp_path) == len(ROWS), _out(p)
 
 
 def test_an_md_row_that_prints_another_number_is_its_own_measurement(tmp_path):

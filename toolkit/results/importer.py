@@ -353,55 +353,86 @@ def _untimed(rec: BenchRecord) -> bool:
     return raw.get("test_time") in (None, "") and raw.get("avg_ns") is None
 
 
-def _shown(rec: BenchRecord, key: TestKey | None = None) -> int:
+def _shown(rec: BenchRecord, key: TestKey | None = None, *, build: bool) -> int:
     """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
-    the model type, the test (n_prompt, n_gen, n_depth) and `t/s` as llama-bench prints it ("%.2f ±
-    %.2f", markdown_printer). An md row whose digest equals a row read or imported before in another
-    format is that row printed as a table (two measurements that agree to 0.01 tok/s in mean and
-    stddev are taken as one: at most one such row is left out, and said)."""
+    the model type, the backend (its family: ROCm, Vulkan, CUDA, CPU), the test (n_prompt, n_gen,
+    n_depth), `t/s` as llama-bench prints it ("%.2f ± %.2f", markdown_printer) and, with `build`, the
+    build commit (md has it only from its `build:` line; 7 characters, as short commits are printed).
+    An md row whose digest equals a row read or imported before in another format is that row printed
+    as a table (two measurements of one build and backend that agree to 0.01 tok/s in mean and stddev
+    are taken as one: such a row is left out, and said)."""
     key = key or test_key(rec)
     raw = rec.raw
     sd = readers._float(raw.get("stddev_ts"))
+    commit = str(raw.get("build_commit") or "")[:7].lower() if build else None
     return hash(
         (
             str(raw.get("model_type") or ""),
+            backends.from_llama_names(llamabench.backends_of(raw)),
             tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth")),
             f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
             f"{sd:.2f}" if sd is not None else None,
+            commit,
         )
     )
 
 
-def _stored_measurements(
-    store: ResultStore,
-) -> tuple[dict[int, tuple[str, str, str]], dict[int, tuple[str, str, str]]]:
-    """Of every record imported into the results folder before: _measurement -> (run id, image name,
-    digest), and _shown -> the same of those without a test_time (md rows): a row measured once is
-    imported once, under whatever digest (a container run's rows imported as if made on bare metal are
-    not left out: they are how the two are compared)."""
-    exact: dict[int, tuple[str, str, str]] = {}
-    untimed: dict[int, tuple[str, str, str]] = {}
-    if not store.root.is_dir():
-        return exact, untimed
-    for r in store.results():
-        if r.status == "ok" and (r.model_extra or {}).get("imported"):
-            where = (r.run_id, r.image.name, r.image.digest)
-            exact[_measurement(r)] = where
+def _has_build(rec: BenchRecord) -> bool:
+    return bool(rec.raw.get("build_commit"))
+
+
+_Where = tuple[str, str, str]  # (run id, image name, image digest) of a stored record
+
+
+@dataclass
+class _Stored:
+    """What the results folder holds of rows imported before, to leave them out: `exact`
+    (_measurement of every imported record), `md` (_shown of those without a test_time, with and
+    without the build: the md tables imported before) and, read only when an import holds an md row,
+    `timed` (_shown of the others, with and without the build)."""
+
+    exact: dict[int, _Where]
+    md: tuple[dict[int, _Where], dict[int, _Where]]
+    timed: tuple[dict[int, _Where], dict[int, _Where]] | None = None
+
+    @classmethod
+    def read(cls, store: ResultStore) -> _Stored:
+        out = cls({}, ({}, {}))
+        for r, where in cls._imported(store):
+            out.exact[_measurement(r)] = where
             if _untimed(r):
-                untimed[_shown(r)] = where
-    return exact, untimed
+                out.md[_has_build(r)][_shown(r, build=_has_build(r))] = where
+        return out
 
+    @staticmethod
+    def _imported(store: ResultStore) -> Iterator[tuple[BenchRecord, _Where]]:
+        if not store.root.is_dir():
+            return
+        for r in store.results():
+            if r.status == "ok" and (r.model_extra or {}).get("imported"):
+                yield r, (r.run_id, r.image.name, r.image.digest)
 
-def _stored_shown(store: ResultStore) -> dict[int, tuple[str, str, str]]:
-    """_shown -> (run id, image name, digest) of every record imported before (read only when an
-    import holds an md row)."""
-    if not store.root.is_dir():
-        return {}
-    return {
-        _shown(r): (r.run_id, r.image.name, r.image.digest)
-        for r in store.results()
-        if r.status == "ok" and (r.model_extra or {}).get("imported")
-    }
+    def match(self, store: ResultStore, rec: BenchRecord, key: TestKey, fp: int) -> tuple[_Where, str] | None:
+        """The stored record `rec` measures again, and how it was matched ("" exact, "md" an md row of
+        it, "md-before" it was imported before as an md table), or None."""
+        if fp in self.exact:
+            return self.exact[fp], ""
+        if _untimed(rec):
+            if self.timed is None:
+                self.timed = ({}, {})
+                for r, at in self._imported(store):
+                    if not _untimed(r):
+                        for b in (False, True):
+                            self.timed[b][_shown(r, build=b)] = at
+            b = _has_build(rec)
+            found = self.timed[b].get(_shown(rec, key, build=b))
+            return (found, "md") if found else None
+        for b in (False, True):
+            if self.md[b]:
+                found = self.md[b].get(_shown(rec, key, build=b))
+                if found:
+                    return found, "md-before"
+        return None
 
 
 def _try_record(
@@ -808,11 +839,10 @@ def _import_rows(
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
-    stored, stored_untimed = _stored_measurements(store)  # rows imported before: left out, counted
-    stored_shown: dict[int, tuple[str, str, str]] | None = None  # read at the first md row
-    dup_stored: dict[tuple[str, str, str], int] = {}  # (run id, name, digest) -> rows of it read again
+    stored = _Stored.read(store)  # rows imported before: left out, counted
+    dup_stored: dict[tuple[_Where, str], int] = {}  # ((run id, name, digest), how matched) -> rows
     fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
-    shown = array.array("q")  # the _shown digest of each spilled record
+    shown = (array.array("q"), array.array("q"))  # each spilled record's _shown, without / with build
     untimed: list[int] = []  # spill places of md rows (matched by _shown after pass 1)
     file_of, line_of = array.array("I"), array.array("I")  # of each spilled record: its file, its line
     set_of = array.array("I")  # of each spilled record: its system's place in system_ids
@@ -833,17 +863,8 @@ def _import_rows(
             rec, body = made
             key = test_key(rec)
             fp = _measurement(rec, key)
-            sh = _shown(rec, key)
             no_time = _untimed(rec)
-            if no_time and stored_shown is None:
-                stored_shown = _stored_shown(store)
-            was = stored.get(fp) or (
-                (stored_shown or {}).get(sh)
-                if no_time
-                else stored_untimed.get(sh)
-                if stored_untimed
-                else None
-            )
+            was = stored.match(store, rec, key, fp)
             if was:
                 dup_stored[was] = dup_stored.get(was, 0) + 1
                 continue
@@ -859,7 +880,8 @@ def _import_rows(
             if no_time:
                 untimed.append(len(fps))
             fps.append(fp)
-            shown.append(sh)
+            for b in (False, True):  # an md row: only the form it can match (with build: its build line)
+                shown[b].append(_shown(rec, key, build=b) if not no_time or b == _has_build(rec) else 0)
             file_of.append(fi)
             line_of.append(r.line)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
@@ -881,7 +903,7 @@ def _import_rows(
     _backend_wrong(backend, wrong)
     content = content_h.hexdigest()
     again = _read_again(fps)  # rows read twice in this import: left out
-    printed = _printed_again(shown, untimed, again)  # md rows that print a row of another format
+    printed = _printed_again(shown, untimed, file_of, again)  # md rows that print a row of another file
     again.update(printed)
     live = _live_sets(set_of, again)  # systems with a row left to write (an md table's may have none)
     systems = [sy for sy in systems_seen if system_ids[sy] in live]
@@ -908,15 +930,14 @@ def _import_rows(
         sets=list(sets.values()),
         skipped=skipped,
         refused=refused,
-        duplicates=[
-            f"{n} row(s) already imported in run {run} (as {name}): left out"
-            for (run, name, _d), n in sorted(dup_stored.items())
-        ],
+        duplicates=[_dup_note(n, run, name, how) for ((run, name, _d), how), n in sorted(dup_stored.items())],
     )
     if not sets and not dup_stored:  # every row refused after its reader counted it (e.g. a lone surrogate)
         raise none_usable(", ".join(str(src.path) for src in sources), refused)
     if not sets:  # every row was imported before: named as stored
-        res.sets = [ImportedSet(name, d, {}, already=True) for (_r, name, d) in dict.fromkeys(dup_stored)]
+        res.sets = [
+            ImportedSet(name, d, {}, already=True) for ((_r, name, d), _h) in dict.fromkeys(dup_stored)
+        ]
         res.digest = res.sets[0].digest if res.sets else ""
         res.already = True
         return res
@@ -1002,8 +1023,7 @@ def _import_rows(
             put(target, head, tail)
     flush()
     res.duplicates += [
-        f"{n} row(s) of {f} print measurements this import reads from {first} with their samples and "
-        f"test_time (e.g. {eg}): left out"
+        f"{n} row(s) of {f} print measurements this import reads in full from {first} (e.g. {eg}): left out"
         if md
         else f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
         for (f, first, md), (n, eg) in read_again.items()
@@ -1167,30 +1187,52 @@ def _live_sets(set_of: array.array, again: dict[int, int]) -> set[int]:
     return {int(x) for x in np.unique(s)}
 
 
-def _printed_again(shown: array.array, untimed: list[int], again: dict[int, int]) -> dict[int, int]:
-    """{place: place of the row it prints} of the md rows (`untimed` places) whose _shown digest
-    equals a row of another format with a test_time in this import, before or after it (that row is
-    kept: it has the samples and the time)."""
+def _printed_again(
+    shown: tuple[array.array, array.array], untimed: list[int], file_of: array.array, again: dict[int, int]
+) -> dict[int, int]:
+    """{place: place of the row it prints} of the md rows (`untimed` places) whose _shown digest (with
+    the build when the md table has its build line) equals a row with a test_time in another file of
+    this import, before or after it (that row is kept: it has the test_time, and samples but in csv)."""
     if not untimed:
         return {}
     import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
 
-    s = np.frombuffer(shown, dtype=np.int64)
-    timed = np.ones(len(s), dtype=bool)
+    timed = np.ones(len(shown[0]), dtype=bool)
     timed[untimed] = False
     if again:
         timed[list(again)] = False
     places = np.flatnonzero(timed)
-    order = np.argsort(s[places], kind="stable")
-    sorted_shown = s[places][order]
     out: dict[int, int] = {}
-    for i in untimed:
-        if i in again:
-            continue
-        k = int(np.searchsorted(sorted_shown, s[i]))
-        if k < len(sorted_shown) and sorted_shown[k] == s[i]:
-            out[i] = int(places[order[k]])
+    for b in (False, True):
+        s = np.frombuffer(shown[b], dtype=np.int64)
+        order = np.argsort(s[places], kind="stable")
+        sorted_shown = s[places][order]
+        for i in untimed:
+            if i in again or i in out or s[i] == 0:
+                continue
+            k = int(np.searchsorted(sorted_shown, s[i]))
+            while k < len(sorted_shown) and sorted_shown[k] == s[i]:
+                j = int(places[order[k]])
+                if file_of[j] != file_of[i]:
+                    out[i] = j
+                    break
+                k += 1
     return out
+
+
+def _dup_note(n: int, run: str, name: str, how: str) -> str:
+    """The line that says `n` rows were left out as imported before in `run` (as `name`)."""
+    if how == "md":
+        return (
+            f"{n} row(s) of md tables print measurements already imported in run {run} (as {name}): left out"
+        )
+    if how == "md-before":
+        return (
+            f"{n} row(s) are measurements already imported in run {run} (as {name}) from an md table, "
+            "without samples or test_time: left out (a measurement is imported once; to keep these "
+            "rows instead, import them into a new --results folder)"
+        )
+    return f"{n} row(s) already imported in run {run} (as {name}): left out"
 
 
 def _read_again(fps: array.array) -> dict[int, int]:
