@@ -260,6 +260,8 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
         assert r.engine["max_num_batched_tokens"] == 256 and r.engine["enforce_eager"] is True
         assert r.engine["num_iters"] == 5 and r.engine["dtype"] == "bfloat16"
     rows = [ln for ln in output.splitlines() if ln.startswith("| vllm-cpu")]
-    assert len(rows) == len(ok) and not [ln for ln in rows if ln.rstrip(" |").endswith("missing")], output
+    noisy = {r.test for r in again if r.status != "ok"}  # tg refused as within noise (allowed above)
+    missing = [ln for ln in rows if ln.rstrip(" |").endswith("missing")]
+    assert len(rows) == len(ok) and all(ln.split("|")[2].split()[0] in noisy for ln in missing), output
     m = re.search(r"\((\d+)/(\d+) tests within noise", output)
     assert m and int(m.group(2)) == len(ok) and (code == 0) == (m.group(1) == m.group(2)), output

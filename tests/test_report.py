@@ -640,3 +640,35 @@ def test_a_decode_plot_within_the_panel_limit_is_drawn_with_every_row():
     assert plots.left_out(ts) == []
     fig = plots.decode_figure(next(t for t in ts if t.axis == "decode"))
     assert sum(len(ax.get_xticks()) for ax in fig.axes) == rows
+
+
+def test_a_bar_plot_of_more_images_than_colors_is_left_out_and_ten_are_drawn():
+    """Reproducer (breaker): 60 image columns drew one decode figure whose colors repeated every 10
+    images (matplotlib's tab10): img0 and img10 could not be told apart."""
+
+    def recs(n: int) -> list:
+        return report.select_for_report(
+            [make_record(f"img{i}", "rocm", n=128, avg=90.0 + i, sd=0.5) for i in range(n)]
+        )
+
+    ts = report.tables(recs(plots.MAX_LINES + 1))
+    (why,) = plots.left_out(ts)
+    assert why.startswith(
+        f"decode plot left out: {plots.MAX_LINES + 1} image columns, more than the 10 colors"
+    )
+    ts = report.tables(recs(plots.MAX_LINES))
+    assert plots.left_out(ts) == [] and "decode" in plots.figures(ts)
+
+
+def test_a_prefill_panel_of_more_lines_than_colors_is_left_out_and_many_prompt_lengths_are_thinned():
+    deep = [
+        make_record("hip", "rocm", p=512, avg=3000.0 - d, sd=10, raw={"n_depth": 1024 * d}) for d in range(11)
+    ]
+    (why,) = plots.left_out(report.tables(report.select_for_report(deep)))
+    assert why.startswith("prefill plot left out: 1 image columns with up to 11 lines each")
+    wide = [make_record("hip", "rocm", p=64 + 8 * i, ub=512, avg=3000.0, sd=10) for i in range(100)]
+    ts = report.tables(report.select_for_report(wide))
+    assert plots.left_out(ts) == []
+    (ax,) = plots.prefill_figure(next(t for t in ts if t.axis == "prefill")).axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(labels) == 100 and 1 <= len([x for x in labels if x]) <= plots.MAX_TICKS

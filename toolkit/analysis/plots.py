@@ -103,7 +103,7 @@ def prefill_figure(t: Table | None) -> Figure | None:
                 )
         ax.set_xscale("log", base=2)
         prompts = sorted({r.n_prompt for _, r in mine})
-        ax.set_xticks(prompts, [str(p) for p in prompts])
+        ax.set_xticks(prompts, _tick_labels(prompts))
         ax.minorticks_off()
         ax.set_title(img, fontsize=9)
         ax.set_xlabel("prompt length (tokens)")
@@ -114,10 +114,18 @@ def prefill_figure(t: Table | None) -> Figure | None:
     return fig
 
 
+def _tick_labels(values: list[int]) -> list[str]:
+    """Labels of sorted axis values, at most MAX_TICKS of them shown (every k-th; the rest blank)."""
+    step = max(1, math.ceil(len(values) / MAX_TICKS))
+    return [str(v) if i % step == 0 else "" for i, v in enumerate(values)]
+
+
 MAX_WIDTH = 14.0  # inches: a bar figure wider than this is wrapped into more panel rows
 MAX_PANELS = 8  # panel rows of a bar figure (27 inches high): more is no figure anyone reads
 MAX_COLUMNS = 6  # prefill panels (image columns) side by side, 5 inches each
-MAX_LINES = 24  # lines in one prefill panel or the served figure: a longer legend is not read
+MAX_LINES = 10  # lines in a prefill panel or the served figure, bars in a group: matplotlib's default
+# color cycle (tab10) has 10 colors; an 11th line or bar repeats the first's color
+MAX_TICKS = 12  # prompt-length labels on a prefill axis: more are thinned (every k-th labelled)
 
 
 def _bar_layout(t: Table | None) -> tuple[list, list[str], int, int]:
@@ -138,26 +146,36 @@ def _too_big(kind: str, t: Table | None) -> str | None:
         return None
     narrow = "the table above has every row; narrow the report with --image or --run to plot it"
     if kind in ("decode", "mixed"):
-        groups, _, per, panels = _bar_layout(t)
+        groups, images, per, panels = _bar_layout(t)
         if panels > MAX_PANELS:
             return (
                 f"{kind} plot left out: its {len(groups)} rows need {panels} panels of {per} "
                 f"(a readable figure holds {MAX_PANELS}); {narrow}"
             )
+        if len(images) > MAX_LINES:
+            return (
+                f"{kind} plot left out: {len(images)} image columns, more than the {MAX_LINES} colors "
+                f"a figure tells apart; {narrow}"
+            )
         return None
     cells = _cells(t)
     if kind == "prefill":
-        images = {col for _, col, _ in cells}
+        columns = {col for _, col, _ in cells}
         lines = max(
-            (len({_series(row, r) for row, col, r in cells if col == img}) for img in images), default=0
+            (len({_series(row, r) for row, col, r in cells if col == img}) for img in columns), default=0
         )
-        if len(images) > MAX_COLUMNS or lines > MAX_LINES:
+        if len(columns) > MAX_COLUMNS or lines > MAX_LINES:
             return (
-                f"prefill plot left out: {len(images)} image columns with up to {lines} lines each (a "
+                f"prefill plot left out: {len(columns)} image columns with up to {lines} lines each (a "
                 f"readable figure holds {MAX_COLUMNS} columns of {MAX_LINES} lines); {narrow}"
             )
         return None
-    lines = len({(col, r.n_prompt, r.n_gen, tuple(row.ids.items())) for row, col, r in cells})
+    lines = len(
+        {
+            " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
+            for row, col, r in cells
+        }
+    )
     if lines > MAX_LINES:
         return f"served plot left out: {lines} lines (a readable figure holds {MAX_LINES}); {narrow}"
     return None
@@ -410,8 +428,8 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
     runs = trace_runs(tables, results_root)
     if len(runs) > MAX_RUN_FIGURES:
         notes.append(
-            f"power plots of {len(runs) - MAX_RUN_FIGURES} more observed runs left out ({MAX_RUN_FIGURES} "
-            "drawn, in table order): narrow the report with --run RUN_ID to plot another"
+            f"power plots of {len(runs) - MAX_RUN_FIGURES} more observed runs left out (only the first "
+            f"{MAX_RUN_FIGURES} in table order are plotted): narrow the report with --run RUN_ID to plot another"
         )
     for run in runs[:MAX_RUN_FIGURES]:
         path = next((p for p in run.candidates if p.is_file()), None)
