@@ -672,3 +672,30 @@ def test_a_prefill_panel_of_more_lines_than_colors_is_left_out_and_many_prompt_l
     (ax,) = plots.prefill_figure(next(t for t in ts if t.axis == "prefill")).axes
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert len(labels) == 100 and 1 <= len([x for x in labels if x]) <= plots.MAX_TICKS
+
+
+def test_a_bar_figure_legend_gives_each_image_the_color_of_its_bars_and_labels_sit_under_groups():
+    """Reproducer (newcomer): with 7 columns, images without a bar in the first panel got the
+    default blue in the legend (their bars were purple and brown), and a label sat at the panel's
+    edge when its group had one bar off-centre."""
+    from matplotlib.colors import to_hex
+
+    recs = [make_record("a", "rocm", n=16 + i, avg=90.0, sd=0.5) for i in range(12)]
+    recs += [make_record("b", "vulkan", n=16 + 11, avg=80.0, sd=0.5)]  # only in the last group
+    ts = report.tables(report.select_for_report(recs))
+    fig = plots.decode_figure(next(t for t in ts if t.axis == "decode"))
+    legend = {
+        t.get_text(): to_hex(h.get_facecolor())
+        for t, h in zip(
+            fig.axes[0].get_legend().get_texts(), fig.axes[0].get_legend().legend_handles, strict=True
+        )
+    }
+    bars = {}
+    for ax in fig.axes:
+        for c in ax.containers:
+            for patch in getattr(c, "patches", []):
+                bars.setdefault(to_hex(patch.get_facecolor()), 0)
+    assert len(legend) == 2 and set(legend.values()) == set(bars)
+    for ax in fig.axes:  # every tick (a group) inside the axis, centred under its slot
+        lo, hi = ax.get_xlim()
+        assert all(lo < x < hi for x in ax.get_xticks())

@@ -203,13 +203,17 @@ def bar_figure(t: Table | None, ylabel: str = "decode tokens/s") -> Figure | Non
                     xs.append(j + (i - (len(images) - 1) / 2) * bw)
                     ys.append(v)
                     es.append(r.stddev_ts or 0.0)
-            ax.bar(xs, ys, bw, yerr=es, capsize=3, label=img)
+            if xs:  # one color per image in every panel (an empty call would still take a legend slot)
+                ax.bar(xs, ys, bw, yerr=es, capsize=3, color=f"C{i}")
         labels = [" ".join([row.test, *(f"{k}={v}" for k, v in row.ids.items())]) for row in chunk]
         ax.set_xticks(range(len(chunk)), [textwrap.fill(x, 18) for x in labels], fontsize=8)
+        ax.set_xlim(-0.5, max(per, len(chunk)) - 0.5)  # each label under its group, whatever bars it has
         ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylim(bottom=0)
-    axes[0].legend(fontsize=8)
+    from matplotlib.patches import Patch
+
+    axes[0].legend(handles=[Patch(color=f"C{i}", label=img) for i, img in enumerate(images)], fontsize=8)
     return fig
 
 
