@@ -53,6 +53,26 @@ def test_no_effect_only_when_measured_equal_and_clamping_is_named():
     assert not tune.best_setting(noisy, "s1", ["n_ubatch"], DEFAULT).no_effect  # too noisy to claim it
 
 
+def test_a_gain_within_the_noise_or_on_flagged_trials_is_not_decided_and_nothing_is_proposed(tmp_path):
+    """Reproducer (newcomer): `best: n_ubatch=128 ... +66.8% over the matrix default` from trials
+    whose spreads overlapped (1856-47858 against 2392-45444 tok/s), 4 of 8 flagged host-busy, and
+    --write proposed it for the whole sweep. The verdict's rules now hold for tune too."""
+    wide = [trial(512, [2392.0, 25000.0, 45443.0]), trial(128, [1855.0, 41745.0, 47858.0])]
+    res = tune.best_setting(wide, "s1", ["n_ubatch"], DEFAULT)
+    assert res.best.candidate.label() == "n_ubatch=128" and "within the noise" in res.undecided
+    text = tune.format_result(res)
+    assert "not decided: " in text and "the matrix default stays" in text and "best: " not in text
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("bench:\n  n_ubatch: [512]\n")
+    assert tune.matrix_diff(matrix, res) == ""
+    busy = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0])]
+    busy[0].__pydantic_extra__["flags"] = ["host-busy"]  # as the runner stores a telemetry flag
+    res = tune.best_setting(busy, "s1", ["n_ubatch"], DEFAULT)
+    assert "flagged (host-busy)" in res.undecided, res.undecided
+    clean = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0])]
+    assert tune.best_setting(clean, "s1", ["n_ubatch"], DEFAULT).undecided == ""
+
+
 def test_bad_budget_and_knob_are_named():
     with pytest.raises(BadInput, match="--budget"):
         tune.parse_budget("soon")
@@ -99,6 +119,7 @@ def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     assert rounds == {1}  # never measured again after round 1
     report, _ = run_cli(project, "report", "-i", "cpu")
     assert "pp256 ub1" in report.output and "pp256 ub256" in report.output  # trials are ordinary results
+    assert "tune-trial" in report.output  # ... marked: never silently the bench's number (newcomer trial)
 
 
 def test_a_dropped_setting_is_never_the_answer_and_the_default_is_read_from_its_marked_trial():
@@ -113,3 +134,16 @@ def test_a_dropped_setting_is_never_the_answer_and_the_default_is_read_from_its_
     res = tune.best_setting(recs, "s1", knobs, default, survivors=live)
     assert res.best.candidate.label() == "n_ubatch=2048 threads=2"  # not the noisy, dropped default
     assert res.default.candidate.label() == "n_ubatch=512 threads=2" and res.gain is not None
+
+
+def test_a_tune_trial_is_flagged_in_the_report_tables():
+    """Reproducer (newcomer): after `toolkit tune`, a trial became the newest run of pp512 ub512 and
+    replaced the bench's number in report, compare and the verdict with nothing to say so."""
+    from toolkit.analysis import report
+
+    recs = [
+        trial(512, [3391.0, 3400.0, 3380.0]),
+        make_record("cpu", "cpu", p=2048, ub=2048, avg=4635.0, sd=5.0),
+    ]
+    rows = {row.test: flags for t in report.tables(recs) for row in t.rows for flags in row.flags.values()}
+    assert "tune-trial" in rows["pp2048 ub512"] and "tune-trial" not in rows["pp2048 ub2048"]

@@ -128,6 +128,8 @@ FLAG_HELP = {
     "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
+    "tune-trial": "a `toolkit tune` trial (a short search run, its session and round stored with it), the newest "
+    "run of this test: `toolkit bench` measures the matrix's own setting again",
 }
 
 
@@ -366,6 +368,8 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("concurrent")
     if getattr(r, "clock_skew", None):
         out.append("clock-skew")
+    if (r.model_extra or {}).get("tune"):
+        out.append("tune-trial")
     for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
         if f not in out:
             out.append(f)

@@ -81,6 +81,7 @@ class TuneResult:
     default: Evidence | None = None
     notes: list[str] = field(default_factory=list)
     no_effect: bool = False
+    undecided: str = ""  # why the best cannot be called better than the default (then nothing is proposed)
 
     @property
     def best(self) -> Evidence | None:
@@ -206,6 +207,7 @@ def best_setting(
     meds = [e.median for e in res.ranking]
     rel = max((s / e.median for s, e in zip(sds, res.ranking, strict=False) if e.median), default=0.0)
     res.no_effect = len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
+    res.undecided = _undecided(res, groups)
     effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
     asked = {ub for e in res.ranking if (ub := e.candidate.get("n_ubatch")) is not None}
     if len(asked) > 1 and len(effs) < len(asked):
@@ -215,6 +217,41 @@ def best_setting(
             "change buffers and speed, so it was measured, not assumed"
         )
     return res
+
+
+def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
+    """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
+    a trial of either carries a telemetry flag (host-busy, gpu-shared, throttled, ...: the system,
+    not the setting, may have made the difference), or the gain is within the noise (2 x the
+    combined relative stddev of their samples, analysis.tables.noise_band). "" when it can."""
+    from toolkit.analysis.tables import noise_band, telemetry_flags
+
+    best, dflt = res.best, res.default
+    if best is None or dflt is None or best.candidate == dflt.candidate or res.no_effect:
+        return ""
+    flagged = sorted(
+        {f for c in (best.candidate, dflt.candidate) for r in groups[c] for f in telemetry_flags(r)}
+    )
+    if flagged:
+        return (
+            f"{len([r for c in (best.candidate, dflt.candidate) for r in groups[c] if telemetry_flags(r)])} "
+            f"trial(s) of {best.candidate.label()} or the default were flagged ({', '.join(flagged)}): the "
+            "system, not the setting, may have made the difference; tune again on an idle host"
+        )
+
+    def rsd(c: Candidate) -> float:
+        xs = [x for r in groups[c] for x in r.samples_ts]
+        med = statistics.median(xs)
+        return statistics.stdev(xs) / med if len(xs) > 1 and med else 0.0
+
+    band = noise_band(rsd(best.candidate), rsd(dflt.candidate))
+    gain = res.gain
+    if gain is not None and gain <= band:
+        return (
+            f"{best.candidate.label()} is {100 * gain:+.1f}% over the default, within the noise "
+            f"(± {100 * band:.0f}%: 2 x the combined relative stddev); more repetitions or a longer budget may tell"
+        )
+    return ""
 
 
 def _setting_of_default(default: Candidate, knobs: list[str]) -> Candidate:
@@ -309,6 +346,8 @@ def format_result(res: TuneResult) -> str:
     lines = [f"tune session {res.session}: {res.axis} {res.test}"]
     if res.no_effect:
         lines.append("no effect: every setting tried gave the same tok/s within noise (3 x pooled stddev)")
+    elif res.undecided:
+        lines.append(f"not decided: {res.undecided}; the matrix default stays")
     elif res.default is not None and res.best.candidate == res.default.candidate:
         lines.append(
             f"best: the matrix default ({res.best.candidate.label()}): median {res.best.median:.2f} tok/s"
@@ -337,6 +376,7 @@ def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
     if (
         res.best is None
         or res.no_effect
+        or res.undecided
         or (res.default is not None and res.best.candidate == res.default.candidate)
     ):
         return ""
