@@ -434,3 +434,24 @@ def test_reproduce_asks_each_recorded_runner_for_its_settings_block(tmp_path):
         "vllm",
         "sglang",
     ]  # the records do not say: every hf reader
+
+
+def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction(tmp_path):
+    """Reproducer (newcomer): a recorded cell flagged `noisy; host-busy` re-ran 4x faster and the run was
+    `not reproduced` with no flag shown, where compare holds such a cell. Records built as bench stores
+    them (tests.test_report.make_record); no engine."""
+    from tests.test_report import make_record
+    from toolkit.publish import reproduce as rp
+
+    rec = make_record("cpu", "cpu", p=512, avg=11313.0, sd=5227.0, gpu_info="")
+    rec.__pydantic_extra__["flags"] = ["host-busy"]
+    again = make_record("cpu", "cpu", p=512, avg=45172.0, sd=590.0, gpu_info="")
+    (row,) = rp.compare_records([rec], [again], 5.0)
+    assert not row.ok and row.held and row.status == "held: A:host-busy"
+    rep = rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row])
+    assert not rep.reproduced and rep.verdict == rp.VERDICT_HELD
+    text = rp.format_reproduction(rep)
+    assert "held: A:host-busy" in text and "1 beyond noise on a flagged cell: held" in text
+    clean = make_record("cpu", "cpu", p=512, avg=11313.0, sd=100.0, gpu_info="")
+    (row,) = rp.compare_records([clean], [again], 5.0)
+    assert rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row]).verdict == rp.VERDICT_NOT

@@ -216,7 +216,9 @@ def reproduce(
         click.echo(reproduce_mod.format_reproduction(rep))
     if not rep.reproduced:
         bad = [r.test for r in rep.rows if not r.ok]
+        held = sum(r.held for r in rep.rows)
         raise NotReproduced(
-            f"run {rep.run_id} not reproduced: {len(bad)} of {len(rep.rows)} tests beyond noise "
+            f"run {rep.run_id} {rep.verdict}: {len(bad)} of {len(rep.rows)} tests beyond noise "
             f"or missing ({', '.join(bad[:6])}{', ...' if len(bad) > 6 else ''})"
+            + (f"; {held} of them on a flagged cell (held): run again on an idle host" if held else "")
         )

@@ -38,6 +38,7 @@ from toolkit.analysis.tables import (
     id_value,
     row_label,
     select_latest,
+    telemetry_flags,
     value,
     varying_columns,
 )
@@ -55,6 +56,7 @@ from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matr
 
 VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
+VERDICT_HELD = "not decided"  # every test beyond noise was measured on a flagged system (held)
 HOST_KEYS = ("cpu_model", "cpu_threads", "memory_bytes", "kernel", "os")
 
 
@@ -93,6 +95,29 @@ class ReproRow:
     ok: bool
 
     @property
+    def flags(self) -> list[str]:
+        """The telemetry flags of either side (`A:host-busy`, `B:gpu-shared`, ...): what made the
+        system, not the image, part of the number (analysis.tables.telemetry_flags)."""
+        out = [f"A:{f}" for f in telemetry_flags(self.recorded)]
+        return out + (
+            [f"B:{f}" for f in telemetry_flags(self.reproduced)] if self.reproduced is not None else []
+        )
+
+    @property
+    def held(self) -> bool:
+        """Beyond noise on a flagged cell: neither reproduced nor refuted (compare holds such cells too)."""
+        return not self.ok and self.reproduced is not None and bool(self.flags)
+
+    @property
+    def status(self) -> str:
+        """ok | missing | beyond noise | held: <flags>."""
+        if self.ok:
+            return "ok"
+        if self.reproduced is None:
+            return "missing"
+        return f"held: {', '.join(self.flags)}" if self.held else "beyond noise"
+
+    @property
     def energy_delta(self) -> float | None:
         """tok/J reproduced ÷ recorded - 1 where both records hold a valid energy."""
         ea = energy(self.recorded)
@@ -119,7 +144,12 @@ class Reproduction:
 
     @property
     def verdict(self) -> str:
-        return VERDICT_OK if self.reproduced else VERDICT_NOT
+        """reproduced within noise; not decided (every test beyond noise is a flagged cell: held);
+        else not reproduced."""
+        if self.reproduced:
+            return VERDICT_OK
+        failing = [r for r in self.rows if not r.ok]
+        return VERDICT_HELD if failing and all(r.held for r in failing) else VERDICT_NOT
 
 
 # --------------------------------------------------------------------------------------- images
@@ -663,7 +693,7 @@ def format_reproduction(rep: Reproduction) -> str:
             + ([r.model] if models else [])
             + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
             + energies
-            + ["ok" if r.ok else ("missing" if r.reproduced is None else "beyond noise")]
+            + [r.status]
         )
     lines += ["", tabulate(body, head, tablefmt="github", disable_numparse=True), ""]
     if with_energy:
@@ -673,9 +703,11 @@ def format_reproduction(rep: Reproduction) -> str:
         )
     lines += [f"note: {n}" for n in rep.notes]
     bad = sum(not r.ok for r in rep.rows)
+    held = sum(r.held for r in rep.rows)
     lines.append(
-        f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise; noise = "
-        f"max(3 x combined relative stddev, {rep.threshold:g}%))"
+        f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise"
+        + (f", {held} beyond noise on a flagged cell: held, run again on an idle host" if held else "")
+        + f"; noise = max(3 x combined relative stddev, {rep.threshold:g}%))"
     )
     return "\n".join(lines)
 
@@ -705,6 +737,8 @@ def reproduction_json(rep: Reproduction) -> dict[str, Any]:
                 "delta": r.delta,
                 "noise": r.noise,
                 "ok": r.ok,
+                "status": r.status,
+                "flags": r.flags,
                 "recorded_tok_per_j": ea.tok_per_j if (ea := energy(r.recorded)) else None,
                 "reproduced_tok_per_j": eb.tok_per_j
                 if r.reproduced is not None and (eb := energy(r.reproduced))
