@@ -499,6 +499,8 @@ def write_pngs(
     each observed run among them (telemetry_figures); return the paths. `drawn`: the plots already
     drawn for the same tables (draw), written as they are."""
     drawn = drawn or draw(tables, results_root)
+    if not drawn.plots and not drawn.runs:  # nothing drawn: no empty folder left behind
+        return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in {**drawn.plots, **drawn.runs}.items():

@@ -205,7 +205,7 @@ def spec_of(lm: LoadedMatrix) -> CampaignSpec:
     """The `campaign:` block; BadInput naming the file and the fix when there is none."""
     if lm.m.campaign is None:
         raise BadInput(
-            f'{lm.path}: no `campaign:` block: add one with `hosts:` (README, "Many hosts (Slurm)")'
+            f'{lm.path}: no `campaign:` block: add one with `hosts:` (docs/campaign.md, "Many hosts (Slurm)")'
         )
     return lm.m.campaign
 
@@ -774,7 +774,7 @@ def write_k8s(lm: LoadedMatrix, store: ResultStore, out: Path) -> tuple[list[Pat
     for d in docs:
         p = out / f"{d['metadata']['name']}.yaml"
         p.write_text(
-            f'# toolkit campaign {c.id}: render only, not run here (README, "Many hosts (Slurm)")\n'
+            f'# toolkit campaign {c.id}: render only, not run here (docs/campaign.md, "Many hosts (Slurm)")\n'
             + yaml.safe_dump(d, sort_keys=False)
         )
         files.append(p)

@@ -97,7 +97,7 @@ def campaign():
     each measures; `submit` sbatch's one job per slice that pulls its image by registry digest and runs
     `toolkit bench` for that slice on the node, writing only under results/hosts/<host>/. `status`
     shows the jobs, `cancel` cancels them, `render-k8s` writes Kubernetes Job manifests instead.
-    README, "Many hosts (Slurm)".
+    docs/campaign.md, "Many hosts (Slurm)".
     """
 
 

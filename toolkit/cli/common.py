@@ -214,7 +214,7 @@ class FiniteRange(click.FloatRange):
     every comparison with NaN is false), so `--threshold nan` is bad input (exit 4), not a gate that
     never fails."""
 
-    name = "finite float range"
+    name = "float"  # the metavar --help shows (FLOAT; the range follows it)
 
     def convert(self, value, param, ctx):
         rv = super().convert(value, param, ctx)

@@ -85,7 +85,15 @@ class DoctorReport:
         return [c for c in self.checks if c.level in ("warn", "error")]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, **asdict(self)}
+        """`ok` (every image can run here and no check is an error), `cannot_run` (the images that
+        cannot, each with its reason: what makes `ok` false on a host without the GPUs), `errors` (the
+        checks of level error), then host, checks and images in full."""
+        return {
+            "ok": self.ok,
+            "cannot_run": {i.name: i.reason for i in self.images if not i.runnable},
+            "errors": [c.message for c in self.checks if c.level == "error"],
+            **asdict(self),
+        }
 
 
 # ---------------------------------------------------------------------------------------------
