@@ -412,12 +412,15 @@ class _Stored:
             if r.status == "ok" and (r.model_extra or {}).get("imported"):
                 yield r, (r.run_id, r.image.name, r.image.digest)
 
-    def match(self, store: ResultStore, rec: BenchRecord, key: TestKey, fp: int) -> tuple[_Where, str] | None:
-        """The stored record `rec` measures again, and how it was matched ("" exact, "md" an md row of
-        it, "md-before" it was imported before as an md table), or None."""
+    def match(
+        self, store: ResultStore, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool
+    ) -> tuple[_Where, str] | None:
+        """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
+        matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
+        or None."""
         if fp in self.exact:
             return self.exact[fp], ""
-        if _untimed(rec):
+        if md_row:
             if self.timed is None:
                 self.timed = ({}, {})
                 for r, at in self._imported(store):
@@ -840,11 +843,12 @@ def _import_rows(
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
     stored = _Stored.read(store)  # rows imported before: left out, counted
+    md_here = any(src.fmt == "md" for src in sources)
     dup_stored: dict[tuple[_Where, str], int] = {}  # ((run id, name, digest), how matched) -> rows
     fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
     shown = (array.array("q"), array.array("q"))  # each spilled record's _shown, without / with build
     untimed: list[int] = []  # spill places of md rows (matched by _shown after pass 1)
-    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record: its file, its line
+    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record (md_here): file, line
     set_of = array.array("I")  # of each spilled record: its system's place in system_ids
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
@@ -863,8 +867,8 @@ def _import_rows(
             rec, body = made
             key = test_key(rec)
             fp = _measurement(rec, key)
-            no_time = _untimed(rec)
-            was = stored.match(store, rec, key, fp)
+            no_time = r.fmt == "md" and _untimed(rec)  # an md table's row: matched by what it prints
+            was = stored.match(store, rec, key, fp, md_row=no_time)
             if was:
                 dup_stored[was] = dup_stored.get(was, 0) + 1
                 continue
@@ -880,10 +884,11 @@ def _import_rows(
             if no_time:
                 untimed.append(len(fps))
             fps.append(fp)
-            for b in (False, True):  # an md row: only the form it can match (with build: its build line)
-                shown[b].append(_shown(rec, key, build=b) if not no_time or b == _has_build(rec) else 0)
-            file_of.append(fi)
-            line_of.append(r.line)
+            if md_here:  # what md rows are matched on (not kept for an import without md tables)
+                for b in (False, True):  # an md row: only the form it can match (with build: its build line)
+                    shown[b].append(_shown(rec, key, build=b) if not no_time or b == _has_build(rec) else 0)
+                file_of.append(fi)
+                line_of.append(r.line)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
                 repaired.append(
                     (
@@ -1010,7 +1015,9 @@ def _import_rows(
             firsts[i] = f"{sources[int(fi_b)].path}:{_line_of(body)}"
         if i in again:
             j = again[i]
-            first = firsts.get(j) or f"{sources[file_of[j]].path}:{line_of[j]}"  # an md row before its row
+            first = firsts.get(j) or (  # an md row before the row it prints: its place, kept when md_here
+                f"{sources[file_of[j]].path}:{line_of[j]}" if j < len(file_of) else "?"
+            )
             pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0], i in printed)
             seen = read_again.setdefault(pair, [0, f"{pair[0]}:{_line_of(body)} = {first}"])
             seen[0] += 1
