@@ -511,3 +511,59 @@ def test_a_test_repeated_many_times_is_said_in_a_bounded_line(tmp_path):
     assert p.returncode == 0, _out(p)
     note = next(line for line in _out(p).splitlines() if "measure the same test" in line)
     assert "and 30 more" in note and "kept as 40 repetitions" in note and len(note) < 1000
+
+
+def test_two_md_tables_that_differ_only_in_their_spread_are_two_measurements(tmp_path):
+    """Second breaker round: md rows were matched on the mean alone, so a table whose `± sd` differed
+    was left out as read before."""
+    one, two = tmp_path / "1.md", tmp_path / "2.md"
+    one.write_text(_md(ROWS))
+    two.write_text(_md([{**r, "stddev_ts": r["stddev_ts"] + 50} for r in ROWS]))
+    p = _import(tmp_path, one, two)
+    assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
+
+
+def test_a_lowercase_z_test_time_orders_its_row_by_that_time(tmp_path):
+    """Second breaker round: the validity pass took `...t10:00:00z` as UTC but the ordering did not read
+    it, so an older run imported later replaced a newer one."""
+    new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
+    row = dict(ROWS[0])
+    new.write_text(_jsonl([{**row, "test_time": "2026-11-29T12:00:00Z"}]))
+    older = {**row, "test_time": "2026-11-29t10:00:00z", "avg_ts": row["avg_ts"] * 1.5}
+    older.pop("avg_ns", None), older.pop("samples_ns", None), older.pop("samples_ts", None)
+    old.write_text(_jsonl([older]))
+    for f in (new, old):
+        assert (
+            toolkit(
+                "import", "--results", "r", "--label", "s", "--digest", "import:same", str(f), cwd=tmp_path
+            ).returncode
+            == 0
+        )
+    p = toolkit("report", "--results", "r", "--format", "json", cwd=tmp_path)
+    cells = [
+        c
+        for t in json.loads(p.stdout)["tables"]
+        for r in t["rows"]
+        for c in r.values()
+        if isinstance(c, dict)
+    ]
+    assert [round(c["avg_ts"], 2) for c in cells if c.get("avg_ts")] == [round(row["avg_ts"], 2)], cells
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_an_md_table_that_shows_another_thread_count_is_its_own_measurement(tmp_path, together):
+    """Second breaker round: an md table printing `threads 4` beside the same t/s as rows run with 2
+    threads was left out as their print: an md row is matched on every setting its table shows."""
+    jl, md = tmp_path / "a.jsonl", tmp_path / "b.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md([{**r, "n_threads": r["n_threads"] + 2} for r in ROWS]))
+    if together:
+        p = _import(tmp_path, jl, md)
+    else:
+        assert _import(tmp_path, jl).returncode == 0
+        p = _import(tmp_path, md, label="b")
+    assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
+    again = tmp_path / "c.md"  # the same settings as the jsonl: still its print
+    again.write_text(_md(ROWS))
+    p = _import(tmp_path, again, label="c")
+    assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)

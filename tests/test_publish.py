@@ -455,3 +455,10 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     clean = make_record("cpu", "cpu", p=512, avg=11313.0, sd=100.0, gpu_info="")
     (row,) = rp.compare_records([clean], [again], 5.0)
     assert rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row]).verdict == rp.VERDICT_NOT
+    gone = make_record("cpu", "cpu", p=1024, avg=9000.0, sd=50.0, gpu_info="")
+    rows = rp.compare_records([rec, gone], [again], 5.0)  # pp1024 not re-run: missing, said
+    rep = rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=rows)
+    assert (
+        rep.verdict == rp.VERDICT_NOT
+        and "1 missing, 1 beyond noise on a flagged cell" in rp.format_reproduction(rep)
+    )

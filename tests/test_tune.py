@@ -147,3 +147,27 @@ def test_a_tune_trial_is_flagged_in_the_report_tables():
     ]
     rows = {row.test: flags for t in report.tables(recs) for row in t.rows for flags in row.flags.values()}
     assert "tune-trial" in rows["pp2048 ub512"] and "tune-trial" not in rows["pp2048 ub2048"]
+
+
+def test_tune_is_not_decided_on_flags_without_a_measured_default_on_single_samples_and_says_a_loss():
+    """Second breaker round: flagged trials were proposed when the default was not measured; single
+    samples (noise unknown) proposed a +0.2 % gain; a best below a dropped default read 'within the
+    noise'."""
+    flagged = [trial(2048, [4635.0, 4600.0, 4650.0]), trial(1024, [3000.0, 3010.0, 2990.0])]
+    flagged[0].__pydantic_extra__["flags"] = ["host-busy"]
+    res = tune.best_setting(flagged, "s1", ["n_ubatch"], DEFAULT)
+    assert res.default is None and "flagged (host-busy)" in res.undecided
+    single = tune.best_setting([trial(512, [1000.0]), trial(2048, [1002.0])], "s1", ["n_ubatch"], DEFAULT)
+    assert "a single sample" in single.undecided
+    flat = tune.best_setting(
+        [trial(512, [1000.0] * 3), trial(2048, [1003.0] * 3)], "s1", ["n_ubatch"], DEFAULT
+    )
+    assert "within the noise" in flat.undecided  # 0.3 % is below the verdict's 3 % margin
+    lost = tune.best_setting(
+        [trial(512, [1000.0, 1010.0, 990.0]), trial(2048, [500.0, 505.0, 495.0])],
+        "s1",
+        ["n_ubatch"],
+        DEFAULT,
+        survivors={tune.Candidate((("n_ubatch", 2048),))},
+    )
+    assert "-50.0% against the default, which the search dropped" in lost.undecided

@@ -222,34 +222,51 @@ def best_setting(
 def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
     """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
     a trial of either carries a telemetry flag (host-busy, gpu-shared, throttled, ...: the system,
-    not the setting, may have made the difference), or the gain is within the noise (2 x the
-    combined relative stddev of their samples, analysis.tables.noise_band). "" when it can."""
-    from toolkit.analysis.tables import noise_band, telemetry_flags
+    not the setting, may have made the difference), a side has a single sample (noise unknown), the
+    best lost to a default the search dropped, or the gain is within the noise (2 x the combined
+    relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
+    min_margin). "" when it can."""
+    from toolkit.analysis.tables import ReportOptions, noise_band, telemetry_flags
 
     best, dflt = res.best, res.default
-    if best is None or dflt is None or best.candidate == dflt.candidate or res.no_effect:
+    if best is None or res.no_effect or (dflt is not None and best.candidate == dflt.candidate):
         return ""
-    flagged = sorted(
-        {f for c in (best.candidate, dflt.candidate) for r in groups[c] for f in telemetry_flags(r)}
-    )
+    sides = [best.candidate] + ([dflt.candidate] if dflt is not None else [])
+    flagged = sorted({f for c in sides for r in groups[c] for f in telemetry_flags(r)})
     if flagged:
+        n = len([r for c in sides for r in groups[c] if telemetry_flags(r)])
         return (
-            f"{len([r for c in (best.candidate, dflt.candidate) for r in groups[c] if telemetry_flags(r)])} "
-            f"trial(s) of {best.candidate.label()} or the default were flagged ({', '.join(flagged)}): the "
-            "system, not the setting, may have made the difference; tune again on an idle host"
+            f"{n} trial(s) of {best.candidate.label()}{' or the default' if dflt else ''} were flagged "
+            f"({', '.join(flagged)}): the system, not the setting, may have made the difference; tune again "
+            "on an idle host"
         )
+    if dflt is None:
+        return ""  # said as "the matrix default was not measured"
+
+    def samples(c: Candidate) -> list[float]:
+        return [x for r in groups[c] for x in r.samples_ts]
+
+    if min(len(samples(best.candidate)), len(samples(dflt.candidate))) < 2:
+        return "a single sample on one side: its noise is unknown; tune with more repetitions"
 
     def rsd(c: Candidate) -> float:
-        xs = [x for r in groups[c] for x in r.samples_ts]
+        xs = samples(c)
         med = statistics.median(xs)
-        return statistics.stdev(xs) / med if len(xs) > 1 and med else 0.0
+        return statistics.stdev(xs) / med if med else 0.0
 
-    band = noise_band(rsd(best.candidate), rsd(dflt.candidate))
     gain = res.gain
+    if gain is not None and gain < 0:
+        return (
+            f"{best.candidate.label()} measured {100 * gain:+.1f}% against the default, which the search "
+            "dropped: no setting tried beat the default"
+        )
+    margin = ReportOptions().min_margin
+    band = max(noise_band(rsd(best.candidate), rsd(dflt.candidate)), margin)
     if gain is not None and gain <= band:
         return (
-            f"{best.candidate.label()} is {100 * gain:+.1f}% over the default, within the noise "
-            f"(± {100 * band:.0f}%: 2 x the combined relative stddev); more repetitions or a longer budget may tell"
+            f"{best.candidate.label()} is {100 * gain:+.1f}% over the default, within the noise (± "
+            f"{100 * band:.0f}%: 2 x the combined relative stddev, at least the verdict's {100 * margin:g}% "
+            "margin); more repetitions or a longer budget may tell"
         )
     return ""
 

@@ -704,8 +704,10 @@ def format_reproduction(rep: Reproduction) -> str:
     lines += [f"note: {n}" for n in rep.notes]
     bad = sum(not r.ok for r in rep.rows)
     held = sum(r.held for r in rep.rows)
+    missing = sum(r.reproduced is None for r in rep.rows)
     lines.append(
         f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise"
+        + (f", {missing} missing" if missing else "")
         + (f", {held} beyond noise on a flagged cell: held, run again on an idle host" if held else "")
         + f"; noise = max(3 x combined relative stddev, {rep.threshold:g}%))"
     )

@@ -30,9 +30,10 @@ import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
+from toolkit.results.llamabench_readers import parse_test_time
 from toolkit.results.records import BenchRecord
 
 # llama-bench fields that are measurements, not part of what was asked.
@@ -335,15 +336,8 @@ def _test_time(r: Any) -> str | None:
     raw = getattr(r, "raw", None)
     extra = getattr(r, "model_extra", None) or {}
     t = raw.get("test_time") if raw and extra.get("imported") else None
-    if not isinstance(t, str) or not t.strip():
-        return None
-    try:
-        dt = datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).isoformat()
+    dt = parse_test_time(t)  # the validity pass's reading of it
+    return dt.astimezone(timezone.utc).isoformat() if dt is not None else None
 
 
 def is_timed(r: Any) -> bool:

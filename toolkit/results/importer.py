@@ -38,7 +38,14 @@ from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_format as llamabench
 from toolkit.results import llamabench_readers as readers
 from toolkit.results import vllm_import
-from toolkit.results.identity import MEASUREMENT_FIELDS, TestKey, combine_runs, measured_at, test_key
+from toolkit.results.identity import (
+    MEASUREMENT_FIELDS,
+    TestKey,
+    combine_runs,
+    measured_at,
+    norm_field,
+    test_key,
+)
 from toolkit.results.records import (
     RECORD_SCHEMA_VERSION,
     BenchRecord,
@@ -331,9 +338,11 @@ def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
     """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
     csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
     less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
-    decimals (md has no test_time)."""
+    decimals; a row with neither test_time nor avg_ns (md) also its stddev to 2 decimals (the `± sd`
+    it prints)."""
     key = key or test_key(rec)
     raw = rec.raw
+    sd = readers._float(raw.get("stddev_ts")) if _untimed(rec) else None  # md: its `± sd` is all it has
     return hash(
         (
             key.system,
@@ -342,6 +351,7 @@ def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
             str(raw.get("test_time")),
             readers._float(raw.get("avg_ns")),
             round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
+            f"{sd:.2f}" if sd is not None else None,
         )
     )
 
@@ -353,18 +363,48 @@ def _untimed(rec: BenchRecord) -> bool:
     return raw.get("test_time") in (None, "") and raw.get("avg_ns") is None
 
 
-def _shown(rec: BenchRecord, key: TestKey | None = None, *, build: bool) -> int:
+_MD_SETTINGS = (readers.INT_FIELDS | readers.BOOL_FIELDS | readers.STRING_FIELDS) - {
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "avg_ns",
+    "stddev_ns",
+    "test_time",
+}
+"""The settings an md table may print as columns (threads, ngl, fa, n_ubatch, type_k, n_cpu_moe, ...)."""
+
+_Form = tuple[frozenset[str], bool]
+"""How an md row is matched: the setting columns its table printed, and whether it has a build line."""
+
+
+def _form(raw: dict[str, Any]) -> _Form:
+    """An md row's form (its fields, or its record's raw): the settings its table shows as columns,
+    and whether its `build:` line gave a commit."""
+    return frozenset(k for k in raw if k in _MD_SETTINGS), bool(raw.get("build_commit"))
+
+
+def _shown(rec: BenchRecord, key: TestKey, form: _Form) -> int:
     """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
     the model type, the backend (its family: ROCm, Vulkan, CUDA, CPU), the test (n_prompt, n_gen,
-    n_depth), `t/s` as llama-bench prints it ("%.2f ± %.2f", markdown_printer) and, with `build`, the
-    build commit (md has it only from its `build:` line; 7 characters, as short commits are printed).
-    An md row whose digest equals a row read or imported before in another format is that row printed
-    as a table (two measurements of one build and backend that agree to 0.01 tok/s in mean and stddev
-    are taken as one: such a row is left out, and said)."""
-    key = key or test_key(rec)
+    n_depth), `t/s` as llama-bench prints it ("%.2f ± %.2f", markdown_printer), the settings the table
+    printed as columns (`form`[0]: threads, ngl, fa, n_ubatch, ...; identity.norm_field reads each
+    alike in every format) and, with `form`[1], the build commit (md has it only from its `build:`
+    line; 7 characters, as short commits are printed). An md row whose digest equals a row of another
+    format read or imported before is that row printed as a table (two measurements of one build,
+    backend and setting that agree to 0.01 tok/s in mean and stddev are taken as one: such a row is
+    left out, and said)."""
     raw = rec.raw
     sd = readers._float(raw.get("stddev_ts"))
-    commit = str(raw.get("build_commit") or "")[:7].lower() if build else None
+    settings, build = form
     return hash(
         (
             str(raw.get("model_type") or ""),
@@ -372,13 +412,10 @@ def _shown(rec: BenchRecord, key: TestKey | None = None, *, build: bool) -> int:
             tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth")),
             f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
             f"{sd:.2f}" if sd is not None else None,
-            commit,
+            tuple((k, norm_field(k, raw.get(k))) for k in sorted(settings)),
+            str(raw.get("build_commit") or "")[:7].lower() if build else None,
         )
     )
-
-
-def _has_build(rec: BenchRecord) -> bool:
-    return bool(rec.raw.get("build_commit"))
 
 
 _Where = tuple[str, str, str]  # (run id, image name, image digest) of a stored record
@@ -387,21 +424,22 @@ _Where = tuple[str, str, str]  # (run id, image name, image digest) of a stored 
 @dataclass
 class _Stored:
     """What the results folder holds of rows imported before, to leave them out: `exact`
-    (_measurement of every imported record), `md` (_shown of those without a test_time, with and
-    without the build: the md tables imported before) and, read only when an import holds an md row,
-    `timed` (_shown of the others, with and without the build)."""
+    (_measurement of every imported record), `md` (per form, _shown of those without a test_time: the
+    md tables imported before) and, read only when an import holds an md row, `timed` (per form, _shown
+    of the others)."""
 
     exact: dict[int, _Where]
-    md: tuple[dict[int, _Where], dict[int, _Where]]
-    timed: tuple[dict[int, _Where], dict[int, _Where]] | None = None
+    md: dict[_Form, dict[int, _Where]]
+    timed: dict[_Form, dict[int, _Where]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, store: ResultStore) -> _Stored:
-        out = cls({}, ({}, {}))
+        out = cls({}, {})
         for r, where in cls._imported(store):
             out.exact[_measurement(r)] = where
             if _untimed(r):
-                out.md[_has_build(r)][_shown(r, build=_has_build(r))] = where
+                f = _form(r.raw)
+                out.md.setdefault(f, {})[_shown(r, test_key(r), f)] = where
         return out
 
     @staticmethod
@@ -421,20 +459,17 @@ class _Stored:
         if fp in self.exact:
             return self.exact[fp], ""
         if md_row:
-            if self.timed is None:
-                self.timed = ({}, {})
-                for r, at in self._imported(store):
-                    if not _untimed(r):
-                        for b in (False, True):
-                            self.timed[b][_shown(r, build=b)] = at
-            b = _has_build(rec)
-            found = self.timed[b].get(_shown(rec, key, build=b))
+            f = _form(rec.raw)
+            if f not in self.timed:  # the stored rows of other formats, in this md table's form
+                self.timed[f] = {
+                    _shown(r, test_key(r), f): at for r, at in self._imported(store) if not _untimed(r)
+                }
+            found = self.timed[f].get(_shown(rec, key, f))
             return (found, "md") if found else None
-        for b in (False, True):
-            if self.md[b]:
-                found = self.md[b].get(_shown(rec, key, build=b))
-                if found:
-                    return found, "md-before"
+        for f, digests in self.md.items():
+            found = digests.get(_shown(rec, key, f))
+            if found:
+                return found, "md-before"
         return None
 
 
@@ -843,12 +878,14 @@ def _import_rows(
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
     stored = _Stored.read(store)  # rows imported before: left out, counted
-    md_here = any(src.fmt == "md" for src in sources)
+    md_forms = {  # the forms of this import's md rows (md is read whole: its rows are known now)
+        _form(r.fields) for src in sources if src.fmt == "md" for r in (src._rows or []) if not r.problem
+    }
     dup_stored: dict[tuple[_Where, str], int] = {}  # ((run id, name, digest), how matched) -> rows
     fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
-    shown = (array.array("q"), array.array("q"))  # each spilled record's _shown, without / with build
+    shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's _shown
     untimed: list[int] = []  # spill places of md rows (matched by _shown after pass 1)
-    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record (md_here): file, line
+    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record (md_forms): file, line
     set_of = array.array("I")  # of each spilled record: its system's place in system_ids
     for fi, src in enumerate(sources):
         for r in src.rows(content_h):
@@ -884,9 +921,10 @@ def _import_rows(
             if no_time:
                 untimed.append(len(fps))
             fps.append(fp)
-            if md_here:  # what md rows are matched on (not kept for an import without md tables)
-                for b in (False, True):  # an md row: only the form it can match (with build: its build line)
-                    shown[b].append(_shown(rec, key, build=b) if not no_time or b == _has_build(rec) else 0)
+            if md_forms:  # what md rows are matched on (not kept for an import without md tables)
+                mine = _form(rec.raw) if no_time else None
+                for f, digests in shown.items():  # an md row: only in its own form
+                    digests.append(_shown(rec, key, f) if mine is None or f == mine else 0)
                 file_of.append(fi)
                 line_of.append(r.line)
             if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
@@ -1195,23 +1233,24 @@ def _live_sets(set_of: array.array, again: dict[int, int]) -> set[int]:
 
 
 def _printed_again(
-    shown: tuple[array.array, array.array], untimed: list[int], file_of: array.array, again: dict[int, int]
+    shown: dict[_Form, array.array], untimed: list[int], file_of: array.array, again: dict[int, int]
 ) -> dict[int, int]:
-    """{place: place of the row it prints} of the md rows (`untimed` places) whose _shown digest (with
-    the build when the md table has its build line) equals a row with a test_time in another file of
-    this import, before or after it (that row is kept: it has the test_time, and samples but in csv)."""
-    if not untimed:
+    """{place: place of the row it prints} of the md rows (`untimed` places) whose _shown digest (in
+    their table's form: its setting columns, its build line) equals a row with a test_time in another
+    file of this import, before or after it (that row is kept: it has the test_time, and samples but
+    in csv). An md row's digest is 0 in every form but its own."""
+    if not untimed or not shown:
         return {}
     import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
 
-    timed = np.ones(len(shown[0]), dtype=bool)
+    timed = np.ones(len(file_of), dtype=bool)
     timed[untimed] = False
     if again:
         timed[list(again)] = False
     places = np.flatnonzero(timed)
     out: dict[int, int] = {}
-    for b in (False, True):
-        s = np.frombuffer(shown[b], dtype=np.int64)
+    for digests in shown.values():
+        s = np.frombuffer(digests, dtype=np.int64)
         order = np.argsort(s[places], kind="stable")
         sorted_shown = s[places][order]
         for i in untimed:

@@ -769,6 +769,19 @@ EARLIEST_TEST_TIME = datetime(2023, 6, 1, tzinfo=timezone.utc)
 host clock that was never set."""
 
 
+def parse_test_time(v: Any) -> datetime | None:
+    """A llama-bench test_time (ISO 8601 text; `Z`/`z` for UTC, a naive time taken as UTC) as an aware
+    datetime, else None: the one reading of it for the validity pass and the ordering of rows."""
+    if not isinstance(v, str) or not v.strip():
+        return None
+    text = v.strip()
+    try:
+        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+
+
 def _time_of_test(v: Any) -> str | None:
     """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime
     "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), more than FUTURE_SLACK_S after now, or
@@ -779,13 +792,9 @@ def _time_of_test(v: Any) -> str | None:
         return None
     if not isinstance(v, str):
         return f"test_time is {_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
-    text = v.strip()
-    try:
-        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
-    except ValueError:
+    dt = parse_test_time(v)
+    if dt is None:
         return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
     if dt.timestamp() > time.time() + FUTURE_SLACK_S:
         return (
             f"test_time is {v[:40]!r}: in the future (a wrong clock or an edited file; fix or drop the field)"
