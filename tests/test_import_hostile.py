@@ -271,16 +271,20 @@ def test_an_md_table_of_another_backend_or_build_is_not_taken_for_rows_it_happen
     """Reproducer (breaker): an md table of a Vulkan build printing the same t/s as CPU rows imported
     before was left out as "the same measurement". The backend and the md's build line are part of
     what an md row is matched on."""
-    jl, md = tmp_path / "a.jsonl", tmp_path / "b.md"
-    jl.write_text(_jsonl(ROWS))
-    md.write_text(_md([{**r, **change} for r in ROWS]))
-    if together:
-        p = _import(tmp_path, jl, md)
-    else:
-        assert _import(tmp_path, jl).returncode == 0
-        p = _import(tmp_path, md, label="b")
+    p = _jsonl_and_md(tmp_path, [{**r, **change} for r in ROWS], together=together)
     assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
     assert "left out" not in _out(p)
+
+
+def _jsonl_and_md(tmp_path: Path, md_rows: list, *, together: bool) -> subprocess.CompletedProcess:
+    """ROWS as jsonl and `md_rows` as an md table, imported in one command or one after the other."""
+    jl, md = tmp_path / "a.jsonl", tmp_path / "b.md"
+    jl.write_text(_jsonl(ROWS))
+    md.write_text(_md(md_rows))
+    if together:
+        return _import(tmp_path, jl, md)
+    assert _import(tmp_path, jl).returncode == 0
+    return _import(tmp_path, md, label="b")
 
 
 def test_two_md_tables_of_two_builds_imported_one_after_the_other_are_both_kept(tmp_path):
@@ -554,14 +558,7 @@ def test_a_lowercase_z_test_time_orders_its_row_by_that_time(tmp_path):
 def test_an_md_table_that_shows_another_thread_count_is_its_own_measurement(tmp_path, together):
     """Second breaker round: an md table printing `threads 4` beside the same t/s as rows run with 2
     threads was left out as their print: an md row is matched on every setting its table shows."""
-    jl, md = tmp_path / "a.jsonl", tmp_path / "b.md"
-    jl.write_text(_jsonl(ROWS))
-    md.write_text(_md([{**r, "n_threads": r["n_threads"] + 2} for r in ROWS]))
-    if together:
-        p = _import(tmp_path, jl, md)
-    else:
-        assert _import(tmp_path, jl).returncode == 0
-        p = _import(tmp_path, md, label="b")
+    p = _jsonl_and_md(tmp_path, [{**r, "n_threads": r["n_threads"] + 2} for r in ROWS], together=together)
     assert p.returncode == 0 and _records(tmp_path) == 2 * len(ROWS), _out(p)
     again = tmp_path / "c.md"  # the same settings as the jsonl: still its print
     again.write_text(_md(ROWS))
