@@ -171,3 +171,27 @@ def test_tune_is_not_decided_on_flags_without_a_measured_default_on_single_sampl
         survivors={tune.Candidate((("n_ubatch", 2048),))},
     )
     assert "-50.0% against the default, which the search dropped" in lost.undecided
+
+
+def test_a_tune_trial_never_supersedes_the_bench_run_of_its_test_in_report_or_index(tmp_path):
+    """Newcomer trial: after `toolkit tune`, a trial written later became the newest run of pp512 ub512
+    and replaced the bench's number in report and compare. A run of tune trials only now comes after
+    every other run of its test, in identity.newest_per_test and in the query index alike; a test
+    only tune measured still shows, flagged tune-trial."""
+    from toolkit.analysis import report
+    from toolkit.results import index as resultindex
+
+    bench = make_record("cpu", "cpu", p=2048, ub=512, avg=3391.0, sd=5.0, gpu_info="")
+    bench.run_id = "bench-run"
+    later = trial(512, [1000.0, 1010.0, 990.0])  # the same test, written after the bench run
+    later.run_id = "tune-run"
+    only = trial(128, [2000.0, 2010.0, 1990.0])
+    only.run_id = "tune-run"
+    store = ResultStore(tmp_path / "results")
+    for r in (bench, later, only):
+        store.add_result(r)
+    for chosen in (report.select_for_report(store.results()), list(resultindex.select(store))):
+        got = {(r.n_ubatch, r.run_id) for r in chosen}
+        assert got == {(512, "bench-run"), (128, "tune-run")}, got
+    text = report.render(list(resultindex.select(store)))
+    assert "3391.00" in text and "1000.00" not in text and "tune-trial" in text

@@ -128,8 +128,8 @@ FLAG_HELP = {
     "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",
     "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
-    "tune-trial": "a `toolkit tune` trial (a short search run, its session and round stored with it), the newest "
-    "run of this test: `toolkit bench` measures the matrix's own setting again",
+    "tune-trial": "a `toolkit tune` trial (a short search run, its session and round stored with it): a test only "
+    "tune measured (a trial never replaces a bench run of its test); `toolkit bench` measures the matrix's settings",
 }
 
 

@@ -7,7 +7,8 @@ better half (by median tok/s) goes on with 2r, until one is left or the wall-clo
 a candidate whose best sample is below the leader's worst sample (a clear loser) is dropped at once.
 
 Every trial is an ordinary `toolkit bench` run of that one case (records in results/, marked
-`tune: {session, round}`), so `report` and `compare` show them, and the answer is computed from the
+`tune: {session, round}`), so `report` and `compare` show them (flagged tune-trial; a trial never
+replaces a bench run of its test: identity.newest_per_test), and the answer is computed from the
 stored records alone (`best_setting`), never from in-memory numbers. The answer names the setting,
 its gain over the matrix's own default setting for that case (measured in the same session), and
 the evidence: median, min-max, number of trials. "no effect" is said only where the candidates were

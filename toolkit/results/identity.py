@@ -340,6 +340,13 @@ def _test_time(r: Any) -> str | None:
     return dt.astimezone(timezone.utc).isoformat() if dt is not None else None
 
 
+def is_tune_trial(r: Any) -> bool:
+    """A record of a `toolkit tune` trial (its `tune` session and round stored with it): a run of a
+    test never supersedes a bench run of it (newest_per_test); it shows where no bench run measured
+    the test, flagged tune-trial."""
+    return bool((getattr(r, "model_extra", None) or {}).get("tune"))
+
+
 def is_timed(r: Any) -> bool:
     """True for an imported row that carries llama-bench's own test_time: such rows are ordered by it
     among themselves (their `created` and seq say when they were imported, not measured)."""
@@ -403,7 +410,8 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
 
     The newest run of a test is the one written last to the store (write_order: the store's sequence
     number, else the place in the file; never the wall clock), except among imported rows that carry
-    llama-bench's test_time, which are ordered by it (the one measured last). Repetitions inside it
+    llama-bench's test_time, which are ordered by it (the one measured last); a run of `toolkit tune`
+    trials only (is_tune_trial) comes after every other run of its test. Repetitions inside it
     (`is_repetition`) are one measurement, combined by `combine_runs`, not superseded by each other.
     `records` in store order (their positions are the fallback order).
     """
@@ -416,10 +424,11 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
             continue
         by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append((pos, r))
     for runs in by_key.values():
+        bench = {rid: not all(is_tune_trial(x) for _, x in v) for rid, v in runs.items()}  # preferred
         if all(is_timed(x) for v in runs.values() for _, x in v):
-            newest = max(runs, key=lambda rid: max(measured_at(x) for _, x in runs[rid]))
+            newest = max(runs, key=lambda rid: (bench[rid], max(measured_at(x) for _, x in runs[rid])))
         else:
-            newest = max(runs, key=lambda rid: max(write_order(x, p) for p, x in runs[rid]))
+            newest = max(runs, key=lambda rid: (bench[rid], max(write_order(x, p) for p, x in runs[rid])))
         sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
         mine = _in_order(runs[newest])
         repeats = [x for x in mine if is_repetition(x)]

@@ -67,7 +67,7 @@ from toolkit.results.records import (
 )
 
 INDEX_NAME = ".index.sqlite"
-INDEX_SCHEMA = 2  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew)
+INDEX_SCHEMA = 3  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
 
 _TABLES = """
@@ -81,7 +81,7 @@ CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model
 CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,
                    status TEXT NOT NULL, run INTEGER NOT NULL, created TEXT NOT NULL, key INTEGER NOT NULL,
                    process_run INTEGER NOT NULL, has_value INTEGER NOT NULL, facet INTEGER NOT NULL,
-                   seq INTEGER, timed INTEGER NOT NULL, written REAL,
+                   seq INTEGER, timed INTEGER NOT NULL, written REAL, tune INTEGER NOT NULL,
                    PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
@@ -91,7 +91,7 @@ CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT N
 # store's write order, identity.write_order) and where the record is; `pos` = store order.
 _ROW_COLS = (
     "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
-    "r.seq, r.timed, r.written"
+    "r.seq, r.timed, r.written, r.tune"
 )
 (
     R_FILE,
@@ -108,8 +108,9 @@ _ROW_COLS = (
     R_SEQ,
     R_TIMED,
     R_WRITTEN,
+    R_TUNE,
     R_POS,
-) = range(15)
+) = range(16)
 _POS = "(o.rank * 4294967296 + r.line)"
 _SEQ_BASE = 1 << 62  # write order in SQL: seq + _SEQ_BASE for records with a seq, else pos (below it)
 
@@ -454,6 +455,7 @@ class ResultIndex:
                             rec.seq,
                             1 if identity.is_timed(rec) else 0,
                             written_at(rec.created),
+                            1 if identity.is_tune_trial(rec) else 0,
                         )
                     )
             if problem is not None:
@@ -464,7 +466,7 @@ class ResultIndex:
                 fh.seek(off + length - 1)
                 whole = fh.read(1) == b"\n"
             done, lines = (off + length, n) if whole else (off, n - 1)  # a half line is read again next time
-        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 14) + ")", recs)
+        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
         self.conn.execute(
             "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
@@ -581,9 +583,10 @@ class ResultIndex:
         {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters,
         or exactly `heads` when given.
 
-        Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; the run
-        written last wins (its largest seq, else its last place in store order; by llama-bench's
-        test_time when every record of the test is a timed import row; on a tie the run seen first);
+        Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; a run of
+        tune trials only comes last (`tune`), else the run written last wins (its largest seq, else its
+        last place in store order; by llama-bench's test_time when every record of the test is a timed
+        import row; on a tie the run seen first);
         in it, repetitions (`process_run`) count as one, else the newest record is used and the others
         are superseded.
         """
@@ -611,12 +614,13 @@ class ResultIndex:
         c.execute("DROP TABLE IF EXISTS temp.best")
         c.execute(
             "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, reps, kfirst, "
-            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY CASE WHEN alltimed = 1 THEN maxc END DESC, "
-            "maxw DESC, minpos) AS rn FROM (SELECT key, run, reps, maxc, maxw, minpos, "
+            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY runtune, CASE WHEN alltimed = 1 THEN maxc END DESC, "
+            "maxw DESC, minpos) AS rn FROM (SELECT key, run, reps, maxc, maxw, minpos, runtune, "
             "MIN(minpos) OVER (PARTITION BY key) AS kfirst, MIN(runtimed) OVER (PARTITION BY key) AS alltimed "
             "FROM (SELECT key, run, SUM(process_run) AS reps, MAX(created) AS maxc, "
             f"MAX(CASE WHEN seq IS NULL THEN pos ELSE {_SEQ_BASE} + seq END) AS maxw, MIN(pos) AS minpos, "
-            "MIN(timed) AS runtimed FROM temp.f WHERE status = 'ok' GROUP BY key, run))) WHERE rn = 1"
+            "MIN(timed) AS runtimed, MIN(tune) AS runtune FROM temp.f WHERE status = 'ok' GROUP BY key, run))) "
+            "WHERE rn = 1"
         )
         kfirst, used = {}, 0
         for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
