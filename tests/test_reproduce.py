@@ -57,9 +57,11 @@ AXES = {
 }
 # Tiny-model tests take well under a millisecond each: on a quiet machine tok/s of the same image
 # moved up to ~25 % between runs (per-test relative stddev 1-10 %); with other jobs on the 2 cores,
-# up to 2x. 40 % sits halfway (in ratio) between a same-image re-run (x1) and a recorded run at half
-# the speed (x2, +100 %), so both tests hold with ~30 % run-to-run drift either way.
-THRESHOLD_PCT = 40
+# up to 2x; in a full suite (2026-12-01) a recorded run came out 52-60 % slower than both of its
+# re-runs, no telemetry flag. 60 % sits about halfway (in ratio) between a same-image re-run (x1) and
+# a recorded run at 40 % of the speed (x2.5, +150 %), so both tests hold with ~35 % drift either way.
+THRESHOLD_PCT = 60
+SLOWER = 0.4  # the share of the real speed the doctored published numbers claim
 CPU_IMAGE = "toolkit/cpu:latest"
 VULKAN_IMAGE = os.environ.get("TOOLKIT_E2E_VULKAN_IMAGE", "toolkit/vulkan:latest")
 NAMESPACE = "toolkit-e2e"  # pushed as <registry>/toolkit-e2e/<image>
@@ -250,16 +252,18 @@ def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed,
     assert all(r.status == "ok" and r.avg_ts > 0 for r in mine)
 
 
-def test_a_recorded_run_twice_as_fast_is_not_reproduced(published, fresh_engine, monkeypatch, tmp_path):
+def test_a_recorded_run_at_well_under_half_the_speed_is_not_reproduced(
+    published, fresh_engine, monkeypatch, tmp_path
+):
     src, _ = published
     folder = tmp_path / "run"
     shutil.copytree(src, folder, ignore=shutil.ignore_patterns("reproduce"))
     lines = []
     for line in (folder / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
-        r["avg_ts"] *= 0.5  # the published numbers claim half the speed this image really has
-        r["stddev_ts"] *= 0.5
-        r["samples_ts"] = [x * 0.5 for x in r["samples_ts"]]
+        r["avg_ts"] *= SLOWER  # the published numbers claim 40 % of the speed this image really has
+        r["stddev_ts"] *= SLOWER
+        r["samples_ts"] = [x * SLOWER for x in r["samples_ts"]]
         lines.append(json.dumps(r))
     (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("DOCKER_HOST", fresh_engine)
