@@ -425,34 +425,34 @@ _Where = tuple[str, str, str]  # (run id, image name, image digest) of a stored 
 class _Stored:
     """What the results folder holds of rows imported before, to leave them out: `exact`
     (_measurement of every imported record), `md` (per form, _shown of those without a test_time: the
-    md tables imported before) and, read only when an import holds an md row, `timed` (per form, _shown
-    of the others)."""
+    md tables imported before) and `timed` (_shown of the others, in each form of this import's md
+    rows), read in one pass over the folder."""
 
     exact: dict[int, _Where]
     md: dict[_Form, dict[int, _Where]]
-    timed: dict[_Form, dict[int, _Where]] = field(default_factory=dict)
+    timed: dict[_Form, dict[int, _Where]]
 
     @classmethod
-    def read(cls, store: ResultStore) -> _Stored:
-        out = cls({}, {})
-        for r, where in cls._imported(store):
-            out.exact[_measurement(r)] = where
+    def read(cls, store: ResultStore, md_forms: set[_Form]) -> _Stored:
+        """The folder's imported records, digested; `md_forms`: the forms of the md rows about to be
+        imported (their matches among the stored rows of other formats)."""
+        out = cls({}, {}, {f: {} for f in md_forms})
+        if not store.root.is_dir():
+            return out
+        for r in store.results():
+            if r.status != "ok" or not (r.model_extra or {}).get("imported"):
+                continue
+            where, key = (r.run_id, r.image.name, r.image.digest), test_key(r)
+            out.exact[_measurement(r, key)] = where
             if _untimed(r):
                 f = _form(r.raw)
-                out.md.setdefault(f, {})[_shown(r, test_key(r), f)] = where
+                out.md.setdefault(f, {})[_shown(r, key, f)] = where
+            else:
+                for f, digests in out.timed.items():
+                    digests[_shown(r, key, f)] = where
         return out
 
-    @staticmethod
-    def _imported(store: ResultStore) -> Iterator[tuple[BenchRecord, _Where]]:
-        if not store.root.is_dir():
-            return
-        for r in store.results():
-            if r.status == "ok" and (r.model_extra or {}).get("imported"):
-                yield r, (r.run_id, r.image.name, r.image.digest)
-
-    def match(
-        self, store: ResultStore, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool
-    ) -> tuple[_Where, str] | None:
+    def match(self, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool) -> tuple[_Where, str] | None:
         """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
         matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
         or None."""
@@ -460,11 +460,7 @@ class _Stored:
             return self.exact[fp], ""
         if md_row:
             f = _form(rec.raw)
-            if f not in self.timed:  # the stored rows of other formats, in this md table's form
-                self.timed[f] = {
-                    _shown(r, test_key(r), f): at for r, at in self._imported(store) if not _untimed(r)
-                }
-            found = self.timed[f].get(_shown(rec, key, f))
+            found = self.timed.get(f, {}).get(_shown(rec, key, f))
             return (found, "md") if found else None
         for f, digests in self.md.items():
             found = digests.get(_shown(rec, key, f))
@@ -877,10 +873,10 @@ def _import_rows(
     content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
     keys = array.array("Q")  # the test digest of each spilled record, in spill order
     repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
-    stored = _Stored.read(store)  # rows imported before: left out, counted
     md_forms = {  # the forms of this import's md rows (md is read whole: its rows are known now)
         _form(r.fields) for src in sources if src.fmt == "md" for r in (src._rows or []) if not r.problem
     }
+    stored = _Stored.read(store, md_forms)  # rows imported before: left out, counted
     dup_stored: dict[tuple[_Where, str], int] = {}  # ((run id, name, digest), how matched) -> rows
     fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
     shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's _shown
@@ -905,7 +901,7 @@ def _import_rows(
             key = test_key(rec)
             fp = _measurement(rec, key)
             no_time = r.fmt == "md" and _untimed(rec)  # an md table's row: matched by what it prints
-            was = stored.match(store, rec, key, fp, md_row=no_time)
+            was = stored.match(rec, key, fp, md_row=no_time)
             if was:
                 dup_stored[was] = dup_stored.get(was, 0) + 1
                 continue
