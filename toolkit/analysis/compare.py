@@ -37,7 +37,7 @@ from toolkit.analysis.tables import (
     noise_band,
     rel_stddev,
     select_latest,
-    telemetry_flags,
+    sided_telemetry_flags,
     value,
     varying_columns,
 )
@@ -83,7 +83,7 @@ class CompareRow:
     @property
     def flags(self) -> list[str]:
         """The telemetry flags of either side's cell, as `A:host-busy`, `B:gpu-shared`."""
-        return [f"A:{f}" for f in telemetry_flags(self.a)] + [f"B:{f}" for f in telemetry_flags(self.b)]
+        return sided_telemetry_flags(self.a, self.b)
 
     @property
     def energy_ratio(self) -> float | None:

@@ -30,6 +30,7 @@ __all__ = [
     "AXES",
     "Energy",
     "FLAG_HELP",
+    "sided_telemetry_flags",
     "TELEMETRY_VERDICT_FLAGS",
     "ReportOptions",
     "Row",
@@ -239,6 +240,14 @@ def telemetry_flags(r: BenchRecord) -> list[str]:
     return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
 
 
+def sided_telemetry_flags(a: BenchRecord, b: BenchRecord | None) -> list[str]:
+    """The telemetry flags of two sides' cells (telemetry_flags), as `A:host-busy`, `B:gpu-shared`
+    (b None: a side not measured): what compare and reproduce hold a cell on."""
+    return [f"A:{f}" for f in telemetry_flags(a)] + (
+        [f"B:{f}" for f in telemetry_flags(b)] if b is not None else []
+    )
+
+
 @dataclass(frozen=True)
 class Energy:
     """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
@@ -368,7 +377,7 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
         out.append("concurrent")
     if getattr(r, "clock_skew", None):
         out.append("clock-skew")
-    if (r.model_extra or {}).get("tune"):
+    if identity.is_tune_trial(r):
         out.append("tune-trial")
     for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
         if f not in out:

@@ -38,7 +38,7 @@ from toolkit.analysis.tables import (
     id_value,
     row_label,
     select_latest,
-    telemetry_flags,
+    sided_telemetry_flags,
     value,
     varying_columns,
 )
@@ -98,10 +98,7 @@ class ReproRow:
     def flags(self) -> list[str]:
         """The telemetry flags of either side (`A:host-busy`, `B:gpu-shared`, ...): what made the
         system, not the image, part of the number (analysis.tables.telemetry_flags)."""
-        out = [f"A:{f}" for f in telemetry_flags(self.recorded)]
-        return out + (
-            [f"B:{f}" for f in telemetry_flags(self.reproduced)] if self.reproduced is not None else []
-        )
+        return sided_telemetry_flags(self.recorded, self.reproduced)
 
     @property
     def held(self) -> bool:
