@@ -258,21 +258,27 @@ _DRAW: dict[str, Callable[[Table | None], Figure | None]] = {
 }
 
 
-def figures(tables: list[Table]) -> dict[str, Figure]:
+_Plan = dict[str, tuple["Table | None", "str | None"]]  # plot name -> (its table, why it is left out)
+
+
+def _plan(tables: list[Table]) -> _Plan:
+    """Each plot's table (the axis of its name) and why it is left out (_too_big; None: drawn)."""
+    by_axis = {t.axis: t for t in tables}
+    return {name: (by_axis.get(name), _too_big(name, by_axis.get(name))) for name in _DRAW}
+
+
+def figures(tables: list[Table], plan: _Plan | None = None) -> dict[str, Figure]:
     """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served. Plots are
     drawn from the tables (report.tables), so they use the same test identity and show every row; a
-    plot too big to read is left out (left_out says why)."""
-    by_axis = {t.axis: t for t in tables}
-    made = {
-        name: draw(by_axis.get(name)) for name, draw in _DRAW.items() if not _too_big(name, by_axis.get(name))
-    }
+    plot too big to read is left out (left_out says why). `plan`: _plan(tables), made before."""
+    plan = plan or _plan(tables)
+    made = {name: _DRAW[name](t) for name, (t, why) in plan.items() if not why}
     return {name: fig for name, fig in made.items() if fig is not None}
 
 
-def left_out(tables: list[Table]) -> list[str]:
+def left_out(tables: list[Table], plan: _Plan | None = None) -> list[str]:
     """One line per plot `figures` leaves out for its size, saying why and how to narrow the report."""
-    by_axis = {t.axis: t for t in tables}
-    return [why for name in _DRAW if (why := _too_big(name, by_axis.get(name)))]
+    return [why for _t, why in (plan or _plan(tables)).values() if why]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,12 +487,13 @@ class PlotSet:
 
 
 def draw(tables: list[Table], results_root: Path | None = None) -> PlotSet:
-    """The report's plots drawn once (figures, telemetry_figures) for the html page and --plots alike;
-    each figure is closed after its PNG is made (a figure holds its artists until then)."""
+    """The report's plots drawn once (figures, telemetry_figures) for the html page and --plots alike,
+    as PNG bytes (which to leave out for their size decided once: _plan)."""
     runs, run_notes = telemetry_figures(tables, results_root)
+    plan = _plan(tables)
     return PlotSet(
-        {name: png_bytes(fig) for name, fig in figures(tables).items()},
-        left_out(tables),
+        {name: png_bytes(fig) for name, fig in figures(tables, plan).items()},
+        left_out(tables, plan),
         {name: png_bytes(fig) for name, fig in runs.items()},
         run_notes,
     )
