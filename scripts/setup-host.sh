@@ -37,6 +37,9 @@
 # The Debian mirror (debootstrap, the Debian 13 source) is the one this host's apt sources use
 # (`apt-get indextargets`), or $DEBIAN_MIRROR; no mirror URL is written into this script.
 set -euo pipefail
+shopt -s inherit_errexit  # a failing command inside $(...) fails the script too
+# a non-root login shell's PATH on Debian has no sbin: dockerd, usermod, debootstrap live there
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
 cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -56,15 +59,53 @@ while [ $# -gt 0 ]; do
 done
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+# the user who runs `toolkit` after this script: the caller, or the user behind `sudo ./scripts/setup-host.sh`
+CALLER=${SUDO_USER:-$(id -un)}
 # shellcheck disable=SC1091
 . /etc/os-release
 OS_ID=${ID:-unknown}; CODENAME=${VERSION_CODENAME:-}; RELEASE=${VERSION_ID:-}
 
+# Long steps run with a sign of life every 30 s; their output goes to one log, whose last lines are
+# shown when a step fails (the log is the caller's own file: nothing here writes as root into /tmp).
+SETUP_LOG=$(mktemp -t toolkit-setup.XXXXXX.log)
+step() {  # step WHAT CMD...: run CMD (output to $SETUP_LOG), say it is still running every 30 s
+  local what=$1 t0=$SECONDS pid rc=0 n=0; shift
+  log "$what"
+  printf '\n### %s: %s\n' "$what" "$*" >>"$SETUP_LOG"
+  "$@" >>"$SETUP_LOG" 2>&1 </dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; n=$((n + 1))
+    [ $((n % 30)) != 0 ] || log "  ... still $what ($((SECONDS - t0)) s)"
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" != 0 ]; then
+    tail -n 15 "$SETUP_LOG" | sed 's/^/[setup]   | /' >&2
+    die "$what failed (exit $rc; the lines above are the end of $SETUP_LOG)"
+  fi
+  [ $((SECONDS - t0)) -lt 10 ] || log "  done in $((SECONDS - t0)) s"
+}
+
+# runas USER CMD...: CMD as USER (from root: runuser; else sudo), in / with USER's runtime dir
+runas() {
+  local u=$1; shift
+  if [ "$u" = "$(id -un)" ]; then "$@"; return; fi
+  local env=(env "HOME=$(getent passwd "$u" | cut -d: -f6)" "XDG_RUNTIME_DIR=/run/user/$(id -u "$u")")
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u "$u" -- "${env[@]}" "$@")
+  else (cd / && sudo -u "$u" "${env[@]}" "$@"); fi
+}
+
+# python3 -m venv needs ensurepip, which Debian ships in python3-venv (without it venv prints a
+# "Failing command" block and exits 1)
+ensure_venv_support() {
+  python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv python3-pip
+}
+
 need_apt_update=1
-apt_update() { $SUDO apt-get update -qq; need_apt_update=0; }
+apt_update() { step "apt-get update" $SUDO apt-get update -qq; need_apt_update=0; }
 apt_install() {
   [ "$need_apt_update" = 0 ] || apt_update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  step "installing $*" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
 # The Debian mirror this host's apt already uses: $DEBIAN_MIRROR, else the first configured Debian
@@ -88,7 +129,12 @@ in_host_release() {
 }
 
 have_engine() { command -v dockerd >/dev/null 2>&1; }
-have_buildx() { docker buildx version >/dev/null 2>&1; }
+have_buildx() { command -v docker >/dev/null 2>&1 && docker buildx version >/dev/null 2>&1; }
+# Debian 13's docker.io has no CLI: it moved to docker-cli, which docker.io only Recommends (Debian
+# changelog docker.io 26.1.4+dfsg1-7, bug #1035338). Name it wherever apt would install one.
+docker_cli_pkg() {
+  LC_ALL=C apt-cache policy docker-cli 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print "docker-cli"}'
+}
 
 DOCKER_REPO="https://download.docker.com/linux/$OS_ID"
 docker_repo_reachable() { [ -n "$CODENAME" ] && url_ok "$DOCKER_REPO/dists/$CODENAME/Release"; }
@@ -112,7 +158,8 @@ docker_from_docker_repo() {  # Docker's documented apt install (docs.docker.com/
 
 docker_from_host_release() {
   log "installing docker.io + docker-buildx from $PRETTY_NAME's own archive"
-  if have_engine; then apt_install docker-buildx; else apt_install docker.io docker-buildx; fi
+  # shellcheck disable=SC2046
+  if have_engine; then apt_install docker-buildx $(docker_cli_pkg); else apt_install docker.io docker-buildx $(docker_cli_pkg); fi
 }
 
 # Debian 12 without Docker's repository. Default: its own docker.io + docker-buildx alone from Debian 13
@@ -126,7 +173,7 @@ docker_from_next_debian() {
   [ -n "$mirror" ] || die "no Debian mirror in this host's apt sources; set DEBIAN_MIRROR=<your Debian mirror URL>"
   local others=-1 want=(docker-buildx)
   if [ "$ALLOW_MIXED" = 1 ]; then
-    others=100; want=(-t "$next" docker.io docker-buildx)
+    others=100; want=(-t "$next" docker.io docker-cli docker-buildx)
   elif ! have_engine; then
     want=(docker.io docker-buildx)
   fi
@@ -171,16 +218,39 @@ if [ "$USE_DOCKER" = 1 ] && { ! have_engine || ! have_buildx; }; then
 fi
 command -v debootstrap >/dev/null || apt_install debootstrap
 
-# 2. Start the engine when it is not answering (no systemd in containers/CI sandboxes).
-if [ "$USE_DOCKER" = 1 ] && ! docker info >/dev/null 2>&1; then
-  if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-    $SUDO systemctl start docker
+[ "$USE_DOCKER" = 0 ] || command -v docker >/dev/null \
+  || die "dockerd is installed but there is no \`docker\` command: install the CLI (\`sudo apt-get install docker-cli\` on Debian 13, docker-ce-cli from Docker's repository)"
+
+# 2. Start the engine when it is not answering. systemd is PID 1 when /run/systemd/system exists
+#    (`systemctl is-system-running` also fails on a merely `degraded` system: one failed unit).
+engine_answers() { $SUDO docker info >/dev/null 2>&1; }  # as root: is dockerd up at all?
+if [ "$USE_DOCKER" = 1 ] && ! engine_answers; then
+  if [ -d /run/systemd/system ]; then
+    engine_log="\`sudo journalctl -u docker\`"
+    log "starting docker.service (systemd)"
+    $SUDO systemctl enable --now docker >/dev/null 2>&1 || $SUDO systemctl start docker || true
   else
-    log "starting dockerd (log: /var/log/dockerd.log)"
+    engine_log=/var/log/dockerd.log
+    log "starting dockerd (no systemd; log: $engine_log)"
     $SUDO sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
   fi
-  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || die "dockerd did not start; see /var/log/dockerd.log"
+  for _ in $(seq 60); do engine_answers && break; sleep 1; done
+  engine_answers || die "the Docker engine does not answer after 60 s ($($SUDO docker info 2>&1 >/dev/null | tail -n 1)); see $engine_log"
+fi
+
+# 2a. The user who runs `toolkit` needs the engine's socket: the docker group (from the next login on)
+#     and, for this shell and the rest of the README's command line, an ACL on the socket itself
+#     (the same access; the socket is made anew when dockerd restarts, by when the group is active).
+if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ]; then
+  getent group docker >/dev/null || $SUDO groupadd --system docker
+  if ! id -nG "$CALLER" | tr ' ' '\n' | grep -qx docker; then
+    $SUDO usermod -aG docker "$CALLER"
+    log "added $CALLER to the docker group (active from the next login; this shell uses an ACL on the socket)"
+  fi
+  command -v setfacl >/dev/null || apt_install acl
+  $SUDO setfacl -m "u:$CALLER:rw" "$(readlink -f /var/run/docker.sock)"
+  err=$(runas "$CALLER" docker info 2>&1 >/dev/null) \
+    || die "the Docker engine runs but $CALLER cannot use it: ${err##*$'\n'}"
 fi
 [ "$USE_DOCKER" = 0 ] || log "docker $(docker version -f '{{.Server.Version}}'), $(docker buildx version | head -1)"
 
@@ -203,117 +273,221 @@ fi
 #    Docker's store (`docker save | podman load`), else pulled, else imported from the debootstrap
 #    rootfs. A copy is kept in $BASE_DIR (docker-archive, world-readable): `toolkit build` on Podman
 #    loads a base it lacks from there, so a rootless user's store gets it without a registry.
+#    Every base is proven before it is called built: it runs `true` as root and `ls /` as nobody.
 BASE_DIR=/var/cache/toolkit/base
-debootstrap_rootfs() {  # $1 suite -> a rootfs tarball (its path on stdout)
-  local suite=$1 mirror root tarball
+ROOTFS_TAR=""; ROOTFS_SUITE=""
+debootstrap_rootfs() {  # $1 suite -> ROOTFS_TAR: a rootfs tarball, made and kept by root in $BASE_DIR
+  local suite=$1 mirror work
+  [ "$ROOTFS_SUITE" != "$suite" ] || return 0
   mirror=$(debian_mirror)
   [ -n "$mirror" ] || die "no registry for debian:$suite-slim and no Debian mirror in this host's apt sources; set DEBIAN_MIRROR=<URL>"
-  log "no registry for debian:$suite-slim: building it with debootstrap ($suite, minbase, $mirror)"
-  root=$(mktemp -d); tarball=$(mktemp --suffix=.tar)
-  $SUDO debootstrap --variant=minbase "$suite" "$root" "$mirror" >/dev/null
-  $SUDO tar -C "$root" -cf "$tarball" .
-  $SUDO rm -rf "$root"
-  printf '%s\n' "$tarball"
+  $SUDO mkdir -p "$BASE_DIR"
+  work=$($SUDO mktemp -d "$BASE_DIR/rootfs.XXXXXX")
+  step "no registry for debian:$suite-slim: building it with debootstrap ($suite, minbase, $mirror; 1-3 min)" \
+    $SUDO debootstrap --variant=minbase "$suite" "$work/root" "$mirror"
+  # / of the image: 0755 (mktemp -d makes 0700; on vfs storage no non-root user could exec anything)
+  $SUDO chmod 0755 "$work/root"
+  step "packing the $suite rootfs" $SUDO tar --numeric-owner -C "$work/root" -cf "$work/rootfs.tar" .
+  $SUDO rm -rf "$work/root"
+  [ -z "$ROOTFS_TAR" ] || $SUDO rm -rf "$(dirname "$ROOTFS_TAR")"
+  ROOTFS_TAR=$work/rootfs.tar; ROOTFS_SUITE=$suite
+}
+base_runs() {  # base_runs TAG ENGINE-COMMAND...: the image runs a command as root and as a non-root user
+  local tag=$1; shift
+  "$@" run --rm --network none "$tag" true >/dev/null 2>&1 \
+    && "$@" run --rm --network none --user 65534:65534 "$tag" ls / >/dev/null 2>&1
+}
+base_error() {  # base_error TAG ENGINE-COMMAND...: why the image does not run (the engine's last line)
+  local tag=$1 out; shift
+  out=$("$@" run --rm --network none --user 65534:65534 "$tag" ls / 2>&1 >/dev/null || true)
+  printf '%s' "${out##*$'\n'}"
+}
+# ensure_base_in TAG SUITE REF docker|podman [prove]: REF in that engine's store (as root); with
+# `prove`, one that cannot run a command is made anew, and the new one must run. (Podman's bases are
+# proven after 3b has mended the host: before, no container of any image may start.)
+ensure_base_in() {
+  local tag=$1 suite=$2 ref=$3 engine=$4 prove=${5:-} cmd
+  read -r -a cmd <<<"$SUDO $engine"
+  if "${cmd[@]}" image inspect "$ref" >/dev/null 2>&1; then
+    [ -n "$prove" ] || return 0
+    base_runs "$ref" "${cmd[@]}" && return 0
+    log "$ref is in the $engine store but cannot run a command ($(base_error "$ref" "${cmd[@]}")): making it anew"
+    "${cmd[@]}" rmi -f "$ref" >/dev/null 2>&1 || true
+  fi
+  if [ "$engine" = podman ] && [ "$USE_DOCKER" = 1 ] && base_runs "$tag" $SUDO docker; then
+    $SUDO docker save "$tag" | "${cmd[@]}" load -q >/dev/null
+    log "$tag: Docker's image loaded into Podman's store"
+  elif timeout 60 "${cmd[@]}" pull -q "$ref" >/dev/null 2>&1; then log "pulled $ref ($engine)"
+  else
+    debootstrap_rootfs "$suite"
+    "${cmd[@]}" import -c 'CMD ["bash"]' "$ROOTFS_TAR" "$ref" >/dev/null
+    log "$ref: imported from the debootstrap rootfs ($engine)"
+  fi
+  [ -z "$prove" ] || base_runs "$ref" "${cmd[@]}" \
+    || die "$ref was made but cannot run a command ($engine): $(base_error "$ref" "${cmd[@]}")"
+  BASE_CHANGED=1
 }
 ensure_debian_base() {
-  local tag=$1 suite=$2 rootfs="" archive
+  local tag=$1 suite=$2 archive
   archive="$BASE_DIR/$(printf '%s' "$tag" | tr '/:' '__').tar"
-  if [ "$USE_DOCKER" = 1 ] && ! docker image inspect "$tag" >/dev/null 2>&1; then
-    if timeout 60 docker pull -q "$tag" >/dev/null 2>&1; then log "pulled $tag"
-    else
-      rootfs=$(debootstrap_rootfs "$suite")
-      docker import -c 'CMD ["bash"]' "$rootfs" "$tag" >/dev/null
-      log "built $tag locally (Docker)"
-    fi
-  fi
+  BASE_CHANGED=0
+  if [ "$USE_DOCKER" = 1 ]; then ensure_base_in "$tag" "$suite" "$tag" docker prove; fi
   if [ "$USE_PODMAN" = 1 ]; then
-    if ! $SUDO podman image exists "docker.io/library/$tag"; then
-      if [ "$USE_DOCKER" = 1 ]; then
-        docker save "$tag" | $SUDO podman load -q >/dev/null
-        log "$tag: Docker's image loaded into Podman's store"
-      elif timeout 60 $SUDO podman pull -q "docker.io/library/$tag" >/dev/null 2>&1; then log "pulled $tag (Podman)"
-      else
-        [ -n "$rootfs" ] || rootfs=$(debootstrap_rootfs "$suite")
-        $SUDO podman import -q -c 'CMD ["bash"]' "$rootfs" "docker.io/library/$tag" >/dev/null
-        log "built $tag locally (Podman)"
-      fi
-    fi
-    if [ ! -s "$archive" ]; then
+    ensure_base_in "$tag" "$suite" "docker.io/library/$tag" podman "${PODMAN_MENDED:-}"
+    if [ ! -s "$archive" ] || [ "$BASE_CHANGED" = 1 ]; then
       $SUDO mkdir -p "$BASE_DIR"
+      $SUDO rm -f "$archive.part"
       $SUDO podman save -q --format docker-archive -o "$archive.part" "docker.io/library/$tag"
       $SUDO mv "$archive.part" "$archive" && $SUDO chmod 0644 "$archive"
       log "$tag: kept for rootless Podman stores in $archive"
     fi
   fi
-  [ -z "$rootfs" ] || $SUDO rm -f "$rootfs"
 }
 ensure_debian_base debian:trixie-slim trixie
-# the vLLM CPU image (tests) uses bookworm: Python 3.11 matches the local torch CPU wheel
+# the vLLM CPU image (tests) uses bookworm: Python 3.11 matches the torch CPU wheel (cp311)
 if [ "$TEST" = 1 ]; then ensure_debian_base debian:bookworm-slim bookworm; fi
 
-# 3b. Podman on this host: prove a container starts (rootful), and mend the two host conditions that
-#     stop it in some sandboxes, each only when its exact error is seen:
+# 3b. Podman: prove that a container starts AND that a build runs a RUN step (Podman 5 clamps rlimits
+#     for `podman run` but buildah does not for `podman build`), and mend the host conditions that stop
+#     either, each at most once, in whatever order they appear, until both pass or an unknown error
+#     remains:
 #     - crun: "cgroups in hybrid mode not supported, drop all controllers from cgroupv2": a cgroup v1
 #       host whose cgroup2 mount still holds a controller (e.g. hugetlb) that no v1 hierarchy has;
 #       mounting it as a v1 hierarchy (what crun asks; not kept over a reboot) empties the cgroup2 one;
 #     - "setrlimit `RLIMIT_NOFILE`: Operation not permitted": root without CAP_SYS_RESOURCE cannot
-#       raise rlimits, and Podman 4 gives containers nofile=1048576 unless told (Podman 5 clamps by
-#       itself); a containers.conf drop-in then sets limits this host allows.
-podman_probe() { $SUDO podman run --rm --network none docker.io/library/debian:trixie-slim true 2>&1; }
-if [ "$USE_PODMAN" = 1 ] && ! out=$(podman_probe); then
-  if printf '%s' "$out" | grep -q 'cgroups in hybrid mode not supported'; then
-    for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null); do
-      log "crun refuses hybrid cgroups: mounting the $c controller as a cgroup v1 hierarchy (/sys/fs/cgroup/$c)"
-      $SUDO mkdir -p "/sys/fs/cgroup/$c" && $SUDO mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
-    done
-    out=$(podman_probe) || true
+#       raise rlimits, and Podman gives containers nofile=1048576 unless told; a containers.conf
+#       drop-in then sets limits this host allows (buildah reads the same default_ulimits).
+#     On a fresh VM of CI's kind the setrlimit error comes first and the hybrid one only after it.
+PROBE_CTX=""
+podman_probe() {  # podman_probe PODMAN-COMMAND...: "" when a container and a build RUN step work, else the error
+  local out
+  if [ -z "$PROBE_CTX" ]; then
+    PROBE_CTX=$(mktemp -d); chmod 0755 "$PROBE_CTX"
+    printf 'FROM docker.io/library/debian:trixie-slim\nRUN true\n' >"$PROBE_CTX/Dockerfile"; chmod 0644 "$PROBE_CTX/Dockerfile"
   fi
-  if printf '%s' "$out" | grep -q 'setrlimit'; then
-    conf=/etc/containers/containers.conf.d/50-toolkit-rlimits.conf
-    $SUDO mkdir -p "$(dirname "$conf")"
-    for nproc in "$(ulimit -Hu)" 32768 4096; do  # Podman itself may run under a lower nproc than this shell
-      printf '# written by scripts/setup-host.sh: root cannot raise rlimits on this host (no CAP_SYS_RESOURCE)\n[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n' \
-        "$(ulimit -Hn)" "$(ulimit -Hn)" "$nproc" "$nproc" | $SUDO tee "$conf" >/dev/null
-      out=$(podman_probe) && break
-    done
-    log "root cannot raise rlimits here: $conf sets the containers' limits ($(grep default_ulimits "$conf"))"
+  out=$("$@" run --rm --network none docker.io/library/debian:trixie-slim true 2>&1) \
+    && out=$("$@" build -q --no-cache --network host -t localhost/toolkit-setup-probe "$PROBE_CTX" 2>&1) \
+    && { "$@" rmi -f localhost/toolkit-setup-probe >/dev/null 2>&1 || true; return 0; }
+  printf '%s' "$out"
+}
+MENDED=""
+mend_podman() {  # mend_podman WHO PODMAN-COMMAND...
+  local who=$1 out conf=/etc/containers/containers.conf.d/50-toolkit-rlimits.conf; shift
+  for _ in 1 2 3; do
+    out=$(podman_probe "$@")
+    [ -n "$out" ] || return 0
+    if [[ $out == *'cgroups in hybrid mode not supported'* && $MENDED != *hybrid* ]]; then
+      MENDED+=" hybrid"
+      for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null); do
+        log "crun refuses hybrid cgroups: mounting the $c controller as a cgroup v1 hierarchy (/sys/fs/cgroup/$c)"
+        $SUDO mkdir -p "/sys/fs/cgroup/$c" && $SUDO mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
+      done
+    elif [[ $out == *setrlimit* && $MENDED != *rlimit* ]]; then
+      MENDED+=" rlimit"
+      $SUDO mkdir -p "$(dirname "$conf")"
+      for nproc in "$(ulimit -Hu)" 32768 4096; do  # Podman itself may run under a lower nproc than this shell
+        printf '# written by scripts/setup-host.sh: root cannot raise rlimits on this host (no CAP_SYS_RESOURCE)\n[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n' \
+          "$(ulimit -Hn)" "$(ulimit -Hn)" "$nproc" "$nproc" | $SUDO tee "$conf" >/dev/null
+        [ -n "$(podman_probe "$@")" ] || break
+      done
+      log "root cannot raise rlimits here: $conf sets the containers' limits ($(grep default_ulimits "$conf"))"
+    else
+      die "podman ($who) cannot run a container or a build RUN step on this host: $out"
+    fi
+  done
+  out=$(podman_probe "$@")
+  [ -z "$out" ] || die "podman ($who) cannot run a container or a build RUN step on this host: $out"
+}
+
+# rootless_podman USER: USER's own Podman store works: a /etc/subuid + /etc/subgid range, a runtime
+# dir, the native overlay driver when the store is new and the kernel allows it (vfs copies every
+# layer: ~3.5x the disk), the base image loaded from $BASE_DIR, a container and a build RUN step.
+rootless_podman() {
+  local u=$1 uid home next
+  uid=$(id -u "$u"); home=$(getent passwd "$u" | cut -d: -f6)
+  for f in /etc/subuid /etc/subgid; do
+    if ! grep -q "^$u:" "$f" 2>/dev/null; then
+      next=$(awk -F: 'BEGIN {m = 100000} {if ($2 + $3 > m) m = $2 + $3} END {print m}' "$f" 2>/dev/null || echo 100000)
+      printf '%s:%s:65536\n' "$u" "$next" | $SUDO tee -a "$f" >/dev/null
+      log "$f: $u gets subordinate IDs $next-$((next + 65535)) (rootless Podman)"
+    fi
+  done
+  [ -d "/run/user/$uid" ] || $SUDO install -d -m 0700 -o "$u" -g "$(id -g "$u")" "/run/user/$uid"
+  if [ ! -e "$home/.config/containers/storage.conf" ] && [ ! -d "$home/.local/share/containers/storage" ]; then
+    $SUDO install -d -o "$u" -g "$(id -g "$u")" "$home/.config" "$home/.config/containers"
+    printf '[storage]\ndriver = "overlay"\n' | $SUDO tee "$home/.config/containers/storage.conf" >/dev/null
+    $SUDO chown "$u:" "$home/.config/containers/storage.conf"
+    if ! runas "$u" podman info >/dev/null 2>&1; then
+      $SUDO rm -f "$home/.config/containers/storage.conf"
+      log "rootless Podman ($u): this kernel refuses native overlay; Podman uses vfs (every layer a full copy: ~3.5x the disk)"
+    fi
   fi
-  out=$(podman_probe) || die "podman cannot start a container on this host: $out"
+  runas "$u" podman image exists docker.io/library/debian:trixie-slim \
+    || runas "$u" podman load -q -i "$BASE_DIR/debian_trixie-slim.tar" >/dev/null
+  mend_podman "rootless, as $u" runas "$u" podman
+  log "rootless podman runs containers and builds (user $u, storage $(runas "$u" podman info --format '{{.Store.GraphDriverName}}'))"
+}
+
+if [ "$USE_PODMAN" = 1 ]; then
+  mend_podman "rootful, as root" $SUDO podman
+  PODMAN_MENDED=prove  # now prove Podman's bases run (and remake one that does not)
+  ensure_debian_base debian:trixie-slim trixie
+  if [ "$TEST" = 1 ]; then ensure_debian_base debian:bookworm-slim bookworm; fi
+  log "podman runs containers and builds (rootful)"
+  # a non-root caller of --podman runs toolkit rootless: their own store must work too
+  if [ "$PODMAN" = 1 ] && [ "$CALLER" != root ]; then rootless_podman "$CALLER"; fi
 fi
-[ "$USE_PODMAN" = 0 ] || log "podman runs containers (rootful)"
 
 # 3c. --test: a rootless Podman user for the e2e tests (tests/test_e2e_podman.py): toolkit-podman with
-#     a /etc/subuid + /etc/subgid range, the native overlay driver (vfs would copy every layer), a
-#     runtime dir, the base image in its own store, and a Python venv with the toolkit's
-#     dependencies that it can read (the tests put the checkout's code first on PYTHONPATH).
+#     its own store (rootless_podman) and a group standing in for render/video (the keep-groups test
+#     gives a device node to it alone), and a Python venv with the toolkit's dependencies that it can
+#     read (the tests put the checkout's code first on PYTHONPATH).
 PODMAN_USER=toolkit-podman
 if [ "$TEST" = 1 ]; then
   id "$PODMAN_USER" >/dev/null 2>&1 || $SUDO useradd --create-home --shell /bin/bash "$PODMAN_USER"
-  # a group standing in for render/video: the keep-groups test gives a device node to it alone
   getent group toolkit-gpu-test >/dev/null || $SUDO groupadd toolkit-gpu-test
   id -nG "$PODMAN_USER" | grep -qw toolkit-gpu-test || $SUDO usermod -aG toolkit-gpu-test "$PODMAN_USER"
-  for f in /etc/subuid /etc/subgid; do
-    grep -q "^$PODMAN_USER:" "$f" 2>/dev/null || printf '%s:200000:65536\n' "$PODMAN_USER" | $SUDO tee -a "$f" >/dev/null
-  done
-  uid=$(id -u "$PODMAN_USER"); home=$(getent passwd "$PODMAN_USER" | cut -d: -f6)
-  $SUDO install -d -m 0700 -o "$PODMAN_USER" -g "$PODMAN_USER" "/run/user/$uid"
-  if [ ! -f "$home/.config/containers/storage.conf" ]; then
-    $SUDO install -d -o "$PODMAN_USER" -g "$PODMAN_USER" "$home/.config" "$home/.config/containers"
-    printf '[storage]\ndriver = "overlay"\n' | $SUDO tee "$home/.config/containers/storage.conf" >/dev/null
-    $SUDO chown "$PODMAN_USER:" "$home/.config/containers/storage.conf"
-  fi
-  as_podman_user() { $SUDO su "$PODMAN_USER" -s /bin/sh -c "cd /tmp && XDG_RUNTIME_DIR=/run/user/$uid $1"; }
-  as_podman_user "podman image exists docker.io/library/debian:trixie-slim || podman load -q -i $BASE_DIR/debian_trixie-slim.tar >/dev/null"
-  out=$(as_podman_user "podman run --rm --network none --group-add keep-groups docker.io/library/debian:trixie-slim true" 2>&1) \
-    || die "rootless podman (user $PODMAN_USER) cannot start a container: $out"
-  log "rootless podman runs containers (user $PODMAN_USER, keep-groups)"
+  rootless_podman "$PODMAN_USER"
+  out=$(runas "$PODMAN_USER" podman run --rm --network none --group-add keep-groups docker.io/library/debian:trixie-slim true 2>&1) \
+    || die "rootless podman (user $PODMAN_USER) cannot keep its groups in a container: $out"
   venv=/opt/toolkit-test/venv
   if ! "$venv/bin/python" -c 'import docker, click, pydantic, jinja2, gguf' 2>/dev/null; then
-    [ -x /usr/bin/python3 ] || apt_install python3
-    /usr/bin/python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; /usr/bin/python3 -m venv "$venv"; }
-    "$venv/bin/pip" install -q . 2>/dev/null
-    log "$venv: the toolkit's dependencies, for the rootless test user"
+    ensure_venv_support
+    $SUDO /usr/bin/python3 -m venv "$venv" >/dev/null
+    step "installing the toolkit's dependencies into $venv (for the rootless test user)" $SUDO "$venv/bin/pip" install -q .
   fi
+fi
+[ -z "$PROBE_CTX" ] || rm -rf "$PROBE_CTX"
+[ -z "$ROOTFS_TAR" ] || $SUDO rm -rf "$(dirname "$ROOTFS_TAR")"
+
+# 3d. --test: what the test levels need besides Python packages: gcc (fast), cmake (contract), and the
+#     torch CPU wheel the vLLM CPU image installs (e2e). PyPI has no `+cpu` builds: the wheel comes
+#     from pip's find-links when it is already on disk, else from PyTorch's CPU index
+#     ($TOOLKIT_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) into $WHEEL_DIR.
+TORCH_CPU=2.13.0+cpu  # = tests/test_e2e_vllm_cpu.py TORCH (tests/test_setup_host.py checks)
+WHEEL_DIR=/var/cache/toolkit/wheels
+if [ "$TEST" = 1 ]; then
+  if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null; then
+    # on a mixed bookworm/trixie host gcc needs trixie's libc6-dev: take the target apt can satisfy
+    if LC_ALL=C apt-get -s install --no-install-recommends gcc cmake >/dev/null 2>&1; then apt_install gcc cmake
+    else apt_install -t trixie gcc cmake; fi
+  fi
+  wheel="torch-$TORCH_CPU-cp311-cp311-manylinux_2_28_x86_64.whl"
+  have=""
+  for d in ${TOOLKIT_TORCH_WHEELS:-} ${PIP_FIND_LINKS:-} $(python3 -m pip config get global.find-links 2>/dev/null || true) "$WHEEL_DIR"; do
+    d=${d#file://}
+    if [ -f "$d/$wheel" ]; then have=$d; break; fi
+  done
+  if [ -z "$have" ]; then
+    index=${TOOLKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+    $SUDO mkdir -p "$WHEEL_DIR"
+    step "downloading torch $TORCH_CPU (cp311, ~190 MB) from $index into $WHEEL_DIR (the vLLM CPU e2e test)" \
+      $SUDO python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+      --platform manylinux_2_28_x86_64 --implementation cp --abi cp311 --index-url "$index" -d "$WHEEL_DIR" "torch==$TORCH_CPU"
+    [ -f "$WHEEL_DIR/$wheel" ] || die "pip did not download $wheel from $index; put that file in $WHEEL_DIR (or set TOOLKIT_TORCH_WHEELS=<folder>)"
+    have=$WHEEL_DIR
+  fi
+  log "torch CPU wheel: $have/$wheel"
 fi
 
 # 4. The toolkit itself (editable, with test extras when asked). A distribution Python that is
@@ -321,9 +495,14 @@ fi
 extras=""; [ "$TEST" = 1 ] && extras="[test]"
 PY=python3
 if [ -x .venv/bin/python ] || python3 -c 'import os,sys,sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
-  [ -x .venv/bin/python ] || { python3 -m venv .venv 2>/dev/null || { apt_install python3-venv python3-pip; python3 -m venv .venv; }; }
+  if [ ! -x .venv/bin/python ]; then ensure_venv_support; python3 -m venv .venv >/dev/null; fi
   PY=.venv/bin/python
   $SUDO ln -sf "$PWD/.venv/bin/toolkit" /usr/local/bin/toolkit
 fi
-$PY -m pip install -q -e ".${extras}"
-log "ready: run 'toolkit doctor' to see what this host can run"
+step "installing the toolkit (pip install -e .${extras}; 1-3 min on a new host)" $PY -m pip install -q -e ".${extras}"
+rm -f "$SETUP_LOG"
+if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ] && ! id -nG | tr ' ' '\n' | grep -qx docker; then
+  log "ready. $CALLER is in the docker group from the next login; until then this shell reaches the engine through an ACL on its socket. Run 'toolkit doctor' to see what this host can run"
+else
+  log "ready: run 'toolkit doctor' to see what this host can run"
+fi
