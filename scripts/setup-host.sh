@@ -68,17 +68,22 @@ OS_ID=${ID:-unknown}; CODENAME=${VERSION_CODENAME:-}; RELEASE=${VERSION_ID:-}
 # Long steps run with a sign of life every 30 s; their output goes to one log, whose last lines are
 # shown when a step fails (the log is the caller's own file: nothing here writes as root into /tmp).
 SETUP_LOG=$(mktemp -t toolkit-setup.XXXXXX.log)
-step() {  # step WHAT CMD...: run CMD (output to $SETUP_LOG), say it is still running every 30 s
-  local what=$1 t0=$SECONDS pid rc=0 n=0; shift
+step() {  # [TRIES=N] step WHAT CMD...: run CMD (output to $SETUP_LOG), say it still runs every 30 s
+  local what=$1 t0=$SECONDS pid rc=0 n=0 try; shift
   log "$what"
-  printf '\n### %s: %s\n' "$what" "$*" >>"$SETUP_LOG"
-  "$@" >>"$SETUP_LOG" 2>&1 </dev/null &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1; n=$((n + 1))
-    [ $((n % 30)) != 0 ] || log "  ... still $what ($((SECONDS - t0)) s)"
+  for try in $(seq "${TRIES:-1}"); do
+    [ "$try" = 1 ] || log "  ... $what failed (exit $rc; a mirror's download can fail once): try $try of ${TRIES:-1}"
+    printf '\n### %s: %s\n' "$what" "$*" >>"$SETUP_LOG"
+    rc=0
+    "$@" >>"$SETUP_LOG" 2>&1 </dev/null &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 1; n=$((n + 1))
+      [ $((n % 30)) != 0 ] || log "  ... still $what ($((SECONDS - t0)) s)"
+    done
+    wait "$pid" || rc=$?
+    [ "$rc" != 0 ] || break
   done
-  wait "$pid" || rc=$?
   if [ "$rc" != 0 ]; then
     tail -n 15 "$SETUP_LOG" | sed 's/^/[setup]   | /' >&2
     die "$what failed (exit $rc; the lines above are the end of $SETUP_LOG)"
@@ -283,7 +288,7 @@ debootstrap_rootfs() {  # $1 suite -> ROOTFS_TAR: a rootfs tarball, made and kep
   [ -n "$mirror" ] || die "no registry for debian:$suite-slim and no Debian mirror in this host's apt sources; set DEBIAN_MIRROR=<URL>"
   $SUDO mkdir -p "$BASE_DIR"
   work=$($SUDO mktemp -d "$BASE_DIR/rootfs.XXXXXX")
-  step "no registry for debian:$suite-slim: building it with debootstrap ($suite, minbase, $mirror; 1-3 min)" \
+  TRIES=3 step "no registry for debian:$suite-slim: building it with debootstrap ($suite, minbase, $mirror; 1-3 min)" \
     $SUDO debootstrap --variant=minbase "$suite" "$work/root" "$mirror"
   # / of the image: 0755 (mktemp -d makes 0700; on vfs storage no non-root user could exec anything)
   $SUDO chmod 0755 "$work/root"
