@@ -23,6 +23,9 @@
 #   --keep   leave the stand-ins (containers and volumes) for a look; default: removed.
 #   --out    where logs and table.md go (default /tmp/fresh-host).
 #
+# The network: this workplace reaches PyPI through a TLS proxy whose CA this host trusts
+# (/usr/local/share/ca-certificates/*.crt); a stand-in trusts the same CAs, as any host on this
+# network must. Nothing else of this host goes in.
 # The test command's torch CPU wheel: PyTorch's CPU index is stood in for by a file index holding the
 # one wheel this machine carries (TOOLKIT_TORCH_INDEX; scripts/setup-host.sh --test downloads from it).
 # Needs: a running Docker engine and the local debian:bookworm-slim / debian:trixie-slim images
@@ -85,10 +88,13 @@ RUN rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* \\
     && useradd --create-home --shell /bin/bash --groups adm,sudo,video,plugdev debian \\
     && echo 'debian ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users
 COPY init /usr/local/sbin/fresh-init
-RUN chmod 0755 /usr/local/sbin/fresh-init
+COPY ca/ /usr/local/share/ca-certificates/
+RUN chmod 0755 /usr/local/sbin/fresh-init && update-ca-certificates >/dev/null
 STOPSIGNAL SIGRTMIN+3
 CMD ["/usr/local/sbin/fresh-init"]
 EOF
+  mkdir "$ctx/ca"
+  cp /usr/local/share/ca-certificates/*.crt "$ctx/ca/" 2>/dev/null || true
   docker build -q -t "toolkit-fresh-host:$rel" "$ctx" >/dev/null
   rm -rf "$ctx"
 }

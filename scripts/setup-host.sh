@@ -466,16 +466,17 @@ fi
 [ -z "$ROOTFS_TAR" ] || $SUDO rm -rf "$(dirname "$ROOTFS_TAR")"
 
 # 3d. --test: what the test levels need besides Python packages: gcc (fast), cmake (contract), and the
-#     torch CPU wheel the vLLM CPU image installs (e2e). PyPI has no `+cpu` builds: the wheel comes
+#     torch CPU wheel the vLLM CPU image installs (e2e); shellcheck (the scripts' own test). PyPI has no `+cpu` builds: the wheel comes
 #     from pip's find-links when it is already on disk, else from PyTorch's CPU index
 #     ($TOOLKIT_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) into $WHEEL_DIR.
 TORCH_CPU=2.13.0+cpu  # = tests/test_e2e_vllm_cpu.py TORCH (tests/test_setup_host.py checks)
 WHEEL_DIR=/var/cache/toolkit/wheels
 if [ "$TEST" = 1 ]; then
-  if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null; then
+  if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null || ! command -v shellcheck >/dev/null; then
     # on a mixed bookworm/trixie host gcc needs trixie's libc6-dev: take the target apt can satisfy
-    if LC_ALL=C apt-get -s install --no-install-recommends gcc cmake >/dev/null 2>&1; then apt_install gcc cmake
-    else apt_install -t trixie gcc cmake; fi
+    [ "$need_apt_update" = 0 ] || apt_update
+    if LC_ALL=C apt-get -s install --no-install-recommends gcc cmake shellcheck >/dev/null 2>&1; then apt_install gcc cmake shellcheck
+    else apt_install -t trixie gcc cmake shellcheck; fi
   fi
   wheel="torch-$TORCH_CPU-cp311-cp311-manylinux_2_28_x86_64.whl"
   have=""

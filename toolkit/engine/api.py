@@ -243,7 +243,7 @@ def client():
             "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
         )
         if "Permission denied" in msg:
-            fix = "add your user to the `docker` group (then log in again) or run as root"
+            fix = docker_group_fix()
         elif not where:
             fix = start
         elif "connect" in msg.lower():  # a usable address where no engine answers
@@ -257,6 +257,29 @@ def client():
             fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
         at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def docker_group_fix() -> str:
+    """What a user who may not open the Docker socket types next: a member of the `docker` group whose
+    shell predates the membership (usermod takes effect at the next login) gets `newgrp docker`;
+    anyone else the usermod line. Reads /etc/group through the grp module."""
+    import getpass
+    import grp
+
+    user = os.environ.get("USER") or getpass.getuser()
+    try:
+        group = grp.getgrnam("docker")
+    except KeyError:
+        return "no `docker` group on this host: run `./scripts/setup-host.sh` (it makes one and adds you), or run as root"
+    if user in group.gr_mem and group.gr_gid not in os.getgroups():
+        return (
+            f"{user} is in the `docker` group, but this shell started before that: type `newgrp docker` "
+            "(or log in again) and run the command once more"
+        )
+    return (
+        f"add {user} to the `docker` group: `sudo usermod -aG docker {user}`, then `newgrp docker` (or log "
+        "in again); `./scripts/setup-host.sh` does both; or run as root"
+    )
 
 
 def _cached(key: str):
