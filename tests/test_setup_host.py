@@ -110,3 +110,32 @@ def test_scripts_pass_shellcheck(script):
         pytest.skip("shellcheck not installed (setup-host.sh --test installs it)")
     res = subprocess.run(["shellcheck", "-S", "warning", str(ROOT / "scripts" / script)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
+
+
+@pytest.mark.e2e
+def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
+    """An empty rootfs imported as a base (what setup once tagged `debian:trixie-slim` after a swallowed
+    debootstrap error) is an error check in doctor, naming the image; the real base is ok."""
+    import tarfile
+
+    from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+
+    engine_or_skip()
+    empty = tmp_path / "empty.tar"
+    with tarfile.open(empty, "w"):
+        pass
+    ref = "toolkit-test/empty-base:doctor"
+    subprocess.run(["docker", "import", str(empty), ref], check=True, capture_output=True)
+    try:
+        assert api.probe_base_image("debian:trixie-slim") is None
+        assert api.probe_base_image(ref)  # no `sh` in it: the engine's own reason
+        project = make_project(tmp_path / "p", images=["cpu"], bench={})
+        data = (project / "matrix.yaml").read_text().replace("base_image: debian:trixie-slim", f"base_image: {ref}")
+        (project / "matrix.yaml").write_text(data)
+        res, _ = run_cli(project, "doctor", "--json", expect=None)
+        import json
+
+        rep = json.loads(res.output)
+        assert any(ref in e and "cannot run a command" in e for e in rep["errors"]), rep["errors"]
+    finally:
+        subprocess.run(["docker", "rmi", "-f", ref], capture_output=True)

@@ -622,6 +622,10 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         except Exception as err:  # no device, engine error: that is the answer, not a crash
             return str(err)[:200]
 
+    bases: dict[str, str | None] = {}
+    if "error" not in info:  # each local base image the templates build FROM: does it run a command?
+        refs = {str(v) for spec in lm.m.images for k, v in spec.vars.items() if k.endswith("base_image") and v}
+        bases = {ref: engine.probe_base_image(ref) for ref in sorted(refs) if engine.inspect_image(ref)}
     rep = doctor_mod.diagnose(
         lm.m.images,
         labels,
@@ -629,6 +633,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         docker_info=info,
         device_probe=probe,
         apt_policy=doctor_mod.read_apt_policy(),
+        base_images=bases,
     )
     if as_json:
         echo_json(rep.to_dict())
@@ -1008,7 +1013,10 @@ def main() -> None:
                 5,
             )
         if docker_said:  # the engine answered and refused the request (a 4xx)
-            detail = (str(err).splitlines() or [type(err).__name__])[0][:300]
+            # the engine's own explanation first (str(err) spends its length on the request URL)
+            why = getattr(err, "explanation", None) or str(err)
+            code = getattr(err, "status_code", None)
+            detail = (f"{code} " if code else "") + ((str(why).splitlines() or [type(err).__name__])[0][:300])
             _fail(
                 f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
                 "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "

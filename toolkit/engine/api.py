@@ -1091,6 +1091,27 @@ def probe_device_access(
     return lines[-1][:200] if lines else f"device open exited {out.exit_code}"
 
 
+def probe_base_image(ref: str, *, timeout: float = 120) -> str | None:
+    """Run `true` as root and `ls /` as an unprivileged user (setpriv to uid 65534) in a one-shot
+    container of local image `ref` (no network). None when both ran, else what failed: the engine's
+    or the shell's last line (an empty imported rootfs has no `true`; a rootfs whose / is mode 0700
+    lets no non-root user exec anything, which overlay2 hides and vfs does not)."""
+    spec = RunSpec(
+        image=ref,
+        command=["sh", "-c", "true && setpriv --reuid=65534 --regid=65534 --clear-groups ls / >/dev/null"],
+        network="none",
+        labels={"org.toolkit.purpose": "base-probe"},
+    )
+    try:
+        out = run_container(spec, timeout=timeout)
+    except Exception as err:  # the engine refused to start it (no `sh`, an OCI error): that is the answer
+        return _first_line(err)
+    if out.exit_code == 0:
+        return None
+    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else f"exited {out.exit_code}"
+
+
 @dataclass
 class ContainerInfo:
     """A container as listed: id, name, status (running, exited, created, ...), labels."""

@@ -454,6 +454,26 @@ def apply_userns(
         v.reason = f"{remap}: {why} (not proven: {failure}); devices {v.reason}"
 
 
+def check_base_images(results: Mapping[str, str | None]) -> list[Check]:
+    """One check per local base image the matrix's templates build FROM: `results` maps the image
+    reference to None (it runs a command as root and as a non-root user) or the reason it does not
+    (engine.probe_base_image). A base that cannot run makes every build on it fail at its first RUN."""
+    checks = []
+    for ref, why in sorted(results.items()):
+        if why is None:
+            checks.append(Check("ok", "base image", f"{ref} runs a command (as root and as a non-root user)"))
+        else:
+            checks.append(
+                Check(
+                    "error",
+                    "base image",
+                    f"{ref} is local but cannot run a command ({why}): every build FROM it fails; make it "
+                    f"anew with `./scripts/setup-host.sh` (or `docker rmi {ref}` and pull it)",
+                )
+            )
+    return checks
+
+
 def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
     module = facts.get("amdgpu_module")
     driver = "amdgpu not loaded" if module is None else f"amdgpu {module}"
@@ -698,11 +718,13 @@ def diagnose(
     device_probe: DeviceProbe | None = None,
     apt_policy: str | None = None,
     nvml: Any = None,
+    base_images: Mapping[str, str | None] | None = None,
 ) -> DoctorReport:
     """Check the host and say, per image, whether it can run here and why not.
 
     `build_labels` maps image name -> labels of its latest build (absent: not built yet).
     `apt_policy`: read_apt_policy() output for the mixed-release check (None: not checked).
+    `base_images`: local base image -> None or why it cannot run a command (check_base_images).
     """
     env = os.environ if env is None else env
     facts = host_facts(sysfs=sysfs, proc=proc, etc=etc, env=env)
@@ -712,6 +734,7 @@ def diagnose(
         + check_hsa_override(env, gpus)
         + check_igpu(gpus)
         + check_docker(docker_info)
+        + check_base_images(base_images or {})
         + check_rootless_devices(docker_info, dev)
         + check_cdi(docker_info, amd_cdi_spec())
         + check_kernel(facts)
