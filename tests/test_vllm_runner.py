@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import probe_outputs
+from tests import contract_env, probe_outputs
 from toolkit.bench.run import BenchOptions, RunContext
 from toolkit.bench.runners import vllm as vr
 from toolkit.core import registry as runners
@@ -699,7 +699,7 @@ def contract_python(version: str, root: Path) -> Path:
         shutil.rmtree(env / "venv", ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(env / "venv")], check=True, timeout=300)
         # Only a local torch wheel (pip's configured find-links): a PyPI torch is a multi-GB CUDA build.
-        _pip(python, "install", "--no-index", "--no-deps", "--only-binary", ":all:", "torch")
+        contract_env.local_torch(python)
         torch_v = subprocess.run(
             [str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
             capture_output=True,

@@ -225,8 +225,10 @@ class FiniteRange(click.FloatRange):
 
 class BuildStatus:
     """A rich status line on stderr for the running build step, with a spinner and the elapsed time;
-    update(text) starts or refreshes it, stop() removes it (transient: the log lines stay). Use only
-    when stderr is a terminal (`BuildStatus.for_stderr()` returns None otherwise)."""
+    update(text) starts or refreshes it, stop() removes it (transient: the log lines stay), echo(line)
+    prints a log line above it (a line written past it to stderr would leave the spinner's frame in
+    the scrollback). Use only when stderr is a terminal (`BuildStatus.for_stderr()` returns None
+    otherwise)."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -253,8 +255,16 @@ class BuildStatus:
                 transient=True,
             )
             self.progress.start()
-            self.task = self.progress.add_task(text, total=None)
-        self.progress.update(self.task, description=text)
+            self.task = self.progress.add_task("", total=None)
+        from rich.markup import escape
+
+        self.progress.update(self.task, description=escape(text))  # `[build 2/5]` is text, not markup
+
+    def echo(self, line: str) -> None:
+        if self.progress is None:
+            _err(line)
+        else:
+            self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
         if self.progress is not None:

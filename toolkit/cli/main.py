@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -195,8 +196,14 @@ def build(
                 f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
                 f"{build_plan.previous_build_note(store, spec.name)})"
             )
+        # on a terminal a step line fits its width (`   NAME | ` before it); in a log, 100 characters
+        width = shutil.get_terminal_size().columns - len(spec.name) - 6 if status else 100
         steps = build_plan.BuildSteps(
-            spec.name, _err, verbose=verbose, status=status.update if status else None
+            spec.name,
+            status.echo if status else _err,
+            verbose=verbose,
+            width=max(width, 40),
+            status=status.update if status else None,
         )
         before = None if dry_run else build_mod.latest_here(store, spec.name)
         try:
@@ -624,7 +631,9 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
 
     bases: dict[str, str | None] = {}
     if "error" not in info:  # each local base image the templates build FROM: does it run a command?
-        refs = {str(v) for spec in lm.m.images for k, v in spec.vars.items() if k.endswith("base_image") and v}
+        refs = {
+            str(v) for spec in lm.m.images for k, v in spec.vars.items() if k.endswith("base_image") and v
+        }
         bases = {ref: engine.probe_base_image(ref) for ref in sorted(refs) if engine.inspect_image(ref)}
     rep = doctor_mod.diagnose(
         lm.m.images,

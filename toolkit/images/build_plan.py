@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,11 @@ _VERTEX = re.compile(r"#(\d+) (.*)")
 _STEP = re.compile(r"\[(?!internal\])[^\]]*\d+/\d+\] ")
 _DONE = re.compile(r"DONE (\d+(?:\.\d+)?)s")
 LONG_STEP_S = 5.0
+HEARTBEAT_S = 30.0
+"""Off a terminal (no status line), a running step says it is still running at most this often."""
+FAIL_TAIL = 12
+"""Lines of a failing step's own output shown before its ERROR line (apt's `E:` lines, a compiler's)."""
+_PERCENT = re.compile(r"\[\s{0,3}(\d{1,3})%\]")  # cmake/ninja progress: `[ 45%] Building CXX object ...`
 """A step that ran at least this long gets a `done in` line."""
 
 
@@ -78,7 +84,10 @@ class BuildSteps:
     run (its instruction cut to `width`), `name | [stage i/n] done in S s` for steps of >= 5 s, error
     lines, and from close() `name | K of N steps from cache`. Steps BuildKit serves from cache
     (`#N CACHED`) are counted, not printed. `verbose` prints every line unchanged. With `status`
-    (a callable taking the running step's text), the running step is also shown there as it runs.
+    (a callable taking the running step's text), the running step is also shown there as it runs,
+    with the compiler's percentage (`[ 45%]` lines of cmake) when it prints one; without it (a log,
+    not a terminal) a step running for HEARTBEAT_S says so, with that percentage. A step that fails
+    has its last FAIL_TAIL output lines printed before its ERROR line.
     """
 
     def __init__(
@@ -95,8 +104,25 @@ class BuildSteps:
         self.running: dict[str, tuple[str, float]] = {}
         self.steps: set[str] = set()
         self.cached: set[str] = set()
+        self.tail: dict[str, deque[str]] = {}  # vertex -> its last output lines
+        self.percent: dict[str, str] = {}  # vertex -> the last `NN%` it printed
+        self.heard = time.monotonic()  # when a line was last echoed (the heartbeat's clock)
+
+    def _progress(self, vid: str, said: str) -> None:
+        """Keep a running step's output tail and percentage; refresh the status line, or beat."""
+        self.tail.setdefault(vid, deque(maxlen=FAIL_TAIL)).append(said)
+        m = _PERCENT.search(said)
+        if m:
+            self.percent[vid] = f"{m.group(1)}%"
+        title, t0 = self.running[vid]
+        pct = f", {self.percent[vid]}" if vid in self.percent else ""
+        if self.status and m:
+            self.status(f"{self.name}: {title.split('] ', 1)[0]}] compiling {self.percent[vid]}")
+        elif not self.status and time.monotonic() - self.heard >= HEARTBEAT_S:
+            self._say(f"{title.split('] ', 1)[0]}] still running ({time.monotonic() - t0:.0f} s{pct})")
 
     def _say(self, text: str) -> None:
+        self.heard = time.monotonic()
         self.echo(f"   {self.name} | {text}")
 
     def __call__(self, line: str) -> None:
@@ -125,10 +151,15 @@ class BuildSteps:
                 self.status(f"{self.name}: {title}")
         said = re.sub(r"^\d+\.\d+ ", "", rest)  # step output carries its elapsed seconds first
         if said.startswith("ERROR") or said.startswith("error:"):
+            for ln in self.tail.pop(vid, ()):  # the step's own last words (apt's `E:` lines) first
+                self._say(f"#{vid}   {ln}")
             self._say(f"{said}" if said is rest else f"#{vid} {said}")
+        elif said is not rest and vid in self.running:
+            self._progress(vid, said)
         done = _DONE.match(rest)
         if done and vid in self.running:
             title, _ = self.running.pop(vid)
+            self.tail.pop(vid, None)
             if float(done.group(1)) >= LONG_STEP_S:
                 self._say(f"{title.split('] ', 1)[0]}] done in {float(done.group(1)):.1f} s")
 

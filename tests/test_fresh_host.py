@@ -1,0 +1,83 @@
+"""The README's commands on fresh hosts, stood in by systemd containers that hide nothing of this
+machine (scripts/fresh-host.sh): CI's part of the fresh-host proof, on every run. `--quick` is the
+README's main job as a sudo user on a fresh Debian 13 (setup, build, bench, doctor) and setup's Podman
+mends on a fresh Debian 12 with the host's cgroups as a fresh boot of CI's VM kind has them. The full
+run (every README host and the test command) is `sudo scripts/fresh-host.sh`; docs/setup.md shows its table."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_helpers import engine_or_skip
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.e2e
+
+
+def _rows(table: str) -> list[dict[str, str]]:
+    """The table's rows: host, user, engine, step, exit, wall, cpu."""
+    out = []
+    for ln in table.splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0].startswith("Debian"):
+            out.append(
+                dict(
+                    zip(["host", "user", "engine", "step", "exit", "wall", "cpu", "load"], cells, strict=True)
+                )
+            )
+    return out
+
+
+def test_readme_commands_pass_on_fresh_stand_ins(tmp_path):
+    engine_or_skip()
+    if os.geteuid() != 0:
+        pytest.skip("the stand-ins are privileged containers: run as root (CI does)")
+    for base in ("debian:bookworm-slim", "debian:trixie-slim"):
+        if subprocess.run(["docker", "image", "inspect", base], capture_output=True).returncode:
+            pytest.fail(f"{base} is not in the engine: run ./scripts/setup-host.sh --test")
+    res = subprocess.run(
+        [str(ROOT / "scripts" / "fresh-host.sh"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    table = (tmp_path / "table.md").read_text() if (tmp_path / "table.md").exists() else ""
+    logs = "\n".join(
+        f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-30:])
+        for p in sorted(tmp_path.glob("*.log"))
+    )
+    rows = _rows(table)
+    assert res.returncode == 0, f"{table}\n{res.stderr[-3000:]}\n{logs[-6000:]}"
+    steps = {(r["host"], r["user"], r["engine"], r["step"]): r["exit"] for r in rows}
+    want = [
+        ("Debian 13", "debian", "docker", "`./scripts/setup-host.sh`"),
+        ("Debian 13", "debian", "docker", "`toolkit build`"),
+        ("Debian 13", "debian", "docker", "`toolkit bench`"),
+        ("Debian 13", "debian", "docker", "`toolkit doctor`"),
+        ("Debian 12", "root", "podman", "`./scripts/setup-host.sh --podman`"),
+        ("Debian 12", "root", "podman", "`toolkit doctor`"),
+    ]
+    assert {k: steps.get(k) for k in want} == {k: "0" for k in want}, table
+    # the sudo user's bench printed its tables in the same shell as setup (the docker group's ACL)
+    log = (tmp_path / "toolkit-fresh-trixie-debian-docker.log").read_text(errors="replace")
+    assert re.search(r"cpu x tiny-qwen3moe: ok, \d+ results", log), log[-3000:]
+    assert "Traceback" not in log
+
+
+def test_fresh_host_refuses_a_host_it_does_not_know(tmp_path):
+    if not shutil.which("docker"):
+        pytest.skip("no docker CLI")
+    res = subprocess.run(
+        [str(ROOT / "scripts" / "fresh-host.sh"), "--out", str(tmp_path), "bookworm:nobody:docker"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 4 and "bad host" in res.stderr
