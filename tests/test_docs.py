@@ -44,3 +44,32 @@ def test_readme_links_resolve_and_readme_is_a_newcomers_page():
         assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
     for pkg in (p for p in (ROOT / "toolkit").iterdir() if (p / "__init__.py").is_file()):
         assert f"`toolkit/{pkg.name}`" in text, f"README's code map misses toolkit/{pkg.name}"
+
+
+def _anchors(md: str) -> set[str]:
+    """GitHub's heading anchors of a markdown text: lowercased, punctuation dropped, spaces -> '-'."""
+    out = set()
+    for h in re.findall(r"^#{1,6} (.+)$", md, re.M):
+        out.add(re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_every_docs_link_and_named_section_exists():
+    # docs/running.md sent readers to "Setting up a host", "Test levels", "Many hosts": sections that had
+    # become other files, unlinked
+    docs = {p: p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    for path, md in docs.items():
+        for target, anchor in re.findall(r"\]\((?!https?:)([^)#\s]*)(?:#([^)\s]+))?\)", md):
+            dest = (path.parent / target).resolve() if target else path
+            assert dest.exists(), f"{path.name} links to {target}, which does not exist"
+            if anchor and dest.suffix == ".md":
+                assert anchor in _anchors(dest.read_text()), (
+                    f"{path.name} links to {target}#{anchor}: no such heading"
+                )
+        # a section named in quotes is one of the same page (another page's is a link)
+        headings = {h.strip() for h in re.findall(r"^#{1,6} (.+)$", md, re.M)}
+        headings |= {b.strip() for b in re.findall(r"^\*\*([^*]+)\*\*", md, re.M)}
+        for name in re.findall(r'see "([^"]+)"', md):
+            assert any(h.startswith(name) for h in headings), (
+                f'{path.name}: see "{name}": no such section here'
+            )
