@@ -9,6 +9,7 @@ change that breaks either fails the fast level.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -277,3 +278,24 @@ def test_every_registered_runner_implements_the_protocol():
         for m, sig in methods.items():
             got = inspect.signature(getattr(type(runner), m))
             assert list(got.parameters) == list(sig.parameters), f"{name}.{m}{got} is not Runner.{m}{sig}"
+
+
+def test_other_packages_enter_the_engine_through_its_door():
+    """toolkit.engine.api is the engine package's one door: its rooms (choice, images, containers,
+    registry) are imported only inside the package, so a room can be split or merged without touching
+    a caller."""
+    rooms = sorted(
+        p.stem for p in (ROOT / "toolkit" / "engine").glob("*.py") if p.stem not in ("__init__", "api")
+    )
+    assert rooms, "the engine package has no rooms"
+    pattern = re.compile(
+        rf"toolkit\.engine\.({'|'.join(rooms)})\b|from toolkit\.engine import .*\b({'|'.join(rooms)})\b"
+    )
+    offenders = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in sorted((ROOT / "toolkit").rglob("*.py"))
+        if p.parent.name != "engine"
+        for i, ln in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(ln)
+    ]
+    assert not offenders, offenders

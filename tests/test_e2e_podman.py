@@ -55,7 +55,7 @@ def test_api_service_starts_over_a_stale_socket_file(tmp_path):
     used to end at once on the dead file and the first build failed with "Connection refused"."""
     import socket
 
-    from toolkit.engine.api import _answers, _start_podman_service
+    from toolkit.engine.choice import _answers, _start_podman_service
 
     _podman_or_fail()
     path = str(tmp_path / "podman.sock")

@@ -13,6 +13,7 @@ import pytest
 
 from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.engine import api as engine
+from toolkit.engine import choice, images
 from toolkit.host import devices
 from toolkit.host import doctor as doctor_mod
 
@@ -46,10 +47,10 @@ def test_auto_picks_podman_only_where_docker_is_absent(monkeypatch):
     monkeypatch.setattr(
         Path, "exists", lambda p: False if str(p) == "/var/run/docker.sock" else real_exists(p)
     )
-    monkeypatch.setattr(engine.shutil, "which", lambda name: "/usr/bin/podman" if name == "podman" else None)
+    monkeypatch.setattr(choice.shutil, "which", lambda name: "/usr/bin/podman" if name == "podman" else None)
     assert engine.engine_name() == "podman"
     monkeypatch.setattr(
-        engine.shutil, "which", lambda name: "/usr/sbin/dockerd" if name == "dockerd" else None
+        choice.shutil, "which", lambda name: "/usr/sbin/dockerd" if name == "dockerd" else None
     )
     assert engine.engine_name() == "docker"
 
@@ -117,7 +118,7 @@ def test_podman_build_output_reads_as_steps_and_cache_hits():
     out: list[str] = []
     for line in lines:
         for translated in reader(line):
-            engine._count_step(translated, steps, cached)
+            images._count_step(translated, steps, cached)
             out.append(translated)
     assert "#1 [stage-1 1/8] FROM debian:trixie-slim AS build" in out
     # 31 STEP lines: 2 FROM, 20 config-only (ARG, ENV, LABEL: buildah turns each --label into one, ...),
@@ -134,7 +135,7 @@ def test_podman_steps_time_a_step_that_ran():
     out = reader("[ 96%] Built target llama-common")  # step output is never a step header
     assert len(out) == 1 and re.fullmatch(r"#2 \d+\.\d{3} \[ 96%\] Built target llama-common", out[0])
     steps: set[str] = set()
-    engine._count_step(out[0], steps, set())
+    images._count_step(out[0], steps, set())
     assert steps == set()
     done = reader("--> 1b75d0027b0")
     assert len(done) == 1 and done[0].startswith("#2 DONE ")
@@ -168,11 +169,11 @@ def test_passthrough_per_engine():
 
 def test_run_spec_takes_the_engines_form(monkeypatch):
     monkeypatch.setenv("TOOLKIT_ENGINE", "podman")
-    monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(choice.os, "geteuid", lambda: 1000)
     cmd = engine.run_command(_rocm().run_spec("img", ["true"]))
     assert cmd[:3] == ["podman", "run", "--rm"]
     assert cmd[cmd.index("--group-add") + 1] == "keep-groups" and cmd.count("--group-add") == 1
-    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(choice.os, "geteuid", lambda: 0)
     cmd = engine.run_command(_rocm().run_spec("img", ["true"]))
     assert cmd.count("--group-add") == 2 and "993" in cmd
 
@@ -206,8 +207,8 @@ def test_podman_socket_from_container_host(monkeypatch):
 
 def test_podman_not_installed_says_how(monkeypatch, podman):
     monkeypatch.delenv("CONTAINER_HOST", raising=False)
-    monkeypatch.setattr(engine, "_PODMAN_SOCKETS", {})
-    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    monkeypatch.setattr(choice, "_PODMAN_SOCKETS", {})
+    monkeypatch.setattr(choice.shutil, "which", lambda name: None)
     with pytest.raises(EngineUnavailable, match=r"Podman not installed.*--podman.*--engine docker"):
         engine.client()
 
@@ -220,7 +221,7 @@ def test_docker_absent_podman_present_hint(monkeypatch):
 
     monkeypatch.delenv("TOOLKIT_ENGINE", raising=False)  # auto: Docker's socket exists, so Docker
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(engine, "_CLIENTS", {})
+    monkeypatch.setattr(choice, "_CLIENTS", {})
     real_exists = Path.exists
     monkeypatch.setattr(
         Path, "exists", lambda p: True if str(p) == "/var/run/docker.sock" else real_exists(p)
@@ -230,7 +231,7 @@ def test_docker_absent_podman_present_hint(monkeypatch):
         raise DockerException("Error while fetching server API version: connection refused")
 
     monkeypatch.setattr(docker, "from_env", refuse)
-    monkeypatch.setattr(engine.shutil, "which", lambda name: "/usr/bin/podman" if name == "podman" else None)
+    monkeypatch.setattr(choice.shutil, "which", lambda name: "/usr/bin/podman" if name == "podman" else None)
     with pytest.raises(EngineUnavailable) as err:
         engine.client()
     assert "Docker engine not reachable" in str(err.value)

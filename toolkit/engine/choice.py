@@ -1,0 +1,393 @@
+"""Which container engine, and a client of it: Docker, or Podman through its Docker-compatible API
+(`podman system service`, started here when its socket does not answer).
+
+Which engine: `engine_name()` — the global `toolkit --engine` option, which sets $TOOLKIT_ENGINE
+(docker | podman | auto), else auto: Docker where DOCKER_HOST is set or a Docker engine is installed
+(its socket or `dockerd`), else Podman where `podman` is on PATH, else Docker (whose error then says
+how to choose Podman). Rootful Podman (root) and rootless Podman (any other user) are two engines:
+separate image stores, separate sockets, separate `engine_id()`s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from toolkit.core.errors import BadInput, EngineUnavailable
+
+CONTAINER_LABEL = "org.toolkit.managed"
+
+
+HOST_LABEL = "org.toolkit.host-id"
+"""Which machine started a container: a later run on the same machine can tell whether its owner is gone."""
+
+
+def host_id() -> str:
+    """This machine's id (/etc/machine-id, else the hostname)."""
+    import socket
+
+    try:
+        return Path("/etc/machine-id").read_text().strip() or socket.gethostname()
+    except OSError:
+        return socket.gethostname()
+
+
+ENGINES = ("docker", "podman")
+
+
+ENGINE_ENV = "TOOLKIT_ENGINE"
+"""The environment variable naming the engine (docker | podman | auto); `toolkit --engine` sets it."""
+
+
+PODMAN_IDLE_S = 600
+"""A Podman API service the toolkit starts exits after this many seconds without a request."""
+
+
+def engine_name() -> str:
+    """The container engine in use: "docker" or "podman" ($TOOLKIT_ENGINE, else auto-detected: see
+    the module docstring). Raises BadInput for a value of $TOOLKIT_ENGINE that is neither."""
+    want = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if want in ENGINES:
+        return want
+    if want not in ("", "auto"):
+        raise BadInput(
+            f"{ENGINE_ENV}={want!r} is not an engine: set it to docker, podman or auto (or unset it)"
+        )
+    if os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists() or shutil.which("dockerd"):
+        return "docker"
+    return "podman" if shutil.which("podman") else "docker"
+
+
+def is_podman() -> bool:
+    """True when the engine in use is Podman."""
+    return engine_name() == "podman"
+
+
+def podman_rootless() -> bool:
+    """True for rootless Podman: Podman run by a user other than root (its own user namespace, its
+    own image store, no numeric host GIDs inside; device groups pass only with `keep-groups`)."""
+    return is_podman() and os.geteuid() != 0
+
+
+def engine_kind() -> str:
+    """ "docker", "podman" or "podman-rootless": the engine as the device passthrough needs to know it."""
+    if not is_podman():
+        return "docker"
+    return "podman-rootless" if podman_rootless() else "podman"
+
+
+def engine_label() -> str:
+    """The engine for messages: "Docker engine", "Podman (rootful)", "Podman (rootless)"."""
+    if not is_podman():
+        return "Docker engine"
+    return "Podman (rootless)" if podman_rootless() else "Podman (rootful)"
+
+
+def cli() -> str:
+    """The engine's command-line program: "docker" or "podman"."""
+    return "podman" if is_podman() else "docker"
+
+
+_CLIENTS: dict[str, Any] = {}
+
+
+_PODMAN_SOCKETS: dict[int, str] = {}
+
+
+def podman_socket() -> str:
+    """The Unix socket of this user's Podman API service: $CONTAINER_HOST (unix://PATH) when set,
+    else what `podman info` names (rootful /run/podman/podman.sock, rootless
+    $XDG_RUNTIME_DIR/podman/podman.sock), else that default. Raises EngineUnavailable when podman is
+    not installed."""
+    where = os.environ.get("CONTAINER_HOST", "")
+    if where.startswith("unix://"):
+        return where[len("unix://") :]
+    uid = os.geteuid()
+    if uid in _PODMAN_SOCKETS:
+        return _PODMAN_SOCKETS[uid]
+    if not shutil.which("podman"):
+        raise EngineUnavailable(
+            "Podman not installed (no `podman` on PATH): install it (`apt-get install podman`, or "
+            "`scripts/setup-host.sh --podman`), or choose Docker (`--engine docker`)"
+        )
+    path = ""
+    try:
+        out = subprocess.run(
+            ["podman", "info", "--format", "{{.Host.RemoteSocket.Path}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        path = out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if not path.startswith("/"):
+        run = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+        path = "/run/podman/podman.sock" if uid == 0 else f"{run}/podman/podman.sock"
+    _PODMAN_SOCKETS[uid] = path
+    return path
+
+
+def podman_service_command(path: str) -> list[str]:
+    """The command that serves Podman's Docker-compatible API on `path` (what the toolkit starts)."""
+    return ["podman", "system", "service", f"--time={PODMAN_IDLE_S}", f"unix://{path}"]
+
+
+def _answers(path: str) -> bool:
+    """Whether something accepts connections on the Unix socket `path` (a stale socket file left by a
+    service that was killed does not)."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _start_podman_service(path: str, *, wait_s: float = 30) -> str | None:
+    """Start `podman system service` on `path` in its own session (it outlives this process and exits
+    after PODMAN_IDLE_S idle seconds; log: beside the socket, podman-service.log) and wait until the
+    socket accepts connections. A socket file nothing listens on (a service killed before it could
+    remove it) is removed first: podman would otherwise fail to bind, or the wait would end at once
+    on the dead file. None when it came up, else why not."""
+    sock = Path(path)
+    logpath = sock.parent / "podman-service.log"
+    try:
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        if sock.is_socket() and not _answers(path):
+            sock.unlink()
+        log = open(logpath, "ab")  # noqa: SIM115 (handed to the child)
+    except OSError as err:
+        return f"cannot prepare {sock}: {err.strerror or err}"
+    with log:
+        try:
+            proc = subprocess.Popen(
+                podman_service_command(path),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd="/",  # it outlives this process: a deleted working directory broke conmon's attach
+            )
+        except OSError as err:
+            return f"cannot run podman: {err.strerror or err}"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if _answers(path):
+            return None
+        if proc.poll() is not None:
+            tail = _log_tail(logpath)
+            return f"`{shlex.join(podman_service_command(path))}` exited with {proc.returncode}" + (
+                f": {tail}" if tail else f" (log: {logpath})"
+            )
+        time.sleep(0.1)
+    return (
+        f"`{shlex.join(podman_service_command(path))}` did not answer on its socket within {wait_s:.0f} s "
+        f"(log: {logpath})"
+    )
+
+
+def _log_tail(path: Path) -> str:
+    """The last non-empty line of a log file (at most 200 characters), else ""."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip()[:200] if lines else ""
+
+
+def client():
+    """A docker SDK client (API version negotiated) of the engine in use, one per engine address for
+    the process (building one negotiates the API version: a request and ~10 ms each time); every call
+    pings the engine, so an engine that went away is reported here as before. On Podman the API
+    service is started when its socket does not answer. Raises EngineUnavailable with the fix."""
+    if is_podman():
+        return _podman_client()
+    import docker
+    from docker.errors import DockerException
+
+    where = os.environ.get("DOCKER_HOST", "")
+    c = _cached(where)
+    if c is not None:
+        return c
+    try:
+        c = docker.from_env(timeout=120)
+        c.ping()
+        _CLIENTS[where] = c
+        return c
+    except (
+        ValueError
+    ) as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        raise EngineUnavailable(
+            f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: "
+            f"{_first_line(err)}): unset it to use the local engine, or set it to "
+            "unix:///var/run/docker.sock or tcp://HOST:PORT"
+        ) from None
+    except DockerException as err:  # (the cache holds `where` only after a ping answered)
+        msg = _first_line(err)
+        start = (
+            "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
+        )
+        if "Permission denied" in msg:
+            fix = docker_group_fix()
+        elif not where:
+            fix = start
+        elif "connect" in msg.lower():  # a usable address where no engine answers
+            fix = f"{start}, or point DOCKER_HOST at a running engine (unset it to use the local one)"
+        else:  # "Invalid bind address protocol", an npipe:// or ssh:// address this host's SDK cannot use
+            fix = (
+                f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
+                "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
+            )
+        if not where and shutil.which("podman") and os.environ.get(ENGINE_ENV, "") in ("", "auto"):
+            fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
+        at = f" at DOCKER_HOST={where!r}" if where else ""
+        raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def docker_group_fix() -> str:
+    """What a user who may not open the Docker socket types next: a member of the `docker` group whose
+    shell predates the membership (usermod takes effect at the next login) gets `newgrp docker`;
+    anyone else the usermod line. Reads /etc/group through the grp module."""
+    import getpass
+    import grp
+
+    user = os.environ.get("USER") or getpass.getuser()
+    try:
+        group = grp.getgrnam("docker")
+    except KeyError:
+        return "no `docker` group on this host: run `./scripts/setup-host.sh` (it makes one and adds you), or run as root"
+    if user in group.gr_mem and group.gr_gid not in os.getgroups():
+        return (
+            f"{user} is in the `docker` group, but this shell started before that: type `newgrp docker` "
+            "(or log in again) and run the command once more"
+        )
+    return (
+        f"add {user} to the `docker` group: `sudo usermod -aG docker {user}`, then `newgrp docker` (or log "
+        "in again); `./scripts/setup-host.sh` does both; or run as root"
+    )
+
+
+def _cached(key: str):
+    """The cached client of `key` when it still answers a ping, else None (and forgotten)."""
+    c = _CLIENTS.pop(key, None)
+    if c is not None:
+        try:
+            c.ping()
+            _CLIENTS[key] = c
+            return c
+        except Exception:  # gone or restarted since: start over, as a first call would
+            pass
+    return None
+
+
+def _podman_client():
+    import docker
+    from docker.errors import DockerException
+
+    path = podman_socket()
+    key = f"podman:{path}"
+    c = _cached(key)
+    if c is not None:
+        return c
+    started = ""
+    for attempt in range(2):
+        try:
+            c = docker.DockerClient(base_url=f"unix://{path}", timeout=120)
+            c.ping()
+            _CLIENTS[key] = c
+            return c
+        except DockerException as err:
+            msg = _first_line(err)
+        if attempt or os.environ.get("CONTAINER_HOST"):
+            break
+        why = _start_podman_service(path)  # not answering: serve the API (as a socket unit would)
+        if why:
+            msg = why
+            break
+        started = "; the toolkit started its API service and it still does not answer"
+    who = "rootless, as this user" if os.geteuid() != 0 else "rootful, as root"
+    raise EngineUnavailable(
+        f"Podman API not reachable at unix://{path} ({msg}{started}): start it ({who}) with "
+        f"`{shlex.join(podman_service_command(path))} &`, check `podman info`, or choose Docker "
+        "(`--engine docker`)"
+    ) from None
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an exception's message (at most 200 characters), else its type's name."""
+    lines = str(err).splitlines()
+    return lines[0][:200] if lines and lines[0] else type(err).__name__
+
+
+def engine_info(*, buildx: bool = True) -> dict[str, Any]:
+    """Engine and builder versions and security mode: {engine, rootless, server_version, api_version,
+    buildx, os, kernel, SecurityOptions}, on Podman also oci_runtime and storage_driver (`engine`: docker | podman; `server_version`: Docker's or
+    Podman's own version; `api_version`: the Docker API version it serves; SecurityOptions as
+    `docker info` gives them: name=rootless, name=userns, ...). On Podman `buildx` is replaced by
+    `buildah` (the version `podman build` builds with). `buildx=False` leaves the builder out (a
+    subprocess, ~0.06 s of CPU): a benchmark records the engine that ran it; the builder is a fact of
+    the build."""
+    c = client()
+    v = c.version()
+    about = c.info()
+    security = list(about.get("SecurityOptions") or [])
+    podman = is_podman()
+    info = {
+        "engine": "podman" if podman else "docker",
+        "rootless": podman_rootless() if podman else any("name=rootless" in s for s in security),
+        "server_version": v.get("Version"),
+        "api_version": v.get("ApiVersion"),
+        "os": v.get("Os"),
+        "kernel": v.get("KernelVersion"),
+        "SecurityOptions": security,
+    }
+    if podman:  # `podman version`'s components: "OCI Runtime (crun)" -> crun (keep-groups needs crun)
+        names = [str(x.get("Name", "")) for x in v.get("Components") or [] if isinstance(x, dict)]
+        found = [m.group(1) for n in names if (m := re.fullmatch(r"OCI Runtime \((\S+)\)", n))]
+        info["oci_runtime"] = found[0] if found else None
+        info["storage_driver"] = about.get("Driver")
+    if not buildx:
+        return info
+    cmd, key = (
+        (["podman", "info", "--format", "{{.Host.BuildahVersion}}"], "buildah")
+        if podman
+        else (["docker", "buildx", "version"], "buildx")
+    )
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        info[key] = out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        info[key] = None
+    return info
+
+
+def engine_summary(info: dict[str, Any]) -> str:
+    """`docker 26.1.5`, `podman 4.3.1 (rootless)`: an engine_info() (or a record's host.docker) in words;
+    a record written before the engine was recorded by name is Docker's."""
+    name = info.get("engine") or "docker"
+    return f"{name} {info.get('server_version') or '?'}" + (" (rootless)" if info.get("rootless") else "")
+
+
+def engine_id() -> str:
+    """The engine's own ID: tells two engines on one host apart. Docker: `docker info` .ID. Podman
+    gives a new random ID per request: `podmanroot` for rootful Podman, `podmanu<uid>` for one
+    user's rootless Podman (each has its own store and socket: a separate engine)."""
+    if is_podman():
+        client()  # it must answer, as Docker's must
+        return "podmanroot" if not podman_rootless() else f"podmanu{os.geteuid()}"
+    return str(client().info().get("ID") or "unknown")

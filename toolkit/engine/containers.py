@@ -1,0 +1,627 @@
+"""Containers: the run spec and its exact CLI equivalent (`docker run` / `podman run`, for
+`--dry-run`), create (the libpod API where rootless Podman needs keep-groups), run to completion with
+each output line handed on, probes (device access, base images), the toolkit's own containers,
+volumes, exec and logs of long-lived ones."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.core import signals
+from toolkit.core.errors import BadInput, EngineUnavailable
+from toolkit.engine.choice import (
+    CONTAINER_LABEL,
+    HOST_LABEL,
+    _first_line,
+    cli,
+    client,
+    engine_label,
+    host_id,
+    podman_rootless,
+)
+
+
+@dataclass
+class Mount:
+    """A bind mount or named volume: source (host path or volume name) -> target in the container."""
+
+    source: str
+    target: str
+    read_only: bool = True
+    volume: bool = False
+
+    def cli(self) -> list[str]:
+        kind = "volume" if self.volume else "bind"
+
+        def field(key: str, value: str) -> str:  # --mount is CSV: quote a value holding , or "
+            kv = f"{key}={value}"
+            return '"' + kv.replace('"', '""') + '"' if ("," in kv or '"' in kv) else kv
+
+        spec = ",".join(
+            [f"type={kind}", field("source", self.source), field("target", self.target)]
+            + (["readonly"] if self.read_only else [])
+        )
+        return ["--mount", spec]
+
+
+@dataclass
+class RunSpec:
+    """Everything needed to start a benchmark container (device profile args as data)."""
+
+    image: str
+    command: list[str]
+    mounts: list[Mount] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    devices: list[str] = field(default_factory=list)
+    group_add: list[str] = field(default_factory=list)
+    security_opt: list[str] = field(default_factory=list)
+    cap_drop: list[str] = field(default_factory=list)
+    cap_add: list[str] = field(default_factory=list)
+    ipc_mode: str | None = None
+    name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    shm_size: str | None = None
+    network: str | None = None
+    ports: dict[str, int] = field(default_factory=dict)
+    memory_bytes: int | None = None  # --memory and --memory-swap (no swap beyond it): a hard limit
+
+
+def run_command(spec: RunSpec) -> list[str]:
+    """The exact `docker run` (on Podman `podman run`) equivalent of `start_container(spec)`, for
+    --dry-run and the records."""
+    cmd = [cli(), "run", "--rm"]
+    if spec.name:
+        cmd += ["--name", spec.name]
+    for d in spec.devices:
+        cmd += ["--device", d]
+    for g in spec.group_add:
+        cmd += ["--group-add", g]
+    for s in spec.security_opt:
+        cmd += ["--security-opt", s]
+    for c in spec.cap_drop:
+        cmd += ["--cap-drop", c]
+    for c in spec.cap_add:
+        cmd += ["--cap-add", c]
+    if spec.ipc_mode:
+        cmd += ["--ipc", spec.ipc_mode]
+    if spec.shm_size:
+        cmd += ["--shm-size", spec.shm_size]
+    if spec.network:
+        cmd += ["--network", spec.network]
+    if spec.memory_bytes:
+        cmd += ["--memory", str(spec.memory_bytes), "--memory-swap", str(spec.memory_bytes)]
+    for cport, hport in spec.ports.items():
+        cmd += ["-p", f"127.0.0.1:{hport}:{cport}"]
+    for m in spec.mounts:
+        cmd += m.cli()
+    for k, v in sorted(spec.environment.items()):
+        cmd += ["-e", f"{k}={v}"]
+    return cmd + [spec.image] + spec.command
+
+
+@dataclass
+class RunOutcome:
+    """A finished container: exit status, separated stdout/stderr text, wall seconds."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    first_output_s: float | None = None
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `run_container`; `.outcome` holds what the container printed until then."""
+
+    def __init__(self, outcome: RunOutcome):
+        super().__init__()
+        self.outcome = outcome
+
+
+class EngineLost(EngineUnavailable):
+    """The engine went away while a container ran; `.outcome` holds what it printed until then."""
+
+    def __init__(self, message: str, outcome: RunOutcome):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+def is_connection_error(err: BaseException) -> bool:
+    """True when `err` means the engine cannot be talked to (socket gone, connection reset, 5xx),
+    False for an answer of the engine to a wrong request (4xx)."""
+    import requests
+    import urllib3
+    from docker.errors import APIError, DockerException
+
+    if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
+        return False
+    return isinstance(
+        err,
+        (
+            DockerException,
+            requests.exceptions.RequestException,
+            urllib3.exceptions.HTTPError,
+            ConnectionError,
+        ),
+    )
+
+
+def raised_by_docker(err: BaseException) -> bool:
+    """True when `err` comes from talking to the engine: a docker.errors.DockerException (APIError
+    included), or a requests/urllib3 error raised inside the docker SDK (its traceback passes through
+    the docker package). docker's APIError and requests' errors subclass OSError: this tells them
+    from a file the OS refuses."""
+    import docker
+    import requests
+    import urllib3
+    from docker.errors import DockerException
+
+    if isinstance(err, DockerException):
+        return True
+    if not isinstance(err, requests.exceptions.RequestException | urllib3.exceptions.HTTPError):
+        return False
+    sdk = str(Path(docker.__file__).parent) + os.sep
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(sdk):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def start_container(spec: RunSpec):
+    """Start `spec` detached through the SDK (labelled so orphans can be found and removed)."""
+    container = create_container(spec)
+    container.start()
+    return container
+
+
+def create_container(spec: RunSpec):
+    """Create (not start) `spec` through the SDK, labelled with CONTAINER_LABEL and this host's id.
+    On rootless Podman with `keep-groups` the libpod API creates it (`libpod_spec`): Podman's
+    Docker-compatible API takes `keep-groups` for a group name (Podman 4.3.1: `looking up
+    supplemental groups ...: Unable to find group keep-groups`) and has no field for the annotation
+    that means it."""
+    c = client()
+    if KEEP_GROUPS in spec.group_add and podman_rootless():
+        return _create_libpod(c, spec)
+    mounts = []
+    from docker.types import Mount as SdkMount
+
+    for m in spec.mounts:
+        mounts.append(
+            SdkMount(
+                target=m.target, source=m.source, type="volume" if m.volume else "bind", read_only=m.read_only
+            )
+        )
+    kwargs: dict[str, Any] = dict(
+        image=spec.image,
+        command=spec.command,
+        detach=True,
+        mounts=mounts,
+        environment=spec.environment,
+        devices=spec.devices or None,
+        group_add=spec.group_add or None,
+        security_opt=spec.security_opt or None,
+        cap_drop=spec.cap_drop or None,
+        cap_add=spec.cap_add or None,
+        ipc_mode=spec.ipc_mode,
+        name=spec.name,
+        labels={CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels},
+        shm_size=spec.shm_size,
+        privileged=False,
+    )
+    if spec.network:
+        kwargs["network"] = spec.network
+    if spec.memory_bytes:
+        kwargs["mem_limit"] = spec.memory_bytes
+        kwargs["memswap_limit"] = spec.memory_bytes
+    if spec.ports:
+        kwargs["ports"] = {k: ("127.0.0.1", v) for k, v in spec.ports.items()}
+    kwargs.pop("detach")
+    return c.containers.create(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+KEEP_GROUPS = "keep-groups"
+
+
+KEEP_GROUPS_ANNOTATION = "run.oci.keep_original_groups"
+"""What `podman run --group-add keep-groups` sets: crun then leaves the process's supplementary groups
+as they are (the user's, as the API service had them when it started)."""
+
+
+def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
+    """`spec` as Podman's libpod SpecGenerator JSON (POST /v4.0.0/libpod/containers/create; the field
+    names of podman's pkg/specgen), with `keep-groups` as its annotation. Raises BadInput for a
+    security option it does not translate (only no-new-privileges and seccomp=unconfined occur)."""
+    from docker.utils import parse_bytes
+
+    out: dict[str, Any] = {
+        "image": spec.image,
+        "command": list(spec.command),
+        "env": dict(spec.environment),
+        "labels": labels,
+        "devices": [{"path": d} for d in spec.devices],
+        "cap_drop": list(spec.cap_drop),
+        "cap_add": list(spec.cap_add),
+        "groups": [g for g in spec.group_add if g != KEEP_GROUPS],
+        "mounts": [
+            {
+                "destination": m.target,
+                "source": m.source,
+                "type": "bind",
+                "options": ["ro"] if m.read_only else [],
+            }
+            for m in spec.mounts
+            if not m.volume
+        ],
+        "volumes": [
+            {"name": m.source, "dest": m.target, "options": ["ro"] if m.read_only else []}
+            for m in spec.mounts
+            if m.volume
+        ],
+    }
+    if KEEP_GROUPS in spec.group_add:
+        out["annotations"] = {KEEP_GROUPS_ANNOTATION: "1"}
+    for opt in spec.security_opt:
+        if opt == "no-new-privileges":
+            out["no_new_privileges"] = True
+        elif opt == "seccomp=unconfined":
+            out["seccomp_profile_path"] = "unconfined"
+        else:
+            raise BadInput(f"security option {opt!r} is not translated for rootless Podman's libpod API")
+    if spec.name:
+        out["name"] = spec.name
+    if spec.ipc_mode:
+        out["ipcns"] = {"nsmode": spec.ipc_mode}
+    if spec.shm_size:
+        out["shm_size"] = parse_bytes(spec.shm_size)
+    if spec.network:
+        out["netns"] = {"nsmode": spec.network}
+    if spec.memory_bytes:
+        out["resource_limits"] = {"memory": {"limit": spec.memory_bytes, "swap": spec.memory_bytes}}
+    if spec.ports:
+        out["portmappings"] = [
+            {
+                "host_ip": "127.0.0.1",
+                "host_port": h,
+                "container_port": int(str(c).split("/")[0]),
+                "protocol": "tcp",
+            }
+            for c, h in spec.ports.items()
+        ]
+    return out
+
+
+def _create_libpod(c, spec: RunSpec):
+    """Create `spec` through the libpod API (see create_container); returns the SDK's container."""
+    import json
+
+    from docker.errors import APIError
+
+    body = libpod_spec(spec, {CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels})
+    resp = c.api._post(
+        c.api.base_url + "/v4.0.0/libpod/containers/create",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json"},
+    )
+    if resp.status_code >= 300:
+        try:
+            why = resp.json().get("message") or resp.text
+        except ValueError:
+            why = resp.text
+        raise APIError(f"libpod container create: {why[:300]}", response=resp, explanation=why[:300])
+    return c.containers.get(resp.json()["Id"])
+
+
+class _Lines:
+    """Collects a stream's text and hands each complete line to a callback."""
+
+    def __init__(self, on_line: Callable[[str], None] | None):
+        self.parts: list[str] = []
+        self.pending = ""
+        self.on_line = on_line
+
+    def feed(self, chunk: bytes) -> None:
+        text = chunk.decode(errors="replace")
+        self.parts.append(text)
+        self.pending += text
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            if self.on_line:
+                self.on_line(line)
+
+    def close(self) -> None:
+        """The stream ended: a last line without a newline is still a line."""
+        line, self.pending = self.pending, ""
+        if line and self.on_line:
+            self.on_line(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def run_container(
+    spec: RunSpec,
+    *,
+    timeout: float,
+    on_stderr: Callable[[str], None] | None = None,
+    on_stdout: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> RunOutcome:
+    """Run to completion; hand each stdout / stderr line to `on_stdout` / `on_stderr` as it is
+    printed (so a caller can store a result the moment it exists); always remove the container.
+    `on_start(pid)` is called once the container runs, with its main process's host pid (0 when the
+    engine does not say).
+
+    A run past `timeout` seconds is killed and reported with timed_out=True. Ctrl-C kills and
+    removes the container, then raises `Interrupted` (a KeyboardInterrupt) carrying the output so
+    far. The engine going away raises `EngineLost` (EngineUnavailable, exit 5) carrying the output
+    so far. An exception raised by a callback stops the run and propagates.
+    """
+    t0 = time.monotonic()
+    container = create_container(spec)
+    first: list[float] = []
+    timed_out = threading.Event()
+    out, err = _Lines(on_stdout), _Lines(on_stderr)
+
+    def _kill() -> None:
+        timed_out.set()
+        try:
+            container.kill()
+        except Exception:
+            pass
+
+    def partial(code: int) -> RunOutcome:
+        return RunOutcome(
+            code,
+            out.text,
+            err.text,
+            time.monotonic() - t0,
+            timed_out.is_set(),
+            False,
+            first[0] if first else None,
+        )
+
+    timer = threading.Timer(timeout, _kill)
+    timer.start()
+    try:
+        # attached before the start (as `docker run` does): nothing printed is missed, and the stream
+        # ends when the container stops (an attach to a container that already stopped would wait)
+        stream = client().api.attach(
+            container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+        )
+        container.start()
+        if on_start is not None:
+            try:
+                container.reload()
+                on_start(int(container.attrs.get("State", {}).get("Pid") or 0))
+            except Exception:  # observing is best effort; the run goes on
+                pass
+        for o, e in stream:
+            if not first:
+                first.append(time.monotonic() - t0)
+            if o:
+                out.feed(o)
+            if e:
+                err.feed(e)
+        out.close()
+        err.close()
+        status = container.wait()
+        seconds = time.monotonic() - t0
+        container.reload()
+        state = container.attrs.get("State", {})
+        return RunOutcome(
+            int(status.get("StatusCode", -1)),
+            out.text,
+            err.text,
+            seconds,
+            timed_out.is_set(),
+            bool(state.get("OOMKilled")),
+            first[0] if first else None,
+        )
+    except KeyboardInterrupt:
+        signals.hold_for_stop()  # stopping: a second Ctrl-C must not cut the kill, removal or save short
+        try:  # keep what was measured before the interrupt: the caller stores it, then re-raises
+            container.kill()
+        except Exception:
+            pass
+        raise Interrupted(partial(130)) from None
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        raise EngineLost(
+            f"{engine_label()} connection lost during the run ({str(exc).splitlines()[0][:160]})", partial(-1)
+        ) from None
+    finally:
+        timer.cancel()
+        try:
+            container.remove(force=True)
+        except Exception:
+            pass
+
+
+def probe_device_access(
+    image: str, *, devices: list[str], group_add: list[str], timeout: float = 120
+) -> str | None:
+    """Open every device of `devices` (docker `HOST:CONTAINER:perms` strings) read-write inside a
+    one-shot container of `image` (same confinement as a benchmark: no network, every capability
+    dropped, no-new-privileges, the given supplementary groups). None when every open succeeded,
+    else what failed (the shell's own error line, e.g. `can't open '/dev/kfd': Permission denied`)."""
+    paths = [d.split(":")[1] if d.count(":") >= 1 else d for d in devices]
+    if not paths:
+        return None
+    script = 'for d in "$@"; do exec 3<>"$d" || exit 1; exec 3>&-; done'
+    spec = RunSpec(
+        image=image,
+        command=["sh", "-c", script, "probe", *paths],
+        devices=list(devices),
+        group_add=list(group_add),
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+        network="none",
+        labels={"org.toolkit.purpose": "device-probe"},
+    )
+    out = run_container(spec, timeout=timeout)
+    if out.exit_code == 0:
+        return None
+    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else f"device open exited {out.exit_code}"
+
+
+def probe_base_image(ref: str, *, timeout: float = 120) -> str | None:
+    """Run `true` as root and `ls /` as an unprivileged user (setpriv to uid 65534) in a one-shot
+    container of local image `ref` (no network). None when both ran, else what failed: the engine's
+    or the shell's last line (an empty imported rootfs has no `true`; a rootfs whose / is mode 0700
+    lets no non-root user exec anything, which overlay2 hides and vfs does not)."""
+    spec = RunSpec(
+        image=ref,
+        command=["sh", "-c", "true && setpriv --reuid=65534 --regid=65534 --clear-groups ls / >/dev/null"],
+        network="none",
+        labels={"org.toolkit.purpose": "base-probe"},
+    )
+    try:
+        out = run_container(spec, timeout=timeout)
+    except Exception as err:  # the engine refused to start it (no `sh`, an OCI error): that is the answer
+        return _first_line(err)
+    if out.exit_code == 0:
+        return None
+    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else f"exited {out.exit_code}"
+
+
+@dataclass
+class ContainerInfo:
+    """A container as listed: id, name, status (running, exited, created, ...), labels."""
+
+    id: str
+    name: str
+    status: str
+    labels: dict[str, str]
+
+
+def toolkit_containers() -> list[ContainerInfo]:
+    """Every container this toolkit started that still exists on the engine (any run, any state)."""
+    found = []
+    for ctr in client().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True):
+        found.append(ContainerInfo(ctr.id, ctr.name, ctr.status, dict(ctr.labels or {})))
+    return found
+
+
+def remove_container_id(container_id: str) -> bool:
+    """Kill and remove a container by id; False when it was already gone."""
+    from docker.errors import NotFound
+
+    try:
+        client().containers.get(container_id).remove(force=True)
+        return True
+    except NotFound:
+        return False
+
+
+def remove_orphans(*, run_id: str | None = None) -> int:
+    """Remove containers this toolkit started that are still around (e.g. after a crash); with
+    `run_id`, only those of that bench run (other runs may be going on at the same time)."""
+    labels = [CONTAINER_LABEL] + ([f"org.toolkit.run-id={run_id}"] if run_id else [])
+    n = 0
+    for ctr in client().containers.list(all=True, filters={"label": labels}):
+        ctr.remove(force=True)
+        n += 1
+    return n
+
+
+def ensure_volume(name: str, labels: dict[str, str] | None = None) -> str:
+    """Create the named volume if absent (used for per-digest shader caches)."""
+    from docker.errors import NotFound
+
+    c = client()
+    try:
+        c.volumes.get(name)
+    except NotFound:
+        c.volumes.create(name=name, labels=labels or {})
+    return name
+
+
+def exec_command(container_name: str, command: list[str]) -> list[str]:
+    """The exact `docker exec` (`podman exec`) equivalent of `exec_in(container, command)`, for --dry-run."""
+    return [cli(), "exec", container_name, *command]
+
+
+def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
+    """Run `command` in a running container (docker exec) and wait for it. The engine API cannot
+    kill an exec'd process, so past `timeout` seconds the whole container is killed (timed_out)."""
+    t0 = time.monotonic()
+    box: dict[str, Any] = {}
+
+    def _run() -> None:
+        try:
+            box["result"] = container.exec_run(command, demux=True)
+        except Exception as err:  # the container died under the exec
+            box["error"] = err
+
+    worker = threading.Thread(target=_run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        try:
+            container.kill()
+        except Exception:
+            pass
+        worker.join(30)
+        return RunOutcome(-1, "", "", time.monotonic() - t0, timed_out=True)
+    if "error" in box:
+        return RunOutcome(-1, "", f"{cli()} exec failed: {box['error']}", time.monotonic() - t0)
+    code, (out, err) = box["result"]
+    return RunOutcome(
+        int(code if code is not None else -1),
+        (out or b"").decode(errors="replace"),
+        (err or b"").decode(errors="replace"),
+        time.monotonic() - t0,
+    )
+
+
+def container_logs(container) -> tuple[str, str]:
+    """(stdout, stderr) of a container so far."""
+    try:
+        return (
+            container.logs(stdout=True, stderr=False).decode(errors="replace"),
+            container.logs(stdout=False, stderr=True).decode(errors="replace"),
+        )
+    except Exception as err:
+        return "", f"(container logs unavailable: {err})"
+
+
+def container_state(container) -> dict[str, Any]:
+    """`State` of `docker inspect` (Running, ExitCode, OOMKilled, ...); {} when it is gone."""
+    try:
+        container.reload()
+    except Exception:
+        return {}
+    return dict(container.attrs.get("State") or {})
+
+
+def remove_container(container) -> None:
+    """Kill and remove; a container that is already gone is fine."""
+    try:
+        container.remove(force=True)
+    except Exception:
+        pass
+
+
+def volume_exists(name: str) -> bool:
+    from docker.errors import NotFound
+
+    try:
+        client().volumes.get(name)
+        return True
+    except NotFound:
+        return False
