@@ -81,7 +81,8 @@ stand_in_image() {  # $1 release
   cat >"$ctx/init" <<'EOF'
 #!/bin/sh
 # a fresh VM of CI's kind: pid_max 32768 (per PID namespace since Linux 6.14; containers/common derives
-# the default nproc limit from it) and no CAP_SYS_RESOURCE for anyone, root included
+# the default nproc limit from it; systemd's own 50-pid-max.conf, which would raise it to 4194304, is
+# masked: that VM's PID 1 is not systemd) and no CAP_SYS_RESOURCE for anyone, root included
 echo 32768 > /proc/sys/kernel/pid_max 2>/dev/null || true
 exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- /sbin/init
 EOF
@@ -93,7 +94,8 @@ RUN rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* \\
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus ca-certificates git sudo python3 procps iproute2 kmod less >/dev/null \\
     && apt-get clean && rm -rf /var/lib/apt/lists/* \\
     && useradd --create-home --shell /bin/bash --groups adm,sudo,video,plugdev debian \\
-    && echo 'debian ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users
+    && echo 'debian ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users \\
+    && ln -s /dev/null /etc/sysctl.d/50-pid-max.conf
 COPY init /usr/local/sbin/fresh-init
 COPY ca/ /usr/local/share/ca-certificates/
 RUN chmod 0755 /usr/local/sbin/fresh-init && update-ca-certificates >/dev/null

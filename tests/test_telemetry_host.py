@@ -590,7 +590,7 @@ def test_kernel_log_kmsg_unreadable_at_read_time_falls_back(tmp_path: Path, monk
     """Some containers let /dev/kmsg open but refuse the read (EPERM): then the journal is asked."""
     import errno
 
-    import toolkit.host.telemetry as tel
+    from toolkit.host.telemetry import kernel_log
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("")
@@ -602,7 +602,7 @@ def test_kernel_log_kmsg_unreadable_at_read_time_falls_back(tmp_path: Path, monk
             raise PermissionError(errno.EPERM, "Operation not permitted")
         return real_read(f, n)
 
-    monkeypatch.setattr(tel.os, "read", read)
+    monkeypatch.setattr(kernel_log.os, "read", read)
     r = log.read()
     assert r["source"] == "unreadable" and "Operation not permitted" in r["why_unreadable"]
 

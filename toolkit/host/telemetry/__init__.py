@@ -1,0 +1,107 @@
+"""Telemetry read from the host while a benchmark runs: GPU power, energy, clocks, temperatures,
+throttling, other GPU tenants, host CPU load and the kernel log. No printing, no root needed.
+
+Sources (each `read() -> dict`: one flat, JSON-able sample; units in the field names; a value the
+hardware or the driver does not give is None, never an exception):
+
+    HostSource(own_cpu_seconds=None)             /proc/loadavg, /proc/stat, /proc/pressure/cpu
+    AmdGpuSource(card_device_dir, kfd_root=...)  amdgpu sysfs + hwmon + gpu_metrics v1.3 + KFD procs
+    NvmlGpuSource(index)                         NVML through nvidia-ml-py (`pip install toolkit[nvidia]`)
+
+    discover_gpus() -> [GpuRef]; open_source(ref) -> source
+    Sampler(sources, rate_hz=10.0, trace_path=None)   background thread; .samples; JSONL trace
+    power_state(source) -> dict; not_stock_reasons(state) -> [str]
+    KernelLog(): opened at run start; .read() at the end -> {"source": "kmsg"|"journal"|"unreadable", ...}
+    cgroup_cpu_seconds(dir), process_tree_cpu_seconds(pid): the benchmark's own CPU, for HostSource
+
+Integration (for `toolkit bench`): before the run `power_state()` of each GPU and
+`not_stock_reasons()` for an up-front warning; `KernelLog()`; then
+`with Sampler([HostSource(own), *(open_source(g) for g in discover_gpus())], trace_path=...) as s:`
+around the benchmark; afterwards `toolkit.analysis.telemetry.window_summary(s.samples, t0, t1, tokens)`
+per test window, `flags(summary, ...)`, and `KernelLog.read()`.
+
+Every sample carries `t` (wall time, time.time(), seconds: the midpoint of the read), `source` (the
+source id) and `read_ms` (how long the read took). GPU samples also carry `vendor` ("amd" | "nvidia").
+Facts and their sources: shared/reference/gpu-telemetry.md (§ numbers below refer to it).
+
+This package's door: callers import `toolkit.host.telemetry`; the rooms are `readers` (never-raising
+sysfs readers, the Source protocol), `cpu`, `amd`, `nvidia`, `discover` (which GPUs, power state),
+`sampler` (the thread and its trace) and `kernel_log`.
+May use: toolkit.core; nvidia-ml-py (optional); never prints.
+"""
+
+from __future__ import annotations
+
+from toolkit.host.telemetry.amd import (
+    AMD_ENERGY_J_PER_COUNT,
+    AMD_ENERGY_WRAP_J,
+    AMD_PP_OVERDRIVE_MASK,
+    GPU_METRICS_V1_3,
+    AmdGpuSource,
+    kfd_processes,
+    parse_gpu_metrics,
+    parse_od_vddgfx_offset_mv,
+    parse_power_profile,
+    render_node,
+)
+from toolkit.host.telemetry.cpu import (
+    HostSource,
+    cgroup_cpu_seconds,
+    process_tree_cpu_seconds,
+)
+from toolkit.host.telemetry.discover import (
+    STOCK_POWER_PROFILES,
+    GpuRef,
+    discover_gpus,
+    not_stock_reasons,
+    open_source,
+    power_state,
+)
+from toolkit.host.telemetry.kernel_log import (
+    KERNEL_LOG_PATTERNS,
+    KernelLog,
+    match_kernel_line,
+)
+from toolkit.host.telemetry.nvidia import (
+    NvmlGpuSource,
+    import_pynvml,
+    nvml_bus,
+)
+from toolkit.host.telemetry.readers import (
+    Source,
+)
+from toolkit.host.telemetry.sampler import (
+    Sampler,
+    iter_trace,
+)
+
+__all__ = [
+    "Source",
+    "cgroup_cpu_seconds",
+    "process_tree_cpu_seconds",
+    "HostSource",
+    "GPU_METRICS_V1_3",
+    "AMD_ENERGY_J_PER_COUNT",
+    "AMD_ENERGY_WRAP_J",
+    "AMD_PP_OVERDRIVE_MASK",
+    "parse_gpu_metrics",
+    "parse_power_profile",
+    "parse_od_vddgfx_offset_mv",
+    "AmdGpuSource",
+    "render_node",
+    "kfd_processes",
+    "import_pynvml",
+    "NvmlGpuSource",
+    "nvml_bus",
+    "GpuRef",
+    "discover_gpus",
+    "open_source",
+    "STOCK_POWER_PROFILES",
+    "power_state",
+    "not_stock_reasons",
+    "Sampler",
+    "iter_trace",
+    "KERNEL_LOG_PATTERNS",
+    "match_kernel_line",
+    "KernelLog",
+]

@@ -1,0 +1,181 @@
+"""The sampler: a background thread reading every source at a fixed rate, keeping the samples and
+writing a JSONL trace; and the trace's reader."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkit.core import jsonsafe
+from toolkit.host.telemetry.readers import Source
+
+
+class Sampler:
+    """Reads every source `rate_hz` times a second on a background thread, from start() to stop()
+    (or as a context manager). Each sample is the source's dict plus `t` (wall time, time.time(),
+    midpoint of the read), `source` and `read_ms`; a read that raises gives
+    {"t", "source", "error"} instead and sampling goes on. Samples are kept in memory
+    (`samples`, about 1-2 KB each: ~50 MB per hour for a host and one GPU at 10 Hz) and, with
+    `trace_path`, appended to it as JSONL as they come (flushed, not fsynced, per line; the first
+    line is a header {"telemetry_trace": 1, "rate_hz", "sources", "started_t"}).
+
+    `rate_hz` must be ≥ 10: edges of windows are interpolated between samples, and the H200 case
+    (shared/cases/h200-telemetry) was sampled at 20 Hz. Ticks are scheduled on the monotonic clock;
+    a tick that overruns is skipped, not queued (`missed_ticks` counts them)."""
+
+    MIN_RATE_HZ = 10.0
+
+    def __init__(
+        self, sources: Sequence[Source], rate_hz: float = 10.0, trace_path: str | Path | None = None
+    ) -> None:
+        if not rate_hz >= self.MIN_RATE_HZ:
+            raise ValueError(f"Sampler rate_hz {rate_hz}: must be at least {self.MIN_RATE_HZ}")
+        ids = [s.id for s in sources]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"Sampler: duplicate source ids {ids}")
+        self.sources = list(sources)
+        self.rate_hz = float(rate_hz)
+        self.trace_path = Path(trace_path) if trace_path else None
+        self._samples: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._trace: Any = None
+        self.missed_ticks = 0
+        self.started_t: float | None = None
+        self.stopped_t: float | None = None
+
+    @property
+    def running(self) -> bool:
+        """True between start() and stop()."""
+        return self._thread is not None
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        """A copy of the samples so far, in read order."""
+        with self._lock:
+            return list(self._samples)
+
+    def sample_once(self, edge: bool = True) -> list[dict[str, Any]]:
+        """Read every source once now; returns and records the samples. An `edge` read (a window starts
+        or ends here) also reads what a source reads only every so often (NVML's energy counter:
+        NvmlGpuSource.reads_counter_on_edges), so a window's energy is the counter's own difference
+        across it; the ticks read with edge=False. Safe to call from another thread while sampling runs
+        (reads are serialised: sources keep state)."""
+        with self._read_lock:
+            return self._sample_once(edge)
+
+    def _sample_once(self, edge: bool) -> list[dict[str, Any]]:
+        out = []
+        for src in self.sources:
+            t_a = time.time()
+            m_a = time.perf_counter()
+            try:
+                edge_aware = edge and getattr(src, "reads_counter_on_edges", False)
+                data = src.read(edge=True) if edge_aware else src.read()  # type: ignore[call-arg]
+                sample = {"t": 0.0, "source": src.id, **data}
+            except Exception as e:  # a failing source never stops the sampler
+                sample = {"t": 0.0, "source": src.id, "error": f"{type(e).__name__}: {e}"}
+            dt = time.perf_counter() - m_a
+            sample["t"] = t_a + dt / 2
+            sample["read_ms"] = round(dt * 1e3, 3)
+            out.append(sample)
+        with self._lock:
+            self._samples.extend(out)
+        if self._trace is not None:
+            try:
+                self._trace.write("".join(json.dumps(s, separators=(",", ":")) + "\n" for s in out))
+                self._trace.flush()
+            except (OSError, ValueError):
+                self._trace = None  # disk full / closed: keep sampling into memory
+        return out
+
+    def _run(self) -> None:
+        # the lowest CPU priority for this thread only (Linux: setpriority on a thread id): a benchmark
+        # that keeps every core busy (llama-bench on the CPU) is preempted as little as possible by the
+        # ticks; a loaded host may then delay a tick, which the summaries see as a gap, never as a value
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        period = 1.0 / self.rate_hz
+        next_tick = time.monotonic()
+        while not self._stop.is_set():
+            self.sample_once(edge=False)
+            next_tick += period
+            now = time.monotonic()
+            if now > next_tick:
+                skipped = int((now - next_tick) / period) + 1
+                self.missed_ticks += skipped
+                next_tick += skipped * period
+            self._stop.wait(max(0.0, next_tick - time.monotonic()))
+
+    def start(self) -> Sampler:
+        """Open the trace (append) and start the thread; the first tick reads at once."""
+        if self._thread is not None:
+            raise RuntimeError("Sampler already started")
+        self.started_t = time.time()
+        if self.trace_path is not None:
+            self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+            self._trace = open(self.trace_path, "a", encoding="utf-8")
+            header = {
+                "telemetry_trace": 1,
+                "rate_hz": self.rate_hz,
+                "sources": [s.id for s in self.sources],
+                "started_t": self.started_t,
+            }
+            self._trace.write(json.dumps(header) + "\n")
+            self._trace.flush()
+        self._thread = threading.Thread(target=self._run, name="telemetry-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop the thread (after one last tick), close the trace and each source's close() if it
+        has one; returns the samples. Safe to call twice."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self.sample_once()  # a sample after the end of the last window
+            self.stopped_t = time.time()
+        if self._trace is not None:
+            try:
+                self._trace.close()
+            except OSError:
+                pass
+            self._trace = None
+        for src in self.sources:
+            close = getattr(src, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    pass
+        return self.samples
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def iter_trace(path: str | Path, warnings: list[str] | None = None) -> Iterable[dict[str, Any]]:
+    """Samples of a Sampler trace file (the header line skipped). A line that is not a JSON object
+    (a torn last line, bytes that are not UTF-8, nesting or numbers no sampler writes: the one safe
+    parse, toolkit.core.jsonsafe) is skipped and noted in `warnings` as `path:line: why`."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            obj, why = jsonsafe.parse_line(line)
+            if why is not None:
+                if warnings is not None:
+                    warnings.append(f"{path}:{n}: skipped a trace line: {why}")
+                continue
+            if obj is not None and "telemetry_trace" not in obj:
+                yield obj
