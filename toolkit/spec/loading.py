@@ -1,0 +1,376 @@
+"""Loading matrix.yaml: the YAML guards (size, alias expansion, duplicate and complex keys, NUL
+bytes, scalars that are not what they look like), validation against the schema with errors that
+name the file, the key path and the fix, and the loaded matrix with its folder."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from toolkit.core.errors import BadInput
+from toolkit.spec.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, excerpt
+
+
+class LoadedMatrix:
+    """A validated Matrix plus where it came from: `root` resolves relative paths.
+
+    `confined`: the matrix is someone else's (a published run folder's): every path it names (models,
+    local sources) must stay inside its folder, symlinks resolved (toolkit.core.paths.contained), where
+    the user's own matrix may name any path (absolute, `~`, another disk)."""
+
+    def __init__(self, matrix: Matrix, path: Path, *, confined: bool = False):
+        self.m = matrix
+        self.path = path
+        self.root = path.parent
+        self.confined = confined
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.m, item)
+
+    def resolve(self, rel: str, *, what: str = "a path") -> Path:
+        """`rel` relative to the matrix's folder (absolute and `~` as given); for a confined matrix,
+        BadInput naming the file and `what` (e.g. `models[tiny].path`) when it leaves the folder."""
+        if self.confined:
+            from toolkit.core.paths import contained
+
+            return contained(
+                self.root,
+                rel,
+                what=f"{self.path}: {what}",
+                fix=f"this matrix is in a published run folder (run.json beside it), so it may name only "
+                f"files inside {self.root}: put the file there, or use your own matrix",
+            )
+        p = Path(rel).expanduser()
+        return p if p.is_absolute() else (self.root / p)
+
+    def select_images(self, names: tuple[str, ...] | list[str]) -> list[ImageSpec]:
+        if not names:
+            return list(self.m.images)
+        return [self.m.image(n) for n in names]
+
+    def select_models(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
+        if not names:
+            return list(self.m.models)
+        by = {m.name: m for m in self.m.models}
+        bad = [n for n in names if n not in by]
+        if bad:
+            raise BadInput(f"no model named {', '.join(bad)} in {self.path} (models: {', '.join(by)})")
+        return [by[n] for n in names]
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith("function-") or part in ("list[int]",):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid at `loc` (for "did you mean")."""
+    cur: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cur, "model_fields", {})
+        if part in fields:
+            ann = fields[part].annotation
+            cur = _inner_model(ann)
+        elif cur is not None and getattr(cur, "model_fields", None) is None:
+            cur = None
+        elif isinstance(part, str) and cur is Matrix and part not in fields:
+            cur = None
+        else:
+            # dict[str, SourceSpec] keys
+            pass
+    return list(getattr(cur, "model_fields", {}).keys()) if cur else []
+
+
+def _inner_model(ann: Any) -> Any:
+    import typing
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+_TYPE_FIX = {
+    "string_type": "write text; quote it where YAML would read a number, date or true/false ('7.2', "
+    "'2026-02-28', 'on')",
+    "int_type": "write a whole number, without quotes",
+    "float_type": "write a number, without quotes",
+    "bool_type": "write true or false",
+    "list_type": "write a list: [a, b] or one `- item` line per item",
+    "dict_type": "write a mapping: one `key: value` line per key",
+    "model_type": "write a mapping: one `key: value` line per key",
+}
+
+
+def _type_fix(kind: str, value: Any) -> str:
+    """`; <what to write>` for a value of the wrong type (strict mode names the type, not the fix)."""
+    import datetime
+
+    fix = _TYPE_FIX.get(kind, "")
+    if isinstance(value, datetime.date) and kind == "string_type":
+        fix = "YAML read an unquoted date: quote it ('2026-02-28')"
+    elif isinstance(value, set | frozenset | tuple) and kind == "list_type":
+        fix = "write a plain list [a, b] (not a !!set or other tagged collection)"
+    return f"; {fix}" if fix else ""
+
+
+def format_validation_error(err: ValidationError, path: Path) -> str:
+    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems)."""
+    lines = []
+    errs = err.errors()
+    for e in errs[:20]:
+        loc = _loc(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            key = str(e["loc"][-1])
+            allowed = _allowed_keys(Matrix, e["loc"])
+            guess = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else ""
+            allowed_s = f" (allowed: {', '.join(allowed)})" if allowed else ""
+            msg = f"unknown key {key!r}{hint}{allowed_s}"
+        elif e["type"] == "missing":
+            msg = "required key is missing: add it"
+        elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
+            msg = f"{msg[:200]} (got {excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
+        lines.append(f"{path}: {loc}: {msg}")
+    if len(errs) > 20:
+        lines.append(f"... and {len(errs) - 20} more problems")
+    return "invalid matrix:\n  " + "\n  ".join(lines)
+
+
+def parse_matrix(data: Any, path: Path, *, confined: bool = False) -> LoadedMatrix:
+    """Validate already-parsed YAML data. Raises BadInput naming file, key path and fix."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
+    if "schema_version" not in data:
+        raise BadInput(
+            f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`"
+        )
+    if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
+        raise BadInput(
+            f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
+            f"schema_version {SCHEMA_VERSION}"
+        )
+    _refuse_nul_bytes(data, path)
+    try:
+        m = Matrix.model_validate(data)
+    except ValidationError as err:
+        raise BadInput(format_validation_error(err, path)) from None
+    loaded = LoadedMatrix(m, path, confined=confined)
+    _check_files(loaded)
+    return loaded
+
+
+def _refuse_nul_bytes(data: Any, path: Path) -> None:
+    """BadInput naming the key of a string (key or value) that holds a NUL byte (a YAML escape "\\0",
+    "\\x00" or "\\u0000" in double quotes): every path, file name and command argument of the matrix
+    reaches the OS, which cannot take one. A list item with a plain `name` is named by it
+    (`models[tiny].path`), else by its index. Iterative: nesting depth cannot exhaust the stack."""
+
+    def refuse(where: str, what: str) -> BadInput:
+        return BadInput(
+            f"{path}: {where or '(top level)'}: {what} contains a NUL byte (\\0); remove it: no path, "
+            "file name or command argument can hold one"
+        )
+
+    seen: set[int] = set()  # an aliased node is checked once
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str):
+            if "\0" in value:
+                raise refuse(where, "the value")
+            continue
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\0" in key:
+                    raise refuse(where, f"the key {key.replace(chr(0), '?')[:60]!r}")
+                todo.append((f"{where}.{key}" if where else str(key), item))
+        else:
+            for i, item in enumerate(value):
+                label = item.get("name") if isinstance(item, dict) else None
+                plain = isinstance(label, str) and 0 < len(label) <= 64 and label.isprintable()
+                todo.append((f"{where}[{label if plain else i}]", item))
+
+
+def _check_files(lm: LoadedMatrix) -> None:
+    for i, img in enumerate(lm.m.images):
+        tpl = template_path(lm, img.template)
+        if not tpl.is_file():
+            have = sorted(p.name for p in tpl.parent.glob("*.j2")) if tpl.parent.is_dir() else []
+            guess = difflib.get_close_matches(img.template, have, n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else ""
+            raise BadInput(
+                f"{lm.path}: images[{i}].template: {img.template!r} is not a file in {tpl.parent}{hint} "
+                f"(available: {', '.join(have) or 'none'})"
+            )
+
+
+TEMPLATE_DIR = "Dockerfile.templates"
+
+
+def template_path(lm: LoadedMatrix, template: str) -> Path:
+    """Templates live in Dockerfile.templates/ beside the matrix (or the packaged default)."""
+    return lm.root / TEMPLATE_DIR / template
+
+
+class _ScalarError(yaml.constructor.ConstructorError):
+    """A scalar PyYAML's constructor could not build (its problem says what to write instead)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently).
+    Pure Python on purpose: libyaml's CSafeLoader (~25 ms faster on this matrix) composes nodes by C
+    recursion, and a 200 KB file of nested brackets crashes the process (SIGSEGV) where this one
+    raises RecursionError, which load_matrix turns into bad input."""
+
+    def construct_object(self, node, deep=False):
+        """PyYAML's constructors raise plain ValueError / TypeError / OverflowError for a scalar they
+        cannot build: an impossible unquoted date (`ref: 2026-02-30`), an integer of more than 4300
+        digits, `!!int x`. Each becomes a ConstructorError at the node's line, which load_matrix
+        reports as bad input naming the line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as err:
+            value = node.value if isinstance(node, yaml.ScalarNode) else ""
+            shown = value if len(value) <= 40 else f"{value[:20]}... ({len(value)} characters)"
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise _ScalarError(
+                None,
+                None,
+                f"{shown!r} cannot be read as a YAML {kind} ({str(err)[:80]}); quote it if it is text "
+                "(e.g. ref: '2026-02-30'), else correct it",
+                node.start_mark,
+            ) from None
+
+    def construct_mapping(self, node, deep=False):
+        """The mapping of `node`; a complex key (`? [a, b]`, a mapping) or a duplicate key is a
+        ConstructorError at the key's line."""
+        seen: set = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or mapping cannot be hashed
+                kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"a mapping key must be a plain value, not a {kind}; write `key: value`",
+                    key_node.start_mark,
+                )
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+MAX_MATRIX_BYTES = 1 << 20
+"""A matrix file is a few KB; anything above 1 MiB is refused before it is parsed."""
+
+
+MAX_EXPANDED_NODES = 100_000
+"""YAML aliases may repeat a node; the document expanded through them may hold at most this many
+nodes (an alias bomb expands to billions and would exhaust memory in validation)."""
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int:
+    """Nodes of the composed document counted as if every alias were copied out (the graph is a DAG:
+    memoised per node, so this is linear in the written nodes). Stops counting past `limit`."""
+    memo: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        memo[key] = limit + 1  # a cycle (recursive alias) counts as unbounded
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(count(k) + count(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(count(c) for c in node.value)
+        else:
+            n = 1
+        memo[key] = min(n, limit + 1)
+        return memo[key]
+
+    return count(root)
+
+
+PUBLISHED_MARKER = "run.json"
+"""A matrix with this file beside it is in a published run folder (`toolkit export-run`): someone else's."""
+
+
+def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatrix:
+    """Read and validate matrix.yaml. Raises BadInput (file missing or unreadable, larger than
+    MAX_MATRIX_BYTES, bad YAML, aliases expanding past MAX_EXPANDED_NODES, schema errors). Messages
+    never echo the (expanded) input beyond a short excerpt. `confined` (LoadedMatrix): None = when the
+    matrix is in a published run folder (PUBLISHED_MARKER beside it)."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            raise BadInput(
+                f"{p}: matrix file not found; run from the project folder or pass --matrix PATH "
+                "(the project's matrix.yaml is the reference R9700 sweep)"
+            )
+        size = p.stat().st_size
+        if size > MAX_MATRIX_BYTES:
+            raise BadInput(
+                f"{p}: {size} bytes is too large for a matrix file (limit {MAX_MATRIX_BYTES} bytes); "
+                "pass the matrix YAML file with --matrix"
+            )
+        text = p.read_text()
+        if confined is None:
+            confined = (p.parent / PUBLISHED_MARKER).is_file()
+    except UnicodeDecodeError:
+        raise BadInput(f"{p}: not a text file (not UTF-8); pass the matrix YAML file with --matrix") from None
+    except OSError as err:  # name too long, permission denied, a folder, ...
+        raise BadInput(
+            f"{p}: cannot read the matrix file ({err.strerror or err}); pass a readable file with --matrix"
+        ) from None
+    try:
+        loader = _UniqueKeyLoader(text)  # the reader refuses unprintable characters (a NUL byte) right here
+    except yaml.YAMLError as err:
+        raise BadInput(f"{p}: not valid YAML ({getattr(err, 'reason', None) or err}); fix the file") from None
+    try:
+        node = loader.get_single_node()
+        if node is not None and _expanded_nodes(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise BadInput(
+                f"{p}: YAML aliases expand this document to more than {MAX_EXPANDED_NODES} nodes (an "
+                "alias bomb?); write the values out or use fewer aliases"
+            )
+        data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise BadInput(f"{p}: nested too deeply to be a matrix; fix the YAML") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        if isinstance(err, _ScalarError):
+            raise BadInput(f"{p}:{where}: {err.problem}") from None
+        raise BadInput(
+            f"{p}:{where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax"
+        ) from None
+    finally:
+        loader.dispose()
+    return parse_matrix(data, p.resolve(), confined=confined)

@@ -1,0 +1,735 @@
+"""matrix.yaml's schema (version 1), as pydantic models: what each key may hold and why.
+
+Matrix
+  sources:  {name: SourceSpec}      where llama.cpp (or vLLM) source comes from
+  images:   [ImageSpec]             template + backend + template variables + source
+  models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
+  bench:    BenchAxes               llama-bench axes, crossed
+  vllm:     VllmSettings            engine settings pinned for vLLM runs
+  campaign: CampaignSpec            Slurm hosts and what each measures (`toolkit campaign`)
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from toolkit.core import registry as runner_registry
+from toolkit.core.errors import BadInput
+from toolkit.core.paths import relative_path
+from toolkit.core.types import Backend, Runner
+
+SCHEMA_VERSION = 1
+
+
+MAX_TOKENS = 10**7
+"""A token count (context, batch) above this is no setting of any engine: refused, never passed on."""
+
+
+MAX_COUNT = 100_000
+"""Threads, requests, iterations, concurrency: at most this many."""
+
+
+# Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
+# metacharacters. Anything else is rejected here, before a build starts.
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+# set per run by the toolkit (device selection, caches): an env axis may not override them
+_ENV_RESERVED = frozenset(
+    {
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "GGML_VK_VISIBLE_DEVICES",
+        "MESA_SHADER_CACHE_DIR",
+        "PATH",
+        "LD_LIBRARY_PATH",
+    }
+)
+
+
+_RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
+
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
+
+
+# Model names become parts of container names and log file names; template names are file names.
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class _Strict(BaseModel):
+    """Every matrix block: unknown keys refused, and strict types (pydantic strict mode) — a value of
+    the wrong type is refused, never coerced: `true` is no integer, `"512"` no count, a set or a
+    tuple no list, a date no string (issue 21: `gfx_targets: false` reached the template)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _check_safe(value: str, what: str) -> str:
+    if not _SAFE_VALUE.match(value):
+        raise ValueError(
+            f"{what} {value!r} contains characters that are not allowed (newline, quote, space, $, ;, "
+            "backtick, ...); use only letters, digits and _ . , : / @ + = % ~ ^ -"
+        )
+    return value
+
+
+def _check_one_line(value: str, what: str) -> str:
+    """Free text that lands in an image label (an argument, never a shell string): one printable line."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"{what} {value!r} contains a newline or control character; write it on one line")
+    return value
+
+
+class SourceSpec(_Strict):
+    """Where a source tree comes from. Exactly one of git / path / archive / pypi.
+
+    - git + ref: clone and check out `ref` (tag, branch or commit); the resolved commit is recorded.
+    - path: a local directory (copied into the build context).
+    - archive: a local .tar.gz / .zip (e.g. an sdist), `subdir` selects the tree inside it.
+    - pypi: `name==version` of an sdist on PyPI that vendors the tree (e.g. llama-cpp-python,
+      subdir vendor/llama.cpp); works where PyPI is the only reachable index.
+    `subdir`: a folder inside the archive's tree, relative, without '..' (checked here and again after
+    extraction, symlinks resolved: toolkit.images.sources).
+    `commit` pins the expected commit; required for path/archive/pypi (they carry no .git).
+    `fallback` is tried when this source cannot be fetched (e.g. GitHub unreachable); its resolved
+    commit must equal `commit` when both are given.
+    """
+
+    git: str | None = None
+    ref: str | None = None
+    path: str | None = None
+    archive: str | None = None
+    pypi: str | None = None
+    subdir: str | None = None
+    commit: str | None = None
+    version: str | None = Field(None, description="human version label, e.g. b7200")
+    fallback: SourceSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SourceSpec:
+        kinds = [k for k in ("git", "path", "archive", "pypi") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError(
+                "give exactly one of git (with ref), path, archive or pypi; got "
+                + (", ".join(kinds) or "none")
+            )
+        if self.git and not self.ref:
+            raise ValueError("git source needs `ref` (a tag, branch or commit) to be reproducible")
+        if not self.git and not self.commit:
+            raise ValueError(f"{kinds[0]} source needs `commit` (it has no .git to read it from)")
+        if self.git and not re.match(
+            r"^(https?|ssh|git|file)://[^\s'\"`$;]+$|^[\w.-]+@[\w.-]+:[^\s'\"`$;]+$", self.git
+        ):
+            raise ValueError(f"git {self.git!r} is not a git URL (https://..., ssh://..., git@host:path)")
+        if self.pypi and not re.match(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$", self.pypi):
+            raise ValueError(
+                f"pypi {self.pypi!r} must be an exact pin NAME==VERSION (e.g. llama-cpp-python==0.3.36)"
+            )
+        for key in ("ref", "commit", "version", "subdir"):
+            val = getattr(self, key)
+            if val is not None:
+                _check_safe(val, key)
+        if self.subdir:  # copied into the build context: never a folder outside the archive's tree
+            try:
+                relative_path(
+                    self.subdir,
+                    what="subdir",
+                    fix="give a folder inside the archive, relative to its top folder (e.g. vendor/llama.cpp)",
+                )
+            except BadInput as err:
+                raise ValueError(str(err)) from None
+        for key in ("path", "archive"):  # recorded in the image source label
+            val = getattr(self, key)
+            if val is not None:
+                _check_one_line(val, key)
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("git", "path", "archive", "pypi") if getattr(self, k))
+
+
+class ImageSpec(_Strict):
+    """One image: rendered from `template` into images/<name>/Dockerfile, built, benchmarked.
+
+    `vars` are the template variables (strings/numbers/lists); `source` names an entry of
+    `sources` copied into the build context as src/. `runner` is the benchmark program inside.
+    `software_device` marks an image that may run on a CPU-type device (Mesa lavapipe) only when
+    the user opts in with `toolkit bench --allow-software-gpu`.
+    """
+
+    name: str
+    template: str
+    backend: Backend
+    runner: Runner = "llama-bench"
+    source: str | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(
+                "image name must be lowercase letters, digits, '.', '_' or '-', start and end with a "
+                "letter or digit (max 63 chars)"
+            )
+        return v
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if not _FILE_NAME.match(v):
+            raise ValueError(
+                f"template {v!r} must be a file name in Dockerfile.templates/ (no '/', no leading '.')"
+            )
+        return v
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, v: str) -> str:
+        return _check_one_line(v, "description")
+
+    @field_validator("vars")
+    @classmethod
+    def _vars(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key, val in v.items():
+            if key in _RESERVED_VARS:
+                raise ValueError(f"template variable {key!r} is set by the toolkit itself; rename yours")
+            if not isinstance(key, str) or not re.match(r"^[a-z_][a-z0-9_]*$", key):
+                raise ValueError(f"template variable name {key!r} must be snake_case")
+            check_template_var(key, val)
+        return v
+
+
+TEMPLATE_VARS: dict[str, tuple[str, str]] = {
+    "gfx_targets": ("gfx-list", "a non-empty list of AMD GPU targets, e.g. [gfx1201]"),
+    "cmake_args": ("str-list", "a list of cmake flags, e.g. ['-DGGML_NATIVE=OFF'] (or [])"),
+    "max_jobs": ("count", "a whole number of parallel compile jobs, e.g. 4"),
+    "kv_cache_gib": ("count", "a whole number of GiB, e.g. 4"),
+}
+"""Template variables whose shape the templates rely on: name -> (kind, what to write). Every other
+variable is one line of text (a version, an image reference, a commit), a whole number, or a list of
+text; a float is refused (`7.20` would render as 7.2: quote it), so is a boolean (it renders as
+True/False), a date (YAML reads an unquoted 2026-02-28 as one: quote it) or a mapping."""
+
+
+MAX_TEMPLATE_INT = 1 << 20
+
+
+_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
+
+
+def check_template_var(key: str, val: Any) -> None:
+    """ValueError naming template variable `key`, what it is and what to write, when `val` is not of
+    the kind the templates use it as (TEMPLATE_VARS, else one line of text or a whole number)."""
+    kind, want = TEMPLATE_VARS.get(
+        key,
+        ("scalar", "text (quote versions and dates: '7.2', '2026-02-28'), a whole number or a list of text"),
+    )
+    got = excerpt(val, 40)
+    bad = ValueError(f"template variable {key!r} is {got}: expected {want}")
+    if kind == "scalar" and isinstance(val, list):
+        kind = "str-list"
+    if kind in ("gfx-list", "str-list"):
+        if not isinstance(val, list) or (kind == "gfx-list" and not val):
+            raise bad
+        for item in val:
+            if not isinstance(item, str):
+                raise ValueError(
+                    f"template variable {key!r}: item {excerpt(item, 40)} is not text: expected {want}"
+                )
+            if kind == "gfx-list" and not _GFX.match(item):
+                raise ValueError(
+                    f"template variable {key!r}: {item!r} is not an AMD GPU target: expected {want}"
+                )
+            _check_safe(item, f"template variable {key!r} value")
+        return
+    if isinstance(val, bool) or not isinstance(val, str | int):
+        raise bad
+    if isinstance(val, int):
+        low = 1 if kind == "count" else 0
+        if not low <= val <= MAX_TEMPLATE_INT:
+            raise ValueError(
+                f"template variable {key!r} is {got}: expected a whole number from {low} to {MAX_TEMPLATE_INT}"
+            )
+        return
+    if kind == "count":
+        raise bad
+    _check_safe(val, f"template variable {key!r} value")
+
+
+class HfFile(_Strict):
+    """A file (or, without `file`, a whole checkpoint) on the Hugging Face Hub, downloaded with
+    huggingface_hub when asked. `revision` pins it: a 40-hex commit hash (branches and tags move);
+    `toolkit fetch-model` resolves and writes it where it is missing."""
+
+    repo: str
+    file: str | None = None
+    revision: str | None = None
+
+    @field_validator("revision")
+    @classmethod
+    def _commit(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{40}", v):
+            raise ValueError(
+                f"revision {v!r} is not a commit hash (40 lowercase hex digits); branches and tags "
+                "move: remove it and run `toolkit fetch-model NAME`, which resolves and writes the commit"
+            )
+        return v
+
+
+class ModelSpec(_Strict):
+    """A model: a GGUF file (llama.cpp) or a Hugging Face model directory (vLLM).
+
+    `path` is relative to the matrix file. `generate: tiny-qwen3moe` creates a tiny random-weight
+    model at `path` when absent (smoke runs; see toolkit/models/tiny.py). `sha256` (hex, of the GGUF
+    file) is checked before a run when given, and always recorded.
+    """
+
+    name: str
+    path: str
+    format: Literal["gguf", "hf"] = "gguf"
+    hf: HfFile | None = None
+    sha256: str | None = None
+    generate: Literal["tiny-qwen3moe", "tiny-qwen3moe-hf"] | None = None
+    runners: list[Runner] = Field(default_factory=lambda: ["llama-bench"])
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _FILE_NAME.match(v):
+            raise ValueError(
+                "model name must be letters, digits, '.', '_' or '-' (it names containers and log files)"
+            )
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("sha256 must be 64 lowercase hex digits (run `sha256sum FILE`)")
+        return v
+
+
+def _flash_attn_on() -> list[Literal[-1, 0, 1]]:
+    """BenchAxes.flash_attn's default, [1] (a lambda's list would be typed list[int])."""
+    return [1]
+
+
+_AUTO_AXES = frozenset({"flash_attn", "n_gpu_layers"})
+"""The axes where llama-bench takes -1 (flash attention auto, all GPU layers)."""
+
+
+class BenchAxes(_Strict):
+    """llama-bench axes; every list is crossed (one llama-bench process per image x model).
+
+    n_prompt -> -p, n_gen -> -n, n_ubatch -> -ub, n_batch -> -b, flash_attn -> -fa,
+    n_gpu_layers -> -ngl, n_depth -> -d, repetitions -> -r. Units: tokens. Counts are strict integers:
+    `repetitions: true` or `n_prompt: ["512"]` are bad input, not -r 1 or a string passed along.
+    -1 is taken where llama-bench takes it (the pinned build, 0c1e57098, writes it itself): flash_attn
+    -1 = auto, n_gpu_layers -1 = all layers (its default).
+    """
+
+    n_prompt: list[StrictInt] = Field(default_factory=lambda: [512])
+    n_gen: list[StrictInt] = Field(default_factory=lambda: [128])
+    n_ubatch: list[StrictInt] = Field(default_factory=lambda: [512])
+    n_batch: list[StrictInt] = Field(default_factory=lambda: [2048])
+    n_depth: list[StrictInt] = Field(default_factory=lambda: [0])
+    flash_attn: list[Literal[-1, 0, 1]] = Field(default_factory=_flash_attn_on)
+    n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
+    repetitions: StrictInt = Field(5, ge=1, le=1000)
+    runs: StrictInt = Field(
+        1,
+        ge=1,
+        le=100,
+        description="process-level repetitions: container starts per (image, model); "
+        "the report shows the between-run spread and flags bimodal runs",
+    )
+    threads: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
+    cooldown_s: StrictInt = Field(
+        0,
+        ge=0,
+        le=3600,
+        description="seconds llama-bench rests before each test (its --delay, 'cool off before the test' at "
+        "0c1e57098): lets the GPU cool between tests; outside the measured window; recorded with every record",
+    )
+    timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
+    memory: str | None = Field(
+        None, description="container memory limit (docker --memory), e.g. 24g; recorded"
+    )
+    # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
+    # (one container per combination; the llama-bench axes run inside each). Part of the test
+    # identity (`env.NAME`, toolkit/results/identity.py) and a column of the tables where it varies;
+    # e.g. {"GGML_VK_DISABLE_COOPMAT": ["0", "1"]}. Values are strings (numbers are written as text).
+    env: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ValueError(
+                "env must map variable names to lists of values, e.g. {GGML_VK_DISABLE_COOPMAT: ['0', '1']}"
+            )
+        out: dict[str, list[str]] = {}
+        for name, values in v.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"env: {name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                )
+            if name in _ENV_RESERVED:
+                raise ValueError(
+                    f"env: {name} is set by the toolkit itself (device selection, caches); not an axis"
+                )
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"env.{name}: give a non-empty list of values, e.g. ['0', '1']")
+            vals = []
+            for x in values:
+                if isinstance(x, bool) or not isinstance(x, str | int | float):
+                    raise ValueError(f"env.{name}: {x!r} is not a string or number")
+                vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
+            if len(set(vals)) != len(vals):
+                raise ValueError(f"env.{name}: duplicate values")
+            out[name] = vals
+        return out
+
+    def env_combinations(self) -> list[dict[str, str]]:
+        """The crossed `env` axis: one {NAME: value} per container ([{}] without the axis)."""
+        names = sorted(self.env)
+        return [
+            dict(zip(names, combo, strict=True)) for combo in itertools.product(*(self.env[n] for n in names))
+        ]
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            memory_bytes(v)
+        return v
+
+    @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
+    @classmethod
+    def _nonempty(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if not v:
+            raise ValueError("axis list is empty: give at least one value (e.g. [512])")
+        low = -1 if info.field_name in _AUTO_AXES else 0
+        if any(x < low or x > 1_000_000 for x in v):
+            raise ValueError(
+                f"axis values must be between {low} and 1000000"
+                + (" (-1: llama-bench's auto / all layers)" if low < 0 else "")
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("axis list has duplicate values")
+        return v
+
+    @model_validator(mode="after")
+    def _ubatch_le_batch(self) -> BenchAxes:
+        if not any(x > 0 for x in self.n_prompt + self.n_gen):
+            raise ValueError(
+                "no test to run: every n_prompt and n_gen is 0; give a prompt length (pp) or a "
+                "generation length (tg) > 0"
+            )
+        if any(x == 0 for x in self.n_ubatch + self.n_batch):
+            raise ValueError("n_batch and n_ubatch must be >= 1")
+        if max(self.n_ubatch) > max(self.n_batch):
+            raise ValueError(
+                f"micro-batch n_ubatch {max(self.n_ubatch)} is larger than every n_batch {self.n_batch}: "
+                "llama.cpp clamps ubatch to batch, so raise n_batch or drop that n_ubatch"
+            )
+        return self
+
+    def cases(self) -> list[dict[str, int]]:
+        """The crossed cases as llama-bench would emit them (pp rows, then tg rows), for counting."""
+        out = []
+        for b, ub, fa, ngl, d in itertools.product(
+            self.n_batch, self.n_ubatch, self.flash_attn, self.n_gpu_layers, self.n_depth
+        ):
+            if ub > b:
+                continue
+            for p in self.n_prompt:
+                if p:
+                    out.append(
+                        dict(
+                            n_prompt=p,
+                            n_gen=0,
+                            n_batch=b,
+                            n_ubatch=ub,
+                            flash_attn=fa,
+                            n_gpu_layers=ngl,
+                            n_depth=d,
+                        )
+                    )
+            for n in self.n_gen:
+                if n:
+                    out.append(
+                        dict(
+                            n_prompt=0,
+                            n_gen=n,
+                            n_batch=b,
+                            n_ubatch=ub,
+                            flash_attn=fa,
+                            n_gpu_layers=ngl,
+                            n_depth=d,
+                        )
+                    )
+        return out
+
+
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.I)
+
+
+MIN_MEMORY_BYTES = 6 * 1024 * 1024
+"""The engine's minimum container memory limit (Docker 20.10+; below it `docker run` refuses)."""
+
+
+MAX_MEMORY_BYTES = 2**63 - 1
+"""The engine reads the limit as an int64 of bytes; a larger number is a 400 error from its API."""
+
+
+def memory_bytes(value: str) -> int:
+    """A docker-style memory size ("512m", "24g", "1.5g", "1073741824") in bytes (units are powers of
+    1024, as `docker run --memory` reads them). Raises ValueError naming the accepted forms and the
+    range: MIN_MEMORY_BYTES (6 MiB, the engine's own minimum) to MAX_MEMORY_BYTES (int64)."""
+    from fractions import Fraction
+
+    m = _MEMORY.match(str(value).strip()[:64])
+    if not m or len(str(value).strip()) > 64:
+        raise ValueError(f"memory {value!r} is not a size; write e.g. 512m, 24g or a number of bytes")
+    digits, unit = m.group(1), " kmgt".index((m.group(2) or " ").lower())
+    # exact (a float would round 2**63-1 up); a number of more than 20 digits is too large whatever its unit
+    n = (
+        MAX_MEMORY_BYTES + 1
+        if len(digits.split(".")[0].lstrip("0")) > 20
+        else int(Fraction(digits) * 1024**unit)
+    )
+    if not MIN_MEMORY_BYTES <= n <= MAX_MEMORY_BYTES:
+        raise ValueError(
+            f"memory {value!r} is out of range: Docker takes 6m (its minimum) to {MAX_MEMORY_BYTES} "
+            "bytes (int64); write e.g. 512m or 24g"
+        )
+    return n
+
+
+class VllmSettings(_Strict):
+    """vLLM engine settings pinned for every vLLM run and recorded with each result.
+
+    `quantization` None (the default): vLLM uses the method the checkpoint's config.json states
+    (`quantization_config.quant_method`), which the toolkit reads and records. Set, it is passed as
+    `--quantization` and must match the checkpoint (or be one of vLLM's kernel variants of its method);
+    a mismatch is refused before any container starts (toolkit/models/checkpoint.py)."""
+
+    max_num_batched_tokens: int = Field(8192, ge=1, le=MAX_TOKENS)
+    max_model_len: int = Field(8192, ge=1, le=MAX_TOKENS)
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
+    quantization: str | None = None
+    dtype: str = "float16"
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = False
+    # `--attention-backend` (an AttentionBackendEnum name, e.g. TRITON_ATTN); None: the release's default
+    attention_backend: str | None = Field(None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$")
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    num_prompts_per_level: int = Field(32, ge=1, le=MAX_COUNT)
+    num_iters: int = Field(10, ge=1, le=MAX_COUNT)
+    num_iters_warmup: int = Field(3, ge=0, le=MAX_COUNT)
+    ready_timeout_s: float = Field(1800, gt=0, le=7 * 24 * 3600)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 or c > MAX_COUNT for c in v):
+            raise ValueError(f"concurrency levels must be from 1 to {MAX_COUNT}")
+        return v
+
+
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class CampaignHost(_Strict):
+    """One host of a campaign: where its slices run and what they measure.
+
+    `node`: the Slurm node name (sbatch -w); `features`: node features instead (--constraint, all
+    required); `alias`: the host key its records carry and its results folder (results/hosts/<key>/),
+    default the node name (required with `features` only); `images`/`models`: the slices it measures
+    (default every image of the matrix x every model its runner accepts); `engine`: hosts that share
+    one Docker engine name it alike (their jobs then run one at a time, like one `toolkit bench`)."""
+
+    node: str | None = None
+    features: list[str] = Field(default_factory=list)
+    alias: str | None = None
+    images: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    engine: str | None = None
+
+    @field_validator("node", "alias", "engine")
+    @classmethod
+    def _word(cls, v: str | None, info) -> str | None:
+        if v is not None and not _SLURM_WORD.match(v):
+            raise ValueError(
+                f"{info.field_name} {v!r}: letters, digits and _ . : - only (it names a folder and a job)"
+            )
+        return v
+
+    @field_validator("features")
+    @classmethod
+    def _features(cls, v: list[str]) -> list[str]:
+        for f in v:
+            if not _SLURM_WORD.match(f):
+                raise ValueError(f"feature {f!r}: letters, digits and _ . : - only")
+        return v
+
+    @model_validator(mode="after")
+    def _where(self) -> CampaignHost:
+        if not self.node and not self.features:
+            raise ValueError("a host needs `node` (a Slurm node name) or `features` (node features)")
+        if not self.node and not self.alias:
+            raise ValueError(
+                "a host chosen by `features` needs an `alias`: the key its results are filed under"
+            )
+        return self
+
+    @property
+    def key(self) -> str:
+        return self.alias or self.node or ""
+
+
+class CampaignSpec(_Strict):
+    """The `campaign:` block: one Slurm job per (host, image, model) slice (toolkit/campaign/slurm.py).
+
+    partition: sbatch -p (default: the cluster's default); gres_type: the GPU GRES type each job asks
+    one of (`--gres=gpu:TYPE:1`; None: `--gres=gpu:1`); gpus: GPUs per job (0: no --gres, e.g. CPU-only
+    nodes); time_limit: sbatch --time (Slurm's `[D-]HH:MM:SS`); signal_s: seconds before the limit Slurm
+    sends SIGTERM to the job (`--signal=B:TERM@N`); allow_concurrent: let slices on one engine run at once
+    (records flagged `concurrent`) instead of one at a time (default); toolkit: the command that runs the
+    toolkit on the nodes (default: the submitting Python, `python -m toolkit`); sbatch_args: more sbatch
+    options, verbatim; registry: which registry's digest jobs pull (default `registry:` or any pushed)."""
+
+    partition: str | None = None
+    gres_type: str | None = None
+    gpus: int = Field(default=1, ge=0, le=16)
+    time_limit: str | None = None
+    signal_s: int = Field(default=60, ge=1, le=3600)
+    allow_concurrent: bool = False
+    toolkit: list[str] = Field(default_factory=list)
+    sbatch_args: list[str] = Field(default_factory=list)
+    registry: str | None = None
+    hosts: list[CampaignHost] = Field(min_length=1)
+
+    @field_validator("partition", "gres_type")
+    @classmethod
+    def _word(cls, v: str | None, info) -> str | None:
+        if v is not None and not _SLURM_WORD.match(v):
+            raise ValueError(f"{info.field_name} {v!r}: letters, digits and _ . : - only")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"(\d+-)?\d+(:\d{2}){0,2}", v):
+            raise ValueError(f"time_limit {v!r}: use Slurm's [D-]HH:MM:SS, MM:SS or minutes")
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> CampaignSpec:
+        keys = [h.key for h in self.hosts]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(
+                f"hosts: the host key {', '.join(dup)} is given twice (set `alias` to tell them apart)"
+            )
+        return self
+
+
+class Matrix(_Strict):
+    """The whole matrix file. `path` is where it was loaded from (not part of the schema)."""
+
+    schema_version: Literal[1]
+    sources: dict[str, SourceSpec] = Field(default_factory=dict)
+    images: list[ImageSpec]
+    models: list[ModelSpec]
+    bench: BenchAxes = Field(default_factory=BenchAxes)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    registry: str | None = None
+    # RADV advertises VK_KHR_cooperative_matrix on GFX12 (RDNA4) from Mesa 25.1.0 (docs/relnotes/25.1.0.rst:
+    # "radv: advertise VK_KHR_cooperative_matrix on GFX12"); 25.0.x runs llama.cpp without it
+    min_mesa_version: str = "25.1.0"
+    campaign: CampaignSpec | None = None  # multi-host campaigns on Slurm (toolkit/campaign/slurm.py)
+    # runner settings blocks registered in toolkit.core.registry.SETTINGS (e.g. `sglang:`), validated by
+    # their runner's own model; every registered block is present (defaults when not written)
+    runner_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runner_blocks(cls, data: Any) -> Any:
+        """Take the blocks of registered runners out of the file and validate each with its model."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        blocks = {}
+        for key in runner_registry.SETTINGS:
+            model = runner_registry.settings_model(key)
+            try:
+                blocks[key] = model.model_validate(data.pop(key, None) or {})
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(x) for x in (key, *first["loc"]))
+                raise ValueError(
+                    f"{where}: {first['msg']} (see the `{key}:` settings of the {key} runner)"
+                ) from None
+        data["runner_settings"] = blocks
+        return data
+
+    @field_validator("registry", "min_mesa_version")
+    @classmethod
+    def _safe(cls, v: str | None, info) -> str | None:
+        return v if v is None else _check_safe(v, info.field_name)  # rendered into Dockerfiles / image refs
+
+    @model_validator(mode="after")
+    def _refs(self) -> Matrix:
+        names = [i.name for i in self.images]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate image name(s): {', '.join(sorted(dup))}; image names must be unique")
+        mnames = [m.name for m in self.models]
+        mdup = {n for n in mnames if mnames.count(n) > 1}
+        if mdup:
+            raise ValueError(f"duplicate model name(s): {', '.join(sorted(mdup))}")
+        for i, img in enumerate(self.images):
+            if img.source is not None and img.source not in self.sources:
+                raise ValueError(
+                    f"images[{i}].source {img.source!r} is not defined under `sources` "
+                    f"(defined: {', '.join(self.sources) or 'none'})"
+                )
+        return self
+
+    def image(self, name: str) -> ImageSpec:
+        for img in self.images:
+            if img.name == name:
+                return img
+        raise BadInput(
+            f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})"
+        )
+
+
+def excerpt(value: Any, limit: int = 80) -> str:
+    """repr of a value, cut to `limit` characters (an input may be huge; never echo all of it)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
