@@ -286,8 +286,8 @@ DOORS = {"toolkit/engine": "api", "toolkit/host/telemetry": "__init__", "toolkit
 
 @pytest.mark.parametrize("where,door", sorted(DOORS.items()))
 def test_other_packages_enter_a_split_package_through_its_door(where, door):
-XX: the rooms behind
-    them are imported only inside the package, so a room can be split or merged without touching a
+    """Each split package's door (engine.api, host.telemetry, spec.matrix) is the only module other
+    packages import: the rooms behind it are imported only inside the package, so a room can be split or merged without touching a
     caller."""
     pkg = ROOT / where
     dotted = where.replace("/", ".")

@@ -1,0 +1,318 @@
+"""Commands that measure: `toolkit bench`, `toolkit measure`, and `toolkit fetch-model` (the models
+they measure).
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    FiniteRange,
+    _err,
+    _load,
+    _progress_printer,
+    _store,
+    echo_json,
+    image_option,
+    json_option,
+    matrix_option,
+    results_option,
+)
+from toolkit.core.errors import BenchFailed
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+@results_option
+@click.option("--model", "-m", "models", multiple=True, metavar="NAME", help="Only this model (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Print the exact `docker run` commands; run nothing.")
+@click.option("--strict", is_flag=True, help="An image that cannot run on this host is an error, not a skip.")
+@click.option(
+    "--allow-software-gpu",
+    is_flag=True,
+    help="Accept a CPU-type Vulkan device (Mesa lavapipe) for Vulkan images: a smoke test, not a GPU number.",
+)
+@click.option(
+    "--gpu",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Pin GPU N, numbered as `toolkit doctor` lists them. Default: every discrete GPU of the image's "
+    "gfx targets; iGPUs and other archs are hidden and named.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Skip (image, model) runs already measured for the same digest, model and cases.",
+)
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=1, max=7 * 24 * 3600),
+    default=None,
+    metavar="SECONDS",
+    help="Per (image, model) run, 1 s to 7 days; default from the matrix.",
+)
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Measure the newest build even if matrix.yaml or its template changed since it was built; "
+    "every record is marked stale (default: refuse that image with exit 4).",
+)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="TOOLKIT_ALLOW_CONCURRENT",
+    help="Run although another toolkit benchmark is running on the same Docker engine or writing the same "
+    "results folder (default: refuse, exit 9); every record written meanwhile is flagged `concurrent`.",
+)
+@click.option(
+    "--memory",
+    default=None,
+    metavar="SIZE",
+    help="Container memory limit, e.g. 24g (no swap beyond it); default bench.memory. Recorded with "
+    "every result; a run killed by it is a failed row, its completed tests kept.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Run a matrix of more than 1000 test cases (the plan line says how many).",
+)
+@click.option(
+    "--no-telemetry",
+    is_flag=True,
+    help="Do not sample the host and GPUs during the run (records carry no telemetry and no telemetry "
+    "flags). For measuring the sampler's own effect (benchmarks/telemetry_paired.py); default: sample.",
+)
+def bench(
+    matrix_path,
+    images,
+    as_json,
+    results_dir,
+    models,
+    dry_run,
+    strict,
+    allow_software_gpu,
+    gpu,
+    resume,
+    timeout,
+    allow_stale,
+    allow_concurrent,
+    memory,
+    yes,
+    no_telemetry,
+):
+    """Run llama-bench in each built image over the matrix and store the results by image digest.
+
+    One container and one llama-bench process per (image, model), covering the crossed axes
+    (-p/-n/-ub/-b/-fa/-ngl, JSONL output), model mounted read-only, devices from the image's
+    backend profile (cpu: none; vulkan: render nodes; rocm: /dev/kfd + render nodes). Models that are
+    absent are skipped, except tiny stand-ins, which are generated. Prints a summary line per
+    (image, model) and the prefill/decode tables of this run.
+
+    Each image is measured on the build whose inputs key (template + vars + source, see `toolkit
+    build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
+    older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
+    """
+    from toolkit.bench.run import BenchOptions, run_bench
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    opts = BenchOptions(
+        dry_run=dry_run,
+        strict=strict,
+        allow_software_gpu=allow_software_gpu,
+        gpu=gpu,
+        resume=resume,
+        timeout_s=timeout,
+        allow_stale=allow_stale,
+        allow_concurrent=allow_concurrent,
+        memory=memory,
+        yes=yes,
+        telemetry=not no_telemetry,
+    )
+    specs = lm.select_images(images)
+    model_specs = lm.select_models(models)
+    events = _progress_printer(quiet=as_json or dry_run)
+    try:
+        outcomes = run_bench(lm, specs, model_specs, store, opts, events)
+    finally:
+        events("close")
+    if as_json:
+        echo_json(outcomes)
+    else:
+        for o in outcomes:
+            click.echo(o.line())
+        # this run's records as stored, through the query index: reading the digest's whole history
+        # back would make every bench slower than the one before
+        from toolkit.results import index as resultindex
+
+        ran = [] if dry_run else resultindex.load(resultindex.heads(store, runs=[opts.run_id]))
+        if ran:
+            # the tables (~0.1 s of imports): only when there are rows
+            from toolkit.analysis import report as report_mod
+
+            click.echo("")
+            click.echo(report_mod.render(ran, "github"))
+            paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
+            click.echo(f"\nrun {opts.run_id}: results in {', '.join(paths)}")
+    if strict:  # --strict: anything not measured is a failure, for CI gates
+        for o in outcomes:
+            if o.status == "skipped":
+                o.status = "failed"
+    for w in dict.fromkeys(
+        store.warnings
+    ):  # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
+        _err(f"warning: {w}")
+    failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
+    stale = [o.image for o in outcomes if o.status == "stale"]
+    if stale:  # measuring an image of older inputs would be a wrong answer: bad input, with the fix
+        from toolkit.core.errors import BadInput
+
+        also = f"; bench also failed for: {', '.join(failed)}" if failed else ""
+        raise BadInput(
+            f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
+            f"give now): run `toolkit build {' '.join('-i ' + n for n in stale)}`, or pass --allow-stale"
+            + also
+        )
+    if failed:
+        raise BenchFailed(f"bench failed for: {', '.join(failed)}")
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}, epilog=EPILOG
+)
+@matrix_option
+@results_option
+@click.option(
+    "--label",
+    metavar="NAME",
+    default=None,
+    help="Also import the llama-bench rows into results/ under this image name (e.g. bare-metal-cuda), "
+    "so `toolkit report` and `toolkit compare` show them beside container runs.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the rows with their telemetry (JSONL, importable with `toolkit import`). "
+    "Default: results/measure/<run>.jsonl.",
+)
+@click.option(
+    "--gpu",
+    default="all",
+    show_default=True,
+    metavar="all|none|I,J",
+    help="GPUs to sample: all the sampler finds (AMD via sysfs, NVIDIA via NVML), none, or indices.",
+)
+@click.option(
+    "--rate",
+    type=FiniteRange(min=10.0, max=100.0),
+    default=10.0,
+    show_default=True,
+    help="Samples per second.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def measure(matrix_path, results_dir, label, out, gpu, rate, command):
+    """Run COMMAND (after `--`) with the bench's sampler around it: GPU power, energy, clocks,
+    throttling, other processes on the GPU and host load, from outside the command, without root.
+
+    Example: `toolkit measure --label bare-metal -- llama-bench -m model.gguf -fa 1 -p 512 -n 128 -o jsonl
+    --progress`. Every llama-bench row (`-o jsonl`; `--progress` gives exact test windows) gets its
+    window's telemetry summary and flags (gpu-shared, throttled:<reason>, clock-idle, power-not-stock,
+    host-busy, energy-invalid:<reason>), written as JSONL that `toolkit import` reads; with --label the
+    rows are imported at once. Any other command gets one window for its whole run. The raw trace is
+    kept beside the output. The command's own output passes through; the exit code is the command's
+    (3 when a GPU fault appeared in the kernel log during the run)."""
+    import datetime as _dt
+
+    from toolkit.bench import measure as measure_mod
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_path = Path(out) if out else root / "measure" / f"{run}.jsonl"
+    if label is not None:  # before a possibly hour-long run, not after it
+        importer.check_options(label, None, None)
+    gpus = measure_mod.select_gpus(gpu)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    sink = out_path.open("w", encoding="utf-8")  # rows land here as they arrive: an interrupt keeps them
+
+    def on_row(row: dict) -> None:
+        sink.write(json.dumps(row) + "\n")
+        sink.flush()
+
+    _err(
+        f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"
+    )
+    try:
+        m = measure_mod.run_measured(
+            command,
+            trace_path=out_path.with_suffix(".trace.jsonl"),
+            gpus=gpus,
+            rate_hz=rate,
+            on_stdout=click.echo,
+            on_stderr=_err,
+            on_row=on_row,
+        )
+    except BaseException:
+        sink.close()
+        if out_path.stat().st_size:
+            _err(f"measure: the rows measured before the stop are in {out_path}; the command was stopped")
+        else:
+            out_path.unlink(missing_ok=True)
+        raise
+    sink.close()
+    if not m.rows:
+        measure_mod.write_measured(m, out_path)
+    flags = sorted(
+        {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
+    )
+    _err(
+        f"measure: {' '.join(command)} exited {m.exit_code} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
+        f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
+    )
+    if m.kernel_fault:
+        _err(f"measure: {m.kernel_fault}")
+    if label and m.rows:
+        res = importer.import_files(ResultStore(root), [out_path], label=label)
+        for s in res.sets:
+            _err(f"measure: {s.name}: imported {s.records} results as {s.digest}")
+    elif label:
+        _err("measure: no llama-bench rows to import (run llama-bench with -o jsonl)")
+    sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+
+
+@click.command("fetch-model", epilog=EPILOG)
+@matrix_option
+@click.argument("names", nargs=-1, metavar="MODEL...")
+@click.option(
+    "--twin",
+    is_flag=True,
+    help="Read only the GGUF header of the Hub file (HTTP range requests) and "
+    "write a shape twin beside `path` (X.twin.gguf: same metadata, tokenizer, tensor names, shapes, types "
+    "and size; random data with valid scales) plus its record X.twin.gguf.twin.json (kind synthetic-twin).",
+)
+def fetch_model(matrix_path, names, twin):
+    """Download models named in matrix.yaml from the Hugging Face Hub (huggingface_hub) to their `path`,
+    then check their sha256 when the matrix pins one. Tiny stand-ins are generated instead.
+
+    \b
+    Example: toolkit fetch-model qwen3-30b-a3b-q4kxl          (downloads about 17 GB)
+             toolkit fetch-model qwen3-30b-a3b-q4kxl --twin   (reads a few MB, writes a full-size twin)
+    """
+    from toolkit.models.fetch import fetch_model as fetch
+
+    lm = _load(matrix_path)
+    for spec in lm.select_models(names):
+        click.echo(f"{spec.name}: {fetch(lm, spec, echo=_err, twin=twin)}")

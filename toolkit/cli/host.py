@@ -1,0 +1,76 @@
+"""`toolkit doctor`: what this host has and what each image needs.
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    _load,
+    _store,
+    echo_json,
+    json_option,
+    matrix_option,
+    read_results_option,
+)
+from toolkit.core.errors import ToolkitError
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@json_option
+@read_results_option
+@click.option("--allow-software-gpu", is_flag=True, help="Count Mesa lavapipe as a usable Vulkan device.")
+def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
+    """Read this host (GPUs, gfx arch, VRAM, device nodes, Docker engine, kernel) and say, per image,
+    whether it can run here and why not."""
+    from toolkit.engine import api as engine
+    from toolkit.host import doctor as doctor_mod
+
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    labels = {}
+    for spec in lm.m.images:
+        b = store.latest_build(spec.name)
+        if b:
+            labels[spec.name] = b.labels
+    try:
+        info = engine.engine_info()
+    except ToolkitError as err:
+        info = {"error": str(err), "engine": engine.engine_name()}
+
+    def probe(name: str, backend: str) -> str | None:  # rootless/userns engines only: open the nodes for real
+        from toolkit.host import devices
+
+        b = store.latest_build(name)
+        if b is None:
+            return f"{name} is not built, so no container could try the devices (`toolkit build -i {name}`)"
+        try:
+            profile = devices.profile_for(backend, devices.detect_gpus(), allow_software=allow_software_gpu)
+            nodes, groups = devices.passthrough(profile, engine.engine_kind())
+            return engine.probe_device_access(b.digest, devices=nodes, group_add=groups)
+        except Exception as err:  # no device, engine error: that is the answer, not a crash
+            return str(err)[:200]
+
+    bases: dict[str, str | None] = {}
+    if "error" not in info:  # each local base image the templates build FROM: does it run a command?
+        refs = {
+            str(v) for spec in lm.m.images for k, v in spec.vars.items() if k.endswith("base_image") and v
+        }
+        bases = {ref: engine.probe_base_image(ref) for ref in sorted(refs) if engine.inspect_image(ref)}
+    rep = doctor_mod.diagnose(
+        lm.m.images,
+        labels,
+        allow_software=allow_software_gpu,
+        docker_info=info,
+        device_probe=probe,
+        apt_policy=doctor_mod.read_apt_policy(),
+        base_images=bases,
+    )
+    if as_json:
+        echo_json(rep.to_dict())
+    else:
+        click.echo(doctor_mod.format_doctor(rep))

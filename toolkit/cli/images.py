@@ -1,0 +1,247 @@
+"""Commands about images: `toolkit render`, `toolkit build`, `toolkit pins`.
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    BuildStatus,
+    FiniteRange,
+    _err,
+    _load,
+    _store,
+    echo_json,
+    image_option,
+    json_option,
+    matrix_option,
+    results_option,
+)
+from toolkit.core.errors import BuildFailed
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+def render(matrix_path, images, as_json):
+    """Render Dockerfile.templates/ into images/<name>/Dockerfile (deterministic) and print the build
+    commands `toolkit build` would run.
+
+    Validates matrix.yaml first: every error names the file, the key and the fix.
+    """
+    from toolkit.images import build as build_mod
+    from toolkit.results.records import ResultStore
+
+    lm = _load(matrix_path)
+    store = ResultStore(lm.root / "results")
+    out = []
+    for spec in lm.select_images(images):
+        res = build_mod.build_image(lm, spec, store, dry_run=True)
+        out.append(
+            {
+                "image": spec.name,
+                "dockerfile": str(lm.root / "images" / spec.name / "Dockerfile"),
+                "build_command": res.command,
+            }
+        )
+    if as_json:
+        echo_json(out)
+        return
+    for o in out:
+        click.echo(f"{o['image']}: wrote {o['dockerfile']}")
+        click.echo(f"  {shlex.join(o['build_command'])}")
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@json_option
+@results_option
+@click.option("--no-cache", is_flag=True, help="Rebuild every layer (BuildKit cache mounts are kept).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Render and print the exact `docker buildx build` commands; build nothing.",
+)
+@click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Stream every build log line (default: build steps only)."
+)
+@click.option(
+    "--ca-bundle",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="CA bundle for HTTPS inside the build (TLS-intercepting proxies), passed as a BuildKit "
+    "secret `pip_ca`: never stored in a layer, label, record or log.",
+)
+@click.option(
+    "--push", "push_after", is_flag=True, help="Push each image built here afterwards (see `toolkit push`)."
+)
+@click.option(
+    "--registry",
+    default=None,
+    metavar="HOST[:PORT]/NAMESPACE",
+    help="Registry for --push (default: `registry:` in matrix.yaml).",
+)
+@click.option(
+    "--all",
+    "all_images",
+    is_flag=True,
+    help="Build every image of the matrix, also those this host cannot run (publishing; --push implies it).",
+)
+@click.option(
+    "--allow-software-gpu",
+    is_flag=True,
+    help="Count Mesa lavapipe as a Vulkan device, so the Vulkan image is built on a host without a GPU.",
+)
+def build(
+    matrix_path,
+    images,
+    as_json,
+    results_dir,
+    no_cache,
+    dry_run,
+    fail_fast,
+    verbose,
+    ca_bundle,
+    push_after,
+    registry,
+    all_images,
+    allow_software_gpu,
+):
+    """Build the images through BuildKit (docker buildx) and record what was built.
+
+    By default only the images this host can run (`toolkit doctor`'s verdict; the CPU image always):
+    each other image gets one line saying why it is skipped and how to build it anyway (`-i NAME`,
+    `--all`). `-i NAME` builds the images named; `--all` and `--push` build every image.
+
+    Each image is labelled (OCI created/revision/source/version, llama.cpp commit, backend, template
+    hash) and a build record (ref, image digest, labels, size, seconds) is appended to
+    results/builds.jsonl for `toolkit bench`. An image whose base cannot be found or pulled is
+    skipped with the reason; a failed build keeps its log and names it.
+    """
+    from toolkit.images import build as build_mod
+    from toolkit.images import build_plan
+    from toolkit.images.render import render_image
+
+    if push_after and not dry_run and not registry:
+        reg_lm = _load(matrix_path)
+        if not reg_lm.m.registry:
+            from toolkit.core.errors import BadInput
+
+            raise BadInput(
+                f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {reg_lm.path}"
+            )
+    lm = _load(matrix_path)
+    store = _store(lm, results_dir)
+    specs = lm.select_images(images)
+    for spec in specs:  # template errors (undefined variables) surface before any build starts
+        render_image(lm, spec)
+    skipped: list[build_plan.Skipped] = []
+    if not (images or all_images or push_after):  # default: what this host can run (doctor's verdict)
+        specs, skipped = build_plan.host_plan(specs, allow_software=allow_software_gpu)
+    if not as_json:
+        for sk in skipped:
+            click.echo(sk.line())
+    results = [
+        build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped
+    ]
+    status = None if (as_json or dry_run) else BuildStatus.for_stderr()
+    for spec in specs:
+        if not dry_run and not as_json:
+            _err(
+                f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
+                f"{build_plan.previous_build_note(store, spec.name)})"
+            )
+        # on a terminal a step line fits its width (`   NAME | ` before it); in a log, 100 characters
+        width = shutil.get_terminal_size().columns - len(spec.name) - 6 if status else 100
+        steps = build_plan.BuildSteps(
+            spec.name,
+            status.echo if status else _err,
+            verbose=verbose,
+            width=max(width, 40),
+            status=status.update if status else None,
+        )
+        before = None if dry_run else build_mod.latest_here(store, spec.name)
+        try:
+            res = build_mod.build_image(
+                lm,
+                spec,
+                store,
+                no_cache=no_cache,
+                dry_run=dry_run,
+                on_line=steps,
+                secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
+            )
+        finally:
+            if status:
+                status.stop()
+        steps.close()
+        results.append(res)
+        if not as_json:
+            click.echo(res.line(before, dry_run=dry_run))
+        if res.status == "failed" and fail_fast:
+            break
+    if as_json:
+        echo_json([r.to_json() for r in results])
+    built = [r.image for r in results if r.status in ("ok", "cached")]
+    if push_after and built and not dry_run:
+        from toolkit.publish import push as publish
+
+        for p in publish.push_images(lm, store, built, registry):
+            click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        unbuilt = [s.name for s in specs[len(results) - len(skipped) :]]
+        raise BuildFailed(
+            "build failed for: "
+            + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
+            + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else "")
+        )
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@image_option
+@click.option(
+    "--model",
+    "-m",
+    "models",
+    multiple=True,
+    metavar="NAME",
+    help="Only this model (repeatable). With --image or --model, only what they name is checked.",
+)
+@json_option
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=FiniteRange(min=0.5),
+    help="Seconds to wait for each registry, git host, package index or Hub answer.",
+)
+def pins(matrix_path, images, models, as_json, timeout):
+    """Check that every pin still resolves: base images (FROM lines of the rendered Dockerfiles, template
+    variables with @sha256:), source refs/commits (`sources:`, their fallbacks) and Hugging Face revisions.
+
+    Each is ok, moved (a tag/branch now points elsewhere than its pinned digest/commit), missing (the
+    digest, commit, sdist or revision is gone) or unreachable (not checked: no answer; the row says why).
+    Exits 10 when any pin moved or is missing; unreachable alone exits 0.
+    """
+    from toolkit.images import pins as pins_mod
+
+    results = pins_mod.check_pins(_load(matrix_path), images, models, timeout=timeout)
+    if as_json:
+        echo_json(pins_mod.pins_json(results))
+    else:
+        click.echo(pins_mod.format_pins(results))
+    if pins_mod.broken(results):
+        sys.exit(10)  # a pin moved or is missing: README exit-code table

@@ -1,0 +1,333 @@
+"""Commands that read results: `toolkit report`, `toolkit compare`, `toolkit import`.
+
+Registered on the main group in toolkit.cli.main (cli.add_command); thin like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from toolkit.cli.common import (
+    EPILOG,
+    FiniteRange,
+    _err,
+    echo_json,
+    json_option,
+    matrix_option,
+    note_json,
+    read_results_option,
+    results_option,
+)
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@read_results_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["github", "csv", "json", "html"]),
+    is_eager=True,
+    callback=note_json,
+    default="github",
+    show_default=True,
+    help="github = markdown tables to paste; csv/json for tools; html = one offline "
+    "page with plots (written to --output, default results/report.html).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, is_eager=True, callback=note_json, help="Same as --format json."
+)
+@click.option(
+    "--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name."
+)
+@click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to this file (PNG plots beside an html report) instead of stdout.",
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write the plots as PNG files into this folder.",
+)
+@click.option(
+    "--noisy-threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Flag rows whose standard deviation exceeds this share of the mean.",
+)
+@click.option(
+    "--bw-floor",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.",
+)
+@click.option(
+    "--min-margin",
+    type=FiniteRange(min=0, max=1000),
+    default=3.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).",
+)
+def report(
+    matrix_path,
+    results_dir,
+    fmt,
+    as_json,
+    images,
+    runs,
+    output,
+    plots_dir,
+    noisy_threshold,
+    bw_floor,
+    min_margin,
+):
+    """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
+    concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
+    cpu-fallback, noisy, implausible bandwidth, and what telemetry saw: gpu-shared, throttled, ...),
+    tokens per joule where the GPU energy is valid, a roofline column where the GPU is known, and a
+    verdict with a routing rule (prefill-heavy / latency-bound decode / mixed) that crowns no cell
+    flagged by telemetry. The html page also plots GPU power and clocks over each run shown."""
+    from toolkit.analysis import report as report_mod
+    from toolkit.results import index as resultindex
+    from toolkit.results.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    store = ResultStore(root)
+    recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
+    have = resultindex.heads(store) if not recs and (images or runs) else []
+    if have:  # the filter, not the folder, is empty
+        from toolkit.core.errors import BadInput
+
+        asked = " and ".join(
+            x
+            for x in (
+                f"image {', '.join(images)}" if images else "",
+                f"run {', '.join(runs)}" if runs else "",
+            )
+            if x
+        )
+        known_images = sorted({h.image.name for h in have})
+        known_runs = sorted({h.run_id for h in have})[-5:]
+        raise BadInput(
+            f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
+            f"newest runs: {', '.join(known_runs)}): fix --image / --run"
+        )
+    fmt = "json" if as_json else fmt
+    opts = report_mod.ReportOptions(
+        noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
+    )
+    dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
+    text, written, plot_notes = report_mod.publish(
+        recs,
+        fmt,
+        opts=opts,
+        output=dest,
+        plots_dir=Path(plots_dir) if plots_dir else None,
+        refused=store.refused,
+        results_root=root,
+    )
+    if text is not None:
+        click.echo(text)
+    for p in written:
+        _err(f"wrote {p}")
+    for n in plot_notes:
+        _err(f"note: {n}")
+    for w in store.warnings:
+        _err(f"warning: {w}")
+
+
+@click.command(epilog=EPILOG)
+@matrix_option
+@read_results_option
+@json_option
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option(
+    "--threshold",
+    type=FiniteRange(min=0, max=1000),
+    default=5.0,
+    show_default=True,
+    metavar="PERCENT",
+    help="A test slower in B than in A by more than this, and by more than the noise (twice the combined "
+    "relative stddev), on cells without a telemetry flag, is a regression (exit code 6).",
+)
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="FIELD",
+    help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
+    "with different core counts); its values are shown per side. Repeatable.",
+)
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="Accept tests measured on one side only (they are still named); without it they make the exit code 4.",
+)
+@click.option(
+    "--same-model",
+    is_flag=True,
+    help="Join results whose model is unknown (a vLLM bench JSON names none: imported as model=unknown) "
+    "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
+)
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model):
+    """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
+    joule of each, B/A, where both sides have a valid GPU energy).
+
+    A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
+    run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —
+    prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
+    split mode... — and the model); regressions beyond --threshold and the noise are marked and make
+    the exit code 6, for CI gates; a slowdown within noise, or on a cell flagged host-busy, gpu-shared,
+    throttled..., is shown and named but not counted (re-measure it). Two sides with no test in common exit 4, naming the fields that differ; tests
+    measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
+    unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
+    --same-model.
+    """
+    from toolkit.analysis import compare as compare_mod
+    from toolkit.core.errors import Regression
+    from toolkit.results.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    c = compare_mod.compare(
+        ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore), same_model=same_model
+    )
+    if as_json:
+        echo_json(compare_mod.comparison_json(c))
+    else:
+        click.echo(compare_mod.format_comparison(c))
+    if c.regressions:
+        raise Regression(
+            f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
+            f"{threshold:g}%: {', '.join(r.test for r in c.regressions)}"
+            + (f"; also not compared: {c.missing_text()}" if c.missing else "")
+        )
+    if c.missing and not allow_missing:
+        from toolkit.core.errors import BadInput
+
+        raise BadInput(
+            f"not every test was compared: {c.missing_text()}; measure them on both sides, or accept a "
+            "partial comparison with --allow-missing"
+        )
+
+
+@click.command("import", epilog=EPILOG)
+@matrix_option
+@results_option
+@json_option
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--label",
+    required=True,
+    metavar="NAME",
+    help="Image name to file the results under (e.g. bare-metal-hip).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["cpu", "vulkan", "rocm"]),
+    default=None,
+    help="Backend of the build that ran. Default: from the rows' `backends` field; rows that name "
+    "another GPU backend are bad input (exit 4), rows that name only the CPU are kept, flagged cpu-fallback.",
+)
+@click.option(
+    "--model-sha256",
+    default=None,
+    metavar="HEX",
+    help="sha256 of the model file, so compare joins it with container runs of the same file.",
+)
+@click.option(
+    "--digest",
+    default=None,
+    metavar="ID",
+    help="Image reference to file under. Default: import:<sha256 of the files' bytes>.",
+)
+@click.option(
+    "--input-len",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="vLLM results: the prompt length asked (--input-len of `vllm bench`). Default: from the file "
+    "name the toolkit's runner gives (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json).",
+)
+@click.option(
+    "--output-len",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="vLLM results: the output length asked (--output-len of `vllm bench`); a served result that "
+    "generated fewer tokens is stored failed. Default: from the file name, as --input-len.",
+)
+def import_(
+    matrix_path, results_dir, as_json, files, label, backend, model_sha256, digest, input_len, output_len
+):
+    """Import llama-bench output produced outside the toolkit (a bare-metal run, someone's published run)
+    into results/, so `toolkit report` and `toolkit compare` show it beside container runs.
+
+    Also reads `vllm bench latency | serve | throughput` result JSON (recognised by its keys) into the
+    records our vLLM runner writes (same methods, axes and units); a served result that generated fewer
+    tokens than asked is stored failed ("generated N of M requested tokens").
+
+    Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
+    table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
+    row goes through one validity pass (also `toolkit bench`'s): a row whose field count differs from
+    its header, without a test (n_prompt = n_gen = 0), with counts that are not whole numbers
+    (n_threads 2.5), a batch of 0, a test_time that is no time or in the future, or whose tok/s is 0,
+    not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
+    import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
+    they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
+    jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
+    """
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    res = importer.import_files(
+        ResultStore(root),
+        [Path(f) for f in files],
+        label=label,
+        backend=backend,
+        model_sha256=model_sha256,
+        digest=digest,
+        input_len=input_len,
+        output_len=output_len,
+    )
+    if as_json:
+        echo_json(res)
+        return
+    if res.already:
+        stored = ", ".join(dict.fromkeys(s.name for s in res.sets))
+        click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")
+    for s in res.sets:
+        where = ", ".join(f"{k}={v}" for k, v in s.system.items())
+        state = "already imported" if s.already else f"imported {s.records} results"
+        click.echo(
+            f"{s.name}: {state} as {s.digest}"
+            + (f" ({where})" if where and len(res.sets) > 1 else "")
+            + (f" into {s.path}" if s.path else "")
+        )
+    for what, lines in (
+        ("row(s) refused (not a measurement)", res.refused),
+        ("note(s) on rows read before, left out (a measurement is imported once)", res.duplicates),
+        ("stddev repaired", res.repaired),
+        ("line(s) skipped while parsing", res.skipped),
+        ("test(s) measured by several rows", res.repeated),
+        ("note(s) on what the files do not say", res.notes),
+        ("result(s) stored as failed", res.failed),
+    ):
+        if lines:
+            _err(f"{len(lines)} {what}:")
+            for line in lines:
+                _err(f"  {line}")
