@@ -25,7 +25,6 @@ from toolkit.cli.common import (
     matrix_option,
     results_option,
 )
-from toolkit.core.errors import BuildFailed
 
 
 @click.command(epilog=EPILOG)
@@ -156,7 +155,8 @@ def build(
         build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped
     ]
     status = None if (as_json or dry_run) else BuildStatus.for_stderr()
-    for spec in specs:
+
+    def steps_for(spec):
         if not dry_run and not as_json:
             _err(
                 f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
@@ -164,33 +164,31 @@ def build(
             )
         # on a terminal a step line fits its width (`   NAME | ` before it); in a log, 100 characters
         width = shutil.get_terminal_size().columns - len(spec.name) - 6 if status else 100
-        steps = build_plan.BuildSteps(
+        return build_plan.BuildSteps(
             spec.name,
             status.echo if status else _err,
             verbose=verbose,
             width=max(width, 40),
             status=status.update if status else None,
         )
-        before = None if dry_run else build_mod.latest_here(store, spec.name)
-        try:
-            res = build_mod.build_image(
-                lm,
-                spec,
-                store,
-                no_cache=no_cache,
-                dry_run=dry_run,
-                on_line=steps,
-                secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
-            )
-        finally:
-            if status:
-                status.stop()
-        steps.close()
-        results.append(res)
+
+    def on_done(res, before):
         if not as_json:
             click.echo(res.line(before, dry_run=dry_run))
-        if res.status == "failed" and fail_fast:
-            break
+
+    done, unbuilt = build_mod.build_images(
+        lm,
+        specs,
+        store,
+        steps_for=steps_for,
+        after=status.stop if status else lambda: None,
+        on_done=on_done,
+        fail_fast=fail_fast,
+        no_cache=no_cache,
+        dry_run=dry_run,
+        secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
+    )
+    results += done
     if as_json:
         echo_json([r.to_json() for r in results])
     built = [r.image for r in results if r.status in ("ok", "cached")]
@@ -199,14 +197,9 @@ def build(
 
         for p in publish.push_images(lm, store, built, registry):
             click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
-    failed = [r for r in results if r.status == "failed"]
-    if failed:
-        unbuilt = [s.name for s in specs[len(results) - len(skipped) :]]
-        raise BuildFailed(
-            "build failed for: "
-            + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
-            + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else "")
-        )
+    err = build_mod.failed_error(results, unbuilt)
+    if err:
+        raise err
 
 
 @click.command(epilog=EPILOG)

@@ -20,9 +20,11 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import BadInput, BuildFailed, EngineUnavailable
@@ -382,6 +384,51 @@ def build_image(
 
 FACTS_LABEL = "org.toolkit.facts"
 _FACT_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def build_images(
+    lm: LoadedMatrix,
+    specs: list[ImageSpec],
+    store: ResultStore,
+    *,
+    steps_for: Callable[[ImageSpec], Any],
+    after: Callable[[], None] = lambda: None,
+    on_done: Callable[[BuildResult, BuildRecord | None], None] = lambda res, before: None,
+    fail_fast: bool = False,
+    **opts: Any,
+) -> tuple[list[BuildResult], list[str]]:
+    """Build `specs` in order with build_image(**opts: no_cache, dry_run, secrets). `steps_for(spec)`
+    gives each build's line handler (a build_plan.BuildSteps: its close() runs after the build);
+    `after()` runs when each build ends, also on an exception (it stops a status line); `on_done(result,
+    previous build here or None)` once each result is known. With `fail_fast` the first failure ends
+    the loop. Returns (results, names fail_fast left unbuilt)."""
+    results: list[BuildResult] = []
+    for i, spec in enumerate(specs):
+        steps = steps_for(spec)
+        before = None if opts.get("dry_run") else latest_here(store, spec.name)
+        try:
+            res = build_image(lm, spec, store, on_line=steps, **opts)
+        finally:
+            after()
+        steps.close()
+        results.append(res)
+        on_done(res, before)
+        if res.status == "failed" and fail_fast:
+            return results, [s.name for s in specs[i + 1 :]]
+    return results, []
+
+
+def failed_error(results: list[BuildResult], unbuilt: list[str]) -> BuildFailed | None:
+    """The BuildFailed (exit 2) naming each failed image's kept log and what --fail-fast left
+    unbuilt; None when nothing failed."""
+    failed = [r for r in results if r.status == "failed"]
+    if not failed:
+        return None
+    return BuildFailed(
+        "build failed for: "
+        + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
+        + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else "")
+    )
 
 
 def parse_facts(text: str, *, origin: str) -> dict[str, str]:
