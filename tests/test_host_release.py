@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.host.doctor import check_release, diagnose, parse_apt_policy, parse_os_release
+from toolkit.host.doctor import diagnose
+from toolkit.host.release import check_release, parse_apt_policy, parse_os_release
 
 DATA = Path(__file__).parent / "data" / "apt-policy"
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,6 +29,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     whether it can run here and why not."""
     from toolkit.engine import api as engine
     from toolkit.host import doctor as doctor_mod
+    from toolkit.host.release import read_apt_policy
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
@@ -67,7 +68,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         allow_software=allow_software_gpu,
         docker_info=info,
         device_probe=probe,
-        apt_policy=doctor_mod.read_apt_policy(),
+        apt_policy=read_apt_policy(),
         base_images=bases,
     )
     if as_json:
