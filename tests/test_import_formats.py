@@ -177,13 +177,14 @@ def test_real_outputs_pass_the_validity_pass_whatever_their_noise():
     """avg_ts vs avg_ns on real rows: a 2-core shared machine spreads the times so widely (stddev of the
     times up to 1.6 x their mean) that the mean of tokens/t is far above tokens/mean(t): never refused."""
     from toolkit.results import llamabench_readers as readers
+    from toolkit.results.llamabench_check import check_row
 
     for path in [*DATA.glob("llamabench-*"), *CASES.glob("*.json*")]:
         if path.suffix == ".txt":
             continue
         _, rows = readers.read_source(path.read_text())
         for r in rows:
-            assert readers.check_row(r.fields, r.problem) is None, (path, r.line)
+            assert check_row(r.fields, r.problem) is None, (path, r.line)
 
 
 # ------------------------------------------------------------------ 2. repetitions, never superseded

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
-from toolkit.results.llamabench_readers import parse_test_time
+from toolkit.results.llamabench_check import parse_test_time
 from toolkit.results.records import BenchRecord
 
 # llama-bench fields that are measurements, not part of what was asked.

@@ -46,6 +46,7 @@ from toolkit.results.identity import (
     norm_field,
     test_key,
 )
+from toolkit.results.llamabench_check import check_row
 from toolkit.results.records import (
     RECORD_SCHEMA_VERSION,
     BenchRecord,
@@ -130,7 +131,7 @@ def read_rows(
     fmt, parsed = readers.read_source(text, notes)
     rows, no = [], []
     for r in parsed:
-        why = readers.check_row(r.fields, r.problem)
+        why = check_row(r.fields, r.problem)
         if why:
             no.append((r.line, why))
         else:
@@ -342,14 +343,14 @@ def _measurement(rec: BenchRecord, key: TestKey | None = None) -> int:
     it prints)."""
     key = key or test_key(rec)
     raw = rec.raw
-    sd = readers._float(raw.get("stddev_ts")) if _untimed(rec) else None  # md: its `± sd` is all it has
+    sd = readers.as_float(raw.get("stddev_ts")) if _untimed(rec) else None  # md: its `± sd` is all it has
     return hash(
         (
             key.system,
             key.model,
             key.test,
             str(raw.get("test_time")),
-            readers._float(raw.get("avg_ns")),
+            readers.as_float(raw.get("avg_ns")),
             round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
             f"{sd:.2f}" if sd is not None else None,
         )
@@ -403,7 +404,7 @@ def _shown(rec: BenchRecord, key: TestKey, form: _Form) -> int:
     backend and setting that agree to 0.01 tok/s in mean and stddev are taken as one: such a row is
     left out, and said)."""
     raw = rec.raw
-    sd = readers._float(raw.get("stddev_ts"))
+    sd = readers.as_float(raw.get("stddev_ts"))
     settings, build = form
     return hash(
         (
@@ -572,7 +573,7 @@ class _Source:
                     continue
                 if obj is None:
                     continue
-                no = readers.check_row(obj)
+                no = check_row(obj)
                 if no:
                     self._no.append((n, no))
                     continue
@@ -589,7 +590,7 @@ class _Source:
             else readers.iter_csv((ln for b in blocks for ln in io.StringIO(b)), notes, self._start + 1)
         )
         for r in found:
-            why = readers.check_row(r.fields, r.problem)
+            why = check_row(r.fields, r.problem)
             if why:
                 self._no.append((r.line, why))
             else:
@@ -754,7 +755,7 @@ def import_files(
 
     A file without a usable row, or --backend contradicting the rows, fails the whole import before
     anything is written (BadInput). Rows that are not measurements are refused one by one with
-    `file:line: why` (llamabench_readers.check_row); a nan stddev is recomputed from the samples
+    `file:line: why` (llamabench_check_row); a nan stddev is recomputed from the samples
     (records.BenchRecord); rows of one set that measure the same test become repetitions of one cell.
     """
     check_options(label, model_sha256, digest, [Path(f) for f in files])

@@ -14,6 +14,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.results import llamabench_readers as readers
+from toolkit.results.llamabench_check import check_row
 from toolkit.spec.matrix import BenchAxes
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
@@ -90,8 +91,8 @@ def parse_any(text: str, skipped: list[str] | None = None) -> list[dict[str, Any
 
 
 _int = readers._int
-_float = readers._float
-check_row = readers.check_row  # the one validity pass (imports and toolkit bench's own rows)
+_float = readers.as_float
+check_row = check_row  # the one validity pass (imports and toolkit bench's own rows)
 
 
 def backends_of(raw: dict[str, Any]) -> str:

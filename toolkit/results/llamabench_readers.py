@@ -8,6 +8,8 @@ llama-bench wrote whatever the format. A reader only reports what it alone can s
 whose field count differs from its header is never shifted into other columns: it carries a
 `problem`); whether a row is a measurement is decided once, by `check_row`, for every format (and
 for `toolkit bench`'s own rows).
+
+The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llamabench_check.py.
 """
 
 from __future__ import annotations
@@ -17,32 +19,42 @@ import io
 import json
 import math
 import re
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import jsonsafe
-from toolkit.results.records import INT64
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
     "build_number n_batch n_ubatch n_threads poll model_size model_n_params n_gpu_layers main_gpu n_prompt "
     "n_gen n_depth avg_ns stddev_ns no_op_offload n_cpu_moe fit_target fit_min_ctx flash_attn".split()
 )
+
+
 BOOL_FIELDS = frozenset(
     "f16_kv no_kv_offload cpu_strict embeddings no_host repack use_mmap mul_mat_q cuda vulkan kompute metal "
     "sycl rpc hip gpu_blas blas".split()
 )
+
+
 FLOAT_FIELDS = frozenset({"avg_ts", "stddev_ts"})
+
+
 ARRAY_FIELDS = frozenset({"samples_ns", "samples_ts"})
+
+
 STRING_FIELDS = frozenset(
     "build_commit cpu_info gpu_info backends model_filename model_type cpu_mask type_k type_v split_mode "
     "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
 )
+
+
 MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+
+
 MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
+
 
 # -o md column titles (markdown_printer::get_field_display_name, and older releases' `mmap`, `mmq`)
 MD_FIELDS = {
@@ -84,9 +96,6 @@ class SourceRow:
     notes: list[str] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------------------------------- values
-
-
 def _num(v: str | None) -> Any:
     if v is None:
         return None
@@ -117,13 +126,13 @@ def _int(v: Any, default: int | None = None) -> int | None:
             return int(v)
         except ValueError:
             pass
-    f = _float(v)
+    f = as_float(v)
     if f is None or not math.isfinite(f) or not f.is_integer():
         return default
     return int(f)
 
 
-def _float(v: Any) -> float | None:
+def as_float(v: Any) -> float | None:
     """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
     if isinstance(v, str) and not v.isascii():
         return None
@@ -134,6 +143,8 @@ def _float(v: Any) -> float | None:
 
 
 _NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
+
+
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
 
 
@@ -152,20 +163,22 @@ def typed(name: str, text: str | None) -> Any:
         m = _NAN_TEXT.match(t)
         if m:
             return float(f"{m.group(1)}{'nan' if m.group(2).lower() == 'nan' else 'inf'}")
-        return _float(t) if _float(t) is not None else t
+        return as_float(t) if as_float(t) is not None else t
     if name in INT_FIELDS or name in BOOL_FIELDS:
         if t.lower() in ("true", "false"):
             return t.lower() == "true"
         try:
             n = int(t)
         except ValueError:
-            f = _float(t)
+            f = as_float(t)
             return int(f) if f is not None and math.isfinite(f) and f.is_integer() else t
         return bool(n) if name in BOOL_FIELDS and n in (0, 1) else n
     return _num(t)
 
 
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
+
+
 _UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _UNITS["tib"] = 2**40
 
@@ -185,8 +198,6 @@ def quantity(v: Any) -> int | None:
         unit = "g"
     return round(float(m.group(1)) * _UNITS.get(unit, 1))
 
-
-# ------------------------------------------------------------------------------------------ readers
 
 # A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
 # MSVC's `-nan(ind)`): llama-bench prints doubles with printf, so a stddev of identical samples comes out
@@ -255,7 +266,7 @@ def not_a_record(line: str) -> str | None:
         value = jsonsafe.parse(line)
     except jsonsafe.JsonProblem:
         return None
-    return f"JSON that is not an object ({_kind(value)}): left out"
+    return f"JSON that is not an object ({value_kind(value)}): left out"
 
 
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -267,6 +278,8 @@ def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1)
 
 JSON_BLOCK = 1 << 20
 """Characters of text iter_json_array adds to its buffer at a time (whole lines)."""
+
+
 _MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
 
 
@@ -350,7 +363,7 @@ def iter_json_array(
             yield SourceRow(line, obj, "json")
         elif skipped is not None:
             skipped.append(
-                f"line {line}: an element of the array that is not a JSON object ({_kind(obj)}) left out"
+                f"line {line}: an element of the array that is not a JSON object ({value_kind(obj)}) left out"
             )
 
 
@@ -419,12 +432,18 @@ def _md_cells(line: str) -> list[str]:
 
 
 _MD_SEP = re.compile(r"^:?-+:?$")
+
+
 _MD_TEST = re.compile(
     r"^(?:pp\s*(?P<p>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<g>\d+))?(?:\s*@\s*d\s*(?P<d>\d+))?$", re.IGNORECASE
 )
+
+
 _MD_TS = re.compile(
     r"^(?P<avg>[-+0-9.eE]+|[-+]?nan|[-+]?inf)\s*(?:±|\+/-|\+-)\s*(?P<sd>[-+0-9.eE]+|[-+]?nan)$"
 )
+
+
 _MD_BUILD = re.compile(r"^\s*build:\s*(?P<commit>[0-9A-Za-z]+)\s*\((?P<number>\d+)\)")
 
 
@@ -509,6 +528,8 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
 _SQL_INSERT = re.compile(
     r"^\s*INSERT\s+INTO\s+[\w.\"`]+\s*\((?P<cols>[^)]*)\)\s*VALUES\s*\((?P<vals>.*)\)\s*;?\s*$", re.I
 )
+
+
 # One value: a quoted string (quotes doubled inside) or text up to the next comma. Linear: no lazy
 # group before a `\s*` (that form backtracked quadratically: a 32 KB value took 18 s).
 _SQL_VALUE = re.compile(r"\s*(?:('(?:[^']|'')*')\s*|([^,]*))(?:,|$)")
@@ -585,6 +606,8 @@ def format_of(line: str) -> str | None:
 SCANNING = frozenset({"jsonl", "md", "sql"})
 """Readers that read every line after their start for rows of their own: a later start of the same
 format yields a subset of what the first one did, so each is tried once."""
+
+
 MAX_STARTS = 64
 """Starts of a position-bound format (json, csv) tried at most: each try reads from its start to the
 end, so a file of 100,000 `[` lines must not be tried 100,000 times (that was quadratic: 2,000 lines
@@ -640,278 +663,7 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     return None, -1, []
 
 
-# ----------------------------------------------------------------------------------- validity pass
-
-
-def _as_number(v: Any) -> Any:
-    """A number written as text (a hand-edited json) read as the number; anything else unchanged."""
-    if isinstance(v, str) and _float(v.strip()) is not None:
-        return _float(v.strip())
-    return v
-
-
-def token_count(v: Any) -> int | None:
-    """A token count as the validity pass reads it (a whole number 0..MAX_TOKENS, numbers written as
-    text included), else None; never raises."""
-    return _count({"n": v}, "n", required=True)[0]
-
-
-def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
-    try:
-        return _count_of(fields, name, required=required)
-    except OverflowError:  # an integer too big for a float: no count
-        return None, f"{name} is {_short(fields.get(name))}: not a token count"
-
-
-def _count_of(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
-    v = fields.get(name)
-    if v is None or v == "":
-        return None, (f"no {name}" if required else None)
-    n = _as_number(v)
-    if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
-        return None, f"{name} is {repr(v)[:40]}: not a token count"
-    v = n
-    if v < 0:
-        return None, f"{name} is {int(v)}: expected >= 0"
-    if v > MAX_TOKENS:
-        return (
-            None,
-            f"{name} is {_short(v)}: more than {MAX_TOKENS:.0e} tokens is no test (a unit or parser error)",
-        )
-    return int(v), None
-
-
-def _short(v: Any) -> str:
-    """A number for a message: at most 24 characters (a 5000-digit integer is never echoed)."""
-    text = f"{v:g}" if isinstance(v, float) else str(v)
-    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
-
-
-def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
-    try:
-        return _rate_of(fields, name)
-    except OverflowError:  # an integer too big for a float: no measurement
-        return None, f"{name} is {_short(fields.get(name))}: not a measurement"
-
-
-def _rate_of(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
-    v = fields.get(name)
-    if v is None or v == "":
-        return None, None
-    n = _as_number(v)
-    if isinstance(n, bool) or not isinstance(n, (int, float)):
-        return None, f"{name} is {v!r}: not a number"
-    f = float(n)
-    if not math.isfinite(f):
-        return None, f"{name} is {f!r}: not a measurement"
-    if f <= 0:
-        return None, f"{name} is {v!r}: not a measurement (a test takes time and yields tokens)"
-    return f, None
-
-
-def _numbers(v: Any) -> list[float] | None:
-    if not isinstance(v, list) or not v:
-        return None
-    try:
-        xs = [float(x) for x in v]
-    except (TypeError, ValueError):
-        return None
-    return xs if all(math.isfinite(x) and x > 0 for x in xs) else None
-
-
-def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
-    """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
-    reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
-
-    Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
-    n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
-    MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
-    avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
-    that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below); n_batch or
-    n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
-    time or lies in the future (_time_of_test)."""
-    if problem:
-        return problem
-    counts = {}
-    for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
-        counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
-        if why:
-            return why
-    why = _field_types(fields)
-    if why:
-        return why
-    tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
-    if tokens == 0:
-        return "n_prompt and n_gen are both 0: no test was run"
-    for name in ("n_batch", "n_ubatch"):
-        if counts[name] == 0:
-            return f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)"
-    why = _time_of_test(fields.get("test_time"))
-    if why:
-        return why
-    ts, why = _rate(fields, "avg_ts")
-    if why:
-        return why
-    ns, why = _rate(fields, "avg_ns")
-    if why:
-        return why
-    if ts is None and ns is None:
-        return "no avg_ts or avg_ns (a cut-off row?)"
-    if ts is not None and ts > MAX_TOKENS_PER_S:
-        return f"avg_ts is {ts!r}: not a measurement (above {MAX_TOKENS_PER_S:.0e} tokens/s)"
-    return _contradiction(fields, tokens, ts, ns)
-
-
-FUTURE_SLACK_S = 86400
-"""How far after this host's clock a row's test_time may lie (time zones, clock skew between hosts)."""
-EARLIEST_TEST_TIME = datetime(2023, 6, 1, tzinfo=timezone.utc)
-"""No llama-bench row is older: llama-bench came into llama.cpp in mid-2023; a 1970 test_time is a
-host clock that was never set."""
-
-
-def parse_test_time(v: Any) -> datetime | None:
-    """A llama-bench test_time (ISO 8601 text; `Z`/`z` for UTC, a naive time taken as UTC) as an aware
-    datetime, else None: the one reading of it for the validity pass and the ordering of rows."""
-    if not isinstance(v, str) or not v.strip():
-        return None
-    text = v.strip()
-    try:
-        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
-    except ValueError:
-        return None
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
-
-
-def _time_of_test(v: Any) -> str | None:
-    """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime
-    "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), more than FUTURE_SLACK_S after now, or
-    before EARLIEST_TEST_TIME.
-    Rows are ordered by it ("newest by test_time"), so a wrong one would win every cell; absent or
-    empty (md, sql of old releases) is no fault."""
-    if v is None or v == "":
-        return None
-    if not isinstance(v, str):
-        return f"test_time is {_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
-    dt = parse_test_time(v)
-    if dt is None:
-        return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
-    if dt.timestamp() > time.time() + FUTURE_SLACK_S:
-        return (
-            f"test_time is {v[:40]!r}: in the future (a wrong clock or an edited file; fix or drop the field)"
-        )
-    if dt < EARLIEST_TEST_TIME:
-        return (
-            f"test_time is {v[:40]!r}: before llama-bench existed (a clock that was never set, or an "
-            "edited file; fix or drop the field)"
-        )
-    return None
-
-
-UINT64_FIELDS = frozenset({"avg_ns", "stddev_ns"})
-"""Kept in `raw` only; llama-bench writes them as uint64_t (the stddev of one sample as 2**63)."""
-UINT64_MAX = 2**64 - 1
-_TEXT_TYPES = (str, int, float, bool, type(None))
-
-
-_TEXT_INT_FIELDS = frozenset({"model_size", "model_n_params", "flash_attn"})
-"""Integer fields whose text is not a number in some vintage: md prints `56.89 GiB` and `30.53 B`;
-flash_attn was `on`/`off`/`auto` (normalize reads them)."""
-SETTING_FIELDS = frozenset({"n_threads", "n_batch", "n_ubatch", "n_gpu_layers"})
-"""Settings that name a test: a boolean there is no setting llama-bench ran."""
-
-
-def _field_types(fields: dict[str, Any]) -> str | None:
-    """Why a field holds what llama-bench never writes there: a list or object in a text or integer
-    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
-    fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
-    stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
-    forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1.
-    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
-    for name, v in fields.items():
-        t = type(v)
-        if t is float:
-            if name in INT_FIELDS and name not in UINT64_FIELDS:
-                if not v.is_integer():
-                    return f"{name} is {_short(v)}: expected a whole number"
-                if not INT64[0] <= v <= INT64[1]:
-                    return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
-                if name == "n_threads" and v < 1:
-                    return f"n_threads is {_short(v)}: a test runs on at least 1 thread"
-            continue
-        if t is str:
-            if name in INT_FIELDS and name not in UINT64_FIELDS and name not in _TEXT_INT_FIELDS:
-                text = v.strip()  # csv/md/sql text, hand-edited json
-                f = _float(text)
-                if text and (f is None or not (math.isfinite(f) and f.is_integer())):
-                    return f"{name} is {text[:24]!r}: expected a whole number"
-                if f is not None and name == "n_threads" and f < 1:
-                    return f"n_threads is {text[:24]!r}: a test runs on at least 1 thread"
-            continue
-        if t is bool:
-            if name in SETTING_FIELDS:
-                return f"{name} is {str(v).lower()}: expected a whole number"
-            continue
-        if v is None:
-            continue
-        if t is int and -_BIG <= v <= _BIG:
-            if name == "n_threads" and v < 1:
-                return f"n_threads is {v}: a test runs on at least 1 thread"
-            continue
-        if t is list and name in ARRAY_FIELDS:
-            big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
-            if big is not None:
-                return f"{name} holds {_short(big)}: out of range (no measurement)"
-        elif name in INT_FIELDS:
-            if t is int and not INT64[0] <= v <= (UINT64_MAX if name in UINT64_FIELDS else INT64[1]):
-                return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
-            if not isinstance(v, _TEXT_TYPES):
-                return f"{name} is {_kind(v)}: expected a whole number"
-        elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
-            return f"{name} is {_kind(v)}: expected text"
-        elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
-            return f"{name} is {_short(v)}: out of range (no measurement)"
-    return None
-
-
-_BIG = 2**63 - 1
-
-
-def _kind(v: Any) -> str:
+def value_kind(v: Any) -> str:
     if v is None:
         return "null"
     return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
-
-
-def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """avg_ts against samples_ts (their mean), avg_ns against samples_ns (their mean), and avg_ts
-    against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
-    from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
-    harmonic mean) and above it by about the squared relative spread of the times (unbounded when
-    they spread widely: no upper check then)."""
-    samples_ts = _numbers(fields.get("samples_ts"))
-    if ts is not None and samples_ts:  # llama-bench's avg_ts is the mean of samples_ts
-        mean_ts = sum(samples_ts) / len(samples_ts)
-        if not 0.99 <= ts / mean_ts <= 1.01:
-            return f"avg_ts {ts:g} contradicts samples_ts (their mean is {mean_ts:g})"
-    if ts is None or ns is None:
-        return None
-    samples_ns = _numbers(fields.get("samples_ns"))
-    if samples_ns:
-        mean_ns = sum(samples_ns) / len(samples_ns)
-        if not 0.99 <= ns / mean_ns <= 1.01:  # llama-bench's avg_ns is their mean
-            return f"avg_ns {ns:g} contradicts samples_ns (their mean is {mean_ns:g})"
-        expect = sum(tokens * 1e9 / s for s in samples_ns) / len(samples_ns)
-        lo, hi = 0.99, 1.01
-    else:
-        expect = tokens * 1e9 / ns
-        sd = _float(fields.get("stddev_ns"))
-        rsd = sd / ns if sd is not None and math.isfinite(sd) and sd >= 0 else None
-        lo = 0.98
-        hi = 1.10 if rsd is None else (1.05 + 1.5 * rsd * rsd if rsd <= 0.3 else math.inf)
-    ratio = ts / expect
-    if lo <= ratio <= hi:
-        return None
-    return (
-        f"avg_ts {ts:g} contradicts avg_ns {ns:g}: {tokens} tokens in {ns * 1e-9:g} s is {expect:.4g} tokens/s "
-        f"({100 * (ratio - 1):+.0f}%)"
-    )

@@ -218,7 +218,7 @@ class BenchRecord(BaseModel):
 
         - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
           (ValueError naming the field); an ok record without a tok/s, or with 0 (a latency of 1e22 s
-          rounds to it), is refused too (as llamabench_readers.check_row refuses a row);
+          rounds to it), is refused too (as llamabench_check.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
