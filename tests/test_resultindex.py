@@ -284,13 +284,15 @@ def test_deleted_index_comes_back(tmp_path):
 def _spy(monkeypatch) -> list[tuple[Path, int]]:
     """(file, start byte) of every read the index does."""
     reads: list[tuple[Path, int]] = []
-    real = resultindex.scan_jsonl
+    from toolkit.results import index_sqlite
+
+    real = index_sqlite.scan_jsonl
 
     def scan(path, start=0, first_line=1, end=None):
         reads.append((path, start))
         return real(path, start, first_line, end)
 
-    monkeypatch.setattr(resultindex, "scan_jsonl", scan)
+    monkeypatch.setattr(index_sqlite, "scan_jsonl", scan)
     return reads
 
 
@@ -383,7 +385,9 @@ def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
 def test_the_index_is_rebuilt_when_its_code_changes(tmp_path, monkeypatch):
     results = _real(tmp_path / "results")
     resultindex.select(ResultStore(results))
-    monkeypatch.setattr(resultindex, "_code_fingerprint", lambda: "another release")
+    from toolkit.results import index_sqlite
+
+    monkeypatch.setattr(index_sqlite, "_code_fingerprint", lambda: "another release")
     reads = _spy(monkeypatch)
     assert_same_report(results)
     assert len(reads) == 3 and all(start == 0 for _, start in reads)

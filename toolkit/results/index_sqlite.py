@@ -1,0 +1,653 @@
+"""The SQLite query index itself (results/.index.sqlite): its tables, the incremental refresh that
+keeps it true to the JSONL files, and the choice among records (toolkit/results/index.py says what
+it holds and when it is rebuilt; its queries are what readers call)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sqlite3
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.core.errors import ToolkitError
+from toolkit.results import identity
+from toolkit.results.records import (
+    CLOCK_SKEW_BACK_S,
+    BenchRecord,
+    bench_record,
+    scan_jsonl,
+    short_digest,
+    store_of,
+    written_at,
+)
+
+INDEX_NAME = ".index.sqlite"
+
+
+INDEX_SCHEMA = 3  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune
+
+
+EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
+
+
+_TABLES = """
+CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT NOT NULL UNIQUE, dev INTEGER, ino INTEGER, size INTEGER,
+                    mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, edges BLOB);
+CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE);
+CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model_name TEXT, model_size INTEGER,
+                     gpu_info TEXT, UNIQUE (image_name, digest, model_name, model_size, gpu_info));
+CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,
+                   status TEXT NOT NULL, run INTEGER NOT NULL, created TEXT NOT NULL, key INTEGER NOT NULL,
+                   process_run INTEGER NOT NULL, has_value INTEGER NOT NULL, facet INTEGER NOT NULL,
+                   seq INTEGER, timed INTEGER NOT NULL, written REAL, tune INTEGER NOT NULL,
+                   PRIMARY KEY (file, line)) WITHOUT ROWID;
+CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
+                       PRIMARY KEY (file, line)) WITHOUT ROWID;
+"""
+
+
+# An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
+# text as identity.newest_per_test compares it among timed import rows; `seq` and `pos` give the
+# store's write order, identity.write_order) and where the record is; `pos` = store order.
+_ROW_COLS = (
+    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
+    "r.seq, r.timed, r.written, r.tune"
+)
+(
+    R_FILE,
+    R_LINE,
+    R_OFF,
+    R_LEN,
+    R_STATUS,
+    R_RUN,
+    R_CREATED,
+    R_KEY,
+    R_REPEAT,
+    R_VALUE,
+    R_FACET,
+    R_SEQ,
+    R_TIMED,
+    R_WRITTEN,
+    R_TUNE,
+    R_POS,
+) = range(16)
+
+
+_POS = "(o.rank * 4294967296 + r.line)"
+
+
+_SEQ_BASE = 1 << 62  # write order in SQL: seq + _SEQ_BASE for records with a seq, else pos (below it)
+
+
+class StaleIndex(ToolkitError):
+    """A record loaded by offset is not the one the index listed: its file was rewritten (not
+    appended to) while it was read (exit 8, run the command again)."""
+
+    exit_code = 8
+
+
+@dataclass(frozen=True, slots=True)
+class HeadImage:
+    """The image part of a Head: `name`, `digest` (sha256:...), `short` (12 hex digits)."""
+
+    name: str
+    digest: str
+
+    @property
+    def short(self) -> str:
+        return short_digest(self.digest)
+
+
+class Head:
+    """What the index knows of one valid record without reading it, read like a BenchRecord's
+    fields: `run_id`, `status`, `created`, `image.name`, `image.digest`, `image.short`,
+    `model_name`, `model_size`, `gpu_info`; `path` and `line` locate it. `row` is the index row
+    (R_* fields)."""
+
+    __slots__ = ("row", "path", "run_id", "image", "model_name", "model_size", "gpu_info")
+
+    def __init__(self, row: tuple, path: Path, run_id: str, facet: tuple):
+        self.row, self.path, self.run_id = row, path, run_id
+        name, digest, self.model_name, self.model_size, self.gpu_info = facet
+        self.image = HeadImage(name, digest)
+
+    @property
+    def status(self) -> str:
+        return self.row[R_STATUS]
+
+    @property
+    def created(self) -> str:
+        return self.row[R_CREATED]
+
+    @property
+    def line(self) -> int:
+        return self.row[R_LINE]
+
+    @property
+    def seq(self) -> int | None:
+        return self.row[R_SEQ]
+
+    def __repr__(self) -> str:
+        return f"Head({self.path.parent.name}:{self.line} {self.run_id} {self.status})"
+
+
+class RecordSelection(list[BenchRecord]):
+    """The BenchRecords a reader needs out of a larger set, with that set's counts. In store order,
+    except that the ok records of one test stand together where that test first appears in the set.
+
+    Holds (1) every record of the newest run of each test (identity.TestKey) among the ok records —
+    so identity.newest_per_test gives the same `used` records (repetitions combined) as over the
+    whole set —, (2) every failed record that carries a tok/s value (tables' CPU-fallback rows), and
+    (3) one record per distinct (image name, digest, model name, model size, gpu_info) of the set
+    not already present, so summaries over those fields (verdict.smoke_caveats) see every value.
+
+    `read`, `failed`, `superseded`: identity.Selection's counts over the whole set it stands for
+    (`read` = records in the set; `superseded` counts older runs and, in the newest run, records a
+    repetition or re-run replaced).
+    """
+
+    def __init__(
+        self, records: Iterable[BenchRecord] = (), *, read: int = 0, failed: int = 0, superseded: int = 0
+    ):
+        super().__init__(records)
+        self.read, self.failed, self.superseded = read, failed, superseded
+
+
+_PLAIN = (str, int, type(None))
+
+
+def _canon(v):
+    """A value whose repr is equal exactly when Python's == says the values are (1 == 1.0 == True)."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is tuple or t is list:
+        return tuple([x if type(x) in _PLAIN else _canon(x) for x in v])
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (tuple, list)):
+        return tuple(_canon(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _canon(x)) for k, x in v.items()))
+    return v
+
+
+def key_hash(key: identity.TestKey) -> bytes:
+    """128-bit blake2b of a TestKey's canonical repr: equal keys give equal hashes."""
+    parts = (key.image, key.system, key.model, key.model_sha, key.test)
+    return hashlib.blake2b(repr(_canon(parts)).encode(), digest_size=16).digest()
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    import pydantic
+
+    from toolkit.results import records
+
+    h = hashlib.blake2b(digest_size=16)
+    for mod in (records, identity, sys.modules[__name__]):
+        assert mod.__file__ is not None  # modules of this package, loaded from their .py files
+        h.update(Path(mod.__file__).read_bytes())
+    h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]}".encode())
+    return h.hexdigest()
+
+
+def _edges(path: Path, done: int) -> bytes:
+    with path.open("rb") as fh:
+        head = fh.read(min(EDGE_BYTES, done))
+        fh.seek(max(0, done - EDGE_BYTES))
+        tail = fh.read(done - max(0, done - EDGE_BYTES))
+    return hashlib.blake2b(head + b"|" + tail, digest_size=16).digest()
+
+
+class ResultIndex:
+    """The index of one results/ folder. `refresh(files)` brings it in line with the files (sorted
+    results/*/bench.jsonl paths); `rows`, `heads`, `choose`, `problems` read it; module `load`
+    reads the chosen records. `open_file` raises sqlite3.OperationalError (locked, read-only,
+    full) or OSError; ResultStore falls back to `in_memory` then."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection):
+        self.root = Path(root)
+        self.conn = conn
+        self.ids: dict[str, int] = {}  # rel path -> file id
+        self.paths: dict[int, Path] = {}  # file id -> path, for the files of the last query
+
+    @classmethod
+    def open_file(cls, root: Path) -> ResultIndex:
+        """The on-disk index results/.index.sqlite (created when absent; recreated when unreadable)."""
+        path = Path(root) / INDEX_NAME
+        for attempt in (1, 2):
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            try:
+                conn.execute("PRAGMA synchronous=OFF")  # a lost index is rebuilt from the JSONL
+                conn.execute("PRAGMA temp_store=MEMORY")
+                idx = cls(root, conn)
+                idx._prepare()
+                return idx
+            except sqlite3.OperationalError:  # locked for 30 s, read-only, full: the caller decides
+                conn.close()
+                raise
+            except sqlite3.DatabaseError:
+                conn.close()
+                if attempt == 2:
+                    raise
+                path.unlink(missing_ok=True)  # not a database we can read: it is only an index
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def in_memory(cls, root: Path) -> ResultIndex:
+        idx = cls(root, sqlite3.connect(":memory:", isolation_level=None))
+        idx.conn.execute("PRAGMA temp_store=MEMORY")
+        idx._prepare()
+        return idx
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _prepare(self) -> None:
+        """Create the tables, or recreate them when the schema or the indexing code changed."""
+        fp = _code_fingerprint()
+        if self._fingerprint() == fp:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._fingerprint() == fp:  # another process made it meanwhile
+                self.conn.execute("COMMIT")
+                return
+            for (t,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                self.conn.execute(f'DROP TABLE IF EXISTS "{t}"')
+            for stmt in filter(str.strip, _TABLES.split(";")):
+                self.conn.execute(stmt)
+            self.conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fp,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _fingerprint(self) -> str | None:
+        if not self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone():
+            return None  # a new file
+        return dict(self.conn.execute("SELECT k, v FROM meta").fetchall()).get("fingerprint")
+
+    # ------------------------------------------------------------------ keeping it in line with the JSONL
+
+    def _plan(self, files: Sequence[Path]) -> list[tuple[str, str, Path, os.stat_result | None, Any]]:
+        """What to do per file: [(action, rel, path, stat, row)], action in new | tail | whole | gone."""
+        known = {
+            r[0]: r
+            for r in self.conn.execute(
+                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges FROM files"
+            )
+        }
+        self.ids = {rel: r[1] for rel, r in known.items()}
+        plan: list[tuple[str, str, Path, os.stat_result | None, Any]] = []
+        for path in files:
+            rel = path.relative_to(self.root).as_posix()
+            row = known.pop(rel, None)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                if row is not None:
+                    plan.append(("gone", rel, path, None, row))
+                continue
+            if row is None:
+                plan.append(("new", rel, path, st, None))
+                continue
+            _, _id, dev, ino, size, mtime, ctime, done, _lines, edges = row
+            if (dev, ino, size, mtime, ctime) == (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+            ):
+                continue
+            grown = (dev, ino) == (st.st_dev, st.st_ino) and st.st_size > size  # maybe an append
+            plan.append(("tail" if grown and _edges(path, done) == edges else "whole", rel, path, st, row))
+        plan += [("gone", rel, self.root / rel, None, row) for rel, row in known.items()]
+        return plan
+
+    def refresh(self, files: Sequence[Path]) -> None:
+        """Bring the index in line with `files` (one write transaction; nothing when all unchanged)."""
+        if not self._plan(files):
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            ids = [
+                dict(self.conn.execute(f"SELECT {cols}, id FROM {t}").fetchall())
+                if t != "facets"
+                else {tuple(r[:-1]): r[-1] for r in self.conn.execute(f"SELECT {cols}, id FROM {t}")}
+                for t, cols in (
+                    ("keys", "hash"),
+                    ("runs", "run_id"),
+                    ("facets", "image_name, digest, model_name, model_size, gpu_info"),
+                )
+            ]
+            for action, rel, path, st, row in self._plan(files):  # again: another process may have done it
+                if action == "gone":
+                    self._drop(row[1], files=True)
+                    continue
+                assert st is not None  # _plan stats every file it does not call gone
+                if action == "new":
+                    fid = self._insert("INSERT INTO files (rel) VALUES (?)", (rel,))
+                    self.ids[rel] = fid
+                    start, first = 0, 1
+                elif action == "tail":
+                    fid, start, lines = row[1], row[7], row[8]
+                    self.conn.execute("DELETE FROM recs WHERE file = ? AND line > ?", (fid, lines))
+                    self.conn.execute("DELETE FROM problems WHERE file = ? AND line > ?", (fid, lines))
+                    first = lines + 1
+                else:
+                    fid, start, first = row[1], 0, 1
+                    self._drop(fid, files=False)
+                self._read(fid, path, st, start, first, *ids)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _drop(self, fid: int, *, files: bool) -> None:
+        self.conn.execute("DELETE FROM recs WHERE file = ?", (fid,))
+        self.conn.execute("DELETE FROM problems WHERE file = ?", (fid,))
+        if files:
+            self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
+
+    def _insert(self, sql: str, vals: tuple) -> int:
+        """INSERT one row; its rowid."""
+        rowid = self.conn.execute(sql, vals).lastrowid
+        assert rowid is not None  # sqlite3 sets lastrowid after every INSERT of a row
+        return rowid
+
+    def _id(self, table: str, ids: dict, value, cols: str) -> int:
+        got = ids.get(value)
+        if got is None:
+            vals = value if isinstance(value, tuple) else (value,)
+            got = ids[value] = self._insert(
+                f"INSERT INTO {table} ({cols}) VALUES ({','.join('?' * len(vals))})", vals
+            )
+        return got
+
+    def _read(
+        self,
+        fid: int,
+        path: Path,
+        st: os.stat_result,
+        start: int,
+        first: int,
+        keys: dict,
+        runs: dict,
+        facets: dict,
+    ) -> None:
+        """Index lines of `path` from byte `start` up to the size `st` saw (later bytes: next time)."""
+        recs, probs = [], []
+        done, lines = start, first - 1
+        last = None
+        for n, off, length, obj, problem in scan_jsonl(path, start, first, st.st_size):
+            last = (n, off, length)
+            if problem is None and obj is not None:
+                rec, problem = bench_record(obj)
+                if rec is not None:
+                    facet = (
+                        rec.image.name,
+                        rec.image.digest,
+                        rec.model.name,
+                        rec.model.size_bytes,
+                        rec.gpu_info,
+                    )
+                    recs.append(
+                        (
+                            fid,
+                            n,
+                            off,
+                            length,
+                            rec.status,
+                            self._id("runs", runs, rec.run_id, "run_id"),
+                            identity.measured_at(rec),
+                            self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
+                            1 if identity.is_repetition(rec) else 0,
+                            0 if identity.value(rec) is None else 1,
+                            self._id(
+                                "facets",
+                                facets,
+                                facet,
+                                "image_name, digest, model_name, model_size, gpu_info",
+                            ),
+                            rec.seq,
+                            1 if identity.is_timed(rec) else 0,
+                            written_at(rec.created),
+                            1 if identity.is_tune_trial(rec) else 0,
+                        )
+                    )
+            if problem is not None:
+                probs.append((fid, n, problem))
+        if last is not None:
+            n, off, length = last
+            with path.open("rb") as fh:
+                fh.seek(off + length - 1)
+                whole = fh.read(1) == b"\n"
+            done, lines = (off + length, n) if whole else (off, n - 1)  # a half line is read again next time
+        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
+        self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
+        self.conn.execute(
+            "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
+            (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                done,
+                lines,
+                _edges(path, done),
+                fid,
+            ),
+        )
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def _order(self, files: Sequence[Path]) -> None:
+        """temp.ord: (file id, rank in `files`, the store that numbered its records: records.store_of):
+        the store order every query sorts by."""
+        self.conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER, part TEXT)"
+        )
+        self.conn.execute("DELETE FROM temp.ord")
+        self.paths = {}
+        for rank, path in enumerate(files):
+            fid = self.ids.get(path.relative_to(self.root).as_posix())
+            if fid is not None:
+                self.paths[fid] = path
+                self.conn.execute(
+                    "INSERT INTO temp.ord VALUES (?, ?, ?)", (fid, rank, store_of(self.root, path))
+                )
+
+    def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
+        where, args = ["1"], []
+        if ok_only:
+            where.append("r.status = 'ok'")
+        for col, table, vals in (
+            ("image_name", "facets", images),
+            ("run_id", "runs", runs),
+            ("digest", "facets", digests),
+        ):
+            if vals is not None:
+                vals = list(vals)
+                where.append(
+                    f"r.{'facet' if table == 'facets' else 'run'} IN "
+                    f"(SELECT id FROM {table} WHERE {col} IN ({','.join('?' * len(vals))}))"
+                )
+                args += vals
+        if match is not None:
+            refs = [str(m) for m in match]
+            digests_of = [
+                d
+                for (d,) in self.conn.execute("SELECT DISTINCT digest FROM facets")
+                if any(_may_name_digest(d, x) for x in refs)
+            ]
+            q = ",".join("?" * len(refs))
+            where.append(
+                f"(r.run IN (SELECT id FROM runs WHERE run_id IN ({q})) OR r.facet IN (SELECT id FROM "
+                f"facets WHERE image_name IN ({q}) OR digest IN ({','.join('?' * len(digests_of))})))"
+            )
+            args += refs + refs + digests_of
+        return " AND ".join(where), args
+
+    def rows(
+        self,
+        files: Sequence[Path],
+        *,
+        images: Iterable[str] | None = None,
+        runs: Iterable[str] | None = None,
+        digests: Iterable[str] | None = None,
+        ok_only: bool = False,
+        match: Iterable[str] | None = None,
+    ) -> list[tuple]:
+        """Index rows (R_* fields) of the valid records of `files`, in store order (file order given,
+        then line): only those of the given image names / run ids / image digests where given, only
+        ok records with `ok_only`, and with `match` only records a ref of compare may name: run id or
+        image name equal to a ref, or a digest the ref may abbreviate (`sha256:ab12…`, `ab12…`,
+        case-insensitive; a superset, the caller narrows)."""
+        self._order(files)
+        where, args = self._scope(images, runs, digests, ok_only, match)
+        return self.conn.execute(
+            f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
+            f"WHERE {where} ORDER BY pos",
+            args,
+        ).fetchall()
+
+    def heads(self, rows: Sequence[tuple]) -> list[Head]:
+        """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved)."""
+        run_ids = dict(self.conn.execute("SELECT id, run_id FROM runs"))
+        facets = {
+            r[0]: r[1:]
+            for r in self.conn.execute(
+                "SELECT id, image_name, digest, model_name, model_size, gpu_info FROM facets"
+            )
+        }
+        return [Head(r, self.paths[r[R_FILE]], run_ids[r[R_RUN]], facets[r[R_FACET]]) for r in rows]
+
+    def choose(
+        self,
+        files: Sequence[Path],
+        *,
+        images: Iterable[str] | None = None,
+        runs: Iterable[str] | None = None,
+        digests: Iterable[str] | None = None,
+        ok_only: bool = False,
+        heads: Sequence[Head] | None = None,
+    ) -> tuple[list[tuple], dict[str, int]]:
+        """The rows a reader must load to choose among a set of records exactly as
+        identity.newest_per_test and tables.select_with_accounting do over the whole set (see
+        RecordSelection; ok rows ordered by where their test first appears, then store order), and
+        identity.Selection's counts over the whole set:
+        {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters,
+        or exactly `heads` when given.
+
+        Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; a run of
+        tune trials only comes last (`tune`), else the run written last wins (its largest seq, else its
+        last place in store order; by llama-bench's test_time when every record of the test is a timed
+        import row; on a tie the run seen first);
+        in it, repetitions (`process_run`) count as one, else the newest record is used and the others
+        are superseded.
+        """
+        self._order(files)
+        c = self.conn
+        args: list[Any]
+        if heads is not None:
+            c.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS pick (file INTEGER, line INTEGER, PRIMARY KEY (file, line))"
+            )
+            c.execute("DELETE FROM temp.pick")
+            c.executemany(
+                "INSERT OR IGNORE INTO temp.pick VALUES (?, ?)", [(h.row[R_FILE], h.line) for h in heads]
+            )
+            where, args = "(r.file, r.line) IN (SELECT file, line FROM temp.pick)", []
+        else:
+            where, args = self._scope(images, runs, digests, ok_only, None)
+        c.execute("DROP TABLE IF EXISTS temp.f")
+        c.execute(
+            f"CREATE TEMP TABLE f AS SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r "
+            f"JOIN temp.ord o ON o.file = r.file WHERE {where}",
+            args,
+        )
+        read, failed = c.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
+        c.execute("DROP TABLE IF EXISTS temp.best")
+        c.execute(
+            "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, reps, kfirst, "
+            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY runtune, CASE WHEN alltimed = 1 THEN maxc END DESC, "
+            "maxw DESC, minpos) AS rn FROM (SELECT key, run, reps, maxc, maxw, minpos, runtune, "
+            "MIN(minpos) OVER (PARTITION BY key) AS kfirst, MIN(runtimed) OVER (PARTITION BY key) AS alltimed "
+            "FROM (SELECT key, run, SUM(process_run) AS reps, MAX(created) AS maxc, "
+            f"MAX(CASE WHEN seq IS NULL THEN pos ELSE {_SEQ_BASE} + seq END) AS maxw, MIN(pos) AS minpos, "
+            "MIN(timed) AS runtimed, MIN(tune) AS runtune FROM temp.f WHERE status = 'ok' GROUP BY key, run))) "
+            "WHERE rn = 1"
+        )
+        kfirst, used = {}, 0
+        for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
+            kfirst[key] = first
+            used += reps if reps > 1 else 1
+        keep = c.execute(
+            "SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
+            "temp.best)) OR (status != 'ok' AND has_value)"
+        ).fetchall()
+        seen = {r[R_FACET] for r in keep}
+        firsts = [
+            pos
+            for facet, pos in c.execute("SELECT facet, MIN(pos) FROM temp.f GROUP BY facet")
+            if facet not in seen
+        ]
+        if firsts:
+            keep += c.execute(
+                f"SELECT * FROM temp.f WHERE pos IN ({','.join('?' * len(firsts))})", firsts
+            ).fetchall()
+        # Order: ok records grouped by test at the place the test first appears in the whole set (so
+        # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
+        # store order inside a test; failed records at their own place.
+        keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
+        for t in ("f", "best", "pick"):
+            c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
+
+    def skewed(self, files: Sequence[Path]) -> dict[tuple[int, int], float]:
+        """(file id, line) -> the latest `written` of the records written before it in its store (by
+        seq), for every record of `files` more than CLOCK_SKEW_BACK_S before that (records.clock_skew_of
+        says why). Over every record of the files, not a selection: skew is relative to the store."""
+        self._order(files)
+        rows = self.conn.execute(
+            "SELECT file, line, before FROM (SELECT r.file, r.line, r.written, MAX(r.written) OVER "
+            "(PARTITION BY o.part ORDER BY r.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
+            "FROM recs r JOIN temp.ord o ON o.file = r.file WHERE r.seq IS NOT NULL) "
+            "WHERE written IS NOT NULL AND before IS NOT NULL AND written < before - ?",
+            (CLOCK_SKEW_BACK_S,),
+        ).fetchall()
+        return {(f, n): before for f, n, before in rows}
+
+    def problems(self, files: Sequence[Path]) -> list[tuple[Path, int, str]]:
+        """(file, line, why) of every refused line of `files`, in store order."""
+        out = []
+        for path in files:
+            fid = self.ids.get(path.relative_to(self.root).as_posix())
+            if fid is not None:
+                out += [
+                    (path, n, text)
+                    for n, text in self.conn.execute(
+                        "SELECT line, text FROM problems WHERE file = ? ORDER BY line", (fid,)
+                    )
+                ]
+        return out
+
+
+def _may_name_digest(digest: str, ref: str) -> bool:
+    ref = ref.lower()
+    return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
