@@ -28,6 +28,7 @@ import yaml
 from tests import contract_env
 from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
 from toolkit.bench.runners import vllm as vr
+from toolkit.bench.runners import vllm_args as va
 from toolkit.images.build import build_image
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
@@ -204,9 +205,9 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
 def test_captured_results_parse(project):
     """The real files of this run go through the same parsers as the fixtures in tests/data."""
     out = next((project / "results").glob("*/vllm/*"))
-    lat, err = vr.read_result(out / "lat-32-1.json")
+    lat, err = va.read_result(out / "lat-32-1.json")
     assert err is None and vr.parse_latency(lat)[0].avg > 0
-    serve, err = vr.read_result(out / "serve-32-128-c2.json")
+    serve, err = va.read_result(out / "serve-32-128-c2.json")
     assert err is None and vr.parse_serve(serve)["max_concurrency"] == 2
     assert json.loads((out / "serve-32-128-c2.json").read_text())["request_rate"] == "inf"
 

@@ -19,6 +19,7 @@ import yaml
 
 from tests.e2e_helpers import run_cli
 from toolkit.bench.runners import vllm as vr
+from toolkit.bench.runners import vllm_args as va
 from toolkit.bench.runners.base import BenchOptions, RunContext
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
@@ -154,7 +155,7 @@ def test_no_override_uses_the_checkpoints_method(tmp_path):
         "checkpoint",
         32,
     )
-    assert vr.engine_args(lm.m.vllm).count("--quantization") == 0  # vLLM reads the same config.json
+    assert va.engine_args(lm.m.vllm).count("--quantization") == 0  # vLLM reads the same config.json
 
 
 def test_override_awq_on_a_compressed_tensors_checkpoint_is_refused(tmp_path):

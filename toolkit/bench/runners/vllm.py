@@ -35,7 +35,6 @@ tokenizer from the same /models mount, no host port is published and parallel ru
 
 from __future__ import annotations
 
-import re
 import shlex
 import statistics
 import time
@@ -45,8 +44,8 @@ from typing import Any, ClassVar
 
 from toolkit.bench.observe import RunObserver, kernel_fault, with_window
 from toolkit.bench.runners import platform_probe
-from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_shortfall_error: re-exported)
-    SERVED_TOLERANCE,
+from toolkit.bench.runners import vllm_args as va
+from toolkit.bench.runners.base import (
     Case,
     Events,
     Outcome,
@@ -64,22 +63,17 @@ from toolkit.bench.runners.base import (  # noqa: F401  (tree_sha256, served_sho
     stale_marks,
     tree_sha256,
 )
-from toolkit.core import backends, jsonsafe
+from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
-from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runner's result parsing)
-    ATTENTION_DISPLAY_NAMES,
+from toolkit.results.vllm_format import (
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
-    NOISE_SIGMAS,
-    SERVE_KEYS,
     Latency,
-    _finite,
-    _num,
     attention_backend_name,
     decode_noise_error,
     parse_latency,
@@ -87,331 +81,18 @@ from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runne
 )
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
 
-SERVE_PORT = 8000
-PERCENTILES = "50,90,99"
 HEALTH_POLL_S = 5.0
+
+
 # The client reads no network beyond the container's loopback; the model is a local directory.
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
 _HEALTH = [
     "python3",
     "-c",
-    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{SERVE_PORT}/health', timeout=10)",
+    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{va.SERVE_PORT}/health', timeout=10)",
 ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Argument lists (pure; the contract test feeds them to the pinned release's own parser)
-
-
-def engine_args(v: VllmSettings) -> list[str]:
-    """The pinned engine settings as vLLM flags. Booleans are always explicit (`--no-...`), so a
-    changed default in a new release cannot silently change what is measured. `--quantization` only
-    when the matrix overrides the checkpoint (checked to match it first); otherwise vLLM reads the
-    method from the checkpoint's config.json, as the toolkit does to record it."""
-    args = [
-        "--max-num-batched-tokens",
-        str(v.max_num_batched_tokens),
-        "--max-model-len",
-        str(v.max_model_len),
-        "--gpu-memory-utilization",
-        str(v.gpu_memory_utilization),
-        "--dtype",
-        v.dtype,
-    ]
-    if v.quantization:
-        args += ["--quantization", v.quantization]
-    if v.attention_backend:
-        args += ["--attention-backend", v.attention_backend]
-    args.append("--enforce-eager" if v.enforce_eager else "--no-enforce-eager")
-    args.append("--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching")
-    return args + ["--seed", "0"]
-
-
-def pinned_engine(v: VllmSettings) -> dict[str, Any]:
-    """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
-    the matrix's override (None: none passed); the run replaces it with the method actually used
-    (`hf_checkpoint.QuantChoice.as_record`)."""
-    return {
-        "max_num_batched_tokens": v.max_num_batched_tokens,
-        "max_model_len": v.max_model_len,
-        "gpu_memory_utilization": v.gpu_memory_utilization,
-        "quantization": v.quantization,
-        "dtype": v.dtype,
-        "enforce_eager": v.enforce_eager,
-        "enable_prefix_caching": v.enable_prefix_caching,
-        "attention_backend": v.attention_backend,
-        "num_iters": v.num_iters,
-        "num_iters_warmup": v.num_iters_warmup,
-        "num_prompts_per_level": v.num_prompts_per_level,
-        "ready_timeout_s": v.ready_timeout_s,
-    }
-
-
-def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | None = None) -> VllmSettings:
-    """The VllmSettings a vLLM run used, rebuilt from its records (for `toolkit reproduce`).
-
-    records: BenchRecords of one run (runner vllm; others ignored); base: a `vllm:` mapping to start
-    from (the run folder's matrix.yaml), overridden by what the records state: every `pinned_engine`
-    key, the served concurrency levels, and -- for records written before num_iters was stored --
-    the number of per-iteration latencies. `quantization` is the matrix override only (a method read
-    from the checkpoint is read again from the same checkpoint). Raises pydantic.ValidationError on
-    values VllmSettings refuses."""
-    out: dict[str, Any] = dict(base or {})
-    vrecs = [r for r in records if r.runner == "vllm" and r.engine]
-    fields = set(VllmSettings.model_fields)
-    for r in vrecs:
-        e = r.engine
-        out.update(
-            {k: e[k] for k in pinned_engine(VllmSettings()) if k in e and k in fields and k != "quantization"}
-        )
-        src = e.get("quantization_source")
-        if "quantization" in e:  # before quantization_source existed, `quantization` was the override passed
-            out["quantization"] = e["quantization"] if src in (None, "matrix") else None
-    levels = sorted(
-        {int(r.engine["concurrency"]) for r in vrecs if r.axis == "served" and r.engine.get("concurrency")}
-    )
-    if levels:
-        out["concurrency"] = levels
-    if "num_iters" not in out:
-        iters = {len(r.raw.get("latencies") or []) for r in vrecs if r.axis == "prefill" and r.status == "ok"}
-        if len(iters) == 1 and (n := iters.pop()) > 0:
-            out["num_iters"] = n
-    return VllmSettings(**out)
-
-
-def latency_args(
-    model_dir: str, v: VllmSettings, *, input_len: int, output_len: int, out_json: str
-) -> list[str]:
-    """`vllm bench latency` at batch 1 for one (input, output) length pair."""
-    return [
-        "vllm",
-        "bench",
-        "latency",
-        "--model",
-        model_dir,
-        "--input-len",
-        str(input_len),
-        "--output-len",
-        str(output_len),
-        "--batch-size",
-        "1",
-        "--num-iters",
-        str(v.num_iters),
-        "--num-iters-warmup",
-        str(v.num_iters_warmup),
-        "--output-json",
-        out_json,
-        *engine_args(v),
-    ]
-
-
-def serve_args(model_dir: str, v: VllmSettings) -> list[str]:
-    """`vllm serve` on the container's loopback only."""
-    return ["vllm", "serve", model_dir, "--host", "127.0.0.1", "--port", str(SERVE_PORT), *engine_args(v)]
-
-
-def bench_serve_args(
-    model_dir: str,
-    *,
-    input_len: int,
-    output_len: int,
-    concurrency: int,
-    num_prompts: int,
-    result_dir: str,
-    result_filename: str,
-) -> list[str]:
-    """`vllm bench serve` against the local server: fixed lengths, all requests at once, greedy; one
-    warm-up request per concurrency slot first (not measured), so the first level is not a cold one."""
-    return [
-        "vllm",
-        "bench",
-        "serve",
-        "--backend",
-        "vllm",
-        "--base-url",
-        f"http://127.0.0.1:{SERVE_PORT}",
-        "--model",
-        model_dir,
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(input_len),
-        "--random-output-len",
-        str(output_len),
-        "--num-prompts",
-        str(num_prompts),
-        "--max-concurrency",
-        str(concurrency),
-        "--num-warmups",
-        str(concurrency),
-        "--request-rate",
-        "inf",
-        "--ignore-eos",
-        "--temperature",
-        "0",
-        "--percentile-metrics",
-        "ttft,tpot,itl,e2el",
-        "--metric-percentiles",
-        PERCENTILES,
-        "--save-result",
-        "--result-dir",
-        result_dir,
-        "--result-filename",
-        result_filename,
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
-# The plan: which commands one (image, model) needs
-
-
-@dataclass(frozen=True)
-class LatencyRun:
-    input_len: int
-    output_len: int
-
-    @property
-    def filename(self) -> str:
-        return f"lat-{self.input_len}-{self.output_len}.json"
-
-
-@dataclass(frozen=True)
-class ServeLevel:
-    input_len: int
-    output_len: int
-    concurrency: int
-    num_prompts: int
-
-    @property
-    def filename(self) -> str:
-        return f"serve-{self.input_len}-{self.output_len}-c{self.concurrency}.json"
-
-
-def decode_input_len(lm: LoadedMatrix) -> int:
-    """The prompt length of decode runs: the smallest pp length (its output-1 run is then shared)."""
-    return min(p for p in lm.m.bench.n_prompt if p > 0) if any(p > 0 for p in lm.m.bench.n_prompt) else 128
-
-
-def latency_plan(lm: LoadedMatrix) -> list[LatencyRun]:
-    """Distinct `vllm bench latency` runs: (L, 1) per pp length, (Ld, N+1) per tg length."""
-    d = decode_input_len(lm)
-    runs = [LatencyRun(p, 1) for p in lm.m.bench.n_prompt if p > 0]
-    n_gen = [n for n in lm.m.bench.n_gen if n > 0]
-    if n_gen:
-        runs.append(LatencyRun(d, 1))
-        runs += [LatencyRun(d, n + 1) for n in n_gen]
-    return list(dict.fromkeys(runs))
-
-
-def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
-    """One level per (L, N, C); at least C prompts so concurrency C is actually reached."""
-    v = lm.m.vllm
-    return [
-        ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
-        for p in lm.m.bench.n_prompt
-        if p > 0
-        for n in lm.m.bench.n_gen
-        if n > 0
-        for c in v.concurrency
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsing (tolerant of neighbouring releases: missing keys -> None, "inf" strings, str keys)
-
-
-def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(JSON object, None) or (None, why it is not a result): missing, empty, not a JSON object."""
-    if not path.is_file():
-        return None, f"no result file {path.name} was written"
-    text = path.read_text(errors="replace").strip()
-    if not text:
-        return None, f"result file {path.name} is empty"
-    try:
-        data = jsonsafe.parse(text)
-    except jsonsafe.JsonProblem as err:
-        # --append-result style files hold one object per line: the last one is this run
-        try:
-            data = jsonsafe.parse(text.splitlines()[-1])
-        except jsonsafe.JsonProblem:
-            return None, f"result file {path.name} is {err}"
-    if not isinstance(data, dict) or not data:
-        return None, f"result file {path.name} holds no result object"
-    return data, None
-
-
-_LOG_PREFIX = re.compile(r"^.*?\[[\w./-]+:\d+\]\s*")
-# Attention backend as different releases and platforms log it: "Using Triton Attention backend."
-# (ROCm), "Using FLASH_ATTN attention backend out of potential backends: [...]" (CUDA), "Using HND KV
-# cache layout for CPU_ATTN backend." (CPU), "Using AttentionBackendEnum.TRITON_ATTN backend."
-_ATTN = (
-    re.compile(
-        r"Using (" + "|".join(map(re.escape, ATTENTION_DISPLAY_NAMES)) + r") backend\."
-    ),  # 0.16.0 ROCm
-    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
-    re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
-    re.compile(r"KV cache layout for (\w+) backend"),
-    re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"),
-)
-
-
-def log_notes(text: str) -> dict[str, Any]:
-    """Log lines that explain a number: default MoE config, chunked-prefill budget, attention and
-    MoE backends, platform / device, KV cache size, the quantization method the engine used (its
-    "Initializing a V1 LLM engine (vX) with config: ... quantization=M, ..." line; None when that line
-    says None or is absent). Absent ones are None."""
-    notes: dict[str, Any] = {
-        "moe_default_config": None,
-        "chunked_prefill_max_num_batched_tokens": None,
-        "attention_backend": None,
-        "moe_backend": None,
-        "platform": None,
-        "device": None,
-        "kv_cache_tokens": None,
-        "quantization": None,
-    }
-    for raw_line in text.splitlines():
-        line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
-        if "Using default MoE config" in line:
-            notes["moe_default_config"] = notes["moe_default_config"] or line[:400]
-        elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)", line):
-            notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
-        elif m := re.search(r"Using (.+?) MoE backend", line):
-            notes["moe_backend"] = notes["moe_backend"] or m.group(1)
-        elif (
-            notes["attention_backend"] is None
-            and "vit" not in line.lower()
-            and (m := next((m for rx in _ATTN if (m := rx.search(line))), None))
-        ):
-            notes["attention_backend"] = m.group(1).strip()
-        elif m := re.search(r"Automatically detected platform (\w+)", line):
-            notes["platform"] = m.group(1)
-        elif "Unspecified platform detected, switching to CPU" in line:
-            notes["platform"] = notes["platform"] or "cpu (unspecified)"
-        elif m := re.search(r"KV cache size: ([\d,]+) tokens", line):
-            notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
-        if m := re.search(r"\bdevice_config=(\w+)", line):
-            notes["device"] = m.group(1)
-        if m := re.search(r"with config: .*?\bquantization=([\w.-]+)", line):  # the engine's config line
-            notes["quantization"] = None if m.group(1) == "None" else m.group(1)
-    return notes
-
-
-def _fallback(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
-    """A GPU image whose vLLM picked the CPU (or no) platform is not a GPU result. (On ROCm the
-    torch device is `cuda`, so the device is checked for `cpu`, the platform for the backend.)"""
-    plat, device = notes.get("platform"), notes.get("device")
-    if spec.backend == "cpu":
-        return None
-    if plat and not str(plat).startswith(spec.backend):
-        return f"CPU fallback: vLLM detected platform {plat!r}, not {spec.backend}"
-    if device == "cpu":
-        return f"CPU fallback: vLLM ran on device_config=cpu in a {spec.backend} image"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Containers
 
 
 @dataclass
@@ -527,26 +208,26 @@ def vllm_commands(
     cmds = [engine.run_command(_spec(ctx, platform_probe.probe_command("vllm"), _name(ctx, "probe")))]
     cmds += [
         engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
-        for r in latency_plan(lm)
+        for r in va.latency_plan(lm)
     ]
-    levels = serve_plan(lm)
+    levels = va.serve_plan(lm)
     if levels:
         serve_name = _name(ctx, "serve")
-        run = engine.run_command(_spec(ctx, serve_args(ctx.model_dir, ctx.v), serve_name))
+        run = engine.run_command(_spec(ctx, va.serve_args(ctx.model_dir, ctx.v), serve_name))
         cmds.append(run[:3] + ["-d"] + run[3:])
         cmds.append(engine.exec_command(serve_name, _HEALTH))
         cmds += [engine.exec_command(serve_name, _serve_cmd(ctx, lv)) for lv in levels]
     return cmds
 
 
-def _latency_cmd(ctx: _Ctx, r: LatencyRun) -> list[str]:
-    return latency_args(
+def _latency_cmd(ctx: _Ctx, r: va.LatencyRun) -> list[str]:
+    return va.latency_args(
         ctx.model_dir, ctx.v, input_len=r.input_len, output_len=r.output_len, out_json=f"/out/{r.filename}"
     )
 
 
-def _serve_cmd(ctx: _Ctx, lv: ServeLevel) -> list[str]:
-    return bench_serve_args(
+def _serve_cmd(ctx: _Ctx, lv: va.ServeLevel) -> list[str]:
+    return va.bench_serve_args(
         ctx.model_dir,
         input_len=lv.input_len,
         output_len=lv.output_len,
@@ -557,13 +238,9 @@ def _serve_cmd(ctx: _Ctx, lv: ServeLevel) -> list[str]:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Running
-
-
 @dataclass
 class _LatencyResult:
-    run: LatencyRun
+    run: va.LatencyRun
     command: list[str]
     log_file: str
     wall_s: float
@@ -589,23 +266,10 @@ def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
     if out.oom_killed:
         return f"{what}: the container was killed for running out of memory"
     if out.exit_code != 0:
-        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}" + known_issue(
+        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}" + va.known_issue(
             out.stdout + "\n" + out.stderr
         )
     return None
-
-
-# A failure whose log names a known upstream bug says so. vllm/config/device.py:57 (0.16.0, 0.28.0)
-# raises "Failed to infer device type" when no platform plugin matched; on ROCm in an unprivileged
-# container that is vllm-project/vllm#40081 (rocm_platform_plugin in vllm/platforms/__init__.py asks
-# amdsmi only, which cannot read sysfs there; open, unfixed in both pinned releases; vllm#41585 proposes
-# a hipGetDeviceCount fallback). The GPU-path probe (platform_probe) catches it before any test runs.
-_KNOWN_ISSUES = (("Failed to infer device type", f" ({platform_probe.VLLM_40081})"),)
-
-
-def known_issue(log: str) -> str:
-    """The note a failure gets when its log matches a known upstream bug ("" otherwise)."""
-    return next((note for needle, note in _KNOWN_ISSUES if needle in log), "")
 
 
 def _tail(text: str, n: int = 3) -> str:
@@ -620,7 +284,7 @@ def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: st
     path.write_text(body + extra)
 
 
-def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -> _LatencyResult:
+def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float) -> _LatencyResult:
     rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
     command = ctx.engine.run_command(rs)
     out = ctx.engine.run_container(rs, timeout=timeout)
@@ -628,15 +292,15 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: LatencyRun, timeout: float) -
         ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
     )
     _write_log(log_path, command, out)
-    res = _LatencyResult(r, command, str(log_path), out.seconds, log_notes(out.stdout + "\n" + out.stderr))
+    res = _LatencyResult(r, command, str(log_path), out.seconds, va.log_notes(out.stdout + "\n" + out.stderr))
     what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
-    data, missing = read_result(ctx.out_dir / r.filename)
+    data, missing = va.read_result(ctx.out_dir / r.filename)
     res.raw = data or {}
     res.error = _outcome_error(out, timeout, what) or (f"{what}: {missing}" if missing else None)
     if data is not None:
         res.latency, bad = parse_latency(data)
         res.error = res.error or (f"{what}: {bad}" if bad else None)
-    res.error = res.error or _fallback(ctx.spec, res.notes)
+    res.error = res.error or va.fallback_error(ctx.spec, res.notes)
     return res
 
 
@@ -649,11 +313,11 @@ def _sd(xs: list[float]) -> float | None:
 
 
 def _latency_records(
-    ctx: _Ctx, base: dict[str, Any], results: dict[LatencyRun, _LatencyResult]
+    ctx: _Ctx, base: dict[str, Any], results: dict[va.LatencyRun, _LatencyResult]
 ) -> list[BenchRecord]:
     recs: list[BenchRecord] = []
     for p in (p for p in ctx.lm.m.bench.n_prompt if p > 0):
-        res = results[LatencyRun(p, 1)]
+        res = results[va.LatencyRun(p, 1)]
         lat = res.latency
         ok = res.error is None and lat is not None
         samples = _samples(p, lat.latencies) if lat else []
@@ -677,10 +341,10 @@ def _latency_records(
                 raw=res.raw,
             )
         )
-    d = decode_input_len(ctx.lm)
-    short = results.get(LatencyRun(d, 1))
+    d = va.decode_input_len(ctx.lm)
+    short = results.get(va.LatencyRun(d, 1))
     for n in (n for n in ctx.lm.m.bench.n_gen if n > 0):
-        long = results[LatencyRun(d, n + 1)]
+        long = results[va.LatencyRun(d, n + 1)]
         assert short is not None
         error = long.error or (f"reference run: {short.error}" if short.error else None)
         avg = sd = None
@@ -729,9 +393,9 @@ def _serve(
 ) -> tuple[list[BenchRecord], dict[str, float]]:
     """One `vllm serve` container, a readiness poll, then `vllm bench serve` per level. Returns the
     records and the phase's timing (server wall time, measured windows, time to ready)."""
-    levels = serve_plan(ctx.lm)
+    levels = va.serve_plan(ctx.lm)
     engine = ctx.engine
-    rs = _spec(ctx, serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
+    rs = _spec(ctx, va.serve_args(ctx.model_dir, ctx.v), _name(ctx, "serve"))
     command = engine.run_command(rs)
     log_path = store.log_path(ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-serve.log")
     client_log: list[str] = []
@@ -739,7 +403,7 @@ def _serve(
     container = engine.start_container(rs)
     startup: float | None = None
     error: str | None = None
-    per_level: list[tuple[ServeLevel, list[str], RunOutcome | None, float]] = []
+    per_level: list[tuple[va.ServeLevel, list[str], RunOutcome | None, float]] = []
     try:
         startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
         for i, lv in enumerate(levels if error is None else []):
@@ -773,8 +437,8 @@ def _serve(
         oom_killed=bool(state.get("OOMKilled")),
     )
     _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
-    notes = log_notes(stdout + "\n" + stderr)
-    error = error or _fallback(ctx.spec, notes)
+    notes = va.log_notes(stdout + "\n" + stderr)
+    error = error or va.fallback_error(ctx.spec, notes)
     recs = []
     for lv in levels:
         done = next((x for x in per_level if x[0] == lv), None)
@@ -819,8 +483,8 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
 def _serve_record(
     ctx: _Ctx,
     base: dict[str, Any],
-    lv: ServeLevel,
-    done: tuple[ServeLevel, list[str], RunOutcome | None, float] | None,
+    lv: va.ServeLevel,
+    done: tuple[va.ServeLevel, list[str], RunOutcome | None, float] | None,
     error: str | None,
     startup: float | None,
     notes: dict[str, Any],
@@ -838,7 +502,7 @@ def _serve_record(
         _, cmd, out, wall = done
         if error is None and out is not None:
             error = _outcome_error(out, timeout, what)
-        data, missing = read_result(ctx.out_dir / lv.filename)
+        data, missing = va.read_result(ctx.out_dir / lv.filename)
         error = error or (f"{what}: {missing}" if missing else None)
     parsed = parse_serve(data or {})
     if error is None:
@@ -995,7 +659,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
         **stale_marks(build),
     )
     vctx.pinned = {
-        **pinned_engine(v),
+        **va.pinned_engine(v),
         **checkpoint.quant.as_record(),
         "revision": checkpoint.revision,
         "vllm_version": build.labels.get("org.toolkit.vllm-version"),
@@ -1022,10 +686,10 @@ def _phases(
     request ran, so the window is the commands')."""
     lm, spec, model, store, events = ctx.lm, ctx.spec, ctx.model, ctx.store, ctx.events
     outcomes: list[Outcome] = []
-    plan = latency_plan(lm)
+    plan = va.latency_plan(lm)
     if plan:
         events("start", image=spec.name, model=model.name, total=len(plan))
-        results: dict[LatencyRun, _LatencyResult] = {}
+        results: dict[va.LatencyRun, _LatencyResult] = {}
         t0 = observer.mark()
         for i, r in enumerate(plan):
             events(
@@ -1045,8 +709,8 @@ def _phases(
         spans = [x.timing() for x in results.values()]
         timing = {k: round(sum(t[k] for t in spans), 3) for k in ("wall_s", "tests_s", "startup_s")}
         outcomes.append(_summary(spec, model, recs, "latency", timing))
-    if serve_plan(lm):
-        events("start", image=spec.name, model=model.name, total=len(serve_plan(lm)))
+    if va.serve_plan(lm):
+        events("start", image=spec.name, model=model.name, total=len(va.serve_plan(lm)))
         t0 = observer.mark()
         recs, timing = _serve(vctx, store, base, events, timeout)
         seen = observer.window(t0, time.time(), None)
@@ -1070,37 +734,6 @@ def _commands(ctx: RunContext) -> list[list[str]]:
         run_id=ctx.opts.run_id,
         out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
     )
-
-
-def cases(lm: LoadedMatrix) -> list[Case]:
-    """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
-    one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
-    v = lm.m.vllm
-    out: list[Case] = [
-        {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
-        for p in lm.m.bench.n_prompt
-        if p > 0
-    ]
-    out += [
-        {"method": METHOD_DECODE, "n_prompt": 0, "n_gen": n, "repetitions": v.num_iters}
-        for n in lm.m.bench.n_gen
-        if n > 0
-    ]
-    out += [
-        {
-            "method": METHOD_SERVE,
-            "n_prompt": lv.input_len,
-            "n_gen": lv.output_len,
-            "concurrency": lv.concurrency,
-            "repetitions": 1,
-        }
-        for lv in serve_plan(lm)
-    ]
-    return out
-
-
-def _case_key(method: str, n_prompt: int, n_gen: int, concurrency: Any) -> tuple[str, int, int, int | None]:
-    return (method, n_prompt, n_gen, int(concurrency) if concurrency else None)
 
 
 def _summary(
@@ -1144,23 +777,23 @@ class VllmRunner:
 
     def cases(self, ctx: RunContext) -> list[Case]:
         """Every record's case (module `cases`): a vLLM run measures them all, --resume or not."""
-        return cases(ctx.lm)
+        return va.cases(ctx.lm)
 
     def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
         """The measured time (tests_s: timed iterations, serve duration) of the newest ok record of
         each case on this host."""
         seen = seconds_before(
             ctx,
-            lambda r: _case_key(r.method, r.n_prompt, r.n_gen, r.engine.get("concurrency")),
+            lambda r: va.case_key(r.method, r.n_prompt, r.n_gen, r.engine.get("concurrency")),
         )
-        keys = [_case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
+        keys = [va.case_key(c["method"], c["n_prompt"], c["n_gen"], c.get("concurrency")) for c in cases]
         return estimate_from(seen, keys)
 
     def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> VllmSettings | None:
         """`settings_from_records` (module): None when no record is a vLLM one."""
         if not any(r.runner == self.name for r in records):
             return None
-        return settings_from_records(records, base)
+        return va.settings_from_records(records, base)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
