@@ -33,6 +33,7 @@
 # one wheel this machine carries (TOOLKIT_TORCH_INDEX; scripts/setup-host.sh --test downloads from it).
 # Needs: a running Docker engine and the local debian:bookworm-slim / debian:trixie-slim images
 # (./scripts/setup-host.sh --test). Exit status: 0 when every step of every host exited 0.
+{ # the whole script is one compound command: bash reads it all before running (an edit while it runs is harmless)
 set -euo pipefail
 shopt -s inherit_errexit
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -229,3 +230,4 @@ for h in "${HOSTS[@]}"; do run_host "$h"; done
 printf '\nCommit %s, %s, on %s (%s cores).\n' "$COMMIT" "$(date -u +%F)" "$(uname -r)" "$(nproc)" >>"$TABLE"
 cat "$TABLE"
 exit "$FAILED"
+}
