@@ -61,6 +61,9 @@ for h in "${HOSTS[@]}"; do
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-host.sh: run as root (privileged containers)" >&2; exit 4; }
 docker info >/dev/null 2>&1 || { echo "fresh-host.sh: no Docker engine answering: run ./scripts/setup-host.sh --test" >&2; exit 4; }
+# one run at a time: a second run would remove the first one's stand-ins (same names) and share its 2 cores
+exec 9>/run/lock/toolkit-fresh-host.lock
+flock -n 9 || { echo "fresh-host.sh: another fresh-host.sh run is in progress (/run/lock/toolkit-fresh-host.lock): wait for it" >&2; exit 9; }
 
 mkdir -p "$OUT"
 TORCH_WHEEL=""
@@ -136,9 +139,11 @@ FAILED=0
 
 cpu_of() {  # CPU seconds of the stand-in's cgroup so far (cgroup v1 cpuacct or v2 cpu.stat)
   local id=$1 pid path
-  pid=$(docker inspect -f '{{.State.Pid}}' "$id")
+  pid=$(docker inspect -f '{{.State.Pid}}' "$id" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/cgroup" ] || return 1  # gone: never the host's root cgroup
   if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
     path=$(awk -F: '$2 ~ /(^|,)cpuacct(,|$)/ {print $3}' "/proc/$pid/cgroup")
+    [ -n "$path" ] && [ "$path" != / ] || return 1
     awk '{printf "%.0f", $1 / 1e9}' "/sys/fs/cgroup/cpuacct$path/cpuacct.usage"
   else
     path=$(awk -F: '$1 == "0" {print $3}' "/proc/$pid/cgroup")
@@ -188,7 +193,7 @@ EOF
   say "$spec: $line"
   (
     while [ "$(docker inspect -f '{{.State.Running}}' "$id" 2>/dev/null)" = true ]; do
-      printf '%s %s %s\n' "$(date +%s)" "$(cpu_of "$id" 2>/dev/null || echo 0)" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
+      c=$(cpu_of "$id" 2>/dev/null) && printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
       sleep 5
     done
   ) &
@@ -200,7 +205,7 @@ EOF
   docker cp "$id:/srv/fresh/typescript" "$OUT/$name.log" >/dev/null 2>&1 || true
   docker cp "$id:/srv/fresh/marks" "$OUT/$name.marks" >/dev/null 2>&1 || true
   kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
-  printf '%s %s %s\n' "$(date +%s)" "$(cpu_of "$id" 2>/dev/null || echo 0)" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
+  c=$(cpu_of "$id" 2>/dev/null) && printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
   # one table row per step: the marks give wall; the sampled cgroup CPU nearest each mark gives CPU
   local names=() n
   while IFS= read -r s; do names+=("$s"); done < <(printf '%s\n' "$line" | sed 's/ && /\n/g')
@@ -211,7 +216,8 @@ EOF
     [ -n "$st" ] || continue
     read -r en src < <(awk -v n=$n '$1 == n && $2 == "end" {print $3, $4}' "$OUT/$name.marks") || { en=$(date +%s); src="killed"; }
     local c0 c1 ld
-    c0=$(awk -v t="$st" '$1 >= t {print $2; exit}' "$OUT/$name.cpu"); c1=$(awk -v t="$en" '$1 >= t {print $2; exit}' "$OUT/$name.cpu")
+    # the cgroup's CPU at the first sample from each mark on (the last sample when the stand-in went first)
+    c0=$(awk -v t="$st" '$1 >= t {print $2; exit}' "$OUT/$name.cpu"); c1=$(awk -v t="$en" '$1 >= t {v = $2; exit} {v = $2} END {print v}' "$OUT/$name.cpu")
     ld=$(awk -v a="$st" -v b="$en" '$1 >= a && $1 <= b {s += $3; k++} END {if (k) printf "%.1f", s / k; else print "-"}' "$OUT/$name.cpu")
     printf '| Debian %s | %s | %s | `%s` | %s | %s | %s | %s |\n' "$([ "$rel" = bookworm ] && echo 12 || echo 13)" \
       "$user" "$engine" "${names[$((n - 1))]}" "$src" "$((en - st))" "$(( ${c1:-0} - ${c0:-0} ))" "$ld" >>"$TABLE"

@@ -85,3 +85,25 @@ def test_fresh_host_refuses_a_host_it_does_not_know(tmp_path):
         timeout=600,
     )
     assert res.returncode == 4 and "bad host" in res.stderr
+
+
+def test_a_second_run_waits_for_the_first(tmp_path):
+    """Two runs at once would remove each other's stand-ins (same names): the second is refused (exit 9)."""
+    engine_or_skip()
+    if os.geteuid() != 0:
+        pytest.skip("fresh-host.sh runs as root")
+    holder = subprocess.Popen(["flock", "/run/lock/toolkit-fresh-host.lock", "sleep", "30"])
+    try:
+        import time
+
+        time.sleep(0.5)
+        res = subprocess.run(
+            [str(ROOT / "scripts" / "fresh-host.sh"), "--out", str(tmp_path), "trixie:debian:docker"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert res.returncode == 9 and "another fresh-host.sh run is in progress" in res.stderr, res.stderr
