@@ -340,7 +340,7 @@ def test_a_file_that_changes_while_it_is_read_is_refused_and_nothing_written(tmp
 
     f = tmp_path / "growing.jsonl"
     f.write_text(_jsonl(ROWS))
-    real = importer._source
+    real = importer.source_of
 
     def grows(path, skipped, refused):
         src = real(path, skipped, refused)
@@ -348,7 +348,7 @@ def test_a_file_that_changes_while_it_is_read_is_refused_and_nothing_written(tmp
             fh.write(_jsonl(ROWS[:1]))
         return src
 
-    monkeypatch.setattr(importer, "_source", grows)
+    monkeypatch.setattr(importer, "source_of", grows)
     with pytest.raises(BadInput, match=r"growing.jsonl: changed while it was read \(\d+ -> \d+ bytes\)"):
         importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
     assert _records(tmp_path) == 0
@@ -420,10 +420,10 @@ def test_jsonl_lines_that_are_json_but_no_record_are_named(tmp_path):
 def test_a_first_record_over_the_head_does_not_decide_the_format(tmp_path, monkeypatch, fmt):
     """Reproducer: a JSON array or JSONL over 64 MiB whose first element was over 1 MiB was refused
     ("not JSONL, JSON or CSV from its first MiB on"): the first bytes decide now."""
-    from toolkit.results import importer
+    from toolkit.results import import_read, importer
     from toolkit.results.records import ResultStore
 
-    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)  # stands for 64 MiB
+    monkeypatch.setattr(import_read, "MAX_IMPORT_BYTES", 1 << 20)  # stands for 64 MiB
     big = {**ROWS[0], "pad": "x" * (1536 << 10)}
     f = tmp_path / f"big.{fmt}"
     f.write_text(
@@ -431,7 +431,7 @@ def test_a_first_record_over_the_head_does_not_decide_the_format(tmp_path, monke
         if fmt == "jsonl"
         else "[\n" + ",\n".join(map(json.dumps, [big, *ROWS[1:]])) + "\n]\n"
     )
-    assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+    assert f.stat().st_size > import_read.MAX_IMPORT_BYTES
     res = importer.import_files(ResultStore(tmp_path / "r"), [f], label="s")
     assert res.records == len(ROWS) and res.formats == {str(f): fmt}
 

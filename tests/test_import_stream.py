@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import DATA
 from toolkit.core.errors import BadInput
-from toolkit.results import importer
+from toolkit.results import import_read, importer, llamabench_readers
 from toolkit.results.records import ResultStore
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -58,7 +58,7 @@ def _messy(tmp_path: Path) -> Path:
 def test_a_streamed_jsonl_gives_what_the_whole_file_read_gives(tmp_path: Path, monkeypatch) -> None:
     f = _messy(tmp_path)
     whole_store, whole = _import(tmp_path, "whole", f)
-    monkeypatch.setattr(importer, "STREAM_ABOVE", 0)
+    monkeypatch.setattr(import_read, "STREAM_ABOVE", 0)
     stream_store, streamed = _import(tmp_path, "stream", f)
     assert streamed.records == whole.records > 0
     for field in (
@@ -79,10 +79,10 @@ def test_a_streamed_jsonl_gives_what_the_whole_file_read_gives(tmp_path: Path, m
 
 
 def test_a_jsonl_over_the_whole_read_limit_is_imported_not_refused(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    monkeypatch.setattr(import_read, "MAX_IMPORT_BYTES", 1 << 20)
     f = tmp_path / "big.jsonl"
     rows = _scale().generate(f, 3 << 20)
-    assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+    assert f.stat().st_size > import_read.MAX_IMPORT_BYTES
     store, res = _import(tmp_path, "r", f)
     assert res.records == rows and len(res.repeated) == rows // 50
     assert len(store.results()) == rows
@@ -91,7 +91,7 @@ def test_a_jsonl_over_the_whole_read_limit_is_imported_not_refused(tmp_path: Pat
 
 
 def test_a_streamed_file_without_a_measurement_names_it(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(importer, "STREAM_ABOVE", 0)
+    monkeypatch.setattr(import_read, "STREAM_ABOVE", 0)
     f = tmp_path / "none.jsonl"
     f.write_text('{"n_prompt": 0, "n_gen": 0, "avg_ts": 1.0}\n' * 3)
     with pytest.raises(
@@ -107,10 +107,10 @@ def _same_import(tmp_path: Path, monkeypatch, f: Path) -> tuple:
     """Import `f` read whole and as a stream (blocks of a few hundred bytes, so records straddle
     them); assert both say and store the same; return the streamed result."""
     whole_store, whole = _import(tmp_path, "whole", f)
-    monkeypatch.setattr(importer, "STREAM_ABOVE", 0)
-    monkeypatch.setattr(importer, "BLOCK", 300)
-    monkeypatch.setattr(importer.readers, "JSON_BLOCK", 200)
-    monkeypatch.setattr(importer, "read_rows", _no_whole_read)
+    monkeypatch.setattr(import_read, "STREAM_ABOVE", 0)
+    monkeypatch.setattr(import_read, "BLOCK", 300)
+    monkeypatch.setattr(llamabench_readers, "JSON_BLOCK", 200)
+    monkeypatch.setattr(import_read, "read_rows", _no_whole_read)
     stream_store, streamed = _import(tmp_path, "stream", f)
     assert streamed.records == whole.records > 0
     for field in ("digest", "refused", "skipped", "repeated", "repaired", "per_file", "formats", "notes"):
@@ -165,11 +165,11 @@ def test_a_streamed_csv_gives_what_the_whole_file_read_gives(tmp_path: Path, mon
 
 
 def test_json_and_csv_over_the_whole_read_limit_are_imported_not_refused(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    monkeypatch.setattr(import_read, "MAX_IMPORT_BYTES", 1 << 20)
     for fmt in ("json", "csv"):
         f = tmp_path / f"big.{fmt}"
         rows = _scale().generate(f, 3 << 20, fmt)
-        assert f.stat().st_size > importer.MAX_IMPORT_BYTES
+        assert f.stat().st_size > import_read.MAX_IMPORT_BYTES
         store, res = _import(tmp_path, f"r-{fmt}", f)
         assert res.formats == {str(f): fmt} and res.records == rows and len(res.repeated) == rows // 50
         assert len(store.results()) == rows
@@ -187,7 +187,7 @@ def test_a_bad_line_in_the_middle_of_a_large_jsonl_is_a_warning_and_the_rest_imp
         b'{"n_prompt": 1' + b"0" * 5000 + b"}\n",  # a 5001-digit integer
     ]
     f.write_bytes(b"".join(lines[:middle] + hostile + lines[middle:]))
-    assert f.stat().st_size > importer.STREAM_ABOVE
+    assert f.stat().st_size > import_read.STREAM_ABOVE
     store, res = _import(tmp_path, "r", f)
     assert res.records == rows and len(store.results()) == rows
     assert res.skipped == [
@@ -202,7 +202,7 @@ def test_a_record_that_is_not_spliced_is_written_the_same(tmp_path: Path, monkey
     not start as expected is read and filled instead: both give the same records."""
     f = _messy(tmp_path)
     spliced_store, spliced = _import(tmp_path, "spliced", f)
-    monkeypatch.setattr(importer, "_spilled", lambda body: b"-1 -1 " + body)
+    monkeypatch.setattr(importer, "spilled", lambda body: b"-1 -1 " + body)
     read_store, read = _import(tmp_path, "read", f)
     assert read.records == spliced.records > 0
     assert [r.model_dump() for r in read_store.results()] == [r.model_dump() for r in spliced_store.results()]
@@ -214,14 +214,16 @@ def test_repeated_tests_are_grouped_one_at_a_time_not_held_together(tmp_path: Pa
     f = tmp_path / "big.jsonl"
     rows = _scale().generate(f, 3 << 20)
     sizes: list[int] = []
-    real = importer._repetitions
+    from toolkit.results import import_repeats
+
+    real = import_repeats._repetitions
 
     def spy(staged):
         sizes.append(len(staged))
         return real(staged)
 
-    monkeypatch.setattr(importer, "_repetitions", spy)
-    monkeypatch.setattr(importer, "read_rows", _no_whole_read)
+    monkeypatch.setattr(import_repeats, "_repetitions", spy)
+    monkeypatch.setattr(import_read, "read_rows", _no_whole_read)
     store, res = _import(tmp_path, "r", f)
     assert res.records == rows and len(res.repeated) == rows // 50
     assert sizes and set(sizes) == {2} and len(sizes) == rows // 50

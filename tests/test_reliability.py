@@ -22,7 +22,7 @@ from tests.test_report import make_record
 from toolkit.cli.main import cli
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
-from toolkit.results import importer
+from toolkit.results import import_read, importer
 from toolkit.results.records import ResultStore, read_jsonl_numbered
 
 
@@ -1064,7 +1064,7 @@ def test_an_import_fsyncs_once_per_batch_not_per_record(tmp_path, monkeypatch):
 
 def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp_path, monkeypatch):
     # a format read whole (-o md here); jsonl, json and csv stream at any size (tests/test_import_stream.py)
-    monkeypatch.setattr(importer, "MAX_IMPORT_BYTES", 1 << 20)
+    monkeypatch.setattr(import_read, "MAX_IMPORT_BYTES", 1 << 20)
     f = tmp_path / "huge.md"
     f.write_bytes(b"| test | t/s |\n| --- | --- |\n" + "| pp512 | 10.0 \u00b1 0.1 |\n".encode() * 50_000)
     with pytest.raises(BadInput, match="larger than 1 MiB"):

@@ -1,0 +1,789 @@
+"""Reading files given to `toolkit import`: size and encoding checks, the format of each file (every
+llama-bench format through llamabench_readers.find_source), small files read whole and large JSONL /
+JSON / CSV streamed in blocks, and the stored rows a new row is compared with."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
+from toolkit.core import backends, jsonsafe
+from toolkit.core.errors import BadInput
+from toolkit.results import llamabench_format as llamabench
+from toolkit.results import llamabench_readers as readers
+from toolkit.results.identity import (
+    TestKey,
+    norm_field,
+    test_key,
+)
+from toolkit.results.llamabench_check import check_row
+from toolkit.results.records import (
+    BenchRecord,
+    ImageRef,
+    ModelRef,
+    ResultStore,
+    short_digest,
+)
+
+_DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
+
+
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class ImportedSet:
+    """One system of an import (one llama.cpp build on one backend/GPU): its own image name and digest."""
+
+    name: str
+    digest: str
+    system: dict[str, Any]
+    records: int = 0
+    already: bool = False  # these rows were imported under this digest before
+    path: Path | None = None
+
+
+@dataclass
+class ImportResult:
+    """What an import did: `sets` one per build/backend/GPU found in the files; `refused` rows that are
+    not measurements (`file:line: why`); `repaired` rows whose nan stddev was recomputed; `skipped`
+    lines that look like records but do not parse; `repeated` rows that measure a test another row of
+    the same set also measured (kept as repetitions of one cell)."""
+
+    label: str
+    digest: str
+    files: list[str]
+    records: int = 0
+    already: bool = False  # every set was imported before: nothing added
+    path: Path | None = None
+    per_file: dict[str, int] = field(default_factory=dict)
+    formats: dict[str, str] = field(default_factory=dict)  # file -> jsonl | json | csv | md | sql
+    sets: list[ImportedSet] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
+    failed: list[str] = field(default_factory=list)  # vLLM results stored as failed records, and why
+    duplicates: list[str] = field(default_factory=list)  # rows read or imported before, left out: counted
+
+
+MAX_IMPORT_BYTES = 64 << 20
+"""A file read whole (md and sql; see STREAM_ABOVE) has at most this many bytes, so memory stays bounded
+(a file is parsed into rows of a few hundred bytes each). md: a table's rows take their build commit
+from the `build:` line after the table, so a table is held whole anyway; both are formats for people
+and databases (a 64 MiB md table is some 300,000 rows)."""
+
+
+FORMATS_HINT = (
+    "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with test and t/s "
+    "columns) or -o sql"
+)
+
+
+def read_rows(
+    path: Path, skipped: list[str] | None = None, refused: list[str] | None = None
+) -> tuple[bytes, list[readers.SourceRow], str]:
+    """The file's bytes, its llama-bench rows that are measurements, and its format; BadInput naming
+    the file and what was wrong when none is. Lines that look like records but do not parse are noted
+    in `skipped` as `file:line: why`; rows the validity pass refuses in `refused` the same way."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_IMPORT_BYTES + 1)
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from err
+    if len(data) > MAX_IMPORT_BYTES:
+        raise BadInput(
+            f"{path}: larger than {MAX_IMPORT_BYTES >> 20} MiB and not JSONL, JSON or CSV from its first MiB on "
+            "(-o jsonl, json and csv are read as a stream at any size; -o md and sql are read whole): split it "
+            "and import the parts, or write -o jsonl"
+        )
+    text, bad = _decode_lines(data)
+    notes: list[str] = [f"line {n}: not UTF-8 (byte {b}): the line was left out" for n, b in bad]
+    fmt, parsed = readers.read_source(text, notes)
+    rows, no = [], []
+    for r in parsed:
+        why = check_row(r.fields, r.problem)
+        if why:
+            no.append((r.line, why))
+        else:
+            rows.append(r)
+    if skipped is not None:
+        skipped += [f"{path}:{n.removeprefix('line ')}" for n in notes]
+    if refused is not None:
+        refused += [f"{path}:{n}: {why}; row left out" for n, why in no]
+    if rows:
+        return data, rows, fmt or ""
+    if not parsed and bad:
+        n, b = bad[0]
+        raise BadInput(
+            f"{path}: not a text file (line {n}, byte {b} is not UTF-8) and no llama-bench result rows in "
+            f"it; {FORMATS_HINT}"
+        )
+    if no:
+        raise none_usable(str(path), [f"line {n}: {why}" for n, why in no])
+    lines = text.splitlines()
+    table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    hint = (
+        f"a markdown table (-o md) at line {table} has no result rows: it needs a header with test and t/s "
+        "columns, its separator line, then rows"
+        if table is not None
+        else FORMATS_HINT
+    )
+    why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
+    raise BadInput(
+        f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
+        if first
+        else f"{path}: the file is empty; {FORMATS_HINT}"
+    )
+
+
+def _decode_lines(data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """UTF-8 text of a file, bytes-safe: a leading BOM is dropped, a line that is not UTF-8 is left out
+    (returned as (line number, offending byte offset)), the other lines are kept."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    return _decode_text(data)
+
+
+def _decode_text(data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """_decode_lines of text that does not start a file (no BOM is dropped)."""
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    out, bad = [], []
+    for n, line in enumerate(data.split(b"\n"), 1):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            bad.append((n, err.start))
+            out.append("")
+    return "\n".join(out), bad
+
+
+def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
+    """avg_ts, or from avg_ns for rows that lack it: tokens ÷ mean seconds."""
+    if norm["avg_ts"] is not None:
+        return norm["avg_ts"]
+    ns = llamabench._float(row.get("avg_ns"))
+    tokens = norm["n_prompt"] + norm["n_gen"]
+    return tokens * 1e9 / ns if ns and tokens else None
+
+
+def backend_of(rows: list[dict[str, Any]]) -> str:
+    """Image backend from the rows' `backends` (ROCm/HIP -> rocm, Vulkan -> vulkan, CUDA -> cuda, else cpu)."""
+    names = ",".join(llamabench.backends_of(r) for r in rows)
+    return backends.from_llama_names(names)
+
+
+def shown(text: str) -> str:
+    """A name from the command line or a file system for a message or a record: bytes that are not
+    UTF-8 (kept by Python as lone surrogates) shown as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if not text.isascii() else text
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def none_usable(where: str, refused: list[str]) -> BadInput:
+    """The error for input whose every row was refused: `where` (the file or files), how many, and
+    the first three reasons (`refused`: one text each)."""
+    return BadInput(
+        f"{where}: no llama-bench result rows found that are measurements: {len(refused)} refused ("
+        + "; ".join(refused[:3])
+        + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        + ")"
+    )
+
+
+def check_options(
+    label: str, model_sha256: str | None, digest: str | None, files: list[Path] | None = None
+) -> None:
+    """BadInput for an option or a file name a record cannot hold: a label or file name that is not
+    UTF-8 is refused (a record is UTF-8 JSON: it could not name it faithfully; rename the file)."""
+    if not _utf8(label):
+        raise BadInput(f"--label {shown(label)!r}: not UTF-8 text; give a short name, e.g. bare-metal-hip")
+    for f in files or []:
+        try:
+            mode = os.stat(f).st_mode
+        except (OSError, ValueError):
+            mode = None  # read_rows names the file and the error
+        if mode is not None and not stat.S_ISREG(mode):
+            raise BadInput(
+                f"{shown(str(f))}: not a regular file (a pipe, a device or a folder): an import reads a "
+                "file more than once (its format, then its rows) and checks it did not change; save it "
+                "to a file first, e.g. `... > run.jsonl`, and import that"
+            )
+        if not _utf8(str(f)):
+            raise BadInput(
+                f"{shown(str(f))}: the file name is not UTF-8 (shown with U+FFFD for the bytes that are "
+                "not): a record could not name its source; rename the file, e.g. `mv -- <it> run.jsonl`"
+            )
+    if (
+        not label.strip()
+        or any(c.isspace() or not c.isprintable() for c in label)
+        or any(c in label for c in "/|`")
+    ):  # | and ` would break the tables a label heads; control characters would rewrite a terminal
+        raise BadInput(
+            f"--label {label!r}: give a short name without spaces, control characters, '/', '|' or '`', "
+            "e.g. bare-metal-hip"
+        )
+    if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
+        raise BadInput(
+            f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits (`sha256sum model.gguf`)"
+        )
+    if digest is not None and digest.startswith("sha256:") and not _SHA_RE.fullmatch(digest[7:]):
+        raise BadInput(
+            f"--digest {digest!r}: a sha256: digest is 64 lower-case hex digits (`docker image inspect "
+            "--format '{{.Id}}' IMAGE`); or name the set another way, e.g. import:my-run"
+        )
+    if digest is not None and (not _DIGEST_RE.fullmatch(digest) or short_digest(digest) in ("", ".", "..")):
+        raise BadInput(
+            f"--digest {digest!r}: letters, digits and . _ + - separated by ':', e.g. "
+            "sha256:<hex> or import:my-run"
+        )
+
+
+SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "gpu_info")
+
+
+def system_of(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The fields that tell builds/backends/GPUs apart, hashable whatever the file put there (a dict
+    or list in a string field is kept as its JSON text, cut to 200 characters)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (str, int, float, bool)):
+            return v
+        return json.dumps(v, sort_keys=True, default=str)[:200]
+
+    return tuple((k, plain(row.get(k))) for k in SYSTEM_SPLIT if row.get(k) not in (None, ""))
+
+
+def set_names(label: str, systems: list[tuple]) -> list[str]:
+    """`label` for one system; else `label.<what differs>` (build commit and number, backend, GPU: every
+    field that differs, whole, so two sets never read alike), made unique."""
+    if len(systems) == 1:
+        return [label]
+    varying = [k for k in SYSTEM_SPLIT if len({dict(s).get(k) for s in systems}) > 1]
+    names = []
+    for s in systems:
+        d = dict(s)
+        part = "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none"))).strip("-") for k in varying)
+        names.append(f"{label}.{part or 'set'}")
+    for i, n in enumerate(names):  # equal after leaving out what is not a name character: number them
+        if names.count(n) > 1:
+            names[i] = f"{n}.{i + 1}"
+    return names
+
+
+STREAM_ABOVE = 1 << 20
+"""A JSONL, `-o json` or CSV file larger than this is read as a stream (once, line by line or in blocks
+of whole lines: hashed, checked and turned into records as it is read), so its size is not bounded by
+MAX_IMPORT_BYTES and memory holds one row (a json element), a block and a batch of records. Which
+reader, and from which line, is decided on the file's first STREAM_HEAD bytes exactly as a whole read
+decides it (llamabench_readers.find_source). Smaller files, md and sql are read whole."""
+
+
+STREAM_HEAD = 1 << 20
+
+
+STREAMED = frozenset({"jsonl", "json", "csv"})
+
+
+BLOCK = 1 << 20
+"""Bytes a streamed json or csv file is read in (then completed to the end of its line)."""
+
+
+PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
+
+
+def key64(rec: BenchRecord, key: TestKey | None = None) -> int:
+    """A 64-bit digest of the record's TestKey less its image (the sets' digests are not known while
+    the files are read; the system fields that split sets are part of the key, so the grouping is the
+    same): Python's hash of it, stable within the one process that groups. Equal tests give equal
+    digests; two tests that share one by chance are told apart again by the exact grouping in
+    _repetitions."""
+    key = key or test_key(rec)
+    return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def measurement_of(rec: BenchRecord, key: TestKey | None = None) -> int:
+    """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
+    csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
+    less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
+    decimals; a row with neither test_time nor avg_ns (md) also its stddev to 2 decimals (the `± sd`
+    it prints)."""
+    key = key or test_key(rec)
+    raw = rec.raw
+    sd = readers.as_float(raw.get("stddev_ts")) if is_untimed(rec) else None  # md: its `± sd` is all it has
+    return hash(
+        (
+            key.system,
+            key.model,
+            key.test,
+            str(raw.get("test_time")),
+            readers.as_float(raw.get("avg_ns")),
+            round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
+            f"{sd:.2f}" if sd is not None else None,
+        )
+    )
+
+
+def is_untimed(rec: BenchRecord) -> bool:
+    """A row without llama-bench's test_time and avg_ns (an `-o md` table's): measurement_of cannot tell
+    it from another measurement of its test, so it is matched by what it shows (shown_key)."""
+    raw = rec.raw
+    return raw.get("test_time") in (None, "") and raw.get("avg_ns") is None
+
+
+_MD_SETTINGS = (readers.INT_FIELDS | readers.BOOL_FIELDS | readers.STRING_FIELDS) - {
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "avg_ns",
+    "stddev_ns",
+    "test_time",
+}
+"""The settings an md table may print as columns (threads, ngl, fa, n_ubatch, type_k, n_cpu_moe, ...)."""
+
+
+RowForm = tuple[frozenset[str], bool]
+"""How an md row is matched: the setting columns its table printed, and whether it has a build line."""
+
+
+def form_of(raw: dict[str, Any]) -> RowForm:
+    """An md row's form (its fields, or its record's raw): the settings its table shows as columns,
+    and whether its `build:` line gave a commit."""
+    return frozenset(k for k in raw if k in _MD_SETTINGS), bool(raw.get("build_commit"))
+
+
+def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
+    """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
+    the model type, the backend (its family: ROCm, Vulkan, CUDA, CPU), the test (n_prompt, n_gen,
+    n_depth), `t/s` as llama-bench prints it ("%.2f ± %.2f", markdown_printer), the settings the table
+    printed as columns (`form`[0]: threads, ngl, fa, n_ubatch, ...; identity.norm_field reads each
+    alike in every format) and, with `form`[1], the build commit (md has it only from its `build:`
+    line; 7 characters, as short commits are printed). An md row whose digest equals a row of another
+    format read or imported before is that row printed as a table (two measurements of one build,
+    backend and setting that agree to 0.01 tok/s in mean and stddev are taken as one: such a row is
+    left out, and said)."""
+    raw = rec.raw
+    sd = readers.as_float(raw.get("stddev_ts"))
+    settings, build = form
+    return hash(
+        (
+            str(raw.get("model_type") or ""),
+            backends.from_llama_names(llamabench.backends_of(raw)),
+            tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth")),
+            f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
+            f"{sd:.2f}" if sd is not None else None,
+            tuple((k, norm_field(k, raw.get(k))) for k in sorted(settings)),
+            str(raw.get("build_commit") or "")[:7].lower() if build else None,
+        )
+    )
+
+
+RowWhere = tuple[str, str, str]  # (run id, image name, image digest) of a stored record
+
+
+@dataclass
+class StoredRows:
+    """What the results folder holds of rows imported before, to leave them out: `exact`
+    (measurement_of of every imported record), `md` (per form, shown_key of those without a test_time: the
+    md tables imported before) and `timed` (shown_key of the others, in each form of this import's md
+    rows), read in one pass over the folder."""
+
+    exact: dict[int, RowWhere]
+    md: dict[RowForm, dict[int, RowWhere]]
+    timed: dict[RowForm, dict[int, RowWhere]]
+
+    @classmethod
+    def read(cls, store: ResultStore, md_forms: set[RowForm]) -> StoredRows:
+        """The folder's imported records, digested; `md_forms`: the forms of the md rows about to be
+        imported (their matches among the stored rows of other formats)."""
+        out = cls({}, {}, {f: {} for f in md_forms})
+        if not store.root.is_dir():
+            return out
+        for r in store.results():
+            if r.status != "ok" or not (r.model_extra or {}).get("imported"):
+                continue
+            where, key = (r.run_id, r.image.name, r.image.digest), test_key(r)
+            out.exact[measurement_of(r, key)] = where
+            if is_untimed(r):
+                f = form_of(r.raw)
+                out.md.setdefault(f, {})[shown_key(r, key, f)] = where
+            else:
+                for f, digests in out.timed.items():
+                    digests[shown_key(r, key, f)] = where
+        return out
+
+    def match(self, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool) -> tuple[RowWhere, str] | None:
+        """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
+        matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
+        or None."""
+        if fp in self.exact:
+            return self.exact[fp], ""
+        if md_row:
+            f = form_of(rec.raw)
+            found = self.timed.get(f, {}).get(shown_key(rec, key, f))
+            return (found, "md") if found else None
+        for f, digests in self.md.items():
+            found = digests.get(shown_key(rec, key, f))
+            if found:
+                return found, "md-before"
+        return None
+
+
+def try_record(
+    row: readers.SourceRow,
+    src: ImportSource,
+    refused: list[str] | None,
+    **kw: Any,
+) -> tuple[BenchRecord, bytes] | None:
+    """The row's record as pass 1 makes it (its file's hash left empty, as the import's: filled in
+    when it is written) and its JSON, or None with `file:line: why` in `refused` when the record
+    refuses it or cannot be written (a string holding a lone surrogate, `"\\ud800"`, is no text: the
+    row is refused, never stored altered)."""
+    try:
+        rec = _record(row, source=src.path, file_sha="", **kw)
+        return rec, rec.model_dump_json().encode()
+    except (ValidationError, ValueError, TypeError, OverflowError, PydanticSerializationError) as err:
+        if refused is not None:
+            refused.append(f"{src.path}:{row.line}: {reason_of(err)[:200]}; row left out")
+        return None
+
+
+def reason_of(err: Exception) -> str:
+    """What a record refused: the field and pydantic's message; a string that is no text said so."""
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return (f"{where}: " if where else "") + first["msg"].removeprefix("Value error, ")
+    if "surrogates not allowed" in str(err):
+        return "a string holds a lone surrogate (such as \\ud800): no text a record can hold"
+    return str(err).removeprefix("Value error, ")
+
+
+class ImportSource:
+    """One file's llama-bench rows that pass the validity pass, read once in file order: from memory (a
+    file read whole by `read_rows`: md, sql, and any file of at most STREAM_ABOVE bytes; at most
+    MAX_IMPORT_BYTES) or as a stream (jsonl, json and csv over STREAM_ABOVE, from the line `start` where
+    their format begins). After `rows()`: `sha` (of the file's bytes), `count` (rows that passed),
+    `notes` (what the format could not say); `finish()` then says what was refused."""
+
+    def __init__(
+        self,
+        path: Path,
+        fmt: str,
+        *,
+        data: bytes | None = None,
+        rows: list[readers.SourceRow] | None = None,
+        start: int = 0,
+        skipped: list[str] | None = None,
+        refused: list[str] | None = None,
+    ) -> None:
+        self.path, self.fmt, self._data, self._rows, self._start = path, fmt, data, rows, start
+        self._skipped, self._refused = skipped, refused
+        self.sha = hashlib.sha256(data).hexdigest() if data is not None else ""
+        self.count = len(rows) if rows is not None else 0
+        self.notes: set[str] = set()
+        self._no: list[tuple[int, str]] = []
+
+    def rows(self, content: Any) -> Iterator[readers.SourceRow]:
+        """The rows in file order (once); `content` (a hash) is fed the file's bytes."""
+        if self._rows is not None:
+            content.update(self._data or b"")
+            for r in self._rows:
+                self.notes.update(r.notes)
+                yield r
+            return
+        h = _Both(hashlib.sha256(), content)
+        found = self._jsonl(h) if self.fmt == "jsonl" else self._text_rows(h)
+        count = 0
+        for r in found:
+            self.notes.update(r.notes)
+            count += 1
+            yield r
+        self.sha, self.count = h.first.hexdigest(), count
+
+    def _note(self, text: str) -> None:
+        if self._skipped is not None:
+            self._skipped.append(f"{self.path}:{text}")
+
+    def _jsonl(self, h: _Both) -> Iterator[readers.SourceRow]:
+        with self.path.open("rb") as fh:
+            for n, raw, whole in _lines(fh):
+                h.update(raw)
+                if not whole:
+                    if raw.lstrip()[:1] == b"{":
+                        self._note(
+                            f"{n}: not a complete JSON record (longer than {jsonsafe.MAX_LINE_BYTES} bytes)"
+                        )
+                    continue
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as err:
+                    self._note(f"{n}: not UTF-8 (byte {err.start}): the line was left out")
+                    continue
+                if not line.startswith("{"):
+                    if other := readers.not_a_record(line):
+                        self._note(f"{n}: {other}")
+                    continue
+                obj, why = readers.parse_record_line(line)
+                if why is not None:
+                    self._note(f"{n}: not a complete JSON record ({why})")
+                    continue
+                if obj is None:
+                    continue
+                no = check_row(obj)
+                if no:
+                    self._no.append((n, no))
+                    continue
+                yield readers.SourceRow(n, obj, "jsonl")
+
+    def _text_rows(self, h: _Both) -> Iterator[readers.SourceRow]:
+        """json / csv rows from the text `_blocks` gives, through the one validity pass; the reader's
+        own notes (a json array that ends in a half record) said after its rows, as read_rows says them."""
+        notes: list[str] = []
+        blocks = self._blocks(h)
+        found = (
+            readers.iter_json_array(blocks, notes, self._start + 1)
+            if self.fmt == "json"
+            else readers.iter_csv((ln for b in blocks for ln in io.StringIO(b)), notes, self._start + 1)
+        )
+        for r in found:
+            why = check_row(r.fields, r.problem)
+            if why:
+                self._no.append((r.line, why))
+            else:
+                yield r
+        for _rest in blocks:  # what the reader left unread (after a json array's end) is hashed too
+            pass
+        for n in notes:
+            self._note(n.removeprefix("line "))
+
+    def _blocks(self, h: _Both) -> Iterator[str]:
+        """The file's text from line `start` on, in blocks of whole lines, as read_rows decodes it: a
+        leading BOM dropped, a line that is not UTF-8 left out (noted; numbered as read_rows numbers
+        it), every line boundary written as "\\n" (str.splitlines), a line longer than the line limit
+        left out (noted). Every byte of the file goes through `h`."""
+        skip, n, first = self._start, 0, True
+        with self.path.open("rb") as fh:
+            while data := fh.read(BLOCK):
+                if not data.endswith(b"\n"):
+                    data += fh.readline(jsonsafe.MAX_LINE_BYTES + 1)
+                h.update(data)
+                last = data.rfind(b"\n") + 1
+                if not data.endswith(b"\n") and len(data) - last > jsonsafe.MAX_LINE_BYTES:
+                    at = n + data.count(b"\n", 0, last) + 1
+                    self._note(f"{at}: a line longer than {jsonsafe.MAX_LINE_BYTES} bytes: left out")
+                    data = data[:last] + b"\n"
+                    while rest := fh.readline(jsonsafe.MAX_LINE_BYTES + 1):  # the rest of that line
+                        h.update(rest)
+                        if rest.endswith(b"\n"):
+                            break
+                if first and data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                first = False
+                text, bad = _decode_text(data)
+                for k, b in bad:
+                    self._note(f"{n + k}: not UTF-8 (byte {b}): the line was left out")
+                n += data.count(b"\n")
+                text = "\n".join(text.splitlines()) + ("\n" if text.endswith(("\n", "\r")) else "")
+                if skip:
+                    lines = text.count("\n")
+                    if lines <= skip:
+                        skip -= lines
+                        continue
+                    at = 0
+                    for _ in range(skip):
+                        at = text.index("\n", at) + 1
+                    text, skip = text[at:], 0
+                yield text
+
+    def finish(self) -> None:
+        """After `rows()`: the refused rows said; BadInput naming the file when none is usable."""
+        if self._rows is not None:
+            return
+        if self._refused is not None:
+            self._refused += [f"{self.path}:{n}: {why}; row left out" for n, why in self._no]
+        if self.count:
+            return
+        if self._no:
+            no = self._no
+            raise none_usable(str(self.path), [f"line {n}: {why}" for n, why in no])
+        raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
+
+
+class _Both:
+    """Two hashes fed the same bytes: a file's own and the whole import's."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def update(self, data: bytes) -> None:
+        self.first.update(data)
+        self.second.update(data)
+
+
+def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, whole) of a binary file, each line at most jsonsafe.MAX_LINE_BYTES: a longer
+    one comes in pieces marked not whole (hashed, never parsed), so memory holds one bounded line."""
+    n, cont = 0, False
+    while True:
+        raw = fh.readline(jsonsafe.MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if not cont:
+            n += 1
+        ends = raw.endswith(b"\n")
+        long = cont or (not ends and len(raw) > jsonsafe.MAX_LINE_BYTES)
+        yield n, raw, not long
+        cont = long and not ends
+
+
+def _stream_plan(path: Path) -> tuple[str, int] | None:
+    """(format, 0-based line it starts on) when `path` is read as a stream: its first STREAM_HEAD bytes
+    (cut to whole lines) hold the start of a jsonl, json or csv read that yields rows, as a whole read
+    would find it (llamabench_readers.find_source); or they hold no rows but a JSONL line starts first
+    (jsonl is read line by line to the end). None: read it whole."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(STREAM_HEAD + 1)
+    except OSError:
+        return None  # read_rows names the file and the error
+    raw = head.removeprefix(b"\xef\xbb\xbf")
+    if len(head) > STREAM_HEAD:
+        head = head[: head.rfind(b"\n", 0, STREAM_HEAD) + 1]
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    text, _bad = _decode_lines(head)
+    fmt, start, _rows = readers.find_source(text)
+    if fmt in STREAMED:
+        return fmt, start
+    if fmt is None:
+        first = next((f for f in map(readers.format_of, text.splitlines()) if f is not None), None)
+        if first == "jsonl":
+            return "jsonl", 0
+        # no whole row in the head (a first record or element over STREAM_HEAD): the first bytes decide
+        lead = raw.lstrip(b" \t\r\n")
+        if lead[:1] == b"[":
+            return "json", raw[: len(raw) - len(lead)].count(b"\n")
+        if lead[:1] == b"{":
+            return "jsonl", 0
+    return None
+
+
+def source_of(path: Path, skipped: list[str], refused: list[str]) -> ImportSource:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # read_rows names the file and the error
+    plan = _stream_plan(path) if size > STREAM_ABOVE else None
+    if plan is not None:
+        return ImportSource(path, plan[0], start=plan[1], skipped=skipped, refused=refused)
+    data, rows, fmt = read_rows(path, skipped, refused)
+    return ImportSource(path, fmt, data=data, rows=rows)
+
+
+def backend_wrong(backend: str | None, wrong: list[str]) -> None:
+    """--backend must not contradict the rows: rows that name another GPU backend than the one given
+    (`--backend rocm` on rows that say Vulkan) are bad input, named; rows that name only the CPU
+    backend stay (a GPU build that ran on the CPU: the report flags them cpu-fallback)."""
+    if backend is None or not wrong:
+        return
+    raise BadInput(
+        f"--backend {backend}: {len(wrong)} row(s) say they ran on another backend: "
+        + ", ".join(wrong[:5])
+        + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        + "; leave --backend out to take each row's own, or import the files of each backend apart"
+    )
+
+
+def imported_of(r: BenchRecord) -> dict[str, Any]:
+    return dict((r.model_extra or {}).get("imported") or {})
+
+
+@functools.lru_cache(maxsize=256)
+def _file_name(path: str) -> str:
+    """Path(path).name, cached (every row of a file names the same few model files)."""
+    return Path(path).name
+
+
+def _record(
+    row: readers.SourceRow,
+    *,
+    image: ImageRef,
+    run_id: str,
+    created: str,
+    model_sha256: str,
+    source: Path,
+    file_sha: str,
+    content: str,
+) -> BenchRecord:
+    raw = dict(row.fields)
+    # `toolkit measure` adds what the system did during the test (not llama-bench fields: kept out of raw)
+    telemetry = raw.pop("toolkit_telemetry", None)
+    measured_flags = raw.pop("toolkit_flags", None)
+    norm = llamabench.normalize(raw)
+    norm["avg_ts"] = _avg_ts(raw, norm)
+    mfile = str(raw.get("model_filename") or "")
+    model = ModelRef(
+        name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),
+        path=mfile,
+        sha256=model_sha256,
+        size_bytes=readers.quantity(raw.get("model_size")) or 0,
+    )
+    flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
+    if isinstance(measured_flags, list):
+        flags += [f for f in measured_flags if isinstance(f, str) and f not in flags]
+    return BenchRecord(
+        run_id=run_id,
+        created=created,
+        status="ok",
+        runner="llama-bench",
+        method="llama-bench",
+        image=image,
+        model=model,
+        raw=raw,
+        **norm,
+        imported={
+            "file": str(source),
+            "line": row.line,
+            "format": row.fmt,
+            "file_sha256": file_sha,
+            "sha256": content,
+        },
+        **({"flags": flags} if flags else {}),
+        telemetry=telemetry if isinstance(telemetry, dict) else None,
+    )
