@@ -255,38 +255,190 @@ def probe_flags(backend: str, facts: dict[str, Any], gpus: list[dict[str, Any]])
     return ["no-matrix-cores"] if rdna4 else []
 
 
+def _resumed(ctx: RunContext, path: Path, env: dict[str, str] | None) -> Outcome | None:
+    """With opts.resume: the outcome of measuring only the cases not yet measured on this digest +
+    model (one bench_one per cross product they form), or of nothing when none is missing; None when
+    every case is missing (the whole matrix runs as usual)."""
+    lm, spec, model = ctx.lm, ctx.spec, ctx.model
+    sha = check_sha(lm, model, path)
+    todo = missing_cases(ctx.store, ctx.build.digest, sha, lm.m.bench, env)
+    n_all = len(lm.m.bench.cases())
+    if not todo:
+        return Outcome(
+            spec.name, model.name, "resumed", f"all {n_all} cases already measured for this digest + model"
+        )
+    if len(todo) == n_all:
+        return None
+    parts = [bench_one(ctx, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
+    bad = [o for o in parts if o.status != "ok"]
+    return Outcome(
+        spec.name,
+        model.name,
+        bad[0].status if bad else "ok",
+        (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
+        sum(o.records for o in parts),
+        parts[-1].command,
+        {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
+    )
+
+
+@dataclasses.dataclass
+class RowSink:
+    """Where one llama-bench process's output goes while it runs: every stdout/stderr line is kept in
+    order (the evidence for each row's verdict), progress lines become `progress` events, and each
+    JSONL row becomes one record saved the moment it is printed (a row per finished test), valid or
+    failed with the reason (the validity pass, a CPU fallback, the model file changed under the run, a
+    value the record refuses). `base` holds the record fields every row shares."""
+
+    spec: ImageSpec
+    opts: BenchOptions
+    axes: BenchAxes
+    path: Path
+    sha: str
+    hashed: Any  # file_identity(path) when `sha` was computed
+    base: dict[str, Any]
+    saver: Any  # guard.Saver (or the caller's)
+    observer: Any  # observe.RunObserver
+    events: Any
+    model: str
+    cold: bool | None = None  # shader cache: None when the image has none
+    printed: list[str] = dataclasses.field(default_factory=list)
+    streamed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    voids: list[str] = dataclasses.field(default_factory=list)
+    t0: float = dataclasses.field(default_factory=time.monotonic)
+    measured: float = 0.0
+
+    def timing(self, elapsed: float, tests_s: float) -> dict[str, float]:
+        """wall_s, tests_s and startup_s (seconds), and cache_cold where the image has a shader cache."""
+        t = {
+            "wall_s": round(elapsed, 3),
+            "tests_s": round(tests_s, 3),
+            "startup_s": round(max(elapsed - tests_s, 0.0), 3),
+        }
+        if self.cold is not None:
+            t["cache_cold"] = float(self.cold)
+        return t
+
+    def row(self, raw: dict[str, Any]) -> None:
+        """One llama-bench row -> one record, written now."""
+        self.streamed.append(raw)
+        self.measured += _row_seconds(raw, self.axes.repetitions)
+        timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
+        bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
+        void = (
+            f"row is not a measurement: {bad}"
+            if bad
+            else _void_reason(self.spec, self.opts, raw, "\n".join(self.printed))
+        )
+        if file_identity(self.path) != self.hashed:
+            void = (
+                f"model file {self.path} changed during the run: its sha256 {self.sha[:12]} no longer "
+                "describes what was measured"
+            )
+        norm = llamabench.normalize(raw)
+        seen = self.observer.test(raw)
+        flags = merge_flags(self.base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
+        try:
+            rec = BenchRecord(
+                **{**self.base, **({"flags": flags} if flags else {})},
+                created=now(),
+                timing=timing,
+                telemetry=seen.get("telemetry"),
+                **norm,
+                status="failed" if void else "ok",
+                error=void,
+                raw=raw,
+            )
+        except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
+            void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
+            rec = BenchRecord(
+                **self.base,
+                created=now(),
+                timing=timing,
+                test=norm["test"],
+                axis=norm["axis"],
+                status="failed",
+                error=void,
+            )
+        if void:
+            self.voids.append(void)
+        self.saver.save(rec)
+
+    def stdout(self, line: str) -> None:
+        self.printed.append(line)
+        if line.lstrip().startswith("{"):
+            for raw in llamabench.parse_jsonl(line):
+                self.row(raw)
+
+    def stderr(self, line: str) -> None:
+        self.printed.append(line)
+        self.observer.line(line)
+        p = llamabench.progress_of(line)
+        if p:
+            self.events(
+                "progress", image=self.spec.name, model=self.model, done=p[0] - 1, total=p[1], phase=p[2]
+            )
+
+
+def _process_error(
+    out: Any, stop: BaseException | None, timeout: float, memory: int | None, engine: Any
+) -> str | None:
+    """Why the llama-bench process failed (engine gone, Ctrl-C, timeout, OOM, non-zero exit), or None."""
+    if isinstance(stop, engine.EngineLost):
+        return str(stop)
+    if stop is not None:
+        return f"interrupted ({signals.stopped_by()})"
+    if out.timed_out:
+        return f"timed out after {timeout:.0f} s"
+    if out.oom_killed:
+        limit = f" (limit {memory} bytes: raise bench.memory or --memory)" if memory else ""
+        return f"container was killed for running out of memory{limit}"
+    if out.exit_code != 0:
+        return f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+    return None
+
+
+def _base_fields(
+    ctx: RunContext, axes: BenchAxes, rs: Any, model_ref: ModelRef, memory: int | None, env, probe, log_path
+) -> dict[str, Any]:
+    """The record fields every row of one llama-bench process shares."""
+    opts, engine, build, spec = ctx.opts, ctx.engine, ctx.build, ctx.spec
+    base = dict(
+        run_id=opts.run_id,
+        runner="llama-bench",
+        method="llama-bench",
+        image=image_ref(build, spec),
+        model=model_ref,
+        command=engine.run_command(rs),
+        host=ctx.host,
+        log_file=str(log_path),
+        limits={"memory_bytes": memory},
+        **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
+        env=dict(env or {}),
+        **({"gpu_probe": probe} if probe else {}),
+        environment=effective_environment(engine, build.digest, rs.environment),
+        **({"process_run": opts.process_run} if opts.process_run else {}),
+        **opts.record_extra,
+        **stale_marks(build),
+    )
+    if no_mc := probe_flags(spec.backend, probe, ctx.profile.gpu_details):  # stored, like stale-build
+        base["flags"] = merge_flags(base.get("flags"), no_mc)
+    return base
+
+
 def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
     """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
     records; returns the summary line. With opts.resume only the cases not yet measured on this
     digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
     lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
-    host, events, engine = ctx.host, ctx.events, ctx.engine
+    events, engine = ctx.events, ctx.engine
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return Outcome(spec.name, model.name, "skipped", reason)
     if axes is None and opts.resume and not opts.dry_run:
-        sha = check_sha(lm, model, path)
-        todo = missing_cases(store, build.digest, sha, lm.m.bench, env)
-        n_all = len(lm.m.bench.cases())
-        if not todo:
-            return Outcome(
-                spec.name,
-                model.name,
-                "resumed",
-                f"all {n_all} cases already measured for this digest + model",
-            )
-        if len(todo) < n_all:
-            parts = [bench_one(ctx, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
-            bad = [o for o in parts if o.status != "ok"]
-            return Outcome(
-                spec.name,
-                model.name,
-                bad[0].status if bad else "ok",
-                (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
-                sum(o.records for o in parts),
-                parts[-1].command,
-                {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
-            )
+        resumed = _resumed(ctx, path, env)
+        if resumed is not None:
+            return resumed
     axes = axes or lm.m.bench
     shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
@@ -304,7 +456,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
         **twin.model_extras(path, sha),
     )
     n_cases = len(axes.cases())
-    cold = False
+    cold = None
     if shader_volume:  # warm only when the volume exists and a run on this digest completed before
         cold = not engine.volume_exists(shader_volume) or not any(
             r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True)
@@ -316,104 +468,20 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre
         )
     events("start", image=spec.name, model=model.name, total=n_cases)
-
     saver = opts.saver or guard.Saver(store)
     log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
-    base = dict(
-        run_id=opts.run_id,
-        runner="llama-bench",
-        method="llama-bench",
-        image=image_ref(build, spec),
-        model=model_ref,
-        command=engine.run_command(rs),
-        host=host,
-        log_file=str(log_path),
-        limits={"memory_bytes": memory},
-        **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
-        env=dict(env or {}),
-        **({"gpu_probe": probe} if probe else {}),
-        environment=effective_environment(engine, build.digest, rs.environment),
-        **({"process_run": opts.process_run} if opts.process_run else {}),
-        **opts.record_extra,
-        **stale_marks(build),
-    )
-    if no_mc := probe_flags(spec.backend, probe, ctx.profile.gpu_details):  # stored, like stale-build
-        base["flags"] = merge_flags(base.get("flags"), no_mc)
+    base = _base_fields(ctx, axes, rs, model_ref, memory, env, probe, log_path)
     observer = run_observer(ctx)
-    printed: list[str] = []  # stdout and stderr lines so far, in order: the evidence for each row's verdict
-    streamed: list[dict[str, Any]] = []
-    voids: list[str] = []
-    t0 = time.monotonic()
-    measured = [0.0]
-
-    def store_row(raw: dict[str, Any]) -> None:
-        """One llama-bench row -> one record, written now (llama-bench prints a row per finished test)."""
-        streamed.append(raw)
-        measured[0] += _row_seconds(raw, axes.repetitions)
-        elapsed = time.monotonic() - t0
-        timing = {
-            "wall_s": round(elapsed, 3),
-            "tests_s": round(measured[0], 3),
-            "startup_s": round(max(elapsed - measured[0], 0.0), 3),
-        }  # up to and including this test
-        if shader_volume:
-            timing["cache_cold"] = float(cold)
-        bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
-        void = (
-            f"row is not a measurement: {bad}" if bad else _void_reason(spec, opts, raw, "\n".join(printed))
-        )
-        if file_identity(path) != hashed:
-            void = f"model file {path} changed during the run: its sha256 {sha[:12]} no longer describes what was measured"
-        norm = llamabench.normalize(raw)
-        seen = observer.test(raw)
-        flags = merge_flags(base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
-        try:
-            rec = BenchRecord(
-                **{**base, **({"flags": flags} if flags else {})},
-                created=now(),
-                timing=timing,
-                telemetry=seen.get("telemetry"),
-                **norm,
-                status="failed" if void else "ok",
-                error=void,
-                raw=raw,
-            )
-        except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
-            void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
-            rec = BenchRecord(
-                **base,
-                created=now(),
-                timing=timing,
-                test=norm["test"],
-                axis=norm["axis"],
-                status="failed",
-                error=void,
-            )
-        if void:
-            voids.append(void)
-        saver.save(rec)
-
-    def on_stdout(line: str) -> None:
-        printed.append(line)
-        if line.lstrip().startswith("{"):
-            for raw in llamabench.parse_jsonl(line):
-                store_row(raw)
-
-    def on_stderr(line: str) -> None:
-        printed.append(line)
-        observer.line(line)
-        p = llamabench.progress_of(line)
-        if p:
-            events("progress", image=spec.name, model=model.name, done=p[0] - 1, total=p[1], phase=p[2])
-
+    sink = RowSink(spec, opts, axes, path, sha, hashed, base, saver, observer, events, model.name, cold)
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     observer.start()
     for note in observer.power_notes:  # up front: results on a GPU not at stock power are not the card's
         events("note", text=f"{spec.name}: warning: {note}; its records are flagged power-not-stock")
     started = {"on_start": observer.own_pid} if observer.enabled else {}
+    timeout = opts.timeout_s or axes.timeout_s
     try:
         out = engine.run_container(
-            rs, timeout=opts.timeout_s or axes.timeout_s, on_stderr=on_stderr, on_stdout=on_stdout, **started
+            rs, timeout=timeout, on_stderr=sink.stderr, on_stdout=sink.stdout, **started
         )
     except (engine.Interrupted, engine.EngineLost) as err:
         stop, out = err, err.outcome
@@ -425,30 +493,12 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
             f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}",
         )
         rows = llamabench.parse_jsonl(out.stdout)
-        for raw in rows[len(streamed) :]:  # a last row printed without a newline, if any
-            store_row(raw)
-        tests_s = sum(_row_seconds(r, axes.repetitions) for r in rows)
-        timing = {
-            "wall_s": round(out.seconds, 3),
-            "tests_s": round(tests_s, 3),
-            "startup_s": round(max(out.seconds - tests_s, 0.0), 3),
-        }
-        if shader_volume:
-            timing["cache_cold"] = float(cold)
-        error = None  # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone)
-        if isinstance(stop, engine.EngineLost):
-            error = str(stop)
-        elif stop is not None:
-            error = f"interrupted ({signals.stopped_by()})"
-        elif out.timed_out:
-            error = f"timed out after {opts.timeout_s or axes.timeout_s:.0f} s"
-        elif out.oom_killed:
-            limit = f" (limit {memory} bytes: raise bench.memory or --memory)" if memory else ""
-            error = f"container was killed for running out of memory{limit}"
-        elif out.exit_code != 0:
-            error = f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
-        if not error:  # a GPU fault in the kernel log during the run: its numbers are not trusted
-            error = kernel_fault(facts)
+        for raw in rows[len(sink.streamed) :]:  # a last row printed without a newline, if any
+            sink.row(raw)
+        timing = sink.timing(out.seconds, sum(_row_seconds(r, axes.repetitions) for r in rows))
+        # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), else a GPU fault in the
+        # kernel log during the run: its numbers are not trusted
+        error = _process_error(out, stop, timeout, memory, engine) or kernel_fault(facts)
         if not rows and not error:
             error = "llama-bench printed no result rows"
         elif not error and len(rows) < n_cases:  # a run that silently left tests out is not "ok"
@@ -458,24 +508,21 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
         if error:
             done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
             note = f"; log not written: {log_problem}" if log_problem else ""
-            saver.save(
-                BenchRecord(
-                    **base,
-                    created=now(),
-                    timing=timing,
-                    test="(none)",
-                    axis="prefill",
-                    status="failed",
-                    error=error + done + note,
-                ),
-                reraise=stop is None,
+            failed = BenchRecord(
+                **base,
+                created=now(),
+                timing=timing,
+                test="(none)",
+                axis="prefill",
+                status="failed",
+                error=error + done + note,
             )
+            saver.save(failed, reraise=stop is None)
     if stop is not None:
         raise stop
     events("done", image=spec.name, model=model.name, total=n_cases)
-    reason = error or (voids[0] if voids else "")
-    status = "failed" if reason else "ok"
-    return Outcome(spec.name, model.name, status, reason, len(rows), rs.command, timing)
+    reason = error or (sink.voids[0] if sink.voids else "")
+    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, len(rows), rs.command, timing)
 
 
 def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:

@@ -1,0 +1,110 @@
+"""The llama-bench row sink (toolkit/bench/runners/llama_bench.py RowSink): what one llama-bench
+process's output becomes while it runs, one record per printed row, each judged on its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toolkit.bench.runners.base import BenchOptions, file_identity
+from toolkit.bench.runners.llama_bench import RowSink
+from toolkit.results.records import ImageRef, ModelRef
+from toolkit.spec.matrix import BenchAxes, ImageSpec
+
+DATA = Path(__file__).parent / "data"
+ROWS = [
+    json.loads(ln) for ln in (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines() if ln.strip()
+]
+
+
+class Saver:
+    def __init__(self):
+        self.saved = []
+
+    def save(self, rec, reraise=True):
+        self.saved.append(rec)
+
+
+class Observer:
+    """No sampling here: the sink only asks it for each test's telemetry and hands it stderr lines."""
+
+    def __init__(self):
+        self.lines = []
+
+    def test(self, raw):
+        return {}
+
+    def line(self, line):
+        self.lines.append(line)
+
+
+def _sink(tmp_path: Path, *, cold=None) -> tuple[RowSink, Saver, list, Path]:
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
+    base = dict(
+        run_id="r1",
+        runner="llama-bench",
+        method="llama-bench",
+        image=ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu"),
+        model=ModelRef(name="tiny", path=str(model), sha256="cd" * 32, size_bytes=64),
+    )
+    saver, events = Saver(), []
+    spec = ImageSpec(name="cpu", template="cpu.Dockerfile.j2", backend="cpu")
+    sink = RowSink(
+        spec,
+        BenchOptions(),
+        BenchAxes(),
+        model,
+        "cd" * 32,
+        file_identity(model),
+        base,
+        saver,
+        Observer(),
+        lambda kind, **kw: events.append((kind, kw)),
+        "tiny",
+        cold,
+    )
+    return sink, saver, events, model
+
+
+def test_each_printed_row_is_saved_the_moment_it_is_printed(tmp_path):
+    sink, saver, _, _ = _sink(tmp_path)
+    sink.stdout(json.dumps(ROWS[0]))
+    assert (
+        len(saver.saved) == 1 and saver.saved[0].status == "ok" and saver.saved[0].avg_ts == ROWS[0]["avg_ts"]
+    )
+    sink.stdout("not json: llama-bench's own text")
+    sink.stdout(json.dumps(ROWS[1]))
+    assert [r.status for r in saver.saved] == ["ok", "ok"] and len(sink.streamed) == 2
+    t = saver.saved[1].timing
+    assert t["tests_s"] > 0 and t["wall_s"] >= 0 and "cache_cold" not in t  # no shader cache: not said
+
+
+def test_a_row_after_the_model_file_changed_is_a_failed_record(tmp_path):
+    sink, saver, _, model = _sink(tmp_path)
+    sink.row(ROWS[0])
+    model.write_bytes(b"GGUF" + b"\1" * 80)  # another file under the same path mid-run
+    sink.row(ROWS[1])
+    assert [r.status for r in saver.saved] == ["ok", "failed"]
+    assert "changed during the run" in saver.saved[1].error and sink.voids == [saver.saved[1].error]
+
+
+def test_a_row_the_validity_pass_refuses_is_kept_as_failed_never_as_a_number(tmp_path):
+    sink, saver, _, _ = _sink(tmp_path, cold=True)
+    sink.row({**ROWS[0], "avg_ts": -5.0})
+    (rec,) = saver.saved
+    assert rec.status == "failed" and rec.error.startswith("row is not a measurement")
+    assert rec.timing["cache_cold"] == 1.0
+
+
+def test_stderr_lines_are_kept_and_progress_becomes_events(tmp_path):
+    sink, _, events, _ = _sink(tmp_path)
+    sink.stderr("llama-bench: benchmark 2/8: starting")
+    sink.stderr("load_backend: loaded CPU backend")
+    assert sink.printed == ["llama-bench: benchmark 2/8: starting", "load_backend: loaded CPU backend"]
+    assert sink.observer.lines == sink.printed
+    assert (
+        [k for k, _ in events].count("progress") == 1
+        and events[0][1]["done"] == 1
+        and events[0][1]["total"] == 8
+    )
