@@ -32,7 +32,9 @@
 # The test command's torch CPU wheel: PyTorch's CPU index is stood in for by a file index holding the
 # one wheel this machine carries (TOOLKIT_TORCH_INDEX; scripts/setup-host.sh --test downloads from it).
 # Needs: a running Docker engine and the local debian:bookworm-slim / debian:trixie-slim images
-# (./scripts/setup-host.sh --test). Exit status: 0 when every step of every host exited 0.
+# (./scripts/setup-host.sh --test). Exit status: 0 when every step of every host exited 0, 1 when one
+# did not, 4 for bad arguments, 9 when another run holds /run/lock/toolkit-fresh-host.lock, 130 when
+# stopped (the stand-in it was running is removed then, unless --keep).
 { # the whole script is one compound command: bash reads it all before running (an edit while it runs is harmless)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -42,14 +44,18 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --keep) KEEP=1 ;;
-    --out) OUT=$2; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --out)
+      [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#-}" = "$2" ] || { echo "fresh-host.sh: --out needs a folder (--help)" >&2; exit 4; }
+      OUT=$2; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     -*) echo "fresh-host.sh: unknown option '$1' (--help)" >&2; exit 4 ;;
     *) HOSTS+=("$1") ;;
   esac
   shift
 done
-if [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups:setup-only)
+if [ "$QUICK" = 1 ] && [ ${#HOSTS[@]} != 0 ]; then
+  echo "fresh-host.sh: --quick runs its own hosts; name hosts or --quick, not both (--help)" >&2; exit 4
+elif [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups:setup-only)
 elif [ ${#HOSTS[@]} = 0 ]; then
   for r in bookworm trixie; do for u in root debian; do for e in docker podman; do HOSTS+=("$r:$u:$e"); done; done; done
   HOSTS+=(bookworm:test trixie:test)
@@ -65,7 +71,9 @@ docker info >/dev/null 2>&1 || { echo "fresh-host.sh: no Docker engine answering
 exec 9>/run/lock/toolkit-fresh-host.lock
 flock -n 9 || { echo "fresh-host.sh: another fresh-host.sh run is in progress (/run/lock/toolkit-fresh-host.lock): wait for it" >&2; exit 9; }
 
-mkdir -p "$OUT"
+[ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "fresh-host.sh: --out $OUT exists and is not a folder" >&2; exit 4; }
+mkdir -p "$OUT" || { echo "fresh-host.sh: cannot make --out $OUT" >&2; exit 4; }
+OUT=$(cd "$OUT" && pwd)  # absolute: the bundle and logs are written from other folders
 TORCH_WHEEL=""
 for d in ${TOOLKIT_TORCH_WHEELS:-} ${PIP_FIND_LINKS:-} /var/cache/toolkit/wheels; do
   f=$(ls "$d"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -1 || true)
@@ -130,7 +138,7 @@ cgroups_back() {
 }
 
 BUNDLE=$OUT/toolkit.bundle
-git -C "$ROOT" bundle create "$BUNDLE" HEAD 2>/dev/null
+err=$(git -C "$ROOT" bundle create "$BUNDLE" HEAD 2>&1) || { echo "fresh-host.sh: git bundle of HEAD failed: $err" >&2; exit 4; }
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)
 docker network inspect toolkit-fresh-host >/dev/null 2>&1 || docker network create toolkit-fresh-host >/dev/null
 TABLE=$OUT/table.md
@@ -165,6 +173,7 @@ run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
   stand_in_image "$rel"
   [[ ":$flags:" != *:fresh-cgroups:* ]] || cgroups_fresh
   [[ ":$flags:" != *:setup-only:* ]] || line=${line%% && *}
+  CURRENT=$name
   id=$(docker run -d --name "$name" --hostname "${name:0:60}" --privileged --cgroupns=private \
     --tmpfs /run --tmpfs /run/lock --network toolkit-fresh-host \
     -v "$name-docker:/var/lib/docker" -v "$name-containers:/var/lib/containers" \
@@ -229,9 +238,19 @@ EOF
     for v in docker containers tmp home; do docker volume rm -f "$name-$v" >/dev/null 2>&1 || true; done
   fi
   cgroups_back
+  CURRENT=""
 }
 
-trap cgroups_back EXIT
+CURRENT=""  # the stand-in now running: removed if this script is stopped (Ctrl-C, a kill, an error)
+on_exit() {
+  if [ -n "$CURRENT" ] && [ "$KEEP" = 0 ]; then
+    docker rm -f "$CURRENT" >/dev/null 2>&1 || true
+    for v in docker containers tmp home; do docker volume rm -f "$CURRENT-$v" >/dev/null 2>&1 || true; done
+  fi
+  cgroups_back
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
 for h in "${HOSTS[@]}"; do run_host "$h"; done
 printf '\nCommit %s, %s, on %s (%s cores).\n' "$COMMIT" "$(date -u +%F)" "$(uname -r)" "$(nproc)" >>"$TABLE"
 cat "$TABLE"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -75,16 +74,56 @@ def test_readme_commands_pass_on_fresh_stand_ins(tmp_path):
     assert "Traceback" not in log
 
 
-def test_fresh_host_refuses_a_host_it_does_not_know(tmp_path):
-    if not shutil.which("docker"):
-        pytest.skip("no docker CLI")
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (["bookworm:nobody:docker"], "bad host"),
+        (["--quick", "bad:host"], "name hosts or --quick, not both"),  # --quick once ignored the hosts
+        (["--quick", "trixie:test"], "name hosts or --quick, not both"),
+        (["--out"], "--out needs a folder"),
+        (["--out", "--quick"], "--out needs a folder"),  # took --quick for the folder, then ran everything
+        (["--frobnicate"], "unknown option"),
+    ],
+)
+def test_fresh_host_refuses_bad_arguments_before_doing_anything(tmp_path, args, said):
     res = subprocess.run(
-        [str(ROOT / "scripts" / "fresh-host.sh"), "--out", str(tmp_path), "bookworm:nobody:docker"],
+        [str(ROOT / "scripts" / "fresh-host.sh"), *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=60,
+        cwd=tmp_path,
     )
-    assert res.returncode == 4 and "bad host" in res.stderr
+    assert res.returncode == 4 and said in res.stderr, res.stderr
+
+
+def test_fresh_host_refuses_an_out_that_is_a_file(tmp_path):
+    engine_or_skip()
+    if os.geteuid() != 0:
+        pytest.skip("fresh-host.sh runs as root")
+    f = tmp_path / "afile"
+    f.write_text("")
+    res = subprocess.run(
+        [str(ROOT / "scripts" / "fresh-host.sh"), "--out", str(f), "trixie:test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 4 and "exists and is not a folder" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("script", ["fresh-host.sh", "setup-host.sh"])
+def test_help_prints_the_whole_header(script):
+    """--help printed a fixed line range and cut both headers mid-sentence."""
+    path = ROOT / "scripts" / script
+    header = []
+    for ln in path.read_text().splitlines()[1:]:
+        if not ln.startswith("#"):
+            break
+        header.append(ln)
+    res = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0
+    last = header[-1].lstrip("# ").strip()
+    assert res.stdout.rstrip().endswith(last), res.stdout[-300:]
 
 
 def test_a_second_run_waits_for_the_first(tmp_path):
