@@ -56,7 +56,7 @@ def test_project_matrix_is_valid(project):
         pytest.param(
             ["images", 0, "vars", "base_image"],
             "debian\nRUN curl evil",
-            ["not allowed"],
+            ["base_image", "image reference"],
             id="newline-injection",
         ),
         pytest.param(
@@ -82,6 +82,21 @@ def test_project_matrix_is_valid(project):
         ),
         pytest.param(["models", 0, "sha256"], "abc", ["sha256", "64 lowercase hex"], id="bad-sha"),
         pytest.param(["schema_version"], 2, ["schema_version", "not supported"], id="schema-version"),
+        # a FROM of no image rendered and dry-ran (`FROM  AS build`, `FROM ['a', 'b']`), or reached the
+        # engine and came back as its "invalid reference format" (exit 5, not the matrix's fault)
+        pytest.param(
+            ["images", 0, "vars", "base_image"], "", ["base_image", "image reference"], id="base-empty"
+        ),
+        pytest.param(
+            ["images", 0, "vars", "base_image"], ["a", "b"], ["base_image", "image reference"], id="base-list"
+        ),
+        pytest.param(
+            ["images", 0, "vars", "base_image"], 123, ["base_image", "image reference"], id="base-number"
+        ),
+        pytest.param(["images", 0, "vars", "base_image"], "UPPER/Case:tag", ["base_image"], id="base-upper"),
+        pytest.param(
+            ["images", 0, "vars", "base_image"], "debian@sha256:zzz", ["base_image"], id="base-digest"
+        ),
         pytest.param(["schema_version"], KeyError, ["schema_version", "required"], id="no-schema-version"),
     ],
 )

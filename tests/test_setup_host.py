@@ -135,9 +135,17 @@ def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
         pass
     ref = "toolkit-test/empty-base:doctor"
     subprocess.run(["docker", "import", str(empty), ref], check=True, capture_output=True)
+    # a working base whose ENTRYPOINT fails is no fault (a build's RUN steps ignore ENTRYPOINT)
+    odd = "toolkit-test/entrypoint-false:doctor"
+    ctx = tmp_path / "odd"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text('FROM debian:trixie-slim\nENTRYPOINT ["/bin/false"]\n')
+    subprocess.run(["docker", "build", "-q", "-t", odd, str(ctx)], check=True, capture_output=True)
     try:
         assert api.probe_base_image("debian:trixie-slim") is None
-        assert api.probe_base_image(ref)  # no `sh` in it: the engine's own reason
+        assert api.probe_base_image(odd) is None
+        why = api.probe_base_image(ref)  # no `sh` in it: the engine's own explanation, not its URL
+        assert why and "http" not in why
         project = make_project(tmp_path / "p", images=["cpu"], bench={})
         data = (
             (project / "matrix.yaml")
@@ -151,4 +159,37 @@ def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
         rep = json.loads(res.output)
         assert any(ref in e and "cannot run a command" in e for e in rep["errors"]), rep["errors"]
     finally:
-        subprocess.run(["docker", "rmi", "-f", ref], capture_output=True)
+        subprocess.run(["docker", "rmi", "-f", ref, odd], capture_output=True)
+
+
+def test_socket_advice_names_the_docker_group_only_for_its_sockets(tmp_path):
+    import socket
+
+    from toolkit.engine import choice
+
+    try:
+        gid = grp.getgrnam("docker").gr_gid
+    except KeyError:
+        pytest.skip("no docker group on this host")
+    path = tmp_path / "engine.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    try:
+        assert "not to the docker group" in choice.socket_permission_fix(f"unix://{path}")
+        if os.geteuid() != 0:
+            pytest.skip("chgrp to docker needs root")
+        os.chown(path, 0, gid)
+        advice = choice.socket_permission_fix(f"unix://{path}")
+        assert "docker" in advice and "not to the docker group" not in advice
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("where", ["unix://", "tcp://"])
+def test_a_docker_host_without_an_address_is_named_malformed(monkeypatch, where):
+    from toolkit.core.errors import EngineUnavailable
+
+    monkeypatch.setenv("DOCKER_HOST", where)
+    monkeypatch.setenv("TOOLKIT_ENGINE", "docker")
+    with pytest.raises(EngineUnavailable, match="malformed.*no address"):
+        api.client()

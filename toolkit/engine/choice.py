@@ -221,6 +221,11 @@ def client():
     from docker.errors import DockerException
 
     where = os.environ.get("DOCKER_HOST", "")
+    if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):  # a scheme and no address
+        raise EngineUnavailable(
+            f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: no address): unset "
+            "it to use the local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
+        )
     c = _cached(where)
     if c is not None:
         return c
@@ -243,7 +248,7 @@ def client():
             "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
         )
         if "Permission denied" in msg:
-            fix = docker_group_fix()
+            fix = socket_permission_fix(where)
         elif not where:
             fix = start
         elif "connect" in msg.lower():  # a usable address where no engine answers
@@ -257,6 +262,32 @@ def client():
             fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
         at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def socket_permission_fix(where: str) -> str:
+    """What to do when this user may not open the engine's Unix socket (`where`: DOCKER_HOST, "" for
+    the default /var/run/docker.sock): the docker group's line (docker_group_fix) when the socket
+    belongs to that group, else who owns it (the group cannot help there)."""
+    import grp
+    import pwd
+    import stat
+
+    path = where[len("unix://") :] if where.startswith("unix://") else "/var/run/docker.sock"
+    try:
+        st = os.stat(path)
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (OSError, KeyError):
+        return docker_group_fix()
+    if group == "docker":
+        return docker_group_fix()
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    return (
+        f"the socket {path} belongs to {owner}:{group} (mode {stat.filemode(st.st_mode)}), not to the docker "
+        "group: ask its owner for access, or unset DOCKER_HOST to use this host's engine"
+    )
 
 
 def docker_group_fix() -> str:

@@ -70,6 +70,8 @@ class RunSpec:
     network: str | None = None
     ports: dict[str, int] = field(default_factory=dict)
     memory_bytes: int | None = None  # --memory and --memory-swap (no swap beyond it): a hard limit
+    entrypoint: list[str] | None = None  # replaces the image's ENTRYPOINT (None: the image's own)
+    user: str | None = None  # UID[:GID] the command runs as (None: the image's USER)
 
 
 def run_command(spec: RunSpec) -> list[str]:
@@ -102,6 +104,11 @@ def run_command(spec: RunSpec) -> list[str]:
         cmd += m.cli()
     for k, v in sorted(spec.environment.items()):
         cmd += ["-e", f"{k}={v}"]
+    if spec.user:
+        cmd += ["--user", spec.user]
+    if spec.entrypoint is not None:  # the CLI takes one word; the rest of the list leads the command
+        cmd += ["--entrypoint", spec.entrypoint[0] if spec.entrypoint else ""]
+        return cmd + [spec.image] + spec.entrypoint[1:] + spec.command
     return cmd + [spec.image] + spec.command
 
 
@@ -218,6 +225,8 @@ def create_container(spec: RunSpec):
         labels={CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels},
         shm_size=spec.shm_size,
         privileged=False,
+        entrypoint=spec.entrypoint,
+        user=spec.user,
     )
     if spec.network:
         kwargs["network"] = spec.network
@@ -247,6 +256,8 @@ def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "image": spec.image,
         "command": list(spec.command),
+        **({"entrypoint": list(spec.entrypoint)} if spec.entrypoint is not None else {}),
+        **({"user": spec.user} if spec.user else {}),
         "env": dict(spec.environment),
         "labels": labels,
         "devices": [{"path": d} for d in spec.devices],
@@ -478,25 +489,39 @@ def probe_device_access(
     return lines[-1][:200] if lines else f"device open exited {out.exit_code}"
 
 
-def probe_base_image(ref: str, *, timeout: float = 120) -> str | None:
-    """Run `true` as root and `ls /` as an unprivileged user (setpriv to uid 65534) in a one-shot
-    container of local image `ref` (no network). None when both ran, else what failed: the engine's
-    or the shell's last line (an empty imported rootfs has no `true`; a rootfs whose / is mode 0700
-    lets no non-root user exec anything, which overlay2 hides and vfs does not)."""
-    spec = RunSpec(
-        image=ref,
-        command=["sh", "-c", "true && setpriv --reuid=65534 --regid=65534 --clear-groups ls / >/dev/null"],
-        network="none",
-        labels={"org.toolkit.purpose": "base-probe"},
-    )
-    try:
-        out = run_container(spec, timeout=timeout)
-    except Exception as err:  # the engine refused to start it (no `sh`, an OCI error): that is the answer
-        return _first_line(err)
-    if out.exit_code == 0:
-        return None
-    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else f"exited {out.exit_code}"
+PROBE_TIMEOUT_S = 30.0
+"""How long a base-image probe container may take before doctor says it timed out."""
+
+
+def probe_base_image(ref: str, *, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """Run `sh -c true` as root, then `sh -c 'ls /'` as an unprivileged user (65534:65534), in
+    one-shot containers of local image `ref` (no network, the image's ENTRYPOINT replaced: a build's
+    RUN step ignores it too). None when both ran, else what failed: the engine's explanation or the
+    shell's last line (an empty imported rootfs has no `sh`; a rootfs whose / is mode 0700 lets no
+    non-root user exec anything, which overlay2 hides and vfs does not), or that it timed out."""
+    for user, script in ((None, "true"), ("65534:65534", "ls / >/dev/null")):
+        spec = RunSpec(
+            image=ref,
+            command=[script],
+            entrypoint=["sh", "-c"],
+            user=user,
+            network="none",
+            labels={"org.toolkit.purpose": "base-probe"},
+        )
+        try:
+            out = run_container(spec, timeout=timeout)
+        except Exception as err:  # the engine refused to start it (no `sh`, an OCI error): that is the answer
+            why = getattr(err, "explanation", None) or _first_line(err)
+            return str(why).splitlines()[0][:200] if str(why).strip() else type(err).__name__
+        who = "as root" if user is None else f"as user {user}"
+        if out.timed_out:
+            return f"`sh -c {script!r}` {who} did not finish in {timeout:.0f} s"
+        if out.exit_code != 0:
+            lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+            return f"`sh -c {script!r}` {who} exited {out.exit_code}" + (
+                f": {lines[-1][:160]}" if lines else ""
+            )
+    return None
 
 
 @dataclass

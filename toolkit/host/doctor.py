@@ -467,8 +467,9 @@ def check_base_images(results: Mapping[str, str | None]) -> list[Check]:
                 Check(
                     "error",
                     "base image",
-                    f"{ref} is local but cannot run a command ({why}): every build FROM it fails; make it "
-                    f"anew with `./scripts/setup-host.sh` (or `docker rmi {ref}` and pull it)",
+                    f"{ref} is local but cannot run a command ({why}): every build FROM it fails at its "
+                    f"first RUN step; `./scripts/setup-host.sh` makes the Debian bases anew, any other: "
+                    f"`docker rmi {ref}`, then pull or rebuild it",
                 )
             )
     return checks

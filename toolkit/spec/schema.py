@@ -232,6 +232,14 @@ True/False), a date (YAML reads an unquoted 2026-02-28 as one: quote it) or a ma
 
 
 MAX_TEMPLATE_INT = 1 << 20
+_IMAGE_REF = re.compile(
+    # distribution's reference grammar (github.com/distribution/reference, regexp.go): an optional
+    # registry host[:port], lowercase path components, an optional tag, an optional digest
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?|localhost)/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+IMAGE_REF_WANT = "an image reference, e.g. debian:trixie-slim or rocm/dev-ubuntu-24.04:7.2.1@sha256:<64 hex>"
 
 
 _GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
@@ -244,8 +252,14 @@ def check_template_var(key: str, val: Any) -> None:
         key,
         ("scalar", "text (quote versions and dates: '7.2', '2026-02-28'), a whole number or a list of text"),
     )
+    if key.endswith("base_image"):  # a template's FROM: `FROM  AS build` or `FROM ['a'] ...` is no image
+        kind, want = "image-ref", IMAGE_REF_WANT
     got = excerpt(val, 40)
     bad = ValueError(f"template variable {key!r} is {got}: expected {want}")
+    if kind == "image-ref":
+        if not isinstance(val, str) or len(val) > 255 or not _IMAGE_REF.match(val):
+            raise bad
+        return
     if kind == "scalar" and isinstance(val, list):
         kind = "str-list"
     if kind in ("gfx-list", "str-list"):
