@@ -224,3 +224,26 @@ def test_the_status_line_shows_the_compilers_percentage_and_a_log_gets_a_heartbe
     assert out[-1] == "   cpu | [build 4/5] still running (31 s, 52%)"
     steps("#6 41.0 [ 53%] Building C object c.o")
     assert len(out) == 2  # not again until HEARTBEAT_S more
+
+
+def test_a_silent_step_still_says_it_runs_off_a_terminal(monkeypatch):
+    # the heartbeat came only with the step's next line: a step silent for 10 minutes said nothing
+    import time
+
+    from toolkit.images import build_plan
+    from toolkit.images.build_plan import BuildSteps
+
+    monkeypatch.setattr(build_plan, "HEARTBEAT_S", 0.3)
+    out: list[str] = []
+    steps = BuildSteps("cpu", out.append)
+    try:
+        steps("#7 [build 4/5] RUN cmake --build /build -j2")
+        steps("#7 0.5 [ 12%] Building C object a.o")
+        time.sleep(1.0)  # no line at all meanwhile
+    finally:
+        steps.close()
+    beats = [ln for ln in out if "still running" in ln]
+    assert beats and beats[0].startswith("   cpu | [build 4/5] still running (") and beats[0].endswith(", 12%)")
+    n = len(out)
+    time.sleep(0.5)
+    assert len(out) == n  # closed: silent

@@ -410,7 +410,7 @@ def build_images(
             res = build_image(lm, spec, store, on_line=steps, **opts)
         finally:
             after()
-        steps.close()
+            steps.close()
         results.append(res)
         on_done(res, before)
         if res.status == "failed" and fail_fast:

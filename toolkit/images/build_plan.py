@@ -14,6 +14,7 @@ status line shows the running step and its elapsed time.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -107,6 +108,9 @@ class BuildSteps:
         self.tail: dict[str, deque[str]] = {}  # vertex -> its last output lines
         self.percent: dict[str, str] = {}  # vertex -> the last `NN%` it printed
         self.heard = time.monotonic()  # when a line was last echoed (the heartbeat's clock)
+        self._stop = threading.Event()
+        if not status and not verbose:  # a log, not a terminal: a silent step still says it runs
+            threading.Thread(target=self._tick, name=f"build-heartbeat-{name}", daemon=True).start()
 
     def _progress(self, vid: str, said: str) -> None:
         """Keep a running step's output tail and percentage; refresh the status line, or beat."""
@@ -114,12 +118,24 @@ class BuildSteps:
         m = _PERCENT.search(said)
         if m:
             self.percent[vid] = f"{m.group(1)}%"
-        title, t0 = self.running[vid]
-        pct = f", {self.percent[vid]}" if vid in self.percent else ""
+        title, _ = self.running[vid]
         if self.status and m:
             self.status(f"{self.name}: {title.split('] ', 1)[0]}] compiling {self.percent[vid]}")
-        elif not self.status and time.monotonic() - self.heard >= HEARTBEAT_S:
-            self._say(f"{title.split('] ', 1)[0]}] still running ({time.monotonic() - t0:.0f} s{pct})")
+        self.beat()
+
+    def beat(self) -> None:
+        """Off a terminal (no status line): when a step runs and nothing was said for HEARTBEAT_S, say
+        that it still runs, with its percentage. Called on each output line and by a timer thread every
+        few seconds (a step may print nothing for minutes)."""
+        if self.status or not self.running or time.monotonic() - self.heard < HEARTBEAT_S:
+            return
+        vid, (title, t0) = next(reversed(self.running.items()))
+        pct = f", {self.percent[vid]}" if vid in self.percent else ""
+        self._say(f"{title.split('] ', 1)[0]}] still running ({time.monotonic() - t0:.0f} s{pct})")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S / 6):
+            self.beat()
 
     def _say(self, text: str) -> None:
         self.heard = time.monotonic()
@@ -164,7 +180,8 @@ class BuildSteps:
                 self._say(f"{title.split('] ', 1)[0]}] done in {float(done.group(1)):.1f} s")
 
     def close(self) -> None:
-        """Print the cache count (nothing for a verbose or empty run)."""
+        """Stop the heartbeat; print the cache count (nothing for a verbose or empty run)."""
+        self._stop.set()
         if not self.verbose and self.steps:
             self._say(f"{len(self.cached & self.steps)} of {len(self.steps)} steps from cache")
 
