@@ -522,15 +522,3 @@ def _finish_vllm(
         s_.records += 1
         res.records += 1
     return res
-
-
-__all__ = [
-    "FORMATS_HINT",
-    "MAX_IMPORT_BYTES",
-    "STREAM_ABOVE",
-    "ImportResult",
-    "ImportedSet",
-    "check_options",
-    "import_files",
-    "read_rows",
-]

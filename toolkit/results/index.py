@@ -238,19 +238,3 @@ def select(
 def drop(store: ResultStore) -> None:
     """Delete the index of `store` (it is rebuilt from the JSONL at the next query; never the source of truth)."""
     (store.root / INDEX_NAME).unlink(missing_ok=True)
-
-
-__all__ = [
-    "EDGE_BYTES",
-    "INDEX_NAME",
-    "Head",
-    "RecordSelection",
-    "ResultIndex",
-    "StaleIndex",
-    "candidates",
-    "drop",
-    "heads",
-    "key_hash",
-    "load",
-    "select",
-]
