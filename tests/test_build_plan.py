@@ -243,7 +243,9 @@ def test_a_silent_step_still_says_it_runs_off_a_terminal(monkeypatch):
     finally:
         steps.close()
     beats = [ln for ln in out if "still running" in ln]
-    assert beats and beats[0].startswith("   cpu | [build 4/5] still running (") and beats[0].endswith(", 12%)")
+    assert (
+        beats and beats[0].startswith("   cpu | [build 4/5] still running (") and beats[0].endswith(", 12%)")
+    )
     n = len(out)
     time.sleep(0.5)
     assert len(out) == n  # closed: silent
