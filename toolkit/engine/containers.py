@@ -405,6 +405,7 @@ def run_container(
 
     timer = threading.Timer(timeout, _kill)
     timer.start()
+    stream = None
     try:
         # attached before the start (as `docker run` does): nothing printed is missed, and the stream
         # ends when the container stops (an attach to a container that already stopped would wait)
@@ -455,6 +456,14 @@ def run_container(
         ) from None
     finally:
         timer.cancel()
+        # the attach stream holds an HTTP response: closed here, not left to the interpreter's exit
+        # (where urllib3 printed a traceback on Python 3.13 after a successful bench)
+        close = getattr(stream, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
         try:
             container.remove(force=True)
         except Exception:
