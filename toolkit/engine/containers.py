@@ -456,12 +456,13 @@ def run_container(
         ) from None
     finally:
         timer.cancel()
-        # the attach stream holds an HTTP response: closed here, not left to the interpreter's exit
-        # (where urllib3 printed a traceback on Python 3.13 after a successful bench)
-        close = getattr(stream, "close", None)
-        if close is not None:
+        # the attach stream holds an HTTP response (docker's CancellableStream._response): closed here
+        # while its socket is still open, not left to the interpreter's exit, where urllib3 printed
+        # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
+        response = getattr(stream, "_response", None)
+        if response is not None:
             try:
-                close()
+                response.close()
             except Exception:
                 pass
         try:
