@@ -510,7 +510,7 @@ if [ -x .venv/bin/python ] || python3 -c 'import os,sys,sysconfig; sys.exit(0 if
   PY=.venv/bin/python
   $SUDO ln -sf "$PWD/.venv/bin/toolkit" /usr/local/bin/toolkit
 fi
-step "installing the toolkit (pip install -e .${extras}; 1-3 min on a new host)" $PY -m pip install -q -e ".${extras}"
+step "pip install -e .${extras} (the toolkit; 1-3 min the first time, seconds after)" $PY -m pip install -q -e ".${extras}"
 rm -f "$SETUP_LOG"
 if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ] && ! id -nG | tr ' ' '\n' | grep -qx docker; then
   log "ready. $CALLER is in the docker group from the next login; until then this shell reaches the engine through an ACL on its socket. Run 'toolkit doctor' to see what this host can run"
