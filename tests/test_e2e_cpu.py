@@ -189,6 +189,26 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
         run_cli(cpu_project, "bench", "--image", "cpu")
         model = next((cpu_project / "models").glob("*.gguf"))
     lb = tmp_path / "llama" / "bin" / "llama-bench"
+    run = [str(lb)]
+    # The image's libraries are Debian 13's; a Debian 12 host's libstdc++ is older ("version
+    # `GLIBCXX_3.4.32' not found", seen on a fresh Debian 12 stand-in), or a library is missing
+    # (libgomp1). Then the binary runs, still bare
+    # metal, under the image's own loader and libraries, copied out beside it.
+    probe = subprocess.run([str(lb), "--help"], capture_output=True, text=True)
+    if "version `GLIB" in probe.stderr or "error while loading shared libraries" in probe.stderr:
+        cid = subprocess.run(
+            ["docker", "create", build.digest], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        try:
+            subprocess.run(
+                ["docker", "cp", f"{cid}:/usr/lib/x86_64-linux-gnu", str(tmp_path / "sys")],
+                check=True,
+                capture_output=True,
+            )
+        finally:
+            subprocess.run(["docker", "rm", cid], capture_output=True)
+        libs = f"{tmp_path / 'llama' / 'lib'}:{tmp_path / 'sys'}"
+        run = [str(tmp_path / "sys" / "ld-linux-x86-64.so.2"), "--library-path", libs, str(lb)]
     res, _ = run_cli(
         cpu_project,
         "measure",
@@ -199,7 +219,7 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
         "--out",
         str(tmp_path / "m.jsonl"),
         "--",
-        str(lb),
+        *run,
         "-m",
         str(model),
         "-p",
