@@ -106,8 +106,10 @@ def project(tmp_path):
     return make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [64], "n_gen": [16]})
 
 
-MALFORMED_HOSTS = ["tcp://[::1", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:notaport"]
-UNUSABLE_HOSTS = ["foo://bar", "tcp://", "npipe://x"]
+# a scheme without an address (`tcp://`, `unix://`) is malformed too: `unix://` once came back as
+# "Permission denied" with the docker group's advice
+MALFORMED_HOSTS = ["tcp://[::1", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:notaport", "tcp://", "unix://"]
+UNUSABLE_HOSTS = ["foo://bar", "npipe://x"]
 
 
 @pytest.mark.parametrize("host", MALFORMED_HOSTS + UNUSABLE_HOSTS)
