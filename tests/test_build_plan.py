@@ -249,3 +249,24 @@ def test_a_silent_step_still_says_it_runs_off_a_terminal(monkeypatch):
     n = len(out)
     time.sleep(0.5)
     assert len(out) == n  # closed: silent
+
+
+def test_the_build_status_line_keeps_its_stage_text_and_prints_log_lines_above_itself():
+    # `[build 2/5]` was read as rich markup and vanished from the status; log lines written past the
+    # live display left its last frame in the scrollback, glued to the next line
+    import io
+
+    from rich.console import Console
+
+    from toolkit.cli.common import BuildStatus
+
+    buf = io.StringIO()
+    status = BuildStatus()
+    status.console = Console(file=buf, force_terminal=True, width=80, color_system=None)
+    status.update("cpu: [build 2/5] RUN apt-get update")
+    status.echo("   cpu | [build 2/5] RUN apt-get update")
+    status.progress.refresh()
+    status.stop()
+    text = buf.getvalue()
+    assert "cpu: [build 2/5] RUN apt-get update" in text  # the status, its stage text intact
+    assert "   cpu | [build 2/5] RUN apt-get update\n" in text  # the log line, whole, on a line of its own
