@@ -491,7 +491,7 @@ if [ "$TEST" = 1 ]; then
     if [ -z "$have" ]; then
       index=${TOOLKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
       $SUDO mkdir -p "$WHEEL_DIR"
-      TRIES=2 step "downloading torch $TORCH_CPU (cp$py, ~190 MB) from $index into $WHEEL_DIR (the test levels' CPU torch)" \
+      TRIES=2 step "downloading torch $TORCH_CPU (cp$py, ~190 MB) from $index into $WHEEL_DIR (the test levels' CPU torch; offline: put $wheel there yourself)" \
         $SUDO python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py" \
         --platform manylinux_2_28_x86_64 --implementation cp --abi "cp$py" --index-url "$index" -d "$WHEEL_DIR" "torch==$TORCH_CPU"
       [ -f "$WHEEL_DIR/$wheel" ] || die "pip did not download $wheel from $index; put that file in $WHEEL_DIR (or set TOOLKIT_TORCH_WHEELS=<folder>)"
