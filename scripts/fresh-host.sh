@@ -16,13 +16,15 @@
 #            docker|podman): the README's main job (setup, build, bench) on that host, then `toolkit
 #            doctor`; FLAG fresh-cgroups: hand the host's cgroup v1 controllers that setup mounted back
 #            to cgroup2 first (as a fresh boot of CI's VM kind has them); setup-only: only the line's
-#            first command (setup-host.sh), then doctor;
+#            first command (setup-host.sh), then doctor; no-systemd: PID 1 is no init at all (CI's VM
+#            kind: nothing mounts the cgroup v1 controllers systemd would);
 #            RELEASE:test: the README's test command as root. Default: every README host (8) and
 #            the test command on both releases (a full run: ~3-4 h on 2 cores; one at a time, since
 #            under cgroup v1 a stand-in weighs like one task of the root cgroup).
 #   --quick  what CI runs: trixie:debian:docker (the README's main job as a sudo user on Debian 13)
-#            and bookworm:root:podman:fresh-cgroups:setup-only (setup's hybrid-cgroup and rlimit mends
-#            of a fresh VM of CI's kind, proven by a container and a build RUN step).
+#            and bookworm:root:podman:fresh-cgroups:setup-only:no-systemd (setup's hybrid-cgroup and
+#            rlimit mends on a stand-in of a fresh VM of CI's kind, proven by a container and a build RUN
+#            step).
 #   --keep   leave the stand-ins (containers and volumes) for a look; default: removed.
 #   --out    where logs and table.md go (default /tmp/fresh-host).
 #
@@ -55,14 +57,14 @@ while [ $# -gt 0 ]; do
 done
 if [ "$QUICK" = 1 ] && [ ${#HOSTS[@]} != 0 ]; then
   echo "fresh-host.sh: --quick runs its own hosts; name hosts or --quick, not both (--help)" >&2; exit 4
-elif [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups:setup-only)
+elif [ "$QUICK" = 1 ]; then HOSTS=(trixie:debian:docker bookworm:root:podman:fresh-cgroups:setup-only:no-systemd)
 elif [ ${#HOSTS[@]} = 0 ]; then
   for r in bookworm trixie; do for u in root debian; do for e in docker podman; do HOSTS+=("$r:$u:$e"); done; done; done
   HOSTS+=(bookworm:test trixie:test)
 fi
 say() { printf '[fresh-host %s] %s\n' "$(date +%T)" "$*" >&2; }
 for h in "${HOSTS[@]}"; do
-  [[ $h =~ ^(bookworm|trixie):((root|debian):(docker|podman)(:(fresh-cgroups|setup-only))*|test)$ ]] \
+  [[ $h =~ ^(bookworm|trixie):((root|debian):(docker|podman)(:(fresh-cgroups|setup-only|no-systemd))*|test)$ ]] \
     || { echo "fresh-host.sh: bad host '$h' (RELEASE:USER:ENGINE[:FLAG...] or RELEASE:test; --help)" >&2; exit 4; }
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-host.sh: run as root (privileged containers)" >&2; exit 4; }
@@ -96,6 +98,9 @@ stand_in_image() {  # $1 release
 # the default nproc limit from it; systemd's own 50-pid-max.conf, which would raise it to 4194304, is
 # masked: that VM's PID 1 is not systemd) and no CAP_SYS_RESOURCE for anyone, root included
 echo 32768 > /proc/sys/kernel/pid_max 2>/dev/null || true
+# FRESH_INIT=none: no systemd at all, as on CI's VM kind (nothing mounts the cgroup v1 controllers that
+# crun then finds left in cgroup2)
+[ "${FRESH_INIT:-systemd}" != none ] || exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- sleep infinity
 exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- /sbin/init
 EOF
   cat >"$ctx/Dockerfile" <<EOF
@@ -174,11 +179,13 @@ run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
   [[ ":$flags:" != *:fresh-cgroups:* ]] || cgroups_fresh
   [[ ":$flags:" != *:setup-only:* ]] || line=${line%% && *}
   CURRENT=$name
-  id=$(docker run -d --name "$name" --hostname "${name:0:60}" --privileged --cgroupns=private \
+  local init=systemd
+  [[ ":$flags:" != *:no-systemd:* ]] || init=none
+  id=$(docker run -d --name "$name" --hostname "${name:0:60}" --privileged --cgroupns=private -e "FRESH_INIT=$init" \
     --tmpfs /run --tmpfs /run/lock --network toolkit-fresh-host \
     -v "$name-docker:/var/lib/docker" -v "$name-containers:/var/lib/containers" \
     -v "$name-tmp:/tmp" -v "$name-home:/home" "toolkit-fresh-host:$rel")
-  for _ in $(seq 60); do docker exec "$id" test -d /run/systemd/system 2>/dev/null && break; sleep 1; done
+  [ "$init" = none ] || for _ in $(seq 60); do docker exec "$id" test -d /run/systemd/system 2>/dev/null && break; sleep 1; done
   docker exec "$id" mkdir -p /srv/fresh
   docker cp "$BUNDLE" "$id:/srv/fresh/toolkit.bundle" >/dev/null
   if [ "${spec#*:}" = test ] && [ -n "$TORCH_WHEEL" ]; then  # PyTorch's CPU index, stood in for by a file index
