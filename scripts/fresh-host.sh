@@ -71,7 +71,7 @@ done
 docker info >/dev/null 2>&1 || { echo "fresh-host.sh: no Docker engine answering: run ./scripts/setup-host.sh --test" >&2; exit 4; }
 # one run at a time: a second run would remove the first one's stand-ins (same names) and share its 2 cores
 exec 9>/run/lock/toolkit-fresh-host.lock
-flock -n 9 || { echo "fresh-host.sh: another fresh-host.sh run is in progress (/run/lock/toolkit-fresh-host.lock): wait for it" >&2; exit 9; }
+flock -w 20 9 || { echo "fresh-host.sh: another fresh-host.sh run is in progress (/run/lock/toolkit-fresh-host.lock): wait for it" >&2; exit 9; }
 
 [ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "fresh-host.sh: --out $OUT exists and is not a folder" >&2; exit 4; }
 mkdir -p "$OUT" || { echo "fresh-host.sh: cannot make --out $OUT" >&2; exit 4; }
@@ -212,7 +212,7 @@ EOF
       c=$(cpu_of "$id" 2>/dev/null) && printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
       sleep 5
     done
-  ) &
+  ) 9>&- &  # the sampler may outlive this run by a few seconds: it must not hold the run's lock
   local sampler=$!
   local env="TOOLKIT_FRESH_HOST=1"
   [ "${spec#*:}" != test ] || env+=" TOOLKIT_TORCH_INDEX=file:///srv/torch-index/simple"
