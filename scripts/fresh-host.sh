@@ -100,7 +100,13 @@ stand_in_image() {  # $1 release
 echo 32768 > /proc/sys/kernel/pid_max 2>/dev/null || true
 # FRESH_INIT=none: no systemd at all, as on CI's VM kind (nothing mounts the cgroup v1 controllers that
 # crun then finds left in cgroup2)
-[ "${FRESH_INIT:-systemd}" != none ] || exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- sleep infinity
+if [ "${FRESH_INIT:-systemd}" = none ]; then
+  # the VM's boot mounts cgroup2 at /sys/fs/cgroup/unified beside the v1 hierarchies (runc does not)
+  if [ -d /sys/fs/cgroup/cpu ] && ! [ -e /sys/fs/cgroup/unified/cgroup.controllers ]; then
+    mkdir -p /sys/fs/cgroup/unified && mount -t cgroup2 none /sys/fs/cgroup/unified 2>/dev/null || true
+  fi
+  exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- sleep infinity
+fi
 exec setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- /sbin/init
 EOF
   cat >"$ctx/Dockerfile" <<EOF
@@ -131,8 +137,12 @@ REMOUNT=()
 cgroups_fresh() {
   local c
   for c in hugetlb misc rdma; do
+    # empty child cgroups keep the hierarchy (and the controller) after the unmount; busy ones stay
+    [ ! -d "/sys/fs/cgroup/$c" ] || find "/sys/fs/cgroup/$c" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
     if mountpoint -q "/sys/fs/cgroup/$c" && [ -d /sys/fs/cgroup/unified ] && umount "/sys/fs/cgroup/$c" 2>/dev/null; then
-      REMOUNT+=("$c"); say "host: cgroup v1 $c unmounted (back in cgroup2, as on a fresh boot)"
+      REMOUNT+=("$c")
+      if grep -qw "$c" /sys/fs/cgroup/unified/cgroup.controllers; then say "host: cgroup v1 $c unmounted (back in cgroup2, as on a fresh boot)"
+      else say "host: cgroup v1 $c unmounted, but another mount namespace (e.g. rootless Podman's pause process) still holds it: the hybrid-cgroup path cannot be shown now"; fi
     fi
   done
 }
