@@ -472,11 +472,14 @@ fi
 TORCH_CPU=2.13.0+cpu  # = tests/contract_env.py TORCH_CPU (tests/test_setup_host.py checks)
 WHEEL_DIR=/var/cache/toolkit/wheels
 if [ "$TEST" = 1 ]; then
-  if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null || ! command -v shellcheck >/dev/null; then
-    # on a mixed bookworm/trixie host gcc needs trixie's libc6-dev: take the target apt can satisfy
+  # gcc only Recommends libc6-dev (crt1.o, crti.o): without it nothing links ("cannot find Scrt1.o")
+  TEST_PKGS=(gcc libc6-dev cmake shellcheck)
+  if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null || ! command -v shellcheck >/dev/null \
+    || ! dpkg -s libc6-dev >/dev/null 2>&1; then
+    # on a mixed bookworm/trixie host libc6-dev must match trixie's libc6: take the target apt can satisfy
     [ "$need_apt_update" = 0 ] || apt_update
-    if LC_ALL=C apt-get -s install --no-install-recommends gcc cmake shellcheck >/dev/null 2>&1; then apt_install gcc cmake shellcheck
-    else apt_install -t trixie gcc cmake shellcheck; fi
+    if LC_ALL=C apt-get -s install --no-install-recommends "${TEST_PKGS[@]}" >/dev/null 2>&1; then apt_install "${TEST_PKGS[@]}"
+    else apt_install -t trixie "${TEST_PKGS[@]}"; fi
   fi
   # cp311: the vLLM CPU image (bookworm's Python); this host's Python: the contract levels' venvs
   pys=(311); hostpy=$(python3 -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')

@@ -193,3 +193,10 @@ def test_a_docker_host_without_an_address_is_named_malformed(monkeypatch, where)
     monkeypatch.setenv("TOOLKIT_ENGINE", "docker")
     with pytest.raises(EngineUnavailable, match="malformed.*no address"):
         api.client()
+
+
+def test_the_test_level_gets_a_c_toolchain_that_links():
+    # gcc only Recommends libc6-dev and setup installs without recommends: on a fresh Debian 12 the
+    # RUNPATH test's link failed ("cannot find Scrt1.o")
+    line = next(ln for ln in SETUP.read_text().splitlines() if ln.strip().startswith("TEST_PKGS=("))
+    assert {"gcc", "libc6-dev", "cmake"} <= set(line.split("(", 1)[1].rstrip(")").split())
