@@ -174,6 +174,12 @@ cpu_of() {  # CPU seconds of the stand-in's cgroup so far (cgroup v1 cpuacct or 
   fi
 }
 
+sample() {  # sample ID FILE: append "unix-time cgroup-CPU-seconds load-1min" while the stand-in exists
+  local c
+  c=$(cpu_of "$1" 2>/dev/null) || return 0
+  printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$2"
+}
+
 run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
   local spec=$1 rel user engine line name rc id flags=""
   IFS=: read -r rel user engine flags <<<"$spec"
@@ -219,7 +225,7 @@ EOF
   say "$spec: $line"
   (
     while [ "$(docker inspect -f '{{.State.Running}}' "$id" 2>/dev/null)" = true ]; do
-      c=$(cpu_of "$id" 2>/dev/null) && printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
+      sample "$id" "$OUT/$name.cpu"
       sleep 5
     done
   ) 9>&- &  # the sampler may outlive this run by a few seconds: it must not hold the run's lock
@@ -231,7 +237,7 @@ EOF
   docker cp "$id:/srv/fresh/typescript" "$OUT/$name.log" >/dev/null 2>&1 || true
   docker cp "$id:/srv/fresh/marks" "$OUT/$name.marks" >/dev/null 2>&1 || true
   kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
-  c=$(cpu_of "$id" 2>/dev/null) && printf '%s %s %s\n' "$(date +%s)" "$c" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$name.cpu"
+  sample "$id" "$OUT/$name.cpu"
   # one table row per step: the marks give wall; the sampled cgroup CPU nearest each mark gives CPU
   local names=() n
   while IFS= read -r s; do names+=("$s"); done < <(printf '%s\n' "$line" | sed 's/ && /\n/g')

@@ -177,13 +177,17 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
 
     store = ResultStore(cpu_project / "results")
     build = store.latest_build("cpu")
-    cid = subprocess.run(
-        ["docker", "create", build.digest], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    try:
-        subprocess.run(["docker", "cp", f"{cid}:/opt/llama", str(tmp_path)], check=True, capture_output=True)
-    finally:
-        subprocess.run(["docker", "rm", cid], capture_output=True)
+
+    def copy_out(src: str, dest) -> None:  # a path of the built image, copied out to this host
+        cid = subprocess.run(
+            ["docker", "create", build.digest], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        try:
+            subprocess.run(["docker", "cp", f"{cid}:{src}", str(dest)], check=True, capture_output=True)
+        finally:
+            subprocess.run(["docker", "rm", cid], capture_output=True)
+
+    copy_out("/opt/llama", tmp_path)
     model = next((cpu_project / "models").glob("*.gguf"), None)
     if model is None:  # bench generates the model; run it once if this module's other tests did not
         run_cli(cpu_project, "bench", "--image", "cpu")
@@ -196,17 +200,7 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
     # metal, under the image's own loader and libraries, copied out beside it.
     probe = subprocess.run([str(lb), "--help"], capture_output=True, text=True)
     if "version `GLIB" in probe.stderr or "error while loading shared libraries" in probe.stderr:
-        cid = subprocess.run(
-            ["docker", "create", build.digest], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        try:
-            subprocess.run(
-                ["docker", "cp", f"{cid}:/usr/lib/x86_64-linux-gnu", str(tmp_path / "sys")],
-                check=True,
-                capture_output=True,
-            )
-        finally:
-            subprocess.run(["docker", "rm", cid], capture_output=True)
+        copy_out("/usr/lib/x86_64-linux-gnu", tmp_path / "sys")
         libs = f"{tmp_path / 'llama' / 'lib'}:{tmp_path / 'sys'}"
         run = [str(tmp_path / "sys" / "ld-linux-x86-64.so.2"), "--library-path", libs, str(lb)]
     res, _ = run_cli(
