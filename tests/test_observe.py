@@ -56,6 +56,37 @@ def test_a_test_window_runs_from_its_first_measured_repetition_to_its_row(tmp_pa
     assert gpu["vendor"] == "amd" and gpu["power_w_mean"] is not None
 
 
+def test_the_next_tests_start_read_before_this_row_still_starts_the_next_window(tmp_path):
+    """On a loaded host `toolkit measure` can read test 2's progress line (stderr) before test 1's row
+    (stdout) when both pipes are ready at once (CI and a fresh Debian 12 stand-in did): the start
+    belongs to test 2 by its index, whatever the order of arrival."""
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.1)
+    obs.start()
+    t1 = time.time()
+    obs.line("llama-bench: benchmark 1/2: prompt run 1/2", t1)
+    time.sleep(0.2)
+    t2 = time.time()
+    obs.line("llama-bench: benchmark 2/2: generation run 1/3", t2)  # read before row 1 ...
+    time.sleep(0.05)  # ... which is handled a little later
+    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"]
+    time.sleep(0.2)
+    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2, 3]})["telemetry"]
+    obs.finish()
+    assert (first["window_from"], first["t0"], first["tokens"]) == ("progress", t1, 512)
+    assert (second["window_from"], second["t0"], second["tokens"]) == ("progress", t2, 96)
+
+
+def test_a_row_without_its_progress_line_starts_at_the_previous_row(tmp_path):
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.1)
+    obs.start()
+    obs.line("llama-bench: benchmark 1/2: prompt run 1/2")
+    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"]
+    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2]})["telemetry"]
+    obs.finish()
+    assert first["window_from"] == "progress"
+    assert second["window_from"] == "previous-row" and second["t0"] == first["t1"] and second["tokens"] == 64
+
+
 def test_a_command_window_lands_on_the_record_with_its_flags_added():
     """vLLM/SGLang records carry their phase's window (with_window): telemetry with window_from, the
     window's flags added to the record's own, the record otherwise unchanged."""

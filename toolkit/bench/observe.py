@@ -99,7 +99,7 @@ class RunObserver:
         self._own: Callable[[], float | None] | None = None
         self._own_last: float | None = None
         self._own_pids: set[int] = set()
-        self._lines: list[tuple[float, str]] = []
+        self._starts: dict[int, tuple[float, int]] = {}  # test index -> (first measured rep's line, reps)
         self._last_row_t: float | None = None
         self._rows = 0
         self.power_notes: list[str] = []  # filled by start(): GPUs not at stock power, said up front
@@ -163,9 +163,10 @@ class RunObserver:
     def line(self, text: str, t: float | None = None) -> None:
         """A stderr line of the benchmark, stamped on arrival; a `--progress` line that starts a test's
         window is also an edge read (Sampler.sample_once: NVML's energy counter is read there)."""
-        if self.enabled:
-            self._lines.append((time.time() if t is None else t, text))
-            if self.sampler is not None and self.sampler.running and _PROGRESS.search(text):
+        m = _PROGRESS.search(text) if self.enabled else None
+        if m:
+            self._starts.setdefault(int(m.group(1)), (time.time() if t is None else t, int(m.group(3))))
+            if self.sampler is not None and self.sampler.running:
                 self.sampler.sample_once()
 
     def mark(self) -> float:
@@ -183,15 +184,14 @@ class RunObserver:
             return {}
         t1 = time.time() if t is None else t
         self.sampler.sample_once()  # a sample at or after the window's end, so the edge is bracketed
-        t0, reps, source = None, None, "progress"
         n = self._rows + 1  # llama-bench prints rows in test order: row k is test k
-        for tl, text in self._lines:
-            m = _PROGRESS.search(text)
-            if m and int(m.group(1)) == n and (self._last_row_t is None or tl >= self._last_row_t - 1e-3):
-                t0, reps = tl, int(m.group(3))
-                break
-        if t0 is None:
-            t0, source = self._last_row_t or self.t_start or t1, "previous-row"
+        # matched by test index, not by arrival order: test k+1's start may be read before row k when
+        # both pipes are ready at once (a loaded host), and still belongs to test k+1
+        start = self._starts.pop(n, None)
+        if start is not None:
+            (t0, reps), source = start, "progress"
+        else:
+            t0, reps, source = self._last_row_t or self.t_start or t1, None, "previous-row"
         if reps is None:
             samples = raw.get("samples_ns") or raw.get("samples_ts")
             reps = len(samples) if isinstance(samples, list) and samples else None
