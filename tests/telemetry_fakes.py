@@ -357,8 +357,8 @@ def h200_bench_records(run: str, image: str, *, run_id: str | None = None, count
     `counter=False`: the samples without NVML's energy counter (a GPU that has none): energy only
     from the integrated averaged power, so windows under 1.5 s get none."""
     from toolkit.analysis.telemetry import flags, llama_bench_windows, timestamped_lines, window_summary
-    from toolkit.results import llamabench_format as llamabench
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+    from toolkit.runtimes.llama_bench import output as llamabench
 
     samples = h200_samples()
     if not counter:

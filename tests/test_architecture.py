@@ -164,7 +164,7 @@ def _runner_imports(source: str, module: str, *, package: bool = False) -> list[
 def test_no_module_outside_the_runners_imports_a_runner():
     """The plug-in interface is the only way in: bench, reproduce, the CLI... reach a runner through
     the registry (toolkit.core.registry.get(name)) and the Runner protocol, never by importing
-    llama_bench, vllm, sglang (or sglang_args). The registry names them as strings, which is its job."""
+    llama_bench, vllm, sglang (or vllm_args). The registry names them as strings, which is its job."""
     assert {
         "toolkit.bench.runners.llama_bench",
         "toolkit.bench.runners.vllm",
@@ -184,7 +184,7 @@ def test_no_module_outside_the_runners_imports_a_runner():
         "from toolkit.bench.runners import vllm",
         "from toolkit.bench.runners.llama_bench import missing_cases",
         "import toolkit.bench.runners.sglang as s",
-        "def f():\n    from .runners import sglang_args\n",
+        "def f():\n    from .runners import vllm_args\n",
         "import importlib\nimportlib.import_module('toolkit.bench.runners.vllm')",
     ],
 )

@@ -543,8 +543,8 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     import json
 
     from toolkit.analysis.roofline import gpu_use, why_no_roofline
-    from toolkit.results.llamabench_format import normalize
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+    from toolkit.runtimes.llama_bench.output import normalize
 
     gpus, dev = host(tmp_path, "two-dgpus-igpu")
     p = profile_for("rocm", gpus, dev=dev, targets=["gfx1201"])

@@ -32,7 +32,7 @@ from toolkit.bench.runners import vllm_args as va
 from toolkit.images.build import build_image
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
-from toolkit.results.vllm_format import attention_backend_name
+from toolkit.runtimes.vllm.output import attention_backend_name
 from toolkit.spec.matrix import load_matrix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -155,7 +155,9 @@ def test_no_override_uses_the_checkpoints_method(tmp_path):
         "checkpoint",
         32,
     )
-    assert va.engine_args(lm.m.vllm).count("--quantization") == 0  # vLLM reads the same config.json
+    assert (
+        va.engine_args(lm.m.settings("vllm")).count("--quantization") == 0
+    )  # vLLM reads the same config.json
 
 
 def test_override_awq_on_a_compressed_tensors_checkpoint_is_refused(tmp_path):

@@ -24,8 +24,8 @@ from toolkit.analysis import compare, report, verdict
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import identity, importer
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import ResultStore
+from toolkit.runtimes.llama_bench import output as llamabench
 
 T3 = DATA / "cases" / "turn3"
 CASES = DATA / "cases"
@@ -176,8 +176,8 @@ def test_z_csv_no_test_at_all_is_bad_input(tmp_path):
 def test_real_outputs_pass_the_validity_pass_whatever_their_noise():
     """avg_ts vs avg_ns on real rows: a 2-core shared machine spreads the times so widely (stddev of the
     times up to 1.6 x their mean) that the mean of tokens/t is far above tokens/mean(t): never refused."""
-    from toolkit.results import llamabench_readers as readers
-    from toolkit.results.llamabench_check import check_row
+    from toolkit.runtimes.llama_bench import readers as readers
+    from toolkit.runtimes.llama_bench.check import check_row
 
     for path in [*DATA.glob("llamabench-*"), *CASES.glob("*.json*")]:
         if path.suffix == ".txt":

@@ -15,8 +15,9 @@ import pytest
 
 from tests.conftest import DATA
 from toolkit.core.errors import BadInput
-from toolkit.results import import_read, importer, llamabench_readers
+from toolkit.results import import_read, importer
 from toolkit.results.records import ResultStore
+from toolkit.runtimes.llama_bench import readers as llamabench_readers
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 CASES = DATA / "cases"

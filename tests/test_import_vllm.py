@@ -1,6 +1,6 @@
 """`toolkit import` of `vllm bench latency | serve | throughput` result files (issue 24, piece 1): the
 records our own vLLM runner writes (same method, axis, units, test names), judged by the same code
-(results/vllm_format.py): a served result whose requests generated fewer tokens than asked is stored
+(runtimes/vllm/output.py): a served result whose requests generated fewer tokens than asked is stored
 failed with the runner's "generated N of M requested tokens" (shared/cases/vllm-serve-short-outputs.json)."""
 
 from __future__ import annotations

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import DATA
-from toolkit.results import llamabench_format as lb
+from toolkit.runtimes.llama_bench import args as lb_args
+from toolkit.runtimes.llama_bench import output as lb
 from toolkit.spec.matrix import BenchAxes
 
 
 def test_bench_args_cross_the_matrix():
     axes = BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_batch=[2048], repetitions=3)
-    args = lb.bench_args(axes, "/models/m.gguf")
+    args = lb_args.bench_args(axes, "/models/m.gguf")
     s = " ".join(args)
     assert "-p 512,2048" in s and "-n 128" in s and "-ub 512,2048" in s and "-b 2048" in s
     assert "-fa 1" in s and "-ngl 999" in s and "-r 3" in s
@@ -102,9 +103,9 @@ def test_cooldown_is_llama_benchs_delay_before_each_test():
     """bench.cooldown_s -> llama-bench --delay N ("cool off before the test", llama-bench.cpp at
     0c1e57098); absent when 0 so older builds without --delay still run."""
     axes = BenchAxes(n_prompt=[512], n_gen=[128], cooldown_s=20)
-    args = lb.bench_args(axes, "/models/m.gguf")
+    args = lb_args.bench_args(axes, "/models/m.gguf")
     assert args[args.index("--delay") + 1] == "20"
-    assert "--delay" not in lb.bench_args(BenchAxes(n_prompt=[512], n_gen=[128]), "/m.gguf")
+    assert "--delay" not in lb_args.bench_args(BenchAxes(n_prompt=[512], n_gen=[128]), "/m.gguf")
 
 
 def test_fallback_messages_are_what_the_pinned_llama_bench_prints(llama_tree):
@@ -143,3 +144,23 @@ def test_no_device_capture_is_a_cpu_fallback():
     assert "ggml_vulkan: No devices found" in (
         backends.cpu_fallback_reason("vulkan", "Vulkan", None, log=err) or ""
     )
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [
+        BenchAxes(),
+        BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_depth=[0, 4096], repetitions=3),
+        BenchAxes(n_prompt=[64], n_gen=[16], threads=4, cooldown_s=2, flash_attn=[0, 1], n_gpu_layers=[0]),
+    ],
+)
+def test_the_one_flag_table_builds_the_command_and_reads_it_back(axes):
+    """bench_args and axes_from_args are one table (lb_args.FLAGS) in two directions: every axis the
+    command carries comes back as it went in, and what is left out is llama-bench's default."""
+    argv = ["docker", "run", "--rm", "img", "llama-bench", *lb_args.bench_args(axes, "/models/m.gguf")]
+    back = lb_args.axes_from_args(argv)
+    for f in lb_args.FLAGS:
+        value = getattr(axes, f.axis)
+        assert back.get(f.axis, value) == value and (f.axis in back or value in f.omit), f.flag
+    assert BenchAxes(**{**axes.model_dump(), **back}) == axes
+    assert lb_args.axes_from_args(["vllm", "bench", "-p", "5"]) == {}  # no llama-bench: nothing read

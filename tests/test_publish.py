@@ -23,8 +23,9 @@ from toolkit.host import devices
 from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.runtimes.llama_bench import args as lb_args
+from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
@@ -71,7 +72,7 @@ def bench_records(
     """The six records of the CPU smoke run (pp64/pp256/tg16 x ub32/ub512), tok/s x `scale`."""
     container = base.container_spec(
         DIGEST,
-        ["llama-bench"] + llamabench.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
+        ["llama-bench"] + lb_args.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
         devices.DeviceProfile.example("cpu"),
         model_dir=Path("/p/models"),
         shader_volume=None,
@@ -186,7 +187,7 @@ def test_push_without_a_registry_is_bad_input(cpu_project):
 def test_axes_round_trip_through_the_recorded_command():
     cmd = bench_records("r")[0].command
     assert cmd[:3] == ["docker", "run", "--rm"]
-    got = publish.axes_from_command(cmd)
+    got = lb_args.axes_from_args(cmd)
     assert BenchAxes(**got) == AXES
     assert publish.axes_from_records(bench_records("r"))["threads"] == 2  # pinned from llama-bench's choice
 

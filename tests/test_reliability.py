@@ -699,11 +699,11 @@ def test_a_comma_in_a_model_file_name_is_bad_input_naming_model_and_field(projec
 
 
 def test_a_comma_in_a_model_file_name_fails_the_dry_run_and_the_argument_list(project, tiny_gguf):
-    from toolkit.results import llamabench_format
+    from toolkit.runtimes.llama_bench import args as lb_args
     from toolkit.spec.matrix import BenchAxes
 
     with pytest.raises(BadInput, match="splits -m on commas"):
-        llamabench_format.bench_args(BenchAxes(), "/models/a,b.gguf")
+        lb_args.bench_args(BenchAxes(), "/models/a,b.gguf")
     p = _comma_project(project, tiny_gguf)
     res = run("bench", "--matrix", str(p), "--dry-run", "-i", "cpu", "-m", "tiny-qwen3moe")
     no_traceback(res)
@@ -1023,7 +1023,7 @@ def test_a_32_kb_sql_line_imports_in_linear_time(tmp_path):
 
 
 def readers_rows(text: str) -> list:
-    from toolkit.results import llamabench_readers as readers
+    from toolkit.runtimes.llama_bench import readers as readers
 
     return readers.read_source(text)[1]
 

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from tests.conftest import DATA
 from toolkit.analysis import plots, report, roofline, verdict
 from toolkit.cli.main import cli
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
+from toolkit.runtimes.llama_bench import output as llamabench
 
 GOLDEN = Path(__file__).parent / "golden"
 CPU_A = DATA / "results-cpu-a.jsonl"

@@ -17,8 +17,8 @@ import pytest
 from toolkit.analysis.roofline import assess, ceiling, gpu_count, gpu_use, roofline, why_no_roofline
 from toolkit.core import gpuspecs
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci, split_gpu_info
-from toolkit.results.llamabench_format import normalize
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+from toolkit.runtimes.llama_bench.output import normalize
 
 DATA = Path(__file__).parent / "data"
 H200_CUDA = DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl"

@@ -38,8 +38,8 @@ import yaml
 
 from tests import contract_env
 from tests.test_templates import _hadolint, _instructions, _merged, _stages
-from toolkit.bench.runners import sglang_args as sa
 from toolkit.images.render import render_image
+from toolkit.runtimes.sglang import args as sa
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -649,7 +649,7 @@ def test_contract_serving_fixture_has_the_keys_the_release_writes(release_python
 
 
 def test_attention_backend_log_forms():
-    """The three forms SGLang 0.5.15 logs its attention backend in (sglang_args._SGL_ATTN; the contract
+    """The three forms SGLang 0.5.15 logs its attention backend in (sglang.args._SGL_ATTN; the contract
     test below finds each in the pinned wheel)."""
     server = (
         "[2026-11-30 00:00:01] server_args=ServerArgs(model_path='/m', attention_backend='triton', "

@@ -1006,7 +1006,7 @@ def test_vllm_default_attention_backend_differs_by_release(vllm_sdist, version, 
     args = (vllm_sdist(version) / "vllm" / "engine" / "arg_utils.py").read_text()
     assert '"--attention-backend"' in args
     reg = (vllm_sdist(version) / "vllm" / "v1" / "attention" / "backends" / "registry.py").read_text()
-    assert re.search(rf"^\s+{lm.m.vllm.attention_backend} = ", reg, re.M)
+    assert re.search(rf"^\s+{lm.m.settings('vllm').attention_backend} = ", reg, re.M)
 
 
 def test_second_rocm_release_is_its_own_digest_pinned_image(lm, tmp_path):

@@ -36,7 +36,8 @@ from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.host.devices import DeviceProfile
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import VllmSettings, parse_matrix
+from toolkit.runtimes.vllm.settings import VllmSettings
+from toolkit.spec.matrix import parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -101,7 +102,7 @@ def test_attention_backend_is_pinned_from_the_matrix():
     passed as --attention-backend, stored in the record's engine, read back by reproduce."""
     from toolkit.spec.matrix import load_matrix
 
-    v = load_matrix(ROOT / "matrix.yaml").m.vllm
+    v = load_matrix(ROOT / "matrix.yaml").m.settings("vllm")
     assert v.attention_backend == "TRITON_ATTN"
     args = va.engine_args(v)
     assert args[args.index("--attention-backend") + 1] == "TRITON_ATTN"
@@ -772,7 +773,7 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
     cmds = [
         c for c in vr.vllm_commands(lm, lm.m.image("vllm"), lm.m.models[-1], engine=engine) if "vllm" in c
     ]
-    other = lm.m.vllm.model_copy(
+    other = lm.m.settings("vllm").model_copy(
         update=dict(enforce_eager=True, enable_prefix_caching=True, quantization=None)
     )
     argvs = [_vllm_argv(c) for c in cmds]
@@ -784,7 +785,7 @@ def test_pinned_release_parser_accepts_the_runners_argument_lists(release_python
     for r in ours:
         assert r["ok"], f"vLLM {version} rejects {' '.join(r['argv'])}: {r['error']}"
     assert not misspelt["ok"], "the harness accepts anything: the contract test would prove nothing"
-    v = lm.m.vllm
+    v = lm.m.settings("vllm")
     for r in ours[:-2]:
         a = r["args"]
         if r["argv"][:2] == ["bench", "serve"]:
@@ -989,8 +990,8 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     _, recs, _, _ = _run(
         tmp_path, monkeypatch, good_writer, max_num_batched_tokens=512, enforce_eager=True, quantization="fp8"
     )
-    assert (
-        va.settings_from_records(recs) == lm.m.vllm
+    assert va.settings_from_records(recs) == lm.m.settings(
+        "vllm"
     )  # every field, concurrency [1, 4] and num_iters 3 included
     assert all(r.timing["cache_cold"] == 1.0 and "cache_cold" not in r.engine for r in recs)
     # a method read from the checkpoint is not an override: it is read again from the same checkpoint
@@ -1014,7 +1015,7 @@ def test_settings_are_rebuilt_from_the_records_for_reproduce(tmp_path, monkeypat
     assert va.settings_from_records(old, {"num_iters": 99}).num_iters == 99
     assert va.settings_from_records(old).num_iters == 3
     # reproduce asks the runner through the registry; a run without vLLM records has no vLLM block
-    assert runners.get("vllm").settings_from_records(recs, {}) == lm.m.vllm
+    assert runners.get("vllm").settings_from_records(recs, {}) == lm.m.settings("vllm")
     assert runners.get("vllm").settings_from_records([], {}) is None
 
 
@@ -1059,9 +1060,9 @@ def test_gpu_probe_source_runs_on_the_pinned_releases_own_platform_code(release_
 @pytest.mark.parametrize("version", ["0.16.0", "0.28.0"])
 def test_attention_backend_log_forms_of_the_pinned_releases(vllm_sdist, version):
     """Both log forms name one backend: 0.16.0's ROCm chooser logs a display name right before returning
-    the enum (every pair read from its rocm.py is in vllm_format.ATTENTION_DISPLAY_NAMES), 0.28.0 logs
+    the enum (every pair read from its rocm.py is in vllm.output.ATTENTION_DISPLAY_NAMES), 0.28.0 logs
     the enum's name; log_notes + attention_backend_name give TRITON_ATTN for both."""
-    from toolkit.results.vllm_format import ATTENTION_DISPLAY_NAMES, attention_backend_name
+    from toolkit.runtimes.vllm.output import ATTENTION_DISPLAY_NAMES, attention_backend_name
 
     rocm = (vllm_sdist(version) / "vllm" / "platforms" / "rocm.py").read_text()
     if version == "0.16.0":

@@ -36,8 +36,8 @@ from toolkit.analysis.tables import (
     threads,
 )
 from toolkit.results.identity import value
-from toolkit.results.llamabench_format import effective_ubatch
 from toolkit.results.records import BenchRecord
+from toolkit.runtimes.llama_bench.output import effective_ubatch
 
 
 def __getattr__(name: str) -> Any:

@@ -22,9 +22,9 @@ from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head, RecordSelection
-from toolkit.results.llamabench_format import cpu_fallback_of, effective_ubatch
 from toolkit.results.records import BenchRecord
-from toolkit.results.vllm_format import attention_backend_name
+from toolkit.runtimes.llama_bench.output import cpu_fallback_of, effective_ubatch
+from toolkit.runtimes.vllm.output import attention_backend_name
 
 __all__ = [
     "AXES",
@@ -160,7 +160,7 @@ def image_label(r: BenchRecord | Head) -> str:
 def attention_used(r: BenchRecord) -> str | None:
     """The attention backend a vLLM or SGLang run used, as read from its own log: the record's
     `attention_backend` (stored by both runners), else its `engine.log_notes.attention_backend` (vLLM
-    records stored before that field), in one spelling per backend (vllm_format.attention_backend_name:
+    records stored before that field), in one spelling per backend (vllm.output.attention_backend_name:
     `Triton Attention` and `AttentionBackendEnum.TRITON_ATTN` are both TRITON_ATTN). None: not read
     (llama-bench, imports, a log that names none)."""
     used = (r.model_extra or {}).get("attention_backend")

@@ -27,8 +27,8 @@ from typing import Any
 from toolkit.bench.observe import RunObserver, kernel_fault
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import finite_or_none
+from toolkit.runtimes.llama_bench import output as llamabench
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
-from toolkit.results.llamabench_check import token_count
+from toolkit.runtimes.llama_bench.check import token_count
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""

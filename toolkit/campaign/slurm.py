@@ -672,7 +672,7 @@ def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], 
     `amd.com/gpu` (AMD's device plugin) for GPU backends, nodeSelector kubernetes.io/hostname = the
     node (or `toolkit/host: <key>` for hosts chosen by features). Returns (manifests, notes on slices
     not rendered). Not run on this machine: validated offline (kubernetes-validate) in the tests."""
-    from toolkit.results import llamabench_format as llamabench
+    from toolkit.runtimes.llama_bench import args as lb_args
 
     spec = CampaignSpec.model_validate(c.spec)
     docs: list[dict[str, Any]] = []
@@ -689,7 +689,7 @@ def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], 
         path = lm.resolve(model.path, what=f"models[{model.name}].path")
         in_ctr = f"/models/{path.name}"
         out_file = f"/results/{c.id}-{s.index}.jsonl"
-        cmd = ["llama-bench", *llamabench.bench_args(axes, in_ctr), "-o", "jsonl"]
+        cmd = ["llama-bench", *lb_args.bench_args(axes, in_ctr)]
         name = _k8s_name(f"tk-{c.id}-{s.index}")
         labels = {
             "app.kubernetes.io/name": "toolkit",

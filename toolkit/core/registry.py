@@ -18,10 +18,11 @@ RUNNERS: dict[str, str] = {
 """matrix.yaml `runner:` value -> "module:class" of its Runner."""
 
 SETTINGS: dict[str, str] = {
-    "sglang": "toolkit.bench.runners.sglang_args:SglangSettings",
+    "vllm": "toolkit.runtimes.vllm.settings:VllmSettings",
+    "sglang": "toolkit.runtimes.sglang.args:SglangSettings",
 }
 """matrix.yaml top-level block -> "module:class" of the pydantic model that validates it, for runners
-with settings of their own (`vllm:` predates the registry and is matrix.VllmSettings)."""
+with settings of their own (toolkit/runtimes/<runtime>/)."""
 
 _loaded: dict[str, Any] = {}
 

@@ -22,3 +22,7 @@ Axis = Literal["prefill", "decode", "mixed", "served"]
 Status = Literal["ok", "failed", "skipped"]
 
 # llama.cpp's own name for each backend, as it appears in llama-bench's `backends` field.
+
+INT64 = (-(2**63), 2**63 - 1)
+"""The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
+record beyond it is refused when made and skipped with a warning when read (a line written before)."""

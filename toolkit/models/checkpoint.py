@@ -182,7 +182,7 @@ def resolve_quantization(lm: LoadedMatrix, model: ModelSpec, model_dir: Path) ->
     checkpoint's method and the fix when vLLM would refuse the override (it differs from the
     checkpoint's method and is not one of that method's kernel variants, or it needs quantized
     weights the checkpoint does not have)."""
-    override = lm.m.vllm.quantization
+    override = lm.m.settings("vllm").quantization
     ck = read_quantization(model_dir)
     if override is None:
         return QuantChoice(ck.method if ck else None, "checkpoint" if ck else "none", ck)

@@ -36,6 +36,7 @@ from toolkit.results.records import (
     read_jsonl_numbered,
     write_json_atomic,
 )
+from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.spec.matrix import BenchAxes, LoadedMatrix
 
 NO_ATTESTATIONS = "not supported by the docker driver"
@@ -49,17 +50,6 @@ RUN_SCHEMA_VERSION = 1
 RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
 _REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
-_AXIS_FLAGS = {
-    "-p": "n_prompt",
-    "-n": "n_gen",
-    "-b": "n_batch",
-    "-ub": "n_ubatch",
-    "-fa": "flash_attn",
-    "-ngl": "n_gpu_layers",
-    "-d": "n_depth",
-    "-r": "repetitions",
-    "-t": "threads",
-}
 
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -354,25 +344,10 @@ class PublishedRun(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def axes_from_command(command: list[str]) -> dict[str, Any]:
-    """llama-bench axes from a recorded `docker run ... llama-bench -p 64,256 ...` argument list."""
-    if "llama-bench" not in command:
-        return {}
-    args = command[command.index("llama-bench") + 1 :]
-    axes: dict[str, Any] = {}
-    for flag, val in zip(args, args[1:], strict=False):
-        key = _AXIS_FLAGS.get(flag)
-        if key in ("repetitions", "threads"):
-            axes[key] = int(val)
-        elif key:
-            axes[key] = [int(x) for x in val.split(",")]
-    return axes
-
-
 def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
     """The run's axes: from the recorded llama-bench command, else from the records' values."""
     for r in records:
-        axes = axes_from_command(r.command)
+        axes = lb_args.axes_from_args(r.command)
         if axes:
             break
     else:

@@ -562,7 +562,13 @@ def bench_matrix(
     path = contained(workdir, "bench-matrix.yaml", what=f"{workdir}: bench-matrix.yaml")
     path.write_text(
         f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
-        + yaml.safe_dump(m.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        + yaml.safe_dump(
+            {
+                **m.model_dump(mode="json", exclude_none=True),
+                **{k: b.model_dump(mode="json", exclude_none=True) for k, b in m.runner_settings.items()},
+            },
+            sort_keys=False,
+        )
     )
     return LoadedMatrix(m, path)
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
-from toolkit.results.llamabench_check import parse_test_time
 from toolkit.results.records import BenchRecord
+from toolkit.runtimes.llama_bench.check import parse_test_time
 
 # llama-bench fields that are measurements, not part of what was asked.
 MEASUREMENT_FIELDS = frozenset(

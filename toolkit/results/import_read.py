@@ -1,5 +1,5 @@
 """Reading files given to `toolkit import`: size and encoding checks, the format of each file (every
-llama-bench format through llamabench_readers.find_source), small files read whole and large JSONL /
+llama-bench format through llama_bench.readers.find_source), small files read whole and large JSONL /
 JSON / CSV streamed in blocks, and the stored rows a new row is compared with."""
 
 from __future__ import annotations
@@ -21,14 +21,11 @@ from pydantic_core import PydanticSerializationError
 
 from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
-from toolkit.results import llamabench_format as llamabench
-from toolkit.results import llamabench_readers as readers
 from toolkit.results.identity import (
     TestKey,
     norm_field,
     test_key,
 )
-from toolkit.results.llamabench_check import check_row
 from toolkit.results.records import (
     BenchRecord,
     ImageRef,
@@ -36,6 +33,9 @@ from toolkit.results.records import (
     ResultStore,
     short_digest,
 )
+from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import readers as readers
+from toolkit.runtimes.llama_bench.check import check_row
 
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
 
@@ -300,7 +300,7 @@ STREAM_ABOVE = 1 << 20
 of whole lines: hashed, checked and turned into records as it is read), so its size is not bounded by
 MAX_IMPORT_BYTES and memory holds one row (a json element), a block and a batch of records. Which
 reader, and from which line, is decided on the file's first STREAM_HEAD bytes exactly as a whole read
-decides it (llamabench_readers.find_source). Smaller files, md and sql are read whole."""
+decides it (llama_bench.readers.find_source). Smaller files, md and sql are read whole."""
 
 
 STREAM_HEAD = 1 << 20
@@ -675,7 +675,7 @@ def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
 def _stream_plan(path: Path) -> tuple[str, int] | None:
     """(format, 0-based line it starts on) when `path` is read as a stream: its first STREAM_HEAD bytes
     (cut to whole lines) hold the start of a jsonl, json or csv read that yields rows, as a whole read
-    would find it (llamabench_readers.find_source); or they hold no rows but a JSONL line starts first
+    would find it (llama_bench.readers.find_source); or they hold no rows but a JSONL line starts first
     (jsonl is read line by line to the end). None: read it whole."""
     try:
         with path.open("rb") as fh:

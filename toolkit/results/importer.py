@@ -21,13 +21,14 @@ import array
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results import vllm_import
 from toolkit.results.identity import (
     test_key,
@@ -77,69 +78,94 @@ from toolkit.results.records import (
     ImageRef,
     ResultStore,
 )
+from toolkit.runtimes.llama_bench import output as llamabench
 
 
-def import_files(
-    store: ResultStore,
-    files: list[Path],
-    *,
-    label: str,
-    backend: str | None = None,
-    model_sha256: str | None = None,
-    digest: str | None = None,
-    now: datetime | None = None,
-    input_len: int | None = None,
-    output_len: int | None = None,
-) -> ImportResult:
-    """Parse every file, split the rows by system (llama.cpp build, backend, GPU: each its own image
-    name and digest, so one build never hides another), then append the records.
+@dataclass(frozen=True)
+class ImportOptions:
+    """What `toolkit import` was told beside the files (each None: read from the files, or unknown)."""
 
-    A file without a usable row, or --backend contradicting the rows, fails the whole import before
-    anything is written (BadInput). Rows that are not measurements are refused one by one with
-    `file:line: why` (llamabench_check_row); a nan stddev is recomputed from the samples
-    (records.BenchRecord); rows of one set that measure the same test become repetitions of one cell.
-    """
-    check_options(label, model_sha256, digest, [Path(f) for f in files])
-    if not files:
-        raise BadInput("no file given: name llama-bench output files to import")
-    before = _snapshot([Path(f) for f in files])  # checked again once every row is read
-    found = [vllm_import.sniff(Path(f)) for f in files]
-    if any(found):
-        vfiles = [v for v in found if v is not None]
-        other = [str(f) for f, v in zip(files, found, strict=True) if v is None]
-        if other:
-            raise BadInput(
-                f"{', '.join(other)}: not `vllm bench` result(s), imported together with {vfiles[0].path} "
-                "(one): import vLLM results and llama-bench output apart"
-            )
-        return _import_vllm(
-            store,
-            vfiles,
-            label=label,
-            backend=backend,
-            model_sha256=model_sha256,
-            digest=digest,
-            now=now,
-            input_len=input_len,
-            output_len=output_len,
-        )
+    label: str
+    backend: str | None = None
+    model_sha256: str | None = None
+    digest: str | None = None
+    now: datetime | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+
+
+@dataclass(frozen=True)
+class ImportFormat:
+    """One format `toolkit import` reads, behind one door: `claim(path)` answers "is this file mine?"
+    (a handle for `read`, or None, reading at most the file's head); `read(store, handles, opts,
+    before)` gives its records to the store and returns the ImportResult (BadInput for files it cannot
+    use). `before`: the files' (size, mtime) when the import began (checked again after reading)."""
+
+    name: str
+    claim: Callable[[Path], Any]
+    read: Callable[[ResultStore, list[Any], ImportOptions, list], ImportResult]
+
+
+def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, before: list) -> ImportResult:
     skipped: list[str] = []
     refused: list[str] = []
-    sources = [source_of(Path(f), skipped, refused) for f in files]
+    sources = [source_of(p, skipped, refused) for p in paths]
     with _spill(store.root) as spill, _spill(store.root) as aside:
         return _import_rows(
             store,
             sources,
             (spill, aside),
-            label=label,
-            backend=backend,
-            model_sha256=model_sha256,
-            digest=digest,
-            now=now,
+            label=o.label,
+            backend=o.backend,
+            model_sha256=o.model_sha256,
+            digest=o.digest,
+            now=o.now,
             skipped=skipped,
             refused=refused,
             before=before,
         )
+
+
+FORMATS: tuple[ImportFormat, ...] = (
+    ImportFormat(
+        "`vllm bench` results",
+        vllm_import.sniff,
+        lambda store, files, o, _before: _import_vllm(store, files, o),
+    ),
+    # last: it claims every file left, and its readers refuse, file by file, what is not llama-bench's
+    ImportFormat("llama-bench output", lambda path: path, _read_llama_bench),
+)
+"""The formats `toolkit import` reads, asked in order; the first that claims a file reads it. Adding
+a format: one module with its claim and read, and one entry here (docs/architecture.md)."""
+
+
+def import_files(store: ResultStore, files: list[Path], *, label: str, **options: Any) -> ImportResult:
+    """Import `files` (all of one format, FORMATS: the first format that claims each) into `store`
+    under `label`; `options`: the other ImportOptions fields. The llama-bench format splits its rows by
+    system (llama.cpp build, backend, GPU: each its own image name and digest, so one build never
+    hides another), then appends the records.
+
+    A file without a usable row, files of two formats, or --backend contradicting the rows, fails the
+    whole import before anything is written (BadInput). Rows that are not measurements are refused one
+    by one with `file:line: why` (llama_bench.check.check_row); a nan stddev is recomputed from the
+    samples (records.BenchRecord); rows of one set that measure the same test become repetitions of
+    one cell.
+    """
+    opts = ImportOptions(label, **options)
+    paths = [Path(f) for f in files]
+    check_options(label, opts.model_sha256, opts.digest, paths)
+    if not files:
+        raise BadInput("no file given: name llama-bench output files to import")
+    before = _snapshot(paths)  # checked again once every row is read
+    claims = [next((fmt, h) for fmt in FORMATS if (h := fmt.claim(p)) is not None) for p in paths]
+    fmt = claims[0][0]
+    other = [str(p) for p, (f, _) in zip(paths, claims, strict=True) if f is not fmt]
+    if other:
+        raise BadInput(
+            f"{', '.join(other)}: not {fmt.name}, imported together with {paths[0]} ({fmt.name}): import "
+            f"{' and '.join(dict.fromkeys(f.name for f, _ in claims))} apart"
+        )
+    return fmt.read(store, [h for _, h in claims], opts, before)
 
 
 def _snapshot(files: list[Path]) -> list[tuple[int, int] | None]:
@@ -423,28 +449,17 @@ def _import_rows(
     return res
 
 
-def _import_vllm(
-    store: ResultStore,
-    files: list[vllm_import.VllmFile],
-    *,
-    label: str,
-    backend: str | None,
-    model_sha256: str | None,
-    digest: str | None,
-    now: datetime | None,
-    input_len: int | None,
-    output_len: int | None,
-) -> ImportResult:
+def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: ImportOptions) -> ImportResult:
     """`vllm bench latency | serve | throughput` result files (results/vllm_import.py): one set, records
     with the runner's methods, axes and units; a served result that generated fewer tokens than asked
     is a failed record saying so. BadInput naming a file whose lengths are unknown."""
     for f in files:
-        vllm_import.resolve_lengths(f, input_len, output_len)
+        vllm_import.resolve_lengths(f, o.input_len, o.output_len)
     content = hashlib.sha256(b"".join(f.data for f in files)).hexdigest()
-    d = digest or f"import:{content}"
-    s_ = ImportedSet(label, d, {"runner": "vllm"})
+    d = o.digest or f"import:{content}"
+    s_ = ImportedSet(o.label, d, {"runner": "vllm"})
     res = ImportResult(
-        label,
+        o.label,
         d,
         [str(f.path) for f in files],
         formats={str(f.path): f"vllm-bench-{f.kind}" for f in files},
@@ -460,16 +475,16 @@ def _import_vllm(
         s_.already = res.already = True
         s_.name = known[(d, content)]
         return res
-    now = now or datetime.now(timezone.utc)
+    now = o.now or datetime.now(timezone.utc)
     image = ImageRef(
-        name=label,
-        ref=f"import:{label}",
+        name=o.label,
+        ref=f"import:{o.label}",
         digest=d,
-        backend=backend or "unknown",
+        backend=o.backend or "unknown",
         labels={"org.toolkit.imported-from": ", ".join(f.path.name for f in files)},
     )
     try:
-        recs = _vllm_records(files, image, now, content, model_sha256)
+        recs = _vllm_records(files, image, now, content, o.model_sha256)
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as err:
         # a value of the wrong type or size in one of the files (pydantic's ValidationError is a ValueError)
         first = reason_of(err).splitlines()[0][:200] if str(err) else type(err).__name__
@@ -481,7 +496,7 @@ def _import_vllm(
                 else "fix the value"
             )
         ) from None
-    return _finish_vllm(store, res, recs, files, backend)
+    return _finish_vllm(store, res, recs, files, o.backend)
 
 
 def _vllm_records(

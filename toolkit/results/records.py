@@ -35,13 +35,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from toolkit.core import jsonsafe
+from toolkit.core.types import INT64
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
 MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
-INT64 = (-(2**63), 2**63 - 1)
-"""The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
-record beyond it is refused when made and skipped with a warning when read (a line written before)."""
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
@@ -218,7 +216,7 @@ class BenchRecord(BaseModel):
 
         - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
           (ValueError naming the field); an ok record without a tok/s, or with 0 (a latency of 1e22 s
-          rounds to it), is refused too (as llamabench_check.check_row refuses a row);
+          rounds to it), is refused too (as llama_bench.check.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);

@@ -3,7 +3,7 @@
 A file is a vLLM result when it is one JSON object whose keys say which command wrote it (`kind_of`):
 latency (`avg_latency`, `latencies`), serve (`output_throughput` with `completed` or `num_prompts`),
 throughput (`elapsed_time`, `num_requests`, `tokens_per_second`). The records carry the method fields,
-axis and units of toolkit/bench/runners/vllm.py, judged by the same code (results/vllm_format.py):
+axis and units of toolkit/bench/runners/vllm.py, judged by the same code (runtimes/vllm/output.py):
 
     lat-L-1.json                prefill  vllm-bench-latency-prefill  pp L    avg_ts = L / avg_latency
     lat-L-(N+1).json + lat-L-1  decode   vllm-bench-latency-decode   tg N    avg_ts = N / difference,
@@ -27,8 +27,8 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
-from toolkit.results import vllm_format as vf
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+from toolkit.runtimes.vllm import output as vf
 
 KINDS = ("latency", "serve", "throughput")
 _NAMES = {

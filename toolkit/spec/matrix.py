@@ -5,7 +5,7 @@
       images:   [ImageSpec]             template + backend + template variables + source
       models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
       bench:    BenchAxes               llama-bench axes, crossed
-      vllm:     VllmSettings            engine settings pinned for vLLM runs
+      vllm: / sglang:                   runner settings blocks (toolkit.core.registry.SETTINGS)
       campaign: CampaignSpec            Slurm hosts and what each measures (`toolkit campaign`)
 
 `load_matrix(path)` validates with pydantic and raises `BadInput` whose message names the file,
@@ -44,7 +44,7 @@ from toolkit.spec.schema import (
     Matrix,
     ModelSpec,
     SourceSpec,
-    VllmSettings,
+    StrictBlock,
     check_template_var,
     excerpt,
     memory_bytes,

@@ -5,7 +5,7 @@ Matrix
   images:   [ImageSpec]             template + backend + template variables + source
   models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
   bench:    BenchAxes               llama-bench axes, crossed
-  vllm:     VllmSettings            engine settings pinned for vLLM runs
+  vllm: / sglang:                   runner settings blocks (toolkit.core.registry.SETTINGS)
   campaign: CampaignSpec            Slurm hosts and what each measures (`toolkit campaign`)
 """
 
@@ -73,7 +73,7 @@ _NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
-class _Strict(BaseModel):
+class StrictBlock(BaseModel):
     """Every matrix block: unknown keys refused, and strict types (pydantic strict mode) — a value of
     the wrong type is refused, never coerced: `true` is no integer, `"512"` no count, a set or a
     tuple no list, a date no string (issue 21: `gfx_targets: false` reached the template)."""
@@ -97,7 +97,7 @@ def _check_one_line(value: str, what: str) -> str:
     return value
 
 
-class SourceSpec(_Strict):
+class SourceSpec(StrictBlock):
     """Where a source tree comes from. Exactly one of git / path / archive / pypi.
 
     - git + ref: clone and check out `ref` (tag, branch or commit); the resolved commit is recorded.
@@ -166,7 +166,7 @@ class SourceSpec(_Strict):
         return next(k for k in ("git", "path", "archive", "pypi") if getattr(self, k))
 
 
-class ImageSpec(_Strict):
+class ImageSpec(StrictBlock):
     """One image: rendered from `template` into images/<name>/Dockerfile, built, benchmarked.
 
     `vars` are the template variables (strings/numbers/lists); `source` names an entry of
@@ -290,7 +290,7 @@ def check_template_var(key: str, val: Any) -> None:
     _check_safe(val, f"template variable {key!r} value")
 
 
-class HfFile(_Strict):
+class HfFile(StrictBlock):
     """A file (or, without `file`, a whole checkpoint) on the Hugging Face Hub, downloaded with
     huggingface_hub when asked. `revision` pins it: a 40-hex commit hash (branches and tags move);
     `toolkit fetch-model` resolves and writes it where it is missing."""
@@ -310,7 +310,7 @@ class HfFile(_Strict):
         return v
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictBlock):
     """A model: a GGUF file (llama.cpp) or a Hugging Face model directory (vLLM).
 
     `path` is relative to the matrix file. `generate: tiny-qwen3moe` creates a tiny random-weight
@@ -352,7 +352,7 @@ _AUTO_AXES = frozenset({"flash_attn", "n_gpu_layers"})
 """The axes where llama-bench takes -1 (flash attention auto, all GPU layers)."""
 
 
-class BenchAxes(_Strict):
+class BenchAxes(StrictBlock):
     """llama-bench axes; every list is crossed (one llama-bench process per image x model).
 
     n_prompt -> -p, n_gen -> -n, n_ubatch -> -ub, n_batch -> -b, flash_attn -> -fa,
@@ -543,41 +543,10 @@ def memory_bytes(value: str) -> int:
     return n
 
 
-class VllmSettings(_Strict):
-    """vLLM engine settings pinned for every vLLM run and recorded with each result.
-
-    `quantization` None (the default): vLLM uses the method the checkpoint's config.json states
-    (`quantization_config.quant_method`), which the toolkit reads and records. Set, it is passed as
-    `--quantization` and must match the checkpoint (or be one of vLLM's kernel variants of its method);
-    a mismatch is refused before any container starts (toolkit/models/checkpoint.py)."""
-
-    max_num_batched_tokens: int = Field(8192, ge=1, le=MAX_TOKENS)
-    max_model_len: int = Field(8192, ge=1, le=MAX_TOKENS)
-    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
-    quantization: str | None = None
-    dtype: str = "float16"
-    enforce_eager: bool = False
-    enable_prefix_caching: bool = False
-    # `--attention-backend` (an AttentionBackendEnum name, e.g. TRITON_ATTN); None: the release's default
-    attention_backend: str | None = Field(None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$")
-    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    num_prompts_per_level: int = Field(32, ge=1, le=MAX_COUNT)
-    num_iters: int = Field(10, ge=1, le=MAX_COUNT)
-    num_iters_warmup: int = Field(3, ge=0, le=MAX_COUNT)
-    ready_timeout_s: float = Field(1800, gt=0, le=7 * 24 * 3600)
-
-    @field_validator("concurrency")
-    @classmethod
-    def _levels(cls, v: list[int]) -> list[int]:
-        if any(c < 1 or c > MAX_COUNT for c in v):
-            raise ValueError(f"concurrency levels must be from 1 to {MAX_COUNT}")
-        return v
-
-
 _SLURM_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
-class CampaignHost(_Strict):
+class CampaignHost(StrictBlock):
     """One host of a campaign: where its slices run and what they measure.
 
     `node`: the Slurm node name (sbatch -w); `features`: node features instead (--constraint, all
@@ -625,7 +594,7 @@ class CampaignHost(_Strict):
         return self.alias or self.node or ""
 
 
-class CampaignSpec(_Strict):
+class CampaignSpec(StrictBlock):
     """The `campaign:` block: one Slurm job per (host, image, model) slice (toolkit/campaign/slurm.py).
 
     partition: sbatch -p (default: the cluster's default); gres_type: the GPU GRES type each job asks
@@ -672,7 +641,7 @@ class CampaignSpec(_Strict):
         return self
 
 
-class Matrix(_Strict):
+class Matrix(StrictBlock):
     """The whole matrix file. `path` is where it was loaded from (not part of the schema)."""
 
     schema_version: Literal[1]
@@ -680,7 +649,6 @@ class Matrix(_Strict):
     images: list[ImageSpec]
     models: list[ModelSpec]
     bench: BenchAxes = Field(default_factory=BenchAxes)
-    vllm: VllmSettings = Field(default_factory=VllmSettings)
     registry: str | None = None
     # RADV advertises VK_KHR_cooperative_matrix on GFX12 (RDNA4) from Mesa 25.1.0 (docs/relnotes/25.1.0.rst:
     # "radv: advertise VK_KHR_cooperative_matrix on GFX12"); 25.0.x runs llama.cpp without it
@@ -733,6 +701,11 @@ class Matrix(_Strict):
                     f"(defined: {', '.join(self.sources) or 'none'})"
                 )
         return self
+
+    def settings(self, key: str) -> Any:
+        """The validated settings block of a registered runner (`vllm`, `sglang`: their defaults when
+        the file has none). KeyError for a block no runner registers."""
+        return self.runner_settings[key]
 
     def image(self, name: str) -> ImageSpec:
         for img in self.images:

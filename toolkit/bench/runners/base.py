@@ -39,7 +39,7 @@ from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, timing_value
-from toolkit.results.vllm_format import (  # noqa: F401  (re-exported: the runners' shortfall check)
+from toolkit.runtimes.vllm.output import (  # noqa: F401  (re-exported: the runners' shortfall check)
     SERVED_TOLERANCE,
     served_shortfall_error,
 )

@@ -47,8 +47,9 @@ from toolkit.core import backends, signals
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore
+from toolkit.runtimes.llama_bench import args as lb_args
+from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 
@@ -144,7 +145,7 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str] 
     """The container of one llama-bench process over `axes` on model file `path`, with the `bench.env`
     combination `env` set (-e; it may not replace the device selection and caches the toolkit sets)."""
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
-    command = ["llama-bench"] + llamabench.bench_args(axes, f"/models/{path.name}")
+    command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
     rs = container_spec(
         build.digest,

@@ -10,7 +10,7 @@ Axes (the same as llama-bench's, shared/reference/vllm-and-sglang.md):
 - served c C: launch_server, then benchmark.serving per level with exactly in/out tokens; a level whose
   generated tokens fall short of requests x output length is failed (the vLLM check, reused).
 The chunked-prefill size is pinned to the micro-batch (`bench.n_ubatch`, one run per value) and
-recorded with attention backend, KV dtype and graphs on/off. Argument lists: toolkit.bench.runners.sglang_args,
+recorded with attention backend, KV dtype and graphs on/off. Argument lists: toolkit.runtimes.sglang.args,
 checked against SGLang 0.5.15's own parsers in tests/test_sglang.py.
 """
 
@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 
 from toolkit.bench.observe import kernel_fault, with_window
 from toolkit.bench.runners import platform_probe
-from toolkit.bench.runners import sglang_args as sa
 from toolkit.bench.runners.base import (
     Case,
     Outcome,
@@ -42,8 +41,9 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import backends
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
-from toolkit.results import llamabench_format as llamabench
 from toolkit.results.records import BenchRecord, ModelRef
+from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.sglang import args as sa
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
 HEALTH = [
@@ -119,7 +119,7 @@ class SglangRunner:
         self, records: list[BenchRecord], base: dict[str, Any]
     ) -> sa.SglangSettings | None:
         """The `sglang:` block a run used: `base` overridden by the settings its records' `engine`
-        states (sglang_args.pinned_engine) and its served concurrency levels."""
+        states (sglang.args.pinned_engine) and its served concurrency levels."""
         recs = [r for r in records if r.runner == self.name and r.engine]
         if not recs:
             return None

@@ -69,7 +69,7 @@ from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: D
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
-from toolkit.results.vllm_format import (
+from toolkit.runtimes.vllm.output import (
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
@@ -79,7 +79,8 @@ from toolkit.results.vllm_format import (
     parse_latency,
     parse_serve,
 )
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec, VllmSettings
+from toolkit.runtimes.vllm.settings import VllmSettings
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 HEALTH_POLL_S = 5.0
 
@@ -116,7 +117,7 @@ class _Ctx:
 
     @property
     def v(self) -> VllmSettings:
-        return self.lm.m.vllm
+        return self.lm.m.settings("vllm")
 
 
 def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
@@ -568,12 +569,8 @@ def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Chec
     BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
     model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
     if not path.is_dir():
-        return Checkpoint(
-            hf_checkpoint.QuantChoice(
-                lm.m.vllm.quantization, "matrix" if lm.m.vllm.quantization else "none", None
-            ),
-            None,
-        )
+        q = lm.m.settings("vllm").quantization
+        return Checkpoint(hf_checkpoint.QuantChoice(q, "matrix" if q else "none", None), None)
     quant = hf_checkpoint.resolve_quantization(lm, model, path)
     return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
 
@@ -642,7 +639,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
     why, probe = platform_probe.run_probe(ctx, _spec(vctx, [], _name(vctx, "probe")), "vllm")
     if why:
         return [Outcome(spec.name, model.name, "failed", why)]
-    v = lm.m.vllm
+    v = lm.m.settings("vllm")
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(
         run_id=opts.run_id,

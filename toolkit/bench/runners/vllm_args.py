@@ -2,7 +2,7 @@
 `vllm serve` and `vllm bench serve` for the pinned settings (the contract test feeds them to the pinned
 release's own parser), which commands one (image, model) needs, and the parsers of what vLLM writes
 (its result JSON, tolerant of neighbouring releases; its log's attention backend and platform).
-The runner (vllm.py) keeps the container side, as sglang.py does beside sglang_args.py."""
+The runner (vllm.py) keeps the container side, as sglang.py does beside runtimes/sglang/args.py."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import jsonsafe
 from toolkit.results.records import BenchRecord
-from toolkit.results.vllm_format import (
+from toolkit.runtimes.vllm.output import (
     ATTENTION_DISPLAY_NAMES,
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
 )
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, VllmSettings
+from toolkit.runtimes.vllm.settings import VllmSettings
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix
 
 SERVE_PORT = 8000
 
@@ -229,7 +230,7 @@ def latency_plan(lm: LoadedMatrix) -> list[LatencyRun]:
 
 def serve_plan(lm: LoadedMatrix) -> list[ServeLevel]:
     """One level per (L, N, C); at least C prompts so concurrency C is actually reached."""
-    v = lm.m.vllm
+    v = lm.m.settings("vllm")
     return [
         ServeLevel(p, n, c, max(v.num_prompts_per_level, c))
         for p in lm.m.bench.n_prompt
@@ -335,7 +336,7 @@ def fallback_error(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
 def cases(lm: LoadedMatrix) -> list[Case]:
     """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
     one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
-    v = lm.m.vllm
+    v = lm.m.settings("vllm")
     out: list[Case] = [
         {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
         for p in lm.m.bench.n_prompt

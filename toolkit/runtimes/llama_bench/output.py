@@ -1,4 +1,4 @@
-"""llama-bench: the argument list we run, and a tolerant parser of what it prints.
+"""llama-bench: what it prints, read tolerantly (the argument list is args.py).
 
 Facts (flags, JSONL fields and their drift, micro-batch clamping) come from llama.cpp's
 tools/llama-bench/llama-bench.cpp and shared/reference/llama-bench.md. One process measures the
@@ -8,67 +8,19 @@ whole crossed matrix for one (image, model): list-valued flags are crossed by ll
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.errors import BadInput
-from toolkit.results import llamabench_readers as readers
-from toolkit.results.llamabench_check import check_row
-from toolkit.spec.matrix import BenchAxes
+from toolkit.runtimes.llama_bench import readers
+from toolkit.runtimes.llama_bench.check import check_row
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
 # Messages that mean a GPU build ran on the CPU (backends.FALLBACK_MESSAGES; llama-bench.md, "Output").
 CPU_FALLBACK_PATTERNS = backends.FALLBACK_MESSAGES
 
 
-def _csv(values: Sequence[int]) -> str:
-    return ",".join(str(v) for v in values)
-
-
-def bench_args(axes: BenchAxes, model_path: str, *, device: str | None = None) -> list[str]:
-    """The llama-bench argument list (argv[1:]) for the crossed matrix, JSONL on stdout.
-
-    `-fa 1` (not `on`: older builds read a word as false). `-d` and `-t` are passed only when
-    set away from their defaults so older builds without them still run. BadInput for a model path
-    with a comma: llama-bench splits `-m` values on commas (one model per part).
-    """
-    if "," in model_path:
-        raise BadInput(
-            f"model file {model_path!r}: llama-bench splits -m on commas and would look for "
-            f"{len(model_path.split(','))} models; rename the file without commas"
-        )
-    args = [
-        "-m",
-        model_path,
-        "-p",
-        _csv(axes.n_prompt),
-        "-n",
-        _csv(axes.n_gen),
-        "-b",
-        _csv(axes.n_batch),
-        "-ub",
-        _csv(axes.n_ubatch),
-        "-fa",
-        _csv(axes.flash_attn),
-        "-ngl",
-        _csv(axes.n_gpu_layers),
-        "-r",
-        str(axes.repetitions),
-    ]
-    if axes.n_depth != [0]:
-        args += ["-d", _csv(axes.n_depth)]
-    if axes.threads:
-        args += ["-t", str(axes.threads)]
-    if axes.cooldown_s:
-        args += ["--delay", str(axes.cooldown_s)]
-    if device:
-        args += ["-dev", device]
-    return args + ["-o", "jsonl", "--progress"]
-
-
 def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """Objects from llama-bench stdout (llamabench_readers.read_jsonl: log lines skipped, a line that
+    """Objects from llama-bench stdout (llama_bench.readers.read_jsonl: log lines skipped, a line that
     starts like a record but does not parse noted in `skipped`)."""
     return [r.fields for r in readers.read_jsonl(text, skipped)]
 
@@ -80,12 +32,12 @@ def parse_json_array(text: str, skipped: list[str] | None = None) -> list[dict[s
 
 def parse_csv(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """`-o csv` output, typed as llama-bench types each field (rows whose field count differs from
-    the header are left out here; llamabench_readers.read_csv keeps them with the reason)."""
+    the header are left out here; llama_bench.readers.read_csv keeps them with the reason)."""
     return [r.fields for r in readers.read_csv(text, skipped) if r.problem is None]
 
 
 def parse_any(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of llama-bench output in any of its formats (llamabench_readers.read_source), without
+    """The rows of llama-bench output in any of its formats (llama_bench.readers.read_source), without
     the rows a reader found malformed."""
     return [r.fields for r in readers.read_source(text, skipped)[1] if r.problem is None]
 

@@ -9,7 +9,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.results.llamabench_readers import (
+from toolkit.core.types import INT64
+from toolkit.runtimes.llama_bench.readers import (
     ARRAY_FIELDS,
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -19,7 +20,6 @@ from toolkit.results.llamabench_readers import (
     as_float,
     value_kind,
 )
-from toolkit.results.records import INT64
 
 
 def _as_number(v: Any) -> Any:

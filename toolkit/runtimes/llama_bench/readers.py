@@ -9,7 +9,7 @@ whose field count differs from its header is never shifted into other columns: i
 `problem`); whether a row is a measurement is decided once, by `check_row`, for every format (and
 for `toolkit bench`'s own rows).
 
-The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llamabench_check.py.
+The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llama_bench/check.py.
 """
 
 from __future__ import annotations
