@@ -469,7 +469,7 @@ fi
 #     torch CPU wheel the vLLM CPU image installs (e2e); shellcheck (the scripts' own test). PyPI has no `+cpu` builds: the wheel comes
 #     from pip's find-links when it is already on disk, else from PyTorch's CPU index
 #     ($TOOLKIT_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) into $WHEEL_DIR.
-TORCH_CPU=2.13.0+cpu  # = tests/contract_env.py TORCH_CPU (tests/test_setup_host.py checks)
+TORCH_CPU=2.13.0+cpu  # = tests/support/contract_env.py TORCH_CPU (tests/test_setup_host.py checks)
 WHEEL_DIR=/var/cache/toolkit/wheels
 if [ "$TEST" = 1 ]; then
   # gcc only Recommends libc6-dev (crt1.o, crti.o): without it nothing links ("cannot find Scrt1.o")

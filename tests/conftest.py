@@ -48,11 +48,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def registry():
     """The loopback registry, one per test module: Debian's docker-registry in a throwaway container
     started through testcontainers at 127.0.0.1:<port> (`registry.host`), manifest deletes enabled,
-    removed with the module (or by the reaper if the test process dies). tests/service_containers.py."""
-    from tests.e2e_helpers import engine_or_skip
+    removed with the module (or by the reaper if the test process dies). tests/support/service_containers.py."""
+    from tests.support.e2e_helpers import engine_or_skip
 
     engine_or_skip()
-    from tests.service_containers import LoopbackRegistry
+    from tests.support.service_containers import LoopbackRegistry
 
     with LoopbackRegistry() as reg:
         yield reg

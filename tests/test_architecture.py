@@ -303,3 +303,19 @@ def test_other_packages_enter_a_split_package_through_its_door(where, door):
         if pattern.search(ln)
     ]
     assert not offenders, offenders
+
+
+def test_no_test_module_imports_another():
+    """Helpers live in one package, tests/support/; a test module imports none of its siblings (issue 30)."""
+    offenders = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("tests.test_") or n == "tests"]
+    assert not offenders, offenders

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_helpers import make_project
+from tests.support.e2e_helpers import make_project
 from toolkit.bench.runners.base import model_sha256
 from toolkit.models.tiny import sha256_file
 from toolkit.spec.matrix import load_matrix
@@ -475,7 +475,7 @@ def test_reproduce_of_a_file_is_bad_input():
 
 @pytest.fixture
 def results_with_a_record(tmp_path):
-    from tests.test_report import make_record
+    from tests.support.records import make_record
     from toolkit.results.records import ResultStore
 
     store = ResultStore(tmp_path / "results")
@@ -499,7 +499,7 @@ def test_report_to_a_path_of_the_wrong_kind_is_bad_input(results_with_a_record, 
 
 
 def test_report_to_a_folder_without_permission_is_still_a_file_system_error(results_with_a_record, tmp_path):
-    from tests.test_faults import _no_dac, tk
+    from tests.support.runs import _no_dac, tk
 
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
@@ -560,7 +560,7 @@ def test_results_under_a_file_is_bad_input_before_the_engine(project):
 def test_a_result_that_cannot_be_written_mid_run_stays_exit_8(tmp_path):
     """Mid-run a wrong kind of path under results/ (a file where the digest folder goes) is still a
     result not written: FileSystemError (exit 8; bench adds what was saved), with advice that fits."""
-    from tests.test_report import make_record
+    from tests.support.records import make_record
     from toolkit.bench import guard
     from toolkit.core.errors import FileSystemError
     from toolkit.results.records import ResultStore

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report import make_record
+from tests.support.records import make_record
 from toolkit.analysis import compare
 from toolkit.core.errors import BadInput
 from toolkit.results.records import ResultStore

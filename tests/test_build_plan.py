@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_helpers import run_cli
-from tests.test_doctor import IMAGES, fake_host
+from tests.support.e2e_helpers import run_cli
+from tests.support.hosts import IMAGES, fake_host
 from toolkit.images.build_plan import BuildSteps, host_plan, previous_build_note
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.spec.matrix import load_matrix

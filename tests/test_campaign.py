@@ -26,7 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
+from tests.support.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
 from toolkit.analysis import tables, verdict
 from toolkit.campaign import slurm as cmod
 from toolkit.cli.main import cli

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DATA
-from tests.test_report import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
+from tests.support.records import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
 from toolkit.analysis import compare, report
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput, Regression

@@ -7,6 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hosts import (
+    GIB,
+    KFD_GID,
+    RENDER_GID,
+    add_cpu_node,
+    add_gpu,
+    build_host,
+    host,
+    igpu,
+    kfd,
+    make_dev,
+    r9700,
+    render,
+)
 from toolkit.core.errors import BadInput
 from toolkit.host.devices import (
     DeviceMissing,
@@ -21,10 +35,6 @@ from toolkit.host.devices import (
     vulkan_profile,
 )
 
-GIB = 1024**3
-KFD_GID, RENDER_GID = 993, 992
-
-
 # ---------------------------------------------------------------------------------------------
 # Fake hosts
 
@@ -36,116 +46,6 @@ def profile_args(p: DeviceProfile) -> list[str]:
 
     cmd = engine.run_command(p.run_spec("img", ["cmd"], network=None))
     return cmd[3 : cmd.index("img")]
-
-
-def add_cpu_node(sysfs: Path, node: int = 0) -> None:
-    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
-    d.mkdir(parents=True)
-    (d / "properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n")
-
-
-def add_gpu(
-    sysfs: Path,
-    *,
-    node: int | None,
-    minor: int,
-    pci: str,
-    gfx_version: int = 120001,
-    vram: int = 32 * GIB,
-    device_id: str = "0x7551",
-    vendor: str = "0x1002",
-    card: int | None = None,
-    drm_vram: bool = True,
-    revision: str = "0xc0",
-) -> None:
-    """One GPU: a KFD node (unless node is None) and a DRM render node (+ card) behind a PCI device.
-    The files are those amdgpu/PCI expose under /sys/bus/pci/devices/<bdf>/ (vendor, device,
-    revision, mem_info_vram_total); a stand-in for hardware this machine does not have."""
-    pcidir = sysfs / "devices/pci0000:00" / pci
-    pcidir.mkdir(parents=True)
-    (pcidir / "vendor").write_text(vendor + "\n")
-    (pcidir / "device").write_text(device_id + "\n")
-    (pcidir / "revision").write_text(revision + "\n")
-    if drm_vram:
-        (pcidir / "mem_info_vram_total").write_text(f"{vram}\n")
-    drm = sysfs / "class/drm"
-    render = drm / f"renderD{minor}"
-    render.mkdir(parents=True)
-    (render / "device").symlink_to(pcidir)
-    if card is not None:
-        (drm / f"card{card}").mkdir()
-        (drm / f"card{card}" / "device").symlink_to(pcidir)
-        (drm / f"card{card}-DP-1").mkdir()  # a connector: not a card node
-    if node is None:
-        return
-    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
-    d.mkdir(parents=True)
-    (d / "properties").write_text(
-        "cpu_cores_count 0\nsimd_count 128\nmem_banks_count 1\n"
-        f"gfx_target_version {gfx_version}\nvendor_id {int(vendor, 16)}\ndevice_id {int(device_id, 16)}\n"
-        f"drm_render_minor {minor}\n"
-    )
-    bank = d / "mem_banks/0"
-    bank.mkdir(parents=True)
-    (bank / "properties").write_text(f"heap_type 1\nsize_in_bytes {vram}\nwidth 256\n")
-
-
-def r9700(sysfs: Path, node: int = 1, minor: int = 128, pci: str = "0000:03:00.0", card: int = 0) -> None:
-    add_gpu(sysfs, node=node, minor=minor, pci=pci, card=card)
-
-
-def igpu(sysfs: Path, node: int = 2, minor: int = 129, pci: str = "0000:7c:00.0", card: int = 1) -> None:
-    add_gpu(
-        sysfs,
-        node=node,
-        minor=minor,
-        pci=pci,
-        gfx_version=100306,
-        vram=512 * 1024**2,
-        device_id="0x164e",
-        card=card,
-        revision="0xc1",
-    )
-
-
-def make_dev(root: Path, renders: tuple[int, ...] = (128,), kfd: bool = True) -> Path:
-    """Stand-in device nodes (regular files) with the host's GIDs as a test chooses them."""
-    dev = root / "dev"
-    (dev / "dri").mkdir(parents=True)
-    paths = [(dev / "dri" / f"renderD{m}", RENDER_GID) for m in renders]
-    if kfd:
-        paths.append((dev / "kfd", KFD_GID))
-    for p, gid in paths:
-        p.touch()
-        try:
-            os.chown(p, 0, gid)
-        except PermissionError:
-            pytest.skip("needs root to chown stand-in device nodes")
-    return dev
-
-
-def build_host(sysfs: Path, kind: str) -> None:
-    """one-gpu: R9700; two-gpus: R9700 + iGPU; igpu-first: the iGPU is KFD node 1; two-dgpus: 2x R9700;
-    two-dgpus-igpu: 2x R9700 (renderD128, renderD129) + a gfx1036 iGPU (renderD130)."""
-    add_cpu_node(sysfs)
-    if kind == "igpu-first":
-        igpu(sysfs, node=1)
-        r9700(sysfs, node=2)
-        return
-    r9700(sysfs)
-    if kind == "two-gpus":
-        igpu(sysfs)
-    elif kind in ("two-dgpus", "two-dgpus-igpu"):
-        r9700(sysfs, node=2, minor=129, pci="0000:04:00.0", card=1)
-    if kind == "two-dgpus-igpu":
-        igpu(sysfs, node=3, minor=130, card=2)
-
-
-def host(tmp_path: Path, kind: str) -> tuple[list[Gpu], Path]:
-    sysfs = tmp_path / "sys"
-    build_host(sysfs, kind)
-    renders = {"one-gpu": (128,), "two-dgpus-igpu": (128, 129, 130)}.get(kind, (128, 129))
-    return detect_gpus(sysfs), make_dev(tmp_path, renders)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,14 +144,6 @@ def test_detect_this_machine_has_no_gpu() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Profiles
-
-
-def kfd(dev: Path) -> str:
-    return f"{dev}/kfd:/dev/kfd:rwm"
-
-
-def render(dev: Path, minor: int) -> str:
-    return f"{dev}/dri/renderD{minor}:/dev/dri/renderD{minor}:rwm"
 
 
 # Docker's default seccomp profile stays on (AMD documents seccomp=unconfined as optional)

@@ -8,69 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hosts import IMAGES, fake_host
 from toolkit.host.doctor import GFX_TARGETS_LABEL, DoctorReport, diagnose, format_doctor
 from toolkit.host.info import host_facts
-from toolkit.spec.matrix import ImageSpec
 
-GIB = 1024**3
-IMAGES = [
-    ImageSpec(name="rocm", template="llama-rocm.Dockerfile.j2", backend="rocm"),
-    ImageSpec(name="vulkan", template="llama-vulkan.Dockerfile.j2", backend="vulkan"),
-    ImageSpec(name="cpu", template="llama-cpu.Dockerfile.j2", backend="cpu"),
-    ImageSpec(name="vllm", template="vllm-rocm.Dockerfile.j2", backend="rocm", runner="vllm"),
-]
 DOCKER_INFO = {
     "ServerVersion": "26.1.5",
     "ApiVersion": "1.45",
     "ClientInfo": {"Plugins": [{"Name": "buildx", "Version": "v0.13.1"}]},
 }
-
-
-def gpu(sysfs: Path, *, node: int, minor: int, pci: str, gfx_version: int, vram: int, device_id: str) -> None:
-    pcidir = sysfs / "devices/pci0000:00" / pci
-    pcidir.mkdir(parents=True)
-    (pcidir / "vendor").write_text("0x1002\n")
-    (pcidir / "device").write_text(device_id + "\n")
-    (pcidir / "mem_info_vram_total").write_text(f"{vram}\n")
-    (sysfs / "class/drm" / f"renderD{minor}").mkdir(parents=True)
-    (sysfs / "class/drm" / f"renderD{minor}" / "device").symlink_to(pcidir)
-    d = sysfs / "class/kfd/kfd/topology/nodes" / str(node)
-    d.mkdir(parents=True)
-    (d / "properties").write_text(
-        f"cpu_cores_count 0\nsimd_count 128\ngfx_target_version {gfx_version}\ndrm_render_minor {minor}\n"
-    )
-
-
-def fake_host(tmp_path: Path, *, with_igpu: bool = False, cmdline: str = "quiet") -> dict:
-    """An R9700 host (optionally with an iGPU), stand-in device nodes and /proc, /etc."""
-    sysfs, dev, proc, etc = (tmp_path / d for d in ("sys", "dev", "proc", "etc"))
-    gpu(sysfs, node=1, minor=128, pci="0000:03:00.0", gfx_version=120001, vram=32 * GIB, device_id="0x7551")
-    if with_igpu:
-        gpu(
-            sysfs,
-            node=2,
-            minor=129,
-            pci="0000:7c:00.0",
-            gfx_version=100306,
-            vram=512 * 1024**2,
-            device_id="0x164e",
-        )
-    (dev / "dri").mkdir(parents=True)
-    for name in ["kfd", "dri/renderD128"] + (["dri/renderD129"] if with_igpu else []):
-        (dev / name).touch()
-        os.chown(dev / name, 0, 993)
-    (proc / "sys/kernel").mkdir(parents=True)
-    (proc / "cmdline").write_text(cmdline + "\n")
-    (proc / "sys/kernel/osrelease").write_text("6.17.0-8-generic\n")
-    (proc / "sys/kernel/hostname").write_text("r9700-box\n")
-    (proc / "cpuinfo").write_text(
-        "processor\t: 0\nmodel name\t: AMD Ryzen 9 7950X 16-Core Processor\nphysical id\t: 0\ncore id\t: 0\n\n"
-        "processor\t: 1\nmodel name\t: AMD Ryzen 9 7950X 16-Core Processor\nphysical id\t: 0\ncore id\t: 0\n"
-    )
-    (proc / "meminfo").write_text("MemTotal:       65536000 kB\nMemFree:        1000 kB\n")
-    etc.mkdir()
-    (etc / "os-release").write_text('NAME="Ubuntu"\nPRETTY_NAME="Ubuntu 25.10"\n')
-    return {"sysfs": sysfs, "dev": dev, "proc": proc, "etc": etc}
 
 
 def verdict(report: DoctorReport, name: str):
@@ -253,8 +199,8 @@ def test_host_facts_this_machine() -> None:
 
 def test_doctor_shows_each_gpus_power_state_on_a_fake_r9700_tree(tmp_path):
     """Issue 22 item 4: doctor reads the card's power state without root (a fake sysfs tree of an
-    R9700 built from published captures, tests/telemetry_fakes.py) and says stock or not, and why."""
-    from tests.telemetry_fakes import FakeAmdHost
+    R9700 built from published captures, tests/support/telemetry_fakes.py) and says stock or not, and why."""
+    from tests.support.telemetry_fakes import FakeAmdHost
     from toolkit.host.doctor import check_power, gpu_power_states
 
     host = FakeAmdHost(tmp_path / "sys").build()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e_helpers import make_project, run_cli
+from tests.support.e2e_helpers import make_project, run_cli
 
 
 def test_dry_run_mounts_an_absent_gguf_as_the_file_the_command_names(tmp_path):

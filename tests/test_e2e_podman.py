@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_helpers import ROOT, make_project, run_cli
+from tests.support.e2e_helpers import ROOT, make_project, run_cli
 from toolkit.results.records import ResultStore
 
 pytestmark = pytest.mark.e2e

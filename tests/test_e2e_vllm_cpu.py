@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import contract_env
-from tests.e2e_helpers import ROOT, engine_or_skip, run_cli
+from tests.support import contract_env
+from tests.support.e2e_helpers import ROOT, engine_or_skip, run_cli
 from toolkit.bench.runners import vllm as vr
 from toolkit.bench.runners import vllm_args as va
 from toolkit.images.build import build_image
@@ -218,7 +218,7 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     verified by its tree digest, the vLLM settings come from the records, every recorded test is
     re-run and joined with its re-run, and a verdict is printed. Tiny random model on a shared 2-core
     CPU: the threshold is wide, the verdict may be either; what must hold is that it is reached."""
-    from tests.test_reproduce import reproduce_cli
+    from tests.support.runs import reproduce_cli
 
     store = ResultStore(project / "results")
     ok = [r for r in store.results() if r.status == "ok" and r.runner == "vllm"]

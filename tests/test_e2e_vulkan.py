@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
 from toolkit.results.records import ResultStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -8,106 +8,16 @@ The llama-bench runner runs here through a fake engine that answers with rows of
 
 from __future__ import annotations
 
-import json
-import shutil
-import statistics
-from pathlib import Path
-
 import pytest
-import yaml
 
+from tests.support.engine import FakeEngine
+from tests.support.engine import llama_ctx as _ctx
 from toolkit.analysis.tables import varying_columns
-from toolkit.bench.runners.base import BenchOptions, RunContext, effective_environment
+from toolkit.bench.runners.base import effective_environment
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.engine import api as engine
-from toolkit.host import devices
 from toolkit.results import identity
-from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import BenchAxes, load_matrix
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
-ROW = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
-IMAGE_ENV = ["PATH=/opt/llama/bin:/usr/bin:/bin", "LD_LIBRARY_PATH=/opt/llama/lib", "OMP_PROC_BIND=false"]
-
-
-class FakeEngine:
-    """run_container answers every -p value with one llama-bench row; remembers each run's -e."""
-
-    run_command = staticmethod(engine.run_command)
-    EngineLost = engine.EngineLost
-    Interrupted = engine.Interrupted
-
-    def __init__(self):
-        self.envs: list[dict[str, str]] = []
-
-    def run_container(self, spec, timeout=None, on_stdout=None, on_stderr=None, **_):
-        self.envs.append(dict(spec.environment))
-        cmd = spec.command
-        lines = []
-        for p in cmd[cmd.index("-p") + 1].split(","):
-            ts = [int(p) / (ns / 1e9) for ns in ROW["samples_ns"]]
-            row = {**ROW, "n_prompt": int(p), "n_gen": 0, "samples_ts": ts, "avg_ts": statistics.mean(ts)}
-            row.update(
-                {
-                    k: int(cmd[cmd.index(f) + 1])
-                    for k, f in (("n_batch", "-b"), ("n_ubatch", "-ub"), ("n_gpu_layers", "-ngl"))
-                }
-            )
-            row["stddev_ts"] = statistics.stdev(ts)
-            lines.append(json.dumps(row))
-            assert on_stdout is not None
-            on_stdout(lines[-1])
-        return engine.RunOutcome(0, "\n".join(lines) + "\n", "", 0.5)
-
-    def inspect_image(self, ref):
-        return engine.ImageInfo(id=ref, size=1, labels={}, repo_digests=[], tags=[], env=list(IMAGE_ENV))
-
-    def volume_exists(self, name):  # Vulkan shader cache (not used by the CPU image)
-        return True
-
-    def ensure_volume(self, name, labels):
-        pass
-
-
-def _ctx(tmp_path: Path, fake: FakeEngine, env_axis: dict) -> RunContext:
-    proj = tmp_path / "proj"
-    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-    data["bench"] = {
-        "n_prompt": [64, 128],
-        "n_gen": [0],
-        "n_ubatch": [64],
-        "n_batch": [512],
-        "n_gpu_layers": [0],
-        "repetitions": 2,
-        "env": env_axis,
-    }
-    (proj / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    lm = load_matrix(proj / "matrix.yaml")
-    spec = lm.m.image("cpu")
-    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
-    build = BuildRecord(
-        image="cpu",
-        ref="toolkit/cpu:x",
-        digest="sha256:" + "c" * 64,
-        backend="cpu",
-        template=spec.template,
-        template_hash="t",
-        created="2026-12-01T00:00:00+00:00",
-    )
-    return RunContext(
-        lm,
-        spec,
-        build,
-        model,
-        ResultStore(proj / "results"),
-        BenchOptions(run_id="run-env", telemetry=False),
-        devices.DeviceProfile.example("cpu"),
-        {},
-        lambda *a, **k: None,
-        engine=fake,
-    )
+from toolkit.spec.matrix import BenchAxes
 
 
 def test_env_axis_is_validated_and_crossed():

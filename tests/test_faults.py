@@ -43,7 +43,13 @@ import yaml
 
 from tests.conftest import ROOT, seed_current_build, write_matrix
 from tests.conftest import mutate as _mutate
-from tests.e2e_helpers import engine_or_skip, make_project, remove_second_dockerd_bridge, second_dockerd
+from tests.support.e2e_helpers import (
+    engine_or_skip,
+    make_project,
+    remove_second_dockerd_bridge,
+    second_dockerd,
+)
+from tests.support.runs import _as_at_a_terminal, _env, _no_dac, tk
 from toolkit.core import errors
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import CONTAINER_LABEL
@@ -91,32 +97,6 @@ ALIEN = {
 }  # whole GGUF, architecture llama.cpp lacks
 
 
-def _as_at_a_terminal() -> None:
-    """In the child: SIGINT back to its default, as at a terminal. A test run started in the
-    background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and Python then
-    never turns Ctrl-C into KeyboardInterrupt: the Ctrl-C tests would test the harness, not the toolkit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def tk(
-    cwd: Path,
-    *args: str,
-    env: dict[str, str | None] | None = None,
-    prefix: list[str] | None = None,
-    timeout: float = 300,
-) -> subprocess.CompletedProcess:
-    """`python -m toolkit ARGS` as a user would run it; returns the finished process."""
-    return subprocess.run(
-        [*(prefix or []), sys.executable, "-m", "toolkit", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_env(env),
-        preexec_fn=_as_at_a_terminal,
-    )
-
-
 @pytest.fixture
 def tk_bg():
     """Start `python -m toolkit ARGS` in the background; whatever a failing test leaves running is killed."""
@@ -145,12 +125,6 @@ def tk_bg():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
-
-
-def _env(extra: dict[str, str | None] | None) -> dict[str, str]:
-    """The test process's environment plus `extra`; a None value removes that variable."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(extra or {})}
-    return {k: v for k, v in env.items() if v is not None}
 
 
 def _out(p: subprocess.CompletedProcess | tuple) -> str:
@@ -817,7 +791,7 @@ def test_exit_codes_in_cli_help_match_readme():
 
 
 def _profiles(tmp_path: Path):
-    from tests.test_devices import host
+    from tests.support.hosts import host
     from toolkit.host import devices
 
     gpus, dev = host(tmp_path, "one-gpu")
@@ -1006,7 +980,7 @@ def test_huge_case_count_needs_yes(project, matrix_data):
 def test_rootless_engine_gpu_images_not_runnable_unless_proven(tmp_path):
     """The `docker info` of a rootless engine (shared/cases/docker-info-rootless.json) on a host with
     an R9700: GPU images 'cannot run here' unless a one-shot container opened the device nodes."""
-    from tests.test_doctor import IMAGES, fake_host
+    from tests.support.hosts import IMAGES, fake_host
     from toolkit.host.doctor import diagnose, format_doctor
 
     info = json.loads(
@@ -1134,17 +1108,6 @@ def test_300_char_model_path_is_bad_input(proj):
         and "File name too long" in res.stderr
         and "Traceback" not in res.stderr
     )
-
-
-def _no_dac(cmd_prefix_ok: bool = True) -> list[str]:
-    """As root, drop the capabilities that ignore file modes (a non-root user's view of the files);
-    as a non-root user, nothing to drop."""
-    if os.geteuid() != 0:
-        return []
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: cannot make file modes bite")
-    caps = "-dac_override,-dac_read_search"
-    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
 
 
 @e2e

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_helpers import engine_or_skip
+from tests.support.e2e_helpers import engine_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 

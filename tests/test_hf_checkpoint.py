@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e_helpers import run_cli
+from tests.support.e2e_helpers import run_cli
 from toolkit.bench.runners import vllm as vr
 from toolkit.bench.runners import vllm_args as va
 from toolkit.bench.runners.base import BenchOptions, RunContext

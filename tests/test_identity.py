@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DATA
-from tests.test_report import make_record
+from tests.support.records import make_record
 from toolkit.analysis import compare, plots, report
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput

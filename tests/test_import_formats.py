@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DATA
-from tests.test_report import make_record
+from tests.support.records import make_record
 from toolkit.analysis import compare, report, verdict
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput

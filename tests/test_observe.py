@@ -1,5 +1,5 @@
 """The bench's observer (toolkit/bench/observe.py) on a fake R9700 sysfs tree built from published
-captures (tests/telemetry_fakes.py): the up-front power warning, and per-test windows from real
+captures (tests/support/telemetry_fakes.py): the up-front power warning, and per-test windows from real
 progress-line timing. Sampling runs for real; only the card's files are a fake (no AMD GPU here)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.telemetry_fakes import FakeAmdHost
+from tests.support.telemetry_fakes import FakeAmdHost
 from toolkit.bench.observe import RunObserver
 from toolkit.host import telemetry as tel
 
@@ -90,7 +90,7 @@ def test_a_row_without_its_progress_line_starts_at_the_previous_row(tmp_path):
 def test_a_command_window_lands_on_the_record_with_its_flags_added():
     """vLLM/SGLang records carry their phase's window (with_window): telemetry with window_from, the
     window's flags added to the record's own, the record otherwise unchanged."""
-    from tests.test_identity import make_record
+    from tests.support.records import make_record
     from toolkit.bench.observe import with_window
 
     rec = make_record("img", "rocm", p=512, avg=100.0, sd=1.0).model_copy(update={"flags": ["experimental"]})
@@ -106,7 +106,7 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
     line that starts a test and the row that ends it (RunObserver.line / .test), so a 0.4 s window
     (pp512 on an H200 is 0.22 s) still gets the counter's own energy, not the 1 s averaged power's.
     Fake pynvml (no NVIDIA GPU here) whose counter runs at 700 W of wall time."""
-    from tests.telemetry_fakes import fake_pynvml
+    from tests.support.telemetry_fakes import fake_pynvml
 
     nv = fake_pynvml(nvmlDeviceGetTotalEnergyConsumption=lambda h: int(time.time() * 700_000))
     src = tel.NvmlGpuSource(0, nvml=nv)

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, write_matrix
-from tests.test_publish import AXES, DIGEST, bench_records
+from tests.support.runs import AXES, DIGEST, bench_records
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.images import sources

@@ -1,7 +1,7 @@
 """`toolkit pins`: each pin looked up where it lives, reported ok / moved / missing / unreachable.
 
 Images: against Debian's docker-registry (distribution 2.8) in a container on loopback (the `registry`
-fixture, tests/service_containers.py) and the real Docker engine —
+fixture, tests/support/service_containers.py) and the real Docker engine —
 a stand-in image pushed under a pinned tag + digest, then re-pushed, deleted, never pushed, the
 registry stopped. Git: a real local repository over file:// whose tag is moved and deleted; a closed
 port for an unreachable host. PyPI: the real index (this machine reaches PyPI) and the sdist the
@@ -28,8 +28,8 @@ import yaml
 from click.testing import CliRunner
 
 from tests.conftest import ROOT
-from tests.e2e_helpers import engine_or_skip
-from tests.service_containers import LoopbackRegistry
+from tests.support.e2e_helpers import engine_or_skip
+from tests.support.service_containers import LoopbackRegistry
 from toolkit.cli.main import cli
 from toolkit.engine import api as engine
 from toolkit.images import pins

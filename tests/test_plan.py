@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT, mutate, seed_current_build, write_matrix
-from tests.test_report import make_record
+from tests.support.records import make_record
 from toolkit.bench.runners.base import sha256_file
 from toolkit.results.records import ResultStore
 

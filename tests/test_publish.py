@@ -14,29 +14,22 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import write_matrix
-from toolkit.bench.runners import base
+from tests.support.runs import AXES, DIGEST, bench_records
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
 from toolkit.core.errors import BadInput
-from toolkit.engine import api as engine
-from toolkit.host import devices
 from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
     if _cmd.name not in cli.commands:
         cli.add_command(_cmd)
 
-DIGEST = "sha256:" + "9206eeaed761" + "0" * 52
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-AXES = BenchAxes(
-    n_prompt=[64, 256], n_gen=[16], n_ubatch=[32, 512], n_batch=[512], n_gpu_layers=[0], repetitions=3
-)
 LABELS = {
     "org.opencontainers.image.version": "0c1e57098",
     "org.opencontainers.image.revision": COMMIT,
@@ -60,51 +53,6 @@ def build_record(**kw) -> BuildRecord:
         created="2026-11-29T17:00:00+00:00",
     )
     return BuildRecord(**{**base, **kw})
-
-
-def bench_records(
-    run_id: str,
-    scale: float = 1.0,
-    sd: float = 0.05,
-    model_path: str = "/p/models/tiny-qwen3moe.gguf",
-    sha: str = "cd" * 32,
-) -> list[BenchRecord]:
-    """The six records of the CPU smoke run (pp64/pp256/tg16 x ub32/ub512), tok/s x `scale`."""
-    container = base.container_spec(
-        DIGEST,
-        ["llama-bench"] + lb_args.bench_args(AXES, "/models/tiny-qwen3moe.gguf"),
-        devices.DeviceProfile.example("cpu"),
-        model_dir=Path("/p/models"),
-        shader_volume=None,
-        run_id=run_id,
-        name=f"toolkit-{run_id}",
-    )
-    rs = []
-    for case in AXES.cases():
-        avg = (1000.0 if case["n_prompt"] else 100.0) * scale
-        row = {
-            **case,
-            "avg_ts": avg,
-            "stddev_ts": avg * sd,
-            "samples_ts": [avg * (1 - sd), avg, avg * (1 + sd)],
-            "n_threads": 2,
-            "backends": "CPU",
-            "gpu_info": "",
-            "model_type": "qwen3moe 0.5M F16",
-        }
-        rs.append(
-            BenchRecord(
-                run_id=run_id,
-                created="2026-11-29T17:02:27+00:00",
-                image=ImageRef(name="cpu", ref="toolkit/cpu:latest", digest=DIGEST, backend="cpu"),
-                model=ModelRef(name="tiny-qwen3moe", path=model_path, sha256=sha, size_bytes=1611104),
-                command=engine.run_command(container),
-                host={"cpu_model": "Xeon", "cpu_threads": 2},
-                raw=row,
-                **llamabench.normalize(row),
-            )
-        )
-    return rs
 
 
 @pytest.fixture
@@ -441,7 +389,7 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     """Reproducer (newcomer): a recorded cell flagged `noisy; host-busy` re-ran 4x faster and the run was
     `not reproduced` with no flag shown, where compare holds such a cell. Records built as bench stores
     them (tests.test_report.make_record); no engine."""
-    from tests.test_report import make_record
+    from tests.support.records import make_record
     from toolkit.publish import reproduce as rp
 
     rec = make_record("cpu", "cpu", p=512, avg=11313.0, sd=5227.0, gpu_info="")

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DATA
-from tests.test_report import make_record
+from tests.support.records import make_record
 from toolkit.cli.main import cli
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
@@ -608,7 +608,7 @@ def test_a_few_substitutions_through_the_cli_exit_4_never_1(project):
 def test_a_hostile_source_archive_is_bad_input_not_a_traceback(tmp_path, members):
     """Reproducer: tarfile's refusal (OutsideDestinationError, or the by-hand check's ValueError)
     came out of toolkit/images/sources.py as a traceback."""
-    from tests.test_sources import _tar
+    from tests.support.runs import _tar
     from toolkit.images import sources
     from toolkit.spec.matrix import load_matrix
 

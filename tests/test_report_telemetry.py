@@ -1,7 +1,7 @@
 """What the report, verdict, plots, compare and reproduce make of the telemetry on records (issue 22).
 
 Records are the H200 case's (tests/data/h200-telemetry: real llama-bench rows and a real NVML trace
-at 50 ms) as `toolkit bench` stores them (tests.telemetry_fakes.h200_bench_records: each row's test
+at 50 ms) as `toolkit bench` stores them (tests.support.telemetry_fakes.h200_bench_records: each row's test
 window summarised over the real samples and flagged), so the tok/J numbers are the real ones: alone,
 pp2048 ub2048 ≈ 36.4 tok/J and tg128 ub512 ≈ 0.92 (the case README); beside another tenant every
 record is flagged gpu-shared and throttled:sw-power-cap.
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
-from tests.test_report import make_record, seed_records
+from tests.support.records import make_record, seed_records
+from tests.support.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
 from toolkit.analysis import compare, plots, report, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli

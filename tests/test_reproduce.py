@@ -1,5 +1,5 @@
 """End to end on real engines and a real registry: push the CPU image to Debian's docker-registry on
-loopback (the `registry` fixture: a throwaway container, tests/service_containers.py), pull it by digest into a second, empty Docker engine (a fresh host), and reproduce a
+loopback (the `registry` fixture: a throwaway container, tests/support/service_containers.py), pull it by digest into a second, empty Docker engine (a fresh host), and reproduce a
 recorded CPU run there on the generated tiny model. Nothing is mocked.
 
 The CPU image is the one `toolkit build --image cpu` leaves as toolkit/cpu:latest (test_e2e_cpu.py
@@ -22,18 +22,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from tests.e2e_helpers import (
+from tests.support.e2e_helpers import (
     engine_or_skip,
     make_project,
     remove_second_dockerd_bridge,
     run_cli,
     second_dockerd,
 )
+from tests.support.runs import reproduce_cli
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
-from toolkit.core.errors import ToolkitError
 from toolkit.engine import api as engine
 from toolkit.publish import push as publish
 from toolkit.results.records import BuildRecord, ResultStore
@@ -161,15 +160,6 @@ def pushed(recorded, registry):
     yield project, run_id, rec, res.output
     for ref in rec.pushed:  # the loopback tags are this module's; toolkit/cpu:latest stays
         engine.untag_image(ref)
-
-
-def reproduce_cli(folder: Path, *args: str) -> tuple[str, int]:
-    """`toolkit reproduce FOLDER` without a project (as on a fresh host); (output, exit code)."""
-    res = CliRunner().invoke(cli, ["reproduce", str(folder), *args])
-    code = res.exception.exit_code if isinstance(res.exception, ToolkitError) else res.exit_code
-    if res.exception and not isinstance(res.exception, (ToolkitError, SystemExit)):
-        raise res.exception
-    return res.output + (f"\nerror: {res.exception}" if isinstance(res.exception, ToolkitError) else ""), code
 
 
 def manifest_digest(registry: str, name: str, tag: str) -> str:

@@ -1,5 +1,5 @@
 """testcontainers' reaper where no registry is reachable: the Ryuk-compatible reaper image built here
-(tests/containers/reaper/, configured by tests/service_containers.py) started by the library's own
+(tests/containers/reaper/, configured by tests/support/service_containers.py) started by the library's own
 reaper code. A child process starts a container and is killed (SIGKILL: no atexit, no fixture
 teardown); the reaper then removes that container and itself. Nothing is mocked.
 """
@@ -17,14 +17,14 @@ import docker.errors
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e_helpers import engine_or_skip
-from tests.service_containers import REAPER_IMAGE
+from tests.support.e2e_helpers import engine_or_skip
+from tests.support.service_containers import REAPER_IMAGE
 
 pytestmark = pytest.mark.e2e
 
 CHILD = """
 import time
-from tests.service_containers import REGISTRY_IMAGE, service
+from tests.support.service_containers import REGISTRY_IMAGE, service
 
 c = service(REGISTRY_IMAGE).start()  # any image that keeps running
 print(c.get_container_id(), flush=True)

@@ -27,7 +27,7 @@ def _function(name: str) -> str:
 
 
 def test_setup_and_the_vllm_e2e_test_name_the_same_torch_wheel():
-    from tests.contract_env import TORCH_CPU as TORCH
+    from tests.support.contract_env import TORCH_CPU as TORCH
 
     assert re.search(rf"^TORCH_CPU={re.escape(TORCH)}\b", SETUP.read_text(), re.M)
 
@@ -127,7 +127,7 @@ def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
     debootstrap error) is an error check in doctor, naming the image; the real base is ok."""
     import tarfile
 
-    from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+    from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
 
     engine_or_skip()
     empty = tmp_path / "empty.tar"

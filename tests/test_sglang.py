@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import contract_env
-from tests.test_templates import _hadolint, _instructions, _merged, _stages
+from tests.support import contract_env
+from tests.support.dockerfiles import _hadolint, _instructions, _merged, _stages
 from toolkit.images.render import render_image
 from toolkit.runtimes.sglang import args as sa
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.runs import _tar
 from toolkit.images import sources
 from toolkit.spec.matrix import SourceSpec
 
@@ -36,24 +37,6 @@ def test_pypi_source_forces_source_only_for_its_own_package(monkeypatch, tmp_pat
         sources._fetch_pypi(spec, tmp_path)
     cmd = seen[0]
     assert cmd[cmd.index("--no-binary") + 1] == name and ":all:" not in cmd and cmd[-1] == req
-
-
-def _tar(path, members):
-    import io
-    import tarfile
-
-    with tarfile.open(path, "w:gz") as tf:
-        for name, kind, link in members:
-            info = tarfile.TarInfo(name)
-            if kind == "file":
-                data = b"x"
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-            else:
-                info.type = {"sym": tarfile.SYMTYPE, "lnk": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}[kind]
-                info.linkname = link
-                tf.addfile(info)
-    return path
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["python-data-filter", "by-hand (python < 3.11.4)"])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import mutate, write_matrix
-from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
 from toolkit.bench.run import BenchOptions, choose_build
 from toolkit.core.errors import BadInput
 from toolkit.images import build as build_mod

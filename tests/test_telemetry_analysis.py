@@ -2,14 +2,14 @@
 
 The H200 case (tests/data/h200-telemetry, a copy of shared/cases/h200-telemetry: a real NVML trace
 at 50 ms around llama-bench on an H200, alone and beside another tenant) must read as its README
-says. AMD samples come from a fake sysfs tree holding published captures (tests/telemetry_fakes.py).
+says. AMD samples come from a fake sysfs tree holding published captures (tests/support/telemetry_fakes.py).
 Every flag has a test that shows it ON when its fact holds and OFF when it does not."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.telemetry_fakes import (
+from tests.support.telemetry_fakes import (
     H200,
     IDLE_RX9070,
     LOADED_R9700_CAPPED,

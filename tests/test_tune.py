@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e_helpers import engine_or_skip, make_project, run_cli
-from tests.test_report import make_record
+from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.support.records import make_record
 from toolkit.bench import tune
 from toolkit.core.errors import BadInput
 from toolkit.results.records import ResultStore

@@ -233,7 +233,7 @@ def _env(hub: _Hub, tmp: Path) -> dict[str, str]:
 
 def _project(tmp: Path, file: str = FILE, *, revision: str | None = None) -> Path:
     """A project copy whose matrix has the CPU image and one Hub GGUF model `tiny-hub`."""
-    from tests.e2e_helpers import make_project
+    from tests.support.e2e_helpers import make_project
 
     project = make_project(tmp, images=["cpu"], bench={"n_prompt": [16], "n_gen": [4], "repetitions": 1})
     data = yaml.safe_load((project / "matrix.yaml").read_text())
@@ -471,7 +471,7 @@ def test_missing_file_and_non_gguf_are_bad_input(hub, tmp_path):
 def test_llama_bench_in_the_cpu_image_loads_and_benches_the_twin(fetched, source, tmp_path_factory):
     """The built CPU image's llama-bench runs source and twin in one process: it describes both the
     same way (type, size, parameters) and measures the twin with finite, positive tok/s."""
-    from tests.e2e_helpers import engine_or_skip, make_project, run_cli
+    from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
     from toolkit.results.records import ResultStore
 
     engine_or_skip()

@@ -28,41 +28,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import contract_env, probe_outputs
-from toolkit.bench.run import BenchOptions, RunContext
+from tests.support import contract_env
+from tests.support import engine as support_engine
+from tests.support.engine import DATA, ROOT, FakeEngine, good_writer
+from tests.support.engine import VLLM_LOG as LOG
+from tests.support.engine import latency_json as _latency_json
+from tests.support.engine import run_vllm as _run
+from tests.support.engine import vllm_ctx as _ctx
+from tests.support.engine import vllm_matrix as _matrix
 from toolkit.bench.runners import vllm as vr
 from toolkit.bench.runners import vllm_args as va
 from toolkit.core import registry as runners
 from toolkit.engine import api as engine
-from toolkit.host.devices import DeviceProfile
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.runtimes.vllm.settings import VllmSettings
-from toolkit.spec.matrix import parse_matrix
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
-
-
-def _matrix(tmp_path: Path, model_config: dict | None = None, **vllm):
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-    data["bench"].update(n_prompt=[128, 512], n_gen=[32])
-    data["vllm"] = {
-        "concurrency": [1, 4],
-        "num_prompts_per_level": 2,
-        "num_iters": 3,
-        "num_iters_warmup": 1,
-        **vllm,
-    }
-    data["models"].append({"name": "tiny-hf", "path": "models/tiny-hf", "format": "hf", "runners": ["vllm"]})
-    shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates", dirs_exist_ok=True)
-    (tmp_path / "models" / "tiny-hf").mkdir(parents=True)
-    (tmp_path / "models" / "tiny-hf" / "config.json").write_text(
-        json.dumps(model_config or {"model_type": "qwen3_moe"})
-    )
-    p = tmp_path / "matrix.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return parse_matrix(data, p)
-
 
 # ---------------------------------------------------------------------------------------------
 # Argument lists
@@ -256,16 +235,6 @@ def test_read_result_appended_file_takes_the_last_object(tmp_path):
     assert va.read_result(p)[0] == {"completed": 2}
 
 
-LOG = """\
-INFO 11-29 17:01:02 [__init__.py:216] Automatically detected platform rocm.
-INFO 11-29 17:01:09 [scheduler.py:225] Chunked prefill is enabled with max_num_batched_tokens=8192.
-(EngineCore_DP0 pid=77) INFO 11-29 17:01:15 [rocm.py:321] Using Triton Attention backend.
-(EngineCore_DP0 pid=77) WARNING 11-29 17:01:40 [fused_moe.py:1088] Using default MoE config. Performance might be \
-sub-optimal! Config file not found at /x/configs/E=128,N=768,device_name=AMD_Radeon_AI_PRO_R9700.json
-(EngineCore_DP0 pid=77) INFO 11-29 17:01:45 [kv_cache_utils.py:1087] GPU KV cache size: 123,456 tokens
-"""
-
-
 def test_log_notes():
     n = va.log_notes(LOG)
     assert n["chunked_prefill_max_num_batched_tokens"] == 8192
@@ -325,75 +294,6 @@ def parse_matrix_images():
 # The run loop against a fake engine
 
 
-class FakeContainer:
-    def __init__(self, spec):
-        self.spec = spec
-        self.alive = True
-
-
-class FakeEngine:
-    """toolkit.engine.api as the runner sees it through RunContext.engine: records containers and
-    writes result files into the /out mount like vLLM would. Command formatting (run_command,
-    exec_command) is the real engine module's."""
-
-    run_command = staticmethod(engine.run_command)
-    exec_command = staticmethod(engine.exec_command)
-
-    def __init__(self, out_writer, ready_after: int = 1):
-        self.out_writer = out_writer
-        self.ready_after = ready_after
-        self.health_calls = 0
-        self.runs: list[engine.RunSpec] = []
-        self.execs: list[list[str]] = []
-        self.removed = 0
-        self.volumes: list[str] = []
-
-    def volume_exists(self, name):
-        return name in self.volumes
-
-    def ensure_volume(self, name, labels=None):
-        self.volumes.append(name)
-        return name
-
-    @staticmethod
-    def out_dir(spec) -> Path:
-        return Path(next(m.source for m in spec.mounts if m.target == "/out"))
-
-    probe_out = probe_outputs.VLLM_ROCM_OK  # the GPU-path probe's answer (constructed: no AMD GPU here)
-
-    def run_container(self, spec, *, timeout, on_stderr=None):
-        if spec.command[:2] == ["python3", "-c"]:
-            self.probes = [*getattr(self, "probes", []), spec]
-            return engine.RunOutcome(0, self.probe_out, "", 2.0)
-        self.runs.append(spec)
-        argv = spec.command
-        name = Path(argv[argv.index("--output-json") + 1]).name
-        code = self.out_writer(self.out_dir(spec) / name, argv)
-        return engine.RunOutcome(code, "", LOG + "Avg latency: ...\n", 20.0)
-
-    def start_container(self, spec):
-        self.runs.append(spec)
-        return FakeContainer(spec)
-
-    def exec_in(self, container, command, *, timeout):
-        if command[0] == "python3":
-            self.health_calls += 1
-            return engine.RunOutcome(0 if self.health_calls >= self.ready_after else 1, "", "", 0.1)
-        self.execs.append(command)
-        name = command[command.index("--result-filename") + 1]
-        code = self.out_writer(self.out_dir(container.spec) / name, command)
-        return engine.RunOutcome(code, "bench output", "", 3.0)
-
-    def container_logs(self, container):
-        return "", LOG
-
-    def container_state(self, container):
-        return {"Running": True, "ExitCode": 0}
-
-    def remove_container(self, container):
-        self.removed += 1
-
-
 class NoContainers:
     """An engine that formats commands and refuses everything else: a dry run, or a refusal before
     any container, must not get past it."""
@@ -403,67 +303,6 @@ class NoContainers:
 
     def __getattr__(self, name):
         raise AssertionError(f"engine.{name} called")
-
-
-def _ctx(lm, build, store, fake, **opts) -> RunContext:
-    """The RunContext bench hands the vLLM runner, with `fake` as its engine."""
-    return RunContext(
-        lm,
-        lm.m.image("vllm"),
-        build,
-        lm.m.models[-1],
-        store,
-        BenchOptions(**opts),
-        DeviceProfile.example("rocm"),
-        {"host": "x"},
-        lambda *a, **k: None,
-        engine=fake,
-    )
-
-
-def _latency_json(seconds: float) -> str:
-    return json.dumps(
-        {"avg_latency": seconds, "latencies": [seconds] * 3, "percentiles": {"50": seconds, "99": seconds}}
-    )
-
-
-def good_writer(path: Path, argv: list[str]) -> int:
-    """Prefill latency grows with input length, decode with output length; serve reports 61.2 tok/s."""
-    if "latency" in argv:
-        i, o = int(argv[argv.index("--input-len") + 1]), int(argv[argv.index("--output-len") + 1])
-        path.write_text(_latency_json(i / 1000 + (o - 1) * 0.02))
-    else:  # every request gave the tokens asked for (--ignore-eos), as a working server does
-        data = json.loads((DATA / "vllm-0.16.0-serve.json").read_text())
-        n, out = int(argv[argv.index("--num-prompts") + 1]), int(argv[argv.index("--random-output-len") + 1])
-        data.update(
-            max_concurrency=int(argv[argv.index("--max-concurrency") + 1]),
-            num_prompts=n,
-            completed=n,
-            total_output_tokens=n * out,
-        )
-        path.write_text(json.dumps(data))
-    return 0
-
-
-def _run(
-    tmp_path, monkeypatch, writer, fake: FakeEngine | None = None, model_config: dict | None = None, **vllm
-):
-    lm = _matrix(tmp_path, model_config, **vllm)
-    fake = fake or FakeEngine(writer)
-    monkeypatch.setattr(vr, "HEALTH_POLL_S", 0.0)  # a constant, not the engine: no wait between polls
-    store = ResultStore(tmp_path / "results")
-    build = BuildRecord(
-        image="vllm",
-        ref="toolkit/vllm:latest",
-        digest="sha256:" + "ab" * 32,
-        backend="rocm",
-        template="vllm-rocm.Dockerfile.j2",
-        template_hash="t",
-        created="now",
-        labels={"org.toolkit.vllm-version": "0.16.0"},
-    )
-    outs = runners.get("vllm").run(_ctx(lm, build, store, fake, run_id="r1"))
-    return outs, store.results(), fake, store
 
 
 def test_vllm_run_records_methods_rates_and_timing(tmp_path, monkeypatch):
@@ -566,7 +405,7 @@ def test_server_never_ready_times_out(tmp_path, monkeypatch):
 
 
 def test_cpu_platform_in_a_rocm_image_is_a_fallback(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "LOG", LOG.replace("platform rocm", "platform cpu"))
+    monkeypatch.setattr(support_engine, "VLLM_LOG", LOG.replace("platform rocm", "platform cpu"))
     _, recs, _, _ = _run(tmp_path, monkeypatch, good_writer)
     assert recs and all(r.status == "failed" and "CPU fallback" in r.error for r in recs)
 
@@ -961,7 +800,7 @@ def test_log_notes_read_the_quantization_the_engine_used():
 def test_every_record_states_the_quantization_used_and_its_source(tmp_path, monkeypatch):
     from toolkit.models.tiny_hf import compressed_tensors_w4a16
 
-    monkeypatch.setattr(sys.modules[__name__], "LOG", LOG + ENGINE_LINE.format("compressed-tensors") + "\n")
+    monkeypatch.setattr(support_engine, "VLLM_LOG", LOG + ENGINE_LINE.format("compressed-tensors") + "\n")
     cfg = {"model_type": "qwen3_moe", "quantization_config": compressed_tensors_w4a16()}
     _, recs, fake, _ = _run(tmp_path, monkeypatch, good_writer, model_config=cfg)
     assert recs

@@ -3,7 +3,7 @@ session's process is gone, however it ended (killed included).
 
 testcontainers starts its reaper from the image `testcontainers_config.ryuk_image` (environment
 RYUK_CONTAINER_IMAGE, default testcontainers/ryuk, which cannot be pulled without a registry);
-tests/service_containers.py points that setting at this script's image, so the library's own reaper
+tests/support/service_containers.py points that setting at this script's image, so the library's own reaper
 code path runs unchanged. The protocol, as read in testcontainers-python 4.15
 (testcontainers/core/container.py, `Reaper._create_instance`; labels in testcontainers/core/labels.py)
 and in the server it talks to, testcontainers/moby-ryuk (reaper.go):

@@ -298,7 +298,7 @@ def fake_pynvml(**over: Any) -> SimpleNamespace:
 # ---------------------------------------------------------------------------------------------
 # The H200 case as samples
 
-H200 = Path(__file__).parent / "data" / "h200-telemetry"
+H200 = Path(__file__).parents[1] / "data" / "h200-telemetry"
 
 
 def h200_samples() -> list[dict[str, Any]]:

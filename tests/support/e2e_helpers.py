@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from toolkit.cli.main import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def engine_or_skip() -> None:

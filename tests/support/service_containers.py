@@ -22,7 +22,7 @@ from pathlib import Path
 
 import docker.errors
 
-CONTAINERS = Path(__file__).parent / "containers"
+CONTAINERS = Path(__file__).parents[1] / "containers"
 REAPER_IMAGE = "toolkit-test/reaper:local"
 REGISTRY_IMAGE = "toolkit-test/registry:local"
 

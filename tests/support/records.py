@@ -1,0 +1,174 @@
+"""The one record factory (`make_record`: a BenchRecord as `toolkit bench` builds it, normalize() over a
+llama-bench-shaped row), the captured real-run result files (tests/data/results-*.jsonl) and golden-file
+comparison (tests/golden/, rewritten with UPDATE_GOLDEN=1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
+from toolkit.runtimes.llama_bench import output as llamabench
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+CPU_A = DATA / "results-cpu-a.jsonl"
+
+
+CPU_B = DATA / "results-cpu-b.jsonl"
+
+
+VULKAN = DATA / "results-vulkan-lavapipe.jsonl"
+
+
+def load(*paths: Path) -> list[BenchRecord]:
+    return [BenchRecord.model_validate(o) for p in paths for o in read_jsonl(p)]
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.is_file(), f"{path} missing: run UPDATE_GOLDEN=1 pytest {__file__} and review it"
+    assert text == path.read_text(), (
+        f"{name} differs from the golden file; if intended: UPDATE_GOLDEN=1 pytest"
+    )
+
+
+R9700_HOST = {"gpus": [{"gfx_target": "gfx1201", "name": "AMD Radeon AI PRO R9700", "is_igpu": False}]}
+
+
+QWEN3_30B = {
+    "model_type": "qwen3moe 30B.A3B Q4_K - Medium",
+    "model_size": 17_700_000_000,
+    "model_n_params": 30_532_122_624,
+}
+
+
+def make_record(
+    image: str,
+    backend: str,
+    *,
+    p: int = 0,
+    n: int = 0,
+    ub: int | None = 512,
+    b: int | None = 2048,
+    avg: float,
+    sd: float = 0.0,
+    gpu_info: str = "AMD Radeon AI PRO R9700",
+    backends: str | None = None,
+    status: str = "ok",
+    error: str | None = None,
+    method: str = "llama-bench",
+    fa: int | None = 1,
+    model: str = "qwen3-30b-a3b-q4kxl",
+    family: str | None = None,
+    host: dict | None = None,
+    raw: dict | None = None,
+    engine: dict | None = None,
+    axis: str | None = None,
+    threads: int | None = None,
+) -> BenchRecord:
+    """A record as bench.py builds it: normalize() over a llama-bench-shaped raw row."""
+    row = {
+        **QWEN3_30B,
+        "n_prompt": p,
+        "n_gen": n,
+        "n_batch": b,
+        "n_ubatch": ub,
+        "flash_attn": fa,
+        "n_gpu_layers": 999,
+        "avg_ts": avg,
+        "stddev_ts": sd,
+        "gpu_info": gpu_info,
+        "backends": backends or {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}[backend],
+        **(raw or {}),
+    }
+    if threads is not None:
+        row["n_threads"] = threads
+    norm = llamabench.normalize(row)
+    if axis:
+        norm["axis"] = axis
+    digest = "sha256:" + (image.encode().hex() * 64)[:64]
+    mref = ModelRef(
+        name=model,
+        path="",
+        sha256="ab" * 32,
+        size_bytes=QWEN3_30B["model_size"],
+        **({"family": family} if family else {}),
+    )
+    return BenchRecord(
+        run_id="run-1",
+        created="2026-07-01T00:00:00+00:00",
+        status=status,
+        error=error,
+        method=method,
+        image=ImageRef(name=image, ref=f"toolkit/{image}:latest", digest=digest, backend=backend),
+        model=mref,
+        host=host if host is not None else R9700_HOST,
+        engine=engine or {},
+        raw=row,
+        **norm,
+    )
+
+
+def seed_records() -> list[BenchRecord]:
+    """The published R9700 sweep (shared/reference/llama-bench.md), vLLM as an AWQ model of the same family."""
+    rs = []
+    for img, be, figures in (
+        (
+            "hip",
+            "rocm",
+            {
+                (512, 512): 3491,
+                (512, 2048): 3491,
+                (2048, 512): 3391,
+                (2048, 2048): 4635,
+                (4096, 512): 3900,
+                (4096, 2048): 4380,
+                "tg": 93.0,
+            },
+        ),
+        (
+            "vulkan",
+            "vulkan",
+            {
+                (512, 512): 2650,
+                (512, 2048): 2650,
+                (2048, 512): 3019,
+                (2048, 2048): 3675,
+                (4096, 512): 3100,
+                (4096, 2048): 3330,
+                "tg": 167.6,
+            },
+        ),
+    ):
+        for key, v in figures.items():
+            if key == "tg":
+                rs.append(make_record(img, be, n=128, avg=v, sd=v * 0.005))
+            else:
+                rs.append(make_record(img, be, p=key[0], ub=key[1], avg=v, sd=v * 0.01))
+    awq = dict(
+        method="vllm-bench-latency",
+        ub=None,
+        b=None,
+        fa=None,
+        model="qwen3-30b-a3b-awq",
+        family="qwen3moe 30B.A3B",
+        gpu_info="",
+        raw={"model_type": None, "model_size": None},
+    )
+    rs.append(make_record("vllm", "rocm", p=4096, avg=8326, sd=40, **awq))
+    rs.append(make_record("vllm", "rocm", n=128, avg=49.0, sd=0.3, **awq))
+    return rs
+
+
+needs_fixtures = pytest.mark.skipif(
+    not all(p.is_file() for p in (CPU_A, CPU_B, VULKAN)), reason="fixtures not captured"
+)
