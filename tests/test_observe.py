@@ -29,12 +29,12 @@ def test_a_gpu_below_its_default_cap_is_said_up_front_and_a_stock_one_is_not(tmp
     obs = _observer(tmp_path, host)
     obs.start()
     obs.finish()
-    assert obs.power_notes == []
+    assert obs.notes == []
     host.set_caps(cap_w=225, default_w=300)
     obs = _observer(tmp_path / "b", host)
     obs.start()
     obs.finish()
-    assert len(obs.power_notes) == 1 and "power cap 225 W below the default 300 W" in obs.power_notes[0]
+    assert len(obs.notes) == 1 and "power cap 225 W below the default 300 W" in obs.notes[0]
 
 
 def test_a_test_window_runs_from_its_first_measured_repetition_to_its_row(tmp_path):
@@ -126,7 +126,7 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
 
 
 def test_a_window_edge_far_from_any_counter_read_is_no_counter_energy():
-    """The rule the edge reads serve (analysis.telemetry._counter_energy): an edge more than
+    """The rule the edge reads serve (analysis.telemetry.counter_energy): an edge more than
     COUNTER_EDGE_S (or a period) from the nearest counter read is interpolated too far to trust."""
     from toolkit.analysis.telemetry import window_summary
 
@@ -145,3 +145,19 @@ def test_a_window_edge_far_from_any_counter_read_is_no_counter_energy():
     marked = sorted(ticks + [s(1.451), s(1.851)], key=lambda x: x["t"])
     g = window_summary(marked, 1.45, 1.85)["gpus"]["nv"]
     assert g["energy_source"] == "counter" and g["energy_j"] == pytest.approx(700 * 0.4, rel=1e-3)
+
+
+def test_a_row_without_its_test_edges_gets_no_energy(tmp_path):
+    """Without `--progress` a row's window runs from the previous row and holds warm-up and other
+    work: tok/J was 14-90 % off (issue 31). No edges, no energy, said as the reason."""
+    host = FakeAmdHost(tmp_path / "sys").build()
+    obs = _observer(tmp_path, host)
+    obs.start()
+    time.sleep(0.3)
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]})
+    obs.finish()
+    t = seen["telemetry"]
+    assert t["window_from"] == "previous-row" and t["energy_j"] is None and t["tok_per_j"] is None
+    (g,) = t["gpus"].values()
+    assert g["energy_invalid_reason"] == "no_test_edges" and g["power_w_mean"] is not None
+    assert "energy-invalid:no_test_edges" in seen["flags"]

@@ -250,7 +250,9 @@ def test_same_numbers_reproduce_and_half_the_speed_does_not():
     rows = repro.compare_records(recorded, bench_records("b", scale=1.02), threshold=5)
     assert len(rows) == 6 and all(r.ok for r in rows)
     assert rows[0].delta == pytest.approx(0.02)
-    assert rows[0].noise == pytest.approx(3 * (2 * 0.05**2) ** 0.5)  # 3 x combined relative stddev: 21.2 %
+    assert rows[0].noise == pytest.approx(
+        2 * (2 * 0.05**2) ** 0.5
+    )  # noise_band: 2 x combined relative stddev, 14.1 %
     slow = repro.compare_records(
         [r.model_copy(update={"avg_ts": r.avg_ts * 0.5}) for r in recorded], bench_records("b"), threshold=5
     )

@@ -555,3 +555,22 @@ def test_a_bar_figure_legend_gives_each_image_the_color_of_its_bars_and_labels_s
     for ax in fig.axes:  # every tick (a group) inside the axis, centred under its slot
         lo, hi = ax.get_xlim()
         assert all(lo < x < hi for x in ax.get_xticks())
+
+
+def test_an_image_behind_by_less_than_the_noise_is_not_last():
+    """Issue 31: x, 1.6 % behind y on decode inside the ~4 % noise the same line quotes, was "last"
+    and the mixed route went to y as "the only image never last". Last means behind by more than noise."""
+    rs = [
+        make_record("x", "rocm", p=512, avg=1000, sd=15),
+        make_record("y", "rocm", p=512, avg=900, sd=13.5),
+        make_record("z", "vulkan", p=512, avg=500, sd=7.5),
+        make_record("x", "rocm", n=128, avg=98.4, sd=1.5),
+        make_record("y", "rocm", n=128, avg=100, sd=1.5),
+        make_record("z", "vulkan", n=128, avg=110, sd=1.6),
+    ]
+    mixed = {r.workload.split(" ")[0]: r for r in verdict.verdict(rs).routes}["mixed"]
+    assert not any(e.startswith("x@") and "last on an axis" in e for e in mixed.evidence), mixed.evidence
+    assert any(
+        e.startswith("z@") and "last on an axis" in e for e in mixed.evidence
+    )  # 44 % behind on prefill
+    assert "the only image never last" not in mixed.why, mixed.why

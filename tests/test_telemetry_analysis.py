@@ -18,13 +18,13 @@ from tests.support.telemetry_fakes import (
     h200_records,
     h200_samples,
 )
+from toolkit.analysis.energy import AMD_POWER_AVG_MIN_WINDOW_S, NVML_POWER_AVG_MIN_WINDOW_S
 from toolkit.analysis.telemetry import (
-    AMD_POWER_AVG_MIN_WINDOW_S,
     CLOCK_IDLE_MAX_MHZ,
     HOST_PSI_SOME_MAX_PCT,
     HOST_STEAL_MAX_PCT,
-    NVML_POWER_AVG_MIN_WINDOW_S,
     THROTTLE_MIN_SHARE,
+    baseline_notes,
     flags,
     llama_bench_windows,
     load_trace,
@@ -116,7 +116,7 @@ def test_h200_tokens_per_joule_alone(h200):
 def test_h200_integral_off_by_a_lot_below_the_threshold_and_close_above(h200):
     """The data behind NVML_POWER_AVG_MIN_WINDOW_S: with the threshold lifted, windows < 1.5 s
     miss the counter by more than 3 % in some case; steady windows >= 1.5 s stay within 3 %."""
-    import toolkit.analysis.telemetry as tel
+    import toolkit.analysis.energy as tel
 
     short_errs, long_errs = [], []
     orig = tel.NVML_POWER_AVG_MIN_WINDOW_S
@@ -333,26 +333,54 @@ def test_power_not_stock_on_with_a_lower_cap(amd):
 
 
 def test_gpu_shared_by_kfd_pid(amd):
-    """KFD lists host pids: ours (own_pids) alone -> not shared; another with VRAM -> shared."""
+    """KFD lists host pids: ours (own_pids) alone -> not shared; another with a compute queue -> shared."""
     amd.add_kfd_proc(1234, vram=19 << 30)
     s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
     assert "gpu-shared" not in flags(s, own_pids={1234})
-    amd.add_kfd_proc(777, vram=2 << 30)
+    amd.add_kfd_proc(777, vram=2 << 30, queue_gpu=amd.gpu_id)
     s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
     assert next(iter(s["gpus"].values()))["pids"] == [777, 1234]
     assert "gpu-shared" in flags(s, own_pids={1234})
     assert "gpu-shared" in flags(s)  # without own pids: two processes on one GPU
 
 
-def test_gpu_shared_from_a_busy_baseline(amd):
-    """A tenant that KFD does not list (a Vulkan client): the idle window before the run was busy."""
+def test_a_tenant_before_the_run_is_a_note_not_a_flag_on_later_rows(amd):
+    """A tenant KFD does not list (a Vulkan client) made the idle window before the run busy: the run
+    gets a note; rows are flagged only from their own window (issue 31: the tenant may have left)."""
     amd.set_metrics(IDLE_RX9070, sclk_mhz=41, mclk_mhz=96)
     quiet = window_summary(read_amd(amd, 0.0, 10), 0.0, 0.9)
     run = window_summary(read_amd(amd, 10.0, 10), 10.0, 10.9)
-    assert "gpu-shared" not in flags(run, baseline=quiet)
+    assert baseline_notes(quiet) == [] and "gpu-shared" not in flags(run)
     amd.set_metrics(dict(IDLE_RX9070, activity=(85, 40, 0)), sclk_mhz=2920, mclk_mhz=96)
     busy_before = window_summary(read_amd(amd, 0.0, 10), 0.0, 0.9)
-    assert "gpu-shared" in flags(run, baseline=busy_before)
+    (note,) = baseline_notes(busy_before)
+    assert "in use before the run started (85 % busy)" in note and "gpu-shared" not in flags(run)
+
+
+def test_a_process_that_only_holds_memory_is_a_milder_note_than_one_that_computes(amd):
+    """KFD: another pid with VRAM but no compute queue on this GPU holds memory (gpu-memory-held, speed
+    untouched); with a queue on it, it computes (gpu-shared)."""
+    amd.add_kfd_proc(1234, vram=19 << 30, queue_gpu=amd.gpu_id)
+    amd.add_kfd_proc(777, vram=2 << 30)
+    s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
+    assert next(iter(s["gpus"].values()))["active_pids"] == [1234]
+    f = flags(s, own_pids={1234})
+    assert "gpu-memory-held" in f and "gpu-shared" not in f
+    amd.add_kfd_proc(777, vram=2 << 30, queue_gpu=amd.gpu_id)
+    f = flags(window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4), own_pids={1234})
+    assert "gpu-shared" in f and "gpu-memory-held" not in f
+
+
+def test_nvml_sm_use_per_process_tells_a_memory_holder_from_a_tenant():
+    def win(sm_other):
+        procs = [{"pid": 1, "vram_bytes": 1, "sm_pct": 90}, {"pid": 2, "vram_bytes": 1, "sm_pct": sm_other}]
+        return window_summary([nv(t / 10, energy=30.0 * t, procs=procs) for t in range(30)], 0.5, 2.5)
+
+    assert "gpu-memory-held" in flags(win(0), own_pids={1}) and "gpu-shared" not in flags(
+        win(0), own_pids={1}
+    )
+    assert "gpu-shared" in flags(win(35), own_pids={1})
+    assert "gpu-shared" in flags(win(None), own_pids={1})  # NVML cannot tell: a tenant, as before
 
 
 def host(t: float, busy: float, own: float, total: float, steal: float = 0.0, psi_us: float = 0.0) -> dict:

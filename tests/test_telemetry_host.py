@@ -223,9 +223,10 @@ def test_nvml_source_with_a_fake_pynvml():
     assert s["throttle_bits"] == 0x4
     assert (s["busy_pct"], s["mem_busy_pct"], s["pstate"]) == (100, 60, 0)
     assert s["procs"] == [
-        {"pid": 4242, "vram_bytes": 19_000_000_000},
-        {"pid": 5151, "vram_bytes": 2_000_000_000},
+        {"pid": 4242, "vram_bytes": 19_000_000_000, "sm_pct": 97},
+        {"pid": 5151, "vram_bytes": 2_000_000_000, "sm_pct": 0},  # holds memory, ran nothing
     ]
+    assert src.read()["procs"][0]["sm_pct"] == 97 and src._util_since == 200_000  # only newer samples asked
     assert s["n_procs"] == 2
     assert (s["cap_w"], s["cap_default_w"]) == (700.0, 700.0)
     json.dumps(s)

@@ -255,8 +255,9 @@ def fake_pynvml(**over: Any) -> SimpleNamespace:
     """A module object with the pynvml calls NvmlGpuSource makes, answering like an H200 under
     load in shared/cases/h200-telemetry (contended run): 672.5 W average, energy counter in mJ,
     SM 1515 MHz, memory 3201 MHz, 55 °C, clock-event reasons 0x4, util 100/60, P0, two compute
-    processes, enforced and default limit 700 W (values in NVML's units: mW, mJ, MHz). `over`
-    replaces any attribute; `calls` records init/shutdown."""
+    processes (4242 running at 97 % SM in the per-process utilisation samples, 5151 holding memory
+    only), enforced and default limit 700 W (values in NVML's units: mW, mJ, MHz). `over` replaces
+    any attribute; `calls` records init/shutdown."""
     calls: list[str] = []
     handle = object()
 
@@ -285,6 +286,9 @@ def fake_pynvml(**over: Any) -> SimpleNamespace:
         nvmlDeviceGetComputeRunningProcesses=lambda h: [
             SimpleNamespace(pid=4242, usedGpuMemory=19_000_000_000),
             SimpleNamespace(pid=5151, usedGpuMemory=2_000_000_000),
+        ],
+        nvmlDeviceGetProcessUtilization=lambda h, since: [
+            SimpleNamespace(pid=4242, timeStamp=since + 100_000, smUtil=97, memUtil=40, encUtil=0, decUtil=0)
         ],
         nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
         nvmlDeviceGetPowerManagementDefaultLimit=lambda h: 700_000,

@@ -9,9 +9,10 @@ are shown beside the speedup (a ratio above 1: B does more work per joule).
 A regression is a test slower in B by more than the threshold AND by more than its noise: twice the
 combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict's rule, toolkit.analysis
 .verdict; a single sample's unknown stddev counts as 0 and is named). A slowdown within noise is shown
-as such, not counted. A slowdown beyond both whose cell on either side carries a telemetry flag
-(gpu-shared, throttled:<reason>, clock-idle, power-not-stock, host-busy) is "held": shown with the
-flags and not counted, since the number is not the card's alone; re-measure on a quiet host.
+as such, not counted. A slowdown beyond the threshold whose cell on either side carries a telemetry
+flag (gpu-shared, throttled:<reason>, clock-idle, power-not-stock, host-busy) is "held": shown with the
+flags and not counted, and never called noise (its spread came from what the flag names); re-measure
+on a quiet host. Every flagged row names its flags in the human table too.
 
 A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
 imported results the newest digest filed under that name), or an image digest / prefix
@@ -131,12 +132,13 @@ class Comparison:
         return row.speedup < 1 - self.threshold / 100
 
     def within_noise(self, row: CompareRow) -> bool:
-        """A slowdown beyond the threshold that the two sides' noise can explain (see the module)."""
-        return self.slower(row) and 1 - row.speedup <= row.noise
+        """A slowdown beyond the threshold that the two sides' noise can explain (see the module). Never
+        on a flagged cell: its spread came from what the flag names (contention, throttling), not noise."""
+        return self.slower(row) and 1 - row.speedup <= row.noise and not row.flags
 
     def held(self, row: CompareRow) -> bool:
-        """A slowdown beyond threshold and noise on a telemetry-flagged cell: not counted."""
-        return self.slower(row) and not self.within_noise(row) and bool(row.flags)
+        """A slowdown beyond the threshold on a telemetry-flagged cell: not counted, not noise."""
+        return self.slower(row) and bool(row.flags)
 
     def is_regression(self, row: CompareRow) -> bool:
         """Slower beyond the threshold and the noise, on cells without a telemetry flag."""
@@ -348,17 +350,22 @@ def format_comparison(c: Comparison) -> str:
         )
     body = []
     show_energy = bool(c.with_energy)
+    limit = 1 - c.threshold / 100
     for row in c.rows:
-        sp = f"{row.speedup:.2f}"
+        # two decimals, three where two would round a regression onto its limit (0.948 is not "0.95 < 0.95")
+        digits = 3 if round(row.speedup, 2) == round(limit, 2) else 2
+        sp = f"{row.speedup:.{digits}f}"
         mark = ""
         if c.is_regression(row):
-            sp, mark = f"**{sp}**", f"regression (< {1 - c.threshold / 100:.2f})"
+            sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
         elif c.held(row):
             mark = f"slower, held: {', '.join(row.flags)}"
         elif c.within_noise(row):
             mark = f"slower within noise (± {100 * row.noise:.0f}%)"
         elif row.speedup > 1 + c.threshold / 100:
             mark = "faster"
+        if row.flags and not c.held(row):  # a flagged number is named wherever it stands
+            mark = "; ".join(x for x in (mark, f"flagged: {', '.join(row.flags)}") if x)
         if c.slower(row) and row.noise_unknown:
             mark += " (noise unknown: a single sample)"
         line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]

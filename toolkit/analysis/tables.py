@@ -82,7 +82,7 @@ FLAG_HELP = {
     "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
     "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
     "(never said of decode rows: the micro-batch does not apply to tg)",
-    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (3 x combined stddev, "
+    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (2 x combined relative stddev, "
     "neither row noisy; prefill and pp+tg rows only)",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
@@ -680,7 +680,7 @@ def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> 
         return False
     if max(a.stddev_ts / va, b.stddev_ts / vb) > opts.noisy:
         return False
-    return abs(va - vb) <= 3 * math.hypot(a.stddev_ts, b.stddev_ts)
+    return abs(va / vb - 1) <= noise_band(a.stddev_ts / va, b.stddev_ts / vb)
 
 
 def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:

@@ -22,46 +22,21 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Collection, Iterable, Sequence
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from toolkit.analysis.energy import (
+    bracket,
+    interp,
+    max_gap,
+    plausible,
+    sample_period,
+    window_energy,
+)
 from toolkit.host.telemetry import iter_trace, not_stock_reasons
 
 # ---------------------------------------------------------------------------------------------
 # Thresholds (each with its source)
-
-# NVML's power reading is a 1 s average on Ampere and newer (§4.3, NVML docs). Integrating it is
-# trusted on windows >= 1.5 s: on the H200 case (shared/cases/h200-telemetry, 50 ms sampling) the
-# integral agreed with the hardware counter within ±3 % on every steady window >= 1.5 s (1.50 s
-# -1.7 %, 1.89 s -2.5 %, 2.11 s +0.5 %; contended run 1.67-13.9 s within ±1.3 %) and was off by
-# -44 % .. +6 % on windows of 0.22-0.91 s. (The one window >= 1.5 s outside ±3 %, tg128 ub2048 at
-# +14 %, runs to process exit and holds the teardown: not steady load.)
-NVML_POWER_AVG_MIN_WINDOW_S = 1.5
-# amdgpu power1_average: firmware time constant undocumented (§1.2); until measured, windows must
-# be >= 10 s (§4.4: >= 10·τ, 10 s while τ is unknown).
-AMD_POWER_AVG_MIN_WINDOW_S = 10.0
-# InferenceX utils/aggregate_power.py: a gap above max_sample_gap_s (3.0 s) in the window
-# invalidates the stream (§4.1); 5 sampling periods for faster sampling rates (our rule).
-MAX_SAMPLE_GAP_S = 3.0
-MAX_SAMPLE_GAP_PERIODS = 5
-# Reason codes (InferenceX's names where they exist, §4.1; window_short_for_sensor_average §4.4)
-ENERGY_REASONS = (
-    "window_short_for_sensor_average",
-    "window_not_bracketed",
-    "sampling_gap_exceeded",
-    "insufficient_power_samples",
-    "no_power_source",
-    "counter_not_increasing",
-    "counter_reset",
-    "counter_not_read_at_edge",
-)
-
-COUNTER_EDGE_S = 0.1
-"""How far a window edge may lie from the nearest energy counter read (or the sampling period, when
-longer): the counter is interpolated at each edge, so its error is this distance times the change in
-power. Every 10 Hz tick read the counter before; NVML's is now read at each edge (Sampler.sample_once)
-and once a second, so an edge the sampler was not told of falls back to the integrated power."""
 
 # A throttle reason counts when set in at least this share of the window's samples, and in at
 # least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
@@ -127,9 +102,19 @@ CLOCK_IDLE_BUSY_MIN_PCT = 50.0
 HOST_OTHER_CPU_CORES_MAX = 0.5
 HOST_PSI_SOME_MAX_PCT = 20.0
 HOST_STEAL_MAX_PCT = 10.0
+# ... and other load competes only where the cores are oversubscribed: the benchmark's own cores plus
+# the others' above this share of the online cores (our rule: on a 16-core host 1-3 neighbour cores
+# beside a GPU benchmark's one core did not move tok/s, issue 31; on this 2-core machine one
+# competing thread beside llama-bench's two did). Own CPU unknown: others above this share alone.
+HOST_SATURATION = 0.9
+HOST_OTHER_SHARE_MAX = 0.25
 
-# gpu-shared from a baseline (an idle window before the run): GPU busy above this while the
-# benchmark was not running means another tenant (§2, "practical pre-run check"; our number).
+# A window sampled at under this share of the sampler's rate (ticks missed under load; the H200 case
+# got 109 of 201 at 10 Hz) is `undersampled` (our rule): its figures rest on too few readings.
+UNDERSAMPLED_SHARE = 0.5
+
+# A GPU busy above this in the idle baseline before the run (the benchmark not yet started) means
+# another tenant (§2, "practical pre-run check"; our number): said once as a run note.
 BASELINE_BUSY_MAX_PCT = 10.0
 # gpu-shared when process ids are unknown (NVML counts only): the benchmark is one process per GPU.
 OWN_GPU_PROCS = 1
@@ -224,113 +209,6 @@ def llama_bench_windows(
 # Window summary
 
 
-def _interp(ts: Sequence[float], vs: Sequence[float], t: float) -> float:
-    """Linear interpolation at t inside [ts[0], ts[-1]] (ts sorted)."""
-    lo, hi = 0, len(ts) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ts[mid] <= t:
-            lo = mid
-        else:
-            hi = mid
-    if ts[hi] == ts[lo]:
-        return (vs[lo] + vs[hi]) / 2
-    return vs[lo] + (vs[hi] - vs[lo]) * (t - ts[lo]) / (ts[hi] - ts[lo])
-
-
-def _bracket(ts: Sequence[float], t0: float, t1: float) -> tuple[int, int] | None:
-    """Indices of the last sample at or before t0 and the first at or after t1; None when the
-    samples do not bracket both edges."""
-    if not ts or ts[0] > t0 or ts[-1] < t1:
-        return None
-    i0 = max(i for i, t in enumerate(ts) if t <= t0)
-    i1 = min(i for i, t in enumerate(ts) if t >= t1)
-    return i0, i1
-
-
-def _period(ts: Sequence[float]) -> float:
-    diffs = [b - a for a, b in pairwise(ts) if b > a]
-    return statistics.median(diffs) if diffs else 0.0
-
-
-def _gap_limit(period_s: float) -> float:
-    return max(MAX_SAMPLE_GAP_S, MAX_SAMPLE_GAP_PERIODS * period_s)
-
-
-def _max_gap(ts: Sequence[float]) -> float:
-    return max((b - a for a, b in pairwise(ts)), default=0.0)
-
-
-def _counter_energy(
-    pts: list[tuple[float, float, float | None]],
-    t0: float,
-    t1: float,
-    gap_limit: float,
-    edge_limit: float = COUNTER_EDGE_S,
-) -> tuple[float | None, str | None]:
-    """Energy from a hardware counter (J) between t0 and t1, or (None, reason).
-    Rules: the hardware counter is preferred (§4.1 InferenceX cross-checks with amd-smi's
-    accumulator; §5 NVML total energy is "the reference for energy"); samples must bracket both
-    edges and the counter is interpolated linearly at each (InferenceX, §4.1); an AMD
-    energy_accumulator counts only if it increases between the reads (it was 0 in every public
-    RDNA3/RDNA4 dump, §1.3); a drop is a u32 wrap at 2^32 × 2^-16 J when the sample gives
-    `energy_wrap_j` (AMD, §1.3), else a counter reset (NVML: driver reload); each edge within
-    `edge_limit` s of a counter read (the interpolation's reach: COUNTER_EDGE_S)."""
-    if len(pts) < 2:
-        return None, "insufficient_power_samples"
-    ts = [p[0] for p in pts]
-    br = _bracket(ts, t0, t1)
-    if br is None:
-        return None, "window_not_bracketed"
-    i0, i1 = br
-    seg = pts[i0 : i1 + 1]
-    if _max_gap([p[0] for p in seg]) > gap_limit:
-        return None, "sampling_gap_exceeded"
-    near0 = min(abs(t0 - p[0]) for p in seg[:2])
-    near1 = min(abs(t1 - p[0]) for p in seg[-2:])
-    if max(near0, near1) > edge_limit:
-        return None, "counter_not_read_at_edge"
-    cum = [0.0]
-    for (_, a, _), (_, b, wrap) in pairwise(seg):
-        d = b - a
-        if d < 0:
-            if not wrap:
-                return None, "counter_reset"
-            d += wrap
-        cum.append(cum[-1] + d)
-    sts = [p[0] for p in seg]
-    energy = _interp(sts, cum, t1) - _interp(sts, cum, t0)
-    if energy <= 0:
-        return None, "counter_not_increasing"
-    return energy, None
-
-
-def _integrated_energy(
-    pts: list[tuple[float, float]], t0: float, t1: float, gap_limit: float, min_window_s: float
-) -> tuple[float | None, str | None]:
-    """Energy (J) by trapezoids over an averaged power reading, edges interpolated linearly
-    (InferenceX aggregate_power.py, §4.1), or (None, reason). Valid only when the samples bracket
-    both edges, no gap exceeds the limit, there are >= 2 samples (§4.1), and the window is at least
-    `min_window_s`: several times the sensor's averaging period (§4.3: a 1 s average smears a short
-    burst; NVML_POWER_AVG_MIN_WINDOW_S, AMD_POWER_AVG_MIN_WINDOW_S)."""
-    if len(pts) < 2:
-        return None, "insufficient_power_samples"
-    ts = [p[0] for p in pts]
-    br = _bracket(ts, t0, t1)
-    if br is None:
-        return None, "window_not_bracketed"
-    i0, i1 = br
-    if _max_gap(ts[i0 : i1 + 1]) > gap_limit:
-        return None, "sampling_gap_exceeded"
-    if t1 - t0 < min_window_s:
-        return None, "window_short_for_sensor_average"
-    ps = [p[1] for p in pts]
-    xs = [t0] + [t for t in ts[i0 : i1 + 1] if t0 < t < t1] + [t1]
-    ys = [_interp(ts, ps, t0)] + [p for t, p in pts[i0 : i1 + 1] if t0 < t < t1] + [_interp(ts, ps, t1)]
-    energy = sum((xs[k + 1] - xs[k]) * (ys[k + 1] + ys[k]) / 2 for k in range(len(xs) - 1))
-    return energy, None
-
-
 def _stats(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"min": None, "median": None, "max": None, "mean": None}
@@ -357,42 +235,44 @@ def _throttle_names(vendor: str | None, bits: int) -> list[str]:
 _STATE_KEYS = ("cap_w", "cap_default_w", "perf_level", "power_profile", "od_vddgfx_offset_mv", "od_enabled")
 
 
+def _active(p: dict[str, Any]) -> bool:
+    """Whether a GPU process entry shows compute in its sample: KFD compute queues (AMD), SM use
+    (NVML per-process utilisation, `sm_pct`); an entry that says neither counts as active (unknown)."""
+    if "queues" in p:
+        return bool(p["queues"])
+    return p.get("sm_pct") is None or p["sm_pct"] > 0
+
+
+def _processes(inside: list[dict[str, Any]]) -> tuple[set[int], set[int], int | None]:
+    """(pids seen, pids active in some sample, most processes at once) over a GPU's window samples."""
+    pids: set[int] = set()
+    active: set[int] = set()
+    procs_max = None
+    for s in inside:
+        procs = s.get("procs")
+        n = len(procs) if isinstance(procs, list) else s.get("n_procs")
+        if isinstance(procs, list):
+            pids.update(int(p["pid"]) for p in procs)
+            active.update(int(p["pid"]) for p in procs if _active(p))
+        if n is not None:
+            procs_max = max(procs_max or 0, int(n))
+    return pids, active, procs_max
+
+
 def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
     vendor = next((s.get("vendor") for s in ss if s.get("vendor")), None)
+    implausible: dict[str, int] = {}
+    ss = [plausible(s, implausible if t0 <= s["t"] <= t1 else None) for s in ss]
     ts_all = [s["t"] for s in ss]
-    period = _period(ts_all)
-    gap_limit = _gap_limit(period)
+    period = sample_period(ts_all)
     inside = [s for s in ss if t0 <= s["t"] <= t1]
-    br = _bracket(ts_all, t0, t1)
+    br = bracket(ts_all, t0, t1)
     span = ts_all[br[0] : br[1] + 1] if br else [s["t"] for s in inside]
 
     def vals(key: str) -> list[float]:
         return [float(s[key]) for s in inside if isinstance(s.get(key), (int, float))]
 
-    # Energy (see _counter_energy / _integrated_energy for the rules and their sources)
-    counter_pts = [
-        (s["t"], float(s["energy_j"]), s.get("energy_wrap_j")) for s in ss if s.get("energy_j") is not None
-    ]
-    power_pts = [(s["t"], float(s["power_w"])) for s in ss if s.get("power_w") is not None]
-    min_window = NVML_POWER_AVG_MIN_WINDOW_S if vendor == "nvidia" else AMD_POWER_AVG_MIN_WINDOW_S
-    if counter_pts:
-        counter_j, counter_reason = _counter_energy(
-            counter_pts, t0, t1, gap_limit, max(COUNTER_EDGE_S, period)
-        )
-    else:
-        counter_j, counter_reason = None, "no_power_source"
-    if power_pts:
-        integ_j, integ_reason = _integrated_energy(power_pts, t0, t1, gap_limit, min_window)
-    else:
-        integ_j, integ_reason = None, "no_power_source"
-    if counter_j is not None:
-        energy, source, reason = counter_j, "counter", None
-    elif integ_j is not None:
-        energy, source, reason = integ_j, "integrated-average-power", None
-    elif counter_pts and counter_reason not in ("counter_not_increasing",):
-        energy, source, reason = None, None, counter_reason
-    else:
-        energy, source, reason = None, None, integ_reason
+    energy = window_energy(ss, vendor, t0, t1, period, tokens)
 
     # Throttle reasons: share of the window's samples that carry a bitmask
     bitmasks = [int(s["throttle_bits"]) for s in inside if s.get("throttle_bits") is not None]
@@ -401,15 +281,7 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         for name in _throttle_names(vendor, bits):
             counts[name] = counts.get(name, 0) + 1
     # Other processes
-    pids: set[int] = set()
-    procs_max = None
-    for s in inside:
-        procs = s.get("procs")
-        n = len(procs) if isinstance(procs, list) else s.get("n_procs")
-        if isinstance(procs, list):
-            pids.update(int(p["pid"]) for p in procs)
-        if n is not None:
-            procs_max = max(procs_max or 0, int(n))
+    pids, active, procs_max = _processes(inside)
     # Power state: the last state-carrying sample at or before t0, and those inside
     with_state = [s for s in ss if s["t"] <= t1 and any(s.get(k) is not None for k in _STATE_KEYS)]
     state_samples = [s for s in with_state if s["t"] >= t0]
@@ -428,18 +300,10 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         "vendor": vendor,
         "samples": len(inside),
         "period_s": period,
-        "max_gap_s": _max_gap(span),
+        "max_gap_s": max_gap(span),
         "power_w_mean": power["mean"],
         "power_w_max": power["max"],
-        "energy_j": energy,
-        "energy_source": source,
-        "energy_valid": energy is not None,
-        "energy_invalid_reason": reason,
-        "energy_counter_j": counter_j,
-        "energy_counter_invalid_reason": counter_reason,
-        "energy_integrated_j": integ_j,
-        "energy_integrated_invalid_reason": integ_reason,
-        "tok_per_j": tokens / energy if tokens and energy else None,
+        **energy,
         "sclk_mhz_min": sclk["min"],
         "sclk_mhz_median": sclk["median"],
         "sclk_mhz_max": sclk["max"],
@@ -452,11 +316,13 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         "throttle_count": dict(sorted(counts.items())),
         "procs_max": procs_max,
         "pids": sorted(pids),
+        "active_pids": sorted(active),
         "suspended_samples": sum(1 for s in inside if s.get("runtime_status") == "suspended"),
         "error_samples": sum(1 for s in inside if s.get("error")),
         "cap_w": last_state.get("cap_w"),
         "cap_default_w": last_state.get("cap_default_w"),
         "not_stock": not_stock,
+        "implausible": implausible,
     }
 
 
@@ -469,6 +335,14 @@ HOST_MIN_WINDOW_S = 1.0
 def _nonneg(v: float | None) -> float | None:
     """A CPU rate with tick-resolution noise below zero read as 0 (another process cannot use less)."""
     return None if v is None else max(v, 0.0)
+
+
+def _in_range(v: float | None, lo: float, hi: float, key: str, bad: dict[str, int]) -> float | None:
+    """`v` when inside [lo, hi] (a little tick noise below lo read as lo); else None, counted in `bad`."""
+    if v is None or lo - 0.5 <= v <= hi + 0.5:
+        return None if v is None else min(max(v, lo), hi)
+    bad[key] = bad.get(key, 0) + 1
+    return None
 
 
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
@@ -512,7 +386,7 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
 
         def d(key: str) -> float:
             vs = [float(s[key]) for s in pts]
-            return _interp(ts, vs, b) - _interp(ts, vs, a)
+            return interp(ts, vs, b) - interp(ts, vs, a)
 
         value = d(num) - (d(sub) if sub else 0.0)
         if den:
@@ -521,28 +395,42 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         return value / (b - a) if b > a else None
 
     psi = rate("psi_some_us")
+    implausible: dict[str, int] = {}
+    psi_pct = _in_range(None if psi is None else psi / 1e4, 0.0, 100.0, "psi_some_pct", implausible)
+    steal = _in_range(rate("steal_s", den="cpu_total_s"), 0.0, 100.0, "steal_pct", implausible)
     loads = [float(s["loadavg_1m"]) for s in inside if s.get("loadavg_1m") is not None]
     cpus = [s.get("cpus_online") for s in ss if s.get("cpus_online")]
+    n_cpus = cpus[-1] if cpus else None
+    busy = rate("cpu_busy_s")
+    if busy is not None and n_cpus and busy > n_cpus * 1.05 + 0.1:  # tick noise aside, no more than all cores
+        implausible["busy_cores_mean"], busy = 1, None
+    span = max(t1 - t0, HOST_MIN_WINDOW_S)
     return {
         "samples": len(inside),
-        "max_gap_s": _max_gap([t for t in ts_all if t0 <= t <= t1]),
-        "cpus_online": cpus[-1] if cpus else None,
-        "busy_cores_mean": rate("cpu_busy_s"),
+        "max_gap_s": max_gap([t for t in ts_all if t0 <= t <= t1]),
+        "cpus_online": n_cpus,
+        "achieved_hz": sum(1 for s in ss if t1 - span <= s["t"] <= t1) / span,
+        "busy_cores_mean": busy,
         "own_cpu_cores_mean": rate("own_cpu_s"),
         "other_cpu_cores_mean": _nonneg(rate("cpu_busy_s", sub="own_cpu_s")),
         "host_window_s": round(t1 - t0, 3),
-        "psi_some_pct": None if psi is None else psi / 1e4,  # µs per s -> % of wall time
-        "steal_pct": rate("steal_s", den="cpu_total_s"),
+        "psi_some_pct": psi_pct,  # µs per s -> % of wall time
+        "steal_pct": steal,
         "loadavg_1m_max": max(loads) if loads else None,
+        "implausible": implausible,
     }
 
 
 def window_summary(
-    samples: Iterable[dict[str, Any]], t0: float, t1: float, tokens: float | None = None
+    samples: Iterable[dict[str, Any]],
+    t0: float,
+    t1: float,
+    tokens: float | None = None,
+    rate_hz: float | None = None,
 ) -> dict[str, Any]:
     """Summary of one window [t0, t1] (wall seconds) of Sampler samples, JSON-able:
 
-        {"t0", "t1", "duration_s", "tokens",
+        {"t0", "t1", "duration_s", "tokens", "rate_hz" (the sampler's, when given),
          "energy_j", "energy_valid", "tok_per_j",             # all GPUs together; None unless every GPU is valid
          "gpus": {source_id: {
              "vendor", "samples", "period_s", "max_gap_s",
@@ -550,19 +438,21 @@ def window_summary(
              "energy_j", "energy_source" ("counter" | "integrated-average-power" | None),
              "energy_valid", "energy_invalid_reason" (ENERGY_REASONS | None),
              "energy_counter_j", "energy_counter_invalid_reason",
-             "energy_integrated_j", "energy_integrated_invalid_reason",
+             "energy_integrated_j", "energy_integrated_invalid_reason", "energy_step_s",
              "tok_per_j",
              "sclk_mhz_min", "sclk_mhz_median", "sclk_mhz_max", "mclk_mhz_median",
              "temp_max_c": {"temp_edge_c": .., ...}, "busy_pct_mean", "mem_busy_pct_mean",
              "throttle_samples", "throttle_share": {reason: share}, "throttle_count": {reason: n},
-             "procs_max", "pids", "suspended_samples", "error_samples",
-             "cap_w", "cap_default_w", "not_stock": [str]}},
-         "host": {"samples", "max_gap_s", "cpus_online", "busy_cores_mean", "own_cpu_cores_mean",
-                  "other_cpu_cores_mean", "psi_some_pct", "steal_pct", "loadavg_1m_max"} | None}
+             "procs_max", "pids", "active_pids", "suspended_samples", "error_samples",
+             "cap_w", "cap_default_w", "not_stock": [str], "implausible": {sensor: dropped}}},
+         "host": {"samples", "max_gap_s", "cpus_online", "achieved_hz", "busy_cores_mean",
+                  "own_cpu_cores_mean", "other_cpu_cores_mean", "psi_some_pct", "steal_pct",
+                  "loadavg_1m_max", "implausible"} | None}
 
-    Energy: the hardware counter when it increases over the window, else the integral of the
-    averaged power when that is valid, else None with `energy_invalid_reason`; never a number when
-    invalid. tok_per_j = tokens / energy_j. Throttle reasons are named per vendor (NVML clock-event
+    Sensor values outside their physical range (energy.PLAUSIBLE) are dropped first and counted.
+    Energy (energy.window_energy): the hardware counter when it increases plausibly over a window of
+    enough counter steps and agrees with a valid integral, else the integral of the averaged power when
+    that is valid, else None with `energy_invalid_reason`; never a number when invalid. tok_per_j = tokens / energy_j. Throttle reasons are named per vendor (NVML clock-event
     reasons; SMU14 bits for AMD) and include non-throttle ones (gpu-idle, temp-hotspot): `flags`
     decides which count. Stats (means, clocks, temps) are over samples inside [t0, t1].
 
@@ -592,21 +482,42 @@ def window_summary(
         "energy_j": energy,
         "energy_valid": valid,
         "tok_per_j": tokens / energy if tokens and energy else None,
+        "rate_hz": rate_hz,
         "gpus": gpus,
         "host": host,
     }
+
+
+def without_energy(summary: dict[str, Any], reason: str) -> dict[str, Any]:
+    """`summary` with no energy for the window and every GPU's energy invalid for `reason` (a window
+    whose edges are not the test's: its energy is not the test's). The other figures stay."""
+    gpus = {
+        sid: {
+            **g,
+            "energy_j": None,
+            "energy_valid": False,
+            "energy_invalid_reason": reason,
+            "tok_per_j": None,
+        }
+        for sid, g in (summary.get("gpus") or {}).items()
+    }
+    return {**summary, "energy_j": None, "energy_valid": False, "tok_per_j": None, "gpus": gpus}
 
 
 # ---------------------------------------------------------------------------------------------
 # Flags
 
 
-def _others(g: dict[str, Any], own_pids: Collection[int] | None) -> bool:
-    """A process other than the benchmark's on this GPU: a pid not in own_pids when pids are known;
-    else (NVML counts only, or no own_pids) more than OWN_GPU_PROCS processes."""
+def _others(g: dict[str, Any], own_pids: Collection[int] | None) -> str | None:
+    """Another process on this GPU in the window: "active" (it ran compute: _active), "held" (it only
+    held memory), or None. Pids known (KFD, NVML): those not in own_pids; else (NVML counts only, or
+    no own_pids) more than OWN_GPU_PROCS processes, taken as active."""
     if own_pids is not None and g.get("pids"):
-        return bool(set(g["pids"]) - set(own_pids))
-    return (g.get("procs_max") or 0) > OWN_GPU_PROCS
+        others = set(g["pids"]) - set(own_pids)
+        if not others:
+            return None
+        return "active" if others & set(g.get("active_pids", g["pids"])) else "held"
+    return "active" if (g.get("procs_max") or 0) > OWN_GPU_PROCS else None
 
 
 def _throttling(g: dict[str, Any]) -> list[str]:
@@ -626,15 +537,50 @@ def _throttling(g: dict[str, Any]) -> list[str]:
     return out
 
 
-def flags(
-    summary: dict[str, Any], baseline: dict[str, Any] | None = None, own_pids: Collection[int] | None = None
-) -> list[str]:
+def _cpu_contended(host: dict[str, Any]) -> bool:
+    """Other processes' CPU above HOST_OTHER_CPU_CORES_MAX where the cores are oversubscribed (own +
+    other > HOST_SATURATION of the online cores; own unknown: other > HOST_OTHER_SHARE_MAX of them)."""
+    other, own, cpus = (
+        host.get("other_cpu_cores_mean"),
+        host.get("own_cpu_cores_mean"),
+        host.get("cpus_online"),
+    )
+    if other is None or other <= HOST_OTHER_CPU_CORES_MAX:
+        return False
+    if not cpus:
+        return True
+    if own is None:
+        return other > HOST_OTHER_SHARE_MAX * cpus
+    return own + other > HOST_SATURATION * cpus
+
+
+def baseline_notes(baseline: dict[str, Any] | None) -> list[str]:
+    """What the idle baseline before a run (window_summary, the benchmark not yet started) says of
+    other tenants, one note per GPU: busy above BASELINE_BUSY_MAX_PCT, or processes on it. A note for
+    the run, not a flag on its rows: a tenant gone by then would mark rows it never touched."""
+    out = []
+    for sid, g in ((baseline or {}).get("gpus") or {}).items():
+        busy = g.get("busy_pct_mean") or 0
+        if busy > BASELINE_BUSY_MAX_PCT or g.get("pids") or (g.get("procs_max") or 0) > 0:
+            who = f"processes {g['pids']}" if g.get("pids") else f"{busy:.0f} % busy"
+            out.append(
+                f"GPU {sid} was in use before the run started ({who}): rows are flagged gpu-shared only "
+                "where another process ran compute during their own window"
+            )
+    return out
+
+
+def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
     """Flags for one window's summary (a list of names, in a stable order; empty: nothing seen).
 
-    - `gpu-shared`: a process other than the benchmark's used a GPU in the window (host pids from
-      KFD or NVML not in `own_pids`; without pids, more than OWN_GPU_PROCS processes), or the
-      `baseline` (window_summary of an idle window just before the run, the benchmark not yet on
-      the GPU) shows a GPU busy above BASELINE_BUSY_MAX_PCT or with a process not in own_pids.
+    - `gpu-shared`: a process other than the benchmark's ran compute on a GPU in the window (host
+      pids from KFD or NVML not in `own_pids`, with queues or SM use; without pids, more than
+      OWN_GPU_PROCS processes). Decided from the window alone: a tenant seen before the run is a run
+      note (baseline_notes), not a flag on later rows.
+    - `gpu-memory-held`: another process held memory on a GPU in the window but ran nothing (milder:
+      the speed is the card's; free memory was less).
+    - `sensor-implausible`: a sensor value outside its physical range was dropped (energy.PLAUSIBLE).
+    - `undersampled`: the sampler achieved under UNDERSAMPLED_SHARE of its rate around the window.
     - `throttled:<reason>`: NVIDIA sw-power-cap, hw-slowdown, sw-thermal, hw-thermal,
       hw-power-brake; AMD any SMU14 bit but temp-hotspot (ppt0 = held at the power cap), in at least
       THROTTLE_MIN_SHARE of the window's samples and THROTTLE_MIN_SAMPLES of them.
@@ -650,15 +596,10 @@ def flags(
             out.append(flag)
 
     gpus = summary.get("gpus") or {}
-    base_gpus = (baseline or {}).get("gpus") or {}
-    for sid, g in gpus.items():
-        b = base_gpus.get(sid)
-        base_busy = b is not None and (b.get("busy_pct_mean") or 0) > BASELINE_BUSY_MAX_PCT
-        base_procs = b is not None and bool(
-            set(b.get("pids") or []) - set(own_pids or []) if b.get("pids") else (b.get("procs_max") or 0) > 0
-        )
-        if _others(g, own_pids) or base_busy or base_procs:
-            add("gpu-shared")
+    for g in gpus.values():
+        other = _others(g, own_pids)
+        if other:
+            add("gpu-shared" if other == "active" else "gpu-memory-held")
     for g in gpus.values():
         for reason in _throttling(g):
             add(f"throttled:{reason}")
@@ -674,13 +615,18 @@ def flags(
     if any(g.get("not_stock") for g in gpus.values()):
         add("power-not-stock")
     host = summary.get("host") or {}
-    other, psi, steal = host.get("other_cpu_cores_mean"), host.get("psi_some_pct"), host.get("steal_pct")
+    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
     if (
-        (other is not None and other > HOST_OTHER_CPU_CORES_MAX)
+        _cpu_contended(host)
         or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT)
         or (steal is not None and steal > HOST_STEAL_MAX_PCT)
     ):
         add("host-busy")
+    if any(g.get("implausible") for g in gpus.values()) or host.get("implausible"):
+        add("sensor-implausible")
+    rate, achieved = summary.get("rate_hz"), host.get("achieved_hz")
+    if rate and achieved is not None and achieved < UNDERSAMPLED_SHARE * rate:
+        add("undersampled")
     for g in gpus.values():
         if not g.get("energy_valid"):
             add(f"energy-invalid:{g.get('energy_invalid_reason')}")

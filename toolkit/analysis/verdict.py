@@ -466,7 +466,9 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
         scores = [(i, s) for i, s, _ in av.ranking if i in rel]  # best first
         for i, s in scores:
             rel[i].append(s / scores[0][1])
-        last.add(scores[-1][0])
+        # last only when behind the next image by more than the axis's noise (a tie at the bottom is no last)
+        if len(scores) > 1 and scores[-2][1] / scores[-1][1] - 1 > (av.noise or 0.0):
+            last.add(scores[-1][0])
     gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
     never_last = [i for i in both if i not in last]
     ranked = sorted(never_last or both, key=lambda i: -gm[i])

@@ -10,7 +10,8 @@ log for GPU faults in the run's window.
 Test window: from the arrival of the test's first measured repetition (`--progress` line
 "benchmark i/N: prompt run 1/R" or "gen run 1/R") to the arrival of its result row; tokens =
 (n_prompt + n_gen) x repetitions, the tokens llama-bench's t/s counts. Without progress lines the
-window starts at the previous row (or the benchmark's start) and says so (`window_from`).
+window starts at the previous row (or the benchmark's start) and says so (`window_from`); it then
+holds warm-up and other work, so it gets no energy (`energy-invalid:no_test_edges`).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class RunObserver:
         self._starts: dict[int, tuple[float, int]] = {}  # test index -> (first measured rep's line, reps)
         self._last_row_t: float | None = None
         self._rows = 0
-        self.power_notes: list[str] = []  # filled by start(): GPUs not at stock power, said up front
+        self.notes: list[str] = []  # filled by start(): GPUs not at stock power or in use before the run
         self.baseline: dict[str, Any] | None = None
         self.t_start: float | None = None
         self._kernel: tel.KernelLog | None = None
@@ -137,12 +138,15 @@ class RunObserver:
             except Exception:
                 continue
             if reasons:
-                self.power_notes.append(f"GPU {src.id} is not at stock power: {'; '.join(reasons)}")
+                self.notes.append(f"GPU {src.id} is not at stock power: {'; '.join(reasons)}")
         self.sampler.start()
         t0 = time.time()
-        time.sleep(self.baseline_s)
+        for src in self._gpu_sources:  # the sensors' update periods, measured while the GPU idles
+            src.measure_steps(min(tel.STEP_PROBE_S, self.baseline_s / 2))
+        time.sleep(max(0.0, t0 + self.baseline_s - time.time()))
         self.sampler.sample_once()
         self.baseline = tana.window_summary(self.sampler.samples, t0, time.time())
+        self.notes += tana.baseline_notes(self.baseline)
         self.t_start = time.time()
         self._last_row_t = self.t_start
 
@@ -198,19 +202,23 @@ class RunObserver:
         n_prompt, n_gen = _count(raw.get("n_prompt")), _count(raw.get("n_gen"))
         # a row whose counts are not counts gets no token figure (the validity pass refuses the row)
         tokens = (n_prompt + n_gen) * reps if reps and n_prompt is not None and n_gen is not None else None
-        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens)
+        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens, self.sampler.rate_hz)
+        if (
+            source != "progress"
+        ):  # no test edges: the window holds other tests too, its energy is not this one's
+            summary = tana.without_energy(summary, "no_test_edges")
         summary["window_from"] = source
         self._rows = n
         self._last_row_t = t1
-        return {"telemetry": summary, "flags": tana.flags(summary, self.baseline, self._own_pids or None)}
+        return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def window(self, t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
         """Telemetry and flags of any window (a vLLM/SGLang command, a whole measured command)."""
         if self.sampler is None:
             return {}
         self.sampler.sample_once()
-        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens)
-        return {"telemetry": summary, "flags": tana.flags(summary, self.baseline, self._own_pids or None)}
+        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens, self.sampler.rate_hz)
+        return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def finish(self) -> dict[str, Any]:
         """Stop sampling; the run's facts: {"trace", "samples", "missed_ticks", "gpus", "kernel_log"}."""

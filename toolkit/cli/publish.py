@@ -152,7 +152,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     default=5.0,
     show_default=True,
     metavar="PERCENT",
-    help="Smallest delta counted as a difference; each test's noise is max(3 x combined relative "
+    help="Smallest delta counted as a difference; each test's noise is max(2 x combined relative "
     "stddev, this).",
 )
 @click.option(

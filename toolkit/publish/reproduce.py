@@ -9,7 +9,7 @@
    runner's settings block as its records state it (asked of the runner through the registry:
    `Runner.settings_from_records`).
 4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
-   max(3 x combined relative stddev, threshold); the run reproduces when every test is within noise.
+   max(2 x combined relative stddev: tables.noise_band, the one rule, threshold); the run reproduces when every test is within noise.
    Where both hold a valid energy (tables.energy), tokens per joule recorded vs reproduced and their
    delta are shown too (information: the verdict is on tok/s).
 
@@ -20,7 +20,6 @@ folder, symlinks resolved, before it is read, written or deleted (toolkit.core.p
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from toolkit.analysis.tables import (
     energy,
     fmt_tok_per_j,
     id_value,
+    noise_band,
     row_label,
     select_latest,
     sided_telemetry_flags,
@@ -393,7 +393,7 @@ def compare_records(
             va, vb = value(ra), value(rb)
             assert va and vb  # usable() keeps only records with a tok/s value
             delta = vb / va - 1
-            noise = max(3 * math.hypot(_rel_sd(ra), _rel_sd(rb)), floor)
+            noise = max(noise_band(_rel_sd(ra), _rel_sd(rb)), floor)
             rows.append(ReproRow(name, label, ra.model.name, ra, rb, delta, noise, abs(delta) <= noise))
     return rows
 
@@ -712,7 +712,7 @@ def format_reproduction(rep: Reproduction) -> str:
         f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise"
         + (f", {missing} missing" if missing else "")
         + (f", {held} beyond noise on a flagged cell: held, run again on an idle host" if held else "")
-        + f"; noise = max(3 x combined relative stddev, {rep.threshold:g}%))"
+        + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
     )
     return "\n".join(lines)
 

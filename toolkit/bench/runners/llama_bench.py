@@ -476,7 +476,7 @@ def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str
     sink = RowSink(spec, opts, axes, path, sha, hashed, base, saver, observer, events, model.name, cold)
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     observer.start()
-    for note in observer.power_notes:  # up front: results on a GPU not at stock power are not the card's
+    for note in observer.notes:  # up front: a GPU not at stock power or in use before the run
         events("note", text=f"{spec.name}: warning: {note}; its records are flagged power-not-stock")
     started = {"on_start": observer.own_pid} if observer.enabled else {}
     timeout = opts.timeout_s or axes.timeout_s

@@ -68,7 +68,9 @@ from toolkit.host.telemetry.nvidia import (
     nvml_bus,
 )
 from toolkit.host.telemetry.readers import (
+    STEP_PROBE_S,
     Source,
+    update_period,
 )
 from toolkit.host.telemetry.sampler import (
     Sampler,

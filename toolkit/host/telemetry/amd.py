@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolkit.host.telemetry.readers import OpenFiles, read_int, read_text, scaled
+from toolkit.host.telemetry.readers import OpenFiles, read_int, read_text, scaled, update_period
 
 # struct gpu_metrics_v1_3 (include/kgd_pp_interface.h), little-endian, no implicit padding: 46
 # fields, 120 bytes (§1.3; offsets checked with offsetof on the header text).
@@ -140,6 +140,17 @@ class AmdGpuSource:
         self.gpu_id = _kfd_gpu_id(self.kfd_root, self.render_node)
         self._last_state = -1e18
         self._files = OpenFiles()
+        self.steps: dict[str, float | None] = {}
+
+    def measure_steps(self, duration_s: float) -> dict[str, float | None]:
+        """Measure the update periods (s) of the energy counter (gpu_metrics energy_accumulator) and
+        of power1_average (readers.update_period, `duration_s` each); carried in the power state of
+        later samples as `energy_step_s` / `power_step_s`."""
+        self.steps = {
+            "energy_step_s": update_period(lambda: self._metrics()["energy_j"], duration_s),
+            "power_step_s": update_period(lambda: self._hw("power1_average"), duration_s),
+        }
+        return self.steps
 
     def _hw(self, name: str) -> int | None:
         return self._files.int(self.hwmon / name) if self.hwmon else None
@@ -165,6 +176,7 @@ class AmdGpuSource:
             "od_vddgfx_offset_mv": parse_od_vddgfx_offset_mv(od_text) if od_text else None,
             "ppfeaturemask": f"0x{mask:08x}" if mask is not None else None,
             "od_enabled": None if mask is None else bool(mask & AMD_PP_OVERDRIVE_MASK),
+            **self.steps,
         }
 
     def read(self) -> dict[str, Any]:

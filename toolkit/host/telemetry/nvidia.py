@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolkit.host.telemetry.readers import scaled
+from toolkit.host.telemetry.readers import scaled, update_period
 
 
 def import_pynvml() -> Any:
@@ -25,8 +25,9 @@ class NvmlGpuSource:
     `sclk_mhz` / `mclk_mhz` (SM / memory clock), `temp_gpu_c`, `throttle_bits`
     (nvmlDeviceGetCurrentClocksEventReasons bitmask: 0x4 sw power cap, 0x8 hw slowdown, 0x20 sw
     thermal, 0x40 hw thermal, 0x80 hw power brake, ...), `busy_pct` / `mem_busy_pct`
-    (utilization gpu / memory), `pstate`, `procs` ([{"pid", "vram_bytes"}] of
-    nvmlDeviceGetComputeRunningProcesses: host pids), `n_procs`, `cap_w` (enforced power limit),
+    (utilization gpu / memory), `pstate`, `procs` ([{"pid", "vram_bytes", "sm_pct"}] of
+    nvmlDeviceGetComputeRunningProcesses: host pids; sm_pct from nvmlDeviceGetProcessUtilization,
+    0 for a process that only holds memory, None when NVML cannot tell), `n_procs`, `cap_w` (enforced power limit),
     `cap_default_w` (nvmlDeviceGetPowerManagementDefaultLimit). A call the GPU does not support gives
     None for its field. Raises only from the constructor (NVML missing or failing to initialise)."""
 
@@ -50,6 +51,21 @@ class NvmlGpuSource:
         # nvmlDeviceGetCurrentClocksEventReasons; older bindings call it ...ThrottleReasons (§5)
         reasons = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         self._reasons: Callable[[Any], int] = reasons or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self.steps: dict[str, float | None] = {}
+        self._util_since = 0  # µs timestamp of the newest per-process utilisation sample read
+
+    def measure_steps(self, duration_s: float) -> dict[str, float | None]:
+        """Measure the update periods (s) of the total-energy counter and of the power reading
+        (readers.update_period, `duration_s` each); carried in the power state of later samples as
+        `energy_step_s` / `power_step_s`."""
+        n, h, c = self.nvml, self.handle, self._call
+        self.steps = {
+            "energy_step_s": update_period(
+                lambda: c(lambda: n.nvmlDeviceGetTotalEnergyConsumption(h)), duration_s
+            ),
+            "power_step_s": update_period(lambda: c(lambda: n.nvmlDeviceGetPowerUsage(h)), duration_s),
+        }
+        return self.steps
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -64,6 +80,7 @@ class NvmlGpuSource:
             "vendor": self.vendor,
             "cap_w": scaled(self._call(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h)), 1e3),
             "cap_default_w": scaled(self._call(lambda: n.nvmlDeviceGetPowerManagementDefaultLimit(h)), 1e3),
+            **self.steps,
         }
 
     def read(self, edge: bool = False) -> dict[str, Any]:
@@ -75,7 +92,15 @@ class NvmlGpuSource:
         procs_raw = c(lambda: n.nvmlDeviceGetComputeRunningProcesses(h))
         procs = None
         if procs_raw is not None:
-            procs = [{"pid": int(p.pid), "vram_bytes": _nvml_mem(p)} for p in procs_raw]
+            sm = self._sm_by_pid()
+            procs = [
+                {
+                    "pid": int(p.pid),
+                    "vram_bytes": _nvml_mem(p),
+                    "sm_pct": None if sm is None else sm.get(int(p.pid), 0),
+                }
+                for p in procs_raw
+            ]
         energy = None
         now = time.monotonic()
         slow = edge or now - self._counter_at >= self.COUNTER_EVERY_S
@@ -99,6 +124,22 @@ class NvmlGpuSource:
         if slow:  # the power limits change only by an admin's hand: read with the counter
             sample.update({k: v for k, v in self.state().items() if k != "vendor"})
         return sample
+
+    def _sm_by_pid(self) -> dict[int, int] | None:
+        """Each process's highest SM use (%) in the samples NVML kept since the last call
+        (nvmlDeviceGetProcessUtilization): {} when none ran compute since (NVML_ERROR_NOT_FOUND),
+        None when the GPU or binding cannot tell (then a process's activity is unknown)."""
+        try:
+            samples = self.nvml.nvmlDeviceGetProcessUtilization(self.handle, self._util_since)
+        except Exception as err:
+            not_found = getattr(self.nvml, "NVML_ERROR_NOT_FOUND", 6)
+            return {} if getattr(err, "value", None) == not_found else None
+        out: dict[int, int] = {}
+        for smp in samples:
+            pid = int(smp.pid)
+            out[pid] = max(out.get(pid, 0), int(smp.smUtil))
+            self._util_since = max(self._util_since, int(smp.timeStamp))
+        return out
 
     def close(self) -> None:
         """Release NVML (nvmlShutdown is reference-counted against nvmlInit)."""

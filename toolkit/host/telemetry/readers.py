@@ -4,6 +4,9 @@ and the Source protocol every telemetry source implements."""
 from __future__ import annotations
 
 import os
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +27,30 @@ def read_int(path: Path | str) -> int | None:
         return int(text, 0)
     except ValueError:
         return None
+
+
+STEP_PROBE_S = 0.5
+"""Seconds each sensor is polled to measure its update period (update_period)."""
+
+
+def update_period(
+    read: Callable[[], float | None], duration_s: float = STEP_PROBE_S, interval_s: float = 0.002
+) -> float | None:
+    """Seconds between a sensor's updates, measured: `read` polled every `interval_s` for `duration_s`,
+    the median gap between the moments its value changed. None when it changed fewer than 3 times
+    (it updates slower than duration_s / 2, stands still, or fails to read). NVML's total-energy
+    counter steps every ~100 ms on an H200 (issue 31); a reading finer than `interval_s` gives about
+    `interval_s`."""
+    end = time.monotonic() + duration_s
+    last, changes = read(), []
+    while time.monotonic() < end:
+        time.sleep(interval_s)
+        v = read()
+        if v is not None and v != last:
+            changes.append(time.monotonic())
+            last = v
+    gaps = [b - a for a, b in zip(changes, changes[1:], strict=False)]
+    return statistics.median(gaps) if len(gaps) >= 2 else None
 
 
 def scaled(value: int | None, divisor: float) -> float | None:
