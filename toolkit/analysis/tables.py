@@ -111,19 +111,27 @@ FLAG_HELP = {
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
     "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
     "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
-    "gpu-shared": "another process used the GPU during the test (NVML compute processes / KFD entries with VRAM or "
-    "queues not the benchmark's, or a busy GPU in the idle baseline): the GPU was shared, the number is not the GPU's; "
-    "no tok/J either (the board's energy counts the other process's work too)",
+    "gpu-shared": "another process ran compute on the GPU during the test (KFD entries with queues, NVML processes "
+    "with SM use, not the benchmark's; with process counts only, more than one): the GPU was shared, the number is "
+    "not the GPU's; no tok/J either (the board's energy counts the other process's work too)",
+    "gpu-memory-held": "another process held memory on the GPU during the test but ran nothing on it: the speed is "
+    "the card's; less memory was free",
+    "sensor-implausible": "a sensor reading outside its physical range (power, clock, temperature, busy, CPU pressure) "
+    "was dropped from the test's figures: a driver or read glitch; the rest stands",
+    "undersampled": "the telemetry sampler achieved under half its rate around the test (a loaded host): the "
+    "test's figures rest on too few readings",
     "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "
     "AMD SMU14 throttle bits, TEMP_HOTSPOT masked: set at all times on the R9700, ROCm/rocm-systems#11781); the "
     "reason follows the colon (sw-power-cap, hw-thermal, ppt0 = held at the power cap, ...)",
     "clock-idle": "the GPU was busy while its gfx clock stayed at idle (ROCm#6289): the number is not the card's",
     "power-not-stock": "the GPU ran below its default power cap, with a forced performance level, a non-default power "
     "profile or overdrive offsets: not a stock-card number",
-    "host-busy": "processes other than the benchmark used the host's CPUs during the test (above 0.5 core on average, "
-    "or CPU pressure above 20 % or steal above 10 % of the time): the host was busy, the number may be low",
+    "host-busy": "processes other than the benchmark used the host's CPUs during the test where the cores were "
+    "oversubscribed (above 0.5 core on average and, with the benchmark's own, above 90 % of the host's cores), or "
+    "CPU pressure above 20 % or steal above 10 % of the time: the host was busy, the number may be low",
     "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
-    "sensor's averaging allows, samples not bracketing the window, a sampling gap, no power source)",
+    "sensor's averaging or 20 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
+    "source, a counter that jumped or disagrees with the power reading, no test edges without --progress)",
     "no-matrix-cores": "a Vulkan run on an RDNA4 GPU (gfx12xx) whose llama.cpp chose no matrix cores (its GPU-path "
     "probe read `matrix cores: none` from ggml's device line: scalar matmul shaders, not the card's WMMA; Mesa "
     "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",
@@ -136,7 +144,14 @@ FLAG_HELP = {
 
 # Telemetry flags that say a number is not the card's alone (the verdict names them and will not
 # crown a cell that carries one: toolkit.analysis.verdict); energy-invalid says nothing about speed.
-TELEMETRY_VERDICT_FLAGS = ("gpu-shared", "throttled", "clock-idle", "power-not-stock", "host-busy")
+TELEMETRY_VERDICT_FLAGS = (
+    "gpu-shared",
+    "throttled",
+    "clock-idle",
+    "power-not-stock",
+    "host-busy",
+    "undersampled",
+)
 
 
 @dataclass(frozen=True)
