@@ -34,7 +34,7 @@ def test_env_axis_is_validated_and_crossed():
         ({"1X": ["a"]}, "not an environment variable name"),
         ({"X": []}, "non-empty list"),
         ({"X": ["a", "a"]}, "duplicate"),
-        ({"X": [True]}, "not a string or number"),
+        ({"X": [True]}, "not a string, a number or null"),
         ({"X": ["a b"]}, "not allowed"),
         ({"ROCR_VISIBLE_DEVICES": ["0"]}, "set by the toolkit"),
         (["X=1"], "must map"),
@@ -99,3 +99,31 @@ def test_effective_environment_without_inspect_claims_nothing():
             )
 
     assert effective_environment(E(), "sha256:x", {"A": "1"}) == {"A": "1", "B": "2"}
+
+
+def test_null_leaves_a_variable_unset_so_an_existence_switch_is_measured_on_and_off(tmp_path):
+    """ggml's GGML_VK_DISABLE_COOPMAT is tested for existence (ggml-vulkan.cpp getenv != nullptr): the
+    old example ['0', '1'] ran both cells without cooperative matrix. [null, '1'] leaves it unset in
+    one container and sets it in the other; the records say `unset` and `1`, two rows of one test."""
+    assert BenchAxes(env={"GGML_VK_DISABLE_COOPMAT": [None, "1"]}).env_combinations() == [
+        {"GGML_VK_DISABLE_COOPMAT": None},
+        {"GGML_VK_DISABLE_COOPMAT": "1"},
+    ]
+    fake = FakeEngine()
+    ctx = _ctx(tmp_path, fake, {"GGML_VK_DISABLE_COOPMAT": [None, "1"]})
+    runner = LlamaBenchRunner()
+    steps = runner.plan(ctx)
+    assert [s.what for s in steps] == [
+        "llama-bench, run 1 of 1, env GGML_VK_DISABLE_COOPMAT unset",
+        "llama-bench, run 1 of 1, env GGML_VK_DISABLE_COOPMAT=1",
+    ]
+    assert not any("GGML_VK_DISABLE_COOPMAT" in a for a in steps[0].argv)
+    assert "GGML_VK_DISABLE_COOPMAT=1" in steps[1].argv
+    assert [o.status for o in runner.run(ctx)] == ["ok", "ok"]
+    assert ["GGML_VK_DISABLE_COOPMAT" in e for e in fake.envs] == [False, True]
+    recs = ctx.store.results()
+    assert {identity.test_fields(r)["env.GGML_VK_DISABLE_COOPMAT"] for r in recs} == {"unset", "1"}
+    unset = [r for r in recs if r.env["GGML_VK_DISABLE_COOPMAT"] is None]
+    assert unset and all("GGML_VK_DISABLE_COOPMAT" not in (r.environment or {}) for r in unset)
+    ctx.opts.resume = True
+    assert runner.cases(ctx) == []  # the unset cells are found again as measured

@@ -175,11 +175,11 @@ def test_vulkan(lm, template):
     assert '\'$3 ~ /~bpo/ && $1 != "mesa"' in runtime_install  # nothing else from backports
     # a version floor checked in the build (the first Mesa with RADV coopmat on GFX12), the installed
     # version and suite recorded as build facts
-    assert lm.m.min_mesa_version == "25.1.0"
+    assert lm.m.min_mesa_version == "25.2.0"
     assert "dpkg --compare-versions" in runtime_install
     assert f'lt "{lm.m.min_mesa_version}"' in runtime_install
     assert f"older than the matrix minimum {lm.m.min_mesa_version}" in runtime_install
-    assert "cooperative matrix needs RADV >= 25.1.0" in runtime_install
+    assert ">= 25.1.0 for cooperative matrix and >= 25.2.0 for VK_EXT_shader_float8" in runtime_install
     assert "mesa-version=%s\\nmesa-apt-suite=%s" in runtime_install
     assert "/opt/toolkit/facts/runtime.txt" in runtime_install
     # the probe stage: drm-shim device, extension facts, fails without coopmat (in vulkaninfo and in llama.cpp)
@@ -286,6 +286,11 @@ def test_vulkan_probe_records_extensions_and_fails_without_coopmat(lm, tmp_path)
     assert proc.returncode == 1
     assert "exposes no VK_KHR_cooperative_matrix" in proc.stderr
     assert "vk-khr-cooperative-matrix=absent" in (tmp_path / "bad" / "facts" / "vulkan-probe.txt").read_text()
+
+    no_fp8 = "\n".join(ln for ln in good.splitlines() if "VK_EXT_shader_float8" not in ln)
+    (tmp_path / "nofp8").mkdir()
+    proc = _run_probe(tmp_path / "nofp8", script, no_fp8)  # Mesa 25.1.x: coopmat, but the RDNA3 path
+    assert proc.returncode == 1 and "exposes no VK_EXT_shader_float8" in proc.stderr
 
     other = good.replace("RADV GFX1201", "RADV NAVI31")
     (tmp_path / "other").mkdir()

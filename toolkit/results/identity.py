@@ -201,7 +201,7 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
                 out[k] = _plain(v)
     # the runtime environment axis (`bench.env`): each variable is a test field of its own
     for name, val in sorted((r.env or {}).items()):
-        out[f"env.{name}"] = str(val)
+        out[f"env.{name}"] = "unset" if val is None else str(val)
     # the canonical fields win over raw spellings (csv strings, old vintages)
     out.update(n_prompt=r.n_prompt, n_gen=r.n_gen, n_depth=r.n_depth)
     for k in ("n_batch", "n_ubatch"):

@@ -193,7 +193,7 @@ class BenchRecord(BaseModel):
     # the `bench.env` axis values this test ran with (part of its identity: `env.NAME`), and the
     # container's effective environment (the image's ENV overlaid with the run's -e, as Docker merges
     # them: toolkit.bench.runners.base.effective_environment); None where not recorded (older records)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str | None] = Field(default_factory=dict)  # None: left unset
     environment: dict[str, str] | None = None
     # schema 2: the state of the system during this test's window (toolkit.analysis.telemetry
     # window_summary: GPU power/energy/clocks/throttling/other processes, host load); None in schema 1

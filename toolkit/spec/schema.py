@@ -392,8 +392,10 @@ class BenchAxes(StrictBlock):
     # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
     # (one container per combination; the llama-bench axes run inside each). Part of the test
     # identity (`env.NAME`, toolkit/results/identity.py) and a column of the tables where it varies;
-    # e.g. {"GGML_VK_DISABLE_COOPMAT": ["0", "1"]}. Values are strings (numbers are written as text).
-    env: dict[str, list[str]] = Field(default_factory=dict)
+    # Values are strings (numbers are written as text); null leaves the variable unset (ggml's
+    # GGML_VK_DISABLE_* switches test whether the variable exists: "0" disables too), e.g.
+    # {"GGML_VK_DISABLE_COOPMAT": [null, "1"]} measures cooperative matrix on and off.
+    env: dict[str, list[str | None]] = Field(default_factory=dict)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -402,9 +404,9 @@ class BenchAxes(StrictBlock):
             return {}
         if not isinstance(v, dict):
             raise ValueError(
-                "env must map variable names to lists of values, e.g. {GGML_VK_DISABLE_COOPMAT: ['0', '1']}"
+                "env must map variable names to lists of values (null: unset), e.g. {GGML_VK_DISABLE_COOPMAT: [null, '1']}"
             )
-        out: dict[str, list[str]] = {}
+        out: dict[str, list[str | None]] = {}
         for name, values in v.items():
             if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
                 raise ValueError(
@@ -415,19 +417,25 @@ class BenchAxes(StrictBlock):
                     f"env: {name} is set by the toolkit itself (device selection, caches); not an axis"
                 )
             if not isinstance(values, list) or not values:
-                raise ValueError(f"env.{name}: give a non-empty list of values, e.g. ['0', '1']")
-            vals = []
+                raise ValueError(
+                    f"env.{name}: give a non-empty list of values, e.g. [null, '1'] (null: unset)"
+                )
+            vals: list[str | None] = []
             for x in values:
+                if x is None:
+                    vals.append(None)
+                    continue
                 if isinstance(x, bool) or not isinstance(x, str | int | float):
-                    raise ValueError(f"env.{name}: {x!r} is not a string or number")
+                    raise ValueError(f"env.{name}: {x!r} is not a string, a number or null (unset)")
                 vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
             if len(set(vals)) != len(vals):
                 raise ValueError(f"env.{name}: duplicate values")
             out[name] = vals
         return out
 
-    def env_combinations(self) -> list[dict[str, str]]:
-        """The crossed `env` axis: one {NAME: value} per container ([{}] without the axis)."""
+    def env_combinations(self) -> list[dict[str, str | None]]:
+        """The crossed `env` axis: one {NAME: value} per container ([{}] without the axis); a value
+        None leaves NAME unset in that container."""
         names = sorted(self.env)
         return [
             dict(zip(names, combo, strict=True)) for combo in itertools.product(*(self.env[n] for n in names))
@@ -651,8 +659,10 @@ class Matrix(StrictBlock):
     bench: BenchAxes = Field(default_factory=BenchAxes)
     registry: str | None = None
     # RADV advertises VK_KHR_cooperative_matrix on GFX12 (RDNA4) from Mesa 25.1.0 (docs/relnotes/25.1.0.rst:
-    # "radv: advertise VK_KHR_cooperative_matrix on GFX12"); 25.0.x runs llama.cpp without it
-    min_mesa_version: str = "25.1.0"
+    # "radv: advertise VK_KHR_cooperative_matrix on GFX12"; 25.0.x runs llama.cpp without it) and
+    # VK_EXT_shader_float8 from 25.2.0 (issue 31), which llama.cpp reads to class the device as RDNA4
+    # (else RDNA3 tuning); the build probe fails without either
+    min_mesa_version: str = "25.2.0"
     campaign: CampaignSpec | None = None  # multi-host campaigns on Slurm (toolkit/campaign/slurm.py)
     # runner settings blocks registered in toolkit.core.registry.SETTINGS (e.g. `sglang:`), validated by
     # their runner's own model; every registered block is present (defaults when not written)

@@ -137,13 +137,14 @@ class LlamaBenchRunner:
         return out
 
 
-def _env_label(env: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+def _env_label(env: dict[str, str | None]) -> str:
+    return " ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in sorted(env.items()))
 
 
-def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str] | None = None):
+def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str | None] | None = None):
     """The container of one llama-bench process over `axes` on model file `path`, with the `bench.env`
-    combination `env` set (-e; it may not replace the device selection and caches the toolkit sets)."""
+    combination `env` set (-e; it may not replace the device selection and caches the toolkit sets; a
+    variable None is not passed: unset, unless the image's own ENV sets it, which `environment` shows)."""
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
@@ -159,7 +160,8 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str] 
         model_file=True,
     )
     if env:
-        rs.environment = {**rs.environment, **{k: v for k, v in env.items() if k not in rs.environment}}
+        own = {k: v for k, v in env.items() if k not in rs.environment and v is not None}
+        rs.environment = {**rs.environment, **own}
     return rs
 
 
@@ -256,7 +258,7 @@ def probe_flags(backend: str, facts: dict[str, Any], gpus: list[dict[str, Any]])
     return ["no-matrix-cores"] if rdna4 else []
 
 
-def _resumed(ctx: RunContext, path: Path, env: dict[str, str] | None) -> Outcome | None:
+def _resumed(ctx: RunContext, path: Path, env: dict[str, str | None] | None) -> Outcome | None:
     """With opts.resume: the outcome of measuring only the cases not yet measured on this digest +
     model (one bench_one per cross product they form), or of nothing when none is missing; None when
     every case is missing (the whole matrix runs as usual)."""
@@ -427,7 +429,9 @@ def _base_fields(
     return base
 
 
-def bench_one(ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str] | None = None) -> Outcome:
+def bench_one(
+    ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str | None] | None = None
+) -> Outcome:
     """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
     records; returns the summary line. With opts.resume only the cases not yet measured on this
     digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
@@ -572,7 +576,7 @@ def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
 
 
 def missing_cases(
-    store: ResultStore, digest: str, sha: str, axes: BenchAxes, env: dict[str, str] | None = None
+    store: ResultStore, digest: str, sha: str, axes: BenchAxes, env: dict[str, str | None] | None = None
 ) -> list[dict[str, Any]]:
     """The cases of `axes` (run with the `bench.env` combination `env`) with no ok record yet on this
     image digest + model sha256 (resume per test)."""
