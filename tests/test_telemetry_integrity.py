@@ -128,3 +128,32 @@ def test_a_window_sampled_at_under_half_the_rate_is_undersampled():
     assert "undersampled" not in flags(host_window(own=1.0, other=0.0, cpus=16))
     s = host_window(own=1.0, other=0.0, cpus=16, every=3)  # 3.3 of 10 samples a second
     assert s["host"]["achieved_hz"] == pytest.approx(3.3, abs=0.4) and "undersampled" in flags(s)
+
+
+def test_a_wedged_sensor_file_drops_its_gpu_and_never_stops_the_run(tmp_path):
+    """A read that blocks (a wedged GPU's sysfs file: here a FIFO nobody writes, whose open blocks as
+    such a read does) hung `toolkit measure` and bench before the command started (issue 31). Every
+    read is time-boxed: the GPU is dropped, said up front, and the windows are flagged."""
+    import os
+
+    from tests.support.telemetry_fakes import FakeAmdHost
+    from toolkit.bench.observe import RunObserver
+    from toolkit.host import telemetry as tel
+
+    host = FakeAmdHost(tmp_path / "sys").build()
+    busy = host.device / "gpu_busy_percent"
+    busy.unlink()
+    os.mkfifo(busy)
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.2)
+    src = tel.AmdGpuSource(host.device, kfd_root=host.kfd, module_params=host.module_params)
+    obs._gpu_sources.append(src)
+    obs.sampler = tel.Sampler([tel.HostSource(), src], rate_hz=20, read_timeout_s=0.3)
+    t0 = time.monotonic()
+    obs.start()
+    assert time.monotonic() - t0 < 5
+    time.sleep(0.3)
+    seen = obs.test({"n_prompt": 0, "n_gen": 16, "samples_ns": [1]})
+    obs.finish()
+    assert src.id in obs.sampler.dropped and "did not return within 0.3 s" in obs.sampler.dropped[src.id]
+    assert "sensor-dropped" in seen["flags"]
+    assert seen["telemetry"]["host"]["samples"] > 0  # the host is still sampled

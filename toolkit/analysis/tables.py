@@ -118,6 +118,8 @@ FLAG_HELP = {
     "the card's; less memory was free",
     "sensor-implausible": "a sensor reading outside its physical range (power, clock, temperature, busy, CPU pressure) "
     "was dropped from the test's figures: a driver or read glitch; the rest stands",
+    "sensor-dropped": "a GPU sensor read did not return within its time box (a wedged sysfs file or driver call): "
+    "the GPU was not sampled from then on, so the test has no GPU telemetry or energy",
     "undersampled": "the telemetry sampler achieved under half its rate around the test (a loaded host): the "
     "test's figures rest on too few readings",
     "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "

@@ -323,6 +323,7 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         "cap_default_w": last_state.get("cap_default_w"),
         "not_stock": not_stock,
         "implausible": implausible,
+        "dropped": any(s.get("dropped") for s in ss if s["t"] <= t1),
     }
 
 
@@ -581,6 +582,8 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
       the speed is the card's; free memory was less).
     - `sensor-implausible`: a sensor value outside its physical range was dropped (energy.PLAUSIBLE).
     - `undersampled`: the sampler achieved under UNDERSAMPLED_SHARE of its rate around the window.
+    - `sensor-dropped`: a GPU's read did not return (Sampler.read_timeout_s) by the window's end: the
+      GPU is not sampled from then on.
     - `throttled:<reason>`: NVIDIA sw-power-cap, hw-slowdown, sw-thermal, hw-thermal,
       hw-power-brake; AMD any SMU14 bit but temp-hotspot (ppt0 = held at the power cap), in at least
       THROTTLE_MIN_SHARE of the window's samples and THROTTLE_MIN_SAMPLES of them.
@@ -624,6 +627,8 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
         add("host-busy")
     if any(g.get("implausible") for g in gpus.values()) or host.get("implausible"):
         add("sensor-implausible")
+    if any(g.get("dropped") for g in gpus.values()):
+        add("sensor-dropped")
     rate, achieved = summary.get("rate_hz"), host.get("achieved_hz")
     if rate and achieved is not None and achieved < UNDERSAMPLED_SHARE * rate:
         add("undersampled")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,13 @@ class RunObserver:
         if enabled:
             for g in self.gpus:
                 try:
-                    self._gpu_sources.append(tel.open_source(g))
+                    self._gpu_sources.append(
+                        tel.timeboxed(partial(tel.open_source, g), what=f"opening {g.id}")
+                    )
+                except tel.ReadTimeout as err:
+                    self.notes.append(
+                        f"GPU {g.id} is not sampled: {err} (a wedged sensor file or driver call)"
+                    )
                 except Exception:  # a GPU whose files or NVML handle cannot be opened: not sampled
                     continue
             self.sampler = tel.Sampler(
@@ -132,23 +139,37 @@ class RunObserver:
         if self.sampler is None:
             return
         self._kernel = tel.KernelLog()
-        for src in self._gpu_sources:
+        for src in list(self._gpu_sources):  # every read time-boxed: a wedged sensor never stops the run
             try:
-                reasons = tel.not_stock_reasons(tel.power_state(src))
+                reasons = tel.not_stock_reasons(tel.timeboxed(partial(tel.power_state, src), what=src.id))
+            except tel.ReadTimeout as err:
+                self._drop(src, str(err))
+                continue
             except Exception:
                 continue
             if reasons:
                 self.notes.append(f"GPU {src.id} is not at stock power: {'; '.join(reasons)}")
         self.sampler.start()
         t0 = time.time()
-        for src in self._gpu_sources:  # the sensors' update periods, measured while the GPU idles
-            src.measure_steps(min(tel.STEP_PROBE_S, self.baseline_s / 2))
+        probe_s = min(tel.STEP_PROBE_S, self.baseline_s / 2)
+        for src in list(self._gpu_sources):  # the sensors' update periods, measured while the GPU idles
+            try:
+                tel.timeboxed(partial(src.measure_steps, probe_s), 2 * probe_s + tel.READ_TIMEOUT_S, src.id)
+            except tel.ReadTimeout as err:
+                self._drop(src, str(err))
         time.sleep(max(0.0, t0 + self.baseline_s - time.time()))
         self.sampler.sample_once()
         self.baseline = tana.window_summary(self.sampler.samples, t0, time.time())
         self.notes += tana.baseline_notes(self.baseline)
         self.t_start = time.time()
         self._last_row_t = self.t_start
+
+    def _drop(self, src: tel.AmdGpuSource | tel.NvmlGpuSource, why: str) -> None:
+        """Sample `src` no more (a read that never returned), and say so up front."""
+        self._gpu_sources.remove(src)
+        if self.sampler is not None:
+            self.sampler.dropped[src.id] = why
+        self.notes.append(f"GPU {src.id} is not sampled: {why} (a wedged sensor file or driver call)")
 
     def own_pid(self, pid: int) -> None:
         """The benchmark's main process (host pid): its cgroup v2 (a container) or its process tree is

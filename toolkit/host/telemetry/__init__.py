@@ -68,8 +68,11 @@ from toolkit.host.telemetry.nvidia import (
     nvml_bus,
 )
 from toolkit.host.telemetry.readers import (
+    READ_TIMEOUT_S,
     STEP_PROBE_S,
+    ReadTimeout,
     Source,
+    timeboxed,
     update_period,
 )
 from toolkit.host.telemetry.sampler import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,38 @@ def read_int(path: Path | str) -> int | None:
         return int(text, 0)
     except ValueError:
         return None
+
+
+READ_TIMEOUT_S = 2.0
+"""The longest one sensor read may take (a sysfs read is microseconds; NVML's slowest call ~4 ms): a
+read still blocked after this (a wedged GPU's sysfs file, a hung driver call) drops its source."""
+
+
+class ReadTimeout(TimeoutError):
+    """A sensor read did not return within its time box (timeboxed)."""
+
+
+def timeboxed(fn: Callable[[], Any], timeout_s: float = READ_TIMEOUT_S, what: str = "a sensor read") -> Any:
+    """fn() run on a daemon thread and awaited at most `timeout_s` seconds: its result, or its exception
+    re-raised; ReadTimeout when it has not returned (the thread is left blocked in the kernel, where
+    no Python code can interrupt it, and never joined: it cannot hold the process at exit)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # handed to the caller
+            box["error"] = err
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="telemetry-read", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise ReadTimeout(f"{what} did not return within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 STEP_PROBE_S = 0.5

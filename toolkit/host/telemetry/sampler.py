@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import jsonsafe
-from toolkit.host.telemetry.readers import Source
+from toolkit.host.telemetry.readers import READ_TIMEOUT_S, ReadTimeout, Source, timeboxed
 
 
 class Sampler:
@@ -27,12 +27,19 @@ class Sampler:
 
     `rate_hz` must be ≥ 10: edges of windows are interpolated between samples, and the H200 case
     (shared/cases/h200-telemetry) was sampled at 20 Hz. Ticks are scheduled on the monotonic clock;
-    a tick that overruns is skipped, not queued (`missed_ticks` counts them)."""
+    a tick that overruns is skipped, not queued (`missed_ticks` counts them). Every read is time-boxed
+    (`read_timeout_s`, readers.timeboxed): a source whose read does not return (a wedged GPU's sysfs
+    file) gives one sample {"error", "dropped": True} and is read no more (`dropped`: id -> why), so
+    the sampler, and the run it observes, never stop on a sensor."""
 
     MIN_RATE_HZ = 10.0
 
     def __init__(
-        self, sources: Sequence[Source], rate_hz: float = 10.0, trace_path: str | Path | None = None
+        self,
+        sources: Sequence[Source],
+        rate_hz: float = 10.0,
+        trace_path: str | Path | None = None,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
         if not rate_hz >= self.MIN_RATE_HZ:
             raise ValueError(f"Sampler rate_hz {rate_hz}: must be at least {self.MIN_RATE_HZ}")
@@ -49,6 +56,8 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._trace: Any = None
         self.missed_ticks = 0
+        self.read_timeout_s = read_timeout_s
+        self.dropped: dict[str, str] = {}
         self.started_t: float | None = None
         self.stopped_t: float | None = None
 
@@ -75,14 +84,23 @@ class Sampler:
     def _sample_once(self, edge: bool) -> list[dict[str, Any]]:
         out = []
         for src in self.sources:
+            if src.id in self.dropped:
+                continue
             t_a = time.time()
             m_a = time.perf_counter()
+            edge_aware = edge and getattr(src, "reads_counter_on_edges", False)
             try:
-                edge_aware = edge and getattr(src, "reads_counter_on_edges", False)
-                data = src.read(edge=True) if edge_aware else src.read()  # type: ignore[call-arg]
+                read = (lambda s=src: s.read(edge=True)) if edge_aware else src.read  # type: ignore[call-arg]
+                data = timeboxed(read, self.read_timeout_s, f"{src.id}'s read")
                 sample = {"t": 0.0, "source": src.id, **data}
+            except ReadTimeout as e:
+                self.dropped[src.id] = f"{e}: not read again (a wedged sensor file or driver call)"
+                sample = {"t": 0.0, "source": src.id, "error": self.dropped[src.id], "dropped": True}
             except Exception as e:  # a failing source never stops the sampler
                 sample = {"t": 0.0, "source": src.id, "error": f"{type(e).__name__}: {e}"}
+            vendor = getattr(src, "vendor", None)
+            if "error" in sample and vendor:
+                sample["vendor"] = vendor  # a GPU's error sample still tells its summary it is a GPU
             dt = time.perf_counter() - m_a
             sample["t"] = t_a + dt / 2
             sample["read_ms"] = round(dt * 1e3, 3)
