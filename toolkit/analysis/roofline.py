@@ -50,6 +50,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.results.records import BenchRecord
+from toolkit.runtimes.llama_bench import readers
 
 GpuPeak = GpuSpec  # the yardstick of a roofline: one product, or N of them summed (product "2 x ...")
 
@@ -175,12 +176,14 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
 
 
 def model_bytes(r: BenchRecord) -> float | None:
-    size = r.raw.get("model_size") or r.model.size_bytes
+    """The model file's bytes: llama-bench's number, an -o md table's `56.89 GiB`, or the record's model."""
+    size = readers.quantity(r.raw.get("model_size")) or r.model.size_bytes
     return float(size) if size else None
 
 
 def model_params(r: BenchRecord) -> float | None:
-    n = r.raw.get("model_n_params")
+    """The model's parameter count: llama-bench's number, or an -o md table's `30.53 B` (readers.quantity)."""
+    n = readers.quantity(r.raw.get("model_n_params"))
     return float(n) if n else None
 
 

@@ -90,15 +90,28 @@ def llama_name(backend: str) -> str | None:
     return b.llama_name if b else None
 
 
-def from_llama_names(names: str) -> str:
-    """The image backend a llama-bench `backends` string (`"ROCm"`, `"CUDA,BLAS"`) points to: the
-    first GPU backend named, else `cpu`. HIP is ROCm."""
-    found = {n.strip().lower() for n in names.split(",") if n.strip()}
-    found |= {"rocm"} if "hip" in found else set()
-    for b in BACKENDS.values():
-        if b.gpu and b.llama_name.lower() in found:
-            return b.name
-    return "cpu"
+CPU_SIDE_NAMES = frozenset({"cpu", "blas", "rpc", "accelerate", "amx"})
+"""llama.cpp backend names that run on the host: a row naming only these ran on the CPU."""
+
+
+def from_llama_names(names: str, devices: str | None = None) -> str:
+    """The image backend of a llama-bench row's build, from its `backends` string (`"ROCm"`,
+    `"CUDA,BLAS"`) and, where the row has one, its `devices` field (`-dev`: `ROCm0`, `Vulkan0/Vulkan1`):
+    the device's backend when named, else the first GPU backend the string names (HIP is ROCm), else
+    `cpu` when it names only host backends, else `unknown` (an empty or unrecognised string, e.g. a
+    table without a backend column or `Vulkan (PR)`): never a guess. A GPU build's row run with
+    `-dev none` keeps the build's backend; the CPU-fallback rule marks the row (cpu_fallback_of)."""
+    order = [n.strip().lower() for n in names.split(",") if n.strip()]
+    order = ["rocm" if n == "hip" else n for n in order]
+    gpu = {b.llama_name.lower(): b.name for b in BACKENDS.values() if b.gpu}
+    dev = (devices or "").strip().lower()
+    for name, backend in gpu.items():
+        if dev.startswith(name):
+            return backend
+    for n in order:
+        if n in gpu:
+            return gpu[n]
+    return "cpu" if order and all(n in CPU_SIDE_NAMES for n in order) else "unknown"
 
 
 def is_software_device(text: str | None) -> bool:

@@ -34,6 +34,7 @@ from datetime import timezone
 from typing import Any
 
 from toolkit.results.records import BenchRecord
+from toolkit.runtimes.llama_bench import readers
 from toolkit.runtimes.llama_bench.check import parse_test_time
 
 # llama-bench fields that are measurements, not part of what was asked.
@@ -239,11 +240,32 @@ def system_fields(r: BenchRecord) -> dict[str, Any]:
     return out
 
 
+def _as_printed(key: str, v: Any) -> Any:
+    """A model's size or parameter count as llama-bench's -o md prints it (markdown_printer: `%.2f
+    GiB` from 1 GiB, else `%.2f MiB`; `%.2f B` from 1e9 parameters, else `%.2f M`), from a number or
+    that text, so a table and a JSON row of one model describe it alike; other values as they are."""
+    n = readers.quantity(v)
+    if n is None:
+        return _plain(v)
+    if key == "model_size":
+        return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
+
+
 def model_fingerprint(r: BenchRecord) -> tuple:
-    """llama-bench's description of the model (type, parameters, bytes), else the model's name; plus
-    the model's kind when it is not the real file (`synthetic-twin`: a shape twin describes itself
-    exactly like the real model, so without the kind a twin and a real run would share a row)."""
-    fp = tuple(_plain(r.raw.get(k)) for k in ("model_type", "model_n_params", "model_size")) if r.raw else ()
+    """llama-bench's description of the model (type, and parameters and bytes as its -o md prints them:
+    _as_printed), else the model's name; plus the model's kind when it is not the real file
+    (`synthetic-twin`: a shape twin describes itself exactly like the real model, so without the kind
+    a twin and a real run would share a row). Where both records know the file's sha256, it decides
+    (same_model)."""
+    fp = (
+        (
+            _plain(r.raw.get("model_type")),
+            *(_as_printed(k, r.raw.get(k)) for k in ("model_n_params", "model_size")),
+        )
+        if r.raw
+        else ()
+    )
     fp = fp if any(fp) else ("name", r.model.name)
     kind = (r.model.model_extra or {}).get("kind")
     return (*fp, ("kind", kind)) if kind else fp

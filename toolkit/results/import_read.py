@@ -88,8 +88,8 @@ and databases (a 64 MiB md table is some 300,000 rows)."""
 
 
 FORMATS_HINT = (
-    "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with test and t/s "
-    "columns) or -o sql"
+    "expected llama-bench output: -o jsonl, -o json, -o csv, -o md (a markdown table with model, test and "
+    "t/s columns) or -o sql"
 )
 
 
@@ -135,14 +135,22 @@ def read_rows(
     if no:
         raise none_usable(str(path), [f"line {n}: {why}" for n, why in no])
     lines = text.splitlines()
+    other = next(((i, ln) for i, ln in enumerate(lines, 1) if readers.md_table_like(ln)), None)
     table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
     first = next((ln.strip() for ln in lines if ln.strip()), "")
-    hint = (
-        f"a markdown table (-o md) at line {table} has no result rows: it needs a header with test and t/s "
-        "columns, its separator line, then rows"
-        if table is not None
-        else FORMATS_HINT
-    )
+    if other is not None:
+        hint = (
+            f"the markdown table at line {other[0]} has `test` and `t/s` columns but not llama-bench's "
+            f"{', '.join(repr(c) for c in readers.MD_COLUMNS)} (its header: {other[1].strip()[:120]!r}): "
+            "another tool's table, not llama-bench -o md output"
+        )
+    elif table is not None:
+        hint = (
+            f"a markdown table (-o md) at line {table} has no result rows: it needs a header with model, test "
+            "and t/s columns, its separator line, then rows"
+        )
+    else:
+        hint = FORMATS_HINT
     why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
     raise BadInput(
         f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
@@ -182,12 +190,6 @@ def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
     ns = llamabench._float(row.get("avg_ns"))
     tokens = norm["n_prompt"] + norm["n_gen"]
     return tokens * 1e9 / ns if ns and tokens else None
-
-
-def backend_of(rows: list[dict[str, Any]]) -> str:
-    """Image backend from the rows' `backends` (ROCm/HIP -> rocm, Vulkan -> vulkan, CUDA -> cuda, else cpu)."""
-    names = ",".join(llamabench.backends_of(r) for r in rows)
-    return backends.from_llama_names(names)
 
 
 def shown(text: str) -> str:
@@ -263,7 +265,7 @@ def check_options(
         )
 
 
-SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "gpu_info")
+SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "devices", "gpu_info")
 
 
 def system_of(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

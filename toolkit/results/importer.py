@@ -277,8 +277,8 @@ def _import_rows(
             said_names = llamabench.backends_of(r.fields)
             systems_seen.setdefault(sy, set()).add(said_names)
             si = system_ids.setdefault(sy, len(system_ids))
-            said = backends.from_llama_names(said_names)
-            if backend is not None and said != "cpu" and said != backend:
+            said = backends.from_llama_names(said_names, r.fields.get("devices"))
+            if backend is not None and said not in ("cpu", "unknown") and said != backend:
                 wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
             keys.append(key64(rec, key))
             set_of.append(si)
@@ -378,7 +378,8 @@ def _import_rows(
                 name=t.name,
                 ref=f"import:{t.name}",
                 digest=t.digest,
-                backend=backend or backends.from_llama_names(",".join(sorted(systems_seen[sy]))),
+                backend=backend
+                or backends.from_llama_names(",".join(sorted(systems_seen[sy])), dict(sy).get("devices")),
                 labels={"org.toolkit.imported-from": ", ".join(src.path.name for src in sources)},
             ),
         )

@@ -48,15 +48,15 @@ check_row = check_row  # the one validity pass (imports and toolkit bench's own 
 
 
 def backends_of(raw: dict[str, Any]) -> str:
-    """The `backends` string, derived from old per-backend booleans when absent."""
+    """The `backends` string, derived from old per-backend booleans when absent ("CPU" when they are
+    all false); "" when the row says nothing of its backend (a markdown table without the column)."""
     if raw.get("backends"):
         return str(raw["backends"])
     if raw.get("backend"):
         return str(raw["backend"])
-    found = [
-        name for key, name in backends.OLD_BACKEND_FLAGS.items() if raw.get(key) in (True, 1, "1", "true")
-    ]
-    return ",".join(found) or "CPU"
+    flags = [k for k in backends.OLD_BACKEND_FLAGS if k in raw]
+    found = [backends.OLD_BACKEND_FLAGS[k] for k in flags if raw.get(k) in (True, 1, "1", "true")]
+    return ",".join(found) or ("CPU" if flags else "")
 
 
 def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
@@ -143,6 +143,14 @@ def cpu_fallback_reason(log: str, backend: str, rows: list[dict[str, Any]]) -> s
 
 def cpu_fallback_of(image_backend: str, raw: dict[str, Any], backends_field: str | None) -> str | None:
     """The one CPU-fallback rule (backends.cpu_fallback_reason) for a stored llama-bench row: its
-    `backends` (normalised) and its `gpu_info` where the row recorded one."""
+    `backends` (normalised) and its `gpu_info` where the row recorded one; and a row run with
+    `-dev none` (its `devices` field) on a GPU build ran on the CPU."""
+    if (
+        str(raw.get("devices") or "").strip().lower() == "none"
+        and backends.BACKENDS.get(image_backend, backends.BACKENDS["cpu"]).gpu
+    ):
+        return "run with -dev none (devices: none): on the CPU, not the GPU"
     gpu = raw.get("gpu_info")
-    return backends.cpu_fallback_reason(image_backend, backends_field, None if gpu is None else str(gpu))
+    return backends.cpu_fallback_reason(
+        image_backend, backends_field or None, None if gpu is None else str(gpu)
+    )

@@ -445,22 +445,45 @@ _MD_TS = re.compile(
 
 
 _MD_BUILD = re.compile(r"^\s*build:\s*(?P<commit>[0-9A-Za-z]+)\s*\((?P<number>\d+)\)")
+# the device lines llama.cpp's HIP/CUDA backend prints before a run (ggml_cuda_init), often pasted
+# with the table: "  Device 0: AMD Radeon AI PRO R9700, gfx1201 (0x1201), VMM: no, Wave Size: 32"
+_MD_DEVICE = re.compile(r"^\s*Device (?P<n>\d{1,3}): (?P<name>[^,]{1,200}),")
+
+MD_COLUMNS = ("model", "test", "t/s")
+"""Columns every llama-bench -o md table has (markdown_printer: model, size, params, backend, the
+fields that vary, test, t/s); a table without them is another tool's and is not read as llama-bench."""
 
 
 def is_md_header(line: str) -> bool:
-    cells = [c.lower() for c in _md_cells(line)] if line.strip().startswith("|") else []
-    return "test" in cells and "t/s" in cells
+    """A llama-bench -o md header: a table line (with or without the leading `|`) naming MD_COLUMNS."""
+    if "|" not in line:
+        return False
+    cells = {c.lower() for c in _md_cells(line)}
+    return all(c in cells for c in MD_COLUMNS)
+
+
+def md_table_like(line: str) -> bool:
+    """A table header naming `test` and `t/s` but not all of MD_COLUMNS: another tool's table that
+    looks like llama-bench's (read_rows refuses it, naming what it lacks)."""
+    cells = {c.lower() for c in _md_cells(line)} if "|" in line else set()
+    return "test" in cells and "t/s" in cells and not is_md_header(line)
 
 
 def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
-    """`-o md` tables, bare or pasted in a code fence after log lines: a header naming `test` and
-    `t/s`, a separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the
-    table. The table has no samples and, without that line, no build commit: each row says so."""
+    """`-o md` tables, bare or pasted in a code fence after log lines: a header naming MD_COLUMNS, a
+    separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the table (or
+    one pasted above it). `Device N: NAME, ...` lines above a table give its rows' `gpu_info` where
+    the table has no such column. The table has no samples and, without a build line, no build
+    commit: each row says so."""
     lines = text.splitlines()
     out: list[SourceRow] = []
-    i = 0
+    i, above, devices = 0, None, {}
     while i < len(lines):
         if not is_md_header(lines[i]):
+            above = _MD_BUILD.match(lines[i]) or above
+            d = _MD_DEVICE.match(lines[i])
+            if d:
+                devices[int(d.group("n"))] = d.group("name").strip()
             i += 1
             continue
         header = [MD_FIELDS.get(c.lower(), c) for c in _md_cells(lines[i])]
@@ -468,10 +491,10 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
-        while i < len(lines) and lines[i].strip().startswith("|") and not is_md_header(lines[i]):
+        while i < len(lines) and "|" in lines[i] and not is_md_header(lines[i]):
             table.append(_md_row(header, _md_cells(lines[i]), first + i))
             i += 1
-        build = None
+        build = above
         j = i
         while j < len(lines) and not is_md_header(lines[j]):
             m = _MD_BUILD.match(lines[j])
@@ -485,7 +508,10 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 row.fields["build_number"] = int(build.group("number"))
             else:
                 row.notes.append("no build commit")
+            if devices and "gpu_info" not in row.fields:
+                row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
         out += table
+        above, devices = None, {}
     return out
 
 
@@ -645,7 +671,10 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
             if starts > MAX_STARTS:
                 continue  # no more json / csv tries; a scanning format further down is still found
         notes: list[str] = []
-        rows = READERS[fmt]("\n".join(lines[i:]), notes, i + 1)
+        at = (
+            0 if fmt == "md" else i
+        )  # md reads its whole text: a build or device line may stand above the table
+        rows = READERS[fmt]("\n".join(lines[at:]), notes, at + 1)
         if rows:
             if skipped is not None:
                 if fmt == "jsonl":  # what came before the first record, as the streamed read says it
