@@ -122,3 +122,54 @@ def test_a_markdown_table_and_the_same_models_jsonl_compare(tmp_path):
     assert len({identity.model_fingerprint(r) for r in recs}) == 1
     c = compare.compare(store, a.digest, b.digest)
     assert c.rows  # joined: the same tests of the same model
+
+
+def test_an_import_option_that_contradicts_the_file_is_bad_input_and_a_corrected_one_imports(tmp_path):
+    """A typo in --input-len exited 0 with a failed measurement stored, and the corrected re-import was
+    then skipped as "imported before" (issue 31)."""
+    import shutil
+
+    from tests.conftest import DATA
+
+    serve = tmp_path / "serve-237-512-c1.json"
+    shutil.copy(DATA / "vllm-0.16.0-serve.json", serve)
+    store = ResultStore(tmp_path / "results")
+    with pytest.raises(
+        BadInput, match=r"--input-len 2370 contradicts the file, which says 237.*nothing imported"
+    ):
+        importer.import_files(store, [serve], label="v", input_len=2370)
+    assert store.results() == []
+    lat = tmp_path / "result.json"  # a name that says no lengths: the option cannot be checked
+    lat.write_text(
+        '{"avg_latency": 1.2, "latencies": [1.2, 1.2, 1.2], "percentiles": {"50": 1.2, "99": 1.2}}'
+    )
+    first = importer.import_files(store, [lat], label="v", input_len=2370, output_len=1)
+    again = importer.import_files(store, [lat], label="v", input_len=237, output_len=1)
+    assert not again.already and again.digest != first.digest and again.records == first.records
+
+
+def test_one_record_saved_as_one_pretty_printed_json_object_is_read(tmp_path):
+    """Was "not a complete JSON record" for every line (issue 31)."""
+    import json
+
+    from tests.conftest import DATA
+
+    row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    p = tmp_path / "one.json"
+    p.write_text(json.dumps(row, indent=2) + "\n")
+    (r,) = stored(tmp_path, p)
+    assert r.n_prompt == row["n_prompt"] and r.avg_ts == pytest.approx(row["avg_ts"])
+
+
+def test_sql_rows_that_carry_samples_are_not_flagged_without_them(tmp_path):
+    text = (
+        "INSERT INTO test (build_commit, model_type, backends, n_prompt, n_gen, avg_ts, stddev_ts, samples_ts) "
+        "VALUES ('0c1e570', 'qwen3moe ?B F16', 'CPU', 64, 0, 100.0, 1.0, '[99.0, 101.0]');\n"
+    )
+    p = tmp_path / "run.sql"
+    p.write_text(text)
+    (r,) = stored(tmp_path, p)
+    assert "no-samples" not in (r.model_extra or {}).get("flags", [])
+    p.write_text(text.replace(", samples_ts)", ")").replace(", '[99.0, 101.0]'", ""))
+    (r,) = stored(tmp_path / "b", p)
+    assert "no-samples" in (r.model_extra or {}).get("flags", [])

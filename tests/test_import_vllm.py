@@ -120,6 +120,10 @@ def test_throughput_result(tmp_path: Path) -> None:
     )
     assert failed.status == "failed" and "total_num_tokens 1290" in (failed.error or "")
     assert len(res.failed) == 1
+    from toolkit.analysis import report
+
+    (served,) = [t for t in report.tables(store.results()) if t.axis == "served"]
+    assert [row.test for row in served.rows] == ["offline in128 out64"]  # not `cNone in128 out64` (issue 31)
 
 
 def test_vllm_and_llama_bench_files_are_imported_apart(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from toolkit.analysis.tables import (
     is_cpu_fallback,
     noise_band,
     rel_stddev,
+    row_label,
     select_latest,
     sided_telemetry_flags,
     value,
@@ -209,9 +210,7 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
 
 
 def _test_label(r: BenchRecord) -> str:
-    if r.axis == "served":
-        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
-    return f"{r.test} ub{r.n_ubatch}" if r.n_ubatch else r.test
+    return row_label(r, ub=True)
 
 
 def settings_of(settings: dict[str, list[str]]) -> list[str]:

@@ -54,6 +54,7 @@ __all__ = [
     "record_flags",
     "rel_stddev",
     "row_label",
+    "served_label",
     "sample_stats",
     "select_for_report",
     "select_latest",
@@ -76,7 +77,7 @@ TITLES = {
     "prefill": "Prefill (pp), tokens/s",
     "decode": "Decode (tg), tokens/s",
     "mixed": "Prefill + decode (pp+tg), tokens/s",
-    "served": "Served throughput by concurrency (vLLM bench serve), output tokens/s",
+    "served": "Served throughput by concurrency (vLLM bench serve; `offline`: vllm bench throughput), output tokens/s",
 }
 FLAG_HELP = {
     "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
@@ -566,10 +567,17 @@ class Table:
         return f"{col} ({said})" if said else col
 
 
+def served_label(r: BenchRecord) -> str:
+    """A served row: `c4 in512 out128` (vllm bench serve at concurrency 4), or `offline in237 out512`
+    (vllm bench throughput: one offline batch, no concurrency)."""
+    c = concurrency(r)
+    return f"{'offline' if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
+
+
 def row_label(r: BenchRecord, *, ub: bool) -> str:
-    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`, served: `c4 in512 out128`."""
+    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`, served: served_label."""
     if r.axis == "served":
-        return f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}"
+        return served_label(r)
     return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
 
 

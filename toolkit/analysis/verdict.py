@@ -48,6 +48,7 @@ from toolkit.analysis.tables import (
     rel_stddev,
     row_label,
     select_latest,
+    served_label,
     telemetry_flags,
     ub_clamped,
     value,
@@ -244,10 +245,7 @@ def model_family(r: BenchRecord) -> str:
 
 def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
     if r.axis == "served":
-        name, order = (
-            f"c{concurrency(r)} in{r.n_prompt} out{r.n_gen}",
-            (concurrency(r) or 0, r.n_prompt, r.n_gen),
-        )
+        name, order = served_label(r), (concurrency(r) or 0, r.n_prompt, r.n_gen)
     else:
         name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
     family = model_family(r)

@@ -456,7 +456,10 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
     is a failed record saying so. BadInput naming a file whose lengths are unknown."""
     for f in files:
         vllm_import.resolve_lengths(f, o.input_len, o.output_len)
-    content = hashlib.sha256(b"".join(f.data for f in files)).hexdigest()
+    # the lengths are part of what was imported: the same file re-imported with corrected lengths is a
+    # new import, not "imported before"
+    lengths = repr([(f.input_len, f.output_len) for f in files]).encode()
+    content = hashlib.sha256(b"".join(f.data for f in files) + lengths).hexdigest()
     d = o.digest or f"import:{content}"
     s_ = ImportedSet(o.label, d, {"runner": "vllm"})
     res = ImportResult(

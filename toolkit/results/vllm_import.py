@@ -100,14 +100,26 @@ def _int(v: Any) -> int | None:
 
 def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) -> None:
     """Fill the lengths asked: --input-len / --output-len, else the runner's file name, else (serve
-    input, concurrency) the result's own counts; BadInput naming the file when one stays unknown."""
+    input, concurrency) the result's own counts; BadInput naming the file when one stays unknown, or
+    when an option contradicts what the file says (a typo must not become a stored measurement)."""
     m = _NAMES[f.kind].search(f.path.name)
-    f.input_len = input_len or (int(m.group("i")) if m else None)
-    f.output_len = output_len or (int(m.group("o")) if m else None)
+    named = {
+        "--input-len": int(m.group("i")) if m else None,
+        "--output-len": int(m.group("o")) if m else None,
+    }
     if f.kind == "serve":
         prompts, tokens = _int(f.result.get("num_prompts")), _int(f.result.get("total_input_tokens"))
-        if f.input_len is None and prompts and tokens and tokens % prompts == 0:
-            f.input_len = tokens // prompts
+        if prompts and tokens and tokens % prompts == 0:
+            named["--input-len"] = named["--input-len"] or tokens // prompts
+    for opt, given in (("--input-len", input_len), ("--output-len", output_len)):
+        if given is not None and named[opt] is not None and given != named[opt]:
+            raise BadInput(
+                f"{f.path}: {opt} {given} contradicts the file, which says {named[opt]} (its name or its "
+                f"own token counts): drop {opt}, or give the length the benchmark ran with; nothing imported"
+            )
+    f.input_len = input_len or named["--input-len"]
+    f.output_len = output_len or named["--output-len"]
+    if f.kind == "serve":
         c = m.group("c") if m else None
         said = _int(f.result.get("max_concurrency"))
         f.concurrency = said or (int(c) if c else None)

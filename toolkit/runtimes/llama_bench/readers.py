@@ -602,11 +602,8 @@ def read_sql(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
                 )
             )
             continue
-        out.append(
-            SourceRow(
-                n, {k: typed(k, v) for k, v in zip(cols, vals, strict=True)}, "sql", notes=["no samples"]
-            )
-        )
+        fields = {k: typed(k, v) for k, v in zip(cols, vals, strict=True)}
+        out.append(SourceRow(n, fields, "sql", notes=[] if fields.get("samples_ts") else ["no samples"]))
     return out
 
 
@@ -652,10 +649,26 @@ def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     return fmt, rows
 
 
+def _one_object(text: str) -> SourceRow | None:
+    """The text as ONE JSON object spanning several lines (a record someone saved pretty-printed), as
+    a row at its first line; None when it is not exactly that (one line is JSONL's, read as such)."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")) or "\n" not in body:
+        return None
+    try:
+        obj = jsonsafe.parse(_json_text(body))
+    except jsonsafe.JsonProblem:
+        return None
+    return SourceRow(text[: text.index("{")].count("\n") + 1, obj, "json") if isinstance(obj, dict) else None
+
+
 def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, int, list[SourceRow]]:
     """read_source, also saying where the rows' format starts: (format, its 0-based line, rows);
     (None, -1, []) when no start yields a row. A streamed import decides its reader on a file's head
     with it, then reads the whole file from that line (iter_json_array, iter_csv)."""
+    whole = _one_object(text)
+    if whole is not None:  # one record written as one JSON object, pretty-printed over many lines
+        return "json", 0, [whole]
     lines = text.splitlines()
     tried: set[str] = set()
     starts = 0
