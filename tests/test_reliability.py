@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -1069,3 +1070,83 @@ def test_an_import_file_over_the_size_limit_is_bad_input_before_it_is_parsed(tmp
     f.write_bytes(b"| test | t/s |\n| --- | --- |\n" + "| pp512 | 10.0 \u00b1 0.1 |\n".encode() * 50_000)
     with pytest.raises(BadInput, match="larger than 1 MiB"):
         importer.import_files(ResultStore(tmp_path / "results"), [f], label="x")
+
+
+def test_no_control_sequence_from_a_file_reaches_the_terminal(tmp_path):
+    """Issue 32: `toolkit report` printed OSC 0 (window title) and OSC 52 (clipboard write) from an
+    imported model name raw. Every string the CLI prints goes through one filter (common.terminal_safe
+    behind click.echo): OSC, CSI, other ESC sequences, C0 and C1 controls are gone; text stays."""
+    from toolkit.cli.common import terminal_safe
+
+    evil = "qwen\x1b]0;pwned\x07\x1b]52;c;ZWNobyBoaQ==\x1b\\\x1b[2J\x9b31m\x9d0;t\x07\r-moe\tok"
+    assert terminal_safe(evil) == "qwen-moe\tok"
+    big = "\x1b]" + "x" * 1_000_000  # an unterminated OSC of 1 MB: linear, and gone
+    t0 = time.monotonic()
+    assert terminal_safe(big + "\nend") == "\nend" and time.monotonic() - t0 < 2
+    store = ResultStore(tmp_path / "results")
+    evil = "tiny\x1b]0;pwned\x07\x1b]52;c;aGk=\x07"  # a model name as an imported file gives it
+    store.add_result(
+        make_record("cpu", "cpu", p=512, avg=100.0, model=evil, raw={"model_type": "qwen3moe 1B"})
+    )
+    store.add_result(make_record("cpu", "cpu", p=512, avg=90.0, model="other"))
+    res = run("report", "--results", str(store.root))
+    assert res.exit_code == 0, res.output
+    assert "tiny" in res.output  # the model column shows it (two models)
+    assert "\x1b" not in res.output and "\x07" not in res.output
+
+
+def _project_with(tmp_path, body: str, name: str = "evil.Dockerfile.j2", link: str | None = None):
+    """A project whose `cpu` image renders `name` (the template `body`, or a symbolic link to `link`)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
+    tpl = tmp_path / "Dockerfile.templates" / name
+    if link:
+        tpl.symlink_to(link)
+    else:
+        tpl.write_text(body)
+    data = yaml.safe_load((root / "matrix.yaml").read_text())
+    for img in data["images"]:
+        if img["name"] == "cpu":
+            img["template"] = name
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return tmp_path / "matrix.yaml"
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+            "took more than",
+        ),
+        ('{{ "x" * 10**10 }}', "too large|reaches outside"),
+        ("{{ range(10**9) | list | length }}", "too large|reaches outside"),
+        ("{{ 7 ** 100000 }}", "too large|reaches outside"),
+    ],
+)
+def test_a_template_that_would_run_forever_or_fill_memory_is_bad_input(tmp_path, body, why, monkeypatch):
+    """Issue 32: a 10^10-iteration loop hung `render`; `"x"*10**10` and range(10**9) ended in
+    tracebacks. Exit 4 naming the template, in bounded time and memory."""
+    from toolkit.images import render as render_mod
+
+    monkeypatch.setattr(render_mod, "RENDER_TIMEOUT_S", 1.0)
+    matrix = _project_with(tmp_path, body)
+    t0 = time.monotonic()
+    res = run("render", "--matrix", str(matrix), "-i", "cpu")
+    assert exit_code(res) == 4 and time.monotonic() - t0 < 20, res.output
+    assert "evil.Dockerfile.j2" in str(res.exception)
+    import re
+
+    assert re.search(why, str(res.exception)), res.exception
+
+
+def test_a_template_that_is_a_symbolic_link_is_refused_not_followed(tmp_path):
+    """Issue 32: a symlink in Dockerfile.templates/ to /etc/shadow was rendered into images/cpu/Dockerfile."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:$6$hash:19000:0:99999:7:::\n")
+    matrix = _project_with(tmp_path / "p", "", link=str(secret))
+    res = run("render", "--matrix", str(matrix), "-i", "cpu")
+    assert exit_code(res) == 4 and "symbolic link" in str(res.exception)
+    assert not (tmp_path / "p" / "images" / "cpu" / "Dockerfile").exists()

@@ -5,11 +5,49 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+
+# Terminal control sequences (ECMA-48): OSC (ESC ] ... BEL or ST: window title, OSC 52 clipboard,
+# hyperlinks), CSI (ESC [ params final: colours, cursor moves, erase), other ESC sequences, and every
+# C0 control but tab and newline, DEL and the C1 controls (8-bit CSI \x9b, OSC \x9d). Every branch is
+# linear: no nesting, no backtracking over the same characters.
+_CONTROL = re.compile(
+    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC, 7- and 8-bit, to BEL or ST
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit
+    r"|\x1b[ -~]?"  # any other ESC sequence
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1
+)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` without terminal control sequences (a model name, a file's line, a log line from an
+    image: anything from outside can carry OSC 0 (sets the window title) or OSC 52 (writes the
+    clipboard)), tab and newline kept. Every string the CLI prints goes through it (click.echo is
+    routed here, and the rich printers call it)."""
+    return _CONTROL.sub("", text) if isinstance(text, str) else text
+
+
+_echo = click.echo
+
+
+def _safe_echo(
+    message: Any = None, file: Any = None, nl: bool = True, err: bool = False, color: Any = None
+) -> None:
+    _echo(
+        terminal_safe(message) if isinstance(message, str) else message,
+        file=file,
+        nl=nl,
+        err=err,
+        color=color,
+    )
+
+
+click.echo = _safe_echo  # one choke point: every command prints through click.echo
 
 EPILOG = (
     "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
@@ -182,6 +220,8 @@ def _progress_printer(quiet: bool):
         console=Console(stderr=True),
         transient=False,
     )
+    from rich.markup import escape
+
     tasks: dict[tuple, TaskID] = {}
 
     def events(kind: str, **kw) -> None:
@@ -195,7 +235,9 @@ def _progress_printer(quiet: bool):
                 tasks[key],
                 completed=kw["done"],
                 total=kw["total"],
-                description=f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}",
+                description=escape(
+                    terminal_safe(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}")
+                ),
             )
         elif kind == "done" and key in tasks:
             progress.update(
@@ -204,7 +246,7 @@ def _progress_printer(quiet: bool):
         elif kind == "close" and progress.live.is_started:
             progress.stop()
         elif kind == "note":
-            progress.console.print(kw["text"], markup=False, highlight=False, soft_wrap=True)
+            progress.console.print(terminal_safe(kw["text"]), markup=False, highlight=False, soft_wrap=True)
 
     return events
 
@@ -258,13 +300,13 @@ class BuildStatus:
             self.task = self.progress.add_task("", total=None)
         from rich.markup import escape
 
-        self.progress.update(self.task, description=escape(text))  # `[build 2/5]` is text, not markup
+        self.progress.update(self.task, description=escape(terminal_safe(text)))  # `[build 2/5]` is text
 
     def echo(self, line: str) -> None:
         if self.progress is None:
             _err(line)
         else:
-            self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            self.progress.console.print(terminal_safe(line), markup=False, highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
         if self.progress is not None:

@@ -13,19 +13,33 @@ part of its inputs hash, so changing a partial changes the hash of every templat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import signal
+import stat
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import jinja2.meta
 from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
 
 from toolkit.core.errors import BadInput
 from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
 IMAGES_DIR = "images"
+RENDER_TIMEOUT_S = 10.0
+"""A template renders in milliseconds; one still rendering after this loops without end (a nested
+loop of 10^10 iterations hung `render`): refused as bad input naming the template."""
+MAX_RENDERED_CHARS = 1 << 20
+"""The longest string a template may build with `*` (a Dockerfile is some kilobytes; `"x" * 10**10`
+ended in a MemoryError traceback)."""
 
 
 @dataclass(frozen=True)
@@ -49,20 +63,92 @@ def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
     return h.hexdigest()
 
 
-def _environment(tpl_dir: Path) -> jinja2.Environment:
-    """Templates render in Jinja's sandbox: a template comes from a project or a published folder
-    (`reproduce --rebuild`), and an unsandboxed one can run Python on the host
-    (`{{ cycler.__init__.__globals__.os... }}`); the sandbox raises SecurityError instead."""
-    from jinja2.sandbox import SandboxedEnvironment
+class _Loader(jinja2.FileSystemLoader):
+    """Templates are regular files inside Dockerfile.templates/: a symbolic link (to /etc/shadow, say)
+    or anything that resolves outside the folder is refused (BadInput), never read."""
 
-    return SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(str(tpl_dir)),
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        root = Path(self.searchpath[0])
+        path = root / template
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise jinja2.TemplateNotFound(template) from None
+        inside = root.resolve() in path.resolve().parents
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or not inside
+            or any(p.is_symlink() for p in path.parents if root in p.parents)
+        ):
+            raise BadInput(
+                f"{path}: templates must be regular files inside {TEMPLATE_DIR}/ (this is "
+                f"{'a symbolic link' if stat.S_ISLNK(st.st_mode) else 'not a regular file inside it'}); "
+                "copy the file there instead"
+            )
+        return super().get_source(environment, template)
+
+
+class _Sandbox(SandboxedEnvironment):
+    """Jinja's sandbox (no Python reached from a template) that also bounds `*` and `**`: a string or
+    list of more than MAX_RENDERED_CHARS, or a power of more than 4,096 bits, is a SecurityError.
+    (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            seq, n = (left, right) if isinstance(right, int) else (right, left)
+            if (
+                isinstance(seq, (str, list, tuple))
+                and isinstance(n, int)
+                and len(seq) * n > MAX_RENDERED_CHARS
+            ):
+                raise SecurityError(
+                    f"a string or list of {len(seq) * n} items (more than {MAX_RENDERED_CHARS})"
+                )
+        if operator == "**" and isinstance(left, int) and isinstance(right, int):
+            if right > 0 and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > 4096:
+                raise SecurityError(f"{left} ** {right} is a number of more than 4,096 bits")
+        return super().call_binop(context, operator, left, right)
+
+
+def _environment(tpl_dir: Path) -> jinja2.Environment:
+    """Templates render in Jinja's sandbox (_Sandbox): a template comes from a project or a published
+    folder (`reproduce --rebuild`), and an unsandboxed one can run Python on the host
+    (`{{ cycler.__init__.__globals__.os... }}`); the sandbox raises SecurityError instead. Files are
+    read through _Loader (regular files inside the folder only)."""
+    return _Sandbox(
+        loader=_Loader(str(tpl_dir)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
     )
+
+
+class _RenderTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise _RenderTimeout in the block after `seconds` (SIGALRM: Python checks it between bytecodes,
+    so a template's loop is interrupted). Only on the main thread, where signals are delivered."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(_signum: int, _frame: Any) -> None:
+        raise _RenderTimeout
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def template_inputs(env: jinja2.Environment, name: str) -> bytes:
@@ -135,7 +221,15 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
     ctx = render_context(lm, spec)
     digest = inputs_hash(template_inputs(env, spec.template), spec, ctx)
     try:
-        body = env.get_template(spec.template).render(**ctx, template_hash=digest)
+        with _deadline(RENDER_TIMEOUT_S):
+            body = env.get_template(spec.template).render(**ctx, template_hash=digest)
+    except _RenderTimeout:
+        raise BadInput(
+            f"{tpl_file}: rendering took more than {RENDER_TIMEOUT_S:g} s (a loop without end?); a template "
+            "renders in milliseconds: fix its loops"
+        ) from None
+    except (OverflowError, MemoryError) as err:
+        raise BadInput(f"{tpl_file}: the template builds something too large ({err}); fix it") from None
     except jinja2.UndefinedError as err:
         raise BadInput(
             f"{lm.path}: images[{spec.name}].vars: template {spec.template} uses a variable that is not "
