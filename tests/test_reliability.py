@@ -1150,3 +1150,40 @@ def test_a_template_that_is_a_symbolic_link_is_refused_not_followed(tmp_path):
     res = run("render", "--matrix", str(matrix), "-i", "cpu")
     assert exit_code(res) == 4 and "symbolic link" in str(res.exception)
     assert not (tmp_path / "p" / "images" / "cpu" / "Dockerfile").exists()
+
+
+def test_every_pattern_run_on_input_is_linear_on_a_megabyte():
+    """Issue 32: a 32 KB line of `\\"` took 9 s in the non-finite repair (128 KB did not finish in 60 s);
+    the md t/s cell pattern was quadratic; a 5000-digit test name ended in a traceback."""
+    from toolkit.runtimes.llama_bench import readers
+
+    cases = [
+        lambda: readers.parse_record_line('{"a": "' + '\\"' * 500_000),
+        lambda: readers.read_source(
+            "| model | test | t/s |\n|---|---|---|\n| m | pp512 | " + "1+-" * 340_000 + "x |\n"
+        ),
+        lambda: readers.read_source(
+            "| model | test | t/s |\n|---|---|---|\n| m | pp" + "9" * 1_000_000 + " | 1 ± 1 |\n"
+        ),
+        lambda: readers.read_source("nan " * 250_000),
+    ]
+    for case in cases:
+        t0 = time.monotonic()
+        case()
+        assert time.monotonic() - t0 < 2.0
+    (row,) = readers.read_md("| model | test | t/s |\n|---|---|---|\n| m | pp" + "9" * 5000 + " | 1 ± 1 |\n")
+    assert row.problem and "not a llama-bench test" in row.problem
+
+
+def test_a_typo_in_a_runner_block_names_the_key_and_the_fix(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "matrix.yaml").read_text().replace("\nvllm:\n", "\nvllm:\n  max_model_lenn: 4096\n")
+    (tmp_path / "matrix.yaml").write_text(text + "bench2: {}\n")
+    shutil.copytree(root / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
+    res = run("render", "--matrix", str(tmp_path / "matrix.yaml"))
+    msg = str(res.exception)
+    assert exit_code(res) == 4 and "vllm.max_model_lenn: unknown key; did you mean 'max_model_len'?" in msg
+    text = (root / "matrix.yaml").read_text() + "bench2: {}\n"
+    (tmp_path / "matrix.yaml").write_text(text)
+    msg = str(run("render", "--matrix", str(tmp_path / "matrix.yaml")).exception)
+    assert "vllm, sglang)" in msg and "runner_settings" not in msg  # the file's keys, not internals

@@ -14,6 +14,7 @@ from pydantic import (
     ValidationError,
 )
 
+from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.spec.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, excerpt
 
@@ -94,7 +95,10 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         else:
             # dict[str, SourceSpec] keys
             pass
-    return list(getattr(cur, "model_fields", {}).keys()) if cur else []
+    keys = list(getattr(cur, "model_fields", {}).keys()) if cur else []
+    if cur is Matrix:  # the runners' settings blocks are keys of the file, runner_settings is not
+        keys = [k for k in keys if k != "runner_settings"] + list(runner_registry.SETTINGS)
+    return keys
 
 
 def _inner_model(ann: Any) -> Any:
@@ -151,7 +155,8 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
             msg = "required key is missing: add it"
         elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
             msg = f"{msg[:200]} (got {excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
-        lines.append(f"{path}: {loc}: {msg}")
+        # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it
+        lines.append(f"{path}: {msg}" if not e["loc"] and e["type"] == "value_error" else f"{path}: {loc}: {msg}")
     if len(errs) > 20:
         lines.append(f"... and {len(errs) - 20} more problems")
     return "invalid matrix:\n  " + "\n  ".join(lines)

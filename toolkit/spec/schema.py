@@ -11,6 +11,7 @@ Matrix
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from typing import Any, Literal
@@ -683,9 +684,15 @@ class Matrix(StrictBlock):
             except ValidationError as err:
                 first = err.errors()[0]
                 where = ".".join(str(x) for x in (key, *first["loc"]))
-                raise ValueError(
-                    f"{where}: {first['msg']} (see the `{key}:` settings of the {key} runner)"
-                ) from None
+                msg = first["msg"]
+                if first["type"] == "extra_forbidden":
+                    fields = list(model.model_fields)
+                    near = difflib.get_close_matches(str(first["loc"][-1]), fields, n=1)
+                    msg = (
+                        f"unknown key{f'; did you mean {near[0]!r}?' if near else ''} "
+                        f"(allowed: {', '.join(fields)})"
+                    )
+                raise ValueError(f"{where}: {msg} (the `{key}:` settings of the {key} runner)") from None
         data["runner_settings"] = blocks
         return data
 

@@ -202,8 +202,12 @@ def quantity(v: Any) -> int | None:
 # A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
 # MSVC's `-nan(ind)`): llama-bench prints doubles with printf, so a stddev of identical samples comes out
 # as `-nan`.
+# A string runs to its closing quote or, unterminated, to the end of the text: it always matches once
+# begun, so the scan never restarts inside it (a 32 KB line of `\"` took 9 s when an unterminated
+# string was re-tried from every quote: quadratic).
 _NONFINITE_RE = re.compile(
-    r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])', re.IGNORECASE
+    r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])',
+    re.IGNORECASE,
 )
 
 
@@ -435,8 +439,12 @@ _MD_SEP = re.compile(r"^:?-+:?$")
 
 
 _MD_TEST = re.compile(
-    r"^(?:pp\s*(?P<p>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<g>\d+))?(?:\s*@\s*d\s*(?P<d>\d+))?$", re.IGNORECASE
+    r"^(?:pp\s*(?P<p>\d{1,9}))?(?:\s*\+\s*)?(?:tg\s*(?P<g>\d{1,9}))?(?:\s*@\s*d\s*(?P<d>\d{1,9}))?$",
+    re.IGNORECASE,
 )
+MD_CELL_MAX = 64
+"""The longest md cell read as a test name or t/s value (`pp512+tg128 @ d4096`, `1773.94 ± 34.01`):
+a longer one is no llama-bench value, refused before any pattern runs on it (linear whatever it holds)."""
 
 
 _MD_TS = re.compile(
@@ -527,6 +535,9 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
     fields: dict[str, Any] = {}
     problem = None
     for name, text in zip(header, cells, strict=True):
+        if name in ("test", "t/s") and len(text) > MD_CELL_MAX:
+            problem = f"{name} cell of {len(text)} characters: not a llama-bench {name}"
+            continue
         if name == "test":
             m = _MD_TEST.match(text)
             if not m or not (m.group("p") or m.group("g")):
