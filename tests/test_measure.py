@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,70 @@ def test_a_line_written_to_stderr_before_stdout_is_handled_first():
     at = {line: n for n, line in enumerate(seen)}
     assert all(at[f"e {i}"] < at[f"o {i}"] for i in range(300))
     assert seen[-1] == "tail without newline" and len(seen) == 601
+
+
+def _measure(tmp_path: Path, *command: str, **kw) -> subprocess.Popen:
+    out = tmp_path / "m.jsonl"
+    return subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        **kw,
+    )
+
+
+def test_a_huge_line_without_a_newline_passes_in_linear_time_and_is_cut(tmp_path):
+    """Issue 32: a 300 MB line was re-joined on every 64 KB chunk (nothing passed after 300 s). Here
+    40 MB: read once, handed on cut at MAX_LINE_BYTES, the row after it still measured."""
+    from toolkit.bench.measure import MAX_LINE_BYTES
+
+    row = json.dumps({**ROW, "samples_ns": [1, 1]})
+    code = f"import sys; sys.stdout.write('x' * 40_000_000 + '\\n' + {row!r} + '\\n')"
+    t0 = time.monotonic()
+    proc = _measure(tmp_path, sys.executable, "-c", code)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert time.monotonic() - t0 < 60
+    first = stdout.splitlines()[0]
+    assert len(first) == MAX_LINE_BYTES and set(first) == {"x"}
+    assert json.loads((tmp_path / "m.jsonl").read_text().splitlines()[0])["n_prompt"] == ROW["n_prompt"]
+
+
+def test_a_grandchild_holding_stdout_does_not_hold_measure(tmp_path):
+    """Issue 32: a daemon the command started kept its stdout open; measure waited for it and reported
+    its time as the command's."""
+    t0 = time.monotonic()
+    proc = _measure(tmp_path, "sh", "-c", "sleep 30 & echo started")
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert time.monotonic() - t0 < 20 and "started" in stdout
+    (line,) = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert line["seconds"] < 10
+
+
+def test_ctrl_c_twice_leaves_no_process_behind(tmp_path):
+    """Issue 32: the second Ctrl-C broke the 5-s wait, SIGKILL was never sent, and the child (here one
+    that ignores SIGTERM) kept running while the message said nothing was left."""
+    import os
+    import signal
+
+    marker = tmp_path / "child.pid"
+    proc = _measure(tmp_path, "sh", "-c", f"trap '' TERM; echo $$ > {marker}; while true; do sleep 0.1; done")
+    deadline = time.monotonic() + 30
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    child = int(marker.read_text())
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # the second one, during the 5-s SIGTERM wait
+    proc.communicate(timeout=60)
+    time.sleep(0.5)
+    try:
+        os.kill(child, 0)
+        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the measured command is still running"

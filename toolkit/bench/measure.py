@@ -66,29 +66,57 @@ def select_gpus(which: str) -> list[tel.GpuRef]:
     return [found[i] for i in idx]
 
 
-def pump_lines(pipes: Sequence[tuple[Any, Callable[[str], None]]]) -> None:
-    """Read binary pipes until each is closed, handing every whole line (decoded, bad bytes replaced,
-    no newline) to its handler, in ONE thread, earlier pipes first: after a chunk of a later pipe is
-    read, and before its lines are handled, every earlier pipe is drained of what it already holds.
-    llama-bench writes a test's `--progress` line to stderr before its row to stdout, so with stderr
-    first the observer has the test's start before its row (with a thread per pipe the row could win
-    the race on a loaded host, and its window fell back to the previous row)."""
+MAX_LINE_BYTES = 1 << 20
+"""A line longer than this is handed on cut to this length (the rest up to its newline dropped): a
+300 MB line without a newline was re-joined on every 64 KB chunk (quadratic) and held whole."""
+
+EXIT_GRACE_S = 2.0
+"""After the command itself exits, its pipes are read this much longer: a grandchild that keeps
+stdout open (a daemon it started) does not make `measure` wait for it or count its time."""
+
+
+def pump_lines(
+    pipes: Sequence[tuple[Any, Callable[[str], None]]], done: Callable[[], bool] = lambda: False
+) -> None:
+    """Read binary pipes until each is closed (or until EXIT_GRACE_S after `done()` turns true),
+    handing every whole line (decoded, bad bytes replaced, no newline, at most MAX_LINE_BYTES) to its
+    handler, in ONE thread, earlier pipes first: after a chunk of a later pipe is read, and before its
+    lines are handled, every earlier pipe is drained of what it already holds (llama-bench writes a
+    test's `--progress` line to stderr before its row to stdout). Linear in the bytes read: a partial
+    line is kept as chunks and joined once, at its newline."""
     sel = selectors.DefaultSelector()
     for order, (pipe, handler) in enumerate(pipes):
         sel.register(pipe.fileno(), selectors.EVENT_READ, (order, handler))
-    pending: dict[int, bytes] = {}
+    pending: dict[int, list[bytes]] = {}
+    held: dict[int, int] = {}  # bytes held of each pipe's partial line
+
+    def take(fd: int, part: bytes) -> bytes:
+        """The partial line of `fd` with `part` added, cut at MAX_LINE_BYTES."""
+        parts = pending.pop(fd, [])
+        parts.append(part)
+        held.pop(fd, None)
+        return b"".join(parts)[:MAX_LINE_BYTES]
 
     def read(key: selectors.SelectorKey) -> list[str]:
         """One chunk of `key`'s pipe as whole lines (the last partial line kept; all of it at EOF)."""
         chunk = os.read(key.fd, 1 << 16)
-        buf = pending.pop(key.fd, b"") + chunk
         if not chunk:  # closed: the last line may lack its newline
             sel.unregister(key.fd)
-            return [buf.decode(errors="replace")] if buf else []
-        *lines, rest = buf.split(b"\n")
-        if rest:
-            pending[key.fd] = rest
-        return [line.decode(errors="replace").rstrip("\r") for line in lines]
+            rest = take(key.fd, b"") if key.fd in pending else b""
+            return [rest.decode(errors="replace")] if rest else []
+        lines, start = [], 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            line = take(key.fd, chunk[start:nl]) if key.fd in pending else chunk[start:nl][:MAX_LINE_BYTES]
+            lines.append(line.decode(errors="replace").rstrip("\r"))
+            start = nl + 1
+        if start < len(chunk):
+            room = MAX_LINE_BYTES - held.get(key.fd, 0)
+            if room > 0:
+                pending.setdefault(key.fd, []).append(chunk[start : start + room])
+                held[key.fd] = held.get(key.fd, 0) + min(room, len(chunk) - start)
+            else:
+                pending.setdefault(key.fd, [])
+        return lines
 
     def drain_before(order: int) -> None:
         """Handle what the pipes earlier than `order` hold now (no waiting)."""
@@ -100,8 +128,16 @@ def pump_lines(pipes: Sequence[tuple[Any, Callable[[str], None]]]) -> None:
                 for line in read(key):
                     key.data[1](line)
 
+    deadline: float | None = None
     while sel.get_map():
-        key = min((k for k, _ in sel.select()), key=lambda k: k.data[0])
+        if deadline is None and done():
+            deadline = time.monotonic() + EXIT_GRACE_S
+        if deadline is not None and time.monotonic() >= deadline:
+            break  # the command is gone; whoever still holds its pipes is not measured
+        events = sel.select(timeout=0.2)
+        if not events:
+            continue
+        key = min((k for k, _ in events), key=lambda k: k.data[0])
         lines = read(key)
         drain_before(key.data[0])
         for line in lines:
@@ -170,7 +206,7 @@ def run_measured(
                         on_row(row)
 
         assert proc.stdout is not None and proc.stderr is not None
-        pump_lines([(proc.stderr, on_err), (proc.stdout, on_out)])
+        pump_lines([(proc.stderr, on_err), (proc.stdout, on_out)], done=lambda: proc.poll() is not None)
         code = proc.wait()
     except BaseException:
         _stop(proc)
@@ -183,20 +219,24 @@ def run_measured(
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Stop the command's whole process group: SIGTERM, then SIGKILL after 5 s."""
-    import os
+    """Stop the command's whole process group: SIGTERM, then SIGKILL after 5 s. SIGINT and SIGTERM are
+    held meanwhile (signals.no_interrupt): a second Ctrl-C must not cut the wait short and leave the
+    child running."""
     import signal
 
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    from toolkit.core import signals
+
+    with signals.no_interrupt(reraise=False):
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            try:
+                proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def write_measured(m: Measured, path: Path) -> Path:

@@ -30,6 +30,10 @@ from toolkit.runtimes.llama_bench.check import token_count
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
 
+WINDOW_MARGIN_S = 15.0
+"""Seconds of samples on each side of a window its summary reads (the samples bracketing its edges,
+the power state read every 5 s before it): enough for every rule, and bounded whatever the run's length."""
+
 BASELINE_S = 1.0
 """Seconds of idle sampling before the benchmark process starts (the baseline `gpu-shared` reads)."""
 
@@ -223,7 +227,8 @@ class RunObserver:
         n_prompt, n_gen = _count(raw.get("n_prompt")), _count(raw.get("n_gen"))
         # a row whose counts are not counts gets no token figure (the validity pass refuses the row)
         tokens = (n_prompt + n_gen) * reps if reps and n_prompt is not None and n_gen is not None else None
-        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens, self.sampler.rate_hz)
+        near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
+        summary = tana.window_summary(near, t0, t1, tokens, self.sampler.rate_hz)
         if (
             source != "progress"
         ):  # no test edges: the window holds other tests too, its energy is not this one's
@@ -238,7 +243,8 @@ class RunObserver:
         if self.sampler is None:
             return {}
         self.sampler.sample_once()
-        summary = tana.window_summary(self.sampler.samples, t0, t1, tokens, self.sampler.rate_hz)
+        near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
+        summary = tana.window_summary(near, t0, t1, tokens, self.sampler.rate_hz)
         return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def finish(self) -> dict[str, Any]:

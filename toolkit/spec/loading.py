@@ -156,7 +156,9 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
         elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
             msg = f"{msg[:200]} (got {excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
         # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it
-        lines.append(f"{path}: {msg}" if not e["loc"] and e["type"] == "value_error" else f"{path}: {loc}: {msg}")
+        lines.append(
+            f"{path}: {msg}" if not e["loc"] and e["type"] == "value_error" else f"{path}: {loc}: {msg}"
+        )
     if len(errs) > 20:
         lines.append(f"... and {len(errs) - 20} more problems")
     return "invalid matrix:\n  " + "\n  ".join(lines)
