@@ -1187,3 +1187,21 @@ def test_a_typo_in_a_runner_block_names_the_key_and_the_fix(tmp_path):
     (tmp_path / "matrix.yaml").write_text(text)
     msg = str(run("render", "--matrix", str(tmp_path / "matrix.yaml")).exception)
     assert "vllm, sglang)" in msg and "runner_settings" not in msg  # the file's keys, not internals
+
+
+def test_a_rebuild_of_someone_elses_run_gets_no_host_network_and_its_own_tags(project):
+    """Issue 32: `reproduce --rebuild` ran a stranger's Dockerfile with `--network host` (a RUN step
+    reached a listener on 127.0.0.1) and tagged it toolkit/cpu:latest over the user's own image. The
+    command a rebuild runs (dry run: the same command line) has its own network and namespace."""
+    from toolkit.images import build as build_mod
+    from toolkit.results.records import ResultStore
+    from toolkit.spec.matrix import load_matrix
+
+    lm = load_matrix(project / "matrix.yaml")
+    store = ResultStore(project / "results")
+    own = build_mod.build_image(lm, lm.m.image("cpu"), store, dry_run=True).command
+    theirs = build_mod.build_image(lm, lm.m.image("cpu"), store, dry_run=True, stranger=True).command
+    assert own[own.index("--network") + 1] == "host" and "toolkit/cpu:latest" in own
+    assert theirs[theirs.index("--network") + 1] == "default"
+    tags = [theirs[i + 1] for i, a in enumerate(theirs) if a == "-t"]
+    assert tags and all(t.startswith("toolkit-reproduce/cpu:") for t in tags)

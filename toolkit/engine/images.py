@@ -103,22 +103,29 @@ def buildx_command(
     secrets: list[str] | None = None,
     push: bool = False,
     attest: bool = False,
+    network: str = "host",
 ) -> list[str]:
     """The `docker buildx build` argument list (no `--pull`: bases may be local-only images); on
     Podman the `podman build` one: the same Dockerfile (buildah runs RUN --mount=type=cache and
     type=secret), `--format docker` (the OCI format drops SHELL, which the templates use), `--layers`
     (step cache), and `--iidfile` in place of `--metadata-file` (read by `built_image_id`). Pushing
-    and attestations are buildx's: on Podman they raise BadInput."""
-    # RUN steps use the host network: builds then need no docker0 bridge (some CI sandboxes remove it)
+    and attestations are buildx's: on Podman they raise BadInput. `network`: `host` (the project's own
+    builds: RUN steps then need no docker0 bridge, which some CI sandboxes remove) or `isolated` (a
+    build of someone else's templates, `reproduce --rebuild`: its own network namespace, so a RUN step
+    cannot reach a service on this host's 127.0.0.1)."""
+    if network not in ("host", "isolated"):
+        raise ValueError(f"buildx_command network {network!r}: host or isolated")
     if is_podman():
         if push or attest:
             raise BadInput(
                 "pushing from the build and attestations (SBOM, provenance) need Docker's buildx: run this "
                 "with `toolkit --engine docker`"
             )
-        cmd = ["podman", "build", "--format", "docker", "--layers", "--network", "host"]
+        cmd = ["podman", "build", "--format", "docker", "--layers", "--network"]
+        cmd.append("host" if network == "host" else "private")
     else:
-        cmd = ["docker", "buildx", "build", "--progress=plain", "--network", "host"]
+        cmd = ["docker", "buildx", "build", "--progress=plain", "--network"]
+        cmd.append("host" if network == "host" else "default")
         cmd += ["--push"] if push else ["--load"]
     for t in tags:
         cmd += ["-t", t]

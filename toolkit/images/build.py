@@ -227,8 +227,10 @@ def plan(
     *,
     prepare: bool = True,
     source: PreparedSource | None = None,
+    repo: str = "toolkit",
 ) -> tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]:
-    """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags)."""
+    """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags):
+    the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`."""
     rendered = render_image(lm, spec)
     write_rendered(rendered)
     context = rendered.path.parent
@@ -244,7 +246,7 @@ def plan(
             commit = s.commit or s.ref
     else:
         (context / "src").mkdir(exist_ok=True)
-    tags = [f"toolkit/{spec.name}:latest", f"toolkit/{spec.name}:{(commit or 'nosrc')[:9]}-{key[:8]}"]
+    tags = [f"{repo}/{spec.name}:latest", f"{repo}/{spec.name}:{(commit or 'nosrc')[:9]}-{key[:8]}"]
     created = _reused_created(store, spec.name, key, tags[1] if prepare else None)
     labels = _labels(spec, rendered, lm, commit, created, key)
     args = (
@@ -299,22 +301,29 @@ def build_image(
     on_line=None,
     source: PreparedSource | None = None,
     secrets: list[str] | None = None,
+    stranger: bool = False,
 ) -> BuildResult:
     """Build one image. Never raises for a build failure: returns status failed with the log path.
+    `stranger`: the templates are someone else's (`reproduce --rebuild`): RUN steps get their own
+    network namespace, never this host's, and the image is tagged under `toolkit-reproduce/`, never
+    over the project's own `toolkit/<image>` tags.
 
     Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
     """
+    repo = "toolkit-reproduce" if stranger else "toolkit"
     if not dry_run:  # a base that cannot be had, or a source that cannot be fetched: skip this image
         for base in base_images(render_image(lm, spec).content):
             reason = engine.ensure_base_image(base)
             if reason:
                 return BuildResult(spec.name, "skipped", reason)
         try:
-            rendered, bases, source, labels, args, tags = plan(lm, spec, store, source=source)
+            rendered, bases, source, labels, args, tags = plan(lm, spec, store, source=source, repo=repo)
         except BuildFailed as err:
             return BuildResult(spec.name, "skipped", str(err))
     else:
-        rendered, bases, source, labels, args, tags = plan(lm, spec, store, prepare=False, source=source)
+        rendered, bases, source, labels, args, tags = plan(
+            lm, spec, store, prepare=False, source=source, repo=repo
+        )
     log_dir = lm.root / ".toolkit" / "logs"
     meta = log_dir / f"build-{spec.name}.metadata.json"
     cmd = engine.buildx_command(
@@ -325,6 +334,7 @@ def build_image(
         metadata_file=meta,
         no_cache=no_cache,
         secrets=secrets,
+        network="isolated" if stranger else "host",
     )
     if dry_run:
         return BuildResult(spec.name, "dry-run", command=cmd)

@@ -203,7 +203,7 @@ def rebuild_image(
             f"image {im.name}: the template inputs in {workdir} hash to {rendered.inputs_hash[:12]}, the "
             f"run was built from {im.template_hash[:12]}: matrix.yaml or Dockerfile.templates/ changed"
         )
-    res = build_mod.build_image(lm, spec, store, on_line=on_line)
+    res = build_mod.build_image(lm, spec, store, on_line=on_line, stranger=True)
     if res.record is None:
         raise BuildFailed(f"rebuild of {im.name} {res.status}: {res.reason}")
     rec = res.record
@@ -212,10 +212,25 @@ def rebuild_image(
             f"image {im.name}: rebuilt from source {rec.source_commit}, the run measured "
             f"{im.source_commit}; pin `commit` in matrix.yaml"
         )
-    note = (
-        ""
-        if rec.digest == im.digest
-        else "rebuilt image ID differs from the measured one (timestamps, layers)"
+    unverified = [
+        what
+        for what, known in (
+            ("its templates (no template_hash)", im.template_hash),
+            ("its source (no source_commit)", im.source_commit),
+        )
+        if not known
+    ]
+    note = "; ".join(
+        x
+        for x in (
+            ""
+            if rec.digest == im.digest
+            else "rebuilt image ID differs from the measured one (timestamps, layers)",
+            f"run.json cannot verify {' or '.join(unverified)}: rebuilt from the folder as it is"
+            if unverified
+            else "",
+        )
+        if x
     )
     return ImageCheck(im.name, im.digest, "rebuilt", rec.digest, rec.ref, rec.build_seconds, note)
 
