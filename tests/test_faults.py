@@ -762,6 +762,7 @@ def test_exit_codes_documented_match_errors():
         errors.ConcurrentRun: "another toolkit benchmark is running",
         errors.RunInterrupted: "interrupted",
         errors.RemoteUnavailable: "a remote the command needs did not answer",
+        errors.HostCheckFailed: "`toolkit doctor` found a check this host fails",
     }
     classes = [
         c

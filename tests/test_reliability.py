@@ -1205,3 +1205,22 @@ def test_a_rebuild_of_someone_elses_run_gets_no_host_network_and_its_own_tags(pr
     assert theirs[theirs.index("--network") + 1] == "default"
     tags = [theirs[i + 1] for i, a in enumerate(theirs) if a == "-t"]
     assert tags and all(t.startswith("toolkit-reproduce/cpu:") for t in tags)
+
+
+def test_a_command_asked_for_something_that_did_nothing_exits_non_zero(project, monkeypatch):
+    """Issue 33: doctor exited 0 with an `error` check, `push -i cpu` of an image never built exited 0
+    having pushed nothing, `pins` exited 0 having checked no pin. A pipeline must stop there."""
+    from toolkit.images import pins as pins_mod
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    res = run("doctor", "--matrix", str(project / "matrix.yaml"))
+    assert exit_code(res) == 12 and "check(s) failed" in str(res.exception)
+    res = run("push", "--matrix", str(project / "matrix.yaml"), "-i", "cpu", "--registry", "127.0.0.1:1/x")
+    assert exit_code(res) == 2 and "nothing pushed" in str(res.exception) and "cpu:" in str(res.exception)
+    pin = pins_mod.Pin(
+        "image", "debian:trixie-slim@sha256:" + "a" * 64, "sha256:" + "a" * 64, ("matrix.yaml",), None
+    )
+    down = [pins_mod.PinResult(pin, "unreachable", None, "not checked: no answer")]
+    monkeypatch.setattr(pins_mod, "check_pins", lambda *a, **k: down)  # no network here: the answer is made
+    res = run("pins", "--matrix", str(project / "matrix.yaml"))
+    assert exit_code(res) == 11 and "no pin could be checked" in str(res.exception)

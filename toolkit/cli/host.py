@@ -75,3 +75,8 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         echo_json(rep.to_dict())
     else:
         click.echo(doctor_mod.format_doctor(rep))
+    errors = [c.message for c in rep.checks if c.level == "error"]
+    if errors:  # a pipeline (`toolkit doctor && toolkit build`) must stop here
+        from toolkit.core.errors import HostCheckFailed
+
+        raise HostCheckFailed(f"{len(errors)} check(s) failed: {'; '.join(errors)[:400]}")

@@ -238,3 +238,9 @@ def pins(matrix_path, images, models, as_json, timeout):
         click.echo(pins_mod.format_pins(results))
     if pins_mod.broken(results):
         sys.exit(10)  # a pin moved or is missing: README exit-code table
+    if results and all(r.status == "unreachable" for r in results):  # nothing could be checked
+        from toolkit.core.errors import RemoteUnavailable
+
+        raise RemoteUnavailable(
+            f"no pin could be checked: all {len(results)} unreachable; run again where they are"
+        )

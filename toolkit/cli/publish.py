@@ -98,6 +98,9 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
     failed = [r.image for r in results if r.status == "failed"]
     if failed:
         raise publish.PushFailed(f"push failed for: {', '.join(failed)}")
+    if not any(r.status == "pushed" for r in results):  # asked to push and nothing was: not a success
+        why = "; ".join(f"{r.image}: {r.reason}" for r in results) or "no image to push"
+        raise publish.PushFailed(f"nothing pushed ({why})")
 
 
 @click.command("export-run", epilog=EPILOG)

@@ -99,6 +99,12 @@ class ConcurrentRun(ToolkitError):
     exit_code = 9
 
 
+class HostCheckFailed(ToolkitError):
+    """`toolkit doctor` found a check this host fails (an `error` line)."""
+
+    exit_code = 12
+
+
 class RemoteUnavailable(ToolkitError):
     """A remote the command needs (the Hugging Face Hub for fetch-model) did not answer (exit 11). The
     message names the remote and the offline way (copy the file by hand, pin the revision)."""
