@@ -574,3 +574,19 @@ def test_an_image_behind_by_less_than_the_noise_is_not_last():
         e.startswith("z@") and "last on an axis" in e for e in mixed.evidence
     )  # 44 % behind on prefill
     assert "the only image never last" not in mixed.why, mixed.why
+
+
+def test_the_customer_page_opens_with_verdict_then_what_was_measured(tmp_path):
+    """Issue 33: the page named no model, date or build (`grep -c qwen3 report.html` -> 0), its title
+    was "toolkit report" and the verdict sat at the bottom as a <pre> block of markdown."""
+    recs = load(CPU_A, CPU_B)
+    page = report.render(recs, "html")
+    assert "<title>Benchmark report: tiny-qwen3moe</title>" in page and "<pre>" not in page
+    verdict, measured, table = (page.index(x) for x in ('class="verdict"', "What was measured", "<table>"))
+    assert verdict < measured < table
+    assert "tiny-qwen3moe.gguf, sha256 759392345e48" in page and "measured: 2026-11-29" in page
+    assert "runtime commit 0c1e57098bba" in page and "kernel 6.18.44" in page
+    assert '<meta name="viewport"' in page and '<div class="scroll"><table>' in page
+    titled = report.render(recs, "html", title="R9700 Qwen3-30B-A3B, December")
+    assert "<h1>R9700 Qwen3-30B-A3B, December</h1>" in titled
+    assert json.loads(report.render(recs, "json"))["provenance"]["models"][0].startswith("tiny-qwen3moe")

@@ -20,6 +20,7 @@ from tabulate import tabulate
 from toolkit.analysis import plots
 from toolkit.analysis import tables as _tables
 from toolkit.analysis import verdict as verdict_mod
+from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.tables import (
     ReportOptions,
     Row,
@@ -58,8 +59,11 @@ def render(
     refused: int = 0,
     results_root: Path | None = None,
     drawn: plots.PlotSet | None = None,
+    title: str | None = None,
 ) -> str:
-    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text.
+    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text: the
+    verdict first, then what was measured (provenance: model, dates, host, GPU, builds), then the
+    tables (and on the html page the plots). `title` heads the page (default: the model(s) measured).
 
     Every format states how many records it read, used and superseded (`refused`: records the
     store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
@@ -73,9 +77,11 @@ def render(
     if fmt == "csv":
         return render_csv(ts)
     v = verdict_mod.verdict(records, opts)
+    prov = provenance(records)
     if fmt == "json":
         return json.dumps(
             {
+                "provenance": prov.to_json(),
                 "tables": [table_json(t) for t in ts],
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
@@ -85,7 +91,8 @@ def render(
             allow_nan=False,
         )
     if fmt == "html":
-        return render_html(records, ts, verdict_mod.format_verdict(v, markdown=False), results_root, drawn)
+        text = verdict_mod.format_verdict(v, markdown=False)
+        return render_html(records, ts, text, results_root, drawn, prov, title)
     if not ts:
         if records:  # read, but nothing to tabulate: say so, never "no results"
             failed = sum(r.status != "ok" for r in records)
@@ -94,7 +101,9 @@ def render(
                 "`toolkit report --json` lists them with their errors"
             )
         return "no results yet: run `toolkit bench` or `toolkit import`"
-    out = []
+    out = [f"# {title}"] if title else []
+    out.append(verdict_mod.format_verdict(v))
+    out.append("## What was measured\n\n" + "\n".join(f"- {line}" for line in prov.lines()))
     for t in ts:
         headers, body = table_rows(t)
         out.append(
@@ -102,7 +111,6 @@ def render(
         )
     notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts) + [accounting(records, refused)]
     out.append("\n".join(f"- {n}" for n in notes))
-    out.append(verdict_mod.format_verdict(v))
     return "\n\n".join(out)
 
 
@@ -225,7 +233,33 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #dd
 table{border-collapse:collapse;margin:.8em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.flags{text-align:left;color:#a33}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}
+.scroll{overflow-x:auto}.verdict{background:#f5f8ff;border-left:4px solid #3a6;padding:.2em 1em}
 """
+
+
+def _verdict_html(text: str) -> str:
+    """The verdict's plain text as HTML: `## `/`### ` lines as headings, `- ` lines as list items,
+    the rest as paragraphs (no `<pre>` block of markdown on a customer's page)."""
+    out: list[str] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if items:
+            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in text.splitlines():
+        if line.startswith("- "):
+            items.append(line[2:])
+            continue
+        flush()
+        if line.startswith("#"):
+            level = min(line.count("#", 0, line.index(" ") if " " in line else len(line)) + 1, 4)
+            out.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{html.escape(line)}</p>")
+    flush()
+    return '<section class="verdict">' + "".join(out) + "</section>"
 
 
 def render_html(
@@ -234,24 +268,38 @@ def render_html(
     verdict_text: str,
     results_root: Path | None = None,
     drawn: plots.PlotSet | None = None,
+    prov: Provenance | None = None,
+    title: str | None = None,
 ) -> str:
-    """One offline page: inline CSS, tables, verdict, plots embedded as base64 PNG; no external URL
+    """One offline page: inline CSS; the verdict (as HTML), what was measured (`prov`: model, dates,
+    host, GPU, builds), the tables, then plots embedded as base64 PNG; no external URL
     (a plot too big to read is named, not drawn: plots.left_out). Then power and clocks over each
     observed run shown, from its raw trace (plots.telemetry_figures): one figure per run, a note where
     the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None."""
+    prov = prov or provenance(records)
+    heading = title or (
+        "Benchmark report: " + ", ".join(m.split(" (")[0] for m in prov.models)
+        if prov.models
+        else "Benchmark report"
+    )
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        "<title>toolkit report</title>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(heading)}</title>",
         f"<style>{HTML_CSS}</style></head><body>",
-        "<h1>Benchmark report</h1>",
+        f"<h1>{html.escape(heading)}</h1>",
+        _verdict_html(verdict_text),
+        "<h2>What was measured</h2><ul>"
+        + "".join(f"<li>{html.escape(x)}</li>" for x in prov.lines())
+        + "</ul>",
     ]
     if not ts:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
     for t in ts:
         headers, body = table_rows(t)
         parts.append(
-            f"<h2>{html.escape(t.title)}</h2><table><tr>"
+            f'<h2>{html.escape(t.title)}</h2><div class="scroll"><table><tr>'
             + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
             + "</tr>"
         )
@@ -260,12 +308,11 @@ def render_html(
                 f'<td class="flags">{html.escape(line[-1])}</td>'
             ]
             parts.append("<tr>" + "".join(cells) + "</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(f"<p>{html.escape(accounting(records))}</p>")
-    parts.append(f"<h2>Verdict</h2><pre>{html.escape(verdict_text)}</pre>")
     drawn = drawn or plots.draw(ts, results_root)
     if drawn.plots or drawn.left_out:
         parts.append("<h2>Plots</h2>")
@@ -300,6 +347,7 @@ def publish(
     plots_dir: Path | None = None,
     refused: int = 0,
     results_root: Path | None = None,
+    title: str | None = None,
 ) -> tuple[str | None, list[Path], list[str]]:
     """Render the report: (text for stdout or None when written to `output`, every file written,
     notes on plots not drawn: too big to read, a run without its trace; plots.draw).
@@ -313,7 +361,9 @@ def publish(
     drawn = None
     if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
         drawn = plots.draw(tables(records, opts or ReportOptions()), results_root)
-    text = render(records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn)
+    text = render(
+        records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn, title=title
+    )
     written: list[Path] = []
     if output is not None:
         output = Path(output)

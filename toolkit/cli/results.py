@@ -81,6 +81,12 @@ from toolkit.cli.common import (
     metavar="PERCENT",
     help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).",
 )
+@click.option(
+    "--title",
+    default=None,
+    metavar="TEXT",
+    help="The report's title (the html page's heading; default: the model(s) measured).",
+)
 def report(
     matrix_path,
     results_dir,
@@ -93,6 +99,7 @@ def report(
     noisy_threshold,
     bw_floor,
     min_margin,
+    title,
 ):
     """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
     concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
@@ -138,6 +145,7 @@ def report(
         plots_dir=Path(plots_dir) if plots_dir else None,
         refused=store.refused,
         results_root=root,
+        title=title,
     )
     if text is not None:
         click.echo(text)
