@@ -154,14 +154,19 @@ def run_measured(
     on_stdout: Callable[[str], None] | None = None,
     on_stderr: Callable[[str], None] | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> Measured:
     """Run `command` under the observer; `on_row(row)` gets each llama-bench row with its telemetry
-    the moment it arrives (so an interrupted run keeps what it measured). Raises BadInput when the
+    the moment it arrives (so an interrupted run keeps what it measured); `on_note(text)` what the
+    observer says before the command starts (RunObserver.notes). Raises BadInput when the
     program cannot be started (named). On any exit from here that is not the command's own end
     (Ctrl-C, SIGTERM, an error), the command's process group is stopped (SIGTERM, then SIGKILL after
     5 s): no benchmark is left on the GPU."""
     obs = RunObserver(trace_path, gpus, rate_hz=rate_hz, cgroup=False)
     obs.start()  # the idle baseline comes before the command starts
+    for note in obs.notes:  # up front: a GPU not at stock power, in use before the run, not sampled
+        if on_note:
+            on_note(note)
     try:
         proc = subprocess.Popen(
             list(command),

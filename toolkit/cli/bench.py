@@ -7,6 +7,7 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -264,6 +265,7 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
             on_stdout=click.echo,
             on_stderr=_err,
             on_row=on_row,
+            on_note=lambda note: _err(f"measure: note: {note}"),
         )
     except BaseException:
         sink.close()
@@ -279,7 +281,7 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
         {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
     )
     _err(
-        f"measure: {' '.join(command)} exited {m.exit_code} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
+        f"measure: {shlex.join(command)} exited {m.exit_code} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
         f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
     )
     if m.kernel_fault:
