@@ -1,0 +1,81 @@
+"""What each flag a result can carry means, in the words `toolkit report` prints under its tables
+(one sentence per flag, its source named), and which telemetry flags keep a number from the verdict."""
+
+from __future__ import annotations
+
+FLAG_HELP = {
+    "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
+    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
+    "(never said of decode rows: the micro-batch does not apply to tg)",
+    "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (2 x combined relative stddev, "
+    "neither row noisy; prefill and pp+tg rows only)",
+    "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
+    "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
+    "noisy": "relative standard deviation above the noise threshold",
+    "warmup-outlier": "the first sample is far from the others (> 10 % off their median and outside their range by "
+    "more than their spread): a warm-up effect; the median is the steadier figure",
+    "runs-disagree": "repetitions of one test (bench.runs process starts, or rows of one import that measured the "
+    "same test) differ by more than 3 x the within-run stddev and 5 %: the cell is their mean, report the spread",
+    "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
+    "process start)",
+    "experimental": "measured with an experimental runtime (SGLang on gfx1201 needs an enablement patch series): "
+    "a number to check, not to route production traffic on",
+    "synthetic-twin": "measured on a shape twin of the real GGUF (same metadata, tensor names, shapes and types, "
+    "random data with valid scales; toolkit fetch-model --twin), never mixed with real-model rows",
+    "no-samples": "the imported format keeps no per-repetition samples (llama-bench -o md, sql, csv): no median or "
+    "min–max, and a markdown table's numbers are rounded to 2 decimals",
+    "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
+    "stddev-recomputed": "the tool wrote a non-finite stddev (nan or inf); it was recomputed from the samples (or left empty)",
+    "concurrent": "another toolkit benchmark ran on the same engine, or wrote the same results folder, while this "
+    "was measured (--allow-concurrent): both slowed each other down",
+    "clock-skew": "the clock of the host that wrote this record disagrees with the results folder's own order: its "
+    "`created` lies more than 60 s before a record the folder stored earlier, or more than 5 min in the future. "
+    "Runs are ordered by the folder's sequence number (`seq`, given at append time), never by these times, so the "
+    "newest run is still the one written last; check that host's clock (`timedatectl`, NTP) before trusting dates",
+    "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
+    "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
+    "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
+    "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
+    "gpu-shared": "another process ran compute on the GPU during the test (KFD entries with queues, NVML processes "
+    "with SM use, not the benchmark's; with process counts only, more than one): the GPU was shared, the number is "
+    "not the GPU's; no tok/J either (the board's energy counts the other process's work too)",
+    "gpu-memory-held": "another process held memory on the GPU during the test but ran nothing on it: the speed is "
+    "the card's; less memory was free",
+    "sensor-implausible": "a sensor reading outside its physical range (power, clock, temperature, busy, CPU pressure) "
+    "was dropped from the test's figures: a driver or read glitch; the rest stands",
+    "sensor-dropped": "a GPU sensor read did not return within its time box (a wedged sysfs file or driver call): "
+    "the GPU was not sampled from then on, so the test has no GPU telemetry or energy",
+    "undersampled": "the telemetry sampler achieved under half its rate around the test (a loaded host): the "
+    "test's figures rest on too few readings",
+    "throttled": "the GPU reported throttling in at least a quarter of the test's samples (NVML clock-event reasons; "
+    "AMD SMU14 throttle bits, TEMP_HOTSPOT masked: set at all times on the R9700, ROCm/rocm-systems#11781); the "
+    "reason follows the colon (sw-power-cap, hw-thermal, ppt0 = held at the power cap, ...)",
+    "clock-idle": "the GPU was busy while its gfx clock stayed at idle (ROCm#6289): the number is not the card's",
+    "power-not-stock": "the GPU ran below its default power cap, with a forced performance level, a non-default power "
+    "profile or overdrive offsets: not a stock-card number",
+    "host-busy": "processes other than the benchmark used the host's CPUs during the test where the cores were "
+    "oversubscribed (above 0.5 core on average and, with the benchmark's own, above 90 % of the host's cores), or "
+    "CPU pressure above 20 % or steal above 10 % of the time: the host was busy, the number may be low",
+    "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
+    "sensor's averaging or 20 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
+    "source, a counter that jumped or disagrees with the power reading, no test edges without --progress)",
+    "no-matrix-cores": "a Vulkan run on an RDNA4 GPU (gfx12xx) whose llama.cpp chose no matrix cores (its GPU-path "
+    "probe read `matrix cores: none` from ggml's device line: scalar matmul shaders, not the card's WMMA; Mesa "
+    "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",
+    "stale-build": "measured with --allow-stale: the image was built from other inputs (template, vars, source) "
+    "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
+    "tune-trial": "a `toolkit tune` trial (a short search run, its session and round stored with it): a test only "
+    "tune measured (a trial never replaces a bench run of its test); `toolkit bench` measures the matrix's settings",
+}
+
+
+# Telemetry flags that say a number is not the card's alone (the verdict names them and will not
+# crown a cell that carries one: toolkit.analysis.verdict); energy-invalid says nothing about speed.
+TELEMETRY_VERDICT_FLAGS = (
+    "gpu-shared",
+    "throttled",
+    "clock-idle",
+    "power-not-stock",
+    "host-busy",
+    "undersampled",
+)
