@@ -73,3 +73,19 @@ def test_every_docs_link_and_named_section_exists():
             assert any(h.startswith(name) for h in headings), (
                 f'{path.name}: see "{name}": no such section here'
             )
+
+
+def test_version_names_the_commit_of_a_checkout():
+    """Issue 33: `--version` had no commit although every result is tied to a toolkit version."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "toolkit", "--version"], capture_output=True, text=True, cwd=ROOT
+    )
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0 and out.stdout.startswith("toolkit, version ")
+    if head.returncode == 0:  # a git checkout (CI's is one)
+        assert f"(commit {head.stdout.strip()})" in out.stdout

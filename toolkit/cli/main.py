@@ -25,8 +25,41 @@ from toolkit.cli.common import (
 from toolkit.core.errors import ToolkitError
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`toolkit --version`: the version and, from a git checkout of the toolkit, its commit (every
+    result records the toolkit version; the commit says which code that was between releases)."""
+    if not value or ctx.resilient_parsing:
+        return
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        commit = out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    click.echo(
+        f"toolkit, version {__version__}"
+        + (f" (commit {commit})" if commit else " (not a git checkout: commit unknown)")
+    )
+    ctx.exit()
+
+
 @click.group(epilog=EPILOG)
-@click.version_option(__version__, prog_name="toolkit")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version (and the git commit of this checkout) and exit.",
+)
 @click.option(
     "--engine",
     type=click.Choice(["docker", "podman", "auto"]),
