@@ -205,7 +205,8 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
     raise BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
-        f"`toolkit report` lists what is stored under {store.root}"
+        f"`toolkit report` lists what is stored under {store.root} (compare reads one results folder: "
+        "results kept elsewhere are imported first, `toolkit import --label NAME FILE...`)"
     )
 
 

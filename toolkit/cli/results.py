@@ -297,6 +297,10 @@ def import_(
     import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
     they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
     jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
+
+    Only these two tools' formats are read: another tool's file (GuideLLM, an HTTP benchmark's table
+    with test and t/s columns) is refused with what it looks like, never guessed at. To compare with
+    another results folder, import its files here first (`toolkit import` of its bench.jsonl files).
     """
     from toolkit.results import importer
     from toolkit.results.records import ResultStore
