@@ -72,6 +72,7 @@ from toolkit.core.errors import BenchFailed
     "--allow-concurrent",
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
+    show_envvar=True,
     help="Run although another toolkit benchmark is running on the same Docker engine or writing the same "
     "results folder (default: refuse, exit 9); every record written meanwhile is flagged `concurrent`.",
 )

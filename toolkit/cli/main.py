@@ -76,6 +76,15 @@ def cli(engine):
     per image digest under results/ and prints the tables. `toolkit doctor` says what this host
     can run and why not. On a Podman host: `toolkit --engine podman build && toolkit --engine podman
     bench` (or TOOLKIT_ENGINE=podman).
+
+    \b
+    Environment:
+      TOOLKIT_ENGINE            docker | podman | auto: the default of --engine
+      DOCKER_HOST               the Docker engine to use (unix:// or tcp://)
+      TOOLKIT_ALLOW_CONCURRENT  1: bench, tune and reproduce run beside another benchmark
+                                (--allow-concurrent; records flagged `concurrent`)
+      TOOLKIT_CACHE             where fetched sources and sdists are kept (default ~/.cache/toolkit)
+      TOOLKIT_HOST_KEY          a campaign job's host key (set by `toolkit campaign` on the nodes)
     """
     if engine:  # the engine module reads it; child processes (campaigns) inherit it
         import os

@@ -174,6 +174,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     "--allow-concurrent",
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
+    show_envvar=True,
     help="Re-run although another toolkit benchmark is running on the same engine or writing the same "
     "results folder (records flagged `concurrent`; default: refuse, exit 9).",
 )

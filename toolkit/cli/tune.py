@@ -61,6 +61,7 @@ from toolkit.cli.common import EPILOG, _err, _load, _store, matrix_option, resul
     "--allow-concurrent",
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
+    show_envvar=True,
     help="Run although another toolkit benchmark is running on the same engine or writing the same "
     "results folder (trials flagged `concurrent`; default: refuse, exit 9).",
 )
