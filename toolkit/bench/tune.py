@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.bench.runners.base import model_file_here
+from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ResultStore
 from toolkit.runtimes.llama_bench.output import effective_ubatch
@@ -199,9 +200,7 @@ def best_setting(
     dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
     sds = [
-        statistics.stdev(x for r in rs for x in r.samples_ts)
-        if sum(len(r.samples_ts) for r in rs) > 1
-        else 0.0
+        stats.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
         for rs in groups.values()
     ]
     pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
@@ -253,7 +252,7 @@ def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> s
     def rsd(c: Candidate) -> float:
         xs = samples(c)
         med = statistics.median(xs)
-        return statistics.stdev(xs) / med if med else 0.0
+        return stats.stdev(xs) / med if med else 0.0
 
     gain = res.gain
     if gain is not None and gain < 0:

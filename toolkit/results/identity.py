@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
+from toolkit.core import stats
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import readers
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -478,9 +478,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
     mean = sum(means) / len(means) if means else None
-    pooled = (
-        statistics.stdev(samples) if len(samples) > 1 else statistics.stdev(means) if len(means) > 1 else None
-    )
+    pooled = stats.stdev(samples) if len(samples) > 1 else stats.stdev(means) if len(means) > 1 else None
     within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
     within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
     spread = (max(means) - min(means)) if len(means) > 1 else 0.0

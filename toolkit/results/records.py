@@ -25,7 +25,6 @@ import json
 import math
 import os
 import re
-import statistics
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -34,7 +33,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from toolkit.core import jsonsafe
+from toolkit.core import jsonsafe, stats
 from toolkit.core.types import INT64
 
 RECORD_SCHEMA_VERSION = 2
@@ -252,7 +251,7 @@ class BenchRecord(BaseModel):
             raise ValueError("avg_ts is missing: not a measurement (an ok record needs its tokens/s)")
         repaired = list((self.model_extra or {}).get("repaired") or [])
         if self.stddev_ts is not None and (_nonfinite(self.stddev_ts) or self.stddev_ts < 0):
-            self.stddev_ts = round(statistics.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
+            self.stddev_ts = round(stats.stdev(self.samples_ts), 6) if len(self.samples_ts) > 1 else None
             repaired.append("stddev_ts")
         if len(self.samples_ts) == 1 and self.stddev_ts is not None:
             self.stddev_ts = None  # llama-bench writes 0 for one sample: the spread is unknown, not nil

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import jsonsafe
+from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.vllm import output as vf
@@ -241,9 +241,8 @@ def records(
 
 
 def _sd(xs: list[float]) -> float | None:
-    import statistics
 
-    return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
+    return round(stats.stdev(xs), 4) if len(xs) > 1 else None
 
 
 def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741

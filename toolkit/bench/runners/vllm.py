@@ -36,7 +36,6 @@ tokenizer from the same /models mount, no host port is published and parallel ru
 from __future__ import annotations
 
 import shlex
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +62,7 @@ from toolkit.bench.runners.base import (
     stale_marks,
     tree_sha256,
 )
-from toolkit.core import backends
+from toolkit.core import backends, stats
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
@@ -310,7 +309,7 @@ def _samples(tokens: int, lats: list[float], minus: float = 0.0) -> list[float]:
 
 
 def _sd(xs: list[float]) -> float | None:
-    return round(statistics.stdev(xs), 4) if len(xs) > 1 else None
+    return round(stats.stdev(xs), 4) if len(xs) > 1 else None
 
 
 def _latency_records(
