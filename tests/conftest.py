@@ -93,7 +93,11 @@ def vllm_sdist():
             tgz.with_suffix(".part").rename(tgz)
         with tarfile.open(tgz) as tf:
             members = [x for x in tf.getmembers() if x.name.startswith(f"vllm-{version}/vllm/")]
-            tf.extractall(cache, members=members, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tf.extractall(cache, members=members, filter="data")
+            else:  # Python before 3.11.4 (Debian 12's 3.11.2) has no extraction filters: files and folders only
+                plain = [x for x in members if (x.isfile() or x.isdir()) and ".." not in Path(x.name).parts]
+                tf.extractall(cache, members=plain)
         return tree
 
     return get
