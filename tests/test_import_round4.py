@@ -131,14 +131,21 @@ def test_an_import_option_that_contradicts_the_file_is_bad_input_and_a_corrected
 
     from tests.conftest import DATA
 
-    serve = tmp_path / "serve-237-512-c1.json"
-    shutil.copy(DATA / "vllm-0.16.0-serve.json", serve)
     store = ResultStore(tmp_path / "results")
-    with pytest.raises(
-        BadInput, match=r"--input-len 2370 contradicts the file, which says 237.*nothing imported"
-    ):
+    serve = tmp_path / "serve-128-32-c2.json"  # the file's own counts: 1024 input tokens over 8 prompts
+    shutil.copy(DATA / "vllm-0.16.0-serve.json", serve)
+    with pytest.raises(BadInput, match=r"--input-len 2370 contradicts the file: its own token counts .*128;"):
         importer.import_files(store, [serve], label="v", input_len=2370)
+    misnamed = tmp_path / "serve-237-512-c1.json"  # a name that is not what the file ran
+    shutil.copy(DATA / "vllm-0.16.0-serve.json", misnamed)
+    with pytest.raises(
+        BadInput, match=r"its name says 237 input tokens, its own counts 128 .*nothing imported"
+    ):
+        importer.import_files(store, [misnamed], label="v")
     assert store.results() == []
+    from toolkit.results import vllm_import
+
+    assert vllm_import._NAMES["serve"].search("observe-128-32-c2") is None  # no serve name
     lat = tmp_path / "result.json"  # a name that says no lengths: the option cannot be checked
     lat.write_text(
         '{"avg_latency": 1.2, "latencies": [1.2, 1.2, 1.2], "percentiles": {"50": 1.2, "99": 1.2}}'

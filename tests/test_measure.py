@@ -399,3 +399,55 @@ def test_ctrl_c_twice_leaves_no_process_behind(tmp_path):
     except ProcessLookupError:
         alive = False
     assert not alive, "the measured command is still running"
+
+
+def test_a_daemon_the_command_started_is_stopped_with_it(tmp_path):
+    """The breaker's find: `sh -c 'sleep 300 & echo hi'` returned after the grace period and left the
+    sleep running. What the command left in its process group is stopped (even ignoring SIGTERM)."""
+    import os
+
+    marker = tmp_path / "daemon.pid"
+    proc = _measure(tmp_path, "sh", "-c", f"(trap '' TERM; sleep 300) & echo $! > {marker}; echo hi")
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "hi" in stdout, stderr
+    pid = int(marker.read_text())
+    time.sleep(0.3)
+    try:
+        os.kill(pid, 0)
+        alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the command's daemon is still running"
+
+
+def test_a_nan_row_is_refused_by_the_import_of_measure_as_by_a_direct_import(tmp_path):
+    """The breaker's find: `measure --label` stored a row with avg_ts nan as ok (recomputed from avg_ns)
+    because the row was made finite before the import's validity pass saw it."""
+    code = f"import json; r = {ROW!r}; r['avg_ts'] = float('nan'); print(json.dumps(r))"
+    out = tmp_path / "m.jsonl"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--gpu",
+            "none",
+            "--results",
+            str(tmp_path / "r"),
+            "--label",
+            "m",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert '"avg_ts": "nan"' in out.read_text()  # as llama-bench prints it, in strict JSON
+    assert res.returncode == 4 and "avg_ts is nan" in res.stderr, res.stderr
+    assert ResultStore(tmp_path / "r").results() == []

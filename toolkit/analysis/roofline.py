@@ -306,8 +306,8 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     devs = str(raw.get("devices") or "auto").strip()
     if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
         idx = [int(m.group(1)) if (m := re.search(r"(\d+)$", d.strip())) else -1 for d in devs.split("/")]
-        if any(i < 0 or i >= len(names) for i in idx):
-            return GpuUse(len(idx), note=f"llama-bench -dev {devs}: cannot tell which of {names} these are")
+        if any(i < 0 or i >= len(names) for i in idx):  # unknown: no count the yardstick could read
+            return GpuUse(None, note=f"llama-bench -dev {devs}: cannot tell which of {names} these are")
         names, specs = [names[i] for i in idx], [specs[i] for i in idx]
         source += f" + -dev {devs}"
     split = str(raw.get("split_mode") or "layer").strip().lower()
@@ -334,7 +334,7 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
     """The peak figures to hold a run on `use` against, and how they were chosen (or why none).
     `ceiling`: for a plausibility check, N cards of one product in ANY split give N x one card's
     peak -- a bound no run can exceed, though a layer split cannot reach it."""
-    if use.count is None or use.count == 0:
+    if use.count is None or use.count == 0 or len(use.specs) < use.count:
         return None, use.note or "no GPU"
     unknown = sorted({n for n, s in zip(use.names, use.specs, strict=False) if s is None})
     if unknown:

@@ -14,7 +14,9 @@ JSONL); a command without rows gives one line {"command", "exit_code", "toolkit_
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import selectors
 import subprocess
@@ -199,13 +201,14 @@ def run_measured(
                     seen = obs.test(raw)
                     if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
                         seen["telemetry"]["trace"] = str(trace_path.resolve())
-                    row = finite_or_none(
-                        {
-                            **raw,
-                            "toolkit_telemetry": seen.get("telemetry"),
-                            "toolkit_flags": seen.get("flags", []),
-                        }
-                    )
+                    # llama-bench's own fields as printed: a nan or inf is kept as the text llama-bench
+                    # prints ("nan", not null: the import's validity pass refuses it as it refuses the same
+                    # row imported directly, instead of recomputing a number); the file stays strict JSON
+                    row = {
+                        **_nonfinite_as_text(raw),
+                        "toolkit_telemetry": finite_or_none(seen.get("telemetry")),
+                        "toolkit_flags": seen.get("flags", []),
+                    }
                     rows.append(row)
                     if on_row:
                         on_row(row)
@@ -213,6 +216,7 @@ def run_measured(
         assert proc.stdout is not None and proc.stderr is not None
         pump_lines([(proc.stderr, on_err), (proc.stdout, on_out)], done=lambda: proc.poll() is not None)
         code = proc.wait()
+        _stop(proc)  # what the command left running in its process group (a daemon it started) goes too
     except BaseException:
         _stop(proc)
         obs.finish()
@@ -223,32 +227,52 @@ def run_measured(
     return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts))
 
 
+def _nonfinite_as_text(v: Any) -> Any:
+    """`v` with every non-finite float as the text printf gives it (nan, inf, -inf)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _nonfinite_as_text(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_nonfinite_as_text(x) for x in v]
+    return v
+
+
 def _stop(proc: subprocess.Popen) -> None:
-    """Stop the command's whole process group: SIGTERM, then SIGKILL after 5 s. SIGINT and SIGTERM are
-    held meanwhile (signals.no_interrupt): a second Ctrl-C must not cut the wait short and leave the
-    child running."""
+    """Stop the command's whole process group (the command and what it started): SIGTERM, then
+    SIGKILL to whatever of the group is left after 5 s. SIGINT and SIGTERM are held meanwhile
+    (signals.no_interrupt): a second Ctrl-C must not cut the wait short and leave a process running."""
     import signal
 
     from toolkit.core import signals
 
+    def group_alive() -> bool:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
     with signals.no_interrupt(reraise=False):
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not group_alive():
+                break
+            os.killpg(proc.pid, sig)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                proc.poll()  # reap the command itself, so its pid does not keep the group "alive"
+                if not group_alive():
+                    break
+                time.sleep(0.05)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5.0)
 
 
 def write_measured(m: Measured, path: Path) -> Path:
     """Write `m` as importable JSONL (module docstring) to `path`; returns it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if m.rows:
-        lines = [json.dumps(finite_or_none(r)) for r in m.rows]
+        lines = [json.dumps(r, allow_nan=False) for r in m.rows]  # non-finite values are text (run_measured)
     else:
         lines = [
             json.dumps(

@@ -31,10 +31,12 @@ from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.vllm import output as vf
 
 KINDS = ("latency", "serve", "throughput")
+# the runner's file names (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json), matched on
+# the name without .json as a whole word at its end: `observe-128-32-c2.json` is no serve name
 _NAMES = {
-    "latency": re.compile(r"lat(?:ency)?-(?P<i>\d+)-(?P<o>\d+)"),
-    "serve": re.compile(r"serve-(?P<i>\d+)-(?P<o>\d+)(?:-c(?P<c>\d+))?"),
-    "throughput": re.compile(r"throughput-(?P<i>\d+)-(?P<o>\d+)"),
+    "latency": re.compile(r"(?:^|[-_.])lat(?:ency)?-(?P<i>\d{1,9})-(?P<o>\d{1,9})$"),
+    "serve": re.compile(r"(?:^|[-_.])serve-(?P<i>\d{1,9})-(?P<o>\d{1,9})(?:-c(?P<c>\d{1,9}))?$"),
+    "throughput": re.compile(r"(?:^|[-_.])throughput-(?P<i>\d{1,9})-(?P<o>\d{1,9})$"),
 }
 
 
@@ -102,23 +104,34 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
     """Fill the lengths asked: --input-len / --output-len, else the runner's file name, else (serve
     input, concurrency) the result's own counts; BadInput naming the file when one stays unknown, or
     when an option contradicts what the file says (a typo must not become a stored measurement)."""
-    m = _NAMES[f.kind].search(f.path.name)
-    named = {
-        "--input-len": int(m.group("i")) if m else None,
-        "--output-len": int(m.group("o")) if m else None,
-    }
+    stem = f.path.name.removesuffix(".json")
+    m = _NAMES[f.kind].search(stem)
+    # what the file says of each length, and where: its name, or (serve input) its own token counts
+    says: dict[str, tuple[int, str]] = {}
+    if m:
+        says = {
+            "--input-len": (int(m.group("i")), "its name"),
+            "--output-len": (int(m.group("o")), "its name"),
+        }
     if f.kind == "serve":
         prompts, tokens = _int(f.result.get("num_prompts")), _int(f.result.get("total_input_tokens"))
         if prompts and tokens and tokens % prompts == 0:
-            named["--input-len"] = named["--input-len"] or tokens // prompts
+            counted = tokens // prompts
+            if "--input-len" in says and says["--input-len"][0] != counted:
+                raise BadInput(
+                    f"{f.path}: its name says {says['--input-len'][0]} input tokens, its own counts "
+                    f"{counted} ({tokens} over {prompts} prompts): rename the file as the run was; nothing imported"
+                )
+            says["--input-len"] = (counted, f"its own token counts ({tokens} over {prompts} prompts)")
     for opt, given in (("--input-len", input_len), ("--output-len", output_len)):
-        if given is not None and named[opt] is not None and given != named[opt]:
+        if given is not None and opt in says and given != says[opt][0]:
             raise BadInput(
-                f"{f.path}: {opt} {given} contradicts the file, which says {named[opt]} (its name or its "
-                f"own token counts): drop {opt}, or give the length the benchmark ran with; nothing imported"
+                f"{f.path}: {opt} {given} contradicts the file: {says[opt][1]} say(s) {says[opt][0]}; drop "
+                f"{opt}, or give the length the benchmark ran with; nothing imported"
             )
-    f.input_len = input_len or named["--input-len"]
-    f.output_len = output_len or named["--output-len"]
+    named = {opt: v for opt, (v, _where) in says.items()}
+    f.input_len = input_len or named.get("--input-len")
+    f.output_len = output_len or named.get("--output-len")
     if f.kind == "serve":
         c = m.group("c") if m else None
         said = _int(f.result.get("max_concurrency"))
