@@ -459,7 +459,7 @@ def _serve(tmp_path: Path, name: str, **change) -> subprocess.CompletedProcess:
 
 def test_a_negative_count_in_a_vllm_serve_result_is_bad_input_naming_it(tmp_path):
     """Reproducer: `completed: -5` was stored ok."""
-    p = _serve(tmp_path, "serve-512-128-c1.json", completed=-5)
+    p = _serve(tmp_path, "serve-128-32-c1.json", completed=-5)
     assert p.returncode == 4 and "completed is -5: a count, time or rate is never negative" in _out(p), _out(
         p
     )
@@ -467,7 +467,7 @@ def test_a_negative_count_in_a_vllm_serve_result_is_bad_input_naming_it(tmp_path
 
 def test_a_serve_file_named_for_another_concurrency_is_filed_as_run_and_said(tmp_path):
     """Reproducer: serve-…-c1.json whose result says max_concurrency 2 was filed as c2 without a word."""
-    p = _serve(tmp_path, "serve-512-128-c1.json", max_concurrency=2)
+    p = _serve(tmp_path, "serve-128-32-c1.json", max_concurrency=2)
     assert "the file name says concurrency 1, the result says max_concurrency 2: filed as c2" in _out(p), (
         _out(p)
     )
