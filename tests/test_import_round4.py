@@ -180,3 +180,30 @@ def test_sql_rows_that_carry_samples_are_not_flagged_without_them(tmp_path):
     p.write_text(text.replace(", samples_ts)", ")").replace(", '[99.0, 101.0]'", ""))
     (r,) = stored(tmp_path / "b", p)
     assert "no-samples" in (r.model_extra or {}).get("flags", [])
+
+
+def test_a_markdown_table_saved_with_a_byte_order_mark_is_read(tmp_path):
+    from tests.conftest import DATA
+
+    p = tmp_path / "bom.md"
+    p.write_bytes(b"\xef\xbb\xbf" + (DATA / "llamabench-0c1e57098-cpu.md").read_bytes())
+    assert len(stored(tmp_path, p)) == 2
+
+
+def test_a_trace_an_imported_record_names_outside_the_results_folder_is_never_read(tmp_path):
+    """The breaker's find: `toolkit_telemetry.trace` of an imported row named any file (a 4 GB one,
+    /proc/kmsg); the report read it. Only traces inside the results folder are read."""
+    import json
+
+    from tests.conftest import DATA
+    from toolkit.analysis import plots, report
+
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text('{"t": 1, "source": "nv", "vendor": "nvidia", "power_w": 100}\n')
+    row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    row["toolkit_telemetry"] = {"trace": str(outside), "t0": 1.0, "t1": 2.0}
+    f = tmp_path / "m.jsonl"
+    f.write_text(json.dumps(row) + "\n")
+    recs = stored(tmp_path, f)
+    runs = plots.trace_runs(report.tables(recs), tmp_path / "results")
+    assert runs and all(outside not in run.candidates for run in runs)

@@ -1124,6 +1124,12 @@ def _project_with(tmp_path, body: str, name: str = "evil.Dockerfile.j2", link: s
         ('{{ "x" * 10**10 }}', "too large|reaches outside"),
         ("{{ range(10**9) | list | length }}", "too large|reaches outside"),
         ("{{ 7 ** 100000 }}", "too large|reaches outside"),
+        (
+            "FROM x {{ 9**1000 * 9**1000 * 9**1000 * 9**1000 * 9**1000 }}",
+            "reaches outside|cannot be rendered",
+        ),
+        ('FROM x {{ "x".ljust(10**8) }}', "reaches outside"),
+        ('FROM x {% for i in range(90000) %}{{ "y" * 100 }}{% endfor %}', "renders a Dockerfile of"),
     ],
 )
 def test_a_template_that_would_run_forever_or_fill_memory_is_bad_input(tmp_path, body, why, monkeypatch):
@@ -1224,3 +1230,32 @@ def test_a_command_asked_for_something_that_did_nothing_exits_non_zero(project, 
     monkeypatch.setattr(pins_mod, "check_pins", lambda *a, **k: down)  # no network here: the answer is made
     res = run("pins", "--matrix", str(project / "matrix.yaml"))
     assert exit_code(res) == 11 and "no pin could be checked" in str(res.exception)
+
+
+def test_report_from_the_wrong_folder_says_so_and_writes_nothing(tmp_path, monkeypatch):
+    """The newcomer's find: `toolkit report` from ~ said "no results yet: run toolkit bench" and
+    `--format html` created ~/results/report.html."""
+    monkeypatch.chdir(tmp_path)
+    for extra in ([], ["--format", "html"]):
+        res = run("report", *extra)
+        assert (
+            exit_code(res) == 4
+            and "no results folder at" in str(res.exception)
+            and "--results DIR" in str(res.exception)
+        )
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_imported_flag_in_a_shape_the_toolkit_never_writes_is_dropped(tmp_path):
+    """The breaker's find: `toolkit_flags: ["a|b"]` split a report table's columns."""
+    row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    row["toolkit_flags"] = ["a|b", "host-busy", "x\\ny", "throttled:sw-power-cap"]
+    f = tmp_path / "m.jsonl"
+    f.write_text(json.dumps(row) + "\n")
+    store = ResultStore(tmp_path / "results")
+    importer.import_files(store, [f], label="m")
+    (rec,) = store.results()
+    assert [x for x in rec.model_extra["flags"] if x in row["toolkit_flags"]] == [
+        "host-busy",
+        "throttled:sw-power-cap",
+    ]

@@ -581,7 +581,7 @@ def test_the_customer_page_opens_with_verdict_then_what_was_measured(tmp_path):
     was "toolkit report" and the verdict sat at the bottom as a <pre> block of markdown."""
     recs = load(CPU_A, CPU_B)
     page = report.render(recs, "html")
-    assert "<title>Benchmark report: tiny-qwen3moe</title>" in page and "<pre>" not in page
+    assert "<title>Benchmark report: tiny-qwen3moe (2026-11-29)</title>" in page and "<pre>" not in page
     verdict, measured, table = (page.index(x) for x in ('class="verdict"', "What was measured", "<table>"))
     assert verdict < measured < table
     assert "tiny-qwen3moe.gguf, sha256 759392345e48" in page and "measured: 2026-11-29" in page
@@ -590,3 +590,4 @@ def test_the_customer_page_opens_with_verdict_then_what_was_measured(tmp_path):
     titled = report.render(recs, "html", title="R9700 Qwen3-30B-A3B, December")
     assert "<h1>R9700 Qwen3-30B-A3B, December</h1>" in titled
     assert json.loads(report.render(recs, "json"))["provenance"]["models"][0].startswith("tiny-qwen3moe")
+    assert "measured: 2026-11-29 17:06:28 UTC" in page and "runs: " in page

@@ -309,6 +309,16 @@ class TraceRun:
         )
 
 
+def _inside(path: Path, root: Path | None) -> bool:
+    """`path` is a `.jsonl` file name inside `root` (links resolved); False without a root."""
+    if root is None or path.suffix != ".jsonl":
+        return False
+    try:
+        return Path(root).resolve() in path.resolve().parents
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]:
     """The runs of the tables' records that were observed (a `telemetry` summary on some record),
     in table order, each with the places its trace may be (the first that exists is read)."""
@@ -335,6 +345,9 @@ def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]
                     trace = r.telemetry.get("trace")  # `toolkit measure` keeps its trace beside its output
                     if isinstance(trace, str) and trace:
                         cands.append(Path(trace))
+                    # a record names these paths, and an imported record is someone else's: only traces
+                    # inside the results folder are read (never /proc/kmsg, never a 4 GB file elsewhere)
+                    cands = [c for c in cands if _inside(c, results_root)]
                     run = runs[key] = TraceRun(
                         r.image.digest,
                         r.run_id,

@@ -36,13 +36,16 @@ class Provenance:
     dates: tuple[str, str] | None = None
     hosts: list[str] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """The header as `key: value` lines, in the order a reader asks: model, when, where, what build."""
         out = [f"model: {m}" for m in self.models]
         if self.dates:
             first, last = self.dates
-            out.append(f"measured: {first}" + (f" to {last}" if last != first else ""))
+            out.append(f"measured: {first} UTC" + (f" to {last} UTC" if last != first else ""))
+        if self.runs:
+            out.append(f"runs: {', '.join(self.runs)}")
         out += [f"host: {h}" for h in self.hosts]
         out += [f"image {i}" for i in self.images]
         return out
@@ -50,7 +53,8 @@ class Provenance:
     def to_json(self) -> dict[str, Any]:
         return {
             "models": self.models,
-            "measured": list(self.dates) if self.dates else None,
+            "measured_utc": list(self.dates) if self.dates else None,
+            "runs": self.runs,
             "hosts": self.hosts,
             "images": self.images,
         }
@@ -99,6 +103,7 @@ def provenance(records: list[BenchRecord]) -> Provenance:
     p.models = sorted(models.values())
     dates = sorted(d for r in records if (d := _date(r)))
     p.dates = (dates[0], dates[-1]) if dates else None
+    p.runs = sorted({r.run_id for r in records if r.run_id})
     hosts: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for r in records:
         h = r.host or {}

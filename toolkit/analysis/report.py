@@ -77,7 +77,7 @@ def render(
     if fmt == "csv":
         return render_csv(ts)
     v = verdict_mod.verdict(records, opts)
-    prov = provenance(records)
+    prov = provenance(_tables.select_for_report(records))  # of the records the tables show
     if fmt == "json":
         return json.dumps(
             {
@@ -101,7 +101,7 @@ def render(
                 "`toolkit report --json` lists them with their errors"
             )
         return "no results yet: run `toolkit bench` or `toolkit import`"
-    out = [f"# {title}"] if title else []
+    out = [f"# {title or _heading(prov)}"]
     out.append(verdict_mod.format_verdict(v))
     out.append("## What was measured\n\n" + "\n".join(f"- {line}" for line in prov.lines()))
     for t in ts:
@@ -237,6 +237,15 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;pa
 """
 
 
+def _heading(prov: Provenance) -> str:
+    """The report's title when none is given: the model(s) measured and the day(s) they were."""
+    models = ", ".join(m.split(" (")[0] for m in prov.models) or "no model"
+    if not prov.dates:
+        return f"Benchmark report: {models}"
+    first, last = prov.dates[0][:10], prov.dates[1][:10]
+    return f"Benchmark report: {models} ({first}{'' if last == first else ' to ' + last})"
+
+
 def _verdict_html(text: str) -> str:
     """The verdict's plain text as HTML: `## `/`### ` lines as headings, `- ` lines as list items,
     the rest as paragraphs (no `<pre>` block of markdown on a customer's page)."""
@@ -276,12 +285,8 @@ def render_html(
     (a plot too big to read is named, not drawn: plots.left_out). Then power and clocks over each
     observed run shown, from its raw trace (plots.telemetry_figures): one figure per run, a note where
     the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None."""
-    prov = prov or provenance(records)
-    heading = title or (
-        "Benchmark report: " + ", ".join(m.split(" (")[0] for m in prov.models)
-        if prov.models
-        else "Benchmark report"
-    )
+    prov = prov or provenance(_tables.select_for_report(records))
+    heading = title or _heading(prov)
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -112,6 +112,17 @@ def report(
     from toolkit.results.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    if not root.is_dir():  # never "no results yet" from the wrong folder, and never a page written there
+        from toolkit.core.errors import BadInput
+
+        where = (
+            ""
+            if results_dir
+            else f" (beside {matrix_path}, which {'is' if Path(matrix_path).is_file() else 'is not'} here)"
+        )
+        raise BadInput(
+            f"no results folder at {root}{where}: run from the project folder or pass --results DIR"
+        )
     store = ResultStore(root)
     recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
     have = resultindex.heads(store) if not recs and (images or runs) else []

@@ -38,8 +38,10 @@ RENDER_TIMEOUT_S = 10.0
 """A template renders in milliseconds; one still rendering after this loops without end (a nested
 loop of 10^10 iterations hung `render`): refused as bad input naming the template."""
 MAX_RENDERED_CHARS = 1 << 20
-"""The longest string a template may build with `*` (a Dockerfile is some kilobytes; `"x" * 10**10`
-ended in a MemoryError traceback)."""
+"""The longest string a template may build with `*` or a padding method, and the longest Dockerfile
+it may render (one is some kilobytes; `"x" * 10**10` ended in a MemoryError traceback)."""
+MAX_INT_BITS = 4096
+"""The largest integer a template may compute (a number of 4300 digits cannot even be printed)."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,9 @@ class _Loader(jinja2.FileSystemLoader):
 
 
 class _Sandbox(SandboxedEnvironment):
-    """Jinja's sandbox (no Python reached from a template) that also bounds `*` and `**`: a string or
-    list of more than MAX_RENDERED_CHARS, or a power of more than 4,096 bits, is a SecurityError.
+    """Jinja's sandbox (no Python reached from a template) that also bounds `*`, `**` and the padding
+    str methods: a string or list of more than MAX_RENDERED_CHARS, or an integer of more than
+    MAX_INT_BITS, is a SecurityError.
     (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
 
     intercepted_binops = frozenset({"*", "**"})
@@ -106,10 +109,26 @@ class _Sandbox(SandboxedEnvironment):
                 raise SecurityError(
                     f"a string or list of {len(seq) * n} items (more than {MAX_RENDERED_CHARS})"
                 )
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and left.bit_length() + right.bit_length() > MAX_INT_BITS
+            ):
+                raise SecurityError(f"a product of more than {MAX_INT_BITS:,} bits")
         if operator == "**" and isinstance(left, int) and isinstance(right, int):
-            if right > 0 and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > 4096:
-                raise SecurityError(f"{left} ** {right} is a number of more than 4,096 bits")
+            # at least (bit_length - 1) * exponent + 1 bits: refused only when surely too large
+            if right > 0 and abs(left) > 1 and (abs(left).bit_length() - 1) * right + 1 > MAX_INT_BITS:
+                raise SecurityError(f"{left} ** {right} is a number of more than {MAX_INT_BITS:,} bits")
         return super().call_binop(context, operator, left, right)
+
+    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """str methods that pad (`"x".ljust(10**8)`, center, rjust, zfill, expandtabs) bounded like `*`."""
+        name = getattr(__obj, "__name__", "")
+        pads = ("ljust", "rjust", "center", "zfill", "expandtabs")
+        if isinstance(getattr(__obj, "__self__", None), str) and name in pads:
+            if any(isinstance(a, int) and a > MAX_RENDERED_CHARS for a in args):
+                raise SecurityError(f"str.{name} to more than {MAX_RENDERED_CHARS} characters")
+        return super().call(__context, __obj, *args, **kwargs)
 
 
 def _environment(tpl_dir: Path) -> jinja2.Environment:
@@ -223,6 +242,10 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
     try:
         with _deadline(RENDER_TIMEOUT_S):
             body = env.get_template(spec.template).render(**ctx, template_hash=digest)
+    except ValueError as err:  # e.g. an integer too long to print (Python's 4300-digit limit)
+        raise BadInput(
+            f"{tpl_file}: the template builds a value that cannot be rendered ({err}); fix it"
+        ) from None
     except _RenderTimeout:
         raise BadInput(
             f"{tpl_file}: rendering took more than {RENDER_TIMEOUT_S:g} s (a loop without end?); a template "
@@ -244,6 +267,10 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
             f"{tpl_file}: the template reaches outside its variables ({err}); templates may only use the "
             "values matrix.yaml gives them"
         ) from None
+    if len(body) > MAX_RENDERED_CHARS:
+        raise BadInput(
+            f"{tpl_file}: renders a Dockerfile of {len(body):,} characters (more than {MAX_RENDERED_CHARS:,}); fix it"
+        )
     header = (
         f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
         f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"

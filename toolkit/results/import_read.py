@@ -754,6 +754,11 @@ def _file_name(path: str) -> str:
     return Path(path).name
 
 
+_FLAG = re.compile(r"[a-z][a-z0-9-]{0,40}(?::[A-Za-z0-9_.-]{1,40})?")
+"""A flag as the toolkit writes one (`host-busy`, `throttled:sw-power-cap`): a file's `|`, markup or
+newline never reaches a table."""
+
+
 def _record(
     row: readers.SourceRow,
     *,
@@ -779,8 +784,8 @@ def _record(
         size_bytes=readers.quantity(raw.get("model_size")) or 0,
     )
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
-    if isinstance(measured_flags, list):
-        flags += [f for f in measured_flags if isinstance(f, str) and f not in flags]
+    if isinstance(measured_flags, list):  # `toolkit measure`'s flags, in the shape it writes them only
+        flags += [f for f in measured_flags if isinstance(f, str) and _FLAG.fullmatch(f) and f not in flags]
     return BenchRecord(
         run_id=run_id,
         created=created,

@@ -197,12 +197,25 @@ class Sampler:
         self.stop()
 
 
+MAX_TRACE_LINE = 1 << 16
+"""Bytes of the longest trace line read (a sample is 1-2 KB): a file named as a trace that is not one
+(a 4 GB file without a newline) is read in bounded memory."""
+
+
 def iter_trace(path: str | Path, warnings: list[str] | None = None) -> Iterable[dict[str, Any]]:
     """Samples of a Sampler trace file (the header line skipped). A line that is not a JSON object
     (a torn last line, bytes that are not UTF-8, nesting or numbers no sampler writes: the one safe
     parse, toolkit.core.jsonsafe) is skipped and noted in `warnings` as `path:line: why`."""
     with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
+        n = 0
+        while line := f.readline(MAX_TRACE_LINE + 1):
+            n += 1
+            if len(line) > MAX_TRACE_LINE:  # no sampler writes such a line: skip it whole, read bounded
+                while (rest := f.readline(MAX_TRACE_LINE)) and not rest.endswith(b"\n"):
+                    pass
+                if warnings is not None:
+                    warnings.append(f"{path}:{n}: skipped a trace line longer than {MAX_TRACE_LINE} bytes")
+                continue
             obj, why = jsonsafe.parse_line(line)
             if why is not None:
                 if warnings is not None:

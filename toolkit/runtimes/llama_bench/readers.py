@@ -429,7 +429,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
 
 
 def _md_cells(line: str) -> list[str]:
-    s = line.strip()
+    s = line.strip().lstrip("\ufeff")  # a byte-order mark before the header (a file saved with one)
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
     return [c.strip() for c in s.split("|")]
