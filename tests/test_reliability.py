@@ -1221,6 +1221,7 @@ def test_a_command_asked_for_something_that_did_nothing_exits_non_zero(project, 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     res = run("doctor", "--matrix", str(project / "matrix.yaml"))
     assert exit_code(res) == 12 and "check(s) failed" in str(res.exception)
+    assert "cpu: cannot run here: the container engine is not reachable" in res.output  # not "can run"
     res = run("push", "--matrix", str(project / "matrix.yaml"), "-i", "cpu", "--registry", "127.0.0.1:1/x")
     assert exit_code(res) == 2 and "nothing pushed" in str(res.exception) and "cpu:" in str(res.exception)
     pin = pins_mod.Pin(

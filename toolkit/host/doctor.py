@@ -610,6 +610,10 @@ def diagnose(
         for img in images
     ]
     apply_userns(verdicts, docker_info, device_probe)
+    if docker_info is not None and docker_info.get("error"):  # nothing runs without an engine to run it on
+        for v in verdicts:
+            if v.runnable:
+                v.runnable, v.reason = False, "the container engine is not reachable (see the docker check)"
     for v in verdicts:
         if not v.runnable and "invalid device function" in v.reason:
             checks.append(Check("warn", "image", f"{v.name}: {v.reason}"))
