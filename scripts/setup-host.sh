@@ -72,7 +72,12 @@ step() {  # [TRIES=N] step WHAT CMD...: run CMD (output to $SETUP_LOG), say it s
   local what=$1 t0=$SECONDS pid rc=0 n=0 try; shift
   log "$what"
   for try in $(seq "${TRIES:-1}"); do
-    [ "$try" = 1 ] || log "  ... $what failed (exit $rc; a mirror's download can fail once): try $try of ${TRIES:-1}"
+    if [ "$try" != 1 ]; then  # say why, and keep the log (a mirror's download can fail once)
+      RETRIED=1
+      local last; last=$(tail -n 1 "$SETUP_LOG" | cut -c1-160)
+      case "$last" in "### "*) last="no output" ;; esac
+      log "  ... failed (exit $rc: $last); trying again, try $try of ${TRIES:-1} (output: $SETUP_LOG)"
+    fi
     printf '\n### %s: %s\n' "$what" "$*" >>"$SETUP_LOG"
     rc=0
     "$@" >>"$SETUP_LOG" 2>&1 </dev/null &
@@ -514,7 +519,7 @@ if [ -x .venv/bin/python ] || python3 -c 'import os,sys,sysconfig; sys.exit(0 if
   $SUDO ln -sf "$PWD/.venv/bin/toolkit" /usr/local/bin/toolkit
 fi
 step "pip install -e .${extras} (the toolkit; 1-3 min the first time, seconds after)" $PY -m pip install -q -e ".${extras}"
-rm -f "$SETUP_LOG"
+if [ -n "${RETRIED:-}" ]; then log "a step needed a second try: its output is kept in $SETUP_LOG"; else rm -f "$SETUP_LOG"; fi
 if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ] && ! id -nG | tr ' ' '\n' | grep -qx docker; then
   log "ready. $CALLER is in the docker group from the next login; until then this shell reaches the engine through an ACL on its socket. Run 'toolkit doctor' to see what this host can run"
 else
