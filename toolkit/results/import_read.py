@@ -30,9 +30,6 @@ from toolkit.results.records import (
     BenchRecord,
     ImageRef,
     ModelRef,
-    ResultStore,
-    bench_record,
-    scan_jsonl,
     short_digest,
 )
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -416,64 +413,6 @@ def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
 
 
 RowWhere = tuple[str, str, str]  # (run id, image name, image digest) of a stored record
-
-
-def _imported(store: ResultStore) -> Iterator[BenchRecord]:
-    """The folder's ok records that came from an import, one at a time: a line of any other record is
-    skipped before it is validated, and none is kept (memory bounded by one record, not the history:
-    an import into a folder of 30,000 records held all of them, 522 MB)."""
-    for f in store.bench_files():
-        for _n, _off, _len, obj, problem in scan_jsonl(f):
-            if problem is None and obj is not None and obj.get("status") == "ok" and obj.get("imported"):
-                rec, _why = bench_record(obj)
-                if rec is not None:
-                    yield rec
-
-
-@dataclass
-class StoredRows:
-    """What the results folder holds of rows imported before, to leave them out: `exact`
-    (measurement_of of every imported record), `md` (per form, shown_key of those without a test_time: the
-    md tables imported before) and `timed` (shown_key of the others, in each form of this import's md
-    rows), read in one pass over the folder."""
-
-    exact: dict[int, RowWhere]
-    md: dict[RowForm, dict[int, RowWhere]]
-    timed: dict[RowForm, dict[int, RowWhere]]
-
-    @classmethod
-    def read(cls, store: ResultStore, md_forms: set[RowForm]) -> StoredRows:
-        """The folder's imported records, digested; `md_forms`: the forms of the md rows about to be
-        imported (their matches among the stored rows of other formats)."""
-        out = cls({}, {}, {f: {} for f in md_forms})
-        if not store.root.is_dir():
-            return out
-        for r in _imported(store):
-            where, key = (r.run_id, r.image.name, r.image.digest), test_key(r)
-            out.exact[measurement_of(r, key)] = where
-            if is_untimed(r):
-                f = form_of(r.raw)
-                out.md.setdefault(f, {})[shown_key(r, key, f)] = where
-            else:
-                for f, digests in out.timed.items():
-                    digests[shown_key(r, key, f)] = where
-        return out
-
-    def match(self, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool) -> tuple[RowWhere, str] | None:
-        """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
-        matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
-        or None."""
-        if fp in self.exact:
-            return self.exact[fp], ""
-        if md_row:
-            f = form_of(rec.raw)
-            found = self.timed.get(f, {}).get(shown_key(rec, key, f))
-            return (found, "md") if found else None
-        for f, digests in self.md.items():
-            found = digests.get(shown_key(rec, key, f))
-            if found:
-                return found, "md-before"
-        return None
 
 
 def try_record(

@@ -1,6 +1,7 @@
 """Rows printed again: an import's records held (or spilled to disk past a bound) until every file
 is read, so a test measured once and printed twice (two copies of one output, a file given twice)
-is stored once, and what was left out is said."""
+is stored once, and what was left out is said; and rows imported before (StoredRows: what the results
+folder already holds, read as a stream)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import array
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -19,11 +21,24 @@ from toolkit.results.identity import (
     measured_at,
     test_key,
 )
-from toolkit.results.import_read import PASS1_IMAGE, ImportedSet, RowForm, imported_of
+from toolkit.results.import_read import (
+    PASS1_IMAGE,
+    ImportedSet,
+    RowForm,
+    RowWhere,
+    form_of,
+    imported_of,
+    is_untimed,
+    measurement_of,
+    shown_key,
+)
 from toolkit.results.records import (
     RECORD_SCHEMA_VERSION,
     BenchRecord,
     ImageRef,
+    ResultStore,
+    bench_record,
+    scan_jsonl,
 )
 
 
@@ -302,3 +317,61 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
             )
         )
     return out
+
+
+def _imported(store: ResultStore) -> Iterator[BenchRecord]:
+    """The folder's ok records that came from an import, one at a time: a line of any other record is
+    skipped before it is validated, and none is kept (memory bounded by one record, not the history:
+    an import into a folder of 30,000 records held all of them, 522 MB)."""
+    for f in store.bench_files():
+        for _n, _off, _len, obj, problem in scan_jsonl(f):
+            if problem is None and obj is not None and obj.get("status") == "ok" and obj.get("imported"):
+                rec, _why = bench_record(obj)
+                if rec is not None:
+                    yield rec
+
+
+@dataclass
+class StoredRows:
+    """What the results folder holds of rows imported before, to leave them out: `exact`
+    (measurement_of of every imported record), `md` (per form, shown_key of those without a test_time: the
+    md tables imported before) and `timed` (shown_key of the others, in each form of this import's md
+    rows), read in one pass over the folder."""
+
+    exact: dict[int, RowWhere]
+    md: dict[RowForm, dict[int, RowWhere]]
+    timed: dict[RowForm, dict[int, RowWhere]]
+
+    @classmethod
+    def read(cls, store: ResultStore, md_forms: set[RowForm]) -> StoredRows:
+        """The folder's imported records, digested; `md_forms`: the forms of the md rows about to be
+        imported (their matches among the stored rows of other formats)."""
+        out = cls({}, {}, {f: {} for f in md_forms})
+        if not store.root.is_dir():
+            return out
+        for r in _imported(store):
+            where, key = (r.run_id, r.image.name, r.image.digest), test_key(r)
+            out.exact[measurement_of(r, key)] = where
+            if is_untimed(r):
+                f = form_of(r.raw)
+                out.md.setdefault(f, {})[shown_key(r, key, f)] = where
+            else:
+                for f, digests in out.timed.items():
+                    digests[shown_key(r, key, f)] = where
+        return out
+
+    def match(self, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool) -> tuple[RowWhere, str] | None:
+        """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
+        matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
+        or None."""
+        if fp in self.exact:
+            return self.exact[fp], ""
+        if md_row:
+            f = form_of(rec.raw)
+            found = self.timed.get(f, {}).get(shown_key(rec, key, f))
+            return (found, "md") if found else None
+        for f, digests in self.md.items():
+            found = digests.get(shown_key(rec, key, f))
+            if found:
+                return found, "md-before"
+        return None

@@ -42,7 +42,6 @@ from toolkit.results.import_read import (
     ImportResult,
     ImportSource,
     RowWhere,
-    StoredRows,
     backend_wrong,
     check_options,
     form_of,
@@ -63,6 +62,7 @@ from toolkit.results.import_read import (
 from toolkit.results.import_repeats import (
     SEQ_FIELD,
     Held,
+    StoredRows,
     dup_note,
     filled_body,
     fingerprints_again,
