@@ -375,10 +375,20 @@ def test_a_grandchild_holding_stdout_does_not_hold_measure(tmp_path):
     assert line["seconds"] < 10
 
 
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
 def test_ctrl_c_twice_leaves_no_process_behind(tmp_path):
     """Issue 32: the second Ctrl-C broke the 5-s wait, SIGKILL was never sent, and the child (here one
     that ignores SIGTERM) kept running while the message said nothing was left."""
-    import os
     import signal
 
     marker = tmp_path / "child.pid"
@@ -393,18 +403,12 @@ def test_ctrl_c_twice_leaves_no_process_behind(tmp_path):
     proc.send_signal(signal.SIGINT)  # the second one, during the 5-s SIGTERM wait
     proc.communicate(timeout=60)
     time.sleep(0.5)
-    try:
-        os.kill(child, 0)
-        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
-    assert not alive, "the measured command is still running"
+    assert not _running(child), "the measured command is still running"
 
 
 def test_a_daemon_the_command_started_is_stopped_with_it(tmp_path):
     """The breaker's find: `sh -c 'sleep 300 & echo hi'` returned after the grace period and left the
     sleep running. What the command left in its process group is stopped (even ignoring SIGTERM)."""
-    import os
 
     marker = tmp_path / "daemon.pid"
     proc = _measure(tmp_path, "sh", "-c", f"(trap '' TERM; sleep 300) & echo $! > {marker}; echo hi")
@@ -412,12 +416,7 @@ def test_a_daemon_the_command_started_is_stopped_with_it(tmp_path):
     assert proc.returncode == 0 and "hi" in stdout, stderr
     pid = int(marker.read_text())
     time.sleep(0.3)
-    try:
-        os.kill(pid, 0)
-        alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
-    assert not alive, "the command's daemon is still running"
+    assert not _running(pid), "the command's daemon is still running"
 
 
 def test_a_nan_row_is_refused_by_the_import_of_measure_as_by_a_direct_import(tmp_path):

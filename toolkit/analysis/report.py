@@ -73,11 +73,12 @@ def render(
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    ts = tables(records, opts)
+    chosen = _tables.select_for_report(records)  # once: the tables and the provenance read the same records
+    ts = _tables.axis_tables(chosen, opts)
     if fmt == "csv":
         return render_csv(ts)
     v = verdict_mod.verdict(records, opts)
-    prov = provenance(_tables.select_for_report(records))  # of the records the tables show
+    prov = provenance(chosen)
     if fmt == "json":
         return json.dumps(
             {

@@ -40,6 +40,7 @@ __all__ = [
     "accounting",
     "attention_used",
     "axis_table",
+    "axis_tables",
     "column_attention",
     "column_labels",
     "column_systems",
@@ -634,7 +635,11 @@ def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> 
 
 
 def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
-    chosen = select_for_report(records)
+    return axis_tables(select_for_report(records), opts)
+
+
+def axis_tables(chosen: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
+    """The tables of the axes that have rows, over records already chosen (select_for_report)."""
     return [t for t in (axis_table(chosen, a, opts) for a in AXES) if t.rows]
 
 
