@@ -37,6 +37,10 @@ def test_env_axis_is_validated_and_crossed():
         ({"X": [True]}, "not a string, a number or null"),
         ({"X": ["a b"]}, "not allowed"),
         ({"ROCR_VISIBLE_DEVICES": ["0"]}, "set by the toolkit"),
+        ({"LD_LIBRARY_PATH": ["/x"]}, "dynamic loader"),
+        ({"LD_PRELOAD": ["/tmp/x.so"]}, "dynamic loader"),
+        ({"LD_AUDIT": ["/tmp/x.so"]}, "dynamic loader"),
+        ({"X": ["a" * (128 * 1024 - 2)]}, "MAX_ARG_STRLEN"),
         (["X=1"], "must map"),
     ]:
         with pytest.raises(ValueError, match=why):

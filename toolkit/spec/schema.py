@@ -59,9 +59,15 @@ _ENV_RESERVED = frozenset(
         "GGML_VK_VISIBLE_DEVICES",
         "MESA_SHADER_CACHE_DIR",
         "PATH",
-        "LD_LIBRARY_PATH",
     }
 )
+"""Plus every `LD_*` name: the dynamic loader reads LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, ... and
+each changes what code runs before the benchmark (one rule for all of them; ld.so(8))."""
+
+
+MAX_ENV_STRING = 128 * 1024
+"""Linux refuses an exec whose one `NAME=value` string (with its NUL) exceeds MAX_ARG_STRLEN, 32 pages
+of 4 KiB (include/uapi/linux/binfmts.h): the container would fail to start after a build."""
 
 
 _RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
@@ -413,9 +419,10 @@ class BenchAxes(StrictBlock):
                 raise ValueError(
                     f"env: {name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
                 )
-            if name in _ENV_RESERVED:
+            if name in _ENV_RESERVED or name.startswith("LD_"):
                 raise ValueError(
-                    f"env: {name} is set by the toolkit itself (device selection, caches); not an axis"
+                    f"env: {name} is set by the toolkit itself (device selection, caches) or read by "
+                    "the dynamic loader (every LD_* name); not an axis"
                 )
             if not isinstance(values, list) or not values:
                 raise ValueError(
@@ -428,6 +435,11 @@ class BenchAxes(StrictBlock):
                     continue
                 if isinstance(x, bool) or not isinstance(x, str | int | float):
                     raise ValueError(f"env.{name}: {x!r} is not a string, a number or null (unset)")
+                if len(f"{name}={x}".encode()) + 1 > MAX_ENV_STRING:
+                    raise ValueError(
+                        f"env.{name}: a value of {len(str(x).encode())} bytes; Linux starts no process "
+                        f"whose NAME=value exceeds {MAX_ENV_STRING} bytes (MAX_ARG_STRLEN): shorten it"
+                    )
                 vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
             if len(set(vals)) != len(vals):
                 raise ValueError(f"env.{name}: duplicate values")
