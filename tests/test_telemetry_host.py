@@ -501,6 +501,27 @@ def test_sampler_stop_twice_and_trace_torn_line(tmp_path: Path):
     assert len(list(iter_trace(trace))) == n
 
 
+def test_a_full_disk_stops_the_trace_not_the_sampler_and_says_which_path_kept_what(tmp_path: Path):
+    # /dev/full answers every write with ENOSPC: the real error a full disk gives (issue 32 item 9)
+    s = Sampler([CountingSource()], rate_hz=50, trace_path="/dev/full").start()
+    time.sleep(0.1)
+    s.stop()
+    assert len(s.samples) >= 2  # sampling went on in memory
+    assert s.trace_error and s.trace_error.startswith("/dev/full: No space left on device")
+    assert "first 0 line(s)" in s.trace_error
+    # the disk fills mid-run: the lines written before stay, the error counts them
+    trace = tmp_path / "t.jsonl"
+    s = Sampler([CountingSource()], rate_hz=50, trace_path=trace).start()
+    time.sleep(0.1)
+    with s._read_lock:
+        kept = s.trace_lines
+        s._trace.close()
+        s._trace = open("/dev/full", "a")  # noqa: SIM115  (the sampler closes it)
+    s.stop()
+    assert kept >= 2 and f"first {kept} line(s)" in (s.trace_error or "")
+    assert len(trace.read_text().splitlines()) == kept and len(s.samples) > kept - 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernel log
 

@@ -248,13 +248,15 @@ class RunObserver:
         return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def finish(self) -> dict[str, Any]:
-        """Stop sampling; the run's facts: {"trace", "samples", "missed_ticks", "gpus", "kernel_log"}."""
+        """Stop sampling; the run's facts: {"trace", "trace_error", "samples", "missed_ticks", "gpus",
+        "kernel_log"}; `trace_error` (None, or the path and what the trace kept) when writing it failed."""
         if self.sampler is None:
             return {}
         samples = self.sampler.stop()
         kernel = self._kernel.read() if self._kernel else None
         return {
             "trace": str(self.trace_path) if self.trace_path else None,
+            "trace_error": self.sampler.trace_error,
             "samples": len(samples),
             "missed_ticks": self.sampler.missed_ticks,
             "gpus": [g.to_dict() for g in self.gpus],

@@ -57,6 +57,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trace: Any = None
+        self.trace_lines = 0  # lines the trace holds (header included)
+        self.trace_error: str | None = None  # why the trace stopped short (disk full): path, what was kept
         self.missed_ticks = 0
         self.read_timeout_s = read_timeout_s
         self.dropped: dict[str, str] = {}
@@ -120,13 +122,27 @@ class Sampler:
                 i = bisect.bisect_right(self._ts, smp["t"])
                 self._ts.insert(i, smp["t"])
                 self._samples.insert(i, smp)
-        if self._trace is not None:
-            try:
-                self._trace.write("".join(json.dumps(s, separators=(",", ":")) + "\n" for s in out))
-                self._trace.flush()
-            except (OSError, ValueError):
-                self._trace = None  # disk full / closed: keep sampling into memory
+        self._write_trace([json.dumps(s, separators=(",", ":")) for s in out])
         return out
+
+    def _write_trace(self, lines: list[str]) -> None:
+        """Append `lines` to the trace; on the first failure (disk full, a closed file) stop writing it,
+        keep sampling into memory and say in `trace_error` which path stopped where."""
+        if self._trace is None:
+            return
+        try:
+            self._trace.write("".join(line + "\n" for line in lines))
+            self._trace.flush()
+            self.trace_lines += len(lines)
+        except (OSError, ValueError) as err:
+            with contextlib.suppress(OSError, ValueError):
+                self._trace.close()
+            self._trace = None
+            why = getattr(err, "strerror", None) or str(err)
+            self.trace_error = (
+                f"{self.trace_path}: {why}: the trace holds only its first {self.trace_lines} line(s) (the "
+                "last may be torn); sampling went on in memory, so every window summary is whole"
+            )
 
     def _run(self) -> None:
         # the lowest CPU priority for this thread only (Linux: setpriority on a thread id): a benchmark
@@ -160,8 +176,7 @@ class Sampler:
                 "sources": [s.id for s in self.sources],
                 "started_t": self.started_t,
             }
-            self._trace.write(json.dumps(header) + "\n")
-            self._trace.flush()
+            self._write_trace([json.dumps(header)])
         self._thread = threading.Thread(target=self._run, name="telemetry-sampler", daemon=True)
         self._thread.start()
         return self
