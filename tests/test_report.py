@@ -591,3 +591,37 @@ def test_the_customer_page_opens_with_verdict_then_what_was_measured(tmp_path):
     assert "<h1>R9700 Qwen3-30B-A3B, December</h1>" in titled
     assert json.loads(report.render(recs, "json"))["provenance"]["models"][0].startswith("tiny-qwen3moe")
     assert "measured: 2026-11-29 17:06:28 UTC" in page and "runs: " in page
+
+
+def test_an_image_keeps_its_color_in_every_figure_flagged_cells_are_marked_and_titles_name_the_model():
+    """Reproducer (issue 33): the same color meant a micro-batch in the prefill figure and an image in
+    the decode figure; a gpu-shared cell was drawn exactly like a clean one; no title named the model."""
+    from matplotlib.colors import to_hex
+
+    recs = [
+        make_record("b-vulkan", "vulkan", p=p, ub=ub, avg=2000.0 + p, sd=5)
+        for p in (512, 2048)
+        for ub in (512, 2048)
+    ]
+    recs += [make_record("a-hip", "rocm", p=p, ub=512, avg=3000.0 + p, sd=5) for p in (512, 2048)]
+    recs += [
+        make_record(i, b, n=128, avg=90.0, sd=0.5) for i, b in (("a-hip", "rocm"), ("b-vulkan", "vulkan"))
+    ]
+    shared = make_record("b-vulkan", "vulkan", n=64, avg=40.0, sd=9)
+    recs.append(shared.model_copy(update={"flags": ["gpu-shared"]}))
+    ts = report.tables(report.select_for_report(recs))
+    figs = plots.figures(ts)
+    colors = plots.palette(ts)
+    hip, vulkan = sorted(colors)
+    assert hip.startswith("a-hip@") and colors == {hip: "C0", vulkan: "C1"}
+    prefill, decode = figs["prefill"], figs["decode"]
+    for ax in prefill.axes:  # every line of an image's panel in that image's color, whatever its ub
+        drawn = {to_hex(ln.get_color()) for ln in ax.get_lines() if ln.get_marker() != "x"}
+        assert drawn == {to_hex(colors[ax.get_title()])}
+    bars = [p for ax in decode.axes for c in ax.containers for p in getattr(c, "patches", [])]
+    hatched = [p for p in bars if p.get_hatch()]
+    assert len(hatched) == 1 and to_hex(hatched[0].get_facecolor()) == to_hex("C1")  # b-vulkan's tg64
+    legend = [t.get_text() for t in decode.axes[0].get_legend().get_texts()]
+    assert legend == [hip, vulkan, plots.FLAGGED_LABEL]
+    for fig in (prefill, decode):
+        assert "model qwen3-30b-a3b-q4kxl" in fig.get_suptitle()

@@ -1,6 +1,8 @@
 """[BenchRecord] --plot--> matplotlib figures: prefill vs prompt length (a line per depth and
 micro-batch), decode and pp+tg bars (wrapped to a readable width), served throughput; each figure on
-one y-axis from zero, drawn from the report's table rows (every row, nothing merged). For each run
+one y-axis from zero, drawn from the report's table rows (every row, nothing merged); one color per
+image in every figure (palette), flagged cells marked (hatched bars, a black x), the model in each
+title. For each run
 shown whose records carry telemetry, GPU power and clocks over the run from its raw trace
 (`telemetry_figures`), each test's window shaded.
 
@@ -68,33 +70,81 @@ def _series(row: Row, r: BenchRecord) -> tuple[int, int, str]:
     return (r.n_depth, r.n_ubatch or 0, " ".join(parts))
 
 
-def prefill_figure(t: Table | None) -> Figure | None:
+Colors = dict[str, str]
+"""Image column -> matplotlib color: one color per image in every figure of a report (palette)."""
+
+
+def palette(tables: list[Table]) -> Colors:
+    """One color per image column across all `tables` (sorted names; tab10, tab20 past 10 images), so
+    an image is the same color in the prefill, decode, mixed and served figures."""
+    images = sorted({col for t in tables for row in t.rows for col in row.cells})
+    if len(images) <= 10:
+        return {img: f"C{i}" for i, img in enumerate(images)}
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    from matplotlib.colors import to_hex
+
+    return {img: to_hex(cmap(i % 20)) for i, img in enumerate(images)}
+
+
+STYLES = [(m, ls) for ls in ("-", "--") for m in ("o", "s", "^", "D", "v")]
+"""A prefill panel's lines (one image, one color) told apart by marker and line style: MAX_LINES of them."""
+
+FLAGGED_LABEL = "flagged: see the table"
+
+
+def _flagged(r: BenchRecord) -> bool:
+    """A cell measured while something else shaped the number (gpu-shared, throttled, host-busy, ...):
+    drawn marked, never like a clean one."""
+    return bool(telemetry_flags(r))
+
+
+def _title(fig: Figure, t: Table | None) -> None:
+    """The figure's title: what is plotted and which model(s) it was measured on."""
+    models = sorted({r.model.name for _, _, r in _cells(t)})
+    if t is not None:
+        fig.suptitle(f"{t.title} — model {', '.join(models) or '?'}", fontsize=10)
+
+
+def prefill_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
     """One panel per image column: prefill tok/s vs prompt length, one line per series — the table's
-    rows that differ only in prompt length (each depth its own line; error bars = stddev); hollow
-    markers where llama.cpp clamped the micro-batch. Every panel shares one y-axis from zero."""
+    rows that differ only in prompt length (each depth its own line, told apart by marker and line
+    style; error bars = stddev) in the image's color (`colors`: palette); hollow markers where
+    llama.cpp clamped the micro-batch, a black x over a flagged cell. Every panel shares one y-axis
+    from zero; the title names the model."""
     cells = _cells(t)
     images = sorted({col for _, col, _ in cells})
     if not images:
         return None
+    colors = colors or palette([t] if t is not None else [])
     fig = _figure(5.0 * len(images), 3.8)
+    _title(fig, t)
     axes = fig.subplots(1, len(images), squeeze=False, sharey=True)[0]
     for ax, img in zip(axes, images, strict=True):
         mine = [(row, r) for row, col, r in cells if col == img]
-        for series in sorted({_series(row, r) for row, r in mine}):
+        for k, series in enumerate(sorted({_series(row, r) for row, r in mine})):
             pts = sorted(
-                (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)))
+                (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)), _flagged(r))
                 for row, r in mine
                 if _series(row, r) == series
             )
-            xs, ys, es, _ = zip(*pts, strict=True)
-            bars = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=series[2])
-            off = [(x, y) for x, y, _, clamped in pts if clamped]
+            xs, ys, es, _, _ = zip(*pts, strict=True)
+            marker, style = STYLES[k % len(STYLES)]
+            bars = ax.errorbar(
+                xs, ys, yerr=es, marker=marker, ls=style, capsize=3, color=colors[img], label=series[2]
+            )
+            bad = [(x, y) for x, y, _, _, flagged in pts if flagged]
+            if bad:
+                bx, by = zip(*bad, strict=True)
+                ax.plot(bx, by, "x", ms=10, mew=2, color="black", zorder=4, label="_flagged")
+            off = [(x, y) for x, y, _, clamped, _ in pts if clamped]
             if off:  # hollow markers: llama.cpp computed with a smaller effective micro-batch
                 ox, oy = zip(*off, strict=True)
                 ax.plot(
                     ox,
                     oy,
-                    "o",
+                    marker,
                     mfc="white",
                     mew=1.5,
                     zorder=3,
@@ -107,7 +157,13 @@ def prefill_figure(t: Table | None) -> Figure | None:
         ax.minorticks_off()
         ax.set_title(img, fontsize=9)
         ax.set_xlabel("prompt length (tokens)")
-        ax.legend(fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        if any(_flagged(r) for _, r in mine):
+            from matplotlib.lines import Line2D
+
+            handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
+            labels.append(FLAGGED_LABEL)
+        ax.legend(handles, labels, fontsize=8)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("prefill tokens/s")
@@ -181,80 +237,117 @@ def _too_big(kind: str, t: Table | None) -> str | None:
     return None
 
 
-def bar_figure(t: Table | None, ylabel: str = "decode tokens/s") -> Figure | None:
+def bar_figure(
+    t: Table | None, ylabel: str = "decode tokens/s", colors: Colors | None = None
+) -> Figure | None:
     """One bar group per table row (the same test identity as the table: tg128 at ub512 and at ub2048
-    are two groups), one bar per image column, error bars = stddev. Groups wrap into panel rows of at
-    most MAX_WIDTH inches, all on one y-axis from zero; long labels wrap."""
+    are two groups), one bar per image column in the image's color (`colors`: palette), hatched where
+    the cell is flagged, error bars = stddev. Groups wrap into panel rows of at most MAX_WIDTH inches,
+    all on one y-axis from zero; labels wrap to their group's width; the title names the model."""
     groups, images, per, panels = _bar_layout(t)
     if not groups:
         return None
+    colors = colors or palette([t] if t is not None else [])
     slot = 0.7 * len(images) + 0.5  # inches per group
     width = min(MAX_WIDTH, max(5.0, slot * min(per, len(groups)) + 1.0))
-    fig = _figure(width, 3.4 * panels + 0.4)
+    fig = _figure(width, 3.4 * panels + 0.6)
+    _title(fig, t)
+    any_flagged = False
     axes = fig.subplots(panels, 1, squeeze=False, sharey=True)[:, 0]
     bw = 0.8 / len(images)
     for p, ax in enumerate(axes):
         chunk = groups[p * per : (p + 1) * per]
         for i, img in enumerate(images):
-            xs, ys, es = [], [], []
+            xs, ys, es, hatch = [], [], [], []
             for j, row in enumerate(chunk):
                 r = row.cells.get(img)
                 if r is not None and (v := value(r)) is not None and not is_cpu_fallback(r):
                     xs.append(j + (i - (len(images) - 1) / 2) * bw)
                     ys.append(v)
                     es.append(r.stddev_ts or 0.0)
+                    hatch.append("///" if _flagged(r) else None)
             if xs:  # one color per image in every panel (an empty call would still take a legend slot)
-                ax.bar(xs, ys, bw, yerr=es, capsize=3, color=f"C{i}")
+                bars = ax.bar(xs, ys, bw, yerr=es, capsize=3, color=colors[img])
+                for patch, h in zip(bars.patches, hatch, strict=True):
+                    if h:
+                        patch.set_hatch(h)
+                        patch.set_edgecolor("black")
+                        any_flagged = True
         labels = [" ".join([row.test, *(f"{k}={v}" for k, v in row.ids.items())]) for row in chunk]
-        ax.set_xticks(range(len(chunk)), [textwrap.fill(x, 18) for x in labels], fontsize=8)
+        wrap = max(8, int(slot * 12))  # characters per label line: about the group's width at 8 pt
+        ax.set_xticks(range(len(chunk)), [textwrap.fill(x, wrap) for x in labels], fontsize=8)
         ax.set_xlim(-0.5, max(per, len(chunk)) - 0.5)  # each label under its group, whatever bars it has
         ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylim(bottom=0)
     from matplotlib.patches import Patch
 
-    axes[0].legend(handles=[Patch(color=f"C{i}", label=img) for i, img in enumerate(images)], fontsize=8)
+    handles = [Patch(color=colors[img], label=img) for img in images]
+    if any_flagged:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label=FLAGGED_LABEL))
+    # above the first panel, never over a bar (constrained layout makes room for it)
+    axes[0].legend(
+        handles=handles,
+        fontsize=8,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.01),
+        ncols=max(1, int(width // 4)),
+        frameon=False,
+    )
     return fig
 
 
-def decode_figure(t: Table | None) -> Figure | None:
+def decode_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
     """The decode table as bars (bar_figure)."""
-    return bar_figure(t, "decode tokens/s")
+    return bar_figure(t, "decode tokens/s", colors)
 
 
-def served_figure(t: Table | None) -> Figure | None:
-    """Served output tok/s vs concurrency, one line per image column and row series."""
+def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
+    """Served output tok/s vs concurrency, one line per image column and row series, in the image's
+    color (`colors`: palette; an image's series told apart by marker and line style); a black x over
+    a flagged point."""
     cells = [(row, col, r) for row, col, r in _cells(t) if r.engine.get("concurrency") is not None]
     if not cells:
         return None
+    colors = colors or palette([t] if t is not None else [])
     fig = _figure(6.0, 3.8)
+    _title(fig, t)
     ax = fig.subplots()
-    series: dict[str, list[tuple[int, float]]] = {}
+    series: dict[tuple[str, str], list[tuple[int, float, bool]]] = {}
     for row, col, r in cells:
         name = " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
         v = value(r)
         assert v is not None  # _cells keeps only cells with a value
-        series.setdefault(name, []).append((int(r.engine["concurrency"]), v))
-    for name, pts in sorted(series.items()):
-        xs, ys = zip(*sorted(pts), strict=True)
-        ax.plot(xs, ys, marker="o", label=name)
+        series.setdefault((col, name), []).append((int(r.engine["concurrency"]), v, _flagged(r)))
+    seen: dict[str, int] = {}
+    for (col, name), pts in sorted(series.items()):
+        k = seen[col] = seen.get(col, -1) + 1
+        marker, style = STYLES[k % len(STYLES)]
+        xs, ys, flags = zip(*sorted(pts), strict=True)
+        ax.plot(xs, ys, marker=marker, ls=style, color=colors[col], label=name)
+        bad = [(x, y) for x, y, f in zip(xs, ys, flags, strict=True) if f]
+        if bad:
+            bx, by = zip(*bad, strict=True)
+            ax.plot(bx, by, "x", ms=10, mew=2, color="black", zorder=4, label=FLAGGED_LABEL)
     ax.set_xscale("log", base=2)
-    levels = sorted({x for pts in series.values() for x, _ in pts})
+    levels = sorted({pt[0] for pts in series.values() for pt in pts})
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.minorticks_off()
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("output tokens/s")
-    ax.legend(fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    keep = dict(zip(labels, handles, strict=True))  # the flagged entry once
+    ax.legend(list(keep.values()), list(keep), fontsize=8)
     ax.grid(True, alpha=0.3)
     return fig
 
 
-_DRAW: dict[str, Callable[[Table | None], Figure | None]] = {
-    "prefill": lambda t: prefill_figure(t),
-    "decode": lambda t: decode_figure(t),
-    "mixed": lambda t: bar_figure(t, "prefill + decode tokens/s"),
-    "served": lambda t: served_figure(t),
+_DRAW: dict[str, Callable[[Table | None, Colors], Figure | None]] = {
+    "prefill": lambda t, c: prefill_figure(t, c),
+    "decode": lambda t, c: decode_figure(t, c),
+    "mixed": lambda t, c: bar_figure(t, "prefill + decode tokens/s", c),
+    "served": lambda t, c: served_figure(t, c),
 }
 
 
@@ -272,7 +365,8 @@ def figures(tables: list[Table], plan: _Plan | None = None) -> dict[str, Figure]
     drawn from the tables (report.tables), so they use the same test identity and show every row; a
     plot too big to read is left out (left_out says why). `plan`: _plan(tables), made before."""
     plan = plan or _plan(tables)
-    made = {name: _DRAW[name](t) for name, (t, why) in plan.items() if not why}
+    colors = palette(tables)
+    made = {name: _DRAW[name](t, colors) for name, (t, why) in plan.items() if not why}
     return {name: fig for name, fig in made.items() if fig is not None}
 
 
