@@ -236,6 +236,88 @@ UNKNOWN_MODEL_FIX = (
 )
 
 
+def _resolve_sides(store: ResultStore, a_ref: str, b_ref: str) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
+    """Both sides resolved on the index's heads, then read as records (the index rebuilt once if stale)."""
+    for attempt in (1, 2):
+        recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
+        ha, hb = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+        try:
+            return (
+                Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
+                Side(hb.ref, hb.label, resultindex.candidates(store, hb.records)),
+            )
+        except resultindex.StaleIndex:
+            if attempt == 2:
+                raise
+            resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
+    raise AssertionError("unreachable")
+
+
+def _check_ignore(records: list[BenchRecord], ignore: tuple[str, ...]) -> None:
+    """BadInput when --ignore names a field that is not a test field of these results."""
+    known = {k for r in records for k in identity.test_fields(r)}
+    unknown = sorted(set(ignore) - known)
+    if unknown:
+        raise BadInput(
+            f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
+            f"{', '.join(sorted(known - {'method'}))}"
+        )
+
+
+def _nothing_in_common(a: Side[BenchRecord], b: Side[BenchRecord], j: identity.Join) -> BadInput:
+    """The error of a join without a pair: the unknown model, or the fields that keep the sides apart."""
+    if j.unknown_model:
+        return BadInput(
+            f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
+            f"model; {UNKNOWN_MODEL_FIX}"
+        )
+    apart = "; ".join(
+        f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
+    )
+    return BadInput(
+        f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
+        f"{len(j.only_b)} only in B)"
+        + (f"; what keeps them apart: {apart}" if apart else "")
+        + "; compare results measured with the same settings and model, or leave a field out of the "
+        "join on purpose with --ignore FIELD"
+    )
+
+
+def _pair_order(p: tuple[BenchRecord, BenchRecord]) -> tuple[Any, ...]:
+    """Prefill first, then by axis, model, concurrency and the test's sizes (A's record)."""
+    r = p[0]
+    return (
+        r.axis != "prefill",
+        r.axis,
+        r.model.name,
+        concurrency(r) or 0,
+        r.n_depth,
+        r.n_prompt,
+        r.n_gen,
+        r.n_ubatch or 0,
+        r.n_batch or 0,
+    )
+
+
+def _columns_and_settings(
+    pairs: list[tuple[BenchRecord, BenchRecord]], label_fields: frozenset[str]
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The varying columns shown per row, and those that hold one value per side (a side's settings)."""
+    id_cols: list[str] = []
+    settings: dict[str, list[str]] = {"a": [], "b": []}
+    for col in varying_columns([r for p in pairs for r in p], label=label_fields):
+        va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
+        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. n_threads=1 vs n_threads=2
+            settings["a"].append(f"{col}={va.pop()}")
+            settings["b"].append(f"{col}={vb.pop()}")
+        else:
+            id_cols.append(col)
+    for side, of_side in (("a", [x for x, _ in pairs]), ("b", [y for _, y in pairs])):
+        if att := column_attention(of_side):  # what vLLM / SGLang logged it used (tables.attention_used)
+            settings[side].append(f"attention={att}")
+    return id_cols, settings
+
+
 def compare(
     store: ResultStore,
     a_ref: str,
@@ -254,71 +336,15 @@ def compare(
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
-    for attempt in (1, 2):
-        recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
-        ha, hb = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
-        try:
-            a, b = (
-                Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
-                Side(hb.ref, hb.label, resultindex.candidates(store, hb.records)),
-            )
-            break
-        except resultindex.StaleIndex:
-            if attempt == 2:
-                raise
-            resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
+    a, b = _resolve_sides(store, a_ref, b_ref)
     ua, ub = _usable(a), _usable(b)
-    known = {k for r in ua + ub for k in identity.test_fields(r)}
-    unknown = sorted(set(ignore) - known)
-    if unknown:
-        raise BadInput(
-            f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
-            f"{', '.join(sorted(known - {'method'}))}"
-        )
+    _check_ignore(ua + ub, ignore)
     j = identity.join(ua, ub, ignore=ignore, same_unknown_model=same_model)
-    if not j.pairs and j.unknown_model:
-        raise BadInput(
-            f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
-            f"model; {UNKNOWN_MODEL_FIX}"
-        )
     if not j.pairs:
-        apart = "; ".join(
-            f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
-        )
-        raise BadInput(
-            f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
-            f"{len(j.only_b)} only in B)"
-            + (f"; what keeps them apart: {apart}" if apart else "")
-            + "; compare results measured with the same settings and model, or leave a field out of the "
-            "join on purpose with --ignore FIELD"
-        )
-    pairs = sorted(
-        j.pairs,
-        key=lambda p: (
-            p[0].axis != "prefill",
-            p[0].axis,
-            p[0].model.name,
-            concurrency(p[0]) or 0,
-            p[0].n_depth,
-            p[0].n_prompt,
-            p[0].n_gen,
-            p[0].n_ubatch or 0,
-            p[0].n_batch or 0,
-        ),
-    )
-    id_cols: list[str] = []
-    settings: dict[str, list[str]] = {"a": [], "b": []}
+        raise _nothing_in_common(a, b, j)
+    pairs = sorted(j.pairs, key=_pair_order)
     label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
-    for col in varying_columns([r for p in pairs for r in p], label=label_fields):
-        va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
-        if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. n_threads=1 vs n_threads=2
-            settings["a"].append(f"{col}={va.pop()}")
-            settings["b"].append(f"{col}={vb.pop()}")
-        else:
-            id_cols.append(col)
-    for side, of_side in (("a", [x for x, _ in pairs]), ("b", [y for _, y in pairs])):
-        if att := column_attention(of_side):  # what vLLM / SGLang logged it used (tables.attention_used)
-            settings[side].append(f"attention={att}")
+    id_cols, settings = _columns_and_settings(pairs, label_fields)
     rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
     tell_apart = [
         c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
@@ -341,62 +367,49 @@ def compare(
     )
 
 
-def format_comparison(c: Comparison) -> str:
-    """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
-    if not c.rows:
-        return (
-            f"no test in common between {c.a.label} and {c.b.label} "
-            f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
-        )
-    body = []
-    show_energy = bool(c.with_energy)
+def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
+    """The speedup as shown (bold when a regression) and what the row's last column says of it."""
     limit = 1 - c.threshold / 100
-    for row in c.rows:
-        # two decimals, three where two would round a regression onto its limit (0.948 is not "0.95 < 0.95")
-        digits = 3 if round(row.speedup, 2) == round(limit, 2) else 2
-        sp = f"{row.speedup:.{digits}f}"
-        mark = ""
-        if c.is_regression(row):
-            sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
-        elif c.held(row):
-            mark = f"slower, held: {', '.join(row.flags)}"
-        elif c.within_noise(row):
-            mark = f"slower within noise (± {100 * row.noise:.0f}%)"
-        elif row.speedup > 1 + c.threshold / 100:
-            mark = "faster"
-        if row.flags and not c.held(row):  # a flagged number is named wherever it stands
-            mark = "; ".join(x for x in (mark, f"flagged: {', '.join(row.flags)}") if x)
-        if c.slower(row) and row.noise_unknown:
-            mark += " (noise unknown: a single sample)"
-        line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
-        if show_energy:
-            ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
-            line += [
-                fmt_tok_per_j(ea.tok_per_j if ea else None),
-                fmt_tok_per_j(eb.tok_per_j if eb else None),
-                f"{ratio:.2f}" if ratio is not None else "",
-            ]
-        body.append([*line, mark])
+    # two decimals, three where two would round a regression onto its limit (0.948 is not "0.95 < 0.95")
+    digits = 3 if round(row.speedup, 2) == round(limit, 2) else 2
+    sp = f"{row.speedup:.{digits}f}"
+    mark = ""
+    if c.is_regression(row):
+        sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
+    elif c.held(row):
+        mark = f"slower, held: {', '.join(row.flags)}"
+    elif c.within_noise(row):
+        mark = f"slower within noise (± {100 * row.noise:.0f}%)"
+    elif row.speedup > 1 + c.threshold / 100:
+        mark = "faster"
+    if row.flags and not c.held(row):  # a flagged number is named wherever it stands
+        mark = "; ".join(x for x in (mark, f"flagged: {', '.join(row.flags)}") if x)
+    if c.slower(row) and row.noise_unknown:
+        mark += " (noise unknown: a single sample)"
+    return sp, mark
 
-    def head(side: str, s: Side[BenchRecord], settings: str) -> str:
-        return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
 
-    headers = [
-        "test",
-        *c.id_columns,
-        head("A", c.a, c.a_settings),
-        head("B", c.b, c.b_settings),
-        "speedup (B/A)",
-        *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
-        "",
-    ]
-    out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
+def _table_row(c: Comparison, row: CompareRow, show_energy: bool) -> list[str]:
+    """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark."""
+    sp, mark = _speedup_cell(c, row)
+    line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
     if show_energy:
-        out.append(
-            f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
-            "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
-            "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
-        )
+        ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
+        line += [
+            fmt_tok_per_j(ea.tok_per_j if ea else None),
+            fmt_tok_per_j(eb.tok_per_j if eb else None),
+            f"{ratio:.2f}" if ratio is not None else "",
+        ]
+    return [*line, mark]
+
+
+def _side_head(side: str, s: Side[BenchRecord], settings: str) -> str:
+    return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
+
+
+def _notes(c: Comparison) -> list[str]:
+    """What the table leaves out (one-side tests, unjoined, ignored fields), then the regression count."""
+    out = []
     if c.missing:
         out.append(f"not compared, measured on one side only: {c.missing_text()}")
     if c.unknown_model:
@@ -411,6 +424,12 @@ def format_comparison(c: Comparison) -> str:
         if n
         else f"no regression beyond {c.threshold:g}% and the noise"
     )
+    return out
+
+
+def _slower_not_counted(c: Comparison) -> list[str]:
+    """The slower tests not counted as regressions: held on a telemetry flag, or within noise."""
+    out = []
     held, noisy = [r for r in c.rows if c.held(r)], [r for r in c.rows if c.within_noise(r)]
     if held:
         why = "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
@@ -424,7 +443,35 @@ def format_comparison(c: Comparison) -> str:
             f"{len(noisy)} test(s) slower by more than {c.threshold:g}% but within noise (twice the combined "
             f"relative stddev): {', '.join(r.test for r in noisy)}; more repetitions narrow it"
         )
-    return "\n\n".join(out)
+    return out
+
+
+def format_comparison(c: Comparison) -> str:
+    """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
+    if not c.rows:
+        return (
+            f"no test in common between {c.a.label} and {c.b.label} "
+            f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
+        )
+    show_energy = bool(c.with_energy)
+    body = [_table_row(c, row, show_energy) for row in c.rows]
+    headers = [
+        "test",
+        *c.id_columns,
+        _side_head("A", c.a, c.a_settings),
+        _side_head("B", c.b, c.b_settings),
+        "speedup (B/A)",
+        *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
+        "",
+    ]
+    out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
+    if show_energy:
+        out.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
+            "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
+            "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
+        )
+    return "\n\n".join([*out, *_notes(c), *_slower_not_counted(c)])
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:

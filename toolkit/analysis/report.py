@@ -94,6 +94,19 @@ def render(
     if fmt == "html":
         text = verdict_mod.format_verdict(v, markdown=False)
         return render_html(records, ts, text, results_root, drawn, prov, title)
+    return _render_markdown(records, ts, v, prov, title, refused)
+
+
+def _render_markdown(
+    records: list[BenchRecord],
+    ts: list[Table],
+    v: verdict_mod.Verdict,
+    prov: Provenance,
+    title: str | None,
+    refused: int,
+) -> str:
+    """The github markdown report: title, verdict, what was measured, the tables, their notes; or
+    why there is no table."""
     if not ts:
         if records:  # read, but nothing to tabulate: say so, never "no results"
             failed = sum(r.status != "ok" for r in records)
@@ -255,7 +268,7 @@ def _verdict_html(text: str) -> str:
 
     def flush() -> None:
         if items:
-            out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
+            out.append(_ul(items))
             items.clear()
 
     for line in text.splitlines():
@@ -270,6 +283,55 @@ def _verdict_html(text: str) -> str:
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
     return '<section class="verdict">' + "".join(out) + "</section>"
+
+
+def _ul(items: list[str]) -> str:
+    """`items` as an HTML list, each escaped."""
+    return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>"
+
+
+def _img(name: str, png: bytes) -> str:
+    """A PNG embedded as base64, `name` its alt text."""
+    return f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table_html(t: Table) -> list[str]:
+    """One axis table as HTML: its title, header row, and a row per test (the flags column last)."""
+    headers, body = table_rows(t)
+    parts = [
+        f'<h2>{html.escape(t.title)}</h2><div class="scroll"><table><tr>'
+        + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        + "</tr>"
+    ]
+    for line in body:
+        cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [
+            f'<td class="flags">{html.escape(line[-1])}</td>'
+        ]
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</table></div>")
+    return parts
+
+
+def _plots_html(drawn: plots.PlotSet) -> list[str]:
+    """The plots (and those left out), then power and clocks per run shown (and runs without a figure)."""
+    parts = []
+    if drawn.plots or drawn.left_out:
+        parts.append("<h2>Plots</h2>")
+    parts += [_img(name, png) for name, png in drawn.plots.items()]
+    if drawn.left_out:
+        parts.append(_ul(drawn.left_out))
+    runs, run_notes = drawn.runs, drawn.run_notes
+    if runs or run_notes:
+        parts.append(
+            "<h2>Power and clocks</h2><p>One figure per run shown, from its raw telemetry trace "
+            "(results/&lt;digest12&gt;/telemetry/&lt;run_id&gt;-&lt;model&gt;.jsonl): GPU power with its cap, "
+            "gfx/SM and memory clocks; shaded: each test's window, red where the record carries a telemetry "
+            "flag.</p>"
+        )
+    parts += [_img(name, png) for name, png in runs.items()]
+    if run_notes:
+        parts.append(_ul(run_notes))
+    return parts
 
 
 def render_html(
@@ -296,50 +358,17 @@ def render_html(
         f"<style>{HTML_CSS}</style></head><body>",
         f"<h1>{html.escape(heading)}</h1>",
         _verdict_html(verdict_text),
-        "<h2>What was measured</h2><ul>"
-        + "".join(f"<li>{html.escape(x)}</li>" for x in prov.lines())
-        + "</ul>",
+        "<h2>What was measured</h2>" + _ul(prov.lines()),
     ]
     if not ts:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
     for t in ts:
-        headers, body = table_rows(t)
-        parts.append(
-            f'<h2>{html.escape(t.title)}</h2><div class="scroll"><table><tr>'
-            + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-            + "</tr>"
-        )
-        for line in body:
-            cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [
-                f'<td class="flags">{html.escape(line[-1])}</td>'
-            ]
-            parts.append("<tr>" + "".join(cells) + "</tr>")
-        parts.append("</table></div>")
+        parts += _table_html(t)
     notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts)
     if notes:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+        parts.append(_ul(notes))
     parts.append(f"<p>{html.escape(accounting(records))}</p>")
-    drawn = drawn or plots.draw(ts, results_root)
-    if drawn.plots or drawn.left_out:
-        parts.append("<h2>Plots</h2>")
-    for name, png in drawn.plots.items():
-        data = base64.b64encode(png).decode()
-        parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
-    if drawn.left_out:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in drawn.left_out) + "</ul>")
-    runs, run_notes = drawn.runs, drawn.run_notes
-    if runs or run_notes:
-        parts.append(
-            "<h2>Power and clocks</h2><p>One figure per run shown, from its raw telemetry trace "
-            "(results/&lt;digest12&gt;/telemetry/&lt;run_id&gt;-&lt;model&gt;.jsonl): GPU power with its cap, "
-            "gfx/SM and memory clocks; shaded: each test's window, red where the record carries a telemetry "
-            "flag.</p>"
-        )
-    for name, png in runs.items():
-        data = base64.b64encode(png).decode()
-        parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
-    if run_notes:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in run_notes) + "</ul>")
+    parts += _plots_html(drawn or plots.draw(ts, results_root))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

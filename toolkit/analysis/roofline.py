@@ -251,10 +251,8 @@ def _int_arg(cmd: list[str], *flags: str) -> int | None:
     return None
 
 
-def gpu_use(r: BenchRecord) -> GpuUse:
-    """How many GPUs the run of record `r` used and which products they are (see the module text)."""
-    raw = r.raw or {}
-    info = r.gpu_info or ""
+def _not_on_a_gpu(r: BenchRecord, info: str) -> GpuUse | None:
+    """The GpuUse of a run that used no GPU (count 0) or cannot tell (None), with why; None otherwise."""
     if any(m in info.lower() for m in SOFTWARE_GPU_MARKERS):
         return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
     on_gpu = _gpu_backend(r)
@@ -266,10 +264,16 @@ def gpu_use(r: BenchRecord) -> GpuUse:
         )
     if on_gpu is False:
         return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
-    if str(raw.get("devices", "")).strip() == "none":
+    if str((r.raw or {}).get("devices", "")).strip() == "none":
         return GpuUse(0, note="llama-bench -dev none: ran on the CPU")
     if r.n_gpu_layers == 0:
         return GpuUse(0, note="no layers on the GPU (-ngl 0)")
+    return None
+
+
+def _visible_gpus(r: BenchRecord, info: str) -> tuple[list[str], list[GpuSpec | None], str]:
+    """(names, specs, source) of the GPUs the run saw: gpu_info's, with generic or absent names
+    replaced by the PCI ids of the cards passed in, else the host's only discrete GPU."""
     passed = passed_gpus(r)
     visible = split_gpu_info(info)
     names, specs = list(visible), [spec_by_name(n) for n in visible]
@@ -291,18 +295,33 @@ def gpu_use(r: BenchRecord) -> GpuUse:
                 [_spec_of_host_gpu(dgpus[0])],
                 "host's only discrete GPU",
             )
+    return names, specs, source
+
+
+def _vllm_use(r: BenchRecord, names: list[str], specs: list[GpuSpec | None], source: str) -> GpuUse:
+    """A vLLM run uses tensor_parallel_size x pipeline_parallel_size of the GPUs it saw."""
+    cmd = [str(a) for a in r.command or []]
+    eng = r.engine or {}
+    tp = int(eng.get("tensor_parallel_size") or _int_arg(cmd, "--tensor-parallel-size", "-tp") or 1)
+    pp = int(eng.get("pipeline_parallel_size") or _int_arg(cmd, "--pipeline-parallel-size", "-pp") or 1)
+    n = tp * pp
+    split = "single" if n == 1 else ("tensor-parallel" if pp == 1 else "pipeline-parallel")
+    if n > len(names):
+        return GpuUse(None, note=f"vLLM used {n} GPUs but the record lists {len(names)}")
+    return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
+
+
+def gpu_use(r: BenchRecord) -> GpuUse:
+    """How many GPUs the run of record `r` used and which products they are (see the module text)."""
+    raw = r.raw or {}
+    info = r.gpu_info or ""
+    if (none := _not_on_a_gpu(r, info)) is not None:
+        return none
+    names, specs, source = _visible_gpus(r, info)
     if not names:
         return GpuUse(None, note="the record names no GPU (empty gpu_info, no device list)")
-    cmd = [str(a) for a in r.command or []]
     if r.runner.startswith("vllm"):
-        eng = r.engine or {}
-        tp = int(eng.get("tensor_parallel_size") or _int_arg(cmd, "--tensor-parallel-size", "-tp") or 1)
-        pp = int(eng.get("pipeline_parallel_size") or _int_arg(cmd, "--pipeline-parallel-size", "-pp") or 1)
-        n = tp * pp
-        split = "single" if n == 1 else ("tensor-parallel" if pp == 1 else "pipeline-parallel")
-        if n > len(names):
-            return GpuUse(None, note=f"vLLM used {n} GPUs but the record lists {len(names)}")
-        return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
+        return _vllm_use(r, names, specs, source)
     devs = str(raw.get("devices") or "auto").strip()
     if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
         idx = [int(m.group(1)) if (m := re.search(r"(\d+)$", d.strip())) else -1 for d in devs.split("/")]

@@ -507,6 +507,34 @@ def row_label(r: BenchRecord, *, ub: bool) -> str:
     return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
 
 
+def _row_order(r: BenchRecord, ids: dict[str, str]) -> tuple:
+    """Rows sort by concurrency, depth, prompt, generated tokens, model, n_ubatch, identifying values."""
+    return (
+        concurrency(r) or 0,
+        r.n_depth,
+        r.n_prompt,
+        r.n_gen,
+        r.model.name,
+        r.n_ubatch or 0,
+        tuple(ids.values()),
+    )
+
+
+def _row_key(
+    rows: dict[tuple, Row], r: BenchRecord, col: str, label: str, ids: dict[str, str]
+) -> tuple[str, tuple]:
+    """(label, key) of the row for `r`: where its cell is taken by a different test, a row of its own
+    whose label names what differs."""
+    key: tuple = (label, tuple(ids.values()))
+    if key in rows and col in rows[key].cells:  # same row and column, yet a different test
+        other = identity.test_fields(rows[key].cells[col])
+        mine = identity.test_fields(r)
+        diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
+        label += " (" + ", ".join(f"{k}={mine.get(k)}" for k in diff) + ")"
+        key = (label, tuple(ids.values()), identity.test_key(r).row)
+    return label, key
+
+
 def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> Table:
     """Pivot the records of one axis (prefill | decode | mixed | served) into a Table.
 
@@ -531,24 +559,8 @@ def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None
         if energy(r) is not None:
             energy_cols.add(col)
         ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
-        label = row_label(r, ub=show_ub)
-        order = (
-            concurrency(r) or 0,
-            r.n_depth,
-            r.n_prompt,
-            r.n_gen,
-            r.model.name,
-            r.n_ubatch or 0,
-            tuple(ids.values()),
-        )
-        key: tuple = (label, tuple(ids.values()))
-        if key in rows and col in rows[key].cells:  # same row and column, yet a different test
-            other = identity.test_fields(rows[key].cells[col])
-            mine = identity.test_fields(r)
-            diff = sorted(k for k in set(other) | set(mine) if other.get(k) != mine.get(k))
-            label += " (" + ", ".join(f"{k}={mine.get(k)}" for k in diff) + ")"
-            key = (label, tuple(ids.values()), identity.test_key(r).row)
-        row = rows.setdefault(key, Row(label, ids, order))
+        label, key = _row_key(rows, r, col, row_label(r, ub=show_ub), ids)
+        row = rows.setdefault(key, Row(label, ids, _row_order(r, ids)))
         row.cells[col] = r
         roof = roofline(r)
         if roof is not None:

@@ -259,6 +259,32 @@ def _processes(inside: list[dict[str, Any]]) -> tuple[set[int], set[int], int | 
     return pids, active, procs_max
 
 
+def _throttle_counts(vendor: str | None, inside: list[dict[str, Any]]) -> tuple[int, dict[str, int]]:
+    """(samples that carry a throttle bitmask, {reason: samples it is set in}) over a GPU's window."""
+    bitmasks = [int(s["throttle_bits"]) for s in inside if s.get("throttle_bits") is not None]
+    counts: dict[str, int] = {}
+    for bits in bitmasks:
+        for name in _throttle_names(vendor, bits):
+            counts[name] = counts.get(name, 0) + 1
+    return len(bitmasks), counts
+
+
+def _power_state(ss: list[dict[str, Any]], t0: float, t1: float) -> tuple[list[str], dict[str, Any]]:
+    """(why the power state is not stock, the last power state) over the last state-carrying sample at
+    or before t0 and those inside the window."""
+    with_state = [s for s in ss if s["t"] <= t1 and any(s.get(k) is not None for k in _STATE_KEYS)]
+    state_samples = [s for s in with_state if s["t"] >= t0]
+    before = [s for s in with_state if s["t"] < t0]
+    if before:
+        state_samples.insert(0, before[-1])
+    not_stock: list[str] = []
+    for s in state_samples:
+        for why in not_stock_reasons(s):
+            if why not in not_stock:
+                not_stock.append(why)
+    return not_stock, state_samples[-1] if state_samples else {}
+
+
 def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
     vendor = next((s.get("vendor") for s in ss if s.get("vendor")), None)
     implausible: dict[str, int] = {}
@@ -273,27 +299,9 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         return [float(s[key]) for s in inside if isinstance(s.get(key), (int, float))]
 
     energy = window_energy(ss, vendor, t0, t1, period, tokens)
-
-    # Throttle reasons: share of the window's samples that carry a bitmask
-    bitmasks = [int(s["throttle_bits"]) for s in inside if s.get("throttle_bits") is not None]
-    counts: dict[str, int] = {}
-    for bits in bitmasks:
-        for name in _throttle_names(vendor, bits):
-            counts[name] = counts.get(name, 0) + 1
-    # Other processes
+    n_throttle, counts = _throttle_counts(vendor, inside)  # share: of the samples that carry a bitmask
     pids, active, procs_max = _processes(inside)
-    # Power state: the last state-carrying sample at or before t0, and those inside
-    with_state = [s for s in ss if s["t"] <= t1 and any(s.get(k) is not None for k in _STATE_KEYS)]
-    state_samples = [s for s in with_state if s["t"] >= t0]
-    before = [s for s in with_state if s["t"] < t0]
-    if before:
-        state_samples.insert(0, before[-1])
-    not_stock: list[str] = []
-    for s in state_samples:
-        for why in not_stock_reasons(s):
-            if why not in not_stock:
-                not_stock.append(why)
-    last_state = state_samples[-1] if state_samples else {}
+    not_stock, last_state = _power_state(ss, t0, t1)
     power, sclk, mclk = _stats(vals("power_w")), _stats(vals("sclk_mhz")), _stats(vals("mclk_mhz"))
     temps = sorted({k for s in inside for k in s if k.startswith("temp_") and k.endswith("_c")})
     return {
@@ -311,8 +319,8 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         "temp_max_c": {k: max(vals(k)) for k in temps if vals(k)},
         "busy_pct_mean": _stats(vals("busy_pct"))["mean"],
         "mem_busy_pct_mean": _stats(vals("mem_busy_pct"))["mean"],
-        "throttle_samples": len(bitmasks),
-        "throttle_share": {k: counts[k] / len(bitmasks) for k in sorted(counts)},
+        "throttle_samples": n_throttle,
+        "throttle_share": {k: counts[k] / n_throttle for k in sorted(counts)},
         "throttle_count": dict(sorted(counts.items())),
         "procs_max": procs_max,
         "pids": sorted(pids),
@@ -346,6 +354,55 @@ def _in_range(v: float | None, lo: float, hi: float, key: str, bad: dict[str, in
     return None
 
 
+def _own_cpu_from_zero(ss: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The benchmark's own CPU before it is first known is 0: its process (container) did not exist yet
+    (a fresh cgroup or process tree starts at 0), so a short first window reads over the whole span."""
+    first_own = next((i for i, s in enumerate(ss) if s.get("own_cpu_s") is not None), None)
+    if not first_own:
+        return ss
+    return [
+        {**s, "own_cpu_s": 0.0} if i < first_own and s.get("own_cpu_s") is None else s
+        for i, s in enumerate(ss)
+    ]
+
+
+def _counter_span(ss: list[dict[str, Any]], t0: float, t1: float) -> tuple[float, float]:
+    """One span for every host figure, so busy = own + other holds: the part of [t0, t1] the samples
+    holding the host counters cover."""
+    span_keys = ["cpu_busy_s", "cpu_total_s"] + (
+        ["own_cpu_s"] if any(s.get("own_cpu_s") is not None for s in ss) else []
+    )
+    span_ts = [s["t"] for s in ss if all(s.get(k) is not None for k in span_keys)]
+    return (max(t0, span_ts[0]), min(t1, span_ts[-1])) if span_ts else (t0, t1)
+
+
+def _counter_rate(
+    ss: list[dict[str, Any]], t0: float, t1: float, num: str, den: str | None = None, sub: str | None = None
+) -> float | None:
+    """The rate of cumulative counter `num` (less `sub`) over [t0, t1]: per second, or in % of `den`."""
+    keys = [k for k in (num, den, sub) if k]
+    pts = [s for s in ss if all(s.get(k) is not None for k in keys)]
+    ts = [s["t"] for s in pts]
+    if len(ts) < 2:
+        return None
+    # the part of the window the samples holding these counters cover (edges interpolated): the
+    # whole window when they bracket it; from the first such sample when a counter starts inside
+    # it (the benchmark's own CPU is known only once its process runs)
+    a, b = max(t0, ts[0]), min(t1, ts[-1])
+    if b <= a:
+        return None
+
+    def d(key: str) -> float:
+        vs = [float(s[key]) for s in pts]
+        return interp(ts, vs, b) - interp(ts, vs, a)
+
+    value = d(num) - (d(sub) if sub else 0.0)
+    if den:
+        total = d(den)
+        return 100.0 * value / total if total > 0 else None
+    return value / (b - a) if b > a else None
+
+
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
     """Host load over the window from the cumulative counters, interpolated at both edges (over the
     part of the window the samples cover). A window shorter than HOST_MIN_WINDOW_S is widened
@@ -354,46 +411,11 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         t0 = max(min(s["t"] for s in ss), t1 - HOST_MIN_WINDOW_S)
     inside = [s for s in ss if t0 <= s["t"] <= t1]
     ts_all = [s["t"] for s in ss]
-
-    # the benchmark's own CPU before it is first known is 0: its process (container) did not exist yet
-    # (a fresh cgroup or process tree starts at 0), so a short first window reads over the whole span
-    first_own = next((i for i, s in enumerate(ss) if s.get("own_cpu_s") is not None), None)
-    if first_own:
-        ss = [
-            {**s, "own_cpu_s": 0.0} if i < first_own and s.get("own_cpu_s") is None else s
-            for i, s in enumerate(ss)
-        ]
-    # one span for every host figure, so busy = own + other holds: the part of the window the samples
-    # cover
-    span_keys = ["cpu_busy_s", "cpu_total_s"] + (
-        ["own_cpu_s"] if any(s.get("own_cpu_s") is not None for s in ss) else []
-    )
-    span_ts = [s["t"] for s in ss if all(s.get(k) is not None for k in span_keys)]
-    if span_ts:
-        t0, t1 = max(t0, span_ts[0]), min(t1, span_ts[-1])
+    ss = _own_cpu_from_zero(ss)
+    t0, t1 = _counter_span(ss, t0, t1)
 
     def rate(num: str, den: str | None = None, sub: str | None = None) -> float | None:
-        keys = [k for k in (num, den, sub) if k]
-        pts = [s for s in ss if all(s.get(k) is not None for k in keys)]
-        ts = [s["t"] for s in pts]
-        if len(ts) < 2:
-            return None
-        # the part of the window the samples holding these counters cover (edges interpolated): the
-        # whole window when they bracket it; from the first such sample when a counter starts inside
-        # it (the benchmark's own CPU is known only once its process runs)
-        a, b = max(t0, ts[0]), min(t1, ts[-1])
-        if b <= a:
-            return None
-
-        def d(key: str) -> float:
-            vs = [float(s[key]) for s in pts]
-            return interp(ts, vs, b) - interp(ts, vs, a)
-
-        value = d(num) - (d(sub) if sub else 0.0)
-        if den:
-            total = d(den)
-            return 100.0 * value / total if total > 0 else None
-        return value / (b - a) if b > a else None
+        return _counter_rate(ss, t0, t1, num, den, sub)
 
     psi = rate("psi_some_us")
     implausible: dict[str, int] = {}
@@ -420,6 +442,26 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         "loadavg_1m_max": max(loads) if loads else None,
         "implausible": implausible,
     }
+
+
+def _source_summaries(
+    samples: Iterable[dict[str, Any]], t0: float, t1: float, tokens: float | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """({source: GPU summary}, the first host source's summary or None) of the samples that carry
+    `t` and `source`, grouped per source."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        if isinstance(s.get("t"), (int, float)) and s.get("source"):
+            groups.setdefault(str(s["source"]), []).append(s)
+    gpus: dict[str, Any] = {}
+    host: dict[str, Any] | None = None
+    for sid, ss in sorted(groups.items()):
+        ss.sort(key=lambda s: s["t"])
+        if any(s.get("vendor") for s in ss):
+            gpus[sid] = _gpu_summary(ss, t0, t1, tokens)
+        elif any("cpu_total_s" in s for s in ss) and host is None:
+            host = _host_summary(ss, t0, t1)
+    return gpus, host
 
 
 def window_summary(
@@ -461,18 +503,7 @@ def window_summary(
     would add its own energy and flags. Samples without `t`/`source` are ignored."""
     if not t1 > t0:
         raise ValueError(f"window_summary: t1 {t1} is not after t0 {t0}")
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for s in samples:
-        if isinstance(s.get("t"), (int, float)) and s.get("source"):
-            groups.setdefault(str(s["source"]), []).append(s)
-    gpus: dict[str, Any] = {}
-    host: dict[str, Any] | None = None
-    for sid, ss in sorted(groups.items()):
-        ss.sort(key=lambda s: s["t"])
-        if any(s.get("vendor") for s in ss):
-            gpus[sid] = _gpu_summary(ss, t0, t1, tokens)
-        elif any("cpu_total_s" in s for s in ss) and host is None:
-            host = _host_summary(ss, t0, t1)
+    gpus, host = _source_summaries(samples, t0, t1, tokens)
     valid = bool(gpus) and all(g["energy_valid"] for g in gpus.values())
     energy = sum(g["energy_j"] for g in gpus.values()) if valid else None
     return {
@@ -571,6 +602,27 @@ def baseline_notes(baseline: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _clock_idle(g: dict[str, Any]) -> bool:
+    """Busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ."""
+    busy, clock = g.get("busy_pct_mean"), g.get("sclk_mhz_median")
+    return (
+        busy is not None
+        and clock is not None
+        and busy >= CLOCK_IDLE_BUSY_MIN_PCT
+        and clock <= CLOCK_IDLE_MAX_MHZ
+    )
+
+
+def _host_busy(host: dict[str, Any]) -> bool:
+    """Other processes' CPU contends (_cpu_contended), or CPU pressure or steal above its threshold."""
+    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
+    return (
+        _cpu_contended(host)
+        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT)
+        or (steal is not None and steal > HOST_STEAL_MAX_PCT)
+    )
+
+
 def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
     """Flags for one window's summary (a list of names, in a stable order; empty: nothing seen).
 
@@ -606,24 +658,12 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
     for g in gpus.values():
         for reason in _throttling(g):
             add(f"throttled:{reason}")
-    for g in gpus.values():
-        busy, clock = g.get("busy_pct_mean"), g.get("sclk_mhz_median")
-        if (
-            busy is not None
-            and clock is not None
-            and busy >= CLOCK_IDLE_BUSY_MIN_PCT
-            and clock <= CLOCK_IDLE_MAX_MHZ
-        ):
-            add("clock-idle")
+    if any(_clock_idle(g) for g in gpus.values()):
+        add("clock-idle")
     if any(g.get("not_stock") for g in gpus.values()):
         add("power-not-stock")
     host = summary.get("host") or {}
-    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
-    if (
-        _cpu_contended(host)
-        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT)
-        or (steal is not None and steal > HOST_STEAL_MAX_PCT)
-    ):
+    if _host_busy(host):
         add("host-busy")
     if any(g.get("implausible") for g in gpus.values()) or host.get("implausible"):
         add("sensor-implausible")

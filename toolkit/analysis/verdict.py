@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,21 +253,11 @@ def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
     return (f"{name} [{family}]" if with_family else name), (family, *order)
 
 
-def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> AxisVerdict:
-    """Winner of one axis over the groups every image measured (see the module docstring)."""
-    opts = opts or ReportOptions()
-    rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
-    out = AxisVerdict(axis)
-    out.model_unknown = sorted({image_label(r) for r in rs if not identity.model_known(r)})
-    rs = [r for r in rs if identity.model_known(r)]  # an unknown model is no other result's model
-    cols = column_labels(rs)
-    images = sorted(set(cols.values()))
-    if len(images) < 2:
-        out.note = f"only {images[0]} measured" if images else "no results"
-        if out.model_unknown:
-            out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
-        return out
-    with_family = len({model_family(r) for r in rs}) > 1
+def _best_entries(
+    rs: list[BenchRecord], cols: dict[int, str], with_family: bool
+) -> tuple[dict[tuple, dict[str, Entry]], dict[tuple, str]]:
+    """({group order: {image: its best Entry}}, {group order: group name}); an entry's setting names
+    the knobs that vary over `rs`."""
     knob_cols = [c for c in varying_columns(rs) if c != "model"]
     best: dict[tuple, dict[str, Entry]] = {}
     names: dict[tuple, str] = {}
@@ -282,8 +273,18 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
-    common = sorted(o for o, per in best.items() if len(per) == len(images))
-    out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
+    return best, names
+
+
+def _set_hosts(
+    out: AxisVerdict,
+    rs: list[BenchRecord],
+    cols: dict[int, str],
+    images: list[str],
+    best: dict[tuple, dict[str, Entry]],
+    common: list[tuple],
+) -> None:
+    """The campaign host keys of each group's winning number and of each image column (none: left empty)."""
     at = _hosts_by_digest(rs)
     for g in out.groups:  # the winning number of each group: on how many hosts its image digest measured it
         top = g.entries[0].record
@@ -296,14 +297,17 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
                     *(at.get((_group_of(best[o][img].record, False)[1], digest), set()) for o in common)
                 )
             )
-    if not common:
-        out.note = (
-            "no test of the same model was measured by every image ("
-            + ", ".join(images)
-            + "); pick images with --image"
-        )
-        return out
-    out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
+
+
+def _rank(
+    out: AxisVerdict,
+    best: dict[tuple, dict[str, Entry]],
+    common: list[tuple],
+    images: list[str],
+    min_margin: float,
+) -> None:
+    """The ranking by geometric mean over the common groups, the margin, its noise threshold, and the
+    flagged deciding cells."""
     for img in images:
         es = [best[o][img] for o in common]
         score = math.exp(sum(math.log(e.value) for e in es) / len(es))
@@ -312,11 +316,40 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
     out.ranking.sort(key=lambda x: -x[1])
     (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
     out.margin = s1 / s2 - 1
-    out.noise = max(noise_band(r1, r2), opts.min_margin)
+    out.noise = max(noise_band(r1, r2), min_margin)
     for img, _, _ in out.ranking[:2]:  # the deciding cells: leader's and runner-up's, every common group
         cells = [best[o][img] for o in common if best[o][img].flags]
         if cells:
             out.flagged[img] = cells
+
+
+def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> AxisVerdict:
+    """Winner of one axis over the groups every image measured (see the module docstring)."""
+    opts = opts or ReportOptions()
+    rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
+    out = AxisVerdict(axis)
+    out.model_unknown = sorted({image_label(r) for r in rs if not identity.model_known(r)})
+    rs = [r for r in rs if identity.model_known(r)]  # an unknown model is no other result's model
+    cols = column_labels(rs)
+    images = sorted(set(cols.values()))
+    if len(images) < 2:
+        out.note = f"only {images[0]} measured" if images else "no results"
+        if out.model_unknown:
+            out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
+        return out
+    best, names = _best_entries(rs, cols, len({model_family(r) for r in rs}) > 1)
+    common = sorted(o for o, per in best.items() if len(per) == len(images))
+    out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
+    _set_hosts(out, rs, cols, images, best, common)
+    if not common:
+        out.note = (
+            "no test of the same model was measured by every image ("
+            + ", ".join(images)
+            + "); pick images with --image"
+        )
+        return out
+    out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
+    _rank(out, best, common, images, opts.min_margin)
     return out
 
 
@@ -444,6 +477,22 @@ def _flagged_on_both(axes: dict[str, AxisVerdict], image: str) -> list[Entry]:
     ]
 
 
+def _shares_of_best(
+    pre: AxisVerdict, dec: AxisVerdict, both: list[str]
+) -> tuple[dict[str, list[float]], set[str]]:
+    """({image: [its score / the best score] on prefill, then decode}, images last on an axis)."""
+    rel: dict[str, list[float]] = {i: [] for i in both}
+    last: set[str] = set()
+    for av in (pre, dec):
+        scores = [(i, s) for i, s, _ in av.ranking if i in rel]  # best first
+        for i, s in scores:
+            rel[i].append(s / scores[0][1])
+        # last only when behind the next image by more than the axis's noise (a tie at the bottom is no last)
+        if len(scores) > 1 and scores[-2][1] / scores[-1][1] - 1 > (av.noise or 0.0):
+            last.add(scores[-1][0])
+    return rel, last
+
+
 def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     pre, dec = axes["prefill"], axes["decode"]
     both = sorted({i for i, _, _ in pre.ranking} & {i for i, _, _ in dec.ranking})
@@ -458,15 +507,7 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
             + (f"; {flags_note(rivals, pre.winner)}" if rivals else ""),
         )
     unclear = [av.axis for av in (pre, dec) if not av.clear]
-    rel: dict[str, list[float]] = {i: [] for i in both}
-    last: set[str] = set()
-    for av in (pre, dec):
-        scores = [(i, s) for i, s, _ in av.ranking if i in rel]  # best first
-        for i, s in scores:
-            rel[i].append(s / scores[0][1])
-        # last only when behind the next image by more than the axis's noise (a tie at the bottom is no last)
-        if len(scores) > 1 and scores[-2][1] / scores[-1][1] - 1 > (av.noise or 0.0):
-            last.add(scores[-1][0])
+    rel, last = _shares_of_best(pre, dec, both)
     gm = {i: math.sqrt(v[0] * v[1]) for i, v in rel.items()}
     never_last = [i for i in both if i not in last]
     ranked = sorted(never_last or both, key=lambda i: -gm[i])
@@ -509,6 +550,57 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
+def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
+    """An axis's verdict line (held, won, or within noise) and what its flagged deciding cells say."""
+    assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
+    head = f"- {av.axis}: "
+    basis = ", ".join(g.name for g in av.groups)
+    flagged = av.flagged_cells()
+    if av.held:
+        return [
+            head + f"not decided (telemetry flags): {av.leader} leads {av.runner_up} by "
+            f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
+            f"{100 * av.noise:.1f}%), but is not crowned",
+            f"  - {flags_note(flagged, av.leader)}",
+        ]
+    if av.clear:
+        return [
+            head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
+            f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
+            + on_hosts(av.hosts.get(av.winner or "", [])),
+            *([f"  - {flags_note(flagged, av.leader)}"] if flagged else []),
+        ]
+    return [
+        head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
+        f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}",
+        *([f"  - telemetry flags on {cells_text(flagged)}"] if flagged else []),
+    ]
+
+
+def _axis_notes(av: AxisVerdict) -> list[str]:
+    """An axis's notes: results left out (model unknown), numbers of unknown noise, a winner that
+    changes with the test; then its evidence rows."""
+    lines = []
+    if av.model_unknown:
+        lines.append(f"  - {MODEL_UNKNOWN_NOTE}: {', '.join(av.model_unknown)}")
+    if av.noise_unknown:
+        lines.append(
+            f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
+            f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
+            "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
+        )
+    winners: list[tuple[str, str]] = []  # (image, first group it wins)
+    for g in av.groups:
+        if not winners or winners[-1][0] != g.entries[0].image:
+            winners.append((g.entries[0].image, g.name))
+    if len(winners) > 1:
+        lines.append(
+            "  - the fastest image changes with the test: "
+            + ", ".join(f"{img} from {name}" for img, name in winners)
+        )
+    return lines + [f"  - {g.text()}" for g in av.groups]
+
+
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule."""
     b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
@@ -520,53 +612,10 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     for axis, av in v.axes.items():
         if not av.ranking and axis == "served" and av.note == "no results":
             continue
-        head = f"- {axis}: "
         if not av.ranking:
-            lines.append(head + f"not decided ({av.note})")
+            lines.append(f"- {axis}: not decided ({av.note})")
             continue
-        assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
-        basis = ", ".join(g.name for g in av.groups)
-        flagged = av.flagged_cells()
-        if av.held:
-            lines.append(
-                head + f"not decided (telemetry flags): {av.leader} leads {av.runner_up} by "
-                f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
-                f"{100 * av.noise:.1f}%), but is not crowned"
-            )
-            lines.append(f"  - {flags_note(flagged, av.leader)}")
-        elif av.clear:
-            lines.append(
-                head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-                f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
-                + on_hosts(av.hosts.get(av.winner or "", []))
-            )
-            if flagged:
-                lines.append(f"  - {flags_note(flagged, av.leader)}")
-        else:
-            lines.append(
-                head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
-                f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}"
-            )
-            if flagged:
-                lines.append(f"  - telemetry flags on {cells_text(flagged)}")
-        if av.model_unknown:
-            lines.append(f"  - {MODEL_UNKNOWN_NOTE}: {', '.join(av.model_unknown)}")
-        if av.noise_unknown:
-            lines.append(
-                f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
-                f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
-                "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
-            )
-        winners: list[tuple[str, str]] = []  # (image, first group it wins)
-        for g in av.groups:
-            if not winners or winners[-1][0] != g.entries[0].image:
-                winners.append((g.entries[0].image, g.name))
-        if len(winners) > 1:
-            lines.append(
-                "  - the fastest image changes with the test: "
-                + ", ".join(f"{img} from {name}" for img, name in winners)
-            )
-        lines += [f"  - {g.text()}" for g in av.groups]
+        lines += _axis_outcome(av, b) + _axis_notes(av)
     lines += ["", ("### " if markdown else "") + "Routing rule", ""]
     for rt in v.routes:
         target = b(rt.image) if rt.image else "no single image"
