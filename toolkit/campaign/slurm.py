@@ -242,7 +242,6 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
     runner takes the model's format. Each image is the build `toolkit bench` would measure now
     (bench.choose_build: the current render inputs) and must have been pushed: BadInput naming
     results/builds.jsonl and the fix (`toolkit push`) otherwise, so every host pulls the same bytes."""
-    from toolkit.bench import run as bench
     from toolkit.publish.push import parse_registry
 
     spec = spec_of(lm)
@@ -259,43 +258,12 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
             usable = [m for m in models if im.runner in m.runners and m.format in runner.model_formats]
             if not usable:
                 continue
-            choice = bench.choose_build(lm, im, store, bench.BenchOptions())
-            if choice.build is None:
-                refused.append(f"{im.name}: {choice.reason}")
-                continue
-            ref = pushed_ref(store, choice.build, registry)
-            if ref is None:
-                where = f" to {registry}" if registry else ""
-                refused.append(
-                    f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
-                    f"{store.builds_file}: run `toolkit push -i {im.name}`"
-                )
+            pulled = _pushed_build(lm, im, store, registry)
+            if isinstance(pulled, str):
+                refused.append(pulled)
                 continue
             for m in usable:
-                n = len(slices)
-                eng = host.engine or host.key
-                name = f"tk-{cid}.{eng}" if not spec.allow_concurrent else f"tk-{cid}.{n}"
-                build = choice.build.model_dump(mode="json", exclude={"bench_inputs"})
-                slices.append(
-                    Slice(
-                        campaign=cid,
-                        index=n,
-                        host=host.key,
-                        node=host.node,
-                        features=list(host.features),
-                        engine=eng,
-                        image=im.name,
-                        backend=im.backend,
-                        runner=im.runner,
-                        model=m.name,
-                        image_id=choice.build.digest,
-                        pull=ref,
-                        build=build,
-                        job_name=name,
-                        script=str(results / "campaigns" / cid / f"{n}.sbatch"),
-                        output=str(results / "hosts" / host.key / "logs" / f"campaign-{cid}-{n}-%j.out"),
-                    )
-                )
+                slices.append(_slice(cid, len(slices), spec, host, im, m, *pulled, results=results))
     if refused:
         raise BadInput(
             "campaign: images refused (jobs pull by registry digest so every host measures the same "
@@ -315,6 +283,61 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
         toolkit=spec.toolkit or default_toolkit(),
         spec=spec.model_dump(mode="json"),
         slices=slices,
+    )
+
+
+def _pushed_build(
+    lm: LoadedMatrix, im: ImageSpec, store: ResultStore, registry: str | None
+) -> tuple[BuildRecord, str] | str:
+    """(the build `toolkit bench` would measure now, its registry reference by digest), else why the
+    image is refused (no current build, or that build never pushed)."""
+    from toolkit.bench import run as bench
+
+    choice = bench.choose_build(lm, im, store, bench.BenchOptions())
+    if choice.build is None:
+        return f"{im.name}: {choice.reason}"
+    ref = pushed_ref(store, choice.build, registry)
+    if ref is None:
+        where = f" to {registry}" if registry else ""
+        return (
+            f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
+            f"{store.builds_file}: run `toolkit push -i {im.name}`"
+        )
+    return choice.build, ref
+
+
+def _slice(
+    cid: str,
+    n: int,
+    spec: CampaignSpec,
+    host: CampaignHost,
+    im: ImageSpec,
+    m: ModelSpec,
+    build: BuildRecord,
+    ref: str,
+    *,
+    results: Path,
+) -> Slice:
+    """Slice `n` of campaign `cid`: `im` x `m` on `host`, its job named per engine (one job at a time
+    on an engine) unless the campaign allows concurrent jobs."""
+    eng = host.engine or host.key
+    return Slice(
+        campaign=cid,
+        index=n,
+        host=host.key,
+        node=host.node,
+        features=list(host.features),
+        engine=eng,
+        image=im.name,
+        backend=im.backend,
+        runner=im.runner,
+        model=m.name,
+        image_id=build.digest,
+        pull=ref,
+        build=build.model_dump(mode="json", exclude={"bench_inputs"}),
+        job_name=f"tk-{cid}.{eng}" if not spec.allow_concurrent else f"tk-{cid}.{n}",
+        script=str(results / "campaigns" / cid / f"{n}.sbatch"),
+        output=str(results / "hosts" / host.key / "logs" / f"campaign-{cid}-{n}-%j.out"),
     )
 
 
@@ -660,112 +683,12 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
 # --------------------------------------------------------------------------------------- kubernetes
 
 
-def _k8s_name(text: str) -> str:
-    """An RFC 1123 label: lowercase alphanumerics and '-', at most 63 characters."""
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
-
-
-def k8s_manifests(lm: LoadedMatrix, c: Campaign) -> tuple[list[dict[str, Any]], list[str]]:
-    """One batch/v1 Job per llama-bench slice: the image by registry digest, llama-bench over the
-    matrix's axes with JSONL into a per-host volume (PersistentVolumeClaim `toolkit-results-<host>`,
-    bring the files in with `toolkit import`), the model from the node's path (hostPath, read-only),
-    `amd.com/gpu` (AMD's device plugin) for GPU backends, nodeSelector kubernetes.io/hostname = the
-    node (or `toolkit/host: <key>` for hosts chosen by features). Returns (manifests, notes on slices
-    not rendered). Not run on this machine: validated offline (kubernetes-validate) in the tests."""
-    from toolkit.runtimes.llama_bench import args as lb_args
-
-    spec = CampaignSpec.model_validate(c.spec)
-    docs: list[dict[str, Any]] = []
-    notes: list[str] = []
-    axes = lm.m.bench
-    for s in c.slices:
-        if s.runner != "llama-bench":
-            notes.append(
-                f"slice {s.index} ({s.image} x {s.model}): runner {s.runner} has no Kubernetes rendering "
-                "(it drives several processes through `toolkit bench`); run it with Slurm"
-            )
-            continue
-        model = next(x for x in lm.m.models if x.name == s.model)
-        path = lm.resolve(model.path, what=f"models[{model.name}].path")
-        in_ctr = f"/models/{path.name}"
-        out_file = f"/results/{c.id}-{s.index}.jsonl"
-        cmd = ["llama-bench", *lb_args.bench_args(axes, in_ctr)]
-        name = _k8s_name(f"tk-{c.id}-{s.index}")
-        labels = {
-            "app.kubernetes.io/name": "toolkit",
-            "toolkit/campaign": _k8s_name(c.id),
-            "toolkit/host": _k8s_name(s.host),
-            "toolkit/image": _k8s_name(s.image),
-        }
-        resources: dict[str, Any] = {}
-        if spec.gpus and s.backend != "cpu":
-            resources = {"limits": {"amd.com/gpu": spec.gpus}}
-        selector = {"kubernetes.io/hostname": s.node} if s.node else {"toolkit/host": _k8s_name(s.host)}
-        container: dict[str, Any] = {
-            "name": "bench",
-            "image": s.pull,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["sh", "-c", f"{shlex.join(cmd)} > {out_file}"],
-            "volumeMounts": [
-                {"name": "model", "mountPath": in_ctr, "readOnly": True},
-                {"name": "results", "mountPath": "/results"},
-            ],
-            "securityContext": {"runAsUser": 10001, "allowPrivilegeEscalation": False},
-        }
-        if resources:
-            container["resources"] = resources
-        job: dict[str, Any] = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": name,
-                "labels": labels,
-                "annotations": {"toolkit/image-id": s.image_id, "toolkit/model": s.model},
-            },
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": selector,
-                        "containers": [container],
-                        "volumes": [
-                            {"name": "model", "hostPath": {"path": str(path), "type": "File"}},
-                            {
-                                "name": "results",
-                                "persistentVolumeClaim": {
-                                    "claimName": _k8s_name(f"toolkit-results-{s.host}")
-                                },
-                            },
-                        ],
-                    },
-                },
-            },
-        }
-        if spec.time_limit:
-            job["spec"]["activeDeadlineSeconds"] = _seconds(spec.time_limit)
-        docs.append(job)
-    return docs, notes
-
-
-def _seconds(limit: str) -> int:
-    """Slurm's time format ([D-]HH:MM:SS, MM:SS, or minutes) in seconds."""
-    days, _, rest = limit.rpartition("-")
-    parts = [int(x) for x in rest.split(":")]
-    if len(parts) == 1:
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    else:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return secs + int(days or 0) * 86400
-
-
 def write_k8s(lm: LoadedMatrix, store: ResultStore, out: Path) -> tuple[list[Path], list[str]]:
     """Plan the campaign (the same refusals as submit: pushed digests only) and write one YAML file per
     Job to `out`; returns (files, notes)."""
     import yaml
+
+    from toolkit.campaign.k8s import k8s_manifests
 
     c = plan(lm, store)
     docs, notes = k8s_manifests(lm, c)

@@ -152,28 +152,38 @@ def bench(
     if as_json:
         echo_json(outcomes)
     else:
-        for o in outcomes:
-            click.echo(o.line())
-        # this run's records as stored, through the query index: reading the digest's whole history
-        # back would make every bench slower than the one before
-        from toolkit.results import index as resultindex
+        _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
+    _bench_verdict(lm, store, outcomes, strict=strict)
 
-        ran = [] if dry_run else resultindex.load(resultindex.heads(store, runs=[opts.run_id]))
-        if ran:
-            # the tables (~0.1 s of imports): only when there are rows
-            from toolkit.analysis import report as report_mod
 
-            click.echo("")
-            click.echo(report_mod.render(ran, "github"))
-            paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
-            click.echo(f"\nrun {opts.run_id}: results in {', '.join(paths)}")
+def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
+    """A line per (image, model), then the tables of this run's records and where they are stored."""
+    for o in outcomes:
+        click.echo(o.line())
+    # this run's records as stored, through the query index: reading the digest's whole history
+    # back would make every bench slower than the one before
+    from toolkit.results import index as resultindex
+
+    ran = [] if dry_run else resultindex.load(resultindex.heads(store, runs=[run_id]))
+    if ran:
+        # the tables (~0.1 s of imports): only when there are rows
+        from toolkit.analysis import report as report_mod
+
+        click.echo("")
+        click.echo(report_mod.render(ran, "github"))
+        paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
+        click.echo(f"\nrun {run_id}: results in {', '.join(paths)}")
+
+
+def _bench_verdict(lm, store, outcomes, *, strict: bool) -> None:
+    """The store's warnings on stderr, then the exit: BadInput (exit 4) naming the stale builds and how
+    to rebuild them, else BenchFailed naming the failed runs (with --strict a skip is a failure)."""
     if strict:  # --strict: anything not measured is a failure, for CI gates
         for o in outcomes:
             if o.status == "skipped":
                 o.status = "failed"
-    for w in dict.fromkeys(
-        store.warnings
-    ):  # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
+    # e.g. a corrupt line in results/builds.jsonl: said, not swallowed
+    for w in dict.fromkeys(store.warnings):
         _err(f"warning: {w}")
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
     stale = [o.image for o in outcomes if o.status == "stale"]
@@ -239,7 +249,6 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
 
     from toolkit.bench import measure as measure_mod
     from toolkit.results import importer
-    from toolkit.results.records import ResultStore
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -270,14 +279,27 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
         )
     except BaseException:
         sink.close()
-        if out_path.stat().st_size:
-            _err(f"measure: the rows measured before the stop are in {out_path}; the command was stopped")
-        else:
-            out_path.unlink(missing_ok=True)
+        _keep_stopped_rows(out_path)
         raise
     sink.close()
     if not m.rows:
         measure_mod.write_measured(m, out_path)
+    _say_measured(m, command, out_path)
+    if label:
+        _import_measured(root, out_path, label, m.rows)
+    sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+
+
+def _keep_stopped_rows(out_path: Path) -> None:
+    """After a stopped run: say where the rows measured before the stop are, or remove the empty file."""
+    if out_path.stat().st_size:
+        _err(f"measure: the rows measured before the stop are in {out_path}; the command was stopped")
+    else:
+        out_path.unlink(missing_ok=True)
+
+
+def _say_measured(m, command, out_path: Path) -> None:
+    """The run's summary on stderr: exit code, seconds, rows, flags, where written; a kernel GPU fault."""
     flags = sorted(
         {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
     )
@@ -287,13 +309,19 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     )
     if m.kernel_fault:
         _err(f"measure: {m.kernel_fault}")
-    if label and m.rows:
-        res = importer.import_files(ResultStore(root), [out_path], label=label)
-        for s in res.sets:
-            _err(f"measure: {s.name}: imported {s.records} results as {s.digest}")
-    elif label:
+
+
+def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None:
+    """`measure --label`: import the llama-bench rows written to `out_path` into the results under `root`."""
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    if not rows:
         _err("measure: no llama-bench rows to import (run llama-bench with -o jsonl)")
-    sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+        return
+    res = importer.import_files(ResultStore(root), [out_path], label=label)
+    for s in res.sets:
+        _err(f"measure: {s.name}: imported {s.records} results as {s.digest}")
 
 
 @click.command("fetch-model", epilog=EPILOG)

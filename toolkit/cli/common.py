@@ -188,7 +188,8 @@ def _err(msg: str) -> None:
 
 
 def _progress_printer(quiet: bool):
-    """An events callback that draws a rich progress bar per (image, model) on stderr."""
+    """An events callback for run_bench on stderr: the notes only when `quiet`; off a terminal a plain
+    line per test case; on a terminal a rich progress bar per (image, model)."""
 
     def note_only(kind: str, **kw) -> None:
         if kind == "note":
@@ -197,18 +198,28 @@ def _progress_printer(quiet: bool):
     if quiet:
         return note_only
     if not sys.stderr.isatty():  # a log, not a terminal: one plain line per test case, no bar (nor rich)
-        started: set[tuple] = set()
+        return _plain_progress()
+    return _rich_progress()
 
-        def plain(kind: str, **kw) -> None:
-            if kind == "note":
-                _err(kw["text"])
-            elif kind == "progress":
-                key = (kw.get("image"), kw.get("model"), kw["done"])
-                if key not in started:
-                    started.add(key)
-                    _err(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip())
 
-        return plain
+def _plain_progress():
+    """The events callback off a terminal: the notes, and one line per test case as it starts."""
+    started: set[tuple] = set()
+
+    def plain(kind: str, **kw) -> None:
+        if kind == "note":
+            _err(kw["text"])
+        elif kind == "progress":
+            key = (kw.get("image"), kw.get("model"), kw["done"])
+            if key not in started:
+                started.add(key)
+                _err(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip())
+
+    return plain
+
+
+def _rich_progress():
+    """The events callback on a terminal: a rich progress bar per (image, model), the notes above them."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 

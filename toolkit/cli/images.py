@@ -129,35 +129,41 @@ def build(
     skipped with the reason; a failed build keeps its log and names it.
     """
     from toolkit.images import build as build_mod
-    from toolkit.images import build_plan
-    from toolkit.images.render import render_image
 
-    if push_after and not dry_run and not registry:
-        reg_lm = _load(matrix_path)
-        if not reg_lm.m.registry:
-            from toolkit.core.errors import BadInput
-
-            raise BadInput(
-                f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {reg_lm.path}"
-            )
     lm = _load(matrix_path)
+    if push_after and not dry_run:
+        build_mod.check_push_registry(lm, registry)
     store = _store(lm, results_dir)
-    specs = lm.select_images(images)
-    for spec in specs:  # template errors (undefined variables) surface before any build starts
-        render_image(lm, spec)
-    skipped: list[build_plan.Skipped] = []
-    if not (images or all_images or push_after):  # default: what this host can run (doctor's verdict)
-        specs, skipped = build_plan.host_plan(specs, allow_software=allow_software_gpu)
+    every = bool(images or all_images or push_after)  # default: what this host can run (doctor's verdict)
+    specs, skipped = build_mod.select(lm, images, every=every, allow_software=allow_software_gpu)
     if not as_json:
         for sk in skipped:
             click.echo(sk.line())
-    results = [
-        build_mod.BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped
-    ]
     status = None if (as_json or dry_run) else BuildStatus.for_stderr()
+    build_mod.build_then_push(
+        lm,
+        specs,
+        store,
+        skipped=skipped,
+        steps_for=_steps_for(store, status, verbose=verbose, announce=not (as_json or dry_run)),
+        after=status.stop if status else lambda: None,
+        on_done=(lambda res, before: None) if as_json else _print_done(dry_run),
+        report=_echo_json_results if as_json else lambda results: None,
+        push=_pusher(lm, store, registry) if push_after else None,
+        fail_fast=fail_fast,
+        no_cache=no_cache,
+        dry_run=dry_run,
+        secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
+    )
+
+
+def _steps_for(store, status: BuildStatus | None, *, verbose: bool, announce: bool):
+    """build_images' `steps_for`: each build announced on stderr first (`announce`: not --json, not a
+    dry run), its log condensed to step lines (build_plan.BuildSteps) on the status line or stderr."""
+    from toolkit.images import build_plan
 
     def steps_for(spec):
-        if not dry_run and not as_json:
+        if announce:
             _err(
                 f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
                 f"{build_plan.previous_build_note(store, spec.name)})"
@@ -172,34 +178,29 @@ def build(
             status=status.update if status else None,
         )
 
-    def on_done(res, before):
-        if not as_json:
-            click.echo(res.line(before, dry_run=dry_run))
+    return steps_for
 
-    done, unbuilt = build_mod.build_images(
-        lm,
-        specs,
-        store,
-        steps_for=steps_for,
-        after=status.stop if status else lambda: None,
-        on_done=on_done,
-        fail_fast=fail_fast,
-        no_cache=no_cache,
-        dry_run=dry_run,
-        secrets=[f"id=pip_ca,src={Path(ca_bundle).resolve()}"] if ca_bundle else None,
-    )
-    results += done
-    if as_json:
-        echo_json([r.to_json() for r in results])
-    built = [r.image for r in results if r.status in ("ok", "cached")]
-    if push_after and built and not dry_run:
+
+def _echo_json_results(results) -> None:
+    """`toolkit build --json`: every image's result (BuildResult.to_json) as one JSON list."""
+    echo_json([r.to_json() for r in results])
+
+
+def _print_done(dry_run: bool):
+    """build_images' `on_done`: the result's line (the build command on a dry run)."""
+    return lambda res, before: click.echo(res.line(before, dry_run=dry_run))
+
+
+def _pusher(lm, store, registry: str | None):
+    """build_then_push's `push`: push the images built (`toolkit push`) and print a line per image."""
+
+    def push(built: list[str]) -> None:
         from toolkit.publish import push as publish
 
         for p in publish.push_images(lm, store, built, registry):
             click.echo(f"{p.image}: {p.status} {', '.join(p.refs)} {p.repo_digest or p.reason}")
-    err = build_mod.failed_error(results, unbuilt)
-    if err:
-        raise err
+
+    return push
 
 
 @click.command(epilog=EPILOG)

@@ -111,38 +111,12 @@ def report(
     from toolkit.results import index as resultindex
     from toolkit.results.records import ResultStore
 
-    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    if not root.is_dir():  # never "no results yet" from the wrong folder, and never a page written there
-        from toolkit.core.errors import BadInput
-
-        where = (
-            ""
-            if results_dir
-            else f" (beside {matrix_path}, which {'is' if Path(matrix_path).is_file() else 'is not'} here)"
-        )
-        raise BadInput(
-            f"no results folder at {root}{where}: run from the project folder or pass --results DIR"
-        )
+    root = _results_root(matrix_path, results_dir)
+    _need_results_folder(root, matrix_path, results_dir)
     store = ResultStore(root)
     recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
-    have = resultindex.heads(store) if not recs and (images or runs) else []
-    if have:  # the filter, not the folder, is empty
-        from toolkit.core.errors import BadInput
-
-        asked = " and ".join(
-            x
-            for x in (
-                f"image {', '.join(images)}" if images else "",
-                f"run {', '.join(runs)}" if runs else "",
-            )
-            if x
-        )
-        known_images = sorted({h.image.name for h in have})
-        known_runs = sorted({h.run_id for h in have})[-5:]
-        raise BadInput(
-            f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
-            f"newest runs: {', '.join(known_runs)}): fix --image / --run"
-        )
+    if not recs and (images or runs):
+        _need_filter_match(store, root, images, runs)
     fmt = "json" if as_json else fmt
     opts = report_mod.ReportOptions(
         noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
@@ -166,6 +140,51 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _results_root(matrix_path: str, results_dir: str | None) -> Path:
+    """The results folder: --results, else results/ beside matrix.yaml."""
+    return Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+
+
+def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> None:
+    """BadInput when the results folder does not exist: never "no results yet" from the wrong folder,
+    and never a page written there."""
+    if root.is_dir():
+        return
+    from toolkit.core.errors import BadInput
+
+    where = (
+        ""
+        if results_dir
+        else f" (beside {matrix_path}, which {'is' if Path(matrix_path).is_file() else 'is not'} here)"
+    )
+    raise BadInput(f"no results folder at {root}{where}: run from the project folder or pass --results DIR")
+
+
+def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[str, ...]) -> None:
+    """BadInput naming the images and newest runs there are, when the filter, not the folder, is empty."""
+    from toolkit.results import index as resultindex
+
+    have = resultindex.heads(store)
+    if not have:
+        return
+    from toolkit.core.errors import BadInput
+
+    asked = " and ".join(
+        x
+        for x in (
+            f"image {', '.join(images)}" if images else "",
+            f"run {', '.join(runs)}" if runs else "",
+        )
+        if x
+    )
+    known_images = sorted({h.image.name for h in have})
+    known_runs = sorted({h.run_id for h in have})[-5:]
+    raise BadInput(
+        f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
+        f"newest runs: {', '.join(known_runs)}): fix --image / --run"
+    )
 
 
 @click.command(epilog=EPILOG)
@@ -220,7 +239,7 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     from toolkit.core.errors import Regression
     from toolkit.results.records import ResultStore
 
-    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    root = _results_root(matrix_path, results_dir)
     c = compare_mod.compare(
         ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore), same_model=same_model
     )
@@ -316,9 +335,8 @@ def import_(
     from toolkit.results import importer
     from toolkit.results.records import ResultStore
 
-    root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     res = importer.import_files(
-        ResultStore(root),
+        ResultStore(_results_root(matrix_path, results_dir)),
         [Path(f) for f in files],
         label=label,
         backend=backend,
@@ -329,7 +347,12 @@ def import_(
     )
     if as_json:
         echo_json(res)
-        return
+    else:
+        _print_import(res, label)
+
+
+def _print_import(res, label: str) -> None:
+    """A line per result set imported (stdout), then each kind of row left out or noted (stderr)."""
     if res.already:
         stored = ", ".join(dict.fromkeys(s.name for s in res.sets))
         click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")

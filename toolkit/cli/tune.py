@@ -93,10 +93,8 @@ def tune(
 
         toolkit tune -i cpu --axis prefill --tokens 512 --knob n_ubatch --budget 10m
     """
-    from toolkit.bench import run as bench
     from toolkit.bench import tune as tune_mod
     from toolkit.core.errors import BadInput
-    from toolkit.spec.matrix import LoadedMatrix
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
@@ -106,6 +104,34 @@ def tune(
     mspec = tune_mod.model_for(lm, model, spec)
     base = lm.m.bench
     n = tokens or max(base.n_prompt if axis == "prefill" else base.n_gen)
+    space = _search_space(spec, base, knobs, values, n)
+    res = tune_mod.search(
+        lm,
+        store,
+        axis=axis,
+        tokens=n,
+        knobs=space,
+        budget_s=tune_mod.parse_budget(budget),
+        run_trial=_trial_runner(
+            lm, spec, mspec, store, allow_software_gpu=allow_software_gpu, allow_concurrent=allow_concurrent
+        ),
+        on_note=_err,
+    )
+    click.echo(tune_mod.format_result(res))
+    if write_diff:
+        diff = tune_mod.matrix_diff(lm.path, res)
+        click.echo("\n" + (diff or "no matrix change to propose"))
+
+
+def _search_space(
+    spec, base, knobs: tuple[str, ...], values: tuple[str, ...], n: int
+) -> dict[str, list[int]]:
+    """{knob: values to try}: the knobs named (default n_ubatch, plus threads on a CPU image) with the
+    values around the matrix's, each replaced by its `--values KNOB=V1,V2`. BadInput for a value of a
+    knob not searched, a value that is no integer, or none at least 1 (flash_attn: 0)."""
+    from toolkit.bench import tune as tune_mod
+    from toolkit.core.errors import BadInput
+
     names = list(knobs) or (["n_ubatch", "threads"] if spec.backend == "cpu" else ["n_ubatch"])
     space = tune_mod.knob_values(spec, base, names, n)
     for v in values:
@@ -120,6 +146,15 @@ def tune(
             raise BadInput(f"--values {v!r}: give integers, e.g. {k}=512,2048") from None
         if not space[k] or min(space[k]) < (0 if k == "flash_attn" else 1):
             raise BadInput(f"--values {v!r}: give at least one value >= 1")
+    return space
+
+
+def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_concurrent: bool):
+    """tune_mod.search's `run_trial(axes, extra)`: one strict bench run of `spec` x `mspec` over the
+    bench axes given, returning its stored records; BadInput when the trial did not measure."""
+    from toolkit.bench import run as bench
+    from toolkit.core.errors import BadInput
+    from toolkit.spec.matrix import LoadedMatrix
 
     def run_trial(axes, extra):
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
@@ -135,17 +170,4 @@ def tune(
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
         return [r for r in store.results() if r.run_id == opts.run_id]
 
-    res = tune_mod.search(
-        lm,
-        store,
-        axis=axis,
-        tokens=n,
-        knobs=space,
-        budget_s=tune_mod.parse_budget(budget),
-        run_trial=run_trial,
-        on_note=_err,
-    )
-    click.echo(tune_mod.format_result(res))
-    if write_diff:
-        diff = tune_mod.matrix_diff(lm.path, res)
-        click.echo("\n" + (diff or "no matrix change to propose"))
+    return run_trial

@@ -193,42 +193,12 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
     drm = _drm_render_nodes(sysfs)
     cards = _card_nodes(sysfs)
     gpus: list[Gpu] = []
-    seen: set[int] = set()
     nodes = sysfs / "class" / "kfd" / "kfd" / "topology" / "nodes"
     for node in sorted(nodes.glob("*"), key=_numeric_suffix):
-        props = _properties(node / "properties")
-        version = props.get("gfx_target_version", 0)
-        if not version and not props.get("simd_count"):
-            continue  # CPU node
-        gfx = gfx_from_version(version) if version else ""
-        if not gfx and re.fullmatch(r"gfx[0-9a-f]+", _read(node / "name")):
-            gfx = _read(node / "name")
-        minor = props.get("drm_render_minor", 0)
-        d = drm.get(minor)
-        seen.add(minor)
-        vendor = d.vendor if d and d.vendor else f"0x{props.get('vendor_id', 0x1002):04x}"
-        device_id = d.device_id if d and d.device_id else f"0x{props.get('device_id', 0):04x}"
-        vram = (d.vram_bytes if d else 0) or _kfd_vram(node)
-        pci_bus = Path(d.pci_path).name if d else ""
-        card = cards.get(d.pci_path) if d else None
-        gpus.append(
-            Gpu(
-                index=len(gpus),
-                gfx_target=gfx,
-                name=(d.product_name if d else "")
-                or product_name(vendor, device_id, d.revision if d else None),
-                vram_bytes=vram,
-                pci_bus=pci_bus,
-                render_node=f"/dev/dri/renderD{minor}",
-                card_node=f"/dev/dri/{card}" if card else None,
-                drm_render_minor=minor,
-                is_igpu=_is_igpu(vendor, gfx, vram, pci_bus, props.get("cpu_cores_count", 0)),
-                vendor=vendor,
-                device_id=device_id,
-                kfd_node=_numeric_suffix(node),
-                revision=d.revision if d else "",
-            )
-        )
+        gpu = _kfd_gpu(node, len(gpus), drm, cards)
+        if gpu is not None:
+            gpus.append(gpu)
+    seen = {g.drm_render_minor for g in gpus}
     for minor, d in drm.items():
         if minor in seen or d.vendor not in _RENDER_VENDORS:
             continue
@@ -251,6 +221,40 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
             )
         )
     return gpus
+
+
+def _kfd_gpu(node: Path, index: int, drm: dict[int, _Drm], cards: dict[str, str]) -> Gpu | None:
+    """GPU number `index` from KFD topology node `node`, with the facts of its DRM render node (by
+    drm_render_minor) where there is one; None for a CPU node."""
+    props = _properties(node / "properties")
+    version = props.get("gfx_target_version", 0)
+    if not version and not props.get("simd_count"):
+        return None  # CPU node
+    gfx = gfx_from_version(version) if version else ""
+    if not gfx and re.fullmatch(r"gfx[0-9a-f]+", _read(node / "name")):
+        gfx = _read(node / "name")
+    minor = props.get("drm_render_minor", 0)
+    d = drm.get(minor)
+    vendor = d.vendor if d and d.vendor else f"0x{props.get('vendor_id', 0x1002):04x}"
+    device_id = d.device_id if d and d.device_id else f"0x{props.get('device_id', 0):04x}"
+    vram = (d.vram_bytes if d else 0) or _kfd_vram(node)
+    pci_bus = Path(d.pci_path).name if d else ""
+    card = cards.get(d.pci_path) if d else None
+    return Gpu(
+        index=index,
+        gfx_target=gfx,
+        name=(d.product_name if d else "") or product_name(vendor, device_id, d.revision if d else None),
+        vram_bytes=vram,
+        pci_bus=pci_bus,
+        render_node=f"/dev/dri/renderD{minor}",
+        card_node=f"/dev/dri/{card}" if card else None,
+        drm_render_minor=minor,
+        is_igpu=_is_igpu(vendor, gfx, vram, pci_bus, props.get("cpu_cores_count", 0)),
+        vendor=vendor,
+        device_id=device_id,
+        kfd_node=_numeric_suffix(node),
+        revision=d.revision if d else "",
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -501,6 +501,9 @@ def image_verdict(
     allow_software: bool,
     pin: int | None,
 ) -> ImageVerdict:
+    """Whether `image` can run on this host (`toolkit doctor`'s verdict per image, and what a default
+    `toolkit build` builds): the devices its backend needs, the GPUs bench would choose (`pin`: --gpu
+    N) and, for ROCm, whether its gfx targets (`labels`; None before a build) cover their archs."""
     name, backend, runner = image.name, str(image.backend), str(getattr(image, "runner", "llama-bench"))
 
     def verdict(ok: bool, reason: str, notes: list[str] | None = None) -> ImageVerdict:
@@ -523,35 +526,41 @@ def image_verdict(
         except ToolkitError as err:
             return verdict(False, str(err))
         return verdict(True, _gpu_list(sel.chosen, "vendor"), sel.notes)
+    return verdict(*_rocm_verdict(labels, gpus, dev=dev, pin=pin))
+
+
+def _rocm_verdict(
+    labels: Mapping[str, str] | None, gpus: list[Gpu], *, dev: Path, pin: int | None
+) -> tuple[bool, str, list[str]]:
+    """(runnable, reason, notes) of a ROCm image: the GPUs bench would choose (select_gpus), and
+    whether the image's gfx targets (its label; unchecked before a build) cover their archs."""
     usable = [g for g in rocm_gpus(gpus) if (dev / "dri" / g.render_name).exists()]
     targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
     try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
         sel = select_gpus(usable, pin, backend="rocm", targets=targets or None)
     except ToolkitError as err:
         if targets and "gfx targets" in str(err):
-            archs = sorted({g.gfx_target for g in usable if g.gfx_target})
-            return verdict(
-                False,
-                f"image built for {','.join(targets)}, host GPU is {','.join(archs)}: kernels would fail with "
-                f"'invalid device function'; rebuild with {','.join(archs)} in the image's gfx targets",
-            )
-        return verdict(False, str(err))
+            return False, _wrong_arch(targets, sorted({g.gfx_target for g in usable if g.gfx_target})), []
+        return False, str(err), []
     chosen, notes = sel.chosen, sel.notes
     archs = [g.gfx_target for g in chosen if g.gfx_target]
     where = "/dev/kfd + " + _gpu_list(chosen, "unknown gfx")
     if labels is None:
-        return verdict(True, where, notes + ["not built yet: its gfx targets are unchecked"])
+        return True, where, notes + ["not built yet: its gfx targets are unchecked"]
     if not targets:
-        return verdict(True, where, notes + [f"no {GFX_TARGETS_LABEL} label: its gfx targets are unchecked"])
+        return True, where, notes + [f"no {GFX_TARGETS_LABEL} label: its gfx targets are unchecked"]
     missing = [a for a in archs if not any(target_covers(t, a) for t in targets)]
     if missing:  # only a --gpu pin can choose a GPU of another arch
-        return verdict(
-            False,
-            f"image built for {','.join(targets)}, host GPU is {','.join(missing)}: kernels would fail with "
-            f"'invalid device function'; rebuild with {','.join(missing)} in the image's gfx targets",
-            notes,
-        )
-    return verdict(True, where, notes)
+        return False, _wrong_arch(targets, missing), notes
+    return True, where, notes
+
+
+def _wrong_arch(targets: list[str], archs: list[str]) -> str:
+    """Why an image built for other gfx targets than the host GPUs' archs cannot run, and the fix."""
+    return (
+        f"image built for {','.join(targets)}, host GPU is {','.join(archs)}: kernels would fail with "
+        f"'invalid device function'; rebuild with {','.join(archs)} in the image's gfx targets"
+    )
 
 
 def _gpu_list(chosen: list[Gpu], unknown: str) -> str:

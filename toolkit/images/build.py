@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -220,6 +220,10 @@ def _labels(
     return labels
 
 
+Plan = tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]
+"""plan()'s answer: (rendered, base images, prepared source, labels, build args, tags)."""
+
+
 def plan(
     lm: LoadedMatrix,
     spec: ImageSpec,
@@ -228,7 +232,7 @@ def plan(
     prepare: bool = True,
     source: PreparedSource | None = None,
     repo: str = "toolkit",
-) -> tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]:
+) -> Plan:
     """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags):
     the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`."""
     rendered = render_image(lm, spec)
@@ -291,6 +295,29 @@ def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: 
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _planned(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    store: ResultStore,
+    *,
+    dry_run: bool,
+    source: PreparedSource | None,
+    repo: str,
+) -> Plan | BuildResult:
+    """plan() for build_image: a real build first makes sure every base image can be had and prepares
+    the source; a base or a source that cannot be had gives the image's skipped BuildResult instead."""
+    if dry_run:
+        return plan(lm, spec, store, prepare=False, source=source, repo=repo)
+    for base in base_images(render_image(lm, spec).content):
+        reason = engine.ensure_base_image(base)
+        if reason:
+            return BuildResult(spec.name, "skipped", reason)
+    try:
+        return plan(lm, spec, store, source=source, repo=repo)
+    except BuildFailed as err:
+        return BuildResult(spec.name, "skipped", str(err))
+
+
 def build_image(
     lm: LoadedMatrix,
     spec: ImageSpec,
@@ -311,19 +338,10 @@ def build_image(
     Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
     """
     repo = "toolkit-reproduce" if stranger else "toolkit"
-    if not dry_run:  # a base that cannot be had, or a source that cannot be fetched: skip this image
-        for base in base_images(render_image(lm, spec).content):
-            reason = engine.ensure_base_image(base)
-            if reason:
-                return BuildResult(spec.name, "skipped", reason)
-        try:
-            rendered, bases, source, labels, args, tags = plan(lm, spec, store, source=source, repo=repo)
-        except BuildFailed as err:
-            return BuildResult(spec.name, "skipped", str(err))
-    else:
-        rendered, bases, source, labels, args, tags = plan(
-            lm, spec, store, prepare=False, source=source, repo=repo
-        )
+    planned = _planned(lm, spec, store, dry_run=dry_run, source=source, repo=repo)
+    if isinstance(planned, BuildResult):
+        return planned
+    rendered, _bases, _source, labels, args, tags = planned
     log_dir = lm.root / ".toolkit" / "logs"
     meta = log_dir / f"build-{spec.name}.metadata.json"
     cmd = engine.buildx_command(
@@ -352,6 +370,24 @@ def build_image(
             log_path=log_path,
             command=cmd,
         )
+    return _recorded(spec, store, planned, cmd, out, meta=meta, log_path=log_path, t0=t0)
+
+
+def _recorded(
+    spec: ImageSpec,
+    store: ResultStore,
+    planned: Plan,
+    cmd: list[str],
+    out: engine.BuildOutcome,
+    *,
+    meta: Path,
+    log_path: Path,
+    t0: float,
+) -> BuildResult:
+    """After a build that succeeded: inspect the image it built, read its build facts and append its
+    BuildRecord to the store (ok, or cached when every step came from cache); failed when the image is
+    not in the engine or its facts cannot be read or contradict its labels."""
+    rendered, _bases, source, labels, _args, tags = planned
     # the image ID buildx (podman: --iidfile) wrote, not whatever toolkit/<name>:latest names by now:
     # another project's build on the same engine may have moved that tag in between
     built = engine.built_image_id(meta) or tags[0]
@@ -439,6 +475,57 @@ def failed_error(results: list[BuildResult], unbuilt: list[str]) -> BuildFailed 
         + ", ".join(f"{r.image} (log: {r.log_path})" for r in failed)
         + (f"; not built (--fail-fast): {', '.join(unbuilt)}" if unbuilt else "")
     )
+
+
+def select(
+    lm: LoadedMatrix, images: tuple[str, ...] | list[str], *, every: bool, allow_software: bool = False
+) -> tuple[list[ImageSpec], list[Any]]:
+    """(images to build, build_plan.Skipped images) for `toolkit build`: the images named (`images`;
+    all of the matrix when empty), each rendered first so a template error (an undefined variable)
+    surfaces before any build starts; unless `every` (-i, --all or --push), only those this host can
+    run (build_plan.host_plan; `allow_software` counts Mesa lavapipe as a Vulkan device)."""
+    from toolkit.images import build_plan
+
+    specs = lm.select_images(images)
+    for spec in specs:
+        render_image(lm, spec)
+    if every:
+        return specs, []
+    return build_plan.host_plan(specs, allow_software=allow_software)
+
+
+def check_push_registry(lm: LoadedMatrix, registry: str | None) -> None:
+    """BadInput when `toolkit build --push` has no registry: no --registry and no `registry:` in matrix.yaml."""
+    if not (registry or lm.m.registry):
+        raise BadInput(
+            f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}"
+        )
+
+
+def build_then_push(
+    lm: LoadedMatrix,
+    specs: list[ImageSpec],
+    store: ResultStore,
+    *,
+    skipped: Sequence[Any] = (),
+    report: Callable[[list[BuildResult]], None] = lambda results: None,
+    push: Callable[[list[str]], None] | None = None,
+    **loop: Any,
+) -> None:
+    """`toolkit build` after select(): a skipped result per `skipped` image (build_plan.Skipped), then
+    build_images(lm, specs, store, **loop); `report(results)` once every result is known; then
+    `push(names of the images built or served from cache)`, unless a dry run or nothing was built.
+    Raises failed_error's BuildFailed (exit 2) when an image failed, after the push."""
+    results = [BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped]
+    done, unbuilt = build_images(lm, specs, store, **loop)
+    results += done
+    report(results)
+    built = [r.image for r in results if r.status in ("ok", "cached")]
+    if push is not None and built and not loop.get("dry_run"):
+        push(built)
+    err = failed_error(results, unbuilt)
+    if err:
+        raise err
 
 
 def parse_facts(text: str, *, origin: str) -> dict[str, str]:

@@ -259,6 +259,59 @@ def pin_revision_in_matrix(matrix_path: Path, model_name: str, revision: str) ->
     text = Path(matrix_path).read_text()
     before = yaml.safe_load(text)
     lines = text.splitlines(keepends=True)
+    item = _model_block(lines, model_name)
+    if item is None:
+        return False
+    start, end, key_col = item
+    hf_at = next(
+        (j for j in range(start, end) if re.match(rf"^(\s{{{key_col}}}|\s*-\s+)hf:\s*(#.*)?$", lines[j])),
+        None,
+    )
+    if hf_at is None:
+        return False
+    sub_end = _block_end(lines, hf_at, end, key_col + 1)
+    repo_at = next((j for j in range(hf_at + 1, sub_end) if re.match(r"^\s*repo:\s*\S", lines[j])), None)
+    if repo_at is None:
+        return False
+    pad = lines[repo_at][: _indent(lines[repo_at])]
+    old = [j for j in range(hf_at + 1, sub_end) if re.match(rf"^{pad}revision:", lines[j])]
+    new_line = f"{pad}revision: {revision}\n"
+    if old:
+        lines[old[0]] = new_line
+    else:
+        lines.insert(repo_at + 1, new_line)
+    after_text = "".join(lines)
+    want = json.loads(json.dumps(before))
+    for model in want.get("models", []):
+        if model.get("name") == model_name and isinstance(model.get("hf"), dict):
+            model["hf"]["revision"] = revision
+    if yaml.safe_load(after_text) != want:
+        return False
+    Path(matrix_path).write_text(after_text)
+    return True
+
+
+def _indent(ln: str) -> int:
+    """The number of spaces a line starts with."""
+    return len(ln) - len(ln.lstrip(" "))
+
+
+def _block_end(lines: list[str], at: int, stop: int, col: int) -> int:
+    """The first line after `at` (before `stop`) that holds a key left of column `col`: where the
+    block that starts at `at` ends (blank and comment lines belong to it)."""
+    return next(
+        (
+            j
+            for j in range(at + 1, stop)
+            if lines[j].strip() and not lines[j].lstrip().startswith("#") and _indent(lines[j]) < col
+        ),
+        stop,
+    )
+
+
+def _model_block(lines: list[str], model_name: str) -> tuple[int, int, int] | None:
+    """(first line, end, column of its keys) of the `models:` item named `model_name` in block style;
+    None when there is no such item."""
     models_at = next((i for i, ln in enumerate(lines) if re.match(r"^models:\s*(#.*)?$", ln)), len(lines))
     name_at = next(
         (
@@ -270,7 +323,7 @@ def pin_revision_in_matrix(matrix_path: Path, model_name: str, revision: str) ->
         None,
     )
     if name_at is None:
-        return False
+        return None
     lead = re.match(r"^(\s*)(-\s+)?", lines[name_at])
     assert lead is not None  # the pattern matches every string
     key_col = len(lead.group(0))  # the column of the item's keys
@@ -286,49 +339,4 @@ def pin_revision_in_matrix(matrix_path: Path, model_name: str, revision: str) ->
             name_at,
         )
     )
-
-    def indent(ln: str) -> int:
-        return len(ln) - len(ln.lstrip(" "))
-
-    end = next(
-        (
-            j
-            for j in range(name_at + 1, len(lines))
-            if lines[j].strip() and not lines[j].lstrip().startswith("#") and indent(lines[j]) < key_col
-        ),
-        len(lines),
-    )
-    hf_at = next(
-        (j for j in range(start, end) if re.match(rf"^(\s{{{key_col}}}|\s*-\s+)hf:\s*(#.*)?$", lines[j])),
-        None,
-    )
-    if hf_at is None:
-        return False
-    sub_end = next(
-        (
-            j
-            for j in range(hf_at + 1, end)
-            if lines[j].strip() and not lines[j].lstrip().startswith("#") and indent(lines[j]) <= key_col
-        ),
-        end,
-    )
-    repo_at = next((j for j in range(hf_at + 1, sub_end) if re.match(r"^\s*repo:\s*\S", lines[j])), None)
-    if repo_at is None:
-        return False
-    pad = lines[repo_at][: indent(lines[repo_at])]
-    old = [j for j in range(hf_at + 1, sub_end) if re.match(rf"^{pad}revision:", lines[j])]
-    new_line = f"{pad}revision: {revision}\n"
-    if old:
-        lines[old[0]] = new_line
-    else:
-        lines.insert(repo_at + 1, new_line)
-    after_text = "".join(lines)
-    after = yaml.safe_load(after_text)
-    want = json.loads(json.dumps(before))
-    for item in want.get("models", []):
-        if item.get("name") == model_name and isinstance(item.get("hf"), dict):
-            item["hf"]["revision"] = revision
-    if after != want:
-        return False
-    Path(matrix_path).write_text(after_text)
-    return True
+    return start, _block_end(lines, name_at, len(lines), key_col), key_col

@@ -134,6 +134,45 @@ def push_image(
         return PushResult(name, "failed", f"image {rec.digest[:19]} is no longer in the engine; rebuild it")
     repository = f"{registry}/{name}"
     tags = [fixed_tag(rec), moving_tag(rec)]
+    pushed = _push_tags(name, rec, repository, tags, on_line=on_line)
+    if isinstance(pushed, PushResult):
+        return pushed
+    digest, seconds = pushed
+    after = engine.inspect_image(rec.digest)
+    repo_digest = f"{repository}@{digest}"
+    refs = [f"{repository}:{t}" for t in tags]
+    updated = BuildRecord.model_validate(
+        {
+            **rec.model_dump(mode="json"),
+            "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
+            "pushed": _merge(rec.pushed, refs),
+            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "push_seconds": round(seconds, 2),
+            "attestations": NO_ATTESTATIONS,
+        }
+    )
+    store.add_build(updated)
+    return PushResult(
+        name,
+        "pushed",
+        record=updated,
+        refs=refs,
+        repo_digest=repo_digest,
+        seconds=seconds,
+        notes=[ATTEST_NOTE],
+    )
+
+
+def _push_tags(
+    name: str,
+    rec: BuildRecord,
+    repository: str,
+    tags: list[str],
+    *,
+    on_line: Callable[[str], None] | None,
+) -> tuple[str, float] | PushResult:
+    """Tag the built image as `repository`:each of `tags` and push each: (the one manifest digest they
+    got, which the registry serves for the first tag; seconds of the pushes), else the failed PushResult."""
     seconds, digests = 0.0, set()
     for tag in tags:
         err = engine.tag_image(rec.digest, repository, tag)
@@ -159,29 +198,7 @@ def push_image(
             f"the registry serves {served} for {repository}:{tags[0]}, "
             f"not the pushed {digest} (another push raced this one?)",
         )
-    after = engine.inspect_image(rec.digest)
-    repo_digest = f"{repository}@{digest}"
-    refs = [f"{repository}:{t}" for t in tags]
-    updated = BuildRecord.model_validate(
-        {
-            **rec.model_dump(mode="json"),
-            "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
-            "pushed": _merge(rec.pushed, refs),
-            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "push_seconds": round(seconds, 2),
-            "attestations": NO_ATTESTATIONS,
-        }
-    )
-    store.add_build(updated)
-    return PushResult(
-        name,
-        "pushed",
-        record=updated,
-        refs=refs,
-        repo_digest=repo_digest,
-        seconds=seconds,
-        notes=[ATTEST_NOTE],
-    )
+    return digest, seconds
 
 
 def container_builder() -> str | None:
@@ -232,6 +249,33 @@ def attest_push(
     info = engine.inspect_image(f"{repository}@{index}") if pulled and pulled.ok else None
     if info is None:
         return PushResult(name, "failed", f"pushed {refs[0]} but could not pull it back by digest {index}")
+    return _attested(
+        store,
+        name,
+        rec,
+        info,
+        refs=refs,
+        repo_digest=f"{repository}@{index}",
+        cmd=cmd,
+        out=out,
+        builder=builder,
+    )
+
+
+def _attested(
+    store: ResultStore,
+    name: str,
+    rec: BuildRecord,
+    info: engine.ImageInfo,
+    *,
+    refs: list[str],
+    repo_digest: str,
+    cmd: list[str],
+    out: engine.BuildOutcome,
+    builder: str,
+) -> PushResult:
+    """The attested push's result: the measured build's record updated with the pushed image `info`
+    (pulled back by `repo_digest`) appended to the store, and a note when that image is a rebuild."""
     notes = (
         []
         if info.id == rec.digest
@@ -249,7 +293,7 @@ def attest_push(
             "digest": info.id,
             "labels": labels,
             "build_command": cmd,
-            "repo_digests": _merge(info.repo_digests, [f"{repository}@{index}"]),
+            "repo_digests": _merge(info.repo_digests, [repo_digest]),
             "pushed": refs,
             "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "push_seconds": round(out.seconds, 2),
@@ -263,7 +307,7 @@ def attest_push(
         "pushed",
         record=updated,
         refs=refs,
-        repo_digest=f"{repository}@{index}",
+        repo_digest=repo_digest,
         seconds=out.seconds,
         notes=notes,
     )
@@ -393,31 +437,59 @@ def describe_run(
     digests = list(dict.fromkeys(r.image.digest for r in recs))
     builds = [b for b in store.builds() if b.digest in digests]
     notes: list[str] = []
-    images = []
-    for d in digests:
-        mine = [b for b in builds if b.digest == d]
-        first = next(r for r in recs if r.image.digest == d)
-        last = mine[-1] if mine else None
-        repo = _merge(*(b.repo_digests for b in mine), first.image.repo_digests)
-        if not [x for x in repo if "@sha256:" in x]:
-            notes.append(
-                f"image {first.image.name}@{d[:19]} was never pushed: reproduce needs --rebuild "
-                f"(or run `toolkit push --image {first.image.name}` and export again)"
-            )
-        images.append(
-            PublishedImage(
-                name=first.image.name,
-                backend=first.image.backend,
-                digest=d,
-                ref=first.image.ref,
-                repo_digests=repo,
-                pushed=_merge(*(b.pushed for b in mine)),
-                labels=(last.labels if last else first.image.labels),
-                template=last.template if last else None,
-                template_hash=last.template_hash if last else None,
-                source_commit=last.source_commit if last else None,
-            )
+    images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes) for d in digests]
+    ok = [r for r in recs if r.status == "ok"]
+    counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
+    bench = axes_from_records(ok or recs)
+    if "not_a_matrix" in bench:
+        notes.append(
+            f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
+            f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
         )
+    run = PublishedRun(
+        run_id=run_id,
+        created=min(r.created for r in recs),
+        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        images=images,
+        models=_published_models(recs, lm),
+        bench=bench,
+        host=recs[0].host,
+        records=counts,
+        notes=notes,
+    )
+    return run, builds
+
+
+def _published_image(
+    recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str]
+) -> PublishedImage:
+    """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
+    appends to `notes` when it was never pushed (reproduce then needs --rebuild)."""
+    first = next(r for r in recs if r.image.digest == digest)
+    last = mine[-1] if mine else None
+    repo = _merge(*(b.repo_digests for b in mine), first.image.repo_digests)
+    if not [x for x in repo if "@sha256:" in x]:
+        notes.append(
+            f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
+            f"(or run `toolkit push --image {first.image.name}` and export again)"
+        )
+    return PublishedImage(
+        name=first.image.name,
+        backend=first.image.backend,
+        digest=digest,
+        ref=first.image.ref,
+        repo_digests=repo,
+        pushed=_merge(*(b.pushed for b in mine)),
+        labels=(last.labels if last else first.image.labels),
+        template=last.template if last else None,
+        template_hash=last.template_hash if last else None,
+        source_commit=last.source_commit if last else None,
+    )
+
+
+def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[PublishedModel]:
+    """run.json's models: one per model sha256 of the run, with where the matrix (if any) puts it and
+    how it is had (Hub file, generated)."""
     specs = {m.name: m for m in lm.m.models} if lm else {}
     models = []
     for sha in dict.fromkeys(r.model.sha256 for r in recs):
@@ -435,26 +507,7 @@ def describe_run(
                 hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
             )
         )
-    ok = [r for r in recs if r.status == "ok"]
-    counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
-    bench = axes_from_records(ok or recs)
-    if "not_a_matrix" in bench:
-        notes.append(
-            f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
-            f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
-        )
-    run = PublishedRun(
-        run_id=run_id,
-        created=min(r.created for r in recs),
-        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        images=images,
-        models=models,
-        bench=bench,
-        host=recs[0].host,
-        records=counts,
-        notes=notes,
-    )
-    return run, builds
+    return models
 
 
 def _folder_relative(path: str) -> bool:

@@ -612,14 +612,8 @@ def reproduce(
     folder = resolve_run(source, store=store, lm=lm)
     run, recorded, builds = publish.load_run(folder)
     refuse_imported(run)
-    twins = sorted(
-        {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
-    )
-    if twins and not allow_twin:
-        raise BadInput(
-            f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
-            "model's layout), not the real model; pass --allow-twin to reproduce it as such"
-        )
+    if not allow_twin:
+        _refuse_twins(run, recorded)
     workdir = _workdir(folder, rebuild)
     work_store = ResultStore(results or contained(workdir, "results", what=f"{workdir}: results"))
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
@@ -636,6 +630,34 @@ def reproduce(
     rep.images = acquire_images(
         run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line, confined=project is None
     )
+    _rerun(rep, blm, work_store, run, recorded, events=events, allow_concurrent=allow_concurrent)
+    return rep
+
+
+def _refuse_twins(run: publish.PublishedRun, recorded: list[BenchRecord]) -> None:
+    """BadInput when the run was measured on shape twins (model kind synthetic-twin): not the real model."""
+    twins = sorted(
+        {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
+    )
+    if twins:
+        raise BadInput(
+            f"run {run.run_id} was measured on shape twins ({', '.join(twins)}: random data with the real "
+            "model's layout), not the real model; pass --allow-twin to reproduce it as such"
+        )
+
+
+def _rerun(
+    rep: Reproduction,
+    blm: LoadedMatrix,
+    work_store: ResultStore,
+    run: publish.PublishedRun,
+    recorded: list[BenchRecord],
+    *,
+    events: bench.Events,
+    allow_concurrent: bool,
+) -> None:
+    """Bench the run's cases again on the images acquired (rep.images) and fill `rep` with the new run's
+    id, the comparison rows, the host differences and the notes."""
     software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
     opts = bench.BenchOptions(
@@ -648,13 +670,12 @@ def reproduce(
     outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
     again = [r for r in work_store.results() if r.run_id == opts.run_id]
-    rep.rows = compare_records(recorded, again, threshold)
+    rep.rows = compare_records(recorded, again, rep.threshold)
     rep.host_diff = host_differences(run.host, again[0].host if again else {})
     if software:
         rep.notes.append(
             "the run was measured on a software Vulkan device (Mesa lavapipe), and so was this one"
         )
-    return rep
 
 
 # -------------------------------------------------------------------------------------- output
@@ -685,35 +706,8 @@ def format_reproduction(rep: Reproduction) -> str:
         lines.append(f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record")
     for k, (a, b) in rep.host_diff.items():
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
-    models = len({r.model for r in rep.rows}) > 1
     with_energy = [r for r in rep.rows if r.energy_delta is not None]
-    head = (
-        ["image", "test"]
-        + (["model"] if models else [])
-        + ["recorded t/s", "reproduced t/s", "delta", "noise"]
-        + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if with_energy else [])
-        + [""]
-    )
-    body = []
-    for r in rep.rows:
-        delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
-        energies = []
-        if with_energy:
-            ea = energy(r.recorded)
-            eb = energy(r.reproduced) if r.reproduced is not None else None
-            energies = [
-                fmt_tok_per_j(ea.tok_per_j if ea else None),
-                fmt_tok_per_j(eb.tok_per_j if eb else None),
-                f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
-            ]
-        body.append(
-            [r.image, r.test]
-            + ([r.model] if models else [])
-            + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
-            + energies
-            + [r.status]
-        )
-    lines += ["", tabulate(body, head, tablefmt="github", disable_numparse=True), ""]
+    lines += ["", _compare_table(rep.rows, energies=bool(with_energy)), ""]
     if with_energy:
         lines.append(
             f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
@@ -730,6 +724,39 @@ def format_reproduction(rep: Reproduction) -> str:
         + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
     )
     return "\n".join(lines)
+
+
+def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
+    """The recorded beside the reproduced tok/s per test (github markdown); a model column when the
+    rows hold several models, tokens per joule columns with `energies`."""
+    models = len({r.model for r in rows}) > 1
+    head = (
+        ["image", "test"]
+        + (["model"] if models else [])
+        + ["recorded t/s", "reproduced t/s", "delta", "noise"]
+        + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if energies else [])
+        + [""]
+    )
+    body = []
+    for r in rows:
+        delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
+        tok_j = []
+        if energies:
+            ea = energy(r.recorded)
+            eb = energy(r.reproduced) if r.reproduced is not None else None
+            tok_j = [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
+            ]
+        body.append(
+            [r.image, r.test]
+            + ([r.model] if models else [])
+            + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
+            + tok_j
+            + [r.status]
+        )
+    return tabulate(body, head, tablefmt="github", disable_numparse=True)
 
 
 def reproduction_json(rep: Reproduction) -> dict[str, Any]:

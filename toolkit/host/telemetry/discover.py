@@ -37,8 +37,15 @@ def discover_gpus(drm_root: str | Path = "/sys/class/drm", *, nvml: Any = None) 
     skipped), then NVIDIA GPUs via NVML when nvidia-ml-py imports and nvmlInit succeeds (`nvml`: a
     pynvml-like module to use, None for the real one, False for none). Never
     raises: a host without GPUs, without NVML or without a driver gives fewer entries."""
+    out = _amd_gpus(Path(drm_root))
+    if nvml is False:  # the caller asked for AMD cards only (tests of a fake sysfs on any host)
+        return out
+    return out + _nvml_gpus(nvml)
+
+
+def _amd_gpus(root: Path) -> list[GpuRef]:
+    """The AMD cards (vendor 0x1002) under `root` (/sys/class/drm), by card number."""
     out: list[GpuRef] = []
-    root = Path(drm_root)
     try:
         cards = sorted((c for c in os.listdir(root) if re.fullmatch(r"card\d+", c)), key=lambda c: int(c[4:]))
     except OSError:
@@ -59,8 +66,13 @@ def discover_gpus(drm_root: str | Path = "/sys/class/drm", *, nvml: Any = None) 
                 name=read_text(dev / "product_name") or None,
             )
         )
-    if nvml is False:  # the caller asked for AMD cards only (tests of a fake sysfs on any host)
-        return out
+    return out
+
+
+def _nvml_gpus(nvml: Any) -> list[GpuRef]:
+    """The NVIDIA GPUs NVML lists (`nvml`: a pynvml-like module, None for the real one); [] without
+    NVML or a driver, and those listed before an NVML error."""
+    out: list[GpuRef] = []
     try:
         n = nvml if nvml is not None else import_pynvml()
         n.nvmlInit()
