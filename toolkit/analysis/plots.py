@@ -107,6 +107,41 @@ def _title(fig: Figure, t: Table | None) -> None:
         fig.suptitle(f"{t.title} — model {', '.join(models) or '?'}", fontsize=10)
 
 
+def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color: str) -> None:
+    """One image's prefill panel (prefill_figure): a line per series, marked clamped/flagged points."""
+    for k, series in enumerate(sorted({_series(row, r) for row, r in mine})):
+        pts = sorted(
+            (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)), _flagged(r))
+            for row, r in mine
+            if _series(row, r) == series
+        )
+        xs, ys, es, _, _ = zip(*pts, strict=True)
+        marker, style = STYLES[k % len(STYLES)]
+        ax.errorbar(xs, ys, yerr=es, marker=marker, ls=style, capsize=3, color=color, label=series[2])
+        bad = [(x, y) for x, y, _, _, flagged in pts if flagged]
+        if bad:
+            bx, by = zip(*bad, strict=True)
+            ax.plot(bx, by, "x", ms=10, mew=2, color="black", zorder=4, label="_flagged")
+        off = [(x, y) for x, y, _, clamped, _ in pts if clamped]
+        if off:  # hollow markers: llama.cpp computed with a smaller effective micro-batch
+            ox, oy = zip(*off, strict=True)
+            ax.plot(ox, oy, marker, mfc="white", mew=1.5, zorder=3, color=color, label="_clamped")
+    ax.set_xscale("log", base=2)
+    prompts = sorted({r.n_prompt for _, r in mine})
+    ax.set_xticks(prompts, _tick_labels(prompts))
+    ax.minorticks_off()
+    ax.set_title(img, fontsize=9)
+    ax.set_xlabel("prompt length (tokens)")
+    handles, labels = ax.get_legend_handles_labels()
+    if any(_flagged(r) for _, r in mine):
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
+        labels.append(FLAGGED_LABEL)
+    ax.legend(handles, labels, fontsize=8)
+    ax.grid(True, alpha=0.3)
+
+
 def prefill_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
     """One panel per image column: prefill tok/s vs prompt length, one line per series — the table's
     rows that differ only in prompt length (each depth its own line, told apart by marker and line
@@ -122,49 +157,7 @@ def prefill_figure(t: Table | None, colors: Colors | None = None) -> Figure | No
     _title(fig, t)
     axes = fig.subplots(1, len(images), squeeze=False, sharey=True)[0]
     for ax, img in zip(axes, images, strict=True):
-        mine = [(row, r) for row, col, r in cells if col == img]
-        for k, series in enumerate(sorted({_series(row, r) for row, r in mine})):
-            pts = sorted(
-                (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)), _flagged(r))
-                for row, r in mine
-                if _series(row, r) == series
-            )
-            xs, ys, es, _, _ = zip(*pts, strict=True)
-            marker, style = STYLES[k % len(STYLES)]
-            bars = ax.errorbar(
-                xs, ys, yerr=es, marker=marker, ls=style, capsize=3, color=colors[img], label=series[2]
-            )
-            bad = [(x, y) for x, y, _, _, flagged in pts if flagged]
-            if bad:
-                bx, by = zip(*bad, strict=True)
-                ax.plot(bx, by, "x", ms=10, mew=2, color="black", zorder=4, label="_flagged")
-            off = [(x, y) for x, y, _, clamped, _ in pts if clamped]
-            if off:  # hollow markers: llama.cpp computed with a smaller effective micro-batch
-                ox, oy = zip(*off, strict=True)
-                ax.plot(
-                    ox,
-                    oy,
-                    marker,
-                    mfc="white",
-                    mew=1.5,
-                    zorder=3,
-                    color=bars.lines[0].get_color(),
-                    label="_clamped",
-                )
-        ax.set_xscale("log", base=2)
-        prompts = sorted({r.n_prompt for _, r in mine})
-        ax.set_xticks(prompts, _tick_labels(prompts))
-        ax.minorticks_off()
-        ax.set_title(img, fontsize=9)
-        ax.set_xlabel("prompt length (tokens)")
-        handles, labels = ax.get_legend_handles_labels()
-        if any(_flagged(r) for _, r in mine):
-            from matplotlib.lines import Line2D
-
-            handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
-            labels.append(FLAGGED_LABEL)
-        ax.legend(handles, labels, fontsize=8)
-        ax.grid(True, alpha=0.3)
+        _prefill_panel(ax, img, [(row, r) for row, col, r in cells if col == img], colors[img])
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("prefill tokens/s")
     return fig
