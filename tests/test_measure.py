@@ -110,6 +110,27 @@ def test_measure_gives_every_row_its_window_and_the_file_imports_with_telemetry(
     assert all("toolkit_telemetry" not in rec.raw for rec in recs)  # raw keeps llama-bench's fields only
 
 
+def test_a_full_disk_loses_no_run_silently_it_names_the_file_the_rows_kept_and_lost(tmp_path):
+    """Reproducer (issue 32 item 9): the disk filled while rows were written; the message was
+    `(unknown path): No space left on device`, saying nothing of the rows. /dev/full gives the real
+    ENOSPC on every write."""
+    prog = stand_in(tmp_path)
+    out = tmp_path / "m.jsonl"
+    out.symlink_to("/dev/full")
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 8, proc.stderr
+    assert (
+        f"{out}: No space left on device while writing the measured rows: the first 0 row(s) are kept "
+        "there (the last may be torn), the 2 later row(s) are lost" in proc.stderr
+    )
+    assert "exited 0" in proc.stderr  # the command ran to its end
+
+
 def test_a_command_without_rows_gets_one_window_and_its_exit_code(tmp_path):
     out = tmp_path / "m.jsonl"
     proc = subprocess.run(

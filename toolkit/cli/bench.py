@@ -6,10 +6,12 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -26,7 +28,7 @@ from toolkit.cli.common import (
     matrix_option,
     results_option,
 )
-from toolkit.core.errors import BenchFailed
+from toolkit.core.errors import BenchFailed, FileSystemError
 
 
 @click.command(epilog=EPILOG)
@@ -257,12 +259,7 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    sink = out_path.open("w", encoding="utf-8")  # rows land here as they arrive: an interrupt keeps them
-
-    def on_row(row: dict) -> None:
-        sink.write(json.dumps(row) + "\n")
-        sink.flush()
-
+    sink = _RowFile(out_path)  # rows land here as they arrive: an interrupt keeps them
     _err(
         f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"
     )
@@ -274,7 +271,7 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
             rate_hz=rate,
             on_stdout=click.echo,
             on_stderr=_err,
-            on_row=on_row,
+            on_row=sink.write,
             on_note=lambda note: _err(f"measure: note: {note}"),
         )
     except BaseException:
@@ -285,9 +282,50 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     if not m.rows:
         measure_mod.write_measured(m, out_path)
     _say_measured(m, command, out_path)
+    if sink.error:  # the command ran to its end; what it measured after the disk filled is not kept
+        raise FileSystemError(sink.error)
     if label:
         _import_measured(root, out_path, label, m.rows)
     sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+
+
+class _RowFile:
+    """`measure`'s output: one JSON row per line, flushed as it arrives. A failed write (disk full)
+    stops the writing, never the measured command; `error` then names the path, the rows kept there
+    and the rows lost, for the run's last message (exit 8)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: Any = path.open("w", encoding="utf-8")
+        self.kept = 0
+        self.lost = 0
+        self.why: str | None = None
+
+    def write(self, row: dict) -> None:
+        if self.why is None:
+            try:
+                self.file.write(json.dumps(row) + "\n")
+                self.file.flush()
+                self.kept += 1
+                return
+            except OSError as err:
+                self.why = err.strerror or str(err)
+                self.close()
+        self.lost += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+    @property
+    def error(self) -> str | None:
+        if self.why is None:
+            return None
+        return (
+            f"{self.path}: {self.why} while writing the measured rows: the first {self.kept} row(s) are "
+            f"kept there (the last may be torn), the {self.lost} later row(s) are lost; free space and "
+            "measure again"
+        )
 
 
 def _keep_stopped_rows(out_path: Path) -> None:
