@@ -133,6 +133,12 @@ def read_rows(
         )
     if no:
         raise none_usable(str(path), [f"line {n}: {why}" for n, why in no])
+    raise _no_rows(path, text, notes)
+
+
+def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
+    """The error for a file without a row that looks like one: what it holds instead (another tool's
+    markdown table, a table without rows, or its first line) and the first of the reader's `notes`."""
     lines = text.splitlines()
     other = next(((i, ln) for i, ln in enumerate(lines, 1) if readers.md_table_like(ln)), None)
     table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
@@ -151,7 +157,7 @@ def read_rows(
     else:
         hint = FORMATS_HINT
     why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
-    raise BadInput(
+    return BadInput(
         f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
         if first
         else f"{path}: the file is empty; {FORMATS_HINT}"

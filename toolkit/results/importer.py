@@ -41,6 +41,7 @@ from toolkit.results.import_read import (
     ImportedSet,
     ImportResult,
     ImportSource,
+    RowForm,
     RowWhere,
     backend_wrong,
     check_options,
@@ -79,6 +80,7 @@ from toolkit.results.records import (
     ResultStore,
 )
 from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench.readers import SourceRow
 
 
 @dataclass(frozen=True)
@@ -111,19 +113,7 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
     refused: list[str] = []
     sources = [source_of(p, skipped, refused) for p in paths]
     with _spill(store.root) as spill, _spill(store.root) as aside:
-        return _import_rows(
-            store,
-            sources,
-            (spill, aside),
-            label=o.label,
-            backend=o.backend,
-            model_sha256=o.model_sha256,
-            digest=o.digest,
-            now=o.now,
-            skipped=skipped,
-            refused=refused,
-            before=before,
-        )
+        return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
 
 
 FORMATS: tuple[ImportFormat, ...] = (
@@ -212,12 +202,7 @@ def _import_rows(
     store: ResultStore,
     sources: list[ImportSource],
     spills: tuple[IO[bytes], IO[bytes]],
-    *,
-    label: str,
-    backend: str | None,
-    model_sha256: str | None,
-    digest: str | None,
-    now: datetime | None,
+    o: ImportOptions,
     skipped: list[str],
     refused: list[str],
     before: list[tuple[int, int] | None] | None = None,
@@ -228,31 +213,123 @@ def _import_rows(
        image, run id and hash: none is known before every byte is read), written to `spill` as
        `<set> <file> <record JSON>`; beside it the sets (systems), the hash of the files, and a 64-bit
        digest of each record's test, which says after the last row which records measure a test
-       another also measured;
+       another also measured (_Tally);
     2. the spilled records read back in order, given their set's image, the run id and the hashes, and
-       appended in batches (ResultStore.add_dumped); the records of repeated tests are held until
-       every file is read, then marked as repetitions of one cell (_repetitions) and appended.
+       appended in batches (ResultStore.add_record_lines); the records of repeated tests are held until
+       every file is read, then marked as repetitions of one cell (_repetitions) and appended (_Writer).
 
     Memory holds a row, a batch, 8 bytes per record (the test digests) and the records of repeated tests."""
     spill, aside = spills
-    systems_seen: dict[tuple, set[str]] = {}
-    system_ids: dict[tuple, int] = {}
-    wrong: list[str] = []
-    content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
-    keys = array.array("Q")  # the test digest of each spilled record, in spill order
-    repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
     md_forms = {  # the forms of this import's md rows (md is read whole: its rows are known now)
         form_of(r.fields) for src in sources if src.fmt == "md" for r in (src._rows or []) if not r.problem
     }
-    stored = StoredRows.read(store, md_forms)  # rows imported before: left out, counted
-    dup_stored: dict[tuple[RowWhere, str], int] = {}  # ((run id, name, digest), how matched) -> rows
-    fps = array.array("q")  # the measurement digest of each spilled record (rows read twice: after pass 1)
-    shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's shown_key
-    untimed: list[int] = []  # spill places of md rows (matched by shown_key after pass 1)
-    file_of, line_of = array.array("I"), array.array("I")  # of each spilled record (md_forms): file, line
-    set_of = array.array("I")  # of each spilled record: its system's place in system_ids
+    tally = _Tally(md_forms, StoredRows.read(store, md_forms))  # rows imported before: left out, counted
+    _pass1(sources, spill, refused, o, tally)
+    if before is not None:
+        _unchanged([src.path for src in sources], before)
+    backend_wrong(o.backend, tally.wrong)
+    content = tally.content_h.hexdigest()
+    again = fingerprints_again(tally.fps)  # rows read twice in this import: left out
+    # md rows that print a row of another file
+    printed = printed_again(tally.shown, tally.untimed, tally.file_of, again)
+    again.update(printed)
+    sets = _sets(o, content, tally, again)
+    res = _result_before_writing(store, o.label, sources, sets, content, tally.dup_stored, skipped, refused)
+    if res.already:
+        return res
+    for src in sources:
+        res.per_file[str(src.path)] = src.count
+    gone = ImportedSet("", "", {}, already=True)  # the set of a system whose every row was left out
+    by_id = [sets.get(sy, gone) for sy in tally.system_ids]
+    res.repaired = [text for si, text in tally.repaired if not by_id[si].already]
+    writer = _Writer(store, res, by_id, Held(aside), repeated_keys(tally.keys, again), tally.keys)
+    told = _ReadAgain(sources, again, printed, tally)
+    # the sets imported before, whose rows are not written again (a gone set's rows are all in `again`)
+    stored = {si for si, t in enumerate(by_id) if t.already and t is not gone}
+    wrote = _pass2(spill, sources, stored, _heads(sources, tally, by_id, o, content), content, told, writer)
+    res.duplicates += told.notes()
+    for fi, src in enumerate(sources):  # what a format cannot say, of the files whose rows are written
+        note = f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
+        if fi in wrote and src.notes and note not in res.notes:
+            res.notes.append(note)
+    writer.repetitions()
+    return res
+
+
+class _Tally:
+    """What pass 1 keeps beside the spill: the systems (sets) found, the hash of the files, rows
+    imported before (counted, not spilled) and a few bytes per spilled record."""
+
+    def __init__(self, md_forms: set[RowForm], stored: StoredRows) -> None:
+        self.stored = stored
+        self.systems_seen: dict[tuple, set[str]] = {}  # system -> the backends its rows named
+        self.system_ids: dict[tuple, int] = {}  # system -> its place, in the order found
+        self.wrong: list[str] = []  # rows whose GPU backend is not --backend
+        self.content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
+        self.keys = array.array("Q")  # the test digest of each spilled record, in spill order
+        self.repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
+        self.dup_stored: dict[tuple[RowWhere, str], int] = {}  # ((run id, name, digest), how matched) -> rows
+        self.fps = array.array("q")  # each spilled record's measurement digest (read twice: after pass 1)
+        self.shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's shown_key
+        self.untimed: list[int] = []  # spill places of md rows (matched by shown_key after pass 1)
+        self.file_of, self.line_of = array.array("I"), array.array("I")  # of each spilled record (md forms)
+        self.set_of = array.array("I")  # of each spilled record: its system's place in system_ids
+
+    def add(
+        self, r: SourceRow, src: ImportSource, fi: int, rec: BenchRecord, backend: str | None
+    ) -> int | None:
+        """Tally the record of row `r` of file `fi`: its set's place in system_ids, or None when it was
+        imported before (counted, not spilled)."""
+        key = test_key(rec)
+        fp = measurement_of(rec, key)
+        no_time = r.fmt == "md" and is_untimed(rec)  # an md table's row: matched by what it prints
+        was = self.stored.match(rec, key, fp, md_row=no_time)
+        if was:
+            self.dup_stored[was] = self.dup_stored.get(was, 0) + 1
+            return None
+        si = self._system(r, src, backend)
+        self.keys.append(key64(rec, key))
+        self.set_of.append(si)
+        if no_time:
+            self.untimed.append(len(self.fps))
+        self.fps.append(fp)
+        if self.shown:  # what md rows are matched on (not kept for an import without md tables)
+            mine = form_of(rec.raw) if no_time else None
+            for f, digests in self.shown.items():  # an md row: only in its own form
+                digests.append(shown_key(rec, key, f) if mine is None or f == mine else 0)
+            self.file_of.append(fi)
+            self.line_of.append(r.line)
+        if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
+            how = (
+                f"recomputed from {len(rec.samples_ts)} samples"
+                if rec.stddev_ts is not None
+                else "left empty (fewer than 2 samples)"
+            )
+            self.repaired.append(
+                (si, f"{src.path}:{r.line}: stddev_ts was not a finite, non-negative number; {how}")
+            )
+        return si
+
+    def _system(self, r: SourceRow, src: ImportSource, backend: str | None) -> int:
+        """The place of the row's system in system_ids (a new one numbered); a row whose GPU backend is
+        not --backend noted in `wrong`."""
+        sy = system_of(r.fields)
+        said_names = llamabench.backends_of(r.fields)
+        self.systems_seen.setdefault(sy, set()).add(said_names)
+        si = self.system_ids.setdefault(sy, len(self.system_ids))
+        said = backends.from_llama_names(said_names, r.fields.get("devices"))
+        if backend is not None and said not in ("cpu", "unknown") and said != backend:
+            self.wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
+        return si
+
+
+def _pass1(
+    sources: list[ImportSource], spill: IO[bytes], refused: list[str], o: ImportOptions, tally: _Tally
+) -> None:
+    """Pass 1: every row of every file, in order, into its pass-1 record (try_record: refused rows said
+    in `refused`), tallied, and spilled as `<set> <file> <spilled record>` unless imported before."""
     for fi, src in enumerate(sources):
-        for r in src.rows(content_h):
+        for r in src.rows(tally.content_h):
             made = try_record(
                 r,
                 src,
@@ -260,75 +337,54 @@ def _import_rows(
                 image=PASS1_IMAGE,
                 run_id="",
                 created="",
-                model_sha256=model_sha256 or "",
+                model_sha256=o.model_sha256 or "",
                 content="",
             )
             if made is None:
                 continue
             rec, body = made
-            key = test_key(rec)
-            fp = measurement_of(rec, key)
-            no_time = r.fmt == "md" and is_untimed(rec)  # an md table's row: matched by what it prints
-            was = stored.match(rec, key, fp, md_row=no_time)
-            if was:
-                dup_stored[was] = dup_stored.get(was, 0) + 1
-                continue
-            sy = system_of(r.fields)
-            said_names = llamabench.backends_of(r.fields)
-            systems_seen.setdefault(sy, set()).add(said_names)
-            si = system_ids.setdefault(sy, len(system_ids))
-            said = backends.from_llama_names(said_names, r.fields.get("devices"))
-            if backend is not None and said not in ("cpu", "unknown") and said != backend:
-                wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
-            keys.append(key64(rec, key))
-            set_of.append(si)
-            if no_time:
-                untimed.append(len(fps))
-            fps.append(fp)
-            if md_forms:  # what md rows are matched on (not kept for an import without md tables)
-                mine = form_of(rec.raw) if no_time else None
-                for f, digests in shown.items():  # an md row: only in its own form
-                    digests.append(shown_key(rec, key, f) if mine is None or f == mine else 0)
-                file_of.append(fi)
-                line_of.append(r.line)
-            if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):
-                repaired.append(
-                    (
-                        si,
-                        f"{src.path}:{r.line}: stddev_ts was not a finite, non-negative number; "
-                        + (
-                            f"recomputed from {len(rec.samples_ts)} samples"
-                            if rec.stddev_ts is not None
-                            else "left empty (fewer than 2 samples)"
-                        ),
-                    )
-                )
-            spill.write(b"%d %d %s\n" % (si, fi, spilled(body)))
+            si = tally.add(r, src, fi, rec, o.backend)
+            if si is not None:
+                spill.write(b"%d %d %s\n" % (si, fi, spilled(body)))
         src.finish()
-    if before is not None:
-        _unchanged([src.path for src in sources], before)
-    backend_wrong(backend, wrong)
-    content = content_h.hexdigest()
-    again = fingerprints_again(fps)  # rows read twice in this import: left out
-    printed = printed_again(shown, untimed, file_of, again)  # md rows that print a row of another file
-    again.update(printed)
-    live = live_sets(set_of, again)  # systems with a row left to write (an md table's may have none)
-    systems = [sy for sy in systems_seen if system_ids[sy] in live]
-    if digest and len(systems) > 1:
+
+
+def _sets(o: ImportOptions, content: str, tally: _Tally, again: dict[int, int]) -> dict[tuple, ImportedSet]:
+    """The set of each system with a row left to write (an md table's may have none), named by
+    set_names, its digest --digest or `import:<hash of the files [+ system]>`; BadInput for one
+    --digest over several systems."""
+    live = live_sets(tally.set_of, again)
+    systems = [sy for sy in tally.systems_seen if tally.system_ids[sy] in live]
+    if o.digest and len(systems) > 1:
         raise BadInput(
-            f"--digest {digest}: the files hold {len(systems)} builds/backends/GPUs "
+            f"--digest {o.digest}: the files hold {len(systems)} builds/backends/GPUs "
             f"({'; '.join(', '.join(f'{k}={v}' for k, v in s) for s in systems)}); import each "
             "with its own --digest, or leave --digest out to file each under its own"
         )
-    names = set_names(label, systems)
     sets = {}
-    for sy, name in zip(systems, names, strict=True):
-        d = digest or (
+    for sy, name in zip(systems, set_names(o.label, systems), strict=True):
+        d = o.digest or (
             "import:"
             + (content if len(systems) == 1 else hashlib.sha256((content + repr(sy)).encode()).hexdigest())
         )
         sets[sy] = ImportedSet(name, d, dict(sy))
-    gone = ImportedSet("", "", {}, already=True)  # the set of a system whose every row was left out
+    return sets
+
+
+def _result_before_writing(
+    store: ResultStore,
+    label: str,
+    sources: list[ImportSource],
+    sets: dict[tuple, ImportedSet],
+    content: str,
+    dup_stored: dict[tuple[RowWhere, str], int],
+    skipped: list[str],
+    refused: list[str],
+) -> ImportResult:
+    """The import's result before a record is written, each set marked `already` when the store holds
+    it (named as stored: that is the name report and compare know it by); `already` when every row or
+    every set was imported before. BadInput when every row was refused after its reader counted it
+    (e.g. a lone surrogate)."""
     res = ImportResult(
         label,
         next(iter(sets.values())).digest if sets else "",
@@ -339,7 +395,7 @@ def _import_rows(
         refused=refused,
         duplicates=[dup_note(n, run, name, how) for ((run, name, _d), how), n in sorted(dup_stored.items())],
     )
-    if not sets and not dup_stored:  # every row refused after its reader counted it (e.g. a lone surrogate)
+    if not sets and not dup_stored:
         raise none_usable(", ".join(str(src.path) for src in sources), refused)
     if not sets:  # every row was imported before: named as stored
         res.sets = [
@@ -348,29 +404,40 @@ def _import_rows(
         res.digest = res.sets[0].digest if res.sets else ""
         res.already = True
         return res
+    known = _stored_names(store, [s_.digest for s_ in sets.values()])
+    for s_ in sets.values():
+        s_.already = (s_.digest, content) in known
+        if s_.already:
+            s_.name = known[(s_.digest, content)]
+    res.already = all(s_.already for s_ in sets.values())
+    return res
+
+
+def _stored_names(store: ResultStore, digests: list[str]) -> dict[tuple[str, Any], str]:
+    """{(image digest, hash of the files imported): image name} of the store's records of `digests`."""
     from toolkit.results import (
         index as resultindex,  # only the records of these digests, through the query index
     )
 
-    known = {
+    return {
         (r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
-        for r in resultindex.select(store, digests=[s_.digest for s_ in sets.values()])
+        for r in resultindex.select(store, digests=digests)
     }
-    for s_ in sets.values():
-        s_.already = (s_.digest, content) in known
-        if s_.already:  # named as stored: that is the name report and compare know them by
-            s_.name = known[(s_.digest, content)]
-    if all(s_.already for s_ in sets.values()):
-        res.already = True
-        return res
-    for src in sources:
-        res.per_file[str(src.path)] = src.count
-    by_id = [sets.get(sy, gone) for sy in system_ids]
-    res.repaired = [text for si, text in repaired if not by_id[si].already]
+
+
+def _run_of(now: datetime | None, content: str) -> tuple[str, str]:
+    """The run id and `created` of an import at `now` (None: now) of files whose hash is `content`."""
     now = now or datetime.now(timezone.utc)
-    run_id = f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}"
-    created = now.isoformat(timespec="seconds")
-    heads = [
+    return f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}", now.isoformat(timespec="seconds")
+
+
+def _heads(
+    sources: list[ImportSource], tally: _Tally, by_id: list[ImportedSet], o: ImportOptions, content: str
+) -> list[bytes]:
+    """Per system (its place in system_ids), the head its records start with (head_of): the import's
+    run id and time, and its set's image (its backend --backend, else what its rows named)."""
+    run_id, created = _run_of(o.now, content)
+    return [
         head_of(
             run_id,
             created,
@@ -378,76 +445,129 @@ def _import_rows(
                 name=t.name,
                 ref=f"import:{t.name}",
                 digest=t.digest,
-                backend=backend
-                or backends.from_llama_names(",".join(sorted(systems_seen[sy])), dict(sy).get("devices")),
+                backend=o.backend
+                or backends.from_llama_names(
+                    ",".join(sorted(tally.systems_seen[sy])), dict(sy).get("devices")
+                ),
                 labels={"org.toolkit.imported-from": ", ".join(src.path.name for src in sources)},
             ),
         )
-        for sy, t in zip(system_ids, by_id, strict=True)
+        for sy, t in zip(tally.system_ids, by_id, strict=True)
     ]
-    repeated = repeated_keys(keys, again)
-    holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
-    batch: list[tuple[str, bytes, bytes]] = []
-    targets: list[ImportedSet] = []
 
-    def put(target: ImportedSet, head: bytes, tail: bytes) -> None:
-        batch.append((target.digest, head, tail))
-        targets.append(target)
-        if len(batch) >= store.BATCH:
-            flush()
 
-    def flush() -> None:
-        for target, path in zip(targets, store.add_record_lines(batch), strict=True):
-            target.path = res.path = path
+class _Writer:
+    """Pass 2's records appended in batches (ResultStore.add_record_lines), each counted in its set
+    and in `res`; those of tests several records measure (`repeated`, places in the spill) held aside
+    (`held`) until every record is read, then marked as repetitions and appended (`repetitions`)."""
+
+    def __init__(
+        self,
+        store: ResultStore,
+        res: ImportResult,
+        by_id: list[ImportedSet],
+        held: Held,
+        repeated: set[int],
+        keys: array.array,
+    ) -> None:
+        self.store, self.res, self.by_id = store, res, by_id
+        self.held, self.repeated, self.keys = held, repeated, keys
+        self.batch: list[tuple[str, bytes, bytes]] = []
+        self.targets: list[ImportedSet] = []
+
+    def write(self, i: int, si: int, head: bytes, tail: bytes) -> None:
+        """Spilled record `i` of set `si` (its JSON cut where its seq goes): appended, or held."""
+        if i in self.repeated:
+            self.held.add(si, self.keys[i], head + b"0" + tail)
+        else:
+            self.put(self.by_id[si], head, tail)
+
+    def put(self, target: ImportedSet, head: bytes, tail: bytes) -> None:
+        self.batch.append((target.digest, head, tail))
+        self.targets.append(target)
+        if len(self.batch) >= self.store.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        for target, path in zip(self.targets, self.store.add_record_lines(self.batch), strict=True):
+            target.path = self.res.path = path
             target.records += 1
-            res.records += 1
-        batch.clear()
-        targets.clear()
+            self.res.records += 1
+        self.batch.clear()
+        self.targets.clear()
 
-    firsts = dict.fromkeys(again.values(), "")  # spill index -> file:line of a row read again later
-    read_again: dict[tuple[str, str, bool], list] = {}  # (file, file of the first, md) -> [rows, an example]
-    held = Held(aside)  # the records of repeated tests: set aside, grouped after the last row
-    wrote: set[int] = set()  # the files (places in sources) a record is written from
+    def repetitions(self) -> None:
+        """After every spilled record: the held ones grouped, marked and appended, in file order."""
+        self.res.repeated = self.held.group(self.by_id)
+        for si, line in self.held.lines():
+            at = line.rfind(SEQ_FIELD)
+            self.put(self.by_id[si], line[:at] + b',"seq":', line[at + len(SEQ_FIELD) :])
+        self.flush()
+
+
+class _ReadAgain:
+    """The rows pass 2 leaves out as read before in this import (`again`: {place: place of the first};
+    `printed`: md rows that print another file's row), counted per (file, file of the first, md) with
+    an example, for `notes`."""
+
+    def __init__(
+        self, sources: list[ImportSource], again: dict[int, int], printed: dict[int, int], tally: _Tally
+    ) -> None:
+        self.sources, self.again, self.printed = sources, again, printed
+        self.file_of, self.line_of = tally.file_of, tally.line_of
+        self.firsts = dict.fromkeys(again.values(), "")  # spill index -> file:line of a row read again later
+        # (file, file of the first, md) -> [rows, an example]
+        self.seen: dict[tuple[str, str, bool], list] = {}
+
+    def left_out(self, i: int, fi: int, body: bytes) -> bool:
+        """Whether spilled record `i` (of file `fi`) is left out as read before (then counted)."""
+        if i in self.firsts:
+            self.firsts[i] = f"{self.sources[fi].path}:{line_number_of(body)}"
+        if i not in self.again:
+            return False
+        j = self.again[i]
+        first = self.firsts.get(j) or (  # an md row before the row it prints: its place, kept when md_here
+            f"{self.sources[self.file_of[j]].path}:{self.line_of[j]}" if j < len(self.file_of) else "?"
+        )
+        pair = (str(self.sources[fi].path), first.rsplit(":", 1)[0], i in self.printed)
+        seen = self.seen.setdefault(pair, [0, f"{pair[0]}:{line_number_of(body)} = {first}"])
+        seen[0] += 1
+        return True
+
+    def notes(self) -> list[str]:
+        return [
+            f"{n} row(s) of {f} print measurements this import reads in full from {first} (e.g. {eg}): left out"
+            if md
+            else f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
+            for (f, first, md), (n, eg) in self.seen.items()
+        ]
+
+
+def _pass2(
+    spill: IO[bytes],
+    sources: list[ImportSource],
+    stored: set[int],
+    heads: list[bytes],
+    content: str,
+    told: _ReadAgain,
+    writer: _Writer,
+) -> set[int]:
+    """Pass 2: the spilled records read back in order, those of `stored` sets (imported before) and
+    those read before in this import (`told`) left out, the others filled in (their set's head, their
+    file's and the import's hashes) and written; returns the files (places) a record is written from."""
+    holes = [b'"file_sha256":"%s","sha256":"%s"' % (src.sha.encode(), content.encode()) for src in sources]
+    wrote: set[int] = set()
     spill.seek(0)
     for i, line in enumerate(spill):
         si_b, fi_b, at_seq, at_holes, body = line[:-1].split(b" ", 4)
-        target = by_id[int(si_b)]
-        if target.already and target is not gone:  # (a gone set's rows are all read again: said below)
+        si, fi = int(si_b), int(fi_b)
+        if si in stored or told.left_out(i, fi, body):
             continue
-        if i in firsts:
-            firsts[i] = f"{sources[int(fi_b)].path}:{line_number_of(body)}"
-        if i in again:
-            j = again[i]
-            first = firsts.get(j) or (  # an md row before the row it prints: its place, kept when md_here
-                f"{sources[file_of[j]].path}:{line_of[j]}" if j < len(file_of) else "?"
-            )
-            pair = (str(sources[int(fi_b)].path), first.rsplit(":", 1)[0], i in printed)
-            seen = read_again.setdefault(pair, [0, f"{pair[0]}:{line_number_of(body)} = {first}"])
-            seen[0] += 1
-            continue
-        wrote.add(int(fi_b))
-        head, tail = filled_body(body, int(at_seq), int(at_holes), heads[int(si_b)], holes[int(fi_b)])
-        if i in repeated:
-            held.add(int(si_b), keys[i], head + b"0" + tail)
-        else:
-            put(target, head, tail)
-    flush()
-    res.duplicates += [
-        f"{n} row(s) of {f} print measurements this import reads in full from {first} (e.g. {eg}): left out"
-        if md
-        else f"{n} row(s) of {f} are measurements read before in this import, from {first} (e.g. {eg}): left out"
-        for (f, first, md), (n, eg) in read_again.items()
-    ]
-    for fi, src in enumerate(sources):  # what a format cannot say, of the files whose rows are written
-        note = f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
-        if fi in wrote and src.notes and note not in res.notes:
-            res.notes.append(note)
-    res.repeated = held.group(by_id)
-    for si, line in held.lines():
-        at = line.rfind(SEQ_FIELD)
-        put(by_id[si], line[:at] + b',"seq":', line[at + len(SEQ_FIELD) :])
-    flush()
-    return res
+        wrote.add(fi)
+        head, tail = filled_body(body, int(at_seq), int(at_holes), heads[si], holes[fi])
+        writer.write(i, si, head, tail)
+    writer.flush()
+    return wrote
 
 
 def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: ImportOptions) -> ImportResult:
@@ -469,17 +589,11 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
         formats={str(f.path): f"vllm-bench-{f.kind}" for f in files},
         sets=[s_],
     )
-    from toolkit.results import index as resultindex
-
-    known = {
-        (r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
-        for r in resultindex.select(store, digests=[d])
-    }
+    known = _stored_names(store, [d])
     if (d, content) in known:
         s_.already = res.already = True
         s_.name = known[(d, content)]
         return res
-    now = o.now or datetime.now(timezone.utc)
     image = ImageRef(
         name=o.label,
         ref=f"import:{o.label}",
@@ -488,7 +602,7 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
         labels={"org.toolkit.imported-from": ", ".join(f.path.name for f in files)},
     )
     try:
-        recs = _vllm_records(files, image, now, content, o.model_sha256)
+        recs = _vllm_records(files, image, o.now, content, o.model_sha256)
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as err:
         # a value of the wrong type or size in one of the files (pydantic's ValidationError is a ValueError)
         first = reason_of(err).splitlines()[0][:200] if str(err) else type(err).__name__
@@ -504,13 +618,18 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
 
 
 def _vllm_records(
-    files: list[vllm_import.VllmFile], image: ImageRef, now: datetime, content: str, model_sha256: str | None
+    files: list[vllm_import.VllmFile],
+    image: ImageRef,
+    now: datetime | None,
+    content: str,
+    model_sha256: str | None,
 ) -> list[BenchRecord]:
+    run_id, created = _run_of(now, content)
     return vllm_import.records(
         files,
         image=image,
-        run_id=f"import-{now.strftime('%Y%m%dT%H%M%SZ')}-{content[:6]}",
-        created=now.isoformat(timespec="seconds"),
+        run_id=run_id,
+        created=created,
         model_sha256=model_sha256 or "",
         content=content,
         file_sha={f.path: hashlib.sha256(f.data).hexdigest() for f in files},

@@ -398,45 +398,11 @@ class ResultIndex:
             if problem is None and obj is not None:
                 rec, problem = bench_record(obj)
                 if rec is not None:
-                    facet = (
-                        rec.image.name,
-                        rec.image.digest,
-                        rec.model.name,
-                        rec.model.size_bytes,
-                        rec.gpu_info,
-                    )
-                    recs.append(
-                        (
-                            fid,
-                            n,
-                            off,
-                            length,
-                            rec.status,
-                            self._id("runs", runs, rec.run_id, "run_id"),
-                            identity.measured_at(rec),
-                            self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
-                            1 if identity.is_repetition(rec) else 0,
-                            0 if identity.value(rec) is None else 1,
-                            self._id(
-                                "facets",
-                                facets,
-                                facet,
-                                "image_name, digest, model_name, model_size, gpu_info",
-                            ),
-                            rec.seq,
-                            1 if identity.is_timed(rec) else 0,
-                            written_at(rec.created),
-                            1 if identity.is_tune_trial(rec) else 0,
-                        )
-                    )
+                    recs.append((fid, n, off, length, *self._rec_fields(rec, keys, runs, facets)))
             if problem is not None:
                 probs.append((fid, n, problem))
         if last is not None:
-            n, off, length = last
-            with path.open("rb") as fh:
-                fh.seek(off + length - 1)
-                whole = fh.read(1) == b"\n"
-            done, lines = (off + length, n) if whole else (off, n - 1)  # a half line is read again next time
+            done, lines = _read_up_to(path, *last)
         self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
         self.conn.execute(
@@ -452,6 +418,24 @@ class ResultIndex:
                 _edges(path, done),
                 fid,
             ),
+        )
+
+    def _rec_fields(self, rec: BenchRecord, keys: dict, runs: dict, facets: dict) -> tuple:
+        """A record's index row after its place (file, line, off, len): from R_STATUS to R_TUNE, its run,
+        test key and facet numbered (a new one inserted)."""
+        facet = (rec.image.name, rec.image.digest, rec.model.name, rec.model.size_bytes, rec.gpu_info)
+        return (
+            rec.status,
+            self._id("runs", runs, rec.run_id, "run_id"),
+            identity.measured_at(rec),
+            self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
+            1 if identity.is_repetition(rec) else 0,
+            0 if identity.value(rec) is None else 1,
+            self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
+            rec.seq,
+            1 if identity.is_timed(rec) else 0,
+            written_at(rec.created),
+            1 if identity.is_tune_trial(rec) else 0,
         )
 
     # ------------------------------------------------------------------------------------------ reading
@@ -562,6 +546,27 @@ class ResultIndex:
         are superseded.
         """
         self._order(files)
+        self._choose_among(heads, images, runs, digests, ok_only)
+        read, failed = self.conn.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
+        kfirst, used = self._best_runs()
+        keep = self._kept()
+        # Order: ok records grouped by test at the place the test first appears in the whole set (so
+        # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
+        # store order inside a test; failed records at their own place.
+        keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
+        for t in ("f", "best", "pick"):
+            self.conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
+
+    def _choose_among(
+        self,
+        heads: Sequence[Head] | None,
+        images: Iterable[str] | None,
+        runs: Iterable[str] | None,
+        digests: Iterable[str] | None,
+        ok_only: bool,
+    ) -> None:
+        """temp.f: the index rows (R_* fields, then pos) of the set `choose` chooses among."""
         c = self.conn
         args: list[Any]
         if heads is not None:
@@ -581,7 +586,12 @@ class ResultIndex:
             f"JOIN temp.ord o ON o.file = r.file WHERE {where}",
             args,
         )
-        read, failed = c.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
+
+    def _best_runs(self) -> tuple[dict[int, int], int]:
+        """temp.best: per test key of temp.f's ok rows, the run `choose` uses (its docstring says which),
+        its repetitions and the place the test first appears; returns {key: that place} and how many
+        records are used (a run's repetitions each, else one)."""
+        c = self.conn
         c.execute("DROP TABLE IF EXISTS temp.best")
         c.execute(
             "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, reps, kfirst, "
@@ -597,6 +607,12 @@ class ResultIndex:
         for key, reps, first in c.execute("SELECT key, reps, kfirst FROM temp.best"):
             kfirst[key] = first
             used += reps if reps > 1 else 1
+        return kfirst, used
+
+    def _kept(self) -> list[tuple]:
+        """The rows of temp.f a RecordSelection holds: the ok rows of the runs in temp.best, the failed
+        rows with a value, and the first row of each facet not among those."""
+        c = self.conn
         keep = c.execute(
             "SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
             "temp.best)) OR (status != 'ok' AND has_value)"
@@ -611,13 +627,7 @@ class ResultIndex:
             keep += c.execute(
                 f"SELECT * FROM temp.f WHERE pos IN ({','.join('?' * len(firsts))})", firsts
             ).fetchall()
-        # Order: ok records grouped by test at the place the test first appears in the whole set (so
-        # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
-        # store order inside a test; failed records at their own place.
-        keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
-        for t in ("f", "best", "pick"):
-            c.execute(f"DROP TABLE IF EXISTS temp.{t}")
-        return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
+        return keep
 
     def skewed(self, files: Sequence[Path]) -> dict[tuple[int, int], float]:
         """(file id, line) -> the latest `written` of the records written before it in its store (by
@@ -646,6 +656,15 @@ class ResultIndex:
                     )
                 ]
         return out
+
+
+def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
+    """(bytes, lines) of `path` indexed, its last line read being line `n` at `off` (`length` bytes): a
+    half line (no newline yet) is read again next time."""
+    with path.open("rb") as fh:
+        fh.seek(off + length - 1)
+        whole = fh.read(1) == b"\n"
+    return (off + length, n) if whole else (off, n - 1)
 
 
 def _may_name_digest(digest: str, ref: str) -> bool:

@@ -177,9 +177,10 @@ def records(
     refs = {
         (f.input_len, 1): f for f in files if f.kind == "latency" and f.output_len == 1
     }  # the decode reference runs
-
-    def base(f: VllmFile, fmt: str) -> dict[str, Any]:
-        return dict(
+    for f in files:
+        assert f.input_len is not None and f.output_len is not None
+        L, O = f.input_len, f.output_len  # noqa: E741
+        base = dict(
             run_id=run_id,
             created=created,
             runner="vllm",
@@ -188,69 +189,84 @@ def records(
             imported={
                 "file": str(f.path),
                 "line": 1,
-                "format": fmt,
+                "format": f"vllm-bench-{f.kind}",  # kind_of: latency, serve or throughput
                 "file_sha256": file_sha[f.path],
                 "sha256": content,
             },
         )
-
-    for f in files:
-        assert f.input_len is not None and f.output_len is not None
-        L, O = f.input_len, f.output_len  # noqa: E741
         if f.kind == "latency":
-            lat, why = vf.parse_latency(f.result)
-            if lat is None:
-                raise BadInput(f"{f.path}: a `vllm bench latency` result with {why}")
-            if O == 1:
-                samples = [round(L / x, 4) for x in lat.latencies if x > 0]
-                out.append(
-                    BenchRecord(
-                        **base(f, "vllm-bench-latency"),
-                        test=f"pp{L}",
-                        axis="prefill",
-                        method=vf.METHOD_PREFILL,
-                        n_prompt=L,
-                        avg_ts=round(L / lat.avg, 4),
-                        stddev_ts=_sd(samples),
-                        samples_ts=samples,
-                        engine={"input_len": L, "output_len": 1},
-                        raw=f.result,
-                    )
-                )
-                continue
-            ref = refs.get((L, 1))
-            if ref is None:
-                raise BadInput(
-                    f"{f.path}: a `vllm bench latency` result at output {O}: its decode rate is the difference "
-                    f"to the output-1 run of the same input length {L}; import that result with it "
-                    f"(lat-{L}-1.json, or --output-len 1 on its own)"
-                )
-            short, _ = vf.parse_latency(ref.result)
-            assert short is not None
-            n = O - 1
-            error = vf.decode_noise_error(lat, short, long_len=O)
-            samples = [] if error else [round(n / (x - short.avg), 4) for x in lat.latencies if x > short.avg]
-            out.append(
-                BenchRecord(
-                    **base(f, "vllm-bench-latency"),
-                    test=f"tg{n}",
-                    axis="decode",
-                    method=vf.METHOD_DECODE,
-                    n_gen=n,
-                    status="failed" if error else "ok",
-                    error=error,
-                    avg_ts=None if error else round(n / (lat.avg - short.avg), 4),
-                    stddev_ts=_sd(samples),
-                    samples_ts=samples,
-                    engine={"input_len": L, "output_len": O, "reference_output_len": 1},
-                    raw={"long": f.result, "short": ref.result},
-                )
-            )
+            out.append(_latency(f, base, L, O, refs.get((L, 1))))
         elif f.kind == "serve":
-            out.append(_serve(f, base(f, "vllm-bench-serve"), L, O))
+            out.append(_serve(f, base, L, O))
         else:
-            out.append(_throughput(f, base(f, "vllm-bench-throughput"), L, O))
+            out.append(_throughput(f, base, L, O))
     return out
+
+
+def _latency(
+    f: VllmFile,
+    base: dict[str, Any],
+    L: int,
+    O: int,  # noqa: E741
+    ref: VllmFile | None,
+) -> BenchRecord:
+    """`vllm bench latency`: at output 1 the prefill record (avg_ts = L / avg_latency), else the decode
+    record (_decode, against `ref`); BadInput for a result that says too little."""
+    lat, why = vf.parse_latency(f.result)
+    if lat is None:
+        raise BadInput(f"{f.path}: a `vllm bench latency` result with {why}")
+    if O != 1:
+        return _decode(f, base, L, O, lat, ref)
+    samples = [round(L / x, 4) for x in lat.latencies if x > 0]
+    return BenchRecord(
+        **base,
+        test=f"pp{L}",
+        axis="prefill",
+        method=vf.METHOD_PREFILL,
+        n_prompt=L,
+        avg_ts=round(L / lat.avg, 4),
+        stddev_ts=_sd(samples),
+        samples_ts=samples,
+        engine={"input_len": L, "output_len": 1},
+        raw=f.result,
+    )
+
+
+def _decode(
+    f: VllmFile,
+    base: dict[str, Any],
+    L: int,
+    O: int,  # noqa: E741
+    lat: vf.Latency,
+    ref: VllmFile | None,
+) -> BenchRecord:
+    """A latency run at output O > 1: avg_ts = (O - 1) / its difference to `ref` (the output-1 run of
+    input L; BadInput when it is not imported with it), failed when within the noise of the two runs."""
+    if ref is None:
+        raise BadInput(
+            f"{f.path}: a `vllm bench latency` result at output {O}: its decode rate is the difference "
+            f"to the output-1 run of the same input length {L}; import that result with it "
+            f"(lat-{L}-1.json, or --output-len 1 on its own)"
+        )
+    short, _ = vf.parse_latency(ref.result)
+    assert short is not None
+    n = O - 1
+    error = vf.decode_noise_error(lat, short, long_len=O)
+    samples = [] if error else [round(n / (x - short.avg), 4) for x in lat.latencies if x > short.avg]
+    return BenchRecord(
+        **base,
+        test=f"tg{n}",
+        axis="decode",
+        method=vf.METHOD_DECODE,
+        n_gen=n,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=None if error else round(n / (lat.avg - short.avg), 4),
+        stddev_ts=_sd(samples),
+        samples_ts=samples,
+        engine={"input_len": L, "output_len": O, "reference_output_len": 1},
+        raw={"long": f.result, "short": ref.result},
+    )
 
 
 def _sd(xs: list[float]) -> float | None:

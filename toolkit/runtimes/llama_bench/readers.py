@@ -303,72 +303,97 @@ def iter_json_array(
     a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
     incomplete record (why)` and stops. Bare nan/inf tokens are read as in read_json_array; a JSON
     token never spans lines, so blocks of whole lines are read alike."""
-    src = iter(blocks)
-    buf, eof = "", False
-
-    def fill() -> None:
-        nonlocal buf, eof
-        parts, got = [buf], 0
-        for part in src:
-            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
-            got += len(part)
-            if got >= JSON_BLOCK:
-                break
-        else:
-            eof = True
-        buf = "".join(parts)
-
-    fill()
-    while "[" not in buf and not eof:
-        fill()
-    start = buf.find("[")
+    t = _JsonText(blocks, first)
+    t.fill()
+    while "[" not in t.buf and not t.eof:
+        t.fill()
+    start = t.buf.find("[")
     if start < 0:
         return
     dec = json.JSONDecoder()
-    pos, line, counted = start + 1, first, 0  # `line` is the line of buf[counted]
+    t.pos = start + 1
     while True:
-        while pos < len(buf) and buf[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(buf) and not eof:
-            line += buf.count("\n", counted, pos)
-            buf, pos, counted = "", 0, 0
-            fill()
+        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n,":
+            t.pos += 1
+        if t.pos >= len(t.buf) and not t.eof:
+            t.line_at(t.pos)
+            t.read_from(t.pos)
             continue
-        if pos >= len(buf) or buf[pos] == "]":
-            if pos < len(buf) and skipped is not None:
-                line += buf.count("\n", counted, pos)
-                _after_the_array(buf[pos + 1 :], src, line, skipped)
+        if t.pos >= len(t.buf) or t.buf[t.pos] == "]":
+            if t.pos < len(t.buf) and skipped is not None:
+                _after_the_array(t.buf[t.pos + 1 :], t.src, t.line_at(t.pos), skipped)
             return
-        line += buf.count("\n", counted, pos)
-        counted = pos
+        line = t.line_at(t.pos)
         try:
-            obj, end = jsonsafe.decode_at(dec, buf, pos)
+            obj, end = jsonsafe.decode_at(dec, t.buf, t.pos)
         except jsonsafe.JsonProblem as err:
-            over = jsonsafe.value_end(buf, pos) if "nested deeper" in str(err) else None
-            if over is not None:  # a whole element too deep to parse: stepped over, the next is read
-                if skipped is not None:
-                    skipped.append(f"line {line}: an element of the array left out ({err})")
-                pos = over
+            if _past_unparsed(t, err, skipped):
                 continue
-            if not eof and len(buf) - pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
-                buf, pos, counted = buf[pos:], 0, 0
-                fill()
-                continue
-            if skipped is not None:  # the half object a crash left behind
-                why = (
-                    err
-                    if len(buf) - pos <= jsonsafe.MAX_LINE_BYTES
-                    else f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
-                )
-                skipped.append(f"line {line}: the array ends in an incomplete record ({why})")
             return
-        pos = end
+        t.pos = end
         if isinstance(obj, dict):
             yield SourceRow(line, obj, "json")
         elif skipped is not None:
             skipped.append(
                 f"line {line}: an element of the array that is not a JSON object ({value_kind(obj)}) left out"
             )
+
+
+class _JsonText:
+    """A streamed `-o json` text as iter_json_array reads it: `buf` holds it from the element being
+    read on (JSON_BLOCK characters at a time), `pos` is where reading stands in it and `line` the line
+    of buf[counted]; `eof` once every block is in `buf`."""
+
+    def __init__(self, blocks: Iterable[str], first: int) -> None:
+        self.src = iter(blocks)
+        self.buf, self.eof = "", False
+        self.pos, self.line, self.counted = 0, first, 0
+
+    def fill(self) -> None:
+        """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
+        parts, got = [self.buf], 0
+        for part in self.src:
+            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
+            got += len(part)
+            if got >= JSON_BLOCK:
+                break
+        else:
+            self.eof = True
+        self.buf = "".join(parts)
+
+    def line_at(self, pos: int) -> int:
+        """The line buf[pos] is on (`pos` not before the place counted last)."""
+        self.line += self.buf.count("\n", self.counted, pos)
+        self.counted = pos
+        return self.line
+
+    def read_from(self, pos: int) -> None:
+        """Drop `buf` before `pos` and append the next blocks."""
+        self.buf, self.pos, self.counted = self.buf[pos:], 0, 0
+        self.fill()
+
+
+def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] | None) -> bool:
+    """After an element at t.pos that does not parse: True to read on (an element nested too deep
+    stepped over, noted; one that may go on in the next block read again with it), False at the
+    array's end (the half object a crash left behind, or one longer than the line limit: noted)."""
+    over = jsonsafe.value_end(t.buf, t.pos) if "nested deeper" in str(err) else None
+    if over is not None:  # a whole element too deep to parse: stepped over, the next is read
+        if skipped is not None:
+            skipped.append(f"line {t.line}: an element of the array left out ({err})")
+        t.pos = over
+        return True
+    if not t.eof and len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
+        t.read_from(t.pos)
+        return True
+    if skipped is not None:  # the half object a crash left behind
+        why = (
+            err
+            if len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES
+            else f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
+        )
+        skipped.append(f"line {t.line}: the array ends in an incomplete record ({why})")
+    return False
 
 
 def _after_the_array(rest: str, src: Iterator[str], line: int, skipped: list[str]) -> None:
