@@ -219,3 +219,24 @@ def test_doctor_says_nothing_about_power_without_gpus(tmp_path):
 
     (tmp_path / "sys" / "class" / "drm").mkdir(parents=True)
     assert check_power(gpu_power_states(tmp_path / "sys", nvml=False)) == []
+
+
+def test_no_kfd_warns_only_where_an_amd_gpu_lacks_it_and_lines_wrap_to_the_terminal(tmp_path: Path) -> None:
+    """Reproducers (issue 33 and a helper's trial): a GPU-less host got `warn kfd` on every run; doctor
+    lines of 150-300 characters wrapped at the terminal's edge without indentation."""
+    host = fake_host(tmp_path)
+    (host["dev"] / "kfd").unlink()  # an R9700 whose amdgpu driver has no KFD: a warning
+    report = diagnose(IMAGES, {}, env={}, docker_info=DOCKER_INFO, **host)
+    assert any(m.startswith(f"no {host['dev'] / 'kfd'}: the amdgpu driver") for m in messages(report, "warn"))
+    bare = tmp_path / "bare"
+    (bare / "dev").mkdir(parents=True)
+    report = diagnose(IMAGES, {}, env={}, docker_info=DOCKER_INFO, sysfs=bare / "sys", dev=bare / "dev")
+    assert not [m for m in messages(report, "warn") if "kfd" in m]  # no AMD GPU: nothing to warn about
+    assert f"no {bare / 'dev' / 'kfd'} (no AMD GPU here): ROCm images cannot run" in messages(report, "info")
+    whole = format_doctor(report)
+    assert max(len(x) for x in whole.splitlines()) > 80  # one line each off a terminal (logs, grep)
+    wrapped = format_doctor(report, 80).splitlines()
+    assert all(len(x) <= 80 or " " not in x.strip() for x in wrapped)
+    gpu = next(i for i, x in enumerate(wrapped) if x.startswith("  info  gpu     no GPU found"))
+    assert wrapped[gpu + 1].startswith(" " * 16) and wrapped[gpu + 1][16] != " "  # under the message
+    assert " ".join(x.strip() for x in wrapped).split() == " ".join(whole.split("\n")).split()

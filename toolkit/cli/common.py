@@ -32,6 +32,20 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub("", text) if isinstance(text, str) else text
 
 
+def terminal_width(stream: Any = None) -> int | None:
+    """The columns of the terminal `stream` (stdout by default) writes to; None when it is no terminal
+    (a pipe, a file, CI's log): there a line is kept whole, for grep."""
+    import shutil
+
+    stream = stream or sys.stdout
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(40, shutil.get_terminal_size().columns)
+
+
 _echo = click.echo
 
 

@@ -15,6 +15,7 @@ from toolkit.cli.common import (
     json_option,
     matrix_option,
     read_results_option,
+    terminal_width,
 )
 from toolkit.core.errors import ToolkitError
 
@@ -74,7 +75,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     if as_json:
         echo_json(rep.to_dict())
     else:
-        click.echo(doctor_mod.format_doctor(rep))
+        click.echo(doctor_mod.format_doctor(rep, terminal_width()))
     errors = [c.message for c in rep.checks if c.level == "error"]
     if errors:  # a pipeline (`toolkit doctor && toolkit build`) must stop here
         from toolkit.core.errors import HostCheckFailed

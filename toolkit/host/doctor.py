@@ -130,12 +130,14 @@ def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
     kfd = dev / "kfd"
     if kfd.exists():
         checks.append(_node_check(kfd, "kfd"))
-    else:
+    elif any(g.vendor.lower() in ("0x1002", "1002") for g in gpus):  # an AMD GPU without its compute driver
         checks.append(
             Check(
                 "warn", "kfd", f"no {kfd}: the amdgpu driver with KFD is not loaded; ROCm images cannot run"
             )
         )
+    else:  # nothing to warn about on a host without an AMD GPU: a fact for the ROCm images' lines
+        checks.append(Check("info", "kfd", f"no {kfd} (no AMD GPU here): ROCm images cannot run"))
     if not gpus:
         checks.append(
             Check(
@@ -701,21 +703,43 @@ def _gib(n: int) -> str:
     return f"{n / 1024**3:.1f} GiB"
 
 
-def format_doctor(report: DoctorReport) -> str:
-    """Human text: host line, checks (one per line with its level), one line per image."""
+def format_doctor(report: DoctorReport, width: int | None = None) -> str:
+    """Human text: host line, checks (one per line with its level), one line per image. `width`
+    (a terminal's columns): longer lines wrap there, each continuation indented under its message's
+    first word; None: one line each (logs, pipes, grep)."""
     h = report.host
     cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
-    lines = [
-        f"host: {h.get('os') or 'unknown OS'}, kernel {h.get('kernel', '?')}, {cpu}, "
-        f"{_gib(h.get('memory_bytes') or 0)} RAM",
-        "",
-        "checks:",
+    items = [
+        (
+            "host: ",
+            f"{h.get('os') or 'unknown OS'}, kernel {h.get('kernel', '?')}, {cpu}, "
+            f"{_gib(h.get('memory_bytes') or 0)} RAM",
+        ),
+        ("", ""),
+        ("checks:", ""),
     ]
-    lines += [f"  {c.level:<5} {c.topic:<7} {c.message}" for c in report.checks]
-    lines += ["", "images:"]
+    items += [(f"  {c.level:<5} {c.topic:<7} ", c.message) for c in report.checks]
+    items += [("", ""), ("images:", "")]
     for v in report.images:
-        lines.append(f"  {v.line()}")
-        lines += [f"    note: {n}" for n in v.notes]
+        items.append(("  ", v.line()))
+        items += [("    note: ", n) for n in v.notes]
     if not report.images:
-        lines.append("  (none selected)")
-    return "\n".join(lines)
+        items.append(("  ", "(none selected)"))
+    return "\n".join(_wrapped(lead, text, width) for lead, text in items)
+
+
+def _wrapped(lead: str, text: str, width: int | None) -> str:
+    """`lead + text`, wrapped at `width` under the text's start (paths and words never broken)."""
+    if width is None or len(lead) + len(text) <= width or not text:
+        return lead + text
+    import textwrap
+
+    indent = " " * (len(lead) if len(lead) < width // 2 else 4)
+    return textwrap.fill(
+        text,
+        width,
+        initial_indent=lead,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
