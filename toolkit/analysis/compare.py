@@ -462,7 +462,7 @@ def format_comparison(c: Comparison) -> str:
         _side_head("B", c.b, c.b_settings),
         "speedup (B/A)",
         *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
-        "",
+        "verdict",
     ]
     out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
     if show_energy:
