@@ -262,31 +262,43 @@ class RunGuard:
         others = alive + foreign
         if others and not allow_concurrent:
             self.release()
-            said = [
-                f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
-                + (
-                    f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})"
-                    if names.get(rid)
-                    else "; between containers)"
-                )
-                for rid in alive
-            ] + foreign
-            gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
-            fix = (
-                f" If that run is gone, remove its container: `{engine.cli()} rm -f {' '.join(gone)}`."
-                if gone
-                else ""
-            )
-            raise ConcurrentRun(
-                f"another toolkit benchmark is running on this container engine ({engine.engine_label()}): run "
-                f"{'; '.join(said)}. " + CONCURRENT_ADVICE + fix
-            )
+            raise self._refusal(alive, foreign, names, running_elsewhere)
         if others:
             running = ", ".join([*map(_shown, alive), *foreign])
             note(
                 f"--allow-concurrent: another benchmark is running ({running}); every record written while it runs "
                 "is flagged `concurrent`"
             )
+
+    def _refusal(
+        self,
+        alive: list[str],
+        foreign: list[str],
+        names: dict[str, list[str]],
+        running_elsewhere: dict[str, list[str]],
+    ) -> ConcurrentRun:
+        """The refusal of a run while others are alive: each named (its pid on this host and its
+        containers, or said as `foreign`), with the command that removes the containers of runs
+        started elsewhere should they be gone. Arguments as `start` gathers them."""
+        said = [
+            f"{_shown(rid)} (pid {self._pid_of(rid)} on this host"
+            + (
+                f"; container{'s' if len(names[rid]) > 1 else ''} {', '.join(names[rid])})"
+                if names.get(rid)
+                else "; between containers)"
+            )
+            for rid in alive
+        ] + foreign
+        gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
+        fix = (
+            f" If that run is gone, remove its container: `{engine.cli()} rm -f {' '.join(gone)}`."
+            if gone
+            else ""
+        )
+        return ConcurrentRun(
+            f"another toolkit benchmark is running on this container engine ({engine.engine_label()}): run "
+            f"{'; '.join(said)}. " + CONCURRENT_ADVICE + fix
+        )
 
 
 class ResultsLock:

@@ -77,6 +77,42 @@ EXIT_GRACE_S = 2.0
 stdout open (a daemon it started) does not make `measure` wait for it or count its time."""
 
 
+class _PartialLines:
+    """Each pipe's partial line, kept as chunks and joined once, at its newline (linear in the bytes
+    read), and cut at MAX_LINE_BYTES (the rest up to its newline dropped)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, list[bytes]] = {}
+        self.held: dict[int, int] = {}  # bytes held of each pipe's partial line
+
+    def _take(self, fd: int, part: bytes) -> bytes:
+        """The partial line of `fd` with `part` added, cut at MAX_LINE_BYTES."""
+        parts = self.pending.pop(fd, [])
+        parts.append(part)
+        self.held.pop(fd, None)
+        return b"".join(parts)[:MAX_LINE_BYTES]
+
+    def split(self, fd: int, chunk: bytes) -> list[str]:
+        """One chunk of pipe `fd` as whole lines, the last partial line kept; an empty chunk (the pipe
+        closed) gives the partial line, which may lack its newline."""
+        if not chunk:
+            rest = self._take(fd, b"") if fd in self.pending else b""
+            return [rest.decode(errors="replace")] if rest else []
+        lines, start = [], 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            line = self._take(fd, chunk[start:nl]) if fd in self.pending else chunk[start:nl][:MAX_LINE_BYTES]
+            lines.append(line.decode(errors="replace").rstrip("\r"))
+            start = nl + 1
+        if start < len(chunk):
+            room = MAX_LINE_BYTES - self.held.get(fd, 0)
+            if room > 0:
+                self.pending.setdefault(fd, []).append(chunk[start : start + room])
+                self.held[fd] = self.held.get(fd, 0) + min(room, len(chunk) - start)
+            else:
+                self.pending.setdefault(fd, [])
+        return lines
+
+
 def pump_lines(
     pipes: Sequence[tuple[Any, Callable[[str], None]]], done: Callable[[], bool] = lambda: False
 ) -> None:
@@ -89,36 +125,14 @@ def pump_lines(
     sel = selectors.DefaultSelector()
     for order, (pipe, handler) in enumerate(pipes):
         sel.register(pipe.fileno(), selectors.EVENT_READ, (order, handler))
-    pending: dict[int, list[bytes]] = {}
-    held: dict[int, int] = {}  # bytes held of each pipe's partial line
-
-    def take(fd: int, part: bytes) -> bytes:
-        """The partial line of `fd` with `part` added, cut at MAX_LINE_BYTES."""
-        parts = pending.pop(fd, [])
-        parts.append(part)
-        held.pop(fd, None)
-        return b"".join(parts)[:MAX_LINE_BYTES]
+    partial = _PartialLines()
 
     def read(key: selectors.SelectorKey) -> list[str]:
         """One chunk of `key`'s pipe as whole lines (the last partial line kept; all of it at EOF)."""
         chunk = os.read(key.fd, 1 << 16)
         if not chunk:  # closed: the last line may lack its newline
             sel.unregister(key.fd)
-            rest = take(key.fd, b"") if key.fd in pending else b""
-            return [rest.decode(errors="replace")] if rest else []
-        lines, start = [], 0
-        while (nl := chunk.find(b"\n", start)) >= 0:
-            line = take(key.fd, chunk[start:nl]) if key.fd in pending else chunk[start:nl][:MAX_LINE_BYTES]
-            lines.append(line.decode(errors="replace").rstrip("\r"))
-            start = nl + 1
-        if start < len(chunk):
-            room = MAX_LINE_BYTES - held.get(key.fd, 0)
-            if room > 0:
-                pending.setdefault(key.fd, []).append(chunk[start : start + room])
-                held[key.fd] = held.get(key.fd, 0) + min(room, len(chunk) - start)
-            else:
-                pending.setdefault(key.fd, [])
-        return lines
+        return partial.split(key.fd, chunk)
 
     def drain_before(order: int) -> None:
         """Handle what the pipes earlier than `order` hold now (no waiting)."""
@@ -147,6 +161,40 @@ def pump_lines(
     sel.close()
 
 
+def _spawn(command: Sequence[str], obs: RunObserver, trace_path: Path) -> subprocess.Popen:
+    """Start `command` in its own process group, stdout and stderr piped unbuffered. When it cannot be
+    started the observer is finished, the trace removed (nothing was measured), and BadInput raised."""
+    try:
+        return subprocess.Popen(
+            list(command),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            start_new_session=True,  # its own process group: stopped whole if we are stopped
+        )
+    except OSError as err:
+        obs.finish()
+        trace_path.unlink(missing_ok=True)  # nothing was measured
+        raise BadInput(
+            f"cannot run {command[0]!r}: {err.strerror or err}; give the program's path after --"
+        ) from None
+
+
+def _measured_row(obs: RunObserver, raw: dict[str, Any], trace_path: Path) -> dict[str, Any]:
+    """llama-bench row `raw` with its test window's telemetry and flags (toolkit_telemetry, toolkit_flags)."""
+    seen = obs.test(raw)
+    if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
+        seen["telemetry"]["trace"] = str(trace_path.resolve())
+    # llama-bench's own fields as printed: a nan or inf is kept as the text llama-bench
+    # prints ("nan", not null: the import's validity pass refuses it as it refuses the same
+    # row imported directly, instead of recomputing a number); the file stays strict JSON
+    return {
+        **_nonfinite_as_text(raw),
+        "toolkit_telemetry": finite_or_none(seen.get("telemetry")),
+        "toolkit_flags": seen.get("flags", []),
+    }
+
+
 def run_measured(
     command: Sequence[str],
     *,
@@ -169,20 +217,7 @@ def run_measured(
     for note in obs.notes:  # up front: a GPU not at stock power, in use before the run, not sampled
         if on_note:
             on_note(note)
-    try:
-        proc = subprocess.Popen(
-            list(command),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-            start_new_session=True,  # its own process group: stopped whole if we are stopped
-        )
-    except OSError as err:
-        obs.finish()
-        trace_path.unlink(missing_ok=True)  # nothing was measured
-        raise BadInput(
-            f"cannot run {command[0]!r}: {err.strerror or err}; give the program's path after --"
-        ) from None
+    proc = _spawn(command, obs, trace_path)
     rows: list[dict[str, Any]] = []
     t0 = obs.mark()
     try:
@@ -198,17 +233,7 @@ def run_measured(
                 on_stdout(line)
             if line.lstrip().startswith("{"):
                 for raw in llamabench.parse_jsonl(line):
-                    seen = obs.test(raw)
-                    if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
-                        seen["telemetry"]["trace"] = str(trace_path.resolve())
-                    # llama-bench's own fields as printed: a nan or inf is kept as the text llama-bench
-                    # prints ("nan", not null: the import's validity pass refuses it as it refuses the same
-                    # row imported directly, instead of recomputing a number); the file stays strict JSON
-                    row = {
-                        **_nonfinite_as_text(raw),
-                        "toolkit_telemetry": finite_or_none(seen.get("telemetry")),
-                        "toolkit_flags": seen.get("flags", []),
-                    }
+                    row = _measured_row(obs, raw, trace_path)
                     rows.append(row)
                     if on_row:
                         on_row(row)

@@ -85,34 +85,13 @@ def run_bench(
         for model in models:  # bad input (model files, checkpoint vs matrix) fails before the engine is asked
             _check_model_before_run(lm, model, images)
     decisions = decide(lm, images, models, store, gpus, opts)
-    if not opts.dry_run:
-        plan = plan_run(lm, decisions, store)
-        if plan:
-            events("note", text=plan)
-        if _cases_total(decisions) > CONFIRM_CASES and not opts.yes:
-            raise BadInput(
-                f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
-                "them, or cut the axes"
-            )
-        guard.check_writable(store.root)
     host: dict[str, Any] = {}
-    run_guard: guard.RunGuard | None = None
-    results_lock: guard.ResultsLock | None = None
+    guards: tuple[guard.RunGuard, guard.ResultsLock] | None = None
     if not opts.dry_run:
-        host = hostinfo.host_facts()
-        host.pop("cmdline", None)  # results get published: keep only the parameters that change numbers
-        host.pop("hostname", None)
-        host["docker"] = engine.engine_info(buildx=False)
-        engine_id = engine.engine_id()
-        # one benchmark per results folder (whatever its engine), then one per engine
-        lock = results_lock = guard.ResultsLock(store.root, opts.run_id, engine_id)
-        lock.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
-        try:
-            rg = run_guard = guard.RunGuard(opts.run_id, engine_id)
-            rg.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
-        except BaseException:
-            lock.release()
-            raise
+        _confirm_plan(lm, decisions, store, opts, events)
+        guard.check_writable(store.root)
+        host = _host_facts()
+        guards = rg, lock = _take_guards(store, opts, events)
         opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
@@ -121,36 +100,87 @@ def run_bench(
             outcomes += _execute(d, host, events)
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
-        try:
-            engine.remove_orphans(run_id=opts.run_id)
-            removed = "the toolkit's containers were removed"
-        except Exception as err:  # the engine may be what went away
-            removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
-        # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
-        raise RunInterrupted(
-            f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
-            "where this run stopped"
-        ) from None
+        raise _interrupted(opts.run_id, saver) from None
     except FileSystemError as err:
         raise FileSystemError(f"{err}; {saver.summary()}") from None
     except Exception as err:  # the engine gone: EngineLost from a running container, or any later call
         if opts.dry_run or not (isinstance(err, EngineUnavailable) or engine.is_connection_error(err)):
             raise
-        why = (
-            str(err)
-            if isinstance(err, EngineUnavailable)
-            else f"{engine.engine_label()} connection lost ({str(err)[:160]})"
-        )
-        raise EngineUnavailable(
-            f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
-            "`toolkit bench --resume`: containers left behind are removed at the next start"
-        ) from None
+        raise _engine_gone(err, saver) from None
     finally:
-        if run_guard:
-            run_guard.release()
-        if results_lock:
-            results_lock.release()
+        for held in guards or ():
+            held.release()
     return outcomes
+
+
+def _confirm_plan(
+    lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, opts: BenchOptions, events: Events
+) -> None:
+    """Say the plan line; BadInput for more than CONFIRM_CASES cases without opts.yes."""
+    plan = plan_run(lm, decisions, store)
+    if plan:
+        events("note", text=plan)
+    if _cases_total(decisions) > CONFIRM_CASES and not opts.yes:
+        raise BadInput(
+            f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
+            "them, or cut the axes"
+        )
+
+
+def _host_facts() -> dict[str, Any]:
+    """The host facts every record carries, with the engine's; results get published: only the
+    parameters that change numbers are kept (no kernel command line, no hostname)."""
+    host = hostinfo.host_facts()
+    host.pop("cmdline", None)
+    host.pop("hostname", None)
+    host["docker"] = engine.engine_info(buildx=False)
+    return host
+
+
+def _take_guards(
+    store: ResultStore, opts: BenchOptions, events: Events
+) -> tuple[guard.RunGuard, guard.ResultsLock]:
+    """One benchmark per results folder (whatever its engine), then one per engine: both started
+    (ConcurrentRun unless opts.allow_concurrent), returned in the order they are released; the lock is
+    released again if the engine's guard cannot start."""
+    engine_id = engine.engine_id()
+    lock = guard.ResultsLock(store.root, opts.run_id, engine_id)
+    lock.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+    try:
+        rg = guard.RunGuard(opts.run_id, engine_id)
+        rg.start(allow_concurrent=opts.allow_concurrent, note=lambda text: events("note", text=text))
+    except BaseException:
+        lock.release()
+        raise
+    return rg, lock
+
+
+def _interrupted(run_id: str, saver: guard.Saver) -> RunInterrupted:
+    """The error a Ctrl-C or SIGTERM stops the run with, once the run's containers are removed (or
+    could not be), saying what was saved."""
+    try:
+        engine.remove_orphans(run_id=run_id)
+        removed = "the toolkit's containers were removed"
+    except Exception as err:  # the engine may be what went away
+        removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
+    # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
+    return RunInterrupted(
+        f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
+        "where this run stopped"
+    )
+
+
+def _engine_gone(err: Exception, saver: guard.Saver) -> EngineUnavailable:
+    """The error the run stops with when the engine went away (`err`), saying what was saved."""
+    why = (
+        str(err)
+        if isinstance(err, EngineUnavailable)
+        else f"{engine.engine_label()} connection lost ({str(err)[:160]})"
+    )
+    return EngineUnavailable(
+        f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
+        "`toolkit bench --resume`: containers left behind are removed at the next start"
+    )
 
 
 def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[ImageSpec]) -> None:
@@ -297,24 +327,28 @@ def _decide_image(
         out += [Decision(spec, None, "note", n) for n in profile.notes]
     runner = runners.get(spec.runner)
     for m in usable:
-        if m.format not in runner.model_formats:  # said, never dropped silently
-            why = (
-                f"runner {spec.runner} reads {' or '.join(runner.model_formats)} models, not {m.format}: "
-                f"remove {spec.runner} from models[{m.name}].runners"
-            )
-            out.append(Decision(spec, m, "skipped", why))
-            continue
-        note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
-        if note:
-            out.append(Decision(spec, m, "note", note))
         ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
-        if opts.dry_run or (model_here(lm, m) is None and not m.generate):
-            out.append(Decision(spec, m, "run", ctx=ctx))  # the runner says why an absent model is skipped
-            continue
-        cases = runner.cases(ctx)
-        of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
-        out.append(Decision(spec, m, "run", ctx=ctx, cases=cases, of=of))
+        out += _model_decisions(runner, ctx)
     return out
+
+
+def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
+    """`decide` for one (image, model) pair of `ctx`: skipped for a format the runner does not read,
+    a dry run's note on the model, then `run` with the cases the runner will measure."""
+    lm, spec, m, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
+    if m.format not in runner.model_formats:  # said, never dropped silently
+        why = (
+            f"runner {spec.runner} reads {' or '.join(runner.model_formats)} models, not {m.format}: "
+            f"remove {spec.runner} from models[{m.name}].runners"
+        )
+        return [Decision(spec, m, "skipped", why)]
+    note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
+    out = [Decision(spec, m, "note", note)] if note else []
+    if opts.dry_run or (model_here(lm, m) is None and not m.generate):
+        return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
+    cases = runner.cases(ctx)
+    of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
+    return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
 
 
 def _gone(digest: str) -> bool:

@@ -180,33 +180,12 @@ def best_setting(
     groups: dict[Candidate, list[BenchRecord]] = {}
     for r in mine:
         groups.setdefault(_setting_of(r, knobs), []).append(r)
-    res = TuneResult(session, axis, test)
-    for c, rs in groups.items():
-        xs = [x for r in rs for x in r.samples_ts]
-        last = rs[-1]
-        res.ranking.append(
-            Evidence(
-                c,
-                statistics.median(xs),
-                min(xs),
-                max(xs),
-                len(rs),
-                len(xs),
-                effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen, last.n_depth),
-            )
-        )
+    res = TuneResult(session, axis, test, [_evidence(c, rs) for c, rs in groups.items()])
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]
     dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
-    sds = [
-        stats.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
-        for rs in groups.values()
-    ]
-    pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
-    meds = [e.median for e in res.ranking]
-    rel = max((s / e.median for s, e in zip(sds, res.ranking, strict=False) if e.median), default=0.0)
-    res.no_effect = len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
+    res.no_effect = _no_effect(groups, res.ranking, noisy)
     res.undecided = _undecided(res, groups)
     effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
     asked = {ub for e in res.ranking if (ub := e.candidate.get("n_ubatch")) is not None}
@@ -217,6 +196,34 @@ def best_setting(
             "change buffers and speed, so it was measured, not assumed"
         )
     return res
+
+
+def _evidence(c: Candidate, rs: list[BenchRecord]) -> Evidence:
+    """The evidence of candidate `c` from its trial records `rs` (the effective micro-batch of the newest)."""
+    xs = [x for r in rs for x in r.samples_ts]
+    last = rs[-1]
+    return Evidence(
+        c,
+        statistics.median(xs),
+        min(xs),
+        max(xs),
+        len(rs),
+        len(xs),
+        effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen, last.n_depth),
+    )
+
+
+def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidence], noisy: float) -> bool:
+    """The no-effect rule of `best_setting`: the medians of `ranking` lie within 3 x the pooled stddev
+    of the candidates' samples (`groups`), and none is noisy (relative stddev > `noisy`)."""
+    sds = [
+        stats.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
+        for rs in groups.values()
+    ]
+    pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
+    meds = [e.median for e in ranking]
+    rel = max((s / e.median for s, e in zip(sds, ranking, strict=False) if e.median), default=0.0)
+    return len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
 
 
 def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
@@ -297,20 +304,7 @@ def search(
     if axis not in ("prefill", "decode"):
         raise BadInput(f"--axis {axis!r}: prefill or decode")
     base = lm.m.bench
-    default = Candidate(
-        tuple(
-            sorted(
-                (k, v)
-                for k, v in {
-                    "n_ubatch": base.n_ubatch[0],
-                    "n_batch": base.n_batch[0],
-                    "flash_attn": base.flash_attn[0],
-                    **({"threads": base.threads} if base.threads else {}),
-                }.items()
-                if k in knobs
-            )
-        )
-    )
+    default = _matrix_default(base, knobs)
     alive = candidates(knobs, default)
     asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
     session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -336,16 +330,8 @@ def search(
         ranked = [e for e in res.ranking if e.candidate in live]
         if not ranked:
             break
-        leader = ranked[0]
-        losers = [e for e in ranked[1:] if e.high < leader.low]  # every sample below the leader's worst
-        dropped += [
-            f"{e.candidate.label()} (best sample {e.high:.2f} < the leader's worst {leader.low:.2f}, "
-            f"round {rnd})"
-            for e in losers
-        ]
-        keep = [e.candidate for e in ranked if e not in losers]
-        if len(keep) > 2:  # successive halving: the better half goes on with twice the repetitions
-            keep = keep[: math.ceil(len(keep) / 2)]
+        keep, clear_losers = _next_round(ranked, rnd)
+        dropped += clear_losers
         alive = list(dict.fromkeys(asked[k] for k in keep))
         reps *= 2
         if len(alive) <= 1:
@@ -354,6 +340,40 @@ def search(
     res = best_setting(store.results(), session, names, default, survivors=live or None)
     res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
     return res
+
+
+def _matrix_default(base: BenchAxes, knobs: dict[str, list[int]]) -> Candidate:
+    """The matrix's own setting of the searched knobs (threads only where the matrix sets it)."""
+    return Candidate(
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in {
+                    "n_ubatch": base.n_ubatch[0],
+                    "n_batch": base.n_batch[0],
+                    "flash_attn": base.flash_attn[0],
+                    **({"threads": base.threads} if base.threads else {}),
+                }.items()
+                if k in knobs
+            )
+        )
+    )
+
+
+def _next_round(ranked: list[Evidence], rnd: int) -> tuple[list[Candidate], list[str]]:
+    """Who goes on after round `rnd` (`ranked`: the live candidates, leader first), and the clear losers
+    dropped, said why: a loser's every sample is below the leader's worst. Successive halving: of more
+    than two left, the better half goes on (with twice the repetitions)."""
+    leader = ranked[0]
+    losers = [e for e in ranked[1:] if e.high < leader.low]
+    dropped = [
+        f"{e.candidate.label()} (best sample {e.high:.2f} < the leader's worst {leader.low:.2f}, round {rnd})"
+        for e in losers
+    ]
+    keep = [e.candidate for e in ranked if e not in losers]
+    if len(keep) > 2:
+        keep = keep[: math.ceil(len(keep) / 2)]
+    return keep, dropped
 
 
 def format_result(res: TuneResult) -> str:

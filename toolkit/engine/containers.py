@@ -282,13 +282,7 @@ def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
     }
     if KEEP_GROUPS in spec.group_add:
         out["annotations"] = {KEEP_GROUPS_ANNOTATION: "1"}
-    for opt in spec.security_opt:
-        if opt == "no-new-privileges":
-            out["no_new_privileges"] = True
-        elif opt == "seccomp=unconfined":
-            out["seccomp_profile_path"] = "unconfined"
-        else:
-            raise BadInput(f"security option {opt!r} is not translated for rootless Podman's libpod API")
+    out.update(_libpod_security(spec.security_opt))
     if spec.name:
         out["name"] = spec.name
     if spec.ipc_mode:
@@ -310,6 +304,19 @@ def libpod_spec(spec: RunSpec, labels: dict[str, str]) -> dict[str, Any]:
             for c, h in spec.ports.items()
         ]
     return out
+
+
+def _libpod_security(options: list[str]) -> dict[str, Any]:
+    """The SpecGenerator fields of docker-style security options; BadInput for one not translated."""
+    fields: dict[str, Any] = {}
+    for opt in options:
+        if opt == "no-new-privileges":
+            fields["no_new_privileges"] = True
+        elif opt == "seccomp=unconfined":
+            fields["seccomp_profile_path"] = "unconfined"
+        else:
+            raise BadInput(f"security option {opt!r} is not translated for rootless Podman's libpod API")
+    return fields
 
 
 def _create_libpod(c, spec: RunSpec):
@@ -361,6 +368,72 @@ class _Lines:
         return "".join(self.parts)
 
 
+class _Capture:
+    """What a running container printed so far, when its first output came (seconds after the start
+    of `run_container`), and whether it was killed for running past its timeout."""
+
+    def __init__(self, on_stdout: Callable[[str], None] | None, on_stderr: Callable[[str], None] | None):
+        self.t0 = time.monotonic()
+        self.out, self.err = _Lines(on_stdout), _Lines(on_stderr)
+        self.first: float | None = None
+        self.timed_out = threading.Event()
+
+    def pump(self, stream) -> None:
+        """Feed the attach stream's (stdout, stderr) chunks on until the container stops."""
+        for o, e in stream:
+            if self.first is None:
+                self.first = time.monotonic() - self.t0
+            if o:
+                self.out.feed(o)
+            if e:
+                self.err.feed(e)
+        self.out.close()
+        self.err.close()
+
+    def outcome(self, code: int, *, oom_killed: bool = False, seconds: float | None = None) -> RunOutcome:
+        """The outcome with what was printed so far (`seconds`: wall time until now when None)."""
+        if seconds is None:
+            seconds = time.monotonic() - self.t0
+        return RunOutcome(
+            code, self.out.text, self.err.text, seconds, self.timed_out.is_set(), oom_killed, self.first
+        )
+
+
+def _kill_quietly(container) -> None:
+    """Kill the container; one that is already gone (or an engine that does not answer) is fine."""
+    try:
+        container.kill()
+    except Exception:
+        pass
+
+
+def _report_pid(container, on_start: Callable[[int], None]) -> None:
+    """Call `on_start` with the container's main process's host pid (0 when the engine does not say);
+    observing is best effort: a failure here does not stop the run."""
+    try:
+        container.reload()
+        on_start(int(container.attrs.get("State", {}).get("Pid") or 0))
+    except Exception:
+        pass
+
+
+def _release(container, stream) -> None:
+    """Close the attach stream's HTTP response and remove the container, whatever happens."""
+    # the attach stream holds an HTTP response (docker's CancellableStream._response): closed here
+    # while its socket is still open, not left to the interpreter's exit, where urllib3 printed
+    # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        try:
+            response.close()
+        except Exception:
+            pass
+    try:
+        container.remove(force=True)
+    except Exception:
+        pass
+
+
 def run_container(
     spec: RunSpec,
     *,
@@ -379,29 +452,12 @@ def run_container(
     far. The engine going away raises `EngineLost` (EngineUnavailable, exit 5) carrying the output
     so far. An exception raised by a callback stops the run and propagates.
     """
-    t0 = time.monotonic()
+    run = _Capture(on_stdout, on_stderr)
     container = create_container(spec)
-    first: list[float] = []
-    timed_out = threading.Event()
-    out, err = _Lines(on_stdout), _Lines(on_stderr)
 
     def _kill() -> None:
-        timed_out.set()
-        try:
-            container.kill()
-        except Exception:
-            pass
-
-    def partial(code: int) -> RunOutcome:
-        return RunOutcome(
-            code,
-            out.text,
-            err.text,
-            time.monotonic() - t0,
-            timed_out.is_set(),
-            False,
-            first[0] if first else None,
-        )
+        run.timed_out.set()
+        _kill_quietly(container)
 
     timer = threading.Timer(timeout, _kill)
     timer.start()
@@ -414,61 +470,28 @@ def run_container(
         )
         container.start()
         if on_start is not None:
-            try:
-                container.reload()
-                on_start(int(container.attrs.get("State", {}).get("Pid") or 0))
-            except Exception:  # observing is best effort; the run goes on
-                pass
-        for o, e in stream:
-            if not first:
-                first.append(time.monotonic() - t0)
-            if o:
-                out.feed(o)
-            if e:
-                err.feed(e)
-        out.close()
-        err.close()
+            _report_pid(container, on_start)
+        run.pump(stream)
         status = container.wait()
-        seconds = time.monotonic() - t0
+        seconds = time.monotonic() - run.t0
         container.reload()
-        state = container.attrs.get("State", {})
-        return RunOutcome(
-            int(status.get("StatusCode", -1)),
-            out.text,
-            err.text,
-            seconds,
-            timed_out.is_set(),
-            bool(state.get("OOMKilled")),
-            first[0] if first else None,
-        )
+        oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled"))
+        return run.outcome(int(status.get("StatusCode", -1)), oom_killed=oom_killed, seconds=seconds)
     except KeyboardInterrupt:
         signals.hold_for_stop()  # stopping: a second Ctrl-C must not cut the kill, removal or save short
-        try:  # keep what was measured before the interrupt: the caller stores it, then re-raises
-            container.kill()
-        except Exception:
-            pass
-        raise Interrupted(partial(130)) from None
+        # keep what was measured before the interrupt: the caller stores it, then re-raises
+        _kill_quietly(container)
+        raise Interrupted(run.outcome(130)) from None
     except Exception as exc:
         if not is_connection_error(exc):
             raise
         raise EngineLost(
-            f"{engine_label()} connection lost during the run ({str(exc).splitlines()[0][:160]})", partial(-1)
+            f"{engine_label()} connection lost during the run ({str(exc).splitlines()[0][:160]})",
+            run.outcome(-1),
         ) from None
     finally:
         timer.cancel()
-        # the attach stream holds an HTTP response (docker's CancellableStream._response): closed here
-        # while its socket is still open, not left to the interpreter's exit, where urllib3 printed
-        # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
-        response = getattr(stream, "_response", None)
-        if response is not None:
-            try:
-                response.close()
-            except Exception:
-                pass
-        try:
-            container.remove(force=True)
-        except Exception:
-            pass
+        _release(container, stream)
 
 
 def probe_device_access(

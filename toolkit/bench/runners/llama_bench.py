@@ -452,38 +452,79 @@ def bench_one(
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = check_sha(lm, model, path)
     hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
-    # a shape twin (toolkit fetch-model --twin) says so in every record: kind synthetic-twin + twin_of
-    model_ref = ModelRef(
+    n_cases = len(axes.cases())
+    cold = _shader_cache_cold(ctx, shader_volume)
+    pre, probe = preflight_devices(ctx, shader_volume)
+    if pre:
+        status = "failed" if opts.strict or spec.backend != "cpu" else "skipped"
+        return Outcome(spec.name, model.name, status, pre)
+    events("start", image=spec.name, model=model.name, total=n_cases)
+    saver = opts.saver or guard.Saver(store)
+    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
+    base = _base_fields(ctx, axes, rs, _model_ref(model, path, sha), memory, env, probe, log_path)
+    observer = run_observer(ctx)
+    sink = RowSink(spec, opts, axes, path, sha, hashed, base, saver, observer, events, model.name, cold)
+    timeout = opts.timeout_s or axes.timeout_s
+    out, stop, facts = _run_observed(ctx, rs, sink, observer, timeout)
+    with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
+        log_problem = saver.write_text(log_path, _log_text(engine.run_command(rs), out))
+        rows = llamabench.parse_jsonl(out.stdout)
+        for raw in rows[len(sink.streamed) :]:  # a last row printed without a newline, if any
+            sink.row(raw)
+        timing = sink.timing(out.seconds, sum(_row_seconds(r, axes.repetitions) for r in rows))
+        # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), else a GPU fault in the
+        # kernel log during the run: its numbers are not trusted; else rows are missing
+        error = (
+            _process_error(out, stop, timeout, memory, engine)
+            or kernel_fault(facts)
+            or _missing_rows(rows, n_cases)
+        )
+        if error:
+            fault = _fault_record(base, timing, error, len(rows), n_cases, log_problem)
+            saver.save(fault, reraise=stop is None)
+    if stop is not None:
+        raise stop
+    events("done", image=spec.name, model=model.name, total=n_cases)
+    reason = error or (sink.voids[0] if sink.voids else "")
+    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, len(rows), rs.command, timing)
+
+
+def _model_ref(model: ModelSpec, path: Path, sha: str) -> ModelRef:
+    """The model as its records name it; a shape twin (toolkit fetch-model --twin) says so in every
+    record: kind synthetic-twin + twin_of."""
+    return ModelRef(
         name=model.name,
         path=str(path),
         sha256=sha,
         size_bytes=path.stat().st_size,
         **twin.model_extras(path, sha),
     )
-    n_cases = len(axes.cases())
-    cold = None
-    if shader_volume:  # warm only when the volume exists and a run on this digest completed before
-        cold = not engine.volume_exists(shader_volume) or not any(
-            r.status == "ok" for r in resultindex.select(store, digests=[build.digest], ok_only=True)
-        )
-        engine.ensure_volume(shader_volume, {"org.toolkit.digest": build.digest})
-    pre, probe = preflight_devices(ctx, shader_volume)
-    if pre:
-        return Outcome(
-            spec.name, model.name, "failed" if opts.strict or spec.backend != "cpu" else "skipped", pre
-        )
-    events("start", image=spec.name, model=model.name, total=n_cases)
-    saver = opts.saver or guard.Saver(store)
-    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
-    base = _base_fields(ctx, axes, rs, model_ref, memory, env, probe, log_path)
-    observer = run_observer(ctx)
-    sink = RowSink(spec, opts, axes, path, sha, hashed, base, saver, observer, events, model.name, cold)
+
+
+def _shader_cache_cold(ctx: RunContext, shader_volume: str | None) -> bool | None:
+    """Whether the image's shader cache starts cold (None: the image has none), the volume created
+    if absent: warm only when the volume exists and a run on this digest completed before."""
+    if not shader_volume:
+        return None
+    engine, digest = ctx.engine, ctx.build.digest
+    cold = not engine.volume_exists(shader_volume) or not any(
+        r.status == "ok" for r in resultindex.select(ctx.store, digests=[digest], ok_only=True)
+    )
+    engine.ensure_volume(shader_volume, {"org.toolkit.digest": digest})
+    return cold
+
+
+def _run_observed(
+    ctx: RunContext, rs: Any, sink: RowSink, observer: Any, timeout: float
+) -> tuple[Any, BaseException | None, dict[str, Any]]:
+    """Run the llama-bench container under `observer`, its lines to `sink`: (the container's outcome,
+    the Ctrl-C / SIGTERM or engine loss that stopped it, else None, the observer's facts)."""
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     observer.start()
     for note in observer.notes:  # up front: a GPU not at stock power or in use before the run
-        events("note", text=f"{spec.name}: warning: {note}; its records are flagged power-not-stock")
+        ctx.events("note", text=f"{ctx.spec.name}: warning: {note}; its records are flagged power-not-stock")
     started = {"on_start": observer.own_pid} if observer.enabled else {}
-    timeout = opts.timeout_s or axes.timeout_s
+    engine = ctx.engine
     try:
         out = engine.run_container(
             rs, timeout=timeout, on_stderr=sink.stderr, on_stdout=sink.stdout, **started
@@ -492,42 +533,44 @@ def bench_one(
         stop, out = err, err.outcome
     finally:
         facts = observer.finish()
-    with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
-        log_problem = saver.write_text(
-            log_path,
-            f"$ {shlex.join(engine.run_command(rs))}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}",
-        )
-        rows = llamabench.parse_jsonl(out.stdout)
-        for raw in rows[len(sink.streamed) :]:  # a last row printed without a newline, if any
-            sink.row(raw)
-        timing = sink.timing(out.seconds, sum(_row_seconds(r, axes.repetitions) for r in rows))
-        # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), else a GPU fault in the
-        # kernel log during the run: its numbers are not trusted
-        error = _process_error(out, stop, timeout, memory, engine) or kernel_fault(facts)
-        if not rows and not error:
-            error = "llama-bench printed no result rows"
-        elif not error and len(rows) < n_cases:  # a run that silently left tests out is not "ok"
-            error = f"llama-bench emitted {len(rows)} result rows for {n_cases} cases and exited 0"
-        # a crash, kill or timeout does not void the tests llama-bench completed before it (a row holds
-        # every repetition of its test): they are kept as results, and one failed row records the fault
-        if error:
-            done = f" ({len(rows)} of {n_cases} tests completed and kept)" if rows else ""
-            note = f"; log not written: {log_problem}" if log_problem else ""
-            failed = BenchRecord(
-                **base,
-                created=now(),
-                timing=timing,
-                test="(none)",
-                axis="prefill",
-                status="failed",
-                error=error + done + note,
-            )
-            saver.save(failed, reraise=stop is None)
-    if stop is not None:
-        raise stop
-    events("done", image=spec.name, model=model.name, total=n_cases)
-    reason = error or (sink.voids[0] if sink.voids else "")
-    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, len(rows), rs.command, timing)
+    return out, stop, facts
+
+
+def _log_text(command: list[str], out: Any) -> str:
+    """The process's log file: its command line, then what it printed on stdout and on stderr."""
+    return f"$ {shlex.join(command)}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}"
+
+
+def _missing_rows(rows: list[dict[str, Any]], n_cases: int) -> str | None:
+    """Why a process that exited 0 is not "ok" for its rows: none printed, or tests silently left out."""
+    if not rows:
+        return "llama-bench printed no result rows"
+    if len(rows) < n_cases:
+        return f"llama-bench emitted {len(rows)} result rows for {n_cases} cases and exited 0"
+    return None
+
+
+def _fault_record(
+    base: dict[str, Any],
+    timing: dict[str, float],
+    error: str,
+    n_rows: int,
+    n_cases: int,
+    log_problem: str | None,
+) -> BenchRecord:
+    """The one failed row that records a process fault. A crash, kill or timeout does not void the
+    tests llama-bench completed before it (a row holds every repetition of its test): they are kept."""
+    done = f" ({n_rows} of {n_cases} tests completed and kept)" if n_rows else ""
+    note = f"; log not written: {log_problem}" if log_problem else ""
+    return BenchRecord(
+        **base,
+        created=now(),
+        timing=timing,
+        test="(none)",
+        axis="prefill",
+        status="failed",
+        error=error + done + note,
+    )
 
 
 def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:

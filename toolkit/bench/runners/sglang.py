@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -351,6 +352,13 @@ def _one_batch_records(
     Each record carries the attention backend its processes' logs name (sa.log_attention_backend)."""
     base = _base(ctx, path, probe)
     s = settings(ctx)
+    groups = _run_one_batch(ctx, path, out_dir)
+    return [_one_batch_record(base, s, method, tokens, ub, g) for (method, tokens, ub), g in groups.items()]
+
+
+def _run_one_batch(ctx: RunContext, path: Path, out_dir: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Run every one_batch process (a progress event before each), its outcome added to the group of
+    its (method, tokens, micro-batch): samples, errors, command, raw points, seconds, attention backend."""
     groups: dict[tuple[str, int, int], dict[str, Any]] = {}
     points = _points(ctx)
     for i, (method, tokens, ub, k) in enumerate(points):
@@ -372,64 +380,82 @@ def _one_batch_records(
                 "attention": None,
             },
         )
-        g["wall"] += out.seconds
-        g["attention"] = g["attention"] or sa.log_attention_backend(out.stdout + "\n" + out.stderr)
-        if out.exit_code != 0 or out.timed_out or out.oom_killed:
-            why = (
-                "timed out"
-                if out.timed_out
-                else "out of memory"
-                if out.oom_killed
-                else f"exited {out.exit_code}"
-            )
-            g["errors"].append(f"{what}: sglang one_batch {why}: {(out.stderr or out.stdout)[-200:]!r}")
-            continue
-        pts, problems = sa.read_one_batch(out_dir / fname)
-        g["errors"] += problems
-        for pt in pts[-1:]:
-            v, bad = sa.point_value(pt, method)
-            if bad:
-                g["errors"].append(f"{what}: {bad}")
-            else:
-                g["samples"].append(v)
-                g["raw"].append(pt.raw)
-                g["tests"] += pt.total_latency or 0.0  # the measured run (one_batch warms up first)
-    recs = []
-    for (method, tokens, ub), g in groups.items():
-        prefill = method == sa.METHOD_PREFILL
-        err = "; ".join(g["errors"][:3]) or None
-        st = sa.summarize(g["samples"]) if g["samples"] and not err else None
-        recs.append(
-            BenchRecord(
-                **base,
-                test=llamabench.test_name(
-                    0 if not prefill else tokens,
-                    0 if prefill else tokens,
-                    0 if prefill else sa.decode_input_len(s),
-                ),
-                axis="prefill" if prefill else "decode",
-                method=method,
-                n_prompt=tokens if prefill else 0,
-                n_gen=0 if prefill else tokens,
-                n_ubatch=ub,
-                n_depth=0 if prefill else sa.decode_input_len(s),
-                status="ok" if st else "failed",
-                error=None if st else (err or "no sample"),
-                avg_ts=st.mean if st else None,
-                stddev_ts=st.stddev if st else None,
-                samples_ts=list(st.samples) if st else [],
-                command=g["command"],
-                timing={
-                    "wall_s": round(g["wall"], 3),
-                    "tests_s": round(g["tests"], 3),
-                    "startup_s": round(max(g["wall"] - g["tests"], 0.0), 3),
-                },
-                engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method),
-                attention_backend=g["attention"],
-                raw={"points": g["raw"]},
-            )
+        _add_process(g, out, out_dir / fname, method, what)
+    return groups
+
+
+def _add_process(g: dict[str, Any], out: Any, result: Path, method: str, what: str) -> None:
+    """Add one one_batch process to its group `g`: its seconds, the attention backend its log names,
+    then its sample (the last point of its `result` file) or why it has none."""
+    g["wall"] += out.seconds
+    g["attention"] = g["attention"] or sa.log_attention_backend(out.stdout + "\n" + out.stderr)
+    if out.exit_code != 0 or out.timed_out or out.oom_killed:
+        why = (
+            "timed out" if out.timed_out else "out of memory" if out.oom_killed else f"exited {out.exit_code}"
         )
-    return recs
+        g["errors"].append(f"{what}: sglang one_batch {why}: {(out.stderr or out.stdout)[-200:]!r}")
+        return
+    pts, problems = sa.read_one_batch(result)
+    g["errors"] += problems
+    for pt in pts[-1:]:
+        v, bad = sa.point_value(pt, method)
+        if bad:
+            g["errors"].append(f"{what}: {bad}")
+        else:
+            g["samples"].append(v)
+            g["raw"].append(pt.raw)
+            g["tests"] += pt.total_latency or 0.0  # the measured run (one_batch warms up first)
+
+
+def _one_batch_record(
+    base: dict[str, Any], s: sa.SglangSettings, method: str, tokens: int, ub: int, g: dict[str, Any]
+) -> BenchRecord:
+    """The record of one (method, tokens, micro-batch) group of one_batch processes (see _run_one_batch):
+    failed with its first errors, or with "no sample"."""
+    prefill = method == sa.METHOD_PREFILL
+    err = "; ".join(g["errors"][:3]) or None
+    st = sa.summarize(g["samples"]) if g["samples"] and not err else None
+    return BenchRecord(
+        **base,
+        test=llamabench.test_name(
+            0 if not prefill else tokens,
+            0 if prefill else tokens,
+            0 if prefill else sa.decode_input_len(s),
+        ),
+        axis="prefill" if prefill else "decode",
+        method=method,
+        n_prompt=tokens if prefill else 0,
+        n_gen=0 if prefill else tokens,
+        n_ubatch=ub,
+        n_depth=0 if prefill else sa.decode_input_len(s),
+        status="ok" if st else "failed",
+        error=None if st else (err or "no sample"),
+        avg_ts=st.mean if st else None,
+        stddev_ts=st.stddev if st else None,
+        samples_ts=list(st.samples) if st else [],
+        command=g["command"],
+        timing={
+            "wall_s": round(g["wall"], 3),
+            "tests_s": round(g["tests"], 3),
+            "startup_s": round(max(g["wall"] - g["tests"], 0.0), 3),
+        },
+        engine=sa.pinned_engine(s, chunked_prefill_size=ub, method=method),
+        attention_backend=g["attention"],
+        raw={"points": g["raw"]},
+    )
+
+
+@dataclass
+class _Served:
+    """What one launch_server container gave: its run spec, its start-up seconds, why no level ran
+    (None: it was ready), each level's benchmark.serving exec by concurrency, the attention backend
+    its log names."""
+
+    rs: Any
+    startup: float
+    error: str | None
+    done: dict[int, Any]
+    attention: str | None
 
 
 def _serve_records(
@@ -449,23 +475,9 @@ def _serve_records(
         "serve",
     )
     container = eng.start_container(rs)
-    error: str | None = None
-    startup = 0.0
     done: dict[int, Any] = {}
     try:
-        t0 = time.monotonic()
-        while True:
-            state = eng.container_state(container)
-            if state and not state.get("Running", True):
-                error = f"sglang launch_server exited {state.get('ExitCode')} before it was ready"
-                break
-            if eng.exec_in(container, HEALTH, timeout=60).exit_code == 0:
-                startup = round(time.monotonic() - t0, 3)
-                break
-            if time.monotonic() - t0 > s.ready_timeout_s:
-                error = f"sglang launch_server was not ready after {s.ready_timeout_s:.0f} s (sglang.ready_timeout_s)"
-                break
-            time.sleep(HEALTH_POLL_S)
+        startup, error = _wait_ready(eng, container, s)
         for c, p, n, _ub in levels if error is None else []:
             done[c] = eng.exec_in(
                 container,
@@ -475,48 +487,74 @@ def _serve_records(
     finally:
         logs = eng.container_logs(container)
         eng.remove_container(container)
-    attention = sa.log_attention_backend("\n".join(logs))
-    recs = []
-    for c, p, n, ub in levels:
-        cmd = _serve_cmd(ctx, path, c, p, n)
-        what = f"sglang benchmark.serving (c{c}, in {p}, out {n})"
-        err, parsed = error, None
-        out = done.get(c)
-        if err is None and (out is None or out.exit_code != 0):
-            err = f"{what} exited {getattr(out, 'exit_code', '?')}"
-        if err is None:
-            parsed, bad = sa.read_serving(out_dir / sa.result_filename("serve", c, p, n))
-            err = f"{what}: {bad}" if bad else None
-        if err is None and parsed is not None:
-            if short := served_shortfall_error(
-                parsed, num_prompts=max(s.num_prompts_per_level, c), output_len=n
-            ):
-                err = f"{what}: {short}"
-        recs.append(
-            BenchRecord(
-                **base,
-                test=f"serve pp{p}+tg{n} c{c}",
-                axis="served",
-                method=sa.METHOD_SERVE,
-                n_prompt=p,
-                n_gen=n,
-                n_ubatch=ub,
-                status="failed" if err else "ok",
-                error=err,
-                avg_ts=None if err or parsed is None else parsed.get("output_throughput"),
-                command=[*ctx.engine.run_command(rs), "&&", shlex.join(cmd)],
-                timing={
-                    "wall_s": round(getattr(out, "seconds", 0.0) or 0.0, 3),
-                    "tests_s": round((parsed or {}).get("duration") or 0.0, 3),
-                    "startup_s": startup,
-                },
-                engine={
-                    **sa.pinned_engine(s, chunked_prefill_size=ub, method=sa.METHOD_SERVE),
-                    "concurrency": c,
-                    "num_prompts": max(s.num_prompts_per_level, c),
-                },
-                attention_backend=attention,
-                raw=parsed or {},
+    served = _Served(rs, startup, error, done, sa.log_attention_backend("\n".join(logs)))
+    return [_serve_record(ctx, path, out_dir, base, served, level) for level in levels]
+
+
+def _wait_ready(eng: Any, container: Any, s: sa.SglangSettings) -> tuple[float, str | None]:
+    """Poll launch_server's health until it answers: (start-up seconds, None), or (0.0, why not: it
+    exited, or it was not ready within sglang.ready_timeout_s)."""
+    t0 = time.monotonic()
+    while True:
+        state = eng.container_state(container)
+        if state and not state.get("Running", True):
+            return 0.0, f"sglang launch_server exited {state.get('ExitCode')} before it was ready"
+        if eng.exec_in(container, HEALTH, timeout=60).exit_code == 0:
+            return round(time.monotonic() - t0, 3), None
+        if time.monotonic() - t0 > s.ready_timeout_s:
+            return (
+                0.0,
+                f"sglang launch_server was not ready after {s.ready_timeout_s:.0f} s (sglang.ready_timeout_s)",
             )
-        )
-    return recs
+        time.sleep(HEALTH_POLL_S)
+
+
+def _serve_record(
+    ctx: RunContext,
+    path: Path,
+    out_dir: Path,
+    base: dict[str, Any],
+    served: _Served,
+    level: tuple[int, int, int, int],
+) -> BenchRecord:
+    """The record of one served level: failed when the server never got ready, the exec failed, its
+    result file is unreadable or its generated tokens fall short (served_shortfall_error)."""
+    s = settings(ctx)
+    c, p, n, ub = level
+    cmd = _serve_cmd(ctx, path, c, p, n)
+    what = f"sglang benchmark.serving (c{c}, in {p}, out {n})"
+    err, parsed = served.error, None
+    out = served.done.get(c)
+    if err is None and (out is None or out.exit_code != 0):
+        err = f"{what} exited {getattr(out, 'exit_code', '?')}"
+    if err is None:
+        parsed, bad = sa.read_serving(out_dir / sa.result_filename("serve", c, p, n))
+        err = f"{what}: {bad}" if bad else None
+    if err is None and parsed is not None:
+        if short := served_shortfall_error(parsed, num_prompts=max(s.num_prompts_per_level, c), output_len=n):
+            err = f"{what}: {short}"
+    return BenchRecord(
+        **base,
+        test=f"serve pp{p}+tg{n} c{c}",
+        axis="served",
+        method=sa.METHOD_SERVE,
+        n_prompt=p,
+        n_gen=n,
+        n_ubatch=ub,
+        status="failed" if err else "ok",
+        error=err,
+        avg_ts=None if err or parsed is None else parsed.get("output_throughput"),
+        command=[*ctx.engine.run_command(served.rs), "&&", shlex.join(cmd)],
+        timing={
+            "wall_s": round(getattr(out, "seconds", 0.0) or 0.0, 3),
+            "tests_s": round((parsed or {}).get("duration") or 0.0, 3),
+            "startup_s": served.startup,
+        },
+        engine={
+            **sa.pinned_engine(s, chunked_prefill_size=ub, method=sa.METHOD_SERVE),
+            "concurrency": c,
+            "num_prompts": max(s.num_prompts_per_level, c),
+        },
+        attention_backend=served.attention,
+        raw=parsed or {},
+    )

@@ -62,11 +62,11 @@ from toolkit.bench.runners.base import (
     stale_marks,
     tree_sha256,
 )
+from toolkit.bench.runners.vllm_args import Checkpoint, checkpoint_preflight
 from toolkit.core import backends, stats
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
-from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
 from toolkit.runtimes.vllm.output import (
     METHOD_DECODE,
@@ -105,7 +105,6 @@ class _Ctx:
     profile: devices.DeviceProfile
     run_id: str
     out_dir: Path
-    cache_volume: str
     engine: Any  # RunContext.engine: toolkit.engine.api or a stand-in (tests)
     pinned: dict[str, Any] = field(default_factory=dict)  # the engine settings of every record
     cold: bool = True  # the compile cache volume was new (an observation: stored in timing, not engine)
@@ -117,6 +116,11 @@ class _Ctx:
     @property
     def v(self) -> VllmSettings:
         return self.lm.m.settings("vllm")
+
+    @property
+    def cache_volume(self) -> str:
+        """The compile cache's volume: one per image digest."""
+        return f"toolkit-vllm-cache-{self.build.digest.split(':')[-1][:12]}"
 
 
 def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
@@ -140,31 +144,6 @@ def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
 
 def _name(ctx: _Ctx, what: str) -> str:
     return f"toolkit-{ctx.run_id}-{ctx.spec.name}-{ctx.model.name}-{what}"[:120]
-
-
-def _ctx(
-    lm: LoadedMatrix,
-    spec: ImageSpec,
-    build: BuildRecord,
-    model: ModelSpec,
-    model_path: Path,
-    profile: devices.DeviceProfile,
-    run_id: str,
-    out_dir: Path,
-    engine: Any,
-) -> _Ctx:
-    return _Ctx(
-        lm,
-        spec,
-        build,
-        model,
-        model_path,
-        profile,
-        run_id,
-        out_dir,
-        f"toolkit-vllm-cache-{build.digest.split(':')[-1][:12]}",
-        engine,
-    )
 
 
 def vllm_commands(
@@ -194,17 +173,8 @@ def vllm_commands(
     )
     profile = profile or devices.DeviceProfile.example(spec.backend)
     out = out_dir or Path("results") / "<digest12>" / "vllm" / f"{run_id}-{model.name}"
-    ctx = _ctx(
-        lm,
-        spec,
-        build,
-        model,
-        lm.resolve(model.path, what=f"models[{model.name}].path"),
-        profile,
-        run_id,
-        out,
-        engine,
-    )
+    model_path = lm.resolve(model.path, what=f"models[{model.name}].path")
+    ctx = _Ctx(lm, spec, build, model, model_path, profile, run_id, out, engine)
     cmds = [engine.run_command(_spec(ctx, platform_probe.probe_command("vllm"), _name(ctx, "probe")))]
     cmds += [
         engine.run_command(_spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}")))
@@ -315,77 +285,104 @@ def _sd(xs: list[float]) -> float | None:
 def _latency_records(
     ctx: _Ctx, base: dict[str, Any], results: dict[va.LatencyRun, _LatencyResult]
 ) -> list[BenchRecord]:
-    recs: list[BenchRecord] = []
-    for p in (p for p in ctx.lm.m.bench.n_prompt if p > 0):
-        res = results[va.LatencyRun(p, 1)]
-        lat = res.latency
-        ok = res.error is None and lat is not None
-        samples = _samples(p, lat.latencies) if lat else []
-        recs.append(
-            BenchRecord(
-                **base,
-                test=f"pp{p}",
-                axis="prefill",
-                method=METHOD_PREFILL,
-                n_prompt=p,
-                status="ok" if ok else "failed",
-                error=res.error,
-                avg_ts=round(p / lat.avg, 4) if ok and lat else None,
-                stddev_ts=_sd(samples) if ok else None,
-                samples_ts=samples if ok else [],
-                command=res.command,
-                timing={**res.timing(), "cache_cold": float(ctx.cold)},
-                engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
-                attention_backend=attention_backend_name(res.notes["attention_backend"]),
-                log_file=res.log_file,
-                raw=res.raw,
-            )
-        )
+    """A prefill record per pp L (its own latency run), then a decode record per tg N (its long run
+    against the short reference run at the decode input length)."""
+    bench = ctx.lm.m.bench
+    recs = [_prefill_record(ctx, base, p, results[va.LatencyRun(p, 1)]) for p in bench.n_prompt if p > 0]
     d = va.decode_input_len(ctx.lm)
     short = results.get(va.LatencyRun(d, 1))
-    for n in (n for n in ctx.lm.m.bench.n_gen if n > 0):
+    for n in (n for n in bench.n_gen if n > 0):
         long = results[va.LatencyRun(d, n + 1)]
         assert short is not None
-        error = long.error or (f"reference run: {short.error}" if short.error else None)
-        avg = sd = None
-        samples = []
-        if error is None and long.latency and short.latency:
-            diff = long.latency.avg - short.latency.avg
-            error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
-            if error is None:
-                avg = round(n / diff, 4)
-                samples = _samples(n, long.latency.latencies, short.latency.avg)
-                sd = _sd(samples)
-        timing = {**long.timing(), "cache_cold": float(ctx.cold)}
-        timing["reference_startup_s"] = short.timing()["startup_s"]
-        recs.append(
-            BenchRecord(
-                **base,
-                test=f"tg{n}",
-                axis="decode",
-                method=METHOD_DECODE,
-                n_gen=n,
-                status="failed" if error else "ok",
-                error=error,
-                avg_ts=avg,
-                stddev_ts=sd,
-                samples_ts=samples,
-                command=long.command,
-                timing=timing,
-                log_file=long.log_file,
-                engine={
-                    **ctx.pinned,
-                    "input_len": d,
-                    "output_len": n + 1,
-                    "reference_output_len": 1,
-                    "log_notes": long.notes,
-                    "reference_log_notes": short.notes,
-                },
-                attention_backend=attention_backend_name(long.notes["attention_backend"]),
-                raw={"long": long.raw, "short": short.raw},
-            )
-        )
+        recs.append(_decode_record(ctx, base, d, n, long, short))
     return recs
+
+
+def _prefill_record(ctx: _Ctx, base: dict[str, Any], p: int, res: _LatencyResult) -> BenchRecord:
+    """The record of pp `p`: tok/s = p / the run's average latency (a sample per timed iteration)."""
+    lat = res.latency
+    ok = res.error is None and lat is not None
+    samples = _samples(p, lat.latencies) if lat else []
+    return BenchRecord(
+        **base,
+        test=f"pp{p}",
+        axis="prefill",
+        method=METHOD_PREFILL,
+        n_prompt=p,
+        status="ok" if ok else "failed",
+        error=res.error,
+        avg_ts=round(p / lat.avg, 4) if ok and lat else None,
+        stddev_ts=_sd(samples) if ok else None,
+        samples_ts=samples if ok else [],
+        command=res.command,
+        timing={**res.timing(), "cache_cold": float(ctx.cold)},
+        engine={**ctx.pinned, "input_len": p, "output_len": 1, "log_notes": res.notes},
+        attention_backend=attention_backend_name(res.notes["attention_backend"]),
+        log_file=res.log_file,
+        raw=res.raw,
+    )
+
+
+def _decode_record(
+    ctx: _Ctx, base: dict[str, Any], d: int, n: int, long: _LatencyResult, short: _LatencyResult
+) -> BenchRecord:
+    """The record of tg `n` at input length `d`: tok/s = n / (the long run's average latency - the
+    short reference run's); failed when the difference is within their noise (decode_noise_error)."""
+    error = long.error or (f"reference run: {short.error}" if short.error else None)
+    avg = sd = None
+    samples = []
+    if error is None and long.latency and short.latency:
+        diff = long.latency.avg - short.latency.avg
+        error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
+        if error is None:
+            avg = round(n / diff, 4)
+            samples = _samples(n, long.latency.latencies, short.latency.avg)
+            sd = _sd(samples)
+    timing = {**long.timing(), "cache_cold": float(ctx.cold)}
+    timing["reference_startup_s"] = short.timing()["startup_s"]
+    return BenchRecord(
+        **base,
+        test=f"tg{n}",
+        axis="decode",
+        method=METHOD_DECODE,
+        n_gen=n,
+        status="failed" if error else "ok",
+        error=error,
+        avg_ts=avg,
+        stddev_ts=sd,
+        samples_ts=samples,
+        command=long.command,
+        timing=timing,
+        log_file=long.log_file,
+        engine={
+            **ctx.pinned,
+            "input_len": d,
+            "output_len": n + 1,
+            "reference_output_len": 1,
+            "log_notes": long.notes,
+            "reference_log_notes": short.notes,
+        },
+        attention_backend=attention_backend_name(long.notes["attention_backend"]),
+        raw={"long": long.raw, "short": short.raw},
+    )
+
+
+_Level = tuple[va.ServeLevel, list[str], RunOutcome | None, float]
+"""One served level as it ran: the level, its `vllm bench serve` argv, its exec outcome, seconds."""
+
+
+@dataclass
+class _Served:
+    """What the `vllm serve` container gives every level's record: its command, its log file, seconds
+    to ready (None: never ready), its log's notes, the error that fails every level (None: none), and
+    the client's timeout."""
+
+    command: list[str]
+    log_file: str
+    startup: float | None
+    notes: dict[str, Any]
+    error: str | None
+    timeout: float
 
 
 def _serve(
@@ -401,30 +398,13 @@ def _serve(
     client_log: list[str] = []
     t0 = time.monotonic()
     container = engine.start_container(rs)
-    startup: float | None = None
-    error: str | None = None
-    per_level: list[tuple[va.ServeLevel, list[str], RunOutcome | None, float]] = []
+    per_level: list[_Level] = []
     try:
         startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
-        for i, lv in enumerate(levels if error is None else []):
-            events(
-                "progress",
-                image=ctx.spec.name,
-                model=ctx.model.name,
-                done=i,
-                total=len(levels),
-                phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}",
+        if error is None:
+            per_level, client_log, error = _serve_levels(
+                ctx, container, rs.name or "", levels, events, timeout
             )
-            cmd = _serve_cmd(ctx, lv)
-            t1 = time.monotonic()
-            out = engine.exec_in(container, cmd, timeout=timeout)
-            per_level.append((lv, cmd, out, time.monotonic() - t1))
-            client_log.append(
-                f"$ {shlex.join(engine.exec_command(rs.name or '', cmd))}\n{out.stdout}\n{out.stderr}"
-            )
-            if out.timed_out:
-                error = f"vllm bench serve timed out after {timeout:.0f} s; the server was stopped"
-                break
     finally:
         stdout, stderr = engine.container_logs(container)
         state = engine.container_state(container)
@@ -439,18 +419,48 @@ def _serve(
     _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
     notes = va.log_notes(stdout + "\n" + stderr)
     error = error or va.fallback_error(ctx.spec, notes)
-    recs = []
-    for lv in levels:
-        done = next((x for x in per_level if x[0] == lv), None)
-        recs.append(
-            _serve_record(ctx, base, lv, done, error, startup, notes, str(log_path), command, timeout)
-        )
+    served = _Served(command, str(log_path), startup, notes, error, timeout)
+    recs = [
+        _serve_record(ctx, base, served, lv, next((x for x in per_level if x[0] == lv), None))
+        for lv in levels
+    ]
     measured = sum(r.timing.get("tests_s", 0.0) for r in recs)
     return recs, {
         "wall_s": round(server_out.seconds, 3),
         "tests_s": round(measured, 3),
         "startup_s": round(startup if startup is not None else server_out.seconds, 3),
     }
+
+
+def _serve_levels(
+    ctx: _Ctx, container: Any, server: str, levels: list[va.ServeLevel], events: Events, timeout: float
+) -> tuple[list[_Level], list[str], str | None]:
+    """`vllm bench serve` per level by exec in the ready server `container` (named `server`), a progress
+    event before each: (the levels as they ran, the client's log, why the sweep stopped: a level
+    timed out, else None)."""
+    per_level: list[_Level] = []
+    client_log: list[str] = []
+    for i, lv in enumerate(levels):
+        events(
+            "progress",
+            image=ctx.spec.name,
+            model=ctx.model.name,
+            done=i,
+            total=len(levels),
+            phase=f"serve c{lv.concurrency} in{lv.input_len} out{lv.output_len}",
+        )
+        cmd = _serve_cmd(ctx, lv)
+        t1 = time.monotonic()
+        out = ctx.engine.exec_in(container, cmd, timeout=timeout)
+        per_level.append((lv, cmd, out, time.monotonic() - t1))
+        client_log.append(f"$ {shlex.join(ctx.engine.exec_command(server, cmd))}\n{out.stdout}\n{out.stderr}")
+        if out.timed_out:
+            return (
+                per_level,
+                client_log,
+                f"vllm bench serve timed out after {timeout:.0f} s; the server was stopped",
+            )
+    return per_level, client_log, None
 
 
 def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tuple[float | None, str | None]:
@@ -481,18 +491,12 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
 
 
 def _serve_record(
-    ctx: _Ctx,
-    base: dict[str, Any],
-    lv: va.ServeLevel,
-    done: tuple[va.ServeLevel, list[str], RunOutcome | None, float] | None,
-    error: str | None,
-    startup: float | None,
-    notes: dict[str, Any],
-    log_file: str,
-    serve_cmd: list[str],
-    timeout: float,
+    ctx: _Ctx, base: dict[str, Any], served: _Served, lv: va.ServeLevel, done: _Level | None
 ) -> BenchRecord:
+    """The record of one served level: failed with the server's error, its own (the exec, the result
+    file), or what its result says (_served_error)."""
     what = f"vllm bench serve (c{lv.concurrency}, in {lv.input_len}, out {lv.output_len})"
+    error = served.error
     data: dict[str, Any] | None = None
     cmd: list[str] = []
     wall = 0.0
@@ -501,27 +505,12 @@ def _serve_record(
     else:
         _, cmd, out, wall = done
         if error is None and out is not None:
-            error = _outcome_error(out, timeout, what)
+            error = _outcome_error(out, served.timeout, what)
         data, missing = va.read_result(ctx.out_dir / lv.filename)
         error = error or (f"{what}: {missing}" if missing else None)
     parsed = parse_serve(data or {})
     if error is None:
-        if not parsed["completed"]:
-            error = f"{what}: no request completed"
-        elif parsed["failed"]:
-            error = f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
-        elif parsed["output_throughput"] is None:
-            error = f"{what}: the result has no output_throughput"
-        elif short := served_shortfall_error(
-            parsed, num_prompts=lv.num_prompts, output_len=lv.output_len, ignore_eos="--ignore-eos" in cmd
-        ):
-            error = f"{what}: {short}"
-    timing = {
-        "startup_s": startup if startup is not None else 0.0,
-        "wall_s": round(wall, 3),
-        "tests_s": parsed["duration"] or 0.0,
-        "cache_cold": float(ctx.cold),
-    }
+        error = _served_error(what, parsed, lv, ignore_eos="--ignore-eos" in cmd)
     return BenchRecord(
         **base,
         test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}",
@@ -532,18 +521,25 @@ def _serve_record(
         status="failed" if error else "ok",
         error=error,
         avg_ts=None if error else parsed["output_throughput"],
-        command=[*serve_cmd, "&&", *ctx.engine.exec_command(_name(ctx, "serve"), cmd)] if cmd else serve_cmd,
-        timing=timing,
-        log_file=log_file,
+        command=[*served.command, "&&", *ctx.engine.exec_command(_name(ctx, "serve"), cmd)]
+        if cmd
+        else served.command,
+        timing={
+            "startup_s": served.startup if served.startup is not None else 0.0,
+            "wall_s": round(wall, 3),
+            "tests_s": parsed["duration"] or 0.0,
+            "cache_cold": float(ctx.cold),
+        },
+        log_file=served.log_file,
         engine={
             **ctx.pinned,
             "concurrency": lv.concurrency,
             "num_prompts": lv.num_prompts,
             "num_warmups": lv.concurrency,
             "request_rate": "inf",
-            "log_notes": notes,
+            "log_notes": served.notes,
         },
-        attention_backend=attention_backend_name(notes["attention_backend"]),
+        attention_backend=attention_backend_name(served.notes["attention_backend"]),
         raw=data or {},
         served={
             **{k: v for k, v in parsed.items() if k not in ("latency_ms", "output_lens")},
@@ -553,25 +549,20 @@ def _serve_record(
     )
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    """What a vLLM run of one model directory is checked against before any container starts:
-    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
-
-    quant: hf_checkpoint.QuantChoice
-    revision: str | None
-
-
-def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
-    """Read and check a Hugging Face checkpoint directory (toolkit/models/checkpoint.py): quantization
-    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
-    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
-    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
-    if not path.is_dir():
-        q = lm.m.settings("vllm").quantization
-        return Checkpoint(hf_checkpoint.QuantChoice(q, "matrix" if q else "none", None), None)
-    quant = hf_checkpoint.resolve_quantization(lm, model, path)
-    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
+def _served_error(what: str, parsed: dict[str, Any], lv: va.ServeLevel, *, ignore_eos: bool) -> str | None:
+    """Why a served level's parsed result is not a measurement: no request completed, some failed, no
+    output throughput, or fewer tokens than asked for (served_shortfall_error)."""
+    if not parsed["completed"]:
+        return f"{what}: no request completed"
+    if parsed["failed"]:
+        return f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
+    if parsed["output_throughput"] is None:
+        return f"{what}: the result has no output_throughput"
+    if short := served_shortfall_error(
+        parsed, num_prompts=lv.num_prompts, output_len=lv.output_len, ignore_eos=ignore_eos
+    ):
+        return f"{what}: {short}"
+    return None
 
 
 def model_ref(
@@ -631,7 +622,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
     ref = model_ref(lm, model, path, checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
-    vctx = _ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
+    vctx = _Ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
     cold = not engine.volume_exists(vctx.cache_volume)
     engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
     # the GPU-path probe: vLLM's own platform detection in this image, with the run's devices and -e

@@ -1,7 +1,8 @@
 """vLLM's own knowledge, pure (no container, no engine): the argument lists of `vllm bench latency`,
 `vllm serve` and `vllm bench serve` for the pinned settings (the contract test feeds them to the pinned
 release's own parser), which commands one (image, model) needs, and the parsers of what vLLM writes
-(its result JSON, tolerant of neighbouring releases; its log's attention backend and platform).
+(its result JSON, tolerant of neighbouring releases; its log's attention backend and platform),
+and the quantization and revision a checkpoint is run with (`checkpoint_preflight`: files only).
 The runner (vllm.py) keeps the container side, as sglang.py does beside runtimes/sglang/args.py."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from toolkit.bench.runners.base import (
     Case,
 )
 from toolkit.core import jsonsafe
+from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.vllm.output import (
     ATTENTION_DISPLAY_NAMES,
@@ -24,12 +26,33 @@ from toolkit.runtimes.vllm.output import (
     METHOD_SERVE,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 SERVE_PORT = 8000
 
 
 PERCENTILES = "50,90,99"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a vLLM run of one model directory is checked against before any container starts:
+    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
+
+    quant: hf_checkpoint.QuantChoice
+    revision: str | None
+
+
+def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
+    """Read and check a Hugging Face checkpoint directory (toolkit/models/checkpoint.py): quantization
+    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
+    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
+    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
+    if not path.is_dir():
+        q = lm.m.settings("vllm").quantization
+        return Checkpoint(hf_checkpoint.QuantChoice(q, "matrix" if q else "none", None), None)
+    quant = hf_checkpoint.resolve_quantization(lm, model, path)
+    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
 
 
 def engine_args(v: VllmSettings) -> list[str]:
