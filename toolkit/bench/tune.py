@@ -216,13 +216,19 @@ def _evidence(c: Candidate, rs: list[BenchRecord]) -> Evidence:
 def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidence], noisy: float) -> bool:
     """The no-effect rule of `best_setting`: the medians of `ranking` lie within 3 x the pooled stddev
     of the candidates' samples (`groups`), and none is noisy (relative stddev > `noisy`)."""
-    sds = [
-        stats.stdev(x for r in rs for x in r.samples_ts) if sum(len(r.samples_ts) for r in rs) > 1 else 0.0
-        for rs in groups.values()
-    ]
+
+    def sd(rs: list[BenchRecord]) -> float:
+        return (
+            stats.stdev(x for r in rs for x in r.samples_ts)
+            if sum(len(r.samples_ts) for r in rs) > 1
+            else 0.0
+        )
+
+    sds = [sd(rs) for rs in groups.values()]
     pooled = math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else 0.0
     meds = [e.median for e in ranking]
-    rel = max((s / e.median for s, e in zip(sds, ranking, strict=False) if e.median), default=0.0)
+    # each candidate's own stddev over its own median (ranking is sorted by median, groups are not)
+    rel = max((sd(groups[e.candidate]) / e.median for e in ranking if e.median), default=0.0)
     return len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
 
 
