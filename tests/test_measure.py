@@ -117,6 +117,7 @@ def test_a_full_disk_loses_no_run_silently_it_names_the_file_the_rows_kept_and_l
     prog = stand_in(tmp_path)
     out = tmp_path / "m.jsonl"
     out.symlink_to("/dev/full")
+    out.with_suffix(".trace.jsonl").symlink_to("/dev/full")
     proc = subprocess.run(
         [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
         capture_output=True,
@@ -129,6 +130,11 @@ def test_a_full_disk_loses_no_run_silently_it_names_the_file_the_rows_kept_and_l
         "there (the last may be torn), the 2 later row(s) are lost" in proc.stderr
     )
     assert "exited 0" in proc.stderr  # the command ran to its end
+    trace = out.with_suffix(".trace.jsonl")
+    assert (
+        f"measure: warning: telemetry trace {trace}: No space left on device: the trace holds only its first 0 line(s)"
+        in proc.stderr
+    )
 
 
 def test_a_command_without_rows_gets_one_window_and_its_exit_code(tmp_path):

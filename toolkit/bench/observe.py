@@ -96,8 +96,10 @@ class RunObserver:
         baseline_s: float = BASELINE_S,
         enabled: bool = True,
         cgroup: bool = True,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.trace_path = trace_path
+        self.on_note = on_note  # told when the trace could not be written whole (finish)
         self.gpus = list(gpus)
         self.enabled = enabled
         self.baseline_s = baseline_s
@@ -253,6 +255,8 @@ class RunObserver:
         if self.sampler is None:
             return {}
         samples = self.sampler.stop()
+        if self.sampler.trace_error and self.on_note:
+            self.on_note(f"telemetry trace {self.sampler.trace_error}")
         kernel = self._kernel.read() if self._kernel else None
         return {
             "trace": str(self.trace_path) if self.trace_path else None,

@@ -347,6 +347,8 @@ def _say_measured(m, command, out_path: Path) -> None:
     )
     if m.kernel_fault:
         _err(f"measure: {m.kernel_fault}")
+    if m.facts.get("trace_error"):
+        _err(f"measure: warning: telemetry trace {m.facts['trace_error']}")
 
 
 def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None:

@@ -536,4 +536,5 @@ def run_observer(ctx: RunContext) -> RunObserver:
         ctx.store.digest_dir(ctx.build.digest) / "telemetry" / f"{ctx.opts.run_id}-{ctx.model.name}.jsonl",
         gpus_for_run(ctx.spec.backend, nodes or None),
         enabled=ctx.opts.telemetry and ctx.engine is engine,
+        on_note=lambda text: ctx.events("note", text=f"{ctx.spec.name} x {ctx.model.name}: warning: {text}"),
     )
