@@ -240,3 +240,30 @@ def test_no_kfd_warns_only_where_an_amd_gpu_lacks_it_and_lines_wrap_to_the_termi
     gpu = next(i for i, x in enumerate(wrapped) if x.startswith("  info  gpu     no GPU found"))
     assert wrapped[gpu + 1].startswith(" " * 16) and wrapped[gpu + 1][16] != " "  # under the message
     assert " ".join(x.strip() for x in wrapped).split() == " ".join(whole.split("\n")).split()
+
+
+def test_rootless_without_a_subuid_range_is_an_error_naming_the_fix(tmp_path: Path) -> None:
+    """Reproducer (issue 32 item 10): rootless Podman without an /etc/subuid range; doctor said ok and
+    build said the base image "cannot be pulled", dropping Podman's "insufficient UIDs"."""
+    from toolkit.engine.images import _subid_advice
+    from toolkit.host.doctor import check_subids
+
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    rootless = {"engine": "podman", "rootless": True}
+    (check,) = check_subids(rootless, etc, uid=4242)
+    assert check.level == "error" and f"{etc}/subuid has no range for 4242" in check.message
+    assert "usermod --add-subuids 100000-165535 --add-subgids 100000-165535 4242" in check.message
+    (etc / "subuid").write_text("4242:100000:65536\n")
+    (etc / "subgid").write_text("4242:100000:1000\n")
+    (check,) = check_subids(rootless, etc, uid=4242)
+    assert "etc/subgid gives 4242 1000 IDs" in check.message and "etc/subuid" not in check.message.split("(")[0]
+    (etc / "subgid").write_text("other:1:65536\n4242:100000:65536\n")
+    assert check_subids(rootless, etc, uid=4242) == []
+    assert check_subids({"engine": "podman", "rootless": False}, tmp_path / "none", uid=4242) == []
+    podman_said = (
+        'Error: writing blob: adding layer with blob "sha256:ab": processing tar file(potentially '
+        "insufficient UIDs or GIDs available in user namespace (requested 0:42 for /etc/shadow)"
+    )
+    assert "/etc/subuid and /etc/subgid need a range" in (_subid_advice(podman_said) or "")
+    assert _subid_advice("Error: connection refused") is None

@@ -68,6 +68,7 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
     if inspect_image(ref) is not None:
         return None
     archive = base_archive(ref)
+    loaded = ""  # why loading the kept archive failed, said before the pull's reason
     if is_podman() and archive.is_file():
         try:
             proc = subprocess.run(
@@ -77,6 +78,8 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
             return f"base image {ref} is not local and loading {archive} failed ({exc})"
         if proc.returncode == 0 and inspect_image(ref) is not None:
             return None
+        why = _subid_advice(proc.stderr) or (proc.stderr.strip().splitlines() or ["no error text"])[-1][:200]
+        loaded = f": loading {archive} failed ({why}), and it"
     try:
         proc = subprocess.run(
             [cli(), "pull", "-q", ref], capture_output=True, text=True, timeout=pull_timeout
@@ -85,11 +88,24 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
         return f"base image {ref} is not local and pulling it timed out after {pull_timeout:.0f} s"
     if proc.returncode == 0:
         return None
-    err = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+    err = _subid_advice(proc.stderr) or (proc.stderr.strip().splitlines() or ["unknown error"])[-1][:160]
     hint = (
-        f"; `scripts/setup-host.sh --podman` keeps it in {archive} for Podman stores" if is_podman() else ""
+        f"; `scripts/setup-host.sh --podman` keeps it in {archive} for Podman stores"
+        if is_podman() and not loaded
+        else ""
     )
-    return f"base image {ref} is not local and cannot be pulled ({err[:160]}){hint}"
+    return f"base image {ref} is not local{loaded or ' and'} cannot be pulled ({err}){hint}"
+
+
+def _subid_advice(stderr: str) -> str | None:
+    """A rootless engine's "insufficient UIDs or GIDs" error in words with its fix; None for others."""
+    if "insufficient UIDs or GIDs" not in stderr and "insufficient UIDs" not in stderr:
+        return None
+    return (
+        "insufficient UIDs or GIDs in this user's namespace: /etc/subuid and /etc/subgid need a range of "
+        "65536 IDs for this user: `sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "
+        "$USER && podman system migrate`, or run scripts/setup-host.sh --podman"
+    )
 
 
 def buildx_command(

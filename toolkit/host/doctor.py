@@ -282,6 +282,50 @@ def check_podman(info: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
+SUBID_MIN = 65536
+"""IDs a rootless engine's user namespace needs: a Debian image's files use IDs up to 65534 (nobody)."""
+
+
+def check_subids(info: Mapping[str, Any] | None, etc: Path, uid: int | None = None) -> list[Check]:
+    """A rootless engine maps the image's users and groups into this user's ranges in /etc/subuid and
+    /etc/subgid (`USER:START:COUNT` or `UID:START:COUNT`). Without one of SUBID_MIN IDs every layer
+    fails to unpack ("potentially insufficient UIDs or GIDs available in user namespace"): an error
+    saying the line that fixes it. Nothing on a rootful engine."""
+    if not info or info.get("error") or not info.get("rootless"):
+        return []
+    uid = os.getuid() if uid is None else uid
+    try:
+        names = {str(uid), pwd.getpwuid(uid).pw_name}
+    except KeyError:
+        names = {str(uid)}
+    user = max(names, key=len)
+    short = []
+    for kind in ("subuid", "subgid"):
+        counts = [
+            int(f[2])
+            for line in _read_text(etc / kind).splitlines()
+            if len(f := line.strip().split(":")) == 3 and f[0] in names and f[2].isdigit()
+        ]
+        if sum(counts) < SUBID_MIN:
+            short.append(
+                f"{etc / kind} gives {user} {sum(counts)} IDs"
+                if counts
+                else f"{etc / kind} has no range for {user}"
+            )
+    if not short:
+        return []
+    return [
+        Check(
+            "error",
+            "engine",
+            f"rootless {info.get('engine', 'engine')}: {'; '.join(short)} (at least {SUBID_MIN} needed): no image "
+            f'can be built or loaded ("insufficient UIDs or GIDs"); fix: `sudo usermod --add-subuids '
+            f"100000-165535 --add-subgids 100000-165535 {user} && podman system migrate`, or run "
+            "scripts/setup-host.sh --podman",
+        )
+    ]
+
+
 def check_rootless_devices(
     info: Mapping[str, Any] | None, dev: Path = Path("/dev"), access: Callable[[str, int], bool] = os.access
 ) -> list[Check]:
@@ -611,6 +655,7 @@ def diagnose(
         + check_docker(docker_info)
         + check_base_images(base_images or {})
         + check_rootless_devices(docker_info, dev)
+        + check_subids(docker_info, etc)
         + check_cdi(docker_info, amd_cdi_spec())
         + check_kernel(facts)
         + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
