@@ -1260,3 +1260,26 @@ def test_an_imported_flag_in_a_shape_the_toolkit_never_writes_is_dropped(tmp_pat
         "host-busy",
         "throttled:sw-power-cap",
     ]
+
+
+def test_the_run_that_holds_the_lock_learns_of_a_concurrent_one_and_both_flag_the_overlap(tmp_path):
+    """Reproducer (issue 32 item 11): with --allow-concurrent only the second run flagged its records;
+    the run that started first never learned of it, so half the overlap was unflagged."""
+    from toolkit.bench import guard
+
+    root = tmp_path / "results"
+    a = guard.ResultsLock(root, "run-a", "engineA")
+    a.start(allow_concurrent=False, note=lambda s: None)
+    b = guard.ResultsLock(root, "run-b", "engineB")
+    b.start(allow_concurrent=True, note=lambda s: None)
+    store = ResultStore(root)
+    guard.Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=512, avg=1.0))
+    guard.Saver(store, concurrent=b.others).save(make_record("cpu", "cpu", p=1024, avg=1.0))
+    b.release()  # b ends: a's later records are its own again
+    guard.Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=2048, avg=1.0))
+    a_during, b_during, a_after = store.results()
+    assert a_during.model_extra["concurrent"]["other_runs"][0].startswith("run-b (pid")
+    assert b_during.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")
+    assert "concurrent" not in (a_after.model_extra or {})
+    assert list((root / guard.ResultsLock.PRESENT).iterdir()) == []  # nothing left behind
+    a.release()

@@ -314,6 +314,54 @@ class ResultsLock:
         self.engine_id = "".join(c for c in engine_id if c.isalnum())[:16]
         self.fd: int | None = None
         self.held = False
+        self.present: int | None = None  # with --allow-concurrent: this run's presence file, flocked
+
+    PRESENT = ".concurrent"
+    """Folder of the presence files of runs that write without the lock (--allow-concurrent), one
+    flocked `<run id>.json` each: how the lock's holder learns of them (both sides flag the overlap)."""
+
+    @property
+    def _present_name(self) -> str:
+        return re.sub(r"[^\w.-]", "_", self.run_id, flags=re.ASCII)[:120] + ".json"
+
+    def _present(self) -> None:
+        """Mark this run as writing beside the holder: a presence file it holds flocked to its end."""
+        folder = self.root / self.PRESENT
+        with contextlib.suppress(OSError):
+            folder.mkdir(exist_ok=True)
+            fd = os.open(folder / self._present_name, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self._about() + b"\n", 0)
+            self.present = fd
+
+    def _present_others(self) -> list[str]:
+        """Other runs writing here without the lock whose presence file is still held (alive)."""
+        out = []
+        for f in sorted((self.root / self.PRESENT).glob("*.json")):
+            if f.name == self._present_name:
+                continue
+            try:
+                fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted here must not block
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                out.append(self._describe(read_regular_file(f, 4096) or b""))
+            else:  # its run ended
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                with contextlib.suppress(OSError):
+                    os.unlink(f)
+            finally:
+                os.close(fd)
+        return out
+
+    def _about(self) -> bytes:
+        """This run as its lock and presence files say it (for another run's message)."""
+        return json.dumps(
+            {"pid": os.getpid(), "run_id": self.run_id, "engine": self.engine_id, "host": engine.host_id()}
+        ).encode()
 
     def _open(self) -> int:
         try:
@@ -331,24 +379,20 @@ class ResultsLock:
             return False
         self.held = True
         with contextlib.suppress(OSError):  # who holds it, for another run's message
-            data = json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "run_id": self.run_id,
-                    "engine": self.engine_id,
-                    "host": engine.host_id(),
-                }
-            ).encode()
             os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, data + b"\n", 0)
+            os.pwrite(self.fd, self._about() + b"\n", 0)
         return True
 
     def holder(self) -> str:
         """The run holding the lock, as its lock file says: `RUN (pid N on this host, Docker engine E)`.
         Anyone who can write results/ can write that file: only a plain run id, pid and engine id are
         shown, never other content."""
-        obj, _ = jsonsafe.parse_line(read_regular_file(self.path, 4096) or b"")
-        obj = obj or {}
+        return self._describe(read_regular_file(self.path, 4096) or b"")
+
+    def _describe(self, data: bytes) -> str:
+        """A lock or presence file's run in words (holder); nothing of it but checked fields is shown."""
+        obj, _ = jsonsafe.parse_line(data)
+        obj = obj if isinstance(obj, dict) else {}
         pid = obj.get("pid")
         pid_s = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 32 else "?"
         run = _shown(obj["run_id"]) if isinstance(obj.get("run_id"), str) else "?"
@@ -371,20 +415,28 @@ class ResultsLock:
                 f"another toolkit benchmark is writing to this results folder: run {who}. Two container engines "
                 "of one host share its CPUs, memory and GPUs. " + CONCURRENT_ADVICE
             )
+        self._present()
         note(
             f"--allow-concurrent: another benchmark is writing to {self.root} ({who}); every record written "
-            "while it runs is flagged `concurrent`"
+            "while it runs is flagged `concurrent`, and so are its records written while this one runs"
         )
 
     def others(self) -> list[str]:
-        """The holder while it runs ([] when this run holds the lock). A holder that has ended hands the
-        lock to this run, which then holds it to its end."""
-        if self.fd is None or self.held or self._try_lock():
+        """The runs writing here beside this one: the holder while it runs (none when this run holds the
+        lock; a holder that has ended hands the lock to this run, which then holds it to its end), and
+        every run that writes without the lock (--allow-concurrent) while it runs."""
+        if self.fd is None:
             return []
-        return [self.holder()]
+        holder = [] if self.held or self._try_lock() else [self.holder()]
+        return holder + self._present_others()
 
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)  # releases the flock
             self.fd = None
             self.held = False
+        if self.present is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.root / self.PRESENT / self._present_name)
+            os.close(self.present)
+            self.present = None
