@@ -452,13 +452,24 @@ def test_an_engine_that_refuses_a_request_is_exit_5_not_a_disk_error(project, fa
     assert "free space" not in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("how", [500, "drop"])
-def test_an_engine_failing_mid_command_is_exit_5_connection_lost(project, fake_engine, how):
+@pytest.mark.parametrize(
+    "how,said",
+    [
+        ("drop", "error: Docker engine connection lost"),
+        (503, "error: Docker engine connection lost"),
+        # Reproducer (issue 32 item 11b): Podman answers a `"` in a bind-mount path with a 500 and its reason;
+        # that was told as "connection lost, restart the engine"
+        (500, "error: the Docker engine could not carry out a request (500 stand-in engine refuses"),
+    ],
+)
+def test_an_engine_failing_mid_command_is_exit_5_and_says_whether_it_answered(
+    project, fake_engine, how, said
+):
     host, answer = fake_engine
     answer[0] = how
     p = toolkit("bench", "--matrix", str(project / "matrix.yaml"), env={"DOCKER_HOST": host})
     assert p.returncode == 5, _out(p)
-    assert "error: Docker engine connection lost" in p.stderr
+    assert said in p.stderr
     assert "free space" not in p.stderr and "Traceback" not in p.stderr
 
 

@@ -179,10 +179,11 @@ def main() -> None:
             why = getattr(err, "explanation", None) or str(err)
             code = getattr(err, "status_code", None)
             detail = (f"{code} " if code else "") + ((str(why).splitlines() or [type(err).__name__])[0][:300])
+            did = "could not carry out" if isinstance(code, int) and code >= 500 else "refused"
             _fail(
-                f"error: the Docker engine refused a request ({detail}): a value this command passed (an option, "
-                "matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker info`); "
-                "fix it and run the command again",
+                f"error: the Docker engine {did} a request ({detail}): a value this command passed (an option, "
+                "a path, matrix.yaml) is one the engine does not take, or the engine is misconfigured (`docker "
+                "info`, its log); fix it and run the command again",
                 5,
             )
         if isinstance(

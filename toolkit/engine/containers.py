@@ -142,14 +142,15 @@ class EngineLost(EngineUnavailable):
 
 
 def is_connection_error(err: BaseException) -> bool:
-    """True when `err` means the engine cannot be talked to (socket gone, connection reset, 5xx),
-    False for an answer of the engine to a wrong request (4xx)."""
+    """True when `err` means the engine cannot be talked to (socket gone, connection reset, a gateway's
+    502/503/504), False when the engine answered: a 4xx for a wrong request, or a 500 with its own
+    explanation (Podman answers a `"` in a bind-mount path so): the engine is there, the request failed."""
     import requests
     import urllib3
     from docker.errors import APIError, DockerException
 
-    if isinstance(err, APIError) and err.response is not None and err.response.status_code < 500:
-        return False
+    if isinstance(err, APIError) and err.response is not None:
+        return err.response.status_code in (502, 503, 504)
     return isinstance(
         err,
         (
