@@ -164,3 +164,23 @@ def test_results_that_does_not_exist_is_bad_input_for_a_reading_command(tmp_path
         main()
     assert exc.value.code == 4 and "does not exist" in capsys.readouterr().err
     assert not Path(missing).exists()
+
+
+def test_an_empty_report_says_so_without_loading_the_report_stack(tmp_path):
+    """Reproducer (issue 32 item 14): an empty `report` imported the whole report stack (~0.3 s) to say
+    there is nothing. The same words as a report of no records, from the same constant."""
+    import subprocess
+    import sys
+
+    from toolkit.analysis import report
+
+    (tmp_path / "results" / "abc").mkdir(parents=True)
+    (tmp_path / "results" / "abc" / "bench.jsonl").write_text("")  # an empty file is no record
+    code = (
+        "import sys; from toolkit.cli.main import main\n"
+        f"sys.argv = ['toolkit', 'report', '--results', {str(tmp_path / 'results')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('loaded' if 'toolkit.analysis.report' in sys.modules else 'light', file=sys.stderr)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert p.stdout.strip() == report.render([], "github") and p.stderr.strip() == "light", p.stderr

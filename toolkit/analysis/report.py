@@ -36,6 +36,7 @@ from toolkit.analysis.tables import (
     tables,
     threads,
 )
+from toolkit.results import NO_RESULTS
 from toolkit.results.identity import value
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.output import effective_ubatch
@@ -114,7 +115,7 @@ def _render_markdown(
                 f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
                 "`toolkit report --json` lists them with their errors"
             )
-        return "no results yet: run `toolkit bench` or `toolkit import`"
+        return NO_RESULTS
     out = [f"# {title or _heading(prov)}"]
     out.append(verdict_mod.format_verdict(v))
     out.append("## What was measured\n\n" + "\n".join(f"- {line}" for line in prov.lines()))

@@ -107,12 +107,17 @@ def report(
     tokens per joule where the GPU energy is valid, a roofline column where the GPU is known, and a
     verdict with a routing rule (prefill-heavy / latency-bound decode / mixed) that crowns no cell
     flagged by telemetry. The html page also plots GPU power and clocks over each run shown."""
+    root = _results_root(matrix_path, results_dir)
+    _need_results_folder(root, matrix_path, results_dir)
+    if fmt == "github" and not (as_json or output or plots_dir or images or runs) and _no_records(root):
+        from toolkit.results import NO_RESULTS  # said without loading the report stack (~0.3 s)
+
+        click.echo(NO_RESULTS)
+        return
     from toolkit.analysis import report as report_mod
     from toolkit.results import index as resultindex
     from toolkit.results.records import ResultStore
 
-    root = _results_root(matrix_path, results_dir)
-    _need_results_folder(root, matrix_path, results_dir)
     store = ResultStore(root)
     recs = resultindex.select(store, images=images or None, runs=runs or None)  # via results/.index.sqlite
     if not recs and (images or runs):
@@ -140,6 +145,13 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _no_records(root: Path) -> bool:
+    """No results file with anything in it under `root` (results/<digest12>/bench.jsonl, a campaign's
+    results/hosts/<key>/<digest12>/bench.jsonl): what ResultStore would read, found without reading it."""
+    files = [*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")]
+    return not any(f.is_file() and f.stat().st_size for f in files)
 
 
 def _results_root(matrix_path: str, results_dir: str | None) -> Path:

@@ -3,3 +3,7 @@ the one test identity, `toolkit import` (each runtime's output parsers: toolkit.
 May use: toolkit.core, toolkit.spec, toolkit.engine (facts only), toolkit.runtimes; reads and writes
 results/; never prints.
 """
+
+NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"
+"""What a report of a results folder without a record says (kept here, light to import: an empty
+`toolkit report` says it without loading the report stack)."""
