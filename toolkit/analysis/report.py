@@ -37,7 +37,7 @@ from toolkit.analysis.tables import (
     threads,
 )
 from toolkit.results import NO_RESULTS
-from toolkit.results.identity import value
+from toolkit.results.identity import keys_cached, value
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.output import effective_ubatch
 
@@ -395,11 +395,12 @@ def publish(
     if output is not None and plots_dir is None and fmt == "html":
         plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
     drawn = None
-    if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
-        drawn = plots.draw(tables(records, opts or ReportOptions()), results_root)
-    text = render(
-        records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn, title=title
-    )
+    with keys_cached():  # each record's test identity computed once for tables, verdict and plots
+        if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
+            drawn = plots.draw(tables(records, opts or ReportOptions()), results_root)
+        text = render(
+            records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn, title=title
+        )
     written: list[Path] = []
     if output is not None:
         output = Path(output)

@@ -25,9 +25,10 @@ outputs in tests/data/ (shared/reference/llama-bench.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
@@ -179,7 +180,14 @@ def _n_layers(r: BenchRecord) -> int | None:
 
 
 def test_fields(r: BenchRecord) -> dict[str, Any]:
-    """The normalised test part of a record's identity: {field: value}, measurement-free."""
+    """The normalised test part of a record's identity: {field: value}, measurement-free (a new dict:
+    inside keys_cached() it comes from the record's one TestKey)."""
+    if _memo is not None:
+        return dict(test_key(r).test)
+    return _test_fields(r)
+
+
+def _test_fields(r: BenchRecord) -> dict[str, Any]:
     out: dict[str, Any] = {"method": r.method}
     if r.method == "llama-bench" and r.raw:
         for k, v in r.raw.items():
@@ -258,6 +266,12 @@ def model_fingerprint(r: BenchRecord) -> tuple:
     (`synthetic-twin`: a shape twin describes itself exactly like the real model, so without the kind
     a twin and a real run would share a row). Where both records know the file's sha256, it decides
     (same_model)."""
+    if _memo is not None:
+        return test_key(r).model
+    return _model_fingerprint(r)
+
+
+def _model_fingerprint(r: BenchRecord) -> tuple:
     fp = (
         (
             _plain(r.raw.get("model_type")),
@@ -290,6 +304,13 @@ class TestKey:
     model_sha: str | None
     test: tuple[tuple[str, Any], ...]
 
+    def __hash__(self) -> int:  # of ~40 nested pairs: computed once per key, not per dict lookup
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.image, self.system, self.model, self.model_sha, self.test))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @property
     def column(self) -> tuple:
         return (self.image, self.system)
@@ -302,15 +323,41 @@ class TestKey:
         return dict(self.test)
 
 
+_memo: dict[int, tuple[BenchRecord, TestKey]] | None = None
+"""Inside keys_cached(): record id -> (the record, its TestKey); None outside."""
+
+
+@contextlib.contextmanager
+def keys_cached() -> Iterator[None]:
+    """Within it, each record's TestKey (and so its test fields and model fingerprint) is computed once:
+    for readers that never change a record while they look at it (a report computed each identity ~10
+    times: 100,000 test_key calls for 10,000 records shown). Nests; the memo ends with the outer one."""
+    global _memo
+    outer = _memo
+    _memo = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
 def test_key(r: BenchRecord) -> TestKey:
     """The TestKey of a record (see the module docstring)."""
-    return TestKey(
+    memo = _memo
+    if memo is not None:
+        hit = memo.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1]
+    key = TestKey(
         image=r.image.digest,
         system=tuple(sorted(system_fields(r).items())),
-        model=model_fingerprint(r),
+        model=_model_fingerprint(r),
         model_sha=known_sha(r),
-        test=tuple(sorted(test_fields(r).items())),  # keys are unique: sorted by key alone
+        test=tuple(sorted(_test_fields(r).items())),  # keys are unique: sorted by key alone
     )
+    if memo is not None:
+        memo[id(r)] = (r, key)  # the record kept alive with it: its id is not reused meanwhile
+    return key
 
 
 def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
