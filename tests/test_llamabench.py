@@ -152,6 +152,7 @@ def test_no_device_capture_is_a_cpu_fallback():
         BenchAxes(),
         BenchAxes(n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512, 2048], n_depth=[0, 4096], repetitions=3),
         BenchAxes(n_prompt=[64], n_gen=[16], threads=4, cooldown_s=2, flash_attn=[0, 1], n_gpu_layers=[0]),
+        BenchAxes(type_k=["f16", "q8_0"], type_v=["q8_0"], split_mode=["row"], n_cpu_moe=[0, 8]),
     ],
 )
 def test_the_one_flag_table_builds_the_command_and_reads_it_back(axes):
@@ -164,3 +165,38 @@ def test_the_one_flag_table_builds_the_command_and_reads_it_back(axes):
         assert back.get(f.axis, value) == value and (f.axis in back or value in f.omit), f.flag
     assert BenchAxes(**{**axes.model_dump(), **back}) == axes
     assert lb_args.axes_from_args(["vllm", "bench", "-p", "5"]) == {}  # no llama-bench: nothing read
+
+
+def test_kv_cache_split_mode_and_moe_offload_are_axes_crossed_checked_and_resumable():
+    """Issue 34 item 2: -ctk/-ctv, -sm and -ncmoe as matrix axes, crossed like the others, validated
+    against the pinned llama-bench's accepted values, part of the resume key; a matrix without them
+    gives the cases and the command line it always did."""
+    from toolkit.bench.runners.llama_bench import _case_key
+
+    plain = BenchAxes(n_prompt=[512], n_gen=[128])
+    assert "-ctk" not in lb_args.bench_args(plain, "/m.gguf") and all(
+        "type_k" not in c for c in plain.cases()
+    )
+    axes = BenchAxes(n_prompt=[512], n_gen=[128], type_k=["f16", "q8_0"], type_v=["q8_0"], n_cpu_moe=[0, 8])
+    argv = lb_args.bench_args(axes, "/m.gguf")
+    assert argv[argv.index("-ctk") + 1] == "f16,q8_0" and argv[argv.index("-ncmoe") + 1] == "0,8"
+    cases = axes.cases()
+    assert len(cases) == 2 * 2 * 2  # (pp, tg) x type_k x n_cpu_moe
+    assert {(c.get("type_k", "f16"), c["type_v"], c.get("n_cpu_moe", 0)) for c in cases} == {
+        (k, "q8_0", m) for k in ("f16", "q8_0") for m in (0, 8)
+    }
+    keys = {_case_key(c, None) for c in cases}
+    assert len(keys) == len(cases)  # each its own test for --resume
+    # a record's raw row carries llama-bench's defaults: the same key as a case without the fields
+    assert _case_key(
+        {**plain.cases()[0], "type_k": "f16", "split_mode": "layer", "n_cpu_moe": 0}, None
+    ) == _case_key(plain.cases()[0], None)
+    for bad, why in [
+        ({"type_k": ["q9_0"]}, "Input should be 'f16'"),
+        ({"split_mode": ["rows"]}, "Input should be 'none'"),
+        ({"type_v": ["q4_0"], "flash_attn": [0]}, "quantized V cache requires flash_attn"),
+        ({"n_cpu_moe": [-1]}, "between 0 and"),
+        ({"type_k": []}, "axis list is empty"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            BenchAxes(**bad)

@@ -29,6 +29,7 @@ from toolkit.spec.loading import (
     template_path,
 )
 from toolkit.spec.schema import (
+    CASE_DEFAULTS,
     MAX_COUNT,
     MAX_MEMORY_BYTES,
     MAX_TEMPLATE_INT,

@@ -359,6 +359,20 @@ _AUTO_AXES = frozenset({"flash_attn", "n_gpu_layers"})
 """The axes where llama-bench takes -1 (flash attention auto, all GPU layers)."""
 
 
+KvCacheType = Literal["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
+"""The KV-cache types llama-bench's -ctk/-ctv take (ggml_type_from_name at 0c1e57098)."""
+
+SplitMode = Literal["none", "layer", "row", "tensor"]
+"""llama-bench's -sm values at 0c1e57098."""
+
+_F16: KvCacheType = "f16"
+_LAYER: SplitMode = "layer"
+
+CASE_DEFAULTS: dict[str, Any] = {"type_k": "f16", "type_v": "f16", "split_mode": "layer", "n_cpu_moe": 0}
+"""Case fields a case (and its key) carries only where it differs from llama-bench's default, so the
+cases and records of a matrix without these axes are what they always were."""
+
+
 class BenchAxes(StrictBlock):
     """llama-bench axes; every list is crossed (one llama-bench process per image x model).
 
@@ -376,6 +390,14 @@ class BenchAxes(StrictBlock):
     n_depth: list[StrictInt] = Field(default_factory=lambda: [0])
     flash_attn: list[Literal[-1, 0, 1]] = Field(default_factory=_flash_attn_on)
     n_gpu_layers: list[StrictInt] = Field(default_factory=lambda: [999])
+    # KV-cache types (-ctk/-ctv), split mode (-sm) and MoE experts kept on the CPU (-ncmoe): the values
+    # the pinned llama-bench accepts (tools/llama-bench/llama-bench.cpp, ggml_type_from_name and -sm at
+    # 0c1e57098); its defaults are not passed. Part of the test identity (llama-bench writes them in
+    # every row); llama-bench only: the vLLM and SGLang runners take no such flags.
+    type_k: list[KvCacheType] = Field(default_factory=lambda: [_F16])
+    type_v: list[KvCacheType] = Field(default_factory=lambda: [_F16])
+    split_mode: list[SplitMode] = Field(default_factory=lambda: [_LAYER])
+    n_cpu_moe: list[StrictInt] = Field(default_factory=lambda: [0])
     repetitions: StrictInt = Field(5, ge=1, le=1000)
     runs: StrictInt = Field(
         1,
@@ -461,7 +483,9 @@ class BenchAxes(StrictBlock):
             memory_bytes(v)
         return v
 
-    @field_validator("n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers")
+    @field_validator(
+        "n_prompt", "n_gen", "n_ubatch", "n_batch", "n_depth", "flash_attn", "n_gpu_layers", "n_cpu_moe"
+    )
     @classmethod
     def _nonempty(cls, v: list[int], info: ValidationInfo) -> list[int]:
         if not v:
@@ -476,6 +500,15 @@ class BenchAxes(StrictBlock):
             raise ValueError("axis list has duplicate values")
         return v
 
+    @field_validator("type_k", "type_v", "split_mode")
+    @classmethod
+    def _nonempty_words(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("axis list is empty: give at least one value (e.g. [f16])")
+        if len(set(v)) != len(v):
+            raise ValueError("axis list has duplicate values")
+        return v
+
     @model_validator(mode="after")
     def _ubatch_le_batch(self) -> BenchAxes:
         if not any(x > 0 for x in self.n_prompt + self.n_gen):
@@ -485,6 +518,13 @@ class BenchAxes(StrictBlock):
             )
         if any(x == 0 for x in self.n_ubatch + self.n_batch):
             raise ValueError("n_batch and n_ubatch must be >= 1")
+        quantized_v = [t for t in self.type_v if t not in ("f16", "bf16")]
+        if quantized_v and 0 in self.flash_attn:
+            raise ValueError(
+                f"type_v {quantized_v} with flash_attn 0: llama.cpp refuses a quantized V cache without "
+                "flash attention (llama-context.cpp: 'quantized V cache requires flash_attn'); use flash_attn "
+                "[1] or [-1], or type_v [f16]"
+            )
         if max(self.n_ubatch) > max(self.n_batch):
             raise ValueError(
                 f"micro-batch n_ubatch {max(self.n_ubatch)} is larger than every n_batch {self.n_batch}: "
@@ -492,8 +532,23 @@ class BenchAxes(StrictBlock):
             )
         return self
 
-    def cases(self) -> list[dict[str, int]]:
-        """The crossed cases as llama-bench would emit them (pp rows, then tg rows), for counting."""
+    def cases(self) -> list[dict[str, Any]]:
+        """The crossed cases as llama-bench would emit them (pp rows, then tg rows), for counting; the
+        cache-type, split-mode and MoE-offload fields only where they differ from CASE_DEFAULTS."""
+        out = []
+        for extra in self._extra_cases():
+            out += [{**c, **extra} for c in self._cases()]
+        return out
+
+    def _extra_cases(self) -> list[dict[str, Any]]:
+        """The crossed type_k x type_v x split_mode x n_cpu_moe, each without its default fields."""
+        names = list(CASE_DEFAULTS)
+        return [
+            {k: v for k, v in zip(names, combo, strict=True) if v != CASE_DEFAULTS[k]}
+            for combo in itertools.product(*(getattr(self, k) for k in names))
+        ]
+
+    def _cases(self) -> list[dict[str, Any]]:
         out = []
         for b, ub, fa, ngl, d in itertools.product(
             self.n_batch, self.n_ubatch, self.flash_attn, self.n_gpu_layers, self.n_depth

@@ -50,7 +50,7 @@ from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import output as llamabench
-from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.spec.matrix import CASE_DEFAULTS, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 
 class LlamaBenchRunner:
@@ -606,6 +606,9 @@ def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
     key["n_gpu_layers"] = identity.norm_gpu_layers(case.get("n_gpu_layers"), case.get("n_layers"))
     if threads:
         key["n_threads"] = threads
+    for k, default in CASE_DEFAULTS.items():  # only where the matrix asks for another value
+        if case.get(k, default) not in (default, None):
+            key[k] = case[k]
     if case.get("env"):
         key["env"] = tuple(sorted(case["env"].items()))
     return tuple(sorted(key.items()))

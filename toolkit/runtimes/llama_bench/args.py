@@ -27,6 +27,7 @@ class Flag:
     axis: str
     many: bool = True
     omit: tuple[Any, ...] = ()
+    kind: type = int  # the values' type when read back (str: cache types, split modes)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -38,6 +39,11 @@ FLAGS: tuple[Flag, ...] = (
     Flag("-ngl", "n_gpu_layers"),
     Flag("-r", "repetitions", many=False),
     Flag("-d", "n_depth", omit=([0],)),
+    # llama-bench's defaults (cmd_params_defaults at 0c1e57098) are left out: older builds still run
+    Flag("-ctk", "type_k", omit=(["f16"],), kind=str),
+    Flag("-ctv", "type_v", omit=(["f16"],), kind=str),
+    Flag("-sm", "split_mode", omit=(["layer"],), kind=str),
+    Flag("-ncmoe", "n_cpu_moe", omit=([0],)),
     Flag("-t", "threads", many=False, omit=(None, 0)),
     Flag("--delay", "cooldown_s", many=False, omit=(None, 0)),
 )
@@ -73,8 +79,9 @@ _BY_FLAG = {f.flag: f for f in FLAGS}
 
 def axes_from_args(argv: Sequence[str]) -> dict[str, Any]:
     """The axes of a recorded command (`docker run ... llama-bench -p 64,256 ...`): {BenchAxes field:
-    value} for every flag of FLAGS after `llama-bench`; {} without it. A value that is not an integer
-    (list) is left out: the caller then falls back on the records."""
+    value} for every flag of FLAGS after `llama-bench`; {} without it. A value that is not of its
+    flag's kind (an integer list where one is expected) is left out: the caller then falls back on the
+    records."""
     if "llama-bench" not in argv:
         return {}
     argv = list(argv)[list(argv).index("llama-bench") + 1 :]
@@ -84,7 +91,7 @@ def axes_from_args(argv: Sequence[str]) -> dict[str, Any]:
         if f is None:
             continue
         try:
-            axes[f.axis] = [int(x) for x in val.split(",")] if f.many else int(val)
+            axes[f.axis] = [f.kind(x) for x in val.split(",")] if f.many else f.kind(val)
         except ValueError:
             continue
     return axes
