@@ -122,6 +122,17 @@ def test_a_markdown_table_and_the_same_models_jsonl_compare(tmp_path):
     assert len({identity.model_fingerprint(r) for r in recs}) == 1
     c = compare.compare(store, a.digest, b.digest)
     assert c.rows  # joined: the same tests of the same model
+    # the columns llama-bench's table leaves out hold its defaults (pinned source): filled, so the join
+    # is made on them too, not left out as "one side never recorded them"
+    md_rec = next(r for r in recs if r.raw.get("model_size") == "1.52 MiB")
+    assert (
+        md_rec.raw["n_batch"] == 2048
+        and md_rec.raw["type_k"] == "f16"
+        and md_rec.raw["split_mode"] == "layer"
+    )
+    assert not {"n_batch", "type_k", "type_v", "split_mode", "n_cpu_moe"} & set(c.one_side_only), (
+        c.one_side_only
+    )
 
 
 def test_an_import_option_that_contradicts_the_file_is_bad_input_and_a_corrected_one_imports(tmp_path):

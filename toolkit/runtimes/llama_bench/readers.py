@@ -548,6 +548,27 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
     return out
 
 
+MD_OMITTED_DEFAULTS: dict[str, Any] = {
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "type_k": "f16",
+    "type_v": "f16",
+    "n_cpu_moe": 0,
+    "split_mode": "layer",
+    "main_gpu": 0,
+    "no_kv_offload": False,
+    "cpu_mask": "0x0",
+    "cpu_strict": False,
+    "poll": 50,
+    "embeddings": False,
+}
+"""Columns llama-bench's markdown printer leaves out when every row holds the default, with that
+default as its JSON output writes it (tools/llama-bench/llama-bench.cpp at 0c1e57098:
+markdown_printer::print_header, cmd_params_defaults). Only defaults that have not changed across
+llama-bench's releases; flash_attn (false, then auto) and n_gpu_layers (99, then -1) have, and the
+host's thread count is the host's: those stay unknown when a table leaves them out."""
+
+
 def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
     if len(cells) != len(header):
         return SourceRow(
@@ -584,6 +605,8 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
             fields[name] = text  # `56.89 GiB`, `30.53 B`: rounded as printed, kept as printed
         else:
             fields[name] = typed(name, text)
+    for name, default in MD_OMITTED_DEFAULTS.items():  # a column left out holds the default
+        fields.setdefault(name, default)
     return SourceRow(line, fields, "md", problem=problem, notes=["no samples"])
 
 
