@@ -257,7 +257,9 @@ def test_rootless_without_a_subuid_range_is_an_error_naming_the_fix(tmp_path: Pa
     (etc / "subuid").write_text("4242:100000:65536\n")
     (etc / "subgid").write_text("4242:100000:1000\n")
     (check,) = check_subids(rootless, etc, uid=4242)
-    assert "etc/subgid gives 4242 1000 IDs" in check.message and "etc/subuid" not in check.message.split("(")[0]
+    assert (
+        "etc/subgid gives 4242 1000 IDs" in check.message and "etc/subuid" not in check.message.split("(")[0]
+    )
     (etc / "subgid").write_text("other:1:65536\n4242:100000:65536\n")
     assert check_subids(rootless, etc, uid=4242) == []
     assert check_subids({"engine": "podman", "rootless": False}, tmp_path / "none", uid=4242) == []
