@@ -31,10 +31,8 @@ from toolkit.spec.loading import (
 from toolkit.spec.schema import (
     CASE_DEFAULTS,
     MAX_COUNT,
-    MAX_MEMORY_BYTES,
     MAX_TEMPLATE_INT,
     MAX_TOKENS,
-    MIN_MEMORY_BYTES,
     SCHEMA_VERSION,
     TEMPLATE_VARS,
     BenchAxes,
@@ -48,5 +46,5 @@ from toolkit.spec.schema import (
     StrictBlock,
     check_template_var,
     excerpt,
-    memory_bytes,
 )
+from toolkit.spec.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
