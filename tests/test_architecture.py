@@ -319,3 +319,31 @@ def test_no_test_module_imports_another():
             )
             offenders += [f"{path.name}: {n}" for n in names if n.startswith("tests.test_") or n == "tests"]
     assert not offenders, offenders
+
+
+MAX_FILE_LINES = 800
+MAX_FUNCTION_LINES = 100
+LONG_FUNCTION_LINES = 60
+MAX_LONG_FUNCTIONS = 15
+
+
+def test_no_room_outgrows_its_walls():
+    """The house rules (issue 30): no file in toolkit/ over 800 lines, no function over 100, at most 15
+    functions of 60 lines or more (a function's lines: its `def` to its last line, docstring included).
+    A change that grows a room splits it first."""
+    big_files, big_funcs, long_funcs = [], [], []
+    for path in sorted(PKG.rglob("*.py")):
+        text = path.read_text()
+        rel = path.relative_to(ROOT)
+        if text.count("\n") > MAX_FILE_LINES:
+            big_files.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    big_funcs.append(f"{rel}:{node.name}: {n} lines")
+                if n >= LONG_FUNCTION_LINES:
+                    long_funcs.append(f"{rel}:{node.name}: {n} lines")
+    assert not big_files, f"files over {MAX_FILE_LINES} lines: {big_files}"
+    assert not big_funcs, f"functions over {MAX_FUNCTION_LINES} lines: {big_funcs}"
+    assert len(long_funcs) <= MAX_LONG_FUNCTIONS, f"{len(long_funcs)} functions of 60+ lines: {long_funcs}"
