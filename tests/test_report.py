@@ -625,3 +625,28 @@ def test_an_image_keeps_its_color_in_every_figure_flagged_cells_are_marked_and_t
     assert legend == [hip, vulkan, plots.FLAGGED_LABEL]
     for fig in (prefill, decode):
         assert "model qwen3-30b-a3b-q4kxl" in fig.get_suptitle()
+
+
+def test_one_value_per_cell_the_best_marked_beyond_the_noise_and_a_flagged_number_marked_where_it_stands():
+    """Reproducer (issue 33): every cell was `3171.49 ± 16.62 (med 3166.34, 3157.74–3200.21)`, the best of
+    a row was not marked, and a flagged number carried no mark (its flag sat in the row's last column)."""
+    recs = [
+        make_record("a", "rocm", p=512, avg=3171.49, sd=16.62),
+        make_record("b", "vulkan", p=512, avg=2500.0, sd=10.0),
+        make_record("a", "rocm", p=2048, avg=3000.0, sd=30.0),
+        make_record("b", "vulkan", p=2048, avg=2990.0, sd=30.0),  # inside the noise: no best
+        make_record("a", "rocm", n=128, avg=90.0, sd=0.5).model_copy(update={"flags": ["gpu-shared"]}),
+        make_record("b", "vulkan", n=128, avg=80.0, sd=0.5),
+    ]
+    text = report.render(report.select_for_report(recs), "github")
+    assert "(med " not in text
+    lines = {
+        ln.split("|")[1].strip(): ln
+        for ln in text.splitlines()
+        if ln.startswith("| pp") or ln.startswith("| tg")
+    }
+    assert "**3171.49 ± 16.62**" in lines["pp512 ub512"] and "**" not in lines["pp2048 ub512"]
+    assert "90.00 ± 0.50 †" in lines["tg128"] and "**" not in lines["tg128"]  # flagged: never the best
+    assert "bold: the row's best" in text
+    page = report.render(report.select_for_report(recs), "html")
+    assert "<strong>3171.49 ± 16.62</strong>" in page and "\x02" not in page

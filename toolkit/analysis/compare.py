@@ -26,11 +26,11 @@ from typing import Any, Generic, TypeVar, overload
 
 from tabulate import tabulate
 
+from toolkit.analysis.table_text import fmt_cell
 from toolkit.analysis.tables import (
     column_attention,
     concurrency,
     energy,
-    fmt_cell,
     fmt_tok_per_j,
     id_value,
     image_label,

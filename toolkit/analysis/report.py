@@ -17,22 +17,19 @@ from typing import Any
 
 from tabulate import tabulate
 
-from toolkit.analysis import plots
+from toolkit.analysis import plots, table_text
 from toolkit.analysis import tables as _tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.provenance import Provenance, provenance
+from toolkit.analysis.table_text import energy_notes, legend, marks_note, roof_notes, table_rows
 from toolkit.analysis.tables import (
     ReportOptions,
     Row,
     Table,
-    _energy_notes,
-    _legend,
-    _roof_notes,
     accounting,
     concurrency,
     energy,
     sample_stats,
-    table_rows,
     tables,
     threads,
 )
@@ -46,6 +43,8 @@ def __getattr__(name: str) -> Any:
     """The table layer's names, for callers that know them as report.X (PEP 562): one list, in tables."""
     if name in _tables.__all__:
         return getattr(_tables, name)
+    if name in ("fmt_cell", "fmt_roof", "table_rows", "best_column"):
+        return getattr(table_text, name)
     raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
 
 
@@ -120,11 +119,11 @@ def _render_markdown(
     out.append(verdict_mod.format_verdict(v))
     out.append("## What was measured\n\n" + "\n".join(f"- {line}" for line in prov.lines()))
     for t in ts:
-        headers, body = table_rows(t)
+        headers, body = table_rows(t, bold=lambda x: f"**{x}**")
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts) + [accounting(records, refused)]
+    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts) + [accounting(records, refused)]
     out.append("\n".join(f"- {n}" for n in notes))
     return "\n\n".join(out)
 
@@ -296,16 +295,24 @@ def _img(name: str, png: bytes) -> str:
     return f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
+def _html_cell(x: str) -> str:
+    """A table cell as HTML: the row's best (table_rows' \\x02...\\x03) in <strong>, the rest escaped (a
+    record's string never makes a tag: its own \\x02/\\x03 are dropped)."""
+    if len(x) > 1 and x[0] == "\x02" and x[-1] == "\x03":
+        return f"<strong>{html.escape(x[1:-1])}</strong>"
+    return html.escape(x.replace("\x02", "").replace("\x03", ""))
+
+
 def _table_html(t: Table) -> list[str]:
     """One axis table as HTML: its title, header row, and a row per test (the flags column last)."""
-    headers, body = table_rows(t)
+    headers, body = table_rows(t, bold=lambda x: f"\x02{x}\x03")  # <strong> after escaping
     parts = [
         f'<h2>{html.escape(t.title)}</h2><div class="scroll"><table><tr>'
         + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         + "</tr>"
     ]
     for line in body:
-        cells = [f"<td>{html.escape(x)}</td>" for x in line[:-1]] + [
+        cells = [f"<td>{_html_cell(x)}</td>" for x in line[:-1]] + [
             f'<td class="flags">{html.escape(line[-1])}</td>'
         ]
         parts.append("<tr>" + "".join(cells) + "</tr>")
@@ -365,7 +372,7 @@ def render_html(
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
     for t in ts:
         parts += _table_html(t)
-    notes = _legend(ts) + _energy_notes(ts) + _roof_notes(ts)
+    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts)
     if notes:
         parts.append(_ul(notes))
     parts.append(f"<p>{html.escape(accounting(records))}</p>")

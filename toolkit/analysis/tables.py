@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
-from toolkit.analysis.roofline import Roofline, ceiling, roofline, why_no_roofline
+from toolkit.analysis.roofline import Roofline, ceiling, roofline
 from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
@@ -46,8 +46,6 @@ __all__ = [
     "column_systems",
     "concurrency",
     "energy",
-    "fmt_cell",
-    "fmt_roof",
     "fmt_tok_per_j",
     "id_value",
     "image_label",
@@ -63,7 +61,6 @@ __all__ = [
     "select_with_accounting",
     "split_columns",
     "stored_flags",
-    "table_rows",
     "tables",
     "telemetry_flags",
     "threads",
@@ -664,104 +661,3 @@ def accounting(records: list[BenchRecord], refused: int = 0) -> str:
         sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
     text = sel.summary()
     return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
-
-
-def fmt_cell(r: BenchRecord | None) -> str:
-    """`mean ± stddev (med M, min–max)` tok/s; served cells add median TTFT/TPOT."""
-    if r is None:
-        return ""
-    v = value(r)
-    if v is None:
-        return ""
-    sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
-    if r.stddev_ts is None and len(r.samples_ts) == 1:
-        sd = " (1 sample: stddev unknown)"
-    text = f"{v:.2f}{sd}"
-    st = sample_stats(r)
-    if st is not None and r.axis != "served":
-        text += f" (med {st['median']:.2f}, {st['min']:.2f}–{st['max']:.2f})"
-    runs = (r.model_extra or {}).get("between_runs")
-    if runs:
-        text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
-    if r.axis == "served":
-        extra = [
-            f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
-        ]
-        text += f" ({', '.join(extra)})" if extra else ""
-    return text
-
-
-def fmt_roof(roof: Roofline | None) -> str:
-    if roof is None:
-        return ""
-    what = "of BW" if roof.metric == "bandwidth" else "of FP16 peak"
-    return f"{100 * roof.fraction:.0f}% {what}"
-
-
-def table_rows(t: Table) -> tuple[list[str], list[list[str]]]:
-    """Header and body of a table as text cells (shared by github and html)."""
-    headers = ["test", *t.id_columns]
-    for c in t.columns:
-        headers.append(t.header(c))
-        if c in t.energy_columns:
-            headers.append(f"tok/J {c}")
-        if c in t.roof_columns:
-            headers.append(f"roofline {c}")
-    headers.append("flags")
-    body = []
-    for row in t.rows:
-        line = [row.test, *row.ids.values()]
-        for c in t.columns:
-            line.append(fmt_cell(row.cells.get(c)))
-            if c in t.energy_columns:
-                e = energy(cell) if (cell := row.cells.get(c)) is not None else None
-                line.append(fmt_tok_per_j(e.tok_per_j if e else None))
-            if c in t.roof_columns:
-                line.append(fmt_roof(row.roof.get(c)))
-        line.append("; ".join(row.row_flags()))
-        body.append(line)
-    return headers, body
-
-
-def _legend(ts: list[Table]) -> list[str]:
-    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
-    return [
-        f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
-        for name in sorted(
-            used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
-        )
-    ]
-
-
-def _energy_notes(ts: list[Table]) -> list[str]:
-    """What the tok/J columns hold, when a table has one."""
-    if not any(t.energy_columns for t in ts):
-        return []
-    return [
-        "tok/J: tokens of the test's window ((n_prompt + n_gen) x repetitions, from the first measured "
-        "repetition to the result row) per joule its GPUs used in that window (hardware energy counter, or "
-        "averaged power integrated over a window long enough for the sensor); empty where the energy is "
-        "invalid (the row's energy-invalid:<reason> flag says why) or the GPU was shared (gpu-shared)"
-    ]
-
-
-def _roof_notes(ts: list[Table]) -> list[str]:
-    """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
-    GPU image without one, why not (unknown product, multi-GPU layer split: roofline.why_no_roofline)."""
-    seen: dict[str, Roofline] = {}
-    missing: dict[str, str] = {}
-    for t in ts:
-        for row in t.rows:
-            for col, r in row.cells.items():
-                if col in row.roof:
-                    seen[col] = row.roof[col]
-                elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
-                    missing.setdefault(col, why)
-    out = [
-        f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
-        f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
-        f"{100 * roof.share.bytes_share:.1f}% (from {roof.share.source})"
-        + (f"; {roof.note}" if roof.note else "")
-        for col, roof in sorted(seen.items())
-    ]
-    return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
