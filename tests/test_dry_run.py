@@ -88,3 +88,18 @@ def test_dry_run_says_what_a_real_run_would_do_with_the_model(tmp_path):
     assert "a real run refuses this model" in notes["cpu x loop"], res.output
     res, code = run_cli(project, "bench", "-i", "cpu", "-m", "loop", expect=None)
     assert code == 4 and "models[loop].path" in str(res.exception), (res.output, res.exception)
+
+
+def test_dry_run_gives_the_case_count_of_the_real_run(tmp_path):
+    """Reproducer (issue 33): `bench --dry-run` gave no case count or time estimate."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512, 2048], "n_gen": [128], "n_ubatch": [512, 2048], "type_k": ["f16", "q8_0"]},
+        models=["qwen3-30b-a3b-q4kxl"],
+    )
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
+    # (pp512, pp2048, tg128) x ub (512, 2048) x type_k (f16, q8_0): 12 cases
+    assert plan.startswith("plan: 12 test cases (12 per run x 1 image/model pairs, 5 repetitions each)"), plan
+    assert "-ctk f16,q8_0" in res.output

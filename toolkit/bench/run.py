@@ -92,7 +92,9 @@ def run_bench(
     decisions = decide(lm, images, models, store, gpus, opts)
     host: dict[str, Any] = {}
     guards: tuple[guard.RunGuard, guard.ResultsLock] | None = None
-    if not opts.dry_run:
+    if opts.dry_run:  # the case count and, from earlier runs, the time: what the real run would say first
+        events("note", text=plan_run(lm, decisions, store) or "plan: no test case would run here")
+    else:
         _confirm_plan(lm, decisions, store, opts, events)
         guard.check_writable(store.root)
         host = _host_facts()
@@ -349,7 +351,10 @@ def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
         return [Decision(spec, m, "skipped", why)]
     note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
     out = [Decision(spec, m, "note", note)] if note else []
-    if opts.dry_run or (model_here(lm, m) is None and not m.generate):
+    if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
+        whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
+        return out + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
+    if model_here(lm, m) is None and not m.generate:
         return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
     cases = runner.cases(ctx)
     of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
