@@ -184,3 +184,23 @@ def test_an_empty_report_says_so_without_loading_the_report_stack(tmp_path):
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert p.stdout.strip() == report.render([], "github") and p.stderr.strip() == "light", p.stderr
+
+
+def test_the_documented_shell_completion_completes_commands_and_options():
+    """README: `eval "$(_TOOLKIT_COMPLETE=bash_source toolkit)"` (issue 33: completion was undocumented)."""
+    import os
+    import subprocess
+    import sys
+
+    def complete(words: str, cword: int) -> str:
+        env = {
+            **os.environ,
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(cword),
+            "_TOOLKIT_COMPLETE": "bash_complete",
+        }
+        code = "import sys; sys.argv[0] = 'toolkit'; from toolkit.cli.main import main; main()"
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout
+
+    assert "plain,report" in complete("toolkit rep", 1)
+    assert "plain,--format" in complete("toolkit report --fo", 2)
