@@ -127,3 +127,15 @@ def test_malformed_yaml_names_line(project):
 def test_missing_matrix_file(tmp_path):
     with pytest.raises(BadInput, match="matrix file not found"):
         load_matrix(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("block", ["vllm", "sglang"])
+def test_a_concurrency_level_given_twice_is_bad_input(block):
+    """Reproducer (a breaker's find): `concurrency: [1, 1]` was accepted, measured twice and shown as one test."""
+    from toolkit.runtimes.sglang.args import SglangSettings
+    from toolkit.runtimes.vllm.settings import VllmSettings
+
+    settings = {"vllm": VllmSettings, "sglang": SglangSettings}[block]
+    with pytest.raises(ValueError, match=r"concurrency \[1, 4, 1\] has duplicate levels"):
+        settings(concurrency=[1, 4, 1])
+    assert settings(concurrency=[1, 4]).concurrency == [1, 4]

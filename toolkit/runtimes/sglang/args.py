@@ -100,6 +100,8 @@ class SglangSettings(BaseModel):
     def _levels(cls, v: list[int]) -> list[int]:
         if not v or any(c < 1 or c > MAX_COUNT for c in v):
             raise ValueError(f"concurrency levels must be a non-empty list of integers from 1 to {MAX_COUNT}")
+        if len(set(v)) != len(v):  # a level twice would be measured twice and shown as one test
+            raise ValueError(f"concurrency {v} has duplicate levels; give each once, e.g. [1, 2, 4, 8]")
         return v
 
 

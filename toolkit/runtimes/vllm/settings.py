@@ -37,4 +37,8 @@ class VllmSettings(StrictBlock):
     def _levels(cls, v: list[int]) -> list[int]:
         if any(c < 1 or c > MAX_COUNT for c in v):
             raise ValueError(f"concurrency levels must be from 1 to {MAX_COUNT}")
+        if len(set(v)) != len(v):  # a level twice would be measured twice and shown as one test
+            raise ValueError(f"concurrency {v} has duplicate levels; give each once, e.g. [1, 2, 4, 8]")
+        if not v:
+            raise ValueError("concurrency is empty; give at least one level, e.g. [1]")
         return v
