@@ -596,3 +596,52 @@ def test_a_run_id_from_a_lock_file_name_is_shown_quoted_when_it_is_not_plain(mon
     finally:
         os.close(fd)
     assert "run 'x\\n\\x1b[2Jevil' (pid ? on this host" in msg and "\n" not in msg and "\x1b" not in msg
+
+
+def test_report_output_never_replaces_a_device_a_link_the_store_or_the_matrix(
+    results_with_a_record, tmp_path
+):
+    """Reproducer (breaker, issue 32's kind): `report -o` wrote a temporary file and renamed it over the
+    target: run as root it replaced /dev/full (a device node) with a regular file, a symlink with a
+    file, a results folder's bench.jsonl with markdown and the matrix file with the report; exit 0."""
+    import os
+    import stat
+
+    link = tmp_path / "link.md"
+    link.symlink_to(tmp_path / "elsewhere.md")
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    stored = next(results_with_a_record.glob("*/bench.jsonl"))
+    before = stored.read_bytes()
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("schema_version: 1\n")
+    for target, said in [
+        (link, "is a symbolic link, not a regular file"),
+        (fifo, "is a device or special file, not a regular file"),
+        (stored, "is a data file of the results folder"),
+        (matrix, "is the matrix file this command reads"),
+    ]:
+        p = toolkit(
+            "report", "--matrix", str(matrix), "--results", str(results_with_a_record), "-o", str(target)
+        )
+        assert p.returncode == 4 and said in p.stderr, _out(p)
+    assert link.is_symlink() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert stored.read_bytes() == before and matrix.read_text() == "schema_version: 1\n"
+    ok = toolkit("report", "--results", str(results_with_a_record), "-o", str(tmp_path / "r.md"))
+    assert ok.returncode == 0 and (tmp_path / "r.md").is_file(), _out(ok)
+
+
+def test_a_full_standard_output_is_named_not_an_unknown_path(results_with_a_record):
+    """Reproducer (breaker): `toolkit report > /dev/full` said `(unknown path): No space left on device`."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            [sys.executable, "-m", "toolkit", "report", "--results", str(results_with_a_record)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=120,
+        )
+    assert p.returncode == 8 and "error: standard output: No space left on device" in p.stderr, p.stderr
+    assert "unknown path" not in p.stderr

@@ -310,5 +310,10 @@ def write_measured(m: Measured, path: Path) -> Path:
                 }
             )
         ]
-    path.write_text("\n".join(lines) + "\n")
+    try:
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as err:  # a full disk: the error names the file
+        if err.filename is None:
+            err.filename = str(path)
+        raise
     return path

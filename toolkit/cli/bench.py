@@ -29,6 +29,7 @@ from toolkit.cli.common import (
     results_option,
 )
 from toolkit.core.errors import BenchFailed, FileSystemError
+from toolkit.core.paths import output_file
 
 
 @click.command(epilog=EPILOG)
@@ -255,6 +256,8 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = Path(out) if out else root / "measure" / f"{run}.jsonl"
+    for written in (out_path, out_path.with_suffix(".trace.jsonl")):
+        output_file(written, option="--out", protected=(Path(matrix_path),), data_root=root, replaces=False)
     if label is not None:  # before a possibly hour-long run, not after it
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)

@@ -52,13 +52,18 @@ _echo = click.echo
 def _safe_echo(
     message: Any = None, file: Any = None, nl: bool = True, err: bool = False, color: Any = None
 ) -> None:
-    _echo(
-        terminal_safe(message) if isinstance(message, str) else message,
-        file=file,
-        nl=nl,
-        err=err,
-        color=color,
-    )
+    try:
+        _echo(
+            terminal_safe(message) if isinstance(message, str) else message,
+            file=file,
+            nl=nl,
+            err=err,
+            color=color,
+        )
+    except OSError as exc:  # stdout on a full disk or a closed pipe: name it, never "(unknown path)"
+        if exc.filename is None and file is None:
+            exc.filename = "standard error" if err else "standard output"
+        raise
 
 
 click.echo = _safe_echo  # one choke point: every command prints through click.echo

@@ -127,6 +127,10 @@ def report(
         noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
     )
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
+    if dest is not None:
+        from toolkit.core.paths import output_file
+
+        output_file(dest, option="--output", protected=(Path(matrix_path),), data_root=root)
     text, written, plot_notes = report_mod.publish(
         recs,
         fmt,

@@ -79,3 +79,57 @@ def symlinks_inside(folder: Path, *, what: str, fix: str | None = None) -> None:
             if p.is_symlink():
                 rel = p.relative_to(root)
                 contained(root, rel, what=f"{what}: symlink {rel}", fix=fix)
+
+
+STORE_FILES = ("bench.jsonl", "builds.jsonl")
+"""The results store's own files (and its `.index.sqlite`, `.lock`, `.seq`): never an output."""
+
+
+def output_file(
+    path: Path,
+    *,
+    option: str,
+    protected: tuple[Path, ...] = (),
+    data_root: Path | None = None,
+    replaces: bool = True,
+) -> Path:
+    """Check a file the user names for output (`report -o`, `measure --out`) before anything is written.
+
+    BadInput (exit 4) when it exists and is not a regular file (a symlink, a device such as /dev/null
+    or /dev/full, a FIFO, a folder: an output written by replacing the file would replace the node
+    itself, run as root a host's device), when it is one of `protected` (the matrix file), or when
+    it is a data file of the results folder `data_root` (`*.jsonl`, `*.sqlite`, a dot-file: the
+    store and its index). `replaces=False` (an output opened and written, not replaced: measure's
+    rows) allows any node and, inside `data_root`, any `.jsonl` but the store's own (STORE_FILES).
+    Returns `path`."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise BadInput(f"{option} {path}: {err.strerror or err}; give a file's path") from None
+    if replaces and st is not None and not stat.S_ISREG(st.st_mode):
+        kind = (
+            "symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "device or special file"
+        )
+        raise BadInput(
+            f"{option} {path} is a {kind}, not a regular file: the output is written by replacing the file, "
+            "which would replace it; give a new or regular file's path"
+        )
+    real = path.resolve()
+    if any(real == p.resolve() for p in protected):
+        raise BadInput(f"{option} {path} is the matrix file this command reads; give another file's path")
+    if data_root is not None and data_root.resolve() in real.parents:
+        store_file = real.name in STORE_FILES or real.suffix == ".sqlite" or real.name.startswith(".")
+        if store_file or (replaces and real.suffix == ".jsonl"):
+            raise BadInput(
+                f"{option} {path} is a data file of the results folder {data_root} (its records or their "
+                "index); give another file's path"
+            )
+    return path
