@@ -477,3 +477,26 @@ def test_a_nan_row_is_refused_by_the_import_of_measure_as_by_a_direct_import(tmp
     assert '"avg_ts": "nan"' in out.read_text()  # as llama-bench prints it, in strict JSON
     assert res.returncode == 4 and "avg_ts is nan" in res.stderr, res.stderr
     assert ResultStore(tmp_path / "r").results() == []
+
+
+def test_a_command_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path):
+    """Reproducer (breaker): `measure -- sh -c 'kill -9 $$'` exited 247 and said "exited -9"."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--out",
+            str(tmp_path / "m.jsonl"),
+            "--gpu",
+            "none",
+            "--",
+        ]
+        + ["sh", "-c", "kill -9 $$"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 137, proc.stderr
+    assert "was killed by SIGKILL (exit 137)" in proc.stderr

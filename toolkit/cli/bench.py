@@ -289,7 +289,9 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
         raise FileSystemError(sink.error)
     if label:
         _import_measured(root, out_path, label, m.rows)
-    sys.exit(3 if m.kernel_fault and m.exit_code == 0 else m.exit_code)
+    # a command killed by signal N exits 128 + N, as a shell says it (Popen gives -N)
+    code = 128 - m.exit_code if m.exit_code < 0 else m.exit_code
+    sys.exit(3 if m.kernel_fault and code == 0 else code)
 
 
 class _RowFile:
@@ -345,13 +347,26 @@ def _say_measured(m, command, out_path: Path) -> None:
         {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
     )
     _err(
-        f"measure: {shlex.join(command)} exited {m.exit_code} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
+        f"measure: {shlex.join(command)} {_ended(m.exit_code)} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
         f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
     )
     if m.kernel_fault:
         _err(f"measure: {m.kernel_fault}")
     if m.facts.get("trace_error"):
         _err(f"measure: warning: telemetry trace {m.facts['trace_error']}")
+
+
+def _ended(code: int) -> str:
+    """`exited 3`, or `was killed by SIGKILL (exit 137)` for a command a signal ended (Popen's -N)."""
+    if code >= 0:
+        return f"exited {code}"
+    import signal
+
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name} (exit {128 - code})"
 
 
 def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None:
