@@ -103,3 +103,19 @@ def test_dry_run_gives_the_case_count_of_the_real_run(tmp_path):
     # (pp512, pp2048, tg128) x ub (512, 2048) x type_k (f16, q8_0): 12 cases
     assert plan.startswith("plan: 12 test cases (12 per run x 1 image/model pairs, 5 repetitions each)"), plan
     assert "-ctk f16,q8_0" in res.output
+
+
+def test_axes_a_runner_does_not_take_are_said_not_dropped(tmp_path):
+    """Reproducer (breaker): `bench.env` and the KV-cache/MoE axes were silently dropped for vLLM images."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu", "vllm"],
+        bench={"n_prompt": [512], "n_gen": [128], "n_cpu_moe": [0, 4], "env": {"GGML_X": ["1"]}},
+        models=["qwen3-30b-a3b-awq", "tiny-qwen3moe"],
+    )
+    res, _ = run_cli(project, "bench", "--dry-run")
+    said = [ln for ln in res.output.splitlines() if "does not take" in ln]
+    assert said == [
+        "vllm x qwen3-30b-a3b-awq: note: runner vllm does not take bench.env (GGML_X); bench.n_cpu_moe [0, 4]: "
+        "measured without them"
+    ], res.output

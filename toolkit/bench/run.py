@@ -44,7 +44,7 @@ from toolkit.host import devices
 from toolkit.host import info as hostinfo
 from toolkit.models.tiny import ensure_model_file
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.spec.matrix import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
 
 __all__ = [
     "BenchOptions",
@@ -350,7 +350,7 @@ def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
         )
         return [Decision(spec, m, "skipped", why)]
     note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
-    out = [Decision(spec, m, "note", note)] if note else []
+    out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
     if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
         whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
         return out + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
@@ -359,6 +359,19 @@ def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
     cases = runner.cases(ctx)
     of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
     return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
+
+
+def _axes_not_taken(lm: LoadedMatrix, runner: str) -> str:
+    """Which `bench:` axes in use this runner does not take (the env axis, KV-cache types, split mode,
+    MoE offload are llama-bench's): said once per pair, never dropped silently; "" when none."""
+    if runner == "llama-bench":
+        return ""
+    b = lm.m.bench
+    unused = [f"env ({', '.join(sorted(b.env))})"] if b.env else []
+    unused += [f"{k} {getattr(b, k)}" for k, default in CASE_DEFAULTS.items() if getattr(b, k) != [default]]
+    if not unused:
+        return ""
+    return f"runner {runner} does not take bench.{'; bench.'.join(unused)}: measured without them"
 
 
 def _cases_total(pairs: list[Decision]) -> int:
