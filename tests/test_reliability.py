@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -412,7 +413,7 @@ ROCM_LINE = 75  # the rocm image's block in matrix.yaml starts after this line
             "timeout_s:",
             "timeout_s: .nan",
             0,
-            ["bench.timeout_s"],
+            ["'.nan' is a YAML 1.1 number form"],  # refused at its line, before the field's type
             id="nan-timeout",
         ),
         pytest.param(
@@ -1283,3 +1284,25 @@ def test_the_run_that_holds_the_lock_learns_of_a_concurrent_one_and_both_flag_th
     assert "concurrent" not in (a_after.model_extra or {})
     assert list((root / guard.ResultsLock.PRESENT).iterdir()) == []  # nothing left behind
     a.release()
+
+
+@pytest.mark.parametrize("written", ["010", "0x10", "1:00", "1_000", ".nan", "-.inf", "1_0.5"])
+def test_a_yaml_1_1_number_form_is_bad_input_not_another_value(project, written):
+    """Reproducer (breaker): `n_cpu_moe: [010]` ran -ncmoe 8, `[0x10]` 16, `[1:00]` 60: YAML 1.1 reads these
+    as numbers other than they show."""
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(re.sub(r"(?m)^  n_cpu_moe: \[0\]", f"  n_cpu_moe: [{written}]", p.read_text(), count=1))
+    with pytest.raises(BadInput, match=r"line \d+, column \d+: .* is a YAML 1.1 number form"):
+        load_matrix(p)
+
+
+def test_plain_decimal_numbers_still_read(project):
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    text = re.sub(r"(?m)^  n_cpu_moe: \[0\]", "  n_cpu_moe: [0, 8, +4]", p.read_text(), count=1)
+    p.write_text(re.sub(r"(?m)^  timeout_s: .*$", "  timeout_s: 1500.5", text, count=1))
+    b = load_matrix(p).m.bench
+    assert b.n_cpu_moe == [0, 8, 4] and b.timeout_s == 1500.5

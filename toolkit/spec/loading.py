@@ -5,6 +5,7 @@ name the file, the key path and the fix, and the loaded matrix with its folder."
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,13 @@ class _ScalarError(yaml.constructor.ConstructorError):
     """A scalar PyYAML's constructor could not build (its problem says what to write instead)."""
 
 
+_PLAIN_NUMBER = {
+    "tag:yaml.org,2002:int": re.compile(r"[-+]?(0|[1-9][0-9]*)"),
+    "tag:yaml.org,2002:float": re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"),
+}
+"""Numbers as written in decimal: what a scalar PyYAML resolves to int or float must look like this."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently).
     Pure Python on purpose: libyaml's CSafeLoader (~25 ms faster on this matrix) composes nodes by C
@@ -258,6 +266,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         cannot build: an impossible unquoted date (`ref: 2026-02-30`), an integer of more than 4300
         digits, `!!int x`. Each becomes a ConstructorError at the node's line, which load_matrix
         reports as bad input naming the line."""
+        if isinstance(node, yaml.ScalarNode) and node.tag in _PLAIN_NUMBER:
+            if not _PLAIN_NUMBER[node.tag].fullmatch(node.value):
+                raise _ScalarError(
+                    None,
+                    None,
+                    f"{node.value[:40]!r} is a YAML 1.1 number form (octal 010 = 8, hex 0x10 = 16, base 60 "
+                    "1:00 = 60, 1_000, .nan, .inf) that reads as another value than it shows; write the "
+                    "plain decimal number, or quote it if it is text",
+                    node.start_mark,
+                )
         try:
             return super().construct_object(node, deep=deep)
         except (ValueError, TypeError, OverflowError) as err:
