@@ -650,3 +650,24 @@ def test_one_value_per_cell_the_best_marked_beyond_the_noise_and_a_flagged_numbe
     assert "bold: the row's best" in text
     page = report.render(report.select_for_report(recs), "html")
     assert "<strong>3171.49 ± 16.62</strong>" in page and "\x02" not in page
+
+
+def test_a_hostile_name_adds_no_column_row_tag_or_link_to_the_markdown_and_no_control_to_the_page():
+    """Reproducer (breaker): imported model names with `|`, a newline, `<svg onload=...>` and a
+    `[x](javascript:...)` link went into the github report raw (an extra column, a split row, a tag);
+    the html page kept ESC/BEL/OSC 52 bytes."""
+    name = "evil|col\n<svg onload=alert(3)>[x](javascript:alert(1))\x1b]52;c;QUJD\x07"
+    recs = [make_record("a", "rocm", p=512, avg=3000.0, sd=5.0, model=name)]
+    recs.append(make_record("b", "vulkan", p=512, avg=2000.0, sd=5.0, model=name))
+    text = report.render(report.select_for_report(recs), "github")
+    import re
+
+    assert not re.search(r"(?<!\\)<svg", text) and "](javascript" not in text  # escaped: shown as text
+    assert "\x1b" not in text and "\x07" not in text
+    title = text.splitlines()[0]
+    assert title.startswith("# ") and "evil\\|col \\<svg onload=alert(3)\\>[x]\\(javascript" in title
+    rows = [ln for ln in text.splitlines() if ln.startswith("| pp512")]
+    header = next(ln for ln in text.splitlines() if ln.startswith("| test"))
+    assert rows and all(ln.count(" | ") == header.count(" | ") for ln in rows)  # no extra column
+    page = report.render(report.select_for_report(recs), "html")
+    assert "\x1b" not in page and "\x07" not in page and "<svg" not in page

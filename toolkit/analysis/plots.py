@@ -32,6 +32,7 @@ from toolkit.analysis.tables import (
     value,
 )
 from toolkit.analysis.telemetry import load_trace
+from toolkit.core.text import strip_controls
 from toolkit.results.records import BenchRecord, short_digest
 
 if TYPE_CHECKING:  # matplotlib costs ~0.4 s to import: only a report that draws plots loads it
@@ -104,7 +105,7 @@ def _title(fig: Figure, t: Table | None) -> None:
     """The figure's title: what is plotted and which model(s) it was measured on."""
     models = sorted({r.model.name for _, _, r in _cells(t)})
     if t is not None:
-        fig.suptitle(f"{t.title} — model {', '.join(models) or '?'}", fontsize=10)
+        fig.suptitle(strip_controls(f"{t.title} — model {', '.join(models) or '?'}"), fontsize=10)
 
 
 def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color: str) -> None:
@@ -117,7 +118,9 @@ def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color
         )
         xs, ys, es, _, _ = zip(*pts, strict=True)
         marker, style = STYLES[k % len(STYLES)]
-        ax.errorbar(xs, ys, yerr=es, marker=marker, ls=style, capsize=3, color=color, label=series[2])
+        ax.errorbar(
+            xs, ys, yerr=es, marker=marker, ls=style, capsize=3, color=color, label=strip_controls(series[2])
+        )
         bad = [(x, y) for x, y, _, _, flagged in pts if flagged]
         if bad:
             bx, by = zip(*bad, strict=True)
@@ -130,7 +133,7 @@ def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color
     prompts = sorted({r.n_prompt for _, r in mine})
     ax.set_xticks(prompts, _tick_labels(prompts))
     ax.minorticks_off()
-    ax.set_title(img, fontsize=9)
+    ax.set_title(strip_controls(img), fontsize=9)
     ax.set_xlabel("prompt length (tokens)")
     handles, labels = ax.get_legend_handles_labels()
     if any(_flagged(r) for _, r in mine):
@@ -268,14 +271,14 @@ def bar_figure(
                         any_flagged = True
         labels = [" ".join([row.test, *(f"{k}={v}" for k, v in row.ids.items())]) for row in chunk]
         wrap = max(8, int(slot * 12))  # characters per label line: about the group's width at 8 pt
-        ax.set_xticks(range(len(chunk)), [textwrap.fill(x, wrap) for x in labels], fontsize=8)
+        ax.set_xticks(range(len(chunk)), [textwrap.fill(strip_controls(x), wrap) for x in labels], fontsize=8)
         ax.set_xlim(-0.5, max(per, len(chunk)) - 0.5)  # each label under its group, whatever bars it has
         ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylim(bottom=0)
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=colors[img], label=img) for img in images]
+    handles = [Patch(color=colors[img], label=strip_controls(img)) for img in images]
     if any_flagged:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label=FLAGGED_LABEL))
     # above the first panel, never over a bar (constrained layout makes room for it)
@@ -317,7 +320,7 @@ def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | Non
         k = seen[col] = seen.get(col, -1) + 1
         marker, style = STYLES[k % len(STYLES)]
         xs, ys, flags = zip(*sorted(pts), strict=True)
-        ax.plot(xs, ys, marker=marker, ls=style, color=colors[col], label=name)
+        ax.plot(xs, ys, marker=marker, ls=style, color=colors[col], label=strip_controls(name))
         bad = [(x, y) for x, y, f in zip(xs, ys, flags, strict=True) if f]
         if bad:
             bx, by = zip(*bad, strict=True)
@@ -509,7 +512,9 @@ def run_figure(run: TraceRun, samples: list[dict[str, Any]]) -> Figure | None:
                 t0 - t_first, t1 - t_first, color="#d62728" if flagged else "#1f77b4", alpha=0.12, lw=0
             )
         ax_p.annotate(
-            row_label(r, ub=True) + (" [" + ", ".join(telemetry_flags(r)) + "]" if flagged else ""),
+            strip_controls(
+                row_label(r, ub=True) + (" [" + ", ".join(telemetry_flags(r)) + "]" if flagged else "")
+            ),
             ((t0 + t1) / 2 - t_first, 1.0),
             xycoords=("data", "axes fraction"),
             rotation=90,
@@ -519,7 +524,10 @@ def run_figure(run: TraceRun, samples: list[dict[str, Any]]) -> Figure | None:
         )
     ax_p.set_ylim(bottom=0)
     ax_p.set_ylabel("GPU power (W)")
-    ax_p.set_title(f"{run.label}: power and clocks (shaded: each test's window; red: flagged)", fontsize=9)
+    ax_p.set_title(
+        strip_controls(f"{run.label}: power and clocks (shaded: each test's window; red: flagged)"),
+        fontsize=9,
+    )
     ax_c.set_ylim(bottom=0)
     ax_c.set_ylabel("clock (MHz)")
     ax_c.set_xlabel("seconds from the first sample")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
 import json
 from pathlib import Path
@@ -33,6 +32,7 @@ from toolkit.analysis.tables import (
     tables,
     threads,
 )
+from toolkit.core.text import html_text, md_text
 from toolkit.results import NO_RESULTS
 from toolkit.results.identity import keys_cached, value
 from toolkit.results.records import BenchRecord
@@ -115,11 +115,11 @@ def _render_markdown(
                 "`toolkit report --json` lists them with their errors"
             )
         return NO_RESULTS
-    out = [f"# {title or _heading(prov)}"]
+    out = [f"# {md_text(title or _heading(prov))}"]
     out.append(verdict_mod.format_verdict(v))
-    out.append("## What was measured\n\n" + "\n".join(f"- {line}" for line in prov.lines()))
+    out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in prov.lines()))
     for t in ts:
-        headers, body = table_rows(t, bold=lambda x: f"**{x}**")
+        headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
@@ -278,42 +278,42 @@ def _verdict_html(text: str) -> str:
         flush()
         if line.startswith("#"):
             level = min(line.count("#", 0, line.index(" ") if " " in line else len(line)) + 1, 4)
-            out.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
+            out.append(f"<h{level}>{html_text(line.lstrip('#').strip())}</h{level}>")
         elif line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
+            out.append(f"<p>{html_text(line)}</p>")
     flush()
     return '<section class="verdict">' + "".join(out) + "</section>"
 
 
 def _ul(items: list[str]) -> str:
     """`items` as an HTML list, each escaped."""
-    return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{html_text(x)}</li>" for x in items) + "</ul>"
 
 
 def _img(name: str, png: bytes) -> str:
     """A PNG embedded as base64, `name` its alt text."""
-    return f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+    return f'<img alt="{html_text(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
 def _html_cell(x: str) -> str:
     """A table cell as HTML: the row's best (table_rows' \\x02...\\x03) in <strong>, the rest escaped (a
     record's string never makes a tag: its own \\x02/\\x03 are dropped)."""
     if len(x) > 1 and x[0] == "\x02" and x[-1] == "\x03":
-        return f"<strong>{html.escape(x[1:-1])}</strong>"
-    return html.escape(x.replace("\x02", "").replace("\x03", ""))
+        return f"<strong>{html_text(x[1:-1])}</strong>"
+    return html_text(x)  # controls stripped: \x02/\x03 of a record's string make no tag
 
 
 def _table_html(t: Table) -> list[str]:
     """One axis table as HTML: its title, header row, and a row per test (the flags column last)."""
     headers, body = table_rows(t, bold=lambda x: f"\x02{x}\x03")  # <strong> after escaping
     parts = [
-        f'<h2>{html.escape(t.title)}</h2><div class="scroll"><table><tr>'
-        + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        f'<h2>{html_text(t.title)}</h2><div class="scroll"><table><tr>'
+        + "".join(f"<th>{html_text(h)}</th>" for h in headers)
         + "</tr>"
     ]
     for line in body:
         cells = [f"<td>{_html_cell(x)}</td>" for x in line[:-1]] + [
-            f'<td class="flags">{html.escape(line[-1])}</td>'
+            f'<td class="flags">{html_text(line[-1])}</td>'
         ]
         parts.append("<tr>" + "".join(cells) + "</tr>")
     parts.append("</table></div>")
@@ -362,9 +362,9 @@ def render_html(
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(heading)}</title>",
+        f"<title>{html_text(heading)}</title>",
         f"<style>{HTML_CSS}</style></head><body>",
-        f"<h1>{html.escape(heading)}</h1>",
+        f"<h1>{html_text(heading)}</h1>",
         _verdict_html(verdict_text),
         "<h2>What was measured</h2>" + _ul(prov.lines()),
     ]
@@ -375,7 +375,7 @@ def render_html(
     notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts)
     if notes:
         parts.append(_ul(notes))
-    parts.append(f"<p>{html.escape(accounting(records))}</p>")
+    parts.append(f"<p>{html_text(accounting(records))}</p>")
     parts += _plots_html(drawn or plots.draw(ts, results_root))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

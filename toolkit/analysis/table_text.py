@@ -93,9 +93,12 @@ def best_column(row: Row) -> str | None:
     return c1 if v1 / v2 - 1 > noise_band(rsd[0] or 0.0, rsd[1] or 0.0) else None
 
 
-def table_rows(t: Table, bold: Callable[[str], str] = lambda x: x) -> tuple[list[str], list[list[str]]]:
-    """Header and body of a table as text cells (shared by github and html): the row's best number
-    through `bold` (best_column; github: `**x**`), a flagged number followed by FLAGGED_MARK."""
+def table_rows(
+    t: Table, bold: Callable[[str], str] = lambda x: x, esc: Callable[[str], str] = lambda x: x
+) -> tuple[list[str], list[list[str]]]:
+    """Header and body of a table as text cells (shared by github and html): every text through
+    `esc` (github: core.text.md_text, so a name cannot add a column, a row or a link), the row's best
+    number then through `bold` (best_column; github: `**x**`), a flagged number followed by FLAGGED_MARK."""
     headers = ["test", *t.id_columns]
     for c in t.columns:
         headers.append(t.header(c))
@@ -106,22 +109,22 @@ def table_rows(t: Table, bold: Callable[[str], str] = lambda x: x) -> tuple[list
     headers.append("flags")
     body = []
     for row in t.rows:
-        line = [row.test, *row.ids.values()]
+        line = [esc(row.test), *map(esc, row.ids.values())]
         best = best_column(row)
         for c in t.columns:
             cell = row.cells.get(c)
-            text = fmt_cell(cell)
+            text = esc(fmt_cell(cell))
             if text and cell is not None and telemetry_flags(cell):
                 text += FLAGGED_MARK
             line.append(bold(text) if c == best else text)
             if c in t.energy_columns:
-                e = energy(cell) if (cell := row.cells.get(c)) is not None else None
+                e = energy(cell) if cell is not None else None
                 line.append(fmt_tok_per_j(e.tok_per_j if e else None))
             if c in t.roof_columns:
-                line.append(fmt_roof(row.roof.get(c)))
-        line.append("; ".join(row.row_flags()))
+                line.append(esc(fmt_roof(row.roof.get(c))))
+        line.append(esc("; ".join(row.row_flags())))
         body.append(line)
-    return headers, body
+    return [esc(h) for h in headers], body
 
 
 def legend(ts: list[Table]) -> list[str]:

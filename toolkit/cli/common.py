@@ -5,23 +5,13 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-# Terminal control sequences (ECMA-48): OSC (ESC ] ... BEL or ST: window title, OSC 52 clipboard,
-# hyperlinks), CSI (ESC [ params final: colours, cursor moves, erase), other ESC sequences, and every
-# C0 control but tab and newline, DEL and the C1 controls (8-bit CSI \x9b, OSC \x9d). Every branch is
-# linear: no nesting, no backtracking over the same characters.
-_CONTROL = re.compile(
-    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC, 7- and 8-bit, to BEL or ST
-    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit
-    r"|\x1b[ -~]?"  # any other ESC sequence
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1
-)
+from toolkit.core.text import strip_controls
 
 
 def terminal_safe(text: str) -> str:
@@ -29,7 +19,7 @@ def terminal_safe(text: str) -> str:
     image: anything from outside can carry OSC 0 (sets the window title) or OSC 52 (writes the
     clipboard)), tab and newline kept. Every string the CLI prints goes through it (click.echo is
     routed here, and the rich printers call it)."""
-    return _CONTROL.sub("", text) if isinstance(text, str) else text
+    return strip_controls(text) if isinstance(text, str) else text
 
 
 def terminal_width(stream: Any = None) -> int | None:

@@ -1,0 +1,41 @@
+"""Text from outside (a model name, a file's line, a log line from an image) made safe for where it is
+shown: a terminal (`strip_controls`), a markdown table or heading (`md_text`), an HTML page
+(`html_text`). Every pattern here is linear: no nesting, no backtracking over the same characters.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# Terminal control sequences (ECMA-48): OSC (ESC ] ... BEL or ST: window title, OSC 52 clipboard,
+# hyperlinks), CSI (ESC [ params final: colours, cursor moves, erase), other ESC sequences, and every
+# C0 control but tab and newline, DEL and the C1 controls (8-bit CSI \x9b, OSC \x9d).
+CONTROL = re.compile(
+    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC, 7- and 8-bit, to BEL or ST
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit
+    r"|\x1b[ -~]?"  # any other ESC sequence
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1
+)
+
+_MD_SPECIAL = re.compile(r"[|<>]|\]\(")
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control sequences (OSC 0 sets a window title, OSC 52 writes the
+    clipboard), tab and newline kept."""
+    return CONTROL.sub("", text)
+
+
+def md_text(text: str) -> str:
+    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
+    what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
+    `](` makes a link), so a name cannot add a column, a row, a tag or a link. Emphasis characters
+    are left as they are: they can style a name, not add to the page."""
+    flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return _MD_SPECIAL.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
+
+
+def html_text(text: str) -> str:
+    """`text` for an HTML page: controls stripped (a page is also `cat` to terminals), then escaped."""
+    return html.escape(strip_controls(text))
