@@ -277,7 +277,7 @@ def test_attention_backend_from_the_log_is_stored_and_labels_the_column(tmp_path
     record as TRITON_ATTN; the report's column header and compare's side header say it. A record stored
     before the field existed is read from its engine.log_notes, and 0.28.0's form gives the same name."""
     from toolkit.analysis import compare as cmp
-    from toolkit.analysis import tables
+    from toolkit.analysis import table_text, tables
 
     _, recs, _, store = _vllm_run(tmp_path, monkeypatch, po.VLLM_ROCM_OK)
     assert recs and {r.model_extra["attention_backend"] for r in recs} == {"TRITON_ATTN"}
@@ -285,7 +285,7 @@ def test_attention_backend_from_the_log_is_stored_and_labels_the_column(tmp_path
     t = next(t for t in tables.tables(recs) if t.axis == "prefill")
     (col,) = t.columns
     assert "attention=TRITON_ATTN" in t.header(col)
-    headers, _ = tables.table_rows(t)
+    headers, _ = table_text.table_rows(t)
     assert any("attention=TRITON_ATTN" in h for h in headers)
     old = recs[0].model_copy()
     del old.model_extra["attention_backend"]  # a record written before the field
