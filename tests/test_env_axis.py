@@ -40,7 +40,8 @@ def test_env_axis_is_validated_and_crossed():
         ({"LD_LIBRARY_PATH": ["/x"]}, "dynamic loader"),
         ({"LD_PRELOAD": ["/tmp/x.so"]}, "dynamic loader"),
         ({"LD_AUDIT": ["/tmp/x.so"]}, "dynamic loader"),
-        ({"X": ["a" * (128 * 1024 - 2)]}, "MAX_ARG_STRLEN"),
+        ({"X": ["a" * (128 * 1024 - 2)]}, "X=value is 131073 bytes with its NUL.*MAX_ARG_STRLEN"),
+        ({f"V{i}": ["a" * (100 * 1024)] for i in range(11)}, "up to 1126445 bytes of environment.*ARG_MAX"),
         (["X=1"], "must map"),
     ]:
         with pytest.raises(ValueError, match=why):

@@ -66,6 +66,10 @@ _ENV_RESERVED = frozenset(
 each changes what code runs before the benchmark (one rule for all of them; ld.so(8))."""
 
 
+MAX_ENV_TOTAL = 1024 * 1024
+"""The env axis's largest combination (every NAME=value with its NUL): half of ARG_MAX (2 MiB where
+the stack limit is the default 8 MiB), the rest for the image's own environment and the command."""
+
 MAX_ENV_STRING = 128 * 1024
 """Linux refuses an exec whose one `NAME=value` string (with its NUL) exceeds MAX_ARG_STRLEN, 32 pages
 of 4 KiB (include/uapi/linux/binfmts.h): the container would fail to start after a build."""
@@ -443,10 +447,12 @@ class BenchAxes(StrictBlock):
                     f"env: {name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
                 )
             if name in _ENV_RESERVED or name.startswith("LD_"):
-                raise ValueError(
-                    f"env: {name} is set by the toolkit itself (device selection, caches) or read by "
-                    "the dynamic loader (every LD_* name); not an axis"
+                why = (
+                    "read by the dynamic loader (every LD_* name)"
+                    if name.startswith("LD_")
+                    else "set by the toolkit itself (device selection, caches)"
                 )
+                raise ValueError(f"{name} is {why}, not an axis: remove it from bench.env")
             if not isinstance(values, list) or not values:
                 raise ValueError(
                     f"env.{name}: give a non-empty list of values, e.g. [null, '1'] (null: unset)"
@@ -458,15 +464,23 @@ class BenchAxes(StrictBlock):
                     continue
                 if isinstance(x, bool) or not isinstance(x, str | int | float):
                     raise ValueError(f"env.{name}: {x!r} is not a string, a number or null (unset)")
-                if len(f"{name}={x}".encode()) + 1 > MAX_ENV_STRING:
+                size = len(f"{name}={x}".encode()) + 1  # with its NUL, as the kernel counts it
+                if size > MAX_ENV_STRING:
                     raise ValueError(
-                        f"env.{name}: a value of {len(str(x).encode())} bytes; Linux starts no process "
-                        f"whose NAME=value exceeds {MAX_ENV_STRING} bytes (MAX_ARG_STRLEN): shorten it"
+                        f"env.{name}: {name}=value is {size} bytes with its NUL; Linux starts no process "
+                        f"with an environment string over {MAX_ENV_STRING} bytes (MAX_ARG_STRLEN): shorten it"
                     )
                 vals.append(_check_safe(str(x), f"env.{name} value") if str(x) else "")
             if len(set(vals)) != len(vals):
                 raise ValueError(f"env.{name}: duplicate values")
             out[name] = vals
+        largest = sum(max(len(f"{n}={v or ''}".encode()) + 1 for v in vs) for n, vs in out.items())
+        if largest > MAX_ENV_TOTAL:
+            raise ValueError(
+                f"env: a combination of these values is up to {largest} bytes of environment; Linux starts no "
+                f"process whose arguments and environment exceed ARG_MAX (2 MiB with the default stack): keep "
+                f"the axis under {MAX_ENV_TOTAL} bytes"
+            )
         return out
 
     def env_combinations(self) -> list[dict[str, str | None]]:
