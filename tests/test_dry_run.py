@@ -119,3 +119,19 @@ def test_axes_a_runner_does_not_take_are_said_not_dropped(tmp_path):
         "vllm x qwen3-30b-a3b-awq: note: runner vllm does not take bench.env (GGML_X); bench.n_cpu_moe [0, 4]: "
         "measured without them"
     ], res.output
+
+
+def test_the_plan_counts_each_process_level_run(tmp_path):
+    """Reproducer (breaker): `bench.runs: 2` printed the same case count as 1, so the --yes guard and
+    the estimate were half the real run."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512], "n_gen": [128], "runs": 2},
+        models=["tiny-qwen3moe"],
+    )
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
+    assert plan.startswith(
+        "plan: 4 test cases (2 per run x 1 image/model pairs, each in 2 processes (bench.runs)"
+    ), plan

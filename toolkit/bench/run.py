@@ -127,7 +127,7 @@ def _confirm_plan(
     plan = plan_run(lm, decisions, store)
     if plan:
         events("note", text=plan)
-    if _cases_total(decisions) > CONFIRM_CASES and not opts.yes:
+    if _cases_total(lm, decisions) > CONFIRM_CASES and not opts.yes:
         raise BadInput(
             f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
             "them, or cut the axes"
@@ -374,9 +374,15 @@ def _axes_not_taken(lm: LoadedMatrix, runner: str) -> str:
     return f"runner {runner} does not take bench.{'; bench.'.join(unused)}: measured without them"
 
 
-def _cases_total(pairs: list[Decision]) -> int:
-    """Test cases of the whole run, every runner's (see decide)."""
-    return sum(len(p.cases) for p in pairs)
+def _starts(lm: LoadedMatrix, d: Decision) -> int:
+    """How often a pair's cases are measured: `bench.runs` container starts for llama-bench (process-
+    level repetitions), once for the other runners."""
+    return lm.m.bench.runs if d.spec.runner == "llama-bench" else 1
+
+
+def _cases_total(lm: LoadedMatrix, pairs: list[Decision]) -> int:
+    """Test cases of the whole run, every runner's (see decide), each time it is measured."""
+    return sum(len(p.cases) * _starts(lm, p) for p in pairs)
 
 
 def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) -> str:
@@ -385,20 +391,25 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
     runner's `estimate` (the newest ok record of the same test on this host); cases never measured
     before are counted as unknown. Start-up and model load are not included."""
     pairs = [d for d in decisions if d.cases]
-    total = _cases_total(pairs)
+    total = _cases_total(lm, pairs)
     if not total:
         return ""  # nothing left to resume, or nothing runs here: each says why in its own line
     known, seconds = 0, 0.0
     for p in pairs:
         assert p.ctx is not None  # a decision with cases runs
         k, s = runners.get(p.spec.runner).estimate(p.ctx, p.cases)
-        known, seconds = known + k, seconds + s
+        known, seconds = known + k * _starts(lm, p), seconds + s * _starts(lm, p)
     per_run = Counter(p.per_run for p in pairs)
-    every = sum(p.per_run for p in pairs)
+    every = sum(p.per_run * _starts(lm, p) for p in pairs)
     shape = " + ".join(f"{n} per run x {k}" for n, k in sorted(per_run.items())) + " image/model pairs"
     reps = sorted({int(c.get("repetitions", lm.m.bench.repetitions)) for p in pairs for c in p.cases})
     line = (
         f"plan: {total} test cases ({shape}"
+        + (
+            f", each in {lm.m.bench.runs} processes (bench.runs)"
+            if any(_starts(lm, p) > 1 for p in pairs)
+            else ""
+        )
         + (f", {every - total} already measured: --resume" if every != total else "")
         + f", {reps[0] if len(reps) == 1 else f'{reps[0]}-{reps[-1]}'} repetitions each)"
     )
