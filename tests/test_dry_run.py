@@ -133,5 +133,5 @@ def test_the_plan_counts_each_process_level_run(tmp_path):
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
     plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
     assert plan.startswith(
-        "plan: 4 test cases (2 per run x 1 image/model pairs, each in 2 processes (bench.runs)"
+        "plan: 8 test cases (4 per run x 1 image/model pairs, each in 2 processes (bench.runs)"
     ), plan
