@@ -62,9 +62,8 @@ def select_gpus(which: str) -> list[tel.GpuRef]:
         raise BadInput(f"--gpu {which!r}: expected all, none or indices such as 0,1") from None
     bad = [i for i in idx if not 0 <= i < len(found)]
     if bad:
-        raise BadInput(
-            f"--gpu {which!r}: this host has {len(found)} GPU(s) the sampler can read (indices 0..{len(found) - 1})"
-        )
+        have = f"indices 0..{len(found) - 1}" if found else "use --gpu none"
+        raise BadInput(f"--gpu {which!r}: this host has {len(found)} GPU(s) the sampler can read ({have})")
     return [found[i] for i in idx]
 
 
