@@ -1298,6 +1298,21 @@ def test_a_yaml_1_1_number_form_is_bad_input_not_another_value(project, written)
         load_matrix(p)
 
 
+@pytest.mark.parametrize("written", ["no", "yes", "on", "Off"])
+def test_a_yaml_1_1_boolean_word_is_bad_input_saying_so(project, written):
+    """Reproducer (breaker): `split_mode: [no]` said "(got False)", with no word of YAML's boolean."""
+    from toolkit.spec.matrix import load_matrix
+
+    p = project / "matrix.yaml"
+    p.write_text(
+        re.sub(r"(?m)^  split_mode: \[layer\]", f"  split_mode: [{written}]", p.read_text(), count=1)
+    )
+    with pytest.raises(
+        BadInput, match=rf"'{written}' is read by YAML 1.1 as a boolean .*write true or false"
+    ):
+        load_matrix(p)
+
+
 def test_plain_decimal_numbers_still_read(project):
     from toolkit.spec.matrix import load_matrix
 

@@ -266,6 +266,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         cannot build: an impossible unquoted date (`ref: 2026-02-30`), an integer of more than 4300
         digits, `!!int x`. Each becomes a ConstructorError at the node's line, which load_matrix
         reports as bad input naming the line."""
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.tag == "tag:yaml.org,2002:bool"
+            and node.value.lower() not in ("true", "false")
+        ):
+            raise _ScalarError(
+                None,
+                None,
+                f"{node.value[:10]!r} is read by YAML 1.1 as a boolean ({node.value.lower() in ('yes', 'on', 'y')}); "
+                "write true or false, or quote it if it is text",
+                node.start_mark,
+            )
         if isinstance(node, yaml.ScalarNode) and node.tag in _PLAIN_NUMBER:
             if not _PLAIN_NUMBER[node.tag].fullmatch(node.value):
                 raise _ScalarError(
