@@ -34,6 +34,12 @@ MARKS_NOTE = (
 )
 
 
+def _num(x: float) -> str:
+    """Two decimals, as llama-bench prints t/s; in exponent form from 10^9 up (a 1e300 stddev of a
+    hostile row was 300 digits wide)."""
+    return f"{x:.2f}" if abs(x) < 1e9 else f"{x:.3e}"
+
+
 def fmt_cell(r: BenchRecord | None) -> str:
     """`mean ± stddev` tok/s (one value per cell: the samples' median and range are in --json and the
     CSV); process-level repetitions add `[N runs, spread S%]`, served cells their median TTFT/TPOT."""
@@ -42,10 +48,10 @@ def fmt_cell(r: BenchRecord | None) -> str:
     v = value(r)
     if v is None:
         return ""
-    sd = f" ± {r.stddev_ts:.2f}" if r.stddev_ts is not None else ""
+    sd = f" ± {_num(r.stddev_ts)}" if r.stddev_ts is not None else ""
     if r.stddev_ts is None and len(r.samples_ts) == 1:
         sd = " (1 sample: stddev unknown)"
-    text = f"{v:.2f}{sd}"
+    text = f"{_num(v)}{sd}"
     runs = (r.model_extra or {}).get("between_runs")
     if runs:
         text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
