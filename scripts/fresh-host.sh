@@ -209,7 +209,7 @@ run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
     docker cp "$TORCH_WHEEL" "$id:/srv/torch-index/simple/torch/" >/dev/null
     docker exec "$id" sh -c "cd /srv/torch-index/simple/torch && printf '<a href=\"%s\">%s</a>\n' $(basename "$TORCH_WHEEL") $(basename "$TORCH_WHEEL") > index.html"
   fi
-  docker exec "$id" sh -c "chmod -R a+rX /srv; su - $user -c 'git -c advice.detachedHead=false clone -q /srv/fresh/toolkit.bundle ~/toolkit'"
+  docker exec "$id" sh -c "chmod -R a+rX /srv; su - $user -c 'git -c advice.detachedHead=false -c init.defaultBranch=main clone -q /srv/fresh/toolkit.bundle ~/toolkit'"
   # the README's line, in one login shell, each `&&` step wrapped to be timed (wall by the clock,
   # CPU by the cgroup): `step N CMD` runs CMD as written and marks its start and end
   local chain="" s i=0

@@ -330,7 +330,10 @@ ensure_base_in() {
   elif timeout 60 "${cmd[@]}" pull -q "$ref" >/dev/null 2>&1; then log "pulled $ref ($engine)"
   else
     debootstrap_rootfs "$suite"
-    "${cmd[@]}" import -c 'CMD ["bash"]' "$ROOTFS_TAR" "$ref" >/dev/null
+    # podman prints its copy progress on stderr: kept out of sight, shown only when the import fails
+    if ! err=$("${cmd[@]}" import -c 'CMD ["bash"]' "$ROOTFS_TAR" "$ref" 2>&1 >/dev/null); then
+      die "importing $ROOTFS_TAR as $ref failed ($engine): $(printf '%s\n' "$err" | tail -n 3)"
+    fi
     log "$ref: imported from the debootstrap rootfs ($engine)"
   fi
   [ -z "$prove" ] || base_runs "$ref" "${cmd[@]}" \

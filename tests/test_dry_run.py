@@ -101,7 +101,7 @@ def test_dry_run_gives_the_case_count_of_the_real_run(tmp_path):
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
     plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
     # (pp512, pp2048, tg128) x ub (512, 2048) x type_k (f16, q8_0): 12 cases
-    assert plan.startswith("plan: 12 test cases (12 per run x 1 image/model pairs, 5 repetitions each)"), plan
+    assert plan.startswith("plan: 12 test cases (1 image/model pair x 12 cases, 5 repetitions each)"), plan
     assert "-ctk f16,q8_0" in res.output
 
 
@@ -133,5 +133,5 @@ def test_the_plan_counts_each_process_level_run(tmp_path):
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
     plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
     assert plan.startswith(
-        "plan: 8 test cases (4 per run x 1 image/model pairs, each in 2 processes (bench.runs)"
+        "plan: 8 test cases (1 image/model pair x 4 cases, each in 2 processes (bench.runs)"
     ), plan

@@ -971,7 +971,7 @@ def test_huge_case_count_needs_yes(project, matrix_data):
     assert cases > 1000
     res = tk(project, "bench", env={"DOCKER_HOST": GONE})
     assert res.returncode == 4, _out(res)
-    assert f"plan: {cases} test cases ({cases} per run x 1 image/model pairs, " in res.stderr
+    assert f"plan: {cases} test cases (1 image/model pair x {cases} cases, " in res.stderr
     assert "no earlier run of these tests to estimate the duration from" in res.stderr
     assert "more than 1000 test cases: pass --yes" in res.stderr
     res = tk(project, "bench", "--yes", env={"DOCKER_HOST": GONE})

@@ -54,7 +54,7 @@ def test_plan_counts_only_pairs_that_run_here(project, matrix_data):
     res = tk(project, "bench")
     assert res.returncode == 5, res.stderr  # the engine: after the plan
     assert plan_line(res).startswith(
-        "plan: 8 test cases (8 per run x 1 image/model pairs, 5 repetitions each)"
+        "plan: 8 test cases (1 image/model pair x 8 cases, 5 repetitions each)"
     ), res.stderr
 
 
@@ -96,10 +96,10 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     ResultStore(project / "results").add_result(r)
     res = tk(project, "bench", "--resume")
     assert plan_line(res).startswith(
-        "plan: 1 test cases (2 per run x 1 image/model pairs, 1 already measured: --resume"
+        "plan: 1 test cases (1 image/model pair x 2 cases, 1 already measured: --resume"
     ), res.stderr
     res = tk(project, "bench")
-    assert plan_line(res).startswith("plan: 2 test cases (2 per run x 1 image/model pairs, 5 repetitions"), (
+    assert plan_line(res).startswith("plan: 2 test cases (1 image/model pair x 2 cases, 5 repetitions"), (
         res.stderr
     )
 
@@ -161,7 +161,7 @@ def test_plan_counts_the_cases_of_every_runner(project, matrix_data):
     res = tk(project, "bench")
     assert res.returncode == 5, res.stderr  # the engine: after the plan
     assert plan_line(res).startswith(
-        "plan: 6 test cases (2 per run x 1 + 4 per run x 1 image/model pairs, 1-5 repetitions each)"
+        "plan: 6 test cases (1 image/model pair x 2 cases + 1 image/model pair x 4 cases, 1-5 repetitions each)"
     ), res.stderr
 
 
@@ -187,6 +187,6 @@ def test_plan_estimates_vllm_cases_from_their_measured_time_old_names_included(p
         store.add_result(r)
     res = tk(project, "bench", "-i", "vcpu")
     assert plan_line(res) == (
-        "plan: 4 test cases (4 per run x 1 image/model pairs, 1-4 repetitions each); estimated measuring "
+        "plan: 4 test cases (1 image/model pair x 4 cases, 1-4 repetitions each); estimated measuring "
         "time 5 s for the 2 cases measured before (2 never measured), from earlier runs, plus start-up"
     ), res.stderr

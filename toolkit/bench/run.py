@@ -401,7 +401,10 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
         known, seconds = known + k * _starts(lm, p), seconds + s * _starts(lm, p)
     per_run = Counter(p.per_run for p in pairs)
     every = sum(p.per_run * _starts(lm, p) for p in pairs)
-    shape = " + ".join(f"{n} per run x {k}" for n, k in sorted(per_run.items())) + " image/model pairs"
+    shape = " + ".join(
+        f"{k} image/model pair{'s' if k > 1 else ''} x {n} case{'s' if n > 1 else ''}"
+        for n, k in sorted(per_run.items())
+    )
     reps = sorted({int(c.get("repetitions", lm.m.bench.repetitions)) for p in pairs for c in p.cases})
     line = (
         f"plan: {total} test cases ({shape}"

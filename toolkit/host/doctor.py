@@ -507,13 +507,13 @@ def check_base_images(results: Mapping[str, str | None]) -> list[Check]:
     checks = []
     for ref, why in sorted(results.items()):
         if why is None:
-            checks.append(Check("ok", "base image", f"{ref} runs a command (as root and as a non-root user)"))
+            checks.append(Check("ok", "base", f"image {ref} runs a command (as root and as a non-root user)"))
         else:
             checks.append(
                 Check(
                     "error",
-                    "base image",
-                    f"{ref} is local but cannot run a command ({why}): every build FROM it fails at its "
+                    "base",
+                    f"image {ref} is local but cannot run a command ({why}): every build FROM it fails at its "
                     f"first RUN step; `./scripts/setup-host.sh` makes the Debian bases anew, any other: "
                     f"`docker rmi {ref}`, then pull or rebuild it",
                 )
@@ -754,32 +754,34 @@ def format_doctor(report: DoctorReport, width: int | None = None) -> str:
     first word; None: one line each (logs, pipes, grep)."""
     h = report.host
     cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
-    items = [
+    items: list[tuple[str, str, int | None]] = [
         (
             "host: ",
             f"{h.get('os') or 'unknown OS'}, kernel {h.get('kernel', '?')}, {cpu}, "
             f"{_gib(h.get('memory_bytes') or 0)} RAM",
+            None,
         ),
-        ("", ""),
-        ("checks:", ""),
+        ("", "", None),
+        ("checks:", "", None),
     ]
-    items += [(f"  {c.level:<5} {c.topic:<7} ", c.message) for c in report.checks]
-    items += [("", ""), ("images:", "")]
+    items += [(f"  {c.level:<5} {c.topic:<7} ", c.message, None) for c in report.checks]
+    items += [("", "", None), ("images:", "", None)]
     for v in report.images:
-        items.append(("  ", v.line()))
-        items += [("    note: ", n) for n in v.notes]
+        items.append(("  ", v.line(), 4))  # a continuation hangs under the image's name
+        items += [("    note: ", n, None) for n in v.notes]
     if not report.images:
-        items.append(("  ", "(none selected)"))
-    return "\n".join(_wrapped(lead, text, width) for lead, text in items)
+        items.append(("  ", "(none selected)", None))
+    return "\n".join(_wrapped(lead, text, width, hang) for lead, text, hang in items)
 
 
-def _wrapped(lead: str, text: str, width: int | None) -> str:
-    """`lead + text`, wrapped at `width` under the text's start (paths and words never broken)."""
+def _wrapped(lead: str, text: str, width: int | None, hang: int | None = None) -> str:
+    """`lead + text`, wrapped at `width` under the text's start, or `hang` columns in (paths and words
+    never broken)."""
     if width is None or len(lead) + len(text) <= width or not text:
         return lead + text
     import textwrap
 
-    indent = " " * (len(lead) if len(lead) < width // 2 else 4)
+    indent = " " * (hang if hang is not None else len(lead) if len(lead) < width // 2 else 4)
     return textwrap.fill(
         text,
         width,
