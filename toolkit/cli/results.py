@@ -126,11 +126,7 @@ def report(
     opts = report_mod.ReportOptions(
         noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
     )
-    dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
-    if dest is not None:
-        from toolkit.core.paths import output_file
-
-        output_file(dest, option="--output", protected=(Path(matrix_path),), data_root=root)
+    dest = _report_file(output, fmt, root, matrix_path)
     text, written, plot_notes = report_mod.publish(
         recs,
         fmt,
@@ -149,6 +145,17 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _report_file(output: str | None, fmt: str, root: Path, matrix_path: str) -> Path | None:
+    """Where the report goes (--output, else results/report.html for html, else stdout: None),
+    checked before anything is written (core.paths.output_file: no device, link, matrix or store file)."""
+    from toolkit.core.paths import output_file
+
+    dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
+    if dest is not None:
+        output_file(dest, option="--output", protected=(Path(matrix_path),), data_root=root)
+    return dest
 
 
 def _no_records(root: Path) -> bool:
