@@ -161,8 +161,9 @@ def _report_file(output: str | None, fmt: str, root: Path, matrix_path: str) -> 
 def _no_records(root: Path) -> bool:
     """No results file with anything in it under `root` (results/<digest12>/bench.jsonl, a campaign's
     results/hosts/<key>/<digest12>/bench.jsonl): what ResultStore would read, found without reading it."""
-    files = [*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")]
-    return not any(f.is_file() and f.stat().st_size for f in files)
+    from toolkit.results import bench_files
+
+    return not any(f.is_file() and f.stat().st_size for f in bench_files(root))
 
 
 def _results_root(matrix_path: str, results_dir: str | None) -> Path:

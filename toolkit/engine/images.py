@@ -99,7 +99,7 @@ def ensure_base_image(ref: str, *, pull_timeout: float = 120) -> str | None:
 
 def _subid_advice(stderr: str) -> str | None:
     """A rootless engine's "insufficient UIDs or GIDs" error in words with its fix; None for others."""
-    if "insufficient UIDs or GIDs" not in stderr and "insufficient UIDs" not in stderr:
+    if "insufficient UIDs" not in stderr:  # Podman: "potentially insufficient UIDs or GIDs ..."
         return None
     return (
         "insufficient UIDs or GIDs in this user's namespace: /etc/subuid and /etc/subgid need a range of "

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from toolkit.core import jsonsafe, stats
 from toolkit.core.types import INT64
+from toolkit.results import bench_files
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
@@ -651,10 +652,8 @@ class ResultStore:
         return best
 
     def bench_files(self) -> list[Path]:
-        """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
-        (toolkit/campaign/slurm.py: each host's jobs write only there), sorted: the order every reader reads
-        records in."""
-        return sorted([*self.root.glob("*/bench.jsonl"), *self.root.glob("hosts/*/*/bench.jsonl")])
+        """This store's bench.jsonl files, in reading order (toolkit.results.bench_files)."""
+        return bench_files(self.root)
 
     def results(self) -> list[BenchRecord]:
         """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core.errors import BadInput
-from toolkit.spec.matrix import BenchAxes
+from toolkit.spec.matrix import CASE_DEFAULTS, BenchAxes
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("-r", "repetitions", many=False),
     Flag("-d", "n_depth", omit=([0],)),
     # llama-bench's defaults (cmd_params_defaults at 0c1e57098) are left out: older builds still run
-    Flag("-ctk", "type_k", omit=(["f16"],), kind=str),
-    Flag("-ctv", "type_v", omit=(["f16"],), kind=str),
-    Flag("-sm", "split_mode", omit=(["layer"],), kind=str),
-    Flag("-ncmoe", "n_cpu_moe", omit=([0],)),
+    Flag("-ctk", "type_k", omit=([CASE_DEFAULTS["type_k"]],), kind=str),
+    Flag("-ctv", "type_v", omit=([CASE_DEFAULTS["type_v"]],), kind=str),
+    Flag("-sm", "split_mode", omit=([CASE_DEFAULTS["split_mode"]],), kind=str),
+    Flag("-ncmoe", "n_cpu_moe", omit=([CASE_DEFAULTS["n_cpu_moe"]],)),
     Flag("-t", "threads", many=False, omit=(None, 0)),
     Flag("--delay", "cooldown_s", many=False, omit=(None, 0)),
 )
