@@ -4,6 +4,7 @@
     python3 benchmarks/import_scale.py 1G --runs 3
     python3 benchmarks/import_scale.py 200M --format json  # or csv
     python3 benchmarks/import_scale.py 50M --keep /tmp/big.jsonl
+    python3 benchmarks/import_scale.py 20M --stored 200000 --runs 3   # into a folder of 200k records
 
 The file is made from the real llama-bench rows in tests/data/ (SOURCES: CUDA and Vulkan on an H200,
 the CPU image at the pinned commit, and a README row of build b5163, an older vintage with other
@@ -21,6 +22,14 @@ average is printed before and after each run: wall MB/s is only as quiet as the 
 second much less so (it says what an idle core gives). The file and the results are
 deleted at the end unless --keep names where the file goes. Target (issue 24): 1 GB of JSONL in
 <= 300 MB peak RSS at >= 10 MB/s.
+
+`--stored N` (issue 32: an import into a large folder): first a folder of N stored records is made by
+importing a generated file of N other rows (other n_depth values: no row of the measured file was
+imported before, so both imports write the same records), its query index built by one import that
+is then removed; then each run imports the file into an empty folder and into the N-record folder
+(paired, in turn; the import's new results/<digest12>/ folder removed after each), and the medians
+and their ratio are printed. Target: <= 300 MB peak and the N-record time within 10 % of the empty
+one. The folder goes in the temp folder (~2.3 kB a record: ~470 MB at 200k; `df -h /tmp` first).
 """
 
 from __future__ import annotations
@@ -60,8 +69,9 @@ def source_rows() -> list[dict[str, Any]]:
     return [json.loads(ln) for f in SOURCES for ln in f.read_text().splitlines() if ln.startswith("{")]
 
 
-def _rows(fmt: str) -> Any:
-    """Endless generated rows (see the module docstring); csv: only rows with the first row's fields."""
+def _rows(fmt: str, offset: int = 0) -> Any:
+    """Endless generated rows (see the module docstring); csv: only rows with the first row's fields;
+    `offset`: added to each row's n_depth (rows no other offset's file holds)."""
     real = source_rows()
     if fmt == "csv":  # -o csv has no samples columns
         real = [
@@ -77,7 +87,7 @@ def _rows(fmt: str) -> Any:
             r = dict(prev)  # the test of the row before, measured again
         else:
             r = dict(real[n % len(real)])
-            r["n_depth"] = n
+            r["n_depth"] = n + offset
             r["n_ubatch"] = UBATCH[n % len(UBATCH)]
         r["test_time"] = (
             f"2026-01-{1 + (n // 86400) % 28:02d}T{(n // 3600) % 24:02d}:{(n // 60) % 60:02d}:{n % 60:02d}Z"
@@ -91,14 +101,15 @@ def _csv_cell(v: Any) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def generate(path: Path, size: int, fmt: str = "jsonl") -> int:
-    """Write about `size` bytes of llama-bench output (`fmt`: jsonl, json or csv); returns the rows."""
+def generate(path: Path, size: int, fmt: str = "jsonl", *, offset: int = 0, max_rows: int = 0) -> int:
+    """Write about `size` bytes of llama-bench output (`fmt`: jsonl, json or csv), at most `max_rows`
+    rows where given, their n_depth counted from `offset`; returns the rows."""
     rows = 0
     written = 0
     with path.open("w") as fh:
         if fmt == "json":
             fh.write("[\n")
-        for n, r in _rows(fmt):
+        for n, r in _rows(fmt, offset):
             if fmt == "jsonl":
                 text = json.dumps(r) + "\n"
             elif fmt == "json":
@@ -113,7 +124,7 @@ def generate(path: Path, size: int, fmt: str = "jsonl") -> int:
             fh.write(text)
             written += len(text)
             rows = n
-            if written >= size:
+            if written >= size or n == max_rows:
                 break
         if fmt == "json":
             fh.write("\n]\n")
@@ -124,9 +135,12 @@ _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 _CPU = re.compile(r"(?:User|System) time \(seconds\): ([0-9.]+)")
 
 
-def run_import(src: Path, results: Path) -> dict[str, Any]:
-    """One `toolkit import` in a fresh process: wall s, peak RSS (MB), exit code, the load before/after."""
-    shutil.rmtree(results, ignore_errors=True)
+def run_import(src: Path, results: Path, *, fresh: bool = True) -> dict[str, Any]:
+    """One `toolkit import` in a fresh process: wall s, peak RSS (MB), exit code, the load before/after;
+    into an empty `results` (`fresh`), else into what it holds, the folder the import adds removed after."""
+    if fresh:
+        shutil.rmtree(results, ignore_errors=True)
+    had = set(results.iterdir()) if results.is_dir() else set()
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "toolkit", "import", str(src), "--label", "scale",
            "--results", str(results)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -135,6 +149,10 @@ def run_import(src: Path, results: Path) -> dict[str, Any]:
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
     m = _RSS.search(done.stderr)
+    if not fresh:
+        for new in set(results.iterdir()) - had:
+            if new.is_dir():  # the import's records; the index and the store's counter stay
+                shutil.rmtree(new)
     return {
         "exit": done.returncode,
         "wall_s": round(wall, 2),
@@ -152,7 +170,10 @@ def main() -> int:
     ap.add_argument("--format", choices=("jsonl", "json", "csv"), default="jsonl")
     ap.add_argument("--runs", type=int, default=3, help="imports of the same file (medians reported)")
     ap.add_argument("--keep", type=Path, default=None, help="write the file here and keep it")
+    ap.add_argument("--stored", type=int, default=0, help="also import into a folder of this many records")
     args = ap.parse_args()
+    if args.stored:
+        return stored_main(args)
     with tempfile.TemporaryDirectory(prefix="import-scale-") as tmp:
         src = args.keep or Path(tmp) / f"big.{args.format}"
         t0 = time.monotonic()
@@ -178,6 +199,42 @@ def main() -> int:
         }
         print(json.dumps(out, indent=2))  # noqa: T201
         return max(r["exit"] for r in runs)
+
+
+def stored_main(args: argparse.Namespace) -> int:
+    """--stored N: the file imported into an empty folder and into an N-record folder, in turn."""
+    with tempfile.TemporaryDirectory(prefix="import-scale-") as tmp:
+        src = args.keep or Path(tmp) / f"big.{args.format}"
+        rows = generate(src, args.size, args.format)
+        stored, full = Path(tmp) / "stored.jsonl", Path(tmp) / "full"
+        generate(stored, 1 << 40, "jsonl", offset=5_000_000, max_rows=args.stored)
+        t0 = time.monotonic()
+        made = run_import(stored, full)
+        stored.unlink()
+        made["what"] = f"the {args.stored}-record folder made ({time.monotonic() - t0:.0f} s)"
+        warm = run_import(src, full, fresh=False)  # builds the query index of the folder; removed
+        if made["exit"] or warm["exit"]:
+            sys.exit(f"the folder could not be made: {made['stderr_head']} {warm['stderr_head']}")
+        runs: dict[str, list] = {"empty": [], "stored": []}
+        for i in range(args.runs):
+            for what in ("empty", "stored") if i % 2 == 0 else ("stored", "empty"):
+                res = Path(tmp) / "empty" if what == "empty" else full
+                runs[what].append(run_import(src, res, fresh=what == "empty"))
+        med = {
+            w: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+            for w, rs in runs.items()
+        }
+        out = {
+            "bytes": src.stat().st_size,
+            "rows": rows,
+            "stored_records": args.stored,
+            "setup": [made, warm],
+            "runs": runs,
+            "median": med,
+            "stored_over_empty": {k: round(med["stored"][k] / med["empty"][k], 3) for k in med["empty"]},
+        }
+        print(json.dumps(out, indent=2))  # noqa: T201
+        return max(r["exit"] for rs in runs.values() for r in rs)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ of ~4.4 kB each) with varied run ids, image digests (rebuilds over time), create
 share of failed rows and process-level repetitions (bench.runs: 3), and a few bad lines (a half line,
 a NaN, an unknown schema_version, bytes that are not UTF-8). Then it times, each in a fresh process:
 
-- `toolkit report --format json` and `toolkit compare A B --json` cold (results/.index.sqlite absent),
+- `toolkit report --format json` (and `github`) and `toolkit compare A B --json` cold (results/.index.sqlite absent),
   warm (index present, nothing changed) and after one run's records were appended;
 
 and prints wall seconds and the peak RSS (resource.getrusage of the child, MB) of each. Goal (issue 11):
@@ -49,15 +49,25 @@ def _line(obj: dict) -> bytes:
 
 
 def generate(
-    results: Path, n_records: int, *, digests_per_template: int = 6, seed: int = 11, bad_lines: bool = True
+    results: Path,
+    n_records: int,
+    *,
+    digests_per_template: int = 6,
+    seed: int = 11,
+    bad_lines: bool = True,
+    all_shown: bool = False,
 ) -> dict:
     """Write `n_records` records or up to 17 more (whole runs of 6 tests; a run of bench.runs: 3 writes 18) under
     `results`, `<digest12>/bench.jsonl` per digest plus builds.jsonl. Deterministic for a seed.
+    `all_shown`: exactly `n_records`, each run its own digest, none failed or repeated:
+    a report shows every one.
 
     Returns {"records": written, "digests": {"template index": [digest, ...]}, "runs": [run ids]}.
     """
     rnd = random.Random(seed)
     tpls = _templates()
+    runs_needed = -(-n_records // 6)  # all_shown: a digest per run, 3 templates taking turns
+    digests_per_template = -(-runs_needed // 3) if all_shown else digests_per_template
     pools = {
         t: [f"sha256:{rnd.getrandbits(256):064x}" for _ in range(digests_per_template)]
         for t in range(len(tpls))
@@ -65,6 +75,8 @@ def generate(
     per_run = sum(len(t) for t in tpls) / len(tpls)
     n_runs = max(1, round(n_records / (per_run * 1.06)))  # 3 % of runs write their records 3 times
     n_runs = int(n_runs * 1.02) + 1  # digests change over this many runs; writing stops at n_records
+    if all_shown:
+        n_runs = runs_needed
     t0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
     out: dict[Path, list[bytes]] = {}
     written, runs = 0, []
@@ -72,15 +84,18 @@ def generate(
         if written >= n_records:
             break
         t = i % len(tpls)
-        digest = pools[t][min(digests_per_template - 1, i * digests_per_template // n_runs)]
+        at = i // 3 if all_shown else min(digests_per_template - 1, i * digests_per_template // n_runs)
+        digest = pools[t][at]
         when = t0 + timedelta(seconds=47 * i)
         run_id = f"{when:%Y%m%dT%H%M%SZ}-{rnd.getrandbits(24):06x}"
         runs.append(run_id)
-        repeats = 3 if rnd.random() < 0.03 else 1
-        failed_at = rnd.randrange(len(tpls[t])) if rnd.random() < 0.02 else None
+        repeats = 3 if rnd.random() < 0.03 and not all_shown else 1
+        failed_at = rnd.randrange(len(tpls[t])) if rnd.random() < 0.02 and not all_shown else None
         for rep in range(repeats):
             scale = rnd.uniform(0.9, 1.1)
             for j, tpl in enumerate(tpls[t]):
+                if all_shown and written >= n_records:
+                    break
                 rec = json.loads(json.dumps(tpl))
                 old_run = rec["run_id"]
                 rec["run_id"] = run_id
@@ -154,15 +169,21 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=2, help="warm measurements per command")
     ap.add_argument("--keep", default=None, help="generate into (or reuse) this folder and keep it")
+    ap.add_argument(
+        "--all-shown",
+        action="store_true",
+        help="every record shown: a digest per run, none failed or repeated (--records 10000: 10,000 shown)",
+    )
     a = ap.parse_args()
     base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="toolkit-scale-"))
     results = base / "results"
     meta_file = base / "generated.json"
-    if not (meta_file.is_file() and json.loads(meta_file.read_text())["requested"] == a.records):
+    requested = [a.records, a.all_shown]
+    if not (meta_file.is_file() and json.loads(meta_file.read_text())["requested"] == requested):
         shutil.rmtree(results, ignore_errors=True)
         t0 = time.monotonic()
-        meta = generate(results, a.records)
-        meta["requested"] = a.records
+        meta = generate(results, a.records, all_shown=a.all_shown)
+        meta["requested"] = requested
         meta_file.write_text(json.dumps(meta))
         print(f"generated {meta['records']} records in {time.monotonic() - t0:.1f} s under {results}")
     meta = json.loads(meta_file.read_text())
@@ -174,6 +195,7 @@ def main() -> None:
     old, new = meta["digests"]["0"][-2], meta["digests"]["0"][-1]  # a rebuild of one image: did it regress?
     cmds = {
         "report": [*tk, "report", "--results", str(results), "--format", "json"],
+        "github": [*tk, "report", "--results", str(results), "--format", "github"],
         "compare": [
             *tk,
             "compare",

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 from pathlib import Path
@@ -19,13 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.project import ROOT  # shared helpers live in tests/support; test modules import them there
 
 # Test runs share one Docker engine and may overlap (parallel sessions); their tiny-model numbers are
 # smoke signals, so bench runs of the tests may overlap: each record written meanwhile is flagged
 # `concurrent`. tests/test_faults.py unsets this to check the refusal (exit 9) itself.
 os.environ.setdefault("TOOLKIT_ALLOW_CONCURRENT", "1")
-DATA = Path(__file__).parent / "data"
 
 CONTRACT_FIXTURES = {
     "release_python": "a pinned vLLM/SGLang release's own code in a cached venv (PyPI wheels on first use)",
@@ -114,48 +112,3 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def matrix_data() -> dict:
     return yaml.safe_load((ROOT / "matrix.yaml").read_text())
-
-
-def write_matrix(dir_: Path, data: dict) -> Path:
-    p = dir_ / "matrix.yaml"
-    p.write_text(yaml.safe_dump(data, sort_keys=False))
-    return p
-
-
-def mutate(data: dict, path: list, value) -> dict:
-    """A deep copy of `data` with the value at key path `path` replaced (KeyError: deleted)."""
-    d = copy.deepcopy(data)
-    cur = d
-    for p in path[:-1]:
-        cur = cur[p]
-    if value is KeyError:
-        del cur[path[-1]]
-    else:
-        cur[path[-1]] = value
-    return d
-
-
-def seed_current_build(project: Path, image: str = "cpu", digest: str | None = None):
-    """A build record of `image` in project/results/builds.jsonl whose inputs key is the one the
-    project's matrix and templates give now (so `toolkit bench` takes it as current), under a made-up
-    digest: for tests that stop before any container starts (the engine is never asked for it)."""
-    from toolkit.images import build as build_mod
-    from toolkit.results.records import BuildRecord, ResultStore
-    from toolkit.spec.matrix import load_matrix
-
-    lm = load_matrix(project / "matrix.yaml")
-    spec = lm.m.image(image)
-    key = build_mod.inputs_key(lm, spec)
-    digest = digest or "sha256:" + (image.encode().hex() * 64)[:64]
-    rec = BuildRecord(
-        image=image,
-        ref=f"toolkit/{image}:seeded",
-        digest=digest,
-        backend=spec.backend,
-        template=spec.template,
-        template_hash=key.template_hash,
-        labels={build_mod.INPUTS_KEY_LABEL: key.key},
-        created="2026-01-01T00:00:00Z",
-    )
-    ResultStore(project / "results").add_build(rec)
-    return rec

@@ -164,7 +164,7 @@ def _runner_imports(source: str, module: str, *, package: bool = False) -> list[
 def test_no_module_outside_the_runners_imports_a_runner():
     """The plug-in interface is the only way in: bench, reproduce, the CLI... reach a runner through
     the registry (toolkit.core.registry.get(name)) and the Runner protocol, never by importing
-    llama_bench, vllm, sglang (or vllm_args). The registry names them as strings, which is its job."""
+    llama_bench, vllm, sglang (or platform_probe). The registry names them as strings, which is its job."""
     assert {
         "toolkit.bench.runners.llama_bench",
         "toolkit.bench.runners.vllm",
@@ -184,7 +184,7 @@ def test_no_module_outside_the_runners_imports_a_runner():
         "from toolkit.bench.runners import vllm",
         "from toolkit.bench.runners.llama_bench import missing_cases",
         "import toolkit.bench.runners.sglang as s",
-        "def f():\n    from .runners import vllm_args\n",
+        "def f():\n    from .runners import platform_probe\n",
         "import importlib\nimportlib.import_module('toolkit.bench.runners.vllm')",
     ],
 )
@@ -305,20 +305,42 @@ def test_other_packages_enter_a_split_package_through_its_door(where, door):
     assert not offenders, offenders
 
 
+def _sibling_imports(source: str) -> list[str]:
+    """The modules of tests/ other than tests/support that `source` imports: a test module
+    (tests.test_*), tests.conftest (pytest's fixtures file, not a helpers module), or `tests` itself
+    (`from tests import test_x`); relative imports count as `tests`."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names.append("tests" if node.level else node.module or "")
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return [n for n in names if n.startswith(("tests.test_", "tests.conftest", "conftest")) or n == "tests"]
+
+
 def test_no_test_module_imports_another():
-    """Helpers live in one package, tests/support/; a test module imports none of its siblings (issue 30)."""
-    offenders = []
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            offenders += [f"{path.name}: {n}" for n in names if n.startswith("tests.test_") or n == "tests"]
+    """Helpers live in one package, tests/support/; neither a test module nor a helper imports a test
+    module or tests/conftest.py (issue 30: ROOT, DATA, write_matrix, mutate, seed_current_build are in
+    tests/support/project.py)."""
+    paths = [*sorted((ROOT / "tests").glob("test_*.py")), *sorted((ROOT / "tests" / "support").glob("*.py"))]
+    offenders = [f"{p.name}: {n}" for p in paths for n in _sibling_imports(p.read_text())]
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tests.test_plan import _plan",
+        "import tests.test_records as tr",
+        "from tests.conftest import ROOT",
+        "def f():\n    from tests.conftest import DATA\n",
+        "from tests import conftest",
+        "from . import test_plan",
+    ],
+)
+def test_the_sibling_import_check_is_not_vacuous(source):
+    assert _sibling_imports(source)
+    assert not _sibling_imports("from tests.support.project import ROOT\nfrom tests.support import engine")
 
 
 MAX_FILE_LINES = 800

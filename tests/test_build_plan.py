@@ -37,6 +37,7 @@ def test_default_build_on_a_gpu_less_host_is_the_cpu_image_only(project):
     assert _commands(res.output) == ["cpu"]
     assert _skipped(res.output) == [
         "vulkan",
+        "vulkan-mesa-trixie",
         "rocm",
         "rocm-7.2.4",
         "vllm",
@@ -53,7 +54,7 @@ def test_default_build_on_a_gpu_less_host_is_the_cpu_image_only(project):
 @gpu_less
 def test_software_gpu_opt_in_adds_the_vulkan_image(project):
     res, _ = run_cli(project, "build", "--dry-run", "--allow-software-gpu")
-    assert _commands(res.output) == ["cpu", "vulkan"] and "rocm" in _skipped(res.output)
+    assert _commands(res.output) == ["cpu", "vulkan", "vulkan-mesa-trixie"] and "rocm" in _skipped(res.output)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def test_json_lists_skipped_images_with_the_reason(project):
     import json
 
     res, _ = run_cli(project, "build", "--dry-run", "--json")
-    out = {r["image"]: r for r in json.loads(res.output)}
+    out = {r["image"]: r for r in json.loads(res.output)["result"]}
     assert out["cpu"]["status"] == "dry-run"
     for name, r in out.items():
         if name != "cpu" and r["status"] == "skipped":

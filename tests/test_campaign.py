@@ -27,6 +27,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.support.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
+from tests.support.records import make_record
 from toolkit.analysis import tables, verdict
 from toolkit.campaign import slurm as cmod
 from toolkit.cli.main import cli
@@ -34,7 +35,7 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import info as hostinfo
 from toolkit.images import build as build_mod
-from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
+from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
 from toolkit.spec.matrix import load_matrix
 
 CPU_IMAGE = "toolkit/cpu:latest"
@@ -218,27 +219,17 @@ def test_kubernetes_manifests_validate_offline(tmp_path):
 def _rec(
     host: str, avg: float, image: str = "cpu", digest: str = "sha256:" + "a" * 64, test="pp32"
 ) -> BenchRecord:
-    raw = {
-        "n_prompt": 32,
-        "n_gen": 0,
-        "avg_ts": avg,
-        "stddev_ts": 1.0,
-        "backends": "CPU",
-        "model_type": "qwen3moe",
-    }
-    return BenchRecord(
+    return make_record(
+        image,
+        "cpu",
+        p=32,
+        avg=avg,
+        sd=1.0,
+        digest=digest,
         run_id=f"r-{host}",
-        created="2026-11-30T00:00:00+00:00",
-        image=ImageRef(name=image, ref="x", digest=digest, backend="cpu"),
-        model=ModelRef(name="m", path="/m", sha256="", size_bytes=1),
-        test=test,
-        axis="prefill",
-        n_prompt=32,
-        avg_ts=avg,
-        stddev_ts=1.0,
-        samples_ts=[avg - 1, avg + 1],
         host={"key": host},
-        raw=raw,
+        test=test,
+        samples_ts=[avg - 1, avg + 1],
     )
 
 

@@ -146,7 +146,7 @@ def test_an_error_without_json_prints_nothing_on_stdout(tmp_path, monkeypatch, c
     [
         ["report"],
         ["compare", "a", "b"],
-        ["export-run", "run-1", "--out", "x"],
+        ["export-run", "run-1", "--output", "x"],
         ["doctor"],
         ["push"],
         ["campaign", "status", "c1"],

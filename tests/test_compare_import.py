@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from tests.support.records import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
 from toolkit.analysis import compare, report
 from toolkit.cli.main import cli
@@ -175,7 +175,8 @@ def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
         cwd=ROOT,
     )
     assert proc.returncode == 6 and "slower" in proc.stderr
-    assert json.loads(proc.stdout)["regressions"] == n_tests
+    got = json.loads(proc.stdout)  # the envelope: the rows, and the failure the process exits with
+    assert got["result"]["regressions"] == n_tests and not got["ok"] and got["exit_code"] == 6
 
 
 @needs_fixtures
@@ -377,7 +378,7 @@ def test_a_slowdown_within_noise_or_on_a_flagged_cell_is_not_a_regression(tmp_pa
     assert res.exit_code == 0, res.output
     assert "held, not counted" in res.output and "B:host-busy" in res.output
     js = invoke("compare", "--json", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
-    rows = json.loads(js.output)["rows"]
+    rows = json.loads(js.output)["result"]["rows"]
     assert all(r["held"] and not r["regression"] and r["flags"] == ["B:host-busy"] for r in rows)
 
 

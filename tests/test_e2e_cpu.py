@@ -210,7 +210,7 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
         "bare-metal",
         "--gpu",
         "none",
-        "--out",
+        "--output",
         str(tmp_path / "m.jsonl"),
         "--",
         *run,

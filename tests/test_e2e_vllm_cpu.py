@@ -28,10 +28,10 @@ import yaml
 from tests.support import contract_env
 from tests.support.e2e_helpers import ROOT, engine_or_skip, run_cli
 from toolkit.bench.runners import vllm as vr
-from toolkit.bench.runners import vllm_args as va
 from toolkit.images.build import build_image
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
+from toolkit.runtimes.vllm import args as va
 from toolkit.runtimes.vllm.output import attention_backend_name
 from toolkit.spec.matrix import load_matrix
 
@@ -224,7 +224,7 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     ok = [r for r in store.results() if r.status == "ok" and r.runner == "vllm"]
     (run_id,) = {r.run_id for r in ok}
     out = tmp_path / "export"
-    run_cli(project, "export-run", run_id, "--out", str(out))
+    run_cli(project, "export-run", run_id, "-o", str(out))
     folder = tmp_path / "fresh-host" / "run"
     shutil.copytree(out, folder)
     output, code = reproduce_cli(folder, "--threshold", "400")

@@ -6,6 +6,7 @@ compiles shaders (minutes, cold), the shader cache lives on a per-digest volume.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -82,3 +83,87 @@ def test_vulkan_on_lavapipe_lands_beside_cpu(vk_project):
     run_cli(vk_project, "bench", "--image", "cpu")
     rep, _ = run_cli(vk_project, "report")
     assert "vulkan@" in rep.output and "cpu@" in rep.output
+
+
+AB_AXES = {**AXES, "n_prompt": [64], "n_ubatch": [32], "repetitions": 1}  # one short case
+
+
+def _image_file_sums(ref: str) -> str:
+    """sha256 of llama-bench and every library shipped beside it in image `ref` (one line each)."""
+    out = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "bash",
+            ref,
+            "-c",
+            "cd /opt/llama && sha256sum bin/* lib/*",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def ab_project(tmp_path_factory):
+    """The Mesa A/B pair built in one project: `vulkan` (trixie-backports) first, then
+    `vulkan-mesa-trixie` (Debian 13's own Mesa), whose build stage must come from BuildKit's cache."""
+    engine_or_skip()
+    project = make_project(
+        tmp_path_factory.mktemp("e2e-vk-ab"), images=["vulkan", "vulkan-mesa-trixie"], bench=AB_AXES
+    )
+    first, _ = run_cli(project, "build", "--image", "vulkan")
+    second, _ = run_cli(project, "build", "--image", "vulkan-mesa-trixie")
+    print(first.output, second.output)  # build times and cached steps, for the run's log
+    assert "vulkan-mesa-trixie: built toolkit/vulkan-mesa-trixie:" in second.output, second.output
+    return project
+
+
+def test_mesa_ab_images_share_one_llama_build(ab_project):
+    """Same llama.cpp commit and build facts, and the very same llama-bench bytes, in both images:
+    the second image compiled nothing (its build stage is the first's, from BuildKit's cache)."""
+    store = ResultStore(ab_project / "results")
+    a, b = store.latest_build("vulkan"), store.latest_build("vulkan-mesa-trixie")
+    same = [k for k in a.labels if k.startswith("org.toolkit.cmake.") or k == "org.toolkit.ggml-backends"]
+    assert same and all(a.labels[k] == b.labels.get(k) for k in same), (a.labels, b.labels)
+    assert a.labels["org.opencontainers.image.revision"] == b.labels["org.opencontainers.image.revision"]
+    assert _image_file_sums("toolkit/vulkan:latest") == _image_file_sums("toolkit/vulkan-mesa-trixie:latest")
+
+
+def test_mesa_ab_probes_record_coopmat_off_and_on(ab_project):
+    """The probe facts tell the pair apart: Debian 13's own Mesa 25.0.x, llama.cpp picks no matrix
+    cores on the RADV GFX1201 (null) device; trixie-backports' Mesa, KHR_coopmat on the drm-shim one."""
+    store = ResultStore(ab_project / "results")
+    on, off = store.latest_build("vulkan").labels, store.latest_build("vulkan-mesa-trixie").labels
+    assert (
+        on["org.toolkit.llama-vk-matrix-cores"] == "KHR_coopmat"
+        and on["org.toolkit.vk-probe-method"] == "drm-shim"
+    )
+    assert on["org.toolkit.vk-probe-require-coopmat"] == "yes"
+    assert (
+        off["org.toolkit.mesa-version"].startswith("25.0.") and "~bpo" not in off["org.toolkit.mesa-version"]
+    )
+    assert off["org.toolkit.mesa-apt-suite"] == "trixie" and off["org.toolkit.min-mesa-version"] == "25.0.0"
+    assert off["org.toolkit.vk-probe-require-coopmat"] == "no"
+    assert off["org.toolkit.vk-probe-method"] == "radv-null-device"
+    assert off["org.toolkit.llama-vk-matrix-cores"] == "none"
+    assert "RADV GFX1201" in off["org.toolkit.llama-vk-device"]
+    assert off["org.toolkit.vk-khr-cooperative-matrix"] == "unprobed"  # vulkaninfo crashes on the null device
+
+
+def test_mesa_trixie_image_benches_on_lavapipe(ab_project):
+    """The A/B image runs llama-bench on lavapipe like the reference image (opted in)."""
+    res, _ = run_cli(ab_project, "bench", "--image", "vulkan-mesa-trixie", "--allow-software-gpu")
+    assert "vulkan-mesa-trixie x tiny-qwen3moe: ok" in res.output, res.output
+    digest = ResultStore(ab_project / "results").latest_build("vulkan-mesa-trixie").digest
+    recs = [
+        json.loads(x)
+        for x in (ab_project / "results" / digest.split(":")[1][:12] / "bench.jsonl").read_text().splitlines()
+    ]
+    assert recs and all(r["status"] == "ok" and r["avg_ts"] > 0 for r in recs)
+    assert all("llvmpipe" in r["gpu_info"] for r in recs)

@@ -41,14 +41,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, seed_current_build, write_matrix
-from tests.conftest import mutate as _mutate
 from tests.support.e2e_helpers import (
     engine_or_skip,
     make_project,
     remove_second_dockerd_bridge,
     second_dockerd,
 )
+from tests.support.project import ROOT, seed_current_build, write_matrix
+from tests.support.project import mutate as _mutate
 from tests.support.runs import _as_at_a_terminal, _env, _no_dac, tk
 from toolkit.core import errors
 from toolkit.core.errors import BadInput

@@ -19,7 +19,6 @@ import yaml
 
 from tests.support.e2e_helpers import run_cli
 from toolkit.bench.runners import vllm as vr
-from toolkit.bench.runners import vllm_args as va
 from toolkit.bench.runners.base import BenchOptions, RunContext
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
@@ -28,6 +27,7 @@ from toolkit.host.devices import DeviceProfile
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.runtimes.vllm import args as va
 from toolkit.spec.matrix import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]

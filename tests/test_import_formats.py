@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from tests.support.records import make_record
 from toolkit.analysis import compare, report, verdict
 from toolkit.cli.main import cli

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = [

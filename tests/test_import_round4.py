@@ -111,7 +111,7 @@ def test_a_table_without_its_leading_pipes_is_still_read(tmp_path):
 def test_a_markdown_table_and_the_same_models_jsonl_compare(tmp_path):
     """md kept size and parameters as printed ('1.52 MiB', '0.79 M'), so compare refused the same model
     as another (issue 31). Both now describe the model as llama-bench's table prints it."""
-    from tests.conftest import DATA
+    from tests.support.project import DATA
     from toolkit.analysis import compare
     from toolkit.results import identity
 
@@ -140,7 +140,7 @@ def test_an_import_option_that_contradicts_the_file_is_bad_input_and_a_corrected
     then skipped as "imported before" (issue 31)."""
     import shutil
 
-    from tests.conftest import DATA
+    from tests.support.project import DATA
 
     store = ResultStore(tmp_path / "results")
     serve = tmp_path / "serve-128-32-c2.json"  # the file's own counts: 1024 input tokens over 8 prompts
@@ -170,7 +170,7 @@ def test_one_record_saved_as_one_pretty_printed_json_object_is_read(tmp_path):
     """Was "not a complete JSON record" for every line (issue 31)."""
     import json
 
-    from tests.conftest import DATA
+    from tests.support.project import DATA
 
     row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
     p = tmp_path / "one.json"
@@ -194,7 +194,7 @@ def test_sql_rows_that_carry_samples_are_not_flagged_without_them(tmp_path):
 
 
 def test_a_markdown_table_saved_with_a_byte_order_mark_is_read(tmp_path):
-    from tests.conftest import DATA
+    from tests.support.project import DATA
 
     p = tmp_path / "bom.md"
     p.write_bytes(b"\xef\xbb\xbf" + (DATA / "llamabench-0c1e57098-cpu.md").read_bytes())
@@ -206,7 +206,7 @@ def test_a_trace_an_imported_record_names_outside_the_results_folder_is_never_re
     /proc/kmsg); the report read it. Only traces inside the results folder are read."""
     import json
 
-    from tests.conftest import DATA
+    from tests.support.project import DATA
     from toolkit.analysis import plots, report
 
     outside = tmp_path / "elsewhere.jsonl"

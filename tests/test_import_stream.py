@@ -6,14 +6,16 @@ benchmarks/import_scale.py, not here."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from toolkit.core.errors import BadInput
 from toolkit.results import import_read, importer
 from toolkit.results.records import ResultStore
@@ -85,7 +87,7 @@ def test_a_jsonl_over_the_whole_read_limit_is_imported_not_refused(tmp_path: Pat
     rows = _scale().generate(f, 3 << 20)
     assert f.stat().st_size > import_read.MAX_IMPORT_BYTES
     store, res = _import(tmp_path, "r", f)
-    assert res.records == rows and len(res.repeated) == rows // 50
+    assert res.records == rows and res.repeated_tests == rows // 50
     assert len(store.results()) == rows
     again = importer.import_files(store, [f], label="x", now=NOW)
     assert again.already and again.records == 0
@@ -172,7 +174,7 @@ def test_json_and_csv_over_the_whole_read_limit_are_imported_not_refused(tmp_pat
         rows = _scale().generate(f, 3 << 20, fmt)
         assert f.stat().st_size > import_read.MAX_IMPORT_BYTES
         store, res = _import(tmp_path, f"r-{fmt}", f)
-        assert res.formats == {str(f): fmt} and res.records == rows and len(res.repeated) == rows // 50
+        assert res.formats == {str(f): fmt} and res.records == rows and res.repeated_tests == rows // 50
         assert len(store.results()) == rows
 
 
@@ -226,7 +228,7 @@ def test_repeated_tests_are_grouped_one_at_a_time_not_held_together(tmp_path: Pa
     monkeypatch.setattr(import_repeats, "_repetitions", spy)
     monkeypatch.setattr(import_read, "read_rows", _no_whole_read)
     store, res = _import(tmp_path, "r", f)
-    assert res.records == rows and len(res.repeated) == rows // 50
+    assert res.records == rows and res.repeated_tests == rows // 50
     assert sizes and set(sizes) == {2} and len(sizes) == rows // 50
     recs = store.results()
     marked = [r for r in recs if (r.model_extra or {}).get("process_run")]
@@ -235,3 +237,65 @@ def test_repeated_tests_are_grouped_one_at_a_time_not_held_together(tmp_path: Pa
         mine = [r for r in recs if r.image.digest == digest]
         held = [r.model_extra["imported"]["line"] for r in mine if (r.model_extra or {}).get("process_run")]
         assert held and [r.model_extra["imported"]["line"] for r in mine[-len(held) :]] == sorted(held)
+
+
+def test_repeated_tests_are_named_up_to_a_bound_then_counted_per_file(tmp_path: Path) -> None:
+    """Issue 32 item 15: an import of 1 GB printed 97,497 lines (16 MB), one per repeated test. The
+    first SAID_TESTS are named (in file order), the others counted per file of their first row."""
+    from toolkit.results.import_repeats import SAID_TESTS
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    rows_a = _scale().generate(a, 1 << 30, max_rows=50 * (SAID_TESTS + 5))  # every 50th row a repeat
+    rows_b = _scale().generate(b, 1 << 30, offset=100_000, max_rows=50 * 7)
+    _store, res = _import(tmp_path, "r", a, b)
+    assert res.records == rows_a + rows_b and res.repeated_tests == SAID_TESTS + 5 + 7
+    named, more = res.repeated[:SAID_TESTS], res.repeated[SAID_TESTS:]
+    assert all("measure the same test" in line for line in named)
+    assert [int(line.split("a.jsonl:")[1].split(",")[0]) for line in named] == sorted(
+        int(line.split("a.jsonl:")[1].split(",")[0]) for line in named
+    )  # the first ones, in file order
+    assert more == [
+        f"... and 5 more test(s) measured by several rows in {a} ({SAID_TESTS + 5} in all, "
+        f"{2 * (SAID_TESTS + 5)} rows; 0 flagged runs-disagree), each kept as repetitions of one cell",
+        f"... and 7 more test(s) measured by several rows in {b} (7 in all, 14 rows; 0 flagged "
+        "runs-disagree), each kept as repetitions of one cell",
+    ]
+    from toolkit.cli.results import _print_import
+
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        _print_import(res, "r")
+    assert (
+        f"{SAID_TESTS + 12} test(s) measured by several rows:" in err.getvalue()
+    )  # the total, not the lines
+
+
+def test_an_import_does_not_read_the_records_the_folder_holds(tmp_path: Path, monkeypatch) -> None:
+    """Issue 32 item 12: to leave out rows imported before, an import read and validated every
+    imported record of the folder (memory and time grew with the history: 522 MB at 30,000). Now it
+    asks the query index by digest: with the index in line, a record is validated only when new to
+    the index (the import before this one) or when its digests match a row of this import."""
+    from toolkit.results.records import BenchRecord
+
+    scale = _scale()
+    files = [tmp_path / f"{n}.jsonl" for n in ("big", "b", "c")]
+    scale.generate(files[0], 1 << 30, max_rows=400)
+    scale.generate(files[1], 1 << 30, offset=100_000, max_rows=5)
+    scale.generate(files[2], 1 << 30, offset=200_000, max_rows=5)
+    store = ResultStore(tmp_path / "r")
+    for f in files[:2]:  # b's import brings the index in line with big's records
+        importer.import_files(store, [f], label=f.stem, now=NOW)
+    validated = []
+    real = BenchRecord.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, obj, *a, **k):
+        validated.append(1)
+        return real(cls, obj, *a, **k)
+
+    monkeypatch.setattr(BenchRecord, "model_validate", classmethod(counted))
+    res = importer.import_files(store, [files[2]], label="c", now=NOW)
+    assert res.records == 5 and not res.duplicates
+    assert len(validated) < 50, len(validated)  # b's 5 records (new to the index); was 405
+    validated.clear()
+    again = importer.import_files(store, [files[0]], label="other", now=NOW)  # every row stored before
+    assert again.already and again.records == 0
+    assert sum(int(n.split(" row(s) already imported in run ")[0]) for n in again.duplicates) == 400

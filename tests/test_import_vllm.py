@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import importer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import output as lb
 from toolkit.spec.matrix import BenchAxes

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from tests.conftest import mutate as _mutate
-from tests.conftest import write_matrix
+from tests.support.project import mutate as _mutate
+from tests.support.project import write_matrix
 from toolkit.core.errors import BadInput
 from toolkit.spec.matrix import load_matrix
 

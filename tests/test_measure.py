@@ -7,6 +7,7 @@ bare metal. Sampling is real (/proc of this host) in both."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -373,11 +374,10 @@ def _measure(tmp_path: Path, *command: str, **kw) -> subprocess.Popen:
     )
 
 
-def test_a_huge_line_without_a_newline_passes_in_linear_time_and_is_cut(tmp_path):
+def test_a_huge_line_without_a_newline_passes_in_linear_time_and_whole(tmp_path):
     """Issue 32: a 300 MB line was re-joined on every 64 KB chunk (nothing passed after 300 s). Here
-    40 MB: read once, handed on cut at MAX_LINE_BYTES, the row after it still measured."""
-    from toolkit.bench.measure import MAX_LINE_BYTES
-
+    40 MB: read once, passed through whole (the command's output is its own: only what measure
+    parses is cut at MAX_LINE_BYTES), the row after it still measured."""
     row = json.dumps({**ROW, "samples_ns": [1, 1]})
     code = f"import sys; sys.stdout.write('x' * 40_000_000 + '\\n' + {row!r} + '\\n')"
     t0 = time.monotonic()
@@ -386,7 +386,7 @@ def test_a_huge_line_without_a_newline_passes_in_linear_time_and_is_cut(tmp_path
     assert proc.returncode == 0, stderr
     assert time.monotonic() - t0 < 60
     first = stdout.splitlines()[0]
-    assert len(first) == MAX_LINE_BYTES and set(first) == {"x"}
+    assert len(first) == 40_000_000 and set(first) == {"x"}
     assert json.loads((tmp_path / "m.jsonl").read_text().splitlines()[0])["n_prompt"] == ROW["n_prompt"]
 
 
@@ -398,6 +398,39 @@ def test_a_grandchild_holding_stdout_does_not_hold_measure(tmp_path):
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert time.monotonic() - t0 < 20 and "started" in stdout
+    # the command's time ends at its exit, not after the 2-s grace the daemon's pipe was read for
+    seconds = float(re.search(r"exited 0 after ([0-9.]+) s", stderr).group(1))
+    assert seconds < 1.0, stderr
+
+
+def test_the_command_output_passes_through_byte_for_byte(tmp_path):
+    """Issue 32 follow-up: the passthrough replaced bytes that are not UTF-8 and cut lines at 1 MiB;
+    a wrapper like `time` passes its command's bytes as they are (stdout and stderr)."""
+    payload = bytes(range(256)) + b"\nno newline at the end \xff"
+    code = f"import sys; sys.stdout.buffer.write({payload!r}); sys.stderr.buffer.write({payload!r})"
+    out = tmp_path / "m.jsonl"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--out",
+            str(out),
+            "--gpu",
+            "none",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == payload
+    assert payload in proc.stderr
     (line,) = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert line["seconds"] < 10
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, write_matrix
+from tests.support.project import ROOT, write_matrix
 from tests.support.runs import AXES, DIGEST, bench_records
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained, relative_path, symlinks_inside

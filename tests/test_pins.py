@@ -27,8 +27,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import ROOT
 from tests.support.e2e_helpers import engine_or_skip
+from tests.support.project import ROOT
 from tests.support.service_containers import LoopbackRegistry
 from toolkit.cli.main import cli
 from toolkit.engine import api as engine
@@ -156,7 +156,7 @@ def run_pins(matrix: Path, *args: str) -> tuple[int, dict]:
     res = CliRunner().invoke(cli, ["pins", "--matrix", str(matrix), "--json", "--timeout", "5", *args])
     if res.exception and not isinstance(res.exception, SystemExit):
         raise res.exception
-    return res.exit_code, json.loads(res.output)
+    return res.exit_code, json.loads(res.output)["result"]
 
 
 def image_row(out: dict) -> dict:

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT, mutate, seed_current_build, write_matrix
+from tests.support.project import ROOT, mutate, seed_current_build, write_matrix
 from tests.support.records import make_record
 from toolkit.bench.runners.base import sha256_file
 from toolkit.results.records import ResultStore

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import write_matrix
+from tests.support.project import write_matrix
 from tests.support.runs import AXES, DIGEST, bench_records
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
@@ -59,7 +59,7 @@ def build_record(**kw) -> BuildRecord:
 def cpu_project(tmp_path, matrix_data) -> Path:
     import shutil
 
-    from tests.conftest import ROOT
+    from tests.support.project import ROOT
 
     shutil.copytree(ROOT / "Dockerfile.templates", tmp_path / "Dockerfile.templates")
     matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]

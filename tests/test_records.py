@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import json
 
-from toolkit.results.records import BenchRecord, ImageRef, ModelRef, ResultStore
+from tests.support.records import make_record
+from toolkit.results.records import BenchRecord, ResultStore
 
 
 def _rec(run_id="r1", avg=10.0, **kw) -> BenchRecord:
-    return BenchRecord(
-        run_id=run_id,
-        created="2026-11-29T00:00:00+00:00",
-        image=ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu"),
-        model=ModelRef(name="tiny", path="/m/tiny.gguf", sha256="cd" * 32, size_bytes=1),
-        test="pp512",
-        axis="prefill",
-        n_prompt=512,
-        n_ubatch=512,
-        avg_ts=avg,
-        **kw,
-    )
+    return make_record("cpu", "cpu", p=512, avg=avg, digest="sha256:" + "ab" * 32, run_id=run_id, **kw)
 
 
 def test_results_are_keyed_by_digest(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from tests.support.records import make_record
 from toolkit.cli.main import cli
 from toolkit.core import jsonsafe
@@ -347,7 +347,7 @@ ROCM_LINE = 75  # the rocm image's block in matrix.yaml starts after this line
             "gfx_targets:",
             "gfx_targets: false",
             ROCM_LINE,
-            ["images[2].vars: template variable 'gfx_targets' is False", "e.g. [gfx1201]"],
+            ["images[3].vars: image 'rocm': template variable 'gfx_targets' is False", "e.g. [gfx1201]"],
             id="gfx_targets-false",
         ),
         pytest.param(
@@ -445,7 +445,7 @@ def test_a_matrix_value_of_the_wrong_type_is_bad_input_naming_file_field_and_fix
 
 
 def test_huge_engine_settings_are_bad_input(project, matrix_data):
-    from tests.conftest import mutate, write_matrix
+    from tests.support.project import mutate, write_matrix
     from toolkit.spec.matrix import load_matrix
 
     for path in (["vllm", "max_model_len"], ["bench", "threads"], ["sglang", "context_length"]):

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from tests.conftest import write_matrix
+from tests.support.project import write_matrix
 from toolkit.core.errors import BadInput
 from toolkit.images.render import render_all, render_image
 from toolkit.spec.matrix import load_matrix
@@ -90,3 +90,39 @@ def test_a_template_cannot_run_code_on_the_host(project, tmp_path):
     with pytest.raises(BadInput, match="reaches outside its variables"):
         render.render_image(lm, spec)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "want"),
+    [
+        ("require_coopmat", "no", "expected true .* or false"),  # a string, not YAML's boolean
+        ("require_coopmat", 1, "expected true .* or false"),
+        ("min_mesa_version", "25.x", "expected a Mesa version floor"),
+        ("min_mesa_version", 25, "expected a Mesa version floor"),
+        ("mesa_apt_suite", "trixie-proposed-updates", "Debian release .* or its -backports suite"),
+        ("mesa_apt_suite", "trixie backports", "Debian release .* or its -backports suite"),
+    ],
+)
+def test_mesa_ab_vars_are_validated(project, matrix_data, key, value, want):
+    """The Vulkan template's Mesa A/B variables: a bad value is refused naming matrix.yaml, the image
+    and the variable, before anything renders."""
+    d = copy.deepcopy(matrix_data)
+    vk = next(i for i in d["images"] if i["name"] == "vulkan")
+    vk["vars"][key] = value
+    with pytest.raises(
+        BadInput,
+        match=rf"matrix\.yaml: images\[\d+\]\.vars: image 'vulkan': template variable '{key}' is .*{want}",
+    ):
+        load_matrix(write_matrix(project, d))
+
+
+def test_an_image_lowers_the_mesa_floor_and_records_coopmat_only(project, matrix_data):
+    """min_mesa_version in an image's vars overrides the matrix's floor for that image alone, and
+    require_coopmat: false renders a probe that records coopmat rather than requiring it."""
+    d = copy.deepcopy(matrix_data)
+    vk = next(i for i in d["images"] if i["name"] == "vulkan")
+    vk["vars"].update(min_mesa_version="25.0.0", require_coopmat=False, mesa_apt_suite="trixie")
+    lm = load_matrix(write_matrix(project, d))
+    text = render_image(lm, lm.m.image("vulkan")).content
+    assert lm.m.min_mesa_version == "25.2.0" and 'lt "25.0.0"' in text and 'lt "25.2.0"' not in text
+    assert "require_coopmat=no" in text and 'org.toolkit.vk-probe-require-coopmat="no"' in text

@@ -366,6 +366,61 @@ def test_golden_verdict_of_real_runs():
 
 
 @needs_fixtures
+@pytest.mark.parametrize("fmt", ["github", "json", "html"])
+def test_publish_selects_once_and_computes_each_shown_records_facts_once(monkeypatch, tmp_path, fmt):
+    """Issue 30 item 4 / issue 32 item 13: one selection per report (the plots and the text share it)
+    and one Facts per shown record, read by tables, verdict and plots alike. Spies count the calls
+    (the real functions run); the output is the golden one."""
+    from toolkit.analysis import facts, tables
+
+    calls = {"select": 0, "facts": 0}
+    select, of = tables.select_with_accounting, facts.Facts.of.__func__
+
+    def counted_select(records):
+        calls["select"] += 1
+        return select(records)
+
+    def counted_of(cls, r, opts=None):
+        calls["facts"] += 1
+        return of(cls, r, opts)
+
+    monkeypatch.setattr(tables, "select_with_accounting", counted_select)
+    monkeypatch.setattr(facts.Facts, "of", classmethod(counted_of))
+    recs = load(CPU_A, CPU_B, VULKAN)
+    out = tmp_path / f"report.{fmt}"
+    report.publish(recs, fmt, output=out)
+    shown = len(select(recs)[0])
+    assert calls == {"select": 1, "facts": shown}
+    if fmt == "github":
+        assert_golden("report-cpu-vulkan.md", out.read_text() + "\n")
+
+
+@needs_fixtures
+def test_facts_are_the_per_record_rules_once():
+    """A record's Facts hold what the rule functions say of it (one object, computed once)."""
+    from toolkit.analysis import facts
+
+    opts = report.ReportOptions()
+    for r in load(CPU_A, CPU_B, VULKAN):
+        f = facts.Facts.of(r, opts)
+        assert (f.value, f.rsd, f.stats, f.energy) == (
+            report.value(r),
+            report.rel_stddev(r),
+            report.sample_stats(r),
+            report.energy(r),
+        )
+        assert (f.cpu_fallback, f.ub_clamped, f.warmup_outlier) == (
+            report.is_cpu_fallback(r),
+            report.ub_clamped(r),
+            report.warmup_outlier(r),
+        )
+        assert list(f.telemetry_flags) == report.telemetry_flags(r)
+        assert list(f.flags) == report.record_flags(r, opts, roofline.roofline(r))
+        with pytest.raises(AttributeError):
+            f.value = 0.0  # type: ignore[misc]  # frozen
+
+
+@needs_fixtures
 def test_real_runs_flag_exactly_the_clamped_rows():
     recs = load(CPU_A, CPU_B, VULKAN)
     t = next(t for t in report.tables(recs) if t.axis == "prefill")

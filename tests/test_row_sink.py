@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.bench.runners.base import BenchOptions, file_identity
+from toolkit.bench.runners.base import file_identity
 from toolkit.bench.runners.llama_bench import RowSink
 from toolkit.results.records import ImageRef, ModelRef
 from toolkit.spec.matrix import BenchAxes, ImageSpec
@@ -41,27 +41,22 @@ class Observer:
 def _sink(tmp_path: Path, *, cold=None) -> tuple[RowSink, Saver, list, Path]:
     model = tmp_path / "tiny.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 60)
-    base = dict(
-        run_id="r1",
-        runner="llama-bench",
-        method="llama-bench",
-        image=ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu"),
-        model=ModelRef(name="tiny", path=str(model), sha256="cd" * 32, size_bytes=64),
-    )
+    ref = ModelRef(name="tiny", path=str(model), sha256="cd" * 32, size_bytes=64)
+    image = ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu")
+    base = dict(run_id="r1", runner="llama-bench", method="llama-bench", image=image, model=ref)
     saver, events = Saver(), []
     spec = ImageSpec(name="cpu", template="cpu.Dockerfile.j2", backend="cpu")
+    record_event = lambda kind, **kw: events.append((kind, kw))  # noqa: E731
     sink = RowSink(
         spec,
-        BenchOptions(),
-        BenchAxes(),
-        model,
-        "cd" * 32,
+        ref,
+        False,
+        BenchAxes().repetitions,
         file_identity(model),
         base,
         saver,
         Observer(),
-        lambda kind, **kw: events.append((kind, kw)),
-        "tiny",
+        record_event,
         cold,
     )
     return sink, saver, events, model
@@ -108,3 +103,13 @@ def test_stderr_lines_are_kept_and_progress_becomes_events(tmp_path):
         and events[0][1]["done"] == 1
         and events[0][1]["total"] == 8
     )
+
+
+def test_finish_saves_a_row_no_line_handed_over_and_times_the_whole_output(tmp_path):
+    """An interrupted stream hands over no last line: the process's whole stdout still holds that row."""
+    sink, saver, _, _ = _sink(tmp_path)
+    sink.stdout(json.dumps(ROWS[0]))
+    n_rows, timing = sink.finish(json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]), 100.0)
+    assert n_rows == 2 and [r.avg_ts for r in saver.saved] == [ROWS[0]["avg_ts"], ROWS[1]["avg_ts"]]
+    tests_s = sum(sum(r["samples_ns"]) for r in ROWS[:2]) / 1e9
+    assert timing == {"wall_s": 100.0, "tests_s": round(tests_s, 3), "startup_s": round(100.0 - tests_s, 3)}

@@ -16,8 +16,8 @@ import docker
 import docker.errors
 import pytest
 
-from tests.conftest import ROOT
 from tests.support.e2e_helpers import engine_or_skip
+from tests.support.project import ROOT
 from tests.support.service_containers import REAPER_IMAGE
 
 pytestmark = pytest.mark.e2e

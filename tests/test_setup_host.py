@@ -156,7 +156,7 @@ def test_doctor_names_a_base_image_that_cannot_run_a_command(tmp_path):
         res, _ = run_cli(project, "doctor", "--json", expect=None)
         import json
 
-        rep = json.loads(res.output)
+        rep = json.loads(res.output)["result"]
         assert any(ref in e and "cannot run a command" in e for e in rep["errors"]), rep["errors"]
     finally:
         subprocess.run(["docker", "rmi", "-f", ref, odd], capture_output=True)

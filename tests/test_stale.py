@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import mutate, write_matrix
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
+from tests.support.project import mutate, write_matrix
 from toolkit.bench.run import BenchOptions, choose_build
 from toolkit.core.errors import BadInput
 from toolkit.images import build as build_mod

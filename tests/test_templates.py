@@ -178,7 +178,9 @@ def test_vulkan(lm, template):
     assert lm.m.min_mesa_version == "25.2.0"
     assert "dpkg --compare-versions" in runtime_install
     assert f'lt "{lm.m.min_mesa_version}"' in runtime_install
-    assert f"older than the matrix minimum {lm.m.min_mesa_version}" in runtime_install
+    assert (
+        f"older than min_mesa_version {lm.m.min_mesa_version} (matrix.yaml, image vulkan)" in runtime_install
+    )
     assert ">= 25.1.0 for cooperative matrix and >= 25.2.0 for VK_EXT_shader_float8" in runtime_install
     assert "mesa-version=%s\\nmesa-apt-suite=%s" in runtime_install
     assert "/opt/toolkit/facts/runtime.txt" in runtime_install
@@ -217,19 +219,32 @@ def _probe_script(text: str, needle: str) -> str:
 
 
 def _run_probe(
-    tmp_path: Path, script: str, vulkaninfo: str, list_devices_err: str = ""
+    tmp_path: Path,
+    script: str,
+    vulkaninfo: str,
+    list_devices_err: str = "",
+    *,
+    vulkaninfo_fails: str = "",
+    probe_env: str = "AMDGPU_GPU_ID=gfx1201",
 ) -> subprocess.CompletedProcess:
     """Run a probe RUN step of the rendered template in bash with the Debian tools stubbed: `vulkaninfo`
-    prints `vulkaninfo`, llama-bench prints `list_devices_err` on stderr, facts go under tmp_path."""
+    prints `vulkaninfo` (or, given `vulkaninfo_fails`, prints that on stderr and exits 134 as an abort
+    does), llama-bench prints `list_devices_err` on stderr; facts go under tmp_path, and so does the
+    step's /tmp (where the first step leaves `probe_env`'s words for the second)."""
     stub = tmp_path / "bin"
     stub.mkdir(exist_ok=True)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    (tmp_path / "tmp" / "vk-probe.env").write_text(probe_env + "\n")
     (tmp_path / "vi.txt").write_text(vulkaninfo)
+    (tmp_path / "vi.err").write_text(vulkaninfo_fails)
     (tmp_path / "ld.err").write_text(list_devices_err)
     stubs = {
         "apt-get": "exit 0",
         "dpkg-query": "echo -n 26.1.6-1~bpo13+1",
         "dpkg": "echo /usr/lib/x86_64-linux-gnu/libamdgpu_noop_drm_shim.so",
-        "vulkaninfo": f"cat {tmp_path}/vi.txt",
+        "vulkaninfo": (
+            f"cat {tmp_path}/vi.err >&2; exit 134" if vulkaninfo_fails else f"cat {tmp_path}/vi.txt"
+        ),
         "llama-bench": f"echo 'Available devices:'; cat {tmp_path}/ld.err >&2",
     }
     for name, body in stubs.items():
@@ -238,9 +253,8 @@ def _run_probe(
         f.chmod(0o755)
     facts = tmp_path / "facts"
     facts.mkdir(exist_ok=True)
-    body = script.replace("/opt/toolkit/facts", str(facts)).replace(
-        "/opt/llama/bin/llama-bench", "llama-bench"
-    )
+    body = script.replace("/tmp/", f"{tmp_path}/tmp/")  # first: tmp_path itself is under /tmp/
+    body = body.replace("/opt/toolkit/facts", str(facts)).replace("/opt/llama/bin/llama-bench", "llama-bench")
     body = re.sub(r"^--mount=\S+\s+--mount=\S+\s+", "", body)
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", body],
@@ -314,6 +328,139 @@ def test_vulkan_probe_requires_llama_cpp_to_pick_coopmat(lm, tmp_path):
     (tmp_path / "scalar").mkdir()
     proc = _run_probe(tmp_path / "scalar", script, "", err.replace("KHR_coopmat", "none"))
     assert proc.returncode == 1 and "not KHR_coopmat" in proc.stderr
+
+
+# Captured in a debian:trixie-slim container with Mesa 25.0.7-2+deb13u1 (RADV_FORCE_FAMILY=gfx1201),
+# llama-bench from the `vulkan` image: RADV's null device, no cooperative matrix.
+_NULL_DEVICE_ERR = (
+    ROOT / "tests" / "data" / "llamabench-0c1e57098-list-devices-radv-null-gfx1201-mesa-25.0.7.stderr"
+)
+# What Mesa 25.0.7's drm-shim says for a chip it does not know (vulkaninfo then aborts, exit 134).
+_SHIM_UNKNOWN = 'MESA: error: Failed to find amdgpu GPU named "gfx1201"\n'
+
+
+def _build_stage(text: str) -> str:
+    """The rendered build stage: from its FROM to the next FROM."""
+    return re.search(r"^FROM \S+ AS build$.*?(?=^FROM )", text, re.S | re.M).group(0)
+
+
+def test_mesa_ab_images_share_one_build_stage(lm):
+    """The Mesa A/B pair renders the same build stage byte for byte (cache mount id included), so
+    BuildKit compiles llama.cpp once for both; only the Mesa suite, floor and probe policy differ."""
+    on, off = lm.m.image("vulkan"), lm.m.image("vulkan-mesa-trixie")
+    assert on.template == off.template and on.source == off.source
+    assert {
+        k: v for k, v in on.vars.items() if k not in ("mesa_apt_suite", "min_mesa_version", "require_coopmat")
+    } == {
+        k: v
+        for k, v in off.vars.items()
+        if k not in ("mesa_apt_suite", "min_mesa_version", "require_coopmat")
+    }
+    a, b = render_image(lm, on).content, render_image(lm, off).content
+    assert _build_stage(a) == _build_stage(b)
+    assert "id=llama-vulkan-build-vulkan," in _build_stage(b)
+    assert a != b
+
+
+def test_vulkan_mesa_trixie_uses_the_release_mesa_and_records_coopmat(lm, tmp_path):
+    """Debian 13's own Mesa: no backports source or pin, the version checked against the image's own
+    floor (25.0.0), the madison check on trixie (or its -updates/-security), coopmat recorded not
+    required, hadolint clean."""
+    spec = lm.m.image("vulkan-mesa-trixie")
+    assert spec.vars["mesa_apt_suite"] == "trixie" and spec.vars["require_coopmat"] is False
+    text = render_image(lm, spec).content
+    stages = _stages(text)
+    runtime_install = " ".join(a for w, a in _stage(stages, "runtime-base")["ins"] if w == "RUN")
+    assert "mesa-backports" not in runtime_install and "Pin-Priority" not in runtime_install
+    assert 'if [ "trixie" != "${VERSION_CODENAME}" ]' in runtime_install
+    assert 'grep -qE " trixie(-updates|-security)?/"' in runtime_install
+    assert 'lt "25.0.0"' in runtime_install and "(matrix.yaml, image vulkan-mesa-trixie)" in runtime_install
+    labels = _merged(stages[-1], "LABEL")
+    assert labels["org.toolkit.min-mesa-version"] == "25.0.0"
+    assert labels["org.toolkit.mesa-apt-suite"] == "trixie"
+    assert labels["org.toolkit.vk-probe-require-coopmat"] == "no"
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(text)
+    proc = subprocess.run(
+        [_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_probe_falls_back_to_the_null_device_only_when_coopmat_is_not_required(lm, tmp_path):
+    """Mesa 25.0.7's drm-shim knows no gfx1201: the A/B image's probe records the extensions as
+    `unprobed` and leaves RADV_FORCE_FAMILY for llama-bench; the reference image fails instead."""
+    off = render_image(lm, lm.m.image("vulkan-mesa-trixie")).content
+    script = _probe_script(off, "vulkaninfo > /tmp/vulkaninfo.txt")
+    (tmp_path / "off").mkdir()
+    proc = _run_probe(tmp_path / "off", script, "", vulkaninfo_fails=_SHIM_UNKNOWN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = dict(
+        ln.split("=", 1) for ln in (tmp_path / "off" / "facts" / "vulkan-probe.txt").read_text().splitlines()
+    )
+    assert facts["vk-probe-method"] == "radv-null-device" and facts["vk-probe-require-coopmat"] == "no"
+    assert (
+        facts["vk-khr-cooperative-matrix"] == "unprobed"
+        and facts["vk-cooperative-matrix-feature"] == "unprobed"
+    )
+    assert "vk-probe-device" not in facts
+    assert (tmp_path / "off" / "tmp" / "vk-probe.env").read_text() == "RADV_FORCE_FAMILY=gfx1201\n"
+
+    on = _probe_script(_render(lm, "llama-vulkan.Dockerfile.j2").content, "vulkaninfo > /tmp/vulkaninfo.txt")
+    (tmp_path / "on").mkdir()
+    proc = _run_probe(tmp_path / "on", on, "", vulkaninfo_fails=_SHIM_UNKNOWN)
+    assert proc.returncode == 1 and "drm-shim device failed" in proc.stderr
+
+    (tmp_path / "other").mkdir()  # any other vulkaninfo failure is no reason to fall back
+    proc = _run_probe(tmp_path / "other", script, "", vulkaninfo_fails="Segmentation fault\n")
+    assert proc.returncode == 1 and "drm-shim device failed" in proc.stderr
+
+
+def test_probe_records_absent_coopmat_without_failing_when_not_required(lm, tmp_path):
+    """A drm-shim device without VK_KHR_cooperative_matrix: recorded `absent` by the A/B image's probe,
+    a build failure for the reference image (test_vulkan_probe_records_extensions_and_fails_without_coopmat)."""
+    script = _probe_script(
+        render_image(lm, lm.m.image("vulkan-mesa-trixie")).content, "vulkaninfo > /tmp/vulkaninfo.txt"
+    )
+    no_coopmat = "\n".join(
+        ln
+        for ln in _VULKANINFO.read_text().splitlines()
+        if "VK_KHR_cooperative_matrix" not in ln and "cooperativeMatrix" not in ln
+    )
+    (tmp_path / "x").mkdir()
+    proc = _run_probe(tmp_path / "x", script, no_coopmat)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = (tmp_path / "x" / "facts" / "vulkan-probe.txt").read_text()
+    assert "vk-probe-method=drm-shim\n" in facts and "vk-khr-cooperative-matrix=absent\n" in facts
+    assert "vk-probe-device=AMD Radeon Graphics (RADV GFX1201)\n" in facts
+
+
+def test_llama_probe_records_no_matrix_cores_on_the_null_device(lm, tmp_path):
+    """llama-bench on Mesa 25.0.7's null GFX1201 (captured) says `matrix cores: none`: recorded by the
+    A/B image, a failure for the reference image; a device that is not RADV's GFX1201 fails both."""
+    err = _NULL_DEVICE_ERR.read_text()
+    off = _probe_script(
+        render_image(lm, lm.m.image("vulkan-mesa-trixie")).content, "llama-bench --list-devices"
+    )
+    (tmp_path / "off").mkdir()
+    proc = _run_probe(tmp_path / "off", off, "", err, probe_env="RADV_FORCE_FAMILY=gfx1201")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = (tmp_path / "off" / "facts" / "vulkan-probe.txt").read_text()
+    assert (
+        "llama-vk-matrix-cores=none\n" in facts and "llama-vk-device=Null hardware (RADV GFX1201)\n" in facts
+    )
+    on = _probe_script(_render(lm, "llama-vulkan.Dockerfile.j2").content, "llama-bench --list-devices")
+    (tmp_path / "on").mkdir()
+    proc = _run_probe(tmp_path / "on", on, "", err, probe_env="RADV_FORCE_FAMILY=gfx1201")
+    assert proc.returncode == 1 and "not KHR_coopmat" in proc.stderr
+    (tmp_path / "lvp").mkdir()
+    proc = _run_probe(
+        tmp_path / "lvp",
+        off,
+        "",
+        err.replace("Null hardware (RADV GFX1201) (radv)", "llvmpipe (LLVM 19.1.7, 256 bits) (radv)"),
+    )
+    assert proc.returncode == 1 and "not RADV's GFX1201" in proc.stderr
 
 
 ROCM_LLAMA_IMAGES = ["rocm", "rocm-7.2.4"]
@@ -917,7 +1064,7 @@ def test_vllm_40081_is_not_fixed_in_the_pinned_releases(vllm_sdist, version):
     plugin = plugin[: plugin.index("\ndef ", 1)]
     assert "amdsmi.amdsmi_get_processor_handles()" in plugin
     assert "hipGetDeviceCount" not in plugin and "libamdhip64" not in plugin and "kfd" not in plugin
-    # the message the vLLM runner names #40081 on (toolkit/bench/runners/vllm_args.py _KNOWN_ISSUES)
+    # the message the vLLM runner names #40081 on (toolkit/runtimes/vllm/args.py _KNOWN_ISSUES)
     device = (vllm_sdist(version) / "vllm" / "config" / "device.py").read_text()
     assert '"Failed to infer device type, please set "' in device
 

@@ -37,10 +37,10 @@ from tests.support.engine import run_vllm as _run
 from tests.support.engine import vllm_ctx as _ctx
 from tests.support.engine import vllm_matrix as _matrix
 from toolkit.bench.runners import vllm as vr
-from toolkit.bench.runners import vllm_args as va
 from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.runtimes.vllm import args as va
 from toolkit.runtimes.vllm.settings import VllmSettings
 
 # ---------------------------------------------------------------------------------------------

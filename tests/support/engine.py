@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import DATA
 from tests.support import probe_outputs
+from tests.support.project import DATA
 from toolkit.bench.runners import vllm as vr
 from toolkit.bench.runners.base import BenchOptions, RunContext
 from toolkit.core import registry as runners

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import DATA
+from tests.support.project import DATA
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
 from toolkit.runtimes.llama_bench import output as llamabench
 
@@ -74,8 +75,13 @@ def make_record(
     engine: dict | None = None,
     axis: str | None = None,
     threads: int | None = None,
+    digest: str | None = None,
+    run_id: str = "run-1",
+    **fields: Any,
 ) -> BenchRecord:
-    """A record as bench.py builds it: normalize() over a llama-bench-shaped raw row."""
+    """A record as bench.py builds it: normalize() over a llama-bench-shaped raw row. digest: the
+    image digest (default: one derived from `image`); fields: any other BenchRecord field, set last
+    (over what normalize() gave; an unknown name is kept as an extra field, as BenchRecord allows)."""
     row = {
         **QWEN3_30B,
         "n_prompt": p,
@@ -95,7 +101,7 @@ def make_record(
     norm = llamabench.normalize(row)
     if axis:
         norm["axis"] = axis
-    digest = "sha256:" + (image.encode().hex() * 64)[:64]
+    digest = digest or "sha256:" + (image.encode().hex() * 64)[:64]
     mref = ModelRef(
         name=model,
         path="",
@@ -104,7 +110,7 @@ def make_record(
         **({"family": family} if family else {}),
     )
     return BenchRecord(
-        run_id="run-1",
+        run_id=run_id,
         created="2026-07-01T00:00:00+00:00",
         status=status,
         error=error,
@@ -114,7 +120,7 @@ def make_record(
         host=host if host is not None else R9700_HOST,
         engine=engine or {},
         raw=row,
-        **norm,
+        **{**norm, **fields},
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import ROOT
+from tests.support.project import ROOT
 from toolkit.bench.runners import base
 from toolkit.cli.main import cli
 from toolkit.core.errors import ToolkitError

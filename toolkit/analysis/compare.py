@@ -8,7 +8,9 @@ are shown beside the speedup (a ratio above 1: B does more work per joule).
 
 A regression is a test slower in B by more than the threshold AND by more than its noise: twice the
 combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict's rule, toolkit.analysis
-.verdict; a single sample's unknown stddev counts as 0 and is named). A slowdown within noise is shown
+.verdict; a single sample's unknown stddev counts as 0 and is named). Where both sides' cells carry a 95 %
+confidence interval (>= 3 process repeats, facts.Interval) the noise is the intervals instead: a
+regression needs B's interval wholly below A's (tables.margin_band). A slowdown within noise is shown
 as such, not counted. A slowdown beyond the threshold whose cell on either side carries a telemetry
 flag (gpu-shared, throttled:<reason>, clock-idle, power-not-stock, host-busy) is "held": shown with the
 flags and not counted, and never called noise (its spread came from what the flag names); re-measure
@@ -26,20 +28,19 @@ from typing import Any, Generic, TypeVar, overload
 
 from tabulate import tabulate
 
+from toolkit.analysis.facts import Facts
 from toolkit.analysis.table_text import fmt_cell
 from toolkit.analysis.tables import (
     column_attention,
     concurrency,
-    energy,
     fmt_tok_per_j,
     id_value,
     image_label,
     is_cpu_fallback,
+    margin_band,
     noise_band,
-    rel_stddev,
     row_label,
     select_latest,
-    sided_telemetry_flags,
     value,
     varying_columns,
 )
@@ -61,36 +62,47 @@ class Side(Generic[R]):
 
 @dataclass
 class CompareRow:
+    """One test both sides measured: its label, identifying values and each side's record's Facts."""
+
     test: str
     ids: dict[str, str]
-    a: BenchRecord
-    b: BenchRecord
+    fa: Facts
+    fb: Facts
 
     @property
     def speedup(self) -> float:
-        va, vb = value(self.a), value(self.b)
+        va, vb = self.fa.value, self.fb.value
         assert va is not None and vb is not None  # compare() pairs usable records only (_usable)
         return vb / va
 
     @property
+    def by_interval(self) -> bool:
+        """Both sides carry a 95 % interval (>= 3 processes each): the noise is their intervals."""
+        return self.fa.ci is not None and self.fb.ci is not None
+
+    @property
     def noise(self) -> float:
-        """Twice the combined relative stddev of the sides (a fraction; unknown stddev counts 0)."""
-        return noise_band(rel_stddev(self.a) or 0.0, rel_stddev(self.b) or 0.0)
+        """The slowdown 1 - B/A its noise can explain (a fraction): where both sides carry an interval,
+        up to where B's interval top meets A's interval bottom (tables.margin_band); else twice the
+        combined relative stddev of the sides (unknown stddev counts 0)."""
+        if self.by_interval:
+            return 1 - 1 / (1 + margin_band(self.fa, self.fb))
+        return noise_band(self.fa.rsd or 0.0, self.fb.rsd or 0.0)
 
     @property
     def noise_unknown(self) -> bool:
         """A side is a single sample (or has no stddev): its noise is unknown."""
-        return self.a.stddev_ts is None or self.b.stddev_ts is None
+        return self.fa.record.stddev_ts is None or self.fb.record.stddev_ts is None
 
     @property
     def flags(self) -> list[str]:
         """The telemetry flags of either side's cell, as `A:host-busy`, `B:gpu-shared`."""
-        return sided_telemetry_flags(self.a, self.b)
+        return [f"A:{f}" for f in self.fa.telemetry_flags] + [f"B:{f}" for f in self.fb.telemetry_flags]
 
     @property
     def energy_ratio(self) -> float | None:
         """tok/J of B ÷ tok/J of A (= J per token of A ÷ of B) where both sides' energy is valid."""
-        ea, eb = energy(self.a), energy(self.b)
+        ea, eb = self.fa.energy, self.fb.energy
         return eb.tok_per_j / ea.tok_per_j if ea and eb else None
 
 
@@ -205,8 +217,8 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
     raise BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
-        f"`toolkit report` lists what is stored under {store.root} (compare reads one results folder: "
-        "results kept elsewhere are imported first, `toolkit import --label NAME FILE...`)"
+        f"`toolkit report` lists what is stored under {store.root} (compare reads A from --results and B "
+        "from --against DIR, else from --results too; other files are imported first, `toolkit import`)"
     )
 
 
@@ -236,20 +248,26 @@ UNKNOWN_MODEL_FIX = (
 )
 
 
-def _resolve_sides(store: ResultStore, a_ref: str, b_ref: str) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
-    """Both sides resolved on the index's heads, then read as records (the index rebuilt once if stale)."""
+def _resolve_sides(
+    store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None
+) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
+    """Both sides resolved on the index's heads, then read as records (the index rebuilt once if stale);
+    B from `b_store` when given (a second results folder), else from `store`."""
+    sb = b_store or store
     for attempt in (1, 2):
         recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
-        ha, hb = resolve(store, a_ref, recs), resolve(store, b_ref, recs)
+        b_recs = recs if sb is store else resultindex.heads(sb, match=(a_ref, b_ref))
+        ha, hb = resolve(store, a_ref, recs), resolve(sb, b_ref, b_recs)
         try:
             return (
                 Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
-                Side(hb.ref, hb.label, resultindex.candidates(store, hb.records)),
+                Side(hb.ref, hb.label, resultindex.candidates(sb, hb.records)),
             )
         except resultindex.StaleIndex:
             if attempt == 2:
                 raise
-            resultindex.drop(store)  # an edit the refresh did not see: rebuild the index from the JSONL, once
+            for s in {id(store): store, id(sb): sb}.values():  # an edit the refresh did not see: rebuild once
+                resultindex.drop(s)
     raise AssertionError("unreachable")
 
 
@@ -326,6 +344,7 @@ def compare(
     threshold: float = 5.0,
     ignore: tuple[str, ...] = (),
     same_model: bool = False,
+    b_store: ResultStore | None = None,
 ) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
 
@@ -333,10 +352,11 @@ def compare(
     them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
     the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
     Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
+    `b_store`: read B from this second results folder (A from `store`).
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
-    a, b = _resolve_sides(store, a_ref, b_ref)
+    a, b = _resolve_sides(store, a_ref, b_ref, b_store)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
     j = identity.join(ua, ub, ignore=ignore, same_unknown_model=same_model)
@@ -345,7 +365,10 @@ def compare(
     pairs = sorted(j.pairs, key=_pair_order)
     label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
     id_cols, settings = _columns_and_settings(pairs, label_fields)
-    rows = [CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, x, y) for x, y in pairs]
+    rows = [
+        CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, Facts.of(x), Facts.of(y))
+        for x, y in pairs
+    ]
     tell_apart = [
         c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
     ]
@@ -378,6 +401,8 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
         sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
     elif c.held(row):
         mark = f"slower, held: {', '.join(row.flags)}"
+    elif c.within_noise(row) and row.by_interval:
+        mark = "slower within noise (the 95% intervals overlap)"
     elif c.within_noise(row):
         mark = f"slower within noise (± {100 * row.noise:.0f}%)"
     elif row.speedup > 1 + c.threshold / 100:
@@ -392,9 +417,9 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
 def _table_row(c: Comparison, row: CompareRow, show_energy: bool) -> list[str]:
     """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark."""
     sp, mark = _speedup_cell(c, row)
-    line = [row.test, *row.ids.values(), fmt_cell(row.a), fmt_cell(row.b), sp]
+    line = [row.test, *row.ids.values(), fmt_cell(row.fa.record), fmt_cell(row.fb.record), sp]
     if show_energy:
-        ea, eb, ratio = energy(row.a), energy(row.b), row.energy_ratio
+        ea, eb, ratio = row.fa.energy, row.fb.energy, row.energy_ratio
         line += [
             fmt_tok_per_j(ea.tok_per_j if ea else None),
             fmt_tok_per_j(eb.tok_per_j if eb else None),
@@ -439,9 +464,12 @@ def _slower_not_counted(c: Comparison) -> list[str]:
             "re-measure on a quiet host"
         )
     if noisy:
+        ci = "; overlapping 95% intervals where both sides ran 3 or more processes" if any(
+            r.by_interval for r in noisy
+        ) else ""
         out.append(
             f"{len(noisy)} test(s) slower by more than {c.threshold:g}% but within noise (twice the combined "
-            f"relative stddev): {', '.join(r.test for r in noisy)}; more repetitions narrow it"
+            f"relative stddev{ci}): {', '.join(r.test for r in noisy)}; more repetitions narrow it"
         )
     return out
 
@@ -491,19 +519,24 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             {
                 "test": r.test,
                 **r.ids,
-                "avg_ts_a": value(r.a),
-                "stddev_ts_a": r.a.stddev_ts,
-                "avg_ts_b": value(r.b),
-                "stddev_ts_b": r.b.stddev_ts,
+                "avg_ts_a": r.fa.value,
+                "stddev_ts_a": r.fa.record.stddev_ts,
+                "avg_ts_b": r.fb.value,
+                "stddev_ts_b": r.fb.record.stddev_ts,
                 "speedup": round(r.speedup, 4),
                 "regression": c.is_regression(r),
+                "ci_low_a": ci.low if (ci := r.fa.ci) else None,  # None: unknown (fewer than 3 processes)
+                "ci_high_a": ci.high if (ci := r.fa.ci) else None,
+                "ci_low_b": ci.low if (ci := r.fb.ci) else None,
+                "ci_high_b": ci.high if (ci := r.fb.ci) else None,
                 "noise": round(r.noise, 4),
+                "noise_basis": "ci95" if r.by_interval else "stddev",
                 "noise_unknown": r.noise_unknown,
                 "within_noise": c.within_noise(r),
                 "held": c.held(r),
                 "flags": r.flags,
-                "tok_per_j_a": ea.tok_per_j if (ea := energy(r.a)) else None,
-                "tok_per_j_b": eb.tok_per_j if (eb := energy(r.b)) else None,
+                "tok_per_j_a": ea.tok_per_j if (ea := r.fa.energy) else None,
+                "tok_per_j_b": eb.tok_per_j if (eb := r.fb.energy) else None,
                 "tok_per_j_ratio": round(ratio, 4) if (ratio := r.energy_ratio) is not None else None,
             }
             for r in c.rows

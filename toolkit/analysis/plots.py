@@ -21,15 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import (
     Row,
     Table,
     image_label,
-    is_cpu_fallback,
     row_label,
     telemetry_flags,
-    ub_clamped,
-    value,
 )
 from toolkit.analysis.telemetry import load_trace
 from toolkit.core.text import strip_controls
@@ -51,14 +49,14 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _cells(t: Table | None):
-    """(row, column, record) of a table's usable cells: a number, not a CPU fallback."""
+    """(row, column, the record's Facts) of a table's usable cells: a number, not a CPU fallback."""
     if t is None:
         return []
     return [
-        (row, col, r)
+        (row, col, f)
         for row in t.rows
-        for col, r in row.cells.items()
-        if value(r) is not None and not is_cpu_fallback(r)
+        for col, f in row.facts.items()
+        if f.value is not None and not f.cpu_fallback
     ]
 
 
@@ -95,27 +93,29 @@ STYLES = [(m, ls) for ls in ("-", "--") for m in ("o", "s", "^", "D", "v")]
 FLAGGED_LABEL = "flagged: see the table"
 
 
-def _flagged(r: BenchRecord) -> bool:
-    """A cell measured while something else shaped the number (gpu-shared, throttled, host-busy, ...):
-    drawn marked, never like a clean one."""
-    return bool(telemetry_flags(r))
-
-
 def _title(fig: Figure, t: Table | None) -> None:
     """The figure's title: what is plotted and which model(s) it was measured on."""
-    models = sorted({r.model.name for _, _, r in _cells(t)})
+    models = sorted({f.record.model.name for _, _, f in _cells(t)})
     if t is not None:
         fig.suptitle(strip_controls(f"{t.title} — model {', '.join(models) or '?'}"), fontsize=10)
 
 
-def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color: str) -> None:
-    """One image's prefill panel (prefill_figure): a line per series, marked clamped/flagged points."""
-    for k, series in enumerate(sorted({_series(row, r) for row, r in mine})):
-        pts = sorted(
-            (r.n_prompt, value(r), r.stddev_ts or 0.0, bool(ub_clamped(r)), _flagged(r))
-            for row, r in mine
-            if _series(row, r) == series
-        )
+def _point(f: Facts) -> tuple[int, float | None, float, bool, bool]:
+    """A prefill point: (prompt length, tok/s, stddev, micro-batch clamped, telemetry-flagged)."""
+    return (
+        f.record.n_prompt,
+        f.value,
+        f.record.stddev_ts or 0.0,
+        bool(f.ub_clamped),
+        bool(f.telemetry_flags),
+    )
+
+
+def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, Facts]], color: str) -> None:
+    """One image's prefill panel (prefill_figure): a line per series, marked clamped/flagged points
+    (flagged: measured while something else shaped the number, gpu-shared, throttled, ...)."""
+    for k, series in enumerate(sorted({_series(row, f.record) for row, f in mine})):
+        pts = sorted(_point(f) for row, f in mine if _series(row, f.record) == series)
         xs, ys, es, _, _ = zip(*pts, strict=True)
         marker, style = STYLES[k % len(STYLES)]
         ax.errorbar(
@@ -130,13 +130,13 @@ def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, BenchRecord]], color
             ox, oy = zip(*off, strict=True)
             ax.plot(ox, oy, marker, mfc="white", mew=1.5, zorder=3, color=color, label="_clamped")
     ax.set_xscale("log", base=2)
-    prompts = sorted({r.n_prompt for _, r in mine})
+    prompts = sorted({f.record.n_prompt for _, f in mine})
     ax.set_xticks(prompts, _tick_labels(prompts))
     ax.minorticks_off()
     ax.set_title(strip_controls(img), fontsize=9)
     ax.set_xlabel("prompt length (tokens)")
     handles, labels = ax.get_legend_handles_labels()
-    if any(_flagged(r) for _, r in mine):
+    if any(f.telemetry_flags for _, f in mine):
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
@@ -160,7 +160,7 @@ def prefill_figure(t: Table | None, colors: Colors | None = None) -> Figure | No
     _title(fig, t)
     axes = fig.subplots(1, len(images), squeeze=False, sharey=True)[0]
     for ax, img in zip(axes, images, strict=True):
-        _prefill_panel(ax, img, [(row, r) for row, col, r in cells if col == img], colors[img])
+        _prefill_panel(ax, img, [(row, f) for row, col, f in cells if col == img], colors[img])
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("prefill tokens/s")
     return fig
@@ -214,7 +214,8 @@ def _too_big(kind: str, t: Table | None) -> str | None:
     if kind == "prefill":
         columns = {col for _, col, _ in cells}
         lines = max(
-            (len({_series(row, r) for row, col, r in cells if col == img}) for img in columns), default=0
+            (len({_series(row, f.record) for row, col, f in cells if col == img}) for img in columns),
+            default=0,
         )
         if len(columns) > MAX_COLUMNS or lines > MAX_LINES:
             return (
@@ -224,8 +225,10 @@ def _too_big(kind: str, t: Table | None) -> str | None:
         return None
     lines = len(
         {
-            " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
-            for row, col, r in cells
+            " ".join(
+                [col, f"in{f.record.n_prompt} out{f.record.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())]
+            )
+            for row, col, f in cells
         }
     )
     if lines > MAX_LINES:
@@ -256,12 +259,12 @@ def bar_figure(
         for i, img in enumerate(images):
             xs, ys, es, hatch = [], [], [], []
             for j, row in enumerate(chunk):
-                r = row.cells.get(img)
-                if r is not None and (v := value(r)) is not None and not is_cpu_fallback(r):
+                f = row.facts.get(img)
+                if f is not None and (v := f.value) is not None and not f.cpu_fallback:
                     xs.append(j + (i - (len(images) - 1) / 2) * bw)
                     ys.append(v)
-                    es.append(r.stddev_ts or 0.0)
-                    hatch.append("///" if _flagged(r) else None)
+                    es.append(f.record.stddev_ts or 0.0)
+                    hatch.append("///" if f.telemetry_flags else None)
             if xs:  # one color per image in every panel (an empty call would still take a legend slot)
                 bars = ax.bar(xs, ys, bw, yerr=es, capsize=3, color=colors[img])
                 for patch, h in zip(bars.patches, hatch, strict=True):
@@ -302,7 +305,7 @@ def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | Non
     """Served output tok/s vs concurrency, one line per image column and row series, in the image's
     color (`colors`: palette; an image's series told apart by marker and line style); a black x over
     a flagged point."""
-    cells = [(row, col, r) for row, col, r in _cells(t) if r.engine.get("concurrency") is not None]
+    cells = [(row, col, f) for row, col, f in _cells(t) if f.record.engine.get("concurrency") is not None]
     if not cells:
         return None
     colors = colors or palette([t] if t is not None else [])
@@ -310,11 +313,13 @@ def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | Non
     _title(fig, t)
     ax = fig.subplots()
     series: dict[tuple[str, str], list[tuple[int, float, bool]]] = {}
-    for row, col, r in cells:
+    for row, col, f in cells:
+        r = f.record
         name = " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
-        v = value(r)
-        assert v is not None  # _cells keeps only cells with a value
-        series.setdefault((col, name), []).append((int(r.engine["concurrency"]), v, _flagged(r)))
+        assert f.value is not None  # _cells keeps only cells with a value
+        series.setdefault((col, name), []).append(
+            (int(r.engine["concurrency"]), f.value, bool(f.telemetry_flags))
+        )
     seen: dict[str, int] = {}
     for (col, name), pts in sorted(series.items()):
         k = seen[col] = seen.get(col, -1) + 1

@@ -1,6 +1,6 @@
 """What a report's numbers are of: the model (name, file, sha256), when they were measured, on which
 host and GPU with which kernel and driver, and per image its digest, runtime commit, ROCm or Mesa
-version and the toolkit that built it. Public result viewers open with exactly this (GPU, VRAM, OS,
+version, Vulkan's matrix-cores (coopmat) state and the toolkit that built it. Public result viewers open with exactly this (GPU, VRAM, OS,
 kernel, build, capture date: issue 33); read from the records alone, so an imported file says what
 it carried and nothing more."""
 
@@ -21,6 +21,7 @@ _LABELS = {
     ),
     "ROCm": ("org.toolkit.rocm-version",),
     "Mesa": ("org.toolkit.mesa-version",),
+    "matrix cores": ("org.toolkit.llama-vk-matrix-cores",),
     "vLLM": ("org.toolkit.vllm-version",),
     "toolkit": ("org.toolkit.version",),
 }
@@ -30,7 +31,7 @@ _LABELS = {
 class Provenance:
     """models: `name (file, sha256 12)`; dates: (first, last) measurement time (ISO); hosts: one line per
     host (OS, kernel, CPU, GPU and driver); images: one line per image label (digest, backend, runtime
-    commit, ROCm/Mesa/vLLM version, toolkit version). Empty lists where the records say nothing."""
+    commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version). Empty lists where the records say nothing."""
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None

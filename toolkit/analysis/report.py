@@ -11,6 +11,8 @@ import base64
 import csv
 import io
 import json
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +21,25 @@ from tabulate import tabulate
 from toolkit.analysis import plots, table_text
 from toolkit.analysis import tables as _tables
 from toolkit.analysis import verdict as verdict_mod
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.provenance import Provenance, provenance
-from toolkit.analysis.table_text import energy_notes, legend, marks_note, roof_notes, table_rows
-from toolkit.analysis.tables import (
-    ReportOptions,
-    Row,
-    Table,
-    accounting,
-    concurrency,
-    energy,
-    sample_stats,
-    tables,
-    threads,
+from toolkit.analysis.table_text import (
+    DECODE_UB_NOTE,
+    column_legend,
+    energy_notes,
+    fit_table,
+    fold_decode_ub,
+    legend,
+    marks_note,
+    roof_notes,
+    short_labels,
+    table_rows,
+    wrap,
 )
+from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, concurrency, threads
 from toolkit.core.text import html_text, md_text
 from toolkit.results import NO_RESULTS
-from toolkit.results.identity import keys_cached, value
+from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.output import effective_ubatch
 
@@ -48,7 +53,31 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
 
 
-FORMATS = ("github", "csv", "json", "html")
+FORMATS = ("github", "text", "csv", "json", "html")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One report's selection, made once (Shown.of): the Facts of the records it shows
+    (select_for_report, in its order), the tables over them, the accounting line of the whole set
+    (tables.accounting, without refused records), how many records were read and how many failed."""
+
+    facts: list[Facts]
+    tables: list[Table]
+    counts: str
+    read: int
+    failed: int
+
+    @classmethod
+    def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
+        chosen, sel = _tables.select_with_accounting(records)
+        facts = facts_of(chosen, opts)
+        failed = sum(r.status != "ok" for r in records)
+        return cls(facts, _tables.axis_tables(facts, opts), accounting(records, 0, sel), len(records), failed)
+
+    def accounting(self, refused: int) -> str:
+        """The accounting line, with the records the store's reader refused."""
+        return self.counts + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
 
 
 def render(
@@ -60,8 +89,11 @@ def render(
     results_root: Path | None = None,
     drawn: plots.PlotSet | None = None,
     title: str | None = None,
+    shown: Shown | None = None,
+    width: int | None = None,
 ) -> str:
-    """Render tables, flags and verdict as `github` (markdown), `csv`, `json` or `html` text: the
+    """Render tables, flags and verdict as `github` (markdown), `text` (a terminal's: every line at
+    most `width` columns, default the terminal's, shutil.get_terminal_size), `csv`, `json` or `html`: the
     verdict first, then what was measured (provenance: model, dates, host, GPU, builds), then the
     tables (and on the html page the plots). `title` heads the page (default: the model(s) measured).
 
@@ -69,16 +101,17 @@ def render(
     store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
     the records were read from; the html page plots power and clocks of each run shown from the raw
     traces kept there (plots.telemetry_figures). `drawn`: the html page's plots, drawn before
-    (plots.draw), else drawn here."""
+    (plots.draw), else drawn here. `shown`: the records' selection under `opts` (Shown.of), made
+    here when None."""
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    chosen = _tables.select_for_report(records)  # once: the tables and the provenance read the same records
-    ts = _tables.axis_tables(chosen, opts)
+    shown = shown or Shown.of(records, opts)  # once: tables, verdict and provenance read the same records
+    ts = shown.tables
     if fmt == "csv":
         return render_csv(ts)
-    v = verdict_mod.verdict(records, opts)
-    prov = provenance(chosen)
+    v = verdict_mod.verdict(records, opts, shown.facts)  # smoke caveats over every record read
+    prov = provenance([f.record for f in shown.facts])
     if fmt == "json":
         return json.dumps(
             {
@@ -86,32 +119,78 @@ def render(
                 "tables": [table_json(t) for t in ts],
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
-                "records": accounting(records, refused),
+                "records": shown.accounting(refused),
             },
             indent=2,
             allow_nan=False,
         )
     if fmt == "html":
         text = verdict_mod.format_verdict(v, markdown=False)
-        return render_html(records, ts, text, results_root, drawn, prov, title)
-    return _render_markdown(records, ts, v, prov, title, refused)
+        return render_html([], ts, text, results_root, drawn, prov, title, shown.counts)
+    if fmt == "text":
+        return _render_text(shown, v, prov, title, refused, width or shutil.get_terminal_size().columns)
+    return _render_markdown(shown, v, prov, title, refused)
+
+
+def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
+    """The tables as the page and the terminal show them: decode rows folded over the micro-batch
+    (fold_decode_ub), short column labels (short_labels); (tables, {column: label}, notes: what each
+    label stands for, and the fold's note when a row was folded)."""
+    folded = [fold_decode_ub(t) for t in ts]
+    shown = [t for t, _ in folded]
+    labels = short_labels(shown)
+    notes = column_legend(shown, labels)
+    return shown, labels, notes + ([DECODE_UB_NOTE] if any(f for _, f in folded) else [])
+
+
+TEXT_MARKS_NOTE = (
+    "*: the row's best, ahead of the next by more than the noise (2 x their combined relative stddev); "
+    "†: the number was flagged (the flags under the table say why), never marked best"
+)
+
+
+def _render_text(
+    shown: Shown, v: verdict_mod.Verdict, prov: Provenance, title: str | None, refused: int, width: int
+) -> str:
+    """The report for a terminal `width` columns wide (no line longer; 20 at least): title, verdict,
+    what was measured, then each table fitted (fit_table: roofline and tok/J columns dropped and said,
+    image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
+    width = max(width, 20)
+    if not shown.tables:
+        return "\n".join(wrap(_render_markdown(shown, v, prov, title, refused), width))
+    ts, labels, col_notes = display_tables(shown.tables)
+    out = [title or _heading(prov), "=" * min(width, len(title or _heading(prov))), ""]
+    out += verdict_mod.format_verdict(v, markdown=False).splitlines()
+    out += ["", "What was measured", ""] + [f"- {line}" for line in prov.lines()]
+    out += ["", "Columns", ""] + [f"- {n}" for n in col_notes]
+    dropped: set[str] = set()
+    for t in ts:
+        headers, body = table_rows(t, bold=lambda x: f"{x} *", labels=labels)
+        lines, gone = fit_table(headers[:-1], [line[:-1] for line in body], 1 + len(t.id_columns), width)
+        dropped.update(gone)
+        out += ["", t.title, ""] + lines
+        out += [f"- flags of {line[0]}: {line[-1]}" for line in body if line[-1]]
+    notes = ([TEXT_MARKS_NOTE] if marks_note(ts) else []) + legend(ts) + energy_notes(ts)
+    notes += roof_notes(ts) + [shown.accounting(refused)]
+    if dropped:
+        notes.append(
+            f"not shown at {width} columns: the {' and '.join(sorted(dropped))} columns "
+            "(a wider terminal shows them, and so does `toolkit report --format github`)"
+        )
+    out += [""] + [f"- {n}" for n in notes]
+    return "\n".join(w for line in out for w in wrap(line, width))
 
 
 def _render_markdown(
-    records: list[BenchRecord],
-    ts: list[Table],
-    v: verdict_mod.Verdict,
-    prov: Provenance,
-    title: str | None,
-    refused: int,
+    shown: Shown, v: verdict_mod.Verdict, prov: Provenance, title: str | None, refused: int
 ) -> str:
     """The github markdown report: title, verdict, what was measured, the tables, their notes; or
     why there is no table."""
+    ts = shown.tables
     if not ts:
-        if records:  # read, but nothing to tabulate: say so, never "no results"
-            failed = sum(r.status != "ok" for r in records)
+        if shown.read:  # read, but nothing to tabulate: say so, never "no results"
             return (
-                f"no ok result to tabulate: {len(records)} record(s) read, {failed} failed; "
+                f"no ok result to tabulate: {shown.read} record(s) read, {shown.failed} failed; "
                 "`toolkit report --json` lists them with their errors"
             )
         return NO_RESULTS
@@ -123,7 +202,7 @@ def _render_markdown(
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts) + [accounting(records, refused)]
+    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts) + [shown.accounting(refused)]
     out.append("\n".join(f"- {n}" for n in notes))
     return "\n\n".join(out)
 
@@ -169,9 +248,8 @@ def render_csv(ts: list[Table]) -> str:
     w.writerow(CSV_FIELDS)
     for t in ts:
         for row in t.rows:
-            for col, r in sorted(row.cells.items()):
-                roof = row.roof.get(col)
-                e = energy(r)
+            for col, f in sorted(row.facts.items()):
+                r, roof, e = f.record, f.roof, f.energy
                 w.writerow(
                     [
                         t.axis,
@@ -190,9 +268,9 @@ def render_csv(ts: list[Table]) -> str:
                         *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
                         threads(r),
                         concurrency(r),
-                        value(r),
+                        f.value,
                         r.stddev_ts,
-                        *((st["median"], st["min"], st["max"]) if (st := sample_stats(r)) else ("", "", "")),
+                        *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
                         *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
                         roof.metric if roof else "",
                         f"{100 * roof.fraction:.1f}" if roof else "",
@@ -205,15 +283,14 @@ def render_csv(ts: list[Table]) -> str:
 
 def table_json(t: Table) -> dict[str, Any]:
     def cell(row: Row, col: str) -> dict[str, Any] | None:
-        r = row.cells.get(col)
-        if r is None:
+        f = row.facts.get(col)
+        if f is None:
             return None
-        roof = row.roof.get(col)
-        e = energy(r)
+        r, roof, e = f.record, f.roof, f.energy
         return {
-            "avg_ts": value(r),
+            "avg_ts": f.value,
             "stddev_ts": r.stddev_ts,
-            **{f"{k}_ts": x for k, x in (sample_stats(r) or {}).items()},
+            **{f"{k}_ts": x for k, x in (f.stats or {}).items()},
             "samples": len(r.samples_ts),
             "tok_per_j": e.tok_per_j if e else None,  # None: no valid energy (the flags say why)
             "energy_j": e.joules if e else None,
@@ -308,9 +385,10 @@ def _html_cell(x: str) -> str:
     return html_text(x)  # controls stripped: \x02/\x03 of a record's string make no tag
 
 
-def _table_html(t: Table) -> list[str]:
-    """One axis table as HTML: its title, header row, and a row per test (the flags column last)."""
-    headers, body = table_rows(t, bold=lambda x: f"\x02{x}\x03")  # <strong> after escaping
+def _table_html(t: Table, labels: dict[str, str] | None = None) -> list[str]:
+    """One axis table as HTML: its title, header row, and a row per test (the flags column last);
+    `labels`: short image column labels (short_labels)."""
+    headers, body = table_rows(t, bold=lambda x: f"\x02{x}\x03", labels=labels)  # <strong> after escaping
     parts = [
         f'<h2>{html_text(t.title)}</h2><div class="scroll"><table><tr>'
         + "".join(f"<th>{html_text(h)}</th>" for h in headers)
@@ -355,12 +433,14 @@ def render_html(
     drawn: plots.PlotSet | None = None,
     prov: Provenance | None = None,
     title: str | None = None,
+    counts: str | None = None,
 ) -> str:
     """One offline page: inline CSS; the verdict (as HTML), what was measured (`prov`: model, dates,
     host, GPU, builds), the tables, then plots embedded as base64 PNG; no external URL
     (a plot too big to read is named, not drawn: plots.left_out). Then power and clocks over each
     observed run shown, from its raw trace (plots.telemetry_figures): one figure per run, a note where
-    the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None."""
+    the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None;
+    `counts`: the records' accounting line (tables.accounting), made here when None."""
     prov = prov or provenance(_tables.select_for_report(records))
     heading = title or _heading(prov)
     parts = [
@@ -375,12 +455,19 @@ def render_html(
     ]
     if not ts:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
-    for t in ts:
-        parts += _table_html(t)
-    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts)
+    shown, labels, col_notes = display_tables(ts)
+    if col_notes:
+        parts.append(
+            '<h2>Columns</h2><ul class="columns">'
+            + "".join(f"<li>{html_text(n)}</li>" for n in col_notes)
+            + "</ul>"
+        )
+    for t in shown:
+        parts += _table_html(t, labels)
+    notes = marks_note(shown) + legend(shown) + energy_notes(shown) + roof_notes(shown)
     if notes:
         parts.append(_ul(notes))
-    parts.append(f"<p>{html_text(accounting(records))}</p>")
+    parts.append(f"<p>{html_text(accounting(records) if counts is None else counts)}</p>")
     parts += _plots_html(drawn or plots.draw(ts, results_root))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
@@ -407,11 +494,20 @@ def publish(
     if output is not None and plots_dir is None and fmt == "html":
         plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
     drawn = None
+    opts = opts or ReportOptions()
     with keys_cached():  # each record's test identity computed once for tables, verdict and plots
+        shown = Shown.of(records, opts)  # one selection for the plots and the text
         if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
-            drawn = plots.draw(tables(records, opts or ReportOptions()), results_root)
+            drawn = plots.draw(shown.tables, results_root)
         text = render(
-            records, fmt, opts=opts, refused=refused, results_root=results_root, drawn=drawn, title=title
+            records,
+            fmt,
+            opts=opts,
+            refused=refused,
+            results_root=results_root,
+            drawn=drawn,
+            title=title,
+            shown=shown,
         )
     written: list[Path] = []
     if output is not None:

@@ -6,21 +6,21 @@ flags' legend, what tok/J holds, each column's roofline yardstick).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
+from dataclasses import replace
 
+from tabulate import tabulate
+
+from toolkit.analysis.facts import _float, ub_applies
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline, why_no_roofline
 from toolkit.analysis.tables import (
     Row,
     Table,
-    _float,
-    energy,
     fmt_tok_per_j,
-    is_cpu_fallback,
     is_software_gpu,
     noise_band,
-    rel_stddev,
-    telemetry_flags,
 )
 from toolkit.results.identity import value
 from toolkit.results.records import BenchRecord
@@ -73,7 +73,7 @@ def fmt_roof(roof: Roofline | None) -> str:
 def marks_note(ts: list[Table]) -> list[str]:
     """MARKS_NOTE when some cell of the tables carries a mark (bold or †), else nothing."""
     marked = any(
-        best_column(row) or any(telemetry_flags(r) for r in row.cells.values()) for t in ts for row in t.rows
+        best_column(row) or any(f.telemetry_flags for f in row.facts.values()) for t in ts for row in t.rows
     )
     return [MARKS_NOTE] if marked else []
 
@@ -84,53 +84,66 @@ def best_column(row: Row) -> str | None:
     noise, or an unknown noise. A flagged or CPU-fallback cell is never the best."""
     ranked = sorted(
         (
-            (v, c)
-            for c, r in row.cells.items()
-            if (v := value(r)) is not None and not telemetry_flags(r) and not is_cpu_fallback(r)
+            (f.value, c)
+            for c, f in row.facts.items()
+            if f.value is not None and not f.telemetry_flags and not f.cpu_fallback
         ),
         reverse=True,
     )
     if len(ranked) < 2 or ranked[1][0] <= 0:
         return None
     (v1, c1), (v2, c2) = ranked[0], ranked[1]
-    rsd = [rel_stddev(row.cells[c1]), rel_stddev(row.cells[c2])]
+    rsd = [row.facts[c1].rsd, row.facts[c2].rsd]
     if any(x is None for x in rsd):
         return None
     return c1 if v1 / v2 - 1 > noise_band(rsd[0] or 0.0, rsd[1] or 0.0) else None
 
 
 def table_rows(
-    t: Table, bold: Callable[[str], str] = lambda x: x, esc: Callable[[str], str] = lambda x: x
+    t: Table,
+    bold: Callable[[str], str] = lambda x: x,
+    esc: Callable[[str], str] = lambda x: x,
+    labels: dict[str, str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
-    """Header and body of a table as text cells (shared by github and html): every text through
+    """Header and body of a table as text cells (shared by github, text and html): every text through
     `esc` (github: core.text.md_text, so a name cannot add a column, a row or a link), the row's best
-    number then through `bold` (best_column; github: `**x**`), a flagged number followed by FLAGGED_MARK."""
+    number then through `bold` (best_column; github: `**x**`), a flagged number followed by FLAGGED_MARK.
+    `labels`: a short header per image column (short_labels; the flags column names columns by it too),
+    else each column's whole header (Table.header)."""
+    name = (lambda c: labels[c]) if labels else t.header
     headers = ["test", *t.id_columns]
     for c in t.columns:
-        headers.append(t.header(c))
+        headers.append(name(c))
         if c in t.energy_columns:
-            headers.append(f"tok/J {c}")
+            headers.append(f"tok/J {labels[c] if labels else c}")
         if c in t.roof_columns:
-            headers.append(f"roofline {c}")
+            headers.append(f"roofline {labels[c] if labels else c}")
     headers.append("flags")
     body = []
     for row in t.rows:
         line = [esc(row.test), *map(esc, row.ids.values())]
         best = best_column(row)
         for c in t.columns:
-            cell = row.cells.get(c)
-            text = esc(fmt_cell(cell))
-            if text and cell is not None and telemetry_flags(cell):
+            f = row.facts.get(c)
+            text = esc(fmt_cell(f.record if f else None))
+            if text and f is not None and f.telemetry_flags:
                 text += FLAGGED_MARK
             line.append(bold(text) if c == best else text)
             if c in t.energy_columns:
-                e = energy(cell) if cell is not None else None
-                line.append(fmt_tok_per_j(e.tok_per_j if e else None))
+                line.append(fmt_tok_per_j(f.energy.tok_per_j if f and f.energy else None))
             if c in t.roof_columns:
-                line.append(esc(fmt_roof(row.roof.get(c))))
-        line.append(esc("; ".join(row.row_flags())))
+                line.append(esc(fmt_roof(f.roof if f else None)))
+        line.append(esc(_short_flags(row, labels)))
         body.append(line)
     return [esc(h) for h in headers], body
+
+
+def _short_flags(row: Row, labels: dict[str, str] | None) -> str:
+    """The row's flags (Row.row_flags), the columns they name by their short labels when given."""
+    text = "; ".join(row.row_flags())
+    for col in sorted(labels or {}, key=len, reverse=True):  # `cpu@ab12 [gpu_info=x]` before `cpu@ab12`
+        text = text.replace(col, (labels or {})[col])
+    return text
 
 
 def legend(ts: list[Table]) -> list[str]:
@@ -163,8 +176,8 @@ def roof_notes(ts: list[Table]) -> list[str]:
     for t in ts:
         for row in t.rows:
             for col, r in row.cells.items():
-                if col in row.roof:
-                    seen[col] = row.roof[col]
+                if (roof := row.facts[col].roof) is not None:
+                    seen[col] = roof
                 elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
                     missing.setdefault(col, why)
     out = [
@@ -175,3 +188,142 @@ def roof_notes(ts: list[Table]) -> list[str]:
         for col, roof in sorted(seen.items())
     ]
     return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
+
+
+def short_labels(ts: list[Table]) -> dict[str, str]:
+    """A short header per image column of `ts`, the same in every table: the image name where no other
+    column has it, else `name@` and the shortest digest prefix (4+ hex) that tells them apart, `#2`,
+    `#3` added where one digest ran on several systems. {column: label}; column_legend says what each is."""
+    cols = sorted({c for t in ts for c in t.columns})
+    names: dict[str, list[str]] = {}
+    for c in cols:
+        names.setdefault(c.split("@", 1)[0], []).append(c)
+    out: dict[str, str] = {}
+    for name, group in names.items():
+        if len(group) == 1:
+            out[group[0]] = name
+            continue
+        digests = {c: c.split("@", 1)[1].split(" [", 1)[0].removeprefix("import:") for c in group}
+        n = next(
+            (k for k in range(4, 13) if len({d[:k] for d in digests.values()}) == len(set(digests.values()))),
+            12,
+        )
+        seen: dict[str, int] = {}
+        for c in group:
+            label = f"{name}@{digests[c][:n]}"
+            seen[label] = seen.get(label, 0) + 1
+            out[c] = label if seen[label] == 1 else f"{label} #{seen[label]}"
+    return out
+
+
+def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
+    """What each short column label stands for: `label: image@digest12 (backend, GPU, build; settings)`,
+    the backend and GPU from its records where the header does not already say them (tables.Table.header)."""
+    said: dict[str, list[str]] = {}
+    for t in ts:
+        for c in t.columns:
+            header = t.header(c)
+            if not t.image_sys.get(c):  # the columns do not differ in it: say it anyway, once
+                r = next(row.cells[c] for row in t.rows if c in row.cells)
+                what = f"backend {r.image.backend}" + (f", GPU {r.gpu_info}" if r.gpu_info else "")
+                header = f"{c} ({what}{'; ' + t.image_ids[c] if t.image_ids.get(c) else ''})"
+            said.setdefault(c, [])
+            if header not in said[c]:
+                said[c].append(header)
+    return [f"{short[c]}: {' / '.join(h)}" for c, h in sorted(said.items(), key=lambda kv: short[kv[0]])]
+
+
+DECODE_UB_NOTE = (
+    "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub is one row; "
+    "its cell shows the ub512 measurement (llama-bench's default; else the one with the most samples); "
+    "every measurement is in --format csv / json"
+)
+
+
+def fold_decode_ub(t: Table) -> tuple[Table, bool]:
+    """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
+    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies), each cell the
+    ub512 record, else the one with the most samples; (table, whether any row was folded). Any other
+    table is returned as it is."""
+    if t.axis != "decode":
+        return t, False
+    groups: dict[tuple, list[Row]] = {}
+    for row in t.rows:
+        test, _, ub = row.test.rpartition(" ub")
+        foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
+        groups.setdefault((test, tuple(row.ids.items())) if foldable else (row.test, id(row)), []).append(row)
+    if all(len(g) == 1 for g in groups.values()):
+        return t, False
+    rows = []
+    for (test, _), group in groups.items():
+        if len(group) == 1 and not group[0].test.startswith(f"{test} ub"):
+            rows.append(group[0])
+            continue
+        merged = Row(test, dict(group[0].ids), group[0].order)
+        for c in t.columns:
+            have = [row for row in group if c in row.cells]
+            if have:
+                pick = min(
+                    have, key=lambda row: (row.cells[c].n_ubatch != 512, -len(row.cells[c].samples_ts))
+                )
+                merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
+                merged.flags[c] = pick.flags.get(c, [])
+        rows.append(merged)
+    return replace(t, rows=rows), True
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """One line of text wrapped to `width` columns, a list item's continuation lines indented under
+    its text (`- x`, `  - x`); a word longer than the line is broken."""
+    body = text.lstrip(" ")
+    indent = " " * (len(text) - len(body) + (2 if body.startswith("- ") else 0))
+    return textwrap.wrap(
+        text, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True
+    ) or [""]
+
+
+def _grid(headers: list[str], body: list[list[str]], maxw: int | None = None) -> list[str]:
+    """A plain-text table (tabulate's `simple` grid), each column at most `maxw` wide (wrapped)."""
+    widths = [maxw] * len(headers) if maxw else None
+    text = tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True, maxcolwidths=widths)
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def fit_table(
+    headers: list[str], body: list[list[str]], keep: int, width: int
+) -> tuple[list[str], list[str]]:
+    """A table as terminal lines no wider than `width`: the `keep` leading columns (test and its
+    identifying values) stay in every block; roofline then tok/J columns are dropped while it is too
+    wide, then the image columns go into as many side-by-side blocks as it takes, a cell wrapped when
+    one column alone is wider. (lines, names of the column kinds dropped)."""
+    cols = list(range(len(headers)))
+    dropped: list[str] = []
+
+    def grid(idx: list[int], maxw: int | None = None) -> list[str]:
+        return _grid([headers[i] for i in idx], [[line[i] for i in idx] for line in body], maxw)
+
+    def wide(idx: list[int]) -> bool:
+        return max(map(len, grid(idx))) > width
+
+    for kind in ("roofline ", "tok/J "):
+        if wide(cols) and any(headers[i].startswith(kind) for i in cols):
+            cols = [i for i in cols if not headers[i].startswith(kind)]
+            dropped.append(kind.strip())
+    if not wide(cols):
+        return grid(cols), dropped
+    key, rest = cols[:keep], cols[keep:]
+    blocks: list[list[int]] = []
+    for i in rest:
+        if blocks and not wide(key + blocks[-1] + [i]):
+            blocks[-1].append(i)
+        else:
+            blocks.append([i])
+    out: list[str] = []
+    for block in blocks:
+        idx = key + block
+        lines = grid(idx)
+        if max(map(len, lines)) > width:  # one column too wide even alone: wrap every cell
+            maxw = max(4, (width - 2 * (len(idx) - 1)) // len(idx))
+            lines = grid(idx, maxw)
+        out += ([""] if out else []) + [ln[:width] for ln in lines]
+    return out, dropped

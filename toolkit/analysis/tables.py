@@ -17,20 +17,36 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.analysis.facts import (
+    Energy,
+    Facts,
+    ReportOptions,
+    energy,
+    facts_of,
+    is_cpu_fallback,
+    is_software_gpu,
+    record_flags,
+    rel_stddev,
+    sample_stats,
+    stored_flags,
+    telemetry_flags,
+    ub_applies,
+    ub_clamped,
+    warmup_outlier,
+)
 from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
-from toolkit.analysis.roofline import Roofline, ceiling, roofline
 from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head, RecordSelection
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench.output import cpu_fallback_of, effective_ubatch
 from toolkit.runtimes.vllm.output import attention_backend_name
 
 __all__ = [
     "AXES",
     "Energy",
     "FLAG_HELP",
+    "Facts",
     "sided_telemetry_flags",
     "TELEMETRY_VERDICT_FLAGS",
     "ReportOptions",
@@ -41,6 +57,7 @@ __all__ = [
     "attention_used",
     "axis_table",
     "axis_tables",
+    "ci_band",
     "column_attention",
     "column_labels",
     "column_systems",
@@ -51,6 +68,7 @@ __all__ = [
     "image_label",
     "is_cpu_fallback",
     "is_software_gpu",
+    "margin_band",
     "record_flags",
     "rel_stddev",
     "row_label",
@@ -78,16 +96,6 @@ TITLES = {
     "mixed": "Prefill + decode (pp+tg), tokens/s",
     "served": "Served throughput by concurrency (vLLM bench serve; `offline`: vllm bench throughput), output tokens/s",
 }
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """Thresholds as fractions: noisy = relative stddev, bw_floor = share of peak bandwidth,
-    min_margin = the smallest margin the verdict calls a win."""
-
-    noisy: float = 0.05
-    bw_floor: float = 0.05
-    min_margin: float = 0.03
 
 
 def image_label(r: BenchRecord | Head) -> str:
@@ -118,24 +126,28 @@ def column_attention(records: Iterable[BenchRecord]) -> str | None:
     return "/".join(used) or None
 
 
-def _float(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def rel_stddev(r: BenchRecord) -> float | None:
-    v = value(r)
-    return r.stddev_ts / v if r.stddev_ts is not None and v else None
-
-
 def noise_band(rsd_a: float, rsd_b: float) -> float:
     """The share of a value two measurements' noise can explain: twice their combined relative
     standard deviation, 2 * hypot(rsd_a, rsd_b) (about a 95 % band for independent normal errors).
     The one rule of the verdict's margins and compare's regressions."""
     return 2 * math.hypot(rsd_a, rsd_b)
+
+
+def ci_band(rel_hi: float, rel_lo: float) -> float:
+    """The smallest margin hi / lo - 1 at which two 95 % intervals of relative half-widths `rel_hi`
+    (the faster side's) and `rel_lo` no longer overlap: hi x (1 - rel_hi) > lo x (1 + rel_lo) (inf
+    when rel_hi >= 1). What replaces noise_band where both sides carry an interval (issue 34 item 5)."""
+    return (1 + rel_lo) / (1 - rel_hi) - 1 if rel_hi < 1 else math.inf
+
+
+def margin_band(hi: Facts, lo: Facts) -> float:
+    """The one noise rule of the verdict's margins, compare's regressions and the tables' best cell,
+    as a margin hi / lo - 1 the faster cell `hi` must exceed over `lo`: where both cells carry a 95 %
+    interval (Facts.ci, >= 3 processes) the intervals must not overlap (ci_band), else the noise band
+    of their relative stddevs (noise_band; an unknown stddev counts 0)."""
+    if hi.ci is not None and lo.ci is not None:
+        return ci_band(hi.ci.rel(), lo.ci.rel())
+    return noise_band(hi.rsd or 0.0, lo.rsd or 0.0)
 
 
 def threads(r: BenchRecord) -> int | None:
@@ -148,39 +160,6 @@ def concurrency(r: BenchRecord) -> int | None:
     return int(c) if isinstance(c, (int, float)) else None
 
 
-def sample_stats(r: BenchRecord) -> dict[str, float] | None:
-    """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
-    xs = [x for x in r.samples_ts if math.isfinite(x)]
-    if len(xs) < 2:
-        return None
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
-
-
-def warmup_outlier(r: BenchRecord) -> bool:
-    """First sample > 10 % off the median of the others and outside their range by more than their
-    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
-    xs = r.samples_ts
-    if len(xs) < 3:
-        return False
-    first, rest = xs[0], xs[1:]
-    med = statistics.median(rest)
-    spread = max(rest) - min(rest)
-    dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
-    return med > 0 and abs(first - med) > 0.10 * med and dist > spread
-
-
-def stored_flags(r: BenchRecord) -> list[str]:
-    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored)."""
-    stored = (r.model_extra or {}).get("flags")
-    return [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-
-
-def telemetry_flags(r: BenchRecord) -> list[str]:
-    """The stored flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...), in
-    stored order: what made the system's state during the test not the card's alone."""
-    return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
-
-
 def sided_telemetry_flags(a: BenchRecord, b: BenchRecord | None) -> list[str]:
     """The telemetry flags of two sides' cells (telemetry_flags), as `A:host-busy`, `B:gpu-shared`
     (b None: a side not measured): what compare and reproduce hold a cell on."""
@@ -189,62 +168,11 @@ def sided_telemetry_flags(a: BenchRecord, b: BenchRecord | None) -> list[str]:
     )
 
 
-@dataclass(frozen=True)
-class Energy:
-    """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
-    `tokens` (n_prompt + n_gen) x repetitions, `joules` of all its GPUs together, `source` how it was
-    measured (`counter`, `integrated-average-power`, or both joined by `+` across GPUs)."""
-
-    tok_per_j: float
-    joules: float
-    tokens: float
-    source: str
-
-    @property
-    def j_per_token(self) -> float:
-        return 1.0 / self.tok_per_j
-
-
-def energy(r: BenchRecord) -> Energy | None:
-    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
-    finite number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry
-    (schema 1, imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU
-    shared with another process (`gpu-shared`: the board's energy counts that process's work too; on
-    the H200 case 7.6-9.4 tok/J beside another tenant vs 30.7-43.7 alone). Never a number from an
-    invalid window: tok/J is tokens / joules of the window, as window_summary computed it."""
-    t = r.telemetry
-    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
-        return None
-    joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
-    if joules is None or tokens is None or joules <= 0 or tokens <= 0:
-        return None
-    gpus = t.get("gpus")
-    gpus = gpus if isinstance(gpus, dict) else {}
-    sources = sorted(
-        {str(g["energy_source"]) for g in gpus.values() if isinstance(g, dict) and g.get("energy_source")}
-    )
-    return Energy(tokens / joules, joules, tokens, "+".join(sources) or "?")
-
-
 def fmt_tok_per_j(x: float | None) -> str:
     """Tokens per joule, three significant figures (36.4, 0.921), whole numbers from 100 on."""
     if x is None:
         return ""
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
-
-
-def is_cpu_fallback(r: BenchRecord) -> bool:
-    """A GPU image's record that ran on the CPU: failed as such, or the one CPU-fallback rule
-    (core.backends.cpu_fallback_reason, the rule `toolkit bench` applies to each row) says so."""
-    if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
-        return True
-    return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
-
-
-def is_software_gpu(r: BenchRecord) -> bool:
-    return backends.BACKENDS.get(
-        r.image.backend, backends.BACKENDS["cpu"]
-    ).gpu and backends.is_software_device(r.gpu_info)
 
 
 def _order(r: BenchRecord) -> tuple:
@@ -271,59 +199,6 @@ def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRe
     extra = [r for r in select_latest(fallback, include_failed=True) if identity.test_key(r) not in have]
     sel.used = sorted(sel.used, key=_order) + extra
     return sel.used, sel
-
-
-def ub_applies(r: BenchRecord) -> bool:
-    """The micro-batch is a knob of this test: it has a prompt to process (pp, pp+tg). A decode test
-    (tg) generates one token per step whatever n_ubatch says, so neither `ub-clamped` nor
-    `ub-no-effect` is said of it."""
-    return r.n_prompt > 0 and r.axis != "served"
-
-
-def ub_clamped(r: BenchRecord) -> int | None:
-    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None;
-    None for tests the micro-batch does not apply to (ub_applies)."""
-    if not ub_applies(r):
-        return None
-    eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
-    return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
-
-
-def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = None) -> list[str]:
-    """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table)."""
-    out = []
-    if ub_clamped(r) is not None:
-        out.append("ub-clamped")
-    if is_cpu_fallback(r):
-        out.append("cpu-fallback")
-    if is_software_gpu(r):
-        out.append("software-gpu")
-    rsd = rel_stddev(r)
-    if rsd is not None and rsd > opts.noisy:
-        out.append("noisy")
-    if warmup_outlier(r):
-        out.append("warmup-outlier")
-    if "stddev_ts" in ((r.model_extra or {}).get("repaired") or []):
-        out.append("stddev-recomputed")
-    if (r.model_extra or {}).get("experimental"):
-        out.append("experimental")
-    if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
-        out.append("synthetic-twin")
-    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
-    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
-        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
-    elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
-        out.append("bw-below-floor")
-    if (r.model_extra or {}).get("concurrent"):
-        out.append("concurrent")
-    if getattr(r, "clock_skew", None):
-        out.append("clock-skew")
-    if identity.is_tune_trial(r):
-        out.append("tune-trial")
-    for f in stored_flags(r):  # flags a runner stored with the record (telemetry: gpu-shared, ...)
-        if f not in out:
-            out.append(f)
-    return out
 
 
 def id_value(r: BenchRecord, name: str) -> Any:
@@ -357,16 +232,16 @@ def column_labels(records: list[BenchRecord]) -> dict[int, str]:
     """Column of each record (by id): `name@digest12`, plus the system fields that split one image's
     records when the same digest ran on several systems (two GPUs, two hosts): `cpu@ab12 [gpu_info=...]`."""
     systems: dict[str, set] = {}
-    keys = {id(r): identity.test_key(r) for r in records}
-    for r in records:
-        systems.setdefault(image_label(r), set()).add(keys[id(r)].system)
+    keys = {id(r): (image_label(r), identity.test_key(r)) for r in records}
+    for label, key in keys.values():
+        systems.setdefault(label, set()).add(key.system)
     out = {}
     for r in records:
-        sy = systems[image_label(r)]
-        label = image_label(r)
+        label, key = keys[id(r)]
+        sy = systems[label]
         if len(sy) > 1:
             varying = sorted({k for s in sy for k, _ in s if len({dict(x).get(k) for x in sy}) > 1})
-            mine = dict(keys[id(r)].system)
+            mine = dict(key.system)
             label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
         out[id(r)] = label
     return out
@@ -449,7 +324,7 @@ class Row:
     order: tuple
     cells: dict[str, BenchRecord] = field(default_factory=dict)
     flags: dict[str, list[str]] = field(default_factory=dict)  # image column -> flags
-    roof: dict[str, Roofline] = field(default_factory=dict)  # image column -> roofline
+    facts: dict[str, Facts] = field(default_factory=dict)  # image column -> its record's facts (roofline...)
 
     def row_flags(self) -> list[str]:
         """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
@@ -460,7 +335,7 @@ class Row:
                 continue
             text = name
             if name == "ub-clamped":
-                effs = sorted({e for c in cols if (e := ub_clamped(self.cells[c])) is not None})
+                effs = sorted({e for c in cols if (e := self.facts[c].ub_clamped) is not None})
                 text += f" (effective ub{'/'.join(str(e) for e in effs)})"
             if len(cols) < len(self.cells):
                 text += f" [{', '.join(cols)}]"
@@ -532,38 +407,40 @@ def _row_key(
     return label, key
 
 
-def axis_table(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> Table:
+def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOptions | None = None) -> Table:
     """Pivot the records of one axis (prefill | decode | mixed | served) into a Table.
 
     Columns are images (identity column: digest + system), rows are tests (identity row: model +
-    every test field that varies in the table). Records given are one per test (select_for_report);
-    a second record for an occupied cell gets its own row naming what differs, never dropped.
+    every test field that varies in the table). Records given are one per test (select_for_report),
+    or their Facts (built under `opts`); a second record for an occupied cell gets its own row naming
+    what differs, never dropped.
     """
     opts = opts or ReportOptions()
-    rs = [r for r in records if r.axis == axis and value(r) is not None]
+    fs = [f for f in facts_of(records, opts) if f.record.axis == axis and f.value is not None]
+    rs = [f.record for f in fs]
     col_of = column_labels(rs)
     per_image, id_cols = split_columns(rs, col_of)
+    by_col: dict[str, list[BenchRecord]] = {}
+    for r in rs:
+        by_col.setdefault(col_of[id(r)], []).append(r)
     for col in set(col_of.values()):  # the attention backend each vLLM / SGLang column ran, from its logs
-        if att := column_attention(r for r in rs if col_of[id(r)] == col):
+        if att := column_attention(by_col[col]):
             per_image[col] = ", ".join(x for x in (per_image.get(col), f"attention={att}") if x)
     show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()
     roof_cols: set[str] = set()
     energy_cols: set[str] = set()
-    for r in rs:
-        col = col_of[id(r)]
-        if energy(r) is not None:
+    for f in fs:
+        r, col = f.record, col_of[id(f.record)]
+        if f.energy is not None:
             energy_cols.add(col)
         ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
         label, key = _row_key(rows, r, col, row_label(r, ub=show_ub), ids)
         row = rows.setdefault(key, Row(label, ids, _row_order(r, ids)))
-        row.cells[col] = r
-        roof = roofline(r)
-        if roof is not None:
-            row.roof[col] = roof
+        row.cells[col], row.facts[col], row.flags[col] = r, f, list(f.flags)
+        if f.roof is not None:
             roof_cols.add(col)
-        row.flags[col] = record_flags(r, opts, roof)
         columns.add(col)
     _mark_ub_no_effect(list(rows.values()), opts)
     _mark_host_outliers(list(rows.values()))
@@ -586,13 +463,11 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
     and give equal tok/s within noise (|a - b| <= 3 x sqrt(sd_a^2 + sd_b^2), stddevs known)."""
     groups: dict[tuple, list[tuple[Row, str, BenchRecord]]] = {}
     for row in rows:
-        for col, r in row.cells.items():
-            if not ub_applies(r):
+        for col, fa in row.facts.items():
+            if not ub_applies(r := fa.record):
                 continue
-            f = {k: v for k, v in identity.test_fields(r).items() if k != "n_ubatch"}
-            groups.setdefault((col, identity.model_fingerprint(r), tuple(sorted(f.items()))), []).append(
-                (row, col, r)
-            )
+            f = tuple(kv for kv in fa.key.test if kv[0] != "n_ubatch")  # sorted by field
+            groups.setdefault((col, fa.key.model, f), []).append((row, col, r))
     for members in groups.values():
         if len({r.n_ubatch for _, _, r in members}) < 2:
             continue
@@ -647,14 +522,17 @@ def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> lis
     return axis_tables(select_for_report(records), opts)
 
 
-def axis_tables(chosen: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:
-    """The tables of the axes that have rows, over records already chosen (select_for_report)."""
-    return [t for t in (axis_table(chosen, a, opts) for a in AXES) if t.rows]
+def axis_tables(chosen: list[BenchRecord] | list[Facts], opts: ReportOptions | None = None) -> list[Table]:
+    """The tables of the axes that have rows, over records already chosen (select_for_report) or
+    their Facts (built under `opts`: each record's facts computed once for every axis)."""
+    fs = facts_of(chosen, opts)
+    return [t for t in (axis_table(fs, a, opts) for a in AXES) if t.rows]
 
 
-def accounting(records: list[BenchRecord], refused: int = 0) -> str:
-    """One line: how many records were read, used, superseded, failed (and refused by the reader)."""
-    _, sel = select_with_accounting(records)
+def accounting(records: list[BenchRecord], refused: int = 0, sel: identity.Selection | None = None) -> str:
+    """One line: how many records were read, used, superseded, failed (and refused by the reader);
+    `sel`: the records' select_with_accounting where the caller made it (the counts are set anew)."""
+    sel = sel or select_with_accounting(records)[1]
     if isinstance(
         records, RecordSelection
     ):  # resultindex.select(): the counts of the whole set it stands for

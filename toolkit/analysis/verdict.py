@@ -38,21 +38,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.tables import (
     ReportOptions,
     column_labels,
     concurrency,
     id_value,
     image_label,
-    is_cpu_fallback,
     noise_band,
-    rel_stddev,
     row_label,
     select_latest,
     served_label,
-    telemetry_flags,
-    ub_clamped,
-    value,
     varying_columns,
 )
 from toolkit.core import backends
@@ -82,16 +78,12 @@ class Entry:
     value: float
     rsd: float
     setting: str
+    flags: tuple[str, ...] = ()  # telemetry flags of this cell (Facts): the number is not the card's alone
 
     @property
     def noise_known(self) -> bool:
         """The record says how much its number varies (a stddev); a single sample does not."""
         return self.record.stddev_ts is not None
-
-    @property
-    def flags(self) -> list[str]:
-        """Telemetry flags of this cell (tables.telemetry_flags): the number is not the card's alone."""
-        return telemetry_flags(self.record)
 
     def text(self) -> str:
         sd = (
@@ -254,22 +246,21 @@ def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
 
 
 def _best_entries(
-    rs: list[BenchRecord], cols: dict[int, str], with_family: bool
+    fs: list[Facts], cols: dict[int, str], with_family: bool
 ) -> tuple[dict[tuple, dict[str, Entry]], dict[tuple, str]]:
     """({group order: {image: its best Entry}}, {group order: group name}); an entry's setting names
-    the knobs that vary over `rs`."""
-    knob_cols = [c for c in varying_columns(rs) if c != "model"]
+    the knobs that vary over `fs`."""
+    knob_cols = [c for c in varying_columns([f.record for f in fs]) if c != "model"]
     best: dict[tuple, dict[str, Entry]] = {}
     names: dict[tuple, str] = {}
-    for r in rs:
+    for f in fs:
+        r = f.record
         name, order = _group_of(r, with_family)
         names[order] = name
-        eff = ub_clamped(r)
-        clamped = [f"(effective ub{eff})"] if eff else []
+        clamped = [f"(effective ub{f.ub_clamped})"] if f.ub_clamped else []
         setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
-        v = value(r)
-        assert v is not None  # rs keeps only records with a value
-        e = Entry(cols[id(r)], r, v, rel_stddev(r) or 0.0, setting)
+        assert f.value is not None  # fs keeps only records with a value
+        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.telemetry_flags)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
@@ -323,13 +314,24 @@ def _rank(
             out.flagged[img] = cells
 
 
-def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | None = None) -> AxisVerdict:
-    """Winner of one axis over the groups every image measured (see the module docstring)."""
+def _latest(records: list[BenchRecord] | list[Facts], opts: ReportOptions) -> list[Facts]:
+    """The Facts of the newest ok record per test (select_latest): given Facts are that selection already."""
+    if all(isinstance(x, Facts) for x in records):
+        return [f for f in records if isinstance(f, Facts) and f.record.status == "ok"]
+    return facts_of(select_latest(r for r in records if isinstance(r, BenchRecord)), opts)
+
+
+def axis_verdict(
+    records: list[BenchRecord] | list[Facts], axis: str, opts: ReportOptions | None = None
+) -> AxisVerdict:
+    """Winner of one axis over the groups every image measured (see the module docstring), among the
+    newest ok record per test (`records`, or the Facts of the records a report shows: _latest)."""
     opts = opts or ReportOptions()
-    rs = [r for r in select_latest(records) if r.axis == axis and value(r) and not is_cpu_fallback(r)]
+    fs = [f for f in _latest(records, opts) if f.record.axis == axis and f.value and not f.cpu_fallback]
     out = AxisVerdict(axis)
-    out.model_unknown = sorted({image_label(r) for r in rs if not identity.model_known(r)})
-    rs = [r for r in rs if identity.model_known(r)]  # an unknown model is no other result's model
+    out.model_unknown = sorted({image_label(f.record) for f in fs if not identity.model_known(f.record)})
+    fs = [f for f in fs if identity.model_known(f.record)]  # an unknown model is no other result's model
+    rs = [f.record for f in fs]
     cols = column_labels(rs)
     images = sorted(set(cols.values()))
     if len(images) < 2:
@@ -337,7 +339,7 @@ def axis_verdict(records: list[BenchRecord], axis: str, opts: ReportOptions | No
         if out.model_unknown:
             out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
         return out
-    best, names = _best_entries(rs, cols, len({model_family(r) for r in rs}) > 1)
+    best, names = _best_entries(fs, cols, len({model_family(r) for r in rs}) > 1)
     common = sorted(o for o, per in best.items() if len(per) == len(images))
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     _set_hosts(out, rs, cols, images, best, common)
@@ -380,9 +382,14 @@ def flags_note(flagged: list[Entry], lead: str | None) -> str:
     )
 
 
-def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Verdict:
+def verdict(
+    records: list[BenchRecord], opts: ReportOptions | None = None, shown: list[Facts] | None = None
+) -> Verdict:
+    """The verdict over `records` (smoke caveats over all of them); `shown`: the Facts of the records a
+    report shows (select_for_report) where the caller built them, else selected here."""
     opts = opts or ReportOptions()
-    axes = {a: axis_verdict(records, a, opts) for a in VERDICT_AXES}
+    fs = _latest(records if shown is None else shown, opts)
+    axes = {a: axis_verdict(fs, a, opts) for a in VERDICT_AXES}
     return Verdict(axes, routing(axes, opts), smoke_caveats(records))
 
 
@@ -636,7 +643,8 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "decided": av.decided,
             "held_by_flags": av.held,
             "flagged": {
-                img: [{"setting": e.setting, "flags": e.flags} for e in es] for img, es in av.flagged.items()
+                img: [{"setting": e.setting, "flags": list(e.flags)} for e in es]
+                for img, es in av.flagged.items()
             },
             "note": av.note,
             "noise_unknown": av.noise_unknown,
@@ -652,7 +660,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
                             "avg_ts": e.value,
                             "stddev_ts": e.record.stddev_ts,
                             "setting": e.setting,
-                            "flags": e.flags,
+                            "flags": list(e.flags),
                         }
                         for e in g.entries
                     ],

@@ -20,6 +20,7 @@ import math
 import os
 import selectors
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -113,17 +114,22 @@ class _PartialLines:
 
 
 def pump_lines(
-    pipes: Sequence[tuple[Any, Callable[[str], None]]], done: Callable[[], bool] = lambda: False
+    pipes: Sequence[tuple[Any, Callable[[str], None]]],
+    done: Callable[[], bool] = lambda: False,
+    raw: Sequence[Callable[[bytes], None] | None] = (),
 ) -> None:
     """Read binary pipes until each is closed (or until EXIT_GRACE_S after `done()` turns true),
     handing every whole line (decoded, bad bytes replaced, no newline, at most MAX_LINE_BYTES) to its
     handler, in ONE thread, earlier pipes first: after a chunk of a later pipe is read, and before its
     lines are handled, every earlier pipe is drained of what it already holds (llama-bench writes a
     test's `--progress` line to stderr before its row to stdout). Linear in the bytes read: a partial
-    line is kept as chunks and joined once, at its newline."""
+    line is kept as chunks and joined once, at its newline. `raw[i]`, when given, gets pipe i's bytes
+    exactly as read (the passthrough: lines of any length, bytes that are not UTF-8, no newline
+    added), before its lines are handled."""
     sel = selectors.DefaultSelector()
     for order, (pipe, handler) in enumerate(pipes):
-        sel.register(pipe.fileno(), selectors.EVENT_READ, (order, handler))
+        sink = raw[order] if order < len(raw) else None
+        sel.register(pipe.fileno(), selectors.EVENT_READ, (order, handler, sink))
     partial = _PartialLines()
 
     def read(key: selectors.SelectorKey) -> list[str]:
@@ -131,6 +137,8 @@ def pump_lines(
         chunk = os.read(key.fd, 1 << 16)
         if not chunk:  # closed: the last line may lack its newline
             sel.unregister(key.fd)
+        elif key.data[2] is not None:
+            key.data[2](chunk)
         return partial.split(key.fd, chunk)
 
     def drain_before(order: int) -> None:
@@ -200,17 +208,17 @@ def run_measured(
     trace_path: Path,
     gpus: Sequence[tel.GpuRef],
     rate_hz: float = 10.0,
-    on_stdout: Callable[[str], None] | None = None,
-    on_stderr: Callable[[str], None] | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    passthrough: tuple[Callable[[bytes], None] | None, Callable[[bytes], None] | None] = (None, None),
 ) -> Measured:
     """Run `command` under the observer; `on_row(row)` gets each llama-bench row with its telemetry
     the moment it arrives (so an interrupted run keeps what it measured); `on_note(text)` what the
-    observer says before the command starts (RunObserver.notes). Raises BadInput when the
-    program cannot be started (named). On any exit from here that is not the command's own end
-    (Ctrl-C, SIGTERM, an error), the command's process group is stopped (SIGTERM, then SIGKILL after
-    5 s): no benchmark is left on the GPU."""
+    observer says before the command starts (RunObserver.notes); `passthrough` (stdout sink, stderr
+    sink) the command's bytes exactly as it wrote them. The measured time ends when the command exits, not when the last holder of
+    its pipes lets go. Raises BadInput when the program cannot be started (named). On any exit from
+    here that is not the command's own end (Ctrl-C, SIGTERM, an error), the command's process group
+    is stopped (SIGTERM, then SIGKILL after 5 s): no benchmark is left on the GPU."""
     obs = RunObserver(trace_path, gpus, rate_hz=rate_hz, cgroup=False)
     obs.start()  # the idle baseline comes before the command starts
     for note in obs.notes:  # up front: a GPU not at stock power, in use before the run, not sampled
@@ -222,14 +230,7 @@ def run_measured(
     try:
         obs.own_pid(proc.pid)
 
-        def on_err(line: str) -> None:
-            obs.line(line)
-            if on_stderr:
-                on_stderr(line)
-
         def on_out(line: str) -> None:
-            if on_stdout:
-                on_stdout(line)
             if line.lstrip().startswith("{"):
                 for raw in llamabench.parse_jsonl(line):
                     row = _measured_row(obs, raw, trace_path)
@@ -238,17 +239,35 @@ def run_measured(
                         on_row(row)
 
         assert proc.stdout is not None and proc.stderr is not None
-        pump_lines([(proc.stderr, on_err), (proc.stdout, on_out)], done=lambda: proc.poll() is not None)
+        ended = _exit_clock(proc)
+        pump_lines(
+            [(proc.stderr, obs.line), (proc.stdout, on_out)],
+            done=lambda: bool(ended),
+            raw=(passthrough[1], passthrough[0]),
+        )
         code = proc.wait()
         _stop(proc)  # what the command left running in its process group (a daemon it started) goes too
     except BaseException:
         _stop(proc)
         obs.finish()
         raise
-    t1 = time.time()
+    t1 = ended[0] if ended else time.time()
     window = obs.window(t0, t1, None)
     facts = obs.finish()
     return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts))
+
+
+def _exit_clock(proc: subprocess.Popen) -> list[float]:
+    """A list that gets the wall time (time.time()) at which `proc` exits, from a waiting thread: the
+    measured window ends there, not EXIT_GRACE_S later when a grandchild still holds the pipes."""
+    ended: list[float] = []
+
+    def wait() -> None:
+        proc.wait()
+        ended.append(time.time())
+
+    threading.Thread(target=wait, name="measure-exit-clock", daemon=True).start()
+    return ended
 
 
 def _nonfinite_as_text(v: Any) -> Any:

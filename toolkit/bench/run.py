@@ -1,7 +1,7 @@
-"""Orchestration of `toolkit bench`: decide once (`decide`) what happens to every (image, model) pair
-(the image's devices here, its build, the device profile, the model's format and file, the cases its
-runner will measure), count the plan from those decisions, then carry them out in order: each `run`
-goes to its runner (toolkit.core.registry: llama-bench, vLLM, SGLang) as a RunContext.
+"""Orchestration of `toolkit bench`: decide once (toolkit.bench.decide: the image's devices here, its
+build, the device profile, the model's format and file, the cases its runner will measure) what
+happens to every (image, model) pair, count the plan from those decisions, then carry them out in
+order: each `run` goes to its runner (toolkit.core.registry: llama-bench, vLLM, SGLang) as a RunContext.
 
 Before anything runs: the plan line, results/ writable, one benchmark per engine, model files checked
 by their runner's preflight. Exit paths say what was saved. The module never prints: progress goes to
@@ -13,26 +13,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from toolkit.bench import guard
+from toolkit.bench import canary, guard
 from toolkit.bench.build_choice import (  # re-exported: callers know these as bench.X
     BuildChoice,
     choose_build,
-    gfx_targets,
-    gone,
-    unbuilt,
 )
+from toolkit.bench.decide import Decision, check_models, decide
 from toolkit.bench.runners.base import (  # re-exported: callers know these as bench.X
     BenchOptions,
-    Case,
     Events,
     Outcome,
     RunContext,
-    check_sha,
     memory_limit,
-    model_here,
     model_sha256,
     resolve_model,
 )
@@ -42,9 +37,8 @@ from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, Ru
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.host import info as hostinfo
-from toolkit.models.tiny import ensure_model_file
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 __all__ = [
     "BenchOptions",
@@ -87,8 +81,7 @@ def run_bench(
     gpus = devices.detect_gpus()
     if not opts.dry_run:  # a dry run reads no results and checks no model file
         memory_limit(lm, opts)  # a bad --memory fails before anything starts
-        for model in models:  # bad input (model files, checkpoint vs matrix) fails before the engine is asked
-            _check_model_before_run(lm, model, images)
+        check_models(lm, models, images)  # bad input fails before the engine is asked
     decisions = decide(lm, images, models, store, gpus, opts)
     host: dict[str, Any] = {}
     guards: tuple[guard.RunGuard, guard.ResultsLock] | None = None
@@ -103,8 +96,9 @@ def run_bench(
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
     try:
+        checked = {} if opts.dry_run else _canaries(decisions, events)
         for d in decisions:
-            outcomes += _execute(d, host, events)
+            outcomes += _execute(d, host, events, checked.get(id(d)))
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
         raise _interrupted(opts.run_id, saver) from None
@@ -190,190 +184,6 @@ def _engine_gone(err: Exception, saver: guard.Saver) -> EngineUnavailable:
     )
 
 
-def _check_model_before_run(lm: LoadedMatrix, model: ModelSpec, images: list[ImageSpec]) -> None:
-    """Generate a missing tiny stand-in, then check the file: the sha256 pin, and each runner's own
-    preflight for the runners of the selected images that take this model (GGUF header and extents;
-    vLLM checkpoint quantization and revision). Raises BadInput naming models[NAME].path for a path
-    the OS refuses (a name too long, a loop of links, no permission)."""
-    path = lm.resolve(model.path, what=f"models[{model.name}].path")
-    try:
-        if not path.exists() and model.generate == "tiny-qwen3moe":
-            ensure_model_file(path, model.generate)
-        if path.is_symlink():
-            path = path.resolve()
-        if not path.exists():
-            return
-        for name in dict.fromkeys(i.runner for i in images if i.runner in model.runners):
-            r = runners.get(name)
-            if model.format in r.model_formats:
-                r.preflight(lm, model, path)
-        check_sha(lm, model, path)
-    except (OSError, RuntimeError) as err:  # RuntimeError: pathlib's "Symlink loop" (Python 3.11)
-        what = getattr(err, "strerror", None) or str(err)
-        raise BadInput(
-            f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
-            "fix `path`"
-        ) from None
-
-
-@dataclass
-class Decision:
-    """What `toolkit bench` does with one image (`model` None: the whole image) or one (image, model)
-    pair, decided once before anything runs (`decide`): status `run` with its RunContext and the cases
-    its runner will measure (Runner.cases; with --resume only those not measured yet; `of`: cases of a
-    full run), or `skipped` / `failed` / `stale` / `note` with the reason, said as one outcome line."""
-
-    spec: ImageSpec
-    model: ModelSpec | None
-    status: str
-    reason: str = ""
-    ctx: RunContext | None = None
-    cases: list[Case] = field(default_factory=list)
-    of: int | None = None  # cases of one full run; None: len(cases)
-
-    @property
-    def per_run(self) -> int:
-        return len(self.cases) if self.of is None else self.of
-
-    def outcome(self) -> Outcome:
-        """The line a decision that is not `run` gives."""
-        return Outcome(self.spec.name, self.model.name if self.model else "-", self.status, self.reason)
-
-
-def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
-    """What a real run would do with `model` that its dry-run command does not show: skip it (file
-    absent here) or refuse it (the runner's preflight: not a regular file, not GGUF, truncated, a
-    checkpoint whose quantization differs...). "" when a real run would take it. Reads headers only:
-    no sha256 of a 17 GB file in a dry run, no tiny model generated."""
-    try:
-        path = lm.resolve(model.path, what=f"models[{model.name}].path")
-        path = path.resolve() if path.is_symlink() else path
-        if not path.exists():
-            if model.generate:
-                return ""
-            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else ""
-            return f"model file {path} is absent here: a real run skips this pair{fetch}"
-        runner.preflight(lm, model, path)
-    except BadInput as err:
-        return f"a real run refuses this model: {err}"
-    except (OSError, RuntimeError, ValueError) as err:
-        return f"a real run refuses this model: models[{model.name}].path: {err}"
-    return ""
-
-
-def decide(
-    lm: LoadedMatrix,
-    images: list[ImageSpec],
-    models: list[ModelSpec],
-    store: ResultStore,
-    gpus: list,
-    opts: BenchOptions,
-) -> list[Decision]:
-    """Decide, once, what this run does with every selected image and model, in the order it runs
-    them: the image's devices here (else skipped, or failed with --strict; a dry run goes on with an
-    example R9700 profile), its build (current, pinned or --allow-stale; unbuilt, stale, a failed pin
-    or an image gone from the engine: one line saying why), the device profile for its gfx targets,
-    then per model its runner and format, whether its file or folder is here (or generated by the
-    run), and the cases the runner will measure (not in a dry run: it reads no results). Raises only
-    what the runners' `cases` raise (BadInput)."""
-    out: list[Decision] = []
-    for spec in images:
-        out += _decide_image(lm, spec, models, store, gpus, opts)
-    return out
-
-
-def _decide_image(
-    lm: LoadedMatrix,
-    spec: ImageSpec,
-    models: list[ModelSpec],
-    store: ResultStore,
-    gpus: list,
-    opts: BenchOptions,
-) -> list[Decision]:
-    """`decide` for one image: its lines, then one decision per model its runner takes."""
-
-    def image(status: str, reason: str) -> list[Decision]:
-        return [Decision(spec, None, status, reason)]
-
-    usable = [m for m in models if spec.runner in m.runners]
-    if not usable:
-        return image("skipped", f"no model in the matrix lists runner {spec.runner}")
-    unable = "failed" if opts.strict else "skipped"
-    # the host's devices first: on a host without them, that is the reason, built or not
-    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    if missing and not opts.dry_run:
-        return image(unable, missing)
-    choice = choose_build(lm, spec, store, opts)
-    if choice.status in ("stale", "failed"):
-        return image(choice.status, choice.reason)
-    build = choice.build or (unbuilt(spec) if opts.dry_run else None)
-    if build is None:
-        return image("skipped", choice.reason)
-    if not opts.dry_run and gone(build.digest):
-        return image("skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")
-    out = image("note", choice.reason) if choice.reason else []
-    if missing:  # dry run on a host without the device: show the command for one R9700
-        out += image(
-            "note",
-            f"cannot run on this host ({missing}); the command below uses an example R9700 device profile",
-        )
-        profile = devices.DeviceProfile.example(spec.backend)
-    else:
-        # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
-        # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
-        try:
-            profile = devices.profile_for(
-                spec.backend,
-                gpus,
-                pin=opts.gpu,
-                allow_software=opts.allow_software_gpu,
-                targets=gfx_targets(build),
-            )
-        except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
-            return out + image(unable, str(err))
-        out += [Decision(spec, None, "note", n) for n in profile.notes]
-    runner = runners.get(spec.runner)
-    for m in usable:
-        ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
-        out += _model_decisions(runner, ctx)
-    return out
-
-
-def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
-    """`decide` for one (image, model) pair of `ctx`: skipped for a format the runner does not read,
-    a dry run's note on the model, then `run` with the cases the runner will measure."""
-    lm, spec, m, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
-    if m.format not in runner.model_formats:  # said, never dropped silently
-        why = (
-            f"runner {spec.runner} reads {' or '.join(runner.model_formats)} models, not {m.format}: "
-            f"remove {spec.runner} from models[{m.name}].runners"
-        )
-        return [Decision(spec, m, "skipped", why)]
-    note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
-    out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
-    if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
-        whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
-        return out + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
-    if model_here(lm, m) is None and not m.generate:
-        return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
-    cases = runner.cases(ctx)
-    of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
-    return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
-
-
-def _axes_not_taken(lm: LoadedMatrix, runner: str) -> str:
-    """Which `bench:` axes in use this runner does not take (the env axis, KV-cache types, split mode,
-    MoE offload are llama-bench's): said once per pair, never dropped silently; "" when none."""
-    if runner == "llama-bench":
-        return ""
-    b = lm.m.bench
-    unused = [f"env ({', '.join(sorted(b.env))})"] if b.env else []
-    unused += [f"{k} {getattr(b, k)}" for k, default in CASE_DEFAULTS.items() if getattr(b, k) != [default]]
-    if not unused:
-        return ""
-    return f"runner {runner} does not take bench.{'; bench.'.join(unused)}: measured without them"
-
-
 def _starts(lm: LoadedMatrix, d: Decision) -> int:
     """How often a pair's cases are measured: `bench.runs` container starts for llama-bench (process-
     level repetitions), once for the other runners."""
@@ -434,11 +244,39 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _execute(d: Decision, host: dict[str, Any], events: Events) -> list[Outcome]:
+def _canaries(decisions: list[Decision], events: Events) -> dict[int, canary.CanaryResult]:
+    """The correctness canary (toolkit.bench.canary) of every pair that will measure, before any sweep:
+    CPU images first (the control), each result stored and said in one line. id(decision) -> result."""
+    todo = [
+        d for d in decisions if d.status == "run" and d.ctx is not None and d.cases and canary.enabled(d.ctx)
+    ]
+    todo.sort(key=lambda d: d.spec.backend != "cpu")  # stable: the matrix's order within each
+    controls: dict[str, canary.CanaryResult] = {}
+    out: dict[int, canary.CanaryResult] = {}
+    for d in todo:
+        assert d.ctx is not None
+        res = canary.run_canary(d.ctx, controls)
+        if res is None:
+            continue
+        try:
+            canary.save(d.ctx.store, res)
+        except OSError as err:
+            raise FileSystemError(f"writing the canary result: {err}") from None
+        events("note", text=f"{d.spec.name} x {d.ctx.model.name}: {res.line()}")
+        out[id(d)] = res
+    return out
+
+
+def _execute(
+    d: Decision, host: dict[str, Any], events: Events, checked: canary.CanaryResult | None = None
+) -> list[Outcome]:
     """Carry out one decision: a `run` goes to its runner with the host facts (and the device profile
-    it was given) and the run's events; any other gives its line."""
+    it was given), the run's events and its canary's result (`checked`: on every record, and the flag
+    `wrong-output` when it is); a dry run shows the canary's command first; any other gives its line."""
     if d.status != "run" or d.ctx is None:
         return [d.outcome()]
     if host:
         host = {**host, "device_profile": d.ctx.profile.record()}
-    return runners.get(d.spec.runner).run(replace(d.ctx, host=host, events=events))
+    first = canary.dry_run_outcome(d.ctx) if d.ctx.opts.dry_run else None
+    ctx = canary.with_canary(replace(d.ctx, host=host, events=events), checked)
+    return ([first] if first else []) + runners.get(d.spec.runner).run(ctx)

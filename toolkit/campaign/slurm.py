@@ -623,13 +623,14 @@ def refresh(c: Campaign) -> Campaign:
     return c
 
 
-def cancel(c: Campaign, *, slices: list[int] | None = None) -> list[str]:
+def cancel(c: Campaign, *, slices: list[int] | None = None, dry_run: bool = False) -> list[str]:
     """scancel every unfinished job of the campaign (or of the given slice indexes); returns their ids.
-    Each job's toolkit gets SIGTERM and removes its containers (Slurm sends SIGKILL KillWait seconds later)."""
+    Each job's toolkit gets SIGTERM and removes its containers (Slurm sends SIGKILL KillWait seconds later).
+    `dry_run`: the ids only, nothing cancelled."""
     ids = [
         s.job_id for s in c.slices if s.job_id and not s.finished and (slices is None or s.index in slices)
     ]
-    if ids:
+    if ids and not dry_run:
         _slurm(["scancel", *ids])
     return ids
 

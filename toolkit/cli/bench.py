@@ -26,6 +26,7 @@ from toolkit.cli.common import (
     image_option,
     json_option,
     matrix_option,
+    output_option,
     results_option,
 )
 from toolkit.core.errors import BenchFailed, FileSystemError
@@ -215,13 +216,11 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool) -> None:
     help="Also import the llama-bench rows into results/ under this image name (e.g. bare-metal-cuda), "
     "so `toolkit report` and `toolkit compare` show them beside container runs.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
+@output_option(
     help="Where to write the rows with their telemetry (JSONL, importable with `toolkit import`). "
-    "Default: results/measure/<run>.jsonl.",
+    "Default: results/measure/<run>.jsonl."
 )
+@json_option
 @click.option(
     "--gpu",
     default="all",
@@ -237,7 +236,7 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool) -> None:
     help="Samples per second.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def measure(matrix_path, results_dir, label, out, gpu, rate, command):
+def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command):
     """Run COMMAND (after `--`) with the bench's sampler around it: GPU power, energy, clocks,
     throttling, other processes on the GPU and host load, from outside the command, without root.
 
@@ -246,8 +245,9 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
     window's telemetry summary and flags (gpu-shared, throttled:<reason>, clock-idle, power-not-stock,
     host-busy, energy-invalid:<reason>), written as JSONL that `toolkit import` reads; with --label the
     rows are imported at once. Any other command gets one window for its whole run. The raw trace is
-    kept beside the output. The command's own output passes through; the exit code is the command's
-    (3 when a GPU fault appeared in the kernel log during the run)."""
+    kept beside the output. The command's own output passes through (with --json its stdout goes to
+    stderr, stdout being the JSON); the exit code is the command's (3 when a GPU fault appeared in
+    the kernel log during the run)."""
     import datetime as _dt
 
     from toolkit.bench import measure as measure_mod
@@ -255,9 +255,11 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = Path(out) if out else root / "measure" / f"{run}.jsonl"
+    out_path = Path(output) if output else root / "measure" / f"{run}.jsonl"
     for written in (out_path, out_path.with_suffix(".trace.jsonl")):
-        output_file(written, option="--out", protected=(Path(matrix_path),), data_root=root, replaces=False)
+        output_file(
+            written, option="--output", protected=(Path(matrix_path),), data_root=root, replaces=False
+        )
     if label is not None:  # before a possibly hour-long run, not after it
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
@@ -272,8 +274,7 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
             trace_path=out_path.with_suffix(".trace.jsonl"),
             gpus=gpus,
             rate_hz=rate,
-            on_stdout=click.echo,
-            on_stderr=_err,
+            passthrough=(_pass_bytes(sys.stderr if as_json else sys.stdout), _pass_bytes(sys.stderr)),
             on_row=sink.write,
             on_note=lambda note: _err(f"measure: note: {note}"),
         )
@@ -289,9 +290,39 @@ def measure(matrix_path, results_dir, label, out, gpu, rate, command):
         raise FileSystemError(sink.error)
     if label:
         _import_measured(root, out_path, label, m.rows)
-    # a command killed by signal N exits 128 + N, as a shell says it (Popen gives -N)
+    if as_json:
+        echo_json(_measured_json(m, command, out_path))
+    sys.exit(_measured_exit(m))
+
+
+def _measured_exit(m) -> int:
+    """measure's exit code: the command's; a command killed by signal N 128 + N, as a shell says it
+    (Popen gives -N); 3 for a command that exited 0 while a GPU fault appeared in the kernel log."""
     code = 128 - m.exit_code if m.exit_code < 0 else m.exit_code
-    sys.exit(3 if m.kernel_fault and code == 0 else code)
+    return 3 if m.kernel_fault and code == 0 else code
+
+
+def _measured_flags(m) -> list[str]:
+    """The telemetry flags of the run: every row's and the whole window's, sorted."""
+    return sorted(
+        {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
+    )
+
+
+def _measured_json(m, command, out_path: Path) -> dict:
+    """`measure --json`'s result, the summary it prints on stderr: {command (argv list), exit_code
+    (measure's, as `_measured_exit`), seconds (wall time of the command), rows (llama-bench rows
+    measured), flags, output (the JSONL written), trace, kernel_fault (null when none)}."""
+    return {
+        "command": list(command),
+        "exit_code": _measured_exit(m),
+        "seconds": round(m.seconds, 3),
+        "rows": len(m.rows),
+        "flags": _measured_flags(m),
+        "output": out_path,
+        "trace": out_path.with_suffix(".trace.jsonl"),
+        "kernel_fault": m.kernel_fault or None,
+    }
 
 
 class _RowFile:
@@ -341,11 +372,24 @@ def _keep_stopped_rows(out_path: Path) -> None:
         out_path.unlink(missing_ok=True)
 
 
+def _pass_bytes(stream: Any) -> Any:
+    """A writer of the measured command's bytes to `stream` as they come, exactly (any line length,
+    bytes that are not UTF-8): `measure` is a wrapper like `time`, its command's output is its own."""
+    out = getattr(stream, "buffer", None)
+
+    def write(chunk: bytes) -> None:
+        if out is not None:
+            out.write(chunk)
+            out.flush()
+        else:  # a text stream without a buffer (a test's capture)
+            stream.write(chunk.decode(errors="replace"))
+
+    return write
+
+
 def _say_measured(m, command, out_path: Path) -> None:
     """The run's summary on stderr: exit code, seconds, rows, flags, where written; a kernel GPU fault."""
-    flags = sorted(
-        {f for r in m.rows for f in r.get("toolkit_flags") or []} | set(m.window.get("flags") or [])
-    )
+    flags = _measured_flags(m)
     _err(
         f"measure: {shlex.join(command)} {_ended(m.exit_code)} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
         f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
@@ -392,7 +436,13 @@ def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None
     "write a shape twin beside `path` (X.twin.gguf: same metadata, tokenizer, tensor names, shapes, types "
     "and size; random data with valid scales) plus its record X.twin.gguf.twin.json (kind synthetic-twin).",
 )
-def fetch_model(matrix_path, names, twin):
+@json_option
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be generated or downloaded, and from where; fetch, write and pin nothing.",
+)
+def fetch_model(matrix_path, names, twin, as_json, dry_run):
     """Download models named in matrix.yaml from the Hugging Face Hub (huggingface_hub) to their `path`,
     then check their sha256 when the matrix pins one. Tiny stand-ins are generated instead.
 
@@ -403,5 +453,48 @@ def fetch_model(matrix_path, names, twin):
     from toolkit.models.fetch import fetch_model as fetch
 
     lm = _load(matrix_path)
+    out = []
     for spec in lm.select_models(names):
-        click.echo(f"{spec.name}: {fetch(lm, spec, echo=_err, twin=twin)}")
+        status = _fetch_plan(lm, spec, twin) if dry_run else fetch(lm, spec, echo=_err, twin=twin)
+        out.append(_fetched_json(lm, spec, twin, status))
+        if not as_json:
+            click.echo(f"{spec.name}: {status}")
+    if as_json:
+        echo_json(out)
+
+
+def _model_file(lm, spec, twin: bool) -> Path:
+    """Where fetch-model puts `spec`: its `path`, or the shape twin beside it (X.twin.gguf)."""
+    from toolkit.models import twin as twin_mod
+
+    path = lm.resolve(spec.path, what=f"models[{spec.name}].path")
+    return twin_mod.twin_path(path) if twin else path
+
+
+def _fetch_plan(lm, spec, twin: bool) -> str:
+    """fetch-model --dry-run's line for `spec`: what would be generated or downloaded (nothing is)."""
+    path = _model_file(lm, spec, twin)
+    if path.exists():
+        return f"{path} present (dry run: its sha256 is checked only by a real fetch)"
+    if spec.generate:
+        return f"would generate {path} ({spec.generate})"
+    if spec.hf is None:
+        return f"{path} is absent and no `hf:` repo is given to fetch it from"
+    what = "read the GGUF header of" if twin else "download"
+    at = spec.hf.revision or "the commit the Hub resolves now (then pinned in the matrix as revision:)"
+    return f"would {what} {spec.hf.repo}/{spec.hf.file or ''} at {at} to {path}"
+
+
+def _fetched_json(lm, spec, twin: bool, status: str) -> dict:
+    """One model of `fetch-model --json`: {model, path, exists, size_bytes (null when absent),
+    sha256 (the matrix's pin, verified by a real fetch; null when it pins none), twin, status}."""
+    path = _model_file(lm, spec, twin)
+    return {
+        "model": spec.name,
+        "path": path,
+        "exists": path.exists(),
+        "size_bytes": path.stat().st_size if path.is_file() else None,
+        "sha256": None if twin else spec.sha256,
+        "twin": twin,
+        "status": status,
+    }

@@ -20,6 +20,7 @@ from toolkit.cli.common import (
     echo_json,
     json_option,
     matrix_option,
+    output_option,
     read_results_option,
     results_option,
 )
@@ -193,38 +194,42 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
 @campaign.command(epilog=EPILOG)
 @matrix_option
 @read_results_option
+@json_option
 @click.argument("campaign_id", metavar="[CAMPAIGN]", required=False)
 @click.option("--slice", "slices", type=int, multiple=True, metavar="N", help="Only this slice (repeatable).")
-def cancel(matrix_path, results_dir, campaign_id, slices):
+@click.option("--dry-run", is_flag=True, help="Print the jobs that would be cancelled; cancel nothing.")
+def cancel(matrix_path, results_dir, as_json, campaign_id, slices, dry_run):
     """scancel the unfinished jobs of a campaign (default: the newest). Each job's toolkit gets SIGTERM,
     stops llama-bench and removes its containers; completed tests stay saved."""
     from toolkit.campaign import slurm as cmod
 
     lm = _load(matrix_path)
     c = _campaign_of(lm, results_dir, campaign_id)
-    ids = cmod.cancel(c, slices=list(slices) or None)
-    click.echo(
-        f"campaign {c.id}: cancelled {', '.join(ids)}" if ids else f"campaign {c.id}: no unfinished job"
-    )
+    ids = cmod.cancel(c, slices=list(slices) or None, dry_run=dry_run)
+    if as_json:
+        echo_json(
+            {"campaign": c.id, "cancelled": [] if dry_run else ids, "would_cancel": ids if dry_run else []}
+        )
+        return
+    did = "would cancel (dry run)" if dry_run else "cancelled"
+    click.echo(f"campaign {c.id}: {did} {', '.join(ids)}" if ids else f"campaign {c.id}: no unfinished job")
 
 
 @campaign.command("render-k8s", epilog=EPILOG)
 @matrix_option
 @results_option
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False),
-    metavar="DIR",
-    help="Folder to write one Job manifest per slice into.",
-)
-def render_k8s(matrix_path, results_dir, out):
+@json_option
+@output_option(required=True, dir_okay=True, help="Folder to write one Job manifest per slice into.")
+def render_k8s(matrix_path, results_dir, as_json, output):
     """Write Kubernetes Job manifests for the campaign instead of submitting it (not run here): one per
     llama-bench slice, image by registry digest, `amd.com/gpu`, results to a volume per host."""
     from toolkit.campaign import slurm as cmod
 
     lm = _load(matrix_path)
-    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), Path(out))
+    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), Path(output))
+    if as_json:
+        echo_json({"files": files, "notes": notes})
+        return
     for f in files:
         click.echo(str(f))
     for n in notes:

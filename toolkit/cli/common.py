@@ -80,12 +80,16 @@ def matrix_option(f):
     )(f)
 
 
-_JSON_ASKED = {"on": False, "printed": False}
+_JSON_ASKED: dict[str, Any] = {"on": False, "printed": False, "pending": None}
+
+JSON_SCHEMA_VERSION = 1
+"""The version of the `--json` envelope (`json_envelope`): raised when a key of the envelope changes
+meaning or goes away (a command's `result` shape is the command's own, listed in docs/commands.md)."""
 
 
 def note_json(ctx: click.Context | None, param: click.Parameter | None, value: Any) -> Any:
     """An eager option callback: remember that this command prints JSON (`--json`, `--format json`),
-    so `toolkit.cli.main.main` also writes an error as one JSON object on stdout; None forgets it."""
+    so `toolkit.cli.main.main` also writes an error as one JSON envelope on stdout; None forgets it."""
     _JSON_ASKED["on"] = value is not None and (_JSON_ASKED["on"] or value is True or value == "json")
     _JSON_ASKED["printed"] = _JSON_ASKED["printed"] and value is not None
     return value
@@ -99,7 +103,7 @@ def json_asked() -> bool:
 
 
 def json_printed() -> bool:
-    """Whether the running command has printed its JSON output (echo_json)."""
+    """Whether the running command has given its JSON output (echo_json)."""
     return _JSON_ASKED["printed"]
 
 
@@ -110,7 +114,8 @@ def json_option(f):
         is_flag=True,
         is_eager=True,
         callback=note_json,
-        help="Print machine-readable JSON instead of text (an error too: {error, exit_code} on stdout).",
+        help="Print one JSON envelope on stdout instead of text: {schema_version, command, "
+        "toolkit_version, ok, exit_code, error, result} (an error too, with ok false).",
     )(f)
 
 
@@ -141,14 +146,118 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def echo_json(obj: Any) -> None:
-    """Print `obj` as the `--json` output of a command on stdout: indented, strict JSON (no NaN),
-    converted by `to_jsonable`. Every command's --json goes through here, so all of them agree on
-    how a path, a date, a model or a missing figure is written."""
+def json_envelope(
+    command: str, result: Any, *, exit_code: int = 0, error: str | None = None
+) -> dict[str, Any]:
+    """The one shape of every command's `--json` output: {"schema_version": JSON_SCHEMA_VERSION,
+    "command": "campaign status", "toolkit_version": "0.x", "ok": exit_code == 0, "exit_code": the
+    process's exit status, "error": the message (null when ok), "result": the command's data (null
+    when it failed before having any)}, `result` converted by `to_jsonable`."""
+    from toolkit import __version__
+
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": command,
+        "toolkit_version": __version__,
+        "ok": exit_code == 0,
+        "exit_code": exit_code,
+        "error": error,
+        "result": to_jsonable(result),
+    }
+
+
+def print_envelope(command: str, result: Any, *, exit_code: int = 0, error: str | None = None) -> None:
+    """Print `json_envelope(...)` on stdout: indented, strict JSON (no NaN)."""
     import json
 
-    click.echo(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+    env = json_envelope(command, result, exit_code=exit_code, error=error)
+    click.echo(json.dumps(env, indent=2, allow_nan=False))
     _JSON_ASKED["printed"] = True
+
+
+def _command_name(ctx: click.Context | None) -> str:
+    """ "campaign status": the names of the running command below the root group."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(names) or (ctx.info_name or "" if ctx else "")
+
+
+def echo_json(obj: Any) -> None:
+    """Give `obj` as the `--json` result of the running command. Under the toolkit group
+    (`EnvelopeGroup`) it is printed once the command ends, in the envelope with the command's exit
+    code and error (a compare that finds a regression says ok false, exit_code 6, with its rows);
+    a command run on its own prints it at once (exit_code 0)."""
+    ctx = click.get_current_context(silent=True)
+    name = _command_name(ctx)
+    _JSON_ASKED["printed"] = True
+    if ctx is not None and isinstance(ctx.find_root().command, EnvelopeGroup):
+        _JSON_ASKED["pending"] = (name, obj)
+    else:
+        print_envelope(name, obj)
+
+
+def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
+    """(exit code, error message or None) that `exc` ends the process with, as toolkit.cli.main
+    maps it: a ToolkitError its exit_code, an OSError 8 or 4 (FileSystemError.from_oserror),
+    Ctrl-C 130, a usage error 4, sys.exit(N) N, anything else 1 (a bug)."""
+    from toolkit.core.errors import FileSystemError, ToolkitError
+
+    if exc is None:
+        return 0, None
+    if isinstance(exc, (click.exceptions.Exit, SystemExit)):
+        code = exc.exit_code if isinstance(exc, click.exceptions.Exit) else exc.code
+        code = code if isinstance(code, int) else (0 if code is None else 1)
+        return code, (f"exited {code}" if code else None)
+    if isinstance(exc, ToolkitError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
+        return 130, INTERRUPTED
+    if isinstance(exc, click.ClickException):
+        return (4 if isinstance(exc, click.UsageError) else exc.exit_code), exc.format_message()
+    if isinstance(exc, OSError):
+        mapped = FileSystemError.from_oserror(exc)
+        return mapped.exit_code, str(mapped)
+    return 1, f"unexpected error (a bug in the toolkit): {type(exc).__name__}: {exc}"
+
+
+class EnvelopeGroup(click.Group):
+    """The toolkit's root group: a command's `--json` result (echo_json) is printed when the command
+    ends, in one envelope carrying the exit code and error the command ended with."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _JSON_ASKED.update(on=False, printed=False, pending=None)
+        try:
+            rv = super().invoke(ctx)
+        except BaseException as exc:
+            _flush_json(exc)
+            raise
+        _flush_json(None)
+        return rv
+
+
+def _flush_json(exc: BaseException | None) -> None:
+    pending, _JSON_ASKED["pending"] = _JSON_ASKED["pending"], None
+    if pending is not None:
+        code, error = outcome_of(exc)
+        print_envelope(pending[0], pending[1], exit_code=code, error=error)
+
+
+def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
+    """The one name of an option saying where a command writes: `-o/--output` (`--out` is kept as a
+    second spelling of it, for scripts written before the names were made one), value `output`."""
+    return click.option(
+        "-o",
+        "--output",
+        "--out",
+        "output",
+        required=required,
+        default=None,
+        type=click.Path(file_okay=not dir_okay, dir_okay=dir_okay),
+        metavar="DIR" if dir_okay else "FILE",
+        help=help,
+    )
 
 
 def image_option(f):

@@ -16,11 +16,12 @@ from toolkit import __version__
 from toolkit.cli.common import (
     EPILOG,
     INTERRUPTED,
+    EnvelopeGroup,
     _err,
-    echo_json,
     json_asked,
     json_printed,
     note_json,
+    print_envelope,
 )
 from toolkit.core.errors import ToolkitError
 
@@ -51,7 +52,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(epilog=EPILOG)
+@click.group(cls=EnvelopeGroup, epilog=EPILOG)
 @click.option(
     "--version",
     is_flag=True,
@@ -112,36 +113,49 @@ def _sigterm_as_interrupt() -> None:
 
 def _fail(message: str, code: int) -> NoReturn:
     """Exit with `code` after saying why on stderr; a command asked for JSON (`--json`, `--format
-    json`) also gets it on stdout as one object, {"error": ..., "exit_code": ...}, so its caller's
-    JSON parse of stdout never meets an empty output."""
+    json`) also gets it on stdout as one envelope (common.json_envelope: ok false, exit_code, error,
+    result null), so its caller's JSON parse of stdout never meets an empty output."""
     _err(message)
     _json_error(message, code)
     sys.exit(code)
 
 
 def _json_error(message: str, code: int) -> None:
-    """The error as one JSON object on stdout, where JSON was asked for and none printed yet."""
-    if json_asked() or (not json_printed() and _argv_asks_json()):
-        echo_json({"error": message.removeprefix("error: ").removeprefix("Error: "), "exit_code": code})
+    """The error as one JSON envelope on stdout, where JSON was asked for and none printed yet."""
+    command = _argv_command()
+    if json_asked() or (not json_printed() and command is not None and _argv_asks_json(command)):
+        error = message.removeprefix("error: ").removeprefix("Error: ")
+        print_envelope(" ".join(command or []), None, exit_code=code, error=error)
 
 
-def _argv_asks_json() -> bool:
-    """`--json` among the options, for an error Click raised before any option was processed (an
-    unknown option): the command named on the command line has a --json option and it was given."""
+def _argv_command() -> list[str] | None:
+    """The command named on the command line (["campaign", "status"]), None when none is."""
     args = sys.argv[1:]
     args = args[: args.index("--")] if "--" in args else args
     group: click.Group = cli
-    command: click.Command | None = None
+    names: list[str] = []
     for a in args:
         command = group.commands.get(a)
+        if command is None:
+            continue
+        names.append(a)
         if not isinstance(command, click.Group):
-            break
+            return names
         group = command
+    return None
+
+
+def _argv_asks_json(names: list[str]) -> bool:
+    """`--json` among the options, for an error Click raised before any option was processed (an
+    unknown option): the command `names` has a --json option and it was given."""
+    args = sys.argv[1:]
+    args = args[: args.index("--")] if "--" in args else args
+    command: click.Command = cli
+    for n in names:
+        command = command.commands[n]  # type: ignore[attr-defined]
     pairs = set(zip(args, args[1:], strict=False))
-    return (
-        command is not None
-        and any("--json" in p.opts for p in command.params)
-        and ("--json" in args or "--format=json" in args or ("--format", "json") in pairs)
+    return any("--json" in p.opts for p in command.params) and (
+        "--json" in args or "--format=json" in args or ("--format", "json") in pairs
     )
 
 

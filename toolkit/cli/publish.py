@@ -20,6 +20,7 @@ from toolkit.cli.common import (
     image_option,
     json_option,
     matrix_option,
+    output_option,
     read_results_option,
     results_option,
 )
@@ -57,7 +58,8 @@ def _transfer_printer(quiet: bool):
     help="Rebuild and push through a docker-container buildx builder with an SBOM and max provenance "
     "(the default docker driver cannot attach them).",
 )
-def push(matrix_path, images, as_json, results_dir, registry, attest):
+@click.option("--dry-run", is_flag=True, help="Print what would be tagged and pushed; push nothing.")
+def push(matrix_path, images, as_json, results_dir, registry, attest, dry_run):
     """Push each image's latest build to a registry and record the registry digest.
 
     Two tags per image: a fixed one, <version>-<backend>-<gfx|cpu>-<commit>-<yyyymmdd>, and a moving
@@ -70,37 +72,38 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
     results = publish.push_images(
-        lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json)
+        lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json), dry_run=dry_run
     )
     if as_json:
-        echo_json(
-            [
-                {
-                    "image": r.image,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "refs": r.refs,
-                    "repo_digest": r.repo_digest,
-                    "seconds": round(r.seconds, 2),
-                    "notes": r.notes,
-                }
-                for r in results
-            ]
-        )
+        echo_json([_push_json(r) for r in results])
     else:
-        for r in results:
-            if r.status == "pushed":
-                click.echo(f"{r.image}: pushed {', '.join(r.refs)} in {r.seconds:.1f} s -> {r.repo_digest}")
-            else:
-                click.echo(f"{r.image}: {r.status}: {r.reason}")
-        for note in dict.fromkeys(n for r in results for n in r.notes):
-            _err(f"note: {note}")
+        _print_pushed(results)
     failed = [r.image for r in results if r.status == "failed"]
     if failed:
         raise publish.PushFailed(f"push failed for: {', '.join(failed)}")
-    if not any(r.status == "pushed" for r in results):  # asked to push and nothing was: not a success
+    if not any(r.status in ("pushed", "dry-run") for r in results):  # asked and nothing was: no success
         why = "; ".join(f"{r.image}: {r.reason}" for r in results) or "no image to push"
         raise publish.PushFailed(f"nothing pushed ({why})")
+
+
+def _push_json(r) -> dict:
+    """One image of `push --json`: image, status (pushed | dry-run | skipped | failed), reason, refs,
+    repo_digest, seconds (wall time of the pushes), notes."""
+    keys = ("image", "status", "reason", "refs", "repo_digest", "notes")
+    return {**{k: getattr(r, k) for k in keys}, "seconds": round(r.seconds, 2)}
+
+
+def _print_pushed(results) -> None:
+    """push's text output: a line per image, then the notes on stderr."""
+    for r in results:
+        if r.status == "pushed":
+            click.echo(f"{r.image}: pushed {', '.join(r.refs)} in {r.seconds:.1f} s -> {r.repo_digest}")
+        elif r.status == "dry-run":
+            click.echo(f"{r.image}: {r.reason} as {', '.join(r.refs)} (dry run: nothing pushed)")
+        else:
+            click.echo(f"{r.image}: {r.status}: {r.reason}")
+    for note in dict.fromkeys(n for r in results for n in r.notes):
+        _err(f"note: {note}")
 
 
 @click.command("export-run", epilog=EPILOG)
@@ -108,15 +111,10 @@ def push(matrix_path, images, as_json, results_dir, registry, attest):
 @read_results_option
 @json_option
 @click.argument("run_id", metavar="RUN_ID")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False),
-    metavar="DIR",
-    help="Folder to write (empty, or an earlier export of the same run).",
+@output_option(
+    required=True, dir_okay=True, help="Folder to write (empty, or an earlier export of the same run)."
 )
-def export_run(matrix_path, results_dir, as_json, run_id, out):
+def export_run(matrix_path, results_dir, as_json, run_id, output):
     """Write a bench run as a self-contained folder to commit to a repo or attach to a release.
 
     DIR/run.json (images by digest with registry digests and labels, models with sha256 and Hugging
@@ -127,13 +125,13 @@ def export_run(matrix_path, results_dir, as_json, run_id, out):
     from toolkit.publish import push as publish
 
     lm = _load(matrix_path)
-    run = publish.export_run(_store(lm, results_dir), run_id, Path(out), lm)
+    run = publish.export_run(_store(lm, results_dir), run_id, Path(output), lm)
     if as_json:
         echo_json(run)
         return
     click.echo(
         f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
-        f"{len(run.models)} model(s) -> {out}"
+        f"{len(run.models)} model(s) -> {output}"
     )
     for note in run.notes:
         _err(f"note: {note}")

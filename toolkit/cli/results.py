@@ -17,6 +17,7 @@ from toolkit.cli.common import (
     json_option,
     matrix_option,
     note_json,
+    output_option,
     read_results_option,
     results_option,
 )
@@ -37,19 +38,19 @@ from toolkit.cli.common import (
     "page with plots (written to --output, default results/report.html).",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, is_eager=True, callback=note_json, help="Same as --format json."
+    "--json",
+    "as_json",
+    is_flag=True,
+    is_eager=True,
+    callback=note_json,
+    help="Same as --format json: the report document itself (not the envelope other commands' --json "
+    "print; an error is the envelope).",
 )
 @click.option(
     "--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name."
 )
 @click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write the report to this file (PNG plots beside an html report) instead of stdout.",
-)
+@output_option(help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
 @click.option(
     "--plots",
     "plots_dir",
@@ -245,12 +246,22 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
     help="Join results whose model is unknown (a vLLM bench JSON names none: imported as model=unknown) "
     "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
 )
-def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model):
+@click.option(
+    "--against",
+    "against",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    metavar="DIR",
+    help="A second results folder (another host's, an unpacked export's) to read B from; A is read "
+    "from --results. Default: both from --results.",
+)
+def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model, against):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
     joule of each, B/A, where both sides have a valid GPU energy).
 
     A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
-    run id. Rows are joined on the one test identity (every llama-bench setting both sides recorded —
+    run id, both of --results, or B of a second results folder with --against DIR (another host's
+    results compared without importing them). Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold and the noise are marked and make
     the exit code 6, for CI gates; a slowdown within noise, or on a cell flagged host-busy, gpu-shared,
@@ -265,7 +276,13 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
 
     root = _results_root(matrix_path, results_dir)
     c = compare_mod.compare(
-        ResultStore(root), a, b, threshold=threshold, ignore=tuple(ignore), same_model=same_model
+        ResultStore(root),
+        a,
+        b,
+        threshold=threshold,
+        ignore=tuple(ignore),
+        same_model=same_model,
+        b_store=ResultStore(Path(against)) if against else None,
     )
     if as_json:
         echo_json(compare_mod.comparison_json(c))
@@ -397,7 +414,8 @@ def _print_import(res, label: str) -> None:
         ("note(s) on what the files do not say", res.notes),
         ("result(s) stored as failed", res.failed),
     ):
-        if lines:
-            _err(f"{len(lines)} {what}:")
+        if lines:  # repeated tests: the first ones named, the rest counted per file (one line each)
+            count = res.repeated_tests if lines is res.repeated else len(lines)
+            _err(f"{count} {what}:")
             for line in lines:
                 _err(f"  {line}")

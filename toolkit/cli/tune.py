@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.common import EPILOG, _err, _load, _store, matrix_option, results_option
+from toolkit.cli.common import (
+    EPILOG,
+    _err,
+    _load,
+    _store,
+    echo_json,
+    json_option,
+    matrix_option,
+    results_option,
+)
 
 
 @click.command(epilog=EPILOG)
 @matrix_option
 @results_option
+@json_option
 @click.option(
     "--image", "-i", "image", required=True, metavar="NAME", help="The image to tune (a llama-bench image)."
 )
@@ -74,6 +84,7 @@ from toolkit.cli.common import EPILOG, _err, _load, _store, matrix_option, resul
 def tune(
     matrix_path,
     results_dir,
+    as_json,
     image,
     model,
     axis,
@@ -117,10 +128,37 @@ def tune(
         ),
         on_note=_err,
     )
+    diff = tune_mod.matrix_diff(lm.path, res) if write_diff else None
+    if as_json:
+        echo_json(_tune_json(res, diff))
+        return
     click.echo(tune_mod.format_result(res))
     if write_diff:
-        diff = tune_mod.matrix_diff(lm.path, res)
         click.echo("\n" + (diff or "no matrix change to propose"))
+
+
+def _tune_json(res, diff: str | None) -> dict:
+    """`tune --json`'s result: the decision for the axis, {session, axis, test, best, default (each
+    {candidate: {knob: value}, median, low, high (tok/s), trials, samples, effective_ubatch}), gain
+    (best / default - 1; null without both), no_effect, undecided, notes, ranking, matrix_diff (the
+    --write diff, "" when none is proposed; null without --write)}."""
+
+    def evidence(e) -> dict | None:
+        return None if e is None else {**vars(e), "candidate": dict(e.candidate.values)}
+
+    return {
+        "session": res.session,
+        "axis": res.axis,
+        "test": res.test,
+        "best": evidence(res.best),
+        "default": evidence(res.default),
+        "gain": res.gain,
+        "no_effect": res.no_effect,
+        "undecided": res.undecided,
+        "notes": res.notes,
+        "ranking": [evidence(e) for e in res.ranking],
+        "matrix_diff": diff,
+    }
 
 
 def _search_space(

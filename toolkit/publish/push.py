@@ -120,15 +120,24 @@ def _merge(*lists: list[str]) -> list[str]:
 
 
 def push_image(
-    store: ResultStore, name: str, registry: str, *, on_line: Callable[[str], None] | None = None
+    store: ResultStore,
+    name: str,
+    registry: str,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    dry_run: bool = False,
 ) -> PushResult:
     """Tag and push the latest build of image `name` that the engine in use has (build.builds_here);
-    append the updated build record."""
+    append the updated build record. `dry_run`: status "dry-run" with the refs that would be tagged
+    and pushed (`refs`), nothing tagged, pushed or recorded."""
     from toolkit.images import build as build_mod
 
     rec = build_mod.latest_here(store, name)
     if rec is None:
         return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
+    if dry_run:
+        refs = [f"{registry}/{name}:{t}" for t in (fixed_tag(rec), moving_tag(rec))]
+        return PushResult(name, "dry-run", f"would tag {rec.digest[:19]} and push it", refs=refs)
     info = engine.inspect_image(rec.digest)
     if info is None:
         return PushResult(name, "failed", f"image {rec.digest[:19]} is no longer in the engine; rebuild it")
@@ -321,14 +330,18 @@ def push_images(
     *,
     attest: bool = False,
     on_line: Callable[[str], None] | None = None,
+    dry_run: bool = False,
 ) -> list[PushResult]:
-    """Push the latest build of each named image (default: every image of the matrix)."""
+    """Push the latest build of each named image (default: every image of the matrix); `dry_run`:
+    say what would be tagged and pushed (push_image), push and record nothing."""
     if not (registry or lm.m.registry):
         raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
     reg = parse_registry(registry or lm.m.registry or "")
     out = []
     for spec in lm.select_images(names):
-        if attest:
+        if dry_run:
+            out.append(push_image(store, spec.name, reg, dry_run=True))
+        elif attest:
             out.append(attest_push(lm, store, spec.name, reg, on_line=on_line))
         else:
             out.append(push_image(store, spec.name, reg, on_line=on_line))

@@ -371,7 +371,7 @@ def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
     seen: dict[str, set] = {}
     present: dict[str, int] = {}
     for r in recs:
-        for k, v in test_fields(r).items():
+        for k, v in test_key(r).test if _memo is not None else _test_fields(r).items():  # no dict copy
             seen.setdefault(k, set()).add(v)
             present[k] = present.get(k, 0) + 1
     out = {}
@@ -383,12 +383,6 @@ def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
         if len(vals) > 1:
             out[k] = vals
     return out
-
-
-def row_key(r: BenchRecord, keep: Iterable[str]) -> tuple:
-    """A table row of `r`: model + the test fields in `keep` (from `distinguishing`)."""
-    f = test_fields(r)
-    return (model_fingerprint(r), known_sha(r), tuple((k, f.get(k)) for k in sorted(keep)))
 
 
 def measured_at(r: BenchRecord) -> str:

@@ -26,6 +26,7 @@ from toolkit.results.identity import (
     norm_field,
     test_key,
 )
+from toolkit.results.index_sqlite import digest64
 from toolkit.results.records import (
     BenchRecord,
     ImageRef,
@@ -59,7 +60,8 @@ class ImportResult:
     """What an import did: `sets` one per build/backend/GPU found in the files; `refused` rows that are
     not measurements (`file:line: why`); `repaired` rows whose nan stddev was recomputed; `skipped`
     lines that look like records but do not parse; `repeated` rows that measure a test another row of
-    the same set also measured (kept as repetitions of one cell)."""
+    the same set also measured (kept as repetitions of one cell): a line for each of the first tests,
+    then a line per file counting the others (`repeated_tests`: how many in all)."""
 
     label: str
     digest: str
@@ -73,7 +75,8 @@ class ImportResult:
     refused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    repeated: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)  # at most import_repeats.SAID_TESTS, then counts
+    repeated_tests: int = 0  # tests measured by several rows (`repeated` names the first ones)
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
     failed: list[str] = field(default_factory=list)  # vLLM results stored as failed records, and why
     duplicates: list[str] = field(default_factory=list)  # rows read or imported before, left out: counted
@@ -338,20 +341,21 @@ def measurement_of(rec: BenchRecord, key: TestKey | None = None) -> int:
     csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
     less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
     decimals; a row with neither test_time nor avg_ns (md) also its stddev to 2 decimals (the `± sd`
-    it prints)."""
+    it prints). Python's hash: the same within one process (stored_digests: what the index keeps)."""
     key = key or test_key(rec)
+    return hash((key.system, key.model, key.test, *measured_parts(rec)))
+
+
+def measured_parts(rec: BenchRecord) -> tuple:
+    """The values measurement_of digests beside the test: test_time, avg_ns, tok/s to 2 decimals, and
+    an md row's `± sd` (its stddev to 2 decimals: all it has)."""
     raw = rec.raw
-    sd = readers.as_float(raw.get("stddev_ts")) if is_untimed(rec) else None  # md: its `± sd` is all it has
-    return hash(
-        (
-            key.system,
-            key.model,
-            key.test,
-            str(raw.get("test_time")),
-            readers.as_float(raw.get("avg_ns")),
-            round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
-            f"{sd:.2f}" if sd is not None else None,
-        )
+    sd = readers.as_float(raw.get("stddev_ts")) if is_untimed(rec) else None
+    return (
+        str(raw.get("test_time")),
+        readers.as_float(raw.get("avg_ns")),
+        round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
+        f"{sd:.2f}" if sd is not None else None,
     )
 
 
@@ -392,6 +396,40 @@ def form_of(raw: dict[str, Any]) -> RowForm:
     return frozenset(k for k in raw if k in _MD_SETTINGS), bool(raw.get("build_commit"))
 
 
+def shown_parts(rec: BenchRecord, key: TestKey) -> tuple:
+    """What an md table shows of a measurement in every form (shown_key less the form's columns)."""
+    raw = rec.raw
+    sd = readers.as_float(raw.get("stddev_ts"))
+    return (
+        str(raw.get("model_type") or ""),
+        backends.from_llama_names(llamabench.backends_of(raw)),
+        _counts(key),
+        f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
+        f"{sd:.2f}" if sd is not None else None,
+    )
+
+
+def stored_digests(rec: BenchRecord, key: TestKey | None = None) -> tuple[int, int, int]:
+    """What the query index keeps of an imported record to find the stored records a row may measure
+    again without reading the folder (results/index.py StoredImports): (measured_digest: equal
+    measurement_of, equal digest; the whole test is compared on the records read back: a digest of
+    the whole key cost ~30 µs a row, this one a few), a 64-bit digest of what
+    an md table shows of it in every form (equal shown_keys in any form have it equal), 1 for an md
+    table's row else 0). Signed 64-bit, the same in every process (index_sqlite.digest64)."""
+    key = key or test_key(rec)
+    return measured_digest(rec, key), digest64(shown_parts(rec, key)), int(is_untimed(rec))
+
+
+def measured_digest(rec: BenchRecord, key: TestKey) -> int:
+    """The first of stored_digests: measured_parts and the test's n_prompt, n_gen, n_depth (rows of
+    one test_time and tok/s that differ only in depth are not read back for each other)."""
+    return digest64((_counts(key), *measured_parts(rec)))
+
+
+def _counts(key: TestKey) -> tuple:
+    return tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth"))
+
+
 def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
     """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
     the model type, the backend (its family: ROCm, Vulkan, CUDA, CPU), the test (n_prompt, n_gen,
@@ -403,15 +441,10 @@ def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
     backend and setting that agree to 0.01 tok/s in mean and stddev are taken as one: such a row is
     left out, and said)."""
     raw = rec.raw
-    sd = readers.as_float(raw.get("stddev_ts"))
     settings, build = form
     return hash(
         (
-            str(raw.get("model_type") or ""),
-            backends.from_llama_names(llamabench.backends_of(raw)),
-            tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth")),
-            f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
-            f"{sd:.2f}" if sd is not None else None,
+            *shown_parts(rec, key),
             tuple((k, norm_field(k, raw.get(k))) for k in sorted(settings)),
             str(raw.get("build_commit") or "")[:7].lower() if build else None,
         )

@@ -1,17 +1,17 @@
 """Rows printed again: an import's records held (or spilled to disk past a bound) until every file
 is read, so a test measured once and printed twice (two copies of one output, a file given twice)
 is stored once, and what was left out is said; and rows imported before (StoredRows: what the results
-folder already holds, read as a stream)."""
+folder already holds, asked of its query index)."""
 
 from __future__ import annotations
 
 import array
+import heapq
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from toolkit.core import jsonsafe
 from toolkit.results.identity import (
@@ -28,18 +28,21 @@ from toolkit.results.import_read import (
     RowWhere,
     form_of,
     imported_of,
-    is_untimed,
+    measured_digest,
     measurement_of,
     shown_key,
+    shown_parts,
 )
+from toolkit.results.index_sqlite import digest64
 from toolkit.results.records import (
     RECORD_SCHEMA_VERSION,
     BenchRecord,
     ImageRef,
     ResultStore,
-    bench_record,
-    scan_jsonl,
 )
+
+if TYPE_CHECKING:
+    from toolkit.results.index import StoredImports
 
 
 class Held:
@@ -67,19 +70,20 @@ class Held:
         self.aside.seek(at)
         return self.aside.readline()[:-1]
 
-    def group(self, by_id: list[ImportedSet]) -> list[str]:
-        """Mark every group's records (_repetitions) and write their final lines; what _repetitions
-        says, in the order of each group's first row."""
+    def group(self, by_id: list[ImportedSet]) -> tuple[list[str], int]:
+        """Mark every group's records (_repetitions) and write their final lines; returns what
+        _repetitions says of the first SAID_TESTS tests (in the order of each group's first row), then
+        per file a line counting the others (_Said), and how many tests several rows measure."""
         import numpy as np  # a dependency of the toolkit (gguf); loaded only by an import
 
         n = len(self.at)
         self.final = array.array("Q", bytes(8 * n))
         if not n:
-            return []
+            return [], 0
         keys = np.frombuffer(self.key, dtype=np.uint64)
         order = np.argsort(keys, kind="stable")  # one digest's records together, in file order
         cuts = [0, *(np.flatnonzero(keys[order][1:] != keys[order][:-1]) + 1).tolist(), n]
-        said: list[tuple[int, list[str]]] = []
+        said = _Said()
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             members = [int(j) for j in order[lo:hi]]
             recs = [
@@ -93,13 +97,14 @@ class Held:
                 )
                 for j in members
             ]
-            said.append((members[0], _repetitions(recs)))
+            for text, file, rows, disagree in _repetitions(recs):
+                said.add(members[0], text, file, rows, disagree)
             self.aside.seek(0, 2)
             for j, (_target, rec) in zip(members, recs, strict=True):
                 self.final[j] = self.aside.tell()
                 rec.seq = None
                 self.aside.write(rec.model_dump_json().encode() + b"\n")
-        return [line for _first, lines in sorted(said, key=lambda x: x[0]) for line in lines]
+        return said.lines(), said.tests
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """(set, final record JSON) in file order."""
@@ -271,11 +276,54 @@ SAID_AT_MOST = 10
 """How many rows a note on repetitions names before it says `and N more`."""
 
 
-def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
+SAID_TESTS = 20
+"""How many tests measured by several rows an import names one by one (a line each); the others are
+counted per file (a 1 GB import printed 97,497 such lines, 16 MB)."""
+
+
+class _Said:
+    """What an import says of its repeated tests: the lines of the SAID_TESTS whose first row comes
+    first (a heap of that many), and per file the tests, rows and runs-disagree of all of them."""
+
+    def __init__(self) -> None:
+        self.first: list[tuple[int, int, str, str]] = []  # heap of (-first row, n, line, file)
+        self.per_file: dict[str, list[int]] = {}  # file -> [tests, rows, disagreeing tests]
+        self.tests = 0
+
+    def add(self, first: int, text: str, file: str, rows: int, disagree: bool) -> None:
+        """One repeated test: its group's first row (spill place), its line, its first row's file."""
+        n = self.per_file.setdefault(file, [0, 0, 0])
+        n[0], n[1], n[2] = n[0] + 1, n[1] + rows, n[2] + disagree
+        item = (-first, -self.tests, text, file)
+        self.tests += 1
+        if len(self.first) < SAID_TESTS:
+            heapq.heappush(self.first, item)
+        elif item > self.first[0]:  # earlier than the latest one kept
+            heapq.heapreplace(self.first, item)
+
+    def lines(self) -> list[str]:
+        """The kept lines in file order, then `... and K more` per file with the others' counts."""
+        kept = sorted(self.first, reverse=True)
+        shown: dict[str, int] = {}
+        for _f, _n, _t, file in kept:
+            shown[file] = shown.get(file, 0) + 1
+        more = []
+        for file, (tests, rows, disagree) in self.per_file.items():
+            left = tests - shown.get(file, 0)
+            if left:
+                more.append(
+                    f"... and {left:,} more test(s) measured by several rows in {file} ({tests:,} in all, "
+                    f"{rows:,} rows; {disagree:,} flagged runs-disagree), each kept as repetitions of one cell"
+                )
+        return [text for _f, _n, text, _file in kept] + more
+
+
+def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[tuple[str, str, int, bool]]:
     """Rows of one set that measure the same test (one TestKey) become repetitions of one cell: each is
     marked `process_run` (identity.newest_per_test combines them, as it combines `bench.runs`), in
-    the order of their test_time (newest last, whatever the line order). Returns one line per test
-    saying so, and whether they disagree beyond noise (`runs-disagree`)."""
+    the order of their test_time (newest last, whatever the line order). Returns per test the line
+    saying so and whether they disagree beyond noise (`runs-disagree`), the file of its first row
+    (in the order given), its rows, and whether they disagree."""
     groups: dict[TestKey, list[tuple[ImportedSet, BenchRecord]]] = {}
     for target, rec in staged:
         groups.setdefault(test_key(rec), []).append((target, rec))
@@ -307,7 +355,7 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
             for k in {k for r in recs for k in r.raw} - MEASUREMENT_FIELDS
             if len({repr(r.raw.get(k)) for r in recs}) > 1
         )
-        out.append(
+        line = (
             f"{members[0][0].name}: {recs[0].test}: rows {where} measure the same test ({values} t/s): kept "
             f"as {len(recs)} repetitions of one cell; {verdict}"
             + (
@@ -316,62 +364,85 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[str]:
                 else ""
             )
         )
+        first_file = imported_of(members[0][1])["file"]
+        out.append((line, first_file, len(recs), "runs-disagree" in flags))
     return out
 
 
-def _imported(store: ResultStore) -> Iterator[BenchRecord]:
-    """The folder's ok records that came from an import, one at a time: a line of any other record is
-    skipped before it is validated, and none is kept (memory bounded by one record, not the history:
-    an import into a folder of 30,000 records held all of them, 522 MB)."""
-    for f in store.bench_files():
-        for _n, _off, _len, obj, problem in scan_jsonl(f):
-            if problem is None and obj is not None and obj.get("status") == "ok" and obj.get("imported"):
-                rec, _why = bench_record(obj)
-                if rec is not None:
-                    yield rec
-
-
-@dataclass
 class StoredRows:
-    """What the results folder holds of rows imported before, to leave them out: `exact`
-    (measurement_of of every imported record), `md` (per form, shown_key of those without a test_time: the
-    md tables imported before) and `timed` (shown_key of the others, in each form of this import's md
-    rows), read in one pass over the folder."""
+    """Rows imported before, to leave them out: what the results folder holds of imported records,
+    asked of its query index (results/index.py StoredImports) a batch of rows at a time, so memory
+    holds a batch and not the folder (an import into a folder of 30,000 records held them all, 522
+    MB) and the time per row does not grow with the folder. A row matches a stored record that
+    measures the same (measurement_of, under any digest or label); an md table's row also a stored row
+    of another format it prints (shown_key in its table's form), and a row of another format a stored
+    md table's row that prints it (shown_key in that row's form). Of several, the last in store order.
+    A context manager: `open` it for the import's first pass."""
 
-    exact: dict[int, RowWhere]
-    md: dict[RowForm, dict[int, RowWhere]]
-    timed: dict[RowForm, dict[int, RowWhere]]
+    def __init__(self, stored: StoredImports | None) -> None:
+        self.stored = stored
 
     @classmethod
-    def read(cls, store: ResultStore, md_forms: set[RowForm]) -> StoredRows:
-        """The folder's imported records, digested; `md_forms`: the forms of the md rows about to be
-        imported (their matches among the stored rows of other formats)."""
-        out = cls({}, {}, {f: {} for f in md_forms})
-        if not store.root.is_dir():
-            return out
-        for r in _imported(store):
-            where, key = (r.run_id, r.image.name, r.image.digest), test_key(r)
-            out.exact[measurement_of(r, key)] = where
-            if is_untimed(r):
-                f = form_of(r.raw)
-                out.md.setdefault(f, {})[shown_key(r, key, f)] = where
-            else:
-                for f, digests in out.timed.items():
-                    digests[shown_key(r, key, f)] = where
+    def open(cls, store: ResultStore) -> StoredRows:
+        """The folder's imported records through its index (none when the folder does not exist)."""
+        from toolkit.results.index import StoredImports  # the index: only once the folder exists
+
+        return cls(StoredImports(store) if store.root.is_dir() else None)
+
+    def __enter__(self) -> StoredRows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stored is not None:
+            self.stored.__exit__()
+
+    def match(self, rows: list[tuple[BenchRecord, TestKey, int, bool]]) -> list[tuple[RowWhere, str] | None]:
+        """For each (record, its test key, its measurement_of, whether it is an md table's row): the
+        stored record it measures again and how it was matched ("" exact, "md" an md row printing it,
+        "md-before" it was imported before as an md table's row), or None."""
+        s = self.stored
+        if s is None or not s.any:
+            return [None] * len(rows)
+        digests = [measured_digest(rec, key) for rec, key, _fp, _md in rows]
+        exact: dict[int, RowWhere] = {}  # measurement_of -> the last stored record of it
+        for r in s.measured(sorted(set(digests))):
+            exact[measurement_of(r)] = (r.run_id, r.image.name, r.image.digest)
+        out: list[tuple[RowWhere, str] | None] = [
+            (exact[fp], "") if fp in exact else None for _r, _k, fp, _md in rows
+        ]
+        for md in (True, False):  # md rows against stored rows of other formats, then the reverse
+            todo = [i for i, (_r, _k, _fp, is_md) in enumerate(rows) if out[i] is None and is_md == md]
+            bases = [digest64(shown_parts(rows[i][0], rows[i][1])) for i in todo]
+            found = _by_base(s.shown(sorted(set(bases)), untimed=not md))
+            for i, base in zip(todo, bases, strict=True):
+                rec, key = rows[i][0], rows[i][1]
+                out[i] = _printed(rec, key, found.get(base, []), form_of(rec.raw) if md else None)
         return out
 
-    def match(self, rec: BenchRecord, key: TestKey, fp: int, *, md_row: bool) -> tuple[RowWhere, str] | None:
-        """The stored record `rec` (an md table's row when `md_row`) measures again, and how it was
-        matched ("" exact, "md" an md row of it, "md-before" it was imported before as an md table),
-        or None."""
-        if fp in self.exact:
-            return self.exact[fp], ""
-        if md_row:
-            f = form_of(rec.raw)
-            found = self.timed.get(f, {}).get(shown_key(rec, key, f))
-            return (found, "md") if found else None
-        for f, digests in self.md.items():
-            found = digests.get(shown_key(rec, key, f))
-            if found:
-                return found, "md-before"
-        return None
+
+def _by_base(records: list[BenchRecord]) -> dict[int, list[tuple[BenchRecord, TestKey]]]:
+    """Stored records (in store order) by the shown digest stored_digests gives them."""
+    out: dict[int, list[tuple[BenchRecord, TestKey]]] = {}
+    for r in records:
+        key = test_key(r)
+        out.setdefault(digest64(shown_parts(r, key)), []).append((r, key))
+    return out
+
+
+def _printed(
+    rec: BenchRecord, key: TestKey, stored: list[tuple[BenchRecord, TestKey]], form: RowForm | None
+) -> tuple[RowWhere, str] | None:
+    """The stored record (of `stored`, in store order) `rec` matches by what an md table shows: in
+    `form` (`rec` is an md table's row, `stored` rows of other formats: "md"), else in each stored md
+    row's own form, the forms in the order first stored ("md-before"); the last match in store order."""
+    if form is not None:
+        mine = shown_key(rec, key, form)
+        hits = [r for r, k in stored if shown_key(r, k, form) == mine]
+        return ((hits[-1].run_id, hits[-1].image.name, hits[-1].image.digest), "md") if hits else None
+    forms: dict[RowForm, list[BenchRecord]] = {}
+    for r, k in stored:
+        f = form_of(r.raw)
+        if shown_key(r, k, f) == shown_key(rec, key, f):
+            forms.setdefault(f, []).append(r)
+    hit = next(iter(forms.values()), [])
+    return ((hit[-1].run_id, hit[-1].image.name, hit[-1].image.digest), "md-before") if hit else None

@@ -34,6 +34,7 @@ and `refused` as ResultStore.results() does):
     select(store, images=, runs=, digests=)   what a report of those records needs: RecordSelection
     heads(store, match=(a_ref, b_ref), ...)   index rows of records, read like BenchRecords' names
     candidates(store, heads)                  what choosing among those heads needs: RecordSelection
+    StoredImports(store)                      the records `toolkit import` came from, asked by digest
 
 (They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
 
@@ -232,6 +233,69 @@ def select(
             drop(
                 store
             )  # an edit the refresh did not see (inside a file that also grew): rebuild from the JSONL
+    raise AssertionError("unreachable")
+
+
+class StoredImports:
+    """The records of a results folder that came from `toolkit import` (the index's `imported` rows),
+    asked by digest while an import reads its files (import_repeats.StoredRows): the index is brought
+    in line with the JSONL once, then each batch of rows is one query, so memory holds a batch, not
+    the folder, and the time per row does not grow with the folder. `any` / `untimed`: how many such
+    records / md-table rows it holds. Use as a context manager (the index connection is closed after).
+    StaleIndex (exit 8) when a record loaded by offset was rewritten meanwhile."""
+
+    def __init__(self, store: ResultStore) -> None:
+        files = store.bench_files()
+        self.idx = _opened(store, files)
+        try:
+            self.idx._order(files)
+            self.any, self.untimed = self.idx.imported_counts()
+        except BaseException:
+            self.idx.close()
+            raise
+
+    def __enter__(self) -> StoredImports:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.idx.close()
+
+    def measured(self, digests: Sequence[int]) -> list[BenchRecord]:
+        """The stored records (loaded by offset, in store order) whose measured digest is one of
+        `digests` (import_read.stored_digests; the caller compares their tests)."""
+        if not self.any or not digests:
+            return []
+        return load(self.idx.heads(self.idx.imported(digests, shown=False)))
+
+    def shown(self, bases: Sequence[int], *, untimed: bool) -> list[BenchRecord]:
+        """The stored records (loaded by offset, in store order) whose shown digest is one of `bases`:
+        md-table rows (`untimed`) or the others."""
+        if not bases or not (self.untimed if untimed else self.any - self.untimed):
+            return []
+        return load(self.idx.heads(self.idx.imported(bases, shown=True, untimed=untimed)))
+
+
+def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
+    """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
+    it; a damaged index file deleted and built again)."""
+    for attempt in (1, 2):
+        try:
+            idx = ResultIndex.open_file(store.root)
+        except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
+            idx = ResultIndex.in_memory(store.root)
+        try:
+            try:
+                idx.refresh(files)
+            except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
+                idx.close()
+                idx = ResultIndex.in_memory(store.root)
+                idx.refresh(files)
+            return idx
+        except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
+            idx.close()
+            if attempt == 2 or not _damaged(err):
+                raise
+            (store.root / INDEX_NAME).unlink(missing_ok=True)
     raise AssertionError("unreachable")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import sqlite3
 import sys
@@ -29,7 +30,8 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 3  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune
+INDEX_SCHEMA = 4  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+# 4: imported (the digests `toolkit import` matches rows imported before by)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -50,6 +52,10 @@ CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT
                    PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
+CREATE TABLE imported (file INTEGER NOT NULL, line INTEGER NOT NULL, meas INTEGER NOT NULL,
+                       shown INTEGER NOT NULL, untimed INTEGER NOT NULL, PRIMARY KEY (file, line)) WITHOUT ROWID;
+CREATE INDEX imported_meas ON imported (meas);
+CREATE INDEX imported_shown ON imported (shown, untimed);
 """
 
 
@@ -81,6 +87,9 @@ _ROW_COLS = (
 
 
 _POS = "(o.rank * 4294967296 + r.line)"
+
+
+_IN_MAX = 500  # values in one `IN (...)` (SQLite before 3.32 allows 999 parameters a statement)
 
 
 _SEQ_BASE = 1 << 62  # write order in SQL: seq + _SEQ_BASE for records with a seq, else pos (below it)
@@ -163,28 +172,47 @@ class RecordSelection(list[BenchRecord]):
 _PLAIN = (str, int, type(None))
 
 
-def _canon(v):
+def canon(v):
     """A value whose repr is equal exactly when Python's == says the values are (1 == 1.0 == True)."""
     t = type(v)
     if t in _PLAIN:
         return v
     if t is tuple or t is list:
-        return tuple([x if type(x) in _PLAIN else _canon(x) for x in v])
+        return tuple([x if type(x) in _PLAIN else canon(x) for x in v])
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, float) and v.is_integer():
         return int(v)
     if isinstance(v, (tuple, list)):
-        return tuple(_canon(x) for x in v)
+        return tuple(canon(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _canon(x)) for k, x in v.items()))
+        return tuple(sorted((k, canon(x)) for k, x in v.items()))
     return v
 
 
 def key_hash(key: identity.TestKey) -> bytes:
     """128-bit blake2b of a TestKey's canonical repr: equal keys give equal hashes."""
     parts = (key.image, key.system, key.model, key.model_sha, key.test)
-    return hashlib.blake2b(repr(_canon(parts)).encode(), digest_size=16).digest()
+    return hashlib.blake2b(repr(canon(parts)).encode(), digest_size=16).digest()
+
+
+def digest64(value) -> int:
+    """A signed 64-bit blake2b digest of `value`'s canonical repr (canon): equal values (by ==) give
+    equal digests in every process, unlike Python's hash() of a str (salted per process), so the
+    index can keep it."""
+    return int.from_bytes(
+        hashlib.blake2b(repr(canon(value)).encode(), digest_size=8).digest(), "big", signed=True
+    )
+
+
+# The modules whose code computes the `imported` digests (toolkit.results.import_read.stored_digests):
+# a change in any of them rebuilds the index, as one in records.py or identity.py does.
+_DIGEST_MODULES = (
+    "toolkit.results.import_read",
+    "toolkit.runtimes.llama_bench.readers",
+    "toolkit.runtimes.llama_bench.output",
+    "toolkit.core.backends",
+)
 
 
 @functools.cache
@@ -197,6 +225,10 @@ def _code_fingerprint() -> str:
     for mod in (records, identity, sys.modules[__name__]):
         assert mod.__file__ is not None  # modules of this package, loaded from their .py files
         h.update(Path(mod.__file__).read_bytes())
+    for name in _DIGEST_MODULES:  # their files, without importing them (an empty report does not)
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None  # modules of this package
+        h.update(Path(spec.origin).read_bytes())
     h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]}".encode())
     return h.hexdigest()
 
@@ -345,8 +377,8 @@ class ResultIndex:
                     start, first = 0, 1
                 elif action == "tail":
                     fid, start, lines = row[1], row[7], row[8]
-                    self.conn.execute("DELETE FROM recs WHERE file = ? AND line > ?", (fid, lines))
-                    self.conn.execute("DELETE FROM problems WHERE file = ? AND line > ?", (fid, lines))
+                    for t in ("recs", "problems", "imported"):
+                        self.conn.execute(f"DELETE FROM {t} WHERE file = ? AND line > ?", (fid, lines))
                     first = lines + 1
                 else:
                     fid, start, first = row[1], 0, 1
@@ -358,8 +390,8 @@ class ResultIndex:
             raise
 
     def _drop(self, fid: int, *, files: bool) -> None:
-        self.conn.execute("DELETE FROM recs WHERE file = ?", (fid,))
-        self.conn.execute("DELETE FROM problems WHERE file = ?", (fid,))
+        for t in ("recs", "problems", "imported"):
+            self.conn.execute(f"DELETE FROM {t} WHERE file = ?", (fid,))
         if files:
             self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
 
@@ -390,7 +422,7 @@ class ResultIndex:
         facets: dict,
     ) -> None:
         """Index lines of `path` from byte `start` up to the size `st` saw (later bytes: next time)."""
-        recs, probs = [], []
+        recs, probs, imported = [], [], []
         done, lines = start, first - 1
         last = None
         for n, off, length, obj, problem in scan_jsonl(path, start, first, st.st_size):
@@ -398,13 +430,17 @@ class ResultIndex:
             if problem is None and obj is not None:
                 rec, problem = bench_record(obj)
                 if rec is not None:
-                    recs.append((fid, n, off, length, *self._rec_fields(rec, keys, runs, facets)))
+                    key = identity.test_key(rec)
+                    recs.append((fid, n, off, length, *self._rec_fields(rec, key, keys, runs, facets)))
+                    if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
+                        imported.append((fid, n, *_stored_digests()(rec, key)))
             if problem is not None:
                 probs.append((fid, n, problem))
         if last is not None:
             done, lines = _read_up_to(path, *last)
         self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
+        self.conn.executemany("INSERT INTO imported VALUES (?, ?, ?, ?, ?)", imported)
         self.conn.execute(
             "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
             (
@@ -420,7 +456,9 @@ class ResultIndex:
             ),
         )
 
-    def _rec_fields(self, rec: BenchRecord, keys: dict, runs: dict, facets: dict) -> tuple:
+    def _rec_fields(
+        self, rec: BenchRecord, key: identity.TestKey, keys: dict, runs: dict, facets: dict
+    ) -> tuple:
         """A record's index row after its place (file, line, off, len): from R_STATUS to R_TUNE, its run,
         test key and facet numbered (a new one inserted)."""
         facet = (rec.image.name, rec.image.digest, rec.model.name, rec.model.size_bytes, rec.gpu_info)
@@ -428,7 +466,7 @@ class ResultIndex:
             rec.status,
             self._id("runs", runs, rec.run_id, "run_id"),
             identity.measured_at(rec),
-            self._id("keys", keys, key_hash(identity.test_key(rec)), "hash"),
+            self._id("keys", keys, key_hash(key), "hash"),
             1 if identity.is_repetition(rec) else 0,
             0 if identity.value(rec) is None else 1,
             self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
@@ -643,6 +681,30 @@ class ResultIndex:
         ).fetchall()
         return {(f, n): before for f, n, before in rows}
 
+    def imported_counts(self) -> tuple[int, int]:
+        """(records, md-table records) the index lists that came from an import (`imported` rows),
+        over every file indexed."""
+        n, untimed = self.conn.execute("SELECT COUNT(*), TOTAL(untimed) FROM imported").fetchone()
+        return n, int(untimed)
+
+    def imported(self, digests: Sequence[int], *, shown: bool, untimed: bool | None = None) -> list[tuple]:
+        """Index rows (R_* fields, then pos) of the imported records of the files of the last query
+        (`_order`) whose measured digest (`shown`: their shown digest; import_read.stored_digests) is
+        one of `digests`, only md-table rows (`untimed` True) or only the others (False) where given,
+        in store order."""
+        out: list[tuple] = []
+        col = "shown" if shown else "meas"
+        only = "" if untimed is None else f"i.untimed = {int(untimed)} AND "
+        for lo in range(0, len(digests), _IN_MAX):
+            part = list(digests[lo : lo + _IN_MAX])
+            out += self.conn.execute(
+                f"SELECT {_ROW_COLS}, {_POS} AS pos FROM imported i JOIN temp.ord o ON o.file = i.file "
+                f"JOIN recs r ON r.file = i.file AND r.line = i.line "
+                f"WHERE {only}i.{col} IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+        return sorted(out, key=lambda r: r[R_POS])
+
     def problems(self, files: Sequence[Path]) -> list[tuple[Path, int, str]]:
         """(file, line, why) of every refused line of `files`, in store order."""
         out = []
@@ -656,6 +718,14 @@ class ResultIndex:
                     )
                 ]
         return out
+
+
+def _stored_digests():
+    """import_read.stored_digests, imported when a record that came from an import is indexed (a
+    report of `toolkit bench` records never loads the import's readers)."""
+    from toolkit.results.import_read import stored_digests
+
+    return stored_digests
 
 
 def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:

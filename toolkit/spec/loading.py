@@ -17,7 +17,8 @@ from pydantic import (
 
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
-from toolkit.spec.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, excerpt
+from toolkit.spec.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec
+from toolkit.spec.template_vars import excerpt
 
 
 class LoadedMatrix:

@@ -31,10 +31,8 @@ from toolkit.spec.loading import (
 from toolkit.spec.schema import (
     CASE_DEFAULTS,
     MAX_COUNT,
-    MAX_TEMPLATE_INT,
     MAX_TOKENS,
     SCHEMA_VERSION,
-    TEMPLATE_VARS,
     BenchAxes,
     CampaignHost,
     CampaignSpec,
@@ -44,7 +42,6 @@ from toolkit.spec.schema import (
     ModelSpec,
     SourceSpec,
     StrictBlock,
-    check_template_var,
-    excerpt,
 )
 from toolkit.spec.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
+from toolkit.spec.template_vars import MAX_TEMPLATE_INT, TEMPLATE_VARS, check_template_var, excerpt

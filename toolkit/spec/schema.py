@@ -31,7 +31,10 @@ from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
 from toolkit.core.types import Backend, Runner
+from toolkit.spec.depth import DepthSweep
 from toolkit.spec.sizes import memory_bytes
+from toolkit.spec.template_vars import check_safe as _check_safe
+from toolkit.spec.template_vars import check_template_var
 
 SCHEMA_VERSION = 1
 
@@ -42,11 +45,6 @@ MAX_TOKENS = 10**7
 
 MAX_COUNT = 100_000
 """Threads, requests, iterations, concurrency: at most this many."""
-
-
-# Values that end up in Dockerfiles, labels and command lines: one line, no shell or Dockerfile
-# metacharacters. Anything else is rejected here, before a build starts.
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -75,7 +73,7 @@ MAX_ENV_STRING = 128 * 1024
 of 4 KiB (include/uapi/linux/binfmts.h): the container would fail to start after a build."""
 
 
-_RESERVED_VARS = {"image_name", "backend", "runner", "min_mesa_version", "template_hash"}
+_RESERVED_VARS = {"image_name", "backend", "runner", "template_hash"}  # min_mesa_version: TEMPLATE_VARS
 
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$")
@@ -91,15 +89,6 @@ class StrictBlock(BaseModel):
     tuple no list, a date no string (issue 21: `gfx_targets: false` reached the template)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-def _check_safe(value: str, what: str) -> str:
-    if not _SAFE_VALUE.match(value):
-        raise ValueError(
-            f"{what} {value!r} contains characters that are not allowed (newline, quote, space, $, ;, "
-            "backtick, ...); use only letters, digits and _ . , : / @ + = % ~ ^ -"
-        )
-    return value
 
 
 def _check_one_line(value: str, what: str) -> str:
@@ -221,85 +210,18 @@ class ImageSpec(StrictBlock):
 
     @field_validator("vars")
     @classmethod
-    def _vars(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _vars(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        image = f"image {info.data['name']!r}: " if "name" in info.data else ""  # absent: the name was bad
         for key, val in v.items():
             if key in _RESERVED_VARS:
-                raise ValueError(f"template variable {key!r} is set by the toolkit itself; rename yours")
+                raise ValueError(f"{image}template variable {key!r} is set by the toolkit; rename yours")
             if not isinstance(key, str) or not re.match(r"^[a-z_][a-z0-9_]*$", key):
-                raise ValueError(f"template variable name {key!r} must be snake_case")
-            check_template_var(key, val)
+                raise ValueError(f"{image}template variable name {key!r} must be snake_case")
+            try:
+                check_template_var(key, val)
+            except ValueError as err:
+                raise ValueError(f"{image}{err}") from None
         return v
-
-
-TEMPLATE_VARS: dict[str, tuple[str, str]] = {
-    "gfx_targets": ("gfx-list", "a non-empty list of AMD GPU targets, e.g. [gfx1201]"),
-    "cmake_args": ("str-list", "a list of cmake flags, e.g. ['-DGGML_NATIVE=OFF'] (or [])"),
-    "max_jobs": ("count", "a whole number of parallel compile jobs, e.g. 4"),
-    "kv_cache_gib": ("count", "a whole number of GiB, e.g. 4"),
-}
-"""Template variables whose shape the templates rely on: name -> (kind, what to write). Every other
-variable is one line of text (a version, an image reference, a commit), a whole number, or a list of
-text; a float is refused (`7.20` would render as 7.2: quote it), so is a boolean (it renders as
-True/False), a date (YAML reads an unquoted 2026-02-28 as one: quote it) or a mapping."""
-
-
-MAX_TEMPLATE_INT = 1 << 20
-_IMAGE_REF = re.compile(
-    # distribution's reference grammar (github.com/distribution/reference, regexp.go): an optional
-    # registry host[:port], lowercase path components, an optional tag, an optional digest
-    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?|localhost)/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
-)
-IMAGE_REF_WANT = "an image reference, e.g. debian:trixie-slim or rocm/dev-ubuntu-24.04:7.2.1@sha256:<64 hex>"
-
-
-_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
-
-
-def check_template_var(key: str, val: Any) -> None:
-    """ValueError naming template variable `key`, what it is and what to write, when `val` is not of
-    the kind the templates use it as (TEMPLATE_VARS, else one line of text or a whole number)."""
-    kind, want = TEMPLATE_VARS.get(
-        key,
-        ("scalar", "text (quote versions and dates: '7.2', '2026-02-28'), a whole number or a list of text"),
-    )
-    if key.endswith("base_image"):  # a template's FROM: `FROM  AS build` or `FROM ['a'] ...` is no image
-        kind, want = "image-ref", IMAGE_REF_WANT
-    got = excerpt(val, 40)
-    bad = ValueError(f"template variable {key!r} is {got}: expected {want}")
-    if kind == "image-ref":
-        if not isinstance(val, str) or len(val) > 255 or not _IMAGE_REF.match(val):
-            raise bad
-        return
-    if kind == "scalar" and isinstance(val, list):
-        kind = "str-list"
-    if kind in ("gfx-list", "str-list"):
-        if not isinstance(val, list) or (kind == "gfx-list" and not val):
-            raise bad
-        for item in val:
-            if not isinstance(item, str):
-                raise ValueError(
-                    f"template variable {key!r}: item {excerpt(item, 40)} is not text: expected {want}"
-                )
-            if kind == "gfx-list" and not _GFX.match(item):
-                raise ValueError(
-                    f"template variable {key!r}: {item!r} is not an AMD GPU target: expected {want}"
-                )
-            _check_safe(item, f"template variable {key!r} value")
-        return
-    if isinstance(val, bool) or not isinstance(val, str | int):
-        raise bad
-    if isinstance(val, int):
-        low = 1 if kind == "count" else 0
-        if not low <= val <= MAX_TEMPLATE_INT:
-            raise ValueError(
-                f"template variable {key!r} is {got}: expected a whole number from {low} to {MAX_TEMPLATE_INT}"
-            )
-        return
-    if kind == "count":
-        raise bad
-    _check_safe(val, f"template variable {key!r} value")
 
 
 class HfFile(StrictBlock):
@@ -337,6 +259,7 @@ class ModelSpec(StrictBlock):
     sha256: str | None = None
     generate: Literal["tiny-qwen3moe", "tiny-qwen3moe-hf"] | None = None
     runners: list[Runner] = Field(default_factory=lambda: ["llama-bench"])
+    depth: DepthSweep | None = None  # depth curves (llama-bench -d), toolkit/spec/depth.py
 
     @field_validator("name")
     @classmethod
@@ -412,6 +335,7 @@ class BenchAxes(StrictBlock):
         "the report shows the between-run spread and flags bimodal runs",
     )
     threads: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
+    canary: bool = Field(True, strict=True)  # llama-perplexity before each llama.cpp sweep: bench/canary.py
     cooldown_s: StrictInt = Field(
         0,
         ge=0,
@@ -420,9 +344,7 @@ class BenchAxes(StrictBlock):
         "0c1e57098): lets the GPU cool between tests; outside the measured window; recorded with every record",
     )
     timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
-    memory: str | None = Field(
-        None, description="container memory limit (docker --memory), e.g. 24g; recorded"
-    )
+    memory: str | None = Field(None, description="container memory limit (docker --memory), e.g. 24g")
     # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
     # (one container per combination; the llama-bench axes run inside each). Part of the test
     # identity (`env.NAME`, toolkit/results/identity.py) and a column of the tables where it varies;
@@ -758,6 +680,12 @@ class Matrix(StrictBlock):
         mdup = {n for n in mnames if mnames.count(n) > 1}
         if mdup:
             raise ValueError(f"duplicate model name(s): {', '.join(sorted(mdup))}")
+        for i, m in enumerate(self.models):
+            if m.depth is not None and (m.format != "gguf" or "llama-bench" not in m.runners):
+                raise ValueError(
+                    f"models[{i}].depth: the depth sweep runs llama-bench (-d) on a GGUF model; "
+                    f"{m.name!r} is not one: remove its `depth:` block"
+                )
         for i, img in enumerate(self.images):
             if img.source is not None and img.source not in self.sources:
                 raise ValueError(
@@ -778,9 +706,3 @@ class Matrix(StrictBlock):
         raise BadInput(
             f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})"
         )
-
-
-def excerpt(value: Any, limit: int = 80) -> str:
-    """repr of a value, cut to `limit` characters (an input may be huge; never echo all of it)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"

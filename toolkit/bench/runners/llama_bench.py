@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 from toolkit.bench import guard
 from toolkit.bench.observe import kernel_fault, merge_flags
 from toolkit.bench.runners.base import (
-    BenchOptions,
     Case,
     Outcome,
     RunContext,
@@ -79,7 +78,7 @@ class LlamaBenchRunner:
                 Step("GPU-path probe", ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx))))
             )
         for env in ctx.lm.m.bench.env_combinations():
-            rs = _run_spec(ctx, ctx.lm.m.bench, path, env)
+            rs = _run_spec(ctx, ctx.lm.m.bench, path, env, memory_limit(ctx.lm, ctx.opts))
             where = f", env {_env_label(env)}" if env else ""
             steps += [
                 Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}{where}", ctx.engine.run_command(rs))
@@ -118,13 +117,8 @@ class LlamaBenchRunner:
             out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=probe))
         for env in ctx.lm.m.bench.env_combinations():
             for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
-                one = (
-                    dataclasses.replace(
-                        ctx, opts=dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
-                    )
-                    if runs > 1
-                    else ctx
-                )
+                opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+                one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
                 o = bench_one(one, env=env)
                 notes = ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
                     [f"env {_env_label(env)}"] if env else []
@@ -141,10 +135,12 @@ def _env_label(env: dict[str, str | None]) -> str:
     return " ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in sorted(env.items()))
 
 
-def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str | None] | None = None):
-    """The container of one llama-bench process over `axes` on model file `path`, with the `bench.env`
-    combination `env` set (-e; it may not replace the device selection and caches the toolkit sets; a
-    variable None is not passed: unset, unless the image's own ENV sets it, which `environment` shows)."""
+def _run_spec(
+    ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str | None] | None, memory: int | None
+):
+    """The container of one llama-bench process over `axes` on model file `path`, `memory` bytes at most,
+    with the `bench.env` combination `env` set (-e; not over the device selection and caches the toolkit
+    sets; a variable None is not passed: unset, unless the image's own ENV sets it: see `environment`)."""
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
     name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
@@ -156,7 +152,7 @@ def _run_spec(ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str |
         shader_volume=_shader_volume(ctx),
         run_id=opts.run_id,
         name=name,
-        memory_bytes=memory_limit(ctx.lm, opts),
+        memory_bytes=memory,
         model_file=True,
     )
     if env:
@@ -291,19 +287,17 @@ class RowSink:
     order (the evidence for each row's verdict), progress lines become `progress` events, and each
     JSONL row becomes one record saved the moment it is printed (a row per finished test), valid or
     failed with the reason (the validity pass, a CPU fallback, the model file changed under the run, a
-    value the record refuses). `base` holds the record fields every row shares."""
+    value the record refuses). `base`: the record fields every row shares; `model`: the file they name."""
 
     spec: ImageSpec
-    opts: BenchOptions
-    axes: BenchAxes
-    path: Path
-    sha: str
-    hashed: Any  # file_identity(path) when `sha` was computed
+    model: ModelRef
+    allow_software_gpu: bool  # --allow-software-gpu: a row on Mesa lavapipe is a result
+    repetitions: int  # bench.repetitions: a row's samples when it lists none (seconds measured)
+    hashed: Any  # file_identity(model.path) when its sha256 was computed
     base: dict[str, Any]
     saver: Any  # guard.Saver (or the caller's)
     observer: Any  # observe.RunObserver
     events: Any
-    model: str
     cold: bool | None = None  # shader cache: None when the image has none
     printed: list[str] = dataclasses.field(default_factory=list)
     streamed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -325,18 +319,18 @@ class RowSink:
     def row(self, raw: dict[str, Any]) -> None:
         """One llama-bench row -> one record, written now."""
         self.streamed.append(raw)
-        self.measured += _row_seconds(raw, self.axes.repetitions)
+        self.measured += _row_seconds(raw, self.repetitions)
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
         bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
         void = (
             f"row is not a measurement: {bad}"
             if bad
-            else _void_reason(self.spec, self.opts, raw, "\n".join(self.printed))
+            else _void_reason(self.spec.backend, self.allow_software_gpu, raw, "\n".join(self.printed))
         )
-        if file_identity(self.path) != self.hashed:
+        if file_identity(Path(self.model.path)) != self.hashed:
             void = (
-                f"model file {self.path} changed during the run: its sha256 {self.sha[:12]} no longer "
-                "describes what was measured"
+                f"model file {self.model.path} changed during the run: its sha256 "
+                f"{self.model.sha256[:12]} no longer describes what was measured"
             )
         norm = llamabench.normalize(raw)
         seen = self.observer.test(raw)
@@ -367,6 +361,14 @@ class RowSink:
             self.voids.append(void)
         self.saver.save(rec)
 
+    def finish(self, stdout: str, elapsed: float) -> tuple[int, dict[str, float]]:
+        """The process ended after `elapsed` seconds, `stdout` all it printed: a last row no line handed
+        over (Ctrl-C, the engine lost) is saved too. (rows printed, timing: the rows' samples as tests_s)."""
+        rows = llamabench.parse_jsonl(stdout)
+        for raw in rows[len(self.streamed) :]:
+            self.row(raw)
+        return len(rows), self.timing(elapsed, sum(_row_seconds(r, self.repetitions) for r in rows))
+
     def stdout(self, line: str) -> None:
         self.printed.append(line)
         if line.lstrip().startswith("{"):
@@ -379,7 +381,7 @@ class RowSink:
         p = llamabench.progress_of(line)
         if p:
             self.events(
-                "progress", image=self.spec.name, model=self.model, done=p[0] - 1, total=p[1], phase=p[2]
+                "progress", image=self.spec.name, model=self.model.name, done=p[0] - 1, total=p[1], phase=p[2]
             )
 
 
@@ -447,7 +449,7 @@ def bench_one(
     axes = axes or lm.m.bench
     shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
-    rs = _run_spec(ctx, axes, path, env)
+    rs = _run_spec(ctx, axes, path, env, memory)
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = check_sha(lm, model, path)
@@ -461,32 +463,32 @@ def bench_one(
     events("start", image=spec.name, model=model.name, total=n_cases)
     saver = opts.saver or guard.Saver(store)
     log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
-    base = _base_fields(ctx, axes, rs, _model_ref(model, path, sha), memory, env, probe, log_path)
+    ref = _model_ref(model, path, sha)
+    base = _base_fields(ctx, axes, rs, ref, memory, env, probe, log_path)
     observer = run_observer(ctx)
-    sink = RowSink(spec, opts, axes, path, sha, hashed, base, saver, observer, events, model.name, cold)
+    sink = RowSink(
+        spec, ref, opts.allow_software_gpu, axes.repetitions, hashed, base, saver, observer, events, cold
+    )
     timeout = opts.timeout_s or axes.timeout_s
     out, stop, facts = _run_observed(ctx, rs, sink, observer, timeout)
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
         log_problem = saver.write_text(log_path, _log_text(engine.run_command(rs), out))
-        rows = llamabench.parse_jsonl(out.stdout)
-        for raw in rows[len(sink.streamed) :]:  # a last row printed without a newline, if any
-            sink.row(raw)
-        timing = sink.timing(out.seconds, sum(_row_seconds(r, axes.repetitions) for r in rows))
+        n_rows, timing = sink.finish(out.stdout, out.seconds)
         # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), else a GPU fault in the
         # kernel log during the run: its numbers are not trusted; else rows are missing
         error = (
             _process_error(out, stop, timeout, memory, engine)
             or kernel_fault(facts)
-            or _missing_rows(rows, n_cases)
+            or _missing_rows(n_rows, n_cases)
         )
         if error:
-            fault = _fault_record(base, timing, error, len(rows), n_cases, log_problem)
+            fault = _fault_record(base, timing, error, n_rows, n_cases, log_problem)
             saver.save(fault, reraise=stop is None)
     if stop is not None:
         raise stop
     events("done", image=spec.name, model=model.name, total=n_cases)
     reason = error or (sink.voids[0] if sink.voids else "")
-    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, len(rows), rs.command, timing)
+    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, n_rows, rs.command, timing)
 
 
 def _model_ref(model: ModelSpec, path: Path, sha: str) -> ModelRef:
@@ -541,12 +543,12 @@ def _log_text(command: list[str], out: Any) -> str:
     return f"$ {shlex.join(command)}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}"
 
 
-def _missing_rows(rows: list[dict[str, Any]], n_cases: int) -> str | None:
+def _missing_rows(n_rows: int, n_cases: int) -> str | None:
     """Why a process that exited 0 is not "ok" for its rows: none printed, or tests silently left out."""
-    if not rows:
+    if not n_rows:
         return "llama-bench printed no result rows"
-    if len(rows) < n_cases:
-        return f"llama-bench emitted {len(rows)} result rows for {n_cases} cases and exited 0"
+    if n_rows < n_cases:
+        return f"llama-bench emitted {n_rows} result rows for {n_cases} cases and exited 0"
     return None
 
 
@@ -578,16 +580,16 @@ def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
     return sum(raw.get("samples_ns") or []) / 1e9 or (raw.get("avg_ns", 0) * repetitions / 1e9)
 
 
-def _void_reason(spec: ImageSpec, opts: BenchOptions, raw: dict[str, Any], printed: str) -> str | None:
+def _void_reason(backend: str, allow_software_gpu: bool, raw: dict[str, Any], printed: str) -> str | None:
     """Why a row is not what was asked for (a CPU fallback, a software Vulkan device not opted into),
     judged on the row and on everything the container printed before it (devices are set up before
     the first test). None: the row is a result."""
-    fallback = llamabench.cpu_fallback_reason(printed, spec.backend, [raw])
+    fallback = llamabench.cpu_fallback_reason(printed, backend, [raw])
     if fallback:
         return f"CPU fallback: {fallback}"
     if (
-        not opts.allow_software_gpu
-        and spec.backend != "cpu"
+        not allow_software_gpu
+        and backend != "cpu"
         and backends.is_software_device(str(raw.get("gpu_info", "")))
     ):
         return f"ran on a software device ({raw.get('gpu_info')}) without --allow-software-gpu"

@@ -31,6 +31,7 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.engine.api import RunSpec
+from toolkit.runtimes.vllm.args import VLLM_40081
 
 MARK = "TOOLKIT_GPU_PROBE "
 """Prefix of the one stdout line that carries the facts (the runtimes log to the same streams)."""
@@ -115,18 +116,6 @@ SOURCES = {
     "vllm": _COMMON_HEAD + _VLLM + _TORCH + _AMDSMI + _TAIL,
     "sglang": _COMMON_HEAD + _SGLANG + _TORCH + _TAIL,
 }
-
-# vllm-project/vllm#40081 and what a user can do about it (the issue thread and its fix's pull request,
-# vllm#41585: amdsmi needs /sys/bus/pci/drivers/amdgpu, hwmon and DRM sysfs nodes, which an unprivileged
-# container lacks although /dev/kfd and /dev/dri work; the reporter's patches are linked from the issue).
-VLLM_40081 = (
-    "vllm-project/vllm#40081: vLLM detects ROCm through amdsmi alone (vllm/platforms/__init__.py "
-    "rocm_platform_plugin), and amdsmi cannot read the GPU's sysfs nodes (/sys/bus/pci/drivers/amdgpu, "
-    "hwmon, DRM) inside an unprivileged container although /dev/kfd and /dev/dri work; not fixed in vLLM "
-    "0.16.0 or 0.28.0. What to do: build the image from a vLLM carrying the hipGetDeviceCount fallback of "
-    "vllm-project/vllm#41585 (open pull request) or the reporter's patches linked from the issue, and check "
-    "what amdsmi says in the container (this probe's amdsmi_error / amdsmi_processors)"
-)
 
 
 def probe_command(runtime: str) -> list[str]:

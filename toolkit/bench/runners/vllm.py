@@ -3,21 +3,8 @@
     VllmRunner().run(ctx) -> [Outcome]                    the run; Docker only through ctx.engine
     vllm_commands(lm, spec, model, engine=...) -> [argv]  the exact docker commands, for --dry-run
 
-One method per axis, stored in every record's `method` (README: "vLLM methods"):
-
-    vllm-bench-latency-prefill  pp L: `vllm bench latency --input-len L --output-len 1 --batch-size 1`;
-                                tok/s = L / avg_latency.
-    vllm-bench-latency-decode   tg N: latency at --output-len N+1 minus at --output-len 1 (batch 1, the
-                                smallest prompt length of the matrix, so that run is shared with pp);
-                                tok/s = N / difference. Failed (never a number) when the difference
-                                is not above the noise of the two runs: <= NOISE_SIGMAS x the combined
-                                stddev of their per-iteration latencies (see `decode_noise_error`).
-    vllm-bench-serve            one `vllm serve` container; per (L, N, concurrency C) a
-                                `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
-                                with `docker exec` in that container; avg_ts = output tok/s. Failed
-                                when the tokens generated fall short of requests x output length (see
-                                `served_shortfall_error`): with --ignore-eos every request must give
-                                exactly the length asked for.
+One method per axis, stored in every record's `method` (README: "vLLM methods"; how each number is
+made: toolkit/runtimes/vllm/args.py, the argument lists, and output.py, the parsers and checks).
 
 Quantization and revision of a Hugging Face checkpoint (toolkit/models/checkpoint.py) are checked before
 any container starts (`checkpoint_preflight`): the method is the checkpoint's own (config.json) unless
@@ -43,7 +30,6 @@ from typing import Any, ClassVar
 
 from toolkit.bench.observe import RunObserver, kernel_fault, with_window
 from toolkit.bench.runners import platform_probe
-from toolkit.bench.runners import vllm_args as va
 from toolkit.bench.runners.base import (
     Case,
     Events,
@@ -62,12 +48,13 @@ from toolkit.bench.runners.base import (
     stale_marks,
     tree_sha256,
 )
-from toolkit.bench.runners.vllm_args import Checkpoint, checkpoint_preflight
 from toolkit.core import backends, stats
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
+from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
+from toolkit.runtimes.vllm import args as va
 from toolkit.runtimes.vllm.output import (
     METHOD_DECODE,
     METHOD_PREFILL,
@@ -563,6 +550,27 @@ def _served_error(what: str, parsed: dict[str, Any], lv: va.ServeLevel, *, ignor
     ):
         return f"{what}: {short}"
     return None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a vLLM run of one model directory is checked against before any container starts:
+    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
+
+    quant: hf_checkpoint.QuantChoice
+    revision: str | None
+
+
+def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
+    """Read and check a Hugging Face checkpoint directory (toolkit/models/checkpoint.py): quantization
+    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
+    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
+    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
+    if not path.is_dir():
+        q = lm.m.settings("vllm").quantization
+        return Checkpoint(hf_checkpoint.QuantChoice(q, "matrix" if q else "none", None), None)
+    quant = hf_checkpoint.resolve_quantization(lm, model, path)
+    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
 
 
 def model_ref(

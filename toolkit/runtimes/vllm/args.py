@@ -1,24 +1,37 @@
 """vLLM's own knowledge, pure (no container, no engine): the argument lists of `vllm bench latency`,
 `vllm serve` and `vllm bench serve` for the pinned settings (the contract test feeds them to the pinned
-release's own parser), which commands one (image, model) needs, and the parsers of what vLLM writes
-(its result JSON, tolerant of neighbouring releases; its log's attention backend and platform),
-and the quantization and revision a checkpoint is run with (`checkpoint_preflight`: files only).
-The runner (vllm.py) keeps the container side, as sglang.py does beside runtimes/sglang/args.py."""
+release's own parser), which commands one (image, model) needs and the cases they measure, the
+settings a recorded run used, and the parsers of what vLLM writes (its result JSON, tolerant of
+neighbouring releases; its log's attention backend and platform; known upstream bugs a log names).
+The runner (toolkit/bench/runners/vllm.py) keeps the container side, as sglang.py does beside
+runtimes/sglang/args.py.
+
+One method per axis, stored in every record's `method` (README: "vLLM methods"):
+
+    vllm-bench-latency-prefill  pp L: `vllm bench latency --input-len L --output-len 1 --batch-size 1`;
+                                tok/s = L / avg_latency.
+    vllm-bench-latency-decode   tg N: latency at --output-len N+1 minus at --output-len 1 (batch 1, the
+                                smallest prompt length of the matrix, so that run is shared with pp);
+                                tok/s = N / difference. Failed (never a number) when the difference
+                                is not above the noise of the two runs: <= NOISE_SIGMAS x the combined
+                                stddev of their per-iteration latencies (output.py `decode_noise_error`).
+    vllm-bench-serve            one `vllm serve` container; per (L, N, concurrency C) a
+                                `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
+                                with `docker exec` in that container; avg_ts = output tok/s. Failed
+                                when the tokens generated fall short of requests x output length
+                                (bench/runners/base.py `served_shortfall_error`): with --ignore-eos
+                                every request must give exactly the length asked for.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.bench.runners import platform_probe
-from toolkit.bench.runners.base import (
-    Case,
-)
 from toolkit.core import jsonsafe
-from toolkit.models import checkpoint as hf_checkpoint
-from toolkit.results.records import BenchRecord
 from toolkit.runtimes.vllm.output import (
     ATTENTION_DISPLAY_NAMES,
     METHOD_DECODE,
@@ -26,33 +39,12 @@ from toolkit.runtimes.vllm.output import (
     METHOD_SERVE,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.spec.matrix import ImageSpec, LoadedMatrix
 
 SERVE_PORT = 8000
 
 
 PERCENTILES = "50,90,99"
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """What a vLLM run of one model directory is checked against before any container starts:
-    the quantization it uses and the Hub revision it is pinned to (None: not a Hub checkpoint)."""
-
-    quant: hf_checkpoint.QuantChoice
-    revision: str | None
-
-
-def checkpoint_preflight(lm: LoadedMatrix, model: ModelSpec, path: Path) -> Checkpoint:
-    """Read and check a Hugging Face checkpoint directory (toolkit/models/checkpoint.py): quantization
-    (the checkpoint's own config.json unless `vllm.quantization` overrides it) and revision. Raises
-    BadInput naming matrix.yaml, the field and the fix; no container is involved. A single-file
-    model (GGUF) has no config.json: quantization `none`, as far as the toolkit can tell."""
-    if not path.is_dir():
-        q = lm.m.settings("vllm").quantization
-        return Checkpoint(hf_checkpoint.QuantChoice(q, "matrix" if q else "none", None), None)
-    quant = hf_checkpoint.resolve_quantization(lm, model, path)
-    return Checkpoint(quant, hf_checkpoint.check_revision(lm, model, path))
 
 
 def engine_args(v: VllmSettings) -> list[str]:
@@ -82,7 +74,7 @@ def engine_args(v: VllmSettings) -> list[str]:
 def pinned_engine(v: VllmSettings) -> dict[str, Any]:
     """The settings `engine_args` passes, as stored in each record's `engine`. `quantization` here is
     the matrix's override (None: none passed); the run replaces it with the method actually used
-    (`hf_checkpoint.QuantChoice.as_record`)."""
+    (toolkit/models/checkpoint.py `QuantChoice.as_record`)."""
     return {
         "max_num_batched_tokens": v.max_num_batched_tokens,
         "max_model_len": v.max_model_len,
@@ -99,10 +91,11 @@ def pinned_engine(v: VllmSettings) -> dict[str, Any]:
     }
 
 
-def settings_from_records(records: list[BenchRecord], base: dict[str, Any] | None = None) -> VllmSettings:
+def settings_from_records(records: Sequence[Any], base: dict[str, Any] | None = None) -> VllmSettings:
     """The VllmSettings a vLLM run used, rebuilt from its records (for `toolkit reproduce`).
 
-    records: BenchRecords of one run (runner vllm; others ignored); base: a `vllm:` mapping to start
+    records: BenchRecords of one run (toolkit.results.records.BenchRecord, read for its runner, engine,
+    axis, raw and status; records of other runners ignored); base: a `vllm:` mapping to start
     from (the run folder's matrix.yaml), overridden by what the records state: every `pinned_engine`
     key, the served concurrency levels, and -- for records written before num_iters was stored --
     the number of per-iteration latencies. `quantization` is the matrix override only (a method read
@@ -356,11 +349,11 @@ def fallback_error(spec: ImageSpec, notes: dict[str, Any]) -> str | None:
     return None
 
 
-def cases(lm: LoadedMatrix) -> list[Case]:
+def cases(lm: LoadedMatrix) -> list[dict[str, Any]]:
     """One case per record a run writes: pp L and tg N (`vllm.num_iters` timed iterations each), then
     one per served level (L, N, concurrency C; one run of `num_prompts` requests)."""
     v = lm.m.settings("vllm")
-    out: list[Case] = [
+    out: list[dict[str, Any]] = [
         {"method": METHOD_PREFILL, "n_prompt": p, "n_gen": 0, "repetitions": v.num_iters}
         for p in lm.m.bench.n_prompt
         if p > 0
@@ -387,12 +380,25 @@ def case_key(method: str, n_prompt: int, n_gen: int, concurrency: Any) -> tuple[
     return (method, n_prompt, n_gen, int(concurrency) if concurrency else None)
 
 
+# vllm-project/vllm#40081 and what a user can do about it (the issue thread and its fix's pull request,
+# vllm#41585: amdsmi needs /sys/bus/pci/drivers/amdgpu, hwmon and DRM sysfs nodes, which an unprivileged
+# container lacks although /dev/kfd and /dev/dri work; the reporter's patches are linked from the issue).
+VLLM_40081 = (
+    "vllm-project/vllm#40081: vLLM detects ROCm through amdsmi alone (vllm/platforms/__init__.py "
+    "rocm_platform_plugin), and amdsmi cannot read the GPU's sysfs nodes (/sys/bus/pci/drivers/amdgpu, "
+    "hwmon, DRM) inside an unprivileged container although /dev/kfd and /dev/dri work; not fixed in vLLM "
+    "0.16.0 or 0.28.0. What to do: build the image from a vLLM carrying the hipGetDeviceCount fallback of "
+    "vllm-project/vllm#41585 (open pull request) or the reporter's patches linked from the issue, and check "
+    "what amdsmi says in the container (this probe's amdsmi_error / amdsmi_processors)"
+)
+
 # A failure whose log names a known upstream bug says so. vllm/config/device.py:57 (0.16.0, 0.28.0)
 # raises "Failed to infer device type" when no platform plugin matched; on ROCm in an unprivileged
 # container that is vllm-project/vllm#40081 (rocm_platform_plugin in vllm/platforms/__init__.py asks
 # amdsmi only, which cannot read sysfs there; open, unfixed in both pinned releases; vllm#41585 proposes
-# a hipGetDeviceCount fallback). The GPU-path probe (platform_probe) catches it before any test runs.
-_KNOWN_ISSUES = (("Failed to infer device type", f" ({platform_probe.VLLM_40081})"),)
+# a hipGetDeviceCount fallback). The GPU-path probe (bench/runners/platform_probe.py) catches it before
+# any test runs.
+_KNOWN_ISSUES = (("Failed to infer device type", f" ({VLLM_40081})"),)
 
 
 def known_issue(log: str) -> str:

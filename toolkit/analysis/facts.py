@@ -1,0 +1,285 @@
+"""One record's facts, computed once per report: BenchRecord --Facts.of--> Facts, the frozen object the
+tables, verdict, plots and compare read (test key, tok/s, relative stddev, sample stats, the 95 %
+confidence interval over process repeats, energy, CPU fallback, clamped micro-batch, warm-up outlier, stored and telemetry flags, roofline, flags), and
+the per-record rules they are computed by (also importable from toolkit.analysis.tables).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.analysis.flag_help import TELEMETRY_VERDICT_FLAGS
+from toolkit.analysis.roofline import Roofline, ceiling, roofline
+from toolkit.core import backends, stats
+from toolkit.results import identity
+from toolkit.results.identity import value
+from toolkit.results.records import BenchRecord
+from toolkit.runtimes.llama_bench.output import cpu_fallback_of, effective_ubatch
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Thresholds as fractions: noisy = relative stddev, bw_floor = share of peak bandwidth,
+    min_margin = the smallest margin the verdict calls a win."""
+
+    noisy: float = 0.05
+    bw_floor: float = 0.05
+    min_margin: float = 0.03
+
+
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def rel_stddev(r: BenchRecord) -> float | None:
+    v = value(r)
+    return r.stddev_ts / v if r.stddev_ts is not None and v else None
+
+
+def sample_stats(r: BenchRecord) -> dict[str, float] | None:
+    """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
+    xs = [x for x in r.samples_ts if math.isfinite(x)]
+    if len(xs) < 2:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def warmup_outlier(r: BenchRecord) -> bool:
+    """First sample > 10 % off the median of the others and outside their range by more than their
+    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
+    xs = r.samples_ts
+    if len(xs) < 3:
+        return False
+    first, rest = xs[0], xs[1:]
+    med = statistics.median(rest)
+    spread = max(rest) - min(rest)
+    dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
+    return med > 0 and abs(first - med) > 0.10 * med and dist > spread
+
+
+def stored_flags(r: BenchRecord) -> list[str]:
+    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored)."""
+    stored = (r.model_extra or {}).get("flags")
+    return [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+
+
+def telemetry_flags(r: BenchRecord) -> list[str]:
+    """The stored flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...), in
+    stored order: what made the system's state during the test not the card's alone."""
+    return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
+
+
+MIN_PROCESSES = 3
+"""Process repeats (`bench.runs`, or repeated rows of one import) a cell needs for a confidence interval:
+with two, t(0.975, 1 df) = 12.7 makes an interval too wide to decide anything (issue 34 item 5)."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A cell's two-sided 95 % confidence interval of its mean tok/s: [low, high] = mean ± t(0.975,
+    n - 1) x stdev(process means) / sqrt(n) (stats.mean_half_width95) over the `processes` (n >= 3)
+    process means identity.combine_runs keeps in `between_runs.means` (the cell's value is their mean)."""
+
+    low: float
+    high: float
+    processes: int
+
+    @property
+    def half(self) -> float:
+        """Half-width, tok/s."""
+        return (self.high - self.low) / 2
+
+    def rel(self) -> float:
+        """Half-width as a fraction of the mean (the interval's middle); inf for a mean <= 0."""
+        mid = (self.low + self.high) / 2
+        return self.half / mid if mid > 0 else math.inf
+
+
+def process_means(r: BenchRecord) -> list[float]:
+    """The means of the processes combined into `r` (identity.combine_runs' `between_runs.means`, in
+    tok/s; finite numbers only); [] for a record of one process."""
+    runs = (r.model_extra or {}).get("between_runs")
+    means = runs.get("means") if isinstance(runs, dict) else None
+    return [f for m in means if (f := _float(m)) is not None] if isinstance(means, list) else []
+
+
+def interval(r: BenchRecord) -> Interval | None:
+    """The 95 % interval of `r`'s tok/s over its process means, centred on its value; None (unknown)
+    with fewer than MIN_PROCESSES process means or no value."""
+    means, v = process_means(r), value(r)
+    if len(means) < MIN_PROCESSES or v is None:
+        return None
+    half = stats.mean_half_width95(means)
+    return Interval(v - half, v + half, len(means)) if math.isfinite(half) else None
+
+
+@dataclass(frozen=True)
+class Energy:
+    """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
+    `tokens` (n_prompt + n_gen) x repetitions, `joules` of all its GPUs together, `source` how it was
+    measured (`counter`, `integrated-average-power`, or both joined by `+` across GPUs)."""
+
+    tok_per_j: float
+    joules: float
+    tokens: float
+    source: str
+
+    @property
+    def j_per_token(self) -> float:
+        return 1.0 / self.tok_per_j
+
+
+def energy(r: BenchRecord) -> Energy | None:
+    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
+    finite number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry
+    (schema 1, imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU
+    shared with another process (`gpu-shared`: the board's energy counts that process's work too; on
+    the H200 case 7.6-9.4 tok/J beside another tenant vs 30.7-43.7 alone). Never a number from an
+    invalid window: tok/J is tokens / joules of the window, as window_summary computed it."""
+    t = r.telemetry
+    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
+        return None
+    joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
+    if joules is None or tokens is None or joules <= 0 or tokens <= 0:
+        return None
+    gpus = t.get("gpus")
+    gpus = gpus if isinstance(gpus, dict) else {}
+    sources = sorted(
+        {str(g["energy_source"]) for g in gpus.values() if isinstance(g, dict) and g.get("energy_source")}
+    )
+    return Energy(tokens / joules, joules, tokens, "+".join(sources) or "?")
+
+
+def is_cpu_fallback(r: BenchRecord) -> bool:
+    """A GPU image's record that ran on the CPU: failed as such, or the one CPU-fallback rule
+    (core.backends.cpu_fallback_reason, the rule `toolkit bench` applies to each row) says so."""
+    if r.status != "ok" and "cpu fallback" in (r.error or "").lower():
+        return True
+    return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
+
+
+def is_software_gpu(r: BenchRecord) -> bool:
+    return backends.BACKENDS.get(
+        r.image.backend, backends.BACKENDS["cpu"]
+    ).gpu and backends.is_software_device(r.gpu_info)
+
+
+def ub_applies(r: BenchRecord) -> bool:
+    """The micro-batch is a knob of this test: it has a prompt to process (pp, pp+tg). A decode test
+    (tg) generates one token per step whatever n_ubatch says, so neither `ub-clamped` nor
+    `ub-no-effect` is said of it."""
+    return r.n_prompt > 0 and r.axis != "served"
+
+
+def ub_clamped(r: BenchRecord) -> int | None:
+    """The effective micro-batch when it is smaller than the asked one (llama.cpp clamps), else None;
+    None for tests the micro-batch does not apply to (ub_applies)."""
+    if not ub_applies(r):
+        return None
+    eff = effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth)
+    return eff if r.n_ubatch and eff is not None and eff < r.n_ubatch else None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A record and its facts under one report's options (Facts.of): `key` its identity.TestKey,
+    `value` tok/s (None: not finite), `rsd` stddev / value, `stats` sample median/min/max (sample_stats),
+    `ci` the 95 % interval over process means (interval; None: unknown, fewer than 3 processes),
+    `processes` how many process means the value is the mean of (1: a single process),
+    `energy` (None: not valid), `cpu_fallback`, `ub_clamped` (the effective micro-batch when clamped),
+    `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored), `roof` (roofline, None: no known
+    GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's)."""
+
+    record: BenchRecord
+    key: identity.TestKey
+    value: float | None
+    rsd: float | None
+    stats: dict[str, float] | None
+    energy: Energy | None
+    cpu_fallback: bool
+    ub_clamped: int | None
+    warmup_outlier: bool
+    stored_flags: tuple[str, ...]
+    telemetry_flags: tuple[str, ...]
+    roof: Roofline | None
+    flags: tuple[str, ...] = ()
+    ci: Interval | None = None
+    processes: int = 1
+
+    @classmethod
+    def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
+        """The facts of `r` (opts: the thresholds its flags are said under, default ReportOptions())."""
+        roof = roofline(r)
+        f = cls(
+            r,
+            identity.test_key(r),
+            value(r),
+            rel_stddev(r),
+            sample_stats(r),
+            energy(r),
+            is_cpu_fallback(r),
+            ub_clamped(r),
+            warmup_outlier(r),
+            tuple(stored_flags(r)),
+            tuple(telemetry_flags(r)),
+            roof,
+            ci=interval(r),
+            processes=max(1, len(process_means(r))),
+        )
+        object.__setattr__(f, "flags", tuple(_flags(f, opts or ReportOptions(), roof)))  # frozen once set
+        return f
+
+
+def facts_of(items: Iterable[BenchRecord | Facts], opts: ReportOptions | None = None) -> list[Facts]:
+    """The Facts of each item, in order: a Facts as it is, a record's built under `opts` (Facts.of)."""
+    return [x if isinstance(x, Facts) else Facts.of(x, opts) for x in items]
+
+
+def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = None) -> list[str]:
+    """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table);
+    `roof`: its roofline where a table knows it (bw-below-floor is said against it)."""
+    return _flags(Facts.of(r, opts), opts, roof)
+
+
+def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None) -> list[str]:
+    r, extra = f.record, f.record.model_extra or {}
+    out = []
+    if f.ub_clamped is not None:
+        out.append("ub-clamped")
+    if f.cpu_fallback:
+        out.append("cpu-fallback")
+    if is_software_gpu(r):
+        out.append("software-gpu")
+    if f.rsd is not None and f.rsd > opts.noisy:
+        out.append("noisy")
+    if f.warmup_outlier:
+        out.append("warmup-outlier")
+    if "stddev_ts" in (extra.get("repaired") or []):
+        out.append("stddev-recomputed")
+    if extra.get("experimental"):
+        out.append("experimental")
+    if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
+        out.append("synthetic-twin")
+    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
+    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
+        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
+    elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
+        out.append("bw-below-floor")
+    if extra.get("concurrent"):
+        out.append("concurrent")
+    if getattr(r, "clock_skew", None):
+        out.append("clock-skew")
+    if identity.is_tune_trial(r):
+        out.append("tune-trial")
+    out += [
+        s for s in dict.fromkeys(f.stored_flags) if s not in out
+    ]  # a runner's (telemetry: gpu-shared, ...)
+    return out

@@ -1,0 +1,334 @@
+"""The correctness canary (issue 34): before an image's sweep, llama-perplexity in that image scores a
+small fixed text with the benchmarked model (toolkit.runtimes.llama_bench.perplexity: 4 chunks of 128
+tokens, seconds on a CPU). A fast image whose kernels compute garbage is caught here, not crowned.
+
+Decision (`judge`), per (image, model file):
+- the perplexity must be finite and >= 1, and the scored tokens' log-probabilities must differ (all
+  equal: the logits carry no information), else the image is `wrong-output`;
+- against the CPU control - the canary of a `cpu`-backend image on the same model file (sha256), the
+  same text (sha256), n_ctx and chunks, from this run or else the newest stored one - the image is
+  `wrong-output` when |ln(PPL_image / PPL_cpu)| > BOUND_LN. Without a control only the first check
+  runs, and the result says "no CPU control".
+
+Every record of a `wrong-output` (image, model) carries the stored flag `wrong-output` and a `canary`
+field with the result; the report's verdict never crowns it. Each result is also appended to
+results/<digest12>/canary.jsonl (one JSON object per canary run, the run id in it). A canary that could
+not run (an image built before llama-perplexity was shipped, a timeout, a crash, the text too short for
+the model's tokenizer) is said and stored as `unchecked`: its records are not flagged (unknown is not
+wrong). `bench.canary: false` skips it. llama.cpp images only: vLLM and SGLang have no canary yet
+(docs/running.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from toolkit.bench import guard
+from toolkit.bench.observe import merge_flags
+from toolkit.bench.runners.base import (
+    Outcome,
+    RunContext,
+    check_sha,
+    container_spec,
+    memory_limit,
+    now,
+    resolve_model,
+)
+from toolkit.engine import api as engine_api
+from toolkit.results.records import BenchRecord, ResultStore, read_jsonl, short_digest
+from toolkit.runtimes.llama_bench import perplexity as ppl_mod
+
+BOUND_LN = 0.05
+"""The largest |ln(PPL_image / PPL_cpu)| of a correct image (0.05: within about 5 %). Measured here
+(2026-12-02, llama.cpp 0c1e57098, the tiny stand-in, text sha256 of data/canary.txt): CPU image PPL
+535.8769, Vulkan image on Mesa lavapipe 535.9028, |ln ratio| = 4.8e-5. The bound leaves three orders
+of magnitude for the numeric differences of real GPU kernels (quantized dot products in other orders and
+precisions); a broken kernel or corrupted weights give NaN or a perplexity off by a factor, far beyond
+it. Not yet measured with the reference model on an R9700: revisit the margin there."""
+
+FLAG = "wrong-output"
+TIMEOUT_S = 1800.0
+"""Seconds one canary container may take: lavapipe's first (cold) shader compile took 110 s here."""
+TEXT_TARGET = "/canary/canary.txt"
+MAX_THREADS = 16
+
+
+@dataclass
+class CanaryResult:
+    """One canary run of (image, model file). status: `ok`, `wrong-output` or `unchecked` (it could not
+    run: `reason` says why). ppl: perplexity (None when unchecked); control: the CPU control it was
+    compared with ({image, digest, run_id, ppl}) or None; ln_ratio: ln(ppl / control ppl); seconds:
+    the container's wall time."""
+
+    image: str
+    model: str
+    digest: str
+    backend: str
+    model_sha256: str
+    status: str
+    reason: str = ""
+    ppl: float | None = None
+    ppl_error: float | None = None
+    n_ctx: int = ppl_mod.N_CTX
+    chunks: int = ppl_mod.CHUNKS
+    threads: int = 1
+    n_gpu_layers: int = 0
+    flash_attn: int = 1
+    text_sha256: str = ""
+    seconds: float = 0.0
+    command: list[str] = field(default_factory=list)
+    control: dict[str, Any] | None = None
+    ln_ratio: float | None = None
+    bound_ln: float = BOUND_LN
+    run_id: str = ""
+    created: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """The JSON object stored (canary.jsonl) and put on each record as `canary` (NaN/inf as strings:
+        JSON has none)."""
+        out = dict(self.__dict__)
+        for k in ("ppl", "ppl_error"):
+            v = out[k]
+            if isinstance(v, float) and not math.isfinite(v):
+                out[k] = str(v)
+        return out
+
+    def line(self) -> str:
+        """One line for the run's progress: `canary: PPL 535.9 (cpu control 535.9, within 0.0 %)`."""
+        if self.status == "unchecked":
+            return f"canary: not checked: {self.reason}"
+        head = f"canary: PPL {self.ppl:.6g}" if self.ppl is not None else "canary: no PPL"
+        tail = f" ({self.seconds:.1f} s)"
+        if self.status == FLAG:
+            return f"{head}: {self.reason}; every record is flagged {FLAG}{tail}"
+        if self.control is None:
+            return f"{head} (no CPU control: only checked to be finite){tail}"
+        if self.image == self.control["image"] and self.digest == self.control["digest"]:
+            return f"{head} (the CPU control){tail}"
+        pct = abs(math.expm1(self.ln_ratio or 0.0)) * 100
+        return f"{head} (cpu control {self.control['ppl']:.6g}, within {pct:.2g} %){tail}"
+
+
+def judge(ppl: float, control_ppl: float | None, bound_ln: float = BOUND_LN) -> tuple[str, str, float | None]:
+    """(status, reason, ln ratio) for a perplexity `ppl` against the CPU control's `control_ppl` (None:
+    no control). `wrong-output` when ppl is not finite or below 1, or |ln(ppl / control_ppl)| >
+    bound_ln; else `ok`. Pure."""
+    if not (math.isfinite(ppl) and ppl >= 1.0):
+        return FLAG, f"perplexity {ppl} is not a sane model's (not finite, or below 1)", None
+    if control_ppl is None:
+        return "ok", "", None
+    ratio = math.log(ppl / control_ppl)
+    if abs(ratio) > bound_ln:
+        return (
+            FLAG,
+            f"perplexity {ppl:.4g} differs from the CPU control's {control_ppl:.4g} by a factor "
+            f"{math.exp(abs(ratio)):.3g} (|ln ratio| {abs(ratio):.3g} > bound {bound_ln})",
+            ratio,
+        )
+    return "ok", "", ratio
+
+
+def enabled(ctx: RunContext) -> bool:
+    """Whether `ctx`'s pair gets a canary: `bench.canary` on and a llama-bench image."""
+    return ctx.spec.runner == "llama-bench" and ctx.lm.m.bench.canary
+
+
+def _threads(ctx: RunContext) -> int:
+    """CPU threads of the canary: bench.threads, else the host's CPUs up to MAX_THREADS (recorded)."""
+    return ctx.lm.m.bench.threads or min(os.cpu_count() or 1, MAX_THREADS)
+
+
+def _shader_volume(ctx: RunContext) -> str | None:
+    """The Vulkan image's Mesa shader cache volume: the llama-bench runner's own name (its
+    _shader_volume), so the sweep finds the shaders the canary compiled."""
+    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
+
+
+def canary_spec(ctx: RunContext, path: Path) -> engine_api.RunSpec:
+    """The canary's container: llama-perplexity on model file `path` (at /models/<name>, as the sweep
+    mounts it), the text at TEXT_TARGET, the run's devices, memory limit and (Vulkan) shader cache
+    volume, -ngl and flash attention as the sweep's first values."""
+    axes = ctx.lm.m.bench
+    args = ppl_mod.perplexity_args(
+        f"/models/{path.name}",
+        TEXT_TARGET,
+        threads=_threads(ctx),
+        n_gpu_layers=axes.n_gpu_layers[0],
+        flash_attn=axes.flash_attn[0],
+    )
+    rs = container_spec(
+        ctx.build.digest,
+        ["llama-perplexity", *args],
+        ctx.profile,
+        model_dir=path,
+        shader_volume=_shader_volume(ctx),
+        run_id=ctx.opts.run_id,
+        name=f"toolkit-canary-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}"[:120],
+        memory_bytes=memory_limit(ctx.lm, ctx.opts),
+        model_file=True,
+    )
+    rs.mounts.append(engine_api.Mount(str(ppl_mod.CANARY_TEXT.resolve()), TEXT_TARGET, read_only=True))
+    return rs
+
+
+def dry_run_outcome(ctx: RunContext) -> Outcome | None:
+    """The canary's exact command as a dry-run line, or None when it would not run."""
+    if not enabled(ctx):
+        return None
+    path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
+    if path is None:
+        return None
+    return Outcome(
+        ctx.spec.name, ctx.model.name, "dry-run", command=ctx.engine.run_command(canary_spec(ctx, path))
+    )
+
+
+def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResult | None:
+    """Run the canary of `ctx`'s pair and judge it against the CPU control in `controls` (model sha256
+    -> this run's CPU canary; a `cpu` image's ok result is added) or else the newest stored one.
+    None when the model file is absent (the runner says why). Ctrl-C and the engine's loss propagate."""
+    path, _ = resolve_model(ctx.lm, ctx.model)
+    if path is None:
+        return None
+    rs = canary_spec(ctx, path)
+    res = CanaryResult(
+        image=ctx.spec.name,
+        model=ctx.model.name,
+        digest=ctx.build.digest,
+        backend=ctx.spec.backend,
+        model_sha256=check_sha(ctx.lm, ctx.model, path),
+        status="unchecked",
+        threads=_threads(ctx),
+        n_gpu_layers=ctx.lm.m.bench.n_gpu_layers[0],
+        flash_attn=ctx.lm.m.bench.flash_attn[0],
+        text_sha256=ppl_mod.text_sha256(),
+        command=ctx.engine.run_command(rs),
+        run_id=ctx.opts.run_id,
+        created=now(),
+    )
+    t0 = time.monotonic()
+    if volume := _shader_volume(ctx):
+        ctx.engine.ensure_volume(volume, {"org.toolkit.digest": ctx.build.digest})
+    try:
+        out = ctx.engine.run_container(rs, timeout=TIMEOUT_S)
+    except (ctx.engine.Interrupted, ctx.engine.EngineLost):
+        raise
+    except Exception as err:  # e.g. no llama-perplexity in an image built before it was shipped
+        if engine_api.is_connection_error(err):
+            raise
+        res.reason = f"the container did not run: {str(err)[-200:]}"
+        if "llama-perplexity" in str(err) and "not found" in str(err):
+            res.reason = (
+                "no llama-perplexity in the image (built before the canary): "
+                + f"`toolkit build -i {ctx.spec.name}`"
+            )
+        res.seconds = round(time.monotonic() - t0, 3)
+        return res
+    res.seconds = round(out.seconds, 3)
+    _judge_output(res, out, ctx.store, controls)
+    return res
+
+
+def _judge_output(res: CanaryResult, out: Any, store: ResultStore, controls: dict[str, CanaryResult]) -> None:
+    """Fill `res` from the container's outcome `out`: unchecked (timeout, OOM, exit != 0, no result),
+    else judged against the CPU control (this run's, else the newest stored)."""
+    if out.timed_out or out.oom_killed or out.exit_code != 0:
+        why = "timed out" if out.timed_out else "out of memory" if out.oom_killed else f"exit {out.exit_code}"
+        tail = " | ".join(ln.strip() for ln in out.stderr.splitlines() if ln.strip())[-200:]
+        res.reason = f"llama-perplexity failed ({why}): {tail}"
+        return
+    try:
+        p = ppl_mod.parse_perplexity(out.stdout, out.stderr)
+    except ppl_mod.PerplexityOutputError as err:
+        res.reason = str(err)
+        return
+    res.ppl, res.ppl_error = p.ppl, p.ppl_error
+    control = None if res.backend == "cpu" else controls.get(res.model_sha256) or stored_control(store, res)
+    res.status, res.reason, res.ln_ratio = judge(p.ppl, control.ppl if control else None)
+    if p.no_spread and res.status == "ok":  # NaN is said by judge; equal logits are wrong however close
+        res.status, res.reason = (
+            FLAG,
+            (
+                f"every scored token got the same probability (PPL {p.ppl:.6g}, llama.cpp: no spread in the "
+                "log-probabilities): the logits carry no information"
+            ),
+        )
+    if control is not None:
+        res.control = {
+            "image": control.image,
+            "digest": control.digest,
+            "run_id": control.run_id,
+            "ppl": control.ppl,
+        }
+    if res.backend == "cpu" and res.status == "ok":
+        res.control = {"image": res.image, "digest": res.digest, "run_id": res.run_id, "ppl": res.ppl}
+        controls.setdefault(res.model_sha256, res)
+
+
+def _comparable(a: dict[str, Any], res: CanaryResult) -> bool:
+    """Whether stored canary `a` is a CPU control for `res`: a cpu image's ok result on the same model
+    file, text, n_ctx and chunks."""
+    return (
+        a.get("backend") == "cpu"
+        and a.get("status") == "ok"
+        and a.get("model_sha256") == res.model_sha256
+        and a.get("text_sha256") == res.text_sha256
+        and a.get("n_ctx") == res.n_ctx
+        and a.get("chunks") == res.chunks
+        and isinstance(a.get("ppl"), (int, float))
+    )
+
+
+def stored_control(store: ResultStore, res: CanaryResult) -> CanaryResult | None:
+    """The newest stored CPU control for `res` (results/*/canary.jsonl, newest `created`), or None."""
+    best: dict[str, Any] | None = None
+    for f in sorted(store.root.glob("*/canary.jsonl")):
+        for a in read_jsonl(f):
+            if _comparable(a, res) and (best is None or str(a.get("created")) >= str(best.get("created"))):
+                best = a
+    if best is None:
+        return None
+    known = {k: best[k] for k in CanaryResult.__dataclass_fields__ if k in best}
+    return CanaryResult(**known)
+
+
+def save(store: ResultStore, res: CanaryResult) -> Path:
+    """Append `res` to results/<digest12>/canary.jsonl; returns the file. Raises OSError."""
+    path = store.root / short_digest(res.digest) / "canary.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(json.dumps(res.record()) + "\n")
+    return path
+
+
+class FlaggingSaver:
+    """A Saver (toolkit.bench.guard.Saver) that stores every record with the canary's result (`canary`)
+    and, for a `wrong-output` result, the stored flag `wrong-output`; everything else is the wrapped
+    saver's (its counts stay the run's)."""
+
+    def __init__(self, inner: Any, result: CanaryResult):
+        self._inner = inner
+        self._result = result
+
+    def save(self, rec: BenchRecord, *, reraise: bool = True) -> None:
+        update: dict[str, Any] = {"canary": self._result.record()}
+        if self._result.status == FLAG:
+            update["flags"] = merge_flags((rec.model_extra or {}).get("flags"), [FLAG])
+        self._inner.save(rec.model_copy(update=update), reraise=reraise)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def with_canary(ctx: RunContext, result: CanaryResult | None) -> RunContext:
+    """`ctx` whose records carry `result` (FlaggingSaver), or `ctx` itself when there is none."""
+    if result is None or ctx.opts.saver is None:
+        return ctx
+    saver = cast(guard.Saver, FlaggingSaver(ctx.opts.saver, result))  # duck-typed: every Saver method
+    return replace(ctx, opts=replace(ctx.opts, saver=saver))

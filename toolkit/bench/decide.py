@@ -1,0 +1,212 @@
+"""Decide once, before anything runs, what `toolkit bench` does with every selected image and model
+(issue 30's decision step): the models' files checked by their runners' preflight (`check_models`),
+then one `Decision` per image or (image, model) pair (`decide`): the image's devices here, its build
+(toolkit.bench.build_choice), the device profile for its gfx targets, the model's format and file,
+and the cases its runner will measure. toolkit.bench.run counts the plan from the decisions and
+carries them out in order. Pure of side effects except what a check must read (model headers, the
+engine's image list) and the tiny stand-in model a real run generates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from toolkit.bench.build_choice import choose_build, gfx_targets, gone, unbuilt
+from toolkit.bench.runners.base import BenchOptions, Case, Outcome, RunContext, check_sha, model_here
+from toolkit.core import registry as runners
+from toolkit.core.errors import BadInput
+from toolkit.host import devices
+from toolkit.models.tiny import ensure_model_file
+from toolkit.results.records import ResultStore
+from toolkit.spec.matrix import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
+
+
+def check_models(lm: LoadedMatrix, models: list[ModelSpec], images: list[ImageSpec]) -> None:
+    """`_check_model` for every selected model, in order: bad input (model files, checkpoint vs
+    matrix) fails before the engine is asked. Raises BadInput."""
+    for model in models:
+        _check_model(lm, model, images)
+
+
+def _check_model(lm: LoadedMatrix, model: ModelSpec, images: list[ImageSpec]) -> None:
+    """Generate a missing tiny stand-in, then check the file: the sha256 pin, and each runner's own
+    preflight for the runners of the selected images that take this model (GGUF header and extents;
+    vLLM checkpoint quantization and revision). Raises BadInput naming models[NAME].path for a path
+    the OS refuses (a name too long, a loop of links, no permission)."""
+    path = lm.resolve(model.path, what=f"models[{model.name}].path")
+    try:
+        if not path.exists() and model.generate == "tiny-qwen3moe":
+            ensure_model_file(path, model.generate)
+        if path.is_symlink():
+            path = path.resolve()
+        if not path.exists():
+            return
+        for name in dict.fromkeys(i.runner for i in images if i.runner in model.runners):
+            r = runners.get(name)
+            if model.format in r.model_formats:
+                r.preflight(lm, model, path)
+        check_sha(lm, model, path)
+    except (OSError, RuntimeError) as err:  # RuntimeError: pathlib's "Symlink loop" (Python 3.11)
+        what = getattr(err, "strerror", None) or str(err)
+        raise BadInput(
+            f"{lm.path}: models[{model.name}].path: {getattr(err, 'filename', None) or path}: {what}; "
+            "fix `path`"
+        ) from None
+
+
+@dataclass
+class Decision:
+    """What `toolkit bench` does with one image (`model` None: the whole image) or one (image, model)
+    pair, decided once before anything runs (`decide`): status `run` with its RunContext and the cases
+    its runner will measure (Runner.cases; with --resume only those not measured yet; `of`: cases of a
+    full run), or `skipped` / `failed` / `stale` / `note` with the reason, said as one outcome line."""
+
+    spec: ImageSpec
+    model: ModelSpec | None
+    status: str
+    reason: str = ""
+    ctx: RunContext | None = None
+    cases: list[Case] = field(default_factory=list)
+    of: int | None = None  # cases of one full run; None: len(cases)
+
+    @property
+    def per_run(self) -> int:
+        return len(self.cases) if self.of is None else self.of
+
+    def outcome(self) -> Outcome:
+        """The line a decision that is not `run` gives."""
+        return Outcome(self.spec.name, self.model.name if self.model else "-", self.status, self.reason)
+
+
+def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
+    """What a real run would do with `model` that its dry-run command does not show: skip it (file
+    absent here) or refuse it (the runner's preflight: not a regular file, not GGUF, truncated, a
+    checkpoint whose quantization differs...). "" when a real run would take it. Reads headers only:
+    no sha256 of a 17 GB file in a dry run, no tiny model generated."""
+    try:
+        path = lm.resolve(model.path, what=f"models[{model.name}].path")
+        path = path.resolve() if path.is_symlink() else path
+        if not path.exists():
+            if model.generate:
+                return ""
+            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else ""
+            return f"model file {path} is absent here: a real run skips this pair{fetch}"
+        runner.preflight(lm, model, path)
+    except BadInput as err:
+        return f"a real run refuses this model: {err}"
+    except (OSError, RuntimeError, ValueError) as err:
+        return f"a real run refuses this model: models[{model.name}].path: {err}"
+    return ""
+
+
+def decide(
+    lm: LoadedMatrix,
+    images: list[ImageSpec],
+    models: list[ModelSpec],
+    store: ResultStore,
+    gpus: list,
+    opts: BenchOptions,
+) -> list[Decision]:
+    """Decide, once, what this run does with every selected image and model, in the order it runs
+    them: the image's devices here (else skipped, or failed with --strict; a dry run goes on with an
+    example R9700 profile), its build (current, pinned or --allow-stale; unbuilt, stale, a failed pin
+    or an image gone from the engine: one line saying why), the device profile for its gfx targets,
+    then per model its runner and format, whether its file or folder is here (or generated by the
+    run), and the cases the runner will measure (not in a dry run: it reads no results). Raises only
+    what the runners' `cases` raise (BadInput)."""
+    out: list[Decision] = []
+    for spec in images:
+        out += _decide_image(lm, spec, models, store, gpus, opts)
+    return out
+
+
+def _decide_image(
+    lm: LoadedMatrix,
+    spec: ImageSpec,
+    models: list[ModelSpec],
+    store: ResultStore,
+    gpus: list,
+    opts: BenchOptions,
+) -> list[Decision]:
+    """`decide` for one image: its lines, then one decision per model its runner takes."""
+
+    def image(status: str, reason: str) -> list[Decision]:
+        return [Decision(spec, None, status, reason)]
+
+    usable = [m for m in models if spec.runner in m.runners]
+    if not usable:
+        return image("skipped", f"no model in the matrix lists runner {spec.runner}")
+    unable = "failed" if opts.strict else "skipped"
+    # the host's devices first: on a host without them, that is the reason, built or not
+    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    if missing and not opts.dry_run:
+        return image(unable, missing)
+    choice = choose_build(lm, spec, store, opts)
+    if choice.status in ("stale", "failed"):
+        return image(choice.status, choice.reason)
+    build = choice.build or (unbuilt(spec) if opts.dry_run else None)
+    if build is None:
+        return image("skipped", choice.reason)
+    if not opts.dry_run and gone(build.digest):
+        return image("skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")
+    out = image("note", choice.reason) if choice.reason else []
+    if missing:  # dry run on a host without the device: show the command for one R9700
+        out += image(
+            "note",
+            f"cannot run on this host ({missing}); the command below uses an example R9700 device profile",
+        )
+        profile = devices.DeviceProfile.example(spec.backend)
+    else:
+        # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
+        # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result
+        try:
+            profile = devices.profile_for(
+                spec.backend,
+                gpus,
+                pin=opts.gpu,
+                allow_software=opts.allow_software_gpu,
+                targets=gfx_targets(build),
+            )
+        except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
+            return out + image(unable, str(err))
+        out += [Decision(spec, None, "note", n) for n in profile.notes]
+    runner = runners.get(spec.runner)
+    for m in usable:
+        ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
+        out += _model_decisions(runner, ctx)
+    return out
+
+
+def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
+    """`decide` for one (image, model) pair of `ctx`: skipped for a format the runner does not read,
+    a dry run's note on the model, then `run` with the cases the runner will measure."""
+    lm, spec, m, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
+    if m.format not in runner.model_formats:  # said, never dropped silently
+        why = (
+            f"runner {spec.runner} reads {' or '.join(runner.model_formats)} models, not {m.format}: "
+            f"remove {spec.runner} from models[{m.name}].runners"
+        )
+        return [Decision(spec, m, "skipped", why)]
+    note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
+    out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
+    if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
+        whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
+        return out + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
+    if model_here(lm, m) is None and not m.generate:
+        return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
+    cases = runner.cases(ctx)
+    of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
+    return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
+
+
+def _axes_not_taken(lm: LoadedMatrix, runner: str) -> str:
+    """Which `bench:` axes in use this runner does not take (the env axis, KV-cache types, split mode,
+    MoE offload are llama-bench's): said once per pair, never dropped silently; "" when none."""
+    if runner == "llama-bench":
+        return ""
+    b = lm.m.bench
+    unused = [f"env ({', '.join(sorted(b.env))})"] if b.env else []
+    unused += [f"{k} {getattr(b, k)}" for k, default in CASE_DEFAULTS.items() if getattr(b, k) != [default]]
+    if not unused:
+        return ""
+    return f"runner {runner} does not take bench.{'; bench.'.join(unused)}: measured without them"
