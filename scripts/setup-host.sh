@@ -474,15 +474,18 @@ fi
 [ -z "$ROOTFS_TAR" ] || $SUDO rm -rf "$(dirname "$ROOTFS_TAR")"
 
 # 3d. --test: what the test levels need besides Python packages: gcc (fast), cmake (contract), and the
-#     torch CPU wheel the vLLM CPU image installs (e2e); shellcheck (the scripts' own test). PyPI has no `+cpu` builds: the wheel comes
+#     torch CPU wheel the vLLM CPU image installs (e2e); shellcheck (the scripts' own test); chromium (the
+#     report's browser test, e2e). PyPI has no `+cpu` builds: the wheel comes
 #     from pip's find-links when it is already on disk, else from PyTorch's CPU index
 #     ($TOOLKIT_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) into $WHEEL_DIR.
 TORCH_CPU=2.13.0+cpu  # = tests/support/contract_env.py TORCH_CPU (tests/test_setup_host.py checks)
 WHEEL_DIR=/var/cache/toolkit/wheels
 if [ "$TEST" = 1 ]; then
   # gcc only Recommends libc6-dev (crt1.o, crti.o): without it nothing links ("cannot find Scrt1.o")
-  TEST_PKGS=(gcc libc6-dev cmake shellcheck)
+  # chromium: the html report's browser test (tests/test_report_browser.py, headless)
+  TEST_PKGS=(gcc libc6-dev cmake shellcheck chromium)
   if ! command -v gcc >/dev/null || ! command -v cmake >/dev/null || ! command -v shellcheck >/dev/null \
+    || ! command -v chromium >/dev/null \
     || ! dpkg -s libc6-dev >/dev/null 2>&1; then
     # on a mixed bookworm/trixie host libc6-dev must match trixie's libc6: take the target apt can satisfy
     [ "$need_apt_update" = 0 ] || apt_update

@@ -474,22 +474,32 @@ def plotted_points(fig) -> list[tuple[str, float, float]]:
     return out
 
 
-def test_every_prefill_row_reaches_the_plot_depth_as_a_series(tmp_path):
+def test_every_prefill_row_reaches_a_plot_a_depth_row_on_its_curve(tmp_path):
+    """Each image's pp512 at depth 0 and 4096: the prefill figure draws the depth-0 row over prompt
+    length, the depth curve (issue 34: x = depth) both rows; no row is left out of both."""
     from toolkit.analysis import plots
 
     store = ResultStore(tmp_path / "results")
     for name in ("r1a", "r1b"):
         importer.import_files(store, [T3 / f"{name}.jsonl"], label=name)
     t = only_table(store)
-    fig = plots.prefill_figure(t)
     cells = sorted(
-        (col, float(r.n_prompt), report.value(r)) for row in t.rows for col, r in row.cells.items()
+        (col, r.n_depth, float(r.n_prompt), report.value(r)) for row in t.rows for col, r in row.cells.items()
     )
-    assert sorted(plotted_points(fig)) == cells and len(cells) == 4
+    assert len(cells) == 4 and {c[1] for c in cells} == {0, 4096}
+    fig = plots.prefill_figure(t)
+    assert sorted(plotted_points(fig)) == [(c[0], c[2], c[3]) for c in cells if c[1] == 0]
     for ax in fig.axes:
-        assert [x.get_text() for x in ax.get_legend().get_texts()] == ["ub512", "d4096 ub512"]
+        assert [x.get_text() for x in ax.get_legend().get_texts()] == ["ub512"]
         assert ax.get_ylim()[0] == 0
-    assert len({ax.get_ylim() for ax in fig.axes}) == 1  # one y-axis for the figure
+    curve = plots.depth_figure(t)
+    drawn = sorted(
+        (c.get_label(), float(x), float(y))
+        for ax in curve.axes
+        for c in ax.containers
+        for x, y in zip(c.lines[0].get_xdata(), c.lines[0].get_ydata(), strict=True)
+    )
+    assert drawn == sorted((c[0], float(c[1]), c[3]) for c in cells)
 
 
 def test_decode_bars_wrap_to_a_readable_width_on_one_axis_from_zero():

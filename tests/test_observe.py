@@ -117,7 +117,7 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
     time.sleep(0.55)  # off the counter's once-a-second reads
     obs.line("llama-bench: benchmark 1/1: prompt run 1/2")
     time.sleep(0.4)
-    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]})
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [200_000_000, 200_000_000]})
     obs.finish()
     (gpu,) = seen["telemetry"]["gpus"].values()
     duration = seen["telemetry"]["duration_s"]
@@ -161,3 +161,84 @@ def test_a_row_without_its_test_edges_gets_no_energy(tmp_path):
     (g,) = t["gpus"].values()
     assert g["energy_invalid_reason"] == "no_test_edges" and g["power_w_mean"] is not None
     assert "energy-invalid:no_test_edges" in seen["flags"]
+
+
+def test_process_repeats_under_one_measure_keep_their_test_edges(tmp_path):
+    """On the H200 (2026-12-02) three llama-bench processes in one `toolkit measure -- sh -c '...'`:
+    every row of the second and third got `energy-invalid:no_test_edges` (the progress index restarts
+    at 1 while rows kept counting). Each process's rows are matched to its own progress lines."""
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.1)
+    obs.start()
+    seen = []
+    for _process in range(3):
+        starts = []
+        for k in (1, 2):
+            starts.append(time.time())
+            obs.line(f"llama-bench: benchmark {k}/2: prompt run 1/2", starts[-1])
+            time.sleep(0.02)
+            seen.append(
+                (obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"], starts[-1])
+            )
+    obs.finish()
+    assert [(t["window_from"], t["t0"]) for t, _ in seen] == [("progress", t0) for _, t0 in seen]
+
+
+def test_the_measured_commands_own_children_are_not_another_tenant(tmp_path):
+    """On the H200 every row of llama-bench run by a `sh -c` wrapper under `toolkit measure` was
+    flagged gpu-shared: the GPU process (llama-bench) was not the wrapper's pid. A process of the
+    command's own session is the benchmark; one outside it still flags."""
+    import os
+    import signal
+    import subprocess
+
+    host = FakeAmdHost(tmp_path / "sys").build()
+    obs = _observer(tmp_path, host)
+    wrapper = subprocess.Popen(
+        ["sh", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        child = int(wrapper.stdout.readline())
+        obs.start()
+        obs.own_pid(wrapper.pid)
+        host.add_kfd_proc(child, vram=1 << 30, queue_gpu=host.gpu_id)
+        obs.line("llama-bench: benchmark 1/2: prompt run 1/2")
+        time.sleep(0.3)
+        alone = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})
+        host.add_kfd_proc(stranger.pid, vram=1 << 30, queue_gpu=host.gpu_id)
+        obs.line("llama-bench: benchmark 2/2: prompt run 1/2")
+        time.sleep(0.3)
+        shared = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})
+        obs.finish()
+    finally:
+        for p in (wrapper, stranger):
+            p.kill()
+        os.killpg(wrapper.pid, signal.SIGKILL)  # the wrapper's own session: its sleep too
+    assert child in alone["telemetry"]["gpus"][next(iter(alone["telemetry"]["gpus"]))]["pids"]
+    assert "gpu-shared" not in alone["flags"]
+    assert "gpu-shared" in shared["flags"]
+
+
+def test_a_window_holding_untimed_work_gets_no_energy(tmp_path):
+    """On the H200 (2026-12-02) pp512 at n_depth 32768 had a 2.35 s window for 0.47 s of timed
+    repetitions (llama-bench restores the cached depth state between repetitions, untimed) and its
+    energy was marked valid: 5.8 tok/J for work that was mostly not the test's. Fake pynvml counter."""
+    from tests.support.telemetry_fakes import fake_pynvml
+
+    nv = fake_pynvml(nvmlDeviceGetTotalEnergyConsumption=lambda h: int(time.time() * 700_000))
+    src = tel.NvmlGpuSource(0, nvml=nv)
+    obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.2)
+    obs._gpu_sources.append(src)
+    obs.sampler = tel.Sampler([tel.HostSource(), src], rate_hz=10, trace_path=tmp_path / "trace.jsonl")
+    obs.start()
+    rows = []
+    for k, timed_ns in ((1, 0.4e9), (2, 0.1e9)):  # the first timed as long as its window, the second not
+        obs.line(f"llama-bench: benchmark {k}/2: prompt run 1/2")
+        time.sleep(0.4)
+        rows.append(obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [timed_ns / 2, timed_ns / 2]}))
+    obs.finish()
+    (whole,) = rows[0]["telemetry"]["gpus"].values()
+    (untimed,) = rows[1]["telemetry"]["gpus"].values()
+    assert whole["energy_valid"], whole
+    assert not untimed["energy_valid"] and untimed["energy_invalid_reason"] == "window_holds_untimed_work"
+    assert "energy-invalid:window_holds_untimed_work" in rows[1]["flags"]

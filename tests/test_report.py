@@ -726,3 +726,35 @@ def test_a_hostile_name_adds_no_column_row_tag_or_link_to_the_markdown_and_no_co
     assert rows and all(ln.count(" | ") == header.count(" | ") for ln in rows)  # no extra column
     page = report.render(report.select_for_report(recs), "html")
     assert "\x1b" not in page and "\x07" not in page and "<svg" not in page
+
+
+def test_provenance_gives_each_vulkan_images_matrix_cores_state():
+    """Issue 33: the Mesa A/B image pair records coopmat on/off (org.toolkit.llama-vk-matrix-cores);
+    the report's provenance did not say which image had it."""
+    from toolkit.analysis.provenance import provenance
+
+    recs = []
+    for name, state in (("vk-on", "KHR_coopmat"), ("vk-off", "none")):
+        r = make_record(name, "vulkan", p=512, avg=1000.0, sd=5.0)
+        r.image.labels = {"org.toolkit.llama-vk-matrix-cores": state}
+        recs.append(r)
+    lines = provenance(recs).images
+    assert any(x.startswith("vk-on@") and "matrix cores KHR_coopmat" in x for x in lines), lines
+    assert any(x.startswith("vk-off@") and "matrix cores none" in x for x in lines), lines
+
+
+def test_the_page_shows_short_column_labels_with_their_legend_and_one_decode_row_per_tg_test():
+    """Issue 33: headers repeated `label@import:<12 hex> (ROCm, GPU ...)` and decode rows were doubled
+    by ub 512/2048 although ub does not apply to tg."""
+    recs = [make_record("hip", "rocm", n=128, ub=ub, avg=90.0 + ub / 1000, sd=0.5) for ub in (512, 2048)]
+    recs += [make_record("hip", "rocm", p=512, ub=ub, avg=3000.0 + ub, sd=5.0) for ub in (512, 2048)]
+    other = [make_record("hip", "rocm", n=128, avg=80.0, sd=0.5, digest="sha256:" + "b" * 64)]
+    page = report.render(report.select_for_report(recs + other), "html")
+    decode = page[page.index("Decode (tg)") :]
+    assert "<td>tg128</td>" in decode and "tg128 ub" not in decode  # one row, the ub512 record's
+    assert "90.51" in decode and "92.05" not in decode
+    assert "<th>hip@" in decode and "(backend rocm" not in decode.split("</tr>")[0]
+    cols = page[page.index("<h2>Columns</h2>") : page.index("Prefill (pp)")]
+    assert "hip@bbbb: hip@bbbbbbbbbbbb (" in cols and "decode rows: the micro-batch" in cols
+    assert "<li>prefill" not in page or "<ul><li>" in page  # nested evidence is a list, not `- ` text
+    assert "<p>  - " not in page and "<p>- " not in page

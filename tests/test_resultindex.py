@@ -10,6 +10,7 @@ numbers, a tiny model or a software GPU seen only in superseded or failed record
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
@@ -286,13 +287,13 @@ def _spy(monkeypatch) -> list[tuple[Path, int]]:
     reads: list[tuple[Path, int]] = []
     from toolkit.results import index_sqlite
 
-    real = index_sqlite.scan_jsonl
+    real = index_sqlite.scan_jsonl_lines
 
     def scan(path, start=0, first_line=1, end=None):
         reads.append((path, start))
         return real(path, start, first_line, end)
 
-    monkeypatch.setattr(index_sqlite, "scan_jsonl", scan)
+    monkeypatch.setattr(index_sqlite, "scan_jsonl_lines", scan)
     return reads
 
 
@@ -502,3 +503,58 @@ def test_an_edit_the_refresh_cannot_see_rebuilds_the_index_instead_of_failing(tm
     assert after.read == before.read + 1
     rec = before[0]
     compare.compare(store, rec.image.digest, rec.image.digest, threshold=5)
+
+
+def _exact(recs) -> list[str]:
+    """Each record as repr() sees it: values with their types (5 and 5.0 differ), extras, the fields
+    set, clock skew."""
+    return [repr((r.model_dump(), sorted(r.model_fields_set), r.clock_skew)) for r in recs]
+
+
+def _count_full_reads(monkeypatch) -> list[bytes]:
+    """The lines index.load reads through the full reader (records._parse_line + bench_record)."""
+    seen: list[bytes] = []
+    real = resultindex._parse_line
+
+    def parse(raw):
+        seen.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(resultindex, "_parse_line", parse)
+    return seen
+
+
+def test_records_the_index_validated_are_not_parsed_and_validated_again(tmp_path, monkeypatch):
+    """A warm report reads its records by offset and has pydantic read the bytes the index validated
+    (their line_sum kept in the index) as JSON: no second parse and model_validate, the same records
+    (types, extras, fields set) as the reader without an index gives."""
+    results = _real(tmp_path / "results")
+    resultindex.select(ResultStore(results))  # the index built
+    full = _count_full_reads(monkeypatch)
+    sel = resultindex.select(ResultStore(results))
+    assert len(sel) > 10 and full == []
+    assert sorted(_exact(sel)) == sorted(_exact(ResultStore(results).results()))  # all 18 shown
+
+
+def test_a_line_not_the_bytes_the_index_validated_goes_through_the_full_reader(tmp_path, monkeypatch):
+    """A row whose line_sum does not match the bytes read (here: the index's sum changed) is read as
+    ResultStore.results() reads it; so is a line pydantic's JSON reader refuses though json reads it
+    (a lone surrogate in a string): both load the record the reader without an index gives."""
+    results = _real(tmp_path / "results")
+    path = sorted(results.glob("*/bench.jsonl"))[0]
+    first = json.loads(path.read_text().splitlines()[0])
+    odd = {**first, "run_id": "20260102T000000Z-surrogate", "log_file": "\ud800 log"}
+    with path.open("a") as fh:
+        fh.write(json.dumps(odd, separators=(",", ":")) + "\n")  # ensure_ascii: the surrogate as \ud800
+    resultindex.select(ResultStore(results))
+    with sqlite3.connect(results / resultindex.INDEX_NAME) as db:
+        db.execute("UPDATE recs SET sum = x'00' WHERE line = 1")
+    full = _count_full_reads(monkeypatch)
+    sel = resultindex.select(ResultStore(results))
+    firsts = {f.read_bytes().splitlines(keepends=True)[0] for f in results.glob("*/bench.jsonl")}
+    odd_reads = [raw for raw in full if b"\\ud800" in raw]
+    assert len(odd_reads) == 1 and len(full) >= 3  # the surrogate line; line 1 of the files it shows
+    assert all(raw in firsts for raw in full if raw not in odd_reads)
+    assert any(r.log_file == "\ud800 log" for r in sel)
+    whole = collections.Counter(_exact(ResultStore(results).results()))
+    assert len(sel) == 18 and not collections.Counter(_exact(sel)) - whole  # one record superseded

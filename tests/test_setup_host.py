@@ -199,4 +199,4 @@ def test_the_test_level_gets_a_c_toolchain_that_links():
     # gcc only Recommends libc6-dev and setup installs without recommends: on a fresh Debian 12 the
     # RUNPATH test's link failed ("cannot find Scrt1.o")
     line = next(ln for ln in SETUP.read_text().splitlines() if ln.strip().startswith("TEST_PKGS=("))
-    assert {"gcc", "libc6-dev", "cmake"} <= set(line.split("(", 1)[1].rstrip(")").split())
+    assert {"gcc", "libc6-dev", "cmake", "chromium"} <= set(line.split("(", 1)[1].rstrip(")").split())

@@ -464,9 +464,11 @@ def _slower_not_counted(c: Comparison) -> list[str]:
             "re-measure on a quiet host"
         )
     if noisy:
-        ci = "; overlapping 95% intervals where both sides ran 3 or more processes" if any(
-            r.by_interval for r in noisy
-        ) else ""
+        ci = (
+            "; overlapping 95% intervals where both sides ran 3 or more processes"
+            if any(r.by_interval for r in noisy)
+            else ""
+        )
         out.append(
             f"{len(noisy)} test(s) slower by more than {c.threshold:g}% but within noise (twice the combined "
             f"relative stddev{ci}): {', '.join(r.test for r in noisy)}; more repetitions narrow it"

@@ -43,7 +43,17 @@ ENERGY_REASONS = (
     "counter_implausible_step",
     "counter_disagrees_with_power",
     "no_test_edges",
+    "window_holds_untimed_work",
 )
+
+UNTIMED_SHARE_MAX = 0.05
+UNTIMED_SLACK_S = 0.1
+"""A test window longer than its timed repetitions (sum of samples_ns) by more than UNTIMED_SHARE_MAX
+of them plus UNTIMED_SLACK_S (one sampler period at 10 Hz) holds work llama-bench does not time, and
+its energy is not the test's (`window_holds_untimed_work`). Measured on the H200 (2026-12-02, llama.cpp
+0c1e57098, synthetic Qwen3-30B-A3B Q4_0): at depth 0 the window is 1.00x the timed time; at n_depth
+4096-32768 it is 1.11-1.67x (tg128) and 1.9-5.0x (pp512): between repetitions llama-bench restores the
+cached depth state (`depth run i/R (cached)`), untimed, inside the window."""
 
 COUNTER_MIN_STEPS = 15
 """A counter that advances in steps (NVML's total-energy counter: 100-101 ms measured on the lent H200)

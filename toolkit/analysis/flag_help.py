@@ -57,8 +57,9 @@ FLAG_HELP = {
     "oversubscribed (above 0.5 core on average and, with the benchmark's own, above 90 % of the host's cores), or "
     "CPU pressure above 20 % or steal above 10 % of the time: the host was busy, the number may be low",
     "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
-    "sensor's averaging or 20 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
-    "source, a counter that jumped or disagrees with the power reading, no test edges without --progress)",
+    "sensor's averaging or 15 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
+    "source, a counter that jumped or disagrees with the power reading, no test edges without --progress, a window "
+    "holding work llama-bench does not time: its depth restores at n_depth > 0)",
     "no-matrix-cores": "a Vulkan run on an RDNA4 GPU (gfx12xx) whose llama.cpp chose no matrix cores (its GPU-path "
     "probe read `matrix cores: none` from ggml's device line: scalar matmul shaders, not the card's WMMA; Mesa "
     "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",

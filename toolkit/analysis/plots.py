@@ -1,5 +1,5 @@
 """[BenchRecord] --plot--> matplotlib figures: prefill vs prompt length (a line per depth and
-micro-batch), decode and pp+tg bars (wrapped to a readable width), served throughput; each figure on
+micro-batch), depth curves (tok/s vs KV depth, a line per image), decode and pp+tg bars (wrapped to a readable width), served throughput; each figure on
 one y-axis from zero, drawn from the report's table rows (every row, nothing merged); one color per
 image in every figure (palette), flagged cells marked (hatched bars, a black x), the model in each
 title. For each run
@@ -113,8 +113,13 @@ def _point(f: Facts) -> tuple[int, float | None, float, bool, bool]:
 
 def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, Facts]], color: str) -> None:
     """One image's prefill panel (prefill_figure): a line per series, marked clamped/flagged points
-    (flagged: measured while something else shaped the number, gpu-shared, throttled, ...)."""
-    for k, series in enumerate(sorted({_series(row, f.record) for row, f in mine})):
+    (flagged: measured while something else shaped the number, gpu-shared, throttled, ...). A series
+    at a depth > 0 with one prompt length (a depth sweep's pp512 @ d4096) is left to depth_figure,
+    not drawn as a lone dot, unless the panel would be empty without it."""
+    every = sorted({_series(row, f.record) for row, f in mine})
+    lone = {x for x in every if x[0] > 0 and sum(_series(r, f.record) == x for r, f in mine) == 1}
+    mine = [(row, f) for row, f in mine if _series(row, f.record) not in lone] or mine  # depth_figure's
+    for k, series in enumerate(x for x in every if x not in lone or len(lone) == len(every)):
         pts = sorted(_point(f) for row, f in mine if _series(row, f.record) == series)
         xs, ys, es, _, _ = zip(*pts, strict=True)
         marker, style = STYLES[k % len(STYLES)]
@@ -208,6 +213,15 @@ def _too_big(kind: str, t: Table | None) -> str | None:
             return (
                 f"{kind} plot left out: {len(images)} image columns, more than the {MAX_LINES} colors "
                 f"a figure tells apart; {narrow}"
+            )
+        return None
+    if kind.startswith("depth-"):
+        curves = _curves(t)
+        lines = max((len(v) for v in curves.values()), default=0)
+        if len(curves) > MAX_COLUMNS or lines > MAX_LINES:
+            return (
+                f"{kind} plot left out: {len(curves)} tests with up to {lines} image lines each (a readable "
+                f"figure holds {MAX_COLUMNS} tests of {MAX_LINES} lines); {narrow}"
             )
         return None
     cells = _cells(t)
@@ -344,11 +358,62 @@ def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | Non
     return fig
 
 
+def _curve_key(row: Row) -> str:
+    """A depth curve's panel: the row's label without its depth (`pp512 @ d4096 ub512` -> `pp512
+    ub512`) and its identifying values: rows that differ only in depth share a panel."""
+    test = re.sub(r" @ d\d+", "", row.test)
+    return " ".join([test, *(f"{k}={v}" for k, v in row.ids.items())])
+
+
+def _curves(t: Table | None) -> dict[str, dict[str, list[tuple[int, float, float, bool]]]]:
+    """{panel: {image column: [(depth, tok/s, stddev, flagged)]}} of a table's panels measured at 2+
+    depths (a curve needs two points; a depth-0-only sweep draws none)."""
+    panels: dict[str, dict[str, list[tuple[int, float, float, bool]]]] = {}
+    for row, col, f in _cells(t):
+        assert f.value is not None  # _cells keeps only cells with a value
+        pt = (f.record.n_depth, f.value, f.record.stddev_ts or 0.0, bool(f.telemetry_flags))
+        panels.setdefault(_curve_key(row), {}).setdefault(col, []).append(pt)
+    return {k: v for k, v in panels.items() if len({p[0] for pts in v.values() for p in pts}) >= 2}
+
+
+def depth_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
+    """Depth curves (llama-bench -d): tok/s vs KV depth (tokens), one panel per test (pp512, tg128,
+    each micro-batch and identifying value its own), one line per image column in the image's color
+    (`colors`: palette, the same as every other figure), error bars = stddev, a black x over a flagged
+    point; y from zero. None where no test was measured at two depths or more."""
+    panels = _curves(t)
+    if not panels:
+        return None
+    colors = colors or palette([t] if t is not None else [])
+    fig = _figure(5.0 * len(panels), 3.8)
+    _title(fig, t)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, lines) in zip(axes, sorted(panels.items()), strict=True):
+        for img, pts in sorted(lines.items()):
+            xs, ys, es, flags = zip(*sorted(pts), strict=True)
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, color=colors[img], label=strip_controls(img))
+            bad = [(x, y) for x, y, flagged in zip(xs, ys, flags, strict=True) if flagged]
+            if bad:
+                bx, by = zip(*bad, strict=True)
+                ax.plot(bx, by, "x", ms=10, mew=2, color="black", zorder=4, label="_flagged")
+        depths = sorted({p[0] for pts in lines.values() for p in pts})
+        ax.set_xticks(depths, _tick_labels(depths), fontsize=8)
+        ax.set_title(strip_controls(name), fontsize=9)
+        ax.set_xlabel("depth (tokens in the KV cache)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("tokens/s")
+    return fig
+
+
 _DRAW: dict[str, Callable[[Table | None, Colors], Figure | None]] = {
     "prefill": lambda t, c: prefill_figure(t, c),
     "decode": lambda t, c: decode_figure(t, c),
     "mixed": lambda t, c: bar_figure(t, "prefill + decode tokens/s", c),
     "served": lambda t, c: served_figure(t, c),
+    "depth-prefill": lambda t, c: depth_figure(t, c),
+    "depth-decode": lambda t, c: depth_figure(t, c),
 }
 
 
@@ -358,11 +423,13 @@ _Plan = dict[str, tuple["Table | None", "str | None"]]  # plot name -> (its tabl
 def _plan(tables: list[Table]) -> _Plan:
     """Each plot's table (the axis of its name) and why it is left out (_too_big; None: drawn)."""
     by_axis = {t.axis: t for t in tables}
-    return {name: (by_axis.get(name), _too_big(name, by_axis.get(name))) for name in _DRAW}
+    axis = {name: name.removeprefix("depth-") for name in _DRAW}  # a depth plot draws its axis's table
+    return {name: (by_axis.get(axis[name]), _too_big(name, by_axis.get(axis[name]))) for name in _DRAW}
 
 
 def figures(tables: list[Table], plan: _Plan | None = None) -> dict[str, Figure]:
-    """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served. Plots are
+    """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served, and the
+    depth curves depth-prefill / depth-decode (where a test was measured at 2+ depths). Plots are
     drawn from the tables (report.tables), so they use the same test identity and show every row; a
     plot too big to read is left out (left_out says why). `plan`: _plan(tables), made before."""
     plan = plan or _plan(tables)

@@ -229,6 +229,8 @@ CSV_FIELDS = [
     "concurrency",
     "avg_ts",
     "stddev_ts",
+    "ci_low",
+    "ci_high",
     "median_ts",
     "min_ts",
     "max_ts",
@@ -270,6 +272,7 @@ def render_csv(ts: list[Table]) -> str:
                         concurrency(r),
                         f.value,
                         r.stddev_ts,
+                        *((ci.low, ci.high) if (ci := f.ci) else ("", "")),  # 95 % interval (>= 3 processes)
                         *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
                         *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
                         roof.metric if roof else "",
@@ -290,6 +293,9 @@ def table_json(t: Table) -> dict[str, Any]:
         return {
             "avg_ts": f.value,
             "stddev_ts": r.stddev_ts,
+            "ci_low": f.ci.low if f.ci else None,  # the 95 % interval over process means; None: unknown
+            "ci_high": f.ci.high if f.ci else None,  # (fewer than 3 processes: facts.Interval)
+            "processes": f.processes,
             **{f"{k}_ts": x for k, x in (f.stats or {}).items()},
             "samples": len(r.samples_ts),
             "tok_per_j": e.tok_per_j if e else None,  # None: no valid energy (the flags say why)
@@ -329,7 +335,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #dd
 table{border-collapse:collapse;margin:.8em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.flags{text-align:left;color:#a33}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}
-.scroll{overflow-x:auto}.verdict{background:#f5f8ff;border-left:4px solid #3a6;padding:.2em 1em}
+.scroll{overflow-x:auto}li,p,h1,h2,h3{overflow-wrap:anywhere}.verdict{background:#f5f8ff;border-left:4px solid #3a6;padding:.2em 1em}
 """
 
 
@@ -343,19 +349,27 @@ def _heading(prov: Provenance) -> str:
 
 
 def _verdict_html(text: str) -> str:
-    """The verdict's plain text as HTML: `## `/`### ` lines as headings, `- ` lines as list items,
-    the rest as paragraphs (no `<pre>` block of markdown on a customer's page)."""
+    """The verdict's plain text as HTML: `## `/`### ` lines as headings, `- ` lines as list items
+    (`  - ` lines as a list under the item before), the rest as paragraphs (no `<pre>` block of
+    markdown on a customer's page)."""
     out: list[str] = []
-    items: list[str] = []
+    items: list[tuple[str, list[str]]] = []
 
     def flush() -> None:
         if items:
-            out.append(_ul(items))
+            out.append(
+                "<ul>"
+                + "".join(f"<li>{html_text(x)}{_ul(sub) if sub else ''}</li>" for x, sub in items)
+                + "</ul>"
+            )
             items.clear()
 
     for line in text.splitlines():
         if line.startswith("- "):
-            items.append(line[2:])
+            items.append((line[2:], []))
+            continue
+        if line.lstrip().startswith("- ") and items:
+            items[-1][1].append(line.lstrip()[2:])
             continue
         flush()
         if line.startswith("#"):

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from tabulate import tabulate
 
-from toolkit.analysis.facts import _float, ub_applies
+from toolkit.analysis.facts import _float, interval, ub_applies
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline, why_no_roofline
 from toolkit.analysis.tables import (
@@ -20,7 +20,7 @@ from toolkit.analysis.tables import (
     Table,
     fmt_tok_per_j,
     is_software_gpu,
-    noise_band,
+    margin_band,
 )
 from toolkit.results.identity import value
 from toolkit.results.records import BenchRecord
@@ -42,7 +42,9 @@ def _num(x: float) -> str:
 
 def fmt_cell(r: BenchRecord | None) -> str:
     """`mean ± stddev` tok/s (one value per cell: the samples' median and range are in --json and the
-    CSV); process-level repetitions add `[N runs, spread S%]`, served cells their median TTFT/TPOT."""
+    CSV); process-level repetitions add `[N runs, spread S%]`, and from 3 of them the ± is the 95 %
+    confidence interval's half-width, marked `(95% CI)` (facts.interval); served cells their median
+    TTFT/TPOT."""
     if r is None:
         return ""
     v = value(r)
@@ -51,6 +53,8 @@ def fmt_cell(r: BenchRecord | None) -> str:
     sd = f" ± {_num(r.stddev_ts)}" if r.stddev_ts is not None else ""
     if r.stddev_ts is None and len(r.samples_ts) == 1:
         sd = " (1 sample: stddev unknown)"
+    if ci := interval(r):
+        sd = f" ± {_num(ci.half)} (95% CI)"
     text = f"{_num(v)}{sd}"
     runs = (r.model_extra or {}).get("between_runs")
     if runs:
@@ -79,8 +83,8 @@ def marks_note(ts: list[Table]) -> list[str]:
 
 
 def best_column(row: Row) -> str | None:
-    """The image column whose tok/s leads the row beyond the noise (noise_band of it and the next:
-    2 x their combined relative stddev); None with fewer than two numbers to rank, a lead inside the
+    """The image column whose tok/s leads the row beyond the noise (margin_band of it and the next:
+    2 x their combined relative stddev, or their 95 % intervals apart where both have one); None with fewer than two numbers to rank, a lead inside the
     noise, or an unknown noise. A flagged or CPU-fallback cell is never the best."""
     ranked = sorted(
         (
@@ -93,10 +97,9 @@ def best_column(row: Row) -> str | None:
     if len(ranked) < 2 or ranked[1][0] <= 0:
         return None
     (v1, c1), (v2, c2) = ranked[0], ranked[1]
-    rsd = [row.facts[c1].rsd, row.facts[c2].rsd]
-    if any(x is None for x in rsd):
+    if row.facts[c1].rsd is None or row.facts[c2].rsd is None:
         return None
-    return c1 if v1 / v2 - 1 > noise_band(rsd[0] or 0.0, rsd[1] or 0.0) else None
+    return c1 if v1 / v2 - 1 > margin_band(row.facts[c1], row.facts[c2]) else None
 
 
 def table_rows(
@@ -146,14 +149,25 @@ def _short_flags(row: Row, labels: dict[str, str] | None) -> str:
     return text
 
 
+CI_NOTE = (
+    "± x (95% CI): the 95% confidence interval of the cell's mean over its process repeats (bench.runs, "
+    "3 or more processes; Student t over the process means); the other cells show mean ± stddev of the "
+    "samples, their interval unknown (fewer than 3 processes); bold between two cells with intervals: the "
+    "intervals do not overlap"
+)
+"""Under tables where some cell carries an interval (facts.Interval), after the flags' legend."""
+
+
 def legend(ts: list[Table]) -> list[str]:
+    """The flags' legend of the tables' rows, then CI_NOTE when some cell carries an interval."""
     used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
+    ci = [CI_NOTE] if any(f.ci for t in ts for row in t.rows for f in row.facts.values()) else []
     return [
         f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
         for name in sorted(
             used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
         )
-    ]
+    ] + ci
 
 
 def energy_notes(ts: list[Table]) -> list[str]:

@@ -12,7 +12,11 @@ Method (stated in the report):
 - Axis score of an image = geometric mean of its best tok/s over the groups every image measured.
 - Winner = best score; margin = winner / runner-up - 1. It is a win only when the margin exceeds
   max(2 x combined relative stddev, min_margin); combined = sqrt(rsd_winner² + rsd_runner_up²), each
-  the root mean square of the rows' stddev/avg. Otherwise: "no clear winner".
+  the root mean square of the rows' stddev/avg. Where every deciding cell of both carries a 95 %
+  confidence interval (>= 3 process repeats, facts.Interval), the intervals replace the stddev: the
+  margin must exceed max((1 + h_runner_up) / (1 - h_winner) - 1, min_margin), h each the root mean
+  square of the rows' relative half-widths (the intervals do not overlap, tables.ci_band); a verdict
+  between a cell with an interval and one without uses the stddev rule. Otherwise: "no clear winner".
 - Routing rule: prefill-heavy -> the winner at the longest prompt measured (where prefill cost
   dominates); latency-bound decode -> the decode winner; mixed / unknown -> among images never last
   on either axis, the best geometric mean of (score / best score) over both axes; batched serving ->
@@ -38,9 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.facts import Facts, Interval, facts_of
 from toolkit.analysis.tables import (
     ReportOptions,
+    ci_band,
     column_labels,
     concurrency,
     id_value,
@@ -79,6 +84,7 @@ class Entry:
     rsd: float
     setting: str
     flags: tuple[str, ...] = ()  # telemetry flags of this cell (Facts): the number is not the card's alone
+    ci: Interval | None = None  # the 95 % interval over process means (Facts.ci; None: unknown)
 
     @property
     def noise_known(self) -> bool:
@@ -89,6 +95,8 @@ class Entry:
         sd = (
             f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else " ± ? (noise unknown)"
         )
+        if self.ci is not None:
+            sd = f" ± {self.ci.half:.2f} (95% CI, {self.ci.processes} processes)"
         fl = f" [{', '.join(self.flags)}]" if self.flags else ""
         return f"{self.image} {self.value:.2f}{sd} ({self.setting}){fl}"
 
@@ -104,8 +112,13 @@ class Group:
         return self.entries[0].value / self.entries[1].value - 1 if len(self.entries) > 1 else None
 
     def noise(self, min_margin: float) -> float:
-        other = self.entries[1].rsd if len(self.entries) > 1 else 0.0
-        return max(noise_band(self.entries[0].rsd, other), min_margin)
+        """The margin the best entry must exceed over the next: their intervals' (both known) or
+        their noise band, at least min_margin (the module docstring)."""
+        top = self.entries[0]
+        other = self.entries[1] if len(self.entries) > 1 else None
+        if other is not None and top.ci is not None and other.ci is not None:
+            return max(ci_band(top.ci.rel(), other.ci.rel()), min_margin)
+        return max(noise_band(top.rsd, other.rsd if other else 0.0), min_margin)
 
     def text(self) -> str:
         line = f"{self.name}: " + " > ".join(e.text() for e in self.entries)
@@ -131,6 +144,7 @@ class AxisVerdict:
     model_unknown: list[str] = field(default_factory=list)
     # image -> its deciding cells that carry telemetry flags (the leader's and the runner-up's only)
     flagged: dict[str, list[Entry]] = field(default_factory=dict)
+    by_interval: bool = False  # the noise threshold is the leader's and runner-up's 95 % intervals
 
     @property
     def clear(self) -> bool:
@@ -260,7 +274,7 @@ def _best_entries(
         clamped = [f"(effective ub{f.ub_clamped})"] if f.ub_clamped else []
         setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
         assert f.value is not None  # fs keeps only records with a value
-        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.telemetry_flags)
+        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.telemetry_flags, f.ci)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
@@ -305,13 +319,24 @@ def _rank(
         rms = math.sqrt(sum(e.rsd**2 for e in es) / len(es))
         out.ranking.append((img, score, rms))
     out.ranking.sort(key=lambda x: -x[1])
-    (_, s1, r1), (_, s2, r2) = out.ranking[0], out.ranking[1]
+    (i1, s1, r1), (i2, s2, r2) = out.ranking[0], out.ranking[1]
     out.margin = s1 / s2 - 1
     out.noise = max(noise_band(r1, r2), min_margin)
+    h1, h2 = (_rms_ci(best, common, img) for img in (i1, i2))
+    if h1 is not None and h2 is not None:  # every deciding cell of both carries an interval
+        out.by_interval, out.noise = True, max(ci_band(h1, h2), min_margin)
     for img, _, _ in out.ranking[:2]:  # the deciding cells: leader's and runner-up's, every common group
         cells = [best[o][img] for o in common if best[o][img].flags]
         if cells:
             out.flagged[img] = cells
+
+
+def _rms_ci(best: dict[tuple, dict[str, Entry]], common: list[tuple], img: str) -> float | None:
+    """Root mean square of an image's relative interval half-widths over the common groups; None
+    when a cell of it has no interval (fewer than 3 processes)."""
+    cis = [best[o][img].ci for o in common]
+    rels = [ci.rel() for ci in cis if ci is not None]
+    return math.sqrt(sum(h * h for h in rels) / len(rels)) if rels and len(rels) == len(cis) else None
 
 
 def _latest(records: list[BenchRecord] | list[Facts], opts: ReportOptions) -> list[Facts]:
@@ -596,6 +621,12 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
             f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
             "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
         )
+    if av.by_interval:
+        lines.append(
+            f"  - the {100 * (av.noise or 0):.1f}% threshold is where the 95% confidence intervals of "
+            f"{av.ranking[0][0]} and {av.ranking[1][0]} (over their process means, 3 or more processes "
+            "per cell) stop overlapping, not their stddev"
+        )
     winners: list[tuple[str, str]] = []  # (image, first group it wins)
     for g in av.groups:
         if not winners or winners[-1][0] != g.entries[0].image:
@@ -639,6 +670,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "runner_up": av.runner_up,
             "margin": av.margin,
             "noise_threshold": av.noise,
+            "noise_basis": "ci95" if av.by_interval else "stddev",
             "clear": av.clear,
             "decided": av.decided,
             "held_by_flags": av.held,
@@ -659,6 +691,8 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
                             "image": e.image,
                             "avg_ts": e.value,
                             "stddev_ts": e.record.stddev_ts,
+                            "ci_low": e.ci.low if e.ci else None,  # None: unknown (fewer than 3 processes)
+                            "ci_high": e.ci.high if e.ci else None,
                             "setting": e.setting,
                             "flags": list(e.flags),
                         }

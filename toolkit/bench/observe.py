@@ -16,6 +16,7 @@ holds warm-up and other work, so it gets no energy (`energy-invalid:no_test_edge
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.analysis import telemetry as tana
+from toolkit.analysis.energy import UNTIMED_SHARE_MAX, UNTIMED_SLACK_S
 from toolkit.host import telemetry as tel
 from toolkit.runtimes.llama_bench.check import token_count
 
@@ -107,9 +109,9 @@ class RunObserver:
         self._own: Callable[[], float | None] | None = None
         self._own_last: float | None = None
         self._own_pids: set[int] = set()
-        self._starts: dict[int, tuple[float, int]] = {}  # test index -> (first measured rep's line, reps)
+        self._own_sid: int | None = None  # the measured command's own session (toolkit measure)
+        self._edges = _TestEdges()
         self._last_row_t: float | None = None
-        self._rows = 0
         self.notes: list[str] = []  # filled by start(): GPUs not at stock power or in use before the run
         self.baseline: dict[str, Any] | None = None
         self.t_start: float | None = None
@@ -183,6 +185,8 @@ class RunObserver:
         if pid <= 0:
             return
         self._own_pids.add(pid)
+        if _session(pid) == pid:  # it leads its own session: its descendants are the benchmark too
+            self._own_sid = pid
         cg = cgroup_of_pid(pid) if self._cgroup else None
         if cg is not None:
             self._own = lambda: tel.cgroup_cpu_seconds(cg)
@@ -196,9 +200,11 @@ class RunObserver:
         window is also an edge read (Sampler.sample_once: NVML's energy counter is read there)."""
         m = _PROGRESS.search(text) if self.enabled else None
         if m:
-            self._starts.setdefault(int(m.group(1)), (time.time() if t is None else t, int(m.group(3))))
+            k, n, reps = (int(g) for g in m.groups())
+            self._edges.start(k, n, time.time() if t is None else t, reps)
             if self.sampler is not None and self.sampler.running:
                 self.sampler.sample_once()
+                self._claim(self.sampler.samples_between(time.time() - 1.0, time.time() + 1.0))
 
     def mark(self) -> float:
         """The start of a window (a vLLM/SGLang phase, a measured command): now, as time.time(), with an
@@ -215,10 +221,7 @@ class RunObserver:
             return {}
         t1 = time.time() if t is None else t
         self.sampler.sample_once()  # a sample at or after the window's end, so the edge is bracketed
-        n = self._rows + 1  # llama-bench prints rows in test order: row k is test k
-        # matched by test index, not by arrival order: test k+1's start may be read before row k when
-        # both pipes are ready at once (a loaded host), and still belongs to test k+1
-        start = self._starts.pop(n, None)
+        start = self._edges.row()
         if start is not None:
             (t0, reps), source = start, "progress"
         else:
@@ -235,9 +238,11 @@ class RunObserver:
             source != "progress"
         ):  # no test edges: the window holds other tests too, its energy is not this one's
             summary = tana.without_energy(summary, "no_test_edges")
+        elif _holds_untimed_work(summary.get("duration_s"), raw.get("samples_ns")):
+            summary = tana.without_energy(summary, "window_holds_untimed_work")
         summary["window_from"] = source
-        self._rows = n
         self._last_row_t = t1
+        self._claim(near)
         return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def window(self, t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
@@ -247,7 +252,22 @@ class RunObserver:
         self.sampler.sample_once()
         near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
         summary = tana.window_summary(near, t0, t1, tokens, self.sampler.rate_hz)
+        self._claim(near)
         return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
+
+    def _claim(self, samples: Sequence[dict[str, Any]]) -> None:
+        """Add to the benchmark's own pids the GPU processes of `samples` that belong to the measured
+        command's own session (a llama-bench a `sh -c` wrapper started is the benchmark, not another
+        tenant: on the H200 every row of three llama-bench runs under one `toolkit measure` was
+        flagged gpu-shared by its own children). Only processes still alive can be asked; a
+        session is the command's only when it leads it (measure starts it with a new session)."""
+        if self._own_sid is None:
+            return
+        for s in samples:
+            for p in s.get("procs") or () if isinstance(s.get("procs"), list) else ():
+                pid = p.get("pid") if isinstance(p, dict) else None
+                if isinstance(pid, int) and pid not in self._own_pids and _session(pid) == self._own_sid:
+                    self._own_pids.add(pid)
 
     def finish(self) -> dict[str, Any]:
         """Stop sampling; the run's facts: {"trace", "trace_error", "samples", "missed_ticks", "gpus",
@@ -266,6 +286,56 @@ class RunObserver:
             "gpus": [g.to_dict() for g in self.gpus],
             "kernel_log": kernel,
         }
+
+
+def _holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
+    """The window is longer than the test's timed repetitions by more than energy.UNTIMED_SHARE_MAX
+    plus UNTIMED_SLACK_S (llama-bench's cached depth restores between repetitions, at n_depth > 0)."""
+    if not isinstance(window_s, (int, float)) or not isinstance(samples_ns, list) or not samples_ns:
+        return False
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in samples_ns):
+        return False
+    timed = sum(samples_ns) / 1e9
+    return timed > 0 and window_s > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S
+
+
+def _session(pid: int) -> int | None:
+    """The session id of a live process (os.getsid), None when it is gone or not ours to ask."""
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+class _TestEdges:
+    """Which `--progress` start belongs to which result row, over one or more llama-bench processes in
+    sequence (a measured `sh -c 'llama-bench ...; llama-bench ...'`: process repeats). Test k of
+    process g is (g, k): a progress index below the last one seen, or one already matched to its row,
+    starts the next process; rows are matched in order, N per process (N of "benchmark k/N"). By
+    index, not by arrival: test k+1's start may be read before row k when both pipes are ready at
+    once (a loaded host), and still belongs to test k+1."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], tuple[float, int]] = {}  # (process, test) -> (t, reps)
+        self.total: dict[int, int] = {}  # process -> its number of tests
+        self.gen = self.last_k = self.row_gen = self.row_k = 0
+        self.matched: set[tuple[int, int]] = set()
+
+    def start(self, k: int, n: int, t: float, reps: int) -> None:
+        """Test k of n started its first measured repetition at `t` (time.time())."""
+        if k < self.last_k or (self.gen, k) in self.matched:
+            self.gen += 1
+        self.last_k = k
+        self.total[self.gen] = n
+        self.starts.setdefault((self.gen, k), (t, reps))
+
+    def row(self) -> tuple[float, int] | None:
+        """The (start, repetitions) of the test whose row arrived now, None without its progress line."""
+        if self.row_gen < self.gen and self.row_k >= self.total.get(self.row_gen, 0):
+            self.row_gen, self.row_k = self.row_gen + 1, 0
+        self.row_k += 1
+        self.matched.add((self.row_gen, self.row_k))
+        return self.starts.pop((self.row_gen, self.row_k), None)
 
 
 def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:

@@ -1,7 +1,8 @@
 """`toolkit tune`: search the knobs that change one axis of one image x model, within a budget.
 
 Knobs (llama-bench): n_ubatch (micro-batch), n_batch, threads (CPU images), flash attention. The
-workload point is one test: prefill pp L (axis prefill) or decode tg N (axis decode). The search is
+workload point is one test: prefill pp L (axis prefill) or decode tg N (axis decode); axis depth is
+pp L at every depth of the model's depth sweep, one micro-batch for them all (toolkit.bench.tune_depth). The search is
 successive halving on repetitions: every candidate setting is measured with `r` repetitions, the
 better half (by median tok/s) goes on with 2r, until one is left or the wall-clock budget is spent;
 a candidate whose best sample is below the leader's worst sample (a clear loser) is dropped at once.
@@ -84,6 +85,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     no_effect: bool = False
     undecided: str = ""  # why the best cannot be called better than the default (then nothing is proposed)
+    per_depth: dict[int, TuneResult] = field(default_factory=dict)  # axis depth: the answer at each depth
 
     @property
     def best(self) -> Evidence | None:
@@ -125,11 +127,12 @@ def candidates(knobs: dict[str, list[int]], default: Candidate) -> list[Candidat
 
 
 def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions: int) -> BenchAxes:
-    """The one-case BenchAxes of a trial (pp `tokens` or tg `tokens`) at setting `c`."""
+    """The one-case BenchAxes of a trial (pp `tokens` or tg `tokens`) at setting `c`; axis depth: pp
+    `tokens` at each of `base.n_depth` (one llama-bench process)."""
     upd: dict[str, Any] = {
-        "n_prompt": [tokens] if axis == "prefill" else [0],
+        "n_prompt": [tokens] if axis in ("prefill", "depth") else [0],
         "n_gen": [tokens] if axis == "decode" else [0],
-        "n_depth": [0],
+        "n_depth": list(base.n_depth) if axis == "depth" else [0],
         "repetitions": repetitions,
         "runs": 1,
         "n_ubatch": [c.get("n_ubatch", base.n_ubatch[0])],
@@ -303,12 +306,16 @@ def search(
     start_reps: int = 2,
     max_rounds: int = 4,
     on_note: Callable[[str], None] = lambda s: None,
+    rank: Callable[..., TuneResult] | None = None,
 ) -> TuneResult:
     """Successive halving over `knobs` for one case; `run_trial(axes, record_extra)` measures one
     candidate (an ordinary bench run) and returns its records. Stops at one candidate, after
-    `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it)."""
-    if axis not in ("prefill", "decode"):
-        raise BadInput(f"--axis {axis!r}: prefill or decode")
+    `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it). `rank`: how the
+    stored trials are ranked, best_setting's signature (default best_setting; axis depth passes
+    tune_depth.best_over_depth)."""
+    if axis not in ("prefill", "decode", "depth"):
+        raise BadInput(f"--axis {axis!r}: prefill, decode or depth")
+    rank = rank or best_setting
     base = lm.m.bench
     default = _matrix_default(base, knobs)
     alive = candidates(knobs, default)
@@ -332,7 +339,7 @@ def search(
         if spent:
             break
         live = {k for k, c in asked.items() if c in alive}
-        res = best_setting(store.results(), session, names, default, survivors=live)
+        res = rank(store.results(), session, names, default, survivors=live)
         ranked = [e for e in res.ranking if e.candidate in live]
         if not ranked:
             break
@@ -343,7 +350,7 @@ def search(
         if len(alive) <= 1:
             break
     live = {k for k, c in asked.items() if c in alive}
-    res = best_setting(store.results(), session, names, default, survivors=live or None)
+    res = rank(store.results(), session, names, default, survivors=live or None)
     res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
     return res
 
@@ -409,6 +416,10 @@ def format_result(res: TuneResult) -> str:
         lines.append(
             f"| {e.candidate.label()} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
             f"{e.samples} | {e.effective_ubatch or ''} |"
+        )
+    for d, one in sorted(res.per_depth.items()):
+        lines.append(
+            f"at depth {d}: " + ", ".join(f"{e.candidate.label()} {e.median:.2f}" for e in one.ranking)
         )
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)

@@ -33,9 +33,10 @@ from toolkit.cli.common import (
 )
 @click.option(
     "--axis",
-    type=click.Choice(["prefill", "decode"]),
+    type=click.Choice(["prefill", "decode", "depth"]),
     required=True,
-    help="prefill: pp TOKENS (prompt processing); decode: tg TOKENS (generation).",
+    help="prefill: pp TOKENS (prompt processing); decode: tg TOKENS (generation); depth: pp TOKENS at "
+    "every depth of the model's `depth:` sweep, one n_ubatch for them all (--write: into that block).",
 )
 @click.option(
     "--tokens",
@@ -105,6 +106,7 @@ def tune(
         toolkit tune -i cpu --axis prefill --tokens 512 --knob n_ubatch --budget 10m
     """
     from toolkit.bench import tune as tune_mod
+    from toolkit.bench import tune_depth
     from toolkit.core.errors import BadInput
 
     lm = _load(matrix_path)
@@ -113,11 +115,13 @@ def tune(
     if spec.runner != "llama-bench":
         raise BadInput(f"--image {image}: tune searches llama-bench knobs; {image} runs {spec.runner}")
     mspec = tune_mod.model_for(lm, model, spec)
-    base = lm.m.bench
-    n = tokens or max(base.n_prompt if axis == "prefill" else base.n_gen)
+    knobs = knobs or (("n_ubatch",) if axis == "depth" else ())
+    lm_t = _depth_matrix(lm, mspec, knobs) if axis == "depth" else lm
+    base = lm_t.m.bench
+    n = tokens or max(base.n_prompt if axis != "decode" else base.n_gen)
     space = _search_space(spec, base, knobs, values, n)
     res = tune_mod.search(
-        lm,
+        lm_t,
         store,
         axis=axis,
         tokens=n,
@@ -127,8 +131,9 @@ def tune(
             lm, spec, mspec, store, allow_software_gpu=allow_software_gpu, allow_concurrent=allow_concurrent
         ),
         on_note=_err,
+        rank=tune_depth.best_over_depth if axis == "depth" else None,
     )
-    diff = tune_mod.matrix_diff(lm.path, res) if write_diff else None
+    diff = _diff(lm, res, mspec, axis) if write_diff else None
     if as_json:
         echo_json(_tune_json(res, diff))
         return
@@ -137,9 +142,40 @@ def tune(
         click.echo("\n" + (diff or "no matrix change to propose"))
 
 
+def _diff(lm, res, mspec, axis: str) -> str:
+    """--write's proposal: the model's depth.n_ubatch (axis depth), else the bench axes."""
+    from toolkit.bench import tune as tune_mod
+    from toolkit.bench import tune_depth
+
+    if axis == "depth":
+        return tune_depth.depth_matrix_diff(lm.path, res, mspec.name)
+    return tune_mod.matrix_diff(lm.path, res)
+
+
+def _depth_matrix(lm, mspec, knobs: tuple[str, ...]):
+    """`lm` with its bench axes replaced by `mspec`'s depth sweep (every depth, the sweep's micro-batch:
+    the default the search measures against). BadInput for a model without `depth:` or a knob other
+    than n_ubatch."""
+    from toolkit.core.errors import BadInput
+    from toolkit.spec.matrix import LoadedMatrix, depth_axes
+
+    if mspec.depth is None:
+        raise BadInput(
+            f"{lm.path}: --axis depth: model {mspec.name!r} has no `depth:` block (models[].depth, "
+            "docs/running.md 'Depth curves'); add one or pass --model with one"
+        )
+    if set(knobs) - {"n_ubatch"}:
+        raise BadInput(
+            "--axis depth searches n_ubatch only (one micro-batch per model): drop the other --knob"
+        )
+    axes = depth_axes(lm.m.bench, mspec.depth)
+    return LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
+
+
 def _tune_json(res, diff: str | None) -> dict:
     """`tune --json`'s result: the decision for the axis, {session, axis, test, best, default (each
-    {candidate: {knob: value}, median, low, high (tok/s), trials, samples, effective_ubatch}), gain
+    {candidate: {knob: value}, median, low, high (tok/s; axis depth: geometric means over the depths),
+    trials, samples, effective_ubatch}), per_depth ({depth: ranking at that depth}; {} but for axis depth), gain
     (best / default - 1; null without both), no_effect, undecided, notes, ranking, matrix_diff (the
     --write diff, "" when none is proposed; null without --write)}."""
 
@@ -157,6 +193,7 @@ def _tune_json(res, diff: str | None) -> dict:
         "undecided": res.undecided,
         "notes": res.notes,
         "ranking": [evidence(e) for e in res.ranking],
+        "per_depth": {d: [evidence(e) for e in p.ranking] for d, p in res.per_depth.items()},
         "matrix_diff": diff,
     }
 

@@ -20,8 +20,9 @@ from toolkit.results import identity
 from toolkit.results.records import (
     CLOCK_SKEW_BACK_S,
     BenchRecord,
+    _parse_line,
     bench_record,
-    scan_jsonl,
+    scan_jsonl_lines,
     short_digest,
     store_of,
     written_at,
@@ -30,8 +31,8 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 4  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
-# 4: imported (the digests `toolkit import` matches rows imported before by)
+INDEX_SCHEMA = 5  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+# 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -48,7 +49,7 @@ CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model
 CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,
                    status TEXT NOT NULL, run INTEGER NOT NULL, created TEXT NOT NULL, key INTEGER NOT NULL,
                    process_run INTEGER NOT NULL, has_value INTEGER NOT NULL, facet INTEGER NOT NULL,
-                   seq INTEGER, timed INTEGER NOT NULL, written REAL, tune INTEGER NOT NULL,
+                   seq INTEGER, timed INTEGER NOT NULL, written REAL, tune INTEGER NOT NULL, sum BLOB NOT NULL,
                    PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
@@ -61,10 +62,11 @@ CREATE INDEX imported_shown ON imported (shown, untimed);
 
 # An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
 # text as identity.newest_per_test compares it among timed import rows; `seq` and `pos` give the
-# store's write order, identity.write_order) and where the record is; `pos` = store order.
+# store's write order, identity.write_order) and where the record is; `sum` = line_sum of the line's
+# bytes when the index validated it; `pos` = store order.
 _ROW_COLS = (
     "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
-    "r.seq, r.timed, r.written, r.tune"
+    "r.seq, r.timed, r.written, r.tune, r.sum"
 )
 (
     R_FILE,
@@ -82,8 +84,9 @@ _ROW_COLS = (
     R_TIMED,
     R_WRITTEN,
     R_TUNE,
+    R_SUM,
     R_POS,
-) = range(16)
+) = range(17)
 
 
 _POS = "(o.rank * 4294967296 + r.line)"
@@ -231,6 +234,12 @@ def _code_fingerprint() -> str:
         h.update(Path(spec.origin).read_bytes())
     h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]}".encode())
     return h.hexdigest()
+
+
+def line_sum(line: bytes) -> bytes:
+    """128-bit blake2b of a line's bytes (newline included): the index keeps it for every record it
+    validated, so a reader can tell that the bytes it loads by offset are those very bytes (index.load)."""
+    return hashlib.blake2b(line, digest_size=16).digest()
 
 
 def _edges(path: Path, done: int) -> bytes:
@@ -425,20 +434,22 @@ class ResultIndex:
         recs, probs, imported = [], [], []
         done, lines = start, first - 1
         last = None
-        for n, off, length, obj, problem in scan_jsonl(path, start, first, st.st_size):
-            last = (n, off, length)
+        for n, off, raw in scan_jsonl_lines(path, start, first, st.st_size):
+            last = (n, off, len(raw))
+            obj, problem = _parse_line(raw)
             if problem is None and obj is not None:
                 rec, problem = bench_record(obj)
                 if rec is not None:
                     key = identity.test_key(rec)
-                    recs.append((fid, n, off, length, *self._rec_fields(rec, key, keys, runs, facets)))
+                    fields = self._rec_fields(rec, key, keys, runs, facets)
+                    recs.append((fid, n, off, len(raw), *fields, line_sum(raw)))
                     if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
                         imported.append((fid, n, *_stored_digests()(rec, key)))
             if problem is not None:
                 probs.append((fid, n, problem))
         if last is not None:
             done, lines = _read_up_to(path, *last)
-        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
+        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 16) + ")", recs)
         self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
         self.conn.executemany("INSERT INTO imported VALUES (?, ?, ?, ?, ?)", imported)
         self.conn.execute(

@@ -390,7 +390,16 @@ def scan_jsonl(
     None): (line number, byte offset, length in bytes with the newline, object or None, problem or
     None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
     JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
-    line reader of results: read_jsonl and the query index (toolkit.results.index) both use it."""
+    line reader of results: read_jsonl and the query index (toolkit.results.index, through
+    scan_jsonl_lines and _parse_line) both use it."""
+    for n, off, raw in scan_jsonl_lines(path, start, first_line, end):
+        yield (n, off, len(raw), *_parse_line(raw))
+
+
+def scan_jsonl_lines(
+    path: Path, start: int = 0, first_line: int = 1, end: int | None = None
+) -> Iterator[tuple[int, int, bytes]]:
+    """scan_jsonl's lines unparsed: (line number, byte offset, the line's bytes with its newline)."""
     if not path.is_file():
         return
     with path.open("rb") as fh:
@@ -402,9 +411,8 @@ def scan_jsonl(
                 if not raw:
                     return
             n += 1
-            length = len(raw)
-            yield (n, off, length, *_parse_line(raw))
-            off += length
+            yield n, off, raw
+            off += len(raw)
             if end is not None and off >= end:
                 return
 

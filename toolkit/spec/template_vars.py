@@ -33,6 +33,10 @@ TEMPLATE_VARS: dict[str, tuple[str, str]] = {
     "min_mesa_version": ("version", "a Mesa version floor, quoted, e.g. '25.2.0'"),
     "require_coopmat": ("bool", "true (the build fails without cooperative matrix) or false (recorded only)"),
     "mesa_apt_suite": ("apt-suite", "the base image's Debian release (trixie) or its -backports suite"),
+    "vulkan_probe_extensions": (
+        "str-list",
+        "a list of Vulkan extension names, e.g. [VK_KHR_cooperative_matrix]",
+    ),
 }
 """Template variables whose shape the templates rely on: name -> (kind, what to write). Every other
 variable is one line of text (a version, an image reference, a commit), a whole number, or a list of
