@@ -558,3 +558,25 @@ def test_a_line_not_the_bytes_the_index_validated_goes_through_the_full_reader(t
     assert any(r.log_file == "\ud800 log" for r in sel)
     whole = collections.Counter(_exact(ResultStore(results).results()))
     assert len(sel) == 18 and not collections.Counter(_exact(sel)) - whole  # one record superseded
+
+
+def test_a_lone_surrogate_in_a_stored_record_does_not_crash_the_index(tmp_path):
+    """A stored record whose gpu_info, image name and run_id hold lone surrogates (JSON "\\ud800":
+    Python reads it, SQLite cannot store it) made building the index, and with it a cold report,
+    end in a UnicodeEncodeError traceback. The index keeps the row; the report shows the record."""
+    import subprocess
+    import sys
+
+    rec = json.loads((DATA / "results-cpu-a.jsonl").read_text().splitlines()[0])
+    rec |= {"gpu_info": "GPU \ud800 x", "run_id": rec["run_id"] + "\udfff"}
+    rec["image"]["name"] = "cpu\ud801"
+    (tmp_path / "results" / "run1").mkdir(parents=True)
+    (tmp_path / "results" / "run1" / "bench.jsonl").write_text(json.dumps(rec) + "\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "toolkit", "report", "--format", "json", "--results", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and json.loads(p.stdout)

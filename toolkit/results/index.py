@@ -70,6 +70,7 @@ from toolkit.results.index_sqlite import (
     StaleIndex,
     key_hash,
     line_sum,
+    sql_text,
 )
 from toolkit.results.records import (
     BenchRecord,
@@ -97,12 +98,8 @@ def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = No
             if fd is None:
                 fd = fds[h.path] = os.open(h.path, os.O_RDONLY)
             rec, problem = _record_of(os.pread(fd, h.row[R_LEN], h.row[R_OFF]), h.row[R_SUM])
-            if rec is None or (
-                rec.run_id,
-                identity.measured_at(rec),
-                rec.status,
-                rec.image.digest,
-                rec.seq,
+            if rec is None or sql_text(  # as the index stores text (a lone surrogate escaped)
+                (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)
             ) != (h.run_id, h.created, h.status, h.image.digest, h.seq):
                 raise StaleIndex(
                     f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "

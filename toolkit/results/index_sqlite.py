@@ -406,7 +406,7 @@ class ResultIndex:
 
     def _insert(self, sql: str, vals: tuple) -> int:
         """INSERT one row; its rowid."""
-        rowid = self.conn.execute(sql, vals).lastrowid
+        rowid = self.conn.execute(sql, sql_text(vals)).lastrowid
         assert rowid is not None  # sqlite3 sets lastrowid after every INSERT of a row
         return rowid
 
@@ -442,11 +442,11 @@ class ResultIndex:
                 if rec is not None:
                     key = identity.test_key(rec)
                     fields = self._rec_fields(rec, key, keys, runs, facets)
-                    recs.append((fid, n, off, len(raw), *fields, line_sum(raw)))
+                    recs.append(sql_text((fid, n, off, len(raw), *fields, line_sum(raw))))
                     if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
                         imported.append((fid, n, *_stored_digests()(rec, key)))
             if problem is not None:
-                probs.append((fid, n, problem))
+                probs.append(sql_text((fid, n, problem)))
         if last is not None:
             done, lines = _read_up_to(path, *last)
         self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 16) + ")", recs)
@@ -751,3 +751,23 @@ def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
 def _may_name_digest(digest: str, ref: str) -> bool:
     ref = ref.lower()
     return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
+
+
+def sql_text(vals: tuple) -> tuple:
+    """`vals` with every text that holds a lone surrogate (JSON's "\\ud800", which Python reads and
+    SQLite cannot store: UnicodeEncodeError) written with backslash escapes: the index keeps the row,
+    the record itself is read from its file as it is."""
+    return tuple(
+        v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) and not _encodable(v) else v
+        for v in vals
+    )
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
