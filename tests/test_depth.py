@@ -5,14 +5,28 @@ tiny stand-in model (toolkit.models.tiny)."""
 
 from __future__ import annotations
 
+import json
+import statistics
+from dataclasses import replace
+
 import pytest
+import yaml
 from matplotlib.colors import to_hex
 
+from tests.support.engine import ROW, FakeEngine, _build, _ctx, _project
 from tests.support.project import mutate, write_matrix
 from tests.support.records import make_record
 from toolkit.analysis import plots, report
 from toolkit.bench import tune, tune_depth
+from toolkit.bench.runners import llama_depth
+from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.core.errors import BadInput
+from toolkit.engine import api as engine
+from toolkit.host import info as hostinfo
+from toolkit.host.devices import DeviceProfile
+from toolkit.models.tiny import ensure_model_file
+from toolkit.results import identity
+from toolkit.results.records import ResultStore
 from toolkit.spec.matrix import WIDE_DEPTHS, KvShape, depth_axes, fit_depths, gguf_kv_shape, load_matrix
 
 REF = 0  # models[0]: the reference model qwen3-30b-a3b-q4kxl
@@ -221,3 +235,182 @@ def test_the_verdict_and_its_groups_are_per_depth():
     v = verdict_mod.verdict(recs, ReportOptions())
     text = verdict_mod.format_verdict(v, markdown=False)
     assert "pp512 @ d16384" in text, text
+
+
+# --- `toolkit bench` runs the depth sweep (a llama-bench process of its own after the main sweep) ---
+
+
+class DepthEngine(FakeEngine):
+    """tests.support.engine.FakeEngine answering llama-bench as it crosses its lists: one row per
+    (-d, -p > 0) and per (-d, -n > 0), shaped like the captured CPU row (a mock: no llama-bench runs
+    here; the shared fake answers -p only)."""
+
+    def _llama_bench(self, argv, on_stdout):
+        def flag(f, default):
+            return [int(x) for x in (argv[argv.index(f) + 1] if f in argv else default).split(",")]
+
+        rows = []
+        for d in flag("-d", "0"):
+            tests = [(p, 0) for p in flag("-p", "0") if p] + [(0, n) for n in flag("-n", "0") if n]
+            for p, n in tests:
+                ts = [(p + n) / (ns / 1e9) for ns in ROW["samples_ns"]]
+                row = {**ROW, "n_prompt": p, "n_gen": n, "n_depth": d, "samples_ts": ts}
+                row.update(avg_ts=statistics.mean(ts), stddev_ts=statistics.stdev(ts))
+                row.update(
+                    {
+                        k: flag(f, "0")[0]
+                        for k, f in (
+                            ("n_batch", "-b"),
+                            ("n_ubatch", "-ub"),
+                            ("n_gpu_layers", "-ngl"),
+                            ("flash_attn", "-fa"),
+                        )
+                    }
+                )
+                rows.append(json.dumps(row))
+                on_stdout(rows[-1])
+        return engine.RunOutcome(0, "\n".join(rows) + "\n", "", 0.5)
+
+
+AXES = {
+    "n_prompt": [512],
+    "n_gen": [128],
+    "n_ubatch": [64],
+    "n_batch": [512],
+    "n_gpu_layers": [0],
+    "repetitions": 2,
+}
+
+
+def depth_ctx(tmp_path, depth: dict, fake=None, **opts):
+    """The RunContext bench hands llama-bench for the cpu image and the tiny model (generated) with the
+    depth sweep `depth` beside pp512 + tg128 at ub 64 (AXES)."""
+    proj = tmp_path / "proj"
+    data = _project(proj, AXES, replace_axes=True)
+    next(m for m in data["models"] if m["name"] == "tiny-qwen3moe")["depth"] = depth
+    (proj / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    lm = load_matrix(proj / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    ensure_model_file(lm.resolve(model.path), "tiny-qwen3moe")
+    build = _build("cpu", "cpu", "c", lm.m.image("cpu").template)
+    store = ResultStore(proj / "results")
+    return _ctx(
+        lm, lm.m.image("cpu"), build, model, store, "cpu", {}, fake or DepthEngine(), telemetry=False, **opts
+    )
+
+
+def _llama_argv(fake) -> list[list[str]]:
+    return [r.command for r in fake.runs if r.command[0] == "llama-bench"]
+
+
+def test_bench_runs_the_depth_sweep_after_the_main_sweep_measuring_each_test_once(tmp_path):
+    """pp512 and tg128 at depth 0 with ub 64 are main-sweep cases: the depth process measures depth
+    512 only (`-d 512 -p 512 -n 128`), the curve's depth-0 point is the main sweep's record (one test
+    identity, one record), and a second run with --resume measures nothing."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    runner = LlamaBenchRunner()
+    assert len(runner.cases(ctx)) == 4  # pp512, tg128 at depth 0, then at depth 512
+    steps = runner.plan(ctx)
+    assert [s.what for s in steps] == [
+        "llama-bench, run 1 of 1",
+        "llama-bench depth sweep (depths 512), run 1 of 1",
+    ]
+    outs = runner.run(ctx)
+    assert [(o.status, o.records) for o in outs] == [("ok", 2), ("ok", 2)]
+    assert outs[1].reason == "depth sweep, depths 512"
+    main, depth = _llama_argv(ctx.engine)
+    assert "-d" not in main
+    assert " ".join(depth[depth.index("-p") : depth.index("-ngl")]) == "-p 512 -n 128 -b 512 -ub 64 -fa 1"
+    assert depth[depth.index("-d") + 1] == "512" and steps[1].argv[-len(depth) :] == depth
+    recs = ctx.store.results()
+    assert sorted((r.n_prompt, r.n_gen, r.n_depth) for r in recs) == [
+        (0, 128, 0),
+        (0, 128, 512),
+        (512, 0, 0),
+        (512, 0, 512),
+    ]
+    sel = identity.newest_per_test(recs)
+    assert (len(sel.used), sel.superseded) == (4, 0)
+    assert (
+        ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{ctx.opts.run_id}-tiny-qwen3moe-depth.log"
+    ).is_file()
+    again = replace(ctx, opts=replace(ctx.opts, resume=True))
+    assert runner.cases(again) == []
+    n = len(ctx.engine.runs)
+    assert [o.status for o in runner.run(again)] == ["resumed"] and len(ctx.engine.runs) == n
+
+
+def test_the_depth_sweep_measures_depth_0_itself_at_a_micro_batch_the_main_sweep_lacks(tmp_path):
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512], "n_ubatch": 128})
+    LlamaBenchRunner().run(ctx)
+    depth = _llama_argv(ctx.engine)[1]
+    assert " ".join(depth[depth.index("-p") : depth.index("-fa")]) == "-p 512 -n 128 -b 512 -ub 128"
+    assert depth[depth.index("-d") + 1] == "0,512"
+    assert len(ctx.store.results()) == 6
+
+
+def test_a_depth_that_lost_some_tests_to_the_main_sweep_gets_a_process_of_its_own(tmp_path):
+    """pp1024 at depth 0 is not a main-sweep case, pp512 and tg128 there are: llama-bench crosses -d
+    with -p and -n, so depth 0 runs `-p 1024 -n 0` and depth 512 every test."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512], "n_prompt": [512, 1024]})
+    plan = llama_depth.depth_plan(ctx)
+    got = [(a.n_depth, a.n_prompt, a.n_gen) for _, a in plan.processes]
+    assert got == [([0], [1024], [0]), ([512], [512, 1024], [128])]
+    assert len(plan.cases) == 4 and all(c["sweep"] == "depth" for c in plan.cases)
+
+
+def test_resume_measures_only_the_depths_not_yet_measured(tmp_path):
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    LlamaBenchRunner().run(ctx)
+    data = yaml.safe_load(ctx.lm.path.read_text())
+    next(m for m in data["models"] if m["name"] == "tiny-qwen3moe")["depth"]["n_depth"] = [0, 512, 1024]
+    ctx.lm.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    lm = load_matrix(ctx.lm.path)
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    resumed = replace(ctx, lm=lm, model=model, opts=replace(ctx.opts, resume=True, run_id="run-2"))
+    assert [(c["n_prompt"], c["n_depth"]) for c in LlamaBenchRunner().cases(resumed)] == [
+        (512, 1024),
+        (0, 1024),
+    ]
+    LlamaBenchRunner().run(resumed)
+    assert _llama_argv(ctx.engine)[-1][_llama_argv(ctx.engine)[-1].index("-d") + 1] == "1024"
+
+
+def test_depths_over_the_memory_limit_are_skipped_with_their_reason(tmp_path):
+    """A CPU image with --memory 1600m: the tiny model (1 KiB of KV cache a token) fits at depth 512,
+    not at 1000000 (0.95 GiB of KV cache + the 1 GiB reserve); without a limit, the host's memory."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512, 1_000_000]}, memory="1600m")
+    (note,) = LlamaBenchRunner().notes(ctx)
+    assert note.startswith(
+        "depth sweep: depth 1000000 skipped: model 0.0 GiB + KV cache 1.0 GiB + reserve 1.0 GiB"
+    )
+    assert note.endswith("> 1.6 GiB of container memory limit (bench.memory or --memory)")
+    assert [a.n_depth for _, a in llama_depth.depth_plan(ctx).processes] == [[512]]
+    host = replace(ctx, opts=replace(ctx.opts, memory=None))
+    assert llama_depth.capacity(host) == (hostinfo.memory_bytes(), "host memory")
+
+
+def test_a_gpu_image_fits_its_depths_in_the_passed_gpus_memory_an_igpu_in_the_hosts(tmp_path):
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    gpu = DeviceProfile(backend="vulkan", gpu_details=[{"vram_bytes": 32 << 30, "is_igpu": False}] * 2)
+    vk = replace(ctx, spec=ctx.lm.m.image("vulkan"), profile=gpu)
+    assert llama_depth.capacity(vk) == (64 << 30, "memory of 2 GPUs")
+    igpu = replace(
+        vk, profile=DeviceProfile(backend="vulkan", gpu_details=[{"vram_bytes": 512 << 20, "is_igpu": True}])
+    )
+    assert llama_depth.capacity(igpu) == (hostinfo.memory_bytes(), "host memory (shared by the iGPU)")
+    unknown = replace(vk, profile=DeviceProfile(backend="vulkan"))
+    assert LlamaBenchRunner().notes(unknown) == [
+        "depth sweep: fit not checked (the GPU memory is unknown): every depth is measured"
+    ]
+
+
+def test_resume_axes_name_each_test_once_when_cache_types_are_crossed():
+    """Cases repeat per cache type (type_k [f16, q8_0]): the process built from them passes `-p 512`,
+    not `-p 512,512` (llama-bench would measure pp512 twice per type)."""
+    from toolkit.bench.runners.llama_bench import resume_axes
+    from toolkit.spec.matrix import BenchAxes
+
+    axes = BenchAxes(n_prompt=[512], n_gen=[128], n_ubatch=[512], n_batch=[2048], type_k=["f16", "q8_0"])
+    (one,) = resume_axes(axes, axes.cases())
+    assert (one.n_prompt, one.n_gen, one.type_k) == ([512], [128], ["f16", "q8_0"])

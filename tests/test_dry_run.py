@@ -135,3 +135,24 @@ def test_the_plan_counts_each_process_level_run(tmp_path):
     assert plan.startswith(
         "plan: 8 test cases (1 image/model pair x 4 cases, each in 2 processes (bench.runs)"
     ), plan
+
+
+def test_dry_run_prints_the_depth_sweeps_command_and_counts_its_cases(tmp_path):
+    """The tiny model's depth sweep (pp512 + tg128 at depths 0 and 512, the bench's first ub 512):
+    depth 0 is the main sweep's (same tests), so its process is `-d 512 -p 512 -n 128`, after the main
+    sweep's, and the plan counts its 2 cases."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["tiny-qwen3moe"],
+        depth=True,
+    )
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
+    assert plan.startswith(
+        "plan: 6 test cases (1 image/model pair x 6 cases, 5 repetitions each; 2 of the 6 in depth sweeps"
+    ), plan
+    bench = [ln for ln in res.output.splitlines() if " llama-bench " in ln]
+    assert len(bench) == 2 and " -d " not in bench[0], res.output
+    assert " -p 512 -n 128 -b 2048 -ub 512 " in bench[1] and " -d 512 " in bench[1], bench[1]

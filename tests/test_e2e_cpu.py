@@ -237,3 +237,25 @@ def test_measure_wraps_a_bare_metal_llama_bench_and_report_shows_it_beside_the_c
     )
     rep, _ = run_cli(cpu_project, "report")
     assert "bare-metal" in rep.output and "cpu@" in rep.output
+
+
+def test_bench_runs_the_depth_sweep_and_the_report_draws_its_curve(tmp_path):
+    """The tiny model's `depth:` block (pp512 + tg128 at depths 0 and 512) beside pp64 + tg16 at ub 32:
+    no main-sweep test is a depth test, so the depth process (`-d 0,512`) measures all 4; they are
+    stored with their n_depth and the html report draws the depth curves."""
+    engine_or_skip()
+    axes = {**AXES, "n_prompt": [64], "n_ubatch": [32], "repetitions": 2}
+    project = make_project(tmp_path / "p", images=["cpu"], bench=axes, depth=True)
+    run_cli(project, "build", "--image", "cpu")
+    res, _ = run_cli(project, "bench", "--image", "cpu")
+    assert "; 4 of the 6 in depth sweeps" in res.output, res.output
+    assert "cpu x tiny-qwen3moe: ok, 4 results" in res.output and "depth sweep, depths 0,512" in res.output
+    recs = ResultStore(project / "results").results()
+    depth = sorted((r.n_depth, r.n_prompt, r.n_gen) for r in recs if r.n_prompt != 64 and r.n_gen != 16)
+    assert depth == [(0, 0, 128), (0, 512, 0), (512, 0, 128), (512, 512, 0)], depth
+    assert all(r.status == "ok" and r.avg_ts > 0 for r in recs)
+    out = tmp_path / "rep" / "report.html"
+    run_cli(project, "report", "--format", "html", "-o", str(out))
+    plots = out.parent / "report-plots"
+    assert (plots / "depth-prefill.png").is_file() and (plots / "depth-decode.png").is_file()
+    assert "depth-prefill" in out.read_text()

@@ -34,18 +34,25 @@ def plan_line(res) -> str:
     return next((ln for ln in res.stderr.splitlines() if ln.startswith("plan: ")), "")
 
 
-def one_case(project, matrix_data, images=("cpu",), models=("tiny-qwen3moe",), **bench):
+def one_case(project, matrix_data, images=("cpu",), models=("tiny-qwen3moe",), depth=False, **bench):
+    """pp512 at ub512 (5 repetitions) over `bench`; the models' depth sweeps only with `depth`."""
     d = mutate(matrix_data, ["bench", "n_prompt"], [512])
     d["bench"].update({"n_gen": [0], "n_ubatch": [512], "repetitions": 5, **bench})
     d["images"] = [i for i in d["images"] if i["name"] in images]
-    d["models"] = [m for m in d["models"] if m["name"] in models]
+    d["models"] = [
+        m if depth else {k: v for k, v in m.items() if k != "depth"}
+        for m in d["models"]
+        if m["name"] in models
+    ]
     write_matrix(project, d)
     return d
 
 
 def test_plan_counts_only_pairs_that_run_here(project, matrix_data):
     """cpu built (current), cpu2 the same image unbuilt, vulkan without a GPU; the tiny model and the
-    17 GB one that is absent: one pair runs, and the plan says 8 cases of 1 pair, not 5 pairs."""
+    17 GB one that is absent: one pair runs, and the plan says 10 cases of 1 pair, not 5 pairs: the
+    bench axes' 8 and the tiny model's depth sweep's 2 (pp512 and tg128 at depth 512; at depth 0 they
+    are main-sweep cases)."""
     d = matrix_data
     cpu2 = {**next(i for i in d["images"] if i["name"] == "cpu"), "name": "cpu2"}
     d["images"] = [i for i in d["images"] if i["name"] in ("cpu", "vulkan")] + [cpu2]
@@ -54,7 +61,8 @@ def test_plan_counts_only_pairs_that_run_here(project, matrix_data):
     res = tk(project, "bench")
     assert res.returncode == 5, res.stderr  # the engine: after the plan
     assert plan_line(res).startswith(
-        "plan: 8 test cases (1 image/model pair x 8 cases, 5 repetitions each)"
+        "plan: 10 test cases (1 image/model pair x 10 cases, 5 repetitions each; 2 of the 10 in depth "
+        "sweeps: models[].depth)"
     ), res.stderr
 
 
@@ -85,15 +93,7 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     one_case(project, matrix_data, n_prompt=[512, 2048])
     build = seed_current_build(project, "cpu")
     tk(project, "bench")  # generates the tiny model (then stops at the engine)
-    sha = sha256_file(project / "models" / "tiny-qwen3moe.gguf")
-    r = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
-    r = r.model_copy(
-        update={
-            "model": r.model.model_copy(update={"sha256": sha}),
-            "image": r.image.model_copy(update={"digest": build.digest}),
-        }
-    )
-    ResultStore(project / "results").add_result(r)
+    _measured(project, build, sha256_file(project / "models" / "tiny-qwen3moe.gguf"), p=512, ub=512)
     res = tk(project, "bench", "--resume")
     assert plan_line(res).startswith(
         "plan: 1 test cases (1 image/model pair x 2 cases, 1 already measured: --resume"
@@ -102,6 +102,37 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     assert plan_line(res).startswith("plan: 2 test cases (1 image/model pair x 2 cases, 5 repetitions"), (
         res.stderr
     )
+
+
+def _measured(project, build, sha, **kw):
+    """Store an ok record of the tiny model on `build` (make_record's fields `kw`)."""
+    r = make_record("cpu", "cpu", model="tiny-qwen3moe", host={}, avg=512.0, **kw)
+    r = r.model_copy(
+        update={
+            "model": r.model.model_copy(update={"sha256": sha}),
+            "image": r.image.model_copy(update={"digest": build.digest}),
+        }
+    )
+    ResultStore(project / "results").add_result(r)
+
+
+def test_the_plan_counts_the_depth_sweep_and_resume_sees_its_cases(project, matrix_data):
+    """The tiny model's depth sweep (pp512 + tg128 at depths 0 and 512, ub512) beside pp512 ub512:
+    pp512 @ d0 is the main sweep's case (measured once), so the depth sweep adds 3. With pp512 @ d512
+    measured on this digest + model, --resume plans the 3 others."""
+    one_case(project, matrix_data, depth=True)
+    build = seed_current_build(project, "cpu")
+    res = tk(project, "bench")
+    assert plan_line(res).startswith(
+        "plan: 4 test cases (1 image/model pair x 4 cases, 5 repetitions each; 3 of the 4 in depth sweeps"
+    ), res.stderr
+    sha = sha256_file(project / "models" / "tiny-qwen3moe.gguf")
+    _measured(project, build, sha, p=512, ub=512, raw={"n_depth": 512})
+    res = tk(project, "bench", "--resume")
+    assert plan_line(res).startswith(
+        "plan: 3 test cases (1 image/model pair x 4 cases, 1 already measured: --resume, 5 repetitions "
+        "each; 2 of the 3 in depth sweeps"
+    ), res.stderr
 
 
 def test_a_model_format_the_runner_cannot_read_is_said_not_dropped(project, matrix_data):

@@ -573,7 +573,16 @@ def test_a_lone_surrogate_in_a_stored_record_does_not_crash_the_index(tmp_path):
     (tmp_path / "results" / "run1").mkdir(parents=True)
     (tmp_path / "results" / "run1" / "bench.jsonl").write_text(json.dumps(rec) + "\n")
     p = subprocess.run(
-        [sys.executable, "-m", "toolkit", "report", "--format", "json", "--results", str(tmp_path / "results")],
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "report",
+            "--format",
+            "json",
+            "--results",
+            str(tmp_path / "results"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -23,14 +23,19 @@ def engine_or_skip() -> None:
         pytest.fail("Docker engine with buildx not running: run ./scripts/setup-host.sh first")
 
 
-def make_project(dest: Path, *, images: list[str], bench: dict, models: list[str] | None = None) -> Path:
-    """A project copy whose matrix keeps only `images` (and `models`), with smaller bench axes."""
+def make_project(
+    dest: Path, *, images: list[str], bench: dict, models: list[str] | None = None, depth: bool = False
+) -> Path:
+    """A project copy whose matrix keeps only `images` (and `models`), with smaller bench axes; the
+    models' depth sweeps (`depth:`) only with `depth` (a test's own axes are what it measures)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "Dockerfile.templates", dest / "Dockerfile.templates", dirs_exist_ok=True)
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     data["images"] = [i for i in data["images"] if i["name"] in images]
     keep = models or ["tiny-qwen3moe"]
     data["models"] = [m for m in data["models"] if m["name"] in keep]
+    if not depth:
+        data["models"] = [{k: v for k, v in m.items() if k != "depth"} for m in data["models"]]
     data["bench"] = {**data.get("bench", {}), **bench}
     (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return dest

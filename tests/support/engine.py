@@ -201,9 +201,11 @@ def _build(image: str, backend: str, digest_char: str, template: str, **labels) 
 
 def _project(proj: Path, axes: dict, *, replace_axes: bool = False) -> dict:
     """matrix.yaml of the repository with bench `axes` set (over the file's, or instead of them), and
-    the templates, copied into `proj`; the data written."""
+    the templates, copied into `proj`; the data written. The models' depth sweeps are left out: a
+    test's axes are what it measures (tests/test_depth.py adds one)."""
     shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates", dirs_exist_ok=True)
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["models"] = [{k: v for k, v in m.items() if k != "depth"} for m in data["models"]]
     data["bench"] = axes if replace_axes else {**data["bench"], **axes}
     proj.mkdir(parents=True, exist_ok=True)
     (proj / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))

@@ -191,12 +191,20 @@ def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
     out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
     if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
         whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
-        return out + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
+        return out + _runner_notes(runner, ctx) + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
     if model_here(lm, m) is None and not m.generate:
         return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
+    out += _runner_notes(runner, ctx)
     cases = runner.cases(ctx)
     of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
     return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
+
+
+def _runner_notes(runner: Any, ctx: RunContext) -> list[Decision]:
+    """The runner's own lines about the pair before it runs (`notes(ctx)`, optional: llama-bench's
+    depths left out of the depth sweep), one note decision each."""
+    notes = getattr(runner, "notes", None)
+    return [Decision(ctx.spec, ctx.model, "note", n) for n in (notes(ctx) if notes else [])]
 
 
 def _axes_not_taken(lm: LoadedMatrix, runner: str) -> str:

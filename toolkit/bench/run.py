@@ -224,7 +224,13 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
             else ""
         )
         + (f", {every - total} already measured: --resume" if every != total else "")
-        + f", {reps[0] if len(reps) == 1 else f'{reps[0]}-{reps[-1]}'} repetitions each)"
+        + f", {reps[0] if len(reps) == 1 else f'{reps[0]}-{reps[-1]}'} repetitions each"
+        + (
+            f"; {depth} of the {total} in depth sweeps: models[].depth"
+            if (depth := _depth_cases(lm, pairs))
+            else ""
+        )
+        + ")"
     )
     if known == 0 or not math.isfinite(seconds):
         return line + "; no earlier run of these tests to estimate the duration from"
@@ -232,6 +238,11 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
         "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
     )
     return line + f"; estimated measuring time {_duration(seconds)}{part}, from earlier runs, plus start-up"
+
+
+def _depth_cases(lm: LoadedMatrix, pairs: list[Decision]) -> int:
+    """Test cases of the run measured by depth sweeps (a case's `sweep` is "depth"), each time it is."""
+    return sum(sum(c.get("sweep") == "depth" for c in p.cases) * _starts(lm, p) for p in pairs)
 
 
 def _duration(seconds: float) -> str:

@@ -154,10 +154,17 @@ FIT_RESERVE_BYTES = 1 << 30
 
 
 def fit_depths(
-    depths: list[int], *, tokens: int, kv_per_token: float, model_bytes: int, gpu_bytes: int
+    depths: list[int],
+    *,
+    tokens: int,
+    kv_per_token: float,
+    model_bytes: int,
+    gpu_bytes: int,
+    memory: str = "GPU memory",
 ) -> tuple[list[int], list[str]]:
     """The depths whose model + KV cache (depth + `tokens`, the test's own prompt or generation) +
-    FIT_RESERVE_BYTES fit in `gpu_bytes`, and a one-line reason per depth left out. Sizes in bytes."""
+    FIT_RESERVE_BYTES fit in `gpu_bytes`, and a one-line reason per depth left out, naming the
+    capacity as `memory` (e.g. "host memory" for a CPU image). Sizes in bytes."""
     kept, skipped = [], []
     for d in depths:
         kv = kv_per_token * (d + tokens)
@@ -167,7 +174,7 @@ def fit_depths(
         else:
             skipped.append(
                 f"depth {d} skipped: model {_gib(model_bytes)} + KV cache {_gib(kv)} + reserve "
-                f"{_gib(FIT_RESERVE_BYTES)} > {_gib(gpu_bytes)} of GPU memory"
+                f"{_gib(FIT_RESERVE_BYTES)} > {_gib(gpu_bytes)} of {memory}"
             )
     return kept, skipped
 

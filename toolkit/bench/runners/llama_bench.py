@@ -69,7 +69,8 @@ class LlamaBenchRunner:
 
     def plan(self, ctx: RunContext) -> list[Step]:
         """The GPU-path probe (`llama-bench --list-devices`, GPU images), then one `docker run ...
-        llama-bench ...` per process-level run (bench.runs) and per combination of the `bench.env` axis."""
+        llama-bench ...` per process-level run (bench.runs) and per combination of the `bench.env` axis,
+        then those of the model's depth sweep (llama_depth.depth_plan)."""
         path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
         assert path is not None
         steps = []
@@ -84,11 +85,12 @@ class LlamaBenchRunner:
                 Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}{where}", ctx.engine.run_command(rs))
                 for i in range(ctx.lm.m.bench.runs)
             ]
-        return steps
+        return steps + _depth_steps(ctx, path)
 
     def cases(self, ctx: RunContext) -> list[Case]:
-        """The crossed cases of `bench:` (times the `env` combinations); with --resume those not yet
-        measured on this digest + model."""
+        """The crossed cases of `bench:` (times the `env` combinations), then the depth sweep's
+        (llama_depth.depth_plan, each with sweep="depth"); with --resume those not yet measured on this
+        digest + model."""
         path = model_file_here(ctx.lm, ctx.model)
         out: list[Case] = []
         for env in ctx.lm.m.bench.env_combinations():
@@ -97,7 +99,12 @@ class LlamaBenchRunner:
                 out += missing_cases(ctx.store, ctx.build.digest, sha, ctx.lm.m.bench, env)
             else:
                 out += [{**c, "env": env} if env else c for c in ctx.lm.m.bench.cases()]
-        return out
+        return out + _depth().depth_plan(ctx).cases
+
+    def notes(self, ctx: RunContext) -> list[str]:
+        """Lines for the plan, before anything runs: the depths the model's depth sweep leaves out
+        (one reason each), or why their fit was not checked (llama_depth.fitting_depths)."""
+        return _depth().depth_plan(ctx, resume=False).notes
 
     def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
         """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
@@ -108,27 +115,69 @@ class LlamaBenchRunner:
         return None
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        """bench.runs container starts of the crossed matrix per `env` combination; stops a
-        combination early on a failed or resumed run."""
-        runs = ctx.lm.m.bench.runs
+        """bench.runs container starts of the crossed matrix per `env` combination (a combination stops
+        early on a failed or resumed run), then those of the model's depth sweep (llama_depth), each
+        process on its own: a failed main sweep does not stop the depth sweep, a skipped one (no model
+        file) does."""
         out = []
         if ctx.opts.dry_run and ctx.spec.backend != "cpu":  # what preflight_devices would run first
             probe = ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx)))
             out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=probe))
         for env in ctx.lm.m.bench.env_combinations():
-            for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
-                opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
-                one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
-                o = bench_one(one, env=env)
-                notes = ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
-                    [f"env {_env_label(env)}"] if env else []
-                )
-                if notes:
-                    o.reason = ", ".join(notes) + (f": {o.reason}" if o.reason else "")
-                out.append(o)
-                if o.status in ("failed", "resumed", "dry-run"):
-                    break
+            out += _processes(ctx, env)
+        if any(o.status == "skipped" for o in out):  # the model is absent: said once, by the main sweep
+            return out
+        depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run)
+        for env, axes in depth.processes:
+            out += _processes(ctx, env, axes, f"depth sweep, depths {','.join(map(str, axes.n_depth))}")
         return out
+
+
+def _depth():
+    """toolkit.bench.runners.llama_depth (it imports this module: imported when first used)."""
+    from toolkit.bench.runners import llama_depth
+
+    return llama_depth
+
+
+def _processes(
+    ctx: RunContext, env: dict[str, str | None], axes: BenchAxes | None = None, what: str = ""
+) -> list[Outcome]:
+    """bench.runs container starts of `axes` (default: the matrix's, resumed per --resume) with the env
+    combination `env`, each line's reason prefixed by what it is (`what`, the run, the env); stops early
+    on a failed, resumed or dry run."""
+    runs, out = ctx.lm.m.bench.runs, []
+    for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
+        opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
+        one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
+        o = bench_one(one, axes=axes, env=env, log_suffix="-depth" if axes is not None else "")
+        notes = [what] if what else []
+        notes += ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
+            [f"env {_env_label(env)}"] if env else []
+        )
+        if notes:
+            o.reason = ", ".join(notes) + (f": {o.reason}" if o.reason else "")
+        out.append(o)
+        if o.status in ("failed", "resumed", "dry-run"):
+            break
+    return out
+
+
+def _depth_steps(ctx: RunContext, path: Path) -> list[Step]:
+    """The depth sweep's commands (llama_depth.depth_plan, resume off: a plan shows the whole run)."""
+    runs, steps = ctx.lm.m.bench.runs, []
+    for env, axes in _depth().depth_plan(ctx, resume=False).processes:
+        rs = _run_spec(ctx, axes, path, env, memory_limit(ctx.lm, ctx.opts))
+        where = f", env {_env_label(env)}" if env else ""
+        depths = ",".join(map(str, axes.n_depth))
+        steps += [
+            Step(
+                f"llama-bench depth sweep (depths {depths}), run {i + 1} of {runs}{where}",
+                ctx.engine.run_command(rs),
+            )
+            for i in range(runs)
+        ]
+    return steps
 
 
 def _env_label(env: dict[str, str | None]) -> str:
@@ -432,11 +481,12 @@ def _base_fields(
 
 
 def bench_one(
-    ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str | None] | None = None
+    ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str | None] | None = None, log_suffix=""
 ) -> Outcome:
-    """One llama-bench process for (image, model) over `axes` (default: the matrix's); appends
-    records; returns the summary line. With opts.resume only the cases not yet measured on this
-    digest + model run (`missing_cases`), as one llama-bench process per cross product they form."""
+    """One llama-bench process for (image, model) over `axes` (default: the matrix's), its log
+    logs/<run_id>-<model><log_suffix>.log; appends records; returns the summary line. With opts.resume
+    and no `axes` only the cases not yet measured on this digest + model run (`missing_cases`), as one
+    llama-bench process per cross product they form."""
     lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
     events, engine = ctx.events, ctx.engine
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
@@ -462,7 +512,7 @@ def bench_one(
         return Outcome(spec.name, model.name, status, pre)
     events("start", image=spec.name, model=model.name, total=n_cases)
     saver = opts.saver or guard.Saver(store)
-    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}.log"
+    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
     ref = _model_ref(model, path, sha)
     base = _base_fields(ctx, axes, rs, ref, memory, env, probe, log_path)
     observer = run_observer(ctx)
@@ -669,9 +719,9 @@ def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:
             (c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
             {"p": [], "n": []},
         )
-        if c["n_prompt"]:
+        if c["n_prompt"] and c["n_prompt"] not in g["p"]:  # once: cases repeat per cache type etc.
             g["p"].append(c["n_prompt"])
-        if c["n_gen"]:
+        if c["n_gen"] and c["n_gen"] not in g["n"]:
             g["n"].append(c["n_gen"])
     return [
         axes.model_copy(
