@@ -288,3 +288,29 @@ def test_matrix_switch_and_dry_run_command(tmp_path):
     bad = make_project(tmp_path / "r", images=["cpu"], bench={"canary": "yes"})
     with pytest.raises(BadInput, match="canary"):
         load_matrix(bad / "matrix.yaml")
+
+
+# ------------------------------------------------------------------------------------------ verdict
+
+
+def test_verdict_never_crowns_a_wrong_output_image():
+    """A far faster image whose canary said wrong-output is out of the verdict: the other image is
+    measured alone (no winner), never the flagged one; without the flag the same numbers win."""
+    from tests.support.records import make_record
+    from toolkit.analysis import verdict as verdict_mod
+    from toolkit.analysis.flag_help import FLAG_HELP
+
+    fast = [
+        make_record("vulkan", "vulkan", p=512, avg=9000.0, sd=10.0, flags=["wrong-output"]),
+        make_record("vulkan", "vulkan", n=128, avg=400.0, sd=1.0, flags=["wrong-output"]),
+    ]
+    slow = [
+        make_record("hip", "rocm", p=512, avg=3000.0, sd=10.0),
+        make_record("hip", "rocm", n=128, avg=100.0),
+    ]
+    for axis in ("prefill", "decode"):
+        v = verdict_mod.axis_verdict(fast + slow, axis)
+        assert v.winner is None or not v.winner.startswith("vulkan"), (axis, v.winner, v.note)
+    unflagged = [r.model_copy(update={"flags": []}) for r in fast]
+    assert (verdict_mod.axis_verdict(unflagged + slow, "prefill").winner or "").startswith("vulkan")
+    assert "canary" in FLAG_HELP["wrong-output"]

@@ -20,7 +20,7 @@ Method (stated in the report):
 - Routing rule: prefill-heavy -> the winner at the longest prompt measured (where prefill cost
   dominates); latency-bound decode -> the decode winner; mixed / unknown -> among images never last
   on either axis, the best geometric mean of (score / best score) over both axes; batched serving ->
-  the served winner. Failed and CPU-fallback records never count.
+  the served winner. Failed and CPU-fallback records never count, nor `wrong-output` ones (the canary).
 - Telemetry flags (TELEMETRY_VERDICT_FLAGS: gpu-shared, throttled:<reason>, clock-idle,
   power-not-stock, host-busy) say a number is not the card's alone. The deciding cells of a
   comparison are the leader's and the runner-up's entries (each image's best record) in the groups
@@ -353,6 +353,7 @@ def axis_verdict(
     newest ok record per test (`records`, or the Facts of the records a report shows: _latest)."""
     opts = opts or ReportOptions()
     fs = [f for f in _latest(records, opts) if f.record.axis == axis and f.value and not f.cpu_fallback]
+    fs = [f for f in fs if "wrong-output" not in f.stored_flags]  # its canary failed: toolkit.bench.canary
     out = AxisVerdict(axis)
     out.model_unknown = sorted({image_label(f.record) for f in fs if not identity.model_known(f.record)})
     fs = [f for f in fs if identity.model_known(f.record)]  # an unknown model is no other result's model
