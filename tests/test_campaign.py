@@ -442,3 +442,55 @@ def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path):
     out = Path(c.slices[0].output.replace("%j", s.job_id)).read_text()
     assert "interrupted" in out, out
     print(f"cancelled job: container removed {removed_in:.1f} s after scancel")
+
+
+def _k8s(p: Path, out: Path):
+    return CliRunner().invoke(
+        cli,
+        ["campaign", "render-k8s", "--matrix", str(p / "matrix.yaml"), "-o", str(out)],
+        catch_exceptions=False,
+    )
+
+
+@pytest.mark.parametrize("where", ["results", "digest", "symlink", "foreign"])
+def test_render_k8s_refuses_a_results_folder_a_symlink_or_a_folder_of_other_files(tmp_path, where):
+    """Tester's find: render-k8s wrote into results/ and results/<digest>/ and through a symlinked
+    folder. Refused (exit 4) before anything is written."""
+    p = _project(tmp_path, [{"node": "gpu-node-1"}])
+    _seed_build(p, "cpu", "sha256:" + "a" * 64, ["reg.example/ns/cpu@sha256:" + "b" * 64])
+    digest = p / "results" / ("a" * 12)
+    digest.mkdir(parents=True, exist_ok=True)
+    (digest / "bench.jsonl").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    out = {
+        "results": p / "results",
+        "digest": digest,
+        "symlink": tmp_path / "link",
+        "foreign": tmp_path / "mine",
+    }
+    with pytest.raises(BadInput, match="--output"):
+        _k8s(p, out[where])
+    assert not list(out[where].glob("*.yaml")) and not list(elsewhere.iterdir())
+
+
+def test_render_k8s_replaces_its_own_earlier_manifests_and_says_so(tmp_path):
+    """Tester's find: each render left the earlier campaign's Jobs (a file per campaign id), so
+    `kubectl apply -f k8s/` submitted old and new. The earlier manifests are replaced, and named."""
+    p = _project(tmp_path, [{"node": "gpu-node-1"}])
+    _seed_build(p, "cpu", "sha256:" + "a" * 64, ["reg.example/ns/cpu@sha256:" + "b" * 64])
+    out = tmp_path / "k8s"
+    first = _k8s(p, out)
+    assert first.exit_code == 0, first.output
+    (old,) = out.glob("*.yaml")
+    stale = out / "toolkit-old-campaign-job.yaml"
+    stale.write_text(old.read_text())  # an earlier campaign's Job, another name
+    again = _k8s(p, out)
+    assert again.exit_code == 0, again.output
+    (new,) = out.glob("*.yaml")  # this campaign's only (a new campaign id, a new file name)
+    assert new != old and not stale.exists() and new.read_text().startswith("# toolkit campaign ")
+    assert "replaced 2 earlier manifest(s)" in again.output
+    assert old.name in again.output and stale.name in again.output

@@ -277,9 +277,10 @@ def test_matrix_switch_and_dry_run_command(tmp_path):
     project = make_project(tmp_path / "p", images=["cpu"], bench={"n_prompt": [64], "n_gen": [8]})
     assert load_matrix(project / "matrix.yaml").m.bench.canary is True
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
-    lines = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe: docker run")]
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe (")]
+    assert lines[0].startswith("cpu x tiny-qwen3moe (canary): docker run")
     assert "llama-perplexity" in lines[0] and f"target={canary.TEXT_TARGET}" in lines[0]
-    assert "llama-bench -m" in lines[1]
+    assert lines[1].startswith("cpu x tiny-qwen3moe (sweep): docker run") and "llama-bench -m" in lines[1]
     off = make_project(
         tmp_path / "q", images=["cpu"], bench={"n_prompt": [64], "n_gen": [8], "canary": False}
     )

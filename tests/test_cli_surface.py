@@ -293,3 +293,38 @@ def test_campaign_cancel_dry_run_names_the_jobs_and_cancels_none(tmp_path):
     assert _envelope(res.output)["result"] == {"campaign": c.id, "cancelled": [], "would_cancel": ["4242"]}
     text = CliRunner().invoke(cli, args)
     assert f"campaign {c.id}: would cancel (dry run) 4242" in text.output
+
+
+def test_bench_summary_tables_are_sized_to_a_terminal_like_report():
+    """Newcomer's find: bench's tables were markdown on a terminal while `toolkit report` gave text;
+    the same resolution now (a pty is a terminal, a pipe is not)."""
+    import io
+    import os
+    import pty
+
+    from toolkit.cli.bench import summary_format
+
+    primary, secondary = pty.openpty()
+    try:
+        with os.fdopen(secondary, "w") as tty:
+            assert summary_format(tty) == "text"
+    finally:
+        os.close(primary)
+    assert summary_format(io.StringIO()) == "github"
+
+
+def test_bench_that_measured_nothing_exits_2_and_says_why(tmp_path):
+    """Tester's find (issue 33 item 5): `bench -i cpu` with every image skipped ("no build of cpu is
+    recorded") exited 0, and --json said ok true. Nothing done is exit 2, as `push` of nothing."""
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run(
+        [sys.executable, "-m", "toolkit", "bench", "-i", "cpu", "--results", str(tmp_path / "r"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert res.returncode == 2, res.stderr
+    env = json.loads(res.stdout)
+    assert env["ok"] is False and env["exit_code"] == 2
+    assert "nothing measured (cpu: no build of cpu is recorded" in env["error"]
+    assert env["result"][0]["status"] == "skipped"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.support.e2e_helpers import make_project, run_cli
 
 
@@ -17,7 +19,7 @@ def test_dry_run_mounts_an_absent_gguf_as_the_file_the_command_names(tmp_path):
     )
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
     line = next(
-        ln for ln in res.output.splitlines() if ln.startswith("cpu x qwen3-30b-a3b-q4kxl: docker run")
+        ln for ln in res.output.splitlines() if ln.startswith("cpu x qwen3-30b-a3b-q4kxl (sweep): docker run")
     )
     m = re.search(r"type=bind,source=(\S+?),target=(\S+?),readonly", line)
     assert m, line
@@ -99,9 +101,13 @@ def test_dry_run_gives_the_case_count_of_the_real_run(tmp_path):
         models=["qwen3-30b-a3b-q4kxl"],
     )
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
-    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan:"))
-    # (pp512, pp2048, tg128) x ub (512, 2048) x type_k (f16, q8_0): 12 cases
-    assert plan.startswith("plan: 12 test cases (1 image/model pair x 12 cases, 5 repetitions each)"), plan
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan"))
+    # (pp512, pp2048, tg128) x ub (512, 2048) x type_k (f16, q8_0): 12 cases; the model is absent here
+    assert plan.startswith(
+        "plan (dry run: every image as on a host that has its devices, models as if present): 12 test cases "
+        "(1 image/model pair x 12 cases, 5 repetitions each)"
+    ), plan
+    assert plan.endswith("; here a real run would measure 0"), plan
     assert "-ctk f16,q8_0" in res.output
 
 
@@ -156,3 +162,62 @@ def test_dry_run_prints_the_depth_sweeps_command_and_counts_its_cases(tmp_path):
     bench = [ln for ln in res.output.splitlines() if " llama-bench " in ln]
     assert len(bench) == 2 and " -d " not in bench[0], res.output
     assert " -p 512 -n 128 -b 2048 -ub 512 " in bench[1] and " -d 512 " in bench[1], bench[1]
+
+
+def test_dry_run_plan_says_what_a_real_run_here_would_measure(tmp_path):
+    """Newcomer's find: the plan line counted pairs a real run here skips (the rocm image without its
+    GPU, shown with an example device profile; an absent model) as if they would run."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu", "rocm"],
+        bench={"n_prompt": [512], "n_gen": [128]},
+        models=["tiny-qwen3moe"],
+    )
+    res, _ = run_cli(project, "bench", "--dry-run")
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan"))
+    from toolkit.host import devices
+
+    if devices.missing_devices_reason("rocm", devices.detect_gpus(), allow_software=False) is None:
+        pytest.skip("this host has a ROCm GPU: every pair runs here")
+    assert plan.startswith("plan (dry run: every image as on a host that has its devices"), plan
+    assert "8 test cases (2 image/model pairs x 4 cases" in plan, plan
+    assert plan.endswith("; here a real run would measure 4"), plan
+
+
+def test_dry_run_names_each_command_and_gives_the_depth_sweep_its_own_container(tmp_path):
+    """Newcomer's find: the printed commands did not say which is the canary, the sweep, the depth sweep,
+    and the main and depth sweeps shared one container name. With two env combinations and
+    bench.runs 2 each process has its own name (as its own log: logs/<run>-<model><suffix>.log)."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": [512], "n_gen": [128], "runs": 2, "env": {"GGML_X": ["1", "2"]}},
+        models=["tiny-qwen3moe"],
+        depth=True,
+    )
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    cmds = [ln for ln in res.output.splitlines() if ": docker run " in ln]
+    labels = [ln.split(": docker run ")[0] for ln in cmds]
+    assert labels[0] == "cpu x tiny-qwen3moe (canary)", labels
+    assert labels[1].startswith("cpu x tiny-qwen3moe (sweep, run 1 of 2, env GGML_X=1)"), labels
+    assert labels[2].startswith("cpu x tiny-qwen3moe (sweep, run 1 of 2, env GGML_X=2)"), labels
+    assert any(lb.startswith("cpu x tiny-qwen3moe (depth sweep, depths 512") for lb in labels), labels
+    names = [re.search(r"--name (\S+)", ln).group(1) for ln in cmds]
+    assert len(set(names)) == len(names), names
+    assert names[1].endswith("-env1-run1") and names[2].endswith("-env2-run1"), names
+    assert any("-depth" in n for n in names), names
+
+
+def test_dry_run_over_1000_cases_says_the_real_run_needs_yes(tmp_path):
+    """Tester's find: a dry run of a matrix the real run refuses without --yes exited 0 saying nothing."""
+    project = make_project(
+        tmp_path / "p",
+        images=["cpu"],
+        bench={"n_prompt": list(range(1, 1002)), "n_gen": [0]},
+        models=["tiny-qwen3moe"],
+    )
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu")
+    plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan"))
+    assert plan.endswith("; more than 1000 test cases: the real run needs --yes"), plan
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu", "--yes")
+    assert "needs --yes" not in res.output

@@ -91,7 +91,9 @@ def test_bench_stores_results_by_digest_and_reports(cpu_project):
 
 def test_bench_dry_run_prints_exact_docker_run(cpu_project):
     res, _ = run_cli(cpu_project, "bench", "--image", "cpu", "--dry-run")
-    line = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe:")][0]
+    pair = [ln for ln in res.output.splitlines() if ln.startswith("cpu x tiny-qwen3moe")]
+    line = next(ln for ln in pair if "llama-bench" in ln)  # the sweep's; the canary's runs llama-perplexity
+    assert any("llama-perplexity" in ln for ln in pair)
     assert (
         "docker run --rm" in line
         and "readonly" in line

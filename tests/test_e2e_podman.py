@@ -128,7 +128,7 @@ def test_rootful_bench_runs_on_podman_and_records_it(rootful):
         assert eng["engine"] == "podman" and eng["rootless"] is False and eng["server_version"]
     assert engine.engine_id() == "podmanroot"  # the one-benchmark guard's key: not Docker's engine ID
     dry, _ = run_cli(rootful, "bench", "--image", "cpu", "--dry-run")
-    assert "cpu x tiny-qwen3moe: podman run --rm" in dry.output
+    assert "cpu x tiny-qwen3moe (sweep): podman run --rm" in dry.output
 
 
 # ------------------------------------------------------------------------------------- rootless

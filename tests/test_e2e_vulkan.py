@@ -55,9 +55,9 @@ def test_vulkan_build_probed_coopmat_on_gfx1201(vk_project):
 
 
 def test_lavapipe_is_refused_without_opt_in(vk_project):
-    res, _ = run_cli(vk_project, "bench", "--image", "vulkan")
+    res, code = run_cli(vk_project, "bench", "--image", "vulkan", expect=2)  # nothing measured: exit 2
     line = [ln for ln in res.output.splitlines() if ln.startswith("vulkan")][0]
-    assert "skipped" in line and "--allow-software-gpu" in line
+    assert "skipped" in line and "--allow-software-gpu" in line and "nothing measured" in str(res.exception)
     assert not list((vk_project / "results").glob("*/bench.jsonl"))
 
 

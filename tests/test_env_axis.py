@@ -132,3 +132,23 @@ def test_null_leaves_a_variable_unset_so_an_existence_switch_is_measured_on_and_
     assert unset and all("GGML_VK_DISABLE_COOPMAT" not in (r.environment or {}) for r in unset)
     ctx.opts.resume = True
     assert runner.cases(ctx) == []  # the unset cells are found again as measured
+
+
+def test_each_process_has_its_own_log_and_its_records_point_at_it(tmp_path):
+    """Tester's find: with bench.runs > 1 or an env axis every process wrote logs/<run>-<model>.log, so
+    only the last one's log survived while every record pointed at it. One log (and one container
+    name) per process now: -env<k> per combination, -run<i> per bench.runs start."""
+    fake = FakeEngine()
+    ctx = _ctx(tmp_path, fake, {"OMP_WAIT_POLICY": ["active", "passive"]})
+    object.__setattr__(ctx.lm.m.bench, "runs", 2)
+    outcomes = LlamaBenchRunner().run(ctx)
+    assert [o.status for o in outcomes] == ["ok"] * 4
+    names = [s.name for s in fake.runs]
+    assert len(set(names)) == 4 and names[0].endswith("-env1-run1") and names[3].endswith("-env2-run2")
+    recs = ctx.store.results()
+    logs = {r.log_file for r in recs}
+    assert len(logs) == 4, logs
+    for r in recs:
+        text = open(r.log_file).read()  # the log of the process that measured it: its own -e value
+        assert f"OMP_WAIT_POLICY={r.env['OMP_WAIT_POLICY']}" in text, (r.log_file, text[:300])
+        assert r.log_file.endswith(f"-run{r.process_run['index']}.log"), r.log_file

@@ -114,13 +114,16 @@ def test_measure_gives_every_row_its_window_and_the_file_imports_with_telemetry(
 def test_a_full_disk_loses_no_run_silently_it_names_the_file_the_rows_kept_and_lost(tmp_path):
     """Reproducer (issue 32 item 9): the disk filled while rows were written; the message was
     `(unknown path): No space left on device`, saying nothing of the rows. /dev/full gives the real
-    ENOSPC on every write."""
+    ENOSPC on every write. `measure -o` refuses a symlink (test_measure_refuses_an_output_that_is_not_its_own),
+    and a full disk cannot be made here without root: this one run skips that check (mocked) so that
+    the writes meet the real ENOSPC of /dev/full."""
     prog = stand_in(tmp_path)
     out = tmp_path / "m.jsonl"
     out.symlink_to("/dev/full")
     out.with_suffix(".trace.jsonl").symlink_to("/dev/full")
+    unchecked = "import toolkit.cli.bench as b; b.output_file = lambda p, **k: p; from toolkit.cli.main import main; main()"
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
+        [sys.executable, "-c", unchecked, "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -533,3 +536,73 @@ def test_a_command_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path):
     )
     assert proc.returncode == 137, proc.stderr
     assert "was killed by SIGKILL (exit 137)" in proc.stderr
+
+
+def _outputs(tmp_path: Path) -> dict[str, Path]:
+    """Outputs `measure -o` must refuse: a device, a symlink, another results folder's bench.jsonl, a
+    file inside a results digest folder (its trace would land beside the records)."""
+    digest = tmp_path / "other_results" / "0123456789ab"
+    digest.mkdir(parents=True)
+    (digest / "bench.jsonl").write_text('{"kept": true}\n')
+    (tmp_path / "other_results" / "builds.jsonl").write_text("")
+    link = tmp_path / "link.md"
+    link.symlink_to(tmp_path / "target.md")
+    return {
+        "device": Path("/dev/null"),
+        "symbolic link": link,
+        "bench.jsonl": digest / "bench.jsonl",
+        "digest folder": digest / "bench",
+    }
+
+
+@pytest.mark.parametrize("kind", ["device", "symbolic link", "bench.jsonl", "digest folder"])
+def test_measure_refuses_an_output_that_is_not_its_own(tmp_path, kind):
+    """Tester's find: `measure -o /dev/null` made /dev/null.trace.jsonl, `-o link.md` wrote through the
+    link, `-o other/<digest>/bench.jsonl` replaced another results folder's records: all exit 4 now,
+    before the command runs, and nothing is written."""
+    out = _outputs(tmp_path)[kind]
+    marker = tmp_path / "ran"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit",
+            "measure",
+            "--gpu",
+            "none",
+            "-o",
+            str(out),
+            "--",
+            "touch",
+            str(marker),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert res.returncode == 4, res.stderr
+    assert str(out) in res.stderr and not marker.exists()
+    assert (
+        not (tmp_path / "target.md").exists() and not (tmp_path / "other_results/0123456789ab/bench").exists()
+    )
+    assert not out.with_suffix(".trace.jsonl").exists() or kind == "device"
+    assert (tmp_path / "other_results/0123456789ab/bench.jsonl").read_text() == '{"kept": true}\n'
+
+
+def test_sighup_stops_the_command_group_says_what_was_kept_and_exits_129(tmp_path):
+    """Tester's find: a closed terminal (SIGHUP) killed measure without a word and left `sleep` running."""
+    import signal
+
+    marker = tmp_path / "child.pid"
+    proc = _measure(tmp_path, "sh", "-c", f"sleep 300 & echo $! > {marker}; wait")
+    deadline = time.monotonic() + 30
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    child = int(marker.read_text())
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    time.sleep(0.3)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert not _running(child), "the measured command's child is still running"
+    assert "SIGHUP" in err and "stopped" in err

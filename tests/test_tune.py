@@ -79,6 +79,24 @@ def test_bad_budget_and_knob_are_named():
     assert tune.parse_budget("20m") == 1200 and tune.parse_budget("90s") == 90
 
 
+def test_a_model_of_another_runner_is_named_as_such_not_as_no_model_at_all():
+    """Newcomer's find: `tune -i cpu -m qwen3-30b-a3b-awq` said "no model of the matrix runs on cpu",
+    while tiny-qwen3moe does: the model (an hf checkpoint) does not run on llama-bench."""
+    from pathlib import Path
+
+    from toolkit.spec.loading import load_matrix
+
+    lm = load_matrix(Path(__file__).resolve().parents[1] / "matrix.yaml")
+    cpu = lm.m.image("cpu")
+    with pytest.raises(BadInput) as err:
+        tune.model_for(lm, "qwen3-30b-a3b-awq", cpu)
+    said = str(err.value)
+    assert "a hf model" in said and "does not run on llama-bench" in said and "tiny-qwen3moe" in said, said
+    with pytest.raises(BadInput, match="no model of the matrix has this name"):
+        tune.model_for(lm, "nope", cpu)
+    assert tune.model_for(lm, "tiny-qwen3moe", cpu).name == "tiny-qwen3moe"
+
+
 @pytest.mark.e2e
 def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     engine_or_skip()

@@ -217,8 +217,42 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
     raise BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
-        f"`toolkit report` lists what is stored under {store.root} (compare reads A from --results and B "
+        f"{stored_runs(store, everything)} (compare reads A from --results and B "
         "from --against DIR, else from --results too; other files are imported first, `toolkit import`)"
+    )
+
+
+def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:
+    """`stored runs under DIR: RUN (IMAGE, DATE), ...`: the newest `n` runs with an ok record among
+    `heads` (the index's, in write order; all of `store`'s ok ones when None), newest first, and how
+    many more; or `no ok result is stored under DIR`."""
+    heads = resultindex.heads(store, ok_only=True) if heads is None else heads
+    last: dict[str, resultindex.Head] = {}
+    for h in heads:  # write order: the last record of a run says when it ended
+        last.pop(h.run_id, None)
+        last[h.run_id] = h
+    if not last:
+        return f"no ok result is stored under {store.root}"
+    newest = list(reversed(last.values()))
+    shown = ", ".join(f"{h.run_id} ({h.image.name}, {h.created[:16].replace('T', ' ')})" for h in newest[:n])
+    more = f", and {len(newest) - n} older" if len(newest) > n else ""
+    return f"stored runs under {store.root}, newest first: {shown}{more}"
+
+
+def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
+    """A and B hold the very same measurements (one ref twice, a run and its image, a copied folder)."""
+
+    def marks(s: Side[BenchRecord]) -> set[tuple[Any, ...]]:
+        return {(r.run_id, r.created, r.seq, r.image.digest, r.test, r.avg_ts) for r in s.records}
+
+    return bool(a.records) and marks(a) == marks(b)
+
+
+def _same_records_error(store: ResultStore, a: Side[BenchRecord]) -> BadInput:
+    runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
+    return BadInput(
+        f"A and B are the same records (run {runs}): name two runs, e.g. `toolkit compare RUN_A RUN_B`; "
+        f"{stored_runs(store)}"
     )
 
 
@@ -348,7 +382,8 @@ def compare(
 ) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
 
-    Raises BadInput when the two sides have no test in common, naming the fields whose values keep
+    Raises BadInput when A and B are the same records (nothing is compared), or when the two sides
+    have no test in common, naming the fields whose values keep
     them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
     the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
     Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
@@ -357,6 +392,8 @@ def compare(
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     a, b = _resolve_sides(store, a_ref, b_ref, b_store)
+    if _same_records(a, b):
+        raise _same_records_error(store, a)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
     j = identity.join(ua, ub, ignore=ignore, same_unknown_model=same_model)

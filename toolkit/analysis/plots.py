@@ -1,8 +1,10 @@
 """[BenchRecord] --plot--> matplotlib figures: prefill vs prompt length (a line per depth and
-micro-batch), depth curves (tok/s vs KV depth, a line per image), decode and pp+tg bars (wrapped to a readable width), served throughput; each figure on
-one y-axis from zero, drawn from the report's table rows (every row, nothing merged); one color per
-image in every figure (palette), flagged cells marked (hatched bars, a black x), the model in each
-title. For each run
+micro-batch), depth curves (tok/s vs KV depth, a line per image), decode and pp+tg bars (wrapped to a
+readable width, labels fitted to their group as drawn), served throughput; each figure on one y-axis
+from zero, drawn from the rows the report's page shows (decode folded over the micro-batch, one row
+per tg test: tables.fold_decode_ub; a row at a depth > 0 drawn on its depth curve, not again as a bar
+or a lone dot); one color per image in every figure (palette), flagged cells marked (hatched bars, a
+black x), the model in each title. For each run
 shown whose records carry telemetry, GPU power and clocks over the run from its raw trace
 (`telemetry_figures`), each test's window shaded.
 
@@ -17,7 +19,7 @@ import math
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import (
     Row,
     Table,
+    fold_decode_ub,
     image_label,
     row_label,
     telemetry_flags,
@@ -186,13 +189,16 @@ MAX_TICKS = 12  # prompt-length labels on a prefill axis: more are thinned (ever
 
 
 def _bar_layout(t: Table | None) -> tuple[list, list[str], int, int]:
-    """(groups: the rows with a usable cell, image columns, groups per panel, panel rows) of bar_figure."""
+    """(groups: the rows with a usable cell, image columns, groups per panel, panel rows) of bar_figure:
+    as few panel rows as MAX_WIDTH allows, the groups spread evenly over them (12 groups of 10 a row
+    at most: two rows of 6, not 10 and 2)."""
     cells = _cells(t)
     groups = [row for row in t.rows if any(row is rr for rr, _, _ in cells)] if t is not None else []
     images = sorted({col for _, col, _ in cells})
     slot = 0.7 * len(images) + 0.5  # inches per group
-    per = max(1, int((MAX_WIDTH - 1.0) // slot))
-    return groups, images, per, math.ceil(len(groups) / per)
+    fits = max(1, int((MAX_WIDTH - 1.0) // slot))
+    panels = math.ceil(len(groups) / fits)
+    return groups, images, max(1, math.ceil(len(groups) / max(1, panels))), panels
 
 
 def _too_big(kind: str, t: Table | None) -> str | None:
@@ -253,43 +259,29 @@ def _too_big(kind: str, t: Table | None) -> str | None:
 def bar_figure(
     t: Table | None, ylabel: str = "decode tokens/s", colors: Colors | None = None
 ) -> Figure | None:
-    """One bar group per table row (the same test identity as the table: tg128 at ub512 and at ub2048
-    are two groups), one bar per image column in the image's color (`colors`: palette), hatched where
+    """One bar group per row of `t` (the decode table as the page shows it: one row per tg test,
+    fold_decode_ub), one bar per image column in the image's color (`colors`: palette), hatched where
     the cell is flagged, error bars = stddev. Groups wrap into panel rows of at most MAX_WIDTH inches,
-    all on one y-axis from zero; labels wrap to their group's width; the title names the model."""
+    all on one y-axis from zero, the groups spread over the panel's width; each label wrapped to its
+    group's width as drawn (_fit_labels: no two labels overlap); the title names the model."""
     groups, images, per, panels = _bar_layout(t)
     if not groups:
         return None
     colors = colors or palette([t] if t is not None else [])
     slot = 0.7 * len(images) + 0.5  # inches per group
-    width = min(MAX_WIDTH, max(5.0, slot * min(per, len(groups)) + 1.0))
+    cols = min(per, len(groups))  # groups in a full panel row: the figure is as wide as they need
+    width = min(MAX_WIDTH, max(5.0, slot * cols + 1.0))
+    pad = max(0.0, ((width - 1.0) / slot - cols) / 2)  # groups in a figure wider than they need: centred
     fig = _figure(width, 3.4 * panels + 0.6)
     _title(fig, t)
     any_flagged = False
     axes = fig.subplots(panels, 1, squeeze=False, sharey=True)[:, 0]
-    bw = 0.8 / len(images)
     for p, ax in enumerate(axes):
         chunk = groups[p * per : (p + 1) * per]
-        for i, img in enumerate(images):
-            xs, ys, es, hatch = [], [], [], []
-            for j, row in enumerate(chunk):
-                f = row.facts.get(img)
-                if f is not None and (v := f.value) is not None and not f.cpu_fallback:
-                    xs.append(j + (i - (len(images) - 1) / 2) * bw)
-                    ys.append(v)
-                    es.append(f.record.stddev_ts or 0.0)
-                    hatch.append("///" if f.telemetry_flags else None)
-            if xs:  # one color per image in every panel (an empty call would still take a legend slot)
-                bars = ax.bar(xs, ys, bw, yerr=es, capsize=3, color=colors[img])
-                for patch, h in zip(bars.patches, hatch, strict=True):
-                    if h:
-                        patch.set_hatch(h)
-                        patch.set_edgecolor("black")
-                        any_flagged = True
+        any_flagged |= _bars(ax, chunk, images, colors)
         labels = [" ".join([row.test, *(f"{k}={v}" for k, v in row.ids.items())]) for row in chunk]
-        wrap = max(8, int(slot * 12))  # characters per label line: about the group's width at 8 pt
-        ax.set_xticks(range(len(chunk)), [textwrap.fill(strip_controls(x), wrap) for x in labels], fontsize=8)
-        ax.set_xlim(-0.5, max(per, len(chunk)) - 0.5)  # each label under its group, whatever bars it has
+        ax.set_xticks(range(len(chunk)), [strip_controls(x) for x in labels], fontsize=8)
+        ax.set_xlim(-0.5 - pad, cols - 0.5 + pad)  # each label under its group, every panel alike
         ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylim(bottom=0)
@@ -307,7 +299,74 @@ def bar_figure(
         ncols=max(1, int(width // 4)),
         frameon=False,
     )
+    _fit_labels(fig, list(axes))
     return fig
+
+
+def _bars(ax: Any, chunk: list[Row], images: list[str], colors: Colors) -> bool:
+    """One panel's bars (bar_figure): group j at x = j, one bar per image column with a usable cell,
+    hatched where the cell is flagged; whether any was."""
+    bw = 0.8 / len(images)
+    flagged = False
+    for i, img in enumerate(images):
+        xs, ys, es, hatch = [], [], [], []
+        for j, row in enumerate(chunk):
+            f = row.facts.get(img)
+            if f is not None and (v := f.value) is not None and not f.cpu_fallback:
+                xs.append(j + (i - (len(images) - 1) / 2) * bw)
+                ys.append(v)
+                es.append(f.record.stddev_ts or 0.0)
+                hatch.append("///" if f.telemetry_flags else None)
+        if xs:  # one color per image in every panel (an empty call would still take a legend slot)
+            bars = ax.bar(xs, ys, bw, yerr=es, capsize=3, color=colors[img])
+            for patch, h in zip(bars.patches, hatch, strict=True):
+                if h:
+                    patch.set_hatch(h)
+                    patch.set_edgecolor("black")
+                    flagged = True
+    return flagged
+
+
+def _fit_labels(fig: Figure, axes: list[Any], gap: float = 0.9) -> None:
+    """Wrap each bar panel's x tick labels until each is at most `gap` of its group's width as drawn
+    (measured after constrained layout: matplotlib's text extents, not a guess of characters per
+    inch), a word wider than that broken, so no two labels overlap whatever the font. Draws the
+    figure up to 4 times; a label already narrow enough stays on one line."""
+    for _ in range(4):
+        fig.canvas.draw()  # lays the figure out: the axes' and labels' sizes in pixels
+        wide = False
+        for ax in axes:
+            lo, hi = ax.get_xlim()
+            room = gap * ax.get_window_extent().width / (hi - lo)  # pixels per group
+            texts = [label.get_text() for label in ax.get_xticklabels()]
+            widths = [label.get_window_extent().width for label in ax.get_xticklabels()]
+            fitted = []
+            for text, w in zip(texts, widths, strict=True):
+                if w > room:
+                    chars = max(len(line) for line in text.splitlines())
+                    fit = max(1, min(chars - 1, int(chars * room / w)))
+                    text = textwrap.fill(text.replace("\n", " "), fit, break_on_hyphens=False)
+                    wide = True
+                fitted.append(text)
+            ax.set_xticks(ax.get_xticks(), fitted, fontsize=8)
+        if not wide:
+            return
+
+
+def _off_depth(t: Table | None) -> Table | None:
+    """The decode bar plot's rows: `t` without its rows at a depth > 0 that a depth curve shows
+    (depth_figure draws the same numbers over a depth axis; as bars `tg128 @ d4096` only repeated them
+    at twice the width, as the prefill panel leaves a lone depth dot to it); `t` itself where no row
+    would be left."""
+    if t is None:
+        return None
+    curves = _curves(t)
+    keep = [
+        row
+        for row in t.rows
+        if not (_curve_key(row) in curves and any(r.n_depth > 0 for r in row.cells.values()))
+    ]
+    return replace(t, rows=keep) if keep and len(keep) < len(t.rows) else t
 
 
 def decode_figure(t: Table | None, colors: Colors | None = None) -> Figure | None:
@@ -421,16 +480,22 @@ _Plan = dict[str, tuple["Table | None", "str | None"]]  # plot name -> (its tabl
 
 
 def _plan(tables: list[Table]) -> _Plan:
-    """Each plot's table (the axis of its name) and why it is left out (_too_big; None: drawn)."""
-    by_axis = {t.axis: t for t in tables}
+    """Each plot's table (the axis of its name, as the page shows it: decode folded over the
+    micro-batch, fold_decode_ub) and why it is left out (_too_big; None: drawn). The decode bars leave
+    the rows at depth > 0 to the depth curves where those are drawn (_off_depth)."""
+    by_axis = {t.axis: fold_decode_ub(t)[0] for t in tables}
     axis = {name: name.removeprefix("depth-") for name in _DRAW}  # a depth plot draws its axis's table
-    return {name: (by_axis.get(axis[name]), _too_big(name, by_axis.get(axis[name]))) for name in _DRAW}
+    shown = {name: by_axis.get(axis[name]) for name in _DRAW}
+    if _too_big("depth-decode", shown["depth-decode"]) is None:
+        shown["decode"] = _off_depth(shown["decode"])
+    return {name: (t, _too_big(name, t)) for name, t in shown.items()}
 
 
 def figures(tables: list[Table], plan: _Plan | None = None) -> dict[str, Figure]:
     """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served, and the
     depth curves depth-prefill / depth-decode (where a test was measured at 2+ depths). Plots are
-    drawn from the tables (report.tables), so they use the same test identity and show every row; a
+    drawn from the tables (report.tables) as the page shows them (_plan: decode one row per tg test),
+    so they use the same test identity and show every shown row once (a depth row on its curve); a
     plot too big to read is left out (left_out says why). `plan`: _plan(tables), made before."""
     plan = plan or _plan(tables)
     colors = palette(tables)

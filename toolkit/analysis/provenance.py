@@ -6,6 +6,7 @@ it carried and nothing more."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,8 @@ _LABELS = {
 class Provenance:
     """models: `name (file, sha256 12)`; dates: (first, last) measurement time (ISO); hosts: one line per
     host (OS, kernel, CPU, GPU and driver); images: one line per image label (digest, backend, runtime
-    commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version). Empty lists where the records say nothing."""
+    commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version, and the correctness
+    canary's result: canary_text). Empty lists where the records say nothing."""
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None
@@ -93,6 +95,56 @@ def _image_line(r: BenchRecord) -> str:
     return ", ".join(parts)
 
 
+def _num(v: Any) -> float | None:
+    """A float of a stored canary field (NaN/inf are stored as strings: CanaryResult.record), else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def canary_text(c: Any) -> str | None:
+    """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
+    as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
+    control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
+    `unchecked: <reason>`; None when there is none (vLLM, SGLang, `bench.canary: false`, a record
+    from before the canary) or it is not an object."""
+    if not isinstance(c, dict):
+        return None
+    status, reason = str(c.get("status") or ""), str(c.get("reason") or "no reason recorded")
+    if status == "unchecked":
+        return f"unchecked: {reason}"
+    if status == "wrong-output":
+        return f"wrong output: {reason}"
+    ppl = _num(c.get("ppl"))
+    head = f"PPL {ppl:.6g}" if ppl is not None else "no PPL"
+    control = c.get("control") if isinstance(c.get("control"), dict) else None
+    if control is None:
+        return f"{head} (no CPU control: only checked to be finite)"
+    if control.get("digest") and (control.get("image"), control.get("digest")) == (
+        c.get("image"),
+        c.get("digest"),
+    ):
+        return f"{head} (the CPU control)"
+    cppl, ln = _num(control.get("ppl")), _num(c.get("ln_ratio"))
+    within = f", within {abs(math.expm1(ln)) * 100:.2g} %" if ln is not None and abs(ln) < 700 else ""
+    return f"{head} (cpu control {cppl:.6g}{within})" if cppl is not None else f"{head} (cpu control)"
+
+
+def _canaries(records: list[BenchRecord]) -> str:
+    """`; canary ...` of an image's records, per model where they measured several; '' when none has one."""
+    said: dict[str, str] = {}
+    for r in records:
+        text = canary_text((r.model_extra or {}).get("canary"))
+        if text is not None:
+            said.setdefault(r.model.name, text)
+    if len(said) == 1:
+        return f"; canary {next(iter(said.values()))}"
+    return "".join(f"; canary on {m}: {t}" for m, t in sorted(said.items()))
+
+
 def provenance(records: list[BenchRecord]) -> Provenance:
     """The provenance of `records` (those a report shows; failed ones count for dates and builds too)."""
     p = Provenance()
@@ -113,8 +165,8 @@ def provenance(records: list[BenchRecord]) -> Provenance:
         if r.gpu_info:
             entry[1].add(str(r.gpu_info))
     p.hosts = [_host_line(h, gpus) for h, gpus in hosts.values()]
-    first: dict[str, BenchRecord] = {}
+    per_image: dict[str, list[BenchRecord]] = {}
     for r in records:
-        first.setdefault(image_label(r), r)
-    p.images = [_image_line(r) for _, r in sorted(first.items())]
+        per_image.setdefault(image_label(r), []).append(r)
+    p.images = [_image_line(rs[0]) + _canaries(rs) for _, rs in sorted(per_image.items())]
     return p

@@ -528,7 +528,7 @@ def publish(
         output = Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
         tmp = output.with_suffix(output.suffix + ".tmp")
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate: \ud800
         tmp.replace(output)
         written.append(output)
     if plots_dir is not None:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
-from dataclasses import replace
 
 from tabulate import tabulate
 
-from toolkit.analysis.facts import _float, interval, ub_applies
+from toolkit.analysis.facts import _float, interval
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline, why_no_roofline
 from toolkit.analysis.tables import (
@@ -21,6 +20,9 @@ from toolkit.analysis.tables import (
     fmt_tok_per_j,
     is_software_gpu,
     margin_band,
+)
+from toolkit.analysis.tables import (
+    fold_decode_ub as fold_decode_ub,  # re-exported: report.display_tables folds with it
 )
 from toolkit.results.identity import value
 from toolkit.results.records import BenchRecord
@@ -252,38 +254,6 @@ DECODE_UB_NOTE = (
     "its cell shows the ub512 measurement (llama-bench's default; else the one with the most samples); "
     "every measurement is in --format csv / json"
 )
-
-
-def fold_decode_ub(t: Table) -> tuple[Table, bool]:
-    """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
-    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies), each cell the
-    ub512 record, else the one with the most samples; (table, whether any row was folded). Any other
-    table is returned as it is."""
-    if t.axis != "decode":
-        return t, False
-    groups: dict[tuple, list[Row]] = {}
-    for row in t.rows:
-        test, _, ub = row.test.rpartition(" ub")
-        foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
-        groups.setdefault((test, tuple(row.ids.items())) if foldable else (row.test, id(row)), []).append(row)
-    if all(len(g) == 1 for g in groups.values()):
-        return t, False
-    rows = []
-    for (test, _), group in groups.items():
-        if len(group) == 1 and not group[0].test.startswith(f"{test} ub"):
-            rows.append(group[0])
-            continue
-        merged = Row(test, dict(group[0].ids), group[0].order)
-        for c in t.columns:
-            have = [row for row in group if c in row.cells]
-            if have:
-                pick = min(
-                    have, key=lambda row: (row.cells[c].n_ubatch != 512, -len(row.cells[c].samples_ts))
-                )
-                merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
-                merged.flags[c] = pick.flags.get(c, [])
-        rows.append(merged)
-    return replace(t, rows=rows), True
 
 
 def wrap(text: str, width: int) -> list[str]:

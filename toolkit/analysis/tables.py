@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolkit.analysis.facts import (
@@ -64,6 +64,7 @@ __all__ = [
     "concurrency",
     "energy",
     "fmt_tok_per_j",
+    "fold_decode_ub",
     "id_value",
     "image_label",
     "is_cpu_fallback",
@@ -456,6 +457,40 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         column_systems(rs, col_of),
         sorted(energy_cols),
     )
+
+
+def fold_decode_ub(t: Table) -> tuple[Table, bool]:
+    """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
+    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies), each cell the
+    ub512 record (llama-bench's default), else the one with the most samples; (table, whether any row
+    was folded). Any other table is returned as it is. The one fold the page, the terminal table
+    (report.display_tables) and the plots (plots.figures) read, so they show the same decode rows;
+    `--format csv` / `--json` and the github table keep every record."""
+    if t.axis != "decode":
+        return t, False
+    groups: dict[tuple, list[Row]] = {}
+    for row in t.rows:
+        test, _, ub = row.test.rpartition(" ub")
+        foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
+        groups.setdefault((test, tuple(row.ids.items())) if foldable else (row.test, id(row)), []).append(row)
+    if all(len(g) == 1 for g in groups.values()):
+        return t, False
+    rows = []
+    for (test, _), group in groups.items():
+        if len(group) == 1 and not group[0].test.startswith(f"{test} ub"):
+            rows.append(group[0])
+            continue
+        merged = Row(test, dict(group[0].ids), group[0].order)
+        for c in t.columns:
+            have = [row for row in group if c in row.cells]
+            if have:
+                pick = min(
+                    have, key=lambda row: (row.cells[c].n_ubatch != 512, -len(row.cells[c].samples_ts))
+                )
+                merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
+                merged.flags[c] = pick.flags.get(c, [])
+        rows.append(merged)
+    return replace(t, rows=rows), True
 
 
 def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:

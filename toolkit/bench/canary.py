@@ -185,7 +185,11 @@ def dry_run_outcome(ctx: RunContext) -> Outcome | None:
     if path is None:
         return None
     return Outcome(
-        ctx.spec.name, ctx.model.name, "dry-run", command=ctx.engine.run_command(canary_spec(ctx, path))
+        ctx.spec.name,
+        ctx.model.name,
+        "dry-run",
+        "canary",
+        command=ctx.engine.run_command(canary_spec(ctx, path)),
     )
 
 

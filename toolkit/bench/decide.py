@@ -68,6 +68,7 @@ class Decision:
     ctx: RunContext | None = None
     cases: list[Case] = field(default_factory=list)
     of: int | None = None  # cases of one full run; None: len(cases)
+    here: bool = True  # a dry run's pair a real run here would measure (False: no device here, model absent or refused)
 
     @property
     def per_run(self) -> int:
@@ -173,13 +174,14 @@ def _decide_image(
     runner = runners.get(spec.runner)
     for m in usable:
         ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
-        out += _model_decisions(runner, ctx)
+        out += _model_decisions(runner, ctx, devices_here=not missing)
     return out
 
 
-def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
+def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True) -> list[Decision]:
     """`decide` for one (image, model) pair of `ctx`: skipped for a format the runner does not read,
-    a dry run's note on the model, then `run` with the cases the runner will measure."""
+    a dry run's note on the model, then `run` with the cases the runner will measure (in a dry run
+    `here` False when a real run here would not: `devices_here` False, the model absent or refused)."""
     lm, spec, m, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
     if m.format not in runner.model_formats:  # said, never dropped silently
         why = (
@@ -191,7 +193,8 @@ def _model_decisions(runner: Any, ctx: RunContext) -> list[Decision]:
     out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
     if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
         whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
-        return out + _runner_notes(runner, ctx) + [Decision(spec, m, "run", ctx=ctx, cases=whole)]
+        here = devices_here and not note
+        return out + _runner_notes(runner, ctx) + [Decision(spec, m, "run", ctx=ctx, cases=whole, here=here)]
     if model_here(lm, m) is None and not m.generate:
         return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
     out += _runner_notes(runner, ctx)

@@ -86,7 +86,7 @@ def run_bench(
     host: dict[str, Any] = {}
     guards: tuple[guard.RunGuard, guard.ResultsLock] | None = None
     if opts.dry_run:  # the case count and, from earlier runs, the time: what the real run would say first
-        events("note", text=plan_run(lm, decisions, store) or "plan: no test case would run here")
+        events("note", text=dry_plan(lm, decisions, store, opts))
     else:
         _confirm_plan(lm, decisions, store, opts, events)
         guard.check_writable(store.root)
@@ -126,6 +126,27 @@ def _confirm_plan(
             f"{lm.path}: bench: {plan}; that is more than {CONFIRM_CASES} test cases: pass --yes to run "
             "them, or cut the axes"
         )
+
+
+DRY_PLAN = "plan (dry run: every image as on a host that has its devices, models as if present): "
+
+
+def dry_plan(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, opts: BenchOptions) -> str:
+    """A dry run's plan line: plan_run over every pair it shows. Where some pair would not run here (its
+    image's devices are not on this host: the command is shown with an example device profile; its
+    model is absent or refused), the line says the dry run counts them as on a host that has them and
+    how many cases a real run here would measure. More than CONFIRM_CASES cases without opts.yes: it
+    says the real run needs --yes (the real run refuses them, exit 4)."""
+    line = plan_run(lm, decisions, store)
+    if not line:
+        return "plan: no test case would run here"
+    total = _cases_total(lm, [d for d in decisions if d.cases])
+    here = _cases_total(lm, [d for d in decisions if d.cases and d.here])
+    if here != total:
+        line = DRY_PLAN + line.removeprefix("plan: ") + f"; here a real run would measure {here}"
+    if total > CONFIRM_CASES and not opts.yes:
+        line += f"; more than {CONFIRM_CASES} test cases: the real run needs --yes"
+    return line
 
 
 def _host_facts() -> dict[str, Any]:

@@ -479,7 +479,7 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
     runner whose file is present or can be generated (the tiny stand-in on a host without the real one)."""
     models = [m for m in lm.m.models if spec.runner in m.runners and (name is None or m.name == name)]
     if not models:
-        raise BadInput(f"--model {name!r}: no model of the matrix runs on {spec.name} ({spec.runner})")
+        raise BadInput(_no_model(lm, name, spec))
     if name is None:
         usable = [m for m in models if m.generate or model_file_here(lm, m)]  # a file, not a folder or a loop
         if not usable:
@@ -489,3 +489,19 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
             )
         return usable[0]
     return models[0]
+
+
+def _no_model(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> str:
+    """Why no model of the matrix is `name` on `spec`'s runner: an unknown name, or the model (its
+    format, its runners) and the models that do run on it."""
+    runs = [m.name for m in lm.m.models if spec.runner in m.runners]
+    them = f"models that do: {', '.join(runs)}" if runs else "no model of the matrix does"
+    named = next((m for m in lm.m.models if m.name == name), None)
+    if name is not None and named is None:
+        return f"--model {name!r}: no model of the matrix has this name ({', '.join(m.name for m in lm.m.models)})"
+    if named is not None:
+        return (
+            f"--model {name!r}: this model (a {named.format} model, runners {', '.join(named.runners)}) does not "
+            f"run on {spec.runner}, {spec.name}'s runner; {them}"
+        )
+    return f"no model of the matrix runs on {spec.name} ({spec.runner})"

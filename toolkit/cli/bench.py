@@ -157,7 +157,7 @@ def bench(
         echo_json(outcomes)
     else:
         _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
-    _bench_verdict(lm, store, outcomes, strict=strict)
+    _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run)
 
 
 def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
@@ -174,14 +174,25 @@ def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
         from toolkit.analysis import report as report_mod
 
         click.echo("")
-        click.echo(report_mod.render(ran, "github"))
+        click.echo(report_mod.render(ran, summary_format()))
         paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
         click.echo(f"\nrun {run_id}: results in {', '.join(paths)}")
 
 
-def _bench_verdict(lm, store, outcomes, *, strict: bool) -> None:
+def summary_format(stream: Any = None) -> str:
+    """The format of bench's summary tables, resolved as `toolkit report` resolves it: "text" (sized to
+    the terminal) when `stream` (default stdout) is a terminal, else "github" (markdown: a pipe or a
+    file gets what it always got)."""
+    from toolkit.cli.common import terminal_width
+
+    return "text" if terminal_width(stream) else "github"
+
+
+def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False) -> None:
     """The store's warnings on stderr, then the exit: BadInput (exit 4) naming the stale builds and how
-    to rebuild them, else BenchFailed naming the failed runs (with --strict a skip is a failure)."""
+    to rebuild them, else BenchFailed naming the failed runs (with --strict a skip is a failure), else
+    NothingDone (exit 2) when a run measured nothing (every pair skipped; each reason named; not a dry
+    run: its plan line says when nothing would run)."""
     if strict:  # --strict: anything not measured is a failure, for CI gates
         for o in outcomes:
             if o.status == "skipped":
@@ -202,6 +213,15 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool) -> None:
         )
     if failed:
         raise BenchFailed(f"bench failed for: {', '.join(failed)}")
+    if not dry_run and not any(o.status in ("ok", "resumed") for o in outcomes):  # asked, none measured
+        from toolkit.core.errors import NothingDone
+
+        why = "; ".join(
+            f"{o.image if o.model == '-' else f'{o.image} x {o.model}'}: {o.reason or o.status}"
+            for o in outcomes
+            if o.status != "note"
+        )
+        raise NothingDone(f"nothing measured ({why or 'no image and model to measure'})")
 
 
 @click.command(
@@ -256,10 +276,7 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
     run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = Path(output) if output else root / "measure" / f"{run}.jsonl"
-    for written in (out_path, out_path.with_suffix(".trace.jsonl")):
-        output_file(
-            written, option="--output", protected=(Path(matrix_path),), data_root=root, replaces=False
-        )
+    _check_outputs(out_path, Path(matrix_path), root)
     if label is not None:  # before a possibly hour-long run, not after it
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
@@ -293,6 +310,15 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     if as_json:
         echo_json(_measured_json(m, command, out_path))
     sys.exit(_measured_exit(m))
+
+
+def _check_outputs(out_path: Path, matrix: Path, root: Path) -> None:
+    """measure's output and its trace beside it, checked before the command runs (core.paths.output_file
+    with refuse_nodes: no device, symlink, matrix file, store file or results digest folder; exit 4)."""
+    for written in (out_path, out_path.with_suffix(".trace.jsonl")):
+        output_file(
+            written, option="--output", protected=(matrix,), data_root=root, replaces=False, refuse_nodes=True
+        )
 
 
 def _measured_exit(m) -> int:
@@ -365,11 +391,17 @@ class _RowFile:
 
 
 def _keep_stopped_rows(out_path: Path) -> None:
-    """After a stopped run: say where the rows measured before the stop are, or remove the empty file."""
+    """After a stopped run (Ctrl-C, SIGTERM, SIGHUP): say what stopped it, that the command's process
+    group was stopped, and where the rows measured before the stop are (or that there were none: the
+    empty file is removed)."""
+    from toolkit.core import signals
+
+    said = f"measure: stopped by {signals.stopped_by()}; the command and what it started were stopped; "
     if out_path.stat().st_size:
-        _err(f"measure: the rows measured before the stop are in {out_path}; the command was stopped")
+        _err(said + f"the rows measured before the stop are in {out_path}")
     else:
         out_path.unlink(missing_ok=True)
+        _err(said + "no llama-bench row had been measured, nothing was kept")
 
 
 def _pass_bytes(stream: Any) -> Any:

@@ -222,11 +222,30 @@ def cancel(matrix_path, results_dir, as_json, campaign_id, slices, dry_run):
 @output_option(required=True, dir_okay=True, help="Folder to write one Job manifest per slice into.")
 def render_k8s(matrix_path, results_dir, as_json, output):
     """Write Kubernetes Job manifests for the campaign instead of submitting it (not run here): one per
-    llama-bench slice, image by registry digest, `amd.com/gpu`, results to a volume per host."""
+    llama-bench slice, image by registry digest, `amd.com/gpu`, results to a volume per host.
+
+    The folder is new, empty, or holds only manifests an earlier render-k8s wrote: those are replaced
+    (removed and named), so `kubectl apply -f FOLDER` submits this campaign's Jobs only. A results
+    folder, a folder inside one, a symlink or a folder holding other files is refused (exit 4)."""
     from toolkit.campaign import slurm as cmod
 
     lm = _load(matrix_path)
-    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), Path(output))
+    out = Path(output)
+    earlier = _earlier_manifests(out)
+    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), out)
+    gone = sorted(set(earlier) - {Path(f) for f in files})
+    for f in gone:
+        f.unlink(missing_ok=True)
+    if earlier:
+        notes = [
+            f"replaced {len(earlier)} earlier manifest(s) in {out}"
+            + (
+                f"; removed those of jobs not in this campaign: {', '.join(f.name for f in gone)}"
+                if gone
+                else ""
+            ),
+            *notes,
+        ]
     if as_json:
         echo_json({"files": files, "notes": notes})
         return
@@ -234,6 +253,43 @@ def render_k8s(matrix_path, results_dir, as_json, output):
         click.echo(str(f))
     for n in notes:
         _err(f"note: {n}")
+
+
+MANIFEST_MARK = "# toolkit campaign "
+"""The first line of every manifest render-k8s writes (toolkit.campaign.slurm.write_k8s)."""
+
+
+def _earlier_manifests(out: Path) -> list[Path]:
+    """The manifests an earlier render-k8s left in `out` (every entry a regular `*.yaml` file whose first
+    line is MANIFEST_MARK); [] for a new or empty folder. BadInput (exit 4) when `out` is a symlink, a
+    results folder or inside one (core.paths.results_folder), or holds anything else."""
+    from toolkit.core.errors import BadInput
+    from toolkit.core.paths import results_folder
+
+    fix = "give a new or empty folder of its own, e.g. -o k8s/"
+    if out.is_symlink():
+        raise BadInput(f"--output {out} is a symbolic link; {fix}")
+    found = results_folder(out)
+    if found:
+        raise BadInput(f"--output {out} is or lies in the results folder {found[0]}; {fix}")
+    if not out.is_dir():
+        return []  # new (or not a folder: write_k8s's mkdir names it)
+    entries = sorted(out.iterdir())
+    others = [e.name for e in entries if not _is_manifest(e)]
+    if others:
+        raise BadInput(
+            f"--output {out} holds files render-k8s did not write ({', '.join(others[:5])}"
+            f"{', ...' if len(others) > 5 else ''}): `kubectl apply -f` would submit them too; {fix}"
+        )
+    return entries
+
+
+def _is_manifest(p: Path) -> bool:
+    """Whether `p` is a regular *.yaml file render-k8s wrote (its first line is MANIFEST_MARK)."""
+    if p.is_symlink() or not p.is_file() or p.suffix != ".yaml":
+        return False
+    with p.open("rb") as f:
+        return f.readline().startswith(MANIFEST_MARK.encode())
 
 
 @campaign.command("job", hidden=True, epilog=EPILOG)

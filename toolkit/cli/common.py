@@ -59,10 +59,10 @@ def _safe_echo(
 click.echo = _safe_echo  # one choke point: every command prints through click.echo
 
 EPILOG = (
-    "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed, 3 bench failed, 4 bad input, "
+    "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed or nothing done (push, bench), 3 bench failed, 4 bad input, "
     "5 Docker engine unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
     "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
-    "(pins), 11 a remote (the Hub) did not answer, 12 a doctor check failed, 130 interrupted."
+    "(pins), 11 a remote (the Hub) did not answer, 12 a doctor check failed, 129 stopped by SIGHUP, 130 interrupted."
 )
 
 
@@ -211,9 +211,13 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
         code = code if isinstance(code, int) else (0 if code is None else 1)
         return code, (f"exited {code}" if code else None)
     if isinstance(exc, ToolkitError):
-        return exc.exit_code, str(exc)
+        from toolkit.core import signals
+
+        return (signals.exit_code() if exc.exit_code == 130 else exc.exit_code), str(exc)
     if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
-        return 130, INTERRUPTED
+        from toolkit.core import signals
+
+        return signals.exit_code(), INTERRUPTED
     if isinstance(exc, click.ClickException):
         return (4 if isinstance(exc, click.UsageError) else exc.exit_code), exc.format_message()
     if isinstance(exc, OSError):

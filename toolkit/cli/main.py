@@ -108,7 +108,8 @@ def _sigterm_as_interrupt() -> None:
         signals.note(signum)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    for s in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed; stop as for SIGTERM
+        signal.signal(s, handler)
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -161,21 +162,23 @@ def _argv_asks_json(names: list[str]) -> bool:
 
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
+    from toolkit.core import signals
+
     _sigterm_as_interrupt()
     note_json(None, None, None)  # not asked yet (main may run more than once in one process: tests)
     try:
         code = cli.main(standalone_mode=False)  # a command's ctx.exit(N) comes back here as N
     except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
-        _fail(INTERRUPTED, 130)
+        _fail(INTERRUPTED, signals.exit_code())
     except click.ClickException as err:
         err.show()
         code = 4 if isinstance(err, click.UsageError) else err.exit_code
         _json_error(err.format_message(), code)
         sys.exit(code)
     except KeyboardInterrupt:
-        _fail(INTERRUPTED, 130)
+        _fail(INTERRUPTED, signals.exit_code())
     except ToolkitError as err:
-        _fail(f"error: {err}", err.exit_code)
+        _fail(f"error: {err}", signals.exit_code() if err.exit_code == 130 else err.exit_code)
     except Exception as err:  # an engine error, a path the OS refuses, else a bug (the traceback)
         from toolkit.core.errors import FileSystemError
         from toolkit.engine.api import raised_by_docker

@@ -111,8 +111,8 @@ def report(
     tokens per joule where the GPU energy is valid, a roofline column where the GPU is known, and a
     verdict with a routing rule (prefill-heavy / latency-bound decode / mixed) that crowns no cell
     flagged by telemetry. The html page also plots GPU power and clocks over each run shown."""
-    root = _results_root(matrix_path, results_dir)
-    _need_results_folder(root, matrix_path, results_dir)
+    _no_empty_path(("--output", output), ("--plots", plots_dir))
+    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
     fmt = fmt or ("text" if sys.stdout.isatty() and not output else "github")
     if (
         fmt in ("github", "text")
@@ -150,6 +150,16 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _no_empty_path(*options: tuple[str, str | None]) -> None:
+    """BadInput (exit 4) for an option given an empty path (`-o ''`: a script's unset variable), which
+    would otherwise read as not given and print to stdout."""
+    for name, value in options:
+        if value == "":
+            from toolkit.core.errors import BadInput
+
+            raise BadInput(f"{name} '': empty path; give a path, or leave the option out")
 
 
 def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
@@ -192,11 +202,11 @@ def _results_root(matrix_path: str, results_dir: str | None) -> Path:
     return Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
 
 
-def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> None:
-    """BadInput when the results folder does not exist: never "no results yet" from the wrong folder,
-    and never a page written there."""
+def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> Path:
+    """`root`; BadInput when the results folder does not exist: never "no results yet" from the wrong
+    folder, and never a page written there."""
     if root.is_dir():
-        return
+        return root
     from toolkit.core.errors import BadInput
 
     where = (
@@ -295,15 +305,20 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     from toolkit.results.records import ResultStore
 
     root = _results_root(matrix_path, results_dir)
-    c = compare_mod.compare(
-        ResultStore(root),
-        a,
-        b,
-        threshold=threshold,
-        ignore=tuple(ignore),
-        same_model=same_model,
-        b_store=ResultStore(Path(against)) if against else None,
-    )
+    stores = [ResultStore(root), *([ResultStore(Path(against))] if against else [])]
+    try:
+        c = compare_mod.compare(
+            stores[0],
+            a,
+            b,
+            threshold=threshold,
+            ignore=tuple(ignore),
+            same_model=same_model,
+            b_store=stores[1] if against else None,
+        )
+    finally:  # each line skipped in either folder, as report names them (once: the index is asked twice)
+        for w in dict.fromkeys(w for s in stores for w in s.warnings):
+            _err(f"warning: {w}")
     if as_json:
         echo_json(compare_mod.comparison_json(c))
     else:

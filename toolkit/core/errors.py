@@ -31,6 +31,13 @@ class BuildFailed(ToolkitError):
     exit_code = 2
 
 
+class NothingDone(ToolkitError):
+    """A command asked for something did none of it (exit 2, as `push` that pushed nothing): every
+    image `bench` was asked to measure was skipped. The message names each one's reason."""
+
+    exit_code = 2
+
+
 class BenchFailed(ToolkitError):
     """One or more benchmark runs failed (exit 3)."""
 

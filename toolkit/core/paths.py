@@ -84,6 +84,31 @@ def symlinks_inside(folder: Path, *, what: str, fix: str | None = None) -> None:
 STORE_FILES = ("bench.jsonl", "builds.jsonl")
 """The results store's own files (and its `.index.sqlite`, `.lock`, `.seq`): never an output."""
 
+_ROOT_MARKS = ("builds.jsonl", ".index.sqlite", ".seq")  # not .lock: pytest and others use the name
+_DIGEST_MARKS = ("bench.jsonl", "canary.jsonl")
+
+
+def results_folder(path: Path) -> tuple[Path, str] | None:
+    """The results folder `path` is or lies in, as (folder, "digest" | "root"), any results folder,
+    not only the one a command was given; None when there is none. A digest folder (results/<digest>/,
+    toolkit.results.records) holds `bench.jsonl` or `canary.jsonl`, or is named by 12 hex digits
+    inside a store root; a store root holds `builds.jsonl`, `.index.sqlite` or `.seq`. The
+    nearest such folder counts (a digest folder before its root)."""
+    import re
+
+    real = Path(path).resolve()
+    for folder in (real, *real.parents):
+        if not folder.is_dir():
+            continue
+        if any((folder / m).exists() for m in _DIGEST_MARKS):
+            return folder, "digest"
+        parent_is_root = any((folder.parent / m).exists() for m in _ROOT_MARKS)
+        if parent_is_root and re.fullmatch(r"[0-9a-f]{12}", folder.name):
+            return folder, "digest"
+        if any((folder / m).exists() for m in _ROOT_MARKS):
+            return folder, "root"
+    return None
+
 
 def output_file(
     path: Path,
@@ -92,6 +117,7 @@ def output_file(
     protected: tuple[Path, ...] = (),
     data_root: Path | None = None,
     replaces: bool = True,
+    refuse_nodes: bool = False,
 ) -> Path:
     """Check a file the user names for output (`report -o`, `measure --out`) before anything is written.
 
@@ -100,8 +126,10 @@ def output_file(
     itself, run as root a host's device), when it is one of `protected` (the matrix file), or when
     it is a data file of the results folder `data_root` (`*.jsonl`, `*.sqlite`, a dot-file: the
     store and its index). `replaces=False` (an output opened and written, not replaced: measure's
-    rows) allows any node and, inside `data_root`, any `.jsonl` but the store's own (STORE_FILES).
-    Returns `path`."""
+    rows) allows any node and, inside `data_root`, any `.jsonl` but the store's own (STORE_FILES);
+    with `refuse_nodes` it still refuses a node that is not a regular file (measure writes a trace
+    beside it: `/dev/null.trace.jsonl`), a file named as a store file (STORE_FILES) anywhere, and
+    any path inside a digest folder of any results folder (`results_folder`). Returns `path`."""
     import stat
 
     try:
@@ -110,7 +138,7 @@ def output_file(
         st = None
     except OSError as err:
         raise BadInput(f"{option} {path}: {err.strerror or err}; give a file's path") from None
-    if replaces and st is not None and not stat.S_ISREG(st.st_mode):
+    if (replaces or refuse_nodes) and st is not None and not stat.S_ISREG(st.st_mode):
         kind = (
             "symbolic link"
             if stat.S_ISLNK(st.st_mode)
@@ -121,7 +149,12 @@ def output_file(
         raise BadInput(
             f"{option} {path} is a {kind}, not a regular file: the output is written by replacing the file, "
             "which would replace it; give a new or regular file's path"
+            if replaces
+            else f"{option} {path} is a {kind}, not a regular file: the output would be written through "
+            "it (and its trace beside it); give a new or regular file's path"
         )
+    if refuse_nodes:
+        _refuse_results_data(path, option)
     real = path.resolve()
     if any(real == p.resolve() for p in protected):
         raise BadInput(f"{option} {path} is the matrix file this command reads; give another file's path")
@@ -133,3 +166,17 @@ def output_file(
                 "index); give another file's path"
             )
     return path
+
+
+def _refuse_results_data(path: Path, option: str) -> None:
+    """BadInput when `path` is named as a store file (STORE_FILES) or lies in any results digest folder."""
+    if Path(path).name in STORE_FILES:
+        raise BadInput(
+            f"{option} {path} is named as a results store's own file ({Path(path).name}); give another file's path"
+        )
+    found = results_folder(Path(path).parent)
+    if found and found[1] == "digest":
+        raise BadInput(
+            f"{option} {path} lies in the results digest folder {found[0]}, which holds measured records; "
+            "give a path outside it (the default is results/measure/)"
+        )

@@ -1,6 +1,9 @@
 """Saves that Ctrl-C cannot cut short.
 
-- `no_interrupt()`: SIGINT/SIGTERM wait until a block (one record's write) has finished.
+SIGHUP (the terminal closed) stops a run as SIGTERM does (the CLI turns all three into
+KeyboardInterrupt); its exit code is 128 + 1 (`exit_code()`), SIGINT's and SIGTERM's 130.
+
+- `no_interrupt()`: SIGINT/SIGTERM/SIGHUP wait until a block (one record's write) has finished.
 - `hold_for_stop()`: once a run has caught its interrupt and is stopping, every further SIGINT /
   SIGTERM is ignored until the process exits, so a second Ctrl-C (users press it twice) cannot
   interrupt the removal of containers, the saving of what was measured or the final message.
@@ -17,7 +20,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOPPING_SIGNALS = _SIGNALS
+"""The signals that stop a run (the CLI installs its KeyboardInterrupt handler for SIGTERM and SIGHUP)."""
 _held: list[int] | None = None  # signals noted while held; None: not holding
 _previous: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}
 _stopping = False  # hold_for_stop() was called: SIGINT/SIGTERM are ignored until the process exits
@@ -34,9 +39,15 @@ def note(signum: int) -> None:
 
 
 def stopped_by() -> str:
-    """How the run was interrupted, for the failed row: "Ctrl-C" (SIGINT, also when not known) or
-    "SIGTERM" (`kill`, a scheduler cancelling a job)."""
-    return "SIGTERM" if _stopped_by == signal.SIGTERM else "Ctrl-C"
+    """How the run was interrupted, for the failed row: "Ctrl-C" (SIGINT, also when not known),
+    "SIGTERM" (`kill`, a scheduler cancelling a job) or "SIGHUP" (its terminal closed)."""
+    return {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(_stopped_by, "Ctrl-C")  # type: ignore[call-overload]
+
+
+def exit_code() -> int:
+    """The exit code of a stopped run: 128 + 1 for SIGHUP (as a shell reports it), else 130
+    (Ctrl-C and SIGTERM, docs/exit-codes.md)."""
+    return 128 + signal.SIGHUP if _stopped_by == signal.SIGHUP else 130
 
 
 def _main() -> bool:

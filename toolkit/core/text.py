@@ -20,11 +20,17 @@ CONTROL = re.compile(
 
 _MD_SPECIAL = re.compile(r"[|<>]|\]\(")
 
+# A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
+# terminal, a pipe or a file would raise UnicodeEncodeError. A pair in JSON decodes to one character.
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+
 
 def strip_controls(text: str) -> str:
     """`text` without terminal control sequences (OSC 0 sets a window title, OSC 52 writes the
-    clipboard), tab and newline kept."""
-    return CONTROL.sub("", text)
+    clipboard), tab and newline kept, and each lone surrogate replaced by U+FFFD: what is left can be
+    written to any UTF-8 terminal or file."""
+    text = CONTROL.sub("", text)
+    return text if text.isascii() else SURROGATE.sub("\ufffd", text)
 
 
 def md_text(text: str) -> str:

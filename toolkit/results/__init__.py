@@ -4,14 +4,51 @@ May use: toolkit.core, toolkit.spec, toolkit.engine (facts only), toolkit.runtim
 results/; never prints.
 """
 
+import os
+import stat
 from pathlib import Path
+
+from toolkit.core.errors import BadInput
 
 
 def bench_files(root: Path) -> list[Path]:
     """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
     (toolkit/campaign/slurm.py: each host's jobs write only there), sorted: the order every reader reads
-    records in. Here, light to import: an empty `toolkit report` asks it without loading the store."""
-    return sorted([*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")])
+    records in. Here, light to import: an empty `toolkit report` asks it without loading the store.
+    BadInput (exit 4) when one is not a regular file (a FIFO would hang every reader: need_regular)."""
+    files = sorted([*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")])
+    for f in files:
+        try:
+            need_regular(f, os.stat(f))
+        except FileNotFoundError:  # a dangling link or a file removed meanwhile: read as gone
+            continue
+    return files
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))
+
+
+def need_regular(path: Path, st: os.stat_result) -> None:
+    """BadInput (exit 4) naming `path` when `st` (its os.stat/fstat) is not a regular file: a FIFO
+    named bench.jsonl blocks a reader forever, a device reads without end."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "a device or special file")
+        raise BadInput(f"{path}: not a regular file ({kind}): remove it or pass another --results")
+
+
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A descriptor of `path` opened with `flags` (os.open), refused (BadInput, the descriptor closed)
+    when it is not a regular file. Opened non-blocking, so a FIFO put there after it was listed cannot
+    hang the open; the flag is then cleared (a regular file reads the same either way). The one open of
+    result files: every reader and appender of bench.jsonl goes through it."""
+    fd = os.open(path, flags | os.O_NONBLOCK, mode)
+    try:
+        need_regular(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.results import identity
+from toolkit.results import identity, open_regular
 from toolkit.results.index_sqlite import (
     EDGE_BYTES,
     INDEX_NAME,
@@ -96,7 +96,7 @@ def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = No
         for h in heads:
             fd = fds.get(h.path)
             if fd is None:
-                fd = fds[h.path] = os.open(h.path, os.O_RDONLY)
+                fd = fds[h.path] = open_regular(h.path)
             rec, problem = _record_of(os.pread(fd, h.row[R_LEN], h.row[R_OFF]), h.row[R_SUM])
             if rec is None or sql_text(  # as the index stores text (a lone surrogate escaped)
                 (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import ToolkitError
-from toolkit.results import identity
+from toolkit.results import identity, open_regular
 from toolkit.results.records import (
     CLOCK_SKEW_BACK_S,
     BenchRecord,
@@ -243,7 +243,7 @@ def line_sum(line: bytes) -> bytes:
 
 
 def _edges(path: Path, done: int) -> bytes:
-    with path.open("rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         head = fh.read(min(EDGE_BYTES, done))
         fh.seek(max(0, done - EDGE_BYTES))
         tail = fh.read(done - max(0, done - EDGE_BYTES))
@@ -742,7 +742,7 @@ def _stored_digests():
 def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
     """(bytes, lines) of `path` indexed, its last line read being line `n` at `off` (`length` bytes): a
     half line (no newline yet) is read again next time."""
-    with path.open("rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         fh.seek(off + length - 1)
         whole = fh.read(1) == b"\n"
     return (off + length, n) if whole else (off, n - 1)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from toolkit.core import jsonsafe, stats
 from toolkit.core.types import INT64
-from toolkit.results import bench_files
+from toolkit.results import bench_files, open_regular
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
@@ -222,10 +222,17 @@ class BenchRecord(BaseModel):
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON;
         - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused (a
-          30-digit count in a hand-edited line broke the plots).
+          30-digit count in a hand-edited line broke the plots); one below 0, or a batch of 0 tokens,
+          refused as llama_bench.check.check_row refuses it at import (`n_depth is -5: expected >= 0`).
         """
         for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
             count = getattr(self, name)
+            if count is not None and count < 0 and abs(count) <= MAX_TOKENS:
+                raise ValueError(f"{name} is {count}: expected >= 0")
+            if count == 0 and name in ("n_batch", "n_ubatch"):
+                raise ValueError(
+                    f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)"
+                )
             if count is not None and abs(count) > MAX_TOKENS:
                 digits = len(str(abs(count)))
                 raise ValueError(
@@ -298,7 +305,7 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
     line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -344,7 +351,7 @@ def append_lines(path: Path, data_b: bytes) -> None:
     if not data_b:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -400,9 +407,11 @@ def scan_jsonl_lines(
     path: Path, start: int = 0, first_line: int = 1, end: int | None = None
 ) -> Iterator[tuple[int, int, bytes]]:
     """scan_jsonl's lines unparsed: (line number, byte offset, the line's bytes with its newline)."""
-    if not path.is_file():
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
         return
-    with path.open("rb") as fh:
+    with os.fdopen(fd, "rb") as fh:
         fh.seek(start)
         off, n = start, first_line - 1
         for raw in fh:
@@ -651,7 +660,7 @@ class ResultStore:
         too large leaves a gap, which orders the same."""
         best = 0
         for f in sorted(self.root.glob("*/bench.jsonl")):
-            with contextlib.suppress(OSError), f.open("rb") as fh:
+            with contextlib.suppress(OSError), os.fdopen(open_regular(f), "rb") as fh:
                 tail = b""
                 while chunk := fh.read(1 << 20):
                     buf = tail + chunk

@@ -97,8 +97,9 @@ class Outcome:
         """What `toolkit bench` prints for this (image, model): the exact command of a dry run; else
         the status, the results stored, the wall time split into measurement and start-up/model
         load/warm-up seconds (and whether a Vulkan run's shader cache was cold), and the reason."""
-        if self.status == "dry-run":
-            return f"{self.image} x {self.model}: {shlex.join(self.command)}"
+        if self.status == "dry-run":  # the reason says which command it is: canary, sweep, depth sweep...
+            what = f" ({self.reason})" if self.reason else ""
+            return f"{self.image} x {self.model}{what}: {shlex.join(self.command)}"
         line = (
             f"{self.image}: {self.status}"
             if self.model == "-"

@@ -122,14 +122,16 @@ class LlamaBenchRunner:
         out = []
         if ctx.opts.dry_run and ctx.spec.backend != "cpu":  # what preflight_devices would run first
             probe = ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx)))
-            out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=probe))
-        for env in ctx.lm.m.bench.env_combinations():
-            out += _processes(ctx, env)
+            out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", "device probe", command=probe))
+        combos = ctx.lm.m.bench.env_combinations()
+        for k, env in enumerate(combos):  # each combination its own log and container: -env<k>
+            out += _processes(ctx, env, tag=f"-env{k + 1}" if len(combos) > 1 else "")
         if any(o.status == "skipped" for o in out):  # the model is absent: said once, by the main sweep
             return out
-        depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run)
-        for env, axes in depth.processes:
-            out += _processes(ctx, env, axes, f"depth sweep, depths {','.join(map(str, axes.n_depth))}")
+        depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run).processes
+        for k, (env, axes) in enumerate(depth):
+            what = f"depth sweep, depths {','.join(map(str, axes.n_depth))}"
+            out += _processes(ctx, env, axes, what, tag=f"-{k + 1}" if len(depth) > 1 else "")
         return out
 
 
@@ -141,17 +143,19 @@ def _depth():
 
 
 def _processes(
-    ctx: RunContext, env: dict[str, str | None], axes: BenchAxes | None = None, what: str = ""
+    ctx: RunContext, env: dict[str, str | None], axes: BenchAxes | None = None, what: str = "", tag: str = ""
 ) -> list[Outcome]:
     """bench.runs container starts of `axes` (default: the matrix's, resumed per --resume) with the env
-    combination `env`, each line's reason prefixed by what it is (`what`, the run, the env); stops early
-    on a failed, resumed or dry run."""
+    combination `env`, each line's reason prefixed by what it is (`what`, else "sweep" in a dry run;
+    the run, the env); stops early on a failed, resumed or dry run. Each process has its own log and
+    container name: `-depth` for a depth sweep, `tag` (the env combination), `-run<i>` (bench.runs)."""
     runs, out = ctx.lm.m.bench.runs, []
     for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
         opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
         one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
-        o = bench_one(one, axes=axes, env=env, log_suffix="-depth" if axes is not None else "")
-        notes = [what] if what else []
+        suffix = ("-depth" if axes is not None else "") + tag + (f"-run{i + 1}" if runs > 1 else "")
+        o = bench_one(one, axes=axes, env=env, log_suffix=suffix)
+        notes = [what] if what else (["sweep"] if o.status == "dry-run" else [])
         notes += ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
             [f"env {_env_label(env)}"] if env else []
         )
@@ -185,14 +189,20 @@ def _env_label(env: dict[str, str | None]) -> str:
 
 
 def _run_spec(
-    ctx: RunContext, axes: BenchAxes, path: Path, env: dict[str, str | None] | None, memory: int | None
+    ctx: RunContext,
+    axes: BenchAxes,
+    path: Path,
+    env: dict[str, str | None] | None,
+    memory: int | None,
+    suffix: str = "",
 ):
-    """The container of one llama-bench process over `axes` on model file `path`, `memory` bytes at most,
+    """The container `toolkit-<run>-<image>-<model><suffix>` (suffix: which process of the pair, as its
+    log's) of one llama-bench process over `axes` on model file `path`, `memory` bytes at most,
     with the `bench.env` combination `env` set (-e; not over the device selection and caches the toolkit
     sets; a variable None is not passed: unset, unless the image's own ENV sets it: see `environment`)."""
     spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
-    name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}"[:120]
+    name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}{suffix}"[:120]
     rs = container_spec(
         build.digest,
         command,
@@ -483,9 +493,9 @@ def _base_fields(
 def bench_one(
     ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str | None] | None = None, log_suffix=""
 ) -> Outcome:
-    """One llama-bench process for (image, model) over `axes` (default: the matrix's), its log
-    logs/<run_id>-<model><log_suffix>.log; appends records; returns the summary line. With opts.resume
-    and no `axes` only the cases not yet measured on this digest + model run (`missing_cases`), as one
+    """One llama-bench process for (image, model) over `axes` (default: the matrix's), its own log
+    logs/<run_id>-<model><log_suffix>.log and container toolkit-<run_id>-<image>-<model><log_suffix>;
+    appends records; returns the summary line. With opts.resume and no `axes` only the cases not yet measured on this digest + model run (`missing_cases`), as one
     llama-bench process per cross product they form."""
     lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
     events, engine = ctx.events, ctx.engine
@@ -499,7 +509,7 @@ def bench_one(
     axes = axes or lm.m.bench
     shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
-    rs = _run_spec(ctx, axes, path, env, memory)
+    rs = _run_spec(ctx, axes, path, env, memory, log_suffix)
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
     sha = check_sha(lm, model, path)
