@@ -361,11 +361,16 @@ def ours(root: Path) -> list:
 
 
 def wait_running(root: Path, name_part: str, proc: subprocess.Popen, timeout: float = 120):
-    """The running bench container whose name contains `name_part`."""
+    """The running bench container whose name contains `name_part`: a sweep's, never the canary's
+    (`toolkit-canary-...`, a few seconds of llama-perplexity before the sweep of the same pair)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for ctr in ours(root):
-            if name_part in ctr.name and ctr.status == "running":
+            if (
+                name_part in ctr.name
+                and ctr.status == "running"
+                and not ctr.name.startswith("toolkit-canary-")
+            ):
                 return ctr
         if proc.poll() is not None:
             out, err = proc.communicate()
