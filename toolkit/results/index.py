@@ -146,17 +146,8 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
     file rebuilt). With `warn`, sets store.warnings and store.refused exactly as store.results() does."""
     files = store.bench_files()
     for attempt in (1, 2):
+        idx = _opened(store, files)
         try:
-            idx = ResultIndex.open_file(store.root)
-        except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
-            idx = ResultIndex.in_memory(store.root)
-        try:
-            try:
-                idx.refresh(files)
-            except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
-                idx.close()
-                idx = ResultIndex.in_memory(store.root)
-                idx.refresh(files)
             idx.conn.execute("BEGIN")  # one read: no other process rebuilds the tables under it
             try:
                 answer = ask(idx, files)
