@@ -371,9 +371,8 @@ def _measure(tmp_path: Path, *command: str, **kw) -> subprocess.Popen:
         [sys.executable, "-m", "toolkit", "measure", "--out", str(out), "--gpu", "none", "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         cwd=ROOT,
-        **kw,
+        **{"text": True, **kw},
     )
 
 
@@ -411,29 +410,11 @@ def test_the_command_output_passes_through_byte_for_byte(tmp_path):
     a wrapper like `time` passes its command's bytes as they are (stdout and stderr)."""
     payload = bytes(range(256)) + b"\nno newline at the end \xff"
     code = f"import sys; sys.stdout.buffer.write({payload!r}); sys.stderr.buffer.write({payload!r})"
-    out = tmp_path / "m.jsonl"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "toolkit",
-            "measure",
-            "--out",
-            str(out),
-            "--gpu",
-            "none",
-            "--",
-            sys.executable,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == payload
-    assert payload in proc.stderr
+    proc = _measure(tmp_path, sys.executable, "-c", code, text=False)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == payload
+    assert payload in err
     (line,) = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert line["seconds"] < 10
 
