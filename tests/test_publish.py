@@ -204,8 +204,12 @@ def test_export_of_an_unpushed_image_says_reproduce_needs_rebuild(cpu_project, t
 
 
 def test_export_of_an_unknown_run_lists_the_latest_runs(cpu_project, tmp_path):
-    with pytest.raises(BadInput, match="run-a"):
+    """`export-run` and `reproduce` of an unknown run id answer with the stored runs themselves (the
+    hint once sent the user to `toolkit report`, which lists only the runs it shows)."""
+    with pytest.raises(BadInput, match=r"no results of run 'no-such-run'.*newest first: run-a \(cpu, "):
         publish.export_run(ResultStore(cpu_project / "results"), "no-such-run", tmp_path / "out", None)
+    res = CliRunner().invoke(cli, ["reproduce", "no-such-run", "--matrix", str(cpu_project / "matrix.yaml")])
+    assert isinstance(res.exception, BadInput) and "newest first: run-a (cpu, " in str(res.exception)
 
 
 @pytest.mark.parametrize("source", ["llamabench-0c1e57098-cpu.jsonl", "llamabench-b5163-readme.jsonl"])

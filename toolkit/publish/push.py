@@ -433,11 +433,13 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
 
 
 def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
+    """Every record of run `run_id` in `store` (BadInput naming the newest stored runs when none)."""
     recs = [r for r in store.results() if r.run_id == run_id]
     if not recs:
-        runs = sorted({r.run_id for r in store.results()})[-5:]
+        from toolkit.analysis.compare import stored_runs
+
         raise BadInput(
-            f"no results of run {run_id!r} under {store.root} (latest runs: {', '.join(runs) or 'none'})"
+            f"no results of run {run_id!r} under {store.root}: give a run id; {stored_runs(store)}"
         )
     return recs
 

@@ -448,7 +448,10 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
         raise BadInput(f"{source!r} is neither a run folder nor (without a matrix) a run id to look up")
     runs = lm.root / ".toolkit" / "runs"
     folder = contained(
-        runs, source, what=f"run id {source[:80]!r}", fix="give a run id (`toolkit report` lists them)"
+        runs,
+        source,
+        what=f"run id {source[:80]!r}",
+        fix="give a run id as stored under results/ (an unknown one is answered with the newest stored runs)",
     )
     publish.export_run(store, source, folder, lm)
     return folder
