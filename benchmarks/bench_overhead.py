@@ -1,19 +1,29 @@
-"""Bench-overhead benchmark (not a test): `toolkit bench` wall time against the same llama-bench
-command run by hand (`docker run ...`, the exact command toolkit recorded), in alternating pairs
-(A B, B A, A B, ...) so that machine drift cancels, and the median of the per-pair ratios.
+"""Bench-overhead benchmark (not a test): `toolkit bench` wall time against the same containers run by
+hand (`docker run ...`: the exact commands toolkit recorded, in its order: the canary's, then each
+llama-bench process's), in alternating pairs (A B, B A, A B, ...) so that machine drift cancels, and
+the median of the per-pair ratios.
 
-    python3 benchmarks/bench_overhead.py [--image cpu] [--model tiny-qwen3moe] [--pairs 10]
-                                         [--n-prompt 4096] [--n-gen 256] [--repetitions 20]
+    python3 benchmarks/bench_overhead.py [--workload default|issue15] [--image cpu]
+                                         [--model tiny-qwen3moe] [--pairs 10]
 
-The workload is issue 15's: the tiny stand-in model, one pp4096 and one tg256 test, 20 repetitions
-(~17 s of llama-bench on the 2-core machine). Each pair prints, as one JSON line: toolkit wall
-seconds, hand-run wall seconds, their ratio (goal: median <= 1.02), the toolkit process's own CPU
-seconds (user + sys of it and its children: the `docker` CLI is not one of them, the container is
-not counted) and llama-bench's measured time. The last line is the summary: median, min and max
-ratio, and the median CPU time.
+Workloads:
+- `default` (issue 32 item 16): the project's matrix as it is for one image and the tiny model: its
+  `bench:` axes (pp512/2048/4096 x ub512/2048 + tg128, 5 repetitions), the canary (llama-perplexity)
+  and the model's depth sweep: three containers, all three run by hand too;
+- `issue15` (issue 15's): one pp4096 and one tg256 test, 20 repetitions (~7 s of llama-bench on the
+  idle 2-core machine), canary and depth sweep off: one container.
+--n-prompt / --n-gen / --repetitions change the issue15 workload.
 
-Needs the image built (`toolkit build --image cpu`). Runs in a throwaway project copy (matrix with
-the workload above, results in a temporary folder): the project's results/ are not touched.
+Each pair prints, as one JSON line: toolkit wall seconds, hand-run wall seconds, their ratio (goal:
+median <= 1.02), the toolkit process's own CPU seconds (user + sys of it and its children: the `docker`
+CLI is not one of them, the containers are not counted), llama-bench's measured time, and the
+1-minute load average before the pair. The last line is the summary: median, min and max ratio, and
+the median CPU time.
+
+Needs the image built (`toolkit build --image cpu`). Runs in a throwaway project copy (results in a
+temporary folder): the project's results/ are not touched. The toolkit runs with its bytecode cached,
+as an installed toolkit does (PYTHONDONTWRITEBYTECODE is removed from its environment; the uncounted
+first run writes the bytecode).
 """
 
 from __future__ import annotations
@@ -34,21 +44,25 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _project(dest: Path, image: str, model: str, n_prompt: int, n_gen: int, reps: int) -> Path:
+def _project(dest: Path, a: argparse.Namespace) -> Path:
     """A copy of the project's matrix and templates with the one-image, one-model workload."""
     shutil.copytree(ROOT / "Dockerfile.templates", dest / "Dockerfile.templates")
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-    data["images"] = [i for i in data["images"] if i["name"] == image]
-    data["models"] = [m for m in data["models"] if m["name"] == model]
+    data["images"] = [i for i in data["images"] if i["name"] == a.image]
+    data["models"] = [m for m in data["models"] if m["name"] == a.model]
     for m in data["models"]:  # the model file stays where the project keeps it
         m["path"] = str((ROOT / m["path"]).resolve())
-    data["bench"] = {
-        **data["bench"],
-        "n_prompt": [n_prompt],
-        "n_gen": [n_gen],
-        "n_ubatch": [512],
-        "repetitions": reps,
-    }
+        if a.workload == "issue15":
+            m.pop("depth", None)
+    if a.workload == "issue15":
+        data["bench"] = {
+            **data["bench"],
+            "n_prompt": [a.n_prompt],
+            "n_gen": [a.n_gen],
+            "n_ubatch": [512],
+            "repetitions": a.repetitions,
+            "canary": False,
+        }
     (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     (dest / "results").mkdir()
     shutil.copy(
@@ -57,8 +71,18 @@ def _project(dest: Path, image: str, model: str, n_prompt: int, n_gen: int, reps
     return dest
 
 
-def _toolkit(project: Path, image: str) -> tuple[float, float, list[dict]]:
-    """(wall s, own CPU s, this run's records) of one `toolkit bench`."""
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as an installed toolkit has it
+    return env
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def _toolkit(project: Path, image: str, *extra: str) -> tuple[float, float, list[dict], list[list[str]]]:
+    """(wall s, own CPU s, this run's records, the containers it ran: their commands in order)."""
     before = os.times()
     t0 = time.monotonic()
     subprocess.run(
@@ -71,71 +95,83 @@ def _toolkit(project: Path, image: str) -> tuple[float, float, list[dict]]:
             str(project / "matrix.yaml"),
             "--image",
             image,
+            *extra,
         ],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=project,
+        env=_env(),
     )
     wall = time.monotonic() - t0
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    recs = [
-        json.loads(x) for f in (project / "results").glob("*/bench.jsonl") for x in f.read_text().splitlines()
-    ]
+    digests = sorted((project / "results").glob("*/bench.jsonl"))
+    recs = [r for f in digests for r in _lines(f)]
     last = max(r["run_id"] for r in recs)
-    return wall, cpu, [r for r in recs if r["run_id"] == last]
+    recs = [r for r in recs if r["run_id"] == last]
+    canaries = [c for f in digests for c in _lines(f.with_name("canary.jsonl")) if c.get("run_id") == last]
+    commands = [c["command"] for c in canaries]
+    for r in recs:  # each llama-bench process once, in the order its rows were written
+        if r["command"] not in commands:
+            commands.append(r["command"])
+    return wall, cpu, recs, commands
 
 
-def _by_hand(cmd: list[str]) -> float:
+def _by_hand(commands: list[list[str]]) -> float:
     t0 = time.monotonic()
-    p = subprocess.run(cmd, check=True, capture_output=True, text=True)  # output kept for OVERHEAD_DEBUG=1
-    if os.environ.get("OVERHEAD_DEBUG"):
-        print(cmd, p.stdout[-300:], p.stderr[-300:], file=sys.stderr)
+    for cmd in commands:
+        p = subprocess.run(
+            cmd, check=True, capture_output=True, text=True
+        )  # output kept for OVERHEAD_DEBUG=1
+        if os.environ.get("OVERHEAD_DEBUG"):
+            print(cmd, p.stdout[-300:], p.stderr[-300:], file=sys.stderr)
     return time.monotonic() - t0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", choices=["default", "issue15"], default="default")
     ap.add_argument("--image", default="cpu")
     ap.add_argument("--model", default="tiny-qwen3moe")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--n-prompt", type=int, default=4096)
     ap.add_argument("--n-gen", type=int, default=256)
     ap.add_argument("--repetitions", type=int, default=20)
-    a = ap.parse_args()
-    project = _project(
-        Path(tempfile.mkdtemp(prefix="toolkit-overhead-")) / "p",
-        a.image,
-        a.model,
-        a.n_prompt,
-        a.n_gen,
-        a.repetitions,
+    ap.add_argument(
+        "--allow-concurrent",
+        action="store_true",
+        help="pass --allow-concurrent to toolkit bench (a machine shared with other benchmarks: the "
+        "figures are then not an idle machine's)",
     )
-    _, _, recs = _toolkit(
-        project, a.image
-    )  # warm-up pair member (model page cache, image layers); not counted
-    cmd = recs[0]["command"]
-    _by_hand(cmd)
+    a = ap.parse_args()
+    extra = ["--allow-concurrent"] if a.allow_concurrent else []
+    project = _project(Path(tempfile.mkdtemp(prefix="toolkit-overhead-")) / "p", a)
+    # warm-up pair (bytecode, model page cache, image layers); not counted
+    _, _, _, commands = _toolkit(project, a.image, *extra)
+    _by_hand(commands)
     rows = []
     for i in range(a.pairs):
         order = ("toolkit", "hand") if i % 2 == 0 else ("hand", "toolkit")
+        load = os.getloadavg()[0]
         got: dict[str, float] = {}
         for who in order:
             if who == "toolkit":
-                got["toolkit_s"], got["toolkit_cpu_s"], recs = _toolkit(project, a.image)
+                got["toolkit_s"], got["toolkit_cpu_s"], recs, commands = _toolkit(project, a.image, *extra)
             else:
-                got["hand_s"] = _by_hand(cmd)
-        tests_s = sum(sum(r["raw"].get("samples_ns") or []) / 1e9 for r in recs)
+                got["hand_s"] = _by_hand(commands)
+        tests_s = sum(sum(r["raw"].get("samples_ns") or []) / 1e9 for r in recs if r.get("raw"))
         rows.append(
             {
                 "pair": i + 1,
                 "order": "-".join(order),
+                "containers": len(commands),
                 "toolkit_s": round(got["toolkit_s"], 2),
                 "hand_s": round(got["hand_s"], 2),
                 "ratio": round(got["toolkit_s"] / got["hand_s"], 3),
                 "toolkit_cpu_s": round(got["toolkit_cpu_s"], 3),
                 "llama_bench_tests_s": round(tests_s, 2),
+                "load_1m": round(load, 2),
             }
         )
         print(json.dumps(rows[-1]), flush=True)
@@ -143,12 +179,13 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "summary": f"{len(rows)} alternating pairs",
+                "summary": f"{len(rows)} alternating pairs, workload {a.workload}",
                 "median_ratio": round(statistics.median(ratios), 3),
                 "min_ratio": min(ratios),
                 "max_ratio": max(ratios),
                 "median_toolkit_cpu_s": round(statistics.median(r["toolkit_cpu_s"] for r in rows), 3),
                 "median_hand_s": round(statistics.median(r["hand_s"] for r in rows), 2),
+                "load_1m": [min(r["load_1m"] for r in rows), max(r["load_1m"] for r in rows)],
             }
         )
     )

@@ -13,6 +13,18 @@ a NaN, an unknown schema_version, bytes that are not UTF-8). Then it times, each
 
 and prints wall seconds and the peak RSS (resource.getrusage of the child, MB) of each. Goal (issue 11):
 under 1 s and under 200 MB for 50,000 records, warm. Generating 50,000 records writes ~220 MB.
+
+    python3 benchmarks/report_scale.py --compare-scale [--sizes 10000,200000] [--rounds 3] [--keep DIR]
+
+times `toolkit compare` over the same two sides in folders of each size (issue 32 item 13: compare
+flat from 10k to 200k within 10 %): each folder holds the history --records would make (its size) and
+the same two builds of the cpu image (FIXED_RUNS runs each, made from their own seed, written after
+the history and listed last in builds.jsonl). Three comparisons, the same output at every size (checked):
+the two digests by prefix, a run of the older build against `cpu` (the image name: its newest
+build, narrowed out of every cpu record) and the two builds' last runs by run id. Each warm (index
+built first), in fresh processes, sizes alternating; medians of CPU s (user + system of the command)
+and peak RSS, with the 1-minute load before each. Folders go under --keep DIR/<size> and are reused
+(200,000 records: ~880 MB of JSONL and ~2 min to make and index on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,20 +161,133 @@ def generate(
     return {"records": written, "digests": {str(t): list(p) for t, p in pools.items()}, "runs": runs}
 
 
+FIXED_RUNS = 20
+"""Runs of each of the two builds --compare-scale compares (6 records a run, one run of 3 repetitions)."""
+
+
+def add_fixed_pair(results: Path, runs: int = FIXED_RUNS, seed: int = 3) -> dict:
+    """Append two builds of the cpu image (template 0), `runs` runs each, to `results`: their own seed,
+    created after any history generate() writes (from 2027-01-01), listed last in builds.jsonl (the
+    second is the cpu image's newest build). The same bytes whatever the folder holds, so a compare of
+    them gives the same output at every size. Returns {"digests": [older, newer], "runs": [[run ids
+    of the older], [of the newer]]}."""
+    rnd = random.Random(seed)
+    tpl = _templates()[0]
+    t0 = datetime(2027, 1, 1, tzinfo=timezone.utc)
+    digests = [f"sha256:{rnd.getrandbits(256):064x}" for _ in range(2)]
+    run_ids: list[list[str]] = [[], []]
+    for b, digest in enumerate(digests):
+        lines = []
+        for i in range(runs):
+            when = t0 + timedelta(hours=b, seconds=47 * i)
+            run_id = f"{when:%Y%m%dT%H%M%SZ}-{rnd.getrandbits(24):06x}"
+            run_ids[b].append(run_id)
+            repeats = 3 if i == runs // 2 else 1
+            for rep in range(repeats):
+                scale = rnd.uniform(0.9, 1.1) * (0.97 if b else 1.0)
+                for j, t in enumerate(tpl):
+                    rec = json.loads(json.dumps(t))
+                    old_run = rec["run_id"]
+                    rec.update(run_id=run_id, created=(when + timedelta(seconds=20 * rep + j)).isoformat())
+                    rec["image"]["digest"] = digest
+                    rec["command"] = [x.replace(old_run, run_id) for x in rec["command"]]
+                    rec["log_file"] = (rec.get("log_file") or "").replace(old_run, run_id) or None
+                    rec["samples_ts"] = [round(x * scale, 3) for x in rec["samples_ts"]]
+                    rec["avg_ts"] = round(rec["avg_ts"] * scale, 6) if rec["avg_ts"] is not None else None
+                    if repeats > 1:
+                        rec["process_run"] = {"index": rep + 1, "of": repeats}
+                    lines.append(_line(rec))
+        path = results / digest.split(":")[1][:12] / "bench.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(lines))
+    with (results / "builds.jsonl").open("ab") as fh:
+        for k, d in enumerate(digests):
+            fh.write(
+                _line(
+                    {
+                        "schema_version": 1,
+                        "image": TEMPLATES[0][1],
+                        "ref": f"toolkit/{TEMPLATES[0][1]}:fixed{k}",
+                        "digest": d,
+                        "backend": tpl[0]["image"]["backend"],
+                        "template": "x.j2",
+                        "template_hash": "0" * 64,
+                        "created": (t0 + timedelta(hours=k)).isoformat(),
+                    }
+                )
+            )
+    return {"digests": digests, "runs": run_ids}
+
+
 def measure(cmd: list[str]) -> tuple[float, float, int, str]:
     """(wall s, peak RSS MB, exit code, stdout) of `cmd` run in a fresh helper process, so the peak RSS
     (ru_maxrss of the helper's only child) is that command's alone."""
+    wall, rss, rc, out, _cpu = measure_cpu(cmd)
+    return wall, rss, rc, out
+
+
+def measure_cpu(cmd: list[str]) -> tuple[float, float, int, str, float]:
+    """measure() and the command's CPU seconds (user + system of the helper's only child)."""
     helper = (
         "import json,resource,subprocess,sys,time\n"
         "t=time.monotonic();p=subprocess.run(sys.argv[1:],capture_output=True,text=True)\n"
-        "w=time.monotonic()-t;m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024\n"
-        "print(json.dumps([w,m,p.returncode,p.stdout,p.stderr[-2000:]]))\n"
+        "w=time.monotonic()-t;u=resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps([w,u.ru_maxrss/1024,p.returncode,p.stdout,p.stderr[-2000:],u.ru_utime+u.ru_stime]))\n"
     )
     res = subprocess.run([sys.executable, "-c", helper, *cmd], capture_output=True, text=True, check=True)
-    wall, rss, rc, out, err = json.loads(res.stdout)
+    wall, rss, rc, out, err, cpu = json.loads(res.stdout)
     if rc not in (0, 6):  # 6: compare found a regression
         raise SystemExit(f"{' '.join(cmd)} exited {rc}: {err}")
-    return wall, rss, rc, out
+    return wall, rss, rc, out, cpu
+
+
+def compare_scale(base: Path, sizes: list[int], rounds: int) -> None:
+    """--compare-scale: see the module docstring."""
+    tk = [sys.executable, "-m", "toolkit", "compare", "--json", "--results"]
+    cmds: dict[str, dict[int, list[str]]] = {}
+    for n in sizes:
+        results = base / str(n) / "results"
+        meta_file = base / str(n) / "generated.json"
+        requested = [n, "compare-scale", FIXED_RUNS]
+        if not (meta_file.is_file() and json.loads(meta_file.read_text())["requested"] == requested):
+            shutil.rmtree(results, ignore_errors=True)
+            t0 = time.monotonic()
+            meta = generate(results, n)
+            meta["fixed"] = add_fixed_pair(results)
+            meta["requested"] = requested
+            meta_file.write_text(json.dumps(meta))
+            print(
+                f"generated {meta['records']} + {12 * FIXED_RUNS + 12} records in {time.monotonic() - t0:.1f} s"
+            )
+        fixed = json.loads(meta_file.read_text())["fixed"]
+        old, new = (d.split(":")[1][:12] for d in fixed["digests"])
+        for name, refs in (
+            ("digest prefixes", [old, new]),
+            ("run vs image name", [fixed["runs"][0][0], TEMPLATES[0][1]]),
+            ("run ids", [fixed["runs"][0][-1], fixed["runs"][1][-1]]),
+        ):
+            cmds.setdefault(name, {})[n] = [*tk, str(results), *refs]
+        measure_cpu(cmds["digest prefixes"][n])  # builds the index
+    print(f"\n{'compare':18} {'records':>8} {'CPU s (median)':>15} {'peak RSS MB':>12}  CPU s each  load")
+    for name, by_size in cmds.items():
+        got: dict[int, list[tuple[float, float, str, float]]] = {n: [] for n in sizes}
+        for k in range(rounds):
+            for n in sizes if k % 2 == 0 else reversed(sizes):
+                load = os.getloadavg()[0]
+                _w, rss, _rc, out, cpu = measure_cpu(by_size[n])
+                got[n].append((cpu, rss, out, load))
+        outs = {x[2] for runs in got.values() for x in runs}
+        for n in sizes:
+            cpu_med = statistics.median(x[0] for x in got[n])
+            rss_med = statistics.median(x[1] for x in got[n])
+            each = " ".join(f"{x[0]:.2f}" for x in got[n])
+            loads = " ".join(f"{x[3]:.1f}" for x in got[n])
+            print(f"{name:18} {n:8} {cpu_med:15.2f} {rss_med:12.0f}  {each}  {loads}")
+        lo, hi = min(sizes), max(sizes)
+        ratio = statistics.median(x[0] for x in got[hi]) / statistics.median(x[0] for x in got[lo])
+        rss_ratio = statistics.median(x[1] for x in got[hi]) / statistics.median(x[1] for x in got[lo])
+        same = "the same output" if len(outs) == 1 else "OUTPUTS DIFFER"
+        print(f"{name:18} {hi}/{lo}: CPU x{ratio:.3f}, peak RSS x{rss_ratio:.3f}; {same}")
 
 
 def main() -> None:
@@ -174,8 +300,19 @@ def main() -> None:
         action="store_true",
         help="every record shown: a digest per run, none failed or repeated (--records 10000: 10,000 shown)",
     )
+    ap.add_argument(
+        "--compare-scale",
+        action="store_true",
+        help="time compare over the same two builds in folders of each --sizes (see the docstring)",
+    )
+    ap.add_argument("--sizes", default="10000,200000", help="--compare-scale: records of each folder")
     a = ap.parse_args()
     base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="toolkit-scale-"))
+    if a.compare_scale:
+        compare_scale(base, [int(x) for x in a.sizes.split(",")], a.rounds)
+        if not a.keep:
+            shutil.rmtree(base)
+        return
     results = base / "results"
     meta_file = base / "generated.json"
     requested = [a.records, a.all_shown]

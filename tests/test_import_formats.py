@@ -350,7 +350,7 @@ def test_bench_and_report_share_one_cpu_fallback_rule(image, row, fallback):
     rec = make_record("img", image, p=512, avg=100.0, backends=row["backends"], raw=row)
     if "gpu_info" not in row:
         del rec.raw["gpu_info"]
-    said_by_bench = llamabench.cpu_fallback_reason("", image, [rec.raw]) is not None
+    said_by_bench = llamabench.cpu_fallback_of(image, rec.raw, llamabench.backends_of(rec.raw)) is not None
     said_by_report = report.is_cpu_fallback(rec)
     assert said_by_bench is said_by_report is fallback
 

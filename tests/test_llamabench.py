@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.project import DATA
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import output as lb
+from toolkit.runtimes.llama_bench import readers
 from toolkit.spec.matrix import BenchAxes
 
 
@@ -33,20 +36,24 @@ def test_parse_jsonl_skips_non_json_lines():
     assert n[0]["avg_ts"] == pytest.approx(7263.609157)
 
 
+def _json_rows(text: str) -> list[dict]:
+    return [r.fields for r in readers.read_json_array(text)]
+
+
 def test_old_vintage_booleans_and_truncated_json():
     text = (DATA / "llamabench-b3599-old.json").read_text()
-    rows = lb.parse_json_array(text)
+    rows = _json_rows(text)
     assert len(rows) == 2
     n = lb.normalize(rows[0])
     assert n["flash_attn"] == 1 and n["n_depth"] == 0 and n["backends"] == "CPU"
     assert n["samples_ts"][0] == pytest.approx(8.89501)
     # a crash leaves the array open and the last object half-written
     cut = text[: text.rindex('"avg_ts"')]
-    assert len(lb.parse_json_array(cut)) == 1
+    assert len(_json_rows(cut)) == 1
 
 
 def test_unknown_fields_are_kept_in_raw():
-    rows = lb.parse_json_array((DATA / "llamabench-b3599-old.json").read_text())
+    rows = _json_rows((DATA / "llamabench-b3599-old.json").read_text())
     assert rows[0]["mla_attn"] == 3  # the parser keeps what it does not know
 
 
@@ -71,14 +78,39 @@ def test_progress_lines():
 
 def test_cpu_fallback_detection():
     vk_row = {"backends": "Vulkan", "gpu_info": "", "n_prompt": 512, "n_gen": 0}
-    assert "gpu_info is empty" in lb.cpu_fallback_reason("", "vulkan", [vk_row])
+    assert "gpu_info is empty" in lb.cpu_fallback_of("vulkan", vk_row, lb.backends_of(vk_row))
     ok_row = dict(vk_row, gpu_info="AMD Radeon AI PRO R9700 (RADV GFX1201)")
-    assert lb.cpu_fallback_reason("", "vulkan", [ok_row]) is None
-    assert "ROCm" in lb.cpu_fallback_reason("", "rocm", [dict(ok_row, backends="CPU")])
-    assert "no ROCm-capable" in lb.cpu_fallback_reason(
-        "ggml_cuda_init: no ROCm-capable device is detected", "rocm", []
+    assert lb.cpu_fallback_of("vulkan", ok_row, "Vulkan") is None
+    assert "ROCm" in lb.cpu_fallback_of("rocm", ok_row, "CPU")
+    no_device = "ggml_cuda_init: no ROCm-capable device is detected"
+    assert "no ROCm-capable" in lb.cpu_fallback_of("rocm", ok_row, "ROCm", no_device)
+    assert "-dev none" in lb.cpu_fallback_of("vulkan", dict(ok_row, devices="none"), "Vulkan")
+    assert "log shows" in lb.cpu_fallback_of(
+        "vulkan", dict(ok_row, devices="none"), "Vulkan", "ggml_vulkan: No devices found"
+    )  # the log's message first, as the report reads a stored row
+    assert lb.cpu_fallback_of("cpu", dict(vk_row, backends="CPU"), "CPU") is None
+
+
+def test_judge_row_says_the_first_reason_a_row_is_no_result():
+    """toolkit bench's verdict on each row of its own process: not a measurement, else a CPU fallback
+    (on the row or in what was printed before it), else a software device not opted into."""
+    row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
+    fields, why = lb.judge_row(row, "cpu", allow_software_gpu=False)
+    assert why is None and fields == lb.normalize(row)
+    vk = dict(row, backends="Vulkan", gpu_info="llvmpipe (LLVM 19.1.7, 256 bits)")
+    assert lb.judge_row(vk, "vulkan", allow_software_gpu=True)[1] is None
+    assert "software device (llvmpipe" in lb.judge_row(vk, "vulkan", allow_software_gpu=False)[1]
+    printed = "ggml_vulkan: No devices found.\n" + json.dumps(vk)
+    assert lb.judge_row(vk, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+        "CPU fallback: log"
     )
-    assert lb.cpu_fallback_reason("", "cpu", [dict(vk_row, backends="CPU")]) is None
+    assert lb.judge_row(dict(vk, gpu_info=""), "vulkan", allow_software_gpu=True)[1].startswith(
+        "CPU fallback:"
+    )
+    bad = dict(vk, avg_ts=-1.0)
+    assert lb.judge_row(bad, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+        "row is not a measurement: "
+    )
 
 
 def test_test_names():
@@ -90,7 +122,7 @@ def test_test_names():
 
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
 def test_captured_0c1e57098_outputs_parse_the_same(fmt):
-    rows = lb.parse_any((DATA / f"llamabench-0c1e57098-cpu.{fmt}").read_text())
+    rows = [r.fields for r in readers.read_source((DATA / f"llamabench-0c1e57098-cpu.{fmt}").read_text())[1]]
     assert len(rows) == 6
     n = [lb.normalize(r) for r in rows]
     assert {x["test"] for x in n} == {"pp64", "pp512", "tg16"}

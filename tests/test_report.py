@@ -487,7 +487,7 @@ def test_report_of_only_failed_records_says_so_not_no_results():
 def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
     """The newcomer trial: the CPU image benched under Docker and under rootless Podman gave two columns
     whose headers differed only in the digest. Where the engine differs it is said, with its version."""
-    from toolkit.analysis.tables import column_labels, column_systems
+    from toolkit.analysis.tables import column_labels, column_systems, facts_of
 
     a = make_record(
         "cpu-a",
@@ -505,7 +505,7 @@ def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
         sd=1.0,
         host={"docker": {"engine": "podman", "server_version": "4.3.1", "rootless": True}},
     )
-    cols = column_labels([a, b])
+    cols = column_labels(facts_of([a, b]))
     said = column_systems([a, b], cols)
     assert said[cols[id(a)]] == "Docker 26.1.5" and said[cols[id(b)]] == "Podman 4.3.1 rootless"
     same = make_record(
@@ -516,7 +516,7 @@ def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
         sd=1.0,
         host={"docker": {"engine": "docker", "server_version": "26.1.5+dfsg1"}},
     )
-    assert column_systems([a, same], column_labels([a, same])) == {}  # said only where it differs
+    assert column_systems([a, same], column_labels(facts_of([a, same]))) == {}  # said only where it differs
 
 
 def test_a_plot_too_big_to_read_is_named_not_drawn_and_the_rest_still_plot(tmp_path):

@@ -270,6 +270,78 @@ def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_pat
             assert _dump(compare._usable(Side(ref, got.label, chosen))) == _dump(compare._usable(want))
 
 
+def _no_build_names(results: Path) -> None:
+    """Records of an image no build record names (as imports are), over two digests: its newest
+    digest is the one whose record was written last (the largest seq; else the last in store order)."""
+    cpu = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
+    for digest, seqs in (("sha256:" + "a1" * 32, (7, 9)), ("sha256:" + "a2" * 32, (8, None))):
+        rows = [
+            {
+                **r,
+                "run_id": f"nobuild-{digest[7:9]}-{k}",
+                "seq": seq,
+                "image": {**r["image"], "name": "nobuild", "digest": digest},
+            }
+            for k, seq in enumerate(seqs)
+            for r in cpu[:3]
+        ]
+        (results / digest[7:19]).mkdir()
+        (results / digest[7:19] / "bench.jsonl").write_bytes(b"".join(_line(x) for x in rows))
+
+
+def test_compare_sides_found_in_sql_match_the_whole_list(synthetic, tmp_path):
+    """compare's sides found and chosen in SQL (compare._pick through resultindex.sides) are those
+    compare.resolve gives over the whole list, chosen among as candidates() does: same label, same
+    records used, same counts; a ref that names no side gets the same error."""
+    results = _copy(synthetic, tmp_path)
+    _no_build_names(results)
+    whole = ResultStore(results).results()
+    digests = sorted({r.image.digest for r in whole})
+    runs = sorted({r.run_id for r in whole})
+    refs = ["cpu", "vulkan", "nobuild", digests[0][7:19], "sha256:" + digests[2][7:13].upper(), runs[3]]
+    refs += ["repeat-run", "fallback-run", digests[0][:8], "nothing-like-this", "a1a1"]
+    for ref in refs:
+        store = ResultStore(results)
+        (got,) = resultindex.sides(store, lambda q, s=store, ref=ref: [compare._pick(q, s, ref)])
+        try:
+            want = compare.resolve(ResultStore(results), ref, whole)
+        except BadInput as err:
+            assert isinstance(got, list) and str(compare._unresolved(store, ref, got)) == str(err)
+            continue
+        assert isinstance(got, tuple) and got[0] == want.label
+        heads = [h for h in resultindex.heads(ResultStore(results)) if h.status == "ok"]
+        by_heads = compare.resolve(ResultStore(results), ref, heads).records
+        chosen = resultindex.candidates(ResultStore(results), by_heads)
+        assert _dump(got[1]) == _dump(chosen)
+        assert (got[1].read, got[1].failed, got[1].superseded) == (
+            chosen.read,
+            chosen.failed,
+            chosen.superseded,
+        )
+        assert _dump(compare._usable(Side(ref, got[0], got[1]))) == _dump(compare._usable(want))
+
+
+def test_compare_builds_no_head_per_record(synthetic, tmp_path, monkeypatch):
+    """compare finds its sides in SQL: it builds a Head only for the records a side needs (the newest
+    run per test and a first record for the label), not one per record an image name matches
+    (thousands here: at 200,000 stored records that was most of compare's time and memory)."""
+    results = _copy(synthetic, tmp_path)
+    built = []
+    real = resultindex.Head.__init__
+
+    def counted(self, *args):
+        built.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(resultindex.Head, "__init__", counted)
+    store = ResultStore(results)
+    cpu = resultindex.heads(ResultStore(results), images=["cpu"])
+    built.clear()
+    c = compare.compare(store, "cpu", "vulkan", ignore=("n_gpu_layers", "n_threads"))
+    assert c.rows and len(cpu) > 1000
+    assert len(built) <= len(c.a.records) + len(c.b.records) + 2
+
+
 def test_deleted_index_comes_back(tmp_path):
     results = _real(tmp_path / "results")
     first = resultindex.select(ResultStore(results))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.bench.runners.base import file_identity
-from toolkit.bench.runners.llama_bench import RowSink
+from toolkit.bench.runners.llama_bench import RowSink, file_identity
 from toolkit.results.records import ImageRef, ModelRef
 from toolkit.spec.matrix import BenchAxes, ImageSpec
 

@@ -896,6 +896,62 @@ def test_gpu_probe_source_runs_on_the_pinned_releases_own_platform_code(release_
     assert pp.verdict("vllm", "cpu", facts) is None
 
 
+CANARY_HARNESS = r"""
+import json, sys
+import vllm
+from vllm import SamplingParams
+
+
+class RecordingLLM:  # the engine cannot start here (no compiled extensions): record what it is given
+    def __init__(self, **kw):
+        print("@@LLM@@" + json.dumps({k: v for k, v in kw.items() if isinstance(v, (str, int, float, bool))}))
+        raise SystemExit(0)
+
+
+vllm.LLM = RecordingLLM
+from vllm import platforms  # no GPU and a plain build here: the platform the release's own CLI falls
+if platforms.current_platform.is_unspecified():  # back to for bench commands (entrypoints/cli/main.py)
+    from vllm.platforms.cpu import CpuPlatform
+    platforms.current_platform = CpuPlatform()
+SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True, prompt_logprobs=0)  # the script's
+script, *argv = json.load(sys.stdin)
+sys.argv = ["-c", *argv]
+exec(compile(script, "<canary>", "exec"), {"__name__": "__main__"})
+"""
+
+
+@pytest.mark.contract
+def test_pinned_release_runs_the_canary_script_up_to_its_engine(release_python):
+    """The vLLM canary's script (toolkit/runtimes/vllm/canary.py) on each pinned release's own code:
+    its imports, its SamplingParams, and its flags parsed by the release's EngineArgs into the LLM's
+    arguments (the engine itself replaced by a recorder: no compiled extensions here). The real run is
+    tests/test_e2e_vllm_cpu.py on 0.28.0's CPU build."""
+    from toolkit.runtimes.vllm import canary as vc
+
+    version, python = release_python
+    v = VllmSettings(dtype="bfloat16", enforce_eager=True, max_model_len=256, attention_backend="TRITON_ATTN")
+    argv = vc.canary_args("/models/m", "/canary/t.txt", v, n_ctx=128, chunks=4, completion_tokens=16)
+    proc = subprocess.run(
+        [str(python), "-c", CANARY_HARNESS],
+        input=json.dumps([vc.SCRIPT, *argv[3:]]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@LLM@@")), None)
+    assert proc.returncode == 0 and line, f"vLLM {version}: {proc.stdout[-500:]} {proc.stderr[-2000:]}"
+    kw = json.loads(line.removeprefix("@@LLM@@"))
+    assert (kw["model"], kw["dtype"], kw["max_model_len"], kw["enforce_eager"], kw["seed"]) == (
+        "/models/m",
+        "bfloat16",
+        256,
+        True,
+        0,
+    )
+    assert "text" not in kw and "n_ctx" not in kw  # the script's own flags are not the engine's
+
+
 @pytest.mark.parametrize("version", ["0.16.0", "0.28.0"])
 def test_attention_backend_log_forms_of_the_pinned_releases(vllm_sdist, version):
     """Both log forms name one backend: 0.16.0's ROCm chooser logs a display name right before returning

@@ -203,8 +203,32 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
     if len(digests) == 1:
         mine = [r for r in recs if r.image.digest == digests[0]]
         return Side(ref, image_label(mine[0]), mine)
+    raise _unresolved(store, ref, digests)
+
+
+def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, resultindex.Scope] | list[str]:
+    """_resolve's rules asked of the index in SQL (resultindex.sides), without a Head per record: the
+    label of the side `ref` names and its ok records' scope (run id, else image name and the digest
+    _resolve takes, else digest), or the digests it matches when it names no one side (none, or
+    several: _unresolved says which)."""
+    if q.has_run(ref):
+        return f"run {ref}", {"runs": [ref]}
+    named = q.digests(ref)
+    if named:
+        build = store.latest_build(ref)
+        digest = build.digest if build and build.digest in named else q.newest_digest(ref)
+        scope = {"images": [ref], "digests": [digest]}
+        return image_label(q.first(scope)), scope
+    digests = sorted(d for d in q.digests() if _digest_matches(d, ref))
+    if len(digests) == 1:
+        return image_label(q.first({"digests": digests})), {"digests": digests}
+    return digests
+
+
+def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
+    """The error of a ref that names no side: the digests it matches (several), or none."""
     if len(digests) > 1:
-        raise BadInput(
+        return BadInput(
             f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
             "give more digits"
         )
@@ -215,7 +239,7 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
         {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
     )  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
-    raise BadInput(
+    return BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
         f"{stored_runs(store, everything)} (compare reads A from --results and B "
         "from --against DIR, else from --results too; other files are imported first, `toolkit import`)"
@@ -285,18 +309,24 @@ UNKNOWN_MODEL_FIX = (
 def _resolve_sides(
     store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None
 ) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
-    """Both sides resolved on the index's heads, then read as records (the index rebuilt once if stale);
-    B from `b_store` when given (a second results folder), else from `store`."""
+    """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are
+    read, whatever the folder holds), then read as records (the index rebuilt once if stale); B from
+    `b_store` when given (a second results folder), else from `store`. BadInput when a ref names no
+    side (A's error first)."""
     sb = b_store or store
     for attempt in (1, 2):
-        recs = resultindex.heads(store, match=(a_ref, b_ref))  # index rows of what either ref may name
-        b_recs = recs if sb is store else resultindex.heads(sb, match=(a_ref, b_ref))
-        ha, hb = resolve(store, a_ref, recs), resolve(sb, b_ref, b_recs)
         try:
-            return (
-                Side(ha.ref, ha.label, resultindex.candidates(store, ha.records)),
-                Side(hb.ref, hb.label, resultindex.candidates(sb, hb.records)),
-            )
+            if sb is store:
+                got = resultindex.sides(store, lambda q: [_pick(q, store, a_ref), _pick(q, store, b_ref)])
+            else:
+                got = resultindex.sides(store, lambda q: [_pick(q, store, a_ref)])
+                got += resultindex.sides(sb, lambda q: [_pick(q, sb, b_ref)])
+            out = []
+            for s, ref, side in ((store, a_ref, got[0]), (sb, b_ref, got[1])):
+                if isinstance(side, list):
+                    raise _unresolved(s, ref, side)
+                out.append(Side(ref, side[0], side[1]))
+            return out[0], out[1]
         except resultindex.StaleIndex:
             if attempt == 2:
                 raise
@@ -454,7 +484,7 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
 def _table_row(c: Comparison, row: CompareRow, show_energy: bool) -> list[str]:
     """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark."""
     sp, mark = _speedup_cell(c, row)
-    line = [row.test, *row.ids.values(), fmt_cell(row.fa.record), fmt_cell(row.fb.record), sp]
+    line = [row.test, *row.ids.values(), fmt_cell(row.fa), fmt_cell(row.fb), sp]
     if show_energy:
         ea, eb, ratio = row.fa.energy, row.fb.energy, row.energy_ratio
         line += [

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.analysis.flag_help import TELEMETRY_VERDICT_FLAGS
-from toolkit.analysis.roofline import Roofline, ceiling, roofline
+from toolkit.analysis.roofline import Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.results import identity
 from toolkit.results.identity import value
+from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.output import cpu_fallback_of, effective_ubatch
 
@@ -29,6 +30,28 @@ class ReportOptions:
     noisy: float = 0.05
     bw_floor: float = 0.05
     min_margin: float = 0.03
+
+
+def image_label(r: BenchRecord | Head) -> str:
+    """Column label of an image: `name@abcdef012345`; `name@import:abcdef012345` for a set of
+    imported results (`toolkit import`: no container image), so an import labelled `cpu` never reads
+    like the `cpu` image measured here (and the label is a digest prefix `compare` takes)."""
+    mark = "import:" if r.image.digest.startswith("import:") else ""
+    return f"{r.image.name}@{mark}{r.image.short}"
+
+
+def concurrency(r: BenchRecord) -> int | None:
+    c = r.engine.get("concurrency")
+    return int(c) if isinstance(c, (int, float)) else None
+
+
+def row_label(r: BenchRecord, *, ub: bool) -> str:
+    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`; a served row `c4 in512 out128` (vllm bench serve at
+    concurrency 4), or `offline in237 out512` (vllm bench throughput: one offline batch, no concurrency)."""
+    if r.axis == "served":
+        c = concurrency(r)
+        return f"{'offline' if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
+    return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
 
 
 def _float(v: Any) -> float | None:
@@ -132,10 +155,6 @@ class Energy:
     tokens: float
     source: str
 
-    @property
-    def j_per_token(self) -> float:
-        return 1.0 / self.tok_per_j
-
 
 def energy(r: BenchRecord) -> Energy | None:
     """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
@@ -196,7 +215,10 @@ class Facts:
     `processes` how many process means the value is the mean of (1: a single process),
     `energy` (None: not valid), `cpu_fallback`, `ub_clamped` (the effective micro-batch when clamped),
     `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored), `roof` (roofline, None: no known
-    GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's)."""
+    GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's); and what the
+    sections say of it: `image` (image_label), `test` (row_label with the micro-batch), `concurrency`,
+    `ub_effective` (effective_ubatch), `model_known` (identity.model_known), `no_roof` (why a GPU
+    record has no roofline; None: it has one, or it ran on a CPU or a software GPU)."""
 
     record: BenchRecord
     key: identity.TestKey
@@ -213,11 +235,19 @@ class Facts:
     flags: tuple[str, ...] = ()
     ci: Interval | None = None
     processes: int = 1
+    image: str = ""
+    test: str = ""
+    concurrency: int | None = None
+    ub_effective: int | None = None
+    model_known: bool = True
+    no_roof: str | None = None
 
     @classmethod
     def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
         """The facts of `r` (opts: the thresholds its flags are said under, default ReportOptions())."""
-        roof = roofline(r)
+        a = assess(r)
+        roof = a.roofline
+        gpu = r.image.backend != "cpu" and not is_software_gpu(r)
         f = cls(
             r,
             identity.test_key(r),
@@ -233,6 +263,12 @@ class Facts:
             roof,
             ci=interval(r),
             processes=max(1, len(process_means(r))),
+            image=image_label(r),
+            test=row_label(r, ub=True),
+            concurrency=concurrency(r),
+            ub_effective=effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+            model_known=identity.model_known(r),
+            no_roof=(a.note or None) if roof is None and gpu else None,
         )
         object.__setattr__(f, "flags", tuple(_flags(f, opts or ReportOptions(), roof)))  # frozen once set
         return f

@@ -24,14 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.analysis.facts import Facts
-from toolkit.analysis.tables import (
-    Row,
-    Table,
-    fold_decode_ub,
-    image_label,
-    row_label,
-    telemetry_flags,
-)
+from toolkit.analysis.tables import Row, Table, fold_decode_ub
 from toolkit.analysis.telemetry import load_trace
 from toolkit.core.text import strip_controls
 from toolkit.results.records import BenchRecord, short_digest
@@ -519,14 +512,15 @@ MAX_RUN_FIGURES = 12  # power-and-clocks figures in one report: more runs are na
 class TraceRun:
     """One run shown in the report (image digest, run id, model) whose records carry telemetry: where
     its trace is looked for (results/<digest12>/telemetry/<run_id>-<model>.jsonl; a campaign host's
-    folder results/hosts/<key>/...; beside the record's log file) and its records (their test windows)."""
+    folder results/hosts/<key>/...; beside the record's log file) and its records' Facts (their test
+    windows, their labels and telemetry flags)."""
 
     digest: str
     run_id: str
     model: str
     label: str
     candidates: list[Path]
-    records: list[BenchRecord] = field(default_factory=list)
+    cells: list[Facts] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -552,8 +546,8 @@ def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]
     runs: dict[tuple[str, str, str], TraceRun] = {}
     for t in tables:
         for row in t.rows:
-            for r in row.cells.values():
-                if not isinstance(r.telemetry, dict):
+            for f in row.facts.values():
+                if not isinstance((r := f.record).telemetry, dict):
                     continue
                 key = (r.image.digest, r.run_id, r.model.name)
                 run = runs.get(key)
@@ -579,11 +573,11 @@ def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]
                         r.image.digest,
                         r.run_id,
                         r.model.name,
-                        f"{image_label(r)} {r.model.name} run {r.run_id}",
+                        f"{f.image} {r.model.name} run {r.run_id}",
                         cands,
                     )
-                if all(x is not r for x in run.records):
-                    run.records.append(r)
+                if all(x.record is not r for x in run.cells):
+                    run.cells.append(f)
     return list(runs.values())
 
 
@@ -638,20 +632,18 @@ def run_figure(run: TraceRun, samples: list[dict[str, Any]]) -> Figure | None:
             if v.get(key):
                 xs, ys = zip(*_thin(v[key]), strict=True)
                 ax_c.plot([x - t_first for x in xs], ys, style, lw=1, label=f"{gpu} {what}")
-    for r in run.records:
-        tel = r.telemetry or {}
+    for f in run.cells:
+        tel = f.record.telemetry or {}
         t0, t1 = _num(tel.get("t0")), _num(tel.get("t1"))
         if t0 is None or t1 is None or t1 <= t0:
             continue
-        flagged = bool(telemetry_flags(r))
+        flagged = bool(f.telemetry_flags)
         for ax in (ax_p, ax_c):
             ax.axvspan(
                 t0 - t_first, t1 - t_first, color="#d62728" if flagged else "#1f77b4", alpha=0.12, lw=0
             )
         ax_p.annotate(
-            strip_controls(
-                row_label(r, ub=True) + (" [" + ", ".join(telemetry_flags(r)) + "]" if flagged else "")
-            ),
+            strip_controls(f.test + (" [" + ", ".join(f.telemetry_flags) + "]" if flagged else "")),
             ((t0 + t1) / 2 - t_first, 1.0),
             xycoords=("data", "axes fraction"),
             rotation=90,

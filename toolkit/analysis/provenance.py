@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.tables import image_label
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.results.records import BenchRecord
 
 _LABELS = {
@@ -53,6 +53,14 @@ class Provenance:
         out += [f"image {i}" for i in self.images]
         return out
 
+    def heading(self) -> str:
+        """A report's title when none is given: the model(s) measured and the day(s) they were."""
+        models = ", ".join(m.split(" (")[0] for m in self.models) or "no model"
+        if not self.dates:
+            return f"Benchmark report: {models}"
+        first, last = self.dates[0][:10], self.dates[1][:10]
+        return f"Benchmark report: {models} ({first}{'' if last == first else ' to ' + last})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "models": self.models,
@@ -83,9 +91,10 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
     return "; ".join(parts) or "not recorded"
 
 
-def _image_line(r: BenchRecord) -> str:
+def _image_line(f: Facts) -> str:
+    r = f.record
     labels = r.image.labels or {}
-    parts = [f"{image_label(r)}: digest {r.image.digest}", f"backend {r.image.backend}"]
+    parts = [f"{f.image}: digest {r.image.digest}", f"backend {r.image.backend}"]
     for what, keys in _LABELS.items():
         value = next((labels[k] for k in keys if labels.get(k)), None)
         if what == "runtime commit":
@@ -145,8 +154,11 @@ def _canaries(records: list[BenchRecord]) -> str:
     return "".join(f"; canary on {m}: {t}" for m, t in sorted(said.items()))
 
 
-def provenance(records: list[BenchRecord]) -> Provenance:
-    """The provenance of `records` (those a report shows; failed ones count for dates and builds too)."""
+def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
+    """The provenance of the records a report shows, or their Facts (failed ones count for dates and
+    builds too)."""
+    fs = facts_of(items)
+    records = [f.record for f in fs]
     p = Provenance()
     models: dict[str, str] = {}
     for r in records:
@@ -165,8 +177,10 @@ def provenance(records: list[BenchRecord]) -> Provenance:
         if r.gpu_info:
             entry[1].add(str(r.gpu_info))
     p.hosts = [_host_line(h, gpus) for h, gpus in hosts.values()]
-    per_image: dict[str, list[BenchRecord]] = {}
-    for r in records:
-        per_image.setdefault(image_label(r), []).append(r)
-    p.images = [_image_line(rs[0]) + _canaries(rs) for _, rs in sorted(per_image.items())]
+    per_image: dict[str, list[Facts]] = {}
+    for f in fs:
+        per_image.setdefault(f.image, []).append(f)
+    p.images = [
+        _image_line(same[0]) + _canaries([f.record for f in same]) for _, same in sorted(per_image.items())
+    ]
     return p

@@ -22,33 +22,29 @@ from toolkit.analysis import plots, table_text
 from toolkit.analysis import tables as _tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import Provenance, provenance
+from toolkit.analysis.provenance import provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
+    TEXT_MARKS_NOTE,
     column_legend,
-    energy_notes,
     fit_table,
-    fold_decode_ub,
-    legend,
-    marks_note,
-    roof_notes,
     short_labels,
+    table_notes,
     table_rows,
     wrap,
 )
-from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, concurrency, threads
+from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
 from toolkit.core.text import html_text, md_text
 from toolkit.results import NO_RESULTS
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench.output import effective_ubatch
 
 
 def __getattr__(name: str) -> Any:
     """The table layer's names, for callers that know them as report.X (PEP 562): one list, in tables."""
     if name in _tables.__all__:
         return getattr(_tables, name)
-    if name in ("fmt_cell", "fmt_roof", "table_rows", "best_column"):
+    if name in ("fmt_cell", "fmt_roof", "table_rows"):
         return getattr(table_text, name)
     raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
 
@@ -59,21 +55,25 @@ FORMATS = ("github", "text", "csv", "json", "html")
 @dataclass(frozen=True)
 class Shown:
     """One report's selection, made once (Shown.of): the Facts of the records it shows
-    (select_for_report, in its order), the tables over them, the accounting line of the whole set
-    (tables.accounting, without refused records), how many records were read and how many failed."""
+    (select_for_report, in its order), the tables over them; and of the whole set read: its accounting
+    line (tables.accounting, without refused records), how many records were read and how many failed,
+    and its caveats (verdict.smoke_caveats). The sections read it; none reads the records again."""
 
     facts: list[Facts]
     tables: list[Table]
     counts: str
     read: int
     failed: int
+    caveats: list[str]
 
     @classmethod
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
         chosen, sel = _tables.select_with_accounting(records)
         facts = facts_of(chosen, opts)
         failed = sum(r.status != "ok" for r in records)
-        return cls(facts, _tables.axis_tables(facts, opts), accounting(records, 0, sel), len(records), failed)
+        counts = accounting(records, 0, sel)
+        caveats = verdict_mod.smoke_caveats(records)
+        return cls(facts, _tables.axis_tables(facts, opts), counts, len(records), failed, caveats)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
@@ -107,16 +107,22 @@ def render(
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     shown = shown or Shown.of(records, opts)  # once: tables, verdict and provenance read the same records
-    ts = shown.tables
     if fmt == "csv":
-        return render_csv(ts)
-    v = verdict_mod.verdict(records, opts, shown.facts)  # smoke caveats over every record read
-    prov = provenance([f.record for f in shown.facts])
+        return render_csv(shown.tables)
+    if not shown.tables and fmt in ("text", "github"):  # no verdict either: say why there is no table
+        why = _no_table(shown)
+        return (
+            "\n".join(wrap(why, max(width or shutil.get_terminal_size().columns, 20)))
+            if fmt == "text"
+            else why
+        )
+    v = verdict_mod.judge(shown.facts, opts, shown.caveats)
+    prov = provenance(shown.facts)
     if fmt == "json":
         return json.dumps(
             {
                 "provenance": prov.to_json(),
-                "tables": [table_json(t) for t in ts],
+                "tables": [table_json(t) for t in shown.tables],
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
                 "records": shown.accounting(refused),
@@ -124,12 +130,33 @@ def render(
             indent=2,
             allow_nan=False,
         )
+    said = verdict_mod.format_verdict(v, markdown=fmt == "github")  # the verdict in the format's words
+    front = Front(title or prov.heading(), said, prov.lines())
     if fmt == "html":
-        text = verdict_mod.format_verdict(v, markdown=False)
-        return render_html([], ts, text, results_root, drawn, prov, title, shown.counts)
+        return render_html(shown, front, drawn or plots.draw(shown.tables, results_root))
     if fmt == "text":
-        return _render_text(shown, v, prov, title, refused, width or shutil.get_terminal_size().columns)
-    return _render_markdown(shown, v, prov, title, refused)
+        return _render_text(shown, front, refused, width or shutil.get_terminal_size().columns)
+    return _render_markdown(shown, front, refused)
+
+
+@dataclass(frozen=True)
+class Front:
+    """What every page opens with, in its format's words: the title, the verdict as text (markdown for
+    github: verdict.format_verdict), what was measured (Provenance.lines)."""
+
+    title: str
+    verdict: str
+    measured: list[str]
+
+
+def _no_table(shown: Shown) -> str:
+    """Why a report has no table: records read but none ok to tabulate, or none at all."""
+    if shown.read:  # read, but nothing to tabulate: say so, never "no results"
+        return (
+            f"no ok result to tabulate: {shown.read} record(s) read, {shown.failed} failed; "
+            "`toolkit report --json` lists them with their errors"
+        )
+    return NO_RESULTS
 
 
 def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
@@ -143,25 +170,15 @@ def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[s
     return shown, labels, notes + ([DECODE_UB_NOTE] if any(f for _, f in folded) else [])
 
 
-TEXT_MARKS_NOTE = (
-    "*: the row's best, ahead of the next by more than the noise (2 x their combined relative stddev); "
-    "†: the number was flagged (the flags under the table say why), never marked best"
-)
-
-
-def _render_text(
-    shown: Shown, v: verdict_mod.Verdict, prov: Provenance, title: str | None, refused: int, width: int
-) -> str:
+def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     """The report for a terminal `width` columns wide (no line longer; 20 at least): title, verdict,
     what was measured, then each table fitted (fit_table: roofline and tok/J columns dropped and said,
     image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
     width = max(width, 20)
-    if not shown.tables:
-        return "\n".join(wrap(_render_markdown(shown, v, prov, title, refused), width))
     ts, labels, col_notes = display_tables(shown.tables)
-    out = [title or _heading(prov), "=" * min(width, len(title or _heading(prov))), ""]
-    out += verdict_mod.format_verdict(v, markdown=False).splitlines()
-    out += ["", "What was measured", ""] + [f"- {line}" for line in prov.lines()]
+    out = [front.title, "=" * min(width, len(front.title)), ""]
+    out += front.verdict.splitlines()
+    out += ["", "What was measured", ""] + [f"- {line}" for line in front.measured]
     out += ["", "Columns", ""] + [f"- {n}" for n in col_notes]
     dropped: set[str] = set()
     for t in ts:
@@ -170,8 +187,7 @@ def _render_text(
         dropped.update(gone)
         out += ["", t.title, ""] + lines
         out += [f"- flags of {line[0]}: {line[-1]}" for line in body if line[-1]]
-    notes = ([TEXT_MARKS_NOTE] if marks_note(ts) else []) + legend(ts) + energy_notes(ts)
-    notes += roof_notes(ts) + [shown.accounting(refused)]
+    notes = table_notes(ts, TEXT_MARKS_NOTE) + [shown.accounting(refused)]
     if dropped:
         notes.append(
             f"not shown at {width} columns: the {' and '.join(sorted(dropped))} columns "
@@ -181,28 +197,16 @@ def _render_text(
     return "\n".join(w for line in out for w in wrap(line, width))
 
 
-def _render_markdown(
-    shown: Shown, v: verdict_mod.Verdict, prov: Provenance, title: str | None, refused: int
-) -> str:
-    """The github markdown report: title, verdict, what was measured, the tables, their notes; or
-    why there is no table."""
-    ts = shown.tables
-    if not ts:
-        if shown.read:  # read, but nothing to tabulate: say so, never "no results"
-            return (
-                f"no ok result to tabulate: {shown.read} record(s) read, {shown.failed} failed; "
-                "`toolkit report --json` lists them with their errors"
-            )
-        return NO_RESULTS
-    out = [f"# {md_text(title or _heading(prov))}"]
-    out.append(verdict_mod.format_verdict(v))
-    out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in prov.lines()))
-    for t in ts:
+def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
+    """The github markdown report: title, verdict, what was measured, the tables, their notes."""
+    out = [f"# {md_text(front.title)}", front.verdict]
+    out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
+    for t in shown.tables:
         headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = marks_note(ts) + legend(ts) + energy_notes(ts) + roof_notes(ts) + [shown.accounting(refused)]
+    notes = table_notes(shown.tables) + [shown.accounting(refused)]
     out.append("\n".join(f"- {n}" for n in notes))
     return "\n\n".join(out)
 
@@ -244,6 +248,12 @@ CSV_FIELDS = [
 ]
 
 
+def threads(r: BenchRecord) -> int | None:
+    """llama-bench's thread count of a record (its `n_threads`), None when it wrote none."""
+    t = r.raw.get("n_threads")
+    return int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
 def render_csv(ts: list[Table]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -264,12 +274,12 @@ def render_csv(ts: list[Table]) -> str:
                         r.n_depth,
                         r.n_batch,
                         r.n_ubatch,
-                        effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+                        f.ub_effective,
                         r.flash_attn,
                         r.n_gpu_layers,
                         *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
                         threads(r),
-                        concurrency(r),
+                        f.concurrency,
                         f.value,
                         r.stddev_ts,
                         *((ci.low, ci.high) if (ci := f.ci) else ("", "")),  # 95 % interval (>= 3 processes)
@@ -302,7 +312,7 @@ def table_json(t: Table) -> dict[str, Any]:
             "energy_j": e.joules if e else None,
             "energy_source": e.source if e else None,
             "digest": r.image.digest,
-            "n_ubatch_effective": effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
+            "n_ubatch_effective": f.ub_effective,
             "flags": row.flags.get(col, []),
             "roofline": {
                 "metric": roof.metric,
@@ -337,15 +347,6 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.flags{tex
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}
 .scroll{overflow-x:auto}li,p,h1,h2,h3{overflow-wrap:anywhere}.verdict{background:#f5f8ff;border-left:4px solid #3a6;padding:.2em 1em}
 """
-
-
-def _heading(prov: Provenance) -> str:
-    """The report's title when none is given: the model(s) measured and the day(s) they were."""
-    models = ", ".join(m.split(" (")[0] for m in prov.models) or "no model"
-    if not prov.dates:
-        return f"Benchmark report: {models}"
-    first, last = prov.dates[0][:10], prov.dates[1][:10]
-    return f"Benchmark report: {models} ({first}{'' if last == first else ' to ' + last})"
 
 
 def _verdict_html(text: str) -> str:
@@ -439,50 +440,37 @@ def _plots_html(drawn: plots.PlotSet) -> list[str]:
     return parts
 
 
-def render_html(
-    records: list[BenchRecord],
-    ts: list[Table],
-    verdict_text: str,
-    results_root: Path | None = None,
-    drawn: plots.PlotSet | None = None,
-    prov: Provenance | None = None,
-    title: str | None = None,
-    counts: str | None = None,
-) -> str:
-    """One offline page: inline CSS; the verdict (as HTML), what was measured (`prov`: model, dates,
-    host, GPU, builds), the tables, then plots embedded as base64 PNG; no external URL
+def render_html(shown: Shown, front: Front, drawn: plots.PlotSet) -> str:
+    """One offline page: inline CSS; the verdict (as HTML), what was measured (model, dates, host, GPU,
+    builds), the tables, then the plots `drawn` (plots.draw) embedded as base64 PNG; no external URL
     (a plot too big to read is named, not drawn: plots.left_out). Then power and clocks over each
     observed run shown, from its raw trace (plots.telemetry_figures): one figure per run, a note where
-    the trace is missing or unreadable. `drawn`: the plots (plots.draw), drawn here when None;
-    `counts`: the records' accounting line (tables.accounting), made here when None."""
-    prov = prov or provenance(_tables.select_for_report(records))
-    heading = title or _heading(prov)
+    the trace is missing or unreadable; the records' accounting line between them."""
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html_text(heading)}</title>",
+        f"<title>{html_text(front.title)}</title>",
         f"<style>{HTML_CSS}</style></head><body>",
-        f"<h1>{html_text(heading)}</h1>",
-        _verdict_html(verdict_text),
-        "<h2>What was measured</h2>" + _ul(prov.lines()),
+        f"<h1>{html_text(front.title)}</h1>",
+        _verdict_html(front.verdict),
+        "<h2>What was measured</h2>" + _ul(front.measured),
     ]
-    if not ts:
+    if not shown.tables:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
-    shown, labels, col_notes = display_tables(ts)
+    ts, labels, col_notes = display_tables(shown.tables)
     if col_notes:
         parts.append(
             '<h2>Columns</h2><ul class="columns">'
             + "".join(f"<li>{html_text(n)}</li>" for n in col_notes)
             + "</ul>"
         )
-    for t in shown:
+    for t in ts:
         parts += _table_html(t, labels)
-    notes = marks_note(shown) + legend(shown) + energy_notes(shown) + roof_notes(shown)
-    if notes:
+    if notes := table_notes(ts):
         parts.append(_ul(notes))
-    parts.append(f"<p>{html_text(accounting(records) if counts is None else counts)}</p>")
-    parts += _plots_html(drawn or plots.draw(ts, results_root))
+    parts.append(f"<p>{html_text(shown.counts)}</p>")
+    parts += _plots_html(drawn)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -52,8 +52,6 @@ from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_b
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import readers
 
-GpuPeak = GpuSpec  # the yardstick of a roofline: one product, or N of them summed (product "2 x ...")
-
 # Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
 KNOWN_ACTIVE_SHARE: dict[str, float] = {
     "qwen3moe 30b.a3b": 3.3 / 30.5,  # Qwen3-30B-A3B model card: 30.5B total, 3.3B activated
@@ -63,7 +61,6 @@ KNOWN_ACTIVE_SHARE: dict[str, float] = {
 }
 _NBA_RE = re.compile(r"(\d+(?:\.\d+)?)B\.A(\d+(?:\.\d+)?)B", re.IGNORECASE)
 _MOE_MARKERS = ("moe", "mixtral", "deepseek2", "gpt-oss", "a3b", "x7b", "x22b")
-SOFTWARE_GPU_MARKERS = backends.SOFTWARE_MARKERS  # kept for callers of the old name
 
 
 @dataclass(frozen=True)
@@ -253,7 +250,7 @@ def _int_arg(cmd: list[str], *flags: str) -> int | None:
 
 def _not_on_a_gpu(r: BenchRecord, info: str) -> GpuUse | None:
     """The GpuUse of a run that used no GPU (count 0) or cannot tell (None), with why; None otherwise."""
-    if any(m in info.lower() for m in SOFTWARE_GPU_MARKERS):
+    if any(m in info.lower() for m in backends.SOFTWARE_MARKERS):
         return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
     on_gpu = _gpu_backend(r)
     if on_gpu is None and not info:

@@ -11,20 +11,10 @@ from collections.abc import Callable
 
 from tabulate import tabulate
 
-from toolkit.analysis.facts import _float, interval
+from toolkit.analysis.facts import Facts, _float
 from toolkit.analysis.flag_help import FLAG_HELP
-from toolkit.analysis.roofline import Roofline, why_no_roofline
-from toolkit.analysis.tables import (
-    Row,
-    Table,
-    fmt_tok_per_j,
-    is_software_gpu,
-    margin_band,
-)
-from toolkit.analysis.tables import (
-    fold_decode_ub as fold_decode_ub,  # re-exported: report.display_tables folds with it
-)
-from toolkit.results.identity import value
+from toolkit.analysis.roofline import Roofline
+from toolkit.analysis.tables import Row, Table, fmt_tok_per_j
 from toolkit.results.records import BenchRecord
 
 FLAGGED_MARK = " †"
@@ -42,22 +32,23 @@ def _num(x: float) -> str:
     return f"{x:.2f}" if abs(x) < 1e9 else f"{x:.3e}"
 
 
-def fmt_cell(r: BenchRecord | None) -> str:
-    """`mean ± stddev` tok/s (one value per cell: the samples' median and range are in --json and the
-    CSV); process-level repetitions add `[N runs, spread S%]`, and from 3 of them the ± is the 95 %
-    confidence interval's half-width, marked `(95% CI)` (facts.interval); served cells their median
-    TTFT/TPOT."""
-    if r is None:
+def fmt_cell(cell: Facts | BenchRecord | None) -> str:
+    """`mean ± stddev` tok/s of a cell's Facts (a record: its Facts built here; one value per cell: the
+    samples' median and range are in --json and the CSV); process-level repetitions add `[N runs,
+    spread S%]`, and from 3 of them the ± is the 95 % confidence interval's half-width, marked `(95%
+    CI)` (Facts.ci); served cells their median TTFT/TPOT."""
+    if cell is None:
         return ""
-    v = value(r)
-    if v is None:
+    f = cell if isinstance(cell, Facts) else Facts.of(cell)
+    r = f.record
+    if f.value is None:
         return ""
     sd = f" ± {_num(r.stddev_ts)}" if r.stddev_ts is not None else ""
     if r.stddev_ts is None and len(r.samples_ts) == 1:
         sd = " (1 sample: stddev unknown)"
-    if ci := interval(r):
-        sd = f" ± {_num(ci.half)} (95% CI)"
-    text = f"{_num(v)}{sd}"
+    if f.ci:
+        sd = f" ± {_num(f.ci.half)} (95% CI)"
+    text = f"{_num(f.value)}{sd}"
     runs = (r.model_extra or {}).get("between_runs")
     if runs:
         text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
@@ -76,32 +67,19 @@ def fmt_roof(roof: Roofline | None) -> str:
     return f"{100 * roof.fraction:.0f}% {what}"
 
 
-def marks_note(ts: list[Table]) -> list[str]:
-    """MARKS_NOTE when some cell of the tables carries a mark (bold or †), else nothing."""
-    marked = any(
-        best_column(row) or any(f.telemetry_flags for f in row.facts.values()) for t in ts for row in t.rows
-    )
-    return [MARKS_NOTE] if marked else []
+TEXT_MARKS_NOTE = (
+    "*: the row's best, ahead of the next by more than the noise (2 x their combined relative stddev); "
+    "†: the number was flagged (the flags under the table say why), never marked best"
+)
+"""MARKS_NOTE of the terminal's tables, which mark the best with `*` (report._render_text)."""
 
 
-def best_column(row: Row) -> str | None:
-    """The image column whose tok/s leads the row beyond the noise (margin_band of it and the next:
-    2 x their combined relative stddev, or their 95 % intervals apart where both have one); None with fewer than two numbers to rank, a lead inside the
-    noise, or an unknown noise. A flagged or CPU-fallback cell is never the best."""
-    ranked = sorted(
-        (
-            (f.value, c)
-            for c, f in row.facts.items()
-            if f.value is not None and not f.telemetry_flags and not f.cpu_fallback
-        ),
-        reverse=True,
-    )
-    if len(ranked) < 2 or ranked[1][0] <= 0:
-        return None
-    (v1, c1), (v2, c2) = ranked[0], ranked[1]
-    if row.facts[c1].rsd is None or row.facts[c2].rsd is None:
-        return None
-    return c1 if v1 / v2 - 1 > margin_band(row.facts[c1], row.facts[c2]) else None
+def table_notes(ts: list[Table], marks: str = MARKS_NOTE) -> list[str]:
+    """The notes under the tables: `marks` (what bold or * and † say) when some cell carries one (a
+    row's best, a flagged number), the flags' legend (legend), what tok/J holds (energy_notes), each
+    column's roofline (roof_notes)."""
+    marked = any(row.best or any(f.telemetry_flags for f in row.facts.values()) for t in ts for row in t.rows)
+    return ([marks] if marked else []) + legend(ts) + energy_notes(ts) + roof_notes(ts)
 
 
 def table_rows(
@@ -112,7 +90,7 @@ def table_rows(
 ) -> tuple[list[str], list[list[str]]]:
     """Header and body of a table as text cells (shared by github, text and html): every text through
     `esc` (github: core.text.md_text, so a name cannot add a column, a row or a link), the row's best
-    number then through `bold` (best_column; github: `**x**`), a flagged number followed by FLAGGED_MARK.
+    number then through `bold` (Row.best; github: `**x**`), a flagged number followed by FLAGGED_MARK.
     `labels`: a short header per image column (short_labels; the flags column names columns by it too),
     else each column's whole header (Table.header)."""
     name = (lambda c: labels[c]) if labels else t.header
@@ -127,13 +105,12 @@ def table_rows(
     body = []
     for row in t.rows:
         line = [esc(row.test), *map(esc, row.ids.values())]
-        best = best_column(row)
         for c in t.columns:
             f = row.facts.get(c)
-            text = esc(fmt_cell(f.record if f else None))
+            text = esc(fmt_cell(f))
             if text and f is not None and f.telemetry_flags:
                 text += FLAGGED_MARK
-            line.append(bold(text) if c == best else text)
+            line.append(bold(text) if c == row.best else text)
             if c in t.energy_columns:
                 line.append(fmt_tok_per_j(f.energy.tok_per_j if f and f.energy else None))
             if c in t.roof_columns:
@@ -144,8 +121,8 @@ def table_rows(
 
 
 def _short_flags(row: Row, labels: dict[str, str] | None) -> str:
-    """The row's flags (Row.row_flags), the columns they name by their short labels when given."""
-    text = "; ".join(row.row_flags())
+    """The row's flags (Row.said), the columns they name by their short labels when given."""
+    text = "; ".join(row.said)
     for col in sorted(labels or {}, key=len, reverse=True):  # `cpu@ab12 [gpu_info=x]` before `cpu@ab12`
         text = text.replace(col, (labels or {})[col])
     return text
@@ -162,7 +139,7 @@ CI_NOTE = (
 
 def legend(ts: list[Table]) -> list[str]:
     """The flags' legend of the tables' rows, then CI_NOTE when some cell carries an interval."""
-    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.row_flags())
+    used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.said)
     ci = [CI_NOTE] if any(f.ci for t in ts for row in t.rows for f in row.facts.values()) else []
     return [
         f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
@@ -186,16 +163,16 @@ def energy_notes(ts: list[Table]) -> list[str]:
 
 def roof_notes(ts: list[Table]) -> list[str]:
     """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
-    GPU image without one, why not (unknown product, multi-GPU layer split: roofline.why_no_roofline)."""
+    GPU image without one, why not (unknown product, multi-GPU layer split: Facts.no_roof)."""
     seen: dict[str, Roofline] = {}
     missing: dict[str, str] = {}
     for t in ts:
         for row in t.rows:
-            for col, r in row.cells.items():
-                if (roof := row.facts[col].roof) is not None:
-                    seen[col] = roof
-                elif r.image.backend != "cpu" and not is_software_gpu(r) and (why := why_no_roofline(r)):
-                    missing.setdefault(col, why)
+            for col, f in row.facts.items():
+                if f.roof is not None:
+                    seen[col] = f.roof
+                elif f.no_roof:
+                    missing.setdefault(col, f.no_roof)
     out = [
         f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
         f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "

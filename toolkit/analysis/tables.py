@@ -21,12 +21,15 @@ from toolkit.analysis.facts import (
     Energy,
     Facts,
     ReportOptions,
+    concurrency,
     energy,
     facts_of,
+    image_label,
     is_cpu_fallback,
     is_software_gpu,
     record_flags,
     rel_stddev,
+    row_label,
     sample_stats,
     stored_flags,
     telemetry_flags,
@@ -38,7 +41,7 @@ from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
 from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.identity import value
-from toolkit.results.index import Head, RecordSelection
+from toolkit.results.index import RecordSelection
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.vllm.output import attention_backend_name
 
@@ -73,7 +76,6 @@ __all__ = [
     "record_flags",
     "rel_stddev",
     "row_label",
-    "served_label",
     "sample_stats",
     "select_for_report",
     "select_latest",
@@ -82,7 +84,6 @@ __all__ = [
     "stored_flags",
     "tables",
     "telemetry_flags",
-    "threads",
     "ub_applies",
     "ub_clamped",
     "varying_columns",
@@ -97,14 +98,6 @@ TITLES = {
     "mixed": "Prefill + decode (pp+tg), tokens/s",
     "served": "Served throughput by concurrency (vLLM bench serve; `offline`: vllm bench throughput), output tokens/s",
 }
-
-
-def image_label(r: BenchRecord | Head) -> str:
-    """Column label of an image: `name@abcdef012345`; `name@import:abcdef012345` for a set of
-    imported results (`toolkit import`: no container image), so an import labelled `cpu` never reads
-    like the `cpu` image measured here (and the label is a digest prefix `compare` takes)."""
-    mark = "import:" if r.image.digest.startswith("import:") else ""
-    return f"{r.image.name}@{mark}{r.image.short}"
 
 
 def attention_used(r: BenchRecord) -> str | None:
@@ -151,14 +144,24 @@ def margin_band(hi: Facts, lo: Facts) -> float:
     return noise_band(hi.rsd or 0.0, lo.rsd or 0.0)
 
 
-def threads(r: BenchRecord) -> int | None:
-    t = r.raw.get("n_threads")
-    return int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
-
-
-def concurrency(r: BenchRecord) -> int | None:
-    c = r.engine.get("concurrency")
-    return int(c) if isinstance(c, (int, float)) else None
+def best_column(row: Row) -> str | None:
+    """The image column whose tok/s leads the row beyond the noise (margin_band of it and the next:
+    2 x their combined relative stddev, or their 95 % intervals apart where both have one); None with fewer than two numbers to rank, a lead inside the
+    noise, or an unknown noise. A flagged or CPU-fallback cell is never the best."""
+    ranked = sorted(
+        (
+            (f.value, c)
+            for c, f in row.facts.items()
+            if f.value is not None and not f.telemetry_flags and not f.cpu_fallback
+        ),
+        reverse=True,
+    )
+    if len(ranked) < 2 or ranked[1][0] <= 0:
+        return None
+    (v1, c1), (v2, c2) = ranked[0], ranked[1]
+    if row.facts[c1].rsd is None or row.facts[c2].rsd is None:
+        return None
+    return c1 if v1 / v2 - 1 > margin_band(row.facts[c1], row.facts[c2]) else None
 
 
 def sided_telemetry_flags(a: BenchRecord, b: BenchRecord | None) -> list[str]:
@@ -229,22 +232,28 @@ def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identi
     return cols + [k for k in sorted(dist) if k not in set(label)]
 
 
-def column_labels(records: list[BenchRecord]) -> dict[int, str]:
-    """Column of each record (by id): `name@digest12`, plus the system fields that split one image's
-    records when the same digest ran on several systems (two GPUs, two hosts): `cpu@ab12 [gpu_info=...]`."""
+def knob_settings(fs: list[Facts]) -> dict[int, list[str]]:
+    """What tells each record of a set apart beyond its test, by the record's id: its values of the
+    identifying columns that vary over the set (varying_columns, less `model`): [`n_threads=4`, ...]."""
+    knobs = [c for c in varying_columns([f.record for f in fs]) if c != "model"]
+    return {id(f.record): [f"{c}={id_value(f.record, c)}" for c in knobs] for f in fs}
+
+
+def column_labels(fs: list[Facts]) -> dict[int, str]:
+    """Column of each record (by the record's id) of the Facts `fs`: `name@digest12`, plus the system
+    fields that split one image's records when the same digest ran on several systems (two GPUs, two
+    hosts): `cpu@ab12 [gpu_info=...]`."""
     systems: dict[str, set] = {}
-    keys = {id(r): (image_label(r), identity.test_key(r)) for r in records}
-    for label, key in keys.values():
-        systems.setdefault(label, set()).add(key.system)
+    for f in fs:
+        systems.setdefault(f.image, set()).add(f.key.system)
     out = {}
-    for r in records:
-        label, key = keys[id(r)]
-        sy = systems[label]
+    for f in fs:
+        label, sy = f.image, systems[f.image]
         if len(sy) > 1:
             varying = sorted({k for s in sy for k, _ in s if len({dict(x).get(k) for x in sy}) > 1})
-            mine = dict(key.system)
+            mine = dict(f.key.system)
             label += " [" + ", ".join(f"{k}={mine.get(k)}" for k in varying) + "]"
-        out[id(r)] = label
+        out[id(f.record)] = label
     return out
 
 
@@ -295,12 +304,9 @@ def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str
     return out
 
 
-def split_columns(
-    records: list[BenchRecord], cols: dict[int, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
+def split_columns(records: list[BenchRecord], cols: dict[int, str]) -> tuple[dict[str, str], list[str]]:
     """Varying identifying columns split in two: those fixed per image column go into its header
     (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
-    cols = cols if cols is not None else column_labels(records)
     per_image: dict[str, list[str]] = {}
     rows = []
     for name in varying_columns(records):
@@ -326,6 +332,14 @@ class Row:
     cells: dict[str, BenchRecord] = field(default_factory=dict)
     flags: dict[str, list[str]] = field(default_factory=dict)  # image column -> flags
     facts: dict[str, Facts] = field(default_factory=dict)  # image column -> its record's facts (roofline...)
+    best: str | None = None  # set once the row is whole (finish): the column that leads beyond the noise
+    said: list[str] = field(default_factory=list)  # ... and the flags column's entries (row_flags)
+
+    def finish(self) -> Row:
+        """The row once its cells and flags are final: its best column (best_column) and the flags
+        column (row_flags) set, for every table text and note to read."""
+        self.best, self.said = best_column(self), self.row_flags()
+        return self
 
     def row_flags(self) -> list[str]:
         """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
@@ -364,20 +378,6 @@ class Table:
     def header(self, col: str) -> str:
         said = "; ".join(x for x in (self.image_sys.get(col), self.image_ids.get(col)) if x)
         return f"{col} ({said})" if said else col
-
-
-def served_label(r: BenchRecord) -> str:
-    """A served row: `c4 in512 out128` (vllm bench serve at concurrency 4), or `offline in237 out512`
-    (vllm bench throughput: one offline batch, no concurrency)."""
-    c = concurrency(r)
-    return f"{'offline' if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
-
-
-def row_label(r: BenchRecord, *, ub: bool) -> str:
-    """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`, served: served_label."""
-    if r.axis == "served":
-        return served_label(r)
-    return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
 
 
 def _row_order(r: BenchRecord, ids: dict[str, str]) -> tuple:
@@ -419,7 +419,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
     opts = opts or ReportOptions()
     fs = [f for f in facts_of(records, opts) if f.record.axis == axis and f.value is not None]
     rs = [f.record for f in fs]
-    col_of = column_labels(rs)
+    col_of = column_labels(fs)
     per_image, id_cols = split_columns(rs, col_of)
     by_col: dict[str, list[BenchRecord]] = {}
     for r in rs:
@@ -445,7 +445,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         columns.add(col)
     _mark_ub_no_effect(list(rows.values()), opts)
     _mark_host_outliers(list(rows.values()))
-    ordered = sorted(rows.values(), key=lambda row: row.order)
+    ordered = sorted((row.finish() for row in rows.values()), key=lambda row: row.order)
     return Table(
         axis,
         TITLES[axis],
@@ -489,7 +489,7 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
                 )
                 merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
                 merged.flags[c] = pick.flags.get(c, [])
-        rows.append(merged)
+        rows.append(merged.finish())
     return replace(t, rows=rows), True
 
 

@@ -42,22 +42,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.facts import Facts, Interval, facts_of
+from toolkit.analysis.facts import Facts, Interval, facts_of, image_label
 from toolkit.analysis.tables import (
     ReportOptions,
     ci_band,
     column_labels,
-    concurrency,
-    id_value,
-    image_label,
+    knob_settings,
     noise_band,
-    row_label,
     select_latest,
-    served_label,
-    varying_columns,
 )
 from toolkit.core import backends
-from toolkit.results import identity
 from toolkit.results.records import BenchRecord
 
 MODEL_UNKNOWN_NOTE = (
@@ -185,13 +179,13 @@ def on_hosts(hosts: list[str], before: str = "; ", after: str = "") -> str:
     return f"{before}measured on {len(hosts)} host{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}){after}"
 
 
-def _hosts_by_digest(rs: list[BenchRecord]) -> dict[tuple, set[str]]:
+def _hosts_by_digest(fs: list[Facts]) -> dict[tuple, set[str]]:
     """(group order, image digest) -> host keys (`host.key`) that measured it; {} when no record has one."""
     out: dict[tuple, set[str]] = {}
-    for r in rs:
-        key = (r.host or {}).get("key")
+    for f in fs:
+        key = (f.record.host or {}).get("key")
         if key:
-            out.setdefault((_group_of(r, False)[1], r.image.digest), set()).add(str(key))
+            out.setdefault((_group_of(f, False)[1], f.record.image.digest), set()).add(str(key))
     return out
 
 
@@ -250,9 +244,10 @@ def model_family(r: BenchRecord) -> str:
     return r.model.name
 
 
-def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
+def _group_of(f: Facts, with_family: bool) -> tuple[str, tuple]:
+    r = f.record
     if r.axis == "served":
-        name, order = served_label(r), (concurrency(r) or 0, r.n_prompt, r.n_gen)
+        name, order = f.test, (f.concurrency or 0, r.n_prompt, r.n_gen)
     else:
         name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
     family = model_family(r)
@@ -260,19 +255,18 @@ def _group_of(r: BenchRecord, with_family: bool) -> tuple[str, tuple]:
 
 
 def _best_entries(
-    fs: list[Facts], cols: dict[int, str], with_family: bool
+    fs: list[Facts], cols: dict[int, str], knobs: dict[int, list[str]], with_family: bool
 ) -> tuple[dict[tuple, dict[str, Entry]], dict[tuple, str]]:
     """({group order: {image: its best Entry}}, {group order: group name}); an entry's setting names
-    the knobs that vary over `fs`."""
-    knob_cols = [c for c in varying_columns([f.record for f in fs]) if c != "model"]
+    the knobs that vary over `fs` (knob_settings)."""
     best: dict[tuple, dict[str, Entry]] = {}
     names: dict[tuple, str] = {}
     for f in fs:
         r = f.record
-        name, order = _group_of(r, with_family)
+        name, order = _group_of(f, with_family)
         names[order] = name
         clamped = [f"(effective ub{f.ub_clamped})"] if f.ub_clamped else []
-        setting = " ".join([row_label(r, ub=True), *clamped] + [f"{c}={id_value(r, c)}" for c in knob_cols])
+        setting = " ".join([f.test, *clamped, *knobs[id(r)]])
         assert f.value is not None  # fs keeps only records with a value
         e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.telemetry_flags, f.ci)
         cur = best.setdefault(order, {})
@@ -282,26 +276,16 @@ def _best_entries(
 
 
 def _set_hosts(
-    out: AxisVerdict,
-    rs: list[BenchRecord],
-    cols: dict[int, str],
-    images: list[str],
-    best: dict[tuple, dict[str, Entry]],
-    common: list[tuple],
+    out: AxisVerdict, fs: list[Facts], cols: dict[int, str], images: list[str], common: list[tuple]
 ) -> None:
     """The campaign host keys of each group's winning number and of each image column (none: left empty)."""
-    at = _hosts_by_digest(rs)
+    at = _hosts_by_digest(fs)
     for g in out.groups:  # the winning number of each group: on how many hosts its image digest measured it
-        top = g.entries[0].record
-        g.hosts = sorted(at.get((_group_of(top, False)[1], top.image.digest), set()))
+        g.hosts = sorted(at.get((g.order, g.entries[0].record.image.digest), set()))
     if at:
         for img in images:
-            digest = next(r.image.digest for r in rs if cols[id(r)] == img)
-            out.hosts[img] = sorted(
-                set().union(
-                    *(at.get((_group_of(best[o][img].record, False)[1], digest), set()) for o in common)
-                )
-            )
+            digest = next(f.record.image.digest for f in fs if cols[id(f.record)] == img)
+            out.hosts[img] = sorted(set().union(*(at.get((o, digest), set()) for o in common)))
 
 
 def _rank(
@@ -352,23 +336,29 @@ def axis_verdict(
     """Winner of one axis over the groups every image measured (see the module docstring), among the
     newest ok record per test (`records`, or the Facts of the records a report shows: _latest)."""
     opts = opts or ReportOptions()
-    fs = [f for f in _latest(records, opts) if f.record.axis == axis and f.value and not f.cpu_fallback]
-    fs = [f for f in fs if "wrong-output" not in f.stored_flags]  # its canary failed: toolkit.bench.canary
+    return _axis_verdict(_latest(records, opts), axis, opts)
+
+
+def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVerdict:
+    """axis_verdict over the Facts of the newest record per test (_latest, Shown.facts): its ok ones."""
+    fs = [f for f in latest if f.record.status == "ok" and f.record.axis == axis and f.value]
+    fs = [
+        f for f in fs if not f.cpu_fallback and "wrong-output" not in f.stored_flags
+    ]  # wrong-output: bench.canary
     out = AxisVerdict(axis)
-    out.model_unknown = sorted({image_label(f.record) for f in fs if not identity.model_known(f.record)})
-    fs = [f for f in fs if identity.model_known(f.record)]  # an unknown model is no other result's model
-    rs = [f.record for f in fs]
-    cols = column_labels(rs)
+    out.model_unknown = sorted({f.image for f in fs if not f.model_known})
+    fs = [f for f in fs if f.model_known]  # an unknown model is no other result's model
+    cols, knobs = column_labels(fs), knob_settings(fs)
     images = sorted(set(cols.values()))
     if len(images) < 2:
         out.note = f"only {images[0]} measured" if images else "no results"
         if out.model_unknown:
             out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
         return out
-    best, names = _best_entries(fs, cols, len({model_family(r) for r in rs}) > 1)
+    best, names = _best_entries(fs, cols, knobs, len({model_family(f.record) for f in fs}) > 1)
     common = sorted(o for o, per in best.items() if len(per) == len(images))
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
-    _set_hosts(out, rs, cols, images, best, common)
+    _set_hosts(out, fs, cols, images, common)
     if not common:
         out.note = (
             "no test of the same model was measured by every image ("
@@ -414,9 +404,14 @@ def verdict(
     """The verdict over `records` (smoke caveats over all of them); `shown`: the Facts of the records a
     report shows (select_for_report) where the caller built them, else selected here."""
     opts = opts or ReportOptions()
-    fs = _latest(records if shown is None else shown, opts)
-    axes = {a: axis_verdict(fs, a, opts) for a in VERDICT_AXES}
-    return Verdict(axes, routing(axes, opts), smoke_caveats(records))
+    return judge(_latest(records if shown is None else shown, opts), opts, smoke_caveats(records))
+
+
+def judge(shown: list[Facts], opts: ReportOptions, caveats: list[str]) -> Verdict:
+    """The verdict over the Facts of the newest record per test (a report's Shown.facts: its ok ones
+    count), with the caveats of every record read (smoke_caveats)."""
+    axes = {a: _axis_verdict(shown, a, opts) for a in VERDICT_AXES}
+    return Verdict(axes, routing(axes, opts), caveats)
 
 
 def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:

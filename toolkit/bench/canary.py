@@ -15,8 +15,13 @@ field with the result; the report's verdict never crowns it. Each result is also
 results/<digest12>/canary.jsonl (one JSON object per canary run, the run id in it). A canary that could
 not run (an image built before llama-perplexity was shipped, a timeout, a crash, the text too short for
 the model's tokenizer) is said and stored as `unchecked`: its records are not flagged (unknown is not
-wrong). `bench.canary: false` skips it. llama.cpp images only: vLLM and SGLang have no canary yet
-(docs/running.md).
+wrong). `bench.canary: false` skips it.
+
+vLLM images run their own canary (the runner's `run_canary` / `canary_command`, toolkit/bench/runners/
+vllm.py; the script and its parser in toolkit/runtimes/vllm/canary.py): the same text and token window
+scored from vLLM's prompt log-probabilities, judged here (`judge_parsed`) by the same rules; its
+results carry their `method`, and only results of one method are compared. SGLang has none
+(docs/running.md says why).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from toolkit.bench.runners.base import (
     now,
     resolve_model,
 )
+from toolkit.core import registry
 from toolkit.engine import api as engine_api
 from toolkit.results.records import BenchRecord, ResultStore, read_jsonl, short_digest
 from toolkit.runtimes.llama_bench import perplexity as ppl_mod
@@ -53,6 +59,9 @@ precisions); a broken kernel or corrupted weights give NaN or a perplexity off b
 it. Not yet measured with the reference model on an R9700: revisit the margin there."""
 
 FLAG = "wrong-output"
+METHOD = "llama-perplexity"
+"""The llama.cpp canary's method (CanaryResult.method): results compare only within one method."""
+LLAMA_ONLY = ("threads", "n_gpu_layers", "flash_attn")
 TIMEOUT_S = 1800.0
 """Seconds one canary container may take: lavapipe's first (cold) shader compile took 110 s here."""
 TEXT_TARGET = "/canary/canary.txt"
@@ -88,11 +97,15 @@ class CanaryResult:
     bound_ln: float = BOUND_LN
     run_id: str = ""
     created: str = ""
+    method: str = METHOD
+    details: dict[str, Any] = field(default_factory=dict)  # a runner's own facts; `said`: for line()
 
     def record(self) -> dict[str, Any]:
         """The JSON object stored (canary.jsonl) and put on each record as `canary` (NaN/inf as strings:
         JSON has none)."""
         out = dict(self.__dict__)
+        for k in LLAMA_ONLY if self.method != METHOD else ():
+            out.pop(k)
         for k in ("ppl", "ppl_error"):
             v = out[k]
             if isinstance(v, float) and not math.isfinite(v):
@@ -104,7 +117,7 @@ class CanaryResult:
         if self.status == "unchecked":
             return f"canary: not checked: {self.reason}"
         head = f"canary: PPL {self.ppl:.6g}" if self.ppl is not None else "canary: no PPL"
-        tail = f" ({self.seconds:.1f} s)"
+        tail = (f"; {self.details['said']}" if self.details.get("said") else "") + f" ({self.seconds:.1f} s)"
         if self.status == FLAG:
             return f"{head}: {self.reason}; every record is flagged {FLAG}{tail}"
         if self.control is None:
@@ -134,9 +147,17 @@ def judge(ppl: float, control_ppl: float | None, bound_ln: float = BOUND_LN) -> 
     return "ok", "", ratio
 
 
+def _runner_canary(ctx: RunContext) -> Any:
+    """The runner of `ctx`'s image when it runs a canary of its own (`run_canary` and `canary_command`:
+    vLLM), else None (llama-bench: this module's; SGLang: none)."""
+    runner = registry.get(ctx.spec.runner)
+    return runner if hasattr(runner, "run_canary") else None
+
+
 def enabled(ctx: RunContext) -> bool:
-    """Whether `ctx`'s pair gets a canary: `bench.canary` on and a llama-bench image."""
-    return ctx.spec.runner == "llama-bench" and ctx.lm.m.bench.canary
+    """Whether `ctx`'s pair gets a canary: `bench.canary` on, and a llama-bench image or a runner with
+    a canary of its own (vLLM)."""
+    return ctx.lm.m.bench.canary and (ctx.spec.runner == "llama-bench" or _runner_canary(ctx) is not None)
 
 
 def _threads(ctx: RunContext) -> int:
@@ -184,19 +205,18 @@ def dry_run_outcome(ctx: RunContext) -> Outcome | None:
     path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
     if path is None:
         return None
-    return Outcome(
-        ctx.spec.name,
-        ctx.model.name,
-        "dry-run",
-        "canary",
-        command=ctx.engine.run_command(canary_spec(ctx, path)),
-    )
+    runner = _runner_canary(ctx)
+    command = runner.canary_command(ctx, path) if runner else ctx.engine.run_command(canary_spec(ctx, path))
+    return Outcome(ctx.spec.name, ctx.model.name, "dry-run", "canary", command=command)
 
 
 def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResult | None:
     """Run the canary of `ctx`'s pair and judge it against the CPU control in `controls` (model sha256
     -> this run's CPU canary; a `cpu` image's ok result is added) or else the newest stored one.
-    None when the model file is absent (the runner says why). Ctrl-C and the engine's loss propagate."""
+    None when the model file is absent (the runner says why). Ctrl-C and the engine's loss propagate.
+    A runner with a canary of its own (vLLM) runs it instead."""
+    if runner := _runner_canary(ctx):
+        return cast(CanaryResult | None, runner.run_canary(ctx, controls))
     path, _ = resolve_model(ctx.lm, ctx.model)
     if path is None:
         return None
@@ -252,14 +272,29 @@ def _judge_output(res: CanaryResult, out: Any, store: ResultStore, controls: dic
     except ppl_mod.PerplexityOutputError as err:
         res.reason = str(err)
         return
-    res.ppl, res.ppl_error = p.ppl, p.ppl_error
-    control = None if res.backend == "cpu" else controls.get(res.model_sha256) or stored_control(store, res)
-    res.status, res.reason, res.ln_ratio = judge(p.ppl, control.ppl if control else None)
-    if p.no_spread and res.status == "ok":  # NaN is said by judge; equal logits are wrong however close
+    judge_parsed(res, p.ppl, p.ppl_error, p.no_spread, store, controls)
+
+
+def judge_parsed(
+    res: CanaryResult,
+    ppl: float,
+    ppl_error: float | None,
+    no_spread: bool,
+    store: ResultStore,
+    controls: dict[str, CanaryResult],
+) -> CanaryResult | None:
+    """Fill `res` with perplexity `ppl` (+/- `ppl_error`; `no_spread`: every scored token equally
+    likely) judged against the CPU control (this run's in `controls`, else the newest stored); a cpu
+    image's ok result becomes the control. Returns the control it was compared with (None: none)."""
+    res.ppl, res.ppl_error = ppl, ppl_error
+    mine = c if (c := controls.get(res.model_sha256)) and c.method == res.method else None
+    control = None if res.backend == "cpu" else mine or stored_control(store, res)
+    res.status, res.reason, res.ln_ratio = judge(ppl, control.ppl if control else None)
+    if no_spread and res.status == "ok":  # NaN is said by judge; equal logits are wrong however close
         res.status, res.reason = (
             FLAG,
             (
-                f"every scored token got the same probability (PPL {p.ppl:.6g}, llama.cpp: no spread in the "
+                f"every scored token got the same probability (PPL {ppl:.6g}: no spread in the "
                 "log-probabilities): the logits carry no information"
             ),
         )
@@ -273,13 +308,15 @@ def _judge_output(res: CanaryResult, out: Any, store: ResultStore, controls: dic
     if res.backend == "cpu" and res.status == "ok":
         res.control = {"image": res.image, "digest": res.digest, "run_id": res.run_id, "ppl": res.ppl}
         controls.setdefault(res.model_sha256, res)
+    return control
 
 
 def _comparable(a: dict[str, Any], res: CanaryResult) -> bool:
     """Whether stored canary `a` is a CPU control for `res`: a cpu image's ok result on the same model
-    file, text, n_ctx and chunks."""
+    file, text, n_ctx, chunks and method (a result stored before `method` was llama-perplexity's)."""
     return (
         a.get("backend") == "cpu"
+        and a.get("method", METHOD) == res.method
         and a.get("status") == "ok"
         and a.get("model_sha256") == res.model_sha256
         and a.get("text_sha256") == res.text_sha256

@@ -25,7 +25,6 @@ import fcntl
 import json
 import os
 import re
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -114,7 +113,7 @@ class Saver:
             self.saved += 1
             self.files.add(path)
 
-    def write_text(self, path: Path, text: str) -> str | None:
+    def write_file(self, path: Path, text: str) -> str | None:
         """Write a log file; returns None, or why it could not be written (a log is not worth
         stopping for, a record is)."""
         with no_interrupt(reraise=False):
@@ -132,21 +131,6 @@ class Saver:
         if not self.saved:
             return "no result of this run was saved (no test had completed)"
         return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
-
-
-def read_regular_file(path: Path, limit: int = -1) -> bytes | None:
-    """The bytes of `path` (at most `limit`; all with -1) when it is a regular file, else None; None
-    too when it cannot be opened or read. Opened non-blocking: a FIFO planted at the path (anyone can
-    write in the shared temp folder) returns None at once instead of blocking the run."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with open(fd, "rb") as f:
-        try:
-            return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
-        except OSError:
-            return None
 
 
 def _shown(run_id: str) -> str:
@@ -185,7 +169,7 @@ class RunGuard:
             path = contained(self.dir, f"{self.prefix}{run_id}.lock", what="lock file")
         except BadInput:
             return "?"
-        pid = (read_regular_file(path, 64) or b"").strip()
+        pid = (jsonsafe.read_regular_file(path, 64) or b"").strip()
         return pid.decode("ascii") if re.fullmatch(rb"[0-9]{1,10}", pid) else "?"
 
     def release(self) -> None:
@@ -348,7 +332,7 @@ class ResultsLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                out.append(self._describe(read_regular_file(f, 4096) or b""))
+                out.append(self._describe(jsonsafe.read_regular_file(f, 4096) or b""))
             else:  # its run ended
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 with contextlib.suppress(OSError):
@@ -387,7 +371,7 @@ class ResultsLock:
         """The run holding the lock, as its lock file says: `RUN (pid N on this host, Docker engine E)`.
         Anyone who can write results/ can write that file: only a plain run id, pid and engine id are
         shown, never other content."""
-        return self._describe(read_regular_file(self.path, 4096) or b"")
+        return self._describe(jsonsafe.read_regular_file(self.path, 4096) or b"")
 
     def _describe(self, data: bytes) -> str:
         """A lock or presence file's run in words (holder); nothing of it but checked fields is shown."""

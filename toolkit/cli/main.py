@@ -8,6 +8,7 @@ Errors (toolkit.core.errors) carry their exit code; `main` maps them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, MutableMapping
 from typing import NoReturn
 
 import click
@@ -215,14 +216,60 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-from toolkit.cli.bench import bench, fetch_model, measure  # noqa: E402  (they need the helpers above)
-from toolkit.cli.campaign import campaign  # noqa: E402
-from toolkit.cli.host import doctor  # noqa: E402
-from toolkit.cli.images import build, pins, render  # noqa: E402
-from toolkit.cli.publish import export_run, push, reproduce  # noqa: E402
-from toolkit.cli.results import compare, import_, report  # noqa: E402
-from toolkit.cli.tune import tune  # noqa: E402
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The root group's commands by name, each command module imported when its command is first
+    looked up (`toolkit bench` imports toolkit.cli.bench only, not the other six command modules and
+    what they import at their top). Names and their order are known without importing anything:
+    listing them (`sorted(cli.commands)`, `name in cli.commands`) loads nothing; `cli.commands[name]`,
+    `.get`, `.items()` load what they return. `entries`: name -> (module, attribute) or a command
+    already loaded; a command added later (add_command) is kept as given."""
 
-_COMMANDS = (render, build, pins, bench, measure, fetch_model, report, compare, import_, doctor)
-for _command in (*_COMMANDS, push, export_run, reproduce, tune, campaign):
-    cli.add_command(_command)
+    def __init__(self, entries: dict[str, tuple[str, str] | click.Command]):
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> click.Command:
+        entry = self._entries[name]  # KeyError for a name that is no command
+        if isinstance(entry, tuple):
+            import importlib
+
+            module, attribute = entry
+            entry = self._entries[name] = getattr(importlib.import_module(module), attribute)
+        return entry
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._entries[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "render": ("toolkit.cli.images", "render"),
+    "build": ("toolkit.cli.images", "build"),
+    "pins": ("toolkit.cli.images", "pins"),
+    "bench": ("toolkit.cli.bench", "bench"),
+    "measure": ("toolkit.cli.bench", "measure"),
+    "fetch-model": ("toolkit.cli.bench", "fetch_model"),
+    "report": ("toolkit.cli.results", "report"),
+    "compare": ("toolkit.cli.results", "compare"),
+    "import": ("toolkit.cli.results", "import_"),
+    "doctor": ("toolkit.cli.host", "doctor"),
+    "push": ("toolkit.cli.publish", "push"),
+    "export-run": ("toolkit.cli.publish", "export_run"),
+    "reproduce": ("toolkit.cli.publish", "reproduce"),
+    "tune": ("toolkit.cli.tune", "tune"),
+    "campaign": ("toolkit.cli.campaign", "campaign"),
+}
+"""Every command of the root group: its name -> (the module that defines it, the attribute there).
+tests/test_startup.py checks that each entry names a command of that name."""
+
+cli.commands = LazyCommands(dict(COMMANDS))  # type: ignore[assignment]

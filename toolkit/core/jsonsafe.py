@@ -29,12 +29,17 @@ orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested objects.
     value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
     load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
                               size limit)
+    read_regular_file(path) -> the bytes of a file anyone may have written (a cache, a lock), None
+                              unless it is a regular file: a FIFO planted there never blocks the read
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+from pathlib import Path
 from typing import Any, BinaryIO
 
 try:  # a declared dependency; json alone gives the same values and reasons, only slower
@@ -238,3 +243,18 @@ def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:
     if len(data) > limit:
         raise JsonProblem(f"larger than {limit} bytes")
     return parse(data, limit)
+
+
+def read_regular_file(path: Path, limit: int = -1) -> bytes | None:
+    """The bytes of `path` (at most `limit`; all with -1) when it is a regular file, else None; None
+    too when it cannot be opened or read. Opened non-blocking: a FIFO planted at the path (anyone can
+    write in the shared temp folder) returns None at once instead of blocking the run."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        try:
+            return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+        except OSError:
+            return None

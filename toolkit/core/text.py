@@ -5,7 +5,6 @@ shown: a terminal (`strip_controls`), a markdown table or heading (`md_text`), a
 
 from __future__ import annotations
 
-import html
 import re
 
 # Terminal control sequences (ECMA-48): OSC (ESC ] ... BEL or ST: window title, OSC 52 clipboard,
@@ -44,4 +43,6 @@ def md_text(text: str) -> str:
 
 def html_text(text: str) -> str:
     """`text` for an HTML page: controls stripped (a page is also `cat` to terminals), then escaped."""
+    import html  # here: every command imports this module, only the html report escapes
+
     return html.escape(strip_controls(text))

@@ -26,7 +26,7 @@ from toolkit.results.identity import (
     norm_field,
     test_key,
 )
-from toolkit.results.index_sqlite import digest64
+from toolkit.results.index import digest64
 from toolkit.results.records import (
     BenchRecord,
     ImageRef,
@@ -336,14 +336,15 @@ def key64(rec: BenchRecord, key: TestKey | None = None) -> int:
     return hash((key.system, key.model, key.model_sha, key.test)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def measurement_of(rec: BenchRecord, key: TestKey | None = None) -> int:
+def measurement_of(rec: BenchRecord, key: TestKey | None = None, parts: tuple | None = None) -> int:
     """A 64-bit digest of what makes a row one measurement, whatever the format it came in (jsonl, json,
     csv, sql: a row read twice, or imported before under any digest, is the same): its test (TestKey
     less the image), llama-bench's test_time and avg_ns (csv has no samples) and its tok/s to 2
     decimals; a row with neither test_time nor avg_ns (md) also its stddev to 2 decimals (the `± sd`
-    it prints). Python's hash: the same within one process (stored_digests: what the index keeps)."""
+    it prints). Python's hash: the same within one process (stored_digests: what the index keeps).
+    `parts`: measured_parts(rec) where the caller has it."""
     key = key or test_key(rec)
-    return hash((key.system, key.model, key.test, *measured_parts(rec)))
+    return hash((key.system, key.model, key.test, *(parts or measured_parts(rec))))
 
 
 def measured_parts(rec: BenchRecord) -> tuple:
@@ -403,7 +404,7 @@ def shown_parts(rec: BenchRecord, key: TestKey) -> tuple:
     return (
         str(raw.get("model_type") or ""),
         backends.from_llama_names(llamabench.backends_of(raw)),
-        _counts(key),
+        _counts(rec),
         f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
         f"{sd:.2f}" if sd is not None else None,
     )
@@ -415,19 +416,22 @@ def stored_digests(rec: BenchRecord, key: TestKey | None = None) -> tuple[int, i
     measurement_of, equal digest; the whole test is compared on the records read back: a digest of
     the whole key cost ~30 µs a row, this one a few), a 64-bit digest of what
     an md table shows of it in every form (equal shown_keys in any form have it equal), 1 for an md
-    table's row else 0). Signed 64-bit, the same in every process (index_sqlite.digest64)."""
+    table's row else 0). Signed 64-bit, the same in every process (index.digest64)."""
     key = key or test_key(rec)
-    return measured_digest(rec, key), digest64(shown_parts(rec, key)), int(is_untimed(rec))
+    return measured_digest(rec), digest64(shown_parts(rec, key)), int(is_untimed(rec))
 
 
-def measured_digest(rec: BenchRecord, key: TestKey) -> int:
-    """The first of stored_digests: measured_parts and the test's n_prompt, n_gen, n_depth (rows of
-    one test_time and tok/s that differ only in depth are not read back for each other)."""
-    return digest64((_counts(key), *measured_parts(rec)))
+def measured_digest(rec: BenchRecord, parts: tuple | None = None) -> int:
+    """The first of stored_digests: measured_parts (`parts` where the caller has them) and the test's
+    n_prompt, n_gen, n_depth (rows of one test_time and tok/s that differ only in depth are not read
+    back for each other); ~2 µs a row."""
+    return digest64((*_counts(rec), *(parts or measured_parts(rec))))
 
 
-def _counts(key: TestKey) -> tuple:
-    return tuple((k, v) for k, v in key.test if k in ("n_prompt", "n_gen", "n_depth"))
+def _counts(rec: BenchRecord) -> tuple:
+    """The test's n_prompt, n_gen, n_depth: those of its TestKey (identity._test_fields takes them from
+    the record's fields; None there is a count the key leaves out), without reading the key's fields."""
+    return rec.n_prompt, rec.n_gen, rec.n_depth
 
 
 def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:

@@ -33,7 +33,7 @@ from toolkit.results.import_read import (
     shown_key,
     shown_parts,
 )
-from toolkit.results.index_sqlite import digest64
+from toolkit.results.index import digest64
 from toolkit.results.records import (
     RECORD_SCHEMA_VERSION,
     BenchRecord,
@@ -287,13 +287,13 @@ class _Said:
 
     def __init__(self) -> None:
         self.first: list[tuple[int, int, str, str]] = []  # heap of (-first row, n, line, file)
-        self.per_file: dict[str, list[int]] = {}  # file -> [tests, rows, disagreeing tests]
+        self.per_file: dict[str, list[int]] = {}  # file -> [tests, rows, disagreeing tests, first row]
         self.tests = 0
 
     def add(self, first: int, text: str, file: str, rows: int, disagree: bool) -> None:
         """One repeated test: its group's first row (spill place), its line, its first row's file."""
-        n = self.per_file.setdefault(file, [0, 0, 0])
-        n[0], n[1], n[2] = n[0] + 1, n[1] + rows, n[2] + disagree
+        n = self.per_file.setdefault(file, [0, 0, 0, first])
+        n[0], n[1], n[2], n[3] = n[0] + 1, n[1] + rows, n[2] + disagree, min(n[3], first)
         item = (-first, -self.tests, text, file)
         self.tests += 1
         if len(self.first) < SAID_TESTS:
@@ -302,13 +302,15 @@ class _Said:
             heapq.heapreplace(self.first, item)
 
     def lines(self) -> list[str]:
-        """The kept lines in file order, then `... and K more` per file with the others' counts."""
+        """The kept lines in file order, then `... and K more` per file with the others' counts, the
+        files in the order of their first repeated row (not the order the groups were met in: that
+        follows the test digests, Python's hash, which differs from one process to the next)."""
         kept = sorted(self.first, reverse=True)
         shown: dict[str, int] = {}
         for _f, _n, _t, file in kept:
             shown[file] = shown.get(file, 0) + 1
         more = []
-        for file, (tests, rows, disagree) in self.per_file.items():
+        for file, (tests, rows, disagree, _first) in sorted(self.per_file.items(), key=lambda fn: fn[1][3]):
             left = tests - shown.get(file, 0)
             if left:
                 more.append(
@@ -396,22 +398,26 @@ class StoredRows:
         if self.stored is not None:
             self.stored.__exit__()
 
-    def match(self, rows: list[tuple[BenchRecord, TestKey, int, bool]]) -> list[tuple[RowWhere, str] | None]:
-        """For each (record, its test key, its measurement_of, whether it is an md table's row): the
-        stored record it measures again and how it was matched ("" exact, "md" an md row printing it,
-        "md-before" it was imported before as an md table's row), or None."""
+    def match(
+        self, rows: list[tuple[BenchRecord, TestKey, int, bool, tuple]]
+    ) -> list[tuple[RowWhere, str] | None]:
+        """For each (record, its test key, its measurement_of, whether it is an md table's row, its
+        measured_parts): the stored record it measures again and how it was matched ("" exact, "md" an
+        md row printing it, "md-before" it was imported before as an md table's row), or None."""
         s = self.stored
         if s is None or not s.any:
             return [None] * len(rows)
-        digests = [measured_digest(rec, key) for rec, key, _fp, _md in rows]
+        digests = [measured_digest(rec, parts) for rec, _key, _fp, _md, parts in rows]
         exact: dict[int, RowWhere] = {}  # measurement_of -> the last stored record of it
         for r in s.measured(sorted(set(digests))):
             exact[measurement_of(r)] = (r.run_id, r.image.name, r.image.digest)
         out: list[tuple[RowWhere, str] | None] = [
-            (exact[fp], "") if fp in exact else None for _r, _k, fp, _md in rows
+            (exact[fp], "") if fp in exact else None for _r, _k, fp, _md, _p in rows
         ]
         for md in (True, False):  # md rows against stored rows of other formats, then the reverse
-            todo = [i for i, (_r, _k, _fp, is_md) in enumerate(rows) if out[i] is None and is_md == md]
+            if not (s.timed if md else s.untimed):
+                continue  # no stored row of the other kind: nothing to match (s.shown would find none)
+            todo = [i for i, (_r, _k, _fp, is_md, _p) in enumerate(rows) if out[i] is None and is_md == md]
             bases = [digest64(shown_parts(rows[i][0], rows[i][1])) for i in todo]
             found = _by_base(s.shown(sorted(set(bases)), untimed=not md))
             for i, base in zip(todo, bases, strict=True):

@@ -50,6 +50,7 @@ from toolkit.results.import_read import (
     imported_of,
     is_untimed,
     key64,
+    measured_parts,
     measurement_of,
     none_usable,
     read_rows,
@@ -288,10 +289,14 @@ class _Tally:
         index at once): (its set's place in system_ids, its JSON) of each record not imported before
         (those are counted, not spilled)."""
         keys = [test_key(rec) for _r, rec, _b in rows]
-        fps = [measurement_of(rec, key) for (_r, rec, _b), key in zip(rows, keys, strict=True)]
+        parts = [measured_parts(rec) for _r, rec, _b in rows]
+        fps = [measurement_of(rec, key, p) for (_r, rec, _b), key, p in zip(rows, keys, parts, strict=True)]
         md = [r.fmt == "md" and is_untimed(rec) for r, rec, _b in rows]  # matched by what they print
         was = self.stored.match(
-            [(rec, key, fp, m) for (_r, rec, _b), key, fp, m in zip(rows, keys, fps, md, strict=True)]
+            [
+                (rec, key, fp, m, p)
+                for (_r, rec, _b), key, fp, m, p in zip(rows, keys, fps, md, parts, strict=True)
+            ]
         )
         for (r, rec, body), key, fp, no_time, w in zip(rows, keys, fps, md, was, strict=True):
             if w:
@@ -457,7 +462,7 @@ def _stored_names(store: ResultStore, digests: list[str]) -> dict[tuple[str, Any
 
     return {
         (r.image.digest, (r.model_extra or {}).get("imported", {}).get("sha256")): r.image.name
-        for r in resultindex.select(store, digests=digests)
+        for r in resultindex.select(store, digests=digests, skew=False)
     }
 
 

@@ -18,6 +18,10 @@ and what a reader needs to choose among records without reading them all:
     facets    each (image name, digest, model name, model size, gpu_info) seen
     problems  one row per refused line: file, line and why (the warning text ResultStore.results()
               gives, without the `file:line: ` prefix)
+    imported  per record that came from `toolkit import`: its digests (StoredImports)
+
+with indexes on recs' run and facet (a run's or an image's records found without reading the others)
+and on imported's digests.
 
 It is never trusted over the JSONL. Each query first compares every file with its row: unchanged
 (device, inode, size, mtime, ctime equal) -> used as is; grown with the same inode and the same
@@ -36,12 +40,13 @@ and `refused` as ResultStore.results() does):
     select(store, images=, runs=, digests=)   what a report of those records needs: RecordSelection
     heads(store, match=(a_ref, b_ref), ...)   index rows of records, read like BenchRecords' names
     candidates(store, heads)                  what choosing among those heads needs: RecordSelection
+    sides(store, pick)                        compare's sides found and chosen in SQL (RefQuery)
     StoredImports(store)                      the records `toolkit import` came from, asked by digest
 
 (They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
 
-The queries readers call are here (`select`, `heads`, `candidates`, `load`, `drop`); the index's
-tables and refresh are in index_sqlite.py.
+The queries readers call are here (`select`, `heads`, `candidates`, `sides`, `load`, `drop`, and
+digest64, the digests `imported` keeps); the index's tables and refresh are in index_sqlite.py.
 """
 
 from __future__ import annotations
@@ -50,12 +55,15 @@ import gc
 import os
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.results import identity, open_regular
 from toolkit.results.index_sqlite import (
+    _POS,
+    _ROW_COLS,
     EDGE_BYTES,
     INDEX_NAME,
     R_FILE,
@@ -68,6 +76,7 @@ from toolkit.results.index_sqlite import (
     RecordSelection,
     ResultIndex,
     StaleIndex,
+    canon,
     key_hash,
     line_sum,
     sql_text,
@@ -214,6 +223,101 @@ def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelecti
     return RecordSelection(load(mine, skewed), **counts)
 
 
+Scope = dict[str, list[str]]
+"""Which records a side holds, as ResultIndex.choose takes them: {"images"/"runs"/"digests": [...]}."""
+
+
+class RefQuery:
+    """What the refs of `toolkit compare` may name in one store, asked in SQL while the index is held
+    for one read (`sides`), so a side is found without a Head per record of the folder (compare.py
+    `_pick` applies its rules with these). Only ok records count."""
+
+    def __init__(self, idx: ResultIndex, files: list[Path]) -> None:
+        self.idx, self.files = idx, files
+        idx._order(files)
+
+    def _one(self, sql: str, args: Sequence[Any]) -> Any:
+        return self.idx.conn.execute(sql, args).fetchone()
+
+    def has_run(self, run_id: str) -> bool:
+        """An ok record of this run id is stored."""
+        return bool(
+            self._one(
+                "SELECT 1 FROM recs r WHERE r.run IN (SELECT id FROM runs WHERE run_id = ?) "
+                "AND r.status = 'ok' LIMIT 1",
+                (run_id,),
+            )
+        )
+
+    def digests(self, name: str | None = None) -> set[str]:
+        """The image digests of the ok records (of image `name` where given)."""
+        where, args = ("f.image_name = ? AND ", [name]) if name is not None else ("", [])
+        return {
+            d
+            for (d,) in self.idx.conn.execute(
+                f"SELECT DISTINCT f.digest FROM facets f WHERE {where}EXISTS (SELECT 1 FROM recs r "
+                "WHERE r.facet = f.id AND r.status = 'ok')",
+                args,
+            )
+        }
+
+    def newest_digest(self, name: str) -> str:
+        """The digest of the ok record of image `name` written last (identity.write_order: the largest
+        seq, on a tie the first in store order; else the last in store order)."""
+        return self._one(
+            f"SELECT f.digest FROM recs r JOIN temp.ord o ON o.file = r.file JOIN facets f ON f.id = r.facet "
+            f"WHERE f.image_name = ? AND r.status = 'ok' ORDER BY r.seq IS NULL, "
+            f"CASE WHEN r.seq IS NULL THEN {_POS} ELSE r.seq END DESC, {_POS} LIMIT 1",
+            (name,),
+        )[0]
+
+    def first(self, scope: Scope) -> Head:
+        """The first ok record (in store order) of `scope` (ResultIndex.choose's images / runs / digests)."""
+        where, args = self.idx._scope(
+            scope.get("images"), scope.get("runs"), scope.get("digests"), True, None
+        )
+        row = self._one(
+            f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
+            f"WHERE {where} ORDER BY pos LIMIT 1",
+            args,
+        )
+        return self.idx.heads([row])[0]
+
+
+def sides(
+    store: ResultStore, pick: Callable[[RefQuery], list[tuple[str, Scope] | list[str]]]
+) -> list[tuple[str, RecordSelection] | list[str]]:
+    """The sides `pick` finds in `store` (compare.py `_pick`: per ref its label and scope, the ok
+    records of the `images` / `runs` / `digests` given, or anything else: passed back as it is),
+    each chosen among in SQL (ResultIndex.choose, exactly as candidates() over the same records) and
+    loaded by byte offset: (label, RecordSelection). One read of the index; sets store.warnings and
+    store.refused as store.results() does. The records carry no clock_skew from the store's order
+    (ResultIndex.skewed reads every record of the folder; compare shows no such flag). StaleIndex
+    when a file was rewritten while its records were read."""
+
+    def ask(idx: ResultIndex, files: list[Path]) -> list[tuple[str, list[Head], dict] | list[str]]:
+        out: list[tuple[str, list[Head], dict] | list[str]] = []
+        for got in pick(RefQuery(idx, files)):
+            if isinstance(got, tuple):
+                label, scope = got
+                keep, counts = idx.choose(
+                    files,
+                    images=scope.get("images"),
+                    runs=scope.get("runs"),
+                    digests=scope.get("digests"),
+                    ok_only=True,
+                )
+                out.append((label, idx.heads(keep), counts))
+            else:
+                out.append(got)
+        return out
+
+    return [
+        (got[0], RecordSelection(load(got[1]), **got[2])) if isinstance(got, tuple) else got
+        for got in _query(store, ask)
+    ]
+
+
 def select(
     store: ResultStore,
     *,
@@ -221,16 +325,19 @@ def select(
     runs: Iterable[str] | None = None,
     digests: Iterable[str] | None = None,
     ok_only: bool = False,
+    skew: bool = True,
 ) -> RecordSelection:
     """What a report of the records of `store` with these image names / run ids / digests (all where
     None) needs, through the index and without a Head per record (ResultIndex.choose), loaded by byte
     offset: a RecordSelection that renders like the whole list, with the whole list's counts (`read`,
     `failed`, `superseded`). Sets store.warnings and store.refused as store.results() does. A file
-    rewritten meanwhile is re-indexed and the query run again."""
+    rewritten meanwhile is re-indexed and the query run again. `skew=False`: no record's clock_skew
+    is set from the store's order (ResultIndex.skewed reads every record of the folder: ~0.5 s at
+    200,000) — for a reader that does not look at it."""
 
     def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict]:
         keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
-        return idx.heads(keep), counts, idx.skewed(files)
+        return idx.heads(keep), counts, idx.skewed(files) if skew else {}
 
     for attempt in (1, 2):
         warnings_before = list(store.warnings)
@@ -247,12 +354,48 @@ def select(
     raise AssertionError("unreachable")
 
 
+def digest64(value) -> int:
+    """A signed 64-bit digest of `value` (numbers, texts, None, tuples and lists of them; anything else
+    by its repr) that the index can keep: equal values (by ==: 1 == 1.0 == True) give equal digests
+    in every process of one Python build, unlike Python's hash() of a str (salted per process) or of
+    None (its address). It is Python's hash of the value with each text replaced by its CRC-32 and
+    None by a constant (a number's hash is the same in every process; sys.hash_info is part of the
+    index's code fingerprint): ~2 µs for a row's few fields, where a blake2b of the repr took ~17 µs.
+    Unequal values share a digest now and then (a text has 32 bits): readers compare what it finds."""
+    return hash(_stable(value))
+
+
+_NONE_DIGEST = 0x4E4F4E45  # stands for None in digest64 ("NONE")
+_NAN_DIGEST = 0x4E614E  # for a NaN (Python hashes a NaN by its address)
+
+
+def _stable(v):
+    """`value` for digest64: its texts CRC-32s, None and NaN constants, lists tuples."""
+    t = type(v)
+    if t is int or t is float or t is bool:
+        return v if v == v else _NAN_DIGEST
+    if t is str:
+        return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+    if v is None:
+        return _NONE_DIGEST
+    if t is tuple or t is list:
+        return tuple([_stable(x) for x in v])
+    if isinstance(v, (int, float)):  # subclasses: an IntEnum, a numpy number
+        return v if v == v else _NAN_DIGEST
+    if isinstance(v, str):
+        return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+    if isinstance(v, (tuple, list)):
+        return tuple([_stable(x) for x in v])
+    return zlib.crc32(repr(canon(v)).encode("utf-8", "surrogatepass"))
+
+
 class StoredImports:
     """The records of a results folder that came from `toolkit import` (the index's `imported` rows),
     asked by digest while an import reads its files (import_repeats.StoredRows): the index is brought
     in line with the JSONL once, then each batch of rows is one query, so memory holds a batch, not
-    the folder, and the time per row does not grow with the folder. `any` / `untimed`: how many such
-    records / md-table rows it holds. Use as a context manager (the index connection is closed after).
+    the folder, and the time per row does not grow with the folder. `any`, `timed`, `untimed`: whether
+    it holds such records, such records but md-table rows, md-table rows. Use as a context manager (the
+    index connection is closed after).
     StaleIndex (exit 8) when a record loaded by offset was rewritten meanwhile."""
 
     def __init__(self, store: ResultStore) -> None:
@@ -260,7 +403,8 @@ class StoredImports:
         self.idx = _opened(store, files)
         try:
             self.idx._order(files)
-            self.any, self.untimed = self.idx.imported_counts()
+            self.timed, self.untimed = self.idx.imported_kinds()
+            self.any = self.timed or self.untimed
         except BaseException:
             self.idx.close()
             raise
@@ -281,7 +425,7 @@ class StoredImports:
     def shown(self, bases: Sequence[int], *, untimed: bool) -> list[BenchRecord]:
         """The stored records (loaded by offset, in store order) whose shown digest is one of `bases`:
         md-table rows (`untimed`) or the others."""
-        if not bases or not (self.untimed if untimed else self.any - self.untimed):
+        if not bases or not (self.untimed if untimed else self.timed):
             return []
         return load(self.idx.heads(self.idx.imported(bases, shown=True, untimed=untimed)))
 

@@ -31,8 +31,10 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 5  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
-# 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum)
+INDEX_SCHEMA = 6  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+# 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
+# 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
+# recs_facet (compare's sides found without reading every row)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -56,7 +58,9 @@ CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT N
 CREATE TABLE imported (file INTEGER NOT NULL, line INTEGER NOT NULL, meas INTEGER NOT NULL,
                        shown INTEGER NOT NULL, untimed INTEGER NOT NULL, PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE INDEX imported_meas ON imported (meas);
-CREATE INDEX imported_shown ON imported (shown, untimed);
+CREATE INDEX imported_shown ON imported (untimed, shown);
+CREATE INDEX recs_run ON recs (run, status);
+CREATE INDEX recs_facet ON recs (facet, status);
 """
 
 
@@ -199,18 +203,10 @@ def key_hash(key: identity.TestKey) -> bytes:
     return hashlib.blake2b(repr(canon(parts)).encode(), digest_size=16).digest()
 
 
-def digest64(value) -> int:
-    """A signed 64-bit blake2b digest of `value`'s canonical repr (canon): equal values (by ==) give
-    equal digests in every process, unlike Python's hash() of a str (salted per process), so the
-    index can keep it."""
-    return int.from_bytes(
-        hashlib.blake2b(repr(canon(value)).encode(), digest_size=8).digest(), "big", signed=True
-    )
-
-
 # The modules whose code computes the `imported` digests (toolkit.results.import_read.stored_digests):
 # a change in any of them rebuilds the index, as one in records.py or identity.py does.
 _DIGEST_MODULES = (
+    "toolkit.results.index",  # digest64
     "toolkit.results.import_read",
     "toolkit.runtimes.llama_bench.readers",
     "toolkit.runtimes.llama_bench.output",
@@ -232,7 +228,7 @@ def _code_fingerprint() -> str:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None  # modules of this package
         h.update(Path(spec.origin).read_bytes())
-    h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]}".encode())
+    h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]} {tuple(sys.hash_info)}".encode())
     return h.hexdigest()
 
 
@@ -509,18 +505,18 @@ class ResultIndex:
         where, args = ["1"], []
         if ok_only:
             where.append("r.status = 'ok'")
-        for col, table, vals in (
-            ("image_name", "facets", images),
-            ("run_id", "runs", runs),
-            ("digest", "facets", digests),
-        ):
+        if runs is not None:
+            vals = list(runs)
+            where.append(f"r.run IN (SELECT id FROM runs WHERE run_id IN ({','.join('?' * len(vals))}))")
+            args += vals
+        facet = []  # one subquery for both (an image name and its digest: the rows of that digest only)
+        for col, vals in (("image_name", images), ("digest", digests)):
             if vals is not None:
                 vals = list(vals)
-                where.append(
-                    f"r.{'facet' if table == 'facets' else 'run'} IN "
-                    f"(SELECT id FROM {table} WHERE {col} IN ({','.join('?' * len(vals))}))"
-                )
+                facet.append(f"{col} IN ({','.join('?' * len(vals))})")
                 args += vals
+        if facet:
+            where.append(f"r.facet IN (SELECT id FROM facets WHERE {' AND '.join(facet)})")
         if match is not None:
             refs = [str(m) for m in match]
             digests_of = [
@@ -561,14 +557,27 @@ class ResultIndex:
 
     def heads(self, rows: Sequence[tuple]) -> list[Head]:
         """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved)."""
-        run_ids = dict(self.conn.execute("SELECT id, run_id FROM runs"))
-        facets = {
-            r[0]: r[1:]
-            for r in self.conn.execute(
-                "SELECT id, image_name, digest, model_name, model_size, gpu_info FROM facets"
-            )
-        }
+        run_ids = self._named("runs", "run_id", {r[R_RUN] for r in rows})
+        facets = self._named(
+            "facets", "image_name, digest, model_name, model_size, gpu_info", {r[R_FACET] for r in rows}
+        )
         return [Head(r, self.paths[r[R_FILE]], run_ids[r[R_RUN]], facets[r[R_FACET]]) for r in rows]
+
+    def _named(self, table: str, cols: str, ids: set[int]) -> dict[int, Any]:
+        """{id: its `cols` (one: the value, several: a tuple)} of `table` for `ids`: those rows only when
+        they are few (the runs table grows with the history), else the whole table."""
+        one = "," not in cols
+        if len(ids) > 4 * _IN_MAX:
+            got = self.conn.execute(f"SELECT id, {cols} FROM {table}").fetchall()
+        else:
+            part = sorted(ids)
+            got = []
+            for lo in range(0, len(part), _IN_MAX):
+                chunk = part[lo : lo + _IN_MAX]
+                got += self.conn.execute(
+                    f"SELECT id, {cols} FROM {table} WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+        return {r[0]: r[1] if one else r[1:] for r in got}
 
     def choose(
         self,
@@ -692,11 +701,15 @@ class ResultIndex:
         ).fetchall()
         return {(f, n): before for f, n, before in rows}
 
-    def imported_counts(self) -> tuple[int, int]:
-        """(records, md-table records) the index lists that came from an import (`imported` rows),
-        over every file indexed."""
-        n, untimed = self.conn.execute("SELECT COUNT(*), TOTAL(untimed) FROM imported").fetchone()
-        return n, int(untimed)
+    def imported_kinds(self) -> tuple[bool, bool]:
+        """Whether the index lists records that came from an import (`imported` rows), over every file
+        indexed: (any but md-table rows, any md-table row). Two index lookups, not a count."""
+
+        def has(untimed: int) -> bool:
+            q = "SELECT EXISTS (SELECT 1 FROM imported WHERE untimed = ?)"
+            return bool(self.conn.execute(q, (untimed,)).fetchone()[0])
+
+        return has(0), has(1)
 
     def imported(self, digests: Sequence[int], *, shown: bool, untimed: bool | None = None) -> list[tuple]:
         """Index rows (R_* fields, then pos) of the imported records of the files of the last query

@@ -135,7 +135,7 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
     FIFO there would block the read forever) counts as empty. One entry per (kind, file): a new state
     of a file replaces its older ones."""
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
-    raw = guard.read_regular_file(cache_file)  # a FIFO there must not block
+    raw = jsonsafe.read_regular_file(cache_file)  # a FIFO there must not block
     try:
         cache: Any = jsonsafe.parse(raw) if raw is not None else {}
     except jsonsafe.JsonProblem:  # not UTF-8, not JSON, nested too deep, a 5000-digit number
@@ -377,15 +377,6 @@ def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
     except ValueError as err:
         where = "--memory" if opts.memory else f"{lm.path}: bench.memory"
         raise BadInput(f"{where}: {err}") from None
-
-
-def file_identity(path: Path) -> tuple[int, ...]:
-    """(device, inode, size, mtime, ctime) of a file: any write or replace changes it (ctime cannot be set back)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return ()
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass

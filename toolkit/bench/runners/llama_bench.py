@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import shlex
 import time
 from pathlib import Path
@@ -33,7 +32,6 @@ from toolkit.bench.runners.base import (
     check_sha,
     container_spec,
     effective_environment,
-    file_identity,
     image_ref,
     memory_limit,
     model_file_here,
@@ -42,7 +40,7 @@ from toolkit.bench.runners.base import (
     run_observer,
     stale_marks,
 )
-from toolkit.core import backends, signals
+from toolkit.core import signals
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
@@ -78,14 +76,8 @@ class LlamaBenchRunner:
             steps.append(
                 Step("GPU-path probe", ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx))))
             )
-        for env in ctx.lm.m.bench.env_combinations():
-            rs = _run_spec(ctx, ctx.lm.m.bench, path, env, memory_limit(ctx.lm, ctx.opts))
-            where = f", env {_env_label(env)}" if env else ""
-            steps += [
-                Step(f"llama-bench, run {i + 1} of {ctx.lm.m.bench.runs}{where}", ctx.engine.run_command(rs))
-                for i in range(ctx.lm.m.bench.runs)
-            ]
-        return steps + _depth_steps(ctx, path)
+        steps += _steps(ctx, path, [(env, ctx.lm.m.bench) for env in ctx.lm.m.bench.env_combinations()])
+        return steps + _steps(ctx, path, _depth().depth_plan(ctx, resume=False).processes, depth=True)
 
     def cases(self, ctx: RunContext) -> list[Case]:
         """The crossed cases of `bench:` (times the `env` combinations), then the depth sweep's
@@ -107,8 +99,8 @@ class LlamaBenchRunner:
         return _depth().depth_plan(ctx, resume=False).notes
 
     def estimate(self, ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
-        """measured_seconds: from the tok/s of the newest ok record of each case on this host."""
-        return measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, ctx.lm.m.bench, cases)
+        """measured_seconds plus the untimed depth fill and restores (llama_depth.estimate)."""
+        return _depth().estimate(ctx, cases)
 
     def settings_from_records(self, records: list[BenchRecord], base: dict[str, Any]) -> None:
         """None: llama-bench has no block of its own (its `bench:` axes come with the run)."""
@@ -167,19 +159,18 @@ def _processes(
     return out
 
 
-def _depth_steps(ctx: RunContext, path: Path) -> list[Step]:
-    """The depth sweep's commands (llama_depth.depth_plan, resume off: a plan shows the whole run)."""
+def _steps(ctx: RunContext, path: Path, processes: list, depth: bool = False) -> list[Step]:
+    """The commands of `processes` ((env combination, axes) each; the depth sweep's with `depth`,
+    llama_depth.depth_plan, resume off: a plan shows the whole run), bench.runs of each."""
     runs, steps = ctx.lm.m.bench.runs, []
-    for env, axes in _depth().depth_plan(ctx, resume=False).processes:
+    for env, axes in processes:
         rs = _run_spec(ctx, axes, path, env, memory_limit(ctx.lm, ctx.opts))
+        what = (
+            f"llama-bench depth sweep (depths {','.join(map(str, axes.n_depth))})" if depth else "llama-bench"
+        )
         where = f", env {_env_label(env)}" if env else ""
-        depths = ",".join(map(str, axes.n_depth))
         steps += [
-            Step(
-                f"llama-bench depth sweep (depths {depths}), run {i + 1} of {runs}{where}",
-                ctx.engine.run_command(rs),
-            )
-            for i in range(runs)
+            Step(f"{what}, run {i + 1} of {runs}{where}", ctx.engine.run_command(rs)) for i in range(runs)
         ]
     return steps
 
@@ -225,41 +216,24 @@ def _shader_volume(ctx: RunContext) -> str | None:
     return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
-def preflight_devices(ctx: RunContext, shader_volume: str | None) -> tuple[str | None, dict[str, Any]]:
+def preflight_devices(
+    ctx: RunContext, shader_volume: str | None
+) -> tuple[str | None, dict[str, Any], list[str]]:
     """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
-    host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every record).
-
-    At llama.cpp 0c1e57098 the flag exists (tools/llama-bench/llama-bench.cpp: `--list-devices` calls
-    common_print_available_devices() and exits 0) and prints `Available devices:` then one
-    `  <Backend><N>: <description> (<total> MiB, <free> MiB free)` line per device (or `  (none)`) on
-    stdout; ggml's own device lines go to stderr (ggml-vulkan.cpp ggml_vk_print_gpu_info: `ggml_vulkan: N =
-    <name> (<driver>) | ... | matrix cores: <KHR_coopmat|NV_coopmat2|none>`; ggml-cuda.cu for ROCm:
-    `  Device N: <name>, <gfx arch> ...`). Facts: the command, the exit code, the listed devices, ggml's
-    device lines, and for Vulkan the matrix-core mode of device 0 (`none` = scalar matmul shaders)."""
-    spec, opts = ctx.spec, ctx.opts
+    host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every
+    record, the flags it sets on every record): what it printed read by llamabench.probe_facts,
+    probe_problem and probe_flags; the facts hold its command too."""
+    spec = ctx.spec
     if spec.backend == "cpu":
-        return None, {}
+        return None, {}, []
     rs = _probe_spec(ctx, shader_volume)
     out = ctx.engine.run_container(rs, timeout=300)
-    facts = probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
+    facts = llamabench.probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
     facts["command"] = ctx.engine.run_command(rs)
-    text = out.stdout + "\n" + out.stderr
-    prefix = backends.llama_name(spec.backend) or spec.backend
-    listed = facts["devices"]
-    if not listed:
-        return (
-            f"GPU-path probe: `llama-bench --list-devices` in the image shows no {prefix} device "
-            f"(output: {text.strip()[-200:]!r})",
-            facts,
-        )
-    software = [ln for ln in listed if backends.is_software_device(ln)]
-    if software and len(software) == len(listed) and not opts.allow_software_gpu:
-        return (
-            f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
-            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately",
-            facts,
-        )
-    return None, facts
+    why = llamabench.probe_problem(
+        spec.backend, facts, out.stdout + "\n" + out.stderr, allow_software_gpu=ctx.opts.allow_software_gpu
+    )
+    return why, facts, llamabench.probe_flags(spec.backend, facts, ctx.profile.gpu_details)
 
 
 def _probe_spec(ctx: RunContext, shader_volume: str | None):
@@ -277,48 +251,11 @@ def _probe_spec(ctx: RunContext, shader_volume: str | None):
     return rs
 
 
-def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None = None) -> dict[str, Any]:
-    """What `llama-bench --list-devices` said (see preflight_devices): the devices of `backend` listed on
-    stdout, ggml's device lines from stderr, Vulkan's matrix-core mode of device 0."""
-    prefix = backends.llama_name(backend) or backend
-    listed = [
-        ln.strip()
-        for ln in (stdout + "\n" + stderr).splitlines()
-        if ln.strip().startswith(prefix) and ":" in ln and not ln.strip().startswith("ggml_")
-    ]
-    ggml = [
-        ln.strip() for ln in stderr.splitlines() if re.match(r"\s*(ggml_vulkan: \d+ = |Device \d+: )", ln)
-    ]
-    facts: dict[str, Any] = {"exit_code": exit_code, "devices": listed, "ggml_devices": ggml}
-    if backend == "vulkan":
-        m = next(
-            (re.search(r"\| matrix cores: (\w+)", ln) for ln in ggml if ln.startswith("ggml_vulkan: 0 = ")),
-            None,
-        )
-        facts["matrix_cores"] = m.group(1) if m else None
-    return facts
-
-
-def probe_flags(backend: str, facts: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:
-    """Flags the GPU-path probe sets on every record of the run: `no-matrix-cores` for a Vulkan run on an
-    RDNA4 GPU (gfx12xx: a passed card's KFD arch, or RADV's `GFX12xx` in ggml's device-0 line) whose
-    ggml chose no matrix cores (`matrix cores: none`: scalar matmul shaders, far below what the card's
-    WMMA does; Mesa < 25.1 or GGML_VK_DISABLE_COOPMAT=1). [] otherwise."""
-    if backend != "vulkan" or facts.get("matrix_cores") != "none":
-        return []
-    dev0 = next((ln for ln in facts.get("ggml_devices") or [] if ln.startswith("ggml_vulkan: 0 = ")), "")
-    rdna4 = bool(re.search(r"\bGFX12\d\d\b", dev0, re.I)) or any(
-        str(g.get("gfx_target") or "").startswith("gfx12") for g in gpus
-    )
-    return ["no-matrix-cores"] if rdna4 else []
-
-
-def _resumed(ctx: RunContext, path: Path, env: dict[str, str | None] | None) -> Outcome | None:
+def _resumed(ctx: RunContext, sha: str, env: dict[str, str | None] | None) -> Outcome | None:
     """With opts.resume: the outcome of measuring only the cases not yet measured on this digest +
-    model (one bench_one per cross product they form), or of nothing when none is missing; None when
-    every case is missing (the whole matrix runs as usual)."""
+    model sha256 `sha` (one bench_one per cross product they form), or of nothing when none is
+    missing; None when every case is missing (the whole matrix runs as usual)."""
     lm, spec, model = ctx.lm, ctx.spec, ctx.model
-    sha = check_sha(lm, model, path)
     todo = missing_cases(ctx.store, ctx.build.digest, sha, lm.m.bench, env)
     n_all = len(lm.m.bench.cases())
     if not todo:
@@ -380,18 +317,15 @@ class RowSink:
         self.streamed.append(raw)
         self.measured += _row_seconds(raw, self.repetitions)
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
-        bad = llamabench.check_row(raw)  # the validity pass every import goes through, too
-        void = (
-            f"row is not a measurement: {bad}"
-            if bad
-            else _void_reason(self.spec.backend, self.allow_software_gpu, raw, "\n".join(self.printed))
+        # the validity pass every import goes through too, a CPU fallback, a software device
+        norm, void = llamabench.judge_row(
+            raw, self.spec.backend, allow_software_gpu=self.allow_software_gpu, log="\n".join(self.printed)
         )
         if file_identity(Path(self.model.path)) != self.hashed:
             void = (
                 f"model file {self.model.path} changed during the run: its sha256 "
                 f"{self.model.sha256[:12]} no longer describes what was measured"
             )
-        norm = llamabench.normalize(raw)
         seen = self.observer.test(raw)
         flags = merge_flags(self.base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
         try:
@@ -463,30 +397,36 @@ def _process_error(
 
 
 def _base_fields(
-    ctx: RunContext, axes: BenchAxes, rs: Any, model_ref: ModelRef, memory: int | None, env, probe, log_path
+    ctx: RunContext, axes: BenchAxes, rs: Any, path: Path, sha: str, memory: int | None, env, probe, log_path
 ) -> dict[str, Any]:
-    """The record fields every row of one llama-bench process shares."""
-    opts, engine, build, spec = ctx.opts, ctx.engine, ctx.build, ctx.spec
+    """The record fields every row of one llama-bench process shares (`model`: model file `path` with
+    its sha256, a shape twin, toolkit fetch-model --twin, saying so: kind synthetic-twin + twin_of;
+    `probe`: preflight_devices' facts and flags)."""
+    opts, engine, build, (facts, flags) = ctx.opts, ctx.engine, ctx.build, probe
+    extras = twin.model_extras(path, sha)
+    model = ModelRef(
+        name=ctx.model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size, **extras
+    )
     base = dict(
         run_id=opts.run_id,
         runner="llama-bench",
         method="llama-bench",
-        image=image_ref(build, spec),
-        model=model_ref,
+        image=image_ref(build, ctx.spec),
+        model=model,
         command=engine.run_command(rs),
         host=ctx.host,
         log_file=str(log_path),
         limits={"memory_bytes": memory},
         **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
         env=dict(env or {}),
-        **({"gpu_probe": probe} if probe else {}),
+        **({"gpu_probe": facts} if facts else {}),
         environment=effective_environment(engine, build.digest, rs.environment),
         **({"process_run": opts.process_run} if opts.process_run else {}),
         **opts.record_extra,
         **stale_marks(build),
     )
-    if no_mc := probe_flags(spec.backend, probe, ctx.profile.gpu_details):  # stored, like stale-build
-        base["flags"] = merge_flags(base.get("flags"), no_mc)
+    if flags:  # no-matrix-cores: stored, like stale-build
+        base["flags"] = merge_flags(base.get("flags"), flags)
     return base
 
 
@@ -495,72 +435,88 @@ def bench_one(
 ) -> Outcome:
     """One llama-bench process for (image, model) over `axes` (default: the matrix's), its own log
     logs/<run_id>-<model><log_suffix>.log and container toolkit-<run_id>-<image>-<model><log_suffix>;
-    appends records; returns the summary line. With opts.resume and no `axes` only the cases not yet measured on this digest + model run (`missing_cases`), as one
-    llama-bench process per cross product they form."""
-    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
-    events, engine = ctx.events, ctx.engine
+    appends records; returns the summary line. With opts.resume and no `axes` only the cases not yet
+    measured on this digest + model run (`missing_cases`), one process per cross product they form."""
+    process = _prepare(ctx, axes, env, log_suffix)
+    return process if isinstance(process, Outcome) else _measure(process)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Process:
+    """One llama-bench process as `_prepare` resolved it: its container, where its output goes (`sink`),
+    its log file, the cases it measures, its timeout (s) and memory limit (bytes), the engine."""
+
+    rs: Any
+    sink: RowSink
+    log_path: Path
+    n_cases: int
+    timeout: float
+    memory: int | None
+    engine: Any
+
+
+def _prepare(
+    ctx: RunContext, axes: BenchAxes | None, env: dict[str, str | None] | None, log_suffix: str
+) -> _Process | Outcome:
+    """bench_one's process resolved from `ctx` once, or the outcome that ends it first: the model absent,
+    a dry run, a resumed matrix (`_resumed`), a GPU path the probe finds unusable. Raises BadInput
+    for a memory size it cannot read or a model file off its sha256 pin."""
+    lm, spec, model, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return Outcome(spec.name, model.name, "skipped", reason)
-    if axes is None and opts.resume and not opts.dry_run:
-        resumed = _resumed(ctx, path, env)
-        if resumed is not None:
-            return resumed
-    axes = axes or lm.m.bench
-    shader_volume = _shader_volume(ctx)
     memory = memory_limit(lm, opts)
+    sha = "" if opts.dry_run else check_sha(lm, model, path)  # a dry run reads no model file
+    hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
+    resume = axes is None and opts.resume and not opts.dry_run
+    axes = axes or lm.m.bench
     rs = _run_spec(ctx, axes, path, env, memory, log_suffix)
     if opts.dry_run:
-        return Outcome(spec.name, model.name, "dry-run", command=engine.run_command(rs))
-    sha = check_sha(lm, model, path)
-    hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
-    n_cases = len(axes.cases())
-    cold = _shader_cache_cold(ctx, shader_volume)
-    pre, probe = preflight_devices(ctx, shader_volume)
+        return Outcome(spec.name, model.name, "dry-run", command=ctx.engine.run_command(rs))
+    if resume and (resumed := _resumed(ctx, sha, env)) is not None:
+        return resumed
+    volume = _shader_volume(ctx)
+    cold = _shader_cache_cold(ctx, volume)
+    pre, facts, flags = preflight_devices(ctx, volume)
     if pre:
         status = "failed" if opts.strict or spec.backend != "cpu" else "skipped"
         return Outcome(spec.name, model.name, status, pre)
-    events("start", image=spec.name, model=model.name, total=n_cases)
-    saver = opts.saver or guard.Saver(store)
-    log_path = store.digest_dir(build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
-    ref = _model_ref(model, path, sha)
-    base = _base_fields(ctx, axes, rs, ref, memory, env, probe, log_path)
+    log_path = ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
+    base = _base_fields(ctx, axes, rs, path, sha, memory, env, (facts, flags), log_path)
     observer = run_observer(ctx)
+    saver = opts.saver or guard.Saver(ctx.store)
+    ref, timeout = base["model"], opts.timeout_s or axes.timeout_s
     sink = RowSink(
-        spec, ref, opts.allow_software_gpu, axes.repetitions, hashed, base, saver, observer, events, cold
+        spec, ref, opts.allow_software_gpu, axes.repetitions, hashed, base, saver, observer, ctx.events, cold
     )
-    timeout = opts.timeout_s or axes.timeout_s
-    out, stop, facts = _run_observed(ctx, rs, sink, observer, timeout)
+    return _Process(rs, sink, log_path, len(axes.cases()), timeout, memory, ctx.engine)
+
+
+def _measure(p: _Process) -> Outcome:
+    """Run process `p`, each row saved as it is printed (RowSink), then its log, and one failed row when
+    the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), the kernel log showed a GPU
+    fault (its numbers are not trusted) or rows are missing. Ctrl-C or the engine's loss is raised again."""
+    sink: RowSink = p.sink
+    saver: guard.Saver = sink.saver
+    image, model = sink.spec.name, sink.model.name
+    sink.events("start", image=image, model=model, total=p.n_cases)
+    out, stop, facts = _run_observed(p)
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
-        log_problem = saver.write_text(log_path, _log_text(engine.run_command(rs), out))
+        log_problem = saver.write_file(p.log_path, _log_text(p.engine.run_command(p.rs), out))
         n_rows, timing = sink.finish(out.stdout, out.seconds)
-        # the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), else a GPU fault in the
-        # kernel log during the run: its numbers are not trusted; else rows are missing
         error = (
-            _process_error(out, stop, timeout, memory, engine)
+            _process_error(out, stop, p.timeout, p.memory, p.engine)
             or kernel_fault(facts)
-            or _missing_rows(n_rows, n_cases)
+            or _missing_rows(n_rows, p.n_cases)
         )
         if error:
-            fault = _fault_record(base, timing, error, n_rows, n_cases, log_problem)
+            fault = _fault_record(sink.base, timing, error, n_rows, p.n_cases, log_problem)
             saver.save(fault, reraise=stop is None)
     if stop is not None:
         raise stop
-    events("done", image=spec.name, model=model.name, total=n_cases)
+    sink.events("done", image=image, model=model, total=p.n_cases)
     reason = error or (sink.voids[0] if sink.voids else "")
-    return Outcome(spec.name, model.name, "failed" if reason else "ok", reason, n_rows, rs.command, timing)
-
-
-def _model_ref(model: ModelSpec, path: Path, sha: str) -> ModelRef:
-    """The model as its records name it; a shape twin (toolkit fetch-model --twin) says so in every
-    record: kind synthetic-twin + twin_of."""
-    return ModelRef(
-        name=model.name,
-        path=str(path),
-        sha256=sha,
-        size_bytes=path.stat().st_size,
-        **twin.model_extras(path, sha),
-    )
+    return Outcome(image, model, "failed" if reason else "ok", reason, n_rows, p.rs.command, timing)
 
 
 def _shader_cache_cold(ctx: RunContext, shader_volume: str | None) -> bool | None:
@@ -576,20 +532,20 @@ def _shader_cache_cold(ctx: RunContext, shader_volume: str | None) -> bool | Non
     return cold
 
 
-def _run_observed(
-    ctx: RunContext, rs: Any, sink: RowSink, observer: Any, timeout: float
-) -> tuple[Any, BaseException | None, dict[str, Any]]:
-    """Run the llama-bench container under `observer`, its lines to `sink`: (the container's outcome,
+def _run_observed(p: _Process) -> tuple[Any, BaseException | None, dict[str, Any]]:
+    """Run `p`'s container under its sink's observer, its lines to the sink: (the container's outcome,
     the Ctrl-C / SIGTERM or engine loss that stopped it, else None, the observer's facts)."""
+    sink, observer, engine = p.sink, p.sink.observer, p.engine
     stop: BaseException | None = None  # Ctrl-C / SIGTERM, or the engine gone: save, then stop the run
     observer.start()
     for note in observer.notes:  # up front: a GPU not at stock power or in use before the run
-        ctx.events("note", text=f"{ctx.spec.name}: warning: {note}; its records are flagged power-not-stock")
+        sink.events(
+            "note", text=f"{sink.spec.name}: warning: {note}; its records are flagged power-not-stock"
+        )
     started = {"on_start": observer.own_pid} if observer.enabled else {}
-    engine = ctx.engine
     try:
         out = engine.run_container(
-            rs, timeout=timeout, on_stderr=sink.stderr, on_stdout=sink.stdout, **started
+            p.rs, timeout=p.timeout, on_stderr=sink.stderr, on_stdout=sink.stdout, **started
         )
     except (engine.Interrupted, engine.EngineLost) as err:
         stop, out = err, err.outcome
@@ -640,20 +596,13 @@ def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
     return sum(raw.get("samples_ns") or []) / 1e9 or (raw.get("avg_ns", 0) * repetitions / 1e9)
 
 
-def _void_reason(backend: str, allow_software_gpu: bool, raw: dict[str, Any], printed: str) -> str | None:
-    """Why a row is not what was asked for (a CPU fallback, a software Vulkan device not opted into),
-    judged on the row and on everything the container printed before it (devices are set up before
-    the first test). None: the row is a result."""
-    fallback = llamabench.cpu_fallback_reason(printed, backend, [raw])
-    if fallback:
-        return f"CPU fallback: {fallback}"
-    if (
-        not allow_software_gpu
-        and backend != "cpu"
-        and backends.is_software_device(str(raw.get("gpu_info", "")))
-    ):
-        return f"ran on a software device ({raw.get('gpu_info')}) without --allow-software-gpu"
-    return None
+def file_identity(path: Path) -> tuple[int, ...]:
+    """(device, inode, size, mtime, ctime) of a file: any write or replace changes it (ctime cannot be set back)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _tail(text: str, n: int = 3) -> str:

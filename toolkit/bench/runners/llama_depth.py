@@ -15,16 +15,33 @@ one test in one run would make the later supersede the earlier in every table. W
 already measured on this digest + model are left out too. What remains runs as one llama-bench process
 per set of tests (one, unless a depth lost only some of its tests to the main sweep), `bench.runs`
 times like the main sweep.
+
+What it costs (`estimate`, the plan line): besides the timed repetitions, a test at n_depth > 0 makes
+llama-bench do untimed work - it prefills n_depth tokens before the first repetition (once per run of
+tests at the same depth and settings: the next one restores that state) and restores the cached state
+before each later repetition (llama-bench.cpp's `cstate` at 0c1e57098). Both are counted from this
+host's records: the fill at the prefill rates measured along the depth curve (`fill_seconds`), the
+restores as the test window's time beyond its timed samples (the record's telemetry).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.bench.runners.base import Case, RunContext, check_sha, memory_limit, model_file_here
-from toolkit.bench.runners.llama_bench import _case_key, missing_cases, resume_axes
+from toolkit.bench.runners.llama_bench import (
+    _case_key,
+    _record_case_key,
+    measured_seconds,
+    missing_cases,
+    resume_axes,
+)
 from toolkit.host import info as hostinfo
+from toolkit.results import identity
+from toolkit.results import index as resultindex
+from toolkit.results.records import BenchRecord
 from toolkit.spec.matrix import BenchAxes, depth_axes, fit_depths, gguf_kv_shape
 
 SWEEP = "depth"
@@ -141,3 +158,116 @@ def capacity(ctx: RunContext) -> tuple[int | None, str]:
         return hostinfo.memory_bytes() or None, "host memory (shared by the iGPU)"
     vram = sum(int(g.get("vram_bytes") or 0) for g in gpus)
     return vram or None, "GPU memory" if len(gpus) < 2 else f"memory of {len(gpus)} GPUs"
+
+
+_TEST_FIELDS = ("n_prompt", "n_gen", "n_depth")
+
+
+def estimate(ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
+    """(cases known, seconds) `cases` of ctx's pair take to measure, for the plan line: measured_seconds
+    (each known case's timed repetitions, from the tok/s of its newest ok record on this host) plus
+    the untimed depth work of the known cases at n_depth > 0 (untimed_depth_seconds)."""
+    bench = ctx.lm.m.bench
+    known, seconds = measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, bench, cases)
+    if not known or not any(c.get("n_depth") for c in cases):
+        return known, seconds
+    return known, seconds + untimed_depth_seconds(ctx, cases)
+
+
+def untimed_depth_seconds(ctx: RunContext, cases: list[Case]) -> float:
+    """Seconds llama-bench spends on `cases` at n_depth > 0 outside their timed repetitions, from the
+    newest ok llama-bench record of each case of ctx's image name and model on this host (as
+    measured_seconds; a case never measured adds nothing):
+    - the depth fill, once per run of consecutive cases (in `cases`' order, the order llama-bench runs
+      them) at the same depth and settings: fill_seconds over the prefill curve of those settings
+      (the pp records' tok/s by depth, of the prompt length measured at the most depths);
+    - the restores: the record's test window (telemetry duration_s, from its first timed repetition)
+      beyond its timed samples (raw samples_ns), scaled from its repetitions to bench.repetitions.
+    A fill with no pp rate of its settings measured is not counted."""
+    bench = ctx.lm.m.bench
+    newest = _newest_records(ctx)
+    curves: dict[tuple, dict[int, dict[int, float]]] = {}  # settings -> n_prompt -> depth -> tok/s
+    for r in newest.values():
+        if r.n_prompt > 0 and r.n_gen == 0 and r.avg_ts:
+            by_prompt = curves.setdefault(_settings(_record_case_key(r, bench)), {})
+            by_prompt.setdefault(r.n_prompt, {})[r.n_depth] = r.avg_ts
+    total, previous, pending = 0.0, None, False
+    for c in cases:
+        key = _case_key(c, bench.threads)
+        depth, settings = int(c.get("n_depth") or 0), _settings(key)
+        if (settings, depth) != previous:
+            previous, pending = (settings, depth), depth > 0
+        rec = newest.get(key)
+        if not depth or rec is None:
+            continue
+        if pending:
+            total, pending = total + fill_seconds(depth, _prefill_curve(curves.get(settings, {}))), False
+        total += restore_seconds(rec, bench.repetitions)
+    return total
+
+
+def _prefill_curve(by_prompt: dict[int, dict[int, float]]) -> dict[int, float]:
+    """The prefill curve (depth -> tok/s) of the prompt length measured at the most depths (the depth
+    sweep's own, ties: the longest), from `by_prompt` (n_prompt -> depth -> tok/s); {} when empty."""
+    if not by_prompt:
+        return {}
+    return by_prompt[max(by_prompt, key=lambda p: (len(by_prompt[p]), p))]
+
+
+def _settings(key: tuple) -> tuple:
+    """A case key (_case_key) without its test and depth: the settings the depth fill runs with."""
+    return tuple(kv for kv in key if kv[0] not in _TEST_FIELDS)
+
+
+def _newest_records(ctx: RunContext) -> dict[tuple, BenchRecord]:
+    """Case key -> the newest ok llama-bench record of ctx's image name and model name measured on this
+    host (not a campaign host's, `host.key`), in the store's order. Asks the query index."""
+    bench = ctx.lm.m.bench
+    seen: dict[tuple, tuple[tuple[int, int], BenchRecord]] = {}
+    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True)):
+        if r.method != "llama-bench" or r.model.name != ctx.model.name or (r.host or {}).get("key"):
+            continue
+        key, order = _record_case_key(r, bench), identity.write_order(r, pos)
+        if key not in seen or order >= seen[key][0]:
+            seen[key] = (order, r)
+    return {k: r for k, (_, r) in seen.items()}
+
+
+def fill_seconds(depth: int, rates: dict[int, float]) -> float:
+    """Seconds to prefill `depth` tokens into an empty KV cache at `rates` (depth in tokens -> prefill
+    tok/s measured there): the integral of 1/rate from 0 to `depth`, 1/rate linear between measured
+    depths and flat beyond the outermost. 0.0 without a usable rate."""
+    pts = sorted((d, 1.0 / ts) for d, ts in rates.items() if ts > 0 and math.isfinite(ts))
+    if not pts or depth <= 0:
+        return 0.0
+
+    def inverse(x: float) -> float:  # seconds per token at depth x
+        if x <= pts[0][0]:
+            return pts[0][1]
+        for (d0, v0), (d1, v1) in zip(pts, pts[1:], strict=False):
+            if x <= d1:
+                return v0 + (v1 - v0) * (x - d0) / (d1 - d0)
+        return pts[-1][1]
+
+    xs = sorted({0, depth, *(d for d, _ in pts if 0 < d < depth)})
+    return sum((b - a) * (inverse(a) + inverse(b)) / 2 for a, b in zip(xs, xs[1:], strict=False))
+
+
+def restore_seconds(r: BenchRecord, repetitions: int) -> float:
+    """Seconds of untimed work inside record `r`'s test window (its telemetry duration_s, from the
+    first timed repetition to the row: llama-bench's state restores before repetitions 2..R) beyond
+    its timed samples, for `repetitions` repetitions: x (repetitions - 1) / (R - 1). 0.0 where the
+    window or the samples are not recorded, or the window did not start at the test's first
+    repetition (`window_from` is not "progress")."""
+    tel = r.telemetry or {}
+    window, samples = tel.get("duration_s"), r.raw.get("samples_ns")
+    if tel.get("window_from") != "progress" or not isinstance(window, int | float):
+        return 0.0
+    if not isinstance(samples, list) or len(samples) < 2:
+        return 0.0
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in samples):
+        return 0.0
+    extra = float(window) - sum(samples) / 1e9
+    if not math.isfinite(extra) or extra <= 0:
+        return 0.0
+    return extra * (repetitions - 1) / (len(samples) - 1)

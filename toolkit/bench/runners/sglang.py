@@ -12,6 +12,10 @@ Axes (the same as llama-bench's, shared/reference/vllm-and-sglang.md):
 The chunked-prefill size is pinned to the micro-batch (`bench.n_ubatch`, one run per value) and
 recorded with attention backend, KV dtype and graphs on/off. Argument lists: toolkit.runtimes.sglang.args,
 checked against SGLang 0.5.15's own parsers in tests/test_sglang.py.
+
+No correctness canary (toolkit.bench.canary): SGLang runs on ROCm only here, so neither a canary's
+/generate request (input_ids, return_logprob, logprob_start_len 0) nor its answer could be run or
+captured; its records are never flagged `wrong-output` (docs/running.md, "Correctness canary").
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ measured latencies and is stored as timing.startup_s (the measured part as tests
 base.Runner); for serving it is the time to a healthy /health. The serving container has no network (`--network none`): the server listens on the
 container's own loopback and the client runs inside it with `docker exec`, so the client reads the
 tokenizer from the same /models mount, no host port is published and parallel runs never collide.
+
+Before the sweep, toolkit.bench.canary calls `run_canary`: the correctness canary in the sweep's own
+container setup (script and parser: toolkit/runtimes/vllm/canary.py; docs/running.md "Correctness canary").
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from toolkit.bench import canary
 from toolkit.bench.observe import RunObserver, kernel_fault, with_window
 from toolkit.bench.runners import platform_probe
 from toolkit.bench.runners.base import (
@@ -48,38 +52,30 @@ from toolkit.bench.runners.base import (
     stale_marks,
     tree_sha256,
 )
-from toolkit.core import backends, stats
+from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
+from toolkit.runtimes.llama_bench import perplexity as ppl_text  # the canary's text and window
 from toolkit.runtimes.vllm import args as va
+from toolkit.runtimes.vllm import canary as vc
 from toolkit.runtimes.vllm.output import (
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
-    Latency,
     attention_backend_name,
     decode_noise_error,
     parse_latency,
     parse_serve,
+    sample_sd,
+    samples_ts,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 HEALTH_POLL_S = 5.0
-
-
-# The client reads no network beyond the container's loopback; the model is a local directory.
-_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-
-
-_HEALTH = [
-    "python3",
-    "-c",
-    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{va.SERVE_PORT}/health', timeout=10)",
-]
 
 
 @dataclass
@@ -122,7 +118,7 @@ def _spec(ctx: _Ctx, command: list[str], name: str) -> RunSpec:
         ctx.build.digest,
         command,
         mounts=mounts,
-        environment=_ENV,
+        environment=va.CONTAINER_ENV,
         name=name[:120],
         labels={"org.toolkit.run-id": ctx.run_id},
         shm_size=None if p.ipc_mode == "host" else "4g",
@@ -172,7 +168,7 @@ def vllm_commands(
         serve_name = _name(ctx, "serve")
         run = engine.run_command(_spec(ctx, va.serve_args(ctx.model_dir, ctx.v), serve_name))
         cmds.append(run[:3] + ["-d"] + run[3:])
-        cmds.append(engine.exec_command(serve_name, _HEALTH))
+        cmds.append(engine.exec_command(serve_name, va.HEALTH_CHECK))
         cmds += [engine.exec_command(serve_name, _serve_cmd(ctx, lv)) for lv in levels]
     return cmds
 
@@ -195,43 +191,7 @@ def _serve_cmd(ctx: _Ctx, lv: va.ServeLevel) -> list[str]:
     )
 
 
-@dataclass
-class _LatencyResult:
-    run: va.LatencyRun
-    command: list[str]
-    log_file: str
-    wall_s: float
-    notes: dict[str, Any]
-    latency: Latency | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    def timing(self) -> dict[str, float]:
-        """Wall time of the container; tests_s = the timed iterations; start-up = the rest."""
-        lat = self.latency
-        measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
-        return {
-            "wall_s": round(self.wall_s, 3),
-            "tests_s": round(measured, 3),
-            "startup_s": round(max(self.wall_s - measured, 0.0), 3),
-        }
-
-
-def _outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
-    if out.timed_out:
-        return f"{what} timed out after {timeout:.0f} s"
-    if out.oom_killed:
-        return f"{what}: the container was killed for running out of memory"
-    if out.exit_code != 0:
-        return f"{what} exited {out.exit_code}: {_tail(out.stderr or out.stdout)}" + va.known_issue(
-            out.stdout + "\n" + out.stderr
-        )
-    return None
-
-
-def _tail(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
-    return " | ".join(lines[-n:])[:300]
+_outcome_error = va.outcome_error  # the name tests/test_gpu_probe.py calls
 
 
 def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: str = "") -> None:
@@ -241,7 +201,7 @@ def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: st
     path.write_text(body + extra)
 
 
-def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float) -> _LatencyResult:
+def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float) -> va.LatencyResult:
     rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
     command = ctx.engine.run_command(rs)
     out = ctx.engine.run_container(rs, timeout=timeout)
@@ -249,7 +209,9 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float
         ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
     )
     _write_log(log_path, command, out)
-    res = _LatencyResult(r, command, str(log_path), out.seconds, va.log_notes(out.stdout + "\n" + out.stderr))
+    res = va.LatencyResult(
+        r, command, str(log_path), out.seconds, va.log_notes(out.stdout + "\n" + out.stderr)
+    )
     what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
     data, missing = va.read_result(ctx.out_dir / r.filename)
     res.raw = data or {}
@@ -261,16 +223,8 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float
     return res
 
 
-def _samples(tokens: int, lats: list[float], minus: float = 0.0) -> list[float]:
-    return [round(tokens / (x - minus), 4) for x in lats if x - minus > 0]
-
-
-def _sd(xs: list[float]) -> float | None:
-    return round(stats.stdev(xs), 4) if len(xs) > 1 else None
-
-
 def _latency_records(
-    ctx: _Ctx, base: dict[str, Any], results: dict[va.LatencyRun, _LatencyResult]
+    ctx: _Ctx, base: dict[str, Any], results: dict[va.LatencyRun, va.LatencyResult]
 ) -> list[BenchRecord]:
     """A prefill record per pp L (its own latency run), then a decode record per tg N (its long run
     against the short reference run at the decode input length)."""
@@ -285,11 +239,11 @@ def _latency_records(
     return recs
 
 
-def _prefill_record(ctx: _Ctx, base: dict[str, Any], p: int, res: _LatencyResult) -> BenchRecord:
+def _prefill_record(ctx: _Ctx, base: dict[str, Any], p: int, res: va.LatencyResult) -> BenchRecord:
     """The record of pp `p`: tok/s = p / the run's average latency (a sample per timed iteration)."""
     lat = res.latency
     ok = res.error is None and lat is not None
-    samples = _samples(p, lat.latencies) if lat else []
+    samples = samples_ts(p, lat.latencies) if lat else []
     return BenchRecord(
         **base,
         test=f"pp{p}",
@@ -299,7 +253,7 @@ def _prefill_record(ctx: _Ctx, base: dict[str, Any], p: int, res: _LatencyResult
         status="ok" if ok else "failed",
         error=res.error,
         avg_ts=round(p / lat.avg, 4) if ok and lat else None,
-        stddev_ts=_sd(samples) if ok else None,
+        stddev_ts=sample_sd(samples) if ok else None,
         samples_ts=samples if ok else [],
         command=res.command,
         timing={**res.timing(), "cache_cold": float(ctx.cold)},
@@ -311,7 +265,7 @@ def _prefill_record(ctx: _Ctx, base: dict[str, Any], p: int, res: _LatencyResult
 
 
 def _decode_record(
-    ctx: _Ctx, base: dict[str, Any], d: int, n: int, long: _LatencyResult, short: _LatencyResult
+    ctx: _Ctx, base: dict[str, Any], d: int, n: int, long: va.LatencyResult, short: va.LatencyResult
 ) -> BenchRecord:
     """The record of tg `n` at input length `d`: tok/s = n / (the long run's average latency - the
     short reference run's); failed when the difference is within their noise (decode_noise_error)."""
@@ -323,8 +277,8 @@ def _decode_record(
         error = decode_noise_error(long.latency, short.latency, long_len=n + 1)
         if error is None:
             avg = round(n / diff, 4)
-            samples = _samples(n, long.latency.latencies, short.latency.avg)
-            sd = _sd(samples)
+            samples = samples_ts(n, long.latency.latencies, short.latency.avg)
+            sd = sample_sd(samples)
     timing = {**long.timing(), "cache_cold": float(ctx.cold)}
     timing["reference_startup_s"] = short.timing()["startup_s"]
     return BenchRecord(
@@ -354,24 +308,6 @@ def _decode_record(
     )
 
 
-_Level = tuple[va.ServeLevel, list[str], RunOutcome | None, float]
-"""One served level as it ran: the level, its `vllm bench serve` argv, its exec outcome, seconds."""
-
-
-@dataclass
-class _Served:
-    """What the `vllm serve` container gives every level's record: its command, its log file, seconds
-    to ready (None: never ready), its log's notes, the error that fails every level (None: none), and
-    the client's timeout."""
-
-    command: list[str]
-    log_file: str
-    startup: float | None
-    notes: dict[str, Any]
-    error: str | None
-    timeout: float
-
-
 def _serve(
     ctx: _Ctx, store: ResultStore, base: dict[str, Any], events: Events, timeout: float
 ) -> tuple[list[BenchRecord], dict[str, float]]:
@@ -385,7 +321,7 @@ def _serve(
     client_log: list[str] = []
     t0 = time.monotonic()
     container = engine.start_container(rs)
-    per_level: list[_Level] = []
+    per_level: list[va.ServedLevel] = []
     try:
         startup, error = _wait_ready(container, ctx.v.ready_timeout_s, events, ctx)
         if error is None:
@@ -406,7 +342,7 @@ def _serve(
     _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
     notes = va.log_notes(stdout + "\n" + stderr)
     error = error or va.fallback_error(ctx.spec, notes)
-    served = _Served(command, str(log_path), startup, notes, error, timeout)
+    served = va.Served(command, str(log_path), startup, notes, error, timeout)
     recs = [
         _serve_record(ctx, base, served, lv, next((x for x in per_level if x[0] == lv), None))
         for lv in levels
@@ -421,11 +357,11 @@ def _serve(
 
 def _serve_levels(
     ctx: _Ctx, container: Any, server: str, levels: list[va.ServeLevel], events: Events, timeout: float
-) -> tuple[list[_Level], list[str], str | None]:
+) -> tuple[list[va.ServedLevel], list[str], str | None]:
     """`vllm bench serve` per level by exec in the ready server `container` (named `server`), a progress
     event before each: (the levels as they ran, the client's log, why the sweep stopped: a level
     timed out, else None)."""
-    per_level: list[_Level] = []
+    per_level: list[va.ServedLevel] = []
     client_log: list[str] = []
     for i, lv in enumerate(levels):
         events(
@@ -462,7 +398,7 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
                 None,
                 f"vllm serve exited {state.get('ExitCode')}{why} before it was ready, after {elapsed:.0f} s",
             )
-        if ctx.engine.exec_in(container, _HEALTH, timeout=60).exit_code == 0:
+        if ctx.engine.exec_in(container, va.HEALTH_CHECK, timeout=60).exit_code == 0:
             return round(time.monotonic() - t0, 3), None
         if elapsed > limit:
             return None, f"vllm serve was not ready after {limit:.0f} s (vllm.ready_timeout_s in the matrix)"
@@ -478,7 +414,7 @@ def _wait_ready(container: Any, limit: float, events: Events, ctx: _Ctx) -> tupl
 
 
 def _serve_record(
-    ctx: _Ctx, base: dict[str, Any], served: _Served, lv: va.ServeLevel, done: _Level | None
+    ctx: _Ctx, base: dict[str, Any], served: va.Served, lv: va.ServeLevel, done: va.ServedLevel | None
 ) -> BenchRecord:
     """The record of one served level: failed with the server's error, its own (the exec, the result
     file), or what its result says (_served_error)."""
@@ -684,7 +620,7 @@ def _phases(
     plan = va.latency_plan(lm)
     if plan:
         events("start", image=spec.name, model=model.name, total=len(plan))
-        results: dict[va.LatencyRun, _LatencyResult] = {}
+        results: dict[va.LatencyRun, va.LatencyResult] = {}
         t0 = observer.mark()
         for i, r in enumerate(plan):
             events(
@@ -729,6 +665,60 @@ def _commands(ctx: RunContext) -> list[list[str]]:
         run_id=ctx.opts.run_id,
         out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
     )
+
+
+def _canary_spec(ctx: RunContext, path: Path) -> tuple[_Ctx, RunSpec]:
+    """The canary's container (toolkit.bench.canary): the sweep's own (_spec: devices, mounts, compile
+    cache, environment) running runtimes/vllm/canary.py's script with the sweep's engine flags over
+    llama-perplexity's window, the text read-only at canary.TEXT_TARGET."""
+    out = _out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model)
+    vctx = _Ctx(ctx.lm, ctx.spec, ctx.build, ctx.model, path, ctx.profile, ctx.opts.run_id, out, ctx.engine)
+    n_gen = max(1, min(vc.COMPLETION_TOKENS, vctx.v.max_model_len - ppl_text.N_CTX))
+    args = dict(n_ctx=ppl_text.N_CTX, chunks=ppl_text.CHUNKS, completion_tokens=n_gen)
+    rs = _spec(
+        vctx, vc.canary_args(vctx.model_dir, canary.TEXT_TARGET, vctx.v, **args), _name(vctx, "canary")
+    )
+    rs.mounts.append(Mount(str(ppl_text.CANARY_TEXT.resolve()), canary.TEXT_TARGET, read_only=True))
+    return vctx, rs
+
+
+def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> canary.CanaryResult | None:
+    """The vLLM canary of `ctx`'s pair, judged by toolkit.bench.canary's rules (judge_parsed) against
+    the CPU control: a vLLM cpu image's canary on the same checkpoint (tree sha256), this run's in
+    `controls` or else the newest stored. None when the model is absent. Its output is kept in
+    logs/<run>-<model>-canary.log; no result (a crash, a timeout) is `unchecked`."""
+    path, _ = resolve_model(ctx.lm, ctx.model)
+    if path is None:
+        return None
+    vctx, rs = _canary_spec(ctx, path)
+    res = canary.CanaryResult(
+        image=ctx.spec.name,
+        model=ctx.model.name,
+        digest=ctx.build.digest,
+        backend=ctx.spec.backend,
+        model_sha256=model_ref(ctx.lm, ctx.model, path).sha256,
+        status="unchecked",
+        text_sha256=ppl_text.text_sha256(),
+        command=ctx.engine.run_command(rs),
+        run_id=ctx.opts.run_id,
+        created=now(),
+        method=vc.METHOD,
+    )
+    vctx.out_dir.mkdir(parents=True, exist_ok=True)
+    vctx.out_dir.chmod(0o777)  # as the sweep's: the images run as an unprivileged user
+    ctx.engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": ctx.build.digest})
+    out = ctx.engine.run_container(rs, timeout=canary.TIMEOUT_S)
+    res.seconds = round(out.seconds, 3)
+    log = ctx.store.log_path(ctx.build.digest, f"{ctx.opts.run_id}-{ctx.model.name}-canary.log")
+    _write_log(log, res.command, out)
+    try:  # the result line is printed before vLLM shuts down: it counts whatever the exit code
+        p = vc.parse_canary(out.stdout, out.stderr, n_ctx=res.n_ctx)
+    except vc.CanaryOutputError as err:
+        res.reason = f"{_outcome_error(out, canary.TIMEOUT_S, 'the canary') or err} (log: {log})"
+        return res
+    control = canary.judge_parsed(res, p.ppl, p.ppl_error, p.no_spread, ctx.store, controls)
+    res.details = {**vc.details(p, control.details if control else None), "log_file": str(log)}
+    return res
 
 
 def _summary(
@@ -789,6 +779,16 @@ class VllmRunner:
         if not any(r.runner == self.name for r in records):
             return None
         return va.settings_from_records(records, base)
+
+    def canary_command(self, ctx: RunContext, path: Path) -> list[str]:
+        """The canary's exact `docker run` (module `run_canary`), for --dry-run."""
+        return ctx.engine.run_command(_canary_spec(ctx, path)[1])
+
+    def run_canary(
+        self, ctx: RunContext, controls: dict[str, canary.CanaryResult]
+    ) -> canary.CanaryResult | None:
+        """The correctness canary before the sweep (module `run_canary`; toolkit.bench.canary calls it)."""
+        return run_canary(ctx, controls)
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""

@@ -15,8 +15,6 @@ from toolkit.runtimes.llama_bench import readers
 from toolkit.runtimes.llama_bench.check import check_row
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
-# Messages that mean a GPU build ran on the CPU (backends.FALLBACK_MESSAGES; llama-bench.md, "Output").
-CPU_FALLBACK_PATTERNS = backends.FALLBACK_MESSAGES
 
 
 def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
@@ -25,26 +23,8 @@ def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, A
     return [r.fields for r in readers.read_jsonl(text, skipped)]
 
 
-def parse_json_array(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
-    return [r.fields for r in readers.read_json_array(text, skipped)]
-
-
-def parse_csv(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """`-o csv` output, typed as llama-bench types each field (rows whose field count differs from
-    the header are left out here; llama_bench.readers.read_csv keeps them with the reason)."""
-    return [r.fields for r in readers.read_csv(text, skipped) if r.problem is None]
-
-
-def parse_any(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of llama-bench output in any of its formats (llama_bench.readers.read_source), without
-    the rows a reader found malformed."""
-    return [r.fields for r in readers.read_source(text, skipped)[1] if r.problem is None]
-
-
 _int = readers._int
 _float = readers.as_float
-check_row = check_row  # the one validity pass (imports and toolkit bench's own rows)
 
 
 def backends_of(raw: dict[str, Any]) -> str:
@@ -132,19 +112,35 @@ def progress_of(line: str) -> tuple[int, int, str] | None:
     return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
 
 
-def cpu_fallback_reason(log: str, backend: str, rows: list[dict[str, Any]]) -> str | None:
-    """Why a GPU run must not count as a result, or None: backends.cpu_fallback_reason (the one rule,
-    shared with the report) over the log and each row."""
-    why = backends.cpu_fallback_reason(backend, None, None, log)
-    for r in rows:
-        why = why or cpu_fallback_of(backend, r, backends_of(r))
-    return why
+def judge_row(
+    raw: dict[str, Any], backend: str, *, allow_software_gpu: bool, log: str = ""
+) -> tuple[dict[str, Any], str | None]:
+    """A row `toolkit bench` ran on a `backend` image: (its fields, `normalize`; why it is no result or
+    None), the first of: not a measurement (check_row, as every import), a CPU fallback (on the row or
+    in `log`, all the container printed up to it), a software device without `allow_software_gpu`."""
+    fields, gpu_info = normalize(raw), raw.get("gpu_info")
+    fallback = cpu_fallback_of(backend, raw, fields["backends"], log)
+    software = (
+        not allow_software_gpu and backend != "cpu" and backends.is_software_device(str(gpu_info or ""))
+    )
+    bad = check_row(raw)
+    if bad:
+        return fields, f"row is not a measurement: {bad}"
+    if fallback:
+        return fields, f"CPU fallback: {fallback}"
+    if software:
+        return fields, f"ran on a software device ({gpu_info}) without --allow-software-gpu"
+    return fields, None
 
 
-def cpu_fallback_of(image_backend: str, raw: dict[str, Any], backends_field: str | None) -> str | None:
-    """The one CPU-fallback rule (backends.cpu_fallback_reason) for a stored llama-bench row: its
-    `backends` (normalised) and its `gpu_info` where the row recorded one; and a row run with
-    `-dev none` (its `devices` field) on a GPU build ran on the CPU."""
+def cpu_fallback_of(
+    image_backend: str, raw: dict[str, Any], backends_field: str | None, log: str = ""
+) -> str | None:
+    """The one CPU-fallback rule (backends.cpu_fallback_reason) for a llama-bench row: a "no device"
+    message in the `log` it was printed with, its `backends` (normalised) and its `gpu_info` where the
+    row recorded one; and a row run with `-dev none` (its `devices` field) on a GPU build ran on the CPU."""
+    if log and (said := backends.cpu_fallback_reason(image_backend, None, None, log)):
+        return said
     if (
         str(raw.get("devices") or "").strip().lower() == "none"
         and backends.BACKENDS.get(image_backend, backends.BACKENDS["cpu"]).gpu
@@ -154,3 +150,66 @@ def cpu_fallback_of(image_backend: str, raw: dict[str, Any], backends_field: str
     return backends.cpu_fallback_reason(
         image_backend, backends_field or None, None if gpu is None else str(gpu)
     )
+
+
+def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None = None) -> dict[str, Any]:
+    """What `llama-bench --list-devices` said (the GPU-path probe before a sweep): the devices of
+    `backend` listed on stdout, ggml's device lines from stderr, Vulkan's matrix-core mode of device 0.
+
+    At llama.cpp 0c1e57098 the flag exists (tools/llama-bench/llama-bench.cpp: `--list-devices` calls
+    common_print_available_devices() and exits 0) and prints `Available devices:` then one
+    `  <Backend><N>: <description> (<total> MiB, <free> MiB free)` line per device (or `  (none)`) on
+    stdout; ggml's own device lines go to stderr (ggml-vulkan.cpp ggml_vk_print_gpu_info: `ggml_vulkan: N =
+    <name> (<driver>) | ... | matrix cores: <KHR_coopmat|NV_coopmat2|none>`; ggml-cuda.cu for ROCm:
+    `  Device N: <name>, <gfx arch> ...`). Facts: the exit code, the listed devices, ggml's device
+    lines, and for Vulkan the matrix-core mode of device 0 (`none` = scalar matmul shaders)."""
+    prefix = backends.llama_name(backend) or backend
+    listed = [
+        ln.strip()
+        for ln in (stdout + "\n" + stderr).splitlines()
+        if ln.strip().startswith(prefix) and ":" in ln and not ln.strip().startswith("ggml_")
+    ]
+    ggml = [
+        ln.strip() for ln in stderr.splitlines() if re.match(r"\s*(ggml_vulkan: \d+ = |Device \d+: )", ln)
+    ]
+    facts: dict[str, Any] = {"exit_code": exit_code, "devices": listed, "ggml_devices": ggml}
+    if backend == "vulkan":
+        m = next(
+            (re.search(r"\| matrix cores: (\w+)", ln) for ln in ggml if ln.startswith("ggml_vulkan: 0 = ")),
+            None,
+        )
+        facts["matrix_cores"] = m.group(1) if m else None
+    return facts
+
+
+def probe_problem(backend: str, facts: dict[str, Any], text: str, *, allow_software_gpu: bool) -> str | None:
+    """Why the GPU path is unusable by the probe's `facts` (probe_facts; `text`: what it printed), or
+    None: no device of `backend` listed, or only software (CPU-type) ones without `allow_software_gpu`."""
+    prefix = backends.llama_name(backend) or backend
+    listed = facts["devices"]
+    if not listed:
+        return (
+            f"GPU-path probe: `llama-bench --list-devices` in the image shows no {prefix} device "
+            f"(output: {text.strip()[-200:]!r})"
+        )
+    software = [ln for ln in listed if backends.is_software_device(ln)]
+    if software and len(software) == len(listed) and not allow_software_gpu:
+        return (
+            f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
+            "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately"
+        )
+    return None
+
+
+def probe_flags(backend: str, facts: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:
+    """Flags the GPU-path probe sets on every record of the run: `no-matrix-cores` for a Vulkan run on an
+    RDNA4 GPU (gfx12xx: a passed card's KFD arch, or RADV's `GFX12xx` in ggml's device-0 line) whose
+    ggml chose no matrix cores (`matrix cores: none`: scalar matmul shaders, far below what the card's
+    WMMA does; Mesa < 25.1 or GGML_VK_DISABLE_COOPMAT=1). [] otherwise."""
+    if backend != "vulkan" or facts.get("matrix_cores") != "none":
+        return []
+    dev0 = next((ln for ln in facts.get("ggml_devices") or [] if ln.startswith("ggml_vulkan: 0 = ")), "")
+    rdna4 = bool(re.search(r"\bGFX12\d\d\b", dev0, re.I)) or any(
+        str(g.get("gfx_target") or "").startswith("gfx12") for g in gpus
+    )
+    return ["no-matrix-cores"] if rdna4 else []

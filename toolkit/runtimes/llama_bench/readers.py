@@ -241,18 +241,15 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     out = []
     for n, line in enumerate(text.splitlines(), first):
         line = line.strip()
-        if not line.startswith("{"):
+        if line.startswith("{"):
+            obj, why = parse_record_line(line)
+            why = None if why is None else f"not a complete JSON record ({why})"
+            if obj is not None:
+                out.append(SourceRow(n, obj, "jsonl"))
+        else:
             why = not_a_record(line)
-            if why and skipped is not None:
-                skipped.append(f"line {n}: {why}")
-            continue
-        obj, why = parse_record_line(line)
-        if why is not None:
-            if skipped is not None:
-                skipped.append(f"line {n}: not a complete JSON record ({why})")
-            continue
-        if obj is not None:
-            out.append(SourceRow(n, obj, "jsonl"))
+        if why and skipped is not None:
+            skipped.append(f"line {n}: {why}")
     return out
 
 

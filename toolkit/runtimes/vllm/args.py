@@ -4,7 +4,8 @@ release's own parser), which commands one (image, model) needs and the cases the
 settings a recorded run used, and the parsers of what vLLM writes (its result JSON, tolerant of
 neighbouring releases; its log's attention backend and platform; known upstream bugs a log names).
 The runner (toolkit/bench/runners/vllm.py) keeps the container side, as sglang.py does beside
-runtimes/sglang/args.py.
+runtimes/sglang/args.py; what one of its containers gave is held here (LatencyResult, Served,
+outcome_error). The correctness canary's script and parser are runtimes/vllm/canary.py.
 
 One method per axis, stored in every record's `method` (README: "vLLM methods"):
 
@@ -27,21 +28,39 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.engine.api import RunOutcome  # a value type
 from toolkit.runtimes.vllm.output import (
     ATTENTION_DISPLAY_NAMES,
     METHOD_DECODE,
     METHOD_PREFILL,
     METHOD_SERVE,
+    Latency,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix
 
 SERVE_PORT = 8000
+
+
+# The client reads no network beyond the container's loopback; the model is a local directory.
+CONTAINER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+HEALTH_CHECK = [
+    "python3",
+    "-c",
+    f"import urllib.request as u; u.urlopen('http://127.0.0.1:{SERVE_PORT}/health', timeout=10)",
+]
+"""The readiness poll the runner execs in the `vllm serve` container."""
 
 
 PERCENTILES = "50,90,99"
@@ -226,6 +245,69 @@ class ServeLevel:
     @property
     def filename(self) -> str:
         return f"serve-{self.input_len}-{self.output_len}-c{self.concurrency}.json"
+
+
+@dataclass
+class LatencyResult:
+    """One `vllm bench latency` container as it ran: its run, command, log file, wall seconds, log notes,
+    the parsed latency (None: none), the raw result and the error that fails its records (None: none)."""
+
+    run: LatencyRun
+    command: list[str]
+    log_file: str
+    wall_s: float
+    notes: dict[str, Any]
+    latency: Latency | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def timing(self) -> dict[str, float]:
+        """Wall time of the container; tests_s = the timed iterations; start-up = the rest."""
+        lat = self.latency
+        measured = (sum(lat.latencies) if lat.latencies else lat.avg) if lat else 0.0
+        return {
+            "wall_s": round(self.wall_s, 3),
+            "tests_s": round(measured, 3),
+            "startup_s": round(max(self.wall_s - measured, 0.0), 3),
+        }
+
+
+def outcome_error(out: RunOutcome, timeout: float, what: str) -> str | None:
+    """Why container outcome `out` (of `what`, run with `timeout` s) is no result: timed out, killed for
+    memory, or its exit code with the end of its output and a known upstream bug it names; None: none."""
+    if out.timed_out:
+        return f"{what} timed out after {timeout:.0f} s"
+    if out.oom_killed:
+        return f"{what}: the container was killed for running out of memory"
+    if out.exit_code != 0:
+        return f"{what} exited {out.exit_code}: {log_tail(out.stderr or out.stdout)}" + known_issue(
+            out.stdout + "\n" + out.stderr
+        )
+    return None
+
+
+def log_tail(text: str, n: int = 3) -> str:
+    """The last `n` lines of `text` that are not progress bars, joined, at most 300 characters."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
+    return " | ".join(lines[-n:])[:300]
+
+
+ServedLevel = tuple[ServeLevel, list[str], RunOutcome | None, float]
+"""One served level as it ran: the level, its `vllm bench serve` argv, its exec outcome, seconds."""
+
+
+@dataclass
+class Served:
+    """What the `vllm serve` container gives every level's record: its command, its log file, seconds
+    to ready (None: never ready), its log's notes, the error that fails every level (None: none), and
+    the client's timeout."""
+
+    command: list[str]
+    log_file: str
+    startup: float | None
+    notes: dict[str, Any]
+    error: str | None
+    timeout: float
 
 
 def decode_input_len(lm: LoadedMatrix) -> int:

@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit.core import stats
+
 METHOD_PREFILL = "vllm-bench-latency-prefill"
 METHOD_DECODE = "vllm-bench-latency-decode"
 METHOD_SERVE = "vllm-bench-serve"
@@ -205,3 +207,13 @@ def attention_backend_name(logged: Any) -> str | None:
         return None
     name = logged.strip().removeprefix("AttentionBackendEnum.")
     return ATTENTION_DISPLAY_NAMES.get(name, name)
+
+
+def samples_ts(tokens: int, lats: list[float], minus: float = 0.0) -> list[float]:
+    """Tokens/second per iteration: `tokens` / (each latency in `lats` - `minus` s), positive ones only."""
+    return [round(tokens / (x - minus), 4) for x in lats if x - minus > 0]
+
+
+def sample_sd(xs: list[float]) -> float | None:
+    """The sample standard deviation of `xs` (None for fewer than two)."""
+    return round(stats.stdev(xs), 4) if len(xs) > 1 else None
