@@ -312,7 +312,14 @@ def _resolve_sides(
     """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are
     read, whatever the folder holds), then read as records (the index rebuilt once if stale); B from
     `b_store` when given (a second results folder), else from `store`. BadInput when a ref names no
-    side (A's error first)."""
+    side (A's error first); BadInput for an empty ref (a script's unset variable: every digest starts
+    with '', so it named the only image stored)."""
+    for name, ref in (("A", a_ref), ("B", b_ref)):
+        if not ref:
+            raise BadInput(
+                f"compare: {name} is empty: give a run id, an image name or an image digest (prefix); "
+                f"{stored_runs(store if name == 'A' or b_store is None else b_store)}"
+            )
     sb = b_store or store
     for attempt in (1, 2):
         try:

@@ -67,8 +67,9 @@ FLAG_HELP = {
     "than matrix.yaml and the templates give now (image.inputs_key vs image.current_inputs_key)",
     "tune-trial": "a `toolkit tune` trial (a short search run, its session and round stored with it): a test only "
     "tune measured (a trial never replaces a bench run of its test); `toolkit bench` measures the matrix's settings",
-    "wrong-output": "the image's correctness canary failed on this model (toolkit.bench.canary: llama-perplexity on a "
-    "fixed text gave NaN, equal logits, or a perplexity more than 5 % off the CPU image's): its output is wrong, "
+    "wrong-output": "the image's correctness canary failed on this model (toolkit.bench.canary: the perplexity of a "
+    "fixed text, by llama-perplexity or vLLM's prompt log-probabilities, was NaN, from equal logits, or more than "
+    "5 % off the CPU control's): its output is wrong, "
     "its speed counts for nothing and the verdict leaves it out (the result: the record's `canary`)",
 }
 

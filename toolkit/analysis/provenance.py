@@ -118,7 +118,7 @@ def canary_text(c: Any) -> str | None:
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
     control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
-    `unchecked: <reason>`; None when there is none (vLLM, SGLang, `bench.canary: false`, a record
+    `unchecked: <reason>`; None when there is none (SGLang, `bench.canary: false`, a record
     from before the canary) or it is not an object."""
     if not isinstance(c, dict):
         return None

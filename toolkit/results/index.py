@@ -142,10 +142,12 @@ def _record_of(line: bytes, indexed: bytes) -> tuple[BenchRecord | None, str | N
 
 
 def _damaged(err: sqlite3.DatabaseError) -> bool:
-    """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault."""
+    """An SQLite error that says the file is not a (sound) database, as opposed to a query's fault;
+    also a table or column missing from a file whose fingerprint is current (a hand edit, another
+    tool): the query's own fault would recur after the rebuild, and is raised then."""
     name = getattr(err, "sqlite_errorname", "")
     return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or any(
-        m in str(err) for m in ("malformed", "not a database")
+        m in str(err) for m in ("malformed", "not a database", "no such table", "no such column")
     )
 
 
@@ -237,7 +239,7 @@ class RefQuery:
         idx._order(files)
 
     def _one(self, sql: str, args: Sequence[Any]) -> Any:
-        return self.idx.conn.execute(sql, args).fetchone()
+        return self.idx.conn.execute(sql, sql_text(tuple(args))).fetchone()
 
     def has_run(self, run_id: str) -> bool:
         """An ok record of this run id is stored."""
@@ -257,7 +259,7 @@ class RefQuery:
             for (d,) in self.idx.conn.execute(
                 f"SELECT DISTINCT f.digest FROM facets f WHERE {where}EXISTS (SELECT 1 FROM recs r "
                 "WHERE r.facet = f.id AND r.status = 'ok')",
-                args,
+                sql_text(tuple(args)),  # a name from argv not UTF-8 (\udcff) as the index keeps text
             )
         }
 

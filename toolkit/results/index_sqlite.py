@@ -330,7 +330,7 @@ class ResultIndex:
         self.ids = {rel: r[1] for rel, r in known.items()}
         plan: list[tuple[str, str, Path, os.stat_result | None, Any]] = []
         for path in files:
-            rel = path.relative_to(self.root).as_posix()
+            rel = _rel(self.root, path)
             row = known.pop(rel, None)
             try:
                 st = path.stat()
@@ -494,11 +494,11 @@ class ResultIndex:
         self.conn.execute("DELETE FROM temp.ord")
         self.paths = {}
         for rank, path in enumerate(files):
-            fid = self.ids.get(path.relative_to(self.root).as_posix())
+            fid = self.ids.get(_rel(self.root, path))
             if fid is not None:
                 self.paths[fid] = path
                 self.conn.execute(
-                    "INSERT INTO temp.ord VALUES (?, ?, ?)", (fid, rank, store_of(self.root, path))
+                    "INSERT INTO temp.ord VALUES (?, ?, ?)", sql_text((fid, rank, store_of(self.root, path)))
                 )
 
     def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
@@ -530,7 +530,7 @@ class ResultIndex:
                 f"facets WHERE image_name IN ({q}) OR digest IN ({','.join('?' * len(digests_of))})))"
             )
             args += refs + refs + digests_of
-        return " AND ".join(where), args
+        return " AND ".join(where), list(sql_text(tuple(args)))  # a ref from argv may hold a surrogate
 
     def rows(
         self,
@@ -561,6 +561,9 @@ class ResultIndex:
         facets = self._named(
             "facets", "image_name, digest, model_name, model_size, gpu_info", {r[R_FACET] for r in rows}
         )
+        if not ({r[R_RUN] for r in rows} <= run_ids.keys() and {r[R_FACET] for r in rows} <= facets.keys()):
+            # a record row naming a run or facet the index lacks: a damaged file (_query rebuilds it)
+            raise sqlite3.DatabaseError("index malformed: a record names a run or facet it does not hold")
         return [Head(r, self.paths[r[R_FILE]], run_ids[r[R_RUN]], facets[r[R_FACET]]) for r in rows]
 
     def _named(self, table: str, cols: str, ids: set[int]) -> dict[int, Any]:
@@ -733,7 +736,7 @@ class ResultIndex:
         """(file, line, why) of every refused line of `files`, in store order."""
         out = []
         for path in files:
-            fid = self.ids.get(path.relative_to(self.root).as_posix())
+            fid = self.ids.get(_rel(self.root, path))
             if fid is not None:
                 out += [
                     (path, n, text)
@@ -759,6 +762,13 @@ def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
         fh.seek(off + length - 1)
         whole = fh.read(1) == b"\n"
     return (off + length, n) if whole else (off, n - 1)
+
+
+def _rel(root: Path, path: Path) -> str:
+    """`path` under `root` as the index's `files.rel` keeps it: a name that is not UTF-8 (a folder
+    named with byte 0xff reads as "\udcff") written with backslash escapes, as sql_text stores it, so
+    the file is found again at the next refresh (was: inserted anew, UNIQUE constraint failed)."""
+    return sql_text((path.relative_to(root).as_posix(),))[0]
 
 
 def _may_name_digest(digest: str, ref: str) -> bool:

@@ -60,6 +60,20 @@ def _count_of(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int
     return int(v), None
 
 
+def _samples_kind(name: str, v: Any) -> str | None:
+    """Why `v` is no samples field (llama-bench writes a list of numbers; csv, md and sql a text the
+    reader turns into one), or None."""
+    if v is None or isinstance(v, str):
+        return None
+    if type(v) is not list:
+        return f"{name} is {value_kind(v) if isinstance(v, dict) else _short(v)}: expected a list of numbers"
+    for i, x in enumerate(v):
+        if type(x) not in (int, float):
+            shown = value_kind(x) if isinstance(x, (dict, list)) else repr(x)[:24]
+            return f"{name}[{i}] is {shown}: expected a number"
+    return None
+
+
 def _short(v: Any) -> str:
     """A number for a message: at most 24 characters (a 5000-digit integer is never echoed)."""
     text = f"{v:g}" if isinstance(v, float) else str(v)
@@ -111,6 +125,12 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     time or lies in the future (_time_of_test)."""
     if problem:
         return problem
+    if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
+        return (
+            "a toolkit record (a results folder's bench.jsonl), not llama-bench output: its test, model "
+            "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
+            "compare A B --against DIR`) or copy its folder under results/"
+        )
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
         counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
@@ -213,7 +233,13 @@ def _field_types(fields: dict[str, Any]) -> str | None:
     fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
     stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
     forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1.
-    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row)."""
+    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row).
+    samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the field
+    (an object or a word there broke normalize with a bare "could not convert string to float")."""
+    for name in ARRAY_FIELDS:
+        why = _samples_kind(name, fields.get(name))
+        if why:
+            return why
     for name, v in fields.items():
         t = type(v)
         if t is float:

@@ -118,12 +118,17 @@ def judge_row(
     """A row `toolkit bench` ran on a `backend` image: (its fields, `normalize`; why it is no result or
     None), the first of: not a measurement (check_row, as every import), a CPU fallback (on the row or
     in `log`, all the container printed up to it), a software device without `allow_software_gpu`."""
-    fields, gpu_info = normalize(raw), raw.get("gpu_info")
+    bad = check_row(raw)  # first: normalize assumes what it checks (samples a list of numbers)
+    try:
+        fields = normalize(raw)
+    except (TypeError, ValueError) as err:  # a row check_row let through that normalize cannot read
+        fields = normalize({k: v for k, v in raw.items() if k not in ("samples_ts", "samples_ns")})
+        bad = bad or f"{err}"[:160]
+    gpu_info = raw.get("gpu_info")
     fallback = cpu_fallback_of(backend, raw, fields["backends"], log)
     software = (
         not allow_software_gpu and backend != "cpu" and backends.is_software_device(str(gpu_info or ""))
     )
-    bad = check_row(raw)
     if bad:
         return fields, f"row is not a measurement: {bad}"
     if fallback:
