@@ -61,6 +61,20 @@ def _line(obj: dict) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
+def _retarget(tpl: dict, run_id: str, digest: str, created, scale: float) -> dict:
+    """A copy of the record `tpl` as run `run_id` of image `digest` at `created` (a datetime), its
+    command and log file renamed to the run, its tok/s (samples and mean) scaled by `scale`."""
+    rec = json.loads(json.dumps(tpl))
+    old_run = rec["run_id"]
+    rec.update(run_id=run_id, created=created.isoformat())
+    rec["image"]["digest"] = digest
+    rec["command"] = [x.replace(old_run, run_id) for x in rec["command"]]
+    rec["log_file"] = (rec.get("log_file") or "").replace(old_run, run_id) or None
+    rec["samples_ts"] = [round(x * scale, 3) for x in rec["samples_ts"]]
+    rec["avg_ts"] = round(rec["avg_ts"] * scale, 6) if rec["avg_ts"] is not None else None
+    return rec
+
+
 def generate(
     results: Path,
     n_records: int,
@@ -109,15 +123,7 @@ def generate(
             for j, tpl in enumerate(tpls[t]):
                 if all_shown and written >= n_records:
                     break
-                rec = json.loads(json.dumps(tpl))
-                old_run = rec["run_id"]
-                rec["run_id"] = run_id
-                rec["created"] = (when + timedelta(seconds=20 * rep + j)).isoformat()
-                rec["image"]["digest"] = digest
-                rec["command"] = [x.replace(old_run, run_id) for x in rec["command"]]
-                rec["log_file"] = (rec.get("log_file") or "").replace(old_run, run_id) or None
-                rec["samples_ts"] = [round(x * scale, 3) for x in rec["samples_ts"]]
-                rec["avg_ts"] = round(rec["avg_ts"] * scale, 6) if rec["avg_ts"] is not None else None
+                rec = _retarget(tpl, run_id, digest, when + timedelta(seconds=20 * rep + j), scale)
                 if repeats > 1:
                     rec["process_run"] = {"index": rep + 1, "of": repeats}
                 if failed_at == j:
@@ -186,14 +192,7 @@ def add_fixed_pair(results: Path, runs: int = FIXED_RUNS, seed: int = 3) -> dict
             for rep in range(repeats):
                 scale = rnd.uniform(0.9, 1.1) * (0.97 if b else 1.0)
                 for j, t in enumerate(tpl):
-                    rec = json.loads(json.dumps(t))
-                    old_run = rec["run_id"]
-                    rec.update(run_id=run_id, created=(when + timedelta(seconds=20 * rep + j)).isoformat())
-                    rec["image"]["digest"] = digest
-                    rec["command"] = [x.replace(old_run, run_id) for x in rec["command"]]
-                    rec["log_file"] = (rec.get("log_file") or "").replace(old_run, run_id) or None
-                    rec["samples_ts"] = [round(x * scale, 3) for x in rec["samples_ts"]]
-                    rec["avg_ts"] = round(rec["avg_ts"] * scale, 6) if rec["avg_ts"] is not None else None
+                    rec = _retarget(t, run_id, digest, when + timedelta(seconds=20 * rep + j), scale)
                     if repeats > 1:
                         rec["process_run"] = {"index": rep + 1, "of": repeats}
                     lines.append(_line(rec))
