@@ -55,7 +55,8 @@ FLAG_HELP = {
     "profile or overdrive offsets: not a stock-card number",
     "host-busy": "processes other than the benchmark used the host's CPUs during the test where the cores were "
     "oversubscribed (above 0.5 core on average and, with the benchmark's own, above 90 % of the host's cores), or "
-    "CPU pressure above 20 % or steal above 10 % of the time: the host was busy, the number may be low",
+    "steal above 10 % of the time, or CPU pressure above 20 % while other processes used over 0.5 core: the host "
+    "was busy, the number may be low",
     "energy-invalid": "no energy figure for this test: the reason follows the colon (window shorter than the power "
     "sensor's averaging or 15 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
     "source, a counter that jumped or disagrees with the power reading, no test edges without --progress, a window "

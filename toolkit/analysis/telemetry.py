@@ -614,11 +614,15 @@ def _clock_idle(g: dict[str, Any]) -> bool:
 
 
 def _host_busy(host: dict[str, Any]) -> bool:
-    """Other processes' CPU contends (_cpu_contended), or CPU pressure or steal above its threshold."""
-    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
+    """Other processes' CPU contends (_cpu_contended), or steal above its threshold, or CPU pressure
+    above its threshold while others ran (over HOST_OTHER_CPU_CORES_MAX, or unknown): pressure alone
+    also counts the benchmark's own threads waiting for each other (llama-bench at one thread per core
+    beside the sampler), which is not another process."""
+    psi, steal, other = host.get("psi_some_pct"), host.get("steal_pct"), host.get("other_cpu_cores_mean")
+    others_ran = other is None or other > HOST_OTHER_CPU_CORES_MAX
     return (
         _cpu_contended(host)
-        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT)
+        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran)
         or (steal is not None and steal > HOST_STEAL_MAX_PCT)
     )
 
@@ -641,8 +645,9 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
       THROTTLE_MIN_SHARE of the window's samples and THROTTLE_MIN_SAMPLES of them.
     - `clock-idle`: busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ.
     - `power-not-stock`: the GPU's power state in the window is not stock (not_stock_reasons).
-    - `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores, or CPU pressure some >
-      HOST_PSI_SOME_MAX_PCT, or steal > HOST_STEAL_MAX_PCT.
+    - `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores where the cores are
+      oversubscribed, or steal > HOST_STEAL_MAX_PCT, or CPU pressure some > HOST_PSI_SOME_MAX_PCT
+      while others ran (_host_busy).
     - `energy-invalid:<reason>`: a GPU without a valid energy (reason code from ENERGY_REASONS)."""
     out: list[str] = []
 
