@@ -115,7 +115,7 @@ need_apt_update=1
 apt_update() { step "apt-get update" $SUDO apt-get update -qq; need_apt_update=0; }
 apt_install() {
   [ "$need_apt_update" = 0 ] || apt_update
-  step "installing $*" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+  step "installing $*${APT_FROM:+ $APT_FROM}" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
 # The Debian mirror this host's apt already uses: $DEBIAN_MIRROR, else the first configured Debian
@@ -167,7 +167,7 @@ docker_from_docker_repo() {  # Docker's documented apt install (docs.docker.com/
 }
 
 docker_from_host_release() {
-  log "installing docker.io + docker-buildx from $PRETTY_NAME's own archive"
+  local APT_FROM="from $PRETTY_NAME's own archive"  # one line for the step: apt_install says it
   # shellcheck disable=SC2046
   if have_engine; then apt_install docker-buildx $(docker_cli_pkg); else apt_install docker.io docker-buildx $(docker_cli_pkg); fi
 }
@@ -255,10 +255,11 @@ if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ]; then
   getent group docker >/dev/null || $SUDO groupadd --system docker
   if ! id -nG "$CALLER" | tr ' ' '\n' | grep -qx docker; then
     $SUDO usermod -aG docker "$CALLER"
-    log "added $CALLER to the docker group (active from the next login; this shell uses an ACL on the socket)"
+    log "added $CALLER to the docker group (active from the next login)"
   fi
   command -v setfacl >/dev/null || apt_install acl
   $SUDO setfacl -m "u:$CALLER:rw" "$(readlink -f /var/run/docker.sock)"
+  log "until then this shell reaches the engine through an ACL on its socket (u:$CALLER:rw)"
   err=$(runas "$CALLER" docker info 2>&1 >/dev/null) \
     || die "the Docker engine runs but $CALLER cannot use it: ${err##*$'\n'}"
 fi

@@ -478,3 +478,26 @@ def test_the_depth_fill_integrates_the_measured_prefill_curve():
     h200 = {0: 12932.0, 4096: 10733.0, 8192: 9430.0, 16384: 7551.0, 32768: 5459.0}
     assert llama_depth.fill_seconds(32768, h200) == pytest.approx(4.32, abs=0.005)
     assert llama_depth.fill_seconds(4096, {8192: 1024.0}) == 4.0
+
+
+def test_the_kv_shape_is_read_once_per_state_of_the_model_file(tmp_path, monkeypatch):
+    """A bench looks at its depth plan four times (plan line, cases, notes, run): the GGUF header
+    (gguf + numpy imports, every tensor's info parsed) is read once per state of the file, cached in
+    .toolkit/ beside its sha256; a changed file is read again, a hand-edited entry is not trusted."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    path = llama_depth.model_file_here(ctx.lm, ctx.model)
+    reads = []
+    real = llama_depth.gguf_kv_shape
+    monkeypatch.setattr(llama_depth, "gguf_kv_shape", lambda p: reads.append(p) or real(p))
+    shape = llama_depth.kv_shape(ctx, path)
+    assert shape == real(str(path)) and len(reads) == 1
+    assert llama_depth.kv_shape(ctx, path) == shape and len(reads) == 1
+    cache = ctx.lm.root / ".toolkit" / "sha256-cache.json"
+    data = json.loads(cache.read_text())
+    key = next(k for k in data if k.startswith("kv-shape|"))
+    cache.write_text(json.dumps({**data, key: json.dumps({**json.loads(data[key]), "n_layer": "x"})}))
+    assert llama_depth.kv_shape(ctx, path) == shape and len(reads) == 2
+    with path.open("ab") as f:
+        f.write(b"\0")
+    llama_depth.kv_shape(ctx, path)
+    assert len(reads) == 3

@@ -242,3 +242,19 @@ def test_a_window_holding_untimed_work_gets_no_energy(tmp_path):
     assert whole["energy_valid"], whole
     assert not untimed["energy_valid"] and untimed["energy_invalid_reason"] == "window_holds_untimed_work"
     assert "energy-invalid:window_holds_untimed_work" in rows[1]["flags"]
+
+
+def test_the_idle_baseline_is_waited_for_only_where_a_gpu_is_sampled(tmp_path):
+    """The baseline's notes are about GPUs (another tenant before the run): a CPU image's run does not
+    wait BASELINE_S for it (a default CPU bench waited ~1 s per llama-bench process); a GPU's run does."""
+    cpu = RunObserver(tmp_path / "cpu.jsonl", [], baseline_s=1.0)
+    t = time.monotonic()
+    cpu.start()
+    assert time.monotonic() - t < 0.5 and cpu.baseline is not None
+    cpu.finish()
+    gpu = _observer(tmp_path, FakeAmdHost(tmp_path / "sys").build())
+    gpu.baseline_s = 1.0
+    t = time.monotonic()
+    gpu.start()
+    assert time.monotonic() - t >= 1.0
+    gpu.finish()

@@ -88,6 +88,34 @@ def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
     assert "; estimated measuring time 5 s, from earlier runs" in plan_line(res), res.stderr
 
 
+def test_plan_estimate_counts_each_pairs_canary_as_it_took_last_time_on_that_digest(project, matrix_data):
+    """The canary runs before the sweep (0.5-1.5 s on the CPU image, minutes on lavapipe the first
+    time): the estimate adds the newest canary that ran on the same digest and model (7 s here, after
+    an older 30 s one and a newer one that could not run), and says it does."""
+    import json
+
+    one_case(project, matrix_data)
+    seed_current_build(project, "cpu")
+    store = ResultStore(project / "results")
+    rec = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
+    digest = store.latest_build("cpu").digest
+    store.add_result(rec.model_copy(update={"image": rec.image.model_copy(update={"digest": digest})}))
+    canaries = store.root / digest.split(":")[1][:12] / "canary.jsonl"
+    canaries.parent.mkdir(parents=True, exist_ok=True)
+    rows = [("ok", 30.0, "2026-07-01"), ("ok", 7.0, "2026-07-02"), ("unchecked", 0.0, "2026-07-03")]
+    canaries.write_text(
+        "".join(
+            json.dumps({"model": "tiny-qwen3moe", "status": st, "seconds": s, "created": c}) + "\n"
+            for st, s, c in rows
+        )
+    )
+    res = tk(project, "bench")
+    assert (
+        "; estimated measuring time 12 s and 1 correctness canary, from earlier runs, plus start-up"
+        in plan_line(res)
+    ), res.stderr
+
+
 def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     """Two cases (pp512, pp2048 at ub512); pp512 is measured on this digest + model: --resume plans 1."""
     one_case(project, matrix_data, n_prompt=[512, 2048])

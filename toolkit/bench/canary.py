@@ -339,6 +339,24 @@ def stored_control(store: ResultStore, res: CanaryResult) -> CanaryResult | None
     return CanaryResult(**known)
 
 
+def estimate_seconds(ctx: RunContext) -> float | None:
+    """Seconds `ctx`'s canary took last time on this image digest and model (the newest run that ran:
+    results/<digest12>/canary.jsonl), for the plan line; None when it never ran here, or is off. A
+    Vulkan image's first canary on a host compiles its shaders (~8 min on lavapipe, 2 cores), later
+    ones read them from the cache volume: the newest is the best guess."""
+    if not enabled(ctx):
+        return None
+    path = ctx.store.root / short_digest(ctx.build.digest) / "canary.jsonl"
+    ran = [
+        a
+        for a in (read_jsonl(path) if path.is_file() else ())
+        if a.get("model") == ctx.model.name and a.get("status") != "unchecked"
+    ]
+    newest = max(ran, key=lambda a: str(a.get("created")), default=None)
+    took = newest.get("seconds") if newest else None
+    return float(took) if isinstance(took, (int, float)) and math.isfinite(took) and took >= 0 else None
+
+
 def save(store: ResultStore, res: CanaryResult) -> Path:
     """Append `res` to results/<digest12>/canary.jsonl; returns the file. Raises OSError."""
     path = store.root / short_digest(res.digest) / "canary.jsonl"

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolkit.bench.build_choice import choose_build, gfx_targets, gone, unbuilt
-from toolkit.bench.runners.base import BenchOptions, Case, Outcome, RunContext, check_sha, model_here
+from toolkit.bench.runners.base import (
+    BenchOptions,
+    Case,
+    Outcome,
+    RunContext,
+    check_sha,
+    model_here,
+    resolve_model,
+)
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.host import devices
@@ -196,7 +204,10 @@ def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True)
         here = devices_here and not note
         return out + _runner_notes(runner, ctx) + [Decision(spec, m, "run", ctx=ctx, cases=whole, here=here)]
     if model_here(lm, m) is None and not m.generate:
-        return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says why an absent model is skipped
+        path, why = resolve_model(lm, m)  # absent (with the fetch command), a loop of links, ...
+        if path is None:  # said before anything runs, not after the other pairs measured
+            return out + [Decision(spec, m, "skipped", why)]
+        return out + [Decision(spec, m, "run", ctx=ctx)]  # the runner says what else is wrong with it
     out += _runner_notes(runner, ctx)
     cases = runner.cases(ctx)
     of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None

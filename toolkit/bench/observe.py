@@ -37,7 +37,8 @@ WINDOW_MARGIN_S = 15.0
 the power state read every 5 s before it): enough for every rule, and bounded whatever the run's length."""
 
 BASELINE_S = 1.0
-"""Seconds of idle sampling before the benchmark process starts (the baseline `gpu-shared` reads)."""
+"""Seconds of idle sampling before the benchmark process starts (the baseline `gpu-shared` reads);
+none where no GPU is sampled (a CPU image: the baseline's notes are about GPUs only)."""
 
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (?:prompt|gen(?:eration)?) run 1/(\d+)")
 
@@ -165,7 +166,8 @@ class RunObserver:
                 tel.timeboxed(partial(src.measure_steps, probe_s), 2 * probe_s + tel.READ_TIMEOUT_S, src.id)
             except tel.ReadTimeout as err:
                 self._drop(src, str(err))
-        time.sleep(max(0.0, t0 + self.baseline_s - time.time()))
+        if self._gpu_sources:  # the baseline reads GPUs only: without one there is nothing to wait for
+            time.sleep(max(0.0, t0 + self.baseline_s - time.time()))
         self.sampler.sample_once()
         self.baseline = tana.window_summary(self.sampler.samples, t0, time.time())
         self.notes += tana.baseline_notes(self.baseline)

@@ -76,7 +76,9 @@ def run_bench(
     checked (BadInput). Every record is written as soon as its
     test completes. Exit paths say what was saved, counted: Ctrl-C/SIGTERM -> RunInterrupted (130),
     the engine gone -> EngineUnavailable (5), a results write failing -> FileSystemError (8).
-    `events("note", text=...)` carries the plan and guard notes.
+    `events("note", text=...)` carries the plan and guard notes; `events("outcome", outcome=...)` each
+    (image, model)'s Outcome as it is known (the pairs that will not run before anything runs), in the
+    order they are said; the list returned keeps the matrix's order.
     """
     gpus = devices.detect_gpus()
     if not opts.dry_run:  # a dry run reads no results and checks no model file
@@ -96,9 +98,15 @@ def run_bench(
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
     try:
+        for d in decisions:  # what will not run is said before anything runs
+            if d.status != "run" or d.ctx is None:
+                events("outcome", outcome=d.outcome())
         checked = {} if opts.dry_run else _canaries(decisions, events)
         for d in decisions:
-            outcomes += _execute(d, host, events, checked.get(id(d)))
+            done = _execute(d, host, events, checked.get(id(d)))
+            for o in done if d.status == "run" and d.ctx is not None else ():
+                events("outcome", outcome=o)
+            outcomes += done
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
         raise _interrupted(opts.run_id, saver) from None
@@ -219,17 +227,20 @@ def _cases_total(lm: LoadedMatrix, pairs: list[Decision]) -> int:
 def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) -> str:
     """One line: how many test cases this run has (over `decisions`, see decide) and how long they took
     before ("" when the run has no cases). The estimate is measured, never assumed: each pair's
-    runner's `estimate` (the newest ok record of the same test on this host); cases never measured
-    before are counted as unknown. Start-up and model load are not included."""
+    runner's `estimate` (the newest ok record of the same test on this host) plus each pair's canary
+    as it took last time on that digest (canary.estimate_seconds); cases never measured before are
+    counted as unknown. Start-up and model load are not included."""
     pairs = [d for d in decisions if d.cases]
     total = _cases_total(lm, pairs)
     if not total:
         return ""  # nothing left to resume, or nothing runs here: each says why in its own line
-    known, seconds = 0, 0.0
+    known, seconds, canaries = 0, 0.0, 0
     for p in pairs:
         assert p.ctx is not None  # a decision with cases runs
         k, s = runners.get(p.spec.runner).estimate(p.ctx, p.cases)
         known, seconds = known + k * _starts(lm, p), seconds + s * _starts(lm, p)
+        if k and (took := canary.estimate_seconds(p.ctx)) is not None:
+            canaries, seconds = canaries + 1, seconds + took
     per_run = Counter(p.per_run for p in pairs)
     every = sum(p.per_run * _starts(lm, p) for p in pairs)
     shape = " + ".join(
@@ -258,7 +269,11 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
     part = (
         "" if known == total else f" for the {known} cases measured before ({total - known} never measured)"
     )
-    return line + f"; estimated measuring time {_duration(seconds)}{part}, from earlier runs, plus start-up"
+    with_canary = f" and {canaries} correctness canar{'y' if canaries == 1 else 'ies'}" if canaries else ""
+    return (
+        line + f"; estimated measuring time {_duration(seconds)}{part}{with_canary}, from earlier runs, plus "
+        "start-up"
+    )
 
 
 def _depth_cases(lm: LoadedMatrix, pairs: list[Decision]) -> int:

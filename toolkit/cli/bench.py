@@ -148,7 +148,7 @@ def bench(
     )
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
-    events = _progress_printer(quiet=as_json or dry_run)
+    events = _progress_printer(quiet=as_json or dry_run, outcomes=True)
     try:
         outcomes = run_bench(lm, specs, model_specs, store, opts, events)
     finally:
@@ -161,8 +161,9 @@ def bench(
 
 
 def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
-    """A line per (image, model), then the tables of this run's records and where they are stored."""
-    for o in outcomes:
+    """A dry run's line per (image, model) (a real run's were printed as each was known: the events'
+    `outcome`), then the tables of this run's records and where they are stored."""
+    for o in outcomes if dry_run else ():
         click.echo(o.line())
     # this run's records as stored, through the query index: reading the digest's whole history
     # back would make every bench slower than the one before

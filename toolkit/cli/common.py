@@ -309,9 +309,11 @@ def _err(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-def _progress_printer(quiet: bool):
+def _progress_printer(quiet: bool, outcomes: bool = False):
     """An events callback for run_bench on stderr: the notes only when `quiet`; off a terminal a plain
-    line per test case; on a terminal a rich progress bar per (image, model)."""
+    line per test case; on a terminal a rich progress bar per (image, model). With `outcomes` (and not
+    `quiet`), each (image, model)'s outcome line on stdout as it is known: the pairs skipped before
+    anything runs, each measured one when it ends (on a terminal shared with stderr: above the bars)."""
 
     def note_only(kind: str, **kw) -> None:
         if kind == "note":
@@ -320,17 +322,19 @@ def _progress_printer(quiet: bool):
     if quiet:
         return note_only
     if not sys.stderr.isatty():  # a log, not a terminal: one plain line per test case, no bar (nor rich)
-        return _plain_progress()
-    return _rich_progress()
+        return _plain_progress(outcomes)
+    return _rich_progress(outcomes)
 
 
-def _plain_progress():
+def _plain_progress(outcomes: bool):
     """The events callback off a terminal: the notes, and one line per test case as it starts."""
     started: set[tuple] = set()
 
     def plain(kind: str, **kw) -> None:
         if kind == "note":
             _err(kw["text"])
+        elif kind == "outcome" and outcomes:
+            click.echo(kw["outcome"].line())
         elif kind == "progress":
             key = (kw.get("image"), kw.get("model"), kw["done"])
             if key not in started:
@@ -340,7 +344,7 @@ def _plain_progress():
     return plain
 
 
-def _rich_progress():
+def _rich_progress(outcomes: bool):
     """The events callback on a terminal: a rich progress bar per (image, model), the notes above them."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -356,6 +360,7 @@ def _rich_progress():
         # (rich's default, 10 a second, cost ~18 ms of CPU per second of the run: more than the rest of
         # the toolkit while llama-bench measures)
         refresh_per_second=1,
+        redirect_stdout=False,  # stdout that is not this terminal (a file, a pipe) keeps its lines
     )
     from rich.markup import escape
 
@@ -385,6 +390,11 @@ def _rich_progress():
             return
         elif kind == "note":
             progress.console.print(terminal_safe(kw["text"]), markup=False, highlight=False, soft_wrap=True)
+        elif kind == "outcome" and outcomes:
+            if sys.stdout.isatty():  # the same screen as the bars: printed above them, not through them
+                progress.console.print(kw["outcome"].line(), markup=False, highlight=False, soft_wrap=True)
+            else:
+                click.echo(kw["outcome"].line())
         if kind in ("start", "progress", "done") and progress.live.is_started:
             progress.refresh()
 

@@ -26,11 +26,20 @@ restores as the test window's time beyond its timed samples (the record's teleme
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from toolkit.bench.runners.base import Case, RunContext, check_sha, memory_limit, model_file_here
+from toolkit.bench.runners.base import (
+    Case,
+    RunContext,
+    _file_state_cached,
+    check_sha,
+    memory_limit,
+    model_file_here,
+)
 from toolkit.bench.runners.llama_bench import (
     _case_key,
     _record_case_key,
@@ -38,11 +47,12 @@ from toolkit.bench.runners.llama_bench import (
     missing_cases,
     resume_axes,
 )
+from toolkit.core import jsonsafe
 from toolkit.host import info as hostinfo
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord
-from toolkit.spec.matrix import BenchAxes, depth_axes, fit_depths, gguf_kv_shape
+from toolkit.spec.matrix import BenchAxes, KvShape, depth_axes, fit_depths, gguf_kv_shape
 
 SWEEP = "depth"
 """The `sweep` key of a depth case (Runner.cases): the plan line counts them."""
@@ -116,7 +126,7 @@ def fitting_depths(ctx: RunContext) -> tuple[list[int], list[str]]:
     assert sweep is not None
     depths = sweep.depths()
     path = model_file_here(ctx.lm, ctx.model)
-    shape = gguf_kv_shape(str(path)) if path is not None else None
+    shape = kv_shape(ctx, path) if path is not None else None
     size, where = capacity(ctx)
     unknown = (
         "the model file is not here"
@@ -141,6 +151,27 @@ def fitting_depths(ctx: RunContext) -> tuple[list[int], list[str]]:
         memory=where,
     )
     return kept, [f"depth sweep: {s}" for s in skipped]
+
+
+def kv_shape(ctx: RunContext, path: Path) -> KvShape | None:
+    """gguf_kv_shape of the model file at `path`, read once per state of the file (cached beside its
+    sha256 in .toolkit/: reading the header imports gguf and numpy and parses every tensor's info,
+    ~0.2 CPU s, which a bench asked for on each of its four looks at the depth plan)."""
+
+    def read() -> str:
+        shape = gguf_kv_shape(str(path))
+        return json.dumps(asdict(shape) if shape else None)
+
+    try:
+        data = jsonsafe.parse(_file_state_cached(ctx.lm, "kv-shape", path, read))
+        if data is None:
+            return None
+        shape = KvShape(**data)
+        if all(type(v) is int and v > 0 for v in asdict(shape).values()):
+            return shape
+    except (jsonsafe.JsonProblem, TypeError):  # a cache entry edited by hand: read the header again
+        pass
+    return gguf_kv_shape(str(path))
 
 
 def capacity(ctx: RunContext) -> tuple[int | None, str]:

@@ -29,7 +29,8 @@ class Sampler:
     `rate_hz` must be ≥ 10: edges of windows are interpolated between samples, and the H200 case
     (shared/cases/h200-telemetry) was sampled at 20 Hz. Ticks are scheduled on the monotonic clock;
     a tick that overruns is skipped, not queued (`missed_ticks` counts them). Every read is time-boxed
-    (`read_timeout_s`, readers.timeboxed): a source whose read does not return (a wedged GPU's sysfs
+    (`read_timeout_s`, readers.timeboxed; but a source's whose `reads_cannot_block` is true: /proc
+    and cgroup counters, which the kernel answers from memory): a source whose read does not return (a wedged GPU's sysfs
     file) gives one sample {"error", "dropped": True} and is read no more (`dropped`: id -> why), so
     the sampler, and the run it observes, never stop on a sensor."""
 
@@ -103,7 +104,10 @@ class Sampler:
             edge_aware = edge and getattr(src, "reads_counter_on_edges", False)
             try:
                 read = (lambda s=src: s.read(edge=True)) if edge_aware else src.read  # type: ignore[call-arg]
-                data = timeboxed(read, self.read_timeout_s, f"{src.id}'s read")
+                if getattr(src, "reads_cannot_block", False):  # no thread per tick for it (HostSource)
+                    data = read()
+                else:
+                    data = timeboxed(read, self.read_timeout_s, f"{src.id}'s read")
                 sample = {"t": 0.0, "source": src.id, **data}
             except ReadTimeout as e:
                 self.dropped[src.id] = f"{e}: not read again (a wedged sensor file or driver call)"
