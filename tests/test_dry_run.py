@@ -221,3 +221,19 @@ def test_dry_run_over_1000_cases_says_the_real_run_needs_yes(tmp_path):
     assert plan.endswith("; more than 1000 test cases: the real run needs --yes"), plan
     res, _ = run_cli(project, "bench", "--dry-run", "-i", "cpu", "--yes")
     assert "needs --yes" not in res.output
+
+
+def test_dry_run_probe_mounts_no_model_but_the_sweeps_shader_cache(tmp_path):
+    """The GPU-path probe (`llama-bench --list-devices`) runs with no model mounted (base.container_spec
+    with model_dir=None), with the sweep's Mesa shader cache volume and devices."""
+    project = make_project(tmp_path / "p", images=["vulkan"], bench={"n_prompt": [512], "n_gen": [128]})
+    res, _ = run_cli(project, "bench", "--dry-run", "-i", "vulkan")
+    lines = res.output.splitlines()
+    probe = next(ln for ln in lines if ln.startswith("vulkan x tiny-qwen3moe (device probe): docker run"))
+    sweep = next(ln for ln in lines if ln.startswith("vulkan x tiny-qwen3moe (sweep): docker run"))
+    assert probe.endswith("llama-bench --list-devices"), probe
+    assert "/models" not in probe and "type=bind" not in probe, probe  # no model, no folder in its place
+    cache = re.search(r"--mount type=volume,source=(toolkit-shaders-\S+?),target=/cache", sweep)
+    assert cache and f"source={cache.group(1)},target=/cache" in probe, (probe, sweep)
+    devices = re.findall(r"--device (\S+)", sweep)
+    assert devices and re.findall(r"--device (\S+)", probe) == devices

@@ -16,11 +16,11 @@ from tests.support.engine import llama_ctx as _ctx
 from toolkit.bench.runners import llama_bench as lb
 from toolkit.bench.runners import platform_probe as pp
 from toolkit.bench.runners import sglang as sr
-from toolkit.bench.runners import vllm as vr
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.results.records import BuildRecord
 from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.vllm import args as va
 
 DATA = Path(__file__).parent / "data"
 GFX1201_OUT = (DATA / "llamabench-0c1e57098-list-devices-radv-gfx1201.stdout").read_text()
@@ -118,10 +118,10 @@ def test_vllm_failure_names_the_known_rocm_detection_bug():
         "RuntimeError: Failed to infer device type, please set the environment variable "
         "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.\n"
     )
-    err = vr._outcome_error(engine.RunOutcome(1, "", log, 3.0), 600, "vllm bench latency")
+    err = va.outcome_error(engine.RunOutcome(1, "", log, 3.0), 600, "vllm bench latency")
     assert err and err.startswith("vllm bench latency exited 1: ")
     assert "vllm-project/vllm#40081" in err and "vllm#41585" in err
-    other = vr._outcome_error(engine.RunOutcome(1, "", "CUDA out of memory", 3.0), 600, "vllm bench latency")
+    other = va.outcome_error(engine.RunOutcome(1, "", "CUDA out of memory", 3.0), 600, "vllm bench latency")
     assert other and "40081" not in other
 
 

@@ -195,7 +195,7 @@ def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
     """avg_ts, or from avg_ns for rows that lack it: tokens ÷ mean seconds."""
     if norm["avg_ts"] is not None:
         return norm["avg_ts"]
-    ns = llamabench._float(row.get("avg_ns"))
+    ns = readers.as_float(row.get("avg_ns"))
     tokens = norm["n_prompt"] + norm["n_gen"]
     return tokens * 1e9 / ns if ns and tokens else None
 

@@ -292,7 +292,7 @@ def container_spec(
     command: list[str],
     profile: devices.DeviceProfile,
     *,
-    model_dir: Path,
+    model_dir: Path | None,
     shader_volume: str | None,
     run_id: str,
     name: str,
@@ -301,12 +301,15 @@ def container_spec(
 ) -> engine.RunSpec:
     """The container for one benchmark process: model dir read-only at /models (a model file, e.g. a
     GGUF, at /models/<name>: `model_file`, else whether `model_dir` is a file now; a dry run's model
-    may not exist yet), profile devices, at most `memory_bytes` of memory (no swap beyond it) when given."""
-    mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
-    if (
-        model_file if model_file is not None else model_dir.is_file()
-    ):  # only that file, never its whole folder
+    may not exist yet; None: no model, as the GPU-path probe), profile devices, at most `memory_bytes`
+    of memory (no swap beyond it) when given."""
+    mounts = []
+    if model_dir is None:
+        pass
+    elif model_file if model_file is not None else model_dir.is_file():  # only that file, never its folder
         mounts = [engine.Mount(str(model_dir.resolve()), f"/models/{model_dir.name}", read_only=True)]
+    else:
+        mounts = [engine.Mount(str(model_dir.resolve()), "/models", read_only=True)]
     env: dict[str, str] = {}
     if shader_volume:
         mounts.append(engine.Mount(shader_volume, "/cache", read_only=False, volume=True))

@@ -238,17 +238,15 @@ def preflight_devices(
 
 def _probe_spec(ctx: RunContext, shader_volume: str | None):
     """The container of the GPU-path probe: `llama-bench --list-devices` with the run's devices, no model."""
-    rs = container_spec(
+    return container_spec(
         ctx.build.digest,
         ["llama-bench", "--list-devices"],
         ctx.profile,
-        model_dir=Path("/tmp"),
+        model_dir=None,
         shader_volume=shader_volume,
         run_id=ctx.opts.run_id,
         name=f"toolkit-pre-{ctx.opts.run_id}-{ctx.spec.name}",
     )
-    rs.mounts = rs.mounts[1:]
-    return rs
 
 
 def _resumed(ctx: RunContext, sha: str, env: dict[str, str | None] | None) -> Outcome | None:

@@ -191,9 +191,6 @@ def _serve_cmd(ctx: _Ctx, lv: va.ServeLevel) -> list[str]:
     )
 
 
-_outcome_error = va.outcome_error  # the name tests/test_gpu_probe.py calls
-
-
 def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: str = "") -> None:
     body = f"$ {shlex.join(command)}\n"
     if out is not None:
@@ -215,7 +212,7 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float
     what = f"vllm bench latency (input {r.input_len}, output {r.output_len})"
     data, missing = va.read_result(ctx.out_dir / r.filename)
     res.raw = data or {}
-    res.error = _outcome_error(out, timeout, what) or (f"{what}: {missing}" if missing else None)
+    res.error = va.outcome_error(out, timeout, what) or (f"{what}: {missing}" if missing else None)
     if data is not None:
         res.latency, bad = parse_latency(data)
         res.error = res.error or (f"{what}: {bad}" if bad else None)
@@ -428,7 +425,7 @@ def _serve_record(
     else:
         _, cmd, out, wall = done
         if error is None and out is not None:
-            error = _outcome_error(out, served.timeout, what)
+            error = va.outcome_error(out, served.timeout, what)
         data, missing = va.read_result(ctx.out_dir / lv.filename)
         error = error or (f"{what}: {missing}" if missing else None)
     parsed = parse_serve(data or {})
@@ -714,7 +711,7 @@ def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> can
     try:  # the result line is printed before vLLM shuts down: it counts whatever the exit code
         p = vc.parse_canary(out.stdout, out.stderr, n_ctx=res.n_ctx)
     except vc.CanaryOutputError as err:
-        res.reason = f"{_outcome_error(out, canary.TIMEOUT_S, 'the canary') or err} (log: {log})"
+        res.reason = f"{va.outcome_error(out, canary.TIMEOUT_S, 'the canary') or err} (log: {log})"
         return res
     control = canary.judge_parsed(res, p.ppl, p.ppl_error, p.no_spread, ctx.store, controls)
     res.details = {**vc.details(p, control.details if control else None), "log_file": str(log)}

@@ -1,4 +1,5 @@
-"""The ONE validity pass over llama-bench rows of every format (and `toolkit bench`'s own rows):
+"""llama-bench's fields (the type llama-bench writes in each, and a value read as a number: `as_float`,
+`as_int`) and the ONE validity pass over llama-bench rows of every format (and `toolkit bench`'s own rows):
 `check_row(fields)` says why a row is not a measurement (None: it is one): counts, rates, samples,
 settings, test time and field types, each physically possible and consistent with the others."""
 
@@ -10,16 +11,76 @@ from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core.types import INT64
-from toolkit.runtimes.llama_bench.readers import (
-    ARRAY_FIELDS,
-    FLOAT_FIELDS,
-    INT_FIELDS,
-    MAX_TOKENS,
-    MAX_TOKENS_PER_S,
-    STRING_FIELDS,
-    as_float,
-    value_kind,
+
+# llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
+INT_FIELDS = frozenset(
+    "build_number n_batch n_ubatch n_threads poll model_size model_n_params n_gpu_layers main_gpu n_prompt "
+    "n_gen n_depth avg_ns stddev_ns no_op_offload n_cpu_moe fit_target fit_min_ctx flash_attn".split()
 )
+
+
+BOOL_FIELDS = frozenset(
+    "f16_kv no_kv_offload cpu_strict embeddings no_host repack use_mmap mul_mat_q cuda vulkan kompute metal "
+    "sycl rpc hip gpu_blas blas".split()
+)
+
+
+FLOAT_FIELDS = frozenset({"avg_ts", "stddev_ts"})
+
+
+ARRAY_FIELDS = frozenset({"samples_ns", "samples_ts"})
+
+
+STRING_FIELDS = frozenset(
+    "build_commit cpu_info gpu_info backends model_filename model_type cpu_mask type_k type_v split_mode "
+    "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
+)
+
+
+MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+
+
+MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
+
+
+def as_int(v: Any, default: int | None = None) -> int | None:
+    """A whole number as the validity pass reads it (64, "64", " +64", 64.0, "64.0", "6.4e1"), else
+    `default` (a fraction, text that is no number, digits other than ASCII): the record then holds
+    what check_row accepted, never a count read as 0."""
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        if not v.isascii():
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    f = as_float(v)
+    if f is None or not math.isfinite(f) or not f.is_integer():
+        return default
+    return int(f)
+
+
+def as_float(v: Any) -> float | None:
+    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
+    if isinstance(v, str) and not v.isascii():
+        return None
+    try:
+        return float(v) if v is not None and v != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def value_kind(v: Any) -> str:
+    """What a JSON value is, for a message: null, an object, a list, else its type's name (int, str...)."""
+    if v is None:
+        return "null"
+    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
 def _as_number(v: Any) -> Any:

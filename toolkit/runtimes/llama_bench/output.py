@@ -12,7 +12,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.runtimes.llama_bench import readers
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.check import as_float, as_int, check_row
 
 PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
 
@@ -21,10 +21,6 @@ def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, A
     """Objects from llama-bench stdout (llama_bench.readers.read_jsonl: log lines skipped, a line that
     starts like a record but does not parse noted in `skipped`)."""
     return [r.fields for r in readers.read_jsonl(text, skipped)]
-
-
-_int = readers._int
-_float = readers.as_float
 
 
 def backends_of(raw: dict[str, Any]) -> str:
@@ -75,14 +71,14 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
     flash_attn (int: -1 auto, 0, 1), n_gpu_layers, avg_ts, stddev_ts (tokens/s), samples_ts,
     backends, gpu_info, build_commit.
     """
-    n_prompt = _int(raw.get("n_prompt"), 0) or 0
-    n_gen = _int(raw.get("n_gen"), 0) or 0
-    n_depth = _int(raw.get("n_depth"), 0) or 0
-    n_batch = _int(raw.get("n_batch"))
-    n_ubatch = _int(raw.get("n_ubatch"))
+    n_prompt = as_int(raw.get("n_prompt"), 0) or 0
+    n_gen = as_int(raw.get("n_gen"), 0) or 0
+    n_depth = as_int(raw.get("n_depth"), 0) or 0
+    n_batch = as_int(raw.get("n_batch"))
+    n_ubatch = as_int(raw.get("n_ubatch"))
     fa = raw.get("flash_attn")
     if isinstance(fa, str):
-        fa = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}.get(fa.lower(), _int(fa))
+        fa = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}.get(fa.lower(), as_int(fa))
     samples = raw.get("samples_ts") or []
     if isinstance(samples, str):  # csv keeps arrays as "[1.0, 2.0]" or "1.0;2.0"
         samples = [float(x) for x in re.findall(r"[-+0-9.eE]+", samples)]
@@ -95,10 +91,10 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
         "n_batch": n_batch,
         "n_ubatch": n_ubatch,
         "n_ubatch_effective": effective_ubatch(n_ubatch, n_batch, n_prompt, n_gen, n_depth),
-        "flash_attn": _int(fa),
-        "n_gpu_layers": _int(raw.get("n_gpu_layers")),
-        "avg_ts": _float(raw.get("avg_ts")),
-        "stddev_ts": _float(raw.get("stddev_ts")),
+        "flash_attn": as_int(fa),
+        "n_gpu_layers": as_int(raw.get("n_gpu_layers")),
+        "avg_ts": as_float(raw.get("avg_ts")),
+        "stddev_ts": as_float(raw.get("stddev_ts")),
         "samples_ts": [float(x) for x in samples],
         "backends": backends_of(raw),
         "gpu_info": str(raw.get("gpu_info") or ""),

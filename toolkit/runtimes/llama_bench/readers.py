@@ -9,7 +9,9 @@ whose field count differs from its header is never shifted into other columns: i
 `problem`); whether a row is a measurement is decided once, by `check_row`, for every format (and
 for `toolkit bench`'s own rows).
 
-The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llama_bench/check.py.
+The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llama_bench/check.py, with
+llama-bench's field types and the one reading of a value as a number (`as_float`, `as_int`) that
+the readers type text by.
 """
 
 from __future__ import annotations
@@ -24,37 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
-
-# llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
-INT_FIELDS = frozenset(
-    "build_number n_batch n_ubatch n_threads poll model_size model_n_params n_gpu_layers main_gpu n_prompt "
-    "n_gen n_depth avg_ns stddev_ns no_op_offload n_cpu_moe fit_target fit_min_ctx flash_attn".split()
+from toolkit.runtimes.llama_bench.check import (
+    ARRAY_FIELDS,
+    BOOL_FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    STRING_FIELDS,
+    as_float,
+    value_kind,
 )
-
-
-BOOL_FIELDS = frozenset(
-    "f16_kv no_kv_offload cpu_strict embeddings no_host repack use_mmap mul_mat_q cuda vulkan kompute metal "
-    "sycl rpc hip gpu_blas blas".split()
-)
-
-
-FLOAT_FIELDS = frozenset({"avg_ts", "stddev_ts"})
-
-
-ARRAY_FIELDS = frozenset({"samples_ns", "samples_ts"})
-
-
-STRING_FIELDS = frozenset(
-    "build_commit cpu_info gpu_info backends model_filename model_type cpu_mask type_k type_v split_mode "
-    "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
-)
-
-
-MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
-
-
-MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
-
 
 # -o md column titles (markdown_printer::get_field_display_name, and older releases' `mmap`, `mmq`)
 MD_FIELDS = {
@@ -107,39 +87,6 @@ def _num(v: str | None) -> Any:
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
     return v
-
-
-def _int(v: Any, default: int | None = None) -> int | None:
-    """A whole number as the validity pass reads it (64, "64", " +64", 64.0, "64.0", "6.4e1"), else
-    `default` (a fraction, text that is no number, digits other than ASCII): the record then holds
-    what check_row accepted, never a count read as 0."""
-    if v is None or v == "":
-        return default
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
-        if not v.isascii():
-            return default
-        try:
-            return int(v)
-        except ValueError:
-            pass
-    f = as_float(v)
-    if f is None or not math.isfinite(f) or not f.is_integer():
-        return default
-    return int(f)
-
-
-def as_float(v: Any) -> float | None:
-    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
-    if isinstance(v, str) and not v.isascii():
-        return None
-    try:
-        return float(v) if v is not None and v != "" else None
-    except (TypeError, ValueError):
-        return None
 
 
 _NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
@@ -759,9 +706,3 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     if skipped is not None and first_notes:
         skipped += first_notes  # why the first start gave no row (an element too deep, a cut record)
     return None, -1, []
-
-
-def value_kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
