@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.analysis.flag_help import TELEMETRY_VERDICT_FLAGS
-from toolkit.analysis.roofline import Roofline, assess, ceiling
+from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.results import identity
 from toolkit.results.identity import value
@@ -270,7 +270,8 @@ class Facts:
             model_known=identity.model_known(r),
             no_roof=(a.note or None) if roof is None and gpu else None,
         )
-        object.__setattr__(f, "flags", tuple(_flags(f, opts or ReportOptions(), roof)))  # frozen once set
+        flags = _flags(f, opts or ReportOptions(), roof, a.use)  # a.use: its GPUs found once, not twice
+        object.__setattr__(f, "flags", tuple(flags))  # frozen once set
         return f
 
 
@@ -285,7 +286,8 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
     return _flags(Facts.of(r, opts), opts, roof)
 
 
-def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None) -> list[str]:
+def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | None = None) -> list[str]:
+    """record_flags of the Facts `f`; `use`: its record's roofline.gpu_use where known."""
     r, extra = f.record, f.record.model_extra or {}
     out = []
     if f.ub_clamped is not None:
@@ -304,7 +306,7 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None) -> list[str]:
         out.append("experimental")
     if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
         out.append("synthetic-twin")
-    ceil = ceiling(r) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
+    ceil = ceiling(r, use) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
     if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
         out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
     elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:

@@ -387,10 +387,11 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
     )
 
 
-def assess(r: BenchRecord, *, ceiling: bool = False) -> Assessment:
+def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) -> Assessment:
     """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
-    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks)."""
-    use = gpu_use(r)
+    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks). `use`:
+    gpu_use(r) where the caller has it (an Assessment's), else found here."""
+    use = use if use is not None else gpu_use(r)
     if r.avg_ts is None or r.axis not in ("prefill", "decode"):
         return Assessment(None, use, f"no roofline for {r.axis} results")
     gpu, how = yardstick(use, ceiling=ceiling)
@@ -430,10 +431,11 @@ def roofline(r: BenchRecord) -> Roofline | None:
     return assess(r).roofline
 
 
-def ceiling(r: BenchRecord) -> Roofline | None:
+def ceiling(r: BenchRecord, use: GpuUse | None = None) -> Roofline | None:
     """Record `r` against the most its GPUs could do together (N x one card's peak in any split): a
-    fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown."""
-    return assess(r, ceiling=True).roofline
+    fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown.
+    `use`: gpu_use(r) where the caller has it."""
+    return assess(r, ceiling=True, use=use).roofline
 
 
 def why_no_roofline(r: BenchRecord) -> str | None:

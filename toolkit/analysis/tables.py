@@ -217,7 +217,7 @@ def id_value(r: BenchRecord, name: str) -> Any:
             else ""
         )
         return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
-    v = identity.test_fields(r).get(name)
+    v = identity.test_field(r, name)
     return "auto" if name == "flash_attn" and v == -1 else v  # llama-bench's -fa -1 (newer builds: auto)
 
 

@@ -17,6 +17,8 @@ CONTROL = re.compile(
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1
 )
 
+_CONTROL_START = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the first character of every CONTROL match
+
 _MD_SPECIAL = re.compile(r"[|<>]|\]\(")
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
@@ -28,7 +30,8 @@ def strip_controls(text: str) -> str:
     """`text` without terminal control sequences (OSC 0 sets a window title, OSC 52 writes the
     clipboard), tab and newline kept, and each lone surrogate replaced by U+FFFD: what is left can be
     written to any UTF-8 terminal or file."""
-    text = CONTROL.sub("", text)
+    if _CONTROL_START.search(text) is not None:  # a tenth of the time of sub where there is none
+        text = CONTROL.sub("", text)
     return text if text.isascii() else SURROGATE.sub("\ufffd", text)
 
 

@@ -28,9 +28,13 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timezone
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from toolkit.core import stats
@@ -185,6 +189,16 @@ def test_fields(r: BenchRecord) -> dict[str, Any]:
     if _memo is not None:
         return dict(test_key(r).test)
     return _test_fields(r)
+
+
+def test_field(r: BenchRecord, name: str) -> Any:
+    """The normalised value of one test field of a record (test_fields), None when it has none; inside
+    keys_cached() found in its TestKey's pairs, sorted by field (no dict copy per call)."""
+    if _memo is None:
+        return _test_fields(r).get(name)
+    pairs = test_key(r).test
+    i = bisect_left(pairs, name, key=itemgetter(0))
+    return pairs[i][1] if i < len(pairs) and pairs[i][0] == name else None
 
 
 def _test_fields(r: BenchRecord) -> dict[str, Any]:
@@ -368,12 +382,17 @@ def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
     is kept, `None` standing for "not recorded".
     """
     recs = list(records)
+    pairs = Counter(  # {(field, value): records}, counted in C: this ran per field of every record
+        chain.from_iterable(
+            test_key(r).test if _memo is not None else _test_fields(r).items()
+            for r in recs  # no dict copy
+        )
+    )
     seen: dict[str, set] = {}
     present: dict[str, int] = {}
-    for r in recs:
-        for k, v in test_key(r).test if _memo is not None else _test_fields(r).items():  # no dict copy
-            seen.setdefault(k, set()).add(v)
-            present[k] = present.get(k, 0) + 1
+    for (k, v), n in pairs.items():  # in first-seen order: each set keeps the value seen first
+        seen.setdefault(k, set()).add(v)
+        present[k] = present.get(k, 0) + n
     out = {}
     for k, vals in seen.items():
         if present[k] < len(recs):

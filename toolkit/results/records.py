@@ -225,9 +225,12 @@ class BenchRecord(BaseModel):
           30-digit count in a hand-edited line broke the plots); one below 0, or a batch of 0 tokens,
           refused as llama_bench.check.check_row refuses it at import (`n_depth is -5: expected >= 0`).
         """
+        fields = self.__dict__
         for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
-            count = getattr(self, name)
-            if count is not None and count < 0 and abs(count) <= MAX_TOKENS:
+            count = fields[name]
+            if count is None or 0 < count <= MAX_TOKENS:  # the common case: none of the checks below
+                continue
+            if count < 0 and abs(count) <= MAX_TOKENS:
                 raise ValueError(f"{name} is {count}: expected >= 0")
             if count == 0 and name in ("n_batch", "n_ubatch"):
                 raise ValueError(
@@ -238,9 +241,10 @@ class BenchRecord(BaseModel):
                 raise ValueError(
                     f"{name} has {digits} digits: not a token count (at most {MAX_TOKENS:.0e} tokens)"
                 )
-        for name, v in [("avg_ts", self.avg_ts)] + [
-            (f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)
-        ]:
+        nums = [("avg_ts", self.avg_ts)]
+        if not all(v is None or 0 <= v <= MAX_TOKENS_PER_S for v in (self.avg_ts, *self.samples_ts)):
+            nums += [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]  # NaN: not in range
+        for name, v in nums:
             if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S):
                 raise ValueError(
                     f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
