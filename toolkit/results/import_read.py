@@ -33,6 +33,7 @@ from toolkit.results.records import (
     ModelRef,
     short_digest,
 )
+from toolkit.runtimes.llama_bench import check
 from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
@@ -195,7 +196,7 @@ def _avg_ts(row: dict[str, Any], norm: dict[str, Any]) -> float | None:
     """avg_ts, or from avg_ns for rows that lack it: tokens ÷ mean seconds."""
     if norm["avg_ts"] is not None:
         return norm["avg_ts"]
-    ns = readers.as_float(row.get("avg_ns"))
+    ns = check.as_float(row.get("avg_ns"))
     tokens = norm["n_prompt"] + norm["n_gen"]
     return tokens * 1e9 / ns if ns and tokens else None
 
@@ -351,10 +352,10 @@ def measured_parts(rec: BenchRecord) -> tuple:
     """The values measurement_of digests beside the test: test_time, avg_ns, tok/s to 2 decimals, and
     an md row's `± sd` (its stddev to 2 decimals: all it has)."""
     raw = rec.raw
-    sd = readers.as_float(raw.get("stddev_ts")) if is_untimed(rec) else None
+    sd = check.as_float(raw.get("stddev_ts")) if is_untimed(rec) else None
     return (
         str(raw.get("test_time")),
-        readers.as_float(raw.get("avg_ns")),
+        check.as_float(raw.get("avg_ns")),
         round(rec.avg_ts, 2) if rec.avg_ts is not None else None,
         f"{sd:.2f}" if sd is not None else None,
     )
@@ -367,7 +368,7 @@ def is_untimed(rec: BenchRecord) -> bool:
     return raw.get("test_time") in (None, "") and raw.get("avg_ns") is None
 
 
-_MD_SETTINGS = (readers.INT_FIELDS | readers.BOOL_FIELDS | readers.STRING_FIELDS) - {
+_MD_SETTINGS = (check.INT_FIELDS | check.BOOL_FIELDS | check.STRING_FIELDS) - {
     "build_commit",
     "build_number",
     "cpu_info",
@@ -400,7 +401,7 @@ def form_of(raw: dict[str, Any]) -> RowForm:
 def shown_parts(rec: BenchRecord, key: TestKey) -> tuple:
     """What an md table shows of a measurement in every form (shown_key less the form's columns)."""
     raw = rec.raw
-    sd = readers.as_float(raw.get("stddev_ts"))
+    sd = check.as_float(raw.get("stddev_ts"))
     return (
         str(raw.get("model_type") or ""),
         backends.from_llama_names(llamabench.backends_of(raw)),

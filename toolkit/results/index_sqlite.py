@@ -209,6 +209,7 @@ _DIGEST_MODULES = (
     "toolkit.results.index",  # digest64
     "toolkit.results.import_read",
     "toolkit.runtimes.llama_bench.readers",
+    "toolkit.runtimes.llama_bench.check",  # as_float, the field types: read into the stored digests
     "toolkit.runtimes.llama_bench.output",
     "toolkit.core.backends",
 )
