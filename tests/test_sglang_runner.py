@@ -23,7 +23,7 @@ def ctx_for(tmp_path):
 
 def test_registry_names_the_sglang_runner():
     r = runners.get("sglang")
-    assert r.name == "sglang" and r.experimental and "hf" in r.model_formats
+    assert r.name == "sglang" and "hf" in r.model_formats
     assert set(runners.names()) >= {"llama-bench", "vllm", "sglang"}
     with pytest.raises(KeyError, match="known: llama-bench, vllm, sglang"):
         runners.get("tensorrt")

@@ -21,7 +21,6 @@ from types import FrameType
 from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-STOPPING_SIGNALS = _SIGNALS
 """The signals that stop a run (the CLI installs its KeyboardInterrupt handler for SIGTERM and SIGHUP)."""
 _held: list[int] | None = None  # signals noted while held; None: not holding
 _previous: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}

@@ -16,11 +16,6 @@ else:
     Runner = Literal[tuple(RUNNERS)]  # the registry's names (toolkit/core/registry.py): pydantic checks them
 """Which benchmark program an image carries."""
 
-Axis = Literal["prefill", "decode", "mixed", "served"]
-"""prefill = pp tests (n_gen 0), decode = tg tests (n_prompt 0), mixed = pp+tg, served = vLLM serving."""
-
-Status = Literal["ok", "failed", "skipped"]
-
 # llama.cpp's own name for each backend, as it appears in llama-bench's `backends` field.
 
 INT64 = (-(2**63), 2**63 - 1)

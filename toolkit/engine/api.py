@@ -21,7 +21,6 @@ from __future__ import annotations
 from toolkit.engine.choice import (
     CONTAINER_LABEL,
     ENGINE_ENV,
-    ENGINES,
     HOST_LABEL,
     PODMAN_IDLE_S,
     cli,
@@ -41,7 +40,6 @@ from toolkit.engine.choice import (
 )
 from toolkit.engine.containers import (
     KEEP_GROUPS,
-    KEEP_GROUPS_ANNOTATION,
     ContainerInfo,
     EngineLost,
     Interrupted,

@@ -122,7 +122,6 @@ class RunOutcome:
     seconds: float
     timed_out: bool = False
     oom_killed: bool = False
-    first_output_s: float | None = None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -370,20 +369,16 @@ class _Lines:
 
 
 class _Capture:
-    """What a running container printed so far, when its first output came (seconds after the start
-    of `run_container`), and whether it was killed for running past its timeout."""
+    """What a running container printed so far, and whether it was killed for running past its timeout."""
 
     def __init__(self, on_stdout: Callable[[str], None] | None, on_stderr: Callable[[str], None] | None):
         self.t0 = time.monotonic()
         self.out, self.err = _Lines(on_stdout), _Lines(on_stderr)
-        self.first: float | None = None
         self.timed_out = threading.Event()
 
     def pump(self, stream) -> None:
         """Feed the attach stream's (stdout, stderr) chunks on until the container stops."""
         for o, e in stream:
-            if self.first is None:
-                self.first = time.monotonic() - self.t0
             if o:
                 self.out.feed(o)
             if e:
@@ -395,9 +390,7 @@ class _Capture:
         """The outcome with what was printed so far (`seconds`: wall time until now when None)."""
         if seconds is None:
             seconds = time.monotonic() - self.t0
-        return RunOutcome(
-            code, self.out.text, self.err.text, seconds, self.timed_out.is_set(), oom_killed, self.first
-        )
+        return RunOutcome(code, self.out.text, self.err.text, seconds, self.timed_out.is_set(), oom_killed)
 
 
 def _kill_quietly(container) -> None:

@@ -9,7 +9,6 @@ the `sysfs` / `dev` root it reads so tests run on fake trees.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -257,12 +256,6 @@ def _kfd_gpu(node: Path, index: int, drm: dict[int, _Drm], cards: dict[str, str]
     )
 
 
-@functools.lru_cache(maxsize=1)
-def host_gpus() -> tuple[Gpu, ...]:
-    """detect_gpus() of the real /sys, read once per process (`host_gpus.cache_clear()` to re-read)."""
-    return tuple(detect_gpus(Path("/sys")))
-
-
 # ---------------------------------------------------------------------------------------------
 # Device profiles
 
@@ -405,7 +398,6 @@ IGPU_WHY = {
     "rocm": "iGPU: rocBLAS can abort on it (no Tensile library for its arch)",
     "vulkan": "iGPU: keeps the benchmark on the discrete card(s)",
 }
-VULKAN_PIN_WHY = IGPU_WHY["vulkan"]
 
 
 @dataclass(frozen=True)
@@ -495,8 +487,7 @@ def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned:
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 """Where CDI (Container Device Interface) specs live: the directories Podman reads by default."""
 AMD_CDI_KIND = "amd.com/gpu"
-AMD_CDI_ALL = f"{AMD_CDI_KIND}=all"
-"""The CDI name of every AMD GPU (the AMD container toolkit's spec, `amd-ctk cdi generate`)."""
+"""The CDI kind of AMD GPUs (the AMD container toolkit's spec, `amd-ctk cdi generate`)."""
 
 
 def amd_cdi_spec(dirs: tuple[Path, ...] = CDI_DIRS) -> Path | None:

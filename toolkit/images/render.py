@@ -289,11 +289,3 @@ def write_rendered(r: Rendered) -> bool:
     tmp.write_text(r.content)
     tmp.replace(r.path)
     return True
-
-
-def render_all(lm: LoadedMatrix, specs: list[ImageSpec]) -> list[Rendered]:
-    """Render every spec (all errors surface before anything is written)."""
-    rendered = [render_image(lm, s) for s in specs]
-    for r in rendered:
-        write_rendered(r)
-    return rendered

@@ -150,25 +150,39 @@ def push_image(
     after = engine.inspect_image(rec.digest)
     repo_digest = f"{repository}@{digest}"
     refs = [f"{repository}:{t}" for t in tags]
+    fields = {
+        "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
+        "pushed": _merge(rec.pushed, refs),
+    }
+    extra = {"attestations": NO_ATTESTATIONS}
+    return _recorded(store, name, rec, fields, extra, refs, repo_digest, seconds, [ATTEST_NOTE])
+
+
+def _recorded(
+    store: ResultStore,
+    name: str,
+    rec: BuildRecord,
+    fields: dict[str, Any],
+    extra: dict[str, Any],
+    refs: list[str],
+    repo_digest: str,
+    seconds: float,
+    notes: list[str],
+) -> PushResult:
+    """A push's result (pushed `refs`, `repo_digest`, `seconds`, `notes`): `rec` with `fields`, the push
+    time, `seconds` and `extra` (in that order: the extras' order in builds.jsonl) appended to `store`."""
     updated = BuildRecord.model_validate(
         {
             **rec.model_dump(mode="json"),
-            "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
-            "pushed": _merge(rec.pushed, refs),
+            **fields,
             "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "push_seconds": round(seconds, 2),
-            "attestations": NO_ATTESTATIONS,
+            **extra,
         }
     )
     store.add_build(updated)
     return PushResult(
-        name,
-        "pushed",
-        record=updated,
-        refs=refs,
-        repo_digest=repo_digest,
-        seconds=seconds,
-        notes=[ATTEST_NOTE],
+        name, "pushed", record=updated, refs=refs, repo_digest=repo_digest, seconds=seconds, notes=notes
     )
 
 
@@ -296,30 +310,15 @@ def _attested(
     # the build's proven facts (org.toolkit.<fact> labels read from the image at build time) stay on the
     # record when the pushed image is the measured one; a rebuild's facts were not read, so they are not claimed
     labels = {**rec.labels, **info.labels} if info.id == rec.digest else info.labels
-    updated = BuildRecord.model_validate(
-        {
-            **rec.model_dump(mode="json"),
-            "digest": info.id,
-            "labels": labels,
-            "build_command": cmd,
-            "repo_digests": _merge(info.repo_digests, [repo_digest]),
-            "pushed": refs,
-            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "push_seconds": round(out.seconds, 2),
-            "attestations": "sbom+provenance(mode=max)",
-            "builder": builder,
-        }
-    )
-    store.add_build(updated)
-    return PushResult(
-        name,
-        "pushed",
-        record=updated,
-        refs=refs,
-        repo_digest=repo_digest,
-        seconds=out.seconds,
-        notes=notes,
-    )
+    fields = {
+        "digest": info.id,
+        "labels": labels,
+        "build_command": cmd,
+        "repo_digests": _merge(info.repo_digests, [repo_digest]),
+        "pushed": refs,
+    }
+    extra = {"attestations": "sbom+provenance(mode=max)", "builder": builder}
+    return _recorded(store, name, rec, fields, extra, refs, repo_digest, out.seconds, notes)
 
 
 def push_images(

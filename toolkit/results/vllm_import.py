@@ -30,7 +30,6 @@ from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.vllm import output as vf
 
-KINDS = ("latency", "serve", "throughput")
 # the runner's file names (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json), matched on
 # the name without .json as a whole word at its end: `observe-128-32-c2.json` is no serve name
 _NAMES = {

@@ -39,10 +39,6 @@ from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, timing_value
-from toolkit.runtimes.vllm.output import (  # noqa: F401  (re-exported: the runners' shortfall check)
-    SERVED_TOLERANCE,
-    served_shortfall_error,
-)
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 Events = Callable[..., None]
@@ -402,6 +398,15 @@ class RunContext:
     def save(self, rec: BenchRecord) -> None:
         (self.opts.saver or guard.Saver(self.store)).save(rec)
 
+    def out_dir(self, runner: str) -> Path:
+        """results/<digest12>/<runner>/<run>-<model> in the store (the --results folder); a build named
+        by tag, not digest (a dry run of an image not built yet), shows the placeholder `<digest12>`."""
+        digest = self.build.digest
+        where = (
+            self.store.digest_dir(digest) if digest.startswith("sha256:") else self.store.root / "<digest12>"
+        )
+        return where / runner / f"{self.opts.run_id}-{self.model.name}"
+
 
 @dataclass(frozen=True)
 class Step:
@@ -421,9 +426,7 @@ class Runner(Protocol):
     """A benchmark program in an image (llama-bench, vLLM, SGLang...).
 
     name: matrix.yaml `runner:`; model_formats: `format:` values of models it accepts; settings_key
-    and settings_model: its own block in matrix.yaml (validated by that model; None: none);
-    identity_fields: engine settings that are part of its records' test identity (identity.py reads
-    `engine`); experimental: flagged in reports.
+    and settings_model: its own block in matrix.yaml (validated by that model; None: none).
 
     Docker only through `ctx.engine` (toolkit.engine.api or a stand-in with its functions), never by
     importing the engine: tests pass a fake engine in the RunContext.
@@ -447,8 +450,6 @@ class Runner(Protocol):
     model_formats: ClassVar[tuple[str, ...]]
     settings_key: ClassVar[str | None]
     settings_model: ClassVar[type[BaseModel] | None]
-    identity_fields: ClassVar[tuple[str, ...]]
-    experimental: ClassVar[bool]
 
     def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
         """Bad input about the model for this runner (BadInput), before any container starts."""

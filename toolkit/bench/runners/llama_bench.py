@@ -58,8 +58,6 @@ class LlamaBenchRunner:
     model_formats: ClassVar[tuple[str, ...]] = ("gguf",)
     settings_key: ClassVar[str | None] = None
     settings_model: ClassVar[Any] = None
-    identity_fields: ClassVar[tuple[str, ...]] = ()
-    experimental: ClassVar[bool] = False
 
     def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
         """GGUF magic, tensor extents inside the file, readable by the container's user (BadInput)."""

@@ -40,7 +40,6 @@ from toolkit.bench.runners.base import (
     resolve_model,
     run_observer,
     seconds_before,
-    served_shortfall_error,
     stale_marks,
     tree_sha256,
 )
@@ -49,6 +48,7 @@ from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.results.records import BenchRecord, ModelRef
 from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.runtimes.sglang import args as sa
+from toolkit.runtimes.vllm.output import served_shortfall_error
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
 HEALTH = [
@@ -66,8 +66,6 @@ class SglangRunner:
     model_formats: ClassVar[tuple[str, ...]] = ("hf",)
     settings_key: ClassVar[str | None] = "sglang"
     settings_model: ClassVar[Any] = sa.SglangSettings
-    identity_fields: ClassVar[tuple[str, ...]] = tuple(sa.SglangSettings.model_fields)
-    experimental: ClassVar[bool] = True
 
     def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
         """Nothing beyond the shared checks: SGLang reads the checkpoint's own quantization config."""
@@ -160,7 +158,7 @@ class SglangRunner:
             return [Outcome(ctx.spec.name, ctx.model.name, "skipped", reason)]
         if ctx.opts.dry_run:
             return [Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=s.argv) for s in self.plan(ctx)]
-        out_dir = _out_dir(ctx)
+        out_dir = ctx.out_dir("sglang")
         out_dir.mkdir(parents=True, exist_ok=True)
         # the GPU-path probe: SGLang's own platform detection in this image, with the run's devices and -e
         why, probe = platform_probe.run_probe(ctx, _spec(ctx, path, out_dir, [], "probe"), "sglang")
@@ -210,14 +208,6 @@ def _case_key(method: str, n_prompt: int, n_gen: int, n_ubatch: int | None, conc
 
 def settings(ctx: RunContext) -> sa.SglangSettings:
     return ctx.lm.m.runner_settings.get("sglang") or sa.SglangSettings()
-
-
-def _out_dir(ctx: RunContext) -> Path:
-    """results/<digest12>/sglang/<run>-<model>; a dry run of an image not built yet (its stand-in
-    build is named by tag, not digest) shows the placeholder `<digest12>`, as vLLM's dry run does."""
-    digest = ctx.build.digest
-    where = ctx.store.digest_dir(digest) if digest.startswith("sha256:") else ctx.store.root / "<digest12>"
-    return where / "sglang" / f"{ctx.opts.run_id}-{ctx.model.name}"
 
 
 def _spec(ctx: RunContext, path: Path, out_dir: Path, command: list[str], what: str):
@@ -284,7 +274,7 @@ def _levels(ctx: RunContext) -> list[tuple[int, int, int, int]]:
 def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
     path, _ = resolve_model(ctx.lm, ctx.model, dry_run=True)
     assert path is not None
-    out_dir = _out_dir(ctx)
+    out_dir = ctx.out_dir("sglang")
     probe = platform_probe.probe_command("sglang")
     steps: list[tuple[Step, Any]] = [
         (Step("GPU-path probe", ctx.engine.run_command(_spec(ctx, path, out_dir, probe, "probe"))), None)

@@ -48,7 +48,6 @@ from toolkit.bench.runners.base import (
     resolve_model,
     run_observer,
     seconds_before,
-    served_shortfall_error,
     stale_marks,
     tree_sha256,
 )
@@ -71,6 +70,7 @@ from toolkit.runtimes.vllm.output import (
     parse_serve,
     sample_sd,
     samples_ts,
+    served_shortfall_error,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
@@ -538,25 +538,16 @@ def model_ref(
     return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
 
 
-def _out_dir(store: ResultStore, build: BuildRecord, run_id: str, model: ModelSpec) -> Path:
-    """results/<digest12>/vllm/<run>-<model> in `store` (the --results folder); a build named by tag,
-    not digest (a dry run of an image not built yet), shows the placeholder `<digest12>`."""
-    where = (
-        store.digest_dir(build.digest) if build.digest.startswith("sha256:") else store.root / "<digest12>"
-    )
-    return where / "vllm" / f"{run_id}-{model.name}"
-
-
 def _run(ctx: RunContext) -> list[Outcome]:
     """Latency runs (prefill + decode records), then the served sweep, for one (image, model), every
     Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
     returns one summary line per phase."""
-    lm, spec, build, model, store, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.store, ctx.opts
+    lm, spec, build, model, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.opts
     engine = ctx.engine
     path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
     if path is None:
         return [Outcome(spec.name, model.name, "skipped", reason)]
-    out_dir = _out_dir(store, build, opts.run_id, model)
+    out_dir = ctx.out_dir("vllm")
     if opts.dry_run:
         return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
     checkpoint = checkpoint_preflight(lm, model, path)
@@ -660,7 +651,7 @@ def _commands(ctx: RunContext) -> list[list[str]]:
         build=ctx.build,
         profile=ctx.profile,
         run_id=ctx.opts.run_id,
-        out_dir=_out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model),
+        out_dir=ctx.out_dir("vllm"),
     )
 
 
@@ -668,7 +659,7 @@ def _canary_spec(ctx: RunContext, path: Path) -> tuple[_Ctx, RunSpec]:
     """The canary's container (toolkit.bench.canary): the sweep's own (_spec: devices, mounts, compile
     cache, environment) running runtimes/vllm/canary.py's script with the sweep's engine flags over
     llama-perplexity's window, the text read-only at canary.TEXT_TARGET."""
-    out = _out_dir(ctx.store, ctx.build, ctx.opts.run_id, ctx.model)
+    out = ctx.out_dir("vllm")
     vctx = _Ctx(ctx.lm, ctx.spec, ctx.build, ctx.model, path, ctx.profile, ctx.opts.run_id, out, ctx.engine)
     n_gen = max(1, min(vc.COMPLETION_TOKENS, vctx.v.max_model_len - ppl_text.N_CTX))
     args = dict(n_ctx=ppl_text.N_CTX, chunks=ppl_text.CHUNKS, completion_tokens=n_gen)
@@ -747,8 +738,6 @@ class VllmRunner:
     model_formats: ClassVar[tuple[str, ...]] = ("hf",)
     settings_key: ClassVar[str | None] = "vllm"
     settings_model: ClassVar[Any] = VllmSettings
-    identity_fields: ClassVar[tuple[str, ...]] = tuple(VllmSettings.model_fields)
-    experimental: ClassVar[bool] = False
 
     def preflight(self, lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:
         """Quantization vs the checkpoint's config.json, pinned revision (BadInput, exit 4)."""

@@ -59,12 +59,6 @@ class Perplexity:
     chunks: tuple[float, ...]
     no_spread: bool = False
 
-    @property
-    def finite(self) -> bool:
-        """Whether `ppl` is a number a sane model gives: finite and >= 1 (a perplexity below 1 would
-        mean probabilities above 1)."""
-        return math.isfinite(self.ppl) and self.ppl >= 1.0
-
 
 def text_sha256(path: Path = CANARY_TEXT) -> str:
     """sha256 hex of the canary text (stored with each canary result: results compare only over the

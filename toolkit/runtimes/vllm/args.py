@@ -20,7 +20,7 @@ One method per axis, stored in every record's `method` (README: "vLLM methods"):
                                 `vllm bench serve` (random dataset, --ignore-eos, temperature 0) run
                                 with `docker exec` in that container; avg_ts = output tok/s. Failed
                                 when the tokens generated fall short of requests x output length
-                                (bench/runners/base.py `served_shortfall_error`): with --ignore-eos
+                                (output.py `served_shortfall_error`): with --ignore-eos
                                 every request must give exactly the length asked for.
 """
 
