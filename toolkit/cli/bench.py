@@ -7,9 +7,11 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,10 @@ def bench(
     specs = lm.select_images(images)
     model_specs = lm.select_models(models)
     events = _progress_printer(quiet=as_json or dry_run, outcomes=True)
+    if not (as_json or dry_run):  # the tables' code (~0.1 s) imported while the containers run, not after
+        threading.Thread(
+            target=importlib.import_module, args=("toolkit.analysis.report",), daemon=True
+        ).start()
     try:
         outcomes = run_bench(lm, specs, model_specs, store, opts, events)
     finally:

@@ -64,7 +64,6 @@ class Sampler:
         self.read_timeout_s = read_timeout_s
         self.dropped: dict[str, str] = {}
         self.started_t: float | None = None
-        self.stopped_t: float | None = None
 
     @property
     def running(self) -> bool:
@@ -193,7 +192,6 @@ class Sampler:
             self._thread.join()
             self._thread = None
             self.sample_once()  # a sample after the end of the last window
-            self.stopped_t = time.time()
         if self._trace is not None:
             try:
                 self._trace.close()
