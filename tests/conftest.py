@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.project import ROOT  # shared helpers live in tests/support; test modules import them there
+
+# A suite started in the background by a non-interactive shell (`./scripts/run-tests.sh all &`)
+# inherits SIGINT ignored, and so would every process it starts (an ignored signal stays ignored across
+# exec, and Python then installs no KeyboardInterrupt handler): the tests that press Ctrl-C on a
+# toolkit process (SIGINT) would see it ignored and fail. Handled here, children start with the default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Test runs share one Docker engine and may overlap (parallel sessions); their tiny-model numbers are
 # smoke signals, so bench runs of the tests may overlap: each record written meanwhile is flagged
