@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tests.support.project import DATA
 from tests.support.records import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
-from toolkit.analysis import compare, report
+from toolkit.analysis import compare, report, tables
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput, Regression
 from toolkit.results import importer
@@ -139,7 +139,7 @@ def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
     store = store_with(tmp_path, base + slow)
     res = invoke("compare", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
     assert isinstance(res.exception, Regression) and res.exception.exit_code == 6
-    n_tests = len(report.select_latest(base))
+    n_tests = len(tables.select_latest(base))
     assert res.output.count("**0.80**") == n_tests
     assert_golden("compare-cpu-regression.md", res.output)
     proc = subprocess.run(
@@ -188,7 +188,7 @@ def test_compare_two_real_images(tmp_path):
             store, a[0].image.short, b[0].image.digest, threshold=5
         )  # threads are part of the test
     c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5, ignore=("n_threads",))
-    assert len(c.rows) == len(report.select_latest(a)) and not c.only_a and not c.only_b
+    assert len(c.rows) == len(tables.select_latest(a)) and not c.only_a and not c.only_b
     assert (c.a_settings, c.b_settings) == ("n_threads=2", "n_threads=1")
     assert_golden("compare-cpu-a-b.md", compare.format_comparison(c) + "\n")
 
@@ -290,7 +290,7 @@ def test_imported_run_is_reported_and_compared_beside_container_runs(tmp_path):
     )
     assert res.exit_code == 0, res.output
     c = compare.compare(store, base[0].image.short, "bare-metal", threshold=5)
-    assert len(c.rows) == len(report.select_latest(base)) and not c.regressions
+    assert len(c.rows) == len(tables.select_latest(base)) and not c.regressions
     assert {round(r.speedup, 6) for r in c.rows} == {1.0}
     text = invoke("report", "--results", str(store.root)).output
     assert "bare-metal@" in text and base[0].image.short in text

@@ -16,7 +16,7 @@ from matplotlib.colors import to_hex
 from tests.support.engine import ROW, FakeEngine, _build, _ctx, _project
 from tests.support.project import mutate, write_matrix
 from tests.support.records import make_record
-from toolkit.analysis import plots, report
+from toolkit.analysis import plots, tables
 from toolkit.bench import tune, tune_depth
 from toolkit.bench.runners import llama_depth
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
@@ -132,7 +132,7 @@ def _depth_records(images: dict[str, float], depths: list[int]) -> list:
 
 def test_the_depth_curve_has_one_line_per_image_at_the_depths_in_the_image_color():
     depths = [0, 4096, 8192, 16384]
-    ts = report.tables(_depth_records({"vulkan": 3000.0, "rocm": 2500.0}, depths))
+    ts = tables.tables(_depth_records({"vulkan": 3000.0, "rocm": 2500.0}, depths))
     colors = plots.palette(ts)
     figs = plots.figures(ts)
     assert {"depth-prefill", "depth-decode"} <= set(figs)
@@ -150,7 +150,7 @@ def test_the_depth_curve_has_one_line_per_image_at_the_depths_in_the_image_color
 
 
 def test_no_depth_curve_from_one_depth():
-    ts = report.tables(_depth_records({"vulkan": 3000.0}, [0]))
+    ts = tables.tables(_depth_records({"vulkan": 3000.0}, [0]))
     assert "depth-prefill" not in plots.figures(ts)
 
 

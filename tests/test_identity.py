@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from tests.support.project import DATA
 from tests.support.records import make_record
-from toolkit.analysis import compare, plots, report
+from toolkit.analysis import compare, facts, plots, report, table_text, tables
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import identity, importer
@@ -33,14 +33,14 @@ def imported(tmp_path: Path, *names: str, label: str = "field") -> tuple[ResultS
     return store, res
 
 
-def table(store: ResultStore, axis: str) -> report.Table:
-    return next(t for t in report.tables(store.results()) if t.axis == axis)
+def table(store: ResultStore, axis: str) -> tables.Table:
+    return next(t for t in tables.tables(store.results()) if t.axis == axis)
 
 
-def cells(t: report.Table) -> dict[tuple, dict[str, float]]:
+def cells(t: tables.Table) -> dict[tuple, dict[str, float]]:
     """{(row test, *row ids): {column: tok/s}}"""
     return {
-        (row.test, *row.ids.values()): {c: report.value(r) for c, r in row.cells.items()} for row in t.rows
+        (row.test, *row.ids.values()): {c: identity.value(r) for c, r in row.cells.items()} for row in t.rows
     }
 
 
@@ -56,7 +56,7 @@ def test_n_cpu_moe_sweep_keeps_three_settings_as_a_column(tmp_path):
     ):
         t = table(store, axis)
         assert t.id_columns == ["n_cpu_moe"]
-        got = {row.ids["n_cpu_moe"]: report.value(next(iter(row.cells.values()))) for row in t.rows}
+        got = {row.ids["n_cpu_moe"]: identity.value(next(iter(row.cells.values()))) for row in t.rows}
         assert got == expect
     text = report.render(store.results())
     head = next(ln for ln in text.splitlines() if ln.startswith("| test"))
@@ -68,7 +68,7 @@ def test_two_models_in_one_file_are_two_row_sets(tmp_path):
     store, _ = imported(tmp_path, "two-models-one-file.jsonl")
     t = table(store, "prefill")
     assert t.id_columns == ["model"]
-    assert sorted(report.value(r) for row in t.rows for r in row.cells.values()) == [160.0, 900.0]
+    assert sorted(identity.value(r) for row in t.rows for r in row.cells.values()) == [160.0, 900.0]
     assert sorted(row.ids["model"] for row in t.rows) == ["model-a-24B-Q4_K_M.gguf", "model-b-20B-mxfp4.gguf"]
 
 
@@ -78,7 +78,7 @@ def test_two_builds_in_one_file_are_split_on_import_and_the_drop_is_visible(tmp_
     assert len({s.digest for s in res.sets}) == 2
     t = table(store, "prefill")
     (row,) = t.rows
-    assert sorted(report.value(r) for r in row.cells.values()) == [1130.0, 1480.0]
+    assert sorted(identity.value(r) for r in row.cells.values()) == [1130.0, 1480.0]
     a, b = (s.digest for s in res.sets)
     c = compare.compare(store, a, b, threshold=5)
     pp = next(r for r in c.rows if r.test.startswith("pp512"))
@@ -90,7 +90,7 @@ def test_two_builds_in_one_file_are_split_on_import_and_the_drop_is_visible(tmp_
 def test_same_digest_on_two_gpus_is_two_columns_not_one():
     a = make_record("img", "rocm", p=512, avg=100.0, gpu_info="AMD Radeon AI PRO R9700")
     b = make_record("img", "rocm", p=512, avg=90.0, gpu_info="AMD Radeon RX 9070 XT")
-    t = report.axis_table(report.select_for_report([a, b]), "prefill")
+    t = tables.axis_table(tables.select_for_report([a, b]), "prefill")
     assert len(t.columns) == 2 and all("gpu_info=" in c for c in t.columns)
 
 
@@ -126,7 +126,7 @@ def test_nan_stddev_keeps_every_record_recomputed_from_samples(tmp_path, name):
     assert len(res.repaired) == 1 and "recomputed from 3 samples" in res.repaired[0]
     tg = next(r for r in recs if r.n_gen == 128)
     assert tg.stddev_ts == 0.0 and tg.raw["stddev_ts"] is None  # samples were 110, 110, 110
-    assert "stddev-recomputed" in report.record_flags(tg, report.ReportOptions())
+    assert "stddev-recomputed" in facts.record_flags(tg, facts.ReportOptions())
     json.loads(report.render(recs, "json"))  # strict JSON: no NaN token anywhere
 
 
@@ -185,7 +185,7 @@ def test_h200_cuda_output_imports_whole_and_flags_only_what_was_measured(tmp_pat
     for f in ("n_cpu_moe", "fit_target", "no_host", "repack", "devices", "split_mode"):
         assert f in recs[0].raw
     dec = table(store, "decode")
-    got = {row.test: (report.value(next(iter(row.cells.values()))), row.row_flags()) for row in dec.rows}
+    got = {row.test: (identity.value(next(iter(row.cells.values()))), row.row_flags()) for row in dec.rows}
     assert got["tg128 ub512"][0] == pytest.approx(308.0, abs=0.1)
     assert got["tg128 ub2048"][0] == pytest.approx(291.5, abs=0.1)
     for _, flags in got.values():  # the micro-batch does not apply to decode: neither flag on tg rows
@@ -206,12 +206,12 @@ def test_vulkan_h200_equal_decode_is_measured_no_effect_and_backend_tells_the_fi
         "gpu_info"
     ] == "NVIDIA H200"
     assert cuda.sets[0].system["gpu_info"] == vk.sets[0].system["gpu_info"]
-    chosen = report.select_for_report(store.results())
-    dec = report.axis_table(chosen, "decode")
+    chosen = tables.select_for_report(store.results())
+    dec = tables.axis_table(chosen, "decode")
     vk_rows = [row for row in dec.rows if any(c.startswith("h200-vk@") for c in row.cells)]
     for row in vk_rows:  # 206.5 ± 3.0 vs 204.9 ± 1.8, yet tg has no micro-batch: never "no effect"
         assert not any(f.startswith("ub-no-effect") for f in row.row_flags())
-    pre = report.axis_table(chosen, "prefill")
+    pre = tables.axis_table(chosen, "prefill")
     pp512 = [row for row in pre.rows if row.test.startswith("pp512 ")]
     for row in pp512:  # 10430.8 ± 20.9 vs 10471.4 ± 19.9 on Vulkan: equal within noise, and measured so
         assert "ub-no-effect [h200-vk@" in "; ".join(row.row_flags())
@@ -236,7 +236,7 @@ def test_decode_plot_draws_one_bar_group_per_table_row():
         make_record("cpu", "cpu", n=128, ub=512, avg=3674.0, sd=10.0, gpu_info=""),
         make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info=""),
     ]
-    t = report.axis_table(report.select_for_report(rs), "decode")
+    t = tables.axis_table(tables.select_for_report(rs), "decode")
     fig = plots.decode_figure(t)
     ax = fig.axes[0]
     assert [x.get_text() for x in ax.get_xticklabels()] == ["tg128 ub512", "tg128 ub2048"]
@@ -245,8 +245,8 @@ def test_decode_plot_draws_one_bar_group_per_table_row():
 
 def test_no_record_is_lost_between_select_and_table(tmp_path):
     store, _ = imported(tmp_path, "n-cpu-moe-sweep.jsonl", "two-models-one-file.jsonl")
-    chosen = report.select_for_report(store.results())
-    shown = sum(len(row.cells) for t in report.tables(store.results()) for row in t.rows)
+    chosen = tables.select_for_report(store.results())
+    shown = sum(len(row.cells) for t in tables.tables(store.results()) for row in t.rows)
     assert shown == len(chosen) == 10
 
 
@@ -322,11 +322,11 @@ def test_process_runs_are_combined_and_bimodal_runs_flagged():
     (r,) = sel.used
     assert sel.superseded == 0 and r.avg_ts == pytest.approx(90.15)
     assert r.model_extra["between_runs"]["runs"] == 4 and len(r.samples_ts) == 8
-    flags = report.record_flags(r, report.ReportOptions())
+    flags = facts.record_flags(r, facts.ReportOptions())
     assert "runs-disagree" in flags and "bimodal-runs" in flags
     steady = identity.newest_per_test([_run(1, 100.0), _run(2, 100.3), _run(3, 99.8)]).used[0]
-    assert not {"runs-disagree", "bimodal-runs"} & set(report.record_flags(steady, report.ReportOptions()))
-    assert "[3 runs, spread 0.5%]" in report.fmt_cell(steady)
+    assert not {"runs-disagree", "bimodal-runs"} & set(facts.record_flags(steady, facts.ReportOptions()))
+    assert "[3 runs, spread 0.5%]" in table_text.fmt_cell(steady)
 
 
 def test_a_gpu_image_without_a_known_product_says_why_it_has_no_roofline():
@@ -335,15 +335,15 @@ def test_a_gpu_image_without_a_known_product_says_why_it_has_no_roofline():
     assert "vk@" in text and ": no roofline: " in text
     known = make_record("hip", "rocm", n=128, avg=50.0, sd=0.5)
     doc = json.loads(report.render([known], "json"))
-    cell = doc["tables"][0]["rows"][0][report.image_label(known)]
+    cell = doc["tables"][0]["rows"][0][facts.image_label(known)]
     assert cell["roofline"]["product"] == "AMD Radeon AI PRO R9700" and cell["roofline"]["gpu_count"] == 1
 
 
 def test_one_digest_on_two_campaign_hosts_is_two_columns():
     a = make_record("img", "rocm", p=512, avg=100.0, host={"key": "n1"})
     b = make_record("img", "rocm", p=512, avg=80.0, host={"key": "n2"})
-    t = report.axis_table(report.select_for_report([a, b]), "prefill")
-    assert sorted(t.columns) == [f"{report.image_label(a)} [host=n1]", f"{report.image_label(a)} [host=n2]"]
+    t = tables.axis_table(tables.select_for_report([a, b]), "prefill")
+    assert sorted(t.columns) == [f"{facts.image_label(a)} [host=n1]", f"{facts.image_label(a)} [host=n2]"]
 
 
 def test_a_shape_twin_never_shares_a_row_with_the_real_model():
@@ -356,7 +356,7 @@ def test_a_shape_twin_never_shares_a_row_with_the_real_model():
     assert identity.model_fingerprint(real) != identity.model_fingerprint(
         twin
     )  # llama-bench describes both alike
-    t = report.axis_table(report.select_for_report([real, twin]), "prefill")
+    t = tables.axis_table(tables.select_for_report([real, twin]), "prefill")
     assert len(t.rows) == 2 and t.id_columns == ["model"]
     twin_row = next(row for row in t.rows if "twin of" in row.ids["model"])
     assert "synthetic-twin" in twin_row.row_flags()

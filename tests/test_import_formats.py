@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from tests.support.project import DATA
 from tests.support.records import make_record
-from toolkit.analysis import compare, report, verdict
+from toolkit.analysis import compare, facts, report, table_text, tables, verdict
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import identity, importer
@@ -47,8 +47,8 @@ def imported(
     return store, importer.import_files(store, list(files), label=label, **kw)
 
 
-def only_table(store: ResultStore, axis: str = "prefill") -> report.Table:
-    return next(t for t in report.tables(store.results()) if t.axis == axis)
+def only_table(store: ResultStore, axis: str = "prefill") -> tables.Table:
+    return next(t for t in tables.tables(store.results()) if t.axis == axis)
 
 
 # ------------------------------------------------------------------ 1. one validity pass, per row
@@ -197,7 +197,7 @@ def test_two_rows_of_one_test_are_repetitions_of_one_cell_flagged_when_they_disa
     assert "kept as 2 repetitions of one cell" in res.repeated[0] and "runs-disagree" in res.repeated[0]
     (row,) = only_table(store).rows
     (cell,) = row.cells.values()
-    assert report.value(cell) == 250.0 and "[2 runs, spread 120.0%]" in report.fmt_cell(cell)
+    assert identity.value(cell) == 250.0 and "[2 runs, spread 120.0%]" in table_text.fmt_cell(cell)
     assert "runs-disagree" in row.row_flags()
     text = report.render(store.results())
     assert "2 records read, 1 used (1 more as repetitions combined into their cells), 0 superseded" in text
@@ -216,7 +216,7 @@ def test_line_order_does_not_decide_which_row_is_newest(tmp_path):
     assert a.model_extra["between_runs"] == b.model_extra["between_runs"]
     assert a.model_extra["between_runs"]["means"] == [155.36, 615.83]  # oldest test_time first
     assert a.raw["test_time"] == b.raw["test_time"] == "2025-08-05T01:30:36Z"  # the newest gives the rest
-    assert report.value(a) == report.value(b) == pytest.approx((155.36 + 615.83) / 2)
+    assert identity.value(a) == identity.value(b) == pytest.approx((155.36 + 615.83) / 2)
 
 
 def test_the_newest_run_of_a_test_is_the_one_measured_last_not_imported_last(tmp_path):
@@ -230,7 +230,7 @@ def test_the_newest_run_of_a_test_is_the_one_measured_last_not_imported_last(tmp
             store, [f], label="x", digest="import:one", now=datetime(2030, 1, 1 + i, tzinfo=timezone.utc)
         )
     (row,) = only_table(store).rows
-    assert [report.value(c) for c in row.cells.values()] == [400.0]
+    assert [identity.value(c) for c in row.cells.values()] == [400.0]
     assert "2 records read, 1 used, 1 superseded" in report.render(store.results())
 
 
@@ -351,7 +351,7 @@ def test_bench_and_report_share_one_cpu_fallback_rule(image, row, fallback):
     if "gpu_info" not in row:
         del rec.raw["gpu_info"]
     said_by_bench = llamabench.cpu_fallback_of(image, rec.raw, llamabench.backends_of(rec.raw)) is not None
-    said_by_report = report.is_cpu_fallback(rec)
+    said_by_report = facts.is_cpu_fallback(rec)
     assert said_by_bench is said_by_report is fallback
 
 
@@ -366,7 +366,7 @@ def test_a_single_sample_has_an_unknown_stddev_and_the_verdict_says_so(tmp_path)
     assert all(r.stddev_ts is None and len(r.samples_ts) == 1 for r in recs)
     t = only_table(store)
     assert all(
-        "(1 sample: stddev unknown)" in report.fmt_cell(c) for row in t.rows for c in row.cells.values()
+        "(1 sample: stddev unknown)" in table_text.fmt_cell(c) for row in t.rows for c in row.cells.values()
     )
     assert "± 0.00" not in report.render(recs)
     v = verdict.verdict(recs)
@@ -379,7 +379,7 @@ def test_decode_rows_never_carry_micro_batch_flags():
         make_record("hip", "rocm", n=128, ub=ub, avg=100.0, sd=0.5, raw={"samples_ts": [99.5, 100.0, 100.5]})
         for ub in (512, 2048)
     ]
-    t = report.axis_table(report.select_for_report(rs), "decode")
+    t = tables.axis_table(tables.select_for_report(rs), "decode")
     assert len(t.rows) == 2
     assert not [f for row in t.rows for f in row.row_flags() if f.startswith(("ub-clamped", "ub-no-effect"))]
 
@@ -418,7 +418,7 @@ def test_markdown_tables_bare_or_fenced_after_log_lines_are_imported(tmp_path, n
     r = recs["pp512"]
     assert r.image.backend == "rocm" and r.n_gpu_layers == 99 and r.flash_attn == 1
     assert r.model.size_bytes == round(56.89 * 2**30)
-    flags = report.record_flags(r, report.ReportOptions())
+    flags = facts.record_flags(r, facts.ReportOptions())
     assert "no-samples" in flags
     assert ("no-build-commit" in flags) is (build is None)
     if build:
@@ -484,7 +484,9 @@ def test_every_prefill_row_reaches_a_plot_a_depth_row_on_its_curve(tmp_path):
         importer.import_files(store, [T3 / f"{name}.jsonl"], label=name)
     t = only_table(store)
     cells = sorted(
-        (col, r.n_depth, float(r.n_prompt), report.value(r)) for row in t.rows for col, r in row.cells.items()
+        (col, r.n_depth, float(r.n_prompt), identity.value(r))
+        for row in t.rows
+        for col, r in row.cells.items()
     )
     assert len(cells) == 4 and {c[1] for c in cells} == {0, 4096}
     fig = plots.prefill_figure(t)
@@ -511,7 +513,7 @@ def test_decode_bars_wrap_to_a_readable_width_on_one_axis_from_zero():
         for n in (16, 32, 64, 128, 256, 512)
         for ub in (512, 2048)
     ]
-    t = report.axis_table(report.select_for_report(rs), "decode")
+    t = tables.axis_table(tables.select_for_report(rs), "decode")
     fig = plots.decode_figure(t)
     assert fig.get_figwidth() <= plots.MAX_WIDTH and len(fig.axes) > 1
     labels = [x.get_text() for ax in fig.axes for x in ax.get_xticklabels()]
@@ -524,7 +526,7 @@ def test_mixed_rows_are_plotted_too():
     from toolkit.analysis import plots
 
     rs = [make_record("hip", "rocm", p=512, n=128, avg=300.0, sd=1.0)]
-    assert "mixed" in plots.figures(report.tables(rs))
+    assert "mixed" in plots.figures(tables.tables(rs))
 
 
 @pytest.mark.parametrize(

@@ -207,7 +207,7 @@ def test_a_trace_an_imported_record_names_outside_the_results_folder_is_never_re
     import json
 
     from tests.support.project import DATA
-    from toolkit.analysis import plots, report
+    from toolkit.analysis import plots
 
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_text('{"t": 1, "source": "nv", "vendor": "nvidia", "power_w": 100}\n')
@@ -216,5 +216,5 @@ def test_a_trace_an_imported_record_names_outside_the_results_folder_is_never_re
     f = tmp_path / "m.jsonl"
     f.write_text(json.dumps(row) + "\n")
     recs = stored(tmp_path, f)
-    runs = plots.trace_runs(report.tables(recs), tmp_path / "results")
+    runs = plots.trace_runs(tables.tables(recs), tmp_path / "results")
     assert runs and all(outside not in run.candidates for run in runs)

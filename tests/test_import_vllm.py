@@ -120,9 +120,9 @@ def test_throughput_result(tmp_path: Path) -> None:
     )
     assert failed.status == "failed" and "total_num_tokens 1290" in (failed.error or "")
     assert len(res.failed) == 1
-    from toolkit.analysis import report
+    from toolkit.analysis import tables
 
-    (served,) = [t for t in report.tables(store.results()) if t.axis == "served"]
+    (served,) = [t for t in tables.tables(store.results()) if t.axis == "served"]
     assert [row.test for row in served.rows] == ["offline in128 out64"]  # not `cNone in128 out64` (issue 31)
 
 
@@ -136,14 +136,14 @@ def test_vllm_and_llama_bench_files_are_imported_apart(tmp_path: Path) -> None:
 
 
 def test_imported_vllm_results_stand_in_the_report_beside_runner_axes(tmp_path: Path) -> None:
-    from toolkit.analysis import report
+    from toolkit.analysis import tables
 
     store, _ = imp(
         tmp_path,
         put(tmp_path, "vllm-0.28.0-cpu-serve.json", "serve-32-8-c2.json"),
         put(tmp_path, "vllm-0.16.0-latency.json", "lat-128-1.json"),
     )
-    assert sorted(t.axis for t in report.tables(store.results())) == ["prefill", "served"]
+    assert sorted(t.axis for t in tables.tables(store.results())) == ["prefill", "served"]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ the page folds decode into one row per tg test (tables.fold_decode_ub).
 from __future__ import annotations
 
 from tests.support.records import CPU_A, CPU_B, load, make_record, needs_fixtures
-from toolkit.analysis import plots, report
+from toolkit.analysis import plots, report, tables
 from toolkit.results.records import BenchRecord
 
 
@@ -52,8 +52,8 @@ def test_decode_plot_of_a_real_run_has_one_group_per_tg_test_and_leaves_depth_ro
     (one panel `tg64`, not one per ub), never again as bars."""
     real = load(CPU_A, CPU_B)
     decode = [r for r in real if r.axis == "decode"]
-    recs = report.select_for_report(real + [_at_depth(r, d) for r in decode for d in (512, 4096)])
-    ts = report.tables(recs)
+    recs = tables.select_for_report(real + [_at_depth(r, d) for r in decode for d in (512, 4096)])
+    ts = tables.tables(recs)
     table = next(t for t in ts if t.axis == "decode")
     assert len(table.rows) == 6 and {r.n_ubatch for r in decode} == {64, 512}
     page = next(t for t in report.display_tables(ts)[0] if t.axis == "decode")
@@ -79,7 +79,7 @@ def test_decode_labels_never_overlap_and_the_groups_use_the_width():
     other)."""
     recs = [make_record("cpu", "cpu", n=128, ub=ub, avg=50.0 + ub / 1000, sd=0.5) for ub in (512, 2048)]
     recs += [make_record("cpu", "cpu", n=64, ub=512, avg=40.0, sd=0.5, raw={"n_depth": 512})]
-    ts = report.tables(report.select_for_report(recs))
+    ts = tables.tables(tables.select_for_report(recs))
     fig = plots.figures(ts)["decode"]
     assert _ticks(fig) == ["tg128", "tg64 @ d512"]
     assert _overlapping(fig) == []
@@ -104,7 +104,7 @@ def test_long_labels_are_wrapped_to_their_group_as_drawn_and_panels_are_filled_e
         for fa in (0, 1)
         for k in ("f16", "q8_0")
     ]
-    ts = report.tables(report.select_for_report(recs))
+    ts = tables.tables(tables.select_for_report(recs))
     fig = plots.figures(ts)["decode"]
     assert [len(ax.get_xticks()) for ax in fig.axes] == [6, 6]
     ticks = _ticks(fig)

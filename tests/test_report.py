@@ -25,8 +25,9 @@ from tests.support.records import (
     needs_fixtures,
     seed_records,
 )
-from toolkit.analysis import plots, report, roofline, verdict
+from toolkit.analysis import facts, plots, report, roofline, table_text, tables, verdict
 from toolkit.cli.main import cli
+from toolkit.results import identity
 from toolkit.results.records import BenchRecord
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -34,7 +35,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # -------------------------------------------------------------------------------------------- helpers
 
 
-def flags_by_row(t: report.Table) -> dict[str, list[str]]:
+def flags_by_row(t: tables.Table) -> dict[str, list[str]]:
     return {row.test: row.row_flags() for row in t.rows}
 
 
@@ -101,14 +102,14 @@ def test_seed_two_llama_images_best_micro_batch_is_the_evidence():
 )
 def test_ub_clamped_exactly_where_the_knob_is_clamped(p, n, ub, b, effective):
     r = make_record("hip", "rocm", p=p, n=n, ub=ub, b=b, avg=100.0)
-    assert report.ub_clamped(r) == effective
-    flags = report.record_flags(r, report.ReportOptions())
+    assert facts.ub_clamped(r) == effective
+    flags = facts.record_flags(r, facts.ReportOptions())
     assert ("ub-clamped" in flags) is (effective is not None)
     assert "ub-no-effect" not in flags  # "no effect" is a measured claim: one record cannot make it
 
 
 def test_ub_flag_in_the_seed_table_only_on_pp512_ub2048():
-    t = report.axis_table(seed_records(), "prefill")
+    t = tables.axis_table(seed_records(), "prefill")
     flagged = {test for test, fl in flags_by_row(t).items() if any(f.startswith("ub-clamped") for f in fl)}
     assert flagged == {"pp512 ub2048"}
     assert flags_by_row(t)["pp512 ub2048"][0] == "ub-clamped (effective ub512)"
@@ -124,7 +125,7 @@ def test_ub_flag_in_the_seed_table_only_on_pp512_ub2048():
 )
 def test_noisy_flag_threshold(rsd, threshold, noisy):
     r = make_record("hip", "rocm", p=2048, avg=1000.0, sd=1000.0 * rsd)
-    assert ("noisy" in report.record_flags(r, report.ReportOptions(noisy=threshold))) is noisy
+    assert ("noisy" in facts.record_flags(r, facts.ReportOptions(noisy=threshold))) is noisy
 
 
 def test_cpu_fallback_rows_are_shown_flagged_and_never_win():
@@ -141,7 +142,7 @@ def test_cpu_fallback_rows_are_shown_flagged_and_never_win():
         error="CPU fallback: gpu_info is empty although the Vulkan backend was expected",
     )
     silent = make_record("rocm-b", "rocm", p=512, avg=95.0, sd=1, backends="CPU")
-    t = report.axis_table(report.select_for_report([ok, failed, silent]), "prefill")
+    t = tables.axis_table(tables.select_for_report([ok, failed, silent]), "prefill")
     fl = flags_by_row(t)["pp512 ub512"]
     assert "cpu-fallback [rocm-b@" in fl[0] and "vulkan@" in fl[0]
     v = verdict.axis_verdict([ok, failed, silent], "prefill")
@@ -171,7 +172,7 @@ def test_no_clear_winner_within_noise():
 def test_min_margin_applies_when_noise_is_tiny():
     rs = [make_record("a", "rocm", p=512, avg=100.0), make_record("b", "rocm", p=512, avg=102.0)]
     assert verdict.axis_verdict(rs, "prefill").winner is None  # +2% < 3% default
-    assert verdict.axis_verdict(rs, "prefill", report.ReportOptions(min_margin=0.01)).winner.startswith("b@")
+    assert verdict.axis_verdict(rs, "prefill", facts.ReportOptions(min_margin=0.01)).winner.startswith("b@")
 
 
 def test_different_models_are_not_compared():
@@ -196,7 +197,7 @@ def test_roofline_decode_share_of_bandwidth_and_prefill_share_of_compute():
     roof = roofline.roofline(hip)
     assert roof.metric == "compute"
     assert roof.fraction == pytest.approx(4635 * 2 * 30_532_122_624 * 3.3 / 30.5 / 191e12)
-    assert report.fmt_roof(roof) == "16% of FP16 peak"
+    assert table_text.fmt_roof(roof) == "16% of FP16 peak"
 
 
 @pytest.mark.parametrize(
@@ -209,7 +210,7 @@ def test_roofline_decode_share_of_bandwidth_and_prefill_share_of_compute():
 )
 def test_bandwidth_plausibility_flags(avg, flag):
     r = make_record("vulkan", "vulkan", n=128, avg=avg)
-    fl = report.record_flags(r, report.ReportOptions(), roofline.roofline(r))
+    fl = facts.record_flags(r, facts.ReportOptions(), roofline.roofline(r))
     assert [f for f in fl if f.startswith("bw-")] == ([flag] if flag else [])
 
 
@@ -286,9 +287,9 @@ def test_active_share_from_the_gguf_experts(tmp_path):
 
 def test_identifying_columns_only_when_they_vary():
     same = [make_record("a", "rocm", p=512, avg=1.0), make_record("b", "rocm", p=512, avg=2.0)]
-    assert report.axis_table(same, "prefill").id_columns == []
+    assert tables.axis_table(same, "prefill").id_columns == []
     mixed = same + [make_record("a", "rocm", p=512, avg=1.5, fa=0)]
-    t = report.axis_table(report.select_for_report(mixed), "prefill")
+    t = tables.axis_table(tables.select_for_report(mixed), "prefill")
     assert t.id_columns == ["flash_attn"] and [row.ids["flash_attn"] for row in t.rows] == ["0", "1"]
 
 
@@ -323,7 +324,7 @@ def served_records() -> list[BenchRecord]:
 
 
 def test_served_table_per_concurrency_and_its_verdict():
-    t = report.axis_table(served_records(), "served")
+    t = tables.axis_table(served_records(), "served")
     assert [row.test for row in t.rows] == [
         "c1 in512 out128",
         "c2 in512 out128",
@@ -331,17 +332,17 @@ def test_served_table_per_concurrency_and_its_verdict():
         "c8 in512 out128",
     ]
     first = next(r for r in t.rows[0].cells.values() if r.image.name == "vllm")
-    assert report.fmt_cell(first) == "45.00 ± 0.00 (TTFT 121.0 ms, TPOT 20.0 ms)"
+    assert table_text.fmt_cell(first) == "45.00 ± 0.00 (TTFT 121.0 ms, TPOT 20.0 ms)"
     v = verdict.verdict(served_records())
     assert v.axes["served"].winner.startswith("vllm-b@")
     assert any(r.workload.startswith("batched serving") and r.image.startswith("vllm-b@") for r in v.routes)
 
 
 def test_served_plot_has_one_line_per_image():
-    fig = plots.served_figure(report.axis_table(served_records(), "served"))
+    fig = plots.served_figure(tables.axis_table(served_records(), "served"))
     ax = fig.axes[0]
     assert [ln.get_label() for ln in ax.get_lines()] == sorted(
-        f"{report.image_label(r)} in512 out128" for r in served_records()[::4]
+        f"{facts.image_label(r)} in512 out128" for r in served_records()[::4]
     )
     assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 4, 8]
 
@@ -371,8 +372,6 @@ def test_publish_selects_once_and_computes_each_shown_records_facts_once(monkeyp
     """Issue 30 item 4 / issue 32 item 13: one selection per report (the plots and the text share it)
     and one Facts per shown record, read by tables, verdict and plots alike. Spies count the calls
     (the real functions run); the output is the golden one."""
-    from toolkit.analysis import facts, tables
-
     calls = {"select": 0, "facts": 0}
     select, of = tables.select_with_accounting, facts.Facts.of.__func__
 
@@ -398,24 +397,22 @@ def test_publish_selects_once_and_computes_each_shown_records_facts_once(monkeyp
 @needs_fixtures
 def test_facts_are_the_per_record_rules_once():
     """A record's Facts hold what the rule functions say of it (one object, computed once)."""
-    from toolkit.analysis import facts
-
-    opts = report.ReportOptions()
+    opts = facts.ReportOptions()
     for r in load(CPU_A, CPU_B, VULKAN):
         f = facts.Facts.of(r, opts)
         assert (f.value, f.rsd, f.stats, f.energy) == (
-            report.value(r),
-            report.rel_stddev(r),
-            report.sample_stats(r),
-            report.energy(r),
+            identity.value(r),
+            facts.rel_stddev(r),
+            facts.sample_stats(r),
+            facts.energy(r),
         )
         assert (f.cpu_fallback, f.ub_clamped, f.warmup_outlier) == (
-            report.is_cpu_fallback(r),
-            report.ub_clamped(r),
-            report.warmup_outlier(r),
+            facts.is_cpu_fallback(r),
+            facts.ub_clamped(r),
+            facts.warmup_outlier(r),
         )
-        assert list(f.telemetry_flags) == report.telemetry_flags(r)
-        assert list(f.flags) == report.record_flags(r, opts, roofline.roofline(r))
+        assert list(f.telemetry_flags) == facts.telemetry_flags(r)
+        assert list(f.flags) == facts.record_flags(r, opts, roofline.roofline(r))
         with pytest.raises(AttributeError):
             f.value = 0.0  # type: ignore[misc]  # frozen
 
@@ -423,10 +420,10 @@ def test_facts_are_the_per_record_rules_once():
 @needs_fixtures
 def test_real_runs_flag_exactly_the_clamped_rows():
     recs = load(CPU_A, CPU_B, VULKAN)
-    t = next(t for t in report.tables(recs) if t.axis == "prefill")
+    t = next(t for t in tables.tables(recs) if t.axis == "prefill")
     flagged = {row.test for row in t.rows if any(f.startswith("ub-clamped") for f in row.row_flags())}
     expected = {
-        report.row_label(r, ub=True)
+        facts.row_label(r, ub=True)
         for r in recs
         if r.axis == "prefill" and r.n_ubatch > min(r.n_batch, r.n_prompt)
     }
@@ -436,10 +433,10 @@ def test_real_runs_flag_exactly_the_clamped_rows():
 
 @needs_fixtures
 def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_path):
-    recs = report.select_for_report(load(CPU_A, CPU_B, VULKAN))
-    ts = report.tables(recs)
+    recs = tables.select_for_report(load(CPU_A, CPU_B, VULKAN))
+    ts = tables.tables(recs)
     fig = plots.prefill_figure(next(t for t in ts if t.axis == "prefill"))
-    images = sorted({report.image_label(r) for r in recs})
+    images = sorted({facts.image_label(r) for r in recs})
     assert [ax.get_title() for ax in fig.axes] == images
     ubs = sorted({r.n_ubatch for r in recs if r.axis == "prefill"})
     for ax in fig.axes:
@@ -524,8 +521,8 @@ def test_a_plot_too_big_to_read_is_named_not_drawn_and_the_rest_still_plot(tmp_p
     2 GB, a figure nobody reads). Past plots.MAX_PANELS panel rows the decode plot is left out with the
     reason and how to narrow the report; the prefill plot is still drawn; the table keeps every row."""
     many = [make_record("hip", "rocm", n=16 + i, avg=90.0 + i % 7, sd=0.5) for i in range(200)]
-    recs = report.select_for_report(many + [make_record("hip", "rocm", p=512, avg=3491, sd=30)])
-    ts = report.tables(recs)
+    recs = tables.select_for_report(many + [make_record("hip", "rocm", p=512, avg=3491, sd=30)])
+    ts = tables.tables(recs)
     decode = next(t for t in ts if t.axis == "decode")
     assert len(decode.rows) == 200
     drawn = plots.draw(ts)
@@ -544,10 +541,10 @@ def test_a_plot_too_big_to_read_is_named_not_drawn_and_the_rest_still_plot(tmp_p
 
 def test_a_decode_plot_within_the_panel_limit_is_drawn_with_every_row():
     rows = plots.MAX_PANELS * 10  # one image: 10 groups a panel row
-    recs = report.select_for_report(
+    recs = tables.select_for_report(
         [make_record("hip", "rocm", n=16 + i, avg=90.0, sd=0.5) for i in range(rows)]
     )
-    ts = report.tables(recs)
+    ts = tables.tables(recs)
     assert plots.left_out(ts) == []
     fig = plots.decode_figure(next(t for t in ts if t.axis == "decode"))
     assert sum(len(ax.get_xticks()) for ax in fig.axes) == rows
@@ -558,16 +555,16 @@ def test_a_bar_plot_of_more_images_than_colors_is_left_out_and_ten_are_drawn():
     images (matplotlib's tab10): img0 and img10 could not be told apart."""
 
     def recs(n: int) -> list:
-        return report.select_for_report(
+        return tables.select_for_report(
             [make_record(f"img{i}", "rocm", n=128, avg=90.0 + i, sd=0.5) for i in range(n)]
         )
 
-    ts = report.tables(recs(plots.MAX_LINES + 1))
+    ts = tables.tables(recs(plots.MAX_LINES + 1))
     (why,) = plots.left_out(ts)
     assert why.startswith(
         f"decode plot left out: {plots.MAX_LINES + 1} image columns, more than the 10 colors"
     )
-    ts = report.tables(recs(plots.MAX_LINES))
+    ts = tables.tables(recs(plots.MAX_LINES))
     assert plots.left_out(ts) == [] and "decode" in plots.figures(ts)
 
 
@@ -575,10 +572,10 @@ def test_a_prefill_panel_of_more_lines_than_colors_is_left_out_and_many_prompt_l
     deep = [
         make_record("hip", "rocm", p=512, avg=3000.0 - d, sd=10, raw={"n_depth": 1024 * d}) for d in range(11)
     ]
-    (why,) = plots.left_out(report.tables(report.select_for_report(deep)))
+    (why,) = plots.left_out(tables.tables(tables.select_for_report(deep)))
     assert why.startswith("prefill plot left out: 1 image columns with up to 11 lines each")
     wide = [make_record("hip", "rocm", p=64 + 8 * i, ub=512, avg=3000.0, sd=10) for i in range(100)]
-    ts = report.tables(report.select_for_report(wide))
+    ts = tables.tables(tables.select_for_report(wide))
     assert plots.left_out(ts) == []
     (ax,) = plots.prefill_figure(next(t for t in ts if t.axis == "prefill")).axes
     labels = [t.get_text() for t in ax.get_xticklabels()]
@@ -593,7 +590,7 @@ def test_a_bar_figure_legend_gives_each_image_the_color_of_its_bars_and_labels_s
 
     recs = [make_record("a", "rocm", n=16 + i, avg=90.0, sd=0.5) for i in range(12)]
     recs += [make_record("b", "vulkan", n=16 + 11, avg=80.0, sd=0.5)]  # only in the last group
-    ts = report.tables(report.select_for_report(recs))
+    ts = tables.tables(tables.select_for_report(recs))
     fig = plots.decode_figure(next(t for t in ts if t.axis == "decode"))
     legend = {
         t.get_text(): to_hex(h.get_facecolor())
@@ -664,7 +661,7 @@ def test_an_image_keeps_its_color_in_every_figure_flagged_cells_are_marked_and_t
     ]
     shared = make_record("b-vulkan", "vulkan", n=64, avg=40.0, sd=9)
     recs.append(shared.model_copy(update={"flags": ["gpu-shared"]}))
-    ts = report.tables(report.select_for_report(recs))
+    ts = tables.tables(tables.select_for_report(recs))
     figs = plots.figures(ts)
     colors = plots.palette(ts)
     hip, vulkan = sorted(colors)
@@ -693,7 +690,7 @@ def test_one_value_per_cell_the_best_marked_beyond_the_noise_and_a_flagged_numbe
         make_record("a", "rocm", n=128, avg=90.0, sd=0.5).model_copy(update={"flags": ["gpu-shared"]}),
         make_record("b", "vulkan", n=128, avg=80.0, sd=0.5),
     ]
-    text = report.render(report.select_for_report(recs), "github")
+    text = report.render(tables.select_for_report(recs), "github")
     assert "(med " not in text
     lines = {
         ln.split("|")[1].strip(): ln
@@ -703,7 +700,7 @@ def test_one_value_per_cell_the_best_marked_beyond_the_noise_and_a_flagged_numbe
     assert "**3171.49 ± 16.62**" in lines["pp512 ub512"] and "**" not in lines["pp2048 ub512"]
     assert "90.00 ± 0.50 †" in lines["tg128"] and "**" not in lines["tg128"]  # flagged: never the best
     assert "bold: the row's best" in text
-    page = report.render(report.select_for_report(recs), "html")
+    page = report.render(tables.select_for_report(recs), "html")
     assert "<strong>3171.49 ± 16.62</strong>" in page and "\x02" not in page
 
 
@@ -714,7 +711,7 @@ def test_a_hostile_name_adds_no_column_row_tag_or_link_to_the_markdown_and_no_co
     name = "evil|col\n<svg onload=alert(3)>[x](javascript:alert(1))\x1b]52;c;QUJD\x07"
     recs = [make_record("a", "rocm", p=512, avg=3000.0, sd=5.0, model=name)]
     recs.append(make_record("b", "vulkan", p=512, avg=2000.0, sd=5.0, model=name))
-    text = report.render(report.select_for_report(recs), "github")
+    text = report.render(tables.select_for_report(recs), "github")
     import re
 
     assert not re.search(r"(?<!\\)<svg", text) and "](javascript" not in text  # escaped: shown as text
@@ -724,7 +721,7 @@ def test_a_hostile_name_adds_no_column_row_tag_or_link_to_the_markdown_and_no_co
     rows = [ln for ln in text.splitlines() if ln.startswith("| pp512")]
     header = next(ln for ln in text.splitlines() if ln.startswith("| test"))
     assert rows and all(ln.count(" | ") == header.count(" | ") for ln in rows)  # no extra column
-    page = report.render(report.select_for_report(recs), "html")
+    page = report.render(tables.select_for_report(recs), "html")
     assert "\x1b" not in page and "\x07" not in page and "<svg" not in page
 
 
@@ -749,7 +746,7 @@ def test_the_page_shows_short_column_labels_with_their_legend_and_one_decode_row
     recs = [make_record("hip", "rocm", n=128, ub=ub, avg=90.0 + ub / 1000, sd=0.5) for ub in (512, 2048)]
     recs += [make_record("hip", "rocm", p=512, ub=ub, avg=3000.0 + ub, sd=5.0) for ub in (512, 2048)]
     other = [make_record("hip", "rocm", n=128, avg=80.0, sd=0.5, digest="sha256:" + "b" * 64)]
-    page = report.render(report.select_for_report(recs + other), "html")
+    page = report.render(tables.select_for_report(recs + other), "html")
     decode = page[page.index("Decode (tg)") :]
     assert "<td>tg128</td>" in decode and "tg128 ub" not in decode  # one row, the ub512 record's
     assert "90.51" in decode and "92.05" not in decode

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from tests.support.records import make_record, seed_records
 from tests.support.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
-from toolkit.analysis import compare, plots, report, verdict
+from toolkit.analysis import compare, plots, report, table_text, tables, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
 from toolkit.publish import reproduce as repro
@@ -40,12 +40,12 @@ def label(image: str) -> str:
     return f"{image}@{h200_digest(image)[7:19]}"
 
 
-def row(t: report.Table, test: str) -> report.Row:
+def row(t: tables.Table, test: str) -> tables.Row:
     return next(r for r in t.rows if r.test == test)
 
 
-def table(records: list[BenchRecord], axis: str) -> report.Table:
-    return next(t for t in report.tables(records) if t.axis == axis)
+def table(records: list[BenchRecord], axis: str) -> tables.Table:
+    return next(t for t in tables.tables(records) if t.axis == axis)
 
 
 def with_flags(r: BenchRecord, flags: list[str]) -> BenchRecord:
@@ -66,7 +66,7 @@ def test_h200_tok_per_j_beside_tok_s_is_the_real_one_in_every_format(alone):
     # github: a `tok/J <image>` column right after the image's tok/s column
     pre = table(alone, "prefill")
     assert pre.energy_columns == [col]
-    headers, body = report.table_rows(pre)
+    headers, body = table_text.table_rows(pre)
     i = headers.index(f"tok/J {col}")
     assert headers[i - 1] == col
     cells = {line[0]: line[i] for line in body}
@@ -100,7 +100,7 @@ def test_no_tok_per_j_where_the_energy_is_invalid_and_the_flag_says_why():
     recs = h200_bench_records("cuda_sweep", "h200-nocounter", counter=False)
     col = label("h200-nocounter")
     pre = table(recs, "prefill")
-    headers, body = report.table_rows(pre)
+    headers, body = table_text.table_rows(pre)
     i = headers.index(f"tok/J {col}")
     cells = {line[0]: (line[i], line[-1]) for line in body}
     assert (
@@ -241,7 +241,7 @@ def test_html_plots_power_and_clocks_of_each_run_from_its_trace(tmp_path, alone,
     results = tmp_path / "results"
     for run, image in (("cuda_sweep", "h200-alone"), ("cuda_contended", "h200-shared")):
         write_h200_trace(results, run, image)
-    ts = report.tables(alone + shared)
+    ts = tables.tables(alone + shared)
     figs, notes = plots.telemetry_figures(ts, results)
     assert notes == []
     assert list(figs) == [
@@ -287,7 +287,7 @@ def test_a_missing_or_garbage_trace_gives_a_note_never_a_crash(tmp_path, alone, 
     host_only.write_text(
         '{"telemetry_trace": 1}\n{"t": 1.0, "source": "host", "cpu_total_s": 4.0}\n{"torn": \n'
     )
-    ts = report.tables(alone + shared + cpu)
+    ts = tables.tables(alone + shared + cpu)
     figs, notes = plots.telemetry_figures(ts, results)
     assert figs == {}
     # the one safe reader skips lines that are not JSON (toolkit.core.jsonsafe): no sample is left
@@ -300,7 +300,7 @@ def test_a_missing_or_garbage_trace_gives_a_note_never_a_crash(tmp_path, alone, 
     assert "<h2>Power and clocks</h2>" in page and page.count("no power plot") == 3
     assert '<img alt="telemetry-' not in page
     # runs without telemetry (schema 1, imports) are not expected to have a trace: no note
-    assert plots.telemetry_figures(report.tables(seed_records()), results) == ({}, [])
+    assert plots.telemetry_figures(tables.tables(seed_records()), results) == ({}, [])
 
 
 def test_cli_report_html_finds_the_traces_under_results(tmp_path, alone, shared):

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.project import ROOT
 from tests.support.records import CPU_A, CPU_B, VULKAN, load, needs_fixtures
-from toolkit.analysis import report
+from toolkit.analysis import report, tables
 
 
 def _results(tmp_path: Path) -> Path:
@@ -88,11 +88,11 @@ def test_a_table_too_wide_drops_roofline_then_tok_per_j_then_goes_in_blocks_and_
         make_record(name, "rocm", p=512, avg=3000.0 + i, sd=5.0)
         for i, name in enumerate(("alpha-image", "beta-image", "gamma-image", "delta-image", "eps-image"))
     ]
-    text = report.render(report.select_for_report(recs), "text", width=80)
+    text = report.render(tables.select_for_report(recs), "text", width=80)
     assert max(map(len, text.splitlines())) <= 80
     assert "not shown at 80 columns: the roofline columns" in text.replace("\n  ", " ")
     assert all(f"{n}-image" in text for n in ("alpha", "beta", "gamma", "delta", "eps"))
-    wide = report.render(report.select_for_report(recs), "text", width=400)
+    wide = report.render(tables.select_for_report(recs), "text", width=400)
     assert "not shown at" not in wide and "roofline alpha-image" in wide
 
 

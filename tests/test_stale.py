@@ -20,7 +20,8 @@ import pytest
 
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
 from tests.support.project import mutate, write_matrix
-from toolkit.bench.run import BenchOptions, choose_build
+from toolkit.bench.build_choice import choose_build
+from toolkit.bench.runners.base import BenchOptions
 from toolkit.core.errors import BadInput
 from toolkit.images import build as build_mod
 from toolkit.results.records import BuildRecord, ResultStore

@@ -157,13 +157,13 @@ def test_a_dropped_setting_is_never_the_answer_and_the_default_is_read_from_its_
 def test_a_tune_trial_is_flagged_in_the_report_tables():
     """Reproducer (newcomer): after `toolkit tune`, a trial became the newest run of pp512 ub512 and
     replaced the bench's number in report, compare and the verdict with nothing to say so."""
-    from toolkit.analysis import report
+    from toolkit.analysis import tables
 
     recs = [
         trial(512, [3391.0, 3400.0, 3380.0]),
         make_record("cpu", "cpu", p=2048, ub=2048, avg=4635.0, sd=5.0),
     ]
-    rows = {row.test: flags for t in report.tables(recs) for row in t.rows for flags in row.flags.values()}
+    rows = {row.test: flags for t in tables.tables(recs) for row in t.rows for flags in row.flags.values()}
     assert "tune-trial" in rows["pp2048 ub512"] and "tune-trial" not in rows["pp2048 ub2048"]
 
 
@@ -196,7 +196,7 @@ def test_a_tune_trial_never_supersedes_the_bench_run_of_its_test_in_report_or_in
     and replaced the bench's number in report and compare. A run of tune trials only now comes after
     every other run of its test, in identity.newest_per_test and in the query index alike; a test
     only tune measured still shows, flagged tune-trial."""
-    from toolkit.analysis import report
+    from toolkit.analysis import report, tables
     from toolkit.results import index as resultindex
 
     bench = make_record("cpu", "cpu", p=2048, ub=512, avg=3391.0, sd=5.0, gpu_info="")
@@ -208,7 +208,7 @@ def test_a_tune_trial_never_supersedes_the_bench_run_of_its_test_in_report_or_in
     store = ResultStore(tmp_path / "results")
     for r in (bench, later, only):
         store.add_result(r)
-    for chosen in (report.select_for_report(store.results()), list(resultindex.select(store))):
+    for chosen in (tables.select_for_report(store.results()), list(resultindex.select(store))):
         got = {(r.n_ubatch, r.run_id) for r in chosen}
         assert got == {(512, "bench-run"), (128, "tune-run")}, got
     text = report.render(list(resultindex.select(store)))

@@ -9,7 +9,7 @@ shown whose records carry telemetry, GPU power and clocks over the run from its 
 (`telemetry_figures`), each test's window shaded.
 
 Figures are `matplotlib.figure.Figure` objects on the Agg canvas (FigureCanvasAgg): no pyplot, no
-global backend switch, no display needed. Callers pass the report's tables (report.tables).
+global backend switch, no display needed. Callers pass the report's tables (tables.tables).
 """
 
 from __future__ import annotations
@@ -487,7 +487,7 @@ def _plan(tables: list[Table]) -> _Plan:
 def figures(tables: list[Table], plan: _Plan | None = None) -> dict[str, Figure]:
     """Every plot the report's tables allow, by file stem: prefill, decode, mixed, served, and the
     depth curves depth-prefill / depth-decode (where a test was measured at 2+ depths). Plots are
-    drawn from the tables (report.tables) as the page shows them (_plan: decode one row per tg test),
+    drawn from the tables (tables.tables) as the page shows them (_plan: decode one row per tg test),
     so they use the same test identity and show every shown row once (a depth row on its curve); a
     plot too big to read is left out (left_out says why). `plan`: _plan(tables), made before."""
     plan = plan or _plan(tables)

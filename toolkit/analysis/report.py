@@ -1,8 +1,7 @@
 """[BenchRecord] --report--> the rendered report: tables (toolkit.analysis.tables), verdict and plots as
 github markdown, csv, json or one self-contained offline html page (inline CSS, plots as base64 PNG).
 
-This module sits on top: it imports tables, verdict and plots; none of them imports it. The table
-layer's names are re-exported here for callers that know them as `report.X`.
+This module sits on top: it imports tables, verdict and plots; none of them imports it.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from toolkit.analysis import plots, table_text
-from toolkit.analysis import tables as _tables
+from toolkit.analysis import plots, tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.provenance import provenance
@@ -38,16 +36,6 @@ from toolkit.core.text import html_text, md_text
 from toolkit.results import NO_RESULTS
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
-
-
-def __getattr__(name: str) -> Any:
-    """The table layer's names, for callers that know them as report.X (PEP 562): one list, in tables."""
-    if name in _tables.__all__:
-        return getattr(_tables, name)
-    if name in ("fmt_cell", "fmt_roof", "table_rows"):
-        return getattr(table_text, name)
-    raise AttributeError(f"module 'toolkit.analysis.report' has no attribute {name!r}")
-
 
 FORMATS = ("github", "text", "csv", "json", "html")
 
@@ -68,12 +56,12 @@ class Shown:
 
     @classmethod
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
-        chosen, sel = _tables.select_with_accounting(records)
+        chosen, sel = tables.select_with_accounting(records)
         facts = facts_of(chosen, opts)
         failed = sum(r.status != "ok" for r in records)
         counts = accounting(records, 0, sel)
         caveats = verdict_mod.smoke_caveats(records)
-        return cls(facts, _tables.axis_tables(facts, opts), counts, len(records), failed, caveats)
+        return cls(facts, tables.axis_tables(facts, opts), counts, len(records), failed, caveats)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""

@@ -6,7 +6,8 @@ order: each `run` goes to its runner (toolkit.core.registry: llama-bench, vLLM, 
 Before anything runs: the plan line, results/ writable, one benchmark per engine, model files checked
 by their runner's preflight. Exit paths say what was saved. The module never prints: progress goes to
 the `events` callback, which the CLI renders. Shared runner scaffolding (BenchOptions, Outcome,
-model_sha256, resolve_model...) lives in toolkit.bench.runners.base and is re-exported here.
+model_sha256, resolve_model...) lives in toolkit.bench.runners.base, the build choice
+(choose_build) in toolkit.bench.build_choice.
 """
 
 from __future__ import annotations
@@ -17,20 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from toolkit.bench import canary, guard
-from toolkit.bench.build_choice import (  # re-exported: callers know these as bench.X
-    BuildChoice,
-    choose_build,
-)
 from toolkit.bench.decide import Decision, check_models, decide
-from toolkit.bench.runners.base import (  # re-exported: callers know these as bench.X
-    BenchOptions,
-    Events,
-    Outcome,
-    RunContext,
-    memory_limit,
-    model_sha256,
-    resolve_model,
-)
+from toolkit.bench.runners.base import BenchOptions, Events, Outcome, memory_limit
 from toolkit.core import registry as runners
 from toolkit.core import signals
 from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, RunInterrupted
@@ -40,19 +29,7 @@ from toolkit.host import info as hostinfo
 from toolkit.results.records import ResultStore
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
-__all__ = [
-    "BenchOptions",
-    "Events",
-    "Outcome",
-    "RunContext",
-    "model_sha256",
-    "resolve_model",
-    "run_bench",
-    "choose_build",
-    "plan_run",
-    "BuildChoice",
-    "CONFIRM_CASES",
-]
+__all__ = ["run_bench", "plan_run", "CONFIRM_CASES"]
 
 
 CONFIRM_CASES = 1000

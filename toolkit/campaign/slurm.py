@@ -240,7 +240,7 @@ def default_toolkit() -> list[str]:
 def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None) -> Campaign:
     """The campaign of `lm`'s `campaign:` block, not submitted: one Slice per (host, image, model) whose
     runner takes the model's format. Each image is the build `toolkit bench` would measure now
-    (bench.choose_build: the current render inputs) and must have been pushed: BadInput naming
+    (build_choice.choose_build: the current render inputs) and must have been pushed: BadInput naming
     results/builds.jsonl and the fix (`toolkit push`) otherwise, so every host pulls the same bytes."""
     from toolkit.publish.push import parse_registry
 
@@ -291,9 +291,10 @@ def _pushed_build(
 ) -> tuple[BuildRecord, str] | str:
     """(the build `toolkit bench` would measure now, its registry reference by digest), else why the
     image is refused (no current build, or that build never pushed)."""
-    from toolkit.bench import run as bench
+    from toolkit.bench.build_choice import choose_build
+    from toolkit.bench.runners.base import BenchOptions
 
-    choice = bench.choose_build(lm, im, store, bench.BenchOptions())
+    choice = choose_build(lm, im, store, BenchOptions())
     if choice.build is None:
         return f"{im.name}: {choice.reason}"
     ref = pushed_ref(store, choice.build, registry)
@@ -645,6 +646,7 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
     one (image, model) pinned to that image ID, strict, into results/hosts/<key>/ with run id
     `<campaign>-j<job id>`. Returns bench's outcomes."""
     from toolkit.bench import run as bench
+    from toolkit.bench.runners.base import BenchOptions
     from toolkit.spec.matrix import load_matrix
 
     c = read_campaign(Path(state_file))
@@ -675,9 +677,7 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
         "0",
         "false",
     )
-    opts = bench.BenchOptions(
-        pinned={s.image: s.image_id}, strict=True, allow_concurrent=allow, run_id=s.run_id
-    )
+    opts = BenchOptions(pinned={s.image: s.image_id}, strict=True, allow_concurrent=allow, run_id=s.run_id)
     return bench.run_bench(lm, [spec], [model], store, opts, events)
 
 

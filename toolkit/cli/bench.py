@@ -131,7 +131,8 @@ def bench(
     build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
     older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
     """
-    from toolkit.bench.run import BenchOptions, run_bench
+    from toolkit.bench.run import run_bench
+    from toolkit.bench.runners.base import BenchOptions
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)

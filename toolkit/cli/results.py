@@ -124,12 +124,11 @@ def report(
         click.echo(NO_RESULTS)
         return
     from toolkit.analysis import report as report_mod
+    from toolkit.analysis.facts import ReportOptions
 
     store, recs = _report_records(root, images, runs)
     fmt = "json" if as_json else fmt
-    opts = report_mod.ReportOptions(
-        noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
-    )
+    opts = ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
     dest = _report_file(output, fmt, root, matrix_path)
     text, written, plot_notes = report_mod.publish(
         recs,

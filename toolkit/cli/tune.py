@@ -228,12 +228,13 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
     """tune_mod.search's `run_trial(axes, extra)`: one strict bench run of `spec` x `mspec` over the
     bench axes given, returning its stored records; BadInput when the trial did not measure."""
     from toolkit.bench import run as bench
+    from toolkit.bench.runners.base import BenchOptions
     from toolkit.core.errors import BadInput
     from toolkit.spec.matrix import LoadedMatrix
 
     def run_trial(axes, extra):
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
-        opts = bench.BenchOptions(
+        opts = BenchOptions(
             record_extra=extra,
             allow_software_gpu=allow_software_gpu,
             strict=True,

@@ -569,7 +569,7 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
-    from toolkit.analysis import report
+    from toolkit.analysis import table_text, tables
 
     lines = [
         f"# toolkit run {run.run_id}",
@@ -596,8 +596,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, sha256 `{m.sha256}`, {src}")
     axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
     lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
-    for t in report.tables(records):
-        headers, body = report.table_rows(t)
+    for t in tables.tables(records):
+        headers, body = table_text.table_rows(t)
         lines += [
             f"### {t.title}",
             "",

@@ -43,6 +43,7 @@ from toolkit.analysis.tables import (
     varying_columns,
 )
 from toolkit.bench import run as bench
+from toolkit.bench.runners.base import BenchOptions, Events, model_sha256, tree_sha256
 from toolkit.core import backends
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed
@@ -354,10 +355,8 @@ def locate_model(
 
 
 def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
-    from toolkit.bench.runners.base import tree_sha256
-
     # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
-    got = tree_sha256(lm, path)[0] if path.is_dir() else bench.model_sha256(lm, path)
+    got = tree_sha256(lm, path)[0] if path.is_dir() else model_sha256(lm, path)
     if got != m.sha256:
         why = "the tiny-model generator changed (gguf/numpy version?)" if m.generate else "a different file"
         raise BadInput(f"model {m.name}: {path} has sha256 {got}, the run measured {m.sha256}: {why}")
@@ -600,7 +599,7 @@ def reproduce(
     rebuild: bool = False,
     threshold: float = 5.0,
     model_dir: Path | None = None,
-    events: bench.Events = lambda *a, **k: None,
+    events: Events = lambda *a, **k: None,
     on_line: Callable[[str], None] | None = None,
     allow_twin: bool = False,
     allow_concurrent: bool = False,
@@ -656,14 +655,14 @@ def _rerun(
     run: publish.PublishedRun,
     recorded: list[BenchRecord],
     *,
-    events: bench.Events,
+    events: Events,
     allow_concurrent: bool,
 ) -> None:
     """Bench the run's cases again on the images acquired (rep.images) and fill `rep` with the new run's
     id, the comparison rows, the host differences and the notes."""
     software = any(backends.is_software_device(r.gpu_info) for r in recorded)
     # bench the exact image IDs acquired above (pinned), not whatever the work matrix would render to
-    opts = bench.BenchOptions(
+    opts = BenchOptions(
         allow_software_gpu=software,
         strict=True,
         allow_concurrent=allow_concurrent,
