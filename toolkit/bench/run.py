@@ -80,10 +80,7 @@ def run_bench(
                 events("outcome", outcome=d.outcome())
         checked = {} if opts.dry_run else _canaries(decisions, events)
         for d in decisions:
-            done = _execute(d, host, events, checked.get(id(d)))
-            for o in done if d.status == "run" and d.ctx is not None else ():
-                events("outcome", outcome=o)
-            outcomes += done
+            outcomes += _execute(d, host, events, checked.get(id(d)))
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
         raise _interrupted(opts.run_id, saver) from None
@@ -303,4 +300,7 @@ def _execute(
         host = {**host, "device_profile": d.ctx.profile.record()}
     first = canary.dry_run_outcome(d.ctx) if d.ctx.opts.dry_run else None
     ctx = canary.with_canary(replace(d.ctx, host=host, events=events), checked)
-    return ([first] if first else []) + runners.get(d.spec.runner).run(ctx)
+    done = ([first] if first else []) + runners.get(d.spec.runner).run(ctx)
+    for o in done:  # said as each pair ends (what did not run was said before anything ran)
+        events("outcome", outcome=o)
+    return done

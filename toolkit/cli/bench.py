@@ -134,7 +134,7 @@ def bench(
     from toolkit.bench.run import run_bench
     from toolkit.bench.runners.base import BenchOptions
 
-    lm = _load(matrix_path)
+    lm, quiet = _load(matrix_path), as_json or dry_run
     store = _store(lm, results_dir)
     opts = BenchOptions(
         dry_run=dry_run,
@@ -149,15 +149,11 @@ def bench(
         yes=yes,
         telemetry=not no_telemetry,
     )
-    specs = lm.select_images(images)
-    model_specs = lm.select_models(models)
-    events = _progress_printer(quiet=as_json or dry_run, outcomes=True)
-    if not (as_json or dry_run):  # the tables' code (~0.1 s) imported while the containers run, not after
-        threading.Thread(
-            target=importlib.import_module, args=("toolkit.analysis.report",), daemon=True
-        ).start()
+    events = _progress_printer(quiet=quiet, outcomes=True)
+    if not quiet:  # the tables' code (~0.1 s) imported while the containers run, not after
+        _import_meanwhile("toolkit.analysis.report")
     try:
-        outcomes = run_bench(lm, specs, model_specs, store, opts, events)
+        outcomes = run_bench(lm, lm.select_images(images), lm.select_models(models), store, opts, events)
     finally:
         events("close")
     if as_json:
@@ -165,6 +161,12 @@ def bench(
     else:
         _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
     _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run)
+
+
+def _import_meanwhile(module: str) -> None:
+    """Import `module` on a daemon thread (its CPU overlaps the containers' run, where the main thread
+    waits on the engine's socket). Safe: the bench path imports only modules below it, never it."""
+    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
 
 
 def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:

@@ -228,19 +228,8 @@ class BenchRecord(BaseModel):
         fields = self.__dict__
         for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
             count = fields[name]
-            if count is None or 0 < count <= MAX_TOKENS:  # the common case: none of the checks below
-                continue
-            if count < 0 and abs(count) <= MAX_TOKENS:
-                raise ValueError(f"{name} is {count}: expected >= 0")
-            if count == 0 and name in ("n_batch", "n_ubatch"):
-                raise ValueError(
-                    f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)"
-                )
-            if count is not None and abs(count) > MAX_TOKENS:
-                digits = len(str(abs(count)))
-                raise ValueError(
-                    f"{name} has {digits} digits: not a token count (at most {MAX_TOKENS:.0e} tokens)"
-                )
+            if count is not None and not 0 < count <= MAX_TOKENS:  # the common case: in range
+                _check_count(name, count)
         nums = [("avg_ts", self.avg_ts)]
         if not all(v is None or 0 <= v <= MAX_TOKENS_PER_S for v in (self.avg_ts, *self.samples_ts)):
             nums += [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]  # NaN: not in range
@@ -273,6 +262,17 @@ class BenchRecord(BaseModel):
         if repaired:
             self.__pydantic_extra__ = {**(self.model_extra or {}), "repaired": sorted(set(repaired))}
         return self
+
+
+def _check_count(name: str, count: int) -> None:
+    """Raises ValueError for a token count out of range (BenchRecord._strictly_finite)."""
+    if count < 0 and abs(count) <= MAX_TOKENS:
+        raise ValueError(f"{name} is {count}: expected >= 0")
+    if count == 0 and name in ("n_batch", "n_ubatch"):
+        raise ValueError(f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)")
+    if abs(count) > MAX_TOKENS:
+        digits = len(str(abs(count)))
+        raise ValueError(f"{name} has {digits} digits: not a token count (at most {MAX_TOKENS:.0e} tokens)")
 
 
 def _any_nonfinite(v: Any) -> bool:
