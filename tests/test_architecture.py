@@ -369,3 +369,39 @@ def test_no_room_outgrows_its_walls():
     assert not big_files, f"files over {MAX_FILE_LINES} lines: {big_files}"
     assert not big_funcs, f"functions over {MAX_FUNCTION_LINES} lines: {big_funcs}"
     assert len(long_funcs) <= MAX_LONG_FUNCTIONS, f"{len(long_funcs)} functions of 60+ lines: {long_funcs}"
+
+
+def _surrogate_docstrings(source: str) -> list[str]:
+    """Docstrings of `source` holding a lone surrogate (an escape such as a backslash-u-dcff written
+    without doubling its backslash): Python 3.13 cleans docstrings as it compiles them, encoding them
+    as UTF-8, and refuses such a module at import (a fresh Debian 13 host's `toolkit bench` stopped on
+    results/index_sqlite.py in a traceback while Debian 12's 3.11 and this machine's ran it)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None:
+                try:
+                    doc.encode("utf-8")
+                except UnicodeEncodeError:
+                    out.append(getattr(node, "name", "module"))
+    return out
+
+
+def test_every_module_compiles_on_the_pythons_of_the_readme_hosts():
+    """Debian 12 runs Python 3.11, Debian 13 Python 3.13: a module must import on both. Checked here
+    for the kind that broke Debian 13 (a docstring with a lone surrogate), and by compiling every
+    module with each of those interpreters this host has (pyenv's, Debian's: on PATH or not, the
+    check above still holds)."""
+    sources = [p for d in ("toolkit", "benchmarks", "scripts") for p in (ROOT / d).rglob("*.py")]
+    bad = {str(p.relative_to(ROOT)): b for p in sources if (b := _surrogate_docstrings(p.read_text()))}
+    assert not bad, f"docstrings with a lone surrogate (double the backslash): {bad}"
+    assert _surrogate_docstrings('def f():\n    """reads as "\\udcff" here"""\n') == ["f"]  # not vacuous
+    import shutil
+
+    code = "import pathlib,sys\nfor p in sys.argv[1:]: compile(pathlib.Path(p).read_bytes(), p, 'exec')"
+    for exe in filter(None, (shutil.which(f"python3.{v}") for v in (11, 13))):
+        if subprocess.run([exe, "-c", "pass"], capture_output=True).returncode:
+            continue  # a shim for a version that is not active (pyenv)
+        res = subprocess.run([exe, "-c", code, *map(str, sources)], capture_output=True, text=True)
+        assert res.returncode == 0, f"{exe}: {res.stderr[-2000:]}"

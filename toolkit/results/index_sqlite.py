@@ -767,7 +767,7 @@ def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
 
 def _rel(root: Path, path: Path) -> str:
     """`path` under `root` as the index's `files.rel` keeps it: a name that is not UTF-8 (a folder
-    named with byte 0xff reads as "\udcff") written with backslash escapes, as sql_text stores it, so
+    named with byte 0xff reads as "\\udcff") written with backslash escapes, as sql_text stores it, so
     the file is found again at the next refresh (was: inserted anew, UNIQUE constraint failed)."""
     return sql_text((path.relative_to(root).as_posix(),))[0]
 
