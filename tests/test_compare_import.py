@@ -122,12 +122,19 @@ def test_compare_sides_by_run_digest_or_name(tmp_path, ref, found):
     ("ref", "message"),
     [
         pytest.param("nothing-like-this", "no results match 'nothing-like-this'", id="unknown"),
-        pytest.param("sha256:", "matches 2 image digests", id="ambiguous"),
+        pytest.param("sha256:cccc", "matches 2 image digests", id="ambiguous"),
+        # a kind alone, or fewer than 4 hex digits, names no digest (it named every one of its kind,
+        # and so silently the only one a folder held)
+        pytest.param("sha256:", "no results match 'sha256:'", id="kind-alone"),
+        pytest.param("s", "no results match 's'", id="one-letter"),
+        pytest.param("ccc", "no results match 'ccc'", id="three-digits"),
     ],
 )
 def test_compare_bad_side_is_bad_input(tmp_path, ref, message):
     a = two_builds()
-    store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
+    b = scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2")
+    twin = scaled(a, 1.0, digest="sha256:" + "c" * 8 + "d" * 56, run_id="run-3")
+    store = store_with(tmp_path, a + b + twin)
     with pytest.raises(BadInput, match=message):
         compare.compare(store, ref, "run-2")
 

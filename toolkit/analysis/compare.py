@@ -168,9 +168,12 @@ class Comparison:
 
 
 def _digest_matches(digest: str, ref: str) -> bool:
-    ref = ref.lower()
-    hexpart = digest.split(":")[-1].lower()
-    return digest.lower().startswith(ref) or (len(ref) >= 4 and hexpart.startswith(ref.split(":")[-1]))
+    """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its
+    kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
+    digest of the folder, and so the only one there, silently."""
+    kind, _, hexref = ref.lower().rpartition(":")
+    d_kind, _, d_hex = digest.lower().rpartition(":")
+    return len(hexref) >= 4 and d_hex.startswith(hexref) and kind in ("", d_kind)
 
 
 @overload

@@ -288,7 +288,7 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
     joule of each, B/A, where both sides have a valid GPU energy).
 
-    A and B are each an image digest (or a prefix of it), an image name (its latest build) or a bench
+    A and B are each an image digest (or a prefix of at least 4 of its hex digits), an image name (its latest build) or a bench
     run id, both of --results, or B of a second results folder with --against DIR (another host's
     results compared without importing them). Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
