@@ -27,7 +27,8 @@ FLAGGED_MARK = " †"
 
 MARKS_NOTE = (
     "bold: the row's best, ahead of the next by more than the noise (2 x their combined relative stddev); "
-    "†: the number was flagged (the flags column says why), never marked best"
+    "†: measured while telemetry saw the system disturbed (host-busy, gpu-shared, throttled, ...: the flags "
+    "column says which), never marked best"
 )
 
 
@@ -74,7 +75,8 @@ def fmt_roof(roof: Roofline | None) -> str:
 
 TEXT_MARKS_NOTE = (
     "*: the row's best, ahead of the next by more than the noise (2 x their combined relative stddev); "
-    "†: the number was flagged (the flags under the table say why), never marked best"
+    "†: measured while telemetry saw the system disturbed (host-busy, gpu-shared, throttled, ...: the flags "
+    "under the table say which), never marked best"
 )
 """MARKS_NOTE of the terminal's tables, which mark the best with `*` (report._render_text)."""
 

@@ -26,7 +26,6 @@ results carry their `method`, and only results of one method are compared. SGLan
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -47,7 +46,7 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import registry
 from toolkit.engine import api as engine_api
-from toolkit.results.records import BenchRecord, ResultStore, read_jsonl, short_digest
+from toolkit.results.records import BenchRecord, ResultStore, append_jsonl, read_jsonl, short_digest
 from toolkit.runtimes.llama_bench import perplexity as ppl_mod
 
 BOUND_LN = 0.05
@@ -358,11 +357,11 @@ def estimate_seconds(ctx: RunContext) -> float | None:
 
 
 def save(store: ResultStore, res: CanaryResult) -> Path:
-    """Append `res` to results/<digest12>/canary.jsonl; returns the file. Raises OSError."""
+    """Append `res` to results/<digest12>/canary.jsonl (records.append_jsonl: one whole line, fsynced,
+    never through a symlink); returns the file. Raises OSError; BadInput (exit 4) when the file is a
+    symlink or not a regular file."""
     path = store.root / short_digest(res.digest) / "canary.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fh.write(json.dumps(res.record()) + "\n")
+    append_jsonl(path, res.record())
     return path
 
 

@@ -36,6 +36,7 @@ from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
 from toolkit.core.paths import contained
 from toolkit.core.signals import no_interrupt
 from toolkit.engine import api as engine
+from toolkit.results import open_regular
 from toolkit.results.records import BenchRecord, ResultStore
 
 RUN_ID_LABEL = "org.toolkit.run-id"
@@ -55,11 +56,11 @@ def check_writable(folder: Path) -> None:
     """Create `folder` if needed, then write, fsync and delete a probe file in it, and require
     MIN_FREE_BYTES free. Raises FileSystemError (exit 8) naming the path: read-only, permission
     denied, disk full, name too long; BadInput (exit 4) for a path of the wrong kind (a file where
-    a folder of it should be)."""
+    a folder of it should be, a symlink planted under the probe's name: never written through)."""
     probe = folder / f".write-test-{os.getpid()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = open_regular(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # a link there: BadInput
         try:
             if os.write(fd, b"x" * 4096) != 4096:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(probe))
@@ -115,12 +116,16 @@ class Saver:
 
     def write_file(self, path: Path, text: str) -> str | None:
         """Write a log file; returns None, or why it could not be written (a log is not worth
-        stopping for, a record is)."""
+        stopping for, a record is): a symlink or non-regular file there is refused, never written
+        through (results.open_regular)."""
         with no_interrupt(reraise=False):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
+                    fh.write(text)
                 return None
+            except BadInput as err:
+                return str(err)
             except OSError as err:
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -154,7 +159,7 @@ class RunGuard:
         self.foreign: list[str] = []  # running toolkit containers of other hosts seen at start
 
     def acquire(self) -> None:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)  # a link planted in /tmp: BadInput
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with contextlib.suppress(OSError):  # who holds it, for another run's message
             os.ftruncate(self.fd, 0)
@@ -313,7 +318,7 @@ class ResultsLock:
         folder = self.root / self.PRESENT
         with contextlib.suppress(OSError):
             folder.mkdir(exist_ok=True)
-            fd = os.open(folder / self._present_name, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_regular(folder / self._present_name, os.O_RDWR | os.O_CREAT)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.ftruncate(fd, 0)
             os.pwrite(fd, self._about() + b"\n", 0)
@@ -349,7 +354,7 @@ class ResultsLock:
 
     def _open(self) -> int:
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            return open_regular(self.path, os.O_RDWR | os.O_CREAT)  # a link: BadInput, never written through
         except OSError as err:
             if err.filename is None:
                 err.filename = str(self.path)

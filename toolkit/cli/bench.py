@@ -305,9 +305,9 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
             on_row=sink.write,
             on_note=lambda note: _err(f"measure: note: {note}"),
         )
-    except BaseException:
+    except BaseException as err:
         sink.close()
-        _keep_stopped_rows(out_path)
+        _keep_stopped_rows(out_path, stopped=isinstance(err, KeyboardInterrupt))
         raise
     sink.close()
     if not m.rows:
@@ -400,18 +400,23 @@ class _RowFile:
         )
 
 
-def _keep_stopped_rows(out_path: Path) -> None:
-    """After a stopped run (Ctrl-C, SIGTERM, SIGHUP): say what stopped it, that the command's process
-    group was stopped, and where the rows measured before the stop are (or that there were none: the
-    empty file is removed)."""
+def _keep_stopped_rows(out_path: Path, *, stopped: bool) -> None:
+    """After a run that did not end by itself: the empty output file removed. A stopped run (Ctrl-C,
+    SIGTERM, SIGHUP: `stopped`): say what stopped it, that the command's process group was stopped,
+    and where the rows measured before the stop are (or that there were none). An error (a program
+    that cannot be started, ...): only where rows measured before it are, if any; the error says the
+    rest (was: `stopped by Ctrl-C` before `cannot run '/nonexistent'`)."""
     from toolkit.core import signals
 
-    said = f"measure: stopped by {signals.stopped_by()}; the command and what it started were stopped; "
-    if out_path.stat().st_size:
-        _err(said + f"the rows measured before the stop are in {out_path}")
-    else:
+    kept = out_path.stat().st_size > 0
+    if not kept:
         out_path.unlink(missing_ok=True)
-        _err(said + "no llama-bench row had been measured, nothing was kept")
+    if stopped:
+        said = f"measure: stopped by {signals.stopped_by()}; the command and what it started were stopped; "
+        where = f"the rows measured before the stop are in {out_path}"
+        _err(said + (where if kept else "no llama-bench row had been measured, nothing was kept"))
+    elif kept:
+        _err(f"measure: the rows measured before the error are in {out_path}")
 
 
 def _pass_bytes(stream: Any) -> Any:

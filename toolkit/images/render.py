@@ -14,21 +14,30 @@ part of its inputs hash, so changing a partial changes the hash of every templat
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
+import itertools
 import json
 import os
+import re
 import signal
 import stat
+import string
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import jinja2.meta
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.exceptions import SecurityError
+from jinja2.filters import make_attrgetter
 from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import Namespace
 
 from toolkit.core.errors import BadInput
 from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
@@ -38,8 +47,9 @@ RENDER_TIMEOUT_S = 10.0
 """A template renders in milliseconds; one still rendering after this loops without end (a nested
 loop of 10^10 iterations hung `render`): refused as bad input naming the template."""
 MAX_RENDERED_CHARS = 1 << 20
-"""The longest string a template may build with `*` or a padding method, and the longest Dockerfile
-it may render (one is some kilobytes; `"x" * 10**10` ended in a MemoryError traceback)."""
+"""The longest string a template may build (`*`, `+`, `~`, `%`, str.format, join, replace, padding,
+the filters of _FILTER_SIZES), and the longest Dockerfile it may render (one is some kilobytes;
+`"x" * 10**10` ended in a MemoryError traceback, `ns.s ~ ns.s` 30 times took 1.5 GB)."""
 MAX_INT_BITS = 4096
 """The largest integer a template may compute (a number of 4300 digits cannot even be printed)."""
 
@@ -90,13 +100,205 @@ class _Loader(jinja2.FileSystemLoader):
         return super().get_source(environment, template)
 
 
-class _Sandbox(SandboxedEnvironment):
-    """Jinja's sandbox (no Python reached from a template) that also bounds `*`, `**` and the padding
-    str methods: a string or list of more than MAX_RENDERED_CHARS, or an integer of more than
-    MAX_INT_BITS, is a SecurityError.
-    (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
+def _text_size(value: Any) -> int:
+    """About len(str(value)) in characters, never less when it matters: exact for a str, an upper
+    bound for numbers, lists, tuples, sets, dicts and namespaces (items counted as their repr, with
+    separators), 64 for any other object. Counting stops once past MAX_RENDERED_CHARS (every item
+    counts at least 1), so it costs O(MAX_RENDERED_CHARS) at worst, even for a list that holds itself."""
+    if isinstance(value, str):
+        return len(value)
+    total, stack = 0, [value]
+    while stack and total <= MAX_RENDERED_CHARS:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, (bool, float)) or v is None:
+            total += 24
+        elif isinstance(v, int):
+            total += v.bit_length() // 3 + 2
+        elif isinstance(v, (list, tuple, set, frozenset, dict)):
+            items = [*v, *v.values()] if isinstance(v, dict) else v
+            total += 2 + 2 * len(items)
+            stack.extend(itertools.islice(items, MAX_RENDERED_CHARS - total + 1))
+        elif isinstance(v, Namespace):  # repr shows its attributes: <Namespace {...}>
+            total += 16
+            stack.append(vars(v))
+        else:
+            total += 64
+    return total
 
-    intercepted_binops = frozenset({"*", "**"})
+
+def _printf_size(fmt: str, values: Any) -> int:
+    """An upper bound on len(fmt % values) (printf-style: `%-08.3f`, `%(key)s`, `%*d`): the format,
+    every width and precision written in it, the `*` ones (any int value), and the size of the values
+    (each spec's value for a mapping; 320 a spec when a float is given: `%f` of 1e308 has 309 digits).
+    One pass over `fmt`, as Python's own parser (Objects/unicodeobject.c, PyUnicode_Format)."""
+    args = (
+        list(values.values())
+        if isinstance(values, dict)
+        else list(values)
+        if isinstance(values, tuple)
+        else [values]
+    )
+    n, i, widths, specs, star = len(fmt), 0, 0, 0, False
+    while (i := fmt.find("%", i)) != -1:
+        i, specs = i + 1, specs + 1
+        if fmt.startswith("(", i):  # a mapping key, with nested parentheses as Python reads them
+            depth, i = 1, i + 1
+            while i < n and depth:
+                depth += (fmt[i] == "(") - (fmt[i] == ")")
+                i += 1
+        while i < n and fmt[i] in "-#0 +":
+            i += 1
+        for part in ("width", "precision"):
+            j = i
+            while j < n and fmt[j] in "0123456789":
+                j += 1
+            if j - i > 12:
+                return MAX_RENDERED_CHARS + 1
+            widths += int(fmt[i:j] or 0)
+            star = star or fmt.startswith("*", j)
+            i = j + fmt.startswith("*", j)
+            if part == "precision" or not fmt.startswith(".", i):
+                break
+            i += 1
+        i += 1  # the conversion character (or the second % of %%)
+    sizes = [_text_size(a) for a in args]
+    each = max(sizes, default=0) * specs if isinstance(values, dict) else sum(sizes)
+    floats = 320 * specs if any(isinstance(a, float) for a in args) else 0
+    stars = sum(abs(a) for a in args if isinstance(a, int)) if star else 0
+    return n + widths + each + floats + stars
+
+
+def _format_size(fmt: str, args: tuple, kwargs: dict) -> int:
+    """An upper bound on len(fmt.format(*args, **kwargs)): its literal text, every width written in
+    a field, the int values when a width is itself a field (`{:{w}}`), and per field the largest value."""
+    values = [*args, *kwargs.values()]
+    if len(values) == 1 and isinstance(values[0], dict) and not kwargs:  # format_map(mapping)
+        values = [*values, *values[0].values()]
+    largest = max((_text_size(v) for v in values), default=0)
+    total = 0
+    for literal, field, spec, _conv in string.Formatter().parse(fmt):
+        total += len(literal)
+        if field is None:
+            continue
+        total += largest + sum(int(d) for d in re.findall(r"[0-9]{1,12}", spec or "")) + 320
+        if "{" in (spec or ""):
+            total += sum(abs(v) for v in values if isinstance(v, int))
+    return total
+
+
+def _bounded(what: str, size: int) -> None:
+    """SecurityError when `what` would build a string or list of `size` > MAX_RENDERED_CHARS characters or items."""
+    if size > MAX_RENDERED_CHARS:
+        raise SecurityError(
+            f"{what} builds a string or list of more than {MAX_RENDERED_CHARS:,} characters or items"
+        )
+
+
+def _replace_size(s: Any, old: Any, new: Any, count: Any) -> int:
+    """An upper bound on len(str(s).replace(old, new, count))."""
+    size = _text_size(s)
+    _bounded("replace", size)
+    text, old, new = str(s), str(old), str(new)
+    hits = text.count(old) if old else len(text) + 1
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    return size + hits * max(0, len(new) - len(old))
+
+
+def _indent_size(s: Any, width: Any) -> int:
+    """An upper bound on the length of `s|indent(width)`: `width` (spaces, or a string) per line."""
+    size = _text_size(s)
+    _bounded("indent", size)
+    return size + (str(s).count("\n") + 1) * (width if isinstance(width, int) else len(str(width)))
+
+
+def _wordwrap_size(a: dict) -> int:
+    """An upper bound on the length of `s|wordwrap(width, ..., wrapstring)`: greedy wrapping leaves
+    two consecutive lines of one paragraph longer than `width` together, so a paragraph of n characters
+    wraps to at most 2n/width + 1 lines; a wrapstring goes between lines."""
+    size = _text_size(a["s"])
+    _bounded("wordwrap", size)
+    lines = len(str(a["s"]).splitlines()) + 2 * size // max(1, int(a["width"])) + 1
+    wrap = a["wrapstring"]
+    return size + lines * (1 if wrap is None else len(str(wrap)))
+
+
+def _join_size(a: dict) -> int:
+    """An upper bound on the length of `value|join(d, attribute)`; makes `value` a list (it may be a
+    generator, read once) of the attribute's values, so the filter joins what was counted."""
+    items = list(a["value"])
+    if a["attribute"] is not None:
+        items = list(map(make_attrgetter(a["eval_ctx"].environment, a["attribute"]), items))
+        a["attribute"] = None
+    a["value"] = items
+    return sum(_text_size(v) for v in items) + max(0, len(items) - 1) * _text_size(a["d"])
+
+
+_FILTER_SIZES: dict[str, Callable[[dict], int]] = {
+    "format": lambda a: _printf_size(str(a["value"]), a["kwargs"] or a["args"]),
+    "center": lambda a: _text_size(a["value"]) + max(0, a["width"] if isinstance(a["width"], int) else 0),
+    "indent": lambda a: _indent_size(a["s"], a["width"]),
+    "truncate": lambda a: _text_size(a["s"]) + _text_size(a["end"]),
+    "wordwrap": _wordwrap_size,
+    "replace": lambda a: _replace_size(a["s"], a["old"], a["new"], a["count"]),
+    "join": _join_size,
+}
+"""Filters that may build a string much larger than their input, and an upper bound on its length
+from their arguments (bound by name, defaults applied), checked before the filter runs."""
+
+
+def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original` (a jinja2 filter) refused with SecurityError when _FILTER_SIZES[name] says its result
+    would pass MAX_RENDERED_CHARS; otherwise called exactly as before (same result)."""
+    sig = inspect.signature(original)
+
+    @functools.wraps(original)  # keeps jinja's pass_environment / pass_eval_context mark
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        _bounded(f"|{name}", _FILTER_SIZES[name](bound.arguments))
+        return original(*bound.args, **bound.kwargs)
+
+    return bounded
+
+
+class _CodeGenerator(CodeGenerator):
+    """Compiles `a ~ b` to _Sandbox.concat (jinja2 joins the parts itself: no sandbox hook)."""
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        if frame.eval_ctx.volatile:
+            join = "(markup_join if context.eval_ctx.volatile else str_join)"
+        else:
+            join = "markup_join" if frame.eval_ctx.autoescape else "str_join"
+        self.write(f"environment.bounded_concat({join}, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class _Sandbox(SandboxedEnvironment):
+    """Jinja's sandbox (no Python reached from a template) that also bounds what can build a large
+    value from a small one: `*`, `+`, `~`, `%`, `**`, str.format, the str methods that pad, join or
+    replace, list.extend and the filters of _FILTER_SIZES. A string or list of more than
+    MAX_RENDERED_CHARS, or an integer of more than MAX_INT_BITS, is a SecurityError, raised before it
+    is built. (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
+
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _CodeGenerator
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        for name in _FILTER_SIZES:
+            self.filters[name] = _bounded_filter(name, self.filters[name])
+
+    def bounded_concat(self, join: Callable[[tuple], str], parts: tuple) -> str:
+        """`a ~ b ~ ...`: `join(parts)` when the result stays within MAX_RENDERED_CHARS."""
+        _bounded("~", sum(_text_size(p) for p in parts))
+        return join(parts)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
@@ -115,6 +317,10 @@ class _Sandbox(SandboxedEnvironment):
                 and left.bit_length() + right.bit_length() > MAX_INT_BITS
             ):
                 raise SecurityError(f"a product of more than {MAX_INT_BITS:,} bits")
+        if operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            _bounded("+", len(left) + len(right))
+        if operator == "%" and isinstance(left, str):
+            _bounded("%", _printf_size(left, right))
         if operator == "**" and isinstance(left, int) and isinstance(right, int):
             # at least (bit_length - 1) * exponent + 1 bits: refused only when surely too large
             if right > 0 and abs(left) > 1 and (abs(left).bit_length() - 1) * right + 1 > MAX_INT_BITS:
@@ -122,13 +328,36 @@ class _Sandbox(SandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
     def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        """str methods that pad (`"x".ljust(10**8)`, center, rjust, zfill, expandtabs) bounded like `*`."""
+        """str methods that pad (`"x".ljust(10**8)`, center, rjust, zfill, expandtabs), join or
+        replace, and list.extend, bounded like `*`."""
         name = getattr(__obj, "__name__", "")
+        owner = getattr(__obj, "__self__", None)
         pads = ("ljust", "rjust", "center", "zfill", "expandtabs")
-        if isinstance(getattr(__obj, "__self__", None), str) and name in pads:
+        if isinstance(owner, str) and name in pads:
             if any(isinstance(a, int) and a > MAX_RENDERED_CHARS for a in args):
                 raise SecurityError(f"str.{name} to more than {MAX_RENDERED_CHARS} characters")
+        if isinstance(owner, str) and name == "join" and len(args) == 1:
+            args = (list(args[0]),)
+            _bounded("str.join", sum(_text_size(v) for v in args[0]) + len(args[0]) * len(owner))
+        if isinstance(owner, str) and name == "replace" and len(args) >= 2:
+            _bounded("str.replace", _replace_size(owner, args[0], args[1], args[2] if len(args) > 2 else -1))
+        if isinstance(owner, list) and name == "extend" and len(args) == 1:
+            args = (list(args[0]),)
+            _bounded("list.extend", len(owner) + len(args[0]))
         return super().call(__context, __obj, *args, **kwargs)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        """`"{:>99999999}".format(x)` (and format_map) bounded like `%`."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt: str = value.__self__
+
+        def bounded(*args: Any, **kwargs: Any) -> str:
+            _bounded("str.format", _format_size(fmt, args, kwargs))
+            return wrapped(*args, **kwargs)
+
+        return bounded
 
 
 def _environment(tpl_dir: Path) -> jinja2.Environment:
@@ -250,6 +479,11 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
         raise BadInput(
             f"{tpl_file}: rendering took more than {RENDER_TIMEOUT_S:g} s (a loop without end?); a template "
             "renders in milliseconds: fix its loops"
+        ) from None
+    except RecursionError:
+        raise BadInput(
+            f"{tpl_file}: the template calls itself without end (a macro that calls itself, or an "
+            "include of itself); fix it"
         ) from None
     except (OverflowError, MemoryError) as err:
         raise BadInput(f"{tpl_file}: the template builds something too large ({err}); fix it") from None

@@ -12,8 +12,10 @@ results in it reference images by image digest, run.json maps each digest to its
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +30,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, BuildFailed, FileSystemError
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.engine import api as engine
+from toolkit.results import open_regular, refused_link
 from toolkit.results.records import (
     BenchRecord,
     BuildRecord,
@@ -535,7 +538,8 @@ def _folder_relative(path: str) -> bool:
 
 def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None) -> PublishedRun:
     """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
-    one holding a symlink that points out of it (the files written there would land outside)."""
+    one holding a symlink that points out of it (the files written there would land outside). BadInput
+    (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
@@ -549,6 +553,7 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
                 f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
             )
     run, builds = describe_run(store, run_id, lm)
+    copies = _copied(lm) if lm is not None else []  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", run_records(store, run_id)), ("builds.jsonl", builds)):
         tmp = out / f".{name}.tmp"
@@ -557,14 +562,48 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
             append_jsonl(tmp, item)
         tmp.touch()
         tmp.replace(out / name)
-    if lm is not None:
-        shutil.copy2(lm.path, out / "matrix.yaml")
-        tpl = lm.root / "Dockerfile.templates"
-        if tpl.is_dir():
-            shutil.copytree(tpl, out / "Dockerfile.templates", dirs_exist_ok=True)
+    for src, rel in copies:
+        _copy_regular(src, out / rel)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     (out / "README.md").write_text(run_readme(run, run_records(store, run_id)))
     return run
+
+
+def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
+    """(source, path inside the export) of matrix.yaml and every entry of Dockerfile.templates/ (folders
+    first, then files, sorted). Each must be a regular file or folder, never a symbolic link (one to
+    /etc/passwd would be published) nor a FIFO, socket or device: the template loader's rule
+    (toolkit.images.render._Loader). BadInput (exit 4) naming the first offender and the fix."""
+    tpl = lm.root / "Dockerfile.templates"
+    found = [(Path(lm.path), Path("matrix.yaml"))]
+    if tpl.is_symlink() or tpl.is_dir():
+        found.append((tpl, Path(tpl.name)))
+        for where, dirs, files in os.walk(tpl, onerror=_raise):  # a link to a folder: listed, never walked
+            found += sorted((Path(where) / n, Path(where, n).relative_to(lm.root)) for n in dirs + files)
+    for k, (src, _) in enumerate(found):
+        st = os.lstat(src)
+        if stat.S_ISLNK(st.st_mode):
+            raise BadInput(refused_link(src))
+        if not (stat.S_ISREG(st.st_mode) or (k and stat.S_ISDIR(st.st_mode))):
+            raise BadInput(f"{src}: not a regular file or folder (export copies only those): remove it")
+    return [(s, r) for s, r in found if os.path.isdir(s)] + [(s, r) for s, r in found if not os.path.isdir(s)]
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
+def _copy_regular(src: Path, dest: Path) -> None:
+    """Copy one entry _copied listed: a folder is made, a file's bytes, mode and times copied, read
+    without following a link (a file swapped for a link since it was checked is BadInput, exit 4)."""
+    if stat.S_ISDIR(os.lstat(src).st_mode):
+        dest.mkdir(parents=True, exist_ok=True)
+        return
+    with os.fdopen(open_regular(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fi, open(dest, "wb") as fo:
+        shutil.copyfileobj(fi, fo)
+        st = os.fstat(fi.fileno())
+    os.chmod(dest, stat.S_IMODE(st.st_mode))
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:

@@ -4,6 +4,7 @@ May use: toolkit.core, toolkit.spec, toolkit.engine (facts only), toolkit.runtim
 results/; never prints.
 """
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -36,12 +37,25 @@ def need_regular(path: Path, st: os.stat_result) -> None:
         raise BadInput(f"{path}: not a regular file ({kind}): remove it or pass another --results")
 
 
+_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
 def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
     """A descriptor of `path` opened with `flags` (os.open), refused (BadInput, the descriptor closed)
     when it is not a regular file. Opened non-blocking, so a FIFO put there after it was listed cannot
-    hang the open; the flag is then cleared (a regular file reads the same either way). The one open of
-    result files: every reader and appender of bench.jsonl goes through it."""
-    fd = os.open(path, flags | os.O_NONBLOCK, mode)
+    hang the open; the flag is then cleared (a regular file reads the same either way). An open that
+    writes (or `flags` holding os.O_NOFOLLOW) never follows a final symlink: a link is BadInput (exit 4)
+    naming it, so results/.seq or a bench.jsonl linked to a file elsewhere is never written. The one
+    open of result files: every reader and writer of bench.jsonl, builds.jsonl, canary.jsonl, .seq and
+    the run locks goes through it. Other OSError (missing, permission) raised as is."""
+    if flags & _WRITES:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP and flags & os.O_NOFOLLOW and os.path.islink(path):
+            raise BadInput(refused_link(path)) from None
+        raise
     try:
         need_regular(path, os.fstat(fd))
         os.set_blocking(fd, True)
@@ -49,6 +63,19 @@ def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int
         os.close(fd)
         raise
     return fd
+
+
+def refused_link(path: Path) -> str:
+    """The refusal of a symbolic link where the toolkit reads or writes a file of its own: names the
+    link, where it points, and the fix."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return (
+        f"{path} is a symbolic link (to {target!r}): the toolkit never writes or copies through a link; "
+        "replace it with a regular file (or remove it) and run again"
+    )
 
 
 NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"

@@ -46,7 +46,8 @@ and `refused` as ResultStore.results() does):
 (They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
 
 The queries readers call are here (`select`, `heads`, `candidates`, `sides`, `load`, `drop`, and
-digest64, the digests `imported` keeps); the index's tables and refresh are in index_sqlite.py.
+digest64, the digests `imported` keeps); the index's tables and refresh are in index_sqlite.py, its
+rows as readers get them (Head, RecordSelection, the check of a row's place) in index_rows.py.
 """
 
 from __future__ import annotations
@@ -61,11 +62,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.results import identity, open_regular
-from toolkit.results.index_sqlite import (
-    _POS,
+from toolkit.results.index_rows import (
     _ROW_COLS,
-    EDGE_BYTES,
-    INDEX_NAME,
     R_FILE,
     R_LEN,
     R_LINE,
@@ -74,8 +72,13 @@ from toolkit.results.index_sqlite import (
     R_SUM,
     Head,
     RecordSelection,
-    ResultIndex,
     StaleIndex,
+)
+from toolkit.results.index_sqlite import (
+    _POS,
+    EDGE_BYTES,
+    INDEX_NAME,
+    ResultIndex,
     canon,
     key_hash,
     line_sum,
@@ -397,14 +400,19 @@ class StoredImports:
     in line with the JSONL once, then each batch of rows is one query, so memory holds a batch, not
     the folder, and the time per row does not grow with the folder. `any`, `timed`, `untimed`: whether
     it holds such records, such records but md-table rows, md-table rows. Use as a context manager (the
-    index connection is closed after).
+    index connection is closed after). A row found damaged (index_rows.check_places) has the index
+    rebuilt from the files as they were listed first, and the batch asked again.
     StaleIndex (exit 8) when a record loaded by offset was rewritten meanwhile."""
 
     def __init__(self, store: ResultStore) -> None:
-        files = store.bench_files()
-        self.idx = _opened(store, files)
+        self.store, self.files = store, store.bench_files()
+        self.idx = _opened(store, self.files)
+        self._start()
+
+    def _start(self) -> None:
+        """What the index holds of imports, asked once it is open (it is closed when that fails)."""
         try:
-            self.idx._order(files)
+            self.idx._order(self.files)
             self.timed, self.untimed = self.idx.imported_kinds()
             self.any = self.timed or self.untimed
         except BaseException:
@@ -422,14 +430,29 @@ class StoredImports:
         `digests` (import_read.stored_digests; the caller compares their tests)."""
         if not self.any or not digests:
             return []
-        return load(self.idx.heads(self.idx.imported(digests, shown=False)))
+        return self._load(lambda: self.idx.imported(digests, shown=False))
 
     def shown(self, bases: Sequence[int], *, untimed: bool) -> list[BenchRecord]:
         """The stored records (loaded by offset, in store order) whose shown digest is one of `bases`:
         md-table rows (`untimed`) or the others."""
         if not bases or not (self.untimed if untimed else self.timed):
             return []
-        return load(self.idx.heads(self.idx.imported(bases, shown=True, untimed=untimed)))
+        return self._load(lambda: self.idx.imported(bases, shown=True, untimed=untimed))
+
+    def _load(self, rows: Callable[[], list[tuple]]) -> list[BenchRecord]:
+        """load() of the index rows `rows()` gives; a damaged index deleted, built again and asked again."""
+        for attempt in (1, 2):
+            try:
+                heads = self.idx.heads(rows())
+                break
+            except sqlite3.DatabaseError as err:
+                if attempt == 2 or not _damaged(err):
+                    raise
+                self.idx.close()
+                drop(self.store)
+                self.idx = _opened(self.store, self.files)
+                self._start()
+        return load(heads)
 
 
 def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:

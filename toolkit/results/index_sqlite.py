@@ -11,19 +11,27 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.errors import ToolkitError
 from toolkit.results import identity, open_regular
+from toolkit.results.index_rows import (
+    _ROW_COLS,
+    R_FACET,
+    R_FILE,
+    R_KEY,
+    R_POS,
+    R_RUN,
+    R_STATUS,
+    Head,
+    check_places,
+)
 from toolkit.results.records import (
     CLOCK_SKEW_BACK_S,
     BenchRecord,
     _parse_line,
     bench_record,
     scan_jsonl_lines,
-    short_digest,
     store_of,
     written_at,
 )
@@ -64,35 +72,6 @@ CREATE INDEX recs_facet ON recs (facet, status);
 """
 
 
-# An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
-# text as identity.newest_per_test compares it among timed import rows; `seq` and `pos` give the
-# store's write order, identity.write_order) and where the record is; `sum` = line_sum of the line's
-# bytes when the index validated it; `pos` = store order.
-_ROW_COLS = (
-    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
-    "r.seq, r.timed, r.written, r.tune, r.sum"
-)
-(
-    R_FILE,
-    R_LINE,
-    R_OFF,
-    R_LEN,
-    R_STATUS,
-    R_RUN,
-    R_CREATED,
-    R_KEY,
-    R_REPEAT,
-    R_VALUE,
-    R_FACET,
-    R_SEQ,
-    R_TIMED,
-    R_WRITTEN,
-    R_TUNE,
-    R_SUM,
-    R_POS,
-) = range(17)
-
-
 _POS = "(o.rank * 4294967296 + r.line)"
 
 
@@ -100,80 +79,6 @@ _IN_MAX = 500  # values in one `IN (...)` (SQLite before 3.32 allows 999 paramet
 
 
 _SEQ_BASE = 1 << 62  # write order in SQL: seq + _SEQ_BASE for records with a seq, else pos (below it)
-
-
-class StaleIndex(ToolkitError):
-    """A record loaded by offset is not the one the index listed: its file was rewritten (not
-    appended to) while it was read (exit 8, run the command again)."""
-
-    exit_code = 8
-
-
-@dataclass(frozen=True, slots=True)
-class HeadImage:
-    """The image part of a Head: `name`, `digest` (sha256:...), `short` (12 hex digits)."""
-
-    name: str
-    digest: str
-
-    @property
-    def short(self) -> str:
-        return short_digest(self.digest)
-
-
-class Head:
-    """What the index knows of one valid record without reading it, read like a BenchRecord's
-    fields: `run_id`, `status`, `created`, `image.name`, `image.digest`, `image.short`,
-    `model_name`, `model_size`, `gpu_info`; `path` and `line` locate it. `row` is the index row
-    (R_* fields)."""
-
-    __slots__ = ("row", "path", "run_id", "image", "model_name", "model_size", "gpu_info")
-
-    def __init__(self, row: tuple, path: Path, run_id: str, facet: tuple):
-        self.row, self.path, self.run_id = row, path, run_id
-        name, digest, self.model_name, self.model_size, self.gpu_info = facet
-        self.image = HeadImage(name, digest)
-
-    @property
-    def status(self) -> str:
-        return self.row[R_STATUS]
-
-    @property
-    def created(self) -> str:
-        return self.row[R_CREATED]
-
-    @property
-    def line(self) -> int:
-        return self.row[R_LINE]
-
-    @property
-    def seq(self) -> int | None:
-        return self.row[R_SEQ]
-
-    def __repr__(self) -> str:
-        return f"Head({self.path.parent.name}:{self.line} {self.run_id} {self.status})"
-
-
-class RecordSelection(list[BenchRecord]):
-    """The BenchRecords a reader needs out of a larger set, with that set's counts. In store order,
-    except that the ok records of one test stand together where that test first appears in the set.
-
-    Holds (1) every record of the newest run of each test (identity.TestKey) among the ok records —
-    so identity.newest_per_test gives the same `used` records (repetitions combined) as over the
-    whole set —, (2) every failed record that carries a tok/s value (tables' CPU-fallback rows), and
-    (3) one record per distinct (image name, digest, model name, model size, gpu_info) of the set
-    not already present, so summaries over those fields (verdict.smoke_caveats) see every value.
-
-    `read`, `failed`, `superseded`: identity.Selection's counts over the whole set it stands for
-    (`read` = records in the set; `superseded` counts older runs and, in the newest run, records a
-    repetition or re-run replaced).
-    """
-
-    def __init__(
-        self, records: Iterable[BenchRecord] = (), *, read: int = 0, failed: int = 0, superseded: int = 0
-    ):
-        super().__init__(records)
-        self.read, self.failed, self.superseded = read, failed, superseded
 
 
 _PLAIN = (str, int, type(None))
@@ -258,6 +163,7 @@ class ResultIndex:
         self.conn = conn
         self.ids: dict[str, int] = {}  # rel path -> file id
         self.paths: dict[int, Path] = {}  # file id -> path, for the files of the last query
+        self.done: dict[int, int] = {}  # file id -> its bytes indexed (files.done), for the same files
 
     @classmethod
     def open_file(cls, root: Path) -> ResultIndex:
@@ -343,6 +249,8 @@ class ResultIndex:
                 plan.append(("new", rel, path, st, None))
                 continue
             _, _id, dev, ino, size, mtime, ctime, done, _lines, edges = row
+            if not _sound(row):  # a hand edit, another tool: _opened rebuilds the index
+                raise sqlite3.DatabaseError(f"index malformed: the row of {rel} is not one it writes")
             if (dev, ino, size, mtime, ctime) == (
                 st.st_dev,
                 st.st_ino,
@@ -431,15 +339,15 @@ class ResultIndex:
         recs, probs, imported = [], [], []
         done, lines = start, first - 1
         last = None
-        for n, off, raw in scan_jsonl_lines(path, start, first, st.st_size):
-            last = (n, off, len(raw))
+        for n, off, length, raw in scan_jsonl_lines(path, start, first, st.st_size):
+            last = (n, off, length)
             obj, problem = _parse_line(raw)
             if problem is None and obj is not None:
                 rec, problem = bench_record(obj)
                 if rec is not None:
                     key = identity.test_key(rec)
                     fields = self._rec_fields(rec, key, keys, runs, facets)
-                    recs.append(sql_text((fid, n, off, len(raw), *fields, line_sum(raw))))
+                    recs.append(sql_text((fid, n, off, length, *fields, line_sum(raw))))
                     if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
                         imported.append((fid, n, *_stored_digests()(rec, key)))
             if problem is not None:
@@ -494,6 +402,7 @@ class ResultIndex:
         )
         self.conn.execute("DELETE FROM temp.ord")
         self.paths = {}
+        self.done = dict(self.conn.execute("SELECT id, done FROM files"))
         for rank, path in enumerate(files):
             fid = self.ids.get(_rel(self.root, path))
             if fid is not None:
@@ -557,8 +466,11 @@ class ResultIndex:
         ).fetchall()
 
     def heads(self, rows: Sequence[tuple]) -> list[Head]:
-        """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved)."""
+        """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved);
+        sqlite3.DatabaseError (`index malformed`: _query rebuilds the index) for a row that names a
+        run or facet the index lacks or a place not in its file (index_rows.check_places)."""
         run_ids = self._named("runs", "run_id", {r[R_RUN] for r in rows})
+        check_places(rows, self.done)
         facets = self._named(
             "facets", "image_name, digest, model_name, model_size, gpu_info", {r[R_FACET] for r in rows}
         )
@@ -612,6 +524,7 @@ class ResultIndex:
         read, failed = self.conn.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         kfirst, used = self._best_runs()
         keep = self._kept()
+        check_places(keep, self.done)  # before the sort below meets a value of the wrong type
         # Order: ok records grouped by test at the place the test first appears in the whole set (so
         # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
         # store order inside a test; failed records at their own place.
@@ -754,6 +667,19 @@ def _stored_digests():
     from toolkit.results.import_read import stored_digests
 
     return stored_digests
+
+
+def _sound(row: tuple) -> bool:
+    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges) as refresh writes
+    it: integers, the bytes indexed within the size, a 16-byte edges hash."""
+    *ints, edges = row[2:]
+    return (
+        all(type(v) is int for v in ints)
+        and 0 <= row[7] <= row[4]
+        and row[8] >= 0
+        and type(edges) is bytes
+        and len(edges) == 16
+    )
 
 
 def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:

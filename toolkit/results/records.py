@@ -402,15 +402,18 @@ def scan_jsonl(
     None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
     JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
     line reader of results: read_jsonl and the query index (toolkit.results.index, through
-    scan_jsonl_lines and _parse_line) both use it."""
-    for n, off, raw in scan_jsonl_lines(path, start, first_line, end):
-        yield (n, off, len(raw), *_parse_line(raw))
+    scan_jsonl_lines and _parse_line) both use it. A line longer than jsonsafe.MAX_LINE_BYTES is
+    refused (`skipped a line: longer than 8388608 bytes`) without being held in memory whole."""
+    for n, off, length, raw in scan_jsonl_lines(path, start, first_line, end):
+        yield (n, off, length, *_parse_line(raw))
 
 
 def scan_jsonl_lines(
     path: Path, start: int = 0, first_line: int = 1, end: int | None = None
-) -> Iterator[tuple[int, int, bytes]]:
-    """scan_jsonl's lines unparsed: (line number, byte offset, the line's bytes with its newline)."""
+) -> Iterator[tuple[int, int, int, bytes]]:
+    """scan_jsonl's lines unparsed: (line number, byte offset, length in bytes with the newline, the
+    line's bytes with its newline; of a line longer than jsonsafe.MAX_LINE_BYTES only its first
+    MAX_LINE_BYTES + 1 bytes, which _parse_line refuses: jsonsafe.lines)."""
     try:
         fd = open_regular(path)
     except FileNotFoundError:
@@ -418,16 +421,10 @@ def scan_jsonl_lines(
     with os.fdopen(fd, "rb") as fh:
         fh.seek(start)
         off, n = start, first_line - 1
-        for raw in fh:
-            if end is not None and off + len(raw) > end:
-                raw = raw[: max(0, end - off)]
-                if not raw:
-                    return
+        for length, raw in jsonsafe.lines(fh, end):
             n += 1
-            yield n, off, raw
-            off += len(raw)
-            if end is not None and off >= end:
-                return
+            yield n, off, length, raw
+            off += length
 
 
 def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
@@ -480,10 +477,12 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write a JSON file via temp file + os.replace (never a half-written file)."""
+    """Write a JSON file via temp file + os.replace (never a half-written file). The temp file is
+    opened without following a link (open_regular: a link planted under its name is BadInput)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
+        fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
@@ -643,7 +642,7 @@ class ResultStore:
         The counter is written (and fsynced) before the records: a crash leaves a gap, never a number
         given twice. A missing or unreadable counter is rebuilt from the largest seq in the files."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / SEQ_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_regular(self.root / SEQ_FILE, os.O_RDWR | os.O_CREAT)  # a link there: BadInput
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, 64, 0).strip()
