@@ -55,7 +55,7 @@ ROW = {
 
 def stand_in(tmp_path: Path) -> Path:
     """A fake llama-bench: two tests, progress on stderr, one JSONL row per test after ~0.8 s of work."""
-    gen = {**ROW, "n_prompt": 0, "n_gen": 32, "avg_ts": 80.0, "samples_ts": [80.0, 80.0]}
+    gen = {**ROW, "n_prompt": 0, "n_gen": 32, "avg_ts": 80.0, "stddev_ts": 0.2, "samples_ts": [80.0, 80.0]}
     script = tmp_path / "fake-llama-bench"
     script.write_text(
         textwrap.dedent(

@@ -213,7 +213,7 @@ def _latency(
     record (_decode, against `ref`); BadInput for a result that says too little."""
     lat, why = vf.parse_latency(f.result)
     if lat is None:
-        raise BadInput(f"{f.path}: a `vllm bench latency` result with {why}")
+        raise BadInput(f"{f.path}: a `vllm bench latency` result that is no measurement: {why}")
     if O != 1:
         return _decode(f, base, L, O, lat, ref)
     samples = [round(L / x, 4) for x in lat.latencies if x > 0]
@@ -247,8 +247,9 @@ def _decode(
             f"to the output-1 run of the same input length {L}; import that result with it "
             f"(lat-{L}-1.json, or --output-len 1 on its own)"
         )
-    short, _ = vf.parse_latency(ref.result)
-    assert short is not None
+    short, why = vf.parse_latency(ref.result)
+    if short is None:
+        raise BadInput(f"{ref.path}: a `vllm bench latency` result that is no measurement: {why}")
     n = O - 1
     error = vf.decode_noise_error(lat, short, long_len=O)
     samples = [] if error else [round(n / (x - short.avg), 4) for x in lat.latencies if x > short.avg]
@@ -274,10 +275,10 @@ def _sd(xs: list[float]) -> float | None:
 
 
 def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741
+    why = vf.serve_problem(f.result)
+    if why:
+        raise ValueError(why)
     parsed = vf.parse_serve(f.result)
-    for k in vf.SERVE_KEYS:
-        if isinstance(parsed.get(k), int | float) and parsed[k] < 0:
-            raise ValueError(f"{k} is {parsed[k]:g}: a count, time or rate is never negative")
     prompts = _int(f.result.get("num_prompts")) or _int(parsed["completed"]) or 0
     c = f.concurrency
     what = f"vllm bench serve (c{c}, in {L}, out {O})" if c else f"vllm bench serve (in {L}, out {O})"

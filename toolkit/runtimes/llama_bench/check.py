@@ -181,7 +181,8 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
     avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
-    that is not above 0; an avg_ts that contradicts avg_ns or its own samples (below); n_batch or
+    that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
+    that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
     time or lies in the future (_time_of_test)."""
     if problem:
@@ -351,35 +352,83 @@ _BIG = 2**63 - 1
 
 
 def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """avg_ts against samples_ts (their mean), avg_ns against samples_ns (their mean), and avg_ts
-    against avg_ns: llama-bench's avg_ts is the mean of tokens / t_i over the repetitions, so
-    from the samples it is known to 1 %; from avg_ns alone it is at least tokens / mean(t) (the
-    harmonic mean) and above it by about the squared relative spread of the times (unbounded when
-    they spread widely: no upper check then)."""
+    """The measured fields against each other (llama-bench tools/llama-bench/llama-bench.cpp: samples_ts[i]
+    = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* = sample stddev, n - 1):
+    avg_ts and stddev_ts against the per-repetition rates (samples_ts, else those of samples_ns:
+    `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against
+    samples_ns (their mean, to 1 %) and avg_ts against avg_ns: llama-bench's avg_ts is the mean of
+    tokens / t_i over the repetitions, so from the samples it is known to 1 %; from avg_ns alone it
+    is at least tokens / mean(t) (the harmonic mean) and above it by about the squared relative
+    spread of the times (unbounded when they spread widely: no upper check then)."""
     samples_ts = _numbers(fields.get("samples_ts"))
-    if ts is not None and samples_ts:  # llama-bench's avg_ts is the mean of samples_ts
-        mean_ts = sum(samples_ts) / len(samples_ts)
-        if not 0.99 <= ts / mean_ts <= 1.01:
-            return f"avg_ts {ts:g} contradicts samples_ts (their mean is {mean_ts:g})"
-    if ts is None or ns is None:
-        return None
     samples_ns = _numbers(fields.get("samples_ns"))
+    why = None
+    if samples_ts:
+        why = _rates_agree(fields, ts, samples_ts, "samples_ts")
+    elif samples_ns:
+        why = _rates_agree(fields, ts, [tokens * 1e9 / s for s in samples_ns], "samples_ns")
+    why = why or _samples_agree(samples_ts, samples_ns, tokens)
+    if why or ts is None or ns is None:
+        return why
     if samples_ns:
         mean_ns = sum(samples_ns) / len(samples_ns)
         if not 0.99 <= ns / mean_ns <= 1.01:  # llama-bench's avg_ns is their mean
             return f"avg_ns {ns:g} contradicts samples_ns (their mean is {mean_ns:g})"
-        expect = sum(tokens * 1e9 / s for s in samples_ns) / len(samples_ns)
-        lo, hi = 0.99, 1.01
-    else:
-        expect = tokens * 1e9 / ns
-        sd = as_float(fields.get("stddev_ns"))
-        rsd = sd / ns if sd is not None and math.isfinite(sd) and sd >= 0 else None
-        lo = 0.98
-        hi = 1.10 if rsd is None else (1.05 + 1.5 * rsd * rsd if rsd <= 0.3 else math.inf)
+        return None  # avg_ts agrees with the rates (_rates_agree), they with samples_ns, those with avg_ns
+    expect = tokens * 1e9 / ns
+    sd = as_float(fields.get("stddev_ns"))
+    rsd = sd / ns if sd is not None and math.isfinite(sd) and sd >= 0 else None
+    lo = 0.98
+    hi = 1.10 if rsd is None else (1.05 + 1.5 * rsd * rsd if rsd <= 0.3 else math.inf)
     ratio = ts / expect
     if lo <= ratio <= hi:
         return None
     return (
         f"avg_ts {ts:g} contradicts avg_ns {ns:g}: {tokens} tokens in {ns * 1e-9:g} s is {expect:.4g} tokens/s "
         f"({100 * (ratio - 1):+.0f}%)"
+    )
+
+
+def _samples_agree(samples_ts: list[float] | None, samples_ns: list[float] | None, tokens: int) -> str | None:
+    """Why samples_ts and samples_ns are not one set of repetitions: a different count, or a rate
+    that is not tokens / time (1e9 * tokens / samples_ns[i]) to 1 % (llama-bench prints 6 significant
+    digits: its own rows agree to 1e-5)."""
+    if not samples_ts or not samples_ns:
+        return None
+    if len(samples_ts) != len(samples_ns):
+        return (
+            f"samples_ts has {len(samples_ts)} values, samples_ns {len(samples_ns)}: not the same repetitions"
+        )
+    for i, (r, t) in enumerate(zip(samples_ts, samples_ns, strict=True)):
+        rate = tokens * 1e9 / t
+        if not 0.99 <= r / rate <= 1.01:
+            return (
+                f"samples_ts[{i}] {r:g} contradicts samples_ns[{i}] {t:g}: {tokens} tokens in "
+                f"{t * 1e-9:g} s is {rate:.4g} tokens/s"
+            )
+    return None
+
+
+def _rates_agree(fields: dict[str, Any], ts: float | None, rates: list[float], source: str) -> str | None:
+    """avg_ts against the mean of the per-repetition `rates` (from `source`), to 1 %; stddev_ts against
+    their sample stddev (n - 1; two or more rates), to 1 % of their mean: the noise is read as a
+    share of the value (`± x%`, noisy, within noise), so it is held to the 1 % avg_ts is held to,
+    far above llama-bench's rounding (6 significant digits). A stddev_ts that is no finite number
+    >= 0 is left to the record (records.BenchRecord recomputes it from samples_ts and says so)."""
+    mean = sum(rates) / len(rates)
+    if ts is not None and not 0.99 <= ts / mean <= 1.01:  # llama-bench's avg_ts is the mean of samples_ts
+        what = "their mean" if source == "samples_ts" else "the mean of tokens / time"
+        return f"avg_ts {ts:g} contradicts {source} ({what} is {mean:g})"
+    sd = _as_number(fields.get("stddev_ts"))
+    if len(rates) < 2 or isinstance(sd, bool) or not isinstance(sd, (int, float)):
+        return None
+    sd = float(sd)
+    if not math.isfinite(sd) or sd < 0:
+        return None
+    spread = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
+    if abs(sd - spread) <= 0.01 * mean:
+        return None
+    return (
+        f"stddev_ts {sd:g} contradicts {source}: their stddev is {spread:.4g} "
+        f"(± {100 * sd / mean:.1f}% shown, ± {100 * spread / mean:.1f}% measured)"
     )

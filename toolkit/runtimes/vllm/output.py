@@ -49,8 +49,12 @@ class Latency:
 
 
 def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
-    """avg_latency (or the mean of `latencies`), the per-iteration latencies and percentiles."""
-    lats = [f for f in (_finite(x) for x in data.get("latencies") or []) if f is not None]
+    """avg_latency (or the mean of `latencies`), the per-iteration latencies and percentiles (seconds),
+    or None and why the result is no measurement (`latency_problem`)."""
+    why = latency_problem(data)
+    if why:
+        return None, why
+    lats = [float(x) for x in data.get("latencies") or []]
     avg = _finite(data.get("avg_latency"))
     if avg is None and lats:
         avg = statistics.fmean(lats)
@@ -63,6 +67,58 @@ def parse_latency(data: dict[str, Any]) -> tuple[Latency | None, str | None]:
     if std is None and len(lats) > 1:
         std = statistics.stdev(lats)
     return Latency(avg, lats, std, percentiles), None
+
+
+AGREE = 0.01
+"""How far (relative) a vLLM result's derived figures may lie from what its own counts and samples
+give: vLLM computes them from the same numbers (avg_latency = mean(latencies), output_throughput =
+total_output_tokens / duration) and writes full floats; 1 % leaves room for a hand-rounded copy."""
+
+
+def _seconds(name: str, v: Any) -> str | None:
+    """Why `v` is no time in seconds (a finite number above 0), naming the field; None when it is one."""
+    f = _num(v)
+    if f is None or not math.isfinite(f) or f <= 0:
+        shown = repr(v)[:24] if not isinstance(v, (dict, list)) else type(v).__name__
+        return f"{name} is {shown}: expected a time in seconds above 0"
+    return None
+
+
+def latency_problem(data: dict[str, Any]) -> str | None:
+    """Why a `vllm bench latency` result contradicts itself, naming the field, or None: `latencies` not
+    a list of times above 0 (seconds; a negative or text entry would be dropped or read as noise);
+    avg_latency (a time above 0) not their mean (vLLM: np.mean(latencies)) to AGREE; std_latency not
+    their sample stddev to AGREE of the mean (the noise is read as a share of the value); a percentile
+    that is not a time (where it lies among the latencies is not checked)."""
+    raw = data.get("latencies")
+    if raw is not None and not isinstance(raw, list):
+        return f"latencies is {type(raw).__name__}: expected a list of times in seconds"
+    for i, x in enumerate(raw or []):
+        why = _seconds(f"latencies[{i}]", x)
+        if why:
+            return why
+    lats = [float(x) for x in raw or []]  # each a number (_seconds)
+    for name in ("avg_latency", "std_latency"):
+        v = data.get(name)
+        if v is not None and (name == "avg_latency" or v != 0):
+            why = _seconds(name, v)
+            if why:
+                return why
+    if not lats:
+        return None
+    mean = statistics.fmean(lats)
+    avg = _finite(data.get("avg_latency"))
+    if avg is not None and abs(avg - mean) > AGREE * mean:
+        return f"avg_latency {avg:g} s contradicts latencies (their mean is {mean:g} s)"
+    std = _finite(data.get("std_latency"))
+    if std is not None and len(lats) > 1 and abs(std - statistics.stdev(lats)) > AGREE * mean:
+        return f"std_latency {std:g} s contradicts latencies (their stddev is {statistics.stdev(lats):.4g} s)"
+    pct = data.get("percentiles")
+    for k, v in pct.items() if isinstance(pct, dict) else ():
+        why = _seconds(f"percentiles[{k!r}]", v)
+        if why:
+            return why
+    return None
 
 
 def _spread(lat: Latency) -> float | None:
@@ -137,6 +193,85 @@ def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(lens, list):
         out["output_lens"] = [int(x) for x in lens if isinstance(x, int | float) and not isinstance(x, bool)]
     return out
+
+
+def serve_problem(data: dict[str, Any]) -> str | None:
+    """Why a `vllm bench serve` result contradicts itself or is physically impossible, naming the
+    field, or None (vLLM vllm/benchmarks/serve.py calculate_metrics: the throughputs are counts /
+    duration, the latencies per request; the `_serve_rates` and `_serve_latencies` rules)."""
+    parsed = parse_serve(data)
+    for k in SERVE_KEYS:
+        if isinstance(parsed.get(k), int | float) and parsed[k] < 0:
+            return f"{k} is {parsed[k]:g}: a count, time or rate is never negative"
+    for k in ("completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens"):
+        v = parsed.get(k)
+        if v is not None and v != int(v):
+            return f"{k} is {v:g}: a count is a whole number"
+    prompts, done, failed = parsed["num_prompts"], parsed["completed"], parsed["failed"] or 0
+    if prompts is not None and done is not None and done + failed > prompts:
+        return f"completed {done:g} + failed {failed:g} is more than num_prompts {prompts:g}: more requests than were sent"
+    return _serve_rates(parsed) or _serve_latencies(parsed)
+
+
+def _serve_rates(parsed: dict[str, Any]) -> str | None:
+    """duration above 0, and each throughput its count / duration to AGREE: output_throughput =
+    total_output_tokens / duration, total_token_throughput = (input + output) / duration,
+    request_throughput = completed / duration."""
+    secs = parsed["duration"]
+    if secs is None:
+        return None
+    if secs <= 0:
+        return f"duration is {secs:g}: a benchmark takes time (seconds above 0)"
+    ins, outs = parsed["total_input_tokens"], parsed["total_output_tokens"]
+    counts = {
+        "output_throughput": (outs, "total_output_tokens"),
+        "total_token_throughput": (
+            None if ins is None or outs is None else ins + outs,
+            "total_input_tokens + total_output_tokens",
+        ),
+        "request_throughput": (parsed["completed"], "completed"),
+    }
+    for name, (count, what) in counts.items():
+        rate = parsed[name]
+        if rate is None or count is None:
+            continue
+        expect = count / secs
+        if abs(rate - expect) > AGREE * max(expect, rate):
+            return f"{name} {rate:g} contradicts {what} {count:g} over duration {secs:g} s ({expect:.4g}/s)"
+    return None
+
+
+TPOT_FACTOR = 10.0
+"""How far mean_tpot_ms x (tokens per request - 1) may lie from mean_e2el_ms - mean_ttft_ms (the
+mean decode time of a request): equal when every request decodes at one pace, apart when the pace
+varies with the length (a mean of products is not the product of means); a factor of 10 is no
+variation but a unit or an invented figure."""
+
+
+def _serve_latencies(parsed: dict[str, Any]) -> str | None:
+    """Each latency statistic >= 0 ms; mean_ttft_ms within mean_e2el_ms (the first token is part of the request), and mean_tpot_ms
+    against the requests' decode time (TPOT_FACTOR): vLLM's tpot is (e2el - ttft) / (output - 1) of
+    each request with more than one output token, 0 when none has; so 0 with more output tokens than
+    requests is no measurement either."""
+    lat = parsed["latency_ms"]
+    for metric, vals in lat.items():
+        for stat, v in vals.items():
+            if v is not None and v < 0:
+                return f"{stat}_{metric}_ms is {v:g}: a time is never negative"
+    ttft, tpot, e2el = ((lat.get(m) or {}).get("mean") for m in ("ttft", "tpot", "e2el"))
+    if ttft is not None and e2el is not None and ttft > e2el * (1 + AGREE):
+        return f"mean_ttft_ms {ttft:g} is more than mean_e2el_ms {e2el:g}: the first token is part of the request"
+    done, outs = parsed["completed"], parsed["total_output_tokens"]
+    if tpot is None or ttft is None or e2el is None or not done or outs is None or outs <= done:
+        return None
+    decode = e2el - ttft  # ms a request spends after its first token
+    after_first = outs / done - 1  # tokens per request after its first
+    if tpot == 0 or not 1 / TPOT_FACTOR <= tpot * after_first / max(decode, 1e-9) <= TPOT_FACTOR:
+        return (
+            f"mean_tpot_ms {tpot:g} contradicts the requests' decode time: {after_first:.4g} tokens after the "
+            f"first in mean_e2el_ms - mean_ttft_ms = {decode:.4g} ms is {decode / after_first:.4g} ms a token"
+        )
+    return None
 
 
 def served_shortfall_error(
