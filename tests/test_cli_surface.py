@@ -313,6 +313,7 @@ def test_bench_summary_tables_are_sized_to_a_terminal_like_report():
     assert summary_format(io.StringIO()) == "github"
 
 
+@pytest.mark.e2e  # the engine must answer: one that is down is exit 5, whatever else is skipped
 def test_bench_that_measured_nothing_exits_2_and_says_why(tmp_path):
     """Tester's find (issue 33 item 5): `bench -i cpu` with every image skipped ("no build of cpu is
     recorded") exited 0, and --json said ok true. Nothing done is exit 2, as `push` of nothing."""

@@ -69,10 +69,9 @@ def run_bench(
     else:
         _confirm_plan(lm, decisions, store, opts, events)
         guard.check_writable(store.root)
-        if any(d.status == "run" for d in decisions):  # nothing runs: the engine is not asked
-            host = _host_facts()
-            guards = rg, lock = _take_guards(store, opts, events)
-            opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
+        host = _host_facts()
+        guards = rg, lock = _take_guards(store, opts, events)
+        opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
     saver = opts.saver or guard.Saver(store)
     outcomes: list[Outcome] = []
     try:
