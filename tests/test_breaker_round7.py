@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.project import DATA
+from tests.support.runs import tk
 from toolkit.bench import canary, guard
 from toolkit.core.errors import BadInput
 from toolkit.results.records import ResultStore, append_jsonl, short_digest
@@ -20,18 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ROWS = DATA / "llamabench-0c1e57098-cpu.jsonl"
 RUN = "20261129T170627Z-6891c7"  # the run of results-cpu-a.jsonl
 DIGEST12 = "a504e0178239"
-
-
-def toolkit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _project(tmp_path: Path) -> Path:
@@ -45,7 +33,7 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _export(p: Path, out: Path) -> subprocess.CompletedProcess:
-    return toolkit("export-run", "--matrix", str(p / "matrix.yaml"), RUN, "-o", str(out), cwd=p)
+    return tk(p, "export-run", "--matrix", str(p / "matrix.yaml"), RUN, "-o", str(out))
 
 
 @pytest.mark.parametrize(
@@ -81,7 +69,7 @@ def test_import_never_writes_through_a_linked_seq_file(tmp_path: Path) -> None:
     precious = tmp_path / "p.txt"
     precious.write_text("precious\n")
     os.symlink(precious, tmp_path / "r" / ".seq")
-    r = toolkit("import", "--results", "r", "--label", "x", str(ROWS), cwd=tmp_path)
+    r = tk(tmp_path, "import", "--results", "r", "--label", "x", str(ROWS))
     assert r.returncode == 4, r.stdout + r.stderr
     assert ".seq is a symbolic link" in r.stderr
     assert precious.read_text() == "precious\n"
@@ -89,14 +77,14 @@ def test_import_never_writes_through_a_linked_seq_file(tmp_path: Path) -> None:
 
 def test_import_never_appends_through_a_linked_bench_file(tmp_path: Path) -> None:
     """results/<digest12>/bench.jsonl linked to a file elsewhere: import appended its records there."""
-    r = toolkit("import", "--results", "first", "--label", "x", str(ROWS), cwd=tmp_path)
+    r = tk(tmp_path, "import", "--results", "first", "--label", "x", str(ROWS))
     assert r.returncode == 0, r.stdout + r.stderr
     (digest12,) = [d.name for d in (tmp_path / "first").iterdir() if not d.name.startswith(".")]
     precious = tmp_path / "p.txt"
     precious.write_text("precious\n")
     (tmp_path / "r" / digest12).mkdir(parents=True)
     os.symlink(precious, tmp_path / "r" / digest12 / "bench.jsonl")
-    r = toolkit("import", "--results", "r", "--label", "x", str(ROWS), cwd=tmp_path)
+    r = tk(tmp_path, "import", "--results", "r", "--label", "x", str(ROWS))
     assert r.returncode == 4, r.stdout + r.stderr
     assert f"{digest12}/bench.jsonl is a symbolic link" in r.stderr
     assert precious.read_text() == "precious\n"

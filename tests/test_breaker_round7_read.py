@@ -7,14 +7,13 @@ from __future__ import annotations
 import io
 import os
 import sqlite3
-import subprocess
-import sys
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from tests.support.project import DATA
+from tests.support.runs import tk
 from toolkit.analysis import compare
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
@@ -24,18 +23,6 @@ from toolkit.results.records import ResultStore, read_jsonl
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = DATA / "llamabench-0c1e57098-cpu.jsonl"
 HUGE = 64 << 20  # a line 8 times the limit: held whole, it alone is 64 MiB
-
-
-def toolkit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _store_with_huge_line(tmp_path: Path) -> tuple[ResultStore, Path, list[bytes]]:
@@ -133,12 +120,12 @@ def test_an_index_with_values_of_the_wrong_type_or_place_is_rebuilt(tmp_path: Pa
 def test_an_import_over_a_damaged_index_rebuilds_it(tmp_path: Path) -> None:
     """The import asks the index for the rows it imported before (StoredImports): a damaged row there
     crashed it (TypeError, exit 1). Now the index is rebuilt and the rows are left out as before."""
-    p = toolkit("import", "--results", "r", "--label", "x", str(ROWS), cwd=tmp_path)
+    p = tk(tmp_path, "import", "--results", "r", "--label", "x", str(ROWS))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert toolkit("report", "--results", "r", "--format", "csv", cwd=tmp_path).returncode == 0
+    assert tk(tmp_path, "report", "--results", "r", "--format", "csv").returncode == 0
     with sqlite3.connect(tmp_path / "r" / resultindex.INDEX_NAME) as db:
         assert db.execute("UPDATE recs SET off = 'x'").rowcount > 0
-    p = toolkit("import", "--results", "r", "--label", "x", str(ROWS), cwd=tmp_path)
+    p = tk(tmp_path, "import", "--results", "r", "--label", "x", str(ROWS))
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
     assert "imported before" in p.stdout + p.stderr, p.stdout + p.stderr
 
@@ -149,7 +136,7 @@ def test_measure_of_a_program_that_cannot_start_says_only_that(tmp_path: Path, p
     stopped" before the real error, though nothing was interrupted."""
     program = str(tmp_path) if program == "DIR" else program
     out = tmp_path / "m.jsonl"
-    p = toolkit("measure", "--out", str(out), "--gpu", "none", "--", program, cwd=tmp_path)
+    p = tk(tmp_path, "measure", "--out", str(out), "--gpu", "none", "--", program)
     assert p.returncode == 4 and f"cannot run {program!r}" in p.stderr, p.stderr
     assert "Ctrl-C" not in p.stderr and "stopped" not in p.stderr, p.stderr
     assert not out.exists()
