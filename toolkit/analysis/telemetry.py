@@ -406,9 +406,12 @@ def _counter_rate(
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
     """Host load over the window from the cumulative counters, interpolated at both edges (over the
     part of the window the samples cover). A window shorter than HOST_MIN_WINDOW_S is widened
-    backwards to it (not before the first sample)."""
+    backwards to it, but not before the first sample nor, when the benchmark's own CPU is tracked,
+    before its first known value: before that the engine was starting the benchmark's container
+    (runc, the daemons: a core of the harness's own work on a 2-core host, not another tenant)."""
     if t1 - t0 < HOST_MIN_WINDOW_S and ss:
-        t0 = max(min(s["t"] for s in ss), t1 - HOST_MIN_WINDOW_S)
+        known = [s["t"] for s in ss if s.get("own_cpu_s") is not None] or [min(s["t"] for s in ss)]
+        t0 = min(t0, max(known[0], t1 - HOST_MIN_WINDOW_S))
     inside = [s for s in ss if t0 <= s["t"] <= t1]
     ts_all = [s["t"] for s in ss]
     ss = _own_cpu_from_zero(ss)
