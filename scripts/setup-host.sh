@@ -263,7 +263,7 @@ if [ "$USE_DOCKER" = 1 ] && [ "$CALLER" != root ]; then
   err=$(runas "$CALLER" docker info 2>&1 >/dev/null) \
     || die "the Docker engine runs but $CALLER cannot use it: ${err##*$'\n'}"
 fi
-[ "$USE_DOCKER" = 0 ] || log "docker $(docker version -f '{{.Server.Version}}'), $(docker buildx version | head -1)"
+[ "$USE_DOCKER" = 0 ] || log "docker $(docker version -f '{{.Server.Version}}'), buildx $(docker buildx version | awk 'NR == 1 { print ($2 == "" ? $1 : $2) }')"
 
 # 2b. Podman (--podman, --test): the host release's own podman (Debian 12: 4.3.1, Debian 13: 5.4.2;
 #     Debian 13's podman on Debian 12 would upgrade ~100 packages: openssl, systemd, glib, util-linux),

@@ -133,7 +133,7 @@ def test_condensed_progress_of_a_real_cold_build():
         "   cpu | [runtime 2/5] done in 18.6 s",
         "   cpu | [build 4/4] done in 161.9 s",
     ]
-    assert out[-1] == "   cpu | 0 of 7 steps from cache"
+    assert not [ln for ln in out if "from cache" in ln]  # the build's closing line says it, once
     assert all(len(ln) <= len("   cpu | ") + 100 for ln in out)
 
 
@@ -156,7 +156,6 @@ def test_cached_steps_are_counted_not_printed_and_errors_are_shown():
         "   cpu | #9 ERROR: cmake -D variable(s) this llama.cpp source does not have: GGML_FOO",
         '   cpu | ERROR: process "/bin/sh -c cmake" did not complete successfully: exit code: 1',
         "   cpu | ERROR: failed to solve: process did not complete successfully",
-        "   cpu | 1 of 2 steps from cache",
     ]
     assert _replay(lines, verbose=True)[: len(lines)] == [f"   cpu | {ln}" for ln in lines]
 

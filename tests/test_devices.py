@@ -385,7 +385,7 @@ def test_no_gpu_rocm_is_missing_kfd(tmp_path: Path) -> None:
     dev = make_dev(tmp_path, renders=(), kfd=False)
     reason = missing_devices_reason("rocm", [], dev=dev)
     assert reason == (
-        "needs /dev/kfd (a rocm-backend image): no AMD GPU driver (amdgpu/KFD) on this host; run `toolkit doctor`"
+        "cannot run on this host: no /dev/kfd (no AMD GPU driver (amdgpu/KFD) on this host); run `toolkit doctor`"
     )
     with pytest.raises(DeviceMissing) as err:
         profile_for("rocm", [], dev=dev)

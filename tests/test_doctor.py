@@ -155,6 +155,10 @@ def test_docker_checks() -> None:
         ("ok", "Docker engine 26.1.5 (API 1.45)"),
         ("warn", "buildx not installed: BuildKit builds fail; install docker-buildx"),
     ]
+    debian = check_docker(  # `docker buildx version` of Debian's docker-buildx: module, version, revision
+        {"server_version": "26.1.5", "buildx": "github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3"}
+    )
+    assert debian[1].message == "buildx 0.13.1+ds1", debian[1]
     unreachable = check_docker({"error": "Cannot connect to the Docker daemon"})
     assert [(c.level, c.message) for c in unreachable] == [
         ("error", "Docker engine: not reachable (Cannot connect to the Docker daemon)")

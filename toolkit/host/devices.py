@@ -362,17 +362,18 @@ class DeviceProfile:
 
 
 class Shortfall(NamedTuple):
-    """Why a backend cannot run: `what` is missing (short), `need` (the device), `why` (what the
-    host lacks) and `fix` (a hint besides `toolkit doctor`, may be empty)."""
+    """Why a backend cannot run: `what` is missing (short), `why` (what the host lacks) and `fix` (a
+    hint besides `toolkit doctor`, may be empty)."""
 
     what: str
-    need: str
     why: str
     fix: str = ""
 
-    def message(self, backend: str) -> str:
+    def message(self) -> str:
+        """`cannot run on this host: no /dev/kfd (no AMD GPU driver ...); run `toolkit doctor``: the
+        words `toolkit build` skips the image with (Skipped.line), so build and bench say one thing."""
         fix = f"{self.fix}, or " if self.fix else ""
-        return f"needs {self.need} (a {backend}-backend image): {self.why}; {fix}run `toolkit doctor`"
+        return f"cannot run on this host: {self.what} ({self.why}); {fix}run `toolkit doctor`"
 
     def short(self) -> str:
         """For doctor's one line per image: `no /dev/kfd (no AMD GPU driver ...)`."""
@@ -557,12 +558,11 @@ def shortfall(
         return None
     if backend == "rocm":
         if not (dev / "kfd").exists():
-            return Shortfall("no /dev/kfd", "/dev/kfd", "no AMD GPU driver (amdgpu/KFD) on this host")
+            return Shortfall("no /dev/kfd", "no AMD GPU driver (amdgpu/KFD) on this host")
         usable = rocm_gpus(gpus)
         if not usable:
             return Shortfall(
                 "no GPU in the KFD topology",
-                "an AMD GPU in the KFD topology",
                 "/dev/kfd exists but /sys/class/kfd lists no GPU node",
                 "check that amdgpu initialised the card (dmesg)",
             )
@@ -570,7 +570,6 @@ def shortfall(
             nodes = ", ".join(g.render_node for g in usable)
             return Shortfall(
                 f"no render node {nodes}",
-                nodes,
                 "the GPU is in the KFD topology but its render node is missing",
             )
         return None
@@ -579,7 +578,6 @@ def shortfall(
             return None
         return Shortfall(
             "no GPU render node",
-            "a GPU render node (/dev/dri/renderD*)",
             "no AMD or Intel render node /dev/dri/renderD* on this host",
             "pass --allow-software-gpu to run on Mesa lavapipe (the CPU)",
         )
@@ -594,7 +592,7 @@ def missing_devices_reason(
 ) -> str | None:
     """One line saying what `backend` lacks on this host and the fix; None when it can run."""
     short = shortfall(backend, gpus, dev, allow_software)
-    return short.message(backend) if short else None
+    return short.message() if short else None
 
 
 def _require(
@@ -602,7 +600,7 @@ def _require(
 ) -> None:
     short = shortfall(backend, gpus, dev, allow_software)
     if short:
-        raise DeviceMissing(short.message(backend))
+        raise DeviceMissing(short.message())
 
 
 def cpu_profile() -> DeviceProfile:

@@ -226,10 +226,13 @@ def check_igpu(gpus: list[Gpu]) -> list[Check]:
 
 
 def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
-    """(known?, version): whether docker_info says anything about buildx, and its version."""
+    """(known?, version): whether docker_info says anything about buildx, and its version
+    (`0.13.1+ds1` of `docker buildx version`'s `github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3`:
+    module, version, revision)."""
     for key in ("buildx_version", "BuildxVersion", "buildx"):
         if key in info:
-            return True, info[key] or None
+            words = str(info[key] or "").split()
+            return True, (words[1] if len(words) > 1 and words[0].endswith("/buildx") else info[key]) or None
     client = info.get("ClientInfo")
     if isinstance(client, Mapping):
         for plugin in client.get("Plugins") or []:

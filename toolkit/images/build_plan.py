@@ -83,8 +83,8 @@ class BuildSteps:
 
     Printed through `echo` (one str per line): `name | [stage i/n] INSTRUCTION` when a step starts to
     run (its instruction cut to `width`), `name | [stage i/n] done in S s` for steps of >= 5 s, error
-    lines, and from close() `name | K of N steps from cache`. Steps BuildKit serves from cache
-    (`#N CACHED`) are counted, not printed. `verbose` prints every line unchanged. With `status`
+    lines. Steps BuildKit serves from cache (`#N CACHED`) are not printed: the build's closing line
+    (BuildResult.line) says how many there were. `verbose` prints every line unchanged. With `status`
     (a callable taking the running step's text), the running step is also shown there as it runs,
     with the compiler's percentage (`[ 45%]` lines of cmake) when it prints one; without it (a log,
     not a terminal) a step running for HEARTBEAT_S says so, with that percentage. A step that fails
@@ -104,7 +104,6 @@ class BuildSteps:
         self.pending: dict[str, str] = {}  # vertex -> step title, until it is known cached or running
         self.running: dict[str, tuple[str, float]] = {}
         self.steps: set[str] = set()
-        self.cached: set[str] = set()
         self.tail: dict[str, deque[str]] = {}  # vertex -> its last output lines
         self.percent: dict[str, str] = {}  # vertex -> the last `NN%` it printed
         self.heard = time.monotonic()  # when a line was last echoed (the heartbeat's clock)
@@ -156,7 +155,6 @@ class BuildSteps:
             self.pending[vid] = rest if len(rest) <= self.width else rest[: self.width - 1] + "…"
             return
         if rest.strip() == "CACHED":
-            self.cached.add(vid)
             self.pending.pop(vid, None)
             return
         if vid in self.pending:  # first sign of work (output or DONE): it runs
@@ -180,10 +178,8 @@ class BuildSteps:
                 self._say(f"{title.split('] ', 1)[0]}] done in {float(done.group(1)):.1f} s")
 
     def close(self) -> None:
-        """Stop the heartbeat; print the cache count (nothing for a verbose or empty run)."""
+        """Stop the heartbeat."""
         self._stop.set()
-        if not self.verbose and self.steps:
-            self._say(f"{len(self.cached & self.steps)} of {len(self.steps)} steps from cache")
 
 
 def previous_build_note(store: Any, name: str) -> str:
