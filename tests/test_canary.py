@@ -67,6 +67,32 @@ def test_parser_refuses_a_run_without_a_result():
         ppl.parse_perplexity("", "llama_model_load: error loading model\n")
 
 
+def _lost_at_exit(out: str, err: str, chunks_left: int) -> tuple[str, str]:
+    """What a run prints when llama.cpp's logger loses its queued lines at exit (llama.cpp#22142; seen
+    here 1 run in 6, exit 0): stderr ends at `ETA `, stdout keeps `chunks_left` chunk values."""
+    kept = ",".join(out.split(",")[:chunks_left]) + ","
+    return kept, err[: err.index("ETA ") + 4]
+
+
+def test_parser_takes_the_last_chunk_when_the_estimate_line_was_lost_at_exit():
+    out, err = captured("c128x4")
+    p = ppl.parse_perplexity(*_lost_at_exit(out, err, 4))
+    assert p.ppl == 535.8769 and p.ppl_error is None  # chunk [4] is the running estimate over all 4
+    with pytest.raises(ppl.PerplexityOutputError, match="no `Final estimate`"):
+        ppl.parse_perplexity(*_lost_at_exit(out, err, 3))  # chunk 4 lost too: no number is made up
+
+
+def test_a_canary_whose_output_was_lost_at_exit_runs_once_more(tmp_path):
+    ctx, fake = _ctx_pair(tmp_path, {})
+    good = captured("c128x4")
+    fake.answers[ctx.build.digest] = [_lost_at_exit(*good, 3), good]
+    res = canary.run_canary(ctx, {})
+    assert res is not None and res.status == "ok" and res.ppl == 535.8769 and len(fake.runs) == 2
+    fake.answers[ctx.build.digest] = [_lost_at_exit(*good, 3)] * 2
+    res = canary.run_canary(ctx, {})  # lost twice: unchecked, never a third container
+    assert res is not None and res.status == "unchecked" and len(fake.runs) == 4
+
+
 def test_perplexity_command_line():
     args = ppl.perplexity_args("/models/m.gguf", "/canary/t.txt", threads=4, n_gpu_layers=999, flash_attn=1)
     assert args == [
@@ -117,7 +143,8 @@ class PerplexityEngine(FakeEngine):
     def run_container(self, spec, timeout=None, on_stdout=None, on_stderr=None, **kw):
         if spec.command[0] == "llama-perplexity":
             self.runs.append(spec)
-            out, err = self.answers[spec.image]
+            answer = self.answers[spec.image]  # one answer, or a list answered in turn
+            out, err = answer.pop(0) if isinstance(answer, list) else answer
             return engine.RunOutcome(0, out, err, 1.5)
         return super().run_container(spec, timeout, on_stdout, on_stderr, **kw)
 
@@ -315,3 +342,25 @@ def test_verdict_never_crowns_a_wrong_output_image():
     unflagged = [r.model_copy(update={"flags": []}) for r in fast]
     assert (verdict_mod.axis_verdict(unflagged + slow, "prefill").winner or "").startswith("vulkan")
     assert "canary" in FLAG_HELP["wrong-output"]
+
+
+def test_a_canary_record_holds_no_nan_at_any_depth(tmp_path):
+    """vLLM's canary on a NaN checkpoint put a NaN mean log-probability in `details`: saving it raised
+    ValueError (JSON has no NaN) and bench ended in a traceback. Every non-finite float is its string."""
+    import json
+
+    ctx, fake = _ctx_pair(tmp_path, {})
+    fake.answers[ctx.build.digest] = captured("c128x4")
+    res = canary.run_canary(ctx, {})
+    assert res is not None
+    res.ppl, res.details = (
+        float("nan"),
+        {"vllm": {"mean_logprob": float("-inf"), "per_chunk": [1.0, float("nan")]}},
+    )
+    out = res.record()
+    json.dumps(out, allow_nan=False)
+    assert out["ppl"] == "nan" and out["details"]["vllm"] == {
+        "mean_logprob": "-inf",
+        "per_chunk": [1.0, "nan"],
+    }
+    canary.save(ctx.store, res)  # the store's writer refuses NaN: this must not raise

@@ -690,7 +690,8 @@ def test_corrupt_results_line_is_skipped_and_never_glued(proj):
     assert res.returncode == 0, _out(res)
     # the plan line estimates from the run before (measured, not assumed)
     assert re.search(
-        r"plan: 2 test cases .*; estimated measuring time \d+ s, from earlier runs", res.stderr
+        r"plan: 2 test cases .*; estimated measuring time \d+ s( and 1 correctness canary)?, from earlier runs",
+        res.stderr,
     ), res.stderr
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and lines[2].endswith('{"na')

@@ -100,16 +100,13 @@ class CanaryResult:
     details: dict[str, Any] = field(default_factory=dict)  # a runner's own facts; `said`: for line()
 
     def record(self) -> dict[str, Any]:
-        """The JSON object stored (canary.jsonl) and put on each record as `canary` (NaN/inf as strings:
-        JSON has none)."""
+        """The JSON object stored (canary.jsonl) and put on each record as `canary`: every NaN/inf, at
+        any depth (the PPL, its error, a broken model's mean log-probability in `details`), as its
+        string `'nan'` / `'inf'`: JSON has none."""
         out = dict(self.__dict__)
         for k in LLAMA_ONLY if self.method != METHOD else ():
             out.pop(k)
-        for k in ("ppl", "ppl_error"):
-            v = out[k]
-            if isinstance(v, float) and not math.isfinite(v):
-                out[k] = str(v)
-        return out
+        return _finite_or_text(out)
 
     def line(self) -> str:
         """One line for the run's progress: `canary: PPL 535.9 (cpu control 535.9, within 0.0 %)`."""
@@ -125,6 +122,17 @@ class CanaryResult:
             return f"{head} (the CPU control){tail}"
         pct = abs(math.expm1(self.ln_ratio or 0.0)) * 100
         return f"{head} (cpu control {self.control['ppl']:.6g}, within {pct:.2g} %){tail}"
+
+
+def _finite_or_text(v: Any) -> Any:
+    """`v` with each non-finite float, in dicts and lists at any depth, replaced by str(v)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, dict):
+        return {k: _finite_or_text(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite_or_text(x) for x in v]
+    return v
 
 
 def judge(ppl: float, control_ppl: float | None, bound_ln: float = BOUND_LN) -> tuple[str, str, float | None]:
@@ -255,6 +263,11 @@ def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResu
         return res
     res.seconds = round(out.seconds, 3)
     _judge_output(res, out, ctx.store, controls)
+    if res.status == "unchecked" and out.exit_code == 0 and not out.timed_out:
+        # exit 0 and no result: llama.cpp's logger lost its last lines at exit (perplexity.py): once more
+        out = ctx.engine.run_container(rs, timeout=TIMEOUT_S)
+        res.seconds = round(res.seconds + out.seconds, 3)
+        _judge_output(res, out, ctx.store, controls)
     return res
 
 

@@ -99,13 +99,16 @@ def perplexity_args(
     ]
 
 
-def parse_perplexity(stdout: str, stderr: str) -> Perplexity:
+def parse_perplexity(stdout: str, stderr: str, chunks_run: int = CHUNKS) -> Perplexity:
     """The result of one llama-perplexity process from what it printed (see the module docstring).
 
-    The `Final estimate` line gives `ppl`; without it, chunk values give the last one as `ppl` when
-    they are not finite or llama.cpp said the log-probabilities have no spread (`no_spread`). Raises
-    PerplexityOutputError otherwise (the text too short, a model that did not load, a crash), quoting
-    the reason it printed."""
+    The `Final estimate` line gives `ppl`; without it, chunk values give the last one as `ppl` (no
+    error) when all `chunks_run` were printed (chunk [N] is the running perplexity over chunks 1..N,
+    so the last is the final estimate: 535.8769 both, tiny model), when they are not finite, or when
+    llama.cpp said the log-probabilities have no spread (`no_spread`). llama.cpp's logger is a leaked
+    singleton whose queued lines can be lost at exit (ggml-org/llama.cpp#22142: here 1 run in 6 lost
+    the `Final estimate` line, exit code 0). Raises PerplexityOutputError otherwise (the text too
+    short, a model that did not load, a crash, or those lines lost), quoting the reason it printed."""
     text = stdout + "\n" + stderr
     chunks = tuple(float(v) for _, v in _CHUNK.findall(text))
     final = _FINAL.search(text)
@@ -114,7 +117,7 @@ def parse_perplexity(stdout: str, stderr: str) -> Perplexity:
             return Perplexity(float(final.group(1)), float(final.group(2)), chunks)
         except ValueError:
             raise PerplexityOutputError(f"unreadable estimate {final.group(0)!r}") from None
-    if chunks and (not math.isfinite(chunks[-1]) or _NO_SPREAD in stderr):
+    if len(chunks) >= chunks_run or (chunks and (not math.isfinite(chunks[-1]) or _NO_SPREAD in stderr)):
         return Perplexity(chunks[-1], None, chunks, no_spread=_NO_SPREAD in stderr)
     short = _TOO_SHORT.search(text)
     why = short.group(0) if short else "no `Final estimate` line and no chunk value"
