@@ -63,7 +63,7 @@ def _line(obj: dict) -> bytes:
 
 def _retarget(tpl: dict, run_id: str, digest: str, created, scale: float) -> dict:
     """A copy of the record `tpl` as run `run_id` of image `digest` at `created` (a datetime), its
-    command and log file renamed to the run, its tok/s (samples and mean) scaled by `scale`."""
+    command and log file renamed to the run, its tok/s (samples, mean and stddev) scaled by `scale`."""
     rec = json.loads(json.dumps(tpl))
     old_run = rec["run_id"]
     rec.update(run_id=run_id, created=created.isoformat())
@@ -71,7 +71,8 @@ def _retarget(tpl: dict, run_id: str, digest: str, created, scale: float) -> dic
     rec["command"] = [x.replace(old_run, run_id) for x in rec["command"]]
     rec["log_file"] = (rec.get("log_file") or "").replace(old_run, run_id) or None
     rec["samples_ts"] = [round(x * scale, 3) for x in rec["samples_ts"]]
-    rec["avg_ts"] = round(rec["avg_ts"] * scale, 6) if rec["avg_ts"] is not None else None
+    for k in ("avg_ts", "stddev_ts"):  # their spread scales with them (a stored record agrees with itself)
+        rec[k] = round(rec[k] * scale, 6) if rec[k] is not None else None
     return rec
 
 

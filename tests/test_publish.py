@@ -23,6 +23,7 @@ from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
+from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
@@ -238,8 +239,12 @@ def test_export_keeps_axes_a_matrix_cannot_express_and_reproduce_says_why(tmp_pa
     """Any stored record exports: axes the matrix refuses are kept as measured, with a note, and
     reproduce refuses them by name (exit 4), never a traceback."""
     store = ResultStore(tmp_path / "results")
-    for r in bench_records("odd"):
-        store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000}))
+    for r in bench_records("odd"):  # its test and axis named as its counts say (a record agrees with itself)
+        names = {
+            "test": llamabench.test_name(5_000_000, r.n_gen),
+            "axis": llamabench.axis_of(5_000_000, r.n_gen),
+        }
+        store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000, **names}))
     run = publish.export_run(store, "odd", tmp_path / "out", None)
     assert 5_000_000 in run.bench["n_prompt"] and any("cannot re-run" in n for n in run.notes)
     with pytest.raises(BadInput, match="cannot be re-run: matrix.yaml does not take them"):  # exit 4

@@ -1,9 +1,11 @@
 """Render bounds: a template cannot take quadratic time in `build`'s FROM scan, recurse without end,
-or build a string far over MAX_RENDERED_CHARS through `~`, `+`, `%`, str methods or filters; what
-stays under the bound renders exactly as jinja2's own sandbox renders it."""
+or build a string far over MAX_RENDERED_CHARS through `~`, `+`, `%`, str methods or filters, nor by
+printing a container or text past it; what stays under the bound renders exactly as jinja2's own
+sandbox renders it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -129,3 +131,60 @@ def test_what_stays_under_the_bound_renders_as_jinja_renders_it(body):
     ours = _environment(Path("/nonexistent")).from_string(body).render()
     plain = SandboxedEnvironment(undefined=jinja2.StrictUndefined).from_string(body).render()
     assert ours == plain
+
+
+PRINTED = [
+    '{{ ["x" * 900000] * 2000 }}',
+    '{% set a = ["y" * 1000000] * 5000 %}{{ a }}',
+    '{% set s = "x" * 900000 %}{% for i in range(2000) %}{{ s }}{% endfor %}',
+    '{% macro m() %}{% for i in range(2000) %}{{ "x" * 900000 }}{% endfor %}{% endmacro %}{{ m()|length }}',
+    '{% set b %}{% for i in range(2000) %}{{ "x" * 900000 }}{% endfor %}{% endset %}{{ b|length }}',
+    '{% filter length %}{% for i in range(2000) %}{{ "x" * 900000 }}{% endfor %}{% endfilter %}',
+    '{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}{% for i in range(2000) %}{{ "x" * 900000 }}'
+    "{% endfor %}{% endcall %}",
+    '{{ (["x" * 900000] * 2000)|string|length }}',
+    '{{ (["x" * 900000] * 2000)|tojson|length }}',
+    '{{ (["x" * 900000] * 2000)|pprint|length }}',
+    '{{ (["x" * 900000] * 2000)|e|length }}',
+    '{{ (["x" * 900000] * 2000)|upper|length }}',
+    '{{ dict(a=["x" * 900000] * 2000).items() }}',
+    '{{ dict(a=["x" * 900000] * 2000).values() }}',
+    '{{ namespace(a=["x" * 900000] * 2000) }}',
+    '{{ "%s" % namespace(a=["x" * 900000] * 2000) }}',
+]
+
+_CHILD = """
+import resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # the code before the bound: MemoryError, not swap
+sys.argv = ["toolkit", *sys.argv[1:]]
+try:
+    runpy.run_module("toolkit", run_name="__main__")
+finally:
+    # VmHWM: this process image's own peak (ru_maxrss keeps the forking pytest's RSS across exec: 351 MB
+    # late in a long session, whatever the render did)
+    hwm = next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+    print("peak-rss-mb", int(hwm.split()[1]) // 1024, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("body", PRINTED)
+def test_printing_a_container_or_text_past_the_bound_is_refused_before_it_is_built(tmp_path, body):
+    """`{{ ["x" * 900000] * 2000 }}` is a list of 2,000 references to one string (the `*` bound counts
+    items): printing it made its 1.8 GB text before the output bound looked at it (0.7-1.8 GB RSS, then
+    the 10-s deadline); so did a loop printing the string 2,000 times (the join of the output), a
+    macro's, a call, filter or set block's text (jinja joins each block's output first), |string,
+    |tojson, |pprint, |e, |upper of the list, a dict's items() or values(), a namespace (whose size
+    raised TypeError). Now: exit 4 naming the template, in a child of small RSS."""
+    matrix = _project_with(tmp_path, "FROM x\n" + body)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, "render", "--matrix", str(matrix), "-i", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert "evil.Dockerfile.j2" in proc.stderr and "more than 1,048,576" in proc.stderr, proc.stderr
+    peak_mb = int(proc.stderr.rsplit("peak-rss-mb", 1)[1])
+    assert peak_mb < 200, proc.stderr

@@ -1,10 +1,12 @@
 """The report's fast paths, each against what it stands in for: core.text.strip_controls' no-control
 shortcut, table_text's column widths without drawing a grid (tabulate's own), identity.test_field
-(test_fields' value by a bisect lookup)."""
+(test_fields' value by a bisect lookup), report.json_text (json.dumps' document by pydantic_core)."""
 
 from __future__ import annotations
 
 import random
+
+import pytest
 
 from toolkit.core.text import CONTROL, strip_controls
 
@@ -58,3 +60,40 @@ def test_test_field_reads_what_test_fields_holds():
         assert identity.test_field(r, name) == fields.get(name)
         with identity.keys_cached():
             assert identity.test_field(r, name) == fields.get(name)
+
+
+def _doc(rnd: random.Random, depth: int = 0):
+    """A random report-like JSON document: texts (non-ASCII, DEL, controls, astral, lone surrogates,
+    the words NaN and Infinity), floats of every exponent, ints past 64 bits, None, bools, nesting."""
+    pick = rnd.random()
+    if depth < 3 and pick < 0.25:
+        return {"".join(rnd.choice("ab_é") for _ in range(3)): _doc(rnd, depth + 1) for _ in range(4)}
+    if depth < 3 and pick < 0.4:
+        return [_doc(rnd, depth + 1) for _ in range(rnd.randint(0, 3))] + [()]
+    if pick < 0.6:
+        return rnd.choice([2.5e-7, 1e16, 1e22, -0.0, 0.1, 123456789012345680.0, 1e-300, 17489.42])
+    if pick < 0.7:
+        return rnd.choice([0, -1, 2**70, True, False, None])
+    alphabet = ["a", " ", "±", "é", "\x7f", "\x00", "\x1f", "\b", '"', "\\", "/", "\u2028", "😀", "NaN"]
+    return "".join(rnd.choice(alphabet + ["\ud800"] * (pick > 0.98)) for _ in range(rnd.randint(0, 6)))
+
+
+def test_json_text_writes_what_json_dumps_writes():
+    """report.json_text (pydantic_core's encoder, its raw characters escaped) gives json.dumps' document:
+    the same text but for float exponents (2.5e-7 for 2.5e-07), ASCII only, ValueError on NaN/inf."""
+    import json
+    import re
+
+    from toolkit.analysis.report import json_text
+
+    rnd = random.Random(5)
+    exp = re.compile(r"(?<=[0-9])e([-+]?)0*(?=[0-9])")  # 2.5e-07 / 2.5e-7, 1e+16 / 1e16 alike
+    for _ in range(400):
+        doc = {"k": _doc(rnd)}
+        want = json.dumps(doc, indent=2, allow_nan=False)
+        got = json_text(doc)
+        assert got.isascii() and json.loads(got) == json.loads(want)
+        assert exp.sub(r"e\1", got).replace("e+", "e") == exp.sub(r"e\1", want).replace("e+", "e")
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            json_text({"x": [1, {"y": bad}]})

@@ -66,7 +66,7 @@ def _edge_cases(results: Path, meta: dict) -> None:
     extra = [
         # another run of the newest record's test with the same created, written after it: the run
         # written last wins (the store's order, issue 21: never the wall clock)
-        {**last, "run_id": "tie-run-late", "avg_ts": 1.0, "samples_ts": [1.0, 1.0]},
+        {**last, "run_id": "tie-run-late", "avg_ts": 1.0, "stddev_ts": 0.0, "samples_ts": [1.0, 1.0]},
         # an old run of a tiny stand-in model nobody measured since: only a superseded record names it
         {
             **cpu[0],
@@ -94,6 +94,7 @@ def _edge_cases(results: Path, meta: dict) -> None:
                 "process_run": {"index": i + 1, "of": 3},
                 "samples_ts": [x * (1 + i / 10) for x in r["samples_ts"]],
                 "avg_ts": r["avg_ts"] * (1 + i / 10),
+                "stddev_ts": r["stddev_ts"] * (1 + i / 10),
             }
             for r in cpu[:2]
         ]
@@ -386,6 +387,8 @@ def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
             "run_id": "appended",
             "created": "2027-01-01T00:00:00+00:00",
             "avg_ts": 123.0,
+            "stddev_ts": 0.0,
+            "samples_ts": [123.0, 123.0],
         }
     )
     append_jsonl(path, newer)
@@ -663,3 +666,56 @@ def test_a_lone_surrogate_in_a_stored_record_does_not_crash_the_index(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and json.loads(p.stdout)
+
+
+def test_a_warm_report_reads_each_records_test_key_from_the_index(tmp_path, monkeypatch):
+    """Inside keys_cached(), select gives each record the TestKey the index stored for its line (no
+    test key computed), equal to the one computed without the index, its text/int pairs shared
+    between keys; outside keys_cached(), for a line not the bytes the index read and for stored key
+    bytes that are not a key (a hand edit), it is computed."""
+    from toolkit.results import identity
+
+    results = _real(tmp_path / "results")
+    resultindex.select(ResultStore(results))  # the index built
+    computed = collections.Counter(repr(identity.test_key(r)) for r in ResultStore(results).results())
+    real_fields = identity._test_fields
+    calls: list[object] = []
+    monkeypatch.setattr(identity, "_test_fields", lambda r: calls.append(r) or real_fields(r))
+    with identity.keys_cached():
+        sel = resultindex.select(ResultStore(results))
+        keys = [identity.test_key(r) for r in sel]
+    assert len(sel) == 18 and calls == []
+    assert collections.Counter(map(repr, keys)) == computed  # the same keys, values of the same types
+    pairs = [dict((p[0], p) for p in k.test)["n_threads"] for k in keys]
+    assert len({id(p) for p in pairs}) == len(set(pairs)) < len(pairs)  # one object per distinct pair
+    resultindex.select(ResultStore(results))
+    assert calls == []  # nothing given outside keys_cached()
+    with sqlite3.connect(results / resultindex.INDEX_NAME) as db:
+        db.execute("UPDATE recs SET sum = x'00' WHERE line = 1")
+    with identity.keys_cached():
+        sel = resultindex.select(ResultStore(results))
+        assert collections.Counter(repr(identity.test_key(r)) for r in sel) == computed
+    assert 3 <= len(calls) < 18  # line 1 of the files shown: read again, its key computed
+    with sqlite3.connect(results / resultindex.INDEX_NAME) as db:
+        db.execute("UPDATE keys SET data = x'00'")  # a hand edit: no key is read from it
+    calls.clear()
+    with identity.keys_cached():
+        sel = resultindex.select(ResultStore(results))
+        assert collections.Counter(repr(identity.test_key(r)) for r in sel) == computed
+    assert len(calls) == 18
+
+
+def test_building_the_index_keeps_no_record_in_the_key_memo(tmp_path):
+    """A cold report (the index built inside the report's keys_cached()) keeps in the memo only the
+    records it loads: the index reads every record of the folder and drops it (it kept them all)."""
+    from toolkit.results import identity
+
+    results = _real(tmp_path / "results")
+    path = sorted(results.glob("*/bench.jsonl"))[0]
+    first = json.loads(path.read_text().splitlines()[0])
+    with path.open("a") as fh:  # a newer run of its test: the first record superseded, not loaded
+        fh.write(json.dumps({**first, "run_id": "20270101T000000Z-newer"}) + "\n")
+    with identity.keys_cached():
+        sel = resultindex.select(ResultStore(results))
+        held = [r for r, _ in identity._memo.values()]
+    assert sel.read == 19 and len(sel) == 18 and len(held) == 18 and set(map(id, held)) == set(map(id, sel))

@@ -36,7 +36,7 @@ from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
 from toolkit.core.paths import contained
 from toolkit.core.signals import no_interrupt
 from toolkit.engine import api as engine
-from toolkit.results import open_regular
+from toolkit.results import make_folders, open_regular
 from toolkit.results.records import BenchRecord, ResultStore
 
 RUN_ID_LABEL = "org.toolkit.run-id"
@@ -120,8 +120,9 @@ class Saver:
         through (results.open_regular)."""
         with no_interrupt(reraise=False):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
+                make_folders(path.parent, root=self.store.root)  # results/<digest12>/logs: no link followed
+                fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=self.store.root)
+                with os.fdopen(fd, "w") as fh:
                     fh.write(text)
                 return None
             except BadInput as err:
@@ -317,8 +318,8 @@ class ResultsLock:
         """Mark this run as writing beside the holder: a presence file it holds flocked to its end."""
         folder = self.root / self.PRESENT
         with contextlib.suppress(OSError):
-            folder.mkdir(exist_ok=True)
-            fd = open_regular(folder / self._present_name, os.O_RDWR | os.O_CREAT)
+            make_folders(folder, root=self.root)
+            fd = open_regular(folder / self._present_name, os.O_RDWR | os.O_CREAT, root=self.root)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.ftruncate(fd, 0)
             os.pwrite(fd, self._about() + b"\n", 0)

@@ -33,6 +33,7 @@ from toolkit.cli.common import (
 )
 from toolkit.core.errors import BenchFailed, FileSystemError
 from toolkit.core.paths import output_file
+from toolkit.results import make_folders
 
 
 @click.command(epilog=EPILOG)
@@ -290,7 +291,7 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     if label is not None:  # before a possibly hour-long run, not after it
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out_path.parent, root=root)  # results/measure/ (a path under results/): never through a link
     sink = _RowFile(out_path)  # rows land here as they arrive: an interrupt keeps them
     _err(
         f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"

@@ -125,21 +125,25 @@ def report(
         return
     from toolkit.analysis import report as report_mod
     from toolkit.analysis.facts import ReportOptions
+    from toolkit.results.identity import keys_cached
 
-    store, recs = _report_records(root, images, runs)
-    fmt = "json" if as_json else fmt
-    opts = ReportOptions(noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100)
-    dest = _report_file(output, fmt, root, matrix_path)
-    text, written, plot_notes = report_mod.publish(
-        recs,
-        fmt,
-        opts=opts,
-        output=dest,
-        plots_dir=Path(plots_dir) if plots_dir else None,
-        refused=store.refused,
-        results_root=root,
-        title=title,
-    )
+    with keys_cached():  # a loaded record's test key read from the index, not computed (index.load)
+        store, recs = _report_records(root, images, runs)
+        fmt = "json" if as_json else fmt
+        opts = ReportOptions(
+            noisy=noisy_threshold / 100, bw_floor=bw_floor / 100, min_margin=min_margin / 100
+        )
+        dest = _report_file(output, fmt, root, matrix_path)
+        text, written, plot_notes = report_mod.publish(
+            recs,
+            fmt,
+            opts=opts,
+            output=dest,
+            plots_dir=Path(plots_dir) if plots_dir else None,
+            refused=store.refused,
+            results_root=root,
+            title=title,
+        )
     gc.unfreeze()
     if text is not None:
         click.echo(text)

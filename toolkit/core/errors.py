@@ -11,6 +11,7 @@ Exit codes (stable; the README table lists every one and tests/test_faults.py ch
 from __future__ import annotations
 
 import errno
+import os
 
 
 class ToolkitError(Exception):
@@ -78,6 +79,8 @@ class FileSystemError(ToolkitError):
         quota, name too long) is FileSystemError (exit 8) with the disk and permission advice."""
         path = err.filename if err.filename is not None else "(unknown path)"
         doing = f" while {what}" if what else ""
+        if err.errno == errno.EEXIST and os.path.islink(path):  # mkdir where a link is: never followed
+            return BadInput(refused_link(path, "a folder"))
         expected = _EXPECTED.get(err.errno or 0)
         if expected:
             return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
@@ -97,6 +100,19 @@ _EXPECTED = {
     "ordinary folder",
 }
 """errno -> what was expected instead: an OSError with one of these is a wrong path (bad input), not the disk."""
+
+
+def refused_link(path: str | os.PathLike[str], instead: str = "a regular file") -> str:
+    """The refusal of a symbolic link where the toolkit reads or writes a file or folder of its own:
+    names the link, where it points, and the fix (`instead`: what belongs there)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return (
+        f"{path} is a symbolic link (to {target!r}): the toolkit never writes or copies through a link; "
+        f"replace it with {instead} (or remove it) and run again"
+    )
 
 
 class ConcurrentRun(ToolkitError):

@@ -25,7 +25,7 @@ import signal
 import stat
 import string
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.environment import TemplateModule
 from jinja2.exceptions import SecurityError
 from jinja2.filters import make_attrgetter
 from jinja2.sandbox import SandboxedEnvironment
@@ -102,8 +103,8 @@ class _Loader(jinja2.FileSystemLoader):
 
 def _text_size(value: Any) -> int:
     """About len(str(value)) in characters, never less when it matters: exact for a str, an upper
-    bound for numbers, lists, tuples, sets, dicts and namespaces (items counted as their repr, with
-    separators), 64 for any other object. Counting stops once past MAX_RENDERED_CHARS (every item
+    bound for numbers, lists, tuples, sets, dicts, their views and namespaces (items counted as their
+    repr, with separators), an imported template's text, 64 for any other object. Counting stops once past MAX_RENDERED_CHARS (every item
     counts at least 1), so it costs O(MAX_RENDERED_CHARS) at worst, even for a list that holds itself."""
     if isinstance(value, str):
         return len(value)
@@ -116,13 +117,15 @@ def _text_size(value: Any) -> int:
             total += 24
         elif isinstance(v, int):
             total += v.bit_length() // 3 + 2
-        elif isinstance(v, (list, tuple, set, frozenset, dict)):
+        elif isinstance(v, (list, tuple, set, frozenset, dict, KeysView, ValuesView, ItemsView)):
             items = [*v, *v.values()] if isinstance(v, dict) else v
             total += 2 + 2 * len(items)
             stack.extend(itertools.islice(items, MAX_RENDERED_CHARS - total + 1))
         elif isinstance(v, Namespace):  # repr shows its attributes: <Namespace {...}>
             total += 16
-            stack.append(vars(v))
+            stack.append(object.__getattribute__(v, "_Namespace__attrs"))  # vars() raises: no __dict__
+        elif isinstance(v, TemplateModule):  # `{% import %}`ed: prints the text its template rendered
+            total += sum(map(len, v._body_stream))
         else:
             total += 64
     return total
@@ -236,6 +239,13 @@ def _join_size(a: dict) -> int:
     return sum(_text_size(v) for v in items) + max(0, len(items) - 1) * _text_size(a["d"])
 
 
+def _value_size(a: dict) -> int:
+    """The text size of a filter's value: its first argument after a passed eval context, context or
+    environment (`|string` of `["x" * 900000] * 2000` is 1.8 GB of text from a list of 2,000 references)."""
+    return _text_size(next(v for k, v in a.items() if k not in ("eval_ctx", "context", "environment")))
+
+
+_STRINGIFYING = "string safe e escape forceescape tojson pprint upper lower title capitalize trim striptags"
 _FILTER_SIZES: dict[str, Callable[[dict], int]] = {
     "format": lambda a: _printf_size(str(a["value"]), a["kwargs"] or a["args"]),
     "center": lambda a: _text_size(a["value"]) + max(0, a["width"] if isinstance(a["width"], int) else 0),
@@ -244,9 +254,56 @@ _FILTER_SIZES: dict[str, Callable[[dict], int]] = {
     "wordwrap": _wordwrap_size,
     "replace": lambda a: _replace_size(a["s"], a["old"], a["new"], a["count"]),
     "join": _join_size,
+    **dict.fromkeys((*_STRINGIFYING.split(), "wordcount", "urlize", "urlencode", "xmlattr"), _value_size),
 }
 """Filters that may build a string much larger than their input, and an upper bound on its length
-from their arguments (bound by name, defaults applied), checked before the filter runs."""
+from their arguments (bound by name, defaults applied), checked before the filter runs; the filters
+that make text of their value (a container's repr: _value_size) among them."""
+
+
+class _TooLong(Exception):
+    """The rendered text (or a macro's, a filter block's, a `{% set %}` block's) would pass
+    MAX_RENDERED_CHARS: raised before it is joined."""
+
+
+class _Buffer(list):
+    """The text a macro, a call, filter or `{% set %}` block prints, as jinja collects it before joining
+    it (`t_1 = []; t_1.append(...)`, _CodeGenerator.buffer): refused (_TooLong) once it passes
+    MAX_RENDERED_CHARS, so 2,000 printed copies of a 900 kB string are never held at once."""
+
+    size = 0
+
+    def append(self, piece: Any) -> None:
+        if isinstance(piece, str) and piece:
+            self.size += len(piece)
+            if self.size > MAX_RENDERED_CHARS:
+                raise _TooLong
+            super().append(piece)
+
+    def extend(self, pieces: Iterable[Any]) -> None:
+        for piece in pieces:
+            self.append(piece)
+
+
+def _bounded_join(pieces: Iterable[str]) -> str:
+    """The pieces joined, refused (_TooLong) once they pass MAX_RENDERED_CHARS: only what fits is ever
+    held (a loop printing a 900 kB string 2,000 times stops at the second)."""
+    kept, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        if total > MAX_RENDERED_CHARS:
+            raise _TooLong
+        if piece:  # never a list of a billion empty pieces
+            kept.append(piece)
+    return "".join(kept)
+
+
+def _printed(value: Any) -> Any:
+    """What `{{ value }}` prints, unchanged (jinja's finalize), refused (_TooLong) before str() when it
+    is a container whose text would pass MAX_RENDERED_CHARS (`{{ ["x" * 900000] * 2000 }}`)."""
+    if not isinstance(value, str) and _text_size(value) > MAX_RENDERED_CHARS:
+        raise _TooLong
+    return value
 
 
 def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -265,7 +322,12 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
 
 
 class _CodeGenerator(CodeGenerator):
-    """Compiles `a ~ b` to _Sandbox.concat (jinja2 joins the parts itself: no sandbox hook)."""
+    """Compiles `a ~ b` to _Sandbox.bounded_concat (jinja2 joins the parts itself: no sandbox hook), and
+    a buffered frame's output (macros, call, filter and set blocks) into a _Buffer."""
+
+    def buffer(self, frame: Frame) -> None:
+        frame.buffer = self.temporary_identifier()
+        self.writeline(f"{frame.buffer} = environment.output_buffer()")
 
     @optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
@@ -285,13 +347,16 @@ class _Sandbox(SandboxedEnvironment):
     value from a small one: `*`, `+`, `~`, `%`, `**`, str.format, the str methods that pad, join or
     replace, list.extend and the filters of _FILTER_SIZES. A string or list of more than
     MAX_RENDERED_CHARS, or an integer of more than MAX_INT_BITS, is a SecurityError, raised before it
-    is built. (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
+    is built; text printed or joined past it (`{{ value }}`: _printed, the output: _bounded_join) is
+    _TooLong, raised before str() or the join builds it. (range() is bounded by the sandbox itself: jinja2.sandbox.MAX_RANGE.)"""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
     code_generator_class = _CodeGenerator
+    concat = staticmethod(_bounded_join)  # the rendered text, a macro's, a filter or set block's
+    output_buffer = _Buffer
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+        super().__init__(finalize=_printed, **options)
         for name in _FILTER_SIZES:
             self.filters[name] = _bounded_filter(name, self.filters[name])
 
@@ -480,6 +545,11 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
             f"{tpl_file}: rendering took more than {RENDER_TIMEOUT_S:g} s (a loop without end?); a template "
             "renders in milliseconds: fix its loops"
         ) from None
+    except _TooLong:
+        raise BadInput(
+            f"{tpl_file}: renders a Dockerfile of more than {MAX_RENDERED_CHARS:,} characters (counted before "
+            "it is built; a macro's or block's text counts the same); fix it"
+        ) from None
     except RecursionError:
         raise BadInput(
             f"{tpl_file}: the template calls itself without end (a macro that calls itself, or an "
@@ -501,10 +571,6 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
             f"{tpl_file}: the template reaches outside its variables ({err}); templates may only use the "
             "values matrix.yaml gives them"
         ) from None
-    if len(body) > MAX_RENDERED_CHARS:
-        raise BadInput(
-            f"{tpl_file}: renders a Dockerfile of {len(body):,} characters (more than {MAX_RENDERED_CHARS:,}); fix it"
-        )
     header = (
         f"# Rendered by toolkit from {TEMPLATE_DIR}/{spec.template} for image {spec.name!r}.\n"
         f"# Do not edit: change the template or matrix.yaml and run `toolkit render`.\n"

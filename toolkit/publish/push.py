@@ -27,10 +27,10 @@ from tabulate import tabulate
 
 from toolkit import __version__
 from toolkit.core import jsonsafe
-from toolkit.core.errors import BadInput, BuildFailed, FileSystemError
+from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.engine import api as engine
-from toolkit.results import open_regular, refused_link
+from toolkit.results import make_folders, open_regular
 from toolkit.results.records import (
     BenchRecord,
     BuildRecord,
@@ -560,12 +560,13 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
         tmp.unlink(missing_ok=True)
         for item in items:
             append_jsonl(tmp, item)
-        tmp.touch()
+        os.close(open_regular(tmp, os.O_WRONLY | os.O_CREAT))  # no record: an empty file, never via a link
         tmp.replace(out / name)
     for src, rel in copies:
-        _copy_regular(src, out / rel)
+        _copy_regular(src, out / rel, out)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
-    (out / "README.md").write_text(run_readme(run, run_records(store, run_id)))
+    with os.fdopen(open_regular(out / "README.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
+        fh.write(run_readme(run, run_records(store, run_id)))
     return run
 
 
@@ -593,17 +594,22 @@ def _raise(err: OSError) -> None:
     raise err
 
 
-def _copy_regular(src: Path, dest: Path) -> None:
-    """Copy one entry _copied listed: a folder is made, a file's bytes, mode and times copied, read
-    without following a link (a file swapped for a link since it was checked is BadInput, exit 4)."""
+def _copy_regular(src: Path, dest: Path, out: Path) -> None:
+    """Copy one entry _copied listed into the export folder `out`: a folder is made, a file's bytes,
+    mode and times copied, read and written without following a link (a file swapped for a link since
+    it was checked, a link put at any folder below `out`: BadInput, exit 4, nothing written there)."""
     if stat.S_ISDIR(os.lstat(src).st_mode):
-        dest.mkdir(parents=True, exist_ok=True)
+        make_folders(dest, root=out)
         return
-    with os.fdopen(open_regular(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fi, open(dest, "wb") as fo:
+    with (
+        os.fdopen(open_regular(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fi,
+        os.fdopen(open_regular(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo,
+    ):
         shutil.copyfileobj(fi, fo)
+        fo.flush()
         st = os.fstat(fi.fileno())
-    os.chmod(dest, stat.S_IMODE(st.st_mode))
-    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.fchmod(fo.fileno(), stat.S_IMODE(st.st_mode))
+        os.utime(fo.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:

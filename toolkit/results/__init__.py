@@ -4,12 +4,14 @@ May use: toolkit.core, toolkit.spec, toolkit.engine (facts only), toolkit.runtim
 results/; never prints.
 """
 
+import contextlib
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
-from toolkit.core.errors import BadInput
+from toolkit.core.errors import BadInput, refused_link
 
 
 def bench_files(root: Path) -> list[Path]:
@@ -38,24 +40,29 @@ def need_regular(path: Path, st: os.stat_result) -> None:
 
 
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_DIGEST_DIR = re.compile(r"[0-9a-f]{12}")
 
 
-def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, root: Path | None = None) -> int:
     """A descriptor of `path` opened with `flags` (os.open), refused (BadInput, the descriptor closed)
     when it is not a regular file. Opened non-blocking, so a FIFO put there after it was listed cannot
     hang the open; the flag is then cleared (a regular file reads the same either way). An open that
-    writes (or `flags` holding os.O_NOFOLLOW) never follows a final symlink: a link is BadInput (exit 4)
-    naming it, so results/.seq or a bench.jsonl linked to a file elsewhere is never written. The one
-    open of result files: every reader and writer of bench.jsonl, builds.jsonl, canary.jsonl, .seq and
-    the run locks goes through it. Other OSError (missing, permission) raised as is."""
+    writes (or `flags` holding os.O_NOFOLLOW) never follows a final symlink, and an open that writes
+    follows none at a folder below the results root either (open_below; `root`: that root when the
+    caller knows it, else store_root): a link is BadInput (exit 4) naming it and its target, so
+    results/.seq, a bench.jsonl or a results/<digest12> linked elsewhere is never written. The one open
+    of result files: every reader and writer of bench.jsonl, builds.jsonl, canary.jsonl, .seq, the
+    logs and the run locks goes through it. Other OSError (missing, permission) raised as is."""
+    path = Path(path)
     if flags & _WRITES:
-        flags |= os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags | os.O_NONBLOCK, mode)
-    except OSError as err:
-        if err.errno == errno.ELOOP and flags & os.O_NOFOLLOW and os.path.islink(path):
-            raise BadInput(refused_link(path)) from None
-        raise
+        fd = open_below(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode, root=root)
+    else:
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK, mode)
+        except OSError as err:
+            _refuse_loop(err, path, flags)
+            raise
     try:
         need_regular(path, os.fstat(fd))
         os.set_blocking(fd, True)
@@ -65,17 +72,95 @@ def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int
     return fd
 
 
-def refused_link(path: Path) -> str:
-    """The refusal of a symbolic link where the toolkit reads or writes a file of its own: names the
-    link, where it points, and the fix."""
+def open_below(path: Path, flags: int, mode: int = 0o644, *, root: Path | None = None) -> int:
+    """os.open(path, flags, mode) that follows no link at a folder below the results root (`root`,
+    else store_root: results/<digest12>/telemetry/... never lands where a linked digest or telemetry
+    folder points), nor at `path` itself when it lies below one (O_NOFOLLOW added); the folders are
+    opened one by one from the root (`below`). A link is BadInput (exit 4) naming it and its target;
+    other OSError as os.open's, naming `path`. A path under no results root opens as os.open opens it."""
+    path = Path(path)
+    top = root or store_root(path)
+    if top is not None and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(top)):
+        flags |= os.O_NOFOLLOW
+    folder = below(path.parent, top)
     try:
-        target = os.readlink(path)
+        return os.open(path.name, flags, mode, dir_fd=folder)
+    except OSError as err:
+        _refuse_loop(err, path, flags)
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(folder)
+
+
+def _refuse_loop(err: OSError, path: Path, flags: int) -> None:
+    """BadInput naming the link when `err` is O_NOFOLLOW's refusal of a link at `path`."""
+    if err.errno == errno.ELOOP and flags & os.O_NOFOLLOW and os.path.islink(path):
+        raise BadInput(refused_link(path)) from None
+
+
+def make_folders(folder: Path, *, root: Path | None = None, chmod: int | None = None) -> None:
+    """`mkdir -p folder` that never makes or enters a folder through a link below the results root
+    (`root`, else store_root): results/<digest12>/logs is never made in the folder a planted
+    results/<digest12> link points to. BadInput (exit 4) naming the link and its target; `chmod`: the
+    mode then given to `folder` itself (through its descriptor, never a link's target). The root and
+    the folders above it are the user's: made as Path.mkdir makes them, their links followed."""
+    os.close(below(Path(folder), root or store_root(Path(folder)), make=True, chmod=chmod))
+
+
+def store_root(path: Path) -> Path | None:
+    """The results root `path` (a file or folder the toolkit writes) lies under, read from the store's
+    layout (toolkit.results.records): the folder above its nearest digest folder (12 hex digits,
+    results/<digest12>/...), above a campaign host's results/hosts/<key>/ too; None for a path in no
+    digest folder (the store's own files: .seq, builds.jsonl, .lock; an output the user named), whose
+    own folder is all that is checked."""
+    p = Path(os.path.abspath(path))
+    digest = next((a for a in (p, *p.parents) if _DIGEST_DIR.fullmatch(a.name)), None)
+    if digest is None:
+        return None
+    root = digest.parent
+    return root.parent.parent if root.parent.name == "hosts" else root
+
+
+def below(folder: Path, root: Path | None, *, make: bool = False, chmod: int | None = None) -> int:
+    """A descriptor of `folder` (O_DIRECTORY), reached from `root` one folder at a time, each opened with
+    O_NOFOLLOW (made first when `make`, mkdir never following a link either): a link at any folder
+    below `root` is BadInput naming it and its target. `root` itself (followed: it may be the user's
+    link to another disk) is used as `folder`'s top when `folder` lies outside it or it is None."""
+    folder = Path(os.path.abspath(folder))
+    top = Path(os.path.abspath(root)) if root is not None else folder
+    if not folder.is_relative_to(top):
+        top = folder
+    if make:
+        top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, _FOLDER)
+    here = top
+    try:
+        for name in folder.relative_to(top).parts:
+            here = here / name
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+            try:
+                nxt = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as err:
+                if stat.S_ISLNK(_lstat_mode(name, fd)):
+                    raise BadInput(refused_link(here, "a folder")) from None
+                raise OSError(err.errno, err.strerror, str(here)) from None
+            os.close(fd)
+            fd = nxt
+        if chmod is not None:
+            os.fchmod(fd, chmod)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _lstat_mode(name: str, folder: int) -> int:
+    try:
+        return os.lstat(name, dir_fd=folder).st_mode
     except OSError:
-        target = "?"
-    return (
-        f"{path} is a symbolic link (to {target!r}): the toolkit never writes or copies through a link; "
-        "replace it with a regular file (or remove it) and run again"
-    )
+        return 0
 
 
 NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"

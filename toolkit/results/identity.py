@@ -300,7 +300,14 @@ def _model_fingerprint(r: BenchRecord) -> tuple:
 
 
 def known_sha(r: BenchRecord) -> str | None:
-    """The model file's sha256 when it is known (64 hex digits), else None (imports)."""
+    """The model file's sha256 when it is known (64 hex digits), else None (imports); inside
+    keys_cached() its TestKey's `model_sha`."""
+    if _memo is not None:
+        return test_key(r).model_sha
+    return _known_sha(r)
+
+
+def _known_sha(r: BenchRecord) -> str | None:
     return r.model.sha256 if _HEX64.fullmatch(r.model.sha256 or "") else None
 
 
@@ -355,6 +362,18 @@ def keys_cached() -> Iterator[None]:
         _memo = outer
 
 
+@contextlib.contextmanager
+def keys_uncached() -> Iterator[None]:
+    """Within it, keys_cached()'s memo is neither read nor filled: for a reader that sees each record
+    once and drops it (the index reading a whole folder: a memo would keep every record alive)."""
+    global _memo
+    outer, _memo = _memo, None
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
 def test_key(r: BenchRecord) -> TestKey:
     """The TestKey of a record (see the module docstring)."""
     memo = _memo
@@ -364,14 +383,43 @@ def test_key(r: BenchRecord) -> TestKey:
             return hit[1]
     key = TestKey(
         image=r.image.digest,
-        system=tuple(sorted(system_fields(r).items())),
+        system=shared_pairs(sorted(system_fields(r).items())),
         model=_model_fingerprint(r),
-        model_sha=known_sha(r),
-        test=tuple(sorted(_test_fields(r).items())),  # keys are unique: sorted by key alone
+        model_sha=_known_sha(r),
+        test=shared_pairs(sorted(_test_fields(r).items())),  # keys are unique: sorted by key alone
     )
     if memo is not None:
         memo[id(r)] = (r, key)  # the record kept alive with it: its id is not reused meanwhile
     return key
+
+
+def caching_keys() -> bool:
+    """Whether this runs inside keys_cached()."""
+    return _memo is not None
+
+
+def known_key(r: BenchRecord, key: TestKey) -> None:
+    """Inside keys_cached(): `key` is the TestKey of `r`, known without computing it (the query index
+    keeps each record's: index.load), so test_key(r) gives it. Nothing outside keys_cached()."""
+    if _memo is not None:
+        _memo[id(r)] = (r, key)
+
+
+def shared_pairs(pairs: Iterable[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    """`pairs` as a tuple of (field, value) pairs where each pair with a text or int value is one
+    object shared by every key that holds an equal pair (records of one set repeat most of their
+    fields' values: the test pairs of 10,000 keys took 25 MB unshared). Other values (a float: 0.0
+    and -0.0 are equal) are kept as they are. Up to _PAIRS_MAX pairs are remembered."""
+    seen = _PAIRS
+    if len(seen) >= _PAIRS_MAX:
+        return tuple(pairs)
+    return tuple([seen.setdefault(p, p) if type(p[1]) in _SHARED else p for p in pairs])
+
+
+_PAIRS: dict[tuple[str, Any], tuple[str, Any]] = {}
+"""shared_pairs' pairs (each its own key)."""
+_PAIRS_MAX = 1 << 16
+_SHARED = (str, int)
 
 
 def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:

@@ -33,6 +33,7 @@ from toolkit.results.records import (
     ModelRef,
     short_digest,
 )
+from toolkit.results.telemetry_check import REASON, energy_contradiction, energy_refused
 from toolkit.runtimes.llama_bench import check
 from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.runtimes.llama_bench import readers as readers
@@ -562,7 +563,7 @@ class ImportSource:
                     continue
                 if obj is None:
                     continue
-                no = check_row(obj)
+                no = check_row(obj, readers.key_twice(line, obj))
                 if no:
                     self._no.append((n, no))
                     continue
@@ -769,6 +770,9 @@ def _record(
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
     if isinstance(measured_flags, list):  # `toolkit measure`'s flags, in the shape it writes them only
         flags += [f for f in measured_flags if isinstance(f, str) and _FLAG.fullmatch(f) and f not in flags]
+    if isinstance(telemetry, dict) and (why := energy_contradiction(telemetry, raw)):
+        telemetry = energy_refused(telemetry, why)  # the row's speed stays: its own fields were checked
+        flags.append(f"energy-invalid:{REASON}")
     return BenchRecord(
         run_id=run_id,
         created=created,

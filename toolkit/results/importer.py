@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
-from toolkit.results import vllm_import
+from toolkit.results import telemetry_check, vllm_import
 from toolkit.results.identity import (
     TestKey,
     test_key,
@@ -140,8 +140,9 @@ def import_files(store: ResultStore, files: list[Path], *, label: str, **options
     A file without a usable row, files of two formats, or --backend contradicting the rows, fails the
     whole import before anything is written (BadInput). Rows that are not measurements are refused one
     by one with `file:line: why` (llama_bench.check.check_row); a nan stddev is recomputed from the
-    samples (records.BenchRecord); rows of one set that measure the same test become repetitions of
-    one cell.
+    samples (records.BenchRecord); a `toolkit measure` row whose telemetry energy contradicts its
+    window keeps its speed, not its energy (telemetry_check), said in `notes`; rows of one set that
+    measure the same test become repetitions of one cell.
     """
     opts = ImportOptions(label, **options)
     paths = [Path(f) for f in files]
@@ -245,6 +246,7 @@ def _import_rows(
     gone = ImportedSet("", "", {}, already=True)  # the set of a system whose every row was left out
     by_id = [sets.get(sy, gone) for sy in tally.system_ids]
     res.repaired = [text for si, text in tally.repaired if not by_id[si].already]
+    res.notes += [text for si, text in tally.energy if not by_id[si].already]
     writer = _Writer(store, res, by_id, Held(aside), repeated_keys(tally.keys, again), tally.keys)
     told = _ReadAgain(sources, again, printed, tally)
     # the sets imported before, whose rows are not written again (a gone set's rows are all in `again`)
@@ -271,6 +273,7 @@ class _Tally:
         self.content_h = hashlib.sha256()  # of every file's bytes, in order: names the import
         self.keys = array.array("Q")  # the test digest of each spilled record, in spill order
         self.repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
+        self.energy: list[tuple[int, str]] = []  # (set, why a `toolkit measure` row's energy was left out)
         self.dup_stored: dict[tuple[RowWhere, str], int] = {}  # ((run id, name, digest), how matched) -> rows
         self.fps = array.array("q")  # each spilled record's measurement digest (read twice: after pass 1)
         self.shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's shown_key
@@ -337,6 +340,14 @@ class _Tally:
             )
             self.repaired.append(
                 (si, f"{src.path}:{r.line}: stddev_ts was not a finite, non-negative number; {how}")
+            )
+        if rec.telemetry and (why := rec.telemetry.get("energy_refused")):
+            self.energy.append(
+                (
+                    si,
+                    f"{src.path}:{r.line}: toolkit_telemetry contradicts itself, its energy left out "
+                    f"(energy-invalid:{telemetry_check.REASON}; the row's speed kept): {why}",
+                )
             )
         return si
 

@@ -13,7 +13,8 @@ and what a reader needs to choose among records without reading them all:
               llama-bench's test_time (`timed`), its `created` as Unix time (`written`), and a
               128-bit blake2b of the line's bytes (`sum`: load lets pydantic read bytes that match
               as JSON itself, without a second parse and validation in Python)
-    keys      a 128-bit hash of each identity.test_key seen (equal keys, equal hashes)
+    keys      a 128-bit hash of each identity.test_key seen (equal keys, equal hashes) and the key
+              itself (key_data: a report reads its records' keys instead of computing them)
     runs      each run_id seen
     facets    each (image name, digest, model name, model size, gpu_info) seen
     problems  one row per refused line: file, line and why (the warning text ResultStore.results()
@@ -65,6 +66,7 @@ from toolkit.results import identity, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
     R_FILE,
+    R_KEY,
     R_LEN,
     R_LINE,
     R_OFF,
@@ -81,6 +83,7 @@ from toolkit.results.index_sqlite import (
     ResultIndex,
     canon,
     key_hash,
+    key_of,
     line_sum,
     sql_text,
 )
@@ -93,13 +96,20 @@ from toolkit.results.records import (
 )
 
 
-def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = None) -> list[BenchRecord]:
+def load(
+    heads: Sequence[Head],
+    skewed: dict[tuple[int, int], float] | None = None,
+    keys: dict[int, bytes] | None = None,
+) -> list[BenchRecord]:
     """The BenchRecords of `heads`, read by byte offset and validated; StaleIndex when a line is no
     longer the record the index listed (same run id, measured_at, status and digest, seq). Each
     carries `clock_skew` as ResultStore.results() gives it: `skewed` (ResultIndex.skewed) says which
-    are earlier than the store's order allows; a `created` in the future is checked here."""
+    are earlier than the store's order allows; a `created` in the future is checked here. `keys`
+    (ResultIndex.stored_keys of the heads' rows): inside identity.keys_cached(), each record whose
+    bytes are those the index read gets the TestKey it stored (identity.known_key), not computed."""
     now = time.time()
     skewed = skewed or {}
+    keys = keys if keys is not None and identity.caching_keys() else {}
     out: list[BenchRecord] = []
     fds: dict[Path, int] = {}
     collecting = gc.isenabled()
@@ -109,7 +119,9 @@ def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = No
             fd = fds.get(h.path)
             if fd is None:
                 fd = fds[h.path] = open_regular(h.path)
-            rec, problem = _record_of(os.pread(fd, h.row[R_LEN], h.row[R_OFF]), h.row[R_SUM])
+            line = os.pread(fd, h.row[R_LEN], h.row[R_OFF])
+            same = line_sum(line) == h.row[R_SUM]
+            rec, problem = _record_of(line, same)
             if rec is None or sql_text(  # as the index stores text (a lone surrogate escaped)
                 (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)
             ) != (h.run_id, h.created, h.status, h.image.digest, h.seq):
@@ -118,6 +130,8 @@ def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = No
                     "rewritten while it was read; run the command again"
                 )
             rec._clock_skew = clock_skew_of(rec.created, skewed.get((h.row[R_FILE], h.line)), now)
+            if same and (key := key_of(keys.get(h.row[R_KEY], b""))) is not None:
+                identity.known_key(rec, key)
             out.append(rec)
     except FileNotFoundError as err:
         raise StaleIndex(f"{err.filename}: gone while it was read; run the command again") from None
@@ -129,13 +143,13 @@ def load(heads: Sequence[Head], skewed: dict[tuple[int, int], float] | None = No
     return out
 
 
-def _record_of(line: bytes, indexed: bytes) -> tuple[BenchRecord | None, str | None]:
+def _record_of(line: bytes, same: bool) -> tuple[BenchRecord | None, str | None]:
     """(the BenchRecord of a line the index listed, None) or (None, why it is refused). When the bytes
-    are those the index validated (their line_sum is `indexed`), pydantic reads them as JSON itself
-    (BenchRecord.model_validate_json: the same checks and values in less than half the time, and
-    repeated short strings shared); else, and where pydantic's JSON reader refuses what json reads
-    (a lone surrogate), the one reader of ResultStore.results() decides (records.bench_record)."""
-    if line_sum(line) == indexed:
+    are those the index validated (`same`: their line_sum is the one it kept), pydantic reads them as
+    JSON itself (BenchRecord.model_validate_json: the same checks and values in less than half the
+    time, and repeated short strings shared); else, and where pydantic's JSON reader refuses what
+    json reads (a lone surrogate), the one reader of ResultStore.results() decides (records.bench_record)."""
+    if same:
         try:
             return BenchRecord.model_validate_json(line), None
         except ValueError:  # pydantic's ValidationError: its JSON reader is stricter in a few texts
@@ -338,17 +352,19 @@ def select(
     `failed`, `superseded`). Sets store.warnings and store.refused as store.results() does. A file
     rewritten meanwhile is re-indexed and the query run again. `skew=False`: no record's clock_skew
     is set from the store's order (ResultIndex.skewed reads every record of the folder: ~0.5 s at
-    200,000) — for a reader that does not look at it."""
+    200,000) — for a reader that does not look at it. Inside identity.keys_cached(), each record
+    loaded comes with the TestKey the index stored for it (load)."""
 
-    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict]:
+    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict, dict]:
         keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
-        return idx.heads(keep), counts, idx.skewed(files) if skew else {}
+        keys = idx.stored_keys(keep) if identity.caching_keys() else {}
+        return idx.heads(keep), counts, idx.skewed(files) if skew else {}, keys
 
     for attempt in (1, 2):
         warnings_before = list(store.warnings)
-        chosen, counts, skewed = _query(store, ask)
+        chosen, counts, skewed, keys = _query(store, ask)
         try:
-            return RecordSelection(load(chosen, skewed), **counts)
+            return RecordSelection(load(chosen, skewed, keys), **counts)
         except StaleIndex:
             if attempt == 2:
                 raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import sqlite3
 import sys
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit.core import jsonsafe
 from toolkit.results import identity, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
@@ -39,10 +41,10 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 6  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 7  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
-# recs_facet (compare's sides found without reading every row)
+# recs_facet (compare's sides found without reading every row); 7: keys.data (key_data)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -52,7 +54,7 @@ _TABLES = """
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT NOT NULL UNIQUE, dev INTEGER, ino INTEGER, size INTEGER,
                     mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, edges BLOB);
-CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE);
+CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
 CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE);
 CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model_name TEXT, model_size INTEGER,
                      gpu_info TEXT, UNIQUE (image_name, digest, model_name, model_size, gpu_info));
@@ -115,6 +117,8 @@ _DIGEST_MODULES = (
     "toolkit.results.import_read",
     "toolkit.runtimes.llama_bench.readers",
     "toolkit.runtimes.llama_bench.check",  # as_float, the field types: read into the stored digests
+    "toolkit.results.telemetry_check",  # records.contradiction: which lines are records at all
+    "toolkit.core.jsonkeys",  # records._parse_line: which lines are records at all
     "toolkit.runtimes.llama_bench.output",
     "toolkit.core.backends",
 )
@@ -136,6 +140,32 @@ def _code_fingerprint() -> str:
         h.update(Path(spec.origin).read_bytes())
     h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]} {tuple(sys.hash_info)}".encode())
     return h.hexdigest()
+
+
+def key_data(key: identity.TestKey) -> bytes:
+    """A TestKey as the index keeps it beside its hash (JSON of its parts: texts, numbers, None and
+    tuples of them, tuples written as arrays), so a reader gets a record's key without computing it.
+    JSON, not marshal: the index lies in a results folder that may be someone else's, and marshal
+    is not safe against crafted bytes (the Python documentation's warning)."""
+    return json.dumps(
+        [key.image, key.system, key.model, key.model_sha, key.test], separators=(",", ":")
+    ).encode()
+
+
+def _tuples(v: Any) -> Any:
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def key_of(data: bytes) -> identity.TestKey | None:
+    """The TestKey key_data wrote (its pairs shared: identity.shared_pairs); None for bytes it did not
+    write (a hand edit of the index: the reader computes the key)."""
+    try:
+        image, system, model, model_sha, test = _tuples(jsonsafe.parse(data))
+        return identity.TestKey(
+            image, identity.shared_pairs(system), model, model_sha, identity.shared_pairs(test)
+        )
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def line_sum(line: bytes) -> bytes:
@@ -265,9 +295,15 @@ class ResultIndex:
         return plan
 
     def refresh(self, files: Sequence[Path]) -> None:
-        """Bring the index in line with `files` (one write transaction; nothing when all unchanged)."""
+        """Bring the index in line with `files` (one write transaction; nothing when all unchanged).
+        No record read here is kept in identity.keys_cached()'s memo (identity.keys_uncached)."""
         if not self._plan(files):
             return
+        with identity.keys_uncached():
+            self._refresh(files)
+
+    def _refresh(self, files: Sequence[Path]) -> None:
+        """refresh's work, once there is some."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             ids = [
@@ -322,6 +358,14 @@ class ResultIndex:
             got = ids[value] = self._insert(
                 f"INSERT INTO {table} ({cols}) VALUES ({','.join('?' * len(vals))})", vals
             )
+        return got
+
+    def _key_id(self, keys: dict, key: identity.TestKey) -> int:
+        """The id of `key` in the keys table (`keys`: hash -> id), inserted with its key_data when new."""
+        h = key_hash(key)
+        got = keys.get(h)
+        if got is None:
+            got = keys[h] = self._insert("INSERT INTO keys (hash, data) VALUES (?, ?)", (h, key_data(key)))
         return got
 
     def _read(
@@ -382,7 +426,7 @@ class ResultIndex:
             rec.status,
             self._id("runs", runs, rec.run_id, "run_id"),
             identity.measured_at(rec),
-            self._id("keys", keys, key_hash(key), "hash"),
+            self._key_id(keys, key),
             1 if identity.is_repetition(rec) else 0,
             0 if identity.value(rec) is None else 1,
             self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
@@ -494,6 +538,20 @@ class ResultIndex:
                     f"SELECT id, {cols} FROM {table} WHERE id IN ({','.join('?' * len(chunk))})", chunk
                 ).fetchall()
         return {r[0]: r[1] if one else r[1:] for r in got}
+
+    def stored_keys(self, rows: Sequence[tuple]) -> dict[int, bytes]:
+        """{key id: its key_data} for the test keys of `rows` (R_* fields), asked by id in chunks (the
+        keys table grows with the history; a reader needs the keys of the records it loads)."""
+        part = sorted({r[R_KEY] for r in rows})
+        got: dict[int, bytes] = {}
+        for lo in range(0, len(part), _IN_MAX):
+            chunk = part[lo : lo + _IN_MAX]
+            got.update(
+                self.conn.execute(
+                    f"SELECT id, data FROM keys WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+            )
+        return got
 
     def choose(
         self,

@@ -33,9 +33,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from toolkit.core import jsonsafe, stats
+from toolkit.core import jsonkeys, jsonsafe, stats
 from toolkit.core.types import INT64
 from toolkit.results import bench_files, open_regular
+from toolkit.results.telemetry_check import energy_contradiction
+from toolkit.runtimes.llama_bench.check import check_row
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
@@ -429,10 +431,12 @@ def scan_jsonl_lines(
 
 def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """(object, None), (None, None) for a blank line, or (None, why it is skipped): the one safe parse
-    (toolkit.core.jsonsafe: not UTF-8, not JSON, nested too deep, a 5000-digit number, too long)."""
+    (toolkit.core.jsonsafe: not UTF-8, not JSON, nested too deep, a 5000-digit number, too long) and
+    an object that names a key twice (toolkit.core.jsonkeys: JSON keeps the last value)."""
     obj, why = jsonsafe.parse_line(raw)
     if why is None:
-        return obj, None
+        key = jsonkeys.duplicate_key(raw) if jsonkeys.may_repeat(raw, obj) else None
+        return (obj, None) if key is None else (None, f"skipped a record: {jsonkeys.said(key)}")
     if why.startswith("not UTF-8"):
         return None, f"skipped a line that is {why}"
     if why.startswith("not JSON"):
@@ -469,11 +473,54 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
     if problem is not None:
         return None, problem
     try:
-        return BenchRecord.model_validate(obj), None
+        rec = BenchRecord.model_validate(obj)
     except ValidationError as err:
         first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
         where = ".".join(str(x) for x in first.get("loc", ()))
         return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
+    why = contradiction(rec)
+    return (rec, None) if why is None else (None, f"skipped a record that contradicts itself: {why}")
+
+
+def contradiction(rec: BenchRecord) -> str | None:
+    """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
+    a llama-bench record's test and axis against its token counts (the names llama_bench.output's
+    normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
+    samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
+    the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
+    (telemetry_check.energy_contradiction, the rule `toolkit import` applies). `raw`, the tool's row as
+    it printed it, is not held to the figures (its samples_ns are the telemetry window's timed time).
+    Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
+    a file), not where the index loads a line it validated (the same bytes, the same answer)."""
+    if rec.status != "ok":
+        return None
+    row: dict[str, Any] = {}
+    if rec.method == "llama-bench":
+        # here, not at the top: output loads the format readers, which a record needs only here
+        from toolkit.runtimes.llama_bench import output
+
+        test = output.test_name(rec.n_prompt, rec.n_gen, rec.n_depth)
+        axis = output.axis_of(rec.n_prompt, rec.n_gen)
+        if rec.axis != axis:
+            return (
+                f"axis {rec.axis[:40]!r} is not its test's: {test} (n_prompt {rec.n_prompt}, n_gen "
+                f"{rec.n_gen}) is {axis}"
+            )
+        if rec.test != test:
+            return (
+                f"test {rec.test[:40]!r} is not its token counts' {test!r} (n_prompt {rec.n_prompt}, n_gen "
+                f"{rec.n_gen}, n_depth {rec.n_depth})"
+            )
+        row = {k: getattr(rec, k) for k in _SHOWN}
+        why = check_row(row)
+        if why is not None:
+            return why
+        row["samples_ns"] = rec.raw.get("samples_ns")
+    return energy_contradiction(rec.telemetry, row) if rec.telemetry else None
+
+
+_SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
+"""The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import jsonsafe, stats
+from toolkit.core import jsonkeys, jsonsafe, stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.vllm import output as vf
@@ -67,7 +67,9 @@ class VllmFile:
 
 def sniff(path: Path) -> VllmFile | None:
     """The file as a vLLM result, or None when it is not one (llama-bench output, anything else: the
-    llama-bench reader then says what it is). Only a file holding one JSON object is read whole."""
+    llama-bench reader then says what it is). Only a file holding one JSON object is read whole.
+    BadInput naming the file, the line and the key when the result names a key twice (JSON keeps the
+    last value: which one vLLM measured is unknown)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(jsonsafe.MAX_LINE_BYTES + 1)
@@ -82,6 +84,9 @@ def sniff(path: Path) -> VllmFile | None:
     kind = kind_of(data)
     if kind is None:
         return None
+    if jsonkeys.may_repeat(head, data) and (key := jsonkeys.duplicate_key(head)) is not None:
+        at = jsonkeys.key_line(head.decode("utf-8", "replace"), key)
+        raise BadInput(f"{path}:{at}: {jsonkeys.said(key)}; nothing imported")
     return VllmFile(path, head, data, kind)
 
 

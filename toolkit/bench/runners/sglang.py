@@ -45,6 +45,7 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import backends
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
+from toolkit.results import make_folders
 from toolkit.results.records import BenchRecord, ModelRef
 from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.runtimes.sglang import args as sa
@@ -159,7 +160,7 @@ class SglangRunner:
         if ctx.opts.dry_run:
             return [Outcome(ctx.spec.name, ctx.model.name, "dry-run", command=s.argv) for s in self.plan(ctx)]
         out_dir = ctx.out_dir("sglang")
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_folders(out_dir)  # results/<digest12>/sglang/...: never through a link
         # the GPU-path probe: SGLang's own platform detection in this image, with the run's devices and -e
         why, probe = platform_probe.run_probe(ctx, _spec(ctx, path, out_dir, [], "probe"), "sglang")
         if why:

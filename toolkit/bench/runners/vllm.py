@@ -25,6 +25,7 @@ container setup (script and parser: toolkit/runtimes/vllm/canary.py; docs/runnin
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.models import checkpoint as hf_checkpoint
+from toolkit.results import make_folders, open_regular
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import perplexity as ppl_text  # the canary's text and window
 from toolkit.runtimes.vllm import args as va
@@ -195,7 +197,8 @@ def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: st
     body = f"$ {shlex.join(command)}\n"
     if out is not None:
         body += f"--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}\n"
-    path.write_text(body + extra)
+    with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:  # never via a link
+        fh.write(body + extra)
 
 
 def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float) -> va.LatencyResult:
@@ -552,8 +555,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
         return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
     checkpoint = checkpoint_preflight(lm, model, path)
     ref = model_ref(lm, model, path, checkpoint)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out_dir.chmod(0o777)  # the images run as an unprivileged user (uid 10001)
+    make_folders(out_dir, chmod=0o777)  # the images run as an unprivileged user (uid 10001); no link followed
     vctx = _Ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
     cold = not engine.volume_exists(vctx.cache_volume)
     engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
@@ -692,8 +694,7 @@ def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> can
         created=now(),
         method=vc.METHOD,
     )
-    vctx.out_dir.mkdir(parents=True, exist_ok=True)
-    vctx.out_dir.chmod(0o777)  # as the sweep's: the images run as an unprivileged user
+    make_folders(vctx.out_dir, chmod=0o777)  # as the sweep's: the images run as an unprivileged user
     ctx.engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": ctx.build.digest})
     out = ctx.engine.run_container(rs, timeout=canary.TIMEOUT_S)
     res.seconds = round(out.seconds, 3)

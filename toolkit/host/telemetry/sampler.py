@@ -15,6 +15,7 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.host.telemetry.readers import READ_TIMEOUT_S, ReadTimeout, Source, timeboxed
+from toolkit.results import make_folders, open_below
 
 
 class Sampler:
@@ -171,8 +172,9 @@ class Sampler:
             raise RuntimeError("Sampler already started")
         self.started_t = time.time()
         if self.trace_path is not None:
-            self.trace_path.parent.mkdir(parents=True, exist_ok=True)
-            self._trace = open(self.trace_path, "a", encoding="utf-8")
+            make_folders(self.trace_path.parent)  # results/<digest12>/telemetry: never through a link
+            fd = open_below(self.trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self._trace = os.fdopen(fd, "a", encoding="utf-8")
             header = {
                 "telemetry_trace": 1,
                 "rate_hz": self.rate_hz,

@@ -5,9 +5,10 @@ Every format llama-bench writes (`-o jsonl`, `-o json` — also the array a cras
 line it starts on and the fields typed as llama-bench types them (tools/llama-bench/llama-bench.cpp
 `test::get_field_type` at 0c1e57098: INT, BOOL, FLOAT, else STRING), so `"0.00"` stays the string
 llama-bench wrote whatever the format. A reader only reports what it alone can see (a csv/md/sql row
-whose field count differs from its header is never shifted into other columns: it carries a
-`problem`); whether a row is a measurement is decided once, by `check_row`, for every format (and
-for `toolkit bench`'s own rows).
+whose field count differs from its header is never shifted into other columns, nor read under a
+header that names a column twice; a JSON row that names a key twice is not read as its last value:
+each carries a `problem`); whether a row is a measurement is decided once, by `check_row`, for every
+format (and for `toolkit bench`'s own rows).
 
 The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llama_bench/check.py, with
 llama-bench's field types and the one reading of a value as a number (`as_float`, `as_int`) that
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.core import jsonsafe
+from toolkit.core import jsonkeys, jsonsafe
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -180,6 +181,36 @@ def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
     return jsonsafe.parse_line(_json_text(line))
 
 
+def key_twice(text: str, obj: Any, first: int = 1) -> str | None:
+    """Why the row `obj` read from the JSON `text` (starting on line `first`) is none: an object in it
+    names a key twice (JSON keeps the last value, toolkit.core.jsonkeys), with the line of the second
+    place in a text of several lines; None when no key is named twice."""
+    if not jsonkeys.may_repeat(text, obj):
+        return None
+    key = jsonkeys.duplicate_key(_json_text(text))
+    if key is None:
+        return None
+    again = f" (again at line {first + jsonkeys.key_line(text, key) - 1})" if "\n" in text else ""
+    return jsonkeys.said(key) + again
+
+
+def repeated_column(names: list[str]) -> str | None:
+    """The first column a table's header (csv, md, sql) names twice (case ignored; unnamed columns not
+    counted): each value of a row would overwrite the other's, which one was measured unknown."""
+    seen: set[str] = set()
+    for name in names:
+        low = name.strip().lower()
+        if low in seen:
+            return name.strip()
+        if low:
+            seen.add(low)
+    return None
+
+
+def _column_twice(where: str, name: str) -> str:
+    return f"{where} names column {name[:40]!r} twice: which of its values is the row's is unknown"
+
+
 def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """Objects of llama-bench output: lines that do not start with `{` are log lines and skipped (a
     capture that merged stderr into stdout carries ggml's log, e.g. `ggml_vulkan: Found N Vulkan
@@ -192,7 +223,7 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
             obj, why = parse_record_line(line)
             why = None if why is None else f"not a complete JSON record ({why})"
             if obj is not None:
-                out.append(SourceRow(n, obj, "jsonl"))
+                out.append(SourceRow(n, obj, "jsonl", problem=key_twice(line, obj)))
         else:
             why = not_a_record(line)
         if why and skipped is not None:
@@ -274,9 +305,9 @@ def iter_json_array(
             if _past_unparsed(t, err, skipped):
                 continue
             return
-        t.pos = end
+        text, t.pos = t.buf[t.pos : end], end
         if isinstance(obj, dict):
-            yield SourceRow(line, obj, "json")
+            yield SourceRow(line, obj, "json", problem=key_twice(text, obj, line))
         elif skipped is not None:
             skipped.append(
                 f"line {line}: an element of the array that is not a JSON object ({value_kind(obj)}) left out"
@@ -367,6 +398,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
     """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row."""
     reader = csv.reader(lines)
     header: list[str] | None = None
+    said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
     while True:
         try:
@@ -382,8 +414,13 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             continue
         if header is None:
             header = [c.strip() for c in cells]
+            twice = repeated_column(header)
+            said = _column_twice(f"the header (line {first + line - 1})", twice) if twice else None
             continue
         n = first + line - 1
+        if said is not None:
+            yield SourceRow(n, {}, "csv", problem=said)
+            continue
         if len(cells) != len(header):
             yield SourceRow(
                 n,
@@ -464,12 +501,17 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             i += 1
             continue
         header = [MD_FIELDS.get(c.lower(), c) for c in _md_cells(lines[i])]
+        twice = repeated_column(header)
+        said = _column_twice(f"the table's header (line {first + i})", twice) if twice else None
         i += 1
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
         while i < len(lines) and "|" in lines[i] and not is_md_header(lines[i]):
-            table.append(_md_row(header, _md_cells(lines[i]), first + i))
+            row = _md_row(header, _md_cells(lines[i]), first + i)
+            table.append(
+                row if said is None else SourceRow(row.line, {}, "md", problem=said, notes=row.notes)
+            )
             i += 1
         build = above
         j = i
@@ -594,6 +636,10 @@ def read_sql(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
             continue
         cols = [c.strip().strip('"`') for c in m.group("cols").split(",")]
         vals = _sql_values(m.group("vals"))
+        twice = repeated_column(cols)
+        if twice:
+            out.append(SourceRow(n, {}, "sql", problem=_column_twice("the INSERT", twice)))
+            continue
         if len(vals) != len(cols):
             out.append(
                 SourceRow(
@@ -662,7 +708,10 @@ def _one_object(text: str) -> SourceRow | None:
         obj = jsonsafe.parse(_json_text(body))
     except jsonsafe.JsonProblem:
         return None
-    return SourceRow(text[: text.index("{")].count("\n") + 1, obj, "json") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        return None
+    line = text[: text.index("{")].count("\n") + 1
+    return SourceRow(line, obj, "json", problem=key_twice(body, obj, line))
 
 
 def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, int, list[SourceRow]]:
