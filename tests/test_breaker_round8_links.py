@@ -83,6 +83,17 @@ def test_a_log_is_never_written_into_a_linked_digest_or_logs_folder(tmp_path: Pa
     assert (root / "0123456789ab" / "logs" / "run.log").read_text() == "log text"
 
 
+def test_the_store_never_makes_a_logs_folder_through_a_linked_digest_folder(tmp_path: Path) -> None:
+    """ResultStore.log_path made an empty logs/ where a linked results/<digest12> pointed."""
+    where = _elsewhere(tmp_path)
+    root = tmp_path / "r"
+    root.mkdir()
+    os.symlink(where, root / DIGEST12)
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        ResultStore(root).log_path("sha256:" + DIGEST12 + "0" * 52, "run.log")
+    assert list(where.iterdir()) == []
+
+
 def test_the_telemetry_trace_is_never_opened_through_a_linked_folder(tmp_path: Path) -> None:
     """The sampler's trace, results/<digest12>/telemetry/<run>.jsonl, was opened with open("a"): a
     linked digest or telemetry folder got the trace (and the folder made) where the link points."""

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from toolkit.core import jsonkeys, jsonsafe, stats
 from toolkit.core.types import INT64
-from toolkit.results import bench_files, open_regular
+from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.telemetry_check import energy_contradiction
 from toolkit.runtimes.llama_bench.check import check_row
 
@@ -308,7 +308,7 @@ def short_digest(digest: str) -> str:
 def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
     """Append one complete line, whole or absent: one write, then fsync. A short write or an error
     (disk full, I/O error) cuts the file back to its old length and raises OSError naming `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)  # results/<digest12>: never through a link
     data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
     line = json.dumps(data, sort_keys=False, separators=(",", ":"), allow_nan=False) + "\n"
     fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -356,7 +356,7 @@ def append_lines(path: Path, data_b: bytes) -> None:
     line a killed writer left is never glued onto."""
     if not data_b:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)  # results/<digest12>: never through a link
     fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
@@ -526,7 +526,7 @@ _SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stdd
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write a JSON file via temp file + os.replace (never a half-written file). The temp file is
     opened without following a link (open_regular: a link planted under its name is BadInput)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)  # results/<digest12>: never through a link
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
         fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -746,5 +746,5 @@ class ResultStore:
 
     def log_path(self, digest: str, name: str) -> Path:
         p = self.digest_dir(digest) / "logs" / name
-        p.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(p.parent, root=self.root)  # results/<digest12>/logs: never through a link
         return p
