@@ -55,10 +55,11 @@ def row_label(r: BenchRecord, *, ub: bool) -> str:
 
 
 def _float(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
+    """A finite JSON number as float; None for anything else (a text or a bool is no number here, as
+    in results.telemetry_check: "256000000" must not become tokens the checks never saw)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
         return None
+    f = float(v)
     return f if math.isfinite(f) else None
 
 
@@ -167,7 +168,7 @@ def energy(r: BenchRecord) -> Energy | None:
     if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
         return None
     joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
-    if joules is None or tokens is None or joules <= 0 or tokens <= 0:
+    if joules is None or tokens is None or joules <= 0 or tokens <= 0 or not math.isfinite(tokens / joules):
         return None
     gpus = t.get("gpus")
     gpus = gpus if isinstance(gpus, dict) else {}

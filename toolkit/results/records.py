@@ -482,6 +482,27 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
     return (rec, None) if why is None else (None, f"skipped a record that contradicts itself: {why}")
 
 
+def _between_runs(runs: Any, avg_ts: float | None) -> str | None:
+    """Why a record's `between_runs` (identity.combine_runs: {runs: N >= 2, means: N finite tok/s > 0,
+    spread_pct}) is not what combining its processes gives: avg_ts is the mean of the means (to 0.1 %)."""
+    means = runs.get("means") if isinstance(runs, dict) else None
+    n = runs.get("runs") if isinstance(runs, dict) else None
+    if (
+        not isinstance(n, int)
+        or isinstance(n, bool)
+        or n < 2
+        or not isinstance(means, list)
+        or len(means) != n
+        or not all(isinstance(m, int | float) and not isinstance(m, bool) and 0 < m < math.inf for m in means)
+        or not isinstance(runs.get("spread_pct"), int | float | None)
+    ):
+        return f"between_runs {str(runs)[:80]} is not {{runs: N >= 2, means: N tok/s, spread_pct}}"
+    mean = sum(means) / n
+    if avg_ts is None or abs(mean - avg_ts) > 1e-3 * mean:
+        return f"avg_ts {avg_ts} is not the mean of between_runs.means ({mean:.6g})"
+    return None
+
+
 def contradiction(rec: BenchRecord) -> str | None:
     """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
     a llama-bench record's test and axis against its token counts (the names llama_bench.output's
@@ -494,6 +515,9 @@ def contradiction(rec: BenchRecord) -> str | None:
     a file), not where the index loads a line it validated (the same bytes, the same answer)."""
     if rec.status != "ok":
         return None
+    extra = rec.model_extra or {}
+    if "between_runs" in extra and (why := _between_runs(extra["between_runs"], rec.avg_ts)):
+        return why
     row: dict[str, Any] = {}
     if rec.method == "llama-bench":
         # here, not at the top: output loads the format readers, which a record needs only here

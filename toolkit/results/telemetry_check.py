@@ -30,6 +30,11 @@ TIMED_SLACK_S = 0.05
 edges are when lines arrive through a pipe (toolkit.bench.observe), the repetitions llama-bench's own
 clock; on every H200 window of tests/data the window was the longer."""
 
+RATE_AGREE = 1.10
+"""How much faster than the row's avg_ts its window's tokens / duration_s may read: never faster in
+principle (the window holds the timed repetitions, and tokens over their summed time is at most the
+mean of their rates), 10 % for the window's edges being when lines arrive through a pipe."""
+
 SAME = 1e-6
 """Relative difference within which two figures the observer computed from one another agree
 (duration_s = t1 - t0, energy_j = the sum of its GPUs', tok_per_j = tokens / energy_j)."""
@@ -122,6 +127,8 @@ def _samples(v: Any) -> list[float] | None:
 def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duration: float) -> str | None:
     """energy_contradiction's checks of the block's tokens and window against the row's test."""
     tokens = _num(t.get("tokens"))
+    if tokens is None and t.get("tokens") is not None:
+        return f"tokens is {str(t.get('tokens'))[:24]}: not a number"
     per = (token_count(row.get("n_prompt")) or 0) + (token_count(row.get("n_gen")) or 0)
     ns = _samples(row.get("samples_ns"))
     reps = len(ns or _samples(row.get("samples_ts")) or [])
@@ -141,6 +148,12 @@ def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duratio
         return (
             f"duration_s {duration:g} s is shorter than the timed repetitions it holds ({timed:g} s, the sum "
             "of samples_ns)"
+        )
+    avg = _num(row.get("avg_ts"))
+    if tokens is not None and avg and tokens / duration > avg * RATE_AGREE:
+        return (
+            f"tokens {tokens:g} in duration_s {duration:g} s is {tokens / duration:.4g} tok/s: faster than the "
+            f"row's {avg:g} t/s (a window holds its tokens' timed time and more)"
         )
     return None
 
