@@ -10,11 +10,11 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from toolkit.analysis.flag_help import TELEMETRY_VERDICT_FLAGS
 from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
+from toolkit.core.stats import finite_number
 from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head
@@ -52,15 +52,6 @@ def row_label(r: BenchRecord, *, ub: bool) -> str:
         c = concurrency(r)
         return f"{'offline' if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
     return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
-
-
-def _float(v: Any) -> float | None:
-    """A finite JSON number as float; None for anything else (a text or a bool is no number here, as
-    in results.telemetry_check: "256000000" must not become tokens the checks never saw)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
 
 
 def rel_stddev(r: BenchRecord) -> float | None:
@@ -132,7 +123,7 @@ def process_means(r: BenchRecord) -> list[float]:
     tok/s; finite numbers only); [] for a record of one process."""
     runs = (r.model_extra or {}).get("between_runs")
     means = runs.get("means") if isinstance(runs, dict) else None
-    return [f for m in means if (f := _float(m)) is not None] if isinstance(means, list) else []
+    return [f for m in means if (f := finite_number(m)) is not None] if isinstance(means, list) else []
 
 
 def interval(r: BenchRecord) -> Interval | None:
@@ -167,7 +158,7 @@ def energy(r: BenchRecord) -> Energy | None:
     t = r.telemetry
     if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
         return None
-    joules, tokens = _float(t.get("energy_j")), _float(t.get("tokens"))
+    joules, tokens = finite_number(t.get("energy_j")), finite_number(t.get("tokens"))
     if joules is None or tokens is None or joules <= 0 or tokens <= 0 or not math.isfinite(tokens / joules):
         return None
     gpus = t.get("gpus")

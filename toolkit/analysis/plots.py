@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import Row, Table, fold_decode_ub
 from toolkit.analysis.telemetry import load_trace
+from toolkit.core.stats import finite_number
 from toolkit.core.text import strip_controls
 from toolkit.results.records import BenchRecord, short_digest
 
@@ -581,12 +582,6 @@ def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]
     return list(runs.values())
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
 def _gpu_series(samples: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """Per GPU source: (t, value) points of power_w, sclk_mhz, mclk_mhz, cap_w (samples of a source
     that names a vendor are GPU samples; others, the host's, are left out)."""
@@ -594,11 +589,11 @@ def _gpu_series(samples: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple
     out: dict[str, dict[str, list[tuple[float, float]]]] = {g: {} for g in sorted(gpus)}
     for s in samples:
         src = str(s.get("source"))
-        t = _num(s.get("t"))
+        t = finite_number(s.get("t"))
         if src not in out or t is None:
             continue
         for key in ("power_w", "sclk_mhz", "mclk_mhz", "cap_w"):
-            v = _num(s.get(key))
+            v = finite_number(s.get(key))
             if v is not None:
                 out[src].setdefault(key, []).append((t, v))
     return out
@@ -634,7 +629,7 @@ def run_figure(run: TraceRun, samples: list[dict[str, Any]]) -> Figure | None:
                 ax_c.plot([x - t_first for x in xs], ys, style, lw=1, label=f"{gpu} {what}")
     for f in run.cells:
         tel = f.record.telemetry or {}
-        t0, t1 = _num(tel.get("t0")), _num(tel.get("t1"))
+        t0, t1 = finite_number(tel.get("t0")), finite_number(tel.get("t1"))
         if t0 is None or t1 is None or t1 <= t0:
             continue
         flagged = bool(f.telemetry_flags)

@@ -16,10 +16,11 @@ try:  # tabulate measures a cell with wcwidth where it is installed (its "wide c
 except ImportError:
     wcwidth = None  # type: ignore[assignment]
 
-from toolkit.analysis.facts import Facts, _float
+from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j
+from toolkit.core.stats import finite_number
 from toolkit.results.records import BenchRecord
 
 FLAGGED_MARK = " †"
@@ -60,7 +61,9 @@ def fmt_cell(cell: Facts | BenchRecord | None) -> str:
         text += f" [{runs['runs']} runs, spread {runs['spread_pct']:.1f}%]"
     if r.axis == "served":
         extra = [
-            f"{k.upper()} {t:.1f} ms" for k in ("ttft", "tpot") if (t := _float(r.raw.get(f"median_{k}_ms")))
+            f"{k.upper()} {t:.1f} ms"
+            for k in ("ttft", "tpot")
+            if (t := finite_number(r.raw.get(f"median_{k}_ms")))
         ]
         text += f" ({', '.join(extra)})" if extra else ""
     return text

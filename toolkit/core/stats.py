@@ -8,6 +8,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from statistics import NormalDist
+from typing import Any
+
+
+def finite_number(v: Any) -> float | None:
+    """A finite JSON number (int or float, never a bool) as a float; None for anything else: a text
+    such as "256000000" is no number to a check or a reader, so neither can read what the other did not."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
 
 
 def stdev(values: Iterable[float]) -> float:

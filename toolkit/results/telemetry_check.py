@@ -7,10 +7,10 @@ that says energy_valid (analysis.facts.energy): an edited energy of 1e-6 J over 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from toolkit.core.stats import finite_number
 from toolkit.runtimes.llama_bench.check import token_count
 
 POWER_W = (1.0, 2000.0)
@@ -43,13 +43,6 @@ REASON = "energy_contradicts_window"
 """The energy_invalid_reason (and `energy-invalid:` flag) of an imported block whose energy is refused."""
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def _apart(a: float, b: float) -> bool:
     return abs(a - b) > SAME * max(abs(a), abs(b), 1.0)
 
@@ -66,12 +59,12 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
     than tokens / energy_j; a window shorter than the timed repetitions it holds."""
     if t.get("energy_valid") is not True:
         return None
-    energy, duration = _num(t.get("energy_j")), _num(t.get("duration_s"))
+    energy, duration = finite_number(t.get("energy_j")), finite_number(t.get("duration_s"))
     if energy is None or energy <= 0:
         return f"energy_j is {str(t.get('energy_j'))[:24]}: a valid energy is a number of joules above 0"
     if duration is None or duration <= 0:
         return f"duration_s is {str(t.get('duration_s'))[:24]}: a window of no time holds no energy"
-    t0, t1 = _num(t.get("t0")), _num(t.get("t1"))
+    t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
     if t0 is not None and t1 is not None and _apart(t1 - t0, duration):
         return f"duration_s {duration:g} s is not t1 - t0 ({t1 - t0:g} s)"
     gpus = t.get("gpus")
@@ -94,11 +87,11 @@ def _boards(boards: dict[str, Any], energy: float, duration: float) -> str | Non
     total = 0.0
     lo, hi = POWER_W
     for sid, g in boards.items():
-        e = _num(g.get("energy_j")) if isinstance(g, dict) else None
+        e = finite_number(g.get("energy_j")) if isinstance(g, dict) else None
         if not isinstance(g, dict) or g.get("energy_valid") is not True or e is None or e <= 0:
             return f"energy_valid is true, but GPU {sid[:40]}'s energy is not valid (a window's energy is all its GPUs')"
         total += e
-        mean, peak = _num(g.get("power_w_mean")), _num(g.get("power_w_max"))
+        mean, peak = finite_number(g.get("power_w_mean")), finite_number(g.get("power_w_max"))
         if mean is None:
             continue
         if not lo <= mean <= hi:
@@ -120,13 +113,13 @@ def _samples(v: Any) -> list[float] | None:
     """A list of positive finite numbers, else None."""
     if not isinstance(v, list) or not v:
         return None
-    xs = [x for x in map(_num, v) if x is not None and x > 0]
+    xs = [x for x in map(finite_number, v) if x is not None and x > 0]
     return xs if len(xs) == len(v) else None
 
 
 def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duration: float) -> str | None:
     """energy_contradiction's checks of the block's tokens and window against the row's test."""
-    tokens = _num(t.get("tokens"))
+    tokens = finite_number(t.get("tokens"))
     if tokens is None and t.get("tokens") is not None:
         return f"tokens is {str(t.get('tokens'))[:24]}: not a number"
     per = (token_count(row.get("n_prompt")) or 0) + (token_count(row.get("n_gen")) or 0)
@@ -140,7 +133,7 @@ def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duratio
             )
         if not reps and (tokens <= 0 or tokens % per):
             return f"tokens {tokens:g}: not a whole number of the test's {per} tokens"
-    ratio = _num(t.get("tok_per_j"))
+    ratio = finite_number(t.get("tok_per_j"))
     if ratio is not None and tokens is not None and _apart(ratio, tokens / energy):
         return f"tok_per_j {ratio:g} is not tokens / energy_j ({tokens / energy:g})"
     timed = sum(ns) * 1e-9 if ns else None
@@ -149,7 +142,7 @@ def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duratio
             f"duration_s {duration:g} s is shorter than the timed repetitions it holds ({timed:g} s, the sum "
             "of samples_ns)"
         )
-    avg = _num(row.get("avg_ts"))
+    avg = finite_number(row.get("avg_ts"))
     if tokens is not None and avg and tokens / duration > avg * RATE_AGREE:
         return (
             f"tokens {tokens:g} in duration_s {duration:g} s is {tokens / duration:.4g} tok/s: faster than the "
