@@ -8,7 +8,6 @@ and others of its kind) and fails on the code before its fix:
 - a stored record edited to contradict itself (avg_ts 10x its samples, an axis or test that is not its
   counts', stddev_ts off its samples, an impossible energy) is skipped when read, named file:line,
   counted as unreadable, also when the query index is warm (records.contradiction);
-- a llama-bench row whose stddev_ns is not its samples_ns' (llama_bench/check.py);
 - a table header (md, csv, sql) naming a column twice, and a JSON object naming a key twice, in every
   reader of outside files and of results/ lines (readers.repeated_column, core/jsonkeys.py)."""
 
@@ -236,21 +235,10 @@ def _row(**kw: Any) -> dict[str, Any]:
     return row
 
 
-def test_a_stddev_ns_that_is_not_its_samples_is_refused(tmp_path: Path) -> None:
-    good = _row()
-    ns = good["samples_ns"]
-    for bad, says in (
-        (_row(stddev_ns=0), "stddev_ns 0 contradicts samples_ns"),
-        (_row(stddev_ns=good["stddev_ns"] * 50), "stddev_ns"),
-        (_row(stddev_ns=str(int(abs(ns[0] - ns[1]) * 10))), "contradicts samples_ns"),
-    ):
-        assert says in (check_row(bad) or ""), bad["stddev_ns"]
-        res, store = _import(
-            tmp_path / str(bad["stddev_ns"]),
-            "b.jsonl",
-            json.dumps(bad) + "\n" + json.dumps(_row(n_prompt=64, n_depth=0)) + "\n",
-        )
-        assert any(says in x for x in res.refused), res.refused
+def test_a_stddev_ns_beside_spread_samples_is_kept_as_the_field_files_have_it() -> None:
+    """../shared/cases' files carry stddev_ns 0 beside spread samples_ns: the toolkit shows no stddev_ns,
+    so their rows are measurements (a first version of round 8 refused them all: exit 4 on the cases)."""
+    assert check_row(_row(stddev_ns=0)) is None
 
 
 def test_llama_benchs_own_stddev_ns_passes_even_where_its_arithmetic_wraps() -> None:

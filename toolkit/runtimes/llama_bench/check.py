@@ -182,7 +182,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
     avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
     that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
-    that contradict samples_ns, a stddev_ns that is not theirs (_contradiction); n_batch or
+    that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
     time or lies in the future (_time_of_test)."""
     if problem:
@@ -355,8 +355,7 @@ def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: fl
     """The measured fields against each other (llama-bench tools/llama-bench/llama-bench.cpp: samples_ts[i]
     = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* = sample stddev, n - 1):
     avg_ts and stddev_ts against the per-repetition rates (samples_ts, else those of samples_ns:
-    `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); stddev_ns
-    against samples_ns (`_spread_agrees`, as stddev_ts against the rates); avg_ns against samples_ns
+    `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against samples_ns
     (their mean, to 1 %) and avg_ts against avg_ns: llama-bench's avg_ts is the mean of
     tokens / t_i over the repetitions, so from the samples it is known to 1 %; from avg_ns alone it
     is at least tokens / mean(t) (the harmonic mean) and above it by about the squared relative
@@ -369,9 +368,6 @@ def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: fl
     elif samples_ns:
         why = _rates_agree(fields, ts, [tokens * 1e9 / s for s in samples_ns], "samples_ns")
     why = why or _samples_agree(samples_ts, samples_ns, tokens)
-    if samples_ns and not why:
-        wrapped = _uint64_stdev(fields.get("samples_ns"))
-        why = _spread_agrees("stddev_ns", fields.get("stddev_ns"), samples_ns, "samples_ns", wrapped)
     if why or ts is None or ns is None:
         return why
     if samples_ns:
@@ -423,58 +419,25 @@ def _rates_agree(fields: dict[str, Any], ts: float | None, rates: list[float], s
     return _spread_agrees("stddev_ts", fields.get("stddev_ts"), rates, source)
 
 
-def _spread_agrees(
-    name: str, v: Any, values: list[float], source: str, written: int | None = None
-) -> str | None:
-    """A stddev llama-bench wrote (`name`: stddev_ts, stddev_ns; value `v`) against the sample stddev
-    (n - 1) of two or more per-repetition `values` (from `source`), to 1 % of their mean: the noise is
-    read as a share of the value (`± x%`, noisy, within noise), so it is held to the 1 % avg_ts is held
-    to, far above llama-bench's rounding (6 significant digits); or, for stddev_ns, `written` to 1 ns:
-    what llama-bench's own 64-bit arithmetic gives from the samples (_uint64_stdev). One value: no
-    spread to check (llama-bench writes 0). A value that is no finite number >= 0 is left to the record
-    (records.BenchRecord recomputes a stddev_ts from samples_ts and says so), and so is a stddev_ns of
-    2**63: a NaN cast to uint64_t, llama-bench's `-nan` in an integer field."""
+def _spread_agrees(name: str, v: Any, values: list[float], source: str) -> str | None:
+    """A stddev llama-bench wrote (`name`: stddev_ts; value `v`) against the sample stddev (n - 1) of two
+    or more per-repetition `values` (from `source`), to 1 % of their mean: the noise is read as a share
+    of the value (`± x%`, noisy, within noise), so it is held to the 1 % avg_ts is held to, far above
+    llama-bench's rounding (6 significant digits). One value: no spread to check (llama-bench writes 0).
+    A value that is no finite number >= 0 is left to the record (records.BenchRecord recomputes a
+    stddev_ts from samples_ts and says so). stddev_ns is not held to samples_ns: the toolkit shows
+    none of it, and field files carry 0 there beside spread samples (../shared/cases)."""
     sd = _as_number(v)
     if len(values) < 2 or isinstance(sd, bool) or not isinstance(sd, (int, float)):
         return None
     sd = float(sd)
-    if not math.isfinite(sd) or sd < 0 or (name == "stddev_ns" and sd == _NAN_AS_UINT64):
+    if not math.isfinite(sd) or sd < 0:
         return None
     mean = sum(values) / len(values)
     spread = math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1))
-    if abs(sd - spread) <= 0.01 * mean or (written is not None and abs(sd - written) <= 1):
+    if abs(sd - spread) <= 0.01 * mean:
         return None
-    also = (
-        f", llama-bench's 64-bit arithmetic gives {written}"
-        if written is not None and written != round(spread)
-        else ""
-    )
     return (
-        f"{name} {sd:g} contradicts {source}: their stddev is {spread:.4g}{also} "
+        f"{name} {sd:g} contradicts {source}: their stddev is {spread:.4g} "
         f"(± {100 * sd / mean:.1f}% shown, ± {100 * spread / mean:.1f}% measured)"
     )
-
-
-_UINT64 = 1 << 64
-
-
-_NAN_AS_UINT64 = float(1 << 63)
-"""A double NaN converted to uint64_t on x86-64 (cvttsd2si's "integer indefinite"): llama-bench's
-stddev_ns where its stddev_ts is `-nan`."""
-
-
-def _uint64_stdev(v: Any) -> int | None:
-    """stddev_ns as llama-bench writes it from whole-number samples_ns `v` (None when they are not):
-    its stdev<uint64_t> (tools/llama-bench/llama-bench.cpp: the mean, the sum of squares and the
-    variance in unsigned 64-bit arithmetic, the square root in double cut to an integer). The squares
-    wrap once they pass 2**64 (samples of some 1.4 s and more), and then what llama-bench writes is
-    not the samples' stddev: tests/data/llamabench-b3599-old.json holds 1523685588 for a spread of
-    3.4e9 ns; this replica gives the same."""
-    if not isinstance(v, list) or len(v) < 2:
-        return None
-    if not all(type(x) is int or (type(x) is float and x.is_integer()) for x in v) or min(v) < 0:
-        return None  # csv's samples are floats: whole ones are the integers llama-bench printed
-    v, n, m = [int(x) for x in v], len(v), _UINT64
-    mean = sum(v) % m // n
-    var = (sum(x * x for x in v) % m // (n - 1) - mean * mean % m * n % m // (n - 1)) % m
-    return int(math.sqrt(var))
