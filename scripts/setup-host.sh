@@ -226,7 +226,10 @@ if [ "$USE_DOCKER" = 1 ] && { ! have_engine || ! have_buildx; }; then
   fi
   "$how"
 fi
-command -v debootstrap >/dev/null || apt_install debootstrap
+if ! command -v debootstrap >/dev/null; then
+  log "debootstrap: builds the base images (debian:*-slim) here when no registry answers"
+  apt_install debootstrap
+fi
 
 [ "$USE_DOCKER" = 0 ] || command -v docker >/dev/null \
   || die "dockerd is installed but there is no \`docker\` command: install the CLI (\`sudo apt-get install docker-cli\` on Debian 13, docker-ce-cli from Docker's repository)"

@@ -241,7 +241,8 @@ def test_no_canary_says_nothing_and_a_hand_edited_one_does_not_crash():
     odd = make_record(
         "hip", "rocm", n=128, avg=9.0, canary={"status": "ok", "ppl": "x", "control": {"ppl": []}}
     )
-    assert provenance.provenance([odd]).images[0].endswith("; canary no PPL (cpu control)")
+    said = "; canary unchecked: the stored result contradicts itself: status ok with ppl 'x': no perplexity"
+    assert provenance.provenance([odd]).images[0].endswith(said)  # never a pass (round 10: canary_check)
 
 
 # ------------------------------------------------------------------ 6. compare --against warns

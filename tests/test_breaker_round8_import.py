@@ -9,7 +9,7 @@ and others of its kind) and fails on the code before its fix:
   counts', stddev_ts off its samples, an impossible energy) is skipped when read, named file:line,
   counted as unreadable, also when the query index is warm (records.contradiction);
 - a table header (md, csv, sql) naming a column twice, and a JSON object naming a key twice, in every
-  reader of outside files and of results/ lines (readers.repeated_column, core/jsonkeys.py)."""
+  reader of outside files and of results/ lines (readers.repeated_column, core/jsonsafe.py)."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def test_the_index_is_rebuilt_when_the_checking_code_changes() -> None:
     for mod in (
         "toolkit.runtimes.llama_bench.check",
         "toolkit.results.telemetry_check",
-        "toolkit.core.jsonkeys",
+        "toolkit.core.jsonsafe",
     ):
         assert mod in _DIGEST_MODULES
 

@@ -436,7 +436,7 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
 
     from toolkit.analysis.roofline import gpu_use, why_no_roofline
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
-    from toolkit.runtimes.llama_bench.output import normalize
+    from toolkit.runtimes.llama_bench.check import normalize
 
     gpus, dev = host(tmp_path, "two-dgpus-igpu")
     p = profile_for("rocm", gpus, dev=dev, targets=["gfx1201"])

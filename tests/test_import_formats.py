@@ -25,7 +25,7 @@ from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import identity, importer
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import check
 
 T3 = DATA / "cases" / "turn3"
 CASES = DATA / "cases"
@@ -165,7 +165,7 @@ def test_one_validity_pass_refuses_the_same_row_alike_in_every_format(tmp_path, 
     assert res.records == 1 and len(res.refused) == 1, res
     line = {"jsonl": 2, "json": 3, "csv": 3, "sql": 2}[fmt]
     assert res.refused[0].startswith(f"{f}:{line}: {why}"), res.refused
-    assert llamabench.check_row(bad) is not None and llamabench.check_row(good) is None
+    assert check.check_row(bad) is not None and check.check_row(good) is None
 
 
 def test_z_csv_no_test_at_all_is_bad_input(tmp_path):
@@ -350,7 +350,7 @@ def test_bench_and_report_share_one_cpu_fallback_rule(image, row, fallback):
     rec = make_record("img", image, p=512, avg=100.0, backends=row["backends"], raw=row)
     if "gpu_info" not in row:
         del rec.raw["gpu_info"]
-    said_by_bench = llamabench.cpu_fallback_of(image, rec.raw, llamabench.backends_of(rec.raw)) is not None
+    said_by_bench = check.cpu_fallback_of(image, rec.raw, check.backends_of(rec.raw)) is not None
     said_by_report = facts.is_cpu_fallback(rec)
     assert said_by_bench is said_by_report is fallback
 

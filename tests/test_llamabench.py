@@ -8,8 +8,7 @@ import pytest
 
 from tests.support.project import DATA
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import output as lb
-from toolkit.runtimes.llama_bench import readers
+from toolkit.runtimes.llama_bench import check, output, readers
 from toolkit.spec.matrix import BenchAxes
 
 
@@ -28,9 +27,9 @@ def test_parse_jsonl_skips_non_json_lines():
         "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe\n"
         + (DATA / "llamabench-b5163-readme.jsonl").read_text()
     )
-    rows = lb.parse_jsonl(text)
+    rows = readers.parse_jsonl(text)
     assert len(rows) == 2
-    n = [lb.normalize(r) for r in rows]
+    n = [check.normalize(r) for r in rows]
     assert [x["test"] for x in n] == ["pp512", "tg128"]
     assert n[0]["backends"] == "CUDA" and n[0]["flash_attn"] == -1
     assert n[0]["avg_ts"] == pytest.approx(7263.609157)
@@ -44,7 +43,7 @@ def test_old_vintage_booleans_and_truncated_json():
     text = (DATA / "llamabench-b3599-old.json").read_text()
     rows = _json_rows(text)
     assert len(rows) == 2
-    n = lb.normalize(rows[0])
+    n = check.normalize(rows[0])
     assert n["flash_attn"] == 1 and n["n_depth"] == 0 and n["backends"] == "CPU"
     assert n["samples_ts"][0] == pytest.approx(8.89501)
     # a crash leaves the array open and the last object half-written
@@ -68,63 +67,63 @@ def test_unknown_fields_are_kept_in_raw():
     ],
 )
 def test_effective_ubatch(ub, b, p, g, d, eff):
-    assert lb.effective_ubatch(ub, b, p, g, d) == eff
+    assert check.effective_ubatch(ub, b, p, g, d) == eff
 
 
 def test_progress_lines():
-    assert lb.progress_of("llama-bench: benchmark 3/8: prompt run 2/5") == (3, 8, "prompt run 2/5")
-    assert lb.progress_of("load_tensors: CPU model buffer") is None
+    assert output.progress_of("llama-bench: benchmark 3/8: prompt run 2/5") == (3, 8, "prompt run 2/5")
+    assert output.progress_of("load_tensors: CPU model buffer") is None
 
 
 def test_cpu_fallback_detection():
     vk_row = {"backends": "Vulkan", "gpu_info": "", "n_prompt": 512, "n_gen": 0}
-    assert "gpu_info is empty" in lb.cpu_fallback_of("vulkan", vk_row, lb.backends_of(vk_row))
+    assert "gpu_info is empty" in check.cpu_fallback_of("vulkan", vk_row, check.backends_of(vk_row))
     ok_row = dict(vk_row, gpu_info="AMD Radeon AI PRO R9700 (RADV GFX1201)")
-    assert lb.cpu_fallback_of("vulkan", ok_row, "Vulkan") is None
-    assert "ROCm" in lb.cpu_fallback_of("rocm", ok_row, "CPU")
+    assert check.cpu_fallback_of("vulkan", ok_row, "Vulkan") is None
+    assert "ROCm" in check.cpu_fallback_of("rocm", ok_row, "CPU")
     no_device = "ggml_cuda_init: no ROCm-capable device is detected"
-    assert "no ROCm-capable" in lb.cpu_fallback_of("rocm", ok_row, "ROCm", no_device)
-    assert "-dev none" in lb.cpu_fallback_of("vulkan", dict(ok_row, devices="none"), "Vulkan")
-    assert "log shows" in lb.cpu_fallback_of(
+    assert "no ROCm-capable" in check.cpu_fallback_of("rocm", ok_row, "ROCm", no_device)
+    assert "-dev none" in check.cpu_fallback_of("vulkan", dict(ok_row, devices="none"), "Vulkan")
+    assert "log shows" in check.cpu_fallback_of(
         "vulkan", dict(ok_row, devices="none"), "Vulkan", "ggml_vulkan: No devices found"
     )  # the log's message first, as the report reads a stored row
-    assert lb.cpu_fallback_of("cpu", dict(vk_row, backends="CPU"), "CPU") is None
+    assert check.cpu_fallback_of("cpu", dict(vk_row, backends="CPU"), "CPU") is None
 
 
 def test_judge_row_says_the_first_reason_a_row_is_no_result():
     """toolkit bench's verdict on each row of its own process: not a measurement, else a CPU fallback
     (on the row or in what was printed before it), else a software device not opted into."""
     row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
-    fields, why = lb.judge_row(row, "cpu", allow_software_gpu=False)
-    assert why is None and fields == lb.normalize(row)
+    fields, why = check.judge_row(row, "cpu", allow_software_gpu=False)
+    assert why is None and fields == check.normalize(row)
     vk = dict(row, backends="Vulkan", gpu_info="llvmpipe (LLVM 19.1.7, 256 bits)")
-    assert lb.judge_row(vk, "vulkan", allow_software_gpu=True)[1] is None
-    assert "software device (llvmpipe" in lb.judge_row(vk, "vulkan", allow_software_gpu=False)[1]
+    assert check.judge_row(vk, "vulkan", allow_software_gpu=True)[1] is None
+    assert "software device (llvmpipe" in check.judge_row(vk, "vulkan", allow_software_gpu=False)[1]
     printed = "ggml_vulkan: No devices found.\n" + json.dumps(vk)
-    assert lb.judge_row(vk, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+    assert check.judge_row(vk, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
         "CPU fallback: log"
     )
-    assert lb.judge_row(dict(vk, gpu_info=""), "vulkan", allow_software_gpu=True)[1].startswith(
+    assert check.judge_row(dict(vk, gpu_info=""), "vulkan", allow_software_gpu=True)[1].startswith(
         "CPU fallback:"
     )
     bad = dict(vk, avg_ts=-1.0)
-    assert lb.judge_row(bad, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+    assert check.judge_row(bad, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
         "row is not a measurement: "
     )
 
 
 def test_test_names():
-    assert lb.test_name(512, 0) == "pp512"
-    assert lb.test_name(0, 128) == "tg128"
-    assert lb.test_name(512, 128) == "pp512+tg128"
-    assert lb.test_name(512, 0, 4096) == "pp512 @ d4096"
+    assert check.test_name(512, 0) == "pp512"
+    assert check.test_name(0, 128) == "tg128"
+    assert check.test_name(512, 128) == "pp512+tg128"
+    assert check.test_name(512, 0, 4096) == "pp512 @ d4096"
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
 def test_captured_0c1e57098_outputs_parse_the_same(fmt):
     rows = [r.fields for r in readers.read_source((DATA / f"llamabench-0c1e57098-cpu.{fmt}").read_text())[1]]
     assert len(rows) == 6
-    n = [lb.normalize(r) for r in rows]
+    n = [check.normalize(r) for r in rows]
     assert {x["test"] for x in n} == {"pp64", "pp512", "tg16"}
     assert all(x["avg_ts"] > 0 and x["backends"] == "CPU" and x["flash_attn"] == 1 for x in n)
     clamped = [x for x in n if x["test"] == "pp64" and x["n_ubatch"] == 512]

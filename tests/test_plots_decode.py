@@ -77,7 +77,7 @@ def test_decode_labels_never_overlap_and_the_groups_use_the_width():
     tg128 at ub512 and ub2048 is one group, `tg64 @ d512` another; no two labels' drawn boxes overlap
     and the bars fill the panel, centred (were: 3 groups in the left 30 %, labels printed over each
     other)."""
-    recs = [make_record("cpu", "cpu", n=128, ub=ub, avg=50.0 + ub / 1000, sd=0.5) for ub in (512, 2048)]
+    recs = [make_record("cpu", "cpu", n=128, ub=ub, avg=50.0 + ub / 10000, sd=0.5) for ub in (512, 2048)]
     recs += [make_record("cpu", "cpu", n=64, ub=512, avg=40.0, sd=0.5, raw={"n_depth": 512})]
     ts = tables.tables(tables.select_for_report(recs))
     fig = plots.figures(ts)["decode"]
@@ -115,3 +115,28 @@ def test_long_labels_are_wrapped_to_their_group_as_drawn_and_panels_are_filled_e
         lo, hi = ax.get_xlim()
         room = ax.get_window_extent().width / (hi - lo)
         assert all(label.get_window_extent().width <= room for label in ax.get_xticklabels())
+
+
+def test_decode_rows_that_differ_by_more_than_their_noise_are_never_folded_in_any_format(tmp_path):
+    """The field case (../shared/cases/README.md): tg128 at ub512 (3,674 t/s) and at ub2048 (726 t/s)
+    drew ONE tg128 bar on the html page, and the terminal and markdown tables showed one row: the fold
+    over the micro-batch hid a 5x difference. Rows whose tok/s differ beyond their noise stay apart in
+    the tables of every format and in the plot; rows that agree within it are still folded."""
+    apart = [
+        make_record("cpu", "cpu", n=128, ub=512, avg=3674.0, sd=10.0, gpu_info=""),
+        make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info=""),
+    ]
+    ts = tables.tables(apart)
+    page = next(t for t in report.display_tables(ts)[0] if t.axis == "decode")
+    assert [row.test for row in page.rows] == ["tg128 ub512", "tg128 ub2048"]
+    fig = plots.figures(ts)["decode"]
+    assert sorted(round(p.get_height()) for ax in fig.axes for p in ax.patches if p.get_height()) == [
+        726,
+        3674,
+    ]
+    for fmt in ("text", "github"):
+        out = report.render(apart, fmt=fmt)
+        assert "726" in out and "3674" in out and "tg128 ub2048" in out, fmt
+    agree = [apart[0], make_record("cpu", "cpu", n=128, ub=2048, avg=3660.0, sd=12.0, gpu_info="")]
+    page = next(t for t in report.display_tables(tables.tables(agree))[0] if t.axis == "decode")
+    assert [row.test for row in page.rows] == ["tg128"]

@@ -1,6 +1,6 @@
 """push tags, published-run folders and the reproduce verdict, without a Docker engine.
 
-Records are built the way `toolkit bench` builds them (llamabench.normalize over a llama-bench row,
+Records are built the way `toolkit bench` builds them (llama_bench.check.normalize over a llama-bench row,
 the command from bench.container_spec); the end-to-end tests on a real registry are in
 tests/test_reproduce.py.
 """
@@ -23,7 +23,7 @@ from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import check
 from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
@@ -241,8 +241,8 @@ def test_export_keeps_axes_a_matrix_cannot_express_and_reproduce_says_why(tmp_pa
     store = ResultStore(tmp_path / "results")
     for r in bench_records("odd"):  # its test and axis named as its counts say (a record agrees with itself)
         names = {
-            "test": llamabench.test_name(5_000_000, r.n_gen),
-            "axis": llamabench.axis_of(5_000_000, r.n_gen),
+            "test": check.test_name(5_000_000, r.n_gen),
+            "axis": check.axis_of(5_000_000, r.n_gen),
         }
         store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000, **names}))
     run = publish.export_run(store, "odd", tmp_path / "out", None)

@@ -18,7 +18,7 @@ from toolkit.analysis.roofline import assess, ceiling, gpu_count, gpu_use, roofl
 from toolkit.core import gpuspecs
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
-from toolkit.runtimes.llama_bench.output import normalize
+from toolkit.runtimes.llama_bench.check import normalize
 
 DATA = Path(__file__).parent / "data"
 H200_CUDA = DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl"

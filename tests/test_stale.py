@@ -288,7 +288,9 @@ def test_report_shows_stale_records():
     marked = [BenchRecord.model_validate({**r.model_dump(mode="json"), **stale_marks(chosen)}) for r in plain]
     text = report.render(marked, "github")
     rows = [ln for ln in text.splitlines() if ln.startswith("| pp") or ln.startswith("| tg")]
-    assert len(rows) == len(plain) and all("stale-build" in ln for ln in rows)
+    assert rows and all("stale-build" in ln for ln in rows)  # decode's two ub rows agree: one row
+    csv = report.render(marked, "csv").splitlines()[1:]  # every record, one line each
+    assert len(csv) == len(plain) and all("stale-build" in ln for ln in csv)
     assert "- stale-build: measured with --allow-stale" in text  # the legend says what it means
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.project import DATA
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import check
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
@@ -98,7 +98,7 @@ def make_record(
     }
     if threads is not None:
         row["n_threads"] = threads
-    norm = llamabench.normalize(row)
+    norm = check.normalize(row)
     if axis:
         norm["axis"] = axis
     digest = digest or "sha256:" + (image.encode().hex() * 64)[:64]

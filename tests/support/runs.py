@@ -21,7 +21,7 @@ from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import check
 from toolkit.spec.matrix import BenchAxes
 
 DIGEST = "sha256:" + "9206eeaed761" + "0" * 52
@@ -71,7 +71,7 @@ def bench_records(
                 command=engine.run_command(container),
                 host={"cpu_model": "Xeon", "cpu_threads": 2},
                 raw=row,
-                **llamabench.normalize(row),
+                **check.normalize(row),
             )
         )
     return rs

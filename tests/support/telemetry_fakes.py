@@ -362,7 +362,7 @@ def h200_bench_records(run: str, image: str, *, run_id: str | None = None, count
     from the integrated averaged power, so windows under 1.5 s get none."""
     from toolkit.analysis.telemetry import flags, llama_bench_windows, timestamped_lines, window_summary
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
-    from toolkit.runtimes.llama_bench import output as llamabench
+    from toolkit.runtimes.llama_bench import check
 
     samples = h200_samples()
     if not counter:
@@ -377,7 +377,7 @@ def h200_bench_records(run: str, image: str, *, run_id: str | None = None, count
     for raw, w in zip(rows, windows, strict=True):
         summary = window_summary(samples, w["t0"], w["t1"], w["tokens"])
         summary["window_from"] = "progress"
-        norm = llamabench.normalize(raw)
+        norm = check.normalize(raw)
         fl = flags(summary)
         if fl:
             norm = {**norm, "flags": fl}

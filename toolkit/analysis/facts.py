@@ -19,7 +19,7 @@ from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench.output import cpu_fallback_of, effective_ubatch
+from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
 
 @dataclass(frozen=True)

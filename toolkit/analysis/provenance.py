@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
+from toolkit.results.canary_check import contradiction
 from toolkit.results.records import BenchRecord
 
 _LABELS = {
@@ -91,7 +92,9 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
     return "; ".join(parts) or "not recorded"
 
 
-def _image_line(f: Facts) -> str:
+def _image_line(same: list[Facts]) -> str:
+    """One image's line, from its first record's labels and every record's measuring toolkit."""
+    f = same[0]
     r = f.record
     labels = r.image.labels or {}
     parts = [f"{f.image}: digest {r.image.digest}", f"backend {r.image.backend}"]
@@ -99,9 +102,28 @@ def _image_line(f: Facts) -> str:
         value = next((labels[k] for k in keys if labels.get(k)), None)
         if what == "runtime commit":
             value = value or r.build_commit
-        if value:
+        if what == "toolkit":
+            parts += [t] if (t := _toolkit_words(value, [x.record for x in same])) else []
+        elif value:
             parts.append(f"{what} {str(value)[:12] if what == 'runtime commit' else value}")
     return ", ".join(parts)
+
+
+def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
+    """The toolkit of an image's numbers: `toolkit 0.1.0 (commit 0123456789ab)`, the version that built
+    the image (its label, `built`) with the commit(s) of the toolkit that measured it (host.toolkit,
+    recorded by bench: host.info.toolkit_source); `toolkit 0.1.0, measured by toolkit 0.2.0 (commit
+    ...)` where the measuring version differs. None when neither is recorded."""
+    ran = [t for r in records if isinstance(t := (r.host or {}).get("toolkit"), dict)]
+    versions = sorted({str(t["version"]) for t in ran if t.get("version")})
+    commits = sorted({str(t["commit"])[:12] for t in ran if t.get("commit")})
+    said = f" (commit{'s' if len(commits) > 1 else ''} {', '.join(commits)})" if commits else ""
+    if built and set(versions) <= {built}:
+        return f"toolkit {built}{said}"
+    if not versions and not commits:
+        return None
+    measured = f"measured by toolkit {'/'.join(versions) or 'of unknown version'}{said}"
+    return f"toolkit {built}, {measured}" if built else measured
 
 
 def _num(v: Any) -> float | None:
@@ -118,11 +140,14 @@ def canary_text(c: Any) -> str | None:
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
     control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
-    `unchecked: <reason>`; None when there is none (SGLang, `bench.canary: false`, a record
+    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.contradiction, too:
+    never a pass); None when there is none (SGLang, `bench.canary: false`, a record
     from before the canary) or it is not an object."""
     if not isinstance(c, dict):
         return None
     status, reason = str(c.get("status") or ""), str(c.get("reason") or "no reason recorded")
+    if why := contradiction(c):
+        status, reason = "unchecked", f"the stored result contradicts itself: {why}"
     if status == "unchecked":
         return f"unchecked: {reason}"
     if status == "wrong-output":
@@ -181,6 +206,6 @@ def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
     for f in fs:
         per_image.setdefault(f.image, []).append(f)
     p.images = [
-        _image_line(same[0]) + _canaries([f.record for f in same]) for _, same in sorted(per_image.items())
+        _image_line(same) + _canaries([f.record for f in same]) for _, same in sorted(per_image.items())
     ]
     return p

@@ -180,15 +180,21 @@ def _no_table(shown: Shown) -> str:
     return NO_RESULTS
 
 
-def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
-    """The tables as the page and the terminal show them: decode rows folded over the micro-batch
-    (fold_decode_ub), short column labels (short_labels); (tables, {column: label}, notes: what each
-    label stands for, and the fold's note when a row was folded)."""
+def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
+    """The tables as every table format shows them (text, github, html; csv and json keep every
+    record): decode rows folded over the micro-batch (fold_decode_ub); (tables, [DECODE_UB_NOTE] when
+    a row was folded, else [])."""
     folded = [fold_decode_ub(t) for t in ts]
-    shown = [t for t, _ in folded]
+    return [t for t, _ in folded], [DECODE_UB_NOTE] if any(f for _, f in folded) else []
+
+
+def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
+    """The tables as the page and the terminal show them: decode rows folded (folded_tables), short
+    column labels (short_labels); (tables, {column: label}, notes: what each label stands for, and the
+    fold's note when a row was folded)."""
+    shown, fold_note = folded_tables(ts)
     labels = short_labels(shown)
-    notes = column_legend(shown, labels)
-    return shown, labels, notes + ([DECODE_UB_NOTE] if any(f for _, f in folded) else [])
+    return shown, labels, column_legend(shown, labels) + fold_note
 
 
 def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
@@ -219,15 +225,17 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
 
 
 def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
-    """The github markdown report: title, verdict, what was measured, the tables, their notes."""
+    """The github markdown report: title, verdict, what was measured, the tables (full column headers;
+    decode rows folded as the terminal folds them: folded_tables), their notes."""
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
-    for t in shown.tables:
+    ts, fold_note = folded_tables(shown.tables)
+    for t in ts:
         headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
         out.append(
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
-    notes = table_notes(shown.tables) + [shown.accounting(refused)]
+    notes = table_notes(ts) + fold_note + [shown.accounting(refused)]
     out.append("\n".join(f"- {n}" for n in notes))
     return "\n\n".join(out)
 

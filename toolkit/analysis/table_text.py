@@ -237,9 +237,9 @@ def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
 
 
 DECODE_UB_NOTE = (
-    "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub is one row; "
-    "its cell shows the ub512 measurement (llama-bench's default; else the one with the most samples); "
-    "every measurement is in --format csv / json"
+    "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
+    "agree within noise is one row, its cell the ub512 measurement (llama-bench's default; else the one with the "
+    "most samples); where they differ beyond noise each ub keeps its row; every measurement is in --format csv / json"
 )
 
 

@@ -11,6 +11,7 @@ where the record's telemetry holds a valid energy (`energy`, `tok/J <image>` col
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Iterable
@@ -461,11 +462,13 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
 
 def fold_decode_ub(t: Table) -> tuple[Table, bool]:
     """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
-    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies), each cell the
-    ub512 record (llama-bench's default), else the one with the most samples; (table, whether any row
-    was folded). Any other table is returned as it is. The one fold the page, the terminal table
-    (report.display_tables) and the plots (plots.figures) read, so they show the same decode rows;
-    `--format csv` / `--json` and the github table keep every record."""
+    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every
+    image column, their tok/s agree within noise (_agree: noise_band, stddevs known); rows that
+    differ beyond it stay apart with their ub, so no measured difference is hidden (a tg128 of 3,674
+    t/s at ub512 and 726 t/s at ub2048 is two rows). A folded cell is the ub512 record (llama-bench's
+    default), else the one with the most samples; (table, whether any row was folded). Any other table is returned as it is. The one fold every table format (text, github,
+    html: report.folded_tables) and the plots (plots.figures) read, so they show the same decode rows;
+    `--format csv` / `--json` keep every record."""
     if t.axis != "decode":
         return t, False
     groups: dict[tuple, list[Row]] = {}
@@ -473,12 +476,12 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
         test, _, ub = row.test.rpartition(" ub")
         foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
         groups.setdefault((test, tuple(row.ids.items())) if foldable else (row.test, id(row)), []).append(row)
-    if all(len(g) == 1 for g in groups.values()):
+    if all(len(g) == 1 or not _agree(g) for g in groups.values()):
         return t, False
     rows = []
     for (test, _), group in groups.items():
-        if len(group) == 1 and not group[0].test.startswith(f"{test} ub"):
-            rows.append(group[0])
+        if len(group) == 1 and not group[0].test.startswith(f"{test} ub") or not _agree(group):
+            rows.extend(group)
             continue
         merged = Row(test, dict(group[0].ids), group[0].order)
         for c in t.columns:
@@ -491,6 +494,19 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
                 merged.flags[c] = pick.flags.get(c, [])
         rows.append(merged.finish())
     return replace(t, rows=rows), True
+
+
+def _agree(group: list[Row]) -> bool:
+    """Every image column's records of these rows give the same tok/s within noise: each pair's
+    |a / b - 1| <= noise_band of their relative stddevs (unknown stddev or value: not agreeing)."""
+    for c in {c for row in group for c in row.facts}:
+        fs = [row.facts[c] for row in group if c in row.facts]
+        for a, b in itertools.combinations(fs, 2):
+            if a.value is None or b.value is None or a.rsd is None or b.rsd is None or b.value <= 0:
+                return False
+            if abs(a.value / b.value - 1) > noise_band(a.rsd, b.rsd):
+                return False
+    return True
 
 
 def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:

@@ -31,7 +31,7 @@ from toolkit.bench.observe import RunObserver, kernel_fault
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
 from toolkit.results.records import finite_or_none
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench import readers
 
 
 @dataclass
@@ -232,7 +232,7 @@ def run_measured(
 
         def on_out(line: str) -> None:
             if line.lstrip().startswith("{"):
-                for raw in llamabench.parse_jsonl(line):
+                for raw in readers.parse_jsonl(line):
                     row = _measured_row(obs, raw, trace_path)
                     rows.append(row)
                     if on_row:

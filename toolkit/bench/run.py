@@ -132,12 +132,14 @@ def dry_plan(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, op
 
 
 def _host_facts() -> dict[str, Any]:
-    """The host facts every record carries, with the engine's; results get published: only the
-    parameters that change numbers are kept (no kernel command line, no hostname)."""
+    """The host facts every record carries, with the engine's and the toolkit's own version and commit
+    (hostinfo.toolkit_source); results get published: only the parameters that change numbers are kept
+    (no kernel command line, no hostname)."""
     host = hostinfo.host_facts()
     host.pop("cmdline", None)
     host.pop("hostname", None)
     host["docker"] = engine.engine_info(buildx=False)
+    host["toolkit"] = hostinfo.toolkit_source()
     return host
 
 

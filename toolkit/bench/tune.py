@@ -34,7 +34,7 @@ from toolkit.bench.runners.base import model_file_here
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ResultStore
-from toolkit.runtimes.llama_bench.output import effective_ubatch
+from toolkit.runtimes.llama_bench.check import effective_ubatch
 from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")

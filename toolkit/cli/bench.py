@@ -192,8 +192,8 @@ def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
 
 def summary_format(stream: Any = None) -> str:
     """The format of bench's summary tables, resolved as `toolkit report` resolves it: "text" (sized to
-    the terminal) when `stream` (default stdout) is a terminal, else "github" (markdown: a pipe or a
-    file gets what it always got)."""
+    the terminal) when `stream` (default stdout) is a terminal, else "github" (markdown for a pipe or a
+    file; its decode rows folded as the terminal's: report.folded_tables)."""
     from toolkit.cli.common import terminal_width
 
     return "text" if terminal_width(stream) else "github"
@@ -272,10 +272,10 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     throttling, other processes on the GPU and host load, from outside the command, without root.
 
     Example: `toolkit measure --label bare-metal -- llama-bench -m model.gguf -fa 1 -p 512 -n 128 -o jsonl
-    --progress`. Every llama-bench row (`-o jsonl`; `--progress` gives exact test windows) gets its
-    window's telemetry summary and flags (gpu-shared, throttled:<reason>, clock-idle, power-not-stock,
-    host-busy, energy-invalid:<reason>), written as JSONL that `toolkit import` reads; with --label the
-    rows are imported at once. Any other command gets one window for its whole run. The raw trace is
+    --progress`. Every llama-bench row (`llama-bench -o jsonl`; `llama-bench --progress` gives exact
+    test windows) gets its window's telemetry summary and flags (gpu-shared, throttled:<reason>,
+    clock-idle, power-not-stock, host-busy, energy-invalid:<reason>), written as JSONL that `toolkit
+    import` reads; with --label the rows are imported at once. Any other command gets one window for its whole run. The raw trace is
     kept beside the output. The command's own output passes through (with --json its stdout goes to
     stderr, stdout being the JSON); the exit code is the command's (3 when a GPU fault appeared in
     the kernel log during the run)."""

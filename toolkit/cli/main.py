@@ -32,20 +32,9 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     result records the toolkit version; the commit says which code that was between releases)."""
     if not value or ctx.resilient_parsing:
         return
-    import subprocess
-    from pathlib import Path
+    from toolkit.host.info import toolkit_source
 
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        commit = out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
+    commit = toolkit_source().get("commit", "")[:12]
     click.echo(
         f"toolkit, version {__version__}"
         + (f" (commit {commit})" if commit else " (not a git checkout: commit unknown)")
@@ -83,8 +72,8 @@ def cli(engine):
     Environment:
       TOOLKIT_ENGINE            docker | podman | auto: the default of --engine
       DOCKER_HOST               the Docker engine to use (unix:// or tcp://)
-      TOOLKIT_ALLOW_CONCURRENT  1: bench, tune and reproduce run beside another benchmark
-                                (--allow-concurrent; records flagged `concurrent`)
+      TOOLKIT_ALLOW_CONCURRENT  1: bench, tune and reproduce run beside another benchmark, as with
+                                `toolkit bench --allow-concurrent` (records flagged `concurrent`)
       TOOLKIT_CACHE             where fetched sources and sdists are kept (default ~/.cache/toolkit)
       TOOLKIT_HOST_KEY          a campaign job's host key (set by `toolkit campaign` on the nodes)
     """

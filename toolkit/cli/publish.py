@@ -166,7 +166,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
 @click.option(
     "--allow-twin",
     is_flag=True,
-    help="Reproduce a run measured on a shape twin (toolkit fetch-model --twin) as such.",
+    help="Reproduce a run measured on a shape twin (`toolkit fetch-model --twin`) as such.",
 )
 @click.option(
     "--allow-concurrent",

@@ -38,7 +38,7 @@ from toolkit.cli.common import (
     help="text = sized to the terminal (long tables in blocks, the roofline and tok/J columns dropped "
     "and said when they do not fit); github = markdown tables to paste; csv/json for tools; html = one "
     "offline page with plots (written to --output, default results/report.html). Default: text when "
-    "stdout is a terminal, else github (a pipe or a file gets what it always got).",
+    "stdout is a terminal, else github (a pipe or a file gets markdown).",
 )
 @click.option(
     "--json",
@@ -67,7 +67,7 @@ from toolkit.cli.common import (
     default=5.0,
     show_default=True,
     metavar="PERCENT",
-    help="Flag rows whose standard deviation exceeds this share of the mean.",
+    help="Flag rows `noisy` whose standard deviation exceeds this share of the mean.",
 )
 @click.option(
     "--bw-floor",
@@ -75,7 +75,8 @@ from toolkit.cli.common import (
     default=5.0,
     show_default=True,
     metavar="PERCENT",
-    help="Flag GPU decode rows implying less than this share of the GPU's peak memory bandwidth.",
+    help="Flag GPU decode rows `bw-below-floor` that imply less than this share of the GPU's peak "
+    "memory bandwidth.",
 )
 @click.option(
     "--min-margin",
@@ -106,11 +107,12 @@ def report(
     title,
 ):
     """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
-    concurrency — tok/s ± standard deviation, newest result per test, with flags (ub-no-effect,
-    cpu-fallback, noisy, implausible bandwidth, and what telemetry saw: gpu-shared, throttled, ...),
-    tokens per joule where the GPU energy is valid, a roofline column where the GPU is known, and a
-    verdict with a routing rule (prefill-heavy / latency-bound decode / mixed) that crowns no cell
-    flagged by telemetry. The html page also plots GPU power and clocks over each run shown."""
+    concurrency — tok/s ± standard deviation, newest result per test, with each row's flags
+    (ub-no-effect, cpu-fallback, noisy, bw-below-floor, bw-above-peak, and what telemetry saw:
+    gpu-shared, throttled, ...), each explained under the tables; tokens per joule where the GPU energy
+    is valid, a roofline column where the GPU is known, and a verdict with a routing rule (prefill-heavy
+    / latency-bound decode / mixed) that crowns no cell flagged by telemetry. The html page also plots
+    GPU power and clocks over each run shown."""
     _no_empty_path(("--output", output), ("--plots", plots_dir))
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
     fmt = fmt or ("text" if sys.stdout.isatty() and not output else "github")

@@ -20,10 +20,22 @@ json directly (a 30-digit count stays an int and is refused as one). The nesting
 text before either parser sees it (`text_depth`: a bracket count, a scan only past MAX_DEPTH brackets):
 orjson 3.8 crashes the process (SIGSEGV) on some 60,000 nested objects.
 
+Keys written twice: an object may name a key twice, and every parser the toolkit uses keeps the last
+value (json, orjson, pydantic's JSON reader), so `{"avg_ts": 10, "avg_ts": 100}` reads as 100 with
+nothing said. Readers of files made elsewhere (llama-bench output, `toolkit measure` files, vLLM
+results) and of results/ lines ask `may_repeat`, then `duplicate_key`, of each object they parsed
+(`parse_line_keys` asks both of a line) and refuse it. Where the text holds no `\\u` escape,
+`may_repeat` is exact from two byte counts and one dump: the colons of the text against those of the
+parsed value written back (orjson.dumps; every key written twice in the text adds at least its own
+colon that the value lacks, and no colon of a string is escaped), about half the cost of the parse
+itself. Elsewhere, and to name the key once they differ, `duplicate_key` parses the text again with
+json and an object_pairs_hook.
+
     parse(data)            -> the value, or JsonProblem
     parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
     parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
                               line is (None, None)
+    parse_line_keys(data)  -> parse_line's, and what a reader says of a key the object names twice
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
     value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
@@ -227,6 +239,15 @@ def parse_line(data: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(err)
 
 
+def parse_line_keys(data: str | bytes) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """parse_line(data) and, for an object, what a reader says of a key some object of it names twice
+    (`said`; None when none does): (object, None, said or None), (None, None, None) for a blank line,
+    (None, why, None) otherwise. Never raises."""
+    obj, why = parse_line(data)
+    key = duplicate_key(data) if obj is not None and may_repeat(data, obj) else None
+    return obj, why, None if key is None else said(key)
+
+
 def decode_at(dec: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
     """(value, end) of the JSON value starting at `pos` of `text` (JSONDecoder.raw_decode), bounded
     like `parse`; JsonProblem otherwise."""
@@ -287,3 +308,60 @@ def read_regular_file(path: Path, limit: int = -1) -> bytes | None:
             return f.read(limit) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
         except OSError:
             return None
+
+
+def may_repeat(text: str | bytes, value: Any) -> bool:
+    """False when no object of `text` names a key twice (certain), True when one may: then ask
+    `duplicate_key`. `value`: the text's JSON value as parsed (parse). Never raises."""
+    if not isinstance(value, dict | list):
+        return False
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if orjson is None or (b"\\" in raw and b"\\u" in raw):
+        return True
+    try:
+        written = orjson.dumps(value)
+    except (TypeError, ValueError):  # an integer beyond 64 bits, a lone surrogate: json decides
+        return True
+    return raw.count(b":") != written.count(b":")
+
+
+def duplicate_key(text: str | bytes) -> str | None:
+    """The first key some object of `text` names twice (innermost object first), None when none does
+    or json does not read the text (the caller's parse has said why). `text`: JSON as json reads it
+    (bare NaN / Infinity included), a leading BOM allowed. Costs a parse by json with an
+    object_pairs_hook (through decode_at, bounded as every parse): ask `may_repeat` first."""
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(items)
+        if len(out) != len(items) and not found:
+            seen: set[str] = set()
+            for k, _v in items:
+                if k in seen:
+                    found.append(k)
+                    break
+                seen.add(k)
+        return out
+
+    try:
+        text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogatepass")
+        decode_at(json.JSONDecoder(object_pairs_hook=pairs), text, len(text) - len(text.lstrip()))
+    except (ValueError, RecursionError):  # JsonProblem, a text that is no UTF-8
+        return None
+    return found[0] if found else None
+
+
+def key_line(text: str, key: str) -> int:
+    """The line (1-based) of the second place `text` writes `key` as a key (json's escaping of it), for
+    a message; 1 when it is not written twice that way (an escape the text spells otherwise)."""
+    at = [m.start() for m in re.finditer(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:", text)]
+    return text.count("\n", 0, at[1]) + 1 if len(at) > 1 else 1
+
+
+def said(key: str) -> str:
+    """What a reader says of an object that names `key` twice."""
+    return (
+        f"key {key[:60]!r} written twice in one object: JSON keeps the last value, and which one was "
+        "measured is unknown"
+    )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from toolkit import __version__
 from toolkit.host.devices import detect_gpus
 
 # Kernel parameters that change GPU results or behaviour; doctor lists them, results record them.
@@ -115,6 +117,31 @@ def host_facts(
         facts["hsa_override_gfx_version"] = env["HSA_OVERRIDE_GFX_VERSION"]
     facts.update(campaign_facts(env))
     return facts
+
+
+TOOLKIT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder the toolkit package was loaded from (a checkout's root, or site-packages)."""
+
+
+def toolkit_source() -> dict[str, str]:
+    """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
+    TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), else {"version"} alone (an
+    installed copy, no git, a checkout git refuses: another owner's). bench records it with every
+    result (host.toolkit); `toolkit --version` says it."""
+    out = {"version": __version__}
+    if (TOOLKIT_ROOT / ".git").exists():  # not a repository that merely holds site-packages
+        try:
+            got = subprocess.run(
+                ["git", "-C", str(TOOLKIT_ROOT), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return out
+        if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
+            out["commit"] = commit
+    return out
 
 
 HOST_KEY_ENV = "TOOLKIT_HOST_KEY"

@@ -35,7 +35,6 @@ from toolkit.results.records import (
 )
 from toolkit.results.telemetry_check import REASON, energy_contradiction, energy_refused
 from toolkit.runtimes.llama_bench import check
-from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
@@ -405,7 +404,7 @@ def shown_parts(rec: BenchRecord, key: TestKey) -> tuple:
     sd = check.as_float(raw.get("stddev_ts"))
     return (
         str(raw.get("model_type") or ""),
-        backends.from_llama_names(llamabench.backends_of(raw)),
+        backends.from_llama_names(check.backends_of(raw)),
         _counts(rec),
         f"{rec.avg_ts:.2f}" if rec.avg_ts is not None else None,
         f"{sd:.2f}" if sd is not None else None,
@@ -557,13 +556,13 @@ class ImportSource:
                     if other := readers.not_a_record(line):
                         self._note(f"{n}: {other}")
                     continue
-                obj, why = readers.parse_record_line(line)
+                obj, why, twice = readers.parse_record_line(line)
                 if why is not None:
                     self._note(f"{n}: not a complete JSON record ({why})")
                     continue
                 if obj is None:
                     continue
-                no = check_row(obj, readers.key_twice(line, obj))
+                no = check_row(obj, twice)
                 if no:
                     self._no.append((n, no))
                     continue
@@ -758,7 +757,7 @@ def _record(
     # `toolkit measure` adds what the system did during the test (not llama-bench fields: kept out of raw)
     telemetry = raw.pop("toolkit_telemetry", None)
     measured_flags = raw.pop("toolkit_flags", None)
-    norm = llamabench.normalize(raw)
+    norm = check.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")
     model = ModelRef(

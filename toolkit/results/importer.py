@@ -81,7 +81,7 @@ from toolkit.results.records import (
     ImageRef,
     ResultStore,
 )
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench.check import backends_of
 from toolkit.runtimes.llama_bench.readers import SourceRow
 
 
@@ -355,7 +355,7 @@ class _Tally:
         """The place of the row's system in system_ids (a new one numbered); a row whose GPU backend is
         not --backend noted in `wrong`."""
         sy = system_of(r.fields)
-        said_names = llamabench.backends_of(r.fields)
+        said_names = backends_of(r.fields)
         self.systems_seen.setdefault(sy, set()).add(said_names)
         si = self.system_ids.setdefault(sy, len(self.system_ids))
         said = backends.from_llama_names(said_names, r.fields.get("devices"))

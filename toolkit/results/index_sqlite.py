@@ -118,8 +118,7 @@ _DIGEST_MODULES = (
     "toolkit.runtimes.llama_bench.readers",
     "toolkit.runtimes.llama_bench.check",  # as_float, the field types: read into the stored digests
     "toolkit.results.telemetry_check",  # records.contradiction: which lines are records at all
-    "toolkit.core.jsonkeys",  # records._parse_line: which lines are records at all
-    "toolkit.runtimes.llama_bench.output",
+    "toolkit.core.jsonsafe",  # records._parse_line: which lines are records at all (keys twice)
     "toolkit.core.backends",
 )
 

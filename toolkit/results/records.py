@@ -33,11 +33,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from toolkit.core import jsonkeys, jsonsafe, stats
+from toolkit.core import jsonsafe, stats
 from toolkit.core.types import INT64
 from toolkit.results import bench_files, make_folders, open_regular
+from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.telemetry_check import energy_contradiction
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
@@ -432,11 +433,10 @@ def scan_jsonl_lines(
 def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """(object, None), (None, None) for a blank line, or (None, why it is skipped): the one safe parse
     (toolkit.core.jsonsafe: not UTF-8, not JSON, nested too deep, a 5000-digit number, too long) and
-    an object that names a key twice (toolkit.core.jsonkeys: JSON keeps the last value)."""
-    obj, why = jsonsafe.parse_line(raw)
+    an object that names a key twice (JSON keeps the last value: jsonsafe.parse_line_keys)."""
+    obj, why, twice = jsonsafe.parse_line_keys(raw)
     if why is None:
-        key = jsonkeys.duplicate_key(raw) if jsonkeys.may_repeat(raw, obj) else None
-        return (obj, None) if key is None else (None, f"skipped a record: {jsonkeys.said(key)}")
+        return (obj, None) if twice is None else (None, f"skipped a record: {twice}")
     if why.startswith("not UTF-8"):
         return None, f"skipped a line that is {why}"
     if why.startswith("not JSON"):
@@ -482,30 +482,9 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
     return (rec, None) if why is None else (None, f"skipped a record that contradicts itself: {why}")
 
 
-def _between_runs(runs: Any, avg_ts: float | None) -> str | None:
-    """Why a record's `between_runs` (identity.combine_runs: {runs: N >= 2, means: N finite tok/s > 0,
-    spread_pct}) is not what combining its processes gives: avg_ts is the mean of the means (to 0.1 %)."""
-    means = runs.get("means") if isinstance(runs, dict) else None
-    n = runs.get("runs") if isinstance(runs, dict) else None
-    if (
-        not isinstance(n, int)
-        or isinstance(n, bool)
-        or n < 2
-        or not isinstance(means, list)
-        or len(means) != n
-        or not all(isinstance(m, int | float) and not isinstance(m, bool) and 0 < m < math.inf for m in means)
-        or not isinstance(runs.get("spread_pct"), int | float | None)
-    ):
-        return f"between_runs {str(runs)[:80]} is not {{runs: N >= 2, means: N tok/s, spread_pct}}"
-    mean = sum(means) / n
-    if avg_ts is None or abs(mean - avg_ts) > 1e-3 * mean:
-        return f"avg_ts {avg_ts} is not the mean of between_runs.means ({mean:.6g})"
-    return None
-
-
 def contradiction(rec: BenchRecord) -> str | None:
     """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
-    a llama-bench record's test and axis against its token counts (the names llama_bench.output's
+    a llama-bench record's test and axis against its token counts (the names llama_bench.check's
     normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
     samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
@@ -516,15 +495,14 @@ def contradiction(rec: BenchRecord) -> str | None:
     if rec.status != "ok":
         return None
     extra = rec.model_extra or {}
-    if "between_runs" in extra and (why := _between_runs(extra["between_runs"], rec.avg_ts)):
+    if "between_runs" in extra and (
+        why := between_runs_problem(extra["between_runs"], rec.avg_ts, rec.samples_ts, rec.method)
+    ):
         return why
     row: dict[str, Any] = {}
     if rec.method == "llama-bench":
-        # here, not at the top: output loads the format readers, which a record needs only here
-        from toolkit.runtimes.llama_bench import output
-
-        test = output.test_name(rec.n_prompt, rec.n_gen, rec.n_depth)
-        axis = output.axis_of(rec.n_prompt, rec.n_gen)
+        test = test_name(rec.n_prompt, rec.n_gen, rec.n_depth)
+        axis = axis_of(rec.n_prompt, rec.n_gen)
         if rec.axis != axis:
             return (
                 f"axis {rec.axis[:40]!r} is not its test's: {test} (n_prompt {rec.n_prompt}, n_gen "

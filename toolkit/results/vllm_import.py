@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import jsonkeys, jsonsafe, stats
+from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.vllm import output as vf
@@ -84,9 +84,9 @@ def sniff(path: Path) -> VllmFile | None:
     kind = kind_of(data)
     if kind is None:
         return None
-    if jsonkeys.may_repeat(head, data) and (key := jsonkeys.duplicate_key(head)) is not None:
-        at = jsonkeys.key_line(head.decode("utf-8", "replace"), key)
-        raise BadInput(f"{path}:{at}: {jsonkeys.said(key)}; nothing imported")
+    if jsonsafe.may_repeat(head, data) and (key := jsonsafe.duplicate_key(head)) is not None:
+        at = jsonsafe.key_line(head.decode("utf-8", "replace"), key)
+        raise BadInput(f"{path}:{at}: {jsonsafe.said(key)}; nothing imported")
     return VllmFile(path, head, data, kind)
 
 
@@ -296,6 +296,11 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
         error = f"{what}: the result has no output_throughput"
     elif short := vf.served_shortfall_error(parsed, num_prompts=prompts, output_len=O, ignore_eos=False):
         error = f"{what}: {short}"
+    # a duration its requests cannot fit: refused, but a result failed already stays failed, saying it
+    if busy := vf.serve_duration_problem(f.result):
+        if error is None:
+            raise ValueError(busy)
+        error += f"; and {busy}"
     return BenchRecord(
         **base,
         test=f"serve pp{L}+tg{O}" + (f" c{c}" if c else ""),

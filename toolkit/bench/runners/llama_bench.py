@@ -46,6 +46,7 @@ from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
+from toolkit.runtimes.llama_bench import check, readers
 from toolkit.runtimes.llama_bench import output as llamabench
 from toolkit.spec.matrix import CASE_DEFAULTS, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
@@ -314,7 +315,7 @@ class RowSink:
         self.measured += _row_seconds(raw, self.repetitions)
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
         # the validity pass every import goes through too, a CPU fallback, a software device
-        norm, void = llamabench.judge_row(
+        norm, void = check.judge_row(
             raw, self.spec.backend, allow_software_gpu=self.allow_software_gpu, log="\n".join(self.printed)
         )
         if file_identity(Path(self.model.path)) != self.hashed:
@@ -353,7 +354,7 @@ class RowSink:
     def finish(self, stdout: str, elapsed: float) -> tuple[int, dict[str, float]]:
         """The process ended after `elapsed` seconds, `stdout` all it printed: a last row no line handed
         over (Ctrl-C, the engine lost) is saved too. (rows printed, timing: the rows' samples as tests_s)."""
-        rows = llamabench.parse_jsonl(stdout)
+        rows = readers.parse_jsonl(stdout)
         for raw in rows[len(self.streamed) :]:
             self.row(raw)
         return len(rows), self.timing(elapsed, sum(_row_seconds(r, self.repetitions) for r in rows))
@@ -361,7 +362,7 @@ class RowSink:
     def stdout(self, line: str) -> None:
         self.printed.append(line)
         if line.lstrip().startswith("{"):
-            for raw in llamabench.parse_jsonl(line):
+            for raw in readers.parse_jsonl(line):
                 self.row(raw)
 
     def stderr(self, line: str) -> None:

@@ -47,7 +47,7 @@ from toolkit.core import backends
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.results import make_folders
 from toolkit.results.records import BenchRecord, ModelRef
-from toolkit.runtimes.llama_bench import output as llamabench
+from toolkit.runtimes.llama_bench.check import test_name
 from toolkit.runtimes.sglang import args as sa
 from toolkit.runtimes.vllm.output import served_shortfall_error
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
@@ -412,7 +412,7 @@ def _one_batch_record(
     st = sa.summarize(g["samples"]) if g["samples"] and not err else None
     return BenchRecord(
         **base,
-        test=llamabench.test_name(
+        test=test_name(
             0 if not prefill else tokens,
             0 if prefill else tokens,
             0 if prefill else sa.decode_input_len(s),

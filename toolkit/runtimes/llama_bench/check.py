@@ -1,15 +1,23 @@
-"""llama-bench's fields (the type llama-bench writes in each, and a value read as a number: `as_float`,
-`as_int`) and the ONE validity pass over llama-bench rows of every format (and `toolkit bench`'s own rows):
+"""A llama-bench row: its fields (the type llama-bench writes in each, and a value read as a number:
+`as_float`, `as_int`), the ONE validity pass over rows of every format (and `toolkit bench`'s own rows),
+and what a row becomes.
+
 `check_row(fields)` says why a row is not a measurement (None: it is one): counts, rates, samples,
-settings, test time and field types, each physically possible and consistent with the others."""
+settings, test time and field types, each physically possible and consistent with the others.
+`normalize(raw)` gives its canonical fields (test name, axis, the effective micro-batch, backends);
+`judge_row` is `toolkit bench`'s verdict on a row it ran: the validity pass, a CPU fallback
+(`cpu_fallback_of`), a software device. Facts (JSONL fields and their drift, micro-batch clamping):
+llama.cpp tools/llama-bench/llama-bench.cpp and shared/reference/llama-bench.md."""
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from datetime import datetime, timezone
 from typing import Any
 
+from toolkit.core import backends
 from toolkit.core.types import INT64
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
@@ -440,4 +448,128 @@ def _spread_agrees(name: str, v: Any, values: list[float], source: str) -> str |
     return (
         f"{name} {sd:g} contradicts {source}: their stddev is {spread:.4g} "
         f"(± {100 * sd / mean:.1f}% shown, ± {100 * spread / mean:.1f}% measured)"
+    )
+
+
+def backends_of(raw: dict[str, Any]) -> str:
+    """The `backends` string, derived from old per-backend booleans when absent ("CPU" when they are
+    all false); "" when the row says nothing of its backend (a markdown table without the column)."""
+    if raw.get("backends"):
+        return str(raw["backends"])
+    if raw.get("backend"):
+        return str(raw["backend"])
+    flags = [k for k in backends.OLD_BACKEND_FLAGS if k in raw]
+    found = [backends.OLD_BACKEND_FLAGS[k] for k in flags if raw.get(k) in (True, 1, "1", "true")]
+    return ",".join(found) or ("CPU" if flags else "")
+
+
+def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
+    """Conventional llama-bench test names: pp512, tg128, pp512+tg128, pp512 @ d4096."""
+    if n_prompt and n_gen:
+        name = f"pp{n_prompt}+tg{n_gen}"
+    elif n_prompt:
+        name = f"pp{n_prompt}"
+    else:
+        name = f"tg{n_gen}"
+    return f"{name} @ d{n_depth}" if n_depth else name
+
+
+def axis_of(n_prompt: int, n_gen: int) -> str:
+    if n_prompt and n_gen:
+        return "mixed"
+    return "prefill" if n_prompt else "decode"
+
+
+def effective_ubatch(
+    n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int
+) -> int | None:
+    """min(n_ubatch, n_batch, n_prompt + n_gen + n_depth): llama.cpp sizes the context to the test
+    and clamps n_batch to it and n_ubatch to n_batch, while still reporting the asked n_ubatch."""
+    if n_ubatch is None:
+        return None
+    ctx = n_prompt + n_gen + n_depth
+    vals = [n_ubatch] + ([n_batch] if n_batch else []) + ([ctx] if ctx else [])
+    return min(vals)
+
+
+def normalize(raw: dict[str, Any]) -> dict[str, Any]:
+    """Canonical fields from one llama-bench record of any vintage (unknown fields stay in raw).
+
+    Returns keys: test, axis, n_prompt, n_gen, n_depth, n_batch, n_ubatch, n_ubatch_effective,
+    flash_attn (int: -1 auto, 0, 1), n_gpu_layers, avg_ts, stddev_ts (tokens/s), samples_ts,
+    backends, gpu_info, build_commit.
+    """
+    n_prompt = as_int(raw.get("n_prompt"), 0) or 0
+    n_gen = as_int(raw.get("n_gen"), 0) or 0
+    n_depth = as_int(raw.get("n_depth"), 0) or 0
+    n_batch = as_int(raw.get("n_batch"))
+    n_ubatch = as_int(raw.get("n_ubatch"))
+    fa = raw.get("flash_attn")
+    if isinstance(fa, str):
+        fa = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}.get(fa.lower(), as_int(fa))
+    samples = raw.get("samples_ts") or []
+    if isinstance(samples, str):  # csv keeps arrays as "[1.0, 2.0]" or "1.0;2.0"
+        samples = [float(x) for x in re.findall(r"[-+0-9.eE]+", samples)]
+    return {
+        "test": test_name(n_prompt, n_gen, n_depth),
+        "axis": axis_of(n_prompt, n_gen),
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": n_depth,
+        "n_batch": n_batch,
+        "n_ubatch": n_ubatch,
+        "n_ubatch_effective": effective_ubatch(n_ubatch, n_batch, n_prompt, n_gen, n_depth),
+        "flash_attn": as_int(fa),
+        "n_gpu_layers": as_int(raw.get("n_gpu_layers")),
+        "avg_ts": as_float(raw.get("avg_ts")),
+        "stddev_ts": as_float(raw.get("stddev_ts")),
+        "samples_ts": [float(x) for x in samples],
+        "backends": backends_of(raw),
+        "gpu_info": str(raw.get("gpu_info") or ""),
+        "build_commit": str(raw.get("build_commit") or "") or None,
+    }
+
+
+def judge_row(
+    raw: dict[str, Any], backend: str, *, allow_software_gpu: bool, log: str = ""
+) -> tuple[dict[str, Any], str | None]:
+    """A row `toolkit bench` ran on a `backend` image: (its fields, `normalize`; why it is no result or
+    None), the first of: not a measurement (check_row, as every import), a CPU fallback (on the row or
+    in `log`, all the container printed up to it), a software device without `allow_software_gpu`."""
+    bad = check_row(raw)  # first: normalize assumes what it checks (samples a list of numbers)
+    try:
+        fields = normalize(raw)
+    except (TypeError, ValueError) as err:  # a row check_row let through that normalize cannot read
+        fields = normalize({k: v for k, v in raw.items() if k not in ("samples_ts", "samples_ns")})
+        bad = bad or f"{err}"[:160]
+    gpu_info = raw.get("gpu_info")
+    fallback = cpu_fallback_of(backend, raw, fields["backends"], log)
+    software = (
+        not allow_software_gpu and backend != "cpu" and backends.is_software_device(str(gpu_info or ""))
+    )
+    if bad:
+        return fields, f"row is not a measurement: {bad}"
+    if fallback:
+        return fields, f"CPU fallback: {fallback}"
+    if software:
+        return fields, f"ran on a software device ({gpu_info}) without --allow-software-gpu"
+    return fields, None
+
+
+def cpu_fallback_of(
+    image_backend: str, raw: dict[str, Any], backends_field: str | None, log: str = ""
+) -> str | None:
+    """The one CPU-fallback rule (backends.cpu_fallback_reason) for a llama-bench row: a "no device"
+    message in the `log` it was printed with, its `backends` (normalised) and its `gpu_info` where the
+    row recorded one; and a row run with `-dev none` (its `devices` field) on a GPU build ran on the CPU."""
+    if log and (said := backends.cpu_fallback_reason(image_backend, None, None, log)):
+        return said
+    if (
+        str(raw.get("devices") or "").strip().lower() == "none"
+        and backends.BACKENDS.get(image_backend, backends.BACKENDS["cpu"]).gpu
+    ):
+        return "run with -dev none (devices: none): on the CPU, not the GPU"
+    gpu = raw.get("gpu_info")
+    return backends.cpu_fallback_reason(
+        image_backend, backends_field or None, None if gpu is None else str(gpu)
     )

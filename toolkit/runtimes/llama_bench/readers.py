@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.core import jsonkeys, jsonsafe
+from toolkit.core import jsonsafe
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -171,27 +171,27 @@ def _json_text(text: str) -> str:
     return _NONFINITE_RE.sub(sub, text)
 
 
-def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
-    """One JSONL line of llama-bench output: (object, None), (None, None) for a blank line, (None, why).
-    Valid JSON is parsed as it is; only a line that is not is made parseable (`_json_text`: bare
+def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """One JSONL line of llama-bench output, as jsonsafe.parse_line_keys reads it (the third: a key named
+    twice). Valid JSON is parsed as it is; only a line that is not is made parseable (`_json_text`: bare
     nan/inf tokens), which gives the same value (a regex pass over every line was the cost of a read)."""
-    obj, why = jsonsafe.parse_line(line)
+    obj, why, twice = jsonsafe.parse_line_keys(line)
     if why is None:
-        return obj, None
-    return jsonsafe.parse_line(_json_text(line))
+        return obj, None, twice
+    return jsonsafe.parse_line_keys(_json_text(line))
 
 
 def key_twice(text: str, obj: Any, first: int = 1) -> str | None:
     """Why the row `obj` read from the JSON `text` (starting on line `first`) is none: an object in it
-    names a key twice (JSON keeps the last value, toolkit.core.jsonkeys), with the line of the second
+    names a key twice (JSON keeps the last value, toolkit.core.jsonsafe), with the line of the second
     place in a text of several lines; None when no key is named twice."""
-    if not jsonkeys.may_repeat(text, obj):
+    if not jsonsafe.may_repeat(text, obj):
         return None
-    key = jsonkeys.duplicate_key(_json_text(text))
+    key = jsonsafe.duplicate_key(_json_text(text))
     if key is None:
         return None
-    again = f" (again at line {first + jsonkeys.key_line(text, key) - 1})" if "\n" in text else ""
-    return jsonkeys.said(key) + again
+    again = f" (again at line {first + jsonsafe.key_line(text, key) - 1})" if "\n" in text else ""
+    return jsonsafe.said(key) + again
 
 
 def repeated_column(names: list[str]) -> str | None:
@@ -220,15 +220,20 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     for n, line in enumerate(text.splitlines(), first):
         line = line.strip()
         if line.startswith("{"):
-            obj, why = parse_record_line(line)
+            obj, why, twice = parse_record_line(line)
             why = None if why is None else f"not a complete JSON record ({why})"
             if obj is not None:
-                out.append(SourceRow(n, obj, "jsonl", problem=key_twice(line, obj)))
+                out.append(SourceRow(n, obj, "jsonl", problem=twice))
         else:
             why = not_a_record(line)
         if why and skipped is not None:
             skipped.append(f"line {n}: {why}")
     return out
+
+
+def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The objects of llama-bench stdout, each as it was printed (read_jsonl's rows' fields)."""
+    return [r.fields for r in read_jsonl(text, skipped)]
 
 
 _JSON_START = tuple('["-0123456789') + ("null", "true", "false")
@@ -500,9 +505,9 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 devices[int(d.group("n"))] = d.group("name").strip()
             i += 1
             continue
-        header = [MD_FIELDS.get(c.lower(), c) for c in _md_cells(lines[i])]
-        twice = repeated_column(header)
-        said = _column_twice(f"the table's header (line {first + i})", twice) if twice else None
+        titles = [c.lower() for c in _md_cells(lines[i])]  # llama-bench's titles are lower case
+        header = [MD_FIELDS.get(c, c) for c in titles]
+        said = md_header_problem(titles, f"the table's header (line {first + i})")
         i += 1
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
             i += 1
@@ -522,16 +527,45 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 break
             j += 1
         for row in table:
-            if build is not None:
-                row.fields["build_commit"] = build.group("commit")
-                row.fields["build_number"] = int(build.group("number"))
-            else:
-                row.notes.append("no build commit")
+            _md_build(row, build)
             if devices and "gpu_info" not in row.fields:
                 row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
         out += table
         above, devices = None, {}
     return out
+
+
+MD_SETS = {"test": ("n_prompt", "n_gen", "n_depth"), "t/s": ("avg_ts", "stddev_ts")}  # _md_row's
+
+
+def md_header_problem(titles: list[str], where: str) -> str | None:
+    """Why no row under an md header of `titles` (lower case) is read: a title twice, or two that set
+    one field (MD_SETS, MD_FIELDS: `t/s` and `avg_ts`, `threads` and `n_threads`: the last would win)."""
+    by: dict[str, str] = {}
+    for title in filter(None, titles):
+        for name in MD_SETS.get(title, (MD_FIELDS.get(title, title),)):
+            if by.get(name) == title:
+                return _column_twice(where, title)
+            if name in by:
+                return (
+                    f"{where} sets {name} from two columns, {by[name][:40]!r} and {title[:40]!r}: which is "
+                    "the row's is unknown; keep one of them"
+                )
+            by[name] = title
+    return None
+
+
+def _md_build(row: SourceRow, build: re.Match | None) -> None:
+    """`row`'s build from its table's build line (a note without one); a build_commit or build_number
+    column that says another build is the row's `problem`."""
+    if build is None:
+        row.notes.append("no build commit")
+        return
+    said = {"build_commit": build.group("commit"), "build_number": int(build.group("number"))}
+    for k, v in said.items():
+        if str(row.fields.get(k, v)) != str(v) and row.problem is None:
+            row.problem = f"column {k} {str(row.fields[k])[:40]!r} contradicts the build line's {v!r}"
+    row.fields.update(said)
 
 
 MD_OMITTED_DEFAULTS: dict[str, Any] = {

@@ -249,7 +249,8 @@ variation but a unit or an invented figure."""
 
 
 def _serve_latencies(parsed: dict[str, Any]) -> str | None:
-    """Each latency statistic >= 0 ms; mean_ttft_ms within mean_e2el_ms (the first token is part of the request), and mean_tpot_ms
+    """Each latency statistic >= 0 ms; median_X_ms and p50_X_ms (one statistic) equal to AGREE;
+    mean_ttft_ms within mean_e2el_ms (the first token is part of the request), and mean_tpot_ms
     against the requests' decode time (TPOT_FACTOR): vLLM's tpot is (e2el - ttft) / (output - 1) of
     each request with more than one output token, 0 when none has; so 0 with more output tokens than
     requests is no measurement either."""
@@ -258,6 +259,12 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
         for stat, v in vals.items():
             if v is not None and v < 0:
                 return f"{stat}_{metric}_ms is {v:g}: a time is never negative"
+    for metric, vals in lat.items():  # vLLM writes the median as `median_` and, when asked, as `p50_` too
+        med, p50 = vals.get("median"), vals.get("p50")
+        if med is not None and p50 is not None and abs(med - p50) > AGREE * max(med, p50):
+            return (
+                f"median_{metric}_ms {med:g} contradicts p50_{metric}_ms {p50:g}: one statistic, two values"
+            )
     ttft, tpot, e2el = ((lat.get(m) or {}).get("mean") for m in ("ttft", "tpot", "e2el"))
     if ttft is not None and e2el is not None and ttft > e2el * (1 + AGREE):
         return f"mean_ttft_ms {ttft:g} is more than mean_e2el_ms {e2el:g}: the first token is part of the request"
@@ -272,6 +279,54 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             f"first in mean_e2el_ms - mean_ttft_ms = {decode:.4g} ms is {decode / after_first:.4g} ms a token"
         )
     return None
+
+
+def serve_duration_problem(data: dict[str, Any]) -> str | None:
+    """Why a `vllm bench serve` result's duration is shorter than its own requests allow, or None.
+    vLLM (vllm/benchmarks/serve.py `benchmark`) times the duration from before the first request is
+    sent to after the last returns, and each request's ttft, itl, tpot and e2el within it, at most
+    max_concurrency requests at once (a semaphore around each): so no latency statistic but std (mean,
+    median, pN: a time within one request) passes the duration, nor one request's ttft + its itls
+    (--save-detailed's `ttfts`, `itls`: at most its e2el); and the requests' summed time (completed x
+    mean_e2el_ms, or those sums) passes duration x max_concurrency by no more than AGREE (a real 0.16.0
+    capture: 4.13 s of requests at c2 in 4.182 s, 0.99 of the bound)."""
+    parsed = parse_serve(data)
+    secs, lat, c = parsed["duration"], parsed["latency_ms"], parsed["max_concurrency"]
+    if not secs:
+        return None
+    for metric, vals in lat.items():
+        for stat, v in vals.items():
+            if stat != "std" and v is not None and v > 1000 * secs * (1 + AGREE):
+                return f"{stat}_{metric}_ms {v:g} is longer than duration {secs:g} s: every request is timed within it"
+    lows = _request_lows(data)
+    if lows and max(lows) > secs * (1 + AGREE):
+        return f"a request's ttft + itls take {max(lows):.4g} s, longer than duration {secs:g} s"
+    e2el, done = (lat.get("e2el") or {}).get("mean"), parsed["completed"]
+    sums = (
+        [(done * e2el / 1000, done, f"{done:g} completed of mean_e2el_ms {e2el:g}")] if e2el and done else []
+    )
+    sums += [(sum(lows), len(lows), f"the ttfts + itls of {len(lows)} requests")] if lows else []
+    for total, n, what in sums:
+        least = total / min(c or n, n)  # seconds the requests take, at most c of them at once
+        if least > secs * (1 + AGREE):
+            return (
+                f"duration {secs:g} s is shorter than its requests allow: {what}, at most {min(c or n, n):g} at "
+                f"once{' (max_concurrency)' if c and c < n else ''}, take at least {least:.4g} s"
+            )
+    return None
+
+
+def _request_lows(data: dict[str, Any]) -> list[float]:
+    """Per request of a --save-detailed result, seconds its e2el is at least: its ttft + its itls
+    (`ttfts`, `itls`: a failed request's are 0 and []); [] when the result has no such lists."""
+    ttfts, itls = data.get("ttfts"), data.get("itls")
+    if not isinstance(ttfts, list) or not isinstance(itls, list) or len(ttfts) != len(itls):
+        return []
+    gaps = [i if isinstance(i, list) else [] for i in itls]
+    return [
+        sum(f for x in (t, *g) if (f := _finite(x)) is not None and f > 0)
+        for t, g in zip(ttfts, gaps, strict=True)
+    ]
 
 
 def served_shortfall_error(

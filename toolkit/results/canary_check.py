@@ -1,0 +1,87 @@
+"""The correctness canary's rule (toolkit.bench.canary runs it) and the check of a stored result
+against it: `judge` decides a perplexity against the CPU control's; `contradiction` says why a stored
+`ok` result (CanaryResult.record(), on each record as `canary` and in results/*/canary.jsonl) does not
+follow from its own figures by it. Here, below the report and the runner, so both read one rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from toolkit.core.stats import finite_number
+
+BOUND_LN = 0.05
+"""The largest |ln(PPL_image / PPL_cpu)| of a correct image (0.05: within about 5 %). Measured here
+(2026-12-02, llama.cpp 0c1e57098, the tiny stand-in, text sha256 of data/canary.txt): CPU image PPL
+535.8769, Vulkan image on Mesa lavapipe 535.9028, |ln ratio| = 4.8e-5. The bound leaves three orders
+of magnitude for the numeric differences of real GPU kernels (quantized dot products in other orders and
+precisions); a broken kernel or corrupted weights give NaN or a perplexity off by a factor, far beyond
+it. Not yet measured with the reference model on an R9700: revisit the margin there."""
+
+FLAG = "wrong-output"
+STATUSES = ("ok", FLAG, "unchecked")
+LN_SLACK = 1e-5
+"""How far a stored ln_ratio may lie from ln(ppl / control ppl) of its stored figures: both PPLs
+written to 6 significant digits move the ratio by at most 2e-6."""
+
+
+def judge(ppl: float, control_ppl: float | None, bound_ln: float = BOUND_LN) -> tuple[str, str, float | None]:
+    """(status, reason, ln ratio) for a perplexity `ppl` against the CPU control's `control_ppl` (None:
+    no control). `wrong-output` when ppl is not finite or below 1, or |ln(ppl / control_ppl)| >
+    bound_ln; else `ok`. Pure; `control_ppl` is a sane model's (finite, >= 1)."""
+    if not (math.isfinite(ppl) and ppl >= 1.0):
+        return FLAG, f"perplexity {ppl} is not a sane model's (not finite, or below 1)", None
+    if control_ppl is None:
+        return "ok", "", None
+    ratio = math.log(ppl / control_ppl)
+    if abs(ratio) > bound_ln:
+        return (
+            FLAG,
+            f"perplexity {ppl:.4g} differs from the CPU control's {control_ppl:.4g} by a factor "
+            f"{math.exp(abs(ratio)):.3g} (|ln ratio| {abs(ratio):.3g} > bound {bound_ln})",
+            ratio,
+        )
+    return "ok", "", ratio
+
+
+def _figure(v: Any) -> float | None:
+    """A stored canary figure: a JSON number, or the text CanaryResult.record() writes for a NaN or an
+    infinity ('nan', 'inf', '-inf'); None for anything else (no figure)."""
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+        return float(v)
+    return finite_number(v)
+
+
+def contradiction(c: dict[str, Any]) -> str | None:
+    """Why stored canary result `c` contradicts itself, naming the figure; None when it does not. A
+    status other than ok, wrong-output and unchecked; an `ok` whose figures `judge` does not pass: a
+    ppl that is no number, NaN, inf, below 1; a control that is not an object with a sane ppl; an
+    ln_ratio that is not ln(ppl / the control's ppl) to LN_SLACK, or none beside another image's
+    control; a bound_ln that is no number above 0. (unchecked holds no figure; wrong-output may
+    follow from what the figures do not hold: every token equally likely.)"""
+    status = c.get("status")
+    if status not in STATUSES:
+        return f"status {status!r:.40} is none of {', '.join(STATUSES)}"
+    if status != "ok":
+        return None
+    ppl, bound, control = _figure(c.get("ppl")), _figure(c.get("bound_ln", BOUND_LN)), c.get("control")
+    if ppl is None:
+        return f"status ok with ppl {c.get('ppl')!r:.40}: no perplexity"
+    if bound is None or not 0 < bound < math.inf:
+        return f"bound_ln {c.get('bound_ln')!r:.40} is no bound above 0"
+    if control is not None and not isinstance(control, dict):
+        return f"control {control!r:.40} is not a control's result"
+    cppl = _figure(control.get("ppl")) if control else None
+    if control and not (cppl is not None and math.isfinite(cppl) and cppl >= 1):
+        return f"the control's ppl {control.get('ppl')!r:.40} is not a sane model's"
+    status, reason, ratio = judge(ppl, cppl, bound)
+    if status != "ok":
+        return f"status ok, but {reason}"
+    ln = c.get("ln_ratio")
+    own = control and [control.get(k) for k in ("image", "digest")] == [c.get(k) for k in ("image", "digest")]
+    if ln is None and (ratio is None or own):
+        return None  # no control, or the CPU image is its own
+    if ratio is None or (got := _figure(ln)) is None or not abs(got - ratio) <= LN_SLACK + 1e-3 * abs(ratio):
+        expect = "none: there is no control" if ratio is None else f"ln({ppl:.6g} / {cppl:.6g}) = {ratio:.6g}"
+        return f"ln_ratio {ln!r:.40} is not {expect}"
+    return None
