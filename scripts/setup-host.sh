@@ -278,7 +278,9 @@ if [ "$USE_PODMAN" = 1 ]; then
   if ! command -v podman >/dev/null || ! command -v crun >/dev/null || ! command -v newuidmap >/dev/null; then
     apt_install podman crun uidmap slirp4netns fuse-overlayfs
   fi
-  log "$(podman --version), crun $(crun --version | awk 'NR==1 {print $3}')"
+  # crun's own --version needs a runtime state dir (XDG_RUNTIME_DIR): a sudo user's first shell may have
+  # none yet ("Failed to get state directory", no version); the package database always knows it
+  log "$(podman --version), crun $(dpkg-query -W -f='${Version}' crun 2>/dev/null || crun --version 2>/dev/null | awk 'NR==1 {print $3}')"
 fi
 
 # 3. Base images: use the local one, else pull, else build from this host's Debian mirror and tag it

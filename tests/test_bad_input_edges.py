@@ -499,7 +499,7 @@ def results_with_a_record(tmp_path):
     "args,path",
     [
         (["--plots", "/proc/x"], "/proc/x: No such file or directory"),
-        (["--format", "html", "--output", "/proc/x.html"], "/proc/x.html.tmp: No such file or directory"),
+        (["--format", "html", "--output", "/proc/x.html"], "/proc/x-plots: No such file or directory"),
         (["--plots", "/etc/passwd/x"], "/etc/passwd/x: Not a directory"),
     ],
 )

@@ -305,7 +305,7 @@ def test_a_jsonl_row_naming_a_key_twice_is_refused_naming_file_line_and_key(tmp_
     src = tmp_path / "k.jsonl"
     src.write_text(json.dumps(good) + "\n" + _twice(row, "avg_ts", row["avg_ts"] * 10) + "\n")
     r = tk(tmp_path, "import", "--results", "r", "--label", "x", str(src))
-    assert r.returncode == 0 and "imported 1 results" in r.stdout, r.stderr
+    assert r.returncode == 0 and "imported 1 result as" in r.stdout, r.stderr
     assert f"{src}:2: key 'avg_ts' written twice in one object" in r.stderr
 
 

@@ -444,3 +444,28 @@ def test_inside_keys_cached_each_record_gets_its_key_once_and_a_copy_its_own():
         assert identity.test_key(other) != k  # a copy is another record: its own key
     assert identity.test_key(r) == k and hash(identity.test_key(r)) == hash(k)
     assert identity._memo is None  # the memo ends with its scope
+
+
+def test_two_images_each_on_its_own_model_never_share_a_row_or_a_best():
+    """Newcomer (fresh Podman host): a CPU bench of the tiny model beside an imported H200 run of the
+    30B model put both in one `pp512 ub512` row, the model named only in each column's header, and
+    marked the H200's 11,563 t/s the row's best over the tiny model's: two workloads ranked as one.
+    The model is a row column whenever it varies; each row holds one model's cells."""
+    rs = [
+        make_record(
+            "cpu",
+            "cpu",
+            p=512,
+            avg=11122.0,
+            sd=100.0,
+            gpu_info="",
+            model="tiny-qwen3moe",
+            raw={"model_type": "qwen3moe ?B Q8_0", "model_size": 5_000_000, "model_n_params": 9_000_000},
+        ),
+        make_record("vk", "vulkan", p=512, avg=30000.0, sd=100.0, model="qwen3-30b"),
+    ]
+    (t,) = tables.tables(rs)
+    assert len(t.rows) == 2 and all(len(row.cells) == 1 for row in t.rows)
+    assert sorted(row.ids["model"] for row in t.rows)[1].startswith("tiny-qwen3moe")
+    assert all(tables.best_column(row) is None for row in t.rows)
+    assert "**" not in report.render(rs, "github")

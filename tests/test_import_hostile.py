@@ -113,7 +113,7 @@ def test_a_lone_surrogate_in_a_row_refuses_that_row_naming_file_and_line(tmp_pat
     p = _import(tmp_path, f)
     assert p.returncode == 0, _out(p)
     assert f"{f}:1: a string holds a lone surrogate" in _out(p)
-    assert "imported 1 results" in _out(p)
+    assert "imported 1 result as" in _out(p)
 
 
 def test_a_file_whose_every_row_is_refused_late_is_bad_input_not_imported_before(tmp_path):
@@ -400,7 +400,8 @@ def test_every_piece_of_a_json_file_left_out_is_named(tmp_path, stream):
     assert f"{f}:2: an element of the array left out (nested deeper than 64 levels)" in out
     assert f"{f}:4: an element of the array that is not a JSON object (int) left out" in out
     assert "a second JSON array after the array's end: left out" in out
-    assert f"imported {1 + len(pad)} results" in out or "imported 2 results" in out
+    n = 1 + len(pad)
+    assert f"imported {n} result{'' if n == 1 else 's'} as" in out or "imported 2 results" in out
     f, out = _json_rows(tmp_path, text + "garbage\n", "g.json")
     assert "text that is no JSON array after the array's end: left out" in out
 
@@ -502,7 +503,7 @@ def test_an_avg_ts_that_contradicts_its_samples_ts_is_refused(tmp_path):
     p = _import(tmp_path, f)
     assert p.returncode == 0, _out(p)
     assert f"{f}:1: avg_ts {row['avg_ts']:g} contradicts samples_ts (their mean is 1.5)" in _out(p)
-    assert "imported 1 results" in _out(p)
+    assert "imported 1 result as" in _out(p)
 
 
 def test_a_test_repeated_many_times_is_said_in_a_bounded_line(tmp_path):

@@ -6,6 +6,7 @@ before saying why."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -262,3 +263,34 @@ def test_setup_says_why_it_installs_debootstrap_before_installing_it(tmp_path):
     lines = res.stderr.splitlines()
     assert lines[-1] == "[setup] installing debootstrap", lines
     assert len(lines) == 2 and "debootstrap" in lines[0] and "registry" in lines[0], lines
+
+
+def test_the_json_report_lists_the_failed_records_the_text_report_points_to():
+    """Newcomer: `toolkit report -i vllm-serve` said "1 failed; `toolkit report --json` lists them
+    with their errors", and the json held only the count."""
+    bad = make_record(
+        "vllm", "rocm", n=128, avg=1.0, status="failed", error="generated 8 of 256 requested tokens"
+    )
+    text = report.render([bad], "text", width=120)
+    assert "1 failed" in text and "--json" in text
+    doc = json.loads(report.render([bad], "json"))
+    assert [(f["image"], f["status"], f["error"]) for f in doc["failed"]] == [
+        ("vllm", "failed", "generated 8 of 256 requested tokens")
+    ]
+
+
+def test_report_in_a_project_not_yet_benched_says_to_bench_not_to_move(tmp_path, monkeypatch):
+    """Newcomer: `toolkit report` in a fresh clone said "no results folder ... run from the project
+    folder or pass --results DIR", although it ran in the project folder: nothing was measured yet."""
+    from click.testing import CliRunner
+
+    (tmp_path / "matrix.yaml").write_text((Path(__file__).parents[1] / "matrix.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["report"])
+    said = str(res.exception)
+    assert (
+        getattr(res.exception, "exit_code", None) == 4
+        and "no results yet" in said
+        and "toolkit bench" in said
+    )
+    assert "run from the project folder" not in said and not (tmp_path / "results").exists()

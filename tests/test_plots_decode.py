@@ -140,3 +140,28 @@ def test_decode_rows_that_differ_by_more_than_their_noise_are_never_folded_in_an
     agree = [apart[0], make_record("cpu", "cpu", n=128, ub=2048, avg=3660.0, sd=12.0, gpu_info="")]
     page = next(t for t in report.display_tables(tables.tables(agree))[0] if t.axis == "decode")
     assert [row.test for row in page.rows] == ["tg128"]
+
+
+def test_the_fold_gives_the_same_answer_whichever_micro_batch_comes_first():
+    """Newcomer: |a / b - 1| against the noise band kept 58.31 and 12.92 t/s apart in one order and
+    folded them in the other, so two runs of one bench showed the decode table differently."""
+    for vals in ({512: 58.31, 2048: 12.92}, {512: 12.92, 2048: 58.31}):
+        recs = [make_record("cpu", "cpu", n=128, ub=ub, avg=v, sd=v * 0.5) for ub, v in vals.items()]
+        page = next(t for t in report.display_tables(tables.tables(recs))[0] if t.axis == "decode")
+        assert sorted(row.test for row in page.rows) == ["tg128 ub2048", "tg128 ub512"], vals
+
+
+def test_the_fold_never_joins_rows_of_two_different_tests(tmp_path):
+    """Breaker round 11: tg128 at ub512 with no_host absent (100 t/s), at ub512 with no_host false (50
+    t/s) and at ub2048 with no_host false (100 t/s): the first and the last (different tests: no_host
+    differs) were folded as one `tg128` row showing 100, and the ub2048 row, with its 2x gap to the
+    row it belongs with, was gone. Rows fold only where their test identity is the same but for n_ubatch."""
+    from tests.support.project import DATA
+    from toolkit.results import importer
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    importer.import_files(store, [DATA / "breaker11" / "fold_absent.jsonl"], label="fa")
+    page = report.render(store.results(), "github")
+    decode = page[page.index("Decode (tg)") :]
+    assert "tg128 ub2048" in decode and decode.count("100.00") == 2 and "50.00" in decode

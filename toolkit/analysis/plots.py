@@ -28,6 +28,7 @@ from toolkit.analysis.tables import Row, Table, fold_decode_ub
 from toolkit.analysis.telemetry import load_trace
 from toolkit.core.stats import finite_number
 from toolkit.core.text import strip_controls
+from toolkit.results import write_atomic
 from toolkit.results.records import BenchRecord, short_digest
 
 if TYPE_CHECKING:  # matplotlib costs ~0.4 s to import: only a report that draws plots loads it
@@ -736,16 +737,14 @@ def write_pngs(
 ) -> list[Path]:
     """Write `<out_dir>/<name>.png` for each plot (atomic per file), the power-and-clocks figure of
     each observed run among them (telemetry_figures); return the paths. `drawn`: the plots already
-    drawn for the same tables (draw), written as they are."""
+    drawn for the same tables (draw), written as they are. Below `results_root` neither the folder
+    nor a PNG (nor its temp file) is written through a link: BadInput, exit 4 (write_atomic)."""
     drawn = drawn or draw(tables, results_root)
     if not drawn.plots and not drawn.runs:  # nothing drawn: no empty folder left behind
         return []
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in {**drawn.plots, **drawn.runs}.items():
         path = out_dir / f"{name}.png"
-        tmp = path.with_suffix(".png.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        write_atomic(path, data, root=results_root)
         written.append(path)
     return written

@@ -72,23 +72,44 @@ class Provenance:
         }
 
 
+TEXT_MAX = 64
+"""The most characters of one free-text value of a stored record a provenance line shows (a version,
+a kernel, a CPU, a file name...); a longer one is cut with an ellipsis. A record is someone else's
+text: a 5 MB version must not make a 5 MB line."""
+
+
+def _text(v: Any, limit: int = TEXT_MAX) -> str | None:
+    """A stored record's value as provenance shows it: text or a number, cut to `limit` characters
+    (`…` marks the cut); None (shown as nothing) for an empty value or any other type (an object, a
+    list, a bool: not what the field holds)."""
+    if isinstance(v, bool) or not isinstance(v, str | int | float) or v == "":
+        return None
+    s = v if isinstance(v, str) else repr(v)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    """`v` where a stored record holds an object there, else {} (a string or list read as nothing)."""
+    return v if isinstance(v, dict) else {}
+
+
 def _date(r: BenchRecord) -> str | None:
     t = (r.raw or {}).get("test_time") or r.created
     return str(t)[:19].replace("T", " ") if t else None
 
 
 def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
-    parts = [str(h[k]) for k in ("os", "cpu_model") if h.get(k)]
-    if h.get("kernel"):
-        parts.append(f"kernel {h['kernel']}")
-    if h.get("amdgpu_module"):
-        parts.append(f"amdgpu {h['amdgpu_module']}")
-    gpu = ", ".join(sorted(set(gpus)))
+    """One host's line from its stored facts `h` (any field of any type: see _text) and the GPU
+    descriptions its records name."""
+    parts = [t for k in ("os", "cpu_model") if (t := _text(h.get(k)))]
+    for what, value in (("kernel", h.get("kernel")), ("amdgpu", h.get("amdgpu_module"))):
+        if t := _text(value):
+            parts.append(f"{what} {t}")
+    gpu = ", ".join(sorted({t for g in gpus if (t := _text(g, 2 * TEXT_MAX))}))
     if gpu:
         parts.append(f"GPU {gpu}")
-    docker = h.get("docker") or {}
-    if docker.get("server_version"):
-        parts.append(f"engine {docker['server_version']}")
+    if engine := _text(_dict(h.get("docker")).get("server_version")):
+        parts.append(f"engine {engine}")
     return "; ".join(parts) or "not recorded"
 
 
@@ -97,15 +118,18 @@ def _image_line(same: list[Facts]) -> str:
     f = same[0]
     r = f.record
     labels = r.image.labels or {}
-    parts = [f"{f.image}: digest {r.image.digest}", f"backend {r.image.backend}"]
+    image, digest = _text(f.image, 2 * TEXT_MAX) or "", _text(r.image.digest, 2 * TEXT_MAX) or ""
+    parts = [f"{image}: digest {digest}", f"backend {_text(r.image.backend) or ''}"]
     for what, keys in _LABELS.items():
         value = next((labels[k] for k in keys if labels.get(k)), None)
         if what == "runtime commit":
             value = value or r.build_commit
         if what == "toolkit":
-            parts += [t] if (t := _toolkit_words(value, [x.record for x in same])) else []
-        elif value:
-            parts.append(f"{what} {str(value)[:12] if what == 'runtime commit' else value}")
+            parts += [t] if (t := _toolkit_words(_text(value), [x.record for x in same])) else []
+        elif what == "runtime commit" and (text := _text(value, 13)):
+            parts.append(f"{what} {text[:12]}")
+        elif what != "runtime commit" and (text := _text(value)):
+            parts.append(f"{what} {text}")
     return ", ".join(parts)
 
 
@@ -115,8 +139,8 @@ def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
     recorded by bench: host.info.toolkit_source); `toolkit 0.1.0, measured by toolkit 0.2.0 (commit
     ...)` where the measuring version differs. None when neither is recorded."""
     ran = [t for r in records if isinstance(t := (r.host or {}).get("toolkit"), dict)]
-    versions = sorted({str(t["version"]) for t in ran if t.get("version")})
-    commits = sorted({str(t["commit"])[:12] for t in ran if t.get("commit")})
+    versions = sorted({v for t in ran if (v := _text(t.get("version")))})
+    commits = sorted({c[:12] for t in ran if (c := _text(t.get("commit"), 13))})
     said = f" (commit{'s' if len(commits) > 1 else ''} {', '.join(commits)})" if commits else ""
     if built and set(versions) <= {built}:
         return f"toolkit {built}{said}"
@@ -145,7 +169,7 @@ def canary_text(c: Any) -> str | None:
     from before the canary) or it is not an object."""
     if not isinstance(c, dict):
         return None
-    status, reason = str(c.get("status") or ""), str(c.get("reason") or "no reason recorded")
+    status, reason = str(c.get("status") or ""), _text(c.get("reason"), 4 * TEXT_MAX) or "no reason recorded"
     if why := contradiction(c):
         status, reason = "unchecked", f"the stored result contradicts itself: {why}"
     if status == "unchecked":
@@ -187,13 +211,14 @@ def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
     p = Provenance()
     models: dict[str, str] = {}
     for r in records:
-        file = (r.model.path or "").rsplit("/", 1)[-1]
+        file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         sha = f", sha256 {r.model.sha256[:12]}" if len(r.model.sha256 or "") == 64 else ""
-        models.setdefault(r.model.name, f"{r.model.name} ({file or 'file not recorded'}{sha})")
+        name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
+        models.setdefault(r.model.name, f"{name} ({file or 'file not recorded'}{sha})")
     p.models = sorted(models.values())
     dates = sorted(d for r in records if (d := _date(r)))
     p.dates = (dates[0], dates[-1]) if dates else None
-    p.runs = sorted({r.run_id for r in records if r.run_id})
+    p.runs = sorted({t for r in records if (t := _text(r.run_id))})
     hosts: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for r in records:
         h = r.host or {}

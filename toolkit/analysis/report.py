@@ -35,8 +35,8 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
-from toolkit.core.text import html_text, md_text
-from toolkit.results import NO_RESULTS
+from toolkit.core.text import html_text, md_text, strip_controls
+from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
 
@@ -56,15 +56,30 @@ class Shown:
     read: int
     failed: int
     caveats: list[str]
+    failures: list[dict[str, Any]]
+    """Each failed record read: {image, digest, run_id, test, status, error} (the json report's `failed`)."""
 
     @classmethod
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
         chosen, sel = tables.select_with_accounting(records)
         facts = facts_of(chosen, opts)
-        failed = sum(r.status != "ok" for r in records)
+        failures = [
+            {
+                "image": r.image.name,
+                "digest": r.image.digest,
+                "run_id": r.run_id,
+                "test": r.test,
+                "status": r.status,
+                "error": r.error,
+            }
+            for r in records
+            if r.status != "ok"
+        ]
+        failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
         caveats = verdict_mod.smoke_caveats(records)
-        return cls(facts, tables.axis_tables(facts, opts), counts, len(records), failed, caveats)
+        tabled = tables.axis_tables(facts, opts)
+        return cls(facts, tabled, counts, len(records), len(failures), caveats, failures)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
@@ -117,6 +132,7 @@ def render(
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
                 "records": shown.accounting(refused),
+                "failed": shown.failures,
             }
         )
     said = verdict_mod.format_verdict(v, markdown=fmt == "github")  # the verdict in the format's words
@@ -520,7 +536,9 @@ def publish(
 
     The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
     default `<output stem>-plots/` beside an html report. `results_root`: where the records were
-    read, for the runs' telemetry traces (render).
+    read, for the runs' telemetry traces (render); below it no file or folder is written through a
+    link (toolkit.results.write_atomic: BadInput, exit 4, naming the link). The text, returned or
+    written, has every terminal control sequence stripped (strip_controls), whatever the format.
     """
     if output is not None and plots_dir is None and fmt == "html":
         plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
@@ -540,15 +558,12 @@ def publish(
             title=title,
             shown=shown,
         )
+    text = strip_controls(text)  # a file gets what stdout gets: no escape, in any format
     written: list[Path] = []
-    if output is not None:
-        output = Path(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_suffix(output.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate: \ud800
-        tmp.replace(output)
-        written.append(output)
-    if plots_dir is not None:
+    if plots_dir is not None:  # first: a link refused there leaves no page naming missing plots
         written += plots.write_pngs([], Path(plots_dir), results_root, drawn)
+    if output is not None:
+        write_atomic(Path(output), text.encode(), root=results_root)  # never through a link below the root
+        written.insert(0, Path(output))
     notes = (drawn.left_out + drawn.run_notes) if drawn else []
     return (None if output is not None else text), written, notes

@@ -11,8 +11,10 @@ and `% of compute bound` = implied / peak dense FP16 matrix FLOP/s. Attention FL
 (they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle.
 
 Active share of a mixture-of-experts model (only the routed experts are read per token), in order:
-  1. the GGUF file itself, when readable: non-expert tensors + expert tensors x expert_used/expert_count
-     (bytes and parameters counted per tensor: exact for the weights, ignoring the router's choice);
+  1. the GGUF file the record names, when its header is readable within toolkit/models/gguf_meta.py's
+     bounds (the header alone, never the weights): non-expert tensors + expert tensors x
+     expert_used/expert_count (bytes and parameters counted per tensor: exact for the weights,
+     ignoring the router's choice); a name or file that cannot be read so is "unknown" here;
   2. a small table of known model types (numbers from the model cards);
   3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
   4. a model type without an MoE marker counts as dense (share 1).
@@ -41,14 +43,13 @@ A multi-GPU run is never held against one card's peak. CPU runs and software Vul
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
+from toolkit.models import gguf_meta
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import readers
 
@@ -59,7 +60,9 @@ KNOWN_ACTIVE_SHARE: dict[str, float] = {
     "gpt-oss 20b": 3.6 / 21.0,  # gpt-oss-20b model card: 21B total, 3.6B active
     "gpt-oss 120b": 5.1 / 117.0,  # gpt-oss-120b model card: 117B total, 5.1B active
 }
-_NBA_RE = re.compile(r"(\d+(?:\.\d+)?)B\.A(\d+(?:\.\d+)?)B", re.IGNORECASE)
+# Bounded digit runs that cannot start inside a number: linear on a stored record's text (`(\d+...)` was
+# retried from every digit of a long run: quadratic).
+_NBA_RE = re.compile(r"(?<![\d.])(\d{1,6}(?:\.\d{1,6})?)B\.A(\d{1,6}(?:\.\d{1,6})?)B", re.IGNORECASE)
 _MOE_MARKERS = ("moe", "mixtral", "deepseek2", "gpt-oss", "a3b", "x7b", "x22b")
 
 
@@ -116,42 +119,26 @@ class Assessment:
     note: str = ""
 
 
-@functools.lru_cache(maxsize=32)
 def gguf_active_share(path: str) -> ActiveShare | None:
-    """Active share from a GGUF file's tensors: experts (`*_exps`) count at expert_used/expert_count."""
-    p = Path(path)
-    if not p.is_file():
+    """Active share from a GGUF file's tensors: experts (`*_exps`) count at expert_used/expert_count.
+    None where `path` is no readable GGUF header within gguf_meta's bounds (a record names the path:
+    the header alone is read, never the weights, never past MAX_HEADER_BYTES; cached per file state)."""
+    summary = gguf_meta.read_summary(path)
+    if summary is None:
         return None
-    try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(str(p))
-    except Exception:  # not a GGUF we can read: fall back to the tables
-        return None
-    arch = _field(reader, "general.architecture")
-    used, count = _field(reader, f"{arch}.expert_used_count"), _field(reader, f"{arch}.expert_count")
-    if not used or not count:
+    arch = summary.fields.get("general.architecture")
+    used, count = summary.fields.get(f"{arch}.expert_used_count"), summary.fields.get(f"{arch}.expert_count")
+    if not isinstance(used, int | float) or not isinstance(count, int | float) or not used or not count:
         return ActiveShare(1.0, 1.0, "gguf")
     ratio = float(used) / float(count)
     tot_b = act_b = tot_p = act_p = 0.0
-    for t in reader.tensors:
-        nbytes, nparams = float(t.n_bytes), float(t.n_elements)
-        scale = ratio if "_exps" in t.name else 1.0
-        tot_b, act_b = tot_b + nbytes, act_b + nbytes * scale
-        tot_p, act_p = tot_p + nparams, act_p + nparams * scale
+    for name, n_elements, n_bytes in summary.tensors:
+        scale = ratio if "_exps" in name else 1.0
+        tot_b, act_b = tot_b + n_bytes, act_b + n_bytes * scale
+        tot_p, act_p = tot_p + n_elements, act_p + n_elements * scale
     if not tot_b or not tot_p:
         return None
     return ActiveShare(act_b / tot_b, act_p / tot_p, "gguf")
-
-
-def _field(reader, key: str):
-    f = reader.fields.get(key)
-    if f is None or not f.data:
-        return None
-    v = f.parts[f.data[0]]
-    if getattr(v, "dtype", None) is not None and v.dtype.kind == "u" and v.dtype.itemsize == 1:
-        return bytes(v).decode(errors="replace")  # a string field
-    return v[0] if len(v) else None
 
 
 def active_share(r: BenchRecord) -> ActiveShare | None:
@@ -308,6 +295,17 @@ def _vllm_use(r: BenchRecord, names: list[str], specs: list[GpuSpec | None], sou
     return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
 
 
+_MAX_DEVICE_DIGITS = 4  # `ROCm0`...`Vulkan9999`: a longer number is no device index
+
+
+def _device_index(name: str) -> int:
+    """The index at the end of a `-dev` device name (`ROCm1` -> 1), -1 where it ends in no digit or
+    in more than _MAX_DEVICE_DIGITS (a stored record's text: counted without a pattern, linear)."""
+    d = name.strip()
+    digits = len(d) - len(d.rstrip("0123456789"))
+    return int(d[-digits:]) if 0 < digits <= _MAX_DEVICE_DIGITS else -1
+
+
 def gpu_use(r: BenchRecord) -> GpuUse:
     """How many GPUs the run of record `r` used and which products they are (see the module text)."""
     raw = r.raw or {}
@@ -320,12 +318,13 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     if r.runner.startswith("vllm"):
         return _vllm_use(r, names, specs, source)
     devs = str(raw.get("devices") or "auto").strip()
+    shown = devs if len(devs) <= 64 else devs[:63] + "…"  # a stored record's text, in a note
     if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
-        idx = [int(m.group(1)) if (m := re.search(r"(\d+)$", d.strip())) else -1 for d in devs.split("/")]
+        idx = [_device_index(d) for d in devs.split("/")]
         if any(i < 0 or i >= len(names) for i in idx):  # unknown: no count the yardstick could read
-            return GpuUse(None, note=f"llama-bench -dev {devs}: cannot tell which of {names} these are")
+            return GpuUse(None, note=f"llama-bench -dev {shown}: cannot tell which of {names} these are")
         names, specs = [names[i] for i in idx], [specs[i] for i in idx]
-        source += f" + -dev {devs}"
+        source += f" + -dev {shown}"
     split = str(raw.get("split_mode") or "layer").strip().lower()
     if split == "none" and len(names) > 1:  # `-sm none`: only main_gpu
         main = int(raw.get("main_gpu") or 0)

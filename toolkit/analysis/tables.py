@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -307,14 +308,16 @@ def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str
 
 def split_columns(records: list[BenchRecord], cols: dict[int, str]) -> tuple[dict[str, str], list[str]]:
     """Varying identifying columns split in two: those fixed per image column go into its header
-    (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns."""
+    (`cpu@ab12 (n_threads=1)`, so rows still line images up side by side), the rest stay row columns.
+    The model is always a row column: two models are two workloads, never one row whose best is
+    ranked across them (an H200's 30B beside a CPU's tiny model made one row with a bold "best")."""
     per_image: dict[str, list[str]] = {}
     rows = []
     for name in varying_columns(records):
         vals: dict[str, set] = {}
         for r in records:
             vals.setdefault(cols[id(r)], set()).add(id_value(r, name))
-        if all(len(v) == 1 for v in vals.values()) and len(vals) > 1:
+        if name != "model" and all(len(v) == 1 for v in vals.values()) and len(vals) > 1:
             for img, v in vals.items():
                 if (x := next(iter(v))) is not None:
                     per_image.setdefault(img, []).append(f"{name}={x}")
@@ -475,12 +478,20 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
     for row in t.rows:
         test, _, ub = row.test.rpartition(" ub")
         foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
-        groups.setdefault((test, tuple(row.ids.items())) if foldable else (row.test, id(row)), []).append(row)
+        same = frozenset(
+            (f.key.model, tuple(kv for kv in f.key.test if kv[0] != "n_ubatch")) for f in row.facts.values()
+        )
+        groups.setdefault(
+            (test, tuple(row.ids.items()), same) if foldable else (row.test, id(row)), []
+        ).append(row)
     if all(len(g) == 1 or not _agree(g) for g in groups.values()):
         return t, False
+    shared = Counter(k[:2] for k in groups if len(k) == 3)  # (test, ids) of more than one test: keep ub
     rows = []
-    for (test, _), group in groups.items():
-        if len(group) == 1 and not group[0].test.startswith(f"{test} ub") or not _agree(group):
+    for key, group in groups.items():
+        test = key[0]
+        lone = len(group) == 1 and (not group[0].test.startswith(f"{test} ub") or shared[key[:2]] > 1)
+        if lone or not _agree(group):
             rows.extend(group)
             continue
         merged = Row(test, dict(group[0].ids), group[0].order)
@@ -497,14 +508,14 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
 
 
 def _agree(group: list[Row]) -> bool:
-    """Every image column's records of these rows give the same tok/s within noise: each pair's
-    |a / b - 1| <= noise_band of their relative stddevs (unknown stddev or value: not agreeing)."""
+    """Every image column's records of these rows give the same tok/s within noise: each pair
+    _within noise_band of their relative stddevs (unknown stddev or value: not agreeing)."""
     for c in {c for row in group for c in row.facts}:
         fs = [row.facts[c] for row in group if c in row.facts]
         for a, b in itertools.combinations(fs, 2):
-            if a.value is None or b.value is None or a.rsd is None or b.rsd is None or b.value <= 0:
+            if a.value is None or b.value is None or a.rsd is None or b.rsd is None:
                 return False
-            if abs(a.value / b.value - 1) > noise_band(a.rsd, b.rsd):
+            if not _within(a.value, b.value, noise_band(a.rsd, b.rsd)):
                 return False
     return True
 
@@ -566,7 +577,14 @@ def _equal_within_noise(a: BenchRecord, b: BenchRecord, opts: ReportOptions) -> 
         return False
     if max(a.stddev_ts / va, b.stddev_ts / vb) > opts.noisy:
         return False
-    return abs(va / vb - 1) <= noise_band(a.stddev_ts / va, b.stddev_ts / vb)
+    return _within(va, vb, noise_band(a.stddev_ts / va, b.stddev_ts / vb))
+
+
+def _within(a: float, b: float, band: float) -> bool:
+    """The larger of two positive tok/s exceeds the smaller by at most `band` (a share): the same
+    answer whichever is named first (|a / b - 1| was not: 58.31 vs 12.92 apart, 12.92 vs 58.31 not)."""
+    lo, hi = sorted((a, b))
+    return lo > 0 and hi / lo - 1 <= band
 
 
 def tables(records: list[BenchRecord], opts: ReportOptions | None = None) -> list[Table]:

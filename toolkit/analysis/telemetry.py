@@ -143,8 +143,9 @@ def timestamped_lines(text: str) -> list[tuple[float, str]]:
     return out
 
 
-_LB_LINE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)$")
-_LB_FIRST_REP = re.compile(r"^(prompt|gen\w*) run 1/(\d+)")
+# Counts of at most 9 digits: int() of a longer run of a log's digits is refused (over 4300) or absurd.
+_LB_LINE = re.compile(r"llama-bench: benchmark (\d{1,9})/(\d{1,9}): (.*)$")
+_LB_FIRST_REP = re.compile(r"^(prompt|gen\w*) run 1/(\d{1,9})(?!\d)")
 
 
 def llama_bench_windows(

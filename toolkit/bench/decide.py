@@ -162,7 +162,7 @@ def _decide_image(
     if missing:  # dry run on a host without the device: show the command for one R9700
         out += image(
             "note",
-            f"cannot run on this host ({missing}); the command below uses an example R9700 device profile",
+            f"{missing}; the command below uses an example R9700 device profile",
         )
         profile = devices.DeviceProfile.example(spec.backend)
     else:

@@ -42,7 +42,11 @@ from toolkit.results import make_folders
 @json_option
 @results_option
 @click.option("--model", "-m", "models", multiple=True, metavar="NAME", help="Only this model (repeatable).")
-@click.option("--dry-run", is_flag=True, help="Print the exact `docker run` commands; run nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the exact `docker run` (on Podman `podman run`) commands; run nothing.",
+)
 @click.option("--strict", is_flag=True, help="An image that cannot run on this host is an error, not a skip.")
 @click.option(
     "--allow-software-gpu",
@@ -471,7 +475,7 @@ def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None
         return
     res = importer.import_files(ResultStore(root), [out_path], label=label)
     for s in res.sets:
-        _err(f"measure: {s.name}: imported {s.records} results as {s.digest}")
+        _err(f"measure: {s.name}: imported {s.records} result{'' if s.records == 1 else 's'} as {s.digest}")
 
 
 @click.command("fetch-model", epilog=EPILOG)

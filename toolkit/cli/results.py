@@ -214,11 +214,12 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
         return root
     from toolkit.core.errors import BadInput
 
-    where = (
-        ""
-        if results_dir
-        else f" (beside {matrix_path}, which {'is' if Path(matrix_path).is_file() else 'is not'} here)"
-    )
+    if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
+        raise BadInput(
+            f"no results yet: {root} does not exist (nothing was measured or imported in this project); "
+            "run `toolkit bench` (or `toolkit import FILE --label NAME`), or pass --results DIR"
+        )
+    where = "" if results_dir else f" (beside {matrix_path}, which is not here)"
     raise BadInput(f"no results folder at {root}{where}: run from the project folder or pass --results DIR")
 
 
@@ -411,7 +412,7 @@ def import_(
 
     Only these two tools' formats are read: another tool's file (GuideLLM, an HTTP benchmark's table
     with test and t/s columns) is refused with what it looks like, never guessed at. To compare with
-    another results folder, import its files here first (`toolkit import` of its bench.jsonl files).
+    another results folder, no import is needed: `toolkit compare A B --against DIR`.
     """
     from toolkit.results import importer
     from toolkit.results.records import ResultStore
@@ -439,7 +440,9 @@ def _print_import(res, label: str) -> None:
         click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")
     for s in res.sets:
         where = ", ".join(f"{k}={v}" for k, v in s.system.items())
-        state = "already imported" if s.already else f"imported {s.records} results"
+        state = (
+            "already imported" if s.already else f"imported {s.records} result{'' if s.records == 1 else 's'}"
+        )
         click.echo(
             f"{s.name}: {state} as {s.digest}"
             + (f" ({where})" if where and len(res.sets) > 1 else "")

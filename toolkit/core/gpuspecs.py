@@ -244,6 +244,7 @@ NAMED_ONLY: dict[tuple[str, str, str], str] = {
 # Names that say "some GPU of this vendor", not which: an identity must come from the PCI ids.
 GENERIC_NAMES = frozenset({"", "radeon graphics", "unknown", "amd unknown", "graphics", "gpu"})
 
+_MAX_NAME = 256  # a longer GPU name is no product's: normalize_name does not strip it (quadratic)
 _PAREN_TAIL = re.compile(r"\s*\([^()]*\)\s*$")
 _VENDOR_PREFIX = re.compile(r"^(?:amd|ati|nvidia|nvidia corporation)\s+")
 
@@ -251,6 +252,8 @@ _VENDOR_PREFIX = re.compile(r"^(?:amd|ati|nvidia|nvidia corporation)\s+")
 def normalize_name(name: str) -> str:
     """Lower case, trademark signs and a trailing driver note dropped, vendor prefix dropped:
     `AMD Radeon(TM) AI PRO R9700 (RADV GFX1201)` -> `radeon ai pro r9700`."""
+    if len(name) > _MAX_NAME:  # no product's name: only lower-cased (linear, whatever a record holds)
+        return " ".join(name.lower().split())
     s = name.replace("™", "").replace("®", "").replace("(TM)", "").replace("(tm)", "").replace("(R)", "")
     while _PAREN_TAIL.search(s):
         s = _PAREN_TAIL.sub("", s)

@@ -173,7 +173,9 @@ def text_depth(data: str | bytes, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-_TOKEN_STR = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# A string runs to its closing quote or, unterminated, to the end of the text (possessive: never
+# re-tried from a later quote inside it, which was quadratic), like readers._NONFINITE_RE.
+_TOKEN_STR = re.compile(r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)|[\[\]{}]', re.DOTALL)
 
 
 def value_end(text: str, pos: int) -> int | None:

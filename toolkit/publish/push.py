@@ -29,8 +29,9 @@ from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
+from toolkit.core.text import strip_controls
 from toolkit.engine import api as engine
-from toolkit.results import make_folders, open_regular
+from toolkit.results import make_folders, open_regular, write_atomic
 from toolkit.results.records import (
     BenchRecord,
     BuildRecord,
@@ -565,8 +566,8 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
     for src, rel in copies:
         _copy_regular(src, out / rel, out)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
-    with os.fdopen(open_regular(out / "README.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
-        fh.write(run_readme(run, run_records(store, run_id)))
+    readme = strip_controls(run_readme(run, run_records(store, run_id)))  # host strings: no escapes
+    write_atomic(out / "README.md", readme.encode(), root=out)
     return run
 
 

@@ -107,6 +107,28 @@ def make_folders(folder: Path, *, root: Path | None = None, chmod: int | None = 
     os.close(below(Path(folder), root or store_root(Path(folder)), make=True, chmod=chmod))
 
 
+def write_atomic(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Write `data` to `path` whole or not at all: `<path>.tmp` written, then renamed over `path`
+    inside the folder's descriptor. Neither the folders below the results root (`root`, else
+    store_root: made as make_folders makes them) nor the temp file are followed when a link: BadInput
+    (exit 4) naming it (open_regular), so results/report.html.tmp or results/report-plots linked
+    elsewhere is never written through. A path outside `root` has only its own folder opened, that
+    folder's links followed (a user's `-o`). Other OSError raised as is, naming the path."""
+    path = Path(path)
+    top = root or store_root(path)
+    make_folders(path.parent, root=top)
+    tmp = path.with_name(path.name + ".tmp")
+    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=top), "wb") as fh:
+        fh.write(data)
+    folder = below(path.parent, top)
+    try:
+        os.replace(tmp.name, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(folder)
+
+
 def store_root(path: Path) -> Path | None:
     """The results root `path` (a file or folder the toolkit writes) lies under, read from the store's
     layout (toolkit.results.records): the folder above its nearest digest folder (12 hex digits,

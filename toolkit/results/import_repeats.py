@@ -263,7 +263,7 @@ def fingerprints_again(fps: array.array) -> dict[int, int]:
     return dict(zip(order[again].tolist(), order[first[again]].tolist(), strict=True))
 
 
-_LINE = re.compile(rb'"imported":\{"file":"(?:[^"\\]|\\.)*","line":(\d+)')
+_LINE = re.compile(rb'"imported":\{"file":"(?:[^"\\]|\\.)*","line":(\d{1,18})[,}]')
 
 
 def line_number_of(body: bytes) -> str:

@@ -642,12 +642,12 @@ class ResultIndex:
         return kfirst, used
 
     def _kept(self) -> list[tuple]:
-        """The rows of temp.f a RecordSelection holds: the ok rows of the runs in temp.best, the failed
-        rows with a value, and the first row of each facet not among those."""
+        """The rows of temp.f a RecordSelection holds: the ok rows of the runs in temp.best, every failed
+        row (the report lists them with their errors), and the first row of each facet not among those."""
         c = self.conn
         keep = c.execute(
             "SELECT * FROM temp.f WHERE (status = 'ok' AND (key, run) IN (SELECT key, run FROM "
-            "temp.best)) OR (status != 'ok' AND has_value)"
+            "temp.best)) OR status != 'ok'"
         ).fetchall()
         seen = {r[R_FACET] for r in keep}
         firsts = [

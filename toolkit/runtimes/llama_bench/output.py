@@ -13,7 +13,7 @@ from typing import Any
 
 from toolkit.core import backends
 
-PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.*)")
+PROGRESS_RE = re.compile(r"llama-bench: benchmark (\d{1,9})/(\d{1,9}): (.*)")  # int()-safe counts
 
 
 def progress_of(line: str) -> tuple[int, int, str] | None:

@@ -93,7 +93,8 @@ def _num(v: str | None) -> Any:
 _NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
 
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
+# Linear: the fraction needs its dot, so its digits never overlap the integer part's (`\d+\.?\d*`: quadratic).
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
 
 
 def typed(name: str, text: str | None) -> Any:
@@ -463,6 +464,7 @@ _MD_TS = re.compile(
 )
 
 
+_MAX_INT_DIGITS = 40  # more digits than any 64-bit count (20) has: not converted, refused as out of range
 _MD_BUILD = re.compile(r"^\s*build:\s*(?P<commit>[0-9A-Za-z]+)\s*\((?P<number>\d+)\)")
 # the device lines llama.cpp's HIP/CUDA backend prints before a run (ggml_cuda_init), often pasted
 # with the table: "  Device 0: AMD Radeon AI PRO R9700, gfx1201 (0x1201), VMM: no, Wave Size: 32"
@@ -561,7 +563,14 @@ def _md_build(row: SourceRow, build: re.Match | None) -> None:
     if build is None:
         row.notes.append("no build commit")
         return
-    said = {"build_commit": build.group("commit"), "build_number": int(build.group("number"))}
+    number = build.group("number")
+    if len(number) > _MAX_INT_DIGITS:  # int() refuses over 4300 digits: the range check's words, unread
+        row.problem = (
+            row.problem
+            or f"the build line's number has {len(number)} digits: out of range (a 64-bit integer)"
+        )
+        number = number[:_MAX_INT_DIGITS]
+    said = {"build_commit": build.group("commit"), "build_number": int(number)}
     for k, v in said.items():
         if str(row.fields.get(k, v)) != str(v) and row.problem is None:
             row.problem = f"column {k} {str(row.fields[k])[:40]!r} contradicts the build line's {v!r}"

@@ -370,7 +370,7 @@ _ATTN = (
         r"Using (" + "|".join(map(re.escape, ATTENTION_DISPLAY_NAMES)) + r") backend\."
     ),  # 0.16.0 ROCm
     re.compile(r"Using (?:AttentionBackendEnum\.)?(\w+) attention backend"),
-    re.compile(r"Using ([\w ]+? [Aa]ttention) backend"),
+    re.compile(r"Using ([\w ]{1,80}? [Aa]ttention) backend"),
     re.compile(r"KV cache layout for (\w+) backend"),
     re.compile(r"Using (?:AttentionBackendEnum\.)?(\w*(?:ATTN|ATTENTION|SDPA|FLASHINFER|MLA)\w*) backend"),
 )
@@ -395,9 +395,9 @@ def log_notes(text: str) -> dict[str, Any]:
         line = _LOG_PREFIX.sub("", raw_line.strip(), count=1)
         if "Using default MoE config" in line:
             notes["moe_default_config"] = notes["moe_default_config"] or line[:400]
-        elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)", line):
+        elif m := re.search(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,18})\b", line):
             notes["chunked_prefill_max_num_batched_tokens"] = int(m.group(1))
-        elif m := re.search(r"Using (.+?) MoE backend", line):
+        elif m := re.search(r"Using (.{1,200}?) MoE backend", line):
             notes["moe_backend"] = notes["moe_backend"] or m.group(1)
         elif (
             notes["attention_backend"] is None
@@ -409,11 +409,13 @@ def log_notes(text: str) -> dict[str, Any]:
             notes["platform"] = m.group(1)
         elif "Unspecified platform detected, switching to CPU" in line:
             notes["platform"] = notes["platform"] or "cpu (unspecified)"
-        elif m := re.search(r"KV cache size: ([\d,]+) tokens", line):
+        elif m := re.search(r"KV cache size: ([\d,]{1,32}) tokens", line):
             notes["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
         if m := re.search(r"\bdevice_config=(\w+)", line):
             notes["device"] = m.group(1)
-        if m := re.search(r"with config: .*?\bquantization=([\w.-]+)", line):  # the engine's config line
+        if (at := line.find("with config: ")) >= 0 and (
+            m := re.search(r"\bquantization=([\w.-]+)", line[at:])
+        ):  # the engine's config line
             notes["quantization"] = None if m.group(1) == "None" else m.group(1)
     return notes
 

@@ -1,0 +1,160 @@
+"""Bounded reads of a local GGUF file's header: the scalar metadata and the tensor-info table, for a
+file whose path a record names (a report's roofline: toolkit/analysis/roofline.py).
+
+A record is someone else's text: the file it names may be a 30 GB model, a hostile GGUF declaring a
+10^7-item array, a FIFO, a directory or a 20 KB name. gguf's GGUFReader builds a numpy object per
+array item and per tensor (a 10 MB file declaring 10^7 uint8 items took 208 s and 7.1 GB), so it is
+not used here. `read_summary` walks the header itself (GGUF v2/v3, little-endian, the layout of
+github.com/ggml-org/ggml docs/gguf.md, the same walk as toolkit/models/twin.py `_tensor_table_end`)
+through a read-only mmap, touching only the header's pages, and gives up (None: "unknown") where
+the header is longer than MAX_HEADER_BYTES, walks more than MAX_ITEMS array items one by one
+(strings), declares more than MAX_TENSORS tensors or a tensor type gguf does not know, or the path
+is not a readable regular file. Answers are cached per file state (path, size, mtime, inode), so a
+report reads each file once and a file replaced in place is read again.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import stat
+import struct
+from dataclasses import dataclass
+
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: a longer name is no file
+MAX_HEADER_BYTES = 256 << 20  # the same bound as toolkit/models/twin.py (Qwen3-30B-A3B's header: ~6 MB)
+MAX_ITEMS = 2_000_000  # array items walked one at a time (a 262k-token vocabulary + merges: < 1 M)
+MAX_TENSORS = 100_000  # a real model has a few thousand
+MAX_STRING_VALUE = 256  # metadata strings kept (longer ones: the tokenizer's; skipped, not kept)
+
+# GGUF value types (gguf.GGUFValueType): struct format of each scalar; 8 = string, 9 = array.
+_SCALAR = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+_STRING, _ARRAY = 8, 9
+_MAX_DIMS = 4  # GGML_MAX_DIMS (ggml/include/ggml.h)
+
+
+@dataclass(frozen=True)
+class GgufSummary:
+    """A GGUF header as read: `fields` {key: value} of its scalar and short string metadata (arrays
+    and strings over MAX_STRING_VALUE bytes left out); `tensors` (name, elements, data bytes) per
+    tensor in file order (bytes = elements / block size x block bytes: gguf.GGML_QUANT_SIZES)."""
+
+    fields: dict[str, int | float | bool | str]
+    tensors: tuple[tuple[str, int, int], ...]
+
+
+def read_summary(path: str) -> GgufSummary | None:
+    """The GgufSummary of the regular file at `path`, or None when it is no readable GGUF within the
+    module's bounds (never raises for what the file or the name holds)."""
+    if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\0" in path:
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size < 24:
+        return None
+    return _summary(path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=64)
+def _summary(path: str, size: int, mtime_ns: int, ino: int) -> GgufSummary | None:
+    """read_summary of one file state (the arguments after `path` are the cache key's file state)."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return _walk(buf)
+    except (OSError, ValueError, OverflowError, struct.error, UnicodeDecodeError):
+        return None
+
+
+class _Walk:
+    """A cursor over a header in `buf` that refuses to pass MAX_HEADER_BYTES or MAX_ITEMS."""
+
+    def __init__(self, buf: mmap.mmap) -> None:
+        self.buf, self.pos, self.items = buf, 24, 0
+        self.end = min(len(buf), MAX_HEADER_BYTES)
+
+    def take(self, fmt: str) -> int | float | bool:
+        n = struct.calcsize(fmt)
+        if self.pos + n > self.end:
+            raise ValueError("past the header's bound")
+        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return v
+
+    def string(self, keep: bool) -> str | None:
+        n = int(self.take("<Q"))
+        start, self.pos = self.pos, self.pos + n
+        if self.pos > self.end:
+            raise ValueError("a string runs past the header's bound")
+        return (
+            self.buf[start : self.pos].decode("utf-8", "replace") if keep and n <= MAX_STRING_VALUE else None
+        )
+
+    def value(self, vtype: int, keep: bool) -> int | float | bool | str | None:
+        if vtype in _SCALAR:
+            return self.take(_SCALAR[vtype])
+        if vtype == _STRING:
+            return self.string(keep)
+        if vtype != _ARRAY:
+            raise ValueError(f"unknown GGUF value type {vtype}")
+        itype, count = int(self.take("<I")), int(self.take("<Q"))
+        if itype in _SCALAR:  # fixed-size items: skipped at once
+            self.pos += count * struct.calcsize(_SCALAR[itype])
+            if self.pos > self.end:
+                raise ValueError("an array runs past the header's bound")
+            return None
+        self.items += count
+        if self.items > MAX_ITEMS:
+            raise ValueError("more array items than a model's header holds")
+        for _ in range(count):
+            self.value(itype, False)
+        return None
+
+
+def _walk(buf: mmap.mmap) -> GgufSummary | None:
+    """The GgufSummary of the GGUF in `buf`; None for no GGUF v2/v3 little-endian header; ValueError,
+    struct.error where the header breaks a bound or runs past the file."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    if buf[:4] != b"GGUF" or struct.unpack_from("<I", buf, 4)[0] not in (2, 3):
+        return None
+    n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
+    if n_tensors > MAX_TENSORS or n_kv > MAX_ITEMS:
+        return None
+    w = _Walk(buf)
+    fields: dict[str, int | float | bool | str] = {}
+    for _ in range(n_kv):
+        key = w.string(True)
+        v = w.value(int(w.take("<I")), True)
+        if key is not None and v is not None:
+            fields[key] = v
+    tensors = []
+    for _ in range(n_tensors):
+        name = w.string(True) or ""
+        n_dims = int(w.take("<I"))
+        if n_dims > _MAX_DIMS:
+            return None
+        dims = [int(w.take("<Q")) for _ in range(n_dims)]
+        qtype, _offset = int(w.take("<I")), w.take("<Q")
+        if qtype not in GGMLQuantizationType._value2member_map_:
+            return None
+        block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
+        elements = 1
+        for d in dims:
+            elements *= d
+        tensors.append((name, elements, elements // block * nbytes))
+    return GgufSummary(fields, tuple(tensors))
