@@ -294,3 +294,12 @@ def test_report_in_a_project_not_yet_benched_says_to_bench_not_to_move(tmp_path,
         and "toolkit bench" in said
     )
     assert "run from the project folder" not in said and not (tmp_path / "results").exists()
+
+
+def test_the_reports_host_line_names_the_engine_that_ran():
+    """Newcomer (Podman host): the host line said "engine 5.4.2"; only the column legend said Podman."""
+    for engine, word in (("podman", "Podman 5.4.2"), ("docker", "Docker 5.4.2")):
+        r = make_record(
+            "cpu", "cpu", p=512, avg=100.0, host={"docker": {"engine": engine, "server_version": "5.4.2"}}
+        )
+        assert word in report.render([r], "github")

@@ -108,8 +108,10 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
     gpu = ", ".join(sorted({t for g in gpus if (t := _text(g, 2 * TEXT_MAX))}))
     if gpu:
         parts.append(f"GPU {gpu}")
-    if engine := _text(_dict(h.get("docker")).get("server_version")):
-        parts.append(f"engine {engine}")
+    docker = _dict(h.get("docker"))
+    if engine := _text(docker.get("server_version")):  # which engine, where recorded (doctor's words)
+        name = {"podman": "Podman", "docker": "Docker"}.get(str(docker.get("engine")), "engine")
+        parts.append(f"{name} {engine}")
     return "; ".join(parts) or "not recorded"
 
 
