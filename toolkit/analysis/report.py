@@ -54,10 +54,13 @@ class Shown:
     tables: list[Table]
     counts: str
     read: int
-    failed: int
     caveats: list[str]
     failures: list[dict[str, Any]]
     """Each failed record read: {image, digest, run_id, test, status, error} (the json report's `failed`)."""
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
 
     @classmethod
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
@@ -78,8 +81,7 @@ class Shown:
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
         caveats = verdict_mod.smoke_caveats(records)
-        tabled = tables.axis_tables(facts, opts)
-        return cls(facts, tabled, counts, len(records), len(failures), caveats, failures)
+        return cls(facts, tables.axis_tables(facts, opts), counts, len(records), caveats, failures)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
