@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.project import DATA, ROOT
+from tests.support.records import CANARY_CONTROL as CONTROL
+from tests.support.records import canary_row as _canary
 from tests.support.records import make_record
 from tests.support.runs import tk
 from toolkit.analysis import provenance, report
@@ -77,22 +79,6 @@ def test_real_md_tables_still_import(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ 2. a stored canary that contradicts itself
-
-CONTROL = {"image": "cpu", "digest": "sha256:" + "63707500" * 8, "run_id": "run-1", "ppl": 535.8769}
-
-
-def _canary(**kw: Any) -> dict[str, Any]:
-    good = {
-        "image": "vulkan",
-        "digest": "sha256:" + "76" * 32,
-        "status": "ok",
-        "reason": "",
-        "ppl": 535.9028,
-        "control": CONTROL,
-        "ln_ratio": math.log(535.9028 / 535.8769),
-        "bound_ln": canary.BOUND_LN,
-    }
-    return {**good, **kw}
 
 
 BAD_CANARIES = [

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.project import DATA
+from tests.support.project import DATA, precious_file
 from tests.support.runs import tk
 from toolkit.analysis import plots, report
 from toolkit.core.errors import BadInput
@@ -52,13 +52,6 @@ def results(imported: Path, tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-def _precious(tmp_path: Path) -> Path:
-    p = tmp_path / "x" / "precious.txt"
-    p.parent.mkdir()
-    p.write_text("precious\n")
-    return p
-
-
 def _elsewhere(tmp_path: Path) -> Path:
     where = tmp_path / "elsewhere"
     where.mkdir()
@@ -68,7 +61,7 @@ def _elsewhere(tmp_path: Path) -> Path:
 def test_the_html_page_is_never_written_through_a_linked_temp_file(results: Path, tmp_path: Path) -> None:
     """results/report.html.tmp -> a file elsewhere: the page overwrote that file and results/report.html
     became a link to it (exit 0). Now exit 4 naming the link; the file and report.html untouched."""
-    precious = _precious(tmp_path)
+    precious = precious_file(tmp_path)
     os.symlink(precious, results / "report.html.tmp")
     r = tk(tmp_path, "report", "--results", "results", "--format", "html")
     assert r.returncode == 4, r.stdout + r.stderr
@@ -91,7 +84,7 @@ def test_the_plots_are_never_written_into_a_linked_plots_folder(results: Path, t
 
 def test_a_png_is_never_written_through_a_linked_temp_file(results: Path, tmp_path: Path) -> None:
     """results/report-plots/decode.png.tmp -> a file elsewhere: the PNG overwrote it."""
-    precious = _precious(tmp_path)
+    precious = precious_file(tmp_path)
     (results / "report-plots").mkdir()
     os.symlink(precious, results / "report-plots" / "decode.png.tmp")
     r = tk(tmp_path, "report", "--results", "results", "--format", "html")
@@ -118,7 +111,7 @@ def test_a_users_output_outside_the_root_follows_its_folders_links(results: Path
     r = tk(tmp_path, "report", "--results", "results", "--format", "html", "-o", "disk/page.html")
     assert r.returncode == 0, r.stdout + r.stderr
     assert (disk / "page.html").is_file() and list((disk / "page-plots").glob("*.png"))
-    os.symlink(_precious(tmp_path), disk / "linked.csv")
+    os.symlink(precious_file(tmp_path), disk / "linked.csv")
     r = tk(tmp_path, "report", "--results", "results", "--format", "csv", "-o", "disk/linked.csv")
     assert r.returncode == 4, r.stdout + r.stderr
 
@@ -139,7 +132,7 @@ def test_write_atomic_refuses_links_below_the_root_and_follows_the_users(tmp_pat
     a folder outside `root` is opened as the user named it."""
     root = tmp_path / "results"
     root.mkdir()
-    precious = _precious(tmp_path)
+    precious = precious_file(tmp_path)
     os.symlink(precious, root / "page.txt.tmp")
     with pytest.raises(BadInput, match=r"page\.txt\.tmp is a symbolic link"):
         write_atomic(root / "page.txt", b"page", root=root)

@@ -213,7 +213,10 @@ def _canary(status: str = "ok", **kw) -> dict:
     ("canary", "said"),
     [
         (_canary(), "canary PPL 535.903 (cpu control 535.877, within 0.0048 %)"),
-        ({**_canary(), "image": "cpu", "digest": CONTROL["digest"]}, "canary PPL 535.903 (the CPU control)"),
+        (  # its own control: its own PPL, no ratio (round 12: a control PPL not its own is unchecked)
+            {**_canary(), "image": "cpu", "digest": CONTROL["digest"], "ppl": 535.8769, "ln_ratio": None},
+            "canary PPL 535.877 (the CPU control)",
+        ),
         (
             _canary(control=None, ln_ratio=None),
             "canary PPL 535.903 (no CPU control: only checked to be finite)",

@@ -227,7 +227,14 @@ def test_stored_control_is_the_newest_comparable_cpu_result(tmp_path):
     cpu = canary.run_canary(ctx, {})
     assert cpu is not None
     canary.save(ctx.store, cpu)
-    newer = canary.CanaryResult(**{**cpu.__dict__, "ppl": 540.0, "created": "2999-01-01T00:00:00+00:00"})
+    newer = canary.CanaryResult(
+        **{
+            **cpu.__dict__,
+            "ppl": 540.0,
+            "control": {**(cpu.control or {}), "ppl": 540.0},
+            "created": "2999-01-01T00:00:00+00:00",
+        }
+    )
     canary.save(ctx.store, newer)
     other_text = canary.CanaryResult(**{**newer.__dict__, "text_sha256": "0" * 64, "created": "3000-01-01"})
     canary.save(ctx.store, other_text)

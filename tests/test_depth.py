@@ -24,10 +24,11 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import info as hostinfo
 from toolkit.host.devices import DeviceProfile
+from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.models.tiny import ensure_model_file
 from toolkit.results import identity
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import WIDE_DEPTHS, KvShape, depth_axes, fit_depths, gguf_kv_shape, load_matrix
+from toolkit.spec.matrix import WIDE_DEPTHS, KvShape, depth_axes, fit_depths, load_matrix
 
 REF = 0  # models[0]: the reference model qwen3-30b-a3b-q4kxl
 
@@ -482,7 +483,7 @@ def test_the_depth_fill_integrates_the_measured_prefill_curve():
 
 def test_the_kv_shape_is_read_once_per_state_of_the_model_file(tmp_path, monkeypatch):
     """A bench looks at its depth plan four times (plan line, cases, notes, run): the GGUF header
-    (gguf + numpy imports, every tensor's info parsed) is read once per state of the file, cached in
+    (every tensor's info walked, toolkit.models.gguf_meta) is read once per state of the file, cached in
     .toolkit/ beside its sha256; a changed file is read again, a hand-edited entry is not trusted."""
     ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
     path = llama_depth.model_file_here(ctx.lm, ctx.model)

@@ -323,6 +323,7 @@ def test_a_vllm_latency_that_gives_zero_tokens_per_second_is_refused_naming_the_
     data = json.loads((DATA / "vllm-0.16.0-latency.json").read_text())
     data["avg_latency"] = 1.2e22
     data["latencies"] = [1.2e22] * 3
+    data["percentiles"] = {k: 1.2e22 for k in data["percentiles"]}  # of those latencies (round 12)
     f = tmp_path / "lat-512-1.json"
     f.write_text(json.dumps(data))
     p = _import(tmp_path, f)

@@ -107,7 +107,7 @@ def test_throughput_result(tmp_path: Path) -> None:
         "requests_per_second": 5.0,
         "tokens_per_second": 960.0,
     }
-    bad = {**ok, "total_num_tokens": 1290}
+    bad = {**ok, "total_num_tokens": 1290, "tokens_per_second": 645.0}
     store, res = imp(
         tmp_path, put(tmp_path, ok, "throughput-128-64.json"), put(tmp_path, bad, "throughput-128-65.json")
     )

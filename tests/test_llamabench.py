@@ -35,6 +35,20 @@ def test_parse_jsonl_skips_non_json_lines():
     assert n[0]["avg_ts"] == pytest.approx(7263.609157)
 
 
+def test_parse_jsonl_keeps_a_row_with_bare_nan_and_drops_a_cut_off_one():
+    text = '{"n_prompt": 512, "stddev_ts": -nan}\n{"n_prompt": 51\n  {"n_gen": 128}\n'
+    rows = readers.parse_jsonl(text)
+    assert len(rows) == 2 and rows[0]["stddev_ts"] != rows[0]["stddev_ts"] and rows[1] == {"n_gen": 128}
+
+
+def test_row_tokens_reads_the_counts_as_the_validity_pass_does():
+    assert check.row_tokens({"n_prompt": 512, "n_gen": "128"}) == 640
+    assert check.row_tokens({"n_gen": 32}) == 32  # an absent count is 0 here (the window's tokens)
+    assert check.row_tokens({"n_prompt": -1, "n_gen": 32}) is None
+    assert check.row_tokens({"n_prompt": True, "n_gen": 32}) is None
+    assert check.row_tokens({"n_prompt": 10**8, "n_gen": 0}) is None
+
+
 def _json_rows(text: str) -> list[dict]:
     return [r.fields for r in readers.read_json_array(text)]
 

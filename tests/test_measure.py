@@ -115,13 +115,16 @@ def test_a_full_disk_loses_no_run_silently_it_names_the_file_the_rows_kept_and_l
     """Reproducer (issue 32 item 9): the disk filled while rows were written; the message was
     `(unknown path): No space left on device`, saying nothing of the rows. /dev/full gives the real
     ENOSPC on every write. `measure -o` refuses a symlink (test_measure_refuses_an_output_that_is_not_its_own),
-    and a full disk cannot be made here without root: this one run skips that check (mocked) so that
-    the writes meet the real ENOSPC of /dev/full."""
+    and a full disk cannot be made here without root: this one run skips that check and the row file's
+    link-refusing open (both mocked) so that the writes meet the real ENOSPC of /dev/full."""
     prog = stand_in(tmp_path)
     out = tmp_path / "m.jsonl"
     out.symlink_to("/dev/full")
     out.with_suffix(".trace.jsonl").symlink_to("/dev/full")
-    unchecked = "import toolkit.cli.bench as b; b.output_file = lambda p, **k: p; from toolkit.cli.main import main; main()"
+    unchecked = (
+        "import os, toolkit.cli.bench as b; b.output_file = lambda p, **k: p; "
+        "b.open_regular = lambda p, f, root=None: os.open(p, f); from toolkit.cli.main import main; main()"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", unchecked, "measure", "--out", str(out), "--gpu", "none", "--", str(prog)],
         capture_output=True,

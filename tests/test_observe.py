@@ -47,7 +47,7 @@ def test_a_test_window_runs_from_its_first_measured_repetition_to_its_row(tmp_pa
     t0 = time.time()
     obs.line("llama-bench: benchmark 1/1: prompt run 1/2", t0)
     time.sleep(0.5)
-    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]})
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]}, 512)
     obs.finish()
     t = seen["telemetry"]
     assert t["window_from"] == "progress" and abs(t["t0"] - t0) < 1e-6 and t["tokens"] == 1024
@@ -68,9 +68,9 @@ def test_the_next_tests_start_read_before_this_row_still_starts_the_next_window(
     t2 = time.time()
     obs.line("llama-bench: benchmark 2/2: generation run 1/3", t2)  # read before row 1 ...
     time.sleep(0.05)  # ... which is handled a little later
-    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"]
+    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]}, 256)["telemetry"]
     time.sleep(0.2)
-    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2, 3]})["telemetry"]
+    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2, 3]}, 32)["telemetry"]
     obs.finish()
     assert (first["window_from"], first["t0"], first["tokens"]) == ("progress", t1, 512)
     assert (second["window_from"], second["t0"], second["tokens"]) == ("progress", t2, 96)
@@ -80,8 +80,8 @@ def test_a_row_without_its_progress_line_starts_at_the_previous_row(tmp_path):
     obs = RunObserver(tmp_path / "trace.jsonl", [], baseline_s=0.1)
     obs.start()
     obs.line("llama-bench: benchmark 1/2: prompt run 1/2")
-    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"]
-    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2]})["telemetry"]
+    first = obs.test({"n_prompt": 256, "n_gen": 0, "samples_ns": [1, 2]}, 256)["telemetry"]
+    second = obs.test({"n_prompt": 0, "n_gen": 32, "samples_ns": [1, 2]}, 32)["telemetry"]
     obs.finish()
     assert first["window_from"] == "progress"
     assert second["window_from"] == "previous-row" and second["t0"] == first["t1"] and second["tokens"] == 64
@@ -117,7 +117,7 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
     time.sleep(0.55)  # off the counter's once-a-second reads
     obs.line("llama-bench: benchmark 1/1: prompt run 1/2")
     time.sleep(0.4)
-    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [200_000_000, 200_000_000]})
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [200_000_000, 200_000_000]}, 512)
     obs.finish()
     (gpu,) = seen["telemetry"]["gpus"].values()
     duration = seen["telemetry"]["duration_s"]
@@ -154,7 +154,7 @@ def test_a_row_without_its_test_edges_gets_no_energy(tmp_path):
     obs = _observer(tmp_path, host)
     obs.start()
     time.sleep(0.3)
-    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]})
+    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [1, 2]}, 512)
     obs.finish()
     t = seen["telemetry"]
     assert t["window_from"] == "previous-row" and t["energy_j"] is None and t["tok_per_j"] is None
@@ -177,7 +177,7 @@ def test_process_repeats_under_one_measure_keep_their_test_edges(tmp_path):
             obs.line(f"llama-bench: benchmark {k}/2: prompt run 1/2", starts[-1])
             time.sleep(0.02)
             seen.append(
-                (obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})["telemetry"], starts[-1])
+                (obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]}, 64)["telemetry"], starts[-1])
             )
     obs.finish()
     assert [(t["window_from"], t["t0"]) for t, _ in seen] == [("progress", t0) for _, t0 in seen]
@@ -204,11 +204,11 @@ def test_the_measured_commands_own_children_are_not_another_tenant(tmp_path):
         host.add_kfd_proc(child, vram=1 << 30, queue_gpu=host.gpu_id)
         obs.line("llama-bench: benchmark 1/2: prompt run 1/2")
         time.sleep(0.3)
-        alone = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})
+        alone = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]}, 64)
         host.add_kfd_proc(stranger.pid, vram=1 << 30, queue_gpu=host.gpu_id)
         obs.line("llama-bench: benchmark 2/2: prompt run 1/2")
         time.sleep(0.3)
-        shared = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]})
+        shared = obs.test({"n_prompt": 64, "n_gen": 0, "samples_ns": [1, 2]}, 64)
         obs.finish()
     finally:
         for p in (wrapper, stranger):
@@ -235,7 +235,7 @@ def test_a_window_holding_untimed_work_gets_no_energy(tmp_path):
     for k, timed_ns in ((1, 0.4e9), (2, 0.1e9)):  # the first timed as long as its window, the second not
         obs.line(f"llama-bench: benchmark {k}/2: prompt run 1/2")
         time.sleep(0.4)
-        rows.append(obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [timed_ns / 2, timed_ns / 2]}))
+        rows.append(obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [timed_ns / 2, timed_ns / 2]}, 512))
     obs.finish()
     (whole,) = rows[0]["telemetry"]["gpus"].values()
     (untimed,) = rows[1]["telemetry"]["gpus"].values()
@@ -258,3 +258,27 @@ def test_the_idle_baseline_is_waited_for_only_where_a_gpu_is_sampled(tmp_path):
     gpu.start()
     assert time.monotonic() - t >= 1.0
     gpu.finish()
+
+
+def test_cgroup_of_pid_finds_the_v2_tree_on_unified_and_hybrid_hosts(tmp_path):
+    """A container's cgroup v2 directory (its cpu.stat: the container's CPU in one read) is found where
+    cgroup2 is mounted at the root (Debian 12/13) and at <root>/unified (systemd's hybrid layout, this
+    machine); a v1-only host and a cgroup without cpu.stat give None (the process-tree walk is used)."""
+    from toolkit.bench.observe import cgroup_of_pid
+
+    proc = tmp_path / "proc"
+    (proc / "7").mkdir(parents=True)
+    (proc / "7" / "cgroup").write_text("12:cpu,cpuacct:/docker/abc\n0::/system.slice/docker-abc.scope\n")
+    (proc / "8").mkdir()
+    (proc / "8" / "cgroup").write_text("12:cpu,cpuacct:/docker/abc\n")
+    unified = tmp_path / "unified-host"
+    (unified / "system.slice" / "docker-abc.scope").mkdir(parents=True)
+    (unified / "system.slice" / "docker-abc.scope" / "cpu.stat").write_text("usage_usec 1\n")
+    hybrid = tmp_path / "hybrid-host"
+    (hybrid / "unified" / "system.slice" / "docker-abc.scope").mkdir(parents=True)
+    (hybrid / "unified" / "system.slice" / "docker-abc.scope" / "cpu.stat").write_text("usage_usec 1\n")
+    assert cgroup_of_pid(7, proc, unified) == unified / "system.slice" / "docker-abc.scope"
+    assert cgroup_of_pid(7, proc, hybrid) == hybrid / "unified" / "system.slice" / "docker-abc.scope"
+    assert cgroup_of_pid(7, proc, tmp_path / "empty") is None
+    assert cgroup_of_pid(8, proc, unified) is None
+    assert cgroup_of_pid(9, proc, unified) is None

@@ -391,7 +391,7 @@ def test_publish_selects_once_and_computes_each_shown_records_facts_once(monkeyp
     shown = len(select(recs)[0])
     assert calls == {"select": 1, "facts": shown}
     if fmt == "github":
-        assert_golden("report-cpu-vulkan.md", out.read_text() + "\n")
+        assert_golden("report-cpu-vulkan.md", out.read_text())  # the file ends with a newline
 
 
 @needs_fixtures

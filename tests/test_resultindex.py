@@ -705,6 +705,44 @@ def test_a_warm_report_reads_each_records_test_key_from_the_index(tmp_path, monk
     assert len(calls) == 18
 
 
+@pytest.mark.parametrize(
+    "data",
+    [b'["i",[["x"]],[],"s",[]]', b'"abcde"', b'{"a":1,"b":2,"c":3,"d":4,"e":5}', b"[1,2,3,4]", b"\x00"],
+)
+def test_stored_key_bytes_that_are_no_key_give_none(data):
+    """Bytes in keys.data that key_data did not write (a hand edit: a pair of one item, a text or an
+    object of five, four parts, no JSON) give no key, so the reader computes it (IndexError before)."""
+    from toolkit.results.index_sqlite import key_of
+
+    assert key_of(data) is None
+
+
+def test_stored_key_bytes_read_back_as_the_key(tmp_path):
+    """key_of(key_data(k)) == k for every record's key, nested values (a list-valued field) included."""
+    from toolkit.results import identity
+    from toolkit.results.index_sqlite import key_data, key_of
+
+    keys = [identity.test_key(r) for r in ResultStore(_real(tmp_path / "results")).results()]
+    nested = identity.TestKey("i", (("a", (1, (2, "x"))),), ("m", 1), None, (("b", None), ("c", 1.5)))
+    for k in [*keys, nested]:
+        assert repr(key_of(key_data(k))) == repr(k)
+
+
+def test_loaded_records_of_one_run_share_their_equal_parts(tmp_path):
+    """select gives consecutive records that repeat a part (host, command, image, model, ...) that
+    very object (57 MB less at 10,000 records), every value as ResultStore.results() reads it."""
+    results = _real(tmp_path / "results")
+    resultindex.select(ResultStore(results))  # the index built
+    sel = resultindex.select(ResultStore(results))
+    plain = ResultStore(results).results()
+    assert len(sel) == 18 and {r.model_dump_json() for r in sel} <= {r.model_dump_json() for r in plain}
+    for name in resultindex.SHARED_PARTS:
+        pairs = list(zip(sel, sel[1:], strict=False))
+        equal = [(a, b) for a, b in pairs if getattr(a, name) == getattr(b, name) and getattr(a, name)]
+        assert all(getattr(a, name) is getattr(b, name) for a, b in equal), name
+        assert equal or name not in ("host", "command", "image", "model"), name  # what these records repeat
+
+
 def test_building_the_index_keeps_no_record_in_the_key_memo(tmp_path):
     """A cold report (the index built inside the report's keys_cached()) keeps in the memo only the
     records it loads: the index reads every record of the folder and drops it (it kept them all)."""

@@ -28,9 +28,10 @@ class Observer:
     """No sampling here: the sink only asks it for each test's telemetry and hands it stderr lines."""
 
     def __init__(self):
-        self.lines = []
+        self.lines, self.tokens = [], []
 
-    def test(self, raw):
+    def test(self, raw, tokens):
+        self.tokens.append(tokens)
         return {}
 
     def line(self, line):
@@ -70,6 +71,7 @@ def test_each_printed_row_is_saved_the_moment_it_is_printed(tmp_path):
     sink.stdout("not json: llama-bench's own text")
     sink.stdout(json.dumps(ROWS[1]))
     assert [r.status for r in saver.saved] == ["ok", "ok"] and len(sink.streamed) == 2
+    assert sink.observer.tokens == [r["n_prompt"] + r["n_gen"] for r in ROWS[:2]]  # the check's count
     t = saver.saved[1].timing
     assert t["tests_s"] > 0 and t["wall_s"] >= 0 and "cache_cold" not in t  # no shader cache: not said
 

@@ -174,7 +174,7 @@ def test_a_wedged_sensor_file_drops_its_gpu_and_never_stops_the_run(tmp_path):
     obs.start()
     assert time.monotonic() - t0 < 5
     time.sleep(0.3)
-    seen = obs.test({"n_prompt": 0, "n_gen": 16, "samples_ns": [1]})
+    seen = obs.test({"n_prompt": 0, "n_gen": 16, "samples_ns": [1]}, 16)
     obs.finish()
     assert src.id in obs.sampler.dropped and "did not return within 0.3 s" in obs.sampler.dropped[src.id]
     assert "sensor-dropped" in seen["flags"]

@@ -286,6 +286,7 @@ def good_writer(path: Path, argv: list[str]) -> int:
             num_prompts=n,
             completed=n,
             total_output_tokens=n * out,
+            duration=n * out / data["output_throughput"],  # vLLM's output_throughput: tokens / duration
         )
         path.write_text(json.dumps(data))
     return 0

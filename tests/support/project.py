@@ -55,3 +55,12 @@ def seed_current_build(project: Path, image: str = "cpu", digest: str | None = N
     )
     ResultStore(project / "results").add_build(rec)
     return rec
+
+
+def precious_file(tmp_path: Path) -> Path:
+    """A file outside the results root that a write through a planted link would clobber:
+    tmp_path/x/precious.txt holding "precious\n"."""
+    p = tmp_path / "x" / "precious.txt"
+    p.parent.mkdir()
+    p.write_text("precious\n")
+    return p

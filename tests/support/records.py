@@ -4,6 +4,7 @@ comparison (tests/golden/, rewritten with UPDATE_GOLDEN=1)."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.project import DATA
+from toolkit.results import canary_check
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef, read_jsonl
 from toolkit.runtimes.llama_bench import check
 
@@ -178,3 +180,24 @@ def seed_records() -> list[BenchRecord]:
 needs_fixtures = pytest.mark.skipif(
     not all(p.is_file() for p in (CPU_A, CPU_B, VULKAN)), reason="fixtures not captured"
 )
+
+
+CANARY_CONTROL = {"image": "cpu", "digest": "sha256:" + "63707500" * 8, "run_id": "run-1", "ppl": 535.8769}
+
+
+def canary_row(**kw: Any) -> dict[str, Any]:
+    """A stored canary.jsonl row of a GPU image that passed against the CPU control CANARY_CONTROL
+    (toolkit.bench.canary's fields; bound_ln the canary's own bound), with `kw` replacing fields."""
+    good = {
+        "image": "vulkan",
+        "digest": "sha256:" + "76" * 32,
+        "backend": "vulkan",
+        "status": "ok",
+        "reason": "",
+        "ppl": 535.9028,
+        "control": CANARY_CONTROL,
+        "ln_ratio": math.log(535.9028 / 535.8769),
+        "bound_ln": canary_check.BOUND_LN,
+        "run_id": "run-1",
+    }
+    return {**good, **kw}

@@ -542,6 +542,15 @@ def _inside(path: Path, root: Path | None) -> bool:
         return False
 
 
+def _is_file(path: Path) -> bool:
+    """`path` is a file (links followed); False, never an error, for a name no file can have: a part
+    over 255 bytes, a path over PATH_MAX (OSError ENAMETOOLONG, which Path.is_file raises), a NUL."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def trace_runs(tables: list[Table], results_root: Path | None) -> list[TraceRun]:
     """The runs of the tables' records that were observed (a `telemetry` summary on some record),
     in table order, each with the places its trace may be (the first that exists is read)."""
@@ -675,10 +684,10 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
             f"{MAX_RUN_FIGURES} in table order are plotted): narrow the report with --run RUN_ID to plot another"
         )
     for run in runs[:MAX_RUN_FIGURES]:
-        path = next((p for p in run.candidates if p.is_file()), None)
+        path = next((p for p in run.candidates if _is_file(p)), None)
         if path is None:
             where = str(run.candidates[0]) if run.candidates else "no results folder known"
-            notes.append(f"{run.label}: no power plot: its telemetry trace is missing ({where})")
+            notes.append(f"{run.label}: no power plot: its telemetry trace is missing ({where})"[:400])
             continue
         try:
             samples = [s for s in load_trace(path) if isinstance(s, dict)]

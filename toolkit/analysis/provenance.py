@@ -7,12 +7,12 @@ it carried and nothing more."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.results.canary_check import contradiction
+from toolkit.results.canary_check import contradiction, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 
 _LABELS = {
@@ -162,17 +162,18 @@ def _num(v: Any) -> float | None:
         return None
 
 
-def canary_text(c: Any) -> str | None:
+def canary_text(c: Any, controls: Mapping[tuple[str, str, str], float] | None = None) -> str | None:
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
     control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
-    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.contradiction, too:
+    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.contradiction, or
+    that names a control whose stored result in `controls` says another PPL, control_problem, too:
     never a pass); None when there is none (SGLang, `bench.canary: false`, a record
     from before the canary) or it is not an object."""
     if not isinstance(c, dict):
         return None
     status, reason = str(c.get("status") or ""), _text(c.get("reason"), 4 * TEXT_MAX) or "no reason recorded"
-    if why := contradiction(c):
+    if why := contradiction(c) or control_problem(c, controls or {}):
         status, reason = "unchecked", f"the stored result contradicts itself: {why}"
     if status == "unchecked":
         return f"unchecked: {reason}"
@@ -193,16 +194,34 @@ def canary_text(c: Any) -> str | None:
     return f"{head} (cpu control {cppl:.6g}{within})" if cppl is not None else f"{head} (cpu control)"
 
 
-def _canaries(records: list[BenchRecord]) -> str:
-    """`; canary ...` of an image's records, per model where they measured several; '' when none has one."""
-    said: dict[str, str] = {}
+_WORST = ("wrong output", "unchecked")
+"""How canary texts sort when an image's results disagree: a failure first, then what was not checked."""
+
+
+def _canaries(records: list[BenchRecord], controls: Mapping[tuple[str, str, str], float]) -> str:
+    """`; canary ...` of an image's records, per model where they measured several; '' when none has one.
+    Results that disagree (a pass and a failure, runs of the image on one model) are all said, worst
+    first: `canary results disagree (2 results): wrong output: ... | PPL ...`, never only the first."""
+    said: dict[str, list[str]] = {}
     for r in records:
-        text = canary_text((r.model_extra or {}).get("canary"))
-        if text is not None:
-            said.setdefault(r.model.name, text)
-    if len(said) == 1:
-        return f"; canary {next(iter(said.values()))}"
-    return "".join(f"; canary on {m}: {t}" for m, t in sorted(said.items()))
+        text = canary_text((r.model_extra or {}).get("canary"), controls)
+        if text is not None and text not in (seen := said.setdefault(r.model.name, [])):
+            seen.append(text)
+    texts = {
+        m: t[0]
+        if len(t) == 1
+        else f"results disagree ({len(t)} results): " + " | ".join(sorted(t, key=_rank))
+        for m, t in said.items()
+        if t
+    }
+    if len(texts) == 1:
+        return f"; canary {next(iter(texts.values()))}"
+    return "".join(f"; canary on {m}: {t}" for m, t in sorted(texts.items()))
+
+
+def _rank(text: str) -> int:
+    """0 for a failure, 1 for unchecked, 2 for a pass (_WORST)."""
+    return next((i for i, w in enumerate(_WORST) if text.startswith(w)), len(_WORST))
 
 
 def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
@@ -232,7 +251,9 @@ def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
     per_image: dict[str, list[Facts]] = {}
     for f in fs:
         per_image.setdefault(f.image, []).append(f)
+    controls = own_controls((r.model_extra or {}).get("canary") for r in records)
     p.images = [
-        _image_line(same) + _canaries([f.record for f in same]) for _, same in sorted(per_image.items())
+        _image_line(same) + _canaries([f.record for f in same], controls)
+        for _, same in sorted(per_image.items())
     ]
     return p

@@ -15,12 +15,12 @@ import shutil
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
 from tabulate import tabulate
 
-from toolkit.analysis import plots, tables
+from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.provenance import provenance
@@ -39,6 +39,9 @@ from toolkit.core.text import html_text, md_text, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
+
+if TYPE_CHECKING:  # imported where drawn (html, --plots): other reports skip plots and telemetry (~50 ms)
+    from toolkit.analysis import plots
 
 FORMATS = ("github", "text", "csv", "json", "html")
 
@@ -140,6 +143,8 @@ def render(
     said = verdict_mod.format_verdict(v, markdown=fmt == "github")  # the verdict in the format's words
     front = Front(title or prov.heading(), said, prov.lines())
     if fmt == "html":
+        from toolkit.analysis import plots
+
         return render_html(shown, front, drawn or plots.draw(shown.tables, results_root))
     if fmt == "text":
         return _render_text(shown, front, refused, width or shutil.get_terminal_size().columns)
@@ -540,12 +545,16 @@ def publish(
     default `<output stem>-plots/` beside an html report. `results_root`: where the records were
     read, for the runs' telemetry traces (render); below it no file or folder is written through a
     link (toolkit.results.write_atomic: BadInput, exit 4, naming the link). The text, returned or
-    written, has every terminal control sequence stripped (strip_controls), whatever the format.
+    written, has every terminal control sequence stripped (strip_controls), whatever the format; a
+    file ends with a newline.
     """
     if output is not None and plots_dir is None and fmt == "html":
         plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
     drawn = None
     opts = opts or ReportOptions()
+    if plots_dir is not None:
+        from toolkit.analysis import plots
+
     with keys_cached():  # each record's test identity computed once for tables, verdict and plots
         shown = Shown.of(records, opts)  # one selection for the plots and the text
         if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
@@ -564,8 +573,8 @@ def publish(
     written: list[Path] = []
     if plots_dir is not None:  # first: a link refused there leaves no page naming missing plots
         written += plots.write_pngs([], Path(plots_dir), results_root, drawn)
-    if output is not None:
-        write_atomic(Path(output), text.encode(), root=results_root)  # never through a link below the root
+    if output is not None:  # ends with a newline as stdout (click.echo); never through a link below the root
+        write_atomic(Path(output), (text if text.endswith("\n") else text + "\n").encode(), root=results_root)
         written.insert(0, Path(output))
     notes = (drawn.left_out + drawn.run_notes) if drawn else []
     return (None if output is not None else text), written, notes

@@ -52,6 +52,7 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core import backends
+from toolkit.core.text import md_text
 from toolkit.results.records import BenchRecord
 
 MODEL_UNKNOWN_NOTE = (
@@ -640,7 +641,7 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
     lines = [("## " if markdown else "") + "Verdict", ""]
     for c in v.caveats:
-        lines.append(f"> {b('caveat')}: {c}" if markdown else f"caveat: {c}")
+        lines.append(f"> {b('caveat')}: {md_text(c)}" if markdown else f"caveat: {c}")  # names a record gives
     if v.caveats:
         lines.append("")
     for axis, av in v.axes.items():

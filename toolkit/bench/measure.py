@@ -30,8 +30,9 @@ from typing import Any
 from toolkit.bench.observe import RunObserver, kernel_fault
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
+from toolkit.results import write_atomic
 from toolkit.results.records import finite_or_none
-from toolkit.runtimes.llama_bench import readers
+from toolkit.runtimes.llama_bench import check, readers
 
 
 @dataclass
@@ -189,7 +190,7 @@ def _spawn(command: Sequence[str], obs: RunObserver, trace_path: Path) -> subpro
 
 def _measured_row(obs: RunObserver, raw: dict[str, Any], trace_path: Path) -> dict[str, Any]:
     """llama-bench row `raw` with its test window's telemetry and flags (toolkit_telemetry, toolkit_flags)."""
-    seen = obs.test(raw)
+    seen = obs.test(raw, check.row_tokens(raw))
     if seen.get("telemetry"):  # where the raw trace is: the report plots it from there
         seen["telemetry"]["trace"] = str(trace_path.resolve())
     # llama-bench's own fields as printed: a nan or inf is kept as the text llama-bench
@@ -312,8 +313,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def write_measured(m: Measured, path: Path) -> Path:
-    """Write `m` as importable JSONL (module docstring) to `path`; returns it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `m` as importable JSONL (module docstring) to `path` (results.write_atomic: never through a
+    link); returns it."""
     if m.rows:
         lines = [json.dumps(r, allow_nan=False) for r in m.rows]  # non-finite values are text (run_measured)
     else:
@@ -329,7 +330,7 @@ def write_measured(m: Measured, path: Path) -> Path:
             )
         ]
     try:
-        path.write_text("\n".join(lines) + "\n")
+        write_atomic(path, ("\n".join(lines) + "\n").encode())
     except OSError as err:  # a full disk: the error names the file
         if err.filename is None:
             err.filename = str(path)

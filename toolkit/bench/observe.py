@@ -27,7 +27,6 @@ from typing import Any
 from toolkit.analysis import telemetry as tana
 from toolkit.analysis.energy import UNTIMED_SHARE_MAX, UNTIMED_SLACK_S
 from toolkit.host import telemetry as tel
-from toolkit.runtimes.llama_bench.check import token_count
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
@@ -43,24 +42,24 @@ none where no GPU is sampled (a CPU image: the baseline's notes are about GPUs o
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (?:prompt|gen(?:eration)?) run 1/(\d+)")
 
 
-def _count(v: Any) -> int | None:
-    """A token count of a llama-bench row (absent: 0), read as the validity pass reads it."""
-    return 0 if v is None else token_count(v)
-
-
 def cgroup_of_pid(
     pid: int, proc: str | Path = "/proc", cgroup_root: str | Path = "/sys/fs/cgroup"
 ) -> Path | None:
     """The cgroup v2 directory of process `pid` (a container's main process: its whole container),
-    from /proc/<pid>/cgroup ("0::/system.slice/docker-<id>.scope"); None on cgroup v1 or when gone."""
+    from /proc/<pid>/cgroup ("0::/system.slice/docker-<id>.scope"), under `cgroup_root` or, on a
+    hybrid host (v1 controllers, the v2 tree at <root>/unified: systemd's hybrid layout), under that;
+    None on a cgroup v1 host or when gone."""
     try:
         text = (Path(proc) / str(pid) / "cgroup").read_text()
     except OSError:
         return None
     for line in text.splitlines():
         if line.startswith("0::"):
-            d = Path(cgroup_root) / line[3:].lstrip("/")
-            return d if (d / "cpu.stat").is_file() else None
+            rel = line[3:].lstrip("/")
+            for top in (Path(cgroup_root), Path(cgroup_root) / "unified"):
+                if (top / rel / "cpu.stat").is_file():
+                    return top / rel
+            return None
     return None
 
 
@@ -82,7 +81,7 @@ class RunObserver:
     """Samples one run. Use: `obs = RunObserver(trace, gpus); obs.start()` before the benchmark
     process starts (takes BASELINE_S seconds of idle baseline), `obs.own_pid(pid)` once its main
     process is known (its cgroup or process tree is "own" CPU: the rest is other load),
-    `obs.line(text)` for every stderr line, `obs.test(raw)` when a result row arrives (returns
+    `obs.line(text)` for every stderr line, `obs.test(raw, tokens)` when a result row arrives (returns
     {"telemetry": summary, "flags": [...]} to store with the record), `obs.finish()` at the end
     (stops sampling; returns the run-level facts: kernel log, trace path, sampler health).
 
@@ -216,9 +215,10 @@ class RunObserver:
             self.sampler.sample_once()
         return t
 
-    def test(self, raw: dict[str, Any], t: float | None = None) -> dict[str, Any]:
+    def test(self, raw: dict[str, Any], tokens: int | None, t: float | None = None) -> dict[str, Any]:
         """Telemetry and flags of the test whose result row `raw` just arrived (a llama-bench row:
-        n_prompt, n_gen, samples_ns)."""
+        samples_ns); `tokens`: those one repetition of it counts (n_prompt + n_gen as the validity pass
+        reads them, llama_bench.check.row_tokens; None when they are no counts: no token figure)."""
         if self.sampler is None:
             return {}
         t1 = time.time() if t is None else t
@@ -231,11 +231,9 @@ class RunObserver:
         if reps is None:
             samples = raw.get("samples_ns") or raw.get("samples_ts")
             reps = len(samples) if isinstance(samples, list) and samples else None
-        n_prompt, n_gen = _count(raw.get("n_prompt")), _count(raw.get("n_gen"))
-        # a row whose counts are not counts gets no token figure (the validity pass refuses the row)
-        tokens = (n_prompt + n_gen) * reps if reps and n_prompt is not None and n_gen is not None else None
         near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
-        summary = tana.window_summary(near, t0, t1, tokens, self.sampler.rate_hz)
+        counted = tokens * reps if reps and tokens is not None else None
+        summary = tana.window_summary(near, t0, t1, counted, self.sampler.rate_hz)
         if (
             source != "progress"
         ):  # no test edges: the window holds other tests too, its energy is not this one's

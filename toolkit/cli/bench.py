@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import shlex
 import sys
 import threading
@@ -33,7 +34,7 @@ from toolkit.cli.common import (
 )
 from toolkit.core.errors import BenchFailed, FileSystemError
 from toolkit.core.paths import output_file
-from toolkit.results import make_folders
+from toolkit.results import make_folders, open_regular
 
 
 @click.command(epilog=EPILOG)
@@ -296,7 +297,7 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
         importer.check_options(label, None, None)
     gpus = measure_mod.select_gpus(gpu)
     make_folders(out_path.parent, root=root)  # results/measure/ (a path under results/): never through a link
-    sink = _RowFile(out_path)  # rows land here as they arrive: an interrupt keeps them
+    sink = _RowFile(out_path, root)  # rows land here as they arrive: an interrupt keeps them
     _err(
         f"measure: sampling the host and {len(gpus)} GPU(s) at {rate:g} Hz: {', '.join(g.name or g.id for g in gpus) or 'no GPU'}"
     )
@@ -369,11 +370,14 @@ def _measured_json(m, command, out_path: Path) -> dict:
 class _RowFile:
     """`measure`'s output: one JSON row per line, flushed as it arrives. A failed write (disk full)
     stops the writing, never the measured command; `error` then names the path, the rows kept there
-    and the rows lost, for the run's last message (exit 8)."""
+    and the rows lost, for the run's last message (exit 8). Opened by the store's one writing open
+    (results.open_regular, `root` the results root): a link there, or at a folder below the root,
+    planted since _check_outputs looked, is BadInput (exit 4) naming it, never written through."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
-        self.file: Any = path.open("w", encoding="utf-8")
+        fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root)
+        self.file: Any = os.fdopen(fd, "w", encoding="utf-8")
         self.kept = 0
         self.lost = 0
         self.why: str | None = None

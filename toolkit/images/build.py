@@ -24,18 +24,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolkit import __version__
 from toolkit.core.errors import BadInput, BuildFailed, EngineUnavailable
 from toolkit.engine import api as engine
-from toolkit.images.render import Rendered, image_inputs_hash, render_image, write_rendered
 from toolkit.images.sources import (
     _EXCLUDE as SYNC_EXCLUDE,  # the folders sync_tree leaves out of a build context
 )
 from toolkit.images.sources import PreparedSource, prepare_source, sync_tree
+from toolkit.images.template_inputs import image_inputs_hash
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.spec.matrix import ImageSpec, LoadedMatrix, SourceSpec
+
+if TYPE_CHECKING:  # jinja2 (the renderer) loads only when an image is rendered, not on every bench
+    from toolkit.images.render import Rendered
 
 # [^\S\n]: whitespace within the line. A leading `\s*` ran across newlines from every line start:
 # quadratic (40,000 blank lines took 17 s).
@@ -225,7 +228,7 @@ def _labels(
     return labels
 
 
-Plan = tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]
+Plan: TypeAlias = "tuple[Rendered, list[str], PreparedSource | None, dict, dict, list[str]]"
 """plan()'s answer: (rendered, base images, prepared source, labels, build args, tags)."""
 
 
@@ -240,6 +243,8 @@ def plan(
 ) -> Plan:
     """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags):
     the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`."""
+    from toolkit.images.render import render_image, write_rendered
+
     rendered = render_image(lm, spec)
     write_rendered(rendered)
     context = rendered.path.parent
@@ -311,6 +316,8 @@ def _planned(
 ) -> Plan | BuildResult:
     """plan() for build_image: a real build first makes sure every base image can be had and prepares
     the source; a base or a source that cannot be had gives the image's skipped BuildResult instead."""
+    from toolkit.images.render import render_image
+
     if dry_run:
         return plan(lm, spec, store, prepare=False, source=source, repo=repo)
     for base in base_images(render_image(lm, spec).content):
@@ -490,6 +497,7 @@ def select(
     surfaces before any build starts; unless `every` (-i, --all or --push), only those this host can
     run (build_plan.host_plan; `allow_software` counts Mesa lavapipe as a Vulkan device)."""
     from toolkit.images import build_plan
+    from toolkit.images.render import render_image
 
     specs = lm.select_images(images)
     for spec in specs:

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import inspect
 import itertools
-import json
-import os
 import re
 import signal
-import stat
 import string
 import threading
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
@@ -41,6 +37,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from jinja2.utils import Namespace
 
 from toolkit.core.errors import BadInput
+from toolkit.images.template_inputs import inputs_hash, is_template_file, joined, render_context
 from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
 IMAGES_DIR = "images"
@@ -66,38 +63,15 @@ class Rendered:
     inputs_hash: str
 
 
-def inputs_hash(template_bytes: bytes, spec: ImageSpec, context: dict) -> str:
-    """sha256 over the template bytes (with every partial it reaches: template_inputs) + canonical
-    JSON of the spec and render context."""
-    h = hashlib.sha256()
-    h.update(template_bytes)
-    h.update(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
-    h.update(json.dumps(context, sort_keys=True, default=str).encode())
-    return h.hexdigest()
-
-
 class _Loader(jinja2.FileSystemLoader):
     """Templates are regular files inside Dockerfile.templates/: a symbolic link (to /etc/shadow, say)
-    or anything that resolves outside the folder is refused (BadInput), never read."""
+    or anything that resolves outside the folder is refused (BadInput), never read
+    (template_inputs.is_template_file)."""
 
     def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
         root = Path(self.searchpath[0])
-        path = root / template
-        try:
-            st = os.lstat(path)
-        except OSError:
-            raise jinja2.TemplateNotFound(template) from None
-        inside = root.resolve() in path.resolve().parents
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or not inside
-            or any(p.is_symlink() for p in path.parents if root in p.parents)
-        ):
-            raise BadInput(
-                f"{path}: templates must be regular files inside {TEMPLATE_DIR}/ (this is "
-                f"{'a symbolic link' if stat.S_ISLNK(st.st_mode) else 'not a regular file inside it'}); "
-                "copy the file there instead"
-            )
+        if not is_template_file(root, root / template):
+            raise jinja2.TemplateNotFound(template)
         return super().get_source(environment, template)
 
 
@@ -464,31 +438,28 @@ def _deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def template_inputs(env: jinja2.Environment, name: str) -> bytes:
-    """The bytes of template `name` followed by those of every partial it reaches (imports and
-    includes, recursively, each once, in first-reached order, each preceded by its name).
+def reached_templates(tpl_dir: Path, name: str) -> list[tuple[str, str]]:
+    """(name, text) of template `name` in `tpl_dir` and of every partial it reaches (imports and
+    includes, recursively, each once, in first-reached order): what template_inputs.joined hashes.
 
     Raises BadInput when a referenced partial does not exist or a template does not parse.
     """
-    seen: list[str] = []
-    out = bytearray()
+    env = _environment(tpl_dir)
+    files: list[tuple[str, str]] = []
     loader = env.loader
     assert loader is not None  # _environment() always gives one (a FileSystemLoader)
 
     def visit(n: str) -> None:
-        if n in seen:
+        if any(seen == n for seen, _ in files):
             return
-        seen.append(n)
         try:
             source, filename, _ = loader.get_source(env, n)
         except jinja2.TemplateNotFound:
             raise BadInput(
-                f"template {seen[0]}: it imports or includes {n!r}, which does not exist "
-                f"in Dockerfile.templates/"
+                f"template {files[0][0] if files else n}: it imports or includes {n!r}, which does not "
+                "exist in Dockerfile.templates/"
             ) from None
-        if len(seen) > 1:
-            out.extend(f"\0{n}\0".encode())
-        out.extend(source.encode())
+        files.append((n, source))
         try:
             refs = jinja2.meta.find_referenced_templates(env.parse(source))
         except jinja2.TemplateSyntaxError as err:
@@ -499,30 +470,7 @@ def template_inputs(env: jinja2.Environment, name: str) -> bytes:
             visit(ref)
 
     visit(name)
-    return bytes(out)
-
-
-def render_context(lm: LoadedMatrix, spec: ImageSpec) -> dict:
-    """Variables a template sees: the image's `vars` plus image name, backend and matrix facts."""
-    ctx = {
-        "image_name": spec.name,
-        "backend": spec.backend,
-        "runner": spec.runner,
-        "min_mesa_version": lm.m.min_mesa_version,
-    }
-    ctx.update(spec.vars)
-    return ctx
-
-
-def image_inputs_hash(lm: LoadedMatrix, spec: ImageSpec) -> str:
-    """The inputs hash render_image would stamp (sha256 hex), from parsing the templates only, not
-    rendering them (about a third of the cost: `toolkit bench` asks it of every selected image).
-    Raises BadInput for a missing template or partial, or a template syntax error."""
-    tpl_file = template_path(lm, spec.template)
-    if not tpl_file.is_file():
-        raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist")
-    env = _environment(tpl_file.parent)
-    return inputs_hash(template_inputs(env, spec.template), spec, render_context(lm, spec))
+    return files
 
 
 def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
@@ -530,9 +478,9 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
     tpl_file = template_path(lm, spec.template)
     if not tpl_file.is_file():
         raise BadInput(f"{lm.path}: image {spec.name!r}: template {tpl_file} does not exist")
-    env = _environment(tpl_file.parent)
     ctx = render_context(lm, spec)
-    digest = inputs_hash(template_inputs(env, spec.template), spec, ctx)
+    digest = inputs_hash(joined(reached_templates(tpl_file.parent, spec.template)), spec, ctx)
+    env = _environment(tpl_file.parent)
     try:
         with _deadline(RENDER_TIMEOUT_S):
             body = env.get_template(spec.template).render(**ctx, template_hash=digest)

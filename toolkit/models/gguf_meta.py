@@ -10,7 +10,8 @@ through a read-only mmap, touching only the header's pages, and gives up (None: 
 the header is longer than MAX_HEADER_BYTES, walks more than MAX_ITEMS array items one by one
 (strings), declares more than MAX_TENSORS tensors or a tensor type gguf does not know, or the path
 is not a readable regular file. Answers are cached per file state (path, size, mtime, inode), so a
-report reads each file once and a file replaced in place is read again.
+report reads each file once and a file replaced in place is read again. `gguf_kv_shape` reads the
+KV-cache shape of the bench's model (its depth fit) from the same summary.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ import mmap
 import os
 import stat
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toolkit.spec.matrix import KvShape
 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: a longer name is no file
 MAX_HEADER_BYTES = 256 << 20  # the same bound as toolkit/models/twin.py (Qwen3-30B-A3B's header: ~6 MB)
@@ -50,10 +55,13 @@ _MAX_DIMS = 4  # GGML_MAX_DIMS (ggml/include/ggml.h)
 class GgufSummary:
     """A GGUF header as read: `fields` {key: value} of its scalar and short string metadata (arrays
     and strings over MAX_STRING_VALUE bytes left out); `tensors` (name, elements, data bytes) per
-    tensor in file order (bytes = elements / block size x block bytes: gguf.GGML_QUANT_SIZES)."""
+    tensor in file order (bytes = elements / block size x block bytes: gguf.GGML_QUANT_SIZES);
+    `firsts` {key: first item} of each non-empty array of numbers (a per-layer value, e.g. a hybrid
+    model's `{arch}.attention.head_count_kv`)."""
 
     fields: dict[str, int | float | bool | str]
     tensors: tuple[tuple[str, int, int], ...]
+    firsts: dict[str, int | float | bool] = field(default_factory=dict)
 
 
 def read_summary(path: str) -> GgufSummary | None:
@@ -104,7 +112,9 @@ class _Walk:
             self.buf[start : self.pos].decode("utf-8", "replace") if keep and n <= MAX_STRING_VALUE else None
         )
 
-    def value(self, vtype: int, keep: bool) -> int | float | bool | str | None:
+    def value(self, vtype: int, keep: bool) -> int | float | bool | str | list[int | float | bool] | None:
+        """A scalar, a string (kept: at most MAX_STRING_VALUE bytes), [first item] of an array of
+        numbers (kept and not empty), else None (the value skipped)."""
         if vtype in _SCALAR:
             return self.take(_SCALAR[vtype])
         if vtype == _STRING:
@@ -112,11 +122,13 @@ class _Walk:
         if vtype != _ARRAY:
             raise ValueError(f"unknown GGUF value type {vtype}")
         itype, count = int(self.take("<I")), int(self.take("<Q"))
-        if itype in _SCALAR:  # fixed-size items: skipped at once
-            self.pos += count * struct.calcsize(_SCALAR[itype])
+        if itype in _SCALAR:  # fixed-size items: the first read where kept, the rest skipped at once
+            start = self.pos
+            first = [self.take(_SCALAR[itype])] if keep and count else None
+            self.pos = start + count * struct.calcsize(_SCALAR[itype])
             if self.pos > self.end:
                 raise ValueError("an array runs past the header's bound")
-            return None
+            return first
         self.items += count
         if self.items > MAX_ITEMS:
             raise ValueError("more array items than a model's header holds")
@@ -137,10 +149,15 @@ def _walk(buf: mmap.mmap) -> GgufSummary | None:
         return None
     w = _Walk(buf)
     fields: dict[str, int | float | bool | str] = {}
+    firsts: dict[str, int | float | bool] = {}
     for _ in range(n_kv):
         key = w.string(True)
         v = w.value(int(w.take("<I")), True)
-        if key is not None and v is not None:
+        if key is None or v is None:
+            continue
+        if isinstance(v, list):
+            firsts[key] = v[0]
+        else:
             fields[key] = v
     tensors = []
     for _ in range(n_tensors):
@@ -157,4 +174,33 @@ def _walk(buf: mmap.mmap) -> GgufSummary | None:
         for d in dims:
             elements *= d
         tensors.append((name, elements, elements // block * nbytes))
-    return GgufSummary(fields, tuple(tensors))
+    return GgufSummary(fields, tuple(tensors), firsts)
+
+
+def gguf_kv_shape(path: str) -> KvShape | None:
+    """The KvShape from a GGUF file's metadata (`{arch}.block_count`, `.attention.head_count_kv`,
+    `.attention.key_length` / `.value_length`, else embedding_length / head_count: the GGUF spec,
+    ggml/docs/gguf.md; an array's first item where a key holds one per layer); None where the file
+    is no GGUF within read_summary's bounds or a field is missing (the depth is then kept)."""
+    from toolkit.spec.matrix import KvShape  # here: the roofline reads headers without the matrix's modules
+
+    summary = read_summary(path)
+    if summary is None:
+        return None
+
+    def get(key: str) -> int | float | bool | str | None:
+        return summary.fields.get(key, summary.firsts.get(key))
+
+    arch = get("general.architecture")
+    n_layer, heads = get(f"{arch}.block_count"), get(f"{arch}.attention.head_count")
+    kv = get(f"{arch}.attention.head_count_kv") or heads
+    head = get(f"{arch}.attention.key_length")
+    try:
+        if head is None and heads:
+            head = int(get(f"{arch}.embedding_length") or 0) // int(heads)
+        if not n_layer or not kv or not head:
+            return None
+        value = get(f"{arch}.attention.value_length") or head
+        return KvShape(int(n_layer), int(kv), int(head), int(value))
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):  # a string or NaN where a count belongs
+        return None

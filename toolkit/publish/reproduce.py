@@ -46,12 +46,12 @@ from toolkit.bench import run as bench
 from toolkit.bench.runners.base import BenchOptions, Events, model_sha256, tree_sha256
 from toolkit.core import backends
 from toolkit.core import registry as runners
-from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.errors import BadInput, BuildFailed, refused_link
 from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import push as publish
-from toolkit.results import identity
+from toolkit.results import identity, write_atomic
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
 from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 
@@ -550,7 +550,8 @@ def bench_matrix(
 ) -> LoadedMatrix:
     """The recorded images, models (sha256 pinned) and axes as a matrix, with the runners' settings
     blocks (`settings`: matrix.yaml key -> block, see _runner_settings; defaults for the others);
-    written to workdir for reference."""
+    written to workdir/bench-matrix.yaml for reference (results.write_atomic; a link there, even to a
+    file inside the run folder: BadInput, exit 4, naming it)."""
     try:  # names become container and log file names: the matrix's own rules refuse what is not one
         images = [
             ImageSpec.model_validate(
@@ -576,17 +577,13 @@ def bench_matrix(
             f"run {run.run_id}: its run.json images/models/bench are not a valid matrix "
             f"({publish.first_error(err)}); export the run again"
         ) from None
-    path = contained(workdir, "bench-matrix.yaml", what=f"{workdir}: bench-matrix.yaml")
-    path.write_text(
-        f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
-        + yaml.safe_dump(
-            {
-                **m.model_dump(mode="json", exclude_none=True),
-                **{k: b.model_dump(mode="json", exclude_none=True) for k, b in m.runner_settings.items()},
-            },
-            sort_keys=False,
-        )
-    )
+    path = Path(workdir) / "bench-matrix.yaml"  # workdir: resolved inside the run folder (_workdir)
+    if path.is_symlink():  # a published folder's link, even to a file inside it: never written through
+        raise BadInput(refused_link(path))
+    head = f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
+    doc = m.model_dump(mode="json", exclude_none=True)
+    doc.update({k: b.model_dump(mode="json", exclude_none=True) for k, b in m.runner_settings.items()})
+    write_atomic(path, (head + yaml.safe_dump(doc, sort_keys=False)).encode(), root=workdir)
     return LoadedMatrix(m, path)
 
 

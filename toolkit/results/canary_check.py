@@ -6,6 +6,7 @@ follow from its own figures by it. Here, below the report and the runner, so bot
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolkit.core.stats import finite_number
@@ -55,10 +56,12 @@ def _figure(v: Any) -> float | None:
 def contradiction(c: dict[str, Any]) -> str | None:
     """Why stored canary result `c` contradicts itself, naming the figure; None when it does not. A
     status other than ok, wrong-output and unchecked; an `ok` whose figures `judge` does not pass: a
-    ppl that is no number, NaN, inf, below 1; a control that is not an object with a sane ppl; an
-    ln_ratio that is not ln(ppl / the control's ppl) to LN_SLACK, or none beside another image's
-    control; a bound_ln that is no number above 0. (unchecked holds no figure; wrong-output may
-    follow from what the figures do not hold: every token equally likely.)"""
+    ppl that is no number, NaN, inf, below 1; a bound_ln that is not one the canary judges by (above 0
+    and at most BOUND_LN: every canary is judged by BOUND_LN, and a pass under a tighter bound passes
+    it too; a looser one, 1000, passes anything); a control that is not an object with a sane ppl; the
+    CPU image's own control (`_own_problem`) that is not its own figures; an ln_ratio that is not
+    ln(ppl / the control's ppl) to LN_SLACK, or none beside another image's control. (unchecked holds
+    no figure; wrong-output may follow from what the figures do not hold: every token equally likely.)"""
     status = c.get("status")
     if status not in STATUSES:
         return f"status {status!r:.40} is none of {', '.join(STATUSES)}"
@@ -67,21 +70,81 @@ def contradiction(c: dict[str, Any]) -> str | None:
     ppl, bound, control = _figure(c.get("ppl")), _figure(c.get("bound_ln", BOUND_LN)), c.get("control")
     if ppl is None:
         return f"status ok with ppl {c.get('ppl')!r:.40}: no perplexity"
-    if bound is None or not 0 < bound < math.inf:
-        return f"bound_ln {c.get('bound_ln')!r:.40} is no bound above 0"
+    if bound is None or not 0 < bound <= BOUND_LN:
+        return (
+            f"bound_ln {c.get('bound_ln')!r:.40} is no bound the canary uses: the canary judges by {BOUND_LN} "
+            "(a pass under a looser bound says nothing)"
+        )
     if control is not None and not isinstance(control, dict):
         return f"control {control!r:.40} is not a control's result"
     cppl = _figure(control.get("ppl")) if control else None
     if control and not (cppl is not None and math.isfinite(cppl) and cppl >= 1):
         return f"the control's ppl {control.get('ppl')!r:.40} is not a sane model's"
+    own = isinstance(control, dict) and bool(control) and _key(control)[:2] == _key(c)[:2]
+    if (own or c.get("backend") == "cpu") and (why := _own_problem(c, control, ppl, cppl)):
+        return why
     status, reason, ratio = judge(ppl, cppl, bound)
     if status != "ok":
         return f"status ok, but {reason}"
     ln = c.get("ln_ratio")
-    own = control and [control.get(k) for k in ("image", "digest")] == [c.get(k) for k in ("image", "digest")]
     if ln is None and (ratio is None or own):
         return None  # no control, or the CPU image is its own
     if ratio is None or (got := _figure(ln)) is None or not abs(got - ratio) <= LN_SLACK + 1e-3 * abs(ratio):
         expect = "none: there is no control" if ratio is None else f"ln({ppl:.6g} / {cppl:.6g}) = {ratio:.6g}"
         return f"ln_ratio {ln!r:.40} is not {expect}"
     return None
+
+
+def _key(c: dict[str, Any]) -> tuple[str, str, str]:
+    """(image, digest, run_id) of a canary result or of the control it names."""
+    return str(c.get("image")), str(c.get("digest")), str(c.get("run_id"))
+
+
+def _own_problem(c: dict[str, Any], control: Any, ppl: float, cppl: float | None) -> str | None:
+    """Why the ok canary of a CPU image (`c`, backend cpu or a control naming its own image and digest)
+    is not its own control as toolkit.bench.canary.judge_parsed writes it: the control is itself, of
+    its run, with its perplexity (the same float). None without a control (no comparison claimed)."""
+    if not isinstance(control, dict):
+        return None
+    if _key(control)[:2] != _key(c)[:2]:
+        return (
+            f"a cpu image's canary is its own control, this one names {str(control.get('image'))[:40]!r} "
+            f"{str(control.get('digest'))[:19]}"
+        )
+    if cppl is None or abs(cppl - ppl) > 1e-6 * ppl:
+        return f"its own control's ppl {control.get('ppl')!r:.40} is not its ppl {ppl!r:.40}"
+    if c.get("run_id") and control.get("run_id") != c.get("run_id"):
+        return f"its own control's run_id {control.get('run_id')!r:.40} is not its run_id {c.get('run_id')!r:.40}"
+    return None
+
+
+def own_controls(canaries: Iterable[Any]) -> dict[tuple[str, str, str], float]:
+    """The CPU controls among stored canary results: (image, digest, run_id) -> ppl of each ok result
+    that is its own control and does not contradict itself (what another image's canary of that run
+    was judged against)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for c in canaries:
+        control = c.get("control") if isinstance(c, dict) and c.get("status") == "ok" else None
+        if isinstance(control, dict) and _key(control) == _key(c) and contradiction(c) is None:
+            ppl = _figure(c.get("ppl"))
+            if ppl is not None:
+                out.setdefault(_key(c), ppl)
+    return out
+
+
+def control_problem(c: dict[str, Any], controls: Mapping[tuple[str, str, str], float]) -> str | None:
+    """Why ok canary `c` was not judged against its control's stored result: the control it names
+    (image, digest, run) is among `controls` (own_controls) with another perplexity; None otherwise
+    (its own control, a control not at hand, or no control)."""
+    control = c.get("control")
+    if c.get("status") != "ok" or not isinstance(control, dict) or _key(control)[:2] == _key(c)[:2]:
+        return None
+    stored = controls.get(_key(control))
+    cppl = _figure(control.get("ppl"))
+    if stored is None or (cppl is not None and abs(cppl - stored) <= 1e-6 * stored):
+        return None
+    said = f"{cppl:.6g}" if cppl is not None else f"{control.get('ppl')!r:.40}"
+    return (
+        f"its control's ppl {said} is not the control's stored {stored:.6g} ({_key(control)[0][:40]}, run "
+        f"{_key(control)[2][:40]})"
+    )

@@ -556,6 +556,9 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
             continue
         by_key.setdefault(test_key(r), {}).setdefault(r.run_id, []).append((pos, r))
     for runs in by_key.values():
+        if len(runs) == 1 and len(only := next(iter(runs.values()))) == 1:
+            sel.used.append(only[0][1])  # its test's one record: newest, nothing superseded or combined
+            continue
         bench = {rid: not all(is_tune_trial(x) for _, x in v) for rid, v in runs.items()}  # preferred
         if all(is_timed(x) for v in runs.values() for _, x in v):
             newest = max(runs, key=lambda rid: (bench[rid], max(measured_at(x) for _, x in runs[rid])))

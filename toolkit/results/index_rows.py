@@ -19,7 +19,7 @@ from toolkit.results.records import BenchRecord, short_digest
 # store's write order, identity.write_order) and where the record is; `sum` = line_sum of the line's
 # bytes when the index validated it; `pos` = store order.
 _ROW_COLS = (
-    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.has_value, r.facet, "
+    "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.facet, "
     "r.seq, r.timed, r.written, r.tune, r.sum"
 )
 (
@@ -32,7 +32,6 @@ _ROW_COLS = (
     R_CREATED,
     R_KEY,
     R_REPEAT,
-    R_VALUE,
     R_FACET,
     R_SEQ,
     R_TIMED,
@@ -40,7 +39,7 @@ _ROW_COLS = (
     R_TUNE,
     R_SUM,
     R_POS,
-) = range(17)
+) = range(16)
 
 
 class StaleIndex(ToolkitError):

@@ -37,6 +37,7 @@ from toolkit.core import jsonsafe, stats
 from toolkit.core.types import INT64
 from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.runs_check import between_runs_problem
+from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
 from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
 
@@ -488,7 +489,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
     samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
-    (telemetry_check.energy_contradiction, the rule `toolkit import` applies). `raw`, the tool's row as
+    (telemetry_check.energy_contradiction, the rule `toolkit import` applies); a served record's avg_ts
+    against its served block and result (served_check). `raw`, the tool's row as
     it printed it, is not held to the figures (its samples_ns are the telemetry window's timed time).
     Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
     a file), not where the index loads a line it validated (the same bytes, the same answer)."""
@@ -496,7 +498,13 @@ def contradiction(rec: BenchRecord) -> str | None:
         return None
     extra = rec.model_extra or {}
     if "between_runs" in extra and (
-        why := between_runs_problem(extra["between_runs"], rec.avg_ts, rec.samples_ts, rec.method)
+        why := between_runs_problem(
+            extra["between_runs"], rec.avg_ts, rec.stddev_ts, rec.samples_ts, rec.method
+        )
+    ):
+        return why
+    if rec.axis == "served" and (
+        why := served_problem(rec.method, rec.avg_ts, rec.n_gen, extra.get("served"), rec.raw)
     ):
         return why
     row: dict[str, Any] = {}

@@ -28,6 +28,7 @@ from typing import Any
 from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+from toolkit.results.served_check import served_problem
 from toolkit.runtimes.vllm import output as vf
 
 # the runner's file names (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json), matched on
@@ -119,6 +120,13 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
         }
     if f.kind == "serve":
         prompts, tokens = _int(f.result.get("num_prompts")), _int(f.result.get("total_input_tokens"))
+        for said, where in ((says.get("--input-len", (None, ""))[0], "its name"), (input_len, "--input-len")):
+            if said and prompts and tokens and tokens % prompts:  # no length each prompt had: none asked
+                raise BadInput(
+                    f"{f.path}: {where} says {said} input tokens a prompt, its own counts {tokens} over {prompts} "
+                    f"prompts are {tokens / prompts:.4g} each (total_input_tokens, num_prompts): import the "
+                    "result of a run of fixed lengths, named as it ran; nothing imported"
+                )
         if prompts and tokens and tokens % prompts == 0:
             counted = tokens // prompts
             if "--input-len" in says and says["--input-len"][0] != counted:
@@ -176,7 +184,8 @@ def records(
     file_sha: dict[Path, str],
 ) -> list[BenchRecord]:
     """The records of these (length-resolved) vLLM result files, in file order; a decode run without
-    the output-1 run of its input length is BadInput naming it."""
+    the output-1 run of its input length is BadInput naming it; ValueError for a served record whose
+    avg_ts is not its own figures' (served_check: the rule a stored one is read by)."""
     out: list[BenchRecord] = []
     refs = {
         (f.input_len, 1): f for f in files if f.kind == "latency" and f.output_len == 1
@@ -204,6 +213,13 @@ def records(
             out.append(_serve(f, base, L, O))
         else:
             out.append(_throughput(f, base, L, O))
+        rec = out[-1]
+        if rec.status == "ok" and rec.axis == "served":  # the rule a stored one is read by
+            why = served_problem(
+                rec.method, rec.avg_ts, rec.n_gen, (rec.model_extra or {}).get("served"), rec.raw
+            )
+            if why:
+                raise ValueError(why)
     return out
 
 
@@ -328,8 +344,11 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
 
 def _throughput(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741
     """`vllm bench throughput`: offline, all requests at once. avg_ts = output tokens / elapsed_time
-    (the unit of a serve record); failed when total_num_tokens contradicts requests x (in + out)."""
+    (the unit of a serve record); ValueError (refused) for a result that is no measurement
+    (throughput_problem); failed when total_num_tokens contradicts requests x (in + out)."""
     r = f.result
+    if why := vf.throughput_problem(r, O):
+        raise ValueError(why)
     n, secs, total = (
         _int(r.get("num_requests")),
         vf._finite(r.get("elapsed_time")),
@@ -337,8 +356,8 @@ def _throughput(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecor
     )
     what = f"vllm bench throughput (in {L}, out {O})"
     error = None
-    if not n or secs is None or secs <= 0:
-        error = f"{what}: the result has no num_requests or positive elapsed_time"
+    if not n or secs is None:
+        error = f"{what}: the result has no num_requests"
     elif total is not None and abs(total - n * (L + O)) > vf.SERVED_TOLERANCE * n * (L + O):
         error = (
             f"{what}: total_num_tokens {total} is not {n} requests x ({L} + {O}): the run did not measure "

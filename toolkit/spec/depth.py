@@ -118,36 +118,6 @@ class KvShape:
         return per * (self.key_length * KV_TYPE_BYTES[type_k] + self.value_length * KV_TYPE_BYTES[type_v])
 
 
-def gguf_kv_shape(path: str) -> KvShape | None:
-    """The KvShape from a GGUF file's metadata (`{arch}.block_count`, `.attention.head_count_kv`,
-    `.attention.key_length` / `.value_length`, else embedding_length / head_count: the GGUF spec,
-    ggml/docs/gguf.md); None where the file or a field cannot be read."""
-    try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(path)
-    except Exception:  # not a GGUF we can read: no estimate, the depth is kept
-        return None
-
-    def field(key: str) -> Any:
-        f = reader.fields.get(key)
-        if f is None or not f.data:
-            return None
-        v = f.parts[f.data[0]]
-        return bytes(v).decode(errors="replace") if v.dtype.kind == "u" and v.dtype.itemsize == 1 else v[0]
-
-    arch = field("general.architecture")
-    n_layer, heads = field(f"{arch}.block_count"), field(f"{arch}.attention.head_count")
-    kv = field(f"{arch}.attention.head_count_kv") or heads
-    head = field(f"{arch}.attention.key_length")
-    if head is None and heads:
-        head = (field(f"{arch}.embedding_length") or 0) // int(heads)
-    if not n_layer or not kv or not head:
-        return None
-    value = field(f"{arch}.attention.value_length") or head
-    return KvShape(int(n_layer), int(kv), int(head), int(value))
-
-
 FIT_RESERVE_BYTES = 1 << 30
 """GPU memory kept free beside the weights and KV cache for compute buffers and the runtime, bytes
 (an estimate: llama.cpp's compute buffer for ub 2048 on a 30B MoE is a few hundred MiB)."""

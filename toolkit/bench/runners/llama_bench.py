@@ -190,16 +190,15 @@ def _run_spec(
     log's) of one llama-bench process over `axes` on model file `path`, `memory` bytes at most,
     with the `bench.env` combination `env` set (-e; not over the device selection and caches the toolkit
     sets; a variable None is not passed: unset, unless the image's own ENV sets it: see `environment`)."""
-    spec, build, opts = ctx.spec, ctx.build, ctx.opts
     command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
-    name = f"toolkit-{opts.run_id}-{spec.name}-{ctx.model.name}{suffix}"[:120]
+    name = f"toolkit-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}{suffix}"[:120]
     rs = container_spec(
-        build.digest,
+        ctx.build.digest,
         command,
         ctx.profile,
         model_dir=path,
         shader_volume=_shader_volume(ctx),
-        run_id=opts.run_id,
+        run_id=ctx.opts.run_id,
         name=name,
         memory_bytes=memory,
         model_file=True,
@@ -314,6 +313,7 @@ class RowSink:
         self.streamed.append(raw)
         self.measured += _row_seconds(raw, self.repetitions)
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
+        tokens = check.row_tokens(raw)  # the window's tokens per repetition, for the observer
         # the validity pass every import goes through too, a CPU fallback, a software device
         norm, void = check.judge_row(
             raw, self.spec.backend, allow_software_gpu=self.allow_software_gpu, log="\n".join(self.printed)
@@ -323,7 +323,7 @@ class RowSink:
                 f"model file {self.model.path} changed during the run: its sha256 "
                 f"{self.model.sha256[:12]} no longer describes what was measured"
             )
-        seen = self.observer.test(raw)
+        seen = self.observer.test(raw, tokens)
         flags = merge_flags(self.base.get("flags"), seen.get("flags"))  # stale-build (--allow-stale) first
         try:
             rec = BenchRecord(

@@ -49,10 +49,11 @@ from toolkit.bench.runners.llama_bench import (
 )
 from toolkit.core import jsonsafe
 from toolkit.host import info as hostinfo
+from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord
-from toolkit.spec.matrix import BenchAxes, KvShape, depth_axes, fit_depths, gguf_kv_shape
+from toolkit.spec.matrix import BenchAxes, KvShape, depth_axes, fit_depths
 
 SWEEP = "depth"
 """The `sweep` key of a depth case (Runner.cases): the plan line counts them."""
@@ -155,8 +156,8 @@ def fitting_depths(ctx: RunContext) -> tuple[list[int], list[str]]:
 
 def kv_shape(ctx: RunContext, path: Path) -> KvShape | None:
     """gguf_kv_shape of the model file at `path`, read once per state of the file (cached beside its
-    sha256 in .toolkit/: reading the header imports gguf and numpy and parses every tensor's info,
-    ~0.2 CPU s, which a bench asked for on each of its four looks at the depth plan)."""
+    sha256 in .toolkit/: reading the header walks every tensor's info (toolkit.models.gguf_meta), which
+    a bench asked for on each of its four looks at the depth plan)."""
 
     def read() -> str:
         shape = gguf_kv_shape(str(path))

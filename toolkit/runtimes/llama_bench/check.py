@@ -104,6 +104,14 @@ def token_count(v: Any) -> int | None:
     return _count({"n": v}, "n", required=True)[0]
 
 
+def row_tokens(raw: dict[str, Any]) -> int | None:
+    """The tokens one repetition of a row counts, n_prompt + n_gen as the validity pass reads them (an
+    absent one: 0), None when either is no token count (the validity pass refuses that row)."""
+    n_prompt = 0 if raw.get("n_prompt") is None else token_count(raw["n_prompt"])
+    n_gen = 0 if raw.get("n_gen") is None else token_count(raw["n_gen"])
+    return None if n_prompt is None or n_gen is None else n_prompt + n_gen
+
+
 def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
     try:
         return _count_of(fields, name, required=required)
@@ -192,7 +200,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
     that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
-    time or lies in the future (_time_of_test)."""
+    time or lies in the future (_time_of_test); a stddev_ts below 0 (`± -5` in -o md)."""
     if problem:
         return problem
     if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
@@ -228,6 +236,9 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         return "no avg_ts or avg_ns (a cut-off row?)"
     if ts is not None and ts > MAX_TOKENS_PER_S:
         return f"avg_ts is {ts!r}: not a measurement (above {MAX_TOKENS_PER_S:.0e} tokens/s)"
+    sd = as_float(fields.get("stddev_ts"))
+    if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record
+        return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
     return _contradiction(fields, tokens, ts, ns)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.runtimes.llama_bench import md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -36,31 +37,6 @@ from toolkit.runtimes.llama_bench.check import (
     as_float,
     value_kind,
 )
-
-# -o md column titles (markdown_printer::get_field_display_name, and older releases' `mmap`, `mmq`)
-MD_FIELDS = {
-    "model": "model_type",
-    "size": "model_size",
-    "params": "model_n_params",
-    "backend": "backends",
-    "ngl": "n_gpu_layers",
-    "sm": "split_mode",
-    "threads": "n_threads",
-    "nkvo": "no_kv_offload",
-    "fa": "flash_attn",
-    "lm": "load_mode",
-    "embd": "embeddings",
-    "nopo": "no_op_offload",
-    "noh": "no_host",
-    "rpk": "repack",
-    "dev": "devices",
-    "ts": "tensor_split",
-    "ot": "tensor_buft_overrides",
-    "fitt": "fit_target",
-    "fitc": "fit_min_ctx",
-    "mmap": "use_mmap",
-    "mmq": "mul_mat_q",
-}
 
 
 @dataclass
@@ -232,9 +208,16 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     return out
 
 
-def parse_jsonl(text: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The objects of llama-bench stdout, each as it was printed (read_jsonl's rows' fields)."""
-    return [r.fields for r in read_jsonl(text, skipped)]
+def parse_jsonl(text: str) -> list[dict[str, Any]]:
+    """The objects of llama-bench stdout, each as it was printed: read_jsonl's rows' fields, without
+    its notes on the lines that are no record (a log line is not parsed)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            obj = parse_record_line(line.strip())[0]
+            if obj is not None:
+                out.append(obj)
+    return out
 
 
 _JSON_START = tuple('["-0123456789') + ("null", "true", "false")
@@ -479,14 +462,14 @@ def is_md_header(line: str) -> bool:
     """A llama-bench -o md header: a table line (with or without the leading `|`) naming MD_COLUMNS."""
     if "|" not in line:
         return False
-    cells = {c.lower() for c in _md_cells(line)}
+    cells = set(md_titles.read(_md_cells(line)))
     return all(c in cells for c in MD_COLUMNS)
 
 
 def md_table_like(line: str) -> bool:
     """A table header naming `test` and `t/s` but not all of MD_COLUMNS: another tool's table that
     looks like llama-bench's (read_rows refuses it, naming what it lacks)."""
-    cells = {c.lower() for c in _md_cells(line)} if "|" in line else set()
+    cells = set(md_titles.read(_md_cells(line))) if "|" in line else set()
     return "test" in cells and "t/s" in cells and not is_md_header(line)
 
 
@@ -507,9 +490,11 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 devices[int(d.group("n"))] = d.group("name").strip()
             i += 1
             continue
-        titles = [c.lower() for c in _md_cells(lines[i])]  # llama-bench's titles are lower case
-        header = [MD_FIELDS.get(c, c) for c in titles]
-        said = md_header_problem(titles, f"the table's header (line {first + i})")
+        titles = md_titles.read(_md_cells(lines[i]))  # llama-bench's titles are lower case
+        header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
+        said = md_titles.problem(titles, at := f"the table's header (line {first + i})") or md_header_problem(
+            titles, at
+        )
         i += 1
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
             i += 1
@@ -545,7 +530,7 @@ def md_header_problem(titles: list[str], where: str) -> str | None:
     one field (MD_SETS, MD_FIELDS: `t/s` and `avg_ts`, `threads` and `n_threads`: the last would win)."""
     by: dict[str, str] = {}
     for title in filter(None, titles):
-        for name in MD_SETS.get(title, (MD_FIELDS.get(title, title),)):
+        for name in MD_SETS.get(title, (md_titles.MD_FIELDS.get(title, title),)):
             if by.get(name) == title:
                 return _column_twice(where, title)
             if name in by:

@@ -118,6 +118,27 @@ def latency_problem(data: dict[str, Any]) -> str | None:
         why = _seconds(f"percentiles[{k!r}]", v)
         if why:
             return why
+    return _percentile_problem(pct if isinstance(pct, dict) else {}, lats)
+
+
+def _percentile_problem(pct: dict[Any, Any], lats: list[float]) -> str | None:
+    """Why a latency result's percentiles (seconds, each a time: latency_problem) are not of its
+    latencies: vLLM takes them with np.percentile over `latencies`, so each lies within their range and
+    a higher one is never lower (1e-9 relative slack for the float sums of a copy)."""
+    lo, hi = min(lats), max(lats)
+    for k, v in pct.items():
+        if not lo * (1 - 1e-9) <= float(v) <= hi * (1 + 1e-9):
+            return f"percentiles[{k!r}] {float(v):g} lies outside latencies ({lo:g} to {hi:g} s)"
+    return _order_problem({str(k): float(v) for k, v in pct.items()}, "percentiles[{!r}]")
+
+
+def _order_problem(by_p: dict[str, float], name: str) -> str | None:
+    """Why percentiles `by_p` ({"50": value, "99": value}; keys that are no number are passed over) are
+    not non-decreasing in p; `name` formats a key into the field's name."""
+    ranked = sorted((p, k, v) for k, v in by_p.items() if (p := _num(k)) is not None and math.isfinite(p))
+    for (_, ka, va), (_, kb, vb) in zip(ranked, ranked[1:], strict=False):
+        if vb < va * (1 - 1e-9):
+            return f"{name.format(kb)} {vb:g} is below {name.format(ka)} {va:g}: a higher percentile is never lower"
     return None
 
 
@@ -210,17 +231,39 @@ def serve_problem(data: dict[str, Any]) -> str | None:
     prompts, done, failed = parsed["num_prompts"], parsed["completed"], parsed["failed"] or 0
     if prompts is not None and done is not None and done + failed > prompts:
         return f"completed {done:g} + failed {failed:g} is more than num_prompts {prompts:g}: more requests than were sent"
-    return _serve_rates(parsed) or _serve_latencies(parsed)
+    return _serve_rates(parsed) or _serve_latencies(parsed) or _serve_lens(data, parsed)
+
+
+def _serve_lens(data: dict[str, Any], parsed: dict[str, Any]) -> str | None:
+    """Why a --save-detailed result's per-request `output_lens` / `input_lens` are not its totals, or
+    None (vLLM calculate_metrics: one entry per request sent, a failed one's output 0;
+    total_output_tokens = sum(output_lens), total_input_tokens the sum of the completed requests'
+    input lengths: all of input_lens when none failed)."""
+    sent = None if parsed["completed"] is None else parsed["completed"] + (parsed["failed"] or 0)
+    for name, total in (("output_lens", "total_output_tokens"), ("input_lens", "total_input_tokens")):
+        lens = data.get(name)
+        if lens is None:
+            continue
+        if not isinstance(lens, list) or not all(type(x) is int and x >= 0 for x in lens):
+            return f"{name} is not a list of token counts (whole numbers >= 0)"
+        if sent is not None and len(lens) != sent:
+            return f"{name} has {len(lens)} requests, completed + failed is {sent:g}"
+        said, got = parsed[total], sum(lens)
+        if said is not None and (
+            got != said if name == "output_lens" or not parsed["failed"] else got < said
+        ):
+            return f"{name} sum to {got}, {total} is {said:g}: the requests are not the result's"
+    return None
 
 
 def _serve_rates(parsed: dict[str, Any]) -> str | None:
     """duration above 0, and each throughput its count / duration to AGREE: output_throughput =
     total_output_tokens / duration, total_token_throughput = (input + output) / duration,
-    request_throughput = completed / duration."""
+    request_throughput = completed / duration. Without a duration, the rates must say one duration
+    between them (count / rate, to AGREE), and an output_throughput beside its tokens with no other
+    rate is held to nothing: refused."""
     secs = parsed["duration"]
-    if secs is None:
-        return None
-    if secs <= 0:
+    if secs is not None and secs <= 0:
         return f"duration is {secs:g}: a benchmark takes time (seconds above 0)"
     ins, outs = parsed["total_input_tokens"], parsed["total_output_tokens"]
     counts = {
@@ -231,13 +274,34 @@ def _serve_rates(parsed: dict[str, Any]) -> str | None:
         ),
         "request_throughput": (parsed["completed"], "completed"),
     }
-    for name, (count, what) in counts.items():
-        rate = parsed[name]
-        if rate is None or count is None:
-            continue
+    rates = [(name, parsed[name], count, what) for name, (count, what) in counts.items()]
+    rates = [r for r in rates if r[1] is not None and r[2] is not None]
+    if secs is None:
+        return _rates_without_duration([r for r in rates if r[1] > 0 and r[2] > 0])
+    for name, rate, count, what in rates:
         expect = count / secs
         if abs(rate - expect) > AGREE * max(expect, rate):
             return f"{name} {rate:g} contradicts {what} {count:g} over duration {secs:g} s ({expect:.4g}/s)"
+    return None
+
+
+def _rates_without_duration(rates: list[tuple[str, float, float, str]]) -> str | None:
+    """Why the (name, rate, count, what) of a result without `duration` do not say one duration."""
+    if not rates or rates[0][0] != "output_throughput":
+        return None
+    name, rate, count, _ = rates[0]
+    if len(rates) == 1:
+        return (
+            f"output_throughput {rate:g} cannot be held to its counts: no duration, and no request_throughput "
+            "or total_token_throughput beside it; import the result as vLLM wrote it"
+        )
+    for other, r2, c2, what in rates[1:]:
+        a, b = count / rate, c2 / r2
+        if abs(a - b) > AGREE * max(a, b):
+            return (
+                f"output_throughput {rate:g} contradicts {other} {r2:g}: total_output_tokens {count:g} over it "
+                f"takes {a:.4g} s, {what} {c2:g} over {other} {b:.4g} s (the result has no duration)"
+            )
     return None
 
 
@@ -265,6 +329,12 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             return (
                 f"median_{metric}_ms {med:g} contradicts p50_{metric}_ms {p50:g}: one statistic, two values"
             )
+    for metric, vals in lat.items():  # vLLM's np.percentile: a higher percentile is never lower
+        by_p = {stat[1:]: v for stat, v in vals.items() if stat.startswith("p") and v is not None}
+        if "50" not in by_p and vals.get("median") is not None:
+            by_p["50"] = vals["median"]  # type: ignore[assignment]
+        if why := _order_problem(by_p, "p{}_" + metric + "_ms"):  # type: ignore[arg-type]
+            return why
     ttft, tpot, e2el = ((lat.get(m) or {}).get("mean") for m in ("ttft", "tpot", "e2el"))
     if ttft is not None and e2el is not None and ttft > e2el * (1 + AGREE):
         return f"mean_ttft_ms {ttft:g} is more than mean_e2el_ms {e2el:g}: the first token is part of the request"
@@ -277,6 +347,44 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
         return (
             f"mean_tpot_ms {tpot:g} contradicts the requests' decode time: {after_first:.4g} tokens after the "
             f"first in mean_e2el_ms - mean_ttft_ms = {decode:.4g} ms is {decode / after_first:.4g} ms a token"
+        )
+    return None
+
+
+MIN_TOKEN_S = 1e-5
+"""The least time one generated token takes (s): a request's output tokens come one after another,
+each a forward pass of the model over its context. The tiny stand-in model (0.79 M parameters) decodes
+at 7,800 tok/s in llama-bench on this host's CPU (128 us a token: tests/data/llamabench-0c1e57098-cpu.md)
+and vLLM adds a scheduler step per token; 10 us leaves a factor of ten below that."""
+
+
+def throughput_problem(data: dict[str, Any], output_len: int) -> str | None:
+    """Why a `vllm bench throughput` result (keys: elapsed_time, num_requests, total_num_tokens,
+    requests_per_second, tokens_per_second; vllm/benchmarks/throughput.py) is no measurement, naming
+    the field, or None: elapsed_time not a time above 0; num_requests not a whole count above 0,
+    total_num_tokens not one >= 0; each rate not its count / elapsed_time to AGREE; an elapsed_time
+    shorter than `output_len` tokens one after another take (MIN_TOKEN_S each)."""
+    secs = _num(data.get("elapsed_time"))
+    why = _seconds("elapsed_time", data.get("elapsed_time"))
+    if why or secs is None:
+        return why
+    counts: dict[str, float] = {}
+    for name, least in (("num_requests", 1), ("total_num_tokens", 0)):
+        v = _num(data.get(name))
+        if v is not None and not (math.isfinite(v) and v == int(v) and v >= least):
+            return f"{name} is {data.get(name)!r:.24}: a count is a whole number (at least {least})"
+        if v is not None:
+            counts[name] = v
+    for name, count in (("requests_per_second", "num_requests"), ("tokens_per_second", "total_num_tokens")):
+        rate = _finite(data.get(name))
+        if rate is not None and count in counts:
+            expect = counts[count] / secs
+            if abs(rate - expect) > AGREE * max(expect, rate):
+                return f"{name} {rate:g} contradicts {count} {counts[count]:g} over elapsed_time {secs:g} s ({expect:.4g}/s)"
+    if secs < output_len * MIN_TOKEN_S:
+        return (
+            f"elapsed_time {secs:g} s is shorter than {output_len} output tokens one after another allow: each is a "
+            f"forward pass of the model, at least {MIN_TOKEN_S * 1e6:g} us ({output_len * MIN_TOKEN_S:g} s)"
         )
     return None
 
