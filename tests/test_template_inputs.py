@@ -122,3 +122,22 @@ def test_a_planted_link_at_toolkit_is_never_written_through(project, tmp_path):
     spec = lm.m.image("cpu")
     assert ti.image_inputs_hash(lm, spec) == render_image(lm, spec).inputs_hash
     assert list(target.iterdir()) == []
+
+
+def test_a_cache_reached_through_a_link_is_never_read(project, tmp_path):
+    """Breaker round 13: .toolkit a link to a folder holding a cache that lists the template alone (its
+    partials left out) made bench's key differ from render's (a current image called stale). A cache
+    reached through a link is not read; an entry that does not start with the template is not used."""
+    lm = load_matrix(project / "matrix.yaml")
+    spec = lm.m.image("cpu")
+    tpl = ti.template_path(lm, spec.template)
+    text = tpl.read_text()
+    entry = {"state": ti._state(tpl), "files": [[spec.template, ti._digest(text)]]}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ti.CACHE_FILE).write_text(json.dumps({f"{tpl.resolve()}:{spec.template}": entry}))
+    (project / ".toolkit").symlink_to(elsewhere)
+    assert (
+        ti.image_inputs_hash(load_matrix(project / "matrix.yaml"), spec) == render_image(lm, spec).inputs_hash
+    )
+    assert ti._cached_files(tpl.parent, spec.template, {"files": [["other.j2", ti._digest(text)]]}) is None

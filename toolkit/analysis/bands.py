@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 
 def _excess(ratio: float, rsd: float) -> float:
     """(ratio - 1)^2 / 4 - rsd^2 for ratio > 1, else -rsd^2: how far a partner lies beyond one point's
-    half of the band, squared (inf for an overflowed ratio)."""
-    return ((ratio - 1) ** 2 / 4 if ratio > 1 else 0.0) - rsd * rsd
+    half of the band, squared: inf for a ratio whose square overflows (a product, never `**`, which
+    raises OverflowError), the stddev held below 1e150 so that inf - inf (NaN) cannot arise."""
+    d, r = ratio - 1, min(rsd, 1e150)
+    return (d * d / 4 if ratio > 1 else 0.0) - r * r
 
 
 def _farthest(vals: Sequence[float], rsds: Sequence[float], up: bool) -> list[int]:

@@ -98,10 +98,23 @@ def _date(r: BenchRecord) -> str | None:
     return str(t)[:19].replace("T", " ") if t else None
 
 
+def _count(v: Any) -> int | None:
+    """A stored count (threads, bytes) as an int when it is a whole number above 0 and below 2^60 (a
+    host's memory in bytes fits); None for any other type or value (a stranger's record)."""
+    return v if type(v) is int and 0 < v < 2**60 else None
+
+
 def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
     """One host's line from its stored facts `h` (any field of any type: see _text) and the GPU
     descriptions its records name."""
     parts = [t for k in ("os", "cpu_model") if (t := _text(h.get(k)))]
+    cores, threads, mem = (_count(h.get(k)) for k in ("cpu_cores", "cpu_threads", "memory_bytes"))
+    if threads:  # what a tok/s on the CPU, and the host's share of a GPU run, depend on
+        parts.append(
+            f"{cores} cores, {threads} threads" if cores and cores != threads else f"{threads} threads"
+        )
+    if mem:
+        parts.append(f"{mem / 2**30:.1f} GiB RAM")
     for what, value in (("kernel", h.get("kernel")), ("amdgpu", h.get("amdgpu_module"))):
         if t := _text(value):
             parts.append(f"{what} {t}")
@@ -162,7 +175,7 @@ def _num(v: Any) -> float | None:
         return None
 
 
-def canary_text(c: Any, controls: Mapping[tuple[str, str, str], float] | None = None) -> str | None:
+def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | None = None) -> str | None:
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
     control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
@@ -198,7 +211,7 @@ _WORST = ("wrong output", "unchecked")
 """How canary texts sort when an image's results disagree: a failure first, then what was not checked."""
 
 
-def _canaries(records: list[BenchRecord], controls: Mapping[tuple[str, str, str], float]) -> str:
+def _canaries(records: list[BenchRecord], controls: Mapping[tuple[str, str, str, str], float]) -> str:
     """`; canary ...` of an image's records, per model where they measured several; '' when none has one.
     Results that disagree (a pass and a failure, runs of the image on one model) are all said, worst
     first: `canary results disagree (2 results): wrong output: ... | PPL ...`, never only the first."""

@@ -573,7 +573,7 @@ def publish(
     written: list[Path] = []
     if plots_dir is not None:  # first: a link refused there leaves no page naming missing plots
         written += plots.write_pngs([], Path(plots_dir), results_root, drawn)
-    if output is not None:  # ends with a newline as stdout (click.echo); never through a link below the root
+    if output is not None:  # ends with one newline, as stdout does; never through a link below the root
         write_atomic(Path(output), (text if text.endswith("\n") else text + "\n").encode(), root=results_root)
         written.insert(0, Path(output))
     notes = (drawn.left_out + drawn.run_notes) if drawn else []

@@ -147,8 +147,8 @@ def report(
             title=title,
         )
     gc.unfreeze()
-    if text is not None:
-        click.echo(text)
+    if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
+        click.echo(text, nl=not text.endswith("\n"))
     for p in written:
         _err(f"wrote {p}")
     for n in plot_notes:

@@ -96,6 +96,10 @@ def _digest(text: str) -> str:
 
 
 def _read_cache(cache_file: Path) -> dict[str, Any]:
+    """The cache's object; {} when it is missing, not JSON, or reached through a link (a stranger's
+    folder may plant .toolkit or the file as one: nothing outside the project is read)."""
+    if cache_file.parent.is_symlink() or cache_file.is_symlink():
+        return {}
     raw = jsonsafe.read_regular_file(cache_file)  # a FIFO planted there must not block
     try:
         cache = jsonsafe.parse(raw) if raw is not None else {}
@@ -104,11 +108,17 @@ def _read_cache(cache_file: Path) -> dict[str, Any]:
     return cache if isinstance(cache, dict) else {}
 
 
-def _cached_files(root: Path, entry: Any) -> list[tuple[str, str]] | None:
-    """The (name, text) of each file `entry` lists when every one is still a template file with the
-    text recorded; None when any is not (or the entry is malformed): then the template is parsed."""
+def _cached_files(root: Path, template: str, entry: Any) -> list[tuple[str, str]] | None:
+    """The (name, text) of each file `entry` lists, the first being `template` itself, when every one
+    is still a template file with the text recorded; None when any is not (or the entry is malformed,
+    or does not start with the template): then the template is parsed."""
     files = entry.get("files") if isinstance(entry, dict) else None
-    if not isinstance(files, list) or not files:
+    if (
+        not isinstance(files, list)
+        or not files
+        or not isinstance(files[0], list)
+        or files[0][:1] != [template]
+    ):
         return None
     out: list[tuple[str, str]] = []
     for item in files:
@@ -156,7 +166,7 @@ def template_files(lm: LoadedMatrix, spec: ImageSpec) -> list[tuple[str, str]]:
         key = state = ""
     entry = cache.get(key)
     if state and isinstance(entry, dict) and entry.get("state") == state:
-        files = _cached_files(root, entry)
+        files = _cached_files(root, spec.template, entry)
         if files is not None:
             return files
     from toolkit.images import render  # jinja2: only when the cache cannot answer

@@ -181,7 +181,8 @@ def gguf_kv_shape(path: str) -> KvShape | None:
     """The KvShape from a GGUF file's metadata (`{arch}.block_count`, `.attention.head_count_kv`,
     `.attention.key_length` / `.value_length`, else embedding_length / head_count: the GGUF spec,
     ggml/docs/gguf.md; an array's first item where a key holds one per layer); None where the file
-    is no GGUF within read_summary's bounds or a field is missing (the depth is then kept)."""
+    is no GGUF within read_summary's bounds, a field is missing or a count is not above 0 (the depth
+    is then kept)."""
     from toolkit.spec.matrix import KvShape  # here: the roofline reads headers without the matrix's modules
 
     summary = read_summary(path)
@@ -201,6 +202,7 @@ def gguf_kv_shape(path: str) -> KvShape | None:
         if not n_layer or not kv or not head:
             return None
         value = get(f"{arch}.attention.value_length") or head
-        return KvShape(int(n_layer), int(kv), int(head), int(value))
+        counts = (int(n_layer), int(kv), int(head), int(value))
+        return KvShape(*counts) if min(counts) > 0 else None  # a negative int32 count: no shape
     except (TypeError, ValueError, OverflowError, ZeroDivisionError):  # a string or NaN where a count belongs
         return None

@@ -118,28 +118,28 @@ def _own_problem(c: dict[str, Any], control: Any, ppl: float, cppl: float | None
     return None
 
 
-def own_controls(canaries: Iterable[Any]) -> dict[tuple[str, str, str], float]:
-    """The CPU controls among stored canary results: (image, digest, run_id) -> ppl of each ok result
-    that is its own control and does not contradict itself (what another image's canary of that run
-    was judged against)."""
-    out: dict[tuple[str, str, str], float] = {}
+def own_controls(canaries: Iterable[Any]) -> dict[tuple[str, str, str, str], float]:
+    """The CPU controls among stored canary results: (image, digest, run_id, model_sha256) -> ppl of
+    each ok result that is its own control and does not contradict itself (what another image's
+    canary of that run and model was judged against: one run canaries every model it benches)."""
+    out: dict[tuple[str, str, str, str], float] = {}
     for c in canaries:
         control = c.get("control") if isinstance(c, dict) and c.get("status") == "ok" else None
         if isinstance(control, dict) and _key(control) == _key(c) and contradiction(c) is None:
             ppl = _figure(c.get("ppl"))
             if ppl is not None:
-                out.setdefault(_key(c), ppl)
+                out.setdefault((*_key(c), str(c.get("model_sha256"))), ppl)
     return out
 
 
-def control_problem(c: dict[str, Any], controls: Mapping[tuple[str, str, str], float]) -> str | None:
+def control_problem(c: dict[str, Any], controls: Mapping[tuple[str, str, str, str], float]) -> str | None:
     """Why ok canary `c` was not judged against its control's stored result: the control it names
-    (image, digest, run) is among `controls` (own_controls) with another perplexity; None otherwise
-    (its own control, a control not at hand, or no control)."""
+    (image, digest, run), of c's model, is among `controls` (own_controls) with another perplexity;
+    None otherwise (its own control, a control not at hand, or no control)."""
     control = c.get("control")
     if c.get("status") != "ok" or not isinstance(control, dict) or _key(control)[:2] == _key(c)[:2]:
         return None
-    stored = controls.get(_key(control))
+    stored = controls.get((*_key(control), str(c.get("model_sha256"))))
     cppl = _figure(control.get("ppl"))
     if stored is None or (cppl is not None and abs(cppl - stored) <= 1e-6 * stored):
         return None

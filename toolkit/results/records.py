@@ -39,7 +39,7 @@ from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
-from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
+from toolkit.runtimes.llama_bench.check import MIN_TOKENS_PER_S, axis_of, check_row, test_name
 
 RECORD_SCHEMA_VERSION = 2
 MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
@@ -219,8 +219,8 @@ class BenchRecord(BaseModel):
         identical samples, and a crashed timer can give `inf`).
 
         - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S: the record is refused
-          (ValueError naming the field); an ok record without a tok/s, or with 0 (a latency of 1e22 s
-          rounds to it), is refused too (as llama_bench.check.check_row refuses a row);
+          (ValueError naming the field); an ok record without a tok/s, or below MIN_TOKENS_PER_S (a
+          latency of 1e22 s rounds to 0), is refused too (as llama_bench.check.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
@@ -243,10 +243,10 @@ class BenchRecord(BaseModel):
                     f"{name} is {v!r}: not a measurement (expected a finite tokens/s from 0 to "
                     f"{MAX_TOKENS_PER_S:.0e})"
                 )
-        if self.status == "ok" and self.avg_ts is not None and self.avg_ts <= 0:
+        if self.status == "ok" and self.avg_ts is not None and self.avg_ts < MIN_TOKENS_PER_S:
             raise ValueError(
-                f"avg_ts is {self.avg_ts!r}: not a measurement (a test takes time and yields tokens; "
-                "the validity pass of llama-bench rows says the same)"
+                f"avg_ts is {self.avg_ts!r}: not a measurement (a test takes time and yields tokens, at "
+                f"least {MIN_TOKENS_PER_S:.0e} tokens/s; the validity pass of llama-bench rows says the same)"
             )
         if (
             self.status == "ok"

@@ -105,6 +105,11 @@ def _int(v: Any) -> int | None:
         return None
 
 
+# A prompt's length may differ from the asked one by this share (at least one token) where a random
+# dataset's prompt is re-encoded (vLLM's "token mismatch"); beyond it the file is another run's.
+ALIGN_TOKENS = 0.01
+
+
 def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) -> None:
     """Fill the lengths asked: --input-len / --output-len, else the runner's file name, else (serve
     input, concurrency) the result's own counts; BadInput naming the file when one stays unknown, or
@@ -119,22 +124,28 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
             "--output-len": (int(m.group("o")), "its name"),
         }
     if f.kind == "serve":
-        prompts, tokens = _int(f.result.get("num_prompts")), _int(f.result.get("total_input_tokens"))
-        for said, where in ((says.get("--input-len", (None, ""))[0], "its name"), (input_len, "--input-len")):
-            if said and prompts and tokens and tokens % prompts:  # no length each prompt had: none asked
-                raise BadInput(
-                    f"{f.path}: {where} says {said} input tokens a prompt, its own counts {tokens} over {prompts} "
-                    f"prompts are {tokens / prompts:.4g} each (total_input_tokens, num_prompts): import the "
-                    "result of a run of fixed lengths, named as it ran; nothing imported"
-                )
-        if prompts and tokens and tokens % prompts == 0:
-            counted = tokens // prompts
-            if "--input-len" in says and says["--input-len"][0] != counted:
-                raise BadInput(
-                    f"{f.path}: its name says {says['--input-len'][0]} input tokens, its own counts "
-                    f"{counted} ({tokens} over {prompts} prompts): rename the file as the run was; nothing imported"
-                )
-            says["--input-len"] = (counted, f"its own token counts ({tokens} over {prompts} prompts)")
+        # total_input_tokens sums the COMPLETED requests' prompts (vLLM calculate_metrics): a failed
+        # request is in num_prompts, not in the sum. A random prompt may come out a token off its asked
+        # length (re-encoding), so a length is held to the mean within ALIGN_TOKENS (a typo is not).
+        prompts = _int(f.result.get("num_prompts"))
+        done = _int(f.result.get("completed")) or prompts
+        tokens = _int(f.result.get("total_input_tokens"))
+        # more completed than sent: the result's own counts check says so (vllm output.serve_problem)
+        each = tokens / done if done and tokens and not (prompts and done > prompts) else None
+        counts = f"its own token counts ({tokens} over {done} completed requests)"
+        by_name = says.get("--input-len", (None, ""))[0]
+        if each is not None and by_name and abs(each - by_name) > max(1.0, ALIGN_TOKENS * by_name):
+            raise BadInput(
+                f"{f.path}: its name says {by_name} input tokens, its own counts {each:.4g} ({tokens} over "
+                f"{done} completed requests): rename the file as the run was; nothing imported"
+            )
+        if each is not None and input_len and abs(each - input_len) > max(1.0, ALIGN_TOKENS * input_len):
+            raise BadInput(
+                f"{f.path}: --input-len {input_len} contradicts the file: {counts} say {each:.4g}; drop "
+                "--input-len, or give the length the benchmark ran with; nothing imported"
+            )
+        if each is not None and each.is_integer() and by_name is None and input_len is None:
+            says["--input-len"] = (int(each), counts)
     for opt, given in (("--input-len", input_len), ("--output-len", output_len)):
         if given is not None and opt in says and given != says[opt][0]:
             raise BadInput(

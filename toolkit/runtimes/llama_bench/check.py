@@ -46,6 +46,9 @@ STRING_FIELDS = frozenset(
 
 
 MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+# ... and below this no benchmark measured it (one token in 11.6 days; our rule: a 1e-151 tok/s row
+# is a unit or parser error, and values that far apart overflowed the report's arithmetic)
+MIN_TOKENS_PER_S = 1e-6
 
 
 MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
@@ -196,7 +199,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
-    avg_ns (a cut-off row); an avg_ts that is not a finite number above 0 and up to 1e9; an avg_ns
+    avg_ns (a cut-off row); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
     that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
     that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
@@ -234,8 +237,11 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         return why
     if ts is None and ns is None:
         return "no avg_ts or avg_ns (a cut-off row?)"
-    if ts is not None and ts > MAX_TOKENS_PER_S:
-        return f"avg_ts is {ts!r}: not a measurement (above {MAX_TOKENS_PER_S:.0e} tokens/s)"
+    if ts is not None and not MIN_TOKENS_PER_S <= ts <= MAX_TOKENS_PER_S:
+        return (
+            f"avg_ts is {ts!r}: not a measurement (expected {MIN_TOKENS_PER_S:.0e} to {MAX_TOKENS_PER_S:.0e} "
+            "tokens/s)"
+        )
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record
         return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"

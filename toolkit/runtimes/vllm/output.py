@@ -236,22 +236,24 @@ def serve_problem(data: dict[str, Any]) -> str | None:
 
 def _serve_lens(data: dict[str, Any], parsed: dict[str, Any]) -> str | None:
     """Why a --save-detailed result's per-request `output_lens` / `input_lens` are not its totals, or
-    None (vLLM calculate_metrics: one entry per request sent, a failed one's output 0;
+    None (vLLM calculate_metrics: one entry per request sent, a failed one's output 0 (releases that
+    write no `failed` count: at least `completed` entries);
     total_output_tokens = sum(output_lens), total_input_tokens the sum of the completed requests'
     input lengths: all of input_lens when none failed)."""
-    sent = None if parsed["completed"] is None else parsed["completed"] + (parsed["failed"] or 0)
+    done, failed = parsed["completed"], parsed["failed"]
     for name, total in (("output_lens", "total_output_tokens"), ("input_lens", "total_input_tokens")):
         lens = data.get(name)
         if lens is None:
             continue
         if not isinstance(lens, list) or not all(type(x) is int and x >= 0 for x in lens):
             return f"{name} is not a list of token counts (whole numbers >= 0)"
-        if sent is not None and len(lens) != sent:
-            return f"{name} has {len(lens)} requests, completed + failed is {sent:g}"
+        if done is not None and failed is not None and len(lens) != done + failed:
+            return f"{name} has {len(lens)} requests, completed + failed is {done + failed:g}"
+        if done is not None and len(lens) < done:  # older releases write no `failed`: at least completed
+            return f"{name} has {len(lens)} requests, completed is {done:g}"
         said, got = parsed[total], sum(lens)
-        if said is not None and (
-            got != said if name == "output_lens" or not parsed["failed"] else got < said
-        ):
+        some_failed = bool(failed) or (done is not None and len(lens) > done)
+        if said is not None and (got != said if name == "output_lens" or not some_failed else got < said):
             return f"{name} sum to {got}, {total} is {said:g}: the requests are not the result's"
     return None
 
