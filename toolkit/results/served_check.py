@@ -11,16 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from toolkit.core.stats import finite_number as _figure
 from toolkit.runtimes.vllm import output as vf
 
 AGREE = vf.AGREE
 """How far avg_ts may lie from what its figures give (the figures are full floats; avg_ts of a
 throughput record is rounded to 4 decimals)."""
-
-
-def _figure(v: Any) -> float | None:
-    """A finite number of a block (bool is none), else None."""
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def served_problem(
