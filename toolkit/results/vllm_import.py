@@ -110,6 +110,11 @@ def _int(v: Any) -> int | None:
 ALIGN_TOKENS = 0.01
 
 
+def _off(each: float, asked: int) -> bool:
+    """Whether a mean prompt length `each` lies beyond ALIGN_TOKENS (at least one token) of `asked`."""
+    return abs(each - asked) > max(1.0, ALIGN_TOKENS * asked)
+
+
 def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) -> None:
     """Fill the lengths asked: --input-len / --output-len, else the runner's file name, else (serve
     input, concurrency) the result's own counts; BadInput naming the file when one stays unknown, or
@@ -134,12 +139,12 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
         each = tokens / done if done and tokens and not (prompts and done > prompts) else None
         counts = f"its own token counts ({tokens} over {done} completed requests)"
         by_name = says.get("--input-len", (None, ""))[0]
-        if each is not None and by_name and abs(each - by_name) > max(1.0, ALIGN_TOKENS * by_name):
+        if each is not None and by_name and _off(each, by_name):
             raise BadInput(
                 f"{f.path}: its name says {by_name} input tokens, its own counts {each:.4g} ({tokens} over "
                 f"{done} completed requests): rename the file as the run was; nothing imported"
             )
-        if each is not None and input_len and abs(each - input_len) > max(1.0, ALIGN_TOKENS * input_len):
+        if each is not None and input_len and _off(each, input_len):
             raise BadInput(
                 f"{f.path}: --input-len {input_len} contradicts the file: {counts} say {each:.4g}; drop "
                 "--input-len, or give the length the benchmark ran with; nothing imported"
