@@ -72,9 +72,7 @@ class LlamaBenchRunner:
         assert path is not None
         steps = []
         if ctx.spec.backend != "cpu":  # the GPU-path probe (preflight_devices) runs before the sweep
-            steps.append(
-                Step("GPU-path probe", ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx))))
-            )
+            steps.append(Step("GPU-path probe", ctx.engine.run_command(_probe_spec(ctx))))
         steps += _steps(ctx, path, [(env, ctx.lm.m.bench) for env in ctx.lm.m.bench.env_combinations()])
         return steps + _steps(ctx, path, _depth().depth_plan(ctx, resume=False).processes, depth=True)
 
@@ -106,24 +104,58 @@ class LlamaBenchRunner:
         return None
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        """bench.runs container starts of the crossed matrix per `env` combination (a combination stops
+        """The pair resolved once (`_pair`: model file, sha256, memory limit, the GPU-path probe), then
+        bench.runs container starts of the crossed matrix per `env` combination (a combination stops
         early on a failed or resumed run), then those of the model's depth sweep (llama_depth), each
-        process on its own: a failed main sweep does not stop the depth sweep, a skipped one (no model
-        file) does."""
+        process on its own: a failed main sweep does not stop the depth sweep."""
+        pair = _pair(ctx)
+        if isinstance(pair, Outcome):  # the model absent, the GPU path unusable: said once
+            return [pair]
         out = []
         if ctx.opts.dry_run and ctx.spec.backend != "cpu":  # what preflight_devices would run first
-            probe = ctx.engine.run_command(_probe_spec(ctx, _shader_volume(ctx)))
+            probe = ctx.engine.run_command(_probe_spec(ctx))
             out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", "device probe", command=probe))
         combos = ctx.lm.m.bench.env_combinations()
         for k, env in enumerate(combos):  # each combination its own log and container: -env<k>
-            out += _processes(ctx, env, tag=f"-env{k + 1}" if len(combos) > 1 else "")
-        if any(o.status == "skipped" for o in out):  # the model is absent: said once, by the main sweep
-            return out
+            out += _processes(ctx, pair, env, tag=f"-env{k + 1}" if len(combos) > 1 else "")
         depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run).processes
         for k, (env, axes) in enumerate(depth):
             what = f"depth sweep, depths {','.join(map(str, axes.n_depth))}"
-            out += _processes(ctx, env, axes, what, tag=f"-{k + 1}" if len(depth) > 1 else "")
+            out += _processes(ctx, pair, env, axes, what, tag=f"-{k + 1}" if len(depth) > 1 else "")
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    """What every llama-bench process of one (image, model) run shares, resolved once by `_pair`: the
+    model file `path`, its sha256 `sha` ("" in a dry run: no model file read), `hashed` (its
+    file_identity when hashed: a row measured after the bytes changed is void), the container memory
+    limit (bytes; None: none) and the GPU-path probe's (facts, flags) for every record."""
+
+    path: Path
+    sha: str
+    hashed: tuple[int, ...]
+    memory: int | None
+    probe: tuple[dict[str, Any], list[str]] = ({}, [])
+
+
+def _pair(ctx: RunContext) -> _Pair | Outcome:
+    """The pair's shared facts (`_Pair`), or the outcome that ends the pair first: the model absent
+    (skipped), a GPU path the probe finds unusable (failed). Raises BadInput for a memory size it
+    cannot read or a model file off its sha256 pin."""
+    lm, spec, model, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
+    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+    if path is None:
+        return Outcome(spec.name, model.name, "skipped", reason)
+    memory = memory_limit(lm, opts)
+    sha = "" if opts.dry_run else check_sha(lm, model, path)  # a dry run reads no model file
+    pair = _Pair(path, sha, file_identity(path), memory)  # the bytes `sha` describes
+    if opts.dry_run:
+        return pair
+    why, facts, flags = preflight_devices(ctx)
+    if why:
+        return Outcome(spec.name, model.name, "failed", why)
+    return dataclasses.replace(pair, probe=(facts, flags))
 
 
 def _depth():
@@ -134,7 +166,12 @@ def _depth():
 
 
 def _processes(
-    ctx: RunContext, env: dict[str, str | None], axes: BenchAxes | None = None, what: str = "", tag: str = ""
+    ctx: RunContext,
+    pair: _Pair,
+    env: dict[str, str | None],
+    axes: BenchAxes | None = None,
+    what: str = "",
+    tag: str = "",
 ) -> list[Outcome]:
     """bench.runs container starts of `axes` (default: the matrix's, resumed per --resume) with the env
     combination `env`, each line's reason prefixed by what it is (`what`, else "sweep" in a dry run;
@@ -145,7 +182,7 @@ def _processes(
         opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
         one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
         suffix = ("-depth" if axes is not None else "") + tag + (f"-run{i + 1}" if runs > 1 else "")
-        o = bench_one(one, axes=axes, env=env, log_suffix=suffix)
+        o = bench_one(one, pair, axes=axes, env=env, log_suffix=suffix)
         notes = [what] if what else (["sweep"] if o.status == "dry-run" else [])
         notes += ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (
             [f"env {_env_label(env)}"] if env else []
@@ -214,9 +251,7 @@ def _shader_volume(ctx: RunContext) -> str | None:
     return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
-def preflight_devices(
-    ctx: RunContext, shader_volume: str | None
-) -> tuple[str | None, dict[str, Any], list[str]]:
+def preflight_devices(ctx: RunContext) -> tuple[str | None, dict[str, Any], list[str]]:
     """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
     host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every
     record, the flags it sets on every record): what it printed read by llamabench.probe_facts,
@@ -224,7 +259,7 @@ def preflight_devices(
     spec = ctx.spec
     if spec.backend == "cpu":
         return None, {}, []
-    rs = _probe_spec(ctx, shader_volume)
+    rs = _probe_spec(ctx)
     out = ctx.engine.run_container(rs, timeout=300)
     facts = llamabench.probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
     facts["command"] = ctx.engine.run_command(rs)
@@ -234,25 +269,27 @@ def preflight_devices(
     return why, facts, llamabench.probe_flags(spec.backend, facts, ctx.profile.gpu_details)
 
 
-def _probe_spec(ctx: RunContext, shader_volume: str | None):
-    """The container of the GPU-path probe: `llama-bench --list-devices` with the run's devices, no model."""
+def _probe_spec(ctx: RunContext):
+    """The container of the GPU-path probe: `llama-bench --list-devices` with the run's devices, no
+    model and no shader cache (listing devices compiles no shader; mounting the cache would create
+    its volume before the sweep asks whether it starts cold)."""
     return container_spec(
         ctx.build.digest,
         ["llama-bench", "--list-devices"],
         ctx.profile,
         model_dir=None,
-        shader_volume=shader_volume,
+        shader_volume=None,
         run_id=ctx.opts.run_id,
         name=f"toolkit-pre-{ctx.opts.run_id}-{ctx.spec.name}",
     )
 
 
-def _resumed(ctx: RunContext, sha: str, env: dict[str, str | None] | None) -> Outcome | None:
+def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) -> Outcome | None:
     """With opts.resume: the outcome of measuring only the cases not yet measured on this digest +
-    model sha256 `sha` (one bench_one per cross product they form), or of nothing when none is
+    the pair's model sha256 (one bench_one per cross product they form), or of nothing when none is
     missing; None when every case is missing (the whole matrix runs as usual)."""
     lm, spec, model = ctx.lm, ctx.spec, ctx.model
-    todo = missing_cases(ctx.store, ctx.build.digest, sha, lm.m.bench, env)
+    todo = missing_cases(ctx.store, ctx.build.digest, pair.sha, lm.m.bench, env)
     n_all = len(lm.m.bench.cases())
     if not todo:
         return Outcome(
@@ -260,7 +297,7 @@ def _resumed(ctx: RunContext, sha: str, env: dict[str, str | None] | None) -> Ou
         )
     if len(todo) == n_all:
         return None
-    parts = [bench_one(ctx, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
+    parts = [bench_one(ctx, pair, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
     bad = [o for o in parts if o.status != "ok"]
     return Outcome(
         spec.name,
@@ -393,16 +430,14 @@ def _process_error(
     return None
 
 
-def _base_fields(
-    ctx: RunContext, axes: BenchAxes, rs: Any, path: Path, sha: str, memory: int | None, env, probe, log_path
-) -> dict[str, Any]:
-    """The record fields every row of one llama-bench process shares (`model`: model file `path` with
-    its sha256, a shape twin, toolkit fetch-model --twin, saying so: kind synthetic-twin + twin_of;
-    `probe`: preflight_devices' facts and flags)."""
-    opts, engine, build, (facts, flags) = ctx.opts, ctx.engine, ctx.build, probe
-    extras = twin.model_extras(path, sha)
+def _base_fields(ctx: RunContext, pair: _Pair, axes: BenchAxes, rs: Any, env, log_path) -> dict[str, Any]:
+    """The record fields every row of one llama-bench process shares (`model`: the pair's model file
+    with its sha256, a shape twin, toolkit fetch-model --twin, saying so: kind synthetic-twin +
+    twin_of; the pair's probe facts and flags)."""
+    opts, engine, build, (facts, flags), path = ctx.opts, ctx.engine, ctx.build, pair.probe, pair.path
+    extras = twin.model_extras(path, pair.sha)
     model = ModelRef(
-        name=ctx.model.name, path=str(path), sha256=sha, size_bytes=path.stat().st_size, **extras
+        name=ctx.model.name, path=str(path), sha256=pair.sha, size_bytes=path.stat().st_size, **extras
     )
     base = dict(
         run_id=opts.run_id,
@@ -413,7 +448,7 @@ def _base_fields(
         command=engine.run_command(rs),
         host=ctx.host,
         log_file=str(log_path),
-        limits={"memory_bytes": memory},
+        limits={"memory_bytes": pair.memory},
         **({"cooldown_s": axes.cooldown_s} if axes.cooldown_s else {}),
         env=dict(env or {}),
         **({"gpu_probe": facts} if facts else {}),
@@ -428,13 +463,17 @@ def _base_fields(
 
 
 def bench_one(
-    ctx: RunContext, axes: BenchAxes | None = None, env: dict[str, str | None] | None = None, log_suffix=""
+    ctx: RunContext,
+    pair: _Pair,
+    axes: BenchAxes | None = None,
+    env: dict[str, str | None] | None = None,
+    log_suffix="",
 ) -> Outcome:
-    """One llama-bench process for (image, model) over `axes` (default: the matrix's), its own log
+    """One llama-bench process for (image, model) of `pair` (`_pair`) over `axes` (default: the matrix's), its own log
     logs/<run_id>-<model><log_suffix>.log and container toolkit-<run_id>-<image>-<model><log_suffix>;
     appends records; returns the summary line. With opts.resume and no `axes` only the cases not yet
     measured on this digest + model run (`missing_cases`), one process per cross product they form."""
-    process = _prepare(ctx, axes, env, log_suffix)
+    process = _prepare(ctx, pair, axes, env, log_suffix)
     return process if isinstance(process, Outcome) else _measure(process)
 
 
@@ -453,40 +492,37 @@ class _Process:
 
 
 def _prepare(
-    ctx: RunContext, axes: BenchAxes | None, env: dict[str, str | None] | None, log_suffix: str
+    ctx: RunContext, pair: _Pair, axes: BenchAxes | None, env: dict[str, str | None] | None, log_suffix: str
 ) -> _Process | Outcome:
-    """bench_one's process resolved from `ctx` once, or the outcome that ends it first: the model absent,
-    a dry run, a resumed matrix (`_resumed`), a GPU path the probe finds unusable. Raises BadInput
-    for a memory size it cannot read or a model file off its sha256 pin."""
+    """bench_one's process resolved from `ctx` and `pair` once, or the outcome that ends it first: a dry
+    run, a resumed matrix (`_resumed`)."""
     lm, spec, model, opts = ctx.lm, ctx.spec, ctx.model, ctx.opts
-    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
-    if path is None:
-        return Outcome(spec.name, model.name, "skipped", reason)
-    memory = memory_limit(lm, opts)
-    sha = "" if opts.dry_run else check_sha(lm, model, path)  # a dry run reads no model file
-    hashed = file_identity(path)  # the bytes `sha` describes; a row measured after they changed is void
     resume = axes is None and opts.resume and not opts.dry_run
     axes = axes or lm.m.bench
-    rs = _run_spec(ctx, axes, path, env, memory, log_suffix)
+    rs = _run_spec(ctx, axes, pair.path, env, pair.memory, log_suffix)
     if opts.dry_run:
         return Outcome(spec.name, model.name, "dry-run", command=ctx.engine.run_command(rs))
-    if resume and (resumed := _resumed(ctx, sha, env)) is not None:
+    if resume and (resumed := _resumed(ctx, pair, env)) is not None:
         return resumed
-    volume = _shader_volume(ctx)
-    cold = _shader_cache_cold(ctx, volume)
-    pre, facts, flags = preflight_devices(ctx, volume)
-    if pre:
-        status = "failed" if opts.strict or spec.backend != "cpu" else "skipped"
-        return Outcome(spec.name, model.name, status, pre)
+    cold = _shader_cache_cold(ctx, _shader_volume(ctx))
     log_path = ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
-    base = _base_fields(ctx, axes, rs, path, sha, memory, env, (facts, flags), log_path)
+    base = _base_fields(ctx, pair, axes, rs, env, log_path)
     observer = run_observer(ctx)
     saver = opts.saver or guard.Saver(ctx.store)
     ref, timeout = base["model"], opts.timeout_s or axes.timeout_s
     sink = RowSink(
-        spec, ref, opts.allow_software_gpu, axes.repetitions, hashed, base, saver, observer, ctx.events, cold
+        spec,
+        ref,
+        opts.allow_software_gpu,
+        axes.repetitions,
+        pair.hashed,
+        base,
+        saver,
+        observer,
+        ctx.events,
+        cold,
     )
-    return _Process(rs, sink, log_path, len(axes.cases()), timeout, memory, ctx.engine)
+    return _Process(rs, sink, log_path, len(axes.cases()), timeout, pair.memory, ctx.engine)
 
 
 def _measure(p: _Process) -> Outcome:
