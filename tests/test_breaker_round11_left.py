@@ -143,18 +143,18 @@ def _written(path: Path, kv: int | list[int], *, key_length: int | None) -> Path
 
 
 def test_the_kv_shape_is_read_by_the_bounded_reader_with_the_same_values(tmp_path: Path) -> None:
-    """The tiny model, a per-layer head_count_kv array (its first item, as GGUFReader's field gave),
-    a model without key_length (embedding / heads): the same KvShape as GGUFReader read."""
+    """The tiny model, a model without key_length (embedding / heads): the same KvShape as GGUFReader
+    read. (A per-layer head_count_kv array, whose first item GGUFReader's field gave, is summed over
+    its layers since round 13: tests/test_round13_left.py.)"""
     from toolkit.models.tiny import generate_tiny_qwen3moe
 
     files = [
         generate_tiny_qwen3moe(tmp_path / "tiny.gguf"),
-        _written(tmp_path / "per-layer.gguf", [2, 0, 2], key_length=96),
         _written(tmp_path / "no-key-length.gguf", 4, key_length=None),
     ]
     got = [gguf_meta.gguf_kv_shape(str(p)) for p in files]
     assert got == [_reader_shape(str(p)) for p in files]
-    assert got[1:] == [KvShape(3, 2, 96, 96), KvShape(3, 4, 64, 64)]
+    assert got[1:] == [KvShape(3, 4, 64, 64)]
 
 
 def test_the_depth_fit_reads_a_hostile_header_within_bounds(tmp_path: Path) -> None:

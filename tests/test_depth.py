@@ -495,7 +495,7 @@ def test_the_kv_shape_is_read_once_per_state_of_the_model_file(tmp_path, monkeyp
     assert llama_depth.kv_shape(ctx, path) == shape and len(reads) == 1
     cache = ctx.lm.root / ".toolkit" / "sha256-cache.json"
     data = json.loads(cache.read_text())
-    key = next(k for k in data if k.startswith("kv-shape|"))
+    key = next(k for k in data if k.startswith("kv-shape-layers|"))
     cache.write_text(json.dumps({**data, key: json.dumps({**json.loads(data[key]), "n_layer": "x"})}))
     assert llama_depth.kv_shape(ctx, path) == shape and len(reads) == 2
     with path.open("ab") as f:

@@ -166,7 +166,7 @@ def bench(
         echo_json(outcomes)
     else:
         _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
-    _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run)
+    _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
 
 
 def _import_meanwhile(module: str) -> None:
@@ -204,11 +204,12 @@ def summary_format(stream: Any = None) -> str:
     return "text" if terminal_width(stream) else "github"
 
 
-def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False) -> None:
+def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, said: bool = False) -> None:
     """The store's warnings on stderr, then the exit: BadInput (exit 4) naming the stale builds and how
     to rebuild them, else BenchFailed naming the failed runs (with --strict a skip is a failure), else
-    NothingDone (exit 2) when a run measured nothing (every pair skipped; each reason named; not a dry
-    run: its plan line says when nothing would run)."""
+    NothingDone (exit 2) when a run measured nothing (every pair skipped; each reason named, or counted
+    where `said`: each outcome's line already printed it, once is enough; not a dry run: its plan line
+    says when nothing would run)."""
     if strict:  # --strict: anything not measured is a failure, for CI gates
         for o in outcomes:
             if o.status == "skipped":
@@ -232,11 +233,14 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False) 
     if not dry_run and not any(o.status in ("ok", "resumed") for o in outcomes):  # asked, none measured
         from toolkit.core.errors import NothingDone
 
+        unmeasured = [o for o in outcomes if o.status != "note"]
         why = "; ".join(
             f"{o.image if o.model == '-' else f'{o.image} x {o.model}'}: {o.reason or o.status}"
-            for o in outcomes
-            if o.status != "note"
+            for o in unmeasured
         )
+        if said and unmeasured:
+            n = len(unmeasured)
+            why = "the line above says why" if n == 1 else f"the {n} lines above say why"
         raise NothingDone(f"nothing measured ({why or 'no image and model to measure'})")
 
 

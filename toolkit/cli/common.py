@@ -345,7 +345,9 @@ def _plain_progress(outcomes: bool):
 
 
 def _rich_progress(outcomes: bool):
-    """The events callback on a terminal: a rich progress bar per (image, model), the notes above them."""
+    """The events callback on a terminal: a rich progress bar per running (image, model) process, the
+    notes above them; a finished bar is removed (its pair's outcome line stays), so only the running
+    ones and those a failure or Ctrl-C stopped remain on screen."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -381,10 +383,8 @@ def _rich_progress(outcomes: bool):
                     terminal_safe(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}")
                 ),
             )
-        elif kind == "done" and key in tasks:
-            progress.update(
-                tasks[key], completed=progress.tasks[tasks[key]].total, description=f"{key[0]} x {key[1]}"
-            )
+        elif kind == "done" and key in tasks:  # finished: its bar goes (the outcome line says the rest)
+            progress.remove_task(tasks.pop(key))
         elif kind == "close" and progress.live.is_started:
             progress.stop()
             return

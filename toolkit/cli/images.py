@@ -176,6 +176,7 @@ def _steps_for(store, status: BuildStatus | None, *, verbose: bool, announce: bo
             verbose=verbose,
             width=max(width, 40),
             status=status.update if status else None,
+            full_build_s=build_plan.full_build_seconds(store, spec.name),
         )
 
     return steps_for

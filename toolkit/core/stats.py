@@ -13,10 +13,15 @@ from typing import Any
 
 def finite_number(v: Any) -> float | None:
     """A finite JSON number (int or float, never a bool) as a float; None for anything else: a text
-    such as "256000000" is no number to a check or a reader, so neither can read what the other did not."""
+    such as "256000000" is no number to a check or a reader, so neither can read what the other did not;
+    an int beyond a float's range (10**400: JSON integers are unbounded, float() raises OverflowError)
+    is none either."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
     return f if math.isfinite(f) else None
 
 

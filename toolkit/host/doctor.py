@@ -646,6 +646,7 @@ def diagnose(
     `apt_policy`: read_apt_policy() output for the mixed-release check (None: not checked).
     `base_images`: local base image -> None or why it cannot run a command (check_base_images).
     """
+    from toolkit.host.cgroup import cgroup_version, check_cgroup
     from toolkit.host.release import check_release, parse_os_release
 
     env = os.environ if env is None else env
@@ -661,6 +662,7 @@ def diagnose(
         + check_subids(docker_info, etc)
         + check_cdi(docker_info, amd_cdi_spec())
         + check_kernel(facts)
+        + check_cgroup(cgroup_version(proc), docker_info)
         + check_release(parse_os_release(_read_text(etc / "os-release")), apt_policy)
         + check_power(gpu_power_states(sysfs, nvml=nvml))
     )

@@ -87,8 +87,10 @@ class BuildSteps:
     (BuildResult.line) says how many there were. `verbose` prints every line unchanged. With `status`
     (a callable taking the running step's text), the running step is also shown there as it runs,
     with the compiler's percentage (`[ 45%]` lines of cmake) when it prints one; without it (a log,
-    not a terminal) a step running for HEARTBEAT_S says so, with that percentage. A step that fails
-    has its last FAIL_TAIL output lines printed before its ERROR line.
+    not a terminal) a running step says so in a short line once HEARTBEAT_S pass with nothing said
+    (`name | still compiling 45%, 12 min`: the build's time so far). Both add `full_build_s`, the
+    image's last build of every step (full_build_seconds), as an estimate where it is known. A step
+    that fails has its last FAIL_TAIL output lines printed before its ERROR line.
     """
 
     def __init__(
@@ -99,8 +101,11 @@ class BuildSteps:
         verbose: bool = False,
         width: int = 100,
         status: Callable[[str], None] | None = None,
+        full_build_s: float | None = None,
     ) -> None:
         self.name, self.echo, self.verbose, self.width, self.status = name, echo, verbose, width, status
+        self.estimate = f" (last full build {_duration(full_build_s)})" if full_build_s else ""
+        self.began = time.monotonic()
         self.pending: dict[str, str] = {}  # vertex -> step title, until it is known cached or running
         self.running: dict[str, tuple[str, float]] = {}
         self.steps: set[str] = set()
@@ -119,18 +124,24 @@ class BuildSteps:
             self.percent[vid] = f"{m.group(1)}%"
         title, _ = self.running[vid]
         if self.status and m:
-            self.status(f"{self.name}: {title.split('] ', 1)[0]}] compiling {self.percent[vid]}")
+            self.status(
+                f"{self.name}: {title.split('] ', 1)[0]}] compiling {self.percent[vid]}{self.estimate}"
+            )
         self.beat()
 
     def beat(self) -> None:
         """Off a terminal (no status line): when a step runs and nothing was said for HEARTBEAT_S, say
-        that it still runs, with its percentage. Called on each output line and by a timer thread every
-        few seconds (a step may print nothing for minutes)."""
+        in one short line that it still runs: `still compiling 45%, 12 min` where the compiler printed
+        a percentage, else `still running [stage 3/9], 2 min` (the build's time so far), and the
+        estimate. Called on each output line and by a timer thread every few seconds (a step may print
+        nothing for minutes)."""
         if self.status or not self.running or time.monotonic() - self.heard < HEARTBEAT_S:
             return
-        vid, (title, t0) = next(reversed(self.running.items()))
-        pct = f", {self.percent[vid]}" if vid in self.percent else ""
-        self._say(f"{title.split('] ', 1)[0]}] still running ({time.monotonic() - t0:.0f} s{pct})")
+        vid, (title, _) = next(reversed(self.running.items()))
+        what = (
+            f"compiling {self.percent[vid]}" if vid in self.percent else f"running {title.split('] ', 1)[0]}]"
+        )
+        self._say(f"still {what}, {_duration(time.monotonic() - self.began)}{self.estimate}")
 
     def _tick(self) -> None:
         while not self._stop.wait(HEARTBEAT_S / 6):
@@ -182,21 +193,36 @@ class BuildSteps:
         self._stop.set()
 
 
+def _duration(seconds: float | None) -> str:
+    """`45 s` under a minute, else whole minutes: `12 min`."""
+    s = seconds or 0.0
+    return f"{s:.0f} s" if s < 60 else f"{s / 60:.0f} min"
+
+
+def full_build_seconds(store: Any, name: str) -> float | None:
+    """Seconds of image `name`'s newest build with no step from cache (results/builds.jsonl: what a
+    build that compiles everything took here), None when it never had one: BuildSteps' estimate."""
+    cold = [b for b in store.builds() if b.image == name and _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
+    return float(cold[-1].build_seconds) if cold else None
+
+
+def _cache(b: Any) -> tuple[Any, Any]:
+    """(cached_steps, steps) of a build record; None where it predates them."""
+    cached, steps = getattr(b, "cached_steps", None), getattr(b, "steps", None)
+    return (cached if isinstance(cached, int) else None), (steps if isinstance(steps, int) else None)
+
+
 def previous_build_note(store: Any, name: str) -> str:
     """`; previous build 2.5 s, 9 of 9 steps from cache; last build of every step 509.2 s` from the
     image's build records in results/builds.jsonl (an estimate for this one); "" when never built."""
     mine = [b for b in store.builds() if b.image == name]
     if not mine:
         return ""
-
-    def cache(b: Any) -> tuple[Any, Any]:
-        return getattr(b, "cached_steps", None), getattr(b, "steps", None)
-
-    cached, steps = cache(mine[-1])
+    cached, steps = _cache(mine[-1])
     note = f"; previous build {mine[-1].build_seconds:.1f} s"
-    if isinstance(steps, int) and isinstance(cached, int):
+    if steps is not None and cached is not None:
         note += f", {cached} of {steps} steps from cache"
-    cold = [b for b in mine if cache(b)[0] == 0 and isinstance(cache(b)[1], int) and cache(b)[1] > 0]
+    cold = [b for b in mine if _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
     if cold and cold[-1] is not mine[-1]:
         note += f"; last build of every step {cold[-1].build_seconds:.1f} s"
     return note

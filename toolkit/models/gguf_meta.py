@@ -11,12 +11,14 @@ the header is longer than MAX_HEADER_BYTES, walks more than MAX_ITEMS array item
 (strings), declares more than MAX_TENSORS tensors or a tensor type gguf does not know, or the path
 is not a readable regular file. Answers are cached per file state (path, size, mtime, inode), so a
 report reads each file once and a file replaced in place is read again. `gguf_kv_shape` reads the
-KV-cache shape of the bench's model (its depth fit) from the same summary.
+KV-cache shape of the bench's model (its depth fit) from the same summary, per layer (a hybrid model's
+recurrent layers hold no KV).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import mmap
 import os
 import stat
@@ -32,6 +34,7 @@ MAX_HEADER_BYTES = 256 << 20  # the same bound as toolkit/models/twin.py (Qwen3-
 MAX_ITEMS = 2_000_000  # array items walked one at a time (a 262k-token vocabulary + merges: < 1 M)
 MAX_TENSORS = 100_000  # a real model has a few thousand
 MAX_STRING_VALUE = 256  # metadata strings kept (longer ones: the tokenizer's; skipped, not kept)
+MAX_ARRAY_KEPT = 4096  # items of a kept array of numbers (a per-layer value; the tokenizer's: skipped)
 
 # GGUF value types (gguf.GGUFValueType): struct format of each scalar; 8 = string, 9 = array.
 _SCALAR = {
@@ -56,12 +59,12 @@ class GgufSummary:
     """A GGUF header as read: `fields` {key: value} of its scalar and short string metadata (arrays
     and strings over MAX_STRING_VALUE bytes left out); `tensors` (name, elements, data bytes) per
     tensor in file order (bytes = elements / block size x block bytes: gguf.GGML_QUANT_SIZES);
-    `firsts` {key: first item} of each non-empty array of numbers (a per-layer value, e.g. a hybrid
-    model's `{arch}.attention.head_count_kv`)."""
+    `arrays` {key: items} of each array of numbers of at most MAX_ARRAY_KEPT items (a per-layer value,
+    e.g. a hybrid model's `{arch}.attention.head_count_kv`)."""
 
     fields: dict[str, int | float | bool | str]
     tensors: tuple[tuple[str, int, int], ...]
-    firsts: dict[str, int | float | bool] = field(default_factory=dict)
+    arrays: dict[str, tuple[int | float | bool, ...]] = field(default_factory=dict)
 
 
 def read_summary(path: str) -> GgufSummary | None:
@@ -112,9 +115,11 @@ class _Walk:
             self.buf[start : self.pos].decode("utf-8", "replace") if keep and n <= MAX_STRING_VALUE else None
         )
 
-    def value(self, vtype: int, keep: bool) -> int | float | bool | str | list[int | float | bool] | None:
-        """A scalar, a string (kept: at most MAX_STRING_VALUE bytes), [first item] of an array of
-        numbers (kept and not empty), else None (the value skipped)."""
+    def value(
+        self, vtype: int, keep: bool
+    ) -> int | float | bool | str | tuple[int | float | bool, ...] | None:
+        """A scalar, a string (kept: at most MAX_STRING_VALUE bytes), the items of an array of numbers
+        (kept: at most MAX_ARRAY_KEPT items), else None (the value skipped)."""
         if vtype in _SCALAR:
             return self.take(_SCALAR[vtype])
         if vtype == _STRING:
@@ -122,13 +127,16 @@ class _Walk:
         if vtype != _ARRAY:
             raise ValueError(f"unknown GGUF value type {vtype}")
         itype, count = int(self.take("<I")), int(self.take("<Q"))
-        if itype in _SCALAR:  # fixed-size items: the first read where kept, the rest skipped at once
-            start = self.pos
-            first = [self.take(_SCALAR[itype])] if keep and count else None
-            self.pos = start + count * struct.calcsize(_SCALAR[itype])
+        if itype in _SCALAR:  # fixed-size items: read at once where kept, else skipped at once
+            start, fmt = self.pos, _SCALAR[itype]
+            self.pos = start + count * struct.calcsize(fmt)
             if self.pos > self.end:
                 raise ValueError("an array runs past the header's bound")
-            return first
+            return (
+                struct.unpack_from(f"<{count}{fmt[1:]}", self.buf, start)
+                if keep and count <= MAX_ARRAY_KEPT
+                else None
+            )
         self.items += count
         if self.items > MAX_ITEMS:
             raise ValueError("more array items than a model's header holds")
@@ -149,14 +157,14 @@ def _walk(buf: mmap.mmap) -> GgufSummary | None:
         return None
     w = _Walk(buf)
     fields: dict[str, int | float | bool | str] = {}
-    firsts: dict[str, int | float | bool] = {}
+    arrays: dict[str, tuple[int | float | bool, ...]] = {}
     for _ in range(n_kv):
         key = w.string(True)
         v = w.value(int(w.take("<I")), True)
         if key is None or v is None:
             continue
-        if isinstance(v, list):
-            firsts[key] = v[0]
+        if isinstance(v, tuple):
+            arrays[key] = v
         else:
             fields[key] = v
     tensors = []
@@ -174,35 +182,62 @@ def _walk(buf: mmap.mmap) -> GgufSummary | None:
         for d in dims:
             elements *= d
         tensors.append((name, elements, elements // block * nbytes))
-    return GgufSummary(fields, tuple(tensors), firsts)
+    return GgufSummary(fields, tuple(tensors), arrays)
 
 
 def gguf_kv_shape(path: str) -> KvShape | None:
-    """The KvShape from a GGUF file's metadata (`{arch}.block_count`, `.attention.head_count_kv`,
-    `.attention.key_length` / `.value_length`, else embedding_length / head_count: the GGUF spec,
-    ggml/docs/gguf.md; an array's first item where a key holds one per layer); None where the file
-    is no GGUF within read_summary's bounds, a field is missing or a count is not above 0 (the depth
+    """The KvShape from a GGUF file's metadata, as llama.cpp sizes its KV cache: KV bytes per token =
+    sum over layers il of n_head_kv(il) x (key_length + value_length) x bytes per element
+    (llama-hparams.cpp n_embd_k_gqa(il) / n_embd_v_gqa(il) = head size x n_head_kv(il); a layer with 0
+    KV heads, e.g. a hybrid model's recurrent layer, holds none). Per llama-model.cpp load_hparams:
+    `{arch}.attention.head_count` and `.head_count_kv` are each one number or an array of
+    `{arch}.block_count` items, head_count_kv defaults to head_count; key_length / value_length default
+    to embedding_length / head_count of layer 0 (the value's, else the key length where no
+    embedding_length is given). The shape's n_layer x n_head_kv is that sum of KV heads over layers:
+    (layers with KV, their KV heads) where those are equal, (sum / g, g) for g the gcd of unequal ones.
+    None where the file is no GGUF within read_summary's bounds, a field is missing, an array's length
+    is not block_count (llama.cpp refuses the file), a count is negative or no layer has KV (the depth
     is then kept)."""
     from toolkit.spec.matrix import KvShape  # here: the roofline reads headers without the matrix's modules
 
     summary = read_summary(path)
     if summary is None:
         return None
-
-    def get(key: str) -> int | float | bool | str | None:
-        return summary.fields.get(key, summary.firsts.get(key))
-
-    arch = get("general.architecture")
-    n_layer, heads = get(f"{arch}.block_count"), get(f"{arch}.attention.head_count")
-    kv = get(f"{arch}.attention.head_count_kv") or heads
-    head = get(f"{arch}.attention.key_length")
+    arch = summary.fields.get("general.architecture")
     try:
-        if head is None and heads:
-            head = int(get(f"{arch}.embedding_length") or 0) // int(heads)
-        if not n_layer or not kv or not head:
-            return None
-        value = get(f"{arch}.attention.value_length") or head
-        counts = (int(n_layer), int(kv), int(head), int(value))
-        return KvShape(*counts) if min(counts) > 0 else None  # a negative int32 count: no shape
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError):  # a string or NaN where a count belongs
+        n_layer = int(summary.fields.get(f"{arch}.block_count") or 0)
+        heads = _per_layer(summary, f"{arch}.attention.head_count", n_layer)
+        kv = _per_layer(summary, f"{arch}.attention.head_count_kv", n_layer)
+        kv = heads if kv is None else kv
+        first = heads[0] if isinstance(heads, tuple) else heads
+        per_head = (
+            int(summary.fields.get(f"{arch}.embedding_length") or 0) // first if first and first > 0 else 0
+        )
+        head = int(summary.fields.get(f"{arch}.attention.key_length") or per_head)
+        value = int(summary.fields.get(f"{arch}.attention.value_length") or per_head or head)
+    except (TypeError, ValueError, OverflowError):  # a string or NaN where a count belongs
         return None
+    if kv is None or head <= 0 or value <= 0:
+        return None
+    if isinstance(kv, int):  # one count for every layer
+        return KvShape(n_layer, kv, head, value) if kv > 0 else None  # a negative int32 count: no shape
+    if min(kv) < 0 or not sum(kv):  # a negative count, or no layer with KV: no shape
+        return None
+    g = math.gcd(*kv)
+    return KvShape(sum(kv) // g, g, head, value)
+
+
+def _per_layer(summary: GgufSummary, key: str, n_layer: int) -> tuple[int, ...] | int | None:
+    """`key`'s per-layer ints (llama-model-loader get_key_or_arr): the array's items, or its one
+    number (the same for each layer); None where the key is absent or n_layer is not above 0.
+    ValueError where an array's length is not n_layer, an item is no int, or the number is NaN or a
+    string that is no number (OverflowError: an infinity)."""
+    if n_layer <= 0:
+        return None
+    if key in summary.arrays:
+        items = summary.arrays[key]
+        if len(items) != n_layer or not all(type(v) is int for v in items):
+            raise ValueError(f"{key}: {len(items)} items for {n_layer} layers")
+        return tuple(int(v) for v in items)
+    v = summary.fields.get(key)
+    return None if v is None else int(v)

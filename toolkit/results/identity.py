@@ -624,7 +624,7 @@ def value(r: BenchRecord) -> float | None:
         v = r.raw.get("output_throughput")
     try:
         f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
         return None
     return f if math.isfinite(f) else None
 

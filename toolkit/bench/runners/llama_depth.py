@@ -157,14 +157,16 @@ def fitting_depths(ctx: RunContext) -> tuple[list[int], list[str]]:
 def kv_shape(ctx: RunContext, path: Path) -> KvShape | None:
     """gguf_kv_shape of the model file at `path`, read once per state of the file (cached beside its
     sha256 in .toolkit/: reading the header walks every tensor's info (toolkit.models.gguf_meta), which
-    a bench asked for on each of its four looks at the depth plan)."""
+    a bench asked for on each of its four looks at the depth plan). The cache's kind, "kv-shape-layers",
+    names the per-layer rule: an entry of the first-item rule ("kv-shape", a hybrid model's KV
+    overestimated) is not read."""
 
     def read() -> str:
         shape = gguf_kv_shape(str(path))
         return json.dumps(asdict(shape) if shape else None)
 
     try:
-        data = jsonsafe.parse(_file_state_cached(ctx.lm, "kv-shape", path, read))
+        data = jsonsafe.parse(_file_state_cached(ctx.lm, "kv-shape-layers", path, read))
         if data is None:
             return None
         shape = KvShape(**data)

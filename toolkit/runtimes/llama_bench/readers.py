@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.core import jsonsafe
+from toolkit.core import jsonsafe, stats
 from toolkit.runtimes.llama_bench import md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
@@ -109,11 +109,12 @@ _UNITS["tib"] = 2**40
 
 
 def quantity(v: Any) -> int | None:
-    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters)."""
+    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
+    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it)."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return int(v) if math.isfinite(v) else None
+        return int(v) if stats.finite_number(v) is not None else None
     m = _SIZE.match(str(v or ""))
     if not m:
         return None

@@ -24,16 +24,20 @@ SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted witho
 
 
 def _num(v: Any) -> float | None:
-    """A finite or infinite float from a number or numeric string; None for anything else."""
+    """A finite or infinite float from a number or numeric string; None for anything else (an int
+    beyond a float's range, 10**400, included)."""
     if isinstance(v, bool) or v is None:
         return None
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
 def _finite(v: Any) -> float | None:
+    """_num's finite floats. Not toolkit.core.stats.finite_number: a vLLM result's numeric text
+    ("0.5") is read as its number here (as _seconds and the counts of `throughput_problem` read it),
+    where a stored record's text is no number to finite_number."""
     f = _num(v)
     return f if f is not None and math.isfinite(f) else None
 
@@ -212,7 +216,7 @@ def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
     out["latency_ms"] = lat
     lens = data.get("output_lens")
     if isinstance(lens, list):
-        out["output_lens"] = [int(x) for x in lens if isinstance(x, int | float) and not isinstance(x, bool)]
+        out["output_lens"] = [int(x) for x in lens if stats.finite_number(x) is not None]
     return out
 
 

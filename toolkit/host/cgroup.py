@@ -1,0 +1,56 @@
+"""The host's cgroup version (v1, v1 hybrid, v2) from its mounts, and the `toolkit doctor` check that
+says it and warns where Podman runs on cgroup v1 (Podman 5 prints a deprecation warning there on every
+command; a newcomer saw it in every bench's output with nothing in doctor about it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from toolkit.host.doctor import Check
+
+
+def cgroup_version(proc: Path = Path("/proc")) -> str | None:
+    """The host's cgroup version from its mounts (`proc`/self/mounts): "v2" where /sys/fs/cgroup is a
+    cgroup2 file system (the unified hierarchy: docs.kernel.org/admin-guide/cgroup-v2.html), "v1
+    hybrid" where it holds v1 hierarchies beside a cgroup2 at /sys/fs/cgroup/unified (systemd's
+    hybrid mode), "v1" where it holds only v1 ones; None where the mounts cannot be read or hold no
+    /sys/fs/cgroup."""
+    try:
+        mounts = (proc / "self" / "mounts").read_text(errors="replace")
+    except OSError:
+        return None
+    fstypes: dict[str, str] = {}
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            fstypes[parts[1]] = parts[2]
+    top = fstypes.get("/sys/fs/cgroup")
+    if top is None:
+        return None
+    if top == "cgroup2":
+        return "v2"
+    return "v1 hybrid" if fstypes.get("/sys/fs/cgroup/unified") == "cgroup2" else "v1"
+
+
+def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Check]:
+    """The cgroup version line, and a warning where Podman runs on cgroup v1: Podman 5 prints "Using
+    cgroups-v1 which is deprecated in favor of cgroups-v2 with Podman v5 and will be removed in a
+    future version" on every command (the warning a bench's output then carries), and crun refuses a
+    hybrid host whose cgroup2 holds controllers. Nothing where the version is unknown."""
+    if version is None:
+        return []
+    checks = [Check("info", "cgroup", f"cgroup {version}")]
+    if version != "v2" and info and info.get("engine") == "podman" and not info.get("error"):
+        checks.append(
+            Check(
+                "warn",
+                "cgroup",
+                f"Podman on cgroup {version}: Podman 5 warns on every command that cgroup v1 is deprecated "
+                "and a later release drops it; move the host to cgroup v2 (kernel parameter "
+                "`systemd.unified_cgroup_hierarchy=1`, then reboot), or set PODMAN_IGNORE_CGROUPSV1_WARNING=1 "
+                "to hide the warning",
+            )
+        )
+    return checks
