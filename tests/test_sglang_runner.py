@@ -85,5 +85,5 @@ def test_sglang_cases_timing_estimate_and_settings_follow_its_records(ctx_for):
         assert rec.timing["tests_s"] > 0
     known, seconds = r.estimate(ctx, cases)
     assert known == len(recs) and seconds == pytest.approx(sum(x.timing["tests_s"] for x in recs))
-    assert r.settings_from_records(recs, {}) == ctx.lm.m.runner_settings["sglang"]
+    assert r.settings_from_records(recs, {}) == ctx.lm.m.settings("sglang")
     assert r.settings_from_records([], {}) is None

@@ -582,7 +582,7 @@ def bench_matrix(
         raise BadInput(refused_link(path))
     head = f"# The cases of run {run.run_id}, re-run by `toolkit reproduce` (for reference).\n"
     doc = m.model_dump(mode="json", exclude_none=True)
-    doc.update({k: b.model_dump(mode="json", exclude_none=True) for k, b in m.runner_settings.items()})
+    doc.update({k: m.settings(k).model_dump(mode="json", exclude_none=True) for k in runners.SETTINGS})
     write_atomic(path, (head + yaml.safe_dump(doc, sort_keys=False)).encode(), root=workdir)
     return LoadedMatrix(m, path)
 

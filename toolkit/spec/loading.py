@@ -4,7 +4,6 @@ name the file, the key path and the fix, and the loaded matrix with its folder."
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -141,6 +140,8 @@ def _type_fix(kind: str, value: Any) -> str:
 
 def format_validation_error(err: ValidationError, path: Path) -> str:
     """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems)."""
+    import difflib  # only for error messages
+
     lines = []
     errs = err.errors()
     for e in errs[:20]:
@@ -228,6 +229,8 @@ def _check_files(lm: LoadedMatrix) -> None:
     for i, img in enumerate(lm.m.images):
         tpl = template_path(lm, img.template)
         if not tpl.is_file():
+            import difflib  # only for the message
+
             have = sorted(p.name for p in tpl.parent.glob("*.j2")) if tpl.parent.is_dir() else []
             guess = difflib.get_close_matches(img.template, have, n=1)
             hint = f"; did you mean {guess[0]!r}?" if guess else ""
