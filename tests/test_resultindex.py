@@ -712,7 +712,7 @@ def test_a_warm_report_reads_each_records_test_key_from_the_index(tmp_path, monk
 def test_stored_key_bytes_that_are_no_key_give_none(data):
     """Bytes in keys.data that key_data did not write (a hand edit: a pair of one item, a text or an
     object of five, four parts, no JSON) give no key, so the reader computes it (IndexError before)."""
-    from toolkit.results.index_sqlite import key_of
+    from toolkit.results.index_rows import key_of
 
     assert key_of(data) is None
 
@@ -720,7 +720,8 @@ def test_stored_key_bytes_that_are_no_key_give_none(data):
 def test_stored_key_bytes_read_back_as_the_key(tmp_path):
     """key_of(key_data(k)) == k for every record's key, nested values (a list-valued field) included."""
     from toolkit.results import identity
-    from toolkit.results.index_sqlite import key_data, key_of
+    from toolkit.results.index_rows import key_of
+    from toolkit.results.index_sqlite import key_data
 
     keys = [identity.test_key(r) for r in ResultStore(_real(tmp_path / "results")).results()]
     nested = identity.TestKey("i", (("a", (1, (2, "x"))),), ("m", 1), None, (("b", None), ("c", 1.5)))

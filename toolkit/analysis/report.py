@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
-from tabulate import tabulate
 
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
@@ -250,6 +249,8 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
 def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     """The github markdown report: title, verdict, what was measured, the tables (full column headers;
     decode rows folded as the terminal folds them: folded_tables), their notes."""
+    from tabulate import tabulate  # here: json, csv and html draw no markdown table (~80 ms of imports)
+
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
     ts, fold_note = folded_tables(shown.tables)

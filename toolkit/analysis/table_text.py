@@ -9,13 +9,6 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 
-from tabulate import tabulate
-
-try:  # tabulate measures a cell with wcwidth where it is installed (its "wide chars" mode), else by len
-    import wcwidth
-except ImportError:
-    wcwidth = None  # type: ignore[assignment]
-
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
@@ -255,9 +248,21 @@ def wrap(text: str, width: int) -> list[str]:
 
 def _grid(headers: list[str], body: list[list[str]], maxw: int | None = None) -> list[str]:
     """A plain-text table (tabulate's `simple` grid), each column at most `maxw` wide (wrapped)."""
+    from tabulate import tabulate  # here: json, csv and html draw no grid (~80 ms of imports)
+
     widths = [maxw] * len(headers) if maxw else None
     text = tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True, maxcolwidths=widths)
     return [line.rstrip() for line in text.splitlines()]
+
+
+def _wcswidth(x: str) -> int:
+    """The columns `x` takes as tabulate measures it: wcwidth where it is installed (tabulate's "wide
+    chars" mode), else its length."""
+    try:
+        import wcwidth
+    except ImportError:
+        return len(x)
+    return wcwidth.wcswidth(x)
 
 
 def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | None:
@@ -269,7 +274,7 @@ def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | Non
     odd = {
         x for x in (*headers, *(x for line in body for x in line)) if not (x.isascii() and x.isprintable())
     }
-    if not all(x.isprintable() and (wcwidth is None or wcwidth.wcswidth(x) == len(x)) for x in odd):
+    if odd and not all(x.isprintable() and _wcswidth(x) == len(x) for x in odd):
         return None
     return [
         max(len(h) + 2, max((len(line[i].strip()) for line in body), default=0))

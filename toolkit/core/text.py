@@ -19,6 +19,10 @@ CONTROL = re.compile(
 
 _CONTROL_START = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the first character of every CONTROL match
 
+# The ASCII characters no CONTROL match starts with (tab, newline, space to ~): an ASCII text with
+# nothing left once they are deleted (bytes.translate, ~4x faster than _CONTROL_START.search) has none.
+_ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
+
 _MD_SPECIAL = re.compile(r"[|<>]|\]\(")
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
@@ -30,9 +34,13 @@ def strip_controls(text: str) -> str:
     """`text` without terminal control sequences (OSC 0 sets a window title, OSC 52 writes the
     clipboard), tab and newline kept, and each lone surrogate replaced by U+FFFD: what is left can be
     written to any UTF-8 terminal or file."""
+    if text.isascii():  # the common case (a report's 10 MB: ~20 ms where the search took ~85)
+        if text.encode("ascii").translate(None, _ASCII_PLAIN):
+            text = CONTROL.sub("", text)
+        return text
     if _CONTROL_START.search(text) is not None:  # a tenth of the time of sub where there is none
         text = CONTROL.sub("", text)
-    return text if text.isascii() else SURROGATE.sub("\ufffd", text)
+    return SURROGATE.sub("\ufffd", text)
 
 
 def md_text(text: str) -> str:

@@ -75,6 +75,7 @@ from toolkit.results.index_rows import (
     Head,
     RecordSelection,
     StaleIndex,
+    key_of,
 )
 from toolkit.results.index_sqlite import (
     _POS,
@@ -83,7 +84,6 @@ from toolkit.results.index_sqlite import (
     ResultIndex,
     canon,
     key_hash,
-    key_of,
     line_sum,
     sql_text,
 )

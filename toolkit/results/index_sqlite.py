@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import jsonsafe
 from toolkit.results import identity, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
@@ -149,36 +148,6 @@ def key_data(key: identity.TestKey) -> bytes:
     return json.dumps(
         [key.image, key.system, key.model, key.model_sha, key.test], separators=(",", ":")
     ).encode()
-
-
-def _tuples(v: Any) -> Any:
-    """`v` with every list in it a tuple (a parsed key's arrays), recursing into lists only."""
-    return tuple([_tuples(x) if type(x) is list else x for x in v]) if type(v) is list else v
-
-
-def _pairs(v: Any) -> Any:
-    """_tuples of a parsed key's (field, value) pairs, a pair of two plain values (all but a few) made a
-    tuple without a call (~3x faster than _tuples over 10,000 keys of ~40 pairs each)."""
-    if type(v) is not list:
-        return v
-    two = [tuple(p) if type(p) is list and len(p) == 2 and list not in map(type, p) else p for p in v]
-    return tuple([_tuples(p) if type(p) is list else p for p in two])
-
-
-def key_of(data: bytes) -> identity.TestKey | None:
-    """The TestKey key_data wrote (its pairs shared: identity.shared_pairs); None for bytes it did not
-    write (a hand edit of the index: the reader computes the key)."""
-    try:
-        image, system, model, model_sha, test = jsonsafe.parse(data)
-        return identity.TestKey(
-            _tuples(image),
-            identity.shared_pairs(_pairs(system)),
-            _tuples(model),
-            _tuples(model_sha),
-            identity.shared_pairs(_pairs(test)),
-        )
-    except (ValueError, TypeError, IndexError, RecursionError):  # IndexError: a pair of one item
-        return None
 
 
 def line_sum(line: bytes) -> bytes:
@@ -459,13 +428,13 @@ class ResultIndex:
         self.conn.execute("DELETE FROM temp.ord")
         self.paths = {}
         self.done = dict(self.conn.execute("SELECT id, done FROM files"))
+        rows = []
         for rank, path in enumerate(files):
             fid = self.ids.get(_rel(self.root, path))
             if fid is not None:
                 self.paths[fid] = path
-                self.conn.execute(
-                    "INSERT INTO temp.ord VALUES (?, ?, ?)", sql_text((fid, rank, store_of(self.root, path)))
-                )
+                rows.append(sql_text((fid, rank, store_of(self.root, path))))
+        self.conn.executemany("INSERT INTO temp.ord VALUES (?, ?, ?)", rows)
 
     def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
         where, args = ["1"], []
@@ -765,7 +734,9 @@ def _rel(root: Path, path: Path) -> str:
     """`path` under `root` as the index's `files.rel` keeps it: a name that is not UTF-8 (a folder
     named with byte 0xff reads as "\\udcff") written with backslash escapes, as sql_text stores it, so
     the file is found again at the next refresh (was: inserted anew, UNIQUE constraint failed)."""
-    return sql_text((path.relative_to(root).as_posix(),))[0]
+    r, p = str(root), str(path)  # pathlib's normal forms: `path` lies under `root` when p starts with r/
+    rel = p[len(r) + 1 :] if r != "." and p.startswith(r + "/") else path.relative_to(root).as_posix()
+    return sql_text((rel,))[0]
 
 
 def _may_name_digest(digest: str, ref: str) -> bool:
