@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
+from toolkit.core.errors import BadInput
 from toolkit.results.canary_check import contradiction, control_problem, own_controls
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import BenchRecord, read_jsonl
 
 _LABELS = {
     "runtime commit": (
@@ -237,9 +239,25 @@ def _rank(text: str) -> int:
     return next((i for i, w in enumerate(_WORST) if text.startswith(w)), len(_WORST))
 
 
-def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
+def stored_canaries(root: Path | None) -> list[dict[str, Any]]:
+    """The canary results stored in results folder `root` (results/<digest12>/canary.jsonl, and a
+    campaign host's results/hosts/<host>/<digest12>/canary.jsonl; one JSON object per line, a line that
+    is not one passed over): the CPU controls a shown GPU canary may name when the control's own
+    records are not shown (`report --image vulkan`, or a control measured in an earlier run). [] for no
+    root; a file that cannot be read (not a regular file, no permission) gives none."""
+    out: list[dict[str, Any]] = []
+    for f in sorted([*root.glob("*/canary.jsonl"), *root.glob("hosts/*/*/canary.jsonl")]) if root else []:
+        try:
+            out += read_jsonl(f)
+        except (BadInput, OSError):
+            continue
+    return out
+
+
+def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ()) -> Provenance:
     """The provenance of the records a report shows, or their Facts (failed ones count for dates and
-    builds too)."""
+    builds too). `stored`: canary results stored beside them (stored_canaries), whose CPU controls a
+    shown canary is compared with as with a shown record's (canary_check.control_problem)."""
     fs = facts_of(items)
     records = [f.record for f in fs]
     p = Provenance()
@@ -264,7 +282,7 @@ def provenance(items: Iterable[BenchRecord | Facts]) -> Provenance:
     per_image: dict[str, list[Facts]] = {}
     for f in fs:
         per_image.setdefault(f.image, []).append(f)
-    controls = own_controls((r.model_extra or {}).get("canary") for r in records)
+    controls = own_controls([*((r.model_extra or {}).get("canary") for r in records), *stored])
     p.images = [
         _image_line(same) + _canaries([f.record for f in same], controls)
         for _, same in sorted(per_image.items())

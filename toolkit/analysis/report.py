@@ -22,7 +22,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import provenance
+from toolkit.analysis.provenance import provenance, stored_canaries
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -110,7 +110,8 @@ def render(
     Every format states how many records it read, used and superseded (`refused`: records the
     store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
     the records were read from; the html page plots power and clocks of each run shown from the raw
-    traces kept there (plots.telemetry_figures). `drawn`: the html page's plots, drawn before
+    traces kept there (plots.telemetry_figures), and a shown canary is compared with the CPU control
+    stored there (canary.jsonl) when the control's records are not shown. `drawn`: the html page's plots, drawn before
     (plots.draw), else drawn here. `shown`: the records' selection under `opts` (Shown.of), made
     here when None."""
     opts = opts or ReportOptions()
@@ -127,7 +128,7 @@ def render(
             else why
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
-    prov = provenance(shown.facts)
+    prov = provenance(shown.facts, stored_canaries(results_root))
     if fmt == "json":
         return json_text(
             {
