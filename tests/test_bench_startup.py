@@ -118,3 +118,13 @@ def test_docker_info_is_asked_once_per_client(monkeypatch):
     assert first.infos == 1
     current[0] = other
     assert choice.engine_id() == "B" * 12 and other.infos == 1
+
+
+@pytest.mark.parametrize("block", ["[]", "0", "false", "''", "[1]", "x"])
+def test_a_runner_block_that_is_not_a_mapping_is_refused_even_when_empty_or_false(tmp_path, block):
+    """Breaker round 14: `vllm: []`, `vllm: 0`, `vllm: false` and `vllm: ''` loaded as the defaults
+    (`value or {}`) where `vllm: [1]` was refused; only a key with no value (`vllm:`) is the defaults."""
+    path = _without_runner_blocks(tmp_path)
+    path.write_text(path.read_text() + f"vllm: {block}\n")
+    with pytest.raises(BadInput, match=r"vllm"):
+        load_matrix(path)

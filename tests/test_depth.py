@@ -502,3 +502,26 @@ def test_the_kv_shape_is_read_once_per_state_of_the_model_file(tmp_path, monkeyp
         f.write(b"\0")
     llama_depth.kv_shape(ctx, path)
     assert len(reads) == 3
+
+
+def test_a_model_changed_after_the_main_sweep_stops_the_pair_before_the_depth_sweep(tmp_path):
+    """Breaker round 14: the pair hashes its model once (llama_bench._pair); a file replaced after the
+    main sweep voided every depth row, but the depth sweep's container still ran for rows it would
+    throw away. Now the pair stops with one failed line naming the file; the main sweep's rows stay."""
+
+    class Replacing(DepthEngine):
+        def run_container(self, spec, timeout=None, on_stdout=None, on_stderr=None, **kw):
+            out = super().run_container(spec, timeout, on_stdout=on_stdout, on_stderr=on_stderr, **kw)
+            if len(self.runs) == 1:  # after the main sweep's process: the same name, other bytes
+                data = self.model.read_bytes()
+                self.model.with_suffix(".new").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+                self.model.with_suffix(".new").replace(self.model)
+            return out
+
+    fake = Replacing()
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512, 1024]}, fake=fake)
+    fake.model = ctx.lm.resolve(ctx.model.path)
+    outs = LlamaBenchRunner().run(ctx)
+    assert len(_llama_argv(fake)) == 1, _llama_argv(fake)
+    assert outs[-1].status == "failed" and "changed during the run" in outs[-1].reason, outs
+    assert [r.status for r in ctx.store.results()] == ["ok", "ok"]

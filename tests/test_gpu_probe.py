@@ -8,6 +8,7 @@ names vllm-project/vllm#40081."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tests.support import probe_outputs as po
@@ -303,3 +304,45 @@ def test_attention_backend_from_the_log_is_stored_and_labels_the_column(tmp_path
     store.add_results([r.model_copy(update={"run_id": "r2"}) for r in recs])  # a second run of the image
     c = cmp.compare(store, recs[0].run_id, "r2")
     assert "attention=TRITON_ATTN" in c.a_settings and "attention=TRITON_ATTN" in cmp.format_comparison(c)
+
+
+def _probe_answering(tmp_path, outcome: engine.RunOutcome):
+    """The vulkan pair whose probe container ends with `outcome`; the sweep as ProbeEngine's."""
+
+    class Answering(ProbeEngine):
+        def run_container(self, spec, timeout=None, on_stdout=None, on_stderr=None, **kw):
+            if spec.command == ["llama-bench", "--list-devices"]:
+                self.commands.append(spec.command)
+                return outcome
+            return super().run_container(spec, timeout, on_stdout=on_stdout, on_stderr=on_stderr, **kw)
+
+    fake = Answering(GFX1201_OUT, GFX1201_ERR)
+    return lb.LlamaBenchRunner().run(_vulkan_ctx(tmp_path, fake)), fake
+
+
+def test_a_probe_that_hangs_or_crashes_after_listing_fails_the_pair_saying_so(tmp_path):
+    """Breaker round 14: a probe killed at its timeout was told as "shows no Vulkan device (output:
+    '')", and one that listed the GPU then died (exit 139) passed, so the sweep ran on a crashing
+    driver. Now the timeout is named and a non-zero exit fails the pair, each in one line, no sweep."""
+    (o,), fake = _probe_answering(tmp_path / "t", engine.RunOutcome(137, "", "", 300.0, timed_out=True))
+    assert o.status == "failed" and f"did not finish in {lb.PROBE_TIMEOUT_S} s" in o.reason, o.reason
+    assert fake.commands == [["llama-bench", "--list-devices"]]
+    crash = engine.RunOutcome(139, GFX1201_OUT, GFX1201_ERR + "\nSegmentation fault (core dumped)", 1.0)
+    (o,), fake = _probe_answering(tmp_path / "c", crash)
+    assert o.status == "failed" and "exited 139" in o.reason and "Segmentation fault" in o.reason, o.reason
+    assert fake.commands == [["llama-bench", "--list-devices"]]  # no sweep
+
+
+def test_resume_with_nothing_missing_starts_no_probe(tmp_path):
+    """Breaker round 14: the probe ran once per pair before --resume asked what was missing, so a
+    resume of a fully measured pair started a container, and failed when the GPU path was down
+    meanwhile. Now nothing missing is one `resumed` line and no container."""
+    fake = ProbeEngine(GFX1201_OUT, GFX1201_ERR)
+    ctx = _vulkan_ctx(tmp_path, fake)
+    (o,) = lb.LlamaBenchRunner().run(ctx)
+    assert o.status == "ok", o.reason
+    down = ProbeEngine(NOGPU_OUT, NOGPU_ERR)
+    opts = replace(ctx.opts, resume=True, run_id="r2")
+    (o,) = lb.LlamaBenchRunner().run(replace(ctx, engine=down, opts=opts))
+    assert o.status == "resumed" and "already measured" in o.reason, (o.status, o.reason)
+    assert down.commands == []

@@ -176,10 +176,14 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
     from toolkit.results.records import ResultStore
 
     store = ResultStore(root)
-    recs = resultindex.select(store, images=images or None, runs=runs or None)
+    gc.disable()  # until frozen: a collection between the load and the freeze would walk every record
+    try:
+        recs = resultindex.select(store, images=images or None, runs=runs or None)
+    finally:
+        gc.freeze()
+        gc.enable()
     if not recs and (images or runs):
         _need_filter_match(store, root, images, runs)
-    gc.freeze()
     return store, recs
 
 

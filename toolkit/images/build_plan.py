@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit.core import stats
 from toolkit.host.doctor import ImageLike, image_verdict
 
 
@@ -203,7 +204,18 @@ def full_build_seconds(store: Any, name: str) -> float | None:
     """Seconds of image `name`'s newest build with no step from cache (results/builds.jsonl: what a
     build that compiles everything took here), None when it never had one: BuildSteps' estimate."""
     cold = [b for b in store.builds() if b.image == name and _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
-    return float(cold[-1].build_seconds) if cold else None
+    return _seconds(cold[-1]) if cold else None
+
+
+MAX_BUILD_S = 7 * 86400.0
+"""A build's seconds beyond this (a week) are no figure: a hand-edited or corrupt builds.jsonl."""
+
+
+def _seconds(b: Any) -> float | None:
+    """A build record's build_seconds when it is a figure (finite, 0 to MAX_BUILD_S), else None: what a
+    hand-edited builds.jsonl says (NaN, -5, 1e300) is never an estimate."""
+    v = stats.finite_number(getattr(b, "build_seconds", None))
+    return v if v is not None and 0 <= v <= MAX_BUILD_S else None
 
 
 def _cache(b: Any) -> tuple[Any, Any]:
@@ -219,10 +231,11 @@ def previous_build_note(store: Any, name: str) -> str:
     if not mine:
         return ""
     cached, steps = _cache(mine[-1])
-    note = f"; previous build {mine[-1].build_seconds:.1f} s"
+    took = _seconds(mine[-1])
+    note = f"; previous build {took:.1f} s" if took is not None else "; previous build's time unknown"
     if steps is not None and cached is not None:
         note += f", {cached} of {steps} steps from cache"
     cold = [b for b in mine if _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
-    if cold and cold[-1] is not mine[-1]:
-        note += f"; last build of every step {cold[-1].build_seconds:.1f} s"
+    if cold and cold[-1] is not mine[-1] and (full := _seconds(cold[-1])) is not None:
+        note += f"; last build of every step {full:.1f} s"
     return note

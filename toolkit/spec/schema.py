@@ -642,7 +642,8 @@ class Matrix(StrictBlock):
     @classmethod
     def _runner_blocks(cls, data: Any) -> Any:
         """Take the blocks of registered runners out of the file and validate each written one with its
-        model (a key written with no value, `vllm:`, is its defaults, validated as `{}`)."""
+        model (a key written with no value, `vllm:`, is its defaults, validated as `{}`; any other value that
+        is not a mapping, `vllm: []` or `vllm: false`, is refused as one)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -652,7 +653,8 @@ class Matrix(StrictBlock):
                 continue
             model = runner_registry.settings_model(key)
             try:
-                blocks[key] = model.model_validate(data.pop(key) or {})
+                value = data.pop(key)  # only an empty key (`vllm:`) is the defaults; `vllm: []` is no block
+                blocks[key] = model.model_validate({} if value is None else value)
             except ValidationError as err:
                 first = err.errors()[0]
                 where = ".".join(str(x) for x in (key, *first["loc"]))

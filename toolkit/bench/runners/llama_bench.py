@@ -107,7 +107,18 @@ class LlamaBenchRunner:
         """The pair resolved once (`_pair`: model file, sha256, memory limit, the GPU-path probe), then
         bench.runs container starts of the crossed matrix per `env` combination (a combination stops
         early on a failed or resumed run), then those of the model's depth sweep (llama_depth), each
-        process on its own: a failed main sweep does not stop the depth sweep."""
+        process on its own: a failed main sweep does not stop the depth sweep, a model file changed
+        since the pair hashed it does (its rows would be void). With --resume and nothing missing, the
+        one line says so: no probe, no container."""
+        if (
+            ctx.opts.resume
+            and not ctx.opts.dry_run
+            and model_file_here(ctx.lm, ctx.model)
+            and not self.cases(ctx)
+        ):
+            n_all = len(ctx.lm.m.bench.cases())
+            why = f"all {n_all} cases already measured for this digest + model"
+            return [Outcome(ctx.spec.name, ctx.model.name, "resumed", why)]
         pair = _pair(ctx)
         if isinstance(pair, Outcome):  # the model absent, the GPU path unusable: said once
             return [pair]
@@ -115,14 +126,36 @@ class LlamaBenchRunner:
         if ctx.opts.dry_run and ctx.spec.backend != "cpu":  # what preflight_devices would run first
             probe = ctx.engine.run_command(_probe_spec(ctx))
             out.append(Outcome(ctx.spec.name, ctx.model.name, "dry-run", "device probe", command=probe))
-        combos = ctx.lm.m.bench.env_combinations()
-        for k, env in enumerate(combos):  # each combination its own log and container: -env<k>
-            out += _processes(ctx, pair, env, tag=f"-env{k + 1}" if len(combos) > 1 else "")
-        depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run).processes
-        for k, (env, axes) in enumerate(depth):
-            what = f"depth sweep, depths {','.join(map(str, axes.n_depth))}"
-            out += _processes(ctx, pair, env, axes, what, tag=f"-{k + 1}" if len(depth) > 1 else "")
+        for env, axes, what, tag in _groups(ctx):
+            if (changed := _model_changed(ctx, pair)) is not None:
+                return out + [changed]
+            out += _processes(ctx, pair, env, axes, what, tag)
         return out
+
+
+def _groups(ctx: RunContext):
+    """(env, axes, what, tag) of each group of processes of the pair, in order: the matrix's per `env`
+    combination (axes None: the matrix's, resumed per --resume; tag -env<k>), then the depth sweep's
+    (llama_depth.depth_plan, asked once the main sweep ran)."""
+    combos = ctx.lm.m.bench.env_combinations()
+    for k, env in enumerate(combos):  # each combination its own log and container: -env<k>
+        yield env, None, "", f"-env{k + 1}" if len(combos) > 1 else ""
+    depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run).processes
+    for k, (env, axes) in enumerate(depth):
+        what = f"depth sweep, depths {','.join(map(str, axes.n_depth))}"
+        yield env, axes, what, f"-{k + 1}" if len(depth) > 1 else ""
+
+
+def _model_changed(ctx: RunContext, pair: _Pair) -> Outcome | None:
+    """The line that stops the pair when its model file changed since `_pair` hashed it (every row
+    measured from then on would be void: RowSink.row), else None; a dry run reads no model file."""
+    if ctx.opts.dry_run or file_identity(pair.path) == pair.hashed:
+        return None
+    why = (
+        f"model file {pair.path} changed during the run: its sha256 {pair.sha[:12]} no longer describes it; "
+        "the pair's remaining processes were not started"
+    )
+    return Outcome(ctx.spec.name, ctx.model.name, "failed", why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,20 +284,38 @@ def _shader_volume(ctx: RunContext) -> str | None:
     return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
+PROBE_TIMEOUT_S = 300
+"""Seconds the GPU-path probe may take (listing devices takes ~1 s; a hung driver never ends)."""
+
+
 def preflight_devices(ctx: RunContext) -> tuple[str | None, dict[str, Any], list[str]]:
     """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
     host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every
     record, the flags it sets on every record): what it printed read by llamabench.probe_facts,
-    probe_problem and probe_flags; the facts hold its command too."""
+    probe_problem and probe_flags; the facts hold its command too. A probe that did not finish in
+    PROBE_TIMEOUT_S, or exited non-zero after listing a device (a driver crashing at exit), makes the
+    GPU path unusable too, said with its exit code and last lines."""
     spec = ctx.spec
     if spec.backend == "cpu":
         return None, {}, []
     rs = _probe_spec(ctx)
-    out = ctx.engine.run_container(rs, timeout=300)
+    out = ctx.engine.run_container(rs, timeout=PROBE_TIMEOUT_S)
     facts = llamabench.probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
     facts["command"] = ctx.engine.run_command(rs)
-    why = llamabench.probe_problem(
-        spec.backend, facts, out.stdout + "\n" + out.stderr, allow_software_gpu=ctx.opts.allow_software_gpu
+    probe = "GPU-path probe: `llama-bench --list-devices`"
+    why = (
+        (
+            f"{probe} did not finish in {PROBE_TIMEOUT_S} s (a hung driver or device)"
+            if out.timed_out
+            else None
+        )
+        or llamabench.probe_problem(
+            spec.backend,
+            facts,
+            out.stdout + "\n" + out.stderr,
+            allow_software_gpu=ctx.opts.allow_software_gpu,
+        )
+        or (f"{probe} exited {out.exit_code}: {_tail(out.stderr)}" if out.exit_code != 0 else None)
     )
     return why, facts, llamabench.probe_flags(spec.backend, facts, ctx.profile.gpu_details)
 

@@ -110,7 +110,8 @@ _UNITS["tib"] = 2**40
 
 def quantity(v: Any) -> int | None:
     """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
-    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it)."""
+    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
+    for a text whose figure is (`1e400 GiB`, 400 digits)."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
@@ -122,7 +123,8 @@ def quantity(v: Any) -> int | None:
     unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
     if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
         unit = "g"
-    return round(float(m.group(1)) * _UNITS.get(unit, 1))
+    n = float(m.group(1)) * _UNITS.get(unit, 1)  # `9...9 GiB` of 400 digits: inf, no count
+    return round(n) if math.isfinite(n) else None
 
 
 # A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
