@@ -361,7 +361,7 @@ def test_a_shape_twin_never_shares_a_row_with_the_real_model():
     twin_row = next(row for row in t.rows if "twin of" in row.ids["model"])
     assert "synthetic-twin" in twin_row.row_flags()
     assert "[twin of unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF@aaaaaaaa]" in twin_row.ids["model"]
-    assert not identity.join([real], [twin]).pairs  # compare never pairs a twin with the real file
+    assert not identity.match_tests([real], [twin]).pairs  # compare never pairs a twin with the real file
 
 
 # ------------------------------------------------------------------------------- breaker cases, round 2

@@ -420,7 +420,7 @@ def compare(
     same_model: bool = False,
     b_store: ResultStore | None = None,
 ) -> Comparison:
-    """Join the newest ok result per test of A and of B (identity.join); speedup = B ÷ A.
+    """Join the newest ok result per test of A and of B (identity.match_tests); speedup = B ÷ A.
 
     Raises BadInput when A and B are the same records (nothing is compared), or when the two sides
     have no test in common, naming the fields whose values keep
@@ -436,7 +436,7 @@ def compare(
         raise _same_records_error(store, a)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
-    j = identity.join(ua, ub, ignore=ignore, same_unknown_model=same_model)
+    j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)
     if not j.pairs:
         raise _nothing_in_common(a, b, j)
     pairs = sorted(j.pairs, key=_pair_order)

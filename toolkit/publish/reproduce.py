@@ -375,7 +375,7 @@ def compare_records(
     recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
 ) -> list[ReproRow]:
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
-    by identity.join; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+    by identity.match_tests; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
 
     def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
         return [r for r in select_latest(recs) if value(r)]
@@ -385,7 +385,7 @@ def compare_records(
     floor = threshold / 100
     for name in sorted({r.image.name for r in a_all}):
         a = [r for r in a_all if r.image.name == name]
-        j = identity.join(a, [r for r in b_all if r.image.name == name])
+        j = identity.match_tests(a, [r for r in b_all if r.image.name == name])
         ids = [c for c in varying_columns(a) if c != "model"]
         pairs = j.pairs + [(r, None) for r in j.only_a]
         pairs.sort(

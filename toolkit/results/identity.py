@@ -661,7 +661,7 @@ def _models_match(a: BenchRecord, b: BenchRecord) -> bool:
     return model_fingerprint(a) == model_fingerprint(b) and (sa is None or sb is None or sa == sb)
 
 
-def join(
+def match_tests(
     a: list[BenchRecord],
     b: list[BenchRecord],
     *,
