@@ -84,7 +84,7 @@ step() {  # [TRIES=N] step WHAT CMD...: run CMD (output to $SETUP_LOG), say it s
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
       sleep 1; n=$((n + 1))
-      [ $((n % 30)) != 0 ] || log "  ... still $what ($((SECONDS - t0)) s)"
+      [ $((n % 30)) != 0 ] || log "  ... still running ($((SECONDS - t0)) s)"
     done
     wait "$pid" || rc=$?
     [ "$rc" != 0 ] || break
@@ -281,6 +281,9 @@ if [ "$USE_PODMAN" = 1 ]; then
   # crun's own --version needs a runtime state dir (XDG_RUNTIME_DIR): a sudo user's first shell may have
   # none yet ("Failed to get state directory", no version); the package database always knows it
   log "$(podman --version), crun $(dpkg-query -W -f='${Version}' crun 2>/dev/null || crun --version 2>/dev/null | awk 'NR==1 {print $3}')"
+  if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ]; then
+    log "this host runs cgroup v1: Podman 5 prints a deprecation warning (WARN ... Using cgroups-v1) on its commands below; harmless for the toolkit (toolkit doctor says how to move to v2)"
+  fi
 fi
 
 # 3. Base images: use the local one, else pull, else build from this host's Debian mirror and tag it
@@ -409,7 +412,7 @@ mend_podman() {  # mend_podman WHO PODMAN-COMMAND...
           "$(ulimit -Hn)" "$(ulimit -Hn)" "$nproc" "$nproc" | $SUDO tee "$conf" >/dev/null
         [ -n "$(podman_probe "$@")" ] || break
       done
-      log "root cannot raise rlimits here: $conf sets the containers' limits ($(grep default_ulimits "$conf"))"
+      log "root cannot raise rlimits here: $conf sets the containers' limits ($(grep default_ulimits "$conf")); mended, nothing to do"
     else
       die "podman ($who) cannot run a container or a build RUN step on this host: $out"
     fi

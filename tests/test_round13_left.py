@@ -270,5 +270,5 @@ def test_doctor_reads_the_cgroup_version_from_its_proc(tmp_path: Path) -> None:
     report = diagnose([], {}, env={}, docker_info={"engine": "podman", "server_version": "5.4.2"}, **host)
     assert [(c.level, c.message[:22]) for c in report.checks if c.topic == "cgroup"] == [
         ("info", "cgroup v1"),
-        ("warn", "Podman on cgroup v1: P"),
+        ("warn", "Podman on cgroup v1: t"),
     ]

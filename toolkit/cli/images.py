@@ -69,7 +69,7 @@ def render(matrix_path, images, as_json):
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Render and print the exact `docker buildx build` commands; build nothing.",
+    help="Render and print the exact build commands (`docker buildx build`, or `podman build` with --engine podman); build nothing.",
 )
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
 @click.option(
@@ -117,7 +117,7 @@ def build(
     all_images,
     allow_software_gpu,
 ):
-    """Build the images through BuildKit (docker buildx) and record what was built.
+    """Build the images (Docker: BuildKit, docker buildx; Podman: podman build) and record what was built.
 
     By default only the images this host can run (`toolkit doctor`'s verdict; the CPU image always):
     each other image gets one line saying why it is skipped and how to build it anyway (`-i NAME`,

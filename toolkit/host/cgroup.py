@@ -47,8 +47,8 @@ def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Ch
             Check(
                 "warn",
                 "cgroup",
-                f"Podman on cgroup {version}: Podman 5 warns on every command that cgroup v1 is deprecated "
-                "and a later release drops it; move the host to cgroup v2 (kernel parameter "
+                f"Podman on cgroup {version}: the toolkit works as is, but Podman 5 warns on every command "
+                "that cgroup v1 is deprecated and a later release drops it; move the host to cgroup v2 (kernel parameter "
                 "`systemd.unified_cgroup_hierarchy=1`, then reboot), or set PODMAN_IGNORE_CGROUPSV1_WARNING=1 "
                 "to hide the warning",
             )
