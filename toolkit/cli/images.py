@@ -69,7 +69,7 @@ def render(matrix_path, images, as_json):
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Render and print the exact build commands (`docker buildx build`, or `podman build` with --engine podman); build nothing.",
+    help="Render and print the exact build commands (`docker buildx build`, or `podman build` where Podman is the engine); build nothing.",
 )
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed image (default: build the others).")
 @click.option(
