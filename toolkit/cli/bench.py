@@ -240,7 +240,11 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, 
         )
         if said and unmeasured:
             n = len(unmeasured)
-            why = "the line above says why" if n == 1 else f"the {n} lines above say why"
+            why = (
+                "the outcome line on stdout says why"
+                if n == 1
+                else f"the {n} outcome lines on stdout say why"
+            )
         raise NothingDone(f"nothing measured ({why or 'no image and model to measure'})")
 
 
