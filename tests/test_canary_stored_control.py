@@ -91,3 +91,23 @@ def test_report_of_the_gpu_image_alone_compares_with_the_stored_control(tmp_path
     assert res.returncode == 0, res.stderr
     images = json.loads(res.stdout)["provenance"]["images"]
     assert any("unchecked" in line and "535.877" in line for line in images), images
+
+
+def test_only_the_folders_of_the_controls_shown_canaries_name_are_read(tmp_path: Path) -> None:
+    """Breaker round 14 (F7): the report read every canary.jsonl of the folder, whatever it showed (a
+    74 MB one: ~9 s). Now only the digest folders the shown canaries name as control are read."""
+    root = tmp_path / "results"
+    control_dir = root / CONTROL["digest"].split(":")[-1][:12]
+    control_dir.mkdir(parents=True)
+    (control_dir / "canary.jsonl").write_text(json.dumps(_own_control(535.8769)) + "\n")
+    other = root / ("ab" * 6)  # another cpu build's control, named by no shown canary: not read
+    other.mkdir()
+    unnamed = {**_own_control(535.8769), "digest": "sha256:" + "ab" * 32}
+    (other / "canary.jsonl").write_text(
+        json.dumps({**unnamed, "control": {**unnamed["control"], "digest": unnamed["digest"]}}) + "\n"
+    )
+    shown = _shown(_vulkan(530.0))
+    assert [c["digest"] for c in provenance.stored_canaries(root, shown)] == [CONTROL["digest"]]
+    assert len(provenance.stored_canaries(root)) == 2  # without `shown`: every folder
+    assert provenance.stored_canaries(root, [make_record("cpu", "cpu", n=128, avg=90.0)]) == []  # no canary
+    assert "unchecked" in _vulkan_line(shown, provenance.stored_canaries(root, shown))

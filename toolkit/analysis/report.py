@@ -128,7 +128,7 @@ def render(
             else why
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
-    prov = provenance(shown.facts, stored_canaries(results_root))
+    prov = provenance(shown.facts, stored_canaries(results_root, shown.facts))
     if fmt == "json":
         return json_text(
             {
