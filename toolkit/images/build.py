@@ -77,9 +77,8 @@ class BuildResult:
                 if self.status == "cached"
                 else f"{getattr(r, 'cached_steps', '?')}/{getattr(r, 'steps', '?')} steps from cache"
             )
-            origin = getattr(
-                r, "source_origin", None
-            )  # where the runtime's source came from (images/sources.py)
+            # where the runtime's source came from (images/sources.py)
+            origin = getattr(r, "source_origin", None)
             return (
                 f"{self.image}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
                 f"{r.build_seconds:.1f} s ({how}{f'; source {origin}' if origin else ''})"

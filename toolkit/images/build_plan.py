@@ -203,7 +203,7 @@ def _duration(seconds: float | None) -> str:
 def full_build_seconds(store: Any, name: str) -> float | None:
     """Seconds of image `name`'s newest build with no step from cache (results/builds.jsonl: what a
     build that compiles everything took here), None when it never had one: BuildSteps' estimate."""
-    cold = [b for b in store.builds() if b.image == name and _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
+    cold = [b for b in store.builds() if b.image == name and _built_whole(b)]
     return _seconds(cold[-1]) if cold else None
 
 
@@ -216,6 +216,12 @@ def _seconds(b: Any) -> float | None:
     hand-edited builds.jsonl says (NaN, -5, 1e300) is never an estimate."""
     v = stats.finite_number(getattr(b, "build_seconds", None))
     return v if v is not None and 0 <= v <= MAX_BUILD_S else None
+
+
+def _built_whole(b: Any) -> bool:
+    """Whether build record `b` built every step (none from cache, and it counted its steps)."""
+    cached, steps = _cache(b)
+    return cached == 0 and (steps or 0) > 0
 
 
 def _cache(b: Any) -> tuple[Any, Any]:
@@ -235,7 +241,7 @@ def previous_build_note(store: Any, name: str) -> str:
     note = f"; previous build {took:.1f} s" if took is not None else "; previous build's time unknown"
     if steps is not None and cached is not None:
         note += f", {cached} of {steps} steps from cache"
-    cold = [b for b in mine if _cache(b)[0] == 0 and (_cache(b)[1] or 0) > 0]
+    cold = [b for b in mine if _built_whole(b)]
     if cold and cold[-1] is not mine[-1] and (full := _seconds(cold[-1])) is not None:
         note += f"; last build of every step {full:.1f} s"
     return note

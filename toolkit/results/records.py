@@ -39,11 +39,19 @@ from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
-from toolkit.runtimes.llama_bench.check import MIN_TOKENS_PER_S, axis_of, check_row, test_name
+
+# the bounds of a measurement are the validity pass's (tokens/s from MIN to MAX_TOKENS_PER_S, at most
+# MAX_TOKENS tokens a count): a stored record is held to what a llama-bench row is
+from toolkit.runtimes.llama_bench.check import (
+    MAX_TOKENS,
+    MAX_TOKENS_PER_S,
+    MIN_TOKENS_PER_S,
+    axis_of,
+    check_row,
+    test_name,
+)
 
 RECORD_SCHEMA_VERSION = 2
-MAX_TOKENS_PER_S = 1e9  # tokens/s above this are no measurement of any hardware (a unit or parser error)
-MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test (a unit or parser error)
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 

@@ -116,9 +116,7 @@ class LlamaBenchRunner:
             and model_file_here(ctx.lm, ctx.model)
             and not self.cases(ctx)
         ):
-            n_all = len(ctx.lm.m.bench.cases())
-            why = f"all {n_all} cases already measured for this digest + model"
-            return [Outcome(ctx.spec.name, ctx.model.name, "resumed", why)]
+            return [_all_measured(ctx)]
         pair = _pair(ctx)
         if isinstance(pair, Outcome):  # the model absent, the GPU path unusable: said once
             return [pair]
@@ -292,9 +290,8 @@ def preflight_devices(ctx: RunContext) -> tuple[str | None, dict[str, Any], list
     """The GPU-path probe: `llama-bench --list-devices` in the image, with the run's devices, on this
     host, before the sweep. Returns (why the GPU is unusable or None, the probe's facts for every
     record, the flags it sets on every record): what it printed read by llamabench.probe_facts,
-    probe_problem and probe_flags; the facts hold its command too. A probe that did not finish in
-    PROBE_TIMEOUT_S, or exited non-zero after listing a device (a driver crashing at exit), makes the
-    GPU path unusable too, said with its exit code and last lines."""
+    probe_problem (which refuses a non-zero exit too) and probe_flags; the facts hold its command too.
+    A probe that did not finish in PROBE_TIMEOUT_S makes the GPU path unusable, said so."""
     spec = ctx.spec
     if spec.backend == "cpu":
         return None, {}, []
@@ -302,21 +299,14 @@ def preflight_devices(ctx: RunContext) -> tuple[str | None, dict[str, Any], list
     out = ctx.engine.run_container(rs, timeout=PROBE_TIMEOUT_S)
     facts = llamabench.probe_facts(spec.backend, out.stdout, out.stderr, exit_code=out.exit_code)
     facts["command"] = ctx.engine.run_command(rs)
-    probe = "GPU-path probe: `llama-bench --list-devices`"
-    why = (
-        (
-            f"{probe} did not finish in {PROBE_TIMEOUT_S} s (a hung driver or device)"
-            if out.timed_out
-            else None
+    why: str | None
+    if out.timed_out:
+        why = f"GPU-path probe: `llama-bench --list-devices` did not finish in {PROBE_TIMEOUT_S} s (a hung driver or device)"
+    else:
+        text = out.stdout + "\n" + out.stderr
+        why = llamabench.probe_problem(
+            spec.backend, facts, text, allow_software_gpu=ctx.opts.allow_software_gpu
         )
-        or llamabench.probe_problem(
-            spec.backend,
-            facts,
-            out.stdout + "\n" + out.stderr,
-            allow_software_gpu=ctx.opts.allow_software_gpu,
-        )
-        or (f"{probe} exited {out.exit_code}: {_tail(out.stderr)}" if out.exit_code != 0 else None)
-    )
     return why, facts, llamabench.probe_flags(spec.backend, facts, ctx.profile.gpu_details)
 
 
@@ -341,11 +331,9 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     missing; None when every case is missing (the whole matrix runs as usual)."""
     lm, spec, model = ctx.lm, ctx.spec, ctx.model
     todo = missing_cases(ctx.store, ctx.build.digest, pair.sha, lm.m.bench, env)
-    n_all = len(lm.m.bench.cases())
     if not todo:
-        return Outcome(
-            spec.name, model.name, "resumed", f"all {n_all} cases already measured for this digest + model"
-        )
+        return _all_measured(ctx)
+    n_all = len(lm.m.bench.cases())
     if len(todo) == n_all:
         return None
     parts = [bench_one(ctx, pair, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
@@ -358,6 +346,17 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
         sum(o.records for o in parts),
         parts[-1].command,
         {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
+    )
+
+
+def _all_measured(ctx: RunContext) -> Outcome:
+    """The `resumed` line of a matrix with nothing left to measure on this digest + model."""
+    n_all = len(ctx.lm.m.bench.cases())
+    return Outcome(
+        ctx.spec.name,
+        ctx.model.name,
+        "resumed",
+        f"all {n_all} cases already measured for this digest + model",
     )
 
 

@@ -45,13 +45,13 @@ STRING_FIELDS = frozenset(
 )
 
 
-MAX_TOKENS_PER_S = 1e9  # as records.MAX_TOKENS_PER_S: above this no hardware measured it
+MAX_TOKENS_PER_S = 1e9  # above this no hardware measured it (a unit or parser error); records.py's bound too
 # ... and below this no benchmark measured it (one token in 11.6 days; our rule: a 1e-151 tok/s row
 # is a unit or parser error, and values that far apart overflowed the report's arithmetic)
 MIN_TOKENS_PER_S = 1e-6
 
 
-MAX_TOKENS = 10**7  # as records.MAX_TOKENS: a prompt, generation, depth or batch of more tokens is no test
+MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test; records.py's bound too
 
 
 def as_int(v: Any, default: int | None = None) -> int | None:

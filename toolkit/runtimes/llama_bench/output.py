@@ -54,7 +54,9 @@ def probe_facts(backend: str, stdout: str, stderr: str, *, exit_code: int | None
 
 def probe_problem(backend: str, facts: dict[str, Any], text: str, *, allow_software_gpu: bool) -> str | None:
     """Why the GPU path is unusable by the probe's `facts` (probe_facts; `text`: what it printed), or
-    None: no device of `backend` listed, or only software (CPU-type) ones without `allow_software_gpu`."""
+    None: no device of `backend` listed, only software (CPU-type) ones without `allow_software_gpu`,
+    or an exit code other than 0 after listing (at 0c1e57098 `--list-devices` exits 0: a driver that
+    crashes at exit, e.g. 139, would crash the sweep too)."""
     prefix = backends.llama_name(backend) or backend
     listed = facts["devices"]
     if not listed:
@@ -67,6 +69,11 @@ def probe_problem(backend: str, facts: dict[str, Any], text: str, *, allow_softw
         return (
             f"only a software (CPU-type) {prefix} device is visible ({software[0]}); "
             "pass --allow-software-gpu to benchmark Mesa lavapipe deliberately"
+        )
+    if facts.get("exit_code") not in (0, None):
+        return (
+            f"GPU-path probe: `llama-bench --list-devices` exited {facts['exit_code']} "
+            f"(output: {text.strip()[-200:]!r})"
         )
     return None
 
