@@ -668,6 +668,10 @@ class Matrix(StrictBlock):
                         f"unknown key{f'; did you mean {near[0]!r}?' if near else ''} "
                         f"(allowed: {', '.join(fields)})"
                     )
+                if not first["loc"]:  # the block itself is no mapping (`vllm: []`, `vllm: false`)
+                    msg += (
+                        f" -> write `{key}:` as a mapping of its settings, or with no value for the defaults"
+                    )
                 raise ValueError(f"{where}: {msg} (the `{key}:` settings of the {key} runner)") from None
         data["runner_settings"] = blocks
         return data
