@@ -34,22 +34,17 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from toolkit.core import jsonsafe, stats
-from toolkit.core.types import INT64
+from toolkit.core.types import (  # the bounds every reader holds a measurement to
+    INT64,
+    MAX_TOKENS,
+    MAX_TOKENS_PER_S,
+    MIN_TOKENS_PER_S,
+)
 from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
-
-# the bounds of a measurement are the validity pass's (tokens/s from MIN to MAX_TOKENS_PER_S, at most
-# MAX_TOKENS tokens a count): a stored record is held to what a llama-bench row is
-from toolkit.runtimes.llama_bench.check import (
-    MAX_TOKENS,
-    MAX_TOKENS_PER_S,
-    MIN_TOKENS_PER_S,
-    axis_of,
-    check_row,
-    test_name,
-)
+from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
 
 RECORD_SCHEMA_VERSION = 2
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]

@@ -32,7 +32,6 @@ from toolkit.spec.loading import (
 from toolkit.spec.schema import (
     CASE_DEFAULTS,
     MAX_COUNT,
-    MAX_TOKENS,
     SCHEMA_VERSION,
     BenchAxes,
     CampaignHost,

@@ -38,10 +38,6 @@ from toolkit.spec.template_vars import check_template_var
 SCHEMA_VERSION = 1
 
 
-MAX_TOKENS = 10**7
-"""A token count (context, batch) above this is no setting of any engine: refused, never passed on."""
-
-
 MAX_COUNT = 100_000
 """Threads, requests, iterations, concurrency: at most this many."""
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.types import INT64
+from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKENS_PER_S
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -43,15 +43,6 @@ STRING_FIELDS = frozenset(
     "build_commit cpu_info gpu_info backends model_filename model_type cpu_mask type_k type_v split_mode "
     "devices tensor_split tensor_buft_overrides load_mode lazy_mode test_time".split()
 )
-
-
-MAX_TOKENS_PER_S = 1e9  # above this no hardware measured it (a unit or parser error); records.py's bound too
-# ... and below this no benchmark measured it (one token in 11.6 days; our rule: a 1e-151 tok/s row
-# is a unit or parser error, and values that far apart overflowed the report's arithmetic)
-MIN_TOKENS_PER_S = 1e-6
-
-
-MAX_TOKENS = 10**7  # a prompt, generation, depth or batch of more tokens is no test; records.py's bound too
 
 
 def as_int(v: Any, default: int | None = None) -> int | None:

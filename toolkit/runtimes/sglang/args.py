@@ -54,7 +54,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkit.core import jsonsafe
-from toolkit.spec.matrix import MAX_COUNT, MAX_TOKENS
+from toolkit.core.types import MAX_TOKENS
+from toolkit.spec.matrix import MAX_COUNT
 
 METHOD_PREFILL = "sglang-bench-one-batch-prefill"
 METHOD_DECODE = "sglang-bench-one-batch-decode"

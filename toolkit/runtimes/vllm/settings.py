@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from toolkit.spec.matrix import MAX_COUNT, MAX_TOKENS, StrictBlock
+from toolkit.core.types import MAX_TOKENS
+from toolkit.spec.matrix import MAX_COUNT, StrictBlock
 
 
 class VllmSettings(StrictBlock):
