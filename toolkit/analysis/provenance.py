@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from toolkit.analysis.facts import Facts, facts_of
 from toolkit.core.errors import BadInput
 from toolkit.results.canary_check import contradiction, control_problem, own_controls
 from toolkit.results.records import BenchRecord, read_jsonl, short_digest
+from toolkit.runtimes.llama_bench.check import parse_test_time
 
 _LABELS = {
     "runtime commit": (
@@ -34,13 +36,17 @@ _LABELS = {
 
 @dataclass
 class Provenance:
-    """models: `name (file, sha256 12)`; dates: (first, last) measurement time (ISO); hosts: one line per
+    """models: `name (file, sha256 12)`, one per (name, sha256); dates: (first, last) measurement time
+    ("YYYY-MM-DD HH:MM:SS", UTC); undated: (first, last) import time of the imported records that carry no
+    measurement time (a markdown table, an old -o sql row: their `created` is when they were imported,
+    not measured), with their count; hosts: one line per
     host (OS, kernel, CPU, GPU and driver); images: one line per image label (digest, backend, runtime
     commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version, and the correctness
     canary's result: canary_text). Empty lists where the records say nothing."""
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None
+    undated: tuple[int, str, str] | None = None
     hosts: list[str] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
@@ -51,6 +57,12 @@ class Provenance:
         if self.dates:
             first, last = self.dates
             out.append(f"measured: {first} UTC" + (f" to {last} UTC" if last != first else ""))
+        if self.undated:
+            n, first, last = self.undated
+            out.append(
+                f"measured: not recorded for {n} imported record{'s' * (n != 1)} (no test_time in the "
+                f"file; imported {first} UTC" + (f" to {last} UTC)" if last != first else ")")
+            )
         if self.runs:
             out.append(f"runs: {', '.join(self.runs)}")
         out += [f"host: {h}" for h in self.hosts]
@@ -59,16 +71,20 @@ class Provenance:
 
     def heading(self) -> str:
         """A report's title when none is given: the model(s) measured and the day(s) they were."""
-        models = ", ".join(m.split(" (")[0] for m in self.models) or "no model"
-        if not self.dates:
+        models = ", ".join(dict.fromkeys(m.split(" (")[0] for m in self.models)) or "no model"
+        span, said = (self.dates, "") if self.dates else (self.undated and self.undated[1:], "imported ")
+        if not span:
             return f"Benchmark report: {models}"
-        first, last = self.dates[0][:10], self.dates[1][:10]
-        return f"Benchmark report: {models} ({first}{'' if last == first else ' to ' + last})"
+        first, last = span[0][:10], span[1][:10]
+        return f"Benchmark report: {models} ({said}{first}{'' if last == first else ' to ' + last})"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "models": self.models,
             "measured_utc": list(self.dates) if self.dates else None,
+            "undated": (
+                {"records": self.undated[0], "imported_utc": list(self.undated[1:])} if self.undated else None
+            ),
             "runs": self.runs,
             "hosts": self.hosts,
             "images": self.images,
@@ -96,9 +112,16 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _date(r: BenchRecord) -> str | None:
-    t = (r.raw or {}).get("test_time") or r.created
-    return str(t)[:19].replace("T", " ") if t else None
+def _date(r: BenchRecord) -> tuple[str, bool] | None:
+    """(when `r` was measured, True) as "YYYY-MM-DD HH:MM:SS" UTC: the benchmark's own test_time (any
+    UTC offset converted: llama_bench.check.parse_test_time, the one reading of it) where it wrote one,
+    else the `created` the toolkit wrote when it measured; for an imported record without a test_time,
+    (when it was imported, False): its `created` is the import's time, not the measurement's. None for
+    a time that reads as no time."""
+    t = parse_test_time((r.raw or {}).get("test_time"))
+    measured = t is not None or not (r.model_extra or {}).get("imported")
+    t = t or parse_test_time(r.created)
+    return (t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured) if t else None
 
 
 def _count(v: Any) -> int | None:
@@ -287,15 +310,19 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     fs = facts_of(items)
     records = [f.record for f in fs]
     p = Provenance()
-    models: dict[str, str] = {}
+    models: dict[tuple[str, str], str] = {}
     for r in records:
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
-        sha = f", sha256 {r.model.sha256[:12]}" if len(r.model.sha256 or "") == 64 else ""
+        full = r.model.sha256 or ""
+        sha = f"sha256 {full[:12]}" if len(full) == 64 else "sha256 not recorded"
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        models.setdefault(r.model.name, f"{name} ({file or 'file not recorded'}{sha})")
+        models.setdefault((r.model.name, full), f"{name} ({file or 'file not recorded'}, {sha})")
     p.models = sorted(models.values())
-    dates = sorted(d for r in records if (d := _date(r)))
+    when = [d for r in records if (d := _date(r))]
+    dates = sorted(t for t, measured in when if measured)
     p.dates = (dates[0], dates[-1]) if dates else None
+    undated = sorted(t for t, measured in when if not measured)
+    p.undated = (len(undated), undated[0], undated[-1]) if undated else None
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
     hosts: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for r in records:

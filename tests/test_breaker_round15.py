@@ -1,0 +1,81 @@
+"""Breaker round 15 (hostile tester of HEAD 1a4d8b5, 2026-12-04): what a report says the numbers are
+of. Each test fails on the code before its fix (docs/reliability.md, round 15)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.records import make_record
+from tests.support.runs import tk
+from toolkit.analysis.provenance import provenance
+
+DATA = Path(__file__).parent / "data"
+
+
+def _imported(rec, **raw):
+    """`rec` as an import stores it: model_extra `imported`, its raw row with `raw`'s fields."""
+    data = json.loads(rec.model_dump_json())
+    data["imported"] = {"file": "x.jsonl", "line": 1}
+    data["raw"] = {**data["raw"], **raw}
+    return type(rec).model_validate(data)
+
+
+def test_a_test_time_with_an_offset_is_shown_in_utc() -> None:
+    """`2026-11-29T23:54:22+09:00` was shown as 23:54:22 UTC (the text cut at 19 characters) and sorted
+    after a 16:54 UTC time it precedes: it is 14:54:22 UTC."""
+    a = _imported(make_record("cpu", "cpu", n=128, avg=90.0), test_time="2026-11-29T23:54:22+09:00")
+    b = _imported(make_record("cpu", "cpu", p=512, avg=900.0), test_time="2026-11-29T16:54:23Z")
+    assert provenance([a, b]).dates == ("2026-11-29 14:54:22", "2026-11-29 16:54:23")
+
+
+def test_an_import_without_a_test_time_is_not_said_measured_at_its_import() -> None:
+    """A markdown table carries no test_time: its `created` is when it was imported, and the report
+    said `measured: <the import's time>` and put that day in the title."""
+    rec = make_record("cpu", "cpu", n=128, avg=90.0).model_copy(
+        update={"created": "2026-12-04T16:39:10+00:00"}
+    )
+    rec = _imported(rec)
+    p = provenance([rec])
+    assert p.dates is None and p.undated == (1, "2026-12-04 16:39:10", "2026-12-04 16:39:10")
+    assert (
+        "measured: not recorded for 1 imported record (no test_time in the file; imported 2026-12-04 16:39:10 UTC)"
+        in p.lines()
+    )
+    assert p.heading().endswith("(imported 2026-12-04)")
+    assert p.to_json()["measured_utc"] is None and p.to_json()["undated"]["records"] == 1
+
+
+def test_a_bench_record_is_dated_by_its_test_time() -> None:
+    """The toolkit's own records keep their date: llama-bench's test_time, else `created`."""
+    rec = make_record("cpu", "cpu", n=128, avg=90.0, raw={"test_time": "2026-11-29T17:06:28Z"})
+    assert provenance([rec]).dates == ("2026-11-29 17:06:28",) * 2
+    rec = make_record("cpu", "cpu", n=128, avg=90.0)
+    assert provenance([rec]).dates == ("2026-07-01 00:00:00",) * 2 and provenance([rec]).undated is None
+
+
+def test_two_model_files_of_one_name_are_both_named() -> None:
+    """Two files named alike (other sha256) were one model line: the first record's sha256 won."""
+    a = make_record("cpu", "cpu", n=128, avg=90.0)
+    b = make_record("vulkan", "vulkan", n=128, avg=95.0)
+    b = b.model_copy(update={"model": b.model.model_copy(update={"sha256": "cd" * 32})})
+    models = provenance([a, b]).models
+    assert len(models) == 2 and any("sha256 abababababab" in m for m in models)
+    assert any("sha256 cdcdcdcdcdcd" in m for m in models)
+    assert provenance([a, b]).heading().startswith("Benchmark report: qwen3-30b-a3b-q4kxl (")
+
+
+def test_a_missing_model_sha256_is_said() -> None:
+    rec = make_record("cpu", "cpu", n=128, avg=90.0)
+    rec = rec.model_copy(update={"model": rec.model.model_copy(update={"sha256": ""})})
+    assert "sha256 not recorded" in provenance([rec]).models[0]
+
+
+def test_a_markdown_import_reports_no_measured_date(tmp_path: Path) -> None:
+    """The whole path: `toolkit import` of an md table, then `report`."""
+    md = DATA / "cases" / "turn3" / "bare.md"
+    res = tk(tmp_path, "import", "--results", str(tmp_path / "r"), "--label", "md", str(md))
+    assert res.returncode == 0, res.stderr[-800:]
+    res = tk(tmp_path, "report", "--results", str(tmp_path / "r"), "--format", "github")
+    assert res.returncode == 0, res.stderr[-800:]
+    assert "measured: not recorded for" in res.stdout and "(imported " in res.stdout.splitlines()[0]
