@@ -79,3 +79,23 @@ def test_a_markdown_import_reports_no_measured_date(tmp_path: Path) -> None:
     res = tk(tmp_path, "report", "--results", str(tmp_path / "r"), "--format", "github")
     assert res.returncode == 0, res.stderr[-800:]
     assert "measured: not recorded for" in res.stdout and "(imported " in res.stdout.splitlines()[0]
+
+
+def test_missing_build_identity_is_said_not_recorded() -> None:
+    """A record without digest, runtime commit or labels showed `cpu@: digest , backend cpu`: an empty
+    digest printed as nothing, the runtime commit simply left out."""
+    rec = make_record("cpu", "cpu", n=128, avg=90.0, build_commit=None)
+    rec = rec.model_copy(update={"image": rec.image.model_copy(update={"digest": ""})})
+    line = provenance([rec]).images[0]
+    assert "digest not recorded" in line and "runtime commit not recorded" in line, line
+
+
+def test_an_imported_rows_cpu_is_named_and_its_unknown_host_said() -> None:
+    """An import carries llama-bench's cpu_info and no host facts: the host line said `not recorded`
+    for a CPU row, and `GPU ...` alone (no word that OS and kernel are unknown) for a GPU row."""
+    cpu = make_record(
+        "cpu", "cpu", n=128, avg=90.0, gpu_info="", host={}, raw={"cpu_info": "AMD Ryzen 9 7950X"}
+    )
+    assert provenance([cpu]).hosts == ["AMD Ryzen 9 7950X; OS and kernel not recorded"]
+    gpu = make_record("vulkan", "vulkan", n=128, avg=90.0, host={})
+    assert provenance([gpu]).hosts == ["GPU AMD Radeon AI PRO R9700; OS and kernel not recorded"]

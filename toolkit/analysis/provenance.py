@@ -130,10 +130,13 @@ def _count(v: Any) -> int | None:
     return v if type(v) is int and 0 < v < 2**60 else None
 
 
-def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
-    """One host's line from its stored facts `h` (any field of any type: see _text) and the GPU
-    descriptions its records name."""
-    parts = [t for k in ("os", "cpu_model") if (t := _text(h.get(k)))]
+def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ()) -> str:
+    """One host's line from its stored facts `h` (any field of any type: see _text), the GPU
+    descriptions its records name and, where `h` names no CPU, the CPU its benchmark rows name
+    (llama-bench's cpu_info: an imported row carries no host facts). What a reader needs and the
+    records do not say is said "not recorded"."""
+    cpu = _text(h.get("cpu_model")) or ", ".join(sorted({t for c in cpus if (t := _text(c))}))
+    parts = [t for t in (_text(h.get("os")), cpu) if t]
     cores, threads, mem = (_count(h.get(k)) for k in ("cpu_cores", "cpu_threads", "memory_bytes"))
     if threads:  # what a tok/s on the CPU, and the host's share of a GPU run, depend on
         parts.append(
@@ -151,6 +154,8 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str]) -> str:
     if engine := _text(docker.get("server_version")):  # which engine, where recorded (doctor's words)
         name = {"podman": "Podman", "docker": "Docker"}.get(str(docker.get("engine")), "engine")
         parts.append(f"{name} {engine}")
+    if parts and not _text(h.get("os")) and not _text(h.get("kernel")):
+        parts.append("OS and kernel not recorded")
     return "; ".join(parts) or "not recorded"
 
 
@@ -159,16 +164,17 @@ def _image_line(same: list[Facts]) -> str:
     f = same[0]
     r = f.record
     labels = r.image.labels or {}
-    image, digest = _text(f.image, 2 * TEXT_MAX) or "", _text(r.image.digest, 2 * TEXT_MAX) or ""
-    parts = [f"{image}: digest {digest}", f"backend {_text(r.image.backend) or ''}"]
+    image = _text(f.image, 2 * TEXT_MAX) or "unnamed image"
+    digest = _text(r.image.digest, 2 * TEXT_MAX) or "not recorded"
+    parts = [f"{image}: digest {digest}", f"backend {_text(r.image.backend) or 'not recorded'}"]
     for what, keys in _LABELS.items():
         value = next((labels[k] for k in keys if labels.get(k)), None)
         if what == "runtime commit":
             value = value or r.build_commit
         if what == "toolkit":
             parts += [t] if (t := _toolkit_words(_text(value), [x.record for x in same])) else []
-        elif what == "runtime commit" and (text := _text(value, 13)):
-            parts.append(f"{what} {text[:12]}")
+        elif what == "runtime commit":
+            parts.append(f"{what} {text[:12]}" if (text := _text(value, 13)) else f"{what} not recorded")
         elif what != "runtime commit" and (text := _text(value)):
             parts.append(f"{what} {text}")
     return ", ".join(parts)
@@ -324,14 +330,16 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     undated = sorted(t for t, measured in when if not measured)
     p.undated = (len(undated), undated[0], undated[-1]) if undated else None
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
-    hosts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    hosts: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {}
     for r in records:
         h = r.host or {}
         key = str(h.get("key") or h.get("hostname") or (h.get("os"), h.get("kernel")))
-        entry = hosts.setdefault(key, (h, set()))
+        entry = hosts.setdefault(key, (h, set(), set()))
         if r.gpu_info:
             entry[1].add(str(r.gpu_info))
-    p.hosts = [_host_line(h, gpus) for h, gpus in hosts.values()]
+        if isinstance(cpu := (r.raw or {}).get("cpu_info"), str):
+            entry[2].add(cpu)
+    p.hosts = [_host_line(h, gpus, cpus) for h, gpus, cpus in hosts.values()]
     per_image: dict[str, list[Facts]] = {}
     for f in fs:
         per_image.setdefault(f.image, []).append(f)
