@@ -99,3 +99,50 @@ def test_an_imported_rows_cpu_is_named_and_its_unknown_host_said() -> None:
     assert provenance([cpu]).hosts == ["AMD Ryzen 9 7950X; OS and kernel not recorded"]
     gpu = make_record("vulkan", "vulkan", n=128, avg=90.0, host={})
     assert provenance([gpu]).hosts == ["GPU AMD Radeon AI PRO R9700; OS and kernel not recorded"]
+
+
+def _older_import_beside_a_bench_run(tmp_path: Path) -> Path:
+    """A results folder holding the toolkit's own records of tests/data/results-cpu-a.jsonl (pp128 ub64:
+    858.50 tok/s, measured 2026-11-29) and, imported after them, that record's own llama-bench row
+    measured nine days earlier and 3x slower (test_time 2026-11-20): the folder's root."""
+    lines = (DATA / "results-cpu-a.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    root = tmp_path / "results"
+    (root / "a504e0178239").mkdir(parents=True)
+    (root / "a504e0178239" / "bench.jsonl").write_text("\n".join(lines) + "\n")
+    row = dict(first["raw"], test_time="2026-11-20T10:00:00Z")
+    row["samples_ns"] = [x * 3 for x in row["samples_ns"]]
+    row["avg_ns"], row["stddev_ns"] = row["avg_ns"] * 3, row["stddev_ns"] * 3
+    row["samples_ts"] = [x / 3 for x in row["samples_ts"]]
+    row["avg_ts"], row["stddev_ts"] = row["avg_ts"] / 3, row["stddev_ts"] / 3
+    (tmp_path / "older.jsonl").write_text(json.dumps(row) + "\n")
+    res = tk(
+        tmp_path, "import", "--results", str(root), "--label", "cpu", "--digest", first["image"]["digest"],
+        "--model-sha256", first["model"]["sha256"], str(tmp_path / "older.jsonl"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-800:]
+    return root
+
+
+def test_an_older_measurement_imported_later_does_not_supersede_a_newer_bench_run(tmp_path: Path) -> None:
+    """The import was written last, so it 'superseded' the bench run measured nine days after it: the
+    report showed 286.17 tok/s and called the 858.50 one superseded by a newer run. Both say when they
+    were measured: the later measurement is the newer (the index's choice and newest_per_test's)."""
+    root = _older_import_beside_a_bench_run(tmp_path)
+    res = tk(tmp_path, "report", "--results", str(root), "--format", "json")
+    assert res.returncode == 0, res.stderr[-800:]
+    doc = json.loads(res.stdout)
+    cells = [
+        c["avg_ts"]
+        for t in doc["tables"]
+        for row in t["rows"]
+        if row["test"] == "pp128 ub64"
+        for c in row.values()
+        if isinstance(c, dict)
+    ]
+    assert cells and round(cells[0], 2) == 858.5, cells
+    from toolkit.results.identity import newest_per_test
+    from toolkit.results.records import ResultStore
+
+    used = newest_per_test(ResultStore(root).results()).used
+    assert any(r.test == "pp128" and round(r.avg_ts or 0, 2) == 858.5 for r in used)

@@ -485,6 +485,23 @@ def is_timed(r: Any) -> bool:
     return _test_time(r) is not None
 
 
+def timing(r: Any) -> int:
+    """How a record says when it was measured: 1, an imported row with llama-bench's test_time; 0, the
+    toolkit's own record (its `created`, written when it measured); -1, an imported row without one (a
+    markdown table: its `created` is when it was imported). A test whose records are all 0 or 1 with
+    at least one 1 is ordered by when it was measured (an older file imported today does not supersede
+    a newer bench run); any -1, or only 0s, by the store's write order (newest_per_test)."""
+    if is_timed(r):
+        return 1
+    return -1 if (getattr(r, "model_extra", None) or {}).get("imported") else 0
+
+
+def by_measurement(timings: Iterable[int]) -> bool:
+    """Whether a test whose records have these `timing`s is ordered by when each was measured."""
+    ts = set(timings)
+    return 1 in ts and -1 not in ts
+
+
 def seq_of(r: Any) -> int | None:
     """The store's sequence number of a record (or index Head), None when it has none."""
     s = getattr(r, "seq", None)
@@ -542,7 +559,8 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
 
     The newest run of a test is the one written last to the store (write_order: the store's sequence
     number, else the place in the file; never the wall clock), except among imported rows that carry
-    llama-bench's test_time, which are ordered by it (the one measured last); a run of `toolkit tune`
+    llama-bench's test_time, which are ordered by it (the one measured last), also against the
+    toolkit's own records of their test (ordered by their `created`: by_measurement); a run of `toolkit tune`
     trials only (is_tune_trial) comes after every other run of its test. Repetitions inside it
     (`is_repetition`) are one measurement, combined by `combine_runs`, not superseded by each other.
     `records` in store order (their positions are the fallback order).
@@ -560,7 +578,7 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
             sel.used.append(only[0][1])  # its test's one record: newest, nothing superseded or combined
             continue
         bench = {rid: not all(is_tune_trial(x) for _, x in v) for rid, v in runs.items()}  # preferred
-        if all(is_timed(x) for v in runs.values() for _, x in v):
+        if by_measurement(timing(x) for v in runs.values() for _, x in v):
             newest = max(runs, key=lambda rid: (bench[rid], max(measured_at(x) for _, x in runs[rid])))
         else:
             newest = max(runs, key=lambda rid: (bench[rid], max(write_order(x, p) for p, x in runs[rid])))

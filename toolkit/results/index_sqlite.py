@@ -40,10 +40,11 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 8  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 9  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
-# recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value
+# recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
+# 9: timed is identity.timing (-1 for an untimed import row)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -412,7 +413,7 @@ class ResultIndex:
             1 if identity.is_repetition(rec) else 0,
             self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
             rec.seq,
-            1 if identity.is_timed(rec) else 0,
+            identity.timing(rec),
             written_at(rec.created),
             1 if identity.is_tune_trial(rec) else 0,
         )
@@ -553,8 +554,8 @@ class ResultIndex:
 
         Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; a run of
         tune trials only comes last (`tune`), else the run written last wins (its largest seq, else its
-        last place in store order; by llama-bench's test_time when every record of the test is a timed
-        import row; on a tie the run seen first);
+        last place in store order; by when each was measured where identity.by_measurement says so:
+        a timed import row among the toolkit's own records; on a tie the run seen first);
         in it, repetitions (`process_run`) count as one, else the newest record is used and the others
         are superseded.
         """
@@ -609,12 +610,14 @@ class ResultIndex:
         c.execute("DROP TABLE IF EXISTS temp.best")
         c.execute(
             "CREATE TEMP TABLE best AS SELECT key, run, reps, kfirst FROM (SELECT key, run, reps, kfirst, "
-            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY runtune, CASE WHEN alltimed = 1 THEN maxc END DESC, "
+            "ROW_NUMBER() OVER (PARTITION BY key ORDER BY runtune, CASE WHEN bymeasure THEN maxc END DESC, "
             "maxw DESC, minpos) AS rn FROM (SELECT key, run, reps, maxc, maxw, minpos, runtune, "
-            "MIN(minpos) OVER (PARTITION BY key) AS kfirst, MIN(runtimed) OVER (PARTITION BY key) AS alltimed "
+            "MIN(minpos) OVER (PARTITION BY key) AS kfirst, (MIN(mint) OVER (PARTITION BY key) >= 0 AND "
+            "MAX(maxt) OVER (PARTITION BY key) = 1) AS bymeasure "
             "FROM (SELECT key, run, SUM(process_run) AS reps, MAX(created) AS maxc, "
             f"MAX(CASE WHEN seq IS NULL THEN pos ELSE {_SEQ_BASE} + seq END) AS maxw, MIN(pos) AS minpos, "
-            "MIN(timed) AS runtimed, MIN(tune) AS runtune FROM temp.f WHERE status = 'ok' GROUP BY key, run))) "
+            "MIN(timed) AS mint, MAX(timed) AS maxt, MIN(tune) AS runtune FROM temp.f WHERE status = 'ok' "
+            "GROUP BY key, run))) "
             "WHERE rn = 1"
         )
         kfirst, used = {}, 0
