@@ -281,7 +281,8 @@ if [ "$USE_PODMAN" = 1 ]; then
   # crun's own --version needs a runtime state dir (XDG_RUNTIME_DIR): a sudo user's first shell may have
   # none yet ("Failed to get state directory", no version); the package database always knows it
   log "$(podman --version), crun $(dpkg-query -W -f='${Version}' crun 2>/dev/null || crun --version 2>/dev/null | awk 'NR==1 {print $3}')"
-  if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ]; then
+  podman_major=$(podman --version 2>/dev/null | awk '{split($3, v, "."); print v[1] + 0}')
+  if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] && [ "${podman_major:-0}" -ge 5 ]; then
     log "this host runs cgroup v1: Podman 5 prints a deprecation warning (WARN ... Using cgroups-v1) on its commands below; harmless for the toolkit (toolkit doctor says how to move to v2)"
   fi
 fi
@@ -302,7 +303,7 @@ debootstrap_rootfs() {  # $1 suite -> ROOTFS_TAR: a rootfs tarball, made and kep
   [ -n "$mirror" ] || die "no registry for debian:$suite-slim and no Debian mirror in this host's apt sources; set DEBIAN_MIRROR=<URL>"
   $SUDO mkdir -p "$BASE_DIR"
   work=$($SUDO mktemp -d "$BASE_DIR/rootfs.XXXXXX")
-  TRIES=3 step "no registry for debian:$suite-slim: building it with debootstrap ($suite, minbase, $mirror; 1-3 min)" \
+  TRIES=3 step "debian:$suite-slim cannot be pulled (${PULL_WHY:-no registry}): building it with debootstrap from this host's Debian mirror ($suite, minbase, $mirror; 1-3 min)" \
     $SUDO debootstrap --variant=minbase "$suite" "$work/root" "$mirror"
   # / of the image: 0755 (mktemp -d makes 0700; on vfs storage no non-root user could exec anything)
   $SUDO chmod 0755 "$work/root"
@@ -336,8 +337,10 @@ ensure_base_in() {
   if [ "$engine" = podman ] && [ "$USE_DOCKER" = 1 ] && base_runs "$tag" $SUDO docker; then
     $SUDO docker save "$tag" | "${cmd[@]}" load -q >/dev/null
     log "$tag: Docker's image loaded into Podman's store"
-  elif timeout 60 "${cmd[@]}" pull -q "$ref" >/dev/null 2>&1; then log "pulled $ref ($engine)"
+  elif PULL_WHY=$(timeout 60 "${cmd[@]}" pull -q "$ref" 2>&1 >/dev/null); then log "pulled $ref ($engine)"
   else
+    # what the registry said, in one short line (a timeout says nothing: 124)
+    PULL_WHY=$(printf '%s' "${PULL_WHY:-no answer in 60 s}" | tr -s '\n\t' '  ' | cut -c1-160)
     debootstrap_rootfs "$suite"
     # podman prints its copy progress on stderr: kept out of sight, shown only when the import fails
     if ! err=$("${cmd[@]}" import -c 'CMD ["bash"]' "$ROOTFS_TAR" "$ref" 2>&1 >/dev/null); then
@@ -412,7 +415,7 @@ mend_podman() {  # mend_podman WHO PODMAN-COMMAND...
           "$(ulimit -Hn)" "$(ulimit -Hn)" "$nproc" "$nproc" | $SUDO tee "$conf" >/dev/null
         [ -n "$(podman_probe "$@")" ] || break
       done
-      log "root cannot raise rlimits here: $conf sets the containers' limits ($(grep default_ulimits "$conf")); mended, nothing to do"
+      log "root cannot raise rlimits here (no CAP_SYS_RESOURCE): wrote $conf, which sets the containers' limits ($(grep default_ulimits "$conf")); nothing more to do"
     else
       die "podman ($who) cannot run a container or a build RUN step on this host: $out"
     fi
