@@ -268,3 +268,14 @@ def test_the_build_status_line_keeps_its_stage_text_and_prints_log_lines_above_i
     text = buf.getvalue()
     assert "cpu: [build 2/5] RUN apt-get update" in text  # the status, its stage text intact
     assert "   cpu | [build 2/5] RUN apt-get update\n" in text  # the log line, whole, on a line of its own
+
+
+def test_a_run_steps_title_is_its_command_not_its_mounts():
+    """A fresh-host newcomer saw `[stage-1 3/8] RUN --mount=type=cache,target=/var/cache/apt,sharing=loc…`
+    for 35 s: the title was the step's cache mounts, cut before the command."""
+    lines = [
+        "#7 [stage-1 3/8] RUN --mount=type=cache,target=/var/cache/apt,sharing=locked,id=apt "
+        "--mount=type=cache,target=/var/lib/apt,sharing=locked apt-get update && apt-get install -y cmake",
+        "#7 0.5 Get:1 http://deb.debian.org/debian trixie InRelease",
+    ]
+    assert _replay(lines)[0] == "   cpu | [stage-1 3/8] RUN apt-get update && apt-get install -y cmake"

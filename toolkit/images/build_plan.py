@@ -69,6 +69,8 @@ def host_plan(
 
 _VERTEX = re.compile(r"#(\d+) (.*)")
 _STEP = re.compile(r"\[(?!internal\])[^\]]*\d+/\d+\] ")
+_RUN_OPTIONS = re.compile(r"(?<= RUN)(?: --[^\s=]+(?:=\S*)?)+ ")
+"""A RUN step's options (`--mount=type=cache,...`, `--network=none`): left out of its title."""
 _DONE = re.compile(r"DONE (\d+(?:\.\d+)?)s")
 LONG_STEP_S = 5.0
 HEARTBEAT_S = 30.0
@@ -164,6 +166,9 @@ class BuildSteps:
         vid, rest = m.groups()
         if _STEP.match(rest) and " FROM " not in f" {rest}" and vid not in self.steps:
             self.steps.add(vid)
+            rest = _RUN_OPTIONS.sub(
+                " ", rest, count=1
+            )  # `RUN --mount=... apt-get ...`: the command, not its mounts
             self.pending[vid] = rest if len(rest) <= self.width else rest[: self.width - 1] + "…"
             return
         if rest.strip() == "CACHED":
