@@ -146,3 +146,22 @@ def test_an_older_measurement_imported_later_does_not_supersede_a_newer_bench_ru
 
     used = newest_per_test(ResultStore(root).results()).used
     assert any(r.test == "pp128" and round(r.avg_ts or 0, 2) == 858.5 for r in used)
+
+
+def test_an_export_of_a_run_without_digest_or_sha256_says_what_reproduce_cannot_check(tmp_path: Path) -> None:
+    """export-run wrote "image ID ``", "sha256 ``" and "an unrecorded CPU (, kernel ?)" into the
+    README it publishes, with exit 0 and no note, while that README says reproduce checks both."""
+    recs = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
+    for r in recs:
+        r["image"]["digest"], r["model"]["sha256"], r["host"] = "", "", {}
+    folder = tmp_path / "results" / "a504e0178239"
+    folder.mkdir(parents=True)
+    (folder / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "exp"
+    project = Path(__file__).resolve().parents[1]  # its matrix.yaml: export-run copies the project's files
+    res = tk(project, "export-run", recs[0]["run_id"], "--results", str(tmp_path / "results"), "-o", str(out))
+    assert res.returncode == 0, res.stderr[-800:]
+    assert "no image digest recorded" in res.stderr and "no sha256 recorded" in res.stderr, res.stderr
+    readme = (out / "README.md").read_text()
+    assert "image ID not recorded" in readme and "sha256 not recorded" in readme
+    assert "OS not recorded, kernel not recorded" in readme and " ``" not in readme

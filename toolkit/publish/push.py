@@ -450,12 +450,22 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
 def describe_run(
     store: ResultStore, run_id: str, lm: LoadedMatrix | None
 ) -> tuple[PublishedRun, list[BuildRecord]]:
-    """run.json content and the build records of the run's image digests."""
+    """run.json content and the build records of the run's image digests. A run whose records name no
+    image digest or no model sha256 (an import, an older record) is exported with a note saying what
+    `toolkit reproduce` then cannot check."""
     recs = run_records(store, run_id)
     digests = list(dict.fromkeys(r.image.digest for r in recs))
     builds = [b for b in store.builds() if b.digest in digests]
     notes: list[str] = []
     images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes) for d in digests]
+    notes += [
+        f"image {n!r}: no image digest recorded: reproduce cannot pull or check the image it ran"
+        for n in dict.fromkeys(r.image.name for r in recs if not r.image.digest)
+    ]
+    notes += [
+        f"model {n!r}: no sha256 recorded: reproduce cannot check the model file"
+        for n in dict.fromkeys(r.model.name for r in recs if len(r.model.sha256 or "") != 64)
+    ]
     ok = [r for r in recs if r.status == "ok"]
     counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
     bench = axes_from_records(ok or recs)
@@ -620,15 +630,19 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     lines = [
         f"# toolkit run {run.run_id}",
         "",
-        f"Measured {run.created} on {run.host.get('cpu_model') or 'an unrecorded CPU'} "
-        f"({run.host.get('os', '')}, kernel {run.host.get('kernel', '?')}); exported {run.exported} "
+        f"Measured {run.created} on {run.host.get('cpu_model') or 'a CPU not recorded'} "
+        f"({run.host.get('os') or 'OS not recorded'}, kernel {run.host.get('kernel') or 'not recorded'}); "
+        f"exported {run.exported} "
         f"by toolkit {run.toolkit_version}.",
         "",
         "## Images (by digest)",
         "",
     ]
     for im in run.images:
-        lines.append(f"- `{im.name}` ({im.backend}): image ID `{im.digest}`")
+        lines.append(
+            f"- `{im.name}` ({im.backend}): "
+            + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
+        )
         lines += [f"  - pull: `docker pull {rd}`" for rd in im.repo_digests if "@sha256:" in rd]
     lines += ["", "## Models", ""]
     for m in run.models:
@@ -639,7 +653,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             if m.hf
             else "source not recorded"
         )
-        lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, sha256 `{m.sha256}`, {src}")
+        sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
+        lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, {sha}, {src}")
     axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
     lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
     for t in tables.tables(records):
