@@ -165,3 +165,16 @@ def test_an_export_of_a_run_without_digest_or_sha256_says_what_reproduce_cannot_
     readme = (out / "README.md").read_text()
     assert "image ID not recorded" in readme and "sha256 not recorded" in readme
     assert "OS not recorded, kernel not recorded" in readme and " ``" not in readme
+
+
+def test_lengths_given_for_llama_bench_output_are_refused(tmp_path: Path) -> None:
+    """`--input-len` on a llama-bench import was ignored without a word."""
+    src = DATA / "llamabench-0c1e57098-cpu.jsonl"
+    res = tk(
+        tmp_path, "import", "--results", str(tmp_path / "r"), "--label", "x", "--input-len", "999", str(src)
+    )
+    assert (
+        res.returncode == 4
+        and "--input-len / --output-len are the lengths of a `vllm bench` result" in res.stderr
+    )
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*/bench.jsonl"))

@@ -111,6 +111,13 @@ class ImportFormat:
 
 
 def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, before: list) -> ImportResult:
+    """The llama-bench format's read (FORMATS). BadInput for --input-len / --output-len: each row says
+    its own n_prompt and n_gen, so a length given for it would be silently ignored."""
+    if o.input_len is not None or o.output_len is not None:
+        raise BadInput(
+            f"{paths[0]}: --input-len / --output-len are the lengths of a `vllm bench` result; llama-bench "
+            "output says each row's n_prompt and n_gen itself: leave them out"
+        )
     skipped: list[str] = []
     refused: list[str] = []
     sources = [source_of(p, skipped, refused) for p in paths]
