@@ -11,10 +11,12 @@ combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict'
 .verdict; a single sample's unknown stddev counts as 0 and is named). Where both sides' cells carry a 95 %
 confidence interval (>= 3 process repeats, facts.Interval) the noise is the intervals instead: a
 regression needs B's interval wholly below A's (tables.margin_band). A slowdown within noise is shown
-as such, not counted. A slowdown beyond the threshold whose cell on either side carries a telemetry
-flag (gpu-shared, throttled:<reason>, clock-idle, power-not-stock, host-busy) is "held": shown with the
-flags and not counted, and never called noise (its spread came from what the flag names); re-measure
-on a quiet host. Every flagged row names its flags in the human table too.
+as such, not counted. A change beyond the threshold, slower or faster, whose cell on either side
+carries a held flag (Facts.held_flags: a telemetry flag, gpu-shared, throttled:<reason>, clock-idle,
+power-not-stock, host-busy; or an above-peak flag, bw-above-peak, compute-above-peak: beyond what the
+GPU can do) is "held": shown with the flags and counted neither as faster nor as a regression, and
+never called noise (its spread came from what the flag names); re-measure on a quiet host, or check the
+model size and the GPU. Every flagged row names its flags in the human table too.
 
 A side is named by (first match wins) a run id, an image name (its latest build's digest, or for
 imported results the newest digest filed under that name), or an image digest / prefix
@@ -29,6 +31,7 @@ from typing import Any, Generic, TypeVar, overload
 from tabulate import tabulate
 
 from toolkit.analysis.facts import Facts
+from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.table_text import fmt_cell
 from toolkit.analysis.tables import (
     column_attention,
@@ -96,8 +99,9 @@ class CompareRow:
 
     @property
     def flags(self) -> list[str]:
-        """The telemetry flags of either side's cell, as `A:host-busy`, `B:gpu-shared`."""
-        return [f"A:{f}" for f in self.fa.telemetry_flags] + [f"B:{f}" for f in self.fb.telemetry_flags]
+        """The held flags of either side's cell (Facts.held_flags: telemetry and above-peak), as
+        `A:host-busy`, `B:gpu-shared`, `B:bw-above-peak`."""
+        return [f"A:{f}" for f in self.fa.held_flags] + [f"B:{f}" for f in self.fb.held_flags]
 
     @property
     def energy_ratio(self) -> float | None:
@@ -149,12 +153,17 @@ class Comparison:
         on a flagged cell: its spread came from what the flag names (contention, throttling), not noise."""
         return self.slower(row) and 1 - row.speedup <= row.noise and not row.flags
 
+    def faster(self, row: CompareRow) -> bool:
+        """B faster than A by more than the threshold (flags aside)."""
+        return row.speedup > 1 + self.threshold / 100
+
     def held(self, row: CompareRow) -> bool:
-        """A slowdown beyond the threshold on a telemetry-flagged cell: not counted, not noise."""
-        return self.slower(row) and bool(row.flags)
+        """A change beyond the threshold, either way, on a cell with a held flag (telemetry or
+        above-peak): counted neither as faster nor as a regression, not noise."""
+        return (self.slower(row) or self.faster(row)) and bool(row.flags)
 
     def is_regression(self, row: CompareRow) -> bool:
-        """Slower beyond the threshold and the noise, on cells without a telemetry flag."""
+        """Slower beyond the threshold and the noise, on cells without a held flag."""
         return self.slower(row) and not self.within_noise(row) and not row.flags
 
     @property
@@ -477,12 +486,12 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
     if c.is_regression(row):
         sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
     elif c.held(row):
-        mark = f"slower, held: {', '.join(row.flags)}"
+        mark = f"{'slower' if c.slower(row) else 'faster'}, held: {', '.join(row.flags)}"
     elif c.within_noise(row) and row.by_interval:
         mark = "slower within noise (the 95% intervals overlap)"
     elif c.within_noise(row):
         mark = f"slower within noise (± {100 * row.noise:.0f}%)"
-    elif row.speedup > 1 + c.threshold / 100:
+    elif c.faster(row):
         mark = "faster"
     if row.flags and not c.held(row):  # a flagged number is named wherever it stands
         mark = "; ".join(x for x in (mark, f"flagged: {', '.join(row.flags)}") if x)
@@ -530,15 +539,17 @@ def _notes(c: Comparison) -> list[str]:
 
 
 def _slower_not_counted(c: Comparison) -> list[str]:
-    """The slower tests not counted as regressions: held on a telemetry flag, or within noise."""
+    """The tests not counted: held on a held flag (telemetry or above-peak, slower or faster), or
+    slower within noise."""
     out = []
     held, noisy = [r for r in c.rows if c.held(r)], [r for r in c.rows if c.within_noise(r)]
     if held:
         why = "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
+        flags = [x.split(":", 1)[1] for r in held for x in r.flags]
         out.append(
-            f"{len(held)} slower test(s) held, not counted: a side's cell carries a telemetry flag, so the "
-            f"number is not the card's alone ({why}); "
-            "re-measure on a quiet host"
+            f"{len(held)} test(s) beyond {c.threshold:g}% held, not counted as faster or as a regression: a "
+            f"side's cell carries {held_words(flags, 'flags')} ({why}), so the speedup rests on "
+            f"{held_words(flags, 'rests')}; {held_words(flags, 'fix')}"
         )
     if noisy:
         ci = (

@@ -1,6 +1,6 @@
 """One record's facts, computed once per report: BenchRecord --Facts.of--> Facts, the frozen object the
 tables, verdict, plots and compare read (test key, tok/s, relative stddev, sample stats, the 95 %
-confidence interval over process repeats, energy, CPU fallback, clamped micro-batch, warm-up outlier, stored and telemetry flags, roofline, flags), and
+confidence interval over process repeats, energy, CPU fallback, clamped micro-batch, warm-up outlier, stored and telemetry flags, roofline, flags, held flags), and
 the per-record rules they are computed by (also importable from toolkit.analysis.tables).
 """
 
@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolkit.analysis.flag_help import TELEMETRY_VERDICT_FLAGS
+from toolkit.analysis.flag_help import ABOVE_PEAK_FLAGS, HELD_FLAGS, TELEMETRY_VERDICT_FLAGS
 from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
@@ -207,7 +207,9 @@ class Facts:
     `processes` how many process means the value is the mean of (1: a single process),
     `energy` (None: not valid), `cpu_fallback`, `ub_clamped` (the effective micro-batch when clamped),
     `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored), `roof` (roofline, None: no known
-    GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's); and what the
+    GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's), `held_flags`
+    (those of `flags` in HELD_FLAGS: telemetry and above-peak flags, what holds the cell out of the
+    row's best, the verdict and compare's counts); and what the
     sections say of it: `image` (image_label), `test` (row_label with the micro-batch), `concurrency`,
     `ub_effective` (effective_ubatch), `model_known` (identity.model_known), `no_roof` (why a GPU
     record has no roofline; None: it has one, or it ran on a CPU or a software GPU)."""
@@ -233,6 +235,7 @@ class Facts:
     ub_effective: int | None = None
     model_known: bool = True
     no_roof: str | None = None
+    held_flags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
@@ -264,6 +267,7 @@ class Facts:
         )
         flags = _flags(f, opts or ReportOptions(), roof, a.use)  # a.use: its GPUs found once, not twice
         object.__setattr__(f, "flags", tuple(flags))  # frozen once set
+        object.__setattr__(f, "held_flags", held_flags(flags))
         return f
 
 
@@ -276,6 +280,11 @@ def record_flags(r: BenchRecord, opts: ReportOptions, roof: Roofline | None = No
     """Flags of one record, in FLAG_HELP order (ub-no-effect needs neighbours: see axis_table);
     `roof`: its roofline where a table knows it (bw-below-floor is said against it)."""
     return _flags(Facts.of(r, opts), opts, roof)
+
+
+def held_flags(flags: Iterable[str]) -> tuple[str, ...]:
+    """The flags of `flags` that hold a cell (HELD_FLAGS, by name before any `:reason`), in order."""
+    return tuple(x for x in flags if x.split(":", 1)[0] in HELD_FLAGS)
 
 
 def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | None = None) -> list[str]:
@@ -298,9 +307,9 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
         out.append("experimental")
     if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
         out.append("synthetic-twin")
-    ceil = ceiling(r, use) if roof is None or roof.gpu_count > 1 or roof.metric != "bandwidth" else roof
-    if ceil is not None and ceil.metric == "bandwidth" and ceil.fraction > 1.0:
-        out.append("bw-above-peak")  # above what all its GPUs together could read: impossible
+    ceil = ceiling(r, use) if roof is None or roof.gpu_count > 1 else roof
+    if ceil is not None and ceil.fraction > 1.0:  # one rule for both metrics: bandwidth and compute
+        out.append(ABOVE_PEAK_FLAGS[ceil.metric])  # above what all its GPUs together could do: impossible
     elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
         out.append("bw-below-floor")
     if extra.get("concurrent"):

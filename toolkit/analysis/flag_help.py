@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 FLAG_HELP = {
     "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
     "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
@@ -32,7 +34,11 @@ FLAG_HELP = {
     "`created` lies more than 60 s before a record the folder stored earlier, or more than 5 min in the future. "
     "Runs are ordered by the folder's sequence number (`seq`, given at append time), never by these times, so the "
     "newest run is still the one written last; check that host's clock (`timedatectl`, NTP) before trusting dates",
-    "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size)",
+    "bw-above-peak": "decode implies more memory bandwidth than the GPU's peak (caches, or a wrong model size): "
+    "no measurement of the card, so never marked best and held out of the verdict and of compare's counts",
+    "compute-above-peak": "prefill implies more FLOP/s than the GPU's dense FP16 matrix peak (2 FLOPs per active "
+    "parameter and token, attention left out: an underestimate; a wrong parameter count or model type, or a broken "
+    "timing): no measurement of the card, so never marked best and held out of the verdict and of compare's counts",
     "bw-below-floor": "decode implies implausibly little memory bandwidth (overhead-bound or misconfigured)",
     "host-outlier": "the same image digest measured on 3 or more hosts (campaign host keys): this host's tok/s lies "
     "beyond 3 x the spread of the other hosts' values (their range, at least their stddev) from their median",
@@ -85,3 +91,39 @@ TELEMETRY_VERDICT_FLAGS = (
     "host-busy",
     "undersampled",
 )
+
+# The flag of a roofline fraction above 1 (facts._flags: above what every GPU the run used could do
+# together), per roofline metric: a number no card can produce.
+ABOVE_PEAK_FLAGS = {"bandwidth": "bw-above-peak", "compute": "compute-above-peak"}
+
+# Flags that hold a cell (Facts.held_flags): never a row's best, never the verdict's crown or a route,
+# never counted by compare as faster or as a regression (toolkit.analysis.verdict, tables, compare).
+HELD_FLAGS = (*TELEMETRY_VERDICT_FLAGS, *ABOVE_PEAK_FLAGS.values())
+
+# What the verdict and compare say of held cells, per kind of held flag: `flags` their name, `rests`
+# what a lead on them rests on, `fix` what to do, `against` what a margin over them is taken against.
+HELD_WORDS: dict[str, dict[str, str]] = {
+    "telemetry": {
+        "flags": "telemetry",
+        "rests": "numbers that are not the card's alone",
+        "fix": "measure again with the GPU and host to itself",
+        "against": "numbers that are not that card's alone and may overstate it",
+    },
+    "above-peak": {
+        "flags": "above-peak",
+        "rests": "numbers beyond what the GPU can do (no measurement of the card)",
+        "fix": "check the model's size and parameter count, the GPU named and the timing",
+        "against": "numbers beyond that GPU's peak (no measurement of the card)",
+    },
+}
+_HELD_KINDS = (("telemetry", set(TELEMETRY_VERDICT_FLAGS)), ("above-peak", set(ABOVE_PEAK_FLAGS.values())))
+
+
+def held_words(flags: Iterable[str], part: str) -> str:
+    """`part` (flags | rests | fix | against) of HELD_WORDS for the kinds of held flags among `flags`,
+    joined (`telemetry and above-peak flags`); the telemetry words where `flags` holds neither."""
+    names = {x.split(":", 1)[0] for x in flags}
+    kinds = [k for k, group in _HELD_KINDS if names & group] or ["telemetry"]
+    if part == "flags":
+        return " and ".join(HELD_WORDS[k]["flags"] for k in kinds) + " flags"
+    return ("; " if part == "fix" else " and ").join(HELD_WORDS[k][part] for k in kinds)

@@ -99,19 +99,20 @@ def _title(fig: Figure, t: Table | None) -> None:
 
 
 def _point(f: Facts) -> tuple[int, float | None, float, bool, bool]:
-    """A prefill point: (prompt length, tok/s, stddev, micro-batch clamped, telemetry-flagged)."""
+    """A prefill point: (prompt length, tok/s, stddev, micro-batch clamped, held: Facts.held_flags)."""
     return (
         f.record.n_prompt,
         f.value,
         f.record.stddev_ts or 0.0,
         bool(f.ub_clamped),
-        bool(f.telemetry_flags),
+        bool(f.held_flags),
     )
 
 
 def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, Facts]], color: str) -> None:
     """One image's prefill panel (prefill_figure): a line per series, marked clamped/flagged points
-    (flagged: measured while something else shaped the number, gpu-shared, throttled, ...). A series
+    (flagged: Facts.held_flags, measured while something else shaped the number, gpu-shared, throttled,
+    ..., or above the GPU's peak). A series
     at a depth > 0 with one prompt length (a depth sweep's pp512 @ d4096) is left to depth_figure,
     not drawn as a lone dot, unless the panel would be empty without it."""
     every = sorted({_series(row, f.record) for row, f in mine})
@@ -139,7 +140,7 @@ def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, Facts]], color: str)
     ax.set_title(strip_controls(img), fontsize=9)
     ax.set_xlabel("prompt length (tokens)")
     handles, labels = ax.get_legend_handles_labels()
-    if any(f.telemetry_flags for _, f in mine):
+    if any(f.held_flags for _, f in mine):
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
@@ -311,7 +312,7 @@ def _bars(ax: Any, chunk: list[Row], images: list[str], colors: Colors) -> bool:
                 xs.append(j + (i - (len(images) - 1) / 2) * bw)
                 ys.append(v)
                 es.append(f.record.stddev_ts or 0.0)
-                hatch.append("///" if f.telemetry_flags else None)
+                hatch.append("///" if f.held_flags else None)
         if xs:  # one color per image in every panel (an empty call would still take a legend slot)
             bars = ax.bar(xs, ys, bw, yerr=es, capsize=3, color=colors[img])
             for patch, h in zip(bars.patches, hatch, strict=True):
@@ -385,9 +386,7 @@ def served_figure(t: Table | None, colors: Colors | None = None) -> Figure | Non
         r = f.record
         name = " ".join([col, f"in{r.n_prompt} out{r.n_gen}", *(f"{k}={v}" for k, v in row.ids.items())])
         assert f.value is not None  # _cells keeps only cells with a value
-        series.setdefault((col, name), []).append(
-            (int(r.engine["concurrency"]), f.value, bool(f.telemetry_flags))
-        )
+        series.setdefault((col, name), []).append((int(r.engine["concurrency"]), f.value, bool(f.held_flags)))
     seen: dict[str, int] = {}
     for (col, name), pts in sorted(series.items()):
         k = seen[col] = seen.get(col, -1) + 1
@@ -425,7 +424,7 @@ def _curves(t: Table | None) -> dict[str, dict[str, list[tuple[int, float, float
     panels: dict[str, dict[str, list[tuple[int, float, float, bool]]]] = {}
     for row, col, f in _cells(t):
         assert f.value is not None  # _cells keeps only cells with a value
-        pt = (f.record.n_depth, f.value, f.record.stddev_ts or 0.0, bool(f.telemetry_flags))
+        pt = (f.record.n_depth, f.value, f.record.stddev_ts or 0.0, bool(f.held_flags))
         panels.setdefault(_curve_key(row), {}).setdefault(col, []).append(pt)
     return {k: v for k, v in panels.items() if len({p[0] for pts in v.values() for p in pts}) >= 2}
 

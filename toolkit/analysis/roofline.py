@@ -8,7 +8,12 @@ at the short contexts llama-bench uses), so the figure is a slight underestimate
 prefill (pp): every prompt token costs ~2 FLOPs per active parameter (one multiply-add), so
     implied FLOP/s = tok/s x 2 x active params
 and `% of compute bound` = implied / peak dense FP16 matrix FLOP/s. Attention FLOPs are left out
-(they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle.
+(they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle (an
+int8 peak of 2x on the R9700 and the H200), yet measured prefill sits at 1-5 % of the FP16 peak.
+
+Above the ceiling (`ceiling`: every used card's peak summed, any split) a fraction > 1 is no
+measurement: facts._flags says bw-above-peak (decode) or compute-above-peak (prefill), one rule for
+both metrics, and the cell is held out of the row's best, the verdict and compare (Facts.held_flags).
 
 Active share of a mixture-of-experts model (only the routed experts are read per token), in order:
   1. the GGUF file the record names, when its header is readable within toolkit/models/gguf_meta.py's

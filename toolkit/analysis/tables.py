@@ -149,12 +149,13 @@ def margin_band(hi: Facts, lo: Facts) -> float:
 def best_column(row: Row) -> str | None:
     """The image column whose tok/s leads the row beyond the noise (margin_band of it and the next:
     2 x their combined relative stddev, or their 95 % intervals apart where both have one); None with fewer than two numbers to rank, a lead inside the
-    noise, or an unknown noise. A flagged or CPU-fallback cell is never the best."""
+    noise, or an unknown noise. A held cell (Facts.held_flags: a telemetry or above-peak flag) or a
+    CPU-fallback cell is never the best."""
     ranked = sorted(
         (
             (f.value, c)
             for c, f in row.facts.items()
-            if f.value is not None and not f.telemetry_flags and not f.cpu_fallback
+            if f.value is not None and not f.held_flags and not f.cpu_fallback
         ),
         reverse=True,
     )

@@ -32,6 +32,9 @@ Method (stated in the report):
   the margin is taken against a number that is not that card's alone and may overstate the win.
   Within noise there is no winner either way, and the flags are named. energy-invalid does not count
   (it says nothing about speed).
+- Above-peak flags (bw-above-peak, compute-above-peak: a roofline fraction above 1, more than every GPU
+  the run used could read or compute together) hold a cell the same way (Facts.held_flags, the one
+  door of both kinds): a lead resting on a number no card can produce is named and not crowned.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import Facts, Interval, facts_of, image_label
+from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.tables import (
     ReportOptions,
     ci_band,
@@ -78,7 +82,7 @@ class Entry:
     value: float
     rsd: float
     setting: str
-    flags: tuple[str, ...] = ()  # telemetry flags of this cell (Facts): the number is not the card's alone
+    flags: tuple[str, ...] = ()  # held flags of this cell (Facts.held_flags): telemetry or above-peak
     ci: Interval | None = None  # the 95 % interval over process means (Facts.ci; None: unknown)
 
     @property
@@ -137,7 +141,7 @@ class AxisVerdict:
     )  # images with a number of unknown stddev (1 sample)
     # images whose results of this axis have no known model (identity.model_known): left out of it
     model_unknown: list[str] = field(default_factory=list)
-    # image -> its deciding cells that carry telemetry flags (the leader's and the runner-up's only)
+    # image -> its deciding cells that carry held flags (the leader's and the runner-up's only)
     flagged: dict[str, list[Entry]] = field(default_factory=dict)
     by_interval: bool = False  # the noise threshold is the leader's and runner-up's 95 % intervals
 
@@ -148,8 +152,8 @@ class AxisVerdict:
 
     @property
     def held(self) -> bool:
-        """A clear lead that is not called decided: a deciding cell of the leader carries a telemetry
-        flag (see the module docstring)."""
+        """A clear lead that is not called decided: a deciding cell of the leader carries a held flag
+        (telemetry or above-peak: see the module docstring)."""
         return self.clear and bool(self.flagged.get(self.ranking[0][0]))
 
     @property
@@ -269,7 +273,7 @@ def _best_entries(
         clamped = [f"(effective ub{f.ub_clamped})"] if f.ub_clamped else []
         setting = " ".join([f.test, *clamped, *knobs[id(r)]])
         assert f.value is not None  # fs keeps only records with a value
-        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.telemetry_flags, f.ci)
+        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.held_flags, f.ci)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
@@ -382,20 +386,26 @@ def cells_text(entries: list[Entry]) -> str:
     return "; ".join(f"{img} {', '.join(st)} [{', '.join(fl)}]" for (img, fl), st in groups.items())
 
 
+def _flags_on(flagged: list[Entry]) -> str:
+    """`telemetry flags on x@ab12 pp512 [host-busy]`: the flagged cells of a lead within noise."""
+    return f"{held_words([x for e in flagged for x in e.flags], 'flags')} on {cells_text(flagged)}"
+
+
 def flags_note(flagged: list[Entry], lead: str | None) -> str:
     """What the verdict says of flagged deciding cells: held when one is the leader's, else noted
     (the rule: module docstring)."""
     if not flagged:
         return ""
     if lead is not None and any(e.image == lead for e in flagged):
+        mine = [x for e in flagged if e.image == lead for x in e.flags]
         return (
-            f"not decided: the leader's cells carry telemetry flags ({cells_text(flagged)}): the lead of "
-            f"{lead} rests on numbers that are not the card's alone; measure again with the GPU and host "
-            "to itself"
+            f"not decided: the leader's cells carry {held_words(mine, 'flags')} ({cells_text(flagged)}): "
+            f"the lead of {lead} rests on {held_words(mine, 'rests')}; {held_words(mine, 'fix')}"
         )
+    theirs = [x for e in flagged for x in e.flags]
     return (
         f"flagged, and loses anyway: {cells_text(flagged)}: the win stands as measured, but its margin is "
-        "taken against numbers that are not that card's alone and may overstate it"
+        f"taken against {held_words(theirs, 'against')}"
     )
 
 
@@ -438,7 +448,7 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
     flagged = av.flagged_cells()
     if not av.clear:
         tied = " and ".join(i for i, _, _ in av.ranking[:2])
-        note = f"; telemetry flags on {cells_text(flagged)}" if flagged else ""
+        note = f"; {_flags_on(flagged)}" if flagged else ""
         return Route(
             WORKLOADS[axis],
             None,
@@ -586,8 +596,9 @@ def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
     basis = ", ".join(g.name for g in av.groups)
     flagged = av.flagged_cells()
     if av.held:
+        mine = [x for e in flagged if e.image == av.leader for x in e.flags]
         return [
-            head + f"not decided (telemetry flags): {av.leader} leads {av.runner_up} by "
+            head + f"not decided ({held_words(mine, 'flags')}): {av.leader} leads {av.runner_up} by "
             f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
             f"{100 * av.noise:.1f}%), but is not crowned",
             f"  - {flags_note(flagged, av.leader)}",
@@ -602,7 +613,7 @@ def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
     return [
         head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
         f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}",
-        *([f"  - telemetry flags on {cells_text(flagged)}"] if flagged else []),
+        *([f"  - {_flags_on(flagged)}"] if flagged else []),
     ]
 
 

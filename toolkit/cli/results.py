@@ -108,10 +108,11 @@ def report(
 ):
     """Tables per image on the axes — prefill (pp2048 ub512, ...), decode (tg128), served throughput per
     concurrency — tok/s ± standard deviation, newest result per test, with each row's flags
-    (ub-no-effect, cpu-fallback, noisy, bw-below-floor, bw-above-peak, and what telemetry saw:
-    gpu-shared, throttled, ...), each explained under the tables; tokens per joule where the GPU energy
-    is valid, a roofline column where the GPU is known, and a verdict with a routing rule (prefill-heavy
-    / latency-bound decode / mixed) that crowns no cell flagged by telemetry. The html page also plots
+    (ub-no-effect, cpu-fallback, noisy, bw-below-floor, bw-above-peak, compute-above-peak, and what
+    telemetry saw: gpu-shared, throttled, ...), each explained under the tables; tokens per joule where
+    the GPU energy is valid, a roofline column where the GPU is known, and a verdict with a routing rule
+    (prefill-heavy / latency-bound decode / mixed) that crowns no cell flagged by telemetry or above
+    the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
     _no_empty_path(("--output", output), ("--plots", plots_dir))
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
@@ -265,7 +266,7 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
     show_default=True,
     metavar="PERCENT",
     help="A test slower in B than in A by more than this, and by more than the noise (twice the combined "
-    "relative stddev), on cells without a telemetry flag, is a regression (exit code 6).",
+    "relative stddev), on cells without a telemetry or above-peak flag, is a regression (exit code 6).",
 )
 @click.option(
     "--ignore",
