@@ -338,7 +338,10 @@ def test_bench_runs_the_depth_sweep_after_the_main_sweep_measuring_each_test_onc
     again = replace(ctx, opts=replace(ctx.opts, resume=True))
     assert runner.cases(again) == []
     n = len(ctx.engine.runs)
-    assert [o.status for o in runner.run(again)] == ["resumed"] and len(ctx.engine.runs) == n
+    resumed = runner.run(again)
+    assert [o.status for o in resumed] == ["resumed"] and len(ctx.engine.runs) == n
+    # as many cases as the plan counted (the depth sweep's too: a newcomer saw 8 of the plan's 10)
+    assert resumed[0].reason == "nothing to measure: all 4 cases already measured for this digest + model"
 
 
 def test_the_depth_sweep_measures_depth_0_itself_at_a_micro_batch_the_main_sweep_lacks(tmp_path):

@@ -535,7 +535,10 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
 
     res = tk(proj, "bench", *v.args(), "--resume")
     assert res.returncode == 0, _out(res)
-    assert "cpu x tiny-qwen3moe: resumed: all 3 cases already measured for this digest + model" in res.stdout
+    assert (
+        "cpu x tiny-qwen3moe: resumed: nothing to measure: all 3 cases already measured for this digest + model"
+        in res.stdout
+    )
     kept = [r for r in partial if r["status"] == "ok"]
     assert f"cpu x tiny-b: ok, {SLOW_CASES - len(kept)} results" in res.stdout  # resume per test
     after = _by_model(v.rows())

@@ -114,6 +114,11 @@ def test_plan_estimate_counts_each_pairs_canary_as_it_took_last_time_on_that_dig
         "; estimated measuring time 12 s and 1 correctness canary, from earlier runs, plus start-up"
         in plan_line(res)
     ), res.stderr
+    # every case measured before: the line says so and how to skip them (a newcomer's second bench
+    # measured all again without a word)
+    assert plan_line(res).endswith(
+        "; all measured before (`--resume` measures only what an image digest + model lacks)"
+    ), res.stderr
 
 
 def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):

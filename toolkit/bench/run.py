@@ -249,6 +249,11 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
     return (
         line + f"; estimated measuring time {_duration(seconds)}{part}{with_canary}, from earlier runs, plus "
         "start-up"
+        + (
+            "; all measured before (`--resume` measures only what an image digest + model lacks)"
+            if known == total
+            else ""
+        )
     )
 
 

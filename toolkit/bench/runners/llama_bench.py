@@ -116,7 +116,8 @@ class LlamaBenchRunner:
             and model_file_here(ctx.lm, ctx.model)
             and not self.cases(ctx)
         ):
-            return [_all_measured(ctx)]
+            main = len(ctx.lm.m.bench.cases()) * len(ctx.lm.m.bench.env_combinations())
+            return [_all_measured(ctx, main + len(_depth().depth_plan(ctx, resume=False).cases))]
         pair = _pair(ctx)
         if isinstance(pair, Outcome):  # the model absent, the GPU path unusable: said once
             return [pair]
@@ -331,9 +332,10 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     missing; None when every case is missing (the whole matrix runs as usual)."""
     lm, spec, model = ctx.lm, ctx.spec, ctx.model
     todo = missing_cases(ctx.store, ctx.build.digest, pair.sha, lm.m.bench, env)
-    if not todo:
-        return _all_measured(ctx)
     n_all = len(lm.m.bench.cases())
+    if not todo:
+        several = len(lm.m.bench.env_combinations()) > 1
+        return _all_measured(ctx, n_all, " of the matrix" + (" with this env combination" if several else ""))
     if len(todo) == n_all:
         return None
     parts = [bench_one(ctx, pair, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
@@ -349,14 +351,15 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     )
 
 
-def _all_measured(ctx: RunContext) -> Outcome:
-    """The `resumed` line of a matrix with nothing left to measure on this digest + model."""
-    n_all = len(ctx.lm.m.bench.cases())
+def _all_measured(ctx: RunContext, n: int, what: str = "") -> Outcome:
+    """The `resumed` line of `n` cases (`what`: which ones; default every case of the pair, as the plan
+    counts them: the matrix's per env combination and the depth sweep's) with nothing left to measure
+    on this digest + model."""
     return Outcome(
         ctx.spec.name,
         ctx.model.name,
         "resumed",
-        f"all {n_all} cases already measured for this digest + model",
+        f"nothing to measure: all {n} cases{what} already measured for this digest + model",
     )
 
 
