@@ -85,7 +85,7 @@ from toolkit.results import make_folders, open_regular
     is_flag=True,
     envvar="TOOLKIT_ALLOW_CONCURRENT",
     show_envvar=True,
-    help="Run although another toolkit benchmark is running on the same Docker engine or writing the same "
+    help="Run although another toolkit benchmark is running on the same container engine or writing the same "
     "results folder (default: refuse, exit 9); every record written meanwhile is flagged `concurrent`.",
 )
 @click.option(

@@ -60,7 +60,7 @@ click.echo = _safe_echo  # one choke point: every command prints through click.e
 
 EPILOG = (
     "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed or nothing done (push, bench), 3 bench failed, 4 bad input, "
-    "5 Docker engine unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
+    "5 container engine (Docker or Podman) unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "
     "8 file system error (disk full, read-only), 9 another benchmark running, 10 a pin moved or is missing "
     "(pins), 11 a remote (the Hub) did not answer, 12 a doctor check failed, 129 stopped by SIGHUP, 130 interrupted."
 )

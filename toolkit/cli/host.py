@@ -26,7 +26,7 @@ from toolkit.core.errors import ToolkitError
 @read_results_option
 @click.option("--allow-software-gpu", is_flag=True, help="Count Mesa lavapipe as a usable Vulkan device.")
 def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
-    """Read this host (GPUs, gfx arch, VRAM, device nodes, Docker engine, kernel) and say, per image,
+    """Read this host (GPUs, gfx arch, VRAM, device nodes, container engine, kernel) and say, per image,
     whether it can run here and why not."""
     from toolkit.engine import api as engine
     from toolkit.host import doctor as doctor_mod
