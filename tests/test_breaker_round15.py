@@ -178,3 +178,21 @@ def test_lengths_given_for_llama_bench_output_are_refused(tmp_path: Path) -> Non
         and "--input-len / --output-len are the lengths of a `vllm bench` result" in res.stderr
     )
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("*/bench.jsonl"))
+
+
+def test_a_verdict_across_two_files_of_one_model_says_so() -> None:
+    """Two images that ran other files of one model (other sha256) were ranked without a word: the
+    margin is then the files' as much as the images'."""
+    from toolkit.analysis.facts import ReportOptions
+    from toolkit.analysis.verdict import axis_verdict
+
+    a = make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0)
+    b = make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)
+    b = b.model_copy(update={"model": b.model.model_copy(update={"sha256": "cd" * 32})})
+    av = axis_verdict([a, b], "prefill", ReportOptions())
+    assert sorted(f for fs in av.files.values() for f in fs) == [
+        "qwen3-30b-a3b-q4kxl sha256 abababababab",
+        "qwen3-30b-a3b-q4kxl sha256 cdcdcdcdcdcd",
+    ]
+    same = axis_verdict([a, make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)], "prefill")
+    assert same.files == {}

@@ -144,6 +144,9 @@ class AxisVerdict:
     # image -> its deciding cells that carry held flags (the leader's and the runner-up's only)
     flagged: dict[str, list[Entry]] = field(default_factory=dict)
     by_interval: bool = False  # the noise threshold is the leader's and runner-up's 95 % intervals
+    # image -> the model files (`name sha256 <12>`) its deciding cells measured, where the ranked
+    # images measured more than one file between them (one family: other quantizations or builds)
+    files: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def clear(self) -> bool:
@@ -373,7 +376,16 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
         return out
     out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
     _rank(out, best, common, images, opts.min_margin)
+    files = {img: sorted({_file(best[o][img].record) for o in common}) for img in images}
+    if len({f for fs_ in files.values() for f in fs_}) > 1:
+        out.files = files
     return out
+
+
+def _file(r: BenchRecord) -> str:
+    """A model file as a verdict names it: `name sha256 0123456789ab` (or `sha256 not recorded`)."""
+    sha = r.model.sha256 or ""
+    return f"{r.model.name} sha256 {sha[:12]}" if len(sha) == 64 else f"{r.model.name} sha256 not recorded"
 
 
 def cells_text(entries: list[Entry]) -> str:
@@ -629,6 +641,11 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
             f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
             "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
         )
+    if av.files:
+        lines.append(
+            "  - the images measured different model files of one model (their margin includes the "
+            "files'): " + "; ".join(f"{img}: {', '.join(f)}" for img, f in av.files.items())
+        )
     if av.by_interval:
         lines.append(
             f"  - the {100 * (av.noise or 0):.1f}% threshold is where the 95% confidence intervals of "
@@ -690,6 +707,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "noise_unknown": av.noise_unknown,
             "model_unknown": av.model_unknown,
             **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
+            **({"model_files": av.files} if av.files else {}),  # the images measured different files
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [
                 {
