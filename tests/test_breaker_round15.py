@@ -196,3 +196,18 @@ def test_a_verdict_across_two_files_of_one_model_says_so() -> None:
     ]
     same = axis_verdict([a, make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)], "prefill")
     assert same.files == {}
+
+
+def test_a_report_whose_every_number_is_held_says_so_once() -> None:
+    """A newcomer's first table on a busy host: every row flagged host-busy, a ub2048 twin 7x its ub512
+    row, and nothing above the tables said that none of it is a measurement of the images."""
+    from toolkit.analysis import report
+
+    recs = [
+        make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0, flags=["host-busy"]),
+        make_record("cpu", "cpu", n=128, avg=90.0, sd=0.9, flags=["host-busy"]),
+    ]
+    text = report.render(recs, "github")
+    assert "every number shown is flagged (host-busy" in text, text[:1500]
+    calm = [make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0), *recs[1:]]
+    assert "every number shown is flagged" not in report.render(calm, "github")

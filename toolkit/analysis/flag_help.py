@@ -105,9 +105,9 @@ HELD_FLAGS = (*TELEMETRY_VERDICT_FLAGS, *ABOVE_PEAK_FLAGS.values())
 HELD_WORDS: dict[str, dict[str, str]] = {
     "telemetry": {
         "flags": "telemetry",
-        "rests": "numbers that are not the card's alone",
+        "rests": "numbers that are not the device's alone (the GPU's, or the CPU's for a CPU image)",
         "fix": "measure again with the GPU and host to itself",
-        "against": "numbers that are not that card's alone and may overstate it",
+        "against": "numbers that are not that device's alone and may overstate it",
     },
     "above-peak": {
         "flags": "above-peak",

@@ -82,7 +82,7 @@ class Shown:
         ]
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
-        caveats = verdict_mod.smoke_caveats(records)
+        caveats = verdict_mod.smoke_caveats(records) + verdict_mod.held_caveats(facts)
         return cls(facts, tables.axis_tables(facts, opts), counts, len(records), caveats, failures)
 
     def accounting(self, refused: int) -> str:

@@ -237,6 +237,20 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     return out
 
 
+def held_caveats(facts: list[Facts]) -> list[str]:
+    """When every number shown is held (Facts.held_flags: telemetry or above-peak flags), one line that
+    says so above the tables (a newcomer on a busy host read its first table, every row flagged
+    host-busy, as broken); [] otherwise, or for fewer than two numbers."""
+    valued = [f for f in facts if f.value]
+    if len(valued) < 2 or not all(f.held_flags for f in valued):
+        return []
+    names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
+    return [
+        f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
+        "path works, not what the images can do; run again where nothing else shares the host and GPU"
+    ]
+
+
 _SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
 
 
