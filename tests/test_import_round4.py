@@ -208,11 +208,13 @@ def test_a_trace_an_imported_record_names_outside_the_results_folder_is_never_re
 
     from tests.support.project import DATA
     from toolkit.analysis import plots
+    from toolkit.runtimes.llama_bench import check
 
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_text('{"t": 1, "source": "nv", "vendor": "nvidia", "power_w": 100}\n')
     row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
-    row["toolkit_telemetry"] = {"trace": str(outside), "t0": 1.0, "t1": 2.0}
+    at = check.parse_test_time(row["test_time"]).timestamp()  # a window of its own test (round 15)
+    row["toolkit_telemetry"] = {"trace": str(outside), "t0": at + 1.0, "t1": at + 2.0}
     f = tmp_path / "m.jsonl"
     f.write_text(json.dumps(row) + "\n")
     recs = stored(tmp_path, f)

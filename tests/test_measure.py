@@ -64,6 +64,7 @@ def stand_in(tmp_path: Path) -> Path:
             import json, sys, time
             rows = [{ROW!r}, {gen!r}]
             for i, row in enumerate(rows, 1):
+                row["test_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # as llama-bench's
                 print(f"llama-bench: benchmark {{i}}/2: starting", file=sys.stderr, flush=True)
                 phase = "prompt" if row["n_prompt"] else "generation"
                 for r in (1, 2):
@@ -261,7 +262,7 @@ def _script(tmp_path: Path, body: str) -> Path:
 def test_a_row_with_values_of_the_wrong_type_does_not_stop_measure(tmp_path, field):
     """Breaker trial: one bad llama-bench row crashed measure (exit 1) and lost the run."""
     row = (
-        '{"n_prompt": 512, "n_gen": 0, "avg_ts": 100.0, "avg_ns": 5120000000, "samples_ns": [5120000000], '
+        '{"n_prompt": 512, "n_gen": 0, "avg_ts": 100.0, "avg_ns": 5120000000, "samples_ns": [5120000], '
         + field
         + "}"
     )

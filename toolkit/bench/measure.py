@@ -4,9 +4,10 @@ say), so a host run and a container run of the same build carry the same telemet
 The command runs as a child process (no shell, no container); its stdout and stderr lines are stamped
 on arrival and handed to the caller as they come. The observer samples the host (the child's process
 tree is "own" CPU) and the GPUs found on this host. llama-bench JSONL rows on stdout (`-o jsonl`, with
-`--progress` for exact windows) each get their test window's telemetry and flags; any other command
-gets one window from its start to its end. The result is written as JSONL: llama-bench's rows with two
-added keys, `toolkit_telemetry` and `toolkit_flags`, which `toolkit import` stores as the record's
+`--progress` for exact windows) each get their test window's telemetry and flags; a row the command
+did not measure (not_measured_here: an older file it printed) gets none, and is named; any other
+command gets one window from its start to its end. The result is written as JSONL: llama-bench's rows
+with two added keys, `toolkit_telemetry` and `toolkit_flags`, which `toolkit import` stores as the record's
 `telemetry` and flags (so the file is importable, and readable by anything that reads llama-bench
 JSONL); a command without rows gives one line {"command", "exit_code", "toolkit_telemetry",
 "toolkit_flags"}.
@@ -29,6 +30,7 @@ from typing import Any
 
 from toolkit.bench.observe import RunObserver, kernel_fault
 from toolkit.core.errors import BadInput
+from toolkit.core.stats import finite_number
 from toolkit.host import telemetry as tel
 from toolkit.results import write_atomic
 from toolkit.results.records import finite_or_none
@@ -48,6 +50,7 @@ class Measured:
     window: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
     kernel_fault: str | None = None
+    foreign: int = 0  # rows the command printed but did not measure (not_measured_here): no telemetry
 
 
 def select_gpus(which: str) -> list[tel.GpuRef]:
@@ -188,6 +191,64 @@ def _spawn(command: Sequence[str], obs: RunObserver, trace_path: Path) -> subpro
         ) from None
 
 
+CLOCK_SLACK_S = 2.0
+"""How far a row's own times may lie outside the command's run before the row is not the command's
+(not_measured_here): llama-bench writes test_time in whole seconds (strftime "%FT%TZ", the fraction
+dropped: up to 1 s early), and 1 s more for the stamps of the command's start and of the row's arrival,
+taken by this process around the events."""
+
+FOREIGN_SAID = 3
+"""Rows not measured by the command that `measure` names one by one (a note each); the rest counted."""
+
+
+def not_measured_here(raw: dict[str, Any], started: float, now: float) -> str | None:
+    """Why llama-bench row `raw`, arrived at `now` from a command started at `started` (Unix times),
+    cannot have been measured by that command, None when it can: its test_time lies before the command
+    started or after the row arrived, or its timed repetitions (the sum of samples_ns, llama-bench's own
+    clock) last longer than the command has run, beyond CLOCK_SLACK_S (`cat old.jsonl`, a replayed or
+    edited row). Such a row's window is not its test's: neither are that window's telemetry and flags."""
+    test = check.parse_test_time(raw.get("test_time"))
+    said = str(raw.get("test_time"))[:40]
+    if test is not None and test.timestamp() < started - CLOCK_SLACK_S:
+        return f"its test_time {said} is {_span(started - test.timestamp())} before the command started"
+    if test is not None and test.timestamp() > now + CLOCK_SLACK_S:
+        return f"its test_time {said} is {_span(test.timestamp() - now)} after the row arrived"
+    ns = raw.get("samples_ns")
+    timed = [finite_number(x) for x in ns] if isinstance(ns, list) and ns else []
+    if timed and all(x is not None and x > 0 for x in timed):
+        total = sum(x for x in timed if x is not None) / 1e9
+        if total > now - started + CLOCK_SLACK_S:
+            return (
+                f"its timed repetitions (the sum of samples_ns, {total:.4g} s) outlast the command's "
+                f"{now - started:.3g} s so far"
+            )
+    return None
+
+
+def _span(seconds: float) -> str:
+    """`12 s`, or `432000 s (5 days)`."""
+    return f"{seconds:.0f} s" + (f" ({seconds / 86400:.3g} days)" if seconds >= 86400 else "")
+
+
+def _said_foreign(n: int, why: str, foreign: list[int], on_note: Callable[[str], None] | None) -> None:
+    """Row `n` was not measured by the command (`why`): counted in `foreign`, the first FOREIGN_SAID
+    named; n = 0 (after the run): the rest counted, in one note."""
+    if n:
+        foreign.append(n)
+    if on_note and n and len(foreign) <= FOREIGN_SAID:
+        on_note(f"row {n}: not measured by this command ({why}): written without telemetry or flags")
+    elif on_note and not n and len(foreign) > FOREIGN_SAID:
+        rest = foreign[FOREIGN_SAID:]
+        rows = ", ".join(map(str, rest[:10])) + (", ..." if len(rest) > 10 else "")
+        on_note(f"{len(rest)} more row(s) not measured by this command (rows {rows}): no telemetry")
+
+
+def _foreign_row(raw: dict[str, Any]) -> dict[str, Any]:
+    """llama-bench row `raw` as measure writes a row it did not measure: no telemetry, no flags (and
+    the observer is not asked: the row takes no window, nor a `--progress` start of a test it measured)."""
+    return {**_nonfinite_as_text(raw), "toolkit_telemetry": None, "toolkit_flags": []}
+
+
 def _measured_row(obs: RunObserver, raw: dict[str, Any], trace_path: Path) -> dict[str, Any]:
     """llama-bench row `raw` with its test window's telemetry and flags (toolkit_telemetry, toolkit_flags)."""
     seen = obs.test(raw, check.row_tokens(raw))
@@ -225,8 +286,10 @@ def run_measured(
     for note in obs.notes:  # up front: a GPU not at stock power, in use before the run, not sampled
         if on_note:
             on_note(note)
+    started = time.time()  # no test the command measures began before it
     proc = _spawn(command, obs, trace_path)
     rows: list[dict[str, Any]] = []
+    foreign: list[int] = []
     t0 = obs.mark()
     try:
         obs.own_pid(proc.pid)
@@ -234,8 +297,11 @@ def run_measured(
         def on_out(line: str) -> None:
             if line.lstrip().startswith("{"):
                 for raw in readers.parse_jsonl(line):
-                    row = _measured_row(obs, raw, trace_path)
+                    why = not_measured_here(raw, started, time.time())
+                    row = _foreign_row(raw) if why else _measured_row(obs, raw, trace_path)
                     rows.append(row)
+                    if why:
+                        _said_foreign(len(rows), why, foreign, on_note)
                     if on_row:
                         on_row(row)
 
@@ -255,7 +321,8 @@ def run_measured(
     t1 = ended[0] if ended else time.time()
     window = obs.window(t0, t1, None)
     facts = obs.finish()
-    return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts))
+    _said_foreign(0, "", foreign, on_note)
+    return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts), len(foreign))
 
 
 def _exit_clock(proc: subprocess.Popen) -> list[float]:

@@ -454,8 +454,9 @@ def _pass_bytes(stream: Any) -> Any:
 def _say_measured(m, command, out_path: Path) -> None:
     """The run's summary on stderr: exit code, seconds, rows, flags, where written; a kernel GPU fault."""
     flags = _measured_flags(m)
+    foreign = f" ({m.foreign} not measured by it: no telemetry)" if m.foreign else ""
     _err(
-        f"measure: {shlex.join(command)} {_ended(m.exit_code)} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s); "
+        f"measure: {shlex.join(command)} {_ended(m.exit_code)} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s){foreign}; "
         f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
     )
     if m.kernel_fault:

@@ -33,7 +33,7 @@ from toolkit.results.records import (
     ModelRef,
     short_digest,
 )
-from toolkit.results.telemetry_check import REASON, energy_contradiction, energy_refused
+from toolkit.results.telemetry_check import measured_claims
 from toolkit.runtimes.llama_bench import check
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
@@ -737,11 +737,6 @@ def _file_name(path: str) -> str:
     return Path(path).name
 
 
-_FLAG = re.compile(r"[a-z][a-z0-9-]{0,40}(?::[A-Za-z0-9_.-]{1,40})?")
-"""A flag as the toolkit writes one (`host-busy`, `throttled:sw-power-cap`): a file's `|`, markup or
-newline never reaches a table."""
-
-
 def _record(
     row: readers.SourceRow,
     *,
@@ -754,9 +749,10 @@ def _record(
     content: str,
 ) -> BenchRecord:
     raw = dict(row.fields)
-    # `toolkit measure` adds what the system did during the test (not llama-bench fields: kept out of raw)
-    telemetry = raw.pop("toolkit_telemetry", None)
-    measured_flags = raw.pop("toolkit_flags", None)
+    # `toolkit measure` adds what the system did during the test (not llama-bench fields: kept out of raw):
+    # kept where the row's own block shows it (telemetry_check.measured_claims), the rest said
+    block, claimed = raw.pop("toolkit_telemetry", None), raw.pop("toolkit_flags", None)
+    telemetry, measured_flags, left = measured_claims(block, claimed, raw)
     norm = check.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")
@@ -767,11 +763,7 @@ def _record(
         size_bytes=readers.quantity(raw.get("model_size")) or 0,
     )
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
-    if isinstance(measured_flags, list):  # `toolkit measure`'s flags, in the shape it writes them only
-        flags += [f for f in measured_flags if isinstance(f, str) and _FLAG.fullmatch(f) and f not in flags]
-    if isinstance(telemetry, dict) and (why := energy_contradiction(telemetry, raw)):
-        telemetry = energy_refused(telemetry, why)  # the row's speed stays: its own fields were checked
-        flags.append(f"energy-invalid:{REASON}")
+    flags += [f for f in measured_flags if f not in flags]
     return BenchRecord(
         run_id=run_id,
         created=created,
@@ -788,7 +780,8 @@ def _record(
             "format": row.fmt,
             "file_sha256": file_sha,
             "sha256": content,
+            **({"left_out": left} if left else {}),
         },
         **({"flags": flags} if flags else {}),
-        telemetry=telemetry if isinstance(telemetry, dict) else None,
+        telemetry=telemetry,
     )

@@ -3,15 +3,20 @@
 the rest of the block: the one rule `toolkit import` applies to a measure file's rows and the results
 reader (records.contradiction) to stored records. The report's tok/J is tokens / energy_j of a block
 that says energy_valid (analysis.facts.energy): an edited energy of 1e-6 J over 0.19 s at 150 W showed
-2.6e9 tok/J."""
+2.6e9 tok/J. Also what `toolkit import` keeps of a row's block and flags (measured_claims): a window
+that cannot be the row's (window_contradiction) is left out with its flags, and a flag stays only
+where its block shows what raised it (flag_unsupported)."""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core.stats import finite_number
-from toolkit.runtimes.llama_bench.check import token_count
+from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time, token_count
 
 POWER_W = (1.0, 2000.0)
 """The physical range of one GPU board's draw, W: toolkit.analysis.energy.PLAUSIBLE["power_w"] (a
@@ -24,6 +29,15 @@ POWER_AGREE = 4.0
 mean of its power samples (power_w_mean), a factor either way. The samples are a sensor's running
 average (NVML: 1 s), which lags the counter on a window shorter than that: on the H200 windows of
 tests/data/h200-measure (0.19-10 s) the ratio was 0.89-2.32, 2.32 on a 0.19 s window of one sample."""
+
+CAP_SLACK = 1.25
+"""How far above its own power cap (the block's cap_w, or cap_default_w where that is higher: a cap
+lowered during the window) a GPU's mean power over a window (energy_j / duration_s, or power_w_mean)
+may read. A board cannot draw more than its enforced cap for long: NVML enforces the power limit on a
+~1 s running average and AMD's PPT its averaged socket power, so only excursions shorter than the
+controller's reaction lift a window's mean above it; the contended H200 rows of tests/data/h200-measure,
+held at the cap (throttled:sw-power-cap), read 675-691 W against 700 W. A quarter above leaves room for
+those excursions on a short window; a block claiming 1,900 W on a 700 W cap (2.7x) is refused."""
 
 TIMED_SLACK_S = 0.05
 """How much shorter than its timed repetitions (the sum of samples_ns) a test's window may read: its
@@ -54,7 +68,8 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
     time are not checked). Refused: an energy or a window that is no positive number; duration_s that
     is not t1 - t0; a mean power (energy / window) outside POWER_W per GPU board; a GPU whose energy
     is not valid, or GPUs whose energies do not sum to the window's; a GPU's power_w_mean outside
-    POWER_W, above its power_w_max, or more than POWER_AGREE apart from its energy's mean power; tokens
+    POWER_W, above its power_w_max, or more than POWER_AGREE apart from its energy's mean power; a GPU's
+    mean power (its energy's, or power_w_mean) above CAP_SLACK x the power cap its block names; tokens
     other than the test's tokens x its repetitions (the tokens the observer counts); tok_per_j other
     than tokens / energy_j; a window shorter than the timed repetitions it holds."""
     if t.get("energy_valid") is not True:
@@ -92,20 +107,37 @@ def _boards(boards: dict[str, Any], energy: float, duration: float) -> str | Non
             return f"energy_valid is true, but GPU {sid[:40]}'s energy is not valid (a window's energy is all its GPUs')"
         total += e
         mean, peak = finite_number(g.get("power_w_mean")), finite_number(g.get("power_w_max"))
-        if mean is None:
-            continue
-        if not lo <= mean <= hi:
-            return f"gpus.{sid[:40]}.power_w_mean {mean:g} W: outside the {lo:g}-{hi:g} W a GPU board draws"
-        if peak is not None and peak < mean * (1 - SAME):
-            return f"gpus.{sid[:40]}.power_w_max {peak:g} W is below its power_w_mean {mean:g} W"
         drawn = e / duration
-        if not mean / POWER_AGREE <= drawn <= mean * POWER_AGREE:
+        if mean is not None and not lo <= mean <= hi:
+            return f"gpus.{sid[:40]}.power_w_mean {mean:g} W: outside the {lo:g}-{hi:g} W a GPU board draws"
+        if mean is not None and peak is not None and peak < mean * (1 - SAME):
+            return f"gpus.{sid[:40]}.power_w_max {peak:g} W is below its power_w_mean {mean:g} W"
+        if mean is not None and not mean / POWER_AGREE <= drawn <= mean * POWER_AGREE:
             return (
                 f"gpus.{sid[:40]}.energy_j {e:g} J over {duration:g} s is a mean power of {drawn:.3g} W, its "
                 f"power samples' mean {mean:g} W: more than {POWER_AGREE:g}x apart"
             )
+        if why := _over_cap(sid, g, drawn, mean):
+            return why
     if _apart(total, energy):
         return f"energy_j {energy:g} J is not the sum of its GPUs' energy_j ({total:g} J)"
+    return None
+
+
+def _over_cap(sid: str, g: Mapping[str, Any], drawn: float, mean: float | None) -> str | None:
+    """Why GPU `sid`'s mean power over the window (`drawn`: its energy / duration; `mean`: its
+    power_w_mean) cannot be: above CAP_SLACK x the power cap its own block names (none named: not
+    checked here, POWER_W still is)."""
+    caps = [c for c in (finite_number(g.get("cap_w")), finite_number(g.get("cap_default_w"))) if c and c > 0]
+    if not caps:
+        return None
+    cap = max(caps)
+    for what, w in (("its energy_j over duration_s", drawn), ("power_w_mean", mean)):
+        if w is not None and w > cap * CAP_SLACK:
+            return (
+                f"gpus.{sid[:40]}: {what} is a mean power of {w:.4g} W, above {CAP_SLACK:g}x its own power cap "
+                f"{cap:g} W (cap_w): a board draws no more than its enforced cap over a window"
+            )
     return None
 
 
@@ -177,3 +209,195 @@ def energy_refused(t: Mapping[str, Any], why: str) -> dict[str, Any]:
         "gpus": gpus,
         "energy_refused": why,
     }
+
+
+def _utc(t: float) -> str:
+    """Unix time `t` as ISO 8601 UTC, or its number where no date can hold it."""
+    try:
+        return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{t:g} (Unix time)"
+
+
+def window_contradiction(
+    t: Mapping[str, Any], row: Mapping[str, Any], now: float | None = None
+) -> str | None:
+    """Why the window of block `t` (t0, t1: Unix times) cannot be the window of llama-bench row `row`,
+    None when it can or says no time: the future check of the row's own test_time (llama_bench.check:
+    more than FUTURE_SLACK_S after this host's clock, `now`) applied to the window's end, and to the
+    window against the row's test_time, either way (llama-bench stamps test_time as it sets the test up,
+    just before its warm-up and timed repetitions: a window a day from it measured another test)."""
+    t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
+    end = t1 if t1 is not None else t0
+    now = time.time() if now is None else now
+    if end is not None and end > now + FUTURE_SLACK_S:
+        return f"its window ends at {_utc(end)}, {(end - now) / 86400:.4g} days after this host's clock"
+    test = parse_test_time(row.get("test_time"))
+    if test is None:
+        return None
+    at = test.timestamp()
+    if t0 is not None and t0 - at > FUTURE_SLACK_S:
+        return f"its window starts at {_utc(t0)}, {(t0 - at) / 86400:.4g} days after the row's test_time {row.get('test_time')}"
+    if end is not None and at - end > FUTURE_SLACK_S:
+        return f"its window ends at {_utc(end)}, {(at - end) / 86400:.4g} days before the row's test_time {row.get('test_time')}"
+    return None
+
+
+FLAG = re.compile(r"[a-z][a-z0-9-]{0,40}(?::[A-Za-z0-9_.-]{1,40})?")
+"""A flag as the toolkit writes one (`host-busy`, `throttled:sw-power-cap`): a file's `|`, markup or
+newline never reaches a table."""
+
+CLOCK_IDLE_MAX_MHZ = 500.0
+CLOCK_IDLE_BUSY_MIN_PCT = 50.0
+HOST_OTHER_CPU_CORES_MAX = 0.5
+HOST_PSI_SOME_MAX_PCT = 20.0
+HOST_STEAL_MAX_PCT = 10.0
+UNDERSAMPLED_SHARE = 0.5
+OWN_GPU_PROCS = 1
+"""toolkit.analysis.telemetry's thresholds of the flags it raises from a window's summary (their
+sources are named there), stated again as POWER_W is (that package sits above this one);
+tests/test_round15_telemetry.py holds them equal."""
+
+
+def _procs(gpus: list[Mapping[str, Any]], key: str) -> int:
+    """The processes a block's GPUs saw: the pids of `key` (pids or active_pids; pids where a GPU
+    has no active_pids) over all GPUs, or the most a GPU counted at once (NVML counts only)."""
+    pids: set[Any] = set()
+    for g in gpus:
+        v = g.get(key) if isinstance(g.get(key), list) else g.get("pids")
+        pids.update(p for p in v or () if isinstance(p, int) and not isinstance(p, bool))
+    counted = [int(n) for g in gpus if (n := finite_number(g.get("procs_max"))) is not None]
+    return max([len(pids), *counted])
+
+
+def _nonempty(v: Any) -> bool:
+    return isinstance(v, (dict, list)) and bool(v)
+
+
+def _num(m: Mapping[str, Any], key: str) -> float:
+    n = finite_number(m.get(key))
+    return n if n is not None else float("nan")
+
+
+_EVIDENCE: dict[str, tuple[Any, str]] = {
+    # gpu-shared: own pids are not stored, so any process may be the benchmark's: more than one seen
+    # and one of them active (analysis.telemetry._others with own_pids unknown)
+    "gpu-shared": (
+        lambda gs, h, t, r: _procs(gs, "pids") > OWN_GPU_PROCS and _procs(gs, "active_pids") >= 1,
+        "no GPU with more than one process, one of them running compute",
+    ),
+    "gpu-memory-held": (
+        lambda gs, h, t, r: _procs(gs, "pids") > OWN_GPU_PROCS,
+        "no GPU with more than one process",
+    ),
+    "throttled": (
+        lambda gs, h, t, r: any(
+            isinstance(g.get("throttle_share"), Mapping) and _num(g["throttle_share"], r) > 0 for g in gs
+        ),
+        "the reason in no GPU's throttle_share",
+    ),
+    "clock-idle": (
+        lambda gs, h, t, r: any(
+            _num(g, "busy_pct_mean") >= CLOCK_IDLE_BUSY_MIN_PCT
+            and _num(g, "sclk_mhz_median") <= CLOCK_IDLE_MAX_MHZ
+            for g in gs
+        ),
+        f"no GPU busy {CLOCK_IDLE_BUSY_MIN_PCT:g} % or more at a median clock of {CLOCK_IDLE_MAX_MHZ:g} MHz or less",
+    ),
+    "power-not-stock": (
+        lambda gs, h, t, r: any(_nonempty(g.get("not_stock")) for g in gs),
+        "no GPU's not_stock",
+    ),
+    # the rules narrowed (issue 31: only where the cores are oversubscribed): the least any raised it on
+    "host-busy": (
+        lambda gs, h, t, r: (
+            _num(h, "other_cpu_cores_mean") > HOST_OTHER_CPU_CORES_MAX
+            or _num(h, "steal_pct") > HOST_STEAL_MAX_PCT
+            or _num(h, "psi_some_pct") > HOST_PSI_SOME_MAX_PCT
+        ),
+        "the host's other CPU, steal and CPU pressure all below their thresholds",
+    ),
+    "sensor-implausible": (
+        lambda gs, h, t, r: (
+            any(_nonempty(g.get("implausible")) for g in gs) or _nonempty(h.get("implausible"))
+        ),
+        "no reading dropped as implausible",
+    ),
+    "sensor-dropped": (lambda gs, h, t, r: any(g.get("dropped") is True for g in gs), "no GPU dropped"),
+    "undersampled": (
+        lambda gs, h, t, r: _num(h, "achieved_hz") < UNDERSAMPLED_SHARE * _num(t, "rate_hz"),
+        f"an achieved rate of at least {UNDERSAMPLED_SHARE:g} x rate_hz",
+    ),
+    "energy-invalid": (
+        lambda gs, h, t, r: any(
+            g.get("energy_valid") is not True and str(g.get("energy_invalid_reason")) == r for g in gs
+        ),
+        "no GPU whose energy is invalid for that reason",
+    ),
+}
+"""Per telemetry flag (analysis.telemetry.flags: the flags `toolkit measure` writes), whether a
+window's summary shows what raised it: (test of (GPUs, host, block, the flag's reason), what the block
+shows instead). The least each rule needs, not the rule itself: a block does not store the benchmark's
+own pids, and a file measured under older thresholds keeps the flags its figures raised then."""
+
+_WITH_REASON = frozenset({"throttled", "energy-invalid"})
+
+
+def _unknown(flag: str) -> str | None:
+    """Why `flag` is no telemetry flag `toolkit measure` writes, None when it is one."""
+    name, colon, _reason = flag.partition(":")
+    if name not in _EVIDENCE or bool(colon) != (name in _WITH_REASON):
+        return "not a flag `toolkit measure` writes"
+    return None
+
+
+def flag_unsupported(flag: str, t: Mapping[str, Any]) -> str | None:
+    """Why telemetry flag `flag` is not one block `t` supports, None when its figures show what raised
+    it (_EVIDENCE); a name `toolkit measure` does not write is none."""
+    if why := _unknown(flag):
+        return why
+    name, _colon, reason = flag.partition(":")
+    raw_gpus = t.get("gpus")
+    gpus = [g for g in raw_gpus.values() if isinstance(g, Mapping)] if isinstance(raw_gpus, Mapping) else []
+    host = t.get("host") if isinstance(t.get("host"), Mapping) else {}
+    test, instead = _EVIDENCE[name]
+    return None if test(gpus, host, t, reason) else f"its toolkit_telemetry shows {instead}"
+
+
+def measured_claims(
+    telemetry: Any, claimed: Any, row: Mapping[str, Any], now: float | None = None
+) -> tuple[dict[str, Any] | None, list[str], dict[str, str]]:
+    """What `toolkit import` keeps of a row's `toolkit_telemetry` (`telemetry`) and `toolkit_flags`
+    (`claimed`), as `toolkit measure` writes them: (the block, None where there is none or its window
+    cannot be the row's (window_contradiction), its energy refused where that contradicts the block or
+    the row (energy_contradiction, then `energy-invalid:REASON` is a flag); the claimed flags the block
+    shows (flag_unsupported), in their order; {what was left out (`toolkit_telemetry`, a flag, or a
+    value that is no flag's text as Python's repr shows it): why})."""
+    left: dict[str, str] = {}
+    t = telemetry if isinstance(telemetry, dict) else None
+    if t is not None and (why := window_contradiction(t, row, now)):
+        left["toolkit_telemetry"] = f"not the row's window: {why}"
+        t = None
+    if claimed is not None and not isinstance(claimed, list):
+        left["toolkit_flags"] = "not a list of flags"
+    flags: list[str] = []
+    for f in claimed if isinstance(claimed, list) else []:
+        if not isinstance(f, str) or not FLAG.fullmatch(f):
+            left[repr(f)[:42]] = "not a flag `toolkit measure` writes"
+        elif f not in flags and f not in left:
+            if t is not None:
+                why = flag_unsupported(f, t)
+            else:
+                why = _unknown(f) or (
+                    "the row has no toolkit_telemetry"
+                    if telemetry is None
+                    else "its toolkit_telemetry is left out"
+                )
+            if why is None:
+                flags.append(f)
+            else:
+                left[f] = why
+    if t is not None and (why := energy_contradiction(t, row)):
+        t = energy_refused(t, why)  # the row's speed stays: its own fields were checked
+        flags += [f"energy-invalid:{REASON}"] if f"energy-invalid:{REASON}" not in flags else []
+    return t, flags, left
