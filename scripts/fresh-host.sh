@@ -259,6 +259,8 @@ EOF
   if [ "$KEEP" = 0 ]; then
     docker rm -f "$id" >/dev/null
     for v in docker containers tmp home; do docker volume rm -f "$name-$v" >/dev/null 2>&1 || true; done
+  else
+    say "$spec: kept: enter with \`docker exec -it $name su - $user\`; remove with \`docker rm -f $name && docker volume rm $name-docker $name-containers $name-tmp $name-home\`"
   fi
   cgroups_back
   CURRENT=""
