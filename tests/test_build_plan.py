@@ -279,3 +279,7 @@ def test_a_run_steps_title_is_its_command_not_its_mounts():
         "#7 0.5 Get:1 http://deb.debian.org/debian trixie InRelease",
     ]
     assert _replay(lines)[0] == "   cpu | [stage-1 3/8] RUN apt-get update && apt-get install -y cmake"
+    # as the engines print it: the Dockerfile's continuation lines joined with their indentation
+    real = (DATA / "cpu-cold-docker26.log").read_text().splitlines()[1:]
+    titles = [ln for ln in _replay(real) if "] RUN " in ln]
+    assert titles and not [t for t in titles if "--mount" in t], titles

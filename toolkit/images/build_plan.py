@@ -69,7 +69,7 @@ def host_plan(
 
 _VERTEX = re.compile(r"#(\d+) (.*)")
 _STEP = re.compile(r"\[(?!internal\])[^\]]*\d+/\d+\] ")
-_RUN_OPTIONS = re.compile(r"(?<= RUN)(?: --[^\s=]+(?:=\S*)?)+ ")
+_RUN_OPTIONS = re.compile(r"(?<= RUN)(?: +--[^\s=]+(?:=\S*)?)+ +")
 """A RUN step's options (`--mount=type=cache,...`, `--network=none`): left out of its title."""
 _DONE = re.compile(r"DONE (\d+(?:\.\d+)?)s")
 LONG_STEP_S = 5.0
