@@ -87,13 +87,17 @@ def _store_with(root: Path, records: list[BenchRecord]) -> ResultStore:
 
 
 def _slower(records: list[BenchRecord], factor: float, digest: str) -> list[BenchRecord]:
-    """The same tests under another image digest, tok/s x `factor`, with a 1 % spread (beyond noise)."""
+    """The same tests under another image digest, tok/s x `factor`, with a 1 % spread (beyond noise):
+    as many samples as the record's raw row has (an even number: a record holds its row's repetitions)."""
     out = []
     for r in records:
-        v = r.avg_ts * factor
+        v, n = r.avg_ts * factor, len(r.samples_ts)
+        half = 0.01 * ((n - 1) / n) ** 0.5  # v x (1 ± half) in turn: mean v, sample stddev v x 0.01
         d = {**r.model_dump(), "run_id": "run-b", "avg_ts": v, "stddev_ts": v * 0.01}
         d["image"] = {**d["image"], "digest": digest}
-        out.append(BenchRecord.model_validate({**d, "samples_ts": [v * 1.01, v * 0.99]}))
+        out.append(
+            BenchRecord.model_validate({**d, "samples_ts": [v * (1 + half * (-1) ** i) for i in range(n)]})
+        )
     return out
 
 

@@ -44,13 +44,17 @@ def scaled(records: list[BenchRecord], factor: float, *, digest: str, run_id: st
 
 
 def quiet(records: list[BenchRecord], rsd: float = 0.01) -> list[BenchRecord]:
-    """The same results with a small spread (relative stddev `rsd`, samples avg × (1 ± rsd)): the
-    CPU fixtures come from a loaded 2-core host (rsd 40-107 %), where no 20 % slowdown is beyond noise."""
+    """The same results with a small spread (relative stddev `rsd`: an even number of samples around avg,
+    as many as the record's raw row has, as a record holds its row's repetitions): the CPU fixtures come
+    from a loaded 2-core host (rsd 40-107 %), where no 20 % slowdown is beyond noise."""
     out = []
     for r in records:
         d = r.model_dump()
+        n = len(r.samples_ts)
+        assert n and n % 2 == 0, n
+        half = rsd * ((n - 1) / n) ** 0.5  # avg × (1 ± half) in turn: mean avg, sample stddev avg × rsd
         d["stddev_ts"] = r.avg_ts * rsd
-        d["samples_ts"] = [r.avg_ts * (1 + rsd), r.avg_ts * (1 - rsd)]
+        d["samples_ts"] = [r.avg_ts * (1 + half * (-1) ** i) for i in range(n)]
         out.append(BenchRecord.model_validate(d))
     return out
 

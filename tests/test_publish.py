@@ -244,7 +244,8 @@ def test_export_keeps_axes_a_matrix_cannot_express_and_reproduce_says_why(tmp_pa
             "test": check.test_name(5_000_000, r.n_gen),
             "axis": check.axis_of(5_000_000, r.n_gen),
         }
-        store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000, **names}))
+        raw = {**r.raw, "n_prompt": 5_000_000}  # and its raw row (a record holds its row's counts)
+        store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000, "raw": raw, **names}))
     run = publish.export_run(store, "odd", tmp_path / "out", None)
     assert 5_000_000 in run.bench["n_prompt"] and any("cannot re-run" in n for n in run.notes)
     with pytest.raises(BadInput, match="cannot be re-run: matrix.yaml does not take them"):  # exit 4

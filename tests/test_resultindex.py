@@ -66,7 +66,14 @@ def _edge_cases(results: Path, meta: dict) -> None:
     extra = [
         # another run of the newest record's test with the same created, written after it: the run
         # written last wins (the store's order, issue 21: never the wall clock)
-        {**last, "run_id": "tie-run-late", "avg_ts": 1.0, "stddev_ts": 0.0, "samples_ts": [1.0, 1.0]},
+        # (as many samples as its raw row's repetitions: a record holds its raw row's count, raw_check)
+        {
+            **last,
+            "run_id": "tie-run-late",
+            "avg_ts": 1.0,
+            "stddev_ts": 0.0,
+            "samples_ts": [1.0] * len(last["samples_ts"]),
+        },
         # an old run of a tiny stand-in model nobody measured since: only a superseded record names it
         {
             **cpu[0],
@@ -381,14 +388,15 @@ def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
     )  # nothing changed: no read
     path = sorted(results.glob("*/bench.jsonl"))[0]
     size = path.stat().st_size
+    first = json.loads(path.read_text().splitlines()[0])
     newer = BenchRecord.model_validate(
         {
-            **json.loads(path.read_text().splitlines()[0]),
+            **first,
             "run_id": "appended",
             "created": "2027-01-01T00:00:00+00:00",
             "avg_ts": 123.0,
             "stddev_ts": 0.0,
-            "samples_ts": [123.0, 123.0],
+            "samples_ts": [123.0] * len(first["samples_ts"]),  # its raw row's repetitions (raw_check)
         }
     )
     append_jsonl(path, newer)

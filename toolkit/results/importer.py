@@ -81,6 +81,7 @@ from toolkit.results.records import (
     ImageRef,
     ResultStore,
 )
+from toolkit.runtimes.llama_bench import md_defaults
 from toolkit.runtimes.llama_bench.check import backends_of
 from toolkit.runtimes.llama_bench.readers import SourceRow
 
@@ -263,6 +264,11 @@ def _import_rows(
     res.duplicates += told.notes()
     for fi, src in enumerate(sources):  # what a format cannot say, of the files whose rows are written
         note = f"{src.path}: {src.fmt} output has {' and '.join(sorted(src.notes))}: said on each of its rows"
+        note += "".join(
+            f" ({n}: {md_defaults.NOTE_REASONS[n]})"
+            for n in sorted(src.notes)
+            if n in md_defaults.NOTE_REASONS
+        )
         if fi in wrote and src.notes and note not in res.notes:
             res.notes.append(note)
     writer.repetitions()

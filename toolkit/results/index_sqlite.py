@@ -118,6 +118,10 @@ _DIGEST_MODULES = (
     "toolkit.runtimes.llama_bench.readers",
     "toolkit.runtimes.llama_bench.check",  # as_float, the field types: read into the stored digests
     "toolkit.results.telemetry_check",  # records.contradiction: which lines are records at all
+    "toolkit.results.raw_check",  # records.contradiction, as above (a record against its raw row)
+    "toolkit.results.runs_check",  # records.contradiction, as above (between_runs)
+    "toolkit.results.served_check",  # records.contradiction, as above (served records)
+    "toolkit.runtimes.llama_bench.md_defaults",  # readers: what an md row holds
     "toolkit.core.jsonsafe",  # records._parse_line: which lines are records at all (keys twice)
     "toolkit.core.backends",
 )

@@ -41,6 +41,7 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
     MIN_TOKENS_PER_S,
 )
 from toolkit.results import bench_files, make_folders, open_regular
+from toolkit.results.raw_check import COUNTS, raw_problem
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
@@ -493,8 +494,10 @@ def contradiction(rec: BenchRecord) -> str | None:
     samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
     (telemetry_check.energy_contradiction, the rule `toolkit import` applies); a served record's avg_ts
-    against its served block and result (served_check). `raw`, the tool's row as
-    it printed it, is not held to the figures (its samples_ns are the telemetry window's timed time).
+    against its served block and result (served_check); a llama-bench record's token counts and number
+    of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
+    pp4096, repetitions dropped). raw's samples_ns values are not held to samples_ts (the telemetry
+    window reads them as timed time).
     Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
     a file), not where the index loads a line it validated (the same bytes, the same answer)."""
     if rec.status != "ok":
@@ -524,6 +527,10 @@ def contradiction(rec: BenchRecord) -> str | None:
                 f"test {rec.test[:40]!r} is not its token counts' {test!r} (n_prompt {rec.n_prompt}, n_gen "
                 f"{rec.n_gen}, n_depth {rec.n_depth})"
             )
+        combined = "between_runs" in extra
+        counts = {k: getattr(rec, k) for k in COUNTS}
+        if why := raw_problem(counts, len(rec.samples_ts), rec.raw, rec.command, combined):
+            return why
         row = {k: getattr(rec, k) for k in _SHOWN}
         why = check_row(row)
         if why is not None:

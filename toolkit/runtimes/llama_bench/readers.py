@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe, stats
-from toolkit.runtimes.llama_bench import md_titles
+from toolkit.runtimes.llama_bench import md_defaults, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -481,7 +481,8 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
     separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the table (or
     one pasted above it). `Device N: NAME, ...` lines above a table give its rows' `gpu_info` where
     the table has no such column. The table has no samples and, without a build line, no build
-    commit: each row says so."""
+    commit: each row says so. The columns it leaves out hold its build's defaults where that build is
+    known to have them (md_defaults.fill), else they stay unknown and the row says so (`no batch sizes`)."""
     lines = text.splitlines()
     out: list[SourceRow] = []
     i, above, devices = 0, None, {}
@@ -518,6 +519,9 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             j += 1
         for row in table:
             _md_build(row, build)
+            # the columns the table left out: its build's defaults where its build is known to have them
+            unknown = md_defaults.fill(row.fields)
+            row.notes += [unknown] if unknown else []
             if devices and "gpu_info" not in row.fields:
                 row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
         out += table
@@ -565,27 +569,6 @@ def _md_build(row: SourceRow, build: re.Match | None) -> None:
     row.fields.update(said)
 
 
-MD_OMITTED_DEFAULTS: dict[str, Any] = {
-    "n_batch": 2048,
-    "n_ubatch": 512,
-    "type_k": "f16",
-    "type_v": "f16",
-    "n_cpu_moe": 0,
-    "split_mode": "layer",
-    "main_gpu": 0,
-    "no_kv_offload": False,
-    "cpu_mask": "0x0",
-    "cpu_strict": False,
-    "poll": 50,
-    "embeddings": False,
-}
-"""Columns llama-bench's markdown printer leaves out when every row holds the default, with that
-default as its JSON output writes it (tools/llama-bench/llama-bench.cpp at 0c1e57098:
-markdown_printer::print_header, cmd_params_defaults). Only defaults that have not changed across
-llama-bench's releases; flash_attn (false, then auto) and n_gpu_layers (99, then -1) have, and the
-host's thread count is the host's: those stay unknown when a table leaves them out."""
-
-
 def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
     if len(cells) != len(header):
         return SourceRow(
@@ -622,8 +605,6 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
             fields[name] = text  # `56.89 GiB`, `30.53 B`: rounded as printed, kept as printed
         else:
             fields[name] = typed(name, text)
-    for name, default in MD_OMITTED_DEFAULTS.items():  # a column left out holds the default
-        fields.setdefault(name, default)
     return SourceRow(line, fields, "md", problem=problem, notes=["no samples"])
 
 

@@ -1,0 +1,81 @@
+"""A llama-bench record held to its own `raw` row: the row the record's figures were made from.
+
+Every ok llama-bench record is written from one llama-bench row (the runner's RowSink.row and the
+import's _record: llama_bench.check.normalize(raw)), so its token counts are the row's and its
+samples_ts are the row's repetitions, one each. A record whose counts or number of samples differ
+from its raw row was edited after it was written (a pp128 relabelled pp4096, 7 of 10 repetitions
+dropped with avg_ts recomputed from the rest): records.contradiction refuses it, as it refuses an
+avg_ts that is not its samples' mean.
+
+Not held to raw, as they legitimately differ: stddev_ts (repaired when the tool wrote nan, one sample's
+0 stored as None), avg_ts (taken from samples or avg_ns where the row has no avg_ts), the effective
+micro-batch (computed), the telemetry window, and the samples of a record combining several processes
+(`between_runs`: identity.combine_runs pools its processes' samples; runs_check holds those). A
+record whose raw is no llama-bench row (no n_prompt and no n_gen: older records, other writers) is
+not checked.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolkit.runtimes.llama_bench.check import as_int
+
+COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
+"""A record's token counts, each normalize's reading of the raw field of that name."""
+
+_TEST_COUNTS = ("n_prompt", "n_gen", "n_depth")
+"""Counts normalize reads as 0 where the row has no such field (n_depth: rows before depth existed)."""
+
+_NUMBER = re.compile(r"[-+0-9.eE]+")
+
+
+def _samples_in(v: Any) -> int | None:
+    """How many repetitions a raw samples field lists (a list, or csv's text of one), None when absent."""
+    if isinstance(v, list):
+        return len(v) or None
+    if isinstance(v, str) and v.strip():
+        return len(_NUMBER.findall(v)) or None
+    return None
+
+
+def _repetitions(command: list[str]) -> str:
+    """` (-r N)` when the record's command gives llama-bench's repetitions, for the message; else ""."""
+    for flag, value in zip(command, command[1:], strict=False):
+        if flag in ("-r", "--repetitions") and len(value) <= 12:
+            return f" ({flag} {value})"
+    return ""
+
+
+def raw_problem(
+    counts: dict[str, int | None], samples: int, raw: Any, command: list[str], combined: bool
+) -> str | None:
+    """Why a llama-bench record contradicts its own raw row, None when it does not (or raw is no
+    llama-bench row). `counts`: the record's COUNTS; `samples`: how many samples_ts it holds;
+    `combined`: it carries between_runs (its samples are several processes')."""
+    if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
+        return None
+    for name in COUNTS:
+        v = raw.get(name)
+        absent = v is None or v == ""
+        if absent and name not in _TEST_COUNTS:
+            continue  # n_batch / n_ubatch the row does not say (an old vintage, an md table)
+        said = 0 if absent else as_int(v)
+        if said is None:
+            continue  # not a count: check_row refused such a row before it was stored
+        if counts[name] != said:
+            shown = "absent (0)" if absent else str(v)[:24]
+            return f"{name} {counts[name]} is not its raw row's {shown}"
+    if combined:
+        return None
+    in_ts, in_ns = _samples_in(raw.get("samples_ts")), _samples_in(raw.get("samples_ns"))
+    field, n = ("samples_ts", in_ts) if in_ts is not None else ("samples_ns", in_ns)
+    if n is None or (samples == 0 and field == "samples_ns"):
+        return None  # the row lists no samples, or only samples_ns (normalize takes samples_ts alone)
+    if samples != n:
+        return (
+            f"samples_ts has {samples} value(s), its raw row's {field} {n}{_repetitions(command)}: "
+            "not the repetitions llama-bench measured"
+        )
+    return None
