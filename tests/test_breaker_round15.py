@@ -211,3 +211,25 @@ def test_a_report_whose_every_number_is_held_says_so_once() -> None:
     assert "every number shown is flagged (host-busy" in text, text[:1500]
     calm = [make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0), *recs[1:]]
     assert "every number shown is flagged" not in report.render(calm, "github")
+
+
+def test_a_made_up_between_runs_block_does_not_lift_the_raw_row_check(tmp_path: Path) -> None:
+    """Round 16: the 3 fastest of a record's 10 samples kept, avg recomputed and `between_runs` with
+    counts [1, 1, 1] added: the raw-row check skipped any record with that block, and the report showed
+    1095.90 [3 runs] for a measured 786. A combined record's raw row is its newest process's: its
+    samples are the block's last count."""
+    from toolkit.results.records import ResultStore
+
+    rec = json.loads((DATA / "results-cpu-a.jsonl").read_text().splitlines()[1])
+    assert len(rec["raw"]["samples_ts"]) == 10
+    fast = sorted(rec["samples_ts"])[-3:]
+    rec["samples_ts"], rec["avg_ts"] = fast, sum(fast) / 3
+    rec["stddev_ts"] = (sum((x - rec["avg_ts"]) ** 2 for x in fast) / 2) ** 0.5
+    spread = round(100 * (max(fast) - min(fast)) / rec["avg_ts"], 2)
+    rec["between_runs"] = {"runs": 3, "means": fast, "spread_pct": spread, "counts": [1, 1, 1]}
+    folder = tmp_path / "results" / "a504e0178239"
+    folder.mkdir(parents=True)
+    (folder / "bench.jsonl").write_text(json.dumps(rec) + "\n")
+    store = ResultStore(tmp_path / "results")
+    assert store.results() == []
+    assert any("its raw row's samples_ts 10" in w for w in store.warnings), store.warnings

@@ -9,8 +9,8 @@ avg_ts that is not its samples' mean.
 
 Not held to raw, as they legitimately differ: stddev_ts (repaired when the tool wrote nan, one sample's
 0 stored as None), avg_ts (taken from samples or avg_ns where the row has no avg_ts), the effective
-micro-batch (computed), the telemetry window, and the samples of a record combining several processes
-(`between_runs`: identity.combine_runs pools its processes' samples; runs_check holds those). A
+micro-batch (computed), the telemetry window; a record combining several processes (`between_runs`:
+identity.combine_runs pools their samples) is held by its newest process's count, whose row raw is. A
 record whose raw is no llama-bench row (no n_prompt and no n_gen: older records, other writers) is
 not checked.
 """
@@ -49,11 +49,12 @@ def _repetitions(command: list[str]) -> str:
 
 
 def raw_problem(
-    counts: dict[str, int | None], samples: int, raw: Any, command: list[str], combined: bool
+    counts: dict[str, int | None], samples: int | None, raw: Any, command: list[str]
 ) -> str | None:
     """Why a llama-bench record contradicts its own raw row, None when it does not (or raw is no
-    llama-bench row). `counts`: the record's COUNTS; `samples`: how many samples_ts it holds;
-    `combined`: it carries between_runs (its samples are several processes')."""
+    llama-bench row). `counts`: the record's COUNTS; `samples`: how many samples the process that wrote
+    raw measured (records._own_samples: all of samples_ts, or a combined record's last between_runs
+    count; None: unknown, not checked)."""
     if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
         return None
     for name in COUNTS:
@@ -67,7 +68,7 @@ def raw_problem(
         if counts[name] != said:
             shown = "absent (0)" if absent else str(v)[:24]
             return f"{name} {counts[name]} is not its raw row's {shown}"
-    if combined:
+    if samples is None:
         return None
     in_ts, in_ns = _samples_in(raw.get("samples_ts")), _samples_in(raw.get("samples_ns"))
     field, n = ("samples_ts", in_ts) if in_ts is not None else ("samples_ns", in_ns)

@@ -272,6 +272,21 @@ class BenchRecord(BaseModel):
         return self
 
 
+def _own_samples(rec: BenchRecord, extra: dict[str, Any]) -> int | None:
+    """How many samples the process that wrote `rec`'s raw row measured: all of samples_ts, or for a
+    record combining several processes (`between_runs`, identity.combine_runs: the newest one's raw
+    row, its samples last) the last of between_runs.counts; None where that block names no count."""
+    if "between_runs" not in extra:
+        return len(rec.samples_ts)
+    counts = (
+        (extra.get("between_runs") or {}).get("counts")
+        if isinstance(extra.get("between_runs"), dict)
+        else None
+    )
+    last = counts[-1] if isinstance(counts, list) and counts else None
+    return last if type(last) is int else None
+
+
 def _check_count(name: str, count: int) -> None:
     """Raises ValueError for a token count out of range (BenchRecord._strictly_finite)."""
     if count < 0 and abs(count) <= MAX_TOKENS:
@@ -527,9 +542,8 @@ def contradiction(rec: BenchRecord) -> str | None:
                 f"test {rec.test[:40]!r} is not its token counts' {test!r} (n_prompt {rec.n_prompt}, n_gen "
                 f"{rec.n_gen}, n_depth {rec.n_depth})"
             )
-        combined = "between_runs" in extra
         counts = {k: getattr(rec, k) for k in COUNTS}
-        if why := raw_problem(counts, len(rec.samples_ts), rec.raw, rec.command, combined):
+        if why := raw_problem(counts, _own_samples(rec, extra), rec.raw, rec.command):
             return why
         row = {k: getattr(rec, k) for k in _SHOWN}
         why = check_row(row)
