@@ -233,3 +233,21 @@ def test_a_made_up_between_runs_block_does_not_lift_the_raw_row_check(tmp_path: 
     store = ResultStore(tmp_path / "results")
     assert store.results() == []
     assert any("its raw row's samples_ts 10" in w for w in store.warnings), store.warnings
+
+
+def test_a_row_stamped_ahead_of_its_import_does_not_beat_later_bench_runs() -> None:
+    """Round 16: a test_time up to a day ahead passes as clock skew; ordered by it, an import stamped
+    18 h ahead 'superseded' every bench run of its test for those 18 hours. It counts as measured at
+    the latest when it was imported."""
+    from toolkit.results.identity import measured_at, newest_per_test
+
+    imp = make_record("cpu", "cpu", p=512, avg=100.0).model_copy(
+        update={"created": "2026-12-04T17:00:00+00:00"}
+    )
+    imp = _imported(imp, test_time="2026-12-05T11:00:00Z")
+    assert measured_at(imp) == "2026-12-04T17:00:00+00:00"
+    own = make_record("cpu", "cpu", p=512, avg=900.0).model_copy(
+        update={"created": "2026-12-04T17:50:00+00:00", "run_id": "run-2"}
+    )
+    (used,) = newest_per_test([imp, own]).used
+    assert used.avg_ts == 900.0

@@ -457,19 +457,24 @@ def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
 def measured_at(r: BenchRecord) -> str:
     """When a record was measured, as ISO text that sorts in time order: for an imported row, the
     `test_time` llama-bench wrote in it (its `created` is when it was imported, and the line order of
-    a file says nothing), as UTC; else (and for an imported row without one) the record's `created`,
-    written when the toolkit measured it."""
+    a file says nothing), as UTC, but never after its import (a row stamped up to a day ahead passes
+    the validity pass as clock skew: ordered by its test_time it beat every bench run of its test for
+    that day); else (and for an imported row without one) the record's `created`, written when the
+    toolkit measured it."""
     return _test_time(r) or r.created
 
 
 def _test_time(r: Any) -> str | None:
-    """An imported row's llama-bench test_time as UTC ISO text, None for other records or when it has
-    none that reads as a time."""
+    """An imported row's llama-bench test_time as UTC ISO text, at the latest its `created` (when it was
+    imported), None for other records or when it has none that reads as a time."""
     raw = getattr(r, "raw", None)
     extra = getattr(r, "model_extra", None) or {}
     t = raw.get("test_time") if raw and extra.get("imported") else None
     dt = parse_test_time(t)  # the validity pass's reading of it
-    return dt.astimezone(timezone.utc).isoformat() if dt is not None else None
+    if dt is None:
+        return None
+    imported = parse_test_time(getattr(r, "created", None))
+    return (min(dt, imported) if imported is not None else dt).astimezone(timezone.utc).isoformat()
 
 
 def is_tune_trial(r: Any) -> bool:

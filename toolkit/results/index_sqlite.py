@@ -44,7 +44,7 @@ INDEX_SCHEMA = 9  # 2: seq, timed, written (runs ordered by the store's sequence
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
 # recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
-# 9: timed is identity.timing (-1 for an untimed import row)
+# 9: timed is identity.timing (-1 for an untimed import row), created (measured_at) at the latest the import
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
