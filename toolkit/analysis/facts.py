@@ -308,7 +308,7 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
     if (r.model.model_extra or {}).get("kind") == "synthetic-twin":
         out.append("synthetic-twin")
     ceil = ceiling(r, use) if roof is None or roof.gpu_count > 1 else roof
-    if ceil is not None and ceil.fraction > 1.0:  # one rule for both metrics: bandwidth and compute
+    if ceil is not None and ceil.above_peak:  # one rule for both metrics: bandwidth and compute
         out.append(ABOVE_PEAK_FLAGS[ceil.metric])  # above what all its GPUs together could do: impossible
     elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
         out.append("bw-below-floor")

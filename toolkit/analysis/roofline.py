@@ -68,7 +68,29 @@ KNOWN_ACTIVE_SHARE: dict[str, float] = {
 # Bounded digit runs that cannot start inside a number: linear on a stored record's text (`(\d+...)` was
 # retried from every digit of a long run: quadratic).
 _NBA_RE = re.compile(r"(?<![\d.])(\d{1,6}(?:\.\d{1,6})?)B\.A(\d{1,6}(?:\.\d{1,6})?)B", re.IGNORECASE)
-_MOE_MARKERS = ("moe", "mixtral", "deepseek2", "gpt-oss", "a3b", "x7b", "x22b")
+_MOE_MARKERS = (
+    "moe",
+    "mixtral",
+    "deepseek2",
+    "gpt-oss",
+    "a3b",
+    "x7b",
+    "x22b",
+    "llama4",
+    "dbrx",
+    "grok",
+    "dots1",
+    "jamba",
+    "arctic",
+)
+# `17Bx16E`, `17Bx128E` (llama.cpp's type name of Llama 4 Scout / Maverick): N experts of a size
+_EXPERTS_RE = re.compile(r"(?<![\d.])\d{1,6}(?:\.\d{1,6})?bx\d{1,4}e\b")
+
+SMALLEST_MOE_SHARE = 0.03
+"""The smallest share of weights a known mixture-of-experts model uses per token (Kimi K2: 32B of 1T,
+3.2 %; Qwen3-Next-80B-A3B 3.75 %; Llama 4 Maverick 17B of 400B, 4.25 %). A model taken as dense only
+because its type names no MoE marker (ActiveShare source "dense") may be one this list lacks: its
+roofline fraction is an upper bound, called above the peak only beyond 1 / this share."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,12 @@ class Roofline:
     @property
     def fraction(self) -> float:
         return self.implied / self.peak
+
+    @property
+    def above_peak(self) -> bool:
+        """Beyond what its GPUs could do: a fraction above 1, or, where the model is taken as dense only
+        because its type names no known MoE (share source "dense"), above 1 / SMALLEST_MOE_SHARE."""
+        return self.fraction > (1 / SMALLEST_MOE_SHARE if self.share.source == "dense" else 1.0)
 
 
 @dataclass(frozen=True)
@@ -159,7 +187,7 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
     if m and float(m.group(1)) > 0:
         share = float(m.group(2)) / float(m.group(1))
         return ActiveShare(share, share, "model-type")
-    if mtype and not any(k in mtype for k in _MOE_MARKERS):
+    if mtype and not any(k in mtype for k in _MOE_MARKERS) and not _EXPERTS_RE.search(mtype):
         return ActiveShare(1.0, 1.0, "dense")
     return None
 
