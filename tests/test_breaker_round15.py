@@ -272,3 +272,17 @@ def test_a_moe_the_marker_list_lacks_is_not_flagged_above_peak() -> None:
     )
     # 640 GB/s / 60 GB = 10.7 tok/s dense: 33x that is beyond even a 3 % share
     assert "bw-above-peak" in Facts.of(make_record("vulkan", "vulkan", n=128, avg=400.0, raw=unknown)).flags
+
+
+def test_an_md_table_without_a_build_line_that_shows_a_modern_build_keeps_its_batch_sizes(
+    tmp_path: Path,
+) -> None:
+    """Round 16: an `fa` column and a depth test (`pp512 @ d4096`) only exist in builds long after
+    n_ubatch appeared, yet a table without a build line lost n_batch/n_ubatch (flag no-batch-sizes)
+    and its note said the build might predate 2413. The whole table is one build: any row's evidence."""
+    src = DATA / "md-nobuild-fa-depth.md"
+    res = tk(tmp_path, "import", "--results", str(tmp_path / "r"), "--label", "x", str(src))
+    assert res.returncode == 0 and "no batch sizes" not in res.stderr, res.stderr
+    res = tk(tmp_path, "report", "--results", str(tmp_path / "r"), "--format", "csv")
+    rows = [ln for ln in res.stdout.splitlines()[1:] if ln]
+    assert len(rows) == 3 and all(",2048,512," in ln and "no-batch-sizes" not in ln for ln in rows), rows

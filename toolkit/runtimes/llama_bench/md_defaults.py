@@ -62,9 +62,10 @@ NOTE_REASONS = {
 def known_build(fields: dict[str, Any]) -> bool:
     """True when an md row's `fields` (its build_commit and build_number: its table's build line's or
     columns') are of a build that has MD_OMITTED_DEFAULTS: build_number MICRO_BATCH_BUILD or later, a
-    build_commit of KNOWN_COMMITS (7 or more hex digits of it), or an n_ubatch column (only such
-    builds print one)."""
-    if fields.get("n_ubatch") not in (None, ""):
+    build_commit of KNOWN_COMMITS (7 or more hex digits of it), or what only later builds print: an
+    n_ubatch column, an `fa` column (flash attention: llama.cpp PR #5021, 2024-04-30, build ~2775) or
+    a depth test (`pp512 @ d4096`: 2025) - a table without a build line shows its vintage that way."""
+    if any(fields.get(k) not in (None, "") for k in ("n_ubatch", "flash_attn")) or _depth(fields):
         return True
     number = fields.get("build_number")
     if isinstance(number, int) and not isinstance(number, bool) and number >= MICRO_BATCH_BUILD:
@@ -73,12 +74,18 @@ def known_build(fields: dict[str, Any]) -> bool:
     return len(short) >= 7 and any(c.startswith(short) for c in KNOWN_COMMITS)
 
 
-def fill(fields: dict[str, Any]) -> str | None:
+def fill(fields: dict[str, Any], known: bool | None = None) -> str | None:
     """Fill the columns an md row's table left out with llama-bench's defaults where its build is known
-    to have them (known_build), and return None; else leave them out (unknown) and return the row's
-    note (NO_BATCH_SIZES)."""
-    if not known_build(fields):
+    to have them (`known`: the caller's reading of the whole table, default known_build of this row),
+    and return None; else leave them out (unknown) and return the row's note (NO_BATCH_SIZES)."""
+    if not (known_build(fields) if known is None else known):
         return NO_BATCH_SIZES
     for name, default in MD_OMITTED_DEFAULTS.items():  # a column left out holds the default
         fields.setdefault(name, default)
     return None
+
+
+def _depth(fields: dict[str, Any]) -> bool:
+    """Whether an md row is a depth test (n_depth above 0: `pp512 @ d4096`)."""
+    d = fields.get("n_depth")
+    return isinstance(d, int) and not isinstance(d, bool) and d > 0

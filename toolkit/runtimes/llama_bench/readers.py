@@ -519,8 +519,10 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             j += 1
         for row in table:
             _md_build(row, build)
+        known = any(md_defaults.known_build(row.fields) for row in table)  # one build printed the table
+        for row in table:
             # the columns the table left out: its build's defaults where its build is known to have them
-            unknown = md_defaults.fill(row.fields)
+            unknown = md_defaults.fill(row.fields, known)
             row.notes += [unknown] if unknown else []
             if devices and "gpu_info" not in row.fields:
                 row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
