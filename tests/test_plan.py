@@ -135,6 +135,11 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     assert plan_line(res).startswith("plan: 2 test cases (1 image/model pair x 2 cases, 5 repetitions"), (
         res.stderr
     )
+    _measured(project, build, sha256_file(project / "models" / "tiny-qwen3moe.gguf"), p=2048, ub=512)
+    res = tk(project, "bench", "--resume")  # a newcomer's --resume with nothing left printed no plan line
+    assert plan_line(res).startswith("plan: nothing left to measure: every case was measured before"), (
+        res.stderr
+    )
 
 
 def _measured(project, build, sha, **kw):

@@ -101,6 +101,8 @@ def _confirm_plan(
 ) -> None:
     """Say the plan line; BadInput for more than CONFIRM_CASES cases without opts.yes."""
     plan = plan_run(lm, decisions, store)
+    if not plan and opts.resume and any(d.status == "run" for d in decisions):
+        plan = "plan: nothing left to measure: every case was measured before on its image digest + model (--resume)"
     if plan:
         events("note", text=plan)
     if _cases_total(lm, decisions) > CONFIRM_CASES and not opts.yes:
