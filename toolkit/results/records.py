@@ -518,6 +518,7 @@ def contradiction(rec: BenchRecord) -> str | None:
     if rec.status != "ok":
         return None
     extra = rec.model_extra or {}
+    own_samples = _own_samples(rec, extra)
     if "between_runs" in extra and (
         why := between_runs_problem(
             extra["between_runs"], rec.avg_ts, rec.stddev_ts, rec.samples_ts, rec.method
@@ -543,7 +544,7 @@ def contradiction(rec: BenchRecord) -> str | None:
                 f"{rec.n_gen}, n_depth {rec.n_depth})"
             )
         counts = {k: getattr(rec, k) for k in COUNTS}
-        if why := raw_problem(counts, _own_samples(rec, extra), rec.raw, rec.command):
+        if why := raw_problem(counts, own_samples, rec.raw, rec.command):
             return why
         row = {k: getattr(rec, k) for k in _SHOWN}
         why = check_row(row)
