@@ -339,9 +339,9 @@ ensure_base_in() {
     log "$tag: Docker's image loaded into Podman's store"
   elif PULL_WHY=$(timeout 60 "${cmd[@]}" pull -q "$ref" 2>&1 >/dev/null); then log "pulled $ref ($engine)"
   else
-    # what the registry said, in one short line: its last line that is not a warning (Podman 5 puts
-    # its cgroup-v1 warning first); a timeout says nothing
-    PULL_WHY=$(printf '%s\n' "$PULL_WHY" | { grep -v -i -e 'level=warning' -e '^WARN' || true; } | awk 'NF {l = $0} END {print substr(l, 1, 160)}')
+    # what the registry said, in one short line: the end of its last line that is not a warning (Podman
+    # 5 puts its cgroup-v1 warning first; the cause, "no such host", ends the line); a timeout says nothing
+    PULL_WHY=$(printf '%s\n' "$PULL_WHY" | { grep -v -i -e 'level=warning' -e '^WARN' || true; } | awk 'NF {l = $0} END {print (length(l) > 160 ? "..." substr(l, length(l) - 156) : l)}')
     PULL_WHY=${PULL_WHY:-no answer in 60 s}
     debootstrap_rootfs "$suite"
     # podman prints its copy progress on stderr: kept out of sight, shown only when the import fails
