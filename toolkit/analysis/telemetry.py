@@ -34,6 +34,15 @@ from toolkit.analysis.energy import (
     window_energy,
 )
 from toolkit.host.telemetry import iter_trace, not_stock_reasons
+from toolkit.results.telemetry_check import (
+    CLOCK_IDLE_BUSY_MIN_PCT,
+    CLOCK_IDLE_MAX_MHZ,
+    HOST_OTHER_CPU_CORES_MAX,
+    HOST_PSI_SOME_MAX_PCT,
+    HOST_STEAL_MAX_PCT,
+    OWN_GPU_PROCS,
+    UNDERSAMPLED_SHARE,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Thresholds (each with its source)
@@ -88,20 +97,10 @@ AMD_SMU14_THROTTLE_BITS = {
 # RDNA3 too: libdrm-amdgpu-sys-rs#7): masked.
 AMD_THROTTLE_MASKED = frozenset({"temp-hotspot"})
 
-# clock-idle: the gfx clock stayed at an idle reading while the GPU was busy. 41 MHz is the RX 9070
-# idle reading (ollama#9633) and the stuck-under-load reading of ROCm#6289; the H200 idles at
-# 345 MHz (h200-telemetry case) and never went below 1380 MHz under load there. 500 MHz sits
-# between. Busy: at least half the time (our rule).
-CLOCK_IDLE_MAX_MHZ = 500.0
-CLOCK_IDLE_BUSY_MIN_PCT = 50.0
-
-# host-busy. Other processes' CPU: half a core (our rule: this project's 2-core build machine idles
-# at 0.04-0.3 busy cores; one competing thread is 1.0). CPU pressure: no common threshold exists
-# for PSI `some` (§6); 20 % of wall time with a task waiting (our rule). Steal: > 10 % (netdata
-# stock alert warns at 10 %; "steal > 10 % = noisy neighbour", §6).
-HOST_OTHER_CPU_CORES_MAX = 0.5
-HOST_PSI_SOME_MAX_PCT = 20.0
-HOST_STEAL_MAX_PCT = 10.0
+# clock-idle (CLOCK_IDLE_MAX_MHZ, CLOCK_IDLE_BUSY_MIN_PCT), host-busy (HOST_OTHER_CPU_CORES_MAX,
+# HOST_PSI_SOME_MAX_PCT, HOST_STEAL_MAX_PCT), undersampled (UNDERSAMPLED_SHARE) and gpu-shared's
+# process count (OWN_GPU_PROCS): stated, with their sources, in toolkit.results.telemetry_check, where
+# `toolkit import` asks a stored block whether it shows what raised each flag.
 # ... and other load competes only where the cores are oversubscribed: the benchmark's own cores plus
 # the others' above this share of the online cores (our rule: on a 16-core host 1-3 neighbour cores
 # beside a GPU benchmark's one core did not move tok/s, issue 31; on this 2-core machine one
@@ -109,15 +108,9 @@ HOST_STEAL_MAX_PCT = 10.0
 HOST_SATURATION = 0.9
 HOST_OTHER_SHARE_MAX = 0.25
 
-# A window sampled at under this share of the sampler's rate (ticks missed under load; the H200 case
-# got 109 of 201 at 10 Hz) is `undersampled` (our rule): its figures rest on too few readings.
-UNDERSAMPLED_SHARE = 0.5
-
 # A GPU busy above this in the idle baseline before the run (the benchmark not yet started) means
 # another tenant (§2, "practical pre-run check"; our number): said once as a run note.
 BASELINE_BUSY_MAX_PCT = 10.0
-# gpu-shared when process ids are unknown (NVML counts only): the benchmark is one process per GPU.
-OWN_GPU_PROCS = 1
 
 
 # ---------------------------------------------------------------------------------------------

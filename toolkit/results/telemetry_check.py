@@ -247,16 +247,26 @@ FLAG = re.compile(r"[a-z][a-z0-9-]{0,40}(?::[A-Za-z0-9_.-]{1,40})?")
 """A flag as the toolkit writes one (`host-busy`, `throttled:sw-power-cap`): a file's `|`, markup or
 newline never reaches a table."""
 
+# The thresholds of the flags toolkit.analysis.telemetry raises from a window's summary, stated here
+# (below it) so that this check of a stored block and those rules read one set:
+# clock-idle: the gfx clock stayed at an idle reading while the GPU was busy. 41 MHz is the RX 9070
+# idle reading (ollama#9633) and the stuck-under-load reading of ROCm#6289; the H200 idles at
+# 345 MHz (h200-telemetry case) and never went below 1380 MHz under load there. 500 MHz sits
+# between. Busy: at least half the time (our rule).
 CLOCK_IDLE_MAX_MHZ = 500.0
 CLOCK_IDLE_BUSY_MIN_PCT = 50.0
+# host-busy. Other processes' CPU: half a core (our rule: this project's 2-core build machine idles
+# at 0.04-0.3 busy cores; one competing thread is 1.0). CPU pressure: no common threshold exists
+# for PSI `some` (shared/reference/gpu-telemetry.md §6); 20 % of wall time with a task waiting (our rule).
+# Steal: > 10 % (netdata stock alert warns at 10 %; "steal > 10 % = noisy neighbour", §6).
 HOST_OTHER_CPU_CORES_MAX = 0.5
 HOST_PSI_SOME_MAX_PCT = 20.0
 HOST_STEAL_MAX_PCT = 10.0
+# A window sampled at under this share of the sampler's rate (ticks missed under load; the H200 case
+# got 109 of 201 at 10 Hz) is `undersampled` (our rule): its figures rest on too few readings.
 UNDERSAMPLED_SHARE = 0.5
+# gpu-shared when process ids are unknown (NVML counts only): the benchmark is one process per GPU.
 OWN_GPU_PROCS = 1
-"""toolkit.analysis.telemetry's thresholds of the flags it raises from a window's summary (their
-sources are named there), stated again as POWER_W is (that package sits above this one);
-tests/test_round15_telemetry.py holds them equal."""
 
 
 def _procs(gpus: list[Mapping[str, Any]], key: str) -> int:
