@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import datetime, timezone
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -464,13 +464,17 @@ def measured_at(r: BenchRecord) -> str:
     return _test_time(r) or r.created
 
 
-def _test_time(r: Any) -> str | None:
-    """An imported row's llama-bench test_time as UTC ISO text, at the latest its `created` (when it was
-    imported), None for other records or when it has none that reads as a time."""
+def _test_dt(r: Any) -> datetime | None:
+    """An imported row's llama-bench test_time (the validity pass's reading of it), None for other
+    records or when it has none that reads as a time."""
     raw = getattr(r, "raw", None)
     extra = getattr(r, "model_extra", None) or {}
-    t = raw.get("test_time") if raw and extra.get("imported") else None
-    dt = parse_test_time(t)  # the validity pass's reading of it
+    return parse_test_time(raw.get("test_time") if raw and extra.get("imported") else None)
+
+
+def _test_time(r: Any) -> str | None:
+    """_test_dt as UTC ISO text, at the latest the row's `created` (when it was imported)."""
+    dt = _test_dt(r)
     if dt is None:
         return None
     imported = parse_test_time(getattr(r, "created", None))
@@ -487,7 +491,7 @@ def is_tune_trial(r: Any) -> bool:
 def is_timed(r: Any) -> bool:
     """True for an imported row that carries llama-bench's own test_time: such rows are ordered by it
     among themselves (their `created` and seq say when they were imported, not measured)."""
-    return _test_time(r) is not None
+    return _test_dt(r) is not None
 
 
 def timing(r: Any) -> int:
