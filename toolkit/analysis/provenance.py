@@ -124,6 +124,12 @@ def _date(r: BenchRecord) -> tuple[str, bool] | None:
     return (t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured) if t else None
 
 
+def sha_words(r: BenchRecord) -> str:
+    """A record's model sha256 as a report names it: `sha256 0123456789ab`, or `sha256 not recorded`."""
+    sha = r.model.sha256 or ""
+    return f"sha256 {sha[:12]}" if len(sha) == 64 else "sha256 not recorded"
+
+
 def _count(v: Any) -> int | None:
     """A stored count (threads, bytes) as an int when it is a whole number above 0 and below 2^60 (a
     host's memory in bytes fits); None for any other type or value (a stranger's record)."""
@@ -319,10 +325,10 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     models: dict[tuple[str, str], str] = {}
     for r in records:
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
-        full = r.model.sha256 or ""
-        sha = f"sha256 {full[:12]}" if len(full) == 64 else "sha256 not recorded"
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        models.setdefault((r.model.name, full), f"{name} ({file or 'file not recorded'}, {sha})")
+        models.setdefault(
+            (r.model.name, r.model.sha256), f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
+        )
     p.models = sorted(models.values())
     when = [d for r in records if (d := _date(r))]
     dates = sorted(t for t, measured in when if measured)

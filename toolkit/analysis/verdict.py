@@ -47,6 +47,7 @@ from typing import Any
 
 from toolkit.analysis.facts import Facts, Interval, facts_of, image_label
 from toolkit.analysis.flag_help import held_words
+from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
     ReportOptions,
     ci_band,
@@ -398,8 +399,7 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
 
 def _file(r: BenchRecord) -> str:
     """A model file as a verdict names it: `name sha256 0123456789ab` (or `sha256 not recorded`)."""
-    sha = r.model.sha256 or ""
-    return f"{r.model.name} sha256 {sha[:12]}" if len(sha) == 64 else f"{r.model.name} sha256 not recorded"
+    return f"{r.model.name} {sha_words(r)}"
 
 
 def cells_text(entries: list[Entry]) -> str:

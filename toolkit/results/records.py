@@ -278,11 +278,8 @@ def _own_samples(rec: BenchRecord, extra: dict[str, Any]) -> int | None:
     row, its samples last) the last of between_runs.counts; None where that block names no count."""
     if "between_runs" not in extra:
         return len(rec.samples_ts)
-    counts = (
-        (extra.get("between_runs") or {}).get("counts")
-        if isinstance(extra.get("between_runs"), dict)
-        else None
-    )
+    block = extra["between_runs"]
+    counts = block.get("counts") if isinstance(block, dict) else None
     last = counts[-1] if isinstance(counts, list) and counts else None
     return last if type(last) is int else None
 
