@@ -371,10 +371,16 @@ def _counter_span(ss: list[dict[str, Any]], t0: float, t1: float) -> tuple[float
 
 
 def _counter_rate(
-    ss: list[dict[str, Any]], t0: float, t1: float, num: str, den: str | None = None, sub: str | None = None
+    ss: list[dict[str, Any]],
+    t0: float,
+    t1: float,
+    num: str,
+    den: str | None = None,
+    sub: tuple[str, ...] = (),
 ) -> float | None:
-    """The rate of cumulative counter `num` (less `sub`) over [t0, t1]: per second, or in % of `den`."""
-    keys = [k for k in (num, den, sub) if k]
+    """The rate of cumulative counter `num` (less the counters `sub`) over [t0, t1]: per second, or
+    in % of `den`."""
+    keys = [k for k in (num, den, *sub) if k]
     pts = [s for s in ss if all(s.get(k) is not None for k in keys)]
     ts = [s["t"] for s in pts]
     if len(ts) < 2:
@@ -390,7 +396,7 @@ def _counter_rate(
         vs = [float(s[key]) for s in pts]
         return interp(ts, vs, b) - interp(ts, vs, a)
 
-    value = d(num) - (d(sub) if sub else 0.0)
+    value = d(num) - sum(d(k) for k in sub)
     if den:
         total = d(den)
         return 100.0 * value / total if total > 0 else None
@@ -411,8 +417,11 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
     ss = _own_cpu_from_zero(ss)
     t0, t1 = _counter_span(ss, t0, t1)
 
-    def rate(num: str, den: str | None = None, sub: str | None = None) -> float | None:
+    def rate(num: str, den: str | None = None, sub: tuple[str, ...] = ()) -> float | None:
         return _counter_rate(ss, t0, t1, num, den, sub)
+
+    # the toolkit's own process is not another tenant (traces before it was sampled lack the counter)
+    ours = ("own_cpu_s", "harness_cpu_s") if any("harness_cpu_s" in s for s in ss) else ("own_cpu_s",)
 
     psi = rate("psi_some_us")
     implausible: dict[str, int] = {}
@@ -432,7 +441,8 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
         "achieved_hz": sum(1 for s in ss if t1 - span <= s["t"] <= t1) / span,
         "busy_cores_mean": busy,
         "own_cpu_cores_mean": rate("own_cpu_s"),
-        "other_cpu_cores_mean": _nonneg(rate("cpu_busy_s", sub="own_cpu_s")),
+        "harness_cpu_cores_mean": rate("harness_cpu_s"),
+        "other_cpu_cores_mean": _nonneg(rate("cpu_busy_s", sub=ours)),
         "host_window_s": round(t1 - t0, 3),
         "psi_some_pct": psi_pct,  # µs per s -> % of wall time
         "steal_pct": steal,

@@ -120,14 +120,17 @@ class HostSource:
     - cumulative counters for window deltas: `cpu_busy_s` (user+nice+system+irq+softirq over all
       CPUs, /proc/stat, USER_HZ), `cpu_total_s` (the first eight fields), `steal_s`, `psi_some_us`
       (/proc/pressure/cpu `some total=`; None when PSI is absent or off: not an error), `own_cpu_s`
-      (what `own_cpu_seconds()` returns: the benchmark's cumulative CPU seconds; None without one);
+      (what `own_cpu_seconds()` returns: the benchmark's cumulative CPU seconds; None without one),
+      `harness_cpu_s` (the sampling process's own CPU seconds, all its threads: the toolkit that runs
+      the benchmark, its sampler, engine client and row handling; time.process_time);
     - rates since the previous read (None on the first): `busy_cores`, `own_cpu_cores`,
-      `other_cpu_cores` = (busy − own) / elapsed wall seconds, i.e. CPU used by processes other than
-      the benchmark, in cores (None without `own_cpu_seconds`), `steal_pct` (of all CPU time),
+      `other_cpu_cores` = (busy − own − harness) / elapsed wall seconds, i.e. CPU used by processes
+      other than the benchmark and the toolkit running it, in cores (None without `own_cpu_seconds`), `steal_pct` (of all CPU time),
       `psi_some_pct` (% of wall time with some task waiting for a CPU).
 
     `own_cpu_seconds`: e.g. `lambda: cgroup_cpu_seconds(container_cgroup)` or
-    `lambda: process_tree_cpu_seconds(pid)`. Roots are parameters for tests.
+    `lambda: process_tree_cpu_seconds(pid)`; `harness_cpu_seconds`: this process's CPU seconds
+    (time.process_time). Roots and both callables are parameters for tests.
 
     Its reads are not time-boxed on a thread of their own (`reads_cannot_block`: the kernel answers
     /proc and cgroup counters from memory, where a GPU's sysfs file or driver call can hang); that
@@ -141,9 +144,11 @@ class HostSource:
         *,
         proc: str | Path = "/proc",
         source_id: str = "host",
+        harness_cpu_seconds: Callable[[], float] = time.process_time,
     ) -> None:
         self.id = source_id
         self._own = own_cpu_seconds
+        self._harness = harness_cpu_seconds
         # the paths read at every tick, joined once (pathlib's joins were ~20 % of a tick's CPU)
         root = os.fspath(proc)
         self._stat, self._psi, self._loadavg = f"{root}/stat", f"{root}/pressure/cpu", f"{root}/loadavg"
@@ -198,6 +203,7 @@ class HostSource:
             "steal_s": cpu[2] if cpu else None,
             "psi_some_us": self._psi_some_us(),
             "own_cpu_s": own,
+            "harness_cpu_s": self._harness(),
             "busy_cores": None,
             "own_cpu_cores": None,
             "other_cpu_cores": None,
@@ -227,11 +233,12 @@ def _host_rates(prev: dict[str, Any], cur: dict[str, Any], dt: float) -> dict[st
     total = _delta(prev, cur, "cpu_total_s")
     steal = _delta(prev, cur, "steal_s")
     own = _delta(prev, cur, "own_cpu_s")
+    harness = _delta(prev, cur, "harness_cpu_s") or 0.0
     psi = _delta(prev, cur, "psi_some_us")
     return {
         "busy_cores": None if busy is None else busy / dt,
         "own_cpu_cores": None if own is None else own / dt,
-        "other_cpu_cores": None if busy is None or own is None else (busy - own) / dt,
+        "other_cpu_cores": None if busy is None or own is None else (busy - own - harness) / dt,
         "steal_pct": None if steal is None or not total else 100.0 * steal / total,
         "psi_some_pct": None if psi is None else 100.0 * psi / 1e6 / dt,
     }
