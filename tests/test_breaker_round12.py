@@ -51,7 +51,7 @@ def test_a_canary_judged_by_a_bound_the_canary_never_uses_is_unchecked(bound: fl
     far = _canary(ppl=6512.0, ln_ratio=math.log(6512.0 / 535.8769), bound_ln=bound)
     near = _canary(bound_ln=bound)
     for c in (far, near):
-        why = canary_check.contradiction(c) or ""
+        why = canary_check.canary_problem(c) or ""
         assert f"bound_ln {bound}" in why and f"the canary judges by {canary_check.BOUND_LN}" in why, why
         line = _line(c)
         assert "canary unchecked: the stored result contradicts itself" in line and "PPL" not in line, line
@@ -59,7 +59,7 @@ def test_a_canary_judged_by_a_bound_the_canary_never_uses_is_unchecked(bound: fl
 
 def test_a_canary_at_the_canarys_bound_or_tighter_is_still_a_pass() -> None:
     for bound in (canary_check.BOUND_LN, 0.01):
-        assert canary_check.contradiction(_canary(bound_ln=bound)) is None
+        assert canary_check.canary_problem(_canary(bound_ln=bound)) is None
     assert "PPL 535.903 (cpu control 535.877" in _line(_canary())
 
 
@@ -73,7 +73,7 @@ def test_a_canary_at_the_canarys_bound_or_tighter_is_still_a_pass() -> None:
     ],
 )
 def test_a_canary_whose_own_control_is_not_its_figures_is_unchecked(c: dict[str, Any], why: str) -> None:
-    assert why in (canary_check.contradiction(c) or ""), canary_check.contradiction(c)
+    assert why in (canary_check.canary_problem(c) or ""), canary_check.canary_problem(c)
     line = _line(c)
     assert "canary unchecked" in line and "(the CPU control)" not in line, line
 

@@ -14,6 +14,7 @@ from tests.support.records import CANARY_CONTROL as CONTROL
 from tests.support.records import canary_row, make_record
 from tests.support.runs import tk
 from toolkit.analysis import provenance
+from toolkit.results import canary_check
 
 
 def _own_control(ppl: float) -> dict:
@@ -71,9 +72,9 @@ def test_stored_canaries_reads_every_canary_file_and_passes_over_what_it_cannot_
     (root / "aaaaaaaaaaaa" / "canary.jsonl").mkdir(parents=True)
     (root / "bbbbbbbbbbbb").mkdir()
     os.mkfifo(root / "bbbbbbbbbbbb" / "canary.jsonl")
-    got = provenance.stored_canaries(root)
+    got = canary_check.stored_canaries(root)
     assert sorted(c["image"] for c in got) == ["cpu", "vulkan"], got
-    assert provenance.stored_canaries(None) == [] and provenance.stored_canaries(tmp_path / "none") == []
+    assert canary_check.stored_canaries(None) == [] and canary_check.stored_canaries(tmp_path / "none") == []
 
 
 def test_report_of_the_gpu_image_alone_compares_with_the_stored_control(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_only_the_folders_of_the_controls_shown_canaries_name_are_read(tmp_path:
         json.dumps({**unnamed, "control": {**unnamed["control"], "digest": unnamed["digest"]}}) + "\n"
     )
     shown = _shown(_vulkan(530.0))
-    assert [c["digest"] for c in provenance.stored_canaries(root, shown)] == [CONTROL["digest"]]
-    assert len(provenance.stored_canaries(root)) == 2  # without `shown`: every folder
-    assert provenance.stored_canaries(root, [make_record("cpu", "cpu", n=128, avg=90.0)]) == []  # no canary
-    assert "unchecked" in _vulkan_line(shown, provenance.stored_canaries(root, shown))
+    assert [c["digest"] for c in canary_check.stored_canaries(root, shown)] == [CONTROL["digest"]]
+    assert len(canary_check.stored_canaries(root)) == 2  # without `shown`: every folder
+    assert canary_check.stored_canaries(root, [make_record("cpu", "cpu", n=128, avg=90.0)]) == []  # no canary
+    assert "unchecked" in _vulkan_line(shown, canary_check.stored_canaries(root, shown))

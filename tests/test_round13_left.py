@@ -113,7 +113,7 @@ def test_an_int_beyond_a_floats_range_is_no_finite_number() -> None:
 def test_a_canary_figure_beyond_a_floats_range_is_a_contradiction_not_an_error() -> None:
     from toolkit.results import canary_check
 
-    why = canary_check.contradiction({"status": "ok", "ppl": BIG, "bound_ln": canary_check.BOUND_LN})
+    why = canary_check.canary_problem({"status": "ok", "ppl": BIG, "bound_ln": canary_check.BOUND_LN})
     assert why is not None and "ppl" in why
 
 

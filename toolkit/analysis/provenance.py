@@ -7,17 +7,14 @@ it carried and nothing more."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
-from pathlib import Path
 from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.core.errors import BadInput
-from toolkit.results.canary_check import contradiction, control_problem, own_controls
-from toolkit.results.records import BenchRecord, read_jsonl, short_digest
+from toolkit.results.canary_check import canary_problem, control_problem, own_controls
+from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
 
 _LABELS = {
@@ -217,14 +214,14 @@ def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | No
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
     control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
-    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.contradiction, or
+    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.canary_problem, or
     that names a control whose stored result in `controls` says another PPL, control_problem, too:
     never a pass); None when there is none (SGLang, `bench.canary: false`, a record
     from before the canary) or it is not an object."""
     if not isinstance(c, dict):
         return None
     status, reason = str(c.get("status") or ""), _text(c.get("reason"), 4 * TEXT_MAX) or "no reason recorded"
-    if why := contradiction(c) or control_problem(c, controls or {}):
+    if why := canary_problem(c) or control_problem(c, controls or {}):
         status, reason = "unchecked", f"the stored result contradicts itself: {why}"
     if status == "unchecked":
         return f"unchecked: {reason}"
@@ -273,46 +270,6 @@ def _canaries(records: list[BenchRecord], controls: Mapping[tuple[str, str, str,
 def _rank(text: str) -> int:
     """0 for a failure, 1 for unchecked, 2 for a pass (_WORST)."""
     return next((i for i, w in enumerate(_WORST) if text.startswith(w)), len(_WORST))
-
-
-def stored_canaries(
-    root: Path | None, shown: Iterable[BenchRecord | Facts] | None = None
-) -> list[dict[str, Any]]:
-    """The canary results stored in results folder `root` (results/<digest12>/canary.jsonl, and a
-    campaign host's results/hosts/<host>/<digest12>/canary.jsonl; one JSON object per line, a line that
-    is not one passed over): the CPU controls a shown GPU canary may name when the control's own
-    records are not shown (`report --image vulkan`, or a control measured in an earlier run). With
-    `shown` (the records a report shows, or their Facts), only the folders of the digests their
-    canaries name as control are read: what else the folder holds costs nothing. [] for no root; a
-    file that cannot be read (not a regular file, no permission) gives none."""
-    if root is None:
-        return []
-    folders = ["*"]  # every digest folder, or only those the shown canaries name as control
-    if shown is not None:
-        folders = sorted(
-            {d for f in shown if (d := _control_digest(f.record if isinstance(f, Facts) else f))}
-        )
-    files = {
-        p for n in folders for p in (*root.glob(f"{n}/canary.jsonl"), *root.glob(f"hosts/*/{n}/canary.jsonl"))
-    }
-    out: list[dict[str, Any]] = []
-    for f in sorted(files):
-        try:
-            out += read_jsonl(f)
-        except (BadInput, OSError):
-            continue
-    return out
-
-
-def _control_digest(r: BenchRecord) -> str | None:
-    """The 12-hex folder name of the CPU control a record's canary names, or None (no canary, no
-    control, or a digest that is not `sha256:` and 64 hex digits: nothing read for it)."""
-    c = (r.model_extra or {}).get("canary")
-    control = c.get("control") if isinstance(c, dict) else None
-    digest = control.get("digest") if isinstance(control, dict) else None
-    if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        return None
-    return short_digest(digest)
 
 
 def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ()) -> Provenance:

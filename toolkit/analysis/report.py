@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -22,7 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import provenance, stored_canaries
+from toolkit.analysis.provenance import provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -36,6 +37,7 @@ from toolkit.analysis.table_text import (
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
 from toolkit.core.text import html_text, md_text, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
+from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import BenchRecord
 
@@ -101,6 +103,7 @@ def render(
     title: str | None = None,
     shown: Shown | None = None,
     width: int | None = None,
+    controls: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """Render tables, flags and verdict as `github` (markdown), `text` (a terminal's: every line at
     most `width` columns, default the terminal's, shutil.get_terminal_size), `csv`, `json` or `html`: the
@@ -110,8 +113,9 @@ def render(
     Every format states how many records it read, used and superseded (`refused`: records the
     store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
     the records were read from; the html page plots power and clocks of each run shown from the raw
-    traces kept there (plots.telemetry_figures), and a shown canary is compared with the CPU control
-    stored there (canary.jsonl) when the control's records are not shown. `drawn`: the html page's plots, drawn before
+    traces kept there (plots.telemetry_figures). `controls`: the canary results stored beside the
+    records (results.canary_check.stored_canaries), whose CPU control a shown canary is compared with
+    when the control's records are not shown. `drawn`: the html page's plots, drawn before
     (plots.draw), else drawn here. `shown`: the records' selection under `opts` (Shown.of), made
     here when None."""
     opts = opts or ReportOptions()
@@ -128,7 +132,7 @@ def render(
             else why
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
-    prov = provenance(shown.facts, stored_canaries(results_root, shown.facts))
+    prov = provenance(shown.facts, controls)
     if fmt == "json":
         return json_text(
             {
@@ -545,7 +549,7 @@ def publish(
 
     The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
     default `<output stem>-plots/` beside an html report. `results_root`: where the records were
-    read, for the runs' telemetry traces (render); below it no file or folder is written through a
+    read, for the runs' telemetry traces and the stored canary controls (render); below it no file or folder is written through a
     link (toolkit.results.write_atomic: BadInput, exit 4, naming the link). The text, returned or
     written, has every terminal control sequence stripped (strip_controls), whatever the format; a
     file ends with a newline.
@@ -561,6 +565,7 @@ def publish(
         shown = Shown.of(records, opts)  # one selection for the plots and the text
         if plots_dir is not None:  # drawn once: the html page embeds the same PNGs
             drawn = plots.draw(shown.tables, results_root)
+        controls = stored_canaries(results_root, [f.record for f in shown.facts])
         text = render(
             records,
             fmt,
@@ -570,6 +575,7 @@ def publish(
             drawn=drawn,
             title=title,
             shown=shown,
+            controls=controls,
         )
     text = strip_controls(text)  # a file gets what stdout gets: no escape, in any format
     written: list[Path] = []

@@ -46,7 +46,7 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import registry
 from toolkit.engine import api as engine_api
-from toolkit.results.canary_check import BOUND_LN, FLAG, contradiction, judge
+from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
 from toolkit.results.records import BenchRecord, ResultStore, append_jsonl, read_jsonl, short_digest
 from toolkit.runtimes.llama_bench import perplexity as ppl_mod
 
@@ -308,7 +308,7 @@ def _comparable(a: dict[str, Any], res: CanaryResult) -> bool:
         and a.get("n_ctx") == res.n_ctx
         and a.get("chunks") == res.chunks
         and isinstance(a.get("ppl"), (int, float))
-        and contradiction(a) is None  # a hand-edited ppl -5 or 0 would be a control judge divides by
+        and canary_problem(a) is None  # a hand-edited ppl -5 or 0 would be a control judge divides by
     )
 
 

@@ -1,15 +1,19 @@
 """The correctness canary's rule (toolkit.bench.canary runs it) and the check of a stored result
-against it: `judge` decides a perplexity against the CPU control's; `contradiction` says why a stored
+against it: `judge` decides a perplexity against the CPU control's; `canary_problem` says why a stored
 `ok` result (CanaryResult.record(), on each record as `canary` and in results/*/canary.jsonl) does not
 follow from its own figures by it. Here, below the report and the runner, so both read one rule."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from toolkit.core.errors import BadInput
 from toolkit.core.stats import finite_number
+from toolkit.results.records import BenchRecord, read_jsonl, short_digest
 
 BOUND_LN = 0.05
 """The largest |ln(PPL_image / PPL_cpu)| of a correct image (0.05: within about 5 %). Measured here
@@ -53,7 +57,7 @@ def _figure(v: Any) -> float | None:
     return finite_number(v)
 
 
-def contradiction(c: dict[str, Any]) -> str | None:
+def canary_problem(c: dict[str, Any]) -> str | None:
     """Why stored canary result `c` contradicts itself, naming the figure; None when it does not. A
     status other than ok, wrong-output and unchecked; an `ok` whose figures `judge` does not pass: a
     ppl that is no number, NaN, inf, below 1; a bound_ln that is not one the canary judges by (above 0
@@ -125,7 +129,7 @@ def own_controls(canaries: Iterable[Any]) -> dict[tuple[str, str, str, str], flo
     out: dict[tuple[str, str, str, str], float] = {}
     for c in canaries:
         control = c.get("control") if isinstance(c, dict) and c.get("status") == "ok" else None
-        if isinstance(control, dict) and _key(control) == _key(c) and contradiction(c) is None:
+        if isinstance(control, dict) and _key(control) == _key(c) and canary_problem(c) is None:
             ppl = _figure(c.get("ppl"))
             if ppl is not None:
                 out.setdefault((*_key(c), str(c.get("model_sha256"))), ppl)
@@ -148,3 +152,39 @@ def control_problem(c: dict[str, Any], controls: Mapping[tuple[str, str, str, st
         f"its control's ppl {said} is not the control's stored {stored:.6g} ({_key(control)[0][:40]}, run "
         f"{_key(control)[2][:40]})"
     )
+
+
+def stored_canaries(root: Path | None, shown: Iterable[BenchRecord] | None = None) -> list[dict[str, Any]]:
+    """The canary results stored in results folder `root` (results/<digest12>/canary.jsonl, and a
+    campaign host's results/hosts/<host>/<digest12>/canary.jsonl; one JSON object per line, a line that
+    is not one passed over): the CPU controls a shown GPU canary may name when the control's own
+    records are not shown (`report --image vulkan`, or a control measured in an earlier run). With
+    `shown` (the records a report shows), only the folders of the digests their
+    canaries name as control are read: what else the folder holds costs nothing. [] for no root; a
+    file that cannot be read (not a regular file, no permission) gives none."""
+    if root is None:
+        return []
+    folders = ["*"]  # every digest folder, or only those the shown canaries name as control
+    if shown is not None:
+        folders = sorted({d for r in shown if (d := _control_digest(r))})
+    files = {
+        p for n in folders for p in (*root.glob(f"{n}/canary.jsonl"), *root.glob(f"hosts/*/{n}/canary.jsonl"))
+    }
+    out: list[dict[str, Any]] = []
+    for f in sorted(files):
+        try:
+            out += read_jsonl(f)
+        except (BadInput, OSError):
+            continue
+    return out
+
+
+def _control_digest(r: BenchRecord) -> str | None:
+    """The 12-hex folder name of the CPU control a record's canary names, or None (no canary, no
+    control, or a digest that is not `sha256:` and 64 hex digits: nothing read for it)."""
+    c = (r.model_extra or {}).get("canary")
+    control = c.get("control") if isinstance(c, dict) else None
+    digest = control.get("digest") if isinstance(control, dict) else None
+    if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        return None
+    return short_digest(digest)
