@@ -109,16 +109,25 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _date(r: BenchRecord) -> tuple[str, bool] | None:
-    """(when `r` was measured, True) as "YYYY-MM-DD HH:MM:SS" UTC: the benchmark's own test_time (any
+def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
+    """[(when `r` was measured, True)] as "YYYY-MM-DD HH:MM:SS" UTC: the benchmark's own test_time (any
     UTC offset converted: llama_bench.check.parse_test_time, the one reading of it) where it wrote one,
     else the `created` the toolkit wrote when it measured; for an imported record without a test_time,
-    (when it was imported, False): its `created` is the import's time, not the measurement's. None for
-    a time that reads as no time."""
-    t = parse_test_time((r.raw or {}).get("test_time"))
-    measured = t is not None or not (r.model_extra or {}).get("imported")
-    t = t or parse_test_time(r.created)
-    return (t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured) if t else None
+    (when it was imported, False): its `created` is the import's time, not the measurement's. A record
+    combining several processes (`bench.runs: N`, identity.combine_runs) adds its oldest process's
+    (`between_runs.first`). [] for a time that reads as no time."""
+    imported = bool((r.model_extra or {}).get("imported"))
+    first = _dict(_dict((r.model_extra or {}).get("between_runs")).get("first"))
+    out = []
+    for test_time, created in (
+        ((r.raw or {}).get("test_time"), r.created),
+        (first.get("test_time"), first.get("created")),
+    ):
+        t = parse_test_time(test_time)
+        measured = t is not None or not imported
+        if t := t or parse_test_time(created):
+            out.append((t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured))
+    return out
 
 
 def sha_words(r: BenchRecord) -> str:
@@ -287,7 +296,7 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             (r.model.name, r.model.sha256), f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
         )
     p.models = sorted(models.values())
-    when = [d for r in records if (d := _date(r))]
+    when = [d for r in records for d in _dates(r)]
     dates = sorted(t for t, measured in when if measured)
     p.dates = (dates[0], dates[-1]) if dates else None
     undated = sorted(t for t, measured in when if not measured)

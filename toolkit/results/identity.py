@@ -609,7 +609,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
 
     avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between
     runs); `between_runs` = {runs, means, spread_pct, counts: each run's samples, in the order of
-    samples_ts} (what a stored one is held to: runs_check); flags `runs-disagree` when the runs' means
+    samples_ts, first: the oldest run's test_time and created} (what a stored one is held to: runs_check); flags `runs-disagree` when the runs' means
     spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
     the largest gap between sorted run means is most of that spread — the known R9700 effect where
     decode speed is fixed at process start. The newest repetition (test_time for imported rows, else
@@ -639,6 +639,8 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
             "means": [round(m, 4) for m in means],
             "spread_pct": round(100 * spread / mean, 2) if mean else None,
             "counts": [len(x.samples_ts) for x in recs if x.avg_ts is not None],
+            # when the oldest process measured: a report's `measured:` span starts there
+            "first": {"test_time": (recs[0].raw or {}).get("test_time"), "created": recs[0].created},
         },
     }
     return out
