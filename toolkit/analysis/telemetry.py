@@ -19,6 +19,7 @@ Section numbers (§) refer to shared/reference/gpu-telemetry.md.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Collection, Iterable, Sequence
@@ -333,6 +334,21 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
 # USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
 # "other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
 HOST_MIN_WINDOW_S = 1.0
+USER_HZ = 100
+"""/proc/stat's unit: 1/100 s on every Linux ABI (proc_stat(5), "USER_HZ")."""
+
+
+def tick_noise_cores(cpus: Any, span_s: Any) -> float:
+    """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores:
+    each online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges.
+    A window that cannot be widened to HOST_MIN_WINDOW_S (the first test of a run starts ~30 ms after
+    its container: 0.04 s read 2.5 busy cores on 2) reads this much noise; 0 when unknown."""
+    ok = all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf for v in (cpus, span_s)
+    )
+    if not ok:
+        return 0.0
+    return cpus / USER_HZ / span_s
 
 
 def _nonneg(v: float | None) -> float | None:
@@ -431,7 +447,10 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
     cpus = [s.get("cpus_online") for s in ss if s.get("cpus_online")]
     n_cpus = cpus[-1] if cpus else None
     busy = rate("cpu_busy_s")
-    if busy is not None and n_cpus and busy > n_cpus * 1.05 + 0.1:  # tick noise aside, no more than all cores
+    noise = max(0.1, tick_noise_cores(n_cpus, t1 - t0))
+    if (
+        busy is not None and n_cpus and busy > n_cpus * 1.05 + noise
+    ):  # tick noise aside, no more than all cores
         implausible["busy_cores_mean"], busy = 1, None
     span = max(t1 - t0, HOST_MIN_WINDOW_S)
     return {
@@ -577,14 +596,19 @@ def _throttling(g: dict[str, Any]) -> list[str]:
 
 
 def _cpu_contended(host: dict[str, Any]) -> bool:
-    """Other processes' CPU above HOST_OTHER_CPU_CORES_MAX where the cores are oversubscribed (own +
+    """Other processes' CPU above HOST_OTHER_CPU_CORES_MAX, beyond what the tick counts can misstate
+    over the span read (tick_noise_cores of host_window_s), where the cores are oversubscribed (own +
     other > HOST_SATURATION of the online cores; own unknown: other > HOST_OTHER_SHARE_MAX of them)."""
     other, own, cpus = (
         host.get("other_cpu_cores_mean"),
         host.get("own_cpu_cores_mean"),
         host.get("cpus_online"),
     )
-    if other is None or other <= HOST_OTHER_CPU_CORES_MAX:
+    span = host.get("host_window_s")
+    noise = (
+        tick_noise_cores(cpus, span) if isinstance(span, int | float) and not isinstance(span, bool) else 0.0
+    )
+    if other is None or other <= HOST_OTHER_CPU_CORES_MAX + noise:
         return False
     if not cpus:
         return True
@@ -652,8 +676,8 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
       THROTTLE_MIN_SHARE of the window's samples and THROTTLE_MIN_SAMPLES of them.
     - `clock-idle`: busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ.
     - `power-not-stock`: the GPU's power state in the window is not stock (not_stock_reasons).
-    - `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores where the cores are
-      oversubscribed, or steal > HOST_STEAL_MAX_PCT, or CPU pressure some > HOST_PSI_SOME_MAX_PCT
+    - `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores (plus the tick counts' noise
+      over the span read, tick_noise_cores) where the cores are oversubscribed, or steal > HOST_STEAL_MAX_PCT, or CPU pressure some > HOST_PSI_SOME_MAX_PCT
       while others ran (_host_busy).
     - `energy-invalid:<reason>`: a GPU without a valid energy (reason code from ENERGY_REASONS)."""
     out: list[str] = []
