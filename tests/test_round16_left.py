@@ -77,6 +77,35 @@ def test_a_short_windows_busy_cores_within_tick_noise_is_not_implausible() -> No
         return [{**s, "cpu_total_s": s["t"] * 2} for s in ss]
 
     ok = window_summary(total(samples(10.6)), 100.0, 100.016)["host"]
-    assert ok["host_window_s"] == 0.04 and round(ok["busy_cores_mean"], 6) == 2.5 and not ok["implausible"], ok
+    assert ok["host_window_s"] == 0.04 and round(ok["busy_cores_mean"], 6) == 2.5 and not ok["implausible"], (
+        ok
+    )
     bad = window_summary(total(samples(10.9)), 100.0, 100.016)["host"]
     assert bad["implausible"] == {"busy_cores_mean": 1}, bad
+
+
+def test_the_csv_report_names_model_build_gpu_and_date() -> None:
+    """The csv a customer receives carried the image digest and model name but no model sha256, build,
+    GPU or date (the other formats name them in their provenance): a row is now self-describing, and
+    says nothing it does not know (an import without a test_time has no date)."""
+    import csv
+    import io
+
+    from toolkit.analysis import report
+
+    rec = make_record(
+        "cpu",
+        "cpu",
+        n=128,
+        avg=90.0,
+        raw={"test_time": "2026-11-29T23:54:22+09:00"},
+        build_commit="0c1e57098",
+    )
+    row = next(csv.DictReader(io.StringIO(report.render([rec], "csv"))))
+    assert row["model_sha256"] == rec.model.sha256 and row["model_sha256"]
+    assert row["build_commit"] == "0c1e57098"
+    assert row["gpu"] == "AMD Radeon AI PRO R9700" and row["run_id"] == "run-1"
+    assert row["measured_utc"] == "2026-11-29 14:54:22"
+    undated = rec.model_copy(update={"raw": {**rec.raw, "test_time": None}})
+    undated.__pydantic_extra__ = {**(undated.model_extra or {}), "imported": {"file": "t.md", "line": 3}}
+    assert next(csv.DictReader(io.StringIO(report.render([undated], "csv"))))["measured_utc"] == ""

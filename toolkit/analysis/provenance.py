@@ -130,6 +130,13 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
     return out
 
 
+def measured_utc(r: BenchRecord) -> str:
+    """When `r` was measured, "YYYY-MM-DD HH:MM:SS" UTC (_dates: its own test's time), "" where not
+    recorded (an import without a test_time)."""
+    own = _dates(r)[:1]
+    return own[0][0] if own and own[0][1] else ""
+
+
 def sha_words(r: BenchRecord) -> str:
     """A record's model sha256 as a report names it: `sha256 0123456789ab`, or `sha256 not recorded`."""
     sha = r.model.sha256 or ""

@@ -23,7 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import provenance
+from toolkit.analysis.provenance import measured_utc, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -303,6 +303,12 @@ CSV_FIELDS = [
     "roofline_pct",
     "flags",
     "test_fields",
+    # what the number is of (a customer's csv names model, date and build as the other formats do)
+    "model_sha256",
+    "build_commit",
+    "gpu",
+    "measured_utc",
+    "run_id",
 ]
 
 
@@ -313,6 +319,8 @@ def threads(r: BenchRecord) -> int | None:
 
 
 def render_csv(ts: list[Table]) -> str:
+    """One line per shown cell (CSV_FIELDS): its test, settings, figures and flags, and what it is of
+    (model sha256, llama.cpp build, GPU, when measured in UTC: empty where not recorded, run id)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
@@ -347,6 +355,11 @@ def render_csv(ts: list[Table]) -> str:
                         f"{100 * roof.fraction:.1f}" if roof else "",
                         " ".join(row.flags.get(col, [])),
                         "; ".join(f"{k}={v}" for k, v in row.ids.items()),
+                        r.model.sha256 or "",
+                        r.build_commit or "",
+                        r.gpu_info or "",
+                        measured_utc(r),
+                        r.run_id,
                     ]
                 )
     return buf.getvalue()
