@@ -60,6 +60,9 @@ def test_h200_tok_per_j_beside_tok_s_is_the_real_one_in_every_format(alone):
     by = {(r.test, r.n_ubatch): energy(r) for r in alone}
     assert by[("pp2048", 2048)].tok_per_j == pytest.approx(36.4, abs=0.05)
     assert by[("tg128", 512)].tok_per_j == pytest.approx(0.92, abs=0.005)
+    # every window's counter energy but the last test's: tg128 ub2048 ran to process exit, 2.56 s for
+    # 2.21 s of timed repetitions (window_holds_untimed_work: tests/test_breaker_round17.py)
+    assert by.pop(("tg128", 2048)) is None
     assert all(e is not None and e.source == "counter" for e in by.values())
     col = label("h200-alone")
 
@@ -326,20 +329,21 @@ def test_cli_report_html_finds_the_traces_under_results(tmp_path, alone, shared)
 
 def test_compare_shows_tok_per_j_of_both_sides_where_both_are_valid(tmp_path, alone):
     """A: the H200 run alone, energy from the counter; B: the same run read without the counter
-    (integrated averaged power): both valid only on the windows >= 1.5 s (pp4096, tg128)."""
+    (integrated averaged power): both valid only on the windows >= 1.5 s (pp4096, tg128) but tg128
+    ub2048's, which holds the process's teardown (window_holds_untimed_work)."""
     nocounter = h200_bench_records("cuda_sweep", "h200-nocounter", run_id="nocounter-run", counter=False)
     store = ResultStore(tmp_path / "results")
     for r in alone + nocounter:
         store.add_result(r)
     c = compare.compare(store, "h200-alone", "h200-nocounter")
-    assert len(c.rows) == 8 and len(c.with_energy) == 4
+    assert len(c.rows) == 8 and len(c.with_energy) == 3
     by = {r.test: r for r in c.rows}
     assert by["pp512 ub512"].energy_ratio is None
     assert by["pp4096 ub512"].energy_ratio == pytest.approx(31.434 / 30.659, abs=1e-3)  # +2.5 %: README
     text = compare.format_comparison(c)
     header = [h.strip() for h in text.splitlines()[0].split("|")]
     assert header[-6:-2] == ["speedup (B/A)", "tok/J A", "tok/J B", "tok/J (B/A)"]
-    assert "4 of 8 tests with a valid energy on both sides" in text
+    assert "3 of 8 tests with a valid energy on both sides" in text
     line = next(x for x in text.splitlines() if x.startswith("| pp4096 ub512"))
     assert "| 30.7 " in line and "| 31.4 " in line and "| 1.03 " in line
     doc = compare.comparison_json(c)
@@ -354,17 +358,18 @@ def test_compare_shows_tok_per_j_of_both_sides_where_both_are_valid(tmp_path, al
 
 
 def test_reproduce_shows_the_energy_delta_where_both_runs_have_one(alone):
-    """Recorded with the counter, re-run on a GPU without one: tok/J delta on the 4 long windows
-    (tg128 ub2048 +14 % low: its window runs to process exit, README), information only."""
+    """Recorded with the counter, re-run on a GPU without one: tok/J delta on the 3 long windows
+    (tg128 ub2048's runs to process exit, README: its energy is not the test's, none on either side),
+    information only."""
     again = h200_bench_records("cuda_sweep", "h200-alone", run_id="again", counter=False)
     rows = repro.compare_records(alone, again, threshold=5)
-    assert all(r.ok for r in rows) and sum(r.energy_delta is not None for r in rows) == 4
+    assert all(r.ok for r in rows) and sum(r.energy_delta is not None for r in rows) == 3
     tg = next(r for r in rows if r.test == "tg128 ub2048")
-    assert tg.energy_delta == pytest.approx(0.739 / 0.843 - 1, abs=0.002)
+    assert tg.energy_delta is None  # was 0.739 / 0.843 - 1 (-12 %): the teardown in one window
     rep = repro.Reproduction("cuda-sweep-run", "again", Path("/x"), Path("/x/r"), 5, rows=rows)
     text = repro.format_reproduction(rep)
     assert "recorded tok/J" in text and "tok/J delta" in text
-    assert "4 of 8 tests with a valid energy in both runs" in text
+    assert "3 of 8 tests with a valid energy in both runs" in text
     line = next(x for x in text.splitlines() if "| pp4096 ub512" in x)
     assert "| 30.7 " in line and "| 31.4 " in line and "+2.5%" in line
     assert rep.reproduced and "verdict: reproduced within noise" in text

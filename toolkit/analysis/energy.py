@@ -11,20 +11,12 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-# NVML's power reading is a 1 s average on Ampere and newer (§4.3, NVML docs). Integrating it is
-# trusted on windows >= 1.5 s: on the H200 case (shared/cases/h200-telemetry, 50 ms sampling) the
-# integral agreed with the hardware counter within ±3 % on every steady window >= 1.5 s (1.50 s
-# -1.7 %, 1.89 s -2.5 %, 2.11 s +0.5 %; contended run 1.67-13.9 s within ±1.3 %) and was off by
-# -44 % .. +6 % on windows of 0.22-0.91 s. (The one window >= 1.5 s outside ±3 %, tg128 ub2048 at
-# +14 %, runs to process exit and holds the teardown: not steady load.) On the lent H200 (this
-# project, 2026-12-02, a 7.7 GB qwen3moe F16, llama-bench 0c1e57098 CUDA, an independent NVML poller
-# at ~25 ms) a pp4096 window of 1.98-1.99 s right after the warm-up run read -5.1 % and -6.8 %: the
-# integral is the fallback where the counter cannot be used; an NVML window of COUNTER_MIN_STEPS
-# counter steps or more (1.5 s there) takes the counter, which read -2.1..+3.3 % on the same runs.
-NVML_POWER_AVG_MIN_WINDOW_S = 1.5
-# amdgpu power1_average: firmware time constant undocumented (§1.2); until measured, windows must
-# be >= 10 s (§4.4: >= 10·τ, 10 s while τ is unknown).
-AMD_POWER_AVG_MIN_WINDOW_S = 10.0
+from toolkit.results.telemetry_check import (  # the energy rules: stated once, below the analysis
+    AMD_POWER_AVG_MIN_WINDOW_S,
+    COUNTER_MIN_STEPS,
+    NVML_POWER_AVG_MIN_WINDOW_S,
+)
+
 # InferenceX utils/aggregate_power.py: a gap above max_sample_gap_s (3.0 s) in the window
 # invalidates the stream (§4.1); 5 sampling periods for faster sampling rates (our rule).
 MAX_SAMPLE_GAP_S = 3.0
@@ -45,24 +37,6 @@ ENERGY_REASONS = (
     "no_test_edges",
     "window_holds_untimed_work",
 )
-
-UNTIMED_SHARE_MAX = 0.05
-UNTIMED_SLACK_S = 0.1
-"""A test window longer than its timed repetitions (sum of samples_ns) by more than UNTIMED_SHARE_MAX
-of them plus UNTIMED_SLACK_S (one sampler period at 10 Hz) holds work llama-bench does not time, and
-its energy is not the test's (`window_holds_untimed_work`). Measured on the H200 (2026-12-02, llama.cpp
-0c1e57098, synthetic Qwen3-30B-A3B Q4_0): at depth 0 the window is 1.00x the timed time; at n_depth
-4096-32768 it is 1.11-1.67x (tg128) and 1.9-5.0x (pp512): between repetitions llama-bench restores the
-cached depth state (`depth run i/R (cached)`), untimed, inside the window."""
-
-COUNTER_MIN_STEPS = 15
-"""A counter that advances in steps (NVML's total-energy counter: 100-101 ms measured on the lent H200)
-gives energy only for windows of at least this many steps: each edge read can be up to one step
-stale, so the error is at most 2 steps in 15 (13 %) and about one step in 15 on average. Measured on
-the H200 (2026-12-02, against an independent NVML poller): windows of 28-62 steps within -2.1..+3.3 %,
-and a 2.7-step pp512 window is refused. The step is measured on each GPU before the run
-(`energy_step_s` in its samples: host.telemetry.update_period); unmeasured, no window is refused
-for it."""
 
 ENERGY_AGREE_TOL = 0.15
 """Where both the counter and the integrated power give a valid energy, they must agree within this

@@ -19,6 +19,7 @@ from toolkit.results import identity
 from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
+from toolkit.results.telemetry_check import energy_rule
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
 
@@ -67,10 +68,9 @@ def sample_stats(r: BenchRecord) -> dict[str, float] | None:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def warmup_outlier(r: BenchRecord) -> bool:
-    """First sample > 10 % off the median of the others and outside their range by more than their
-    spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851 t/s)."""
-    xs = r.samples_ts
+def _first_is_outlier(xs: list[float]) -> bool:
+    """One process's samples: its first > 10 % off the median of the others and outside their range by
+    more than their spread (>= 3 samples)."""
     if len(xs) < 3:
         return False
     first, rest = xs[0], xs[1:]
@@ -78,6 +78,30 @@ def warmup_outlier(r: BenchRecord) -> bool:
     spread = max(rest) - min(rest)
     dist = min(abs(first - max(rest)), abs(first - min(rest))) if not min(rest) <= first <= max(rest) else 0.0
     return med > 0 and abs(first - med) > 0.10 * med and dist > spread
+
+
+def process_samples(r: BenchRecord) -> list[list[float]]:
+    """`r`'s samples per process: a record combining several (`between_runs.counts`, identity.combine_runs:
+    each process's samples in the order of samples_ts) split by its counts, else [samples_ts]."""
+    xs = list(r.samples_ts)
+    runs = (r.model_extra or {}).get("between_runs")
+    counts = runs.get("counts") if isinstance(runs, dict) else None
+    ok = isinstance(counts, list) and all(type(c) is int and c > 0 for c in counts)
+    if not ok or sum(counts) != len(xs):  # type: ignore[arg-type]
+        return [xs]
+    out, at = [], 0
+    for c in counts:  # type: ignore[union-attr]
+        out.append(xs[at : at + c])
+        at += c
+    return out
+
+
+def warmup_outlier(r: BenchRecord) -> bool:
+    """A process's first sample > 10 % off the median of its others and outside their range by more
+    than their spread (>= 3 samples): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851
+    t/s). Judged per process (process_samples): pooled, the other processes' warm-ups widen the range
+    and hide every one of them (the H200 3-process pp512: 8,539 / 8,018 / 9,502 beside ~13,950)."""
+    return any(_first_is_outlier(xs) for xs in process_samples(r))
 
 
 def stored_flags(r: BenchRecord) -> list[str]:
@@ -158,6 +182,8 @@ def energy(r: BenchRecord) -> Energy | None:
     t = r.telemetry
     if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
         return None
+    if energy_rule_broken(r):
+        return None
     joules, tokens = finite_number(t.get("energy_j")), finite_number(t.get("tokens"))
     if joules is None or tokens is None or joules <= 0 or tokens <= 0 or not math.isfinite(tokens / joules):
         return None
@@ -167,6 +193,19 @@ def energy(r: BenchRecord) -> Energy | None:
         {str(g["energy_source"]) for g in gpus.values() if isinstance(g, dict) and g.get("energy_source")}
     )
     return Energy(tokens / joules, joules, tokens, "+".join(sources) or "?")
+
+
+def energy_rule_broken(r: BenchRecord) -> str | None:
+    """`energy-invalid:<reason>` where `r`'s telemetry claims a valid energy the toolkit's own energy
+    rules would not give its window (telemetry_check.energy_rule: a window holding untimed work, a
+    counter over too few of its steps, ...; a record stored before the rule), else None."""
+    t = r.telemetry
+    if not isinstance(t, dict):
+        return None
+    rule = energy_rule(
+        t, {"samples_ns": (r.raw or {}).get("samples_ns")} if r.method == "llama-bench" else {}
+    )
+    return f"energy-invalid:{rule[0]}" if rule else None
 
 
 def is_cpu_fallback(r: BenchRecord) -> bool:
@@ -321,4 +360,6 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
     out += [
         s for s in dict.fromkeys(f.stored_flags) if s not in out
     ]  # a runner's (telemetry: gpu-shared, ...)
+    if (broken := energy_rule_broken(r)) and broken not in out:
+        out.append(broken)  # why its tok/J is not shown (energy)
     return out

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.analysis import telemetry as tana
-from toolkit.analysis.energy import UNTIMED_SHARE_MAX, UNTIMED_SLACK_S
 from toolkit.host import telemetry as tel
+from toolkit.results.telemetry_check import UNTIMED_SHARE_MAX, UNTIMED_SLACK_S
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
@@ -289,7 +289,7 @@ class RunObserver:
 
 
 def _holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
-    """The window is longer than the test's timed repetitions by more than energy.UNTIMED_SHARE_MAX
+    """The window is longer than the test's timed repetitions by more than telemetry_check.UNTIMED_SHARE_MAX
     plus UNTIMED_SLACK_S (llama-bench's cached depth restores between repetitions, at n_depth > 0)."""
     if not isinstance(window_s, (int, float)) or not isinstance(samples_ns, list) or not samples_ns:
         return False

@@ -31,6 +31,14 @@ MIN_TOKENS_PER_S = 1e-6
 """tokens/s below this no benchmark measured (one token in 11.6 days; a 1e-151 tok/s row is a unit or
 parser error, and values that far apart overflowed the report's arithmetic)."""
 
+MIN_TOKEN_S = 1e-5
+"""The least time one generated token takes (s): generated tokens come one after another, each a
+forward pass of the model over its context (llama-bench's tg and pp+tg tests decode one sequence; a
+vLLM request's output tokens likewise). The tiny stand-in model (0.79 M parameters) decodes at 7,800
+tok/s in llama-bench on this host's CPU (128 us a token: tests/data/llamabench-0c1e57098-cpu.md); 10
+us leaves a factor of ten below that. A tg test is thus at most 1 / MIN_TOKEN_S = 100,000 tok/s on any
+hardware, GPU or CPU, known or not."""
+
 INT64 = (-(2**63), 2**63 - 1)
 """The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
 record beyond it is refused when made and skipped with a warning when read (a line written before)."""

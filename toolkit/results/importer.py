@@ -358,11 +358,22 @@ class _Tally:
             )
         self.left_out.add(si, src, r.line, ((rec.model_extra or {}).get("imported") or {}).get("left_out"))
         if rec.telemetry and (why := rec.telemetry.get("energy_refused")):
+            gpus = rec.telemetry.get("gpus")
+            blocks = list(gpus.values()) if isinstance(gpus, dict) else []
+            reason = next(
+                (str(g.get("energy_invalid_reason")) for g in blocks if isinstance(g, dict)),
+                telemetry_check.REASON,
+            )
+            what = (
+                "toolkit_telemetry contradicts itself"
+                if reason == telemetry_check.REASON
+                else "toolkit_telemetry claims an energy the toolkit's rules do not give its window"
+            )
             self.energy.append(
                 (
                     si,
-                    f"{src.path}:{r.line}: toolkit_telemetry contradicts itself, its energy left out "
-                    f"(energy-invalid:{telemetry_check.REASON}; the row's speed kept): {why}",
+                    f"{src.path}:{r.line}: {what}, its energy left out "
+                    f"(energy-invalid:{reason}; the row's speed kept): {why}",
                 )
             )
         return si

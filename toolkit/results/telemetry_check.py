@@ -53,6 +53,40 @@ SAME = 1e-6
 """Relative difference within which two figures the observer computed from one another agree
 (duration_s = t1 - t0, energy_j = the sum of its GPUs', tok_per_j = tokens / energy_j)."""
 
+# The rules under which toolkit.analysis.energy gives a window an energy, stated here (below it) so that
+# energy_rule, this check of a stored block, and the analysis read one set.
+# NVML's power reading is a 1 s average on Ampere and newer (§4.3, NVML docs). Integrating it is
+# trusted on windows >= 1.5 s: on the H200 case (shared/cases/h200-telemetry, 50 ms sampling) the
+# integral agreed with the hardware counter within ±3 % on every steady window >= 1.5 s (1.50 s
+# -1.7 %, 1.89 s -2.5 %, 2.11 s +0.5 %; contended run 1.67-13.9 s within ±1.3 %) and was off by
+# -44 % .. +6 % on windows of 0.22-0.91 s. (The one window >= 1.5 s outside ±3 %, tg128 ub2048 at
+# +14 %, runs to process exit and holds the teardown: not steady load.) On the lent H200 (this
+# project, 2026-12-02, a 7.7 GB qwen3moe F16, llama-bench 0c1e57098 CUDA, an independent NVML poller
+# at ~25 ms) a pp4096 window of 1.98-1.99 s right after the warm-up run read -5.1 % and -6.8 %: the
+# integral is the fallback where the counter cannot be used; an NVML window of COUNTER_MIN_STEPS
+# counter steps or more (1.5 s there) takes the counter, which read -2.1..+3.3 % on the same runs.
+NVML_POWER_AVG_MIN_WINDOW_S = 1.5
+# amdgpu power1_average: firmware time constant undocumented (§1.2); until measured, windows must
+# be >= 10 s (§4.4: >= 10·τ, 10 s while τ is unknown).
+AMD_POWER_AVG_MIN_WINDOW_S = 10.0
+UNTIMED_SHARE_MAX = 0.05
+UNTIMED_SLACK_S = 0.1
+"""A test window longer than its timed repetitions (sum of samples_ns) by more than UNTIMED_SHARE_MAX
+of them plus UNTIMED_SLACK_S (one sampler period at 10 Hz) holds work llama-bench does not time, and
+its energy is not the test's (`window_holds_untimed_work`). Measured on the H200 (2026-12-02, llama.cpp
+0c1e57098, synthetic Qwen3-30B-A3B Q4_0): at depth 0 the window is 1.00x the timed time; at n_depth
+4096-32768 it is 1.11-1.67x (tg128) and 1.9-5.0x (pp512): between repetitions llama-bench restores the
+cached depth state (`depth run i/R (cached)`), untimed, inside the window."""
+
+COUNTER_MIN_STEPS = 15
+"""A counter that advances in steps (NVML's total-energy counter: 100-101 ms measured on the lent H200)
+gives energy only for windows of at least this many steps: each edge read can be up to one step
+stale, so the error is at most 2 steps in 15 (13 %) and about one step in 15 on average. Measured on
+the H200 (2026-12-02, against an independent NVML poller): windows of 28-62 steps within -2.1..+3.3 %,
+and a 2.7-step pp512 window is refused. The step is measured on each GPU before the run
+(`energy_step_s` in its samples: host.telemetry.update_period); unmeasured, no window is refused
+for it."""
+
 REASON = "energy_contradicts_window"
 """The energy_invalid_reason (and `energy-invalid:` flag) of an imported block whose energy is refused."""
 
@@ -183,7 +217,50 @@ def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duratio
     return None
 
 
-def energy_refused(t: Mapping[str, Any], why: str) -> dict[str, Any]:
+def energy_rule(t: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason code of energy.ENERGY_REASONS, why) where the valid energy block `t` claims is one
+    toolkit.analysis.energy would not give its window (the rules restated above
+    NVML_POWER_AVG_MIN_WINDOW_S), None where it claims none or its figures meet them or do not say: a
+    window without the test's edges; a GPU's integrated averaged power over a window shorter than its
+    sensor's average allows, or its counter over fewer than COUNTER_MIN_STEPS of its measured steps; a
+    window holding untimed work beyond the row's timed repetitions (`row`'s samples_ns, ns). Not a
+    contradiction: a block written before a rule existed (the H200 sweep's last window ran to process
+    exit, 16 % past its timed repetitions) is a measurement whose energy is not the test's; its speed
+    stays (import: energy_refused; the report: no tok/J, the reason a flag)."""
+    duration = finite_number(t.get("duration_s"))
+    gpus = t.get("gpus")
+    if t.get("energy_valid") is not True or duration is None or duration <= 0 or not isinstance(gpus, dict):
+        return None
+    if t.get("window_from") == "previous-row":
+        return "no_test_edges", (
+            "window_from previous-row: a window without the test's edges (no --progress line) holds other "
+            "tests' work, and no energy is the test's"
+        )
+    for sid, g in ((str(k), v) for k, v in gpus.items() if isinstance(v, dict)):
+        source, vendor = g.get("energy_source"), g.get("vendor")
+        least = NVML_POWER_AVG_MIN_WINDOW_S if vendor == "nvidia" else AMD_POWER_AVG_MIN_WINDOW_S
+        if source == "integrated-average-power" and duration < least:
+            return "window_short_for_sensor_average", (
+                f"gpus.{sid[:40]}: integrated averaged power over {duration:g} s, shorter than the {least:g} s "
+                "its sensor's average needs"
+            )
+        step = finite_number(g.get("energy_step_s"))
+        if source == "counter" and step and step > 0 and duration < COUNTER_MIN_STEPS * step:
+            return "window_short_for_counter_step", (
+                f"gpus.{sid[:40]}: its energy counter over {duration:g} s is {duration / step:.3g} of its "
+                f"measured {step:g}-s steps, fewer than {COUNTER_MIN_STEPS}"
+            )
+    ns = _samples(row.get("samples_ns"))
+    timed = sum(ns) * 1e-9 if ns else None
+    if timed is not None and duration > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S:
+        return "window_holds_untimed_work", (
+            f"duration_s {duration:g} s is longer than the {timed:g} s of timed repetitions it holds "
+            f"(samples_ns) by more than {UNTIMED_SHARE_MAX:.0%} + {UNTIMED_SLACK_S:g} s: its energy is not the test's"
+        )
+    return None
+
+
+def energy_refused(t: Mapping[str, Any], why: str, reason: str = REASON) -> dict[str, Any]:
     """Block `t` with its energy left out for `why` (energy_contradiction's text): no energy, not valid,
     every GPU's energy invalid for REASON, as analysis.telemetry.without_energy leaves a window whose
     energy is not the test's; `energy_refused` says why. The other figures stay."""
@@ -194,7 +271,7 @@ def energy_refused(t: Mapping[str, Any], why: str) -> dict[str, Any]:
                 **g,
                 "energy_j": None,
                 "energy_valid": False,
-                "energy_invalid_reason": REASON,
+                "energy_invalid_reason": reason,
                 "tok_per_j": None,
             }
             if isinstance(g, dict)
@@ -380,7 +457,8 @@ def measured_claims(
     """What `toolkit import` keeps of a row's `toolkit_telemetry` (`telemetry`) and `toolkit_flags`
     (`claimed`), as `toolkit measure` writes them: (the block, None where there is none or its window
     cannot be the row's (window_contradiction), its energy refused where that contradicts the block or
-    the row (energy_contradiction, then `energy-invalid:REASON` is a flag); the claimed flags the block
+    the row (energy_contradiction, then `energy-invalid:REASON` is a flag) or is one the toolkit's energy
+    rules would not have given (energy_rule, then `energy-invalid:<its code>`); the claimed flags the block
     shows (flag_unsupported), in their order; {what was left out (`toolkit_telemetry`, a flag, or a
     value that is no flag's text as Python's repr shows it): why})."""
     left: dict[str, str] = {}
@@ -407,7 +485,12 @@ def measured_claims(
                 flags.append(f)
             else:
                 left[f] = why
+    reason = None
     if t is not None and (why := energy_contradiction(t, row)):
-        t = energy_refused(t, why)  # the row's speed stays: its own fields were checked
-        flags += [f"energy-invalid:{REASON}"] if f"energy-invalid:{REASON}" not in flags else []
+        t, reason = energy_refused(t, why), REASON  # the row's speed stays: its own fields were checked
+    elif t is not None and (rule := energy_rule(t, row)):
+        reason = rule[0]
+        t = energy_refused(t, f"{rule[1]} ({reason})", reason)
+    if reason is not None and f"energy-invalid:{reason}" not in flags:
+        flags.append(f"energy-invalid:{reason}")
     return t, flags, left

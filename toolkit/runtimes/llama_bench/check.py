@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKENS_PER_S
+from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -233,10 +233,38 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             f"avg_ts is {ts!r}: not a measurement (expected {MIN_TOKENS_PER_S:.0e} to {MAX_TOKENS_PER_S:.0e} "
             "tokens/s)"
         )
+    if why := _decode_too_fast(counts["n_gen"] or 0, tokens, ts, ns, fields.get("samples_ts")):
+        return why
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record
         return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
     return _contradiction(fields, tokens, ts, ns)
+
+
+def _decode_too_fast(
+    n_gen: int, tokens: int, ts: float | None, ns: float | None, samples_ts: Any
+) -> str | None:
+    """Why a test that generates `n_gen` tokens (of `tokens` a repetition) ran faster than its tokens
+    allow, or None: its repetition (avg_ts `ts`, avg_ns `ns`, each of samples_ts) shorter than n_gen
+    tokens one after another take, MIN_TOKEN_S each (a CPU decode of 112,000 tok/s, or 900,000 on a GPU
+    whose roofline is unknown: no hardware decodes a token in 9 us)."""
+    if n_gen <= 0:
+        return None
+    least_ns = n_gen * MIN_TOKEN_S * 1e9
+    fastest = tokens * 1e9 / least_ns  # tok/s of a repetition that takes exactly least_ns
+    rates = [x for x in (_numbers(samples_ts) or []) if x > fastest]
+    if ts is not None and ts > fastest:
+        rates.insert(0, ts)
+    if ns is not None and ns < least_ns:
+        rates.insert(0, tokens * 1e9 / ns)
+    if not rates:
+        return None
+    rep_us = tokens * 1e6 / rates[0]
+    return (
+        f"{rates[0]:.6g} t/s is a repetition of {rep_us:.3g} us for {n_gen} generated tokens, {rep_us / n_gen:.3g} "
+        f"us a token at most: they come one after another, each a forward pass of the model of at least "
+        f"{MIN_TOKEN_S * 1e6:g} us (this test runs at most {fastest:.6g} t/s on any hardware)"
+    )
 
 
 FUTURE_SLACK_S = 86400

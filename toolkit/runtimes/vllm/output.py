@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import stats
+from toolkit.core.types import MIN_TOKEN_S
 
 METHOD_PREFILL = "vllm-bench-latency-prefill"
 METHOD_DECODE = "vllm-bench-latency-decode"
@@ -355,13 +356,6 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             f"first in mean_e2el_ms - mean_ttft_ms = {decode:.4g} ms is {decode / after_first:.4g} ms a token"
         )
     return None
-
-
-MIN_TOKEN_S = 1e-5
-"""The least time one generated token takes (s): a request's output tokens come one after another,
-each a forward pass of the model over its context. The tiny stand-in model (0.79 M parameters) decodes
-at 7,800 tok/s in llama-bench on this host's CPU (128 us a token: tests/data/llamabench-0c1e57098-cpu.md)
-and vLLM adds a scheduler step per token; 10 us leaves a factor of ten below that."""
 
 
 def throughput_problem(data: dict[str, Any], output_len: int) -> str | None:
