@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
-from toolkit.analysis.telemetry import HOST_STEAL_MAX_PCT
+from toolkit.analysis.telemetry import HOST_STEAL_MAX_PCT, tick_noise_cores
 from toolkit.results import identity
 from toolkit.results.records import ResultStore
 
@@ -168,7 +168,14 @@ def test_every_record_carries_host_state_and_host_busy_follows_other_load(cpu_pr
             host["cpus_online"] == os.cpu_count()
         )  # a window shorter than 0.1 s may hold no sample: rates come from the bracketing ones
         assert host["other_cpu_cores_mean"] is not None
-        assert "host-busy" in r["flags"], (r["test"], host)
+    # flagged wherever the span read can tell a burner from /proc/stat's tick noise (a run's first test
+    # starts ~30 ms after its container: its span may be 0.04 s, up to 0.5 cores of noise on 2 CPUs)
+    decided = [
+        r for r in loaded if tick_noise_cores(os.cpu_count(), r["telemetry"]["host"]["host_window_s"]) < 0.25
+    ]
+    assert len(decided) >= len(loaded) - 1, [r["telemetry"]["host"]["host_window_s"] for r in loaded]
+    for r in decided:
+        assert "host-busy" in r["flags"], (r["test"], _deciding(r["telemetry"]["host"]))
     trace = cpu_project / "results" / loaded[0]["image"]["digest"].split(":")[1][:12] / "telemetry"
     assert list(trace.glob(f"{loaded[0]['run_id']}-*.jsonl")), "raw trace kept beside the results"
     busy, steal = _busy_cores(2.0)

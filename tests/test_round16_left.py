@@ -30,6 +30,17 @@ def test_a_repeated_tests_measured_span_starts_at_its_oldest_process() -> None:
     assert provenance(sel.used).dates == ("2026-12-04 10:00:00", "2026-12-04 10:04:00")
     # a record of one process says only its own time
     assert provenance(runs[2:]).dates == ("2026-12-04 10:04:00",) * 2
+    # the csv row of the combined cell says the same span (breaker round 17, finding 6)
+    import csv
+    import io
+
+    from toolkit.analysis import report
+
+    row = next(csv.DictReader(io.StringIO(report.render(runs, "csv"))))
+    assert (row["measured_from_utc"], row["measured_to_utc"]) == (
+        "2026-12-04 10:00:00",
+        "2026-12-04 10:04:00",
+    )
 
 
 def _host(other: float, span_s: float, psi: float = 13.4) -> dict:
@@ -57,7 +68,9 @@ def test_a_first_test_too_short_for_the_tick_counts_is_not_called_host_busy() ->
     assert tick_noise_cores("2", 1.0) == 0.0 and tick_noise_cores(2, None) == 0.0
     assert "host-busy" not in flags({"host": _host(0.77, 0.04)})
     assert "host-busy" in flags({"host": _host(0.77, 1.0)})
-    assert "host-busy" in flags({"host": _host(0.9, 0.04, psi=85.0)})  # burners beside it: pressure
+    assert "host-busy" in flags({"host": _host(1.2, 0.04, psi=85.0)})  # burners beside it: pressure
+    # pressure alone (the benchmark's own threads wait too) with other load within the noise: not flagged
+    assert "host-busy" not in flags({"host": _host(0.77, 0.04, psi=25.0)})  # breaker round 17, finding 5
 
 
 def test_a_short_windows_busy_cores_within_tick_noise_is_not_implausible() -> None:
@@ -105,7 +118,8 @@ def test_the_csv_report_names_model_build_gpu_and_date() -> None:
     assert row["model_sha256"] == rec.model.sha256 and row["model_sha256"]
     assert row["build_commit"] == "0c1e57098"
     assert row["gpu"] == "AMD Radeon AI PRO R9700" and row["run_id"] == "run-1"
-    assert row["measured_utc"] == "2026-11-29 14:54:22"
+    assert row["measured_from_utc"] == row["measured_to_utc"] == "2026-11-29 14:54:22"
     undated = rec.model_copy(update={"raw": {**rec.raw, "test_time": None}})
     undated.__pydantic_extra__ = {**(undated.model_extra or {}), "imported": {"file": "t.md", "line": 3}}
-    assert next(csv.DictReader(io.StringIO(report.render([undated], "csv"))))["measured_utc"] == ""
+    row = next(csv.DictReader(io.StringIO(report.render([undated], "csv"))))
+    assert row["measured_from_utc"] == row["measured_to_utc"] == ""

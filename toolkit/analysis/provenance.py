@@ -130,11 +130,12 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
     return out
 
 
-def measured_utc(r: BenchRecord) -> str:
-    """When `r` was measured, "YYYY-MM-DD HH:MM:SS" UTC (_dates: its own test's time), "" where not
-    recorded (an import without a test_time)."""
-    own = _dates(r)[:1]
-    return own[0][0] if own and own[0][1] else ""
+def measured_span(r: BenchRecord) -> tuple[str, str]:
+    """(from, to): when `r` was measured, "YYYY-MM-DD HH:MM:SS" UTC (_dates: its own test's time, from
+    its oldest process where it combines several), ("", "") where not recorded (an import without a
+    test_time)."""
+    said = sorted(t for t, measured in _dates(r) if measured)
+    return (said[0], said[-1]) if said else ("", "")
 
 
 def sha_words(r: BenchRecord) -> str:

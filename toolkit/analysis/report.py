@@ -23,7 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import measured_utc, provenance
+from toolkit.analysis.provenance import measured_span, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -307,7 +307,9 @@ CSV_FIELDS = [
     "model_sha256",
     "build_commit",
     "gpu",
-    "measured_utc",
+    "host",
+    "measured_from_utc",
+    "measured_to_utc",
     "run_id",
 ]
 
@@ -320,7 +322,8 @@ def threads(r: BenchRecord) -> int | None:
 
 def render_csv(ts: list[Table]) -> str:
     """One line per shown cell (CSV_FIELDS): its test, settings, figures and flags, and what it is of
-    (model sha256, llama.cpp build, GPU, when measured in UTC: empty where not recorded, run id)."""
+    (model sha256, llama.cpp build, GPU, host name, when measured in UTC, from the oldest process of a
+    combined cell to the newest: empty where not recorded, run id)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
@@ -358,7 +361,8 @@ def render_csv(ts: list[Table]) -> str:
                         r.model.sha256 or "",
                         r.build_commit or "",
                         r.gpu_info or "",
-                        measured_utc(r),
+                        str((r.host or {}).get("hostname") or ""),
+                        *measured_span(r),
                         r.run_id,
                     ]
                 )

@@ -646,11 +646,13 @@ def _clock_idle(g: dict[str, Any]) -> bool:
 
 def _host_busy(host: dict[str, Any]) -> bool:
     """Other processes' CPU contends (_cpu_contended), or steal above its threshold, or CPU pressure
-    above its threshold while others ran (over HOST_OTHER_CPU_CORES_MAX, or unknown): pressure alone
+    above its threshold while others ran (over HOST_OTHER_CPU_CORES_MAX beyond the tick noise, or
+    unknown): pressure alone
     also counts the benchmark's own threads waiting for each other (llama-bench at one thread per core
     beside the sampler), which is not another process."""
     psi, steal, other = host.get("psi_some_pct"), host.get("steal_pct"), host.get("other_cpu_cores_mean")
-    others_ran = other is None or other > HOST_OTHER_CPU_CORES_MAX
+    noise = tick_noise_cores(host.get("cpus_online"), host.get("host_window_s"))
+    others_ran = other is None or other > HOST_OTHER_CPU_CORES_MAX + noise  # one rule with _cpu_contended
     return (
         _cpu_contended(host)
         or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran)
