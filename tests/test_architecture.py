@@ -405,3 +405,19 @@ def test_every_module_compiles_on_the_pythons_of_the_readme_hosts():
             continue  # a shim for a version that is not active (pyenv)
         res = subprocess.run([exe, "-c", code, *map(str, sources)], capture_output=True, text=True)
         assert res.returncode == 0, f"{exe}: {res.stderr[-2000:]}"
+
+
+def test_no_python_code_runs_between_fork_and_exec() -> None:
+    """A `preexec_fn` runs Python in the forked child before exec: with another thread holding a lock at
+    the fork (a telemetry sampler, a test's server) the child waits on it for ever. The fast level hung
+    so on 2026-12-04 (a `tk()` child in futex_wait for 10 minutes). The shell sets limits (`ulimit`);
+    tests/conftest.py gives every child SIGINT's default."""
+    root = Path(__file__).resolve().parents[1]
+    found = [
+        f"{p.relative_to(root)}:{n}"
+        for folder in ("toolkit", "tests", "benchmarks")
+        for p in (root / folder).rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "preexec_fn" + "=" in line
+    ]
+    assert not found, found

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -104,13 +103,6 @@ def _tar(path, members):
     return path
 
 
-def _as_at_a_terminal() -> None:
-    """In the child: SIGINT back to its default, as at a terminal. A test run started in the
-    background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and Python then
-    never turns Ctrl-C into KeyboardInterrupt: the Ctrl-C tests would test the harness, not the toolkit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def tk(
     cwd: Path,
     *args: str,
@@ -126,8 +118,7 @@ def tk(
         text=True,
         timeout=timeout,
         env=_env(env),
-        preexec_fn=_as_at_a_terminal,
-    )
+    )  # no preexec_fn: Python code between fork and exec can deadlock on a lock another thread held
 
 
 def _env(extra: dict[str, str | None] | None) -> dict[str, str]:
