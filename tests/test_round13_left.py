@@ -159,7 +159,7 @@ def test_bench_says_each_skip_once_in_a_run_that_measured_nothing() -> None:
     store = SimpleNamespace(warnings=[])
     with pytest.raises(NothingDone) as said:
         bench._bench_verdict(None, store, outcomes, strict=False, said=True)
-    assert str(said.value) == "nothing measured (the 2 outcome lines on stdout say why)"
+    assert str(said.value) == "nothing measured (all 2 skipped: their lines on stdout say why)"
     with pytest.raises(NothingDone) as json_run:
         bench._bench_verdict(None, store, outcomes, strict=False, said=False)
     assert str(json_run.value).count("no /dev/kfd") == 2

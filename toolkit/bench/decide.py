@@ -148,9 +148,14 @@ def _decide_image(
     unable = "failed" if opts.strict else "skipped"
     # the host's devices first: on a host without them, that is the reason, built or not
     missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    if missing and not opts.dry_run:
-        return image(unable, missing)
     choice = choose_build(lm, spec, store, opts)
+    if missing and not opts.dry_run:  # and say now what the device's fix would meet next
+        unbuilt_too = choice.build is None and choice.status not in ("stale", "failed")
+        return image(
+            unable,
+            missing
+            + (f"; it is not built yet either: `toolkit build -i {spec.name}`" if unbuilt_too else ""),
+        )
     if choice.status in ("stale", "failed"):
         return image(choice.status, choice.reason)
     build = choice.build or (unbuilt(spec) if opts.dry_run else None)

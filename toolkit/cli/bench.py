@@ -241,9 +241,9 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, 
         if said and unmeasured:
             n = len(unmeasured)
             why = (
-                "the outcome line on stdout says why"
+                "skipped: its line on stdout says why"
                 if n == 1
-                else f"the {n} outcome lines on stdout say why"
+                else f"all {n} skipped: their lines on stdout say why"
             )
         raise NothingDone(f"nothing measured ({why or 'no image and model to measure'})")
 

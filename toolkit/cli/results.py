@@ -225,7 +225,9 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
             "run `toolkit bench` (or `toolkit import FILE --label NAME`), or pass --results DIR"
         )
     where = "" if results_dir else f" (beside {matrix_path}, which is not here)"
-    raise BadInput(f"no results folder at {root}{where}: run from the project folder or pass --results DIR")
+    from toolkit.spec.loading import project_hint
+
+    raise BadInput(f"no results folder at {root}{where}: {project_hint('--results DIR')}")
 
 
 def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[str, ...]) -> None:

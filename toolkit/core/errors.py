@@ -84,10 +84,19 @@ class FileSystemError(ToolkitError):
         expected = _EXPECTED.get(err.errno or 0)
         if expected:
             return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
-        return cls(
-            f"{path}: {err.strerror or err}{doing}; free space, fix the permissions or choose another "
-            "folder (e.g. --results DIR)"
-        )
+        advice = _ADVICE.get(err.errno or 0, "free space, fix the permissions or choose another folder")
+        return cls(f"{path}: {err.strerror or err}{doing}; {advice}")
+
+
+_ADVICE = {  # exit 8: what to do, by the OS error (a disk's advice is no fix for a permission)
+    errno.EACCES: "no permission to write or read there as this user: choose a folder you own (e.g. your home "
+    "folder) or fix its permissions",
+    errno.EPERM: "not permitted there as this user: choose a folder you own or fix its permissions",
+    errno.EROFS: "that file system is read-only: choose a folder on a writable disk",
+    errno.ENOSPC: "the disk is full: free space there or choose a folder on another disk",
+    errno.EDQUOT: "your disk quota is used up: free space or choose a folder on another disk",
+    errno.ENAMETOOLONG: "a name in the path is too long for the file system: choose a shorter path",
+}
 
 
 _EXPECTED = {

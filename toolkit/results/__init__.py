@@ -113,13 +113,16 @@ def write_atomic(path: Path, data: bytes, *, root: Path | None = None) -> None:
     store_root: made as make_folders makes them) nor the temp file are followed when a link: BadInput
     (exit 4) naming it (open_regular), so results/report.html.tmp or results/report-plots linked
     elsewhere is never written through. A path outside `root` has only its own folder opened, that
-    folder's links followed (a user's `-o`). Other OSError raised as is, naming the path."""
+    folder's links followed (a user's `-o`). Other OSError raised as is, naming `path` (never the temp file)."""
     path = Path(path)
     top = root or store_root(path)
     make_folders(path.parent, root=top)
     tmp = path.with_name(path.name + ".tmp")
-    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=top), "wb") as fh:
-        fh.write(data)
+    try:
+        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=top), "wb") as fh:
+            fh.write(data)
+    except OSError as err:  # the user named `path`: the temp file beside it is ours
+        raise OSError(err.errno, err.strerror, str(path)) from None
     folder = below(path.parent, top)
     try:
         os.replace(tmp.name, path.name, src_dir_fd=folder, dst_dir_fd=folder)

@@ -363,6 +363,16 @@ PUBLISHED_MARKER = "run.json"
 """A matrix with this file beside it is in a published run folder (`toolkit export-run`): someone else's."""
 
 
+def project_hint(option: str = "--matrix PATH") -> str:
+    """How to reach the project from elsewhere: `cd` to the checkout this toolkit was installed from
+    (`pip install -e .`, as setup-host.sh installs it) where its matrix.yaml is, else the project
+    folder in general; or pass `option`."""
+    home = Path(__file__).resolve().parents[2]
+    if (home / "matrix.yaml").is_file() and Path.cwd().resolve() != home:
+        return f"run from the project folder (`cd {home}`: this toolkit's checkout) or pass {option}"
+    return f"run from the project folder or pass {option}"
+
+
 def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatrix:
     """Read and validate matrix.yaml. Raises BadInput (file missing or unreadable, larger than
     MAX_MATRIX_BYTES, bad YAML, aliases expanding past MAX_EXPANDED_NODES, schema errors). Messages
@@ -372,8 +382,7 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
     try:
         if not p.is_file():
             raise BadInput(
-                f"{p}: matrix file not found; run from the project folder or pass --matrix PATH "
-                "(the project's matrix.yaml is the reference R9700 sweep)"
+                f"{p}: matrix file not found; {project_hint()} (the project's matrix.yaml is the reference R9700 sweep)"
             )
         size = p.stat().st_size
         if size > MAX_MATRIX_BYTES:
