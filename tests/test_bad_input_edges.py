@@ -524,7 +524,7 @@ def test_report_to_a_folder_without_permission_is_still_a_file_system_error(resu
         prefix=_no_dac(),
     )
     assert p.returncode == 8, _out(p)
-    assert f"{locked / 'plots'}: Permission denied" in p.stderr and "fix the permissions" in p.stderr
+    assert f"{locked / 'plots'}: Permission denied" in p.stderr and "fix its permissions" in p.stderr
 
 
 @pytest.mark.parametrize(

@@ -46,3 +46,13 @@ def test_an_image_this_host_cannot_run_says_it_is_not_built_either(project: Path
         and "not built yet either: `toolkit build -i vulkan`" in res.stdout
     )
     assert "nothing measured (skipped: its line on stdout says why)" in res.stderr
+
+
+def test_a_matrix_problem_names_the_image_it_is_in(project: Path) -> None:
+    """A missing key was named by position only (`images[0].template`): the image's name is said too,
+    once (a message that names it already keeps the plain path)."""
+    m = project / "matrix.yaml"
+    m.write_text(m.read_text().replace("    template:", "    templatex:", 1))
+    res = tk(project, "render")
+    assert res.returncode == 4
+    assert "images[0].template (image 'cpu'): required key is missing: add it" in res.stderr, res.stderr

@@ -67,8 +67,10 @@ class LoadedMatrix:
         return [by[n] for n in names]
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
+def _loc(loc: tuple[Any, ...], data: Any = None) -> str:
+    """`images[0].template (image 'cpu')`: the key path of a problem, and the list item it lies in named
+    by its `name` where the document (`data`) gives it one (a newcomer reads the image, not its position)."""
+    out, named = "", ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
@@ -76,7 +78,22 @@ def _loc(loc: tuple[Any, ...]) -> str:
             continue
         else:
             out += ("." if out else "") + str(part)
-    return out or "(top level)"
+        data = data.get(part) if isinstance(data, dict) and isinstance(part, str) else data
+        if isinstance(part, int):
+            data = data[part] if isinstance(data, list) and 0 <= part < len(data) else None
+            name = data.get("name") if isinstance(data, dict) else None
+            if not named and isinstance(name, str) and name and isinstance(loc[0], str):
+                named = f" ({_ITEM.get(loc[0], 'item')} {excerpt(name)})"
+    return (out + named) if out else "(top level)"
+
+
+def _said_once(loc: str, msg: str) -> str:
+    """`loc` without its `(image 'x')` where the message names the item itself."""
+    head, sep, named = loc.partition(" (")
+    return head if sep and named.split(" ", 1)[-1].rstrip(")") in msg else loc
+
+
+_ITEM = {"images": "image", "models": "model"}
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
@@ -138,14 +155,15 @@ def _type_fix(kind: str, value: Any) -> str:
     return f"; {fix}" if fix else ""
 
 
-def format_validation_error(err: ValidationError, path: Path) -> str:
-    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems)."""
+def format_validation_error(err: ValidationError, path: Path, data: Any = None) -> str:
+    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems); `data`:
+    the document validated, to name list items by their `name`."""
     import difflib  # only for error messages
 
     lines = []
     errs = err.errors()
     for e in errs[:20]:
-        loc = _loc(e["loc"])
+        loc = _loc(e["loc"], data)
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             key = str(e["loc"][-1])
@@ -158,6 +176,7 @@ def format_validation_error(err: ValidationError, path: Path) -> str:
             msg = "required key is missing: add it"
         elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
             msg = f"{msg[:200]} (got {excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
+        loc = _said_once(loc, msg)
         # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it
         lines.append(
             f"{path}: {msg}" if not e["loc"] and e["type"] == "value_error" else f"{path}: {loc}: {msg}"
@@ -184,7 +203,7 @@ def parse_matrix(data: Any, path: Path, *, confined: bool = False) -> LoadedMatr
     try:
         m = Matrix.model_validate(data)
     except ValidationError as err:
-        raise BadInput(format_validation_error(err, path)) from None
+        raise BadInput(format_validation_error(err, path, data)) from None
     loaded = LoadedMatrix(m, path, confined=confined)
     _check_files(loaded)
     return loaded
