@@ -440,7 +440,8 @@ def test_prefill_plot_of_real_runs_is_a_png_with_one_line_per_micro_batch(tmp_pa
     assert [ax.get_title() for ax in fig.axes] == images
     ubs = sorted({r.n_ubatch for r in recs if r.axis == "prefill"})
     for ax in fig.axes:
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"ub{u}" for u in ubs]
+        legend = [f"ub{u}" for u in ubs] + [plots.CLAMPED_LABEL]  # the hollow point below, said
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == legend
         assert len(ax.containers) == len(ubs)  # one errorbar line per micro-batch
         clamped = [ln for ln in ax.get_lines() if ln.get_label() == "_clamped"]
         assert [list(ln.get_xdata()) for ln in clamped] == [[128]]  # hollow: ub512 at pp128 was off
@@ -675,6 +676,9 @@ def test_an_image_keeps_its_color_in_every_figure_flagged_cells_are_marked_and_t
     assert len(hatched) == 1 and to_hex(hatched[0].get_facecolor()) == to_hex("C1")  # b-vulkan's tg64
     legend = [t.get_text() for t in decode.axes[0].get_legend().get_texts()]
     assert legend == [hip, vulkan, plots.FLAGGED_LABEL]
+    # the hollow markers of pp512 at ub 2048 (clamped to the prompt) are said in the panel's legend
+    said = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in prefill.axes]
+    assert any(plots.CLAMPED_LABEL in x for x in said), said
     for fig in (prefill, decode):
         assert "model qwen3-30b-a3b-q4kxl" in fig.get_suptitle()
 

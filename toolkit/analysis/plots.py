@@ -89,6 +89,7 @@ STYLES = [(m, ls) for ls in ("-", "--") for m in ("o", "s", "^", "D", "v")]
 """A prefill panel's lines (one image, one color) told apart by marker and line style: MAX_LINES of them."""
 
 FLAGGED_LABEL = "flagged: see the table"
+CLAMPED_LABEL = "hollow: ran at a smaller micro-batch (ub-clamped)"
 
 
 def _title(fig: Figure, t: Table | None) -> None:
@@ -140,9 +141,12 @@ def _prefill_panel(ax: Any, img: str, mine: list[tuple[Row, Facts]], color: str)
     ax.set_title(strip_controls(img), fontsize=9)
     ax.set_xlabel("prompt length (tokens)")
     handles, labels = ax.get_legend_handles_labels()
-    if any(f.held_flags for _, f in mine):
-        from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D
 
+    if any(f.ub_clamped for _, f in mine):  # a newcomer asked what the hollow markers are
+        handles.append(Line2D([], [], marker="o", ls="", mfc="white", mew=1.5, color=color))
+        labels.append(CLAMPED_LABEL)
+    if any(f.held_flags for _, f in mine):
         handles.append(Line2D([], [], marker="x", ls="", ms=8, mew=2, color="black"))
         labels.append(FLAGGED_LABEL)
     ax.legend(handles, labels, fontsize=8)
