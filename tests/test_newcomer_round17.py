@@ -56,3 +56,17 @@ def test_a_matrix_problem_names_the_image_it_is_in(project: Path) -> None:
     res = tk(project, "render")
     assert res.returncode == 4
     assert "images[0].template (image 'cpu'): required key is missing: add it" in res.stderr, res.stderr
+
+
+def test_offline_fetch_model_says_where_a_hand_copied_file_goes(project: Path) -> None:
+    """Offline, `fetch-model` said "copy the checkpoint by hand" without saying where to. It names the
+    model's path. Mocked: nothing; the Hub is unreachable by pointing HF_ENDPOINT at a closed port
+    (this machine has no internet either way)."""
+    res = tk(
+        project,
+        "fetch-model",
+        "qwen3-30b-a3b-q4kxl",
+        env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": None},
+    )
+    assert res.returncode != 0
+    assert f"copy the checkpoint by hand to {project / 'models'}" in res.stderr, res.stderr

@@ -39,7 +39,7 @@ def fetch_model(
             raise BadInput(
                 f"{lm.path}: models[{spec.name}]: {path} is absent and no `hf:` repo is given to fetch it from"
             )
-        revision = spec.hf.revision or _resolve_revision(spec)
+        revision = spec.hf.revision or _resolve_revision(spec, path)
         echo(f"{spec.name}: downloading {spec.hf.repo}/{spec.hf.file or ''} at {revision} to {path} ...")
         _download(spec, path, revision)
         if spec.hf.revision is None:
@@ -75,8 +75,9 @@ def fetch_twin(
             f"{where}: --twin needs a GGUF file on the Hugging Face Hub (format: gguf, hf.repo and "
             "hf.file); tiny models are generated without it"
         )
-    out = tw.twin_path(lm.resolve(spec.path, what=f"models[{spec.name}].path"))
-    revision = spec.hf.revision or _resolve_revision(spec)
+    real = lm.resolve(spec.path, what=f"models[{spec.name}].path")
+    out = tw.twin_path(real)
+    revision = spec.hf.revision or _resolve_revision(spec, real)
     echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
     header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision)
     pinned = _pin(lm, spec, revision) if spec.hf.revision is None else ""
@@ -115,8 +116,9 @@ def _pin(lm: LoadedMatrix, spec: ModelSpec, revision: str) -> str:
     )
 
 
-def _resolve_revision(spec: ModelSpec) -> str:
-    """The commit hash the Hub's default branch of `spec.hf.repo` points at now (huggingface_hub)."""
+def _resolve_revision(spec: ModelSpec, path: Path) -> str:
+    """The commit hash the Hub's default branch of `spec.hf.repo` points at now (huggingface_hub);
+    offline, the error says where a hand-copied checkpoint goes (`path`, the model's resolved path)."""
     from huggingface_hub import HfApi
 
     assert spec.hf is not None
@@ -125,7 +127,8 @@ def _resolve_revision(spec: ModelSpec) -> str:
     except Exception as err:  # hub errors come in many types; the message is what matters here
         raise RemoteUnavailable(
             f"could not resolve the revision of {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); on an "
-            f"offline host copy the checkpoint by hand and pin `revision:` (its commit hash) under models[{spec.name}].hf"
+            f"offline host copy the checkpoint by hand to {path} (models[{spec.name}].path) and pin `revision:` "
+            f"(its commit hash) under models[{spec.name}].hf"
         ) from None
     if not sha:
         raise ToolkitError(f"the Hub returned no commit hash for {spec.hf.repo}; pin `revision:` by hand")
