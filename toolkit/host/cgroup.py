@@ -42,7 +42,7 @@ def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Ch
     for a Podman before 5 (Debian 12's 4.3: it prints none)."""
     if version is None:
         return []
-    checks = [Check("info", "cgroup", f"cgroup {version}")]
+    checks = [Check("info", "cgroup", f"cgroup {version}{_MEANS.get(version, '')}")]
     if (
         version != "v2"
         and info
@@ -61,6 +61,14 @@ def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Ch
             )
         )
     return checks
+
+
+_MEANS = {  # what the version line means to a newcomer (doctor printed a bare "cgroup v1 hybrid")
+    "v2": " (the unified hierarchy: what current Docker and Podman expect)",
+    "v1": " (the legacy hierarchy: Docker works; Podman 5 warns on every command)",
+    "v1 hybrid": " (legacy v1 controllers beside a cgroup2 at /sys/fs/cgroup/unified, systemd's "
+    "hybrid layout: Docker works; Podman 5 warns on every command)",
+}
 
 
 def _podman5(info: Mapping[str, Any]) -> bool:
