@@ -27,6 +27,7 @@ from toolkit.spec.loading import (
     format_validation_error,
     load_matrix,
     parse_matrix,
+    project_hint,
     template_path,
 )
 from toolkit.spec.schema import (
