@@ -123,3 +123,20 @@ def test_the_csv_report_names_model_build_gpu_and_date() -> None:
     undated.__pydantic_extra__ = {**(undated.model_extra or {}), "imported": {"file": "t.md", "line": 3}}
     row = next(csv.DictReader(io.StringIO(report.render([undated], "csv"))))
     assert row["measured_from_utc"] == row["measured_to_utc"] == ""
+
+
+def test_the_csv_report_runs_no_formula_in_a_spreadsheet() -> None:
+    """An imported file names its model `=HYPERLINK(...)`, its GPU `@SUM(A1)`: opened in a spreadsheet,
+    the customer's csv ran them (OWASP, CSV injection). Text starting like a formula is made inert with a
+    leading `'`; numbers stay numbers."""
+    import csv
+    import io
+
+    from toolkit.analysis import report
+
+    rec = make_record("cpu", "cpu", n=128, avg=90.0, gpu_info="@SUM(A1)", model='=HYPERLINK("http://x","y")')
+    row = next(csv.DictReader(io.StringIO(report.render([rec], "csv"))))
+    assert row["model"] == '\'=HYPERLINK("http://x","y")' and row["gpu"] == "'@SUM(A1)"
+    assert float(row["avg_ts"]) == 90.0
+    for v in row.values():
+        assert not v.startswith(("=", "+", "-", "@", "\t", "\r")), row

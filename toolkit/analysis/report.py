@@ -332,41 +332,56 @@ def render_csv(ts: list[Table]) -> str:
             for col, f in sorted(row.facts.items()):
                 r, roof, e = f.record, f.roof, f.energy
                 w.writerow(
-                    [
-                        t.axis,
-                        row.test,
-                        r.image.name,
-                        r.image.digest,
-                        r.model.name,
-                        r.n_prompt,
-                        r.n_gen,
-                        r.n_depth,
-                        r.n_batch,
-                        r.n_ubatch,
-                        f.ub_effective,
-                        r.flash_attn,
-                        r.n_gpu_layers,
-                        *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
-                        threads(r),
-                        f.concurrency,
-                        f.value,
-                        r.stddev_ts,
-                        *((ci.low, ci.high) if (ci := f.ci) else ("", "")),  # 95 % interval (>= 3 processes)
-                        *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
-                        *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
-                        roof.metric if roof else "",
-                        f"{100 * roof.fraction:.1f}" if roof else "",
-                        " ".join(row.flags.get(col, [])),
-                        "; ".join(f"{k}={v}" for k, v in row.ids.items()),
-                        r.model.sha256 or "",
-                        r.build_commit or "",
-                        r.gpu_info or "",
-                        str((r.host or {}).get("hostname") or ""),
-                        *measured_span(r),
-                        r.run_id,
-                    ]
+                    map(
+                        _inert_cell,
+                        [
+                            t.axis,
+                            row.test,
+                            r.image.name,
+                            r.image.digest,
+                            r.model.name,
+                            r.n_prompt,
+                            r.n_gen,
+                            r.n_depth,
+                            r.n_batch,
+                            r.n_ubatch,
+                            f.ub_effective,
+                            r.flash_attn,
+                            r.n_gpu_layers,
+                            *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
+                            threads(r),
+                            f.concurrency,
+                            f.value,
+                            r.stddev_ts,
+                            *(
+                                (ci.low, ci.high) if (ci := f.ci) else ("", "")
+                            ),  # 95 % interval (>= 3 processes)
+                            *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
+                            *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
+                            roof.metric if roof else "",
+                            f"{100 * roof.fraction:.1f}" if roof else "",
+                            " ".join(row.flags.get(col, [])),
+                            "; ".join(f"{k}={v}" for k, v in row.ids.items()),
+                            r.model.sha256 or "",
+                            r.build_commit or "",
+                            r.gpu_info or "",
+                            str((r.host or {}).get("hostname") or ""),
+                            *measured_span(r),
+                            r.run_id,
+                        ],
+                    )
                 )
     return buf.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert_cell(v: Any) -> Any:
+    """A csv cell a spreadsheet will not run: text starting like a formula (=, +, -, @, tab, CR: a
+    model name `=HYPERLINK(...)` from an imported file) gets a leading `'`, as OWASP's CSV injection
+    advice gives (owasp.org/www-community/attacks/CSV_Injection); numbers are left as they are."""
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v
 
 
 def table_json(t: Table) -> dict[str, Any]:
