@@ -70,3 +70,13 @@ def test_offline_fetch_model_says_where_a_hand_copied_file_goes(project: Path) -
     )
     assert res.returncode != 0
     assert f"copy the checkpoint by hand to {project / 'models'}" in res.stderr, res.stderr
+
+
+def test_a_gpu_pin_for_the_cpu_image_is_said_not_to_apply() -> None:
+    """`bench --gpu 3` on a host without GPUs measured the cpu image without a word about the pin."""
+    from toolkit.host import devices
+
+    assert devices.profile_for("cpu", [], pin=3).notes == [
+        "--gpu 3 does not apply: the cpu image runs on the CPU, no GPU is passed"
+    ]
+    assert devices.profile_for("cpu", []).notes == []

@@ -703,8 +703,13 @@ def profile_for(
     """The profile for `backend` under the multi-GPU policy of select_gpus (`targets`: the image's
     gfx targets, e.g. from its org.toolkit.gfx-targets label; used by ROCm images). Raises BadInput
     (unknown backend or --gpu) or DeviceMissing (no device, or none of the image's arch)."""
-    if backend == "cpu":
-        return cpu_profile()
+    if backend == "cpu":  # --gpu said not to apply, never taken silently
+        note = (
+            f"--gpu {pin} does not apply: the cpu image runs on the CPU, no GPU is passed"
+            if pin is not None
+            else ""
+        )
+        return DeviceProfile(backend="cpu", notes=[note] if note else [])
     _require(backend, gpus, dev, allow_software)
     if backend == "rocm":
         return rocm_profile(gpus, pin=pin, dev=dev, targets=targets)
