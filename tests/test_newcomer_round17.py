@@ -80,3 +80,31 @@ def test_a_gpu_pin_for_the_cpu_image_is_said_not_to_apply() -> None:
         "--gpu 3 does not apply: the cpu image runs on the CPU, no GPU is passed"
     ]
     assert devices.profile_for("cpu", []).notes == []
+
+
+def test_a_cpu_only_html_report_has_no_missing_power_plot_note(tmp_path: Path) -> None:
+    """Every CPU-only html report said `no power plot: ... holds no GPU power or clock sample`: a CPU
+    image's run samples the host only, nothing is missing. A GPU image's run without GPU samples is
+    still said."""
+    from tests.support.records import make_record
+    from toolkit.analysis import plots, tables
+    from toolkit.results.records import short_digest
+
+    def run(image: str, backend: str) -> list:
+        recs = [
+            make_record(image, backend, p=512, avg=100.0, sd=1.0, telemetry={"t0": 1.0, "t1": 2.0}),
+            make_record(image, backend, n=128, avg=10.0, sd=0.1, telemetry={"t0": 2.0, "t1": 3.0}),
+        ]
+        trace = tmp_path / short_digest(recs[0].image.digest) / "telemetry"
+        trace.mkdir(parents=True)
+        (trace / f"run-1-{recs[0].model.name}.jsonl").write_text(
+            '{"telemetry_trace": 1}\n{"t": 1.0, "source": "host", "cpu_busy_s": 4.0}\n'
+        )
+        return recs
+
+    figs, notes = plots.telemetry_figures(
+        tables.tables(tables.select_for_report(run("cpu", "cpu"))), tmp_path
+    )
+    assert figs == {} and notes == [], notes
+    _, notes = plots.telemetry_figures(tables.tables(tables.select_for_report(run("vk", "vulkan"))), tmp_path)
+    assert any("no GPU power or clock sample" in n for n in notes), notes

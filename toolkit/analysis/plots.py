@@ -703,6 +703,8 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
             notes.append(f"{run.label}: no power plot: {path} holds no telemetry sample")
             continue
         fig = run_figure(run, samples)
+        if fig is None and all(f.record.image.backend == "cpu" for f in run.cells):
+            continue  # a CPU image's run samples the host only: no GPU plot expected, none to say
         if fig is None:
             notes.append(
                 f"{run.label}: no power plot: {path} holds no GPU power or clock sample "
