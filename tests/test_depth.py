@@ -77,7 +77,9 @@ def test_a_bad_depth_sweep_names_file_field_and_fix(project, matrix_data, key, v
 def test_a_depth_sweep_on_a_vllm_checkpoint_is_refused(project, matrix_data):
     i = next(i for i, m in enumerate(matrix_data["models"]) if m.get("format") == "hf")
     p = write_matrix(project, mutate(matrix_data, ["models", i, "depth"], {"n_depth": [0, 4096]}))
-    with pytest.raises(BadInput, match=rf"models\[{i}\]\.depth: .*remove its `depth:` block"):
+    with pytest.raises(
+        BadInput, match=rf"models\[{i}\]\.depth \(model '[^']+'\): .*remove its `depth:` block"
+    ):
         load_matrix(p)
 
 

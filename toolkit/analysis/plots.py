@@ -735,15 +735,20 @@ class PlotSet:
 
 def draw(tables: list[Table], results_root: Path | None = None) -> PlotSet:
     """The report's plots drawn once (figures, telemetry_figures) for the html page and --plots alike,
-    as PNG bytes (which to leave out for their size decided once: _plan)."""
-    runs, run_notes = telemetry_figures(tables, results_root)
-    plan = _plan(tables)
-    return PlotSet(
-        {name: png_bytes(fig) for name, fig in figures(tables, plan).items()},
-        left_out(tables, plan),
-        {name: png_bytes(fig) for name, fig in runs.items()},
-        run_notes,
-    )
+    as PNG bytes (which to leave out for their size decided once: _plan). Text is drawn as written:
+    matplotlib's mathtext is off (`text.parse_math`), so a model or image name holding `$...$` (an
+    imported file's, `$\\undefined$` raised ParseFatalException: exit 1) is a label, not a formula."""
+    from matplotlib import rc_context
+
+    with rc_context({"text.parse_math": False}):
+        runs, run_notes = telemetry_figures(tables, results_root)
+        plan = _plan(tables)
+        return PlotSet(
+            {name: png_bytes(fig) for name, fig in figures(tables, plan).items()},
+            left_out(tables, plan),
+            {name: png_bytes(fig) for name, fig in runs.items()},
+            run_notes,
+        )
 
 
 def write_pngs(

@@ -374,14 +374,22 @@ def render_csv(ts: list[Table]) -> str:
     return buf.getvalue()
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+"""What a spreadsheet may read as a formula at a cell's start: = + - @ and their full-width forms (OWASP
+WSTG-INPV-21, Testing for CSV Injection: tab, CR and LF before them too, which _inert_cell skips)."""
 
 
 def _inert_cell(v: Any) -> Any:
-    """A csv cell a spreadsheet will not run: text starting like a formula (=, +, -, @, tab, CR: a
-    model name `=HYPERLINK(...)` from an imported file) gets a leading `'`, as OWASP's CSV injection
-    advice gives (owasp.org/www-community/attacks/CSV_Injection); numbers are left as they are."""
-    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v
+    """A csv cell a spreadsheet will not run: text whose first character after any whitespace (tab,
+    CR, LF, spaces) is one that starts a formula (_FORMULA_START: a model name `=HYPERLINK(...)` from an
+    imported file, a full-width `=`, a line feed then `=`) gets a leading `'`, as OWASP's CSV injection advice gives
+    (owasp.org/www-community/attacks/CSV_Injection). Controls are stripped first (strip_controls, as the
+    whole text is after rendering): a BEL then `=1+1` is judged as the `=1+1` a reader is given. Numbers are
+    left as they are."""
+    if not isinstance(v, str):
+        return v
+    v = strip_controls(v)
+    return "'" + v if v.lstrip().startswith(_FORMULA_START) else v
 
 
 def table_json(t: Table) -> dict[str, Any]:

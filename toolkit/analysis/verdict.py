@@ -57,7 +57,7 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core import backends
-from toolkit.core.text import md_text
+from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord
 
 MODEL_UNKNOWN_NOTE = (
@@ -679,8 +679,11 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
 
 
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
-    """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule."""
+    """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule;
+    `markdown`: as markdown, where a line's record names (model files, host keys) are escaped
+    (core.text.md_line) so an imported name cannot add a tag, link or image to the page."""
     b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
+    esc = md_line if markdown else (lambda s: s)  # its lines quote record names (model files, hosts)
     lines = [("## " if markdown else "") + "Verdict", ""]
     for c in v.caveats:
         lines.append(f"> {b('caveat')}: {md_text(c)}" if markdown else f"caveat: {c}")  # names a record gives
@@ -690,14 +693,14 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if not av.ranking and axis == "served" and av.note == "no results":
             continue
         if not av.ranking:
-            lines.append(f"- {axis}: not decided ({av.note})")
+            lines.append(esc(f"- {axis}: not decided ({av.note})"))
             continue
-        lines += _axis_outcome(av, b) + _axis_notes(av)
+        lines += map(esc, _axis_outcome(av, b) + _axis_notes(av))
     lines += ["", ("### " if markdown else "") + "Routing rule", ""]
     for rt in v.routes:
         target = b(rt.image) if rt.image else "no single image"
-        lines.append(f"- {rt.workload} -> {target}: {rt.why}")
-        lines += [f"  - {e}" for e in rt.evidence]
+        lines.append(esc(f"- {rt.workload} -> {target}: {rt.why}"))
+        lines += [esc(f"  - {e}") for e in rt.evidence]
     return "\n".join(lines)
 
 

@@ -89,9 +89,9 @@ class FileSystemError(ToolkitError):
 
 
 _ADVICE = {  # exit 8: what to do, by the OS error (a disk's advice is no fix for a permission)
-    errno.EACCES: "no permission to write or read there as this user: choose a folder you own (e.g. your home "
+    errno.EACCES: "no permission to write or read there: choose a folder you own (e.g. your home "
     "folder) or fix its permissions",
-    errno.EPERM: "not permitted there as this user: choose a folder you own or fix its permissions",
+    errno.EPERM: "not permitted there: choose a folder you own or fix its permissions",
     errno.EROFS: "that file system is read-only: choose a folder on a writable disk",
     errno.ENOSPC: "the disk is full: free space there or choose a folder on another disk",
     errno.EDQUOT: "your disk quota is used up: free space or choose a folder on another disk",

@@ -23,7 +23,12 @@ _CONTROL_START = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the first chara
 # nothing left once they are deleted (bytes.translate, ~4x faster than _CONTROL_START.search) has none.
 _ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
 
-_MD_SPECIAL = re.compile(r"[|<>]|\]\(")
+_MD_SPECIAL = re.compile(r"[\\|<>]|\]\(")
+
+# What, in a line of prose the toolkit writes (a verdict line: `->`, `< 168.0%` and `**bold**` are its
+# own), starts markdown structure: a backslash (it would undo the next escape), `<` before a letter,
+# `/`, `!` or `?` (an HTML tag or an autolink, CommonMark 6.5-6.6), `](` (a link or image) and `|`.
+_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(")
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
 # terminal, a pipe or a file would raise UnicodeEncodeError. A pair in JSON decodes to one character.
@@ -46,10 +51,21 @@ def strip_controls(text: str) -> str:
 def md_text(text: str) -> str:
     """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
     what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
-    `](` makes a link), so a name cannot add a column, a row, a tag or a link. Emphasis characters
-    are left as they are: they can style a name, not add to the page."""
+    `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
+    so a name cannot add a column, a row, a tag or a link. Emphasis characters are left as they are:
+    they can style a name, not add to the page."""
     flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
     return _MD_SPECIAL.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
+
+
+def md_line(text: str) -> str:
+    """A line of the toolkit's own markdown prose that quotes names from records (a verdict line):
+    controls stripped, line breaks as spaces, and only what would start markup escaped
+    (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash), so `->` and
+    `a < b` read as written and a model name `<img src=https://...>` or `![x](https://...)` loads nothing
+    when the page is opened."""
+    flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return _MD_LINE_SPECIAL.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
 
 
 def html_text(text: str) -> str:

@@ -113,15 +113,22 @@ def write_atomic(path: Path, data: bytes, *, root: Path | None = None) -> None:
     store_root: made as make_folders makes them) nor the temp file are followed when a link: BadInput
     (exit 4) naming it (open_regular), so results/report.html.tmp or results/report-plots linked
     elsewhere is never written through. A path outside `root` has only its own folder opened, that
-    folder's links followed (a user's `-o`). Other OSError raised as is, naming `path` (never the temp file)."""
+    folder's links followed (a user's `-o`). Other OSError raised as is, naming `path` (never the temp file);
+    a temp file whose write failed (disk full, quota) is removed."""
     path = Path(path)
     top = root or store_root(path)
     make_folders(path.parent, root=top)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=top), "wb") as fh:
-            fh.write(data)
+        fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=top)
     except OSError as err:  # the user named `path`: the temp file beside it is ours
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError as err:  # a full disk or quota: the part written is removed, not left as <path>.tmp
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise OSError(err.errno, err.strerror, str(path)) from None
     folder = below(path.parent, top)
     try:

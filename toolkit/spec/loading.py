@@ -88,9 +88,11 @@ def _loc(loc: tuple[Any, ...], data: Any = None) -> str:
 
 
 def _said_once(loc: str, msg: str) -> str:
-    """`loc` without its `(image 'x')` where the message names the item itself."""
-    head, sep, named = loc.partition(" (")
-    return head if sep and named.split(" ", 1)[-1].rstrip(")") in msg else loc
+    """`loc` without its `(image 'x')` where the message names the item itself, as `image 'x'` (a
+    validator's own words): a message that merely holds `'x'` (the value it got, its fix's examples:
+    an image named `on` or `7.2`) keeps the name."""
+    head, sep, named = loc.rpartition(" (")
+    return head if sep and named.endswith(")") and named[:-1] in msg else loc
 
 
 _ITEM = {"images": "image", "models": "model"}
@@ -254,7 +256,8 @@ def _check_files(lm: LoadedMatrix) -> None:
             guess = difflib.get_close_matches(img.template, have, n=1)
             hint = f"; did you mean {guess[0]!r}?" if guess else ""
             raise BadInput(
-                f"{lm.path}: images[{i}].template: {img.template!r} is not a file in {tpl.parent}{hint} "
+                f"{lm.path}: images[{i}].template ({_ITEM['images']} {excerpt(img.name)}): "
+                f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} "
                 f"(available: {', '.join(have) or 'none'})"
             )
 

@@ -690,13 +690,13 @@ class Matrix(StrictBlock):
         for i, m in enumerate(self.models):
             if m.depth is not None and (m.format != "gguf" or "llama-bench" not in m.runners):
                 raise ValueError(
-                    f"models[{i}].depth: the depth sweep runs llama-bench (-d) on a GGUF model; "
-                    f"{m.name!r} is not one: remove its `depth:` block"
+                    f"models[{i}].depth (model {m.name!r}): the depth sweep runs llama-bench (-d) on a GGUF model; "
+                    "this model is not one: remove its `depth:` block"
                 )
         for i, img in enumerate(self.images):
             if img.source is not None and img.source not in self.sources:
                 raise ValueError(
-                    f"images[{i}].source {img.source!r} is not defined under `sources` "
+                    f"images[{i}].source (image {img.name!r}): {img.source!r} is not defined under `sources` "
                     f"(defined: {', '.join(self.sources) or 'none'})"
                 )
         return self
