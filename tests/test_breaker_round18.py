@@ -163,3 +163,20 @@ def test_every_matrix_error_about_an_image_names_it(tmp_path: Path, image: dict,
     assert p.returncode == 4, p.stderr
     assert want in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_path_holding_control_characters_is_printed_escaped(tmp_path: Path) -> None:
+    """Left by round 18, closed the same day: `report -o $'a\\e]0;T\\ab.csv'` printed `wrote .../ab.csv`
+    (the escape stripped), a file that does not exist. A path is printed with its control characters
+    escaped, in `wrote` and in a file-system error alike: the file named is the one on disk."""
+    from tests.support.project import ROOT
+    from tests.support.runs import tk
+
+    rows = str(ROOT / "tests" / "data" / "llamabench-0c1e57098-cpu.jsonl")
+    assert tk(tmp_path, "import", "--results", "r", "--label", "cpu", rows).returncode == 0
+    name = "a\x1b]0;T\x07b.csv"
+    res = tk(tmp_path, "report", "--results", "r", "--format", "csv", "-o", str(tmp_path / name))
+    assert res.returncode == 0 and (tmp_path / name).is_file()
+    assert f"wrote {tmp_path}/a\\x1b]0;T\\x07b.csv" in res.stderr and "\x1b" not in res.stderr, res.stderr
+    res = tk(tmp_path, "report", "--results", "r", "--format", "csv", "-o", "/proc/" + name)
+    assert res.returncode == 4 and "/proc/a\\x1b]0;T\\x07b.csv: " in res.stderr, res.stderr

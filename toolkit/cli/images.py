@@ -25,6 +25,7 @@ from toolkit.cli.common import (
     matrix_option,
     results_option,
 )
+from toolkit.core.text import path_text
 
 
 @click.command(epilog=EPILOG)
@@ -56,7 +57,7 @@ def render(matrix_path, images, as_json):
         echo_json(out)
         return
     for o in out:
-        click.echo(f"{o['image']}: wrote {o['dockerfile']}")
+        click.echo(f"{o['image']}: wrote {path_text(o['dockerfile'])}")
         click.echo(f"  {shlex.join(o['build_command'])}")
 
 

@@ -23,6 +23,7 @@ from toolkit.cli.common import (
     read_results_option,
     results_option,
 )
+from toolkit.core.text import path_text
 
 
 @click.command(epilog=EPILOG)
@@ -151,7 +152,7 @@ def report(
     if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
         click.echo(text, nl=not text.endswith("\n"))
     for p in written:
-        _err(f"wrote {p}")
+        _err(f"wrote {path_text(p)}")
     for n in plot_notes:
         _err(f"note: {n}")
     for w in store.warnings:

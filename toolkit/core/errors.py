@@ -13,6 +13,8 @@ from __future__ import annotations
 import errno
 import os
 
+from toolkit.core.text import path_text
+
 
 class ToolkitError(Exception):
     """Base class: `str(err)` is the user-facing message; `exit_code` the process exit status."""
@@ -77,7 +79,7 @@ class FileSystemError(ToolkitError):
         where a file is, a missing path, one the OS takes for invalid such as a new file in /proc) is
         BadInput (exit 4) saying what was expected; anything else (disk full, read-only, permission,
         quota, name too long) is FileSystemError (exit 8) with the disk and permission advice."""
-        path = err.filename if err.filename is not None else "(unknown path)"
+        path = path_text(err.filename) if err.filename is not None else "(unknown path)"
         doing = f" while {what}" if what else ""
         if err.errno == errno.EEXIST and os.path.islink(path):  # mkdir where a link is: never followed
             return BadInput(refused_link(path, "a folder"))

@@ -35,6 +35,20 @@ _MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(")
 SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
+_PATH_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def path_text(path: object) -> str:
+    """A path as a message prints it: a control character or an undecodable byte (a lone surrogate)
+    written as its escape (`\\x1b`, `\\n`, `\\udcff`), never stripped, so the path printed is the one on
+    disk (an `-o` name holding an escape sequence was printed as `wrote .../.csv`, a file that does not
+    exist)."""
+    text = str(path)
+    return _PATH_UNPRINTABLE.sub(
+        lambda m: m.group(0).encode("unicode_escape", "backslashreplace").decode("ascii"), text
+    )
+
+
 def strip_controls(text: str) -> str:
     """`text` without terminal control sequences (OSC 0 sets a window title, OSC 52 writes the
     clipboard), tab and newline kept, and each lone surrogate replaced by U+FFFD: what is left can be

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, RemoteUnavailable, ToolkitError
+from toolkit.core.text import path_text
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
@@ -127,7 +128,7 @@ def _resolve_revision(spec: ModelSpec, path: Path) -> str:
     except Exception as err:  # hub errors come in many types; the message is what matters here
         raise RemoteUnavailable(
             f"could not resolve the revision of {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); on an "
-            f"offline host copy the checkpoint by hand to {path} (models[{spec.name}].path) and pin `revision:` "
+            f"offline host copy the checkpoint by hand to {path_text(path)} (models[{spec.name}].path) and pin `revision:` "
             f"(its commit hash) under models[{spec.name}].hf"
         ) from None
     if not sha:
