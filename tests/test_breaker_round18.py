@@ -180,3 +180,15 @@ def test_a_path_holding_control_characters_is_printed_escaped(tmp_path: Path) ->
     assert f"wrote {tmp_path}/a\\x1b]0;T\\x07b.csv" in res.stderr and "\x1b" not in res.stderr, res.stderr
     res = tk(tmp_path, "report", "--results", "r", "--format", "csv", "-o", "/proc/" + name)
     assert res.returncode == 4 and "/proc/a\\x1b]0;T\\x07b.csv: " in res.stderr, res.stderr
+
+
+def test_a_missing_matrix_named_from_inside_a_project_is_not_told_to_pass_matrix(project: Path) -> None:
+    """Left by round 18, closed the same day: `--matrix missing.yaml` inside a project was told to "pass
+    --matrix PATH", which it had done. It is told that this folder's matrix is matrix.yaml."""
+    from tests.support.runs import tk
+
+    res = tk(project, "render", "--matrix", "missing.yaml")
+    assert res.returncode == 4
+    assert "missing.yaml: matrix file not found; this folder's matrix is matrix.yaml" in res.stderr, (
+        res.stderr
+    )

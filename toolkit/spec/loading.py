@@ -403,9 +403,13 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
     p = Path(path)
     try:
         if not p.is_file():
-            raise BadInput(
-                f"{p}: matrix file not found; {project_hint()} (the project's matrix.yaml is the reference R9700 sweep)"
+            here = Path("matrix.yaml")
+            hint = (  # a --matrix that names a missing file, beside this folder's own matrix
+                "this folder's matrix is matrix.yaml: leave --matrix out or check the path given"
+                if here.is_file() and p.resolve() != here.resolve()
+                else f"{project_hint()} (the project's matrix.yaml is the reference R9700 sweep)"
             )
+            raise BadInput(f"{p}: matrix file not found; {hint}")
         size = p.stat().st_size
         if size > MAX_MATRIX_BYTES:
             raise BadInput(
