@@ -192,3 +192,16 @@ def test_a_missing_matrix_named_from_inside_a_project_is_not_told_to_pass_matrix
     assert "missing.yaml: matrix file not found; this folder's matrix is matrix.yaml" in res.stderr, (
         res.stderr
     )
+
+
+def test_an_existing_file_in_a_folder_that_takes_no_new_file_is_not_said_missing() -> None:
+    """Left by round 18, closed the same day: `-o /proc/self/status` was said to be no such path (its
+    temp file could not be made beside it). The file is there; its folder takes no new file."""
+    from toolkit.core.errors import FileSystemError
+
+    err = FileSystemError.from_oserror(OSError(errno.ENOENT, os.strerror(errno.ENOENT), "/proc/self/status"))
+    assert err.exit_code == 4 and "the file is there, but its folder takes no new file" in str(err), str(err)
+    gone = FileSystemError.from_oserror(
+        OSError(errno.ENOENT, os.strerror(errno.ENOENT), "/nonexistent/x.csv")
+    )
+    assert "no such path" in str(gone)

@@ -79,11 +79,16 @@ class FileSystemError(ToolkitError):
         where a file is, a missing path, one the OS takes for invalid such as a new file in /proc) is
         BadInput (exit 4) saying what was expected; anything else (disk full, read-only, permission,
         quota, name too long) is FileSystemError (exit 8) with the disk and permission advice."""
-        path = path_text(err.filename) if err.filename is not None else "(unknown path)"
+        raw = os.fsdecode(err.filename) if isinstance(err.filename, str | bytes) else None
+        path = path_text(raw) if raw is not None else "(unknown path)"  # printed escaped; checked as is
         doing = f" while {what}" if what else ""
-        if err.errno == errno.EEXIST and os.path.islink(path):  # mkdir where a link is: never followed
+        if err.errno == errno.EEXIST and raw is not None and os.path.islink(raw):  # mkdir where a link is
             return BadInput(refused_link(path, "a folder"))
         expected = _EXPECTED.get(err.errno or 0)
+        if (
+            err.errno == errno.ENOENT and raw is not None and os.path.exists(raw)
+        ):  # its temp file could not be made
+            expected = "the file is there, but its folder takes no new file (e.g. /proc, /sys); give a path in an ordinary folder"
         if expected:
             return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
         advice = _ADVICE.get(err.errno or 0, "free space, fix the permissions or choose another folder")
