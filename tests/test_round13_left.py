@@ -248,6 +248,9 @@ def test_doctor_says_the_cgroup_version_and_warns_for_podman_on_v1(tmp_path: Pat
     assert cgroup_version(mounts(v1)) == "v1"
     assert cgroup_version(mounts(hybrid)) == "v1 hybrid"
     assert cgroup_version(mounts("proc /proc proc rw 0 0\n")) is None
+    assert (
+        cgroup_version(mounts("tmpfs /sys/fs/cgroup tmpfs ro,mode=755 0 0\n")) is None
+    )  # round 18: no reading
     assert cgroup_version(tmp_path / "absent") is None
     podman = {"engine": "podman", "server_version": "5.4.2"}
     assert [(c.level, c.message.split(" (")[0]) for c in check_cgroup("v2", podman)] == [
@@ -274,7 +277,9 @@ def test_doctor_reads_the_cgroup_version_from_its_proc(tmp_path: Path) -> None:
 
     host = fake_host(tmp_path)
     (host["proc"] / "self").mkdir()
-    (host["proc"] / "self" / "mounts").write_text("tmpfs /sys/fs/cgroup tmpfs ro 0 0\n")
+    (host["proc"] / "self" / "mounts").write_text(
+        "tmpfs /sys/fs/cgroup tmpfs ro 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+    )
     report = diagnose([], {}, env={}, docker_info={"engine": "podman", "server_version": "5.4.2"}, **host)
     assert [
         (c.level, c.message[:22] if c.level == "warn" else c.message.split(" (")[0])

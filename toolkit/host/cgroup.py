@@ -15,8 +15,8 @@ def cgroup_version(proc: Path = Path("/proc")) -> str | None:
     """The host's cgroup version from its mounts (`proc`/self/mounts): "v2" where /sys/fs/cgroup is a
     cgroup2 file system (the unified hierarchy: docs.kernel.org/admin-guide/cgroup-v2.html), "v1
     hybrid" where it holds v1 hierarchies beside a cgroup2 at /sys/fs/cgroup/unified (systemd's
-    hybrid mode), "v1" where it holds only v1 ones; None where the mounts cannot be read or hold no
-    /sys/fs/cgroup."""
+    hybrid mode), "v1" where it holds only v1 ones; None where the mounts cannot be read, hold no
+    /sys/fs/cgroup, or hold a file system there with no hierarchy below it (a bare tmpfs: no reading)."""
     try:
         mounts = (proc / "self" / "mounts").read_text(errors="replace")
     except OSError:
@@ -31,7 +31,11 @@ def cgroup_version(proc: Path = Path("/proc")) -> str | None:
         return None
     if top == "cgroup2":
         return "v2"
-    return "v1 hybrid" if fstypes.get("/sys/fs/cgroup/unified") == "cgroup2" else "v1"
+    if fstypes.get("/sys/fs/cgroup/unified") == "cgroup2":
+        return "v1 hybrid"
+    # v1: a v1 hierarchy mounted below (cpu, memory, ...); a bare tmpfs there holds none: not a reading
+    v1 = any(t == "cgroup" and m.startswith("/sys/fs/cgroup/") for m, t in fstypes.items())
+    return "v1" if v1 else None
 
 
 def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Check]:
