@@ -283,7 +283,8 @@ if [ "$USE_PODMAN" = 1 ]; then
   log "$(podman --version), crun $(dpkg-query -W -f='${Version}' crun 2>/dev/null || crun --version 2>/dev/null | awk 'NR==1 {print $3}')"
   podman_major=$(podman --version 2>/dev/null | awk '{split($3, v, "."); print v[1] + 0}')
   if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] && [ "${podman_major:-0}" -ge 5 ]; then
-    log "this host runs cgroup v1: Podman 5 prints a deprecation warning (WARN ... Using cgroups-v1) on its commands below; harmless for the toolkit (toolkit doctor says how to move to v2)"
+    log "this host runs cgroup v1: Podman 5 warns that cgroups-v1 is deprecated on every command; harmless for the toolkit (toolkit doctor says how to move to v2); said once here, silenced for the rest of setup"
+    export PODMAN_IGNORE_CGROUPSV1_WARNING=1  # Podman 5's own switch for that warning
   fi
 fi
 
