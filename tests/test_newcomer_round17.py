@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.project import ROOT
 from tests.support.runs import tk
 
@@ -27,13 +29,12 @@ def test_a_report_written_where_it_cannot_be_names_the_users_path(tmp_path: Path
     assert res.returncode in (4, 8) and "/proc/x.csv:" in res.stderr and ".tmp" not in res.stderr, res.stderr
 
 
+@pytest.mark.e2e  # the real engine: bench reaches it before deciding (the fast level has none)
 def test_an_image_this_host_cannot_run_says_it_is_not_built_either(project: Path) -> None:
     """`bench -i vulkan` on a host without a render node said "pass --allow-software-gpu"; following
     it only then revealed that the image was never built. The skip line says both at once, and the
     exit message says the run skipped it. Needs a host without a GPU render node (this project's CI)."""
     import glob
-
-    import pytest
 
     if glob.glob("/dev/dri/renderD*"):
         pytest.skip("this host has a render node: vulkan is not skipped here")
