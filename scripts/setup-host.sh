@@ -285,6 +285,7 @@ if [ "$USE_PODMAN" = 1 ]; then
   if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] && [ "${podman_major:-0}" -ge 5 ]; then
     log "this host runs cgroup v1: Podman 5 warns that cgroups-v1 is deprecated on every command; harmless for the toolkit (toolkit doctor says how to move to v2); said once here, silenced for the rest of setup"
     export PODMAN_IGNORE_CGROUPSV1_WARNING=1  # Podman 5's own switch for that warning
+    [ -z "$SUDO" ] || SUDO="sudo env PODMAN_IGNORE_CGROUPSV1_WARNING=1"  # sudo resets the environment
   fi
 fi
 
