@@ -33,6 +33,13 @@ class BuildChoice:
     reason: str = ""
 
 
+def has_build(spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> bool:
+    """Whether choose_build has a build of `spec` to choose from (a pinned one, or one here:
+    build.builds_here), without rendering its template: an image that cannot run on this host is
+    said to be unbuilt too at no cost to the start of a bench."""
+    return bool(opts.pinned.get(spec.name)) or bool(build_mod.builds_here(store, spec.name))
+
+
 def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> BuildChoice:
     """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
     newest such build. Without one, the newest build is stale: refused, or measured and marked stale

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolkit.bench.build_choice import choose_build, gfx_targets, gone, unbuilt
+from toolkit.bench.build_choice import choose_build, gfx_targets, gone, has_build, unbuilt
 from toolkit.bench.runners.base import (
     BenchOptions,
     Case,
@@ -148,14 +148,14 @@ def _decide_image(
     unable = "failed" if opts.strict else "skipped"
     # the host's devices first: on a host without them, that is the reason, built or not
     missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    choice = choose_build(lm, spec, store, opts)
     if missing and not opts.dry_run:  # and say now what the device's fix would meet next
-        unbuilt_too = choice.build is None and choice.status not in ("stale", "failed")
+        unbuilt_too = not has_build(spec, store, opts)
         return image(
             unable,
             missing
             + (f"; it is not built yet either: `toolkit build -i {spec.name}`" if unbuilt_too else ""),
         )
+    choice = choose_build(lm, spec, store, opts)
     if choice.status in ("stale", "failed"):
         return image(choice.status, choice.reason)
     build = choice.build or (unbuilt(spec) if opts.dry_run else None)
