@@ -360,6 +360,7 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
     out += [
         s for s in dict.fromkeys(f.stored_flags) if s not in out
     ]  # a runner's (telemetry: gpu-shared, ...)
-    if (broken := energy_rule_broken(r)) and broken not in out:
-        out.append(broken)  # why its tok/J is not shown (energy)
+    # why its tok/J is not shown: energy() refused it for a rule (a record with an energy kept none)
+    if f.energy is None and (broken := energy_rule_broken(r)) and broken not in out:
+        out.append(broken)
     return out

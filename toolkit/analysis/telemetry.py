@@ -447,10 +447,8 @@ def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, A
     cpus = [s.get("cpus_online") for s in ss if s.get("cpus_online")]
     n_cpus = cpus[-1] if cpus else None
     busy = rate("cpu_busy_s")
-    noise = max(0.1, tick_noise_cores(n_cpus, t1 - t0))
-    if (
-        busy is not None and n_cpus and busy > n_cpus * 1.05 + noise
-    ):  # tick noise aside, no more than all cores
+    noise = max(0.1, tick_noise_cores(n_cpus, t1 - t0))  # tick noise aside, no more than all cores
+    if busy is not None and n_cpus and busy > n_cpus * 1.05 + noise:
         implausible["busy_cores_mean"], busy = 1, None
     span = max(t1 - t0, HOST_MIN_WINDOW_S)
     return {
@@ -595,20 +593,26 @@ def _throttling(g: dict[str, Any]) -> list[str]:
     return out
 
 
-def _cpu_contended(host: dict[str, Any]) -> bool:
-    """Other processes' CPU above HOST_OTHER_CPU_CORES_MAX, beyond what the tick counts can misstate
-    over the span read (tick_noise_cores of host_window_s), where the cores are oversubscribed (own +
+def _others_ran(host: dict[str, Any]) -> bool | None:
+    """Whether other processes' CPU exceeded HOST_OTHER_CPU_CORES_MAX beyond what the tick counts can
+    misstate over the span read (tick_noise_cores of host_window_s); None where it is unknown."""
+    other = host.get("other_cpu_cores_mean")
+    if other is None:
+        return None
+    return other > HOST_OTHER_CPU_CORES_MAX + tick_noise_cores(
+        host.get("cpus_online"), host.get("host_window_s")
+    )
+
+
+def _cpu_contended(host: dict[str, Any], others_ran: bool | None) -> bool:
+    """Other processes' CPU ran (`others_ran`: _others_ran) where the cores are oversubscribed (own +
     other > HOST_SATURATION of the online cores; own unknown: other > HOST_OTHER_SHARE_MAX of them)."""
     other, own, cpus = (
         host.get("other_cpu_cores_mean"),
         host.get("own_cpu_cores_mean"),
         host.get("cpus_online"),
     )
-    span = host.get("host_window_s")
-    noise = (
-        tick_noise_cores(cpus, span) if isinstance(span, int | float) and not isinstance(span, bool) else 0.0
-    )
-    if other is None or other <= HOST_OTHER_CPU_CORES_MAX + noise:
+    if not others_ran:
         return False
     if not cpus:
         return True
@@ -646,16 +650,13 @@ def _clock_idle(g: dict[str, Any]) -> bool:
 
 def _host_busy(host: dict[str, Any]) -> bool:
     """Other processes' CPU contends (_cpu_contended), or steal above its threshold, or CPU pressure
-    above its threshold while others ran (over HOST_OTHER_CPU_CORES_MAX beyond the tick noise, or
-    unknown): pressure alone
-    also counts the benchmark's own threads waiting for each other (llama-bench at one thread per core
+    above its threshold while others ran (_others_ran, or unknown): pressure alone also counts the benchmark's own threads waiting for each other (llama-bench at one thread per core
     beside the sampler), which is not another process."""
-    psi, steal, other = host.get("psi_some_pct"), host.get("steal_pct"), host.get("other_cpu_cores_mean")
-    noise = tick_noise_cores(host.get("cpus_online"), host.get("host_window_s"))
-    others_ran = other is None or other > HOST_OTHER_CPU_CORES_MAX + noise  # one rule with _cpu_contended
+    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
+    others_ran = _others_ran(host)  # one rule for both paths
     return (
-        _cpu_contended(host)
-        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran)
+        _cpu_contended(host, others_ran)
+        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran is not False)
         or (steal is not None and steal > HOST_STEAL_MAX_PCT)
     )
 
