@@ -26,7 +26,7 @@ from typing import Any
 
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
-from toolkit.results.telemetry_check import UNTIMED_SHARE_MAX, UNTIMED_SLACK_S
+from toolkit.results.telemetry_check import holds_untimed_work
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
@@ -238,7 +238,7 @@ class RunObserver:
             source != "progress"
         ):  # no test edges: the window holds other tests too, its energy is not this one's
             summary = tana.without_energy(summary, "no_test_edges")
-        elif _holds_untimed_work(summary.get("duration_s"), raw.get("samples_ns")):
+        elif holds_untimed_work(summary.get("duration_s"), raw.get("samples_ns")):
             summary = tana.without_energy(summary, "window_holds_untimed_work")
         summary["window_from"] = source
         self._last_row_t = t1
@@ -286,17 +286,6 @@ class RunObserver:
             "gpus": [g.to_dict() for g in self.gpus],
             "kernel_log": kernel,
         }
-
-
-def _holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
-    """The window is longer than the test's timed repetitions by more than telemetry_check.UNTIMED_SHARE_MAX
-    plus UNTIMED_SLACK_S (llama-bench's cached depth restores between repetitions, at n_depth > 0)."""
-    if not isinstance(window_s, (int, float)) or not isinstance(samples_ns, list) or not samples_ns:
-        return False
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in samples_ns):
-        return False
-    timed = sum(samples_ns) / 1e9
-    return timed > 0 and window_s > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S
 
 
 def _session(pid: int) -> int | None:

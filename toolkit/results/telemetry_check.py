@@ -250,14 +250,33 @@ def energy_rule(t: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str]
                 f"gpus.{sid[:40]}: its energy counter over {duration:g} s is {duration / step:.3g} of its "
                 f"measured {step:g}-s steps, fewer than {COUNTER_MIN_STEPS}"
             )
-    ns = _samples(row.get("samples_ns"))
-    timed = sum(ns) * 1e-9 if ns else None
-    if timed is not None and duration > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S:
+    if holds_untimed_work(duration, row.get("samples_ns")):
+        timed = timed_s(row.get("samples_ns"))
         return "window_holds_untimed_work", (
             f"duration_s {duration:g} s is longer than the {timed:g} s of timed repetitions it holds "
             f"(samples_ns) by more than {UNTIMED_SHARE_MAX:.0%} + {UNTIMED_SLACK_S:g} s: its energy is not the test's"
         )
     return None
+
+
+def timed_s(samples_ns: Any) -> float | None:
+    """The timed seconds of a test's repetitions (llama-bench's samples_ns summed), None where they are
+    not a list of positive finite numbers."""
+    ns = _samples(samples_ns)
+    return sum(ns) * 1e-9 if ns else None
+
+
+def holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
+    """Whether a test window of `window_s` seconds is longer than its timed repetitions (timed_s) by more
+    than UNTIMED_SHARE_MAX of them plus UNTIMED_SLACK_S: work llama-bench does not time is inside it (its
+    cached depth restores between repetitions, at n_depth > 0). The one rule of the observer, which then
+    gives the window no energy, and of energy_rule, which holds a stored block to it."""
+    timed, window = timed_s(samples_ns), finite_number(window_s)
+    return (
+        timed is not None
+        and window is not None
+        and window > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S
+    )
 
 
 def energy_refused(t: Mapping[str, Any], why: str, reason: str = REASON) -> dict[str, Any]:
