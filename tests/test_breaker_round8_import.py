@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.project import DATA
+from tests.support.records import edit_line
 from tests.support.runs import tk
 from toolkit.analysis import energy
 from toolkit.core.errors import BadInput
@@ -162,14 +163,6 @@ def _store_of(tmp_path: Path) -> Path:
     return f
 
 
-def _edit(path: Path, line: int, change) -> None:
-    lines = path.read_text().splitlines()
-    rec = json.loads(lines[line - 1])
-    change(rec)
-    lines[line - 1] = json.dumps(rec, separators=(",", ":"))
-    path.write_text("\n".join(lines) + "\n")
-
-
 STORED = {
     "avg_ts 10x its samples": (
         lambda r: r.update(avg_ts=r["avg_ts"] * 10),
@@ -190,7 +183,7 @@ def test_a_stored_record_edited_to_contradict_itself_is_skipped_and_named(tmp_pa
     f = _store_of(tmp_path)
     before = ResultStore(tmp_path / "r").results()
     _report(tmp_path, tmp_path / "r")  # the query index is built, then warm
-    _edit(f, 1, change)
+    edit_line(f, 1, change)
     for _warm in (False, True):  # the file changed under the index; then the index is warm again
         rep, err = _report(tmp_path, tmp_path / "r")
         assert f"{f}:1: skipped a record that contradicts itself: {says}" in err, err
@@ -202,7 +195,7 @@ def test_a_stored_record_edited_to_contradict_itself_is_skipped_and_named(tmp_pa
 def test_a_stored_record_whose_energy_cannot_be_is_skipped(tmp_path: Path) -> None:
     _store_of(tmp_path)
     (f,) = [p for p in (tmp_path / "r").glob("*/bench.jsonl") if p.parent.name != "a504e0178239"]
-    _edit(f, 1, lambda r: _energy(r["telemetry"], 1e-6))
+    edit_line(f, 1, lambda r: _energy(r["telemetry"], 1e-6))
     rep, err = _report(tmp_path, tmp_path / "r")
     assert f"{f}:1: skipped a record that contradicts itself: energy_j 1e-06 J over duration_s" in err, err
     assert "pp512 ub512" not in _cells(rep) or _cells(rep)["pp512 ub512"]["tok_per_j"] is None

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.project import DATA
+from tests.support.records import edit_line
 from tests.support.runs import tk
 from toolkit.results import identity, importer
 from toolkit.results.records import BenchRecord, ResultStore, bench_record
@@ -87,22 +88,14 @@ def _store(tmp_path: Path) -> tuple[Path, Path]:
     return root, root / "a504e0178239" / "bench.jsonl"
 
 
-def _edit(path: Path, line: int, change) -> None:
-    lines = path.read_text().splitlines()
-    rec = json.loads(lines[line - 1])
-    change(rec)
-    lines[line - 1] = json.dumps(rec, separators=(",", ":"))
-    path.write_text("\n".join(lines) + "\n")
-
-
 def test_report_and_compare_skip_the_edited_records_naming_file_and_line(tmp_path: Path) -> None:
     """The finding's reproducer: the report showed `pp4096 ub64 858.50` (a test never run) and
     `pp1024 ub64 1095.90` (+39 % by dropping 7 of 10 repetitions). Both are skipped, by the report (cold
     and warm query index), by compare and by ResultStore, each naming file:line and the field."""
     root, f = _store(tmp_path)
     tk(tmp_path, "report", "--results", str(root), "--format", "json")  # the index built, then warm
-    _edit(f, 1, _relabel)
-    _edit(f, 2, _fastest_three)
+    edit_line(f, 1, _relabel)
+    edit_line(f, 2, _fastest_three)
     said = [
         f"{f}:1: skipped a record that contradicts itself: n_prompt 4096 is not its raw row's 128",
         f"{f}:2: skipped a record that contradicts itself: samples_ts has 3 value(s), its raw row's samples_ts 10",

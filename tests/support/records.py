@@ -4,6 +4,7 @@ comparison (tests/golden/, rewritten with UPDATE_GOLDEN=1)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -201,3 +202,13 @@ def canary_row(**kw: Any) -> dict[str, Any]:
         "run_id": "run-1",
     }
     return {**good, **kw}
+
+
+def edit_line(path: Path, line: int, change: Any) -> None:
+    """Edit the JSON record on line `line` (1-based) of a JSONL file in place: `change(record)` alters
+    the parsed dict, which is written back compact (as the store writes lines)."""
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[line - 1])
+    change(rec)
+    lines[line - 1] = json.dumps(rec, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n")
