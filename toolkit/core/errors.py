@@ -85,15 +85,16 @@ class FileSystemError(ToolkitError):
         if err.errno == errno.EEXIST and raw is not None and os.path.islink(raw):  # mkdir where a link is
             return BadInput(refused_link(path, "a folder"))
         expected = _EXPECTED.get(err.errno or 0)
-        if (
-            err.errno == errno.ENOENT and raw is not None and os.path.exists(raw)
-        ):  # its temp file could not be made
-            expected = "the file is there, but its folder takes no new file (e.g. /proc, /sys); give a path in an ordinary folder"
+        # the path is there but a new file beside it (our .tmp) could not be made
+        if err.errno == errno.ENOENT and raw is not None and os.path.exists(raw):
+            expected = _THERE_BUT_NO_NEW_FILE
         if expected:
             return BadInput(f"{path}: {err.strerror or err}{doing}: {expected}")
         advice = _ADVICE.get(err.errno or 0, "free space, fix the permissions or choose another folder")
         return cls(f"{path}: {err.strerror or err}{doing}; {advice}")
 
+
+_THERE_BUT_NO_NEW_FILE = "the file is there, but its folder takes no new file (e.g. /proc, /sys); give a path in an ordinary folder"
 
 _ADVICE = {  # exit 8: what to do, by the OS error (a disk's advice is no fix for a permission)
     errno.EACCES: "no permission to write or read there: choose a folder you own (e.g. your home "
