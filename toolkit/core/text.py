@@ -68,8 +68,7 @@ def md_text(text: str) -> str:
     `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
     so a name cannot add a column, a row, a tag or a link. Emphasis characters are left as they are:
     they can style a name, not add to the page."""
-    flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    return _MD_SPECIAL.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
+    return _md_escaped(text, _MD_SPECIAL)
 
 
 def md_line(text: str) -> str:
@@ -78,8 +77,14 @@ def md_line(text: str) -> str:
     (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash), so `->` and
     `a < b` read as written and a model name `<img src=https://...>` or `![x](https://...)` loads nothing
     when the page is opened."""
+    return _md_escaped(text, _MD_LINE_SPECIAL)
+
+
+def _md_escaped(text: str, special: re.Pattern[str]) -> str:
+    """`text` on one line (controls stripped, line breaks and tabs as spaces), each match of `special`
+    escaped with a backslash (`](` as `]\\(`)."""
     flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    return _MD_LINE_SPECIAL.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
+    return special.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
 
 
 def html_text(text: str) -> str:
