@@ -74,16 +74,13 @@ def _loc(loc: tuple[Any, ...], data: Any = None) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif str(part).startswith("function-") or part in ("list[int]",):
-            continue
-        else:
-            out += ("." if out else "") + str(part)
-        data = data.get(part) if isinstance(data, dict) and isinstance(part, str) else data
-        if isinstance(part, int):
             data = data[part] if isinstance(data, list) and 0 <= part < len(data) else None
             name = data.get("name") if isinstance(data, dict) else None
             if not named and isinstance(name, str) and name and isinstance(loc[0], str):
                 named = f" ({_ITEM.get(loc[0], 'item')} {excerpt(name)})"
+        elif not (str(part).startswith("function-") or part in ("list[int]",)):
+            out += ("." if out else "") + str(part)
+            data = data.get(part) if isinstance(data, dict) and isinstance(part, str) else data
     return (out + named) if out else "(top level)"
 
 
