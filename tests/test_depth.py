@@ -382,6 +382,31 @@ def test_resume_measures_only_the_depths_not_yet_measured(tmp_path):
     assert _llama_argv(ctx.engine)[-1][_llama_argv(ctx.engine)[-1].index("-d") + 1] == "1024"
 
 
+def test_a_decided_pair_runs_its_decided_cases_and_asks_the_results_no_second_time(tmp_path, monkeypatch):
+    """`toolkit bench` decides once (bench.decide: the cases in RunContext.cases). With --resume the
+    runner asked the results index again for the main sweep and again for the depth sweep (missing_cases,
+    beside the decision's), so what ran could differ from what the plan line counted."""
+    from toolkit.bench import decide
+    from toolkit.results import index as resultindex
+
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    LlamaBenchRunner().run(ctx)
+    data = yaml.safe_load(ctx.lm.path.read_text())
+    next(m for m in data["models"] if m["name"] == "tiny-qwen3moe")["depth"]["n_depth"] = [0, 512, 1024]
+    ctx.lm.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    lm = load_matrix(ctx.lm.path)
+    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
+    resumed = replace(ctx, lm=lm, model=model, opts=replace(ctx.opts, resume=True, run_id="run-2"))
+    decision = decide._run(resumed, LlamaBenchRunner().cases(resumed))
+    assert decision.ctx is not None and decision.ctx.cases == decision.cases
+    ran = len(_llama_argv(ctx.engine))
+    monkeypatch.setattr(resultindex, "select", lambda *a, **k: pytest.fail("the results asked again"))
+    (main, depth) = LlamaBenchRunner().run(decision.ctx)
+    assert main.status == "resumed" and depth.status == "ok"
+    (argv,) = _llama_argv(ctx.engine)[ran:]
+    assert argv[argv.index("-d") + 1] == "1024"
+
+
 def test_depths_over_the_memory_limit_are_skipped_with_their_reason(tmp_path):
     """A CPU image with --memory 1600m: the tiny model (1 KiB of KV cache a token) fits at depth 512,
     not at 1000000 (0.95 GiB of KV cache + the 1 GiB reserve); without a limit, the host's memory."""

@@ -207,7 +207,7 @@ def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True)
     if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
         whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
         here = devices_here and not note
-        return out + _runner_notes(runner, ctx) + [Decision(spec, m, "run", ctx=ctx, cases=whole, here=here)]
+        return out + _runner_notes(runner, ctx) + [_run(ctx, whole, here=here)]
     if model_here(lm, m) is None and not m.generate:
         path, why = resolve_model(lm, m)  # absent (with the fetch command), a loop of links, ...
         if path is None:  # said before anything runs, not after the other pairs measured
@@ -216,7 +216,13 @@ def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True)
     out += _runner_notes(runner, ctx)
     cases = runner.cases(ctx)
     of = len(runner.cases(replace(ctx, opts=replace(opts, resume=False)))) if opts.resume else None
-    return out + [Decision(spec, m, "run", ctx=ctx, cases=cases, of=of)]
+    return out + [_run(ctx, cases, of=of)]
+
+
+def _run(ctx: RunContext, cases: list[Case], **kw: Any) -> Decision:
+    """The `run` decision of ctx's pair with the `cases` its runner measures, carried in its context too
+    (RunContext.cases): the runner runs what was decided and counted, and asks the results no second time."""
+    return Decision(ctx.spec, ctx.model, "run", ctx=replace(ctx, cases=cases), cases=cases, **kw)
 
 
 def _runner_notes(runner: Any, ctx: RunContext) -> list[Decision]:

@@ -394,6 +394,9 @@ class RunContext:
     host: dict[str, Any]
     events: Events
     engine: ModuleType | Any = engine
+    # the cases `toolkit bench` decided this pair measures (bench.decide: Runner.cases, with --resume
+    # only those not measured yet), which the runner runs as decided; None: not decided, it asks itself
+    cases: list[Case] | None = None
 
     def save(self, rec: BenchRecord) -> None:
         (self.opts.saver or guard.Saver(self.store)).save(rec)

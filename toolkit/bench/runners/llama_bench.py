@@ -109,12 +109,13 @@ class LlamaBenchRunner:
         early on a failed or resumed run), then those of the model's depth sweep (llama_depth), each
         process on its own: a failed main sweep does not stop the depth sweep, a model file changed
         since the pair hashed it does (its rows would be void). With --resume and nothing missing, the
-        one line says so: no probe, no container."""
+        one line says so: no probe, no container. The cases are those `toolkit bench` decided
+        (ctx.cases), else asked here."""
         if (
             ctx.opts.resume
             and not ctx.opts.dry_run
             and model_file_here(ctx.lm, ctx.model)
-            and not self.cases(ctx)
+            and not (self.cases(ctx) if ctx.cases is None else ctx.cases)
         ):
             main = len(ctx.lm.m.bench.cases()) * len(ctx.lm.m.bench.env_combinations())
             return [_all_measured(ctx, main + len(_depth().depth_plan(ctx, resume=False).cases))]
@@ -135,11 +136,12 @@ class LlamaBenchRunner:
 def _groups(ctx: RunContext):
     """(env, axes, what, tag) of each group of processes of the pair, in order: the matrix's per `env`
     combination (axes None: the matrix's, resumed per --resume; tag -env<k>), then the depth sweep's
-    (llama_depth.depth_plan, asked once the main sweep ran)."""
+    (llama_depth.depth_plan of the decided cases, ctx.cases; else asked once the main sweep ran)."""
     combos = ctx.lm.m.bench.env_combinations()
     for k, env in enumerate(combos):  # each combination its own log and container: -env<k>
         yield env, None, "", f"-env{k + 1}" if len(combos) > 1 else ""
-    depth = _depth().depth_plan(ctx, resume=ctx.opts.resume and not ctx.opts.dry_run).processes
+    resume = ctx.opts.resume and not ctx.opts.dry_run
+    depth = _depth().depth_plan(ctx, resume=resume, decided=ctx.cases).processes
     for k, (env, axes) in enumerate(depth):
         what = f"depth sweep, depths {','.join(map(str, axes.n_depth))}"
         yield env, axes, what, f"-{k + 1}" if len(depth) > 1 else ""
@@ -329,9 +331,14 @@ def _probe_spec(ctx: RunContext):
 def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) -> Outcome | None:
     """With opts.resume: the outcome of measuring only the cases not yet measured on this digest +
     the pair's model sha256 (one bench_one per cross product they form), or of nothing when none is
-    missing; None when every case is missing (the whole matrix runs as usual)."""
+    missing (those `toolkit bench` decided, ctx.cases, else asked here); None when every case is missing
+    (the whole matrix runs as usual)."""
     lm, spec, model = ctx.lm, ctx.spec, ctx.model
-    todo = missing_cases(ctx.store, ctx.build.digest, pair.sha, lm.m.bench, env)
+    todo = (
+        missing_cases(ctx.store, ctx.build.digest, pair.sha, lm.m.bench, env)
+        if ctx.cases is None
+        else [c for c in ctx.cases if "sweep" not in c and same_env(c, env)]
+    )
     n_all = len(lm.m.bench.cases())
     if not todo:
         several = len(lm.m.bench.env_combinations()) > 1
@@ -716,6 +723,12 @@ def _record_case_key(r: BenchRecord, axes: BenchAxes) -> tuple:
     threads count only when the matrix sets them."""
     f = identity.test_fields(r)
     return _case_key({**f, "n_layers": None, "env": r.env}, axes.threads and f.get("n_threads"))
+
+
+def same_env(case: Case, env: dict[str, str | None] | None) -> bool:
+    """Whether `case` (Runner.cases: `env` set only where the env axis is used) runs with the env
+    combination `env`."""
+    return (case.get("env") or {}) == (env or {})
 
 
 def missing_cases(

@@ -46,6 +46,7 @@ from toolkit.bench.runners.llama_bench import (
     measured_seconds,
     missing_cases,
     resume_axes,
+    same_env,
 )
 from toolkit.core import jsonsafe
 from toolkit.host import info as hostinfo
@@ -70,11 +71,15 @@ class DepthPlan:
     notes: list[str] = field(default_factory=list)
 
 
-def depth_plan(ctx: RunContext, *, resume: bool | None = None) -> DepthPlan:
+def depth_plan(
+    ctx: RunContext, *, resume: bool | None = None, decided: list[Case] | None = None
+) -> DepthPlan:
     """The depth sweep `ctx`'s pair runs (empty without a `depth:` block): its fitting depths minus the
     main sweep's tests (and, with `resume` (default ctx.opts.resume), the tests already measured on this
-    digest + model). Reads the GGUF header and, with resume, the results index; raises BadInput for a
-    model file whose sha256 differs from the matrix's pin (check_sha)."""
+    digest + model). `decided`: the pair's cases as `toolkit bench` decided them (RunContext.cases): the
+    depth sweep's among them are those it runs, no results read. Reads the GGUF header and, with resume
+    and nothing decided, the results index; raises BadInput for a model file whose sha256 differs from
+    the matrix's pin (check_sha)."""
     sweep = ctx.model.depth
     if sweep is None:
         return DepthPlan()
@@ -84,16 +89,17 @@ def depth_plan(ctx: RunContext, *, resume: bool | None = None) -> DepthPlan:
     bench = ctx.lm.m.bench
     axes = depth_axes(bench, sweep, depths)
     path = model_file_here(ctx.lm, ctx.model)
-    resume = ctx.opts.resume if resume is None else resume
+    resume = (ctx.opts.resume if resume is None else resume) and decided is None
     sha = check_sha(ctx.lm, ctx.model, path) if resume and path is not None else None
     plan = DepthPlan(notes=notes)
     for env in bench.env_combinations():
         main = {_case_key(c, bench.threads) for c in _with_env(bench.cases(), env)}
-        todo = (
-            missing_cases(ctx.store, ctx.build.digest, sha, axes, env)
-            if sha
-            else _with_env(axes.cases(), env)
-        )
+        if decided is not None:
+            todo = [c for c in decided if c.get("sweep") == SWEEP and same_env(c, env)]
+        elif sha:
+            todo = missing_cases(ctx.store, ctx.build.digest, sha, axes, env)
+        else:
+            todo = _with_env(axes.cases(), env)
         todo = [c for c in todo if _case_key(c, axes.threads) not in main]
         plan.cases += [{**c, "sweep": SWEEP} for c in todo]
         plan.processes += [(env, a) for a in merge_depths(resume_axes(axes, todo))]
