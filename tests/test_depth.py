@@ -365,15 +365,21 @@ def test_a_depth_that_lost_some_tests_to_the_main_sweep_gets_a_process_of_its_ow
     assert len(plan.cases) == 4 and all(c["sweep"] == "depth" for c in plan.cases)
 
 
-def test_resume_measures_only_the_depths_not_yet_measured(tmp_path):
-    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
-    LlamaBenchRunner().run(ctx)
+def _resumed_with_depth_1024(ctx):
+    """`ctx` after its matrix's depth sweep gained depth 1024, as `--resume` of a second run."""
     data = yaml.safe_load(ctx.lm.path.read_text())
     next(m for m in data["models"] if m["name"] == "tiny-qwen3moe")["depth"]["n_depth"] = [0, 512, 1024]
     ctx.lm.path.write_text(yaml.safe_dump(data, sort_keys=False))
     lm = load_matrix(ctx.lm.path)
     model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
     resumed = replace(ctx, lm=lm, model=model, opts=replace(ctx.opts, resume=True, run_id="run-2"))
+    return resumed
+
+
+def test_resume_measures_only_the_depths_not_yet_measured(tmp_path):
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    LlamaBenchRunner().run(ctx)
+    resumed = _resumed_with_depth_1024(ctx)
     assert [(c["n_prompt"], c["n_depth"]) for c in LlamaBenchRunner().cases(resumed)] == [
         (512, 1024),
         (0, 1024),
@@ -391,12 +397,7 @@ def test_a_decided_pair_runs_its_decided_cases_and_asks_the_results_no_second_ti
 
     ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
     LlamaBenchRunner().run(ctx)
-    data = yaml.safe_load(ctx.lm.path.read_text())
-    next(m for m in data["models"] if m["name"] == "tiny-qwen3moe")["depth"]["n_depth"] = [0, 512, 1024]
-    ctx.lm.path.write_text(yaml.safe_dump(data, sort_keys=False))
-    lm = load_matrix(ctx.lm.path)
-    model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
-    resumed = replace(ctx, lm=lm, model=model, opts=replace(ctx.opts, resume=True, run_id="run-2"))
+    resumed = _resumed_with_depth_1024(ctx)
     decision = decide._run(resumed, LlamaBenchRunner().cases(resumed))
     assert decision.ctx is not None and decision.ctx.cases == decision.cases
     ran = len(_llama_argv(ctx.engine))
