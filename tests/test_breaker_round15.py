@@ -39,7 +39,7 @@ def test_an_import_without_a_test_time_is_not_said_measured_at_its_import() -> N
     p = provenance([rec])
     assert p.dates is None and p.undated == (1, "2026-12-04 16:39:10", "2026-12-04 16:39:10")
     assert (
-        "measured: not recorded for 1 imported record (no test_time in the file; imported 2026-12-04 16:39:10 UTC)"
+        "measured: not recorded for 1 imported record (no time of measurement in the file; imported 2026-12-04 16:39:10 UTC)"
         in p.lines()
     )
     assert p.heading().endswith("(imported 2026-12-04)")

@@ -48,11 +48,26 @@ def concurrency(r: BenchRecord) -> int | None:
 
 def row_label(r: BenchRecord, *, ub: bool) -> str:
     """`pp2048 ub512`, `tg128`, `pp512+tg128 ub512`; a served row `c4 in512 out128` (vllm bench serve at
-    concurrency 4), or `offline in237 out512` (vllm bench throughput: one offline batch, no concurrency)."""
+    concurrency 4), `10qps in512 out128` (a serve run without a concurrency cap, at the request rate
+    it sent: vLLM's own name for it, `openai-10.0qps-...json`; `infqps`: all requests at once), or
+    `offline in237 out512` (vllm bench throughput: one offline batch, no server, no concurrency)."""
     if r.axis == "served":
         c = concurrency(r)
-        return f"{'offline' if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
+        return f"{_served_prefix(r) if c is None else f'c{c}'} in{r.n_prompt} out{r.n_gen}"
     return f"{r.test} ub{r.n_ubatch}" if ub and r.n_ubatch else r.test
+
+
+def _served_prefix(r: BenchRecord) -> str:
+    """A served row's label without a concurrency: `offline` for an offline batch (vllm bench
+    throughput), else (a serve run) its request rate, `Nqps` (`infqps`; `serve` when it has none)."""
+    if r.method.endswith("-throughput"):
+        return "offline"
+    rate = r.engine.get("request_rate")
+    if isinstance(rate, str) and rate.lower() in ("inf", "infinity"):
+        return "infqps"
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0:
+        return f"{rate:g}qps"
+    return "serve"
 
 
 def rel_stddev(r: BenchRecord) -> float | None:

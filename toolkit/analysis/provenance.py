@@ -16,6 +16,7 @@ from toolkit.analysis.facts import Facts, facts_of
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
+from toolkit.runtimes.vllm import output as vllm_output
 
 _LABELS = {
     "runtime commit": (
@@ -34,7 +35,8 @@ _LABELS = {
 @dataclass
 class Provenance:
     """models: `name (file, sha256 12)`, one per (name, sha256); dates: (first, last) measurement time
-    ("YYYY-MM-DD HH:MM:SS", UTC); undated: (first, last) import time of the imported records that carry no
+    ("YYYY-MM-DD HH:MM:SS", UTC); local: (count, first, last) of the imported vLLM results whose time
+    is their host's local time, zone not recorded (their `date`); undated: (first, last) import time of the imported records that carry no
     measurement time (a markdown table, an old -o sql row: their `created` is when they were imported,
     not measured), with their count; hosts: one line per
     host (OS, kernel, CPU, GPU and driver); images: one line per image label (digest, backend, runtime
@@ -43,6 +45,7 @@ class Provenance:
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None
+    local: tuple[int, str, str] | None = None
     undated: tuple[int, str, str] | None = None
     hosts: list[str] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
@@ -54,11 +57,17 @@ class Provenance:
         if self.dates:
             first, last = self.dates
             out.append(f"measured: {first} UTC" + (f" to {last} UTC" if last != first else ""))
+        if self.local:
+            n, first, last = self.local
+            out.append(
+                f"measured: {first}" + (f" to {last}" if last != first else "") + " local time of the "
+                f"benchmark host, zone not recorded (vLLM's `date`), {n} imported record{'s' * (n != 1)}"
+            )
         if self.undated:
             n, first, last = self.undated
             out.append(
-                f"measured: not recorded for {n} imported record{'s' * (n != 1)} (no test_time in the "
-                f"file; imported {first} UTC" + (f" to {last} UTC)" if last != first else ")")
+                f"measured: not recorded for {n} imported record{'s' * (n != 1)} (no time of measurement "
+                f"in the file; imported {first} UTC" + (f" to {last} UTC)" if last != first else ")")
             )
         if self.runs:
             out.append(f"runs: {', '.join(self.runs)}")
@@ -69,16 +78,23 @@ class Provenance:
     def heading(self) -> str:
         """A report's title when none is given: the model(s) measured and the day(s) they were."""
         models = ", ".join(dict.fromkeys(m.split(" (")[0] for m in self.models)) or "no model"
-        span, said = (self.dates, "") if self.dates else (self.undated and self.undated[1:], "imported ")
+        span, said, tail = (self.dates, "", "") if self.dates else (None, "", "")
+        if not span and self.local:
+            span, tail = self.local[1:], ", local time"
+        if not span and self.undated:
+            span, said = self.undated[1:], "imported "
         if not span:
             return f"Benchmark report: {models}"
         first, last = span[0][:10], span[1][:10]
-        return f"Benchmark report: {models} ({said}{first}{'' if last == first else ' to ' + last})"
+        return f"Benchmark report: {models} ({said}{first}{'' if last == first else ' to ' + last}{tail})"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "models": self.models,
             "measured_utc": list(self.dates) if self.dates else None,
+            "measured_local": (
+                {"records": self.local[0], "local_time": list(self.local[1:])} if self.local else None
+            ),
             "undated": (
                 {"records": self.undated[0], "imported_utc": list(self.undated[1:])} if self.undated else None
             ),
@@ -128,6 +144,16 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
         if t := t or parse_test_time(created):
             out.append((t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured))
     return out
+
+
+def _local_date(r: BenchRecord) -> str | None:
+    """When an imported vLLM result says it was measured, "YYYY-MM-DD HH:MM:SS" in the benchmark host's
+    local time (its `date`, vllm output.local_date: no zone, so never shown as UTC nor used to order
+    records); None for any other record."""
+    if not r.method.startswith("vllm-") or not (r.model_extra or {}).get("imported"):
+        return None
+    t = vllm_output.local_date((r.raw or {}).get("date"))
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
 
 
 def measured_span(r: BenchRecord) -> tuple[str, str]:
@@ -304,10 +330,12 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             (r.model.name, r.model.sha256), f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
         )
     p.models = sorted(models.values())
-    when = [d for r in records for d in _dates(r)]
-    dates = sorted(t for t, measured in when if measured)
+    when = [(d, _local_date(r)) for r in records for d in _dates(r)]
+    dates = sorted(t for (t, measured), _ in when if measured)
     p.dates = (dates[0], dates[-1]) if dates else None
-    undated = sorted(t for t, measured in when if not measured)
+    local = sorted(at for (_, measured), at in when if not measured and at)
+    p.local = (len(local), local[0], local[-1]) if local else None
+    undated = sorted(t for (t, measured), at in when if not measured and not at)
     p.undated = (len(undated), undated[0], undated[-1]) if undated else None
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
     hosts: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {}

@@ -207,7 +207,7 @@ def model_params(r: BenchRecord) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Which GPUs a record ran on
 
-_NON_GPU_BACKENDS = {"", "cpu", "blas", "rpc"}
+_NON_GPU_BACKENDS = {"", "cpu", "blas"}
 PARALLEL_SPLITS = ("row", "tensor", "tensor-parallel")  # every card works on every layer at once
 
 
@@ -217,10 +217,13 @@ def _extra(r: BenchRecord, key: str) -> Any:
 
 def _gpu_backend(r: BenchRecord) -> bool | None:
     """Whether the run used a GPU backend: llama-bench's `backends`, else (vLLM, SGLang imports,
-    which write none) the image's backend; None when neither says (an import without --backend)."""
+    which write none) the image's backend; None when neither says (an import without --backend) or
+    the devices were RPC servers' only (`RPC`: another host's devices, of a kind the row does not say)."""
     if r.backends:
         tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends)}
-        return r.image.backend != "cpu" and bool(tokens - _NON_GPU_BACKENDS)
+        if r.image.backend != "cpu" and tokens - _NON_GPU_BACKENDS - {"rpc"}:
+            return True
+        return None if r.image.backend != "cpu" and "rpc" in tokens else False
     if r.image.backend == "cpu":
         return False
     return True if backends.llama_name(r.image.backend) else None

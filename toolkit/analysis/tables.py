@@ -98,7 +98,10 @@ TITLES = {
     "prefill": "Prefill (pp), tokens/s",
     "decode": "Decode (tg), tokens/s",
     "mixed": "Prefill + decode (pp+tg), tokens/s",
-    "served": "Served throughput by concurrency (vLLM bench serve; `offline`: vllm bench throughput), output tokens/s",
+    "served": (
+        "Served throughput by concurrency (vLLM bench serve; `Nqps`: at a request rate, no concurrency "
+        "cap; `offline`: vllm bench throughput), output tokens/s"
+    ),
 }
 
 

@@ -90,24 +90,41 @@ def llama_name(backend: str) -> str | None:
     return b.llama_name if b else None
 
 
-CPU_SIDE_NAMES = frozenset({"cpu", "blas", "rpc", "accelerate", "amx"})
-"""llama.cpp backend names that run on the host: a row naming only these ran on the CPU."""
+CPU_SIDE_NAMES = frozenset({"cpu", "blas", "accelerate", "amx"})
+"""llama.cpp backend names that run on the host: a row naming only these ran on the CPU. Not `RPC`:
+its devices are another host's (an rpc-server's CUDA, Vulkan or CPU device), which the row does not
+name, so a row naming only RPC (and host backends) is `unknown`, never `cpu`."""
+
+LLAMA_ALIASES = {"hip": "rocm", "mtl": "metal"}
+"""Other spellings of a GPU backend's llama.cpp name (lower case) -> its llama_name, lower case: `HIP`
+(older HIP builds), `MTL` (the Metal backend's registry name in llama.cpp builds from 2026 on:
+`backends` reads `MTL,BLAS` / `BLAS,MTL` where it read `Metal,BLAS`)."""
+
+
+def llama_names(names: str | None) -> list[str]:
+    """The backends a llama-bench `backends` string names, lower case, aliases (LLAMA_ALIASES) read as
+    the llama_name they spell: `"BLAS,MTL"` -> `["blas", "metal"]`."""
+    order = [n.strip().lower() for n in (names or "").split(",") if n.strip()]
+    return [LLAMA_ALIASES.get(n, n) for n in order]
 
 
 def from_llama_names(names: str, devices: str | None = None) -> str:
     """The image backend of a llama-bench row's build, from its `backends` string (`"ROCm"`,
     `"CUDA,BLAS"`) and, where the row has one, its `devices` field (`-dev`: `ROCm0`, `Vulkan0/Vulkan1`):
-    the device's backend when named, else the first GPU backend the string names (HIP is ROCm), else
-    `cpu` when it names only host backends, else `unknown` (an empty or unrecognised string, e.g. a
-    table without a backend column or `Vulkan (PR)`): never a guess. A GPU build's row run with
+    the device's backend when named, else the first GPU backend the string names (LLAMA_ALIASES: HIP
+    is ROCm, MTL is Metal), else `cpu` when it names only host backends, else `unknown` (an empty or
+    unrecognised string, e.g. a table without a backend column, `Vulkan (PR)`, or only `RPC`): never a
+    guess. A GPU build's row run with
     `-dev none` keeps the build's backend; the CPU-fallback rule marks the row (cpu_fallback_of)."""
-    order = [n.strip().lower() for n in names.split(",") if n.strip()]
-    order = ["rocm" if n == "hip" else n for n in order]
+    order = llama_names(names)
     gpu = {b.llama_name.lower(): b.name for b in BACKENDS.values() if b.gpu}
     dev = (devices or "").strip().lower()
     for name, backend in gpu.items():
         if dev.startswith(name):
             return backend
+    for alias, name in LLAMA_ALIASES.items():  # a device of an aliased backend: `MTL0`
+        if dev.startswith(alias) and name in gpu:
+            return gpu[name]
     for n in order:
         if n in gpu:
             return gpu[n]
@@ -140,8 +157,7 @@ def cpu_fallback_reason(
     for pat in FALLBACK_MESSAGES:
         if pat.lower() in low:
             return f"log shows a CPU fallback: {pat!r}"
-    named = (row_backends or "").lower()
-    if row_backends and expected.lower() not in named and not (expected == "ROCm" and "hip" in named):
+    if row_backends and expected.lower() not in llama_names(row_backends):
         return f"backends is {row_backends!r}, expected {expected}"
     if gpu_info is not None and not gpu_info.strip():
         return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"

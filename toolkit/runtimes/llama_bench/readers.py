@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe, stats
-from toolkit.runtimes.llama_bench import md_defaults, md_titles
+from toolkit.runtimes.llama_bench import md_defaults, md_devices, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -452,9 +452,6 @@ _MD_TS = re.compile(
 
 _MAX_INT_DIGITS = 40  # more digits than any 64-bit count (20) has: not converted, refused as out of range
 _MD_BUILD = re.compile(r"^\s*build:\s*(?P<commit>[0-9A-Za-z]+)\s*\((?P<number>\d+)\)")
-# the device lines llama.cpp's HIP/CUDA backend prints before a run (ggml_cuda_init), often pasted
-# with the table: "  Device 0: AMD Radeon AI PRO R9700, gfx1201 (0x1201), VMM: no, Wave Size: 32"
-_MD_DEVICE = re.compile(r"^\s*Device (?P<n>\d{1,3}): (?P<name>[^,]{1,200}),")
 
 MD_COLUMNS = ("model", "test", "t/s")
 """Columns every llama-bench -o md table has (markdown_printer: model, size, params, backend, the
@@ -479,19 +476,20 @@ def md_table_like(line: str) -> bool:
 def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o md` tables, bare or pasted in a code fence after log lines: a header naming MD_COLUMNS, a
     separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the table (or
-    one pasted above it). `Device N: NAME, ...` lines above a table give its rows' `gpu_info` where
-    the table has no such column. The table has no samples and, without a build line, no build
+    one pasted above it). The device lines a backend logs above a table (md_devices: CUDA/HIP
+    `Device N: NAME, ...`, Vulkan `ggml_vulkan: N = NAME (driver) | ...`, Metal `GPU name:`) give its
+    rows' `gpu_info` where the table has no such column; log lines printed into a table are read past. The table has no samples and, without a build line, no build
     commit: each row says so. The columns it leaves out hold its build's defaults where that build is
     known to have them (md_defaults.fill), else they stay unknown and the row says so (`no batch sizes`)."""
     lines = text.splitlines()
     out: list[SourceRow] = []
-    i, above, devices = 0, None, {}
+    i, above = 0, None
+    devices: dict[int, str] = {}
     while i < len(lines):
         if not is_md_header(lines[i]):
             above = _MD_BUILD.match(lines[i]) or above
-            d = _MD_DEVICE.match(lines[i])
-            if d:
-                devices[int(d.group("n"))] = d.group("name").strip()
+            if d := md_devices.device_line(lines[i]):  # CUDA/HIP `Device N:` wins over Vulkan, Metal
+                devices[d[0]] = d[1] if d[2] else devices.get(d[0], d[1])
             i += 1
             continue
         titles = md_titles.read(_md_cells(lines[i]))  # llama-bench's titles are lower case
@@ -503,7 +501,12 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
-        while i < len(lines) and "|" in lines[i] and not is_md_header(lines[i]):
+        while i < len(lines) and not is_md_header(lines[i]):
+            if "|" not in lines[i]:
+                if not _md_log_line(lines[i]):
+                    break
+                i += 1  # a log line printed into the table (stderr merged): not the table's end
+                continue
             row = _md_row(header, _md_cells(lines[i]), first + i)
             table.append(
                 row if said is None else SourceRow(row.line, {}, "md", problem=said, notes=row.notes)
@@ -532,6 +535,15 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
 
 
 MD_SETS = {"test": ("n_prompt", "n_gen", "n_depth"), "t/s": ("avg_ts", "stddev_ts")}  # _md_row's
+
+
+def _md_log_line(line: str) -> bool:
+    """Whether a line without `|` inside an md table is a log line the run printed into it (stderr
+    merged into stdout: SYCL's `get_memory_info: [warning] ...` before each test's row, a model's
+    load messages), read past; a blank line, a code fence or the `build:` line ends the table (as a
+    blank line ends a GitHub markdown table, and text up to it belongs to the table)."""
+    s = line.strip()
+    return bool(s) and not s.startswith(("```", "~~~")) and not _MD_BUILD.match(line)
 
 
 def md_header_problem(titles: list[str], where: str) -> str | None:

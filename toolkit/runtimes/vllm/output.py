@@ -11,6 +11,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from toolkit.core import stats
@@ -495,6 +496,25 @@ ATTENTION_DISPLAY_NAMES = {
     "Aiter Flash Attention": "ROCM_AITER_FA",
     "Aiter Unified Attention": "ROCM_AITER_UNIFIED_ATTN",
 }
+
+
+LOCAL_DATE_FORMATS = ("%Y%m%d-%H%M%S", "%Y-%m-%d %H:%M:%S")
+"""How a vLLM result file writes its `date`: `datetime.now().strftime("%Y%m%d-%H%M%S")` as it saves the
+result (vllm/benchmarks/serve.py, latency.py, throughput.py, and the older benchmarks/benchmark_*.py),
+`"%Y-%m-%d %H:%M:%S"` in some forks: the benchmark host's local time, with no zone."""
+
+
+def local_date(v: Any) -> datetime | None:
+    """The naive datetime (local time of the benchmark host, zone unknown) of a vLLM result's `date`
+    (LOCAL_DATE_FORMATS), None for anything else (absent, another shape, a date that does not exist)."""
+    if not isinstance(v, str) or len(v) > 19:
+        return None
+    for fmt in LOCAL_DATE_FORMATS:
+        try:
+            return datetime.strptime(v, fmt)
+        except ValueError:
+            continue
+    return None
 
 
 def attention_backend_name(logged: Any) -> str | None:
