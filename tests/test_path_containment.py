@@ -30,12 +30,11 @@ import pytest
 import yaml
 
 from tests.support.project import ROOT, write_matrix
-from tests.support.runs import AXES, DIGEST, bench_records
+from tests.support.runs import DIGEST, published_folder
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.images import sources
 from toolkit.publish import push as publish
-from toolkit.results.records import append_jsonl
 from toolkit.spec.matrix import load_matrix
 
 PRECIOUS = b"precious bytes that are not a GGUF\n"
@@ -111,29 +110,6 @@ def test_symlinks_inside_names_the_link_that_points_out(tmp_path):
 # -------------------------------------------------------------------- 1. hostile published folders
 
 
-def _published(folder: Path, model: dict) -> Path:
-    """A published run folder as `toolkit export-run` writes one (run.json, results.jsonl), with the
-    model entry `model` (the hostile part)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    recs = bench_records("run-h", sha="cd" * 32)
-    run = publish.PublishedRun(
-        run_id="run-h",
-        created="2026-11-29T17:02:27+00:00",
-        exported="2026-11-29T18:00:00+00:00",
-        images=[publish.PublishedImage(name="cpu", backend="cpu", digest=DIGEST)],
-        models=[
-            publish.PublishedModel(
-                **{"name": "tiny-qwen3moe", "sha256": "cd" * 32, "size_bytes": 1611104, **model}
-            )
-        ],
-        bench=AXES.model_dump(exclude={"timeout_s"}),
-    )
-    (folder / "run.json").write_text(json.dumps(run.model_dump(mode="json"), indent=2))
-    for r in recs:
-        append_jsonl(folder / "results.jsonl", r)
-    return folder
-
-
 @pytest.fixture
 def outside(tmp_path) -> Path:
     """A file of the user's outside the published folder, with bytes that must survive."""
@@ -161,7 +137,9 @@ def _assert_refused(p: subprocess.CompletedProcess, *needles: str) -> None:
 def test_reproduce_refuses_a_generated_model_file_outside_the_folder(tmp_path, outside, file, why):
     """The reported hole: a `generate` model's file was deleted and a GGUF written there, before any
     check. Now refused at load (exit 4, run.json and the field named), nothing touched."""
-    folder = _published(tmp_path / "pub" / "run", {"file": file or str(outside), "generate": "tiny-qwen3moe"})
+    folder = published_folder(
+        tmp_path / "pub" / "run", model={"file": file or str(outside), "generate": "tiny-qwen3moe"}
+    )
     p = toolkit("reproduce", str(folder))
     assert outside.read_bytes() == PRECIOUS, _out(p)
     assert not (tmp_path / "pub" / "outside.gguf").exists(), _out(p)
@@ -176,7 +154,9 @@ def test_reproduce_refuses_a_work_folder_that_is_a_symlink_out(tmp_path):
     theirs = tmp_path / "theirs"
     (theirs / "models").mkdir(parents=True)
     (theirs / "models" / "tiny-qwen3moe.gguf").write_bytes(PRECIOUS)
-    folder = _published(tmp_path / "pub", {"file": "tiny-qwen3moe.gguf", "generate": "tiny-qwen3moe"})
+    folder = published_folder(
+        tmp_path / "pub", model={"file": "tiny-qwen3moe.gguf", "generate": "tiny-qwen3moe"}
+    )
     (folder / "reproduce").symlink_to(theirs)
     p = toolkit("reproduce", str(folder))
     assert (theirs / "models" / "tiny-qwen3moe.gguf").read_bytes() == PRECIOUS, _out(p)
@@ -187,7 +167,9 @@ def test_reproduce_refuses_a_work_folder_that_is_a_symlink_out(tmp_path):
 def test_reproduce_refuses_a_model_reached_through_a_symlink_out(tmp_path, outside):
     """matrix_path inside the folder, but the file there a link to the user's file: refused, not hashed
     (its sha256 would have been printed) nor mounted into the run's container."""
-    folder = _published(tmp_path / "pub", {"file": "tiny.gguf", "matrix_path": "models/tiny.gguf"})
+    folder = published_folder(
+        tmp_path / "pub", model={"file": "tiny.gguf", "matrix_path": "models/tiny.gguf"}
+    )
     (folder / "models").mkdir()
     (folder / "models" / "tiny.gguf").symlink_to(outside)
     p = toolkit("reproduce", str(folder))
@@ -197,14 +179,14 @@ def test_reproduce_refuses_a_model_reached_through_a_symlink_out(tmp_path, outsi
 
 
 def test_reproduce_refuses_an_absolute_matrix_path(tmp_path, outside):
-    folder = _published(tmp_path / "pub", {"file": "tiny.gguf", "matrix_path": str(outside)})
+    folder = published_folder(tmp_path / "pub", model={"file": "tiny.gguf", "matrix_path": str(outside)})
     p = toolkit("reproduce", str(folder))
     _assert_refused(p, "models[tiny-qwen3moe].matrix_path", "absolute path", "--model-dir")
     assert outside.read_bytes() == PRECIOUS
 
 
 def test_reproduce_refuses_results_jsonl_that_is_a_symlink_out(tmp_path):
-    folder = _published(tmp_path / "pub", {"file": "tiny.gguf", "generate": "tiny-qwen3moe"})
+    folder = published_folder(tmp_path / "pub", model={"file": "tiny.gguf", "generate": "tiny-qwen3moe"})
     elsewhere = tmp_path / "elsewhere.jsonl"
     (folder / "results.jsonl").rename(elsewhere)
     (folder / "results.jsonl").symlink_to(elsewhere)

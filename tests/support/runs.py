@@ -136,3 +136,36 @@ def _no_dac(cmd_prefix_ok: bool = True) -> list[str]:
         pytest.skip("running as root without setpriv: cannot make file modes bite")
     caps = "-dac_override,-dac_read_search"
     return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+def published_folder(folder: Path, *, digest: str = DIGEST, model: dict | None = None) -> Path:
+    """A published run folder as `toolkit export-run` writes one (run.json, results.jsonl) of run `run-h`,
+    its image recorded under `digest`, its model entry updated by `model` (a test's hostile part)."""
+    import json
+
+    from toolkit.publish import push as publish
+    from toolkit.results.records import append_jsonl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    run = publish.PublishedRun(
+        run_id="run-h",
+        created="2026-11-29T17:02:27+00:00",
+        exported="2026-11-29T18:00:00+00:00",
+        images=[publish.PublishedImage(name="cpu", backend="cpu", digest=digest)],
+        models=[
+            publish.PublishedModel(
+                **{
+                    "name": "tiny-qwen3moe",
+                    "file": "tiny-qwen3moe.gguf",
+                    "sha256": "cd" * 32,
+                    "size_bytes": 1611104,
+                    **(model or {}),
+                }
+            )
+        ],
+        bench=AXES.model_dump(exclude={"timeout_s"}),
+    )
+    (folder / "run.json").write_text(json.dumps(run.model_dump(mode="json"), indent=2))
+    for r in bench_records("run-h", sha="cd" * 32):
+        append_jsonl(folder / "results.jsonl", r)
+    return folder

@@ -32,6 +32,7 @@ from tabulate import tabulate
 
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import held_words
+from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fmt_cell
 from toolkit.analysis.tables import (
     column_attention,
@@ -48,6 +49,7 @@ from toolkit.analysis.tables import (
     varying_columns,
 )
 from toolkit.core.errors import BadInput
+from toolkit.core.text import md_line
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore
@@ -589,21 +591,39 @@ def format_comparison(c: Comparison) -> str:
             "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
             "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
         )
-    return "\n\n".join([*out, *_notes(c), *_slower_not_counted(c)])
+    return "\n\n".join([*out, *_what_was_compared(c), *_notes(c), *_slower_not_counted(c)])
+
+
+def side_provenance(c: Comparison, side: str) -> Provenance:
+    """What side `side` ("a" or "b") of `c` is, from the records its compared cells were measured by:
+    the model (name, file, sha256), when, on which host and GPU, the image's digest and runtime commit
+    (provenance.provenance, the report's own header): a comparison pasted into a ticket says what each
+    column is of (it named the image label alone)."""
+    return provenance([r.fa if side == "a" else r.fb for r in c.rows])
+
+
+def _what_was_compared(c: Comparison) -> list[str]:
+    """Per side, `A: <label>` and its provenance lines as a markdown list (names escaped: md_line)."""
+    out = []
+    for name, s in (("A", c.a), ("B", c.b)):
+        lines = side_provenance(c, name.lower()).lines()
+        out.append("\n".join([md_line(f"{name}: {s.label}"), *(f"- {md_line(x)}" for x in lines)]))
+    return out
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    def side(s: Side[BenchRecord], settings: str) -> dict[str, Any]:
+    def side(s: Side[BenchRecord], settings: str, which: str) -> dict[str, Any]:
         return {
             "ref": s.ref,
             "label": s.label,
             "digests": sorted({r.image.digest for r in s.records}),
             "settings": settings,
+            "provenance": side_provenance(c, which).to_json(),
         }
 
     return {
-        "a": side(c.a, c.a_settings),
-        "b": side(c.b, c.b_settings),
+        "a": side(c.a, c.a_settings, "a"),
+        "b": side(c.b, c.b_settings, "b"),
         "threshold_pct": c.threshold,
         "rows": [
             {

@@ -206,24 +206,45 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
 
 
 def _image_line(same: list[Facts]) -> str:
-    """One image's line, from its first record's labels and every record's measuring toolkit."""
-    f = same[0]
-    r = f.record
-    labels = r.image.labels or {}
-    image = _text(f.image, 2 * TEXT_MAX) or "unnamed image"
-    digest = _text(r.image.digest, 2 * TEXT_MAX) or "not recorded"
-    parts = [f"{image}: digest {digest}", f"backend {_text(r.image.backend) or 'not recorded'}"]
+    """One image's line: its digest, backend, runtime commit and labels as every record of it says them
+    (a value the records disagree on is said with each of its values: `runtime commits aaaa1111 (1
+    record), bbbb2222 (1 record): mixed in one column`, never the first record's alone), and its
+    measuring toolkit."""
+    records = [f.record for f in same]
+    image = _text(same[0].image, 2 * TEXT_MAX) or "unnamed image"
+    digest = _said("digest", [_text(r.image.digest, 2 * TEXT_MAX) for r in records]) or "digest not recorded"
+    backend = _said("backend", [_text(r.image.backend) for r in records]) or "backend not recorded"
+    parts = [f"{image}: {digest}", backend]
     for what, keys in _LABELS.items():
-        value = next((labels[k] for k in keys if labels.get(k)), None)
-        if what == "runtime commit":
-            value = value or r.build_commit
+        values = [
+            next((str(r.image.labels[k]) for k in keys if (r.image.labels or {}).get(k)), None)
+            for r in records
+        ]
         if what == "toolkit":
-            parts += [t] if (t := _toolkit_words(_text(value), [x.record for x in same])) else []
+            parts += [t] if (t := _toolkit_words(_text(values[0]), records)) else []
         elif what == "runtime commit":
-            parts.append(f"{what} {text[:12]}" if (text := _text(value, 13)) else f"{what} not recorded")
-        elif what != "runtime commit" and (text := _text(value)):
-            parts.append(f"{what} {text}")
+            commits = [v or r.build_commit for v, r in zip(values, records, strict=True)]
+            parts.append(
+                _said(what, [t[:12] if (t := _text(c, 13)) else None for c in commits])
+                or f"{what} not recorded"
+            )
+        elif said := _said(what, [_text(v) for v in values]):
+            parts.append(said)
     return ", ".join(parts)
+
+
+def _said(what: str, values: list[str | None]) -> str | None:
+    """`what value` where every record of an image that says one says the same, else each value with its
+    count of records and `mixed in one column` (records of several builds under one image's digest:
+    imports under one --digest, a hand edit); None where none says one."""
+    counts: dict[str, int] = {}
+    for v in values:
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    if len(counts) <= 1:
+        return f"{what} {next(iter(counts))}" if counts else None
+    each = ", ".join(f"{v} ({n} record{'s' * (n != 1)})" for v, n in counts.items())
+    return f"{what}s {each}: mixed in one column"
 
 
 def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:

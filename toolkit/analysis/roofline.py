@@ -56,7 +56,7 @@ from toolkit.core import backends
 from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.models import gguf_meta
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench import readers
+from toolkit.runtimes.llama_bench import plausible
 
 # Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
 KNOWN_ACTIVE_SHARE: dict[str, float] = {
@@ -86,7 +86,7 @@ _MOE_MARKERS = (
 # `17Bx16E`, `17Bx128E` (llama.cpp's type name of Llama 4 Scout / Maverick): N experts of a size
 _EXPERTS_RE = re.compile(r"(?<![\d.])\d{1,6}(?:\.\d{1,6})?bx\d{1,4}e\b")
 
-SMALLEST_MOE_SHARE = 0.03
+SMALLEST_MOE_SHARE = plausible.MIN_ACTIVE_SHARE  # 0.03: the validity pass holds parameter counts to it too
 """The smallest share of weights a known mixture-of-experts model uses per token (Kimi K2: 32B of 1T,
 3.2 %; Qwen3-Next-80B-A3B 3.75 %; Llama 4 Maverick 17B of 400B, 4.25 %). A model taken as dense only
 because its type names no MoE marker (ActiveShare source "dense") may be one this list lacks: its
@@ -194,13 +194,13 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
 
 def model_bytes(r: BenchRecord) -> float | None:
     """The model file's bytes: llama-bench's number, an -o md table's `56.89 GiB`, or the record's model."""
-    size = readers.quantity(r.raw.get("model_size")) or r.model.size_bytes
+    size = plausible.quantity(r.raw.get("model_size")) or r.model.size_bytes
     return float(size) if size else None
 
 
 def model_params(r: BenchRecord) -> float | None:
-    """The model's parameter count: llama-bench's number, or an -o md table's `30.53 B` (readers.quantity)."""
-    n = readers.quantity(r.raw.get("model_n_params"))
+    """The model's parameter count: llama-bench's number, or an -o md table's `30.53 B` (plausible.quantity)."""
+    n = plausible.quantity(r.raw.get("model_n_params"))
     return float(n) if n else None
 
 

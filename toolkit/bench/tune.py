@@ -309,7 +309,8 @@ def search(
     rank: Callable[..., TuneResult] | None = None,
 ) -> TuneResult:
     """Successive halving over `knobs` for one case; `run_trial(axes, record_extra)` measures one
-    candidate (an ordinary bench run) and returns its records. Stops at one candidate, after
+    candidate (an ordinary bench run) and returns its records as stored (ranked from those alone: the
+    cost of a round is its trials', never the stored history's; `store` is where they are written). Stops at one candidate, after
     `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it). `rank`: how the
     stored trials are ranked, best_setting's signature (default best_setting; axis depth passes
     tune_depth.best_over_depth)."""
@@ -325,6 +326,8 @@ def search(
     reps = start_reps
     names = sorted(knobs)
     dropped: list[str] = []
+    trials: list[BenchRecord] = []  # the session's records as stored, each trial's (run_trial reads them
+    # back): ranked without reading the rest of the folder, whose history can be 100,000s of records
     for rnd in range(1, max_rounds + 1):
         spent = False
         for c in alive:
@@ -335,11 +338,12 @@ def search(
             on_note(f"round {rnd}: {c.label()} x {reps} repetitions")
             mark = {"session": session, "round": rnd, **({"default": True} if c == default else {})}
             recs = run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark})
+            trials += recs
             asked[_setting_of(recs[0], names) if recs else c] = c
         if spent:
             break
         live = {k for k, c in asked.items() if c in alive}
-        res = rank(store.results(), session, names, default, survivors=live)
+        res = rank(trials, session, names, default, survivors=live)
         ranked = [e for e in res.ranking if e.candidate in live]
         if not ranked:
             break
@@ -350,7 +354,7 @@ def search(
         if len(alive) <= 1:
             break
     live = {k for k, c in asked.items() if c in alive}
-    res = rank(store.results(), session, names, default, survivors=live or None)
+    res = rank(trials, session, names, default, survivors=live or None)
     res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
     return res
 

@@ -497,7 +497,10 @@ def scontrol_job(job_id: str) -> dict[str, str] | None:
 
 
 def _run_records(c: Campaign, s: Slice) -> list[BenchRecord]:
-    return [r for r in c.host_store(s.host).results() if r.run_id == s.run_id]
+    """The slice's records in its host's store, by the run's indexed id (not the host's whole history)."""
+    from toolkit.results import index as resultindex
+
+    return resultindex.run_records(c.host_store(s.host), s.run_id)
 
 
 def _tail(path: str, n: int = 4) -> str:

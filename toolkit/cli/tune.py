@@ -244,6 +244,9 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
-        return [r for r in store.results() if r.run_id == opts.run_id]
+        from toolkit.results import index as resultindex
+
+        # the trial's records through the query index (its run id), not by reading every stored record
+        return resultindex.run_records(store, opts.run_id)
 
     return run_trial

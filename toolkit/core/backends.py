@@ -17,6 +17,7 @@ does not use). tests/test_llamabench.py checks each message against the pinned t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -26,7 +27,8 @@ class Backend:
 
     `name`: the image's backend (matrix.yaml `backend:`); `llama_name`: how llama-bench names it in
     `backends` and `--list-devices`; `gpu`: needs a GPU device passed to the container;
-    `software_markers`: lower-case substrings of a device name that mean a software device on the
+    `vendors`: the only GPU vendors its devices can be (CUDA: NVIDIA; ROCm: AMD, its rocBLAS; Metal:
+    Apple), () where any vendor's GPU can be one of its devices (Vulkan, SYCL); `software_markers`: lower-case substrings of a device name that mean a software device on the
     CPU (Mesa lavapipe reports `llvmpipe (...)`); `fallback_messages`: log lines that mean the GPU
     was not used; `needs`: what the host must have (shown when it is missing).
     """
@@ -37,6 +39,7 @@ class Backend:
     software_markers: tuple[str, ...] = ()
     fallback_messages: tuple[str, ...] = ()
     needs: str = ""
+    vendors: tuple[str, ...] = ()  # the GPU vendors its devices can be (gpu_vendor); () any
 
 
 BACKENDS: dict[str, Backend] = {
@@ -55,6 +58,7 @@ BACKENDS: dict[str, Backend] = {
         gpu=True,
         fallback_messages=("ggml_cuda_init: failed to initialize ROCm", "no ROCm-capable device is detected"),
         needs="/dev/kfd and a render node of an AMD GPU (amdgpu/KFD driver)",
+        vendors=("amd",),
     ),
     "cuda": Backend(
         "cuda",
@@ -62,9 +66,12 @@ BACKENDS: dict[str, Backend] = {
         gpu=True,
         fallback_messages=("ggml_cuda_init: failed to initialize CUDA", "no CUDA-capable device"),
         needs="an NVIDIA GPU with the NVIDIA container toolkit",
+        vendors=("nvidia",),
     ),
     "sycl": Backend("sycl", "SYCL", gpu=True, needs="an Intel GPU render node with Level Zero"),
-    "metal": Backend("metal", "Metal", gpu=True, needs="Apple silicon (not in containers)"),
+    "metal": Backend(
+        "metal", "Metal", gpu=True, needs="Apple silicon (not in containers)", vendors=("apple",)
+    ),
 }
 
 # Old (2024) llama-bench releases wrote one boolean per backend instead of a `backends` string.
@@ -162,3 +169,71 @@ def cpu_fallback_reason(
     if gpu_info is not None and not gpu_info.strip():
         return f"gpu_info is empty although the {expected} backend was expected (silent CPU fallback)"
     return None
+
+
+_VENDOR_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("nvidia", re.compile(r"\b(?:nvidia|geforce|quadro|tesla)\b", re.IGNORECASE)),
+    ("amd", re.compile(r"\b(?:amd|radeon|instinct)\b", re.IGNORECASE)),
+    ("intel", re.compile(r"\bintel\b", re.IGNORECASE)),
+    ("apple", re.compile(r"\bapple\b", re.IGNORECASE)),
+)
+"""The words a GPU device description names its vendor by (CUDA `NVIDIA H200`, ROCm `AMD Radeon AI PRO
+R9700` or `Radeon RX 7900 XTX`, RADV `AMD Radeon ... (RADV GFX1201)`, Metal `Apple M2 Max`)."""
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
+"""How a message names each vendor gpu_vendor tells."""
+
+
+def gpu_vendor(description: str) -> str | None:
+    """The vendor one GPU device description names (`nvidia`, `amd`, `intel`, `apple`), None where it
+    names none or several (llvmpipe, a generic `Graphics`): never a guess. The first 256 characters are
+    read (a name is not longer)."""
+    text = description[:256]
+    found = {vendor for vendor, words in _VENDOR_WORDS if words.search(text)}
+    return found.pop() if len(found) == 1 else None
+
+
+def device_contradiction(backends_field: str, gpu_info: str) -> str | None:
+    """Why GPU devices `gpu_info` (llama-bench's descriptions joined with ", ") cannot be those of a build
+    whose `backends` are `backends_field`, None when they can: every device whose vendor is named
+    (gpu_vendor) must be one its GPU backends run on (Backend.vendors; a ROCm build on an NVIDIA H200, a
+    CUDA build on a Radeon cannot run: the GPU named is not the one measured). A backend this table does
+    not bound (Vulkan, SYCL, one it does not know) allows any device; a row naming only host backends
+    is the CPU-fallback rule's (cpu_fallback_reason)."""
+    allowed: set[str] = set()
+    for name in llama_names(backends_field):  # HIP is ROCm, MTL is Metal (LLAMA_ALIASES)
+        if name in CPU_SIDE_NAMES:
+            continue
+        b = next((b for b in BACKENDS.values() if b.llama_name.lower() == name), None)
+        if b is None or not b.vendors:
+            return None
+        allowed.update(b.vendors)
+    if not allowed:
+        return None
+    for device in _devices(gpu_info):
+        vendor = gpu_vendor(device)
+        if vendor is not None and vendor not in allowed:
+            said = " or ".join(sorted(VENDOR_NAMES[v] for v in allowed))
+            return (
+                f"gpu_info names {device[:64]!r}, an {VENDOR_NAMES[vendor]} GPU, which a {backends_field[:40]!r} "
+                f"build cannot run on (its devices are {said} GPUs): the GPU named is not the one measured"
+            )
+    return None
+
+
+def _devices(gpu_info: str) -> list[str]:
+    """gpu_info's device descriptions: split on ", " outside parentheses (a description may hold one:
+    `llvmpipe (LLVM 19.1.7, 256 bits)`), at most the first 64 KiB read."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for c in gpu_info[:65536]:
+        depth += (c == "(") - (c == ")" and depth > 0)
+        if c == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    out.append("".join(cur).strip())
+    return [d for d in out if d]

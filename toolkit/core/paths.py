@@ -69,16 +69,39 @@ def contained(base: Path, relative: str | Path, *, what: str, fix: str | None = 
     return target
 
 
-def symlinks_inside(folder: Path, *, what: str, fix: str | None = None) -> None:
+def _node_kind(mode: int) -> str | None:
+    """What a file-system node that is neither a regular file, a folder nor a symlink is (None for those)."""
+    import stat
+
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
+
+
+def symlinks_inside(folder: Path, *, what: str, fix: str | None = None, files_only: bool = False) -> None:
     """Every symlink under `folder` (files and folders; links are not followed while walking) must
-    resolve inside `folder`: BadInput naming `what`, the link and where it points otherwise."""
+    resolve inside `folder`: BadInput naming `what`, the link and where it points otherwise. With
+    `files_only` (a folder from someone else: a published run), every other entry must be a regular file
+    or a folder too: a FIFO would hang the reader that opens it, a device or socket is no file of a run."""
     root = Path(folder)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in (*dirnames, *filenames):
             p = Path(dirpath) / name
+            rel = p.relative_to(root)
+            try:
+                mode = p.lstat().st_mode
+            except OSError:  # gone while walked: whoever reads it later says so
+                continue
             if p.is_symlink():
-                rel = p.relative_to(root)
                 contained(root, rel, what=f"{what}: symlink {rel}", fix=fix)
+            elif files_only and (kind := _node_kind(mode)) is not None:
+                raise BadInput(
+                    f"{what}: {str(rel)[:200]!r} is {kind}, not a regular file or folder; remove it"
+                )
 
 
 STORE_FILES = ("bench.jsonl", "builds.jsonl")

@@ -7,17 +7,26 @@ from __future__ import annotations
 
 import re
 
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""Unicode's bidirectional formatting characters (UAX #9: ALM, LRM, RLM, the embeddings and overrides
+LRE..RLO, the isolates LRI..PDI): a name holding U+202E shows what follows it on its line reversed, in a
+terminal, a markdown or HTML table and a spreadsheet alike (CVE-2021-42574, "Trojan Source"): a model
+name `q<U+202E>8q` made the numbers after it in its csv row read backwards. Stripped with the controls."""
+
 # Terminal control sequences (ECMA-48): OSC (ESC ] ... BEL or ST: window title, OSC 52 clipboard,
 # hyperlinks), CSI (ESC [ params final: colours, cursor moves, erase), other ESC sequences, and every
-# C0 control but tab and newline, DEL and the C1 controls (8-bit CSI \x9b, OSC \x9d).
+# C0 control but tab and newline, DEL and the C1 controls (8-bit CSI \x9b, OSC \x9d); and the Unicode
+# bidi controls (BIDI_CONTROLS), which reorder what follows them on the line as it is displayed.
 CONTROL = re.compile(
     r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC, 7- and 8-bit, to BEL or ST
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit
     r"|\x1b[ -~]?"  # any other ESC sequence
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1
+    f"|[{BIDI_CONTROLS}]"  # Unicode bidi controls
 )
 
-_CONTROL_START = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the first character of every CONTROL match
+# the first character of every CONTROL match
+_CONTROL_START = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 
 # The ASCII characters no CONTROL match starts with (tab, newline, space to ~): an ASCII text with
 # nothing left once they are deleted (bytes.translate, ~4x faster than _CONTROL_START.search) has none.

@@ -21,7 +21,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -241,16 +241,24 @@ def plan(
     *,
     prepare: bool = True,
     source: PreparedSource | None = None,
-    repo: str = "toolkit",
+    stranger: bool = False,
 ) -> Plan:
     """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags):
-    the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`."""
+    the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`, repo `toolkit`, or
+    `toolkit-reproduce` for a `stranger`'s templates, whose cache mounts get ids of their own
+    (confine.confine_cache_mounts: the Dockerfile built is that one; the labels name the templates')."""
     from toolkit.images.render import render_image, write_rendered
 
     rendered = render_image(lm, spec)
-    write_rendered(rendered)
-    context = rendered.path.parent
     key = inputs_key(lm, spec, rendered).key
+    built = rendered
+    if stranger:
+        from toolkit.images.confine import NAMESPACE, confine_cache_mounts
+
+        built = replace(rendered, content=confine_cache_mounts(rendered.content, key, rendered.template))
+    write_rendered(built)
+    context = rendered.path.parent
+    repo = NAMESPACE if stranger else "toolkit"
     commit: str | None = None
     if spec.source:
         if prepare:
@@ -314,20 +322,20 @@ def _planned(
     *,
     dry_run: bool,
     source: PreparedSource | None,
-    repo: str,
+    stranger: bool,
 ) -> Plan | BuildResult:
     """plan() for build_image: a real build first makes sure every base image can be had and prepares
     the source; a base or a source that cannot be had gives the image's skipped BuildResult instead."""
     from toolkit.images.render import render_image
 
     if dry_run:
-        return plan(lm, spec, store, prepare=False, source=source, repo=repo)
+        return plan(lm, spec, store, prepare=False, source=source, stranger=stranger)
     for base in base_images(render_image(lm, spec).content):
         reason = engine.ensure_base_image(base)
         if reason:
             return BuildResult(spec.name, "skipped", reason)
     try:
-        return plan(lm, spec, store, source=source, repo=repo)
+        return plan(lm, spec, store, source=source, stranger=stranger)
     except BuildFailed as err:
         return BuildResult(spec.name, "skipped", str(err))
 
@@ -346,13 +354,12 @@ def build_image(
 ) -> BuildResult:
     """Build one image. Never raises for a build failure: returns status failed with the log path.
     `stranger`: the templates are someone else's (`reproduce --rebuild`): RUN steps get their own
-    network namespace, never this host's, and the image is tagged under `toolkit-reproduce/`, never
-    over the project's own `toolkit/<image>` tags.
+    network namespace, never this host's, its cache mounts ids of their own (confine), and the image is
+    tagged under `toolkit-reproduce/`, never over the project's own `toolkit/<image>` tags.
 
     Raises EngineUnavailable when Docker is unreachable and BadInput for matrix/template errors.
     """
-    repo = "toolkit-reproduce" if stranger else "toolkit"
-    planned = _planned(lm, spec, store, dry_run=dry_run, source=source, repo=repo)
+    planned = _planned(lm, spec, store, dry_run=dry_run, source=source, stranger=stranger)
     if isinstance(planned, BuildResult):
         return planned
     rendered, _bases, _source, labels, args, tags = planned

@@ -31,6 +31,7 @@ from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import strip_controls
 from toolkit.engine import api as engine
+from toolkit.results import index as resultindex
 from toolkit.results import make_folders, open_regular, write_atomic
 from toolkit.results.records import (
     BenchRecord,
@@ -436,8 +437,9 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
 
 
 def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
-    """Every record of run `run_id` in `store` (BadInput naming the newest stored runs when none)."""
-    recs = [r for r in store.results() if r.run_id == run_id]
+    """Every record of run `run_id` in `store` (BadInput naming the newest stored runs when none), by its
+    indexed id (index.run_records: the run's cost, not the stored history's)."""
+    recs = resultindex.run_records(store, run_id)
     if not recs:
         from toolkit.analysis.compare import stored_runs
 
@@ -448,12 +450,11 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
 
 
 def describe_run(
-    store: ResultStore, run_id: str, lm: LoadedMatrix | None
+    store: ResultStore, run_id: str, lm: LoadedMatrix | None, recs: list[BenchRecord]
 ) -> tuple[PublishedRun, list[BuildRecord]]:
-    """run.json content and the build records of the run's image digests. A run whose records name no
-    image digest or no model sha256 (an import, an older record) is exported with a note saying what
-    `toolkit reproduce` then cannot check."""
-    recs = run_records(store, run_id)
+    """run.json content and the build records of the run's image digests (`recs`: its run_records).
+    A run whose records name no image digest or no model sha256 (an import, an older record) is exported
+    with a note saying what `toolkit reproduce` then cannot check."""
     digests = list(dict.fromkeys(r.image.digest for r in recs))
     builds = [b for b in store.builds() if b.digest in digests]
     notes: list[str] = []
@@ -563,10 +564,11 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
             raise BadInput(
                 f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
             )
-    run, builds = describe_run(store, run_id, lm)
+    recs = run_records(store, run_id)
+    run, builds = describe_run(store, run_id, lm, recs)
     copies = _copied(lm) if lm is not None else []  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    for name, items in (("results.jsonl", run_records(store, run_id)), ("builds.jsonl", builds)):
+    for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):
         tmp = out / f".{name}.tmp"
         tmp.unlink(missing_ok=True)
         for item in items:
@@ -576,7 +578,7 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
     for src, rel in copies:
         _copy_regular(src, out / rel, out)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
-    readme = strip_controls(run_readme(run, run_records(store, run_id)))  # host strings: no escapes
+    readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
     return run
 
@@ -694,7 +696,7 @@ MATRIX_PATH_FIX = (
 )
 
 
-def _label(name: str, i: int) -> str:
+def label(name: str, i: int) -> str:
     """A model's name as a message shows it: itself when plain, else its index."""
     return name if name and len(name) <= 64 and name.isprintable() and "/" not in name else str(i)
 
@@ -705,7 +707,7 @@ def check_run_paths(run: PublishedRun, where: str) -> None:
     BadInput naming run.json, the field and the fix otherwise. Where they resolve is checked on use
     (reproduce: core.paths.contained in the folder)."""
     for i, m in enumerate(run.models):
-        at = f"{where}: models[{_label(m.name, i)}]"
+        at = f"{where}: models[{label(m.name, i)}]"
         if len(relative_path(m.file, what=f"{at}.file", fix=FILE_FIX).parts) != 1:
             raise BadInput(f"{at}.file: {m.file[:200]!r} is not a file name (it has a '/'); {FILE_FIX}")
         if m.matrix_path is not None:
@@ -762,11 +764,11 @@ def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
 
 def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
     """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
-    else is untrusted input: before any file is read, every symlink in it must point inside it
-    (core.paths.symlinks_inside) and run.json's paths must be relative ones (check_run_paths)."""
+    else is untrusted input: before any file is read, every symlink in it must point inside it, any other
+    entry be a file or folder (symlinks_inside: a FIFO hung reproduce), run.json's paths relative ones."""
     folder = Path(folder)
 
-    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX)
+    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX, files_only=True)
     files = {
         name: contained(folder, name, what=f"{folder}: {name}", fix=UNLINK_FIX)
         for name in ("run.json", "results.jsonl", "builds.jsonl")

@@ -52,6 +52,7 @@ from toolkit.engine import api as engine
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import push as publish
 from toolkit.results import identity, write_atomic
+from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
 from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 
@@ -59,6 +60,7 @@ VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
 VERDICT_HELD = "not decided"  # every test beyond noise was measured on a flagged system (held)
 HOST_KEYS = ("cpu_model", "cpu_threads", "memory_bytes", "kernel", "os")
+HEX = set("0123456789abcdef")  # an image ID, what a published digest must be: sha256: and 64 of these
 
 
 @dataclass
@@ -97,8 +99,7 @@ class ReproRow:
 
     @property
     def flags(self) -> list[str]:
-        """The telemetry flags of either side (`A:host-busy`, `B:gpu-shared`, ...): what made the
-        system, not the image, part of the number (analysis.tables.telemetry_flags)."""
+        """The telemetry flags of either side (`A:host-busy`, ...): the system's part of the number."""
         return sided_telemetry_flags(self.recorded, self.reproduced)
 
     @property
@@ -261,14 +262,18 @@ def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[Bui
     store.add_build(rec)
 
 
-def refuse_imported(run: publish.PublishedRun) -> None:
-    """BadInput for a run whose results were imported (`toolkit import`): no image to run, and its model
-    paths are whatever the imported files said; also for axes export-run kept as measured that a matrix
-    cannot express."""
-    for im in run.images:
+def refuse_imported(run: publish.PublishedRun, where: str = "run.json") -> None:
+    """BadInput for a run whose results were imported (no image to run), for a `digest` that is no image ID
+    (`toolkit/cpu:latest`, an ID prefix: the engine would run an image of this host it names, called the
+    recorded one), for axes export-run kept that a matrix cannot express. `where`: run.json's path."""
+    for i, im in enumerate(run.images):
         if im.digest.startswith("import:"):
+            raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
+        if not (len(im.digest) == 71 and im.digest.startswith("sha256:") and set(im.digest[7:]) <= HEX):
             raise BadInput(
-                f"image {im.name}: its results were imported (`toolkit import`), there is no image to run"
+                f"{where}: images[{publish.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
+                "(sha256: and 64 lowercase hex digits, as export-run writes): reproduce runs an image by its "
+                "ID, never by a name or prefix that may mean an image of this host; export the run again"
             )
     if "not_a_matrix" in run.bench:  # export-run kept axes as measured that a matrix cannot express
         raise BadInput(
@@ -367,8 +372,7 @@ def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status
 
 
 def _rel_sd(r: BenchRecord) -> float:
-    v = value(r)
-    return (r.stddev_ts or 0.0) / v if v else 0.0
+    return (r.stddev_ts or 0.0) / v if (v := value(r)) else 0.0
 
 
 def compare_records(
@@ -610,7 +614,7 @@ def reproduce(
     project = None if Path(source).is_dir() else lm
     folder = resolve_run(source, store=store, lm=lm)
     run, recorded, builds = publish.load_run(folder)
-    refuse_imported(run)
+    refuse_imported(run, f"{folder / 'run.json'}")
     if not allow_twin:
         _refuse_twins(run, recorded)
     workdir = _workdir(folder, rebuild)
@@ -668,7 +672,7 @@ def _rerun(
     rep.new_run_id = opts.run_id
     outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
-    again = [r for r in work_store.results() if r.run_id == opts.run_id]
+    again = resultindex.run_records(work_store, opts.run_id)  # by its id: --results may hold a history
     rep.rows = compare_records(recorded, again, rep.threshold)
     rep.host_diff = host_differences(run.host, again[0].host if again else {})
     if software:

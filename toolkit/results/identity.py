@@ -39,7 +39,7 @@ from typing import Any
 
 from toolkit.core import stats
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench import readers
+from toolkit.runtimes.llama_bench import plausible
 from toolkit.runtimes.llama_bench.check import parse_test_time
 
 # llama-bench fields that are measurements, not part of what was asked.
@@ -268,7 +268,7 @@ def _as_printed(key: str, v: Any) -> Any:
     """A model's size or parameter count as llama-bench's -o md prints it (markdown_printer: `%.2f
     GiB` from 1 GiB, else `%.2f MiB`; `%.2f B` from 1e9 parameters, else `%.2f M`), from a number or
     that text, so a table and a JSON row of one model describe it alike; other values as they are."""
-    n = readers.quantity(v)
+    n = plausible.quantity(v)
     if n is None:
         return _plain(v)
     if key == "model_size":

@@ -34,7 +34,7 @@ from toolkit.results.records import (
     short_digest,
 )
 from toolkit.results.telemetry_check import measured_claims
-from toolkit.runtimes.llama_bench import check
+from toolkit.runtimes.llama_bench import check, plausible
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
@@ -760,7 +760,7 @@ def _record(
         name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),
         path=mfile,
         sha256=model_sha256,
-        size_bytes=readers.quantity(raw.get("model_size")) or 0,
+        size_bytes=plausible.quantity(raw.get("model_size")) or 0,
     )
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
     flags += [f for f in measured_flags if f not in flags]

@@ -544,6 +544,8 @@ def contradiction(rec: BenchRecord) -> str | None:
         if why := raw_problem(counts, own_samples, rec.raw, rec.command):
             return why
         row = {k: getattr(rec, k) for k in _SHOWN}
+        row.update(backends=rec.backends, gpu_info=rec.gpu_info)  # the GPU its backend can run on
+        row.update({k: rec.raw.get(k) for k in _RAW_HELD})
         why = check_row(row)
         if why is not None:
             return why
@@ -553,6 +555,10 @@ def contradiction(rec: BenchRecord) -> str | None:
 
 _SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
 """The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
+
+_RAW_HELD = ("model_size", "model_n_params")
+"""Fields of a llama-bench record's `raw` row held to the validity pass too: what its roofline reads
+(a model_size edited down hid a decode beyond the GPU's bandwidth)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

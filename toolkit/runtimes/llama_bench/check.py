@@ -19,6 +19,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
+from toolkit.runtimes.llama_bench import plausible
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -194,7 +195,10 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
     that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
-    time or lies in the future (_time_of_test); a stddev_ts below 0 (`± -5` in -o md)."""
+    time or lies in the future (_time_of_test); a stddev_ts below 0 (`± -5` in -o md); a model_size
+    that is not its model_n_params' at any bytes a weight, a tok/s beyond what any machine computes for
+    that many parameters (plausible.model_problem); a GPU its backend cannot run on (a ROCm row on an
+    NVIDIA H200: plausible.device_problem)."""
     if problem:
         return problem
     if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
@@ -234,6 +238,10 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             "tokens/s)"
         )
     if why := _decode_too_fast(counts["n_gen"] or 0, tokens, ts, ns, fields.get("samples_ts")):
+        return why
+    if why := plausible.model_problem(fields, ts if ts is not None else tokens * 1e9 / ns if ns else None):
+        return why
+    if why := plausible.device_problem(fields):
         return why
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record

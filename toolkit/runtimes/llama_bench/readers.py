@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.core import jsonsafe, stats
+from toolkit.core import jsonsafe
 from toolkit.runtimes.llama_bench import md_defaults, md_devices, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
@@ -99,32 +99,6 @@ def typed(name: str, text: str | None) -> Any:
             return int(f) if f is not None and math.isfinite(f) and f.is_integer() else t
         return bool(n) if name in BOOL_FIELDS and n in (0, 1) else n
     return _num(t)
-
-
-_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
-
-
-_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-_UNITS["tib"] = 2**40
-
-
-def quantity(v: Any) -> int | None:
-    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
-    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
-    for a text whose figure is (`1e400 GiB`, 400 digits)."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return int(v) if stats.finite_number(v) is not None else None
-    m = _SIZE.match(str(v or ""))
-    if not m:
-        return None
-    unit = (m.group(2) or "").lower()
-    unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
-    if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
-        unit = "g"
-    n = float(m.group(1)) * _UNITS.get(unit, 1)  # `9...9 GiB` of 400 digits: inf, no count
-    return round(n) if math.isfinite(n) else None
 
 
 # A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and

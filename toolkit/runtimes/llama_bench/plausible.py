@@ -1,0 +1,99 @@
+"""What a llama-bench row's model fields allow it to have measured, on any hardware: the model's size
+against its parameter count (bytes a weight), the tokens a second no machine computes, and the GPU
+devices its backend can run on. Read by the one validity pass (check.check_row), so by every import
+format, `toolkit bench`'s own rows and every stored-record reader (records.contradiction).
+
+Facts (llama.cpp src/llama-model.cpp at 0c1e57098): llama-bench's `model_size` is llama_model_size, the
+sum of ggml_nbytes over the model's tensors, and `model_n_params` llama_model_n_params, the sum of their
+ggml_nelements: their ratio is the mean bytes a weight, which no ggml tensor type puts below IQ1_S's
+1.5625 bits (50 bytes a block of 256) nor above F64's 8 bytes."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from toolkit.core import backends, stats
+
+MIN_BYTES_PER_PARAM = 0.18
+"""The fewest bytes a weight a model's tensors take on average: IQ1_S, ggml's smallest type, is
+1.5625 bits (0.195 bytes) a weight; 0.18 leaves an -o md table's two decimals (`1.52 MiB`, `0.79 M`)
+room. Fewer is a model_size or model_n_params that is not the model's (an edited or mixed-up row)."""
+
+MAX_BYTES_PER_PARAM = 8.5
+"""The most bytes a weight on average: F64 (8 bytes), ggml's widest type, with the md table's rounding."""
+
+MIN_ACTIVE_SHARE = 0.03
+"""The smallest share of its weights any known model computes with per token (a mixture of experts:
+Kimi K2 32B of 1T, 3.2 %; Qwen3-Next-80B-A3B 3.75 %; Llama 4 Maverick 4.25 %; a dense model 100 %):
+what a row's parameter count is held to when its model type is not read (analysis.roofline reads it)."""
+
+MAX_FLOP_S = 1e17
+"""The most FLOP/s any machine llama-bench runs on computes, 100 PFLOP/s: eight NVIDIA B200 give 8 x
+2.25 PFLOP/s of dense FP16 (8 x 9 at dense FP4); every token of a test (prompt or generated) costs at
+least 2 FLOPs per active parameter (a multiply-add), so a row implying more is no measurement (a CPU
+pp2048 of 272 million tok/s of a 30B model: 1.6 exaFLOP/s)."""
+
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_UNITS["tib"] = 2**40
+
+
+def quantity(v: Any) -> int | None:
+    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
+    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
+    for a text whose figure is (`1e400 GiB`, 400 digits)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return int(v) if stats.finite_number(v) is not None else None
+    m = _SIZE.match(str(v or ""))
+    if not m:
+        return None
+    unit = (m.group(2) or "").lower()
+    unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
+    if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
+        unit = "g"
+    try:
+        n = float(m.group(1)) * _UNITS.get(unit, 1)  # `9...9 GiB` of 400 digits: inf, no count
+    except ValueError:  # `1.2.3 GiB`: no number
+        return None
+    return round(n) if math.isfinite(n) else None
+
+
+def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
+    """Why a row's model fields contradict each other or its speed, None when they do not (or are not
+    given): model_size over model_n_params outside MIN_BYTES_PER_PARAM..MAX_BYTES_PER_PARAM bytes a
+    weight (a size edited down hides a decode beyond the GPU's bandwidth: the roofline reads it), or
+    `rate` (tok/s, any test) implying more than MAX_FLOP_S at 2 FLOPs per token and active parameter,
+    at least MIN_ACTIVE_SHARE of them."""
+    size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
+    if size and params and size > 0 and params > 0:
+        per = size / params
+        if not MIN_BYTES_PER_PARAM <= per <= MAX_BYTES_PER_PARAM:
+            return (
+                f"model_size {size} bytes over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
+                f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
+            )
+    if params and params > 0 and rate is not None:
+        least = 2.0 * params * MIN_ACTIVE_SHARE  # FLOPs a token
+        if rate * least > MAX_FLOP_S:
+            return (
+                f"{rate:.6g} t/s of a model of {params:.4g} parameters is {rate * least:.3g} FLOP/s at least "
+                f"(2 FLOPs per token and active parameter, {MIN_ACTIVE_SHARE:g} of them active): more than "
+                f"{MAX_FLOP_S:.0e}, what any machine computes"
+            )
+    return None
+
+
+def device_problem(fields: dict[str, Any]) -> str | None:
+    """Why a row's GPU devices (`gpu_info`) cannot be its build's backend (`backends`), None when they
+    can or it does not say (backends.device_contradiction: CUDA runs on NVIDIA GPUs only, ROCm on AMD's,
+    Metal on Apple's)."""
+    names, gpus = fields.get("backends"), fields.get("gpu_info")
+    if not isinstance(names, str) or not isinstance(gpus, str):
+        return None
+    return backends.device_contradiction(names, gpus)
