@@ -60,6 +60,8 @@ def test_a_row_naming_a_gpu_its_backend_cannot_run_on_is_refused(backends: str, 
     assert check_row(row) is None
     assert check_row({**row, "backends": "Vulkan"}) is None  # Vulkan runs on any vendor's GPU
     assert check_row({**row, "backends": "CUDA,BLAS", "gpu_info": "NVIDIA H200, NVIDIA H200"}) is None
+    # ZLUDA runs a CUDA build on an AMD GPU and says so in the device's name: a real run, kept
+    assert check_row({**row, "backends": "CUDA", "gpu_info": "AMD Radeon RX 7900 XTX [ZLUDA]"}) is None
     why = check_row({**row, "backends": backends, "gpu_info": gpu}) or ""
     assert "cannot run on" in why and gpu in why
 

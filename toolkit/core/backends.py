@@ -181,6 +181,11 @@ _VENDOR_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 R9700` or `Radeon RX 7900 XTX`, RADV `AMD Radeon ... (RADV GFX1201)`, Metal `Apple M2 Max`)."""
 
 
+TRANSLATED = re.compile(r"\bzluda\b", re.IGNORECASE)
+"""A device named through a translation layer that runs one vendor's API on another's GPU: ZLUDA runs a
+CUDA build on an AMD GPU and names it `AMD Radeon RX 7900 XTX [ZLUDA]` (vosen/ZLUDA): a real run."""
+
+
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
 """How a message names each vendor gpu_vendor tells."""
 
@@ -213,7 +218,7 @@ def device_contradiction(backends_field: str, gpu_info: str) -> str | None:
         return None
     for device in _devices(gpu_info):
         vendor = gpu_vendor(device)
-        if vendor is not None and vendor not in allowed:
+        if vendor is not None and vendor not in allowed and not TRANSLATED.search(device):
             said = " or ".join(sorted(VENDOR_NAMES[v] for v in allowed))
             return (
                 f"gpu_info names {device[:64]!r}, an {VENDOR_NAMES[vendor]} GPU, which a {backends_field[:40]!r} "
