@@ -258,6 +258,9 @@ def test_doctor_says_the_cgroup_version_and_warns_for_podman_on_v1(tmp_path: Pat
     ]
     # what the version means is said (a newcomer found `cgroup v1 hybrid` unexplained)
     assert "systemd's hybrid layout" in check_cgroup("v1 hybrid", None)[0].message
+    # a Docker host is not told what Podman 5 prints (a fresh-host run, round 19): only a Podman 5 host is
+    docker = {"engine": "docker", "server_version": "26.1.5"}
+    assert all("Podman 5" not in c.message for v in ("v1", "v1 hybrid") for c in check_cgroup(v, docker))
     levels = [(c.level, c.topic) for c in check_cgroup("v1", podman)]
     assert levels == [("info", "cgroup"), ("warn", "cgroup")]
     assert "PODMAN_IGNORE_CGROUPSV1_WARNING" in check_cgroup("v1 hybrid", podman)[1].message

@@ -67,11 +67,12 @@ def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Ch
     return checks
 
 
-_MEANS = {  # what the version line means to a newcomer (doctor printed a bare "cgroup v1 hybrid")
+_MEANS = {  # what the version line means to a newcomer (doctor printed a bare "cgroup v1 hybrid"); what
+    # Podman 5 makes of v1 is its own warn line, on a Podman 5 host only (a Docker host was told of it)
     "v2": " (the unified hierarchy: what current Docker and Podman expect)",
-    "v1": " (the legacy hierarchy: Docker works; Podman 5 warns on every command)",
+    "v1": " (the legacy hierarchy: Docker and Podman run on it)",
     "v1 hybrid": " (legacy v1 controllers beside a cgroup2 at /sys/fs/cgroup/unified, systemd's "
-    "hybrid layout: Docker works; Podman 5 warns on every command)",
+    "hybrid layout: Docker and Podman run on it)",
 }
 
 
