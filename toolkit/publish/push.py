@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
+from toolkit.bench.runners import llama_depth
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
@@ -371,9 +372,8 @@ class PublishedImage(BaseModel):
 
 
 class PublishedModel(BaseModel):
-    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative to the
-    folder; written only for a matrix path relative to the project, without '..'), `recorded_path`
-    where it was on the measuring host (a record: never looked at for a folder from elsewhere)."""
+    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative, no '..'),
+    `recorded_path` where it was on the measuring host (a record: never looked at for a stranger's folder)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -385,6 +385,7 @@ class PublishedModel(BaseModel):
     recorded_path: str | None = None
     hf: dict[str, Any] | None = None
     generate: str | None = None
+    depth: dict[str, Any] | None = None  # its depth sweep as measured (llama_depth.recorded_sweep)
 
 
 class PublishedRun(BaseModel):
@@ -452,9 +453,8 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
 def describe_run(
     store: ResultStore, run_id: str, lm: LoadedMatrix | None, recs: list[BenchRecord]
 ) -> tuple[PublishedRun, list[BuildRecord]]:
-    """run.json content and the build records of the run's image digests (`recs`: its run_records).
-    A run whose records name no image digest or no model sha256 (an import, an older record) is exported
-    with a note saying what `toolkit reproduce` then cannot check."""
+    """run.json content and the build records of the run's image digests (`recs`: its run_records). A run
+    whose records name no image digest or model sha256 (an import) is exported with a note saying so."""
     digests = list(dict.fromkeys(r.image.digest for r in recs))
     builds = [b for b in store.builds() if b.digest in digests]
     notes: list[str] = []
@@ -517,8 +517,7 @@ def _published_image(
 
 
 def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[PublishedModel]:
-    """run.json's models: one per model sha256 of the run, with where the matrix (if any) puts it and
-    how it is had (Hub file, generated)."""
+    """run.json's models: one per model sha256 of the run, where the matrix (if any) puts it, how it is had."""
     specs = {m.name: m for m in lm.m.models} if lm else {}
     models = []
     for sha in dict.fromkeys(r.model.sha256 for r in recs):
@@ -534,6 +533,7 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
                 matrix_path=spec.path if spec and _folder_relative(spec.path) else None,
                 generate=spec.generate if spec else None,
                 hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
+                depth=d.model_dump() if (d := llama_depth.recorded_sweep(recs, m.name)) else None,
             )
         )
     return models

@@ -531,7 +531,7 @@ def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchR
     runners that measured it (of the recorded run; every registered runner of Hugging Face
     checkpoints when the records do not say)."""
     if not path.is_dir():
-        return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256)
+        return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256, depth=m.depth)
     hf = HfFile(**m.hf) if m.hf else None
     used = list(dict.fromkeys(r.runner for r in recorded if r.model.name == m.name))
     readers = [n for n in runners.names() if "hf" in runners.get(n).model_formats]

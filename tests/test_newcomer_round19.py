@@ -1,0 +1,49 @@
+"""A newcomer on a fresh Debian 13 stand-in (2026-12-04, third session): what export-run and reproduce
+got wrong for the default tiny model, whose matrix entry has a depth sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.records import make_record
+from toolkit.bench.runners import llama_depth
+from toolkit.publish import push as publish
+from toolkit.publish import reproduce as repro
+from toolkit.spec.depth import DepthSweep
+
+
+def _run(model: str = "tiny-qwen3moe") -> list:
+    """A run's records as bench_one writes them: the main sweep's (log <run>-<model>.log) and the depth
+    sweep's (log <run>-<model>-depth.log): pp512 and tg128 at depth 512, pp1024 at depth 0."""
+    out = []
+    for p, n, d, suffix in (
+        (512, 0, 0, ""),
+        (0, 128, 0, ""),
+        (512, 0, 512, "-depth"),
+        (0, 128, 512, "-depth"),
+        (1024, 0, 0, "-depth"),
+    ):
+        r = make_record("cpu", "cpu", p=p, n=n, avg=100.0)
+        r.n_depth, r.run_id = d, "run-d"
+        r.model.name = model
+        r.log_file = f"/r/logs/run-d-{model}{suffix}.log"
+        out.append(r)
+    return out
+
+
+def test_export_names_the_depth_sweep_and_reproduce_runs_it():
+    """`toolkit reproduce` of an exported run re-ran the main sweep only: the depth sweep's tests came
+    back missing and the run was "not reproduced" (exit 7) on every try, the default tiny model's too."""
+    recs = _run()
+    (m,) = publish._published_models(recs, None)
+    assert m.depth == DepthSweep(n_depth=[0, 512], n_prompt=[512, 1024], n_gen=[128], n_ubatch=512).model_dump()
+    spec = repro._model_spec(m, Path("/models/tiny.gguf"))
+    assert spec.depth is not None and spec.depth.depths() == [0, 512]
+
+
+def test_a_model_named_like_a_depth_log_is_no_depth_sweep():
+    """The depth process is told by bench_one's log name after `<run>-<model>`, never by a model name
+    that holds `-depth`; a run without a depth process exports none."""
+    main = [r for r in _run("my-depth-model") if not r.log_file.endswith("-model-depth.log")]
+    assert len(main) == 2 and llama_depth.recorded_sweep(main, "my-depth-model") is None
+    assert llama_depth.recorded_sweep(_run("my-depth-model"), "my-depth-model") is not None
