@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.records import make_record
-from toolkit.bench.runners import llama_depth
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
+from toolkit.publish import sweeps
 from toolkit.spec.depth import DepthSweep
 
 
@@ -36,7 +36,9 @@ def test_export_names_the_depth_sweep_and_reproduce_runs_it():
     back missing and the run was "not reproduced" (exit 7) on every try, the default tiny model's too."""
     recs = _run()
     (m,) = publish._published_models(recs, None)
-    assert m.depth == DepthSweep(n_depth=[0, 512], n_prompt=[512, 1024], n_gen=[128], n_ubatch=512).model_dump()
+    assert (
+        m.depth == DepthSweep(n_depth=[0, 512], n_prompt=[512, 1024], n_gen=[128], n_ubatch=512).model_dump()
+    )
     spec = repro._model_spec(m, Path("/models/tiny.gguf"))
     assert spec.depth is not None and spec.depth.depths() == [0, 512]
 
@@ -45,5 +47,37 @@ def test_a_model_named_like_a_depth_log_is_no_depth_sweep():
     """The depth process is told by bench_one's log name after `<run>-<model>`, never by a model name
     that holds `-depth`; a run without a depth process exports none."""
     main = [r for r in _run("my-depth-model") if not r.log_file.endswith("-model-depth.log")]
-    assert len(main) == 2 and llama_depth.recorded_sweep(main, "my-depth-model") is None
-    assert llama_depth.recorded_sweep(_run("my-depth-model"), "my-depth-model") is not None
+    assert len(main) == 2 and sweeps.recorded_sweep(main, "my-depth-model") is None
+    assert sweeps.recorded_sweep(_run("my-depth-model"), "my-depth-model") is not None
+
+
+def test_a_mistyped_folder_is_said_to_be_missing_not_read_as_a_run_id(tmp_path):
+    """`toolkit reproduce published/nope` said "no results of run 'published/nope'": a path is no run id."""
+    import pytest
+
+    from toolkit.core.errors import BadInput
+
+    with pytest.raises(BadInput, match=r"published/nope: no such folder; give a run folder written by"):
+        repro.resolve_run(str(tmp_path / "published" / "nope"), store=None, lm=None)
+
+
+def test_the_csv_host_column_names_the_host_of_a_bench_record(tmp_path):
+    """The csv's `host` read the hostname, which a bench record never keeps (results get published): the
+    column was empty on every row of a customer's csv. It names the CPU and threads where no key or
+    hostname is kept."""
+    import csv
+    import io
+
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    r = make_record("cpu", "cpu", p=512, avg=100.0)
+    r.host = {"cpu_model": "AMD EPYC", "cpu_threads": 2, "os": "Debian GNU/Linux 13 (trixie)"}
+    store.add_result(r)
+    res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["host"] == "AMD EPYC, 2 threads"

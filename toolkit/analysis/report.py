@@ -365,7 +365,7 @@ def render_csv(ts: list[Table]) -> str:
                             r.model.sha256 or "",
                             r.build_commit or "",
                             r.gpu_info or "",
-                            str((r.host or {}).get("hostname") or ""),
+                            _host_cell(r.host or {}),
                             *measured_span(r),
                             r.run_id,
                         ],
@@ -377,6 +377,15 @@ def render_csv(ts: list[Table]) -> str:
 _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 """What a spreadsheet may read as a formula at a cell's start: = + - @ and their full-width forms (OWASP
 WSTG-INPV-21, Testing for CSV Injection: tab, CR and LF before them too, which _inert_cell skips)."""
+
+
+def _host_cell(h: dict) -> str:
+    """The csv's `host`: a campaign host's key, else the hostname where a record keeps one (an import),
+    else its CPU model and threads (a bench record keeps no hostname: results get published)."""
+    if named := h.get("key") or h.get("hostname"):
+        return str(named)
+    cpu, threads = h.get("cpu_model"), h.get("cpu_threads")
+    return f"{cpu}, {threads} threads" if cpu and threads else str(cpu or "")
 
 
 def _inert_cell(v: Any) -> Any:

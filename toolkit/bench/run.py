@@ -254,6 +254,7 @@ def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) ->
         + (
             "; all measured before (`--resume` measures only what an image digest + model lacks)"
             if known == total
+            and not any(p.ctx and p.ctx.opts.pinned for p in pairs)  # reproduce: no --resume
             else ""
         )
     )

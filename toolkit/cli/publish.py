@@ -41,6 +41,15 @@ def _transfer_printer(quiet: bool):
     return on_line
 
 
+def _build_printer(quiet: bool):
+    """Condensed progress of a `--rebuild` on stderr (build_plan.BuildSteps, as `toolkit build` prints it
+    in a log: each step as it starts, steps of 5 s or more with their time, a line while a long step
+    compiles, error lines): a rebuild of several minutes printed nothing."""
+    from toolkit.images import build_plan
+
+    return None if quiet else build_plan.BuildSteps("rebuild", _err)
+
+
 @click.command(epilog=PUSH_EPILOG)
 @matrix_option
 @image_option
@@ -206,7 +215,7 @@ def reproduce(
             threshold=threshold,
             model_dir=Path(model_dir) if model_dir else None,
             events=events,
-            on_line=_transfer_printer(as_json),
+            on_line=_build_printer(as_json) if rebuild else _transfer_printer(as_json),
             allow_twin=allow_twin,
             allow_concurrent=allow_concurrent,
         )

@@ -26,12 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
-from toolkit.bench.runners import llama_depth
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import strip_controls
 from toolkit.engine import api as engine
+from toolkit.publish import sweeps
 from toolkit.results import index as resultindex
 from toolkit.results import make_folders, open_regular, write_atomic
 from toolkit.results.records import (
@@ -385,7 +385,7 @@ class PublishedModel(BaseModel):
     recorded_path: str | None = None
     hf: dict[str, Any] | None = None
     generate: str | None = None
-    depth: dict[str, Any] | None = None  # its depth sweep as measured (llama_depth.recorded_sweep)
+    depth: dict[str, Any] | None = None  # its depth sweep as measured (sweeps.recorded_sweep)
 
 
 class PublishedRun(BaseModel):
@@ -533,7 +533,7 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
                 matrix_path=spec.path if spec and _folder_relative(spec.path) else None,
                 generate=spec.generate if spec else None,
                 hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
-                depth=d.model_dump() if (d := llama_depth.recorded_sweep(recs, m.name)) else None,
+                depth=d.model_dump() if (d := sweeps.recorded_sweep(recs, m.name)) else None,
             )
         )
     return models

@@ -442,11 +442,9 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
         if not (p / "run.json").is_file():
             raise BadInput(f"{p} has no run.json: give a folder written by `toolkit export-run`, or a run id")
         return p
-    if "/" in source and p.exists():  # a path, but not to a folder: no run id has a '/'
-        raise BadInput(
-            f"{p}: Not a directory: a file where a folder is expected; give a run folder written by "
-            "`toolkit export-run`, or a run id"
-        )
+    if "/" in source:  # a path, but not to a folder (no run id has a '/'): a mistyped folder is no run id
+        what = "Not a directory: a file where a folder is expected" if p.exists() else "no such folder"
+        raise BadInput(f"{p}: {what}; give a run folder written by `toolkit export-run`, or a run id")
     if store is None or lm is None:
         raise BadInput(f"{source!r} is neither a run folder nor (without a matrix) a run id to look up")
     runs = lm.root / ".toolkit" / "runs"
@@ -526,12 +524,13 @@ def _timeout(folder: Path) -> float:
 
 
 def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchRecord] = ()) -> ModelSpec:
-    """A GGUF file (sha256 pinned) for llama-bench, or a checkpoint folder (its tree digest was verified
-    by verify_model; its Hub repo and revision are kept, so records carry the same ones) for the
-    runners that measured it (of the recorded run; every registered runner of Hugging Face
-    checkpoints when the records do not say)."""
+    """A GGUF file (sha256 pinned, its depth sweep as measured) for llama-bench, or a checkpoint folder
+    (tree digest verified by verify_model; Hub repo and revision kept, so records carry the same ones)
+    for the runners that measured it (every runner of Hugging Face checkpoints where records do not say)."""
     if not path.is_dir():
-        return ModelSpec(name=m.name, path=str(path.resolve()), sha256=m.sha256, depth=m.depth)
+        return ModelSpec.model_validate(
+            {"name": m.name, "path": str(path.resolve()), "sha256": m.sha256, "depth": m.depth}
+        )
     hf = HfFile(**m.hf) if m.hf else None
     used = list(dict.fromkeys(r.runner for r in recorded if r.model.name == m.name))
     readers = [n for n in runners.names() if "hf" in runners.get(n).model_formats]

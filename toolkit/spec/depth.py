@@ -32,6 +32,11 @@ MAX_DEPTH = 1_000_000
 """The largest depth a sweep takes, tokens (BenchAxes' bound for every token axis)."""
 
 
+DEPTH_LOG_SUFFIX = "-depth"
+"""What follows `<run_id>-<model>` in the log file name of a depth-sweep process (bench_one's
+log_suffix): how a run's records say which of them its depth sweep measured (publish.sweeps)."""
+
+
 class DepthSweep(BaseModel):
     """A model's depth sweep (tokens). n_depth: sorted, distinct, 0 to MAX_DEPTH; n_prompt / n_gen:
     the pp and tg tests run at each depth (at least one > 0); n_ubatch: the micro-batch of the sweep

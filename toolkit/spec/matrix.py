@@ -17,7 +17,7 @@ in `toolkit/spec/loading.py`; every other package imports this module.
 
 from __future__ import annotations
 
-from toolkit.spec.depth import WIDE_DEPTHS, DepthSweep, KvShape, depth_axes, fit_depths
+from toolkit.spec.depth import DEPTH_LOG_SUFFIX, WIDE_DEPTHS, DepthSweep, KvShape, depth_axes, fit_depths
 from toolkit.spec.loading import (
     MAX_EXPANDED_NODES,
     MAX_MATRIX_BYTES,

@@ -48,7 +48,7 @@ from toolkit.results.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, readers
 from toolkit.runtimes.llama_bench import output as llamabench
-from toolkit.spec.matrix import CASE_DEFAULTS, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.spec.matrix import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 
 class LlamaBenchRunner:
@@ -215,7 +215,7 @@ def _processes(
     for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
         opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
         one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
-        suffix = ("-depth" if axes is not None else "") + tag + (f"-run{i + 1}" if runs > 1 else "")
+        suffix = (DEPTH_LOG_SUFFIX if axes is not None else "") + tag + (f"-run{i + 1}" if runs > 1 else "")
         o = bench_one(one, pair, axes=axes, env=env, log_suffix=suffix)
         notes = [what] if what else (["sweep"] if o.status == "dry-run" else [])
         notes += ([f"run {i + 1} of {runs}"] if runs > 1 else []) + (

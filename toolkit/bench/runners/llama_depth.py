@@ -54,7 +54,7 @@ from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord
-from toolkit.spec.matrix import BenchAxes, DepthSweep, KvShape, depth_axes, fit_depths
+from toolkit.spec.matrix import BenchAxes, KvShape, depth_axes, fit_depths
 
 SWEEP = "depth"
 """The `sweep` key of a depth case (Runner.cases): the plan line counts them."""
@@ -311,27 +311,3 @@ def restore_seconds(r: BenchRecord, repetitions: int) -> float:
     if not math.isfinite(extra) or extra <= 0:
         return 0.0
     return extra * (repetitions - 1) / (len(samples) - 1)
-
-
-def recorded_sweep(records: list[BenchRecord], model: str) -> DepthSweep | None:
-    """The depth sweep of `model` as a run's `records` measured it (for `toolkit reproduce`, which re-runs
-    it), None where they hold none: its ok records written by a depth process (log file
-    `<run_id>-<model>-depth...log`, bench_one's name for one), their depths, prompt and generation lengths
-    (0s dropped: llama-bench writes a pp test with n_gen 0) and micro-batch; depths listed, never `wide`.
-    The main sweep's tests at a depth are left out on the reproducing host as they were here."""
-    mine = [
-        r
-        for r in records
-        if r.model.name == model
-        and r.status == "ok"
-        and Path(r.log_file or "").stem.removeprefix(f"{r.run_id}-{model}").startswith("-depth")
-    ]
-    if not mine:
-        return None
-    ubs = {r.n_ubatch for r in mine}
-    return DepthSweep(
-        n_depth=sorted({r.n_depth or 0 for r in mine}),
-        n_prompt=sorted({r.n_prompt for r in mine if r.n_prompt}) or [0],
-        n_gen=sorted({r.n_gen for r in mine if r.n_gen}) or [0],
-        n_ubatch=ubs.pop() if len(ubs) == 1 else None,
-    )
