@@ -379,7 +379,7 @@ def compare_records(
     recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
 ) -> list[ReproRow]:
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
-    by identity.match_tests; noise = max(3 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+    by identity.match_tests; noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
 
     def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
         return [r for r in select_latest(recs) if value(r)]
