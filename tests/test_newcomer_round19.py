@@ -81,3 +81,23 @@ def test_the_csv_host_column_names_the_host_of_a_bench_record(tmp_path):
     assert res.exit_code == 0, res.output
     (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
     assert row["host"] == "AMD EPYC, 2 threads"
+
+
+def test_the_text_reports_flag_lines_name_the_row_when_two_models_share_a_test(tmp_path):
+    """Two models measured pp512: the text report listed `- flags of pp512 ub512: noisy` twice, naming
+    neither model. Each flag line names its row as the table does (the test and the model)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for name in ("model-a", "model-b"):
+        r = make_record("cpu", "cpu", p=512, avg=100.0, sd=30.0)
+        r.model.name, r.model.sha256 = name, name[-1] * 64
+        store.add_result(r)
+    args = ["report", "--results", str(tmp_path / "results"), "--format", "text"]
+    res = CliRunner().invoke(cli, args, env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    lines = [x for x in res.stdout.splitlines() if x.startswith("- flags of ")]
+    assert len(lines) == 2 and "model-a" in lines[0] and "model-b" in lines[1], lines

@@ -240,7 +240,8 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
         lines, gone = fit_table(headers[:-1], [line[:-1] for line in body], 1 + len(t.id_columns), width)
         dropped.update(gone)
         out += ["", t.title, ""] + lines
-        out += [f"- flags of {line[0]}: {line[-1]}" for line in body if line[-1]]
+        named = 1 + len(t.id_columns)  # the test and what tells its rows apart (model, ...): the row's name
+        out += [f"- flags of {' '.join(map(str, line[:named]))}: {line[-1]}" for line in body if line[-1]]
     notes = table_notes(ts, TEXT_MARKS_NOTE) + [shown.accounting(refused)]
     if dropped:
         notes.append(
