@@ -101,3 +101,27 @@ def test_the_text_reports_flag_lines_name_the_row_when_two_models_share_a_test(t
     assert res.exit_code == 0, res.output
     lines = [x for x in res.stdout.splitlines() if x.startswith("- flags of ")]
     assert len(lines) == 2 and "model-a" in lines[0] and "model-b" in lines[1], lines
+
+
+def test_the_verdict_says_two_images_measured_different_models(tmp_path):
+    """A bench of the tiny model beside an imported table of another model: the verdict advised `pick
+    images with --image`, which cannot help; it says what keeps them apart and what to run."""
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for image, model, mtype, params in (
+        ("cpu", "tiny", "qwen3moe ?B F16", 790000),
+        ("pub", "llama-3b", "llama 3B Q4_K - Medium", 3210000000),
+    ):
+        r = make_record(image, "cpu", p=512, avg=100.0)
+        r.model.name, r.model.sha256 = model, model[0] * 64
+        r.raw = {**r.raw, "model_type": mtype, "model_n_params": params, "model_size": params}
+        store.add_result(r)
+    args = ["report", "--results", str(tmp_path / "results"), "--format", "github"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "they measured different models; measure one model on each (`toolkit bench -m NAME`)" in res.stdout
+    assert "pick images with --image" not in res.stdout

@@ -383,10 +383,16 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     _set_hosts(out, fs, cols, images, common)
     if not common:
+        models = {img: {f.record.model.name for f in fs if cols[id(f.record)] == img} for img in images}
+        apart = not set.intersection(*models.values())  # no model every image measured: more images won't do
         out.note = (
             "no test of the same model was measured by every image ("
             + ", ".join(images)
-            + "); pick images with --image"
+            + (
+                "): they measured different models; measure one model on each (`toolkit bench -m NAME`)"
+                if apart
+                else "); pick images with --image"
+            )
         )
         return out
     out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
