@@ -125,3 +125,24 @@ def test_the_verdict_says_two_images_measured_different_models(tmp_path):
     assert res.exit_code == 0, res.output
     assert "they measured different models; measure one model on each (`toolkit bench -m NAME`)" in res.stdout
     assert "pick images with --image" not in res.stdout
+
+
+def test_a_filter_that_matches_nothing_lists_the_newest_runs_first(tmp_path):
+    """`report --run nope` listed run ids in text order (an `import-...` run always last, whatever its
+    date); they are listed newest first, as written."""
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for run in ("20261204T230000Z-bbbbbb", "import-20261204T220000Z-aaaaaa", "20261204T210000Z-cccccc"):
+        r = make_record("cpu", "cpu", p=512, avg=100.0)
+        r.run_id = run
+        store.add_result(r)
+    res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--run", "nope"])
+    assert type(res.exception).__name__ == "BadInput"  # exit 4 through the CLI's main
+    assert (
+        "newest runs first: 20261204T210000Z-cccccc, import-20261204T220000Z-aaaaaa, 20261204T230000Z-bbbbbb"
+        in str(res.exception)
+    )

@@ -249,10 +249,10 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
         if x
     )
     known_images = sorted({h.image.name for h in have})
-    known_runs = sorted({h.run_id for h in have})[-5:]
+    known_runs = list(dict.fromkeys(h.run_id for h in reversed(have)))[:5]  # write order: an import's too
     raise BadInput(
         f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
-        f"newest runs: {', '.join(known_runs)}): fix --image / --run"
+        f"newest runs first: {', '.join(known_runs)}): fix --image / --run"
     )
 
 
