@@ -9,9 +9,10 @@ import json
 import pytest
 
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
-from toolkit.analysis.telemetry import HOST_STEAL_MAX_PCT, tick_noise_cores
 from toolkit.results import identity
 from toolkit.results.records import ResultStore
+from toolkit.results.telemetry_check import HOST_STEAL_MAX_PCT
+from toolkit.results.telemetry_flags import tick_noise_cores
 
 pytestmark = pytest.mark.e2e
 

@@ -62,7 +62,8 @@ def test_a_first_test_too_short_for_the_tick_counts_is_not_called_host_busy() ->
     (the same window read 2.5 busy cores of 2, flagged sensor-implausible). Other load counts only
     beyond that noise; over a full second the same figure is still host-busy, and real contention
     (CPU pressure while others ran) still is at any span."""
-    from toolkit.analysis.telemetry import flags, tick_noise_cores
+    from toolkit.analysis.telemetry import flags
+    from toolkit.results.telemetry_flags import tick_noise_cores
 
     assert tick_noise_cores(2, 0.04) == 0.5 and tick_noise_cores(2, 1.0) == 0.02
     assert tick_noise_cores("2", 1.0) == 0.0 and tick_noise_cores(2, None) == 0.0

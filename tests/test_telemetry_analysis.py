@@ -20,10 +20,6 @@ from tests.support.telemetry_fakes import (
 )
 from toolkit.analysis.energy import AMD_POWER_AVG_MIN_WINDOW_S, NVML_POWER_AVG_MIN_WINDOW_S
 from toolkit.analysis.telemetry import (
-    CLOCK_IDLE_MAX_MHZ,
-    HOST_PSI_SOME_MAX_PCT,
-    HOST_STEAL_MAX_PCT,
-    THROTTLE_MIN_SHARE,
     baseline_notes,
     flags,
     llama_bench_windows,
@@ -32,6 +28,8 @@ from toolkit.analysis.telemetry import (
     window_summary,
 )
 from toolkit.host.telemetry import AmdGpuSource, Sampler
+from toolkit.results.telemetry_check import CLOCK_IDLE_MAX_MHZ, HOST_PSI_SOME_MAX_PCT, HOST_STEAL_MAX_PCT
+from toolkit.results.telemetry_flags import THROTTLE_MIN_SHARE
 
 GPU = "nvidia:0000:19:00.0"
 

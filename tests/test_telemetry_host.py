@@ -23,7 +23,7 @@ from tests.support.telemetry_fakes import (
     pack_check,
     power_profile_text,
 )
-from toolkit.analysis.telemetry import HOST_OTHER_CPU_CORES_MAX, flags, window_summary
+from toolkit.analysis.telemetry import flags, window_summary
 from toolkit.host.telemetry import (
     AMD_ENERGY_WRAP_J,
     AmdGpuSource,
@@ -41,6 +41,7 @@ from toolkit.host.telemetry import (
     power_state,
     process_tree_cpu_seconds,
 )
+from toolkit.results.telemetry_check import HOST_OTHER_CPU_CORES_MAX
 
 # ---------------------------------------------------------------------------------------------
 # AMD on a fake sysfs tree

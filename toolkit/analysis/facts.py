@@ -20,6 +20,7 @@ from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_check import energy_rule
+from toolkit.results.telemetry_flags import checked_flags
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
 
@@ -120,14 +121,20 @@ def warmup_outlier(r: BenchRecord) -> bool:
 
 
 def stored_flags(r: BenchRecord) -> list[str]:
-    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored)."""
+    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored), its
+    telemetry flags held to its own stored telemetry block by the rule the bench raised them by
+    (results.telemetry_flags.checked_flags): one the block shows nothing of is `flag-unsupported:<flag>`
+    (it holds nothing), one the block raises and the record lacks is added (a hand edit, another tool's
+    file, an older version's record)."""
     stored = (r.model_extra or {}).get("flags")
-    return [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+    flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+    return checked_flags(flags, r.telemetry)
 
 
 def telemetry_flags(r: BenchRecord) -> list[str]:
-    """The stored flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...), in
-    stored order: what made the system's state during the test not the card's alone."""
+    """The flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...) of stored_flags
+    (held to the record's telemetry), in stored order: what made the system's state during the test not
+    the card's alone."""
     return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
 
 
@@ -260,7 +267,7 @@ class Facts:
     `ci` the 95 % interval over process means (interval; None: unknown, fewer than 3 processes),
     `processes` how many process means the value is the mean of (1: a single process),
     `energy` (None: not valid), `cpu_fallback`, `ub_clamped` (the effective micro-batch when clamped),
-    `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored), `roof` (roofline, None: no known
+    `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored, held to its telemetry: stored_flags), `roof` (roofline, None: no known
     GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's), `held_flags`
     (those of `flags` in HELD_FLAGS: telemetry and above-peak flags, what holds the cell out of the
     row's best, the verdict and compare's counts); and what the

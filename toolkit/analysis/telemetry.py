@@ -19,7 +19,6 @@ Section numbers (§) refer to shared/reference/gpu-telemetry.md.
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Collection, Iterable, Sequence
@@ -35,24 +34,11 @@ from toolkit.analysis.energy import (
     window_energy,
 )
 from toolkit.host.telemetry import iter_trace, not_stock_reasons
-from toolkit.results.telemetry_check import (
-    CLOCK_IDLE_BUSY_MIN_PCT,
-    CLOCK_IDLE_MAX_MHZ,
-    HOST_OTHER_CPU_CORES_MAX,
-    HOST_PSI_SOME_MAX_PCT,
-    HOST_STEAL_MAX_PCT,
-    OWN_GPU_PROCS,
-    UNDERSAMPLED_SHARE,
-)
+from toolkit.results.telemetry_flags import AMD_SMU14_THROTTLE_BITS, tick_noise_cores, window_flags
 
 # ---------------------------------------------------------------------------------------------
 # Thresholds (each with its source)
 
-# A throttle reason counts when set in at least this share of the window's samples, and in at
-# least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
-# blip, is not "held"; §7 asks for "most samples" for power-capped, we flag from a quarter on).
-THROTTLE_MIN_SHARE = 0.25
-THROTTLE_MIN_SAMPLES = 2
 # NVML clock-event reasons (nvidia-ml-py 13.615.71 nvmlClocksEventReason*, §5)
 NVIDIA_CLOCK_EVENT_REASONS = {
     0x1: "gpu-idle",
@@ -67,48 +53,10 @@ NVIDIA_CLOCK_EVENT_REASONS = {
     0x200: "board-limit",
     0x400: "reliability",
 }
-NVIDIA_THROTTLE_REASONS = frozenset(
-    {"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"}
-)
-# SMU 14.0.2 throttle_status bits (smu14_driver_if_v14_0.h, §1.4)
-AMD_SMU14_THROTTLE_BITS = {
-    0: "temp-edge",
-    1: "temp-hotspot",
-    2: "temp-hotspot-gfx",
-    3: "temp-hotspot-soc",
-    4: "temp-mem",
-    5: "temp-vr-gfx",
-    6: "temp-vr-soc",
-    7: "temp-vr-mem0",
-    8: "temp-vr-mem1",
-    9: "temp-liquid0",
-    10: "temp-liquid1",
-    11: "temp-plx",
-    12: "tdc-gfx",
-    13: "tdc-soc",
-    14: "ppt0",  # held at the power cap
-    15: "ppt1",
-    16: "ppt2",
-    17: "ppt3",
-    18: "fit",
-    19: "gfx-apcc-plus",
-    20: "gfx-dvo",
-}
-# Bit 1 TEMP_HOTSPOT is set at all times on the R9700, idle at 37 °C included (rocm-systems#11781;
-# RDNA3 too: libdrm-amdgpu-sys-rs#7): masked.
-AMD_THROTTLE_MASKED = frozenset({"temp-hotspot"})
-
 # clock-idle (CLOCK_IDLE_MAX_MHZ, CLOCK_IDLE_BUSY_MIN_PCT), host-busy (HOST_OTHER_CPU_CORES_MAX,
 # HOST_PSI_SOME_MAX_PCT, HOST_STEAL_MAX_PCT), undersampled (UNDERSAMPLED_SHARE) and gpu-shared's
 # process count (OWN_GPU_PROCS): stated, with their sources, in toolkit.results.telemetry_check, where
 # `toolkit import` asks a stored block whether it shows what raised each flag.
-# ... and other load competes only where the cores are oversubscribed: the benchmark's own cores plus
-# the others' above this share of the online cores (our rule: on a 16-core host 1-3 neighbour cores
-# beside a GPU benchmark's one core did not move tok/s, issue 31; on this 2-core machine one
-# competing thread beside llama-bench's two did). Own CPU unknown: others above this share alone.
-HOST_SATURATION = 0.9
-HOST_OTHER_SHARE_MAX = 0.25
-
 # A GPU busy above this in the idle baseline before the run (the benchmark not yet started) means
 # another tenant (§2, "practical pre-run check"; our number): said once as a run note.
 BASELINE_BUSY_MAX_PCT = 10.0
@@ -334,21 +282,6 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
 # USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
 # "other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
 HOST_MIN_WINDOW_S = 1.0
-USER_HZ = 100
-"""/proc/stat's unit: 1/100 s on every Linux ABI (proc_stat(5), "USER_HZ")."""
-
-
-def tick_noise_cores(cpus: Any, span_s: Any) -> float:
-    """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores:
-    each online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges.
-    A window that cannot be widened to HOST_MIN_WINDOW_S (the first test of a run starts ~30 ms after
-    its container: 0.04 s read 2.5 busy cores on 2) reads this much noise; 0 when unknown."""
-    ok = all(
-        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf for v in (cpus, span_s)
-    )
-    if not ok:
-        return 0.0
-    return cpus / USER_HZ / span_s
 
 
 def _nonneg(v: float | None) -> float | None:
@@ -564,63 +497,6 @@ def without_energy(summary: dict[str, Any], reason: str) -> dict[str, Any]:
 # Flags
 
 
-def _others(g: dict[str, Any], own_pids: Collection[int] | None) -> str | None:
-    """Another process on this GPU in the window: "active" (it ran compute: _active), "held" (it only
-    held memory), or None. Pids known (KFD, NVML): those not in own_pids; else (NVML counts only, or
-    no own_pids) more than OWN_GPU_PROCS processes, taken as active."""
-    if own_pids is not None and g.get("pids"):
-        others = set(g["pids"]) - set(own_pids)
-        if not others:
-            return None
-        return "active" if others & set(g.get("active_pids", g["pids"])) else "held"
-    return "active" if (g.get("procs_max") or 0) > OWN_GPU_PROCS else None
-
-
-def _throttling(g: dict[str, Any]) -> list[str]:
-    n = g.get("throttle_samples") or 0
-    if not n:
-        return []
-    wanted = (
-        NVIDIA_THROTTLE_REASONS
-        if g.get("vendor") == "nvidia"
-        else set(AMD_SMU14_THROTTLE_BITS.values()) - AMD_THROTTLE_MASKED
-    )
-    out = []
-    for reason, share in (g.get("throttle_share") or {}).items():
-        count = (g.get("throttle_count") or {}).get(reason, round(share * n))
-        if reason in wanted and share >= THROTTLE_MIN_SHARE and count >= THROTTLE_MIN_SAMPLES:
-            out.append(reason)
-    return out
-
-
-def _others_ran(host: dict[str, Any]) -> bool | None:
-    """Whether other processes' CPU exceeded HOST_OTHER_CPU_CORES_MAX beyond what the tick counts can
-    misstate over the span read (tick_noise_cores of host_window_s); None where it is unknown."""
-    other = host.get("other_cpu_cores_mean")
-    if other is None:
-        return None
-    return other > HOST_OTHER_CPU_CORES_MAX + tick_noise_cores(
-        host.get("cpus_online"), host.get("host_window_s")
-    )
-
-
-def _cpu_contended(host: dict[str, Any], others_ran: bool | None) -> bool:
-    """Other processes' CPU ran (`others_ran`: _others_ran) where the cores are oversubscribed (own +
-    other > HOST_SATURATION of the online cores; own unknown: other > HOST_OTHER_SHARE_MAX of them)."""
-    other, own, cpus = (
-        host.get("other_cpu_cores_mean"),
-        host.get("own_cpu_cores_mean"),
-        host.get("cpus_online"),
-    )
-    if not others_ran:
-        return False
-    if not cpus:
-        return True
-    if own is None:
-        return other > HOST_OTHER_SHARE_MAX * cpus
-    return own + other > HOST_SATURATION * cpus
-
-
 def baseline_notes(baseline: dict[str, Any] | None) -> list[str]:
     """What the idle baseline before a run (window_summary, the benchmark not yet started) says of
     other tenants, one note per GPU: busy above BASELINE_BUSY_MAX_PCT, or processes on it. A note for
@@ -637,32 +513,9 @@ def baseline_notes(baseline: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _clock_idle(g: dict[str, Any]) -> bool:
-    """Busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ."""
-    busy, clock = g.get("busy_pct_mean"), g.get("sclk_mhz_median")
-    return (
-        busy is not None
-        and clock is not None
-        and busy >= CLOCK_IDLE_BUSY_MIN_PCT
-        and clock <= CLOCK_IDLE_MAX_MHZ
-    )
-
-
-def _host_busy(host: dict[str, Any]) -> bool:
-    """Other processes' CPU contends (_cpu_contended), or steal above its threshold, or CPU pressure
-    above its threshold while others ran (_others_ran, or unknown): pressure alone also counts the benchmark's own threads waiting for each other (llama-bench at one thread per core
-    beside the sampler), which is not another process."""
-    psi, steal = host.get("psi_some_pct"), host.get("steal_pct")
-    others_ran = _others_ran(host)  # one rule for both paths
-    return (
-        _cpu_contended(host, others_ran)
-        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran is not False)
-        or (steal is not None and steal > HOST_STEAL_MAX_PCT)
-    )
-
-
 def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
-    """Flags for one window's summary (a list of names, in a stable order; empty: nothing seen).
+    """Flags for one window's summary (a list of names, in a stable order; empty: nothing seen): the one
+    rule, results.telemetry_flags.window_flags, which every reader of a stored block re-derives them by.
 
     - `gpu-shared`: a process other than the benchmark's ran compute on a GPU in the window (host
       pids from KFD or NVML not in `own_pids`, with queues or SM use; without pids, more than
@@ -680,38 +533,7 @@ def flags(summary: dict[str, Any], own_pids: Collection[int] | None = None) -> l
     - `clock-idle`: busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ.
     - `power-not-stock`: the GPU's power state in the window is not stock (not_stock_reasons).
     - `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores (plus the tick counts' noise
-      over the span read, tick_noise_cores) where the cores are oversubscribed, or steal > HOST_STEAL_MAX_PCT, or CPU pressure some > HOST_PSI_SOME_MAX_PCT
-      while others ran (_host_busy).
+      over the span read, tick_noise_cores) where the cores are oversubscribed, or steal > HOST_STEAL_MAX_PCT,
+      or CPU pressure some > HOST_PSI_SOME_MAX_PCT while others ran (_host_busy).
     - `energy-invalid:<reason>`: a GPU without a valid energy (reason code from ENERGY_REASONS)."""
-    out: list[str] = []
-
-    def add(flag: str) -> None:
-        if flag not in out:
-            out.append(flag)
-
-    gpus = summary.get("gpus") or {}
-    for g in gpus.values():
-        other = _others(g, own_pids)
-        if other:
-            add("gpu-shared" if other == "active" else "gpu-memory-held")
-    for g in gpus.values():
-        for reason in _throttling(g):
-            add(f"throttled:{reason}")
-    if any(_clock_idle(g) for g in gpus.values()):
-        add("clock-idle")
-    if any(g.get("not_stock") for g in gpus.values()):
-        add("power-not-stock")
-    host = summary.get("host") or {}
-    if _host_busy(host):
-        add("host-busy")
-    if any(g.get("implausible") for g in gpus.values()) or host.get("implausible"):
-        add("sensor-implausible")
-    if any(g.get("dropped") for g in gpus.values()):
-        add("sensor-dropped")
-    rate, achieved = summary.get("rate_hz"), host.get("achieved_hz")
-    if rate and achieved is not None and achieved < UNDERSAMPLED_SHARE * rate:
-        add("undersampled")
-    for g in gpus.values():
-        if not g.get("energy_valid"):
-            add(f"energy-invalid:{g.get('energy_invalid_reason')}")
-    return out
+    return window_flags(summary, own_pids)

@@ -11,7 +11,20 @@ whose memory bandwidths differ (432 vs 640 GB/s); a gfx arch alone gives no yard
     spec_by_name("Radeon RX 9070")                 -> RX 9070, never the 9070 XT or GRE (exact match)
 
 Figures: `mem_bw_gbs` = peak DRAM bandwidth in GB/s (1e9 B/s); `fp16_matrix_tflops` = dense (no
-sparsity) FP16 matrix peak at the boost clock in TFLOP/s. Each entry says where its numbers come
+sparsity) FP16 matrix peak at the boost clock in TFLOP/s; `board_power_w` = the board's rated power in
+W (AMD's Total Board Power, NVIDIA's maximum TDP: the most its power controller lets it draw over a
+window at stock, what a stored telemetry block's mean power is held to: results.telemetry_check).
+Board powers: R9700 300 W (AMD's product page, Total Board Power; no stored copy of it was found to cite: with
+the 1.25x slack a mean above 375 W is refused); RX 9070 XT 304 W and RX 9070 220 W (AMD at launch, reported by
+multiplayer.it/notizie/amd-radeon-rx-9070-xt-rx-9070-specifiche.html); RX 7900 XTX 355 W and
+RX 7900 XT 315 W (AMD's TBP as quoted by winenfood.com/rx-7900-xtx-power-consumption-explained and
+visualfoodie.com/amd-7900-xt-power-consumption-explained); Radeon PRO W7900 295 W
+(itcreations.com/amd-gpu/amd-radeon-pro-w7900-gpu); MI300X 750 W (AMD's footnote, reported by
+infowire.cc/amd-mi300x-guzzles-power-rated-for-750-watts); H100 PCIe 350 W (NVIDIA product brief
+PB-11133-001_v02: "maximum thermal design power (TDP) level of 350 W"); H100 SXM and H200 SXM 700 W
+(aiminingco.com/gpu/h200/specs, openmetal.io "How the H200 is built ..."); H100 NVL 400 W and H200 NVL
+600 W (onestopsystems.com blog on 675 W CEM cards). The RX 9070 GRE and RX 7900 GRE carry none: no
+source was re-read for them. Each entry says where its numbers come
 from; where a vendor page was not re-read for this table, the comment says how the figure was
 derived. A product not in the table gets no roofline (see roofline.py), never a neighbour's figures.
 
@@ -44,6 +57,9 @@ class GpuSpec:
     compute_units: int  # AMD CUs / NVIDIA SMs
     source: str
     names: tuple[str, ...] = ()
+    board_power_w: float | None = (
+        None  # the board's rated power (AMD TBP, NVIDIA max TDP), W; None: not stated
+    )
 
     @property
     def mem_bw(self) -> float:
@@ -72,6 +88,7 @@ SPECS: tuple[GpuSpec, ...] = (
         191.0,
         64,
         f"AMD product page (R9700); ids: {_AMD_IDS}",
+        board_power_w=300.0,
     ),
     # RX 9070 XT: 16 GB GDDR6 20 Gbps x 256 bit = 640 GB/s, 64 CUs, 2970 MHz boost; AMD: 48.7 TFLOPS
     # FP32, 97.3 FP16 vector -> 194.6 FP16 matrix (64 x 1024 x 2.97 GHz).
@@ -84,6 +101,7 @@ SPECS: tuple[GpuSpec, ...] = (
         194.6,
         64,
         f"AMD product page (RX 9070 XT); ids: {_AMD_IDS}",
+        board_power_w=304.0,
     ),
     # RX 9070: 16 GB GDDR6 20 Gbps x 256 bit = 640 GB/s, 56 CUs, 2520 MHz boost; 72.3 FP16 vector ->
     # 144.5 FP16 matrix (56 x 1024 x 2.52 GHz).
@@ -96,6 +114,7 @@ SPECS: tuple[GpuSpec, ...] = (
         144.5,
         56,
         f"AMD product page (RX 9070); ids: {_AMD_IDS}",
+        board_power_w=220.0,
     ),
     # RX 9070 GRE: 12 GB GDDR6 18 Gbps x 192 bit = 432 GB/s, 48 CUs, 2790 MHz boost -> 137.1 FP16 matrix
     # (48 x 1024 x 2.79 GHz). Less certain than the others: the figures are those reported at launch
@@ -121,6 +140,7 @@ SPECS: tuple[GpuSpec, ...] = (
         122.8,
         96,
         f"AMD product page (RX 7900 XTX); ids: {_AMD_IDS}",
+        board_power_w=355.0,
     ),
     # RX 7900 XT: 20 GB GDDR6 20 Gbps x 320 bit = 800 GB/s, 84 CUs, 2400 MHz boost, 103.0 TFLOPS FP16.
     GpuSpec(
@@ -132,6 +152,7 @@ SPECS: tuple[GpuSpec, ...] = (
         103.0,
         84,
         f"AMD product page (RX 7900 XT); ids: {_AMD_IDS}",
+        board_power_w=315.0,
     ),
     # RX 7900 GRE: 16 GB GDDR6 18 Gbps x 256 bit = 576 GB/s, 80 CUs, 2245 MHz boost, 91.96 TFLOPS FP16.
     GpuSpec(
@@ -155,6 +176,7 @@ SPECS: tuple[GpuSpec, ...] = (
         122.64,
         96,
         f"AMD product page (Radeon PRO W7900); ids: {_AMD_IDS}",
+        board_power_w=295.0,
     ),
     # --- CDNA3. Instinct MI300X: 192 GB HBM3 at 5.3 TB/s, 304 CUs, 1307.4 TFLOPS dense FP16 matrix
     # (2614.9 with sparsity). AMD MI300X data sheet.
@@ -167,6 +189,7 @@ SPECS: tuple[GpuSpec, ...] = (
         1307.4,
         304,
         f"AMD Instinct MI300X data sheet; ids: {_AMD_IDS}",
+        board_power_w=750.0,
     ),
     # --- NVIDIA Hopper, for results imported from NVIDIA hosts. NVIDIA's data sheets give FP16 Tensor
     # Core figures WITH sparsity; the dense rate is half. Names as CUDA/Vulkan report them.
@@ -181,6 +204,7 @@ SPECS: tuple[GpuSpec, ...] = (
         132,
         f"NVIDIA H100 data sheet (SXM); ids: {_NV_IDS}",
         names=("NVIDIA H100 SXM5 80GB",),
+        board_power_w=700.0,
     ),
     # H100 PCIe: 80 GB HBM2e, 2.0 TB/s, 1513 TFLOPS FP16 sparse -> 756.5 dense, 114 SMs.
     GpuSpec(
@@ -192,6 +216,7 @@ SPECS: tuple[GpuSpec, ...] = (
         756.5,
         114,
         f"NVIDIA H100 data sheet (PCIe); ids: {_NV_IDS}",
+        board_power_w=350.0,
     ),
     # H100 NVL: 94 GB HBM3, 3.9 TB/s, 1671 TFLOPS FP16 sparse -> 835.5 dense, 132 SMs.
     GpuSpec(
@@ -203,6 +228,7 @@ SPECS: tuple[GpuSpec, ...] = (
         835.5,
         132,
         f"NVIDIA H100 data sheet (NVL); ids: {_NV_IDS}",
+        board_power_w=400.0,
     ),
     # H200 (SXM): 141 GB HBM3e, 4.8 TB/s, 1979 TFLOPS FP16 sparse -> 989.5 dense, 132 SMs. CUDA calls it
     # "NVIDIA H200" (the name in shared/cases/*h200*.jsonl, CUDA and Vulkan alike).
@@ -216,6 +242,7 @@ SPECS: tuple[GpuSpec, ...] = (
         132,
         f"NVIDIA H200 data sheet (SXM); ids: {_NV_IDS}",
         names=("NVIDIA H200 SXM 141GB",),
+        board_power_w=700.0,
     ),
     # H200 NVL: 141 GB HBM3e, 4.8 TB/s, 1671 TFLOPS FP16 sparse -> 835.5 dense.
     GpuSpec(
@@ -227,6 +254,7 @@ SPECS: tuple[GpuSpec, ...] = (
         835.5,
         132,
         f"NVIDIA H200 data sheet (NVL); ids: {_NV_IDS}",
+        board_power_w=600.0,
     ),
 )
 

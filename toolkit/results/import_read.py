@@ -34,6 +34,7 @@ from toolkit.results.records import (
     short_digest,
 )
 from toolkit.results.telemetry_check import measured_claims
+from toolkit.results.telemetry_flags import without_figures
 from toolkit.runtimes.llama_bench import check, plausible
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
@@ -753,6 +754,8 @@ def _record(
     # kept where the row's own block shows it (telemetry_check.measured_claims), the rest said
     block, claimed = raw.pop("toolkit_telemetry", None), raw.pop("toolkit_flags", None)
     telemetry, measured_flags, left = measured_claims(block, claimed, raw)
+    # ... its figures held to physics, and any flag its block raises that the file left out added
+    telemetry, measured_flags = without_figures(telemetry, measured_flags, left)
     norm = check.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")

@@ -45,6 +45,7 @@ from toolkit.results.raw_check import COUNTS, raw_problem
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
+from toolkit.results.telemetry_flags import figures_problem
 from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
 
 RECORD_SCHEMA_VERSION = 2
@@ -505,7 +506,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
     samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
-    (telemetry_check.energy_contradiction, the rule `toolkit import` applies); a served record's avg_ts
+    (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
+    (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
     against its served block and result (served_check); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
     pp4096, repetitions dropped). raw's samples_ns values are not held to samples_ts (the telemetry
@@ -550,6 +552,10 @@ def contradiction(rec: BenchRecord) -> str | None:
         if why is not None:
             return why
         row["samples_ns"] = rec.raw.get("samples_ns")
+    else:
+        row = {"gpu_info": rec.gpu_info}  # the board a block's power is held to
+    if why := figures_problem(rec.telemetry):  # the figures its flags are re-derived from (checked_flags)
+        return f"its telemetry: {why}"
     return energy_contradiction(rec.telemetry, row) if rec.telemetry else None
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
 from toolkit.core.stats import finite_number
 from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time, token_count
 
@@ -103,7 +104,8 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
     is not t1 - t0; a mean power (energy / window) outside POWER_W per GPU board; a GPU whose energy
     is not valid, or GPUs whose energies do not sum to the window's; a GPU's power_w_mean outside
     POWER_W, above its power_w_max, or more than POWER_AGREE apart from its energy's mean power; a GPU's
-    mean power (its energy's, or power_w_mean) above CAP_SLACK x the power cap its block names; tokens
+    mean power (its energy's, or power_w_mean) above CAP_SLACK x the power cap its block names or the
+    rated power of the board the row's gpu_info names (board_power_w); tokens
     other than the test's tokens x its repetitions (the tokens the observer counts); tok_per_j other
     than tokens / energy_j; a window shorter than the timed repetitions it holds."""
     if t.get("energy_valid") is not True:
@@ -128,11 +130,13 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
             f"energy_j {energy:g} J over duration_s {duration:g} s is a mean power of {power:.3g} W: "
             f"outside {n * lo:g}-{n * hi:g} W, what {n} GPU board(s) can draw ({lo:g}-{hi:g} W each)"
         )
-    return _boards(boards, energy, duration) or _tokens(t, row, energy, duration)
+    board = board_power_w(row.get("gpu_info"))
+    return _boards(boards, energy, duration, board) or _tokens(t, row, energy, duration)
 
 
-def _boards(boards: dict[str, Any], energy: float, duration: float) -> str | None:
-    """energy_contradiction's checks of each GPU's figures (`boards`: gpus by id)."""
+def _boards(boards: dict[str, Any], energy: float, duration: float, board: float | None) -> str | None:
+    """energy_contradiction's checks of each GPU's figures (`boards`: gpus by id; `board`: the rated
+    board power of the GPUs the row names, W, board_power_w)."""
     total = 0.0
     lo, hi = POWER_W
     for sid, g in boards.items():
@@ -151,27 +155,42 @@ def _boards(boards: dict[str, Any], energy: float, duration: float) -> str | Non
                 f"gpus.{sid[:40]}.energy_j {e:g} J over {duration:g} s is a mean power of {drawn:.3g} W, its "
                 f"power samples' mean {mean:g} W: more than {POWER_AGREE:g}x apart"
             )
-        if why := _over_cap(sid, g, drawn, mean):
+        if why := _over_cap(sid, g, drawn, mean, board):
             return why
     if _apart(total, energy):
         return f"energy_j {energy:g} J is not the sum of its GPUs' energy_j ({total:g} J)"
     return None
 
 
-def _over_cap(sid: str, g: Mapping[str, Any], drawn: float, mean: float | None) -> str | None:
-    """Why GPU `sid`'s mean power over the window (`drawn`: its energy / duration; `mean`: its
-    power_w_mean) cannot be: above CAP_SLACK x the power cap its own block names (none named: not
-    checked here, POWER_W still is)."""
-    caps = [c for c in (finite_number(g.get("cap_w")), finite_number(g.get("cap_default_w"))) if c and c > 0]
-    if not caps:
+def board_power_w(gpu_info: Any) -> float | None:
+    """The highest rated board power (core.gpuspecs GpuSpec.board_power_w: AMD's TBP, NVIDIA's maximum
+    TDP) of the GPUs llama-bench's `gpu_info` names (its descriptions joined by ", "), W; None where it
+    names none, or any the table knows no board power of (then only POWER_W holds a block)."""
+    if not isinstance(gpu_info, str) or not gpu_info.strip():
         return None
-    cap = max(caps)
-    for what, w in (("its energy_j over duration_s", drawn), ("power_w_mean", mean)):
-        if w is not None and w > cap * CAP_SLACK:
-            return (
-                f"gpus.{sid[:40]}: {what} is a mean power of {w:.4g} W, above {CAP_SLACK:g}x its own power cap "
-                f"{cap:g} W (cap_w): a board draws no more than its enforced cap over a window"
-            )
+    specs = [spec_by_name(d) for d in split_gpu_info(gpu_info)]
+    powers = [s.board_power_w for s in specs if s is not None and s.board_power_w]
+    return max(powers) if specs and len(powers) == len(specs) else None
+
+
+def _over_cap(
+    sid: str, g: Mapping[str, Any], drawn: float, mean: float | None, board: float | None = None
+) -> str | None:
+    """Why GPU `sid`'s mean power over the window (`drawn`: its energy / duration; `mean`: its
+    power_w_mean) cannot be: above CAP_SLACK x the power cap its own block names, or x the rated power
+    of the board the row names (`board`: board_power_w; a block naming a 10 kW cap, or none, is held to
+    the H200's 700 W). Neither known: not checked here, POWER_W still is."""
+    caps = [c for c in (finite_number(g.get("cap_w")), finite_number(g.get("cap_default_w"))) if c and c > 0]
+    limits = [(max(caps), "its own power cap", "cap_w")] if caps else []
+    if board:
+        limits.append((board, "the rated power of the board its row names", "gpu_info, core.gpuspecs"))
+    for limit, whose, where in limits:
+        for what, w in (("its energy_j over duration_s", drawn), ("power_w_mean", mean)):
+            if w is not None and w > limit * CAP_SLACK:
+                return (
+                    f"gpus.{sid[:40]}: {what} is a mean power of {w:.4g} W, above {CAP_SLACK:g}x {whose} "
+                    f"{limit:g} W ({where}): a board draws no more than its enforced cap over a window"
+                )
     return None
 
 

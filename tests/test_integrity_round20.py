@@ -1,0 +1,198 @@
+"""Round 20 (integrity): a stored record's telemetry flags held to its own stored telemetry block by the
+rule the bench raises them by (results.telemetry_flags.checked_flags), a GPU's mean power held to the
+rated power of the board its row names (core.gpuspecs board_power_w), and a stored block's figures held
+to physics (telemetry_flags.figures_problem). Each test fails on the code before the fix. Inputs: the
+real H200 `toolkit measure` rows of tests/data/h200-measure (alone: an idle H200; contended: another
+tenant, held at the power cap), edited as a hand or another tool would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.support.project import DATA, ROOT
+from tests.support.runs import tk
+
+H200 = DATA / "h200-measure"
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (H200 / name).read_text().splitlines() if line.strip()]
+
+
+def _project(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    return tmp_path
+
+
+def _import(tmp: Path, rows: list[dict[str, Any]], label: str) -> str:
+    src = tmp / f"{label}.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = tk(tmp, "import", "--results", "r", "--label", label, str(src))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout + res.stderr
+
+
+def _edit_stored(tmp: Path, label: str, edit: Any) -> None:
+    """Rewrite the stored records of image `label` under tmp/r through `edit(record)` (a hand edit)."""
+    for f in (tmp / "r").glob("*/bench.jsonl"):
+        recs = [json.loads(line) for line in f.read_text().splitlines()]
+        if recs and recs[0]["image"]["name"] == label:
+            for r in recs:
+                edit(r)
+            f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _gpu(block: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(block["gpus"].values()))
+
+
+def test_stored_telemetry_flags_its_block_does_not_show_are_unsupported_and_hold_nothing(tmp_path):
+    """An idle H200's records edited to carry host-busy, clock-idle and throttled:hw-thermal: before, the
+    verdict was `not decided (telemetry flags)` on flags nothing in their blocks raised."""
+    tmp = _project(tmp_path)
+    _import(tmp, _rows("alone.jsonl"), "alone")
+    _import(tmp, _rows("contended.jsonl"), "busy")
+    _edit_stored(tmp, "alone", lambda r: r.update(flags=["host-busy", "clock-idle", "throttled:hw-thermal"]))
+    text = tk(tmp, "report", "--results", "r")
+    assert text.returncode == 0, text.stderr
+    assert "**alone@import:" in text.stdout and "not decided (telemetry flags)" not in text.stdout, (
+        text.stdout
+    )
+    assert "flag-unsupported:host-busy" in text.stdout and "flag-unsupported:clock-idle" in text.stdout
+    assert "flag-unsupported:throttled:hw-thermal" in text.stdout
+    doc = json.loads(tk(tmp, "report", "--results", "r", "--format", "json").stdout)
+    assert "host-busy" not in json.dumps(doc.get("flagged", {})).replace("flag-unsupported:host-busy", "")
+
+
+def test_stored_telemetry_flags_stripped_from_a_contended_record_come_back_from_its_block(tmp_path):
+    """The contended H200's records with their flags removed: before, compare counted six regressions
+    (B at 0.13-0.62 of A) and the report showed its cells clean. Its block holds sw-power-cap in every
+    sample: throttled:sw-power-cap is raised again, and compare holds every row."""
+    tmp = _project(tmp_path)
+    _import(tmp, _rows("alone.jsonl"), "alone")
+    _import(tmp, _rows("contended.jsonl"), "busy")
+    _edit_stored(tmp, "busy", lambda r: r.pop("flags", None))
+    res = tk(tmp, "compare", "alone", "busy", "--results", "r", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["result"]["rows"]
+    assert rows and all(r["held"] and not r["regression"] for r in rows), rows
+    assert all("B:throttled:sw-power-cap" in r["flags"] for r in rows)
+
+
+def test_an_imported_block_that_raises_a_flag_the_file_left_out_is_flagged(tmp_path):
+    """A measure row whose block shows sw-power-cap in all 4 samples but whose toolkit_flags are []:
+    before, imported and shown unflagged."""
+    tmp = _project(tmp_path)
+    row = _rows("alone.jsonl")[0]
+    g = _gpu(row["toolkit_telemetry"])
+    g.update(
+        samples=4,
+        throttle_samples=4,
+        throttle_share={"sw-power-cap": 1.0},
+        throttle_count={"sw-power-cap": 4},
+    )
+    row["toolkit_flags"] = []
+    _import(tmp, [row], "h200")
+    stored = [
+        json.loads(line) for f in (tmp / "r").glob("*/bench.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert stored[0]["flags"] == ["throttled:sw-power-cap"], stored[0].get("flags")
+
+
+def _pump(block: dict[str, Any], watts: float, cap: float | None) -> None:
+    """Block `block` edited to a mean power of `watts` over its window (energy, samples, tok/J agreeing),
+    its cap `cap`."""
+    e = watts * block["duration_s"]
+    for g in block["gpus"].values():
+        g.update(energy_j=e, power_w_mean=watts, power_w_max=watts, cap_w=cap, cap_default_w=cap)
+        g.update(energy_counter_j=e, tok_per_j=block["tokens"] / e)
+    block.update(energy_j=e, tok_per_j=block["tokens"] / e)
+
+
+def test_an_h200_block_above_its_boards_rated_power_is_refused_whatever_cap_it_names(tmp_path):
+    """An H200 (700 W) block at 1,500 W with its cap removed, and one at 1,900 W naming a 10 kW cap:
+    before, both imported with a valid tok/J (8.86, 6.68); a stored record so, shown."""
+    tmp = _project(tmp_path)
+    rows = _rows("alone.jsonl")[:2]
+    _pump(rows[0]["toolkit_telemetry"], 1500.0, None)
+    _pump(rows[1]["toolkit_telemetry"], 1900.0, 10000.0)
+    out = _import(tmp, rows, "h200")
+    assert out.count("the rated power of the board its row names 700 W") == 2, out
+    text = tk(tmp, "report", "--results", "r").stdout
+    assert text.count("energy-invalid:energy_contradicts_window") >= 2 and "8.86" not in text, text
+    # the same figures in a stored record: skipped as contradicting itself
+    tmp2 = _project(tmp_path / "stored")
+    _import(tmp2, _rows("alone.jsonl")[:1], "h200")
+    _edit_stored(tmp2, "h200", lambda r: _pump(r["telemetry"], 1500.0, None))
+    rep = tk(tmp2, "report", "--results", "r")
+    assert "skipped a record that contradicts itself" in rep.stderr and "700 W" in rep.stderr, rep.stderr
+
+
+def test_board_power_is_read_from_the_named_gpus_and_unknown_boards_keep_the_absolute_bound():
+    from toolkit.core.gpuspecs import spec_by_name
+    from toolkit.results.telemetry_check import POWER_W, board_power_w
+
+    assert board_power_w("NVIDIA H200") == 700.0
+    assert board_power_w("AMD Radeon AI PRO R9700 (RADV GFX1201)") == 300.0
+    assert board_power_w("NVIDIA H200, NVIDIA H100 PCIe") == 700.0  # the highest of those named
+    assert board_power_w("NVIDIA H200, Some Future GPU") is None and board_power_w(None) is None
+    assert all(
+        s.board_power_w is None or s.board_power_w < POWER_W[1] for s in [spec_by_name("NVIDIA H200")] if s
+    )
+
+
+def test_a_stored_block_with_figures_no_sensor_reads_is_skipped_and_an_imported_one_left_out(tmp_path):
+    """A busy mean of 500 % at a median clock of 100 MHz (which raises clock-idle), a 900 °C reading, CPU
+    pressure of 500 %: before, stored as figures and shown; now the stored record is skipped naming the
+    figure, and an imported block is left out with its flags (the speed kept)."""
+    from toolkit.results.telemetry_flags import figures_problem
+
+    row = _rows("alone.jsonl")[0]
+    block = row["toolkit_telemetry"]
+    assert figures_problem(block) is None
+    for edit, says in (
+        (lambda b: _gpu(b).update(busy_pct_mean=500.0, sclk_mhz_median=100.0), "busy_pct_mean is 500"),
+        (lambda b: _gpu(b).update(temp_max_c={"temp_gpu_c": 900.0}), "temp_max_c.temp_gpu_c is 900"),
+        (lambda b: b["host"].update(psi_some_pct=500.0), "host.psi_some_pct is 500"),
+        (lambda b: _gpu(b).update(throttle_share={"sw-power-cap": 3.0}), "throttle_share.sw-power-cap is 3"),
+        (lambda b: b.update(energy_valid=False, duration_s=-1.0), "a window of no time"),
+    ):
+        b = json.loads(json.dumps(block))
+        edit(b)
+        assert says in (figures_problem(b) or ""), (says, figures_problem(b))
+    tmp = _project(tmp_path)
+    row["toolkit_flags"] = ["clock-idle"]
+    _gpu(block).update(busy_pct_mean=500.0, sclk_mhz_median=100.0)
+    out = _import(tmp, [row], "h200")
+    assert "not a window's figures: gpus." in out and "busy_pct_mean is 500" in out, out
+    stored = [
+        json.loads(line) for f in (tmp / "r").glob("*/bench.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert stored[0].get("telemetry") is None and "clock-idle" not in (stored[0].get("flags") or [])
+    tmp2 = _project(tmp_path / "stored")
+    _import(tmp2, _rows("alone.jsonl")[:1], "h200")
+    _edit_stored(
+        tmp2, "h200", lambda r: _gpu(r["telemetry"]).update(busy_pct_mean=500.0, sclk_mhz_median=100.0)
+    )
+    rep = tk(tmp2, "report", "--results", "r")
+    assert "skipped a record that contradicts itself: its telemetry: gpus." in rep.stderr, rep.stderr
+
+
+def test_one_flag_rule_for_the_bench_and_the_readers():
+    """analysis.telemetry.flags (what the bench stores) is the readers' window_flags, and the figure
+    ranges a stored block is held to are the sampler's (energy.PLAUSIBLE)."""
+    from toolkit.analysis import energy, telemetry
+    from toolkit.results import telemetry_flags
+
+    assert telemetry.window_flags is telemetry_flags.window_flags
+    assert telemetry_flags.FIGURE_RANGES == {**energy.PLAUSIBLE, "power_w": (1.0, energy.POWER_MAX_W)}
+    for row in _rows("contended.jsonl") + _rows("alone.jsonl"):
+        kept = telemetry_flags.checked_flags(row["toolkit_flags"], row["toolkit_telemetry"])
+        assert kept == row["toolkit_flags"] or set(kept) >= set(row["toolkit_flags"]), (
+            kept,
+            row["toolkit_flags"],
+        )

@@ -1,0 +1,354 @@
+"""The flags of a window's telemetry summary (toolkit.analysis.telemetry.window_summary's shape): the
+one rule `toolkit bench` and `toolkit measure` raise them by (window_flags; toolkit.analysis.telemetry
+.flags is this function) and the one every reader of a stored record holds its stored flags to
+(checked_flags: the results readers' facts, `toolkit import`). Stated below the analysis package so the
+results readers run the same code as the bench. Each helper reads a stored block's JSON as it may be
+(a hand-edited value of another type counts as not stated), and a summary window_summary wrote as
+before."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from toolkit.core.stats import finite_number
+from toolkit.results.telemetry_check import (
+    _EVIDENCE,
+    CLOCK_IDLE_BUSY_MIN_PCT,
+    CLOCK_IDLE_MAX_MHZ,
+    HOST_OTHER_CPU_CORES_MAX,
+    HOST_PSI_SOME_MAX_PCT,
+    HOST_STEAL_MAX_PCT,
+    OWN_GPU_PROCS,
+    UNDERSAMPLED_SHARE,
+    _nonempty,
+    flag_unsupported,
+)
+
+# A throttle reason counts when set in at least this share of the window's samples, and in at
+# least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
+# blip, is not "held"; §7 asks for "most samples" for power-capped, we flag from a quarter on).
+THROTTLE_MIN_SHARE = 0.25
+THROTTLE_MIN_SAMPLES = 2
+NVIDIA_THROTTLE_REASONS = frozenset(
+    {"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"}
+)
+# SMU 14.0.2 throttle_status bits (smu14_driver_if_v14_0.h, shared/reference/gpu-telemetry.md §1.4)
+AMD_SMU14_THROTTLE_BITS = {
+    0: "temp-edge",
+    1: "temp-hotspot",
+    2: "temp-hotspot-gfx",
+    3: "temp-hotspot-soc",
+    4: "temp-mem",
+    5: "temp-vr-gfx",
+    6: "temp-vr-soc",
+    7: "temp-vr-mem0",
+    8: "temp-vr-mem1",
+    9: "temp-liquid0",
+    10: "temp-liquid1",
+    11: "temp-plx",
+    12: "tdc-gfx",
+    13: "tdc-soc",
+    14: "ppt0",  # held at the power cap
+    15: "ppt1",
+    16: "ppt2",
+    17: "ppt3",
+    18: "fit",
+    19: "gfx-apcc-plus",
+    20: "gfx-dvo",
+}
+# Bit 1 TEMP_HOTSPOT is set at all times on the R9700, idle at 37 °C included (rocm-systems#11781;
+# RDNA3 too: libdrm-amdgpu-sys-rs#7): masked.
+AMD_THROTTLE_MASKED = frozenset({"temp-hotspot"})
+# ... and other load competes only where the cores are oversubscribed: the benchmark's own cores plus
+# the others' above this share of the online cores (our rule: on a 16-core host 1-3 neighbour cores
+# beside a GPU benchmark's one core did not move tok/s, issue 31; on this 2-core machine one
+# competing thread beside llama-bench's two did). Own CPU unknown: others above this share alone.
+HOST_SATURATION = 0.9
+HOST_OTHER_SHARE_MAX = 0.25
+USER_HZ = 100
+"""/proc/stat's unit: 1/100 s on every Linux ABI (proc_stat(5), "USER_HZ")."""
+
+
+def tick_noise_cores(cpus: Any, span_s: Any) -> float:
+    """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores:
+    each online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges.
+    A window that cannot be widened to analysis.telemetry.HOST_MIN_WINDOW_S (the first test of a run
+    starts ~30 ms after its container: 0.04 s read 2.5 busy cores on 2) reads this much noise; 0 when
+    unknown."""
+    c, s = finite_number(cpus), finite_number(span_s)
+    if c is None or s is None or c <= 0 or s <= 0:
+        return 0.0
+    return c / USER_HZ / s
+
+
+def _map(v: Any) -> Mapping[str, Any]:
+    """`v` where it is a mapping (a stored block's object), else an empty one."""
+    return v if isinstance(v, Mapping) else {}
+
+
+def _pid_set(v: Any) -> set[int]:
+    return {p for p in v if isinstance(p, int) and not isinstance(p, bool)} if isinstance(v, list) else set()
+
+
+def _others(g: Mapping[str, Any], own_pids: Collection[int] | None) -> str | None:
+    """Another process on this GPU in the window: "active" (it ran compute), "held" (it only held
+    memory), or None. Pids known (KFD, NVML): those not in own_pids; else (NVML counts only, or no
+    own_pids) more than OWN_GPU_PROCS processes, taken as active."""
+    pids = _pid_set(g.get("pids"))
+    if own_pids is not None and pids:
+        others = pids - set(own_pids)
+        if not others:
+            return None
+        active = _pid_set(g["active_pids"]) if isinstance(g.get("active_pids"), list) else pids
+        return "active" if others & active else "held"
+    n = finite_number(g.get("procs_max"))
+    return "active" if n is not None and n > OWN_GPU_PROCS else None
+
+
+def _throttling(g: Mapping[str, Any]) -> list[str]:
+    """The throttle reasons of GPU summary `g` held for THROTTLE_MIN_SHARE and THROTTLE_MIN_SAMPLES."""
+    n = finite_number(g.get("throttle_samples")) or 0
+    shares, counts = g.get("throttle_share"), g.get("throttle_count")
+    if not n or not isinstance(shares, Mapping):
+        return []
+    counts = counts if isinstance(counts, Mapping) else {}
+    wanted = (
+        NVIDIA_THROTTLE_REASONS
+        if g.get("vendor") == "nvidia"
+        else set(AMD_SMU14_THROTTLE_BITS.values()) - AMD_THROTTLE_MASKED
+    )
+    out = []
+    for reason, v in shares.items():
+        share = finite_number(v)
+        count = finite_number(counts.get(reason))
+        count = round(share * n) if count is None and share is not None else count
+        if reason in wanted and share is not None and count is not None:
+            if share >= THROTTLE_MIN_SHARE and count >= THROTTLE_MIN_SAMPLES:
+                out.append(str(reason))
+    return out
+
+
+def _others_ran(host: Mapping[str, Any]) -> bool | None:
+    """Whether other processes' CPU exceeded HOST_OTHER_CPU_CORES_MAX beyond what the tick counts can
+    misstate over the span read (tick_noise_cores of host_window_s); None where it is unknown."""
+    other = finite_number(host.get("other_cpu_cores_mean"))
+    if other is None:
+        return None
+    return other > HOST_OTHER_CPU_CORES_MAX + tick_noise_cores(
+        host.get("cpus_online"), host.get("host_window_s")
+    )
+
+
+def _cpu_contended(host: Mapping[str, Any], others_ran: bool | None) -> bool:
+    """Other processes' CPU ran (`others_ran`: _others_ran) where the cores are oversubscribed (own +
+    other > HOST_SATURATION of the online cores; own unknown: other > HOST_OTHER_SHARE_MAX of them)."""
+    other = finite_number(host.get("other_cpu_cores_mean")) or 0.0
+    own, cpus = finite_number(host.get("own_cpu_cores_mean")), finite_number(host.get("cpus_online"))
+    if not others_ran:
+        return False
+    if not cpus:
+        return True
+    if own is None:
+        return other > HOST_OTHER_SHARE_MAX * cpus
+    return own + other > HOST_SATURATION * cpus
+
+
+def _clock_idle(g: Mapping[str, Any]) -> bool:
+    """Busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ."""
+    busy, clock = finite_number(g.get("busy_pct_mean")), finite_number(g.get("sclk_mhz_median"))
+    return (
+        busy is not None
+        and clock is not None
+        and busy >= CLOCK_IDLE_BUSY_MIN_PCT
+        and clock <= CLOCK_IDLE_MAX_MHZ
+    )
+
+
+def _host_busy(host: Mapping[str, Any]) -> bool:
+    """Other processes' CPU contends (_cpu_contended), or steal above its threshold, or CPU pressure
+    above its threshold while others ran (_others_ran, or unknown): pressure alone also counts the
+    benchmark's own threads waiting for each other (llama-bench at one thread per core beside the
+    sampler), which is not another process."""
+    psi, steal = finite_number(host.get("psi_some_pct")), finite_number(host.get("steal_pct"))
+    others_ran = _others_ran(host)  # one rule for both paths
+    return (
+        _cpu_contended(host, others_ran)
+        or (psi is not None and psi > HOST_PSI_SOME_MAX_PCT and others_ran is not False)
+        or (steal is not None and steal > HOST_STEAL_MAX_PCT)
+    )
+
+
+def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
+    """Flags for one window's summary (analysis.telemetry.window_summary's shape; a list of names, in
+    a stable order; empty: nothing seen). The meaning of each: analysis.telemetry.flags' docstring and
+    FLAG_HELP. `own_pids`: the benchmark's own GPU processes (None: unknown, then more than
+    OWN_GPU_PROCS processes on a GPU count as another tenant)."""
+    out: list[str] = []
+
+    def add(flag: str) -> None:
+        if flag not in out:
+            out.append(flag)
+
+    raw = summary.get("gpus")
+    gpus = [g for g in raw.values() if isinstance(g, Mapping)] if isinstance(raw, Mapping) else []
+    for g in gpus:
+        if other := _others(g, own_pids):
+            add("gpu-shared" if other == "active" else "gpu-memory-held")
+    for g in gpus:
+        for reason in _throttling(g):
+            add(f"throttled:{reason}")
+    if any(_clock_idle(g) for g in gpus):
+        add("clock-idle")
+    if any(_nonempty(g.get("not_stock")) for g in gpus):
+        add("power-not-stock")
+    host = _map(summary.get("host"))
+    if _host_busy(host):
+        add("host-busy")
+    if any(_nonempty(g.get("implausible")) for g in gpus) or _nonempty(host.get("implausible")):
+        add("sensor-implausible")
+    if any(g.get("dropped") is True for g in gpus):
+        add("sensor-dropped")
+    rate, achieved = finite_number(summary.get("rate_hz")), finite_number(host.get("achieved_hz"))
+    if rate and achieved is not None and achieved < UNDERSAMPLED_SHARE * rate:
+        add("undersampled")
+    for g in gpus:
+        if g.get("energy_valid") is not True:
+            add(f"energy-invalid:{g.get('energy_invalid_reason')}")
+    return out
+
+
+OWN_PIDS_FLAGS = frozenset({"gpu-shared", "gpu-memory-held"})
+"""Flags whose rule needs the benchmark's own GPU processes, which a block does not store: a reader
+holds a stored one to its evidence (_EVIDENCE) but never adds one (the H200's own llama-bench children,
+three under one `toolkit measure`, would read as another tenant)."""
+
+UNSUPPORTED = "flag-unsupported"
+"""What a stored telemetry flag its own block does not show becomes: `flag-unsupported:host-busy`."""
+
+
+def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
+    """The flags a reader shows for a record's stored flags `stored` and its stored telemetry block `t`
+    (window_summary's shape), by the one rule the bench raised them by (window_flags): a stored
+    telemetry flag (a name of _EVIDENCE) that the block raises now, or shows what raised it under the
+    rule it was written with (flag_unsupported: None), stays where it stood; one the block shows nothing
+    of becomes `flag-unsupported:<flag>` (a hand edit, or a file of another tool: it holds nothing);
+    a flag the block raises that is not stored is added after them (but not OWN_PIDS_FLAGS). Other
+    flags (stale-build, runs-disagree, ...) stay as stored. `t` not a dict (no telemetry): `stored`
+    as it is (nothing to hold it to)."""
+    if not isinstance(t, Mapping):
+        return list(stored)
+    derived = [f for f in window_flags(t) if f.partition(":")[0] not in OWN_PIDS_FLAGS]
+    out: list[str] = []
+    for f in stored:
+        held = f.partition(":")[0] not in _EVIDENCE or f in derived or flag_unsupported(f, t) is None
+        shown = f if held else f"{UNSUPPORTED}:{f}"
+        if shown not in out:
+            out.append(shown)
+    return out + [f for f in derived if f not in out]
+
+
+FIGURE_RANGES: dict[str, tuple[float, float]] = {
+    "power_w": (1.0, 2000.0),
+    "sclk_mhz": (1.0, 5000.0),
+    "mclk_mhz": (1.0, 30000.0),
+    "busy_pct": (0.0, 100.0),
+    "mem_busy_pct": (0.0, 100.0),
+    "temp_c": (-40.0, 150.0),
+}
+"""The physical range of each GPU sensor (analysis.energy.PLAUSIBLE, restated below it and held equal
+by tests/test_integrity_round20.py): a window's summary holds only readings inside it (window_summary
+drops the rest and says `sensor-implausible`), so its means, medians and maxima lie inside it too."""
+
+_GPU_FIGURES = {
+    "power_w_mean": "power_w",
+    "power_w_max": "power_w",
+    "sclk_mhz_min": "sclk_mhz",
+    "sclk_mhz_median": "sclk_mhz",
+    "sclk_mhz_max": "sclk_mhz",
+    "mclk_mhz_median": "mclk_mhz",
+    "busy_pct_mean": "busy_pct",
+    "mem_busy_pct_mean": "mem_busy_pct",
+}
+
+
+def _outside(v: Any, lo: float, hi: float) -> bool:
+    """`v` is stated (not None) and is no finite number within [lo, hi]."""
+    n = finite_number(v)
+    return v is not None and (n is None or not lo <= n <= hi)
+
+
+def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool) -> str | None:
+    """figures_problem's checks of one GPU's summary `g` (`said`: its power figures are
+    telemetry_check.energy_contradiction's to judge: a block that claims, or was refused, a valid energy)."""
+    temps = _map(g.get("temp_max_c"))
+    named = [
+        (k, g.get(k), FIGURE_RANGES[r]) for k, r in _GPU_FIGURES.items() if not (said and r == "power_w")
+    ]
+    named += [(f"temp_max_c.{str(k)[:24]}", v, FIGURE_RANGES["temp_c"]) for k, v in temps.items()]
+    n = finite_number(g.get("throttle_samples"))
+    shares = _map(g.get("throttle_share"))
+    counts = _map(g.get("throttle_count"))
+    named += [(f"throttle_share.{str(k)[:24]}", v, (0.0, 1.0)) for k, v in shares.items()]
+    named += [
+        (f"throttle_count.{str(k)[:24]}", v, (0.0, n if n is not None else math.inf))
+        for k, v in counts.items()
+    ]
+    for key, v, (lo, hi) in named:
+        if _outside(v, lo, hi):
+            return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
+    return None
+
+
+def figures_problem(t: Any) -> str | None:
+    """Why the figures of a stored telemetry block `t` (window_summary's shape) cannot be a window's,
+    None where they can (or `t` is no dict): a window of no time (duration_s <= 0, t1 before t0; where it
+    claims a valid energy, telemetry_check.energy_contradiction says so); a GPU
+    figure outside its sensor's physical range (FIGURE_RANGES: a busy mean of 500 %, a 900 °C
+    temperature, a 0 MHz clock median), a throttle share outside 0-1 or counted in more samples than
+    the window read; the host's CPU pressure or steal outside 0-100 %, its busy or other processes'
+    cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
+    reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the
+    flags (window_flags) and energy are read from them: a block holding one was edited."""
+    if not isinstance(t, Mapping):
+        return None
+    t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
+    no_time = _outside(t.get("duration_s"), 1e-9, math.inf) or (t0 is not None and t1 is not None and t1 < t0)
+    said = t.get("energy_valid") is True or "energy_refused" in t  # energy_contradiction's to say
+    if no_time and not said:
+        return f"duration_s {str(t.get('duration_s'))[:24]}, t0 {t0}, t1 {t1}: a window of no time"
+    gpus = _map(t.get("gpus"))
+    for sid, g in gpus.items():
+        if isinstance(g, Mapping) and (why := _gpu_figures_problem(str(sid), g, said)):
+            return why
+    host = _map(t.get("host"))
+    cpus = finite_number(host.get("cpus_online"))
+    most = cpus * 1.05 + max(0.1, tick_noise_cores(cpus, host.get("host_window_s"))) if cpus else math.inf
+    for key, lo, hi in (
+        ("psi_some_pct", 0.0, 100.0),
+        ("steal_pct", 0.0, 100.0),
+        ("busy_cores_mean", 0.0, most),
+        ("other_cpu_cores_mean", 0.0, most),
+        ("own_cpu_cores_mean", 0.0, most),
+        ("achieved_hz", 0.0, math.inf),
+    ):
+        if _outside(host.get(key), lo, hi):
+            return f"host.{key} is {str(host.get(key))[:24]}: outside the {lo:g}-{hi:.4g} it can be"
+    return None
+
+
+def without_figures(
+    telemetry: Any, flags: Sequence[str], left: dict[str, str]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """`toolkit import`'s measured block `telemetry` and its kept `flags` (telemetry_check.measured_claims),
+    left out where its figures cannot be a window's (figures_problem), each telemetry flag with it (said
+    in `left`, which this adds to), then every flag its kept block raises (checked_flags)."""
+    why = figures_problem(telemetry)
+    if why is None:
+        return telemetry, checked_flags(flags, telemetry)
+    left["toolkit_telemetry"] = f"not a window's figures: {why}"
+    for f in flags:
+        if f.partition(":")[0] in _EVIDENCE:
+            left[f] = "its toolkit_telemetry is left out"
+    return None, [f for f in flags if f.partition(":")[0] not in _EVIDENCE]
