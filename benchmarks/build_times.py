@@ -43,7 +43,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from toolkit.images.sources import prepare_source
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     lm = load_matrix(a.matrix)
     spec = lm.m.image(a.image)

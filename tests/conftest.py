@@ -68,7 +68,7 @@ def registry():
 def llama_tree() -> Path:
     """The pinned llama.cpp tree of matrix.yaml (`sources: llama.cpp`), prepared as `toolkit build` does."""
     from toolkit.images.sources import prepare_source
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     src = prepare_source(load_matrix(ROOT / "matrix.yaml"), "llama.cpp", skip_git=True)
     assert (src.path / "ggml" / "CMakeLists.txt").is_file(), src.path

@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.e2e_helpers import make_project
 from toolkit.bench.runners.base import model_sha256
+from toolkit.matrix.api import load_matrix
 from toolkit.models.tiny import sha256_file
-from toolkit.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -384,7 +384,7 @@ def test_bench_memory_out_of_dockers_range_is_bad_input(project):
 
 
 def test_memory_at_the_edges_of_dockers_range_is_taken():
-    from toolkit.spec.matrix import memory_bytes
+    from toolkit.matrix.api import memory_bytes
 
     assert memory_bytes("6m") == 6 * 1024 * 1024
     assert memory_bytes("9223372036854775807") == 2**63 - 1  # exact: a float would round it up past int64

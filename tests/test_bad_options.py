@@ -12,8 +12,8 @@ import pytest
 from tests.support.records import make_record
 from toolkit.analysis import compare
 from toolkit.core.errors import BadInput
+from toolkit.matrix.api import load_matrix
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import pytest
 
 from toolkit.core import registry
 from toolkit.core.errors import BadInput
-from toolkit.spec.loading import load_matrix
+from toolkit.matrix.loading import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def _modules_after_load(matrix: Path) -> tuple[list[str], dict]:
     interpreter; the settings are asked for after the modules are listed."""
     code = (
         "import json, sys\n"
-        "from toolkit.spec.loading import load_matrix\n"
+        "from toolkit.matrix.loading import load_matrix\n"
         f"lm = load_matrix({str(matrix)!r})\n"
         "mods = sorted(sys.modules)\n"
         "blocks = {k: lm.m.settings(k).model_dump(mode='json') for k in ('vllm', 'sglang')}\n"

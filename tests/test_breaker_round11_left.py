@@ -23,8 +23,8 @@ from tests.support.records import make_record
 from toolkit.analysis import plots, report, tables
 from toolkit.analysis.facts import Facts, ReportOptions
 from toolkit.core.errors import BadInput
+from toolkit.matrix.depth import KvShape
 from toolkit.models import gguf_meta
-from toolkit.spec.depth import KvShape
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "20261129T170627Z-6891c7"  # the run of results-cpu-a.jsonl

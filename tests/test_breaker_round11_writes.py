@@ -158,7 +158,7 @@ def test_write_pngs_refuses_a_linked_folder_below_the_root(results: Path, tmp_pa
 
 def test_an_exported_readme_holds_no_escape(tmp_path: Path) -> None:
     """export-run's README.md held the host's CPU model as recorded, escapes and all."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = tmp_path / "p"
     (p / "results" / "a504e0178239").mkdir(parents=True)

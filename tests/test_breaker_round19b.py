@@ -28,10 +28,10 @@ from tests.support.runs import DIGEST, bench_records, published_folder
 from toolkit.bench import tune
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import symlinks_inside
+from toolkit.matrix.api import load_matrix
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import load_matrix
 
 
 def toolkit(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -180,7 +180,7 @@ def test_export_never_copies_a_template_into_a_folder_linked_after_the_check(
 ) -> None:
     """export-run checks the links of a non-empty --out before writing (symlinks_inside); its subfolder
     linked elsewhere after that check (here: the check made a no-op) got the templates copied there."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = _project(tmp_path)
     out = tmp_path / "out"

@@ -15,8 +15,8 @@ import pytest
 from tests.support.e2e_helpers import run_cli
 from tests.support.hosts import IMAGES, fake_host
 from toolkit.images.build_plan import BuildSteps, host_plan, previous_build_note
+from toolkit.matrix.api import load_matrix
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import load_matrix
 
 DATA = Path(__file__).parent / "data" / "buildx"
 GPU_LESS = not (Path("/dev/kfd").exists() or any(Path("/dev/dri").glob("renderD*")))

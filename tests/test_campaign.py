@@ -35,8 +35,8 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import info as hostinfo
 from toolkit.images import build as build_mod
+from toolkit.matrix.api import load_matrix
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.spec.matrix import load_matrix
 
 CPU_IMAGE = "toolkit/cpu:latest"
 AXES = {

@@ -18,8 +18,8 @@ from toolkit.bench.guard import Saver
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
+from toolkit.matrix.api import load_matrix
 from toolkit.runtimes.llama_bench import perplexity as ppl
-from toolkit.spec.matrix import load_matrix
 
 DATA = Path(__file__).parent / "data"
 

@@ -279,7 +279,7 @@ def test_campaign_cancel_dry_run_names_the_jobs_and_cancels_none(tmp_path):
     from tests.support.e2e_helpers import make_project
     from tests.support.project import seed_current_build
     from toolkit.campaign import slurm as cmod
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = make_project(tmp_path, images=["cpu"], bench={"n_prompt": [32], "n_gen": [4]})
     data = yaml.safe_load((p / "matrix.yaml").read_text())

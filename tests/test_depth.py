@@ -24,11 +24,11 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import info as hostinfo
 from toolkit.host.devices import DeviceProfile
+from toolkit.matrix.api import WIDE_DEPTHS, KvShape, depth_axes, fit_depths, load_matrix
 from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.models.tiny import ensure_model_file
 from toolkit.results import identity
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import WIDE_DEPTHS, KvShape, depth_axes, fit_depths, load_matrix
 
 REF = 0  # models[0]: the reference model qwen3-30b-a3b-q4kxl
 
@@ -441,7 +441,7 @@ def test_resume_axes_name_each_test_once_when_cache_types_are_crossed():
     """Cases repeat per cache type (type_k [f16, q8_0]): the process built from them passes `-p 512`,
     not `-p 512,512` (llama-bench would measure pp512 twice per type)."""
     from toolkit.bench.runners.llama_bench import resume_axes
-    from toolkit.spec.matrix import BenchAxes
+    from toolkit.matrix.api import BenchAxes
 
     axes = BenchAxes(n_prompt=[512], n_gen=[128], n_ubatch=[512], n_batch=[2048], type_k=["f16", "q8_0"])
     (one,) = resume_axes(axes, axes.cases())

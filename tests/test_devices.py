@@ -465,7 +465,7 @@ def test_doctor_applies_the_same_policy_and_names_the_yardstick(tmp_path: Path) 
     """`toolkit doctor` on the 2x R9700 + iGPU host: both cards for a gfx1201 image, the iGPU named
     as hidden, each card's product by PCI id + revision with its roofline figures."""
     from toolkit.host.doctor import GFX_TARGETS_LABEL, diagnose
-    from toolkit.spec.matrix import ImageSpec
+    from toolkit.matrix.api import ImageSpec
 
     sysfs = tmp_path / "sys"
     build_host(sysfs, "two-dgpus-igpu")

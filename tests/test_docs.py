@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolkit.cli import reference
 from toolkit.images import render
-from toolkit.spec.matrix import load_matrix
+from toolkit.matrix.api import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

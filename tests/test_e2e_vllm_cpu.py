@@ -34,12 +34,12 @@ from tests.support.e2e_helpers import ROOT, engine_or_skip, run_cli
 from toolkit.bench import canary
 from toolkit.bench.runners import vllm as vr
 from toolkit.images.build import build_image
+from toolkit.matrix.api import load_matrix
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import ResultStore
 from toolkit.runtimes.vllm import args as va
 from toolkit.runtimes.vllm import canary as vc
 from toolkit.runtimes.vllm.output import attention_backend_name
-from toolkit.spec.matrix import load_matrix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from toolkit.analysis.tables import varying_columns
 from toolkit.bench.runners.base import effective_environment
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.engine import api as engine
+from toolkit.matrix.api import BenchAxes
 from toolkit.results import identity
-from toolkit.spec.matrix import BenchAxes
 
 
 def test_env_axis_is_validated_and_crossed():

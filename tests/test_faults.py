@@ -53,9 +53,9 @@ from tests.support.runs import _env, _no_dac, tk
 from toolkit.core import errors
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import CONTAINER_LABEL
+from toolkit.matrix.api import load_matrix
 from toolkit.models.tiny import generate_tiny_qwen3moe
 from toolkit.results.records import ResultStore, read_jsonl
-from toolkit.spec.matrix import load_matrix
 
 e2e = pytest.mark.e2e
 

@@ -24,11 +24,11 @@ from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host.devices import DeviceProfile
+from toolkit.matrix.api import load_matrix, parse_matrix
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.runtimes.vllm import args as va
-from toolkit.spec.matrix import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

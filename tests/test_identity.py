@@ -272,7 +272,7 @@ def test_bench_record_written_is_strict_json(tmp_path):
 
 def test_resume_runs_exactly_the_missing_cases(tmp_path):
     from toolkit.bench.runners.llama_bench import missing_cases, resume_axes
-    from toolkit.spec.matrix import BenchAxes
+    from toolkit.matrix.api import BenchAxes
 
     axes = BenchAxes(
         n_prompt=[512, 2048],

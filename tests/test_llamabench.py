@@ -7,9 +7,9 @@ import json
 import pytest
 
 from tests.support.project import DATA
+from toolkit.matrix.api import BenchAxes
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, output, readers
-from toolkit.spec.matrix import BenchAxes
 
 
 def test_bench_args_cross_the_matrix():

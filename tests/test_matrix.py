@@ -9,7 +9,7 @@ import pytest
 from tests.support.project import mutate as _mutate
 from tests.support.project import write_matrix
 from toolkit.core.errors import BadInput
-from toolkit.spec.matrix import load_matrix
+from toolkit.matrix.api import load_matrix
 
 
 def test_project_matrix_is_valid(project):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.records import make_record
+from toolkit.matrix.depth import DepthSweep
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.publish import sweeps
-from toolkit.spec.depth import DepthSweep
 
 
 def _run(model: str = "tiny-qwen3moe") -> list:

@@ -34,8 +34,8 @@ from tests.support.runs import DIGEST, published_folder
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.images import sources
+from toolkit.matrix.api import load_matrix
 from toolkit.publish import push as publish
-from toolkit.spec.matrix import load_matrix
 
 PRECIOUS = b"precious bytes that are not a GGUF\n"
 

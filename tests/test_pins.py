@@ -33,7 +33,7 @@ from tests.support.service_containers import LoopbackRegistry
 from toolkit.cli.main import cli
 from toolkit.engine import api as engine
 from toolkit.images import pins
-from toolkit.spec.matrix import HfFile, SourceSpec, load_matrix
+from toolkit.matrix.api import HfFile, SourceSpec, load_matrix
 
 
 def free_port() -> int:

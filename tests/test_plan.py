@@ -191,7 +191,7 @@ def test_tune_without_model_skips_a_folder_and_takes_the_next_model_file(project
     """`toolkit tune -i cpu` without -m: the first model whose path is a file (a folder where a GGUF
     should be was taken, then refused with exit 4)."""
     from toolkit.bench import tune
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     d = matrix_data
     (project / "models" / "adir").mkdir(parents=True)

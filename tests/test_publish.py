@@ -18,13 +18,13 @@ from tests.support.runs import AXES, DIGEST, bench_records
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
 from toolkit.core.errors import BadInput
+from toolkit.matrix.api import BenchAxes, load_matrix
 from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
 from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check
-from toolkit.spec.matrix import BenchAxes, load_matrix
 
 for _cmd in (push, export_run, reproduce):
     if _cmd.name not in cli.commands:

@@ -437,7 +437,7 @@ def test_a_matrix_value_of_the_wrong_type_is_bad_input_naming_file_field_and_fix
 ):
     """Reproducers: `gfx_targets: false` (TypeError in the rocm template render), `ref: 2026-02-30`
     (ValueError out of PyYAML's constructor), huge ints, a `!!set`, `cmake_args` as a string."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = _matrix_with(project, old, new, after=after)
     with pytest.raises(BadInput) as err:
@@ -453,7 +453,7 @@ def test_a_matrix_value_of_the_wrong_type_is_bad_input_naming_file_field_and_fix
 
 def test_huge_engine_settings_are_bad_input(project, matrix_data):
     from tests.support.project import mutate, write_matrix
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     for path in (["vllm", "max_model_len"], ["bench", "threads"], ["sglang", "context_length"]):
         data = (
@@ -466,7 +466,7 @@ def test_huge_engine_settings_are_bad_input(project, matrix_data):
 
 
 def test_a_set_key_is_bad_input_naming_the_line(project):
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     p.write_text(p.read_text().replace("bench:\n", "? !!set {a}\n: 1\nbench:\n", 1))
@@ -540,7 +540,7 @@ def test_random_type_substitutions_over_matrix_yaml_never_crash(project):
 
     from toolkit.core.errors import ToolkitError
     from toolkit.images import render
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     text0 = p.read_text()
@@ -619,7 +619,7 @@ def test_a_hostile_source_archive_is_bad_input_not_a_traceback(tmp_path, members
     came out of toolkit/images/sources.py as a traceback."""
     from tests.support.runs import _tar
     from toolkit.images import sources
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     arc = _tar(tmp_path / "src.tar.gz", [("a/ok.txt", "file", ""), *members])
     (tmp_path / "Dockerfile.templates").mkdir()
@@ -696,7 +696,7 @@ def test_a_comma_in_a_model_file_name_is_bad_input_naming_model_and_field(projec
     """Reproducer: `models/tiny,qwen3moe.gguf` reached `llama-bench -m /models/tiny,qwen3moe.gguf`, which
     llama-bench reads as two models, `/models/tiny` and `qwen3moe.gguf` (a failed run, exit 3)."""
     from toolkit.bench.runners.base import check_model_file
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     lm = load_matrix(_comma_project(project, tiny_gguf))
     model = next(m for m in lm.m.models if m.name == "tiny-qwen3moe")
@@ -708,8 +708,8 @@ def test_a_comma_in_a_model_file_name_is_bad_input_naming_model_and_field(projec
 
 
 def test_a_comma_in_a_model_file_name_fails_the_dry_run_and_the_argument_list(project, tiny_gguf):
+    from toolkit.matrix.api import BenchAxes
     from toolkit.runtimes.llama_bench import args as lb_args
-    from toolkit.spec.matrix import BenchAxes
 
     with pytest.raises(BadInput, match="splits -m on commas"):
         lb_args.bench_args(BenchAxes(), "/models/a,b.gguf")
@@ -723,7 +723,7 @@ def test_a_comma_in_a_folder_name_is_fine(project, tiny_gguf):
     """Only the file's own name reaches -m (it is mounted as /models/<name>): a comma in a folder above
     it is no problem and is not refused."""
     from toolkit.bench.runners.base import check_model_file
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     p.write_text(p.read_text().replace("path: models/tiny-qwen3moe.gguf", "path: mo,dels/tiny-qwen3moe.gguf"))
@@ -762,7 +762,7 @@ def test_a_gguf_header_string_longer_than_the_file_fails_the_preflight(project):
     import gguf
 
     from toolkit.bench.runners.base import check_model_file
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     (project / "models").mkdir()
     f = _overlong_string_gguf(project / "models" / "tiny-qwen3moe.gguf")
@@ -778,7 +778,7 @@ def test_any_overlong_header_string_of_a_real_model_fails_the_preflight(project,
     import struct
 
     from toolkit.bench.runners.base import check_model_file
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     data = bytearray(tiny_gguf)
     n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
@@ -1208,8 +1208,8 @@ def test_a_rebuild_of_someone_elses_run_gets_no_host_network_and_its_own_tags(pr
     reached a listener on 127.0.0.1) and tagged it toolkit/cpu:latest over the user's own image. The
     command a rebuild runs (dry run: the same command line) has its own network and namespace."""
     from toolkit.images import build as build_mod
+    from toolkit.matrix.api import load_matrix
     from toolkit.results.records import ResultStore
-    from toolkit.spec.matrix import load_matrix
 
     lm = load_matrix(project / "matrix.yaml")
     store = ResultStore(project / "results")
@@ -1298,7 +1298,7 @@ def test_the_run_that_holds_the_lock_learns_of_a_concurrent_one_and_both_flag_th
 def test_a_yaml_1_1_number_form_is_bad_input_not_another_value(project, written):
     """Reproducer (breaker): `n_cpu_moe: [010]` ran -ncmoe 8, `[0x10]` 16, `[1:00]` 60: YAML 1.1 reads these
     as numbers other than they show."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     p.write_text(re.sub(r"(?m)^  n_cpu_moe: \[0\]", f"  n_cpu_moe: [{written}]", p.read_text(), count=1))
@@ -1309,7 +1309,7 @@ def test_a_yaml_1_1_number_form_is_bad_input_not_another_value(project, written)
 @pytest.mark.parametrize("written", ["no", "yes", "on", "Off"])
 def test_a_yaml_1_1_boolean_word_is_bad_input_saying_so(project, written):
     """Reproducer (breaker): `split_mode: [no]` said "(got False)", with no word of YAML's boolean."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     p.write_text(
@@ -1322,7 +1322,7 @@ def test_a_yaml_1_1_boolean_word_is_bad_input_saying_so(project, written):
 
 
 def test_plain_decimal_numbers_still_read(project):
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     p = project / "matrix.yaml"
     text = re.sub(r"(?m)^  n_cpu_moe: \[0\]", "  n_cpu_moe: [0, 8, +4]", p.read_text(), count=1)

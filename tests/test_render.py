@@ -9,7 +9,7 @@ import pytest
 from tests.support.project import write_matrix
 from toolkit.core.errors import BadInput
 from toolkit.images.render import render_image
-from toolkit.spec.matrix import load_matrix
+from toolkit.matrix.api import load_matrix
 
 
 def test_render_is_deterministic(project):
@@ -78,7 +78,7 @@ def test_a_template_cannot_run_code_on_the_host(project, tmp_path):
     Python's internals is bad input (Jinja's sandbox), and the marker file is never written."""
     from toolkit.core.errors import BadInput
     from toolkit.images import render
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     marker = tmp_path / "pwned"
     tpl = project / "Dockerfile.templates" / "llama-cpu.Dockerfile.j2"

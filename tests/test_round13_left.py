@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.matrix.depth import WIDE_DEPTHS, KvShape, fit_depths
 from toolkit.models import gguf_meta
-from toolkit.spec.depth import WIDE_DEPTHS, KvShape, fit_depths
 
 # ---------------------------------------------------------------- 1. a hybrid model's KV cache
 

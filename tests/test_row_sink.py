@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from toolkit.bench.runners.llama_bench import RowSink, file_identity
+from toolkit.matrix.api import BenchAxes, ImageSpec
 from toolkit.results.records import ImageRef, ModelRef
-from toolkit.spec.matrix import BenchAxes, ImageSpec
 
 DATA = Path(__file__).parent / "data"
 ROWS = [

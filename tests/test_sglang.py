@@ -39,8 +39,8 @@ import yaml
 from tests.support import contract_env
 from tests.support.dockerfiles import _hadolint, _instructions, _merged, _stages
 from toolkit.images.render import render_image
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, load_matrix
 from toolkit.runtimes.sglang import args as sa
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.runs import _tar
 from toolkit.images import sources
-from toolkit.spec.matrix import SourceSpec
+from toolkit.matrix.api import SourceSpec
 
 
 @pytest.mark.parametrize("req, name", [("llama-cpp-python==0.3.36", "llama-cpp-python"), ("foo==1", "foo")])

@@ -24,8 +24,8 @@ from toolkit.bench.build_choice import choose_build
 from toolkit.bench.runners.base import BenchOptions
 from toolkit.core.errors import BadInput
 from toolkit.images import build as build_mod
+from toolkit.matrix.api import load_matrix
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import load_matrix
 
 TEMPLATE = "llama-cpu.Dockerfile.j2"
 

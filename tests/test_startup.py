@@ -29,7 +29,7 @@ HEAVY = (
     "toolkit.analysis",
     "toolkit.results.records",
     "toolkit.results.index",
-    "toolkit.spec",
+    "toolkit.matrix",
     "toolkit.engine",
     "toolkit.bench",
 )

@@ -15,7 +15,7 @@ from toolkit.core.errors import BadInput
 from toolkit.images import template_inputs as ti
 from toolkit.images.build import inputs_key
 from toolkit.images.render import render_image
-from toolkit.spec.matrix import load_matrix
+from toolkit.matrix.api import load_matrix
 
 LLAMA_IMAGES = ("cpu", "vulkan", "rocm")
 
@@ -46,7 +46,7 @@ def test_a_warm_cache_answers_without_jinja2_in_another_process(project):
     jinja2, and with the cache written by a first process a second one computes the key without it."""
     code = (
         "import sys, json\nimport toolkit.bench.run, toolkit.images.build as b\n"
-        "from toolkit.spec.matrix import load_matrix\n"
+        "from toolkit.matrix.api import load_matrix\n"
         "before = 'jinja2' in sys.modules\n"
         f"lm = load_matrix({str(project / 'matrix.yaml')!r})\n"
         "key = b.inputs_key(lm, lm.m.image('cpu')).key\n"

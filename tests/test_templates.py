@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.dockerfiles import _hadolint, _instructions, _merged, _stages
 from toolkit.images.render import Rendered, render_image
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, load_matrix
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -84,7 +84,7 @@ def test_a_model_of_another_runner_is_named_as_such_not_as_no_model_at_all():
     while tiny-qwen3moe does: the model (an hf checkpoint) does not run on llama-bench."""
     from pathlib import Path
 
-    from toolkit.spec.loading import load_matrix
+    from toolkit.matrix.loading import load_matrix
 
     lm = load_matrix(Path(__file__).resolve().parents[1] / "matrix.yaml")
     cpu = lm.m.image("cpu")

@@ -79,7 +79,7 @@ def test_engine_args_pin_every_setting_and_spell_booleans_explicitly():
 def test_attention_backend_is_pinned_from_the_matrix():
     """matrix.yaml pins the decoder attention (0.16.0 and 0.28.0 default to different ones on gfx1201):
     passed as --attention-backend, stored in the record's engine, read back by reproduce."""
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     v = load_matrix(ROOT / "matrix.yaml").m.settings("vllm")
     assert v.attention_backend == "TRITON_ATTN"
@@ -282,7 +282,7 @@ def test_device_cpu_in_a_gpu_image_is_a_fallback():
 
 
 def parse_matrix_images():
-    from toolkit.spec.matrix import ImageSpec
+    from toolkit.matrix.api import ImageSpec
 
     return (
         ImageSpec(name="r", template="t", backend="rocm", runner="vllm"),

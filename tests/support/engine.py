@@ -26,8 +26,8 @@ from toolkit.bench.runners.base import BenchOptions, RunContext
 from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.host import devices
+from toolkit.matrix.api import load_matrix, parse_matrix
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])

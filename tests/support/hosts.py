@@ -13,7 +13,7 @@ from toolkit.host.devices import (
     Gpu,
     detect_gpus,
 )
-from toolkit.spec.matrix import ImageSpec
+from toolkit.matrix.api import ImageSpec
 
 GIB = 1024**3
 KFD_GID, RENDER_GID = 993, 992

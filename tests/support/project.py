@@ -36,8 +36,8 @@ def seed_current_build(project: Path, image: str = "cpu", digest: str | None = N
     project's matrix and templates give now (so `toolkit bench` takes it as current), under a made-up
     digest: for tests that stop before any container starts (the engine is never asked for it)."""
     from toolkit.images import build as build_mod
+    from toolkit.matrix.api import load_matrix
     from toolkit.results.records import BuildRecord, ResultStore
-    from toolkit.spec.matrix import load_matrix
 
     lm = load_matrix(project / "matrix.yaml")
     spec = lm.m.image(image)

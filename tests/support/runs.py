@@ -18,10 +18,10 @@ from toolkit.cli.main import cli
 from toolkit.core.errors import ToolkitError
 from toolkit.engine import api as engine
 from toolkit.host import devices
+from toolkit.matrix.api import BenchAxes
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check
-from toolkit.spec.matrix import BenchAxes
 
 DIGEST = "sha256:" + "9206eeaed761" + "0" * 52
 

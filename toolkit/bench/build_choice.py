@@ -13,8 +13,8 @@ from toolkit.bench.runners.base import BenchOptions, now
 from toolkit.core.errors import EngineUnavailable
 from toolkit.engine import api as engine
 from toolkit.images import build as build_mod
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, template_path
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, template_path
 
 
 @dataclass

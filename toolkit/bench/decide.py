@@ -24,9 +24,9 @@ from toolkit.bench.runners.base import (
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.host import devices
+from toolkit.matrix.api import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
 
 
 def check_models(lm: LoadedMatrix, models: list[ModelSpec], images: list[ImageSpec]) -> None:

@@ -26,8 +26,8 @@ from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, Ru
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.host import info as hostinfo
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import ResultStore
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 __all__ = ["run_bench", "plan_run", "CONFIRM_CASES"]
 

@@ -33,9 +33,9 @@ from typing import Any
 from toolkit.bench.runners.base import model_file_here
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
+from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import BenchRecord, ResultStore
 from toolkit.runtimes.llama_bench.check import effective_ubatch
-from toolkit.spec.matrix import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
 DEFAULT_VALUES: dict[str, list[int]] = {

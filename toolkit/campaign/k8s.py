@@ -10,7 +10,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from toolkit.spec.matrix import CampaignSpec, LoadedMatrix
+from toolkit.matrix.api import CampaignSpec, LoadedMatrix
 
 if TYPE_CHECKING:
     from toolkit.campaign.slurm import Campaign, Slice

@@ -50,6 +50,7 @@ from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitE
 from toolkit.core.paths import contained
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
+from toolkit.matrix.api import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import (
     BenchRecord,
     BuildRecord,
@@ -59,7 +60,6 @@ from toolkit.results.records import (
     append_jsonl,
     write_json_atomic,
 )
-from toolkit.spec.matrix import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
 
 CAMPAIGN_SCHEMA_VERSION = 1
 CAMPAIGN_FILE_LIMIT = 64 << 20  # a campaign state file: about 1 KB per slice
@@ -562,7 +562,7 @@ def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRec
 
 
 def _model_ref(c: Campaign, s: Slice) -> ModelRef:
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     try:
         lm = load_matrix(c.matrix)
@@ -650,7 +650,7 @@ def run_job(state_file: Path, index: int, events: Callable[..., None] = lambda *
     `<campaign>-j<job id>`. Returns bench's outcomes."""
     from toolkit.bench import run as bench
     from toolkit.bench.runners.base import BenchOptions
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     c = read_campaign(Path(state_file))
     if not 0 <= index < len(c.slices):

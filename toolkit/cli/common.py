@@ -294,7 +294,7 @@ def read_results_option(f):
 
 
 def _load(matrix_path: str):
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     return load_matrix(matrix_path)
 

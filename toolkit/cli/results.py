@@ -226,7 +226,7 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
             "run `toolkit bench` (or `toolkit import FILE --label NAME`), or pass --results DIR"
         )
     where = "" if results_dir else f" (beside {matrix_path}, which is not here)"
-    from toolkit.spec.matrix import project_hint
+    from toolkit.matrix.api import project_hint
 
     raise BadInput(f"no results folder at {root}{where}: {project_hint('--results DIR')}")
 

@@ -157,7 +157,7 @@ def _depth_matrix(lm, mspec, knobs: tuple[str, ...]):
     the default the search measures against). BadInput for a model without `depth:` or a knob other
     than n_ubatch."""
     from toolkit.core.errors import BadInput
-    from toolkit.spec.matrix import LoadedMatrix, depth_axes
+    from toolkit.matrix.api import LoadedMatrix, depth_axes
 
     if mspec.depth is None:
         raise BadInput(
@@ -230,7 +230,7 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
     from toolkit.bench import run as bench
     from toolkit.bench.runners.base import BenchOptions
     from toolkit.core.errors import BadInput
-    from toolkit.spec.matrix import LoadedMatrix
+    from toolkit.matrix.api import LoadedMatrix
 
     def run_trial(axes, extra):
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)

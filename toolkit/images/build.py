@@ -34,8 +34,8 @@ from toolkit.images.sources import (
 )
 from toolkit.images.sources import PreparedSource, prepare_source, sync_tree
 from toolkit.images.template_inputs import image_inputs_hash
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.results.records import BuildRecord, ResultStore
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, SourceSpec
 
 if TYPE_CHECKING:  # jinja2 (the renderer) loads only when an image is rendered, not on every bench
     from toolkit.images.render import Rendered

@@ -52,7 +52,7 @@ from tabulate import tabulate
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
-from toolkit.spec.matrix import HfFile, ImageSpec, LoadedMatrix, SourceSpec
+from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
 
 STATUSES = ("ok", "moved", "missing", "unreachable")
 BROKEN = ("moved", "missing")

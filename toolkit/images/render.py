@@ -38,7 +38,7 @@ from jinja2.utils import Namespace
 
 from toolkit.core.errors import BadInput
 from toolkit.images.template_inputs import inputs_hash, is_template_file, joined, render_context
-from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
+from toolkit.matrix.api import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
 IMAGES_DIR = "images"
 RENDER_TIMEOUT_S = 10.0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from toolkit.core.errors import BadInput, BuildFailed
 from toolkit.core.paths import contained
-from toolkit.spec.matrix import LoadedMatrix, SourceSpec
+from toolkit.matrix.api import LoadedMatrix, SourceSpec
 
 _EXCLUDE = {".git", "build", "__pycache__"}
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
+from toolkit.matrix.api import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 from toolkit.results import write_atomic
-from toolkit.spec.matrix import TEMPLATE_DIR, ImageSpec, LoadedMatrix, template_path
 
 CACHE_FILE = "template-inputs.json"
 """The cache's name in the project's .toolkit/ folder."""

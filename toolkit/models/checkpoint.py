@@ -37,7 +37,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from toolkit.spec.matrix import LoadedMatrix, ModelSpec
+    from toolkit.matrix.api import LoadedMatrix, ModelSpec
 
 # An override vLLM accepts for a checkpoint of method X besides X itself (its kernel variants for the
 # same weights; vllm 0.16.0 `override_quantization_method` of AWQMarlinConfig, GPTQMarlinConfig,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from toolkit.core.errors import BadInput, RemoteUnavailable, ToolkitError
 from toolkit.core.text import path_text
+from toolkit.matrix.api import LoadedMatrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
 
 def fetch_model(

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from toolkit.spec.matrix import KvShape
+    from toolkit.matrix.api import KvShape
 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: a longer name is no file
 MAX_HEADER_BYTES = 256 << 20  # the same bound as toolkit/models/twin.py (Qwen3-30B-A3B's header: ~6 MB)
@@ -198,7 +198,7 @@ def gguf_kv_shape(path: str) -> KvShape | None:
     None where the file is no GGUF within read_summary's bounds, a field is missing, an array's length
     is not block_count (llama.cpp refuses the file), a count is negative or no layer has KV (the depth
     is then kept)."""
-    from toolkit.spec.matrix import KvShape  # here: the roofline reads headers without the matrix's modules
+    from toolkit.matrix.api import KvShape  # here: the roofline reads headers without the matrix's modules
 
     summary = read_summary(path)
     if summary is None:

@@ -31,6 +31,7 @@ from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import strip_controls
 from toolkit.engine import api as engine
+from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import sweeps
 from toolkit.results import index as resultindex
 from toolkit.results import make_folders, open_regular, write_atomic
@@ -43,7 +44,6 @@ from toolkit.results.records import (
     write_json_atomic,
 )
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.spec.matrix import BenchAxes, LoadedMatrix
 
 NO_ATTESTATIONS = "not supported by the docker driver"
 ATTEST_NOTE = (

@@ -49,12 +49,12 @@ from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed, refused_link
 from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
+from toolkit.matrix.api import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import push as publish
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
-from toolkit.spec.matrix import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 
 VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
@@ -195,7 +195,7 @@ def rebuild_image(
     `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host."""
     from toolkit.images import build as build_mod
     from toolkit.images.render import render_image
-    from toolkit.spec.matrix import load_matrix
+    from toolkit.matrix.api import load_matrix
 
     lm = load_matrix(contained(workdir, "matrix.yaml", what=f"{workdir}: matrix.yaml"), confined=confined)
     spec = lm.m.image(im.name)

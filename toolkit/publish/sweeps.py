@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolkit.matrix.api import DEPTH_LOG_SUFFIX, DepthSweep
 from toolkit.results.records import BenchRecord
-from toolkit.spec.matrix import DEPTH_LOG_SUFFIX, DepthSweep
 
 
 def recorded_sweep(records: list[BenchRecord], model: str) -> DepthSweep | None:

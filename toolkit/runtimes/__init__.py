@@ -5,5 +5,5 @@ and the parsers of what it prints. Below `results` (records are built from these
 (toolkit/bench/runners/) keep only the container side.
 
 Adding runtime number four: a subpackage here, a runner, a template (docs/architecture.md).
-May use: toolkit.core, toolkit.spec; no runtime imports another; reads result files it is given,
+May use: toolkit.core, toolkit.matrix; no runtime imports another; reads result files it is given,
 no engine, never prints."""

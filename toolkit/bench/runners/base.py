@@ -35,11 +35,11 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.images import build as build_mod
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, timing_value
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 Events = Callable[..., None]
 
@@ -366,7 +366,7 @@ def stale_marks(build: BuildRecord) -> dict[str, Any]:
 def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
     """The container memory limit in bytes: --memory, else bench.memory, else None (no limit).
     Raises BadInput for a size that cannot be read."""
-    from toolkit.spec.matrix import memory_bytes
+    from toolkit.matrix.api import memory_bytes
 
     value = opts.memory or lm.m.bench.memory
     if value is None:

@@ -41,6 +41,7 @@ from toolkit.bench.runners.base import (
     stale_marks,
 )
 from toolkit.core import signals
+from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
@@ -48,7 +49,6 @@ from toolkit.results.records import BenchRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, readers
 from toolkit.runtimes.llama_bench import output as llamabench
-from toolkit.spec.matrix import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 
 
 class LlamaBenchRunner:

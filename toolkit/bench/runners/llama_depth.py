@@ -1,5 +1,5 @@
 """The depth sweep of one llama-bench (image, model) pair: the model's `depth:` block in matrix.yaml
-(toolkit/spec/depth.py) measured by llama-bench processes of its own after the main `bench:` sweep
+(toolkit/matrix/depth.py) measured by llama-bench processes of its own after the main `bench:` sweep
 (docs/running.md "Depth curves").
 
 Which depths: those whose model + KV cache + reserve fit the memory the tests run in (`fit_depths`):
@@ -50,11 +50,11 @@ from toolkit.bench.runners.llama_bench import (
 )
 from toolkit.core import jsonsafe
 from toolkit.host import info as hostinfo
+from toolkit.matrix.api import BenchAxes, KvShape, depth_axes, fit_depths
 from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord
-from toolkit.spec.matrix import BenchAxes, KvShape, depth_axes, fit_depths
 
 SWEEP = "depth"
 """The `sweep` key of a depth case (Runner.cases): the plan line counts them."""

@@ -45,12 +45,12 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import backends
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
+from toolkit.matrix.api import LoadedMatrix, ModelSpec
 from toolkit.results import make_folders
 from toolkit.results.records import BenchRecord, ModelRef
 from toolkit.runtimes.llama_bench.check import test_name
 from toolkit.runtimes.sglang import args as sa
 from toolkit.runtimes.vllm.output import served_shortfall_error
-from toolkit.spec.matrix import LoadedMatrix, ModelSpec
 
 HEALTH = [
     "python3",

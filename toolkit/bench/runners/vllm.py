@@ -56,6 +56,7 @@ from toolkit.core import backends
 from toolkit.core.errors import BadInput
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.results import make_folders, open_regular
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
@@ -75,7 +76,6 @@ from toolkit.runtimes.vllm.output import (
     served_shortfall_error,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix, ModelSpec
 
 HEALTH_POLL_S = 5.0
 

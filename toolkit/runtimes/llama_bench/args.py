@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core.errors import BadInput
-from toolkit.spec.matrix import CASE_DEFAULTS, BenchAxes
+from toolkit.matrix.api import CASE_DEFAULTS, BenchAxes
 
 
 @dataclass(frozen=True)

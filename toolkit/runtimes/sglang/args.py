@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkit.core import jsonsafe
 from toolkit.core.types import MAX_TOKENS
-from toolkit.spec.matrix import MAX_COUNT
+from toolkit.matrix.api import MAX_COUNT
 
 METHOD_PREFILL = "sglang-bench-one-batch-prefill"
 METHOD_DECODE = "sglang-bench-one-batch-decode"

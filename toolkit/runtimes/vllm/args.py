@@ -34,6 +34,7 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.engine.api import RunOutcome  # a value type
+from toolkit.matrix.api import ImageSpec, LoadedMatrix
 from toolkit.runtimes.vllm.output import (
     ATTENTION_DISPLAY_NAMES,
     METHOD_DECODE,
@@ -42,7 +43,6 @@ from toolkit.runtimes.vllm.output import (
     Latency,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
-from toolkit.spec.matrix import ImageSpec, LoadedMatrix
 
 SERVE_PORT = 8000
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from toolkit.core.types import MAX_TOKENS
-from toolkit.spec.matrix import MAX_COUNT, StrictBlock
+from toolkit.matrix.api import MAX_COUNT, StrictBlock
 
 
 class VllmSettings(StrictBlock):

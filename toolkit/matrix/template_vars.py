@@ -1,6 +1,6 @@
 """Template variables of matrix.yaml's images (`images[].vars`): the shape each one must have before
 it is rendered into a Dockerfile, and the checks every value rendered into a Dockerfile, label or
-command line passes (one line, no shell or Dockerfile metacharacters). Used by toolkit.spec.schema's
+command line passes (one line, no shell or Dockerfile metacharacters). Used by toolkit.matrix.schema's
 ImageSpec; split out of it (the schema file stays under the 800-line limit).
 """
 

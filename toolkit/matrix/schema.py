@@ -30,10 +30,10 @@ from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
 from toolkit.core.types import Backend, Runner
-from toolkit.spec.depth import DepthSweep
-from toolkit.spec.sizes import memory_bytes
-from toolkit.spec.template_vars import check_safe as _check_safe
-from toolkit.spec.template_vars import check_template_var
+from toolkit.matrix.depth import DepthSweep
+from toolkit.matrix.sizes import memory_bytes
+from toolkit.matrix.template_vars import check_safe as _check_safe
+from toolkit.matrix.template_vars import check_template_var
 
 SCHEMA_VERSION = 1
 
@@ -254,7 +254,7 @@ class ModelSpec(StrictBlock):
     sha256: str | None = None
     generate: Literal["tiny-qwen3moe", "tiny-qwen3moe-hf"] | None = None
     runners: list[Runner] = Field(default_factory=lambda: ["llama-bench"])
-    depth: DepthSweep | None = None  # depth curves (llama-bench -d), toolkit/spec/depth.py
+    depth: DepthSweep | None = None  # depth curves (llama-bench -d), toolkit/matrix/depth.py
 
     @field_validator("name")
     @classmethod

@@ -11,14 +11,14 @@
 `load_matrix(path)` validates with pydantic and raises `BadInput` whose message names the file,
 the key path (e.g. `images[1].backend`) and the fix.
 
-The door of matrix.yaml: the schema's models are in `toolkit/spec/schema.py`, loading and its guards
-in `toolkit/spec/loading.py`; every other package imports this module.
+The door of matrix.yaml: the schema's models are in `toolkit/matrix/schema.py`, loading and its guards
+in `toolkit/matrix/loading.py`; every other package imports this module.
 """
 
 from __future__ import annotations
 
-from toolkit.spec.depth import DEPTH_LOG_SUFFIX, WIDE_DEPTHS, DepthSweep, KvShape, depth_axes, fit_depths
-from toolkit.spec.loading import (
+from toolkit.matrix.depth import DEPTH_LOG_SUFFIX, WIDE_DEPTHS, DepthSweep, KvShape, depth_axes, fit_depths
+from toolkit.matrix.loading import (
     MAX_EXPANDED_NODES,
     MAX_MATRIX_BYTES,
     PUBLISHED_MARKER,
@@ -30,7 +30,7 @@ from toolkit.spec.loading import (
     project_hint,
     template_path,
 )
-from toolkit.spec.schema import (
+from toolkit.matrix.schema import (
     CASE_DEFAULTS,
     MAX_COUNT,
     SCHEMA_VERSION,
@@ -44,5 +44,5 @@ from toolkit.spec.schema import (
     SourceSpec,
     StrictBlock,
 )
-from toolkit.spec.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
-from toolkit.spec.template_vars import MAX_TEMPLATE_INT, TEMPLATE_VARS, check_template_var, excerpt
+from toolkit.matrix.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
+from toolkit.matrix.template_vars import MAX_TEMPLATE_INT, TEMPLATE_VARS, check_template_var, excerpt

@@ -16,8 +16,8 @@ from pydantic import (
 
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
-from toolkit.spec.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec
-from toolkit.spec.template_vars import excerpt
+from toolkit.matrix.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec
+from toolkit.matrix.template_vars import excerpt
 
 
 class LoadedMatrix:
