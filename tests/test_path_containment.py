@@ -36,6 +36,7 @@ from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.images import sources
 from toolkit.matrix.api import load_matrix
 from toolkit.publish import push as publish
+from toolkit.publish import scrub
 
 PRECIOUS = b"precious bytes that are not a GGUF\n"
 
@@ -206,8 +207,8 @@ def test_model_dir_takes_only_a_bare_file_name(tmp_path, outside):
 
 
 def test_export_writes_a_matrix_path_only_when_it_means_the_same_inside_the_folder():
-    assert publish._folder_relative("models/x.gguf")
-    assert not any(publish._folder_relative(p) for p in ("/data/x.gguf", "../models/x.gguf", "~/x.gguf"))
+    assert scrub.folder_relative("models/x.gguf")
+    assert not any(scrub.folder_relative(p) for p in ("/data/x.gguf", "../models/x.gguf", "~/x.gguf"))
 
 
 # ------------------------------------------------------------------ 2. source subdir of an archive

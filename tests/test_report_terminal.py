@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.project import ROOT
 from tests.support.records import CPU_A, CPU_B, VULKAN, load, needs_fixtures
+from tests.support.terminal import drain
 from toolkit.analysis import report, tables
 
 
@@ -51,18 +52,9 @@ def _under_pty(args: list[str], columns: int) -> str:
         close_fds=True,
     )
     os.close(follower)
-    chunks = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=120) == 0, b"".join(chunks).decode(errors="replace")
-    os.close(leader)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
+    out = drain(leader)
+    assert proc.wait(timeout=120) == 0, out
+    return out
 
 
 @needs_fixtures

@@ -25,15 +25,16 @@ imported results the newest digest filed under that name), or an image digest / 
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
 from tabulate import tabulate
 
-from toolkit.analysis.facts import Facts
+from toolkit.analysis.facts import Facts, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
-from toolkit.analysis.table_text import fmt_cell
+from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import (
     column_attention,
     concurrency,
@@ -478,7 +479,7 @@ def compare(
     )
 
 
-def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
+def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
     """The speedup as shown (bold when a regression) and what the row's last column says of it."""
     limit = 1 - c.threshold / 100
     # two decimals, three where two would round a regression onto its limit (0.948 is not "0.95 < 0.95")
@@ -486,7 +487,7 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
     sp = f"{row.speedup:.{digits}f}"
     mark = ""
     if c.is_regression(row):
-        sp, mark = f"**{sp}**", f"regression (< {limit:.{digits}f})"
+        sp, mark = f"**{sp}**" if bold else sp, f"regression (< {limit:.{digits}f})"
     elif c.held(row):
         mark = f"{'slower' if c.slower(row) else 'faster'}, held: {', '.join(row.flags)}"
     elif c.within_noise(row) and row.by_interval:
@@ -502,9 +503,10 @@ def _speedup_cell(c: Comparison, row: CompareRow) -> tuple[str, str]:
     return sp, mark
 
 
-def _table_row(c: Comparison, row: CompareRow, show_energy: bool) -> list[str]:
-    """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark."""
-    sp, mark = _speedup_cell(c, row)
+def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool = True) -> list[str]:
+    """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark
+    (a regression's speedup in markdown bold with `bold`; its mark names it either way)."""
+    sp, mark = _speedup_cell(c, row, bold=bold)
     line = [row.test, *row.ids.values(), fmt_cell(row.fa), fmt_cell(row.fb), sp]
     if show_energy:
         ea, eb, ratio = row.fa.energy, row.fb.energy, row.energy_ratio
@@ -548,10 +550,11 @@ def _slower_not_counted(c: Comparison) -> list[str]:
     if held:
         why = "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
         flags = [x.split(":", 1)[1] for r in held for x in r.flags]
+        on = [ran_on(f.record) for r in held for f in (r.fa, r.fb) if f.held_flags]  # the flagged cells
         out.append(
             f"{len(held)} test(s) beyond {c.threshold:g}% held, not counted as faster or as a regression: a "
             f"side's cell carries {held_words(flags, 'flags')} ({why}), so the speedup rests on "
-            f"{held_words(flags, 'rests')}; {held_words(flags, 'fix')}"
+            f"{held_words(flags, 'rests', on)}; {held_words(flags, 'fix', on)}"
         )
     if noisy:
         ci = (
@@ -566,15 +569,23 @@ def _slower_not_counted(c: Comparison) -> list[str]:
     return out
 
 
-def format_comparison(c: Comparison) -> str:
-    """A github table `test | t/s A | t/s B | speedup`, regressions in bold and marked."""
+def format_comparison(c: Comparison, fmt: str = "github", width: int | None = None) -> str:
+    """The comparison as `github` markdown (`test | t/s A | t/s B | speedup`, regressions in bold and
+    marked) or as `text` for a terminal `width` columns wide (default the terminal's): the same table
+    as a plain grid fitted to the width (table_text.fit_table: tok/J columns dropped and said, image
+    columns in blocks), every line wrapped, nothing escaped for markdown."""
+    if fmt not in ("github", "text"):
+        raise ValueError(f"unknown format {fmt!r}; github or text")
+    text = fmt == "text"
+    width = max(width or shutil.get_terminal_size().columns, 20)
     if not c.rows:
-        return (
+        out = [
             f"no test in common between {c.a.label} and {c.b.label} "
             f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
-        )
+        ]
+        return "\n".join(w for line in out for w in wrap(line, width)) if text else out[0]
     show_energy = bool(c.with_energy)
-    body = [_table_row(c, row, show_energy) for row in c.rows]
+    body = [_table_row(c, row, show_energy, bold=not text) for row in c.rows]
     headers = [
         "test",
         *c.id_columns,
@@ -584,14 +595,28 @@ def format_comparison(c: Comparison) -> str:
         *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
         "verdict",
     ]
-    out = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)]
-    if show_energy:
+    if text:
+        lines, dropped = fit_table(headers, body, 1 + len(c.id_columns), width)
+        out = ["\n".join(lines)]
+    else:
+        out, dropped = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)], []
+    if show_energy and not dropped:
         out.append(
             f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
             "tests with a valid energy on both sides (empty: no telemetry, an energy-invalid window or a shared "
             "GPU on a side); tok/J (B/A) above 1: B does more work per joule"
         )
-    return "\n\n".join([*out, *_what_was_compared(c), *_notes(c), *_slower_not_counted(c)])
+    if dropped:
+        out.append(
+            f"not shown at {width} columns: the tok/J columns (a wider terminal shows them, or --json)"
+        )
+    out += [*_what_was_compared(c, markdown=not text), *_notes(c), *_slower_not_counted(c)]
+    if not text:
+        return "\n\n".join(out)
+    table, rest = out[0], out[1:]  # the grid is fitted already: its runs of spaces are its columns
+    return "\n\n".join(
+        [table, *("\n".join(w for ln in p.splitlines() for w in wrap(ln, width)) for p in rest)]
+    )
 
 
 def side_provenance(c: Comparison, side: str) -> Provenance:
@@ -602,12 +627,13 @@ def side_provenance(c: Comparison, side: str) -> Provenance:
     return provenance([r.fa if side == "a" else r.fb for r in c.rows])
 
 
-def _what_was_compared(c: Comparison) -> list[str]:
-    """Per side, `A: <label>` and its provenance lines as a markdown list (names escaped: md_line)."""
+def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
+    """Per side, `A: <label>` and its provenance lines as a list (names escaped for markdown: md_line)."""
+    esc = md_line if markdown else str
     out = []
     for name, s in (("A", c.a), ("B", c.b)):
         lines = side_provenance(c, name.lower()).lines()
-        out.append("\n".join([md_line(f"{name}: {s.label}"), *(f"- {md_line(x)}" for x in lines)]))
+        out.append("\n".join([esc(f"{name}: {s.label}"), *(f"- {esc(x)}" for x in lines)]))
     return out
 
 

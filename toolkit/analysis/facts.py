@@ -238,6 +238,12 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
     return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
 
 
+def ran_on(r: BenchRecord) -> str:
+    """What a record's number was measured on: `cpu` for a CPU image or a GPU image's CPU fallback
+    (is_cpu_fallback), else `gpu` (flag_help.held_words names that device)."""
+    return "cpu" if r.image.backend == "cpu" or is_cpu_fallback(r) else "gpu"
+
+
 def is_software_gpu(r: BenchRecord) -> bool:
     return backends.BACKENDS.get(
         r.image.backend, backends.BACKENDS["cpu"]

@@ -126,11 +126,32 @@ HELD_WORDS: dict[str, dict[str, str]] = {
 _HELD_KINDS = (("telemetry", set(TELEMETRY_VERDICT_FLAGS)), ("above-peak", set(ABOVE_PEAK_FLAGS.values())))
 
 
-def held_words(flags: Iterable[str], part: str) -> str:
+# The telemetry words for cells that all ran on one kind of device (ran_on): what a CPU image's
+# host-busy number is not (the CPU's), and that there is no GPU to free for it.
+TELEMETRY_WORDS_ON: dict[str, dict[str, str]] = {
+    "cpu": {
+        "rests": "numbers that are not the CPU's alone",
+        "fix": "measure again with the host to itself",
+        "against": "numbers that are not that CPU's alone and may overstate it",
+    },
+    "gpu": {
+        "rests": "numbers that are not the GPU's alone",
+        "fix": "measure again with the GPU and host to itself",
+        "against": "numbers that are not that GPU's alone and may overstate it",
+    },
+}
+
+
+def held_words(flags: Iterable[str], part: str, ran_on: Iterable[str] = ()) -> str:
     """`part` (flags | rests | fix | against) of HELD_WORDS for the kinds of held flags among `flags`,
-    joined (`telemetry and above-peak flags`); the telemetry words where `flags` holds neither."""
+    joined (`telemetry and above-peak flags`); the telemetry words where `flags` holds neither.
+    `ran_on`: what the flagged cells ran on (`cpu` / `gpu`, facts.ran_on): where it is one kind, the
+    telemetry words name that device (a CPU image's are never told to free a GPU); else both."""
     names = {x.split(":", 1)[0] for x in flags}
     kinds = [k for k, group in _HELD_KINDS if names & group] or ["telemetry"]
     if part == "flags":
         return " and ".join(HELD_WORDS[k]["flags"] for k in kinds) + " flags"
-    return ("; " if part == "fix" else " and ").join(HELD_WORDS[k][part] for k in kinds)
+    devices = set(ran_on)
+    on = TELEMETRY_WORDS_ON.get(next(iter(devices))) if len(devices) == 1 else None
+    words = [on[part] if on and k == "telemetry" else HELD_WORDS[k][part] for k in kinds]
+    return ("; " if part == "fix" else " and ").join(words)

@@ -6,13 +6,14 @@ flags' legend, what tok/J holds, each column's roofline yardstick).
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
-from toolkit.analysis.tables import Row, Table, fmt_tok_per_j
+from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
 from toolkit.core.stats import finite_number
 from toolkit.results.records import BenchRecord
 
@@ -213,20 +214,33 @@ def short_labels(ts: list[Table]) -> dict[str, str]:
 
 
 def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
-    """What each short column label stands for: `label: image@digest12 (backend, GPU, build; settings)`,
-    the backend and GPU from its records where the header does not already say them (tables.Table.header)."""
-    said: dict[str, list[str]] = {}
+    """What each short column label stands for, once per column however many tables show it:
+    `label: image@digest12 (backend, GPU, build, ...; settings)`. Its system parts are those that set
+    it apart in any table (tables.varying_words: the headers' image_sys), plus its backend and GPU
+    said anyway (`backend cpu`, `GPU X`) where no table tells the columns apart by them; its settings
+    (image_ids) are each table's, each said once."""
+    words: dict[str, dict[str, str]] = {}  # column -> its system_words
+    keys: dict[str, set[str]] = {}  # column -> the parts some table's header gives it
+    settings: dict[str, list[str]] = {}
     for t in ts:
+        here = {c: system_words(next(row.cells[c] for row in t.rows if c in row.cells)) for c in t.columns}
+        varying = varying_words(here)
         for c in t.columns:
-            header = t.header(c)
-            if not t.image_sys.get(c):  # the columns do not differ in it: say it anyway, once
-                r = next(row.cells[c] for row in t.rows if c in row.cells)
-                what = f"backend {r.image.backend}" + (f", GPU {r.gpu_info}" if r.gpu_info else "")
-                header = f"{c} ({what}{'; ' + t.image_ids[c] if t.image_ids.get(c) else ''})"
-            said.setdefault(c, [])
-            if header not in said[c]:
-                said[c].append(header)
-    return [f"{short[c]}: {' / '.join(h)}" for c, h in sorted(said.items(), key=lambda kv: short[kv[0]])]
+            words.setdefault(c, here[c])
+            keys.setdefault(c, set()).update(k for k in varying if f"{k}=" not in c)
+            mine = settings.setdefault(c, [])
+            mine += [x for x in re.split(r", (?=\w+=)", t.image_ids.get(c) or "") if x and x not in mine]
+    out = []
+    for c in sorted(words, key=lambda c: short[c]):
+        r = next(row.cells[c] for t in ts for row in t.rows if c in row.cells)
+        parts = [words[c][k] for k in words[c] if k in keys[c]]
+        if "backends" not in keys[c]:  # said anyway, as a header says nothing the columns share
+            parts.insert(0, f"backend {r.image.backend}")
+        if "gpu_info" not in keys[c] and r.gpu_info:
+            parts.insert(1, f"GPU {r.gpu_info}")
+        said = ", ".join(parts) + (f"; {', '.join(settings[c])}" if settings[c] else "")
+        out.append(f"{short[c]}: {c} ({said})")
+    return out
 
 
 DECODE_UB_NOTE = (

@@ -290,6 +290,20 @@ def engine_words(r: BenchRecord) -> str:
     return " ".join(x for x in (name, version, "rootless" if d.get("rootless") else "") if x)
 
 
+def system_words(r: BenchRecord) -> dict[str, str]:
+    """What a record's column ran on, part by part as a header says it (backends, gpu_info,
+    build_commit, cpu_info, host, engine: {"backends": "Vulkan", "gpu_info": "GPU X", ...})."""
+    return {**_system_words(dict(identity.test_key(r).system), r.image.backend), "engine": engine_words(r)}
+
+
+def varying_words(per_col: dict[str, dict[str, str]]) -> list[str]:
+    """The parts (system_words keys, in their order) whose value is not the same in every column of
+    `per_col` ({column: its system_words}); none for fewer than two columns."""
+    if len(per_col) < 2:
+        return []
+    return [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
+
+
 def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str, str]:
     """What each image column ran on, where the columns differ: backend, GPU, llama.cpp build (commit
     and number), CPU, host, container engine (Docker / Podman, version, rootless) — each part whose value is not the same in every column, whole (never
@@ -297,11 +311,8 @@ def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str
     per_col: dict[str, dict[str, str]] = {}
     for r in records:
         if cols[id(r)] not in per_col:
-            words = _system_words(dict(identity.test_key(r).system), r.image.backend)
-            per_col[cols[id(r)]] = {**words, "engine": engine_words(r)}
-    if len(per_col) < 2:
-        return {}
-    varying = [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
+            per_col[cols[id(r)]] = system_words(r)
+    varying = varying_words(per_col)
     out = {}
     for col, words in per_col.items():
         said = [words[k] for k in varying if f"{k}=" not in col]  # not already in the label

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.facts import Facts, Interval, facts_of, image_label
+from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
@@ -430,14 +430,15 @@ def flags_note(flagged: list[Entry], lead: str | None) -> str:
         return ""
     if lead is not None and any(e.image == lead for e in flagged):
         mine = [x for e in flagged if e.image == lead for x in e.flags]
+        on = [ran_on(e.record) for e in flagged if e.image == lead]
         return (
             f"not decided: the leader's cells carry {held_words(mine, 'flags')} ({cells_text(flagged)}): "
-            f"the lead of {lead} rests on {held_words(mine, 'rests')}; {held_words(mine, 'fix')}"
+            f"the lead of {lead} rests on {held_words(mine, 'rests', on)}; {held_words(mine, 'fix', on)}"
         )
     theirs = [x for e in flagged for x in e.flags]
     return (
         f"flagged, and loses anyway: {cells_text(flagged)}: the win stands as measured, but its margin is "
-        f"taken against {held_words(theirs, 'against')}"
+        f"taken against {held_words(theirs, 'against', [ran_on(e.record) for e in flagged])}"
     )
 
 

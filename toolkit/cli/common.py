@@ -95,6 +95,13 @@ def note_json(ctx: click.Context | None, param: click.Parameter | None, value: A
     return value
 
 
+def human_format(output: str | None = None) -> str:
+    """The form of a command's human output when none is asked (report, compare): `text`, sized to
+    the terminal, when stdout is a terminal and nothing is written to a file (`output`), else `github`
+    (markdown: what a pipe, a file or a ticket gets)."""
+    return "text" if sys.stdout.isatty() and not output else "github"
+
+
 def json_asked() -> bool:
     """Whether the running command was asked for JSON output (see `note_json`) and has not printed
     it yet (a command that printed its JSON and then fails, e.g. compare's regression, exit 6, has
@@ -228,7 +235,19 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
 
 class EnvelopeGroup(click.Group):
     """The toolkit's root group: a command's `--json` result (echo_json) is printed when the command
-    ends, in one envelope carrying the exit code and error the command ended with."""
+    ends, in one envelope carrying the exit code and error the command ended with. `environment`:
+    (variable, what it does) pairs, shown in --help as an Environment section after the description,
+    a definition list that Click wraps to the terminal's width as it wraps Options."""
+
+    def __init__(self, *args: Any, environment: tuple[tuple[str, str], ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.environment = environment
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help_text(ctx, formatter)
+        if self.environment:
+            with formatter.section("Environment"):
+                formatter.write_dl(list(self.environment))
 
     def invoke(self, ctx: click.Context) -> Any:
         _JSON_ASKED.update(on=False, printed=False, pending=None)

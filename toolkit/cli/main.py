@@ -26,6 +26,19 @@ from toolkit.cli.common import (
 )
 from toolkit.core.errors import ToolkitError
 
+ENVIRONMENT = (
+    ("TOOLKIT_ENGINE", "docker | podman | auto: the default of --engine"),
+    ("DOCKER_HOST", "the Docker engine to use (unix:// or tcp://)"),
+    (
+        "TOOLKIT_ALLOW_CONCURRENT",
+        "1: bench, tune and reproduce run beside another benchmark, as with `toolkit bench "
+        "--allow-concurrent` (records flagged `concurrent`)",
+    ),
+    ("TOOLKIT_CACHE", "where fetched sources and sdists are kept (default ~/.cache/toolkit)"),
+    ("TOOLKIT_HOST_KEY", "a campaign job's host key (set by `toolkit campaign` on the nodes)"),
+)
+"""The variables `toolkit --help` lists in its Environment section (name, what it does)."""
+
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """`toolkit --version`: the version and, from a git checkout of the toolkit, its commit (every
@@ -42,7 +55,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(cls=EnvelopeGroup, epilog=EPILOG)
+@click.group(cls=EnvelopeGroup, epilog=EPILOG, environment=ENVIRONMENT)
 @click.option(
     "--version",
     is_flag=True,
@@ -68,14 +81,6 @@ def cli(engine):
     can run and why not. On a Podman host: `toolkit --engine podman build && toolkit --engine podman
     bench` (or TOOLKIT_ENGINE=podman).
 
-    \b
-    Environment:
-      TOOLKIT_ENGINE            docker | podman | auto: the default of --engine
-      DOCKER_HOST               the Docker engine to use (unix:// or tcp://)
-      TOOLKIT_ALLOW_CONCURRENT  1: bench, tune and reproduce run beside another benchmark, as with
-                                `toolkit bench --allow-concurrent` (records flagged `concurrent`)
-      TOOLKIT_CACHE             where fetched sources and sdists are kept (default ~/.cache/toolkit)
-      TOOLKIT_HOST_KEY          a campaign job's host key (set by `toolkit campaign` on the nodes)
     """
     if engine:  # the engine module reads it; child processes (campaigns) inherit it
         import os

@@ -6,7 +6,6 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
 
 import click
@@ -16,6 +15,7 @@ from toolkit.cli.common import (
     FiniteRange,
     _err,
     echo_json,
+    human_format,
     json_option,
     matrix_option,
     note_json,
@@ -117,7 +117,7 @@ def report(
     GPU power and clocks over each run shown."""
     _no_empty_path(("--output", output), ("--plots", plots_dir))
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
-    fmt = fmt or ("text" if sys.stdout.isatty() and not output else "github")
+    fmt = fmt or human_format(output)
     if (
         fmt in ("github", "text")
         and not (as_json or output or plots_dir or images or runs)
@@ -127,6 +127,7 @@ def report(
 
         click.echo(NO_RESULTS)
         return
+    from toolkit.analysis import hidden as hidden_mod
     from toolkit.analysis import report as report_mod
     from toolkit.analysis.facts import ReportOptions
     from toolkit.results.identity import keys_cached
@@ -148,9 +149,16 @@ def report(
             results_root=root,
             title=title,
         )
+        hidden = (
+            None
+            if runs
+            else hidden_mod.hidden_note(hidden_mod.hidden_clean_runs(store, recs, images=images), recs)
+        )
     gc.unfreeze()
     if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
         click.echo(text, nl=not text.endswith("\n"))
+    if hidden:
+        _err(f"note: {hidden}")
     for p in written:
         _err(f"wrote {path_text(p)}")
     for n in plot_notes:
@@ -291,6 +299,14 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
     "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
 )
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "github"]),
+    default=None,
+    help="text = sized to the terminal (the table in blocks where it is too wide, lines wrapped); github = "
+    "markdown to paste. Default: text when stdout is a terminal, else github (as `toolkit report`).",
+)
+@click.option(
     "--against",
     "against",
     default=None,
@@ -299,7 +315,9 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
     help="A second results folder (another host's, an unpacked export's) to read B from; A is read "
     "from --results. Default: both from --results.",
 )
-def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model, against):
+def compare(
+    matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_missing, same_model, fmt, against
+):
     """Compare two builds test by test: tok/s of A (baseline), tok/s of B, speedup B/A (and tokens per
     joule of each, B/A, where both sides have a valid GPU energy).
 
@@ -336,7 +354,7 @@ def compare(matrix_path, results_dir, as_json, a, b, threshold, ignore, allow_mi
     if as_json:
         echo_json(compare_mod.comparison_json(c))
     else:
-        click.echo(compare_mod.format_comparison(c))
+        click.echo(compare_mod.format_comparison(c, fmt or human_format()))
     if c.regressions:
         raise Regression(
             f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "

@@ -193,7 +193,7 @@ def run_buildx(
         )
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
-        podman = PodmanSteps() if cmd[0] == "podman" else None
+        podman = _podman_steps(cmd) if cmd[0] == "podman" else None
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
@@ -254,11 +254,13 @@ class PodmanSteps:
     """Instructions that only change the image config: BuildKit shows them as no step; buildah does
     (and turns each --label into a LABEL step), so they are left out, as BuildKit leaves them."""
 
-    def __init__(self) -> None:
+    def __init__(self, totals: list[int] | None = None) -> None:
         self.n = 0
         self.started = 0.0
         self.done = True
         self.metadata = False
+        self.totals = totals  # per stage, the steps shown (dockerfile_steps); None: buildah's numbers
+        self.shown: dict[str, int] = {}  # stage -> steps shown so far
 
     def __call__(self, line: str) -> list[str]:
         m = _PODMAN_STEP.match(line)
@@ -270,7 +272,10 @@ class PodmanSteps:
             self.n += 1
             self.started, self.done = time.monotonic(), False
             stage = f"stage-{m.group(1)} " if m.group(1) else ""
-            return [*out, f"#{self.n} [{stage}{m.group(3)}/{m.group(4)}] {m.group(5)}"]
+            return [
+                *out,
+                f"#{self.n} [{stage}{self._place(m.group(1), m.group(2), m.group(3), m.group(4))}] {m.group(5)}",
+            ]
         if self.metadata and line.startswith("--> "):
             return []
         if not self.n:
@@ -282,11 +287,56 @@ class PodmanSteps:
             return self._finish()
         return [f"#{self.n} {time.monotonic() - self.started:.3f} {line}"]  # as BuildKit: elapsed s first
 
+    def _place(self, stage: str | None, stages: str | None, i: str, n: str) -> str:
+        """`i/n` of a shown step in its stage: counted among the shown steps (as BuildKit counts, no
+        config-only step, no `--label` step) where the Dockerfile's totals are known and its stages
+        agree with buildah's, else buildah's own numbers (which count the hidden steps too)."""
+        k = int(stage or 1)
+        if not self.totals or len(self.totals) != int(stages or 1) or k > len(self.totals):
+            return f"{i}/{n}"
+        self.shown[str(k)] = self.shown.get(str(k), 0) + 1
+        return f"{min(self.shown[str(k)], self.totals[k - 1])}/{self.totals[k - 1]}"
+
     def _finish(self) -> list[str]:
         if self.done or not self.n:
             return []
         self.done = True
         return [f"#{self.n} DONE {time.monotonic() - self.started:.1f}s"]
+
+
+def dockerfile_steps(text: str) -> list[int]:
+    """Per stage of a Dockerfile, the steps BuildKit shows and counts (`[stage i/n]`): FROM and every
+    instruction that is not config-only (PodmanSteps.METADATA: ARG, ENV, LABEL, ...). Continuation
+    lines (a trailing backslash) are joined, comments and blank lines skipped, parser directives and
+    instructions before the first FROM not counted."""
+    totals: list[int] = []
+    joined, pending = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):  # as Docker: inside a continued instruction too
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        joined.append(pending + line)
+        pending = ""
+    for line in joined:
+        word = line.split(" ", 1)[0].upper()
+        if word == "FROM":
+            totals.append(1)
+        elif totals and word not in PodmanSteps.METADATA:
+            totals[-1] += 1
+    return totals
+
+
+def _podman_steps(cmd: list[str]) -> PodmanSteps:
+    """The progress reader of a `podman build` command: its context's Dockerfile (the last argument;
+    the command names no other) read for the steps of each stage, where it can be read."""
+    try:
+        totals = dockerfile_steps((Path(cmd[-1]) / "Dockerfile").read_text(errors="replace"))
+    except OSError:
+        totals = []
+    return PodmanSteps(totals or None)
 
 
 def built_image_id(metadata_file: Path) -> str | None:

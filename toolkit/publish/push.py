@@ -32,7 +32,7 @@ from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import strip_controls
 from toolkit.engine import api as engine
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
-from toolkit.publish import sweeps
+from toolkit.publish import scrub, sweeps
 from toolkit.results import index as resultindex
 from toolkit.results import make_folders, open_regular, write_atomic
 from toolkit.results.records import (
@@ -530,7 +530,7 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
                 sha256=sha,
                 size_bytes=m.size_bytes,
                 recorded_path=m.path,
-                matrix_path=spec.path if spec and _folder_relative(spec.path) else None,
+                matrix_path=spec.path if spec and scrub.folder_relative(spec.path) else None,
                 generate=spec.generate if spec else None,
                 hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
                 depth=d.model_dump() if (d := sweeps.recorded_sweep(recs, m.name)) else None,
@@ -539,19 +539,14 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
     return models
 
 
-def _folder_relative(path: str) -> bool:
-    """Whether a matrix model path means the same inside a published folder: relative, no '..', no '~'."""
-    try:
-        relative_path(path, what="path")
-    except BadInput:
-        return False
-    return not path.startswith("~")
-
-
-def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None) -> PublishedRun:
+def export_run(
+    store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None, *, host_paths: bool = False
+) -> PublishedRun:
     """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
     one holding a symlink that points out of it (the files written there would land outside). BadInput
-    (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied)."""
+    (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied).
+    The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
+    unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
@@ -566,6 +561,8 @@ def export_run(store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | No
             )
     recs = run_records(store, run_id)
     run, builds = describe_run(store, run_id, lm, recs)
+    if not host_paths:  # the host's folders are not published
+        run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
     copies = _copied(lm) if lm is not None else []  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):

@@ -86,7 +86,7 @@ class ModelCheck:
 
 @dataclass
 class ReproRow:
-    """One recorded test beside its re-run; `delta` and `noise` are fractions (0.05 = 5 %)."""
+    """One recorded test beside its re-run; `delta`, `noise` fractions (0.05 = 5 %), None where it is missing."""
 
     image: str
     test: str
@@ -94,7 +94,7 @@ class ReproRow:
     recorded: BenchRecord
     reproduced: BenchRecord | None
     delta: float | None
-    noise: float
+    noise: float | None
     ok: bool
 
     @property
@@ -406,7 +406,7 @@ def compare_records(
         for ra, rb in pairs:
             label = " ".join([row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
             if rb is None:
-                rows.append(ReproRow(name, label, ra.model.name, ra, None, None, floor, False))
+                rows.append(ReproRow(name, label, ra.model.name, ra, None, None, None, False))
                 continue
             va, vb = value(ra), value(rb)
             assert va and vb  # usable() keeps only records with a tok/s value
@@ -454,7 +454,7 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
         what=f"run id {source[:80]!r}",
         fix="give a run id as stored under results/ (an unknown one is answered with the newest stored runs)",
     )
-    publish.export_run(store, source, folder, lm)
+    publish.export_run(store, source, folder, lm, host_paths=True)  # this host's own: paths kept
     return folder
 
 
@@ -742,6 +742,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
     body = []
     for r in rows:
         delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
+        noise = f"±{r.noise * 100:.1f}%" if r.noise is not None else ""  # a missing test has none
         tok_j = []
         if energies:
             ea = energy(r.recorded)
@@ -754,7 +755,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
         body.append(
             [r.image, r.test]
             + ([r.model] if models else [])
-            + [_cell(r.recorded), _cell(r.reproduced), delta, f"±{r.noise * 100:.1f}%"]
+            + [_cell(r.recorded), _cell(r.reproduced), delta, noise]
             + tok_j
             + [r.status]
         )

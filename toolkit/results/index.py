@@ -79,6 +79,7 @@ from toolkit.results.index_rows import (
     key_of,
 )
 from toolkit.results.index_sqlite import (
+    _IN_MAX,
     _POS,
     EDGE_BYTES,
     INDEX_NAME,
@@ -529,6 +530,33 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
     except StaleIndex:
         drop(store)
         return load(heads(store, runs=[run_id]))
+
+
+def of_tests(
+    store: ResultStore, records: Iterable[BenchRecord], *, images: Iterable[str] | None = None
+) -> list[BenchRecord]:
+    """Every valid ok record of `store` (of these image names where given) that measured a test of
+    `records` (identity.test_key), from any run, in store order: found through the index by the tests'
+    keys and loaded by byte offset (the cost is those tests' history, not the folder's). A file
+    rewritten while read (StaleIndex) is indexed again once."""
+    hashes = sorted({key_hash(identity.test_key(r)) for r in records})
+    imgs = list(images) if images else None
+
+    def ask(idx: ResultIndex, files: list[Path]) -> list[Head]:
+        rows = [
+            row
+            for lo in range(0, len(hashes), _IN_MAX)
+            for row in idx.rows_of_tests(files, hashes[lo : lo + _IN_MAX], imgs)
+        ]
+        return idx.heads(sorted(rows, key=lambda r: r[R_POS]))
+
+    if not hashes:
+        return []
+    try:
+        return load(_query(store, ask, warn=False))
+    except StaleIndex:
+        drop(store)
+        return load(_query(store, ask, warn=False))
 
 
 def drop(store: ResultStore) -> None:

@@ -495,6 +495,17 @@ class ResultIndex:
             args,
         ).fetchall()
 
+    def rows_of_tests(self, files: Sequence[Path], hashes: Sequence[bytes], images=None) -> list[tuple]:
+        """Index rows of the ok records of `files` whose test key hash (key_hash) is one of `hashes`
+        (at most _IN_MAX), of these image names where given, in store order."""
+        self._order(files)
+        where, args = self._scope(images, None, None, True, None)
+        return self.conn.execute(
+            f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file WHERE {where} "
+            f"AND r.key IN (SELECT id FROM keys WHERE hash IN ({','.join('?' * len(hashes))})) ORDER BY pos",
+            [*args, *hashes],
+        ).fetchall()
+
     def heads(self, rows: Sequence[tuple]) -> list[Head]:
         """Head objects of `rows` (from `rows` or `choose`: run ids and image/model names resolved);
         sqlite3.DatabaseError (`index malformed`: _query rebuilds the index) for a row that names a

@@ -1,0 +1,58 @@
+"""Older clean runs a report does not show: `toolkit report` shows the newest run of each test (by
+design: a re-run replaces what it measured), so a newer run measured on a busy system (a telemetry
+flag: host-busy, gpu-shared, throttled, ...) hides an older run of the same test measured on a quiet
+one. The report says so in one line, naming the run and how to show it (`--run ID`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from toolkit.analysis.facts import telemetry_flags
+from toolkit.analysis.tables import row_label, select_for_report
+from toolkit.results import identity
+from toolkit.results import index as resultindex
+from toolkit.results.records import BenchRecord, ResultStore
+
+
+def hidden_clean_runs(
+    store: ResultStore, shown: list[BenchRecord], *, images: Iterable[str] | None = None
+) -> dict[str, list[str]]:
+    """{run id: the tests (`pp512 ub512`, as the tables name them) it measured without a telemetry flag where the report shows a
+    newer run's flagged cell}, the newest such run per test, newest run first. `shown`: the records
+    a report read (index.select, of `images`); its own run filter makes this moot (the caller's).
+    Only asked of the index where a shown record carries a telemetry flag and records were
+    superseded (`superseded` of a RecordSelection; 0 otherwise is taken as none): else nothing is
+    read."""
+    if not getattr(shown, "superseded", 0):
+        return {}
+    flagged = [r for r in shown if r.status == "ok" and telemetry_flags(r)]
+    if not flagged:
+        return {}
+    flagged = [r for r in select_for_report(shown) if telemetry_flags(r)]  # the cells shown
+    older = resultindex.of_tests(store, flagged, images=images)
+    out: dict[str, list[str]] = {}
+    for r in flagged:
+        key = identity.test_key(r)
+        clean = [
+            x
+            for x in older
+            if x.run_id != r.run_id and not telemetry_flags(x) and identity.test_key(x) == key
+        ]
+        if clean:  # store order: the last is the newest written
+            out.setdefault(clean[-1].run_id, []).append(row_label(r, ub=True))
+    order = {x.run_id: i for i, x in enumerate(older)}
+    return dict(sorted(out.items(), key=lambda kv: -order[kv[0]]))
+
+
+def hidden_note(hidden: dict[str, list[str]], shown: list[BenchRecord]) -> str | None:
+    """The one line that says which clean runs the flagged cells shown hide, and the `--run ID` that
+    shows one (the newest); None when there are none."""
+    if not hidden:
+        return None
+    flags = sorted({f for r in shown for f in telemetry_flags(r)})
+    runs = "; ".join(f"run {rid} ({', '.join(dict.fromkeys(tests))})" for rid, tests in hidden.items())
+    first = next(iter(hidden))
+    return (
+        f"newest run per test: cells shown flagged {', '.join(flags)} hide an older measurement without "
+        f"that flag: {runs}; `toolkit report --run {first}` shows it"
+    )

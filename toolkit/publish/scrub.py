@@ -1,0 +1,116 @@
+"""What a published run keeps of the measuring host's paths: none of its folders by name.
+
+A record says where the model lay (`model.path`), which folder the container read it from (the
+`source=` of its bind mount in `command`), where its log went (`log_file`); a build record names its
+context. On the measuring host these are the user's folders (`/home/alice/proj/models/x.gguf`), and
+`toolkit export-run` would publish them. In a published folder each such path is written relative to
+the project (`models/x.gguf`: the matrix's own form) or to the results folder (`<digest12>/logs/..`),
+else with the home folder as `~` (`~/models/x.gguf`); a path elsewhere (`/data/models`) names no
+user and stays. Nothing the toolkit reads back depends on these paths: reproduce finds a model by its
+file name, its matrix path and its sha256 (run.json's `file`, `matrix_path`, `sha256`), test identity
+leaves the path out (identity.MODEL_FILE_FIELDS), and the depth sweep is told by its log's name
+(sweeps.recorded_sweep), kept. run.json's `recorded_path` (where the run read the model) is left out
+of a published folder; a run of this project reproduced by its run id is exported with it
+(`host_paths`), as it never leaves this host. Old folders that carry absolute paths still read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from toolkit.core.errors import BadInput
+from toolkit.core.paths import relative_path
+
+if TYPE_CHECKING:
+    from toolkit.publish.push import PublishedRun
+    from toolkit.results.records import BenchRecord, BuildRecord
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def folder_relative(path: str) -> bool:
+    """Whether a matrix model path means the same inside a published folder: relative, no '..', no '~'."""
+    try:
+        relative_path(path, what="path")
+    except BadInput:
+        return False
+    return not path.startswith("~")
+
+
+def host_prefixes(*folders: Path | None) -> list[tuple[str, str]]:
+    """(prefix, replacement) pairs, longest prefix first: each folder (resolved, and as given) by
+    `.` (the first: the project) or its name relative to the one before it, then $HOME by `~`."""
+    pairs: list[tuple[str, str]] = []
+    given = [f for f in folders if f is not None]
+    for i, f in enumerate(given):
+        base = given[0] if i else None
+        for form in dict.fromkeys((str(f), str(f.resolve()))):
+            rel = "." if base is None else _relative(Path(form), base)
+            pairs.append((form.rstrip("/") or "/", rel))
+    home = os.environ.get("HOME") or str(Path.home())
+    if home and home != "/":
+        pairs += [(h.rstrip("/"), "~") for h in dict.fromkeys((home, os.path.realpath(home)))]
+    return sorted({p for p in pairs if p[0] != "/"}, key=lambda p: -len(p[0]))
+
+
+def _relative(path: Path, base: Path) -> str:
+    """`path` relative to `base` (resolved forms compared too), else the folder's own name."""
+    for p, b in ((path, base), (path.resolve(), base.resolve())):
+        try:
+            return str(p.relative_to(b))
+        except ValueError:
+            continue
+    return path.name
+
+
+def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
+    """`text` with each host path that starts with a prefix (at the start of the text or after `=`,
+    `:`, a space or a quote, and followed by `/` or the text's end) written with its replacement."""
+    for prefix, repl in prefixes:
+        start = 0
+        while (i := text.find(prefix, start)) >= 0:
+            end = i + len(prefix)
+            before_ok = i == 0 or text[i - 1] in "=: '\"("
+            after_ok = end == len(text) or text[end] in "/,'\" )"
+            if before_ok and after_ok:
+                tail = text[end:]
+                new = (repl + tail) if repl != "." or not tail.startswith("/") else tail[1:] or "."
+                text = text[:i] + new
+                start = i + 1
+            else:
+                start = end
+    return text
+
+
+def scrub(value: Any, prefixes: list[tuple[str, str]]) -> Any:
+    """`value` (a JSON value: dicts, lists, texts, numbers) with every text scrubbed (scrub_text)."""
+    if isinstance(value, str):
+        return scrub_text(value, prefixes)
+    if isinstance(value, list):
+        return [scrub(v, prefixes) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub(v, prefixes) for k, v in value.items()}
+    return value
+
+
+def scrubbed(items: list[M], prefixes: list[tuple[str, str]]) -> list[M]:
+    """Each model of `items` (BenchRecord, BuildRecord, PublishedRun) dumped, scrubbed and validated
+    again as its own class."""
+    return [type(m).model_validate(scrub(m.model_dump(mode="json"), prefixes)) for m in items]
+
+
+def published(
+    run: PublishedRun, recs: list[BenchRecord], builds: list[BuildRecord], *folders: Path | None
+) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
+    """run.json, the records and the build records as a published folder holds them: every path under
+    `folders` (the project, then the results folder) or $HOME scrubbed (host_prefixes), and no model's
+    `recorded_path`."""
+    prefixes = host_prefixes(*folders)
+    run = run.model_copy(
+        update={"models": [m.model_copy(update={"recorded_path": None}) for m in run.models]}
+    )
+    return scrubbed([run], prefixes)[0], scrubbed(recs, prefixes), scrubbed(builds, prefixes)
