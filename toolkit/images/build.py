@@ -246,7 +246,8 @@ def plan(
     """Render and (optionally) prepare the source; returns (rendered, bases, source, labels, args, tags):
     the tags `<repo>/<image>:latest` and `<repo>/<image>:<commit 9>-<inputs key 8>`, repo `toolkit`, or
     `toolkit-reproduce` for a `stranger`'s templates, whose cache mounts get ids of their own
-    (confine.confine_cache_mounts: the Dockerfile built is that one; the labels name the templates')."""
+    (confine.confine_cache_mounts: the Dockerfile built is that one; the labels name the templates')
+    and whose build args add confine.CACHE_NS_ARG (BuildKit's own cache-mount namespace)."""
     from toolkit.images.render import render_image, write_rendered
 
     rendered = render_image(lm, spec)
@@ -278,6 +279,10 @@ def plan(
         if spec.runner == "llama-bench"
         else {}
     )
+    if stranger:  # BuildKit namespaces every cache mount itself, however the Dockerfile spells it
+        from toolkit.images.confine import CACHE_NS_ARG, cache_namespace
+
+        args[CACHE_NS_ARG] = cache_namespace(key)
     return rendered, base_images(rendered.content), source, labels, args, tags
 
 
