@@ -196,3 +196,40 @@ def test_one_flag_rule_for_the_bench_and_the_readers():
             kept,
             row["toolkit_flags"],
         )
+
+
+def test_a_cell_of_several_processes_keeps_every_processs_checked_flags():
+    """`bench.runs: 3` with another tenant in the first process only: the combined cell kept the newest
+    process's flags (clean) and the first one's host-busy, throttling and gpu-shared vanished. Each
+    process's flags are held to its own telemetry, then joined; the combined record (which keeps only
+    the newest block) is not held again to that block alone."""
+    from tests.support.records import make_record
+    from toolkit.analysis.facts import stored_flags
+    from toolkit.results.identity import combine_runs
+
+    busy, idle = _rows("contended.jsonl")[0], _rows("alone.jsonl")[0]
+
+    def process(row: dict[str, Any], i: int, flags: list[str]) -> Any:
+        rec = make_record(
+            "img",
+            "cpu",
+            backends="CUDA",
+            p=512,
+            avg=row["avg_ts"],
+            samples_ts=row["samples_ts"],
+            gpu_info="NVIDIA H200",
+            run_id=f"run-{i}",
+            telemetry=row["toolkit_telemetry"],
+            flags=flags,
+        )
+        return rec
+
+    recs = [process(busy, 1, busy["toolkit_flags"]), process(idle, 2, []), process(idle, 3, [])]
+    combined = combine_runs(recs)
+    shown = stored_flags(combined)
+    assert "throttled:sw-power-cap" in shown and "gpu-shared" in shown, shown
+    assert not [f for f in shown if f.startswith("flag-unsupported")], shown
+    # a flag no process's block supports is still told as such, once
+    recs[1] = process(idle, 2, ["host-busy"])
+    shown = stored_flags(combine_runs(recs))
+    assert "flag-unsupported:host-busy" in shown, shown

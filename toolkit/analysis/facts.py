@@ -128,7 +128,7 @@ def stored_flags(r: BenchRecord) -> list[str]:
     file, an older version's record)."""
     stored = (r.model_extra or {}).get("flags")
     flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-    return checked_flags(flags, r.telemetry)
+    return flags if r._flags_checked else checked_flags(flags, r.telemetry)
 
 
 def telemetry_flags(r: BenchRecord) -> list[str]:

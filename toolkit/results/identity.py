@@ -39,6 +39,7 @@ from typing import Any
 
 from toolkit.core import stats
 from toolkit.results.records import BenchRecord
+from toolkit.results.telemetry_flags import checked_flags
 from toolkit.runtimes.llama_bench import plausible
 from toolkit.runtimes.llama_bench.check import parse_test_time
 
@@ -612,7 +613,8 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     samples_ts, first: the oldest run's test_time and created} (what a stored one is held to: runs_check); flags `runs-disagree` when the runs' means
     spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
     the largest gap between sorted run means is most of that spread — the known R9700 effect where
-    decode speed is fixed at process start. The newest repetition (test_time for imported rows, else
+    decode speed is fixed at process start. Flags: every process's (`_process_flags`: a first process
+    flagged host-busy keeps the cell flagged). The newest repetition (test_time for imported rows, else
     the store's order) gives the rest.
     """
     recs = _in_order(list(enumerate(recs)))
@@ -623,7 +625,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     within = [x.stddev_ts for x in recs if x.stddev_ts is not None]
     within_sd = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
     spread = (max(means) - min(means)) if len(means) > 1 else 0.0
-    flags = list((recs[-1].model_extra or {}).get("flags") or [])
+    flags = _process_flags(recs)
     if mean and spread > 3 * within_sd and spread > 0.05 * mean:
         flags.append("runs-disagree")
         ms = sorted(means)
@@ -631,6 +633,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
         if len(ms) >= 3 and gap >= 0.6 * spread:
             flags.append("bimodal-runs")
     out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
+    out._flags_checked = True
     out.__pydantic_extra__ = {
         **(out.model_extra or {}),
         "flags": flags,
@@ -643,6 +646,17 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
             "first": {"test_time": (recs[0].raw or {}).get("test_time"), "created": recs[0].created},
         },
     }
+    return out
+
+
+def _process_flags(recs: list[BenchRecord]) -> list[str]:
+    """The flags of every process of a combined cell, oldest first, each held to its own process's
+    telemetry (telemetry_flags.checked_flags: the combined record keeps only the newest's block)."""
+    out: list[str] = []
+    for x in recs:
+        stored = (x.model_extra or {}).get("flags")
+        mine = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+        out += [f for f in (mine if x._flags_checked else checked_flags(mine, x.telemetry)) if f not in out]
     return out
 
 

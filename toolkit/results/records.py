@@ -212,6 +212,9 @@ class BenchRecord(BaseModel):
     seq: Int | None = None
     # why this record's `created` disagrees with the store's order (set when read, never stored)
     _clock_skew: str | None = PrivateAttr(default=None)
+    # set on a record identity.combine_runs made: its flags are each process's, already held to that
+    # process's own telemetry (its `telemetry` is the newest process's only); never stored
+    _flags_checked: bool = PrivateAttr(default=False)
 
     @property
     def clock_skew(self) -> str | None:
