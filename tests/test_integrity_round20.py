@@ -233,3 +233,26 @@ def test_a_cell_of_several_processes_keeps_every_processs_checked_flags():
     recs[1] = process(idle, 2, ["host-busy"])
     shown = stored_flags(combine_runs(recs))
     assert "flag-unsupported:host-busy" in shown, shown
+
+
+def test_gpu_shared_stripped_from_a_block_that_names_its_own_pids_comes_back():
+    """A block the observer wrote since it stores the benchmark's own GPU pids (`own_pids`): gpu-shared
+    stripped from its record is raised again (before: never, the pids were not stored: tok/J shown for a
+    shared GPU); an older block without them adds nothing, as before."""
+    from toolkit.results.telemetry_flags import checked_flags
+
+    block = _rows("contended.jsonl")[0]["toolkit_telemetry"]
+    pids = _gpu(block)["pids"]  # two processes on the GPU: the benchmark's and another tenant's
+    assert "gpu-shared" in checked_flags([], {**block, "own_pids": pids[:1]})
+    assert "gpu-shared" not in checked_flags([], {**block, "own_pids": pids})
+    assert "gpu-shared" not in checked_flags([], block)
+
+
+def test_the_observer_stores_the_benchmarks_own_gpu_pids_with_each_window():
+    """RunObserver._flagged: the pids it claimed as the benchmark's go into the window's block."""
+    from toolkit.bench.observe import RunObserver
+
+    obs = RunObserver.__new__(RunObserver)  # only the pid bookkeeping: no sampler thread is started
+    obs._own_pids, obs._own_sid = {4901}, None
+    out = obs._flagged({"gpus": {}}, [])
+    assert out["telemetry"]["own_pids"] == [4901]

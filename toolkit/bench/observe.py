@@ -242,8 +242,7 @@ class RunObserver:
             summary = tana.without_energy(summary, "window_holds_untimed_work")
         summary["window_from"] = source
         self._last_row_t = t1
-        self._claim(near)
-        return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
+        return self._flagged(summary, near)
 
     def window(self, t0: float, t1: float, tokens: float | None) -> dict[str, Any]:
         """Telemetry and flags of any window (a vLLM/SGLang command, a whole measured command)."""
@@ -252,7 +251,14 @@ class RunObserver:
         self.sampler.sample_once()
         near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
         summary = tana.window_summary(near, t0, t1, tokens, self.sampler.rate_hz)
+        return self._flagged(summary, near)
+
+    def _flagged(self, summary: dict[str, Any], near: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """A window's summary with the benchmark's own GPU pids (`own_pids`, where known: what a reader
+        re-derives gpu-shared by) and its flags."""
         self._claim(near)
+        if self._own_pids:
+            summary["own_pids"] = sorted(self._own_pids)
         return {"telemetry": summary, "flags": tana.flags(summary, self._own_pids or None)}
 
     def _claim(self, samples: Sequence[dict[str, Any]]) -> None:

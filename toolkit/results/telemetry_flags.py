@@ -183,8 +183,11 @@ def _host_busy(host: Mapping[str, Any]) -> bool:
 def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
     """Flags for one window's summary (analysis.telemetry.window_summary's shape; a list of names, in
     a stable order; empty: nothing seen). The meaning of each: analysis.telemetry.flags' docstring and
-    FLAG_HELP. `own_pids`: the benchmark's own GPU processes (None: unknown, then more than
-    OWN_GPU_PROCS processes on a GPU count as another tenant)."""
+    FLAG_HELP. `own_pids`: the benchmark's own GPU processes (None: the summary's own `own_pids`, which
+    the observer stores; neither: unknown, then more than OWN_GPU_PROCS processes on a GPU count as
+    another tenant)."""
+    if own_pids is None and isinstance(summary.get("own_pids"), list):
+        own_pids = _pid_set(summary["own_pids"])
     out: list[str] = []
 
     def add(flag: str) -> None:
@@ -220,9 +223,10 @@ def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = 
 
 
 OWN_PIDS_FLAGS = frozenset({"gpu-shared", "gpu-memory-held"})
-"""Flags whose rule needs the benchmark's own GPU processes, which a block does not store: a reader
-holds a stored one to its evidence (_EVIDENCE) but never adds one (the H200's own llama-bench children,
-three under one `toolkit measure`, would read as another tenant)."""
+"""Flags whose rule needs the benchmark's own GPU processes, which a block stores as `own_pids` since
+2026-12-05 (observe.RunObserver): a reader adds one only from a block that names them; in an older
+block it holds a stored one to its evidence (_EVIDENCE) but never adds one (the H200's own llama-bench
+children, three under one `toolkit measure`, would read as another tenant)."""
 
 UNSUPPORTED = "flag-unsupported"
 """What a stored telemetry flag its own block does not show becomes: `flag-unsupported:host-busy`."""
@@ -234,12 +238,14 @@ def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
     telemetry flag (a name of _EVIDENCE) that the block raises now, or shows what raised it under the
     rule it was written with (flag_unsupported: None), stays where it stood; one the block shows nothing
     of becomes `flag-unsupported:<flag>` (a hand edit, or a file of another tool: it holds nothing);
-    a flag the block raises that is not stored is added after them (but not OWN_PIDS_FLAGS). Other
+    a flag the block raises that is not stored is added after them (OWN_PIDS_FLAGS only from a block
+    that names its own pids). Other
     flags (stale-build, runs-disagree, ...) stay as stored. `t` not a dict (no telemetry): `stored`
     as it is (nothing to hold it to)."""
     if not isinstance(t, Mapping):
         return list(stored)
-    derived = [f for f in window_flags(t) if f.partition(":")[0] not in OWN_PIDS_FLAGS]
+    own_known = isinstance(t.get("own_pids"), list)
+    derived = [f for f in window_flags(t) if own_known or f.partition(":")[0] not in OWN_PIDS_FLAGS]
     out: list[str] = []
     for f in stored:
         held = f.partition(":")[0] not in _EVIDENCE or f in derived or flag_unsupported(f, t) is None
