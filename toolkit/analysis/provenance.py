@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
@@ -142,8 +142,15 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
         t = parse_test_time(test_time)
         measured = t is not None or not imported
         if t := t or parse_test_time(created):
-            out.append((t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), measured))
+            out.append((_utc_text(t), measured))
     return out
+
+
+def _utc_text(t: datetime) -> str:
+    """An aware time as "YYYY-MM-DD HH:MM:SS" UTC: isoformat's first 19 characters (~4x faster than
+    strftime), strftime for a year before 1000 (which it writes without leading zeros)."""
+    u = t.astimezone(timezone.utc)
+    return u.isoformat(" ")[:19] if u.year >= 1000 else u.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _local_date(r: BenchRecord) -> str | None:

@@ -171,9 +171,15 @@ def json_text(doc: dict[str, Any]) -> str:
         return json.dumps(doc, indent=2, allow_nan=False)
     if b"NaN" in out or b"Infinity" in out:
         return json.dumps(doc, indent=2, allow_nan=False)
-    if out.isascii() and b"\x7f" not in out:
-        return out.decode("ascii")
-    return out.decode().replace("\x7f", "\\u007f").encode("ascii", _JSON_ESCAPE).decode("ascii")
+    if b"\x7f" in out:
+        out = out.replace(b"\x7f", b"\\u007f")  # DEL is one byte in UTF-8, never part of another character
+    if not out.isascii():
+        chars = set(out.translate(None, _ASCII).decode())  # its few non-ASCII characters
+        if len(chars) > 64:
+            return out.decode().encode("ascii", _JSON_ESCAPE).decode("ascii")
+        for c in chars:  # each escaped in the bytes: no 2-4 bytes a character copy of 10 MB
+            out = out.replace(c.encode(), encode_basestring_ascii(c)[1:-1].encode("ascii"))
+    return out.decode("ascii")
 
 
 def _json_escaped(err: UnicodeError) -> tuple[str, int]:
@@ -183,6 +189,7 @@ def _json_escaped(err: UnicodeError) -> tuple[str, int]:
     return encode_basestring_ascii(err.object[err.start : err.end])[1:-1], err.end
 
 
+_ASCII = bytes(range(128))
 _JSON_ESCAPE = "toolkit.json-escape"
 codecs.register_error(_JSON_ESCAPE, _json_escaped)
 

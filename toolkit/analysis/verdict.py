@@ -39,6 +39,7 @@ Method (stated in the report):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -260,11 +261,19 @@ def model_family(r: BenchRecord) -> str:
     family = (r.model.model_extra or {}).get("family")
     if family:
         return str(family)
-    words = str(r.raw.get("model_type") or "").split()
+    return _family_of(str(r.raw.get("model_type") or ""), r.model.name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family_of(model_type: str, name: str) -> str:
+    """model_family of a record without a stored family: the words of llama-bench's `model_type` up
+    to its size (`qwen3moe 30B.A3B`), else the model's name. Kept per (type, name): a report asks it
+    twice per record, and 10,000 records repeat a few."""
+    words = model_type.split()
     for i, w in enumerate(words):
         if _SIZE_TOKEN.match(w):
             return " ".join(words[: i + 1])
-    return r.model.name
+    return name
 
 
 def _group_of(f: Facts, with_family: bool) -> tuple[str, tuple]:

@@ -23,7 +23,7 @@ from toolkit.cli.common import (
     read_results_option,
     results_option,
 )
-from toolkit.core.text import path_text
+from toolkit.core.text import path_text, plain_ascii
 
 
 @click.command(epilog=EPILOG)
@@ -156,7 +156,7 @@ def report(
         )
     gc.unfreeze()
     if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
-        click.echo(text, nl=not text.endswith("\n"))
+        _echo_report(text)
     if hidden:
         _err(f"note: {hidden}")
     for p in written:
@@ -165,6 +165,21 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _echo_report(text: str) -> None:
+    """click.echo of a report's text, with one newline at the end. A plain ASCII text (json: nothing
+    terminal_safe would strip, text.plain_ascii) goes a MiB at a time: no 10 MB encoded copy of a
+    10 MB report beside it; any other text in one piece."""
+    nl = not text.endswith("\n")
+    if not (text.isascii() and plain_ascii(text)):
+        click.echo(text, nl=nl)
+        return
+    piece = 1 << 20
+    for i in range(0, len(text), piece):
+        click.echo(text[i : i + piece], nl=False)
+    if nl:
+        click.echo("")
 
 
 def _no_empty_path(*options: tuple[str, str | None]) -> None:

@@ -164,17 +164,29 @@ def _pairs(v: Any) -> Any:
     )
 
 
-def key_of(data: bytes) -> identity.TestKey | None:
-    """The TestKey key_data wrote (its pairs shared: identity.shared_pairs); None for bytes it did not
-    write (a hand edit of the index: the reader computes the key)."""
+def key_of(data: bytes, parts: dict[tuple[int, bytes], Any] | None = None) -> identity.TestKey | None:
+    """The TestKey key_data wrote (its five parts, a JSON text a line; its pairs shared:
+    identity.shared_pairs); None for bytes it did not write (a hand edit of the index: the reader
+    computes the key). `parts`: (part number, its bytes) -> the part read, kept by the caller across
+    the keys it reads (index.load: one load's), so each distinct part's bytes are read once and equal
+    parts are one object (the keys of one folder repeat their image, system, model and tests: 10,000
+    keys read ~5x faster than a parse each)."""
+    lines = data.split(b"\n")
+    if len(lines) != 5:
+        return None
+    seen = {} if parts is None else parts
     try:
-        image, system, model, model_sha, test = jsonsafe.parse(data)
-        return identity.TestKey(
-            _tuples(image),
-            _pairs(system),
-            _tuples(model),
-            _tuples(model_sha),
-            _pairs(test),
-        )
+        image, system, model, model_sha, test = [
+            seen[(i, p)] if (i, p) in seen else _part(i, p, seen) for i, p in enumerate(lines)
+        ]
     except (ValueError, TypeError, IndexError, RecursionError):  # IndexError: a pair of one item
         return None
+    return identity.TestKey(image, system, model, model_sha, test)
+
+
+def _part(i: int, data: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
+    """Part `i` of a key (0 image, 1 system, 2 model, 3 model_sha, 4 test) read from its JSON `data`:
+    pairs (1, 4) through _pairs, the others through _tuples; kept in `seen`."""
+    v = jsonsafe.parse(data)
+    got = seen[(i, data)] = _pairs(v) if i in (1, 4) else _tuples(v)
+    return got

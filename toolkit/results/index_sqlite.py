@@ -40,11 +40,12 @@ from toolkit.results.records import (
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 9  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 10  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
 # recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
-# 9: timed is identity.timing (-1 for an untimed import row), created (measured_at) at the latest the import
+# 9: timed is identity.timing (-1 for an untimed import row), created (measured_at) at the latest the import;
+# 10: key_data's five parts one JSON text a line (index_rows.key_of reads each distinct part once)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -149,10 +150,13 @@ def key_data(key: identity.TestKey) -> bytes:
     """A TestKey as the index keeps it beside its hash (JSON of its parts: texts, numbers, None and
     tuples of them, tuples written as arrays), so a reader gets a record's key without computing it.
     JSON, not marshal: the index lies in a results folder that may be someone else's, and marshal
-    is not safe against crafted bytes (the Python documentation's warning)."""
-    return json.dumps(
-        [key.image, key.system, key.model, key.model_sha, key.test], separators=(",", ":")
-    ).encode()
+    is not safe against crafted bytes (the Python documentation's warning). One JSON text per part
+    (image, system, model, model_sha, test), joined by newlines (compact JSON holds none): the keys of
+    one folder repeat their parts, and index_rows.key_of reads each distinct part's bytes once."""
+    return b"\n".join(
+        json.dumps(part, separators=(",", ":")).encode()
+        for part in (key.image, key.system, key.model, key.model_sha, key.test)
+    )
 
 
 def line_sum(line: bytes) -> bytes:

@@ -219,7 +219,7 @@ class BenchRecord(BaseModel):
     @property
     def clock_skew(self) -> str | None:
         """Why `created` disagrees with the store's write order (see mark_clock_skew), or None."""
-        return self._clock_skew
+        return (self.__pydantic_private__ or {}).get("_clock_skew")  # not through BaseModel.__getattr__
 
     @model_validator(mode="after")
     def _strictly_finite(self) -> BenchRecord:
