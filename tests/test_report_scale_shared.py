@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.records import filed_fixtures
 from toolkit.analysis import provenance, verdict
 from toolkit.analysis.report import json_text
 from toolkit.results import identity
@@ -24,19 +25,6 @@ from toolkit.results.index_sqlite import key_data
 from toolkit.results.records import BenchRecord, ResultStore
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = ("results-cpu-a.jsonl", "results-cpu-b.jsonl", "results-vulkan-lavapipe.jsonl")
-
-
-def _real(results: Path) -> Path:
-    """The real fixtures filed as `toolkit bench` files them: results/<digest12>/bench.jsonl."""
-    for name in FIXTURES:
-        text = (DATA / name).read_text()
-        digest = json.loads(text.splitlines()[0])["image"]["digest"]
-        dest = results / digest.split(":")[1][:12] / "bench.jsonl"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with dest.open("a") as fh:
-            fh.write(text)
-    return results
 
 
 def test_stored_keys_share_their_equal_parts():
@@ -64,7 +52,7 @@ def test_stored_key_lines_that_are_no_key_give_none(data):
 def test_loaded_records_share_their_set_of_given_fields(tmp_path):
     """Loaded records whose lines gave the same fields hold one set of their names (22 MB less at
     10,000 records), equal to what pydantic gave each."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))  # the index built
     sel = resultindex.select(ResultStore(results))
     plain = ResultStore(results).results()
@@ -79,7 +67,7 @@ def test_loaded_records_share_their_set_of_given_fields(tmp_path):
 def test_load_reads_each_file_once(tmp_path, monkeypatch):
     """A file's lines are read in one call (10,000 records in 1,667 files: ~60 ms less), the records
     those of the reader."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))
     calls = []
     real = os.pread
@@ -93,7 +81,7 @@ def test_load_reads_each_file_once(tmp_path, monkeypatch):
 def test_clock_skew_is_read_without_getattr(tmp_path, monkeypatch):
     """clock_skew is read from the record's private values, not through BaseModel.__getattr__ (1.4 µs a
     read); the values are those set."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))
     sel = resultindex.select(ResultStore(results))
 
@@ -137,7 +125,7 @@ def test_json_text_escapes_without_a_wide_copy():
 
 def test_model_family_is_kept_per_type_and_name(tmp_path):
     """model_family reads a record's type once per (type, name) and says what it said before."""
-    recs = ResultStore(_real(tmp_path / "results")).results()
+    recs = ResultStore(filed_fixtures(tmp_path / "results")).results()
     verdict._family_of.cache_clear()
     got = [verdict.model_family(r) for r in recs + recs]
     assert got[: len(recs)] == got[len(recs) :]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.records import filed_fixtures
 from toolkit.analysis import compare, report, tables
 from toolkit.analysis.compare import Side
 from toolkit.core.errors import BadInput
@@ -30,7 +31,6 @@ from toolkit.results.records import BenchRecord, ResultStore, append_jsonl
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ("results-cpu-a.jsonl", "results-cpu-b.jsonl", "results-vulkan-lavapipe.jsonl")
 
 _spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
 report_scale = importlib.util.module_from_spec(_spec)
@@ -39,18 +39,6 @@ _spec.loader.exec_module(report_scale)
 
 def _line(obj: dict) -> bytes:
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-
-
-def _real(results: Path) -> Path:
-    """The real fixtures filed as `toolkit bench` files them: results/<digest12>/bench.jsonl."""
-    for name in FIXTURES:
-        text = (DATA / name).read_text()
-        digest = json.loads(text.splitlines()[0])["image"]["digest"]
-        dest = results / digest.split(":")[1][:12] / "bench.jsonl"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with dest.open("a") as fh:
-            fh.write(text)
-    return results
 
 
 def _edge_cases(results: Path, meta: dict) -> None:
@@ -206,7 +194,7 @@ def assert_same_report(results: Path, images=None, runs=None) -> dict:
 
 
 def test_real_fixtures_report_the_same_through_the_index(tmp_path):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     doc = assert_same_report(results)
     assert {t["axis"] for t in doc["tables"]} == {"prefill", "decode"}
     assert (results / resultindex.INDEX_NAME).is_file()
@@ -351,7 +339,7 @@ def test_compare_builds_no_head_per_record(synthetic, tmp_path, monkeypatch):
 
 
 def test_deleted_index_comes_back(tmp_path):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     first = resultindex.select(ResultStore(results))
     index = results / resultindex.INDEX_NAME
     assert index.is_file()
@@ -379,7 +367,7 @@ def _spy(monkeypatch) -> list[tuple[Path, int]]:
 
 
 def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     store = ResultStore(results)
     before = resultindex.select(store)
     reads = _spy(monkeypatch)
@@ -408,7 +396,7 @@ def test_an_append_reads_only_the_new_tail(tmp_path, monkeypatch):
 
 
 def test_a_half_line_at_the_end_is_read_again_when_the_writer_finishes(tmp_path, monkeypatch):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     path = sorted(results.glob("*/bench.jsonl"))[0]
     whole_line = path.read_bytes().splitlines(keepends=True)[0].replace(b'"run_id":"', b'"run_id":"late-', 1)
     with path.open("ab") as fh:
@@ -429,7 +417,7 @@ def test_a_half_line_at_the_end_is_read_again_when_the_writer_finishes(tmp_path,
 
 @pytest.mark.parametrize("how", ["truncated", "same-size-edit", "replaced", "edited-then-appended"])
 def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))
     path = sorted(results.glob("*/bench.jsonl"))[0]
     data = path.read_bytes()
@@ -455,7 +443,7 @@ def test_a_rewritten_file_is_indexed_whole(tmp_path, monkeypatch, how):
 
 
 def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     store = ResultStore(results)
     heads = resultindex.heads(store, runs=["20261129T170627Z-6891c7"])
     path = heads[0].path
@@ -468,7 +456,7 @@ def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
 
 
 def test_the_index_is_rebuilt_when_its_code_changes(tmp_path, monkeypatch):
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))
     from toolkit.results import index_sqlite
 
@@ -483,7 +471,7 @@ def test_the_index_is_rebuilt_when_its_code_changes(tmp_path, monkeypatch):
 def test_a_read_only_results_folder_gets_an_index_in_memory(tmp_path):
     """results/ that cannot hold the index (mode 555, as a user file modes bind): the same report, no
     index file written. As root, the capabilities that ignore file modes are dropped (setpriv)."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     prefix: list[str] = []
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
@@ -613,7 +601,7 @@ def test_records_the_index_validated_are_not_parsed_and_validated_again(tmp_path
     """A warm report reads its records by offset and has pydantic read the bytes the index validated
     (their line_sum kept in the index) as JSON: no second parse and model_validate, the same records
     (types, extras, fields set) as the reader without an index gives."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))  # the index built
     full = _count_full_reads(monkeypatch)
     sel = resultindex.select(ResultStore(results))
@@ -625,7 +613,7 @@ def test_a_line_not_the_bytes_the_index_validated_goes_through_the_full_reader(t
     """A row whose line_sum does not match the bytes read (here: the index's sum changed) is read as
     ResultStore.results() reads it; so is a line pydantic's JSON reader refuses though json reads it
     (a lone surrogate in a string): both load the record the reader without an index gives."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     path = sorted(results.glob("*/bench.jsonl"))[0]
     first = json.loads(path.read_text().splitlines()[0])
     odd = {**first, "run_id": "20260102T000000Z-surrogate", "log_file": "\ud800 log"}
@@ -683,7 +671,7 @@ def test_a_warm_report_reads_each_records_test_key_from_the_index(tmp_path, monk
     bytes that are not a key (a hand edit), it is computed."""
     from toolkit.results import identity
 
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))  # the index built
     computed = collections.Counter(repr(identity.test_key(r)) for r in ResultStore(results).results())
     real_fields = identity._test_fields
@@ -731,7 +719,7 @@ def test_stored_key_bytes_read_back_as_the_key(tmp_path):
     from toolkit.results.index_rows import key_of
     from toolkit.results.index_sqlite import key_data
 
-    keys = [identity.test_key(r) for r in ResultStore(_real(tmp_path / "results")).results()]
+    keys = [identity.test_key(r) for r in ResultStore(filed_fixtures(tmp_path / "results")).results()]
     nested = identity.TestKey("i", (("a", (1, (2, "x"))),), ("m", 1), None, (("b", None), ("c", 1.5)))
     for k in [*keys, nested]:
         assert repr(key_of(key_data(k))) == repr(k)
@@ -740,7 +728,7 @@ def test_stored_key_bytes_read_back_as_the_key(tmp_path):
 def test_loaded_records_of_one_run_share_their_equal_parts(tmp_path):
     """select gives consecutive records that repeat a part (host, command, image, model, ...) that
     very object (57 MB less at 10,000 records), every value as ResultStore.results() reads it."""
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     resultindex.select(ResultStore(results))  # the index built
     sel = resultindex.select(ResultStore(results))
     plain = ResultStore(results).results()
@@ -757,7 +745,7 @@ def test_building_the_index_keeps_no_record_in_the_key_memo(tmp_path):
     records it loads: the index reads every record of the folder and drops it (it kept them all)."""
     from toolkit.results import identity
 
-    results = _real(tmp_path / "results")
+    results = filed_fixtures(tmp_path / "results")
     path = sorted(results.glob("*/bench.jsonl"))[0]
     first = json.loads(path.read_text().splitlines()[0])
     with path.open("a") as fh:  # a newer run of its test: the first record superseded, not loaded

@@ -212,3 +212,19 @@ def edit_line(path: Path, line: int, change: Any) -> None:
     change(rec)
     lines[line - 1] = json.dumps(rec, separators=(",", ":"))
     path.write_text("\n".join(lines) + "\n")
+
+
+REAL_FIXTURES = ("results-cpu-a.jsonl", "results-cpu-b.jsonl", "results-vulkan-lavapipe.jsonl")
+"""Real records of `toolkit bench` (two CPU runs, a Vulkan run on lavapipe) in tests/data/."""
+
+
+def filed_fixtures(results: Path) -> Path:
+    """The real fixtures (REAL_FIXTURES) filed as `toolkit bench` files them: results/<digest12>/bench.jsonl."""
+    for name in REAL_FIXTURES:
+        text = (DATA / name).read_text()
+        digest = json.loads(text.splitlines()[0])["image"]["digest"]
+        dest = results / digest.split(":")[1][:12] / "bench.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with dest.open("a") as fh:
+            fh.write(text)
+    return results
