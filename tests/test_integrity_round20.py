@@ -256,3 +256,17 @@ def test_the_observer_stores_the_benchmarks_own_gpu_pids_with_each_window():
     obs._own_pids, obs._own_sid = {4901}, None
     out = obs._flagged({"gpus": {}}, [])
     assert out["telemetry"]["own_pids"] == [4901]
+
+
+def test_a_combined_cell_says_runs_disagree_once():
+    """A process record that already carries runs-disagree (an import of a combined file, a hand edit):
+    the combined cell named it twice."""
+    from tests.support.records import make_record
+    from toolkit.results.identity import combine_runs
+
+    recs = [
+        make_record("img", "cpu", p=512, avg=a, samples_ts=[a, a], run_id=f"run-{i}", flags=["runs-disagree"])
+        for i, a in enumerate((100.0, 200.0, 300.0))
+    ]
+    flags = combine_runs(recs).model_extra["flags"]
+    assert flags.count("runs-disagree") == 1, flags

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from tests.support.project import DATA, ROOT, write_matrix
+from tests.support.project import DATA, ROOT
 from tests.support.records import CPU_A, CPU_B, load, make_record
-from tests.support.runs import bench_records
+from tests.support.runs import bench_records, home_project
 from tests.support.terminal import drain
 from toolkit.cli.main import cli
 from toolkit.results.records import BenchRecord, ResultStore
@@ -192,14 +192,7 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
     from toolkit.publish import push as publish
     from toolkit.publish import reproduce as repro
 
-    home = tmp_path / "home" / "alice"
-    proj = home / "proj"
-    monkeypatch.setenv("HOME", str(home))
-    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
-    import shutil
-
-    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-    write_matrix(proj, matrix_data)
+    home, proj = home_project(tmp_path, monkeypatch, matrix_data)
     store = ResultStore(proj / "results")
     for r in bench_records("run-h", model_path=str(proj / "models" / "tiny-qwen3moe.gguf")):
         r.log_file = str(proj / "results" / "logs" / "run-h-tiny-qwen3moe.log")

@@ -169,3 +169,17 @@ def published_folder(folder: Path, *, digest: str = DIGEST, model: dict | None =
     for r in bench_records("run-h", sha="cd" * 32):
         append_jsonl(folder / "results.jsonl", r)
     return folder
+
+
+def home_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matrix_data: dict) -> tuple[Path, Path]:
+    """A project at <tmp>/home/alice/proj with HOME=<tmp>/home/alice, the cpu image of `matrix_data`
+    (its matrix written there, after the caller's edits) and the project's templates: (home, project)."""
+    from tests.support.project import write_matrix
+
+    home = tmp_path / "home" / "alice"
+    proj = home / "proj"
+    monkeypatch.setenv("HOME", str(home))
+    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
+    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
+    write_matrix(proj, matrix_data)
+    return home, proj

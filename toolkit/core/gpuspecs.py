@@ -14,7 +14,8 @@ Figures: `mem_bw_gbs` = peak DRAM bandwidth in GB/s (1e9 B/s); `fp16_matrix_tflo
 sparsity) FP16 matrix peak at the boost clock in TFLOP/s; `board_power_w` = the board's rated power in
 W (AMD's Total Board Power, NVIDIA's maximum TDP: the most its power controller lets it draw over a
 window at stock, what a stored telemetry block's mean power is held to: results.telemetry_check).
-Board powers: R9700 300 W (AMD's product page, Total Board Power; no stored copy of it was found to cite: with
+`board_power_max_w` = the most a partner board of the product draws at its own TBP and highest power
+limit, where that exceeds the rated power (RX 7900 XTX: 483 W, see its entry). Board powers: R9700 300 W (AMD's product page, Total Board Power; no stored copy of it was found to cite: with
 the 1.25x slack a mean above 375 W is refused); RX 9070 XT 304 W and RX 9070 220 W (AMD at launch, reported by
 multiplayer.it/notizie/amd-radeon-rx-9070-xt-rx-9070-specifiche.html); RX 7900 XTX 355 W and
 RX 7900 XT 315 W (AMD's TBP as quoted by winenfood.com/rx-7900-xtx-power-consumption-explained and
@@ -60,6 +61,10 @@ class GpuSpec:
     board_power_w: float | None = (
         None  # the board's rated power (AMD TBP, NVIDIA max TDP), W; None: not stated
     )
+    board_power_max_w: float | None = None
+    """The most a board of this product is sold to draw and may be set to, W, where partner boards
+    exceed `board_power_w` (a factory-overclocked board's TBP x the power limit its driver offers);
+    None: `board_power_w` is that most."""
 
     @property
     def mem_bw(self) -> float:
@@ -141,6 +146,10 @@ SPECS: tuple[GpuSpec, ...] = (
         96,
         f"AMD product page (RX 7900 XTX); ids: {_AMD_IDS}",
         board_power_w=355.0,
+        # Sapphire NITRO+ RX 7900 XTX Vapor-X: 420 W TBP (club386.com review; gamingpcbuilder.com spec
+        # table, 420 vs the reference 355 W), its power limit to 115 % (tomshardware.com review:
+        # "maxed out the power limit at 115%", average gaming draw just under 500 W) = 483 W
+        board_power_max_w=483.0,
     ),
     # RX 7900 XT: 20 GB GDDR6 20 Gbps x 320 bit = 800 GB/s, 84 CUs, 2400 MHz boost, 103.0 TFLOPS FP16.
     GpuSpec(

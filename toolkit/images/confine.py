@@ -118,9 +118,13 @@ def _check_confined(built: str, ns: str, where: str) -> None:
             )
 
 
-_RUN_FLAGS = re.compile(r"^[ \t]*(?:ONBUILD[ \t]+)?RUN((?:[ \t]+--[!-~]*)*)", re.I | re.M)
+_RUN_FLAGS = re.compile(r"^[^!-~\n]*(?:ONBUILD[^!-~\n]+)?RUN((?:[^!-~\n]+--[!-~]*)*)", re.I | re.M)
 """A RUN instruction's own flags, the words before its command: the only words BuildKit reads as RUN's
-(a `--device=cpu` in the command is the command's)."""
+(a `--device=cpu` in the command is the command's). Anything but printable ASCII separates them:
+BuildKit trims an instruction with unicode.IsSpace, splits its keyword off at `[\\t\\v\\f\\r ]` and ends
+a flag word at a byte it calls a space (`RUN\\v--network=host` ran with the flag, real BuildKit,
+breaker round 22); a word that goes on past such a character is a `--mount` (its value refused as
+not ASCII) or a flag BuildKit cannot read."""
 
 
 def _run_flags(joined: str) -> set[int]:
@@ -128,7 +132,7 @@ def _run_flags(joined: str) -> set[int]:
     starts: set[int] = set()
     for m in _RUN_FLAGS.finditer(joined):
         base, flags = m.start(1), m.group(1)
-        starts.update(base + w.start() for w in re.finditer(r"(?<=[ \t])--", flags))
+        starts.update(base + w.start() for w in re.finditer(r"(?<![!-~])--", flags))
     return starts
 
 

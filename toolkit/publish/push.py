@@ -574,6 +574,8 @@ def export_run(
         tmp.replace(out / name)
     for src, rel in copies:
         _copy_regular(src, out / rel, out)
+    if copies and not host_paths:  # a model's path in matrix.yaml too
+        scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)

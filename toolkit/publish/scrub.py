@@ -5,8 +5,8 @@ A record says where the model lay (`model.path`), which folder the container rea
 context. On the measuring host these are the user's folders (`/home/alice/proj/models/x.gguf`), and
 `toolkit export-run` would publish them. In a published folder each such path is written relative to
 the project (`models/x.gguf`: the matrix's own form) or to the results folder (`<digest12>/logs/..`),
-else with the home folder as `~` (`~/models/x.gguf`); a path elsewhere (`/data/models`) names no
-user and stays. Nothing the toolkit reads back depends on these paths: reproduce finds a model by its
+else with the home folder as `~` (`~/models/x.gguf`), another user's home as `/home/<user>`; a path
+elsewhere (`/data/models`) names no user and stays. Nothing the toolkit reads back depends on these paths: reproduce finds a model by its
 file name, its matrix path and its sha256 (run.json's `file`, `matrix_path`, `sha256`), test identity
 leaves the path out (identity.MODEL_FILE_FIELDS), and the depth sweep is told by its log's name
 (sweeps.recorded_sweep), kept. run.json's `recorded_path` (where the run read the model) is left out
@@ -17,6 +17,7 @@ of a published folder; a run of this project reproduced by its run id is exporte
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
+from toolkit.results import write_atomic
 
 if TYPE_CHECKING:
     from toolkit.publish.push import PublishedRun
@@ -67,15 +69,35 @@ def _relative(path: Path, base: Path) -> str:
     return path.name
 
 
+_IN_NAME = "._-+~@#%"
+"""Characters that go on a path's name (beside letters and digits): a prefix followed by one is another
+folder (`/home/alice` is not `/home/alice.bak`, `/home/alice2`)."""
+
+_OTHER_HOME = re.compile(r"(?<![\w.+~/-])(/home|/Users)/[^/\s:=,'\"()\[\]<>;|&]+")
+"""Another user's home folder (`/home/bob/models`, `/Users/bob`: the run measured by one user and
+exported by another, a colleague's shared models): its name is a user name, written `<user>`."""
+
+
+def _starts_path(text: str, i: int) -> bool:
+    """Whether a path can start at `text[i]`: the text's start, a character no path name holds before it
+    (a space, tab, `=`, `:`, a quote, a bracket, `@`, `;`), or a URL's `://` (`file:///home/alice/x`);
+    never inside another path (`/mnt/home/alice` is not `/home/alice`)."""
+    if i == 0 or text.endswith("://", 0, i):
+        return True
+    c = text[i - 1]
+    return not (c.isalnum() or c in "._-+~/")
+
+
 def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
-    """`text` with each host path that starts with a prefix (at the start of the text or after `=`,
-    `:`, a space or a quote, and followed by `/` or the text's end) written with its replacement."""
+    """`text` with each host path that starts with a prefix (where a path can start: _starts_path, and
+    followed by the text's end or a character no name holds, `/`, `:`, `,`, a quote, a tab ...) written
+    with its replacement; then another user's home folder (_OTHER_HOME) as `/home/<user>`."""
     for prefix, repl in prefixes:
         start = 0
         while (i := text.find(prefix, start)) >= 0:
             end = i + len(prefix)
-            before_ok = i == 0 or text[i - 1] in "=: '\"("
-            after_ok = end == len(text) or text[end] in "/,'\" )"
+            before_ok = _starts_path(text, i)
+            after_ok = end == len(text) or not (text[end].isalnum() or text[end] in _IN_NAME)
             if before_ok and after_ok:
                 tail = text[end:]
                 new = (repl + tail) if repl != "." or not tail.startswith("/") else tail[1:] or "."
@@ -83,7 +105,7 @@ def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
                 start = i + 1
             else:
                 start = end
-    return text
+    return _OTHER_HOME.sub(lambda m: f"{m.group(1)}/<user>", text)
 
 
 def scrub(value: Any, prefixes: list[tuple[str, str]]) -> Any:
@@ -114,3 +136,13 @@ def published(
         update={"models": [m.model_copy(update={"recorded_path": None}) for m in run.models]}
     )
     return scrubbed([run], prefixes)[0], scrubbed(recs, prefixes), scrubbed(builds, prefixes)
+
+
+def scrub_file(path: Path, *folders: Path | None) -> None:
+    """Rewrite the exported copy at `path` (matrix.yaml: a model's `path:` may name the user's home)
+    with the host's folders written as published records write them (scrub_text, host_prefixes of
+    `folders`: the project first); left as copied where nothing names them."""
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    new = scrub_text(text, host_prefixes(*folders))
+    if new != text:
+        write_atomic(path, new.encode("utf-8", errors="surrogateescape"), root=path.parent)

@@ -627,11 +627,10 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     spread = (max(means) - min(means)) if len(means) > 1 else 0.0
     flags = _process_flags(recs)
     if mean and spread > 3 * within_sd and spread > 0.05 * mean:
-        flags.append("runs-disagree")
         ms = sorted(means)
         gap = max(b - a for a, b in zip(ms, ms[1:], strict=False))
-        if len(ms) >= 3 and gap >= 0.6 * spread:
-            flags.append("bimodal-runs")
+        bimodal = ["bimodal-runs"] if len(ms) >= 3 and gap >= 0.6 * spread else []
+        flags += [f for f in ("runs-disagree", *bimodal) if f not in flags]
     out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
     out._flags_checked = True
     out.__pydantic_extra__ = {

@@ -164,12 +164,14 @@ def _boards(boards: dict[str, Any], energy: float, duration: float, board: float
 
 def board_power_w(gpu_info: Any) -> float | None:
     """The highest rated board power (core.gpuspecs GpuSpec.board_power_w: AMD's TBP, NVIDIA's maximum
-    TDP) of the GPUs llama-bench's `gpu_info` names (its descriptions joined by ", "), W; None where it
-    names none, or any the table knows no board power of (then only POWER_W holds a block)."""
+    TDP; its board_power_max_w where partner boards are sold and set above it: a Sapphire NITRO+ RX 7900
+    XTX at 420 W x 115 %) of the GPUs llama-bench's `gpu_info` names (its descriptions joined by ", "),
+    W; None where it names none, or any the table knows no board power of (then only POWER_W holds a
+    block)."""
     if not isinstance(gpu_info, str) or not gpu_info.strip():
         return None
     specs = [spec_by_name(d) for d in split_gpu_info(gpu_info)]
-    powers = [s.board_power_w for s in specs if s is not None and s.board_power_w]
+    powers = [s.board_power_max_w or s.board_power_w for s in specs if s is not None and s.board_power_w]
     return max(powers) if specs and len(powers) == len(specs) else None
 
 
@@ -386,11 +388,14 @@ OWN_GPU_PROCS = 1
 
 def _procs(gpus: list[Mapping[str, Any]], key: str) -> int:
     """The processes a block's GPUs saw: the pids of `key` (pids or active_pids; pids where a GPU
-    has no active_pids) over all GPUs, or the most a GPU counted at once (NVML counts only)."""
+    has no active_pids) over all GPUs, or the most a GPU counted at once (NVML counts only). A value
+    that is no list (a hand edit: `"pids": true`, `"pids": 4901`) names no process."""
     pids: set[Any] = set()
     for g in gpus:
         v = g.get(key) if isinstance(g.get(key), list) else g.get("pids")
-        pids.update(p for p in v or () if isinstance(p, int) and not isinstance(p, bool))
+        pids.update(
+            p for p in (v if isinstance(v, list) else ()) if isinstance(p, int) and not isinstance(p, bool)
+        )
     counted = [int(n) for g in gpus if (n := finite_number(g.get("procs_max"))) is not None]
     return max([len(pids), *counted])
 
