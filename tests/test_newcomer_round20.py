@@ -19,6 +19,7 @@ from tests.support.records import CPU_A, CPU_B, load, make_record
 from tests.support.runs import bench_records, home_project
 from tests.support.terminal import drain
 from toolkit.cli.main import cli
+from toolkit.publish import repro_output
 from toolkit.results.records import BenchRecord, ResultStore
 
 CLEAN_RUN = "20261129T170627Z-6891c7"  # the captured CPU run of results-cpu-a.jsonl
@@ -158,11 +159,15 @@ def test_a_missing_reproduce_row_has_no_noise_figure():
     assert missing.noise is None and missing.delta is None and missing.status == "missing"
     rep = repro.Reproduction("run-a", "run-b", Path("/f"), Path("/r"), 5.0, rows=rows)
     (line,) = [
-        x for x in repro.format_reproduction(rep).splitlines() if x.startswith("| cpu ") and "missing" in x
+        x
+        for x in repro_output.format_reproduction(rep).splitlines()
+        if x.startswith("| cpu ") and "missing" in x
     ]
     cells = [x.strip() for x in line.strip("|").split("|")]  # image, test, recorded, reproduced, delta, noise
     assert cells[3:6] == ["missing", "", ""], line
-    assert [r["noise"] for r in repro.reproduction_json(rep)["rows"] if r["status"] == "missing"] == [None]
+    assert [r["noise"] for r in repro_output.reproduction_json(rep)["rows"] if r["status"] == "missing"] == [
+        None
+    ]
     assert all(r.noise is not None for r in rows if r.reproduced is not None)
 
 

@@ -21,6 +21,7 @@ from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, load_matrix
 from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
 from toolkit.publish import push as publish
+from toolkit.publish import repro_output
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
@@ -278,9 +279,9 @@ def test_threshold_is_the_floor_of_the_noise_and_missing_tests_fail():
     assert len(missing) == 1 and not missing[0].ok
     rep = repro.Reproduction("a", "b", Path("/x"), Path("/x/reproduce/results"), 10, rows=rows)
     assert not rep.reproduced and rep.verdict == "not reproduced"
-    text = repro.format_reproduction(rep)
+    text = repro_output.format_reproduction(rep)
     assert "| missing" in text and "verdict: not reproduced (5/6 tests within noise" in text
-    assert repro.reproduction_json(rep)["rows"][0]["delta"] == pytest.approx(0.08)
+    assert repro_output.reproduction_json(rep)["rows"][0]["delta"] == pytest.approx(0.08)
 
 
 def test_host_differences_name_what_changed():
@@ -411,7 +412,7 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     assert not row.ok and row.held and row.status == "held: A:host-busy"
     rep = rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row])
     assert not rep.reproduced and rep.verdict == rp.VERDICT_HELD
-    text = rp.format_reproduction(rep)
+    text = repro_output.format_reproduction(rep)
     assert "held: A:host-busy" in text and "1 beyond noise on a flagged cell: held" in text
     clean = make_record("cpu", "cpu", p=512, avg=11313.0, sd=100.0, gpu_info="")
     (row,) = rp.compare_records([clean], [again], 5.0)
@@ -421,5 +422,5 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     rep = rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=rows)
     assert (
         rep.verdict == rp.VERDICT_NOT
-        and "1 missing, 1 beyond noise on a flagged cell" in rp.format_reproduction(rep)
+        and "1 missing, 1 beyond noise on a flagged cell" in repro_output.format_reproduction(rep)
     )

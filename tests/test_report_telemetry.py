@@ -22,6 +22,7 @@ from tests.support.telemetry_fakes import H200_MODEL, h200_bench_records, h200_d
 from toolkit.analysis import compare, plots, report, table_text, tables, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
+from toolkit.publish import repro_output
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, ResultStore
 
@@ -369,13 +370,13 @@ def test_reproduce_shows_the_energy_delta_where_both_runs_have_one(alone):
     tg = next(r for r in rows if r.test == "tg128 ub2048")
     assert tg.energy_delta is None  # was 0.739 / 0.843 - 1 (-12 %): the teardown in one window
     rep = repro.Reproduction("cuda-sweep-run", "again", Path("/x"), Path("/x/r"), 5, rows=rows)
-    text = repro.format_reproduction(rep)
+    text = repro_output.format_reproduction(rep)
     assert "recorded tok/J" in text and "tok/J delta" in text
     assert "3 of 8 tests with a valid energy in both runs" in text
     line = next(x for x in text.splitlines() if "| pp4096 ub512" in x)
     assert "| 30.7 " in line and "| 31.4 " in line and "+2.5%" in line
     assert rep.reproduced and "verdict: reproduced within noise" in text
-    doc = repro.reproduction_json(rep)
+    doc = repro_output.reproduction_json(rep)
     r0 = next(r for r in doc["rows"] if r["test"] == "pp512 ub512")
     assert r0["recorded_tok_per_j"] == pytest.approx(43.69, abs=0.01) and r0["reproduced_tok_per_j"] is None
     assert r0["tok_per_j_delta"] is None

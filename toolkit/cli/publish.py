@@ -199,6 +199,7 @@ def reproduce(
     not reproduced.
     """
     from toolkit.core.errors import NotReproduced
+    from toolkit.publish import repro_output
     from toolkit.publish import reproduce as reproduce_mod
 
     lm = store = None
@@ -222,9 +223,9 @@ def reproduce(
     finally:
         events("close")
     if as_json:
-        echo_json(reproduce_mod.reproduction_json(rep))
+        echo_json(repro_output.reproduction_json(rep))
     else:
-        click.echo(reproduce_mod.format_reproduction(rep))
+        click.echo(repro_output.format_reproduction(rep))
     if not rep.reproduced:
         bad = [r.test for r in rep.rows if not r.ok]
         held = sum(r.held for r in rep.rows)

@@ -1,0 +1,130 @@
+"""What `toolkit reproduce` prints: the images and models it checked, the table of recorded against
+reproduced tok/s per test (github markdown) with the verdict line, or the same as JSON
+(reproduction_json). Reads a reproduce.Reproduction; prints nothing itself (the cli does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from toolkit.analysis.tables import energy, fmt_tok_per_j, value
+from toolkit.publish.reproduce import Reproduction, ReproRow
+from toolkit.results.records import BenchRecord
+
+
+def _cell(r: BenchRecord | None) -> str:
+    if r is None or value(r) is None:
+        return "missing"
+    return f"{value(r):.2f} ± {r.stddev_ts or 0:.2f}"
+
+
+def format_reproduction(rep: Reproduction) -> str:
+    """Images and models checked, the compare table (github markdown) and the verdict line."""
+    lines = [f"run {rep.run_id} reproduced as run {rep.new_run_id} (results in {rep.results})", ""]
+    for im in rep.images:
+        how = {
+            "pulled": f"pulled {im.source} in {im.seconds:.1f} s",
+            "present": "present in the engine",
+            "rebuilt": f"rebuilt as {im.image_id[:19]} in {im.seconds:.1f} s",
+        }[im.status]
+        same = (
+            "image ID matches the record" if im.image_id == im.digest else "image ID differs from the record"
+        )
+        lines.append(
+            f"image {im.name} {im.digest[:19]}: {how}; {same}" + (f" ({im.note})" if im.note else "")
+        )
+    for m in rep.models:
+        lines.append(f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record")
+    for k, (a, b) in rep.host_diff.items():
+        lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
+    with_energy = [r for r in rep.rows if r.energy_delta is not None]
+    lines += ["", _compare_table(rep.rows, energies=bool(with_energy)), ""]
+    if with_energy:
+        lines.append(
+            f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
+            f"{len(rep.rows)} tests with a valid energy in both runs (information only: the verdict is on tok/s)"
+        )
+    lines += [f"note: {n}" for n in rep.notes]
+    bad = sum(not r.ok for r in rep.rows)
+    held = sum(r.held for r in rep.rows)
+    missing = sum(r.reproduced is None for r in rep.rows)
+    lines.append(
+        f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise"
+        + (f", {missing} missing" if missing else "")
+        + (f", {held} beyond noise on a flagged cell: held, run again on an idle host" if held else "")
+        + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
+    )
+    return "\n".join(lines)
+
+
+def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
+    """The recorded beside the reproduced tok/s per test (github markdown); a model column when the
+    rows hold several models, tokens per joule columns with `energies`."""
+    models = len({r.model for r in rows}) > 1
+    head = (
+        ["image", "test"]
+        + (["model"] if models else [])
+        + ["recorded t/s", "reproduced t/s", "delta", "noise"]
+        + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if energies else [])
+        + [""]
+    )
+    body = []
+    for r in rows:
+        delta = f"{r.delta * 100:+.1f}%" if r.delta is not None else ""
+        noise = f"±{r.noise * 100:.1f}%" if r.noise is not None else ""  # a missing test has none
+        tok_j = []
+        if energies:
+            ea = energy(r.recorded)
+            eb = energy(r.reproduced) if r.reproduced is not None else None
+            tok_j = [
+                fmt_tok_per_j(ea.tok_per_j if ea else None),
+                fmt_tok_per_j(eb.tok_per_j if eb else None),
+                f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
+            ]
+        body.append(
+            [r.image, r.test]
+            + ([r.model] if models else [])
+            + [_cell(r.recorded), _cell(r.reproduced), delta, noise]
+            + tok_j
+            + [r.status]
+        )
+    return tabulate(body, head, tablefmt="github", disable_numparse=True)
+
+
+def reproduction_json(rep: Reproduction) -> dict[str, Any]:
+    return {
+        "run_id": rep.run_id,
+        "new_run_id": rep.new_run_id,
+        "folder": str(rep.folder),
+        "results": str(rep.results),
+        "verdict": rep.verdict,
+        "reproduced": rep.reproduced,
+        "threshold_pct": rep.threshold,
+        "images": [im.__dict__ for im in rep.images],
+        "models": [m.__dict__ for m in rep.models],
+        "host_diff": {k: list(v) for k, v in rep.host_diff.items()},
+        "notes": rep.notes,
+        "rows": [
+            {
+                "image": r.image,
+                "test": r.test,
+                "model": r.model,
+                "recorded_ts": value(r.recorded),
+                "recorded_sd": r.recorded.stddev_ts,
+                "reproduced_ts": value(r.reproduced) if r.reproduced else None,
+                "reproduced_sd": r.reproduced.stddev_ts if r.reproduced else None,
+                "delta": r.delta,
+                "noise": r.noise,
+                "ok": r.ok,
+                "status": r.status,
+                "flags": r.flags,
+                "recorded_tok_per_j": ea.tok_per_j if (ea := energy(r.recorded)) else None,
+                "reproduced_tok_per_j": eb.tok_per_j
+                if r.reproduced is not None and (eb := energy(r.reproduced))
+                else None,
+                "tok_per_j_delta": r.energy_delta,
+            }
+            for r in rep.rows
+        ],
+    }
