@@ -19,7 +19,7 @@ from tests.support.project import DATA, precious_file
 from tests.support.runs import tk
 from toolkit.analysis import plots, report
 from toolkit.core.errors import BadInput
-from toolkit.publish import push
+from toolkit.publish import run_folder
 from toolkit.results import write_atomic
 from toolkit.results.records import ResultStore
 
@@ -171,7 +171,7 @@ def test_an_exported_readme_holds_no_escape(tmp_path: Path) -> None:
         lines.append(json.dumps(rec) + "\n")
     (p / "results" / "a504e0178239" / "bench.jsonl").write_text("".join(lines))
     out = tmp_path / "out"
-    push.export_run(ResultStore(p / "results"), RUN, out, load_matrix(p / "matrix.yaml"))
+    run_folder.export_run(ResultStore(p / "results"), RUN, out, load_matrix(p / "matrix.yaml"))
     readme = (out / "README.md").read_bytes()
     assert b"Xeon" in readme
     assert CONTROL.findall(readme) == []

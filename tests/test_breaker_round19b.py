@@ -29,8 +29,8 @@ from toolkit.bench import tune
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import symlinks_inside
 from toolkit.matrix.api import load_matrix
-from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
+from toolkit.publish import run_folder
 from toolkit.results.records import ResultStore
 
 
@@ -65,16 +65,16 @@ def test_a_published_digest_that_is_no_image_id_is_refused_before_anything_runs(
 
 
 def test_an_image_id_and_an_import_keep_their_own_paths():
-    run = publish.PublishedRun.model_validate(
+    run = run_folder.PublishedRun.model_validate(
         json.loads(
-            publish.PublishedRun(
+            run_folder.PublishedRun(
                 run_id="r", created="c", exported="e", images=[], models=[], bench={}
             ).model_dump_json()
         )
     )
-    run.images = [publish.PublishedImage(name="cpu", backend="cpu", digest=DIGEST)]
+    run.images = [run_folder.PublishedImage(name="cpu", backend="cpu", digest=DIGEST)]
     repro.refuse_imported(run)  # an image ID: accepted
-    run.images = [publish.PublishedImage(name="cpu", backend="cpu", digest="import:" + "ab" * 32)]
+    run.images = [run_folder.PublishedImage(name="cpu", backend="cpu", digest="import:" + "ab" * 32)]
     with pytest.raises(BadInput, match="its results were imported"):
         repro.refuse_imported(run)
 
@@ -132,12 +132,12 @@ def test_export_run_reads_the_run_through_the_index_not_the_whole_history(tmp_pa
         raise AssertionError("export-run read every stored record to find one run's")
 
     monkeypatch.setattr(ResultStore, "results", every_record)
-    run = publish.export_run(store, "run-0007", tmp_path / "out")
+    run = run_folder.export_run(store, "run-0007", tmp_path / "out")
     assert run.records == {"total": 6, "ok": 6, "failed": 0}
     got = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     assert got == json.loads(json.dumps(expected, default=str))
     with pytest.raises(BadInput, match="no results of run 'nope'"):
-        publish.run_records(store, "nope")
+        run_folder.run_records(store, "nope")
 
 
 def test_tune_ranks_its_own_trials_without_reading_the_stored_history(tmp_path, monkeypatch):

@@ -91,7 +91,7 @@ def test_an_exported_run_names_no_users_home_after_a_url_before_a_colon_or_of_an
     /home/alice:/usr/lib` and a `file:///home/alice/...` text: before, export-run published `alice` and
     `bob`; now `~` and `/home/<user>`, and the folder reads back."""
     from toolkit.matrix.loading import load_matrix
-    from toolkit.publish import push as publish
+    from toolkit.publish import run_folder
 
     home, proj = home_project(tmp_path, monkeypatch, matrix_data)
     store = ResultStore(proj / "results")
@@ -101,7 +101,7 @@ def test_an_exported_run_names_no_users_home_after_a_url_before_a_colon_or_of_an
         r.raw["model_filename"] = f"file://{home}/models/tiny-qwen3moe.gguf"
         store.add_result(r)
     out = tmp_path / "published"
-    publish.export_run(store, "run-b", out, load_matrix(proj / "matrix.yaml"))
+    run_folder.export_run(store, "run-b", out, load_matrix(proj / "matrix.yaml"))
     text = "\n".join(p.read_text() for p in sorted(out.rglob("*")) if p.is_file())
     leaks = [x for x in text.splitlines() if "alice" in x or "bob" in x]
     assert not leaks, leaks[:3]
@@ -110,7 +110,7 @@ def test_an_exported_run_names_no_users_home_after_a_url_before_a_colon_or_of_an
     assert rec["env"]["LD_LIBRARY_PATH"] == "~:/usr/lib"
     assert rec["raw"]["model_filename"] == "file://~/models/tiny-qwen3moe.gguf"
     assert "source=/home/<user>/models," in " ".join(rec["command"])
-    _, recs, _ = publish.load_run(out)
+    _, recs, _ = run_folder.load_run(out)
     assert len(recs) == 6
 
 
@@ -163,7 +163,7 @@ def test_an_exported_matrix_names_no_users_home(tmp_path, monkeypatch, matrix_da
     """A model's `path:` in matrix.yaml under the user's home: export-run copied matrix.yaml as it is,
     publishing `/home/alice/...`; the copy is written as the records are (`~/...`), and reads back."""
     from toolkit.matrix.loading import load_matrix
-    from toolkit.publish import push as publish
+    from toolkit.publish import run_folder
 
     home = tmp_path / "home" / "alice"
     for m in matrix_data["models"]:
@@ -173,7 +173,7 @@ def test_an_exported_matrix_names_no_users_home(tmp_path, monkeypatch, matrix_da
     for r in bench_records("run-m"):
         store.add_result(r)
     out = tmp_path / "published"
-    publish.export_run(store, "run-m", out, load_matrix(proj / "matrix.yaml"))
+    run_folder.export_run(store, "run-m", out, load_matrix(proj / "matrix.yaml"))
     text = (out / "matrix.yaml").read_text()
     assert "alice" not in text and "path: ~/models/" in text, text
     assert load_matrix(out / "matrix.yaml").m.models

@@ -17,7 +17,7 @@ from tests.support.runs import tk
 from toolkit.bench import guard
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
-from toolkit.publish import push
+from toolkit.publish import run_folder
 from toolkit.results import make_folders, open_regular
 from toolkit.results.records import ResultStore, append_jsonl
 
@@ -189,7 +189,7 @@ def test_export_never_copies_a_template_into_a_folder_linked_after_the_check(
     where = _elsewhere(tmp_path)
     shutil.rmtree(out / "Dockerfile.templates")
     os.symlink(where, out / "Dockerfile.templates")
-    monkeypatch.setattr(push, "symlinks_inside", lambda *a, **k: None)
+    monkeypatch.setattr(run_folder, "symlinks_inside", lambda *a, **k: None)
     with pytest.raises(BadInput, match="Dockerfile.templates is a symbolic link"):
-        push.export_run(ResultStore(p / "results"), RUN, out, load_matrix(p / "matrix.yaml"))
+        run_folder.export_run(ResultStore(p / "results"), RUN, out, load_matrix(p / "matrix.yaml"))
     assert list(where.iterdir()) == []

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from tests.support.records import make_record
 from toolkit.matrix.depth import DepthSweep
-from toolkit.publish import push as publish
 from toolkit.publish import reproduce as repro
-from toolkit.publish import sweeps
+from toolkit.publish import run_folder, sweeps
 
 
 def _run(model: str = "tiny-qwen3moe") -> list:
@@ -35,7 +34,7 @@ def test_export_names_the_depth_sweep_and_reproduce_runs_it():
     """`toolkit reproduce` of an exported run re-ran the main sweep only: the depth sweep's tests came
     back missing and the run was "not reproduced" (exit 7) on every try, the default tiny model's too."""
     recs = _run()
-    (m,) = publish._published_models(recs, None)
+    (m,) = run_folder._published_models(recs, None)
     assert (
         m.depth == DepthSweep(n_depth=[0, 512], n_prompt=[512, 1024], n_gen=[128], n_ubatch=512).model_dump()
     )

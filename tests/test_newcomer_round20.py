@@ -194,8 +194,8 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
     world the user's home folder. Paths are written relative to the project (or `~`); reproduce
     still finds the model (file name, matrix path, sha256), and its own export of a run id keeps them."""
     from toolkit.matrix.loading import load_matrix
-    from toolkit.publish import push as publish
     from toolkit.publish import reproduce as repro
+    from toolkit.publish import run_folder
 
     home, proj = home_project(tmp_path, monkeypatch, matrix_data)
     store = ResultStore(proj / "results")
@@ -208,7 +208,7 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
         store.add_result(r)
     lm = load_matrix(proj / "matrix.yaml")
     out = tmp_path / "published"
-    run = publish.export_run(store, "run-h", out, lm)
+    run = run_folder.export_run(store, "run-h", out, lm)
     text = _exported_files(out)
     assert str(home) not in text and "/alice" not in text, [x for x in text.splitlines() if "alice" in x][:3]
     rec = json.loads((out / "results.jsonl").read_text().splitlines()[0])
@@ -218,19 +218,19 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
     )
     assert "type=bind,source=models,target=/models,readonly" in rec["command"]
     assert run.models[0].recorded_path is None and run.models[0].matrix_path
-    ran, recs, _ = publish.load_run(out)  # the folder reads back, its tests the records' own
+    ran, recs, _ = run_folder.load_run(out)  # the folder reads back, its tests the records' own
     assert len(recs) == 6 and recs[0].model.sha256 == "cd" * 32
     models = tmp_path / "mine"
     models.mkdir()
     (models / "tiny-qwen3moe.gguf").write_bytes(b"x")
     cands = repro._model_candidates(ran.models[0], out, models, None)
     assert cands[0] == models / "tiny-qwen3moe.gguf"
-    other = publish.export_run(store, "run-x", tmp_path / "other", None)
+    other = run_folder.export_run(store, "run-x", tmp_path / "other", None)
     assert json.loads((tmp_path / "other" / "results.jsonl").read_text().splitlines()[0])["model"][
         "path"
     ] == ("~/elsewhere/tiny-qwen3moe.gguf")
     assert str(home) not in _exported_files(tmp_path / "other") and other.models[0].recorded_path is None
-    own = publish.export_run(store, "run-h", tmp_path / "own", lm, host_paths=True)  # reproduce RUN_ID's
+    own = run_folder.export_run(store, "run-h", tmp_path / "own", lm, host_paths=True)  # reproduce RUN_ID's
     assert own.models[0].recorded_path == str(proj / "models" / "tiny-qwen3moe.gguf")
 
 

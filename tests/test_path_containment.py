@@ -35,8 +35,7 @@ from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.images import sources
 from toolkit.matrix.api import load_matrix
-from toolkit.publish import push as publish
-from toolkit.publish import scrub
+from toolkit.publish import run_folder, scrub
 
 PRECIOUS = b"precious bytes that are not a GGUF\n"
 
@@ -201,7 +200,7 @@ def test_model_dir_takes_only_a_bare_file_name(tmp_path, outside):
     the name joined to it comes from run.json: a name with a '/' is refused before any lookup."""
     from toolkit.publish import reproduce as repro
 
-    m = publish.PublishedModel(name="m", file="../outside.gguf", sha256="cd" * 32, size_bytes=1)
+    m = run_folder.PublishedModel(name="m", file="../outside.gguf", sha256="cd" * 32, size_bytes=1)
     with pytest.raises(BadInput, match=r"models\[m\]\.file: '\.\./outside\.gguf' has a '\.\.' component"):
         repro.locate_model(m, tmp_path / "pub", tmp_path / "pub" / "reproduce", tmp_path / "models")
 

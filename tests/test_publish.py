@@ -21,7 +21,7 @@ from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, load_matrix
 from toolkit.models.tiny import generate_tiny_qwen3moe, sha256_file
 from toolkit.publish import push as publish
-from toolkit.publish import repro_output
+from toolkit.publish import repro_output, run_folder
 from toolkit.publish import reproduce as repro
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import args as lb_args
@@ -139,12 +139,14 @@ def test_axes_round_trip_through_the_recorded_command():
     assert cmd[:3] == ["docker", "run", "--rm"]
     got = lb_args.axes_from_args(cmd)
     assert BenchAxes(**got) == AXES
-    assert publish.axes_from_records(bench_records("r"))["threads"] == 2  # pinned from llama-bench's choice
+    assert (
+        run_folder.axes_from_records(bench_records("r"))["threads"] == 2
+    )  # pinned from llama-bench's choice
 
 
 def test_axes_from_records_without_a_command():
     rs = [r.model_copy(update={"command": []}) for r in bench_records("r")]
-    axes = publish.axes_from_records(rs)
+    axes = run_folder.axes_from_records(rs)
     assert (axes["n_prompt"], axes["n_gen"], axes["n_ubatch"], axes["repetitions"]) == (
         [64, 256],
         [16],
@@ -188,20 +190,20 @@ def test_export_run_writes_a_self_contained_folder(cpu_project, tmp_path):
     assert f"docker pull 127.0.0.1:5000/r9700/cpu@sha256:{'e' * 64}" in readme
     assert "toolkit reproduce ." in readme and "pp256 ub512" in readme and "cd" * 32 in readme
     # the same run again into the same folder is fine; another run into it is not
-    publish.export_run(
+    run_folder.export_run(
         ResultStore(cpu_project / "results"), "run-a", out, load_matrix(cpu_project / "matrix.yaml")
     )
     store = ResultStore(cpu_project / "results")
     for r in bench_records("run-b"):
         store.add_result(r)
     with pytest.raises(BadInput, match="not empty"):
-        publish.export_run(store, "run-b", out, None)
+        run_folder.export_run(store, "run-b", out, None)
 
 
 def test_export_of_an_unpushed_image_says_reproduce_needs_rebuild(cpu_project, tmp_path):
     store = ResultStore(cpu_project / "results")
     store.builds_file.write_text(build_record().model_dump_json() + "\n")
-    run = publish.export_run(store, "run-a", tmp_path / "out", None)
+    run = run_folder.export_run(store, "run-a", tmp_path / "out", None)
     assert any("never pushed" in n and "--rebuild" in n for n in run.notes)
 
 
@@ -209,7 +211,7 @@ def test_export_of_an_unknown_run_lists_the_latest_runs(cpu_project, tmp_path):
     """`export-run` and `reproduce` of an unknown run id answer with the stored runs themselves (the
     hint once sent the user to `toolkit report`, which lists only the runs it shows)."""
     with pytest.raises(BadInput, match=r"no results of run 'no-such-run'.*newest first: run-a \(cpu, "):
-        publish.export_run(ResultStore(cpu_project / "results"), "no-such-run", tmp_path / "out", None)
+        run_folder.export_run(ResultStore(cpu_project / "results"), "no-such-run", tmp_path / "out", None)
     res = CliRunner().invoke(cli, ["reproduce", "no-such-run", "--matrix", str(cpu_project / "matrix.yaml")])
     assert isinstance(res.exception, BadInput) and "newest first: run-a (cpu, " in str(res.exception)
 
@@ -247,7 +249,7 @@ def test_export_keeps_axes_a_matrix_cannot_express_and_reproduce_says_why(tmp_pa
         }
         raw = {**r.raw, "n_prompt": 5_000_000}  # and its raw row (a record holds its row's counts)
         store.add_result(r.model_copy(update={"command": [], "n_prompt": 5_000_000, "raw": raw, **names}))
-    run = publish.export_run(store, "odd", tmp_path / "out", None)
+    run = run_folder.export_run(store, "odd", tmp_path / "out", None)
     assert 5_000_000 in run.bench["n_prompt"] and any("cannot re-run" in n for n in run.notes)
     with pytest.raises(BadInput, match="cannot be re-run: matrix.yaml does not take them"):  # exit 4
         repro.reproduce(str(tmp_path / "out"))
@@ -294,7 +296,7 @@ def test_host_differences_name_what_changed():
 
 def test_generated_tiny_model_is_regenerated_with_the_recorded_bytes(tmp_path):
     sha = sha256_file(generate_tiny_qwen3moe(tmp_path / "a" / "tiny.gguf"))
-    m = publish.PublishedModel(
+    m = run_folder.PublishedModel(
         name="tiny-qwen3moe", file="tiny-qwen3moe.gguf", sha256=sha, size_bytes=1, generate="tiny-qwen3moe"
     )
     (tmp_path / "work" / "models").mkdir(parents=True)
@@ -311,7 +313,7 @@ def test_reproduce_names_the_missing_model_and_how_to_fetch_it(cpu_project, tmp_
         store.add_result(
             r.model_copy(update={"model": r.model.model_copy(update={"name": "qwen3-30b-a3b-q4kxl"})})
         )
-    publish.export_run(store, "run-big", out, lm)
+    run_folder.export_run(store, "run-big", out, lm)
     res = CliRunner().invoke(cli, ["reproduce", str(out)])
     assert isinstance(res.exception, BadInput), res.output
     msg = str(res.exception)
@@ -390,7 +392,7 @@ def test_reproduce_asks_each_recorded_runner_for_its_settings_block(tmp_path):
     assert repro._runner_settings(tmp_path, recorded[-1:]) == {}
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    pm = publish.PublishedModel(name="ckpt", file="ckpt", sha256="ab" * 32, size_bytes=1)
+    pm = run_folder.PublishedModel(name="ckpt", file="ckpt", sha256="ab" * 32, size_bytes=1)
     assert repro._model_spec(pm, ckpt, [r for r in recorded if r.runner == "sglang"]).runners == ["sglang"]
     assert repro._model_spec(pm, ckpt).runners == [
         "vllm",

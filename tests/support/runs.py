@@ -143,17 +143,17 @@ def published_folder(folder: Path, *, digest: str = DIGEST, model: dict | None =
     its image recorded under `digest`, its model entry updated by `model` (a test's hostile part)."""
     import json
 
-    from toolkit.publish import push as publish
+    from toolkit.publish import run_folder
     from toolkit.results.records import append_jsonl
 
     folder.mkdir(parents=True, exist_ok=True)
-    run = publish.PublishedRun(
+    run = run_folder.PublishedRun(
         run_id="run-h",
         created="2026-11-29T17:02:27+00:00",
         exported="2026-11-29T18:00:00+00:00",
-        images=[publish.PublishedImage(name="cpu", backend="cpu", digest=digest)],
+        images=[run_folder.PublishedImage(name="cpu", backend="cpu", digest=digest)],
         models=[
-            publish.PublishedModel(
+            run_folder.PublishedModel(
                 **{
                     "name": "tiny-qwen3moe",
                     "file": "tiny-qwen3moe.gguf",

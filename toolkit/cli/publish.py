@@ -131,10 +131,10 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
     (the builds of its digests), matrix.yaml and Dockerfile.templates/ (to rebuild), README.md (how to
     reproduce). Push the images first (`toolkit push`) so the folder names where to pull them.
     """
-    from toolkit.publish import push as publish
+    from toolkit.publish import run_folder
 
     lm = _load(matrix_path)
-    run = publish.export_run(_store(lm, results_dir), run_id, Path(output), lm)
+    run = run_folder.export_run(_store(lm, results_dir), run_id, Path(output), lm)
     if as_json:
         echo_json(run)
         return

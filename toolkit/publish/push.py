@@ -1,49 +1,27 @@
-"""BuildRecord --push--> registry tags + RepoDigest; a bench run --export--> a self-contained folder.
+"""BuildRecord --push--> registry tags + RepoDigest (a bench run --export--> a folder: publish.run_folder).
 
 push: each image's latest build is tagged `<registry>/<image>:<version>-<backend>-<gfx|cpu>-<commit9>-<yyyymmdd>`
 (fixed; date = the image's OCI `created` label, so a re-push of the same image gives the same tag) and
 `<registry>/<image>:<backend>-latest` (moving), both pushed through the docker SDK, which reads the
 Docker credential store itself. The manifest digest the registry serves is read back and an updated
 BuildRecord (same image digest, `repo_digests`, `pushed`) is appended to results/builds.jsonl.
-
-export: a published run is a folder that needs nothing else to be reproduced (see RUN_FILES);
-results in it reference images by image digest, run.json maps each digest to its registry digests.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from tabulate import tabulate
-
-from toolkit import __version__
-from toolkit.core import jsonsafe
-from toolkit.core.errors import BadInput, BuildFailed, FileSystemError, refused_link
-from toolkit.core.paths import contained, relative_path, symlinks_inside
-from toolkit.core.text import strip_controls
+from toolkit.core.errors import BadInput, BuildFailed
 from toolkit.engine import api as engine
-from toolkit.matrix.api import BenchAxes, LoadedMatrix
-from toolkit.publish import scrub, sweeps
-from toolkit.results import index as resultindex
-from toolkit.results import make_folders, open_regular, write_atomic
+from toolkit.matrix.api import LoadedMatrix
 from toolkit.results.records import (
-    BenchRecord,
     BuildRecord,
     ResultStore,
-    append_jsonl,
-    read_jsonl_numbered,
-    write_json_atomic,
 )
-from toolkit.runtimes.llama_bench import args as lb_args
 
 NO_ATTESTATIONS = "not supported by the docker driver"
 ATTEST_NOTE = (
@@ -52,13 +30,8 @@ ATTEST_NOTE = (
     "driver cannot. `toolkit push --attest` rebuilds and pushes through such a builder when one exists "
     "(`docker buildx create --driver docker-container --use`, which needs the moby/buildkit image)."
 )
-RUN_SCHEMA_VERSION = 1
-RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
 _REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
-
-
-RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class PushFailed(BuildFailed):
@@ -118,7 +91,8 @@ class PushResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _merge(*lists: list[str]) -> list[str]:
+def merged(*lists: list[str]) -> list[str]:
+    """The items of `lists` in order, each once (tags and digests of several records)."""
     out: list[str] = []
     for lst in lists:
         out += [x for x in lst if x not in out]
@@ -157,8 +131,8 @@ def push_image(
     repo_digest = f"{repository}@{digest}"
     refs = [f"{repository}:{t}" for t in tags]
     fields = {
-        "repo_digests": _merge(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
-        "pushed": _merge(rec.pushed, refs),
+        "repo_digests": merged(rec.repo_digests, after.repo_digests if after else [], [repo_digest]),
+        "pushed": merged(rec.pushed, refs),
     }
     extra = {"attestations": NO_ATTESTATIONS}
     return _recorded(store, name, rec, fields, extra, refs, repo_digest, seconds, [ATTEST_NOTE])
@@ -320,7 +294,7 @@ def _attested(
         "digest": info.id,
         "labels": labels,
         "build_command": cmd,
-        "repo_digests": _merge(info.repo_digests, [repo_digest]),
+        "repo_digests": merged(info.repo_digests, [repo_digest]),
         "pushed": refs,
     }
     extra = {"attestations": "sbom+provenance(mode=max)", "builder": builder}
@@ -351,449 +325,3 @@ def push_images(
         else:
             out.append(push_image(store, spec.name, reg, on_line=on_line))
     return out
-
-
-# ------------------------------------------------------------------------------ published runs
-
-
-class PublishedImage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    backend: str
-    digest: str
-    ref: str = ""
-    repo_digests: list[str] = Field(default_factory=list)
-    pushed: list[str] = Field(default_factory=list)
-    labels: dict[str, str] = Field(default_factory=dict)
-    template: str | None = None
-    template_hash: str | None = None
-    source_commit: str | None = None
-
-
-class PublishedModel(BaseModel):
-    """A model of the run: `file` its name, `matrix_path` where the matrix puts it (relative, no '..'),
-    `recorded_path` where it was on the measuring host (a record: never looked at for a stranger's folder)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    file: str
-    sha256: str
-    size_bytes: int
-    matrix_path: str | None = None
-    recorded_path: str | None = None
-    hf: dict[str, Any] | None = None
-    generate: str | None = None
-    depth: dict[str, Any] | None = None  # its depth sweep as measured (sweeps.recorded_sweep)
-
-
-class PublishedRun(BaseModel):
-    """run.json of a published run folder (schema version 1)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    schema_version: int = RUN_SCHEMA_VERSION
-    run_id: str
-    created: str
-    exported: str
-    toolkit_version: str = __version__
-    images: list[PublishedImage]
-    models: list[PublishedModel]
-    bench: dict[str, Any]
-    host: dict[str, Any] = Field(default_factory=dict)
-    records: dict[str, int] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
-
-
-def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
-    """The run's axes: from the recorded llama-bench command, else from the records' values."""
-    for r in records:
-        axes = lb_args.axes_from_args(r.command)
-        if axes:
-            break
-    else:
-
-        def vals(get: Callable[[BenchRecord], Any]) -> list[int]:
-            return sorted({v for v in map(get, records) if v is not None})
-
-        axes = {
-            "n_prompt": vals(lambda r: r.n_prompt or None) or [0],
-            "n_gen": vals(lambda r: r.n_gen or None) or [0],
-            "n_batch": vals(lambda r: r.n_batch),
-            "n_ubatch": vals(lambda r: r.n_ubatch),
-            "n_depth": vals(lambda r: r.n_depth),
-            "flash_attn": vals(lambda r: r.flash_attn),
-            "n_gpu_layers": vals(lambda r: r.n_gpu_layers),
-            "repetitions": max((len(r.samples_ts) for r in records), default=1) or 1,
-        }
-        axes = {k: v for k, v in axes.items() if v != []}
-    threads = {r.raw.get("n_threads") for r in records if r.status == "ok"}
-    if "threads" not in axes and len(threads) == 1 and isinstance(next(iter(threads)), int):
-        axes["threads"] = next(iter(threads))  # pin what llama-bench chose, so another host runs the same
-    try:
-        return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
-    except ValidationError as err:  # an imported run's values a matrix does not take: kept as measured
-        return {**axes, "not_a_matrix": _first_error(err)}
-
-
-def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
-    """Every record of run `run_id` in `store` (BadInput naming the newest stored runs when none), by its
-    indexed id (index.run_records: the run's cost, not the stored history's)."""
-    recs = resultindex.run_records(store, run_id)
-    if not recs:
-        from toolkit.analysis.compare import stored_runs
-
-        raise BadInput(
-            f"no results of run {run_id!r} under {store.root}: give a run id; {stored_runs(store)}"
-        )
-    return recs
-
-
-def describe_run(
-    store: ResultStore, run_id: str, lm: LoadedMatrix | None, recs: list[BenchRecord]
-) -> tuple[PublishedRun, list[BuildRecord]]:
-    """run.json content and the build records of the run's image digests (`recs`: its run_records). A run
-    whose records name no image digest or model sha256 (an import) is exported with a note saying so."""
-    digests = list(dict.fromkeys(r.image.digest for r in recs))
-    builds = [b for b in store.builds() if b.digest in digests]
-    notes: list[str] = []
-    images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes) for d in digests]
-    notes += [
-        f"image {n!r}: no image digest recorded: reproduce cannot pull or check the image it ran"
-        for n in dict.fromkeys(r.image.name for r in recs if not r.image.digest)
-    ]
-    notes += [
-        f"model {n!r}: no sha256 recorded: reproduce cannot check the model file"
-        for n in dict.fromkeys(r.model.name for r in recs if len(r.model.sha256 or "") != 64)
-    ]
-    ok = [r for r in recs if r.status == "ok"]
-    counts = {"total": len(recs), "ok": len(ok), "failed": len(recs) - len(ok)}
-    bench = axes_from_records(ok or recs)
-    if "not_a_matrix" in bench:
-        notes.append(
-            f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
-            f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
-        )
-    run = PublishedRun(
-        run_id=run_id,
-        created=min(r.created for r in recs),
-        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        images=images,
-        models=_published_models(recs, lm),
-        bench=bench,
-        host=recs[0].host,
-        records=counts,
-        notes=notes,
-    )
-    return run, builds
-
-
-def _published_image(
-    recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str]
-) -> PublishedImage:
-    """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
-    appends to `notes` when it was never pushed (reproduce then needs --rebuild)."""
-    first = next(r for r in recs if r.image.digest == digest)
-    last = mine[-1] if mine else None
-    repo = _merge(*(b.repo_digests for b in mine), first.image.repo_digests)
-    if not [x for x in repo if "@sha256:" in x]:
-        notes.append(
-            f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
-            f"(or run `toolkit push --image {first.image.name}` and export again)"
-        )
-    return PublishedImage(
-        name=first.image.name,
-        backend=first.image.backend,
-        digest=digest,
-        ref=first.image.ref,
-        repo_digests=repo,
-        pushed=_merge(*(b.pushed for b in mine)),
-        labels=(last.labels if last else first.image.labels),
-        template=last.template if last else None,
-        template_hash=last.template_hash if last else None,
-        source_commit=last.source_commit if last else None,
-    )
-
-
-def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[PublishedModel]:
-    """run.json's models: one per model sha256 of the run, where the matrix (if any) puts it, how it is had."""
-    specs = {m.name: m for m in lm.m.models} if lm else {}
-    models = []
-    for sha in dict.fromkeys(r.model.sha256 for r in recs):
-        m = next(r.model for r in recs if r.model.sha256 == sha)
-        spec = specs.get(m.name)
-        models.append(
-            PublishedModel(
-                name=m.name,
-                file=Path(m.path).name,
-                sha256=sha,
-                size_bytes=m.size_bytes,
-                recorded_path=m.path,
-                matrix_path=spec.path if spec and scrub.folder_relative(spec.path) else None,
-                generate=spec.generate if spec else None,
-                hf=spec.hf.model_dump(exclude_none=True) if spec and spec.hf else None,
-                depth=d.model_dump() if (d := sweeps.recorded_sweep(recs, m.name)) else None,
-            )
-        )
-    return models
-
-
-def export_run(
-    store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None, *, host_paths: bool = False
-) -> PublishedRun:
-    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
-    one holding a symlink that points out of it (the files written there would land outside). BadInput
-    (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied).
-    The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
-    unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
-        prev = contained(out, "run.json", what=f"--out {out}: run.json")
-        try:
-            same = prev.is_file() and read_run_json(prev).run_id == run_id
-        except BadInput:
-            same = False
-        if not same:
-            raise BadInput(
-                f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
-            )
-    recs = run_records(store, run_id)
-    run, builds = describe_run(store, run_id, lm, recs)
-    if not host_paths:  # the host's folders are not published
-        run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
-    copies = _copied(lm) if lm is not None else []  # checked before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):
-        tmp = out / f".{name}.tmp"
-        tmp.unlink(missing_ok=True)
-        for item in items:
-            append_jsonl(tmp, item)
-        os.close(open_regular(tmp, os.O_WRONLY | os.O_CREAT))  # no record: an empty file, never via a link
-        tmp.replace(out / name)
-    for src, rel in copies:
-        _copy_regular(src, out / rel, out)
-    if copies and not host_paths:  # a model's path in matrix.yaml too
-        scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
-    write_json_atomic(out / "run.json", run.model_dump(mode="json"))
-    readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
-    write_atomic(out / "README.md", readme.encode(), root=out)
-    return run
-
-
-def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
-    """(source, path inside the export) of matrix.yaml and every entry of Dockerfile.templates/ (folders
-    first, then files, sorted). Each must be a regular file or folder, never a symbolic link (one to
-    /etc/passwd would be published) nor a FIFO, socket or device: the template loader's rule
-    (toolkit.images.render._Loader). BadInput (exit 4) naming the first offender and the fix."""
-    tpl = lm.root / "Dockerfile.templates"
-    found = [(Path(lm.path), Path("matrix.yaml"))]
-    if tpl.is_symlink() or tpl.is_dir():
-        found.append((tpl, Path(tpl.name)))
-        for where, dirs, files in os.walk(tpl, onerror=_raise):  # a link to a folder: listed, never walked
-            found += sorted((Path(where) / n, Path(where, n).relative_to(lm.root)) for n in dirs + files)
-    for k, (src, _) in enumerate(found):
-        st = os.lstat(src)
-        if stat.S_ISLNK(st.st_mode):
-            raise BadInput(refused_link(src))
-        if not (stat.S_ISREG(st.st_mode) or (k and stat.S_ISDIR(st.st_mode))):
-            raise BadInput(f"{src}: not a regular file or folder (export copies only those): remove it")
-    return [(s, r) for s, r in found if os.path.isdir(s)] + [(s, r) for s, r in found if not os.path.isdir(s)]
-
-
-def _raise(err: OSError) -> None:
-    raise err
-
-
-def _copy_regular(src: Path, dest: Path, out: Path) -> None:
-    """Copy one entry _copied listed into the export folder `out`: a folder is made, a file's bytes,
-    mode and times copied, read and written without following a link (a file swapped for a link since
-    it was checked, a link put at any folder below `out`: BadInput, exit 4, nothing written there)."""
-    if stat.S_ISDIR(os.lstat(src).st_mode):
-        make_folders(dest, root=out)
-        return
-    with (
-        os.fdopen(open_regular(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fi,
-        os.fdopen(open_regular(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo,
-    ):
-        shutil.copyfileobj(fi, fo)
-        fo.flush()
-        st = os.fstat(fi.fileno())
-        os.fchmod(fo.fileno(), stat.S_IMODE(st.st_mode))
-        os.utime(fo.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
-def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
-    """README.md of a published run: what was measured, on what, and how to reproduce it."""
-    from toolkit.analysis import table_text, tables
-
-    lines = [
-        f"# toolkit run {run.run_id}",
-        "",
-        f"Measured {run.created} on {run.host.get('cpu_model') or 'a CPU not recorded'} "
-        f"({run.host.get('os') or 'OS not recorded'}, kernel {run.host.get('kernel') or 'not recorded'}); "
-        f"exported {run.exported} "
-        f"by toolkit {run.toolkit_version}.",
-        "",
-        "## Images (by digest)",
-        "",
-    ]
-    for im in run.images:
-        lines.append(
-            f"- `{im.name}` ({im.backend}): "
-            + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
-        )
-        lines += [f"  - pull: `docker pull {rd}`" for rd in im.repo_digests if "@sha256:" in rd]
-    lines += ["", "## Models", ""]
-    for m in run.models:
-        src = (
-            f"generated (`{m.generate}`, deterministic)"
-            if m.generate
-            else f"Hugging Face `{m.hf['repo']}` `{m.hf.get('file', '')}`"
-            if m.hf
-            else "source not recorded"
-        )
-        sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
-        lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, {sha}, {src}")
-    axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
-    lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
-    for t in tables.tables(records):
-        headers, body = table_text.table_rows(t)
-        lines += [
-            f"### {t.title}",
-            "",
-            tabulate(body, headers=headers, tablefmt="github", disable_numparse=True),
-            "",
-        ]
-    lines += [
-        "## Reproduce",
-        "",
-        "```sh",
-        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker",
-        "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
-        "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
-        "```",
-        "",
-        "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
-        "digest; `run.json` lists each digest's registry digests.",
-        "",
-    ]
-    lines += [f"Note: {n}" for n in run.notes]
-    return "\n".join(lines) + "\n"
-
-
-UNLINK_FIX = (
-    "a published run folder holds its files itself: replace the link with the file it points to, or remove it"
-)
-FILE_FIX = (
-    "a model's `file` is its bare file name (e.g. tiny-qwen3moe.gguf): fix run.json or export the run again"
-)
-MATRIX_PATH_FIX = (
-    "a published run names its model files relative to its own folder (e.g. models/x.gguf): fix run.json "
-    "(or remove matrix_path and pass --model-dir DIR holding the file), or export the run again"
-)
-
-
-def label(name: str, i: int) -> str:
-    """A model's name as a message shows it: itself when plain, else its index."""
-    return name if name and len(name) <= 64 and name.isprintable() and "/" not in name else str(i)
-
-
-def check_run_paths(run: PublishedRun, where: str) -> None:
-    """The paths run.json names (`where`: its path), before anything is looked up: every model's `file`
-    is a bare file name and its `matrix_path` relative without '..' (core.paths.relative_path);
-    BadInput naming run.json, the field and the fix otherwise. Where they resolve is checked on use
-    (reproduce: core.paths.contained in the folder)."""
-    for i, m in enumerate(run.models):
-        at = f"{where}: models[{label(m.name, i)}]"
-        if len(relative_path(m.file, what=f"{at}.file", fix=FILE_FIX).parts) != 1:
-            raise BadInput(f"{at}.file: {m.file[:200]!r} is not a file name (it has a '/'); {FILE_FIX}")
-        if m.matrix_path is not None:
-            relative_path(m.matrix_path, what=f"{at}.matrix_path", fix=MATRIX_PATH_FIX)
-
-
-def _first_error(err: ValidationError) -> str:
-    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input)."""
-    first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
-    where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
-    got = repr(first.get("input"))
-    got = got if len(got) <= 60 else got[:60] + "..."
-    return f"{where}: {str(first['msg']).removeprefix('Value error, ')[:160]} (got {got})"
-
-
-def read_run_json(path: Path) -> PublishedRun:
-    """run.json of a published run folder as a PublishedRun; BadInput (exit 4) naming the file and
-    the field when it is not JSON (the one safe parse, toolkit.core.jsonsafe) or not a run."""
-    fix = "a published run folder's run.json is written by `toolkit export-run`; re-export or re-download it"
-    try:
-        with open(path, "rb") as fh:
-            data = jsonsafe.load(fh)
-    except OSError as err:
-        raise FileSystemError.from_oserror(err, "reading a published run") from None
-    except jsonsafe.JsonProblem as err:
-        raise BadInput(f"{path}: {err}; {fix}") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: not a JSON object; {fix}")
-    try:
-        return PublishedRun.model_validate(data)
-    except ValidationError as err:
-        raise BadInput(f"{path}: {_first_error(err)}; {fix}") from None
-
-
-def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
-    """Every line of a published folder's results.jsonl / builds.jsonl as `model`; BadInput naming
-    file:line and the field at the first line that is not one (a reference with a line left out
-    would reproduce a run other than the one published)."""
-    problems: list[str] = []
-    out: list[RecordT] = []
-    for n, obj in read_jsonl_numbered(path, problems):
-        if problems:
-            break
-        try:
-            out.append(model.model_validate(obj))
-        except ValidationError as err:
-            problems.append(f"{path}:{n}: {_first_error(err)}")
-    if problems:
-        raise BadInput(
-            f"{problems[0]}; every line of a published run is part of it: re-export or re-download the folder"
-        )
-    return out
-
-
-def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
-    """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
-    else is untrusted input: before any file is read, every symlink in it must point inside it, any other
-    entry be a file or folder (symlinks_inside: a FIFO hung reproduce), run.json's paths relative ones."""
-    folder = Path(folder)
-
-    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX, files_only=True)
-    files = {
-        name: contained(folder, name, what=f"{folder}: {name}", fix=UNLINK_FIX)
-        for name in ("run.json", "results.jsonl", "builds.jsonl")
-    }
-    for name in ("run.json", "results.jsonl"):
-        if not files[name].is_file():
-            raise BadInput(
-                f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
-            )
-    where = f"{folder / 'run.json'}"
-    run = read_run_json(files["run.json"])
-    if run.schema_version != RUN_SCHEMA_VERSION:
-        raise BadInput(
-            f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
-            f"reads {RUN_SCHEMA_VERSION})"
-        )
-    check_run_paths(run, where)
-    recs = _read_records(files["results.jsonl"], BenchRecord)
-    builds = _read_records(files["builds.jsonl"], BuildRecord)
-    return run, recs, builds
-
-
-def first_error(err: Exception) -> str:
-    """The first problem of a pydantic ValidationError (`loc: msg`), else the error's text, short."""
-    if isinstance(err, ValidationError) and err.errors():
-        e = err.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        return f"{loc + ': ' if loc else ''}{e['msg']}"[:300]
-    return str(err)[:300]

@@ -49,7 +49,7 @@ from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
 from toolkit.matrix.api import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.publish import push as publish
+from toolkit.publish import run_folder
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
@@ -152,7 +152,7 @@ class Reproduction:
 # --------------------------------------------------------------------------------------- images
 
 
-def fetch_image(im: publish.PublishedImage, *, on_line: Callable[[str], None] | None = None) -> ImageCheck:
+def fetch_image(im: run_folder.PublishedImage, *, on_line: Callable[[str], None] | None = None) -> ImageCheck:
     """The recorded image ID, from the engine or pulled by registry digest; BadInput if impossible."""
     if engine.inspect_image(im.digest) is not None:
         return ImageCheck(im.name, im.digest, "present", im.digest, note="already in the engine, not pulled")
@@ -181,7 +181,7 @@ def fetch_image(im: publish.PublishedImage, *, on_line: Callable[[str], None] | 
 
 
 def rebuild_image(
-    im: publish.PublishedImage,
+    im: run_folder.PublishedImage,
     workdir: Path,
     store: ResultStore,
     *,
@@ -235,7 +235,7 @@ def rebuild_image(
     return ImageCheck(im.name, im.digest, "rebuilt", rec.digest, rec.ref, rec.build_seconds, note)
 
 
-def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[BuildRecord]) -> None:
+def _seed_build(store: ResultStore, im: run_folder.PublishedImage, builds: list[BuildRecord]) -> None:
     """Make the recorded build the latest of `im.name` in the work store (bench runs that digest)."""
     latest = store.latest_build(im.name)
     if latest is not None and latest.digest == im.digest:
@@ -260,7 +260,7 @@ def _seed_build(store: ResultStore, im: publish.PublishedImage, builds: list[Bui
     store.add_build(rec)
 
 
-def refuse_imported(run: publish.PublishedRun, where: str = "run.json") -> None:
+def refuse_imported(run: run_folder.PublishedRun, where: str = "run.json") -> None:
     """BadInput for a run whose results were imported (no image to run), for a `digest` that is no image ID
     (`toolkit/cpu:latest`, an ID prefix: the engine would run an image of this host it names, called the
     recorded one), for axes export-run kept that a matrix cannot express. `where`: run.json's path."""
@@ -269,7 +269,7 @@ def refuse_imported(run: publish.PublishedRun, where: str = "run.json") -> None:
             raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
         if not (len(im.digest) == 71 and im.digest.startswith("sha256:") and set(im.digest[7:]) <= HEX):
             raise BadInput(
-                f"{where}: images[{publish.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
+                f"{where}: images[{run_folder.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
                 "(sha256: and 64 lowercase hex digits, as export-run writes): reproduce runs an image by its "
                 "ID, never by a name or prefix that may mean an image of this host; export the run again"
             )
@@ -281,7 +281,7 @@ def refuse_imported(run: publish.PublishedRun, where: str = "run.json") -> None:
 
 
 def acquire_images(
-    run: publish.PublishedRun,
+    run: run_folder.PublishedRun,
     builds: list[BuildRecord],
     workdir: Path,
     store: ResultStore,
@@ -306,26 +306,30 @@ def acquire_images(
 
 
 def _model_candidates(
-    m: publish.PublishedModel, folder: Path, model_dir: Path | None, project: LoadedMatrix | None
+    m: run_folder.PublishedModel, folder: Path, model_dir: Path | None, project: LoadedMatrix | None
 ) -> list[Path]:
     """Where the model may be, each checked before it is looked at: in --model-dir by its bare file name
     (the user's folder: its own symlinks are followed); for a folder from elsewhere, at its matrix path
     inside the folder (core.paths.contained); for a run of this project (`project`, exported from its
     own results), at its matrix path in the project and where the run read it (its records)."""
     at = f"{folder / 'run.json'}: models[{m.name}]"
-    paths = [model_dir / relative_path(m.file, what=f"{at}.file", fix=publish.FILE_FIX)] if model_dir else []
+    paths = (
+        [model_dir / relative_path(m.file, what=f"{at}.file", fix=run_folder.FILE_FIX)] if model_dir else []
+    )
     if project is not None:
         if m.matrix_path:
             paths.append(project.resolve(m.matrix_path))
         if m.recorded_path:
             paths.append(Path(m.recorded_path))
     elif m.matrix_path:
-        paths.append(contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=publish.MATRIX_PATH_FIX))
+        paths.append(
+            contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=run_folder.MATRIX_PATH_FIX)
+        )
     return paths
 
 
 def locate_model(
-    m: publish.PublishedModel,
+    m: run_folder.PublishedModel,
     folder: Path,
     workdir: Path,
     model_dir: Path | None,
@@ -339,7 +343,7 @@ def locate_model(
             workdir,
             Path("models", m.file),
             what=f"{folder / 'run.json'}: models[{m.name}].file",
-            fix=publish.FILE_FIX,
+            fix=run_folder.FILE_FIX,
         )
         if path.is_file() and sha256_file(path) != m.sha256:
             path.unlink()
@@ -357,7 +361,7 @@ def locate_model(
     )
 
 
-def verify_model(lm: LoadedMatrix, m: publish.PublishedModel, path: Path, status: str) -> ModelCheck:
+def verify_model(lm: LoadedMatrix, m: run_folder.PublishedModel, path: Path, status: str) -> ModelCheck:
     # cached by (path, size, mtime): bench does not hash it again; a checkpoint folder by its tree digest
     got = tree_sha256(lm, path)[0] if path.is_dir() else model_sha256(lm, path)
     if got != m.sha256:
@@ -452,13 +456,13 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
         what=f"run id {source[:80]!r}",
         fix="give a run id as stored under results/ (an unknown one is answered with the newest stored runs)",
     )
-    publish.export_run(store, source, folder, lm, host_paths=True)  # this host's own: paths kept
+    run_folder.export_run(store, source, folder, lm, host_paths=True)  # this host's own: paths kept
     return folder
 
 
 def _inside(folder: Path, rel: str) -> Path:
     """`rel` in the published folder: core.paths.contained, naming the folder's file."""
-    return contained(folder, rel, what=f"{folder}: {rel}", fix=publish.UNLINK_FIX)
+    return contained(folder, rel, what=f"{folder}: {rel}", fix=run_folder.UNLINK_FIX)
 
 
 def _workdir(folder: Path, rebuild: bool) -> Path:
@@ -521,7 +525,7 @@ def _timeout(folder: Path) -> float:
         return 3600.0
 
 
-def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchRecord] = ()) -> ModelSpec:
+def _model_spec(m: run_folder.PublishedModel, path: Path, recorded: Sequence[BenchRecord] = ()) -> ModelSpec:
     """A GGUF file (sha256 pinned, its depth sweep as measured) for llama-bench, or a checkpoint folder
     (tree digest verified by verify_model; Hub repo and revision kept, so records carry the same ones)
     for the runners that measured it (every runner of Hugging Face checkpoints where records do not say)."""
@@ -542,7 +546,7 @@ def _model_spec(m: publish.PublishedModel, path: Path, recorded: Sequence[BenchR
 
 
 def bench_matrix(
-    run: publish.PublishedRun,
+    run: run_folder.PublishedRun,
     workdir: Path,
     model_paths: dict[str, Path],
     timeout_s: float,
@@ -576,7 +580,7 @@ def bench_matrix(
     except (ValidationError, TypeError) as err:
         raise BadInput(
             f"run {run.run_id}: its run.json images/models/bench are not a valid matrix "
-            f"({publish.first_error(err)}); export the run again"
+            f"({run_folder.first_error(err)}); export the run again"
         ) from None
     path = Path(workdir) / "bench-matrix.yaml"  # workdir: resolved inside the run folder (_workdir)
     if path.is_symlink():  # a published folder's link, even to a file inside it: never written through
@@ -610,7 +614,7 @@ def reproduce(
     # from its results to .toolkit/runs/<id>/ just now: its model paths may name files of this host
     project = None if Path(source).is_dir() else lm
     folder = resolve_run(source, store=store, lm=lm)
-    run, recorded, builds = publish.load_run(folder)
+    run, recorded, builds = run_folder.load_run(folder)
     refuse_imported(run, f"{folder / 'run.json'}")
     if not allow_twin:
         _refuse_twins(run, recorded)
@@ -634,7 +638,7 @@ def reproduce(
     return rep
 
 
-def _refuse_twins(run: publish.PublishedRun, recorded: list[BenchRecord]) -> None:
+def _refuse_twins(run: run_folder.PublishedRun, recorded: list[BenchRecord]) -> None:
     """BadInput when the run was measured on shape twins (model kind synthetic-twin): not the real model."""
     twins = sorted(
         {r.model.name for r in recorded if (r.model.model_extra or {}).get("kind") == "synthetic-twin"}
@@ -650,7 +654,7 @@ def _rerun(
     rep: Reproduction,
     blm: LoadedMatrix,
     work_store: ResultStore,
-    run: publish.PublishedRun,
+    run: run_folder.PublishedRun,
     recorded: list[BenchRecord],
     *,
     events: Events,

@@ -28,7 +28,7 @@ from toolkit.core.paths import relative_path
 from toolkit.results import write_atomic
 
 if TYPE_CHECKING:
-    from toolkit.publish.push import PublishedRun
+    from toolkit.publish.run_folder import PublishedRun
     from toolkit.results.records import BenchRecord, BuildRecord
 
 M = TypeVar("M", bound=BaseModel)
