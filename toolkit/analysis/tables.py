@@ -265,9 +265,12 @@ def column_labels(fs: list[Facts]) -> dict[int, str]:
 
 def _system_words(sy: dict[str, Any], image_backend: str) -> dict[str, str]:
     """A column's system fields as a header reads them: backend (llama-bench's `backends`, else the
-    image's: vLLM and SGLang imports write none), GPU, llama.cpp build, CPU, host."""
+    image's: vLLM and SGLang imports write none), GPU, llama.cpp build, CPU, host. A build number of
+    0 is llama.cpp's "unknown" (a tree without git history; the toolkit's own builds pass 0): not shown."""
     commit, number = sy.get("build_commit"), sy.get("build_number")
-    build = " ".join(x for x in (str(commit or ""), f"({number})" if number not in (None, "") else "") if x)
+    build = " ".join(
+        x for x in (str(commit or ""), f"({number})" if number not in (None, "", 0, "0") else "") if x
+    )
     return {
         "backends": str(
             sy.get("backends") or backends.llama_name(image_backend) or f"backend {image_backend}"

@@ -217,7 +217,7 @@ def pushed_ref(store: ResultStore, build: BuildRecord, registry: str | None) -> 
     refs = []
     for b in store.builds():
         if b.digest == build.digest:
-            refs += [r for r in b.repo_digests if "@sha256:" in r and r not in refs]
+            refs += [r for r in engine.pullable_digests(b.repo_digests) if r not in refs]
     if registry:
         mine = [r for r in refs if r.startswith(registry.rstrip("/") + "/")]
         return mine[-1] if mine else None

@@ -17,6 +17,7 @@ from toolkit.cli.common import (
     _progress_printer,
     _store,
     echo_json,
+    human_format,
     image_option,
     json_option,
     matrix_option,
@@ -195,8 +196,9 @@ def reproduce(
     image ID (or is rebuilt with --rebuild); every model file must have the recorded sha256 (tiny
     generated models are generated again); the same llama-bench cases run again (results in
     <folder>/reproduce/results/). Prints recorded vs reproduced tok/s with deltas (and tokens per
-    joule with their delta where both runs have a valid GPU energy) and the verdict; exit code 7 when
-    not reproduced.
+    joule with their delta where both runs have a valid GPU energy) and the verdict: a plain table on
+    a terminal, markdown when piped (as `toolkit report`). Exit code 7 when not reproduced, and when
+    not decided (every test beyond noise measured on a flagged cell, e.g. host-busy: run again).
     """
     from toolkit.core.errors import NotReproduced
     from toolkit.publish import repro_output
@@ -225,7 +227,7 @@ def reproduce(
     if as_json:
         echo_json(repro_output.reproduction_json(rep))
     else:
-        click.echo(repro_output.format_reproduction(rep))
+        click.echo(repro_output.format_reproduction(rep, human_format()))
     if not rep.reproduced:
         bad = [r.test for r in rep.rows if not r.ok]
         held = sum(r.held for r in rep.rows)

@@ -84,6 +84,7 @@ from toolkit.engine.registry import (
     RegistryLookupError,
     TransferOutcome,
     pull_image,
+    pullable_digests,
     push_image,
     raw_manifest,
     registry_digest,

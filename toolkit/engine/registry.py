@@ -81,6 +81,15 @@ def push_image(repository: str, tag: str, *, on_line: Callable[[str], None] | No
     return TransferOutcome(True, ref, seconds, digest=aux.get("Digest"), size=aux.get("Size"))
 
 
+def pullable_digests(repo_digests: list[str]) -> list[str]:
+    """The references among an image's RepoDigests that a registry serves by digest
+    (`REGISTRY/NAME@sha256:...`), in order. Podman names every image it built or loaded
+    `localhost/NAME@sha256:...` (its local store's own name: no registry behind it, nothing anyone
+    else can pull), so a domain of exactly `localhost` is left out; `localhost:5000/...` (a registry
+    on this host) is kept."""
+    return [r for r in repo_digests if "@sha256:" in r and r.split("/", 1)[0] != "localhost"]
+
+
 def registry_digest(ref: str) -> str | None:
     """The manifest digest the registry serves for `ref` now (distribution inspect), or None."""
     from docker.errors import APIError, NotFound

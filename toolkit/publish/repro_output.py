@@ -1,5 +1,5 @@
 """What `toolkit reproduce` prints: the images and models it checked, the table of recorded against
-reproduced tok/s per test (github markdown) with the verdict line, or the same as JSON
+reproduced tok/s per test (github markdown, or a plain grid for a terminal) with the verdict line, or the same as JSON
 (reproduction_json). Reads a reproduce.Reproduction; prints nothing itself (the cli does)."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ def _cell(r: BenchRecord | None) -> str:
     return f"{value(r):.2f} ± {r.stddev_ts or 0:.2f}"
 
 
-def format_reproduction(rep: Reproduction) -> str:
-    """Images and models checked, the compare table (github markdown) and the verdict line."""
+def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
+    """Images and models checked, the compare table (`fmt` github: markdown; text: a plain grid, as
+    `toolkit report` and `compare` print on a terminal) and the verdict line."""
     lines = [f"run {rep.run_id} reproduced as run {rep.new_run_id} (results in {rep.results})", ""]
     for im in rep.images:
         how = {
@@ -39,7 +40,7 @@ def format_reproduction(rep: Reproduction) -> str:
     for k, (a, b) in rep.host_diff.items():
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
     with_energy = [r for r in rep.rows if r.energy_delta is not None]
-    lines += ["", _compare_table(rep.rows, energies=bool(with_energy)), ""]
+    lines += ["", _compare_table(rep.rows, energies=bool(with_energy), fmt=fmt), ""]
     if with_energy:
         lines.append(
             f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
@@ -58,8 +59,8 @@ def format_reproduction(rep: Reproduction) -> str:
     return "\n".join(lines)
 
 
-def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
-    """The recorded beside the reproduced tok/s per test (github markdown); a model column when the
+def _compare_table(rows: list[ReproRow], *, energies: bool, fmt: str = "github") -> str:
+    """The recorded beside the reproduced tok/s per test (`fmt`: github or text); a model column when the
     rows hold several models, tokens per joule columns with `energies`."""
     models = len({r.model for r in rows}) > 1
     head = (
@@ -67,7 +68,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
         + (["model"] if models else [])
         + ["recorded t/s", "reproduced t/s", "delta", "noise"]
         + (["recorded tok/J", "reproduced tok/J", "tok/J delta"] if energies else [])
-        + [""]
+        + ["verdict"]
     )
     body = []
     for r in rows:
@@ -89,7 +90,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool) -> str:
             + tok_j
             + [r.status]
         )
-    return tabulate(body, head, tablefmt="github", disable_numparse=True)
+    return tabulate(body, head, tablefmt="simple" if fmt == "text" else "github", disable_numparse=True)
 
 
 def reproduction_json(rep: Reproduction) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def fetch_image(im: run_folder.PublishedImage, *, on_line: Callable[[str], None]
     """The recorded image ID, from the engine or pulled by registry digest; BadInput if impossible."""
     if engine.inspect_image(im.digest) is not None:
         return ImageCheck(im.name, im.digest, "present", im.digest, note="already in the engine, not pulled")
-    candidates = [rd for rd in im.repo_digests if "@sha256:" in rd]
+    candidates = engine.pullable_digests(im.repo_digests)
     if not candidates:
         raise BadInput(
             f"image {im.name} ({im.digest[:19]}) was never pushed to a registry and is not in this "

@@ -21,6 +21,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import strip_controls
+from toolkit.engine import api as engine
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import scrub, sweeps
 from toolkit.publish.push import merged
@@ -184,7 +185,7 @@ def _published_image(
     first = next(r for r in recs if r.image.digest == digest)
     last = mine[-1] if mine else None
     repo = merged(*(b.repo_digests for b in mine), first.image.repo_digests)
-    if not [x for x in repo if "@sha256:" in x]:
+    if not engine.pullable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
             f"(or run `toolkit push --image {first.image.name}` and export again)"
@@ -331,7 +332,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             f"- `{im.name}` ({im.backend}): "
             + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
         )
-        lines += [f"  - pull: `docker pull {rd}`" for rd in im.repo_digests if "@sha256:" in rd]
+        lines += [f"  - pull: `docker pull {rd}`" for rd in engine.pullable_digests(im.repo_digests)]
     lines += ["", "## Models", ""]
     for m in run.models:
         src = (
@@ -357,7 +358,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         "## Reproduce",
         "",
         "```sh",
-        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker",
+        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman",
         "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
         "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
         "```",

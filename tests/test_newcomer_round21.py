@@ -1,0 +1,101 @@
+"""A newcomer on a fresh Debian 13 stand-in with rootless Podman 5.4.2 (2026-12-05): Podman's local
+name of an unpushed image taken for a registry digest by export-run (and reproduce, campaign), and
+llama.cpp's unknown build number 0 shown as a build in the report's column legend."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.support.project import DATA, ROOT, write_matrix
+from tests.support.records import CPU_A, load
+from tests.support.runs import bench_records
+from toolkit.cli.main import cli
+from toolkit.engine import api as engine
+from toolkit.results.records import ResultStore
+
+# What `podman image inspect` gave as RepoDigests for the CPU image the stand-in built and never pushed
+# (Podman 5.4.2, rootless): the local store's own name, nothing a registry serves.
+PODMAN_LOCAL = "localhost/toolkit/cpu@sha256:3308e82739c5bf4293a1d56263434401681fe86c6539eaa5d0b5892d837d4496"
+RX580 = DATA / "public" / "vulkan-rx580-b4696-geerlingguy.md"
+
+
+def test_podmans_local_name_of_an_unpushed_image_is_no_pull_source(tmp_path, matrix_data):
+    """export-run of a run measured on Podman wrote `docker pull localhost/toolkit/cpu@sha256:...` into
+    the folder's README and no "never pushed" note: Podman lists its local name among RepoDigests, and
+    every `@sha256:` reference was taken for a registry's. Nobody can pull that; the folder now says
+    the image was never pushed (reproduce needs --rebuild), as it does for a Docker build."""
+    proj = tmp_path / "proj"
+    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
+    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
+    write_matrix(proj, matrix_data)
+    store = ResultStore(proj / "results")
+    for r in bench_records("run-p"):
+        r.image.repo_digests = [PODMAN_LOCAL]
+        store.add_result(r)
+    out = tmp_path / "published"
+    res = CliRunner().invoke(
+        cli,
+        ["export-run", "--matrix", str(proj / "matrix.yaml"), "run-p", "-o", str(out)],
+        env={"COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    readme = (out / "README.md").read_text()
+    assert "docker pull localhost/" not in readme, readme
+    notes = json.loads((out / "run.json").read_text())["notes"]
+    assert any("was never pushed" in n for n in notes), notes
+    assert "was never pushed" in res.output and "was never pushed" in readme
+    assert "Docker or Podman" in readme
+
+
+def test_a_registry_on_this_host_is_still_a_pull_source():
+    """Only Podman's bare `localhost/` domain is its local name: a registry on this host
+    (`localhost:5000/...`) or elsewhere is pulled from, in the order recorded."""
+    refs = [
+        PODMAN_LOCAL,
+        "localhost:5000/toolkit/cpu@sha256:" + "a" * 64,
+        "ghcr.io/me/cpu@sha256:" + "b" * 64,
+        "toolkit/cpu:latest",
+    ]
+    assert engine.pullable_digests(refs) == refs[1:3]
+
+
+def test_an_unknown_build_number_is_not_shown_as_build_zero(tmp_path):
+    """The report's column legend read `cpu: ... build 0c1e57098 (0)` beside an import's `build e598697d
+    (4696)`: the toolkit builds llama.cpp from a tree without git history and passes build number 0,
+    llama.cpp's "unknown". The legend names the commit alone then."""
+    store = ResultStore(tmp_path / "results")
+    for r in load(CPU_A):  # a real CPU run of this project's image (raw build_number 0)
+        store.add_result(r)
+    res = CliRunner().invoke(
+        cli, ["import", "--results", str(tmp_path / "results"), "--label", "rx580", str(RX580)]
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(
+        cli, ["report", "--results", str(tmp_path / "results"), "--format", "text"], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 0, res.output
+    legend = [x for x in res.output.splitlines() if x.startswith("- cpu:") or x.startswith("- rx580:")]
+    assert len(legend) == 2, res.output
+    assert "build 0c1e57098," in legend[0] and "(0)" not in legend[0], legend
+    assert "build e598697d (4696)" in legend[1], legend
+
+
+def test_reproduce_prints_a_plain_table_on_a_terminal():
+    """`toolkit reproduce` on a terminal printed its table as markdown (`| image | test | ...`) with an
+    empty last header, where report and compare print a plain grid there. The text form is a plain
+    grid, its last column named `verdict`; piped (github) it stays markdown, with the same header."""
+    from toolkit.publish import repro_output
+    from toolkit.publish import reproduce as repro
+
+    rows = repro.compare_records(bench_records("run-a"), bench_records("run-b", scale=1.01), 5.0)
+    rep = repro.Reproduction("run-a", "run-b", Path("/f"), Path("/r"), 5.0, rows=rows)
+    text = repro_output.format_reproduction(rep, "text")
+    assert not [x for x in text.splitlines() if x.startswith("|")], text
+    head = next(x for x in text.splitlines() if x.startswith("image"))
+    assert head.split()[-1] == "verdict" and "recorded t/s" in head, head
+    md = repro_output.format_reproduction(rep)
+    assert next(x for x in md.splitlines() if x.startswith("| image")).rstrip(" |").endswith("verdict")
