@@ -99,3 +99,50 @@ def test_reproduce_prints_a_plain_table_on_a_terminal():
     assert head.split()[-1] == "verdict" and "recorded t/s" in head, head
     md = repro_output.format_reproduction(rep)
     assert next(x for x in md.splitlines() if x.startswith("| image")).rstrip(" |").endswith("verdict")
+
+
+def test_a_reproduce_inside_a_committed_export_folder_leaves_git_nothing_new(tmp_path):
+    """reproduce works in FOLDER/reproduce/ (results, logs with this host's paths, a model file); in an
+    export folder committed to a repository (export-run's README says to) `git status` showed all of
+    it. Its .gitignore keeps it out; a real git repository checks it."""
+    import subprocess
+
+    from toolkit.publish.reproduce import _workdir
+
+    folder = tmp_path / "published"
+    folder.mkdir()
+    (folder / "run.json").write_text("{}")
+    git = ["git", "-C", str(folder), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "export"], check=True)
+    work = _workdir(folder, rebuild=False)
+    (work / "models").mkdir()
+    (work / "models" / "m.gguf").write_bytes(b"x")
+    status = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True
+    )
+    assert status.stdout == "", status.stdout
+
+
+def test_the_different_models_advice_fits_an_imported_image(tmp_path):
+    """A bench beside an imported file of another model: the verdict said only `toolkit bench -m NAME`,
+    which cannot measure an imported image here; it names importing a file of the same model too."""
+    from click.testing import CliRunner
+
+    from tests.support.records import make_record
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for image, model, digest, mtype, params in (
+        ("cpu", "tiny", None, "qwen3moe ?B F16", 790000),
+        ("pub", "llama-3b", "import:" + "ab" * 32, "llama 3B Q4_K - Medium", 3210000000),
+    ):
+        r = make_record(image, "cpu", p=512, avg=100.0, digest=digest)
+        r.model.name, r.model.sha256 = model, model[0] * 64
+        r.raw = {**r.raw, "model_type": mtype, "model_n_params": params, "model_size": params}
+        store.add_result(r)
+    res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "github"])
+    assert res.exit_code == 0, res.output
+    assert "(`toolkit bench -m NAME`, or import a result file of the same model)" in res.stdout, res.stdout

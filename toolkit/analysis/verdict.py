@@ -394,11 +394,16 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     if not common:
         models = {img: {f.record.model.name for f in fs if cols[id(f.record)] == img} for img in images}
         apart = not set.intersection(*models.values())  # no model every image measured: more images won't do
+        imported = any(
+            f.record.image.digest.startswith("import:") for f in fs
+        )  # no bench can measure it here
         out.note = (
             "no test of the same model was measured by every image ("
             + ", ".join(images)
             + (
-                "): they measured different models; measure one model on each (`toolkit bench -m NAME`)"
+                "): they measured different models; measure one model on each (`toolkit bench -m NAME`"
+                + (", or import a result file of the same model" if imported else "")
+                + ")"
                 if apart
                 else "); pick images with --image"
             )

@@ -467,9 +467,15 @@ def _inside(folder: Path, rel: str) -> Path:
 
 def _workdir(folder: Path, rebuild: bool) -> Path:
     """<folder>/reproduce/ (with --rebuild, the folder's matrix.yaml and Dockerfile.templates/ copied in);
-    every path checked to stay in the folder first (load_run refused symlinks pointing out of it)."""
+    every path checked to stay in the folder first (load_run refused symlinks pointing out of it). Its
+    `.gitignore` keeps this host's results, logs, paths and model files out of a published folder that
+    is committed (export-run's README says to)."""
     work = _inside(folder, "reproduce")
     work.mkdir(parents=True, exist_ok=True)
+    if not (work / ".gitignore").exists():
+        write_atomic(
+            work / ".gitignore", b"# toolkit reproduce: this host's results, logs and models\n*\n", root=work
+        )
     if rebuild:
         for name in ("matrix.yaml", "Dockerfile.templates"):
             src = _inside(folder, name)
