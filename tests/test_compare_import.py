@@ -388,6 +388,7 @@ def test_a_slowdown_within_noise_or_on_a_flagged_cell_is_not_a_regression(tmp_pa
     res = invoke("compare", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
     assert res.exit_code == 0, res.output
     assert "held, not counted" in res.output and "B:host-busy" in res.output
+    assert "(each: B:host-busy)" in res.output and "; pp128 ub512: B:host-busy" not in res.output, res.output
     js = invoke("compare", "--json", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
     rows = json.loads(js.output)["result"]["rows"]
     assert all(r["held"] and not r["regression"] and r["flags"] == ["B:host-busy"] for r in rows)

@@ -548,7 +548,12 @@ def _slower_not_counted(c: Comparison) -> list[str]:
     out = []
     held, noisy = [r for r in c.rows if c.held(r)], [r for r in c.rows if c.within_noise(r)]
     if held:
-        why = "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
+        same = len({tuple(r.flags) for r in held}) == 1  # one set of flags on every held test: said once
+        why = (
+            f"{'each' if len(held) > 1 else held[0].test}: {', '.join(held[0].flags)}"
+            if same
+            else "; ".join(f"{r.test}: {', '.join(r.flags)}" for r in held)
+        )
         flags = [x.split(":", 1)[1] for r in held for x in r.flags]
         on = [ran_on(f.record) for r in held for f in (r.fa, r.fb) if f.held_flags]  # the flagged cells
         out.append(
