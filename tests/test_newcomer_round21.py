@@ -146,3 +146,24 @@ def test_the_different_models_advice_fits_an_imported_image(tmp_path):
     res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "github"])
     assert res.exit_code == 0, res.output
     assert "(`toolkit bench -m NAME`, or import a result file of the same model)" in res.stdout, res.stdout
+
+
+def test_compare_of_two_models_names_them_and_offers_no_ignore(tmp_path):
+    """`compare cpu pub` of two images that measured different models: the error named the models by
+    llama-bench's type strings and offered `--ignore FIELD`, which cannot join two models."""
+    from tests.support.records import make_record
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for image, model, mtype, params in (
+        ("cpu", "tiny-qwen3moe", "qwen3moe ?B F16", 790000),
+        ("pub", "llama-3b", "llama 3B Q4_K - Medium", 3210000000),
+    ):
+        r = make_record(image, "cpu", p=512, avg=100.0, run_id=f"run-{image}")
+        r.model.name, r.model.sha256 = model, model[0] * 64
+        r.raw = {**r.raw, "model_type": mtype, "model_n_params": params, "model_size": params}
+        store.add_result(r)
+    res = CliRunner().invoke(cli, ["compare", "--results", str(tmp_path / "results"), "run-cpu", "run-pub"])
+    said = str(res.exception)  # BadInput: exit 4 through the toolkit's entry point
+    assert "they measured different models (A: tiny-qwen3moe; B: llama-3b)" in said, said
+    assert "--ignore" not in said

@@ -375,6 +375,13 @@ def _nothing_in_common(a: Side[BenchRecord], b: Side[BenchRecord], j: identity.J
             f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
             f"model; {UNKNOWN_MODEL_FIX}"
         )
+    ma, mb = ({r.model.name for r in side} for side in (j.only_a, j.only_b))
+    if "model" in j.apart and not ma & mb:  # named as the report names them; no --ignore joins two models
+        return BadInput(
+            f"no test in common between {a.label} and {b.label}: they measured different models (A: "
+            f"{', '.join(sorted(ma)[:4])}; B: {', '.join(sorted(mb)[:4])}); compare two runs of one model "
+            "(`toolkit report` lists each model's runs)"
+        )
     apart = "; ".join(
         f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
     )
