@@ -53,7 +53,12 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
     lines.append(
         f"verdict: {rep.verdict} ({len(rep.rows) - bad}/{len(rep.rows)} tests within noise"
         + (f", {missing} missing" if missing else "")
-        + (f", {held} beyond noise on a flagged cell: held, run again on an idle host" if held else "")
+        + (
+            f", {held} beyond noise on a flagged cell (A: the recorded run, B: this one): held, run again on "
+            "an idle host"
+            if held
+            else ""
+        )
         + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
     )
     return "\n".join(lines)
