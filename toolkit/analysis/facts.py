@@ -131,11 +131,12 @@ def stored_flags(r: BenchRecord) -> list[str]:
     return flags if r._flags_checked else checked_flags(flags, r.telemetry)
 
 
-def telemetry_flags(r: BenchRecord) -> list[str]:
+def telemetry_flags(r: BenchRecord, stored: list[str] | None = None) -> list[str]:
     """The flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...) of stored_flags
-    (held to the record's telemetry), in stored order: what made the system's state during the test not
-    the card's alone."""
-    return [f for f in dict.fromkeys(stored_flags(r)) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
+    (held to the record's telemetry; `stored`: those, where the caller has them), in stored order: what
+    made the system's state during the test not the card's alone."""
+    flags = stored_flags(r) if stored is None else stored
+    return [f for f in dict.fromkeys(flags) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
 
 
 MIN_PROCESSES = 3
@@ -310,6 +311,7 @@ class Facts:
         a = assess(r)
         roof = a.roofline
         gpu = r.image.backend != "cpu" and not is_software_gpu(r)
+        stored = stored_flags(r)  # held to its telemetry once
         f = cls(
             r,
             identity.test_key(r),
@@ -320,8 +322,8 @@ class Facts:
             is_cpu_fallback(r),
             ub_clamped(r),
             warmup_outlier(r),
-            tuple(stored_flags(r)),
-            tuple(telemetry_flags(r)),
+            tuple(stored),
+            tuple(telemetry_flags(r, stored)),
             roof,
             ci=interval(r),
             processes=max(1, len(process_means(r))),
