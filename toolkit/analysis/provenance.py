@@ -128,7 +128,8 @@ def _dict(v: Any) -> dict[str, Any]:
 def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
     """[(when `r` was measured, True)] as "YYYY-MM-DD HH:MM:SS" UTC: the benchmark's own test_time (any
     UTC offset converted: llama_bench.check.parse_test_time, the one reading of it) where it wrote one,
-    else the `created` the toolkit wrote when it measured; for an imported record without a test_time,
+    else the `created` the toolkit wrote when it measured, and where both are its own that `created` too
+    (llama-bench stamps a test's start, the toolkit its row's end); for an imported record without a test_time,
     (when it was imported, False): its `created` is the import's time, not the measurement's. A record
     combining several processes (`bench.runs: N`, identity.combine_runs) adds its oldest process's
     (`between_runs.first`). [] for a time that reads as no time."""
@@ -143,6 +144,8 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
         measured = t is not None or not imported
         if t := t or parse_test_time(created):
             out.append((_utc_text(t), measured))
+        if test_time and not imported and (end := parse_test_time(created)):  # the test's end: written then
+            out.append((_utc_text(end), True))
     return out
 
 
