@@ -27,9 +27,10 @@ def test_a_repeated_tests_measured_span_starts_at_its_oldest_process() -> None:
     ]
     sel = identity.newest_per_test(runs)
     assert len(sel.used) == 1 and sel.used[0].model_extra["between_runs"]["runs"] == 3
-    assert provenance(sel.used).dates == ("2026-12-04 10:00:00", "2026-12-04 10:04:00")
-    # a record of one process says only its own time
-    assert provenance(runs[2:]).dates == ("2026-12-04 10:04:00",) * 2
+    # ... and ends where the newest process's row was written (its `created`: llama-bench stamps a start)
+    assert provenance(sel.used).dates == ("2026-12-04 10:00:00", "2026-12-04 10:04:05")
+    # a record of one process says its own test's span
+    assert provenance(runs[2:]).dates == ("2026-12-04 10:04:00", "2026-12-04 10:04:05")
     # the csv row of the combined cell says the same span (breaker round 17, finding 6)
     import csv
     import io
@@ -39,7 +40,7 @@ def test_a_repeated_tests_measured_span_starts_at_its_oldest_process() -> None:
     row = next(csv.DictReader(io.StringIO(report.render(runs, "csv"))))
     assert (row["measured_from_utc"], row["measured_to_utc"]) == (
         "2026-12-04 10:00:00",
-        "2026-12-04 10:04:00",
+        "2026-12-04 10:04:05",
     )
 
 

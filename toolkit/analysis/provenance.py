@@ -144,7 +144,8 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
         measured = t is not None or not imported
         if t := t or parse_test_time(created):
             out.append((_utc_text(t), measured))
-        if test_time and not imported and (end := parse_test_time(created)):  # the test's end: written then
+        end = parse_test_time(created) if test_time and not imported else None  # the row's end: written then
+        if t and end and end > t:  # a created before its test_time is another clock's: not an end
             out.append((_utc_text(end), True))
     return out
 
