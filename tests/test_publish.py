@@ -415,7 +415,10 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     rep = rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row])
     assert not rep.reproduced and rep.verdict == rp.VERDICT_HELD
     text = repro_output.format_reproduction(rep)
-    assert "held: A:host-busy" in text and "1 beyond noise on a flagged cell (A: the recorded run, B: this one): held" in text
+    assert (
+        "held: A:host-busy" in text
+        and "1 beyond noise on a flagged cell (A: the recorded run, B: this one): held" in text
+    )
     clean = make_record("cpu", "cpu", p=512, avg=11313.0, sd=100.0, gpu_info="")
     (row,) = rp.compare_records([clean], [again], 5.0)
     assert rp.Reproduction("r1", "r2", tmp_path, tmp_path, 5.0, rows=[row]).verdict == rp.VERDICT_NOT

@@ -881,14 +881,30 @@ def _append_many(args: tuple[str, int, int]) -> None:
         store.add_result(rec.model_copy(update={"run_id": f"w{worker}"}))
 
 
+def _default_signals() -> None:
+    """A pool worker's first step: SIGTERM, SIGHUP and SIGINT back to the default (what a process the
+    test suite did not touch has)."""
+    import signal
+
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def test_concurrent_writers_get_unique_increasing_numbers(tmp_path):
     """Four processes appending at once (two benches with --allow-concurrent, an import): every record
     a distinct number, and inside each file the numbers grow in line order."""
     import multiprocessing
 
     root = tmp_path / "results"
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # the workers start with the signals' default dispositions (a toolkit entry point run in this process
+    # earlier left its SIGTERM handler; a forked worker that kept it outlived Pool.terminate: a hang of
+    # the whole suite), and are let go by close/join, never terminated
+    pool = multiprocessing.get_context("fork").Pool(4, initializer=_default_signals)
+    try:
         pool.map(_append_many, [(str(root), w, 40) for w in range(4)])
+    finally:
+        pool.close()
+        pool.join()
     recs = ResultStore(root).results()
     seqs = [r.seq for r in recs]
     assert sorted(seqs) == list(range(1, 161))
