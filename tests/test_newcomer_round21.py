@@ -167,3 +167,21 @@ def test_compare_of_two_models_names_them_and_offers_no_ignore(tmp_path):
     said = str(res.exception)  # BadInput: exit 4 through the toolkit's entry point
     assert "they measured different models (A: tiny-qwen3moe; B: llama-3b)" in said, said
     assert "--ignore" not in said
+
+
+def test_the_hidden_run_note_names_each_tests_model_where_two_models_are_shown(tmp_path):
+    """Two models' pp512 re-run on a busy host: the note listed `pp512 ub512, pp512 ub512`, not which
+    model's test the clean run holds; with several models each test is named with its model."""
+    from tests.support.records import make_record
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for run, flags in (("run-clean", []), ("run-busy", ["host-busy"])):
+        for model in ("model-a", "model-b"):
+            r = make_record("cpu", "cpu", p=512, avg=100.0, sd=1.0, run_id=run, model=model, flags=flags)
+            r.model.sha256 = model[-1] * 64
+            store.add_result(r)
+    res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "text"])
+    assert res.exit_code == 0, res.output
+    note = next(x for x in res.stderr.splitlines() if "hide an older measurement" in x)
+    assert "pp512 ub512 of model-a" in note and "pp512 ub512 of model-b" in note, note

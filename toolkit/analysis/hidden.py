@@ -30,6 +30,7 @@ def hidden_clean_runs(
         return {}
     flagged = [r for r in select_for_report(shown) if telemetry_flags(r)]  # the cells shown
     older = resultindex.of_tests(store, flagged, images=images)
+    models = len({r.model.name for r in flagged}) > 1  # then a test is named with its model, as rows are
     out: dict[str, list[str]] = {}
     for r in flagged:
         key = identity.test_key(r)
@@ -39,7 +40,8 @@ def hidden_clean_runs(
             if x.run_id != r.run_id and not telemetry_flags(x) and identity.test_key(x) == key
         ]
         if clean:  # store order: the last is the newest written
-            out.setdefault(clean[-1].run_id, []).append(row_label(r, ub=True))
+            label = row_label(r, ub=True) + (f" of {r.model.name}" if models else "")
+            out.setdefault(clean[-1].run_id, []).append(label)
     order = {x.run_id: i for i, x in enumerate(older)}
     return dict(sorted(out.items(), key=lambda kv: -order[kv[0]]))
 
