@@ -145,7 +145,7 @@ def test_igpu_next_to_dgpu(tmp_path: Path) -> None:
 
 
 def test_docker_checks() -> None:
-    from toolkit.host.doctor import check_docker
+    from toolkit.host.doctor_checks import check_docker
 
     assert [c.level for c in check_docker(None)] == ["error"]
     no_buildx = check_docker({"ServerVersion": "20.10.24", "ClientInfo": {"Plugins": []}})
@@ -250,7 +250,7 @@ def test_rootless_without_a_subuid_range_is_an_error_naming_the_fix(tmp_path: Pa
     """Reproducer (issue 32 item 10): rootless Podman without an /etc/subuid range; doctor said ok and
     build said the base image "cannot be pulled", dropping Podman's "insufficient UIDs"."""
     from toolkit.engine.images import _subid_advice
-    from toolkit.host.doctor import check_subids
+    from toolkit.host.doctor_checks import check_subids
 
     etc = tmp_path / "etc"
     etc.mkdir()

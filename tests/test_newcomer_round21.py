@@ -185,3 +185,24 @@ def test_the_hidden_run_note_names_each_tests_model_where_two_models_are_shown(t
     assert res.exit_code == 0, res.output
     note = next(x for x in res.stderr.splitlines() if "hide an older measurement" in x)
     assert "pp512 ub512 of model-a" in note and "pp512 ub512 of model-b" in note, note
+
+
+def test_doctor_ends_with_what_to_run_next():
+    """doctor listed its checks and each image's verdict and stopped: a newcomer read `cpu: can run
+    here` and had to find the next command in the README. It ends with the command for the images that
+    can run here, or, where none can, the first error to mend."""
+    from toolkit.host.doctor import Check, DoctorReport, ImageVerdict, format_doctor
+
+    cpu = ImageVerdict("cpu", "cpu", "llama-bench", True, "no devices needed")
+    rocm = ImageVerdict("rocm", "rocm", "llama-bench", False, "no /dev/kfd")
+    both = DoctorReport({}, [Check("error", "docker", "no engine")], [cpu, rocm])
+    assert format_doctor(both).splitlines()[-1] == (
+        "next: `toolkit build -i cpu && toolkit bench -i cpu` measures cpu here"
+    )
+    assert (
+        format_doctor(DoctorReport({}, [], [cpu]))
+        .splitlines()[-1]
+        .startswith("next: `toolkit build && toolkit bench` measures cpu")
+    )
+    none = DoctorReport({}, [Check("error", "docker", "no engine")], [rocm])
+    assert format_doctor(none).splitlines()[-1] == "next: mend `docker` above, then `toolkit doctor` again"

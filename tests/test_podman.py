@@ -14,8 +14,7 @@ import pytest
 from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.engine import api as engine
 from toolkit.engine import choice, images
-from toolkit.host import devices
-from toolkit.host import doctor as doctor_mod
+from toolkit.host import devices, doctor_checks
 
 DATA = Path(__file__).parent / "data"
 KFD = "/dev/kfd:/dev/kfd:rwm"
@@ -187,10 +186,10 @@ def test_amd_cdi_spec_found_by_kind_and_all(tmp_path):
         '{"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": [{"name": "0"}, {"name": "all"}]}'
     )
     assert devices.amd_cdi_spec((etc, run)) == etc / "amd.json"
-    said = doctor_mod.check_cdi({"engine": "podman"}, etc / "amd.json")
+    said = doctor_checks.check_cdi({"engine": "podman"}, etc / "amd.json")
     assert said[0].level == "info" and "--device amd.com/gpu=all" in said[0].message
-    assert doctor_mod.check_cdi({"engine": "docker"}, etc / "amd.json") == []
-    assert doctor_mod.check_cdi({"engine": "podman"}, None) == []
+    assert doctor_checks.check_cdi({"engine": "docker"}, etc / "amd.json") == []
+    assert doctor_checks.check_cdi({"engine": "podman"}, None) == []
 
 
 def test_podman_socket_from_container_host(monkeypatch):
@@ -253,20 +252,20 @@ def test_doctor_podman_lines():
         "buildah": "1.28.2",
         "oci_runtime": "crun",
     }
-    checks = doctor_mod.check_docker(rootful)
+    checks = doctor_checks.check_docker(rootful)
     assert [c.message for c in checks] == [
         "Podman 4.3.1 (rootful; Docker API 1.41)",
         "podman build (buildah 1.28.2)",
     ]
-    assert doctor_mod.userns_mode(rootful) is None
+    assert doctor_checks.userns_mode(rootful) is None
     rootless = {**rootful, "rootless": True, "oci_runtime": "runc"}
-    checks = doctor_mod.check_docker(rootless)
+    checks = doctor_checks.check_docker(rootless)
     assert checks[0].message.startswith("Podman 4.3.1 (rootless")
     assert checks[-1].level == "warn" and "needs crun" in checks[-1].message
-    assert doctor_mod.userns_mode(rootless) == "rootless Podman"
-    vfs = doctor_mod.check_docker({**rootful, "storage_driver": "vfs"})
+    assert doctor_checks.userns_mode(rootless) == "rootless Podman"
+    vfs = doctor_checks.check_docker({**rootful, "storage_driver": "vfs"})
     assert vfs[-1].level == "warn" and 'driver = "overlay"' in vfs[-1].message
-    gone = doctor_mod.check_docker({"error": "Podman API not reachable at ...", "engine": "podman"})
+    gone = doctor_checks.check_docker({"error": "Podman API not reachable at ...", "engine": "podman"})
     assert gone[0].level == "error" and gone[0].message.startswith("Podman: not reachable")
 
 
@@ -279,17 +278,17 @@ def test_doctor_rootless_podman_says_which_nodes_it_can_pass(tmp_path):
         (dev / name).write_text("")
     info = {"engine": "podman", "rootless": True}
     ok = {str(dev / "kfd"), str(dev / "dri" / "renderD128")}
-    checks = doctor_mod.check_rootless_devices(info, dev, access=lambda p, mode: p in ok)
+    checks = doctor_checks.check_rootless_devices(info, dev, access=lambda p, mode: p in ok)
     assert [c.level for c in checks] == ["ok", "ok", "warn"]
     assert (
         f"rootless Podman can pass {dev / 'kfd'}" in checks[0].message and "keep-groups" in checks[0].message
     )
     assert f"rootless Podman cannot pass {dev / 'dri' / 'renderD129'}" in checks[2].message
     assert "sudo usermod -aG" in checks[2].message
-    none = doctor_mod.check_rootless_devices(info, tmp_path / "empty")
+    none = doctor_checks.check_rootless_devices(info, tmp_path / "empty")
     assert none[0].level == "info" and "no GPU device node here" in none[0].message
-    assert doctor_mod.check_rootless_devices({"engine": "podman", "rootless": False}, dev) == []
-    assert doctor_mod.check_rootless_devices({"ServerVersion": "26.1"}, dev) == []
+    assert doctor_checks.check_rootless_devices({"engine": "podman", "rootless": False}, dev) == []
+    assert doctor_checks.check_rootless_devices({"ServerVersion": "26.1"}, dev) == []
 
 
 def test_engine_summary_and_reproduce_diff():

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolkit.host.doctor import Check
+from toolkit.host.doctor_checks import Check
 
 
 def cgroup_version(proc: Path = Path("/proc")) -> str | None:

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from toolkit.host.doctor import Check
+from toolkit.host.doctor_checks import Check
 
 RELEASE_PACKAGES = ("base-files", "libc6")
 """Packages whose origin says which release a Debian/Ubuntu host really runs: base-files writes

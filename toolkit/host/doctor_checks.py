@@ -1,0 +1,452 @@
+"""`toolkit doctor`'s checks of the host, one topic each: device nodes and groups, HSA override, an
+iGPU beside the card, the engine (Docker, Podman, rootless user namespaces, subordinate ids, CDI),
+base images, the kernel. Each returns [Check]; host.doctor.diagnose runs them and judges each image.
+Reads the host, never writes."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
+from toolkit.host.devices import (
+    Gpu,
+    rocm_gpus,
+)
+
+Level = Literal["ok", "info", "warn", "error"]
+
+
+@dataclass
+class Check:
+    level: Level
+    topic: str
+    message: str
+
+
+def _name(getter: Any, ident: int) -> str:
+    try:
+        return getter(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def _node_check(path: Path, topic: str) -> Check:
+    """Owner, group, mode of a device node and whether the current user can open it."""
+    st = path.stat()
+    owner = f"{_name(pwd.getpwuid, st.st_uid)}:{_name(grp.getgrgid, st.st_gid)} (gid {st.st_gid})"
+    kind = "" if stat.S_ISCHR(st.st_mode) else " (not a character device)"
+    if os.access(path, os.R_OK | os.W_OK):
+        return Check(
+            "ok", topic, f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user can open it"
+        )
+    return Check(
+        "info",
+        topic,
+        f"{path}: {stat.filemode(st.st_mode)} {owner}{kind}; current user cannot open it (host tools "
+        f"like rocminfo need group {_name(grp.getgrgid, st.st_gid)}; containers get gid {st.st_gid} "
+        "through --group-add)",
+    )
+
+
+def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
+    checks: list[Check] = []
+    kfd = dev / "kfd"
+    if kfd.exists():
+        checks.append(_node_check(kfd, "kfd"))
+    elif any(g.vendor.lower() in ("0x1002", "1002") for g in gpus):  # an AMD GPU without its compute driver
+        checks.append(
+            Check(
+                "warn", "kfd", f"no {kfd}: the amdgpu driver with KFD is not loaded; ROCm images cannot run"
+            )
+        )
+    else:  # nothing to warn about on a host without an AMD GPU: a fact for the ROCm images' lines
+        checks.append(Check("info", "kfd", f"no {kfd} (no AMD GPU here): ROCm images cannot run"))
+    if not gpus:
+        checks.append(
+            Check(
+                "info",
+                "gpu",
+                "no GPU found (no KFD GPU node, no AMD or Intel render node in /sys/class/drm): cpu images "
+                "run; vulkan images only with --allow-software-gpu (Mesa lavapipe)",
+            )
+        )
+    for g in gpus:
+        checks.append(Check("ok", "gpu", f"GPU {g.label()}{_gpu_identity(g)}"))
+        node = dev / "dri" / g.render_name
+        if node.exists():
+            checks.append(_node_check(node, "render"))
+        else:
+            checks.append(Check("warn", "render", f"GPU {g.index}: render node {node} is missing"))
+    return checks
+
+
+def _gpu_identity(g: Gpu) -> str:
+    """` at 0000:03:00.0, PCI 1002:7551 rev c0; peak 640 GB/s, 191 TFLOPS FP16 matrix (source)`, or
+    why results on it get no roofline (the product is not in toolkit/core/gpuspecs.py)."""
+    ids = ":".join(x.removeprefix("0x") for x in (g.vendor, g.device_id) if x)
+    rev = f" rev {g.revision.removeprefix('0x')}" if g.revision else ""
+    where = (f" at {g.pci_bus}" if g.pci_bus else "") + (f", PCI {ids}{rev}" if ids else "")
+    spec = spec_by_pci(g.vendor, g.device_id, g.revision) or (spec_by_name(g.name) if g.name else None)
+    if spec:
+        return (
+            f"{where}; roofline yardstick: {spec.product}, {spec.mem_bw_gbs:g} GB/s, "
+            f"{spec.fp16_matrix_tflops:g} TFLOPS FP16 matrix ({spec.source})"
+        )
+    if g.is_igpu:
+        return where
+    return f"{where}; no peak figures for this product: its results get no roofline"
+
+
+def _override_arch(value: str) -> str | None:
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value.strip())
+    if not m:
+        return None
+    major, minor, step = (int(x) for x in m.groups())
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def check_hsa_override(env: Mapping[str, str], gpus: list[Gpu]) -> list[Check]:
+    value = env.get("HSA_OVERRIDE_GFX_VERSION")
+    if value is None:
+        return []
+    archs = sorted({g.gfx_target for g in rocm_gpus(gpus) if g.gfx_target}) or ["gfx1201"]
+    fake = _override_arch(value)
+    others = [a for a in archs if a != fake]
+    if fake is None:
+        effect = "it is not major.minor.step, so the ROCm runtime refuses to start"
+    elif not others:
+        effect = (
+            f"it equals the GPU's own arch ({fake}), so it changes nothing here but hides a wrong value later"
+        )
+    else:
+        effect = (
+            f"it makes the runtime treat {'/'.join(others)} as {fake}; a wrong value loads the wrong kernels"
+        )
+    native = (
+        "gfx1201 is supported natively since ROCm 6.4 and needs no override"
+        if "gfx1201" in archs
+        else "images built for the host's own arch need no override"
+    )
+    return [Check("warn", "env", f"HSA_OVERRIDE_GFX_VERSION={value} is set: {effect}. {native}; unset it")]
+
+
+def check_igpu(gpus: list[Gpu]) -> list[Check]:
+    amd = rocm_gpus(gpus) or gpus
+    igpus = [g for g in amd if g.is_igpu]
+    dgpus = [g for g in amd if not g.is_igpu]
+    if not (igpus and dgpus):
+        return []
+    return [
+        Check(
+            "warn",
+            "igpu",
+            f"iGPU {', '.join(g.label() for g in igpus)} is visible next to "
+            f"{', '.join(g.label() for g in dgpus)}: rocBLAS may abort (no Tensile library for the iGPU's "
+            f"arch); the toolkit passes only the discrete GPU{'s' if len(dgpus) > 1 else ''} and names the "
+            "iGPU as hidden, or pass --gpu N",
+        )
+    ]
+
+
+def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(known?, version): whether docker_info says anything about buildx, and its version
+    (`0.13.1+ds1` of `docker buildx version`'s `github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3`:
+    module, version, revision)."""
+    for key in ("buildx_version", "BuildxVersion", "buildx"):
+        if key in info:
+            words = str(info[key] or "").split()
+            return True, (words[1] if len(words) > 1 and words[0].endswith("/buildx") else info[key]) or None
+    client = info.get("ClientInfo")
+    if isinstance(client, Mapping):
+        for plugin in client.get("Plugins") or []:
+            if isinstance(plugin, Mapping) and plugin.get("Name") == "buildx":
+                return True, plugin.get("Version") or "present"
+        return True, None
+    return False, None
+
+
+def check_podman(info: Mapping[str, Any]) -> list[Check]:
+    """Podman's lines: version and mode (rootful/rootless), the builder (buildah), and on rootless
+    Podman the OCI runtime (keep-groups, the only way device groups reach a rootless container, needs crun)."""
+    rootless = bool(info.get("rootless"))
+    mode = "rootless" if rootless else "rootful"
+    checks = [
+        Check(
+            "ok",
+            "engine",
+            f"Podman {info.get('server_version') or 'unknown version'} ({mode}; Docker API "
+            f"{info.get('api_version') or '?'})",
+        )
+    ]
+    if "buildah" in info:
+        checks.append(
+            Check("ok", "engine", f"podman build (buildah {info['buildah']})")
+            if info["buildah"]
+            else Check("warn", "engine", "podman build: buildah version not reported (`podman info`)")
+        )
+    if info.get("storage_driver") == "vfs":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                "Podman stores images with the vfs driver (a full copy of every layer: slow builds, several times "
+                'the disk): set `driver = "overlay"` under [storage] in ~/.config/containers/storage.conf '
+                "(rootless) or /etc/containers/storage.conf, then `podman system reset`",
+            )
+        )
+    runtime = info.get("oci_runtime")
+    if rootless and runtime and runtime != "crun":
+        checks.append(
+            Check(
+                "warn",
+                "engine",
+                f"rootless Podman runs containers with {runtime}: GPU device groups pass only with "
+                '`--group-add keep-groups`, which needs crun; install crun and set `runtime = "crun"` in '
+                "~/.config/containers/containers.conf",
+            )
+        )
+    return checks
+
+
+SUBID_MIN = 65536
+"""IDs a rootless engine's user namespace needs: a Debian image's files use IDs up to 65534 (nobody)."""
+
+
+def check_subids(info: Mapping[str, Any] | None, etc: Path, uid: int | None = None) -> list[Check]:
+    """A rootless engine maps the image's users and groups into this user's ranges in /etc/subuid and
+    /etc/subgid (`USER:START:COUNT` or `UID:START:COUNT`). Without one of SUBID_MIN IDs every layer
+    fails to unpack ("potentially insufficient UIDs or GIDs available in user namespace"): an error
+    saying the line that fixes it. Nothing on a rootful engine."""
+    if not info or info.get("error") or not info.get("rootless"):
+        return []
+    uid = os.getuid() if uid is None else uid
+    try:
+        names = {str(uid), pwd.getpwuid(uid).pw_name}
+    except KeyError:
+        names = {str(uid)}
+    user = max(names, key=len)
+    short = []
+    for kind in ("subuid", "subgid"):
+        counts = [
+            int(f[2])
+            for line in read_text(etc / kind).splitlines()
+            if len(f := line.strip().split(":")) == 3 and f[0] in names and f[2].isdigit()
+        ]
+        if sum(counts) < SUBID_MIN:
+            short.append(
+                f"{etc / kind} gives {user} {sum(counts)} IDs"
+                if counts
+                else f"{etc / kind} has no range for {user}"
+            )
+    if not short:
+        return []
+    return [
+        Check(
+            "error",
+            "engine",
+            f"rootless {info.get('engine', 'engine')}: {'; '.join(short)} (at least {SUBID_MIN} needed): no image "
+            f'can be built or loaded ("insufficient UIDs or GIDs"); fix: `sudo usermod --add-subuids '
+            f"100000-165535 --add-subgids 100000-165535 {user} && podman system migrate`, or run "
+            "scripts/setup-host.sh --podman",
+        )
+    ]
+
+
+def check_rootless_devices(
+    info: Mapping[str, Any] | None, dev: Path = Path("/dev"), access: Callable[[str, int], bool] = os.access
+) -> list[Check]:
+    """On rootless Podman: which GPU device nodes (/dev/kfd, /dev/dri/renderD*) it can pass and which
+    not. A rootless container keeps this user's supplementary groups (`--group-add keep-groups`), so
+    a node opens inside exactly where this user can open it read-write on the host (`access`); its
+    host GID itself does not map into the user namespace. [] on other engines."""
+    if not info or info.get("engine") != "podman" or not info.get("rootless"):
+        return []
+    nodes = ([dev / "kfd"] if (dev / "kfd").exists() else []) + sorted((dev / "dri").glob("renderD*"))
+    if not nodes:
+        return [
+            Check(
+                "info",
+                "engine",
+                f"rootless Podman: no GPU device node here ({dev}/kfd, {dev}/dri/renderD*), nothing to pass; "
+                "where there is one it passes it only if this user can open it (keep-groups)",
+            )
+        ]
+    out = []
+    for node in nodes:
+        try:
+            st = node.stat()
+        except OSError as err:
+            out.append(Check("warn", "engine", f"rootless Podman: {node}: cannot stat ({err.strerror})"))
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        mode = f"group {group}, mode {stat.S_IMODE(st.st_mode):04o}"
+        if access(str(node), os.R_OK | os.W_OK):
+            out.append(
+                Check(
+                    "ok",
+                    "engine",
+                    f"rootless Podman can pass {node} ({mode}): this user opens it; keep-groups",
+                )
+            )
+        else:
+            user = pwd.getpwuid(os.getuid()).pw_name if _has_user(os.getuid()) else str(os.getuid())
+            out.append(
+                Check(
+                    "warn",
+                    "engine",
+                    f"rootless Podman cannot pass {node} ({mode}): this user cannot open it, and a rootless "
+                    f"container has no more rights than its user; `sudo usermod -aG {group} {user}`, then log "
+                    "in again (or run as root: rootful Podman)",
+                )
+            )
+    return out
+
+
+def check_cdi(info: Mapping[str, Any] | None, spec: Path | None) -> list[Check]:
+    """On Podman, where a CDI spec for amd.com/gpu exists (`spec`, from devices.amd_cdi_spec): say so,
+    and that the toolkit passes the same devices as nodes (Podman's Docker-compatible API, which the
+    toolkit creates containers through, does not take CDI names). [] otherwise."""
+    if not info or info.get("engine") != "podman" or spec is None:
+        return []
+    return [
+        Check(
+            "info",
+            "engine",
+            f"CDI spec for amd.com/gpu: {spec} (`podman run --device amd.com/gpu=all` works by hand); the "
+            "toolkit passes the same devices as nodes, since Podman's Docker-compatible API does not take CDI names",
+        )
+    ]
+
+
+def _has_user(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
+    if info is not None and info.get("engine") == "podman" and not info.get("error"):
+        return check_podman(info)
+    if info is None or info.get("error"):
+        why = f"{info['error']}" if info else "is dockerd running? can this user use its socket?"
+        name = "Podman" if info and info.get("engine") == "podman" else "Docker engine"
+        return [Check("error", "docker", f"{name}: not reachable ({why})")]
+    raw_server = info.get("Server")
+    server: Mapping[str, Any] = raw_server if isinstance(raw_server, Mapping) else {}
+    version = (
+        info.get("ServerVersion")
+        or info.get("server_version")
+        or info.get("version")
+        or server.get("Version")
+    )
+    api = info.get("ApiVersion") or info.get("api_version") or server.get("ApiVersion")
+    checks = [
+        Check(
+            "ok", "docker", f"Docker engine {version or 'unknown version'}" + (f" (API {api})" if api else "")
+        )
+    ]
+    known, buildx = _buildx_version(info)
+    if buildx:
+        checks.append(Check("ok", "docker", f"buildx {buildx}"))
+    elif known:
+        checks.append(
+            Check("warn", "docker", "buildx not installed: BuildKit builds fail; install docker-buildx")
+        )
+    else:
+        checks.append(Check("info", "docker", "buildx: version not reported"))
+    remap = userns_mode(info)
+    if remap:
+        checks.append(
+            Check(
+                "warn",
+                "docker",
+                f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
+                "one-shot container proves it can open the device nodes",
+            )
+        )
+    return checks
+
+
+USERNS_WHY = (
+    "host GIDs passed with --group-add (video, render) do not map into its containers, so /dev/kfd and "
+    "the render nodes likely cannot be opened there"
+)
+
+
+PODMAN_ROOTLESS_WHY = (
+    "host GIDs do not map into its user namespace; a device node opens inside only through "
+    "`--group-add keep-groups` (crun), where this user can open it on the host"
+)
+
+
+def userns_mode(info: Mapping[str, Any] | None) -> str | None:
+    """ "rootless Podman", "rootless Docker engine" / "user-namespace-remapped Docker engine" from
+    engine_info (`engine`, `rootless`) and `docker info` SecurityOptions (`name=rootless`,
+    `name=userns`), else None."""
+    if (info or {}).get("engine") == "podman":
+        return "rootless Podman" if (info or {}).get("rootless") else None
+    opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
+    if any("name=rootless" in o for o in opts):
+        return "rootless Docker engine"
+    if any("name=userns" in o for o in opts):
+        return "user-namespace-remapped Docker engine"
+    return None
+
+
+DeviceProbe = Callable[[str, str], "str | None"]
+"""probe(image name, backend) -> None when a one-shot container of that image opened every device
+node its profile passes, else why not (the CLI runs it through the engine; see cli.doctor)."""
+
+
+def check_base_images(results: Mapping[str, str | None]) -> list[Check]:
+    """One check per local base image the matrix's templates build FROM: `results` maps the image
+    reference to None (it runs a command as root and as a non-root user) or the reason it does not
+    (engine.probe_base_image). A base that cannot run makes every build on it fail at its first RUN."""
+    checks = []
+    for ref, why in sorted(results.items()):
+        if why is None:
+            checks.append(Check("ok", "base", f"image {ref} runs a command (as root and as a non-root user)"))
+        else:
+            checks.append(
+                Check(
+                    "error",
+                    "base",
+                    f"image {ref} is local but cannot run a command ({why}): every build FROM it fails at its "
+                    f"first RUN step; `./scripts/setup-host.sh` makes the Debian bases anew, any other: "
+                    f"`docker rmi {ref}`, then pull or rebuild it",
+                )
+            )
+    return checks
+
+
+def check_kernel(facts: Mapping[str, Any]) -> list[Check]:
+    module = facts.get("amdgpu_module")
+    driver = "amdgpu not loaded" if module is None else f"amdgpu {module}"
+    notable = facts.get("cmdline_notable") or []
+    flags = (
+        f"kernel parameters: {' '.join(notable)} (recorded with results; e.g. amd_iommu=off changes results by "
+        "5-12% on some hosts)"
+        if notable
+        else "no GPU-relevant kernel parameters"
+    )
+    return [Check("info", "kernel", f"kernel {facts.get('kernel', '?')}, {driver}; {flags}")]
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
