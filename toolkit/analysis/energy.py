@@ -15,7 +15,9 @@ from toolkit.results.telemetry_check import (  # the energy rules: stated once, 
     AMD_POWER_AVG_MIN_WINDOW_S,
     COUNTER_MIN_STEPS,
     NVML_POWER_AVG_MIN_WINDOW_S,
+    POWER_W,
 )
+from toolkit.results.telemetry_flags import FIGURE_RANGES
 
 # InferenceX utils/aggregate_power.py: a gap above max_sample_gap_s (3.0 s) in the window
 # invalidates the stream (§4.1); 5 sampling periods for faster sampling rates (our rule).
@@ -43,9 +45,9 @@ ENERGY_AGREE_TOL = 0.15
 share of the integrated figure, else the window's energy is `counter_disagrees_with_power`. Our
 rule: twice the widest disagreement seen on the H200 case's steady windows >= 1.5 s (-6.8 %)."""
 
-POWER_MAX_W = 2000.0
-"""No single GPU board draws more (the largest, MI355X, is rated 1,400 W; B200 1,000 W; R9700 300 W);
-a counter step implying more is a glitch, not energy."""
+POWER_MAX_W = POWER_W[1]
+"""No single GPU board draws more (results.telemetry_check.POWER_W: the largest, MI355X, is rated
+1,400 W; B200 1,000 W; R9700 300 W); a counter step implying more is a glitch, not energy."""
 
 COUNTER_EDGE_S = 0.1
 """How far a window edge may lie from the nearest energy counter read (or the sampling period, when
@@ -189,16 +191,10 @@ def choose_energy(
     return None, None, ir
 
 
-PLAUSIBLE: dict[str, tuple[float, float]] = {
-    "power_w": (1.0, POWER_MAX_W),  # a working board under 1 W is off or misread (a truncated read)
-    "sclk_mhz": (1.0, 5000.0),  # no GPU clock near 5 GHz (R9700 boost 2,920 MHz; H200 1,980 MHz)
-    "mclk_mhz": (1.0, 30000.0),  # memory clocks as the drivers report them: 96-20,000 MHz
-    "busy_pct": (0.0, 100.0),
-    "mem_busy_pct": (0.0, 100.0),
-    "temp_c": (-40.0, 150.0),  # silicon shuts down near 105-125 °C; sensors read ambient at least
-}
-"""Physical range of each GPU sensor value (every `temp_*_c` key uses `temp_c`); a value outside it
-is dropped from the window's figures and counted (`implausible`), and the window is flagged."""
+PLAUSIBLE = FIGURE_RANGES
+"""Physical range of each GPU sensor value (results.telemetry_flags.FIGURE_RANGES, stated there once,
+below this package, for the readers of stored blocks too); a value outside it is dropped from the
+window's figures and counted (`implausible`), and the window is flagged."""
 
 
 def plausible(sample: dict, bad: dict[str, int] | None = None) -> dict:

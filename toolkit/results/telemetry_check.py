@@ -20,10 +20,9 @@ from toolkit.core.stats import finite_number
 from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time, token_count
 
 POWER_W = (1.0, 2000.0)
-"""The physical range of one GPU board's draw, W: toolkit.analysis.energy.PLAUSIBLE["power_w"] (a
-working board under 1 W is off or misread; none draws more than POWER_MAX_W, 2,000 W). The analysis
-package sits above this one (it may not be imported here), so the range is stated again and
-tests/test_breaker_round8_import.py holds the two equal."""
+"""The physical range of one GPU board's draw, W (a working board under 1 W is off or misread; none
+draws more than 2,000 W), stated once: the sampler's range (telemetry_flags.FIGURE_RANGES, which
+analysis.energy reads as PLAUSIBLE and POWER_MAX_W) and the stored blocks' alike."""
 
 POWER_AGREE = 4.0
 """How far a GPU's energy over the window, as a mean power (energy_j / duration_s), may lie from the

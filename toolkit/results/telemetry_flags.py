@@ -21,6 +21,7 @@ from toolkit.results.telemetry_check import (
     HOST_PSI_SOME_MAX_PCT,
     HOST_STEAL_MAX_PCT,
     OWN_GPU_PROCS,
+    POWER_W,
     UNDERSAMPLED_SHARE,
     _nonempty,
     flag_unsupported,
@@ -256,16 +257,17 @@ def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
 
 
 FIGURE_RANGES: dict[str, tuple[float, float]] = {
-    "power_w": (1.0, 2000.0),
-    "sclk_mhz": (1.0, 5000.0),
-    "mclk_mhz": (1.0, 30000.0),
+    "power_w": POWER_W,  # a working board under 1 W is off or misread (a truncated read)
+    "sclk_mhz": (1.0, 5000.0),  # no GPU clock near 5 GHz (R9700 boost 2,920 MHz; H200 1,980 MHz)
+    "mclk_mhz": (1.0, 30000.0),  # memory clocks as the drivers report them: 96-20,000 MHz
     "busy_pct": (0.0, 100.0),
     "mem_busy_pct": (0.0, 100.0),
-    "temp_c": (-40.0, 150.0),
+    "temp_c": (-40.0, 150.0),  # silicon shuts down near 105-125 °C; sensors read ambient at least
 }
-"""The physical range of each GPU sensor (analysis.energy.PLAUSIBLE, restated below it and held equal
-by tests/test_integrity_round20.py): a window's summary holds only readings inside it (window_summary
-drops the rest and says `sensor-implausible`), so its means, medians and maxima lie inside it too."""
+"""The physical range of each GPU sensor value (every `temp_*_c` key uses `temp_c`), stated once:
+the sampler drops a reading outside it (analysis.energy.PLAUSIBLE is this dict; the window is flagged
+`sensor-implausible`), so a window's means, medians and maxima lie inside it too, and a stored block's
+figures are held to it (figures_problem)."""
 
 _GPU_FIGURES = {
     "power_w_mean": "power_w",
