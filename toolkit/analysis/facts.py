@@ -20,7 +20,6 @@ from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_check import energy_rule
-from toolkit.results.telemetry_flags import checked_flags
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
 
@@ -121,14 +120,9 @@ def warmup_outlier(r: BenchRecord) -> bool:
 
 
 def stored_flags(r: BenchRecord) -> list[str]:
-    """Flags a runner stored with the record (`flags`: a list of names; anything else is ignored), its
-    telemetry flags held to its own stored telemetry block by the rule the bench raised them by
-    (results.telemetry_flags.checked_flags): one the block shows nothing of is `flag-unsupported:<flag>`
-    (it holds nothing), one the block raises and the record lacks is added (a hand edit, another tool's
-    file, an older version's record)."""
-    stored = (r.model_extra or {}).get("flags")
-    flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-    return flags if r._flags_checked else checked_flags(flags, r.telemetry)
+    """The flags a reader shows for `r` (identity.shown_flags: as stored, its telemetry flags held to
+    its own telemetry block)."""
+    return identity.shown_flags(r)
 
 
 def telemetry_flags(r: BenchRecord, stored: list[str] | None = None) -> list[str]:

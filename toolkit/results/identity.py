@@ -648,14 +648,23 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     return out
 
 
+def shown_flags(r: BenchRecord) -> list[str]:
+    """The flags a reader shows for `r`: those it stored (`flags`: a list of names; anything else is
+    ignored), its telemetry flags held to its own stored telemetry block by the rule the bench raised
+    them by (telemetry_flags.checked_flags): one the block shows nothing of is `flag-unsupported:<flag>`
+    (it holds nothing), one the block raises and the record lacks is added (a hand edit, another tool's
+    file, an older version's record). A cell combine_runs made keeps its processes' (already held)."""
+    stored = (r.model_extra or {}).get("flags")
+    flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
+    return flags if r._flags_checked else checked_flags(flags, r.telemetry)
+
+
 def _process_flags(recs: list[BenchRecord]) -> list[str]:
     """The flags of every process of a combined cell, oldest first, each held to its own process's
-    telemetry (telemetry_flags.checked_flags: the combined record keeps only the newest's block)."""
+    telemetry (shown_flags: the combined record keeps only the newest's block)."""
     out: list[str] = []
     for x in recs:
-        stored = (x.model_extra or {}).get("flags")
-        mine = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-        out += [f for f in (mine if x._flags_checked else checked_flags(mine, x.telemetry)) if f not in out]
+        out += [f for f in shown_flags(x) if f not in out]
     return out
 
 
