@@ -136,15 +136,22 @@ def _run_flags(joined: str) -> set[int]:
     return starts
 
 
-def _confined_already(value: str, ns: str) -> bool:
-    """Whether a literal `--mount=` value is no cache mount, or one whose every id is in namespace `ns`
-    (BuildKit reads the last `type`, default bind, and the last `id`; keys in any case)."""
-    opts = [(k.lower(), v) for k, _, v in (p.partition("=") for p in value.split(",") if p)]
+def _options(value: str) -> list[tuple[str, str]]:
+    """A `--mount=` value's options in order, as (key in lower case, value); BuildKit reads the last of
+    a repeated key, and `type` defaults to bind."""
+    return [(k.lower(), v) for k, _, v in (p.partition("=") for p in value.split(",") if p)]
+
+
+def _is_cache(opts: list[tuple[str, str]]) -> bool:
     types = [v.lower() for k, v in opts if k == "type"]
-    if (types[-1] if types else "bind") != "cache":
-        return True
+    return (types[-1] if types else "bind") == "cache"
+
+
+def _confined_already(value: str, ns: str) -> bool:
+    """Whether a literal `--mount=` value is no cache mount, or one whose every id is in namespace `ns`."""
+    opts = _options(value)
     ids = [v for k, v in opts if k == "id"]
-    return bool(ids) and all(v.startswith(f"{ns}-") for v in ids)
+    return not _is_cache(opts) or (bool(ids) and all(v.startswith(f"{ns}-") for v in ids))
 
 
 def _confined(value: str, ns: str, where: str) -> str:
@@ -155,12 +162,12 @@ def _confined(value: str, ns: str, where: str) -> str:
             "quotes, a backslash, a character not printable ASCII or no `=`): a stranger's build (reproduce "
             "--rebuild) takes plain `--mount=key=value,...` options only; write the mount out"
         )
-    parts = [p.split("=", 1) for p in value.split(",") if p]
-    opts = {p[0].lower(): (p[1] if len(p) > 1 else "") for p in parts}
-    if opts.get("type", "bind").lower() != "cache":
+    opts = _options(value)
+    if not _is_cache(opts):
         return value
-    own = opts.get("id") or opts.get("target") or opts.get("dst") or opts.get("destination")
+    last = dict(opts)
+    own = last.get("id") or last.get("target") or last.get("dst") or last.get("destination")
     if not own:
         raise BadInput(f"{where}: `--mount={value[:80]}` has neither an id nor a target; give it a target")
-    kept = [p for p in parts if p[0].lower() != "id"]
-    return ",".join(["=".join(p) for p in kept] + [f"id={ns}-{own.strip('/').replace('/', '-') or 'root'}"])
+    kept = [p for p in value.split(",") if p and p.partition("=")[0].lower() != "id"]
+    return ",".join([*kept, f"id={ns}-{own.strip('/').replace('/', '-') or 'root'}"])
