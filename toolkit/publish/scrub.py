@@ -73,7 +73,11 @@ _IN_NAME = "._-+~@#%"
 """Characters that go on a path's name (beside letters and digits): a prefix followed by one is another
 folder (`/home/alice` is not `/home/alice.bak`, `/home/alice2`)."""
 
-_OTHER_HOME = re.compile(r"(?<![\w.+~/-])(/home|/Users)/[^/\s:=,'\"()\[\]<>;|&]+")
+_IN_PATH = "._-+~/"
+"""Characters besides letters and digits that stand inside a path before a folder's name: a prefix
+after one is inside another path (`/mnt/home/alice` is not `/home/alice`)."""
+
+_OTHER_HOME = re.compile(rf"(?<![\w{re.escape(_IN_PATH)}])(/home|/Users)/[^/\s:=,'\"()\[\]<>;|&]+")
 """Another user's home folder (`/home/bob/models`, `/Users/bob`: the run measured by one user and
 exported by another, a colleague's shared models): its name is a user name, written `<user>`."""
 
@@ -85,7 +89,7 @@ def _starts_path(text: str, i: int) -> bool:
     if i == 0 or text.endswith("://", 0, i):
         return True
     c = text[i - 1]
-    return not (c.isalnum() or c in "._-+~/")
+    return not (c.isalnum() or c in _IN_PATH)
 
 
 def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
