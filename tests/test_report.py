@@ -249,7 +249,7 @@ def test_bandwidth_plausibility_flags(avg, flag):
 def test_gpu_is_known_only_for_gpu_images_on_known_cards(kw, known):
     backend = "cpu" if kw.get("backends") == "CPU" else "vulkan"
     r = make_record("x", backend, n=128, avg=100.0, **kw)
-    assert (roofline.gpu_of(r) is not None) is known
+    assert (roofline.yardstick(roofline.gpu_use(r))[0] is not None) is known
 
 
 @pytest.mark.parametrize(

@@ -17,14 +17,14 @@ from tests.support.telemetry_fakes import (
     h200_marks,
     h200_records,
     h200_samples,
+    llama_bench_windows,
+    timestamped_lines,
 )
 from toolkit.analysis.energy import AMD_POWER_AVG_MIN_WINDOW_S, NVML_POWER_AVG_MIN_WINDOW_S
 from toolkit.analysis.telemetry import (
     baseline_notes,
     flags,
-    llama_bench_windows,
     load_trace,
-    timestamped_lines,
     window_summary,
 )
 from toolkit.host.telemetry import AmdGpuSource, Sampler

@@ -371,11 +371,6 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     return GpuUse(len(names), tuple(specs), tuple(names), "single" if len(names) == 1 else split, source)
 
 
-def gpu_of(r: BenchRecord) -> GpuSpec | None:
-    """The yardstick of record `r` (one product, or N summed), None when there is none."""
-    return yardstick(gpu_use(r))[0]
-
-
 def gpu_count(r: BenchRecord) -> int | None:
     """GPUs the run used (0: CPU or software device; None: the record cannot tell)."""
     return gpu_use(r).count

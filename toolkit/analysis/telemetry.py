@@ -2,7 +2,6 @@
 host load, and the flags a result carries. Pure functions over sample dicts (the samples of
 toolkit.host.telemetry.Sampler, or a trace read back with `load_trace`).
 
-    llama_bench_windows(stderr_lines, records, end_t=...) -> [window]   one per llama-bench test
     window_summary(samples, t0, t1, tokens=None) -> summary             JSON-able
     flags(summary, baseline=None, own_pids=None) -> [flag]
 
@@ -19,9 +18,8 @@ Section numbers (§) refer to shared/reference/gpu-telemetry.md.
 
 from __future__ import annotations
 
-import re
 import statistics
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,89 +61,13 @@ BASELINE_BUSY_MAX_PCT = 10.0
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading traces and llama-bench windows
+# Reading traces
 
 
 def load_trace(path: str | Path, warnings: list[str] | None = None) -> list[dict[str, Any]]:
     """The samples of a Sampler JSONL trace (header skipped; a line that is not a JSON object skipped
     and noted in `warnings` as `path:line: why`)."""
     return list(iter_trace(path, warnings))
-
-
-def timestamped_lines(text: str) -> list[tuple[float, str]]:
-    """`<unix seconds> <line>` per line (stderr with arrival times prepended, as in the H200 case)
-    -> [(t, line)]. Lines without a leading number are skipped."""
-    out: list[tuple[float, str]] = []
-    for raw in text.splitlines():
-        head, _, rest = raw.partition(" ")
-        try:
-            out.append((float(head), rest))
-        except ValueError:
-            continue
-    return out
-
-
-# Counts of at most 9 digits: int() of a longer run of a log's digits is refused (over 4300) or absurd.
-_LB_LINE = re.compile(r"llama-bench: benchmark (\d{1,9})/(\d{1,9}): (.*)$")
-_LB_FIRST_REP = re.compile(r"^(prompt|gen\w*) run 1/(\d{1,9})(?!\d)")
-
-
-def llama_bench_windows(
-    stderr_lines: Iterable[tuple[float, str]], records: Sequence[dict[str, Any]], *, end_t: float
-) -> list[dict[str, Any]]:
-    """Per llama-bench test (needs `--progress`), the energy window: from the arrival of the first
-    measured repetition's progress line (`llama-bench: benchmark i/N: prompt run 1/R` or
-    `generation run 1/R`: the warm-up run is before it) to the arrival of the next test's
-    `benchmark i+1/N: starting` line, or `end_t` (wall time the process ended) for the last test.
-
-    `stderr_lines`: (arrival wall time s, line) pairs; `records`: llama-bench JSONL records in output
-    order (record k is test k+1). Returns one dict per test seen:
-    {"test", "n_tests", "t0", "t1", "duration_s", "repetitions", "n_prompt", "n_gen", "n_depth",
-     "tokens", "record_index"} with tokens = (n_prompt + n_gen) × repetitions, i.e. the tokens
-    llama-bench's t/s counts (n_prompt or n_gen for pp/tg tests). t0/t1 are None when a line is
-    missing (no --progress, a crash). The window also holds what llama-bench does between timed
-    repetitions (with n_depth > 0 the context fill of each repetition), and the last test's window
-    runs to process exit."""
-    first: dict[int, tuple[float, int]] = {}
-    starting: dict[int, float] = {}
-    n_tests = 0
-    for t, line in stderr_lines:
-        m = _LB_LINE.search(line)
-        if not m:
-            continue
-        test, n_tests = int(m.group(1)), max(n_tests, int(m.group(2)))
-        what = m.group(3).strip()
-        if what == "starting":
-            starting.setdefault(test, t)
-        else:
-            rep = _LB_FIRST_REP.match(what)
-            if rep and test not in first:
-                first[test] = (t, int(rep.group(2)))
-    out: list[dict[str, Any]] = []
-    for k in range(max(n_tests, len(records))):
-        test = k + 1
-        rec = records[k] if k < len(records) else {}
-        t0, reps = first.get(test, (None, None))
-        if reps is None and rec.get("samples_ns"):
-            reps = len(rec["samples_ns"])
-        t1 = starting.get(test + 1) if test < n_tests else end_t
-        n_prompt, n_gen = int(rec.get("n_prompt") or 0), int(rec.get("n_gen") or 0)
-        out.append(
-            {
-                "test": test,
-                "n_tests": n_tests,
-                "t0": t0,
-                "t1": t1,
-                "duration_s": (t1 - t0) if t0 is not None and t1 is not None else None,
-                "repetitions": reps,
-                "n_prompt": n_prompt,
-                "n_gen": n_gen,
-                "n_depth": int(rec.get("n_depth") or 0),
-                "tokens": (n_prompt + n_gen) * reps if reps else None,
-                "record_index": k if k < len(records) else None,
-            }
-        )
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
