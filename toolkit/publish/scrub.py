@@ -17,6 +17,7 @@ of a published folder; a run of this project reproduced by its run id is exporte
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -82,6 +83,22 @@ _OTHER_HOME = re.compile(rf"(?<![\w{re.escape(_IN_PATH)}])(/home|/Users)/[^/\s:=
 exported by another, a colleague's shared models): its name is a user name, written `<user>`."""
 
 
+_ABSOLUTE = re.compile(r"(?<![\w.~+-])/[^\s:=,'\"()\[\]<>;|&]*")
+"""An absolute path in a text (one pass, linear): from a `/` no name stands before to a character no
+path name holds."""
+
+
+def _climbs_normalised(m: re.Match[str]) -> str:
+    """A path that climbs with `..` (`/home/alice/proj/../../alice/x`) lexically normalised
+    (`/home/alice/x`, its leading slashes kept: `file:///...`): the names it climbs out of and back into
+    would pass the prefix check. Any other path as it is."""
+    path = m.group(0)
+    if ".." not in path.split("/"):
+        return path
+    body = path.lstrip("/")
+    return path[: len(path) - len(body) - 1] + posixpath.normpath("/" + body)
+
+
 def _starts_path(text: str, i: int) -> bool:
     """Whether a path can start at `text[i]`: the text's start, a character no path name holds before it
     (a space, tab, `=`, `:`, a quote, a bracket, `@`, `;`), or a URL's `://` (`file:///home/alice/x`);
@@ -95,7 +112,9 @@ def _starts_path(text: str, i: int) -> bool:
 def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
     """`text` with each host path that starts with a prefix (where a path can start: _starts_path, and
     followed by the text's end or a character no name holds, `/`, `:`, `,`, a quote, a tab ...) written
-    with its replacement; then another user's home folder (_OTHER_HOME) as `/home/<user>`."""
+    with its replacement; then another user's home folder (_OTHER_HOME) as `/home/<user>`. A path that
+    climbs with `..` is normalised first (_climbs_normalised)."""
+    text = _ABSOLUTE.sub(_climbs_normalised, text)
     for prefix, repl in prefixes:
         start = 0
         while (i := text.find(prefix, start)) >= 0:
