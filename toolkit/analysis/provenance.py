@@ -222,15 +222,13 @@ def _image_line(same: list[Facts]) -> str:
     record), bbbb2222 (1 record): mixed in one column`, never the first record's alone), and its
     measuring toolkit."""
     records = [f.record for f in same]
+    words = _image_words(records)
     image = _text(same[0].image, 2 * TEXT_MAX) or "unnamed image"
-    digest = _said("digest", [_text(r.image.digest, 2 * TEXT_MAX) for r in records]) or "digest not recorded"
-    backend = _said("backend", [_text(r.image.backend) for r in records]) or "backend not recorded"
+    digest = _said("digest", [w[0] for w in words]) or "digest not recorded"
+    backend = _said("backend", [w[1] for w in words]) or "backend not recorded"
     parts = [f"{image}: {digest}", backend]
-    for what, keys in _LABELS.items():
-        values = [
-            next((str(r.image.labels[k]) for k in keys if (r.image.labels or {}).get(k)), None)
-            for r in records
-        ]
+    for i, what in enumerate(_LABELS, 2):
+        values = [w[i] for w in words]
         if what == "toolkit":
             parts += [t] if (t := _toolkit_words(_text(values[0]), records)) else []
         elif what == "runtime commit":
@@ -242,6 +240,26 @@ def _image_line(same: list[Facts]) -> str:
         elif said := _said(what, [_text(v) for v in values]):
             parts.append(said)
     return ", ".join(parts)
+
+
+def _image_words(records: list[BenchRecord]) -> list[tuple[str | None, ...]]:
+    """Per record: its image's digest and backend as _image_line says them (_text), then its value of
+    each of _LABELS (the first of its label keys set, as text; None); worked out once per distinct image
+    object (the records of one run share theirs: index.load), not once per record."""
+    seen: dict[int, tuple[str | None, ...]] = {}
+    out = []
+    for r in records:
+        im = r.image
+        words = seen.get(id(im))  # the records hold their images: an id is not reused meanwhile
+        if words is None:
+            labels = im.labels or {}
+            words = seen[id(im)] = (
+                _text(im.digest, 2 * TEXT_MAX),
+                _text(im.backend),
+                *(next((str(labels[k]) for k in keys if labels.get(k)), None) for keys in _LABELS.values()),
+            )
+        out.append(words)
+    return out
 
 
 def _said(what: str, values: list[str | None]) -> str | None:
@@ -356,11 +374,11 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     p = Provenance()
     models: dict[tuple[str, str], str] = {}
     for r in records:
+        if (r.model.name, r.model.sha256) in models:  # its words said by the first record of that model
+            continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        models.setdefault(
-            (r.model.name, r.model.sha256), f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
-        )
+        models[(r.model.name, r.model.sha256)] = f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
     p.models = sorted(models.values())
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
     dates = sorted(t for (t, measured), _ in when if measured)
@@ -371,9 +389,14 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     p.undated = (len(undated), undated[0], undated[-1]) if undated else None
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
     hosts: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {}
+    host_keys: dict[int, str] = {}  # by the host object (one run's records share theirs: index.load)
     for r in records:
         h = r.host or {}
-        key = str(h.get("key") or h.get("hostname") or (h.get("os"), h.get("kernel")))
+        key = host_keys.get(id(h)) if h else None  # records hold their hosts: no id reused meanwhile
+        if key is None:
+            key = str(h.get("key") or h.get("hostname") or (h.get("os"), h.get("kernel")))
+            if h:
+                host_keys[id(h)] = key
         entry = hosts.setdefault(key, (h, set(), set()))
         if r.gpu_info:
             entry[1].add(str(r.gpu_info))

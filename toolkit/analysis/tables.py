@@ -458,7 +458,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         r, col = f.record, col_of[id(f.record)]
         if f.energy is not None:
             energy_cols.add(col)
-        ids = {c: "" if id_value(r, c) is None else str(id_value(r, c)) for c in id_cols}
+        ids = {c: "" if (v := id_value(r, c)) is None else str(v) for c in id_cols}
         label, key = _row_key(rows, r, col, row_label(r, ub=show_ub), ids)
         row = rows.setdefault(key, Row(label, ids, _row_order(r, ids)))
         row.cells[col], row.facts[col], row.flags[col] = r, f, list(f.flags)
