@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.records import make_record
-from toolkit.analysis import provenance, roofline, telemetry
+from toolkit.analysis import provenance, roofline
 from toolkit.core import gpuspecs, jsonsafe
 from toolkit.models import gguf_meta
 from toolkit.results import identity, import_repeats
@@ -92,7 +92,6 @@ MB = 1 << 20
         ("roofline _NBA_RE", lambda s: roofline._NBA_RE.search(s)),
         ("gpuspecs normalize_name", lambda s: gpuspecs.normalize_name(s)),
         ("vLLM log notes", lambda s: vargs.log_notes(s)),
-        ("telemetry llama-bench line", lambda s: telemetry._LB_LINE.search(s)),
         ("progress line", lambda s: output.progress_of(s)),
     ],
 )

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from tests.support.records import make_record
 from tests.support.runs import tk
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.analysis.provenance import provenance
 
 DATA = Path(__file__).parent / "data"
+BUSY = supporting_block(["host-busy"])  # the block a stored host-busy is held to
 
 
 def _imported(rec, **raw):
@@ -204,8 +206,8 @@ def test_a_report_whose_every_number_is_held_says_so_once() -> None:
     from toolkit.analysis import report
 
     recs = [
-        make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0, flags=["host-busy"]),
-        make_record("cpu", "cpu", n=128, avg=90.0, sd=0.9, flags=["host-busy"]),
+        make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0, flags=["host-busy"], telemetry=BUSY),
+        make_record("cpu", "cpu", n=128, avg=90.0, sd=0.9, flags=["host-busy"], telemetry=BUSY),
     ]
     text = report.render(recs, "github")
     assert "every number shown is flagged (host-busy" in text, text[:1500]

@@ -331,13 +331,16 @@ def test_matrix_switch_and_dry_run_command(tmp_path):
 def test_verdict_never_crowns_a_wrong_output_image():
     """A far faster image whose canary said wrong-output is out of the verdict: the other image is
     measured alone (no winner), never the flagged one; without the flag the same numbers win."""
-    from tests.support.records import make_record
+    from tests.support.records import canary_row, make_record
     from toolkit.analysis import verdict as verdict_mod
     from toolkit.analysis.flag_help import FLAG_HELP
 
-    fast = [
-        make_record("vulkan", "vulkan", p=512, avg=9000.0, sd=10.0, flags=["wrong-output"]),
-        make_record("vulkan", "vulkan", n=128, avg=400.0, sd=1.0, flags=["wrong-output"]),
+    bad = canary_row(
+        status="wrong-output", reason="perplexity nan is not a sane model's", ppl="nan", ln_ratio=None
+    )
+    fast = [  # the flag with the stored canary that raised it (a bare flag holds nothing: round 23)
+        make_record("vulkan", "vulkan", p=512, avg=9000.0, sd=10.0, flags=["wrong-output"], canary=bad),
+        make_record("vulkan", "vulkan", n=128, avg=400.0, sd=1.0, flags=["wrong-output"], canary=bad),
     ]
     slow = [
         make_record("hip", "rocm", p=512, avg=3000.0, sd=10.0),

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from tests.support.project import DATA
 from tests.support.records import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.analysis import compare, report, tables
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput, Regression
@@ -383,7 +384,11 @@ def test_a_slowdown_within_noise_or_on_a_flagged_cell_is_not_a_regression(tmp_pa
     qbase = quiet(base)
     flagged = []
     for r in scaled(qbase, 0.8, digest="sha256:" + "0bad" * 16, run_id="busy-slowdown"):
-        flagged.append(BenchRecord.model_validate({**r.model_dump(), "flags": ["host-busy"]}))
+        flagged.append(
+            BenchRecord.model_validate(
+                {**r.model_dump(), "flags": ["host-busy"], "telemetry": supporting_block(["host-busy"])}
+            )
+        )
     store = store_with(tmp_path / "busy", qbase + flagged)
     res = invoke("compare", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
     assert res.exit_code == 0, res.output
@@ -402,14 +407,20 @@ def test_a_contended_slowdown_is_never_within_noise_and_its_flags_show_in_the_ta
     base = load(CPU_A)  # noisy sides: a 2x slowdown is within their noise band
     busy = []
     for r in scaled(base, 0.5, digest="sha256:" + "0bad" * 16, run_id="contended"):
-        busy.append(BenchRecord.model_validate({**r.model_dump(), "flags": ["host-busy"]}))
+        busy.append(
+            BenchRecord.model_validate(
+                {**r.model_dump(), "flags": ["host-busy"], "telemetry": supporting_block(["host-busy"])}
+            )
+        )
     store = store_with(tmp_path / "contended", base + busy)
     c = compare.compare(store, base[0].image.digest[:19], "0bad0bad")
     assert all(c.held(r) and not c.within_noise(r) for r in c.rows)
     text = compare.format_comparison(c)
     assert "within noise" not in text and "slower, held: B:host-busy" in text
     fast = [
-        BenchRecord.model_validate({**r.model_dump(), "flags": ["host-busy"]})
+        BenchRecord.model_validate(
+            {**r.model_dump(), "flags": ["host-busy"], "telemetry": supporting_block(["host-busy"])}
+        )
         for r in scaled(quiet(base), 1.0, digest="sha256:" + "0f1a" * 16, run_id="same")
     ]
     store = store_with(tmp_path / "flagged-same", quiet(base) + fast)

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from tests.support.project import DATA, ROOT
 from tests.support.records import CPU_A, CPU_B, load, make_record
 from tests.support.runs import bench_records, home_project
+from tests.support.telemetry_fakes import supporting_block
 from tests.support.terminal import drain
 from toolkit.cli.main import cli
 from toolkit.publish import repro_output
@@ -27,7 +28,8 @@ CLEAN_RUN = "20261129T170627Z-6891c7"  # the captured CPU run of results-cpu-a.j
 
 def _busy(r: BenchRecord, **update) -> BenchRecord:
     """`r` as a record flagged host-busy (telemetry saw other processes use the host's CPUs)."""
-    return BenchRecord.model_validate({**r.model_dump(), "flags": ["host-busy"], **update})
+    busy = {"flags": ["host-busy"], "telemetry": r.telemetry or supporting_block(["host-busy"])}
+    return BenchRecord.model_validate({**r.model_dump(), **busy, **update})
 
 
 def _store_with_busy_rerun(root: Path) -> ResultStore:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.support.project import DATA, ROOT, write_matrix
 from tests.support.records import CPU_A, load
 from tests.support.runs import bench_records
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.cli.main import cli
 from toolkit.engine import api as engine
 from toolkit.results.records import ResultStore
@@ -178,7 +179,17 @@ def test_the_hidden_run_note_names_each_tests_model_where_two_models_are_shown(t
     store = ResultStore(tmp_path / "results")
     for run, flags in (("run-clean", []), ("run-busy", ["host-busy"])):
         for model in ("model-a", "model-b"):
-            r = make_record("cpu", "cpu", p=512, avg=100.0, sd=1.0, run_id=run, model=model, flags=flags)
+            r = make_record(
+                "cpu",
+                "cpu",
+                p=512,
+                avg=100.0,
+                sd=1.0,
+                run_id=run,
+                model=model,
+                flags=flags,
+                telemetry=supporting_block(flags),
+            )
             r.model.sha256 = model[-1] * 64
             store.add_result(r)
     res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "text"])

@@ -405,10 +405,12 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
     `not reproduced` with no flag shown, where compare holds such a cell. Records built as bench stores
     them (tests.test_report.make_record); no engine."""
     from tests.support.records import make_record
+    from tests.support.telemetry_fakes import supporting_block
     from toolkit.publish import reproduce as rp
 
     rec = make_record("cpu", "cpu", p=512, avg=11313.0, sd=5227.0, gpu_info="")
     rec.__pydantic_extra__["flags"] = ["host-busy"]
+    rec.telemetry = supporting_block(["host-busy"])  # stored with the block that raised it
     again = make_record("cpu", "cpu", p=512, avg=45172.0, sd=590.0, gpu_info="")
     (row,) = rp.compare_records([rec], [again], 5.0)
     assert not row.ok and row.held and row.status == "held: A:host-busy"

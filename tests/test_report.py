@@ -25,6 +25,7 @@ from tests.support.records import (
     needs_fixtures,
     seed_records,
 )
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.analysis import facts, plots, report, roofline, table_text, tables, verdict
 from toolkit.cli.main import cli
 from toolkit.results import identity
@@ -661,7 +662,9 @@ def test_an_image_keeps_its_color_in_every_figure_flagged_cells_are_marked_and_t
         make_record(i, b, n=128, avg=90.0, sd=0.5) for i, b in (("a-hip", "rocm"), ("b-vulkan", "vulkan"))
     ]
     shared = make_record("b-vulkan", "vulkan", n=64, avg=40.0, sd=9)
-    recs.append(shared.model_copy(update={"flags": ["gpu-shared"]}))
+    recs.append(
+        shared.model_copy(update={"flags": ["gpu-shared"], "telemetry": supporting_block(["gpu-shared"])})
+    )
     ts = tables.tables(tables.select_for_report(recs))
     figs = plots.figures(ts)
     colors = plots.palette(ts)
@@ -691,7 +694,9 @@ def test_one_value_per_cell_the_best_marked_beyond_the_noise_and_a_flagged_numbe
         make_record("b", "vulkan", p=512, avg=2500.0, sd=10.0),
         make_record("a", "rocm", p=2048, avg=3000.0, sd=30.0),
         make_record("b", "vulkan", p=2048, avg=2990.0, sd=30.0),  # inside the noise: no best
-        make_record("a", "rocm", n=128, avg=90.0, sd=0.5).model_copy(update={"flags": ["gpu-shared"]}),
+        make_record("a", "rocm", n=128, avg=90.0, sd=0.5).model_copy(
+            update={"flags": ["gpu-shared"], "telemetry": supporting_block(["gpu-shared"])}
+        ),
         make_record("b", "vulkan", n=128, avg=80.0, sd=0.5),
     ]
     text = report.render(tables.select_for_report(recs), "github")

@@ -18,7 +18,13 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.records import make_record, seed_records
-from tests.support.telemetry_fakes import H200_MODEL, h200_bench_records, h200_digest, write_h200_trace
+from tests.support.telemetry_fakes import (
+    H200_MODEL,
+    h200_bench_records,
+    h200_digest,
+    supporting_block,
+    write_h200_trace,
+)
 from toolkit.analysis import compare, plots, report, table_text, tables, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
@@ -50,7 +56,11 @@ def table(records: list[BenchRecord], axis: str) -> tables.Table:
 
 
 def with_flags(r: BenchRecord, flags: list[str]) -> BenchRecord:
-    return BenchRecord.model_validate({**r.model_dump(), "flags": flags})
+    """`r` carrying `flags`, with a telemetry block that shows them where it has none (a telemetry flag
+    without its block is `flag-unsupported:`)."""
+    return BenchRecord.model_validate(
+        {**r.model_dump(), "flags": flags, "telemetry": r.telemetry or supporting_block(flags)}
+    )
 
 
 # ------------------------------------------------------------------------------- tok/J in the tables

@@ -66,15 +66,17 @@ def _edge_cases(results: Path, meta: dict) -> None:
         {
             **cpu[0],
             "run_id": "old-tiny",
-            "created": "2020-01-01T00:00:00+00:00",
-            "image": {**cpu[0]["image"], "digest": newest_cpu},
+            "created": "2024-01-01T00:00:00+00:00",  # measured (raw test_time) before it was written, in an image built before
+            "raw": {**cpu[0]["raw"], "test_time": "2023-12-31T23:00:00Z"},
+            "image": {**cpu[0]["image"], "digest": newest_cpu, "labels": {}},
             "model": {**cpu[0]["model"], "name": "tiny-old"},
         },
         {
             **cpu[0],
             "run_id": "old-tiny-2",
-            "created": "2020-01-02T00:00:00+00:00",
-            "image": {**cpu[0]["image"], "digest": newest_cpu},
+            "created": "2024-01-02T00:00:00+00:00",  # measured (raw test_time) before it was written, in an image built before
+            "raw": {**cpu[0]["raw"], "test_time": "2024-01-01T23:00:00Z"},
+            "image": {**cpu[0]["image"], "digest": newest_cpu, "labels": {}},
             "model": {**cpu[0]["model"], "name": "tiny-old"},
         },
     ]
@@ -563,10 +565,10 @@ def test_an_edit_the_refresh_cannot_see_rebuilds_the_index_instead_of_failing(tm
     lines = f.read_bytes().split(b"\n")
     k = len(lines) // 2
     assert b'"created":"20' in lines[k] or b'"created": "20' in lines[k]
-    lines[k] = (
+    lines[k] = (  # a century later: still written after it was measured (results.time_check)
         lines[k]
-        .replace(b'"created":"20', b'"created":"19', 1)
-        .replace(b'"created": "20', b'"created": "19', 1)
+        .replace(b'"created":"20', b'"created":"21', 1)
+        .replace(b'"created": "20', b'"created": "21', 1)
     )
     f.write_bytes(b"\n".join(lines))
     with f.open("ab") as fh:

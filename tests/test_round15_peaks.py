@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.records import make_record
 from tests.support.runs import tk
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.analysis import compare, facts, report, roofline, tables, verdict
 from toolkit.results.records import BenchRecord, ResultStore
 
@@ -29,7 +30,8 @@ def _peak_ts(p: int = 0, n: int = 0) -> float:
 
 def _rec(image: str, *, p: int = 0, n: int = 0, avg: float, flags: list[str] | None = None) -> BenchRecord:
     r = make_record(image, "vulkan", p=p, n=n, avg=avg, sd=avg * 0.01, gpu_info=R9700)
-    return BenchRecord.model_validate({**r.model_dump(), "flags": flags}) if flags else r
+    held = {"flags": flags, "telemetry": supporting_block(flags)}  # a telemetry flag with its block
+    return BenchRecord.model_validate({**r.model_dump(), **held}) if flags else r
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.e2e_helpers import engine_or_skip, make_project, run_cli
 from tests.support.records import make_record
+from tests.support.telemetry_fakes import supporting_block
 from toolkit.bench import tune
 from toolkit.core.errors import BadInput
 from toolkit.results.records import ResultStore
@@ -67,6 +68,7 @@ def test_a_gain_within_the_noise_or_on_flagged_trials_is_not_decided_and_nothing
     assert tune.matrix_diff(matrix, res) == ""
     busy = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0])]
     busy[0].__pydantic_extra__["flags"] = ["host-busy"]  # as the runner stores a telemetry flag
+    busy[0].telemetry = supporting_block(["host-busy"])  # ... with the block that raised it
     res = tune.best_setting(busy, "s1", ["n_ubatch"], DEFAULT)
     assert "flagged (host-busy)" in res.undecided, res.undecided
     clean = [trial(512, [3391.0, 3400.0, 3380.0]), trial(2048, [4635.0, 4600.0, 4650.0])]
@@ -173,6 +175,7 @@ def test_tune_is_not_decided_on_flags_without_a_measured_default_on_single_sampl
     noise'."""
     flagged = [trial(2048, [4635.0, 4600.0, 4650.0]), trial(1024, [3000.0, 3010.0, 2990.0])]
     flagged[0].__pydantic_extra__["flags"] = ["host-busy"]
+    flagged[0].telemetry = supporting_block(["host-busy"])
     res = tune.best_setting(flagged, "s1", ["n_ubatch"], DEFAULT)
     assert res.default is None and "flagged (host-busy)" in res.undecided
     single = tune.best_setting([trial(512, [1000.0]), trial(2048, [1002.0])], "s1", ["n_ubatch"], DEFAULT)

@@ -502,3 +502,35 @@ def pack_check() -> None:
     assert struct.unpack_from("<Q", blob, 112)[0] == (1 << 0) | (1 << 36)
     assert struct.unpack_from("<H", blob, 22)[0] == 225
     assert struct.unpack_from("<H", blob, 40)[0] == 2920
+
+
+_SHOWS: dict[str, dict[str, Any]] = {
+    "host-busy": {"host": {"steal_pct": 50.0}},
+    "gpu-shared": {"gpus": {"gpu0": {"pids": [1, 2], "active_pids": [2]}}},
+    "gpu-memory-held": {"gpus": {"gpu0": {"pids": [1, 2], "active_pids": []}}},
+    "clock-idle": {"gpus": {"gpu0": {"busy_pct_mean": 90.0, "sclk_mhz_median": 41.0}}},
+    "power-not-stock": {"gpus": {"gpu0": {"not_stock": ["power cap 225 W below the default 300 W"]}}},
+}
+
+
+def supporting_block(flags: list[str] | None) -> dict[str, Any] | None:
+    """The least stored telemetry block (window_summary's shape) that shows what raised each telemetry
+    flag of `flags` (`throttled:<reason>` too), so a reader keeps them (results.telemetry_flags
+    checked_flags: a telemetry flag without a block that shows it is `flag-unsupported:`); None when
+    `flags` holds none. Its GPU claims a valid energy of its own, so no `energy-invalid` is raised."""
+    block: dict[str, Any] = {}
+    gpu: dict[str, Any] = {}
+    for f in flags or []:
+        name, _, reason = f.partition(":")
+        part = _SHOWS.get(name, {})
+        if name == "throttled":
+            part = {"gpus": {"gpu0": {"throttle_share": {reason: 1.0}, "throttle_count": {reason: 4}}}}
+            gpu["throttle_samples"] = 4
+        for key, value in part.items():
+            if key == "gpus":
+                gpu.update(value["gpu0"])
+            else:
+                block.setdefault(key, {}).update(value)
+    if gpu:
+        block["gpus"] = {"gpu0": {**gpu, "energy_valid": True}}
+    return block or None

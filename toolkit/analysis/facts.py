@@ -16,6 +16,7 @@ from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
 from toolkit.results import identity
+from toolkit.results.flag_claims import without_unsupported
 from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import BenchRecord
@@ -383,9 +384,9 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
         out.append("clock-skew")
     if identity.is_tune_trial(r):
         out.append("tune-trial")
-    out += [
-        s for s in dict.fromkeys(f.stored_flags) if s not in out
-    ]  # a runner's (telemetry: gpu-shared, ...)
+    out += [  # a runner's (telemetry: gpu-shared, ...); one it claimed that this raised stands as raised
+        s for s in without_unsupported(list(dict.fromkeys(f.stored_flags)), out) if s not in out
+    ]
     # why its tok/J is not shown: energy() refused it for a rule (a record with an energy kept none)
     if f.energy is None and (broken := energy_rule_broken(r)) and broken not in out:
         out.append(broken)

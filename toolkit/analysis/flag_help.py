@@ -71,9 +71,11 @@ FLAG_HELP = {
     "sensor's averaging or 15 energy-counter steps allow, samples not bracketing the window, a sampling gap, no power "
     "source, a counter that jumped or disagrees with the power reading, no test edges without --progress, a window "
     "holding work llama-bench does not time: its depth restores at n_depth > 0)",
-    "flag-unsupported": "the record carries the telemetry flag after the colon, but its own stored telemetry shows "
-    "nothing that raises it (by the rule `toolkit bench` raises it by, or the least any earlier rule needed): a "
-    "hand edit or another tool's file; it holds nothing (a flag the telemetry does raise is shown, stored or not)",
+    "flag-unsupported": "the record carries the flag after the colon, but its own data shows nothing that raises "
+    "it: a telemetry flag its stored telemetry does not raise (by the rule `toolkit bench` raises it by, or the "
+    "least any earlier rule needed), a flag the report raises itself from the record's fields (cpu-fallback, "
+    "bw-above-peak, ...: never stored), or one the record's fields contradict (no-samples beside its samples): a "
+    "hand edit or another tool's file; it holds nothing (a flag the data does raise is shown, stored or not)",
     "no-matrix-cores": "a Vulkan run on an RDNA4 GPU (gfx12xx) whose llama.cpp chose no matrix cores (its GPU-path "
     "probe read `matrix cores: none` from ggml's device line: scalar matmul shaders, not the card's WMMA; Mesa "
     "older than 25.1.0, or GGML_VK_DISABLE_COOPMAT=1): not what the card can do",

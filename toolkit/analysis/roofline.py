@@ -99,7 +99,7 @@ class ActiveShare:
 
     bytes_share: float
     params_share: float
-    source: str  # gguf | table | model-type | dense
+    source: str  # gguf | table | model-type | dense | least (ceiling only: an unknown MoE's floor)
 
 
 @dataclass(frozen=True)
@@ -419,8 +419,10 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
 
 def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) -> Assessment:
     """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
-    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks). `use`:
-    gpu_use(r) where the caller has it (an Assessment's), else found here."""
+    the sum of the used cards' peaks in any split (for 'faster than the hardware' checks; a MoE whose
+    share is unknown is taken at SMALLEST_MOE_SHARE, the fewest any reads: share source "least", a rate
+    that is at least the implied one). `use`: gpu_use(r) where the caller has it (an Assessment's), else
+    found here."""
     use = use if use is not None else gpu_use(r)
     if r.avg_ts is None or r.axis not in ("prefill", "decode"):
         return Assessment(None, use, f"no roofline for {r.axis} results")
@@ -428,6 +430,8 @@ def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) 
     if gpu is None:
         return Assessment(None, use, how)
     share = active_share(r)
+    if share is None and ceiling:  # no MoE reads less than the smallest known share: a floor of its rate
+        share = ActiveShare(SMALLEST_MOE_SHARE, SMALLEST_MOE_SHARE, "least")
     if share is None:
         return Assessment(None, use, "active share of the model's weights unknown (MoE type not recognised)")
     per = use.specs[0]

@@ -42,6 +42,7 @@ from toolkit.analysis.facts import (
 from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
 from toolkit.core import backends
 from toolkit.results import identity
+from toolkit.results.flag_claims import without_unsupported
 from toolkit.results.identity import value
 from toolkit.results.index import RecordSelection
 from toolkit.results.records import BenchRecord
@@ -569,7 +570,7 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
         points = [(value(r), rel_stddev(r)) for _, _, r in members]
         for (row, col, _), holds in zip(members, _band_holds(points, opts.noisy), strict=False):
             if holds and "ub-no-effect" not in row.flags[col]:
-                row.flags[col].append("ub-no-effect")
+                row.flags[col][:] = [*without_unsupported(row.flags[col], ["ub-no-effect"]), "ub-no-effect"]
 
 
 def _mark_host_outliers(rows: list[Row]) -> None:
@@ -596,7 +597,10 @@ def _mark_host_outliers(rows: list[Row]) -> None:
                     and abs(mine - statistics.median(vals)) > 3 * spread
                     and "host-outlier" not in row.flags[col]
                 ):
-                    row.flags[col].append("host-outlier")
+                    row.flags[col][:] = [
+                        *without_unsupported(row.flags[col], ["host-outlier"]),
+                        "host-outlier",
+                    ]
 
 
 def _within(a: float, b: float, band: float) -> bool:

@@ -227,6 +227,33 @@ def device_contradiction(backends_field: str, gpu_info: str) -> str | None:
     return None
 
 
+MAX_DEVICES = {"cuda": 16, "rocm": 16, "vulkan": 16}
+"""The most devices one of llama.cpp's GPU backends registers (by llama_name, lower case):
+GGML_CUDA_MAX_DEVICES (ggml/include/ggml-cuda.h, which the HIP build of ROCm compiles too) and
+GGML_VK_MAX_DEVICES (ggml-vulkan.h), 16 each. Backends not named here (SYCL, RPC, one this table does
+not know) are not bounded."""
+
+
+def device_count_problem(backends_field: str, gpu_info: str) -> str | None:
+    """Why `gpu_info` names more devices than the GPU backends of `backends_field` can register
+    together (MAX_DEVICES each; one backend the table does not bound: no bound), None when it does
+    not: 64 H200s in one CUDA row are no run of llama.cpp (a roofline summed over them holds nothing)."""
+    most = 0
+    for name in llama_names(backends_field):
+        if name in CPU_SIDE_NAMES:
+            continue
+        if name not in MAX_DEVICES:
+            return None
+        most += MAX_DEVICES[name]
+    n = len(_devices(gpu_info))
+    if most and n > most:
+        return (
+            f"gpu_info names {n} devices, a {backends_field[:40]!r} build registers at most {most} "
+            "(GGML_CUDA_MAX_DEVICES, GGML_VK_MAX_DEVICES): not the devices of this run"
+        )
+    return None
+
+
 def _devices(gpu_info: str) -> list[str]:
     """gpu_info's device descriptions: split on ", " outside parentheses (a description may hold one:
     `llvmpipe (LLVM 19.1.7, 256 bits)`), at most the first 64 KiB read."""

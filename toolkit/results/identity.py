@@ -38,6 +38,7 @@ from operator import itemgetter
 from typing import Any
 
 from toolkit.core import stats
+from toolkit.results.flag_claims import held_claims, without_unsupported
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_flags import checked_flags
 from toolkit.runtimes.llama_bench import plausible
@@ -630,6 +631,7 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
         ms = sorted(means)
         gap = max(b - a for a, b in zip(ms, ms[1:], strict=False))
         bimodal = ["bimodal-runs"] if len(ms) >= 3 and gap >= 0.6 * spread else []
+        flags = without_unsupported(flags, ("runs-disagree", *bimodal))
         flags += [f for f in ("runs-disagree", *bimodal) if f not in flags]
     out = recs[-1].model_copy(update={"avg_ts": mean, "stddev_ts": pooled, "samples_ts": samples})
     out._flags_checked = True
@@ -653,10 +655,12 @@ def shown_flags(r: BenchRecord) -> list[str]:
     ignored), its telemetry flags held to its own stored telemetry block by the rule the bench raised
     them by (telemetry_flags.checked_flags): one the block shows nothing of is `flag-unsupported:<flag>`
     (it holds nothing), one the block raises and the record lacks is added (a hand edit, another tool's
-    file, an older version's record). A cell combine_runs made keeps its processes' (already held)."""
+    file, an older version's record); its other flags held to its own fields (flag_claims.held_claims:
+    one the readers raise themselves, or one its fields contradict, is `flag-unsupported:<flag>`).
+    A cell combine_runs made keeps its processes' (already held)."""
     stored = (r.model_extra or {}).get("flags")
     flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-    return flags if r._flags_checked else checked_flags(flags, r.telemetry)
+    return flags if r._flags_checked else held_claims(checked_flags(flags, r.telemetry), r)
 
 
 def _process_flags(recs: list[BenchRecord]) -> list[str]:

@@ -755,7 +755,7 @@ def _record(
     block, claimed = raw.pop("toolkit_telemetry", None), raw.pop("toolkit_flags", None)
     telemetry, measured_flags, left = measured_claims(block, claimed, raw)
     # ... its figures held to physics, and any flag its block raises that the file left out added
-    telemetry, measured_flags = without_figures(telemetry, measured_flags, left)
+    telemetry, measured_flags = without_figures(telemetry, measured_flags, left, raw.get("gpu_info"))
     norm = check.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
     mfile = str(raw.get("model_filename") or "")

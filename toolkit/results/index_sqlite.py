@@ -122,6 +122,12 @@ _DIGEST_MODULES = (
     "toolkit.results.raw_check",  # records.contradiction, as above (a record against its raw row)
     "toolkit.results.runs_check",  # records.contradiction, as above (between_runs)
     "toolkit.results.served_check",  # records.contradiction, as above (served records)
+    "toolkit.results.record_check",  # records.contradiction itself
+    "toolkit.results.time_check",  # records.contradiction, as above (test_time against image and record)
+    "toolkit.results.telemetry_flags",  # records.contradiction, as above (a block's figures and caps)
+    "toolkit.core.gpuspecs",  # records.contradiction, as above (the board power a block is held to)
+    "toolkit.runtimes.llama_bench.plausible",  # check_row, as above (model fields, devices)
+    "toolkit.runtimes.vllm.output",  # served_check, record_check: a served record's result
     "toolkit.runtimes.llama_bench.md_defaults",  # readers: what an md row holds
     "toolkit.core.jsonsafe",  # records._parse_line: which lines are records at all (keys twice)
     "toolkit.core.backends",

@@ -41,12 +41,7 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
     MIN_TOKENS_PER_S,
 )
 from toolkit.results import bench_files, make_folders, open_regular
-from toolkit.results.raw_check import COUNTS, raw_problem
-from toolkit.results.runs_check import between_runs_problem
-from toolkit.results.served_check import served_problem
-from toolkit.results.telemetry_check import energy_contradiction
-from toolkit.results.telemetry_flags import figures_problem
-from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
+from toolkit.results.record_check import contradiction
 
 RECORD_SCHEMA_VERSION = 2
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
@@ -276,18 +271,6 @@ class BenchRecord(BaseModel):
         return self
 
 
-def _own_samples(rec: BenchRecord, extra: dict[str, Any]) -> int | None:
-    """How many samples the process that wrote `rec`'s raw row measured: all of samples_ts, or for a
-    record combining several processes (`between_runs`, identity.combine_runs: the newest one's raw
-    row, its samples last) the last of between_runs.counts; None where that block names no count."""
-    if "between_runs" not in extra:
-        return len(rec.samples_ts)
-    block = extra["between_runs"]
-    counts = block.get("counts") if isinstance(block, dict) else None
-    last = counts[-1] if isinstance(counts, list) and counts else None
-    return last if type(last) is int else None
-
-
 def _check_count(name: str, count: int) -> None:
     """Raises ValueError for a token count out of range (BenchRecord._strictly_finite)."""
     if count < 0 and abs(count) <= MAX_TOKENS:
@@ -501,73 +484,6 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
         return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
     why = contradiction(rec)
     return (rec, None) if why is None else (None, f"skipped a record that contradicts itself: {why}")
-
-
-def contradiction(rec: BenchRecord) -> str | None:
-    """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
-    a llama-bench record's test and axis against its token counts (the names llama_bench.check's
-    normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
-    samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
-    the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
-    (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
-    (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
-    against its served block and result (served_check); a llama-bench record's token counts and number
-    of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
-    pp4096, repetitions dropped). raw's samples_ns values are not held to samples_ts (the telemetry
-    window reads them as timed time).
-    Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
-    a file), not where the index loads a line it validated (the same bytes, the same answer)."""
-    if rec.status != "ok":
-        return None
-    extra = rec.model_extra or {}
-    own_samples = _own_samples(rec, extra)
-    if "between_runs" in extra and (
-        why := between_runs_problem(
-            extra["between_runs"], rec.avg_ts, rec.stddev_ts, rec.samples_ts, rec.method
-        )
-    ):
-        return why
-    if rec.axis == "served" and (
-        why := served_problem(rec.method, rec.avg_ts, rec.n_gen, extra.get("served"), rec.raw)
-    ):
-        return why
-    row: dict[str, Any] = {}
-    if rec.method == "llama-bench":
-        test = test_name(rec.n_prompt, rec.n_gen, rec.n_depth)
-        axis = axis_of(rec.n_prompt, rec.n_gen)
-        if rec.axis != axis:
-            return (
-                f"axis {rec.axis[:40]!r} is not its test's: {test} (n_prompt {rec.n_prompt}, n_gen "
-                f"{rec.n_gen}) is {axis}"
-            )
-        if rec.test != test:
-            return (
-                f"test {rec.test[:40]!r} is not its token counts' {test!r} (n_prompt {rec.n_prompt}, n_gen "
-                f"{rec.n_gen}, n_depth {rec.n_depth})"
-            )
-        counts = {k: getattr(rec, k) for k in COUNTS}
-        if why := raw_problem(counts, own_samples, rec.raw, rec.command):
-            return why
-        row = {k: getattr(rec, k) for k in _SHOWN}
-        row.update(backends=rec.backends, gpu_info=rec.gpu_info)  # the GPU its backend can run on
-        row.update({k: rec.raw.get(k) for k in _RAW_HELD})
-        why = check_row(row)
-        if why is not None:
-            return why
-        row["samples_ns"] = rec.raw.get("samples_ns")
-    else:
-        row = {"gpu_info": rec.gpu_info}  # the board a block's power is held to
-    if why := figures_problem(rec.telemetry):  # the figures its flags are re-derived from (checked_flags)
-        return f"its telemetry: {why}"
-    return energy_contradiction(rec.telemetry, row) if rec.telemetry else None
-
-
-_SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
-"""The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
-
-_RAW_HELD = ("model_size", "model_n_params")
-"""Fields of a llama-bench record's `raw` row held to the validity pass too: what its roofline reads
-(a model_size edited down hid a decode beyond the GPU's bandwidth)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from toolkit.core.stats import finite_number
 from toolkit.results.telemetry_check import (
     _EVIDENCE,
+    CAP_SLACK,
     CLOCK_IDLE_BUSY_MIN_PCT,
     CLOCK_IDLE_MAX_MHZ,
     HOST_OTHER_CPU_CORES_MAX,
@@ -24,6 +25,7 @@ from toolkit.results.telemetry_check import (
     POWER_W,
     UNDERSAMPLED_SHARE,
     _nonempty,
+    board_power_w,
     flag_unsupported,
 )
 
@@ -241,10 +243,14 @@ def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
     of becomes `flag-unsupported:<flag>` (a hand edit, or a file of another tool: it holds nothing);
     a flag the block raises that is not stored is added after them (OWN_PIDS_FLAGS only from a block
     that names its own pids). Other
-    flags (stale-build, runs-disagree, ...) stay as stored. `t` not a dict (no telemetry): `stored`
-    as it is (nothing to hold it to)."""
-    if not isinstance(t, Mapping):
-        return list(stored)
+    flags (stale-build, runs-disagree, ...) stay as stored (identity.shown_flags holds them to the
+    record's fields). `t` not a dict (no telemetry): each telemetry flag `flag-unsupported:<flag>`
+    (flags and their block are stored together since schema 2: no block shows nothing), the others as
+    stored."""
+    if not isinstance(t, Mapping):  # no block: nothing shows what raised a telemetry flag
+        return [
+            f"{UNSUPPORTED}:{f}" if f.partition(":")[0] in _EVIDENCE else f for f in dict.fromkeys(stored)
+        ]
     own_known = isinstance(t.get("own_pids"), list)
     derived = [f for f in window_flags(t) if own_known or f.partition(":")[0] not in OWN_PIDS_FLAGS]
     out: list[str] = []
@@ -287,13 +293,16 @@ def _outside(v: Any, lo: float, hi: float) -> bool:
     return v is not None and (n is None or not lo <= n <= hi)
 
 
-def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool) -> str | None:
+def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: float | None) -> str | None:
     """figures_problem's checks of one GPU's summary `g` (`said`: its power figures are
-    telemetry_check.energy_contradiction's to judge: a block that claims, or was refused, a valid energy)."""
+    telemetry_check.energy_contradiction's to judge: a block that claims, or was refused, a valid energy;
+    `board`: the rated power of the board its row names, W, where known)."""
     temps = _map(g.get("temp_max_c"))
     named = [
         (k, g.get(k), FIGURE_RANGES[r]) for k, r in _GPU_FIGURES.items() if not (said and r == "power_w")
     ]
+    cap_hi = min(POWER_W[1], board * CAP_SLACK) if board else POWER_W[1]
+    named += [(k, g.get(k), (POWER_W[0], cap_hi)) for k in ("cap_w", "cap_default_w")]
     named += [(f"temp_max_c.{str(k)[:24]}", v, FIGURE_RANGES["temp_c"]) for k, v in temps.items()]
     n = finite_number(g.get("throttle_samples"))
     shares = _map(g.get("throttle_share"))
@@ -309,12 +318,14 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool) -> str | No
     return None
 
 
-def figures_problem(t: Any) -> str | None:
+def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     """Why the figures of a stored telemetry block `t` (window_summary's shape) cannot be a window's,
     None where they can (or `t` is no dict): a window of no time (duration_s <= 0, t1 before t0; where it
     claims a valid energy, telemetry_check.energy_contradiction says so); a GPU
     figure outside its sensor's physical range (FIGURE_RANGES: a busy mean of 500 %, a 900 °C
-    temperature, a 0 MHz clock median), a throttle share outside 0-1 or counted in more samples than
+    temperature, a 0 MHz clock median), a power cap (cap_w, cap_default_w) outside POWER_W or above
+    CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w: no driver lets a
+    10 kW cap be set on a 700 W H200), a throttle share outside 0-1 or counted in more samples than
     the window read; the host's CPU pressure or steal outside 0-100 %, its busy or other processes'
     cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
     reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the
@@ -327,8 +338,9 @@ def figures_problem(t: Any) -> str | None:
     if no_time and not said:
         return f"duration_s {str(t.get('duration_s'))[:24]}, t0 {t0}, t1 {t1}: a window of no time"
     gpus = _map(t.get("gpus"))
+    board = board_power_w(gpu_info)
     for sid, g in gpus.items():
-        if isinstance(g, Mapping) and (why := _gpu_figures_problem(str(sid), g, said)):
+        if isinstance(g, Mapping) and (why := _gpu_figures_problem(str(sid), g, said, board)):
             return why
     host = _map(t.get("host"))
     cpus = finite_number(host.get("cpus_online"))
@@ -347,12 +359,13 @@ def figures_problem(t: Any) -> str | None:
 
 
 def without_figures(
-    telemetry: Any, flags: Sequence[str], left: dict[str, str]
+    telemetry: Any, flags: Sequence[str], left: dict[str, str], gpu_info: Any = None
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """`toolkit import`'s measured block `telemetry` and its kept `flags` (telemetry_check.measured_claims),
-    left out where its figures cannot be a window's (figures_problem), each telemetry flag with it (said
-    in `left`, which this adds to), then every flag its kept block raises (checked_flags)."""
-    why = figures_problem(telemetry)
+    left out where its figures cannot be a window's (figures_problem; `gpu_info`: the row's, the board its
+    caps are held to), each telemetry flag with it (said in `left`, which this adds to), then every flag
+    its kept block raises (checked_flags)."""
+    why = figures_problem(telemetry, gpu_info)
     if why is None:
         return telemetry, checked_flags(flags, telemetry)
     left["toolkit_telemetry"] = f"not a window's figures: {why}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.results.served_check import served_problem
+from toolkit.results.time_check import local_date_problem
 from toolkit.runtimes.vllm import output as vf
 
 # the runner's file names (lat-IN-OUT.json, serve-IN-OUT-cC.json, throughput-IN-OUT.json), matched on
@@ -200,7 +202,8 @@ def records(
     file_sha: dict[Path, str],
 ) -> list[BenchRecord]:
     """The records of these (length-resolved) vLLM result files, in file order; a decode run without
-    the output-1 run of its input length is BadInput naming it; ValueError for a served record whose
+    the output-1 run of its input length is BadInput naming it; ValueError for a `date` no run has
+    (time_check.local_date_problem: before vLLM, or ahead of the import by more than any zone), for a served record whose
     avg_ts is not its own figures' (served_check: the rule a stored one is read by)."""
     out: list[BenchRecord] = []
     refs = {
@@ -209,6 +212,8 @@ def records(
     for f in files:
         assert f.input_len is not None and f.output_len is not None
         L, O = f.input_len, f.output_len  # noqa: E741
+        if why := local_date_problem(f.result.get("date"), datetime.fromisoformat(created)):
+            raise ValueError(why)  # the rule a stored one is read by (time_check.times_problem)
         base = dict(
             run_id=run_id,
             created=created,

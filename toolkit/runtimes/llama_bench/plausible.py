@@ -92,8 +92,9 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
 def device_problem(fields: dict[str, Any]) -> str | None:
     """Why a row's GPU devices (`gpu_info`) cannot be its build's backend (`backends`), None when they
     can or it does not say (backends.device_contradiction: CUDA runs on NVIDIA GPUs only, ROCm on AMD's,
-    Metal on Apple's)."""
+    Metal on Apple's), or more of them than its backends register (backends.device_count_problem:
+    16 each for CUDA, ROCm and Vulkan)."""
     names, gpus = fields.get("backends"), fields.get("gpu_info")
     if not isinstance(names, str) or not isinstance(gpus, str):
         return None
-    return backends.device_contradiction(names, gpus)
+    return backends.device_contradiction(names, gpus) or backends.device_count_problem(names, gpus)

@@ -394,8 +394,9 @@ def serve_duration_problem(data: dict[str, Any]) -> str | None:
     """Why a `vllm bench serve` result's duration is shorter than its own requests allow, or None.
     vLLM (vllm/benchmarks/serve.py `benchmark`) times the duration from before the first request is
     sent to after the last returns, and each request's ttft, itl, tpot and e2el within it, at most
-    max_concurrency requests at once (a semaphore around each): so no latency statistic but std (mean,
-    median, pN: a time within one request) passes the duration, nor one request's ttft + its itls
+    max_concurrency requests at once (a semaphore around each): so no latency statistic (mean,
+    median, pN: a time within one request) passes the duration, no std (np.std of such times, each
+    within 0..duration) half of it, nor one request's ttft + its itls
     (--save-detailed's `ttfts`, `itls`: at most its e2el); and the requests' summed time (completed x
     mean_e2el_ms, or those sums) passes duration x max_concurrency by no more than AGREE (a real 0.16.0
     capture: 4.13 s of requests at c2 in 4.182 s, 0.99 of the bound)."""
@@ -407,6 +408,11 @@ def serve_duration_problem(data: dict[str, Any]) -> str | None:
         for stat, v in vals.items():
             if stat != "std" and v is not None and v > 1000 * secs * (1 + AGREE):
                 return f"{stat}_{metric}_ms {v:g} is longer than duration {secs:g} s: every request is timed within it"
+            if stat == "std" and v is not None and v > 500 * secs * (1 + AGREE):
+                return (
+                    f"std_{metric}_ms {v:g} is more than half of duration {secs:g} s: times that all lie within "
+                    "the duration spread by at most half of it (numpy's std)"
+                )
     lows = _request_lows(data)
     if lows and max(lows) > secs * (1 + AGREE):
         return f"a request's ttft + itls take {max(lows):.4g} s, longer than duration {secs:g} s"

@@ -1,0 +1,112 @@
+"""A stored record's flags that are not telemetry's, held to the record's own fields (telemetry's are
+held to its telemetry block: telemetry_flags.checked_flags). Read by identity.shown_flags, so by every
+reader of a stored record (report, compare, verdict, reproduce).
+
+Two kinds. A flag the readers raise themselves from the record's own fields (DERIVED_FLAGS: the
+analysis' cpu-fallback, ub-clamped, warmup-outlier, the above-peak flags, ...; combine_runs'
+runs-disagree) is never taken from the store: no writer of this toolkit stores one, the reader raises
+it again where the record shows it, and a stored one is `flag-unsupported:<flag>` (a hand edit, a file
+of another tool: it holds nothing). A flag a writer stores (the import's no-samples, the probe's
+no-matrix-cores, the canary's wrong-output) is `flag-unsupported:` where the record's own fields
+contradict it (WRITTEN_CLAIMS); stale-build and names no writer knows stay as stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from toolkit.core import backends
+from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
+from toolkit.results.records import BenchRecord
+from toolkit.results.telemetry_flags import UNSUPPORTED
+
+DERIVED_FLAGS = frozenset(
+    {
+        "ub-clamped",  # n_ubatch against n_batch and the test's tokens (facts.ub_clamped)
+        "ub-no-effect",  # neighbouring rows of a table (tables._mark_ub_no_effect)
+        "cpu-fallback",  # backends and gpu_info (facts.is_cpu_fallback)
+        "software-gpu",  # gpu_info (is_software_gpu)
+        "noisy",  # stddev_ts over avg_ts against the report's threshold
+        "warmup-outlier",  # samples_ts (facts.warmup_outlier)
+        "stddev-recomputed",  # the record's `repaired`
+        "experimental",  # the record's `experimental`
+        "synthetic-twin",  # model.kind
+        "concurrent",  # the record's `concurrent` (bench.guard)
+        "clock-skew",  # the store's order, when read
+        "tune-trial",  # the record's tune session
+        "bw-above-peak",  # the roofline of its GPU, model and speed
+        "compute-above-peak",
+        "bw-below-floor",
+        "host-outlier",  # other hosts' cells of a table
+        "runs-disagree",  # identity.combine_runs, when read (a stored between_runs: kept)
+        "bimodal-runs",
+    }
+)
+"""Flags raised by the readers from a record's own fields and its neighbours, each time it is read
+(analysis.facts._flags, analysis.tables, identity.combine_runs): never stored by a writer of this
+toolkit, so a stored one says only what the stored record's fields do not."""
+
+_FROM_RUNS = frozenset({"runs-disagree", "bimodal-runs"})
+
+
+def _canary_status(r: BenchRecord) -> Any:
+    c = (r.model_extra or {}).get("canary")
+    return c.get("status") if isinstance(c, dict) else None
+
+
+def _not_rdna4_vulkan(r: BenchRecord) -> bool:
+    """The record ran no Vulkan build, or on GPUs the table knows none of which is RDNA4 (gfx12xx)."""
+    names = [n.lower() for n in backends.llama_names(r.backends or "")]
+    if r.image.backend != "vulkan" and "vulkan" not in names:
+        return True
+    specs = [spec_by_name(d) for d in split_gpu_info(r.gpu_info or "")]
+    return (
+        bool(specs)
+        and all(s is not None for s in specs)
+        and not any(s.gfx_target.startswith("gfx12") for s in specs if s is not None)
+    )
+
+
+WRITTEN_CLAIMS: dict[str, tuple[Callable[[BenchRecord], bool], str]] = {
+    "no-samples": (lambda r: bool(r.samples_ts), "samples_ts holds the repetitions"),
+    "no-build-commit": (lambda r: bool(r.build_commit), "build_commit names the build"),
+    "no-batch-sizes": (
+        lambda r: r.n_batch is not None or r.n_ubatch is not None,
+        "n_batch / n_ubatch are stated",
+    ),
+    "no-matrix-cores": (_not_rdna4_vulkan, "no Vulkan run on an RDNA4 GPU"),
+    "wrong-output": (lambda r: _canary_status(r) != "wrong-output", "its canary is not wrong-output"),
+}
+"""A writer's stored flag: (whether the record's own fields contradict it, what they show instead)."""
+
+
+def claim_problem(flag: str, r: BenchRecord) -> str | None:
+    """Why stored flag `flag` (a name, with any `:reason`) is not one record `r` can carry, None when it
+    can (or is telemetry's, stale-build, or a name no reader knows)."""
+    name = flag.partition(":")[0]
+    if name in DERIVED_FLAGS:
+        if name in _FROM_RUNS and isinstance((r.model_extra or {}).get("between_runs"), dict):
+            return None  # a stored combined record (held to its figures: runs_check)
+        return "raised by the reader from the record's own fields, never stored"
+    test = WRITTEN_CLAIMS.get(name)
+    if test and test[0](r):
+        return test[1]
+    return None
+
+
+def held_claims(flags: Sequence[str], r: BenchRecord) -> list[str]:
+    """`flags` (a record's stored flags, telemetry's already held) with each one `r` cannot carry
+    (claim_problem) as `flag-unsupported:<flag>`, in order, each once."""
+    out: list[str] = []
+    for f in flags:
+        shown = f"{UNSUPPORTED}:{f}" if claim_problem(f, r) else f
+        if shown not in out:
+            out.append(shown)
+    return out
+
+
+def without_unsupported(flags: list[str], raised: Sequence[str]) -> list[str]:
+    """`flags` less each `flag-unsupported:<flag>` whose flag a reader raised itself (`raised`): the
+    record's fields show it after all, so the flag stands once, as raised."""
+    drop = {f"{UNSUPPORTED}:{x}" for x in raised}
+    return [f for f in flags if f not in drop]

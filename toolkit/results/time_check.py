@@ -1,0 +1,77 @@
+"""When a stored record says its test ran (its raw row's test_time, the one reading of it:
+llama_bench.check.parse_test_time) against the two other times the record names: when its image was
+built (the OCI label `org.opencontainers.image.created` the toolkit's build writes, reused from the
+first build of the same inputs, so the image existed from then on) and when the record was written
+(`created`: `toolkit bench` writes it after the test, `toolkit import` at the import). A test runs in an
+image that exists and is written after it ran: a test_time before the first or after the second, by
+more than FUTURE_SLACK_S (clock skew between the build host and the measuring host), is no time of
+this measurement (an edited line, a wrong clock). Read by record_check.contradiction, so by every reader
+of a stored record."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time
+from toolkit.runtimes.vllm import output as vllm_output
+
+if TYPE_CHECKING:
+    from toolkit.results.records import BenchRecord
+
+IMAGE_CREATED = "org.opencontainers.image.created"
+
+
+def times_problem(rec: BenchRecord) -> str | None:
+    """Why `rec`'s test_time cannot be when it was measured, None where it can or a time is not stated
+    (no test_time: md, sql, vLLM; an image without the label; an unreadable `created` is the schema's):
+    more than FUTURE_SLACK_S before its image's `org.opencontainers.image.created`, or after its own
+    `created`; a vLLM record's `date` held to its `created` the same way (local_date_problem)."""
+    raw = rec.raw if isinstance(rec.raw, dict) else {}
+    written = parse_test_time(rec.created)
+    if written is not None and rec.runner == "vllm" and (why := local_date_problem(raw.get("date"), written)):
+        return why
+    ran = parse_test_time(raw.get("test_time"))
+    if ran is None:
+        return None
+    said = str(raw.get("test_time"))[:40]
+    built = parse_test_time((rec.image.labels or {}).get(IMAGE_CREATED))
+    if built is not None and (built - ran).total_seconds() > FUTURE_SLACK_S:
+        return (
+            f"test_time {said!r} lies before its image was built ({IMAGE_CREATED} "
+            f"{built.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC): no test runs in an image before it exists"
+        )
+    if written is not None and (ran - written).total_seconds() > FUTURE_SLACK_S:
+        return (
+            f"test_time {said!r} lies after the record was written (created "
+            f"{written.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC): a test is written after it ran"
+        )
+    return None
+
+
+EARLIEST_LOCAL_DATE = datetime(2023, 6, 1)
+"""No vLLM result is older: vLLM's first public release (v0.1.0) came out in June 2023; a vLLM `date`
+before it is a host clock that was never set, or an edited file."""
+
+ZONE_SLACK_S = 14 * 3600
+"""How far a local time may run ahead of UTC (UTC+14, Kiribati's Line Islands): a vLLM `date` is the
+benchmark host's local time with no zone (runtimes.vllm.output.local_date)."""
+
+
+def local_date_problem(v: Any, latest: datetime) -> str | None:
+    """Why a vLLM result's `date` (`v`: local time, no zone) cannot be when it ran, None where it can or
+    is not a date vLLM writes (then it is shown as not recorded): before EARLIEST_LOCAL_DATE, or more
+    than ZONE_SLACK_S + FUTURE_SLACK_S after `latest` (aware: now at import, the record's `created`
+    when stored: it is written after it ran)."""
+    d = vllm_output.local_date(v)
+    if d is None:
+        return None
+    if d < EARLIEST_LOCAL_DATE:
+        return f"date {str(v)!r} lies before vLLM existed (its first release: June 2023)"
+    bound = latest.astimezone(timezone.utc).replace(tzinfo=None)
+    if (d - bound).total_seconds() > ZONE_SLACK_S + FUTURE_SLACK_S:
+        return (
+            f"date {str(v)!r} lies after {bound:%Y-%m-%d %H:%M:%S} UTC, when the result was read or written, "
+            "by more than any time zone: a wrong clock or an edited file"
+        )
+    return None
