@@ -8,42 +8,10 @@ tenant, held at the power cap), edited as a hand or another tool would."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
-from tests.support.project import DATA, ROOT
 from tests.support.runs import tk
-
-H200 = DATA / "h200-measure"
-
-
-def _rows(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (H200 / name).read_text().splitlines() if line.strip()]
-
-
-def _project(tmp_path: Path) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
-    return tmp_path
-
-
-def _import(tmp: Path, rows: list[dict[str, Any]], label: str) -> str:
-    src = tmp / f"{label}.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    res = tk(tmp, "import", "--results", "r", "--label", label, str(src))
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res.stdout + res.stderr
-
-
-def _edit_stored(tmp: Path, label: str, edit: Any) -> None:
-    """Rewrite the stored records of image `label` under tmp/r through `edit(record)` (a hand edit)."""
-    for f in (tmp / "r").glob("*/bench.jsonl"):
-        recs = [json.loads(line) for line in f.read_text().splitlines()]
-        if recs and recs[0]["image"]["name"] == label:
-            for r in recs:
-                edit(r)
-            f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+from tests.support.stored import edit_stored, h200_rows, import_rows, matrix_project
 
 
 def _gpu(block: dict[str, Any]) -> dict[str, Any]:
@@ -53,10 +21,10 @@ def _gpu(block: dict[str, Any]) -> dict[str, Any]:
 def test_stored_telemetry_flags_its_block_does_not_show_are_unsupported_and_hold_nothing(tmp_path):
     """An idle H200's records edited to carry host-busy, clock-idle and throttled:hw-thermal: before, the
     verdict was `not decided (telemetry flags)` on flags nothing in their blocks raised."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _import(tmp, _rows("contended.jsonl"), "busy")
-    _edit_stored(tmp, "alone", lambda r: r.update(flags=["host-busy", "clock-idle", "throttled:hw-thermal"]))
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    import_rows(tmp, h200_rows("contended.jsonl"), "busy")
+    edit_stored(tmp, lambda r: r.update(flags=["host-busy", "clock-idle", "throttled:hw-thermal"]), "alone")
     text = tk(tmp, "report", "--results", "r")
     assert text.returncode == 0, text.stderr
     assert "**alone@import:" in text.stdout and "not decided (telemetry flags)" not in text.stdout, (
@@ -72,10 +40,10 @@ def test_stored_telemetry_flags_stripped_from_a_contended_record_come_back_from_
     """The contended H200's records with their flags removed: before, compare counted six regressions
     (B at 0.13-0.62 of A) and the report showed its cells clean. Its block holds sw-power-cap in every
     sample: throttled:sw-power-cap is raised again, and compare holds every row."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _import(tmp, _rows("contended.jsonl"), "busy")
-    _edit_stored(tmp, "busy", lambda r: r.pop("flags", None))
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    import_rows(tmp, h200_rows("contended.jsonl"), "busy")
+    edit_stored(tmp, lambda r: r.pop("flags", None), "busy")
     res = tk(tmp, "compare", "alone", "busy", "--results", "r", "--json")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)["result"]["rows"]
@@ -86,8 +54,8 @@ def test_stored_telemetry_flags_stripped_from_a_contended_record_come_back_from_
 def test_an_imported_block_that_raises_a_flag_the_file_left_out_is_flagged(tmp_path):
     """A measure row whose block shows sw-power-cap in all 4 samples but whose toolkit_flags are []:
     before, imported and shown unflagged."""
-    tmp = _project(tmp_path)
-    row = _rows("alone.jsonl")[0]
+    tmp = matrix_project(tmp_path)
+    row = h200_rows("alone.jsonl")[0]
     g = _gpu(row["toolkit_telemetry"])
     g.update(
         samples=4,
@@ -96,7 +64,7 @@ def test_an_imported_block_that_raises_a_flag_the_file_left_out_is_flagged(tmp_p
         throttle_count={"sw-power-cap": 4},
     )
     row["toolkit_flags"] = []
-    _import(tmp, [row], "h200")
+    import_rows(tmp, [row], "h200")
     stored = [
         json.loads(line) for f in (tmp / "r").glob("*/bench.jsonl") for line in f.read_text().splitlines()
     ]
@@ -116,11 +84,11 @@ def _pump(block: dict[str, Any], watts: float, cap: float | None) -> None:
 def test_an_h200_block_above_its_boards_rated_power_is_refused_whatever_cap_it_names(tmp_path):
     """An H200 (700 W) block at 1,500 W with its cap removed, and one at 1,900 W naming a 10 kW cap:
     before, both imported with a valid tok/J (8.86, 6.68); a stored record so, shown."""
-    tmp = _project(tmp_path)
-    rows = _rows("alone.jsonl")[:2]
+    tmp = matrix_project(tmp_path)
+    rows = h200_rows("alone.jsonl")[:2]
     _pump(rows[0]["toolkit_telemetry"], 1500.0, None)
     _pump(rows[1]["toolkit_telemetry"], 1900.0, 10000.0)
-    out = _import(tmp, rows, "h200")
+    out = import_rows(tmp, rows, "h200")
     assert out.count("the rated power of the board its row names 700 W") == 1, out
     # round 23: the 10 kW cap is itself no H200's (cap_w held to 1.25x the board): the block left out
     assert "cap_w is 10000.0" in out, out
@@ -128,9 +96,9 @@ def test_an_h200_block_above_its_boards_rated_power_is_refused_whatever_cap_it_n
     assert text.count("energy-invalid:energy_contradicts_window") >= 1 and "8.86" not in text, text
     assert "6.68" not in text, text
     # the same figures in a stored record: skipped as contradicting itself
-    tmp2 = _project(tmp_path / "stored")
-    _import(tmp2, _rows("alone.jsonl")[:1], "h200")
-    _edit_stored(tmp2, "h200", lambda r: _pump(r["telemetry"], 1500.0, None))
+    tmp2 = matrix_project(tmp_path / "stored")
+    import_rows(tmp2, h200_rows("alone.jsonl")[:1], "h200")
+    edit_stored(tmp2, lambda r: _pump(r["telemetry"], 1500.0, None), "h200")
     rep = tk(tmp2, "report", "--results", "r")
     assert "skipped a record that contradicts itself" in rep.stderr and "700 W" in rep.stderr, rep.stderr
 
@@ -154,7 +122,7 @@ def test_a_stored_block_with_figures_no_sensor_reads_is_skipped_and_an_imported_
     figure, and an imported block is left out with its flags (the speed kept)."""
     from toolkit.results.telemetry_flags import figures_problem
 
-    row = _rows("alone.jsonl")[0]
+    row = h200_rows("alone.jsonl")[0]
     block = row["toolkit_telemetry"]
     assert figures_problem(block) is None
     for edit, says in (
@@ -167,19 +135,19 @@ def test_a_stored_block_with_figures_no_sensor_reads_is_skipped_and_an_imported_
         b = json.loads(json.dumps(block))
         edit(b)
         assert says in (figures_problem(b) or ""), (says, figures_problem(b))
-    tmp = _project(tmp_path)
+    tmp = matrix_project(tmp_path)
     row["toolkit_flags"] = ["clock-idle"]
     _gpu(block).update(busy_pct_mean=500.0, sclk_mhz_median=100.0)
-    out = _import(tmp, [row], "h200")
+    out = import_rows(tmp, [row], "h200")
     assert "not a window's figures: gpus." in out and "busy_pct_mean is 500" in out, out
     stored = [
         json.loads(line) for f in (tmp / "r").glob("*/bench.jsonl") for line in f.read_text().splitlines()
     ]
     assert stored[0].get("telemetry") is None and "clock-idle" not in (stored[0].get("flags") or [])
-    tmp2 = _project(tmp_path / "stored")
-    _import(tmp2, _rows("alone.jsonl")[:1], "h200")
-    _edit_stored(
-        tmp2, "h200", lambda r: _gpu(r["telemetry"]).update(busy_pct_mean=500.0, sclk_mhz_median=100.0)
+    tmp2 = matrix_project(tmp_path / "stored")
+    import_rows(tmp2, h200_rows("alone.jsonl")[:1], "h200")
+    edit_stored(
+        tmp2, lambda r: _gpu(r["telemetry"]).update(busy_pct_mean=500.0, sclk_mhz_median=100.0), "h200"
     )
     rep = tk(tmp2, "report", "--results", "r")
     assert "skipped a record that contradicts itself: its telemetry: gpus." in rep.stderr, rep.stderr
@@ -193,7 +161,7 @@ def test_one_flag_rule_for_the_bench_and_the_readers():
 
     assert telemetry.window_flags is telemetry_flags.window_flags
     assert telemetry_flags.FIGURE_RANGES == {**energy.PLAUSIBLE, "power_w": (1.0, energy.POWER_MAX_W)}
-    for row in _rows("contended.jsonl") + _rows("alone.jsonl"):
+    for row in h200_rows("contended.jsonl") + h200_rows("alone.jsonl"):
         kept = telemetry_flags.checked_flags(row["toolkit_flags"], row["toolkit_telemetry"])
         assert kept == row["toolkit_flags"] or set(kept) >= set(row["toolkit_flags"]), (
             kept,
@@ -210,7 +178,7 @@ def test_a_cell_of_several_processes_keeps_every_processs_checked_flags():
     from toolkit.analysis.facts import stored_flags
     from toolkit.results.identity import combine_runs
 
-    busy, idle = _rows("contended.jsonl")[0], _rows("alone.jsonl")[0]
+    busy, idle = h200_rows("contended.jsonl")[0], h200_rows("alone.jsonl")[0]
 
     def process(row: dict[str, Any], i: int, flags: list[str]) -> Any:
         rec = make_record(
@@ -244,7 +212,7 @@ def test_gpu_shared_stripped_from_a_block_that_names_its_own_pids_comes_back():
     shared GPU); an older block without them adds nothing, as before."""
     from toolkit.results.telemetry_flags import checked_flags
 
-    block = _rows("contended.jsonl")[0]["toolkit_telemetry"]
+    block = h200_rows("contended.jsonl")[0]["toolkit_telemetry"]
     pids = _gpu(block)["pids"]  # two processes on the GPU: the benchmark's and another tenant's
     assert "gpu-shared" in checked_flags([], {**block, "own_pids": pids[:1]})
     assert "gpu-shared" not in checked_flags([], {**block, "own_pids": pids})

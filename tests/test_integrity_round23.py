@@ -16,41 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tests.support.project import DATA, ROOT
+from tests.support.project import DATA
 from tests.support.runs import tk
-
-H200 = DATA / "h200-measure"
-
-
-def _rows(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (H200 / name).read_text().splitlines() if line.strip()]
-
-
-def _project(tmp_path: Path) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
-    return tmp_path
-
-
-def _import(tmp: Path, rows: list[dict[str, Any]] | Path, label: str, *extra: str) -> str:
-    if isinstance(rows, Path):
-        src = rows
-    else:
-        src = tmp / f"{label}.jsonl"
-        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    res = tk(tmp, "import", "--results", "r", "--label", label, *extra, str(src))
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res.stdout + res.stderr
-
-
-def _edit_stored(tmp: Path, edit: Any, label: str | None = None) -> None:
-    """Rewrite the stored records under tmp/r (of image `label`, or all) through `edit(record)`."""
-    for f in (tmp / "r").glob("*/bench.jsonl"):
-        recs = [json.loads(line) for line in f.read_text().splitlines()]
-        if recs and (label is None or recs[0]["image"]["name"] == label):
-            for r in recs:
-                edit(r)
-            f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+from tests.support.stored import edit_stored, h200_rows, import_rows, matrix_project
 
 
 def _report(tmp: Path, *extra: str) -> Any:
@@ -75,9 +43,9 @@ def test_stored_flags_the_report_raises_itself_are_unsupported_where_the_record_
     stored, and the above-peak ones held every cell ("every number shown is flagged (bw-above-peak,
     compute-above-peak)"). Now each is `flag-unsupported:`, holding nothing; ub-clamped stays where
     the record's own n_ubatch is clamped (pp512 ub2048)."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _edit_stored(tmp, lambda r: r.update(flags=[*DERIVED, "ub-clamped", "runs-disagree"]))
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    edit_stored(tmp, lambda r: r.update(flags=[*DERIVED, "ub-clamped", "runs-disagree"]))
     text = _report(tmp).stdout
     assert "every number shown is flagged" not in text, text
     for f in DERIVED:
@@ -97,17 +65,17 @@ def test_a_writers_flag_its_record_contradicts_is_unsupported_and_a_real_one_sta
     no-matrix-cores on a CUDA H200, wrong-output with no failed canary: before, shown as stored, and
     wrong-output left the image out of the verdict ("not decided (no results)"). An md import's own
     no-samples stays."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _import(tmp, _rows("contended.jsonl"), "busy")
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    import_rows(tmp, h200_rows("contended.jsonl"), "busy")
     claims = ["no-samples", "no-build-commit", "no-batch-sizes", "no-matrix-cores", "wrong-output"]
-    _edit_stored(tmp, lambda r: r.update(flags=claims), "alone")
+    edit_stored(tmp, lambda r: r.update(flags=claims), "alone")
     text = _report(tmp).stdout
     for f in claims:
         assert f"flag-unsupported:{f}" in text, (f, text)
     assert "not decided (no results)" not in text, text
-    md = _project(tmp_path / "md")
-    _import(md, DATA / "llamabench-0c1e57098-cpu.md", "md")
+    md = matrix_project(tmp_path / "md")
+    import_rows(md, DATA / "llamabench-0c1e57098-cpu.md", "md")
     text = _report(md).stdout
     assert "no-samples" in text and "flag-unsupported:no-samples" not in text, text
 
@@ -123,15 +91,15 @@ def test_a_power_cap_no_board_of_the_named_gpu_takes_is_left_out_at_import_and_s
     """An H200 (700 W) block naming a 10 kW cap (round 20 left "a block's cap_w not held to the board"):
     before, imported and shown with its valid tok/J. Now the block is left out at import (speed kept),
     and a stored one skipped naming the cap; the real 700 W blocks read as before."""
-    tmp = _project(tmp_path)
-    out = _import(tmp, _cap(_rows("alone.jsonl"), 10000.0), "cap")
+    tmp = matrix_project(tmp_path)
+    out = import_rows(tmp, _cap(h200_rows("alone.jsonl"), 10000.0), "cap")
     assert "cap_w is 10000.0" in out, out
     text = _report(tmp).stdout
     assert "13331.22" in text and "38.2" not in text, text
-    stored = _project(tmp_path / "stored")
-    _import(stored, _rows("alone.jsonl"), "h200")
+    stored = matrix_project(tmp_path / "stored")
+    import_rows(stored, h200_rows("alone.jsonl"), "h200")
     assert "38.2" in _report(stored).stdout
-    _edit_stored(stored, lambda r: next(iter(r["telemetry"]["gpus"].values())).update(cap_default_w=9000.0))
+    edit_stored(stored, lambda r: next(iter(r["telemetry"]["gpus"].values())).update(cap_default_w=9000.0))
     rep = _report(stored)
     assert "skipped a record that contradicts itself" in rep.stderr and "cap_default_w" in rep.stderr, (
         rep.stderr
@@ -148,14 +116,14 @@ def test_a_test_time_before_its_image_was_built_or_after_its_record_was_written_
     """A `toolkit bench` record (image built 2026-11-29 16:59, record written 17:07) edited to a
     test_time of 2025-01-02, or of 2026-12-04: before, shown as `measured: 2025-01-02 ...` / `2026-12-04`.
     Now skipped, saying which time it contradicts; the record as written reads as before."""
-    ok = _bench_folder(_project(tmp_path / "ok"))
+    ok = _bench_folder(matrix_project(tmp_path / "ok"))
     assert "measured: 2026-11-29 17:06:28 UTC" in _report(ok).stdout
-    early = _bench_folder(_project(tmp_path / "early"))
-    _edit_stored(early, lambda r: r["raw"].update(test_time="2025-01-02T00:00:00Z"))
+    early = _bench_folder(matrix_project(tmp_path / "early"))
+    edit_stored(early, lambda r: r["raw"].update(test_time="2025-01-02T00:00:00Z"))
     rep = _report(early)
     assert "2025-01-02" not in rep.stdout and "lies before its image was built" in rep.stderr, rep.stderr
-    late = _bench_folder(_project(tmp_path / "late"))
-    _edit_stored(late, lambda r: r["raw"].update(test_time="2026-12-04T00:00:00Z"))
+    late = _bench_folder(matrix_project(tmp_path / "late"))
+    edit_stored(late, lambda r: r["raw"].update(test_time="2026-12-04T00:00:00Z"))
     rep = _report(late)
     assert "2026-12-04" not in rep.stdout and "lies after the record was written" in rep.stderr, rep.stderr
 
@@ -174,13 +142,13 @@ def _serve(tmp: Path, **edit: Any) -> Path:
 def test_a_vllm_date_before_vllm_or_beyond_any_zone_is_refused(tmp_path):
     """A vLLM serve result dated 2126 or 2010: before, imported and shown as `measured: 2126-11-29 ...
     local time`. Now refused naming the date; a stored one edited so is skipped."""
-    tmp = _project(tmp_path)
+    tmp = matrix_project(tmp_path)
     for date in ("21261129-171502", "20101129-171502"):
         res = tk(tmp, "import", "--results", "r", "--label", "v", str(_serve(tmp, date=date)))
         assert res.returncode != 0 and f"date '{date}'" in res.stderr, res.stdout + res.stderr
-    _import(tmp, _serve(tmp), "v")
+    import_rows(tmp, _serve(tmp), "v")
     assert "2026-11-29 17:15:02 local time" in _report(tmp).stdout
-    _edit_stored(tmp, lambda r: r["raw"].update(date="20301129-171502"))
+    edit_stored(tmp, lambda r: r["raw"].update(date="20301129-171502"))
     rep = _report(tmp)
     assert "skipped a record that contradicts itself: date '20301129-171502'" in rep.stderr, rep.stderr
 
@@ -188,7 +156,7 @@ def test_a_vllm_date_before_vllm_or_beyond_any_zone_is_refused(tmp_path):
 def test_a_vllm_latency_spread_wider_than_its_duration_allows_is_refused(tmp_path):
     """std_ttft_ms of 1,000,000 ms in a 4.182 s benchmark: before, imported. Every TTFT lies within the
     duration, so numpy's std of them is at most half of it."""
-    tmp = _project(tmp_path)
+    tmp = matrix_project(tmp_path)
     res = tk(tmp, "import", "--results", "r", "--label", "v", str(_serve(tmp, std_ttft_ms=1e6)))
     assert res.returncode != 0 and "std_ttft_ms 1e+06 is more than half of duration" in res.stderr, res.stderr
 
@@ -196,9 +164,9 @@ def test_a_vllm_latency_spread_wider_than_its_duration_allows_is_refused(tmp_pat
 def test_a_stored_vllm_serve_result_is_held_to_the_rules_its_import_applied(tmp_path):
     """The stored result of an imported serve run edited to a median TTFT of 99,999 ms (its benchmark
     took 4.182 s): before, shown as `TTFT 99999.0 ms`. Now skipped as its import would have refused it."""
-    tmp = _project(tmp_path)
-    _import(tmp, _serve(tmp), "v")
-    _edit_stored(tmp, lambda r: r["raw"].update(median_ttft_ms=99999.0, p50_ttft_ms=99999.0))
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, _serve(tmp), "v")
+    edit_stored(tmp, lambda r: r["raw"].update(median_ttft_ms=99999.0, p50_ttft_ms=99999.0))
     rep = _report(tmp)
     assert "99999" not in rep.stdout and "its result:" in rep.stderr, rep.stdout + rep.stderr
 
@@ -224,13 +192,13 @@ def test_a_decode_beyond_the_gpus_bandwidth_at_any_moe_share_is_above_peak(tmp_p
     """The H200's tg128 of a `qwen3moe ?B F16` (8.16 GB) made 60x faster: 29,704 tok/s reads at least
     7.3 TB/s at the fewest weights any MoE reads (3 %), beyond the H200's 4.8 TB/s. Before: no roofline
     (share unknown), shown unflagged. The measured 495 tok/s stays unflagged."""
-    tmp = _project(tmp_path)
-    _import(tmp, _faster(_rows("alone.jsonl"), 60.0), "fast")
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, _faster(h200_rows("alone.jsonl"), 60.0), "fast")
     text = _report(tmp).stdout
     rows = [ln for ln in text.splitlines() if ln.startswith("| tg128")]
     assert rows and all("bw-above-peak" in ln for ln in rows), text
-    real = _project(tmp_path / "real")
-    _import(real, _faster(_rows("alone.jsonl"), 1.0), "real")
+    real = matrix_project(tmp_path / "real")
+    import_rows(real, _faster(h200_rows("alone.jsonl"), 1.0), "real")
     assert "above-peak" not in _report(real).stdout
 
 
@@ -238,22 +206,23 @@ def test_a_row_naming_more_gpus_than_its_backend_registers_is_refused(tmp_path):
     """The same decode rows naming 64 H200s in one CUDA row (llama.cpp registers at most 16 CUDA
     devices): before, imported, the roofline spread over 64 cards ("no roofline for multi-GPU"). Two
     H200s import as before."""
-    tmp = _project(tmp_path)
+    tmp = matrix_project(tmp_path)
     src = tmp / "many.jsonl"
     src.write_text(
         "".join(
-            json.dumps(r) + "\n" for r in _faster(_rows("alone.jsonl"), 1.0, ", ".join(["NVIDIA H200"] * 64))
+            json.dumps(r) + "\n"
+            for r in _faster(h200_rows("alone.jsonl"), 1.0, ", ".join(["NVIDIA H200"] * 64))
         )
     )
     res = tk(tmp, "import", "--results", "r", "--label", "many", str(src))
     assert res.returncode != 0 and "gpu_info names 64 devices" in res.stderr, res.stdout + res.stderr
-    _import(tmp, _faster(_rows("alone.jsonl"), 1.0, "NVIDIA H200, NVIDIA H200"), "two")
+    import_rows(tmp, _faster(h200_rows("alone.jsonl"), 1.0, "NVIDIA H200, NVIDIA H200"), "two")
 
 
 def _half_speed() -> list[dict[str, Any]]:
     """The idle H200's rows at half the speed (samples, means and times agreeing), no telemetry."""
     slow = []
-    for r in _rows("alone.jsonl"):
+    for r in h200_rows("alone.jsonl"):
         r.pop("toolkit_telemetry")
         r.pop("toolkit_flags", None)
         r.update(avg_ts=r["avg_ts"] / 2, stddev_ts=r["stddev_ts"] / 2, avg_ns=r["avg_ns"] * 2)
@@ -267,10 +236,10 @@ def test_above_peak_flags_added_by_hand_no_longer_hide_a_real_regression_in_comp
     """The H200 run, and the same rows at half the speed with bw-above-peak / compute-above-peak added to
     its stored records: before, `compare` held all six tests ("no regression beyond 5%", exit 0); the
     speeds are 3-6 % of the H200's peak, so the flags are unsupported and the 2x regression counts."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _import(tmp, _half_speed(), "slow")
-    _edit_stored(tmp, lambda r: r.update(flags=["bw-above-peak", "compute-above-peak"]), "slow")
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    import_rows(tmp, _half_speed(), "slow")
+    edit_stored(tmp, lambda r: r.update(flags=["bw-above-peak", "compute-above-peak"]), "slow")
     res = tk(tmp, "compare", "alone", "slow", "--results", "r")
     assert res.returncode == 6 and "6 regressions beyond 5%" in res.stdout, res.stdout + res.stderr
 
@@ -295,10 +264,10 @@ def test_a_telemetry_flag_on_a_record_without_any_telemetry_block_holds_nothing(
     added (round 20 kept these as stored): before, compare held a real 2x regression and the report's
     verdict rested on them. Flags and their block are stored together (schema 2): with no block, nothing
     shows them, so each is `flag-unsupported:`."""
-    tmp = _project(tmp_path)
-    _import(tmp, _rows("alone.jsonl"), "alone")
-    _import(tmp, _half_speed(), "slow")
-    _edit_stored(tmp, lambda r: r.update(flags=["host-busy", "gpu-shared"]), "slow")
+    tmp = matrix_project(tmp_path)
+    import_rows(tmp, h200_rows("alone.jsonl"), "alone")
+    import_rows(tmp, _half_speed(), "slow")
+    edit_stored(tmp, lambda r: r.update(flags=["host-busy", "gpu-shared"]), "slow")
     text = _report(tmp).stdout
     assert "flag-unsupported:host-busy" in text and "flag-unsupported:gpu-shared" in text, text
     res = tk(tmp, "compare", "alone", "slow", "--results", "r")
