@@ -19,7 +19,7 @@ from toolkit.results import identity
 from toolkit.results.flag_claims import without_unsupported
 from toolkit.results.identity import value
 from toolkit.results.index import Head
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
@@ -38,7 +38,7 @@ def image_label(r: BenchRecord | Head) -> str:
     """Column label of an image: `name@abcdef012345`; `name@import:abcdef012345` for a set of
     imported results (`toolkit import`: no container image), so an import labelled `cpu` never reads
     like the `cpu` image measured here (and the label is a digest prefix `compare` takes)."""
-    mark = "import:" if r.image.digest.startswith("import:") else ""
+    mark = IMPORTED if imported(r.image.digest) else ""
     return f"{r.image.name}@{mark}{r.image.short}"
 
 

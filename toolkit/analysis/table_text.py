@@ -15,7 +15,7 @@ from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
 from toolkit.core.stats import finite_number
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import IMPORTED, BenchRecord
 
 FLAGGED_MARK = " †"
 """After a number measured while telemetry flagged the system (gpu-shared, throttled, host-busy, ...)."""
@@ -200,7 +200,7 @@ def short_labels(ts: list[Table]) -> dict[str, str]:
         if len(group) == 1:
             out[group[0]] = name
             continue
-        digests = {c: c.split("@", 1)[1].split(" [", 1)[0].removeprefix("import:") for c in group}
+        digests = {c: c.split("@", 1)[1].split(" [", 1)[0].removeprefix(IMPORTED) for c in group}
         n = next(
             (k for k in range(4, 13) if len({d[:k] for d in digests.values()}) == len(set(digests.values()))),
             12,

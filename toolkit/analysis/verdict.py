@@ -59,7 +59,7 @@ from toolkit.analysis.tables import (
 )
 from toolkit.core import backends
 from toolkit.core.text import md_line, md_text
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import BenchRecord, imported
 
 MODEL_UNKNOWN_NOTE = (
     "left out: results whose model is unknown (model=unknown: a vLLM bench JSON names none), not known "
@@ -394,15 +394,13 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     if not common:
         models = {img: {f.record.model.name for f in fs if cols[id(f.record)] == img} for img in images}
         apart = not set.intersection(*models.values())  # no model every image measured: more images won't do
-        imported = any(
-            f.record.image.digest.startswith("import:") for f in fs
-        )  # no bench can measure it here
+        any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
         out.note = (
             "no test of the same model was measured by every image ("
             + ", ".join(images)
             + (
                 "): they measured different models; measure one model on each (`toolkit bench -m NAME`"
-                + (", or import a result file of the same model" if imported else "")
+                + (", or import a result file of the same model" if any_imported else "")
                 + ")"
                 if apart
                 else "); pick images with --image"

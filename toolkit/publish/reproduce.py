@@ -52,7 +52,7 @@ from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.publish import run_folder
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
-from toolkit.results.records import BenchRecord, BuildRecord, ResultStore
+from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, imported
 
 VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
@@ -265,7 +265,7 @@ def refuse_imported(run: run_folder.PublishedRun, where: str = "run.json") -> No
     (`toolkit/cpu:latest`, an ID prefix: the engine would run an image of this host it names, called the
     recorded one), for axes export-run kept that a matrix cannot express. `where`: run.json's path."""
     for i, im in enumerate(run.images):
-        if im.digest.startswith("import:"):
+        if imported(im.digest):
             raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
         if not (len(im.digest) == 71 and im.digest.startswith("sha256:") and set(im.digest[7:]) <= HEX):
             raise BadInput(

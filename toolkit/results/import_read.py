@@ -28,6 +28,7 @@ from toolkit.results.identity import (
 )
 from toolkit.results.index import digest64
 from toolkit.results.records import (
+    IMPORTED,
     BenchRecord,
     ImageRef,
     ModelRef,
@@ -325,7 +326,7 @@ BLOCK = 1 << 20
 """Bytes a streamed json or csv file is read in (then completed to the end of its line)."""
 
 
-PASS1_IMAGE = ImageRef(name="import", ref="import:pass1", digest="import:pass1", backend="cpu")
+PASS1_IMAGE = ImageRef(name="import", ref=f"{IMPORTED}pass1", digest=f"{IMPORTED}pass1", backend="cpu")
 
 
 def key64(rec: BenchRecord, key: TestKey | None = None) -> int:

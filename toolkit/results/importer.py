@@ -77,6 +77,7 @@ from toolkit.results.import_repeats import (
     spilled,
 )
 from toolkit.results.records import (
+    IMPORTED,
     BenchRecord,
     ImageRef,
     ResultStore,
@@ -474,7 +475,7 @@ def _sets(o: ImportOptions, content: str, tally: _Tally, again: dict[int, int]) 
     sets = {}
     for sy, name in zip(systems, set_names(o.label, systems), strict=True):
         d = o.digest or (
-            "import:"
+            IMPORTED
             + (content if len(systems) == 1 else hashlib.sha256((content + repr(sy)).encode()).hexdigest())
         )
         sets[sy] = ImportedSet(name, d, dict(sy))
@@ -553,7 +554,7 @@ def _heads(
             created,
             ImageRef(
                 name=t.name,
-                ref=f"import:{t.name}",
+                ref=f"{IMPORTED}{t.name}",
                 digest=t.digest,
                 backend=o.backend
                 or backends.from_llama_names(
@@ -690,7 +691,7 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
     # new import, not "imported before"
     lengths = repr([(f.input_len, f.output_len) for f in files]).encode()
     content = hashlib.sha256(b"".join(f.data for f in files) + lengths).hexdigest()
-    d = o.digest or f"import:{content}"
+    d = o.digest or f"{IMPORTED}{content}"
     s_ = ImportedSet(o.label, d, {"runner": "vllm"})
     res = ImportResult(
         o.label,
@@ -706,7 +707,7 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
         return res
     image = ImageRef(
         name=o.label,
-        ref=f"import:{o.label}",
+        ref=f"{IMPORTED}{o.label}",
         digest=d,
         backend=o.backend or "unknown",
         labels={"org.toolkit.imported-from": ", ".join(f.path.name for f in files)},

@@ -63,6 +63,16 @@ def _nonfinite(v: Any) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
 
+IMPORTED = "import:"
+"""The digest prefix of an image no engine built or ran here: results `toolkit import` filed (`import:`
+and the sha256 of the files' content, or of a label), never pullable or rebuildable."""
+
+
+def imported(digest: str) -> bool:
+    """Whether image digest `digest` is one `toolkit import` filed (it starts with IMPORTED)."""
+    return digest.startswith(IMPORTED)
+
+
 class ImageRef(BaseModel):
     """An image as measured: `digest` is the image ID (sha256:...), `repo_digests` registry digests."""
 
