@@ -130,3 +130,129 @@ def test_a_runner_block_that_is_not_a_mapping_is_refused_even_when_empty_or_fals
         BadInput, match=r"matrix.yaml: vllm: .* -> write `vllm:` as a mapping of its settings"
     ):
         load_matrix(path)
+
+
+def _collections_of_a_dry_bench(tmp_path: Path) -> dict:
+    """A `toolkit bench --dry-run -i cpu` of the project's matrix in a fresh interpreter (results in an
+    empty folder; no engine is needed): the garbage collections that ran during it by generation
+    (gc.callbacks, from main() on), whether the collector is on at its end, what it froze."""
+    code = (
+        "import gc, json, sys\n"
+        "seen = []\n"
+        "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'stop' else None)\n"
+        "from toolkit.cli.main import main\n"
+        f"sys.argv = ['toolkit', 'bench', '--dry-run', '--matrix', {str(ROOT / 'matrix.yaml')!r}, '-i', 'cpu',"
+        f" '--results', {str(tmp_path / 'results')!r}]\n"
+        "n0 = len(seen)\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "print(json.dumps({'code': code, 'gens': [seen[n0:].count(g) for g in range(3)], "
+        "'enabled': gc.isenabled(), 'frozen': gc.get_freeze_count()}))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_bench_starts_up_without_the_garbage_collector_walking_what_it_loads(tmp_path):
+    """Reproducer: the start-up of a bench (~650 modules, pydantic's models) ran ~80 young, ~8 middle
+    and, in a real run, full collections over objects that all live to the end (0.03-0.1 CPU s of
+    the toolkit's ~0.5 a bench; 82/8/0 here for a dry run), and the interpreter's exit walked them
+    all once more (~0.06 s). Now the collector is off until the run starts and what is alive then is
+    frozen: a handful of young collections, none full; it is on again afterwards."""
+    got = _collections_of_a_dry_bench(tmp_path)
+    assert got["code"] == 0
+    assert sum(got["gens"]) <= 5 and got["gens"][2] == 0, got
+    assert got["enabled"] and got["frozen"] > 10_000, got
+
+
+def test_the_collector_is_paused_until_started_and_never_left_off():
+    """startup.paused(): off inside, on again at started() (what is alive frozen) or at the block's
+    end, even when it raises; a collector already off stays off, with nothing frozen."""
+    import gc
+
+    from toolkit.core import startup
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with startup.paused():
+            assert not gc.isenabled()
+            startup.started()
+            assert gc.isenabled() and gc.get_freeze_count() >= frozen
+            startup.started()  # twice: nothing more
+            assert gc.isenabled()
+        with pytest.raises(RuntimeError), startup.paused():
+            assert not gc.isenabled()
+            raise RuntimeError("a start-up that fails")
+        assert gc.isenabled()
+        gc.disable()
+        with startup.paused():
+            startup.started()
+            assert not gc.isenabled()  # not ours to turn on
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()  # this test process keeps collecting what it froze
+
+
+@pytest.fixture
+def unix_engine(tmp_path):
+    """A stand-in Docker engine on a Unix socket (the tests here need no engine): answers /_ping,
+    /version and /info as dockerd does. Yields its DOCKER_HOST."""
+    import socketserver
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    class Engine(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # unix-socket peers have no address to log
+            pass
+
+        def do_GET(self):
+            if self.path.endswith("/_ping"):
+                body, kind = b"OK", "text/plain"
+            else:
+                body, kind = (
+                    json.dumps({"ApiVersion": "1.45", "MinAPIVersion": "1.24", "ID": "X"}).encode(),
+                    "application/json",
+                )
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    sock = tmp_path / "engine.sock"
+    server = socketserver.ThreadingUnixStreamServer(str(sock), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"unix://{sock}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_unix_socket_client_does_not_read_proxy_settings_at_every_request(monkeypatch, unix_engine):
+    """Reproducer: each of a bench's ~50 engine requests looked the proxy settings up in os.environ
+    (requests' trust_env; ~0.1 ms of CPU a request here), though proxies do not apply to a Unix
+    socket (the SDK's adapter ignores them). Now a Unix-socket client does not look; it still answers,
+    with a proxy set in the environment as without."""
+    import requests.sessions
+
+    from toolkit.engine import choice
+
+    monkeypatch.setenv("TOOLKIT_ENGINE", "docker")
+    monkeypatch.setenv("DOCKER_HOST", unix_engine)
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setattr(choice, "_CLIENTS", {})
+    looked = []
+    real = requests.sessions.get_environ_proxies
+    monkeypatch.setattr(
+        requests.sessions, "get_environ_proxies", lambda *a, **k: looked.append(a) or real(*a, **k)
+    )
+    c = choice.client()  # (the SDK asks /version while it is made, before it can be told)
+    looked.clear()
+    assert choice.client() is c and c.ping() and c.api.info()["ID"] == "X"
+    assert looked == []

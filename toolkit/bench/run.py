@@ -21,7 +21,7 @@ from toolkit.bench import canary, guard
 from toolkit.bench.decide import Decision, check_models, decide
 from toolkit.bench.runners.base import BenchOptions, Events, Outcome, memory_limit
 from toolkit.core import registry as runners
-from toolkit.core import signals
+from toolkit.core import signals, startup
 from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, RunInterrupted
 from toolkit.engine import api as engine
 from toolkit.host import devices
@@ -78,6 +78,7 @@ def run_bench(
         for d in decisions:  # what will not run is said before anything runs
             if d.status != "run" or d.ctx is None:
                 events("outcome", outcome=d.outcome())
+        startup.started()  # what the run needs is loaded: the collector back on (cli.bench paused it)
         checked = {} if opts.dry_run else _canaries(decisions, events)
         for d in decisions:
             outcomes += _execute(d, host, events, checked.get(id(d)))

@@ -32,6 +32,7 @@ from toolkit.cli.common import (
     output_option,
     results_option,
 )
+from toolkit.core import startup
 from toolkit.core.errors import BenchFailed, FileSystemError
 from toolkit.core.paths import output_file
 from toolkit.results import make_folders, open_regular
@@ -137,36 +138,37 @@ def bench(
     build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
     older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
     """
-    from toolkit.bench.run import run_bench
-    from toolkit.bench.runners.base import BenchOptions
+    with startup.paused():  # the collector off until the run starts (run_bench: startup.started)
+        from toolkit.bench.run import run_bench
+        from toolkit.bench.runners.base import BenchOptions
 
-    lm, quiet = _load(matrix_path), as_json or dry_run
-    store = _store(lm, results_dir)
-    opts = BenchOptions(
-        dry_run=dry_run,
-        strict=strict,
-        allow_software_gpu=allow_software_gpu,
-        gpu=gpu,
-        resume=resume,
-        timeout_s=timeout,
-        allow_stale=allow_stale,
-        allow_concurrent=allow_concurrent,
-        memory=memory,
-        yes=yes,
-        telemetry=not no_telemetry,
-    )
-    events = _progress_printer(quiet=quiet, outcomes=True)
-    if not quiet:  # the tables' code (~0.1 s) imported while the containers run, not after
-        _import_meanwhile("toolkit.analysis.report")
-    try:
-        outcomes = run_bench(lm, lm.select_images(images), lm.select_models(models), store, opts, events)
-    finally:
-        events("close")
-    if as_json:
-        echo_json(outcomes)
-    else:
-        _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
-    _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
+        lm, quiet = _load(matrix_path), as_json or dry_run
+        store = _store(lm, results_dir)
+        opts = BenchOptions(
+            dry_run=dry_run,
+            strict=strict,
+            allow_software_gpu=allow_software_gpu,
+            gpu=gpu,
+            resume=resume,
+            timeout_s=timeout,
+            allow_stale=allow_stale,
+            allow_concurrent=allow_concurrent,
+            memory=memory,
+            yes=yes,
+            telemetry=not no_telemetry,
+        )
+        events = _progress_printer(quiet=quiet, outcomes=True)
+        if not quiet:  # the tables' code (~0.1 s) imported while the containers run, not after
+            _import_meanwhile("toolkit.analysis.report")
+        try:
+            outcomes = run_bench(lm, lm.select_images(images), lm.select_models(models), store, opts, events)
+        finally:
+            events("close")
+        if as_json:
+            echo_json(outcomes)
+        else:
+            _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
+        _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
 
 
 def _import_meanwhile(module: str) -> None:

@@ -247,7 +247,7 @@ def client():
     if c is not None:
         return c
     try:
-        c = docker.from_env(timeout=120)
+        c = _local(docker.from_env(timeout=120))
         c.ping()
         _CLIENTS[where] = c
         return c
@@ -343,6 +343,15 @@ def _cached(key: str):
     return None
 
 
+def _local(c):
+    """`c`, told not to read the environment's proxy settings on every request when it talks to a
+    Unix socket: proxies do not apply there (the SDK's Unix-socket adapter ignores them), yet requests
+    looked them up in os.environ for each call (~0.1 ms of CPU a request, ~50 requests a bench)."""
+    if getattr(c.api, "base_url", "") == "http+docker://localhost":  # the SDK's name for a unix:// host
+        c.api.trust_env = False
+    return c
+
+
 def _podman_client():
     import docker
     from docker.errors import DockerException
@@ -355,7 +364,7 @@ def _podman_client():
     started = ""
     for attempt in range(2):
         try:
-            c = docker.DockerClient(base_url=f"unix://{path}", timeout=120)
+            c = _local(docker.DockerClient(base_url=f"unix://{path}", timeout=120))
             c.ping()
             _CLIENTS[key] = c
             return c
