@@ -397,48 +397,11 @@ def test_memory_at_the_edges_of_dockers_range_is_taken():
 
 @pytest.fixture
 def fake_engine(tmp_path):
-    """A stand-in Docker engine on a unix socket (no engine at this test level): answers /_ping and
-    /version like dockerd, and every other request with `answer[0]` (an HTTP status, or "drop" to close
-    the connection unanswered). Yields (DOCKER_HOST, answer)."""
-    import json
-    import socketserver
-    from http.server import BaseHTTPRequestHandler
+    """tests.support.engine.socket_engine: yields (DOCKER_HOST, answer), answer[0] 400 to begin with."""
+    from tests.support.engine import socket_engine
 
-    answer = [400]
-
-    class Engine(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # unix-socket peers have no address to log
-            pass
-
-        def do_GET(self):
-            if self.path.endswith("/_ping"):
-                return self._send(200, b"OK", "text/plain")
-            if self.path.endswith("/version"):
-                return self._send(
-                    200,
-                    json.dumps({"ApiVersion": "1.45", "MinAPIVersion": "1.24", "Version": "26.1.0"}).encode(),
-                )
-            if answer[0] == "drop":
-                self.close_connection = True
-                return
-            body = json.dumps({"message": f"stand-in engine refuses {self.path}"}).encode()
-            self._send(answer[0], body)
-
-        do_POST = do_DELETE = do_GET
-
-        def _send(self, status: int, body: bytes, kind: str = "application/json"):
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    sock = tmp_path / "engine.sock"
-    server = socketserver.ThreadingUnixStreamServer(str(sock), Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"unix://{sock}", answer
-    server.shutdown()
-    server.server_close()
+    with socket_engine(tmp_path) as engine:
+        yield engine
 
 
 @pytest.mark.parametrize("command", [["bench"], ["doctor"]])

@@ -202,36 +202,12 @@ def test_the_collector_is_paused_until_started_and_never_left_off():
 
 @pytest.fixture
 def unix_engine(tmp_path):
-    """A stand-in Docker engine on a Unix socket (the tests here need no engine): answers /_ping,
-    /version and /info as dockerd does. Yields its DOCKER_HOST."""
-    import socketserver
-    import threading
-    from http.server import BaseHTTPRequestHandler
+    """A stand-in Docker engine on a Unix socket that answers every request (tests.support.engine
+    .socket_engine). Yields its DOCKER_HOST."""
+    from tests.support.engine import socket_engine
 
-    class Engine(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # unix-socket peers have no address to log
-            pass
-
-        def do_GET(self):
-            if self.path.endswith("/_ping"):
-                body, kind = b"OK", "text/plain"
-            else:
-                body, kind = (
-                    json.dumps({"ApiVersion": "1.45", "MinAPIVersion": "1.24", "ID": "X"}).encode(),
-                    "application/json",
-                )
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    sock = tmp_path / "engine.sock"
-    server = socketserver.ThreadingUnixStreamServer(str(sock), Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"unix://{sock}"
-    server.shutdown()
-    server.server_close()
+    with socket_engine(tmp_path, 200) as (host, _):
+        yield host
 
 
 def test_a_unix_socket_client_does_not_read_proxy_settings_at_every_request(monkeypatch, unix_engine):
@@ -254,5 +230,5 @@ def test_a_unix_socket_client_does_not_read_proxy_settings_at_every_request(monk
     )
     c = choice.client()  # (the SDK asks /version while it is made, before it can be told)
     looked.clear()
-    assert choice.client() is c and c.ping() and c.api.info()["ID"] == "X"
+    assert choice.client() is c and c.ping() and c.api.info()["ID"] == "stand-in"
     assert looked == []

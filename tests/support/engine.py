@@ -11,11 +11,13 @@ exec_command) is the real engine module's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -325,3 +327,51 @@ def sglang_ctx(proj: Path, fake: FakeEngine, **axes) -> RunContext:
     if "probe_out" not in vars(fake):  # a test may have set the probe's answer
         fake.probe_out = probe_outputs.SGLANG_ROCM_OK
     return _ctx(lm, spec, build, model, ResultStore(proj / "results"), "rocm", {}, fake, run_id="run-sg")
+
+
+@contextlib.contextmanager
+def socket_engine(tmp_path: Path, status: int | str = 400) -> Iterator[tuple[str, list[int | str]]]:
+    """A stand-in Docker engine on a Unix socket, for tests at a level with no engine: answers /_ping
+    and /version as dockerd does, and every other request with `answer[0]` (an HTTP status: 200 gives
+    `{"ID": "stand-in"}`, another the engine's `{"message": ...}`; or "drop": the connection closed
+    unanswered). Yields (DOCKER_HOST, answer); `status` is answer[0] to begin with."""
+    import socketserver
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    answer: list[int | str] = [status]
+
+    class Engine(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # unix-socket peers have no address to log
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.endswith("/_ping"):
+                return self._send(200, b"OK", "text/plain")
+            if self.path.endswith("/version"):
+                version = {"ApiVersion": "1.45", "MinAPIVersion": "1.24", "Version": "26.1.0"}
+                return self._send(200, json.dumps(version).encode())
+            if answer[0] == "drop":
+                self.close_connection = True
+                return
+            code = int(answer[0])
+            body = {"ID": "stand-in"} if code < 400 else {"message": f"stand-in engine refuses {self.path}"}
+            self._send(code, json.dumps(body).encode())
+
+        do_POST = do_DELETE = do_GET
+
+        def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    sock = tmp_path / "engine.sock"
+    server = socketserver.ThreadingUnixStreamServer(str(sock), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"unix://{sock}", answer
+    finally:
+        server.shutdown()
+        server.server_close()
