@@ -367,8 +367,9 @@ class Row:
     def row_flags(self) -> list[str]:
         """Flags for the flags column: a flag on only some images names them; ub-clamped its value."""
         out = []
+        held = {c: set(fl) for c, fl in self.flags.items()}  # a stored list of 80,000 flags: no list scans
         for name in dict.fromkeys([*FLAG_HELP, *(f for fl in self.flags.values() for f in fl)]):
-            cols = [c for c, fl in self.flags.items() if name in fl]
+            cols = [c for c, fl in held.items() if name in fl]
             if not cols:
                 continue
             text = name

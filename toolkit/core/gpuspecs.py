@@ -354,21 +354,20 @@ def split_gpu_info(gpu_info: str) -> list[str]:
     """llama-bench's gpu_info is the descriptions of every GPU device joined with ", " (pinned source:
     tools/llama-bench/llama-bench.cpp get_gpu_info); a description may itself hold ", " inside
     parentheses (`llvmpipe (LLVM 19.1.7, 256 bits)`), so split only outside them."""
-    out, depth, cur = [], 0, ""
-    i = 0
+    out: list[str] = []
+    depth = start = i = 0
     text = gpu_info or ""
-    while i < len(text):
+    while i < len(text):  # slices, not a text grown a character at a time: linear in a 1 MB gpu_info
         c = text[i]
         if c == "(":
             depth += 1
         elif c == ")":
             depth = max(depth - 1, 0)
-        if depth == 0 and text.startswith(", ", i):
-            out.append(cur.strip())
-            cur, i = "", i + 2
+        elif depth == 0 and text.startswith(", ", i):
+            out.append(text[start:i].strip())
+            i = start = i + 2
             continue
-        cur += c
         i += 1
-    if cur.strip():
-        out.append(cur.strip())
+    if text[start:].strip():
+        out.append(text[start:].strip())
     return [d for d in out if d]

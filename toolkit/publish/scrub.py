@@ -88,15 +88,24 @@ _ABSOLUTE = re.compile(r"(?<![\w.~+-])/[^\s:=,'\"()\[\]<>;|&]*")
 path name holds."""
 
 
-def _climbs_normalised(m: re.Match[str]) -> str:
+def _climbs_normalised(m: re.Match[str], prefixes: list[tuple[str, str]]) -> str:
     """A path that climbs with `..` (`/home/alice/proj/../../alice/x`) lexically normalised
-    (`/home/alice/x`, its leading slashes kept: `file:///...`): the names it climbs out of and back into
-    would pass the prefix check. Any other path as it is."""
+    (`/home/alice/x`; a URL's leading slashes kept: `file:///...`): the names it climbs out of and back
+    into would pass the prefix check. So too one that names a host folder of `prefixes` or a home folder
+    through `.` or an empty name (`/home/./alice/x`, `/home//alice/x`, `//home/alice/x`: the same folder
+    to the kernel), a trailing `/` kept. Any other path as it is."""
     path = m.group(0)
-    if ".." not in path.split("/"):
-        return path
     body = path.lstrip("/")
-    return path[: len(path) - len(body) - 1] + posixpath.normpath("/" + body)
+    lead = path[: len(path) - len(body)]
+    parts = body.split("/")
+    url = m.string.endswith(":", 0, m.start())
+    if ".." in parts:
+        return path[: len(lead) - 1] + posixpath.normpath("/" + body)
+    if not body or not ("." in parts or "" in parts[:-1] or (len(lead) > 1 and not url)):
+        return path
+    norm = posixpath.normpath("/" + body) + ("/" if body.endswith("/") else "")
+    named = _OTHER_HOME.match(norm) or any(norm == p or norm.startswith(p + "/") for p, _ in prefixes)
+    return (lead[:-1] if url else "") + norm if named else path
 
 
 def _starts_path(text: str, i: int) -> bool:
@@ -113,22 +122,35 @@ def scrub_text(text: str, prefixes: list[tuple[str, str]]) -> str:
     """`text` with each host path that starts with a prefix (where a path can start: _starts_path, and
     followed by the text's end or a character no name holds, `/`, `:`, `,`, a quote, a tab ...) written
     with its replacement; then another user's home folder (_OTHER_HOME) as `/home/<user>`. A path that
-    climbs with `..` is normalised first (_climbs_normalised)."""
-    text = _ABSOLUTE.sub(_climbs_normalised, text)
+    climbs with `..`, or names a host or home folder through `.` or `//`, is normalised first
+    (_climbs_normalised); the prefixes are replaced in one pass each (_replaced: linear)."""
+    text = _ABSOLUTE.sub(lambda m: _climbs_normalised(m, prefixes), text)
     for prefix, repl in prefixes:
-        start = 0
-        while (i := text.find(prefix, start)) >= 0:
-            end = i + len(prefix)
-            before_ok = _starts_path(text, i)
-            after_ok = end == len(text) or not (text[end].isalnum() or text[end] in _IN_NAME)
-            if before_ok and after_ok:
-                tail = text[end:]
-                new = (repl + tail) if repl != "." or not tail.startswith("/") else tail[1:] or "."
-                text = text[:i] + new
-                start = i + 1
-            else:
-                start = end
+        text = _replaced(text, prefix, repl)
     return _OTHER_HOME.sub(lambda m: f"{m.group(1)}/<user>", text)
+
+
+def _replaced(text: str, prefix: str, repl: str) -> str:
+    """`text` with each `prefix` that stands as a whole path's start (_starts_path before it, the text's end
+    or a character no name holds after it) written `repl` (`.`: with the `/` after it, `x/y` not `./x/y`),
+    in one pass (pieces joined once: linear in the text, however many paths it holds)."""
+    out: list[str] = []
+    pos = start = 0  # text[:pos] is written to out
+    last = ""  # the last characters written (_starts_path's look back where a path follows a written one)
+    while (i := text.find(prefix, start)) >= 0:
+        end = i + len(prefix)
+        before_ok = _starts_path(last, len(last)) if out and i == pos else _starts_path(text, i)
+        after_ok = end == len(text) or not (text[end].isalnum() or text[end] in _IN_NAME)
+        if not (before_ok and after_ok):
+            start = end
+            continue
+        piece, after = repl, end
+        if repl == "." and text.startswith("/", end):
+            piece, after = ("" if end + 1 < len(text) else "."), end + 1
+        out += [text[pos:i], piece]
+        last = (last + text[pos:i][-3:] + piece)[-3:]
+        pos = start = after
+    return "".join(out) + text[pos:] if out else text
 
 
 def scrub(value: Any, prefixes: list[tuple[str, str]]) -> Any:

@@ -136,13 +136,10 @@ def load(
                 line = os.pread(fd, size, off)
             same = line_sum(line) == h.row[R_SUM]
             rec, problem = _record_of(line, same)
-            if rec is None or (  # bytes the index read (`same`) are the record it listed: no check
-                not same
-                and sql_text(  # as the index stores text (a lone surrogate escaped)
-                    (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)
-                )
-                != (h.run_id, h.created, h.status, h.image.digest, h.seq)
-            ):
+            if rec is None or sql_text(  # as the index stores text (a lone surrogate escaped)
+                (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)
+            ) != (h.run_id, h.created, h.status, h.image.digest, h.seq):  # bytes it read (`same`) too: a row
+                # of an edited index (a failed record's status made ok) is no record it listed
                 raise StaleIndex(
                     f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "
                     "rewritten while it was read; run the command again"

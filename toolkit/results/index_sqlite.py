@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import sqlite3
@@ -111,43 +110,30 @@ def key_hash(key: identity.TestKey) -> bytes:
     return hashlib.blake2b(repr(canon(parts)).encode(), digest_size=16).digest()
 
 
-# The modules whose code computes the `imported` digests (toolkit.results.import_read.stored_digests):
-# a change in any of them rebuilds the index, as one in records.py or identity.py does.
-_DIGEST_MODULES = (
-    "toolkit.results.index",  # digest64
-    "toolkit.results.import_read",
-    "toolkit.runtimes.llama_bench.readers",
-    "toolkit.runtimes.llama_bench.check",  # as_float, the field types: read into the stored digests
-    "toolkit.results.telemetry_check",  # records.contradiction: which lines are records at all
-    "toolkit.results.raw_check",  # records.contradiction, as above (a record against its raw row)
-    "toolkit.results.runs_check",  # records.contradiction, as above (between_runs)
-    "toolkit.results.served_check",  # records.contradiction, as above (served records)
-    "toolkit.results.record_check",  # records.contradiction itself
-    "toolkit.results.time_check",  # records.contradiction, as above (test_time against image and record)
-    "toolkit.results.telemetry_flags",  # records.contradiction, as above (a block's figures and caps)
-    "toolkit.core.gpuspecs",  # records.contradiction, as above (the board power a block is held to)
-    "toolkit.runtimes.llama_bench.plausible",  # check_row, as above (model fields, devices)
-    "toolkit.runtimes.vllm.output",  # served_check, record_check: a served record's result
-    "toolkit.runtimes.llama_bench.md_defaults",  # readers: what an md row holds
-    "toolkit.core.jsonsafe",  # records._parse_line: which lines are records at all (keys twice)
-    "toolkit.core.backends",
-)
+FINGERPRINT_PACKAGES = ("core", "results", "runtimes")
+"""The packages whose code says which stored lines are records, what each holds and the digests the index
+keeps (records.contradiction and the checks it asks, the readers, identity, the index itself: the layers
+below analysis/, which is all a record's reading may import): a change to any file of them rebuilds the
+index. Whole packages, not a list of modules, so a check that a new module holds is never missed."""
+
+
+def fingerprint_files() -> list[Path]:
+    """The .py files of FINGERPRINT_PACKAGES, in a stable order (their paths below toolkit/)."""
+    top = Path(__file__).resolve().parents[1]
+    return sorted(
+        (f for pkg in FINGERPRINT_PACKAGES for f in (top / pkg).rglob("*.py")),
+        key=lambda f: f.relative_to(top).as_posix(),
+    )
 
 
 @functools.cache
 def _code_fingerprint() -> str:
     import pydantic
 
-    from toolkit.results import records
-
     h = hashlib.blake2b(digest_size=16)
-    for mod in (records, identity, sys.modules[__name__]):
-        assert mod.__file__ is not None  # modules of this package, loaded from their .py files
-        h.update(Path(mod.__file__).read_bytes())
-    for name in _DIGEST_MODULES:  # their files, without importing them (an empty report does not)
-        spec = importlib.util.find_spec(name)
-        assert spec is not None and spec.origin is not None  # modules of this package
-        h.update(Path(spec.origin).read_bytes())
+    top = Path(__file__).resolve().parents[1]
+    for f in fingerprint_files():  # read, not imported (an empty report imports none of them)
+        h.update(f.relative_to(top).as_posix().encode() + b"\0" + f.read_bytes())
     h.update(f"{INDEX_SCHEMA} {pydantic.VERSION} {sys.version_info[:2]} {tuple(sys.hash_info)}".encode())
     return h.hexdigest()
 

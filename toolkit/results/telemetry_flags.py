@@ -253,13 +253,11 @@ def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
         ]
     own_known = isinstance(t.get("own_pids"), list)
     derived = [f for f in window_flags(t) if own_known or f.partition(":")[0] not in OWN_PIDS_FLAGS]
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered and each once, in linear time (a stored list may hold 80,000)
     for f in stored:
         held = f.partition(":")[0] not in _EVIDENCE or f in derived or flag_unsupported(f, t) is None
-        shown = f if held else f"{UNSUPPORTED}:{f}"
-        if shown not in out:
-            out.append(shown)
-    return out + [f for f in derived if f not in out]
+        out.setdefault(f if held else f"{UNSUPPORTED}:{f}")
+    return [*out, *(f for f in derived if f not in out)]
 
 
 FIGURE_RANGES: dict[str, tuple[float, float]] = {

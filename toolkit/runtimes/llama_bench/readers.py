@@ -541,7 +541,8 @@ def _md_build(row: SourceRow, build: re.Match | None) -> None:
     """`row`'s build from its table's build line (a note without one); a build_commit or build_number
     column that says another build is the row's `problem`."""
     if build is None:
-        row.notes.append("no build commit")
+        if row.fields.get("build_commit") in (None, ""):  # a build_commit column says it
+            row.notes.append("no build commit")
         return
     number = build.group("number")
     if len(number) > _MAX_INT_DIGITS:  # int() refuses over 4300 digits: the range check's words, unread
