@@ -263,16 +263,12 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:
     """`stored runs under DIR: RUN (IMAGE, DATE), ...`: the newest `n` runs with an ok record among
-    `heads` (the index's, in write order; all of `store`'s ok ones when None), newest first, and how
-    many more; or `no ok result is stored under DIR`."""
+    `heads` (the index's; all of `store`'s ok ones when None), newest written first
+    (index.runs_newest_first), and how many more; or `no ok result is stored under DIR`."""
     heads = resultindex.heads(store, ok_only=True) if heads is None else heads
-    last: dict[str, resultindex.Head] = {}
-    for h in heads:  # write order: the last record of a run says when it ended
-        last.pop(h.run_id, None)
-        last[h.run_id] = h
-    if not last:
+    newest = resultindex.runs_newest_first(heads)  # by the order written: the last record says when it ended
+    if not newest:
         return f"no ok result is stored under {store.root}"
-    newest = list(reversed(last.values()))
     shown = ", ".join(f"{h.run_id} ({h.image.name}, {h.created[:16].replace('T', ' ')})" for h in newest[:n])
     more = f", and {len(newest) - n} older" if len(newest) > n else ""
     return f"stored runs under {store.root}, newest first: {shown}{more}"

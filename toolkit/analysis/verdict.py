@@ -392,20 +392,7 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     _set_hosts(out, fs, cols, images, common)
     if not common:
-        models = {img: {f.record.model.name for f in fs if cols[id(f.record)] == img} for img in images}
-        apart = not set.intersection(*models.values())  # no model every image measured: more images won't do
-        any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
-        out.note = (
-            "no test of the same model was measured by every image ("
-            + ", ".join(images)
-            + (
-                "): they measured different models; measure one model on each (`toolkit bench -m NAME`"
-                + (", or import a result file of the same model" if any_imported else "")
-                + ")"
-                if apart
-                else "); pick images with --image"
-            )
-        )
+        out.note = _no_common_note(fs, cols, images)
         return out
     out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
     _rank(out, best, common, images, opts.min_margin)
@@ -413,6 +400,27 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     if len({f for fs_ in files.values() for f in fs_}) > 1:
         out.files = files
     return out
+
+
+def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) -> str:
+    """Why no group was measured by every image, and what to run: different models (model_family, as
+    the groups are keyed: one model's files in two formats are one model), else different tests of one
+    model, each image's named (`a: tg16; b: tg128`, at most 4 each)."""
+    models = {img: {model_family(f.record) for f in fs if cols[id(f.record)] == img} for img in images}
+    head = f"no test of the same model was measured by every image ({', '.join(images)}): "
+    any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
+    if not set.intersection(*models.values()):  # no model every image measured: more images won't do
+        return (
+            head + "they measured different models; measure one model on each (`toolkit bench -m NAME`"
+            f"{', or import a result file of the same model' if any_imported else ''})"
+        )
+    tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
+    each = "; ".join(f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items())
+    return (
+        head + f"they measured different tests ({each}); measure one test on each (`toolkit bench` runs "
+        f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
+        f"{', or pick images that share one with --image' if len(images) > 2 else ''}"
+    )
 
 
 def _file(r: BenchRecord) -> str:

@@ -5,6 +5,8 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from toolkit.cli.common import (
@@ -18,6 +20,10 @@ from toolkit.cli.common import (
     terminal_width,
 )
 from toolkit.core.errors import ToolkitError
+
+if TYPE_CHECKING:
+    from toolkit.host.doctor import DoctorReport
+    from toolkit.results.records import ResultStore
 
 
 @click.command(epilog=EPILOG)
@@ -75,9 +81,23 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     if as_json:
         echo_json(rep.to_dict())
     else:
-        click.echo(doctor_mod.format_doctor(rep, terminal_width()))
+        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep)))
     errors = [c.message for c in rep.checks if c.level == "error"]
     if errors:  # a pipeline (`toolkit doctor && toolkit build`) must stop here
         from toolkit.core.errors import HostCheckFailed
 
         raise HostCheckFailed(f"{len(errors)} check(s) failed: {'; '.join(errors)[:400]}")
+
+
+def _measured(store: ResultStore, rep: DoctorReport) -> set[str]:
+    """The names of the images that can run here with an ok result in `store` (none when the folder is
+    absent or unreadable: doctor says what the host can run, it never fails on results)."""
+    from toolkit.results import index as resultindex
+
+    runnable = [v.name for v in rep.images if v.runnable]
+    if not runnable or not store.root.is_dir():
+        return set()
+    try:
+        return {h.image.name for h in resultindex.heads(store, images=runnable, ok_only=True)}
+    except (ToolkitError, OSError):
+        return set()

@@ -8,7 +8,7 @@ prints it (or `report.to_dict()` for --json).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -331,10 +331,14 @@ def _gib(n: int) -> str:
     return f"{n / 1024**3:.1f} GiB"
 
 
-def format_doctor(report: DoctorReport, width: int | None = None) -> str:
-    """Human text: host line, checks (one per line with its level), one line per image. `width`
-    (a terminal's columns): longer lines wrap there, each continuation indented under its message's
-    first word; None: one line each (logs, pipes, grep)."""
+def format_doctor(
+    report: DoctorReport, width: int | None = None, measured: Collection[str] = frozenset()
+) -> str:
+    """Human text: host line, checks (one per line with its level), one line per image, then what to
+    run next. `width` (a terminal's columns): longer lines wrap there, each continuation indented under
+    its message's first word; None: one line each (logs, pipes, grep). `measured`: the names of the
+    images with an ok result in the results folder (the next step then points at them, not at a first
+    build)."""
     h = report.host
     cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
     items: list[tuple[str, str, int | None]] = [
@@ -354,16 +358,23 @@ def format_doctor(report: DoctorReport, width: int | None = None) -> str:
         items += [("    note: ", n, None) for n in v.notes]
     if not report.images:
         items.append(("  ", "(none selected)", None))
-    items += [("", "", None), ("next: ", _next_step(report), None)]
+    items += [("", "", None), ("next: ", _next_step(report, measured), None)]
     return "\n".join(_wrapped(lead, text, width, hang) for lead, text, hang in items)
 
 
-def _next_step(report: DoctorReport) -> str:
-    """What to run next: build and bench the images that can run here, else mend the first error."""
+def _next_step(report: DoctorReport, measured: Collection[str] = frozenset()) -> str:
+    """What to run next: build and bench the images that can run here (once every one of them has
+    results in `measured`: report them, bench again), else mend the first error."""
     runnable = [v.name for v in report.images if v.runnable]
     if runnable:
         only = "".join(f" -i {n}" for n in runnable) if len(runnable) < len(report.images) else ""
-        return f"`toolkit build{only} && toolkit bench{only}` measures {', '.join(runnable)} here"
+        names = ", ".join(runnable)
+        if all(n in measured for n in runnable):  # the README's job is done: after `build && bench`
+            return (
+                f"`toolkit report` shows what {names} measured here; `toolkit bench{only}` measures again "
+                f"(`toolkit build{only}` first after a change to matrix.yaml or the templates)"
+            )
+        return f"`toolkit build{only} && toolkit bench{only}` measures {names} here"
     first = next((c for c in report.checks if c.level == "error"), None)
     return (f"mend `{first.topic}` above" if first else "no image can run here; see the reasons above") + (
         ", then `toolkit doctor` again"

@@ -345,7 +345,16 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
         lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, {sha}, {src}")
     axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
-    lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}.", "", "## Results", ""]
+    lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}."]
+    for m in run.models:  # its tests are in the tables below (`@ dN` rows): say which process ran them
+        if m.depth:
+            sweep = ", ".join(
+                f"{k} {v}" for k, v in m.depth.items() if k in ("n_depth", "n_prompt", "n_gen", "n_ubatch")
+            )
+            lines.append(
+                f"\nDepth sweep of `{m.name}` (a second llama-bench process, models[].depth): {sweep}."
+            )
+    lines += ["", "## Results", ""]
     for t in tables.tables(records):
         headers, body = table_text.table_rows(t)
         lines += [

@@ -289,6 +289,21 @@ def heads(
     )
 
 
+def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
+    """One Head per run among `heads` (heads()' order), newest first: each run's most recently written
+    record, ordered by the store's sequence number (records.py: the order records were appended, an
+    import's as a bench's); records without one come after, in reverse `heads` order. `heads` order
+    alone is not time: it goes folder by folder (<digest12>/bench.jsonl in name order), so a run of
+    another image written later stood after older runs. A campaign's host stores number their own
+    records: across them the order is each store's, not the clock's."""
+    best: dict[str, tuple[tuple[bool, int, int], Head]] = {}
+    for i, h in enumerate(heads):
+        key = (h.seq is not None, h.seq or 0, i)
+        if h.run_id not in best or key > best[h.run_id][0]:
+            best[h.run_id] = (key, h)
+    return [h for _, h in sorted(best.values(), key=lambda kv: kv[0], reverse=True)]
+
+
 def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelection:
     """The records a reader needs to choose among `chosen_from` (heads of `store`) as if it had them
     all (ResultIndex.choose), loaded by byte offset and validated, with identity.Selection's counts
