@@ -5,6 +5,7 @@ the README and --help texts lead there."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -131,3 +132,25 @@ def test_the_exported_readme_names_the_depth_sweep_its_tables_show(tmp_path, mat
         "Depth sweep of `tiny-qwen3moe` (a second llama-bench process, models[].depth): n_depth [512], n_prompt [64], n_gen [16], n_ubatch 512."
         in readme
     ), readme
+
+
+def test_reproduce_names_the_flags_of_a_flagged_cell_within_noise():
+    """A reproduced cell within noise whose run was flagged host-busy said `ok` and nothing more, while
+    compare names a flagged number wherever it stands (its wide noise is the busy host's): it says
+    `ok, flagged: B:host-busy`; an unflagged cell stays `ok`."""
+    from tests.support.runs import bench_records
+    from tests.support.telemetry_fakes import supporting_block
+    from toolkit.publish import repro_output
+    from toolkit.publish import reproduce as repro
+
+    busy = [
+        r.model_copy(update={"flags": ["host-busy"], "telemetry": supporting_block(["host-busy"])})
+        for r in bench_records("run-b", scale=1.01)
+    ]
+    rows = repro.compare_records(bench_records("run-a"), busy, 5.0)
+    assert rows and all(r.ok for r in rows)
+    assert {r.status for r in rows} == {"ok, flagged: B:host-busy"}, [r.status for r in rows]
+    rep = repro.Reproduction("run-a", "run-b", Path("/f"), Path("/r"), 5.0, rows=rows)
+    assert "ok, flagged: B:host-busy" in repro_output.format_reproduction(rep, "text")
+    clean = repro.compare_records(bench_records("run-a"), bench_records("run-b", scale=1.01), 5.0)
+    assert {r.status for r in clean} == {"ok"}

@@ -107,9 +107,10 @@ class ReproRow:
 
     @property
     def status(self) -> str:
-        """ok | missing | beyond noise | held: <flags>."""
+        """ok | ok, flagged: <flags> | missing | beyond noise | held: <flags>. A flagged cell within noise
+        names its flags, as compare does wherever a flagged number stands: its noise is the system's too."""
         if self.ok:
-            return "ok"
+            return f"ok, flagged: {', '.join(self.flags)}" if self.flags else "ok"
         if self.reproduced is None:
             return "missing"
         return f"held: {', '.join(self.flags)}" if self.held else "beyond noise"
