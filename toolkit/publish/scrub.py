@@ -78,12 +78,15 @@ _IN_PATH = "._-+~/"
 """Characters besides letters and digits that stand inside a path before a folder's name: a prefix
 after one is inside another path (`/mnt/home/alice` is not `/home/alice`)."""
 
-_OTHER_HOME = re.compile(rf"(?<![\w{re.escape(_IN_PATH)}])(/home|/Users)/[^/\s:=,'\"()\[\]<>;|&]+")
+_PATH_ENDS = r"\s:=,'\"()\[\]<>;|&"
+"""The characters no path name holds, as a regex class's body: a path in a text ends at one."""
+
+_OTHER_HOME = re.compile(rf"(?<![\w{re.escape(_IN_PATH)}])(/home|/Users)/[^/{_PATH_ENDS}]+")
 """Another user's home folder (`/home/bob/models`, `/Users/bob`: the run measured by one user and
 exported by another, a colleague's shared models): its name is a user name, written `<user>`."""
 
 
-_ABSOLUTE = re.compile(r"(?<![\w.~+-])/[^\s:=,'\"()\[\]<>;|&]*")
+_ABSOLUTE = re.compile(rf"(?<![\w.~+-])/[^{_PATH_ENDS}]*")
 """An absolute path in a text (one pass, linear): from a `/` no name stands before to a character no
 path name holds."""
 
