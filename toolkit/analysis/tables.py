@@ -570,8 +570,8 @@ def _mark_ub_no_effect(rows: list[Row], opts: ReportOptions) -> None:
             continue
         points = [(value(r), rel_stddev(r)) for _, _, r in members]
         for (row, col, _), holds in zip(members, _band_holds(points, opts.noisy), strict=False):
-            if holds and "ub-no-effect" not in row.flags[col]:
-                row.flags[col][:] = [*without_unsupported(row.flags[col], ["ub-no-effect"]), "ub-no-effect"]
+            if holds:
+                _raise(row.flags[col], "ub-no-effect")
 
 
 def _mark_host_outliers(rows: list[Row]) -> None:
@@ -593,15 +593,15 @@ def _mark_host_outliers(rows: list[Row]) -> None:
                 sds = [o.stddev_ts or 0.0 for o in others]
                 spread = max(max(vals) - min(vals), math.sqrt(sum(x * x for x in sds) / len(sds)))
                 mine = value(r)
-                if (
-                    mine is not None
-                    and abs(mine - statistics.median(vals)) > 3 * spread
-                    and "host-outlier" not in row.flags[col]
-                ):
-                    row.flags[col][:] = [
-                        *without_unsupported(row.flags[col], ["host-outlier"]),
-                        "host-outlier",
-                    ]
+                if mine is not None and abs(mine - statistics.median(vals)) > 3 * spread:
+                    _raise(row.flags[col], "host-outlier")
+
+
+def _raise(flags: list[str], flag: str) -> None:
+    """`flag`, raised by this table, on a cell's `flags` (in place) once, last; a stored
+    `flag-unsupported:<flag>` dropped, as the cell's fields show the flag after all (without_unsupported)."""
+    if flag not in flags:
+        flags[:] = [*without_unsupported(flags, [flag]), flag]
 
 
 def _within(a: float, b: float, band: float) -> bool:
