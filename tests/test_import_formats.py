@@ -153,6 +153,9 @@ def as_format(fmt: str, rows: list[dict]) -> str:
         ),
         pytest.param({"n_threads": "2,5"}, "n_threads is '2,5': expected a whole number", id="threads-text"),
         pytest.param({"n_threads": 0}, "n_threads is ", id="threads-zero"),
+        pytest.param(
+            {"n_threads": 5_000_000}, "n_threads is 5000000: more threads than any host", id="threads-beyond"
+        ),
     ],
 )
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "sql"])

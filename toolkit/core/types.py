@@ -23,6 +23,10 @@ MAX_TOKENS = 10**7
 any engine (a unit or parser error; a 30-digit count broke the plots): refused by the matrix, the
 validity pass of llama-bench rows and the records alike."""
 
+MAX_THREADS = 1 << 22
+"""A thread count above this is no test's: 4,194,304 is PID_MAX_LIMIT, the most tasks (processes and
+threads together) a 64-bit Linux kernel can hold at once (include/linux/threads.h)."""
+
 MAX_TOKENS_PER_S = 1e9
 """tokens/s above this no hardware measured (a unit or parser error): refused by the validity pass and
 the records."""

@@ -36,6 +36,7 @@ from toolkit.images.sources import PreparedSource, prepare_source, sync_tree
 from toolkit.images.template_inputs import image_inputs_hash
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.results.time_check import IMAGE_CREATED
 
 if TYPE_CHECKING:  # jinja2 (the renderer) loads only when an image is rendered, not on every bench
     from toolkit.images.render import Rendered
@@ -211,7 +212,7 @@ def _labels(
     src = lm.m.sources.get(spec.source) if spec.source else None
     origin = (src.git or src.pypi or src.path or src.archive) if src else ""
     labels = {
-        "org.opencontainers.image.created": created,
+        IMAGE_CREATED: created,
         "org.opencontainers.image.revision": commit or "",
         "org.opencontainers.image.source": origin or "",
         "org.opencontainers.image.version": (src.version if src and src.version else (commit or "")[:9]),
@@ -312,11 +313,11 @@ def _reused_created(store: ResultStore, name: str, inputs_key: str, inputs_tag: 
     image tagged with the inputs key), so a no-change rebuild keeps its digest; else now."""
     prev = store.latest_build(name)
     if prev and build_inputs_key(prev) == inputs_key:
-        return prev.labels.get("org.opencontainers.image.created", "")
+        return prev.labels.get(IMAGE_CREATED, "")
     if inputs_tag:
         info = engine.inspect_image(inputs_tag)
         if info and info.labels.get(INPUTS_KEY_LABEL) == inputs_key:
-            return info.labels.get("org.opencontainers.image.created", "")
+            return info.labels.get(IMAGE_CREATED, "")
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

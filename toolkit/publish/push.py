@@ -22,6 +22,7 @@ from toolkit.results.records import (
     BuildRecord,
     ResultStore,
 )
+from toolkit.results.time_check import IMAGE_CREATED
 
 NO_ATTESTATIONS = "not supported by the docker driver"
 ATTEST_NOTE = (
@@ -68,7 +69,7 @@ def fixed_tag(rec: BuildRecord) -> str:
             t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
         )
         target = target or "anygpu"
-    created = labels.get("org.opencontainers.image.created") or rec.created
+    created = labels.get(IMAGE_CREATED) or rec.created
     date = re.sub(r"\D", "", created)[:8]
     return "-".join(_tag_part(x) for x in (version, rec.backend, target, commit, date))[:128]
 

@@ -101,6 +101,7 @@ def contradiction(rec: BenchRecord) -> str | None:
 _SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
 """The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
 
-_RAW_HELD = ("model_size", "model_n_params")
+_RAW_HELD = ("model_size", "model_n_params", "n_threads")
 """Fields of a llama-bench record's `raw` row held to the validity pass too: what its roofline reads
-(a model_size edited down hid a decode beyond the GPU's bandwidth)."""
+(a model_size edited down hid a decode beyond the GPU's bandwidth) and the thread count its test is
+named by (a trillion threads was shown as measured)."""

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
+from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 from toolkit.runtimes.llama_bench import plausible
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
@@ -341,12 +341,22 @@ SETTING_FIELDS = frozenset({"n_threads", "n_batch", "n_ubatch", "n_gpu_layers"})
 """Settings that name a test: a boolean there is no setting llama-bench ran."""
 
 
+def _threads_problem(n: float, shown: str) -> str | None:
+    """Why `n` (shown as `shown`) is no thread count a test ran on: below 1, or above MAX_THREADS (the
+    most tasks a 64-bit Linux kernel can hold at once: no process runs more threads)."""
+    if n < 1:
+        return f"n_threads is {shown}: a test runs on at least 1 thread"
+    if n > MAX_THREADS:
+        return f"n_threads is {shown}: more threads than any host can run (at most {MAX_THREADS:,})"
+    return None
+
+
 def _field_types(fields: dict[str, Any]) -> str | None:
     """Why a field holds what llama-bench never writes there: a list or object in a text or integer
     field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
     fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
     stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
-    forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1.
+    forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1 or above MAX_THREADS.
     Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row).
     samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the field
     (an object or a word there broke normalize with a bare "could not convert string to float")."""
@@ -362,8 +372,8 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                     return f"{name} is {_short(v)}: expected a whole number"
                 if not INT64[0] <= v <= INT64[1]:
                     return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
-                if name == "n_threads" and v < 1:
-                    return f"n_threads is {_short(v)}: a test runs on at least 1 thread"
+                if name == "n_threads" and (why := _threads_problem(v, _short(v))):
+                    return why
             continue
         if t is str:
             if name in INT_FIELDS and name not in UINT64_FIELDS and name not in _TEXT_INT_FIELDS:
@@ -371,8 +381,8 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                 f = as_float(text)
                 if text and (f is None or not (math.isfinite(f) and f.is_integer())):
                     return f"{name} is {text[:24]!r}: expected a whole number"
-                if f is not None and name == "n_threads" and f < 1:
-                    return f"n_threads is {text[:24]!r}: a test runs on at least 1 thread"
+                if f is not None and name == "n_threads" and (why := _threads_problem(f, repr(text[:24]))):
+                    return why
             continue
         if t is bool:
             if name in SETTING_FIELDS:
@@ -381,8 +391,8 @@ def _field_types(fields: dict[str, Any]) -> str | None:
         if v is None:
             continue
         if t is int and -_BIG <= v <= _BIG:
-            if name == "n_threads" and v < 1:
-                return f"n_threads is {v}: a test runs on at least 1 thread"
+            if name == "n_threads" and (why := _threads_problem(v, str(v))):
+                return why
             continue
         if t is list and name in ARRAY_FIELDS:
             big = next((x for x in v if type(x) is int and not 0 <= x <= UINT64_MAX), None)
