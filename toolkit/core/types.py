@@ -27,6 +27,10 @@ MAX_THREADS = 1 << 22
 """A thread count above this is no test's: 4,194,304 is PID_MAX_LIMIT, the most tasks (processes and
 threads together) a 64-bit Linux kernel can hold at once (include/linux/threads.h)."""
 
+MAX_CPUS = 8192
+"""Online CPUs above this no host has: 8,192 is the largest CONFIG_NR_CPUS a Linux kernel is built with
+(x86-64 MAXSMP, arch/x86/Kconfig NR_CPUS_RANGE_END)."""
+
 MAX_TOKENS_PER_S = 1e9
 """tokens/s above this no hardware measured (a unit or parser error): refused by the validity pass and
 the records."""

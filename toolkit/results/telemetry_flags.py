@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from toolkit.core.stats import finite_number
+from toolkit.core.types import MAX_CPUS
 from toolkit.results.telemetry_check import (
     _EVIDENCE,
     CAP_SLACK,
@@ -313,7 +314,20 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
     for key, v, (lo, hi) in named:
         if _outside(v, lo, hi):
             return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
+    for low, high in _ORDERED:
+        a, b = finite_number(g.get(low)), finite_number(g.get(high))
+        if a is not None and b is not None and a > b:
+            return f"gpus.{sid[:40]}.{low} {a:g} is above its {high} {b:g}: no window's samples give that"
     return None
+
+
+_ORDERED = (
+    ("sclk_mhz_min", "sclk_mhz_median"),
+    ("sclk_mhz_median", "sclk_mhz_max"),
+    ("power_w_mean", "power_w_max"),
+)
+"""Figures of one GPU's window that window_summary reads from the same samples, each pair in the order
+any set of numbers gives (a minimum at most the median, the median and a mean at most the maximum)."""
 
 
 def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
@@ -324,7 +338,8 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     temperature, a 0 MHz clock median), a power cap (cap_w, cap_default_w) outside POWER_W or above
     CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w: no driver lets a
     10 kW cap be set on a 700 W H200), a throttle share outside 0-1 or counted in more samples than
-    the window read; the host's CPU pressure or steal outside 0-100 %, its busy or other processes'
+    the window read, a minimum above its median or a mean above its maximum (_ORDERED); the host's
+    online CPUs outside 1-MAX_CPUS, its CPU pressure or steal outside 0-100 %, its busy or other processes'
     cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
     reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the
     flags (window_flags) and energy are read from them: a block holding one was edited."""
@@ -344,6 +359,7 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     cpus = finite_number(host.get("cpus_online"))
     most = cpus * 1.05 + max(0.1, tick_noise_cores(cpus, host.get("host_window_s"))) if cpus else math.inf
     for key, lo, hi in (
+        ("cpus_online", 1.0, MAX_CPUS),
         ("psi_some_pct", 0.0, 100.0),
         ("steal_pct", 0.0, 100.0),
         ("busy_cores_mean", 0.0, most),
