@@ -253,6 +253,8 @@ DECODE_UB_NOTE = (
 def wrap(text: str, width: int) -> list[str]:
     """One line of text wrapped to `width` columns, a list item's continuation lines indented under
     its text (`- x`, `  - x`); a word longer than the line is broken."""
+    if 0 < len(text) <= width and text.isprintable() and not text.endswith(" "):
+        return [text]  # as textwrap gives a line that fits (no tab, break, trailing space): ~8,000 a report
     body = text.lstrip(" ")
     indent = " " * (len(text) - len(body) + (2 if body.startswith("- ") else 0))
     return textwrap.wrap(
@@ -288,7 +290,9 @@ def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | Non
     odd = {
         x for x in (*headers, *(x for line in body for x in line)) if not (x.isascii() and x.isprintable())
     }
-    if odd and not all(x.isprintable() and _wcswidth(x) == len(x) for x in odd):
+    if odd and not all(
+        x.isprintable() and (x.replace("±", "").isascii() or _wcswidth(x) == len(x)) for x in odd
+    ):  # `±` is one column wide (wcwidth): the cells of every table hold it
         return None
     return [
         max(len(h) + 2, max((len(line[i].strip()) for line in body), default=0))
