@@ -51,9 +51,14 @@ def test_a_window_whose_minimum_clock_is_above_its_median_is_no_window(tmp_path)
 
 
 def test_a_window_whose_mean_power_is_above_its_maximum_is_no_window(tmp_path):
+    """A block that claims no energy (energy_contradiction, which holds a valid energy's power figures,
+    does not read it): a mean power above its maximum was valid."""
+
     def edit(t):
         g = next(iter(t["gpus"].values()))
         g["power_w_mean"] = g["power_w_max"] + 50
+        t["energy_valid"] = False
+        t.pop("energy_refused", None)
 
     err = _stored_telemetry_edited(tmp_path, edit)
     assert "power_w_mean" in err and "is above its power_w_max" in err, err

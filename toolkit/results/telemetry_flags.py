@@ -315,6 +315,8 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
         if _outside(v, lo, hi):
             return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
     for low, high in _ORDERED:
+        if said and low.startswith("power_"):
+            continue  # energy_contradiction's to say, as the power ranges above
         a, b = finite_number(g.get(low)), finite_number(g.get(high))
         if a is not None and b is not None and a > b:
             return f"gpus.{sid[:40]}.{low} {a:g} is above its {high} {b:g}: no window's samples give that"
