@@ -461,7 +461,9 @@ def import_(
 
     Also reads `vllm bench latency | serve | throughput` result JSON (recognised by its keys) into the
     records our vLLM runner writes (same methods, axes and units); a served result that generated fewer
-    tokens than asked is stored failed ("generated N of M requested tokens").
+    tokens than asked is stored failed ("generated N of M requested tokens"). SGLang's `bench_serving`
+    output (one JSON line per run) is read the same way, as SGLang's, with the lengths it says it was
+    asked for; a run whose requests drew their lengths at random (random_range_ratio below 1) is refused.
 
     Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
     table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
@@ -473,8 +475,8 @@ def import_(
     they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
     jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
 
-    Only these two tools' formats are read: another tool's file (GuideLLM, an HTTP benchmark's table
-    with test and t/s columns) is refused with what it looks like, never guessed at. To compare with
+    Only these tools' formats are read: another tool's file (GuideLLM, llama-benchy's table, an HTTP
+    benchmark's table with test and t/s columns) is refused with what it looks like, never guessed at. To compare with
     another results folder, no import is needed: `toolkit compare A B --against DIR`.
     """
     from toolkit.results import importer

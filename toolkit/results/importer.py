@@ -684,7 +684,9 @@ def _pass2(
 def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: ImportOptions) -> ImportResult:
     """`vllm bench latency | serve | throughput` result files (results/vllm_import.py): one set, records
     with the runner's methods, axes and units; a served result that generated fewer tokens than asked
-    is a failed record saying so. BadInput naming a file whose lengths are unknown."""
+    is a failed record saying so. BadInput naming a file whose lengths are unknown. A file of several
+    runs (SGLang's bench_serving appends one JSON line per run) gives one record per run."""
+    files = [run for f in files for run in vllm_import.each_run(f)]
     for f in files:
         vllm_import.resolve_lengths(f, o.input_len, o.output_len)
     # the lengths are part of what was imported: the same file re-imported with corrected lengths is a
@@ -692,12 +694,12 @@ def _import_vllm(store: ResultStore, files: list[vllm_import.VllmFile], o: Impor
     lengths = repr([(f.input_len, f.output_len) for f in files]).encode()
     content = hashlib.sha256(b"".join(f.data for f in files) + lengths).hexdigest()
     d = o.digest or f"{IMPORTED}{content}"
-    s_ = ImportedSet(o.label, d, {"runner": "vllm"})
+    s_ = ImportedSet(o.label, d, {"runner": ",".join(dict.fromkeys(f.tool for f in files))})
     res = ImportResult(
         o.label,
         d,
-        [str(f.path) for f in files],
-        formats={str(f.path): f"vllm-bench-{f.kind}" for f in files},
+        list(dict.fromkeys(str(f.path) for f in files)),
+        formats={str(f.path): vllm_import.format_of(f) for f in files},
         sets=[s_],
     )
     known = _stored_names(store, [d])
@@ -761,7 +763,8 @@ def _finish_vllm(
             res.failed.append(f"{imported_of(rec)['file']}: {rec.test}: {rec.error}")
     res.notes += [n for f in files for n in f.notes]
     if backend is None:
-        res.notes.append("vLLM results do not say the backend: filed as `unknown` (give --backend)")
+        who = "SGLang" if all(f.tool == "sglang" for f in files) else "vLLM"
+        res.notes.append(f"{who} results do not say the backend: filed as `unknown` (give --backend)")
     if any(f.kind == "latency" for f in files):
         res.notes.append(
             "`vllm bench latency` results do not say their batch size: taken as 1 (the toolkit runs --batch-size 1)"

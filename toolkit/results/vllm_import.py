@@ -16,6 +16,14 @@ axis and units of toolkit/bench/runners/vllm.py, judged by the same code (runtim
 The lengths asked are not in vLLM's result files: they come from the file name (the runner's own
 names above) or from --input-len / --output-len; a serve result's input length also from
 total_input_tokens / num_prompts. A file that says too little is BadInput naming it and what to give.
+
+SGLang's `bench_serving` writes the same serve keys (it began as vLLM's benchmark_serving) and more
+(`tool_of`: `total_output_tokens_retokenized`, `random_range_ratio`, a `backend` of `sglang*`): its
+records are `sglang-bench-serving` (runner sglang), and the lengths it was asked for are in it
+(`random_input_len`, `random_output_len` of the random dataset), exact only at random_range_ratio 1:
+below it each request drew its own lengths (max(int(L x ratio), 1) .. L, sglang bench_serving
+sample_random_requests), no one pp/tg length, refused saying so. Its --output-file gets one JSON line
+per run appended: such a file is read one result per line (`each_run`), each filed as its own record.
 """
 
 from __future__ import annotations
@@ -66,12 +74,58 @@ class VllmFile:
     output_len: int | None = None
     concurrency: int | None = None
     notes: list[str] = field(default_factory=list)
+    tool: str = "vllm"  # tool_of: "vllm" or "sglang" (its bench_serving)
+    line: int = 1  # the line of the file the result is on (SGLang appends one per run)
+    more: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line, result) of the next runs
+
+
+SGLANG_SERVE = "sglang-bench-serving"  # runtimes/sglang/args.METHOD_SERVE, the SGLang runner's method
+
+SGLANG_KEYS = frozenset({"total_output_tokens_retokenized", "random_range_ratio", "sharegpt_output_len"})
+"""Keys only SGLang's bench_serving writes into a serve result (vLLM's never has them)."""
+
+
+def tool_of(result: dict[str, Any]) -> str:
+    """The tool that wrote a serve result: "sglang" for SGLang's bench_serving (its own keys,
+    SGLANG_KEYS, or a `backend` of `sglang`, `sglang-oai`, ...: it also drives vLLM servers, whose
+    name `backend` then holds), else "vllm"."""
+    backend = result.get("backend")
+    if SGLANG_KEYS & set(result) or (isinstance(backend, str) and backend.startswith("sglang")):
+        return "sglang"
+    return "vllm"
+
+
+def each_run(f: VllmFile) -> list[VllmFile]:
+    """`f` and one VllmFile per further run of its file (SGLang's --output-file: one line per run)."""
+    return [f] + [VllmFile(f.path, f.data, r, "serve", tool=tool_of(r), line=n) for n, r in f.more]
+
+
+def _runs(path: Path, head: bytes) -> VllmFile | None:
+    """The file as JSON lines of serve results (SGLang's bench_serving appends one per run), or None
+    when a non-blank line is anything else (llama-bench -o jsonl: the llama-bench reader reads it)."""
+    runs: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(head.lstrip(b"\xef\xbb\xbf").split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            data = jsonsafe.parse(line)
+        except jsonsafe.JsonProblem:
+            return None
+        if kind_of(data) != "serve":
+            return None
+        if jsonsafe.may_repeat(line, data) and (key := jsonsafe.duplicate_key(line)) is not None:
+            raise BadInput(f"{path}:{n}: {jsonsafe.said(key)}; nothing imported")
+        runs.append((n, data))
+    if not runs:
+        return None
+    (n, first), rest = runs[0], runs[1:]
+    return VllmFile(path, head, first, "serve", tool=tool_of(first), line=n, more=rest)
 
 
 def sniff(path: Path) -> VllmFile | None:
     """The file as a vLLM result, or None when it is not one (llama-bench output, anything else: the
-    llama-bench reader then says what it is). Only a file holding one JSON object is read whole.
-    BadInput naming the file, the line and the key when the result names a key twice (JSON keeps the
+    llama-bench reader then says what it is). Only a file holding one JSON object, or JSON lines of
+    serve results (SGLang's --output-file, `_runs`), is read whole. BadInput naming the file, the line and the key when the result names a key twice (JSON keeps the
     last value: which one vLLM measured is unknown)."""
     try:
         with path.open("rb") as fh:
@@ -83,14 +137,14 @@ def sniff(path: Path) -> VllmFile | None:
     try:
         data = jsonsafe.parse(head.lstrip(b"\xef\xbb\xbf"))
     except jsonsafe.JsonProblem:
-        return None  # JSONL (several objects) or broken: not a vLLM result file
+        return _runs(path, head)  # JSON lines of serve results (SGLang's), else not a served result file
     kind = kind_of(data)
     if kind is None:
         return None
     if jsonsafe.may_repeat(head, data) and (key := jsonsafe.duplicate_key(head)) is not None:
         at = jsonsafe.key_line(head.decode("utf-8", "replace"), key)
         raise BadInput(f"{path}:{at}: {jsonsafe.said(key)}; nothing imported")
-    return VllmFile(path, head, data, kind)
+    return VllmFile(path, head, data, kind, tool=tool_of(data) if kind == "serve" else "vllm")
 
 
 _MAX_COUNT = (
@@ -130,6 +184,8 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
             "--input-len": (int(m.group("i")), "its name"),
             "--output-len": (int(m.group("o")), "its name"),
         }
+    if f.kind == "serve" and f.tool == "sglang":
+        says.update(_asked_by_sglang(f, says))
     if f.kind == "serve":
         # total_input_tokens sums the COMPLETED requests' prompts (vLLM calculate_metrics): a failed
         # request is in num_prompts, not in the sum. A random prompt may come out a token off its asked
@@ -140,10 +196,10 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
         # more completed than sent: the result's own counts check says so (vllm output.serve_problem)
         each = tokens / done if done and tokens and not (prompts and done > prompts) else None
         counts = f"its own token counts ({tokens} over {done} completed requests)"
-        by_name = says.get("--input-len", (None, ""))[0]
+        by_name, where = says.get("--input-len", (None, "its name"))
         if each is not None and by_name and _off(each, by_name):
             raise BadInput(
-                f"{f.path}: its name says {by_name} input tokens, its own counts {each:.4g} ({tokens} over "
+                f"{f.path}: {where} says {by_name} input tokens, its own counts {each:.4g} ({tokens} over "
                 f"{done} completed requests): rename the file as the run was; nothing imported"
             )
         if each is not None and input_len and _off(each, input_len):
@@ -181,14 +237,60 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
             f.kind, "throughput-IN-OUT.json"
         )
         raise BadInput(
-            f"{f.path}: a `vllm bench {f.kind}` result does not say the lengths it was asked for: give "
+            f"{f.path}: {_what(f)} result does not say the lengths it was asked for: give "
             f"{' and '.join(missing)}, or name the file as the toolkit's runner does ({runner_name})"
         )
+
+
+def _what(f: VllmFile) -> str:
+    """The command that wrote `f`, for a message: "a `vllm bench serve`", "an SGLang `bench_serving`"."""
+    return "an SGLang `bench_serving`" if f.tool == "sglang" else f"a `vllm bench {f.kind}`"
+
+
+def _asked_by_sglang(f: VllmFile, says: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+    """The lengths an SGLang bench_serving result says it was asked for ({option: (tokens, where)}):
+    random_input_len / random_output_len of its random dataset at random_range_ratio 1 (every request
+    at exactly those lengths). BadInput naming the file (and line) when they contradict its name, or
+    when the ratio is below 1: each request drew its lengths from max(int(L x ratio), 1) to L (SGLang's
+    sample_random_requests), so the run measured no one pp/tg length."""
+    r = f.result
+    lengths = {
+        "--input-len": _int(r.get("random_input_len")),
+        "--output-len": _int(r.get("random_output_len")),
+    }
+    if r.get("dataset_name") != "random" or None in lengths.values():
+        return {}  # sharegpt and the other datasets: the lengths are the prompts' own
+    at = f"{f.path}:{f.line}" if f.line > 1 or f.more else str(f.path)
+    ratio = vf._finite(r.get("random_range_ratio"))
+    if ratio is None or not 0 <= ratio <= 1:
+        raise BadInput(
+            f"{at}: random_range_ratio {r.get('random_range_ratio')!r} is no ratio; nothing imported"
+        )
+    drawn = {k: (max(int(v * ratio), 1), v) for k, v in lengths.items() if v is not None}
+    if any(lo != hi for lo, hi in drawn.values()):
+        (li, hi_in), (lo, ho) = drawn["--input-len"], drawn["--output-len"]
+        raise BadInput(
+            f"{at}: SGLang bench_serving drew each request's lengths at random (random_range_ratio "
+            f"{ratio:g}: input {li}..{hi_in}, output {lo}..{ho} tokens): the run measured no one pp/tg "
+            "length to file it under; nothing imported (run it with --random-range-ratio 1)"
+        )
+    for opt, v in lengths.items():
+        if opt in says and v is not None and says[opt][0] != v:
+            raise BadInput(
+                f"{at}: its name says {opt} {says[opt][0]}, its random_{opt[2:].replace('-len', '')}_len "
+                f"{v}: rename the file as the run was; nothing imported"
+            )
+    return {opt: (v, f"its random_{opt[2:].replace('-len', '')}_len") for opt, v in lengths.items() if v}
 
 
 def _model(result: dict[str, Any], sha: str) -> ModelRef:
     mid = str(result.get("model_id") or result.get("model") or "")
     return ModelRef(name=Path(mid).name or "unknown", path=mid, sha256=sha, size_bytes=0)
+
+
+def format_of(f: VllmFile) -> str:
+    """The format a result is imported as: vllm-bench-<kind_of>, or sglang-bench-serving."""
+    return "sglang-bench-serving" if f.tool == "sglang" else f"vllm-bench-{f.kind}"
 
 
 def records(
@@ -217,13 +319,13 @@ def records(
         base = dict(
             run_id=run_id,
             created=created,
-            runner="vllm",
+            runner=f.tool,
             image=image,
             model=_model(f.result, model_sha256),
             imported={
                 "file": str(f.path),
-                "line": 1,
-                "format": f"vllm-bench-{f.kind}",  # kind_of: latency, serve or throughput
+                "line": f.line,
+                "format": format_of(f),
                 "file_sha256": file_sha[f.path],
                 "sha256": content,
             },
@@ -323,7 +425,8 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
     parsed = vf.parse_serve(f.result)
     prompts = _int(f.result.get("num_prompts")) or _int(parsed["completed"]) or 0
     c = f.concurrency
-    what = f"vllm bench serve (c{c}, in {L}, out {O})" if c else f"vllm bench serve (in {L}, out {O})"
+    tool = "sglang bench_serving" if f.tool == "sglang" else "vllm bench serve"
+    what = f"{tool} (c{c}, in {L}, out {O})" if c else f"{tool} (in {L}, out {O})"
     error = None
     if not parsed["completed"]:
         error = f"{what}: no request completed"
@@ -342,7 +445,7 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
         **base,
         test=f"serve pp{L}+tg{O}" + (f" c{c}" if c else ""),
         axis="served",
-        method=vf.METHOD_SERVE,
+        method=SGLANG_SERVE if f.tool == "sglang" else vf.METHOD_SERVE,
         n_prompt=L,
         n_gen=O,
         status="failed" if error else "ok",

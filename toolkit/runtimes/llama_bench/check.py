@@ -184,6 +184,29 @@ def _numbers(v: Any) -> list[float] | None:
     return xs if all(math.isfinite(x) and x > 0 for x in xs) else None
 
 
+LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_FIELDS
+"""Every field a llama-bench row of any vintage has (a row has many of them)."""
+
+
+def _not_a_row(fields: dict[str, Any]) -> str | None:
+    """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
+    a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
+    and the one holding llama-bench's row named), or None when it has one of them."""
+    if not fields or LLAMA_FIELDS & set(fields):
+        return None
+    keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
+    inner = next(
+        (k for k, v in fields.items() if isinstance(v, dict) and {"n_prompt", "avg_ts"} <= set(v)), None
+    )
+    held = (
+        f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
+        "another program's records around it"
+        if inner is not None
+        else ""
+    )
+    return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
+
+
 def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
     reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
@@ -207,6 +230,8 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
             "compare A B --against DIR`) or copy its folder under results/"
         )
+    if (why := _not_a_row(fields)) is not None:
+        return why
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
         counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))

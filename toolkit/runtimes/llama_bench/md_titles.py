@@ -4,9 +4,10 @@ llama-bench's markdown printer writes each title as a field name (`n_batch`, `ty
 display name (`ngl`, `threads`: markdown_printer::get_field_display_name: MD_FIELDS), and `t/s`:
 lower-case ASCII in every release. A title pasted through a document or a chat may carry zero-width
 characters (U+200B, U+200C, U+200D, U+2060, U+FEFF: Unicode category Cf, invisible): read away. A
-title with any other character outside that form - a Cyrillic `е` in `thrеads`, a Greek `α`, a space,
-none at all - is no llama-bench column: its values would be kept under a name no reader knows, so the
-table's rows are refused naming the column and the character.
+title with any other character outside that form - a Cyrillic `е` in `thrеads`, a Greek `α` (retype
+it), a space or punctuation (`peak t/s`, `ttfr (ms)`, `llama.cpp`: another tool's column, or one added
+by hand), none at all - is no llama-bench column: its values would be kept under a name no reader
+knows, so the table's rows are refused naming the column (and the character outside ASCII).
 """
 
 from __future__ import annotations
@@ -63,7 +64,14 @@ def problem(titles: list[str], where: str) -> str | None:
                 f"{where}: column {i} has no title: which field its values are is unknown; name it or drop it"
             )
         odd = next((ch for ch in title if not ch.isascii()), None)
-        what = f": U+{ord(odd):04X} {unicodedata.name(odd, 'an unnamed character')}" if odd else ""
+        if odd is None:  # spaces, parentheses, dots: another tool's column, or one added by hand
+            return (
+                f"{where}: column {i} {ascii(title[:40])} is not a llama-bench column title (llama-bench's titles are "
+                "lower-case names without spaces or punctuation: threads, n_ubatch, t/s): a table another "
+                "tool wrote (llama-benchy's `peak t/s`, `ttfr (ms)`) or with a column added by hand, not "
+                "llama-bench -o md output"
+            )
+        what = f": U+{ord(odd):04X} {unicodedata.name(odd, 'an unnamed character')}"
         return (
             f"{where}: column {i} {ascii(title[:40])} is not a llama-bench column title{what} (llama-bench writes "
             "lower-case ASCII names: threads, n_ubatch, t/s); retype the title"
