@@ -282,3 +282,24 @@ def test_tables_of_separate_runs_of_one_setup_are_repetitions_flagged_when_they_
 )
 def test_the_files_refused_right_are_refused_as_before(tmp_path: Path, name: str, said: str) -> None:
     assert said in refused(tmp_path, name)
+
+
+def test_the_host_line_counts_the_gpus_of_a_run_on_one_card_and_a_run_on_two(tmp_path: Path) -> None:
+    """One 7900 XTX alone and two together (llama-bench's gpu_info `X, X`): the report's host line read
+    "GPU X, X, X" (one card or three?); now each row's set: `2x X / X`. A description's own comma
+    (llvmpipe (LLVM 19.1.7, 256 bits)) is no second device."""
+    from toolkit.analysis.provenance import _gpu_set
+
+    root = tmp_path / "results"
+    imp(tmp_path, "r25-vulkan-7900xtx-gpu0-gpu1-dual.txt")
+    from click.testing import CliRunner
+
+    from toolkit.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["report", "--results", str(root)])
+    assert res.exit_code == 0, res.output
+    host = next(ln for ln in res.output.splitlines() if ln.startswith("- host:"))
+    x = "AMD Radeon RX 7900 XTX (RADV NAVI31)"
+    assert f"GPU 2x {x} / {x};" in host, host
+    assert _gpu_set("llvmpipe (LLVM 19.1.7, 256 bits)") == "llvmpipe (LLVM 19.1.7, 256 bits)"
+    assert _gpu_set("NVIDIA H200, NVIDIA H200, NVIDIA L4") == "2x NVIDIA H200 + NVIDIA L4"

@@ -204,7 +204,9 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     for what, value in (("kernel", h.get("kernel")), ("amdgpu", h.get("amdgpu_module"))):
         if t := _text(value):
             parts.append(f"{what} {t}")
-    gpu = ", ".join(sorted({t for g in gpus if (t := _text(g, 2 * TEXT_MAX))}))
+    gpu = " / ".join(
+        sorted({t for g in gpus if (t := _text(_gpu_set(str(g)[: 64 * TEXT_MAX]), 2 * TEXT_MAX))})
+    )
     if gpu:
         parts.append(f"GPU {gpu}")
     docker = _dict(h.get("docker"))
@@ -214,6 +216,28 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     if parts and not _text(h.get("os")) and not _text(h.get("kernel")):
         parts.append("OS and kernel not recorded")
     return "; ".join(parts) or "not recorded"
+
+
+def _gpu_set(gpu_info: str) -> str:
+    """A row's GPUs as a reader counts them: llama-bench's gpu_info joins one description a device with
+    ", " (`X, X` for two of one card), so a run on one card and a run on two read "X, X, X" side by side;
+    here `2x X`, and different cards `X + Y`."""
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(
+        gpu_info
+    ):  # a ", " inside brackets is a description's own (llvmpipe (LLVM 19, 256 bits))
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and gpu_info.startswith(", ", i):
+            names.append(gpu_info[start:i].strip())
+            start = i + 2
+    names = [n for n in (*names, gpu_info[start:].strip()) if n]
+    groups: list[list[str]] = []
+    for n in names:
+        if groups and groups[-1][0] == n:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return " + ".join(g[0] if len(g) == 1 else f"{len(g)}x {g[0]}" for g in groups) or gpu_info
 
 
 def _image_line(same: list[Facts]) -> str:
