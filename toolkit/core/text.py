@@ -111,3 +111,28 @@ def html_text(text: str) -> str:
     import html  # here: every command imports this module, only the html report escapes
 
     return html.escape(strip_controls(text))
+
+
+# What no tool's line of output begins with, read past at a line's start (`line_text`): whitespace, NUL
+# and the other C0 and C1 controls, DEL, zero-width and bidi characters, byte-order marks, and terminal
+# escape sequences (CSI, OSC, other ESC). Nothing follows the repeat, so it never backtracks: linear.
+_LINE_LEAD = re.compile(
+    r"(?:(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -~]?"
+    r"|[\s\x00-\x1a\x1c-\x1f\x7f-\x9a\x9c\x9e\x9f\u200b-\u200f\u2060\ufeff" + BIDI_CONTROLS + r"]+)+"
+)
+_LINE_TAIL = " \t\r\n\v\f\x00\x7f\u200b\u200c\u200d\u2060\ufeff"
+
+
+def line_text(line: str) -> str:
+    """A line of a file as its text: stripped, and without what no tool writes before its text (NUL
+    bytes: a file a crash zero-filled, then appended to; a byte-order mark: a file concatenated after
+    one saved with one; zero-width and bidi characters; a terminal's escape sequences: a capture through
+    `script` or a coloured prompt) or after it (NUL, zero-width, a BOM). `{"a": 1}` after 4,096 NUL bytes
+    is `{"a": 1}`: a record there was read as a log line and left out without a word. Linear; a line that
+    starts and ends with printable text is only stripped (the cost of every line)."""
+    if line[:1].isprintable() and line[-1:].isprintable() and not (line[:1].isspace() or line[-1:].isspace()):
+        return line
+    m = _LINE_LEAD.match(line)
+    return (line[m.end() :] if m else line).rstrip(_LINE_TAIL)

@@ -21,6 +21,7 @@ from pydantic_core import PydanticSerializationError
 
 from toolkit.core import backends, jsonsafe
 from toolkit.core.errors import BadInput
+from toolkit.core.text import line_text
 from toolkit.results.identity import (
     TestKey,
     norm_field,
@@ -550,7 +551,7 @@ class ImportSource:
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 try:
-                    line = raw.decode("utf-8").strip()
+                    line = line_text(raw.decode("utf-8"))
                 except UnicodeDecodeError as err:
                     self._note(f"{n}: not UTF-8 (byte {err.start}): the line was left out")
                     continue

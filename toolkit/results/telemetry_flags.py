@@ -24,6 +24,7 @@ from toolkit.results.telemetry_check import (
     HOST_STEAL_MAX_PCT,
     OWN_GPU_PROCS,
     POWER_W,
+    SAME,
     UNDERSAMPLED_SHARE,
     _nonempty,
     board_power_w,
@@ -318,7 +319,7 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
         if said and low.startswith("power_"):
             continue  # energy_contradiction's to say, as the power ranges above
         a, b = finite_number(g.get(low)), finite_number(g.get(high))
-        if a is not None and b is not None and a > b:
+        if a is not None and b is not None and a - b > SAME * max(abs(a), abs(b), 1.0):
             return f"gpus.{sid[:40]}.{low} {a:g} is above its {high} {b:g}: no window's samples give that"
     return None
 
@@ -329,7 +330,11 @@ _ORDERED = (
     ("power_w_mean", "power_w_max"),
 )
 """Figures of one GPU's window that window_summary reads from the same samples, each pair in the order
-any set of numbers gives (a minimum at most the median, the median and a mean at most the maximum)."""
+any set of numbers gives (a minimum at most the median, the median and a mean at most the maximum), to
+SAME: a mean is a float sum over a count, which can land an ulp above the maximum of equal readings
+(statistics.fmean of seven 700.123 W samples is 700.1230000000002: a GPU held at one reading, or a
+sensor slower than the sampler). The power pair is energy_contradiction's to judge where a block claims
+or was refused a valid energy, as the power ranges are."""
 
 
 def figures_problem(t: Any, gpu_info: Any = None) -> str | None:

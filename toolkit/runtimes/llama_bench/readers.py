@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.core.text import line_text
 from toolkit.runtimes.llama_bench import md_defaults, md_devices, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
@@ -169,10 +170,11 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     """Objects of llama-bench output: lines that do not start with `{` are log lines and skipped (a
     capture that merged stderr into stdout carries ggml's log, e.g. `ggml_vulkan: Found N Vulkan
     devices:`, which llama-bench itself writes to stderr); a line that starts like a record but does
-    not parse is noted in `skipped` (`line N: why`)."""
+    not parse is noted in `skipped` (`line N: why`). A line is read as its text (core.text.line_text: a
+    record after NUL bytes, a byte-order mark or a terminal escape is a record)."""
     out = []
     for n, line in enumerate(text.splitlines(), first):
-        line = line.strip()
+        line = line_text(line)
         if line.startswith("{"):
             obj, why, twice = parse_record_line(line)
             why = None if why is None else f"not a complete JSON record ({why})"
@@ -202,8 +204,12 @@ _JSON_START = tuple('["-0123456789') + ("null", "true", "false")
 
 def not_a_record(line: str) -> str | None:
     """Why a stripped JSONL line that does not start with `{` is worth a note, or None for a log line
-    (ggml's log, `[INFO] ...`, blank): JSON that is not an object (`null`, `[]`, `"x"`, a number), or
-    a line of another llama-bench format (an md table line, sql, a csv header)."""
+    (ggml's log, `[INFO] ...`, blank): JSON that is not an object (`null`, `[]`, `"x"`, a number), a
+    llama-bench record after other text on its line (a log line and a record run together: read as
+    neither, never dropped without a word), or a line of another llama-bench format (an md table line,
+    sql, a csv header)."""
+    if (at := line.find('{"')) > 0 and (why := _record_after_text(line, at)):
+        return why
     if not line.startswith(_JSON_START):
         fmt = "md" if line.startswith("|") else format_of(line)
         return f"a line of -o {fmt} output in JSONL: left out" if fmt in ("md", "sql", "csv") else None
@@ -212,6 +218,18 @@ def not_a_record(line: str) -> str | None:
     except jsonsafe.JsonProblem:
         return None
     return f"JSON that is not an object ({value_kind(value)}): left out"
+
+
+def _record_after_text(line: str, at: int) -> str | None:
+    """not_a_record's note on a llama-bench record (an object naming avg_ts or n_prompt) that starts at
+    `at` of `line`, after other text; None when none does."""
+    try:
+        value = jsonsafe.parse(_json_text(line[at:]))
+    except jsonsafe.JsonProblem:
+        return None
+    if not (isinstance(value, dict) and ("avg_ts" in value or "n_prompt" in value)):
+        return None
+    return f"a llama-bench record after {line[:at][:24]!r} on its line: left out (delete the text before its `{{`)"
 
 
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
@@ -362,7 +380,7 @@ def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
 
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
     """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row."""
-    reader = csv.reader(lines)
+    reader = csv.reader(ln if ln[:1].isprintable() else line_text(ln) + "\n" for ln in lines)
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
@@ -401,7 +419,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
 
 
 def _md_cells(line: str) -> list[str]:
-    s = line.strip().lstrip("\ufeff")  # a byte-order mark before the header (a file saved with one)
+    s = line_text(line)  # a byte-order mark before the header (a file saved with one), NUL bytes
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
     return [c.strip() for c in s.split("|")]
@@ -628,7 +646,8 @@ def read_sql(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
     before them is skipped). Values are typed by field name; there are no samples."""
     out = []
     for n, line in enumerate(text.splitlines(), first):
-        if not line.lstrip().upper().startswith("INSERT"):
+        line = line_text(line)
+        if not line.upper().startswith("INSERT"):
             continue
         m = _SQL_INSERT.match(line)
         if m is None:
@@ -662,7 +681,7 @@ READERS = {"json": read_json_array, "jsonl": read_jsonl, "csv": read_csv, "md": 
 
 def format_of(line: str) -> str | None:
     """The format a line starts, or None (a log line)."""
-    s = line.strip()
+    s = line_text(line)
     if s.startswith("["):
         return "json"
     if s.startswith("{"):
@@ -747,7 +766,7 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
                     skipped += [
                         f"line {n}: {w}"
                         for n, ln in enumerate(lines[:i], 1)
-                        if (w := not_a_record(ln.strip()))
+                        if (w := not_a_record(line_text(ln)))
                     ]
                 skipped += notes
             return fmt, i, rows
