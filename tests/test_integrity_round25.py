@@ -67,3 +67,9 @@ def test_a_window_whose_mean_power_is_above_its_maximum_is_no_window(tmp_path):
 def test_a_host_of_no_online_cpu_is_no_window(tmp_path):
     err = _stored_telemetry_edited(tmp_path, lambda t: t["host"].update(cpus_online=0))
     assert "host.cpus_online is 0: outside the 1-8192 it can be" in err, err
+
+
+def test_a_host_of_a_fraction_of_a_cpu_is_no_window(tmp_path):
+    """cpus_online 1.5 (round 26's breaker: accepted) is no count of CPUs."""
+    err = _stored_telemetry_edited(tmp_path, lambda t: t["host"].update(cpus_online=1.5))
+    assert "host.cpus_online is 1.5: a count of CPUs is a whole number" in err, err

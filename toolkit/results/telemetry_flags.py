@@ -346,7 +346,7 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w: no driver lets a
     10 kW cap be set on a 700 W H200), a throttle share outside 0-1 or counted in more samples than
     the window read, a minimum above its median or a mean above its maximum (_ORDERED); the host's
-    online CPUs outside 1-MAX_CPUS, its CPU pressure or steal outside 0-100 %, its busy or other processes'
+    online CPUs outside 1-MAX_CPUS or a fraction, its CPU pressure or steal outside 0-100 %, its busy or other processes'
     cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
     reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the
     flags (window_flags) and energy are read from them: a block holding one was edited."""
@@ -364,6 +364,8 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
             return why
     host = _map(t.get("host"))
     cpus = finite_number(host.get("cpus_online"))
+    if cpus is not None and not cpus.is_integer():
+        return f"host.cpus_online is {cpus:g}: a count of CPUs is a whole number"
     most = cpus * 1.05 + max(0.1, tick_noise_cores(cpus, host.get("host_window_s"))) if cpus else math.inf
     for key, lo, hi in (
         ("cpus_online", 1.0, MAX_CPUS),
