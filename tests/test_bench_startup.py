@@ -232,3 +232,68 @@ def test_a_unix_socket_client_does_not_read_proxy_settings_at_every_request(monk
     looked.clear()
     assert choice.client() is c and c.ping() and c.api.info()["ID"] == "stand-in"
     assert looked == []
+
+
+def test_the_closing_tables_import_nothing_after_the_last_container():
+    """Reproducer: bench imported the report's code on a thread while the containers ran, but tabulate
+    (12-35 ms of CPU and wall here) only when the tables were drawn, after the last container: wall
+    time outside the containers. Now the thread imports it too: drawing the tables (markdown for a
+    pipe, text for a terminal) imports no module. Fresh interpreter: sys.modules before and after."""
+    code = (
+        "import sys, threading\n"
+        "from toolkit.cli import bench\n"
+        "from tests.support.records import make_record\n"
+        # (before: the thread imported the report alone, bench._import_meanwhile("toolkit.analysis.report"))
+        "bench._import_meanwhile(*getattr(bench, 'TABLES_MODULES', ['toolkit.analysis.report']))\n"
+        "for t in threading.enumerate():\n"
+        "    if t is not threading.current_thread():\n"
+        "        t.join(60)\n"
+        "from toolkit.analysis import report\n"
+        "recs = [make_record('cpu', 'cpu', n=128, avg=90.0, sd=0.5), make_record('cpu', 'cpu', p=512, avg=3000.0, sd=5.0)]\n"
+        "before = set(sys.modules)\n"
+        "for fmt in ('github', 'text'):\n"
+        "    assert 'tg128' in report.render(recs, fmt, width=120)\n"
+        "print(sorted(set(sys.modules) - before))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
+
+
+def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_path, monkeypatch):
+    """Reproducer: the plan line's estimate (llama_bench.measured_seconds, twice a bench with a depth
+    sweep; llama_depth's newest records for the depth fill; base.seconds_before for the other runners)
+    asked index.select with its default skew=True: ResultIndex.skewed, a pass over every record of the
+    folder, set clock_skew, which no estimate reads (they order by write_order): 136 -> 110 ms of CPU
+    a call at 20,000 stored records of the image. Now they ask skew=False: the same estimate."""
+    from types import SimpleNamespace
+
+    from tests.support.records import make_record
+    from toolkit.bench.runners import base, llama_bench, llama_depth
+    from toolkit.results import identity
+    from toolkit.results.index_sqlite import ResultIndex
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for run, avg in (("run-1", 256.0), ("run-2", 512.0)):  # the newer run's record is the estimate's
+        store.add_result(
+            make_record("cpu", "cpu", p=512, ub=512, avg=avg, model="tiny-qwen3moe", host={}, run_id=run)
+        )
+    bench = load_matrix(ROOT / "matrix.yaml").m.bench
+    case = {**identity.test_fields(store.results()[0]), "n_layers": None}
+    ctx = SimpleNamespace(
+        store=store,
+        lm=SimpleNamespace(m=SimpleNamespace(bench=bench)),
+        spec=SimpleNamespace(name="cpu", runner="llama-bench"),
+        model=SimpleNamespace(name="tiny-qwen3moe"),
+    )
+    expected = llama_bench.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case])
+    assert expected == (1, pytest.approx(bench.repetitions * 1.0))  # 512 tokens at 512 tok/s
+
+    def skewed(self, files):
+        raise AssertionError("clock skew computed over every record for the plan's estimate")
+
+    monkeypatch.setattr(ResultIndex, "skewed", skewed)
+    assert llama_bench.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
+    assert [r.avg_ts for r in llama_depth._newest_records(ctx).values()] == [512.0]
+    base.seconds_before(ctx, lambda r: r.n_prompt)

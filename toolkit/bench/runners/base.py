@@ -489,7 +489,8 @@ def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[A
 
     seen: dict[Any, tuple[tuple[int, int], float]] = {}
     runner = ctx.spec.runner
-    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True)):
+    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
+    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True, skew=False)):
         if r.runner != runner or r.model.name != ctx.model.name or (r.host or {}).get("key"):
             continue
         k, t = key(r), timing_value(r.timing, "tests_s")

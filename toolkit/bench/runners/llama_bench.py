@@ -756,7 +756,8 @@ def measured_seconds(
     host (a campaign host's records, `host.key`, measure another machine). Cases never measured
     are not counted. Asks the query index: one record per test, not the history."""
     seen: dict[tuple, tuple[tuple[int, int], float]] = {}
-    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True)):
+    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
+    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
         if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
             continue
         k = _record_case_key(r, axes)

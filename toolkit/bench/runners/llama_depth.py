@@ -264,7 +264,8 @@ def _newest_records(ctx: RunContext) -> dict[tuple, BenchRecord]:
     host (not a campaign host's, `host.key`), in the store's order. Asks the query index."""
     bench = ctx.lm.m.bench
     seen: dict[tuple, tuple[tuple[int, int], BenchRecord]] = {}
-    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True)):
+    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
+    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True, skew=False)):
         if r.method != "llama-bench" or r.model.name != ctx.model.name or (r.host or {}).get("key"):
             continue
         key, order = _record_case_key(r, bench), identity.write_order(r, pos)
