@@ -115,9 +115,13 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
     obs.sampler = tel.Sampler([tel.HostSource(), src], rate_hz=10, trace_path=tmp_path / "trace.jsonl")
     obs.start()
     time.sleep(0.55)  # off the counter's once-a-second reads
+    t0 = time.time()
     obs.line("llama-bench: benchmark 1/1: prompt run 1/2")
     time.sleep(0.4)
-    seen = obs.test({"n_prompt": 512, "n_gen": 0, "samples_ns": [200_000_000, 200_000_000]}, 512)
+    half = int((time.time() - t0) / 2 * 1e9)  # the timed work fills the window, as llama-bench's does
+    seen = obs.test(
+        {"n_prompt": 512, "n_gen": 0, "samples_ns": [half, half]}, 512
+    )  # (a loaded host sleeps longer)
     obs.finish()
     (gpu,) = seen["telemetry"]["gpus"].values()
     duration = seen["telemetry"]["duration_s"]
