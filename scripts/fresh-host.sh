@@ -25,7 +25,8 @@
 #            and bookworm:root:podman:fresh-cgroups:setup-only:no-systemd (setup's hybrid-cgroup and
 #            rlimit mends on a stand-in of a fresh VM of CI's kind, proven by a container and a build RUN
 #            step).
-#   --keep   leave the stand-ins (containers and volumes) for a look; default: removed.
+#   --keep   leave the stand-ins (containers and volumes) for a look; default: removed. A later run
+#            refuses (exit 9) while a stand-in of a host it names is still there: remove it first.
 #   --out    where logs and table.md go (default /tmp/fresh-host).
 #
 # The network: this workplace reaches PyPI through a TLS proxy whose CA this host trusts
@@ -35,7 +36,8 @@
 # one wheel this machine carries (TOOLKIT_TORCH_INDEX; scripts/setup-host.sh --test downloads from it).
 # Needs: a running Docker engine and the local debian:bookworm-slim / debian:trixie-slim images
 # (./scripts/setup-host.sh --test). Exit status: 0 when every step of every host exited 0, 1 when one
-# did not, 4 for bad arguments, 9 when another run holds /run/lock/toolkit-fresh-host.lock, 130 when
+# did not, 4 for bad arguments, 9 when another run holds /run/lock/toolkit-fresh-host.lock or a stand-in
+# of a named host is still there (kept by an earlier --keep run: named, never removed), 130 when
 # stopped (the stand-in it was running is removed then, unless --keep).
 { # the whole script is one compound command: bash reads it all before running (an edit while it runs is harmless)
 set -euo pipefail
@@ -72,6 +74,16 @@ docker info >/dev/null 2>&1 || { echo "fresh-host.sh: no Docker engine answering
 # one run at a time: a second run would remove the first one's stand-ins (same names) and share its 2 cores
 exec 9>/run/lock/toolkit-fresh-host.lock
 flock -w 20 9 || { echo "fresh-host.sh: another fresh-host.sh run is in progress (/run/lock/toolkit-fresh-host.lock): wait for it" >&2; exit 9; }
+
+# a stand-in of the same name left by an earlier --keep run (this user's or another's, which the lock no
+# longer guards once that run ended) is someone's to look at: never removed without a word
+for h in "${HOSTS[@]}"; do
+  n=toolkit-fresh-${h//:/-}
+  if docker container inspect "$n" >/dev/null 2>&1; then
+    echo "fresh-host.sh: a stand-in named $n is there (kept by an earlier --keep run, perhaps another user's): look at it or remove it with \`docker rm -f $n && docker volume rm $n-docker $n-containers $n-tmp $n-home\`, then run again" >&2
+    exit 9
+  fi
+done
 
 [ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "fresh-host.sh: --out $OUT exists and is not a folder" >&2; exit 4; }
 mkdir -p "$OUT" || { echo "fresh-host.sh: cannot make --out $OUT" >&2; exit 4; }

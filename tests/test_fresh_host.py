@@ -146,3 +146,54 @@ def test_a_second_run_waits_for_the_first(tmp_path):
         holder.kill()
         holder.wait()
     assert res.returncode == 9 and "another fresh-host.sh run is in progress" in res.stderr, res.stderr
+
+
+def test_a_kept_stand_in_of_the_same_name_is_never_removed(tmp_path):
+    """Newcomer round 26: a stand-in kept by another run (`--keep`, its lock released when it ended) was
+    removed without a word (`docker rm -f` of the same name) by the next run naming that host: it is now
+    refused (exit 9) naming the stand-in and the command that removes it, and the stand-in is left as it
+    was. A container of this test's own, of a host name no other run uses (no systemd, Docker as root)."""
+    engine_or_skip()
+    if os.geteuid() != 0:
+        pytest.skip("fresh-host.sh runs as root")
+    base = next(
+        (
+            b
+            for b in ("debian:trixie-slim", "debian:bookworm-slim")
+            if not subprocess.run(["docker", "image", "inspect", b], capture_output=True).returncode
+        ),
+        None,
+    )
+    if base is None:
+        pytest.skip("no local debian:*-slim image (./scripts/setup-host.sh --test)")
+    name = "toolkit-fresh-bookworm-root-docker-no-systemd"
+    if not subprocess.run(["docker", "container", "inspect", name], capture_output=True).returncode:
+        pytest.skip(f"{name} exists already (someone's): not touched")
+    mine = subprocess.run(
+        ["docker", "create", "--name", name, "--label", "toolkit-test=kept-stand-in", base, "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        res = subprocess.run(
+            [
+                str(ROOT / "scripts" / "fresh-host.sh"),
+                "--out",
+                str(tmp_path),
+                "bookworm:root:docker:no-systemd",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        still = subprocess.run(
+            ["docker", "container", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True
+        ).stdout.strip()
+    finally:
+        subprocess.run(["docker", "rm", "-f", mine], capture_output=True)
+    assert res.returncode == 9, (res.returncode, res.stderr)
+    assert f"a stand-in named {name} is there" in res.stderr and f"docker rm -f {name}" in res.stderr, (
+        res.stderr
+    )
+    assert still == mine, "the kept stand-in was removed"

@@ -25,6 +25,7 @@ from toolkit.cli.common import (
     read_results_option,
     results_option,
 )
+from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.text import path_text, plain_ascii
 
 
@@ -422,7 +423,7 @@ def compare(
 )
 @click.option(
     "--backend",
-    type=click.Choice(["cpu", "vulkan", "rocm"]),
+    type=click.Choice(list(IMAGE_BACKENDS)),
     default=None,
     help="Backend of the build that ran. Default: from the rows' `backends` field; rows that name "
     "another GPU backend are bad input (exit 4), rows that name only the CPU are kept, flagged cpu-fallback.",

@@ -91,6 +91,11 @@ SOFTWARE_MARKERS: tuple[str, ...] = tuple(
 FALLBACK_MESSAGES: tuple[str, ...] = tuple(m for b in BACKENDS.values() for m in b.fallback_messages)
 
 
+# The backends an image of this project is built for: `toolkit import --backend` takes these (a result of
+# another backend, CUDA or Metal, is filed by what its rows say, or as `unknown` where they say nothing)
+IMAGE_BACKENDS = ("cpu", "vulkan", "rocm")
+
+
 def llama_name(backend: str) -> str | None:
     """llama.cpp's name of an image backend (`rocm` -> `ROCm`), None when unknown."""
     b = BACKENDS.get(backend)

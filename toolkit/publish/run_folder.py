@@ -411,12 +411,17 @@ def check_run_paths(run: PublishedRun, where: str) -> None:
 
 
 def _first_error(err: ValidationError) -> str:
-    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input)."""
+    """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input). A
+    rule of a whole mapping (no field path: the axes' n_ubatch against n_batch) names its values in its
+    message: the mapping is not repeated (a newcomer read `(top level): ... (got {'n_prompt': [512], ...`)."""
     first = err.errors()[0] if err.errors() else {"loc": (), "msg": str(err)}
+    msg = str(first["msg"]).removeprefix("Value error, ")[:160]
+    if not first.get("loc") and isinstance(first.get("input"), dict):
+        return msg
     where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
     got = repr(first.get("input"))
     got = got if len(got) <= 60 else got[:60] + "..."
-    return f"{where}: {str(first['msg']).removeprefix('Value error, ')[:160]} (got {got})"
+    return f"{where}: {msg} (got {got})"
 
 
 def read_run_json(path: Path) -> PublishedRun:

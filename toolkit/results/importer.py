@@ -764,7 +764,11 @@ def _finish_vllm(
     res.notes += [n for f in files for n in f.notes]
     if backend is None:
         who = "SGLang" if all(f.tool == "sglang" for f in files) else "vLLM"
-        res.notes.append(f"{who} results do not say the backend: filed as `unknown` (give --backend)")
+        res.notes.append(
+            f"{who} results do not say the backend: filed as `unknown`; give --backend "
+            f"{', '.join(backends.IMAGE_BACKENDS[:-1])} or {backends.IMAGE_BACKENDS[-1]} when it ran on one "
+            "of these (another, e.g. CUDA, has no --backend: it stays `unknown`)"
+        )
     if any(f.kind == "latency" for f in files):
         res.notes.append(
             "`vllm bench latency` results do not say their batch size: taken as 1 (the toolkit runs --batch-size 1)"

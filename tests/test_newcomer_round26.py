@@ -1,0 +1,84 @@
+"""A newcomer on a fresh Debian 13 stand-in as its sudo user, rootless Podman 5 (2026-12-05, commit
+df290f2): the README's Podman line, then doctor, report, a second bench, compare, imports of
+tests/data/public files, export-run and reproduce, as the README and --help texts lead there. The
+stand-in's own finding (a kept stand-in removed by the next run) is tested in tests/test_fresh_host.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.project import DATA, ROOT
+from tests.support.runs import tk
+from toolkit.results.records import ResultStore
+
+PUBLIC = DATA / "public"
+
+
+def _import(tmp_path: Path, name: str, label: str) -> dict:
+    res = tk(
+        ROOT,
+        "import",
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        "--results",
+        str(tmp_path / "results"),
+        "--label",
+        label,
+        "--json",
+        str(PUBLIC / name),
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["result"]
+
+
+def test_an_import_without_a_backend_says_which_backends_can_be_given(tmp_path):
+    """`toolkit import` of SGLang's bench_serving lines of an H200 (CUDA) said "SGLang results do not say
+    the backend: filed as `unknown` (give --backend)", and --backend takes cpu, vulkan or rocm only: a
+    newcomer could not act on it. The note names the values and says another backend stays unknown."""
+    res = tk(
+        ROOT,
+        "import",
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        "--results",
+        str(tmp_path / "results"),
+        "--label",
+        "sglang-pub",
+        str(PUBLIC / "r25-sglang-bench-serving-deepseek-dp-mla.jsonl"),
+    )
+    assert res.returncode == 0, res.stderr
+    said = " ".join((res.stdout + res.stderr).split())
+    assert "give --backend cpu, vulkan or rocm when it ran on one of these" in said, said
+    assert "(another, e.g. CUDA, has no --backend: it stays `unknown`)" in said, said
+    bad = tk(ROOT, "import", "--results", str(tmp_path / "results"), "--label", "x", "--backend", "cuda", "f")
+    assert bad.returncode == 4 and "'cpu', 'vulkan', 'rocm'" in bad.stderr, bad.stderr  # the same values
+
+
+def test_an_exported_import_names_its_axes_problem_without_a_python_dict(tmp_path):
+    """`toolkit export-run` of an imported run (two llama-bench tables of n_batch 256, micro-batch
+    llama-bench's default 512) noted `bench: ... cannot express them ((top level): micro-batch n_ubatch
+    512 is larger than every n_batch [256]: ... (got {'n_prompt': [512], 'n_gen': [128], 'n_batch':
+    [256], 'n_uba...))`: a rule of the whole axes names its values itself, the dict cut at 60
+    characters said nothing more. The note, run.json and reproduce's refusal say the rule alone."""
+    _import(tmp_path, "r25-vulkan-7900xtx-gpu0-gpu1-dual.txt", "vk7900")
+    run_id = ResultStore(tmp_path / "results").results()[0].run_id
+    out = tmp_path / "export"
+    res = tk(
+        ROOT,
+        "export-run",
+        run_id,
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        "--results",
+        str(tmp_path / "results"),
+        "-o",
+        str(out),
+    )
+    assert res.returncode == 0, res.stderr
+    said = " ".join((res.stdout + res.stderr).split())
+    rule = "micro-batch n_ubatch 512 is larger than every n_batch [256]"
+    assert f"cannot express them ({rule}: llama.cpp clamps ubatch to batch" in said, said
+    assert "{'n_prompt'" not in said and "(top level)" not in said, said
+    run = json.loads((out / "run.json").read_text())
+    assert run["bench"]["not_a_matrix"].startswith(rule), run["bench"]
