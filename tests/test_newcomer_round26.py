@@ -82,3 +82,20 @@ def test_an_exported_import_names_its_axes_problem_without_a_python_dict(tmp_pat
     assert "{'n_prompt'" not in said and "(top level)" not in said, said
     run = json.loads((out / "run.json").read_text())
     assert run["bench"]["not_a_matrix"].startswith(rule), run["bench"]
+
+
+def test_an_exported_readme_names_the_build_each_image_holds(tmp_path):
+    """The exported folder's README named each image by ID and backend, not the llama.cpp build it holds
+    (run.json and the report do): a customer reading it could not tell two builds apart. Now each
+    image's line names its runtime commit as the report's image line does (provenance.runtime_commit)."""
+    recs = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
+    folder = tmp_path / "results" / "a504e0178239"
+    folder.mkdir(parents=True)
+    (folder / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "exp"
+    res = tk(ROOT, "export-run", recs[0]["run_id"], "--results", str(tmp_path / "results"), "-o", str(out))
+    assert res.returncode == 0, res.stderr[-800:]
+    line = next(ln for ln in (out / "README.md").read_text().splitlines() if ln.startswith("- `cpu`"))
+    assert line.endswith(
+        "image ID `sha256:a504e0178239818d2c40c67d577cb2e1c905af2edbb2a72e5e2a3aa56d375060`, runtime commit 0c1e57098bba"
+    ), line

@@ -256,14 +256,21 @@ def _image_line(same: list[Facts]) -> str:
         if what == "toolkit":
             parts += [t] if (t := _toolkit_words(_text(values[0]), records)) else []
         elif what == "runtime commit":
-            commits = [v or r.build_commit for v, r in zip(values, records, strict=True)]
-            parts.append(
-                _said(what, [t[:12] if (t := _text(c, 13)) else None for c in commits])
-                or f"{what} not recorded"
-            )
+            parts.append(runtime_commit(records, values))
         elif said := _said(what, [_text(v) for v in values]):
             parts.append(said)
     return ", ".join(parts)
+
+
+def runtime_commit(records: list[BenchRecord], labelled: list[str | None] | None = None) -> str:
+    """`runtime commit <12 hex>` of one image's `records` (llama.cpp's or vLLM's build: the image's
+    label, else the record's build_commit), each value with its count where they differ, or `runtime
+    commit not recorded`; `labelled`: their label values where _image_words gave them already."""
+    if labelled is None:
+        labelled = [w[2] for w in _image_words(records)]
+    commits = [v or r.build_commit for v, r in zip(labelled, records, strict=True)]
+    said = _said("runtime commit", [t[:12] if (t := _text(c, 13)) else None for c in commits])
+    return said or "runtime commit not recorded"
 
 
 def _image_words(records: list[BenchRecord]) -> list[tuple[str | None, ...]]:

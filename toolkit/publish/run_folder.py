@@ -314,7 +314,7 @@ def _copy_regular(src: Path, dest: Path, out: Path) -> None:
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
-    from toolkit.analysis import table_text, tables
+    from toolkit.analysis import provenance, table_text, tables
 
     lines = [
         f"# toolkit run {run.run_id}",
@@ -331,7 +331,9 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         lines.append(
             f"- `{im.name}` ({im.backend}): "
             + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
-        )
+            + ", "
+            + provenance.runtime_commit([r for r in records if r.image.digest == im.digest])
+        )  # the build it holds (llama.cpp's or vLLM's commit), as the report's image line names it
         lines += [f"  - pull: `docker pull {rd}`" for rd in engine.pullable_digests(im.repo_digests)]
     lines += ["", "## Models", ""]
     for m in run.models:
