@@ -37,7 +37,7 @@ from toolkit.results.records import (
 )
 from toolkit.results.telemetry_check import measured_claims
 from toolkit.results.telemetry_flags import without_figures
-from toolkit.runtimes.llama_bench import check, plausible
+from toolkit.runtimes.llama_bench import check, failed_run, plausible
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
@@ -144,13 +144,16 @@ def read_rows(
 
 
 def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
-    """The error for a file without a row that looks like one: what it holds instead (another tool's
-    markdown table, a table without rows, or its first line) and the first of the reader's `notes`."""
+    """The error for a file without a row that looks like one: what it holds instead (what stopped a
+    failed run, a table set side by side: failed_run; another tool's markdown table, a table without
+    rows, or its first line) and the first of the reader's `notes`."""
     lines = text.splitlines()
     other = next(((i, ln) for i, ln in enumerate(lines, 1) if readers.md_table_like(ln)), None)
     table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
     first = next((ln.strip() for ln in lines if ln.strip()), "")
-    if other is not None:
+    if (said := failed_run.why_no_rows(lines)) is not None:  # a failed run, a table set side by side
+        hint = said
+    elif other is not None:
         hint = (
             f"the markdown table at line {other[0]} has `test` and `t/s` columns but not llama-bench's "
             f"{', '.join(repr(c) for c in readers.MD_COLUMNS)} (its header: {other[1].strip()[:120]!r}): "

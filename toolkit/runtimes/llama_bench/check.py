@@ -207,6 +207,26 @@ def _not_a_row(fields: dict[str, Any]) -> str | None:
     return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
 
 
+def not_llama_csv(header: list[str]) -> str | None:
+    """Why a csv `header` (its column names) is another program's table that borrows some of
+    llama-bench's field names (a summary's `model, series, starting_depth, n_prompt, ..., avg_ts`), or
+    None: it names no model_type or model_filename (every llama-bench -o csv since the first has both)
+    and has columns no llama-bench prints (not in LLAMA_FIELDS; the first five named). A csv cut down
+    to llama-bench's own columns, or a fork's with extra ones beside model_type, is read."""
+    names = [h for h in header if h]
+    if "model_type" in names or "model_filename" in names:
+        return None
+    foreign = [h for h in names if h not in LLAMA_FIELDS]
+    if not foreign:
+        return None
+    listed = ", ".join(h[:40] for h in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+    return (
+        f"not llama-bench -o csv: no model_type or model_filename column (every llama-bench csv names its "
+        f"model) and columns llama-bench never prints ({listed}): another program's table of results, whose "
+        "columns (a depth under another name) would be misread; import llama-bench's own output"
+    )
+
+
 def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
     reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.

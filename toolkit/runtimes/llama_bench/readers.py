@@ -36,6 +36,7 @@ from toolkit.runtimes.llama_bench.check import (
     INT_FIELDS,
     STRING_FIELDS,
     as_float,
+    not_llama_csv,
     value_kind,
 )
 
@@ -400,6 +401,8 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             header = [c.strip() for c in cells]
             twice = repeated_column(header)
             said = _column_twice(f"the header (line {first + line - 1})", twice) if twice else None
+            if said is None and (other := not_llama_csv(header)) is not None:
+                said = f"the header (line {first + line - 1}): {other}"
             continue
         n = first + line - 1
         if said is not None:

@@ -1,0 +1,51 @@
+"""Why a file of llama-bench's own text holds no result row: the run failed, or the table is another's.
+
+A capture of a llama-bench run that stopped before its first row (a GPU lost, an RPC server that
+cannot be reached or crashed, a HIP exception, a failed load) holds llama-bench's log and at most its
+table's header: it is llama-bench's output, and what stopped the run is written in it. A markdown table
+with llama-bench's `model` and `test` columns but no `t/s` column holds results rearranged (two
+builds side by side, a Δ% column: compare-llama-bench.py's kind, or by hand), not llama-bench's rows.
+Both are said by the import's refusal instead of "expected llama-bench output" (results.import_read).
+"""
+
+from __future__ import annotations
+
+import re
+
+FAILURE = re.compile(
+    r"terminate called after throwing|GGML_ASSERT|Remote RPC server crashed|Failed to connect to"
+    r"|HSA_STATUS_ERROR|\b(?:ROCm|CUDA|SYCL|Vulkan|HIP) error\b|\berror: |failed to (?:load|allocate|create)"
+    r"|Segmentation fault|core dumped|out of memory",
+    re.IGNORECASE,
+)
+"""A line of llama.cpp's (ggml's, a driver's, the C++ runtime's) that says the run stopped: the
+first such line of a file names the cause (the backtrace and `ggml_abort` frames come after it)."""
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip().lower() for c in line.strip().strip("|").split("|")]
+
+
+def why_no_rows(lines: list[str]) -> str | None:
+    """What a file's `lines` (without line ends) that gave no llama-bench row hold instead, or None:
+    a markdown table with `model` and `test` columns but no `t/s` (its first line and columns named);
+    else the first line that says the run failed (1-based, its text cut at 160 characters), with the
+    table header it left without rows."""
+    header = next((i for i, ln in enumerate(lines, 1) if {"model", "test", "t/s"} <= set(_cells(ln))), None)
+    for n, line in enumerate(lines, 1):
+        cells = _cells(line) if line.lstrip().startswith("|") else []
+        if "model" in cells and "test" in cells and "t/s" not in cells:
+            named = ", ".join(c for c in cells if c)[:120]
+            return (
+                f"the markdown table at line {n} has llama-bench's model and test columns but no t/s column "
+                f"(its columns: {named}): results set side by side or rearranged (compare-llama-bench.py, or "
+                "by hand), not llama-bench -o md output; import each run's own output"
+            )
+    for n, line in enumerate(lines, 1):
+        if FAILURE.search(line):
+            left = f"; its table's header (line {header}) has no row" if header is not None else ""
+            return (
+                f"the llama-bench run failed before it printed a result: line {n}: {line.strip()[:160]!r}"
+                f"{left}: a failed run has nothing to import; run it again once the cause is fixed"
+            )
+    return None
