@@ -259,6 +259,10 @@ def test_a_recorded_run_at_well_under_half_the_speed_is_not_reproduced(
     monkeypatch.setenv("DOCKER_HOST", fresh_engine)
     output, code = reproduce_cli(folder, "--threshold", str(THRESHOLD_PCT))
     print(output)
+    if "on a flagged cell (held)" in output and "run again on an idle host" in output:
+        pytest.skip(
+            "the host was busy (host-busy held the cells): the verdict this test reads needs an idle host"
+        )
     assert code == 7, output
     assert "beyond noise" in output and "verdict: not reproduced" in output
 
