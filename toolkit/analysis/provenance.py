@@ -6,6 +6,7 @@ it carried and nothing more."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -223,21 +224,15 @@ def _gpu_set(gpu_info: str) -> str:
     ", " (`X, X` for two of one card), so a run on one card and a run on two read "X, X, X" side by side;
     here `2x X`, and different cards `X + Y`."""
     names, depth, start = [], 0, 0
-    for i, ch in enumerate(
-        gpu_info
-    ):  # a ", " inside brackets is a description's own (llvmpipe (LLVM 19, 256 bits))
+    # a ", " inside brackets is a description's own (llvmpipe (LLVM 19, 256 bits))
+    for i, ch in enumerate(gpu_info):
         depth += (ch in "([") - (ch in ")]")
         if depth == 0 and gpu_info.startswith(", ", i):
             names.append(gpu_info[start:i].strip())
             start = i + 2
     names = [n for n in (*names, gpu_info[start:].strip()) if n]
-    groups: list[list[str]] = []
-    for n in names:
-        if groups and groups[-1][0] == n:
-            groups[-1].append(n)
-        else:
-            groups.append([n])
-    return " + ".join(g[0] if len(g) == 1 else f"{len(g)}x {g[0]}" for g in groups) or gpu_info
+    runs = [(name, len(list(same))) for name, same in itertools.groupby(names)]
+    return " + ".join(name if n == 1 else f"{n}x {name}" for name, n in runs) or gpu_info
 
 
 def _image_line(same: list[Facts]) -> str:

@@ -295,9 +295,8 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
         if x
     )
     known_images = sorted({h.image.name for h in have})
-    known_runs = [h.run_id for h in resultindex.runs_newest_first(have)][
-        :5
-    ]  # written last first, imports too
+    newest = resultindex.runs_newest_first(have)  # written last first, imports too
+    known_runs = [h.run_id for h in newest][:5]
     raise BadInput(
         f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
         f"newest runs first: {', '.join(known_runs)}): fix --image / --run"
