@@ -15,7 +15,8 @@ from toolkit.results.records import ResultStore
 PUBLIC = DATA / "public"
 
 
-def _import(tmp_path: Path, name: str, label: str) -> dict:
+def _run_import(tmp_path: Path, name: str, label: str, *extra: str):
+    """`toolkit import` of the public file `name` into tmp_path/results under `label`; asserts exit 0."""
     res = tk(
         ROOT,
         "import",
@@ -25,29 +26,22 @@ def _import(tmp_path: Path, name: str, label: str) -> dict:
         str(tmp_path / "results"),
         "--label",
         label,
-        "--json",
+        *extra,
         str(PUBLIC / name),
     )
     assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)["result"]
+    return res
+
+
+def _import(tmp_path: Path, name: str, label: str) -> dict:
+    return json.loads(_run_import(tmp_path, name, label, "--json").stdout)["result"]
 
 
 def test_an_import_without_a_backend_says_which_backends_can_be_given(tmp_path):
     """`toolkit import` of SGLang's bench_serving lines of an H200 (CUDA) said "SGLang results do not say
     the backend: filed as `unknown` (give --backend)", and --backend takes cpu, vulkan or rocm only: a
     newcomer could not act on it. The note names the values and says another backend stays unknown."""
-    res = tk(
-        ROOT,
-        "import",
-        "--matrix",
-        str(ROOT / "matrix.yaml"),
-        "--results",
-        str(tmp_path / "results"),
-        "--label",
-        "sglang-pub",
-        str(PUBLIC / "r25-sglang-bench-serving-deepseek-dp-mla.jsonl"),
-    )
-    assert res.returncode == 0, res.stderr
+    res = _run_import(tmp_path, "r25-sglang-bench-serving-deepseek-dp-mla.jsonl", "sglang-pub")
     said = " ".join((res.stdout + res.stderr).split())
     assert "give --backend cpu, vulkan or rocm when it ran on one of these" in said, said
     assert "(another, e.g. CUDA, has no --backend: it stays `unknown`)" in said, said

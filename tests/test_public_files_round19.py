@@ -15,31 +15,16 @@ the shapes published llama-bench tables and vLLM results take that the import mi
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tests.support.project import DATA
+from tests.support.public import imp
 from toolkit.analysis import facts, tables
 from toolkit.cli.main import cli
 from toolkit.core import backends
-from toolkit.results import importer
-from toolkit.results.records import BenchRecord, ResultStore
 from toolkit.runtimes.llama_bench import md_devices
-
-PUBLIC = DATA / "public"
-
-
-def imp(tmp_path: Path, name: str, **kw) -> list[BenchRecord]:
-    """The records of importing the public file `name` (copied under its own name)."""
-    src = tmp_path / "in" / name
-    src.parent.mkdir(exist_ok=True)
-    shutil.copy(PUBLIC / name, src)
-    store = ResultStore(tmp_path / "results")
-    importer.import_files(store, [src], label="pub", **kw)
-    return store.results()
 
 
 def test_vulkan_device_line_above_a_table_names_its_gpu(tmp_path: Path) -> None:

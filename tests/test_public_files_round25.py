@@ -21,34 +21,13 @@ GPU, mean and stddev, build, rows), so that a fix of one shape does not change h
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.project import DATA
-from toolkit.core.errors import BadInput
-from toolkit.results import importer, vllm_import
-from toolkit.results.records import BenchRecord, ResultStore
+from tests.support.public import PUBLIC, imp, refused
+from toolkit.results import vllm_import
 from toolkit.runtimes.sglang import args as sglang_args
-
-PUBLIC = DATA / "public"
-
-
-def imp(tmp_path: Path, name: str, **kw) -> list[BenchRecord]:
-    """The records of importing the public file `name` (copied under its own name)."""
-    src = tmp_path / "in" / name
-    src.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PUBLIC / name, src)
-    store = ResultStore(tmp_path / "results")
-    importer.import_files(store, [src], label="pub", **kw)
-    return store.results()
-
-
-def refused(tmp_path: Path, name: str) -> str:
-    with pytest.raises(BadInput) as err:
-        imp(tmp_path, name)
-    return str(err.value)
 
 
 def test_an_sglang_bench_serving_result_is_read_as_sglangs_with_the_lengths_it_says(tmp_path: Path) -> None:

@@ -19,33 +19,12 @@ GPU, mean and stddev, build, rows), so that a fix of one shape does not change h
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.project import DATA
-from toolkit.core.errors import BadInput
-from toolkit.results import importer
-from toolkit.results.records import BenchRecord, ResultStore
-
-PUBLIC = DATA / "public"
-
-
-def imp(tmp_path: Path, name: str) -> list[BenchRecord]:
-    """The records of importing the public file `name` (copied under its own name)."""
-    src = tmp_path / "in" / name
-    src.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PUBLIC / name, src)
-    store = ResultStore(tmp_path / "results")
-    importer.import_files(store, [src], label="pub")
-    return store.results()
-
-
-def refused(tmp_path: Path, name: str) -> str:
-    with pytest.raises(BadInput) as err:
-        imp(tmp_path, name)
-    return str(err.value)
+from tests.support.public import imp, refused
+from toolkit.results.records import BenchRecord
 
 
 def test_another_programs_csv_with_llama_bench_field_names_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,34 @@
+"""Imports of the real public result files of tests/data/public (the rounds of tests/test_public_files_*),
+each into a fresh results folder of the test's own, as `toolkit import` reads them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.project import DATA
+from toolkit.core.errors import BadInput
+from toolkit.results import importer
+from toolkit.results.records import BenchRecord, ResultStore
+
+PUBLIC = DATA / "public"
+
+
+def imp(tmp_path: Path, name: str, **kw) -> list[BenchRecord]:
+    """The records of importing the public file `name` (copied under its own name) into
+    tmp_path/results under the label `pub`; `kw`: importer.import_files' options."""
+    src = tmp_path / "in" / name
+    src.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PUBLIC / name, src)
+    store = ResultStore(tmp_path / "results")
+    importer.import_files(store, [src], label="pub", **kw)
+    return store.results()
+
+
+def refused(tmp_path: Path, name: str) -> str:
+    """The BadInput message of importing the public file `name` (imp), which must refuse it."""
+    with pytest.raises(BadInput) as err:
+        imp(tmp_path, name)
+    return str(err.value)
