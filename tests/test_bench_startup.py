@@ -297,3 +297,27 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
     assert llama_bench.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
     assert [r.avg_ts for r in llama_depth._newest_records(ctx).values()] == [512.0]
     base.seconds_before(ctx, lambda r: r.n_prompt)
+
+
+def test_reading_a_models_gguf_header_imports_no_numpy():
+    """Reproducer: the bench reads its model's GGUF header (the KV shape of the depth fit, the roofline)
+    through gguf_meta, which took gguf's tensor-type table with `from gguf.constants import ...`: that
+    imports the gguf package, whose __init__ imports numpy (~120 ms of CPU, a quarter of a bench's own).
+    Now the table comes from gguf's constants.py alone, and the summary is the same as with the package."""
+    code = (
+        "import json, sys\n"
+        "from toolkit.models import gguf_meta\n"
+        "s = gguf_meta.read_summary('models/tiny-qwen3moe.gguf')\n"
+        "alone = [list(t) for t in s.tensors]\n"
+        "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules, sorted(sys.modules)\n"
+        "import gguf.constants\n"
+        "gguf_meta._gguf_constants.cache_clear()\n"
+        "assert gguf_meta._gguf_constants() is gguf.constants\n"
+        "gguf_meta._summary.cache_clear()\n"
+        "again = gguf_meta.read_summary('models/tiny-qwen3moe.gguf')\n"
+        "print(json.dumps([alone, [list(t) for t in again.tensors]]))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    alone, with_package = json.loads(p.stdout.strip().splitlines()[-1])
+    assert alone and alone == with_package

@@ -18,12 +18,15 @@ recurrent layers hold no KV).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import mmap
 import os
 import stat
 import struct
+import sys
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -145,10 +148,36 @@ class _Walk:
         return None
 
 
+@functools.cache
+def _gguf_constants() -> ModuleType:
+    """gguf's `constants` module (GGMLQuantizationType, GGML_QUANT_SIZES: the block size and bytes of
+    each tensor type), loaded from the installed gguf package's constants.py alone where the package
+    is not imported yet: gguf's __init__ imports its reader and writer, and with them numpy (~120 ms
+    of CPU, a quarter of a `toolkit bench`'s own), which this walk does not use; constants.py imports
+    only the standard library. ImportError where gguf is not installed."""
+    if "gguf" in sys.modules:
+        import gguf.constants
+
+        return gguf.constants
+    spec = importlib.util.find_spec("gguf")  # a top-level name: found, not imported
+    where = spec.submodule_search_locations if spec else None
+    if not where:
+        raise ImportError("the gguf package is not installed: pip install gguf")
+    alone = importlib.util.spec_from_file_location(
+        "toolkit_gguf_constants", os.path.join(where[0], "constants.py")
+    )
+    if alone is None or alone.loader is None:
+        raise ImportError(f"gguf's constants.py is not in {where[0]}")
+    module = importlib.util.module_from_spec(alone)
+    alone.loader.exec_module(module)
+    return module
+
+
 def _walk(buf: mmap.mmap) -> GgufSummary | None:
     """The GgufSummary of the GGUF in `buf`; None for no GGUF v2/v3 little-endian header; ValueError,
     struct.error where the header breaks a bound or runs past the file."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    constants = _gguf_constants()
+    GGML_QUANT_SIZES, GGMLQuantizationType = constants.GGML_QUANT_SIZES, constants.GGMLQuantizationType  # noqa: N806
 
     if buf[:4] != b"GGUF" or struct.unpack_from("<I", buf, 4)[0] not in (2, 3):
         return None
