@@ -18,6 +18,13 @@ from toolkit.matrix.loading import load_matrix
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _python(code: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter in the project root (its stdout, text); asserts it exited 0."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p
+
+
 def _modules_after_load(matrix: Path) -> tuple[list[str], dict]:
     """(every module loaded, {block: its settings dumped}) after load_matrix(matrix) in a fresh
     interpreter; the settings are asked for after the modules are listed."""
@@ -29,8 +36,7 @@ def _modules_after_load(matrix: Path) -> tuple[list[str], dict]:
         "blocks = {k: lm.m.settings(k).model_dump(mode='json') for k in ('vllm', 'sglang')}\n"
         "print(json.dumps([mods, blocks]))"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
+    p = _python(code)
     mods, blocks = json.loads(p.stdout.strip().splitlines()[-1])
     return mods, blocks
 
@@ -255,8 +261,7 @@ def test_the_closing_tables_import_nothing_after_the_last_container():
         "    assert 'tg128' in report.render(recs, fmt, width=120)\n"
         "print(sorted(set(sys.modules) - before))"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
+    p = _python(code)
     assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
 
 
@@ -317,7 +322,6 @@ def test_reading_a_models_gguf_header_imports_no_numpy():
         "again = gguf_meta.read_summary('models/tiny-qwen3moe.gguf')\n"
         "print(json.dumps([alone, [list(t) for t in again.tensors]]))"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
+    p = _python(code)
     alone, with_package = json.loads(p.stdout.strip().splitlines()[-1])
     assert alone and alone == with_package
