@@ -19,7 +19,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
-from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench import plausible, printed
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -191,7 +191,8 @@ LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_F
 def _not_a_row(fields: dict[str, Any]) -> str | None:
     """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
     a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
-    and the one holding llama-bench's row named), or None when it has one of them."""
+    and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
+    text: which, printed.why), or None when it has one of them."""
     if not fields or LLAMA_FIELDS & set(fields):
         return None
     keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
@@ -202,7 +203,7 @@ def _not_a_row(fields: dict[str, Any]) -> str | None:
         f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
         "another program's records around it"
         if inner is not None
-        else ""
+        else (printed.why(fields) or "")
     )
     return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
 
