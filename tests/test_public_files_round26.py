@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.public import imp, refused
-from toolkit.results.records import BenchRecord
+from tests.support.public import cells, imp, refused
 
 
 def test_another_programs_csv_with_llama_bench_field_names_is_refused(tmp_path: Path) -> None:
@@ -71,24 +70,9 @@ def test_another_programs_json_is_refused_as_before(tmp_path: Path) -> None:
     )
 
 
-def _cells(recs: list[BenchRecord]) -> list[tuple]:
-    return sorted(
-        (
-            r.n_prompt,
-            r.n_gen,
-            r.n_depth,
-            r.n_batch,
-            r.n_ubatch,
-            round(r.avg_ts, 6),
-            round(r.stddev_ts or 0, 6),
-        )
-        for r in recs
-    )
-
-
 def test_the_files_read_right_are_held(tmp_path: Path) -> None:
     recs = imp(tmp_path / "a", "r26-rocm-gfx1151-depth-mmap-b9187.log")
-    assert _cells(recs) == [
+    assert cells(recs) == [
         (0, 32, 32768, 2048, 2048, 21.96, 0.02),
         (2048, 0, 32768, 2048, 2048, 95.82, 0.14),
     ]
@@ -96,15 +80,15 @@ def test_the_files_read_right_are_held(tmp_path: Path) -> None:
         ("deepseek2 30B.A3B Q8_0", "rocm", "0253fb21f")
     }
     recs = imp(tmp_path / "b", "r26-rocm-b10217-load-mode-tg-depths.jsonl")
-    assert [c[2] for c in _cells(recs)] == list(range(0, 65537, 8192))
-    assert _cells(recs)[0] == (0, 128, 0, 2048, 512, 6.564042, 0.003198)
+    assert [c[2] for c in cells(recs)] == list(range(0, 65537, 8192))
+    assert cells(recs)[0] == (0, 128, 0, 2048, 512, 6.564042, 0.003198)
     recs = imp(tmp_path / "c", "r26-vulkan-b10269-unknown-params-pp-depths.jsonl")
     assert len(recs) == 9 and {r.image.backend for r in recs} == {"vulkan"}
-    assert _cells(recs)[0] == (2048, 0, 0, 2048, 256, 106.986761, 0.173429)
+    assert cells(recs)[0] == (2048, 0, 0, 2048, 256, 106.986761, 0.173429)
     recs = imp(tmp_path / "d", "r26-rocm714-ubatch-sweep.jsonl")
-    assert [c[4] for c in _cells(recs)] == [256, 512, 1024, 2048]
+    assert [c[4] for c in cells(recs)] == [256, 512, 1024, 2048]
     (rec,) = imp(tmp_path / "e", "r26-rocm-b6865-flash-attn-bool.jsonl")
     assert (rec.n_gen, rec.avg_ts, rec.build_commit) == (128, 192.744119, "1c1409e1")
     recs = imp(tmp_path / "f", "r26-rocm-rpc-glm355b-b7085.log")
-    assert _cells(recs) == [(0, 128, 0, 2048, 512, 8.73, 0.01), (512, 0, 0, 2048, 512, 42.96, 0.13)]
+    assert cells(recs) == [(0, 128, 0, 2048, 512, 8.73, 0.01), (512, 0, 0, 2048, 512, 42.96, 0.13)]
     assert {(r.model.name, r.image.backend) for r in recs} == {("glm4moe 355B.A32B Q4_K - Medium", "rocm")}

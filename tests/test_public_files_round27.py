@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.public import imp, refused
-from toolkit.results.records import BenchRecord
+from tests.support.public import cells, imp, refused
 
 
 def test_a_wrappers_json_holding_vllms_printed_summary_says_so(tmp_path: Path) -> None:
@@ -54,32 +53,17 @@ def test_failed_r9700_runs_name_their_cause(tmp_path: Path, name: str, line: str
     assert line in said, said
 
 
-def _cells(recs: list[BenchRecord]) -> list[tuple]:
-    return sorted(
-        (
-            r.n_prompt,
-            r.n_gen,
-            r.n_depth,
-            r.n_batch,
-            r.n_ubatch,
-            round(r.avg_ts, 6),
-            round(r.stddev_ts or 0, 6),
-        )
-        for r in recs
-    )
-
-
 def test_the_files_read_right_are_held(tmp_path: Path) -> None:
     recs = imp(tmp_path / "a", "r27-rocm-2x-r9700-gfx1201-dual.log")
-    assert _cells(recs) == [(0, 128, 0, 2048, 512, 6.93, 0.01), (512, 0, 0, 2048, 512, 235.6, 0.08)]
+    assert cells(recs) == [(0, 128, 0, 2048, 512, 6.93, 0.01), (512, 0, 0, 2048, 512, 235.6, 0.08)]
     assert {(r.model.name, r.image.backend, r.build_commit) for r in recs} == {
         ("llama ?B Q3_K - Small", "rocm", "2aa45ef9e")
     }
     recs = imp(tmp_path / "b", "r27-vulkan-r9700-depth-32768.log")
-    assert _cells(recs) == [(0, 32, 32768, 2048, 512, 82.04, 0), (2048, 0, 32768, 2048, 512, 921.86, 0)]
+    assert cells(recs) == [(0, 32, 32768, 2048, 512, 82.04, 0), (2048, 0, 32768, 2048, 512, 921.86, 0)]
     assert {r.image.backend for r in recs} == {"vulkan"}
     recs = imp(tmp_path / "c", "r27-mi210-rocm-b10097-stopped-json-array.json")
-    assert _cells(recs) == [
+    assert cells(recs) == [
         (2048, 0, 0, 2048, 512, 342.056712, 0),
         (8192, 0, 0, 2048, 512, 135.559948, 0),
         (16384, 0, 0, 2048, 512, 76.519188, 0),
@@ -87,12 +71,12 @@ def test_the_files_read_right_are_held(tmp_path: Path) -> None:
     assert {(r.image.backend, r.build_commit) for r in recs} == {("rocm", "6a8dd5ea6")}
     for name in ("r27-mi210-rocm-b10097-stdout.log", "r27-mi210-summary-md-json-rows-fenced.md"):
         recs = imp(tmp_path / name, name)
-        assert _cells(recs) == [(32768, 0, 0, 1024, 256, 489.312218, 0)], name
+        assert cells(recs) == [(32768, 0, 0, 1024, 256, 489.312218, 0)], name
     recs = imp(tmp_path / "d", "r27-vulkan-gfx1151-csv-blocks-in-md.md")
     assert len(recs) == 8 and {r.image.backend for r in recs} == {"vulkan"}
     assert len({r.model.name for r in recs}) == 4
-    assert (512, 0, 0, 512, 512, 1181.976054, 8.497062) in _cells(recs)
-    assert (0, 128, 0, 512, 512, 76.202832, 0.094647) in _cells(recs)
+    assert (512, 0, 0, 512, 512, 1181.976054, 8.497062) in cells(recs)
+    assert (0, 128, 0, 512, 512, 76.202832, 0.094647) in cells(recs)
 
 
 def test_vllm_benchmark_serving_results_appended_as_json_lines(tmp_path: Path) -> None:

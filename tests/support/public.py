@@ -32,3 +32,20 @@ def refused(tmp_path: Path, name: str) -> str:
     with pytest.raises(BadInput) as err:
         imp(tmp_path, name)
     return str(err.value)
+
+
+def cells(recs: list[BenchRecord]) -> list[tuple]:
+    """Each record's cell, sorted: (n_prompt, n_gen, n_depth, n_batch, n_ubatch, avg_ts, stddev_ts or 0),
+    tok/s rounded to 6 places."""
+    return sorted(
+        (
+            r.n_prompt,
+            r.n_gen,
+            r.n_depth,
+            r.n_batch,
+            r.n_ubatch,
+            round(r.avg_ts, 6),
+            round(r.stddev_ts or 0, 6),
+        )
+        for r in recs
+    )
