@@ -235,7 +235,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
-    avg_ns (a cut-off row); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
+    avg_ns (a cut-off row, or a fork's that times prompt and generation apart: avg_prompt_ts, avg_gen_ts); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
     that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
     that contradict samples_ns (_contradiction); n_batch or
     n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
@@ -277,6 +277,12 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     if why:
         return why
     if ts is None and ns is None:
+        if split := [k for k in ("avg_prompt_ts", "avg_gen_ts") if k in fields]:  # a fork's row
+            return (
+                f"no avg_ts or avg_ns: its speeds are {' and '.join(split)} (a llama-bench fork's row, timing a "
+                "test's prompt and generation apart), fields llama-bench does not write: which is the test's "
+                "speed is not said; import mainline llama-bench's output"
+            )
         return "no avg_ts or avg_ns (a cut-off row?)"
     if ts is not None and not MIN_TOKENS_PER_S <= ts <= MAX_TOKENS_PER_S:
         return (

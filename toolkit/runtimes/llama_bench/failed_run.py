@@ -4,7 +4,8 @@ A capture of a llama-bench run that stopped before its first row (a GPU lost, an
 cannot be reached or crashed, a HIP exception, a failed load) holds llama-bench's log and at most its
 table's header: it is llama-bench's output, and what stopped the run is written in it. A markdown table
 with llama-bench's `model` and `test` columns but no `t/s` column holds results rearranged (two
-builds side by side, a Δ% column: compare-llama-bench.py's kind, or by hand), not llama-bench's rows.
+builds side by side, a Δ% column: compare-llama-bench.py's kind, or by hand), not llama-bench's rows;
+nor does llama-sweep-bench's (`PP | TG | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s`).
 Both are said by the import's refusal instead of "expected llama-bench output" (results.import_read).
 """
 
@@ -22,6 +23,10 @@ FAILURE = re.compile(
 first such line of a file names the cause (the backtrace and `ggml_abort` frames come after it)."""
 
 
+_SWEEP = {"pp", "tg", "n_kv", "s_pp t/s", "s_tg t/s"}
+"""The columns of llama-sweep-bench's table (print_table's header, lower case)."""
+
+
 def _cells(line: str) -> list[str]:
     return [c.strip().lower() for c in line.strip().strip("|").split("|")]
 
@@ -32,6 +37,13 @@ def why_no_rows(lines: list[str]) -> str | None:
     else the first line that says the run failed (1-based, its text cut at 160 characters), with the
     table header it left without rows."""
     header = next((i for i, ln in enumerate(lines, 1) if {"model", "test", "t/s"} <= set(_cells(ln))), None)
+    sweep = next((i for i, ln in enumerate(lines, 1) if _SWEEP <= set(_cells(ln))), None)
+    if sweep is not None:
+        return (
+            f"the markdown table at line {sweep} is llama-sweep-bench's (ik_llama.cpp: PP, TG, N_KV, S_PP t/s, "
+            "S_TG t/s: one timed pass at each context depth), not llama-bench -o md output; for its figures "
+            "run llama-bench with -p PP -n TG -d N_KV,... and import that output"
+        )
     for n, line in enumerate(lines, 1):
         cells = _cells(line) if line.lstrip().startswith("|") else []
         if "model" in cells and "test" in cells and "t/s" not in cells:

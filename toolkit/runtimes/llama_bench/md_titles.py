@@ -52,6 +52,26 @@ def read(cells: list[str]) -> list[str]:
     ]
 
 
+def prefixed(line: str, titles: list[str], where: str) -> str | None:
+    """Why a header `line` of `titles` (`read`) is read as no llama-bench header when text stands before
+    its table: each line of the run's output carried a logger's or profiler's prefix (rocprof-compute's
+    `   INFO    |-> [rocprofv3] | model | ...`), which splits into columns of its own. llama-bench starts
+    each table line with `|` and its first column is `model`; None for a line that starts with `|`, has
+    no `model` column or nothing but llama-bench titles before it."""
+    s = line.strip().lstrip("\ufeff")
+    if s.startswith("|") or "model" not in titles[1:] or titles[0] == "model":
+        return None
+    before = titles[: titles.index("model")]
+    if all(TITLE.fullmatch(t) for t in before):
+        return None
+    cut = [m.start() for m in re.finditer(r"\|", s)][len(before) - 1]
+    return (
+        f"{where}: text stands before the table on its line ({s[: cut + 1][:60]!r}: a logger's or profiler's "
+        "prefix on each line of the run's output); llama-bench starts each table line with `|`: remove that "
+        "prefix from the table's lines and import the file again"
+    )
+
+
 def problem(titles: list[str], where: str) -> str | None:
     """Why a header of `titles` (`read`) is no llama-bench header, naming the first column (1-based)
     whose title is not of llama-bench's form (TITLE), and its first character outside ASCII by code

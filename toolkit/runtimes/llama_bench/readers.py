@@ -489,8 +489,11 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             continue
         titles = md_titles.read(_md_cells(lines[i]))  # llama-bench's titles are lower case
         header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
-        said = md_titles.problem(titles, at := f"the table's header (line {first + i})") or md_header_problem(
-            titles, at
+        at = f"the table's header (line {first + i})"
+        said = (
+            md_titles.prefixed(lines[i], titles, at)
+            or md_titles.problem(titles, at)
+            or md_header_problem(titles, at)
         )
         i += 1
         if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
