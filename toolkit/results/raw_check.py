@@ -8,8 +8,9 @@ dropped with avg_ts recomputed from the rest): records.contradiction refuses it,
 avg_ts that is not its samples' mean.
 
 Not held to raw, as they legitimately differ: stddev_ts (repaired when the tool wrote nan, one sample's
-0 stored as None), avg_ts (taken from samples or avg_ns where the row has no avg_ts), the effective
-micro-batch (computed), the telemetry window; a record combining several processes (`between_runs`:
+0 stored as None), avg_ts (taken from samples or avg_ns where the row has no avg_ts), the telemetry
+window; the effective micro-batch is held to its computation from the counts, and the other fields
+normalize makes from raw (MADE) to its reading (made_problem); a record combining several processes (`between_runs`:
 identity.combine_runs pools their samples) is held by its newest process's count, whose row raw is. A
 record whose raw is no llama-bench row (no n_prompt and no n_gen: older records, other writers) is
 not checked.
@@ -20,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.runtimes.llama_bench.check import as_int
+from toolkit.core.backends import OLD_BACKEND_FLAGS
+from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, normalize
 
 COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
 """A record's token counts, each normalize's reading of the raw field of that name."""
@@ -79,4 +81,48 @@ def raw_problem(
             f"samples_ts has {samples} value(s), its raw row's {field} {n}{_repetitions(command)}: "
             "not the repetitions llama-bench measured"
         )
+    return None
+
+
+MADE = ("flash_attn", "n_gpu_layers", "backends", "gpu_info", "build_commit")
+"""A record's fields normalize reads from its raw row besides the counts (what the report's columns,
+csv, host line and roofline show), each held to normalize's reading where raw states its source."""
+
+_SOURCES = {"backends": ("backends", "backend", *OLD_BACKEND_FLAGS)}
+"""Where raw states a field of MADE under other names (backends: llama_bench.check.backends_of)."""
+
+
+def made_problem(fields: dict[str, Any], raw: Any) -> str | None:
+    """Why a llama-bench record's fields made from its raw row (`fields`: MADE and COUNTS and
+    n_ubatch_effective, as stored) are not what they were made from, None when they are (or raw is no
+    llama-bench row): each of MADE is normalize(raw)'s reading of it, where raw states its source (an
+    md table without a backend column states none); n_ubatch_effective, where stored, is
+    effective_ubatch of the record's own counts (which raw_problem holds to raw). Every record is
+    written as normalize(raw) (the import's _record, the runner's judge_row), so one that differs was
+    edited: a flash_attn of 7 or n_gpu_layers of -7 in the csv, a micro-batch the test never ran."""
+    if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
+        return None
+    eff = fields.get("n_ubatch_effective")
+    if eff is not None:
+        want = effective_ubatch(
+            fields.get("n_ubatch"),
+            fields.get("n_batch"),
+            fields.get("n_prompt") or 0,
+            fields.get("n_gen") or 0,
+            fields.get("n_depth") or 0,
+        )
+        if eff != want:
+            return (
+                f"n_ubatch_effective {eff} is not its test's: min(n_ubatch, n_batch, the context) is {want} "
+                f"(n_ubatch {fields.get('n_ubatch')}, n_batch {fields.get('n_batch')})"
+            )
+    try:
+        made = normalize({k: v for k, v in raw.items() if k not in ("samples_ts", "samples_ns")})
+    except (TypeError, ValueError):
+        return None  # a raw row normalize cannot read was refused before it was stored
+    for name in MADE:
+        if not any(raw.get(k) not in (None, "") for k in _SOURCES.get(name, (name,))):
+            continue  # raw does not say it: the record's value is not its
+        if fields.get(name) != made[name]:
+            return f"{name} {str(fields.get(name))[:40]} is not its raw row's {str(made[name])[:40]}"
     return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolkit.results.raw_check import COUNTS, raw_problem
+from toolkit.results.raw_check import COUNTS, MADE, made_problem, raw_problem
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
 from toolkit.results.telemetry_check import energy_contradiction
@@ -42,7 +42,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     against its served block and result (served_check), an imported vLLM serve record's result
     against the rules its import held it to (vllm output.serve_problem, serve_duration_problem); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
-    pp4096, repetitions dropped); its test_time against when its image was built and when the record
+    pp4096, repetitions dropped), and the other fields made from it (made_problem: a flash_attn or
+    n_gpu_layers edited, another build_commit, an effective micro-batch its counts do not give); its test_time against when its image was built and when the record
     was written (time_check.times_problem). raw's samples_ns values are not held to samples_ts (the
     telemetry window reads them as timed time).
     Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
@@ -87,6 +88,10 @@ def contradiction(rec: BenchRecord) -> str | None:
         row.update({k: rec.raw.get(k) for k in _RAW_HELD})
         why = check_row(row)
         if why is not None:
+            return why
+        # after check_row, whose reasons say more (a GPU its backend cannot run on)
+        made = {k: getattr(rec, k) for k in (*COUNTS, *MADE, "n_ubatch_effective")}
+        if why := made_problem(made, rec.raw):
             return why
         row["samples_ns"] = rec.raw.get("samples_ns")
     else:

@@ -315,6 +315,8 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
     for key, v, (lo, hi) in named:
         if _outside(v, lo, hi):
             return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
+    if why := _sample_counts_problem(g, named):
+        return f"gpus.{sid[:40]}.{why}"
     for low, high in _ORDERED:
         if said and low.startswith("power_"):
             continue  # energy_contradiction's to say, as the power ranges above
@@ -322,6 +324,55 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
         if a is not None and b is not None and a - b > SAME * max(abs(a), abs(b), 1.0):
             return f"gpus.{sid[:40]}.{low} {a:g} is above its {high} {b:g}: no window's samples give that"
     return None
+
+
+SAMPLE_COUNTS = ("throttle_samples", "suspended_samples", "error_samples")
+"""A GPU summary's counts of its window's samples (window_summary: those carrying a throttle bitmask, a
+suspended runtime status, an error), each of the `samples` read inside the window, so at most it."""
+
+
+def _sample_counts_problem(
+    g: Mapping[str, Any], named: list[tuple[str, Any, tuple[float, float]]]
+) -> str | None:
+    """Why GPU summary `g`'s counts of samples cannot be its window's (the GPU's id left to the caller):
+    `samples` (the readings inside the window) no whole number >= 0; a count of SAMPLE_COUNTS above it
+    (a throttle reason held in 6 samples of a 1-sample window raised `throttled`); a window of no
+    sample stating a figure read from its samples (`named`: the keys figures_problem ranges, those of
+    _FROM_SAMPLES: means, medians, maxima, temperatures; a busy mean and idle clock in no sample raised
+    `clock-idle`): window_summary writes None for each (an empty _stats). A block without `samples`
+    (an older writer) is held to nothing here."""
+    n = finite_number(g.get("samples"))
+    if g.get("samples") is None:
+        return None
+    if n is None or n < 0 or not n.is_integer():
+        return f"samples is {str(g.get('samples'))[:24]}: a count of readings is a whole number >= 0"
+    for key in SAMPLE_COUNTS:
+        c = finite_number(g.get(key))
+        if c is not None and c > n:
+            return (
+                f"{key} {c:g} is more than its window's samples {n:g}: a count of them is at most all of them"
+            )
+    if n == 0:
+        stated = next((k for k, v, _ in named if v is not None and k.split(".")[0] in _FROM_SAMPLES), None)
+        if stated is not None:
+            return f"{stated} is stated in a window of 0 samples: a figure read from no reading is none"
+    return None
+
+
+_FROM_SAMPLES = frozenset(
+    [
+        "power_w_mean",
+        "power_w_max",
+        "sclk_mhz_min",
+        "sclk_mhz_median",
+        "sclk_mhz_max",
+        "mclk_mhz_median",
+        "busy_pct_mean",
+        "mem_busy_pct_mean",
+        "temp_max_c",
+    ]
+)
+"""The figures of a GPU summary window_summary reads from the samples inside the window (None of none)."""
 
 
 _ORDERED = (
@@ -345,7 +396,8 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     temperature, a 0 MHz clock median), a power cap (cap_w, cap_default_w) outside POWER_W or above
     CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w: no driver lets a
     10 kW cap be set on a 700 W H200), a throttle share outside 0-1 or counted in more samples than
-    the window read, a minimum above its median or a mean above its maximum (_ORDERED); the host's
+    the window read, a count of samples above the window's `samples` or a figure stated in a window of
+    none (_sample_counts_problem), a minimum above its median or a mean above its maximum (_ORDERED); the host's
     online CPUs outside 1-MAX_CPUS or a fraction, its CPU pressure or steal outside 0-100 %, its busy or other processes'
     cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
     reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the

@@ -343,9 +343,11 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             by_p["50"] = vals["median"]  # type: ignore[assignment]
         if why := _order_problem(by_p, "p{}_" + metric + "_ms"):  # type: ignore[arg-type]
             return why
+    if why := _within_request(lat) or _spread_problem(
+        lat, parsed["completed"], parsed["total_output_tokens"]
+    ):
+        return why
     ttft, tpot, e2el = ((lat.get(m) or {}).get("mean") for m in ("ttft", "tpot", "e2el"))
-    if ttft is not None and e2el is not None and ttft > e2el * (1 + AGREE):
-        return f"mean_ttft_ms {ttft:g} is more than mean_e2el_ms {e2el:g}: the first token is part of the request"
     done, outs = parsed["completed"], parsed["total_output_tokens"]
     if tpot is None or ttft is None or e2el is None or not done or outs is None or outs <= done:
         return None
@@ -356,6 +358,50 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             f"mean_tpot_ms {tpot:g} contradicts the requests' decode time: {after_first:.4g} tokens after the "
             f"first in mean_e2el_ms - mean_ttft_ms = {decode:.4g} ms is {decode / after_first:.4g} ms a token"
         )
+    return None
+
+
+def _within_request(lat: dict[str, dict[str, float | None]]) -> str | None:
+    """Why the ttft statistics of `lat` (parse_serve's latency_ms, ms) exceed their request's: each
+    request's first token is part of it (ttft <= e2el, one list each of the completed requests, vLLM
+    and SGLang alike), so its mean, median and every percentile (np.percentile of two lists one
+    dominates, element by element once sorted) are at most e2el's same statistic, to AGREE."""
+    ttft, e2el = lat.get("ttft") or {}, lat.get("e2el") or {}
+    for stat, v in ttft.items():
+        w = e2el.get(stat)
+        if stat != "std" and v is not None and w is not None and v > w * (1 + AGREE):
+            return (
+                f"{stat}_ttft_ms {v:g} is more than {stat}_e2el_ms {w:g}: the first token is part of the request "
+                "(every request's ttft is within its e2el, so each statistic of them is too)"
+            )
+    return None
+
+
+def _spread_problem(
+    lat: dict[str, dict[str, float | None]], done: float | None, outs: float | None
+) -> str | None:
+    """Why a latency's std (np.std, ms) or mean is less than its own percentiles allow, or None: of n
+    values, two percentiles D apart lie within the values' range, so their std is at least D / sqrt(2n)
+    (the least spread n values with that range have: two at the ends, the rest at the mean); and at
+    least half of them are at or above the median, all >= 0, so the mean is at least half the median.
+    n: `done` (completed: one ttft and e2el per request, tpot of fewer), for itl `outs` (total output
+    tokens: at most one gap each). AGREE aside, for hand-rounded copies."""
+    for metric, vals in lat.items():
+        n = outs if metric == "itl" else done
+        ps = [v for k, v in vals.items() if v is not None and (k == "median" or k.startswith("p"))]
+        sd, mean, med = vals.get("std"), vals.get("mean"), vals.get("median", vals.get("p50"))
+        if n and n >= 1 and sd is not None and len(ps) > 1:
+            least = (max(ps) - min(ps)) / math.sqrt(2 * n)
+            if sd * (1 + AGREE) + 0.01 < least:
+                return (
+                    f"std_{metric}_ms {sd:g} is less than its percentiles allow: {n:g} values spanning "
+                    f"{min(ps):g}-{max(ps):g} ms have a std of at least {least:.4g} ms"
+                )
+        if mean is not None and med is not None and mean * (1 + AGREE) + 0.01 < med / 2:
+            return (
+                f"mean_{metric}_ms {mean:g} is less than half its median {med:g}: half the values are at or "
+                "above the median, none below 0"
+            )
     return None
 
 
