@@ -177,7 +177,7 @@ READ = {
         "cuda",
         "Tesla P40",
         388.86,
-        0.0,
+        None,  # `± 0.00` of a table: unknown (round 27), was 0.0
         None,
     ),
     "r25-nkvo-b1786-pr4812.md": (
@@ -194,7 +194,20 @@ READ = {
         157.68,
         "32d9f7d9",
     ),
-    "r25-m5-blas-mtl-r1-issue25547.md": (2, "pp256", 256, 0, 0, None, None, "metal", None, 597.06, 0.0, None),
+    "r25-m5-blas-mtl-r1-issue25547.md": (
+        2,
+        "pp256",
+        256,
+        0,
+        0,
+        None,
+        None,
+        "metal",
+        None,
+        597.06,
+        None,
+        None,
+    ),  # `± 0.00`: unknown
 }
 
 

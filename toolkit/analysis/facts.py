@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolkit.analysis.flag_help import ABOVE_PEAK_FLAGS, HELD_FLAGS, TELEMETRY_VERDICT_FLAGS
+from toolkit.analysis.flag_help import ABOVE_PEAK_FLAGS, HELD_FLAGS, RPC_FLAG, TELEMETRY_VERDICT_FLAGS
 from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
@@ -236,6 +236,13 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
     return r.method == "llama-bench" and cpu_fallback_of(r.image.backend, r.raw, r.backends) is not None
 
 
+def rpc_split(r: BenchRecord) -> bool:
+    """The record's llama-bench `backends` names RPC (`ROCm,RPC`, `CUDA,RPC`, `RPC`; an old vintage's
+    `rpc` boolean: check.backends_of): llama-bench ran with --rpc, so part of the model may have run on
+    another host's devices, which no field of the row names."""
+    return "rpc" in backends.llama_names(r.backends)
+
+
 def ran_on(r: BenchRecord) -> str:
     """What a record's number was measured on: `cpu` for a CPU image or a GPU image's CPU fallback
     (is_cpu_fallback), else `gpu` (flag_help.held_words names that device)."""
@@ -361,6 +368,8 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
         out.append("ub-clamped")
     if f.cpu_fallback:
         out.append("cpu-fallback")
+    if rpc_split(r):
+        out.append(RPC_FLAG)
     if is_software_gpu(r):
         out.append("software-gpu")
     if f.rsd is not None and f.rsd > opts.noisy:

@@ -11,6 +11,9 @@ FLAG_HELP = {
     "(never said of decode rows: the micro-batch does not apply to tg)",
     "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (2 x combined relative stddev, "
     "neither row noisy; prefill and pp+tg rows only)",
+    "rpc-split": "llama-bench's `backends` names RPC: part of the model ran on another host's devices through "
+    "ggml's RPC backend (rpc-server), which the row does not name; the host line names the local GPU only: a split "
+    "run's number, not the local GPU's, so never marked best and held out of the verdict and of compare's counts",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold",
@@ -107,7 +110,10 @@ ABOVE_PEAK_FLAGS = {"bandwidth": "bw-above-peak", "compute": "compute-above-peak
 
 # Flags that hold a cell (Facts.held_flags): never a row's best, never the verdict's crown or a route,
 # never counted by compare as faster or as a regression (toolkit.analysis.verdict, tables, compare).
-HELD_FLAGS = (*TELEMETRY_VERDICT_FLAGS, *ABOVE_PEAK_FLAGS.values())
+RPC_FLAG = "rpc-split"
+"""The flag of a record whose model was split over an RPC server's devices (facts.rpc_split)."""
+
+HELD_FLAGS = (*TELEMETRY_VERDICT_FLAGS, *ABOVE_PEAK_FLAGS.values(), RPC_FLAG)
 
 # What the verdict and compare say of held cells, per kind of held flag: `flags` their name, `rests`
 # what a lead on them rests on, `fix` what to do, `against` what a margin over them is taken against.
@@ -124,8 +130,18 @@ HELD_WORDS: dict[str, dict[str, str]] = {
         "fix": "check the model's size and parameter count, the GPU named and the timing",
         "against": "numbers beyond that GPU's peak (no measurement of the card)",
     },
+    "rpc": {
+        "flags": "rpc-split",
+        "rests": "numbers of a model split over another host's devices (RPC), not the local GPU's alone",
+        "fix": "measure each image on the local GPU alone (llama-bench without --rpc)",
+        "against": "numbers of a model split over another host's devices (RPC)",
+    },
 }
-_HELD_KINDS = (("telemetry", set(TELEMETRY_VERDICT_FLAGS)), ("above-peak", set(ABOVE_PEAK_FLAGS.values())))
+_HELD_KINDS = (
+    ("telemetry", set(TELEMETRY_VERDICT_FLAGS)),
+    ("above-peak", set(ABOVE_PEAK_FLAGS.values())),
+    ("rpc", {RPC_FLAG}),
+)
 
 
 # The telemetry words for cells that all ran on one kind of device (ran_on): what a CPU image's

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.facts import Facts, facts_of, rpc_split
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -217,6 +217,11 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     if parts and not _text(h.get("os")) and not _text(h.get("kernel")):
         parts.append("OS and kernel not recorded")
     return "; ".join(parts) or "not recorded"
+
+
+RPC_WORDS = " + an RPC server's devices (not named)"
+"""After the local GPU of a record whose model was split over RPC (facts.rpc_split, flagged rpc-split):
+llama-bench's gpu_info names the local devices only."""
 
 
 def _gpu_set(gpu_info: str) -> str:
@@ -424,8 +429,8 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             if h:
                 host_keys[id(h)] = key
         entry = hosts.setdefault(key, (h, set(), set()))
-        if r.gpu_info:
-            entry[1].add(str(r.gpu_info))
+        if r.gpu_info:  # a split run's other devices said: its figure is not the local GPU's alone
+            entry[1].add(str(r.gpu_info) + (RPC_WORDS if rpc_split(r) else ""))
         if isinstance(cpu := (r.raw or {}).get("cpu_info"), str):
             entry[2].add(cpu)
     p.hosts = [_host_line(h, gpus, cpus) for h, gpus, cpus in hosts.values()]

@@ -28,6 +28,7 @@ from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
     column_legend,
+    columns,
     fit_table,
     short_labels,
     table_notes,
@@ -237,7 +238,7 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
     width = max(width, 20)
     ts, labels, col_notes = display_tables(shown.tables)
-    out = [front.title, "=" * min(width, len(front.title)), ""]
+    out = [front.title, "=" * min(width, columns(front.title)), ""]
     out += front.verdict.splitlines()
     out += ["", "What was measured", ""] + [f"- {line}" for line in front.measured]
     out += ["", "Columns", ""] + [f"- {n}" for n in col_notes]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import unicodedata
 from collections.abc import Callable
 
 from toolkit.analysis.facts import Facts
@@ -250,16 +251,68 @@ DECODE_UB_NOTE = (
 )
 
 
+def _char_columns(c: str) -> int:
+    """The terminal columns one character takes, at least: wcwidth's where it is installed (tabulate
+    measures by it), else two for East Asian wide and full-width characters (CJK, most emoji); one for
+    any other (a zero-width or combining one counted as one: a line measured so is never too wide)."""
+    try:
+        from wcwidth import wcwidth
+    except ImportError:
+        return 2 if unicodedata.east_asian_width(c) in "WF" else 1
+    return max(wcwidth(c), 1)
+
+
+def columns(text: str) -> int:
+    """The terminal columns `text` takes, at least (its length where it is ASCII; _char_columns each)."""
+    return len(text) if text.isascii() else sum(map(_char_columns, text))
+
+
+def cut(text: str, width: int) -> str:
+    """The longest start of `text` that takes at most `width` columns (columns)."""
+    if text.isascii():
+        return text[:width]
+    used = 0
+    for i, c in enumerate(text):
+        used += _char_columns(c)
+        if used > width:
+            return text[:i]
+    return text
+
+
 def wrap(text: str, width: int) -> list[str]:
-    """One line of text wrapped to `width` columns, a list item's continuation lines indented under
-    its text (`- x`, `  - x`); a word longer than the line is broken."""
-    if 0 < len(text) <= width and text.isprintable() and not text.endswith(" "):
+    """One line of text wrapped to `width` terminal columns (columns: a CJK character or an emoji takes
+    two), a list item's continuation lines indented under its text (`- x`, `  - x`); a word longer than
+    the line is broken."""
+    if 0 < len(text) <= width and text.isprintable() and not text.endswith(" ") and columns(text) <= width:
         return [text]  # as textwrap gives a line that fits (no tab, break, trailing space): ~8,000 a report
     body = text.lstrip(" ")
     indent = " " * (len(text) - len(body) + (2 if body.startswith("- ") else 0))
+    if not text.isascii() and columns(text) != len(text):  # a wide character: textwrap counts characters
+        return _wrap_wide(text, width, indent)
     return textwrap.wrap(
         text, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True
     ) or [""]
+
+
+def _wrap_wide(text: str, width: int, indent: str) -> list[str]:
+    """wrap of a line holding wide characters: its words (split at white space) filled greedily by
+    columns, the first line keeping the text's leading spaces, the others `indent`; a word wider than
+    the line broken by columns (cut)."""
+    lines, line = [], text[: len(text) - len(text.lstrip(" "))]
+    for word in text.split():
+        sep = " " if line.strip() else ""
+        if columns(line + sep + word) <= width:
+            line += sep + word
+            continue
+        if line.strip():
+            lines.append(line)
+            line = indent
+        while columns(line + word) > width:  # a word longer than the line: broken
+            head = cut(word, width - columns(line)) or word[0]
+            lines.append(line + head)
+            word, line = word[len(head) :], indent
+        line += word
+    return [*lines, line] if line.strip() else lines or [""]
 
 
 def _grid(headers: list[str], body: list[list[str]], maxw: int | None = None) -> list[str]:
@@ -317,7 +370,7 @@ def fit_table(
     def wide(idx: list[int]) -> bool:
         if colw is not None:  # the grid's longest line: its dash line under the headers
             return sum(colw[i] for i in idx) + 2 * (len(idx) - 1) > width
-        return max(map(len, grid(idx))) > width
+        return max(map(columns, grid(idx))) > width
 
     for kind in ("roofline ", "tok/J "):
         if wide(cols) and any(headers[i].startswith(kind) for i in cols):
@@ -336,8 +389,8 @@ def fit_table(
     for block in blocks:
         idx = key + block
         lines = grid(idx)
-        if max(map(len, lines)) > width:  # one column too wide even alone: wrap every cell
+        if max(map(columns, lines)) > width:  # one column too wide even alone: wrap every cell
             maxw = max(4, (width - 2 * (len(idx) - 1)) // len(idx))
             lines = grid(idx, maxw)
-        out += ([""] if out else []) + [ln[:width] for ln in lines]
+        out += ([""] if out else []) + [cut(ln, width) for ln in lines]
     return out, dropped

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, ran_on
-from toolkit.analysis.flag_help import held_words
+from toolkit.analysis.flag_help import RPC_FLAG, held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
     ReportOptions,
@@ -247,9 +247,14 @@ def held_caveats(facts: list[Facts]) -> list[str]:
     if len(valued) < 2 or not all(f.held_flags for f in valued):
         return []
     names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
+    fix = (
+        "run again where nothing else shares the host and GPU"
+        if set(names) - {RPC_FLAG}
+        else held_words(names, "fix")
+    )
     return [
         f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
-        "path works, not what the images can do; run again where nothing else shares the host and GPU"
+        f"path works, not what the images can do; {fix}"
     ]
 
 

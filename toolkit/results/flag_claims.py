@@ -25,6 +25,7 @@ DERIVED_FLAGS = frozenset(
         "ub-clamped",  # n_ubatch against n_batch and the test's tokens (facts.ub_clamped)
         "ub-no-effect",  # neighbouring rows of a table (tables._mark_ub_no_effect)
         "cpu-fallback",  # backends and gpu_info (facts.is_cpu_fallback)
+        "rpc-split",  # backends (facts.rpc_split)
         "software-gpu",  # gpu_info (is_software_gpu)
         "noisy",  # stddev_ts over avg_ts against the report's threshold
         "warmup-outlier",  # samples_ts (facts.warmup_outlier)

@@ -518,6 +518,7 @@ class ImportSource:
         self.sha = hashlib.sha256(data).hexdigest() if data is not None else ""
         self.count = len(rows) if rows is not None else 0
         self.notes: set[str] = set()
+        self.stopped = failed_run.after_rows(data, rows[-1].line) if data and rows else None  # a crash after
         self._no: list[tuple[int, str]] = []
 
     def rows(self, content: Any) -> Iterator[readers.SourceRow]:
@@ -763,6 +764,8 @@ def _record(
     telemetry, measured_flags = without_figures(telemetry, measured_flags, left, raw.get("gpu_info"))
     norm = check.normalize(raw)
     norm["avg_ts"] = _avg_ts(raw, norm)
+    if row.fmt == "md" and norm["stddev_ts"] == 0:  # `± 0.00`: -r 1 (no spread) or one rounded away
+        norm["stddev_ts"] = None  # unknown, as one sample's (BenchRecord); raw keeps the 0.0 printed
     mfile = str(raw.get("model_filename") or "")
     model = ModelRef(
         name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),

@@ -272,6 +272,7 @@ def _import_rows(
         )
         if fi in wrote and src.notes and note not in res.notes:
             res.notes.append(note)
+        res.notes += [f"{src.path}: {src.stopped}"] if fi in wrote and src.stopped else []
     writer.repetitions()
     return res
 

@@ -7,11 +7,16 @@ with llama-bench's `model` and `test` columns but no `t/s` column holds results 
 builds side by side, a Δ% column: compare-llama-bench.py's kind, or by hand), not llama-bench's rows;
 nor does llama-sweep-bench's (`PP | TG | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s`).
 Both are said by the import's refusal instead of "expected llama-bench output" (results.import_read).
+A run that stopped after some rows (a crash, an abort, a GPU lost mid-run) is imported for its rows,
+with a note naming the line that says why it did not end (`after_rows`).
 """
 
 from __future__ import annotations
 
 import re
+
+from toolkit.core.text import line_text
+from toolkit.runtimes.llama_bench.readers import md_cells
 
 FAILURE = re.compile(
     r"terminate called after throwing|GGML_ASSERT|Remote RPC server crashed|Failed to connect to"
@@ -28,7 +33,8 @@ _SWEEP = {"pp", "tg", "n_kv", "s_pp t/s", "s_tg t/s"}
 
 
 def _cells(line: str) -> list[str]:
-    return [c.strip().lower() for c in line.strip().strip("|").split("|")]
+    """A table line's cells as readers.md_cells reads them (the one reading of a row), lower case."""
+    return [c.lower() for c in md_cells(line)]
 
 
 def why_no_rows(lines: list[str]) -> str | None:
@@ -45,7 +51,7 @@ def why_no_rows(lines: list[str]) -> str | None:
             "run llama-bench with -p PP -n TG -d N_KV,... and import that output"
         )
     for n, line in enumerate(lines, 1):
-        cells = _cells(line) if line.lstrip().startswith("|") else []
+        cells = _cells(line) if line_text(line).startswith("|") else []
         if "model" in cells and "test" in cells and "t/s" not in cells:
             named = ", ".join(c for c in cells if c)[:120]
             return (
@@ -59,5 +65,20 @@ def why_no_rows(lines: list[str]) -> str | None:
             return (
                 f"the llama-bench run failed before it printed a result: line {n}: {line.strip()[:160]!r}"
                 f"{left}: a failed run has nothing to import; run it again once the cause is fixed"
+            )
+    return None
+
+
+def after_rows(data: bytes, last: int) -> str | None:
+    """Why a run stopped after a file's last result row (line `last`, 1-based): the first line after it that
+    says so (FAILURE: an abort, a crash, a lost device; its text cut at 160 characters), named in a
+    sentence; None where no line after the rows does (the run ended, or the file says nothing). `data`:
+    the file's bytes (undecodable ones replaced), its lines as the readers number them (str.splitlines)."""
+    lines = data.decode(errors="replace").splitlines()
+    for n, line in enumerate(lines[last:], last + 1):
+        if FAILURE.search(line):
+            return (
+                f"the llama-bench run did not end: line {n}: {line.strip()[:160]!r} after its last result row "
+                f"(line {last}): the rows before it are imported, the tests it had still to run were not measured"
             )
     return None

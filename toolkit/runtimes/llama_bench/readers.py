@@ -421,7 +421,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
         yield SourceRow(n, fields, "csv", notes=[] if "samples_ts" in fields else ["no samples"])
 
 
-def _md_cells(line: str) -> list[str]:
+def md_cells(line: str) -> list[str]:
     s = line_text(line)  # a byte-order mark before the header (a file saved with one), NUL bytes
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
@@ -457,14 +457,14 @@ def is_md_header(line: str) -> bool:
     """A llama-bench -o md header: a table line (with or without the leading `|`) naming MD_COLUMNS."""
     if "|" not in line:
         return False
-    cells = set(md_titles.read(_md_cells(line)))
+    cells = set(md_titles.read(md_cells(line)))
     return all(c in cells for c in MD_COLUMNS)
 
 
 def md_table_like(line: str) -> bool:
     """A table header naming `test` and `t/s` but not all of MD_COLUMNS: another tool's table that
     looks like llama-bench's (read_rows refuses it, naming what it lacks)."""
-    cells = set(md_titles.read(_md_cells(line))) if "|" in line else set()
+    cells = set(md_titles.read(md_cells(line))) if "|" in line else set()
     return "test" in cells and "t/s" in cells and not is_md_header(line)
 
 
@@ -487,7 +487,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 devices[d[0]] = d[1] if d[2] else devices.get(d[0], d[1])
             i += 1
             continue
-        titles = md_titles.read(_md_cells(lines[i]))  # llama-bench's titles are lower case
+        titles = md_titles.read(md_cells(lines[i]))  # llama-bench's titles are lower case
         header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
         at = f"the table's header (line {first + i})"
         said = (
@@ -496,7 +496,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             or md_header_problem(titles, at)
         )
         i += 1
-        if i < len(lines) and all(_MD_SEP.match(c) for c in _md_cells(lines[i]) if c):
+        if i < len(lines) and all(_MD_SEP.match(c) for c in md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
         while i < len(lines) and not is_md_header(lines[i]):
@@ -505,7 +505,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                     break
                 i += 1  # a log line printed into the table (stderr merged): not the table's end
                 continue
-            row = _md_row(header, _md_cells(lines[i]), first + i)
+            row = _md_row(header, md_cells(lines[i]), first + i)
             table.append(
                 row if said is None else SourceRow(row.line, {}, "md", problem=said, notes=row.notes)
             )
