@@ -21,17 +21,19 @@ from toolkit.results.identity import (
     measured_at,
     test_key,
 )
-from toolkit.results.import_read import (
-    PASS1_IMAGE,
-    ImportedSet,
+from toolkit.results.import_keys import (
     RowForm,
-    RowWhere,
     form_of,
-    imported_of,
     measured_digest,
     measurement_of,
     shown_key,
     shown_parts,
+)
+from toolkit.results.import_read import (
+    PASS1_IMAGE,
+    ImportedSet,
+    RowWhere,
+    imported_of,
 )
 from toolkit.results.index import digest64
 from toolkit.results.records import (

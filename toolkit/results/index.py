@@ -527,7 +527,7 @@ class StoredImports:
 
     def measured(self, digests: Sequence[int]) -> list[BenchRecord]:
         """The stored records (loaded by offset, in store order) whose measured digest is one of
-        `digests` (import_read.stored_digests; the caller compares their tests)."""
+        `digests` (import_keys.stored_digests; the caller compares their tests)."""
         if not self.any or not digests:
             return []
         return self._load(lambda: self.idx.imported(digests, shown=False))

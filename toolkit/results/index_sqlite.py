@@ -683,7 +683,7 @@ class ResultIndex:
 
     def imported(self, digests: Sequence[int], *, shown: bool, untimed: bool | None = None) -> list[tuple]:
         """Index rows (R_* fields, then pos) of the imported records of the files of the last query
-        (`_order`) whose measured digest (`shown`: their shown digest; import_read.stored_digests) is
+        (`_order`) whose measured digest (`shown`: their shown digest; import_keys.stored_digests) is
         one of `digests`, only md-table rows (`untimed` True) or only the others (False) where given,
         in store order."""
         out: list[tuple] = []
@@ -715,9 +715,9 @@ class ResultIndex:
 
 
 def _stored_digests():
-    """import_read.stored_digests, imported when a record that came from an import is indexed (a
+    """import_keys.stored_digests, imported when a record that came from an import is indexed (a
     report of `toolkit bench` records never loads the import's readers)."""
-    from toolkit.results.import_read import stored_digests
+    from toolkit.results.import_keys import stored_digests
 
     return stored_digests
 
