@@ -19,7 +19,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
-from toolkit.runtimes.llama_bench import plausible, printed
+from toolkit.runtimes.llama_bench import plausible
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -188,11 +188,47 @@ LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_F
 """Every field a llama-bench row of any vintage has (a row has many of them)."""
 
 
+# A record of another program that holds a benchmark's printed text in one of its string values (a
+# wrapper's `{"success": true, "raw_output": "<the run's stdout>"}` per run): which printout it is, so
+# that the import can say what to import instead of "none of its keys is a llama-bench field".
+# (what a printout holds, a line of it no other printout has, what to import instead)
+_PRINTOUTS = (
+    (
+        "a serving benchmark's printed summary (`vllm bench serve` / SGLang bench_serving's "
+        "'Serving Benchmark Result'), not its result JSON",
+        "Serving Benchmark Result",
+        "save the run with --save-result (--output-file for SGLang) and import that JSON",
+    ),
+    (
+        "`vllm bench throughput`'s printed line ('Throughput: ... requests/s'), not its result JSON",
+        "requests/s, ",
+        "save the run with --output-json and import that JSON",
+    ),
+    (
+        "llama-bench's printed table",
+        "| model ",
+        "save that text as a file of its own and import it (-o md is read)",
+    ),
+)
+
+
+def _printed(fields: dict[str, Any]) -> str | None:
+    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (its first
+    40 keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
+    for k, v in list(fields.items())[:40]:
+        if not isinstance(v, str):
+            continue
+        for what, mark, instead in _PRINTOUTS:
+            if mark in v:
+                return f"; its {str(k)[:40]!r} holds {what}: {instead}"
+    return None
+
+
 def _not_a_row(fields: dict[str, Any]) -> str | None:
     """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
     a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
     and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
-    text: which, printed.why), or None when it has one of them."""
+    text: which, _printed), or None when it has one of them."""
     if not fields or LLAMA_FIELDS & set(fields):
         return None
     keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
@@ -203,7 +239,7 @@ def _not_a_row(fields: dict[str, Any]) -> str | None:
         f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
         "another program's records around it"
         if inner is not None
-        else (printed.why(fields) or "")
+        else (_printed(fields) or "")
     )
     return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
 
