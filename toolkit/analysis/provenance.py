@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.analysis.facts import Facts, facts_of, rpc_split
+from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -220,7 +221,7 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
 
 
 RPC_WORDS = " + an RPC server's devices (not named)"
-"""After the local GPU of a record whose model was split over RPC (facts.rpc_split, flagged rpc-split):
+"""After the local GPU of a record whose model was split over RPC (flagged rpc-split: facts.rpc_split):
 llama-bench's gpu_info names the local devices only."""
 
 
@@ -421,8 +422,8 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
     hosts: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {}
     host_keys: dict[int, str] = {}  # by the host object (one run's records share theirs: index.load)
-    for r in records:
-        h = r.host or {}
+    for f in fs:
+        r, h = f.record, f.record.host or {}
         key = host_keys.get(id(h)) if h else None  # records hold their hosts: no id reused meanwhile
         if key is None:
             key = str(h.get("key") or h.get("hostname") or (h.get("os"), h.get("kernel")))
@@ -430,7 +431,7 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
                 host_keys[id(h)] = key
         entry = hosts.setdefault(key, (h, set(), set()))
         if r.gpu_info:  # a split run's other devices said: its figure is not the local GPU's alone
-            entry[1].add(str(r.gpu_info) + (RPC_WORDS if rpc_split(r) else ""))
+            entry[1].add(str(r.gpu_info) + (RPC_WORDS if RPC_FLAG in f.flags else ""))
         if isinstance(cpu := (r.raw or {}).get("cpu_info"), str):
             entry[2].add(cpu)
     p.hosts = [_host_line(h, gpus, cpus) for h, gpus, cpus in hosts.values()]
