@@ -285,7 +285,13 @@ def test_report_shows_stale_records():
         created="x",
         bench_inputs={"current": "0" * 64, "stale": True},
     )
-    marked = [BenchRecord.model_validate({**r.model_dump(mode="json"), **stale_marks(chosen)}) for r in plain]
+
+    def as_bench_marks(r: BenchRecord) -> BenchRecord:  # stale_marks' flag beside image_ref's stale image
+        d = r.model_dump(mode="json")
+        d["image"] = {**d["image"], "stale": True, "current_inputs_key": "0" * 64}
+        return BenchRecord.model_validate({**d, **stale_marks(chosen)})
+
+    marked = [as_bench_marks(r) for r in plain]
     text = report.render(marked, "github")
     rows = [ln for ln in text.splitlines() if ln.startswith("| pp") or ln.startswith("| tg")]
     assert rows and all("stale-build" in ln for ln in rows)  # decode's two ub rows agree: one row

@@ -16,11 +16,12 @@ from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
 from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
 from toolkit.results import identity
-from toolkit.results.flag_claims import without_unsupported
+from toolkit.results.flag_claims import concurrent_problem, without_unsupported
 from toolkit.results.identity import value
 from toolkit.results.index import Head
 from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
+from toolkit.results.telemetry_flags import UNSUPPORTED
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
 
 
@@ -387,8 +388,8 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
         out.append(ABOVE_PEAK_FLAGS[ceil.metric])  # above what all its GPUs together could do: impossible
     elif roof is not None and roof.metric == "bandwidth" and roof.fraction < opts.bw_floor:
         out.append("bw-below-floor")
-    if extra.get("concurrent"):
-        out.append("concurrent")
+    if extra.get("concurrent"):  # held to the runs it names: an unbacked one holds nothing
+        out.append(f"{UNSUPPORTED}:concurrent" if concurrent_problem(r) else "concurrent")
     if getattr(r, "clock_skew", None):
         out.append("clock-skew")
     if identity.is_tune_trial(r):

@@ -8,16 +8,20 @@ runs-disagree) is never taken from the store: no writer of this toolkit stores o
 it again where the record shows it, and a stored one is `flag-unsupported:<flag>` (a hand edit, a file
 of another tool: it holds nothing). A flag a writer stores (the import's no-samples, the probe's
 no-matrix-cores, the canary's wrong-output) is `flag-unsupported:` where the record's own fields
-contradict it (WRITTEN_CLAIMS); stale-build and names no writer knows stay as stored."""
+contradict it (WRITTEN_CLAIMS: stale-build among them, held to the image's stale mark and keys); names no
+writer knows stay as stored. The `concurrent` field, which the readers raise `concurrent` from, is held
+to the runs it names (concurrent_problem)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import CLOCK_SKEW_BACK_S, BenchRecord, written_at
 from toolkit.results.telemetry_flags import UNSUPPORTED
 
 DERIVED_FLAGS = frozenset(
@@ -68,6 +72,15 @@ def _not_rdna4_vulkan(r: BenchRecord) -> bool:
     )
 
 
+def _not_stale(r: BenchRecord) -> bool:
+    """The record's image is not marked stale (bench.runners.base.image_ref sets `stale` exactly where
+    stale_marks adds the flag), or both render-inputs keys are known and equal: built from the inputs
+    matrix.yaml and the templates gave when it was measured (flag_help: inputs_key vs current_inputs_key)."""
+    img = r.image
+    keys = getattr(img, "inputs_key", None), getattr(img, "current_inputs_key", None)
+    return not getattr(img, "stale", False) or (None not in keys and keys[0] == keys[1])
+
+
 WRITTEN_CLAIMS: dict[str, tuple[Callable[[BenchRecord], bool], str]] = {
     "no-samples": (lambda r: bool(r.samples_ts), "samples_ts holds the repetitions"),
     "no-build-commit": (lambda r: bool(r.build_commit), "build_commit names the build"),
@@ -77,6 +90,10 @@ WRITTEN_CLAIMS: dict[str, tuple[Callable[[BenchRecord], bool], str]] = {
     ),
     "no-matrix-cores": (_not_rdna4_vulkan, "no Vulkan run on an RDNA4 GPU"),
     "wrong-output": (lambda r: _canary_status(r) != "wrong-output", "its canary is not wrong-output"),
+    "stale-build": (
+        _not_stale,
+        "its image is not marked stale (image.stale, inputs_key = current_inputs_key)",
+    ),
 }
 """A writer's stored flag: (whether the record's own fields contradict it, what they show instead)."""
 
@@ -109,3 +126,47 @@ def without_unsupported(flags: list[str], raised: Sequence[str]) -> list[str]:
     record's fields show it after all, so the flag stands once, as raised."""
     drop = {f"{UNSUPPORTED}:{x}" for x in raised}
     return [f for f in flags if f not in drop]
+
+
+_RUN_ID = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{6}\b", re.ASCII)
+"""A run id as `toolkit bench` makes it (bench.runners.base.BenchOptions.run_id): its start, UTC, to the
+second, and 6 hex digits."""
+
+
+def _run_start(entry: str) -> float | None:
+    """Unix time a `concurrent.other_runs` entry's run started, from the run id it opens with (an id of
+    a lock file, or `ID (pid ...)` / `ID (containers ...)` as guard describes a run); None for another text."""
+    m = _RUN_ID.match(entry)
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def concurrent_problem(r: BenchRecord) -> str | None:
+    """Why record `r`'s `concurrent` field (bench.guard.Saver: {"other_runs": [the other live runs]}, set
+    as the record is saved) names no run that was alive beside it, None where it can (or it has none).
+    Not backed: no list of other runs (an empty or no list: guard sets it only where one is alive); an
+    entry that is this record's own run (a run is not concurrent with itself); a run whose id says it
+    started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, records.py) after this record was
+    `created` (it was not alive when the record was saved); an imported record (`toolkit import` writes
+    none: no run of this toolkit wrote it). Another run's records need not be in this store (it may have
+    written another results folder on the same engine), so their absence backs nothing and refutes nothing."""
+    c = (r.model_extra or {}).get("concurrent")
+    if not c:
+        return None
+    if (r.model_extra or {}).get("imported") is not None:
+        return "an imported record: no run of this toolkit saved it beside another"
+    runs = c.get("other_runs") if isinstance(c, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(x, str) and x.strip() for x in runs):
+        return "its concurrent field names no other run (other_runs: a list of run ids)"
+    made = written_at(r.created)
+    for entry in runs:
+        if entry.split(" ", 1)[0] == r.run_id:
+            return f"other_runs names its own run {r.run_id[:40]}"
+        start = _run_start(entry)
+        if made is not None and start is not None and start - made > CLOCK_SKEW_BACK_S:
+            return f"other run {entry[:40]} started {start - made:.0f} s after this record was created"
+    return None

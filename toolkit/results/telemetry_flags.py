@@ -30,6 +30,7 @@ from toolkit.results.telemetry_check import (
     board_power_w,
     flag_unsupported,
 )
+from toolkit.results.window_check import window_problem
 
 # A throttle reason counts when set in at least this share of the window's samples, and in at
 # least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
@@ -400,7 +401,8 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     none (_sample_counts_problem), a minimum above its median or a mean above its maximum (_ORDERED); the host's
     online CPUs outside 1-MAX_CPUS or a fraction, its CPU pressure or steal outside 0-100 %, its busy or other processes'
     cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
-    reads them), an achieved sampling rate below 0. window_summary never writes such a figure, and the
+    reads them), an achieved sampling rate below 0; sampling figures its length cannot hold
+    (window_check.window_problem: samples, period_s, max_gap_s, procs_max, a load average). window_summary never writes such a figure, and the
     flags (window_flags) and energy are read from them: a block holding one was edited."""
     if not isinstance(t, Mapping):
         return None
@@ -430,7 +432,7 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     ):
         if _outside(host.get(key), lo, hi):
             return f"host.{key} is {str(host.get(key))[:24]}: outside the {lo:g}-{hi:.4g} it can be"
-    return None
+    return window_problem(t)  # sampling figures against the window's length
 
 
 def without_figures(

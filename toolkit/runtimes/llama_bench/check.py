@@ -20,6 +20,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench.settings_check import settings_problem
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -278,7 +279,8 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     time or lies in the future (_time_of_test); a stddev_ts below 0 (`± -5` in -o md); a model_size
     that is not its model_n_params' at any bytes a weight, a tok/s beyond what any machine computes for
     that many parameters (plausible.model_problem); a GPU its backend cannot run on (a ROCm row on an
-    NVIDIA H200: plausible.device_problem)."""
+    NVIDIA H200: plausible.device_problem); n_gpu_layers below -1, a main_gpu past the devices the row
+    lists at split_mode none (settings_check.settings_problem)."""
     if problem:
         return problem
     if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
@@ -329,7 +331,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         return why
     if why := plausible.model_problem(fields, ts if ts is not None else tokens * 1e9 / ns if ns else None):
         return why
-    if why := plausible.device_problem(fields):
+    if why := plausible.device_problem(fields) or settings_problem(fields):
         return why
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record
