@@ -14,6 +14,7 @@ import pytest
 from toolkit.core import registry
 from toolkit.core.errors import BadInput
 from toolkit.matrix.loading import load_matrix
+from toolkit.models.tiny import ensure_model_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -304,22 +305,23 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
     base.seconds_before(ctx, lambda r: r.n_prompt)
 
 
-def test_reading_a_models_gguf_header_imports_no_numpy():
+def test_reading_a_models_gguf_header_imports_no_numpy(tmp_path):
     """Reproducer: the bench reads its model's GGUF header (the KV shape of the depth fit, the roofline)
     through gguf_meta, which took gguf's tensor-type table with `from gguf.constants import ...`: that
     imports the gguf package, whose __init__ imports numpy (~120 ms of CPU, a quarter of a bench's own).
     Now the table comes from gguf's constants.py alone, and the summary is the same as with the package."""
+    model = str(ensure_model_file(tmp_path / "tiny-qwen3moe.gguf", "tiny-qwen3moe"))
     code = (
         "import json, sys\n"
         "from toolkit.models import gguf_meta\n"
-        "s = gguf_meta.read_summary('models/tiny-qwen3moe.gguf')\n"
+        f"s = gguf_meta.read_summary({model!r})\n"
         "alone = [list(t) for t in s.tensors]\n"
         "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules, sorted(sys.modules)\n"
         "import gguf.constants\n"
         "gguf_meta._gguf_constants.cache_clear()\n"
         "assert gguf_meta._gguf_constants() is gguf.constants\n"
         "gguf_meta._summary.cache_clear()\n"
-        "again = gguf_meta.read_summary('models/tiny-qwen3moe.gguf')\n"
+        f"again = gguf_meta.read_summary({model!r})\n"
         "print(json.dumps([alone, [list(t) for t in again.tensors]]))"
     )
     p = _python(code)

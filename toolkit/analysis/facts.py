@@ -239,8 +239,9 @@ def is_cpu_fallback(r: BenchRecord) -> bool:
 
 def rpc_split(r: BenchRecord) -> bool:
     """The record's llama-bench `backends` names RPC (`ROCm,RPC`, `CUDA,RPC`, `RPC`; an old vintage's
-    `rpc` boolean: check.backends_of): llama-bench ran with --rpc, so part of the model may have run on
-    another host's devices, which no field of the row names."""
+    `rpc` boolean: check.backends_of): the build has ggml's RPC backend, named in every row whether or
+    not --rpc was given (r25-cuda-rpc-ngl0-pr12922.md: `CUDA,RPC` of a command without --rpc), so part
+    of the model may have run on another host's devices, which no field of the row names."""
     return "rpc" in backends.llama_names(r.backends)
 
 

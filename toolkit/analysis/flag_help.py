@@ -11,9 +11,11 @@ FLAG_HELP = {
     "(never said of decode rows: the micro-batch does not apply to tg)",
     "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (2 x combined relative stddev, "
     "neither row noisy; prefill and pp+tg rows only)",
-    "rpc-split": "llama-bench's `backends` names RPC: part of the model ran on another host's devices through "
-    "ggml's RPC backend (rpc-server), which the row does not name; the host line names the local GPU only: a split "
-    "run's number, not the local GPU's, so never marked best and held out of the verdict and of compare's counts",
+    "rpc-split": "llama-bench's `backends` names RPC: the build has ggml's RPC backend, which every row of it "
+    "names whether or not --rpc was given (a one-GPU run of a release build prints `Vulkan,RPC`), so the row cannot "
+    "say whether part of the model ran on another host's devices (rpc-server), which it would not name; the host "
+    "line names the local GPU only: maybe a split run's number, not the local GPU's, so never marked best and held "
+    "out of the verdict and of compare's counts",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold",
@@ -132,9 +134,11 @@ HELD_WORDS: dict[str, dict[str, str]] = {
     },
     "rpc": {
         "flags": "rpc-split",
-        "rests": "numbers of a model split over another host's devices (RPC), not the local GPU's alone",
-        "fix": "measure each image on the local GPU alone (llama-bench without --rpc)",
-        "against": "numbers of a model split over another host's devices (RPC)",
+        "rests": "numbers of a build with RPC, whose rows do not say whether the model was split over another "
+        "host's devices, not known to be the local GPU's alone",
+        "fix": "measure each image on the local GPU alone (llama-bench without --rpc) with a build without RPC "
+        "(GGML_RPC off), whose rows then say so",
+        "against": "numbers that may be of a model split over another host's devices (RPC)",
     },
 }
 _HELD_KINDS = (

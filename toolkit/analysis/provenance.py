@@ -220,9 +220,11 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     return "; ".join(parts) or "not recorded"
 
 
-RPC_WORDS = " + an RPC server's devices (not named)"
-"""After the local GPU of a record whose model was split over RPC (flagged rpc-split: facts.rpc_split):
-llama-bench's gpu_info names the local devices only."""
+RPC_WORDS = (
+    " + an RPC server's devices (not named) if --rpc was given (a build with RPC: its rows do not say)"
+)
+"""After the local GPU of a record whose build has RPC (flagged rpc-split: facts.rpc_split), whose model
+may have been split over RPC: llama-bench's gpu_info names the local devices only."""
 
 
 def _gpu_set(gpu_info: str) -> str:

@@ -152,25 +152,30 @@ class _Walk:
 def _gguf_constants() -> ModuleType:
     """gguf's `constants` module (GGMLQuantizationType, GGML_QUANT_SIZES: the block size and bytes of
     each tensor type), loaded from the installed gguf package's constants.py alone where the package
-    is not imported yet: gguf's __init__ imports its reader and writer, and with them numpy (~120 ms
-    of CPU, a quarter of a `toolkit bench`'s own), which this walk does not use; constants.py imports
-    only the standard library. ImportError where gguf is not installed."""
-    if "gguf" in sys.modules:
-        import gguf.constants
+    is not imported yet: gguf's __init__ imports its reader and writer, and with them numpy (~0.1 CPU s,
+    a quarter of a `toolkit bench`'s own), which this walk does not use; constants.py imports only the
+    standard library. Where it cannot be loaded alone (a release whose constants.py imports its
+    package), the package's import. ImportError where gguf is not installed."""
+    if "gguf" not in sys.modules:
+        spec = importlib.util.find_spec("gguf")  # a top-level name: found, not imported
+        where = spec.submodule_search_locations if spec else None
+        name = "toolkit_gguf_constants"
+        alone = (
+            importlib.util.spec_from_file_location(name, os.path.join(where[0], "constants.py"))
+            if where
+            else None
+        )
+        if alone is not None and alone.loader is not None:
+            module = importlib.util.module_from_spec(alone)
+            sys.modules[name] = module  # as an import registers it (a dataclass there looks itself up)
+            try:
+                alone.loader.exec_module(module)
+                return module
+            except Exception:  # noqa: BLE001 - any failure alone: the package's own import decides
+                del sys.modules[name]
+    import gguf.constants
 
-        return gguf.constants
-    spec = importlib.util.find_spec("gguf")  # a top-level name: found, not imported
-    where = spec.submodule_search_locations if spec else None
-    if not where:
-        raise ImportError("the gguf package is not installed: pip install gguf")
-    alone = importlib.util.spec_from_file_location(
-        "toolkit_gguf_constants", os.path.join(where[0], "constants.py")
-    )
-    if alone is None or alone.loader is None:
-        raise ImportError(f"gguf's constants.py is not in {where[0]}")
-    module = importlib.util.module_from_spec(alone)
-    alone.loader.exec_module(module)
-    return module
+    return gguf.constants
 
 
 def _walk(buf: mmap.mmap) -> GgufSummary | None:

@@ -69,16 +69,34 @@ def why_no_rows(lines: list[str]) -> str | None:
     return None
 
 
+_ENDED = re.compile(r"build:\s*[0-9A-Za-z]+\s*\(\d+\)")
+"""-o md's `build: <commit> (<number>)` line, which llama-bench prints only after its last test
+(markdown_printer::print_footer); -o json's is its closing `]` at the line's start (json_printer)."""
+
+
 def after_rows(data: bytes, last: int) -> str | None:
     """Why a run stopped after a file's last result row (line `last`, 1-based): the first line after it that
     says so (FAILURE: an abort, a crash, a lost device; its text cut at 160 characters), named in a
-    sentence; None where no line after the rows does (the run ended, or the file says nothing). `data`:
-    the file's bytes (undecodable ones replaced), its lines as the readers number them (str.splitlines)."""
+    sentence; None where no line after the rows does (the run ended, or the file says nothing). A
+    failure after the line llama-bench prints once every test has run (_ENDED: md's `build:` line,
+    json's `]`) is a crash at exit (ggml-org/llama.cpp#10528: Vulkan's instance destroyed at exit), said
+    as such: the rows are complete. `data`: the file's bytes (undecodable ones replaced), its lines as
+    the readers number them (str.splitlines)."""
     lines = data.decode(errors="replace").splitlines()
+    end = None  # the line where llama-bench's printer ended its output: every test it had ran
     for n, line in enumerate(lines[last:], last + 1):
-        if FAILURE.search(line):
+        if end is None and (_ENDED.match(line_text(line)) or line.rstrip() == "]"):
+            end = n
+        elif FAILURE.search(line):
+            said = repr(line.strip()[:160])
+            if end is not None:
+                return (
+                    f"the llama-bench run crashed after it ended: line {n}: {said} after its output's end (line "
+                    f"{end}, printed once every test had run): a crash at exit (a driver's teardown); its rows "
+                    "are complete"
+                )
             return (
-                f"the llama-bench run did not end: line {n}: {line.strip()[:160]!r} after its last result row "
+                f"the llama-bench run did not end: line {n}: {said} after its last result row "
                 f"(line {last}): the rows before it are imported, the tests it had still to run were not measured"
             )
     return None

@@ -383,13 +383,17 @@ def _spread_problem(
     """Why a latency's std (np.std, ms) or mean is less than its own percentiles allow, or None: of n
     values, two percentiles D apart lie within the values' range, so their std is at least D / sqrt(2n)
     (the least spread n values with that range have: two at the ends, the rest at the mean); and at
-    least half of them are at or above the median, all >= 0, so the mean is at least half the median.
-    n: `done` (completed: one ttft and e2el per request, tpot of fewer), for itl `outs` (total output
+    least half of them are at or above the median, all >= 0, so the mean is at least half the median;
+    and the mean lies within one std of any median (|mean - median| <= E|x - median| <= E|x - mean| <=
+    std, np.std's or any larger). The median: `median_`, else `p50_` (one statistic). n: `done` (completed: one ttft and e2el per request, tpot of fewer), for itl `outs` (total output
     tokens: at most one gap each). AGREE aside, for hand-rounded copies."""
     for metric, vals in lat.items():
         n = outs if metric == "itl" else done
         ps = [v for k, v in vals.items() if v is not None and (k == "median" or k.startswith("p"))]
-        sd, mean, med = vals.get("std"), vals.get("mean"), vals.get("median", vals.get("p50"))
+        sd, mean = vals.get("std"), vals.get("mean")
+        med = (
+            vals.get("p50") if vals.get("median") is None else vals["median"]
+        )  # parse_serve keeps median: None
         if n and n >= 1 and sd is not None and len(ps) > 1:
             least = (max(ps) - min(ps)) / math.sqrt(2 * n)
             if sd * (1 + AGREE) + 0.01 < least:
@@ -402,7 +406,23 @@ def _spread_problem(
                 f"mean_{metric}_ms {mean:g} is less than half its median {med:g}: half the values are at or "
                 "above the median, none below 0"
             )
+        if (
+            sd is not None
+            and mean is not None
+            and med is not None
+            and abs(mean - med) > sd + _slack(mean, med)
+        ):
+            return (
+                f"std_{metric}_ms {sd:g} is less than its mean {mean:g} and median {med:g} lie apart: of any values "
+                "the mean is within one std of the median"
+            )
     return None
+
+
+def _slack(*vals: float) -> float:
+    """What _spread_problem allows figures copied by hand to be off by: AGREE of the larger, and 0.01 ms
+    (a copy rounded to 2 decimals)."""
+    return AGREE * max(map(abs, vals)) + 0.01
 
 
 def throughput_problem(data: dict[str, Any], output_len: int) -> str | None:
