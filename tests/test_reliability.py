@@ -996,9 +996,12 @@ def test_allow_concurrent_runs_and_flags_records_while_the_other_bench_runs(othe
     proc.stdin.close()  # the other bench ends
     proc.wait(timeout=30)
     saver.save(make_record("cpu", "cpu", p=1024, avg=1.0))
-    first, second = store.results()
+    saver.save(make_record("cpu", "cpu", p=2048, avg=1.0))
+    first, second, third = store.results()
     assert first.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")
-    assert "concurrent" not in (second.model_extra or {})  # written after it ended: the lock passed to us
+    # the second test ran while run-a was alive (alive at the first save): flagged (breaker round 28)
+    assert second.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")
+    assert "concurrent" not in (third.model_extra or {})  # measured after it ended: the lock passed to us
     assert lock.held
     lock.release()
 

@@ -86,16 +86,21 @@ class Saver:
     """Appends records to the store one at a time, each whole or absent, never cut by a signal.
 
     `saved` counts the records written by this run; `files` the bench.jsonl files they went to.
-    `concurrent` (a callable giving the other live runs) flags records written meanwhile."""
+    `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now
+    and those alive at the previous save (`seen`), so a run that ended while a test was measured (alive
+    when the one before it was saved, llama-bench's next test starting right after) still flags it."""
 
     store: ResultStore
     concurrent: Callable[[], list[str]] = lambda: []
     saved: int = 0
     files: set[Path] = field(default_factory=set)
+    seen: list[str] = field(default_factory=list)
 
     def save(self, rec: BenchRecord, *, reraise: bool = True) -> None:
         """Write one record. Raises FileSystemError (exit 8) naming bench.jsonl when it cannot."""
-        others = self.concurrent()
+        now = self.concurrent()
+        others = now + [x for x in self.seen if x not in now]
+        self.seen = now
         if others:
             rec = rec.model_copy(update={"concurrent": {"other_runs": others}})
         path = self.store.digest_dir(rec.image.digest) / "bench.jsonl"

@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import json
 import os
+import secrets
 import shlex
 import sys
 import threading
@@ -311,7 +312,9 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     from toolkit.results import importer
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # the start, UTC, and 6 random hex digits, as a bench's run id: two measures of one second (a
+    # 0.05-s command, then another) wrote one file, the second truncating the first's rows
+    run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
     out_path = Path(output) if output else root / "measure" / f"{run}.jsonl"
     _check_outputs(out_path, Path(matrix_path), root)
     if label is not None:  # before a possibly hour-long run, not after it

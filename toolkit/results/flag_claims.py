@@ -145,13 +145,19 @@ def _run_start(entry: str) -> float | None:
         return None
 
 
+SAVED_AS_CREATED = frozenset({"llama-bench"})
+"""Runners whose records' `created` is the moment they were saved (bench.runners.llama_bench: now() for
+each row and fault record, just before guard.Saver.save): the only ones a later start is held against."""
+
+
 def concurrent_problem(r: BenchRecord) -> str | None:
     """Why record `r`'s `concurrent` field (bench.guard.Saver: {"other_runs": [the other live runs]}, set
     as the record is saved) names no run that was alive beside it, None where it can (or it has none).
     Not backed: no list of other runs (an empty or no list: guard sets it only where one is alive); an
     entry that is this record's own run (a run is not concurrent with itself); a run whose id says it
     started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, records.py) after this record was
-    `created` (it was not alive when the record was saved); an imported record (`toolkit import` writes
+    `created`, for a runner whose `created` is when the record was saved (SAVED_AS_CREATED; a vLLM or
+    SGLang record's is its run's start, up to the whole sweep before it was saved); an imported record (`toolkit import` writes
     none: no run of this toolkit wrote it). Another run's records need not be in this store (it may have
     written another results folder on the same engine), so their absence backs nothing and refutes nothing."""
     c = (r.model_extra or {}).get("concurrent")
@@ -162,7 +168,10 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     runs = c.get("other_runs") if isinstance(c, dict) else None
     if not isinstance(runs, list) or not runs or not all(isinstance(x, str) and x.strip() for x in runs):
         return "its concurrent field names no other run (other_runs: a list of run ids)"
-    made = written_at(r.created)
+    # only a llama-bench record's `created` is when it was saved (runners/llama_bench.py: now() as each row
+    # arrives); vLLM's and SGLang's records share the `created` of their run's start (their _base), and are
+    # saved minutes later, after the phase they measured: another run may start in between
+    made = written_at(r.created) if r.runner in SAVED_AS_CREATED else None
     for entry in runs:
         if entry.split(" ", 1)[0] == r.run_id:
             return f"other_runs names its own run {r.run_id[:40]}"

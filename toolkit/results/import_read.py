@@ -396,12 +396,45 @@ class ImportSource:
             return
         h = _Both(hashlib.sha256(), content)
         found = self._jsonl(h) if self.fmt == "jsonl" else self._text_rows(h)
-        count = 0
+        count, last = 0, 0
         for r in found:
             self.notes.update(r.notes)
-            count += 1
+            count, last = count + 1, r.line
             yield r
         self.sha, self.count = h.first.hexdigest(), count
+        if count:  # a crash after the rows, as a file read whole says it (after_rows)
+            self.stopped = failed_run.after_lines(self._tail(last), last)
+
+    TAIL_BYTES = 1 << 20
+    """At most this many bytes of the lines after a streamed file's last row are read for a crash (the
+    line that says why a run stopped follows its rows; what lies beyond is not a run's output)."""
+
+    def _tail(self, last: int) -> Iterator[str]:
+        """The lines of a streamed file after line `last` (its last row's), at most TAIL_BYTES of them,
+        numbered as its rows were: by "\\n" for jsonl (_lines), as str.splitlines for json and csv
+        (_blocks: a line holding "\\r" or U+2028 is two); a line over the line limit is one, unread.
+        Read again from the start (O(file), no line kept but the tail); an unreadable file gives none."""
+        n, seen, taken = 0, 0, 0
+        try:
+            with self.path.open("rb") as fh:
+                for k, raw, whole in _lines(fh):
+                    if k == seen:
+                        continue  # the rest of a line over the limit
+                    seen = k
+                    if self.fmt == "jsonl" and k <= last:
+                        n = k  # numbered by "\n": nothing to decode before the tail
+                        continue
+                    text = raw.decode(errors="replace") if whole else ""
+                    parts = [text.rstrip("\r\n")] if self.fmt == "jsonl" else (text.splitlines() or [""])
+                    for part in parts:
+                        n += 1
+                        if n > last:
+                            taken += len(part) + 1
+                            if taken > self.TAIL_BYTES:
+                                return
+                            yield part
+        except OSError:
+            return
 
     def _note(self, text: str) -> None:
         if self._skipped is not None:

@@ -88,6 +88,11 @@ MADE = ("flash_attn", "n_gpu_layers", "backends", "gpu_info", "build_commit")
 """A record's fields normalize reads from its raw row besides the counts (what the report's columns,
 csv, host line and roofline show), each held to normalize's reading where raw states its source."""
 
+UNSTATED_EMPTY = ("backends", "gpu_info")
+"""Fields of MADE that normalize reads as "" where raw does not state them (check.backends_of: a markdown
+table without a backend column; gpu_info: a row without one, an md table without device lines: the
+readers put those into the row): a record stating one its raw row does not was edited (breaker round 28)."""
+
 _SOURCES = {"backends": ("backends", "backend", *OLD_BACKEND_FLAGS)}
 """Where raw states a field of MADE under other names (backends: llama_bench.check.backends_of)."""
 
@@ -122,6 +127,8 @@ def made_problem(fields: dict[str, Any], raw: Any) -> str | None:
         return None  # a raw row normalize cannot read was refused before it was stored
     for name in MADE:
         if not any(raw.get(k) not in (None, "") for k in _SOURCES.get(name, (name,))):
+            if name in UNSTATED_EMPTY and fields.get(name) not in (None, ""):
+                return f"{name} {str(fields.get(name))[:40]} is stated, but its raw row states none"
             continue  # raw does not say it: the record's value is not its
         if fields.get(name) != made[name]:
             return f"{name} {str(fields.get(name))[:40]} is not its raw row's {str(made[name])[:40]}"

@@ -16,6 +16,8 @@ duration_s + 2 x NEAR_MARGIN_S seconds:
   below this; 100,000 samples in 0.19 s at a 0.1-s period is not a window's.
 - `procs_max` (the most GPU processes of one sample) a whole number >= 0, at least 1 where a sample
   listed a pid (`pids` non-empty); `active_pids` among `pids` (both unions of the same samples' lists).
+- `implausible` counts (readings dropped as outside the sensors' range): a GPU's at most its `samples`,
+  the host's (rates read once over the window) at most 1 each; held to its samples or 1.
 - the host's `loadavg_1m_max` (the largest /proc/loadavg 1-minute figure inside the window: a mean of
   runnable task counts) >= 0 and finite; its `max_gap_s` from 0 to the span of its read, which may be
   widened back to HOST_MIN_WINDOW_S (analysis/telemetry.py).
@@ -43,6 +45,32 @@ def _bad(v: Any, lo: float, hi: float) -> bool:
     return v is not None and (n is None or not lo <= n <= hi)
 
 
+def _hashable(v: Any) -> Any:
+    """`v` as a set member: itself where it hashes (a pid, a text), else its repr (a list or object a
+    hand put in a pid list); equal values stay equal as `==` has them (1, 1.0 and True alike)."""
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
+
+
+def _implausible_problem(counts: Any, most: float) -> str | None:
+    """Why `implausible` (window_summary: {sensor key: readings of it dropped as outside PLAUSIBLE}) cannot
+    be a window's, None if it can: each count a whole number from 0 to `most`, the readings that window
+    read (a GPU's: each of its `samples` inside the window drops a key at most once, energy.plausible; the
+    host's: each derived rate, psi_some_pct and steal_pct, once (analysis/telemetry._in_range), so at most
+    its samples or 1)."""
+    for key, c in counts.items() if isinstance(counts, Mapping) else ():
+        n = finite_number(c)
+        if n is None or n < 0 or not n.is_integer() or n > most:
+            return (
+                f"implausible.{str(key)[:40]} is {str(c)[:24]}: a count of readings dropped, at most the "
+                f"{most:g} it read"
+            )
+    return None
+
+
 def _gpu_problem(g: Mapping[str, Any], span: float) -> str | None:
     """Why one GPU summary's sampling figures cannot be its window's (see the module), None if they can;
     `span`: seconds its `near` samples can cover."""
@@ -57,6 +85,9 @@ def _gpu_problem(g: Mapping[str, Any], span: float) -> str | None:
                 f"samples {n:g} in a window of {span - 2 * NEAR_MARGIN_S:.4g} s at a period of {period:g} s: "
                 f"more than the {most:.0f} its samples' span allows"
             )
+    inside = finite_number(g.get("samples"))
+    if inside is not None and (why := _implausible_problem(g.get("implausible"), inside)):
+        return why
     pm = g.get("procs_max")
     if pm is not None:
         k = finite_number(pm)
@@ -67,7 +98,8 @@ def _gpu_problem(g: Mapping[str, Any], span: float) -> str | None:
             return f"procs_max is {k:g} beside {len(pids)} pid(s) seen: a sample that lists a pid holds one"
     pids, active = g.get("pids"), g.get("active_pids")
     if isinstance(pids, list) and isinstance(active, list) and pids:
-        extra = [p for p in active if p not in pids]
+        seen = {_hashable(p) for p in pids}  # a set: a stored list of 200,000 pids read in linear time
+        extra = [p for p in active if _hashable(p) not in seen]
         if extra:
             return f"active_pids holds {str(extra[0])[:24]}, not among its pids: both are of the same samples"
     return None
@@ -89,6 +121,9 @@ def window_problem(t: Mapping[str, Any]) -> str | None:
     if isinstance(host, Mapping):
         if _bad(host.get("loadavg_1m_max"), 0.0, math.inf):
             return f"host.loadavg_1m_max is {str(host.get('loadavg_1m_max'))[:24]}: a load average is >= 0"
+        hn = finite_number(host.get("samples"))
+        if why := _implausible_problem(host.get("implausible"), max(1.0, hn if hn is not None else 1.0)):
+            return f"host.{why}"
         hspan = max(d, HOST_MIN_WINDOW_S) + 2 * NEAR_MARGIN_S
         if _bad(host.get("max_gap_s"), 0.0, hspan):
             return f"host.max_gap_s is {str(host.get('max_gap_s'))[:24]}: outside the 0-{hspan:.4g} s it can span"

@@ -14,6 +14,7 @@ with a note naming the line that says why it did not end (`after_rows`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from toolkit.core.text import line_text
 from toolkit.runtimes.llama_bench.readers import md_cells
@@ -82,9 +83,14 @@ def after_rows(data: bytes, last: int) -> str | None:
     json's `]`) is a crash at exit (ggml-org/llama.cpp#10528: Vulkan's instance destroyed at exit), said
     as such: the rows are complete. `data`: the file's bytes (undecodable ones replaced), its lines as
     the readers number them (str.splitlines)."""
-    lines = data.decode(errors="replace").splitlines()
+    return after_lines(data.decode(errors="replace").splitlines()[last:], last)
+
+
+def after_lines(lines: Iterable[str], last: int) -> str | None:
+    """after_rows of the lines that follow the last result row (line `last`), numbered from last + 1: a
+    file read as a stream gives them without the text before (import_read.ImportSource._tail)."""
     end = None  # the line where llama-bench's printer ended its output: every test it had ran
-    for n, line in enumerate(lines[last:], last + 1):
+    for n, line in enumerate(lines, last + 1):
         if end is None and (_ENDED.match(line_text(line)) or line.rstrip() == "]"):
             end = n
         elif FAILURE.search(line):

@@ -7,7 +7,9 @@
 - `main_gpu` at or past the GPU devices the row lists, with `split_mode` none: llama.cpp refuses to load
   the model then (llama_model_load: "invalid value for main_gpu: N (available devices: M)"), so no test
   ran. The devices: the row's `devices` list (`-dev`, "/"-separated) where it names some, else its
-  `gpu_info` (llama-bench joins every GPU device's description: gpuspecs.split_gpu_info). Rows over RPC
+  `gpu_info` (llama-bench joins every GPU device's description with ", ": gpuspecs.split_gpu_info; builds
+  before the device registry of late 2024 and ik_llama.cpp with "/": both are counted, so a description
+  holding "/" can only count more devices, never refuse a real row). Rows over RPC
   (their remote devices are not in gpu_info) and other split modes (layer ignores main_gpu) are not held.
 """
 
@@ -40,7 +42,11 @@ def _devices(fields: dict[str, Any]) -> int | None:
     if dev and dev.lower() not in ("auto", "none"):
         return len([d for d in dev.split("/") if d.strip()])
     info = fields.get("gpu_info")
-    return len(split_gpu_info(info)) if isinstance(info, str) and info.strip() else None
+    if not isinstance(info, str) or not info.strip():
+        return None
+    # llama-bench before the device registry (2024) and ik_llama.cpp join the descriptions with "/"
+    # (get_gpu_info: `id += "/"`), mainline since with ", ": counting both never counts too few devices
+    return sum(len([d for d in part.split("/") if d.strip()]) or 1 for part in split_gpu_info(info))
 
 
 def settings_problem(fields: dict[str, Any]) -> str | None:
