@@ -214,6 +214,10 @@ run_host() {  # $1 RELEASE:USER:ENGINE[:fresh-cgroups] | RELEASE:test
     -v "$name-docker:/var/lib/docker" -v "$name-containers:/var/lib/containers" \
     -v "$name-tmp:/tmp" -v "$name-home:/home" "toolkit-fresh-host:$rel")
   [ "$init" = none ] || for _ in $(seq 60); do docker exec "$id" test -d /run/systemd/system 2>/dev/null && break; sleep 1; done
+  # a fresh Debian's /dev/net/tun is 0666 (systemd-udev's 50-udev-default.rules: static_node=tun); the
+  # stand-in's /dev is its own tmpfs holding this machine's nodes and modes (0600 here), and rootless
+  # Podman 5's network (pasta) opens the node as the user: set as a fresh host has it, in the stand-in only
+  docker exec "$id" sh -c '[ ! -c /dev/net/tun ] || chmod 0666 /dev/net/tun'
   docker exec "$id" mkdir -p /srv/fresh
   docker cp "$BUNDLE" "$id:/srv/fresh/toolkit.bundle" >/dev/null
   if [ "${spec#*:}" = test ] && [ -n "$TORCH_WHEEL" ]; then  # PyTorch's CPU index, stood in for by a file index

@@ -6,7 +6,8 @@
 #   ./scripts/setup-host.sh [--podman] [--test] [--allow-mixed-release]
 #
 #   --podman               Podman as the container engine instead of Docker (a Podman-only host):
-#                          the host release's podman + crun, uidmap, slirp4netns, fuse-overlayfs; no
+#                          the host release's podman + crun, uidmap, slirp4netns, fuse-overlayfs
+#                          (Podman 5: passt too, its rootless network); no
 #                          Docker is installed or started. Then `toolkit --engine podman ...` (or
 #                          TOOLKIT_ENGINE=podman), as root (rootful) or as any user with a
 #                          /etc/subuid range (rootless; docs/setup.md, "Podman")
@@ -273,6 +274,13 @@ fi
 #     crun (the runtime that keeps a rootless user's groups: --group-add keep-groups), and for rootless
 #     use uidmap (newuidmap), slirp4netns and fuse-overlayfs. Podman needs no daemon: the toolkit starts
 #     `podman system service` (its Docker-compatible API) when it needs it.
+#     Podman 5's rootless network is pasta (package passt: a Recommends of Debian 13's podman, which
+#     --no-install-recommends leaves out): without it a build step in a network namespace of its own
+#     (`toolkit reproduce --rebuild`) and any `podman run` without --network none fail "could not find
+#     pasta". Podman 4 (Debian 12) uses slirp4netns.
+rootless_net_packages() {  # $1: podman's major version; prints the package that gives its rootless network, if absent
+  if [ "${1:-0}" -ge 5 ] && ! command -v pasta >/dev/null; then echo passt; fi
+}
 if [ "$USE_PODMAN" = 1 ]; then
   case "$OS_ID" in debian|ubuntu) ;; *) command -v podman >/dev/null || die "not a Debian/Ubuntu host ($OS_ID): install podman and crun yourself" ;; esac
   if ! command -v podman >/dev/null || ! command -v crun >/dev/null || ! command -v newuidmap >/dev/null; then
@@ -282,6 +290,13 @@ if [ "$USE_PODMAN" = 1 ]; then
   # none yet ("Failed to get state directory", no version); the package database always knows it
   log "$(podman --version), crun $(dpkg-query -W -f='${Version}' crun 2>/dev/null || crun --version 2>/dev/null | awk 'NR==1 {print $3}')"
   podman_major=$(podman --version 2>/dev/null | awk '{split($3, v, "."); print v[1] + 0}')
+  net=$(rootless_net_packages "$podman_major")
+  if [ -n "$net" ]; then
+    case "$OS_ID" in
+      debian|ubuntu) apt_install "$net" ;;
+      *) log "warning: Podman $podman_major's rootless network needs pasta (package passt): install it" ;;
+    esac
+  fi
   if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] && [ "${podman_major:-0}" -ge 5 ]; then
     log "this host runs cgroup v1: Podman 5 warns that cgroups-v1 is deprecated on every command; harmless for the toolkit (toolkit doctor says how to move to v2); said once here, silenced for the rest of setup"
     export PODMAN_IGNORE_CGROUPSV1_WARNING=1  # Podman 5's own switch for that warning

@@ -364,8 +364,11 @@ def _check_ignore(records: list[BenchRecord], ignore: tuple[str, ...]) -> None:
         )
 
 
-def _nothing_in_common(a: Side[BenchRecord], b: Side[BenchRecord], j: identity.Join) -> BadInput:
-    """The error of a join without a pair: the unknown model, or the fields that keep the sides apart."""
+def _nothing_in_common(
+    store: ResultStore, a: Side[BenchRecord], b: Side[BenchRecord], j: identity.Join
+) -> BadInput:
+    """The error of a join without a pair: the unknown model, or the fields that keep the sides apart
+    (two models: with the stored runs to choose from, `store`'s, as a reference that matches nothing)."""
     if j.unknown_model:
         return BadInput(
             f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
@@ -375,8 +378,8 @@ def _nothing_in_common(a: Side[BenchRecord], b: Side[BenchRecord], j: identity.J
     if "model" in j.apart and not ma & mb:  # named as the report names them; no --ignore joins two models
         return BadInput(
             f"no test in common between {a.label} and {b.label}: they measured different models (A: "
-            f"{', '.join(sorted(ma)[:4])}; B: {', '.join(sorted(mb)[:4])}); compare two runs of one model "
-            "(`toolkit report` lists each model's runs)"
+            f"{', '.join(sorted(ma)[:4])}; B: {', '.join(sorted(mb)[:4])}); compare two runs of one model; "
+            f"{stored_runs(store)}"
         )
     apart = "; ".join(
         f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
@@ -453,7 +456,7 @@ def compare(
     _check_ignore(ua + ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)
     if not j.pairs:
-        raise _nothing_in_common(a, b, j)
+        raise _nothing_in_common(store, a, b, j)
     pairs = sorted(j.pairs, key=_pair_order)
     label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
     id_cols, settings = _columns_and_settings(pairs, label_fields)

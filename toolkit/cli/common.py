@@ -269,14 +269,16 @@ def _flush_json(exc: BaseException | None) -> None:
 
 def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     """The one name of an option saying where a command writes: `-o/--output` (`--out` is kept as a
-    second spelling of it, for scripts written before the names were made one), value `output`."""
+    second spelling of it, for scripts written before the names were made one), value `output`.
+    No explicit `default=None`: since Click 8.3 a default given, None included, counts as a value, so a
+    required option left out reached the command as None (export-run: a TypeError traceback, exit 1)
+    instead of Click's "Missing option" (exit 4). Left out, an optional one is None all the same."""
     return click.option(
         "-o",
         "--output",
         "--out",
         "output",
         required=required,
-        default=None,
         type=click.Path(file_okay=not dir_okay, dir_okay=dir_okay),
         metavar="DIR" if dir_okay else "FILE",
         help=help,

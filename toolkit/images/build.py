@@ -619,7 +619,14 @@ def facts_as_labels(facts: dict[str, str], image_labels: dict[str, str]) -> dict
     return out
 
 
-def _error_tail(log_path: Path, n: int = 3) -> str:
+def _error_tail(log_path: Path, n: int = 3, width: int = 400) -> str:
+    """The last `n` error lines of a build log (else its last lines), joined by ` | `, within about
+    `width` characters: a longer line keeps its start and its end (`…` between), since buildah and
+    BuildKit end a failed step's line with its cause (`Error: building at STEP "RUN ...": setup
+    network: could not find pasta ...` after a RUN line of 400 characters, which a cut at 400 hid)."""
     lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    errs = [ln for ln in lines if "ERROR" in ln or "error:" in ln.lower()]
-    return " | ".join((errs or lines)[-n:])[:400]
+    picked = [ln for ln in lines if "ERROR" in ln or "error:" in ln.lower()][-n:] or lines[-n:]
+    each = max(80, width // max(1, len(picked)) - 3)
+    return " | ".join(
+        ln if len(ln) <= each else ln[: each // 3] + "…" + ln[-(each - each // 3 - 1) :] for ln in picked
+    )

@@ -206,7 +206,8 @@ def rebuild_image(
         )
     res = build_mod.build_image(lm, spec, store, on_line=on_line, stranger=True)
     if res.record is None:
-        raise BuildFailed(f"rebuild of {im.name} {res.status}: {res.reason}")
+        log = f"; log: {res.log_path}" if res.log_path else ""  # as `toolkit build` names it
+        raise BuildFailed(f"rebuild of {im.name} {res.status}: {res.reason}{log}")
     rec = res.record
     if im.source_commit and rec.source_commit != im.source_commit:
         raise BadInput(

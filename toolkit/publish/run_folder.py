@@ -32,6 +32,7 @@ from toolkit.results.records import (
     BuildRecord,
     ResultStore,
     append_jsonl,
+    imported,
     read_jsonl_numbered,
     write_json_atomic,
 )
@@ -181,11 +182,17 @@ def _published_image(
     recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str]
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
-    appends to `notes` when it was never pushed (reproduce then needs --rebuild)."""
+    appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no image)."""
     first = next(r for r in recs if r.image.digest == digest)
     last = mine[-1] if mine else None
     repo = merged(*(b.repo_digests for b in mine), first.image.repo_digests)
-    if not engine.pullable_digests(repo):
+    if imported(digest):  # no image at all: neither a push nor --rebuild can give reproduce one
+        notes.append(
+            f"image {first.image.name}@{digest[:19]}: its results were imported (`toolkit import`): "
+            "there is no image to push or rebuild; the folder publishes the results, `toolkit reproduce` "
+            "cannot re-run them"
+        )
+    elif not engine.pullable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
             f"(or run `toolkit push --image {first.image.name}` and export again)"
@@ -466,7 +473,8 @@ def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
 
 
 def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
-    """Read a published run folder; BadInput naming the missing or malformed file. A folder from someone
+    """Read a published run folder; BadInput naming the missing or malformed file, or an imported run
+    (export-run writes one, reproduce cannot run it). A folder from someone
     else is untrusted input: before any file is read, every symlink in it must point inside it, any other
     entry be a file or folder (symlinks_inside: a FIFO hung reproduce), run.json's paths relative ones."""
     folder = Path(folder)
@@ -488,6 +496,9 @@ def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildR
             f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
             f"reads {RUN_SCHEMA_VERSION})"
         )
+    for im in run.images:  # said before the paths: an import's model has no file, and exporting again
+        if imported(im.digest):  # gives the same run.json (reproduce.refuse_imported's words)
+            raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
     check_run_paths(run, where)
     recs = _read_records(files["results.jsonl"], BenchRecord)
     builds = _read_records(files["builds.jsonl"], BuildRecord)
