@@ -195,3 +195,17 @@ def test_a_failed_rebuild_names_its_log(tmp_path, monkeypatch):
         assert str(err) == f"rebuild of cpu failed: podman build exited 125: ...; log: {log}", str(err)
     else:
         raise AssertionError("a failed rebuild raised nothing")
+
+
+def test_the_host_line_brackets_a_set_of_several_cards_beside_another_set():
+    """Reproducer (the newcomer's two imports on one host): the host line read `GPU 2x R9700 / Ryzen iGPU
+    + 2x R9700 (RADV)`, which reads either as two sets or as three: each run's set of cards is joined
+    with ` / `, a set's cards with ` + `. Now a set of several cards is bracketed where there are several."""
+    from toolkit.analysis.provenance import _host_line
+
+    r9700, igpu = "AMD Radeon AI PRO R9700", "AMD Ryzen 9 9900X3D (RADV RAPHAEL_MENDOCINO)"
+    both = f"{igpu}, {r9700} (RADV GFX1201), {r9700} (RADV GFX1201)"
+    line = _host_line({}, [f"{r9700}, {r9700}", both])
+    assert f"GPU 2x {r9700} / ({igpu} + 2x {r9700} (RADV GFX1201))" in line, line
+    alone = _host_line({}, [both])  # one set: no brackets
+    assert f"GPU {igpu} + 2x {r9700} (RADV GFX1201)" in alone, alone

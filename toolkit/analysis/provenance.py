@@ -206,9 +206,10 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     for what, value in (("kernel", h.get("kernel")), ("amdgpu", h.get("amdgpu_module"))):
         if t := _text(value):
             parts.append(f"{what} {t}")
-    gpu = " / ".join(
-        sorted({t for g in gpus if (t := _text(_gpu_set(str(g)[: 64 * TEXT_MAX]), 2 * TEXT_MAX))})
-    )
+    sets = sorted({t for g in gpus if (t := _text(_gpu_set(str(g)[: 64 * TEXT_MAX]), 2 * TEXT_MAX))})
+    # runs on different sets, ` / ` between them; a set of several cards in brackets where there are
+    # several sets (`X / X + Y` read either way: `X / (X + Y)`)
+    gpu = " / ".join(f"({t})" if len(sets) > 1 and " + " in t else t for t in sets)
     if gpu:
         parts.append(f"GPU {gpu}")
     docker = _dict(h.get("docker"))
