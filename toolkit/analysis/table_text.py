@@ -6,10 +6,12 @@ flags' legend, what tok/J holds, each column's roofline yardstick).
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 import unicodedata
 from collections.abc import Callable
+from typing import Any
 
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import FLAG_HELP
@@ -251,15 +253,25 @@ DECODE_UB_NOTE = (
 )
 
 
+@functools.cache
+def _wcwidth() -> Any:
+    """The wcwidth module where it is installed (tabulate's "wide chars" mode measures by it), else None;
+    looked up once, not per character measured."""
+    try:
+        import wcwidth
+    except ImportError:
+        return None
+    return wcwidth
+
+
 def _char_columns(c: str) -> int:
     """The terminal columns one character takes, at least: wcwidth's where it is installed (tabulate
     measures by it), else two for East Asian wide and full-width characters (CJK, most emoji); one for
     any other (a zero-width or combining one counted as one: a line measured so is never too wide)."""
-    try:
-        from wcwidth import wcwidth
-    except ImportError:
+    w = _wcwidth()
+    if w is None:
         return 2 if unicodedata.east_asian_width(c) in "WF" else 1
-    return max(wcwidth(c), 1)
+    return max(w.wcwidth(c), 1)
 
 
 def columns(text: str) -> int:
@@ -340,11 +352,8 @@ def _grid(headers: list[str], body: list[list[str]], maxw: int | None = None) ->
 def _wcswidth(x: str) -> int:
     """The columns `x` takes as tabulate measures it: wcwidth where it is installed (tabulate's "wide
     chars" mode), else its length."""
-    try:
-        import wcwidth
-    except ImportError:
-        return len(x)
-    return wcwidth.wcswidth(x)
+    w = _wcwidth()
+    return len(x) if w is None else w.wcswidth(x)
 
 
 def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | None:

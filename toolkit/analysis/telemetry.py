@@ -33,6 +33,7 @@ from toolkit.analysis.energy import (
 )
 from toolkit.host.telemetry import iter_trace, not_stock_reasons
 from toolkit.results.telemetry_flags import AMD_SMU14_THROTTLE_BITS, tick_noise_cores, window_flags
+from toolkit.results.window_check import HOST_MIN_WINDOW_S
 
 # ---------------------------------------------------------------------------------------------
 # Thresholds (each with its source)
@@ -198,12 +199,6 @@ def _gpu_summary(ss: list[dict[str, Any]], t0: float, t1: float, tokens: float |
         "implausible": implausible,
         "dropped": any(s.get("dropped") for s in ss if s["t"] <= t1),
     }
-
-
-# Host load is read over at least this many seconds ending at the window's end: /proc/stat counts in
-# USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
-# "other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
-HOST_MIN_WINDOW_S = 1.0
 
 
 def _nonneg(v: float | None) -> float | None:

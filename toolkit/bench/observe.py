@@ -27,13 +27,10 @@ from typing import Any
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
 from toolkit.results.telemetry_check import holds_untimed_work
+from toolkit.results.window_check import WINDOW_MARGIN_S
 
 RATE_HZ = 10.0
 """Samples per second (issue 22: >= 10 Hz; the H200 case was sampled at 20 Hz)."""
-
-WINDOW_MARGIN_S = 15.0
-"""Seconds of samples on each side of a window its summary reads (the samples bracketing its edges,
-the power state read every 5 s before it): enough for every rule, and bounded whatever the run's length."""
 
 BASELINE_S = 1.0
 """Seconds of idle sampling before the benchmark process starts (the baseline `gpu-shared` reads);

@@ -80,7 +80,7 @@ USER_HZ = 100
 def tick_noise_cores(cpus: Any, span_s: Any) -> float:
     """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores:
     each online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges.
-    A window that cannot be widened to analysis.telemetry.HOST_MIN_WINDOW_S (the first test of a run
+    A window that cannot be widened to results.window_check.HOST_MIN_WINDOW_S (the first test of a run
     starts ~30 ms after its container: 0.04 s read 2.5 busy cores on 2) reads this much noise; 0 when
     unknown."""
     c, s = finite_number(cpus), finite_number(span_s)

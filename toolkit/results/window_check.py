@@ -2,9 +2,9 @@
 this, so an import leaves such a block out and a stored one is skipped, as round 27's counts are).
 
 window_summary (analysis/telemetry.py) reads each GPU's figures from `near`, the samples within
-NEAR_MARGIN_S of either edge of the window [t0, t1] (bench/observe.py WINDOW_MARGIN_S: a test's, a
-measured command's or a served phase's window), so every figure of sampling lies in a span of at most
-duration_s + 2 x NEAR_MARGIN_S seconds:
+WINDOW_MARGIN_S of either edge of the window [t0, t1] (a test's, a measured command's or a served
+phase's window), so every figure of sampling lies in a span of at most
+duration_s + 2 x WINDOW_MARGIN_S seconds:
 
 - `period_s` (energy.sample_period): the median of the positive gaps between `near`'s samples, 0 with
   none: a finite number from 0 to that span;
@@ -31,12 +31,17 @@ from typing import Any
 
 from toolkit.core.stats import finite_number
 
-NEAR_MARGIN_S = 15.0
-"""Seconds of samples each side of a window that window_summary reads (bench/observe.py WINDOW_MARGIN_S;
-tests/test_integrity_round28.py holds the two equal)."""
+WINDOW_MARGIN_S = 15.0
+"""Seconds of samples on each side of a window its summary reads (the samples bracketing its edges,
+the power state read every 5 s before it): enough for every rule, and bounded whatever the run's length.
+The observer's (bench/observe.py) and `toolkit measure`'s windows take it from here, the bounds below
+hold to it."""
+
 HOST_MIN_WINDOW_S = 1.0
-"""The shortest span the host's load is read over (analysis/telemetry.py HOST_MIN_WINDOW_S, held equal by
-the same test)."""
+"""Host load is read over at least this many seconds ending at the window's end: /proc/stat counts in
+USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
+"other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
+analysis/telemetry.py's window_summary takes it from here."""
 
 
 def _bad(v: Any, lo: float, hi: float) -> bool:
@@ -77,16 +82,15 @@ def _gpu_problem(g: Mapping[str, Any], span: float) -> str | None:
     for key in ("period_s", "max_gap_s"):
         if _bad(g.get(key), 0.0, span):
             return f"{key} is {str(g.get(key))[:24]}: outside the 0-{span:.4g} s its window's samples span"
-    n, period = finite_number(g.get("samples")), finite_number(g.get("period_s"))
+    n, period = finite_number(g.get("samples")), finite_number(g.get("period_s"))  # n: inside the window
     if n is not None and period is not None:
         most = 2 * span / period + 1 if period > 0 else 1.0
         if n > most:
             return (
-                f"samples {n:g} in a window of {span - 2 * NEAR_MARGIN_S:.4g} s at a period of {period:g} s: "
+                f"samples {n:g} in a window of {span - 2 * WINDOW_MARGIN_S:.4g} s at a period of {period:g} s: "
                 f"more than the {most:.0f} its samples' span allows"
             )
-    inside = finite_number(g.get("samples"))
-    if inside is not None and (why := _implausible_problem(g.get("implausible"), inside)):
+    if n is not None and (why := _implausible_problem(g.get("implausible"), n)):
         return why
     pm = g.get("procs_max")
     if pm is not None:
@@ -112,7 +116,7 @@ def window_problem(t: Mapping[str, Any]) -> str | None:
     d = finite_number(t.get("duration_s"))
     if d is None or d < 0:
         return None  # figures_problem's "a window of no time" says it
-    span = d + 2 * NEAR_MARGIN_S
+    span = d + 2 * WINDOW_MARGIN_S
     gpus = t.get("gpus")
     for sid, g in gpus.items() if isinstance(gpus, Mapping) else ():
         if isinstance(g, Mapping) and (why := _gpu_problem(g, span)):
@@ -124,7 +128,7 @@ def window_problem(t: Mapping[str, Any]) -> str | None:
         hn = finite_number(host.get("samples"))
         if why := _implausible_problem(host.get("implausible"), max(1.0, hn if hn is not None else 1.0)):
             return f"host.{why}"
-        hspan = max(d, HOST_MIN_WINDOW_S) + 2 * NEAR_MARGIN_S
+        hspan = max(d, HOST_MIN_WINDOW_S) + 2 * WINDOW_MARGIN_S
         if _bad(host.get("max_gap_s"), 0.0, hspan):
             return f"host.max_gap_s is {str(host.get('max_gap_s'))[:24]}: outside the 0-{hspan:.4g} s it can span"
     return None
