@@ -22,7 +22,6 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
-import secrets
 import statistics
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from toolkit.bench.runners.base import model_file_here
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
-from toolkit.results.records import BenchRecord, ResultStore
+from toolkit.results.records import BenchRecord, ResultStore, new_run_id
 from toolkit.runtimes.llama_bench.check import effective_ubatch
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
@@ -321,7 +320,7 @@ def search(
     default = _matrix_default(base, knobs)
     alive = candidates(knobs, default)
     asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
-    session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    session = new_run_id()
     t0 = time.monotonic()
     reps = start_reps
     names = sorted(knobs)

@@ -10,7 +10,6 @@ import contextlib
 import importlib
 import json
 import os
-import secrets
 import shlex
 import sys
 import threading
@@ -306,15 +305,14 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     kept beside the output. The command's own output passes through (with --json its stdout goes to
     stderr, stdout being the JSON); the exit code is the command's (3 when a GPU fault appeared in
     the kernel log during the run)."""
-    import datetime as _dt
-
     from toolkit.bench import measure as measure_mod
     from toolkit.results import importer
+    from toolkit.results.records import new_run_id
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
-    # the start, UTC, and 6 random hex digits, as a bench's run id: two measures of one second (a
-    # 0.05-s command, then another) wrote one file, the second truncating the first's rows
-    run = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    # named as a bench's run id: two measures of one second (a 0.05-s command, then another) wrote one
+    # file, the second truncating the first's rows
+    run = new_run_id()
     out_path = Path(output) if output else root / "measure" / f"{run}.jsonl"
     _check_outputs(out_path, Path(matrix_path), root)
     if label is not None:  # before a possibly hour-long run, not after it

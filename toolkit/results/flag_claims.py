@@ -14,14 +14,12 @@ to the runs it names (concurrent_problem)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
-from toolkit.results.records import CLOCK_SKEW_BACK_S, BenchRecord, written_at
+from toolkit.results.records import CLOCK_SKEW_BACK_S, BenchRecord, run_id_start, written_at
 from toolkit.results.telemetry_flags import UNSUPPORTED
 
 DERIVED_FLAGS = frozenset(
@@ -128,23 +126,6 @@ def without_unsupported(flags: list[str], raised: Sequence[str]) -> list[str]:
     return [f for f in flags if f not in drop]
 
 
-_RUN_ID = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{6}\b", re.ASCII)
-"""A run id as `toolkit bench` makes it (bench.runners.base.BenchOptions.run_id): its start, UTC, to the
-second, and 6 hex digits."""
-
-
-def _run_start(entry: str) -> float | None:
-    """Unix time a `concurrent.other_runs` entry's run started, from the run id it opens with (an id of
-    a lock file, or `ID (pid ...)` / `ID (containers ...)` as guard describes a run); None for another text."""
-    m = _RUN_ID.match(entry)
-    if m is None:
-        return None
-    try:
-        return datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
-
-
 SAVED_AS_CREATED = frozenset({"llama-bench"})
 """Runners whose records' `created` is the moment they were saved (bench.runners.llama_bench: now() for
 each row and fault record, just before guard.Saver.save): the only ones a later start is held against."""
@@ -175,7 +156,7 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     for entry in runs:
         if entry.split(" ", 1)[0] == r.run_id:
             return f"other_runs names its own run {r.run_id[:40]}"
-        start = _run_start(entry)
+        start = run_id_start(entry)
         if made is not None and start is not None and start - made > CLOCK_SKEW_BACK_S:
             return f"other run {entry[:40]} started {start - made:.0f} s after this record was created"
     return None

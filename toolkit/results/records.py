@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -71,6 +72,28 @@ and the sha256 of the files' content, or of a label), never pullable or rebuilda
 def imported(digest: str) -> bool:
     """Whether image digest `digest` is one `toolkit import` filed (it starts with IMPORTED)."""
     return digest.startswith(IMPORTED)
+
+
+RUN_ID = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{6}\b", re.ASCII)
+"""A run id as new_run_id makes it: its start, UTC, to the second, and 6 hex digits."""
+
+
+def new_run_id() -> str:
+    """A new run's id (`20261205T101102Z-70c142`): its start, UTC, to the second, and 6 random hex
+    digits, so two runs of one second differ (a bench's run, a tune session, `toolkit measure`'s output)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+
+
+def run_id_start(text: str) -> float | None:
+    """Unix time (s) of the start named by the run id `text` opens with (RUN_ID: an id of a lock file, or
+    `ID (pid ...)` as guard describes a run); None for another text."""
+    m = RUN_ID.match(text)
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 class ImageRef(BaseModel):

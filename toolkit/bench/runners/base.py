@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import os
-import secrets
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity
-from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, timing_value
+from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, new_run_id, timing_value
 
 Events = Callable[..., None]
 
@@ -67,11 +66,7 @@ class BenchOptions:
     yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
     # sample host and GPU state during the run (toolkit.bench.observe): telemetry + flags on every record
     telemetry: bool = True
-    run_id: str = field(
-        default_factory=lambda: (
-            datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-        )
-    )
+    run_id: str = field(default_factory=new_run_id)
     saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
 
 
