@@ -33,9 +33,10 @@ FLAG_HELP = {
     "no-samples": "the imported format keeps no per-repetition samples (llama-bench -o md, sql, csv): no median or "
     "min–max, and a markdown table's numbers are rounded to 2 decimals",
     "no-build-commit": "imported from a markdown table without its `build:` line: the llama.cpp build is unknown",
-    "no-batch-sizes": "imported from a markdown table that leaves n_batch and n_ubatch out (they held the build's "
-    "defaults) of a build not known to be 2413 or later: before it llama-bench had no micro-batch and n_batch "
-    "defaulted to 512, so both are unknown (not shown as ub512); import the run's -o jsonl for them",
+    "no-batch-sizes": "imported from a markdown table that leaves n_ubatch out, and n_batch where it has no n_batch "
+    "column (they held the build's defaults), of a build not known to be 2413 or later: before it llama-bench had "
+    "no micro-batch and n_batch defaulted to 512, so they are unknown (not shown as ub512); import the run's -o "
+    "jsonl for them",
     "stddev-recomputed": "the tool wrote a non-finite stddev (nan or inf); it was recomputed from the samples (or left empty)",
     "concurrent": "another toolkit benchmark ran on the same engine, or wrote the same results folder, while this "
     "was measured (--allow-concurrent): both slowed each other down",

@@ -237,9 +237,28 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
             f.kind, "throughput-IN-OUT.json"
         )
         raise BadInput(
-            f"{f.path}: {_what(f)} result does not say the lengths it was asked for: give "
+            f"{f.path}: {_what(f)} result {_none_completed(f)}does not say the lengths it was asked for: give "
             f"{' and '.join(missing)}, or name the file as the toolkit's runner does ({runner_name})"
         )
+
+
+def _none_completed(f: VllmFile) -> str:
+    """The refusal's word on a serve result of which no request completed (`completed` 0; `failed` N
+    where vLLM 0.10+ says it): it measured nothing, so its lengths only file it as a failed run; ""
+    otherwise."""
+    r = f.result
+    if f.kind != "serve" or r.get("completed") != 0 or isinstance(r.get("completed"), bool):
+        return ""
+    failed = r.get("failed")
+    of = (
+        f" ({failed} failed)"
+        if isinstance(failed, int) and not isinstance(failed, bool) and failed > 0
+        else ""
+    )
+    return (
+        f"in which no request completed{of} measured nothing (given the lengths, it is stored as a failed run, "
+        "saying so; the server's log says why its requests failed) and "
+    )
 
 
 def _what(f: VllmFile) -> str:

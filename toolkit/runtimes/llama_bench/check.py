@@ -240,9 +240,28 @@ def _not_a_row(fields: dict[str, Any]) -> str | None:
         f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
         "another program's records around it"
         if inner is not None
-        else (_printed(fields) or "")
+        else (_printed(fields) or _served(fields) or "")
     )
     return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
+
+
+def _served(fields: dict[str, Any]) -> str | None:
+    """_not_a_row's word on a serving benchmark's result among other lines (`vllm bench serve
+    --save-result`'s keys, or SGLang bench_serving's: output_throughput with completed or num_prompts,
+    as results/vllm_import.kind_of knows them), which the import reads only from a file of its JSON alone
+    (one object, or JSON lines of runs); None for any other object."""
+    keys = set(fields)
+    if "output_throughput" not in keys or not keys & {"completed", "num_prompts"}:
+        return None
+    tool = (
+        "SGLang bench_serving's"
+        if str(fields.get("backend", "")).startswith("sglang")
+        else "a serving benchmark's"
+    )
+    return (
+        f"; it is {tool} result (vllm bench serve's keys), read only from a file that holds its JSON lines "
+        "alone: delete the other lines (a script's own print, a log) and import the file again"
+    )
 
 
 def not_llama_csv(header: list[str]) -> str | None:

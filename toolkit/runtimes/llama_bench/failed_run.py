@@ -22,11 +22,14 @@ from toolkit.runtimes.llama_bench.readers import md_cells
 FAILURE = re.compile(
     r"terminate called after throwing|GGML_ASSERT|Remote RPC server crashed|Failed to connect to"
     r"|HSA_STATUS_ERROR|\b(?:ROCm|CUDA|SYCL|Vulkan|HIP) error\b|\berror: |failed to (?:load|allocate|create)"
-    r"|Segmentation fault|core dumped|out of memory",
+    r"|Segmentation fault|core dumped|out ?of ?(?:device ?|host ?)?memory|allocation of size \d+ failed",
     re.IGNORECASE,
 )
 """A line of llama.cpp's (ggml's, a driver's, the C++ runtime's) that says the run stopped: the
-first such line of a file names the cause (the backtrace and `ggml_abort` frames come after it)."""
+first such line of a file names the cause (the backtrace and `ggml_abort` frames come after it; a
+load that ran out of memory says so above `main: error: failed to load model`: Vulkan's
+`Device memory allocation of size N failed.` and `vk::Device::allocateMemory: ErrorOutOfDeviceMemory`,
+CUDA's `cudaMalloc failed: out of memory`)."""
 
 
 _SWEEP = {"pp", "tg", "n_kv", "s_pp t/s", "s_tg t/s"}
@@ -60,14 +63,64 @@ def why_no_rows(lines: list[str]) -> str | None:
                 f"(its columns: {named}): results set side by side or rearranged (compare-llama-bench.py, or "
                 "by hand), not llama-bench -o md output; import each run's own output"
             )
+    if header is None and (said := _other_program(lines)) is not None:
+        return said
     for n, line in enumerate(lines, 1):
-        if FAILURE.search(line):
+        if FAILURE.search(line) and not line_text(line).startswith("|"):  # a table's cell is no log line
             left = f"; its table's header (line {header}) has no row" if header is not None else ""
             return (
                 f"the llama-bench run failed before it printed a result: line {n}: {line.strip()[:160]!r}"
-                f"{left}: a failed run has nothing to import; run it again once the cause is fixed"
+                f"{_then(lines, n)}{left}: a failed run has nothing to import; run it again once the cause is fixed"
             )
     return None
+
+
+_OTHER = (
+    (
+        re.compile(r"(?:srv|slot) +\w+: |main: (?:HTTP )?server is listening on"),
+        "a llama-server log (the server's requests and slots: it measured no benchmark)",
+    ),
+    (
+        re.compile(r"llama_perf_context_print: |llama_print_timings: "),
+        "llama-cli's (main's) timings of one generation, not llama-bench's repeated tests",
+    ),
+    (
+        re.compile(
+            r"\$ (?:podman|docker) (?:build|buildx) |(?:\[\d+/\d+\] )?STEP \d+/\d+: |#\d+ \[[^\]]*\] "
+        ),
+        "a container image build's log (podman or docker build), not a llama-bench run",
+    ),
+)
+"""Lines only another program prints (llama.cpp's server and cli, a container build), and what its file
+is: why_no_rows names it where no llama-bench table header is in the file (a Windows PowerShell capture
+of llama-server, CRLF and all; a podman build log, whose `ERROR:` lines are no llama-bench failure)."""
+
+
+def _other_program(lines: list[str]) -> str | None:
+    """why_no_rows' word on a file of another program's output (_OTHER; the first such line named), or
+    None."""
+    for n, line in enumerate(lines, 1):
+        for pattern, what in _OTHER:
+            if pattern.match(line_text(line)):
+                return (
+                    f"the file is {what}: line {n}: {line.strip()[:120]!r}; not llama-bench output: run "
+                    "llama-bench on the model (-o jsonl) and import that"
+                )
+    return None
+
+
+_NEAR = 4
+"""How many lines after a run's first failure line may still belong to its account (_then)."""
+
+
+def _then(lines: list[str], n: int) -> str:
+    """The last failure line within _NEAR lines after line `n` (1-based; the cause), quoted as where the
+    account ends (`main: error: failed to load model` two lines under Vulkan's allocation failure), or ""."""
+    last = next(
+        (m for m in range(min(n + _NEAR, len(lines)), n, -1) if FAILURE.search(lines[m - 1])),
+        None,
+    )
+    return "" if last is None else f" ... line {last}: {lines[last - 1].strip()[:160]!r}"
 
 
 _ENDED = re.compile(r"build:\s*[0-9A-Za-z]+\s*\(\d+\)")

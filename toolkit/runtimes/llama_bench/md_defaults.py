@@ -50,10 +50,10 @@ NO_BATCH_SIZES = "no batch sizes"
 
 NOTE_REASONS = {
     NO_BATCH_SIZES: (
-        "n_batch and n_ubatch are unknown: the table leaves them out (they held the build's defaults) and "
-        f"its build line does not show a llama.cpp build of {MICRO_BATCH_BUILD} or later, where n_ubatch "
-        "appeared and n_batch's default became 2048 (512 before, with no micro-batch); import the run's "
-        "-o jsonl for them"
+        "n_ubatch, and n_batch where the table has no n_batch column, are unknown: the table leaves them out "
+        "(they held the build's defaults) and nothing in it (a build line, an n_ubatch or fa column, a depth "
+        f"test) shows a llama.cpp build of {MICRO_BATCH_BUILD} or later, where n_ubatch appeared and n_batch's "
+        "default became 2048 (512 before, with no micro-batch); import the run's -o jsonl for them"
     ),
 }
 """Why a row note is said, for the import's note on the file."""

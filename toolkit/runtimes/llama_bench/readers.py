@@ -28,7 +28,7 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.text import line_text
-from toolkit.runtimes.llama_bench import md_defaults, md_devices, md_titles
+from toolkit.runtimes.llama_bench import cut_records, md_defaults, md_devices, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
     BOOL_FIELDS,
@@ -174,11 +174,16 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     not parse is noted in `skipped` (`line N: why`). A line is read as its text (core.text.line_text: a
     record after NUL bytes, a byte-order mark or a terminal escape is a record)."""
     out = []
-    for n, line in enumerate(text.splitlines(), first):
+    lines = text.splitlines()
+    for n, line in enumerate(lines, first):
         line = line_text(line)
         if line.startswith("{"):
             obj, why, twice = parse_record_line(line)
-            why = None if why is None else f"not a complete JSON record ({why})"
+            why = (
+                None
+                if why is None
+                else f"not a complete JSON record ({why}){cut_records.wrapped(lines, n - first, first)}"
+            )
             if obj is not None:
                 out.append(SourceRow(n, obj, "jsonl", problem=twice))
         else:
@@ -480,14 +485,22 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
     out: list[SourceRow] = []
     i, above = 0, None
     devices: dict[int, str] = {}
+    last: tuple[int, int] | None = None  # the last table's header: its line and its number of cells
     while i < len(lines):
         if not is_md_header(lines[i]):
+            if (
+                last is not None
+                and skipped is not None
+                and (why := cut_records.stray_row(lines[i], len(md_cells(lines[i])), last))
+            ):
+                skipped.append(f"line {first + i}: {why}")
             above = _MD_BUILD.match(lines[i]) or above
             if d := md_devices.device_line(lines[i]):  # CUDA/HIP `Device N:` wins over Vulkan, Metal
                 devices[d[0]] = d[1] if d[2] else devices.get(d[0], d[1])
             i += 1
             continue
         titles = md_titles.read(md_cells(lines[i]))  # llama-bench's titles are lower case
+        last = (first + i, len(titles))
         header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
         at = f"the table's header (line {first + i})"
         said = (

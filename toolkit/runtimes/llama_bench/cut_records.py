@@ -1,0 +1,49 @@
+"""Records cut apart on their way to a file: a JSON record broken over lines (a paste, a terminal's wrap)
+and a markdown table's row after its table's end (a blank line or a `<details>` block between). The
+readers (readers.read_jsonl, readers.read_md) read neither; these say where they are and what to do.
+"""
+
+from __future__ import annotations
+
+from toolkit.core import jsonsafe
+from toolkit.core.text import line_text
+
+WRAP = 8
+"""How many lines a JSON record broken by a paste or a terminal may span for wrapped to say so."""
+
+
+def wrapped(lines: list[str], i: int, first: int) -> str:
+    """readers.read_jsonl's addition to its note on `lines[i]` (line `first + i`), which starts a record
+    and does not parse:
+    where the record goes on over the next lines (up to WRAP in all, none starting a record of its own)
+    and their text joined is one JSON object - a record broken over lines by a paste or a terminal's wrap
+    - the lines it spans, its first keys and what to do (join them; the record is not read as it stands);
+    "" otherwise."""
+    for j in range(i + 1, min(i + WRAP, len(lines))):
+        if line_text(lines[j]).startswith("{"):
+            return ""
+        try:
+            value = jsonsafe.parse("\n".join(line_text(x) for x in lines[i : j + 1]))
+        except jsonsafe.JsonProblem:
+            continue
+        if not isinstance(value, dict):
+            return ""
+        keys = ", ".join(list(value)[:6]) + (", ..." if len(value) > 6 else "")
+        return (
+            f": the record goes on to line {first + j}: one JSON object broken over lines {first + i}-{first + j} "
+            f"(a paste or a terminal wrapped it; its keys: {keys}); join its lines into one line to import it"
+        )
+    return ""
+
+
+def stray_row(line: str, cells: int, last: tuple[int, int]) -> str | None:
+    """readers.read_md's note on a `line` after a table's end that has that table's cells (`cells`: the
+    line's count, readers.md_cells; `last`: the table's header's line and cell count) and a `±` figure: a row of it cut off by a blank line or other text (a paste's
+    `<details>` block repeating a row), not read; None for any other line."""
+    s = line_text(line)
+    if not s.startswith("|") or cells != last[1] or "±" not in s:
+        return None
+    return (
+        f"a row of the table at line {last[0]} after that table's end (a blank line or other text came "
+        "between): not read; put it back under its table's header to import it"
+    )
