@@ -31,6 +31,7 @@ HOSTILE = {
     "model_filename": "evil\x1b]0;TITLE\x07\x1b[31m.gguf",  # OSC 0 (window title), CSI colour
     "gpu_info": "GPU\x1b[2J\x9b31m",  # CSI erase, 8-bit CSI
     "cpu_info": "CPU\x1b]52;c;cHduZWQ=\x07",  # OSC 52 (clipboard)
+    "backends": "Vulkan",  # a GPU backend: a CPU-only row names no GPU (core.backends.device_contradiction)
 }
 
 

@@ -27,7 +27,10 @@ ROWS = ROOT / "tests" / "data" / "llamabench-0c1e57098-cpu.jsonl"
 def _import(proj: Path, names: list[str], gpu: str = "") -> None:
     """Import the cpu sample once per model file name in `names` (one result set each)."""
     src = [json.loads(line) for line in ROWS.read_text().splitlines()]
-    rows = [{**r, "model_filename": n, "gpu_info": gpu or n} for n in names for r in src]
+    # a Vulkan build's rows: a CPU build lists no GPU device (round 29), Vulkan names any
+    rows = [
+        {**r, "model_filename": n, "gpu_info": gpu or n, "backends": "Vulkan"} for n in names for r in src
+    ]
     (proj / "hostile.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     p = tk(proj, "import", "hostile.jsonl", "--label", "hostile")
     assert p.returncode == 0, p.stderr
@@ -49,7 +52,7 @@ def test_no_csv_cell_the_customer_opens_starts_a_formula(name: str) -> None:
     render_csv's guard judged each cell, so `\\x07=1+1` reached the spreadsheet as `=1+1`; a line feed,
     a full-width `=` or a space before `=` were not guarded. Every text cell a spreadsheet could read as
     a formula now starts with `'`."""
-    rec = make_record("cpu", "cpu", n=128, avg=90.0, gpu_info=name, model=name)
+    rec = make_record("cpu", "cpu", n=128, avg=90.0, gpu_info=name, backends="Vulkan", model=name)
     text, _, _ = report.publish([rec], "csv")
     assert text is not None
     row = next(csv.DictReader(io.StringIO(text)))

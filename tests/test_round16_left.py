@@ -115,6 +115,8 @@ def test_the_csv_report_names_model_build_gpu_and_date() -> None:
         avg=90.0,
         raw={"test_time": "2026-11-29T23:54:22+09:00"},
         build_commit="0c1e57098",
+        gpu_info="AMD Radeon AI PRO R9700",
+        backends="Vulkan",  # a CPU build lists no GPU device (round 29)
     )
     row = next(csv.DictReader(io.StringIO(report.render([rec], "csv"))))
     assert row["model_sha256"] == rec.model.sha256 and row["model_sha256"]
@@ -136,7 +138,15 @@ def test_the_csv_report_runs_no_formula_in_a_spreadsheet() -> None:
 
     from toolkit.analysis import report
 
-    rec = make_record("cpu", "cpu", n=128, avg=90.0, gpu_info="@SUM(A1)", model='=HYPERLINK("http://x","y")')
+    rec = make_record(
+        "cpu",
+        "cpu",
+        n=128,
+        avg=90.0,
+        gpu_info="@SUM(A1)",
+        backends="Vulkan",
+        model='=HYPERLINK("http://x","y")',
+    )
     row = next(csv.DictReader(io.StringIO(report.render([rec], "csv"))))
     assert row["model"] == '\'=HYPERLINK("http://x","y")' and row["gpu"] == "'@SUM(A1)"
     assert float(row["avg_ts"]) == 90.0

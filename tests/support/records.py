@@ -65,7 +65,7 @@ def make_record(
     b: int | None = 2048,
     avg: float,
     sd: float = 0.0,
-    gpu_info: str = "AMD Radeon AI PRO R9700",
+    gpu_info: str | None = None,
     backends: str | None = None,
     status: str = "ok",
     error: str | None = None,
@@ -95,7 +95,9 @@ def make_record(
         "n_gpu_layers": 999,
         "avg_ts": avg,
         "stddev_ts": sd,
-        "gpu_info": gpu_info,
+        "gpu_info": gpu_info
+        if gpu_info is not None
+        else ("" if (backends or backend) in ("cpu", "CPU") else "AMD Radeon AI PRO R9700"),
         "backends": backends or {"rocm": "ROCm", "vulkan": "Vulkan", "cpu": "CPU"}[backend],
         **(raw or {}),
     }

@@ -209,7 +209,7 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
     """(exit code, error message or None) that `exc` ends the process with, as toolkit.cli.main
     maps it: a ToolkitError its exit_code, an OSError 8 or 4 (FileSystemError.from_oserror),
     Ctrl-C 130, a usage error 4, sys.exit(N) N, anything else 1 (a bug)."""
-    from toolkit.core.errors import FileSystemError, ToolkitError
+    from toolkit.core.errors import FileSystemError, ToolkitError, symlink_loop
 
     if exc is None:
         return 0, None
@@ -227,8 +227,9 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
         return signals.exit_code(), INTERRUPTED
     if isinstance(exc, click.ClickException):
         return (4 if isinstance(exc, click.UsageError) else exc.exit_code), exc.format_message()
-    if isinstance(exc, OSError):
-        mapped = FileSystemError.from_oserror(exc)
+    looped = symlink_loop(exc)  # pathlib's RuntimeError for a loop of links, as main maps it
+    if isinstance(looped or exc, OSError):
+        mapped = FileSystemError.from_oserror(looped or exc)  # type: ignore[arg-type]
         return mapped.exit_code, str(mapped)
     return 1, f"unexpected error (a bug in the toolkit): {type(exc).__name__}: {exc}"
 

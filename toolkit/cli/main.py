@@ -175,7 +175,7 @@ def main() -> None:
     except ToolkitError as err:
         _fail(f"error: {err}", signals.exit_code() if err.exit_code == 130 else err.exit_code)
     except Exception as err:  # an engine error, a path the OS refuses, else a bug (the traceback)
-        from toolkit.core.errors import FileSystemError
+        from toolkit.core.errors import FileSystemError, symlink_loop
         from toolkit.engine.api import raised_by_docker
 
         # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
@@ -198,10 +198,11 @@ def main() -> None:
                 "info`, its log); fix it and run the command again",
                 5,
             )
+        looped = symlink_loop(err)  # pathlib's RuntimeError for a loop of links (Python 3.11)
         if isinstance(
-            err, OSError
+            looped or err, OSError
         ):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
-            mapped = FileSystemError.from_oserror(err)
+            mapped = FileSystemError.from_oserror(looped or err)  # type: ignore[arg-type]
             _fail(f"error: {mapped}", mapped.exit_code)
         _json_error(f"unexpected error (a bug in the toolkit): {type(err).__name__}: {err}", 1)
         raise

@@ -209,10 +209,20 @@ def device_contradiction(backends_field: str, gpu_info: str) -> str | None:
     whose `backends` are `backends_field`, None when they can: every device whose vendor is named
     (gpu_vendor) must be one its GPU backends run on (Backend.vendors; a ROCm build on an NVIDIA H200, a
     CUDA build on a Radeon cannot run: the GPU named is not the one measured). A backend this table does
-    not bound (Vulkan, SYCL, one it does not know) allows any device; a row naming only host backends
-    is the CPU-fallback rule's (cpu_fallback_reason)."""
+    not bound (Vulkan, SYCL, one it does not know) allows any device. A row naming only host backends
+    (CPU_SIDE_NAMES: `CPU`, `BLAS`) names no GPU device at all (llama-bench's gpu_info lists the devices
+    of type GPU, which only a GPU backend registers; before the device registry, the same build flags
+    chose both fields): one that does is a contradiction; its empty gpu_info on a GPU image is the
+    CPU-fallback rule's (cpu_fallback_reason)."""
     allowed: set[str] = set()
-    for name in llama_names(backends_field):  # HIP is ROCm, MTL is Metal (LLAMA_ALIASES)
+    names = llama_names(backends_field)  # HIP is ROCm, MTL is Metal (LLAMA_ALIASES)
+    if names and all(n in CPU_SIDE_NAMES for n in names) and (gpus := _devices(gpu_info)):
+        return (
+            f"gpu_info names {gpus[0][:64]!r}, a GPU, but backends {backends_field[:40]!r} are host backends "
+            "only: llama-bench lists the GPU devices of its GPU backends, and a build with none lists none "
+            "(a GPU build names its backend, e.g. CUDA,BLAS): the GPU named is not the one measured"
+        )
+    for name in names:
         if name in CPU_SIDE_NAMES:
             continue
         b = next((b for b in BACKENDS.values() if b.llama_name.lower() == name), None)

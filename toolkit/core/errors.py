@@ -115,8 +115,27 @@ _EXPECTED = {
     errno.EEXIST: "a file is there where a folder is expected; remove it or give another path",
     errno.EINVAL: "the OS takes this path as invalid (e.g. a new file under /proc or /sys); give a path in an "
     "ordinary folder",
+    errno.ELOOP: "a symbolic link here points back into itself (a loop of links); give a path that ends in a real "
+    "file or folder",
 }
 """errno -> what was expected instead: an OSError with one of these is a wrong path (bad input), not the disk."""
+
+
+def symlink_loop(err: BaseException) -> OSError | None:
+    """The OSError (errno ELOOP, naming the path) that `err` stands for when it is pathlib's "Symlink loop
+    from '<path>'" RuntimeError (Path.resolve() on Python before 3.13 turns the OS's ELOOP into it, so a
+    link that points to itself given as any path, e.g. `--matrix`, reached the traceback), else None:
+    the one mapping toolkit.cli.main and the JSON envelope read, so every path any command resolves is
+    bad input (exit 4, _EXPECTED) and never a bug (exit 1)."""
+    if not isinstance(err, RuntimeError) or not str(err).startswith("Symlink loop from "):
+        return None
+    context = err.__context__
+    if isinstance(context, OSError) and context.errno == errno.ELOOP:
+        return context
+    name = str(err)[len("Symlink loop from ") :].strip()
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "'\"":
+        name = name[1:-1]
+    return OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
 
 
 def refused_link(path: str | os.PathLike[str], instead: str = "a regular file") -> str:

@@ -13,6 +13,7 @@ from toolkit.results.telemetry_check import energy_contradiction
 from toolkit.results.telemetry_flags import figures_problem
 from toolkit.results.time_check import times_problem
 from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
+from toolkit.runtimes.llama_bench.settings_check import DOMAIN_FIELDS
 from toolkit.runtimes.vllm import output as vf
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ def contradiction(rec: BenchRecord) -> str | None:
 _SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
 """The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
 
-_RAW_HELD = ("model_size", "model_n_params", "n_threads")
+_RAW_HELD = ("model_size", "model_n_params", "n_threads", *DOMAIN_FIELDS)
 """Fields of a llama-bench record's `raw` row held to the validity pass too: what its roofline reads
 (a model_size edited down hid a decode beyond the GPU's bandwidth) and the thread count its test is
-named by (a trillion threads was shown as measured)."""
+named by (a trillion threads was shown as measured), and the settings llama-bench's parser bounds
+(settings_check.DOMAIN_FIELDS: a flash_attn of 7 was shown as a setting measured)."""

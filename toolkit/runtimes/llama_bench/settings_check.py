@@ -11,6 +11,15 @@
   before the device registry of late 2024 and ik_llama.cpp with "/": both are counted, so a description
   holding "/" can only count more devices, never refuse a real row). Rows over RPC
   (their remote devices are not in gpu_info) and other split modes (layer ignores main_gpu) are not held.
+- a setting outside what llama-bench's own argument parser takes (`domain_problem`, DOMAIN_FIELDS), so no
+  test ran with it: flash_attn other than -1, 0, 1 (`-fa <on|off|auto>`, older builds 0|1 or a JSON
+  boolean); a 0/1 switch (no_kv_offload, cpu_strict, embeddings, no_host, repack, no_op_offload) other
+  than 0, 1 or a boolean; a negative n_cpu_moe, poll or build_number (a count, a busy-wait percentage,
+  git's commit count); a model_size or model_n_params of 0 or below (a GGUF with no weights loads no
+  model). Checked on llama-bench 0c1e57098 (the CPU image): `-fa 7`, `-nkvo 2`, `--cpu-strict 3`,
+  `-ncmoe -4`, `--poll -5` each end in its usage text, no row printed; `-t 1000` and `--poll 200` run
+  and print 1000 and 200, so n_threads and poll have no upper bound here. Cache types (type_k, type_v)
+  are not held: forks (ik_llama.cpp) print types mainline lacks.
 """
 
 from __future__ import annotations
@@ -49,9 +58,67 @@ def _devices(fields: dict[str, Any]) -> int | None:
     return sum(len([d for d in part.split("/") if d.strip()]) or 1 for part in split_gpu_info(info))
 
 
+SWITCH_FIELDS = ("no_kv_offload", "cpu_strict", "embeddings", "no_host", "repack", "no_op_offload")
+"""llama-bench's 0/1 settings (`-nkvo <0|1>`, `--cpu-strict <0|1>`, ...): printed as JSON booleans, or 0/1."""
+
+NON_NEGATIVE_FIELDS = {
+    "n_cpu_moe": "a count of layers; its parser refuses a negative one",
+    "poll": "a busy-wait percentage; its parser refuses a negative one",
+    "build_number": "git's count of commits, 0 when unknown",
+}
+"""Figures llama-bench prints that are never below 0, each with why."""
+
+DOMAIN_FIELDS = ("flash_attn", *SWITCH_FIELDS, *NON_NEGATIVE_FIELDS, "model_size", "model_n_params")
+"""The row fields domain_problem reads (a stored record's `raw` holds them: record_check reads these)."""
+
+_FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0, "enabled": 1, "disabled": 0}
+
+
+def _whole(v: Any) -> int | None:
+    """`_int` of a number or its plain text (a bool as 0/1); None for anything else (md's `1.52 MiB`)."""
+    if isinstance(v, bool):
+        return int(v)
+    return _int(v) if isinstance(v, (int, float, str)) else None
+
+
+def domain_problem(fields: dict[str, Any]) -> str | None:
+    """Why a llama-bench row holds a setting llama-bench's argument parser refuses (see the module), None
+    where every field of DOMAIN_FIELDS it states is one a test can have run with. Absent, empty and
+    null fields are not held (older vintages and md tables leave them out)."""
+    fa = fields.get("flash_attn")
+    if fa is not None and fa != "":
+        n = _FLASH_WORDS.get(fa.strip().lower()) if isinstance(fa, str) else None
+        n = n if n is not None else _whole(fa)
+        if n not in (-1, 0, 1):
+            return (
+                f"flash_attn is {str(fa)[:24]!r}: llama-bench takes -1 (auto), 0 (off) or 1 (on) only "
+                "(`-fa <on|off|auto>`): no test ran with it"
+            )
+    for name in SWITCH_FIELDS:
+        v = fields.get(name)
+        if (
+            v is not None
+            and v != ""
+            and _whole(v) not in (0, 1)
+            and str(v).strip().lower() not in ("true", "false")
+        ):
+            return f"{name} is {str(v)[:24]!r}: llama-bench takes 0 or 1 only: no test ran with it"
+    for name in NON_NEGATIVE_FIELDS:
+        n = _whole(fields.get(name))
+        if n is not None and n < 0:
+            return f"{name} is {n}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
+    for name in ("model_size", "model_n_params"):
+        n = _whole(fields.get(name))
+        if n is not None and n <= 0:
+            return f"{name} is {n}: a model that llama-bench loaded has weights (a GGUF of none runs no test)"
+    return None
+
+
 def settings_problem(fields: dict[str, Any]) -> str | None:
-    """Why llama-bench row `fields`' n_gpu_layers or main_gpu is no setting a test ran with (see the
-    module), None where it can be."""
+    """Why llama-bench row `fields`' n_gpu_layers or main_gpu, or a setting of DOMAIN_FIELDS
+    (domain_problem), is no setting a test ran with (see the module), None where it can be."""
+    if why := domain_problem(fields):
+        return why
     ngl = _int(fields.get("n_gpu_layers"))
     if ngl is not None and ngl < -1:
         return (
