@@ -543,16 +543,15 @@ def test_a_result_that_cannot_be_written_mid_run_stays_exit_8(tmp_path):
     """Mid-run a wrong kind of path under results/ (a file where the digest folder goes) is still a
     result not written: FileSystemError (exit 8; bench adds what was saved), with advice that fits."""
     from tests.support.records import make_record
-    from toolkit.bench import guard
     from toolkit.core.errors import FileSystemError
-    from toolkit.results.records import ResultStore
+    from toolkit.results.records import ResultStore, Saver
 
     store = ResultStore(tmp_path / "results")
     rec = make_record("cpu", "cpu", p=512, avg=100.0)
     store.root.mkdir()
     store.digest_dir(rec.image.digest).write_text("in the way")
     with pytest.raises(FileSystemError) as exc:
-        guard.Saver(store).save(rec)
+        Saver(store).save(rec)
     assert exc.value.exit_code == 8 and "where a folder is expected" in str(exc.value)
 
 

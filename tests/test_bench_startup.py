@@ -267,7 +267,7 @@ def test_the_closing_tables_import_nothing_after_the_last_container():
 
 
 def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_path, monkeypatch):
-    """Reproducer: the plan line's estimate (llama_bench.measured_seconds, twice a bench with a depth
+    """Reproducer: the plan line's estimate (llama_depth.measured_seconds, twice a bench with a depth
     sweep; llama_depth's newest records for the depth fill; base.seconds_before for the other runners)
     asked index.select with its default skew=True: ResultIndex.skewed, a pass over every record of the
     folder, set clock_skew, which no estimate reads (they order by write_order): 136 -> 110 ms of CPU
@@ -275,7 +275,7 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
     from types import SimpleNamespace
 
     from tests.support.records import make_record
-    from toolkit.bench.runners import base, llama_bench, llama_depth
+    from toolkit.bench.runners import base, llama_depth
     from toolkit.results import identity
     from toolkit.results.index_sqlite import ResultIndex
     from toolkit.results.records import ResultStore
@@ -293,14 +293,14 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
         spec=SimpleNamespace(name="cpu", runner="llama-bench"),
         model=SimpleNamespace(name="tiny-qwen3moe"),
     )
-    expected = llama_bench.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case])
+    expected = llama_depth.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case])
     assert expected == (1, pytest.approx(bench.repetitions * 1.0))  # 512 tokens at 512 tok/s
 
     def skewed(self, files):
         raise AssertionError("clock skew computed over every record for the plan's estimate")
 
     monkeypatch.setattr(ResultIndex, "skewed", skewed)
-    assert llama_bench.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
+    assert llama_depth.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
     assert [r.avg_ts for r in llama_depth._newest_records(ctx).values()] == [512.0]
     base.seconds_before(ctx, lambda r: r.n_prompt)
 

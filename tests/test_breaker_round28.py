@@ -36,7 +36,7 @@ def _record(**over):
 
 def test_a_served_record_saved_after_a_later_run_started_is_concurrent():
     """vLLM's records keep the `created` of the run's start (vllm.py `_base`, before the latency and serve
-    phases): a run started 5 min later and alive at the save (guard.Saver) is backed. Before: 'other run
+    phases): a run started 5 min later and alive at the save (records.Saver) is backed. Before: 'other run
     ... started 300 s after this record was created'. A llama-bench record (created as saved) still is not."""
     from toolkit.results.flag_claims import concurrent_problem
 
@@ -110,11 +110,10 @@ def test_a_run_that_ended_during_a_test_still_flags_it(tmp_path):
     test started: llama-bench's next test starts as the row before it is printed) flags it too. The
     other run is a callable standing in for the guards (a second run's lifetime cannot be timed here)."""
     from tests.support.records import make_record
-    from toolkit.bench import guard
-    from toolkit.results.records import ResultStore
+    from toolkit.results.records import ResultStore, Saver
 
     alive = [["20261205T105824Z-5b3c1d"]]
-    saver = guard.Saver(ResultStore(tmp_path / "r"), concurrent=lambda: alive[0])
+    saver = Saver(ResultStore(tmp_path / "r"), concurrent=lambda: alive[0])
     saver.save(make_record("cpu", "cpu", p=512, avg=1.0))
     alive[0] = []  # run A ends while the next test runs
     saver.save(make_record("cpu", "cpu", p=1024, avg=1.0))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.project import DATA
 from tests.support.runs import tk
-from toolkit.bench import guard
+from toolkit.bench.runners.llama_bench import write_log_file
 from toolkit.core.errors import BadInput
 from toolkit.host import telemetry as tel
 from toolkit.publish import run_folder
@@ -64,22 +64,21 @@ def test_a_results_root_that_is_the_users_link_is_followed(tmp_path: Path) -> No
 
 
 def test_a_log_is_never_written_into_a_linked_digest_or_logs_folder(tmp_path: Path) -> None:
-    """Saver.write_file (llama-bench's run log, results/<digest12>/logs/...) made logs/ in the folder a
+    """llama_bench.write_log_file (llama-bench's run log, results/<digest12>/logs/...) made logs/ in the folder a
     linked results/<digest12> points to and wrote the log there; a linked logs/ the same."""
     where = _elsewhere(tmp_path)
     root = tmp_path / "r"
     root.mkdir()
-    saver = guard.Saver(ResultStore(root))
     os.symlink(where, root / DIGEST12)
-    why = saver.write_file(root / DIGEST12 / "logs" / "run.log", "log text")
+    why = write_log_file(root / DIGEST12 / "logs" / "run.log", "log text", root)
     assert why is not None and f"{DIGEST12} is a symbolic link (to {str(where)!r})" in why
     os.unlink(root / DIGEST12)
     (root / DIGEST12).mkdir()
     os.symlink(where, root / DIGEST12 / "logs")
-    why = saver.write_file(root / DIGEST12 / "logs" / "run.log", "log text")
+    why = write_log_file(root / DIGEST12 / "logs" / "run.log", "log text", root)
     assert why is not None and "logs is a symbolic link" in why
     assert list(where.iterdir()) == []
-    assert saver.write_file(root / "0123456789ab" / "logs" / "run.log", "log text") is None  # no link
+    assert write_log_file(root / "0123456789ab" / "logs" / "run.log", "log text", root) is None  # no link
     assert (root / "0123456789ab" / "logs" / "run.log").read_text() == "log text"
 
 

@@ -14,11 +14,11 @@ import pytest
 from tests.support.e2e_helpers import make_project, run_cli
 from tests.support.engine import FakeEngine, llama_ctx
 from toolkit.bench import canary
-from toolkit.bench.guard import Saver
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.matrix.api import load_matrix
+from toolkit.results.records import Saver
 from toolkit.runtimes.llama_bench import perplexity as ppl
 
 DATA = Path(__file__).parent / "data"

@@ -1,6 +1,6 @@
 """`toolkit bench`'s plan line counts what the run will measure, as it will run, and estimates its
 measuring time from earlier records of the same tests on this host (toolkit/bench/run.py _plan,
-plan_run; each runner's Runner.cases and Runner.estimate, e.g. llama_bench.measured_seconds). The
+plan_run; each runner's Runner.cases and Runner.estimate, e.g. llama_depth.measured_seconds). The
 runs stop at the engine (DOCKER_HOST points nowhere, exit 5) or are dry runs: the plan is printed
 before any container."""
 

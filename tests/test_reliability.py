@@ -25,7 +25,7 @@ from toolkit.cli.main import cli
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.results import import_read, importer
-from toolkit.results.records import ResultStore, read_jsonl_numbered
+from toolkit.results.records import ResultStore, Saver, read_jsonl_numbered
 
 
 def run(*args: str):
@@ -991,7 +991,7 @@ def test_allow_concurrent_runs_and_flags_records_while_the_other_bench_runs(othe
     lock.start(allow_concurrent=True, note=notes.append)
     assert notes and "--allow-concurrent" in notes[0] and "run-a" in notes[0]
     store = ResultStore(root)
-    saver = guard.Saver(store, concurrent=lock.others)
+    saver = Saver(store, concurrent=lock.others)
     saver.save(make_record("cpu", "cpu", p=512, avg=1.0))
     proc.stdin.close()  # the other bench ends
     proc.wait(timeout=30)
@@ -1301,10 +1301,10 @@ def test_the_run_that_holds_the_lock_learns_of_a_concurrent_one_and_both_flag_th
     b = guard.ResultsLock(root, "run-b", "engineB")
     b.start(allow_concurrent=True, note=lambda s: None)
     store = ResultStore(root)
-    guard.Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=512, avg=1.0))
-    guard.Saver(store, concurrent=b.others).save(make_record("cpu", "cpu", p=1024, avg=1.0))
+    Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=512, avg=1.0))
+    Saver(store, concurrent=b.others).save(make_record("cpu", "cpu", p=1024, avg=1.0))
     b.release()  # b ends: a's later records are its own again
-    guard.Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=2048, avg=1.0))
+    Saver(store, concurrent=a.others).save(make_record("cpu", "cpu", p=2048, avg=1.0))
     a_during, b_during, a_after = store.results()
     assert a_during.model_extra["concurrent"]["other_runs"][0].startswith("run-b (pid")
     assert b_during.model_extra["concurrent"]["other_runs"][0].startswith("run-a (pid")

@@ -17,10 +17,9 @@ import yaml
 from tests.support.e2e_helpers import run_cli
 from tests.support.engine import FakeEngine, good_writer, vllm_ctx, vllm_matrix
 from toolkit.bench import canary
-from toolkit.bench.guard import Saver
 from toolkit.core import registry
 from toolkit.engine import api as engine
-from toolkit.results.records import BuildRecord, ResultStore
+from toolkit.results.records import BuildRecord, ResultStore, Saver
 from toolkit.runtimes.llama_bench import perplexity as ppl
 from toolkit.runtimes.vllm import canary as vc
 from toolkit.runtimes.vllm.settings import VllmSettings

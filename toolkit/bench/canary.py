@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from toolkit.bench import guard
 from toolkit.bench.observe import merge_flags
 from toolkit.bench.runners.base import (
     Outcome,
@@ -47,7 +46,7 @@ from toolkit.bench.runners.base import (
 from toolkit.core import registry
 from toolkit.engine import api as engine_api
 from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
-from toolkit.results.records import BenchRecord, ResultStore, append_jsonl, read_jsonl, short_digest
+from toolkit.results.records import BenchRecord, ResultStore, Saver, append_jsonl, read_jsonl, short_digest
 from toolkit.runtimes.llama_bench import perplexity as ppl_mod
 
 METHOD = "llama-perplexity"
@@ -353,7 +352,7 @@ def save(store: ResultStore, res: CanaryResult) -> Path:
 
 
 class FlaggingSaver:
-    """A Saver (toolkit.bench.guard.Saver) that stores every record with the canary's result (`canary`)
+    """A Saver (toolkit.results.records.Saver) that stores every record with the canary's result (`canary`)
     and, for a `wrong-output` result, the stored flag `wrong-output`; everything else is the wrapped
     saver's (its counts stay the run's)."""
 
@@ -375,5 +374,5 @@ def with_canary(ctx: RunContext, result: CanaryResult | None) -> RunContext:
     """`ctx` whose records carry `result` (FlaggingSaver), or `ctx` itself when there is none."""
     if result is None or ctx.opts.saver is None:
         return ctx
-    saver = cast(guard.Saver, FlaggingSaver(ctx.opts.saver, result))  # duck-typed: every Saver method
+    saver = cast(Saver, FlaggingSaver(ctx.opts.saver, result))  # duck-typed: every Saver method
     return replace(ctx, opts=replace(ctx.opts, saver=saver))

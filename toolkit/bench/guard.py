@@ -1,9 +1,8 @@
 """What keeps a benchmark run honest when things go wrong around it.
 
 - `check_writable(folder)`: results/ can take a record before anything runs (exit 8 otherwise).
-- `no_interrupt()` (toolkit.core.signals): a save that a second Ctrl-C / SIGTERM cannot cut in half.
-- `Saver`: writes each record the moment it exists, whole or absent, counts what was written and
-  turns an OSError into FileSystemError naming the file (exit 8).
+- `no_interrupt()` (toolkit.core.signals): a save that a second Ctrl-C / SIGTERM cannot cut in half
+  (toolkit.results.records.Saver: each record written the moment it exists, whole or absent).
 - `RunGuard`: one benchmark per container engine (Docker's `docker info` ID; rootful Podman and each
   user's rootless Podman are separate engines: engine.engine_id). Each run holds a lock file
   (`<tmp>/toolkit-bench-<engine id>-<run id>.lock`, fcntl.flock, released by the kernel when the
@@ -28,16 +27,13 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
 from toolkit.core.paths import contained
-from toolkit.core.signals import no_interrupt
 from toolkit.engine import api as engine
 from toolkit.results import make_folders, open_regular
-from toolkit.results.records import BenchRecord, ResultStore
 
 RUN_ID_LABEL = "org.toolkit.run-id"
 RESULTS_LOCK = ".lock"
@@ -79,69 +75,6 @@ def check_writable(folder: Path) -> None:
             f"{folder}: only {free} bytes free (a run needs at least {MIN_FREE_BYTES}); free "
             "space or choose another folder (--results DIR)"
         )
-
-
-@dataclass
-class Saver:
-    """Appends records to the store one at a time, each whole or absent, never cut by a signal.
-
-    `saved` counts the records written by this run; `files` the bench.jsonl files they went to.
-    `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now
-    and those alive at the previous save (`seen`), so a run that ended while a test was measured (alive
-    when the one before it was saved, llama-bench's next test starting right after) still flags it."""
-
-    store: ResultStore
-    concurrent: Callable[[], list[str]] = lambda: []
-    saved: int = 0
-    files: set[Path] = field(default_factory=set)
-    seen: list[str] = field(default_factory=list)
-
-    def save(self, rec: BenchRecord, *, reraise: bool = True) -> None:
-        """Write one record. Raises FileSystemError (exit 8) naming bench.jsonl when it cannot."""
-        now = self.concurrent()
-        others = now + [x for x in self.seen if x not in now]
-        self.seen = now
-        if others:
-            rec = rec.model_copy(update={"concurrent": {"other_runs": others}})
-        path = self.store.digest_dir(rec.image.digest) / "bench.jsonl"
-        with no_interrupt(reraise=reraise):
-            try:
-                self.store.add_result(rec)
-            except OSError as err:
-                if err.filename is None:
-                    err.filename = str(path)
-                mapped = FileSystemError.from_oserror(err, "writing a result")
-                # mid-run even a wrong path (a file put where results/<digest>/ was) is a result not written:
-                # exit 8, and the run's message adds what was saved
-                raise (
-                    mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))
-                ) from None
-            self.saved += 1
-            self.files.add(path)
-
-    def write_file(self, path: Path, text: str) -> str | None:
-        """Write a log file; returns None, or why it could not be written (a log is not worth
-        stopping for, a record is): a symlink or non-regular file there is refused, never written
-        through (results.open_regular)."""
-        with no_interrupt(reraise=False):
-            try:
-                make_folders(path.parent, root=self.store.root)  # results/<digest12>/logs: no link followed
-                fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=self.store.root)
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(text)
-                return None
-            except BadInput as err:
-                return str(err)
-            except OSError as err:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                return f"{path}: {err.strerror or err}"
-
-    def summary(self) -> str:
-        """What this run wrote, for the last message: counted, never assumed."""
-        if not self.saved:
-            return "no result of this run was saved (no test had completed)"
-        return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
 
 
 def _shown(run_id: str) -> str:

@@ -27,7 +27,7 @@ from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.host import info as hostinfo
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
-from toolkit.results.records import ResultStore
+from toolkit.results.records import ResultStore, Saver
 
 __all__ = ["run_bench", "plan_run", "CONFIRM_CASES"]
 
@@ -71,8 +71,8 @@ def run_bench(
         guard.check_writable(store.root)
         host = _host_facts()
         guards = rg, lock = _take_guards(store, opts, events)
-        opts.saver = guard.Saver(store, concurrent=lambda: rg.others() + lock.others())
-    saver = opts.saver or guard.Saver(store)
+        opts.saver = Saver(store, concurrent=lambda: rg.others() + lock.others())
+    saver = opts.saver or Saver(store)
     outcomes: list[Outcome] = []
     try:
         for d in decisions:  # what will not run is said before anything runs
@@ -164,7 +164,7 @@ def _take_guards(
     return rg, lock
 
 
-def _interrupted(run_id: str, saver: guard.Saver) -> RunInterrupted:
+def _interrupted(run_id: str, saver: Saver) -> RunInterrupted:
     """The error a Ctrl-C or SIGTERM stops the run with, once the run's containers are removed (or
     could not be), saying what was saved."""
     try:
@@ -179,7 +179,7 @@ def _interrupted(run_id: str, saver: guard.Saver) -> RunInterrupted:
     )
 
 
-def _engine_gone(err: Exception, saver: guard.Saver) -> EngineUnavailable:
+def _engine_gone(err: Exception, saver: Saver) -> EngineUnavailable:
     """The error the run stops with when the engine went away (`err`), saying what was saved."""
     why = (
         str(err)

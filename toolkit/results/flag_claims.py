@@ -128,11 +128,11 @@ def without_unsupported(flags: list[str], raised: Sequence[str]) -> list[str]:
 
 SAVED_AS_CREATED = frozenset({"llama-bench"})
 """Runners whose records' `created` is the moment they were saved (bench.runners.llama_bench: now() for
-each row and fault record, just before guard.Saver.save): the only ones a later start is held against."""
+each row and fault record, just before records.Saver.save): the only ones a later start is held against."""
 
 
 def concurrent_problem(r: BenchRecord) -> str | None:
-    """Why record `r`'s `concurrent` field (bench.guard.Saver: {"other_runs": [the other live runs]}, set
+    """Why record `r`'s `concurrent` field (records.Saver: {"other_runs": [the other live runs]}, set
     as the record is saved) names no run that was alive beside it, None where it can (or it has none).
     Not backed: no list of other runs (an empty or no list: guard sets it only where one is alive); an
     entry that is this record's own run (a run is not concurrent with itself); a run whose id says it

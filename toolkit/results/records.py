@@ -27,7 +27,8 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,6 +36,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from toolkit.core import jsonsafe, stats
+from toolkit.core.errors import FileSystemError
+from toolkit.core.signals import no_interrupt
 from toolkit.core.types import (  # the bounds every reader holds a measurement to
     INT64,
     MAX_TOKENS,
@@ -744,3 +747,48 @@ class ResultStore:
         p = self.digest_dir(digest) / "logs" / name
         make_folders(p.parent, root=self.root)  # results/<digest12>/logs: never through a link
         return p
+
+
+@dataclass
+class Saver:
+    """A run's writer of the store: each record appended whole or absent, never cut by a signal.
+
+    `saved` counts the records written by this run; `files` the bench.jsonl files they went to.
+    `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now
+    and those alive at the previous save (`seen`), so a run that ended while a test was measured (alive
+    when the one before it was saved, llama-bench's next test starting right after) still flags it."""
+
+    store: ResultStore
+    concurrent: Callable[[], list[str]] = lambda: []
+    saved: int = 0
+    files: set[Path] = field(default_factory=set)
+    seen: list[str] = field(default_factory=list)
+
+    def save(self, rec: BenchRecord, *, reraise: bool = True) -> None:
+        """Write one record. Raises FileSystemError (exit 8) naming bench.jsonl when it cannot."""
+        now = self.concurrent()
+        others = now + [x for x in self.seen if x not in now]
+        self.seen = now
+        if others:
+            rec = rec.model_copy(update={"concurrent": {"other_runs": others}})
+        path = self.store.digest_dir(rec.image.digest) / "bench.jsonl"
+        with no_interrupt(reraise=reraise):
+            try:
+                self.store.add_result(rec)
+            except OSError as err:
+                if err.filename is None:
+                    err.filename = str(path)
+                mapped = FileSystemError.from_oserror(err, "writing a result")
+                # mid-run even a wrong path (a file put where results/<digest>/ was) is a result not written:
+                # exit 8, and the run's message adds what was saved
+                raise (
+                    mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))
+                ) from None
+            self.saved += 1
+            self.files.add(path)
+
+    def summary(self) -> str:
+        """What this run wrote, for the last message: counted, never assumed."""
+        if not self.saved:
+            return "no result of this run was saved (no test had completed)"
+        return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"

@@ -27,7 +27,6 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from toolkit.bench import guard
 from toolkit.bench.observe import RunObserver, gpus_for_run
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
@@ -37,7 +36,7 @@ from toolkit.images import build as build_mod
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.results import identity
+from toolkit.results import identity, records
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, new_run_id, timing_value
 
 Events = Callable[..., None]
@@ -67,7 +66,7 @@ class BenchOptions:
     # sample host and GPU state during the run (toolkit.bench.observe): telemetry + flags on every record
     telemetry: bool = True
     run_id: str = field(default_factory=new_run_id)
-    saver: guard.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
+    saver: records.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
 
 
 @dataclass
@@ -394,7 +393,7 @@ class RunContext:
     cases: list[Case] | None = None
 
     def save(self, rec: BenchRecord) -> None:
-        (self.opts.saver or guard.Saver(self.store)).save(rec)
+        (self.opts.saver or records.Saver(self.store)).save(rec)
 
     def out_dir(self, runner: str) -> Path:
         """results/<digest12>/<runner>/<run>-<model> in the store (the --results folder); a build named

@@ -14,14 +14,14 @@ tools/llama-bench/llama-bench.cpp at 0c1e57098.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import math
+import os
 import shlex
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit.bench import guard
 from toolkit.bench.observe import kernel_fault, merge_flags
 from toolkit.bench.runners.base import (
     Case,
@@ -41,11 +41,12 @@ from toolkit.bench.runners.base import (
     stale_marks,
 )
 from toolkit.core import signals
+from toolkit.core.errors import BadInput
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
-from toolkit.results import identity
+from toolkit.results import identity, make_folders, open_regular
 from toolkit.results import index as resultindex
-from toolkit.results.records import BenchRecord, ModelRef, ResultStore
+from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, readers
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -384,7 +385,7 @@ class RowSink:
     repetitions: int  # bench.repetitions: a row's samples when it lists none (seconds measured)
     hashed: Any  # file_identity(model.path) when its sha256 was computed
     base: dict[str, Any]
-    saver: Any  # guard.Saver (or the caller's)
+    saver: Any  # records.Saver (or the caller's)
     observer: Any  # observe.RunObserver
     events: Any
     cold: bool | None = None  # shader cache: None when the image has none
@@ -540,11 +541,13 @@ def bench_one(
 @dataclasses.dataclass(frozen=True)
 class _Process:
     """One llama-bench process as `_prepare` resolved it: its container, where its output goes (`sink`),
-    its log file, the cases it measures, its timeout (s) and memory limit (bytes), the engine."""
+    its log file below the results root `results`, the cases it measures, its timeout (s) and memory
+    limit (bytes), the engine."""
 
     rs: Any
     sink: RowSink
     log_path: Path
+    results: Path
     n_cases: int
     timeout: float
     memory: int | None
@@ -568,7 +571,7 @@ def _prepare(
     log_path = ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
     base = _base_fields(ctx, pair, axes, rs, env, log_path)
     observer = run_observer(ctx)
-    saver = opts.saver or guard.Saver(ctx.store)
+    saver = opts.saver or Saver(ctx.store)
     ref, timeout = base["model"], opts.timeout_s or axes.timeout_s
     sink = RowSink(
         spec,
@@ -582,7 +585,7 @@ def _prepare(
         ctx.events,
         cold,
     )
-    return _Process(rs, sink, log_path, len(axes.cases()), timeout, pair.memory, ctx.engine)
+    return _Process(rs, sink, log_path, ctx.store.root, len(axes.cases()), timeout, pair.memory, ctx.engine)
 
 
 def _measure(p: _Process) -> Outcome:
@@ -590,12 +593,12 @@ def _measure(p: _Process) -> Outcome:
     the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), the kernel log showed a GPU
     fault (its numbers are not trusted) or rows are missing. Ctrl-C or the engine's loss is raised again."""
     sink: RowSink = p.sink
-    saver: guard.Saver = sink.saver
+    saver: Saver = sink.saver
     image, model = sink.spec.name, sink.model.name
     sink.events("start", image=image, model=model, total=p.n_cases)
     out, stop, facts = _run_observed(p)
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
-        log_problem = saver.write_file(p.log_path, _log_text(p.engine.run_command(p.rs), out))
+        log_problem = write_log_file(p.log_path, _log_text(p.engine.run_command(p.rs), out), p.results)
         n_rows, timing = sink.finish(out.stdout, out.seconds)
         error = (
             _process_error(out, stop, p.timeout, p.memory, p.engine)
@@ -650,6 +653,23 @@ def _run_observed(p: _Process) -> tuple[Any, BaseException | None, dict[str, Any
 def _log_text(command: list[str], out: Any) -> str:
     """The process's log file: its command line, then what it printed on stdout and on stderr."""
     return f"$ {shlex.join(command)}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}"
+
+
+def write_log_file(path: Path, text: str, root: Path) -> str | None:
+    """Write a process's log file below the results root `root` (inside the save's signal hold, `_measure`);
+    None, or why it was not written (a log is not worth stopping for, a record is): a symlink or
+    non-regular file there, or a link at a folder below `root`, is refused, never written through."""
+    try:
+        make_folders(path.parent, root=root)  # results/<digest12>/logs: no link followed
+        with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root), "w") as fh:
+            fh.write(text)
+        return None
+    except BadInput as err:
+        return str(err)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return f"{path}: {err.strerror or err}"
 
 
 def _missing_rows(n_rows: int, n_cases: int) -> str | None:
@@ -744,29 +764,6 @@ def missing_cases(
             have.add(_record_case_key(r, axes))
     cases = [{**c, "env": env} if env else c for c in axes.cases()]
     return [c for c in cases if _case_key(c, axes.threads) not in have]
-
-
-def measured_seconds(
-    store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
-) -> tuple[int, float]:
-    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
-    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
-    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
-    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
-    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
-    are not counted. Asks the query index: one record per test, not the history."""
-    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
-    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
-    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
-        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
-            continue
-        k = _record_case_key(r, axes)
-        t = (r.n_prompt + r.n_gen) / r.avg_ts
-        order = identity.write_order(r, pos)  # the store's order, not the wall clock
-        if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
-            seen[k] = (order, t)
-    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
-    return len(known), sum(known) * axes.repetitions
 
 
 def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:

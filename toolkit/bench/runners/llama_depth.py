@@ -43,7 +43,6 @@ from toolkit.bench.runners.base import (
 from toolkit.bench.runners.llama_bench import (
     _case_key,
     _record_case_key,
-    measured_seconds,
     missing_cases,
     resume_axes,
     same_env,
@@ -54,7 +53,7 @@ from toolkit.matrix.api import BenchAxes, KvShape, depth_axes, fit_depths
 from toolkit.models.gguf_meta import gguf_kv_shape
 from toolkit.results import identity
 from toolkit.results import index as resultindex
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import BenchRecord, ResultStore
 
 SWEEP = "depth"
 """The `sweep` key of a depth case (Runner.cases): the plan line counts them."""
@@ -201,6 +200,29 @@ def capacity(ctx: RunContext) -> tuple[int | None, str]:
 
 
 _TEST_FIELDS = ("n_prompt", "n_gen", "n_depth")
+
+
+def measured_seconds(
+    store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
+) -> tuple[int, float]:
+    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
+    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
+    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
+    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
+    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
+    are not counted. Asks the query index: one record per test, not the history."""
+    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
+    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
+    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
+        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
+            continue
+        k = _record_case_key(r, axes)
+        t = (r.n_prompt + r.n_gen) / r.avg_ts
+        order = identity.write_order(r, pos)  # the store's order, not the wall clock
+        if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
+            seen[k] = (order, t)
+    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
+    return len(known), sum(known) * axes.repetitions
 
 
 def estimate(ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
