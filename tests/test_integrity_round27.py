@@ -126,6 +126,23 @@ def test_a_stored_field_made_from_its_raw_row_and_edited_is_skipped(tmp_path, fi
     assert _cells(rep) == []
 
 
+def test_a_depth_tests_effective_ubatch_as_stored_before_is_read(tmp_path):
+    """A pp test at a depth stored n_ubatch_effective as the context's bound (n_prompt + n_depth) before
+    the timed prompt was counted alone: such a record is no edit, and its report says the prompt's
+    micro-batch (min(ub, b, n_prompt)); a value that is neither is still an edit."""
+    tmp = matrix_project(tmp_path)
+    row = {**h200_rows("alone.jsonl")[0], "n_depth": 512, "n_ubatch": 2048}  # pp512 @ d512, ub2048
+    import_rows(tmp, [row], "depth")
+    edit_stored(tmp, lambda r: r.update({"n_ubatch_effective": 1024}))  # as written before 2026-12-05
+    rep, err = _report_json(tmp)
+    assert "contradicts itself" not in err and "n_ubatch_effective" not in err, err
+    (cell,) = _cells(rep)
+    assert cell["n_ubatch_effective"] == 512, cell
+    edit_stored(tmp, lambda r: r.update({"n_ubatch_effective": 256}))
+    rep, err = _report_json(tmp)
+    assert "n_ubatch_effective 256 is not its test's: min(n_ubatch, n_batch, n_prompt) is 512" in err, err
+
+
 def test_a_stored_record_as_imported_is_read(tmp_path):
     """The rule's guard: every field as normalize made it, the record shown."""
     tmp = matrix_project(tmp_path)

@@ -78,10 +78,21 @@ def test_unknown_fields_are_kept_in_raw():
         pytest.param(512, 2048, 4096, 0, 0, 512, id="pp4096-ub512"),
         pytest.param(2048, 2048, 0, 128, 0, 128, id="tg128"),
         pytest.param(2048, 1024, 4096, 0, 0, 1024, id="batch-clamps"),
+        # the depth is filled before the clock starts; the timed prompt runs alone (llama-bench test_prompt)
+        pytest.param(2048, 2048, 128, 0, 512, 128, id="pp128@d512-ub2048"),
+        pytest.param(2048, 2048, 512, 0, 4096, 512, id="pp512@d4096-ub2048"),
+        pytest.param(2048, 2048, 512, 128, 0, 512, id="pp512+tg128-ub2048"),
+        pytest.param(2048, 2048, 0, 128, 4096, 2048, id="tg128@d4096"),
     ],
 )
 def test_effective_ubatch(ub, b, p, g, d, eff):
     assert check.effective_ubatch(ub, b, p, g, d) == eff
+
+
+def test_the_stored_effective_ubatch_of_before_is_its_contexts_bound():
+    """Records stored before the prompt was counted hold min(ub, b, the context): still read as written."""
+    assert check.legacy_effective_ubatch(2048, 2048, 128, 0, 512) == 640
+    assert check.legacy_effective_ubatch(2048, 2048, 512, 0, 0) == 512
 
 
 def test_progress_lines():

@@ -98,7 +98,7 @@ def test_seed_two_llama_images_best_micro_batch_is_the_evidence():
         pytest.param(64, 0, 512, 32, 32, id="ub-above-n_batch"),
         pytest.param(0, 128, 512, 2048, None, id="tg128-ub512-decode-has-no-micro-batch"),
         pytest.param(0, 16, 8, 2048, None, id="tg16-ub8-decode-has-no-micro-batch"),
-        pytest.param(512, 128, 2048, 2048, 640, id="pp512+tg128-ub2048-clamped-to-context"),
+        pytest.param(512, 128, 2048, 2048, 512, id="pp512+tg128-ub2048-clamped-to-prompt"),
     ],
 )
 def test_ub_clamped_exactly_where_the_knob_is_clamped(p, n, ub, b, effective):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 FLAG_HELP = {
-    "ub-clamped": "the asked n_ubatch exceeds n_batch or the test's tokens (n_prompt + n_gen + n_depth): llama.cpp "
-    "computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
+    "ub-clamped": "the asked n_ubatch exceeds n_batch or the timed prompt (n_prompt: a depth is filled before the "
+    "clock starts): llama.cpp computes with the smaller effective micro-batch shown; the setting can still change buffers and speed "
     "(never said of decode rows: the micro-batch does not apply to tg)",
     "ub-no-effect": "measured: rows that differ only in n_ubatch gave equal tok/s within noise (2 x combined relative stddev, "
     "neither row noisy; prefill and pp+tg rows only)",

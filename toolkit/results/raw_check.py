@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from toolkit.core.backends import OLD_BACKEND_FLAGS
-from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, normalize
+from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, legacy_effective_ubatch, normalize
 
 COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
 """A record's token counts, each normalize's reading of the raw field of that name."""
@@ -102,23 +102,25 @@ def made_problem(fields: dict[str, Any], raw: Any) -> str | None:
     n_ubatch_effective, as stored) are not what they were made from, None when they are (or raw is no
     llama-bench row): each of MADE is normalize(raw)'s reading of it, where raw states its source (an
     md table without a backend column states none); n_ubatch_effective, where stored, is
-    effective_ubatch of the record's own counts (which raw_problem holds to raw). Every record is
+    effective_ubatch of the record's own counts (which raw_problem holds to raw), or, as stored before
+    2026-12-05, legacy_effective_ubatch's. Every record is
     written as normalize(raw) (the import's _record, the runner's judge_row), so one that differs was
     edited: a flash_attn of 7 or n_gpu_layers of -7 in the csv, a micro-batch the test never ran."""
     if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
         return None
     eff = fields.get("n_ubatch_effective")
     if eff is not None:
-        want = effective_ubatch(
+        counts = (
             fields.get("n_ubatch"),
             fields.get("n_batch"),
             fields.get("n_prompt") or 0,
             fields.get("n_gen") or 0,
             fields.get("n_depth") or 0,
         )
-        if eff != want:
+        want = effective_ubatch(*counts)
+        if eff not in (want, legacy_effective_ubatch(*counts)):  # as written today, or before 2026-12-05
             return (
-                f"n_ubatch_effective {eff} is not its test's: min(n_ubatch, n_batch, the context) is {want} "
+                f"n_ubatch_effective {eff} is not its test's: min(n_ubatch, n_batch, n_prompt) is {want} "
                 f"(n_ubatch {fields.get('n_ubatch')}, n_batch {fields.get('n_batch')})"
             )
     try:

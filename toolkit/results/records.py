@@ -192,8 +192,8 @@ class BenchRecord(BaseModel):
 
     tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt`
     (prefill) or `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is
-    min(n_ubatch, n_batch, n_prompt + n_gen + n_depth) (llama.cpp clamps; see
-    shared/reference/llama-bench.md). `raw` keeps the tool's record unchanged, unknown fields included.
+    min(n_ubatch, n_batch, n_prompt) (llama.cpp clamps; llama_bench.check.effective_ubatch; before
+    2026-12-05 stored as min(n_ubatch, n_batch, n_prompt + n_gen + n_depth)). `raw` keeps the tool's record unchanged, unknown fields included.
     `timing` uses the names of TIMING_FIELDS; read it with `timing_value`, which also reads older names.
     """
 

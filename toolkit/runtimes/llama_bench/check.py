@@ -646,13 +646,26 @@ def axis_of(n_prompt: int, n_gen: int) -> str:
 def effective_ubatch(
     n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int
 ) -> int | None:
-    """min(n_ubatch, n_batch, n_prompt + n_gen + n_depth): llama.cpp sizes the context to the test
-    and clamps n_batch to it and n_ubatch to n_batch, while still reporting the asked n_ubatch."""
+    """The micro-batch (tokens) a test's timed prompt ran in, while llama-bench still reports the asked
+    n_ubatch: min(n_ubatch, n_batch, n_prompt). llama.cpp sizes the context to the test (n_prompt + n_gen
+    + n_depth) and clamps n_batch to it and n_ubatch to n_batch; llama-bench fills a depth before its
+    clock starts and then decodes the n_prompt tokens alone (test_prompt), so no micro-batch of the timed
+    prompt holds more than n_prompt (pp128 @ d512 at ub2048 runs one ubatch of 128, not 640). A test
+    without a prompt (tg) is clamped by its context only. legacy_effective_ubatch gives the context's
+    bound that records written before 2026-12-05 store."""
     if n_ubatch is None:
         return None
-    ctx = n_prompt + n_gen + n_depth
-    vals = [n_ubatch] + ([n_batch] if n_batch else []) + ([ctx] if ctx else [])
-    return min(vals)
+    span = n_prompt or (n_gen + n_depth)
+    return min([n_ubatch] + ([n_batch] if n_batch else []) + ([span] if span else []))
+
+
+def legacy_effective_ubatch(
+    n_ubatch: int | None, n_batch: int | None, n_prompt: int, n_gen: int, n_depth: int
+) -> int | None:
+    """min(n_ubatch, n_batch, n_prompt + n_gen + n_depth): the context's bound alone, as
+    `n_ubatch_effective` was stored before effective_ubatch counted the prompt (a record that states it
+    was not edited: raw_check.made_problem takes either)."""
+    return effective_ubatch(n_ubatch, n_batch, 0, n_prompt + n_gen, n_depth)
 
 
 def normalize(raw: dict[str, Any]) -> dict[str, Any]:
