@@ -56,8 +56,7 @@ class Sampler:
         self._ts: list[float] = []  # the samples' times, sorted (samples_between)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._stopping = False  # stop() was called: the thread ends after the tick it is in
-        self._gate: threading.Lock | None = None  # held from start() to stop(); the ticks wait on it
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trace: Any = None
         self.trace_lines = 0  # lines the trace holds (header included)
@@ -157,9 +156,7 @@ class Sampler:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         period = 1.0 / self.rate_hz
         next_tick = time.monotonic()
-        gate = self._gate
-        assert gate is not None  # start() made it before the thread
-        while not self._stopping:
+        while not self._stop.is_set():
             self.sample_once(edge=False)
             next_tick += period
             now = time.monotonic()
@@ -167,10 +164,7 @@ class Sampler:
                 skipped = int((now - next_tick) / period) + 1
                 self.missed_ticks += skipped
                 next_tick += skipped * period
-            # a raw lock's timed acquire, released by stop(): ~20 µs less CPU a tick here than
-            # Event.wait (whose Condition makes and takes a lock of its own at every wait)
-            if gate.acquire(timeout=max(0.0, next_tick - time.monotonic())):
-                return
+            self._stop.wait(max(0.0, next_tick - time.monotonic()))
 
     def start(self) -> Sampler:
         """Open the trace (append) and start the thread; the first tick reads at once."""
@@ -188,8 +182,7 @@ class Sampler:
                 "started_t": self.started_t,
             }
             self._write_trace([json.dumps(header)])
-        self._gate = threading.Lock()
-        self._gate.acquire()
+        self._stop.clear()  # a sampler started again after stop() ticks again
         self._thread = threading.Thread(target=self._run, name="telemetry-sampler", daemon=True)
         self._thread.start()
         return self
@@ -198,9 +191,7 @@ class Sampler:
         """Stop the thread (after one last tick), close the trace and each source's close() if it
         has one; returns the samples. Safe to call twice."""
         if self._thread is not None:
-            self._stopping = True
-            if self._gate is not None:
-                self._gate.release()
+            self._stop.set()
             self._thread.join()
             self._thread = None
             self.sample_once()  # a sample after the end of the last window

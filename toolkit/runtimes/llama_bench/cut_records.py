@@ -16,15 +16,17 @@ def wrapped(lines: list[str], i: int, first: int) -> str:
     """readers.read_jsonl's addition to its note on `lines[i]` (line `first + i`), which starts a record
     and does not parse:
     where the record goes on over the next lines (up to WRAP in all, none starting a record of its own)
-    and their text joined is one JSON object - a record broken over lines by a paste or a terminal's wrap
+    and their text joined (_joined: with newlines, or with nothing where the cut fell inside a string or a
+    number) is one JSON object - a record broken over lines by a paste or a terminal's wrap
     - the lines it spans, its first keys and what to do (join them; the record is not read as it stands);
     "" otherwise."""
+    texts = [line_text(lines[i])]
     for j in range(i + 1, min(i + WRAP, len(lines))):
-        if line_text(lines[j]).startswith("{"):
+        texts.append(line_text(lines[j]))
+        if texts[-1].startswith("{"):
             return ""
-        try:
-            value = jsonsafe.parse("\n".join(line_text(x) for x in lines[i : j + 1]))
-        except jsonsafe.JsonProblem:
+        value = _joined(texts)
+        if value is None:
             continue
         if not isinstance(value, dict):
             return ""
@@ -34,6 +36,18 @@ def wrapped(lines: list[str], i: int, first: int) -> str:
             f"(a paste or a terminal wrapped it; its keys: {keys}); join its lines into one line to import it"
         )
     return ""
+
+
+def _joined(texts: list[str]) -> object | None:
+    """The JSON value of `texts` (a record's lines) joined as they were cut: at a line end between two
+    values (joined with a newline), or anywhere at all, inside a string or a number (a terminal's hard
+    wrap at its width, or a paste's at a fixed column: joined with nothing); None when neither parses."""
+    for sep in ("\n", ""):
+        try:
+            return jsonsafe.parse(sep.join(texts))
+        except jsonsafe.JsonProblem:
+            continue
+    return None
 
 
 def stray_row(line: str, cells: int, last: tuple[int, int]) -> str | None:
