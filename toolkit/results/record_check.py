@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolkit.core.backends import OLD_BACKEND_FLAGS
 from toolkit.results.raw_check import COUNTS, MADE, made_problem, raw_problem
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem
@@ -87,6 +88,8 @@ def contradiction(rec: BenchRecord) -> str | None:
         row = {k: getattr(rec, k) for k in _SHOWN}
         row.update(backends=rec.backends, gpu_info=rec.gpu_info)  # the GPU its backend can run on
         row.update({k: rec.raw.get(k) for k in _RAW_HELD})
+        # the row's own per-backend booleans, where it printed them: its era (plausible.device_problem)
+        row.update({k: rec.raw[k] for k in OLD_BACKEND_FLAGS if k in rec.raw})
         why = check_row(row)
         if why is not None:
             return why

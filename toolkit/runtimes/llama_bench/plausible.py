@@ -89,12 +89,41 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
     return None
 
 
+REGISTRY_BUILD = 4000
+"""The first llama.cpp build number whose llama-bench is held to its `backends` naming its GPUs' backend
+(device_problem). Before ggml's backend registry (October 2024, builds in the 3800s-3900s; 4000 leaves
+a margin that only lets rows through), llama-bench named its backend from the compile flags its own
+file saw, not from the devices it ran on: a HIP build printed `CUDA` (`"cuda": true`; issue #8186, build
+3260: `found 1 ROCm devices`, `Device 0: AMD Radeon Pro W7800` above rows of backend `CUDA`) and a
+CANN build `CPU` (get_backend had no CANN branch while get_gpu_info listed the Ascend NPUs), so its
+backend and gpu_info may disagree on a real row. Rows of the per-backend booleans (`cuda`, `vulkan`,
+...: backends.OLD_BACKEND_FLAGS) are of that era whatever their build number."""
+
+FIRST_BENCH_BUILD = 900
+"""Below this build number no llama-bench existed (it came in August 2023, builds near 1000): a smaller
+number is a shallow clone's commit count (the toolkit's own images print 1), not the build's age, so
+such a row is held as a registry-era one."""
+
+
+def _before_registry(fields: dict[str, Any]) -> bool:
+    """Whether row `fields` is of a llama-bench before the backend registry (REGISTRY_BUILD): it has the
+    per-backend booleans, or a build_number from FIRST_BENCH_BUILD to REGISTRY_BUILD - 1 (0 is git's
+    unknown, 1 a shallow clone's count)."""
+    if any(k in fields for k in backends.OLD_BACKEND_FLAGS):
+        return True
+    n = fields.get("build_number")
+    if isinstance(n, str) and n.strip().isdigit():
+        n = int(n.strip())
+    return isinstance(n, int) and not isinstance(n, bool) and FIRST_BENCH_BUILD <= n < REGISTRY_BUILD
+
+
 def device_problem(fields: dict[str, Any]) -> str | None:
     """Why a row's GPU devices (`gpu_info`) cannot be its build's backend (`backends`), None when they
     can or it does not say (backends.device_contradiction: CUDA runs on NVIDIA GPUs only, ROCm on AMD's,
     Metal on Apple's), or more of them than its backends register (backends.device_count_problem:
-    16 each for CUDA, ROCm and Vulkan)."""
+    16 each for CUDA, ROCm and Vulkan). A row of a build before the backend registry is not held
+    (REGISTRY_BUILD: its backend name came from compile flags, not from its devices)."""
     names, gpus = fields.get("backends"), fields.get("gpu_info")
-    if not isinstance(names, str) or not isinstance(gpus, str):
+    if not isinstance(names, str) or not isinstance(gpus, str) or _before_registry(fields):
         return None
     return backends.device_contradiction(names, gpus) or backends.device_count_problem(names, gpus)
