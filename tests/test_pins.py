@@ -460,3 +460,18 @@ def test_hub_that_does_not_answer_is_unreachable():
         model_pin("acme/model"), None, timeout=5, hf_endpoint=f"http://127.0.0.1:{free_port()}"
     )
     assert r.status == "unreachable" and r.reason.startswith("not checked:") and "Connect" in r.reason, r
+
+
+@pytest.mark.e2e
+def test_podman_has_no_registry_lookup_so_image_pins_are_not_checked_never_missing(tmp_path, monkeypatch):
+    """Podman's Docker-compatible API answers 404 to every distribution inspect ("Path
+    /v1.41/distribution/debian:trixie-slim/json is not supported"; "Not Found" for a digest): it never
+    asks a registry, so that 404 says nothing of the pin. Seen on a fresh Debian 12 stand-in as its sudo
+    user with rootless Podman: every base image `missing`, exit 10. Needs the real podman (CI installs it)."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (./scripts/setup-host.sh --test installs it)")
+    monkeypatch.setenv("TOOLKIT_ENGINE", "podman")
+    code, out = run_pins(pins_project(tmp_path / "p", "debian:trixie-slim@sha256:" + "0" * 64))
+    row = image_row(out)
+    assert (code, row["status"]) == (0, "unreachable"), out
+    assert "Podman" in row["reason"] and "skopeo inspect" in row["reason"], row

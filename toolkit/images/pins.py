@@ -27,7 +27,8 @@ Status of each (STATUSES):
                digest still resolves); the index serves other bytes for a cached sdist
   missing      the digest, commit, ref, sdist, repository, revision or file is gone (or refused to us)
   unreachable  not checked: no answer from the registry / git host / index / Hub within `timeout`
-               (offline), or the Docker engine is down; the reason is on the row. A host that did not
+               (offline), or the Docker engine is down, or the engine is Podman (no registry
+               lookup: image pins only); the reason is on the row. A host that did not
                answer once is not asked again in the same run.
 """
 
@@ -343,6 +344,11 @@ class DockerLookup:
         from toolkit.core.errors import EngineUnavailable
         from toolkit.engine import api as engine
 
+        if engine.is_podman():  # its compat API answers 404 to every distribution inspect, asking no registry
+            raise Unreachable(
+                "Podman has no registry lookup (Docker's distribution inspect); check image pins where "
+                "Docker runs, or one by one with `skopeo inspect docker://REF`"
+            )
         if self._client is None:
             try:
                 self._client = engine.client()
@@ -350,6 +356,12 @@ class DockerLookup:
                 raise Unreachable(str(err).removeprefix("Docker engine not reachable ")) from None
             self._client.api.timeout = self.timeout
         return self._client
+
+    def label(self) -> str:
+        """The engine for messages: "Docker engine", "Podman (rootless)", ..."""
+        from toolkit.engine import api as engine
+
+        return engine.engine_label()
 
     def digest(self, ref: str) -> str:
         from toolkit.engine import api as engine
@@ -399,7 +411,7 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
             f"{ref}: the FROM line names a build argument with no default; the build cannot resolve it either"
         )
     name, tag, digest, host = split_image_ref(ref)
-    hosts.call("Docker engine", docker.connect)
+    hosts.call(docker.label(), docker.connect)
     if digest is None:
         now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"))
         return PinResult(
