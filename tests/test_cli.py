@@ -204,3 +204,20 @@ def test_the_documented_shell_completion_completes_commands_and_options():
 
     assert "plain,report" in complete("toolkit rep", 1)
     assert "plain,--format" in complete("toolkit report --fo", 2)
+
+
+def test_doctor_outside_the_project_says_the_hosts_facts_and_where_to_run_it(tmp_path, monkeypatch):
+    """Newcomer round 29: `toolkit doctor` from a folder without matrix.yaml exited 4 ("matrix file not
+    found") although the host's facts (GPUs, engine, kernel) need no matrix. It reads the host, says no
+    image was judged and where to run it for that; a --matrix that is not there is still bad input."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["doctor"])
+    assert "matrix file not found" not in res.output, res.output
+    assert "host:" in res.output and "(none: no matrix.yaml read" in res.output, res.output
+    assert "run `toolkit doctor` in the project's folder" in res.output, res.output
+    from toolkit.core.errors import BadInput, HostCheckFailed
+
+    # a host check that failed (no engine) is the same answer as inside the project
+    assert res.exception is None or isinstance(res.exception, HostCheckFailed), res.exception
+    bad = CliRunner().invoke(cli, ["doctor", "--matrix", "nope.yaml"])
+    assert isinstance(bad.exception, BadInput) and "nope.yaml: matrix file not found" in str(bad.exception)

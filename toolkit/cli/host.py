@@ -34,14 +34,20 @@ if TYPE_CHECKING:
 def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     """Read this host (GPUs, gfx arch, VRAM, device nodes, container engine, kernel) and say, per image,
     whether it can run here and why not."""
+    from pathlib import Path
+
     from toolkit.engine import api as engine
     from toolkit.host import doctor as doctor_mod
     from toolkit.host.release import read_apt_policy
+    from toolkit.results.records import ResultStore
 
-    lm = _load(matrix_path)
-    store = _store(lm, results_dir)
+    # the host's facts need no matrix: run from anywhere, doctor says them and skips the per-image verdicts
+    alone = matrix_path == "matrix.yaml" and not Path(matrix_path).exists()
+    lm = None if alone else _load(matrix_path)
+    store = ResultStore(Path(results_dir or "results")) if lm is None else _store(lm, results_dir)
+    images = [] if lm is None else lm.m.images
     labels = {}
-    for spec in lm.m.images:
+    for spec in images:
         b = store.latest_build(spec.name)
         if b:
             labels[spec.name] = b.labels
@@ -65,12 +71,10 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
 
     bases: dict[str, str | None] = {}
     if "error" not in info:  # each local base image the templates build FROM: does it run a command?
-        refs = {
-            str(v) for spec in lm.m.images for k, v in spec.vars.items() if k.endswith("base_image") and v
-        }
+        refs = {str(v) for spec in images for k, v in spec.vars.items() if k.endswith("base_image") and v}
         bases = {ref: engine.probe_base_image(ref) for ref in sorted(refs) if engine.inspect_image(ref)}
     rep = doctor_mod.diagnose(
-        lm.m.images,
+        images,
         labels,
         allow_software=allow_software_gpu,
         docker_info=info,

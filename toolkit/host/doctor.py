@@ -357,7 +357,7 @@ def format_doctor(
         items.append(("  ", v.line(), 4))  # a continuation hangs under the image's name
         items += [("    note: ", n, None) for n in v.notes]
     if not report.images:
-        items.append(("  ", "(none selected)", None))
+        items.append(("  ", "(none: no matrix.yaml read, so the host's facts only)", None))
     items += [("", "", None), ("next: ", _next_step(report, measured), None)]
     return "\n".join(_wrapped(lead, text, width, hang) for lead, text, hang in items)
 
@@ -366,6 +366,8 @@ def _next_step(report: DoctorReport, measured: Collection[str] = frozenset()) ->
     """What to run next: build and bench the images that can run here (once every one of them has
     results in `measured`: report them, bench again), else mend the first error."""
     runnable = [v.name for v in report.images if v.runnable]
+    if not report.images:  # doctor run outside the project (toolkit.cli.host: no matrix.yaml there)
+        return "run `toolkit doctor` in the project's folder (its matrix.yaml names the images) or pass --matrix PATH"
     if runnable:
         only = "".join(f" -i {n}" for n in runnable) if len(runnable) < len(report.images) else ""
         names = ", ".join(runnable)
