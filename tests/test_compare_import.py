@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,6 +204,25 @@ def test_compare_two_real_images(tmp_path):
     assert len(c.rows) == len(tables.select_latest(a)) and not c.only_a and not c.only_b
     assert (c.a_settings, c.b_settings) == ("n_threads=2", "n_threads=1")
     assert_golden("compare-cpu-a-b.md", compare.format_comparison(c) + "\n")
+
+
+@needs_fixtures
+def test_compare_says_a_speedup_within_noise_as_such_not_faster(tmp_path):
+    """A 1.3x speedup between cells spread 20 % each (noise band 2 x hypot(0.2, 0.2) = 57 %) is
+    "faster within noise", as the verdict calls it no win (a newcomer's compare of two imports said
+    "faster" of a 2.26x between cells spread ~90 %); the same speedup on quiet cells is "faster"."""
+    for rsd, mark in ((0.2, "faster within noise (± 57%)"), (0.01, "faster")):
+        base = quiet(load(CPU_B), rsd)
+        fast = scaled(base, 1.3, digest="sha256:" + "fa57" * 16, run_id=f"faster-{rsd}")
+        store = store_with(tmp_path / str(rsd), base + fast)
+        c = compare.compare(store, base[0].image.digest, "fa57fa57", threshold=5)
+        text = compare.format_comparison(c)
+        n = len(c.rows)
+        plain = len(re.findall(r"\| faster +\|", text))  # the mark "faster" alone
+        assert text.count(f"| {mark} ") == n and plain == (n if rsd < 0.1 else 0), text
+        assert not c.regressions
+        if rsd > 0.1:
+            assert f"{n} test(s) faster by more than 5% but within noise" in text
 
 
 # ----------------------------------------------------------------------------------------- import

@@ -11,7 +11,8 @@ combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict'
 .verdict; a single sample's unknown stddev counts as 0 and is named). Where both sides' cells carry a 95 %
 confidence interval (>= 3 process repeats, facts.Interval) the noise is the intervals instead: a
 regression needs B's interval wholly below A's (tables.margin_band). A slowdown within noise is shown
-as such, not counted. A change beyond the threshold, slower or faster, whose cell on either side
+as such, not counted; so is a speedup within noise (B/A - 1 no larger than margin_band of B over A, the
+verdict's rule for a win): "faster within noise", never plain "faster". A change beyond the threshold, slower or faster, whose cell on either side
 carries a held flag (Facts.held_flags: a telemetry flag, gpu-shared, throttled:<reason>, clock-idle,
 power-not-stock, host-busy; or an above-peak flag, bw-above-peak, compute-above-peak: beyond what the
 GPU can do) is "held": shown with the flags and counted neither as faster nor as a regression, and
@@ -96,6 +97,13 @@ class CompareRow:
         return noise_band(self.fa.rsd or 0.0, self.fb.rsd or 0.0)
 
     @property
+    def gain_noise(self) -> float:
+        """The gain B/A - 1 its noise can explain (a fraction): margin_band of B over A, the margin the
+        verdict asks of a win (the 95 % intervals apart where both sides carry one, else twice the
+        combined relative stddev; unknown stddev counts 0)."""
+        return margin_band(self.fb, self.fa)
+
+    @property
     def noise_unknown(self) -> bool:
         """A side is a single sample (or has no stddev): its noise is unknown."""
         return self.fa.record.stddev_ts is None or self.fb.record.stddev_ts is None
@@ -159,6 +167,11 @@ class Comparison:
     def faster(self, row: CompareRow) -> bool:
         """B faster than A by more than the threshold (flags aside)."""
         return row.speedup > 1 + self.threshold / 100
+
+    def faster_within_noise(self, row: CompareRow) -> bool:
+        """A gain beyond the threshold that the two sides' noise can explain (row.gain_noise): shown
+        as such, not as "faster". Never on a flagged cell (that is held)."""
+        return self.faster(row) and row.speedup - 1 <= row.gain_noise and not row.flags
 
     def held(self, row: CompareRow) -> bool:
         """A change beyond the threshold, either way, on a cell with a held flag (telemetry or
@@ -500,6 +513,9 @@ def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple
         mark = "slower within noise (the 95% intervals overlap)"
     elif c.within_noise(row):
         mark = f"slower within noise (± {100 * row.noise:.0f}%)"
+    elif c.faster_within_noise(row):
+        why = "the 95% intervals overlap" if row.by_interval else f"± {100 * row.gain_noise:.0f}%"
+        mark = f"faster within noise ({why})"
     elif c.faster(row):
         mark = "faster"
     if row.flags and not c.held(row):  # a flagged number is named wherever it stands
@@ -550,7 +566,7 @@ def _notes(c: Comparison) -> list[str]:
 
 def _slower_not_counted(c: Comparison) -> list[str]:
     """The tests not counted: held on a held flag (telemetry or above-peak, slower or faster), or
-    slower within noise."""
+    slower or faster within noise."""
     out = []
     held, noisy = [r for r in c.rows if c.held(r)], [r for r in c.rows if c.within_noise(r)]
     if held:
@@ -576,6 +592,11 @@ def _slower_not_counted(c: Comparison) -> list[str]:
         out.append(
             f"{len(noisy)} test(s) slower by more than {c.threshold:g}% but within noise (twice the combined "
             f"relative stddev{ci}): {', '.join(r.test for r in noisy)}; more repetitions narrow it"
+        )
+    if gains := [r for r in c.rows if c.faster_within_noise(r)]:
+        out.append(
+            f"{len(gains)} test(s) faster by more than {c.threshold:g}% but within noise (the verdict's "
+            f"band; no win): {', '.join(r.test for r in gains)}; more repetitions narrow it"
         )
     return out
 

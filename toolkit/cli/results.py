@@ -365,7 +365,7 @@ def compare(
     results compared without importing them). Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold and the noise are marked and make
-    the exit code 6, for CI gates; a slowdown within noise, or on a cell flagged host-busy, gpu-shared,
+    the exit code 6, for CI gates; a slowdown or speedup within noise, or on a cell flagged host-busy, gpu-shared,
     throttled..., is shown and named but not counted (re-measure it). Two sides with no test in common exit 4, naming the fields that differ; tests
     measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
     unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
