@@ -17,7 +17,8 @@ def test_outside_the_project_the_error_says_where_the_project_is(tmp_path: Path)
     toolkit was installed from is named, for the matrix and the results folder alike."""
     for args in (["doctor"], ["report"], ["bench", "--dry-run"]):
         res = tk(tmp_path, *args)
-        assert res.returncode == 4, (args, res.stderr)
+        # doctor reads the host without a matrix (newcomer round 29): it runs, and says where the project is
+        assert res.returncode == 4 or (args == ["doctor"] and res.returncode in (0, 12)), (args, res.stderr)
         assert f"`cd {ROOT}`" in res.stderr, (args, res.stderr)
 
 

@@ -86,6 +86,10 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         echo_json(rep.to_dict())
     else:
         click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep)))
+    if lm is None:  # where the project is, as a command that needs the matrix says it
+        from toolkit.matrix.loading import project_hint
+
+        click.echo(f"note: no matrix.yaml here, so no image was judged: {project_hint()}", err=True)
     errors = [c.message for c in rep.checks if c.level == "error"]
     if errors:  # a pipeline (`toolkit doctor && toolkit build`) must stop here
         from toolkit.core.errors import HostCheckFailed
