@@ -87,7 +87,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     else:
         click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep)))
     if lm is None:  # where the project is, as a command that needs the matrix says it
-        from toolkit.matrix.loading import project_hint
+        from toolkit.matrix.api import project_hint
 
         click.echo(f"note: no matrix.yaml here, so no image was judged: {project_hint()}", err=True)
     errors = [c.message for c in rep.checks if c.level == "error"]
