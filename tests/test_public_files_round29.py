@@ -26,22 +26,13 @@ The files read right or refused right before this round are held here too.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.public import PUBLIC, cells, imp, refused
+from tests.support.public import PUBLIC, cells, imp, imported, refused
 from toolkit.results import importer
 from toolkit.results.records import ResultStore
-
-
-def _import(tmp_path: Path, name: str, **kw) -> importer.ImportResult:
-    """The ImportResult of importing the public file `name` into tmp_path/results (its notes, skipped lines)."""
-    src = tmp_path / "in" / name
-    src.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PUBLIC / name, src)
-    return importer.import_files(ResultStore(tmp_path / "results"), [src], label="pub", **kw)
 
 
 def test_a_load_out_of_device_memory_names_its_cause(tmp_path: Path) -> None:
@@ -52,7 +43,7 @@ def test_a_load_out_of_device_memory_names_its_cause(tmp_path: Path) -> None:
 
 
 def test_a_row_after_its_tables_end_is_said(tmp_path: Path) -> None:
-    res = _import(tmp_path, "r29-rocm-7900xt-mg-details-issue4763.md")
+    res = imported(tmp_path, "r29-rocm-7900xt-mg-details-issue4763.md")
     assert any(
         s.endswith(
             "md:11: a row of the table at line 3 after that table's end (a blank line or other text came "
@@ -94,7 +85,7 @@ def test_a_serve_run_of_which_no_request_completed_says_so(tmp_path: Path) -> No
 
 
 def test_a_tables_n_batch_is_not_said_unknown(tmp_path: Path) -> None:
-    res = _import(tmp_path, "r29-rocm-gfx90c-vram-device-line-pr26454.txt")
+    res = imported(tmp_path, "r29-rocm-gfx90c-vram-device-line-pr26454.txt")
     note = next(n for n in res.notes if "no batch sizes" in n)
     assert "n_ubatch, and n_batch where the table has no n_batch column, are unknown" in note, note
     assert "n_batch and n_ubatch are unknown" not in note, note

@@ -16,15 +16,19 @@ from toolkit.results.records import BenchRecord, ResultStore
 PUBLIC = DATA / "public"
 
 
-def imp(tmp_path: Path, name: str, **kw) -> list[BenchRecord]:
-    """The records of importing the public file `name` (copied under its own name) into
-    tmp_path/results under the label `pub`; `kw`: importer.import_files' options."""
+def imported(tmp_path: Path, name: str, **kw) -> importer.ImportResult:
+    """The ImportResult (its notes, skipped lines) of importing the public file `name` (copied under its
+    own name) into tmp_path/results under the label `pub`; `kw`: importer.import_files' options."""
     src = tmp_path / "in" / name
     src.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(PUBLIC / name, src)
-    store = ResultStore(tmp_path / "results")
-    importer.import_files(store, [src], label="pub", **kw)
-    return store.results()
+    return importer.import_files(ResultStore(tmp_path / "results"), [src], label="pub", **kw)
+
+
+def imp(tmp_path: Path, name: str, **kw) -> list[BenchRecord]:
+    """The records of importing the public file `name` (imported) into tmp_path/results."""
+    imported(tmp_path, name, **kw)
+    return ResultStore(tmp_path / "results").results()
 
 
 def refused(tmp_path: Path, name: str) -> str:
