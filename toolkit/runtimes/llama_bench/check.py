@@ -20,7 +20,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 from toolkit.runtimes.llama_bench import plausible
-from toolkit.runtimes.llama_bench.settings_check import settings_problem
+from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -682,7 +682,7 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
     n_ubatch = as_int(raw.get("n_ubatch"))
     fa = raw.get("flash_attn")
     if isinstance(fa, str):
-        fa = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}.get(fa.lower(), as_int(fa))
+        fa = FLASH_WORDS.get(fa.lower(), as_int(fa))
     samples = raw.get("samples_ts") or []
     if isinstance(samples, str):  # csv keeps arrays as "[1.0, 2.0]" or "1.0;2.0"
         samples = [float(x) for x in re.findall(r"[-+0-9.eE]+", samples)]

@@ -71,7 +71,10 @@ NON_NEGATIVE_FIELDS = {
 DOMAIN_FIELDS = ("flash_attn", *SWITCH_FIELDS, *NON_NEGATIVE_FIELDS, "model_size", "model_n_params")
 """The row fields domain_problem reads (a stored record's `raw` holds them: record_check reads these)."""
 
-_FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0, "enabled": 1, "disabled": 0}
+FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}
+"""flash_attn's words in a row (`-fa on|off|auto`, a csv's true/false) -> -1/0/1: check.normalize reads them."""
+
+_FLASH_WORDS = {**FLASH_WORDS, "enabled": 1, "disabled": 0}  # also taken as a setting (normalize: unknown)
 
 
 def _whole(v: Any) -> int | None:
