@@ -357,12 +357,6 @@ class DockerLookup:
             self._client.api.timeout = self.timeout
         return self._client
 
-    def label(self) -> str:
-        """The engine for messages: "Docker engine", "Podman (rootless)", ..."""
-        from toolkit.engine import api as engine
-
-        return engine.engine_label()
-
     def digest(self, ref: str) -> str:
         from toolkit.engine import api as engine
 
@@ -410,8 +404,10 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
         raise Gone(
             f"{ref}: the FROM line names a build argument with no default; the build cannot resolve it either"
         )
+    from toolkit.engine import api as engine
+
     name, tag, digest, host = split_image_ref(ref)
-    hosts.call(docker.label(), docker.connect)
+    hosts.call(engine.engine_label(), docker.connect)  # "Docker engine", "Podman (rootless)", ...
     if digest is None:
         now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"))
         return PinResult(
