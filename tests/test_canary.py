@@ -82,15 +82,24 @@ def test_parser_takes_the_last_chunk_when_the_estimate_line_was_lost_at_exit():
         ppl.parse_perplexity(*_lost_at_exit(out, err, 3))  # chunk 4 lost too: no number is made up
 
 
-def test_a_canary_whose_output_was_lost_at_exit_runs_once_more(tmp_path):
+def test_a_canary_whose_output_was_lost_at_exit_runs_again_up_to_four_processes(tmp_path):
+    """Measured here on 2026-12-05: 5 of 20 processes cut at load 8 (docker CLI and SDK alike), so one
+    retry left ~6 % of canaries unchecked under load; up to 4 processes, only while the output is cut."""
     ctx, fake = _ctx_pair(tmp_path, {})
     good = captured("c128x4")
-    fake.answers[ctx.build.digest] = [_lost_at_exit(*good, 3), good]
+    cut = [_lost_at_exit(*good, 3), _lost_at_exit(*good, 0)]  # 3 chunk values kept; none (stderr at ETA)
+    fake.answers[ctx.build.digest] = [cut[0], cut[1], cut[0], good]
     res = canary.run_canary(ctx, {})
-    assert res is not None and res.status == "ok" and res.ppl == 535.8769 and len(fake.runs) == 2
-    fake.answers[ctx.build.digest] = [_lost_at_exit(*good, 3)] * 2
-    res = canary.run_canary(ctx, {})  # lost twice: unchecked, never a third container
-    assert res is not None and res.status == "unchecked" and len(fake.runs) == 4
+    assert res is not None and res.status == "ok" and res.ppl == 535.8769 and len(fake.runs) == 4
+    fake.answers[ctx.build.digest] = [cut[0]] * 5
+    res = canary.run_canary(ctx, {})  # cut four times: unchecked, never a fifth container
+    assert res is not None and res.status == "unchecked" and len(fake.runs) == 8
+    assert "3 of 4 chunk values" in res.reason and "4 processes" in res.reason and "22142" in res.reason
+    out, err = captured("c2048-too-short")
+    fake.answers[ctx.build.digest] = [(out, err)] * 2
+    res = canary.run_canary(ctx, {})  # a reason it printed: no second process
+    assert res is not None and res.status == "unchecked" and len(fake.runs) == 9
+    assert "you need at least" in res.reason and "processes" not in res.reason
 
 
 def test_perplexity_command_line():

@@ -39,11 +39,20 @@ _FINAL = re.compile(r"Final estimate: PPL = (\S+) \+/- (\S+)")
 _CHUNK = re.compile(r"\[(\d+)\]([-+]?(?:nan|inf|[0-9.]+(?:e[-+]?\d+)?)),", re.I)
 _TOO_SHORT = re.compile(r"you need at least \d+ tokens[^\n]*")
 _NO_SPREAD = "Unexpected negative standard deviation of log(prob)"
+_PASS_ETA = "seconds per pass - ETA"
+"""What llama-perplexity prints once its first pass is timed, before any chunk value: the run was scoring."""
 
 
 class PerplexityOutputError(ValueError):
-    """llama-perplexity printed no result: no `Final estimate` line and no chunk value (the text too
-    short for n_ctx, a model that did not load, a crash). The message says which, from its output."""
+    """llama-perplexity printed no result: no `Final estimate` line and not every chunk value (the text
+    too short for n_ctx, a model that did not load, a crash, or its last lines lost at exit). The
+    message says which, from its output. `cut`: the run got as far as scoring (it printed the pass's
+    `ETA` or a chunk value) and its result is missing: what llama.cpp's logger losing its queued lines
+    at exit leaves (llama.cpp#22142), worth one more process; False for a reason it printed."""
+
+    def __init__(self, message: str, *, cut: bool = False):
+        super().__init__(message)
+        self.cut = cut
 
 
 @dataclass(frozen=True)
@@ -107,8 +116,9 @@ def parse_perplexity(stdout: str, stderr: str, chunks_run: int = CHUNKS) -> Perp
     so the last is the final estimate: 535.8769 both, tiny model), when they are not finite, or when
     llama.cpp said the log-probabilities have no spread (`no_spread`). llama.cpp's logger is a leaked
     singleton whose queued lines can be lost at exit (ggml-org/llama.cpp#22142: here 1 run in 6 lost
-    the `Final estimate` line, exit code 0). Raises PerplexityOutputError otherwise (the text too
-    short, a model that did not load, a crash, or those lines lost), quoting the reason it printed."""
+    the `Final estimate` line idle, 5 in 20 at load 8, exit code 0). Raises PerplexityOutputError
+    otherwise (the text too short, a model that did not load, a crash, or those lines lost: `cut`),
+    quoting the reason it printed."""
     text = stdout + "\n" + stderr
     chunks = tuple(float(v) for _, v in _CHUNK.findall(text))
     final = _FINAL.search(text)
@@ -120,6 +130,10 @@ def parse_perplexity(stdout: str, stderr: str, chunks_run: int = CHUNKS) -> Perp
     if len(chunks) >= chunks_run or (chunks and (not math.isfinite(chunks[-1]) or _NO_SPREAD in stderr)):
         return Perplexity(chunks[-1], None, chunks, no_spread=_NO_SPREAD in stderr)
     short = _TOO_SHORT.search(text)
-    why = short.group(0) if short else "no `Final estimate` line and no chunk value"
+    seen = f"{len(chunks)} of {chunks_run} chunk values" if chunks else "no chunk value"
+    why = short.group(0) if short else f"no `Final estimate` line and {seen}"
     tail = " | ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())[-200:]
-    raise PerplexityOutputError(f"llama-perplexity gave no perplexity: {why} (output ends: {tail!r})")
+    cut = not short and (bool(chunks) or _PASS_ETA in stderr)
+    raise PerplexityOutputError(
+        f"llama-perplexity gave no perplexity: {why} (output ends: {tail!r})", cut=cut
+    )
