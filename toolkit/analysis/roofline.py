@@ -42,7 +42,9 @@ tensor_parallel_size x pipeline_parallel_size GPUs (1 unless set). Several GPUs:
     (decode) and overlap only partly (prefill pipelining), so the bound lies between one card's peak
     and N x; neither is the yardstick, and the record gets no roofline, with a note.
 A multi-GPU run is never held against one card's peak. CPU runs and software Vulkan devices
-(llvmpipe/lavapipe) get no roofline.
+(llvmpipe/lavapipe) get no roofline, nor does a run that kept part of the weights in host memory for
+the CPU (`--n-cpu-moe N`, `-ot exps=CPU`: weights_on_host), whose token time is the GPU's part plus the
+CPU's; its ceiling (every weight on the GPUs) still bounds it.
 """
 
 from __future__ import annotations
@@ -417,6 +419,30 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
     )
 
 
+def weights_on_host(r: BenchRecord) -> str | None:
+    """Why part of the weights of record `r` were read from host memory by the CPU, so that the GPU's
+    peak is no yardstick of its rate, or None: llama-bench's `n_cpu_moe` above 0 (`--n-cpu-moe N`: the
+    experts of the first N layers stay in host memory and run on the CPU) or a `tensor_buft_overrides`
+    that places tensors on the CPU (`-ot exps=CPU`, printed `pattern=CPU`). The time of such a token is
+    the GPU's part plus the CPU's, so a share of the GPU's peak measures neither; the ceiling (no run is
+    faster than every weight on the GPUs) still holds, and assess(ceiling=True) keeps it."""
+    raw = r.raw or {}
+    moe = raw.get("n_cpu_moe")
+    moe = int(moe) if isinstance(moe, str) and moe.strip().isdigit() and len(moe) < 10 else moe  # csv, sql
+    if isinstance(moe, int) and not isinstance(moe, bool) and moe > 0:
+        return (
+            f"n_cpu_moe {moe}: the experts of the first {moe} layers (all, where the model has fewer) stay in "
+            "host memory and run on the CPU, so the GPU's peak is no yardstick of this rate"
+        )
+    ot = str(raw.get("tensor_buft_overrides") or "")
+    if any(part.rsplit("=", 1)[-1].strip().upper() == "CPU" for part in ot.split(";") if "=" in part):
+        return (
+            f"tensor_buft_overrides {ot[:60]!r}: tensors held in host memory and run on the CPU, so the GPU's "
+            "peak is no yardstick of this rate"
+        )
+    return None
+
+
 def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) -> Assessment:
     """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
     the sum of the used cards' peaks in any split (for 'faster than the hardware' checks; a MoE whose
@@ -426,6 +452,8 @@ def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) 
     use = use if use is not None else gpu_use(r)
     if r.avg_ts is None or r.axis not in ("prefill", "decode"):
         return Assessment(None, use, f"no roofline for {r.axis} results")
+    if not ceiling and use.count and (host := weights_on_host(r)) is not None:
+        return Assessment(None, use, host)
     gpu, how = yardstick(use, ceiling=ceiling)
     if gpu is None:
         return Assessment(None, use, how)

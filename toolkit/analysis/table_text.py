@@ -170,16 +170,22 @@ def energy_notes(ts: list[Table]) -> list[str]:
 
 def roof_notes(ts: list[Table]) -> list[str]:
     """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
-    GPU image without one, why not (unknown product, multi-GPU layer split: Facts.no_roof)."""
+    GPU image without one, why not (unknown product, multi-GPU layer split: Facts.no_roof); and each
+    other reason some of its rows have none (an n_cpu_moe sweep's rows with experts on the CPU beside
+    rows held to the yardstick; -ngl 0 rows beside rows that name no GPU), the first _MAX_WHY of them."""
     seen: dict[str, Roofline] = {}
-    missing: dict[str, str] = {}
+    missing: dict[str, list[str]] = {}
     for t in ts:
         for row in t.rows:
             for col, f in row.facts.items():
                 if f.roof is not None:
                     seen[col] = f.roof
-                elif f.no_roof:
-                    missing.setdefault(col, f.no_roof)
+                elif (
+                    f.no_roof
+                    and f.no_roof not in (why := missing.setdefault(col, []))
+                    and len(why) < _MAX_WHY
+                ):
+                    why.append(f.no_roof)
     out = [
         f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
         f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
@@ -187,7 +193,15 @@ def roof_notes(ts: list[Table]) -> list[str]:
         + (f"; {roof.note}" if roof.note else "")
         for col, roof in sorted(seen.items())
     ]
-    return out + [f"{col}: no roofline: {why}" for col, why in sorted(missing.items()) if col not in seen]
+    return out + [
+        f"{col}: no roofline{' for some of its rows' if col in seen or len(whys) > 1 else ''}: {why}"
+        for col, whys in sorted(missing.items())
+        for why in whys
+    ]
+
+
+_MAX_WHY = 3
+"""The most reasons roof_notes gives for one image's rows without a roofline."""
 
 
 def short_labels(ts: list[Table]) -> dict[str, str]:

@@ -413,8 +413,18 @@ def _row_order(r: BenchRecord, ids: dict[str, str]) -> tuple:
         r.n_gen,
         r.model.name,
         r.n_ubatch or 0,
-        tuple(ids.values()),
+        tuple(_value_order(v) for v in ids.values()),
     )
+
+
+def _value_order(v: str) -> tuple:
+    """An identifying value's place among its column's: numbers by value (n_cpu_moe 4 before 16), then
+    words in text order (`layer`, `none`, `row`; n_gpu_layers `all` after the numbers)."""
+    try:
+        n = float(v)
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+    return (0, n, str(v)) if n == n else (1, 0.0, str(v))  # NaN: a word
 
 
 def _row_key(

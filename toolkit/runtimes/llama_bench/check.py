@@ -19,7 +19,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
-from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench import plausible, summaries
 from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
@@ -240,7 +240,7 @@ def _not_a_row(fields: dict[str, Any]) -> str | None:
         f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
         "another program's records around it"
         if inner is not None
-        else (_printed(fields) or _served(fields) or "")
+        else (_printed(fields) or _served(fields) or summaries.summary(fields) or "")
     )
     return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
 

@@ -75,36 +75,56 @@ def why_no_rows(lines: list[str]) -> str | None:
     return None
 
 
+_RUN_LLAMA_BENCH = "run llama-bench on the model (-o jsonl) and import that"
+_SERVED = "run it again with --save-result (SGLang: --output-file) and import that JSON"
+
 _OTHER = (
     (
         re.compile(r"(?:srv|slot) +\w+: |main: (?:HTTP )?server is listening on"),
         "a llama-server log (the server's requests and slots: it measured no benchmark)",
+        _RUN_LLAMA_BENCH,
     ),
     (
         re.compile(r"llama_perf_context_print: |llama_print_timings: "),
         "llama-cli's (main's) timings of one generation, not llama-bench's repeated tests",
+        _RUN_LLAMA_BENCH,
     ),
     (
         re.compile(
             r"\$ (?:podman|docker) (?:build|buildx) |(?:\[\d+/\d+\] )?STEP \d+/\d+: |#\d+ \[[^\]]*\] "
         ),
         "a container image build's log (podman or docker build), not a llama-bench run",
+        _RUN_LLAMA_BENCH,
+    ),
+    (
+        re.compile(r"=+ Serving Benchmark Result =+\s*$"),
+        "a serving benchmark's printed summary (`vllm bench serve`, benchmark_serving.py or SGLang's "
+        "bench_serving: 'Serving Benchmark Result': rounded figures, without the lengths it was asked for), "
+        "not its result JSON",
+        _SERVED,
+    ),
+    (
+        re.compile(r"Throughput: [\d.]+ requests/s, "),
+        "`vllm bench throughput`'s (benchmark_throughput.py's) printed line ('Throughput: ... requests/s'), "
+        "not its result JSON",
+        "run it again with --output-json and import that JSON",
     ),
 )
-"""Lines only another program prints (llama.cpp's server and cli, a container build), and what its file
-is: why_no_rows names it where no llama-bench table header is in the file (a Windows PowerShell capture
-of llama-server, CRLF and all; a podman build log, whose `ERROR:` lines are no llama-bench failure)."""
+"""Lines only another program prints (llama.cpp's server and cli, a container build, a serving or
+throughput benchmark's summary), what its file is and what to import instead: why_no_rows names it
+where no llama-bench table header is in the file (a Windows PowerShell capture of llama-server, CRLF
+and all; a podman build log, whose `ERROR:` lines are no llama-bench failure; `vllm bench serve`'s
+summary pasted in a markdown report)."""
 
 
 def _other_program(lines: list[str]) -> str | None:
-    """why_no_rows' word on a file of another program's output (_OTHER; the first such line named), or
-    None."""
+    """why_no_rows' word on a file of another program's output (_OTHER; the first such line named, and
+    what to import instead), or None."""
     for n, line in enumerate(lines, 1):
-        for pattern, what in _OTHER:
+        for pattern, what, instead in _OTHER:
             if pattern.match(line_text(line)):
                 return (
-                    f"the file is {what}: line {n}: {line.strip()[:120]!r}; not llama-bench output: run "
-                    "llama-bench on the model (-o jsonl) and import that"
+                    f"the file is {what}: line {n}: {line.strip()[:120]!r}; not llama-bench output: {instead}"
                 )
     return None
 
