@@ -217,13 +217,30 @@ def _utf8(text: str) -> bool:
 
 def none_usable(where: str, refused: list[str]) -> BadInput:
     """The error for input whose every row was refused: `where` (the file or files), how many, and
-    the first three reasons (`refused`: one text each)."""
+    the first three distinct reasons (`refused`: one text each, `line N: why` or `PATH:N: why`), each
+    once with the rows it refused (`line 21: why (26 rows of this, line 21 to line 46)`: a table another
+    tool wrote is one reason, not one a row)."""
+    groups: dict[str, list[str]] = {}
+    for text in refused:
+        m = _WHERE.match(text)
+        at, why = (m.group(1), m.group(2)) if m else ("", text)
+        groups.setdefault(why, []).append(at)
+    said = [
+        (f"{ats[0]}: {why}" if ats[0] else why)
+        + (f" ({len(ats)} rows of this, {ats[0]} to {ats[-1]})" if len(ats) > 1 and ats[0] else "")
+        for why, ats in list(groups.items())[:3]
+    ]
+    rest = len(refused) - sum(len(ats) for ats in list(groups.values())[:3])
     return BadInput(
         f"{where}: no llama-bench result rows found that are measurements: {len(refused)} refused ("
-        + "; ".join(refused[:3])
-        + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        + "; ".join(said)
+        + (f"; and {rest} more, for {len(groups) - 3} other reasons" if rest else "")
         + ")"
     )
+
+
+_WHERE = re.compile(r"(line \d+|.*?:\d+): (.*)", re.S)
+"""A refusal's place (`line N`, `PATH:N`) and its reason."""
 
 
 def check_options(
