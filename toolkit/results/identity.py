@@ -523,7 +523,10 @@ def write_order(r: Any, pos: int) -> tuple[int, int]:
     """When a record was written to its store, comparable between records of one store: (1, seq) for
     a record that carries the store's sequence number, else (0, pos) with `pos` its place in store
     order (records written before seq existed come first, in file order). Never the wall clock: a
-    run made with the clock a year ahead must not hide the runs written after it."""
+    run made with the clock a year ahead must not hide the runs written after it. Nor a seq its store
+    never gave: every reader of a store (ResultStore.results(), the query index) gives a record whose
+    seq is above its store's counter with seq None (results/sequence.py), so it is ordered here as one
+    written before seq existed."""
     s = seq_of(r)
     return (1, s) if s is not None else (0, pos)
 

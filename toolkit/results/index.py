@@ -96,6 +96,7 @@ from toolkit.results.records import (
     bench_record,
     clock_skew_of,
 )
+from toolkit.results.sequence import TRUSTED_SEQ, untrusted_note
 
 
 def load(
@@ -104,7 +105,8 @@ def load(
     keys: dict[int, bytes] | None = None,
 ) -> list[BenchRecord]:
     """The BenchRecords of `heads`, read by byte offset and validated; StaleIndex when a line is no
-    longer the record the index listed (same run id, measured_at, status and digest, seq). Each
+    longer the record the index listed (same run id, measured_at, status and digest, seq; a seq the
+    index does not trust, above its store's counter, reads as None: sequence.TRUSTED_SEQ). Each
     carries `clock_skew` as ResultStore.results() gives it: `skewed` (ResultIndex.skewed) says which
     are earlier than the store's order allows; a `created` in the future is checked here. `keys`
     (ResultIndex.stored_keys of the heads' rows): inside identity.keys_cached(), each record whose
@@ -136,6 +138,8 @@ def load(
                 line = os.pread(fd, size, off)
             same = line_sum(line) == h.row[R_SUM]
             rec, problem = _record_of(line, same)
+            if rec is not None and h.seq is None and rec.seq is not None:
+                rec.seq = None  # none stored, or one above its store's counter (sequence.TRUSTED_SEQ)
             if rec is None or sql_text(  # as the index stores text (a lone surrogate escaped)
                 (rec.run_id, identity.measured_at(rec), rec.status, rec.image.digest, rec.seq)
             ) != (h.run_id, h.created, h.status, h.image.digest, h.seq):  # bytes it read (`same`) too: a row
@@ -249,6 +253,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
             try:
                 answer = ask(idx, files)
                 problems = idx.problems(files) if warn else []
+                above = idx.untrusted(files) if warn else []
             except BaseException:
                 idx.conn.rollback()
                 raise
@@ -263,6 +268,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
     if warn:
         store.refused = len(problems)
         store.warnings += [f"{f}:{n}: {text}" for f, n, text in problems]
+        store.warnings += [untrusted_note(store.root, *u) for u in above]
     return answer
 
 
@@ -366,11 +372,13 @@ class RefQuery:
 
     def newest_digest(self, name: str) -> str:
         """The digest of the ok record of image `name` written last (identity.write_order: the largest
-        seq, on a tie the first in store order; else the last in store order)."""
+        seq its store's counter trusts, TRUSTED_SEQ, on a tie the first in store order; else the last in
+        store order)."""
+        seq = TRUSTED_SEQ
         return self._one(
             f"SELECT f.digest FROM recs r JOIN temp.ord o ON o.file = r.file JOIN facets f ON f.id = r.facet "
-            f"WHERE f.image_name = ? AND r.status = 'ok' ORDER BY r.seq IS NULL, "
-            f"CASE WHEN r.seq IS NULL THEN {_POS} ELSE r.seq END DESC, {_POS} LIMIT 1",
+            f"WHERE f.image_name = ? AND r.status = 'ok' ORDER BY {seq} IS NULL, "
+            f"CASE WHEN {seq} IS NULL THEN {_POS} ELSE {seq} END DESC, {_POS} LIMIT 1",
             (name,),
         )[0]
 

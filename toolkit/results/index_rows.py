@@ -17,6 +17,7 @@ from toolkit.core.errors import ToolkitError
 from toolkit.core.jsonsafe import MAX_LINE_BYTES
 from toolkit.results import identity
 from toolkit.results.records import BenchRecord, short_digest
+from toolkit.results.sequence import TRUSTED_SEQ
 
 # An index row: what choosing records needs (small ints but `created` = identity.measured_at, compared as
 # text as identity.newest_per_test compares it among timed import rows; `seq` and `pos` give the
@@ -24,8 +25,8 @@ from toolkit.results.records import BenchRecord, short_digest
 # bytes when the index validated it; `pos` = store order.
 _ROW_COLS = (
     "r.file, r.line, r.off, r.len, r.status, r.run, r.created, r.key, r.process_run, r.facet, "
-    "r.seq, r.timed, r.written, r.tune, r.sum"
-)
+    f"{TRUSTED_SEQ} AS seq, r.timed, r.written, r.tune, r.sum"
+)  # with temp.ord o joined: a seq above its store's counter is NULL (results/sequence.py)
 (
     R_FILE,
     R_LINE,

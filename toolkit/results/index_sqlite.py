@@ -32,9 +32,9 @@ from toolkit.results.records import (
     _parse_line,
     bench_record,
     scan_jsonl_lines,
-    store_of,
     written_at,
 )
+from toolkit.results.sequence import TRUSTED_SEQ, counter, store_of
 
 INDEX_NAME = ".index.sqlite"
 
@@ -421,21 +421,34 @@ class ResultIndex:
     # ------------------------------------------------------------------------------------------ reading
 
     def _order(self, files: Sequence[Path]) -> None:
-        """temp.ord: (file id, rank in `files`, the store that numbered its records: records.store_of):
-        the store order every query sorts by."""
+        """temp.ord: (file id, rank in `files`, the store that numbered its records: sequence.store_of,
+        that store's counter: sequence.counter, read after the refresh read the records): the store
+        order every query sorts by, and the counter TRUSTED_SEQ holds each record's seq to."""
         self.conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER, part TEXT)"
+            "CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER, part TEXT, top INTEGER)"
         )
         self.conn.execute("DELETE FROM temp.ord")
         self.paths = {}
         self.done = dict(self.conn.execute("SELECT id, done FROM files"))
-        rows = []
+        rows, tops = [], {}
         for rank, path in enumerate(files):
             fid = self.ids.get(_rel(self.root, path))
             if fid is not None:
                 self.paths[fid] = path
-                rows.append(sql_text((fid, rank, store_of(self.root, path))))
-        self.conn.executemany("INSERT INTO temp.ord VALUES (?, ?, ?)", rows)
+                part = store_of(self.root, path)
+                if part not in tops:
+                    tops[part] = counter(self.root, part)
+                rows.append(sql_text((fid, rank, part, tops[part])))
+        self.conn.executemany("INSERT INTO temp.ord VALUES (?, ?, ?, ?)", rows)
+
+    def untrusted(self, files: Sequence[Path]) -> list[tuple[str, int, int, int]]:
+        """(store, records, its counter, largest seq) of each store of `files` holding records whose seq is
+        above its counter (sequence.untrusted_note says it)."""
+        self._order(files)
+        return self.conn.execute(
+            "SELECT o.part, COUNT(*), o.top, MAX(r.seq) FROM recs r JOIN temp.ord o ON o.file = r.file "
+            "WHERE o.top IS NOT NULL AND r.seq > o.top GROUP BY o.part ORDER BY MIN(o.rank)"
+        ).fetchall()
 
     def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
         where, args = ["1"], []
@@ -659,13 +672,13 @@ class ResultIndex:
 
     def skewed(self, files: Sequence[Path]) -> dict[tuple[int, int], float]:
         """(file id, line) -> the latest `written` of the records written before it in its store (by
-        seq), for every record of `files` more than CLOCK_SKEW_BACK_S before that (records.clock_skew_of
+        seq, those TRUSTED_SEQ trusts), for every record of `files` more than CLOCK_SKEW_BACK_S before that (records.clock_skew_of
         says why). Over every record of the files, not a selection: skew is relative to the store."""
         self._order(files)
         rows = self.conn.execute(
             "SELECT file, line, before FROM (SELECT r.file, r.line, r.written, MAX(r.written) OVER "
-            "(PARTITION BY o.part ORDER BY r.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
-            "FROM recs r JOIN temp.ord o ON o.file = r.file WHERE r.seq IS NOT NULL) "
+            f"(PARTITION BY o.part ORDER BY {TRUSTED_SEQ} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
+            f"AS before FROM recs r JOIN temp.ord o ON o.file = r.file WHERE {TRUSTED_SEQ} IS NOT NULL) "
             "WHERE written IS NOT NULL AND before IS NOT NULL AND written < before - ?",
             (CLOCK_SKEW_BACK_S,),
         ).fetchall()

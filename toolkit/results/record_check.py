@@ -42,7 +42,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
     (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
     against its served block and result (served_check), an imported vLLM serve record's result
-    against the rules its import held it to (vllm output.serve_problem, serve_duration_problem); a llama-bench record's token counts and number
+    against the rules its import held it to (vllm output.serve_problem, serve_duration_problem,
+    serve_peak_problem); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
     pp4096, repetitions dropped), and the other fields made from it (made_problem: a flash_attn or
     n_gpu_layers edited, another build_commit, an effective micro-batch its counts do not give); its test_time against when its image was built and when the record
@@ -66,7 +67,11 @@ def contradiction(rec: BenchRecord) -> str | None:
         return why
     if rec.method == vf.METHOD_SERVE and "imported" in extra and isinstance(rec.raw, dict):
         # the rules its import held the result to (vllm_import._serve): a stored one failing them was edited
-        if why := vf.serve_problem(rec.raw) or vf.serve_duration_problem(rec.raw):
+        if (
+            why := vf.serve_problem(rec.raw)
+            or vf.serve_duration_problem(rec.raw)
+            or vf.serve_peak_problem(rec.raw)
+        ):
             return f"its result: {why}"
     row: dict[str, Any] = {}
     if rec.method == "llama-bench":

@@ -13,7 +13,8 @@ Order: every BenchRecord appended through a ResultStore carries `seq`, the store
 (results/.seq, taken under an flock of that file at append time: strictly increasing in the order
 records were written, whatever the hosts' clocks say). Runs are ordered by it (records written before
 it existed: by their place in their file). A record whose `created` disagrees with that order (earlier
-than a record written before it, or in the future) is marked clock-skew when read.
+than a record written before it, or in the future) is marked clock-skew when read. A seq above the
+store's counter is not one it gave and reads as none (results/sequence.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
 )
 from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.record_check import contradiction
+from toolkit.results.sequence import COUNTER_TEXT, SEQ_FILE, counter, store_of, trusted, untrusted_note
 
 RECORD_SCHEMA_VERSION = 2
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
@@ -532,8 +534,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-SEQ_FILE = ".seq"
-"""results/.seq: the last sequence number given in this store (decimal text), flocked while appending."""
 _SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,18})[,}]')
 CLOCK_SKEW_BACK_S = 60.0
 """A record written this many seconds `before` (by its created) a record the store holds as earlier is
@@ -587,13 +587,6 @@ def mark_clock_skew(records: Iterable[tuple[str, BenchRecord]], now: float | Non
             t = written_at(r.created)
             if t is not None and (latest is None or t > latest):
                 latest = t
-
-
-def store_of(root: Path, path: Path) -> str:
-    """The store a bench.jsonl under `root` belongs to: "" for root/<digest>/bench.jsonl, "hosts/<key>"
-    for a campaign host's root/hosts/<key>/<digest>/bench.jsonl (each has its own sequence)."""
-    rel = path.relative_to(root).parts
-    return f"hosts/{rel[1]}" if len(rel) == 4 and rel[0] == "hosts" else ""
 
 
 class ResultStore:
@@ -692,7 +685,7 @@ class ResultStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, 64, 0).strip()
-            last = int(raw) if re.fullmatch(rb"\d{1,18}", raw) else self._largest_seq()
+            last = int(raw) if COUNTER_TEXT.fullmatch(raw) else self._largest_seq()
             data = f"{last + n}\n".encode()
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
@@ -725,7 +718,8 @@ class ResultStore:
         """Every readable BenchRecord under results/*/bench.jsonl. Lines that are not valid records
         (corrupt bytes, unknown schema_version, non-finite tok/s) are skipped, each noted in
         `warnings` with file and line and counted in `refused`. Records whose `created` disagrees with
-        the store's order carry `clock_skew` (mark_clock_skew)."""
+        the store's order carry `clock_skew` (mark_clock_skew). A seq above its store's counter reads as
+        None, said once per store (sequence.trusted)."""
         out: list[BenchRecord] = []
         stores: list[str] = []
         self.refused = 0
@@ -740,6 +734,15 @@ class ResultStore:
                 if problem is not None:
                     self.warnings.append(f"{f}:{n}: {problem}")
                     self.refused += 1
+        tops = {part: counter(self.root, part) for part in set(stores)}  # read after the records
+        above: dict[str, list[int]] = {}
+        for part, rec in zip(stores, out, strict=True):
+            if rec.seq is not None and trusted(rec.seq, tops[part]) is None:
+                above.setdefault(part, []).append(rec.seq)
+                rec.seq = None
+        self.warnings += [
+            untrusted_note(self.root, p, len(v), tops[p] or 0, max(v)) for p, v in above.items()
+        ]
         mark_clock_skew(zip(stores, out, strict=True))
         return out
 

@@ -455,8 +455,11 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
         error = f"{what}: the result has no output_throughput"
     elif short := vf.served_shortfall_error(parsed, num_prompts=prompts, output_len=O, ignore_eos=False):
         error = f"{what}: {short}"
-    # a duration its requests cannot fit: refused, but a result failed already stays failed, saying it
-    if busy := vf.serve_duration_problem(f.result):
+    # a duration its requests cannot fit, peaks its totals do not give (vLLM's own counting): refused,
+    # but a result failed already stays failed, saying it
+    if busy := vf.serve_duration_problem(f.result) or (
+        f.tool != "sglang" and vf.serve_peak_problem(f.result)
+    ):
         if error is None:
             raise ValueError(busy)
         error += f"; and {busy}"

@@ -36,7 +36,7 @@ from toolkit.images import build as build_mod
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.results import identity, records
+from toolkit.results import identity, make_folders, open_regular, records
 from toolkit.results.records import BenchRecord, BuildRecord, ImageRef, ResultStore, new_run_id, timing_value
 
 Events = Callable[..., None]
@@ -471,6 +471,21 @@ class Runner(Protocol):
 
     def run(self, ctx: RunContext) -> list[Outcome]:
         """Run the plan; append records through ctx.save; one Outcome per summary line."""
+
+
+def log_text(command: list[str], out: Any) -> str:
+    """A process's log file: its command line, then what it printed on stdout and on stderr (`out`, its
+    engine outcome: RunOutcome)."""
+    return f"$ {shlex.join(command)}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}"
+
+
+def write_log(path: Path, text: str, root: Path) -> None:
+    """Write a process's log file `path` (results/<digest12>/logs/...) below the results root `root`, the
+    one writer of every runner's logs: never through a link (BadInput: a symlink or non-regular file
+    there, or a link at a folder below `root`); other OSError raised as is."""
+    make_folders(path.parent, root=root)  # results/<digest12>/logs: no link followed
+    with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root), "w") as fh:
+        fh.write(text)
 
 
 def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[Any, float]:

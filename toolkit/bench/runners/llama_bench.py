@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import shlex
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,18 +31,20 @@ from toolkit.bench.runners.base import (
     container_spec,
     effective_environment,
     image_ref,
+    log_text,
     memory_limit,
     model_file_here,
     now,
     resolve_model,
     run_observer,
     stale_marks,
+    write_log,
 )
 from toolkit.core import signals
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
-from toolkit.results import identity, make_folders, open_regular
+from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
 from toolkit.runtimes.llama_bench import args as lb_args
@@ -598,7 +598,7 @@ def _measure(p: _Process) -> Outcome:
     sink.events("start", image=image, model=model, total=p.n_cases)
     out, stop, facts = _run_observed(p)
     with signals.no_interrupt(reraise=stop is None):  # a second Ctrl-C cannot cut the save short
-        log_problem = write_log_file(p.log_path, _log_text(p.engine.run_command(p.rs), out), p.results)
+        log_problem = write_log_file(p.log_path, log_text(p.engine.run_command(p.rs), out), p.results)
         n_rows, timing = sink.finish(out.stdout, out.seconds)
         error = (
             _process_error(out, stop, p.timeout, p.memory, p.engine)
@@ -650,19 +650,13 @@ def _run_observed(p: _Process) -> tuple[Any, BaseException | None, dict[str, Any
     return out, stop, facts
 
 
-def _log_text(command: list[str], out: Any) -> str:
-    """The process's log file: its command line, then what it printed on stdout and on stderr."""
-    return f"$ {shlex.join(command)}\n--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}"
-
-
 def write_log_file(path: Path, text: str, root: Path) -> str | None:
     """Write a process's log file below the results root `root` (inside the save's signal hold, `_measure`);
     None, or why it was not written (a log is not worth stopping for, a record is): a symlink or
-    non-regular file there, or a link at a folder below `root`, is refused, never written through."""
+    non-regular file there, or a link at a folder below `root`, is refused, never written through
+    (base.write_log, every runner's writer)."""
     try:
-        make_folders(path.parent, root=root)  # results/<digest12>/logs: no link followed
-        with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root), "w") as fh:
-            fh.write(text)
+        write_log(path, text, root)
         return None
     except BadInput as err:
         return str(err)

@@ -25,7 +25,6 @@ container setup (script and parser: toolkit/runtimes/vllm/canary.py; docs/runnin
 
 from __future__ import annotations
 
-import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from toolkit.bench.runners.base import (
     effective_environment,
     estimate_from,
     image_ref,
+    log_text,
     model_sha256,
     now,
     resolve_model,
@@ -51,6 +51,7 @@ from toolkit.bench.runners.base import (
     seconds_before,
     stale_marks,
     tree_sha256,
+    write_log,
 )
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
@@ -58,7 +59,7 @@ from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: D
 from toolkit.host import devices
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import checkpoint as hf_checkpoint
-from toolkit.results import make_folders, open_regular
+from toolkit.results import make_folders
 from toolkit.results.records import BenchRecord, BuildRecord, ModelRef, ResultStore
 from toolkit.runtimes.llama_bench import perplexity as ppl_text  # the canary's text and window
 from toolkit.runtimes.vllm import args as va
@@ -193,14 +194,6 @@ def _serve_cmd(ctx: _Ctx, lv: va.ServeLevel) -> list[str]:
     )
 
 
-def _write_log(path: Path, command: list[str], out: RunOutcome | None, extra: str = "") -> None:
-    body = f"$ {shlex.join(command)}\n"
-    if out is not None:
-        body += f"--- stdout ---\n{out.stdout}\n--- stderr ---\n{out.stderr}\n"
-    with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:  # never via a link
-        fh.write(body + extra)
-
-
 def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float) -> va.LatencyResult:
     rs = _spec(ctx, _latency_cmd(ctx, r), _name(ctx, f"lat-{r.input_len}-{r.output_len}"))
     command = ctx.engine.run_command(rs)
@@ -208,7 +201,7 @@ def _run_latency(ctx: _Ctx, store: ResultStore, r: va.LatencyRun, timeout: float
     log_path = store.log_path(
         ctx.build.digest, f"{ctx.run_id}-{ctx.model.name}-lat-{r.input_len}-{r.output_len}.log"
     )
-    _write_log(log_path, command, out)
+    write_log(log_path, log_text(command, out) + "\n", store.root)
     res = va.LatencyResult(
         r, command, str(log_path), out.seconds, va.log_notes(out.stdout + "\n" + out.stderr)
     )
@@ -339,7 +332,8 @@ def _serve(
         time.monotonic() - t0,
         oom_killed=bool(state.get("OOMKilled")),
     )
-    _write_log(log_path, command, server_out, "\n--- client (docker exec) ---\n" + "\n".join(client_log))
+    client = "\n--- client (docker exec) ---\n" + "\n".join(client_log)
+    write_log(log_path, log_text(command, server_out) + "\n" + client, store.root)
     notes = va.log_notes(stdout + "\n" + stderr)
     error = error or va.fallback_error(ctx.spec, notes)
     served = va.Served(command, str(log_path), startup, notes, error, timeout)
@@ -699,7 +693,7 @@ def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> can
     out = ctx.engine.run_container(rs, timeout=canary.TIMEOUT_S)
     res.seconds = round(out.seconds, 3)
     log = ctx.store.log_path(ctx.build.digest, f"{ctx.opts.run_id}-{ctx.model.name}-canary.log")
-    _write_log(log, res.command, out)
+    write_log(log, log_text(res.command, out) + "\n", ctx.store.root)
     try:  # the result line is printed before vLLM shuts down: it counts whatever the exit code
         p = vc.parse_canary(out.stdout, out.stderr, n_ctx=res.n_ctx)
     except vc.CanaryOutputError as err:

@@ -50,14 +50,38 @@ def _joined(texts: list[str]) -> object | None:
     return None
 
 
-def stray_row(line: str, cells: int, last: tuple[int, int]) -> str | None:
-    """readers.read_md's note on a `line` after a table's end that has that table's cells (`cells`: the
-    line's count, readers.md_cells; `last`: the table's header's line and cell count) and a `±` figure: a row of it cut off by a blank line or other text (a paste's
-    `<details>` block repeating a row), not read; None for any other line."""
-    s = line_text(line)
-    if not s.startswith("|") or cells != last[1] or "±" not in s:
-        return None
-    return (
-        f"a row of the table at line {last[0]} after that table's end (a blank line or other text came "
-        "between): not read; put it back under its table's header to import it"
-    )
+class StrayRows:
+    """readers.read_md's rows of a table after its end (`see`), said as one note a table in `skipped`
+    (None: nothing noted) when the next table starts or the text ends (`said`): the first row's line,
+    then how many more up to which line. A file of 500,000 rows after its table's end holds and prints
+    one note, not one a row (memory: a constant)."""
+
+    def __init__(self, skipped: list[str] | None) -> None:
+        self.skipped = skipped
+        self.table, self.first, self.more, self.end = 0, 0, 0, 0
+
+    def see(self, line: str, cells: int, last: tuple[int, int], at: int) -> None:
+        """`line` (at line `at`), after the end of the table whose header's line and cell count are
+        `last`: a row of that table (`cells`, its count of cells: readers.md_cells) with a `±` figure is
+        a row cut off by a blank line or other text (a paste's `<details>` block repeating a row), not
+        read: counted. Any other line: nothing."""
+        if self.skipped is None:
+            return
+        s = line_text(line)
+        if not s.startswith("|") or cells != last[1] or "±" not in s:
+            return
+        if not self.first:
+            self.table, self.first = last[0], at
+        else:
+            self.more, self.end = self.more + 1, at
+
+    def said(self) -> None:
+        """Append the note on the rows seen since the last call (nothing when none)."""
+        if self.first and self.skipped is not None:
+            more = f"; and {self.more:,} more such row(s), up to line {self.end}" if self.more else ""
+            self.skipped.append(
+                f"line {self.first}: a row of the table at line {self.table} after that table's end (a blank "
+                f"line or other text came between): not read; put it back under its table's header to import "
+                f"it{more}"
+            )
+        self.table, self.first, self.more, self.end = 0, 0, 0, 0

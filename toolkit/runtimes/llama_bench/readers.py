@@ -486,19 +486,17 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
     i, above = 0, None
     devices: dict[int, str] = {}
     last: tuple[int, int] | None = None  # the last table's header: its line and its number of cells
+    strays = cut_records.StrayRows(skipped)  # said once per table (a count, not a note a row)
     while i < len(lines):
         if not is_md_header(lines[i]):
-            if (
-                last is not None
-                and skipped is not None
-                and (why := cut_records.stray_row(lines[i], len(md_cells(lines[i])), last))
-            ):
-                skipped.append(f"line {first + i}: {why}")
+            if last is not None and skipped is not None:
+                strays.see(lines[i], len(md_cells(lines[i])), last, first + i)
             above = _MD_BUILD.match(lines[i]) or above
             if d := md_devices.device_line(lines[i]):  # CUDA/HIP `Device N:` wins over Vulkan, Metal
                 devices[d[0]] = d[1] if d[2] else devices.get(d[0], d[1])
             i += 1
             continue
+        strays.said()
         titles = md_titles.read(md_cells(lines[i]))  # llama-bench's titles are lower case
         last = (first + i, len(titles))
         header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
@@ -542,6 +540,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
                 row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
         out += table
         above, devices = None, {}
+    strays.said()
     return out
 
 

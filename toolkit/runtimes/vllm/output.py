@@ -343,8 +343,10 @@ def _serve_latencies(parsed: dict[str, Any]) -> str | None:
             by_p["50"] = vals["median"]  # type: ignore[assignment]
         if why := _order_problem(by_p, "p{}_" + metric + "_ms"):  # type: ignore[arg-type]
             return why
-    if why := _within_request(lat) or _spread_problem(
-        lat, parsed["completed"], parsed["total_output_tokens"]
+    if why := (
+        _within_request(lat)
+        or _spread_problem(lat, parsed["completed"], parsed["total_output_tokens"])
+        or _top_percentile_problem(lat, parsed["completed"])
     ):
         return why
     ttft, tpot, e2el = ((lat.get(m) or {}).get("mean") for m in ("ttft", "tpot", "e2el"))
@@ -374,6 +376,31 @@ def _within_request(lat: dict[str, dict[str, float | None]]) -> str | None:
                 f"{stat}_ttft_ms {v:g} is more than {stat}_e2el_ms {w:g}: the first token is part of the request "
                 "(every request's ttft is within its e2el, so each statistic of them is too)"
             )
+    return None
+
+
+def _top_percentile_problem(lat: dict[str, dict[str, float | None]], done: float | None) -> str | None:
+    """Why a high percentile of ttft or e2el (ms, one value per completed request: `done` of them) is
+    below its mean, or None. np.percentile's pq of n values lies at h = q/100 x (n-1) of the sorted
+    values; when h is at or past n-2 (p99 of up to 100 values) only the largest lies above it, and
+    pq - mean >= (largest - second) x (h - (n-2) - 1/n), at least 0 where h - (n-2) >= 1/n. Of more
+    values a few outliers may pull the mean above a p99: not held. _slack aside."""
+    if not done or done != int(done):
+        return None
+    n = int(done)
+    for metric in ("ttft", "e2el"):
+        vals = lat.get(metric) or {}
+        mean = vals.get("mean")
+        for stat, v in vals.items():
+            q = float(stat[1:]) if stat.startswith("p") else None  # parse_serve's pN: N a decimal number
+            if mean is None or v is None or q is None or not 0 <= q <= 100:
+                continue
+            h = q / 100 * (n - 1)
+            if (h >= n - 1 or (h >= n - 2 and h - (n - 2) >= 1 / n - 1e-9)) and v + _slack(v, mean) < mean:
+                return (
+                    f"{stat}_{metric}_ms {v:g} is below mean_{metric}_ms {mean:g}: of {n} values (one a completed "
+                    f"request) the {stat} lies above all but the largest, so it is at least their mean"
+                )
     return None
 
 
@@ -493,6 +520,54 @@ def serve_duration_problem(data: dict[str, Any]) -> str | None:
             return (
                 f"duration {secs:g} s is shorter than its requests allow: {what}, at most {min(c or n, n):g} at "
                 f"once{' (max_concurrency)' if c and c < n else ''}, take at least {least:.4g} s"
+            )
+    return None
+
+
+def serve_peak_problem(data: dict[str, Any]) -> str | None:
+    """Why a `vllm bench serve` result's peaks contradict its totals, naming the fields, or None.
+    vLLM (vllm/benchmarks/serve.py calculate_metrics) counts over the successful requests only: each
+    request's first token and each streamed chunk after it (one an itl) into 1-s buckets from the first
+    request's start, and each request once in every bucket from its start to its end, over
+    ceil(last end - first start) + 1 buckets (at most ceil(duration) + 1: the duration holds every
+    request); max_output_tokens_per_s and max_concurrent_requests are the fullest bucket's counts. So
+    max_concurrent_requests <= completed (a request counts once a bucket); max_output_tokens_per_s <=
+    total_output_tokens + completed (a chunk holds at least one token, a request's last maybe none);
+    and with a request completed, max_output_tokens_per_s >= completed / (ceil(duration) + 1) (each
+    request's first token) and max_concurrent_requests >= completed x max(1, mean_e2el_ms / 1000) /
+    (ceil(duration) + 1) (a request fills more buckets than its latency has seconds, and one at least),
+    to AGREE. Not held: a peak below output_throughput (a chunk may carry several tokens:
+    --stream-interval, speculative decoding) nor a max_concurrent_requests above max_concurrency (two
+    short requests in turn share a bucket: a real 0.25 capture says 4 at c2)."""
+    parsed = parse_serve(data)
+    done, outs, secs = parsed["completed"], parsed["total_output_tokens"], parsed["duration"]
+    peak, conc = parsed["max_output_tokens_per_s"], parsed["max_concurrent_requests"]
+    if done is None:
+        return None
+    if conc is not None and conc > done:
+        return f"max_concurrent_requests {conc:g} is more than completed {done:g}: each completed request counts once a second"
+    if peak is not None and outs is not None and peak > (outs + done) * (1 + AGREE):
+        return (
+            f"max_output_tokens_per_s {peak:g} is more than total_output_tokens {outs:g} (+ completed {done:g}): "
+            "the peak second counts tokens the requests produced"
+        )
+    if not done or not secs:
+        return None
+    buckets = math.ceil(secs * (1 - AGREE)) + 1  # seconds the requests span, counted as vLLM counts them
+    e2el = (parsed["latency_ms"].get("e2el") or {}).get("mean")
+    least = {
+        "max_output_tokens_per_s": (done / buckets, "one first token a completed request"),
+        "max_concurrent_requests": (
+            done * max(1.0, (e2el or 0) / 1000) / buckets,
+            "each completed request in every second it ran" + (f" (mean_e2el_ms {e2el:g})" if e2el else ""),
+        ),
+    }
+    for name, (low, why) in least.items():
+        got = parsed[name]
+        if got is not None and got < low * (1 - AGREE):
+            return (
+                f"{name} {got:g} is below what completed {done:g} in duration {secs:g} s give: {why}, over at most "
+                f"{buckets} one-second buckets, puts at least {low:.4g} in the fullest"
             )
     return None
 
