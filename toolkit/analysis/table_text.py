@@ -394,14 +394,17 @@ def fit_table(
 ) -> tuple[list[str], list[str]]:
     """A table as terminal lines no wider than `width`: the `keep` leading columns (test and its
     identifying values) stay in every block; roofline then tok/J columns are dropped while it is too
-    wide, then the image columns go into as many side-by-side blocks as it takes, a cell wrapped when
-    one column alone is wider. (lines, names of the column kinds dropped)."""
+    wide, then the image columns go into as many side-by-side blocks as it takes, each block showing
+    only the rows it has a cell in (images that measured different models or tests would otherwise
+    each list the other's rows empty), a cell wrapped when one column alone is wider. (lines, names of
+    the column kinds dropped)."""
     cols = list(range(len(headers)))
     dropped: list[str] = []
     colw = _simple_widths(headers, body)
 
-    def grid(idx: list[int], maxw: int | None = None) -> list[str]:
-        return _grid([headers[i] for i in idx], [[line[i] for i in idx] for line in body], maxw)
+    def grid(idx: list[int], maxw: int | None = None, rows: list[list[str]] | None = None) -> list[str]:
+        rows = body if rows is None else rows
+        return _grid([headers[i] for i in idx], [[line[i] for i in idx] for line in rows], maxw)
 
     def wide(idx: list[int]) -> bool:
         if colw is not None:  # the grid's longest line: its dash line under the headers
@@ -424,9 +427,10 @@ def fit_table(
     out: list[str] = []
     for block in blocks:
         idx = key + block
-        lines = grid(idx)
+        rows = [line for line in body if any(line[i].strip() for i in block)] or body
+        lines = grid(idx, rows=rows)
         if max(map(columns, lines)) > width:  # one column too wide even alone: wrap every cell
             maxw = max(4, (width - 2 * (len(idx) - 1)) // len(idx))
-            lines = grid(idx, maxw)
+            lines = grid(idx, maxw, rows)
         out += ([""] if out else []) + [cut(ln, width) for ln in lines]
     return out, dropped

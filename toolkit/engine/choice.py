@@ -261,24 +261,50 @@ def client():
         ) from None
     except DockerException as err:  # (the cache holds `where` only after a ping answered)
         msg = _first_line(err)
-        start = (
-            "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
-        )
-        if "Permission denied" in msg:
-            fix = socket_permission_fix(where)
-        elif not where:
-            fix = start
-        elif "connect" in msg.lower():  # a usable address where no engine answers
-            fix = f"{start}, or point DOCKER_HOST at a running engine (unset it to use the local one)"
-        else:  # "Invalid bind address protocol", an npipe:// or ssh:// address this host's SDK cannot use
-            fix = (
-                f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
-                "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
-            )
-        if not where and shutil.which("podman") and os.environ.get(ENGINE_ENV, "") in ("", "auto"):
-            fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
+        fix = unreachable_fix(where, msg, installed=docker_installed(), podman=bool(shutil.which("podman")))
         at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def unreachable_fix(where: str, msg: str, *, installed: bool, podman: bool) -> str:
+    """What to do when the Docker engine at `where` (DOCKER_HOST, "" for the local one) did not answer
+    with `msg`: `installed` whether Docker is on this host (docker_installed), `podman` whether Podman
+    is (a Podman-only host asked for Docker by name, `--engine docker`, is told Docker is absent and
+    Podman is there, not to start a `dockerd` it does not have)."""
+    start = "start it (`sudo dockerd &` or `sudo systemctl start docker`; `scripts/setup-host.sh` does both)"
+    if "Permission denied" in msg:
+        fix = socket_permission_fix(where)
+    elif not where and not installed:
+        fix = "Docker is not installed on this host (no `docker`, no `dockerd`): `./scripts/setup-host.sh` installs it"
+        if podman:
+            fix += (
+                "; Podman is installed: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman; "
+                "`auto`, the default, picks it where Docker is absent)"
+            )
+    elif not where:
+        fix = start
+    elif "connect" in msg.lower():  # a usable address where no engine answers
+        fix = f"{start}, or point DOCKER_HOST at a running engine (unset it to use the local one)"
+    else:  # "Invalid bind address protocol", an npipe:// or ssh:// address this host's SDK cannot use
+        fix = (
+            f"DOCKER_HOST is the likely cause: the Docker SDK cannot use {where!r}; unset it to use the "
+            "local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
+        )
+    if not where and installed and podman and os.environ.get(ENGINE_ENV, "") in ("", "auto"):
+        fix += "; or use Podman, installed here: `toolkit --engine podman ...` (or TOOLKIT_ENGINE=podman)"
+    return fix
+
+
+def docker_installed() -> bool:
+    """Whether this host has Docker: its socket (/var/run/docker.sock), or its client or daemon on PATH or
+    in the system folders a user's PATH lacks (Debian gives a non-root user no /usr/sbin)."""
+    if Path("/var/run/docker.sock").exists():
+        return True
+    dirs = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin")
+    return any(
+        shutil.which(name) or any(os.access(f"{d}/{name}", os.X_OK) for d in dirs)
+        for name in ("docker", "dockerd")
+    )
 
 
 def socket_permission_fix(where: str) -> str:

@@ -343,7 +343,8 @@ def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
     if info is None or info.get("error"):
         why = f"{info['error']}" if info else "is dockerd running? can this user use its socket?"
         name = "Podman" if info and info.get("engine") == "podman" else "Docker engine"
-        return [Check("error", "docker", f"{name}: not reachable ({why})")]
+        said = why if why.startswith(f"{name} not reachable") else f"{name}: not reachable ({why})"
+        return [Check("error", "docker", said)]  # the engine's own error names it once, not twice
     raw_server = info.get("Server")
     server: Mapping[str, Any] = raw_server if isinstance(raw_server, Mapping) else {}
     version = (

@@ -16,7 +16,7 @@ from pydantic import (
 
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
-from toolkit.matrix.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec
+from toolkit.matrix.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, nearest
 from toolkit.matrix.template_vars import excerpt
 
 
@@ -57,13 +57,34 @@ class LoadedMatrix:
             return list(self.m.images)
         return [self.m.image(n) for n in names]
 
+    def _model_hint(self, typed: str) -> str:
+        """For `-m TYPED` naming no model: the model whose `path` is the file TYPED names, else (TYPED a
+        file path, e.g. a GGUF of one's own) that -m takes a name and where a file gets one, else the
+        nearest name."""
+        names = [m.name for m in self.m.models]
+        if "/" in typed or typed.lower().endswith((".gguf", ".safetensors")):
+            given = Path(typed).expanduser().resolve()
+            same = [
+                m.name for m in self.m.models if (self.root / Path(m.path).expanduser()).resolve() == given
+            ]
+            if same:
+                return f": that file is the path of model {same[0]!r}: give its name, `-m {same[0]}`"
+            return (
+                ": -m takes a model's name, not a file: to measure a file of your own, add it under "
+                f"`models:` in {self.path.name} (name, path, format: gguf) and give that name"
+            )
+        return nearest(typed, names)
+
     def select_models(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
         if not names:
             return list(self.m.models)
         by = {m.name: m for m in self.m.models}
         bad = [n for n in names if n not in by]
         if bad:
-            raise BadInput(f"no model named {', '.join(bad)} in {self.path} (models: {', '.join(by)})")
+            raise BadInput(
+                f"no model named {', '.join(bad)} in {self.path}{self._model_hint(bad[0])} "
+                f"(models: {', '.join(by)})"
+            )
         return [by[n] for n in names]
 
 
@@ -252,10 +273,18 @@ def _check_files(lm: LoadedMatrix) -> None:
             have = sorted(p.name for p in tpl.parent.glob("*.j2")) if tpl.parent.is_dir() else []
             guess = difflib.get_close_matches(img.template, have, n=1)
             hint = f"; did you mean {guess[0]!r}?" if guess else ""
+            where = f"(available: {', '.join(have) or 'none'})"
+            if not tpl.parent.is_dir():  # a matrix copied out of the checkout: its templates stayed there
+                home = Path(__file__).resolve().parents[2]
+                project = f" ({home})" if (home / TEMPLATE_DIR).is_dir() else ""
+                where = (
+                    f"(no such folder: a matrix reads its templates from {TEMPLATE_DIR}/ beside it, and "
+                    f"writes images/ and results/ there: keep your matrix in the project folder{project}, "
+                    f"or copy {TEMPLATE_DIR}/ beside it)"
+                )
             raise BadInput(
                 f"{lm.path}: images[{i}].template ({_ITEM['images']} {excerpt(img.name)}): "
-                f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} "
-                f"(available: {', '.join(have) or 'none'})"
+                f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} {where}"
             )
 
 
@@ -263,7 +292,7 @@ TEMPLATE_DIR = "Dockerfile.templates"
 
 
 def template_path(lm: LoadedMatrix, template: str) -> Path:
-    """Templates live in Dockerfile.templates/ beside the matrix (or the packaged default)."""
+    """Templates live in Dockerfile.templates/ beside the matrix."""
     return lm.root / TEMPLATE_DIR / template
 
 

@@ -11,6 +11,7 @@ Matrix
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from typing import Any, Literal
@@ -709,9 +710,21 @@ class Matrix(StrictBlock):
         return block if block is not None else runner_registry.settings_model(key)()
 
     def image(self, name: str) -> ImageSpec:
+        """The image named `name`; BadInput naming the matrix's images (and the nearest name)."""
         for img in self.images:
             if img.name == name:
                 return img
+        names = [i.name for i in self.images]
         raise BadInput(
-            f"no image named {name!r} in the matrix (images: {', '.join(i.name for i in self.images)})"
+            f"no image named {name!r} in the matrix{nearest(name, names)} (images: {', '.join(names)})"
         )
+
+
+def nearest(name: str, names: list[str]) -> str:
+    """`: did you mean 'X'?` (or `'X' or 'Y'?`) for the one or two names of `names` nearest `name`: those
+    holding it (3 letters at least: `tiny` -> `tiny-qwen3moe`), else the closest (a typo, another case:
+    `cpuu`, `CPU` -> `cpu`), as Click says for a command; empty when none is near."""
+    by_lower = {n.lower(): n for n in names}
+    near = [n for n in by_lower if name.lower() in n][:2] if len(name) >= 3 else []  # `tiny` -> tiny-qwen3moe
+    near = near or difflib.get_close_matches(name.lower(), list(by_lower), n=2, cutoff=0.6)
+    return f": did you mean {' or '.join(repr(by_lower[n]) for n in near)}?" if near else ""
