@@ -129,7 +129,7 @@ def test_the_exported_readme_names_the_depth_sweep_its_tables_show(tmp_path, mat
     readme = (out / "README.md").read_text()
     assert "@ d512" in readme, readme
     assert (
-        "Depth sweep of `tiny-qwen3moe` (a second llama-bench process, models[].depth): n_depth [512], n_prompt [64], n_gen [16], n_ubatch 512."
+        "Depth sweep of `tiny-qwen3moe` (a second llama-bench process, models[].depth): n_depth 512; n_prompt 64; n_gen 16; n_ubatch 512."
         in readme
     ), readme
 

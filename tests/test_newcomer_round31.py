@@ -4,7 +4,7 @@ each message says its point once, right, with the way out.
 
 - importing another tool's table (llama-benchy's, tests/data/public) refused every row with the same
   reason, and the error said that reason three times over (once per line shown): now lines that share
-  a reason are named together and the reason is said once (results/import_read.by_reason);
+  a reason are named together and the reason is said once (results/import_read.none_usable);
 - `-i cpuu`, `-i CPU`, `-m tiny`: the error listed the names and pointed at none; now the nearest
   (matrix/schema.nearest); `-m models/tiny-qwen3moe.gguf` (a file for a name) is told the model's
   name, or how to add a file of one's own;
@@ -15,6 +15,10 @@ each message says its point once, right, with the way out.
 - `toolkit --engine docker doctor` on the Podman-only host: told to start a `dockerd` it does not have,
   and "Docker engine: not reachable (Docker engine not reachable (": now that Docker is absent and
   Podman is there, said once (engine/choice.unreachable_fix, host/doctor_checks.check_docker).
+
+- the README export-run writes for a customer printed Python's values (`canary True`, `env {}`,
+  `type_k ['f16']`), called the run's settings "crossed axes", and named only `docker pull`
+  (publish/run_folder.run_readme).
 
 The canary's retries (its first bench there left the canary `unchecked`) are in tests/test_canary.py.
 """
@@ -132,3 +136,32 @@ def test_docker_asked_for_on_a_podman_only_host_is_said_to_be_absent_not_to_be_s
     assert unreachable_fix("", msg, installed=True, podman=False).startswith("start it (`sudo dockerd &`")
     (check,) = check_docker({"engine": "docker", "error": f"Docker engine not reachable ({msg}): {fix}"})
     assert check.message.count("not reachable") == 1, check.message
+
+
+def test_an_exported_runs_readme_speaks_words_not_python(tmp_path: Path, matrix_data) -> None:
+    import shutil
+
+    from click.testing import CliRunner
+
+    from tests.support.project import ROOT, write_matrix
+    from tests.support.runs import bench_records
+    from toolkit.cli.main import cli
+    from toolkit.results.records import ResultStore
+
+    proj = tmp_path / "proj"
+    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
+    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
+    write_matrix(proj, matrix_data)
+    store = ResultStore(proj / "results")
+    for r in bench_records("run-w"):
+        store.add_result(r)
+    out = tmp_path / "published"
+    res = CliRunner().invoke(
+        cli, ["export-run", "--matrix", str(proj / "matrix.yaml"), "run-w", "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    cases = (out / "README.md").read_text().split("## Cases", 1)[1].split("## Results", 1)[0]
+    for python in ("[", "]", "True", "False", "{}", "'"):
+        assert python not in cases, cases
+    assert "llama-bench axes (every combination is a test): n_prompt " in cases, cases
+    assert "Settings of each process: repetitions " in cases and "env none" in cases, cases

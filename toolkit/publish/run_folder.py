@@ -341,7 +341,10 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             + ", "
             + provenance.runtime_commit([r for r in records if r.image.digest == im.digest])
         )  # the build it holds (llama.cpp's or vLLM's commit), as the report's image line names it
-        lines += [f"  - pull: `docker pull {rd}`" for rd in engine.pullable_digests(im.repo_digests)]
+        lines += [
+            f"  - pull: `docker pull {rd}` (Podman: `podman pull {rd}`)"
+            for rd in engine.pullable_digests(im.repo_digests)
+        ]
     lines += ["", "## Models", ""]
     for m in run.models:
         src = (
@@ -353,12 +356,18 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         )
         sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
         lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, {sha}, {src}")
-    axes = ", ".join(f"{k} {v}" for k, v in run.bench.items() if v is not None)
-    lines += ["", f"## Cases\n\nllama-bench axes (crossed): {axes}."]
+    axes = "; ".join(f"{k} {_words(v)}" for k, v in run.bench.items() if isinstance(v, list))
+    settings = ", ".join(
+        f"{k} {_words(v)}" for k, v in run.bench.items() if v is not None and not isinstance(v, list)
+    )
+    lines += ["", f"## Cases\n\nllama-bench axes (every combination is a test): {axes}."]
+    lines += [f"\nSettings of each process: {settings}."] if settings else []
     for m in run.models:  # its tests are in the tables below (`@ dN` rows): say which process ran them
         if m.depth:
-            sweep = ", ".join(
-                f"{k} {v}" for k, v in m.depth.items() if k in ("n_depth", "n_prompt", "n_gen", "n_ubatch")
+            sweep = "; ".join(
+                f"{k} {_words(v)}"
+                for k, v in m.depth.items()
+                if k in ("n_depth", "n_prompt", "n_gen", "n_ubatch")
             )
             lines.append(
                 f"\nDepth sweep of `{m.name}` (a second llama-bench process, models[].depth): {sweep}."
@@ -387,6 +396,18 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     ]
     lines += [f"Note: {n}" for n in run.notes]
     return "\n".join(lines) + "\n"
+
+
+def _words(v: object) -> str:
+    """A matrix value as a reader of the README writes it, not as Python prints it: a list's items
+    joined (`512, 2048`), a switch `on`/`off`, an empty mapping `none`, a mapping `K=V, ...`."""
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, list | tuple):
+        return ", ".join(_words(x) for x in v) or "none"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_words(x)}" for k, x in v.items()) or "none"
+    return str(v)
 
 
 UNLINK_FIX = (
