@@ -5,12 +5,11 @@ llama.cpp's unknown build number 0 shown as a build in the report's column legen
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
 
-from tests.support.project import DATA, ROOT, write_matrix
+from tests.support.project import DATA, cpu_project
 from tests.support.records import CPU_A, load
 from tests.support.runs import bench_records
 from tests.support.telemetry_fakes import supporting_block
@@ -30,9 +29,7 @@ def test_podmans_local_name_of_an_unpushed_image_is_no_pull_source(tmp_path, mat
     every `@sha256:` reference was taken for a registry's. Nobody can pull that; the folder now says
     the image was never pushed (reproduce needs --rebuild), as it does for a Docker build."""
     proj = tmp_path / "proj"
-    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
-    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-    write_matrix(proj, matrix_data)
+    cpu_project(proj, matrix_data)
     store = ResultStore(proj / "results")
     for r in bench_records("run-p"):
         r.image.repo_digests = [PODMAN_LOCAL]

@@ -96,16 +96,12 @@ def test_the_exported_readme_names_the_depth_sweep_its_tables_show(tmp_path, mat
     """export-run of the README's bench (the tiny model, whose matrix entry has a depth sweep): the
     folder's README said `llama-bench axes (crossed): ... n_depth [0] ...` above tables holding
     `pp512 @ d512` and `tg128 @ d512` rows, which no axis it named gives. It names the depth sweep."""
-    import shutil
-
-    from tests.support.project import ROOT, write_matrix
+    from tests.support.project import cpu_project
     from tests.support.runs import bench_records
     from toolkit.runtimes.llama_bench import check
 
     proj = tmp_path / "proj"
-    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
-    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-    write_matrix(proj, matrix_data)
+    cpu_project(proj, matrix_data)
     store = ResultStore(proj / "results")
     main = bench_records("run-d")
     for r in main:  # bench_one's log names: <run>-<model>.log, the depth process's <run>-<model>-depth.log

@@ -139,19 +139,15 @@ def test_docker_asked_for_on_a_podman_only_host_is_said_to_be_absent_not_to_be_s
 
 
 def test_an_exported_runs_readme_speaks_words_not_python(tmp_path: Path, matrix_data) -> None:
-    import shutil
-
     from click.testing import CliRunner
 
-    from tests.support.project import ROOT, write_matrix
+    from tests.support.project import cpu_project
     from tests.support.runs import bench_records
     from toolkit.cli.main import cli
     from toolkit.results.records import ResultStore
 
     proj = tmp_path / "proj"
-    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
-    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
-    write_matrix(proj, matrix_data)
+    cpu_project(proj, matrix_data)
     store = ResultStore(proj / "results")
     for r in bench_records("run-w"):
         store.add_result(r)

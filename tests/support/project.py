@@ -18,6 +18,16 @@ def write_matrix(dir_: Path, data: dict) -> Path:
     return p
 
 
+def cpu_project(proj: Path, matrix_data: dict) -> Path:
+    """A project at `proj` whose matrix (the `matrix_data` fixture's) keeps the cpu image only, with the
+    real Dockerfile.templates/: what export-run needs of a checkout. Returns the matrix file."""
+    import shutil
+
+    matrix_data["images"] = [i for i in matrix_data["images"] if i["name"] == "cpu"]
+    shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
+    return write_matrix(proj, matrix_data)
+
+
 def mutate(data: dict, path: list, value) -> dict:
     """A deep copy of `data` with the value at key path `path` replaced (KeyError: deleted)."""
     d = copy.deepcopy(data)
