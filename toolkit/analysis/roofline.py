@@ -58,7 +58,7 @@ from toolkit.core import backends
 from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.models import gguf_meta
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench import check, plausible
 
 # Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
 KNOWN_ACTIVE_SHARE: dict[str, float] = {
@@ -427,9 +427,8 @@ def weights_on_host(r: BenchRecord) -> str | None:
     the GPU's part plus the CPU's, so a share of the GPU's peak measures neither; the ceiling (no run is
     faster than every weight on the GPUs) still holds, and assess(ceiling=True) keeps it."""
     raw = r.raw or {}
-    moe = raw.get("n_cpu_moe")
-    moe = int(moe) if isinstance(moe, str) and moe.strip().isdigit() and len(moe) < 10 else moe  # csv, sql
-    if isinstance(moe, int) and not isinstance(moe, bool) and moe > 0:
+    moe = check.as_int(raw.get("n_cpu_moe"))  # as the validity pass read it: 4, "4" (csv, sql), 4.0, "+4"
+    if moe is not None and moe > 0:
         return (
             f"n_cpu_moe {moe}: the experts of the first {moe} layers (all, where the model has fewer) stay in "
             "host memory and run on the CPU, so the GPU's peak is no yardstick of this rate"

@@ -172,20 +172,21 @@ def roof_notes(ts: list[Table]) -> list[str]:
     """One note per image column: its yardstick (product, GPU count, peaks, active share), or for a
     GPU image without one, why not (unknown product, multi-GPU layer split: Facts.no_roof); and each
     other reason some of its rows have none (an n_cpu_moe sweep's rows with experts on the CPU beside
-    rows held to the yardstick; -ngl 0 rows beside rows that name no GPU), the first _MAX_WHY of them."""
+    rows held to the yardstick; -ngl 0 rows beside rows that name no GPU), the first _MAX_WHY of them and
+    how many more there are (an n_cpu_moe sweep of 7 values has 6 reasons, one per value)."""
     seen: dict[str, Roofline] = {}
     missing: dict[str, list[str]] = {}
+    more: dict[str, set[str]] = {}
     for t in ts:
         for row in t.rows:
             for col, f in row.facts.items():
                 if f.roof is not None:
                     seen[col] = f.roof
-                elif (
-                    f.no_roof
-                    and f.no_roof not in (why := missing.setdefault(col, []))
-                    and len(why) < _MAX_WHY
-                ):
-                    why.append(f.no_roof)
+                elif f.no_roof and f.no_roof not in (why := missing.setdefault(col, [])):
+                    if len(why) < _MAX_WHY:
+                        why.append(f.no_roof)
+                    else:
+                        more.setdefault(col, set()).add(f.no_roof)
     out = [
         f"{col}: {roof.gpu.product} ({roof.gpu.gfx_target}) peak {roof.gpu.mem_bw_gbs:.0f} GB/s, "
         f"{roof.gpu.fp16_matrix_tflops:.0f} TFLOP/s FP16 matrix; active share of the weights "
@@ -193,11 +194,18 @@ def roof_notes(ts: list[Table]) -> list[str]:
         + (f"; {roof.note}" if roof.note else "")
         for col, roof in sorted(seen.items())
     ]
-    return out + [
-        f"{col}: no roofline{' for some of its rows' if col in seen or len(whys) > 1 else ''}: {why}"
-        for col, whys in sorted(missing.items())
-        for why in whys
-    ]
+    return (
+        out
+        + [
+            f"{col}: no roofline{' for some of its rows' if col in seen or len(whys) > 1 else ''}: {why}"
+            for col, whys in sorted(missing.items())
+            for why in whys
+        ]
+        + [
+            f"{col}: no roofline for some of its rows for {len(n)} more reasons than the {_MAX_WHY} above"
+            for col, n in sorted(more.items())
+        ]
+    )
 
 
 _MAX_WHY = 3

@@ -197,7 +197,8 @@ def dry_run_outcome(ctx: RunContext) -> Outcome | None:
 def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResult | None:
     """Run the canary of `ctx`'s pair and judge it against the CPU control in `controls` (model sha256
     -> this run's CPU canary; a `cpu` image's ok result is added) or else the newest stored one.
-    None when the model file is absent (the runner says why). Ctrl-C and the engine's loss propagate.
+    None when the model file is absent (the runner says why). Ctrl-C and the engine's loss propagate;
+    a container the engine refuses (the first or a retry) leaves the result unchecked, saying why.
     A runner with a canary of its own (vLLM) runs it instead."""
     if runner := _runner_canary(ctx):
         return cast(CanaryResult | None, runner.run_canary(ctx, controls))
@@ -223,8 +224,34 @@ def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResu
     t0 = time.monotonic()
     if volume := _shader_volume(ctx):
         ctx.engine.ensure_volume(volume, {"org.toolkit.digest": ctx.build.digest})
+    res.seconds, runs, cut = 0.0, 0, True
+    while cut and runs < CUT_RUNS:
+        # again only while exit 0, scoring begun, no result: llama.cpp's logger lost its last lines at exit
+        runs += 1
+        out = _container(ctx, rs, res)
+        if out is None:  # the container did not run (res.reason says why): its wall time counted
+            res.seconds, cut = round(res.seconds + time.monotonic() - t0, 3), False
+            break
+        res.seconds = round(res.seconds + out.seconds, 3)
+        t0 = time.monotonic()
+        cut = _judge_output(res, out, ctx.store, controls)
+    if runs > 1 and res.status == "unchecked":
+        res.reason += (
+            f"; {runs} processes, each cut before its result"
+            if cut
+            else f"; the {runs - 1} processes before it were cut before their result"
+            if runs > 2
+            else "; the process before it was cut before its result"
+        ) + " (llama.cpp#22142: its logger loses queued lines at exit)"
+    return res
+
+
+def _container(ctx: RunContext, rs: Any, res: CanaryResult) -> Any:
+    """One llama-perplexity container of spec `rs`: its RunOutcome, or None with `res.reason` saying why
+    it did not run (no llama-perplexity in an image built before the canary, the engine refusing it).
+    Ctrl-C (Interrupted), the engine's loss and a connection error propagate."""
     try:
-        out = ctx.engine.run_container(rs, timeout=TIMEOUT_S)
+        return ctx.engine.run_container(rs, timeout=TIMEOUT_S)
     except (ctx.engine.Interrupted, ctx.engine.EngineLost):
         raise
     except Exception as err:  # e.g. no llama-perplexity in an image built before it was shipped
@@ -236,18 +263,7 @@ def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResu
                 "no llama-perplexity in the image (built before the canary): "
                 + f"`toolkit build -i {ctx.spec.name}`"
             )
-        res.seconds = round(time.monotonic() - t0, 3)
-        return res
-    res.seconds = round(out.seconds, 3)
-    runs = 1
-    while _judge_output(res, out, ctx.store, controls) and runs < CUT_RUNS:
-        # exit 0, scoring begun, no result: llama.cpp's logger lost its last lines at exit (perplexity.py)
-        out = ctx.engine.run_container(rs, timeout=TIMEOUT_S)
-        res.seconds = round(res.seconds + out.seconds, 3)
-        runs += 1
-    if runs > 1 and res.status == "unchecked":
-        res.reason += f"; {runs} processes, each cut before its result (llama.cpp#22142: its logger loses queued lines at exit)"
-    return res
+        return None
 
 
 def _judge_output(res: CanaryResult, out: Any, store: ResultStore, controls: dict[str, CanaryResult]) -> bool:

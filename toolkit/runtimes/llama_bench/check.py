@@ -308,7 +308,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
             "compare A B --against DIR`) or copy its folder under results/"
         )
-    if (why := _not_a_row(fields)) is not None:
+    if (why := summaries.canary_record(fields) or _not_a_row(fields)) is not None:
         return why
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):

@@ -36,7 +36,8 @@ CHUNKS = 4
 """Chunks scored (--chunks): 4 x 64 scored tokens."""
 
 _FINAL = re.compile(r"Final estimate: PPL = (\S+) \+/- (\S+)")
-_CHUNK = re.compile(r"\[(\d+)\]([-+]?(?:nan|inf|[0-9.]+(?:e[-+]?\d+)?)),", re.I)
+_CHUNK = re.compile(r"\[(\d+)\]([-+]?(?:nan|inf|(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)),", re.I)
+"""`[k]<ppl>,`: a number float() reads (`[1]1.2.3,` or `[1].,`, hostile text, is no chunk value)."""
 _TOO_SHORT = re.compile(r"you need at least \d+ tokens[^\n]*")
 _NO_SPREAD = "Unexpected negative standard deviation of log(prob)"
 _PASS_ETA = "seconds per pass - ETA"

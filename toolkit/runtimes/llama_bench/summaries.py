@@ -57,3 +57,20 @@ def summary(fields: dict[str, Any]) -> str | None:
             f"benchmark's own result JSON ({save})"
         )
     return None
+
+
+_CANARY_KEYS = frozenset(("ppl", "model_sha256", "text_sha256", "status"))
+"""The keys of a toolkit canary result (toolkit.bench.canary.CanaryResult, a results folder's canary.jsonl)."""
+
+
+def canary_record(fields: dict[str, Any]) -> str | None:
+    """check.check_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
+    or vLLM's canary: the perplexity of a fixed text, no tok/s), or None for any other object. Its
+    `method` names vLLM and its llama.cpp canary holds llama-bench's n_gpu_layers: it is neither a
+    script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt."""
+    if not fields.keys() >= _CANARY_KEYS:
+        return None
+    return (
+        "a toolkit canary result (a results folder's canary.jsonl: the perplexity of a fixed text, no tok/s), "
+        "not llama-bench output: `toolkit report --results DIR` shows it with its image's records"
+    )
