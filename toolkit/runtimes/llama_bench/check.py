@@ -189,81 +189,6 @@ LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_F
 """Every field a llama-bench row of any vintage has (a row has many of them)."""
 
 
-# A record of another program that holds a benchmark's printed text in one of its string values (a
-# wrapper's `{"success": true, "raw_output": "<the run's stdout>"}` per run): which printout it is, so
-# that the import can say what to import instead of "none of its keys is a llama-bench field".
-# (what a printout holds, a line of it no other printout has, what to import instead)
-_PRINTOUTS = (
-    (
-        "a serving benchmark's printed summary (`vllm bench serve` / SGLang bench_serving's "
-        "'Serving Benchmark Result'), not its result JSON",
-        "Serving Benchmark Result",
-        "save the run with --save-result (--output-file for SGLang) and import that JSON",
-    ),
-    (
-        "`vllm bench throughput`'s printed line ('Throughput: ... requests/s'), not its result JSON",
-        "requests/s, ",
-        "save the run with --output-json and import that JSON",
-    ),
-    (
-        "llama-bench's printed table",
-        "| model ",
-        "save that text as a file of its own and import it (-o md is read)",
-    ),
-)
-
-
-def _printed(fields: dict[str, Any]) -> str | None:
-    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (its first
-    40 keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
-    for k, v in list(fields.items())[:40]:
-        if not isinstance(v, str):
-            continue
-        for what, mark, instead in _PRINTOUTS:
-            if mark in v:
-                return f"; its {str(k)[:40]!r} holds {what}: {instead}"
-    return None
-
-
-def _not_a_row(fields: dict[str, Any]) -> str | None:
-    """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
-    a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
-    and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
-    text: which, _printed), or None when it has one of them."""
-    if not fields or LLAMA_FIELDS & set(fields):
-        return None
-    keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
-    inner = next(
-        (k for k, v in fields.items() if isinstance(v, dict) and {"n_prompt", "avg_ts"} <= set(v)), None
-    )
-    held = (
-        f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
-        "another program's records around it"
-        if inner is not None
-        else (_printed(fields) or _served(fields) or summaries.summary(fields) or "")
-    )
-    return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
-
-
-def _served(fields: dict[str, Any]) -> str | None:
-    """_not_a_row's word on a serving benchmark's result among other lines (`vllm bench serve
-    --save-result`'s keys, or SGLang bench_serving's: output_throughput with completed or num_prompts,
-    as results/vllm_import.kind_of knows them), which the import reads only from a file of its JSON alone
-    (one object, or JSON lines of runs); None for any other object."""
-    keys = set(fields)
-    if "output_throughput" not in keys or not keys & {"completed", "num_prompts"}:
-        return None
-    tool = (
-        "SGLang bench_serving's"
-        if str(fields.get("backend", "")).startswith("sglang")
-        else "a serving benchmark's"
-    )
-    return (
-        f"; it is {tool} result (vllm bench serve's keys), read only from a file that holds its JSON lines "
-        "alone: delete the other lines (a script's own print, a log) and import the file again"
-    )
-
-
 def not_llama_csv(header: list[str]) -> str | None:
     """Why a csv `header` (its column names) is another program's table that borrows some of
     llama-bench's field names (a summary's `model, series, starting_depth, n_prompt, ..., avg_ts`), or
@@ -308,7 +233,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
             "compare A B --against DIR`) or copy its folder under results/"
         )
-    if (why := summaries.canary_record(fields) or _not_a_row(fields)) is not None:
+    if (why := summaries.not_a_row(fields, LLAMA_FIELDS)) is not None:
         return why
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):

@@ -1,11 +1,12 @@
-"""A script's own summary of serving runs that names vLLM or SGLang, told from those tools' results.
+"""Another program's record, told from a llama-bench row: what check.check_row says of an object with
+none of llama-bench's fields (`not_a_row`, its one question of this module).
 
-A wrapper around `vllm bench serve` or SGLang's bench_serving often saves a JSON of its own (`{"engine":
-"SGLang", "method": "sglang.bench_serving", "context_sweep": [...]}`, `{"vllm_version": "0.28.0",
-"aggregate_tokens_per_sec": ...}`): its keys are none of the tool's result keys, so the import reads it
-neither as the tool's result (results/vllm_import.kind_of) nor as a llama-bench row; check._not_a_row
-says which engine it names, and what to import instead, rather than only "none of its keys is a
-llama-bench field".
+A wrapper's records around llama-bench's row (`{"start_time", ..., "bench_raw": {...}}`), one holding a
+benchmark's printed text in a string value (_printed), a serving benchmark's result among other lines
+(_served), a script's own summary of serving runs that names vLLM or SGLang (`{"engine": "SGLang",
+"method": "sglang.bench_serving", "context_sweep": [...]}`, `{"vllm_version": "0.28.0", ...}`: summary)
+and the toolkit's own canary result (canary_record): each named with what to import instead, rather
+than only "none of its keys is a llama-bench field".
 """
 
 from __future__ import annotations
@@ -67,10 +68,89 @@ def canary_record(fields: dict[str, Any]) -> str | None:
     """check.check_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
     or vLLM's canary: the perplexity of a fixed text, no tok/s), or None for any other object. Its
     `method` names vLLM and its llama.cpp canary holds llama-bench's n_gpu_layers: it is neither a
-    script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt."""
+    script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt (not_a_row asks)."""
     if not fields.keys() >= _CANARY_KEYS:
         return None
     return (
         "a toolkit canary result (a results folder's canary.jsonl: the perplexity of a fixed text, no tok/s), "
         "not llama-bench output: `toolkit report --results DIR` shows it with its image's records"
+    )
+
+
+# A record of another program that holds a benchmark's printed text in one of its string values (a
+# wrapper's `{"success": true, "raw_output": "<the run's stdout>"}` per run): which printout it is, so
+# that the import can say what to import instead of "none of its keys is a llama-bench field".
+# (what a printout holds, a line of it no other printout has, what to import instead)
+_PRINTOUTS = (
+    (
+        "a serving benchmark's printed summary (`vllm bench serve` / SGLang bench_serving's "
+        "'Serving Benchmark Result'), not its result JSON",
+        "Serving Benchmark Result",
+        "save the run with --save-result (--output-file for SGLang) and import that JSON",
+    ),
+    (
+        "`vllm bench throughput`'s printed line ('Throughput: ... requests/s'), not its result JSON",
+        "requests/s, ",
+        "save the run with --output-json and import that JSON",
+    ),
+    (
+        "llama-bench's printed table",
+        "| model ",
+        "save that text as a file of its own and import it (-o md is read)",
+    ),
+)
+
+
+def _printed(fields: dict[str, Any]) -> str | None:
+    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (its first
+    40 keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
+    for k, v in list(fields.items())[:40]:
+        if not isinstance(v, str):
+            continue
+        for what, mark, instead in _PRINTOUTS:
+            if mark in v:
+                return f"; its {str(k)[:40]!r} holds {what}: {instead}"
+    return None
+
+
+def not_a_row(fields: dict[str, Any], llama_fields: frozenset[str] | set[str]) -> str | None:
+    """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
+    a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
+    and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
+    text: which, _printed; a script's summary naming vLLM or SGLang, summary; a toolkit canary result,
+    canary_record, llama.cpp's holding llama-bench's n_gpu_layers), or None when it has one of
+    `llama_fields` (check.LLAMA_FIELDS: check.check_row's one question of this module)."""
+    if (canary := canary_record(fields)) is not None:
+        return canary
+    if not fields or llama_fields & set(fields):
+        return None
+    keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
+    inner = next(
+        (k for k, v in fields.items() if isinstance(v, dict) and {"n_prompt", "avg_ts"} <= set(v)), None
+    )
+    held = (
+        f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
+        "another program's records around it"
+        if inner is not None
+        else (_printed(fields) or _served(fields) or summary(fields) or "")
+    )
+    return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
+
+
+def _served(fields: dict[str, Any]) -> str | None:
+    """not_a_row's word on a serving benchmark's result among other lines (`vllm bench serve
+    --save-result`'s keys, or SGLang bench_serving's: output_throughput with completed or num_prompts,
+    as results/vllm_import.kind_of knows them), which the import reads only from a file of its JSON alone
+    (one object, or JSON lines of runs); None for any other object."""
+    keys = set(fields)
+    if "output_throughput" not in keys or not keys & {"completed", "num_prompts"}:
+        return None
+    tool = (
+        "SGLang bench_serving's"
+        if str(fields.get("backend", "")).startswith("sglang")
+        else "a serving benchmark's"
+    )
+    return (
+        f"; it is {tool} result (vllm bench serve's keys), read only from a file that holds its JSON lines "
+        "alone: delete the other lines (a script's own print, a log) and import the file again"
     )
