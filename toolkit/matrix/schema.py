@@ -11,7 +11,6 @@ Matrix
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from typing import Any, Literal
@@ -724,6 +723,8 @@ def nearest(name: str, names: list[str]) -> str:
     """`: did you mean 'X'?` (or `'X' or 'Y'?`) for the one or two names of `names` nearest `name`: those
     holding it (3 letters at least: `tiny` -> `tiny-qwen3moe`), else the closest (a typo, another case:
     `cpuu`, `CPU` -> `cpu`), as Click says for a command; empty when none is near."""
+    import difflib  # only for a name that matched nothing: not imported at every start-up
+
     by_lower = {n.lower(): n for n in names}
     near = [n for n in by_lower if name.lower() in n][:2] if len(name) >= 3 else []  # `tiny` -> tiny-qwen3moe
     near = near or difflib.get_close_matches(name.lower(), list(by_lower), n=2, cutoff=0.6)

@@ -19,7 +19,8 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
-from toolkit.results.records import CLOCK_SKEW_BACK_S, BenchRecord, run_id_start, written_at
+from toolkit.results.records import BenchRecord, run_id_start
+from toolkit.results.sequence import CLOCK_SKEW_BACK_S, written_at
 from toolkit.results.telemetry_flags import UNSUPPORTED
 
 DERIVED_FLAGS = frozenset(
@@ -136,7 +137,7 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     as the record is saved) names no run that was alive beside it, None where it can (or it has none).
     Not backed: no list of other runs (an empty or no list: guard sets it only where one is alive); an
     entry that is this record's own run (a run is not concurrent with itself); a run whose id says it
-    started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, records.py) after this record was
+    started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, sequence.py) after this record was
     `created`, for a runner whose `created` is when the record was saved (SAVED_AS_CREATED; a vLLM or
     SGLang record's is its run's start, up to the whole sweep before it was saved); an imported record (`toolkit import` writes
     none: no run of this toolkit wrote it). Another run's records need not be in this store (it may have

@@ -94,9 +94,8 @@ from toolkit.results.records import (
     ResultStore,
     _parse_line,
     bench_record,
-    clock_skew_of,
 )
-from toolkit.results.sequence import TRUSTED_SEQ, untrusted_note
+from toolkit.results.sequence import TRUSTED_SEQ, clock_skew_of, untrusted_note
 
 
 def load(

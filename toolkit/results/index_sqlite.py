@@ -27,14 +27,12 @@ from toolkit.results.index_rows import (
     check_places,
 )
 from toolkit.results.records import (
-    CLOCK_SKEW_BACK_S,
     BenchRecord,
     _parse_line,
     bench_record,
     scan_jsonl_lines,
-    written_at,
 )
-from toolkit.results.sequence import TRUSTED_SEQ, counter, store_of
+from toolkit.results.sequence import CLOCK_SKEW_BACK_S, TRUSTED_SEQ, counter, store_of, written_at
 
 INDEX_NAME = ".index.sqlite"
 
@@ -672,7 +670,7 @@ class ResultIndex:
 
     def skewed(self, files: Sequence[Path]) -> dict[tuple[int, int], float]:
         """(file id, line) -> the latest `written` of the records written before it in its store (by
-        seq, those TRUSTED_SEQ trusts), for every record of `files` more than CLOCK_SKEW_BACK_S before that (records.clock_skew_of
+        seq, those TRUSTED_SEQ trusts), for every record of `files` more than CLOCK_SKEW_BACK_S before that (sequence.clock_skew_of
         says why). Over every record of the files, not a selection: skew is relative to the store."""
         self._order(files)
         rows = self.conn.execute(

@@ -27,8 +27,7 @@ import math
 import os
 import re
 import secrets
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,7 +46,15 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
 )
 from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.record_check import contradiction
-from toolkit.results.sequence import COUNTER_TEXT, SEQ_FILE, counter, store_of, trusted, untrusted_note
+from toolkit.results.sequence import (
+    COUNTER_TEXT,
+    SEQ_FILE,
+    counter,
+    mark_clock_skew,
+    store_of,
+    trusted,
+    untrusted_note,
+)
 
 RECORD_SCHEMA_VERSION = 2
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
@@ -535,58 +542,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 _SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,18})[,}]')
-CLOCK_SKEW_BACK_S = 60.0
-"""A record written this many seconds `before` (by its created) a record the store holds as earlier is
-clock-skew: more than two concurrent writers' few seconds between making a record and appending it."""
-CLOCK_SKEW_AHEAD_S = 300.0
-"""A record whose created lies more than this far in the future of the reader's clock is clock-skew."""
-
-
-def written_at(created: str) -> float | None:
-    """Unix time of a record's `created` (ISO 8601; UTC when it names no zone), None when unreadable."""
-    try:
-        dt = datetime.fromisoformat(str(created).strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
-def clock_skew_of(created: str, earlier: float | None, now: float) -> str | None:
-    """Why a record's `created` disagrees with the store's order, or None: in the future of `now` by more
-    than CLOCK_SKEW_AHEAD_S, or more than CLOCK_SKEW_BACK_S before `earlier`, the latest `created` (Unix
-    time) of the records written before it in the same store."""
-    t = written_at(created)
-    if t is None:
-        return None
-    if t > now + CLOCK_SKEW_AHEAD_S:
-        return f"created {created} is {t - now:.0f} s in the future of this host's clock"
-    if earlier is not None and t < earlier - CLOCK_SKEW_BACK_S:
-        before = datetime.fromtimestamp(earlier, timezone.utc).isoformat(timespec="seconds")
-        return f"created {created} is {earlier - t:.0f} s before {before}, when a record the store wrote earlier was made"
-    return None
-
-
-def mark_clock_skew(records: Iterable[tuple[str, BenchRecord]], now: float | None = None) -> None:
-    """Set `clock_skew` on every record whose `created` disagrees with the store's order. `records`:
-    (store, record) pairs, store naming the ResultStore that gave the record its seq (a campaign's
-    results/hosts/<key>/ is a store of its own). Only records with a seq are compared with others;
-    any record is checked against the future."""
-    now = time.time() if now is None else now
-    by_store: dict[str, list[BenchRecord]] = {}
-    for part, r in records:
-        if r.seq is None:
-            r._clock_skew = clock_skew_of(r.created, None, now)
-        else:
-            by_store.setdefault(part, []).append(r)
-    for recs in by_store.values():
-        latest: float | None = None
-        for r in sorted(recs, key=lambda x: x.seq or 0):
-            r._clock_skew = clock_skew_of(r.created, latest, now)
-            t = written_at(r.created)
-            if t is not None and (latest is None or t > latest):
-                latest = t
 
 
 class ResultStore:
