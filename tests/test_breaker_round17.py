@@ -113,7 +113,13 @@ def test_a_valid_energy_its_own_window_fails_the_energy_rules_is_refused() -> No
     assert _code(a["toolkit_telemetry"], a) == "window_short_for_counter_step"
     b = _alone(2)
     g = _gpu(b["toolkit_telemetry"])
-    g["energy_source"] = "integrated-average-power"
+    g.update(  # its energy as NVML's averaged power integrated over the window, no counter read
+        energy_source="integrated-average-power",
+        energy_integrated_j=g["energy_j"],
+        energy_integrated_invalid_reason=None,
+        energy_counter_j=None,
+        energy_counter_invalid_reason="no_power_source",
+    )
     assert _code(b["toolkit_telemetry"], b) == "window_short_for_sensor_average"
     g["vendor"] = "amd"  # AMD's averaging time is unknown: 10 s
     assert "10 s" in energy_rule(b["toolkit_telemetry"], b)[1]

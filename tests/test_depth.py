@@ -13,7 +13,7 @@ import pytest
 import yaml
 from matplotlib.colors import to_hex
 
-from tests.support.engine import ROW, FakeEngine, _build, _ctx, _project
+from tests.support.engine import ROW, FakeEngine, _build, _ctx, _project, row_timing
 from tests.support.project import mutate, write_matrix
 from tests.support.records import make_record
 from toolkit.analysis import plots, tables
@@ -253,11 +253,12 @@ class DepthEngine(FakeEngine):
             return [int(x) for x in (argv[argv.index(f) + 1] if f in argv else default).split(",")]
 
         rows = []
+        timing = row_timing(argv)  # -r's samples, the test's time now
         for d in flag("-d", "0"):
             tests = [(p, 0) for p in flag("-p", "0") if p] + [(0, n) for n in flag("-n", "0") if n]
             for p, n in tests:
-                ts = [(p + n) / (ns / 1e9) for ns in ROW["samples_ns"]]
-                row = {**ROW, "n_prompt": p, "n_gen": n, "n_depth": d, "samples_ts": ts}
+                ts = [(p + n) / (ns / 1e9) for ns in timing["samples_ns"]]
+                row = {**ROW, **timing, "n_prompt": p, "n_gen": n, "n_depth": d, "samples_ts": ts}
                 row.update(avg_ts=statistics.mean(ts), stddev_ts=statistics.stdev(ts))
                 row.update(
                     {

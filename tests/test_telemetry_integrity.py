@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from toolkit.analysis.energy import COUNTER_MIN_STEPS, ENERGY_AGREE_TOL, PLAUSIBLE
+from toolkit.analysis.energy import COUNTER_MIN_STEPS, PLAUSIBLE
 from toolkit.analysis.telemetry import flags, window_summary
 from toolkit.host.telemetry import update_period
+from toolkit.results.telemetry_check import ENERGY_AGREE_TOL
 
 
 def nv(t: float, power: float | None = 300.0, energy: float | None = None, **kw) -> dict:

@@ -16,6 +16,7 @@ import json
 import shutil
 import statistics
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,21 @@ class FakeContainer:
 
 def _arg(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
+
+
+def row_timing(argv: list[str]) -> dict[str, Any]:
+    """The timing fields of a llama-bench row for command `argv`, as llama-bench writes them: one
+    samples_ns per repetition of `-r` (5 without it; the captured ROW's two cycled), their mean and
+    stddev, and the test's time now (a record is held to the repetitions its command asked and to its
+    run's start)."""
+    reps = int(_arg(argv, "-r")) if "-r" in argv else 5
+    ns = [ROW["samples_ns"][i % len(ROW["samples_ns"])] for i in range(reps)]
+    return {
+        "samples_ns": ns,
+        "avg_ns": int(statistics.mean(ns)),
+        "stddev_ns": int(statistics.stdev(ns)) if reps > 1 else 0,
+        "test_time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 class FakeEngine:
@@ -124,18 +140,29 @@ class FakeEngine:
         return self._llama_bench(argv, on_stdout)
 
     def _llama_bench(self, argv, on_stdout) -> engine.RunOutcome:
-        """One row per -p value, shaped like the captured CPU row; each handed to on_stdout."""
+        """One row per -p value, shaped like the captured CPU row; each handed to on_stdout. As llama-bench
+        writes it: one sample per repetition of `-r` (the captured row's two, cycled) and the test's time
+        now (records are held to the repetitions their command asked and to their run's start)."""
         lines = []
+        timing = row_timing(argv)
+        ns_list = timing["samples_ns"]
         for p in _arg(argv, "-p").split(","):
-            ts = [int(p) / (ns / 1e9) for ns in ROW["samples_ns"]]
-            row = {**ROW, "n_prompt": int(p), "n_gen": 0, "samples_ts": ts, "avg_ts": statistics.mean(ts)}
+            ts = [int(p) / (ns / 1e9) for ns in ns_list]
+            row = {
+                **ROW,
+                **timing,
+                "n_prompt": int(p),
+                "n_gen": 0,
+                "samples_ts": ts,
+                "avg_ts": statistics.mean(ts),
+            }
             row.update(
                 {
                     k: int(_arg(argv, f))
                     for k, f in (("n_batch", "-b"), ("n_ubatch", "-ub"), ("n_gpu_layers", "-ngl"))
                 }
             )
-            row["stddev_ts"] = statistics.stdev(ts)
+            row["stddev_ts"] = statistics.stdev(ts) if len(ts) > 1 else 0.0
             lines.append(json.dumps(row))
             if on_stdout:
                 on_stdout(lines[-1])

@@ -16,6 +16,7 @@ from toolkit.results.telemetry_check import (  # the energy rules: stated once, 
     COUNTER_MIN_STEPS,
     NVML_POWER_AVG_MIN_WINDOW_S,
     POWER_W,
+    choose_energy,
 )
 from toolkit.results.telemetry_flags import FIGURE_RANGES
 
@@ -39,11 +40,6 @@ ENERGY_REASONS = (
     "no_test_edges",
     "window_holds_untimed_work",
 )
-
-ENERGY_AGREE_TOL = 0.15
-"""Where both the counter and the integrated power give a valid energy, they must agree within this
-share of the integrated figure, else the window's energy is `counter_disagrees_with_power`. Our
-rule: twice the widest disagreement seen on the H200 case's steady windows >= 1.5 s (-6.8 %)."""
 
 POWER_MAX_W = POWER_W[1]
 """No single GPU board draws more (results.telemetry_check.POWER_W: the largest, MI355X, is rated
@@ -170,25 +166,6 @@ def integrated_energy(
     ys = [interp(ts, ps, t0)] + [p for t, p in pts[i0 : i1 + 1] if t0 < t < t1] + [interp(ts, ps, t1)]
     energy = sum((xs[k + 1] - xs[k]) * (ys[k + 1] + ys[k]) / 2 for k in range(len(xs) - 1))
     return energy, None
-
-
-def choose_energy(
-    counter: tuple[float | None, str | None], integrated: tuple[float | None, str | None], has_counter: bool
-) -> tuple[float | None, str | None, str | None]:
-    """(energy J, source, reason) of a GPU's window from its counter and integrated-power results: the
-    counter when valid and, where the integral is valid too, within ENERGY_AGREE_TOL of it (else
-    `counter_disagrees_with_power`); the integral when only it is valid; else the counter's reason
-    (when the GPU has a counter and its reason is not merely "not increasing") or the integral's."""
-    (cj, cr), (ij, ir) = counter, integrated
-    if cj is not None:
-        if ij is not None and abs(cj - ij) > ENERGY_AGREE_TOL * ij:
-            return None, None, "counter_disagrees_with_power"
-        return cj, "counter", None
-    if ij is not None:
-        return ij, "integrated-average-power", None
-    if has_counter and cr != "counter_not_increasing":
-        return None, None, cr
-    return None, None, ir
 
 
 PLAUSIBLE = FIGURE_RANGES

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from toolkit.core.backends import OLD_BACKEND_FLAGS
+from toolkit.runtimes.llama_bench.args import axes_from_args
 from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, legacy_effective_ubatch, normalize
 
 COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
@@ -50,13 +51,28 @@ def _repetitions(command: list[str]) -> str:
     return ""
 
 
+def asked_repetitions(command: Any) -> int | None:
+    """The repetitions a record's llama-bench command asked for (`-r N` / `--repetitions N` after the
+    `llama-bench` word of `docker run ... llama-bench ...`, read by the one flag table's reverse,
+    args.axes_from_args, for `-r`), None where the command names none (an imported row has no command;
+    another runner's). llama-bench runs every test exactly that many times, each one sample
+    (tools/llama-bench/llama-bench.cpp: `for (int i = 0; i < params.reps; i++)` pushes one samples_ns
+    per pass; a failed test prints no row)."""
+    if not isinstance(command, list) or not all(isinstance(x, str) for x in command):
+        return None
+    argv = [("-r" if x == "--repetitions" else x) for x in command]
+    n = axes_from_args(argv).get("repetitions")
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def raw_problem(
     counts: dict[str, int | None], samples: int | None, raw: Any, command: list[str]
 ) -> str | None:
     """Why a llama-bench record contradicts its own raw row, None when it does not (or raw is no
     llama-bench row). `counts`: the record's COUNTS; `samples`: how many samples the process that wrote
     raw measured (records._own_samples: all of samples_ts, or a combined record's last between_runs
-    count; None: unknown, not checked)."""
+    count; None: unknown, not checked); raw's samples held to the repetitions its `command` asked
+    (asked_repetitions: 3 of `-r 10` kept, raw edited with them, was shown as a 3-sample cell)."""
     if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
         return None
     for name in COUNTS:
@@ -80,6 +96,12 @@ def raw_problem(
         return (
             f"samples_ts has {samples} value(s), its raw row's {field} {n}{_repetitions(command)}: "
             "not the repetitions llama-bench measured"
+        )
+    asked = asked_repetitions(command)
+    if asked is not None and n != asked:
+        return (
+            f"its raw row's {field} has {n} value(s), its command asked llama-bench for {asked} repetitions "
+            f"(-r {asked}), each one sample: not the repetitions llama-bench measured"
         )
     return None
 

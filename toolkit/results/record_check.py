@@ -43,7 +43,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
     against its served block and result (served_check), an imported vLLM serve record's result
     against the rules its import held it to (vllm output.serve_problem, serve_duration_problem,
-    serve_peak_problem); a llama-bench record's token counts and number
+    serve_peak_problem); a `vllm bench latency` record's speed and samples against its own result
+    (vllm output.latency_record_problem); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
     pp4096, repetitions dropped), and the other fields made from it (made_problem: a flash_attn or
     n_gpu_layers edited, another build_commit, an effective micro-batch its counts do not give); its test_time against when its image was built and when the record
@@ -63,6 +64,16 @@ def contradiction(rec: BenchRecord) -> str | None:
         return why
     if rec.axis == "served" and (
         why := served_problem(rec.method, rec.avg_ts, rec.n_gen, extra.get("served"), rec.raw)
+    ):
+        return why
+    if rec.method in (vf.METHOD_PREFILL, vf.METHOD_DECODE) and (
+        why := vf.latency_record_problem(
+            rec.method,
+            rec.n_prompt if rec.method == vf.METHOD_PREFILL else rec.n_gen,
+            rec.avg_ts,
+            rec.samples_ts,
+            rec.raw,
+        )
     ):
         return why
     if rec.method == vf.METHOD_SERVE and "imported" in extra and isinstance(rec.raw, dict):

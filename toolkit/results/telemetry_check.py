@@ -95,6 +95,59 @@ def _apart(a: float, b: float) -> bool:
     return abs(a - b) > SAME * max(abs(a), abs(b), 1.0)
 
 
+ENERGY_AGREE_TOL = 0.15
+"""Where both the counter and the integrated power give a valid energy, they must agree within this
+share of the integrated figure, else the window's energy is `counter_disagrees_with_power`. Our
+rule: twice the widest disagreement seen on the H200 case's steady windows >= 1.5 s (-6.8 %)."""
+
+
+def choose_energy(
+    counter: tuple[float | None, str | None], integrated: tuple[float | None, str | None], has_counter: bool
+) -> tuple[float | None, str | None, str | None]:
+    """(energy J, source, reason) of a GPU's window from its counter and integrated-power results: the
+    counter when valid and, where the integral is valid too, within ENERGY_AGREE_TOL of it (else
+    `counter_disagrees_with_power`); the integral when only it is valid; else the counter's reason
+    (when the GPU has a counter and its reason is not merely "not increasing") or the integral's.
+    The one choice: analysis.energy.window_energy makes a window's by it, and energy_contradiction
+    holds a stored GPU's energy_j and energy_source to it (_source_problem)."""
+    (cj, cr), (ij, ir) = counter, integrated
+    if cj is not None:
+        if ij is not None and abs(cj - ij) > ENERGY_AGREE_TOL * ij:
+            return None, None, "counter_disagrees_with_power"
+        return cj, "counter", None
+    if ij is not None:
+        return ij, "integrated-average-power", None
+    if has_counter and cr != "counter_not_increasing":
+        return None, None, cr
+    return None, None, ir
+
+
+def _source_problem(sid: str, g: Mapping[str, Any], e: float) -> str | None:
+    """Why GPU `sid`'s valid energy `e` (its energy_j, J) and energy_source are not what choose_energy
+    gives over the two results its own block states (energy_counter_j and energy_integrated_j, each with
+    its invalid reason), None where they are or it states neither (an older writer): window_summary
+    stores the choice beside both, so an energy labelled `counter` beside no valid counter escaped the
+    integral's own rule (energy_rule: an averaged power over a window shorter than its sensor's average),
+    and a counter the integral contradicts beyond ENERGY_AGREE_TOL passed as valid."""
+    if "energy_counter_j" not in g or "energy_integrated_j" not in g:
+        return None
+    cj, ij = finite_number(g.get("energy_counter_j")), finite_number(g.get("energy_integrated_j"))
+    cr, ir = g.get("energy_counter_invalid_reason"), g.get("energy_integrated_invalid_reason")
+    got, source, why = choose_energy((cj, str(cr)), (ij, str(ir)), True)
+    said = str(g.get("energy_source"))[:32]
+    if got is None:
+        return (
+            f"gpus.{sid[:40]}: energy_valid is true, but its own results give none ({why}: counter "
+            f"{cj if cj is not None else str(cr)[:40]}, integrated {ij if ij is not None else str(ir)[:40]})"
+        )
+    if source != g.get("energy_source") or _apart(got, e):
+        return (
+            f"gpus.{sid[:40]}: energy_j {e:g} J from {said!r} is not its own results' choice: {got:g} J from "
+            f"{source!r} (counter {cj}, integrated {ij})"
+        )
+    return None
+
+
 def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     """Why the valid energy a telemetry block `t` claims cannot be, None when it claims none
     (energy_valid not true) or agrees. `row`: the llama-bench fields measured in the window (n_prompt,
@@ -106,7 +159,8 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
     mean power (its energy's, or power_w_mean) above CAP_SLACK x the power cap its block names or the
     rated power of the board the row's gpu_info names (board_power_w); tokens
     other than the test's tokens x its repetitions (the tokens the observer counts); tok_per_j other
-    than tokens / energy_j; a window shorter than the timed repetitions it holds."""
+    than tokens / energy_j; a window shorter than the timed repetitions it holds; a GPU's energy_j and
+    energy_source other than its own counter's and integral's results give (_source_problem)."""
     if t.get("energy_valid") is not True:
         return None
     energy, duration = finite_number(t.get("energy_j")), finite_number(t.get("duration_s"))
@@ -130,7 +184,12 @@ def energy_contradiction(t: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
             f"outside {n * lo:g}-{n * hi:g} W, what {n} GPU board(s) can draw ({lo:g}-{hi:g} W each)"
         )
     board = board_power_w(row.get("gpu_info"))
-    return _boards(boards, energy, duration, board) or _tokens(t, row, energy, duration)
+    if why := _boards(boards, energy, duration, board) or _tokens(t, row, energy, duration):
+        return why
+    for sid, g in boards.items():  # each a dict with a valid energy (_boards): its source's own figures
+        if why := _source_problem(sid, g, float(g["energy_j"])):
+            return why
+    return None
 
 
 def _boards(boards: dict[str, Any], energy: float, duration: float, board: float | None) -> str | None:
@@ -384,6 +443,20 @@ UNDERSAMPLED_SHARE = 0.5
 # gpu-shared when process ids are unknown (NVML counts only): the benchmark is one process per GPU.
 OWN_GPU_PROCS = 1
 
+CAP_STOCK_SLACK_W = 0.5
+"""How far (W) a power cap may lie below the board's default and still be stock: the drivers report
+both in milliwatts (hwmon power1_cap and power1_cap_default; NVML's enforced and default limits)."""
+
+
+def cap_below_default(cap: Any, default: Any) -> bool:
+    """Whether power cap `cap` (W) lies below the board's default cap `default` (W) by more than
+    CAP_STOCK_SLACK_W: the one statement of power-not-stock's cap rule, read by the sampler's
+    host.telemetry.discover.not_stock_reasons (per sample) and by every reader of a stored window
+    (telemetry_flags.window_flags: a window whose own cap_w and cap_default_w show it raises the flag
+    whatever its not_stock list says). A value that is no finite number counts as not stated."""
+    c, d = finite_number(cap), finite_number(default)
+    return c is not None and d is not None and c < d - CAP_STOCK_SLACK_W
+
 
 def _procs(gpus: list[Mapping[str, Any]], key: str) -> int:
     """The processes a block's GPUs saw: the pids of `key` (pids or active_pids; pids where a GPU
@@ -434,8 +507,11 @@ _EVIDENCE: dict[str, tuple[Any, str]] = {
         f"no GPU busy {CLOCK_IDLE_BUSY_MIN_PCT:g} % or more at a median clock of {CLOCK_IDLE_MAX_MHZ:g} MHz or less",
     ),
     "power-not-stock": (
-        lambda gs, h, t, r: any(_nonempty(g.get("not_stock")) for g in gs),
-        "no GPU's not_stock",
+        lambda gs, h, t, r: any(
+            _nonempty(g.get("not_stock")) or cap_below_default(g.get("cap_w"), g.get("cap_default_w"))
+            for g in gs
+        ),
+        "no GPU's not_stock, and no cap_w below its cap_default_w",
     ),
     # the rules narrowed (issue 31: only where the cores are oversubscribed): the least any raised it on
     "host-busy": (

@@ -28,6 +28,7 @@ from toolkit.results.telemetry_check import (
     UNDERSAMPLED_SHARE,
     _nonempty,
     board_power_w,
+    cap_below_default,
     flag_unsupported,
 )
 from toolkit.results.window_check import window_problem
@@ -210,7 +211,11 @@ def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = 
             add(f"throttled:{reason}")
     if any(_clock_idle(g) for g in gpus):
         add("clock-idle")
-    if any(_nonempty(g.get("not_stock")) for g in gpus):
+    # the window's own caps too: window_summary keeps the last state sample's, whose reasons not_stock holds
+    if any(
+        _nonempty(g.get("not_stock")) or cap_below_default(g.get("cap_w"), g.get("cap_default_w"))
+        for g in gpus
+    ):
         add("power-not-stock")
     host = _map(summary.get("host"))
     if _host_busy(host):
@@ -316,7 +321,7 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
     for key, v, (lo, hi) in named:
         if _outside(v, lo, hi):
             return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
-    if why := _sample_counts_problem(g, named):
+    if why := _sample_counts_problem(g, named) or _throttle_share_problem(g):
         return f"gpus.{sid[:40]}.{why}"
     for low, high in _ORDERED:
         if said and low.startswith("power_"):
@@ -357,6 +362,31 @@ def _sample_counts_problem(
         stated = next((k for k, v, _ in named if v is not None and k.split(".")[0] in _FROM_SAMPLES), None)
         if stated is not None:
             return f"{stated} is stated in a window of 0 samples: a figure read from no reading is none"
+    return None
+
+
+def _throttle_share_problem(g: Mapping[str, Any]) -> str | None:
+    """Why GPU summary `g`'s throttle shares are not its throttle counts over its throttle_samples (the
+    GPU's id left to the caller), None where they are or it states no counts (an older writer):
+    window_summary writes both from one count per reason (analysis.telemetry._throttle_counts:
+    share = count / throttle_samples, the same reasons), so a reason with a share and no count, or a
+    share that is not its count's (to 0.01: a copy rounded to two decimals), is no window's (a share of
+    1.0 beside a count of 0 kept `throttled:hw-thermal`, held by the share alone)."""
+    shares, counts = _map(g.get("throttle_share")), g.get("throttle_count")
+    n = finite_number(g.get("throttle_samples"))
+    if not isinstance(counts, Mapping) or not n:
+        return None
+    for reason in dict.fromkeys([*shares, *counts]):
+        share, count = finite_number(shares.get(reason)), finite_number(counts.get(reason))
+        if share is None and reason in shares or count is None and reason in counts:
+            continue  # not a number: the ranges above name it
+        if abs((share or 0.0) - (count or 0.0) / n) > 0.01:
+            name = str(reason)[:24]
+            said = f"{count:g}" if count is not None else "(not stated: 0)"
+            return (
+                f"throttle_share.{name} {share or 0:g} is not its throttle_count.{name} {said} of {n:g} "
+                "throttle_samples: both are one count of the window's samples"
+            )
     return None
 
 
@@ -432,7 +462,36 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     ):
         if _outside(host.get(key), lo, hi):
             return f"host.{key} is {str(host.get(key))[:24]}: outside the {lo:g}-{hi:.4g} it can be"
+    if why := _host_share_problem(host):
+        return why
     return window_problem(t)  # sampling figures against the window's length
+
+
+HOST_AGREE_CORES = 0.05
+"""How far (cores, plus 1 % of the busy cores) a host block's other processes' CPU may lie above its busy
+CPU less the toolkit's own (_host_share_problem): window_summary reads all three from one span of the same
+counters (analysis.telemetry._counter_span), so they agree to a float's rounding (the 89 real blocks of
+tests/data, shared/cases and results/: 4e-16); this leaves room for a copy rounded to two decimals."""
+
+
+def _host_share_problem(host: Mapping[str, Any]) -> str | None:
+    """Why a host block's other processes' CPU (`other_cpu_cores_mean`, what host-busy reads) is more than
+    its busy CPU (`busy_cores_mean`) leaves beside the benchmark's own (`own_cpu_cores_mean`) and the
+    toolkit's (`harness_cpu_cores_mean`), None where it is not or one is not stated: window_summary
+    computes it as exactly that difference (cpu_busy_s less own_cpu_s and harness_cpu_s over one span,
+    floored at 0), so 15.5 other cores on a host whose every process together kept 1.2 busy raised
+    host-busy where the block's own total says no other process ran."""
+    busy, other = finite_number(host.get("busy_cores_mean")), finite_number(host.get("other_cpu_cores_mean"))
+    if busy is None or other is None:
+        return None
+    ours = sum(finite_number(host.get(k)) or 0.0 for k in ("own_cpu_cores_mean", "harness_cpu_cores_mean"))
+    room = max(0.0, busy - ours)
+    if other <= room + HOST_AGREE_CORES + 0.01 * busy:
+        return None
+    return (
+        f"host.other_cpu_cores_mean {other:.4g} is more than its busy_cores_mean {busy:.4g} less the "
+        f"benchmark's and the toolkit's own {ours:.4g}: the other processes' CPU is that difference"
+    )
 
 
 def without_figures(

@@ -26,14 +26,15 @@ def times_problem(rec: BenchRecord) -> str | None:
     """Why `rec`'s test_time cannot be when it was measured, None where it can or a time is not stated
     (no test_time: md, sql, vLLM; an image without the label; an unreadable `created` is the schema's):
     more than FUTURE_SLACK_S before its image's `org.opencontainers.image.created`, or after its own
-    `created`; a vLLM record's `date` held to its `created` the same way (local_date_problem)."""
+    `created`; a vLLM record's `date` held to its `created` the same way (local_date_problem); its
+    test_time or `created` before the start its own run id names (_before_its_run)."""
     raw = rec.raw if isinstance(rec.raw, dict) else {}
     written = parse_test_time(rec.created)
     if written is not None and rec.runner == "vllm" and (why := local_date_problem(raw.get("date"), written)):
         return why
     ran = parse_test_time(raw.get("test_time"))
     if ran is None:
-        return None
+        return _before_its_run(rec, written, None)
     said = str(raw.get("test_time"))[:40]
     built = parse_test_time((rec.image.labels or {}).get(IMAGE_CREATED))
     if built is not None and (built - ran).total_seconds() > FUTURE_SLACK_S:
@@ -46,6 +47,32 @@ def times_problem(rec: BenchRecord) -> str | None:
             f"test_time {said!r} lies after the record was written (created "
             f"{written.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC): a test is written after it ran"
         )
+    return _before_its_run(rec, written, ran)
+
+
+def _before_its_run(rec: BenchRecord, written: datetime | None, ran: datetime | None) -> str | None:
+    """Why record `rec` says it was written (`written`: its `created`) or measured (`ran`: its raw row's
+    test_time) before the run that made it started, None where not (or it names no such start): a run
+    id of this toolkit's (records.RUN_ID, `YYYYMMDDTHHMMSSZ-hex6`, new_run_id: now() as the run starts;
+    a campaign job's `<campaign id>-jN` opens with its campaign's, made before its jobs) names its
+    start, and every record of it is measured and written after that, by the clock of the host that
+    measured it; more than FUTURE_SLACK_S before (a campaign's coordinator and its hosts' clocks) is
+    no time of this run (a test_time moved back six months was shown as measured then, and ordered
+    behind the run's other records). An import's run id (`import-...`) names when it was imported, not
+    measured, and is not held."""
+    from toolkit.results.records import run_id_start  # records imports this module (through record_check)
+
+    start = run_id_start(rec.run_id) if "imported" not in (rec.model_extra or {}) else None
+    if start is None:
+        return None
+    begun = datetime.fromtimestamp(start, timezone.utc)
+    for name, when in (("test_time", ran), ("created", written)):
+        if when is not None and (begun - when).total_seconds() > FUTURE_SLACK_S:
+            return (
+                f"{name} {when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC lies before its run "
+                f"{rec.run_id[:40]} started ({begun:%Y-%m-%d %H:%M:%S} UTC, as its id says): a run's records "
+                "are measured and written after it starts"
+            )
     return None
 
 

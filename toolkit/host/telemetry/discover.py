@@ -12,6 +12,7 @@ from typing import Any
 from toolkit.host.telemetry.amd import AmdGpuSource, render_node
 from toolkit.host.telemetry.nvidia import NvmlGpuSource, import_pynvml, nvml_bus
 from toolkit.host.telemetry.readers import read_text
+from toolkit.results.telemetry_check import cap_below_default
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def not_stock_reasons(state: dict[str, Any]) -> list[str]:
     BOOTUP_DEFAULT, OD_VDDGFX_OFFSET ≠ 0 mV, the overdrive bit 0x4000 set in ppfeaturemask."""
     out: list[str] = []
     cap, default = state.get("cap_w"), state.get("cap_default_w")
-    if cap is not None and default is not None and cap < default - 0.5:
+    if cap_below_default(cap, default):  # the one cap rule, which readers of a stored window apply too
         out.append(f"power cap {cap:.0f} W below the default {default:.0f} W")
     level = state.get("perf_level")
     if level and level != "auto":

@@ -679,6 +679,46 @@ def samples_ts(tokens: int, lats: list[float], minus: float = 0.0) -> list[float
     return [round(tokens / (x - minus), 4) for x in lats if x - minus > 0]
 
 
+def latency_record_problem(
+    method: str, tokens: int, avg_ts: float | None, samples: list[float], raw: Any
+) -> str | None:
+    """Why an ok `vllm bench latency` record's speed is not what its own result `raw` gives, None where
+    it is (or `raw` is not of that shape: another writer's). `method` METHOD_PREFILL: raw is the result,
+    avg_ts = `tokens` (n_prompt) / its avg (parse_latency), samples_ts = tokens / each latency;
+    METHOD_DECODE: raw is {"long": result, "short": the output-1 result}, avg_ts = `tokens` (n_gen) /
+    (long avg - short avg), samples_ts = tokens / (each long latency - short avg). Both writers (the
+    runner, `toolkit import`) make them so (samples_ts above, rounded to 4 decimals); held to AGREE, each
+    sample too, and their count (a record edited to 100x its result's speed was shown as measured)."""
+    if method == METHOD_DECODE and isinstance(raw, dict) and isinstance(raw.get("long"), dict):
+        long, _ = parse_latency(raw["long"])
+        short, _ = parse_latency(raw["short"]) if isinstance(raw.get("short"), dict) else (None, None)
+        if long is None or short is None or long.avg <= short.avg:
+            return None  # a result that is no measurement is refused where it is read
+        minus, expect = short.avg, tokens / (long.avg - short.avg)
+        lats, what = long.latencies, "n_gen over its long run less its short run"
+    elif method == METHOD_PREFILL and isinstance(raw, dict) and ("latencies" in raw or "avg_latency" in raw):
+        lat, _ = parse_latency(raw)
+        if lat is None:
+            return None
+        minus, expect, lats, what = (
+            0.0,
+            tokens / lat.avg,
+            lat.latencies,
+            "n_prompt over its result's avg latency",
+        )
+    else:
+        return None
+    if avg_ts is not None and abs(avg_ts - expect) > AGREE * max(avg_ts, expect):
+        return f"avg_ts {avg_ts:g} is not {what} ({expect:.6g} tok/s)"
+    want = samples_ts(tokens, lats, minus)
+    if samples and len(samples) != len(want):
+        return f"samples_ts has {len(samples)} value(s), its result's latencies give {len(want)}"
+    for i, (got, w) in enumerate(zip(samples, want, strict=False)):
+        if abs(got - w) > AGREE * max(got, w):
+            return f"samples_ts[{i}] {got:g} is not its result's latencies[{i}] ({w:.6g} tok/s)"
+    return None
+
+
 def sample_sd(xs: list[float]) -> float | None:
     """The sample standard deviation of `xs` (None for fewer than two)."""
     return round(stats.stdev(xs), 4) if len(xs) > 1 else None
