@@ -102,6 +102,27 @@ def test_a_canary_whose_output_was_lost_at_exit_runs_again_up_to_four_processes(
     assert "you need at least" in res.reason and "processes" not in res.reason
 
 
+def test_a_canary_whose_output_ends_where_scoring_starts_runs_again(tmp_path):
+    """The fresh Debian 13 stand-in's first `toolkit bench` (2026-12-05, sudo user, Docker): the CPU
+    control's canary was left unchecked after one process, exit 0, its output ending at `calculating
+    perplexity over 4 chunks, n_ctx=128, ...`: the logger lost every line after it (the ETA too, which
+    was the only sign of scoring looked for), so it was not retried. Now output that ends where scoring
+    starts is cut (another process may print the result); a reason printed after that line is not."""
+    good = captured("c128x4")
+    err = good[1]
+    at_scoring = ("", err[: err.index("\n", err.index("calculating perplexity over")) + 1])
+    with pytest.raises(ppl.PerplexityOutputError) as caught:
+        ppl.parse_perplexity(*at_scoring)
+    assert caught.value.cut and "no chunk value" in str(caught.value)
+    with pytest.raises(ppl.PerplexityOutputError) as caught:
+        ppl.parse_perplexity("", at_scoring[1] + "perplexity: failed to eval\n")
+    assert not caught.value.cut
+    ctx, fake = _ctx_pair(tmp_path, {})
+    fake.answers[ctx.build.digest] = [at_scoring, good]
+    res = canary.run_canary(ctx, {})
+    assert res is not None and res.status == "ok" and res.ppl == 535.8769 and len(fake.runs) == 2
+
+
 def test_perplexity_command_line():
     args = ppl.perplexity_args("/models/m.gguf", "/canary/t.txt", threads=4, n_gpu_layers=999, flash_attn=1)
     assert args == [

@@ -395,6 +395,13 @@ def _canaries(records: list[BenchRecord], controls: Mapping[tuple[str, str, str,
     return "".join(f"; canary on {m}: {t}" for m, t in sorted(texts.items()))
 
 
+def canary_words(records: list[BenchRecord]) -> str:
+    """`; canary <result>` of one image's `records` as the report's image line says it (_canaries, their
+    own CPU controls checked), '' when none carries a canary: for a page without the report's front."""
+    controls = own_controls([(r.model_extra or {}).get("canary") for r in records])
+    return _canaries(records, controls)
+
+
 def _rank(text: str) -> int:
     """0 for a failure, 1 for unchecked, 2 for a pass (_WORST)."""
     return next((i for i, w in enumerate(_WORST) if text.startswith(w)), len(_WORST))

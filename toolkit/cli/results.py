@@ -41,8 +41,9 @@ from toolkit.core.text import path_text, plain_ascii
     default=None,
     help="text = sized to the terminal (long tables in blocks, the roofline and tok/J columns dropped "
     "and said when they do not fit); github = markdown tables to paste; csv/json for tools; html = one "
-    "offline page with plots (written to --output, default results/report.html). Default: text when "
-    "stdout is a terminal, else github (a pipe or a file gets markdown).",
+    "offline page with plots (written to --output, default results/report.html). Default: the form "
+    "--output's name ends in (.html/.htm, .csv, .json; .md and others: github), else text when stdout is a "
+    "terminal, else github (a pipe gets markdown).",
 )
 @click.option(
     "--json",
@@ -120,7 +121,7 @@ def report(
     GPU power and clocks over each run shown."""
     _no_empty_path(("--output", output), ("--plots", plots_dir))
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
-    fmt = fmt or human_format(output)
+    fmt = fmt or _named_format(output) or human_format(output)
     if (
         fmt in ("github", "text")
         and not (as_json or output or plots_dir or images or runs)
@@ -168,6 +169,13 @@ def report(
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _named_format(output: str | None) -> str | None:
+    """The report form `--output`'s file name asks for when --format is not given: `report.html` an html
+    page (it was written as markdown under that name), `.csv` csv, `.json` json; None for any other."""
+    suffix = Path(output).suffix.lower() if output else ""
+    return {".html": "html", ".htm": "html", ".csv": "csv", ".json": "json"}.get(suffix)
 
 
 def _echo_report(text: str) -> None:

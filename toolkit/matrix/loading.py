@@ -53,15 +53,41 @@ class LoadedMatrix:
         return p if p.is_absolute() else (self.root / p)
 
     def select_images(self, names: tuple[str, ...] | list[str]) -> list[ImageSpec]:
+        """The images named (every one when none is): BadInput for a name the matrix has not, saying the
+        way out (_other_kind: a list in one -i, a model's name given to -i), else the nearest name."""
         if not names:
             return list(self.m.images)
+        images = [i.name for i in self.m.images]
+        for n in names:
+            if n not in images and (hint := self._other_kind(n, "-i", images, "-m", self.m.models)):
+                raise BadInput(f"no image named {n!r} in the matrix{hint} (images: {', '.join(images)})")
         return [self.m.image(n) for n in names]
 
+    @staticmethod
+    def _other_kind(typed: str, flag: str, names: list[str], other_flag: str, others: list[Any]) -> str:
+        """For `FLAG TYPED` naming nothing of `names`: `: one name per -i, the flag repeated: ...` when
+        TYPED is a comma- or space-separated list (the flag takes no list; its first unknown part and the
+        nearest name to it said too), `: 'x' is a model's name: give it as `-m x`` when TYPED names one of
+        `others` (the other flag's kind); else ''."""
+        parts = [p for p in re.split(r"[,\s]+", typed) if p]
+        if len(parts) > 1:
+            wrong = next((p for p in parts if p not in names), None)
+            near = f" ({wrong!r}{nearest(wrong, names) or ': no such name'})" if wrong else ""
+            return (
+                f": one name per {flag}, the flag repeated: `{' '.join(f'{flag} {p}' for p in parts)}`{near}"
+            )
+        if typed in (o.name for o in others):
+            kind = "a model" if other_flag == "-m" else "an image"
+            return f": {typed!r} is {kind}'s name: give it as `{other_flag} {typed}`"
+        return ""
+
     def _model_hint(self, typed: str) -> str:
-        """For `-m TYPED` naming no model: the model whose `path` is the file TYPED names, else (TYPED a
-        file path, e.g. a GGUF of one's own) that -m takes a name and where a file gets one, else the
-        nearest name."""
+        """For `-m TYPED` naming no model: a list in one -m or an image's name (_other_kind), the model
+        whose `path` is the file TYPED names, else (TYPED a file path, e.g. a GGUF of one's own) that -m
+        takes a name and where a file gets one, else the nearest name."""
         names = [m.name for m in self.m.models]
+        if hint := self._other_kind(typed, "-m", names, "-i", self.m.images):
+            return hint
         if "/" in typed or typed.lower().endswith((".gguf", ".safetensors")):
             given = Path(typed).expanduser().resolve()
             same = [

@@ -120,10 +120,32 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
     threads = {r.raw.get("n_threads") for r in records if r.status == "ok"}
     if "threads" not in axes and len(threads) == 1 and isinstance(next(iter(threads)), int):
         axes["threads"] = next(iter(threads))  # pin what llama-bench chose, so another host runs the same
+    axes.update(_process_settings(records))
     try:
         return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
     except ValidationError as err:  # an imported run's values a matrix does not take: kept as measured
         return {**axes, "not_a_matrix": _first_error(err)}
+
+
+def _process_settings(records: list[BenchRecord]) -> dict[str, Any]:
+    """bench.runs, bench.canary and bench.env as the run's `records` hold them, not the matrix's defaults
+    (no llama-bench flag says them): runs the most container starts of a test (`process_run.of`, 1
+    without), canary whether a record carries a canary result (an import, or `bench.canary: false`,
+    has none), env each variable's values (None: left unset) in the order the records give them."""
+    starts = [p.get("of") for r in records if isinstance(p := (r.model_extra or {}).get("process_run"), dict)]
+    env: dict[str, list[str | None]] = {}
+    for r in records:
+        for name in r.env:
+            env.setdefault(name, [])
+    for r in records:
+        for name, vals in env.items():
+            if (v := r.env.get(name)) not in vals:
+                vals.append(v)
+    return {
+        "runs": max((n for n in starts if isinstance(n, int) and n >= 1), default=1),
+        "canary": any(isinstance((r.model_extra or {}).get("canary"), dict) for r in records),
+        "env": env,
+    }
 
 
 def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
@@ -237,23 +259,24 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
 def export_run(
     store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None, *, host_paths: bool = False
 ) -> PublishedRun:
-    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder of another run, and
-    one holding a symlink that points out of it (the files written there would land outside). BadInput
+    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder that is not an export
+    of this run (said first: a project folder's own links are beside the point), and an earlier export
+    holding a symlink that points out of it (the files written there would land outside). BadInput
     (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied).
     The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
     unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
-        symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
         prev = contained(out, "run.json", what=f"--out {out}: run.json")
         try:
             same = prev.is_file() and read_run_json(prev).run_id == run_id
         except BadInput:
             same = False
-        if not same:
+        if not same:  # said before its links: `-o .` in the project is told this, not of .venv's python
             raise BadInput(
                 f"{out} is not empty and is not an export of run {run_id}; choose an empty --out folder"
             )
+        symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
     recs = run_records(store, run_id)
     run, builds = describe_run(store, run_id, lm, recs)
     if not host_paths:  # the host's folders are not published
@@ -339,8 +362,9 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             f"- `{im.name}` ({im.backend}): "
             + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
             + ", "
-            + provenance.runtime_commit([r for r in records if r.image.digest == im.digest])
-        )  # the build it holds (llama.cpp's or vLLM's commit), as the report's image line names it
+            + provenance.runtime_commit(mine := [r for r in records if r.image.digest == im.digest])
+            + provenance.canary_words(mine)
+        )  # the build it holds (llama.cpp's or vLLM's commit) and its canary, as the report's image line
         lines += [
             f"  - pull: `docker pull {rd}` (Podman: `podman pull {rd}`)"
             for rd in engine.pullable_digests(im.repo_digests)
@@ -355,7 +379,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             else "source not recorded"
         )
         sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
-        lines.append(f"- `{m.name}`: `{m.file}`, {m.size_bytes} bytes, {sha}, {src}")
+        file = f"`{m.file}`" if m.file else "file name not recorded"
+        lines.append(f"- `{m.name}`: {file}, {m.size_bytes} bytes, {sha}, {src}")
     axes = "; ".join(f"{k} {_words(v)}" for k, v in run.bench.items() if isinstance(v, list))
     settings = ", ".join(
         f"{k} {_words(v)}" for k, v in run.bench.items() if v is not None and not isinstance(v, list)
@@ -373,7 +398,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
                 f"\nDepth sweep of `{m.name}` (a second llama-bench process, models[].depth): {sweep}."
             )
     lines += ["", "## Results", ""]
-    for t in tables.tables(records):
+    folded = [tables.fold_decode_ub(t) for t in tables.tables(records)]  # as `toolkit report` shows them
+    for t, _ in folded:
         headers, body = table_text.table_rows(t)
         lines += [
             f"### {t.title}",
@@ -381,21 +407,46 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             tabulate(body, headers=headers, tablefmt="github", disable_numparse=True),
             "",
         ]
+    notes = table_text.table_notes([t for t, _ in folded])  # what †, the flags and the columns mean
+    notes += [table_text.DECODE_UB_NOTE] if any(f for _, f in folded) else []
+    lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+    lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
-        "## Reproduce",
-        "",
-        "```sh",
-        "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman",
-        "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares",
-        "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/",
-        "```",
-        "",
         "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
         "digest; `run.json` lists each digest's registry digests.",
         "",
     ]
-    lines += [f"Note: {n}" for n in run.notes]
+    lines += [f"- Note: {n}" for n in run.notes]  # a list: consecutive lines would run into one paragraph
     return "\n".join(lines) + "\n"
+
+
+def _reproduce_lines(run: PublishedRun) -> list[str]:
+    """The README's way to reproduce `run`, as its images allow: none where every image is an import (no
+    image ran the results here), `--rebuild` first where one was never pushed (a plain reproduce pulls
+    by registry digest and would stop at it), else the pull and, as the other way, the rebuild."""
+    if all(imported(im.digest) for im in run.images):
+        return [
+            "Not reproducible with the toolkit: these results were imported (`toolkit import`) from output "
+            "measured outside it, so there is no image to pull, rebuild or re-run; the tables are the "
+            "figures as that output gave them."
+        ]
+    pulled = all(engine.pullable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
+    install = "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman"
+    pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
+    if pulled:
+        rebuild = "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/"
+        return ["```sh", install, pull, rebuild, "```"]
+    return [
+        "```sh",
+        install,
+        "toolkit reproduce . --rebuild       # builds the images from matrix.yaml + Dockerfile.templates/, "
+        "checks model sha256, re-runs, compares",
+        "```",
+        "",
+        "An image of this run was not pushed to a registry (no `pull:` line above), so `toolkit reproduce .` "
+        "without `--rebuild` cannot pull it by digest; `--rebuild` compiles it (llama.cpp: minutes to tens "
+        "of minutes).",
+    ]
 
 
 def _words(v: object) -> str:

@@ -140,13 +140,15 @@ def read_rows(
 def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
     """The error for a file without a row that looks like one: what it holds instead (what stopped a
     failed run, a table set side by side: failed_run; another tool's markdown table, a table without
-    rows, or its first line) and the first of the reader's `notes`."""
+    rows, or its first line) and the first of the reader's `notes` (none when the file is another program's
+    output: its lines that looked like records are that program's, e.g. a server log's chat template)."""
     lines = text.splitlines()
     other = next(((i, ln) for i, ln in enumerate(lines, 1) if readers.md_table_like(ln)), None)
     table = next((i for i, ln in enumerate(lines, 1) if ln.strip().startswith("|")), None)
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     if (said := failed_run.why_no_rows(lines)) is not None:  # a failed run, a table set side by side
         hint = said
+        notes = [] if said.startswith(failed_run.OTHER_PROGRAM) else notes
     elif other is not None:
         hint = (
             f"the markdown table at line {other[0]} has `test` and `t/s` columns but not llama-bench's "
@@ -308,19 +310,29 @@ def system_of(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def set_names(label: str, systems: list[tuple]) -> list[str]:
     """`label` for one system; else `label.<what differs>` (build commit and number, backend, GPU: every
-    field that differs, whole, so two sets never read alike), made unique."""
+    field that differs, whole, so two sets never read alike; one device listed N times as `Nx <device>`),
+    made unique."""
     if len(systems) == 1:
         return [label]
     varying = [k for k in SYSTEM_SPLIT if len({dict(s).get(k) for s in systems}) > 1]
     names = []
     for s in systems:
         d = dict(s)
-        part = "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "-", str(d.get(k, "none"))).strip("-") for k in varying)
+        part = "-".join(
+            re.sub(r"[^A-Za-z0-9_.+-]+", "-", _counted(str(d.get(k, "none")))).strip("-") for k in varying
+        )
         names.append(f"{label}.{part or 'set'}")
     for i, n in enumerate(names):  # equal after leaving out what is not a name character: number them
         if names.count(n) > 1:
             names[i] = f"{n}.{i + 1}"
     return names
+
+
+def _counted(value: str) -> str:
+    """A list of one device repeated (llama-bench's gpu_info of two R9700s: `AMD Radeon AI PRO R9700, AMD
+    Radeon AI PRO R9700`) as `2x AMD Radeon AI PRO R9700`, as the report's host line says it; else as is."""
+    items = [x.strip() for x in value.split(",")]
+    return f"{len(items)}x {items[0]}" if len(items) > 1 and len(set(items)) == 1 and items[0] else value
 
 
 STREAM_ABOVE = 1 << 20

@@ -117,15 +117,19 @@ and all; a podman build log, whose `ERROR:` lines are no llama-bench failure; `v
 summary pasted in a markdown report)."""
 
 
+OTHER_PROGRAM = "the file is "
+"""How why_no_rows' word on another program's output begins (_other_program): its lines that looked like
+records (a chat template's `{%- ... %}` in a server log) are that program's, not llama-bench's broken rows."""
+
+
 def _other_program(lines: list[str]) -> str | None:
     """why_no_rows' word on a file of another program's output (_OTHER; the first such line named, and
     what to import instead), or None."""
     for n, line in enumerate(lines, 1):
         for pattern, what, instead in _OTHER:
             if pattern.match(line_text(line)):
-                return (
-                    f"the file is {what}: line {n}: {line.strip()[:120]!r}; not llama-bench output: {instead}"
-                )
+                said = f"{what}: line {n}: {line.strip()[:120]!r}; not llama-bench output: {instead}"
+                return OTHER_PROGRAM + said
     return None
 
 

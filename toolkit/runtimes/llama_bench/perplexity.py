@@ -42,13 +42,17 @@ _TOO_SHORT = re.compile(r"you need at least \d+ tokens[^\n]*")
 _NO_SPREAD = "Unexpected negative standard deviation of log(prob)"
 _PASS_ETA = "seconds per pass - ETA"
 """What llama-perplexity prints once its first pass is timed, before any chunk value: the run was scoring."""
+_SCORING = "calculating perplexity over"
+"""The line llama-perplexity prints as it starts scoring (`perplexity: calculating perplexity over 4 chunks,
+n_ctx=128, ...`): output that ends there, exit 0, lost every line after it (the pass's ETA, the chunk
+values, the estimate) at exit; seen on a fresh Debian 13 stand-in's first bench (2026-12-05)."""
 
 
 class PerplexityOutputError(ValueError):
     """llama-perplexity printed no result: no `Final estimate` line and not every chunk value (the text
     too short for n_ctx, a model that did not load, a crash, or its last lines lost at exit). The
     message says which, from its output. `cut`: the run got as far as scoring (it printed the pass's
-    `ETA` or a chunk value) and its result is missing: what llama.cpp's logger losing its queued lines
+    `ETA` or a chunk value, or its output ends at the line that starts scoring) and its result is missing: what llama.cpp's logger losing its queued lines
     at exit leaves (llama.cpp#22142), worth one more process; False for a reason it printed."""
 
     def __init__(self, message: str, *, cut: bool = False):
@@ -134,7 +138,8 @@ def parse_perplexity(stdout: str, stderr: str, chunks_run: int = CHUNKS) -> Perp
     seen = f"{len(chunks)} of {chunks_run} chunk values" if chunks else "no chunk value"
     why = short.group(0) if short else f"no `Final estimate` line and {seen}"
     tail = " | ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())[-200:]
-    cut = not short and (bool(chunks) or _PASS_ETA in stderr)
+    last = next((ln for ln in reversed(stderr.splitlines()) if ln.strip()), "")
+    cut = not short and (bool(chunks) or _PASS_ETA in stderr or _SCORING in last)
     raise PerplexityOutputError(
         f"llama-perplexity gave no perplexity: {why} (output ends: {tail!r})", cut=cut
     )
