@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import json
 import os
 import re
@@ -1167,8 +1168,12 @@ def test_disk_full_mid_run_keeps_whole_records(proj, tk_bg):
         digest = v.store().latest_build("cpu").digest
         bench_file = v.store().digest_dir(digest) / "bench.jsonl"
         _wait_lines(bench_file, 1, proc)
-        with (v.results / "filler").open("wb") as fh:  # fill the disk to the last byte
-            with pytest.raises(OSError):
+        try:
+            fh = (v.results / "filler").open("wb")  # fill the disk to the last byte
+        except OSError as full:  # the run's own files filled it first (its trace grows faster on a busy host)
+            assert full.errno == errno.ENOSPC, full
+        else:
+            with fh, pytest.raises(OSError):
                 while True:
                     fh.write(b"\0" * 65536)
                     fh.flush()
@@ -1177,7 +1182,9 @@ def test_disk_full_mid_run_keeps_whole_records(proj, tk_bg):
     finally:
         subprocess.run(["umount", "-l", str(v.results)], check=True)
     assert proc.returncode == 8, f"{out}\n{err}"
-    assert f"error: {bench_file}: No space left on device" in err
+    # the file whose write met the full disk: bench.jsonl, or the run's telemetry trace or log when those
+    # filled it first; named with its path in either case
+    assert re.search(rf"error: {re.escape(str(v.results))}/\S+: No space left on device", err), err
     assert "Traceback" not in err
     records = [json.loads(ln) for ln in lines]  # every line whole
     assert records and records[0]["status"] == "ok" and records[0]["n_prompt"] == 128

@@ -449,10 +449,10 @@ def test_the_toolkits_own_process_is_not_another_tenant():
         stop.set()
         t.join()
     h = summary["host"]
-    assert h["harness_cpu_cores_mean"] > 0.3, h  # the spinning thread, shared with the GIL's sampler
     background = _background_busy_cores()
-    if background > HOST_OTHER_CPU_CORES_MAX / 2:
+    if background > HOST_OTHER_CPU_CORES_MAX / 2:  # a busy host gives the spinning thread less than 0.3 core
         pytest.skip(f"host not idle after the test: {background:.2f} busy cores (other: {h})")
+    assert h["harness_cpu_cores_mean"] > 0.3, h  # the spinning thread, shared with the GIL's sampler
     assert h["other_cpu_cores_mean"] < HOST_OTHER_CPU_CORES_MAX, h
 
 
