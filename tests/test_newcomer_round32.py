@@ -225,3 +225,33 @@ def test_report_written_to_a_file_named_html_or_csv_is_that_form(tmp_path: Path)
     assert report("-o", str(tmp_path / "r.json")).lstrip().startswith("{")
     assert report("-o", str(tmp_path / "r.md")).startswith("# Benchmark report")
     assert report("--format", "github", "-o", str(tmp_path / "g.csv")).startswith("# Benchmark report")
+
+
+def test_an_image_pushed_only_to_a_loopback_registry_is_no_pull_source_for_a_customer(tmp_path: Path) -> None:
+    """Found exporting this machine's run (2026-12-05, eighth session): the image's RepoDigests held a
+    push to a registry at 127.0.0.1:32774 (a test registry on this host), and the README told customers
+    `docker pull 127.0.0.1:32774/...`, which only the exporting host can reach, and to reproduce by pull.
+    Now the line says so, the way given is --rebuild, and a note says why; a LAN registry is a source."""
+    from tests.support.runs import bench_records
+    from toolkit.publish.run_folder import describe_run, loopback, run_readme
+    from toolkit.results.records import ResultStore
+
+    here = "127.0.0.1:32774/toolkit-e2e/cpu@sha256:" + "b3" * 32
+    store = ResultStore(tmp_path / "results")
+    recs = bench_records("run-lo")
+    for r in recs:
+        r.image.repo_digests = [here]
+        store.add_result(r)
+    run, _ = describe_run(store, "run-lo", None, recs)
+    readme = run_readme(run, recs)
+    assert (
+        f"docker pull {here}` (Podman: `podman pull {here}`) (a registry on the exporting host's loopback"
+        in readme
+    )
+    repro = readme.split("## Reproduce", 1)[1]
+    assert "toolkit reproduce . --rebuild" in repro and "# pulls by digest" not in repro, repro
+    assert "pushed only to a registry on the exporting host's loopback address" in repro, repro
+    assert [
+        loopback(r)
+        for r in ("localhost:5000/a@sha256:1", "[::1]:5000/a@sha256:1", "192.168.1.5:5000/a@sha256:1")
+    ] == [True, True, False]

@@ -219,6 +219,12 @@ def _published_image(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
             f"(or run `toolkit push --image {first.image.name}` and export again)"
         )
+    elif not [r for r in engine.pullable_digests(repo) if not loopback(r)]:
+        notes.append(
+            f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
+            "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
+            f"(or `toolkit push --image {first.image.name}` to a registry others reach, and export again)"
+        )
     return PublishedImage(
         name=first.image.name,
         backend=first.image.backend,
@@ -367,6 +373,11 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         )  # the build it holds (llama.cpp's or vLLM's commit) and its canary, as the report's image line
         lines += [
             f"  - pull: `docker pull {rd}` (Podman: `podman pull {rd}`)"
+            + (
+                " (a registry on the exporting host's loopback address: only that host can pull it)"
+                if loopback(rd)
+                else ""
+            )
             for rd in engine.pullable_digests(im.repo_digests)
         ]
     lines += ["", "## Models", ""]
@@ -430,7 +441,11 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
             "measured outside it, so there is no image to pull, rebuild or re-run; the tables are the "
             "figures as that output gave them."
         ]
-    pulled = all(engine.pullable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
+    pulled = all(
+        [r for r in engine.pullable_digests(im.repo_digests) if not loopback(r)]
+        for im in run.images
+        if not imported(im.digest)
+    )
     install = "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman"
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
     if pulled:
@@ -447,6 +462,13 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
         "without `--rebuild` cannot pull it by digest; `--rebuild` compiles it (llama.cpp: minutes to tens "
         "of minutes).",
     ]
+
+
+def loopback(ref: str) -> bool:
+    """Whether image reference `ref` (`REGISTRY/NAME@sha256:...`) names a registry on a loopback address
+    (`localhost:5000`, `127.0.0.1:32774`, `[::1]:5000`): one only the exporting host reaches."""
+    host = ref.split("/", 1)[0].rsplit(":", 1)[0] if "/" in ref else ""
+    return host in ("localhost", "[::1]") or host.startswith("127.")
 
 
 def _words(v: object) -> str:
