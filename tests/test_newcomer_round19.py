@@ -138,6 +138,7 @@ def test_a_filter_that_matches_nothing_lists_the_newest_runs_first(tmp_path):
     for run in ("20261204T230000Z-bbbbbb", "import-20261204T220000Z-aaaaaa", "20261204T210000Z-cccccc"):
         r = make_record("cpu", "cpu", p=512, avg=100.0)
         r.run_id = run
+        r.created = "2026-12-05T00:00:00+00:00"  # made after its run started (time_check holds it to that)
         store.add_result(r)
     res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--run", "nope"])
     assert type(res.exception).__name__ == "BadInput"  # exit 4 through the CLI's main
