@@ -458,6 +458,14 @@ def cap_below_default(cap: Any, default: Any) -> bool:
     return c is not None and d is not None and c < d - CAP_STOCK_SLACK_W
 
 
+def gpu_not_stock(g: Mapping[str, Any]) -> bool:
+    """Whether a stored window's GPU summary `g` shows a board not at its stock settings: a `not_stock`
+    reason the sampler recorded, or its own cap_w below its cap_default_w (cap_below_default: the sampler's
+    reasons are the last state sample's). The one power-not-stock rule of a stored window:
+    telemetry_flags.window_flags raises the flag by it and the flag's evidence (_EVIDENCE) is held to it."""
+    return _nonempty(g.get("not_stock")) or cap_below_default(g.get("cap_w"), g.get("cap_default_w"))
+
+
 def _procs(gpus: list[Mapping[str, Any]], key: str) -> int:
     """The processes a block's GPUs saw: the pids of `key` (pids or active_pids; pids where a GPU
     has no active_pids) over all GPUs, or the most a GPU counted at once (NVML counts only). A value
@@ -507,10 +515,7 @@ _EVIDENCE: dict[str, tuple[Any, str]] = {
         f"no GPU busy {CLOCK_IDLE_BUSY_MIN_PCT:g} % or more at a median clock of {CLOCK_IDLE_MAX_MHZ:g} MHz or less",
     ),
     "power-not-stock": (
-        lambda gs, h, t, r: any(
-            _nonempty(g.get("not_stock")) or cap_below_default(g.get("cap_w"), g.get("cap_default_w"))
-            for g in gs
-        ),
+        lambda gs, h, t, r: any(gpu_not_stock(g) for g in gs),
         "no GPU's not_stock, and no cap_w below its cap_default_w",
     ),
     # the rules narrowed (issue 31: only where the cores are oversubscribed): the least any raised it on

@@ -28,8 +28,8 @@ from toolkit.results.telemetry_check import (
     UNDERSAMPLED_SHARE,
     _nonempty,
     board_power_w,
-    cap_below_default,
     flag_unsupported,
+    gpu_not_stock,
 )
 from toolkit.results.window_check import window_problem
 
@@ -211,11 +211,7 @@ def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = 
             add(f"throttled:{reason}")
     if any(_clock_idle(g) for g in gpus):
         add("clock-idle")
-    # the window's own caps too: window_summary keeps the last state sample's, whose reasons not_stock holds
-    if any(
-        _nonempty(g.get("not_stock")) or cap_below_default(g.get("cap_w"), g.get("cap_default_w"))
-        for g in gpus
-    ):
+    if any(gpu_not_stock(g) for g in gpus):  # its not_stock reasons, or its own caps
         add("power-not-stock")
     host = _map(summary.get("host"))
     if _host_busy(host):
