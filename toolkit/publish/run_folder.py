@@ -219,7 +219,7 @@ def _published_image(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
             f"(or run `toolkit push --image {first.image.name}` and export again)"
         )
-    elif not [r for r in engine.pullable_digests(repo) if not loopback(r)]:
+    elif not reachable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
             "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
@@ -441,11 +441,7 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
             "measured outside it, so there is no image to pull, rebuild or re-run; the tables are the "
             "figures as that output gave them."
         ]
-    pulled = all(
-        [r for r in engine.pullable_digests(im.repo_digests) if not loopback(r)]
-        for im in run.images
-        if not imported(im.digest)
-    )
+    pulled = all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
     install = "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman"
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
     if pulled:
@@ -458,10 +454,16 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
         "checks model sha256, re-runs, compares",
         "```",
         "",
-        "An image of this run was not pushed to a registry (no `pull:` line above), so `toolkit reproduce .` "
-        "without `--rebuild` cannot pull it by digest; `--rebuild` compiles it (llama.cpp: minutes to tens "
-        "of minutes).",
+        "An image of this run is in no registry another host reaches (no `pull:` line above, or one only "
+        "the exporting host can pull from), so `toolkit reproduce .` without `--rebuild` cannot pull it by "
+        "digest; `--rebuild` compiles it (llama.cpp: minutes to tens of minutes).",
     ]
+
+
+def reachable_digests(repo_digests: list[str]) -> list[str]:
+    """The image's registry references another host can pull (engine.pullable_digests less those on a
+    loopback registry, loopback): what decides the README's way to reproduce and the never-pushed notes."""
+    return [r for r in engine.pullable_digests(repo_digests) if not loopback(r)]
 
 
 def loopback(ref: str) -> bool:
