@@ -251,6 +251,7 @@ def test_an_image_pushed_only_to_a_loopback_registry_is_no_pull_source_for_a_cus
     repro = readme.split("## Reproduce", 1)[1]
     assert "toolkit reproduce . --rebuild" in repro and "# pulls by digest" not in repro, repro
     assert "pushed only to a registry on the exporting host's loopback address" in repro, repro
+    assert "in no registry another host reaches" in repro and "not pushed to a registry" not in repro, repro
     assert [
         loopback(r)
         for r in ("localhost:5000/a@sha256:1", "[::1]:5000/a@sha256:1", "192.168.1.5:5000/a@sha256:1")
