@@ -52,8 +52,9 @@ class PerplexityOutputError(ValueError):
     """llama-perplexity printed no result: no `Final estimate` line and not every chunk value (the text
     too short for n_ctx, a model that did not load, a crash, or its last lines lost at exit). The
     message says which, from its output. `cut`: the run got as far as scoring (it printed the pass's
-    `ETA` or a chunk value, or its output ends at the line that starts scoring) and its result is missing: what llama.cpp's logger losing its queued lines
-    at exit leaves (llama.cpp#22142), worth one more process; False for a reason it printed."""
+    `ETA` or a chunk value, or its output ends at the line that starts scoring) and its result is
+    missing: what llama.cpp's logger losing its queued lines at exit leaves (llama.cpp#22142), worth
+    one more process; False for a reason it printed."""
 
     def __init__(self, message: str, *, cut: bool = False):
         super().__init__(message)

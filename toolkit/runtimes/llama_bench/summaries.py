@@ -38,7 +38,7 @@ def _engine(text: str) -> str | None:
 
 
 def summary(fields: dict[str, Any]) -> str | None:
-    """check._not_a_row's word on a script's own summary of serving runs that names vLLM or SGLang (a key
+    """not_a_row's word on a script's own summary of serving runs that names vLLM or SGLang (a key
     such as `vllm_version`, or an `engine` / `method` / `backend` / ... value such as
     `sglang.bench_serving`; the first 40 keys looked at) without any of those tools' result keys (it
     is no `vllm bench` or bench_serving result: _served and results/vllm_import.kind_of read those):
@@ -65,7 +65,7 @@ _CANARY_KEYS = frozenset(("ppl", "model_sha256", "text_sha256", "status"))
 
 
 def canary_record(fields: dict[str, Any]) -> str | None:
-    """check.check_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
+    """not_a_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
     or vLLM's canary: the perplexity of a fixed text, no tok/s), or None for any other object. Its
     `method` names vLLM and its llama.cpp canary holds llama-bench's n_gpu_layers: it is neither a
     script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt (not_a_row asks)."""
