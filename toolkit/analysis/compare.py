@@ -37,9 +37,12 @@ from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import (
+    Row,
+    Table,
     column_attention,
     concurrency,
     fmt_tok_per_j,
+    fold_decode_ub,
     id_value,
     image_label,
     is_cpu_fallback,
@@ -135,6 +138,7 @@ class Comparison:
     ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
     ignored_by_option: list[str] = field(default_factory=list)  # of `ignored`, those given to --ignore
     unknown_model: int = 0  # tests left unjoined: their model is unknown (identity.model_known)
+    decode_folded: bool = False  # tg rows measured at several ub folded into one (_fold_decode)
 
     @property
     def one_side_only(self) -> list[str]:
@@ -313,10 +317,68 @@ def settings_of(settings: dict[str, list[str]]) -> list[str]:
     return sorted({x.split("=", 1)[0] for xs in settings.values() for x in xs})
 
 
-def _missing_label(r: BenchRecord, fields: list[str]) -> str:
-    """A test one side lacks, named so it can be told from its neighbours: `pp512 ub512 (n_cpu_moe=12)`."""
+def _missing_label(r: BenchRecord, fields: list[str], test: str | None = None) -> str:
+    """A test one side lacks, named so it can be told from its neighbours: `pp512 ub512 (n_cpu_moe=12)`
+    (`test`: the label to use instead of the record's, a decode row folded over the micro-batch)."""
     ids = [f"{c}={id_value(r, c)}" for c in fields if id_value(r, c) is not None]
-    return _test_label(r) + (f" ({', '.join(ids)})" if ids else "")
+    return (test or _test_label(r)) + (f" ({', '.join(ids)})" if ids else "")
+
+
+DECODE_UB_NOTE = (
+    "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
+    "agree within the noise band on each side is one row (the report's rule), each side's cell its ub512 "
+    "measurement (llama-bench's default; else the one with the most samples); where they differ beyond it "
+    "each ub keeps its row"
+)
+
+
+@dataclass
+class _Folded:
+    """The decode rows as the report folds them (_fold_decode): the compared rows, and per side the
+    one-side tests left, as (record, label to show: None for the record's own)."""
+
+    rows: list[CompareRow]
+    only_a: list[tuple[BenchRecord, str | None]]
+    only_b: list[tuple[BenchRecord, str | None]]
+
+
+def _fold_decode(
+    pairs: list[tuple[BenchRecord, BenchRecord]],
+    only_a: list[BenchRecord],
+    only_b: list[BenchRecord],
+    id_cols: list[str],
+) -> _Folded | None:
+    """The decode tests (tg) of both sides folded over the micro-batch by the report's own rule
+    (tables.fold_decode_ub over a table of two columns, A and B, holding the pairs and the one-side
+    records): tg tests that differ only by ub and whose tok/s agree within noise on each side are one
+    row, each side's cell its ub512 record (else the one with most samples); a one-side record folded
+    into a row both sides hold is no longer missing. None when no row folds (the rows stay as joined)."""
+
+    def row(cells: dict[str, BenchRecord]) -> Row:
+        r = next(iter(cells.values()))
+        ids = {c: str(id_value(r, c)) for c in id_cols}
+        facts = {k: Facts.of(v) for k, v in cells.items()}
+        return Row(_test_label(r), ids, (), cells=dict(cells), flags={k: [] for k in cells}, facts=facts)
+
+    decode = [row({"A": x, "B": y}) for x, y in pairs if x.axis == "decode"]
+    decode += [row({"A": r}) for r in only_a if r.axis == "decode"]
+    decode += [row({"B": r}) for r in only_b if r.axis == "decode"]
+    folded, did = fold_decode_ub(Table("decode", "", ["A", "B"], id_cols, decode))
+    if not did:
+        return None
+    kept = {id(r) for r in decode}
+    out = _Folded(
+        [],
+        [(r, None) for r in only_a if r.axis != "decode"],
+        [(r, None) for r in only_b if r.axis != "decode"],
+    )
+    for r in folded.rows:
+        if "A" in r.facts and "B" in r.facts:
+            out.rows.append(CompareRow(r.test, r.ids, r.facts["A"], r.facts["B"]))
+        else:
+            side, rec = next(iter(r.cells.items()))
+            (out.only_a if side == "A" else out.only_b).append((rec, None if id(r) in kept else r.test))
+    return out
 
 
 def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
@@ -477,6 +539,13 @@ def compare(
         CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, Facts.of(x), Facts.of(y))
         for x, y in pairs
     ]
+    only_a: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_a]
+    only_b: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_b]
+    folded = _fold_decode(pairs, j.only_a, j.only_b, id_cols)
+    if folded:  # the decode rows where the first one stood (pairs are sorted by axis)
+        at = next((i for i, (x, _) in enumerate(pairs) if x.axis == "decode"), len(rows))
+        rest = [row for (x, _), row in zip(pairs, rows, strict=True) if x.axis != "decode"]
+        rows, only_a, only_b = rest[:at] + folded.rows + rest[at:], folded.only_a, folded.only_b
     tell_apart = [
         c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
     ]
@@ -488,13 +557,14 @@ def compare(
         threshold,
         rows,
         id_cols,
-        sorted(_missing_label(r, tell_apart) for r in j.only_a),
-        sorted(_missing_label(r, tell_apart) for r in j.only_b),
+        sorted(_missing_label(r, tell_apart, t) for r, t in only_a),
+        sorted(_missing_label(r, tell_apart, t) for r, t in only_b),
         ", ".join(settings["a"]),
         ", ".join(settings["b"]),
         ignored=j.ignored,
         ignored_by_option=sorted(set(ignore)),
         unknown_model=j.unknown_model,
+        decode_folded=folded is not None,
     )
 
 
@@ -555,6 +625,8 @@ def _notes(c: Comparison) -> list[str]:
         out.append(f"left out of the join by --ignore: {', '.join(c.ignored_by_option)}")
     if c.one_side_only:
         out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.one_side_only)}")
+    if c.decode_folded:
+        out.append(DECODE_UB_NOTE)
     n = len(c.regressions)
     out.append(
         f"{n} regression{'s' if n != 1 else ''} beyond {c.threshold:g}% and the noise"

@@ -77,6 +77,18 @@ def rel_stddev(r: BenchRecord) -> float | None:
     return r.stddev_ts / v if r.stddev_ts is not None and v else None
 
 
+def noise_rsd(f: Facts) -> float | None:
+    """The relative spread the `noisy` flag is judged by: the stated stddev over the cell's value
+    (Facts.rsd), else, where the record states none, the sample stddev of its samples_ts (>= 2 finite
+    ones) over that value: a llama-bench row imported with its samples but no stddev_ts (samples
+    100, 100, 100, 100, 1000 t/s: a cell of 280 t/s, five times its median, shown unflagged); None
+    when neither is known."""
+    if f.rsd is not None or not f.value:
+        return f.rsd
+    xs = [x for x in f.record.samples_ts if math.isfinite(x)]
+    return statistics.stdev(xs) / f.value if len(xs) > 1 else None
+
+
 def sample_stats(r: BenchRecord) -> dict[str, float] | None:
     """median, min and max of the per-repetition tok/s samples (None with fewer than 2 samples)."""
     xs = [x for x in r.samples_ts if math.isfinite(x)]
@@ -374,7 +386,7 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
         out.append(RPC_FLAG)
     if is_software_gpu(r):
         out.append("software-gpu")
-    if f.rsd is not None and f.rsd > opts.noisy:
+    if (rsd := noise_rsd(f)) is not None and rsd > opts.noisy:
         out.append("noisy")
     if f.warmup_outlier:
         out.append("warmup-outlier")

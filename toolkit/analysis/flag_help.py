@@ -18,7 +18,8 @@ FLAG_HELP = {
     "out of the verdict and of compare's counts",
     "cpu-fallback": "a GPU image ran on the CPU (failed run or backends without the GPU backend): not a GPU number",
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
-    "noisy": "relative standard deviation above the noise threshold",
+    "noisy": "relative standard deviation above the noise threshold (of the samples where the record states no "
+    "stddev)",
     "warmup-outlier": "the first sample (of a process, where the cell combines several) is far from that process's "
     "others (> 10 % off their median and outside their range by more than their spread): a warm-up effect; the "
     "median is the steadier figure",

@@ -220,8 +220,10 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
         gc.freeze()
         if collecting:
             gc.enable()
-    if not recs and (images or runs):
-        _need_filter_match(store, root, images, runs)
+    if images or runs:
+        shown_images, shown_runs = {r.image.name for r in recs}, {r.run_id for r in recs}
+        if not recs or any(i not in shown_images for i in images) or any(r not in shown_runs for r in runs):
+            _need_filter_match(store, root, images, runs, empty=not recs)
     return store, recs
 
 
@@ -285,15 +287,33 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
     raise BadInput(f"no results folder at {root}{where}: {project_hint('--results DIR')}")
 
 
-def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[str, ...]) -> None:
-    """BadInput naming the images and newest runs there are, when the filter, not the folder, is empty."""
+def _need_filter_match(
+    store, root: Path, images: tuple[str, ...], runs: tuple[str, ...], *, empty: bool = True
+) -> None:
+    """BadInput naming the images and newest runs there are when the filter, not the folder, is empty
+    (`empty`), or when an --image / --run names nothing stored (a typo beside a name that matched:
+    `-i hip -i hpi` showed hip alone, silently); each unknown name with the stored name nearest it
+    (matrix.api.nearest: `did you mean 'hip'?`). Nothing when the folder holds no record, or when
+    the filter matched records and every name it gives is stored."""
     from toolkit.results import index as resultindex
 
     have = resultindex.heads(store)
     if not have:
         return
     from toolkit.core.errors import BadInput
+    from toolkit.matrix.api import nearest
 
+    known_images = sorted({h.image.name for h in have})
+    newest = resultindex.runs_newest_first(have)  # written last first, imports too
+    all_runs = list(dict.fromkeys(h.run_id for h in newest))
+    unknown = [
+        f"{kind} {name}{nearest(name, known)}"
+        for kind, names, known in (("image", images, known_images), ("run", runs, all_runs))
+        for name in names
+        if name not in known
+    ]
+    if not empty and not unknown:
+        return
     asked = " and ".join(
         x
         for x in (
@@ -302,12 +322,10 @@ def _need_filter_match(store, root: Path, images: tuple[str, ...], runs: tuple[s
         )
         if x
     )
-    known_images = sorted({h.image.name for h in have})
-    newest = resultindex.runs_newest_first(have)  # written last first, imports too
-    known_runs = [h.run_id for h in newest][:5]
     raise BadInput(
-        f"{root}: no record of {asked} ({len(have)} records there; images: {', '.join(known_images)}; "
-        f"newest runs first: {', '.join(known_runs)}): fix --image / --run"
+        f"{root}: no record of {'; '.join(unknown) if unknown else asked} "
+        f"({len(have)} records there; images: {', '.join(known_images)}; "
+        f"newest runs first: {', '.join(all_runs[:5])}): fix --image / --run"
     )
 
 

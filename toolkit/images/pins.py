@@ -248,15 +248,23 @@ class Hosts:
     """Remembers hosts that did not answer, so one offline host costs one timeout per run, not one per pin."""
 
     def __init__(self) -> None:
-        self.down: dict[str, str] = {}
+        self.down: dict[str, str] = {}  # host -> what was asked of it, and its error (the first failure)
 
-    def call(self, host: str, fn: Callable[[], Any]) -> Any:
+    def call(self, host: str, fn: Callable[[], Any], asked: str = "") -> Any:
+        """fn() where `host` has not failed yet in this run; Unreachable (fn's, memoised) otherwise.
+        `asked`: what fn asks of the host (a URL, an image reference), so a later pin on the same host
+        is told its own URL was not asked and whose failure it quotes (every row of three git sources
+        on one dead host quoted the first one's URL as if it were its own)."""
         if host in self.down:
-            raise Unreachable(f"{host} unreachable earlier in this run, not asked again ({self.down[host]})")
+            mine = f": {asked} not checked" if asked else ""
+            raise Unreachable(
+                f"{host} unreachable earlier in this run, not asked again{mine} (the first failure there: "
+                f"{self.down[host]})"
+            )
         try:
             return fn()
         except Unreachable as err:
-            self.down[host] = str(err)
+            self.down[host] = f"{asked}: {err}" if asked and asked not in str(err) else str(err)
             raise Unreachable(f"{host} unreachable: {err}") from None
 
 
@@ -409,7 +417,7 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
     name, tag, digest, host = split_image_ref(ref)
     hosts.call(engine.engine_label(), docker.connect)  # "Docker engine", "Podman (rootless)", ...
     if digest is None:
-        now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"))
+        now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"), ref)
         return PinResult(
             pin,
             "ok",
@@ -420,13 +428,13 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
     if not _DIGEST.match(digest):
         raise Gone(f"{ref}: {digest!r} is not a sha256 digest (sha256: + 64 hex digits)")
     try:
-        hosts.call(host, lambda: docker.digest(f"{name}@{digest}"))
+        hosts.call(host, lambda: docker.digest(f"{name}@{digest}"), ref)
     except Gone as err:
         raise Gone(f"the pinned digest is gone: {err}") from None
     if tag is None:
         return PinResult(pin, "ok", digest, "digest resolves")
     try:
-        now = hosts.call(host, lambda: docker.digest(f"{name}:{tag}"))
+        now = hosts.call(host, lambda: docker.digest(f"{name}:{tag}"), ref)
     except Gone as err:
         return PinResult(pin, "moved", None, f"tag {tag} is gone ({err}); the pinned digest still resolves")
     if now == digest:
@@ -510,7 +518,7 @@ def check_git(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinRes
     url, ref, want = src.git or "", src.ref or "", src.commit
     host = _git_host(url)
     if _FULL_COMMIT.match(ref):
-        hosts.call(host, lambda: git_commit_exists(url, ref, timeout))
+        hosts.call(host, lambda: git_commit_exists(url, ref, timeout), url)
         if want and not ref.startswith(want):
             return PinResult(
                 pin,
@@ -521,7 +529,7 @@ def check_git(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinRes
             )
         return PinResult(pin, "ok", ref, "commit is on the remote")
     try:
-        now = hosts.call(host, lambda: git_ref_commit(url, ref, timeout))
+        now = hosts.call(host, lambda: git_ref_commit(url, ref, timeout), url)
     except Gone:
         if _HEX.match(ref):
             raise Unreachable(
@@ -618,7 +626,9 @@ def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeou
     project, _, version = (src.pypi or "").partition("==")
     index = index_url()
     files = hosts.call(
-        urllib.parse.urlsplit(index).netloc or index, lambda: index_files(index, project, timeout)
+        urllib.parse.urlsplit(index).netloc or index,
+        lambda: index_files(index, project, timeout),
+        src.pypi or "",
     )
     sdists = []
     for f in files:
@@ -719,7 +729,7 @@ def check_model(pin: Pin, hosts: Hosts, timeout: float, endpoint: str | None = N
         except Exception as err:  # connection, timeout, offline mode: httpx/requests types vary by version
             raise Unreachable(f"{type(err).__name__}: {_first_line(str(err))}") from None
 
-    info = hosts.call(api.endpoint or constants.ENDPOINT, lookup)
+    info = hosts.call(api.endpoint or constants.ENDPOINT, lookup, f"{hf.repo}@{hf.revision or 'main'}")
     now = info.sha
     if hf.file and info.siblings is not None and hf.file not in {s.rfilename for s in info.siblings}:
         raise Gone(f"{hf.repo}: no file {hf.file} at revision {now or hf.revision}")

@@ -43,6 +43,7 @@ from toolkit.matrix.schema import (
     ModelSpec,
     SourceSpec,
     StrictBlock,
+    nearest,
 )
 from toolkit.matrix.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
 from toolkit.matrix.template_vars import MAX_TEMPLATE_INT, TEMPLATE_VARS, check_template_var, excerpt

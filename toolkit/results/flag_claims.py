@@ -30,7 +30,7 @@ DERIVED_FLAGS = frozenset(
         "cpu-fallback",  # backends and gpu_info (facts.is_cpu_fallback)
         "rpc-split",  # backends (facts.rpc_split)
         "software-gpu",  # gpu_info (is_software_gpu)
-        "noisy",  # stddev_ts over avg_ts against the report's threshold
+        "noisy",  # stddev_ts (else the samples' stddev) over avg_ts against the report's threshold
         "warmup-outlier",  # samples_ts (facts.warmup_outlier)
         "stddev-recomputed",  # the record's `repaired`
         "experimental",  # the record's `experimental`

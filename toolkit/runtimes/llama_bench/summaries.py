@@ -40,10 +40,11 @@ def _engine(text: str) -> str | None:
 def summary(fields: dict[str, Any]) -> str | None:
     """not_a_row's word on a script's own summary of serving runs that names vLLM or SGLang (a key
     such as `vllm_version`, or an `engine` / `method` / `backend` / ... value such as
-    `sglang.bench_serving`; the first 40 keys looked at) without any of those tools' result keys (it
+    `sglang.bench_serving`; every key looked at, each cut to 40 characters: the telling key of a
+    summary may come after its 40 run entries) without any of those tools' result keys (it
     is no `vllm bench` or bench_serving result: _served and results/vllm_import.kind_of read those):
     which engine, where it is named and what to import instead; None for any other object."""
-    for k, v in list(fields.items())[:40]:
+    for k, v in fields.items():
         key = str(k)[:40]
         if (engine := _engine(key.lower())) is not None:
             where = repr(key)
@@ -102,9 +103,9 @@ _PRINTOUTS = (
 
 
 def _printed(fields: dict[str, Any]) -> str | None:
-    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (its first
-    40 keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
-    for k, v in list(fields.items())[:40]:
+    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (any of its
+    keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
+    for k, v in fields.items():
         if not isinstance(v, str):
             continue
         for what, mark, instead in _PRINTOUTS:
