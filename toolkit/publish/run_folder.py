@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +41,10 @@ from toolkit.runtimes.llama_bench import args as lb_args
 
 RUN_SCHEMA_VERSION = 1
 RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
+TOOLKIT_SOURCE = "toolkit-src.tar.gz"
+"""The toolkit's own source at the commit that measured the run (pyproject.toml, README.md, toolkit/), beside
+RUN_FILES where the exporting checkout holds that commit: the README's install line (`pip install
+./toolkit-src.tar.gz`) is then one a customer can run, with the toolkit that made the numbers."""
 """What a published run's folder holds: it needs nothing else to be reproduced; its results name images by
 image digest, run.json maps each digest to its registry digests."""
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -93,6 +98,7 @@ class PublishedRun(BaseModel):
     host: dict[str, Any] = Field(default_factory=dict)
     records: dict[str, int] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    toolkit_source: str | None = None  # TOOLKIT_SOURCE where the export holds it, else None
 
 
 def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
@@ -300,10 +306,50 @@ def export_run(
         _copy_regular(src, out / rel, out)
     if copies and not host_paths:  # a model's path in matrix.yaml too
         scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
+    if not all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing
+        run.toolkit_source = _toolkit_source(str((run.host.get("toolkit") or {}).get("commit") or ""), out)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
     return run
+
+
+def _toolkit_source(commit: str, out: Path) -> str | None:
+    """Write TOOLKIT_SOURCE into `out`: `git archive` of the toolkit's pyproject.toml, README.md and
+    toolkit/ at `commit` (the one the run's records name, host.toolkit.commit), from the checkout the
+    toolkit runs from (host.info.TOOLKIT_ROOT), under a folder `toolkit-<commit[:12]>/`, as pip
+    installs it. None (nothing written, an earlier one removed) where that cannot be: no commit
+    recorded (an installed copy measured it), no git checkout here, or one without that commit (the
+    run was measured elsewhere); the README then names the version and commit to install."""
+    from toolkit.host.info import TOOLKIT_ROOT
+
+    dest = out / TOOLKIT_SOURCE
+    dest.unlink(missing_ok=True)
+    if not commit or not all(c in "0123456789abcdef" for c in commit) or not (TOOLKIT_ROOT / ".git").exists():
+        return None
+    tmp = out / f".{TOOLKIT_SOURCE}.tmp"
+    git = ["git", "-C", str(TOOLKIT_ROOT)]
+    try:
+        made = subprocess.run(
+            [
+                *git,
+                "archive",
+                "--format=tar.gz",
+                f"--prefix=toolkit-{commit[:12]}/",
+                f"--output={tmp}",
+                commit,
+            ]
+            + ["pyproject.toml", "README.md", "toolkit"],
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        made = None
+    if made is None or made.returncode != 0:  # git missing, or the commit is not in this checkout
+        tmp.unlink(missing_ok=True)
+        return None
+    tmp.replace(dest)
+    return TOOLKIT_SOURCE
 
 
 def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
@@ -423,7 +469,9 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
-        "Files: " + ", ".join(f"`{f}`" for f in RUN_FILES) + ". Results reference images by image "
+        "Files: "
+        + ", ".join(f"`{f}`" for f in (*RUN_FILES, *([run.toolkit_source] if run.toolkit_source else [])))
+        + ". Results reference images by image "
         "digest; `run.json` lists each digest's registry digests.",
         "",
     ]
@@ -442,7 +490,7 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
             "figures as that output gave them."
         ]
     pulled = all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
-    install = "pip install -e /path/to/toolkit   # the toolkit, on a host with Docker or Podman"
+    install = _install_line(run)
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
     if pulled:
         rebuild = "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/"
@@ -458,6 +506,19 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
         "the exporting host can pull from), so `toolkit reproduce .` without `--rebuild` cannot pull it by "
         "digest; `--rebuild` compiles it (llama.cpp: minutes to tens of minutes).",
     ]
+
+
+def _install_line(run: PublishedRun) -> str:
+    """The README's line that installs the toolkit that measured `run`: its source in the folder
+    (TOOLKIT_SOURCE), else the version and commit to fetch (the toolkit is not on PyPI: `pip install
+    toolkit` gets another project)."""
+    made = run.host.get("toolkit") or {}
+    which = f"toolkit {made.get('version') or run.toolkit_version}" + (
+        f" at commit {made['commit'][:12]}" if made.get("commit") else ""
+    )
+    if run.toolkit_source:
+        return f"pip install ./{run.toolkit_source}   # {which}, the one that measured this run"
+    return f"pip install -e /path/to/toolkit   # a checkout of {which} (its source is not in this folder)"
 
 
 def reachable_digests(repo_digests: list[str]) -> list[str]:
