@@ -50,9 +50,10 @@ def test_an_export_holds_the_source_of_the_toolkit_that_measured_it_and_pip_inst
     out, readme = _export(tmp_path, head)
     src = out / run_folder.TOOLKIT_SOURCE
     assert src.is_file(), sorted(p.name for p in out.iterdir())
-    assert f"pip install ./{run_folder.TOOLKIT_SOURCE}   # toolkit 0.1.0 at commit {head[:12]}" in readme, (
-        readme
-    )
+    assert (
+        f"pip install ./{run_folder.TOOLKIT_SOURCE}   # the toolkit at commit {head[:12]}, the one that measured"
+        in readme
+    ), readme
     assert "/path/to/toolkit" not in readme and f"`{run_folder.TOOLKIT_SOURCE}`" in readme, readme
     with tarfile.open(src) as tar:
         names = tar.getnames()
@@ -75,10 +76,6 @@ def test_an_export_holds_the_source_of_the_toolkit_that_measured_it_and_pip_inst
 def test_a_run_measured_at_a_commit_this_checkout_lacks_names_it_instead(tmp_path: Path) -> None:
     out, readme = _export(tmp_path, "0123456789abcdef0123456789abcdef01234567")
     assert not (out / run_folder.TOOLKIT_SOURCE).exists()
-    assert (
-        "a checkout of toolkit 0.1.0 at commit 0123456789ab (its source is not in this folder)" in readme
-    ), readme
+    assert "pip install -e /path/to/toolkit   # the toolkit at commit 0123456789ab (the one" in readme, readme
     out, readme = _export(tmp_path / "b", "")  # an installed copy measured it: no commit recorded
-    assert not (out / run_folder.TOOLKIT_SOURCE).exists() and "a checkout of toolkit 0.1.0 (its" in readme, (
-        readme
-    )
+    assert not (out / run_folder.TOOLKIT_SOURCE).exists() and "# the toolkit, on a host" in readme, readme

@@ -142,6 +142,52 @@ def test_resume_plan_counts_only_the_missing_cases(project, matrix_data):
     )
 
 
+def test_a_resume_dry_run_prints_the_commands_resume_runs(project, matrix_data):
+    """`toolkit bench --resume --dry-run` (a newcomer checking what --resume will do after adding a
+    prompt length) planned and printed the whole sweep (`-p 512,2048`), though the real run measures
+    only the missing cases: the dry run ignored --resume. Now its plan and commands are the real run's:
+    the missing cases' processes, or the `resumed` line when none is missing (nothing run either way)."""
+    one_case(project, matrix_data, n_prompt=[512, 2048])
+    build = seed_current_build(project, "cpu")
+    tk(project, "bench")  # generates the tiny model (then stops at the engine)
+    sha = sha256_file(project / "models" / "tiny-qwen3moe.gguf")
+    _measured(project, build, sha, p=512, ub=512)
+    res = tk(project, "bench", "--resume", "--dry-run")
+    assert res.returncode == 0 and plan_line(res).startswith(
+        "plan: 1 test cases (1 image/model pair x 2 cases, 1 already measured: --resume"
+    ), res.stderr
+    sweeps = [ln for ln in res.stdout.splitlines() if "llama-bench -m" in ln]
+    assert len(sweeps) == 1 and "(sweep, resumed: 1 of 2 cases were missing)" in sweeps[0], res.stdout
+    assert " -p 2048 " in sweeps[0] and "512" not in sweeps[0].split("llama-bench", 1)[1].split("-b")[0]
+    res = tk(project, "bench", "--dry-run")  # without --resume: the whole sweep, as before
+    assert " -p 512,2048 " in res.stdout, res.stdout
+    _measured(project, build, sha, p=2048, ub=512)
+    res = tk(project, "bench", "--resume", "--dry-run")
+    assert plan_line(res).startswith("plan: nothing left to measure"), res.stderr
+    assert "llama-bench -m" not in res.stdout and "resumed: nothing to measure: all 2 cases" in res.stdout, (
+        res.stdout
+    )
+
+
+def test_a_model_file_nothing_fetches_is_told_how_to_get_it_there(project, matrix_data):
+    """A model a user added to matrix.yaml (path only: no hf, no generate) whose file is not there: the
+    bench said "model file ... is absent" and stopped; the dry run "a real run skips this pair". Each
+    now says the way out: copy the file there, or give models[NAME].hf for `toolkit fetch-model`."""
+    d = one_case(project, matrix_data)
+    d["models"].append({"name": "mine", "path": "models/mine.gguf", "format": "gguf"})
+    write_matrix(project, d)
+    seed_current_build(project, "cpu")
+    from toolkit.bench.runners.base import resolve_model
+    from toolkit.matrix.api import load_matrix
+
+    fix = "copy the file there, or give models[mine].hf (its Hugging Face repo) so `toolkit fetch-model mine`"
+    res = tk(project, "bench", "-m", "mine", "--dry-run")
+    assert "mine.gguf is absent here" in res.stdout and fix in res.stdout, res.stdout + res.stderr
+    lm = load_matrix(project / "matrix.yaml")  # the real run's line (its engine is not here: asked directly)
+    path, why = resolve_model(lm, next(m for m in lm.m.models if m.name == "mine"))
+    assert path is None and why.endswith("mine.gguf is absent; " + fix + " fetches it"), why
+
+
 def _measured(project, build, sha, **kw):
     """Store an ok record of the tiny model on `build` (make_record's fields `kw`)."""
     r = make_record("cpu", "cpu", model="tiny-qwen3moe", host={}, avg=512.0, **kw)

@@ -19,6 +19,7 @@ from toolkit.bench.runners.base import (
     RunContext,
     check_sha,
     model_here,
+    no_source,
     resolve_model,
 )
 from toolkit.core import registry as runners
@@ -98,7 +99,7 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
         if not path.exists():
             if model.generate:
                 return ""
-            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else ""
+            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else no_source(model)
             return f"model file {path} is absent here: a real run skips this pair{fetch}"
         runner.preflight(lm, model, path)
     except BadInput as err:
@@ -204,9 +205,11 @@ def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True)
         return [Decision(spec, m, "skipped", why)]
     note = _dry_run_model_note(lm, m, runner) if opts.dry_run else ""
     out = [Decision(spec, m, "note", n) for n in (note, _axes_not_taken(lm, spec.runner)) if n]
-    if opts.dry_run:  # every case the real run would measure, for the plan line (no results read)
+    if opts.dry_run:  # every case the real run would measure, for the plan line and the commands
         whole = runner.cases(replace(ctx, opts=replace(opts, resume=False)))
         here = devices_here and not note
+        if opts.resume and here:  # the model is here: only what --resume would measure (results read)
+            return out + _runner_notes(runner, ctx) + [_run(ctx, runner.cases(ctx), here=here, of=len(whole))]
         return out + _runner_notes(runner, ctx) + [_run(ctx, whole, here=here)]
     if model_here(lm, m) is None and not m.generate:
         path, why = resolve_model(lm, m)  # absent (with the fetch command), a loop of links, ...

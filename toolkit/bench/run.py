@@ -97,13 +97,18 @@ def run_bench(
     return outcomes
 
 
+RESUMED_PLAN = (
+    "plan: nothing left to measure: every case was measured before on its image digest + model (--resume)"
+)
+
+
 def _confirm_plan(
     lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, opts: BenchOptions, events: Events
 ) -> None:
     """Say the plan line; BadInput for more than CONFIRM_CASES cases without opts.yes."""
     plan = plan_run(lm, decisions, store)
     if not plan and opts.resume and any(d.status == "run" for d in decisions):
-        plan = "plan: nothing left to measure: every case was measured before on its image digest + model (--resume)"
+        plan = RESUMED_PLAN
     if plan:
         events("note", text=plan)
     if _cases_total(lm, decisions) > CONFIRM_CASES and not opts.yes:
@@ -123,6 +128,8 @@ def dry_plan(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, op
     how many cases a real run here would measure. More than CONFIRM_CASES cases without opts.yes: it
     says the real run needs --yes (the real run refuses them, exit 4)."""
     line = plan_run(lm, decisions, store)
+    if not line and opts.resume and any(d.status == "run" and d.here for d in decisions):
+        return RESUMED_PLAN
     if not line:
         return "plan: no test case would run here"
     total = _cases_total(lm, [d for d in decisions if d.cases])

@@ -66,7 +66,8 @@ from toolkit.results import make_folders, open_regular
 @click.option(
     "--resume",
     is_flag=True,
-    help="Skip (image, model) runs already measured for the same digest, model and cases.",
+    help="Measure only the test cases not yet measured on the same image digest and model (a pair with "
+    "none missing is skipped); with --dry-run, plan and print only those.",
 )
 @click.option(
     "--timeout",

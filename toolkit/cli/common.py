@@ -5,12 +5,14 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from toolkit.core.errors import BadInput
 from toolkit.core.text import strip_controls
 
 
@@ -297,11 +299,31 @@ def image_option(f):
     )(f)
 
 
+def results_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of --results and --against: a folder that is recognisably not a results folder but
+    beside one (toolkit.results.results_near: one image's folder inside it, a project holding it) is
+    bad input (exit 4) naming the folder to pass, never "no results yet" read, or results written,
+    in the wrong one. A folder that does not exist yet, or holds no records and is neither, passes."""
+    if value is None or not os.path.isdir(value):
+        return value
+    from toolkit.results import results_near
+
+    try:
+        near = results_near(Path(value))
+    except BadInput as err:
+        raise click.BadParameter(str(err)) from None
+    if near:
+        what, there = near
+        raise click.BadParameter(f"{value} is {what}: pass {param.opts[0]} {there}")
+    return value
+
+
 def results_option(f, *, reading: bool = False):
     return click.option(
         "--results",
         "results_dir",
         default=None,
+        callback=results_folder,
         type=click.Path(file_okay=False, exists=reading),
         help="Results folder"
         + (" (must exist: this command only reads it)" if reading else "")

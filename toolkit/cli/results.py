@@ -23,6 +23,7 @@ from toolkit.cli.common import (
     note_json,
     output_option,
     read_results_option,
+    results_folder,
     results_option,
 )
 from toolkit.core.backends import IMAGE_BACKENDS
@@ -376,8 +377,9 @@ def _need_filter_match(
     "against",
     default=None,
     type=click.Path(file_okay=False, exists=True),
+    callback=results_folder,
     metavar="DIR",
-    help="A second results folder (another host's, an unpacked export's) to read B from; A is read "
+    help="A second results folder (another host's, or a folder `toolkit export-run` wrote) to read B from; A is read "
     "from --results. Default: both from --results.",
 )
 def compare(

@@ -6,6 +6,7 @@ matrix.yaml and Dockerfile.templates/, and a README. The host's folders are not 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -307,7 +308,9 @@ def export_run(
     if copies and not host_paths:  # a model's path in matrix.yaml too
         scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
     if not all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing
-        run.toolkit_source = _toolkit_source(str((run.host.get("toolkit") or {}).get("commit") or ""), out)
+        made = run.host.get("toolkit")
+        commit = made.get("commit") if isinstance(made, dict) and _toolkit_commit(run) else None
+        run.toolkit_source = _toolkit_source(commit or "", out)
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
@@ -325,7 +328,7 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
 
     dest = out / TOOLKIT_SOURCE
     dest.unlink(missing_ok=True)
-    if not commit or not all(c in "0123456789abcdef" for c in commit) or not (TOOLKIT_ROOT / ".git").exists():
+    if not commit or not (TOOLKIT_ROOT / ".git").exists():
         return None
     tmp = out / f".{TOOLKIT_SOURCE}.tmp"
     git = ["git", "-C", str(TOOLKIT_ROOT)]
@@ -404,7 +407,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         f"Measured {run.created} on {run.host.get('cpu_model') or 'a CPU not recorded'} "
         f"({run.host.get('os') or 'OS not recorded'}, kernel {run.host.get('kernel') or 'not recorded'}); "
         f"exported {run.exported} "
-        f"by toolkit {run.toolkit_version}.",
+        f"by toolkit {run.toolkit_version}{_measured_by(run)}.",
         "",
         "## Images (by digest)",
         "",
@@ -510,15 +513,33 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
 
 def _install_line(run: PublishedRun) -> str:
     """The README's line that installs the toolkit that measured `run`: its source in the folder
-    (TOOLKIT_SOURCE), else the version and commit to fetch (the toolkit is not on PyPI: `pip install
+    (TOOLKIT_SOURCE), else a checkout of the commit to fetch (the toolkit is not on PyPI: `pip install
     toolkit` gets another project)."""
-    made = run.host.get("toolkit") or {}
-    which = f"toolkit {made.get('version') or run.toolkit_version}" + (
-        f" at commit {made['commit'][:12]}" if made.get("commit") else ""
-    )
+    commit = _toolkit_commit(run)
     if run.toolkit_source:
-        return f"pip install ./{run.toolkit_source}   # {which}, the one that measured this run"
-    return f"pip install -e /path/to/toolkit   # a checkout of {which} (its source is not in this folder)"
+        return f"pip install ./{run.toolkit_source}   # the toolkit at commit {commit}, the one that measured this run"
+    which = f"the toolkit at commit {commit} (the one that measured this run)" if commit else "the toolkit"
+    return f"pip install -e /path/to/toolkit   # {which}, on a host with Docker or Podman"
+
+
+def _toolkit_commit(run: PublishedRun) -> str | None:
+    """The measuring toolkit's git commit (12 hex) as bench recorded it (run.json host.toolkit.commit:
+    host.info.toolkit_source), None where not recorded (an installed copy, an import) or not hex."""
+    t = run.host.get("toolkit")
+    c = t.get("commit") if isinstance(t, dict) else None
+    return c[:12] if isinstance(c, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", c) else None
+
+
+def _measured_by(run: PublishedRun) -> str:
+    """`; measured by toolkit 0.1.0 (commit 0123456789ab)` where bench recorded the toolkit that measured
+    the run (run.json host.toolkit), else nothing."""
+    t = run.host.get("toolkit")
+    version = t.get("version") if isinstance(t, dict) and isinstance(t.get("version"), str) else None
+    commit = _toolkit_commit(run)
+    if not commit:
+        return ""
+    said = " ".join(version.split())[:40] if version else "of unknown version"  # one line, a stranger's text
+    return f"; measured by toolkit {said} (commit {commit})"
 
 
 def reachable_digests(repo_digests: list[str]) -> list[str]:

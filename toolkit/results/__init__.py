@@ -16,16 +16,36 @@ from toolkit.core.errors import BadInput, refused_link
 
 def bench_files(root: Path) -> list[Path]:
     """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
-    (toolkit/campaign/slurm.py: each host's jobs write only there), sorted: the order every reader reads
-    records in. Here, light to import: an empty `toolkit report` asks it without loading the store.
-    BadInput (exit 4) when one is not a regular file (a FIFO would hang every reader: need_regular)."""
+    (toolkit/campaign/slurm.py: each host's jobs write only there), sorted, then an export-run folder's
+    results.jsonl (run.json beside it: toolkit.publish.run_folder), so the folder a customer is sent
+    reads where a results folder does (`report --results DIR`, `compare --against DIR`): the order
+    every reader reads records in. Here, light to import: an empty `toolkit report` asks it without
+    loading the store. BadInput (exit 4) when one is not a regular file (a FIFO would hang every
+    reader: need_regular)."""
     files = sorted([*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")])
+    if (root / "run.json").is_file() and (root / "results.jsonl").exists():
+        files.append(root / "results.jsonl")
     for f in files:
         try:
             need_regular(f, os.stat(f))
         except FileNotFoundError:  # a dangling link or a file removed meanwhile: read as gone
             continue
     return files
+
+
+def results_near(root: Path) -> tuple[str, Path] | None:
+    """(what folder `root` is, the results folder to name instead) where `root`, named as a results
+    folder, holds no record of its own (bench_files) but is one image's folder inside a results folder
+    (it holds bench.jsonl: its parent is the results folder) or a folder holding one (a project: its
+    results/ holds records); None otherwise (records there, or a fresh or empty folder). BadInput as
+    bench_files."""
+    if bench_files(root):
+        return None
+    if (root / "bench.jsonl").is_file():
+        return "one image's folder inside a results folder (it holds bench.jsonl)", root.parent
+    if (root / "results").is_dir() and bench_files(root / "results"):
+        return "not a results folder: the one it holds is results/", root / "results"
+    return None
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))

@@ -197,9 +197,18 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
         if model.generate:
             ensure_model_file(path, model.generate)
         else:
-            fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else ""
+            fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else no_source(model)
             return None, f"model file {path} is absent{fetch}"
     return path, ""
+
+
+def no_source(model: ModelSpec) -> str:
+    """The way out of an absent model file that nothing fetches or generates (no models[].hf, no
+    generate): `; copy the file there, or give models[NAME].hf ...`."""
+    return (
+        f"; copy the file there, or give models[{model.name}].hf (its Hugging Face repo) so "
+        f"`toolkit fetch-model {model.name}` fetches it"
+    )
 
 
 def check_model_file(lm: LoadedMatrix, model: ModelSpec, path: Path) -> None:

@@ -114,7 +114,6 @@ class LlamaBenchRunner:
         (ctx.cases), else asked here."""
         if (
             ctx.opts.resume
-            and not ctx.opts.dry_run
             and model_file_here(ctx.lm, ctx.model)
             and not (self.cases(ctx) if ctx.cases is None else ctx.cases)
         ):
@@ -212,7 +211,14 @@ def _processes(
     combination `env`, each line's reason prefixed by what it is (`what`, else "sweep" in a dry run;
     the run, the env); stops early on a failed, resumed or dry run. Each process has its own log and
     container name: `-depth` for a depth sweep, `tag` (the env combination), `-run<i>` (bench.runs)."""
-    runs, out = ctx.lm.m.bench.runs, []
+    runs, out, n = ctx.lm.m.bench.runs, [], len(ctx.lm.m.bench.cases())
+    todo = [c for c in ctx.cases or [] if "sweep" not in c and same_env(c, env)]
+    if ctx.opts.dry_run and ctx.opts.resume and axes is None and ctx.cases is not None and len(todo) < n:
+        sweep = f"sweep, resumed: {len(todo)} of {n} cases were missing"  # what --resume runs (_resumed)
+        subs = [bench_one(ctx, pair, axes=a, env=env) for a in resume_axes(ctx.lm.m.bench, todo)]
+        return [dataclasses.replace(o, reason=sweep) for o in subs] or [
+            _all_measured(ctx, n, " of the matrix")
+        ]
     for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
         opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
         one = dataclasses.replace(ctx, opts=opts) if runs > 1 else ctx
