@@ -358,7 +358,7 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
         spec.name,
         model.name,
         bad[0].status if bad else "ok",
-        (bad[0].reason if bad else "") + f" (resumed: {len(todo)} of {n_all} cases were missing)",
+        (f"{bad[0].reason} " if bad else "") + f"(resumed: {len(todo)} of {n_all} cases were missing)",
         sum(o.records for o in parts),
         parts[-1].command,
         {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
