@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.project import ROOT
 from tests.support.runs import bench_records, tk
 
@@ -116,3 +118,41 @@ def test_an_exported_readme_names_the_toolkit_commit_that_measured_the_run(tmp_p
     assert "measured by toolkit" not in text and "# the toolkit, on a host with Docker or Podman" in text, (
         text
     )
+
+
+def test_a_run_id_is_found_by_its_start_where_that_names_one_run(tmp_path: Path) -> None:
+    """`toolkit export-run 20261205T192620Z` (the run id bench printed, without its `-a8edce` tail) was
+    refused, and the refusal listed the 5 newest runs: after a few imports, not the user's bench run.
+    The start of a run id names that run where it names one (export-run, reproduce, report --run);
+    where it begins several, they are named; a start shorter than 8 characters is no run id."""
+    from toolkit.core.errors import BadInput
+    from toolkit.publish import run_folder
+    from toolkit.results import index as resultindex
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for run in ("20261128T192620Z-a8edce", "20261128T192999Z-000001", "20261128T192999Z-000002"):
+        for r in bench_records(run):
+            store.add_result(r)
+    assert resultindex.full_run_id(store, "20261128T192620Z") == "20261128T192620Z-a8edce"
+    assert resultindex.full_run_id(store, "20261128T192620Z-a8edce") == "20261128T192620Z-a8edce"
+    assert resultindex.full_run_id(store, "2026") == "2026"  # too short to name a run: as given
+    assert resultindex.full_run_id(store, "20271205") == "20271205"  # none: the caller says what is stored
+    with pytest.raises(
+        BadInput, match=r"begins 2 stored runs: 20261128T192999Z-00000[12], .*give more of it"
+    ):
+        resultindex.full_run_id(store, "20261128T1929")
+    run = run_folder.export_run(store, "20261128T19262", tmp_path / "out", None)
+    assert run.run_id == "20261128T192620Z-a8edce" and run.records["total"] == len(bench_records("x"))
+    got = tk(
+        tmp_path,
+        "report",
+        "--results",
+        str(tmp_path / "results"),
+        "--run",
+        "20261128T192620",
+        "--format",
+        "csv",
+    )
+    assert got.returncode == 0, got.stderr
+    assert "20261128T192620Z-a8edce" in got.stdout and "20261128T192999Z" not in got.stdout, got.stdout[:400]

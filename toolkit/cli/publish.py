@@ -127,6 +127,9 @@ def _print_pushed(results) -> None:
 def export_run(matrix_path, results_dir, as_json, run_id, output):
     """Write a bench run as a self-contained folder to commit to a repo or attach to a release.
 
+    RUN_ID as a bench prints it (`run 20261205T192620Z-a8edce: results in ...`), or its start where
+    that names one stored run (8 characters at least: `20261205T1926`).
+
     DIR/run.json (images by digest with registry digests and labels, models with sha256 and Hugging
     Face source, the llama-bench axes, host facts), results.jsonl (the run's records), builds.jsonl
     (the builds of its digests), matrix.yaml and Dockerfile.templates/ (to rebuild), README.md (how to
@@ -191,8 +194,8 @@ def reproduce(
 ):
     """Re-run a published run on this host and say whether its results reproduce.
 
-    RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (exported
-    to .toolkit/runs/<id>/ first). Every image is pulled by registry digest and must have the recorded
+    RUN_DIR_OR_ID is a folder from `toolkit export-run`, or a run id of this project's results (or its
+    start, 8 characters at least, where that names one run; exported to .toolkit/runs/<id>/ first). Every image is pulled by registry digest and must have the recorded
     image ID (or is rebuilt with --rebuild); every model file must have the recorded sha256 (tiny
     generated models are generated again); the same llama-bench cases run again (results in
     <folder>/reproduce/results/). Prints recorded vs reproduced tok/s with deltas (and tokens per

@@ -58,7 +58,13 @@ from toolkit.core.text import path_text, plain_ascii
 @click.option(
     "--image", "-i", "images", multiple=True, metavar="NAME", help="Only results of this image name."
 )
-@click.option("--run", "runs", multiple=True, metavar="RUN_ID", help="Only results of this bench run.")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    metavar="RUN_ID",
+    help="Only results of this bench run (its id, or its start where that names one run: 20261205T1926).",
+)
 @output_option(help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
 @click.option(
     "--plots",
@@ -213,6 +219,7 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
     from toolkit.results.records import ResultStore
 
     store = ResultStore(root)
+    runs = tuple(resultindex.full_run_id(store, r) for r in runs)  # a prefix of one stored run's id
     collecting = gc.isenabled()
     gc.disable()  # until frozen: a collection between the load and the freeze would walk every record
     try:

@@ -452,6 +452,7 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
     if store is None or lm is None:
         raise BadInput(f"{source!r} is neither a run folder nor (without a matrix) a run id to look up")
     runs = lm.root / ".toolkit" / "runs"
+    source = resultindex.full_run_id(store, source)  # a prefix of one stored run's id: that run
     folder = contained(
         runs,
         source,

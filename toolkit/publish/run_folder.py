@@ -279,6 +279,7 @@ def export_run(
     The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
     unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
     out = Path(out)
+    run_id = resultindex.full_run_id(store, run_id)  # a prefix of one stored run's id: that run
     if out.exists() and any(out.iterdir()):
         prev = contained(out, "run.json", what=f"--out {out}: run.json")
         try:

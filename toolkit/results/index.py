@@ -294,6 +294,28 @@ def heads(
     )
 
 
+RUN_PREFIX_MIN = 8
+"""The fewest characters of a run id that full_run_id completes (`20261205`: the run's date)."""
+
+
+def full_run_id(store: ResultStore, text: str) -> str:
+    """The run id `text` names in `store`: itself where a record of that run is stored, else the one
+    stored run id that begins with it (at least RUN_PREFIX_MIN characters: `20261205T192620Z` for
+    `20261205T192620Z-a8edce`, as a bench prints it), else `text` (the caller says what is stored).
+    BadInput (exit 4) naming the runs it begins, newest first, where it begins several."""
+    if len(text) < RUN_PREFIX_MIN or heads(store, runs=[text]):
+        return text
+    hits = [h.run_id for h in runs_newest_first(heads(store)) if h.run_id.startswith(text)]
+    if len(hits) > 1:
+        from toolkit.core.errors import BadInput
+
+        more = f", and {len(hits) - 5} more" if len(hits) > 5 else ""
+        raise BadInput(
+            f"run id {text!r} begins {len(hits)} stored runs: {', '.join(hits[:5])}{more}; give more of it"
+        )
+    return hits[0] if hits else text
+
+
 def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
     """One Head per run among `heads` (heads()' order), newest first: each run's most recently written
     record, ordered by the store's sequence number (records.py: the order records were appended, an
