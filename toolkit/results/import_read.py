@@ -31,7 +31,7 @@ from toolkit.results.records import (
 )
 from toolkit.results.telemetry_check import measured_claims
 from toolkit.results.telemetry_flags import without_figures
-from toolkit.runtimes.llama_bench import check, failed_run, plausible
+from toolkit.runtimes.llama_bench import check, failed_run, other_tables, plausible
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
@@ -139,8 +139,9 @@ def read_rows(
 
 def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
     """The error for a file without a row that looks like one: what it holds instead (what stopped a
-    failed run, a table set side by side: failed_run; another tool's markdown table, a table without
-    rows, or its first line) and the first of the reader's `notes` (none when the file is another program's
+    failed run, a table set side by side: failed_run; another tool's markdown table, a table set out by
+    hand, a box-drawn table or a CSV of other columns: other_tables; a table without rows, or its first
+    line) and the first of the reader's `notes` (none when the file is another program's
     output: its lines that looked like records are that program's, e.g. a server log's chat template)."""
     lines = text.splitlines()
     other = next(((i, ln) for i, ln in enumerate(lines, 1) if readers.md_table_like(ln)), None)
@@ -155,13 +156,16 @@ def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
             f"{', '.join(repr(c) for c in readers.MD_COLUMNS)} (its header: {other[1].strip()[:120]!r}): "
             "another tool's table, not llama-bench -o md output"
         )
+    elif (said := other_tables.md_table(lines)) is not None:  # a table by hand, llama-server's timings
+        hint = said
     elif table is not None:
         hint = (
             f"a markdown table (-o md) at line {table} has no result rows: it needs a header with model, test "
             "and t/s columns, its separator line, then rows"
         )
     else:
-        hint = FORMATS_HINT
+        drawn = other_tables.box_table(lines) or other_tables.csv_table(lines, check.LLAMA_FIELDS)
+        hint = drawn or FORMATS_HINT
     why = f"; {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
     return BadInput(
         f"{path}: no llama-bench result rows found ({hint}){why}; the file starts with {first[:80]!r}"
@@ -294,6 +298,10 @@ def check_options(
 
 
 SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "devices", "gpu_info")
+_UNSAID = {"build_commit": "no-build", "build_number": "no-build-number", "backends": "no-backend"}
+"""set_names' word for a set whose rows leave a SYSTEM_SPLIT field out (else `no-<field>`): a Vulkan run
+that printed no device line beside ROCm runs that did is `Vulkan-no-gpu_info`, not `Vulkan-none`, which
+read as a split mode (`-sm none`)."""
 
 
 def system_of(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -310,8 +318,8 @@ def system_of(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def set_names(label: str, systems: list[tuple]) -> list[str]:
     """`label` for one system; else `label.<what differs>` (build commit and number, backend, GPU: every
-    field that differs, whole, so two sets never read alike; one device listed N times as `Nx <device>`),
-    made unique."""
+    field that differs, whole, so two sets never read alike; one device listed N times as `Nx <device>`;
+    a field a set's rows leave out as _UNSAID says), made unique."""
     if len(systems) == 1:
         return [label]
     varying = [k for k in SYSTEM_SPLIT if len({dict(s).get(k) for s in systems}) > 1]
@@ -319,7 +327,8 @@ def set_names(label: str, systems: list[tuple]) -> list[str]:
     for s in systems:
         d = dict(s)
         part = "-".join(
-            re.sub(r"[^A-Za-z0-9_.+-]+", "-", _counted(str(d.get(k, "none")))).strip("-") for k in varying
+            re.sub(r"[^A-Za-z0-9_.+-]+", "-", _counted(str(d.get(k, _UNSAID.get(k, f"no-{k}"))))).strip("-")
+            for k in varying
         )
         names.append(f"{label}.{part or 'set'}")
     for i, n in enumerate(names):  # equal after leaving out what is not a name character: number them

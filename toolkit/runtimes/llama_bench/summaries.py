@@ -3,8 +3,9 @@ none of llama-bench's fields (`not_a_row`, its one question of this module).
 
 A wrapper's records around llama-bench's row (`{"start_time", ..., "bench_raw": {...}}`), one holding a
 benchmark's printed text in a string value (_printed), a serving benchmark's result among other lines
-(_served), a script's own summary of serving runs that names vLLM or SGLang (`{"engine": "SGLang",
-"method": "sglang.bench_serving", "context_sweep": [...]}`, `{"vllm_version": "0.28.0", ...}`: summary)
+(_served), a script's own summary of runs that names vLLM, SGLang or llama.cpp (`{"engine": "SGLang",
+"method": "sglang.bench_serving", "context_sweep": [...]}`, `{"vllm_version": "0.28.0", ...}`,
+`{"backend": "llama.cpp-vulkan", "results": {"short": {"prompt_eval_tps_mean": ...}}}`: summary)
 and the toolkit's own canary result (canary_record): each named with what to import instead, rather
 than only "none of its keys is a llama-bench field".
 """
@@ -18,8 +19,14 @@ _ENGINES = (
     ("bench_serving", "SGLang"),
     ("vllm", "vLLM"),
     ("benchmark_serving", "vLLM"),
+    ("llama.cpp", "llama.cpp"),
+    ("llamacpp", "llama.cpp"),
+    ("llama_cpp", "llama.cpp"),
+    ("llama-cpp", "llama.cpp"),
+    ("llama-server", "llama.cpp"),
 )
-"""(a word in a key or value, the serving engine it names): summary's reading of a record's own words."""
+"""(a word in a key or value, the engine it names): summary's reading of a record's own words (a
+script's summary of llama-server or llama-cli runs: `"backend": "llama.cpp-vulkan"`, `llamacpp_version`)."""
 _NAMING_KEYS = ("engine", "method", "backend", "framework", "tool", "runner", "server")
 _OWN_RESULT = {
     "vLLM": (
@@ -28,6 +35,10 @@ _OWN_RESULT = {
         "vllm bench serve --save-result, vllm bench latency/throughput --output-json",
     ),
     "SGLang": ("bench_serving's output_throughput with completed", "bench_serving --output-file"),
+    "llama.cpp": (
+        "llama-bench's model_type, n_prompt, n_gen, avg_ts",
+        "llama-bench -o jsonl, on the model the summary names",
+    ),
 }
 """Per engine: the keys of its own benchmark's result (results/vllm_import.kind_of), and how to save it."""
 
@@ -38,11 +49,12 @@ def _engine(text: str) -> str | None:
 
 
 def summary(fields: dict[str, Any]) -> str | None:
-    """not_a_row's word on a script's own summary of serving runs that names vLLM or SGLang (a key
-    such as `vllm_version`, or an `engine` / `method` / `backend` / ... value such as
-    `sglang.bench_serving`; every key looked at, each cut to 40 characters: the telling key of a
-    summary may come after its 40 run entries) without any of those tools' result keys (it
-    is no `vllm bench` or bench_serving result: _served and results/vllm_import.kind_of read those):
+    """not_a_row's word on a script's own summary of runs that names vLLM, SGLang or llama.cpp (a key
+    such as `vllm_version` or `llamacpp_version`, or an `engine` / `method` / `backend` / ... value such
+    as `sglang.bench_serving` or `llama.cpp-vulkan`; every key looked at, each cut to 40 characters: the
+    telling key of a summary may come after its 40 run entries) without any of those tools' result keys
+    (it is no `vllm bench` or bench_serving result, nor a llama-bench row: _served,
+    results/vllm_import.kind_of and check.check_row read those):
     which engine, where it is named and what to import instead; None for any other object."""
     for k, v in fields.items():
         key = str(k)[:40]
