@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.public import PUBLIC, imp, refused
+from tests.support.public import PUBLIC, first_read, imp, refused
 from toolkit.results import importer
 from toolkit.results.records import ResultStore
 
@@ -210,22 +210,7 @@ READ = {
 
 @pytest.mark.parametrize("name", sorted(READ))
 def test_the_files_read_right_read_as_before(tmp_path: Path, name: str) -> None:
-    recs = imp(tmp_path, name)
-    r = recs[0]
-    got = (
-        len(recs),
-        r.test,
-        r.n_prompt,
-        r.n_gen,
-        r.n_depth,
-        r.n_batch,
-        r.n_ubatch,
-        r.image.backend,
-        r.gpu_info or None,
-        r.avg_ts,
-        r.stddev_ts,
-        r.build_commit,
-    )
+    got = first_read(imp(tmp_path, name))
     assert got == READ[name]
 
 

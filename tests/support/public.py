@@ -53,3 +53,24 @@ def cells(recs: list[BenchRecord]) -> list[tuple]:
         )
         for r in recs
     )
+
+
+def first_read(recs: list[BenchRecord]) -> tuple:
+    """(how many records, then the first one's test, n_prompt, n_gen, n_depth, n_batch, n_ubatch,
+    backend, GPU (None where the row names none: ""), avg_ts, stddev_ts, build commit): what a public
+    file's round checks of a file it reads right."""
+    r = recs[0]
+    return (
+        len(recs),
+        r.test,
+        r.n_prompt,
+        r.n_gen,
+        r.n_depth,
+        r.n_batch,
+        r.n_ubatch,
+        r.image.backend,
+        r.gpu_info or None,
+        r.avg_ts,
+        r.stddev_ts,
+        r.build_commit,
+    )
