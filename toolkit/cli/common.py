@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from toolkit.core.errors import BadInput
-from toolkit.core.text import strip_controls
+from toolkit.core.text import path_text, strip_controls
 
 
 def terminal_safe(text: str) -> str:
@@ -310,11 +310,31 @@ def results_folder(ctx: click.Context, param: click.Parameter, value: str | None
 
     try:
         near = results_near(Path(value))
-    except BadInput as err:
-        raise click.BadParameter(str(err)) from None
+    except BadInput as err:  # Click prints its own errors, not through terminal_safe: no escapes
+        raise click.BadParameter(strip_controls(str(err))) from None
     if near:
         what, there = near
-        raise click.BadParameter(f"{value} is {what}: pass {param.opts[0]} {there}")
+        raise click.BadParameter(f"{path_text(value)} is {what}: pass {param.opts[0]} {path_text(there)}")
+    return value
+
+
+def written_results_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of the --results of a command that writes records or builds there (bench, import,
+    build, tune, ...): results_folder's refusals, and a folder `toolkit export-run` wrote (a published
+    run, read as results by report and compare --against: toolkit.results.exported_run) is bad input
+    (exit 4): a bench or an import into it mixed this host's records into the run a customer was sent,
+    and a re-export shipped them."""
+    value = results_folder(ctx, param, value)
+    if value is None or not os.path.isdir(value):
+        return value
+    from toolkit.results import exported_run
+
+    if exported_run(Path(value)):
+        raise click.BadParameter(
+            f"{path_text(value)} is a run folder `toolkit export-run` wrote (run.json, results.jsonl): report "
+            "and compare --against read it, nothing writes records into it; pass --results of a results "
+            "folder of your own (default: results/ beside the matrix)"
+        )
     return value
 
 
@@ -323,7 +343,7 @@ def results_option(f, *, reading: bool = False):
         "--results",
         "results_dir",
         default=None,
-        callback=results_folder,
+        callback=results_folder if reading else written_results_folder,
         type=click.Path(file_okay=False, exists=reading),
         help="Results folder"
         + (" (must exist: this command only reads it)" if reading else "")

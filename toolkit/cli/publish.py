@@ -143,7 +143,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
         echo_json(run)
         return
     click.echo(
-        f"run {run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
+        f"run {run.run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
         f"{len(run.models)} model(s) -> {output}"
     )
     for note in run.notes:

@@ -42,12 +42,12 @@ from toolkit.runtimes.llama_bench import args as lb_args
 
 RUN_SCHEMA_VERSION = 1
 RUN_FILES = ("run.json", "results.jsonl", "builds.jsonl", "matrix.yaml", "Dockerfile.templates/", "README.md")
+"""What a published run's folder holds: it needs nothing else to be reproduced; its results name images by
+image digest, run.json maps each digest to its registry digests."""
 TOOLKIT_SOURCE = "toolkit-src.tar.gz"
 """The toolkit's own source at the commit that measured the run (pyproject.toml, README.md, toolkit/), beside
 RUN_FILES where the exporting checkout holds that commit: the README's install line (`pip install
 ./toolkit-src.tar.gz`) is then one a customer can run, with the toolkit that made the numbers."""
-"""What a published run's folder holds: it needs nothing else to be reproduced; its results name images by
-image digest, run.json maps each digest to its registry digests."""
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
@@ -318,6 +318,10 @@ def export_run(
     return run
 
 
+_HEX_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A git commit as host.info.toolkit_source records it (SHA-1, or SHA-256 in a SHA-256 repository)."""
+
+
 def _toolkit_source(commit: str, out: Path) -> str | None:
     """Write TOOLKIT_SOURCE into `out`: `git archive` of the toolkit's pyproject.toml, README.md and
     toolkit/ at `commit` (the one the run's records name, host.toolkit.commit), from the checkout the
@@ -327,28 +331,24 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
     run was measured elsewhere); the README then names the version and commit to install."""
     from toolkit.host.info import TOOLKIT_ROOT
 
-    dest = out / TOOLKIT_SOURCE
+    dest, tmp = out / TOOLKIT_SOURCE, out / f".{TOOLKIT_SOURCE}.tmp"
     dest.unlink(missing_ok=True)
-    if not commit or not (TOOLKIT_ROOT / ".git").exists():
+    tmp.unlink(missing_ok=True)  # a link or FIFO left there is removed, never written through or waited on
+    if not _HEX_COMMIT.fullmatch(commit) or not (TOOLKIT_ROOT / ".git").exists():  # never an option
         return None
-    tmp = out / f".{TOOLKIT_SOURCE}.tmp"
-    git = ["git", "-C", str(TOOLKIT_ROOT)]
-    try:
-        made = subprocess.run(
-            [
-                *git,
-                "archive",
-                "--format=tar.gz",
-                f"--prefix=toolkit-{commit[:12]}/",
-                f"--output={tmp}",
-                commit,
-            ]
-            + ["pyproject.toml", "README.md", "toolkit"],
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
-        made = None
+    git = ["git", "-C", str(TOOLKIT_ROOT), "archive", "--format=tar.gz", f"--prefix=toolkit-{commit[:12]}/"]
+    # the archive on git's stdout, into a file opened here: `--output=` is read from TOOLKIT_ROOT (-C),
+    # so a relative --out wrote into the toolkit's checkout and the export shipped no source
+    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo:
+        try:
+            made = subprocess.run(
+                [*git, commit, "pyproject.toml", "README.md", "toolkit"],
+                stdout=fo,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError):
+            made = None
     if made is None or made.returncode != 0:  # git missing, or the commit is not in this checkout
         tmp.unlink(missing_ok=True)
         return None
@@ -528,7 +528,7 @@ def _toolkit_commit(run: PublishedRun) -> str | None:
     host.info.toolkit_source), None where not recorded (an installed copy, an import) or not hex."""
     t = run.host.get("toolkit")
     c = t.get("commit") if isinstance(t, dict) else None
-    return c[:12] if isinstance(c, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", c) else None
+    return c[:12] if isinstance(c, str) and _HEX_COMMIT.fullmatch(c) else None
 
 
 def _measured_by(run: PublishedRun) -> str:

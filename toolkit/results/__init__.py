@@ -23,7 +23,7 @@ def bench_files(root: Path) -> list[Path]:
     loading the store. BadInput (exit 4) when one is not a regular file (a FIFO would hang every
     reader: need_regular)."""
     files = sorted([*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")])
-    if (root / "run.json").is_file() and (root / "results.jsonl").exists():
+    if exported_run(root):
         files.append(root / "results.jsonl")
     for f in files:
         try:
@@ -31,6 +31,12 @@ def bench_files(root: Path) -> list[Path]:
         except FileNotFoundError:  # a dangling link or a file removed meanwhile: read as gone
             continue
     return files
+
+
+def exported_run(root: Path) -> bool:
+    """Whether `root` is a folder `toolkit export-run` wrote (run.json and results.jsonl in it:
+    toolkit.publish.run_folder): read as a results folder, never written as one."""
+    return (root / "run.json").is_file() and (root / "results.jsonl").exists()
 
 
 def results_near(root: Path) -> tuple[str, Path] | None:
