@@ -99,3 +99,20 @@ def test_a_fifo_in_an_export_named_with_an_escape_sequence_is_refused_without_th
     got = tk(tmp_path, "compare", "--results", "results", "a", "b", "--against", evil.name)
     assert got.returncode == 4, got.stdout + got.stderr
     assert "not a regular file (a FIFO)" in got.stderr and "\x1b" not in got.stderr, repr(got.stderr)
+
+
+def test_reading_an_export_writes_no_index_into_it(tmp_path: Path) -> None:
+    """`toolkit report --results EXPORT` wrote a 73 KB .index.sqlite into the folder a customer is sent
+    (and commits, as docs/publish.md says), which a re-export kept. An export's index is in memory."""
+    from tests.support.runs import bench_records
+    from toolkit.publish import run_folder
+    from toolkit.results import index as resultindex
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for r in bench_records("run-x"):
+        store.add_result(r)
+    out = tmp_path / "export"
+    run_folder.export_run(store, "run-x", out)
+    assert len(resultindex.select(ResultStore(out))) == len(bench_records("run-x"))
+    assert not (out / resultindex.INDEX_NAME).exists(), sorted(p.name for p in out.iterdir())

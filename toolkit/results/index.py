@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.results import identity, open_regular
+from toolkit.results import exported_run, identity, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
     R_FILE,
@@ -586,9 +586,12 @@ class StoredImports:
 
 def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
     """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
-    it; a damaged index file deleted and built again)."""
+    it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written; a damaged
+    index file deleted and built again)."""
     for attempt in (1, 2):
         try:
+            if exported_run(store.root):
+                raise OSError("an export-run folder gets no index file")
             idx = ResultIndex.open_file(store.root)
         except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
             idx = ResultIndex.in_memory(store.root)
