@@ -227,11 +227,20 @@ def _log_tail(path: Path) -> str:
     return lines[-1].strip()[:200] if lines else ""
 
 
+REQUEST_TIMEOUT_S = 120.0
+"""How long one request to the Docker engine may wait for its answer (the SDK client's timeout)."""
+
+_UNANSWERED: dict[str, str] = {}
+"""DOCKER_HOST -> the message of an engine that took the connection and did not answer in
+REQUEST_TIMEOUT_S: asked once a process (bench asked it twice, 240 s, before saying so)."""
+
+
 def client():
     """A docker SDK client (API version negotiated) of the engine in use, one per engine address for
     the process (building one negotiates the API version: a request and ~10 ms each time); every call
     pings the engine, so an engine that went away is reported here as before. On Podman the API
-    service is started when its socket does not answer. Raises EngineUnavailable with the fix."""
+    service is started when its socket does not answer. Raises EngineUnavailable with the fix; an
+    engine that did not answer in REQUEST_TIMEOUT_S is not asked again by this process."""
     if is_podman():
         return _podman_client()
     import docker
@@ -243,11 +252,14 @@ def client():
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: no address): unset "
             "it to use the local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
         )
+    if where in _UNANSWERED:
+        raise EngineUnavailable(_UNANSWERED[where])
     c = _cached(where)
     if c is not None:
         return c
+    at = f" at DOCKER_HOST={where!r}" if where else ""
     try:
-        c = _local(docker.from_env(timeout=120))
+        c = _local(docker.from_env(timeout=REQUEST_TIMEOUT_S))
         c.ping()
         _CLIENTS[where] = c
         return c
@@ -259,11 +271,31 @@ def client():
             f"{_first_line(err)}): unset it to use the local engine, or set it to "
             "unix:///var/run/docker.sock or tcp://HOST:PORT"
         ) from None
-    except DockerException as err:  # (the cache holds `where` only after a ping answered)
+    except Exception as err:  # (the cache holds `where` only after a ping answered)
+        if _timed_out(err):
+            _UNANSWERED[where] = (
+                f"Docker engine{at} did not answer in {REQUEST_TIMEOUT_S:.0f} s: its socket takes "
+                "connections, so it runs but hangs (or is far overloaded); `docker info` says whether it "
+                "answers now; restart it (`sudo systemctl restart docker`) or point DOCKER_HOST at another engine"
+            )
+            raise EngineUnavailable(_UNANSWERED[where]) from None
+        if not isinstance(err, DockerException):
+            raise
         msg = _first_line(err)
         fix = unreachable_fix(where, msg, installed=docker_installed(), podman=bool(shutil.which("podman")))
-        at = f" at DOCKER_HOST={where!r}" if where else ""
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def _timed_out(err: BaseException) -> bool:
+    """Whether `err` (from building a client or its ping) is a read that got no answer in time:
+    requests' ReadTimeout, raised as is or wrapped in the SDK's DockerException."""
+    import requests
+
+    while err is not None:
+        if isinstance(err, requests.exceptions.ReadTimeout | TimeoutError):
+            return True
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return False
 
 
 def unreachable_fix(where: str, msg: str, *, installed: bool, podman: bool) -> str:
@@ -390,7 +422,7 @@ def _podman_client():
     started = ""
     for attempt in range(2):
         try:
-            c = _local(docker.DockerClient(base_url=f"unix://{path}", timeout=120))
+            c = _local(docker.DockerClient(base_url=f"unix://{path}", timeout=REQUEST_TIMEOUT_S))
             c.ping()
             _CLIENTS[key] = c
             return c

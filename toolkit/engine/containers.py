@@ -375,6 +375,7 @@ class _Capture:
         self.t0 = time.monotonic()
         self.out, self.err = _Lines(on_stdout), _Lines(on_stderr)
         self.timed_out = threading.Event()
+        self.hung = threading.Event()  # the engine did not end the run ENGINE_GRACE_S past its timeout
 
     def pump(self, stream) -> None:
         """Feed the attach stream's (stdout, stderr) chunks on until the container stops."""
@@ -391,6 +392,21 @@ class _Capture:
         if seconds is None:
             seconds = time.monotonic() - self.t0
         return RunOutcome(code, self.out.text, self.err.text, seconds, self.timed_out.is_set(), oom_killed)
+
+
+ENGINE_GRACE_S = 120.0
+"""How long past its timeout a run may go on: the engine has that long to stop the container and say
+so. A hung engine (its socket open, no answer) answered neither the attach stream nor `wait`, and the
+run waited for ever; past this, the stream is closed and the run ends as the engine lost (exit 5)."""
+
+
+def _close_quietly(stream) -> None:
+    """Close an attach stream from another thread (its blocked read returns); None or closed is fine."""
+    try:
+        if stream is not None:
+            stream.close()
+    except Exception:
+        pass
 
 
 def _kill_quietly(container) -> None:
@@ -456,6 +472,13 @@ def run_container(
     timer = threading.Timer(timeout, _kill)
     timer.start()
     stream = None
+
+    def _unhang() -> None:  # the engine has not ended the run ENGINE_GRACE_S past its timeout
+        run.hung.set()
+        _close_quietly(stream)
+
+    watchdog = threading.Timer(timeout + ENGINE_GRACE_S, _unhang)
+    watchdog.start()
     try:
         # attached before the start (as `docker run` does): nothing printed is missed, and the stream
         # ends when the container stops (an attach to a container that already stopped would wait)
@@ -466,7 +489,9 @@ def run_container(
         if on_start is not None:
             _report_pid(container, on_start)
         run.pump(stream)
-        status = container.wait()
+        if run.hung.is_set():
+            raise ConnectionError(f"no answer {ENGINE_GRACE_S:.0f} s past the run's {timeout:.0f}-s timeout")
+        status = container.wait(timeout=max(1.0, timeout + ENGINE_GRACE_S - (time.monotonic() - run.t0)))
         seconds = time.monotonic() - run.t0
         container.reload()
         oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled"))
@@ -485,6 +510,7 @@ def run_container(
         ) from None
     finally:
         timer.cancel()
+        watchdog.cancel()
         _release(container, stream)
 
 

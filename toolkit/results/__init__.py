@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, refused_link
+from toolkit.core.text import path_text
 
 
 def bench_files(root: Path) -> list[Path]:
@@ -62,7 +63,7 @@ def need_regular(path: Path, st: os.stat_result) -> None:
     named bench.jsonl blocks a reader forever, a device reads without end."""
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "a device or special file")
-        raise BadInput(f"{path}: not a regular file ({kind}): remove it or pass another --results")
+        raise BadInput(f"{path_text(path)}: not a regular file ({kind}): remove it or pass another --results")
 
 
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC

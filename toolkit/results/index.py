@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.text import path_text
 from toolkit.results import exported_run, identity, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
@@ -266,7 +267,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
             idx.close()
     if warn:
         store.refused = len(problems)
-        store.warnings += [f"{f}:{n}: {text}" for f, n, text in problems]
+        store.warnings += [f"{path_text(f)}:{n}: {text}" for f, n, text in problems]
         store.warnings += [untrusted_note(store.root, *u) for u in above]
     return answer
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.results import identity, open_regular
+from toolkit.results import identity, index_schema, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
     R_FACET,
@@ -184,6 +184,7 @@ class ResultIndex:
             conn = sqlite3.connect(path, timeout=30, isolation_level=None)
             try:
                 conn.execute("PRAGMA synchronous=OFF")  # a lost index is rebuilt from the JSONL
+                conn.execute("PRAGMA trusted_schema=OFF")  # no SQL function of ours in a file's schema
                 conn.execute("PRAGMA temp_store=MEMORY")
                 idx = cls(root, conn)
                 idx._prepare()
@@ -210,16 +211,15 @@ class ResultIndex:
 
     def _prepare(self) -> None:
         """Create the tables, or recreate them when the schema or the indexing code changed."""
-        fp = _code_fingerprint()
-        if self._fingerprint() == fp:
+        fp = _code_fingerprint()  # a schema of other objects (a stranger's trigger or view) is rebuilt too
+        if index_schema.sound(self.conn, _TABLES) and self._fingerprint() == fp:
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            if self._fingerprint() == fp:  # another process made it meanwhile
+            if index_schema.sound(self.conn, _TABLES) and self._fingerprint() == fp:  # made meanwhile
                 self.conn.execute("COMMIT")
                 return
-            for (t,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-                self.conn.execute(f'DROP TABLE IF EXISTS "{t}"')
+            index_schema.drop_all(self.conn)
             for stmt in filter(str.strip, _TABLES.split(";")):
                 self.conn.execute(stmt)
             self.conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fp,))

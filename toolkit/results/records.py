@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import FileSystemError
 from toolkit.core.signals import no_interrupt
+from toolkit.core.text import path_text
 from toolkit.core.types import (  # the bounds every reader holds a measurement to
     INT64,
     MAX_TOKENS,
@@ -441,7 +442,7 @@ def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterat
     for n, _off, _len, obj, problem in scan_jsonl(path):
         if problem is not None:
             if warnings is not None:
-                warnings.append(f"{path}:{n}: {problem}")
+                warnings.append(f"{path_text(path)}:{n}: {problem}")
         elif obj is not None:
             yield n, obj
 
@@ -511,7 +512,7 @@ def check_schema(path: Path, n: int, obj: dict, warnings: list[str]) -> bool:
     the file and line, and False (the record is skipped, never guessed at)."""
     problem = schema_problem(obj)
     if problem is not None:
-        warnings.append(f"{path}:{n}: {problem}")
+        warnings.append(f"{path_text(path)}:{n}: {problem}")
     return problem is None
 
 
@@ -570,7 +571,7 @@ class ResultStore:
             try:
                 out.append(BuildRecord.model_validate(o))
             except ValidationError:  # a hand-edited or foreign line: skip it, say so
-                self.warnings.append(f"{self.builds_file}:{n}: skipped: not a valid build record")
+                self.warnings.append(f"{path_text(self.builds_file)}:{n}: skipped: not a valid build record")
         return out
 
     def latest_build(self, image: str, engine_id: str | None = None) -> BuildRecord | None:
@@ -687,7 +688,7 @@ class ResultStore:
                         out.append(rec)
                         stores.append(part)
                 if problem is not None:
-                    self.warnings.append(f"{f}:{n}: {problem}")
+                    self.warnings.append(f"{path_text(f)}:{n}: {problem}")
                     self.refused += 1
         tops = {part: counter(self.root, part) for part in set(stores)}  # read after the records
         above: dict[str, list[int]] = {}

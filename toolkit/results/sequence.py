@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.core.errors import ToolkitError
+from toolkit.core.text import path_text
 from toolkit.results import open_regular
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def untrusted_note(root: Path, part: str, count: int, top: int, largest: int) ->
     """The one line a store says of its `count` records whose seq (up to `largest`) is above its counter."""
     where = root / part / SEQ_FILE if part else root / SEQ_FILE
     return (
-        f"{where}: {count} record(s) carry a seq above this folder's counter {top} (up to {largest}): "
+        f"{path_text(where)}: {count} record(s) carry a seq above this folder's counter {top} (up to {largest}): "
         "numbers it never gave (a hand edit, or records copied in from another results folder); they are "
         "ordered as records without a seq (before every numbered run, in file order), not as the newest"
     )

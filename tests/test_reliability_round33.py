@@ -1,0 +1,217 @@
+"""Round 33 (reliability and security, an outside reviewer's kinds): faults a stranger's results folder
+or a hung engine caused, each fixed as a kind. docs/reliability.md "Round 33" lists each case.
+
+- a results folder's .index.sqlite holding a trigger (or a view) of someone else's: the trigger ran
+  inside the toolkit's own statements; one that recursed without end held `toolkit report` for ever,
+  and neither Ctrl-C nor SIGTERM stopped it (SQLite gives no Python signal handler a turn while a
+  statement steps). Now an index file whose schema is not exactly the toolkit's is rebuilt;
+- a results subfolder whose name holds a newline printed a warning or an error as two lines, the second
+  one forged (`warning: fake/bench.jsonl: ...`). Now a file-system name in those messages is escaped
+  (`core.text.path_text`), as a written file's name already was;
+- a Docker engine that accepts connections and never answers (a hung dockerd, a dead proxy) cost
+  `toolkit bench` two 120-s timeouts and was told to start an engine that was running. Now it is asked
+  once a process and the message says it did not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.project import DATA
+from tests.support.runs import tk
+
+ROOT = Path(__file__).resolve().parents[1]
+_FOREVER = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
+
+
+def _imported(tmp_path: Path) -> Path:
+    """A results folder holding the real CPU llama-bench rows of tests/data, imported, and its index."""
+    results = tmp_path / "results"
+    done = tk(
+        ROOT,
+        "import",
+        str(DATA / "llamabench-0c1e57098-cpu.jsonl"),
+        "--label",
+        "cpu",
+        "--results",
+        str(results),
+    )
+    assert done.returncode == 0, done.stderr
+    assert tk(ROOT, "report", "--results", str(results)).returncode == 0
+    assert (results / ".index.sqlite").is_file()
+    return results
+
+
+def _report_within(results: Path, seconds: float) -> subprocess.CompletedProcess:
+    try:
+        return tk(ROOT, "report", "--results", str(results), timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"toolkit report did not end in {seconds} s: a statement planted in the index ran")
+
+
+@pytest.mark.parametrize("plant", ["trigger", "view"])
+def test_an_index_holding_a_strangers_trigger_or_view_is_rebuilt_not_run(tmp_path, plant):
+    results = _imported(tmp_path)
+    conn = sqlite3.connect(results / ".index.sqlite")
+    if plant == "trigger":  # fires when the index takes a changed file in again
+        for table in ("files", "recs", "problems", "imported", "keys", "runs", "facets"):
+            for event in ("INSERT", "DELETE", "UPDATE"):
+                conn.execute(
+                    f"CREATE TRIGGER t_{table}_{event} AFTER {event} ON {table} BEGIN SELECT ({_FOREVER}); END"
+                )
+        for f in results.glob("*/bench.jsonl"):
+            os.utime(f)  # a changed stat: the index reads the file again
+    else:  # `files`, read first by every query, replaced by a view that never ends
+        conn.execute("ALTER TABLE files RENAME TO files0")
+        conn.execute(f"CREATE VIEW files AS SELECT * FROM files0 WHERE ({_FOREVER}) IS NOT NULL")
+    conn.commit()
+    conn.close()
+    done = _report_within(results, 30)
+    assert done.returncode == 0, done.stderr
+    assert "6 records read, 6 used" in done.stdout
+    kinds = sqlite3.connect(results / ".index.sqlite").execute("SELECT type FROM sqlite_master").fetchall()
+    assert ("trigger",) not in kinds and ("view",) not in kinds
+
+
+@pytest.mark.parametrize("kind", ["corrupt-line", "fifo"])
+def test_a_results_subfolder_named_with_a_newline_prints_one_line_never_a_forged_one(tmp_path, kind):
+    results = _imported(tmp_path)
+    sub = results / "ab\nwarning: forged"
+    sub.mkdir()
+    if kind == "fifo":
+        os.mkfifo(sub / "bench.jsonl")
+    else:
+        (sub / "bench.jsonl").write_text("{not json\n")
+    done = _report_within(results, 60)
+    lines = done.stderr.splitlines()
+    assert not [line for line in lines if line.startswith("warning: forged")], done.stderr
+    said = [line for line in lines if "forged" in line]
+    assert len(said) == 1 and "ab\\nwarning: forged/bench.jsonl" in said[0], done.stderr
+    assert done.returncode == (4 if kind == "fifo" else 0)
+
+
+class _Hung:
+    """A Unix socket that takes connections and never answers (a hung dockerd, a dead proxy); with
+    `upstream`, a proxy to that engine socket that forwards until `freeze` is set, then neither way
+    (an engine that hangs mid-run). Not a mock: a real socket the SDK talks HTTP to."""
+
+    def __init__(self, path: Path, upstream: str | None = None):
+        self.path, self.upstream = path, upstream
+        self.freeze, self.started = threading.Event(), threading.Event()
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(str(path))
+        self.sock.listen(64)
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            if self.upstream:
+                up = socket.socket(socket.AF_UNIX)
+                up.connect(self.upstream)
+                self.held.append(up)
+                threading.Thread(target=self._pipe, args=(conn, up, True), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(up, conn, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, asks: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if asks and b"/start" in data:
+                    self.started.set()
+                if self.freeze.is_set():
+                    return  # the data is dropped, the connection kept open: no answer, no end
+                dst.sendall(data)
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+_SHORT = (
+    "import sys; from toolkit.engine import choice, containers; "
+    "choice.REQUEST_TIMEOUT_S = 2; containers.ENGINE_GRACE_S = 2; "
+    "from toolkit.cli.main import main; sys.argv = ['toolkit', *sys.argv[1:]]; main()"
+)
+
+
+def test_an_engine_that_takes_the_connection_and_never_answers_is_asked_once_and_named(project, tmp_path):
+    hung = _Hung(tmp_path / "hung.sock")
+    try:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DOCKER_HOST": f"unix://{hung.path}",
+            "TOOLKIT_ENGINE": "docker",
+        }
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _SHORT, "bench", "-i", "cpu"],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                "bench against a hung engine did not end in 60 s (each request waited out its timeout)"
+            )
+    finally:
+        hung.close()
+    assert done.returncode == 5, done.stderr
+    assert "did not answer in 2 s" in done.stderr and "start it (`sudo dockerd" not in done.stderr, (
+        done.stderr
+    )
+
+
+@pytest.mark.e2e
+def test_an_engine_that_hangs_mid_run_ends_the_run_past_its_timeout(tmp_path):
+    if not Path("/var/run/docker.sock").exists():
+        pytest.skip("no Docker engine socket here")
+    hung = _Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock")
+    name = f"toolkit-test-hung-{uuid.uuid4().hex[:8]}"
+    code = (
+        "from toolkit.engine import choice, containers as c; choice.REQUEST_TIMEOUT_S = 3; c.ENGINE_GRACE_S = 3\n"
+        "try:\n"
+        f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
+        "command=['sh', '-c', 'echo a; sleep 60']), timeout=4)\n"
+        "except c.EngineLost as e:\n"
+        "    print('lost', e.outcome.stdout.strip())\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DOCKER_HOST": f"unix://{hung.path}",
+        "TOOLKIT_ENGINE": "docker",
+    }
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hung.started.wait(60), "the container never started"
+        threading.Timer(1.0, hung.freeze.set).start()
+        try:
+            out, _ = proc.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("the run went on for ever once the engine stopped answering")
+        assert out.strip() == "lost a", out  # EngineLost (exit 5), what the container printed kept
+    finally:
+        proc.kill()
+        hung.close()
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
