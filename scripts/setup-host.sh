@@ -281,6 +281,14 @@ fi
 rootless_net_packages() {  # $1: podman's major version; prints the package that gives its rootless network, if absent
   if [ "${1:-0}" -ge 5 ] && ! command -v pasta >/dev/null; then echo passt; fi
 }
+#     Rootful Podman's network of its own (a bridge, netavark) sets up its firewall with nft on Podman 5
+#     (Debian 13's netavark 1.14: nftables, its Recommends, left out the same way) and iptables on Podman 4:
+#     without it `toolkit reproduce --rebuild` as root failed "netavark: nftables error: unable to
+#     execute nft: No such file or directory". Looked for in /usr/sbin too (a sudo user's PATH lacks it).
+rootful_net_packages() {  # $1: podman's major version; prints the firewall package rootful Podman's network needs, if absent
+  if [ "${1:-0}" -ge 5 ]; then PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null || echo nftables
+  else PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null || echo iptables; fi
+}
 if [ "$USE_PODMAN" = 1 ]; then
   case "$OS_ID" in debian|ubuntu) ;; *) command -v podman >/dev/null || die "not a Debian/Ubuntu host ($OS_ID): install podman and crun yourself" ;; esac
   if ! command -v podman >/dev/null || ! command -v crun >/dev/null || ! command -v newuidmap >/dev/null; then
@@ -295,6 +303,13 @@ if [ "$USE_PODMAN" = 1 ]; then
     case "$OS_ID" in
       debian|ubuntu) apt_install "$net" ;;
       *) log "warning: Podman $podman_major's rootless network needs pasta (package passt): install it" ;;
+    esac
+  fi
+  firewall=$(rootful_net_packages "$podman_major")
+  if [ -n "$firewall" ]; then
+    case "$OS_ID" in
+      debian|ubuntu) apt_install "$firewall" ;;
+      *) log "warning: rootful Podman $podman_major's network needs the $firewall package's firewall tool: install it" ;;
     esac
   fi
   if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] && [ "${podman_major:-0}" -ge 5 ]; then

@@ -235,6 +235,10 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
     if len(digests) == 1:
         mine = [r for r in recs if r.image.digest == digests[0]]
         return Side(ref, image_label(mine[0]), mine)
+    # a run id by its start; BenchRecords carry the run_id and seq runs_newest_first reads of Heads
+    newest: list[Any] = resultindex.runs_newest_first(recs) if not digests else []  # type: ignore[arg-type]
+    if run := resultindex.run_begun(ref, (h.run_id for h in newest)):
+        return Side(ref, f"run {run}", [r for r in recs if r.run_id == run])
     raise _unresolved(store, ref, digests)
 
 
@@ -254,7 +258,8 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
     digests = sorted(d for d in q.digests() if _digest_matches(d, ref))
     if len(digests) == 1:
         return image_label(q.first({"digests": digests})), {"digests": digests}
-    return digests
+    run = None if digests else q.run_begun(ref)  # a run id by its start (after a digest's hex digits)
+    return (f"run {run}", {"runs": [run]}) if run else digests
 
 
 def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
@@ -300,12 +305,14 @@ def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
     return bool(a.records) and marks(a) == marks(b)
 
 
-def _same_records_error(store: ResultStore, a: Side[BenchRecord]) -> BadInput:
+def _same_records_error(store: ResultStore, a: Side[BenchRecord], b_store: ResultStore | None) -> BadInput:
+    """A and B hold one run's records: from one folder, or B from --against DIR holding a copy of A's (an
+    export of that run): the runs A can be instead."""
     runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
-    return BadInput(
-        f"A and B are the same records (run {runs}): name two runs, e.g. `toolkit compare RUN_A RUN_B`; "
-        f"{stored_runs(store)}"
-    )
+    fix = "name two runs, e.g. `toolkit compare RUN_A RUN_B`"
+    if b_store is not None and b_store.root.resolve() != store.root.resolve():
+        fix = f"B, read from --against {b_store.root}, is a copy of that run (its export?): name another run as A"
+    return BadInput(f"A and B are the same records (run {runs}): {fix}; {stored_runs(store)}")
 
 
 def _test_label(r: BenchRecord) -> str:
@@ -526,7 +533,7 @@ def compare(
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     a, b = _resolve_sides(store, a_ref, b_ref, b_store)
     if _same_records(a, b):
-        raise _same_records_error(store, a)
+        raise _same_records_error(store, a, b_store)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)

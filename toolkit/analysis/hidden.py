@@ -5,6 +5,7 @@ one. The report says so in one line, naming the run and how to show it (`--run I
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 
 from toolkit.analysis.facts import telemetry_flags
@@ -46,15 +47,20 @@ def hidden_clean_runs(
     return dict(sorted(out.items(), key=lambda kv: -order[kv[0]]))
 
 
-def hidden_note(hidden: dict[str, list[str]], shown: list[BenchRecord]) -> str | None:
+def hidden_note(
+    hidden: dict[str, list[str]], shown: list[BenchRecord], results: str | None = None
+) -> str | None:
     """The one line that says which clean runs the flagged cells shown hide, and the `--run ID` that
-    shows one (the newest); None when there are none."""
+    shows one (the newest), with `--results RESULTS` where the report was of a folder given so (the
+    command as typed: without it, it read results/ of the project, another folder or none); None
+    when there are none."""
     if not hidden:
         return None
     flags = sorted({f for r in shown for f in telemetry_flags(r)})
     runs = "; ".join(f"run {rid} ({', '.join(dict.fromkeys(tests))})" for rid, tests in hidden.items())
     first = next(iter(hidden))
+    folder = f" --results {shlex.quote(results)}" if results else ""
     return (
         f"newest run per test: cells shown flagged {', '.join(flags)} hide an older measurement without "
-        f"that flag: {runs}; `toolkit report --run {first}` shows it"
+        f"that flag: {runs}; `toolkit report{folder} --run {first}` shows it"
     )

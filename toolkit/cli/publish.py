@@ -136,8 +136,11 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
     reproduce). Push the images first (`toolkit push`) so the folder names where to pull them.
     """
     from toolkit.publish import run_folder
+    from toolkit.results import need_records_beside
 
     lm = _load(matrix_path)
+    if not results_dir:
+        need_records_beside(lm.root / "results")  # in an export's folder: --results . reads its run
     run = run_folder.export_run(_store(lm, results_dir), run_id, Path(output), lm)
     if as_json:
         echo_json(run)

@@ -164,7 +164,9 @@ def report(
         hidden = (
             None
             if runs
-            else hidden_mod.hidden_note(hidden_mod.hidden_clean_runs(store, recs, images=images), recs)
+            else hidden_mod.hidden_note(
+                hidden_mod.hidden_clean_runs(store, recs, images=images), recs, results_dir
+            )
         )
     if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
         _echo_report(text)
@@ -280,6 +282,10 @@ def _results_root(matrix_path: str, results_dir: str | None) -> Path:
 def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> Path:
     """`root`; BadInput when the results folder does not exist: never "no results yet" from the wrong
     folder, and never a page written there."""
+    from toolkit.results import need_records_beside
+
+    if not results_dir:
+        need_records_beside(root)  # in an export's folder: its records, not "no results yet"
     if root.is_dir():
         return root
     from toolkit.core.errors import BadInput
@@ -396,7 +402,7 @@ def compare(
     joule of each, B/A, where both sides have a valid GPU energy).
 
     A and B are each an image digest (or a prefix of at least 4 of its hex digits), an image name (its latest build) or a bench
-    run id, both of --results, or B of a second results folder with --against DIR (another host's
+    run id (or its start where that names one run: 20261205T1926), both of --results, or B of a second results folder with --against DIR (another host's
     results compared without importing them). Rows are joined on the one test identity (every llama-bench setting both sides recorded —
     prompt/gen/depth, batch, micro-batch, flash attention, GPU layers, threads, n_cpu_moe, KV types,
     split mode... — and the model); regressions beyond --threshold and the noise are marked and make
@@ -408,9 +414,12 @@ def compare(
     """
     from toolkit.analysis import compare as compare_mod
     from toolkit.core.errors import Regression
+    from toolkit.results import need_records_beside
     from toolkit.results.records import ResultStore
 
     root = _results_root(matrix_path, results_dir)
+    if not results_dir:
+        need_records_beside(root)
     stores = [ResultStore(root), *([ResultStore(Path(against))] if against else [])]
     try:
         c = compare_mod.compare(

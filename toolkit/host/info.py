@@ -6,6 +6,7 @@ added by the engine module, which is the only one that talks to Docker.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import subprocess
@@ -126,7 +127,8 @@ TOOLKIT_ROOT = Path(__file__).resolve().parents[2]
 def toolkit_source() -> dict[str, str]:
     """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
     TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), else {"version"} alone (an
-    installed copy, no git, a checkout git refuses: another owner's). bench records it with every
+    installed copy, no git, a checkout git refuses: another owner's); a copy installed from an export's
+    toolkit-src.tar.gz names the commit it was archived at (its toolkit/host/_commit.py). bench records it with every
     result (host.toolkit); `toolkit --version` says it."""
     out = {"version": __version__}
     if (TOOLKIT_ROOT / ".git").exists():  # not a repository that merely holds site-packages
@@ -141,6 +143,13 @@ def toolkit_source() -> dict[str, str]:
             return out
         if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
             out["commit"] = commit
+        return out
+    try:  # a copy pip installed from an export's toolkit-src.tar.gz: the commit it was archived at
+        archived = importlib.import_module("toolkit.host._commit").COMMIT
+    except (ImportError, AttributeError):
+        return out
+    if isinstance(archived, str) and len(archived) in (40, 64):
+        out["commit"] = archived
     return out
 
 

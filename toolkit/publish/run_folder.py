@@ -336,24 +336,43 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
     tmp.unlink(missing_ok=True)  # a link or FIFO left there is removed, never written through or waited on
     if not _HEX_COMMIT.fullmatch(commit) or not (TOOLKIT_ROOT / ".git").exists():  # never an option
         return None
-    git = ["git", "-C", str(TOOLKIT_ROOT), "archive", "--format=tar.gz", f"--prefix=toolkit-{commit[:12]}/"]
-    # the archive on git's stdout, into a file opened here: `--output=` is read from TOOLKIT_ROOT (-C),
-    # so a relative --out wrote into the toolkit's checkout and the export shipped no source
-    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo:
-        try:
-            made = subprocess.run(
-                [*git, commit, "pyproject.toml", "README.md", "toolkit"],
-                stdout=fo,
-                stderr=subprocess.PIPE,
-                timeout=60,
-            )
-        except (OSError, subprocess.SubprocessError):
-            made = None
-    if made is None or made.returncode != 0:  # git missing, or the commit is not in this checkout
-        tmp.unlink(missing_ok=True)
+    prefix = f"toolkit-{commit[:12]}/"
+    try:  # the archive on git's stdout (`--output=` is read from TOOLKIT_ROOT, -C: a relative --out missed)
+        made = subprocess.run(
+            ["git", "-C", str(TOOLKIT_ROOT), "archive", "--format=tar", f"--prefix={prefix}", commit]
+            + ["pyproject.toml", "README.md", "toolkit"],
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
         return None
+    if made.returncode != 0:  # the commit is not in this checkout
+        return None
+    with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo:
+        fo.write(_with_commit(made.stdout, prefix, commit))
     tmp.replace(dest)
     return TOOLKIT_SOURCE
+
+
+SOURCE_COMMIT = "toolkit/host/_commit.py"
+"""The module TOOLKIT_SOURCE adds to the archived source: `COMMIT = "<hex>"`, the commit it was archived
+at, so a copy pip installed from it (no git checkout) still says which toolkit it is (host.info.
+toolkit_source: `toolkit --version`, every record's host.toolkit)."""
+
+
+def _with_commit(tar: bytes, prefix: str, commit: str) -> bytes:
+    """git archive's `tar` (its files under `prefix`) with SOURCE_COMMIT added, gzipped."""
+    import gzip
+    import io
+    import tarfile
+
+    body = f'"""The commit this source was archived at (toolkit export-run)."""\n\nCOMMIT = "{commit}"\n'.encode()
+    info = tarfile.TarInfo(prefix + SOURCE_COMMIT)
+    info.size, info.mode, info.mtime = len(body), 0o644, int(datetime.now(timezone.utc).timestamp())
+    buf = io.BytesIO(tar)
+    with tarfile.open(fileobj=buf, mode="a") as t:
+        t.addfile(info, io.BytesIO(body))
+    return gzip.compress(buf.getvalue())
 
 
 def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
@@ -473,6 +492,10 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
+        "With the toolkit installed: `toolkit report --results .` in this folder prints these tables "
+        f"again; from your own project, `toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER` "
+        "compares a run of yours (A) with this one (B).",
+        "",
         "Files: "
         + ", ".join(f"`{f}`" for f in (*RUN_FILES, *([run.toolkit_source] if run.toolkit_source else [])))
         + ". Results reference images by image "
@@ -494,7 +517,7 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
             "figures as that output gave them."
         ]
     pulled = all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
-    install = _install_line(run)
+    install = f"{_venv_line(run)}\n{_install_line(run)}"  # one line of the list: the block's first two
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
     if pulled:
         rebuild = "toolkit reproduce . --rebuild       # or rebuild the images from matrix.yaml + Dockerfile.templates/"
@@ -510,6 +533,18 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
         "the exporting host can pull from), so `toolkit reproduce .` without `--rebuild` cannot pull it by "
         "digest; `--rebuild` compiles it (llama.cpp: minutes to tens of minutes).",
     ]
+
+
+def _venv_line(run: PublishedRun) -> str:
+    """The README's first install line: a venv outside the folder, named by the commit where known,
+    activated. A fresh Debian 12/13 (the hosts the toolkit is proven on) refuses `pip install` into its
+    own Python (PEP 668: "externally-managed-environment"); a venv inside the folder is refused by
+    `toolkit reproduce .` (its python links out of the folder: load_run's symlinks_inside)."""
+    venv = f"~/.venvs/toolkit-{_toolkit_commit(run) or run.toolkit_version}"
+    return (
+        f"python3 -m venv {venv} && . {venv}/bin/activate   # pip installs into a venv (PEP 668: Debian 12+, "
+        "Ubuntu 23.04+; `apt install python3-venv` where absent), outside this folder"
+    )
 
 
 def _install_line(run: PublishedRun) -> str:

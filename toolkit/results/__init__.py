@@ -55,6 +55,30 @@ def results_near(root: Path) -> tuple[str, Path] | None:
     return None
 
 
+def export_beside(root: Path) -> Path | None:
+    """The folder `toolkit export-run` wrote (run.json, results.jsonl) that holds `root`, the default
+    results folder (results/ beside the matrix), where `root` holds no record (absent or empty): a
+    customer in that folder ran `toolkit report` and was told "no results yet: run `toolkit bench`".
+    None otherwise. BadInput as bench_files."""
+    folder = root.parent
+    if root.is_dir() and bench_files(root):
+        return None
+    return folder if (folder / "run.json").is_file() and bench_files(folder) else None
+
+
+def need_records_beside(root: Path) -> None:
+    """BadInput (exit 4) when `root`, a command's default results folder, holds no record but the
+    folder holding it is an exported run (export_beside): its records are read with `--results`."""
+    export = export_beside(root)
+    if export is not None:
+        here = "." if export.resolve() == Path.cwd().resolve() else str(export)
+        raise BadInput(
+            f"{export} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project with "
+            f"results/: pass --results {here} (`toolkit report --results {here}`; from your own project, "
+            f"`toolkit compare A B --against {export.resolve()}`)"
+        )
+
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))
 
 

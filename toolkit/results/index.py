@@ -306,7 +306,17 @@ def full_run_id(store: ResultStore, text: str) -> str:
     BadInput (exit 4) naming the runs it begins, newest first, where it begins several."""
     if len(text) < RUN_PREFIX_MIN or heads(store, runs=[text]):
         return text
-    hits = [h.run_id for h in runs_newest_first(heads(store)) if h.run_id.startswith(text)]
+    return run_begun(text, [h.run_id for h in runs_newest_first(heads(store))]) or text
+
+
+def run_begun(text: str, run_ids: Iterable[str]) -> str | None:
+    """The one run id among `run_ids` (newest first) that begins with `text`, where `text` has at least
+    RUN_PREFIX_MIN characters; None where none does (or `text` is shorter). BadInput (exit 4) naming
+    the ones it begins, newest first, where it begins several (full_run_id, and `toolkit compare`'s
+    refs: compare._pick, _resolve)."""
+    if len(text) < RUN_PREFIX_MIN:
+        return None
+    hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
     if len(hits) > 1:
         from toolkit.core.errors import BadInput
 
@@ -314,7 +324,7 @@ def full_run_id(store: ResultStore, text: str) -> str:
         raise BadInput(
             f"run id {text!r} begins {len(hits)} stored runs: {', '.join(hits[:5])}{more}; give more of it"
         )
-    return hits[0] if hits else text
+    return hits[0] if hits else None
 
 
 def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
@@ -379,6 +389,21 @@ class RefQuery:
                 (run_id,),
             )
         )
+
+    def run_begun(self, text: str) -> str | None:
+        """run_begun among the runs with an ok record: the one whose id begins with `text` (BadInput
+        where several do), newest first as runs_newest_first orders them (the trusted seq written
+        last, else the last in store order)."""
+        if len(text) < RUN_PREFIX_MIN:
+            return None
+        seq = TRUSTED_SEQ
+        rows = self.idx.conn.execute(
+            f"SELECT u.run_id FROM recs r JOIN temp.ord o ON o.file = r.file JOIN runs u ON u.id = r.run "
+            f"WHERE r.status = 'ok' AND substr(u.run_id, 1, ?) = ? GROUP BY u.run_id "
+            f"ORDER BY max({seq}) IS NULL, max({seq}) DESC, max({_POS}) DESC",
+            sql_text((len(text), text)),
+        )
+        return run_begun(text, [r for (r,) in rows])
 
     def digests(self, name: str | None = None) -> set[str]:
         """The image digests of the ok records (of image `name` where given)."""
