@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.support.project import DATA
 from tests.support.records import CPU_A, CPU_B, assert_golden, load, make_record, needs_fixtures
 from tests.support.telemetry_fakes import supporting_block
-from toolkit.analysis import compare, report, tables
+from toolkit.analysis import compare, compare_text, report, tables
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput, Regression
 from toolkit.results import importer
@@ -90,9 +90,9 @@ def test_compare_joins_on_test_parameters_and_computes_b_over_a(tmp_path):
         ("tg128 ub512", 1.10),
     ]
     assert [r.test for r in c.regressions] == ["pp2048 ub2048"]
-    text = compare.format_comparison(c)
+    text = compare_text.format_comparison(c)
     assert "| pp2048 ub2048 |" in text and "**0.80**" in text and "1 regression beyond 5%" in text
-    assert json.loads(json.dumps(compare.comparison_json(c)))["regressions"] == 1
+    assert json.loads(json.dumps(compare_text.comparison_json(c)))["regressions"] == 1
 
 
 @pytest.mark.parametrize(
@@ -209,7 +209,7 @@ def test_compare_two_real_images(tmp_path):
     c = compare.compare(store, a[0].image.short, b[0].image.digest, threshold=5, ignore=("n_threads",))
     assert len(c.rows) == _shown_rows(a) and not c.only_a and not c.only_b  # tg64 at ub64 and ub512: one row
     assert (c.a_settings, c.b_settings) == ("n_threads=2", "n_threads=1")
-    assert_golden("compare-cpu-a-b.md", compare.format_comparison(c) + "\n")
+    assert_golden("compare-cpu-a-b.md", compare_text.format_comparison(c) + "\n")
 
 
 @needs_fixtures
@@ -222,7 +222,7 @@ def test_compare_says_a_speedup_within_noise_as_such_not_faster(tmp_path):
         fast = scaled(base, 1.3, digest="sha256:" + "fa57" * 16, run_id=f"faster-{rsd}")
         store = store_with(tmp_path / str(rsd), base + fast)
         c = compare.compare(store, base[0].image.digest, "fa57fa57", threshold=5)
-        text = compare.format_comparison(c)
+        text = compare_text.format_comparison(c)
         n = len(c.rows)
         plain = len(re.findall(r"\| faster +\|", text))  # the mark "faster" alone
         assert text.count(f"| {mark} ") == n and plain == (n if rsd < 0.1 else 0), text
@@ -389,10 +389,10 @@ def test_compare_names_ignored_fields_as_ignored_not_one_sided(tmp_path):
         r = make_record("vulkan", "vulkan", p=512, avg=avg, fa=fa)
         store.add_result(r.model_copy(update={"run_id": run}))
     c = compare.compare(store, "run-a", "run-b", ignore=("flash_attn",))
-    text = compare.format_comparison(c)
+    text = compare_text.format_comparison(c)
     assert "left out of the join by --ignore: flash_attn" in text
     assert "recorded on one side only" not in text
-    assert compare.comparison_json(c)["ignored_by_option"] == ["flash_attn"]
+    assert compare_text.comparison_json(c)["ignored_by_option"] == ["flash_attn"]
 
 
 def test_a_slowdown_within_noise_or_on_a_flagged_cell_is_not_a_regression(tmp_path):
@@ -441,7 +441,7 @@ def test_a_contended_slowdown_is_never_within_noise_and_its_flags_show_in_the_ta
     store = store_with(tmp_path / "contended", base + busy)
     c = compare.compare(store, base[0].image.digest[:19], "0bad0bad")
     assert all(c.held(r) and not c.within_noise(r) for r in c.rows)
-    text = compare.format_comparison(c)
+    text = compare_text.format_comparison(c)
     assert "within noise" not in text and "slower, held: B:host-busy" in text
     fast = [
         BenchRecord.model_validate(
@@ -450,9 +450,9 @@ def test_a_contended_slowdown_is_never_within_noise_and_its_flags_show_in_the_ta
         for r in scaled(quiet(base), 1.0, digest="sha256:" + "0f1a" * 16, run_id="same")
     ]
     store = store_with(tmp_path / "flagged-same", quiet(base) + fast)
-    text = compare.format_comparison(compare.compare(store, base[0].image.digest[:19], "0f1a0f1a"))
+    text = compare_text.format_comparison(compare.compare(store, base[0].image.digest[:19], "0f1a0f1a"))
     assert "flagged: B:host-busy" in text
     edge = scaled(quiet(base), 0.948, digest="sha256:" + "0e0e" * 16, run_id="edge")
     store = store_with(tmp_path / "edge", quiet(base) + edge)
-    text = compare.format_comparison(compare.compare(store, base[0].image.digest[:19], "0e0e0e0e"))
+    text = compare_text.format_comparison(compare.compare(store, base[0].image.digest[:19], "0e0e0e0e"))
     assert "**0.948**" in text and "regression (< 0.950)" in text

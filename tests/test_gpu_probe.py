@@ -283,7 +283,7 @@ def test_attention_backend_from_the_log_is_stored_and_labels_the_column(tmp_path
     record as TRITON_ATTN; the report's column header and compare's side header say it. A record stored
     before the field existed is read from its engine.log_notes, and 0.28.0's form gives the same name."""
     from toolkit.analysis import compare as cmp
-    from toolkit.analysis import table_text, tables
+    from toolkit.analysis import compare_text, table_text, tables
 
     _, recs, _, store = _vllm_run(tmp_path, monkeypatch, po.VLLM_ROCM_OK)
     assert recs and {r.model_extra["attention_backend"] for r in recs} == {"TRITON_ATTN"}
@@ -303,7 +303,10 @@ def test_attention_backend_from_the_log_is_stored_and_labels_the_column(tmp_path
     assert tables.column_attention([old, newer]) == "ROCM_ATTN/TRITON_ATTN"
     store.add_results([r.model_copy(update={"run_id": "r2"}) for r in recs])  # a second run of the image
     c = cmp.compare(store, recs[0].run_id, "r2")
-    assert "attention=TRITON_ATTN" in c.a_settings and "attention=TRITON_ATTN" in cmp.format_comparison(c)
+    assert (
+        "attention=TRITON_ATTN" in c.a_settings
+        and "attention=TRITON_ATTN" in compare_text.format_comparison(c)
+    )
 
 
 def _probe_answering(tmp_path, outcome: engine.RunOutcome):

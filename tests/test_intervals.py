@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tests.support.records import make_record
-from toolkit.analysis import compare, report, verdict
+from toolkit.analysis import compare, compare_text, report, verdict
 from toolkit.analysis.facts import Facts, interval
 from toolkit.analysis.table_text import CI_NOTE
 from toolkit.analysis.tables import ci_band, noise_band, select_for_report
@@ -175,8 +175,8 @@ def test_compare_calls_a_slowdown_inside_overlapping_intervals_noise(tmp_path):
     assert row.fb.ci.high > row.fa.ci.low  # they overlap
     assert 1 - row.speedup > noise_band(row.fa.rsd or 0, row.fb.rsd or 0)  # the stddev rule: regression
     assert not c.is_regression(row) and c.within_noise(row)
-    assert "slower within noise (the 95% intervals overlap)" in compare.format_comparison(c)
-    doc = compare.comparison_json(c)["rows"][0]
+    assert "slower within noise (the 95% intervals overlap)" in compare_text.format_comparison(c)
+    doc = compare_text.comparison_json(c)["rows"][0]
     assert doc["noise_basis"] == "ci95" and doc["ci_high_b"] == pytest.approx(row.fb.ci.high)
 
 
@@ -205,7 +205,7 @@ def test_compare_with_an_interval_on_one_side_only_keeps_the_stddev_rule(tmp_pat
     (row,) = c.rows
     assert row.fa.ci is not None and row.fb.ci is None and not row.by_interval
     assert row.noise == noise_band(row.fa.rsd or 0, row.fb.rsd or 0)
-    doc = compare.comparison_json(c)["rows"][0]
+    doc = compare_text.comparison_json(c)["rows"][0]
     assert doc["noise_basis"] == "stddev" and doc["ci_low_b"] is None and doc["ci_high_b"] is None
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.records import make_record
 from tests.support.runs import tk
-from toolkit.analysis import compare, report
+from toolkit.analysis import compare, compare_text, report
 from toolkit.analysis.facts import Facts
 from toolkit.images import pins
 from toolkit.matrix.api import SourceSpec
@@ -48,9 +48,9 @@ def test_compare_folds_decode_rows_over_the_micro_batch_as_the_report_does(tmp_p
     assert [r.test for r in c.rows] == ["pp512 ub512", "tg128"]
     (tg,) = [r for r in c.rows if r.test == "tg128"]
     assert tg.fa.record.n_ubatch == tg.fb.record.n_ubatch == 512  # the ub512 cell, as the report's
-    text = compare.format_comparison(c, "github")
+    text = compare_text.format_comparison(c, "github")
     assert compare.DECODE_UB_NOTE in text and "tg128 ub2048" not in text
-    assert [r["test"] for r in compare.comparison_json(c)["rows"]] == ["pp512 ub512", "tg128"]
+    assert [r["test"] for r in compare_text.comparison_json(c)["rows"]] == ["pp512 ub512", "tg128"]
 
 
 def test_compare_keeps_each_ub_where_a_side_differs_beyond_noise(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_compare_keeps_each_ub_where_a_side_differs_beyond_noise(tmp_path: Path)
     c = compare.compare(store, "run-a", "run-b")
     assert [r.test for r in c.rows] == ["pp512 ub512", "tg128 ub512", "tg128 ub2048"]
     assert [r.test for r in c.regressions] == ["tg128 ub2048"]
-    assert compare.DECODE_UB_NOTE not in compare.format_comparison(c, "github")
+    assert compare.DECODE_UB_NOTE not in compare_text.format_comparison(c, "github")
 
 
 def test_a_tg_ub_one_side_lacks_is_not_missing_once_folded(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from tests.support.telemetry_fakes import (
     supporting_block,
     write_h200_trace,
 )
-from toolkit.analysis import compare, plots, report, table_text, tables, verdict
+from toolkit.analysis import compare, compare_text, plots, report, table_text, tables, verdict
 from toolkit.analysis.tables import TELEMETRY_VERDICT_FLAGS, energy, telemetry_flags
 from toolkit.cli.main import cli
 from toolkit.publish import repro_output
@@ -353,13 +353,13 @@ def test_compare_shows_tok_per_j_of_both_sides_where_both_are_valid(tmp_path, al
     by = {r.test: r for r in c.rows}
     assert by["pp512 ub512"].energy_ratio is None
     assert by["pp4096 ub512"].energy_ratio == pytest.approx(31.434 / 30.659, abs=1e-3)  # +2.5 %: README
-    text = compare.format_comparison(c)
+    text = compare_text.format_comparison(c)
     header = [h.strip() for h in text.splitlines()[0].split("|")]
     assert header[-6:-2] == ["speedup (B/A)", "tok/J A", "tok/J B", "tok/J (B/A)"]
     assert "3 of 8 tests with a valid energy on both sides" in text
     line = next(x for x in text.splitlines() if x.startswith("| pp4096 ub512"))
     assert "| 30.7 " in line and "| 31.4 " in line and "| 1.03 " in line
-    doc = compare.comparison_json(c)
+    doc = compare_text.comparison_json(c)
     rows = {r["test"]: r for r in doc["rows"]}
     assert rows["pp4096 ub512"]["tok_per_j_a"] == pytest.approx(30.659, abs=1e-3)
     assert rows["pp512 ub512"]["tok_per_j_b"] is None and rows["pp512 ub512"]["tok_per_j_ratio"] is None
@@ -367,7 +367,7 @@ def test_compare_shows_tok_per_j_of_both_sides_where_both_are_valid(tmp_path, al
     hip = ResultStore(tmp_path / "hip")
     for r in seed_records():
         hip.add_result(r)
-    assert "tok/J" not in compare.format_comparison(compare.compare(hip, "hip", "vulkan"))
+    assert "tok/J" not in compare_text.format_comparison(compare.compare(hip, "hip", "vulkan"))
 
 
 def test_reproduce_shows_the_energy_delta_where_both_runs_have_one(alone):

@@ -13,7 +13,7 @@ import pytest
 from tests.support.records import make_record
 from tests.support.runs import tk
 from tests.support.telemetry_fakes import supporting_block
-from toolkit.analysis import compare, facts, report, roofline, tables, verdict
+from toolkit.analysis import compare, compare_text, facts, report, roofline, tables, verdict
 from toolkit.results.records import BenchRecord, ResultStore
 
 CASES = Path(__file__).parent / "data" / "cases" / "two-builds-one-file.jsonl"
@@ -126,19 +126,19 @@ def test_compare_holds_an_above_peak_cell_faster_or_slower(tmp_path):
     store = _store(tmp_path, _side("a", 1.0) + _side("b", 100.0))
     c = compare.compare(store, "a", "b")
     assert all(c.held(r) and not c.is_regression(r) for r in c.rows)
-    text = compare.format_comparison(c)
+    text = compare_text.format_comparison(c)
     assert "faster, held: B:compute-above-peak" in text and "faster, held: B:bw-above-peak" in text
     assert "| faster " not in text and "2 test(s) beyond 5% held, not counted" in text
     c = compare.compare(store, "b", "a")
     assert not c.regressions and all(c.held(r) for r in c.rows)
-    assert "slower, held: A:bw-above-peak" in compare.format_comparison(c)
+    assert "slower, held: A:bw-above-peak" in compare_text.format_comparison(c)
 
 
 def test_compare_holds_a_telemetry_flagged_faster_cell_by_the_same_rule(tmp_path):
     store = _store(tmp_path, _side("a", 1.0) + _side("b", 1.5, ["host-busy"]))
     c = compare.compare(store, "a", "b")
     assert all(c.held(r) for r in c.rows)
-    assert "faster, held: B:host-busy" in compare.format_comparison(c)
+    assert "faster, held: B:host-busy" in compare_text.format_comparison(c)
 
 
 def _rows(commit: str, tg_scale: float = 1.0, pp_scale: float = 1.0) -> str:

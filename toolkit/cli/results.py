@@ -413,6 +413,7 @@ def compare(
     --same-model.
     """
     from toolkit.analysis import compare as compare_mod
+    from toolkit.analysis import compare_text
     from toolkit.core.errors import Regression
     from toolkit.results import need_records_beside
     from toolkit.results.records import ResultStore
@@ -435,9 +436,9 @@ def compare(
         for w in dict.fromkeys(w for s in stores for w in s.warnings):
             _err(f"warning: {w}")
     if as_json:
-        echo_json(compare_mod.comparison_json(c))
+        echo_json(compare_text.comparison_json(c))
     else:
-        click.echo(compare_mod.format_comparison(c, fmt or human_format()))
+        click.echo(compare_text.format_comparison(c, fmt or human_format()))
     if c.regressions:
         raise Regression(
             f"{len(c.regressions)} test(s) slower in {c.b.label} than in {c.a.label} by more than "
