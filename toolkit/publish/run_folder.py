@@ -419,7 +419,7 @@ def _copy_regular(src: Path, dest: Path, out: Path) -> None:
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
-    from toolkit.analysis import provenance, table_text, tables
+    from toolkit.analysis import provenance
 
     lines = [
         f"# toolkit run {run.run_id}",
@@ -461,6 +461,26 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
         file = f"`{m.file}`" if m.file else "file name not recorded"
         lines.append(f"- `{m.name}`: {file}, {m.size_bytes} bytes, {sha}, {src}")
+    lines += _cases_lines(run) + ["", "## Results", ""] + _results_lines(records)
+    lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
+    lines += [
+        "With the toolkit installed: `toolkit report --results .` in this folder prints these tables "
+        f"again; from your own project, `toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER` "
+        "compares a run of yours (A) with this one (B).",
+        "",
+        "Files: "
+        + ", ".join(f"`{f}`" for f in (*RUN_FILES, *([run.toolkit_source] if run.toolkit_source else [])))
+        + ". Results reference images by image "
+        "digest; `run.json` lists each digest's registry digests.",
+        "",
+    ]
+    lines += [f"- Note: {n}" for n in run.notes]  # a list: consecutive lines would run into one paragraph
+    return "\n".join(lines) + "\n"
+
+
+def _cases_lines(run: PublishedRun) -> list[str]:
+    """The README's Cases section: the llama-bench axes, each process's settings, the depth sweeps."""
+    lines: list[str] = []
     axes = "; ".join(f"{k} {_words(v)}" for k, v in run.bench.items() if isinstance(v, list))
     settings = ", ".join(
         f"{k} {_words(v)}" for k, v in run.bench.items() if v is not None and not isinstance(v, list)
@@ -477,7 +497,15 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             lines.append(
                 f"\nDepth sweep of `{m.name}` (a second llama-bench process, models[].depth): {sweep}."
             )
-    lines += ["", "## Results", ""]
+    return lines
+
+
+def _results_lines(records: list[BenchRecord]) -> list[str]:
+    """The README's result tables as `toolkit report` shows them (decode rows folded over ub), then
+    what their marks, flags and columns mean."""
+    from toolkit.analysis import table_text, tables
+
+    lines: list[str] = []
     folded = [tables.fold_decode_ub(t) for t in tables.tables(records)]  # as `toolkit report` shows them
     for t, _ in folded:
         headers, body = table_text.table_rows(t)
@@ -490,20 +518,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     notes = table_text.table_notes([t for t, _ in folded])  # what †, the flags and the columns mean
     notes += [table_text.DECODE_UB_NOTE] if any(f for _, f in folded) else []
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
-    lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
-    lines += [
-        "With the toolkit installed: `toolkit report --results .` in this folder prints these tables "
-        f"again; from your own project, `toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER` "
-        "compares a run of yours (A) with this one (B).",
-        "",
-        "Files: "
-        + ", ".join(f"`{f}`" for f in (*RUN_FILES, *([run.toolkit_source] if run.toolkit_source else [])))
-        + ". Results reference images by image "
-        "digest; `run.json` lists each digest's registry digests.",
-        "",
-    ]
-    lines += [f"- Note: {n}" for n in run.notes]  # a list: consecutive lines would run into one paragraph
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _reproduce_lines(run: PublishedRun) -> list[str]:
