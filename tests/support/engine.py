@@ -314,6 +314,8 @@ def good_writer(path: Path, argv: list[str]) -> int:
             max_concurrency=int(_arg(argv, "--max-concurrency")),
             num_prompts=n,
             completed=n,
+            # the prompts asked (a record is held to them since round 33: served_settings_problem)
+            total_input_tokens=n * int(_arg(argv, "--random-input-len")),
             total_output_tokens=n * out,
             duration=n * out / data["output_throughput"],  # vLLM's output_throughput: tokens / duration
         )

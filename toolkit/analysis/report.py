@@ -36,7 +36,7 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
-from toolkit.core.text import html_text, md_text, strip_controls
+from toolkit.core.text import html_text, md_line, md_text, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -274,7 +274,7 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
             f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
         )
     notes = table_notes(ts) + fold_note + [shown.accounting(refused)]
-    out.append("\n".join(f"- {n}" for n in notes))
+    out.append("\n".join(f"- {md_line(n)}" for n in notes))  # they name columns: a record's names
     return "\n\n".join(out)
 
 
@@ -374,7 +374,7 @@ def render_csv(ts: list[Table]) -> str:
                             r.model.sha256 or "",
                             r.build_commit or "",
                             r.gpu_info or "",
-                            _host_cell(r.host or {}),
+                            _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
                             *measured_span(r),
                             r.run_id,
                         ],
@@ -388,12 +388,17 @@ _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 WSTG-INPV-21, Testing for CSV Injection: tab, CR and LF before them too, which _inert_cell skips)."""
 
 
-def _host_cell(h: dict) -> str:
+def _host_cell(h: dict, cpu_info: Any = None) -> str:
     """The csv's `host`: a campaign host's key, else the hostname where a record keeps one (an import),
-    else its CPU model and threads (a bench record keeps no hostname: results get published)."""
+    else its CPU model and threads (a bench record keeps no hostname: results get published), else the
+    CPU its benchmark row names (`cpu_info`, llama-bench's: an imported row carries no host facts, and
+    the other formats' host line names it; this cell was empty)."""
     if named := h.get("key") or h.get("hostname"):
         return str(named)
-    cpu, threads = h.get("cpu_model"), h.get("cpu_threads")
+    cpu, threads = (
+        h.get("cpu_model") or (cpu_info if isinstance(cpu_info, str) else None),
+        h.get("cpu_threads"),
+    )
     return f"{cpu}, {threads} threads" if cpu and threads else str(cpu or "")
 
 

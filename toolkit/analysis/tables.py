@@ -100,8 +100,8 @@ TITLES = {
     "decode": "Decode (tg), tokens/s",
     "mixed": "Prefill + decode (pp+tg), tokens/s",
     "served": (
-        "Served throughput by concurrency (vLLM bench serve; `Nqps`: at a request rate, no concurrency "
-        "cap; `offline`: vllm bench throughput), output tokens/s"
+        "Served throughput by concurrency (vLLM bench serve or SGLang bench_serving; `Nqps`: at a request "
+        "rate, no concurrency cap; `offline`: vllm bench throughput), output tokens/s"
     ),
 }
 

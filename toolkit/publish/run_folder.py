@@ -22,7 +22,7 @@ from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
-from toolkit.core.text import strip_controls
+from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import scrub, sweeps
@@ -421,27 +421,24 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
     from toolkit.analysis import provenance
 
-    lines = [
-        f"# toolkit run {run.run_id}",
+    lines = [f"# toolkit run {run.run_id}", "", *_measured_lines(records)]
+    lines += [
         "",
-        f"Measured {run.created} on {run.host.get('cpu_model') or 'a CPU not recorded'} "
-        f"({run.host.get('os') or 'OS not recorded'}, kernel {run.host.get('kernel') or 'not recorded'}); "
-        f"exported {run.exported} "
-        f"by toolkit {run.toolkit_version}{_measured_by(run)}.",
+        f"Exported {run.exported} by toolkit {run.toolkit_version}{_measured_by(run)}.",
         "",
         "## Images (by digest)",
         "",
     ]
     for im in run.images:
         lines.append(
-            f"- `{im.name}` ({im.backend}): "
-            + (f"image ID `{im.digest}`" if im.digest else "image ID not recorded")
+            f"- {code(im.name)} ({md_text(str(im.backend))}): "
+            + (f"image ID {code(im.digest)}" if im.digest else "image ID not recorded")
             + ", "
             + provenance.runtime_commit(mine := [r for r in records if r.image.digest == im.digest])
             + provenance.canary_words(mine)
         )  # the build it holds (llama.cpp's or vLLM's commit) and its canary, as the report's image line
         lines += [
-            f"  - pull: `docker pull {rd}` (Podman: `podman pull {rd}`)"
+            f"  - pull: {code('docker pull ' + rd)} (Podman: {code('podman pull ' + rd)})"
             + (
                 " (a registry on the exporting host's loopback address: only that host can pull it)"
                 if loopback(rd)
@@ -454,13 +451,13 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         src = (
             f"generated (`{m.generate}`, deterministic)"
             if m.generate
-            else f"Hugging Face `{m.hf['repo']}` `{m.hf.get('file', '')}`"
+            else f"Hugging Face {code(m.hf['repo'])} {code(m.hf.get('file', ''))}"
             if m.hf
             else "source not recorded"
         )
-        sha = f"sha256 `{m.sha256}`" if m.sha256 else "sha256 not recorded"
-        file = f"`{m.file}`" if m.file else "file name not recorded"
-        lines.append(f"- `{m.name}`: {file}, {m.size_bytes} bytes, {sha}, {src}")
+        sha = f"sha256 {code(m.sha256)}" if m.sha256 else "sha256 not recorded"
+        file = code(m.file) if m.file else "file name not recorded"
+        lines.append(f"- {code(m.name)}: {file}, {m.size_bytes} bytes, {sha}, {src}")
     lines += _cases_lines(run) + ["", "## Results", ""] + _results_lines(records)
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
@@ -474,7 +471,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         "digest; `run.json` lists each digest's registry digests.",
         "",
     ]
-    lines += [f"- Note: {n}" for n in run.notes]  # a list: consecutive lines would run into one paragraph
+    # a list: consecutive lines would run into one paragraph; names from records: no markup
+    lines += [f"- Note: {md_line(n)}" for n in run.notes]
     return "\n".join(lines) + "\n"
 
 
@@ -495,7 +493,7 @@ def _cases_lines(run: PublishedRun) -> list[str]:
                 if k in ("n_depth", "n_prompt", "n_gen", "n_ubatch")
             )
             lines.append(
-                f"\nDepth sweep of `{m.name}` (a second llama-bench process, models[].depth): {sweep}."
+                f"\nDepth sweep of {code(m.name)} (a second llama-bench process, models[].depth): {sweep}."
             )
     return lines
 
@@ -508,7 +506,7 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
     lines: list[str] = []
     folded = [tables.fold_decode_ub(t) for t in tables.tables(records)]  # as `toolkit report` shows them
     for t, _ in folded:
-        headers, body = table_text.table_rows(t)
+        headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup
         lines += [
             f"### {t.title}",
             "",
@@ -517,8 +515,35 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
         ]
     notes = table_text.table_notes([t for t, _ in folded])  # what †, the flags and the columns mean
     notes += [table_text.DECODE_UB_NOTE] if any(f for _, f in folded) else []
-    lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+    lines += [f"- {md_line(n)}" for n in notes] + ([""] if notes else [])
     return lines
+
+
+def code(v: object) -> str:
+    """`v` as one markdown code span on one line, whatever it holds: controls stripped, line breaks as
+    spaces, fenced by one backtick more than its longest run of them (CommonMark 6.1), padded where it
+    starts or ends with one. Inside it nothing is markup: a model name `x` <img src=...> `` from an
+    imported file closed the README's single-backtick span and put a live tag on the page."""
+    text = " ".join(strip_controls(str(v)).splitlines())
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _measured_lines(records: list[BenchRecord]) -> list[str]:
+    """When and on what the run's `records` were measured, as `toolkit report` says it
+    (analysis.provenance: the tests' own times in UTC, `not recorded` where an import carries none; each
+    host's OS, kernel, CPU and the GPU its rows name), one markdown list item a line. Not the records'
+    `created` (an import's is when it was imported) nor the first record's host alone (a GPU named only
+    by the rows was not said at all)."""
+    from toolkit.analysis import provenance
+
+    p = provenance.provenance(records)
+    said = [x for x in p.lines() if x.startswith(("measured: ", "host: "))]
+    if not any(x.startswith("measured: ") for x in said):
+        said.insert(0, "measured: not recorded")
+    return [f"- {md_text(x)}" for x in said]
 
 
 def _reproduce_lines(run: PublishedRun) -> list[str]:

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 from toolkit.core.backends import OLD_BACKEND_FLAGS
 from toolkit.results.raw_check import COUNTS, MADE, made_problem, raw_problem
 from toolkit.results.runs_check import between_runs_problem
-from toolkit.results.served_check import served_problem
+from toolkit.results.served_check import served_problem, served_settings_problem
 from toolkit.results.telemetry_check import energy_contradiction
 from toolkit.results.telemetry_flags import figures_problem
 from toolkit.results.time_check import times_problem
 from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
 from toolkit.runtimes.llama_bench.settings_check import DOMAIN_FIELDS
+from toolkit.runtimes.sglang import args as sglang_args
 from toolkit.runtimes.vllm import output as vf
 
 if TYPE_CHECKING:
@@ -41,9 +42,10 @@ def contradiction(rec: BenchRecord) -> str | None:
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
     (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
     (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
-    against its served block and result (served_check), an imported vLLM serve record's result
-    against the rules its import held it to (vllm output.serve_problem, serve_duration_problem,
-    serve_peak_problem); a `vllm bench latency` record's speed and samples against its own result
+    against its served block and result (served_check), a vLLM or SGLang serve record's n_prompt,
+    n_gen and concurrency against its own result (served_settings_problem), an imported vLLM or
+    SGLang serve record's result against the rules its import held it to (vllm output.serve_problem,
+    serve_timing_problem: _SERVE_PEAKS); a `vllm bench latency` record's speed and samples against its own result
     (vllm output.latency_record_problem); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
     pp4096, repetitions dropped), and the other fields made from it (made_problem: a flash_attn or
@@ -66,6 +68,9 @@ def contradiction(rec: BenchRecord) -> str | None:
         why := served_problem(rec.method, rec.avg_ts, rec.n_gen, extra.get("served"), rec.raw)
     ):
         return why
+    if rec.method in _SERVE_PEAKS and isinstance(rec.raw, dict):  # what its row is named by
+        if why := served_settings_problem(rec.n_prompt, rec.n_gen, rec.engine, extra.get("served"), rec.raw):
+            return why
     if rec.method in (vf.METHOD_PREFILL, vf.METHOD_DECODE) and (
         why := vf.latency_record_problem(
             rec.method,
@@ -76,13 +81,9 @@ def contradiction(rec: BenchRecord) -> str | None:
         )
     ):
         return why
-    if rec.method == vf.METHOD_SERVE and "imported" in extra and isinstance(rec.raw, dict):
+    if rec.method in _SERVE_PEAKS and "imported" in extra and isinstance(rec.raw, dict):
         # the rules its import held the result to (vllm_import._serve): a stored one failing them was edited
-        if (
-            why := vf.serve_problem(rec.raw)
-            or vf.serve_duration_problem(rec.raw)
-            or vf.serve_peak_problem(rec.raw)
-        ):
+        if why := vf.serve_problem(rec.raw) or vf.serve_timing_problem(rec.raw, _SERVE_PEAKS[rec.method]):
             return f"its result: {why}"
     row: dict[str, Any] = {}
     if rec.method == "llama-bench":
@@ -123,6 +124,12 @@ def contradiction(rec: BenchRecord) -> str | None:
     return energy_contradiction(rec.telemetry, row) if rec.telemetry else None
 
 
+_SERVE_PEAKS = {vf.METHOD_SERVE: True, sglang_args.METHOD_SERVE: False}
+"""The methods of an imported serve result (vLLM's `vllm bench serve`, SGLang's bench_serving; both read
+by vllm_import._serve), each with whether its peaks are held (vf.serve_timing_problem): a stored one is
+held on read to the rules its import applied (an SGLang result edited to a median TTFT of 99,999 ms, or
+100x its throughput, was shown where vLLM's was skipped)."""
+
 _SHOWN = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "avg_ts", "stddev_ts", "samples_ts")
 """The fields of a llama-bench record contradiction() holds to the validity pass: what readers show."""
 
@@ -130,4 +137,5 @@ _RAW_HELD = ("model_size", "model_n_params", "n_threads", *DOMAIN_FIELDS)
 """Fields of a llama-bench record's `raw` row held to the validity pass too: what its roofline reads
 (a model_size edited down hid a decode beyond the GPU's bandwidth) and the thread count its test is
 named by (a trillion threads was shown as measured), and the settings llama-bench's parser bounds
-(settings_check.DOMAIN_FIELDS: a flash_attn of 7 was shown as a setting measured)."""
+(settings_check.DOMAIN_FIELDS: a flash_attn of 7 was shown as a setting measured). Its test_time is
+time_check's (times_problem: a future one is held to the record's `created`, itself clock-skew)."""

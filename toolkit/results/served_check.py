@@ -72,3 +72,42 @@ def _shortfall(block: dict[str, Any]) -> str | None:
         f"status ok, but served.total_output_tokens {got:g} is not the requested_output_tokens {asked:g} "
         f"(tolerance {vf.SERVED_TOLERANCE:.0%}): such a level is failed"
     )
+
+
+ALIGN_TOKENS = 0.01
+"""How far (a share, at least one token) a served result's mean prompt may lie from the length asked:
+a random prompt can come out a token off when re-encoded (vllm_import.ALIGN_TOKENS, the import's)."""
+
+
+def served_settings_problem(
+    n_prompt: int, n_gen: int, engine: Any, block: Any, raw: dict[str, Any]
+) -> str | None:
+    """Why the settings a served record is shown by (its row: `c{concurrency} in{n_prompt} out{n_gen}`)
+    are not the ones its own result ran, None where they are or it does not say: n_prompt against the
+    result's total_input_tokens over its completed requests (vLLM and SGLang count the completed
+    requests' prompts; both runners and the import ask fixed lengths, so the mean is the length within
+    ALIGN_TOKENS: the import refuses a file named otherwise), the concurrency (`engine`'s) against the
+    result's max_concurrency, n_gen against the served block's requested_output_tokens over the
+    record's num_prompts (the runner and the import write exactly that product). A stored vLLM serve
+    record edited to n_prompt 4096, n_gen 512 or c64 was shown `c64 in4096 out512` beside a result of
+    c2, 128 and 32 tokens a request."""
+    engine = engine if isinstance(engine, dict) else {}
+    block = block if isinstance(block, dict) else {}
+    done, tokens = _figure(raw.get("completed")), _figure(raw.get("total_input_tokens"))
+    if done and done > 0 and tokens is not None:
+        each = tokens / done
+        if abs(each - n_prompt) > max(1.0, ALIGN_TOKENS * n_prompt):
+            return (
+                f"n_prompt {n_prompt} is not its result's prompt length: total_input_tokens {tokens:g} over "
+                f"{done:g} completed requests is {each:.4g} tokens a request"
+            )
+    c, said = _figure(engine.get("concurrency")), _figure(raw.get("max_concurrency"))
+    if c is not None and said is not None and c != said:
+        return f"concurrency {c:g} is not its result's max_concurrency {said:g}"
+    prompts, asked = _figure(engine.get("num_prompts")), _figure(block.get("requested_output_tokens"))
+    if prompts and asked is not None and asked != prompts * n_gen:
+        return (
+            f"n_gen {n_gen} is not what its served block asked: requested_output_tokens {asked:g} over "
+            f"num_prompts {prompts:g} is {asked / prompts:.4g} tokens a request"
+        )
+    return None

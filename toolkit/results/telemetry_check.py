@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
+from toolkit.core.gpuspecs import AMD, NVIDIA, spec_by_name, split_gpu_info
 from toolkit.core.stats import finite_number
 from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time, token_count
 
@@ -233,6 +233,21 @@ def board_power_w(gpu_info: Any) -> float | None:
     return max(powers) if specs and len(powers) == len(specs) else None
 
 
+SAMPLER_VENDORS = {AMD: "amd", NVIDIA: "nvidia"}
+"""The `vendor` the telemetry readers (host.telemetry: amd, nvidia) write of a GPU of each PCI vendor id."""
+
+
+def board_vendors(gpu_info: Any) -> set[str] | None:
+    """The sampler's vendor names (SAMPLER_VENDORS) of the GPUs llama-bench's `gpu_info` names; None
+    where it names none or any that core.gpuspecs does not know (a generic `AMD Radeon Graphics`, a
+    software device), or one of a vendor no reader samples."""
+    if not isinstance(gpu_info, str) or not gpu_info.strip():
+        return None
+    specs = [spec_by_name(d) for d in split_gpu_info(gpu_info)]
+    vendors = {SAMPLER_VENDORS.get(s.vendor) if s is not None else None for s in specs}
+    return None if not specs or None in vendors else {v for v in vendors if v}
+
+
 def _over_cap(
     sid: str, g: Mapping[str, Any], drawn: float, mean: float | None, board: float | None = None
 ) -> str | None:
@@ -395,18 +410,19 @@ def _utc(t: float) -> str:
 
 
 def window_contradiction(
-    t: Mapping[str, Any], row: Mapping[str, Any], now: float | None = None
+    t: Mapping[str, Any], row: Mapping[str, Any], now: float | None = None, clock: str = "this host's clock"
 ) -> str | None:
     """Why the window of block `t` (t0, t1: Unix times) cannot be the window of llama-bench row `row`,
     None when it can or says no time: the future check of the row's own test_time (llama_bench.check:
     more than FUTURE_SLACK_S after this host's clock, `now`) applied to the window's end, and to the
     window against the row's test_time, either way (llama-bench stamps test_time as it sets the test up,
-    just before its warm-up and timed repetitions: a window a day from it measured another test)."""
+    just before its warm-up and timed repetitions: a window a day from it measured another test).
+    `clock`: what `now` is, as the reason names it (a stored record's `created`)."""
     t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
     end = t1 if t1 is not None else t0
     now = time.time() if now is None else now
     if end is not None and end > now + FUTURE_SLACK_S:
-        return f"its window ends at {_utc(end)}, {(end - now) / 86400:.4g} days after this host's clock"
+        return f"its window ends at {_utc(end)}, {(end - now) / 86400:.4g} days after {clock}"
     test = parse_test_time(row.get("test_time"))
     if test is None:
         return None

@@ -28,6 +28,7 @@ from toolkit.results.telemetry_check import (
     UNDERSAMPLED_SHARE,
     _nonempty,
     board_power_w,
+    board_vendors,
     flag_unsupported,
     gpu_not_stock,
 )
@@ -438,6 +439,8 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     if no_time and not said:
         return f"duration_s {str(t.get('duration_s'))[:24]}, t0 {t0}, t1 {t1}: a window of no time"
     gpus = _map(t.get("gpus"))
+    if why := _vendor_problem(gpus, gpu_info):
+        return why
     board = board_power_w(gpu_info)
     for sid, g in gpus.items():
         if isinstance(g, Mapping) and (why := _gpu_figures_problem(str(sid), g, said, board)):
@@ -461,6 +464,22 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     if why := _host_share_problem(host):
         return why
     return window_problem(t)  # sampling figures against the window's length
+
+
+def _vendor_problem(gpus: Mapping[str, Any], gpu_info: Any) -> str | None:
+    """Why a block's GPUs cannot be the ones its row ran on, None where they can or it is not known: the
+    row's `gpu_info` names only cards of known vendors (board_vendors) and no GPU of the block is of one
+    (an AMD card's energy and flags beside a CUDA row on an NVIDIA H200 gave that row's tok/J). The
+    sampler reads every GPU of a vendor the run can use (bench.observe.gpus_for_run: an iGPU beside the
+    card is read too), so a block holding the row's card and others is one."""
+    named = board_vendors(gpu_info)
+    said = {str(g.get("vendor")) for g in gpus.values() if isinstance(g, Mapping)}
+    if not named or not said or named & said:
+        return None
+    return (
+        f"its GPUs are {', '.join(sorted(v[:20] for v in said))}, none of the {', '.join(sorted(named))} "
+        f"card(s) its row ran on ({str(gpu_info)[:60]!r}): another card's figures"
+    )
 
 
 HOST_AGREE_CORES = 0.05

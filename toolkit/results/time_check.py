@@ -10,10 +10,12 @@ of a stored record."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time
+from toolkit.results.telemetry_check import window_contradiction
+from toolkit.runtimes.llama_bench.check import EARLIEST_TEST_TIME, FUTURE_SLACK_S, parse_test_time
 from toolkit.runtimes.vllm import output as vllm_output
 
 if TYPE_CHECKING:
@@ -25,17 +27,28 @@ IMAGE_CREATED = "org.opencontainers.image.created"
 def times_problem(rec: BenchRecord) -> str | None:
     """Why `rec`'s test_time cannot be when it was measured, None where it can or a time is not stated
     (no test_time: md, sql, vLLM; an image without the label; an unreadable `created` is the schema's):
-    more than FUTURE_SLACK_S before its image's `org.opencontainers.image.created`, or after its own
-    `created`; a vLLM record's `date` held to its `created` the same way (local_date_problem); its
-    test_time or `created` before the start its own run id names (_before_its_run)."""
+    before EARLIEST_TEST_TIME (as the import refuses it: a stored 2019 one was shown as measured), more
+    than FUTURE_SLACK_S before its image's `org.opencontainers.image.created`, or after its own
+    `created` (a future `created` is clock-skew, records.py: never refused by the reader's clock); a
+    vLLM record's `date` held to its `created` the same way (local_date_problem); its test_time or
+    `created` before the start its own run id names (_before_its_run); then its telemetry window's
+    times against its test_time and when it was written (_window_problem)."""
     raw = rec.raw if isinstance(rec.raw, dict) else {}
     written = parse_test_time(rec.created)
+    # the record's own times first: a window is held to them
+    return _stated_times_problem(rec, raw, written) or _window_problem(rec, raw, written)
+
+
+def _stated_times_problem(rec: BenchRecord, raw: dict[str, Any], written: datetime | None) -> str | None:
+    """times_problem's checks of the times the record states (test_time, `date`, `created`, run id)."""
     if written is not None and rec.runner == "vllm" and (why := local_date_problem(raw.get("date"), written)):
         return why
     ran = parse_test_time(raw.get("test_time"))
     if ran is None:
         return _before_its_run(rec, written, None)
     said = str(raw.get("test_time"))[:40]
+    if ran < EARLIEST_TEST_TIME:  # the import's rule (llama_bench.check._time_of_test), held on read
+        return f"test_time {said!r} lies before llama-bench existed (mid-2023): a clock never set, or an edited line"
     built = parse_test_time((rec.image.labels or {}).get(IMAGE_CREATED))
     if built is not None and (built - ran).total_seconds() > FUTURE_SLACK_S:
         return (
@@ -48,6 +61,25 @@ def times_problem(rec: BenchRecord) -> str | None:
             f"{written.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC): a test is written after it ran"
         )
     return _before_its_run(rec, written, ran)
+
+
+def _window_problem(rec: BenchRecord, raw: dict[str, Any], written: datetime | None) -> str | None:
+    """Why `rec`'s telemetry window (t0, t1) cannot be its test's, None where it can or names no time:
+    the rule `toolkit import` holds a row's window to (telemetry_check.window_contradiction: more than
+    FUTURE_SLACK_S from the row's test_time either way), held on read too (a stored window moved 400 days
+    from its test kept its energy and flags as the test's), with its end against when the record was
+    written where that is after the window (`created`: a llama-bench row is saved after its result row,
+    an import after its file was measured; a vLLM or SGLang record's is its run's start, before its
+    windows, so there its end is not held: a future `created` is clock-skew, not a refusal)."""
+    t = rec.telemetry
+    if not isinstance(t, dict):
+        return None
+    saved_after = rec.runner == "llama-bench" or "imported" in (rec.model_extra or {})
+    now, clock = math.inf, ""
+    if saved_after and written is not None:
+        now, clock = written.timestamp(), f"the record was written (created {str(rec.created)[:40]})"
+    why = window_contradiction(t, raw if rec.method == "llama-bench" else {}, now, clock)
+    return f"its telemetry: {why}" if why else None
 
 
 def _before_its_run(rec: BenchRecord, written: datetime | None, ran: datetime | None) -> str | None:

@@ -457,9 +457,7 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
         error = f"{what}: {short}"
     # a duration its requests cannot fit, peaks its totals do not give (vLLM's own counting): refused,
     # but a result failed already stays failed, saying it
-    if busy := vf.serve_duration_problem(f.result) or (
-        f.tool != "sglang" and vf.serve_peak_problem(f.result)
-    ):
+    if busy := vf.serve_timing_problem(f.result, peaks=f.tool != "sglang"):
         if error is None:
             raise ValueError(busy)
         error += f"; and {busy}"

@@ -483,6 +483,14 @@ def throughput_problem(data: dict[str, Any], output_len: int) -> str | None:
     return None
 
 
+def serve_timing_problem(data: dict[str, Any], peaks: bool = True) -> str | None:
+    """The rules a serve result is held to after serve_problem, one list for `toolkit import`
+    (vllm_import._serve) and for a stored import on read (record_check): serve_duration_problem, then
+    serve_peak_problem where `peaks` (vLLM's own counting; SGLang's bench_serving counts its peak
+    otherwise: False there). None where the result passes them."""
+    return serve_duration_problem(data) or (serve_peak_problem(data) if peaks else None)
+
+
 def serve_duration_problem(data: dict[str, Any]) -> str | None:
     """Why a `vllm bench serve` result's duration is shorter than its own requests allow, or None.
     vLLM (vllm/benchmarks/serve.py `benchmark`) times the duration from before the first request is
