@@ -689,8 +689,7 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
     for run in runs[:MAX_RUN_FIGURES]:
         path = next((p for p in run.candidates if _is_file(p)), None)
         if path is None:
-            where = str(run.candidates[0]) if run.candidates else "no results folder known"
-            notes.append(f"{run.label}: no power plot: its telemetry trace is missing ({where})"[:400])
+            notes += _missing_note(run, results_root)
             continue
         try:
             samples = [s for s in load_trace(path) if isinstance(s, dict)]
@@ -713,6 +712,22 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
             continue
         figs[run.name] = fig
     return figs, notes
+
+
+def _missing_note(run: TraceRun, results_root: Path | None) -> list[str]:
+    """The note for a run whose trace is in none of its places: none for a CPU image's run (it samples
+    the host only: no GPU plot to miss); in a folder `toolkit export-run` wrote (run.json beside), that
+    an export carries each record's telemetry summary, never the trace; else the place looked in."""
+    if all(f.record.image.backend == "cpu" for f in run.cells):
+        return []
+    if results_root is not None and _is_file(Path(results_root) / "run.json"):
+        why = (
+            "an exported run (`toolkit export-run`) carries each record's telemetry summary (power, energy, "
+            "flags: in the tables), not the trace; the measuring project's `toolkit report --format html` plots it"
+        )
+        return [f"{run.label}: no power plot: {why}"[:400]]
+    where = str(run.candidates[0]) if run.candidates else "no results folder known"
+    return [f"{run.label}: no power plot: its telemetry trace is missing ({where})"[:400]]
 
 
 def png_bytes(fig: Figure) -> bytes:

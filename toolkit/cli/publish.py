@@ -133,7 +133,9 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
     DIR/run.json (images by digest with registry digests and labels, models with sha256 and Hugging
     Face source, the llama-bench axes, host facts), results.jsonl (the run's records), builds.jsonl
     (the builds of its digests), matrix.yaml and Dockerfile.templates/ (to rebuild), README.md (how to
-    reproduce). Push the images first (`toolkit push`) so the folder names where to pull them.
+    reproduce), toolkit-src.tar.gz (the toolkit's own source at the commit that measured the run, for
+    the README's `pip install`; where this checkout has that commit). Push the images first (`toolkit
+    push`) so the folder names where to pull them.
     """
     from toolkit.publish import run_folder
     from toolkit.results import need_records_beside

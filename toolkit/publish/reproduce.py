@@ -222,19 +222,21 @@ def rebuild_image(
         )
         if not known
     ]
-    note = "; ".join(
-        x
-        for x in (
-            ""
-            if rec.digest == im.digest
-            else "rebuilt image ID differs from the measured one (timestamps, layers)",
-            f"run.json cannot verify {' or '.join(unverified)}: rebuilt from the folder as it is"
-            if unverified
-            else "",
-        )
-        if x
-    )
+    note = rebuild_note(rec.digest == im.digest, unverified)
     return ImageCheck(im.name, im.digest, "rebuilt", rec.digest, rec.ref, rec.build_seconds, note)
+
+
+def rebuild_note(same_id: bool, unverified: list[str]) -> str:
+    """What the output line of a rebuilt image adds in brackets after "image ID matches / differs from
+    the record" (repro_output): why a rebuild's ID differs (said there, not again here), and what
+    run.json could not verify (`unverified`: "its templates (no template_hash)", ...). "" for nothing."""
+    why = "" if same_id else "expected of a rebuild: its timestamps and layers are new"
+    cannot = (
+        f"run.json cannot verify {' or '.join(unverified)}: rebuilt from the folder as it is"
+        if unverified
+        else ""
+    )
+    return "; ".join(x for x in (why, cannot) if x)
 
 
 def _seed_build(store: ResultStore, im: run_folder.PublishedImage, builds: list[BuildRecord]) -> None:

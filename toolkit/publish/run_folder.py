@@ -312,6 +312,8 @@ def export_run(
         made = run.host.get("toolkit")
         commit = made.get("commit") if isinstance(made, dict) and _toolkit_commit(run) else None
         run.toolkit_source = _toolkit_source(commit or "", out)
+        if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
+            run.notes.append(_no_source_note(commit))
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
@@ -352,6 +354,22 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
         fo.write(_with_commit(made.stdout, prefix, commit))
     tmp.replace(dest)
     return TOOLKIT_SOURCE
+
+
+def _no_source_note(commit: str) -> str:
+    """Why TOOLKIT_SOURCE was not written although the run names the toolkit `commit` that measured it,
+    and how to include it (no path of this host: the note goes into the README too)."""
+    from toolkit.host.info import TOOLKIT_ROOT
+
+    why = (
+        "this toolkit is no git checkout (an installed copy): export from a checkout holding that commit"
+        if not (TOOLKIT_ROOT / ".git").exists()
+        else "this toolkit's checkout lacks that commit (measured elsewhere): `git fetch` it there and export again"
+    )
+    return (
+        f"no {TOOLKIT_SOURCE} (the toolkit's source at commit {commit[:12]}, which measured the run) in "
+        f"this export: {why}; the README names the commit to install instead"
+    )
 
 
 SOURCE_COMMIT = "toolkit/host/_commit.py"
