@@ -16,7 +16,6 @@ or a hung engine caused, each fixed as a kind. docs/reliability.md "Round 33" li
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import pytest
 
 from tests.support.project import DATA
 from tests.support.runs import tk
+from tests.support.sockets import SHORT as _SHORT
+from tests.support.sockets import Hung as _Hung
 
 ROOT = Path(__file__).resolve().parents[1]
 _FOREVER = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
@@ -97,58 +98,6 @@ def test_a_results_subfolder_named_with_a_newline_prints_one_line_never_a_forged
     said = [line for line in lines if "forged" in line]
     assert len(said) == 1 and "ab\\nwarning: forged/bench.jsonl" in said[0], done.stderr
     assert done.returncode == (4 if kind == "fifo" else 0)
-
-
-class _Hung:
-    """A Unix socket that takes connections and never answers (a hung dockerd, a dead proxy); with
-    `upstream`, a proxy to that engine socket that forwards until `freeze` is set, then neither way
-    (an engine that hangs mid-run). Not a mock: a real socket the SDK talks HTTP to."""
-
-    def __init__(self, path: Path, upstream: str | None = None):
-        self.path, self.upstream = path, upstream
-        self.freeze, self.started = threading.Event(), threading.Event()
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(str(path))
-        self.sock.listen(64)
-        self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)
-            if self.upstream:
-                up = socket.socket(socket.AF_UNIX)
-                up.connect(self.upstream)
-                self.held.append(up)
-                threading.Thread(target=self._pipe, args=(conn, up, True), daemon=True).start()
-                threading.Thread(target=self._pipe, args=(up, conn, False), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, asks: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                if asks and b"/start" in data:
-                    self.started.set()
-                if self.freeze.is_set():
-                    return  # the data is dropped, the connection kept open: no answer, no end
-                dst.sendall(data)
-        except OSError:
-            return
-
-    def close(self) -> None:
-        self.sock.close()
-        for c in self.held:
-            c.close()
-
-
-_SHORT = (
-    "import sys; from toolkit.engine import choice, containers; "
-    "choice.REQUEST_TIMEOUT_S = 2; containers.ENGINE_GRACE_S = 2; "
-    "from toolkit.cli.main import main; sys.argv = ['toolkit', *sys.argv[1:]]; main()"
-)
 
 
 def test_an_engine_that_takes_the_connection_and_never_answers_is_asked_once_and_named(project, tmp_path):

@@ -25,6 +25,7 @@ from toolkit.cli.common import (
     read_results_option,
     results_option,
 )
+from toolkit.core.text import strip_controls
 
 PUSH_EPILOG = EPILOG + " A failed push exits 2."
 _LAYER_DONE = ("Pushed", "Layer already exists", "Pull complete", "Already exists")
@@ -148,7 +149,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
         echo_json(run)
         return
     click.echo(
-        f"run {run.run_id}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
+        f"run {strip_controls(' '.join(run.run_id.splitlines()))}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
         f"{len(run.models)} model(s) -> {output}"
     )
     for note in run.notes:

@@ -416,6 +416,8 @@ def _podman_client():
 
     path = podman_socket()
     key = f"podman:{path}"
+    if key in _UNANSWERED:
+        raise EngineUnavailable(_UNANSWERED[key])
     c = _cached(key)
     if c is not None:
         return c
@@ -426,7 +428,17 @@ def _podman_client():
             c.ping()
             _CLIENTS[key] = c
             return c
-        except DockerException as err:
+        except Exception as err:  # hung: asked once a process, as Docker's (bench asked 3 times, 360 s)
+            if _timed_out(err):
+                _UNANSWERED[key] = (
+                    f"Podman API at unix://{path} did not answer in {REQUEST_TIMEOUT_S:.0f} s: its socket "
+                    "takes connections, so its service runs but hangs (or is far overloaded); `podman info` "
+                    "says whether Podman answers; stop that service and start it again "
+                    f"(`{shlex.join(podman_service_command(path))} &`), or choose Docker (`--engine docker`)"
+                )
+                raise EngineUnavailable(_UNANSWERED[key]) from None
+            if not isinstance(err, DockerException):
+                raise
             msg = _first_line(err)
         if attempt or os.environ.get("CONTAINER_HOST"):
             break

@@ -19,6 +19,7 @@ from toolkit.engine.choice import (
     CONTAINER_LABEL,
     HOST_LABEL,
     _first_line,
+    _timed_out,
     cli,
     client,
     engine_label,
@@ -427,8 +428,10 @@ def _report_pid(container, on_start: Callable[[int], None]) -> None:
         pass
 
 
-def _release(container, stream) -> None:
-    """Close the attach stream's HTTP response and remove the container, whatever happens."""
+def _release(container, stream, *, remove: bool = True) -> None:
+    """Close the attach stream's HTTP response and remove the container (unless not `remove`: an engine
+    that stopped answering, whose removal would wait out another request timeout; what it leaves is
+    removed at the next start), whatever happens."""
     # the attach stream holds an HTTP response (docker's CancellableStream._response): closed here
     # while its socket is still open, not left to the interpreter's exit, where urllib3 printed
     # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
@@ -438,6 +441,8 @@ def _release(container, stream) -> None:
             response.close()
         except Exception:
             pass
+    if not remove:
+        return
     try:
         container.remove(force=True)
     except Exception:
@@ -504,6 +509,8 @@ def run_container(
     except Exception as exc:
         if not is_connection_error(exc):
             raise
+        if _timed_out(exc):  # the engine took the request and did not answer: not asked again to remove
+            run.hung.set()  # (that waited REQUEST_TIMEOUT_S more: the run ended 240 s past its timeout)
         raise EngineLost(
             f"{engine_label()} connection lost during the run ({str(exc).splitlines()[0][:160]})",
             run.outcome(-1),
@@ -511,7 +518,7 @@ def run_container(
     finally:
         timer.cancel()
         watchdog.cancel()
-        _release(container, stream)
+        _release(container, stream, remove=not run.hung.is_set())
 
 
 def probe_device_access(

@@ -6,9 +6,10 @@ added by the engine module, which is the only one that talks to Docker.
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
+import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -144,13 +145,29 @@ def toolkit_source() -> dict[str, str]:
         if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
             out["commit"] = commit
         return out
-    try:  # a copy pip installed from an export's toolkit-src.tar.gz: the commit it was archived at
-        archived = importlib.import_module("toolkit.host._commit").COMMIT
-    except (ImportError, AttributeError):
-        return out
-    if isinstance(archived, str) and len(archived) in (40, 64):
-        out["commit"] = archived
+    if archived := archived_commit(Path(__file__).with_name("_commit.py")):  # a copy pip installed
+        out["commit"] = archived  # from an export's toolkit-src.tar.gz: the commit it was archived at
     return out
+
+
+_ARCHIVED = re.compile(r'^COMMIT = "([0-9a-f]{40}|[0-9a-f]{64})"$', re.M)
+
+
+def archived_commit(path: Path) -> str | None:
+    """The commit (40 or 64 lowercase hex) `toolkit export-run` wrote into `path` (toolkit/host/_commit.py:
+    `COMMIT = "<hex>"`), None where the file is absent, unreadable, over 4 KiB, not a regular file or
+    names no such commit. The file is read, never imported: a garbage one (a syntax error, a `raise`)
+    made `toolkit --version` and every bench fail, and a COMMIT of 40 terminal escapes was printed and
+    recorded as the commit."""
+    try:  # O_NONBLOCK: a FIFO there is not waited on
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            text = fh.read(4097).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = _ARCHIVED.search(text) if len(text) <= 4096 else None
+    return found.group(1) if found else None
 
 
 HOST_KEY_ENV = "TOOLKIT_HOST_KEY"

@@ -379,18 +379,21 @@ toolkit_source: `toolkit --version`, every record's host.toolkit)."""
 
 
 def _with_commit(tar: bytes, prefix: str, commit: str) -> bytes:
-    """git archive's `tar` (its files under `prefix`) with SOURCE_COMMIT added, gzipped."""
+    """git archive's `tar` (its files under `prefix`) with SOURCE_COMMIT added, gzipped: the same bytes
+    for the same commit, as git's own tar.gz was (SOURCE_COMMIT dated as git dates the archive's files,
+    the commit's time; no time in the gzip header): an export made again did not rewrite the archive
+    it had written."""
     import gzip
     import io
     import tarfile
 
     body = f'"""The commit this source was archived at (toolkit export-run)."""\n\nCOMMIT = "{commit}"\n'.encode()
     info = tarfile.TarInfo(prefix + SOURCE_COMMIT)
-    info.size, info.mode, info.mtime = len(body), 0o644, int(datetime.now(timezone.utc).timestamp())
     buf = io.BytesIO(tar)
     with tarfile.open(fileobj=buf, mode="a") as t:
+        info.size, info.mode, info.mtime = len(body), 0o644, max((m.mtime for m in t.getmembers()), default=0)
         t.addfile(info, io.BytesIO(body))
-    return gzip.compress(buf.getvalue())
+    return gzip.compress(buf.getvalue(), mtime=0)
 
 
 def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
@@ -439,7 +442,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     """README.md of a published run: what was measured, on what, and how to reproduce it."""
     from toolkit.analysis import provenance
 
-    lines = [f"# toolkit run {run.run_id}", "", *_measured_lines(records)]
+    lines = [f"# toolkit run {md_text(run.run_id)}", "", *_measured_lines(records)]  # a record's text
     lines += [
         "",
         f"Exported {run.exported} by toolkit {run.toolkit_version}{_measured_by(run)}.",
@@ -480,7 +483,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
         "With the toolkit installed: `toolkit report --results .` in this folder prints these tables "
-        f"again; from your own project, `toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER` "
+        f"again; from your own project, {code(f'toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER')} "
         "compares a run of yours (A) with this one (B).",
         "",
         "Files: "

@@ -267,7 +267,9 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
             idx.close()
     if warn:
         store.refused = len(problems)
-        store.warnings += [f"{path_text(f)}:{n}: {text}" for f, n, text in problems]
+        store.warnings += [
+            f"{path_text(f)}:{n}: {path_text(text)}" for f, n, text in problems
+        ]  # one line each
         store.warnings += [untrusted_note(store.root, *u) for u in above]
     return answer
 

@@ -175,6 +175,7 @@ class ResultIndex:
         self.ids: dict[str, int] = {}  # rel path -> file id
         self.paths: dict[int, Path] = {}  # file id -> path, for the files of the last query
         self.done: dict[int, int] = {}  # file id -> its bytes indexed (files.done), for the same files
+        self.checked: set[bytes] = set()  # key hashes whose keys.data this refresh wrote or made right
 
     @classmethod
     def open_file(cls, root: Path) -> ResultIndex:
@@ -285,6 +286,7 @@ class ResultIndex:
 
     def _refresh(self, files: Sequence[Path]) -> None:
         """refresh's work, once there is some."""
+        self.checked = set()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             ids = [
@@ -347,6 +349,10 @@ class ResultIndex:
         got = keys.get(h)
         if got is None:
             got = keys[h] = self._insert("INSERT INTO keys (hash, data) VALUES (?, ?)", (h, key_data(key)))
+        elif h not in self.checked:  # a row this refresh did not write: its data made right once, as
+            data = key_data(key)  # a copied folder's planted index kept its keys while the records
+            self.conn.execute("UPDATE keys SET data = ? WHERE id = ? AND data IS NOT ?", (data, got, data))
+        self.checked.add(h)  # were indexed again, and merged a run's tests into one (9 of 10 unshown)
         return got
 
     def _read(

@@ -527,9 +527,11 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
     except ValidationError as err:
         first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
         where = ".".join(str(x) for x in first.get("loc", ()))
-        return None, f"skipped a record: {where + ': ' if where else ''}{first['msg']}"
-    why = contradiction(rec)
-    return (rec, None) if why is None else (None, f"skipped a record that contradicts itself: {why}")
+        return None, path_text(f"skipped a record: {where + ': ' if where else ''}{first['msg']}")
+    why = contradiction(rec)  # may quote the record's own text: escaped as a path is, one line
+    return (
+        (rec, None) if why is None else (None, path_text(f"skipped a record that contradicts itself: {why}"))
+    )
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
