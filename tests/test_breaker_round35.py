@@ -251,3 +251,18 @@ def test_a_stored_value_with_a_line_break_forges_no_warning_line(tmp_path: Path)
     )
     assert "contradicts itself: backends CPU\\nerror: forged" in got.stderr, got.stderr
     assert not [line for line in got.stderr.splitlines() if line.startswith("error: forged")], got.stderr
+
+
+def test_a_model_size_that_is_no_size_reads_as_not_recorded(tmp_path: Path) -> None:
+    """A stored record's model size of -5 (a hand edit; an import that knows none writes 0) was printed
+    into the export README as "-5 bytes"; a size that is none reads "size not recorded"."""
+    from tests.support.runs import bench_records
+    from toolkit.publish import run_folder
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for r in bench_records("run-z"):
+        store.add_result(r.model_copy(update={"model": r.model.model_copy(update={"size_bytes": -5})}))
+    run_folder.export_run(store, "run-z", tmp_path / "out")
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "-5 bytes" not in readme and "size not recorded" in readme, readme

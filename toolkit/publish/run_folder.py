@@ -478,7 +478,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         )
         sha = f"sha256 {code(m.sha256)}" if m.sha256 else "sha256 not recorded"
         file = code(m.file) if m.file else "file name not recorded"
-        lines.append(f"- {code(m.name)}: {file}, {m.size_bytes} bytes, {sha}, {src}")
+        size = f"{m.size_bytes} bytes" if m.size_bytes > 0 else "size not recorded"  # a stored record's word
+        lines.append(f"- {code(m.name)}: {file}, {size}, {sha}, {src}")
     lines += _cases_lines(run) + ["", "## Results", ""] + _results_lines(records)
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
