@@ -266,3 +266,22 @@ def test_a_model_size_that_is_no_size_reads_as_not_recorded(tmp_path: Path) -> N
     run_folder.export_run(store, "run-z", tmp_path / "out")
     readme = (tmp_path / "out" / "README.md").read_text()
     assert "-5 bytes" not in readme and "size not recorded" in readme, readme
+
+
+def test_an_export_folder_named_with_a_newline_is_said_on_one_line(tmp_path: Path) -> None:
+    """`toolkit report` run inside an export whose folder name holds a newline: the refusal printed the
+    path raw, two lines (the second could pass for a line of its own); now escaped, one line."""
+    from tests.support.runs import bench_records
+    from toolkit.core.errors import BadInput
+    from toolkit.publish import run_folder
+    from toolkit.results import need_records_beside
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    for r in bench_records("run-n"):
+        store.add_result(r)
+    out = tmp_path / "exp\nerror: forged"
+    run_folder.export_run(store, "run-n", out)
+    with pytest.raises(BadInput) as err:
+        need_records_beside(out / "results")
+    assert "\n" not in str(err.value) and "exp\\nerror: forged" in str(err.value), str(err.value)

@@ -71,11 +71,11 @@ def need_records_beside(root: Path) -> None:
     folder holding it is an exported run (export_beside): its records are read with `--results`."""
     export = export_beside(root)
     if export is not None:
-        here = "." if export.resolve() == Path.cwd().resolve() else str(export)
+        here = "." if export.resolve() == Path.cwd().resolve() else path_text(export)  # one line, escaped
         raise BadInput(
-            f"{export} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project with "
-            f"results/: pass --results {here} (`toolkit report --results {here}`; from your own project, "
-            f"`toolkit compare A B --against {export.resolve()}`)"
+            f"{path_text(export)} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project "
+            f"with results/: pass --results {here} (`toolkit report --results {here}`; from your own project, "
+            f"`toolkit compare A B --against {path_text(export.resolve())}`)"
         )
 
 
