@@ -150,7 +150,9 @@ def toolkit_source() -> dict[str, str]:
     return out
 
 
-_ARCHIVED = re.compile(r'^COMMIT = "([0-9a-f]{40}|[0-9a-f]{64})"$', re.M)
+COMMIT_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A git commit as toolkit_source records it (SHA-1, or SHA-256 in a SHA-256 repository)."""
+_ARCHIVED = re.compile(rf'^COMMIT = "({COMMIT_HEX.pattern})"$', re.M)
 
 
 def archived_commit(path: Path) -> str | None:

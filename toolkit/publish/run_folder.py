@@ -24,6 +24,7 @@ from toolkit.core.errors import BadInput, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
+from toolkit.host.info import COMMIT_HEX
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import scrub, sweeps
 from toolkit.publish.push import merged
@@ -309,8 +310,7 @@ def export_run(
     if copies and not host_paths:  # a model's path in matrix.yaml too
         scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
     if not all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing
-        made = run.host.get("toolkit")
-        commit = made.get("commit") if isinstance(made, dict) and _toolkit_commit(run) else None
+        commit = _measuring_commit(run)
         run.toolkit_source = _toolkit_source(commit or "", out)
         if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
             run.notes.append(_no_source_note(commit))
@@ -318,10 +318,6 @@ def export_run(
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
     return run
-
-
-_HEX_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-"""A git commit as host.info.toolkit_source records it (SHA-1, or SHA-256 in a SHA-256 repository)."""
 
 
 def _toolkit_source(commit: str, out: Path) -> str | None:
@@ -336,7 +332,7 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
     dest, tmp = out / TOOLKIT_SOURCE, out / f".{TOOLKIT_SOURCE}.tmp"
     dest.unlink(missing_ok=True)
     tmp.unlink(missing_ok=True)  # a link or FIFO left there is removed, never written through or waited on
-    if not _HEX_COMMIT.fullmatch(commit) or not (TOOLKIT_ROOT / ".git").exists():  # never an option
+    if not COMMIT_HEX.fullmatch(commit) or not (TOOLKIT_ROOT / ".git").exists():  # never an option
         return None
     prefix = f"toolkit-{commit[:12]}/"
     try:  # the archive on git's stdout (`--output=` is read from TOOLKIT_ROOT, -C: a relative --out missed)
@@ -620,12 +616,18 @@ def _install_line(run: PublishedRun) -> str:
     return f"pip install -e /path/to/toolkit   # {which}, on a host with Docker or Podman"
 
 
-def _toolkit_commit(run: PublishedRun) -> str | None:
-    """The measuring toolkit's git commit (12 hex) as bench recorded it (run.json host.toolkit.commit:
+def _measuring_commit(run: PublishedRun) -> str | None:
+    """The measuring toolkit's git commit (40 or 64 hex) as bench recorded it (run.json host.toolkit.commit:
     host.info.toolkit_source), None where not recorded (an installed copy, an import) or not hex."""
     t = run.host.get("toolkit")
     c = t.get("commit") if isinstance(t, dict) else None
-    return c[:12] if isinstance(c, str) and _HEX_COMMIT.fullmatch(c) else None
+    return c if isinstance(c, str) and COMMIT_HEX.fullmatch(c) else None
+
+
+def _toolkit_commit(run: PublishedRun) -> str | None:
+    """_measuring_commit cut to 12 hex, as the README names it."""
+    c = _measuring_commit(run)
+    return c[:12] if c else None
 
 
 def _measured_by(run: PublishedRun) -> str:

@@ -63,7 +63,7 @@ def export_beside(root: Path) -> Path | None:
     folder = root.parent
     if root.is_dir() and bench_files(root):
         return None
-    return folder if (folder / "run.json").is_file() and bench_files(folder) else None
+    return folder if exported_run(folder) and bench_files(folder) else None
 
 
 def need_records_beside(root: Path) -> None:

@@ -618,9 +618,8 @@ def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
     index file deleted and built again)."""
     for attempt in (1, 2):
         try:
-            if exported_run(store.root):
-                raise OSError("an export-run folder gets no index file")
-            idx = ResultIndex.open_file(store.root)
+            on_disk = not exported_run(store.root)
+            idx = ResultIndex.open_file(store.root) if on_disk else ResultIndex.in_memory(store.root)
         except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
             idx = ResultIndex.in_memory(store.root)
         try:
