@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import ROOT
+from tests.support.runs import tk
 
 
 def _installed_copy(tmp_path: Path, commit_py: str) -> Path:
@@ -89,15 +90,7 @@ def test_a_copied_index_with_planted_test_keys_does_not_hide_records(tmp_path: P
     for f in store.root.glob("*/bench.jsonl"):  # copied: another inode, as on the host it was sent to
         shutil.copy(f, f.with_suffix(".new"))
         f.with_suffix(".new").replace(f)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    got = subprocess.run(
-        [sys.executable, "-m", "toolkit", "report", "--results", str(store.root)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    got = tk(tmp_path, "report", "--results", str(store.root), timeout=120)
     assert got.returncode == 0, got.stderr
     assert f"{len(recs)} records read, {len(recs)} used" in got.stdout, got.stdout[-400:]
 
@@ -133,43 +126,15 @@ def test_an_engine_that_hangs_mid_run_is_not_asked_to_remove_the_container(tmp_p
     went on timeout + grace + request timeout (240 s past a bench's timeout at the real values, where
     docs/reliability.md says 120). A run the engine left hanging is not asked again (what it leaves is
     removed at the next start). A real Docker engine behind a real proxy socket: not a mock."""
-    import threading
-    import uuid
-
-    from tests.support.sockets import Hung as _Hung
+    from tests.support.sockets import frozen_run
 
     if not Path("/var/run/docker.sock").exists():
         pytest.skip("no Docker engine socket here")
-    hung = _Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock")
-    name = f"toolkit-test-hung-rm-{uuid.uuid4().hex[:8]}"
-    code = (
-        "import time; t = time.monotonic()\n"
-        "from toolkit.engine import choice, containers as c; choice.REQUEST_TIMEOUT_S = 6; c.ENGINE_GRACE_S = 3\n"
-        "try:\n"
-        f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
-        "command=['sh', '-c', 'echo a; sleep 60']), timeout=2)\n"
-        "except c.EngineLost as e:\n"
-        "    print('lost', e.outcome.stdout.strip(), round(time.monotonic() - t, 1))\n"
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DOCKER_HOST": f"unix://{hung.path}",
-        "TOOLKIT_ENGINE": "docker",
-    }
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert hung.started.wait(60), "the container never started"
-        threading.Timer(0.5, hung.freeze.set).start()
-        out, _ = proc.communicate(timeout=60)
-        word, printed, seconds = out.split()
-        assert (word, printed) == ("lost", "a"), out
-        # ended by the watchdog at 2 + 3 = 5 s; the removal asked of the hung engine made it 5 + 6 = 11
-        assert float(seconds) < 8, out
-    finally:
-        proc.kill()
-        hung.close()
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    out = frozen_run(tmp_path, request_s=6, grace_s=3, timeout_s=2, freeze_after=0.5, wait_s=60)
+    word, printed, seconds = out.split()
+    assert (word, printed) == ("lost", "a"), out
+    # ended by the watchdog at 2 + 3 = 5 s; the removal asked of the hung engine made it 5 + 6 = 11
+    assert float(seconds) < 8, out
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the toolkit as a git checkout")
@@ -240,15 +205,7 @@ def test_a_stored_value_with_a_line_break_forges_no_warning_line(tmp_path: Path)
     store.add_result(recs[0].model_copy(update={"backends": "CPU\nerror: forged"}))
     for r in recs[1:]:
         store.add_result(r)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    got = subprocess.run(
-        [sys.executable, "-m", "toolkit", "report", "--results", str(store.root)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    got = tk(tmp_path, "report", "--results", str(store.root), timeout=120)
     assert "contradicts itself: backends CPU\\nerror: forged" in got.stderr, got.stderr
     assert not [line for line in got.stderr.splitlines() if line.startswith("error: forged")], got.stderr
 

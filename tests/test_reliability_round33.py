@@ -19,8 +19,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ from tests.support.project import DATA
 from tests.support.runs import tk
 from tests.support.sockets import SHORT as _SHORT
 from tests.support.sockets import Hung as _Hung
+from tests.support.sockets import frozen_run
 
 ROOT = Path(__file__).resolve().parents[1]
 _FOREVER = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
@@ -134,33 +133,8 @@ def test_an_engine_that_takes_the_connection_and_never_answers_is_asked_once_and
 def test_an_engine_that_hangs_mid_run_ends_the_run_past_its_timeout(tmp_path):
     if not Path("/var/run/docker.sock").exists():
         pytest.skip("no Docker engine socket here")
-    hung = _Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock")
-    name = f"toolkit-test-hung-{uuid.uuid4().hex[:8]}"
-    code = (
-        "from toolkit.engine import choice, containers as c; choice.REQUEST_TIMEOUT_S = 3; c.ENGINE_GRACE_S = 3\n"
-        "try:\n"
-        f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
-        "command=['sh', '-c', 'echo a; sleep 60']), timeout=4)\n"
-        "except c.EngineLost as e:\n"
-        "    print('lost', e.outcome.stdout.strip())\n"
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DOCKER_HOST": f"unix://{hung.path}",
-        "TOOLKIT_ENGINE": "docker",
-    }
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        assert hung.started.wait(60), "the container never started"
-        threading.Timer(1.0, hung.freeze.set).start()
-        try:
-            out, _ = proc.communicate(timeout=40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            pytest.fail("the run went on for ever once the engine stopped answering")
-        assert out.strip() == "lost a", out  # EngineLost (exit 5), what the container printed kept
-    finally:
-        proc.kill()
-        hung.close()
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        out = frozen_run(tmp_path, request_s=3, grace_s=3, timeout_s=4, freeze_after=1.0, wait_s=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run went on for ever once the engine stopped answering")
+    assert out.split()[:2] == ["lost", "a"], out  # EngineLost (exit 5), what the container printed kept

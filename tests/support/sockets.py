@@ -59,3 +59,49 @@ SHORT = (
     "from toolkit.cli.main import main; sys.argv = ['toolkit', *sys.argv[1:]]; main()"
 )
 """`python -c SHORT ARGS...`: the toolkit CLI with REQUEST_TIMEOUT_S and ENGINE_GRACE_S of 2 s."""
+
+
+def frozen_run(
+    tmp_path: Path, *, request_s: float, grace_s: float, timeout_s: float, freeze_after: float, wait_s: float
+) -> str:
+    """What a child process printed that ran one container (debian:trixie-slim: `echo a; sleep 60`, named
+    toolkit-test-hung-<hex>, removed after) through toolkit.engine.containers.run_container with the
+    run's `timeout_s`, choice.REQUEST_TIMEOUT_S `request_s` and containers.ENGINE_GRACE_S `grace_s`,
+    against this host's Docker engine behind a Hung proxy that stops forwarding `freeze_after` s after
+    the container started: `lost <its stdout> <seconds from the call>` where the run ended as EngineLost.
+    Raises subprocess.TimeoutExpired (the child killed) where it ran past `wait_s`."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    from tests.support.project import ROOT
+
+    hung = Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock")
+    name = f"toolkit-test-hung-{uuid.uuid4().hex[:8]}"
+    code = (
+        "import time; t = time.monotonic()\n"
+        f"from toolkit.engine import choice, containers as c; choice.REQUEST_TIMEOUT_S = {request_s}; "
+        f"c.ENGINE_GRACE_S = {grace_s}\n"
+        "try:\n"
+        f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
+        f"command=['sh', '-c', 'echo a; sleep 60']), timeout={timeout_s})\n"
+        "except c.EngineLost as e:\n"
+        "    print('lost', e.outcome.stdout.strip(), round(time.monotonic() - t, 1))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DOCKER_HOST": f"unix://{hung.path}",
+        "TOOLKIT_ENGINE": "docker",
+    }
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hung.started.wait(60), "the container never started"
+        threading.Timer(freeze_after, hung.freeze.set).start()
+        out, _ = proc.communicate(timeout=wait_s)
+        return out
+    finally:
+        proc.kill()
+        hung.close()
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
