@@ -403,13 +403,15 @@ def test_two_hosts_measure_the_pulled_digest_and_a_dead_job_becomes_a_failed_rec
 
 
 @pytest.mark.e2e
-def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path):
+def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path, request):
     _, rec = pushed_cpu
     p = _campaign_project(
         tmp_path / "proj",
         rec,
         [{"node": "n2"}],
-        bench={"n_prompt": [2048], "n_gen": [0], "n_batch": [2048], "repetitions": 1000},
+        # no canary: its short container carries the same run-id label, and a poll that saw it (or
+        # missed it) raced the long one (a leftover of 1000 repetitions then held the cores)
+        bench={"n_prompt": [2048], "n_gen": [0], "n_batch": [2048], "repetitions": 1000, "canary": False},
     )
     _campaign(p, "submit")
     c = cmod.load(p / "results", cmod.latest(p / "results"))
@@ -427,13 +429,17 @@ def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path):
 
     # the subject is what scancel leaves, not how soon Slurm starts a job: on CI's loaded 2-core host a
     # job once waited ~60 s in the queue (stop 48), so the wait is generous and a miss says why
+    request.addfinalizer(lambda: _remove_labelled(label))  # a failed test leaves no 1000-repetition run
     end = time.monotonic() + 180
     while not containers() and time.monotonic() < end:
         time.sleep(0.3)
     if not containers():
+        now = cmod.refresh(c).slices[0]
         nodes = subprocess.run(["sinfo", "-N", "-l"], capture_output=True, text=True).stdout
         log = (slurm / "log" / "slurmctld.log").read_text(errors="replace")[-3000:]
-        pytest.fail(f"the job's container never ran: {cmod.refresh(c).slices[0]}\n{nodes}\n{log}")
+        job_out = Path(now.output.replace("%j", s.job_id))
+        out = job_out.read_text(errors="replace")[-3000:] if job_out.exists() else "(no job output)"
+        pytest.fail(f"the job's container is not running: {now}\n{nodes}\n{log}\njob output:\n{out}")
     time.sleep(1.5)  # llama-bench is inside its long test now
     res, _ = _campaign(p, "cancel")
     assert f"cancelled {s.job_id}" in res.output
@@ -447,6 +453,15 @@ def test_a_cancelled_job_leaves_no_container(slurm, pushed_cpu, tmp_path):
     out = Path(c.slices[0].output.replace("%j", s.job_id)).read_text()
     assert "interrupted" in out, out
     print(f"cancelled job: container removed {removed_in:.1f} s after scancel")
+
+
+def _remove_labelled(label: str) -> None:
+    """Remove every container carrying LABEL (key=value), running or not."""
+    ids = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True
+    )
+    if ids.stdout.split():
+        subprocess.run(["docker", "rm", "-f", *ids.stdout.split()], capture_output=True)
 
 
 def _k8s(p: Path, out: Path):
