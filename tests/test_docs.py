@@ -88,4 +88,8 @@ def test_version_names_the_commit_of_a_checkout():
     )
     assert out.returncode == 0 and out.stdout.startswith("toolkit, version ")
     if head.returncode == 0:  # a git checkout (CI's is one)
-        assert f"(commit {head.stdout.strip()})" in out.stdout
+        assert (
+            f"(commit {head.stdout.strip()})" in out.stdout
+            or f"(commit {head.stdout.strip()}-dirty)" in out.stdout
+        )
+        # (-dirty: a checkout with changes, tests/test_dirty_checkout.py)

@@ -15,6 +15,7 @@ from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
+from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -318,7 +319,7 @@ def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
     ...)` where the measuring version differs. None when neither is recorded."""
     ran = [t for r in records if isinstance(t := (r.host or {}).get("toolkit"), dict)]
     versions = sorted({v for t in ran if (v := _text(t.get("version")))})
-    commits = sorted({c[:12] for t in ran if (c := _text(t.get("commit"), 13))})
+    commits = sorted({c for t in ran if (c := commit_words(t))})
     said = f" (commit{'s' if len(commits) > 1 else ''} {', '.join(commits)})" if commits else ""
     if built and set(versions) <= {built}:
         return f"toolkit {built}{said}"

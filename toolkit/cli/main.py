@@ -45,9 +45,9 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     result records the toolkit version; the commit says which code that was between releases)."""
     if not value or ctx.resilient_parsing:
         return
-    from toolkit.host.info import toolkit_source
+    from toolkit.host.info import commit_words, toolkit_source
 
-    commit = toolkit_source().get("commit", "")[:12]
+    commit = commit_words(toolkit_source())
     click.echo(
         f"toolkit, version {__version__}"
         + (f" (commit {commit})" if commit else " (not a git checkout: commit unknown)")

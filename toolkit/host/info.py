@@ -127,7 +127,8 @@ TOOLKIT_ROOT = Path(__file__).resolve().parents[2]
 
 def toolkit_source() -> dict[str, str]:
     """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
-    TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), else {"version"} alone (an
+    TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), with "dirty": "true" where its
+    toolkit source holds uncommitted changes (_modified), else {"version"} alone (an
     installed copy, no git, a checkout git refuses: another owner's); a copy installed from an export's
     toolkit-src.tar.gz names the commit it was archived at (its toolkit/host/_commit.py). bench records it with every
     result (host.toolkit); `toolkit --version` says it."""
@@ -144,10 +145,39 @@ def toolkit_source() -> dict[str, str]:
             return out
         if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
             out["commit"] = commit
+            if _modified():
+                out["dirty"] = "true"
         return out
     if archived := archived_commit(Path(__file__).with_name("_commit.py")):  # a copy pip installed
         out["commit"] = archived  # from an export's toolkit-src.tar.gz: the commit it was archived at
     return out
+
+
+def _modified() -> bool:
+    """Whether the checkout's toolkit source (pyproject.toml, toolkit/) differs from its commit: changes
+    or untracked files (`git status --porcelain`, 5 s at most; False where git cannot say). A record so
+    marked was measured by code its commit does not hold (`git describe --dirty`'s sense)."""
+    try:
+        got = subprocess.run(
+            ["git", "-C", str(TOOLKIT_ROOT), "status", "--porcelain", "--", "pyproject.toml", "toolkit"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return got.returncode == 0 and bool(got.stdout.strip())
+
+
+def commit_words(toolkit: object, width: int = 12) -> str | None:
+    """A recorded toolkit's commit as people read it: its first `width` hex, `-dirty` appended where the
+    checkout that measured held uncommitted changes (host.toolkit {"commit", "dirty": "true"}:
+    toolkit_source); None where no hex commit is recorded (a stranger's value is never shown raw)."""
+    if not isinstance(toolkit, dict) or not isinstance(c := toolkit.get("commit"), str):
+        return None
+    return (
+        c[:width] + ("-dirty" if toolkit.get("dirty") == "true" else "") if COMMIT_HEX.fullmatch(c) else None
+    )
 
 
 COMMIT_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

@@ -24,7 +24,7 @@ from toolkit.core.errors import BadInput, FileSystemError, refused_link
 from toolkit.core.paths import contained, relative_path, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
-from toolkit.host.info import COMMIT_HEX
+from toolkit.host.info import COMMIT_HEX, commit_words
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import scrub, sweeps
 from toolkit.publish.push import merged
@@ -314,6 +314,11 @@ def export_run(
         run.toolkit_source = _toolkit_source(commit or "", out)
         if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
             run.notes.append(_no_source_note(commit))
+        elif run.toolkit_source and (_toolkit_commit(run) or "").endswith("-dirty"):
+            run.notes.append(
+                f"the run was measured by a checkout with uncommitted changes to the toolkit: {TOOLKIT_SOURCE} "
+                f"holds commit {(commit or '')[:12]} without them, so a reproduction runs that commit's code"
+            )
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
@@ -625,9 +630,9 @@ def _measuring_commit(run: PublishedRun) -> str | None:
 
 
 def _toolkit_commit(run: PublishedRun) -> str | None:
-    """_measuring_commit cut to 12 hex, as the README names it."""
-    c = _measuring_commit(run)
-    return c[:12] if c else None
+    """The measuring commit as the README names it: 12 hex, `-dirty` where the checkout that measured
+    held uncommitted changes (host.info.commit_words)."""
+    return commit_words(run.host.get("toolkit"))
 
 
 def _measured_by(run: PublishedRun) -> str:
