@@ -13,7 +13,7 @@ and b39dc2a (public files round 30) added. docs/reliability.md "Breaker round 32
 - an n_cpu_moe sweep of 7 values (6 reasons for no roofline) named the first 3 and dropped the others
   without a word: now it says how many more;
 - the toolkit's own vLLM canary.jsonl, imported by mistake, was called "a summary another script wrote
-  of its runs" (its `method` names vLLM: summaries.summary) and told to import `vllm bench serve
+  of its runs" (its `method` names vLLM: check.summary) and told to import `vllm bench serve
   --save-result`; a llama.cpp one was "no n_prompt": now both are named a toolkit canary result.
 
 The canary runs on the fake engine of tests/test_canary.py (the container's output is captured real

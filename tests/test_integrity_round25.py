@@ -1,5 +1,5 @@
 """Round 25 (integrity): a thread count no host can run is no measurement, at import and when a stored
-record is read (llama_bench.check._threads_problem through record_check's held raw fields); a telemetry
+record is read (llama_bench.settings_check.threads_problem through record_check's held raw fields); a telemetry
 window's figures in an order no set of samples gives (a minimum above its median, a mean above its
 maximum) or a host of no online CPU are no window's (telemetry_flags.figures_problem). Inputs: the
 real H200 `toolkit measure` rows of tests/data, edited as a hand or another tool would, read through

@@ -7,7 +7,7 @@ answer each name their own URL as not asked, and whose failure they quote (every
 first failing URL as if it were its own). (5) A cell whose record states no stddev but holds its
 samples is judged `noisy` by their spread (facts.noise_rsd): 100, 100, 100, 100, 1000 t/s imported without
 stddev_ts was a cell of 280 t/s with no flag. (6) A summary object's telling key after its first 40
-keys still names it (summaries.summary, _printed read every key).
+keys still names it (check.summary, _printed read every key).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from toolkit.analysis.facts import Facts
 from toolkit.images import pins
 from toolkit.matrix.api import SourceSpec
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench import summaries
-from toolkit.runtimes.llama_bench.check import LLAMA_FIELDS
+from toolkit.runtimes.llama_bench.check import not_a_row
 
 # ------------------------------------------------------------ 1. one decode fold for report and compare
 
@@ -154,6 +153,4 @@ def test_a_summary_whose_telling_key_comes_after_40_others_is_named(tail: dict, 
     fields = {
         f"run_{i}": {"tok_s": 10.0 + i} for i in range(45)
     } | tail  # a script's 45 runs, then its engine
-    assert said in (summaries.not_a_row(fields, LLAMA_FIELDS) or ""), summaries.not_a_row(
-        fields, LLAMA_FIELDS
-    )
+    assert said in (not_a_row(fields) or ""), not_a_row(fields)

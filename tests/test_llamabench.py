@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.support.project import DATA
+from toolkit.core import jsonsafe
 from toolkit.matrix.api import BenchAxes
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, output, readers
@@ -27,7 +28,7 @@ def test_parse_jsonl_skips_non_json_lines():
         "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe\n"
         + (DATA / "llamabench-b5163-readme.jsonl").read_text()
     )
-    rows = readers.parse_jsonl(text)
+    rows = jsonsafe.parse_jsonl(text)
     assert len(rows) == 2
     n = [check.normalize(r) for r in rows]
     assert [x["test"] for x in n] == ["pp512", "tg128"]
@@ -37,7 +38,7 @@ def test_parse_jsonl_skips_non_json_lines():
 
 def test_parse_jsonl_keeps_a_row_with_bare_nan_and_drops_a_cut_off_one():
     text = '{"n_prompt": 512, "stddev_ts": -nan}\n{"n_prompt": 51\n  {"n_gen": 128}\n'
-    rows = readers.parse_jsonl(text)
+    rows = jsonsafe.parse_jsonl(text)
     assert len(rows) == 2 and rows[0]["stddev_ts"] != rows[0]["stddev_ts"] and rows[1] == {"n_gen": 128}
 
 

@@ -4,7 +4,7 @@
 - another program's CSV summary that borrows llama-bench's field names (`n_prompt, n_gen, n_batch,
   n_ubatch, avg_ts, stddev_ts, build_commit, gpu_info` beside `model, series, starting_depth`) was
   read as llama-bench -o csv: 90 results, their depth (`starting_depth`) lost, the model `unknown`;
-  now refused naming the columns no llama-bench prints (llama_bench/check.not_llama_csv);
+  now refused naming the columns no llama-bench prints (llama_bench/readers.not_llama_csv);
 - a capture of a llama-bench run that failed (a Vulkan device lost, an RPC server not reached or
   crashed, a HIP exception after the table's header) was refused as if it were no llama-bench output
   ("expected llama-bench output: ...") or as a malformed table ("it needs a header ..."): now the

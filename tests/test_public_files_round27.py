@@ -7,7 +7,7 @@ vLLM benchmark_serving.py results of May 2025 (before 0.9) appended as JSON line
 - a wrapper's JSON that keeps `vllm bench serve`'s printed summary in a string (`{"success": true,
   "raw_output": "... Serving Benchmark Result ..."}`) was refused as "none of its keys is a
   llama-bench field" only: now the key and what it holds are named, with what to import instead
-  (llama_bench/summaries._printed, from summaries.not_a_row).
+  (llama_bench/check._printed, from check.not_a_row).
 
 The files read right before this round are held here too (model, test, depth, batch sizes, backend,
 mean and stddev, build, rows), so that a later fix of one shape does not change how another reads.

@@ -15,7 +15,7 @@ benchmark's JSON, and an RTX PRO 6000 (Blackwell) table in a `<details>` block w
   word: now said as a skipped line (readers._stray_row);
 - a JSON record broken over two lines by a paste was refused "not a complete JSON record" only: now
   the lines it spans, its keys and what to do (readers._wrapped); a serving benchmark's record among
-  other lines is named as one (summaries._served);
+  other lines is named as one (check._served);
 - a `vllm bench serve` result of which no request completed was refused for its lengths only: now it
   says it measured nothing (vllm_import._none_completed);
 - a markdown table with an n_batch column but no n_ubatch said "n_batch and n_ubatch are unknown"

@@ -19,7 +19,7 @@ own summaries of vLLM and SGLang runs.
   llama-bench output": now named, with the result JSON to import (failed_run._OTHER);
 - a script's own summary JSON naming vLLM (`vllm_version`) or SGLang (`"engine": "SGLang"`) was refused
   "none of its keys is a llama-bench field" only: now the engine it names and what to import instead
-  (llama_bench/summaries.summary).
+  (llama_bench/check.summary).
 
 The files read right or refused right before this round are held here too.
 """

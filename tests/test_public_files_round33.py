@@ -14,7 +14,7 @@ report of another benchmark, a sensor log CSV and two scripts' own summary JSON.
   output" only: now named, with their columns (other_tables.box_table, csv_table);
 - a script's own summary JSON naming llama.cpp (`"backend": "llama.cpp-vulkan"`, `llamacpp_version`) said
   only "none of its keys is a llama-bench field": now the engine it names and what to import instead
-  (llama_bench/summaries.summary).
+  (llama_bench/check.summary).
 
 The files read right or refused right before this round are held here too.
 """

@@ -1191,7 +1191,7 @@ def test_every_pattern_run_on_input_is_linear_on_a_megabyte():
     from toolkit.runtimes.llama_bench import readers
 
     cases = [
-        lambda: readers.parse_record_line('{"a": "' + '\\"' * 500_000),
+        lambda: jsonsafe.parse_printed_line('{"a": "' + '\\"' * 500_000),
         lambda: readers.read_source(
             "| model | test | t/s |\n|---|---|---|\n| m | pp512 | " + "1+-" * 340_000 + "x |\n"
         ),

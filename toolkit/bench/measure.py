@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.bench.observe import RunObserver, kernel_fault
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.core.stats import finite_number
 from toolkit.host import telemetry as tel
 from toolkit.results import write_atomic
 from toolkit.results.records import finite_or_none
-from toolkit.runtimes.llama_bench import check, readers
+from toolkit.runtimes.llama_bench import check
 
 
 @dataclass
@@ -296,7 +297,7 @@ def run_measured(
 
         def on_out(line: str) -> None:
             if line.lstrip().startswith("{"):
-                for raw in readers.parse_jsonl(line):
+                for raw in jsonsafe.parse_jsonl(line):
                     why = not_measured_here(raw, started, time.time())
                     row = _foreign_row(raw) if why else _measured_row(obs, raw, trace_path)
                     rows.append(row)

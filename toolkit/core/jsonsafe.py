@@ -32,10 +32,13 @@ itself. Elsewhere, and to name the key once they differ, `duplicate_key` parses 
 json and an object_pairs_hook.
 
     parse(data)            -> the value, or JsonProblem
+    value_kind(v)          -> what a value is, for a message (null, an object, a list, int, str...)
     parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
     parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
                               line is (None, None)
     parse_line_keys(data)  -> parse_line's, and what a reader says of a key the object names twice
+    parse_printed_line(line), parse_jsonl(text) -> the same of JSON lines a C program printed (bare
+                              nan/inf tokens read as NaN/Infinity: printf_text), among its log lines
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
     value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
@@ -83,6 +86,13 @@ def _why(err: BaseException) -> str:
     if "digits" in text and "limit" in text:  # int('1' * 5000): "Exceeds the limit (4300 digits) ..."
         return "a number of more than 4300 digits"
     return f"not JSON ({text[:80]})"
+
+
+def value_kind(v: Any) -> str:
+    """What a JSON value is, for a message: null, an object, a list, else its type's name (int, str...)."""
+    if v is None:
+        return "null"
+    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -248,6 +258,52 @@ def parse_line_keys(data: str | bytes) -> tuple[dict[str, Any] | None, str | Non
     obj, why = parse_line(data)
     key = duplicate_key(data) if obj is not None and may_repeat(data, obj) else None
     return obj, why, None if key is None else said(key)
+
+
+# JSON as a C program prints it: a JSON string, or a bare non-finite token as printf writes a double
+# (`nan`, `-nan`, `inf`, `-inf`, and MSVC's `-nan(ind)`), which is no JSON (llama-bench prints a stddev
+# of identical samples as `-nan`). A string runs to its closing quote or, unterminated, to the end of the
+# text: it always matches once begun, so the scan never restarts inside it (a 32 KB line of `\"` took
+# 9 s when an unterminated string was re-tried from every quote: quadratic).
+_NONFINITE_RE = re.compile(
+    r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])',
+    re.IGNORECASE,
+)
+
+
+def printf_text(text: str) -> str:
+    """A C program's output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
+    reads as floats; the caller's validity pass then refuses or repairs them (never a silent drop)."""
+
+    def sub(m: re.Match) -> str:
+        if m.group(2) is None:
+            return m.group(0)
+        return "NaN" if m.group(2).lower() == "nan" else f"{m.group(1)}Infinity"
+
+    return _NONFINITE_RE.sub(sub, text)
+
+
+def parse_printed_line(line: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """One JSONL line a C program printed (llama-bench's), as parse_line_keys reads it (the third: a key
+    named twice). Valid JSON is parsed as it is; only a line that is not is made parseable (printf_text:
+    bare nan/inf tokens), which gives the same value (a regex pass over every line was the cost of a read)."""
+    obj, why, twice = parse_line_keys(line)
+    if why is None:
+        return obj, None, twice
+    return parse_line_keys(printf_text(line))
+
+
+def parse_jsonl(text: str) -> list[dict[str, Any]]:
+    """The objects among a program's printed lines (llama-bench's stdout: its rows among log lines), each
+    as it was printed (parse_printed_line): a line that does not start with `{` is not parsed, one that
+    is no complete object is left out (the readers of files say why: llama_bench.readers.read_jsonl)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            obj = parse_printed_line(line.strip())[0]
+            if obj is not None:
+                out.append(obj)
+    return out
 
 
 def decode_at(dec: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:

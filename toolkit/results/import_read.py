@@ -499,7 +499,7 @@ class ImportSource:
                     if other := readers.not_a_record(line):
                         self._note(f"{n}: {other}")
                     continue
-                obj, why, twice = readers.parse_record_line(line)
+                obj, why, twice = jsonsafe.parse_printed_line(line)
                 if why is not None:
                     self._note(f"{n}: not a complete JSON record ({why})")
                     continue

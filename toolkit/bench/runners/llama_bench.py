@@ -40,7 +40,7 @@ from toolkit.bench.runners.base import (
     stale_marks,
     write_log,
 )
-from toolkit.core import signals
+from toolkit.core import jsonsafe, signals
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
@@ -48,7 +48,7 @@ from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import check, readers
+from toolkit.runtimes.llama_bench import check
 from toolkit.runtimes.llama_bench import output as llamabench
 
 
@@ -383,7 +383,8 @@ class RowSink:
     order (the evidence for each row's verdict), progress lines become `progress` events, and each
     JSONL row becomes one record saved the moment it is printed (a row per finished test), valid or
     failed with the reason (the validity pass, a CPU fallback, the model file changed under the run, a
-    value the record refuses). `base`: the record fields every row shares; `model`: the file they name."""
+    value the record refuses), and a process fault its one failed row (`fault`): every record of the
+    process is saved here. `base`: the record fields every row shares; `model`: the file they name."""
 
     spec: ImageSpec
     model: ModelRef
@@ -391,7 +392,7 @@ class RowSink:
     repetitions: int  # bench.repetitions: a row's samples when it lists none (seconds measured)
     hashed: Any  # file_identity(model.path) when its sha256 was computed
     base: dict[str, Any]
-    saver: Any  # records.Saver (or the caller's)
+    saver: Saver  # the run's (a canary's FlaggingSaver stands in for it)
     observer: Any  # observe.RunObserver
     events: Any
     cold: bool | None = None  # shader cache: None when the image has none
@@ -458,15 +459,41 @@ class RowSink:
     def finish(self, stdout: str, elapsed: float) -> tuple[int, dict[str, float]]:
         """The process ended after `elapsed` seconds, `stdout` all it printed: a last row no line handed
         over (Ctrl-C, the engine lost) is saved too. (rows printed, timing: the rows' samples as tests_s)."""
-        rows = readers.parse_jsonl(stdout)
+        rows = jsonsafe.parse_jsonl(stdout)
         for raw in rows[len(self.streamed) :]:
             self.row(raw)
         return len(rows), self.timing(elapsed, sum(_row_seconds(r, self.repetitions) for r in rows))
 
+    def fault(
+        self,
+        timing: dict[str, float],
+        error: str,
+        n_rows: int,
+        n_cases: int,
+        log_problem: str | None,
+        *,
+        reraise: bool,
+    ) -> None:
+        """Save the one failed row that records a process fault (`reraise`: as Saver.save). A crash, kill or
+        timeout does not void the tests llama-bench completed before it (a row holds every repetition of
+        its test): they are kept."""
+        done = f" ({n_rows} of {n_cases} tests completed and kept)" if n_rows else ""
+        note = f"; log not written: {log_problem}" if log_problem else ""
+        rec = BenchRecord(
+            **self.base,
+            created=now(),
+            timing=timing,
+            test="(none)",
+            axis="prefill",
+            status="failed",
+            error=error + done + note,
+        )
+        self.saver.save(rec, reraise=reraise)
+
     def stdout(self, line: str) -> None:
         self.printed.append(line)
         if line.lstrip().startswith("{"):
-            for raw in readers.parse_jsonl(line):
+            for raw in jsonsafe.parse_jsonl(line):
                 self.row(raw)
 
     def stderr(self, line: str) -> None:
@@ -599,7 +626,6 @@ def _measure(p: _Process) -> Outcome:
     the process failed (crash, kill, OOM, timeout, Ctrl-C, engine gone), the kernel log showed a GPU
     fault (its numbers are not trusted) or rows are missing. Ctrl-C or the engine's loss is raised again."""
     sink: RowSink = p.sink
-    saver: Saver = sink.saver
     image, model = sink.spec.name, sink.model.name
     sink.events("start", image=image, model=model, total=p.n_cases)
     out, stop, facts = _run_observed(p)
@@ -612,8 +638,7 @@ def _measure(p: _Process) -> Outcome:
             or _missing_rows(n_rows, p.n_cases)
         )
         if error:
-            fault = _fault_record(sink.base, timing, error, n_rows, p.n_cases, log_problem)
-            saver.save(fault, reraise=stop is None)
+            sink.fault(timing, error, n_rows, p.n_cases, log_problem, reraise=stop is None)
     if stop is not None:
         raise stop
     sink.events("done", image=image, model=model, total=p.n_cases)
@@ -679,29 +704,6 @@ def _missing_rows(n_rows: int, n_cases: int) -> str | None:
     if n_rows < n_cases:
         return f"llama-bench emitted {n_rows} result rows for {n_cases} cases and exited 0"
     return None
-
-
-def _fault_record(
-    base: dict[str, Any],
-    timing: dict[str, float],
-    error: str,
-    n_rows: int,
-    n_cases: int,
-    log_problem: str | None,
-) -> BenchRecord:
-    """The one failed row that records a process fault. A crash, kill or timeout does not void the
-    tests llama-bench completed before it (a row holds every repetition of its test): they are kept."""
-    done = f" ({n_rows} of {n_cases} tests completed and kept)" if n_rows else ""
-    note = f"; log not written: {log_problem}" if log_problem else ""
-    return BenchRecord(
-        **base,
-        created=now(),
-        timing=timing,
-        test="(none)",
-        axis="prefill",
-        status="failed",
-        error=error + done + note,
-    )
 
 
 def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:

@@ -5,6 +5,7 @@ and what a row becomes.
 `check_row(fields)` says why a row is not a measurement (None: it is one): counts, rates, samples,
 settings, test time and field types, each physically possible and consistent with the others.
 `normalize(raw)` gives its canonical fields (test name, axis, the effective micro-batch, backends);
+`not_a_row` names another program's record (a wrapper's, a script's summary, a canary result);
 `judge_row` is `toolkit bench`'s verdict on a row it ran: the validity pass, a CPU fallback
 (`cpu_fallback_of`), a software device. Facts (JSONL fields and their drift, micro-batch clamping):
 llama.cpp tools/llama-bench/llama-bench.cpp and shared/reference/llama-bench.md."""
@@ -17,10 +18,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.core import backends
-from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
-from toolkit.runtimes.llama_bench import plausible, summaries
-from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem
+from toolkit.core import backends, jsonsafe
+from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
+from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem, threads_problem
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -80,13 +81,6 @@ def as_float(v: Any) -> float | None:
         return None
 
 
-def value_kind(v: Any) -> str:
-    """What a JSON value is, for a message: null, an object, a list, else its type's name (int, str...)."""
-    if v is None:
-        return "null"
-    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
-
-
 def _as_number(v: Any) -> Any:
     """A number written as text (a hand-edited json) read as the number; anything else unchanged."""
     if isinstance(v, str) and as_float(v.strip()) is not None:
@@ -139,10 +133,10 @@ def _samples_kind(name: str, v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return None
     if type(v) is not list:
-        return f"{name} is {value_kind(v) if isinstance(v, dict) else _short(v)}: expected a list of numbers"
+        return f"{name} is {jsonsafe.value_kind(v) if isinstance(v, dict) else _short(v)}: expected a list of numbers"
     for i, x in enumerate(v):
         if type(x) not in (int, float):
-            shown = value_kind(x) if isinstance(x, (dict, list)) else repr(x)[:24]
+            shown = jsonsafe.value_kind(x) if isinstance(x, (dict, list)) else repr(x)[:24]
             return f"{name}[{i}] is {shown}: expected a number"
     return None
 
@@ -189,23 +183,159 @@ LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_F
 """Every field a llama-bench row of any vintage has (a row has many of them)."""
 
 
-def not_llama_csv(header: list[str]) -> str | None:
-    """Why a csv `header` (its column names) is another program's table that borrows some of
-    llama-bench's field names (a summary's `model, series, starting_depth, n_prompt, ..., avg_ts`), or
-    None: it names no model_type or model_filename (every llama-bench -o csv since the first has both)
-    and has columns no llama-bench prints (not in LLAMA_FIELDS; the first five named). A csv cut down
-    to llama-bench's own columns, or a fork's with extra ones beside model_type, is read."""
-    names = [h for h in header if h]
-    if "model_type" in names or "model_filename" in names:
+# Another program's record, told from a llama-bench row (`not_a_row`, check_row's question of an object
+# with none of llama-bench's fields): each named with what to import instead.
+_ENGINES = (
+    ("sglang", "SGLang"),
+    ("bench_serving", "SGLang"),
+    ("vllm", "vLLM"),
+    ("benchmark_serving", "vLLM"),
+    ("llama.cpp", "llama.cpp"),
+    ("llamacpp", "llama.cpp"),
+    ("llama_cpp", "llama.cpp"),
+    ("llama-cpp", "llama.cpp"),
+    ("llama-server", "llama.cpp"),
+)
+"""(a word in a key or value, the engine it names): summary's reading of a record's own words (a
+script's summary of llama-server or llama-cli runs: `"backend": "llama.cpp-vulkan"`, `llamacpp_version`)."""
+_NAMING_KEYS = ("engine", "method", "backend", "framework", "tool", "runner", "server")
+_OWN_RESULT = {
+    "vLLM": (
+        "`vllm bench serve`'s output_throughput with completed, latency's avg_latency, throughput's "
+        "elapsed_time with num_requests",
+        "vllm bench serve --save-result, vllm bench latency/throughput --output-json",
+    ),
+    "SGLang": ("bench_serving's output_throughput with completed", "bench_serving --output-file"),
+    "llama.cpp": (
+        "llama-bench's model_type, n_prompt, n_gen, avg_ts",
+        "llama-bench -o jsonl, on the model the summary names",
+    ),
+}
+"""Per engine: the keys of its own benchmark's result (results/vllm_import.kind_of), and how to save it."""
+
+
+def _engine(text: str) -> str | None:
+    """The serving engine a lower-case `text` names (_ENGINES), or None."""
+    return next((name for word, name in _ENGINES if word in text), None)
+
+
+def summary(fields: dict[str, Any]) -> str | None:
+    """not_a_row's word on a script's own summary of runs that names vLLM, SGLang or llama.cpp (a key
+    such as `vllm_version` or `llamacpp_version`, or an `engine` / `method` / `backend` / ... value such
+    as `sglang.bench_serving` or `llama.cpp-vulkan`; every key looked at, each cut to 40 characters: the
+    telling key of a summary may come after its 40 run entries) without any of those tools' result keys
+    (it is no `vllm bench` or bench_serving result, nor a llama-bench row: _served,
+    results/vllm_import.kind_of and check.check_row read those):
+    which engine, where it is named and what to import instead; None for any other object."""
+    for k, v in fields.items():
+        key = str(k)[:40]
+        if (engine := _engine(key.lower())) is not None:
+            where = repr(key)
+        elif isinstance(v, str) and key.lower() in _NAMING_KEYS and (engine := _engine(v.lower()[:80])):
+            where = f"{key!r}: {v[:60]!r}"
+        else:
+            continue
+        keys, save = _OWN_RESULT[engine]
+        return (
+            f"; it names {engine} ({where}) but has none of the keys of {engine}'s own result ({keys}): "
+            "a summary another script wrote of its runs, whose lengths and rates are its own; import the "
+            f"benchmark's own result JSON ({save})"
+        )
+    return None
+
+
+_CANARY_KEYS = frozenset(("ppl", "model_sha256", "text_sha256", "status"))
+"""The keys of a toolkit canary result (toolkit.bench.canary.CanaryResult, a results folder's canary.jsonl)."""
+
+
+def canary_record(fields: dict[str, Any]) -> str | None:
+    """not_a_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
+    or vLLM's canary: the perplexity of a fixed text, no tok/s), or None for any other object. Its
+    `method` names vLLM and its llama.cpp canary holds llama-bench's n_gpu_layers: it is neither a
+    script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt (not_a_row asks)."""
+    if not fields.keys() >= _CANARY_KEYS:
         return None
-    foreign = [h for h in names if h not in LLAMA_FIELDS]
-    if not foreign:
-        return None
-    listed = ", ".join(h[:40] for h in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
     return (
-        f"not llama-bench -o csv: no model_type or model_filename column (every llama-bench csv names its "
-        f"model) and columns llama-bench never prints ({listed}): another program's table of results, whose "
-        "columns (a depth under another name) would be misread; import llama-bench's own output"
+        "a toolkit canary result (a results folder's canary.jsonl: the perplexity of a fixed text, no tok/s), "
+        "not llama-bench output: `toolkit report --results DIR` shows it with its image's records"
+    )
+
+
+# A record of another program that holds a benchmark's printed text in one of its string values (a
+# wrapper's `{"success": true, "raw_output": "<the run's stdout>"}` per run): which printout it is, so
+# that the import can say what to import instead of "none of its keys is a llama-bench field".
+# (what a printout holds, a line of it no other printout has, what to import instead)
+_PRINTOUTS = (
+    (
+        "a serving benchmark's printed summary (`vllm bench serve` / SGLang bench_serving's "
+        "'Serving Benchmark Result'), not its result JSON",
+        "Serving Benchmark Result",
+        "save the run with --save-result (--output-file for SGLang) and import that JSON",
+    ),
+    (
+        "`vllm bench throughput`'s printed line ('Throughput: ... requests/s'), not its result JSON",
+        "requests/s, ",
+        "save the run with --output-json and import that JSON",
+    ),
+    (
+        "llama-bench's printed table",
+        "| model ",
+        "save that text as a file of its own and import it (-o md is read)",
+    ),
+)
+
+
+def _printed(fields: dict[str, Any]) -> str | None:
+    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (any of its
+    keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
+    for k, v in fields.items():
+        if not isinstance(v, str):
+            continue
+        for what, mark, instead in _PRINTOUTS:
+            if mark in v:
+                return f"; its {str(k)[:40]!r} holds {what}: {instead}"
+    return None
+
+
+def not_a_row(fields: dict[str, Any]) -> str | None:
+    """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
+    a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
+    and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
+    text: which, _printed; a script's summary naming vLLM or SGLang, summary; a toolkit canary result,
+    canary_record, llama.cpp's holding llama-bench's n_gpu_layers), or None when it has one."""
+    if (canary := canary_record(fields)) is not None:
+        return canary
+    if not fields or LLAMA_FIELDS & set(fields):
+        return None
+    keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
+    inner = next(
+        (k for k, v in fields.items() if isinstance(v, dict) and {"n_prompt", "avg_ts"} <= set(v)), None
+    )
+    held = (
+        f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
+        "another program's records around it"
+        if inner is not None
+        else (_printed(fields) or _served(fields) or summary(fields) or "")
+    )
+    return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
+
+
+def _served(fields: dict[str, Any]) -> str | None:
+    """not_a_row's word on a serving benchmark's result among other lines (`vllm bench serve
+    --save-result`'s keys, or SGLang bench_serving's: output_throughput with completed or num_prompts,
+    as results/vllm_import.kind_of knows them), which the import reads only from a file of its JSON alone
+    (one object, or JSON lines of runs); None for any other object."""
+    keys = set(fields)
+    if "output_throughput" not in keys or not keys & {"completed", "num_prompts"}:
+        return None
+    tool = (
+        "SGLang bench_serving's"
+        if str(fields.get("backend", "")).startswith("sglang")
+        else "a serving benchmark's"
+    )
+    return (
+        f"; it is {tool} result (vllm bench serve's keys), read only from a file that holds its JSON lines "
+        "alone: delete the other lines (a script's own print, a log) and import the file again"
     )
 
 
@@ -233,7 +363,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
             "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
             "compare A B --against DIR`) or copy its folder under results/"
         )
-    if (why := summaries.not_a_row(fields, LLAMA_FIELDS)) is not None:
+    if (why := not_a_row(fields)) is not None:
         return why
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
@@ -340,7 +470,7 @@ def _time_of_test(v: Any) -> str | None:
     if v is None or v == "":
         return None
     if not isinstance(v, str):
-        return f"test_time is {value_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
+        return f"test_time is {jsonsafe.value_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
     dt = parse_test_time(v)
     if dt is None:
         return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
@@ -375,16 +505,6 @@ SETTING_FIELDS = frozenset({"n_threads", "n_batch", "n_ubatch", "n_gpu_layers"})
 """Settings that name a test: a boolean there is no setting llama-bench ran."""
 
 
-def _threads_problem(n: float, shown: str) -> str | None:
-    """Why `n` (shown as `shown`) is no thread count a test ran on: below 1, or above MAX_THREADS (the
-    most tasks a 64-bit Linux kernel can hold at once: no process runs more threads)."""
-    if n < 1:
-        return f"n_threads is {shown}: a test runs on at least 1 thread"
-    if n > MAX_THREADS:
-        return f"n_threads is {shown}: more threads than any host can run (at most {MAX_THREADS:,})"
-    return None
-
-
 def _field_types(fields: dict[str, Any]) -> str | None:
     """Why a field holds what llama-bench never writes there: a list or object in a text or integer
     field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
@@ -406,7 +526,7 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                     return f"{name} is {_short(v)}: expected a whole number"
                 if not INT64[0] <= v <= INT64[1]:
                     return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
-                if name == "n_threads" and (why := _threads_problem(v, _short(v))):
+                if name == "n_threads" and (why := threads_problem(v, _short(v))):
                     return why
             continue
         if t is str:
@@ -415,7 +535,7 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                 f = as_float(text)
                 if text and (f is None or not (math.isfinite(f) and f.is_integer())):
                     return f"{name} is {text[:24]!r}: expected a whole number"
-                if f is not None and name == "n_threads" and (why := _threads_problem(f, repr(text[:24]))):
+                if f is not None and name == "n_threads" and (why := threads_problem(f, repr(text[:24]))):
                     return why
             continue
         if t is bool:
@@ -425,7 +545,7 @@ def _field_types(fields: dict[str, Any]) -> str | None:
         if v is None:
             continue
         if t is int and -_BIG <= v <= _BIG:
-            if name == "n_threads" and (why := _threads_problem(v, str(v))):
+            if name == "n_threads" and (why := threads_problem(v, str(v))):
                 return why
             continue
         if t is list and name in ARRAY_FIELDS:
@@ -436,9 +556,9 @@ def _field_types(fields: dict[str, Any]) -> str | None:
             if t is int and not INT64[0] <= v <= (UINT64_MAX if name in UINT64_FIELDS else INT64[1]):
                 return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
             if not isinstance(v, _TEXT_TYPES):
-                return f"{name} is {value_kind(v)}: expected a whole number"
+                return f"{name} is {jsonsafe.value_kind(v)}: expected a whole number"
         elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
-            return f"{name} is {value_kind(v)}: expected text"
+            return f"{name} is {jsonsafe.value_kind(v)}: expected text"
         elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
             return f"{name} is {_short(v)}: out of range (no measurement)"
     return None

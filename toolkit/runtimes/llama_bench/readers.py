@@ -34,10 +34,9 @@ from toolkit.runtimes.llama_bench.check import (
     BOOL_FIELDS,
     FLOAT_FIELDS,
     INT_FIELDS,
+    LLAMA_FIELDS,
     STRING_FIELDS,
     as_float,
-    not_llama_csv,
-    value_kind,
 )
 
 
@@ -103,47 +102,13 @@ def typed(name: str, text: str | None) -> Any:
     return _num(t)
 
 
-# A JSON string, or a bare non-finite token as C's printf writes it (`nan`, `-nan`, `inf`, `-inf`, and
-# MSVC's `-nan(ind)`): llama-bench prints doubles with printf, so a stddev of identical samples comes out
-# as `-nan`.
-# A string runs to its closing quote or, unterminated, to the end of the text: it always matches once
-# begun, so the scan never restarts inside it (a 32 KB line of `\"` took 9 s when an unterminated
-# string was re-tried from every quote: quadratic).
-_NONFINITE_RE = re.compile(
-    r'"(?:[^"\\]|\\.)*+\\?(?:"|\Z)|(?<![\w.])(-?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?(?![\w.])',
-    re.IGNORECASE,
-)
-
-
-def _json_text(text: str) -> str:
-    """llama-bench output made parseable: bare nan/inf tokens become NaN/Infinity, which Python's json
-    reads as floats; the validity pass then refuses or repairs them (never a silent drop)."""
-
-    def sub(m: re.Match) -> str:
-        if m.group(2) is None:
-            return m.group(0)
-        return "NaN" if m.group(2).lower() == "nan" else f"{m.group(1)}Infinity"
-
-    return _NONFINITE_RE.sub(sub, text)
-
-
-def parse_record_line(line: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """One JSONL line of llama-bench output, as jsonsafe.parse_line_keys reads it (the third: a key named
-    twice). Valid JSON is parsed as it is; only a line that is not is made parseable (`_json_text`: bare
-    nan/inf tokens), which gives the same value (a regex pass over every line was the cost of a read)."""
-    obj, why, twice = jsonsafe.parse_line_keys(line)
-    if why is None:
-        return obj, None, twice
-    return jsonsafe.parse_line_keys(_json_text(line))
-
-
 def key_twice(text: str, obj: Any, first: int = 1) -> str | None:
     """Why the row `obj` read from the JSON `text` (starting on line `first`) is none: an object in it
     names a key twice (JSON keeps the last value, toolkit.core.jsonsafe), with the line of the second
     place in a text of several lines; None when no key is named twice."""
     if not jsonsafe.may_repeat(text, obj):
         return None
-    key = jsonsafe.duplicate_key(_json_text(text))
+    key = jsonsafe.duplicate_key(jsonsafe.printf_text(text))
     if key is None:
         return None
     again = f" (again at line {first + jsonsafe.key_line(text, key) - 1})" if "\n" in text else ""
@@ -178,7 +143,7 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     for n, line in enumerate(lines, first):
         line = line_text(line)
         if line.startswith("{"):
-            obj, why, twice = parse_record_line(line)
+            obj, why, twice = jsonsafe.parse_printed_line(line)
             why = (
                 None
                 if why is None
@@ -190,18 +155,6 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
             why = not_a_record(line)
         if why and skipped is not None:
             skipped.append(f"line {n}: {why}")
-    return out
-
-
-def parse_jsonl(text: str) -> list[dict[str, Any]]:
-    """The objects of llama-bench stdout, each as it was printed: read_jsonl's rows' fields, without
-    its notes on the lines that are no record (a log line is not parsed)."""
-    out = []
-    for line in text.splitlines():
-        if line.strip().startswith("{"):
-            obj = parse_record_line(line.strip())[0]
-            if obj is not None:
-                out.append(obj)
     return out
 
 
@@ -223,14 +176,14 @@ def not_a_record(line: str) -> str | None:
         value = jsonsafe.parse(line)
     except jsonsafe.JsonProblem:
         return None
-    return f"JSON that is not an object ({value_kind(value)}): left out"
+    return f"JSON that is not an object ({jsonsafe.value_kind(value)}): left out"
 
 
 def _record_after_text(line: str, at: int) -> str | None:
     """not_a_record's note on a llama-bench record (an object naming avg_ts or n_prompt) that starts at
     `at` of `line`, after other text; None when none does."""
     try:
-        value = jsonsafe.parse(_json_text(line[at:]))
+        value = jsonsafe.parse(jsonsafe.printf_text(line[at:]))
     except jsonsafe.JsonProblem:
         return None
     if not (isinstance(value, dict) and ("avg_ts" in value or "n_prompt" in value)):
@@ -241,7 +194,7 @@ def _record_after_text(line: str, at: int) -> str | None:
 def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o json` output, including a truncated array from a crashed run (no closing `]`)."""
     if "[" not in text:
-        return read_jsonl(_json_text(text), skipped, first)
+        return read_jsonl(jsonsafe.printf_text(text), skipped, first)
     return list(iter_json_array([text], skipped, first))
 
 
@@ -253,9 +206,9 @@ _MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
 
 
 def _json_text_fast(text: str) -> str:
-    """_json_text(text), skipping the substitution where no bare nan/inf can be (the common case:
-    _NONFINITE_RE replaces only where this looser pattern matches, elsewhere it gives text back)."""
-    return _json_text(text) if _MAYBE_NONFINITE.search(text) else text
+    """jsonsafe.printf_text(text), skipping the substitution where no bare nan/inf can be (the common case:
+    jsonsafe's pattern replaces only where this looser pattern matches, elsewhere it gives text back)."""
+    return jsonsafe.printf_text(text) if _MAYBE_NONFINITE.search(text) else text
 
 
 def iter_json_array(
@@ -300,7 +253,7 @@ def iter_json_array(
             yield SourceRow(line, obj, "json", problem=key_twice(text, obj, line))
         elif skipped is not None:
             skipped.append(
-                f"line {line}: an element of the array that is not a JSON object ({value_kind(obj)}) left out"
+                f"line {line}: an element of the array that is not a JSON object ({jsonsafe.value_kind(obj)}) left out"
             )
 
 
@@ -382,6 +335,26 @@ def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> lis
     """`-o csv` output: the first line is the header; a row with another number of fields than the
     header is kept as a SourceRow with a `problem` (never read into shifted columns)."""
     return list(iter_csv(io.StringIO(text), skipped, first))
+
+
+def not_llama_csv(header: list[str]) -> str | None:
+    """Why a csv `header` (its column names) is another program's table that borrows some of
+    llama-bench's field names (a summary's `model, series, starting_depth, n_prompt, ..., avg_ts`), or
+    None: it names no model_type or model_filename (every llama-bench -o csv since the first has both)
+    and has columns no llama-bench prints (not in LLAMA_FIELDS; the first five named). A csv cut down
+    to llama-bench's own columns, or a fork's with extra ones beside model_type, is read."""
+    names = [h for h in header if h]
+    if "model_type" in names or "model_filename" in names:
+        return None
+    foreign = [h for h in names if h not in LLAMA_FIELDS]
+    if not foreign:
+        return None
+    listed = ", ".join(h[:40] for h in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+    return (
+        f"not llama-bench -o csv: no model_type or model_filename column (every llama-bench csv names its "
+        f"model) and columns llama-bench never prints ({listed}): another program's table of results, whose "
+        "columns (a depth under another name) would be misread; import llama-bench's own output"
+    )
 
 
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
@@ -743,7 +716,7 @@ def _one_object(text: str) -> SourceRow | None:
     if not (body.startswith("{") and body.endswith("}")) or "\n" not in body:
         return None
     try:
-        obj = jsonsafe.parse(_json_text(body))
+        obj = jsonsafe.parse(jsonsafe.printf_text(body))
     except jsonsafe.JsonProblem:
         return None
     if not isinstance(obj, dict):

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.core.gpuspecs import split_gpu_info
+from toolkit.core.types import MAX_THREADS
 
 
 def _int(v: Any) -> int | None:
@@ -137,4 +138,14 @@ def settings_problem(fields: dict[str, Any]) -> str | None:
             f"main_gpu is {main} with split_mode none, but the row lists {n} GPU device(s): llama.cpp refuses "
             f"to load a model on a device it does not have (invalid value for main_gpu)"
         )
+    return None
+
+
+def threads_problem(n: float, shown: str) -> str | None:
+    """Why `n` (shown as `shown`) is no thread count a test ran on: below 1, or above MAX_THREADS (the
+    most tasks a 64-bit Linux kernel can hold at once: no process runs more threads)."""
+    if n < 1:
+        return f"n_threads is {shown}: a test runs on at least 1 thread"
+    if n > MAX_THREADS:
+        return f"n_threads is {shown}: more threads than any host can run (at most {MAX_THREADS:,})"
     return None
