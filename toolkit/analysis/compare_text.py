@@ -14,6 +14,7 @@ from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
+from toolkit.core.stats import decimals_apart
 from toolkit.core.text import md_line
 from toolkit.results.records import BenchRecord
 
@@ -21,8 +22,9 @@ from toolkit.results.records import BenchRecord
 def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
     """The speedup as shown (bold when a regression) and what the row's last column says of it."""
     limit = 1 - c.threshold / 100
-    # two decimals, three where two would round a regression onto its limit (0.948 is not "0.95 < 0.95")
-    digits = 3 if round(row.speedup, 2) == round(limit, 2) else 2
+    # two decimals, more where two would round the speedup onto either limit it is judged against
+    # (0.9496 is not "0.950 < 0.950"; 1.0496, not faster, beside 1.0504, faster, not both "1.05")
+    digits = max(decimals_apart(row.speedup, lim, 2) for lim in (limit, 1 + c.threshold / 100))
     sp = f"{row.speedup:.{digits}f}"
     mark = ""
     if c.is_regression(row):
@@ -32,9 +34,11 @@ def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple
     elif c.within_noise(row) and row.by_interval:
         mark = "slower within noise (the 95% intervals overlap)"
     elif c.within_noise(row):
-        mark = f"slower within noise (± {100 * row.noise:.0f}%)"
+        mark = f"slower within noise (± {_pct(row.noise, 1 - row.speedup)}%)"
     elif c.faster_within_noise(row):
-        why = "the 95% intervals overlap" if row.by_interval else f"± {100 * row.gain_noise:.0f}%"
+        why = (
+            "the 95% intervals overlap" if row.by_interval else f"± {_pct(row.gain_noise, row.speedup - 1)}%"
+        )
         mark = f"faster within noise ({why})"
     elif c.faster(row):
         mark = "faster"
@@ -43,6 +47,12 @@ def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple
     if c.slower(row) and row.noise_unknown:
         mark += " (noise unknown: a single sample)"
     return sp, mark
+
+
+def _pct(noise: float, change: float) -> str:
+    """A noise band in percent, with the decimals that keep it apart from the `change` it holds (a
+    5.2 % slowdown within a 5.36 % band reads `± 5.4%`, not `± 5%`)."""
+    return f"{100 * noise:.{decimals_apart(100 * noise, 100 * change, 0)}f}"
 
 
 def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool = True) -> list[str]:
@@ -213,13 +223,13 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "stddev_ts_a": r.fa.record.stddev_ts,
                 "avg_ts_b": r.fb.value,
                 "stddev_ts_b": r.fb.record.stddev_ts,
-                "speedup": round(r.speedup, 4),
+                "speedup": r.speedup,  # as judged: a rounded 0.95 was a regression below 0.95
                 "regression": c.is_regression(r),
                 "ci_low_a": ci.low if (ci := r.fa.ci) else None,  # None: unknown (fewer than 3 processes)
                 "ci_high_a": ci.high if (ci := r.fa.ci) else None,
                 "ci_low_b": ci.low if (ci := r.fb.ci) else None,
                 "ci_high_b": ci.high if (ci := r.fb.ci) else None,
-                "noise": round(r.noise, 4),
+                "noise": r.noise,
                 "noise_basis": "ci95" if r.by_interval else "stddev",
                 "noise_unknown": r.noise_unknown,
                 "within_noise": c.within_noise(r),

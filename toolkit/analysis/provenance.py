@@ -19,6 +19,7 @@ from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
+from toolkit.runtimes.llama_bench.plausible import quantity
 from toolkit.runtimes.vllm import output as vllm_output
 
 _LABELS = {
@@ -37,7 +38,7 @@ _LABELS = {
 
 @dataclass
 class Provenance:
-    """models: `name (file, sha256 12)`, one per (name, sha256); dates: (first, last) measurement time
+    """models: `name (file, sha256 12, size, llama-bench's model_type)`, one per (name, sha256); dates: (first, last) measurement time
     ("YYYY-MM-DD HH:MM:SS", UTC); local: (count, first, last) of the imported vLLM results whose time
     is their host's local time, zone not recorded (their `date`); undated: (first, last) import time of the imported records that carry no
     measurement time (a markdown table, an old -o sql row: their `created` is when they were imported,
@@ -182,6 +183,34 @@ def sha_words(r: BenchRecord) -> str:
     """A record's model sha256 as a report names it: `sha256 0123456789ab`, or `sha256 not recorded`."""
     sha = r.model.sha256 or ""
     return f"sha256 {sha[:12]}" if len(sha) == 64 else "sha256 not recorded"
+
+
+def model_bytes(r: BenchRecord) -> int | None:
+    """The size of a record's model in bytes: the file `toolkit bench` measured (model.size_bytes), else
+    llama-bench's model_size of its row (an import's: its tensors; md's `17.28 GiB` read as bytes);
+    None where neither is a size above 0."""
+    size = r.model.size_bytes if r.model.size_bytes > 0 else quantity((r.raw or {}).get("model_size"))
+    return size if size and size > 0 else None
+
+
+def size_words(r: BenchRecord) -> str:
+    """A record's model size as a report names it: `17.28 GiB` (the file `toolkit bench` measured, else
+    llama-bench's model_size of an import: its tensors), `1.54 MiB`, or `size not recorded` (a stored 0
+    or -5, none in the row): what a tok/s is of, and what a reader checks a GPU's memory against."""
+    size = model_bytes(r)
+    if size is None:
+        return "size not recorded"
+    for unit, b in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= b:
+            return f"{size / b:.2f} {unit}"
+    return f"{size} bytes"
+
+
+def _type_words(r: BenchRecord) -> str:
+    """`, qwen3moe 30B.A3B Q4_K - Medium`: llama-bench's model_type of a record's row (architecture,
+    parameters and quantization), '' where the row names none (vLLM, SGLang)."""
+    t = _text((r.raw or {}).get("model_type"))
+    return f", {t}" if t else ""
 
 
 def _count(v: Any) -> int | None:
@@ -421,7 +450,9 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        models[(r.model.name, r.model.sha256)] = f"{name} ({file or 'file not recorded'}, {sha_words(r)})"
+        models[(r.model.name, r.model.sha256)] = (
+            f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(r)}{_type_words(r)})"
+        )
     p.models = sorted(models.values())
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
     dates = sorted(t for (t, measured), _ in when if measured)

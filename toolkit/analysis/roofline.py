@@ -124,10 +124,15 @@ class Roofline:
         return self.implied / self.peak
 
     @property
+    def limit(self) -> float:
+        """The fraction above which it is beyond what its GPUs could do: 1, or, where the model is taken
+        as dense only because its type names no known MoE (share source "dense"), 1 / SMALLEST_MOE_SHARE."""
+        return 1 / SMALLEST_MOE_SHARE if self.share.source == "dense" else 1.0
+
+    @property
     def above_peak(self) -> bool:
-        """Beyond what its GPUs could do: a fraction above 1, or, where the model is taken as dense only
-        because its type names no known MoE (share source "dense"), above 1 / SMALLEST_MOE_SHARE."""
-        return self.fraction > (1 / SMALLEST_MOE_SHARE if self.share.source == "dense" else 1.0)
+        """Beyond what its GPUs could do: a fraction above its `limit`."""
+        return self.fraction > self.limit
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from toolkit.analysis.facts import Facts
+from toolkit.analysis.facts import Facts, ReportOptions
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
-from toolkit.core.stats import finite_number
+from toolkit.core.stats import decimals_apart, finite_number
 from toolkit.results.records import IMPORTED, BenchRecord
 
 FLAGGED_MARK = " †"
@@ -66,11 +66,22 @@ def fmt_cell(cell: Facts | BenchRecord | None) -> str:
     return text
 
 
-def fmt_roof(roof: Roofline | None) -> str:
+def fmt_roof(roof: Roofline | None, floor: float = ReportOptions.bw_floor) -> str:
+    """`45% of BW` / `3% of FP16 peak`, with the decimals that keep the share apart from each limit it
+    is flagged by (roof_pct): 99.85 % (unflagged) and 100.15 % (bw-above-peak) never both `100%`."""
     if roof is None:
         return ""
     what = "of BW" if roof.metric == "bandwidth" else "of FP16 peak"
-    return f"{100 * roof.fraction:.0f}% {what}"
+    return f"{roof_pct(roof, 0, floor)}% {what}"
+
+
+def roof_pct(roof: Roofline, decimals: int, floor: float = ReportOptions.bw_floor) -> str:
+    """A roofline's share of its peak in percent, at least `decimals` decimals, more where fewer would
+    round it onto a limit it is judged against: its peak (Roofline.limit: above it, bw-above-peak or
+    compute-above-peak) and, for bandwidth, the bw-below-floor share `floor` (ReportOptions.bw_floor)."""
+    pct = 100 * roof.fraction
+    limits = [roof.limit] + ([floor] if roof.metric == "bandwidth" else [])
+    return f"{pct:.{max(decimals_apart(pct, 100 * lim, decimals) for lim in limits)}f}"
 
 
 TEXT_MARKS_NOTE = (
@@ -121,7 +132,7 @@ def table_rows(
             if c in t.energy_columns:
                 line.append(fmt_tok_per_j(f.energy.tok_per_j if f and f.energy else None))
             if c in t.roof_columns:
-                line.append(esc(fmt_roof(f.roof if f else None)))
+                line.append(esc(fmt_roof(f.roof if f else None, t.bw_floor)))
         line.append(esc(_short_flags(row, labels)))
         body.append(line)
     return [esc(h) for h in headers], body

@@ -398,6 +398,9 @@ class Table:
     image_sys: dict[str, str] = field(default_factory=dict)
     # image columns with a valid energy in some row: a `tok/J <image>` column beside their tok/s
     energy_columns: list[str] = field(default_factory=list)
+    # the bw-below-floor share its flags were raised by (ReportOptions.bw_floor): its shares are shown
+    # apart from it (table_text.roof_pct)
+    bw_floor: float = ReportOptions.bw_floor
 
     def header(self, col: str) -> str:
         said = "; ".join(x for x in (self.image_sys.get(col), self.image_ids.get(col)) if x)
@@ -490,6 +493,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         per_image,
         column_systems(rs, col_of),
         sorted(energy_cols),
+        opts.bw_floor,
     )
 
 

@@ -58,6 +58,7 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core import backends
+from toolkit.core.stats import decimals_apart
 from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord, imported
 
@@ -510,14 +511,12 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
         return Route(
             WORKLOADS[axis],
             None,
-            f"no clear winner: {tied} are within noise "
-            f"({100 * av.margin:+.1f}% < {100 * av.noise:.1f}%) on {basis}; either will do{note}",
+            f"no clear winner: {tied} are within noise ({_pct(av.margin, av.noise, ' < ')}%) on {basis}; "
+            f"either will do{note}",
             ev,
         )
-    lead = (
-        f"{100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-        f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
-    )
+    m, noise = _pct_pair(av.margin, av.noise)
+    lead = f"{m}% over {av.runner_up} on the geometric mean of {basis} (noise threshold {noise}%)"
     if av.held:
         return Route(
             WORKLOADS[axis], None, f"{flags_note(flagged, av.leader)}; measured: {av.leader} {lead}", ev
@@ -537,15 +536,14 @@ def _prefill_route(av: AxisVerdict, opts: ReportOptions) -> Route:
     if m is None or m <= noise:
         fallback = _axis_route("prefill", av)
         fallback.why = (
-            f"at the longest prompt ({longest.name}) no clear winner ({100 * (m or 0):+.1f}% "
-            f"< {100 * noise:.1f}%); over all prompts: {fallback.why}"
+            f"at the longest prompt ({longest.name}) no clear winner ({_pct(m or 0, noise, ' < ')}%); over all "
+            f"prompts: {fallback.why}"
         )
         return fallback
     top, second = longest.entries[0], longest.entries[1]
     measured = (
         f"fastest at the longest prompt measured, {longest.name}: "
-        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({100 * m:+.1f}%, "
-        f"noise threshold {100 * noise:.1f}%)"
+        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({_pct(m, noise, '%, noise threshold ')}%)"
     )
     flagged = [e for e in (top, second) if e.flags]
     if top.flags:  # the crown would rest on a flagged number: not decided (module docstring)
@@ -622,8 +620,8 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
             WORKLOADS["mixed"],
             None,
             f"no clear pick: {' and '.join(sorted(tied))} are within noise of each other on the geometric "
-            f"mean of their shares of the best prefill and decode ({100 * (gm[ranked[0]] / gm[ranked[1]] - 1):+.1f}% "
-            f"< {100 * noise:.1f}%); either will do",
+            f"mean of their shares of the best prefill and decode ({_pct(gm[ranked[0]] / gm[ranked[1]] - 1, noise, ' < ')}%); "
+            "either will do",
             ev,
         )
     if len(never_last) == 1:
@@ -647,30 +645,43 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
+def _pct_pair(margin: float, noise: float) -> tuple[str, str]:
+    """A margin (`+3.0`) and the noise threshold it was judged against (`3.0`), in percent, with the
+    decimals that keep them apart (core.stats.decimals_apart): a margin of 2.96 % within a 3 % threshold
+    reads `+2.96` beside `3.00`, never `+3.0% < 3.0%`, nor a win of 3.04 % `+3.0%` over `3.0%`."""
+    n = decimals_apart(100 * abs(margin), 100 * noise, 1)
+    return f"{100 * margin:+.{n}f}", f"{100 * noise:.{n}f}"
+
+
+def _pct(margin: float, noise: float, between: str) -> str:
+    """_pct_pair as one text: `+2.96% < 3.00` (the caller adds the last `%`)."""
+    m, n = _pct_pair(margin, noise)
+    return f"{m}%{between}{n}"
+
+
 def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
     """An axis's verdict line (held, won, or within noise) and what its flagged deciding cells say."""
     assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
     head = f"- {av.axis}: "
     basis = ", ".join(g.name for g in av.groups)
     flagged = av.flagged_cells()
+    m, noise = _pct_pair(av.margin, av.noise)
     if av.held:
         mine = [x for e in flagged if e.image == av.leader for x in e.flags]
         return [
             head + f"not decided ({held_words(mine, 'flags')}): {av.leader} leads {av.runner_up} by "
-            f"{100 * av.margin:+.1f}% on the geometric mean of {basis} (noise threshold "
-            f"{100 * av.noise:.1f}%), but is not crowned",
+            f"{m}% on the geometric mean of {basis} (noise threshold {noise}%), but is not crowned",
             f"  - {flags_note(flagged, av.leader)}",
         ]
     if av.clear:
         return [
-            head + f"{b(av.winner)} wins, {100 * av.margin:+.1f}% over {av.runner_up} on the geometric "
-            f"mean of {basis} (noise threshold {100 * av.noise:.1f}%)"
-            + on_hosts(av.hosts.get(av.winner or "", [])),
+            head + f"{b(av.winner)} wins, {m}% over {av.runner_up} on the geometric "
+            f"mean of {basis} (noise threshold {noise}%)" + on_hosts(av.hosts.get(av.winner or "", [])),
             *([f"  - {flags_note(flagged, av.leader)}"] if flagged else []),
         ]
     return [
-        head + f"no clear winner: {av.ranking[0][0]} {100 * av.margin:+.1f}% over "
-        f"{av.ranking[1][0]} is within noise (threshold {100 * av.noise:.1f}%) on {basis}",
+        head + f"no clear winner: {av.ranking[0][0]} {m}% over "
+        f"{av.ranking[1][0]} is within noise (threshold {noise}%) on {basis}",
         *([f"  - {_flags_on(flagged)}"] if flagged else []),
     ]
 

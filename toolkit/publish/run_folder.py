@@ -555,17 +555,17 @@ def code(v: object) -> str:
 
 
 def _measured_lines(records: list[BenchRecord]) -> list[str]:
-    """When and on what the run's `records` were measured, as `toolkit report` says it
-    (analysis.provenance: the tests' own times in UTC, `not recorded` where an import carries none; each
+    """What, when and on what the run's `records` were measured, as `toolkit report` says it
+    (analysis.provenance: each model's name, file, size, type and sha256; the tests' own times in UTC, `not recorded` where an import carries none; each
     host's OS, kernel, CPU and the GPU its rows name), one markdown list item a line. Not the records'
     `created` (an import's is when it was imported) nor the first record's host alone (a GPU named only
     by the rows was not said at all)."""
     from toolkit.analysis import provenance
 
     p = provenance.provenance(records)
-    said = [x for x in p.lines() if x.startswith(("measured: ", "host: "))]
+    said = [x for x in p.lines() if x.startswith(("model: ", "measured: ", "host: "))]
     if not any(x.startswith("measured: ") for x in said):
-        said.insert(0, "measured: not recorded")
+        said.insert(len([x for x in said if x.startswith("model: ")]), "measured: not recorded")
     return [f"- {md_text(x)}" for x in said]
 
 

@@ -19,7 +19,8 @@
   model). Checked on llama-bench 0c1e57098 (the CPU image): `-fa 7`, `-nkvo 2`, `--cpu-strict 3`,
   `-ncmoe -4`, `--poll -5` each end in its usage text, no row printed; `-t 1000` and `--poll 200` run
   and print 1000 and 200, so n_threads and poll have no upper bound here. Cache types (type_k, type_v)
-  are not held: forks (ik_llama.cpp) print types mainline lacks.
+  are not held to a list: forks (ik_llama.cpp) print types mainline lacks; but a quantized type_v with
+  flash_attn 0 is no test (`_quantized_v_problem`: llama.cpp makes no such context).
 """
 
 from __future__ import annotations
@@ -69,7 +70,15 @@ NON_NEGATIVE_FIELDS = {
 }
 """Figures llama-bench prints that are never below 0, each with why."""
 
-DOMAIN_FIELDS = ("flash_attn", *SWITCH_FIELDS, *NON_NEGATIVE_FIELDS, "model_size", "model_n_params")
+DOMAIN_FIELDS = (
+    "flash_attn",
+    "type_v",
+    "mla_attn",
+    *SWITCH_FIELDS,
+    *NON_NEGATIVE_FIELDS,
+    "model_size",
+    "model_n_params",
+)
 """The row fields domain_problem reads (a stored record's `raw` holds them: record_check reads these)."""
 
 FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}
@@ -85,6 +94,28 @@ def _whole(v: Any) -> int | None:
     return _int(v) if isinstance(v, (int, float, str)) else None
 
 
+UNQUANTIZED_CACHE_TYPES = frozenset({"f32", "f16", "bf16", "f64"})
+"""The KV-cache types (`-ctk` / `-ctv`, ggml_type_name) that are not quantized (ggml_is_quantized false)."""
+
+
+def _quantized_v_problem(fields: dict[str, Any]) -> str | None:
+    """Why a row with flash attention off (`flash_attn` 0 / false) holds a quantized V cache (`type_v`
+    q8_0, q4_0, ...), or None: llama.cpp refuses to make that context ("V cache quantization requires
+    flash_attn", llama_init_from_model), so llama-bench prints no row (0c1e57098: `-fa 0 -ctv q8_0` ends
+    "failed to create context with model"; `-fa 0 -ctk q8_0`, `-fa 1 -ctv q8_0` and `-fa auto -ctv q8_0`
+    each print theirs). ik_llama.cpp rows (`mla_attn`, its field) are not held: it lets DeepSeek's MLA
+    keep a quantized V cache without flash attention."""
+    v = fields.get("type_v")
+    if not isinstance(v, str) or not v.strip() or fields.get("mla_attn") is not None:
+        return None
+    if v.strip().lower() in UNQUANTIZED_CACHE_TYPES:
+        return None
+    return (
+        f"type_v is {v.strip()[:24]!r} (a quantized V cache) with flash_attn off: llama.cpp refuses to make "
+        "that context (V cache quantization requires flash_attn), so llama-bench ran no such test"
+    )
+
+
 def domain_problem(fields: dict[str, Any]) -> str | None:
     """Why a llama-bench row holds a setting llama-bench's argument parser refuses (see the module), None
     where every field of DOMAIN_FIELDS it states is one a test can have run with. Absent, empty and
@@ -98,6 +129,8 @@ def domain_problem(fields: dict[str, Any]) -> str | None:
                 f"flash_attn is {str(fa)[:24]!r}: llama-bench takes -1 (auto), 0 (off) or 1 (on) only "
                 "(`-fa <on|off|auto>`): no test ran with it"
             )
+        if n == 0 and (why := _quantized_v_problem(fields)):
+            return why
     for name in SWITCH_FIELDS:
         v = fields.get(name)
         if (
