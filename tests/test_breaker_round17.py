@@ -70,8 +70,8 @@ def test_a_decode_faster_than_one_token_per_10_us_is_refused_on_any_hardware() -
 
 
 def test_a_stored_decode_faster_than_tokens_allow_is_skipped_by_every_reader() -> None:
-    """The same bound holds a stored record (records.contradiction runs the validity pass)."""
-    from toolkit.results.records import contradiction
+    """The same bound holds a stored record (record_check.contradiction runs the validity pass)."""
+    from toolkit.results.record_check import contradiction
 
     ok = make_record("cpu", "cpu", n=16, avg=6000.0, sd=1.0, samples_ts=[5999.0, 6001.0])
     assert contradiction(ok) is None

@@ -7,7 +7,7 @@ and others of its kind) and fails on the code before its fix:
   (results/telemetry_check.py);
 - a stored record edited to contradict itself (avg_ts 10x its samples, an axis or test that is not its
   counts', stddev_ts off its samples, an impossible energy) is skipped when read, named file:line,
-  counted as unreadable, also when the query index is warm (records.contradiction);
+  counted as unreadable, also when the query index is warm (record_check.contradiction);
 - a table header (md, csv, sql) naming a column twice, and a JSON object naming a key twice, in every
   reader of outside files and of results/ lines (readers.repeated_column, core/jsonsafe.py)."""
 

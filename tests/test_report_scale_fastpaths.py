@@ -129,3 +129,36 @@ def test_report_module_imports_no_table_drawer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_warm_report_imports_no_line_validator(tmp_path):
+    """A warm report loads the lines the index read by their line sums (index.load): it imports none of
+    the whole-line checks (record_check, and through it the matrix models and yaml, ~0.05-0.1 s of each
+    warm report); a line whose bytes changed is checked whole again, contradictions included."""
+    import subprocess
+    import sys
+
+    from tests.support.records import filed_fixtures
+
+    results = filed_fixtures(tmp_path / "results")
+    code = (
+        "import sys, io, contextlib; from toolkit.cli.main import main; sys.argv = ['toolkit', 'report', "
+        f"'--results', {str(results)!r}, '--format', 'json']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main()\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in ('toolkit.results.record_check', 'toolkit.matrix.api', 'yaml') "
+        "if m in sys.modules))"
+    )
+
+    def imported() -> str:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    assert "record_check" in imported()  # cold: the index is built, every line checked whole
+    assert imported() == "[]"  # warm
+    bench = next(results.glob("*/bench.jsonl"))
+    text = bench.read_text()
+    assert '"avg_ts":' in text
+    bench.write_text(text.replace('"avg_ts":', '"avg_ts": ', 1))  # other bytes, the same record
+    assert "record_check" in imported()  # that file read again, its lines checked whole

@@ -110,7 +110,7 @@ def key_hash(key: identity.TestKey) -> bytes:
 
 FINGERPRINT_PACKAGES = ("core", "results", "runtimes")
 """The packages whose code says which stored lines are records, what each holds and the digests the index
-keeps (records.contradiction and the checks it asks, the readers, identity, the index itself: the layers
+keeps (record_check.contradiction and the checks it asks, the readers, identity, the index itself: the layers
 below analysis/, which is all a record's reading may import): a change to any file of them rebuilds the
 index. Whole packages, not a list of modules, so a check that a new module holds is never missed."""
 

@@ -4,7 +4,7 @@ Every ok llama-bench record is written from one llama-bench row (the runner's Ro
 import's _record: llama_bench.check.normalize(raw)), so its token counts are the row's and its
 samples_ts are the row's repetitions, one each. A record whose counts or number of samples differ
 from its raw row was edited after it was written (a pp128 relabelled pp4096, 7 of 10 repetitions
-dropped with avg_ts recomputed from the rest): records.contradiction refuses it, as it refuses an
+dropped with avg_ts recomputed from the rest): record_check.contradiction refuses it, as it refuses an
 avg_ts that is not its samples' mean.
 
 Not held to raw, as they legitimately differ: stddev_ts (repaired when the tool wrote nan, one sample's

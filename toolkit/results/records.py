@@ -46,7 +46,6 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
     MIN_TOKENS_PER_S,
 )
 from toolkit.results import bench_files, make_folders, open_regular
-from toolkit.results.record_check import contradiction
 from toolkit.results.sequence import (
     COUNTER_TEXT,
     SEQ_FILE,
@@ -528,6 +527,8 @@ def bench_record(obj: dict) -> tuple[BenchRecord | None, str | None]:
         first = err.errors()[0] if err.errors() else {"msg": str(err), "loc": ()}
         where = ".".join(str(x) for x in first.get("loc", ()))
         return None, path_text(f"skipped a record: {where + ': ' if where else ''}{first['msg']}")
+    from toolkit.results.record_check import contradiction  # only where a line is validated whole
+
     why = contradiction(rec)  # may quote the record's own text: escaped as a path is, one line
     return (
         (rec, None) if why is None else (None, path_text(f"skipped a record that contradicts itself: {why}"))

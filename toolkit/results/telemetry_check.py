@@ -1,7 +1,7 @@
 """The energy a record's telemetry claims (toolkit.analysis.telemetry.window_summary's shape: what
 `toolkit bench` stores and `toolkit measure` writes as `toolkit_telemetry`), against physics and against
 the rest of the block: the one rule `toolkit import` applies to a measure file's rows and the results
-reader (records.contradiction) to stored records. The report's tok/J is tokens / energy_j of a block
+reader (record_check.contradiction) to stored records. The report's tok/J is tokens / energy_j of a block
 that says energy_valid (analysis.facts.energy): an edited energy of 1e-6 J over 0.19 s at 150 W showed
 2.6e9 tok/J. Also what `toolkit import` keeps of a row's block and flags (measured_claims): a window
 that cannot be the row's (window_contradiction) is left out with its flags, and a flag stays only

@@ -1,7 +1,7 @@
 """What a llama-bench row's model fields allow it to have measured, on any hardware: the model's size
 against its parameter count (bytes a weight), the tokens a second no machine computes, and the GPU
 devices its backend can run on. Read by the one validity pass (check.check_row), so by every import
-format, `toolkit bench`'s own rows and every stored-record reader (records.contradiction).
+format, `toolkit bench`'s own rows and every stored-record reader (record_check.contradiction).
 
 Facts (llama.cpp src/llama-model.cpp at 0c1e57098): llama-bench's `model_size` is llama_model_size, the
 sum of ggml_nbytes over the model's tensors, and `model_n_params` llama_model_n_params, the sum of their
