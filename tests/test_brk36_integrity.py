@@ -236,3 +236,20 @@ def test_a_quantized_v_cache_with_flash_attention_off_is_no_measurement(tmp_path
         if isinstance(v, dict)
     ]
     assert len(cells) == 2, cells
+
+
+def test_a_first_sample_faster_than_the_rest_is_no_warm_up():
+    """Breaker 36's leftover, a flag where nothing happened: the real lavapipe pp1024 ub512 record
+    (tests/data/results-vulkan-lavapipe.jsonl) starts 336 t/s, then 240-272: flagged `warmup-outlier`,
+    which is a slow first sample. Only a first sample below the rest is one; the H200's slow first
+    pp512 sample (8,999 beside ~12,850 t/s) still is."""
+    from toolkit.analysis.facts import warmup_outlier
+
+    fast_first = [336.409, 243.469, 256.987, 259.785, 239.893, 261.759, 254.245, 272.2, 259.564, 254.177]
+    r = make_record("vulkan", "vulkan", p=1024, avg=263.8, sd=27.1)
+    r.samples_ts = fast_first
+    assert not warmup_outlier(r)
+    r.samples_ts = [8999.0, 12840.0, 12851.0, 12845.0]
+    assert warmup_outlier(r)
+    r.samples_ts = [150.0, *fast_first[1:]]  # the same run with a slow first sample
+    assert warmup_outlier(r)

@@ -20,9 +20,9 @@ FLAG_HELP = {
     "software-gpu": "ran on a software Vulkan device (Mesa lavapipe): a smoke test, not a GPU number",
     "noisy": "relative standard deviation above the noise threshold (of the samples where the record states no "
     "stddev)",
-    "warmup-outlier": "the first sample (of a process, where the cell combines several) is far from that process's "
-    "others (> 10 % off their median and outside their range by more than their spread): a warm-up effect; the "
-    "median is the steadier figure",
+    "warmup-outlier": "the first sample (of a process, where the cell combines several) is far slower than that "
+    "process's others (> 10 % below their median and below their range by more than their spread): a warm-up "
+    "effect; the median is the steadier figure",
     "runs-disagree": "repetitions of one test (bench.runs process starts, or rows of one import that measured the "
     "same test) differ by more than 3 x the within-run stddev and 5 %: the cell is their mean, report the spread",
     "bimodal-runs": "process-level repetitions fall into two groups (a known R9700 effect: decode speed fixed at "
