@@ -189,7 +189,9 @@ def test_every_free_text_value_is_cut():
     lines = provenance.provenance([r]).lines()
     assert all(len(line) < 1200 for line in lines), [len(x) for x in lines]
     text = "\n".join(lines)
-    assert "v" * (provenance.TEXT_MAX - 1) + "…" in text and "commit cccccccccccc)" in text
+    assert (
+        "v" * (provenance.TEXT_MAX - 1) + "…" in text and "(commit not recorded)" in text
+    )  # 3,000,000 hex: no commit
     assert "runtime commit dddddddddddd," in text
 
 

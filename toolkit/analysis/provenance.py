@@ -345,11 +345,16 @@ def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
     """The toolkit of an image's numbers: `toolkit 0.1.0 (commit 0123456789ab)`, the version that built
     the image (its label, `built`) with the commit(s) of the toolkit that measured it (host.toolkit,
     recorded by bench: host.info.toolkit_source); `toolkit 0.1.0, measured by toolkit 0.2.0 (commit
-    ...)` where the measuring version differs. None when neither is recorded."""
+    ...)` where the measuring version differs; `(commit not recorded)` where no record names one (a
+    version alone does not say which code between releases). None when neither is recorded."""
     ran = [t for r in records if isinstance(t := (r.host or {}).get("toolkit"), dict)]
     versions = sorted({v for t in ran if (v := _text(t.get("version")))})
     commits = sorted({c for t in ran if (c := commit_words(t))})
-    said = f" (commit{'s' if len(commits) > 1 else ''} {', '.join(commits)})" if commits else ""
+    said = (
+        f" (commit{'s' if len(commits) > 1 else ''} {', '.join(commits)})"
+        if commits
+        else " (commit not recorded)"
+    )
     if built and set(versions) <= {built}:
         return f"toolkit {built}{said}"
     if not versions and not commits:

@@ -170,14 +170,15 @@ def _modified() -> bool:
 
 
 def commit_words(toolkit: object, width: int = 12) -> str | None:
-    """A recorded toolkit's commit as people read it: its first `width` hex, `-dirty` appended where the
-    checkout that measured held uncommitted changes (host.toolkit {"commit", "dirty": "true"}:
-    toolkit_source); None where no hex commit is recorded (a stranger's value is never shown raw)."""
+    """A recorded toolkit's commit (7 to 64 lowercase hex: as recorded, or abbreviated as git does) as
+    people read it: its first `width` hex, `-dirty` appended where the checkout that measured held
+    uncommitted changes (host.toolkit {"commit", "dirty": "true"}: toolkit_source); None where no such
+    commit is recorded (a stranger's other value is never shown)."""
     if not isinstance(toolkit, dict) or not isinstance(c := toolkit.get("commit"), str):
         return None
-    return (
-        c[:width] + ("-dirty" if toolkit.get("dirty") == "true" else "") if COMMIT_HEX.fullmatch(c) else None
-    )
+    if not re.fullmatch(r"[0-9a-f]{7,64}", c):
+        return None
+    return c[:width] + ("-dirty" if toolkit.get("dirty") == "true" else "")
 
 
 COMMIT_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
