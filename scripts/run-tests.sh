@@ -16,6 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=python3; [ -x .venv/bin/python ] && PY=.venv/bin/python
+# the interpreter's defaults, as a user's host has them: a PYTHONUNBUFFERED=1 left in this workplace's
+# environment hid a failure only buffered stdout shows (`report > /dev/full` exited 120 on a fresh host)
+unset PYTHONUNBUFFERED
 
 level=all
 case "${1:-}" in

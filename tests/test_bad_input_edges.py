@@ -601,17 +601,36 @@ def test_report_output_never_replaces_a_device_a_link_the_store_or_the_matrix(
     assert ok.returncode == 0 and (tmp_path / "r.md").is_file(), _out(ok)
 
 
-def test_a_full_standard_output_is_named_not_an_unknown_path(results_with_a_record):
-    """Reproducer (breaker): `toolkit report > /dev/full` said `(unknown path): No space left on device`."""
+@pytest.mark.parametrize("fmt", ["github", "json"])
+@pytest.mark.parametrize("unbuffered", [None, "1"], ids=["buffered", "unbuffered"])
+def test_a_full_standard_output_is_named_not_an_unknown_path(results_with_a_record, fmt, unbuffered):
+    """Reproducer (breaker): `toolkit report > /dev/full` said `(unknown path): No space left on device`.
+    On a fresh Debian 12 stand-in (stdout buffered, as on any host) it then exited 120 with `Exception
+    ignored ... <stdout>`: the interpreter's last flush at exit failed again (this machine sets
+    PYTHONUNBUFFERED=1, which hid it); `--format json` ended in a traceback (exit 1) writing its error
+    envelope to the same full stdout. Both buffering modes, both forms: exit 8, one line."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with open("/dev/full", "w") as full:
         p = subprocess.run(
-            [sys.executable, "-m", "toolkit", "report", "--results", str(results_with_a_record)],
+            [
+                sys.executable,
+                "-m",
+                "toolkit",
+                "report",
+                "--results",
+                str(results_with_a_record),
+                "--format",
+                fmt,
+            ],
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**env, "PYTHONPATH": str(ROOT), **({"PYTHONUNBUFFERED": unbuffered} if unbuffered else {})},
             timeout=120,
         )
     assert p.returncode == 8 and "error: standard output: No space left on device" in p.stderr, p.stderr
-    assert "unknown path" not in p.stderr
+    assert "unknown path" not in p.stderr and "Traceback" not in p.stderr and "ignored" not in p.stderr, (
+        p.stderr
+    )
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr

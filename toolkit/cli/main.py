@@ -117,11 +117,39 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _json_error(message: str, code: int) -> None:
-    """The error as one JSON envelope on stdout, where JSON was asked for and none printed yet."""
+    """The error as one JSON envelope on stdout, where JSON was asked for and none printed yet; nothing
+    where stdout refuses writes (_stdout_takes_writes: the error is then about stdout itself)."""
     command = _argv_command()
     if json_asked() or (not json_printed() and command is not None and _argv_asks_json(command)):
         error = message.removeprefix("error: ").removeprefix("Error: ")
-        print_envelope(" ".join(command or []), None, exit_code=code, error=error)
+        if _stdout_takes_writes():
+            try:
+                print_envelope(" ".join(command or []), None, exit_code=code, error=error)
+            except OSError:  # a full disk, a closed pipe: the error on stderr says it
+                _stdout_takes_writes()
+    else:
+        _stdout_takes_writes()
+
+
+def _stdout_takes_writes() -> bool:
+    """Whether stdout takes writes (what it holds flushed). One that refuses (a full disk, a closed
+    pipe) is pointed at /dev/null, so the interpreter's own last flush at exit does not fail again
+    (`Exception ignored ... No space left on device`, exit 120 instead of the command's code; the fix
+    Python's documentation gives in "Note on SIGPIPE")."""
+    import os
+
+    try:
+        sys.stdout.flush()
+        return True
+    except (OSError, ValueError):
+        pass
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stream)
+        pass
+    return False
 
 
 def _argv_command() -> list[str] | None:
