@@ -428,13 +428,22 @@ def _resolve_sides(
 
 
 def _check_ignore(records: list[BenchRecord], ignore: tuple[str, ...]) -> None:
-    """BadInput when --ignore names a field that is not a test field of these results."""
+    """BadInput when --ignore names a field that is not a test field of these results, or one the test's
+    own name is made of (identity.LABEL_FIELDS: `pp512` and `pp1024` are two tests, not one under two
+    settings; joined, B's pp1024 was shown as pp512 and called 2.4x faster)."""
     known = {k for r in records for k in identity.test_fields(r)}
+    named = sorted(set(ignore) & identity.LABEL_FIELDS)
+    if named:
+        raise BadInput(
+            f"--ignore {', '.join(named)}: the test's own name is made of it (pp512 and pp1024, tg128 @ d0 "
+            "and @ d4096 are different tests, not one test under two settings), so no join may leave it out; "
+            "compare runs that measured the same tests (`toolkit bench` with the other run's matrix.yaml axes)"
+        )
     unknown = sorted(set(ignore) - known)
     if unknown:
         raise BadInput(
             f"--ignore {', '.join(unknown)}: not a test field of these results; fields: "
-            f"{', '.join(sorted(known - {'method'}))}"
+            f"{', '.join(sorted(known - identity.LABEL_FIELDS))}"
         )
 
 
@@ -458,12 +467,18 @@ def _nothing_in_common(
     apart = "; ".join(
         f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
     )
+    settings = sorted(set(j.apart) - identity.LABEL_FIELDS)  # what --ignore may leave out (_check_ignore)
     return BadInput(
         f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
         f"{len(j.only_b)} only in B)"
         + (f"; what keeps them apart: {apart}" if apart else "")
-        + "; compare results measured with the same settings and model, or leave a field out of the "
-        "join on purpose with --ignore FIELD"
+        + (
+            "; compare results measured with the same settings and model, or leave a field out of the "
+            "join on purpose with --ignore FIELD" + (f" ({', '.join(settings)})" if settings else "")
+            if settings or not j.apart
+            else "; they measured different tests (the test's own sizes differ, which no --ignore joins): "
+            "compare runs that measured the same tests"
+        )
     )
 
 

@@ -23,6 +23,7 @@ from toolkit.core.errors import ToolkitError
 
 if TYPE_CHECKING:
     from toolkit.host.doctor import DoctorReport
+    from toolkit.matrix.api import LoadedMatrix
     from toolkit.results.records import ResultStore
 
 
@@ -85,7 +86,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     if as_json:
         echo_json(rep.to_dict())
     else:
-        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep)))
+        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep), _export_named(lm)))
     if lm is None:  # where the project is, as a command that needs the matrix says it
         from toolkit.matrix.api import project_hint
 
@@ -95,6 +96,19 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         from toolkit.core.errors import HostCheckFailed
 
         raise HostCheckFailed(f"{len(errors)} check(s) failed: {'; '.join(errors)[:400]}")
+
+
+def _export_named(lm: LoadedMatrix | None) -> str | None:
+    """The folder of the matrix read, as a user names it (`.` for the working folder, else its path,
+    escaped), where it is a run `toolkit export-run` wrote (results.exported_run); None otherwise."""
+    from pathlib import Path
+
+    from toolkit.core.text import path_text
+    from toolkit.results import exported_run
+
+    if lm is None or not exported_run(lm.root):
+        return None
+    return "." if lm.root.resolve() == Path.cwd().resolve() else path_text(lm.root)
 
 
 def _measured(store: ResultStore, rep: DoctorReport) -> set[str]:

@@ -364,7 +364,8 @@ def _need_filter_match(
     multiple=True,
     metavar="FIELD",
     help="Leave this test field out of the join on purpose (e.g. n_threads when A and B ran on hosts "
-    "with different core counts); its values are shown per side. Repeatable.",
+    "with different core counts); its values are shown per side. Repeatable. A field the test's name is "
+    "made of (n_prompt, n_gen, n_depth, n_ubatch, concurrency, ...) is refused: pp512 and pp1024 are two tests.",
 )
 @click.option(
     "--allow-missing",

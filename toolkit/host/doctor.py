@@ -332,13 +332,18 @@ def _gib(n: int) -> str:
 
 
 def format_doctor(
-    report: DoctorReport, width: int | None = None, measured: Collection[str] = frozenset()
+    report: DoctorReport,
+    width: int | None = None,
+    measured: Collection[str] = frozenset(),
+    export: str | None = None,
 ) -> str:
     """Human text: host line, checks (one per line with its level), one line per image, then what to
     run next. `width` (a terminal's columns): longer lines wrap there, each continuation indented under
     its message's first word; None: one line each (logs, pipes, grep). `measured`: the names of the
     images with an ok result in the results folder (the next step then points at them, not at a first
-    build)."""
+    build). `export`: the folder, as the user names it (`.` where it is the working folder), where the
+    matrix read is that of a run `toolkit export-run` wrote: the next step is its reproduction, never a
+    build and bench writing images/ and results/ into the published folder."""
     h = report.host
     cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
     items: list[tuple[str, str, int | None]] = [
@@ -358,16 +363,24 @@ def format_doctor(
         items += [("    note: ", n, None) for n in v.notes]
     if not report.images:
         items.append(("  ", "(none: no matrix.yaml read, so the host's facts only)", None))
-    items += [("", "", None), ("next: ", _next_step(report, measured), None)]
+    items += [("", "", None), ("next: ", _next_step(report, measured, export), None)]
     return "\n".join(_wrapped(lead, text, width, hang) for lead, text, hang in items)
 
 
-def _next_step(report: DoctorReport, measured: Collection[str] = frozenset()) -> str:
+def _next_step(
+    report: DoctorReport, measured: Collection[str] = frozenset(), export: str | None = None
+) -> str:
     """What to run next: build and bench the images that can run here (once every one of them has
-    results in `measured`: report them, bench again), else mend the first error."""
+    results in `measured`: report them, bench again), in an exported run's folder `export` (its
+    matrix.yaml read) reproduce it, else mend the first error."""
     runnable = [v.name for v in report.images if v.runnable]
     if not report.images:  # doctor run outside the project (toolkit.cli.host: no matrix.yaml there)
         return "run `toolkit doctor` in the project's folder (its matrix.yaml names the images) or pass --matrix PATH"
+    if runnable and export is not None:  # a customer in the published folder: its README's way, not a build
+        return (
+            f"{'this folder' if export == '.' else export} is a run `toolkit export-run` wrote: `toolkit reproduce {export}` re-runs it here (its "
+            f"README's Reproduce block says how); `toolkit report --results {export}` prints its tables"
+        )
     if runnable:
         only = "".join(f" -i {n}" for n in runnable) if len(runnable) < len(report.images) else ""
         names = ", ".join(runnable)

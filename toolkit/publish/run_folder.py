@@ -522,12 +522,15 @@ def _cases_lines(run: PublishedRun) -> list[str]:
 
 
 def _results_lines(records: list[BenchRecord]) -> list[str]:
-    """The README's result tables as `toolkit report` shows them (decode rows folded over ub), then
-    what their marks, flags and columns mean."""
-    from toolkit.analysis import table_text, tables
+    """The README's result tables as `toolkit report` shows them (decode rows folded over ub), under the
+    report's caveats (a tiny stand-in model's or a software GPU's smoke data, every number flagged:
+    report.Shown's, one `> **caveat**:` line each, as the github report), then what their marks, flags
+    and columns mean."""
+    from toolkit.analysis import report, table_text, tables
 
-    lines: list[str] = []
-    folded = [tables.fold_decode_ub(t) for t in tables.tables(records)]  # as `toolkit report` shows them
+    shown = report.Shown.of(records, tables.ReportOptions())
+    lines = [f"> **caveat**: {md_text(c)}" for c in shown.caveats] + ([""] if shown.caveats else [])
+    folded = [tables.fold_decode_ub(t) for t in shown.tables]  # as `toolkit report` shows them
     for t, _ in folded:
         headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup
         lines += [
