@@ -262,7 +262,7 @@ def test_measures_summary_line_is_never_written_through_a_link(tmp_path: Path) -
 def test_reproduces_bench_matrix_is_never_written_through_a_link(tmp_path: Path) -> None:
     """A published folder's reproduce/bench-matrix.yaml linked to its own run.json: core.paths.contained
     resolved the link (inside the folder) and the matrix overwrote run.json. Now exit 4 naming the link."""
-    from toolkit.publish import reproduce, run_folder
+    from toolkit.publish import reproduce, run_folder, run_read
     from toolkit.results.records import ResultStore
 
     p = tmp_path / "p"
@@ -270,7 +270,7 @@ def test_reproduces_bench_matrix_is_never_written_through_a_link(tmp_path: Path)
     shutil.copy(DATA / "results-cpu-a.jsonl", p / "results" / "a504e0178239" / "bench.jsonl")
     out = tmp_path / "out"
     run_folder.export_run(ResultStore(p / "results"), RUN, out, None)
-    run, _, _ = run_folder.load_run(out)
+    run, _, _ = run_read.load_run(out)
     (out / "reproduce").mkdir()
     os.symlink("../run.json", out / "reproduce" / "bench-matrix.yaml")
     before = (out / "run.json").read_bytes()

@@ -91,7 +91,7 @@ def test_an_exported_run_names_no_users_home_after_a_url_before_a_colon_or_of_an
     /home/alice:/usr/lib` and a `file:///home/alice/...` text: before, export-run published `alice` and
     `bob`; now `~` and `/home/<user>`, and the folder reads back."""
     from toolkit.matrix.loading import load_matrix
-    from toolkit.publish import run_folder
+    from toolkit.publish import run_folder, run_read
 
     home, proj = home_project(tmp_path, monkeypatch, matrix_data)
     store = ResultStore(proj / "results")
@@ -110,7 +110,7 @@ def test_an_exported_run_names_no_users_home_after_a_url_before_a_colon_or_of_an
     assert rec["env"]["LD_LIBRARY_PATH"] == "~:/usr/lib"
     assert rec["raw"]["model_filename"] == "file://~/models/tiny-qwen3moe.gguf"
     assert "source=/home/<user>/models," in " ".join(rec["command"])
-    _, recs, _ = run_folder.load_run(out)
+    _, recs, _ = run_read.load_run(out)
     assert len(recs) == 6
 
 

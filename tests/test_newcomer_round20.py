@@ -198,7 +198,7 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
     still finds the model (file name, matrix path, sha256), and its own export of a run id keeps them."""
     from toolkit.matrix.loading import load_matrix
     from toolkit.publish import reproduce as repro
-    from toolkit.publish import run_folder
+    from toolkit.publish import run_folder, run_read
 
     home, proj = home_project(tmp_path, monkeypatch, matrix_data)
     store = ResultStore(proj / "results")
@@ -221,7 +221,7 @@ def test_a_published_run_names_no_folder_of_the_users_home(tmp_path, monkeypatch
     )
     assert "type=bind,source=models,target=/models,readonly" in rec["command"]
     assert run.models[0].recorded_path is None and run.models[0].matrix_path
-    ran, recs, _ = run_folder.load_run(out)  # the folder reads back, its tests the records' own
+    ran, recs, _ = run_read.load_run(out)  # the folder reads back, its tests the records' own
     assert len(recs) == 6 and recs[0].model.sha256 == "cd" * 32
     models = tmp_path / "mine"
     models.mkdir()

@@ -250,8 +250,8 @@ def _published(tmp_path: Path) -> Path:
     ],
 )
 def test_a_published_run_json_that_is_not_one_is_bad_input_naming_file_and_field(tmp_path, content, field):
-    """Reproducer: a run.json that is not JSON or wrong-typed gave a pydantic traceback (run_folder.load_run)."""
-    from toolkit.publish import run_folder
+    """Reproducer: a run.json that is not JSON or wrong-typed gave a pydantic traceback (run_read.load_run)."""
+    from toolkit.publish import run_read
 
     folder = _published(tmp_path)
     if content is None:
@@ -260,7 +260,7 @@ def test_a_published_run_json_that_is_not_one_is_bad_input_naming_file_and_field
         content = json.dumps(data).encode()
     (folder / "run.json").write_bytes(content)
     with pytest.raises(BadInput) as err:
-        run_folder.load_run(folder)
+        run_read.load_run(folder)
     assert str(err.value).startswith(f"{folder / 'run.json'}: ") and field in str(err.value)
     res = run("reproduce", str(folder))
     no_traceback(res)
@@ -268,7 +268,7 @@ def test_a_published_run_json_that_is_not_one_is_bad_input_naming_file_and_field
 
 
 def test_a_published_results_line_that_is_not_a_record_is_bad_input_naming_file_line_and_field(tmp_path):
-    from toolkit.publish import run_folder
+    from toolkit.publish import run_read
 
     folder = _published(tmp_path)
     line = json.loads((folder / "results.jsonl").read_text())
@@ -276,11 +276,11 @@ def test_a_published_results_line_that_is_not_a_record_is_bad_input_naming_file_
     with (folder / "results.jsonl").open("a") as fh:
         fh.write(json.dumps(line) + "\n")
     with pytest.raises(BadInput) as err:
-        run_folder.load_run(folder)
+        run_read.load_run(folder)
     assert str(err.value).startswith(f"{folder / 'results.jsonl'}:2: avg_ts: ")
     (folder / "results.jsonl").write_bytes((folder / "results.jsonl").read_bytes().splitlines(True)[0] + DEEP)
     with pytest.raises(BadInput) as err:
-        run_folder.load_run(folder)
+        run_read.load_run(folder)
     assert f"{folder / 'results.jsonl'}:2: " in str(err.value)
 
 

@@ -49,7 +49,7 @@ from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
 from toolkit.matrix.api import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.publish import run_folder
+from toolkit.publish import run_folder, run_read
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, imported
@@ -273,7 +273,7 @@ def refuse_imported(run: run_folder.PublishedRun, where: str = "run.json") -> No
             raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
         if not (len(im.digest) == 71 and im.digest.startswith("sha256:") and set(im.digest[7:]) <= HEX):
             raise BadInput(
-                f"{where}: images[{run_folder.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
+                f"{where}: images[{run_read.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
                 "(sha256: and 64 lowercase hex digits, as export-run writes): reproduce runs an image by its "
                 "ID, never by a name or prefix that may mean an image of this host; export the run again"
             )
@@ -317,18 +317,14 @@ def _model_candidates(
     inside the folder (core.paths.contained); for a run of this project (`project`, exported from its
     own results), at its matrix path in the project and where the run read it (its records)."""
     at = f"{folder / 'run.json'}: models[{m.name}]"
-    paths = (
-        [model_dir / relative_path(m.file, what=f"{at}.file", fix=run_folder.FILE_FIX)] if model_dir else []
-    )
+    paths = [model_dir / relative_path(m.file, what=f"{at}.file", fix=run_read.FILE_FIX)] if model_dir else []
     if project is not None:
         if m.matrix_path:
             paths.append(project.resolve(m.matrix_path))
         if m.recorded_path:
             paths.append(Path(m.recorded_path))
     elif m.matrix_path:
-        paths.append(
-            contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=run_folder.MATRIX_PATH_FIX)
-        )
+        paths.append(contained(folder, m.matrix_path, what=f"{at}.matrix_path", fix=run_read.MATRIX_PATH_FIX))
     return paths
 
 
@@ -347,7 +343,7 @@ def locate_model(
             workdir,
             Path("models", m.file),
             what=f"{folder / 'run.json'}: models[{m.name}].file",
-            fix=run_folder.FILE_FIX,
+            fix=run_read.FILE_FIX,
         )
         if path.is_file() and sha256_file(path) != m.sha256:
             path.unlink()
@@ -467,7 +463,7 @@ def resolve_run(source: str, *, store: ResultStore | None, lm: LoadedMatrix | No
 
 def _inside(folder: Path, rel: str) -> Path:
     """`rel` in the published folder: core.paths.contained, naming the folder's file."""
-    return contained(folder, rel, what=f"{folder}: {rel}", fix=run_folder.UNLINK_FIX)
+    return contained(folder, rel, what=f"{folder}: {rel}", fix=run_read.UNLINK_FIX)
 
 
 def _workdir(folder: Path, rebuild: bool) -> Path:
@@ -591,7 +587,7 @@ def bench_matrix(
     except (ValidationError, TypeError) as err:
         raise BadInput(
             f"run {run.run_id}: its run.json images/models/bench are not a valid matrix "
-            f"({run_folder.first_error(err)}); export the run again"
+            f"({run_read.first_error(err)}); export the run again"
         ) from None
     path = Path(workdir) / "bench-matrix.yaml"  # workdir: resolved inside the run folder (_workdir)
     if path.is_symlink():  # a published folder's link, even to a file inside it: never written through
@@ -625,7 +621,7 @@ def reproduce(
     # from its results to .toolkit/runs/<id>/ just now: its model paths may name files of this host
     project = None if Path(source).is_dir() else lm
     folder = resolve_run(source, store=store, lm=lm)
-    run, recorded, builds = run_folder.load_run(folder)
+    run, recorded, builds = run_read.load_run(folder)
     refuse_imported(run, f"{folder / 'run.json'}")
     if not allow_twin:
         _refuse_twins(run, recorded)

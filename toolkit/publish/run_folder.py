@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
@@ -21,7 +21,7 @@ from tabulate import tabulate
 from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, refused_link
-from toolkit.core.paths import contained, relative_path, symlinks_inside
+from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words
@@ -36,7 +36,6 @@ from toolkit.results.records import (
     ResultStore,
     append_jsonl,
     imported,
-    read_jsonl_numbered,
     write_json_atomic,
 )
 from toolkit.runtimes.llama_bench import args as lb_args
@@ -49,7 +48,6 @@ TOOLKIT_SOURCE = "toolkit-src.tar.gz"
 """The toolkit's own source at the commit that measured the run (pyproject.toml, README.md, toolkit/), beside
 RUN_FILES where the exporting checkout holds that commit: the README's install line (`pip install
 ./toolkit-src.tar.gz`) is then one a customer can run, with the toolkit that made the numbers."""
-RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class PublishedImage(BaseModel):
@@ -132,7 +130,7 @@ def axes_from_records(records: list[BenchRecord]) -> dict[str, Any]:
     try:
         return BenchAxes(**axes).model_dump(exclude={"timeout_s"})
     except ValidationError as err:  # an imported run's values a matrix does not take: kept as measured
-        return {**axes, "not_a_matrix": _first_error(err)}
+        return {**axes, "not_a_matrix": field_problem(err)}
 
 
 def _process_settings(records: list[BenchRecord]) -> dict[str, Any]:
@@ -675,37 +673,7 @@ def _words(v: object) -> str:
     return str(v)
 
 
-UNLINK_FIX = (
-    "a published run folder holds its files itself: replace the link with the file it points to, or remove it"
-)
-FILE_FIX = (
-    "a model's `file` is its bare file name (e.g. tiny-qwen3moe.gguf): fix run.json or export the run again"
-)
-MATRIX_PATH_FIX = (
-    "a published run names its model files relative to its own folder (e.g. models/x.gguf): fix run.json "
-    "(or remove matrix_path and pass --model-dir DIR holding the file), or export the run again"
-)
-
-
-def label(name: str, i: int) -> str:
-    """A model's name as a message shows it: itself when plain, else its index."""
-    return name if name and len(name) <= 64 and name.isprintable() and "/" not in name else str(i)
-
-
-def check_run_paths(run: PublishedRun, where: str) -> None:
-    """The paths run.json names (`where`: its path), before anything is looked up: every model's `file`
-    is a bare file name and its `matrix_path` relative without '..' (core.paths.relative_path);
-    BadInput naming run.json, the field and the fix otherwise. Where they resolve is checked on use
-    (reproduce: core.paths.contained in the folder)."""
-    for i, m in enumerate(run.models):
-        at = f"{where}: models[{label(m.name, i)}]"
-        if len(relative_path(m.file, what=f"{at}.file", fix=FILE_FIX).parts) != 1:
-            raise BadInput(f"{at}.file: {m.file[:200]!r} is not a file name (it has a '/'); {FILE_FIX}")
-        if m.matrix_path is not None:
-            relative_path(m.matrix_path, what=f"{at}.matrix_path", fix=MATRIX_PATH_FIX)
-
-
-def _first_error(err: ValidationError) -> str:
+def field_problem(err: ValidationError) -> str:
     """`field.path: message (got excerpt)` of a pydantic error's first problem (never the whole input). A
     rule of a whole mapping (no field path: the axes' n_ubatch against n_batch) names its values in its
     message: the mapping is not repeated (a newcomer read `(top level): ... (got {'n_prompt': [512], ...`)."""
@@ -735,66 +703,4 @@ def read_run_json(path: Path) -> PublishedRun:
     try:
         return PublishedRun.model_validate(data)
     except ValidationError as err:
-        raise BadInput(f"{path}: {_first_error(err)}; {fix}") from None
-
-
-def _read_records(path: Path, model: type[RecordT]) -> list[RecordT]:
-    """Every line of a published folder's results.jsonl / builds.jsonl as `model`; BadInput naming
-    file:line and the field at the first line that is not one (a reference with a line left out
-    would reproduce a run other than the one published)."""
-    problems: list[str] = []
-    out: list[RecordT] = []
-    for n, obj in read_jsonl_numbered(path, problems):
-        if problems:
-            break
-        try:
-            out.append(model.model_validate(obj))
-        except ValidationError as err:
-            problems.append(f"{path}:{n}: {_first_error(err)}")
-    if problems:
-        raise BadInput(
-            f"{problems[0]}; every line of a published run is part of it: re-export or re-download the folder"
-        )
-    return out
-
-
-def load_run(folder: Path) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
-    """Read a published run folder; BadInput naming the missing or malformed file, or an imported run
-    (export-run writes one, reproduce cannot run it). A folder from someone
-    else is untrusted input: before any file is read, every symlink in it must point inside it, any other
-    entry be a file or folder (symlinks_inside: a FIFO hung reproduce), run.json's paths relative ones."""
-    folder = Path(folder)
-
-    symlinks_inside(folder, what=f"published run folder {folder}", fix=UNLINK_FIX, files_only=True)
-    files = {
-        name: contained(folder, name, what=f"{folder}: {name}", fix=UNLINK_FIX)
-        for name in ("run.json", "results.jsonl", "builds.jsonl")
-    }
-    for name in ("run.json", "results.jsonl"):
-        if not files[name].is_file():
-            raise BadInput(
-                f"{folder}: {name} is missing; a published run folder is written by `toolkit export-run`"
-            )
-    where = f"{folder / 'run.json'}"
-    run = read_run_json(files["run.json"])
-    if run.schema_version != RUN_SCHEMA_VERSION:
-        raise BadInput(
-            f"{where}: schema_version {run.schema_version} is not supported (this toolkit "
-            f"reads {RUN_SCHEMA_VERSION})"
-        )
-    for im in run.images:  # said before the paths: an import's model has no file, and exporting again
-        if imported(im.digest):  # gives the same run.json (reproduce.refuse_imported's words)
-            raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
-    check_run_paths(run, where)
-    recs = _read_records(files["results.jsonl"], BenchRecord)
-    builds = _read_records(files["builds.jsonl"], BuildRecord)
-    return run, recs, builds
-
-
-def first_error(err: Exception) -> str:
-    """The first problem of a pydantic ValidationError (`loc: msg`), else the error's text, short."""
-    if isinstance(err, ValidationError) and err.errors():
-        e = err.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        return f"{loc + ': ' if loc else ''}{e['msg']}"[:300]
-    return str(err)[:300]
+        raise BadInput(f"{path}: {field_problem(err)}; {fix}") from None
