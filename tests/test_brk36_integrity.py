@@ -253,3 +253,29 @@ def test_a_first_sample_faster_than_the_rest_is_no_warm_up():
     assert warmup_outlier(r)
     r.samples_ts = [150.0, *fast_first[1:]]  # the same run with a slow first sample
     assert warmup_outlier(r)
+
+
+def test_reproduce_of_a_tiny_stand_in_says_its_numbers_are_smoke_data():
+    """Newcomer 36: `reproduce` of the tiny model's run printed a -70 % delta (on a busy host) with no
+    word that a 1.6 MB random-weight model's tok/s are smoke signals, which the report of the same
+    records says above its tables. The report's caveats now head reproduce's table and its JSON."""
+    from toolkit.publish.repro_output import reproduction_json
+
+    def tiny(r):
+        r.model.size_bytes = 1_611_104
+        return r
+
+    rec = [tiny(make_record("cpu", "cpu", p=512, avg=1000.0, model="tiny-qwen3moe"))]
+    again = [tiny(make_record("cpu", "cpu", p=512, avg=300.0, model="tiny-qwen3moe"))]
+    rep = Reproduction("a", "b", Path("f"), Path("r"), 5.0, rows=compare_records(rec, again, 5.0))
+    text = format_reproduction(rep, "text")
+    assert "caveat: smoke-test data: tiny-qwen3moe is a tiny stand-in model" in text, text
+    assert text.index("caveat:") < text.index("pp512"), text
+    assert reproduction_json(rep)["caveats"] == [
+        "smoke-test data: tiny-qwen3moe is a tiny stand-in model; its tok/s show the path works, they are not "
+        "a basis for routing"
+    ]
+    real = [make_record("cpu", "cpu", p=512, avg=1000.0)]
+    real[0].model.size_bytes = 17 * 2**30
+    plain = Reproduction("a", "b", Path("f"), Path("r"), 5.0, rows=compare_records(real, real, 5.0))
+    assert "caveat" not in format_reproduction(plain, "text") and reproduction_json(plain)["caveats"] == []

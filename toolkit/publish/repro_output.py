@@ -9,6 +9,7 @@ from typing import Any
 from tabulate import tabulate
 
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
+from toolkit.analysis.verdict import smoke_caveats
 from toolkit.core.stats import decimals_apart
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
@@ -41,6 +42,7 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
     for k, (a, b) in rep.host_diff.items():
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
     with_energy = [r for r in rep.rows if r.energy_delta is not None]
+    lines += [f"caveat: {c}" for c in caveats(rep)]
     lines += ["", _compare_table(rep.rows, energies=bool(with_energy), fmt=fmt), ""]
     if with_energy:
         lines.append(
@@ -63,6 +65,14 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
         + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
     )
     return "\n".join(lines)
+
+
+def caveats(rep: Reproduction) -> list[str]:
+    """What the report says above its tables of the same records (verdict.smoke_caveats): a tiny
+    stand-in model's tok/s, a software GPU's, an experimental runtime's are smoke signals, and a
+    delta between two of them says how a host ran, not how an image performs (newcomer 36: a -70 %
+    delta of a 1.6 MB model on a busy host came with no word of it)."""
+    return smoke_caveats([r.recorded for r in rep.rows] + [r.reproduced for r in rep.rows if r.reproduced])
 
 
 def _compare_table(rows: list[ReproRow], *, energies: bool, fmt: str = "github") -> str:
@@ -115,6 +125,7 @@ def reproduction_json(rep: Reproduction) -> dict[str, Any]:
         "models": [m.__dict__ for m in rep.models],
         "host_diff": {k: list(v) for k, v in rep.host_diff.items()},
         "notes": rep.notes,
+        "caveats": caveats(rep),
         "rows": [
             {
                 "image": r.image,
