@@ -105,7 +105,7 @@ def test_a_run_id_from_a_record_adds_no_tag_or_line_to_the_export_readme(tmp_pat
     from toolkit.publish import run_folder
     from toolkit.results.records import ResultStore
 
-    rid = "20261128T195135Z-e6f7c7` <img src=x onerror=alert(1)>\n<script>alert(2)</script>"
+    rid = "20261128T195135Z-e6f7c7` <img src=x onerror=alert(1)> <script>alert(2)</script>"  # no \n: RunId
     store = ResultStore(tmp_path / "results")
     for r in bench_records("20261128T195135Z-e6f7c7"):
         store.add_result(r.model_copy(update={"run_id": rid}))

@@ -15,7 +15,7 @@ from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.core.stats import decimals_apart
-from toolkit.core.text import md_line
+from toolkit.core.text import md_line, md_text, one_line
 from toolkit.results.records import BenchRecord
 
 
@@ -150,11 +150,12 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
         return "\n".join(w for line in out for w in wrap(line, width)) if text else out[0]
     show_energy = bool(c.with_energy)
     body = [_table_row(c, row, show_energy, bold=not text) for row in c.rows]
+    cell = one_line if text else md_text  # a side's label is a stored name: one cell of one row
     headers = [
         "test",
         *c.id_columns,
-        _side_head("A", c.a, c.a_settings),
-        _side_head("B", c.b, c.b_settings),
+        cell(_side_head("A", c.a, c.a_settings)),
+        cell(_side_head("B", c.b, c.b_settings)),
         "speedup (B/A)",
         *(["tok/J A", "tok/J B", "tok/J (B/A)"] if show_energy else []),
         "verdict",

@@ -99,11 +99,15 @@ def md_line(text: str) -> str:
     return _md_escaped(text, _MD_LINE_SPECIAL)
 
 
+def one_line(text: str) -> str:
+    """`text` for one line of a terminal's text: controls stripped, line breaks and tabs as spaces (a
+    name's newline made a table's header two rows and a refusal two lines)."""
+    return strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
 def _md_escaped(text: str, special: re.Pattern[str]) -> str:
-    """`text` on one line (controls stripped, line breaks and tabs as spaces), each match of `special`
-    escaped with a backslash (`](` as `]\\(`)."""
-    flat = strip_controls(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    return special.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), flat)
+    """`text` on one line (one_line), each match of `special` escaped with a backslash (`](` as `]\\(`)."""
+    return special.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), one_line(text))
 
 
 def html_text(text: str) -> str:

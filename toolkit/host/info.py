@@ -125,6 +125,40 @@ TOOLKIT_ROOT = Path(__file__).resolve().parents[2]
 """The folder the toolkit package was loaded from (a checkout's root, or site-packages)."""
 
 
+GIT_REPO_ENV = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+)
+"""The variables that tie git to one repository (`git rev-parse --local-env-vars`, git 2.39): git exports
+them to its hooks and `rebase --exec` commands, where they name the user's repository, not the one
+the toolkit asks about."""
+
+
+def git_env() -> dict[str, str]:
+    """This process's environment without GIT_REPO_ENV (what git itself clears before it works in
+    another repository), with GIT_OPTIONAL_LOCKS=0 (`git status` does not rewrite the index, which a
+    `git commit` beside it would find locked). Every git the toolkit runs gets it: run from a git hook
+    of the user's results repository (GIT_DIR, GIT_INDEX_FILE set), `git -C TOOLKIT_ROOT rev-parse HEAD`
+    named that repository's commit and `git status` called the toolkit's checkout dirty."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_REPO_ENV}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    return env
+
+
 def toolkit_source() -> dict[str, str]:
     """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
     TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), with "dirty": "true" where its
@@ -140,6 +174,7 @@ def toolkit_source() -> dict[str, str]:
                 capture_output=True,
                 text=True,
                 timeout=5,
+                env=git_env(),
             )
         except (OSError, subprocess.SubprocessError):
             return out
@@ -163,6 +198,7 @@ def _modified() -> bool:
             capture_output=True,
             text=True,
             timeout=5,
+            env=git_env(),
         )
     except (OSError, subprocess.SubprocessError):
         return False

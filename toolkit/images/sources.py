@@ -49,8 +49,10 @@ def _key(*parts: str) -> str:
 
 
 def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 900) -> str:
+    from toolkit.host.info import git_env  # a git hook's GIT_DIR would send clone, fetch and checkout there
+
     env = dict(
-        os.environ, GIT_TERMINAL_PROMPT="0", GIT_HTTP_LOW_SPEED_LIMIT="1000", GIT_HTTP_LOW_SPEED_TIME="30"
+        git_env(), GIT_TERMINAL_PROMPT="0", GIT_HTTP_LOW_SPEED_LIMIT="1000", GIT_HTTP_LOW_SPEED_TIME="30"
     )
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:

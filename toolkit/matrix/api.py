@@ -28,6 +28,7 @@ from toolkit.matrix.loading import (
     load_matrix,
     parse_matrix,
     project_hint,
+    read_yaml,
     template_path,
 )
 from toolkit.matrix.schema import (

@@ -20,7 +20,6 @@ folder, symlinks resolved, before it is read, written or deleted (toolkit.core.p
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -47,9 +46,18 @@ from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed, refused_link
 from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
-from toolkit.matrix.api import BenchAxes, HfFile, ImageSpec, LoadedMatrix, Matrix, ModelSpec
+from toolkit.matrix.api import (
+    MAX_MATRIX_BYTES,
+    BenchAxes,
+    HfFile,
+    ImageSpec,
+    LoadedMatrix,
+    Matrix,
+    ModelSpec,
+    read_yaml,
+)
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.publish import run_folder, run_read
+from toolkit.publish import folder_copy, run_folder, run_read
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, imported
@@ -479,28 +487,43 @@ def _workdir(folder: Path, rebuild: bool) -> Path:
         )
     if rebuild:
         for name in ("matrix.yaml", "Dockerfile.templates"):
-            src = _inside(folder, name)
-            if not src.exists():
+            if not _inside(folder, name).exists():
                 raise BadInput(
                     f"--rebuild needs {folder / name} (written by `toolkit export-run` with a matrix)"
                 )
-            dest = _inside(folder, f"reproduce/{name}")
-            if src.is_dir():
-                shutil.copytree(src, dest, dirs_exist_ok=True)
-            else:
-                shutil.copy2(src, dest)
+        for src, rel in folder_copy.copied(folder, folder / "matrix.yaml"):  # no link: export-run's rule
+            folder_copy.copy_regular(src, work / rel, work)
     return work
+
+
+def _published_matrix(folder: Path) -> dict[str, Any]:
+    """The folder's matrix.yaml as data, read as load_matrix reads a matrix (matrix.api.read_yaml: size,
+    aliases and nesting bounded): {} (the defaults) where it is absent or no matrix's YAML (an impossible
+    date, not UTF-8, a list at its top), as before; BadInput (exit 4) naming it when it is larger than
+    MAX_MATRIX_BYTES (yaml.safe_load of a stranger's 27 MB file, read twice, took 3m49s and 1.2 GB)."""
+    path = _inside(folder, "matrix.yaml")
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return {}
+    if size > MAX_MATRIX_BYTES:
+        raise BadInput(
+            f"{path}: {size} bytes is too large for a matrix file (limit {MAX_MATRIX_BYTES} bytes): not what "
+            "`toolkit export-run` writes; re-export or re-download the folder"
+        )
+    try:
+        data = read_yaml(path)
+    except BadInput:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any]:
     """The settings blocks of the run (matrix.yaml key -> pydantic model), one per runner of its records
-    that has one: the folder's matrix.yaml block, overridden by what its records state, rebuilt by the
-    runner itself (registry -> Runner.settings_from_records). A runner that is not registered here is
-    left to bench, which names it."""
-    try:
-        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
-    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: 2026-02-30, not UTF-8
-        data = {}
+    that has one: the folder's matrix.yaml block (_published_matrix), overridden by what its records
+    state, rebuilt by the runner itself (registry -> Runner.settings_from_records). A runner that is
+    not registered here is left to bench, which names it."""
+    data = _published_matrix(folder)
     out: dict[str, Any] = {}
     for name in dict.fromkeys(r.runner for r in recorded):
         try:
@@ -510,7 +533,7 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
         key = runner.settings_key
         if not key:
             continue
-        base = data.get(key) if isinstance(data, dict) else None
+        base = data.get(key)
         try:
             block = runner.settings_from_records(recorded, base if isinstance(base, dict) else {})
         except ValidationError as err:  # the folder's `key:` block or its records' engine settings
@@ -525,10 +548,11 @@ def _runner_settings(folder: Path, recorded: list[BenchRecord]) -> dict[str, Any
 
 
 def _timeout(folder: Path) -> float:
+    """bench.timeout_s of the folder's matrix (_published_matrix), else 3600 (absent, not a number)."""
+    bench = _published_matrix(folder).get("bench")
     try:
-        data = yaml.safe_load(_inside(folder, "matrix.yaml").read_text()) or {}
-        return float((data.get("bench") or {}).get("timeout_s") or 3600)
-    except (OSError, yaml.YAMLError, TypeError, ValueError, OverflowError, RecursionError):
+        return float((bench.get("timeout_s") if isinstance(bench, dict) else None) or 3600)
+    except (TypeError, ValueError, OverflowError):
         return 3600.0
 
 

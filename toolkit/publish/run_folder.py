@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import stat
 import subprocess
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -20,20 +18,21 @@ from tabulate import tabulate
 
 from toolkit import __version__
 from toolkit.core import jsonsafe
-from toolkit.core.errors import BadInput, FileSystemError, refused_link
+from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
-from toolkit.host.info import COMMIT_HEX, commit_words
+from toolkit.host.info import COMMIT_HEX, commit_words, git_env
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
-from toolkit.publish import scrub, sweeps
+from toolkit.publish import folder_copy, scrub, sweeps
 from toolkit.publish.push import merged
 from toolkit.results import index as resultindex
-from toolkit.results import make_folders, open_regular, write_atomic
+from toolkit.results import open_regular, write_atomic
 from toolkit.results.records import (
     BenchRecord,
     BuildRecord,
     ResultStore,
+    RunId,
     append_jsonl,
     imported,
     write_json_atomic,
@@ -88,7 +87,7 @@ class PublishedRun(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     schema_version: int = RUN_SCHEMA_VERSION
-    run_id: str
+    run_id: RunId
     created: str
     exported: str
     toolkit_version: str = __version__
@@ -274,7 +273,7 @@ def export_run(
     """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder that is not an export
     of this run (said first: a project folder's own links are beside the point), and an earlier export
     holding a symlink that points out of it (the files written there would land outside). BadInput
-    (exit 4), before anything is written, when a file it would copy is a link or not regular (_copied).
+    (exit 4), before anything is written, when a file it would copy is a link or not regular (`copied`).
     The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
     unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
     out = Path(out)
@@ -294,7 +293,9 @@ def export_run(
     run, builds = describe_run(store, run_id, lm, recs)
     if not host_paths:  # the host's folders are not published
         run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
-    copies = _copied(lm) if lm is not None else []  # checked before anything is written
+    copies = (
+        folder_copy.copied(lm.root, Path(lm.path)) if lm is not None else []
+    )  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):
         tmp = out / f".{name}.tmp"
@@ -304,7 +305,7 @@ def export_run(
         os.close(open_regular(tmp, os.O_WRONLY | os.O_CREAT))  # no record: an empty file, never via a link
         tmp.replace(out / name)
     for src, rel in copies:
-        _copy_regular(src, out / rel, out)
+        folder_copy.copy_regular(src, out / rel, out)
     if copies and not host_paths:  # a model's path in matrix.yaml too
         scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
     if not all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing
@@ -344,6 +345,7 @@ def _toolkit_source(commit: str, out: Path) -> str | None:
             + ["pyproject.toml", "README.md", "toolkit"],
             capture_output=True,
             timeout=60,
+            env=git_env(),
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -393,48 +395,6 @@ def _with_commit(tar: bytes, prefix: str, commit: str) -> bytes:
         info.size, info.mode, info.mtime = len(body), 0o644, max((m.mtime for m in t.getmembers()), default=0)
         t.addfile(info, io.BytesIO(body))
     return gzip.compress(buf.getvalue(), mtime=0)
-
-
-def _copied(lm: LoadedMatrix) -> list[tuple[Path, Path]]:
-    """(source, path inside the export) of matrix.yaml and every entry of Dockerfile.templates/ (folders
-    first, then files, sorted). Each must be a regular file or folder, never a symbolic link (one to
-    /etc/passwd would be published) nor a FIFO, socket or device: the template loader's rule
-    (toolkit.images.render._Loader). BadInput (exit 4) naming the first offender and the fix."""
-    tpl = lm.root / "Dockerfile.templates"
-    found = [(Path(lm.path), Path("matrix.yaml"))]
-    if tpl.is_symlink() or tpl.is_dir():
-        found.append((tpl, Path(tpl.name)))
-        for where, dirs, files in os.walk(tpl, onerror=_raise):  # a link to a folder: listed, never walked
-            found += sorted((Path(where) / n, Path(where, n).relative_to(lm.root)) for n in dirs + files)
-    for k, (src, _) in enumerate(found):
-        st = os.lstat(src)
-        if stat.S_ISLNK(st.st_mode):
-            raise BadInput(refused_link(src))
-        if not (stat.S_ISREG(st.st_mode) or (k and stat.S_ISDIR(st.st_mode))):
-            raise BadInput(f"{src}: not a regular file or folder (export copies only those): remove it")
-    return [(s, r) for s, r in found if os.path.isdir(s)] + [(s, r) for s, r in found if not os.path.isdir(s)]
-
-
-def _raise(err: OSError) -> None:
-    raise err
-
-
-def _copy_regular(src: Path, dest: Path, out: Path) -> None:
-    """Copy one entry _copied listed into the export folder `out`: a folder is made, a file's bytes,
-    mode and times copied, read and written without following a link (a file swapped for a link since
-    it was checked, a link put at any folder below `out`: BadInput, exit 4, nothing written there)."""
-    if stat.S_ISDIR(os.lstat(src).st_mode):
-        make_folders(dest, root=out)
-        return
-    with (
-        os.fdopen(open_regular(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fi,
-        os.fdopen(open_regular(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=out), "wb") as fo,
-    ):
-        shutil.copyfileobj(fi, fo)
-        fo.flush()
-        st = os.fstat(fi.fileno())
-        os.fchmod(fo.fileno(), stat.S_IMODE(st.st_mode))
-        os.utime(fo.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:

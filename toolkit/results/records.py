@@ -33,12 +33,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import FileSystemError
 from toolkit.core.signals import no_interrupt
-from toolkit.core.text import path_text
+from toolkit.core.text import BIDI_CONTROLS, path_text
 from toolkit.core.types import (  # the bounds every reader holds a measurement to
     INT64,
     MAX_TOKENS,
@@ -58,6 +66,21 @@ from toolkit.results.sequence import (
 
 RECORD_SCHEMA_VERSION = 2
 Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
+_NOT_IN_ID = re.compile(rf"[\x00-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
+
+
+def _one_line(run_id: str) -> str:
+    if _NOT_IN_ID.search(run_id):
+        raise ValueError(
+            f"{run_id[:80]!r} holds a control character (a line break, an escape): a run id "
+            "is one line of text (`20261205T101102Z-70c142`)"
+        )
+    return run_id
+
+
+RunId = Annotated[str, AfterValidator(_one_line)]
+"""A run id as records and run.json hold it: one line without control or bidi characters (a stranger's
+`...\\nerror: forged` printed a line of its own in every refusal and table that names runs)."""
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
@@ -209,7 +232,7 @@ class BenchRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     schema_version: Int = RECORD_SCHEMA_VERSION
-    run_id: str
+    run_id: RunId
     created: str
     status: str = "ok"  # ok | failed
     error: str | None = None
