@@ -171,6 +171,10 @@ def test_a_roofline_share_is_never_shown_on_the_peak_it_is_flagged_against(tmp_p
     ]
     for c in cells:
         assert ("bw-above-peak" in c["flags"]) == (c["roofline"]["fraction"] > 1), c
+    res = tk(tmp, "report", "--results", "r", "--format", "csv")  # the csv's figure as judged, not rounded
+    pcts = {float(r["roofline_pct"]): r["flags"] for r in csv.DictReader(io.StringIO(res.stdout))}
+    assert sorted(round(p, 2) for p in pcts) == [99.85, 100.15], pcts
+    assert all((p > 100) == ("bw-above-peak" in flags) for p, flags in pcts.items()), pcts
 
 
 # ---------------------------------------------------------------- the model a number is of

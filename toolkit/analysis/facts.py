@@ -23,6 +23,7 @@ from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
 from toolkit.results.telemetry_flags import UNSUPPORTED
 from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
+from toolkit.runtimes.llama_bench.plausible import quantity
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,14 @@ def process_samples(r: BenchRecord) -> list[list[float]]:
         out.append(xs[at : at + c])
         at += c
     return out
+
+
+def model_bytes(r: BenchRecord) -> int | None:
+    """The size of a record's model in bytes: the file `toolkit bench` measured (model.size_bytes), else
+    llama-bench's model_size of its row (an import's: its tensors; md's `17.28 GiB` read as bytes);
+    None where neither is a size above 0."""
+    size = r.model.size_bytes if r.model.size_bytes > 0 else quantity((r.raw or {}).get("model_size"))
+    return size if size and size > 0 else None
 
 
 def warmup_outlier(r: BenchRecord) -> bool:
@@ -298,7 +307,8 @@ class Facts:
     row's best, the verdict and compare's counts); and what the
     sections say of it: `image` (image_label), `test` (row_label with the micro-batch), `concurrency`,
     `ub_effective` (effective_ubatch), `model_known` (identity.model_known), `no_roof` (why a GPU
-    record has no roofline; None: it has one, or it ran on a CPU or a software GPU)."""
+    record has no roofline; None: it has one, or it ran on a CPU or a software GPU), `model_bytes`
+    (model_bytes: the model's size in bytes, None: not recorded)."""
 
     record: BenchRecord
     key: identity.TestKey
@@ -322,6 +332,7 @@ class Facts:
     model_known: bool = True
     no_roof: str | None = None
     held_flags: tuple[str, ...] = ()
+    model_bytes: int | None = None
 
     @classmethod
     def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
@@ -351,6 +362,7 @@ class Facts:
             ub_effective=effective_ubatch(r.n_ubatch, r.n_batch, r.n_prompt, r.n_gen, r.n_depth),
             model_known=identity.model_known(r),
             no_roof=(a.note or None) if roof is None and gpu else None,
+            model_bytes=model_bytes(r),
         )
         flags = _flags(f, opts or ReportOptions(), roof, a.use)  # a.use: its GPUs found once, not twice
         object.__setattr__(f, "flags", tuple(flags))  # frozen once set

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.facts import Facts, facts_of, model_bytes
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
-from toolkit.runtimes.llama_bench.plausible import quantity
 from toolkit.runtimes.vllm import output as vllm_output
 
 _LABELS = {
@@ -183,14 +182,6 @@ def sha_words(r: BenchRecord) -> str:
     """A record's model sha256 as a report names it: `sha256 0123456789ab`, or `sha256 not recorded`."""
     sha = r.model.sha256 or ""
     return f"sha256 {sha[:12]}" if len(sha) == 64 else "sha256 not recorded"
-
-
-def model_bytes(r: BenchRecord) -> int | None:
-    """The size of a record's model in bytes: the file `toolkit bench` measured (model.size_bytes), else
-    llama-bench's model_size of its row (an import's: its tensors; md's `17.28 GiB` read as bytes);
-    None where neither is a size above 0."""
-    size = r.model.size_bytes if r.model.size_bytes > 0 else quantity((r.raw or {}).get("model_size"))
-    return size if size and size > 0 else None
 
 
 def size_words(r: BenchRecord) -> str:

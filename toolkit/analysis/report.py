@@ -23,14 +23,13 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import measured_span, model_bytes, provenance
+from toolkit.analysis.provenance import measured_span, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
     column_legend,
     columns,
     fit_table,
-    roof_pct,
     short_labels,
     table_notes,
     table_rows,
@@ -373,7 +372,9 @@ def render_csv(ts: list[Table]) -> str:
                             *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
                             *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
                             roof.metric if roof else "",
-                            roof_pct(roof, 1, t.bw_floor) if roof else "",
+                            round(100 * roof.fraction, 4)
+                            if roof
+                            else "",  # unrounded enough to sit off its limits
                             " ".join(row.flags.get(col, [])),
                             "; ".join(f"{k}={v}" for k, v in row.ids.items()),
                             r.model.sha256 or "",
@@ -382,23 +383,13 @@ def render_csv(ts: list[Table]) -> str:
                             _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
                             *measured_span(r),
                             r.run_id,
-                            *_model_cells(r),
+                            (r.model.path or "").rsplit("/", 1)[-1],  # model_file
+                            f.model_bytes or "",
+                            mt if isinstance(mt := (r.raw or {}).get("model_type"), str) else "",
                         ],
                     )
                 )
     return buf.getvalue()
-
-
-def _model_cells(r: BenchRecord) -> tuple[str, int | str, str]:
-    """The csv's model_file, model_bytes and model_type of `r`: the file's name, its size in bytes (the
-    file `toolkit bench` measured, else an import's llama-bench model_size) and llama-bench's model_type;
-    empty where not recorded."""
-    model_type = (r.raw or {}).get("model_type")
-    return (
-        (r.model.path or "").rsplit("/", 1)[-1],
-        model_bytes(r) or "",
-        model_type if isinstance(model_type, str) else "",
-    )
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
