@@ -73,7 +73,9 @@ def test_commit_words_reads_only_a_recorded_hex_commit_and_the_exact_dirty_value
     c = "0123456789abcdef0123456789abcdef01234567"
     assert commit_words({"commit": c}) == "0123456789ab"
     assert commit_words({"commit": c, "dirty": "true"}) == "0123456789ab-dirty"
-    assert commit_words({"commit": c, "dirty": True}) == "0123456789ab"  # a stranger's other value
+    assert (
+        commit_words({"commit": c, "dirty": True}) == "0123456789ab-dirty"
+    )  # JSON true reads alike (breaker 37)
     assert commit_words({"commit": "\x1b]0;x\x07" + "a" * 36}) is None
     assert commit_words({"commit": c.upper()}) is None and commit_words("x") is None
 

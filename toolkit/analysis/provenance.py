@@ -16,6 +16,7 @@ from typing import Any
 from toolkit.analysis.facts import Facts, facts_of, model_bytes
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.host.info import commit_words
+from toolkit.results import identity
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -37,7 +38,7 @@ _LABELS = {
 
 @dataclass
 class Provenance:
-    """models: `name (file, sha256 12, size, llama-bench's model_type)`, one per (name, sha256); dates: (first, last) measurement time
+    """models: `name (file, sha256 12, size, llama-bench's model_type)`, one per model (name, sha256, size, type); dates: (first, last) measurement time
     ("YYYY-MM-DD HH:MM:SS", UTC); local: (count, first, last) of the imported vLLM results whose time
     is their host's local time, zone not recorded (their `date`); undated: (first, last) import time of the imported records that carry no
     measurement time (a markdown table, an old -o sql row: their `created` is when they were imported,
@@ -440,16 +441,18 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     fs = facts_of(items)
     records = [f.record for f in fs]
     p = Provenance()
-    models: dict[tuple[str, str], str] = {}
-    for r in records:
-        if (r.model.name, r.model.sha256) in models:  # its words said by the first record of that model
+    models: dict[tuple, str] = {}
+    for r in records:  # one line per model: a file name without a sha256 names no one file (two imports'
+        # `model.gguf`, F16 and Q8_0), so its size and type tell them apart (identity.model_fingerprint)
+        which = (r.model.name, r.model.sha256, identity.model_fingerprint(r), model_bytes(r))
+        if which in models:  # its words said by the first record of that model
             continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        models[(r.model.name, r.model.sha256)] = (
+        models[which] = (
             f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(r)}{_type_words(r)})"
         )
-    p.models = sorted(models.values())
+    p.models = sorted(set(models.values()))
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
     dates = sorted(t for (t, measured), _ in when if measured)
     p.dates = (dates[0], dates[-1]) if dates else None

@@ -465,6 +465,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         if att := column_attention(by_col[col]):
             per_image[col] = ", ".join(x for x in (per_image.get(col), f"attention={att}") if x)
     show_ub = axis in ("prefill", "mixed") or len({r.n_ubatch for r in rs} - {None}) > 1
+    shared = _shared_model_names(rs) if "model" in id_cols else set()
     rows: dict[tuple, Row] = {}
     columns: set[str] = set()
     roof_cols: set[str] = set()
@@ -474,6 +475,8 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         if f.energy is not None:
             energy_cols.add(col)
         ids = {c: "" if (v := id_value(r, c)) is None else str(v) for c in id_cols}
+        if r.model.name in shared and identity.known_sha(r) is None:
+            ids["model"] += f" [{_fingerprint_words(r)}]"
         label, key = _row_key(rows, r, col, row_label(r, ub=show_ub), ids)
         row = rows.setdefault(key, Row(label, ids, _row_order(r, ids)))
         row.cells[col], row.facts[col], row.flags[col] = r, f, list(f.flags)
@@ -495,6 +498,26 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         sorted(energy_cols),
         opts.bw_floor,
     )
+
+
+def _shared_model_names(records: list[BenchRecord]) -> set[str]:
+    """Model names that stand for several models among `records` (no sha256 tells their files apart:
+    two imports' `model.gguf`, one F16 and one Q8_0): each gets its own rows (_fingerprint_words), never
+    one row whose cells put one model's tok/s beside another's."""
+    seen: dict[str, set[tuple]] = {}
+    for r in records:
+        if identity.known_sha(r) is None:
+            seen.setdefault(r.model.name, set()).add(identity.model_fingerprint(r))
+    return {name for name, fps in seen.items() if len(fps) > 1}
+
+
+def _fingerprint_words(r: BenchRecord) -> str:
+    """What tells a model apart from another of its name (identity.model_fingerprint: llama-bench's
+    model_type, parameters and size as its md prints them): `qwen3moe ?B Q8_0, 0.79 M, 0.81 MiB`."""
+    words = [
+        str(x)[:60] for x in identity.model_fingerprint(r) if isinstance(x, str | int | float) and str(x)
+    ]
+    return ", ".join(words) or "model not described"
 
 
 def fold_decode_ub(t: Table) -> tuple[Table, bool]:

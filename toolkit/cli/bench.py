@@ -453,15 +453,33 @@ def _keep_stopped_rows(out_path: Path, *, stopped: bool) -> None:
 
 def _pass_bytes(stream: Any) -> Any:
     """A writer of the measured command's bytes to `stream` as they come, exactly (any line length,
-    bytes that are not UTF-8): `measure` is a wrapper like `time`, its command's output is its own."""
+    bytes that are not UTF-8): `measure` is a wrapper like `time`, its command's output is its own.
+    A stream that refuses writes (its reader gone: `| head`; a full disk) takes no more of it, said once
+    on stderr, and the command is still measured (it was killed, its record lost: exit 1, no word)."""
     out = getattr(stream, "buffer", None)
+    refused: list[str] = []
 
     def write(chunk: bytes) -> None:
-        if out is not None:
-            out.write(chunk)
-            out.flush()
-        else:  # a text stream without a buffer (a test's capture)
-            stream.write(chunk.decode(errors="replace"))
+        if refused:
+            return
+        try:
+            if out is not None:
+                out.write(chunk)
+                out.flush()
+            else:  # a text stream without a buffer (a test's capture)
+                stream.write(chunk.decode(errors="replace"))
+        except OSError as err:
+            refused.append(err.strerror or str(err))
+            name = "standard error" if stream is sys.stderr else "standard output"
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # later flushes meet /dev/null
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stream.fileno())
+                os.close(null)
+            with contextlib.suppress(OSError):  # stderr refusing too: nowhere left to say it
+                _err(
+                    f"measure: {name}: {refused[0]}: the command's output no longer passes through; "
+                    "it is still measured (its rows and record are written as usual)"
+                )
 
     return write
 

@@ -4,6 +4,7 @@ neither (one-way flow)."""
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolkit.core.errors import BadInput
+from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.text import path_text, strip_controls
 
 
@@ -53,12 +54,30 @@ def _safe_echo(
             color=color,
         )
     except OSError as exc:  # stdout on a full disk or a closed pipe: name it, never "(unknown path)"
-        if exc.filename is None and file is None:
-            exc.filename = "standard error" if err else "standard output"
-        raise
+        raise _named_stream_error(exc, err if file is None else None) from None
+
+
+def _named_stream_error(exc: OSError, err: bool | None) -> Exception:
+    """`exc` raised writing standard output (`err` False) or standard error (True; None: another
+    file), named so; a closed pipe (EPIPE) as the FileSystemError it is (exit 8, one line), since
+    Click's own handler would end the command with a silent exit 1 (a bug's code)."""
+    if exc.filename is None and err is not None:
+        exc.filename = "standard error" if err else "standard output"
+    return FileSystemError.from_oserror(exc) if exc.errno == errno.EPIPE else exc
+
+
+def _core_echo(
+    message: Any = None, file: Any = None, nl: bool = True, err: bool = False, color: Any = None
+) -> None:
+    """Click's own printing (`--help`, a usage error's text) with _safe_echo's naming of the stream."""
+    try:
+        _echo(message, file=file, nl=nl, err=err, color=color)
+    except OSError as exc:
+        raise _named_stream_error(exc, err if file is None else None) from None
 
 
 click.echo = _safe_echo  # one choke point: every command prints through click.echo
+click.core.echo = click.decorators.echo = _core_echo  # --help, usage errors: Click's own names for echo
 
 EPILOG = (
     "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed or nothing done (push, bench), 3 bench failed, 4 bad input, "

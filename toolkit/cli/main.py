@@ -45,13 +45,15 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     result records the toolkit version; the commit says which code that was between releases)."""
     if not value or ctx.resilient_parsing:
         return
-    from toolkit.host.info import commit_words, toolkit_source
+    from toolkit.host.info import TOOLKIT_ROOT, commit_words, toolkit_source
 
     commit = commit_words(toolkit_source())
-    click.echo(
-        f"toolkit, version {__version__}"
-        + (f" (commit {commit})" if commit else " (not a git checkout: commit unknown)")
+    unknown = (  # a checkout git refuses to read (another user's: `safe.directory`) is no "not a checkout"
+        f" (commit unknown: git could not read the checkout {TOOLKIT_ROOT}: `git -C {TOOLKIT_ROOT} status` says why)"
+        if (TOOLKIT_ROOT / ".git").exists()
+        else " (not a git checkout: commit unknown)"
     )
+    click.echo(f"toolkit, version {__version__}" + (f" (commit {commit})" if commit else unknown))
     ctx.exit()
 
 
@@ -111,7 +113,10 @@ def _fail(message: str, code: int) -> NoReturn:
     """Exit with `code` after saying why on stderr; a command asked for JSON (`--json`, `--format
     json`) also gets it on stdout as one envelope (common.json_envelope: ok false, exit_code, error,
     result null), so its caller's JSON parse of stdout never meets an empty output."""
-    _err(message)
+    try:
+        _err(message)
+    except (OSError, ToolkitError):  # stderr refuses writes too (`2>&1 | head`): the exit code still says it
+        _takes_writes(sys.stderr)
     _json_error(message, code)
     sys.exit(code)
 
@@ -125,27 +130,32 @@ def _json_error(message: str, code: int) -> None:
         if _stdout_takes_writes():
             try:
                 print_envelope(" ".join(command or []), None, exit_code=code, error=error)
-            except OSError:  # a full disk, a closed pipe: the error on stderr says it
+            except (OSError, ToolkitError):  # a full disk, a closed pipe: the error on stderr says it
                 _stdout_takes_writes()
     else:
         _stdout_takes_writes()
 
 
 def _stdout_takes_writes() -> bool:
-    """Whether stdout takes writes (what it holds flushed). One that refuses (a full disk, a closed
-    pipe) is pointed at /dev/null, so the interpreter's own last flush at exit does not fail again
-    (`Exception ignored ... No space left on device`, exit 120 instead of the command's code; the fix
-    Python's documentation gives in "Note on SIGPIPE")."""
+    """Whether stdout takes writes (_takes_writes)."""
+    return _takes_writes(sys.stdout)
+
+
+def _takes_writes(stream) -> bool:
+    """Whether `stream` (stdout, stderr) takes writes (what it holds flushed). One that refuses (a full
+    disk, a closed pipe) is pointed at /dev/null, so the interpreter's own last flush at exit does not
+    fail again (`Exception ignored ... No space left on device`, exit 120 instead of the command's code;
+    the fix Python's documentation gives in "Note on SIGPIPE")."""
     import os
 
     try:
-        sys.stdout.flush()
+        stream.flush()
         return True
     except (OSError, ValueError):
         pass
     try:
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        os.dup2(null, stream.fileno())
         os.close(null)
     except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stream)
         pass
@@ -194,7 +204,10 @@ def main() -> None:
     except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
         _fail(INTERRUPTED, signals.exit_code())
     except click.ClickException as err:
-        err.show()
+        try:
+            err.show()
+        except OSError:  # stderr refuses writes (a full disk, a closed pipe): the exit code still says it
+            _takes_writes(sys.stderr)
         code = 4 if isinstance(err, click.UsageError) else err.exit_code
         _json_error(err.format_message(), code)
         sys.exit(code)

@@ -180,41 +180,59 @@ def toolkit_source() -> dict[str, str]:
             return out
         if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
             out["commit"] = commit
-            if _modified():
-                out["dirty"] = "true"
+            if (modified := _modified()) is not False:
+                out["dirty"] = "true" if modified else "unknown"
         return out
     if archived := archived_commit(Path(__file__).with_name("_commit.py")):  # a copy pip installed
         out["commit"] = archived  # from an export's toolkit-src.tar.gz: the commit it was archived at
     return out
 
 
-def _modified() -> bool:
+def _modified() -> bool | None:
     """Whether the checkout's toolkit source (pyproject.toml, toolkit/) differs from its commit: changes
-    or untracked files (`git status --porcelain`, 5 s at most; False where git cannot say). A record so
-    marked was measured by code its commit does not hold (`git describe --dirty`'s sense)."""
+    or untracked files (`git status --porcelain`, 5 s at most). A record so marked was measured by code
+    its commit does not hold (`git describe --dirty`'s sense). None where git cannot say (a corrupt
+    index, a status slower than 5 s): never taken for clean. `--no-optional-locks`: a plain status
+    rewrites the checkout's index (index.lock held), so a `git commit` there at that moment failed."""
     try:
         got = subprocess.run(
-            ["git", "-C", str(TOOLKIT_ROOT), "status", "--porcelain", "--", "pyproject.toml", "toolkit"],
+            [
+                "git",
+                "-C",
+                str(TOOLKIT_ROOT),
+                "--no-optional-locks",
+                "status",
+                "--porcelain",
+                "--",
+                "pyproject.toml",
+                "toolkit",
+            ],
             capture_output=True,
             text=True,
             timeout=5,
             env=git_env(),
         )
     except (OSError, subprocess.SubprocessError):
-        return False
-    return got.returncode == 0 and bool(got.stdout.strip())
+        return None
+    return bool(got.stdout.strip()) if got.returncode == 0 else None
 
 
 def commit_words(toolkit: object, width: int = 12) -> str | None:
     """A recorded toolkit's commit (7 to 64 lowercase hex: as recorded, or abbreviated as git does) as
     people read it: its first `width` hex, `-dirty` appended where the checkout that measured held
-    uncommitted changes (host.toolkit {"commit", "dirty": "true"}: toolkit_source); None where no such
-    commit is recorded (a stranger's other value is never shown)."""
+    uncommitted changes (host.toolkit {"commit", "dirty": "true"}: toolkit_source; a hand's or another
+    tool's true, 1, "TRUE", "1", "yes" read alike), `-dirty?` where git could not say ("unknown");
+    None where no such commit is recorded (a stranger's other value is never shown)."""
     if not isinstance(toolkit, dict) or not isinstance(c := toolkit.get("commit"), str):
         return None
     if not re.fullmatch(r"[0-9a-f]{7,64}", c):
         return None
-    return c[:width] + ("-dirty" if toolkit.get("dirty") == "true" else "")
+    return c[:width] + _DIRTY_WORDS.get(str(toolkit.get("dirty")).strip().lower(), "")
+
+
+_DIRTY_WORDS = {"true": "-dirty", "1": "-dirty", "yes": "-dirty", "unknown": "-dirty?"}
+"""host.toolkit.dirty as text (str(value), stripped, lowercased) -> what follows the commit: JSON true
+reads as "true", 1 as "1"; "false", absent (None) and anything else add nothing."""
 
 
 COMMIT_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

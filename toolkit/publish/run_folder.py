@@ -313,10 +313,13 @@ def export_run(
         run.toolkit_source = _toolkit_source(commit or "", out)
         if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
             run.notes.append(_no_source_note(commit))
-        elif run.toolkit_source and (_toolkit_commit(run) or "").endswith("-dirty"):
+        elif run.toolkit_source and (said := _toolkit_commit(run) or "").endswith(("-dirty", "-dirty?")):
             run.notes.append(
                 f"the run was measured by a checkout with uncommitted changes to the toolkit: {TOOLKIT_SOURCE} "
                 f"holds commit {(commit or '')[:12]} without them, so a reproduction runs that commit's code"
+                if said.endswith("-dirty")
+                else f"git could not say whether the checkout that measured the run held uncommitted changes to "
+                f"the toolkit: {TOOLKIT_SOURCE} holds commit {(commit or '')[:12]}, which may lack them"
             )
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
