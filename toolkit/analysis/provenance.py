@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.analysis.facts import Facts, facts_of, model_bytes
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.host.info import commit_words
-from toolkit.results import identity
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench.check import parse_test_time
@@ -185,11 +184,11 @@ def sha_words(r: BenchRecord) -> str:
     return f"sha256 {sha[:12]}" if len(sha) == 64 else "sha256 not recorded"
 
 
-def size_words(r: BenchRecord) -> str:
-    """A record's model size as a report names it: `17.28 GiB` (the file `toolkit bench` measured, else
-    llama-bench's model_size of an import: its tensors), `1.54 MiB`, or `size not recorded` (a stored 0
-    or -5, none in the row): what a tok/s is of, and what a reader checks a GPU's memory against."""
-    size = model_bytes(r)
+def size_words(size: int | None) -> str:
+    """A model's size in bytes (facts.model_bytes: the file `toolkit bench` measured, else llama-bench's
+    model_size of an import: its tensors) as a report names it: `17.28 GiB`, `1.54 MiB`, or `size not
+    recorded` (None: a stored 0 or -5, none in the row): what a tok/s is of, and what a reader checks a
+    GPU's memory against."""
     if size is None:
         return "size not recorded"
     for unit, b in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -442,15 +441,16 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     records = [f.record for f in fs]
     p = Provenance()
     models: dict[tuple, str] = {}
-    for r in records:  # one line per model: a file name without a sha256 names no one file (two imports'
-        # `model.gguf`, F16 and Q8_0), so its size and type tell them apart (identity.model_fingerprint)
-        which = (r.model.name, r.model.sha256, identity.model_fingerprint(r), model_bytes(r))
+    for f in fs:  # one line per model: a file name without a sha256 names no one file (two imports'
+        # `model.gguf`, F16 and Q8_0), so its size and type tell them apart (its key's model fingerprint)
+        r = f.record
+        which = (r.model.name, r.model.sha256, f.key.model, f.model_bytes)
         if which in models:  # its words said by the first record of that model
             continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
         models[which] = (
-            f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(r)}{_type_words(r)})"
+            f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(f.model_bytes)}{_type_words(r)})"
         )
     p.models = sorted(set(models.values()))
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
