@@ -14,6 +14,7 @@ from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
+from toolkit.analysis.verdict import smoke_caveats
 from toolkit.core.stats import decimals_apart
 from toolkit.core.text import md_line, md_text, one_line
 from toolkit.results.records import BenchRecord
@@ -68,6 +69,14 @@ def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool 
             f"{ratio:.2f}" if ratio is not None else "",
         ]
     return [*line, mark]
+
+
+def caveats(c: Comparison) -> list[str]:
+    """What the report says above its tables of the same records (verdict.smoke_caveats), said above the
+    comparison's table too: a tiny stand-in model's, a software GPU's or an experimental runtime's
+    tok/s are smoke signals, so a speedup between two of them says how a host ran, not how an image
+    performs (newcomer 37: two benches of the 1.6 MB stand-in compared as 0.26x ... 4.23x, no word of it)."""
+    return smoke_caveats([f.record for r in c.rows for f in (r.fa, r.fb)])
 
 
 def _side_head(side: str, s: Side[BenchRecord], settings: str) -> str:
@@ -165,6 +174,7 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
         out = ["\n".join(lines)]
     else:
         out, dropped = [tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)], []
+    said = [f"caveat: {x}" for x in caveats(c)]  # above the table, as reproduce and the report say them
     if show_energy and not dropped:
         out.append(
             f"tok/J: tokens per joule of GPU energy in each test's window; {len(c.with_energy)} of {len(c.rows)} "
@@ -177,10 +187,11 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
         )
     out += [*_what_was_compared(c, markdown=not text), *_notes(c), *_slower_not_counted(c)]
     if not text:
-        return "\n\n".join(out)
+        return "\n\n".join([*(md_line(x) for x in said), *out])
     table, rest = out[0], out[1:]  # the grid is fitted already: its runs of spaces are its columns
+    head = ["\n".join(wrap(x, width)) for x in said]
     return "\n\n".join(
-        [table, *("\n".join(w for ln in p.splitlines() for w in wrap(ln, width)) for p in rest)]
+        [*head, table, *("\n".join(w for ln in p.splitlines() for w in wrap(ln, width)) for p in rest)]
     )
 
 
@@ -216,6 +227,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "a": side(c.a, c.a_settings, "a"),
         "b": side(c.b, c.b_settings, "b"),
         "threshold_pct": c.threshold,
+        "caveats": caveats(c),
         "rows": [
             {
                 "test": r.test,

@@ -543,7 +543,7 @@ def _prefill_route(av: AxisVerdict, opts: ReportOptions) -> Route:
     top, second = longest.entries[0], longest.entries[1]
     measured = (
         f"fastest at the longest prompt measured, {longest.name}: "
-        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({_pct(m, noise, '%, noise threshold ')}%)"
+        f"{top.value:.2f} vs {second.value:.2f} tok/s for {second.image} ({_pct(m, noise, ', noise threshold ')}%)"
     )
     flagged = [e for e in (top, second) if e.flags]
     if top.flags:  # the crown would rest on a flagged number: not decided (module docstring)

@@ -204,12 +204,28 @@ def run_buildx(
                         on_line(line.rstrip("\n"))
             rc = proc.wait()
         except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait(timeout=30)
+            _stop_build(proc)
             raise
         finally:
             timer.cancel()
     return BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
+
+
+BUILD_STOP_GRACE_S = 30.0
+"""Seconds an interrupted build command gets to exit after SIGTERM before it is killed."""
+
+
+def _stop_build(proc: subprocess.Popen[str]) -> None:
+    """Stop the build command of an interrupted run (Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupt): SIGTERM,
+    then SIGKILL where it has not exited within BUILD_STOP_GRACE_S. The caller re-raises the interrupt,
+    so the run exits 130 (129 for SIGHUP); a buildx client still cancelling a compile after 30 s (Docker
+    20.10 on a busy fresh Debian 12, newcomer 37) raised TimeoutExpired in its place: exit 1, a traceback."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=BUILD_STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _build_env(cmd: list[str]) -> dict[str, str]:
