@@ -22,7 +22,7 @@ from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
-from toolkit.host.info import COMMIT_HEX, commit_words, git_env
+from toolkit.host.info import COMMIT_HEX, commit_words, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import folder_copy, scrub, sweeps
 from toolkit.publish.push import merged
@@ -308,7 +308,10 @@ def export_run(
         folder_copy.copy_regular(src, out / rel, out)
     if copies and not host_paths:  # a model's path in matrix.yaml too
         scrub.scrub_file(out / "matrix.yaml", lm.root if lm else None, store.root)
-    if not all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing
+    if all(imported(im.digest) for im in run.images):  # an import's toolkit measured nothing: the one
+        # exporting it is what reads it (`report --results .`; the toolkit is not on PyPI)
+        run.toolkit_source = _toolkit_source(toolkit_source().get("commit", ""), out)
+    else:
         commit = _measuring_commit(run)
         run.toolkit_source = _toolkit_source(commit or "", out)
         if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
@@ -538,11 +541,18 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
     image ran the results here), `--rebuild` first where one was never pushed (a plain reproduce pulls
     by registry digest and would stop at it), else the pull and, as the other way, the rebuild."""
     if all(imported(im.digest) for im in run.images):
+        read = [  # the toolkit that exported the folder reads it
+            "",
+            "```sh",
+            _venv_line(run),
+            f"pip install ./{run.toolkit_source}   # the toolkit that exported this folder, to read it",
+            "```",
+        ]
         return [
             "Not reproducible with the toolkit: these results were imported (`toolkit import`) from output "
             "measured outside it, so there is no image to pull, rebuild or re-run; the tables are the "
             "figures as that output gave them."
-        ]
+        ] + (read if run.toolkit_source else [])
     pulled = all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
     install = f"{_venv_line(run)}\n{_install_line(run)}"  # one line of the list: the block's first two
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
