@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 
 def _readme(tmp_path: Path, recs):
     from toolkit.publish.run_folder import describe_run, run_readme
@@ -63,6 +65,7 @@ def test_an_exported_readme_carries_the_reports_caveats_above_its_tables(tmp_pat
     assert "caveat" not in results, results
 
 
+@pytest.mark.e2e  # the real engine's doctor: without one its next step is to mend the engine
 def test_doctor_in_an_exported_runs_folder_points_at_its_reproduction(tmp_path: Path) -> None:
     """The customer, in the folder `toolkit export-run` wrote (its matrix.yaml beside run.json), ran
     `toolkit doctor` as the README says to see what the host can run: its last line said `toolkit build
