@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.checkout import committed_clone
 from tests.support.records import make_record
 from tests.support.runs import tk
 from toolkit.host import info
@@ -101,17 +101,8 @@ def test_commit_words_reads_every_spelling_of_dirty_and_says_an_unknown_one():
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
-    """A clone of this checkout (objects shared) holding this tree's toolkit/ (the code under test)."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    dest = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(dest)], check=True)
-    shutil.rmtree(dest / "toolkit")
-    shutil.copytree(ROOT / "toolkit", dest / "toolkit", ignore=shutil.ignore_patterns("__pycache__"))
-    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "add", "-A", "toolkit"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "the tree under test"], check=True)
-    return dest
+    """A clone of this checkout holding this tree's toolkit/ (tests.support.checkout.committed_clone)."""
+    return committed_clone(tmp_path / "clone")[0]
 
 
 def test_a_checkout_whose_git_status_fails_is_never_recorded_clean(clone, monkeypatch):

@@ -6,12 +6,12 @@ the commit, so the export shipped that commit's source as what measured, and the
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.checkout import committed_clone
 from tests.support.project import cpu_project
 from tests.support.records import make_record
 from tests.support.runs import bench_records, tk
@@ -26,20 +26,8 @@ RUN = "20261128T195135Z-e6f7c7"  # a stored run of tests/data (as tests/test_new
 
 @pytest.fixture
 def clone(tmp_path: Path) -> tuple[Path, str]:
-    """A clean clone of this checkout (objects shared) holding this tree's toolkit/ and pyproject.toml
-    committed (the code under test, though this checkout may be modified): (its folder, its commit)."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    dest = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(dest)], check=True)
-    shutil.rmtree(dest / "toolkit")
-    shutil.copytree(ROOT / "toolkit", dest / "toolkit", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
-    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "add", "-A", "toolkit", "pyproject.toml"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "the tree under test"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
-    return dest, head.stdout.strip()
+    """tests.support.checkout.committed_clone: (its folder, its commit)."""
+    return committed_clone(tmp_path / "clone")
 
 
 def _version(checkout: Path) -> str:

@@ -168,17 +168,8 @@ def toolkit_source() -> dict[str, str]:
     result (host.toolkit); `toolkit --version` says it."""
     out = {"version": __version__}
     if (TOOLKIT_ROOT / ".git").exists():  # not a repository that merely holds site-packages
-        try:
-            got = subprocess.run(
-                ["git", "-C", str(TOOLKIT_ROOT), "rev-parse", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-                env=git_env(),
-            )
-        except (OSError, subprocess.SubprocessError):
-            return out
-        if got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
+        got = _git("rev-parse", "HEAD")
+        if got is not None and got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
             out["commit"] = commit
             if (modified := _modified()) is not False:
                 out["dirty"] = "true" if modified else "unknown"
@@ -194,27 +185,19 @@ def _modified() -> bool | None:
     its commit does not hold (`git describe --dirty`'s sense). None where git cannot say (a corrupt
     index, a status slower than 5 s): never taken for clean. `--no-optional-locks`: a plain status
     rewrites the checkout's index (index.lock held), so a `git commit` there at that moment failed."""
+    got = _git("--no-optional-locks", "status", "--porcelain", "--", "pyproject.toml", "toolkit")
+    return bool(got.stdout.strip()) if got is not None and got.returncode == 0 else None
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """`git -C TOOLKIT_ROOT ARGS` with git_env, its output as text, 5 s at most; None where git could not
+    be run or did not finish in time."""
     try:
-        got = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(TOOLKIT_ROOT),
-                "--no-optional-locks",
-                "status",
-                "--porcelain",
-                "--",
-                "pyproject.toml",
-                "toolkit",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            env=git_env(),
+        return subprocess.run(
+            ["git", "-C", str(TOOLKIT_ROOT), *args], capture_output=True, text=True, timeout=5, env=git_env()
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return bool(got.stdout.strip()) if got.returncode == 0 else None
 
 
 def commit_words(toolkit: object, width: int = 12) -> str | None:
@@ -227,7 +210,15 @@ def commit_words(toolkit: object, width: int = 12) -> str | None:
         return None
     if not re.fullmatch(r"[0-9a-f]{7,64}", c):
         return None
-    return c[:width] + _DIRTY_WORDS.get(str(toolkit.get("dirty")).strip().lower(), "")
+    return c[:width] + dirty_mark(toolkit)
+
+
+def dirty_mark(toolkit: object) -> str:
+    """What follows a recorded toolkit's commit (host.toolkit): `-dirty` where the checkout held
+    uncommitted changes, `-dirty?` where git could not say, '' otherwise (_DIRTY_WORDS; not a mapping)."""
+    if not isinstance(toolkit, dict):
+        return ""
+    return _DIRTY_WORDS.get(str(toolkit.get("dirty")).strip().lower(), "")
 
 
 _DIRTY_WORDS = {"true": "-dirty", "1": "-dirty", "yes": "-dirty", "unknown": "-dirty?"}

@@ -22,7 +22,7 @@ from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import md_line, md_text, strip_controls
 from toolkit.engine import api as engine
-from toolkit.host.info import COMMIT_HEX, commit_words, git_env, toolkit_source
+from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import folder_copy, scrub, sweeps
 from toolkit.publish.push import merged
@@ -316,11 +316,11 @@ def export_run(
         run.toolkit_source = _toolkit_source(commit or "", out)
         if run.toolkit_source is None and commit:  # said to the exporter, who can mend it
             run.notes.append(_no_source_note(commit))
-        elif run.toolkit_source and (said := _toolkit_commit(run) or "").endswith(("-dirty", "-dirty?")):
+        elif run.toolkit_source and (mark := dirty_mark(run.host.get("toolkit"))):
             run.notes.append(
                 f"the run was measured by a checkout with uncommitted changes to the toolkit: {TOOLKIT_SOURCE} "
                 f"holds commit {(commit or '')[:12]} without them, so a reproduction runs that commit's code"
-                if said.endswith("-dirty")
+                if mark == "-dirty"
                 else f"git could not say whether the checkout that measured the run held uncommitted changes to "
                 f"the toolkit: {TOOLKIT_SOURCE} holds commit {(commit or '')[:12]}, which may lack them"
             )
