@@ -10,7 +10,10 @@
 # shell of the user (`su - USER`: a non-root user gets Debian's user PATH, without /usr/sbin), under a
 # pseudo-terminal (`script`); every step is timed by wall clock and by the stand-in's CPU seconds.
 #
-#   sudo scripts/fresh-host.sh [--quick] [--keep] [--out DIR] [HOST...]
+#   scripts/fresh-host.sh [--quick] [--keep] [--out DIR] [HOST...]
+#
+# Needs root: it starts privileged containers. Run it as root, or from a user with sudo as `sudo
+# scripts/fresh-host.sh ...`; as any other user it stops at once (exit 4, `run as root`).
 #
 #   HOST     RELEASE:USER:ENGINE[:FLAG...] (RELEASE bookworm|trixie, USER root|debian, ENGINE
 #            docker|podman): the README's main job (setup, build, bench) on that host, then `toolkit

@@ -130,7 +130,7 @@ class Comparison:
     ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
     ignored_by_option: list[str] = field(default_factory=list)  # of `ignored`, those given to --ignore
     unknown_model: int = 0  # tests left unjoined: their model is unknown (identity.model_known)
-    decode_folded: bool = False  # tg rows measured at several ub folded into one (_fold_decode)
+    decode_folded: bool = False  # tg rows measured at several ub folded into one (fold_decode)
 
     @property
     def one_side_only(self) -> list[str]:
@@ -333,7 +333,7 @@ DECODE_UB_NOTE = (
 
 @dataclass
 class _Folded:
-    """The decode rows as the report folds them (_fold_decode): the compared rows, and per side the
+    """The decode rows as the report folds them (fold_decode): the compared rows, and per side the
     one-side tests left, as (record, label to show: None for the record's own)."""
 
     rows: list[CompareRow]
@@ -341,7 +341,7 @@ class _Folded:
     only_b: list[tuple[BenchRecord, str | None]]
 
 
-def _fold_decode(
+def fold_decode(
     pairs: list[tuple[BenchRecord, BenchRecord]],
     only_a: list[BenchRecord],
     only_b: list[BenchRecord],
@@ -555,7 +555,7 @@ def compare(
     ]
     only_a: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_a]
     only_b: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_b]
-    folded = _fold_decode(pairs, j.only_a, j.only_b, id_cols)
+    folded = fold_decode(pairs, j.only_a, j.only_b, id_cols)
     if folded:  # the decode rows where the first one stood (pairs are sorted by axis)
         at = next((i for i, (x, _) in enumerate(pairs) if x.axis == "decode"), len(rows))
         rest = [row for (x, _), row in zip(pairs, rows, strict=True) if x.axis != "decode"]

@@ -136,6 +136,16 @@ def model_bytes(r: BenchRecord) -> int | None:
     return size if size and size > 0 else None
 
 
+def model_scale(r: BenchRecord) -> int | None:
+    """How big a record's model is, to tell a stand-in from a real model: its size in bytes
+    (model_bytes), else, where no size is recorded (a boolean, a text or nothing: no size), its
+    parameter count (llama-bench's model_n_params; a weight takes 1/8 byte or more in any GGUF, so a
+    count under a size bound is under it in bytes too); None where neither is known."""
+    size = model_bytes(r)
+    params = quantity((r.raw or {}).get("model_n_params"))
+    return size if size is not None else (params if params and params > 0 else None)
+
+
 def warmup_outlier(r: BenchRecord) -> bool:
     """A process's first sample > 10 % below the median of its others and below their range by more
     than their spread (>= 3 samples; a faster first sample is none): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851

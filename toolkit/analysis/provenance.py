@@ -15,6 +15,7 @@ from typing import Any
 
 from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
+from toolkit.core.text import counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
@@ -194,7 +195,7 @@ def size_words(size: int | None) -> str:
     for unit, b in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= b:
             return f"{size / b:.2f} {unit}"
-    return f"{size} bytes"
+    return counted(size, "byte")
 
 
 def _type_words(r: BenchRecord) -> str:

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, ran_on
+from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, model_scale, ran_on
 from toolkit.analysis.flag_help import RPC_FLAG, held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
@@ -222,7 +222,7 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
     software (CPU-type) GPU device."""
     out = []
-    tiny = sorted({r.model.name for r in records if 0 < r.model.size_bytes < SMOKE_MODEL_BYTES})
+    tiny = sorted({r.model.name for r in records if 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES})
     if tiny:
         out.append(
             f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "

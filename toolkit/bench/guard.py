@@ -32,6 +32,7 @@ from pathlib import Path
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, ConcurrentRun, FileSystemError
 from toolkit.core.paths import contained
+from toolkit.core.text import counted
 from toolkit.engine import api as engine
 from toolkit.results import make_folders, open_regular
 
@@ -72,7 +73,7 @@ def check_writable(folder: Path) -> None:
         raise FileSystemError.from_oserror(err, "checking that the results folder is writable") from None
     if free < MIN_FREE_BYTES:
         raise FileSystemError(
-            f"{folder}: only {free} bytes free (a run needs at least {MIN_FREE_BYTES}); free "
+            f"{folder}: only {counted(free, 'byte')} free (a run needs at least {MIN_FREE_BYTES}); free "
             "space or choose another folder (--results DIR)"
         )
 

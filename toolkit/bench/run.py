@@ -317,8 +317,30 @@ def _execute(
     if host:
         host = {**host, "device_profile": d.ctx.profile.record()}
     first = canary.dry_run_outcome(d.ctx) if d.ctx.opts.dry_run else None
-    ctx = canary.with_canary(replace(d.ctx, host=host, events=events), checked)
+    counted = PairProgress(events, len(d.cases) * _starts(d.ctx.lm, d))
+    ctx = canary.with_canary(replace(d.ctx, host=host, events=counted), checked)
     done = ([first] if first else []) + runners.get(d.spec.runner).run(ctx)
     for o in done:  # said as each pair ends (what did not run was said before anything ran)
         events("outcome", outcome=o)
     return done
+
+
+class PairProgress:
+    """An (image, model) pair's progress events counted from the plan (`total`: its test cases times
+    its starts, as the plan line counts them), where each process of the pair counts only its own: a
+    resumed sweep split into two llama-bench processes of one test each said `test 1/1` twice under a
+    plan of 2; now `test 1/2`, `test 2/2`. A later process's `start` continues the pair's bar, and
+    `done` ends it once the counted tests reach the total (the events pass on otherwise unchanged)."""
+
+    def __init__(self, events: Events, total: int) -> None:
+        self.events, self.total, self.before, self.current = events, total, 0, 0
+
+    def __call__(self, kind: str, **kw: Any) -> None:
+        if kind in ("start", "progress", "done"):
+            if kind == "start":
+                self.before, self.current = self.before + self.current, int(kw.get("total") or 0)
+            total = max(self.total, self.before + self.current)
+            if (kind == "start" and self.before) or (kind == "done" and self.before + self.current < total):
+                return  # the pair's bar runs on: a later process of it continues the count
+            kw = {**kw, "total": total} | ({"done": self.before + kw["done"]} if kind == "progress" else {})
+        self.events(kind, **kw)

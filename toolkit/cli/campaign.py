@@ -23,7 +23,9 @@ from toolkit.cli.common import (
     output_option,
     read_results_option,
     results_option,
+    rich_console,
 )
+from toolkit.core.text import counted
 
 STATE_STYLE = {
     "pending": "yellow",
@@ -54,7 +56,11 @@ def status_table(c):
         for s in ("done", "running", "pending", "failed", "cancelled", "unknown", "unsubmitted")
         if counts.get(s)
     )
-    t = Table(title=f"campaign {c.id}", caption=f"{len(c.slices)} slices: {caption}", caption_justify="left")
+    t = Table(
+        title=f"campaign {c.id}",
+        caption=f"{counted(len(c.slices), 'slice')}: {caption}",
+        caption_justify="left",
+    )
     for col in ("#", "host", "image x model", "job", "state", "node", "elapsed", "records", "note"):
         t.add_column(col, overflow="fold")
     for s in c.slices:
@@ -85,9 +91,9 @@ def _print(c, as_json: bool) -> None:
     if as_json:
         echo_json(c)
         return
-    from rich.console import Console
-
-    Console(width=max(120, Console().width)).print(status_table(c))
+    console = rich_console()
+    console.width = max(120, console.width)
+    console.print(status_table(c))
 
 
 @click.group(epilog=EPILOG)
@@ -165,13 +171,12 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
     lm = _load(matrix_path)
     c = cmod.refresh(_campaign_of(lm, results_dir, campaign_id))
     if wait and not as_json:
-        from rich.console import Console
         from rich.live import Live
 
         end = time.monotonic() + timeout if timeout else None
-        with Live(
-            status_table(c), console=Console(width=max(120, Console().width)), auto_refresh=False
-        ) as live:
+        console = rich_console()
+        console.width = max(120, console.width)
+        with Live(status_table(c), console=console, auto_refresh=False) as live:
             while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
                 time.sleep(interval)
                 c = cmod.refresh(c)

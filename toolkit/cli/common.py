@@ -76,6 +76,43 @@ def _core_echo(
         raise _named_stream_error(exc, err if file is None else None) from None
 
 
+class _NamedStream:
+    """Standard output or error (`err`) as a rich Console writes to it: an OSError writing or flushing
+    raised named (_named_stream_error: a closed pipe is exit 8 in one line), where rich's Console
+    would end the command with a silent SystemExit(1) on a closed pipe (its on_broken_pipe) and name
+    a full disk `(unknown path)`. The stream is the one of the moment it is made (rich.live's proxy of
+    stdout, set later, would print back into the console)."""
+
+    def __init__(self, err: bool) -> None:
+        self._err = err
+        stream = sys.stderr if err else sys.stdout
+        self._stream = getattr(stream, "rich_proxied_file", stream)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _named_stream_error(exc, self._err) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _named_stream_error(exc, self._err) from None
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+        return getattr(self._stream, name)
+
+
+def rich_console(*, stderr: bool = False, **kwargs: Any) -> Any:
+    """A rich Console on standard output (or error, `stderr`) whose failed writes are named like
+    click.echo's (_NamedStream): every rich printer of the CLI is made here. `kwargs`: Console's."""
+    from rich.console import Console
+
+    stream: Any = _NamedStream(stderr)  # a file to rich: write, flush and the stream's own attributes
+    return Console(file=stream, stderr=stderr, **kwargs)
+
+
 click.echo = _safe_echo  # one choke point: every command prints through click.echo
 click.core.echo = click.decorators.echo = _core_echo  # --help, usage errors: Click's own names for echo
 
@@ -431,7 +468,6 @@ def _rich_progress(outcomes: bool):
     """The events callback on a terminal: a rich progress bar per running (image, model) process, the
     notes above them; a finished bar is removed (its pair's outcome line stays), so only the running
     ones and those a failure or Ctrl-C stopped remain on screen."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     progress = Progress(
@@ -439,7 +475,7 @@ def _rich_progress(outcomes: bool):
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=rich_console(stderr=True),
         transient=False,
         # the bar's clock shows whole seconds: redrawn once a second, and at once on every event below
         # (rich's default, 10 a second, cost ~18 ms of CPU per second of the run: more than the rest of
@@ -506,9 +542,7 @@ class BuildStatus:
     otherwise)."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
+        self.console = rich_console(stderr=True)
         self.progress: Any = None
         self.task: Any = None
 

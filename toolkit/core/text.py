@@ -32,7 +32,10 @@ _CONTROL_START = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 # nothing left once they are deleted (bytes.translate, ~4x faster than _CONTROL_START.search) has none.
 _ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
 
-_MD_SPECIAL = re.compile(r"[\\|<>]|\]\(")
+# What, in one table cell or heading, markdown reads as structure or styling: a backslash, `|`, `<`,
+# `>`, `](`, emphasis and strikethrough (`*`, `~`), a code span's backtick, and `_` where it can open
+# or close emphasis (CommonMark 6.2: not between two letters or digits, so `n_cpu_moe` stays as it is).
+_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])")
 
 # What, in a line of prose the toolkit writes (a verdict line: `->`, `< 168.0%` and `**bold**` are its
 # own), starts markdown structure: a backslash (it would undo the next escape), `<` before a letter,
@@ -85,8 +88,8 @@ def md_text(text: str) -> str:
     """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
     what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
     `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
-    so a name cannot add a column, a row, a tag or a link. Emphasis characters are left as they are:
-    they can style a name, not add to the page."""
+    so a name cannot add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`,
+    `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold."""
     return _md_escaped(text, _MD_SPECIAL)
 
 
@@ -97,6 +100,11 @@ def md_line(text: str) -> str:
     `a < b` read as written and a model name `<img src=https://...>` or `![x](https://...)` loads nothing
     when the page is opened."""
     return _md_escaped(text, _MD_LINE_SPECIAL)
+
+
+def counted(n: int, noun: str) -> str:
+    """A count and its noun in the count's number: `1 byte`, `0 bytes`, `2 slices` (an `s` added)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def one_line(text: str) -> str:

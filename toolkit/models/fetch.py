@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, RemoteUnavailable, ToolkitError
-from toolkit.core.text import path_text
+from toolkit.core.text import counted, path_text
 from toolkit.matrix.api import LoadedMatrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, sha256_file
 
@@ -82,7 +82,7 @@ def fetch_twin(
     echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
     header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision)
     pinned = _pin(lm, spec, revision) if spec.hf.revision is None else ""
-    read = f"header {header.data_offset} bytes (read {header.bytes_read} of {header.file_size})"
+    read = f"header {counted(header.data_offset, 'byte')} (read {header.bytes_read} of {header.file_size})"
     old = tw.read_sidecar(out) if out.is_file() else None
     if (
         old

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
+from toolkit.core.text import counted
 
 if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
     import numpy as np
@@ -275,7 +276,7 @@ def _check_tensors(
         end = t.offset + t.n_bytes
         if end > file_size:
             raise BadInput(
-                f"{source}: tensor {t.name} ends at byte {end}, past the end of the file ({file_size} bytes)"
+                f"{source}: tensor {t.name} ends at byte {end}, past the end of the file ({counted(file_size, 'byte')})"
             )
 
 
@@ -298,13 +299,15 @@ def read_header(
         if want > len(buf):
             got = fetch(len(buf), want)
             if len(got) != want - len(buf):
-                raise ToolkitError(f"{source}: asked for bytes {len(buf)}-{want - 1}, got {len(got)} bytes")
+                raise ToolkitError(
+                    f"{source}: asked for bytes {len(buf)}-{want - 1}, got {counted(len(got), 'byte')}"
+                )
             buf += got
         parsed = parse_header(buf, file_size, source=source)
         if parsed is not None:
             return parsed
         if len(buf) >= min(file_size, max_bytes):
-            raise BadInput(f"{source}: no complete GGUF header in the first {len(buf)} bytes")
+            raise BadInput(f"{source}: no complete GGUF header in the first {counted(len(buf), 'byte')}")
         want = min(2 * len(buf), file_size, max_bytes)
 
 
@@ -439,7 +442,7 @@ def write_twin(header: GgufHeader, path: Path, *, seed: int = 0) -> str:
     free = _free_bytes(path.parent)
     if free is not None and free < header.file_size:
         raise FileSystemError(
-            f"{path.parent}: {free} bytes free, the twin needs {header.file_size}; free space or "
+            f"{path.parent}: {counted(free, 'byte')} free, the twin needs {header.file_size}; free space or "
             "choose another path"
         )
     rng = np.random.default_rng(seed)

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from toolkit.analysis.compare import fold_decode
 from toolkit.analysis.tables import (
     energy,
     id_value,
@@ -389,7 +390,9 @@ def compare_records(
     recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
 ) -> list[ReproRow]:
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
-    by identity.match_tests; noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+    by identity.match_tests, decode rows folded over the micro-batch as the report and compare fold
+    them (compare.fold_decode: a tg test measured at several ub whose tok/s agree within noise is one
+    row, `tg128`); noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
 
     def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
         return [r for r in select_latest(recs) if value(r)]
@@ -401,7 +404,15 @@ def compare_records(
         a = [r for r in a_all if r.image.name == name]
         j = identity.match_tests(a, [r for r in b_all if r.image.name == name])
         ids = [c for c in varying_columns(a) if c != "model"]
-        pairs = j.pairs + [(r, None) for r in j.only_a]
+        pairs: list[tuple[BenchRecord, BenchRecord | None, str | None]] = [
+            *((x, y, None) for x, y in j.pairs),
+            *((r, None, None) for r in j.only_a),
+        ]
+        folded = fold_decode(j.pairs, j.only_a, j.only_b, ids)
+        if folded:  # the decode rows as the report shows them (the label: None for the record's own)
+            pairs = [p for p in pairs if p[0].axis != "decode"]
+            pairs += [(row.fa.record, row.fb.record, row.test) for row in folded.rows]
+            pairs += [(r, None, test) for r, test in folded.only_a if r.axis == "decode"]
         pairs.sort(
             key=lambda p: (
                 p[0].axis != "prefill",
@@ -413,8 +424,8 @@ def compare_records(
                 str([id_value(p[0], c) for c in ids]),
             )
         )
-        for ra, rb in pairs:
-            label = " ".join([row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
+        for ra, rb, test in pairs:
+            label = " ".join([test or row_label(ra, ub=True), *(f"{c}={id_value(ra, c)}" for c in ids)])
             if rb is None:
                 rows.append(ReproRow(name, label, ra.model.name, ra, None, None, None, False))
                 continue

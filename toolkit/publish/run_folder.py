@@ -20,7 +20,7 @@ from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
-from toolkit.core.text import md_line, md_text, strip_controls
+from toolkit.core.text import counted, md_line, md_text, strip_controls
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
@@ -443,7 +443,7 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         )
         sha = f"sha256 {code(m.sha256)}" if m.sha256 else "sha256 not recorded"
         file = code(m.file) if m.file else "file name not recorded"
-        size = f"{m.size_bytes} bytes" if m.size_bytes > 0 else "size not recorded"  # a stored record's word
+        size = counted(m.size_bytes, "byte") if m.size_bytes > 0 else "size not recorded"  # a record's
         lines.append(f"- {code(m.name)}: {file}, {size}, {sha}, {src}")
     lines += _cases_lines(run) + ["", "## Results", ""] + _results_lines(records)
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]

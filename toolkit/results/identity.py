@@ -184,7 +184,7 @@ def norm_gpu_layers(v: Any, n_layers: int | None = None) -> Any:
 
 def _n_layers(r: BenchRecord) -> int | None:
     n = (r.model.model_extra or {}).get("n_layers")
-    return int(n) if isinstance(n, int) and n > 0 else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def test_fields(r: BenchRecord) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -46,7 +47,7 @@ from pydantic import (
 from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import FileSystemError
 from toolkit.core.signals import no_interrupt
-from toolkit.core.text import BIDI_CONTROLS, path_text
+from toolkit.core.text import BIDI_CONTROLS, counted, path_text
 from toolkit.core.types import (  # the bounds every reader holds a measurement to
     INT64,
     MAX_TOKENS,
@@ -65,7 +66,23 @@ from toolkit.results.sequence import (
 )
 
 RECORD_SCHEMA_VERSION = 2
-Int = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
+
+
+def _no_bool(v: Any) -> Any:
+    """A JSON true/false where a record holds a number: refused (ValueError), never read as 1 or 0
+    (bool is an int in Python, and pydantic's lax mode reads `true` as 1 and 1.0)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{str(v).lower()} is a boolean, not a number")
+    return v
+
+
+_I64 = Field(ge=INT64[0], le=INT64[1])
+Switch = Annotated[int, _I64]  # an on/off setting (flash_attn): true and false are among its spellings
+Int = Annotated[int, BeforeValidator(_no_bool), _I64]
+Num = Annotated[float, BeforeValidator(_no_bool)]
+Size = Annotated[
+    int, BeforeValidator(lambda v: 0 if isinstance(v, bool) else v), _I64
+]  # bool: 0, not recorded
 _NOT_IN_ID = re.compile(rf"[\x00-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 
 
@@ -188,7 +205,7 @@ class ModelRef(BaseModel):
     name: str
     path: str
     sha256: str
-    size_bytes: Int
+    size_bytes: Size
 
 
 TIMING_FIELDS: dict[str, str] = {
@@ -248,17 +265,17 @@ class BenchRecord(BaseModel):
     n_batch: Int | None = None
     n_ubatch: Int | None = None
     n_ubatch_effective: Int | None = None
-    flash_attn: Int | None = None
+    flash_attn: Switch | None = None
     n_gpu_layers: Int | None = None
-    avg_ts: float | None = None
-    stddev_ts: float | None = None
-    samples_ts: list[float] = Field(default_factory=list)
+    avg_ts: Num | None = None
+    stddev_ts: Num | None = None
+    samples_ts: list[Num] = Field(default_factory=list)
     backends: str | None = None
     gpu_info: str | None = None
     build_commit: str | None = None
     command: list[str] = Field(default_factory=list)
     host: dict[str, Any] = Field(default_factory=dict)
-    timing: dict[str, float] = Field(default_factory=dict)
+    timing: dict[str, Num] = Field(default_factory=dict)
     engine: dict[str, Any] = Field(default_factory=dict)
     log_file: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict)
@@ -395,7 +412,8 @@ def append_jsonl(path: Path, obj: BaseModel | dict) -> None:
             written = os.write(fd, data_b)
             if written != len(data_b):
                 raise OSError(
-                    errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(data_b)} bytes)"
+                    errno.ENOSPC,
+                    f"{os.strerror(errno.ENOSPC)} (wrote {written} of {counted(len(data_b), 'byte')})",
                 )
             os.fsync(fd)
         except OSError as err:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from toolkit.core import backends, stats
+from toolkit.core.text import counted
 
 MIN_BYTES_PER_PARAM = 0.18
 """The fewest bytes a weight a model's tensors take on average: IQ1_S, ggml's smallest type, is
@@ -75,7 +76,7 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
         per = size / params
         if not MIN_BYTES_PER_PARAM <= per <= MAX_BYTES_PER_PARAM:
             return (
-                f"model_size {size} bytes over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
+                f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
                 f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
             )
     if params and params > 0 and rate is not None:
