@@ -5,7 +5,7 @@
   0.950)`), its JSON (`speedup` 0.95 marked a regression), the verdict's margin against its noise
   threshold (`+3.0% < 3.0%` no winner beside `+3.0%` a win over `3.0%`), reproduce's delta against its
   band (`+5.0%` beyond `±5.0%`), the roofline share against the peak and the bandwidth floor (`100% of
-  BW` flagged bw-above-peak beside `100% of BW` not): core.stats.decimals_apart, one rule;
+  BW` flagged bw-above-peak beside `100% of BW` not): verdict.decimals_apart, one rule;
 - the model a number is of named without its size or quantization (report in every format, compare,
   the csv, export-run's README);
 - a row no llama-bench prints, imported as a measurement: a quantized V cache with flash attention off
@@ -28,7 +28,7 @@ from tests.support.project import DATA, ROOT
 from tests.support.records import make_record
 from tests.support.runs import tk
 from tests.support.stored import edit_stored, import_rows, matrix_project
-from toolkit.core.stats import decimals_apart
+from toolkit.analysis.verdict import decimals_apart
 from toolkit.publish.repro_output import format_reproduction
 from toolkit.publish.reproduce import Reproduction, compare_records
 

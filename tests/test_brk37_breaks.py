@@ -128,7 +128,7 @@ def test_a_checkout_git_cannot_read_is_not_called_no_checkout(clone):
 def test_a_figure_a_hair_under_its_threshold_never_prints_equal_to_it():
     """Reproducer: decimals_apart stopped at 6 decimals, so a speedup 1e-9 under the 0.95 limit read
     `**0.950000** regression (< 0.950000)` and a margin of 3.0000001 % beside 3 % read `+3.000000 < 3.000000`."""
-    from toolkit.core.stats import decimals_apart
+    from toolkit.analysis.verdict import decimals_apart
 
     for value, limit, decimals in ((0.95 - 1e-9, 0.95, 2), (3.0000001, 3.0, 1), (100.00000000001, 100.0, 0)):
         n = decimals_apart(value, limit, decimals)

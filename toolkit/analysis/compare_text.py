@@ -14,8 +14,7 @@ from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
-from toolkit.analysis.verdict import smoke_caveats
-from toolkit.core.stats import decimals_apart
+from toolkit.analysis.verdict import decimals_apart, smoke_caveats
 from toolkit.core.text import md_line, md_text, one_line
 from toolkit.results.records import BenchRecord
 

@@ -23,6 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.flag_help import RPC_FLAG, held_words
 from toolkit.analysis.provenance import measured_span, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
@@ -53,7 +54,7 @@ class Shown:
     """One report's selection, made once (Shown.of): the Facts of the records it shows
     (select_for_report, in its order), the tables over them; and of the whole set read: its accounting
     line (tables.accounting, without refused records), how many records were read and how many failed,
-    and its caveats (verdict.smoke_caveats). The sections read it; none reads the records again."""
+    and its caveats (verdict.smoke_caveats, held_caveats). The sections read it; none reads the records again."""
 
     facts: list[Facts]
     tables: list[Table]
@@ -85,12 +86,31 @@ class Shown:
         ]
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
-        caveats = verdict_mod.smoke_caveats(records) + verdict_mod.held_caveats(facts)
+        caveats = verdict_mod.smoke_caveats(records) + held_caveats(facts)
         return cls(facts, tables.axis_tables(facts, opts), counts, len(records), caveats, failures)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
         return self.counts + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
+
+
+def held_caveats(facts: list[Facts]) -> list[str]:
+    """When every number shown is held (Facts.held_flags: telemetry or above-peak flags), one line that
+    says so above the tables (a newcomer on a busy host read its first table, every row flagged
+    host-busy, as broken); [] otherwise, or for fewer than two numbers."""
+    valued = [f for f in facts if f.value]
+    if len(valued) < 2 or not all(f.held_flags for f in valued):
+        return []
+    names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
+    fix = (
+        "run again where nothing else shares the host and GPU"
+        if set(names) - {RPC_FLAG}
+        else held_words(names, "fix")
+    )
+    return [
+        f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
+        f"path works, not what the images can do; {fix}"
+    ]
 
 
 def render(

@@ -17,7 +17,8 @@ from toolkit.analysis.facts import Facts, ReportOptions
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
-from toolkit.core.stats import decimals_apart, finite_number
+from toolkit.analysis.verdict import decimals_apart
+from toolkit.core.stats import finite_number
 from toolkit.results.records import IMPORTED, BenchRecord
 
 FLAGGED_MARK = " †"

@@ -418,22 +418,6 @@ def window_summary(
     }
 
 
-def without_energy(summary: dict[str, Any], reason: str) -> dict[str, Any]:
-    """`summary` with no energy for the window and every GPU's energy invalid for `reason` (a window
-    whose edges are not the test's: its energy is not the test's). The other figures stay."""
-    gpus = {
-        sid: {
-            **g,
-            "energy_j": None,
-            "energy_valid": False,
-            "energy_invalid_reason": reason,
-            "tok_per_j": None,
-        }
-        for sid, g in (summary.get("gpus") or {}).items()
-    }
-    return {**summary, "energy_j": None, "energy_valid": False, "tok_per_j": None, "gpus": gpus}
-
-
 # ---------------------------------------------------------------------------------------------
 # Flags
 

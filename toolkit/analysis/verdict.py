@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, model_scale, ran_on
-from toolkit.analysis.flag_help import RPC_FLAG, held_words
+from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
     ReportOptions,
@@ -58,7 +58,6 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core import backends
-from toolkit.core.stats import decimals_apart
 from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord, imported
 
@@ -238,25 +237,6 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
             "an upstream release)"
         )
     return out
-
-
-def held_caveats(facts: list[Facts]) -> list[str]:
-    """When every number shown is held (Facts.held_flags: telemetry or above-peak flags), one line that
-    says so above the tables (a newcomer on a busy host read its first table, every row flagged
-    host-busy, as broken); [] otherwise, or for fewer than two numbers."""
-    valued = [f for f in facts if f.value]
-    if len(valued) < 2 or not all(f.held_flags for f in valued):
-        return []
-    names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
-    fix = (
-        "run again where nothing else shares the host and GPU"
-        if set(names) - {RPC_FLAG}
-        else held_words(names, "fix")
-    )
-    return [
-        f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
-        f"path works, not what the images can do; {fix}"
-    ]
 
 
 _SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
@@ -645,9 +625,26 @@ def _mixed_route(axes: dict[str, AxisVerdict]) -> Route:
     return Route(WORKLOADS["mixed"], pick, why, ev)
 
 
+def decimals_apart(value: float, limit: float, decimals: int, most: int = 16) -> int:
+    """The fewest decimals, at least `decimals` (at most `most`: 16 tell apart any two doubles near 1 or
+    100 that differ; 6 printed a speedup 1e-9 under 0.95 as `0.950000 < 0.950000`), with which `value`
+    and the `limit` it was judged against print differently (`f"{x:.Nf}"`): a figure shown beside its threshold then reads
+    on the side it lies on (rounding is monotone, so two texts that differ are in the values' order),
+    never `+3.0% < 3.0%` nor a speedup of `1.05` called faster than 1.05 beside one that is not.
+    `decimals` where they are equal, or not finite numbers. The one rule of every figure shown beside
+    its threshold: the verdict's margins (_pct_pair), the tables' roofline shares (table_text.roof_pct),
+    compare's speedups and noise (compare_text), reproduce's deltas (repro_output)."""
+    if not (math.isfinite(value) and math.isfinite(limit)) or value == limit:
+        return decimals
+    for n in range(decimals, most + 1):
+        if f"{value:.{n}f}" != f"{limit:.{n}f}":
+            return n
+    return most
+
+
 def _pct_pair(margin: float, noise: float) -> tuple[str, str]:
     """A margin (`+3.0`) and the noise threshold it was judged against (`3.0`), in percent, with the
-    decimals that keep them apart (core.stats.decimals_apart): a margin of 2.96 % within a 3 % threshold
+    decimals that keep them apart (decimals_apart): a margin of 2.96 % within a 3 % threshold
     reads `+2.96` beside `3.00`, never `+3.0% < 3.0%`, nor a win of 3.04 % `+3.0%` over `3.0%`."""
     n = decimals_apart(100 * abs(margin), 100 * noise, 1)
     return f"{100 * margin:+.{n}f}", f"{100 * noise:.{n}f}"

@@ -26,7 +26,7 @@ from typing import Any
 
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
-from toolkit.results.telemetry_check import holds_untimed_work
+from toolkit.results.telemetry_check import holds_untimed_work, without_energy
 from toolkit.results.window_check import WINDOW_MARGIN_S
 
 RATE_HZ = 10.0
@@ -234,9 +234,9 @@ class RunObserver:
         if (
             source != "progress"
         ):  # no test edges: the window holds other tests too, its energy is not this one's
-            summary = tana.without_energy(summary, "no_test_edges")
+            summary = without_energy(summary, "no_test_edges")
         elif holds_untimed_work(summary.get("duration_s"), raw.get("samples_ns")):
-            summary = tana.without_energy(summary, "window_holds_untimed_work")
+            summary = without_energy(summary, "window_holds_untimed_work")
         summary["window_from"] = source
         self._last_row_t = t1
         return self._flagged(summary, near)

@@ -70,18 +70,3 @@ def mean_half_width95(values: Iterable[float]) -> float:
     The interval is mean ± this. Raises ValueError for fewer than two values."""
     xs = [float(x) for x in values]
     return t975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs))
-
-
-def decimals_apart(value: float, limit: float, decimals: int, most: int = 16) -> int:
-    """The fewest decimals, at least `decimals` (at most `most`: 16 tell apart any two doubles near 1 or
-    100 that differ; 6 printed a speedup 1e-9 under 0.95 as `0.950000 < 0.950000`), with which `value`
-    and the `limit` it was judged against print differently (`f"{x:.Nf}"`): a figure shown beside its threshold then reads
-    on the side it lies on (rounding is monotone, so two texts that differ are in the values' order),
-    never `+3.0% < 3.0%` nor a speedup of `1.05` called faster than 1.05 beside one that is not.
-    `decimals` where they are equal, or not finite numbers."""
-    if not (math.isfinite(value) and math.isfinite(limit)) or value == limit:
-        return decimals
-    for n in range(decimals, most + 1):
-        if f"{value:.{n}f}" != f"{limit:.{n}f}":
-            return n
-    return most

@@ -9,8 +9,7 @@ from typing import Any
 from tabulate import tabulate
 
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
-from toolkit.analysis.verdict import smoke_caveats
-from toolkit.core.stats import decimals_apart
+from toolkit.analysis.verdict import decimals_apart, smoke_caveats
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
 
@@ -89,7 +88,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool, fmt: str = "github")
     body = []
     for r in rows:
         # the decimals that keep the change apart from the band it was judged against: +5.04% is beyond
-        # ±5.00%, never "+5.0%" beside "±5.0%" (core.stats.decimals_apart)
+        # ±5.00%, never "+5.0%" beside "±5.0%" (verdict.decimals_apart)
         n = decimals_apart(abs(r.delta) * 100, r.noise * 100, 1) if r.delta is not None and r.noise else 1
         delta = f"{r.delta * 100:+.{n}f}%" if r.delta is not None else ""
         noise = f"±{r.noise * 100:.{n}f}%" if r.noise is not None else ""  # a missing test has none

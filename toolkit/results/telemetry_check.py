@@ -373,10 +373,10 @@ def holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
     )
 
 
-def energy_refused(t: Mapping[str, Any], why: str, reason: str = REASON) -> dict[str, Any]:
-    """Block `t` with its energy left out for `why` (energy_contradiction's text): no energy, not valid,
-    every GPU's energy invalid for REASON, as analysis.telemetry.without_energy leaves a window whose
-    energy is not the test's; `energy_refused` says why. The other figures stay."""
+def without_energy(t: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """Telemetry block `t` (window_summary's shape) with no energy and every GPU's energy invalid for
+    `reason`: the observer's window whose edges are not the test's (no_test_edges, or one that
+    holds_untimed_work), a stored block whose energy is refused (energy_refused). The other figures stay."""
     gpus = t.get("gpus")
     if isinstance(gpus, dict):
         gpus = {
@@ -391,14 +391,13 @@ def energy_refused(t: Mapping[str, Any], why: str, reason: str = REASON) -> dict
             else g
             for sid, g in gpus.items()
         }
-    return {
-        **t,
-        "energy_j": None,
-        "energy_valid": False,
-        "tok_per_j": None,
-        "gpus": gpus,
-        "energy_refused": why,
-    }
+    return {**t, "energy_j": None, "energy_valid": False, "tok_per_j": None, "gpus": gpus}
+
+
+def energy_refused(t: Mapping[str, Any], why: str, reason: str = REASON) -> dict[str, Any]:
+    """Block `t` with its energy left out (without_energy, for `reason`) and `energy_refused`: `why`
+    (energy_contradiction's text)."""
+    return {**without_energy(t, reason), "energy_refused": why}
 
 
 def _utc(t: float) -> str:
