@@ -126,13 +126,13 @@ def test_an_engine_that_hangs_mid_run_is_not_asked_to_remove_the_container(tmp_p
     went on timeout + grace + request timeout (240 s past a bench's timeout at the real values, where
     docs/reliability.md says 120). A run the engine left hanging is not asked again (what it leaves is
     removed at the next start). A real Docker engine behind a real proxy socket: not a mock."""
-    from tests.support.sockets import frozen_run
+    from tests.support.sockets import LINE, frozen_run
 
     if not Path("/var/run/docker.sock").exists():
         pytest.skip("no Docker engine socket here")
     out = frozen_run(tmp_path, request_s=6, grace_s=3, timeout_s=2, freeze_after=0.5, wait_s=60)
     word, printed, seconds = out.split()
-    assert (word, printed) == ("lost", "a"), out
+    assert (word, printed) == ("lost", LINE), out
     # ended by the watchdog at 2 + 3 = 5 s; the removal asked of the hung engine made it 5 + 6 = 11
     assert float(seconds) < 8, out
 

@@ -25,9 +25,9 @@ import pytest
 
 from tests.support.project import DATA
 from tests.support.runs import tk
+from tests.support.sockets import LINE, frozen_run
 from tests.support.sockets import SHORT as _SHORT
 from tests.support.sockets import Hung as _Hung
-from tests.support.sockets import frozen_run
 
 ROOT = Path(__file__).resolve().parents[1]
 _FOREVER = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
@@ -137,4 +137,4 @@ def test_an_engine_that_hangs_mid_run_ends_the_run_past_its_timeout(tmp_path):
         out = frozen_run(tmp_path, request_s=3, grace_s=3, timeout_s=4, freeze_after=1.0, wait_s=40)
     except subprocess.TimeoutExpired:
         pytest.fail("the run went on for ever once the engine stopped answering")
-    assert out.split()[:2] == ["lost", "a"], out  # EngineLost (exit 5), what the container printed kept
+    assert out.split()[:2] == ["lost", LINE], out  # EngineLost (exit 5), what the container printed kept

@@ -11,11 +11,12 @@ from pathlib import Path
 class Hung:
     """A Unix socket that takes connections and never answers (a hung dockerd, a dead proxy); with
     `upstream`, a proxy to that engine socket that forwards until `freeze` is set, then neither way
-    (an engine that hangs mid-run). Not a mock: a real socket the SDK talks HTTP to."""
+    (an engine that hangs mid-run); `seen` is set once the engine's answers carried `marker`. Not a
+    mock: a real socket the SDK talks HTTP to."""
 
-    def __init__(self, path: Path, upstream: str | None = None):
-        self.path, self.upstream = path, upstream
-        self.freeze, self.started = threading.Event(), threading.Event()
+    def __init__(self, path: Path, upstream: str | None = None, marker: bytes | None = None):
+        self.path, self.upstream, self.marker = path, upstream, marker
+        self.freeze, self.started, self.seen = threading.Event(), threading.Event(), threading.Event()
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.bind(str(path))
         self.sock.listen(64)
@@ -41,6 +42,8 @@ class Hung:
             while data := src.recv(65536):
                 if asks and b"/start" in data:
                     self.started.set()
+                if not asks and self.marker and self.marker in data:
+                    self.seen.set()
                 if self.freeze.is_set():
                     return  # the data is dropped, the connection kept open: no answer, no end
                 dst.sendall(data)
@@ -61,14 +64,20 @@ SHORT = (
 """`python -c SHORT ARGS...`: the toolkit CLI with REQUEST_TIMEOUT_S and ENGINE_GRACE_S of 2 s."""
 
 
+LINE = "toolkit-hung-line"
+"""What frozen_run's container prints: a word no other answer of the engine carries."""
+
+
 def frozen_run(
     tmp_path: Path, *, request_s: float, grace_s: float, timeout_s: float, freeze_after: float, wait_s: float
 ) -> str:
-    """What a child process printed that ran one container (debian:trixie-slim: `echo a; sleep 60`, named
+    """What a child process printed that ran one container (debian:trixie-slim: `echo LINE; sleep 60`, named
     toolkit-test-hung-<hex>, removed after) through toolkit.engine.containers.run_container with the
     run's `timeout_s`, choice.REQUEST_TIMEOUT_S `request_s` and containers.ENGINE_GRACE_S `grace_s`,
     against this host's Docker engine behind a Hung proxy that stops forwarding `freeze_after` s after
-    the container started: `lost <its stdout> <seconds from the call>` where the run ended as EngineLost.
+    the container's LINE reached the toolkit (not after its start: on a loaded fresh host the line
+    took longer than 0.5 s, and the run was lost with nothing printed yet):
+    `lost <its stdout> <seconds from the call>` where the run ended as EngineLost.
     Raises subprocess.TimeoutExpired (the child killed) where it ran past `wait_s`."""
     import os
     import subprocess
@@ -77,7 +86,7 @@ def frozen_run(
 
     from tests.support.project import ROOT
 
-    hung = Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock")
+    hung = Hung(tmp_path / "proxy.sock", upstream="/var/run/docker.sock", marker=LINE.encode())
     name = f"toolkit-test-hung-{uuid.uuid4().hex[:8]}"
     code = (
         "import time; t = time.monotonic()\n"
@@ -85,7 +94,7 @@ def frozen_run(
         f"c.ENGINE_GRACE_S = {grace_s}\n"
         "try:\n"
         f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
-        f"command=['sh', '-c', 'echo a; sleep 60']), timeout={timeout_s})\n"
+        f"command=['sh', '-c', 'echo {LINE}; sleep 60']), timeout={timeout_s})\n"
         "except c.EngineLost as e:\n"
         "    print('lost', e.outcome.stdout.strip(), round(time.monotonic() - t, 1))\n"
     )
@@ -98,6 +107,7 @@ def frozen_run(
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert hung.started.wait(60), "the container never started"
+        assert hung.seen.wait(60), "the container's line never reached the toolkit"
         threading.Timer(freeze_after, hung.freeze.set).start()
         out, _ = proc.communicate(timeout=wait_s)
         return out
