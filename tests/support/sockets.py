@@ -64,8 +64,9 @@ SHORT = (
 """`python -c SHORT ARGS...`: the toolkit CLI with REQUEST_TIMEOUT_S and ENGINE_GRACE_S of 2 s."""
 
 
-LINE = "toolkit-hung-line"
-"""What frozen_run's container prints: a word no other answer of the engine carries."""
+LINE = "toolkit-hung-42"
+"""What frozen_run's container prints: `echo toolkit-hung-$((6*7))`, so no other answer of the engine
+carries it (the container's inspect data holds its command, which would name a word echoed as is)."""
 
 
 def frozen_run(
@@ -94,7 +95,8 @@ def frozen_run(
         f"c.ENGINE_GRACE_S = {grace_s}\n"
         "try:\n"
         f"    c.run_container(c.RunSpec(image='debian:trixie-slim', name={name!r}, "
-        f"command=['sh', '-c', 'echo {LINE}; sleep 60']), timeout={timeout_s})\n"
+        "command=['sh', '-c', 'echo toolkit-hung-$((6*7)); sleep 60']), "
+        f"timeout={timeout_s})\n"
         "except c.EngineLost as e:\n"
         "    print('lost', e.outcome.stdout.strip(), round(time.monotonic() - t, 1))\n"
     )
