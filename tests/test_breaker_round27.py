@@ -14,10 +14,10 @@ import pytest
 from tests.support.project import DATA
 from tests.support.public import PUBLIC, imp
 from toolkit.analysis import table_text
+from toolkit.analysis.caveats import held_caveats
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.provenance import provenance
-from toolkit.analysis.report import held_caveats
 from toolkit.results import importer
 from toolkit.results.records import ResultStore
 from toolkit.runtimes.vllm import output

@@ -11,9 +11,9 @@ from tests.support.public import PUBLIC, imp
 from tests.support.runs import tk
 from tests.support.stored import matrix_project
 from toolkit.analysis import table_text
+from toolkit.analysis.caveats import held_caveats
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.provenance import provenance
-from toolkit.analysis.report import held_caveats
 from toolkit.core.errors import BadInput
 from toolkit.results import importer
 from toolkit.results.records import ResultStore

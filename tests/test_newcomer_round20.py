@@ -76,7 +76,8 @@ def test_a_column_is_described_once_in_the_legend(tmp_path):
         store.add_result(make_record(img, "vulkan", p=512, avg=1000.0, sd=1.0, gpu_info=gpu))
     store.add_result(make_record("a", "vulkan", n=128, avg=100.0, sd=1.0, gpu_info="Radeon X"))
     out = _report(tmp_path / "results", "--format", "text").stdout
-    legend = out.split("\nColumns\n", 1)[1].split("\nPrefill", 1)[0].strip().splitlines()
+    section = out.split("\nColumns\n", 1)[1].split("\nPrefill", 1)[0].strip().splitlines()
+    legend = [line for line in section if line.startswith("- ")]  # each column's description under it
     assert legend == [
         f"- a: a@{'61' * 6} (backend vulkan, GPU Radeon X)",
         f"- b: b@{'62' * 6} (backend vulkan, GPU Radeon Y)",

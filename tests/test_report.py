@@ -333,7 +333,8 @@ def test_served_table_per_concurrency_and_its_verdict():
         "c8 in512 out128",
     ]
     first = next(r for r in t.rows[0].cells.values() if r.image.name == "vllm")
-    assert table_text.fmt_cell(first) == "45.00 ± 0.00 (TTFT 121.0 ms, TPOT 20.0 ms)"
+    # no samples, stddev 0: the spread is unknown (facts.known_stddev), shown without `± 0.00`
+    assert table_text.fmt_cell(first) == "45.00 (TTFT 121.0 ms, TPOT 20.0 ms)"
     v = verdict.verdict(served_records())
     assert v.axes["served"].winner.startswith("vllm-b@")
     assert any(r.workload.startswith("batched serving") and r.image.startswith("vllm-b@") for r in v.routes)
@@ -479,7 +480,7 @@ def test_cli_report_html_is_one_offline_file_with_plots(tmp_path):
 def test_report_of_only_failed_records_says_so_not_no_results():
     failed = make_record("cpu", "cpu", p=512, avg=1.0, status="failed", error="llama-bench exited 1")
     text = report.render([failed], "github")
-    assert text.startswith("no ok result to tabulate: 1 record(s) read, 1 failed"), text
+    assert text.startswith("no ok result to tabulate: 1 record read, 1 failed"), text
     assert report.render([], "github").startswith("no results yet")
 
 

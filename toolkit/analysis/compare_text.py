@@ -8,13 +8,14 @@ from typing import Any
 
 from tabulate import tabulate
 
+from toolkit.analysis.caveats import smoke_caveats
 from toolkit.analysis.compare import DECODE_UB_NOTE, UNKNOWN_MODEL_FIX, CompareRow, Comparison, Side
-from toolkit.analysis.facts import ran_on
+from toolkit.analysis.facts import known_stddev, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
-from toolkit.analysis.verdict import decimals_apart, smoke_caveats
+from toolkit.analysis.verdict import decimals_apart
 from toolkit.core.text import md_line, md_text, one_line
 from toolkit.results.records import BenchRecord
 
@@ -71,7 +72,7 @@ def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool 
 
 
 def caveats(c: Comparison) -> list[str]:
-    """What the report says above its tables of the same records (verdict.smoke_caveats), said above the
+    """What the report says above its tables of the same records (caveats.smoke_caveats), said above the
     comparison's table too: a tiny stand-in model's, a software GPU's or an experimental runtime's
     tok/s are smoke signals, so a speedup between two of them says how a host ran, not how an image
     performs (newcomer 37: two benches of the 1.6 MB stand-in compared as 0.26x ... 4.23x, no word of it)."""
@@ -232,9 +233,9 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "test": r.test,
                 **r.ids,
                 "avg_ts_a": r.fa.value,
-                "stddev_ts_a": r.fa.record.stddev_ts,
+                "stddev_ts_a": known_stddev(r.fa.record),
                 "avg_ts_b": r.fb.value,
-                "stddev_ts_b": r.fb.record.stddev_ts,
+                "stddev_ts_b": known_stddev(r.fb.record),
                 "speedup": r.speedup,  # as judged: a rounded 0.95 was a regression below 0.95
                 "regression": c.is_regression(r),
                 "ci_low_a": ci.low if (ci := r.fa.ci) else None,  # None: unknown (fewer than 3 processes)

@@ -73,6 +73,14 @@ def _served_prefix(r: BenchRecord) -> str:
     return "serve"
 
 
+def known_stddev(r: BenchRecord) -> float | None:
+    """A record's stddev_ts where it says a spread, tok/s: None where it states none, or a 0 beside fewer
+    than 2 samples (a csv row of a one-repetition run, an old llama-bench csv without samples: it writes
+    0 where it measured no spread): every format shows no `±` then, never `± 0.00`."""
+    sd = r.stddev_ts
+    return None if sd is None or (sd == 0 and len(r.samples_ts) < 2) else sd
+
+
 def rel_stddev(r: BenchRecord) -> float | None:
     v = value(r)
     return r.stddev_ts / v if r.stddev_ts is not None and v else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from toolkit.analysis.caveats import SMOKE_MODEL_BYTES, stand_in
 from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.core.text import counted
@@ -65,12 +66,12 @@ class Provenance:
             n, first, last = self.local
             out.append(
                 f"measured: {first}" + (f" to {last}" if last != first else "") + " local time of the "
-                f"benchmark host, zone not recorded (vLLM's `date`), {n} imported record{'s' * (n != 1)}"
+                f"benchmark host, zone not recorded (vLLM's `date`), {counted(n, 'imported record')}"
             )
         if self.undated:
             n, first, last = self.undated
             out.append(
-                f"measured: not recorded for {n} imported record{'s' * (n != 1)} (no time of measurement "
+                f"measured: not recorded for {counted(n, 'imported record')} (no time of measurement "
                 f"in the file; imported {first} UTC" + (f" to {last} UTC)" if last != first else ")")
             )
         if self.runs:
@@ -329,7 +330,7 @@ def _said(what: str, values: list[str | None]) -> str | None:
             counts[v] = counts.get(v, 0) + 1
     if len(counts) <= 1:
         return f"{what} {next(iter(counts))}" if counts else None
-    each = ", ".join(f"{v} ({n} record{'s' * (n != 1)})" for v, n in counts.items())
+    each = ", ".join(f"{v} ({counted(n, 'record')})" for v, n in counts.items())
     return f"{what}s {each}: mixed in one column"
 
 
@@ -450,8 +451,9 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
+        tiny = f"; a stand-in under {size_words(SMOKE_MODEL_BYTES)}, not a real model" if stand_in(r) else ""
         models[which] = (
-            f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(f.model_bytes)}{_type_words(r)})"
+            f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(f.model_bytes)}{_type_words(r)}{tiny})"
         )
     p.models = sorted(set(models.values()))
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
@@ -486,3 +488,61 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
         for _, same in sorted(per_image.items())
     ]
     return p
+
+
+@dataclass(frozen=True)
+class ColumnCard:
+    """What one column of a report's tables is, to paste beside it: `column` (its label in the tables:
+    `name@digest12`, a system added where one digest ran on several), `label` (its short header:
+    table_text.short_labels), `prov` the provenance of its records alone (image: digest, backend,
+    runtime commit, ROCm/Mesa version as its labels say, canary; model; host; when measured; runs),
+    `records` how many stored records its numbers come from (a cell combining N processes: N) and
+    `results` how many table cells they make."""
+
+    column: str
+    label: str
+    prov: Provenance
+    records: int
+    results: int
+    image: str = ""
+    """Its image's label (facts.image_label), which each line of prov.images opens with."""
+
+    def numbers(self) -> str:
+        """`numbers from 8 records (1 run: <id>)`, `8 records combined into 4 results` where cells combine
+        several processes."""
+        combined = f" combined into {counted(self.results, 'result')}" if self.results != self.records else ""
+        runs = self.prov.runs
+        ids = f": {', '.join(runs)}" if len(runs) <= 3 else ""
+        return f"numbers from {counted(self.records, 'record')}{combined} ({counted(len(runs), 'run')}{ids})"
+
+    def lines(self, alone: bool = False) -> list[str]:
+        """Its description as `key: value` lines: image, model, host, when measured, how many records;
+        `alone` (the report's one column: What was measured says the rest) the count line only."""
+        if alone:
+            return [f"{self.numbers()}; its image, model, host and dates: What was measured, above"]
+        p = self.prov
+        out = [f"image: {i.removeprefix(self.image + ': ')}" for i in p.images] + [
+            f"model: {m}" for m in p.models
+        ]
+        out += [f"host: {h}" for h in p.hosts] + [x for x in p.lines() if x.startswith("measured: ")]
+        return out + [self.numbers()]
+
+    def to_json(self) -> dict[str, Any]:
+        """{column, label, records, results, and Provenance.to_json's fields of its records}."""
+        head = {"column": self.column, "label": self.label, "records": self.records, "results": self.results}
+        return {**head, **self.prov.to_json()}
+
+
+def column_cards(
+    per_column: Mapping[str, list[Facts]], labels: Mapping[str, str], stored: Iterable[Any] = ()
+) -> list[ColumnCard]:
+    """A ColumnCard per table column, in order of its short label: `per_column` {column: the Facts of
+    its cells, in every table}, `labels` {column: short label}; `stored` as for provenance."""
+    stored = list(stored)
+    cards = [
+        ColumnCard(
+            c, labels.get(c, c), provenance(fs, stored), sum(f.processes for f in fs), len(fs), fs[0].image
+        )
+        for c, fs in per_column.items()
+    ]
+    return sorted(cards, key=lambda k: (k.label, k.column))

@@ -22,9 +22,9 @@ from pydantic_core import to_json
 
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
-from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.flag_help import RPC_FLAG, held_words
-from toolkit.analysis.provenance import measured_span, provenance
+from toolkit.analysis.caveats import held_caveats, smoke_caveats
+from toolkit.analysis.facts import Facts, facts_of, known_stddev
+from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -37,7 +37,7 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
-from toolkit.core.text import html_text, md_line, md_text, strip_controls
+from toolkit.core.text import counted, html_text, md_line, md_text, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -54,7 +54,7 @@ class Shown:
     """One report's selection, made once (Shown.of): the Facts of the records it shows
     (select_for_report, in its order), the tables over them; and of the whole set read: its accounting
     line (tables.accounting, without refused records), how many records were read and how many failed,
-    and its caveats (verdict.smoke_caveats, held_caveats). The sections read it; none reads the records again."""
+    and its caveats (caveats.smoke_caveats, held_caveats). The sections read it; none reads the records again."""
 
     facts: list[Facts]
     tables: list[Table]
@@ -86,31 +86,22 @@ class Shown:
         ]
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
-        caveats = verdict_mod.smoke_caveats(records) + held_caveats(facts)
+        caveats = smoke_caveats(records) + held_caveats(facts)
         return cls(facts, tables.axis_tables(facts, opts), counts, len(records), caveats, failures)
+
+    def cards(self, controls: Sequence[Mapping[str, Any]] = ()) -> list[ColumnCard]:
+        """Each table column's system description (provenance.column_cards) from the Facts of its cells
+        in every table (decode rows unfolded: every record a number comes from); `controls` as render's."""
+        per: dict[str, list[Facts]] = {}
+        for t in self.tables:
+            for row in t.rows:
+                for c, f in row.facts.items():
+                    per.setdefault(c, []).append(f)
+        return column_cards(per, short_labels(self.tables), controls)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
         return self.counts + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
-
-
-def held_caveats(facts: list[Facts]) -> list[str]:
-    """When every number shown is held (Facts.held_flags: telemetry or above-peak flags), one line that
-    says so above the tables (a newcomer on a busy host read its first table, every row flagged
-    host-busy, as broken); [] otherwise, or for fewer than two numbers."""
-    valued = [f for f in facts if f.value]
-    if len(valued) < 2 or not all(f.held_flags for f in valued):
-        return []
-    names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
-    fix = (
-        "run again where nothing else shares the host and GPU"
-        if set(names) - {RPC_FLAG}
-        else held_words(names, "fix")
-    )
-    return [
-        f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
-        f"path works, not what the images can do; {fix}"
-    ]
 
 
 def render(
@@ -154,10 +145,12 @@ def render(
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
     prov = provenance(shown.facts, controls)
+    cards = shown.cards(controls)
     if fmt == "json":
         return json_text(
             {
                 "provenance": prov.to_json(),
+                "columns": [c.to_json() for c in cards],
                 "tables": [table_json(t) for t in shown.tables],
                 "verdict": verdict_mod.verdict_json(v),
                 "options": opts.__dict__,
@@ -166,7 +159,7 @@ def render(
             }
         )
     said = verdict_mod.format_verdict(v, markdown=fmt == "github")  # the verdict in the format's words
-    front = Front(title or prov.heading(), said, prov.lines())
+    front = Front(title or prov.heading(), said, prov.lines(), cards)
     if fmt == "html":
         from toolkit.analysis import plots
 
@@ -218,18 +211,26 @@ codecs.register_error(_JSON_ESCAPE, _json_escaped)
 @dataclass(frozen=True)
 class Front:
     """What every page opens with, in its format's words: the title, the verdict as text (markdown for
-    github: verdict.format_verdict), what was measured (Provenance.lines)."""
+    github: verdict.format_verdict), what was measured (Provenance.lines), and each column's system
+    description (provenance.column_cards, in short-label order as column_legend)."""
 
     title: str
     verdict: str
     measured: list[str]
+    cards: list[ColumnCard]
+
+    def columns(self, ts: list[Table], labels: dict[str, str]) -> list[tuple[str, list[str]]]:
+        """Each column of the display tables `ts` (labels: short_labels) as the Columns section says it:
+        (its legend line: column_legend, its description: ColumnCard.lines; one column's in short)."""
+        alone = len(self.cards) == 1
+        return [(n, c.lines(alone)) for n, c in zip(column_legend(ts, labels), self.cards, strict=True)]
 
 
 def _no_table(shown: Shown) -> str:
     """Why a report has no table: records read but none ok to tabulate, or none at all."""
     if shown.read:  # read, but nothing to tabulate: say so, never "no results"
         return (
-            f"no ok result to tabulate: {shown.read} record(s) read, {shown.failed} failed; "
+            f"no ok result to tabulate: {counted(shown.read, 'record')} read, {shown.failed} failed; "
             "`toolkit report --json` lists them with their errors"
         )
     return NO_RESULTS
@@ -245,11 +246,9 @@ def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
 
 def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
     """The tables as the page and the terminal show them: decode rows folded (folded_tables), short
-    column labels (short_labels); (tables, {column: label}, notes: what each label stands for, and the
-    fold's note when a row was folded)."""
+    column labels (short_labels); (tables, {column: label}, the fold's note when a row was folded)."""
     shown, fold_note = folded_tables(ts)
-    labels = short_labels(shown)
-    return shown, labels, column_legend(shown, labels) + fold_note
+    return shown, short_labels(shown), fold_note
 
 
 def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
@@ -257,11 +256,14 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     what was measured, then each table fitted (fit_table: roofline and tok/J columns dropped and said,
     image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
     width = max(width, 20)
-    ts, labels, col_notes = display_tables(shown.tables)
+    ts, labels, fold_note = display_tables(shown.tables)
     out = [front.title, "=" * min(width, columns(front.title)), ""]
     out += front.verdict.splitlines()
     out += ["", "What was measured", ""] + [f"- {line}" for line in front.measured]
-    out += ["", "Columns", ""] + [f"- {n}" for n in col_notes]
+    out += ["", "Columns", ""]
+    for line, card in front.columns(ts, labels):
+        out += [f"- {line}"] + [f"  - {x}" for x in card]
+    out += [f"- {n}" for n in fold_note]
     dropped: set[str] = set()
     for t in ts:
         headers, body = table_rows(t, bold=lambda x: f"{x} *", labels=labels)
@@ -288,6 +290,9 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
     ts, fold_note = folded_tables(shown.tables)
+    items = front.columns(ts, short_labels(ts))
+    said = [f"- {md_text(n)}" + "".join(f"\n  - {md_text(x)}" for x in card) for n, card in items]
+    out.append("## Columns\n\n" + "\n".join(said))
     for t in ts:
         headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
         out.append(
@@ -385,7 +390,7 @@ def render_csv(ts: list[Table]) -> str:
                             threads(r),
                             f.concurrency,
                             f.value,
-                            r.stddev_ts,
+                            known_stddev(r),
                             *(
                                 (ci.low, ci.high) if (ci := f.ci) else ("", "")
                             ),  # 95 % interval (>= 3 processes)
@@ -452,7 +457,7 @@ def table_json(t: Table) -> dict[str, Any]:
         r, roof, e = f.record, f.roof, f.energy
         return {
             "avg_ts": f.value,
-            "stddev_ts": r.stddev_ts,
+            "stddev_ts": known_stddev(r),  # None: unknown (one sample, or a 0 without samples)
             "ci_low": f.ci.low if f.ci else None,  # the 95 % interval over process means; None: unknown
             "ci_high": f.ci.high if f.ci else None,  # (fewer than 3 processes: facts.Interval)
             "processes": f.processes,
@@ -608,13 +613,10 @@ def render_html(shown: Shown, front: Front, drawn: plots.PlotSet) -> str:
     ]
     if not shown.tables:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
-    ts, labels, col_notes = display_tables(shown.tables)
-    if col_notes:
-        parts.append(
-            '<h2>Columns</h2><ul class="columns">'
-            + "".join(f"<li>{html_text(n)}</li>" for n in col_notes)
-            + "</ul>"
-        )
+    ts, labels, fold_note = display_tables(shown.tables)
+    if items := front.columns(ts, labels) + [(n, []) for n in fold_note]:
+        said = "".join(f"<li>{html_text(n)}{_ul(card) if card else ''}</li>" for n, card in items)
+        parts.append(f'<h2>Columns</h2><ul class="columns">{said}</ul>')
     for t in ts:
         parts += _table_html(t, labels)
     if notes := table_notes(ts):

@@ -46,7 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.analysis.facts import Facts, Interval, facts_of, image_label, model_scale, ran_on
+from toolkit.analysis.caveats import smoke_caveats
+from toolkit.analysis.facts import Facts, Interval, facts_of, known_stddev, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
@@ -57,7 +58,6 @@ from toolkit.analysis.tables import (
     noise_band,
     select_latest,
 )
-from toolkit.core import backends
 from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord, imported
 
@@ -90,12 +90,10 @@ class Entry:
     @property
     def noise_known(self) -> bool:
         """The record says how much its number varies (a stddev); a single sample does not."""
-        return self.record.stddev_ts is not None
+        return known_stddev(self.record) is not None
 
     def text(self) -> str:
-        sd = (
-            f" ± {self.record.stddev_ts:.2f}" if self.record.stddev_ts is not None else " ± ? (noise unknown)"
-        )
+        sd = f" ± {sd:.2f}" if (sd := known_stddev(self.record)) is not None else " (noise unknown)"
         if self.ci is not None:
             sd = f" ± {self.ci.half:.2f} (95% CI, {self.ci.processes} processes)"
         fl = f" [{', '.join(self.flags)}]" if self.flags else ""
@@ -212,31 +210,6 @@ class Verdict:
     axes: dict[str, AxisVerdict]
     routes: list[Route]
     caveats: list[str] = field(default_factory=list)
-
-
-SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
-
-
-def smoke_caveats(records: list[BenchRecord]) -> list[str]:
-    """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
-    software (CPU-type) GPU device."""
-    out = []
-    tiny = sorted({r.model.name for r in records if 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES})
-    if tiny:
-        out.append(
-            f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
-            "they are not a basis for routing"
-        )
-    soft = sorted({image_label(r) for r in records if backends.is_software_device(r.gpu_info)})
-    if soft:
-        out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
-    exp = sorted({image_label(r) for r in records if (r.model_extra or {}).get("experimental")})
-    if exp:
-        out.append(
-            f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
-            "an upstream release)"
-        )
-    return out
 
 
 _SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
@@ -483,7 +456,7 @@ def _axis_route(axis: str, av: AxisVerdict) -> Route:
     ev = [g.text() for g in av.groups]
     basis = ", ".join(g.name for g in av.groups)
     if av.noise_unknown:
-        basis += f" (noise unknown for {', '.join(av.noise_unknown)}: single samples)"
+        basis += f" (noise unknown for {', '.join(av.noise_unknown)}: no spread recorded)"
     flagged = av.flagged_cells()
     if not av.clear:
         tied = " and ".join(i for i, _, _ in av.ranking[:2])
@@ -656,8 +629,9 @@ def _pct(margin: float, noise: float, between: str) -> str:
     return f"{m}%{between}{n}"
 
 
-def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
-    """An axis's verdict line (held, won, or within noise) and what its flagged deciding cells say."""
+def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str], esc: Callable[[str], str]) -> list[str]:
+    """An axis's verdict line (held, won, or within noise) and what its flagged deciding cells say,
+    through `esc` (format_verdict's), the winner's name through `b` (escaped and bold)."""
     assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
     head = f"- {av.axis}: "
     basis = ", ".join(g.name for g in av.groups)
@@ -666,20 +640,29 @@ def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str]) -> list[str]:
     if av.held:
         mine = [x for e in flagged if e.image == av.leader for x in e.flags]
         return [
-            head + f"not decided ({held_words(mine, 'flags')}): {av.leader} leads {av.runner_up} by "
-            f"{m}% on the geometric mean of {basis} (noise threshold {noise}%), but is not crowned",
-            f"  - {flags_note(flagged, av.leader)}",
+            esc(x)
+            for x in (
+                head + f"not decided ({held_words(mine, 'flags')}): {av.leader} leads {av.runner_up} by "
+                f"{m}% on the geometric mean of {basis} (noise threshold {noise}%), but is not crowned",
+                f"  - {flags_note(flagged, av.leader)}",
+            )
         ]
     if av.clear:
         return [
-            head + f"{b(av.winner)} wins, {m}% over {av.runner_up} on the geometric "
-            f"mean of {basis} (noise threshold {noise}%)" + on_hosts(av.hosts.get(av.winner or "", [])),
-            *([f"  - {flags_note(flagged, av.leader)}"] if flagged else []),
+            esc(head)
+            + b(av.winner)
+            + esc(
+                f" wins, {m}% over {av.runner_up} on the geometric mean of {basis} (noise threshold {noise}%)"
+                + on_hosts(av.hosts.get(av.winner or "", []))
+            ),
+            *([esc(f"  - {flags_note(flagged, av.leader)}")] if flagged else []),
         ]
     return [
-        head + f"no clear winner: {av.ranking[0][0]} {m}% over "
-        f"{av.ranking[1][0]} is within noise (threshold {noise}%) on {basis}",
-        *([f"  - {_flags_on(flagged)}"] if flagged else []),
+        esc(
+            head + f"no clear winner: {av.ranking[0][0]} {m}% over "
+            f"{av.ranking[1][0]} is within noise (threshold {noise}%) on {basis}"
+        ),
+        *([esc(f"  - {_flags_on(flagged)}")] if flagged else []),
     ]
 
 
@@ -691,8 +674,8 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
         lines.append(f"  - {MODEL_UNKNOWN_NOTE}: {', '.join(av.model_unknown)}")
     if av.noise_unknown:
         lines.append(
-            f"  - noise unknown for {', '.join(av.noise_unknown)}: a single sample (no stddev) behind "
-            f"some numbers, so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
+            f"  - noise unknown for {', '.join(av.noise_unknown)}: some numbers have no known spread (a single "
+            f"sample, or a stddev of 0 without samples), so the margin is judged against the {100 * (av.noise or 0):.1f}% threshold "
             "without their spread; repeat the runs (llama-bench -r 3 or more) to know it"
         )
     if av.files:
@@ -720,10 +703,11 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
 
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule;
-    `markdown`: as markdown, where a line's record names (model files, host keys) are escaped
-    (core.text.md_line) so an imported name cannot add a tag, link or image to the page."""
-    b = (lambda s: f"**{s}**") if markdown else (lambda s: s)
+    `markdown`: as markdown, where a line's record names (image labels, model files, host keys) are
+    escaped (core.text.md_line) so an imported name cannot add a tag, link or image to the page, nor
+    style it (a `--label x**y`); the toolkit's own bold is added after, around an escaped name."""
     esc = md_line if markdown else (lambda s: s)  # its lines quote record names (model files, hosts)
+    b = (lambda s: f"**{md_line(s)}**") if markdown else esc
     lines = [("## " if markdown else "") + "Verdict", ""]
     for c in v.caveats:
         lines.append(f"> {b('caveat')}: {md_text(c)}" if markdown else f"caveat: {c}")  # names a record gives
@@ -735,11 +719,11 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if not av.ranking:
             lines.append(esc(f"- {axis}: not decided ({av.note})"))
             continue
-        lines += map(esc, _axis_outcome(av, b) + _axis_notes(av))
+        lines += _axis_outcome(av, b, esc) + [esc(x) for x in _axis_notes(av)]
     lines += ["", ("### " if markdown else "") + "Routing rule", ""]
     for rt in v.routes:
         target = b(rt.image) if rt.image else "no single image"
-        lines.append(esc(f"- {rt.workload} -> {target}: {rt.why}"))
+        lines.append(esc(f"- {rt.workload} -> ") + target + esc(f": {rt.why}"))
         lines += [esc(f"  - {e}") for e in rt.evidence]
     return "\n".join(lines)
 
@@ -773,7 +757,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
                         {
                             "image": e.image,
                             "avg_ts": e.value,
-                            "stddev_ts": e.record.stddev_ts,
+                            "stddev_ts": known_stddev(e.record),
                             "ci_low": e.ci.low if e.ci else None,  # None: unknown (fewer than 3 processes)
                             "ci_high": e.ci.high if e.ci else None,
                             "setting": e.setting,

@@ -37,10 +37,12 @@ _ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
 # or close emphasis (CommonMark 6.2: not between two letters or digits, so `n_cpu_moe` stays as it is).
 _MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])")
 
-# What, in a line of prose the toolkit writes (a verdict line: `->`, `< 168.0%` and `**bold**` are its
-# own), starts markdown structure: a backslash (it would undo the next escape), `<` before a letter,
-# `/`, `!` or `?` (an HTML tag or an autolink, CommonMark 6.5-6.6), `](` (a link or image) and `|`.
-_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(")
+# What, in a line of prose the toolkit writes (a verdict line: `->` and `< 168.0%` are its own), starts
+# markdown structure: a backslash (it would undo the next escape), `<` before a letter, `/`, `!` or `?`
+# (an HTML tag or an autolink, CommonMark 6.5-6.6), `](` (a link or image) and `|`; and what would
+# style a name (`*`, `~`, `_` where it can open or close emphasis, as _MD_SPECIAL): a `--label x**y`
+# made the rest of its verdict line bold. The toolkit's own bold is added after escaping (format_verdict).
+_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~]|(?<![^\W_])_|_(?![^\W_])")
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
 # terminal, a pipe or a file would raise UnicodeEncodeError. A pair in JSON decodes to one character.
@@ -96,9 +98,10 @@ def md_text(text: str) -> str:
 def md_line(text: str) -> str:
     """A line of the toolkit's own markdown prose that quotes names from records (a verdict line):
     controls stripped, line breaks as spaces, and only what would start markup escaped
-    (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash), so `->` and
-    `a < b` read as written and a model name `<img src=https://...>` or `![x](https://...)` loads nothing
-    when the page is opened."""
+    (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash, emphasis marks),
+    so `->` and `a < b` read as written, a model name `<img src=https://...>` or `![x](https://...)`
+    loads nothing when the page is opened and a label `x**y` styles nothing. Its code spans (backticks)
+    are kept: the toolkit's own notes quote commands in them."""
     return _md_escaped(text, _MD_LINE_SPECIAL)
 
 

@@ -8,8 +8,10 @@ from typing import Any
 
 from tabulate import tabulate
 
+from toolkit.analysis.caveats import smoke_caveats
+from toolkit.analysis.facts import known_stddev
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
-from toolkit.analysis.verdict import decimals_apart, smoke_caveats
+from toolkit.analysis.verdict import decimals_apart
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
 
@@ -17,7 +19,8 @@ from toolkit.results.records import BenchRecord
 def _cell(r: BenchRecord | None) -> str:
     if r is None or value(r) is None:
         return "missing"
-    return f"{value(r):.2f} ± {r.stddev_ts or 0:.2f}"
+    sd = known_stddev(r)  # unknown (one sample, a 0 without samples): no `± 0.00`
+    return f"{value(r):.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
 def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
@@ -67,7 +70,7 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
 
 
 def caveats(rep: Reproduction) -> list[str]:
-    """What the report says above its tables of the same records (verdict.smoke_caveats): a tiny
+    """What the report says above its tables of the same records (caveats.smoke_caveats): a tiny
     stand-in model's tok/s, a software GPU's, an experimental runtime's are smoke signals, and a
     delta between two of them says how a host ran, not how an image performs (newcomer 36: a -70 %
     delta of a 1.6 MB model on a busy host came with no word of it)."""

@@ -38,6 +38,7 @@ from operator import itemgetter
 from typing import Any
 
 from toolkit.core import stats
+from toolkit.core.text import counted
 from toolkit.results.flag_claims import held_claims, without_unsupported
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_flags import checked_flags
@@ -557,7 +558,7 @@ class Selection:
     def summary(self) -> str:
         merged = f" ({self.combined} more as repetitions combined into their cells)" if self.combined else ""
         return (
-            f"{self.read} records read, {len(self.used)} used{merged}, {self.superseded} superseded by a "
+            f"{counted(self.read, 'record')} read, {len(self.used)} used{merged}, {self.superseded} superseded by a "
             f"newer run of the same test, {self.failed} failed"
         )
 

@@ -107,7 +107,7 @@ class RecordSelection(list[BenchRecord]):
     so identity.newest_per_test gives the same `used` records (repetitions combined) as over the
     whole set —, (2) every failed record that carries a tok/s value (tables' CPU-fallback rows), and
     (3) one record per distinct (image name, digest, model name, model size, gpu_info) of the set
-    not already present, so summaries over those fields (verdict.smoke_caveats) see every value.
+    not already present, so summaries over those fields (caveats.smoke_caveats) see every value.
 
     `read`, `failed`, `superseded`: identity.Selection's counts over the whole set it stands for
     (`read` = records in the set; `superseded` counts older runs and, in the newest run, records a

@@ -1,0 +1,61 @@
+"""What a report says above its tables about all of its numbers (a tiny stand-in model, a software
+GPU, an experimental runtime, every number held by its flags): the caveats the verdict, compare and
+reproduce print first; and whether one record's model is a stand-in (the column descriptions say it)."""
+
+from __future__ import annotations
+
+from toolkit.analysis.facts import Facts, image_label, model_scale
+from toolkit.analysis.flag_help import RPC_FLAG, held_words
+from toolkit.core import backends
+from toolkit.results.records import BenchRecord
+
+SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
+
+
+def stand_in(r: BenchRecord) -> bool:
+    """`r` measured a tiny stand-in model (under SMOKE_MODEL_BYTES, facts.model_scale: its file size, else
+    its parameter count): its tok/s show the path works, not how fast a real model runs. False where
+    the size is not recorded, or the model is full size (its weights may still be random: a record
+    does not say)."""
+    return 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES
+
+
+def smoke_caveats(records: list[BenchRecord]) -> list[str]:
+    """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
+    software (CPU-type) GPU device."""
+    out = []
+    tiny = sorted({r.model.name for r in records if stand_in(r)})
+    if tiny:
+        out.append(
+            f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
+            "they are not a basis for routing"
+        )
+    soft = sorted({image_label(r) for r in records if backends.is_software_device(r.gpu_info)})
+    if soft:
+        out.append(f"software GPU: {', '.join(soft)} ran on Mesa lavapipe (the CPU), not a GPU")
+    exp = sorted({image_label(r) for r in records if (r.model_extra or {}).get("experimental")})
+    if exp:
+        out.append(
+            f"experimental runtime: {', '.join(exp)} (its verdicts hold for this enablement patch, not for "
+            "an upstream release)"
+        )
+    return out
+
+
+def held_caveats(facts: list[Facts]) -> list[str]:
+    """When every number shown is held (Facts.held_flags: telemetry or above-peak flags), one line that
+    says so above the tables (a newcomer on a busy host read its first table, every row flagged
+    host-busy, as broken); [] otherwise, or for fewer than two numbers."""
+    valued = [f for f in facts if f.value]
+    if len(valued) < 2 or not all(f.held_flags for f in valued):
+        return []
+    names = sorted({x.split(":", 1)[0] for f in valued for x in f.held_flags})
+    fix = (
+        "run again where nothing else shares the host and GPU"
+        if set(names) - {RPC_FLAG}
+        else held_words(names, "fix")
+    )
+    return [
+        f"every number shown is flagged ({', '.join(names)}: see the flags under the tables): they say the "
+        f"path works, not what the images can do; {fix}"
+    ]
