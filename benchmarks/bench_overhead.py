@@ -17,8 +17,13 @@ Workloads:
 Each pair prints, as one JSON line: toolkit wall seconds, hand-run wall seconds, their ratio (goal:
 median <= 1.02), the toolkit process's own CPU seconds (user + sys of it and its children: the `docker`
 CLI is not one of them, the containers are not counted), llama-bench's measured time, and the
-1-minute load average before the pair. The last line is the summary: median, min and max ratio, and
-the median CPU time.
+1-minute load average before the pair. Beside the ratio, the seconds each side spent OUTSIDE its
+containers (`outside`, the figure the machine's load hardly moves, unlike the ratio): from the
+engine's own `start` and `die` events of the run's containers (`docker events`, by container name)
+against the process's start and end: `before` (the process's start to the first container's start),
+`between` (one container's end to the next one's start, summed) and `after` (the last container's end
+to the process's exit); the hand run's are what `docker run` itself costs (create, attach, remove).
+The last line is the summary: median, min and max ratio, the median CPU time and outside seconds.
 
 Needs the image built (`toolkit build --image cpu`). Runs in a throwaway project copy (results in a
 temporary folder): the project's results/ are not touched. The toolkit runs with its bytecode cached,
@@ -81,9 +86,55 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
 
 
-def _toolkit(project: Path, image: str, *extra: str) -> tuple[float, float, list[dict], list[list[str]]]:
-    """(wall s, own CPU s, this run's records, the containers it ran: their commands in order)."""
+def _name(command: list[str]) -> str:
+    return command[command.index("--name") + 1]
+
+
+def _outside(since: float, until: float, names: list[str]) -> dict[str, float]:
+    """Seconds outside the containers `names` between the wall-clock times `since` and `until` (a
+    process's start and end): before the first container's start, between one's end (the engine's
+    `die`) and the next one's start, after the last one's end; from the engine's events (ns)."""
+    out = subprocess.run(
+        [
+            "docker",
+            "events",
+            "--since",
+            f"{since:.6f}",
+            "--until",
+            f"{until:.6f}",
+            "--format",
+            "{{json .}}",
+        ]
+        + ["--filter", "type=container", "--filter", "event=start", "--filter", "event=die"]
+        + [a for n in names for a in ("--filter", f"container={n}")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    spans: dict[str, dict[str, float]] = {}
+    for line in out.splitlines():
+        e = json.loads(line)
+        spans.setdefault(e["id"], {})[e.get("status") or e["Action"]] = e["timeNano"] / 1e9
+    runs = sorted((s["start"], s["die"]) for s in spans.values() if {"start", "die"} <= s.keys())
+    if len(runs) != len(names):
+        raise SystemExit(f"docker events: {len(runs)} container runs found, {len(names)} expected: {names}")
+    between = sum(b[0] - a[1] for a, b in zip(runs, runs[1:], strict=False))
+    before, after = runs[0][0] - since, until - runs[-1][1]
+    return {
+        "before": round(before, 3),
+        "between": round(between, 3),
+        "after": round(after, 3),
+        "outside": round(before + between + after, 3),
+    }
+
+
+def _toolkit(
+    project: Path, image: str, *extra: str
+) -> tuple[float, float, list[dict], list[list[str]], dict[str, float]]:
+    """(wall s, own CPU s, this run's records, the containers it ran: their commands in order, its
+    seconds outside them: _outside)."""
     before = os.times()
+    since = time.time()
     t0 = time.monotonic()
     subprocess.run(
         [
@@ -104,6 +155,7 @@ def _toolkit(project: Path, image: str, *extra: str) -> tuple[float, float, list
         env=_env(),
     )
     wall = time.monotonic() - t0
+    until = time.time()
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     digests = sorted((project / "results").glob("*/bench.jsonl"))
@@ -115,10 +167,12 @@ def _toolkit(project: Path, image: str, *extra: str) -> tuple[float, float, list
     for r in recs:  # each llama-bench process once, in the order its rows were written
         if r["command"] not in commands:
             commands.append(r["command"])
-    return wall, cpu, recs, commands
+    return wall, cpu, recs, commands, _outside(since, until, [_name(c) for c in commands])
 
 
-def _by_hand(commands: list[list[str]]) -> float:
+def _by_hand(commands: list[list[str]]) -> tuple[float, dict[str, float]]:
+    """(wall s, seconds outside the containers: _outside)."""
+    since = time.time()
     t0 = time.monotonic()
     for cmd in commands:
         p = subprocess.run(
@@ -126,7 +180,8 @@ def _by_hand(commands: list[list[str]]) -> float:
         )  # output kept for OVERHEAD_DEBUG=1
         if os.environ.get("OVERHEAD_DEBUG"):
             print(cmd, p.stdout[-300:], p.stderr[-300:], file=sys.stderr)
-    return time.monotonic() - t0
+    wall = time.monotonic() - t0
+    return wall, _outside(since, time.time(), [_name(c) for c in commands])
 
 
 def main() -> None:
@@ -148,7 +203,7 @@ def main() -> None:
     extra = ["--allow-concurrent"] if a.allow_concurrent else []
     project = _project(Path(tempfile.mkdtemp(prefix="toolkit-overhead-")) / "p", a)
     # warm-up pair (bytecode, model page cache, image layers); not counted
-    _, _, _, commands = _toolkit(project, a.image, *extra)
+    _, _, _, commands, _ = _toolkit(project, a.image, *extra)
     _by_hand(commands)
     rows = []
     for i in range(a.pairs):
@@ -157,9 +212,11 @@ def main() -> None:
         got: dict[str, float] = {}
         for who in order:
             if who == "toolkit":
-                got["toolkit_s"], got["toolkit_cpu_s"], recs, commands = _toolkit(project, a.image, *extra)
+                got["toolkit_s"], got["toolkit_cpu_s"], recs, commands, tk_out = _toolkit(
+                    project, a.image, *extra
+                )
             else:
-                got["hand_s"] = _by_hand(commands)
+                got["hand_s"], hand_out = _by_hand(commands)
         tests_s = sum(sum(r["raw"].get("samples_ns") or []) / 1e9 for r in recs if r.get("raw"))
         rows.append(
             {
@@ -169,6 +226,8 @@ def main() -> None:
                 "toolkit_s": round(got["toolkit_s"], 2),
                 "hand_s": round(got["hand_s"], 2),
                 "ratio": round(got["toolkit_s"] / got["hand_s"], 3),
+                "toolkit_outside_s": tk_out,
+                "hand_outside_s": hand_out,
                 "toolkit_cpu_s": round(got["toolkit_cpu_s"], 3),
                 "llama_bench_tests_s": round(tests_s, 2),
                 "load_1m": round(load, 2),
@@ -184,6 +243,13 @@ def main() -> None:
                 "min_ratio": min(ratios),
                 "max_ratio": max(ratios),
                 "median_toolkit_cpu_s": round(statistics.median(r["toolkit_cpu_s"] for r in rows), 3),
+                "median_toolkit_outside_s": {
+                    k: round(statistics.median(r["toolkit_outside_s"][k] for r in rows), 3)
+                    for k in rows[0]["toolkit_outside_s"]
+                },
+                "median_hand_outside_s": round(
+                    statistics.median(r["hand_outside_s"]["outside"] for r in rows), 3
+                ),
                 "median_hand_s": round(statistics.median(r["hand_s"] for r in rows), 2),
                 "load_1m": [min(r["load_1m"] for r in rows), max(r["load_1m"] for r in rows)],
             }

@@ -207,6 +207,65 @@ def test_the_collector_is_paused_until_started_and_never_left_off():
         gc.unfreeze()  # this test process keeps collecting what it froze
 
 
+def test_what_the_start_up_hands_on_runs_at_started_once_and_never_at_a_failed_end():
+    """startup.paused(then=...): `then` runs at the first started() inside the block (bench: the end's
+    imports begin when the first container is about to start, not while the start-up still works on
+    the one core the GIL gives it), once; a block that ends (or fails) before started() never runs it."""
+    import gc
+
+    from toolkit.core import startup
+
+    ran: list[str] = []
+    try:
+        with startup.paused(then=lambda: ran.append("then")):
+            assert ran == []
+            startup.started()
+            assert ran == ["then"]
+            startup.started()
+        assert ran == ["then"]
+        with pytest.raises(RuntimeError), startup.paused(then=lambda: ran.append("failed")):
+            raise RuntimeError("a start-up that fails")
+        with startup.paused(then=lambda: ran.append("ended")):
+            pass
+        startup.started()  # after the block: nothing left to run
+        assert ran == ["then"]
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_reading_the_run_back_imports_nothing_after_the_last_container(tmp_path):
+    """Reproducer: after the last container, bench read its records back through the query index, which
+    validates each line whole (records.bench_record) and so imported record_check and what it imports
+    (the SGLang and vLLM checks, pydantic models built at import) and datetime.strptime's module: 20-30
+    ms of wall after the last container here. Now the thread started before the first container
+    imports them: reading a stored run back imports no module. Fresh interpreter: sys.modules before
+    and after."""
+    from tests.support.records import make_record
+    from toolkit.results.records import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    rec = make_record("cpu", "cpu", n=128, avg=90.0, sd=0.5)
+    store.add_result(rec)
+    code = (
+        "import sys, threading\n"
+        "from toolkit.cli import bench\n"
+        "from toolkit.results import index\n"
+        "from toolkit.results.records import ResultStore\n"
+        # (before: TABLES_MODULES, the report's code and tabulate)
+        "bench._import_meanwhile(*getattr(bench, 'AFTER_RUN_MODULES', ['toolkit.analysis.report', 'tabulate']))\n"
+        "for t in threading.enumerate():\n"
+        "    if t is not threading.current_thread():\n"
+        "        t.join(60)\n"
+        f"store = ResultStore({str(store.root)!r})\n"
+        "before = set(sys.modules)\n"
+        f"assert len(index.load(index.heads(store, runs=[{rec.run_id!r}]))) == 1\n"
+        "print(sorted(set(sys.modules) - before))"
+    )
+    p = _python(code)
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
+
+
 @pytest.fixture
 def unix_engine(tmp_path):
     """A stand-in Docker engine on a Unix socket that answers every request (tests.support.engine
@@ -251,7 +310,7 @@ def test_the_closing_tables_import_nothing_after_the_last_container():
         "from toolkit.cli import bench\n"
         "from tests.support.records import make_record\n"
         # (before: the thread imported the report alone, bench._import_meanwhile("toolkit.analysis.report"))
-        "bench._import_meanwhile(*getattr(bench, 'TABLES_MODULES', ['toolkit.analysis.report']))\n"
+        "bench._import_meanwhile(*getattr(bench, 'AFTER_RUN_MODULES', ['toolkit.analysis.report']))\n"
         "for t in threading.enumerate():\n"
         "    if t is not threading.current_thread():\n"
         "        t.join(60)\n"

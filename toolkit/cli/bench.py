@@ -139,11 +139,14 @@ def bench(
     build`) is the one matrix.yaml and the templates give now. An image whose newest build is of
     older inputs is refused (exit 4: run `toolkit build -i NAME`) unless --allow-stale.
     """
-    with startup.paused():  # the collector off until the run starts (run_bench: startup.started)
+    quiet = as_json or dry_run
+    # the collector off until the first container is about to start (run_bench: startup.started); then
+    # the tables' and the stored records' code is imported on a thread while the engine starts it
+    with startup.paused(then=None if quiet else lambda: _import_meanwhile(*AFTER_RUN_MODULES)):
         from toolkit.bench.run import run_bench
         from toolkit.bench.runners.base import BenchOptions
 
-        lm, quiet = _load(matrix_path), as_json or dry_run
+        lm = _load(matrix_path)
         store = _store(lm, results_dir)
         opts = BenchOptions(
             dry_run=dry_run,
@@ -159,8 +162,6 @@ def bench(
             telemetry=not no_telemetry,
         )
         events = _progress_printer(quiet=quiet, outcomes=True)
-        if not quiet:  # the tables' code (~0.1 s) imported while the containers run, not after
-            _import_meanwhile(*TABLES_MODULES)
         try:
             outcomes = run_bench(lm, lm.select_images(images), lm.select_models(models), store, opts, events)
         finally:
@@ -172,15 +173,19 @@ def bench(
         _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
 
 
-TABLES_MODULES = ("toolkit.analysis.report", "tabulate")
-"""What the closing tables import: the report's code, and tabulate, which report.render and
-table_text import only when they draw (12-35 ms here, paid after the last container when left there)."""
+AFTER_RUN_MODULES = ("toolkit.analysis.report", "tabulate", "toolkit.results.record_check", "_strptime")
+"""What only the end of a bench imports: the closing tables' code (the report's, and tabulate, which
+report.render and table_text import only when they draw), the whole-line checks that reading this run's
+records back applies (records.bench_record imports record_check) and datetime.strptime's module (their
+times parsed there): ~50 ms of CPU here, paid after the last container when left there."""
 
 
 def _import_meanwhile(*modules: str) -> None:
-    """Import `modules`, in order, on a daemon thread (its CPU overlaps the containers' run, where the
-    main thread waits on the engine's socket). Safe: the bench path imports only modules below them,
-    never them; an import that fails there fails again, and is reported, where the tables need it."""
+    """Import `modules`, in order, on a daemon thread, started just before the first container (its CPU
+    overlaps the engine's creating and starting it, where the main thread waits on the engine's socket,
+    not the start-up's own work). Safe: from then on the bench path imports none of them, nor a module
+    that imports them, before its end; an import that fails there fails again, and is reported, where
+    the end needs it."""
 
     def load() -> None:
         for module in modules:
