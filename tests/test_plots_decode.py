@@ -56,7 +56,7 @@ def test_decode_plot_of_a_real_run_has_one_group_per_tg_test_and_leaves_depth_ro
     ts = tables.tables(recs)
     table = next(t for t in ts if t.axis == "decode")
     assert len(table.rows) == 6 and {r.n_ubatch for r in decode} == {64, 512}
-    page = next(t for t in report.display_tables(ts)[0] if t.axis == "decode")
+    page = next(t for t in report.folded_tables(ts)[0] if t.axis == "decode")
     assert [row.test for row in page.rows] == ["tg64", "tg64 @ d512", "tg64 @ d4096"]
 
     figs = plots.figures(ts)
@@ -127,7 +127,7 @@ def test_decode_rows_that_differ_by_more_than_their_noise_are_never_folded_in_an
         make_record("cpu", "cpu", n=128, ub=2048, avg=726.0, sd=5.0, gpu_info=""),
     ]
     ts = tables.tables(apart)
-    page = next(t for t in report.display_tables(ts)[0] if t.axis == "decode")
+    page = next(t for t in report.folded_tables(ts)[0] if t.axis == "decode")
     assert [row.test for row in page.rows] == ["tg128 ub512", "tg128 ub2048"]
     fig = plots.figures(ts)["decode"]
     assert sorted(round(p.get_height()) for ax in fig.axes for p in ax.patches if p.get_height()) == [
@@ -138,7 +138,7 @@ def test_decode_rows_that_differ_by_more_than_their_noise_are_never_folded_in_an
         out = report.render(apart, fmt=fmt)
         assert "726" in out and "3674" in out and "tg128 ub2048" in out, fmt
     agree = [apart[0], make_record("cpu", "cpu", n=128, ub=2048, avg=3660.0, sd=12.0, gpu_info="")]
-    page = next(t for t in report.display_tables(tables.tables(agree))[0] if t.axis == "decode")
+    page = next(t for t in report.folded_tables(tables.tables(agree))[0] if t.axis == "decode")
     assert [row.test for row in page.rows] == ["tg128"]
 
 
@@ -147,7 +147,7 @@ def test_the_fold_gives_the_same_answer_whichever_micro_batch_comes_first():
     folded them in the other, so two runs of one bench showed the decode table differently."""
     for vals in ({512: 58.31, 2048: 12.92}, {512: 12.92, 2048: 58.31}):
         recs = [make_record("cpu", "cpu", n=128, ub=ub, avg=v, sd=v * 0.5) for ub, v in vals.items()]
-        page = next(t for t in report.display_tables(tables.tables(recs))[0] if t.axis == "decode")
+        page = next(t for t in report.folded_tables(tables.tables(recs))[0] if t.axis == "decode")
         assert sorted(row.test for row in page.rows) == ["tg128 ub2048", "tg128 ub512"], vals
 
 

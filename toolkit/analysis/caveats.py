@@ -1,23 +1,13 @@
 """What a report says above its tables about all of its numbers (a tiny stand-in model, a software
 GPU, an experimental runtime, every number held by its flags): the caveats the verdict, compare and
-reproduce print first; and whether one record's model is a stand-in (the column descriptions say it)."""
+reproduce print first."""
 
 from __future__ import annotations
 
-from toolkit.analysis.facts import Facts, image_label, model_scale
+from toolkit.analysis.facts import Facts, image_label, stand_in
 from toolkit.analysis.flag_help import RPC_FLAG, held_words
 from toolkit.core import backends
 from toolkit.results.records import BenchRecord
-
-SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
-
-
-def stand_in(r: BenchRecord) -> bool:
-    """`r` measured a tiny stand-in model (under SMOKE_MODEL_BYTES, facts.model_scale: its file size, else
-    its parameter count): its tok/s show the path works, not how fast a real model runs. False where
-    the size is not recorded, or the model is full size (its weights may still be random: a record
-    does not say)."""
-    return 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES
 
 
 def smoke_caveats(records: list[BenchRecord]) -> list[str]:

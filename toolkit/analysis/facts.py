@@ -144,14 +144,18 @@ def model_bytes(r: BenchRecord) -> int | None:
     return size if size and size > 0 else None
 
 
-def model_scale(r: BenchRecord) -> int | None:
-    """How big a record's model is, to tell a stand-in from a real model: its size in bytes
-    (model_bytes), else, where no size is recorded (a boolean, a text or nothing: no size), its
-    parameter count (llama-bench's model_n_params; a weight takes 1/8 byte or more in any GGUF, so a
-    count under a size bound is under it in bytes too); None where neither is known."""
-    size = model_bytes(r)
-    params = quantity((r.raw or {}).get("model_n_params"))
-    return size if size is not None else (params if params and params > 0 else None)
+SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
+
+
+def stand_in(r: BenchRecord) -> bool:
+    """`r` measured a tiny stand-in model (under SMOKE_MODEL_BYTES): its tok/s show the path works, not
+    how fast a real model runs. Judged by its size in bytes (model_bytes), else, where no size is recorded
+    (a boolean, a text or nothing: no size), its parameter count (llama-bench's model_n_params; a weight
+    takes 1/8 byte or more in any GGUF, so a count under a size bound is under it in bytes too). False
+    where neither is known, or the model is full size (its weights may still be random: a record does
+    not say)."""
+    scale = model_bytes(r) or quantity((r.raw or {}).get("model_n_params"))
+    return 0 < (scale or 0) < SMOKE_MODEL_BYTES
 
 
 def warmup_outlier(r: BenchRecord) -> bool:
@@ -326,7 +330,8 @@ class Facts:
     sections say of it: `image` (image_label), `test` (row_label with the micro-batch), `concurrency`,
     `ub_effective` (effective_ubatch), `model_known` (identity.model_known), `no_roof` (why a GPU
     record has no roofline; None: it has one, or it ran on a CPU or a software GPU), `model_bytes`
-    (model_bytes: the model's size in bytes, None: not recorded)."""
+    (model_bytes: the model's size in bytes, None: not recorded), `stand_in` (stand_in: a tiny stand-in
+    model), `stddev` (known_stddev: tok/s, None where the record says no spread)."""
 
     record: BenchRecord
     key: identity.TestKey
@@ -351,6 +356,8 @@ class Facts:
     no_roof: str | None = None
     held_flags: tuple[str, ...] = ()
     model_bytes: int | None = None
+    stand_in: bool = False
+    stddev: float | None = None
 
     @classmethod
     def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
@@ -381,6 +388,8 @@ class Facts:
             model_known=identity.model_known(r),
             no_roof=(a.note or None) if roof is None and gpu else None,
             model_bytes=model_bytes(r),
+            stand_in=stand_in(r),
+            stddev=known_stddev(r),
         )
         flags = _flags(f, opts or ReportOptions(), roof, a.use)  # a.use: its GPUs found once, not twice
         object.__setattr__(f, "flags", tuple(flags))  # frozen once set

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.analysis.caveats import SMOKE_MODEL_BYTES, stand_in
-from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
+from toolkit.analysis.tables import Table
 from toolkit.core.text import counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
@@ -451,7 +451,7 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             continue
         file = _text((r.model.path or "").rsplit("/", 1)[-1], 2 * TEXT_MAX)
         name = _text(r.model.name, 2 * TEXT_MAX) or "unnamed model"
-        tiny = f"; a stand-in under {size_words(SMOKE_MODEL_BYTES)}, not a real model" if stand_in(r) else ""
+        tiny = f"; a stand-in under {size_words(SMOKE_MODEL_BYTES)}, not a real model" if f.stand_in else ""
         models[which] = (
             f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(f.model_bytes)}{_type_words(r)}{tiny})"
         )
@@ -534,15 +534,21 @@ class ColumnCard:
 
 
 def column_cards(
-    per_column: Mapping[str, list[Facts]], labels: Mapping[str, str], stored: Iterable[Any] = ()
+    tables: Iterable[Table], labels: Mapping[str, str], stored: Iterable[Any] = ()
 ) -> list[ColumnCard]:
-    """A ColumnCard per table column, in order of its short label: `per_column` {column: the Facts of
-    its cells, in every table}, `labels` {column: short label}; `stored` as for provenance."""
+    """A ColumnCard per column of `tables`, in order of its short label (`labels` {column: short
+    label}: table_text.short_labels), from the Facts of its cells in every table (decode rows unfolded:
+    every record a number comes from); `stored` as for provenance."""
+    per: dict[str, list[Facts]] = {}
+    for t in tables:
+        for row in t.rows:
+            for c, f in row.facts.items():
+                per.setdefault(c, []).append(f)
     stored = list(stored)
     cards = [
         ColumnCard(
             c, labels.get(c, c), provenance(fs, stored), sum(f.processes for f in fs), len(fs), fs[0].image
         )
-        for c, fs in per_column.items()
+        for c, fs in per.items()
     ]
     return sorted(cards, key=lambda k: (k.label, k.column))

@@ -23,7 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.caveats import held_caveats, smoke_caveats
-from toolkit.analysis.facts import Facts, facts_of, known_stddev
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
@@ -51,13 +51,15 @@ FORMATS = ("github", "text", "csv", "json", "html")
 
 @dataclass(frozen=True)
 class Shown:
-    """One report's selection, made once (Shown.of): the Facts of the records it shows
-    (select_for_report, in its order), the tables over them; and of the whole set read: its accounting
-    line (tables.accounting, without refused records), how many records were read and how many failed,
-    and its caveats (caveats.smoke_caveats, held_caveats). The sections read it; none reads the records again."""
+    """One report's selection, made once (Shown.of): the Facts of the records it shows (select_for_report,
+    in its order), the tables over them, each column's short label (short_labels, every format's); and
+    of the whole set read: its accounting line (tables.accounting, without refused records), how many
+    records were read and how many failed, and its caveats (caveats.smoke_caveats, held_caveats). The
+    sections read it; none reads the records again."""
 
     facts: list[Facts]
     tables: list[Table]
+    labels: dict[str, str]
     counts: str
     read: int
     caveats: list[str]
@@ -87,17 +89,8 @@ class Shown:
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
         counts = accounting(records, 0, sel)
         caveats = smoke_caveats(records) + held_caveats(facts)
-        return cls(facts, tables.axis_tables(facts, opts), counts, len(records), caveats, failures)
-
-    def cards(self, controls: Sequence[Mapping[str, Any]] = ()) -> list[ColumnCard]:
-        """Each table column's system description (provenance.column_cards) from the Facts of its cells
-        in every table (decode rows unfolded: every record a number comes from); `controls` as render's."""
-        per: dict[str, list[Facts]] = {}
-        for t in self.tables:
-            for row in t.rows:
-                for c, f in row.facts.items():
-                    per.setdefault(c, []).append(f)
-        return column_cards(per, short_labels(self.tables), controls)
+        ts = tables.axis_tables(facts, opts)
+        return cls(facts, ts, short_labels(ts), counts, len(records), caveats, failures)
 
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
@@ -145,7 +138,7 @@ def render(
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
     prov = provenance(shown.facts, controls)
-    cards = shown.cards(controls)
+    cards = column_cards(shown.tables, shown.labels, controls)
     if fmt == "json":
         return json_text(
             {
@@ -212,18 +205,18 @@ codecs.register_error(_JSON_ESCAPE, _json_escaped)
 class Front:
     """What every page opens with, in its format's words: the title, the verdict as text (markdown for
     github: verdict.format_verdict), what was measured (Provenance.lines), and each column's system
-    description (provenance.column_cards, in short-label order as column_legend)."""
+    description (provenance.column_cards, in short-label order as display_tables' legend)."""
 
     title: str
     verdict: str
     measured: list[str]
     cards: list[ColumnCard]
 
-    def columns(self, ts: list[Table], labels: dict[str, str]) -> list[tuple[str, list[str]]]:
-        """Each column of the display tables `ts` (labels: short_labels) as the Columns section says it:
-        (its legend line: column_legend, its description: ColumnCard.lines; one column's in short)."""
+    def columns(self, legend: list[str]) -> list[tuple[str, list[str]]]:
+        """Each column as the Columns section says it: (its `legend` line: display_tables', its
+        description: ColumnCard.lines; one column's in short)."""
         alone = len(self.cards) == 1
-        return [(n, c.lines(alone)) for n, c in zip(column_legend(ts, labels), self.cards, strict=True)]
+        return [(n, c.lines(alone)) for n, c in zip(legend, self.cards, strict=True)]
 
 
 def _no_table(shown: Shown) -> str:
@@ -244,11 +237,12 @@ def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
     return [t for t, _ in folded], [DECODE_UB_NOTE] if any(f for _, f in folded) else []
 
 
-def display_tables(ts: list[Table]) -> tuple[list[Table], dict[str, str], list[str]]:
-    """The tables as the page and the terminal show them: decode rows folded (folded_tables), short
-    column labels (short_labels); (tables, {column: label}, the fold's note when a row was folded)."""
+def display_tables(ts: list[Table], labels: dict[str, str]) -> tuple[list[Table], list[str], list[str]]:
+    """The tables as the page, the terminal and github show them: decode rows folded (folded_tables),
+    what each short column label (`labels`: Shown.labels) stands for (column_legend); (tables, the
+    legend's lines in label order, the fold's note when a row was folded)."""
     shown, fold_note = folded_tables(ts)
-    return shown, short_labels(shown), fold_note
+    return shown, column_legend(shown, labels), fold_note
 
 
 def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
@@ -256,17 +250,17 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     what was measured, then each table fitted (fit_table: roofline and tok/J columns dropped and said,
     image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
     width = max(width, 20)
-    ts, labels, fold_note = display_tables(shown.tables)
+    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
     out = [front.title, "=" * min(width, columns(front.title)), ""]
     out += front.verdict.splitlines()
     out += ["", "What was measured", ""] + [f"- {line}" for line in front.measured]
     out += ["", "Columns", ""]
-    for line, card in front.columns(ts, labels):
+    for line, card in front.columns(legend):
         out += [f"- {line}"] + [f"  - {x}" for x in card]
     out += [f"- {n}" for n in fold_note]
     dropped: set[str] = set()
     for t in ts:
-        headers, body = table_rows(t, bold=lambda x: f"{x} *", labels=labels)
+        headers, body = table_rows(t, bold=lambda x: f"{x} *", labels=shown.labels)
         lines, gone = fit_table(headers[:-1], [line[:-1] for line in body], 1 + len(t.id_columns), width)
         dropped.update(gone)
         out += ["", t.title, ""] + lines
@@ -289,8 +283,8 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
 
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
-    ts, fold_note = folded_tables(shown.tables)
-    items = front.columns(ts, short_labels(ts))
+    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
+    items = front.columns(legend)
     said = [f"- {md_text(n)}" + "".join(f"\n  - {md_text(x)}" for x in card) for n, card in items]
     out.append("## Columns\n\n" + "\n".join(said))
     for t in ts:
@@ -390,7 +384,7 @@ def render_csv(ts: list[Table]) -> str:
                             threads(r),
                             f.concurrency,
                             f.value,
-                            known_stddev(r),
+                            f.stddev,
                             *(
                                 (ci.low, ci.high) if (ci := f.ci) else ("", "")
                             ),  # 95 % interval (>= 3 processes)
@@ -457,7 +451,7 @@ def table_json(t: Table) -> dict[str, Any]:
         r, roof, e = f.record, f.roof, f.energy
         return {
             "avg_ts": f.value,
-            "stddev_ts": known_stddev(r),  # None: unknown (one sample, or a 0 without samples)
+            "stddev_ts": f.stddev,  # None: unknown (one sample, or a 0 without samples)
             "ci_low": f.ci.low if f.ci else None,  # the 95 % interval over process means; None: unknown
             "ci_high": f.ci.high if f.ci else None,  # (fewer than 3 processes: facts.Interval)
             "processes": f.processes,
@@ -613,12 +607,12 @@ def render_html(shown: Shown, front: Front, drawn: plots.PlotSet) -> str:
     ]
     if not shown.tables:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
-    ts, labels, fold_note = display_tables(shown.tables)
-    if items := front.columns(ts, labels) + [(n, []) for n in fold_note]:
+    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
+    if items := front.columns(legend) + [(n, []) for n in fold_note]:
         said = "".join(f"<li>{html_text(n)}{_ul(card) if card else ''}</li>" for n, card in items)
         parts.append(f'<h2>Columns</h2><ul class="columns">{said}</ul>')
     for t in ts:
-        parts += _table_html(t, labels)
+        parts += _table_html(t, shown.labels)
     if notes := table_notes(ts):
         parts.append(_ul(notes))
     parts.append(f"<p>{html_text(shown.counts)}</p>")

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from toolkit.analysis.facts import Facts, ReportOptions, known_stddev
+from toolkit.analysis.facts import Facts, ReportOptions
 from toolkit.analysis.flag_help import FLAG_HELP
 from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
@@ -48,8 +48,8 @@ def fmt_cell(cell: Facts | BenchRecord | None) -> str:
     r = f.record
     if f.value is None:
         return ""
-    sd = f" ± {_num(known)}" if (known := known_stddev(r)) is not None else ""
-    if known is None and len(r.samples_ts) == 1:
+    sd = f" ± {_num(f.stddev)}" if f.stddev is not None else ""
+    if f.stddev is None and len(r.samples_ts) == 1:
         sd = " (1 sample: stddev unknown)"
     if f.ci:
         sd = f" ± {_num(f.ci.half)} (95% CI)"
