@@ -576,7 +576,7 @@ def test_a_prefill_panel_of_more_lines_than_colors_is_left_out_and_many_prompt_l
         make_record("hip", "rocm", p=512, avg=3000.0 - d, sd=10, raw={"n_depth": 1024 * d}) for d in range(11)
     ]
     (why,) = plots.left_out(tables.tables(tables.select_for_report(deep)))
-    assert why.startswith("prefill plot left out: 1 image columns with up to 11 lines each")
+    assert why.startswith("prefill plot left out: 1 image column with up to 11 lines each")
     wide = [make_record("hip", "rocm", p=64 + 8 * i, ub=512, avg=3000.0, sd=10) for i in range(100)]
     ts = tables.tables(tables.select_for_report(wide))
     assert plots.left_out(ts) == []

@@ -58,9 +58,11 @@ def _pct(noise: float, change: float) -> str:
 
 def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool = True) -> list[str]:
     """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark
-    (a regression's speedup in markdown bold with `bold`; its mark names it either way)."""
+    (a regression's speedup in markdown bold with `bold`, the test and its columns, a record's names,
+    escaped for a markdown cell then: md_text; its mark names it either way)."""
     sp, mark = _speedup_cell(c, row, bold=bold)
-    line = [row.test, *row.ids.values(), fmt_cell(row.fa), fmt_cell(row.fb), sp]
+    esc = md_text if bold else str  # a model `a|b**c**` added a column and drew `c` bold
+    line = [esc(row.test), *map(esc, row.ids.values()), fmt_cell(row.fa), fmt_cell(row.fb), sp]
     if show_energy:
         ea, eb, ratio = row.fa.energy, row.fb.energy, row.energy_ratio
         line += [
@@ -156,7 +158,7 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
             f"no test in common between {c.a.label} and {c.b.label} "
             f"({len(c.only_a)} tests only in A, {len(c.only_b)} only in B)"
         ]
-        return "\n".join(w for line in out for w in wrap(line, width)) if text else out[0]
+        return "\n".join(w for line in out for w in wrap(line, width)) if text else md_line(out[0])
     show_energy = bool(c.with_energy)
     body = [_table_row(c, row, show_energy, bold=not text) for row in c.rows]
     cell = one_line if text else md_text  # a side's label is a stored name: one cell of one row
@@ -185,7 +187,8 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
         out.append(
             f"not shown at {width} columns: the tok/J columns (a wider terminal shows them, or --json)"
         )
-    out += [*_what_was_compared(c, markdown=not text), *_notes(c), *_slower_not_counted(c)]
+    notes = [*_notes(c), *_slower_not_counted(c)]  # they quote labels and tests: a record's names
+    out += [*_what_was_compared(c, markdown=not text), *(notes if text else map(md_line, notes))]
     if not text:
         return "\n\n".join([*(md_line(x) for x in said), *out])
     table, rest = out[0], out[1:]  # the grid is fitted already: its runs of spaces are its columns

@@ -27,7 +27,7 @@ from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import Row, Table, fold_decode_ub
 from toolkit.analysis.telemetry import load_trace
 from toolkit.core.stats import finite_number
-from toolkit.core.text import strip_controls
+from toolkit.core.text import counted, strip_controls
 from toolkit.results import write_atomic
 from toolkit.results.records import BenchRecord, short_digest
 
@@ -239,7 +239,7 @@ def _too_big(kind: str, t: Table | None) -> str | None:
         )
         if len(columns) > MAX_COLUMNS or lines > MAX_LINES:
             return (
-                f"prefill plot left out: {len(columns)} image columns with up to {lines} lines each (a "
+                f"prefill plot left out: {counted(len(columns), 'image column')} with up to {counted(lines, 'line')} each (a "
                 f"readable figure holds {MAX_COLUMNS} columns of {MAX_LINES} lines); {narrow}"
             )
         return None

@@ -7,6 +7,9 @@ Errors (toolkit.core.errors) carry their exit code; `main` maps them.
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import NoReturn
@@ -94,6 +97,46 @@ def _is_engine_error(err: Exception) -> bool:
     from toolkit.engine.api import is_connection_error
 
     return is_connection_error(err)
+
+
+class _ClosedStream(io.TextIOBase):
+    """Standard output or error the command was started without (`>&-`, `2>&-`: Python's sys.stdout
+    is then None, which every print met as a bug's AttributeError, exit 1): each write refuses as a
+    closed descriptor does, named (OSError EBADF: exit 8 in one line, as a full disk is)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF), self.name)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _standard_streams_open() -> None:
+    """Standard input, output and error held open whatever the command was started with: a closed one
+    (`>&-`) gets /dev/null as its descriptor, so no file the command opens takes its number (the first
+    file opened became descriptor 2, and whatever wrote to standard error then, a child process
+    included, wrote into it), and Python's None for it becomes a _ClosedStream (output and error:
+    every write refused and named; nothing reads input)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream("standard output")
+    if sys.stderr is None:
+        sys.stderr = _ClosedStream("standard error")
 
 
 def _sigterm_as_interrupt() -> None:
@@ -197,6 +240,7 @@ def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
     from toolkit.core import signals
 
+    _standard_streams_open()
     _sigterm_as_interrupt()
     note_json(None, None, None)  # not asked yet (main may run more than once in one process: tests)
     try:

@@ -559,7 +559,7 @@ def _print_import(res, label: str) -> None:
         click.echo(
             f"{s.name}: {state} as {s.digest}"
             + (f" ({where})" if where and len(res.sets) > 1 else "")
-            + (f" into {s.path}" if s.path else "")
+            + (f" into {path_text(s.path)}" if s.path else "")  # one line: a newline in it escaped
         )
     for what, lines in (
         ("row(s) refused (not a measurement)", res.refused),

@@ -104,6 +104,8 @@ _ADVICE = {  # exit 8: what to do, by the OS error (a disk's advice is no fix fo
     errno.ENOSPC: "the disk is full: free space there or choose a folder on another disk",
     errno.EPIPE: "the program reading it closed it before the end (e.g. `| head`): what it read is cut "
     "short; write to a file (`> FILE`) to keep it whole",
+    errno.EBADF: "it is closed (`>&-`, `2>&-`) or open for reading only: give the command somewhere to "
+    "write (`> FILE`, or `> /dev/null` to discard it)",
     errno.EDQUOT: "your disk quota is used up: free space or choose a folder on another disk",
     errno.ENAMETOOLONG: "a name in the path is too long for the file system: choose a shorter path",
 }

@@ -32,17 +32,21 @@ _CONTROL_START = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 # nothing left once they are deleted (bytes.translate, ~4x faster than _CONTROL_START.search) has none.
 _ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
 
+# `&` that starts an entity (`&lt;`, `&#124;`): shown as `<`, `|`, not as written, in a cell, a heading
+# or a line of prose alike: escaped by both patterns below.
+_ENTITY = r"&(?=#?[0-9A-Za-z]+;)"
+
 # What, in one table cell or heading, markdown reads as structure or styling: a backslash, `|`, `<`,
 # `>`, `](`, emphasis and strikethrough (`*`, `~`), a code span's backtick, and `_` where it can open
 # or close emphasis (CommonMark 6.2: not between two letters or digits, so `n_cpu_moe` stays as it is).
-_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])")
+_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])|" + _ENTITY)
 
 # What, in a line of prose the toolkit writes (a verdict line: `->` and `< 168.0%` are its own), starts
 # markdown structure: a backslash (it would undo the next escape), `<` before a letter, `/`, `!` or `?`
 # (an HTML tag or an autolink, CommonMark 6.5-6.6), `](` (a link or image) and `|`; and what would
 # style a name (`*`, `~`, `_` where it can open or close emphasis, as _MD_SPECIAL): a `--label x**y`
 # made the rest of its verdict line bold. The toolkit's own bold is added after escaping (format_verdict).
-_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~]|(?<![^\W_])_|_(?![^\W_])")
+_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~]|(?<![^\W_])_|_(?![^\W_])|" + _ENTITY)
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
 # terminal, a pipe or a file would raise UnicodeEncodeError. A pair in JSON decodes to one character.

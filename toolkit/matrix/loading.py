@@ -466,7 +466,9 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
             if here.is_file() and p.resolve() != here.resolve()
             else f"{project_hint()} (the project's matrix.yaml is the reference R9700 sweep)"
         )
-        raise BadInput(f"{p}: matrix file not found; {hint}")
+        there = p.exists()  # a pipe, a device, a folder: there, but no file to read
+        what = "not a regular file (a pipe, a device or a folder)" if there else "matrix file not found"
+        raise BadInput(f"{p}: {what}; {hint}")
     return parse_matrix(read_yaml(p), p.resolve(), confined=bool(confined))  # set above: the file is there
 
 

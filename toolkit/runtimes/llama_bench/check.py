@@ -501,8 +501,10 @@ _TEXT_INT_FIELDS = frozenset({"model_size", "model_n_params", "flash_attn"})
 flash_attn was `on`/`off`/`auto` (normalize reads them)."""
 
 
-SETTING_FIELDS = frozenset({"n_threads", "n_batch", "n_ubatch", "n_gpu_layers"})
-"""Settings that name a test: a boolean there is no setting llama-bench ran."""
+NO_BOOL_FIELDS = (INT_FIELDS | FLOAT_FIELDS) - {"flash_attn", "no_op_offload", "model_size", "model_n_params"}
+"""Number fields where a JSON true/false is no value llama-bench wrote (flash_attn and no_op_offload
+are booleans in some vintages; a size or count of true is not recorded, as records.Size reads it):
+refused naming the field, as the text "true" is (`stddev_ts: true` was stored as a 1.0 tok/s spread)."""
 
 
 def _field_types(fields: dict[str, Any]) -> str | None:
@@ -510,7 +512,7 @@ def _field_types(fields: dict[str, Any]) -> str | None:
     field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
     fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
     stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
-    forms), a boolean in a setting (SETTING_FIELDS), n_threads below 1 or above MAX_THREADS.
+    forms), a boolean in a number field (NO_BOOL_FIELDS), n_threads below 1 or above MAX_THREADS.
     Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row).
     samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the field
     (an object or a word there broke normalize with a bare "could not convert string to float")."""
@@ -537,10 +539,12 @@ def _field_types(fields: dict[str, Any]) -> str | None:
                     return f"{name} is {text[:24]!r}: expected a whole number"
                 if f is not None and name == "n_threads" and (why := threads_problem(f, repr(text[:24]))):
                     return why
+            elif name in FLOAT_FIELDS and (text := v.strip()) and as_float(text) is None:
+                return f"{name} is {text[:24]!r}: expected a number"  # a stddev_ts "true" read as none
             continue
         if t is bool:
-            if name in SETTING_FIELDS:
-                return f"{name} is {str(v).lower()}: expected a whole number"
+            if name in NO_BOOL_FIELDS:
+                return f"{name} is {str(v).lower()}: expected a {'number' if name in FLOAT_FIELDS else 'whole number'}"
             continue
         if v is None:
             continue
