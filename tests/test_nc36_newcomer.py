@@ -87,12 +87,13 @@ def test_doctor_in_an_exported_runs_folder_points_at_its_reproduction(tmp_path: 
     res = tk(out, "doctor")
     assert res.returncode in (0, 12), res.stderr  # 12: a check of this host failed (said, not ours)
     last = res.stdout.strip().splitlines()[-1]
-    assert last.startswith("next: this folder is a run `toolkit export-run` wrote: `toolkit reproduce .`"), (
-        last
-    )
+    # its image was never pushed: the reproduction rebuilds it (nc38: tests/test_nc38_rebuild_names.py)
+    assert last.startswith(
+        "next: this folder is a run `toolkit export-run` wrote: `toolkit reproduce . --rebuild`"
+    ), last
     assert "`toolkit report --results .`" in last and "toolkit build" not in last, last
     res = tk(tmp_path, "doctor", "--matrix", str(out / "matrix.yaml"))
-    assert f"`toolkit reproduce {out}`" in res.stdout.strip().splitlines()[-1], res.stdout
+    assert f"`toolkit reproduce {out} --rebuild`" in res.stdout.strip().splitlines()[-1], res.stdout
 
 
 def test_compare_never_joins_two_test_sizes_and_never_offers_to(tmp_path: Path) -> None:

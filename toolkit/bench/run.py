@@ -180,10 +180,12 @@ def _interrupted(run_id: str, saver: Saver) -> RunInterrupted:
     except Exception as err:  # the engine may be what went away
         removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
     # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
-    return RunInterrupted(
-        f"interrupted: {removed}; {saver.summary()}; `toolkit bench --resume` continues "
-        "where this run stopped"
-    )
+    return RunInterrupted(f"interrupted: {removed}; {saver.summary()}; {RESUME_HINT}")
+
+
+RESUME_HINT = "`toolkit bench --resume` continues where this run stopped"
+"""The interrupted bench's last words; `toolkit reproduce`, which has no --resume, says its own
+(publish.reproduce)."""
 
 
 def _engine_gone(err: Exception, saver: Saver) -> EngineUnavailable:

@@ -5,6 +5,7 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import click
@@ -22,6 +23,8 @@ from toolkit.cli.common import (
 from toolkit.core.errors import ToolkitError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from toolkit.host.doctor import DoctorReport
     from toolkit.matrix.api import LoadedMatrix
     from toolkit.results.records import ResultStore
@@ -86,7 +89,9 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     if as_json:
         echo_json(rep.to_dict())
     else:
-        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep), _export_named(lm)))
+        export = _export_named(lm)
+        rebuild = export is not None and lm is not None and _rebuild_needed(lm.root)
+        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep), export, rebuild))
     if lm is None:  # where the project is, as a command that needs the matrix says it
         from toolkit.matrix.api import project_hint
 
@@ -109,6 +114,32 @@ def _export_named(lm: LoadedMatrix | None) -> str | None:
     if lm is None or not exported_run(lm.root):
         return None
     return "." if lm.root.resolve() == Path.cwd().resolve() else path_text(lm.root)
+
+
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _rebuild_needed(folder: Path) -> bool:
+    """Whether the exported run in `folder` must be reproduced with --rebuild: an image of it no registry
+    serves (run_folder.needs_rebuild) and this engine lacks (reproduce runs one it holds: the exporting
+    host's own user). False where its run.json cannot be read (a link out of the folder, not a run:
+    reproduce names the fault) or the engine does not answer, as doctor never fails on a folder it only
+    reads."""
+    from toolkit.core.paths import contained
+    from toolkit.engine import api as engine
+    from toolkit.publish import run_folder
+    from toolkit.results.records import imported
+
+    try:
+        run = run_folder.read_run_json(contained(folder, "run.json", what="run.json"))
+        return run_folder.needs_rebuild(run) and any(
+            not run_folder.reachable_digests(im.repo_digests)
+            and (not _IMAGE_ID.fullmatch(im.digest) or engine.inspect_image(im.digest) is None)
+            for im in run.images
+            if not imported(im.digest)
+        )  # an image ID only: a run.json's `toolkit/cpu:latest` would name an image of this host
+    except (ToolkitError, OSError):
+        return False
 
 
 def _measured(store: ResultStore, rep: DoctorReport) -> set[str]:

@@ -43,13 +43,23 @@ def _transfer_printer(quiet: bool):
     return on_line
 
 
-def _build_printer(quiet: bool):
-    """Condensed progress of a `--rebuild` on stderr (build_plan.BuildSteps, as `toolkit build` prints it
-    in a log: each step as it starts, steps of 5 s or more with their time, a line while a long step
-    compiles, error lines): a rebuild of several minutes printed nothing."""
+def _rebuild_steps(quiet: bool):
+    """reproduce's `steps_for` with --rebuild: each image announced on stderr by name, with the run's
+    own full build time as the estimate, then its progress condensed (build_plan.BuildSteps, as `toolkit
+    build` prints it in a log: each step as it starts, steps of 5 s or more with their time, a line while
+    a long step compiles, error lines, every line under the image's name). A rebuild of several minutes
+    printed nothing, then only lines named `rebuild`: not which image, nor for how long. None: --json."""
+    if quiet:
+        return None
     from toolkit.images import build_plan
 
-    return None if quiet else build_plan.BuildSteps("rebuild", _err)
+    def steps_for(name: str, store) -> build_plan.BuildSteps:
+        full = build_plan.full_build_seconds(store, name)  # the work store holds the run's build records
+        took = f"; the run's build of every step took {full:.1f} s there" if full is not None else ""
+        _err(f"==> {name}: rebuilding from the run's matrix.yaml + Dockerfile.templates/{took}")
+        return build_plan.BuildSteps(name, _err, full_build_s=full)
+
+    return steps_for
 
 
 @click.command(epilog=PUSH_EPILOG)
@@ -227,7 +237,8 @@ def reproduce(
             threshold=threshold,
             model_dir=Path(model_dir) if model_dir else None,
             events=events,
-            on_line=_build_printer(as_json) if rebuild else _transfer_printer(as_json),
+            on_line=None if rebuild else _transfer_printer(as_json),
+            steps_for=_rebuild_steps(as_json) if rebuild else None,
             allow_twin=allow_twin,
             allow_concurrent=allow_concurrent,
         )

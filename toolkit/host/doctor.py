@@ -336,6 +336,7 @@ def format_doctor(
     width: int | None = None,
     measured: Collection[str] = frozenset(),
     export: str | None = None,
+    rebuild: bool = False,
 ) -> str:
     """Human text: host line, checks (one per line with its level), one line per image, then what to
     run next. `width` (a terminal's columns): longer lines wrap there, each continuation indented under
@@ -343,7 +344,8 @@ def format_doctor(
     images with an ok result in the results folder (the next step then points at them, not at a first
     build). `export`: the folder, as the user names it (`.` where it is the working folder), where the
     matrix read is that of a run `toolkit export-run` wrote: the next step is its reproduction, never a
-    build and bench writing images/ and results/ into the published folder."""
+    build and bench writing images/ and results/ into the published folder; `rebuild`: an image of that
+    run can be pulled from no registry (publish.run_folder.needs_rebuild), so it says `--rebuild`."""
     h = report.host
     cpu = f"{h.get('cpu_model') or 'unknown CPU'} ({h.get('cpu_threads', '?')} threads)"
     items: list[tuple[str, str, int | None]] = [
@@ -363,12 +365,15 @@ def format_doctor(
         items += [("    note: ", n, None) for n in v.notes]
     if not report.images:
         items.append(("  ", "(none: no matrix.yaml read, so the host's facts only)", None))
-    items += [("", "", None), ("next: ", _next_step(report, measured, export), None)]
+    items += [("", "", None), ("next: ", _next_step(report, measured, export, rebuild), None)]
     return "\n".join(_wrapped(lead, text, width, hang) for lead, text, hang in items)
 
 
 def _next_step(
-    report: DoctorReport, measured: Collection[str] = frozenset(), export: str | None = None
+    report: DoctorReport,
+    measured: Collection[str] = frozenset(),
+    export: str | None = None,
+    rebuild: bool = False,
 ) -> str:
     """What to run next: build and bench the images that can run here (once every one of them has
     results in `measured`: report them, bench again), in an exported run's folder `export` (its
@@ -378,8 +383,10 @@ def _next_step(
         return "run `toolkit doctor` in the project's folder (its matrix.yaml names the images) or pass --matrix PATH"
     if runnable and export is not None:  # a customer in the published folder: its README's way, not a build
         return (
-            f"{'this folder' if export == '.' else export} is a run `toolkit export-run` wrote: `toolkit reproduce {export}` re-runs it here (its "
-            f"README's Reproduce block says how); `toolkit report --results {export}` prints its tables"
+            f"{'this folder' if export == '.' else export} is a run `toolkit export-run` wrote: `toolkit reproduce {export}"
+            + (" --rebuild` builds its images (none can be pulled by digest) and" if rebuild else "`")
+            + f" re-runs it here (its README's Reproduce block says how); `toolkit report --results {export}` "
+            "prints its tables"
         )
     if runnable:
         only = "".join(f" -i {n}" for n in runnable) if len(runnable) < len(report.images) else ""

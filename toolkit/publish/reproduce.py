@@ -44,7 +44,7 @@ from toolkit.bench import run as bench
 from toolkit.bench.runners.base import BenchOptions, Events, model_sha256, tree_sha256
 from toolkit.core import backends
 from toolkit.core import registry as runners
-from toolkit.core.errors import BadInput, BuildFailed, refused_link
+from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_link
 from toolkit.core.paths import contained, relative_path
 from toolkit.engine import api as engine
 from toolkit.matrix.api import (
@@ -68,6 +68,9 @@ VERDICT_NOT = "not reproduced"
 VERDICT_HELD = "not decided"  # every test beyond noise was measured on a flagged system (held)
 HOST_KEYS = ("cpu_model", "cpu_threads", "memory_bytes", "kernel", "os")
 HEX = set("0123456789abcdef")  # an image ID, what a published digest must be: sha256: and 64 of these
+StepsFor = Callable[[str, ResultStore], Callable[[str], None] | None]
+"""A rebuild's progress printer for an image: (image name, the work store holding the run's build
+records) -> the build's on_line callback (build_plan.BuildSteps), or None to print nothing."""
 
 
 @dataclass
@@ -195,12 +198,14 @@ def rebuild_image(
     workdir: Path,
     store: ResultStore,
     *,
-    on_line: Callable[[str], None] | None = None,
+    steps_for: StepsFor | None = None,
     confined: bool = True,
 ) -> ImageCheck:
     """Build `im` again from the run folder's matrix + templates (copied into `workdir`). `confined`
     (a folder from elsewhere): the matrix's local sources (`path:`, `archive:`) must lie inside
-    `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host."""
+    `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host.
+    `steps_for(name, store)`: the build's progress printer for image `name` (announced by name, the
+    run's recorded build time in `store` as the estimate), as `toolkit build` prints each image's."""
     from toolkit.images import build as build_mod
     from toolkit.images.render import render_image
     from toolkit.matrix.api import load_matrix
@@ -213,6 +218,7 @@ def rebuild_image(
             f"image {im.name}: the template inputs in {workdir} hash to {rendered.inputs_hash[:12]}, the "
             f"run was built from {im.template_hash[:12]}: matrix.yaml or Dockerfile.templates/ changed"
         )
+    on_line = steps_for(im.name, store) if steps_for else None
     res = build_mod.build_image(lm, spec, store, on_line=on_line, stranger=True)
     if res.record is None:
         log = f"; log: {res.log_path}" if res.log_path else ""  # as `toolkit build` names it
@@ -301,6 +307,7 @@ def acquire_images(
     *,
     rebuild: bool,
     on_line: Callable[[str], None] | None = None,
+    steps_for: StepsFor | None = None,
     confined: bool = True,
 ) -> list[ImageCheck]:
     refuse_imported(run)
@@ -308,7 +315,7 @@ def acquire_images(
     for im in run.images:
         _seed_build(store, im, builds)
         out.append(
-            rebuild_image(im, workdir, store, on_line=on_line, confined=confined)
+            rebuild_image(im, workdir, store, steps_for=steps_for, confined=confined)
             if rebuild
             else fetch_image(im, on_line=on_line)
         )
@@ -645,6 +652,7 @@ def reproduce(
     model_dir: Path | None = None,
     events: Events = lambda *a, **k: None,
     on_line: Callable[[str], None] | None = None,
+    steps_for: StepsFor | None = None,
     allow_twin: bool = False,
     allow_concurrent: bool = False,
 ) -> Reproduction:
@@ -674,7 +682,14 @@ def reproduce(
     )
     rep.models = [verify_model(blm, m, *paths[m.name]) for m in run.models]
     rep.images = acquire_images(
-        run, builds, workdir, work_store, rebuild=rebuild, on_line=on_line, confined=project is None
+        run,
+        builds,
+        workdir,
+        work_store,
+        rebuild=rebuild,
+        on_line=on_line,
+        steps_for=steps_for,
+        confined=project is None,
     )
     _rerun(rep, blm, work_store, run, recorded, events=events, allow_concurrent=allow_concurrent)
     return rep
@@ -713,7 +728,16 @@ def _rerun(
         pinned={c.name: c.image_id for c in rep.images},
     )
     rep.new_run_id = opts.run_id
-    outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
+    try:
+        outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
+    except RunInterrupted as err:  # bench's `toolkit bench --resume` would bench the folder as a project
+        raise RunInterrupted(
+            str(err).replace(
+                bench.RESUME_HINT,
+                "the same `toolkit reproduce` again re-runs every case (a reproduction has no --resume; its "
+                "records so far stay apart, superseded by the new run's)",
+            )
+        ) from None
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
     again = resultindex.run_records(work_store, opts.run_id)  # by its id: --results may hold a history
     rep.rows = compare_records(recorded, again, rep.threshold)

@@ -553,7 +553,7 @@ def _reproduce_lines(run: PublishedRun) -> list[str]:
             "measured outside it, so there is no image to pull, rebuild or re-run; the tables are the "
             "figures as that output gave them."
         ] + (read if run.toolkit_source else [])
-    pulled = all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
+    pulled = not needs_rebuild(run)
     install = f"{_venv_line(run)}\n{_install_line(run)}"  # one line of the list: the block's first two
     pull = "toolkit reproduce .                 # pulls by digest, checks model sha256, re-runs, compares"
     if pulled:
@@ -619,6 +619,13 @@ def _measured_by(run: PublishedRun) -> str:
         return ""
     said = " ".join(version.split())[:40] if version else "of unknown version"  # one line, a stranger's text
     return f"; measured by toolkit {said} (commit {commit})"
+
+
+def needs_rebuild(run: PublishedRun) -> bool:
+    """Whether `toolkit reproduce` of `run` must `--rebuild`: an image that measured it (not an import)
+    has no registry digest another host can pull (reachable_digests). The README's Reproduce block and
+    `toolkit doctor`'s next step in the folder say so alike."""
+    return not all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
 
 
 def reachable_digests(repo_digests: list[str]) -> list[str]:
