@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.records import make_record
 from tests.support.runs import bench_records, tk
 from toolkit.analysis import plots, tables
@@ -100,6 +102,10 @@ def test_a_rebuilt_image_line_says_its_id_differs_once() -> None:
     assert repro.rebuild_note(True, []) == ""
 
 
+@pytest.mark.skipif(
+    not (Path(__file__).resolve().parents[1] / ".git").exists(),
+    reason="needs the toolkit as a git checkout (it tells a commit the checkout lacks)",
+)
 def test_an_export_without_the_toolkit_source_says_why(tmp_path: Path, matrix_data: dict) -> None:
     """The customer's `toolkit export-run RUN --results reproduce/results -o DIR` (the toolkit pip
     installed from the export's toolkit-src.tar.gz: no git checkout) wrote no toolkit-src.tar.gz and
