@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from toolkit.analysis.facts import Facts, known_stddev
+from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import (
     Row,
     Table,
@@ -101,7 +101,7 @@ class CompareRow:
     @property
     def noise_unknown(self) -> bool:
         """A side is a single sample (or has no stddev): its noise is unknown."""
-        return known_stddev(self.fa.record) is None or known_stddev(self.fb.record) is None
+        return self.fa.stddev is None or self.fb.stddev is None
 
     @property
     def flags(self) -> list[str]:

@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from toolkit.analysis.caveats import smoke_caveats
 from toolkit.analysis.compare import DECODE_UB_NOTE, UNKNOWN_MODEL_FIX, CompareRow, Comparison, Side
-from toolkit.analysis.facts import known_stddev, ran_on
+from toolkit.analysis.facts import ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
@@ -236,9 +236,9 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "test": r.test,
                 **r.ids,
                 "avg_ts_a": r.fa.value,
-                "stddev_ts_a": known_stddev(r.fa.record),
+                "stddev_ts_a": r.fa.stddev,
                 "avg_ts_b": r.fb.value,
-                "stddev_ts_b": known_stddev(r.fb.record),
+                "stddev_ts_b": r.fb.stddev,
                 "speedup": r.speedup,  # as judged: a rounded 0.95 was a regression below 0.95
                 "regression": c.is_regression(r),
                 "ci_low_a": ci.low if (ci := r.fa.ci) else None,  # None: unknown (fewer than 3 processes)

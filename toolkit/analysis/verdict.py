@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.caveats import smoke_caveats
-from toolkit.analysis.facts import Facts, Interval, facts_of, known_stddev, ran_on
+from toolkit.analysis.facts import Facts, Interval, facts_of, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
@@ -86,14 +86,15 @@ class Entry:
     setting: str
     flags: tuple[str, ...] = ()  # held flags of this cell (Facts.held_flags): telemetry or above-peak
     ci: Interval | None = None  # the 95 % interval over process means (Facts.ci; None: unknown)
+    stddev: float | None = None  # tok/s, Facts.stddev: None where the record says no spread
 
     @property
     def noise_known(self) -> bool:
         """The record says how much its number varies (a stddev); a single sample does not."""
-        return known_stddev(self.record) is not None
+        return self.stddev is not None
 
     def text(self) -> str:
-        sd = f" ± {sd:.2f}" if (sd := known_stddev(self.record)) is not None else " (noise unknown)"
+        sd = f" ± {self.stddev:.2f}" if self.stddev is not None else " (noise unknown)"
         if self.ci is not None:
             sd = f" ± {self.ci.half:.2f} (95% CI, {self.ci.processes} processes)"
         fl = f" [{', '.join(self.flags)}]" if self.flags else ""
@@ -259,7 +260,7 @@ def _best_entries(
         clamped = [f"(effective ub{f.ub_clamped})"] if f.ub_clamped else []
         setting = " ".join([f.test, *clamped, *knobs[id(r)]])
         assert f.value is not None  # fs keeps only records with a value
-        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.held_flags, f.ci)
+        e = Entry(cols[id(r)], r, f.value, f.rsd or 0.0, setting, f.held_flags, f.ci, f.stddev)
         cur = best.setdefault(order, {})
         if e.image not in cur or e.value > cur[e.image].value:
             cur[e.image] = e
@@ -757,7 +758,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
                         {
                             "image": e.image,
                             "avg_ts": e.value,
-                            "stddev_ts": known_stddev(e.record),
+                            "stddev_ts": e.stddev,
                             "ci_low": e.ci.low if e.ci else None,  # None: unknown (fewer than 3 processes)
                             "ci_high": e.ci.high if e.ci else None,
                             "setting": e.setting,
