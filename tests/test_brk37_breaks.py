@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.checkout import committed_clone
 from tests.support.records import make_record
-from tests.support.runs import tk
+from tests.support.runs import tk, toolkit_exit
 from toolkit.host import info
 from toolkit.host.info import commit_words
 from toolkit.results.records import ResultStore
@@ -39,14 +37,6 @@ def results(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-def _toolkit(args: list[str], stdout: int, stderr: int, unbuffered: bool) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    env.update({"PYTHONPATH": str(ROOT), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})})
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit", *args], stdout=stdout, stderr=stderr, cwd=ROOT, env=env, timeout=120
-    ).returncode
-
-
 @pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
 @pytest.mark.parametrize("fmt", ["json", "github"])
 def test_a_closed_pipe_is_exit_8_in_one_line_not_a_silent_exit_1(results, tmp_path, fmt, unbuffered):
@@ -57,7 +47,9 @@ def test_a_closed_pipe_is_exit_8_in_one_line_not_a_silent_exit_1(results, tmp_pa
     os.close(r)
     err = tmp_path / "err"
     with err.open("w") as fh:
-        code = _toolkit(["report", "--results", str(results), "--format", fmt], w, fh.fileno(), unbuffered)
+        code = toolkit_exit(
+            ["report", "--results", str(results), "--format", fmt], w, fh.fileno(), unbuffered
+        )
     os.close(w)
     said = err.read_text()
     assert code == 8, said
@@ -70,7 +62,7 @@ def test_help_to_a_full_disk_names_standard_output(tmp_path):
     """Reproducer: `toolkit --help > /dev/full` said `error: (unknown path): No space left on device`."""
     err = tmp_path / "err"
     with open("/dev/full", "w") as full, err.open("w") as fh:
-        code = _toolkit(["report", "--help"], full.fileno(), fh.fileno(), False)
+        code = toolkit_exit(["report", "--help"], full.fileno(), fh.fileno(), False)
     assert code == 8 and err.read_text().startswith("error: standard output: No space left"), err.read_text()
 
 
@@ -84,7 +76,7 @@ def test_stdout_and_stderr_both_refusing_keep_the_commands_exit_code(results, ar
     """Reproducer: with stderr on the full disk too, the error line's own write failed: exit 1 (a bug's
     code, the traceback lost) or 120 (the interpreter's last flush) instead of 8 / 4."""
     with open("/dev/full", "w") as full:
-        code = _toolkit(
+        code = toolkit_exit(
             ["report", "--results", str(results), *args], full.fileno(), full.fileno(), unbuffered
         )
     assert code == want
@@ -164,11 +156,11 @@ def test_measure_whose_stdout_refuses_writes_still_measures_the_command(tmp_path
         r, w = os.pipe()
         os.close(r)
         with err.open("w") as fh:
-            code = _toolkit(cmd, w, fh.fileno(), False)
+            code = toolkit_exit(cmd, w, fh.fileno(), False)
         os.close(w)
     else:
         with open("/dev/full", "w") as full, err.open("w") as fh:
-            code = _toolkit(cmd, full.fileno(), fh.fileno(), False)
+            code = toolkit_exit(cmd, full.fileno(), fh.fileno(), False)
     said = err.read_text()
     assert code == 3 and out.is_file(), said
     assert "measure: standard output:" in said and "still measured" in said and "\ndone\n" in said, said

@@ -22,13 +22,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.records import make_record
-from tests.support.runs import tk
+from tests.support.runs import tk, toolkit_exit
 from toolkit.core.text import counted, md_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,14 +51,6 @@ def _campaign(results: Path) -> None:
     (results / "campaigns" / "c1.json").write_text(json.dumps(c))
 
 
-def _run(args: list[str], stdout: int, stderr: int, unbuffered: bool) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    env.update({"PYTHONPATH": str(ROOT), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})})
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit", *args], stdout=stdout, stderr=stderr, cwd=ROOT, env=env, timeout=120
-    ).returncode
-
-
 @pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
 def test_campaign_status_into_a_closed_pipe_is_exit_8_in_one_line(tmp_path, unbuffered):
     """Reproducer: `toolkit campaign status | head -0` exited 1 and said nothing."""
@@ -68,7 +59,7 @@ def test_campaign_status_into_a_closed_pipe_is_exit_8_in_one_line(tmp_path, unbu
     os.close(r)
     err = tmp_path / "err"
     with err.open("w") as fh:
-        code = _run(
+        code = toolkit_exit(
             ["campaign", "status", "--results", str(tmp_path / "results")], w, fh.fileno(), unbuffered
         )
     os.close(w)
@@ -84,7 +75,7 @@ def test_campaign_status_to_a_full_disk_names_standard_output(tmp_path):
     _campaign(tmp_path / "results")
     err = tmp_path / "err"
     with open("/dev/full", "w") as full, err.open("w") as fh:
-        code = _run(
+        code = toolkit_exit(
             ["campaign", "status", "--results", str(tmp_path / "results")], full.fileno(), fh.fileno(), False
         )
     assert code == 8 and err.read_text().startswith("error: standard output: No space left"), err.read_text()

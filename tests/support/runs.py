@@ -183,3 +183,14 @@ def home_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matrix_data: d
     shutil.copytree(ROOT / "Dockerfile.templates", proj / "Dockerfile.templates")
     write_matrix(proj, matrix_data)
     return home, proj
+
+
+def toolkit_exit(args: list[str], stdout: int, stderr: int, unbuffered: bool) -> int:
+    """The exit status of `python -m toolkit ARGS` run from the checkout with the given stdout and stderr
+    (file descriptors or subprocess constants), stdout buffered as on any host, or unbuffered
+    (PYTHONUNBUFFERED=1, this workplace's setting, which hid a failed last flush) with `unbuffered`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update({"PYTHONPATH": str(ROOT), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})})
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit", *args], stdout=stdout, stderr=stderr, cwd=ROOT, env=env, timeout=120
+    ).returncode
