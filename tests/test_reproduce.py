@@ -233,7 +233,9 @@ def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed,
         print(output)
         assert "image cpu" in output and "present in the engine; image ID matches the record" in output
     assert code == 0, output
-    assert "verdict: reproduced within noise (6/6 tests within noise" in output
+    # 6 rows measured; the verdict compares 5 tests: decode does not depend on the micro-batch, so tg16's two
+    # rows (ub 32 and ub 512) fold into one, as in the report (cases38)
+    assert "verdict: reproduced within noise (5/5 tests within noise" in output
     again = ResultStore(folder / "reproduce" / "results").results()
     last = max(r.run_id for r in again)
     assert last != run_id and f"reproduced as run {last}" in output
