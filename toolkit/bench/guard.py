@@ -26,7 +26,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from toolkit.core import jsonsafe
@@ -84,6 +84,28 @@ def _shown(run_id: str) -> str:
     return run_id if re.fullmatch(r"[\w.:+-]{1,80}", run_id, re.ASCII) else ascii(run_id[:40])
 
 
+def _held(files: list[Path], stale_s: float | None) -> Iterator[Path]:
+    """Those of `files` another process holds an flock on (opened non-blocking: a FIFO planted under
+    such a file's name must not block; one that cannot be opened is skipped). One nobody holds is a run
+    that ended: removed when older than `stale_s` seconds (None: at once)."""
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield f
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                if stale_s is None or time.time() - os.fstat(fd).st_mtime > stale_s:
+                    os.unlink(f)
+        finally:
+            os.close(fd)
+
+
 class RunGuard:
     """This run's presence on one container engine (see the module docstring)."""
 
@@ -126,29 +148,8 @@ class RunGuard:
 
     def alive_runs(self) -> list[str]:
         """Run ids of other toolkit benchmarks on this engine from this host whose process is alive."""
-        alive = []
-        for f in sorted(self.dir.glob(f"{self.prefix}*.lock")):
-            rid = f.name[len(self.prefix) : -len(".lock")]
-            if rid == self.run_id:
-                continue
-            try:
-                fd = os.open(
-                    f, os.O_RDONLY | os.O_NONBLOCK
-                )  # a FIFO planted under a lock's name must not block
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                alive.append(rid)
-            else:  # nobody holds it: a run that died; old files are cleaned up
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                with contextlib.suppress(OSError):
-                    if time.time() - os.fstat(fd).st_mtime > self.STALE_AFTER_S:
-                        os.unlink(f)
-            finally:
-                os.close(fd)
-        return alive
+        files = [f for f in sorted(self.dir.glob(f"{self.prefix}*.lock")) if f.name != self.path.name]
+        return [f.name[len(self.prefix) : -len(".lock")] for f in _held(files, self.STALE_AFTER_S)]
 
     def others(self) -> list[str]:
         """Every other benchmark known to be running on this engine now (for flagging records)."""
@@ -266,25 +267,8 @@ class ResultsLock:
 
     def _present_others(self) -> list[str]:
         """Other runs writing here without the lock whose presence file is still held (alive)."""
-        out = []
-        for f in sorted((self.root / self.PRESENT).glob("*.json")):
-            if f.name == self._present_name:
-                continue
-            try:
-                fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted here must not block
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                out.append(self._describe(jsonsafe.read_regular_file(f, 4096) or b""))
-            else:  # its run ended
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                with contextlib.suppress(OSError):
-                    os.unlink(f)
-            finally:
-                os.close(fd)
-        return out
+        files = [f for f in sorted((self.root / self.PRESENT).glob("*.json")) if f.name != self._present_name]
+        return [self._describe(jsonsafe.read_regular_file(f, 4096) or b"") for f in _held(files, None)]
 
     def _about(self) -> bytes:
         """This run as its lock and presence files say it (for another run's message)."""

@@ -344,6 +344,12 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     )
 
 
+def percent_option(name: str, default: float, help: str):
+    """A `name PERCENT` option: a finite number from 0 to 1000 (FiniteRange), its default shown."""
+    rng = FiniteRange(min=0, max=1000)
+    return click.option(name, type=rng, default=default, show_default=True, metavar="PERCENT", help=help)
+
+
 def image_option(f):
     return click.option(
         "--image",

@@ -11,7 +11,6 @@ import click
 
 from toolkit.cli.common import (
     EPILOG,
-    FiniteRange,
     _err,
     _load,
     _progress_printer,
@@ -22,6 +21,7 @@ from toolkit.cli.common import (
     json_option,
     matrix_option,
     output_option,
+    percent_option,
     read_results_option,
     results_option,
 )
@@ -176,14 +176,10 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
     is_flag=True,
     help="Build the images again from the run's matrix.yaml + Dockerfile.templates/ instead of pulling.",
 )
-@click.option(
+@percent_option(
     "--threshold",
-    type=FiniteRange(min=0, max=1000),
-    default=5.0,
-    show_default=True,
-    metavar="PERCENT",
-    help="Smallest delta counted as a difference; each test's noise is max(2 x combined relative "
-    "stddev, this).",
+    5.0,
+    "Smallest delta counted as a difference; each test's noise is max(2 x combined relative stddev, this).",
 )
 @click.option(
     "--model-dir",

@@ -14,7 +14,6 @@ import click
 
 from toolkit.cli.common import (
     EPILOG,
-    FiniteRange,
     _err,
     echo_json,
     human_format,
@@ -22,6 +21,7 @@ from toolkit.cli.common import (
     matrix_option,
     note_json,
     output_option,
+    percent_option,
     read_results_option,
     results_folder,
     results_option,
@@ -73,30 +73,17 @@ from toolkit.core.text import path_text, plain_ascii
     default=None,
     help="Also write the plots as PNG files into this folder.",
 )
-@click.option(
-    "--noisy-threshold",
-    type=FiniteRange(min=0, max=1000),
-    default=5.0,
-    show_default=True,
-    metavar="PERCENT",
-    help="Flag rows `noisy` whose standard deviation exceeds this share of the mean.",
+@percent_option(
+    "--noisy-threshold", 5.0, "Flag rows `noisy` whose standard deviation exceeds this share of the mean."
 )
-@click.option(
+@percent_option(
     "--bw-floor",
-    type=FiniteRange(min=0, max=1000),
-    default=5.0,
-    show_default=True,
-    metavar="PERCENT",
-    help="Flag GPU decode rows `bw-below-floor` that imply less than this share of the GPU's peak "
+    5.0,
+    "Flag GPU decode rows `bw-below-floor` that imply less than this share of the GPU's peak "
     "memory bandwidth.",
 )
-@click.option(
-    "--min-margin",
-    type=FiniteRange(min=0, max=1000),
-    default=3.0,
-    show_default=True,
-    metavar="PERCENT",
-    help="Smallest margin the verdict calls a win (it also needs 2x the combined noise).",
+@percent_option(
+    "--min-margin", 3.0, "Smallest margin the verdict calls a win (it also needs 2x the combined noise)."
 )
 @click.option(
     "--title",
@@ -349,13 +336,10 @@ def _need_filter_match(
 @json_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option(
+@percent_option(
     "--threshold",
-    type=FiniteRange(min=0, max=1000),
-    default=5.0,
-    show_default=True,
-    metavar="PERCENT",
-    help="A test slower in B than in A by more than this, and by more than the noise (twice the combined "
+    5.0,
+    "A test slower in B than in A by more than this, and by more than the noise (twice the combined "
     "relative stddev), on cells without a telemetry or above-peak flag, is a regression (exit code 6).",
 )
 @click.option(

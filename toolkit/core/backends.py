@@ -28,36 +28,32 @@ class Backend:
     `name`: the image's backend (matrix.yaml `backend:`); `llama_name`: how llama-bench names it in
     `backends` and `--list-devices`; `gpu`: needs a GPU device passed to the container;
     `vendors`: the only GPU vendors its devices can be (CUDA: NVIDIA; ROCm: AMD, its rocBLAS; Metal:
-    Apple), () where any vendor's GPU can be one of its devices (Vulkan, SYCL); `software_markers`: lower-case substrings of a device name that mean a software device on the
-    CPU (Mesa lavapipe reports `llvmpipe (...)`); `fallback_messages`: log lines that mean the GPU
-    was not used; `needs`: what the host must have (shown when it is missing).
-    """
+    Apple), () where any vendor's GPU can be one of its devices (Vulkan, SYCL); `software_markers`:
+    lower-case substrings of a device name that mean a software device on the CPU (Mesa lavapipe
+    reports `llvmpipe (...)`); `fallback_messages`: log lines that mean the GPU was not used."""
 
     name: str
     llama_name: str
     gpu: bool
     software_markers: tuple[str, ...] = ()
     fallback_messages: tuple[str, ...] = ()
-    needs: str = ""
     vendors: tuple[str, ...] = ()  # the GPU vendors its devices can be (gpu_vendor); () any
 
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", "CPU", gpu=False, needs="nothing beyond the Docker engine"),
+    "cpu": Backend("cpu", "CPU", gpu=False),
     "vulkan": Backend(
         "vulkan",
         "Vulkan",
         gpu=True,
         software_markers=("llvmpipe", "lavapipe"),
         fallback_messages=("ggml_vulkan: No devices found",),
-        needs="a GPU render node (/dev/dri/renderD*) with a Vulkan driver (Mesa RADV for AMD)",
     ),
     "rocm": Backend(
         "rocm",
         "ROCm",
         gpu=True,
         fallback_messages=("ggml_cuda_init: failed to initialize ROCm", "no ROCm-capable device is detected"),
-        needs="/dev/kfd and a render node of an AMD GPU (amdgpu/KFD driver)",
         vendors=("amd",),
     ),
     "cuda": Backend(
@@ -65,13 +61,10 @@ BACKENDS: dict[str, Backend] = {
         "CUDA",
         gpu=True,
         fallback_messages=("ggml_cuda_init: failed to initialize CUDA", "no CUDA-capable device"),
-        needs="an NVIDIA GPU with the NVIDIA container toolkit",
         vendors=("nvidia",),
     ),
-    "sycl": Backend("sycl", "SYCL", gpu=True, needs="an Intel GPU render node with Level Zero"),
-    "metal": Backend(
-        "metal", "Metal", gpu=True, needs="Apple silicon (not in containers)", vendors=("apple",)
-    ),
+    "sycl": Backend("sycl", "SYCL", gpu=True),
+    "metal": Backend("metal", "Metal", gpu=True, vendors=("apple",)),
 }
 
 # Old (2024) llama-bench releases wrote one boolean per backend instead of a `backends` string.

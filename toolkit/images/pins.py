@@ -274,12 +274,11 @@ def check_pins(
     models: tuple[str, ...] | list[str] = (),
     *,
     timeout: float = 10.0,
-    hf_endpoint: str | None = None,
 ) -> list[PinResult]:
     """collect_pins + check_pin of each, sharing one Hosts memo and one Docker client."""
     hosts, docker = Hosts(), DockerLookup(timeout)
     return [
-        check_pin(pin, lm, hosts=hosts, docker=docker, timeout=timeout, hf_endpoint=hf_endpoint)
+        check_pin(pin, lm, hosts=hosts, docker=docker, timeout=timeout)
         for pin in collect_pins(lm, images, models)
     ]
 

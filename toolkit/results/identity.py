@@ -150,7 +150,7 @@ def norm_tensor_split(v: Any) -> Any:
     return "/".join(f"{x:g}" for x in xs)
 
 
-def norm_field(name: str, v: Any, n_layers: int | None = None) -> Any:
+def norm_field(name: str, v: Any) -> Any:
     """The one normalisation of a llama-bench field's value for the test identity, whatever format
     wrote it: flash attention and GPU-layer spellings, tensor_split, numbers written as text."""
     if name not in _SPECIAL_FIELDS:
@@ -158,7 +158,7 @@ def norm_field(name: str, v: Any, n_layers: int | None = None) -> Any:
     if name == "flash_attn":
         return norm_flash_attn(v)
     if name == "n_gpu_layers":
-        return norm_gpu_layers(v, n_layers)
+        return norm_gpu_layers(v)
     return norm_tensor_split(v)
 
 

@@ -487,17 +487,14 @@ def read_jsonl_numbered(path: Path, warnings: list[str] | None = None) -> Iterat
             yield n, obj
 
 
-def scan_jsonl(
-    path: Path, start: int = 0, first_line: int = 1, end: int | None = None
-) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
-    """Every line of `path` from byte `start` (numbered from `first_line`) up to byte `end` (EOF when
-    None): (line number, byte offset, length in bytes with the newline, object or None, problem or
-    None). A blank line gives (n, off, len, None, None); a line that is not UTF-8, not JSON or not a
-    JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and no object. The one
-    line reader of results: read_jsonl and the query index (toolkit.results.index, through
-    scan_jsonl_lines and _parse_line) both use it. A line longer than jsonsafe.MAX_LINE_BYTES is
-    refused (`skipped a line: longer than 8388608 bytes`) without being held in memory whole."""
-    for n, off, length, raw in scan_jsonl_lines(path, start, first_line, end):
+def scan_jsonl(path: Path) -> Iterator[tuple[int, int, int, dict | None, str | None]]:
+    """Every line of `path`: (line number, byte offset, length in bytes with the newline, object or
+    None, problem or None). A blank line gives (n, off, len, None, None); a line that is not UTF-8,
+    not JSON or not a JSON object gives a problem text (`skipped a corrupt line (not JSON)`, ...) and
+    no object. The one line reader of results: read_jsonl and the query index (toolkit.results.index,
+    through scan_jsonl_lines and _parse_line) both use it. A line longer than jsonsafe.MAX_LINE_BYTES
+    is refused (`skipped a line: longer than 8388608 bytes`) without being held in memory whole."""
+    for n, off, length, raw in scan_jsonl_lines(path):
         yield (n, off, length, *_parse_line(raw))
 
 
@@ -618,10 +615,9 @@ class ResultStore:
                 self.warnings.append(f"{path_text(self.builds_file)}:{n}: skipped: not a valid build record")
         return out
 
-    def latest_build(self, image: str, engine_id: str | None = None) -> BuildRecord | None:
-        """The newest build record of `image`; with `engine_id`, the newest built on that engine
-        (BuildRecord.on_engine). None when there is none."""
-        found = [b for b in self.builds() if b.image == image and b.on_engine(engine_id)]
+    def latest_build(self, image: str) -> BuildRecord | None:
+        """The newest build record of `image`, None when there is none."""
+        found = [b for b in self.builds() if b.image == image]
         return found[-1] if found else None
 
     def add_result(self, rec: BenchRecord) -> Path:

@@ -519,8 +519,9 @@ def _process_error(
     if out.oom_killed:
         limit = f" (limit {memory} bytes: raise bench.memory or --memory)" if memory else ""
         return f"container was killed for running out of memory{limit}"
-    if out.exit_code != 0:
-        return f"llama-bench exited {out.exit_code}: {_tail(out.stderr)}"
+    if out.exit_code != 0:  # its last 3 lines, progress lines left out
+        said = [ln for ln in out.stderr.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
+        return f"llama-bench exited {out.exit_code}: {' | '.join(said[-3:])[:300]}"
     return None
 
 
@@ -718,11 +719,6 @@ def file_identity(path: Path) -> tuple[int, ...]:
     except OSError:
         return ()
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _tail(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip() and "llama-bench: benchmark" not in ln]
-    return " | ".join(lines[-n:])[:300]
 
 
 def _case_key(case: dict[str, Any], threads: int | None) -> tuple:
