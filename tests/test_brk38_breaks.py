@@ -131,7 +131,8 @@ def test_markdown_escapes_what_styles_a_name_and_nothing_else():
     assert md_text("&lt;b&gt; AT&T &#124;") == r"\&lt;b\&gt; AT&T \&#124;"
     assert md_text("__init__ snake_case_name 1_000 ___") == r"\_\_init\_\_ snake_case_name 1_000 \_\_\_"
     assert (
-        md_line("only x**y** measured, a < b -> c, `code`") == r"only x\*\*y\*\* measured, a < b -> c, `code`"
+        md_line("only x**y** measured, a < b -> c, `code`")
+        == r"only x\*\*y\*\* measured, a < b -> c, \`code\`"
     )
     assert md_line("AT&T &lt;b&gt;") == r"AT&T \&lt;b\&gt;"
 

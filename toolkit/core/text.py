@@ -36,17 +36,33 @@ _ASCII_PLAIN = bytes([9, 10, *range(32, 127)])
 # or a line of prose alike: escaped by both patterns below.
 _ENTITY = r"&(?=#?[0-9A-Za-z]+;)"
 
+# What GitHub turns into a link though no markup asks for one (GFM's extended autolinks): a scheme's
+# `://` (`https://x`, `ftp://x`) and `www.`, their `:` and `.` escaped with a backslash; and an email's
+# `@` between an address's characters and a dotted domain (`a@b.c`, `mailto:a@b.c`; never the
+# toolkit's `label@import:0123`), found after escapes are undone (cmark-gfm's postprocess: `\@` and
+# `&#64;` are still links), so followed by a word joiner (U+2060, written `&#8288;`: shown as nothing)
+# that ends the address; each lookahead stops at the next `@`: linear. A model named
+# `see https://evil.example`, `www.evil.example` or `me@evil.example` is text, not a link, on the page
+# a customer reads (checked with cmark-gfm, GitHub's renderer).
+_AUTOLINK = r":(?=//)|(?<=[Ww]{3})\.|(?<=[0-9A-Za-z.+_-])@(?=[0-9A-Za-z_-]+\.[0-9A-Za-z_-])"
+_ESCAPED = {"](": "]\\(", "@": "@&#8288;"}
+
 # What, in one table cell or heading, markdown reads as structure or styling: a backslash, `|`, `<`,
 # `>`, `](`, emphasis and strikethrough (`*`, `~`), a code span's backtick, and `_` where it can open
 # or close emphasis (CommonMark 6.2: not between two letters or digits, so `n_cpu_moe` stays as it is).
-_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])|" + _ENTITY)
+_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY)
 
 # What, in a line of prose the toolkit writes (a verdict line: `->` and `< 168.0%` are its own), starts
 # markdown structure: a backslash (it would undo the next escape), `<` before a letter, `/`, `!` or `?`
 # (an HTML tag or an autolink, CommonMark 6.5-6.6), `](` (a link or image) and `|`; and what would
 # style a name (`*`, `~`, `_` where it can open or close emphasis, as _MD_SPECIAL): a `--label x**y`
-# made the rest of its verdict line bold. The toolkit's own bold is added after escaping (format_verdict).
-_MD_LINE_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~]|(?<![^\W_])_|_(?![^\W_])|" + _ENTITY)
+# made the rest of its verdict line bold; a backtick (a name's one backtick paired with the next one
+# of the toolkit's own `toolkit bench -m NAME` and turned the words between into code, the command
+# into prose); and what GitHub autolinks (_AUTOLINK). The toolkit's own bold is added after escaping
+# (format_verdict).
+_MD_LINE_SPECIAL = re.compile(
+    r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~`]|(?<![^\W_])_|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY
+)
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a
 # terminal, a pipe or a file would raise UnicodeEncodeError. A pair in JSON decodes to one character.
@@ -95,7 +111,8 @@ def md_text(text: str) -> str:
     what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
     `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
     so a name cannot add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`,
-    `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold."""
+    `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold; and
+    what GitHub autolinks (`https://`, `www.`, an email's `@`: _AUTOLINK), so a name links nowhere."""
     return _md_escaped(text, _MD_SPECIAL)
 
 
@@ -104,8 +121,10 @@ def md_line(text: str) -> str:
     controls stripped, line breaks as spaces, and only what would start markup escaped
     (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash, emphasis marks),
     so `->` and `a < b` read as written, a model name `<img src=https://...>` or `![x](https://...)`
-    loads nothing when the page is opened and a label `x**y` styles nothing. Its code spans (backticks)
-    are kept: the toolkit's own notes quote commands in them."""
+    loads nothing when the page is opened, a label `x**y` styles nothing and a name `https://x` links
+    nowhere. Every backtick is escaped too: the line is composed before it is escaped, so a name's
+    backtick and the toolkit's own (a command it quotes) cannot be told apart; the command is shown
+    between literal backticks, as written in the terminal's text."""
     return _md_escaped(text, _MD_LINE_SPECIAL)
 
 
@@ -121,8 +140,9 @@ def one_line(text: str) -> str:
 
 
 def _md_escaped(text: str, special: re.Pattern[str]) -> str:
-    """`text` on one line (one_line), each match of `special` escaped with a backslash (`](` as `]\\(`)."""
-    return special.sub(lambda m: "]\\(" if m.group(0) == "](" else "\\" + m.group(0), one_line(text))
+    """`text` on one line (one_line), each match of `special` escaped with a backslash (`](` as `]\\(`;
+    `@` followed by a word joiner: _AUTOLINK)."""
+    return special.sub(lambda m: _ESCAPED.get(m.group(0)) or "\\" + m.group(0), one_line(text))
 
 
 def html_text(text: str) -> str:

@@ -12,6 +12,7 @@ from toolkit.analysis.caveats import smoke_caveats
 from toolkit.analysis.facts import known_stddev
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
 from toolkit.analysis.verdict import decimals_apart
+from toolkit.core.text import md_line, md_text
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
 
@@ -25,7 +26,9 @@ def _cell(r: BenchRecord | None) -> str:
 
 def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
     """Images and models checked, the compare table (`fmt` github: markdown; text: a plain grid, as
-    `toolkit report` and `compare` print on a terminal) and the verdict line."""
+    `toolkit report` and `compare` print on a terminal) and the verdict line. As markdown, the names a
+    published folder gives (images, models, notes) are escaped as every markdown writer escapes them
+    (core.text: md_line a line, md_text a cell): a model `me@x.example` or `a`b` links and styles nothing."""
     lines = [f"run {rep.run_id} reproduced as run {rep.new_run_id} (results in {rep.results})", ""]
     for im in rep.images:
         how = {
@@ -45,13 +48,14 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
         lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
     with_energy = [r for r in rep.rows if r.energy_delta is not None]
     lines += [f"caveat: {c}" for c in caveats(rep)]
+    lines = [md_line(x) if fmt == "github" else x for x in lines]
     lines += ["", _compare_table(rep.rows, energies=bool(with_energy), fmt=fmt), ""]
     if with_energy:
         lines.append(
             f"tok/J: tokens per joule of GPU energy in each test's window, {len(with_energy)} of "
             f"{len(rep.rows)} tests with a valid energy in both runs (information only: the verdict is on tok/s)"
         )
-    lines += [f"note: {n}" for n in rep.notes]
+    lines += [md_line(f"note: {n}") if fmt == "github" else f"note: {n}" for n in rep.notes]
     bad = sum(not r.ok for r in rep.rows)
     held = sum(r.held for r in rep.rows)
     missing = sum(r.reproduced is None for r in rep.rows)
@@ -104,9 +108,10 @@ def _compare_table(rows: list[ReproRow], *, energies: bool, fmt: str = "github")
                 fmt_tok_per_j(eb.tok_per_j if eb else None),
                 f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
             ]
+        esc = str if fmt == "text" else md_text  # names from the published folder: one cell each
         body.append(
-            [r.image, r.test]
-            + ([r.model] if models else [])
+            [esc(r.image), esc(r.test)]
+            + ([esc(r.model)] if models else [])
             + [_cell(r.recorded), _cell(r.reproduced), delta, noise]
             + tok_j
             + [r.status]

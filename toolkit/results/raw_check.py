@@ -24,6 +24,7 @@ from typing import Any
 from toolkit.core.backends import OLD_BACKEND_FLAGS
 from toolkit.runtimes.llama_bench.args import axes_from_args
 from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, legacy_effective_ubatch, normalize
+from toolkit.runtimes.llama_bench.plausible import quantity
 
 COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
 """A record's token counts, each normalize's reading of the raw field of that name."""
@@ -157,3 +158,23 @@ def made_problem(fields: dict[str, Any], raw: Any) -> str | None:
         if fields.get(name) != made[name]:
             return f"{name} {str(fields.get(name))[:40]} is not its raw row's {str(made[name])[:40]}"
     return None
+
+
+_SPLIT_GGUF = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
+"""The first file of a split model (gguf-split's `NAME-00001-of-00003.gguf`): llama.cpp loads every
+part from it, so its row's model_size is the sum of all of them."""
+
+
+def size_problem(size_bytes: int, path: str, raw: Any) -> str | None:
+    """Why a llama-bench record's model file (`size_bytes`: the file at `path` `toolkit bench` measured,
+    or an import's reading of the row's model_size) is smaller than the model its raw row loaded
+    (model_size: the sum of its tensors' bytes, never more than the file that holds them with its
+    header), None where it is not, either is unknown (0, absent) or the file is one part of a split model
+    (_SPLIT_GGUF): the row is of another, larger model than the file."""
+    loaded = quantity(raw.get("model_size")) if isinstance(raw, dict) else None
+    if not size_bytes or size_bytes <= 0 or not loaded or loaded <= size_bytes or _SPLIT_GGUF.search(path):
+        return None
+    return (
+        f"model_size {loaded} bytes of its row is more than its model file's {size_bytes} bytes: a GGUF's "
+        "tensors are inside its file, so the row measured another model"
+    )

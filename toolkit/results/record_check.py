@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolkit.core.backends import OLD_BACKEND_FLAGS
-from toolkit.results.raw_check import COUNTS, MADE, made_problem, raw_problem
+from toolkit.results.raw_check import COUNTS, MADE, made_problem, raw_problem, size_problem
 from toolkit.results.runs_check import between_runs_problem
 from toolkit.results.served_check import served_problem, served_settings_problem
 from toolkit.results.telemetry_check import energy_contradiction
@@ -48,7 +48,8 @@ def contradiction(rec: BenchRecord) -> str | None:
     serve_timing_problem: _SERVE_PEAKS); a `vllm bench latency` record's speed and samples against its own result
     (vllm output.latency_record_problem); a llama-bench record's token counts and number
     of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
-    pp4096, repetitions dropped), and the other fields made from it (made_problem: a flash_attn or
+    pp4096, repetitions dropped; a model_size above its model file's size: size_problem), and the
+    other fields made from it (made_problem: a flash_attn or
     n_gpu_layers edited, another build_commit, an effective micro-batch its counts do not give); its test_time against when its image was built and when the record
     was written (time_check.times_problem). raw's samples_ns values are not held to samples_ts (the
     telemetry window reads them as timed time).
@@ -100,7 +101,9 @@ def contradiction(rec: BenchRecord) -> str | None:
                 f"{rec.n_gen}, n_depth {rec.n_depth})"
             )
         counts = {k: getattr(rec, k) for k in COUNTS}
-        if why := raw_problem(counts, own_samples, rec.raw, rec.command):
+        if why := raw_problem(counts, own_samples, rec.raw, rec.command) or size_problem(
+            rec.model.size_bytes, rec.model.path, rec.raw
+        ):
             return why
         row = {k: getattr(rec, k) for k in _SHOWN}
         row.update(backends=rec.backends, gpu_info=rec.gpu_info)  # the GPU its backend can run on

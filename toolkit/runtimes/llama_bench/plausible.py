@@ -36,6 +36,14 @@ MAX_FLOP_S = 1e17
 least 2 FLOPs per active parameter (a multiply-add), so a row implying more is no measurement (a CPU
 pp2048 of 272 million tok/s of a 30B model: 1.6 exaFLOP/s)."""
 
+MAX_BYTES_S = 1.6e14
+"""The most bytes a second any machine llama-bench runs on reads from memory, 160 TB/s: its 16 GPU
+devices a backend registers at most (backends.MAX_DEVICES), each at 8 TB/s (an NVIDIA B200's or an
+AMD MI355X's HBM3e; an H200 has 4.8, an R9700 0.64), all reading at once (`-sm row`). Each generated
+token reads at least MIN_ACTIVE_SHARE of the model's bytes, one token after another, so a decode of a
+377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement, whatever GPU its row names
+or does not name (an md table has no gpu_info: no roofline, analysis.roofline)."""
+
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
 
 
@@ -70,7 +78,7 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
     given): model_size over model_n_params outside MIN_BYTES_PER_PARAM..MAX_BYTES_PER_PARAM bytes a
     weight (a size edited down hides a decode beyond the GPU's bandwidth: the roofline reads it), or
     `rate` (tok/s, any test) implying more than MAX_FLOP_S at 2 FLOPs per token and active parameter,
-    at least MIN_ACTIVE_SHARE of them."""
+    at least MIN_ACTIVE_SHARE of them, or a decode reading more than MAX_BYTES_S (_reads_too_fast)."""
     size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
     if size and params and size > 0 and params > 0:
         per = size / params
@@ -79,6 +87,8 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
                 f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
                 f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
             )
+    if why := _reads_too_fast(fields, size, rate):
+        return why
     if params and params > 0 and rate is not None:
         least = 2.0 * params * MIN_ACTIVE_SHARE  # FLOPs a token
         if rate * least > MAX_FLOP_S:
@@ -88,6 +98,26 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
                 f"{MAX_FLOP_S:.0e}, what any machine computes"
             )
     return None
+
+
+def _reads_too_fast(fields: dict[str, Any], size: int | None, rate: float | None) -> str | None:
+    """Why `rate` (tok/s of a repetition: n_prompt + n_gen tokens) of a test generating n_gen tokens
+    of a model of `size` bytes reads more than MAX_BYTES_S: its n_gen tokens come one after another,
+    each reading at least MIN_ACTIVE_SHARE of the bytes. None where a figure is not known (the counts
+    are held first by the validity pass)."""
+    n_gen, n_prompt = quantity(fields.get("n_gen")) or 0, quantity(fields.get("n_prompt")) or 0
+    if not size or size <= 0 or rate is None or n_gen <= 0:
+        return None
+    least_s = n_gen * size * MIN_ACTIVE_SHARE / MAX_BYTES_S  # a repetition's decode, at the least
+    fastest = (n_gen + max(n_prompt, 0)) / least_s
+    if rate <= fastest:
+        return None
+    return (
+        f"{rate:.6g} t/s generating {n_gen} tokens of a model of {counted(size, 'byte')} reads "
+        f"{rate / fastest * MAX_BYTES_S:.3g} bytes/s at least ({MIN_ACTIVE_SHARE:g} of the weights a "
+        f"token, one token after another): more than {MAX_BYTES_S:.2g}, what any machine reads (at most "
+        f"{fastest:.6g} t/s)"
+    )
 
 
 REGISTRY_BUILD = 4000

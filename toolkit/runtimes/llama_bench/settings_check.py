@@ -16,8 +16,9 @@
   boolean); a 0/1 switch (no_kv_offload, cpu_strict, embeddings, no_host, repack, no_op_offload) other
   than 0, 1 or a boolean; a negative n_cpu_moe, poll or build_number (a count, a busy-wait percentage,
   git's commit count); a model_size or model_n_params of 0 or below (a GGUF with no weights loads no
-  model). Checked on llama-bench 0c1e57098 (the CPU image): `-fa 7`, `-nkvo 2`, `--cpu-strict 3`,
-  `-ncmoe -4`, `--poll -5` each end in its usage text, no row printed; `-t 1000` and `--poll 200` run
+  model), or no count at all (a JSON `true`, csv's `true`: `_model_count_problem`). Checked on
+  llama-bench 0c1e57098 (the CPU image): `-fa 7`, `-nkvo 2`, `--cpu-strict 3`, `-ncmoe -4`,
+  `--poll -5` each end in its usage text, no row printed; `-t 1000` and `--poll 200` run
   and print 1000 and 200, so n_threads and poll have no upper bound here. Cache types (type_k, type_v)
   are not held to a list: forks (ik_llama.cpp) print types mainline lacks; but a quantized type_v with
   flash_attn 0 is no test (`_quantized_v_problem`: llama.cpp makes no such context).
@@ -29,6 +30,7 @@ from typing import Any
 
 from toolkit.core.gpuspecs import split_gpu_info
 from toolkit.core.types import MAX_THREADS
+from toolkit.runtimes.llama_bench.plausible import quantity
 
 
 def _int(v: Any) -> int | None:
@@ -145,9 +147,26 @@ def domain_problem(fields: dict[str, Any]) -> str | None:
         if n is not None and n < 0:
             return f"{name} is {n}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
     for name in ("model_size", "model_n_params"):
-        n = _whole(fields.get(name))
-        if n is not None and n <= 0:
-            return f"{name} is {n}: a model that llama-bench loaded has weights (a GGUF of none runs no test)"
+        if why := _model_count_problem(name, fields.get(name)):
+            return why
+    return None
+
+
+def _model_count_problem(name: str, v: Any) -> str | None:
+    """Why `v`, a row's model_size (bytes) or model_n_params (weights), is no count of a loaded model:
+    a JSON true/false (bool is an int in Python: `true` was read as 1 byte, then as "not recorded"), a
+    text that is none (csv's and sql's `true`, `abc`; md's `17.28 GiB` and `30.53 B` are counts), NaN or
+    an infinity; or a count of 0 or below (a GGUF with no weights loads no model). None: absent or
+    empty (a vintage or table without the column), or a count above 0."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    n = None if isinstance(v, bool) else quantity(v)
+    if n is None:
+        shown = str(v).lower() if isinstance(v, bool) else repr(v)[:40] if isinstance(v, str) else str(v)[:40]
+        what = "a size in bytes" if name == "model_size" else "a count of weights"
+        return f"{name} is {shown}: expected {what} (a whole number; md's `17.28 GiB`, `30.53 B`)"
+    if n <= 0:
+        return f"{name} is {n}: a model that llama-bench loaded has weights (a GGUF of none runs no test)"
     return None
 
 
