@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,13 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # smoke signals, so bench runs of the tests may overlap: each record written meanwhile is flagged
 # `concurrent`. tests/test_faults.py unsets this to check the refusal (exit 9) itself.
 os.environ.setdefault("TOOLKIT_ALLOW_CONCURRENT", "1")
+
+# The query index's key (toolkit/results/index_trust.py) lives in ${XDG_STATE_HOME:-~/.local/state}: one
+# per test session, so a read-only or shared HOME (CI) neither stops the on-disk index the tests check
+# nor sees a key the tests made. Tests of HOME itself set or unset the variable in their own env.
+_STATE = tempfile.mkdtemp(prefix="toolkit-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+atexit.register(shutil.rmtree, _STATE, True)
 
 CONTRACT_FIXTURES = {
     "release_python": "a pinned vLLM/SGLang release's own code in a cached venv (PyPI wheels on first use)",

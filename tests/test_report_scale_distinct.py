@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from tests.support.records import filed_fixtures, make_record
+from tests.support.records import filed_fixtures, make_record, resign_index
 from toolkit.analysis import facts, provenance
 from toolkit.results import index as resultindex
 from toolkit.results.index_rows import R_LEN, R_OFF, R_SUM
@@ -31,6 +31,7 @@ def test_a_line_of_the_bytes_the_index_read_is_still_checked_against_its_row(tmp
     h = resultindex.heads(store, runs=["20261129T170627Z-6891c7"])[0]
     with sqlite3.connect(results / ".index.sqlite") as c:
         c.execute("UPDATE runs SET run_id = 'edited' WHERE run_id = ?", (h.run_id,))
+    resign_index(results)  # as this user's toolkit would have written it: load's own check
     edited = resultindex.heads(ResultStore(results), runs=["edited"])
     assert edited and edited[0].row[R_SUM] == h.row[R_SUM]
     with pytest.raises(resultindex.StaleIndex, match="not the record the index listed"):

@@ -230,3 +230,19 @@ def filed_fixtures(results: Path) -> Path:
         with dest.open("a") as fh:
             fh.write(text)
     return results
+
+
+def resign_index(results: Path) -> None:
+    """Every record row of results/.index.sqlite given the MAC of its values under this user's key
+    (toolkit/results/index_trust.py), as if this user's toolkit had written them as they are now: a
+    test of what a reader checks beyond the MAC (index.load's re-check of each loaded line)."""
+    import sqlite3
+
+    from toolkit.results import index_trust
+
+    key = index_trust.index_key()
+    assert key is not None
+    with sqlite3.connect(results / ".index.sqlite") as c:
+        for row in c.execute(index_trust._CHECKED["recs"]).fetchall():
+            mac = index_trust.row_mac(key, "recs", row[:-1])
+            c.execute("UPDATE recs SET mac = ? WHERE file = ? AND line = ?", (mac, row[0], row[1]))

@@ -24,6 +24,10 @@ and what a reader needs to choose among records without reading them all:
 with indexes on recs' run and facet (a run's or an image's records found without reading the others)
 and on imported's digests.
 
+Each row carries a MAC under the user's own key (index_trust.py): a row this user's toolkit did not
+write (a hand edit, a stranger's index) has the index rebuilt, a key row's is not used, and without a
+key no index file is used (an in-memory index each call).
+
 It is never trusted over the JSONL. Each query first compares every file with its row: unchanged
 (device, inode, size, mtime, ctime equal) -> used as is; grown with the same inode and the same
 first/last 4 KiB before `done` -> only the new tail is read (a half line at the old end is read
@@ -64,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.text import path_text
-from toolkit.results import exported_run, identity, open_regular
+from toolkit.results import exported_run, identity, index_trust, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
     R_FILE,
@@ -614,8 +618,9 @@ class StoredImports:
 
 def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
     """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
-    it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written; a damaged
-    index file deleted and built again)."""
+    it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written, or the user
+    has no index key; a damaged index file, or one holding a row this user's toolkit did not write
+    (index_trust.verify), deleted and built again)."""
     for attempt in (1, 2):
         try:
             on_disk = not exported_run(store.root)
@@ -629,12 +634,18 @@ def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
                 idx.close()
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
+            index_trust.verify(idx.conn, idx.key)  # a row this user's toolkit did not write: rebuilt
             return idx
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             idx.close()
             if attempt == 2 or not _damaged(err):
                 raise
-            (store.root / INDEX_NAME).unlink(missing_ok=True)
+            try:
+                (store.root / INDEX_NAME).unlink(missing_ok=True)
+            except OSError:  # a folder this user cannot write (a stranger's): an index in memory this time
+                idx = ResultIndex.in_memory(store.root)
+                idx.refresh(files)
+                return idx
     raise AssertionError("unreachable")
 
 

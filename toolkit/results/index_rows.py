@@ -1,8 +1,9 @@
 """The rows of the query index as readers get them (toolkit/results/index_sqlite.py reads them):
 the R_* places of an index row, Head (a record known from its row without reading it),
 RecordSelection (the records a reader needs, with the whole set's counts), StaleIndex,
-`check_places`, which refuses a row whose place in its file cannot be the index's own, and `key_of`,
-a record's TestKey as the index keeps it (index_sqlite.key_data wrote it)."""
+`check_places`, which refuses a row whose place in its file cannot be the index's own, `key_of`,
+a record's TestKey as the index keeps it (index_sqlite.key_data wrote it), and `sql_text`, a row's
+texts as SQLite can store them."""
 
 from __future__ import annotations
 
@@ -191,3 +192,28 @@ def _part(i: int, data: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
     v = jsonsafe.parse(data)
     got = seen[(i, data)] = _pairs(v) if i in (1, 4) else _tuples(v)
     return got
+
+
+def _may_name_digest(digest: str, ref: str) -> bool:
+    ref = ref.lower()
+    return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
+
+
+def sql_text(vals: tuple) -> tuple:
+    """`vals` with every text that holds a lone surrogate (JSON's "\\ud800", which Python reads and
+    SQLite cannot store: UnicodeEncodeError) written with backslash escapes: the index keeps the row,
+    the record itself is read from its file as it is."""
+    return tuple(
+        v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) and not _encodable(v) else v
+        for v in vals
+    )
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

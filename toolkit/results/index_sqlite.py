@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.results import identity, index_schema, open_regular
+from toolkit.results import identity, index_schema, index_trust, open_regular
 from toolkit.results.index_rows import (
     _ROW_COLS,
     R_FACET,
@@ -24,7 +24,9 @@ from toolkit.results.index_rows import (
     R_RUN,
     R_STATUS,
     Head,
+    _may_name_digest,
     check_places,
+    sql_text,
 )
 from toolkit.results.records import (
     BenchRecord,
@@ -37,12 +39,13 @@ from toolkit.results.sequence import CLOCK_SKEW_BACK_S, TRUSTED_SEQ, counter, st
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 10  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 11  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
 # recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
 # 9: timed is identity.timing (-1 for an untimed import row), created (measured_at) at the latest the import;
-# 10: key_data's five parts one JSON text a line (index_rows.key_of reads each distinct part once)
+# 10: key_data's five parts one JSON text a line (index_rows.key_of reads each distinct part once);
+# 11: mac (index_trust: every row keyed by the user's own key, a stranger's or an edited row not trusted)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -51,8 +54,8 @@ EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to t
 _TABLES = """
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT NOT NULL UNIQUE, dev INTEGER, ino INTEGER, size INTEGER,
-                    mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, edges BLOB);
-CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
+                    mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, edges BLOB, mac BLOB);
+CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, data BLOB NOT NULL, mac BLOB NOT NULL);
 CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE);
 CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model_name TEXT, model_size INTEGER,
                      gpu_info TEXT, UNIQUE (image_name, digest, model_name, model_size, gpu_info));
@@ -60,11 +63,13 @@ CREATE TABLE recs (file INTEGER NOT NULL, line INTEGER NOT NULL, off INTEGER NOT
                    status TEXT NOT NULL, run INTEGER NOT NULL, created TEXT NOT NULL, key INTEGER NOT NULL,
                    process_run INTEGER NOT NULL, facet INTEGER NOT NULL,
                    seq INTEGER, timed INTEGER NOT NULL, written REAL, tune INTEGER NOT NULL, sum BLOB NOT NULL,
+                   mac BLOB NOT NULL,
                    PRIMARY KEY (file, line)) WITHOUT ROWID;
-CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
+CREATE TABLE problems (file INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL, mac BLOB NOT NULL,
                        PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE TABLE imported (file INTEGER NOT NULL, line INTEGER NOT NULL, meas INTEGER NOT NULL,
-                       shown INTEGER NOT NULL, untimed INTEGER NOT NULL, PRIMARY KEY (file, line)) WITHOUT ROWID;
+                       shown INTEGER NOT NULL, untimed INTEGER NOT NULL, mac BLOB NOT NULL,
+                       PRIMARY KEY (file, line)) WITHOUT ROWID;
 CREATE INDEX imported_meas ON imported (meas);
 CREATE INDEX imported_shown ON imported (untimed, shown);
 CREATE INDEX recs_run ON recs (run, status);
@@ -167,11 +172,13 @@ class ResultIndex:
     """The index of one results/ folder. `refresh(files)` brings it in line with the files (sorted
     results/*/bench.jsonl paths); `rows`, `heads`, `choose`, `problems` read it; module `load`
     reads the chosen records. `open_file` raises sqlite3.OperationalError (locked, read-only,
-    full) or OSError; ResultStore falls back to `in_memory` then."""
+    full) or OSError (also when the user has no index key: index_trust.index_key); ResultStore falls
+    back to `in_memory` then."""
 
-    def __init__(self, root: Path, conn: sqlite3.Connection):
+    def __init__(self, root: Path, conn: sqlite3.Connection, key: bytes):
         self.root = Path(root)
         self.conn = conn
+        self.key = key  # every row's mac is made with it (index_trust)
         self.ids: dict[str, int] = {}  # rel path -> file id
         self.paths: dict[int, Path] = {}  # file id -> path, for the files of the last query
         self.done: dict[int, int] = {}  # file id -> its bytes indexed (files.done), for the same files
@@ -181,13 +188,16 @@ class ResultIndex:
     def open_file(cls, root: Path) -> ResultIndex:
         """The on-disk index results/.index.sqlite (created when absent; recreated when unreadable)."""
         path = Path(root) / INDEX_NAME
+        key = index_trust.index_key()
+        if key is None:  # nothing a file holds can be told to be this user's: the caller uses in_memory
+            raise OSError(f"{index_trust.key_path()}: no index key of this user's")
         for attempt in (1, 2):
             conn = sqlite3.connect(path, timeout=30, isolation_level=None)
             try:
                 conn.execute("PRAGMA synchronous=OFF")  # a lost index is rebuilt from the JSONL
                 conn.execute("PRAGMA trusted_schema=OFF")  # no SQL function of ours in a file's schema
                 conn.execute("PRAGMA temp_store=MEMORY")
-                idx = cls(root, conn)
+                idx = cls(root, conn, key)
                 idx._prepare()
                 return idx
             except sqlite3.OperationalError:  # locked for 30 s, read-only, full: the caller decides
@@ -202,7 +212,7 @@ class ResultIndex:
 
     @classmethod
     def in_memory(cls, root: Path) -> ResultIndex:
-        idx = cls(root, sqlite3.connect(":memory:", isolation_level=None))
+        idx = cls(root, sqlite3.connect(":memory:", isolation_level=None), os.urandom(index_trust.KEY_BYTES))
         idx.conn.execute("PRAGMA temp_store=MEMORY")
         idx._prepare()
         return idx
@@ -243,7 +253,7 @@ class ResultIndex:
         known = {
             r[0]: r
             for r in self.conn.execute(
-                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges FROM files"
+                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges, mac FROM files"
             )
         }
         self.ids = {rel: r[1] for rel, r in known.items()}
@@ -260,8 +270,9 @@ class ResultIndex:
             if row is None:
                 plan.append(("new", rel, path, st, None))
                 continue
-            _, _id, dev, ino, size, mtime, ctime, done, _lines, edges = row
-            if not _sound(row):  # a hand edit, another tool: _opened rebuilds the index
+            _, _id, dev, ino, size, mtime, ctime, done, _lines, edges, _mac = row
+            if not index_trust.sound_file(self.key, row):
+                # a hand edit, another tool, a stranger's index: _opened rebuilds the index
                 raise sqlite3.DatabaseError(f"index malformed: the row of {rel} is not one it writes")
             if (dev, ino, size, mtime, ctime) == (
                 st.st_dev,
@@ -343,17 +354,26 @@ class ResultIndex:
             )
         return got
 
-    def _key_id(self, keys: dict, key: identity.TestKey) -> int:
-        """The id of `key` in the keys table (`keys`: hash -> id), inserted with its key_data when new."""
+    def _key_id(self, keys: dict, key: identity.TestKey) -> tuple[int, bytes]:
+        """(the id of `key` in the keys table (`keys`: hash -> id), inserted with its key_data when new;
+        its key_hash)."""
         h = key_hash(key)
         got = keys.get(h)
         if got is None:
-            got = keys[h] = self._insert("INSERT INTO keys (hash, data) VALUES (?, ?)", (h, key_data(key)))
+            data = key_data(key)
+            got = keys[h] = self._insert(
+                "INSERT INTO keys (hash, data, mac) VALUES (?, ?, ?)",
+                (h, data, index_trust.key_mac(self.key, h, data)),
+            )
         elif h not in self.checked:  # a row this refresh did not write: its data made right once, as
             data = key_data(key)  # a copied folder's planted index kept its keys while the records
-            self.conn.execute("UPDATE keys SET data = ? WHERE id = ? AND data IS NOT ?", (data, got, data))
+            mac = index_trust.key_mac(self.key, h, data)
+            self.conn.execute(
+                "UPDATE keys SET data = ?, mac = ? WHERE id = ? AND (data IS NOT ? OR mac IS NOT ?)",
+                (data, mac, got, data, mac),
+            )
         self.checked.add(h)  # were indexed again, and merged a run's tests into one (9 of 10 unshown)
-        return got
+        return got, h
 
     def _read(
         self,
@@ -377,50 +397,59 @@ class ResultIndex:
                 rec, problem = bench_record(obj)
                 if rec is not None:
                     key = identity.test_key(rec)
-                    fields = self._rec_fields(rec, key, keys, runs, facets)
-                    recs.append(sql_text((fid, n, off, length, *fields, line_sum(raw))))
+                    fields, macd = self._rec_fields(rec, key, keys, runs, facets)
+                    row, sums = sql_text((fid, n, off, length, *fields)), (line_sum(raw),)
+                    recs.append(
+                        (*row, *sums, self._mac("recs", sql_text((fid, n, off, length, *macd, *sums))))
+                    )
                     if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
-                        imported.append((fid, n, *_stored_digests()(rec, key)))
+                        got = (fid, n, *_stored_digests()(rec, key))
+                        imported.append((*got, self._mac("imported", got)))
             if problem is not None:
-                probs.append(sql_text((fid, n, problem)))
+                got = sql_text((fid, n, problem))
+                probs.append((*got, self._mac("problems", got)))
         if last is not None:
             done, lines = _read_up_to(path, *last)
-        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 15) + ")", recs)
-        self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
-        self.conn.executemany("INSERT INTO imported VALUES (?, ?, ?, ?, ?)", imported)
+        self.conn.executemany("INSERT INTO recs VALUES (" + ",".join("?" * 16) + ")", recs)
+        self.conn.executemany("INSERT INTO problems VALUES (?, ?, ?, ?)", probs)
+        self.conn.executemany("INSERT INTO imported VALUES (?, ?, ?, ?, ?, ?)", imported)
+        rel = self.conn.execute("SELECT rel FROM files WHERE id = ?", (fid,)).fetchone()[0]
+        got = (rel, fid, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, done, lines)
+        got += (_edges(path, done),)
         self.conn.execute(
-            "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=? WHERE id=?",
-            (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                done,
-                lines,
-                _edges(path, done),
-                fid,
-            ),
+            "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=?, mac=? "
+            "WHERE id=?",
+            (*got[2:], self._mac("files", got), fid),
         )
+
+    def _mac(self, table: str, values: tuple) -> bytes:
+        """index_trust.row_mac of a row of `table` under this index's key."""
+        return index_trust.row_mac(self.key, table, values)
 
     def _rec_fields(
         self, rec: BenchRecord, key: identity.TestKey, keys: dict, runs: dict, facets: dict
-    ) -> tuple:
+    ) -> tuple[tuple, tuple]:
         """A record's index row after its place (file, line, off, len): from R_STATUS to R_TUNE, its run,
-        test key and facet numbered (a new one inserted)."""
+        test key and facet numbered (a new one inserted); and the same values with the run's id, the
+        key's hash and the facet's values for those numbers, as index_trust.verify reads them back."""
         facet = (rec.image.name, rec.image.digest, rec.model.name, rec.model.size_bytes, rec.gpu_info)
-        return (
-            rec.status,
-            self._id("runs", runs, rec.run_id, "run_id"),
-            identity.measured_at(rec),
-            self._key_id(keys, key),
-            1 if identity.is_repetition(rec) else 0,
-            self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
+        created, reps = identity.measured_at(rec), 1 if identity.is_repetition(rec) else 0
+        rest = (
             rec.seq,
             identity.timing(rec),
             written_at(rec.created),
             1 if identity.is_tune_trial(rec) else 0,
         )
+        kid, h = self._key_id(keys, key)
+        return (
+            rec.status,
+            self._id("runs", runs, rec.run_id, "run_id"),
+            created,
+            kid,
+            reps,
+            self._id("facets", facets, facet, "image_name, digest, model_name, model_size, gpu_info"),
+            *rest,
+        ), (rec.status, rec.run_id, created, h, reps, *facet, *rest)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -551,15 +580,20 @@ class ResultIndex:
 
     def stored_keys(self, rows: Sequence[tuple]) -> dict[int, bytes]:
         """{key id: its key_data} for the test keys of `rows` (R_* fields), asked by id in chunks (the
-        keys table grows with the history; a reader needs the keys of the records it loads)."""
+        keys table grows with the history; a reader needs the keys of the records it loads); a key row
+        not under its MAC (index_trust.trusted_keys) is left out: its records' keys are computed."""
         part = sorted({r[R_KEY] for r in rows})
         got: dict[int, bytes] = {}
         for lo in range(0, len(part), _IN_MAX):
             chunk = part[lo : lo + _IN_MAX]
             got.update(
-                self.conn.execute(
-                    f"SELECT id, data FROM keys WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                ).fetchall()
+                index_trust.trusted_keys(
+                    self.key,
+                    self.conn.execute(
+                        f"SELECT id, hash, data, mac FROM keys WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall(),
+                )
             )
         return got
 
@@ -739,19 +773,6 @@ def _stored_digests():
     return stored_digests
 
 
-def _sound(row: tuple) -> bool:
-    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges) as refresh writes
-    it: integers, the bytes indexed within the size, a 16-byte edges hash."""
-    *ints, edges = row[2:]
-    return (
-        all(type(v) is int for v in ints)
-        and 0 <= row[7] <= row[4]
-        and row[8] >= 0
-        and type(edges) is bytes
-        and len(edges) == 16
-    )
-
-
 def _read_up_to(path: Path, n: int, off: int, length: int) -> tuple[int, int]:
     """(bytes, lines) of `path` indexed, its last line read being line `n` at `off` (`length` bytes): a
     half line (no newline yet) is read again next time."""
@@ -768,28 +789,3 @@ def _rel(root: Path, path: Path) -> str:
     r, p = str(root), str(path)  # pathlib's normal forms: `path` lies under `root` when p starts with r/
     rel = p[len(r) + 1 :] if r != "." and p.startswith(r + "/") else path.relative_to(root).as_posix()
     return sql_text((rel,))[0]
-
-
-def _may_name_digest(digest: str, ref: str) -> bool:
-    ref = ref.lower()
-    return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
-
-
-def sql_text(vals: tuple) -> tuple:
-    """`vals` with every text that holds a lone surrogate (JSON's "\\ud800", which Python reads and
-    SQLite cannot store: UnicodeEncodeError) written with backslash escapes: the index keeps the row,
-    the record itself is read from its file as it is."""
-    return tuple(
-        v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) and not _encodable(v) else v
-        for v in vals
-    )
-
-
-def _encodable(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -1,0 +1,170 @@
+"""Issue 32 (a stranger's folder stays a stranger): what results/.index.sqlite stores reaches a report
+only under a MAC made with this user's own key (toolkit/results/index_trust.py). Before, a warm report
+trusted the stored test keys unchecked: an edited keys.data gained the json report a "model" id column,
+a TEXT written where the BLOB was ended in a traceback, and an edited keys.hash split a test in two
+when a file was indexed again. Real files, real index, the toolkit run as a user runs it."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.support.records import filed_fixtures, make_record
+from tests.support.runs import _no_dac, tk
+
+_EDIT_DATA = (
+    "UPDATE keys SET data = {cast}(replace(cast(data AS text), '\"1.52 MiB\"', '\"9.99 GiB\"'){end} "
+    "WHERE id = (SELECT min(id) FROM keys WHERE instr(data, cast('1.52 MiB' AS blob)) > 0)"
+)
+
+
+def _report(tmp: Path, state: Path | None = None) -> tuple[str, str]:
+    env = {"XDG_STATE_HOME": str(state)} if state else None
+    got = tk(tmp, "report", "--results", "r", "--format", "json", env=env)
+    assert got.returncode == 0, got.stderr[-2000:]
+    return got.stdout, got.stderr
+
+
+def _edit(res: Path, sql: str) -> int:
+    with sqlite3.connect(res / ".index.sqlite") as c:
+        return c.execute(sql).rowcount
+
+
+@pytest.mark.parametrize("blob", [True, False], ids=["blob", "text-for-blob"])
+def test_an_edited_key_changes_nothing(tmp_path, blob):
+    """A stored test key edited (a model size of one key changed; as a BLOB, or as TEXT where the BLOB
+    was): the warm report prints the cold report's bytes, stdout and stderr, and no traceback."""
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path)
+    cast, end = ("cast", " AS blob)") if blob else ("", ")")
+    assert _edit(res, _EDIT_DATA.format(cast=cast, end=end)) == 1
+    assert _report(tmp_path) == cold
+
+
+def _append(res: Path, run: str, avg: float, day: str) -> None:
+    """A record of one test (image digest a…, its file results/aaaaaaaaaaaa/bench.jsonl) of run `run`."""
+    rec = make_record("cpu", "cpu", p=512, avg=avg, run_id=run, digest="sha256:" + "a" * 64)
+    rec = rec.model_copy(update={"created": f"2026-07-{day}T00:00:00+00:00"})
+    path = res / ("a" * 12) / "bench.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(rec.model_dump_json() + "\n")
+
+
+def test_an_edited_key_hash_changes_nothing(tmp_path):
+    """keys.hash edited, then a newer run of the same test appended: the new record's key was not found
+    by its hash and got a key row of its own, the test split in two and the warm report said `1 used, 0
+    superseded` where a cold one says 1 superseded; now the index is no longer trusted and built again."""
+    res = tmp_path / "r"
+    _append(res, "run-1", 100.0, "01")
+    _report(tmp_path)
+    assert _edit(res, "UPDATE keys SET hash = randomblob(16)") == 1
+    _append(res, "run-2", 200.0, "02")
+    warm = _report(tmp_path)
+    (res / ".index.sqlite").unlink()
+    assert warm == _report(tmp_path)
+
+
+def test_a_strangers_index_is_not_trusted(tmp_path):
+    """An index a stranger built under their own key, with a key edited and its MAC made again under
+    that key (what a stranger's toolkit can do): under this user's key nothing of it is used."""
+    res = filed_fixtures(tmp_path / "r")
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    cold = _report(tmp_path, mine)
+    (res / ".index.sqlite").unlink()
+    assert _report(tmp_path, theirs) == cold
+    assert _edit(res, _EDIT_DATA.format(cast="cast", end=" AS blob)")) == 1
+    with sqlite3.connect(res / ".index.sqlite") as c:
+        cols = [r[1] for r in c.execute("PRAGMA table_info(keys)")]
+        if "mac" in cols:  # the stranger signs the edit with their own key
+            from toolkit.results.index_trust import key_mac
+
+            key = (theirs / "toolkit" / "index.key").read_bytes()
+            for i, h, data in c.execute("SELECT id, hash, data FROM keys").fetchall():
+                c.execute("UPDATE keys SET mac = ? WHERE id = ?", (key_mac(key, h, data), i))
+    assert _report(tmp_path, theirs) != cold  # the stranger's own toolkit trusts its own key
+    assert _report(tmp_path, mine) == cold
+
+
+def test_a_strangers_index_in_a_folder_this_user_cannot_write(tmp_path):
+    """The stranger's index in their folder, which this user may read but not write: not trusted and
+    not deleted (it cannot be), an index in memory for the call: the cold report, no traceback."""
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path, tmp_path / "mine")
+    (res / ".index.sqlite").unlink()
+    _report(tmp_path, tmp_path / "theirs")
+    before = (res / ".index.sqlite").read_bytes()
+    res.chmod(0o555)
+    try:
+        got = tk(
+            tmp_path,
+            "report",
+            "--results",
+            "r",
+            "--format",
+            "json",
+            env={"XDG_STATE_HOME": str(tmp_path / "mine")},
+            prefix=_no_dac(),  # as root: without the capability that ignores file modes
+        )
+    finally:
+        res.chmod(0o755)
+    assert (got.returncode, got.stdout, got.stderr) == (0, *cold)
+    assert (res / ".index.sqlite").read_bytes() == before
+
+
+def test_a_warm_report_keeps_its_index(tmp_path):
+    """An index this user's toolkit wrote verifies: a warm report does not build it again (a row its
+    MAC does not match would, every time)."""
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path)
+    _edit(res, "INSERT INTO meta VALUES ('probe', 'kept')")
+    assert _report(tmp_path) == cold
+    with sqlite3.connect(res / ".index.sqlite") as c:
+        assert c.execute("SELECT v FROM meta WHERE k = 'probe'").fetchone() == ("kept",)
+
+
+def test_no_key_no_index_file_same_report(tmp_path):
+    """XDG_STATE_HOME unset and HOME not writable: no key, so no index file is trusted or written; the
+    report is the cold one, stderr included."""
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path)
+    (res / ".index.sqlite").unlink()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o500)
+    got = tk(
+        tmp_path,
+        "report",
+        "--results",
+        "r",
+        "--format",
+        "json",
+        env={"XDG_STATE_HOME": None, "HOME": str(home)},
+        prefix=_no_dac(),  # as root: without the capability that ignores file modes
+    )
+    assert (got.returncode, got.stdout, got.stderr) == (0, *cold)
+    assert not (res / ".index.sqlite").exists()
+
+
+@pytest.mark.parametrize("bad", ["group-readable", "link", "short"])
+def test_a_key_file_not_the_users_own_is_no_key(tmp_path, monkeypatch, bad):
+    """A key file readable by others, a symbolic link, or of the wrong length: index_key gives None."""
+    from toolkit.results import index_trust
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    key = index_trust.index_key()
+    path = tmp_path / "toolkit" / "index.key"
+    assert key is not None and len(key) == 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert index_trust.index_key() == key
+    if bad == "group-readable":
+        path.chmod(0o640)
+    elif bad == "link":
+        real = tmp_path / "real.key"
+        path.rename(real)
+        path.symlink_to(real)
+    else:
+        path.write_bytes(key[:16])
+    assert index_trust.index_key() is None

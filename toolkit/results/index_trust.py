@@ -1,0 +1,164 @@
+"""Whether what the query index stores may reach a reader: only what this user's toolkit wrote.
+
+results/.index.sqlite lies in a results folder that may be someone else's (`report --results DIR`,
+`compare --against DIR`) or edited by hand. index.load re-checks each loaded line against its row (run,
+status, digest, seq, measured_at); everything else a reader takes from the index unchecked (a test's
+key data and hash, the columns `choose` groups and orders by, a facet's names, a refused line's text,
+an import's digests, a file's indexed extent) is trusted only under a MAC: every row the toolkit writes
+carries `mac`, a keyed blake2b (16 bytes) of its values (`row_mac`) under the user's own key
+(`index_key`). `verify` checks every record, problem and imported row after each refresh, and
+`sound_file` each files row as the refresh plans: one that does not verify (an edited
+value, a value of another SQLite type, a stranger's index made under another key) makes the index
+a damaged one, rebuilt from the JSONL as a cold report reads it. A keys row that does not verify
+is not used (index_rows.key_of's caller computes the key). Without a key (HOME not writable, a key
+file that is a link, not the user's, or readable by others) no index file is used at all: an
+in-memory index is built for the call, as when results/ is read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sqlite3
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+KEY_BYTES = 32
+
+MAC_BYTES = 16
+
+
+def key_path() -> Path:
+    """`${XDG_STATE_HOME:-~/.local/state}/toolkit/index.key` (XDG_STATE_HOME only when absolute, as
+    the XDG spec says); RuntimeError when there is no home to name."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "toolkit" / "index.key"
+
+
+def index_key() -> bytes | None:
+    """The user's index key (KEY_BYTES random bytes), made on first use (O_EXCL, mode 0600, its folder
+    0700); None where there is none to trust: no home, a folder that cannot be written, or a key file
+    that is a link, not a regular file, not the user's, readable or writable by group or others, or
+    not KEY_BYTES long. Never raises, prints nothing."""
+    try:
+        path = key_path()
+        key = _read_key(path)
+        if key is None and not os.path.lexists(path):
+            key = _make_key(path)
+        return key
+    except (OSError, RuntimeError, KeyError):  # KeyError: Path.home() of a uid without a passwd entry
+        return None
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # none yet, a link (ELOOP), not readable
+        return None
+    try:
+        st = os.fstat(fd)
+        if not (
+            stat.S_ISREG(st.st_mode)
+            and st.st_uid == os.geteuid()
+            and st.st_mode & 0o077 == 0
+            and st.st_size == KEY_BYTES
+        ):
+            return None
+        data = os.read(fd, KEY_BYTES + 1)
+        return data if len(data) == KEY_BYTES else None
+    finally:
+        os.close(fd)
+
+
+def _make_key(path: Path) -> bytes | None:
+    """A new key written whole to a temporary file, then linked to `path` (O_EXCL's semantics: a key
+    another process made meanwhile wins and is read)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".index.key.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(KEY_BYTES))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+    return _read_key(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _keyed(key: bytes) -> Any:
+    """blake2b keyed with `key`, copied for each row (a copy costs less than keying anew)."""
+    return hashlib.blake2b(key=key, digest_size=MAC_BYTES)
+
+
+def row_mac(key: bytes, table: str, values: tuple) -> bytes:
+    """MAC_BYTES of keyed blake2b over `values` (texts, ints, floats, bytes, None, as stored) of a row
+    of `table`: the tag makes a row of one table no row of another. A float that is an integer counts
+    as that integer: SQLite gives it back as its column's affinity made it (REAL keeps 5 as 5.0,
+    INTEGER keeps 5.0 as 5)."""
+    vals = [int(v) if type(v) is float and v.is_integer() and abs(v) < 2**53 else v for v in values]
+    h = _keyed(key).copy()
+    h.update(repr((table, *vals)).encode("utf-8", "backslashreplace"))
+    return h.digest()
+
+
+def key_mac(key: bytes, h: bytes, data: bytes) -> bytes:
+    """The MAC of a keys row (its hash `h`, its key_data `data`): the bytes themselves, each after its
+    length, not their repr (a key's data is ~0.8 KB: 10,000 keys ~3x faster than row_mac)."""
+    m = _keyed(key).copy()
+    for part in (b"keys", h, data):
+        m.update(len(part).to_bytes(8, "little"))
+        m.update(part)
+    return m.digest()
+
+
+# Each table's values a MAC covers, as `verify` reads them back: a record row by its run's id, its test
+# key's hash and its facet's values (not their row numbers, which an edit could point elsewhere).
+_CHECKED = {
+    "recs": "SELECT r.file, r.line, r.off, r.len, r.status, u.run_id, r.created, k.hash, r.process_run, "
+    "f.image_name, f.digest, f.model_name, f.model_size, f.gpu_info, r.seq, r.timed, r.written, r.tune, "
+    "r.sum, r.mac FROM recs r LEFT JOIN runs u ON u.id = r.run LEFT JOIN keys k ON k.id = r.key "
+    "LEFT JOIN facets f ON f.id = r.facet",
+    "problems": "SELECT file, line, text, mac FROM problems",
+    "imported": "SELECT file, line, meas, shown, untimed, mac FROM imported",
+}
+
+
+def verify(conn: sqlite3.Connection, key: bytes) -> None:
+    """sqlite3.DatabaseError (`index malformed: ...`, which index._opened answers by rebuilding the
+    index from the JSONL) unless every record, problem and imported row carries the MAC `key` gives
+    its values (files rows: `sound_file`; keys rows: `trusted_keys`)."""
+    for table, sql in _CHECKED.items():
+        for row in conn.execute(sql):
+            if row[-1] != row_mac(key, table, row[:-1]):
+                raise sqlite3.DatabaseError(f"index malformed: a {table} row this toolkit did not write")
+
+
+def sound_file(key: bytes, row: tuple) -> bool:
+    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges, mac) as refresh writes
+    it: integers, the bytes indexed within the size, a 16-byte edges hash, all under its MAC."""
+    *ints, edges, mac = row[2:]
+    return (
+        all(type(v) is int for v in ints)
+        and 0 <= row[7] <= row[4]
+        and row[8] >= 0
+        and type(edges) is bytes
+        and len(edges) == 16
+        and mac == row_mac(key, "files", row[:-1])
+    )
+
+
+def trusted_keys(key: bytes, rows: list[tuple]) -> dict[int, bytes]:
+    """{key id: its data} of keys rows (id, hash, data, mac) whose hash and data are bytes under their
+    MAC; any other row is left out (its records' keys are computed)."""
+    return {
+        i: data
+        for i, h, data, mac in rows
+        if type(h) is bytes and type(data) is bytes and mac == key_mac(key, h, data)
+    }
