@@ -145,6 +145,41 @@ def test_compare_bad_side_is_bad_input(tmp_path, ref, message):
         compare.compare(store, ref, "run-2")
 
 
+def test_compare_an_image_name_not_measured_says_how_to_measure_it(tmp_path):
+    """Newcomer nc40 (fresh trixie stand-in, rootless Podman): after the README's build and bench,
+    `toolkit compare cpu vulkan` said "no results match 'vulkan': give a run id, an image name or an
+    image digest" although vulkan IS an image name: it has no result. The error now says which images
+    have results and how to measure the one named (build and bench; bench only where it is built)."""
+    from toolkit.results.records import BuildRecord
+
+    a = two_builds()
+    store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
+    with pytest.raises(
+        BadInput,
+        match=r"images with results here: hip \(an image.*`toolkit build -i vulkan && toolkit bench -i vulkan`",
+    ):
+        compare.compare(store, "run-2", "vulkan")
+    store.add_build(
+        BuildRecord(
+            image="vulkan",
+            ref="toolkit/vulkan:latest",
+            digest="sha256:" + "e" * 64,
+            backend="vulkan",
+            template="t",
+            template_hash="h",
+            created="2026-07-01T00:00:00+00:00",
+        )
+    )
+    with pytest.raises(
+        BadInput,
+        match=r"image vulkan is built \(sha256:eeeeeeeeeeee\) but not measured: `toolkit bench -i vulkan`",
+    ):
+        compare.compare(store, "run-2", "vulkan")
+    with pytest.raises(BadInput) as hexish:  # hex digits read as a digest prefix: no image hint
+        compare.compare(store, "run-2", "ccc")
+    assert "images with results" not in str(hexish.value)
+
+
 @needs_fixtures
 def test_compare_real_runs_exits_6_on_an_injected_regression(tmp_path):
     base = quiet(load(CPU_A))

@@ -29,11 +29,18 @@ from toolkit.host.devices import (
     cpu_profile,
     detect_gpus,
     gfx_from_version,
-    missing_devices_reason,
     profile_for,
     rocm_profile,
+    shortfall,
     vulkan_profile,
 )
+
+
+def missing_devices_reason(backend: str, gpus: list, dev: Path, allow_software: bool = False) -> str | None:
+    """The line bench and build skip an image with (Shortfall.message), None when it can run."""
+    short = shortfall(backend, gpus, dev, allow_software)
+    return short.message() if short else None
+
 
 # ---------------------------------------------------------------------------------------------
 # Fake hosts

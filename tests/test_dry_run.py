@@ -177,7 +177,7 @@ def test_dry_run_plan_says_what_a_real_run_here_would_measure(tmp_path):
     plan = next(ln for ln in res.output.splitlines() if ln.startswith("plan"))
     from toolkit.host import devices
 
-    if devices.missing_devices_reason("rocm", devices.detect_gpus(), allow_software=False) is None:
+    if devices.shortfall("rocm", devices.detect_gpus(), allow_software=False) is None:
         pytest.skip("this host has a ROCm GPU: every pair runs here")
     assert plan.startswith("plan (dry run: every image as on a host that has its devices"), plan
     assert "8 test cases (2 image/model pairs x 4 cases" in plan, plan

@@ -26,6 +26,7 @@ imported results the newest digest filed under that name), or an image digest / 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -268,11 +269,28 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
         {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
     )  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
+    hint += _unmeasured_hint(store, ref, {h.image.name for h in everything})
     return BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
         f"{stored_runs(store, everything)} (compare reads A from --results and B "
         "from --against DIR, else from --results too; other files are imported first, `toolkit import`)"
     )
+
+
+def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str]) -> str:
+    """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
+    result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
+    of it is recorded); '' otherwise."""
+    if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
+        return ""
+    have = (
+        f"images with results here: {', '.join(sorted(measured))}"
+        if measured
+        else "no image has results here"
+    )
+    if (build := store.latest_build(ref)) is not None:
+        return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench -i {ref}` ({have})"
+    return f"; {have} (an image of matrix.yaml not measured yet has none: `toolkit build -i {ref} && toolkit bench -i {ref}`)"
 
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:

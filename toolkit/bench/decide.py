@@ -148,12 +148,14 @@ def _decide_image(
         return image("skipped", f"no model in the matrix lists runner {spec.runner}")
     unable = "failed" if opts.strict else "skipped"
     # the host's devices first: on a host without them, that is the reason, built or not
-    missing = devices.missing_devices_reason(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    if missing and not opts.dry_run:  # and say now what the device's fix would meet next
-        unbuilt_too = not has_build(spec, store, opts)
+    short = devices.shortfall(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    if short and not opts.dry_run:  # and where it names a fix, say now what that fix would meet next
+        unbuilt_too = bool(short.fix) and not has_build(
+            spec, store, opts
+        )  # no fix (no /dev/kfd): a build won't help
         return image(
             unable,
-            missing
+            short.message()
             + (f"; it is not built yet either: `toolkit build -i {spec.name}`" if unbuilt_too else ""),
         )
     choice = choose_build(lm, spec, store, opts)
@@ -165,10 +167,10 @@ def _decide_image(
     if not opts.dry_run and gone(build.digest):
         return image("skipped", f"image {build.digest[:19]} is no longer in the engine; rebuild it")
     out = image("note", choice.reason) if choice.reason else []
-    if missing:  # dry run on a host without the device: show the command for one R9700
+    if short:  # dry run on a host without the device: show the command for one R9700
         out += image(
             "note",
-            f"{missing}; the command below uses an example R9700 device profile",
+            f"{short.message()}; the command below uses an example R9700 device profile",
         )
         profile = devices.DeviceProfile.example(spec.backend)
     else:
@@ -188,7 +190,7 @@ def _decide_image(
     runner = runners.get(spec.runner)
     for m in usable:
         ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
-        out += _model_decisions(runner, ctx, devices_here=not missing)
+        out += _model_decisions(runner, ctx, devices_here=not short)
     return out
 
 

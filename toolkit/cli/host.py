@@ -92,7 +92,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         export = _export_named(lm)
         rebuild = export is not None and lm is not None and _rebuild_needed(lm.root)
         click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep), export, rebuild))
-    if lm is None:  # where the project is, as a command that needs the matrix says it
+    if lm is None and as_json:  # where the project is (the text's `next:` line says it once)
         from toolkit.matrix.api import project_hint
 
         click.echo(f"note: no matrix.yaml here, so no image was judged: {project_hint()}", err=True)

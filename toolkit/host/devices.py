@@ -584,17 +584,6 @@ def shortfall(
     raise BadInput(f"unknown backend {backend!r}: use rocm, vulkan or cpu")
 
 
-def missing_devices_reason(
-    backend: str,
-    gpus: list[Gpu] | tuple[Gpu, ...],
-    dev: Path = Path("/dev"),
-    allow_software: bool = False,
-) -> str | None:
-    """One line saying what `backend` lacks on this host and the fix; None when it can run."""
-    short = shortfall(backend, gpus, dev, allow_software)
-    return short.message() if short else None
-
-
 def _require(
     backend: str, gpus: list[Gpu] | tuple[Gpu, ...], dev: Path, allow_software: bool = False
 ) -> None:

@@ -380,7 +380,9 @@ def _next_step(
     matrix.yaml read) reproduce it, else mend the first error."""
     runnable = [v.name for v in report.images if v.runnable]
     if not report.images:  # doctor run outside the project (toolkit.cli.host: no matrix.yaml there)
-        return "run `toolkit doctor` in the project's folder (its matrix.yaml names the images) or pass --matrix PATH"
+        from toolkit.matrix.api import project_hint
+
+        return f"no matrix.yaml here, so no image was judged: {project_hint()}"
     if runnable and export is not None:  # a customer in the published folder: its README's way, not a build
         return (
             f"{'this folder' if export == '.' else export} is a run `toolkit export-run` wrote: `toolkit reproduce {export}"
