@@ -116,8 +116,8 @@ def test_image_words_once_per_image_object(monkeypatch):
 def test_sample_stats_median_is_statistics_median(n):
     rng = random.Random(n)
     for _ in range(200):
-        # ties and tiny values; no 0 tok/s: a sample of 0 is refused as no measurement (cases40)
-        xs = [rng.choice([rng.uniform(1e-3, 1e5), 3.0, 12.5, 1e-7]) for _ in range(n)]
+        # ties and tiny values; none below 1e-6 tok/s (MIN_TOKENS_PER_S): refused as no measurement (brk40)
+        xs = [rng.choice([rng.uniform(1e-3, 1e5), 3.0, 12.5, 1e-6]) for _ in range(n)]
         avg = max(statistics.fmean(xs), 1.0)
         r = make_record("cpu", "cpu", p=512, avg=avg, samples_ts=xs)
         got = facts.sample_stats(r)

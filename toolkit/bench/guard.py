@@ -124,6 +124,7 @@ class RunGuard:
         self.fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)  # a link planted in /tmp: BadInput
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with contextlib.suppress(OSError):  # who holds it, for another run's message
+            os.fchmod(self.fd, 0o644)  # readable whatever the umask: another user's run opens it to test
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 

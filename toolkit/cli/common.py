@@ -345,8 +345,9 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
 
 
 def percent_option(name: str, default: float, help: str):
-    """A `name PERCENT` option: a finite number from 0 to 1000 (FiniteRange), its default shown."""
-    rng = FiniteRange(min=0, max=1000)
+    """A `name PERCENT` option: a finite number from 0 to 1000 (FiniteRange), its default shown; a
+    trailing `%` read past (`--threshold 50%` is 50, as PERCENT invites), `-0` read as 0."""
+    rng = _Percent(min=0, max=1000)
     return click.option(name, type=rng, default=default, show_default=True, metavar="PERCENT", help=help)
 
 
@@ -538,6 +539,14 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv
+
+
+class _Percent(FiniteRange):
+    """FiniteRange of a PERCENT option (percent_option): `50%` is 50, `-0` is 0 (not `-0%` in messages)."""
+
+    def convert(self, value, param, ctx):
+        text = value.strip().removesuffix("%") if isinstance(value, str) else value
+        return super().convert(text, param, ctx) + 0.0  # -0.0 + 0.0 is 0.0
 
 
 class BuildStatus:

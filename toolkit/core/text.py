@@ -38,13 +38,14 @@ _ENTITY = r"&(?=#?[0-9A-Za-z]+;)"
 
 # What GitHub turns into a link though no markup asks for one (GFM's extended autolinks): a scheme's
 # `://` (`https://x`, `ftp://x`) and `www.`, their `:` and `.` escaped with a backslash; and an email's
-# `@` between an address's characters and a dotted domain (`a@b.c`, `mailto:a@b.c`; never the
+# `@` after an address's character or a scheme's `:` and before a domain holding a dot, even at its
+# start (`a@b.c`, `b@.com`, `mailto:@x.y`, `xmpp:@x.y`: each a link in cmark-gfm; never the
 # toolkit's `label@import:0123`), found after escapes are undone (cmark-gfm's postprocess: `\@` and
 # `&#64;` are still links), so followed by a word joiner (U+2060, written `&#8288;`: shown as nothing)
 # that ends the address; each lookahead stops at the next `@`: linear. A model named
 # `see https://evil.example`, `www.evil.example` or `me@evil.example` is text, not a link, on the page
 # a customer reads (checked with cmark-gfm, GitHub's renderer).
-_AUTOLINK = r":(?=//)|(?<=[Ww]{3})\.|(?<=[0-9A-Za-z.+_-])@(?=[0-9A-Za-z_-]+\.[0-9A-Za-z_-])"
+_AUTOLINK = r":(?=//)|(?<=[Ww]{3})\.|(?<=[0-9A-Za-z.+_:-])@(?=[0-9A-Za-z_-]*\.[0-9A-Za-z_-])"
 _ESCAPED = {"](": "]\\(", "@": "@&#8288;"}
 
 # What, in one table cell or heading, markdown reads as structure or styling: a backslash, `|`, `<`,

@@ -464,11 +464,15 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
 
 
 def _cases_lines(run: PublishedRun) -> list[str]:
-    """The README's Cases section: the llama-bench axes, each process's settings, the depth sweeps."""
+    """The README's Cases section: the llama-bench axes, each process's settings, the depth sweeps;
+    their values as every markdown writer shows a name (md_line: an env value `https://x.example` or
+    `~~x~~` links and styles nothing)."""
     lines: list[str] = []
-    axes = "; ".join(f"{k} {_words(v)}" for k, v in run.bench.items() if isinstance(v, list))
-    settings = ", ".join(
-        f"{k} {_words(v)}" for k, v in run.bench.items() if v is not None and not isinstance(v, list)
+    axes = md_line("; ".join(f"{k} {_words(v)}" for k, v in run.bench.items() if isinstance(v, list)))
+    settings = md_line(
+        ", ".join(
+            f"{k} {_words(v)}" for k, v in run.bench.items() if v is not None and not isinstance(v, list)
+        )
     )
     lines += ["", f"## Cases\n\nllama-bench axes (every combination is a test): {axes}."]
     lines += [f"\nSettings of each process: {settings}."] if settings else []

@@ -306,7 +306,7 @@ class BenchRecord(BaseModel):
         """Non-finite numbers never become results (llama-bench writes `nan`/`-nan` for the stddev of
         identical samples, and a crashed timer can give `inf`).
 
-        - avg_ts or any sample NaN/inf/negative or above MAX_TOKENS_PER_S, or a sample of 0: refused
+        - avg_ts or any sample NaN/inf/negative, above MAX_TOKENS_PER_S or below MIN_TOKENS_PER_S: refused
           (ValueError naming the field); an ok record without a tok/s, or below MIN_TOKENS_PER_S (a
           latency of 1e22 s rounds to 0), is refused too (as llama_bench.check.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
@@ -322,14 +322,14 @@ class BenchRecord(BaseModel):
             count = fields[name]
             if count is not None and not 0 < count <= MAX_TOKENS:  # the common case: in range
                 _check_count(name, count)
-        nums = [("avg_ts", self.avg_ts)]
-        if not all(v is None or 0 < v <= MAX_TOKENS_PER_S for v in (self.avg_ts, *self.samples_ts)):
+        nums, low = [("avg_ts", self.avg_ts)], MIN_TOKENS_PER_S
+        if not all(v is None or low <= v <= MAX_TOKENS_PER_S for v in (self.avg_ts, *self.samples_ts)):
             nums += [(f"samples_ts[{i}]", x) for i, x in enumerate(self.samples_ts)]  # NaN: not in range
-        has_speed = (self.avg_ts or 0) > 0  # a 0 tok/s repetition beside a speed: no sample (avg 0: below)
+        has_speed = (self.avg_ts or 0) > 0  # a 0 (1e-8) tok/s repetition beside a speed: none (avg 0: below)
         for name, v in nums:
-            if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S or (v == 0 and has_speed)):
+            if v is not None and (_nonfinite(v) or v < 0 or v > MAX_TOKENS_PER_S or (v < low and has_speed)):
                 raise ValueError(
-                    f"{name} is {v!r}: not a measurement (expected a finite tokens/s above 0, at most "
+                    f"{name} is {v!r}: not a measurement (expected a finite tokens/s of {low:.0e} to "
                     f"{MAX_TOKENS_PER_S:.0e})"
                 )
         if self.status == "ok" and self.avg_ts is not None and self.avg_ts < MIN_TOKENS_PER_S:

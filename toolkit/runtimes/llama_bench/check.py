@@ -143,7 +143,7 @@ def _samples_kind(name: str, v: Any) -> str | None:
 
 def _short(v: Any) -> str:
     """A number for a message: at most 24 characters (a 5000-digit integer is never echoed)."""
-    text = f"{v:g}" if isinstance(v, float) else str(v)
+    text = str(v) if not isinstance(v, float) or float(f"{v:g}") != v else f"{v:g}"  # 792192.5 as written
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 

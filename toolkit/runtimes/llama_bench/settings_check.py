@@ -120,8 +120,9 @@ def _quantized_v_problem(fields: dict[str, Any]) -> str | None:
 
 def domain_problem(fields: dict[str, Any]) -> str | None:
     """Why a llama-bench row holds a setting llama-bench's argument parser refuses (see the module), None
-    where every field of DOMAIN_FIELDS it states is one a test can have run with. Absent, empty and
-    null fields are not held (older vintages and md tables leave them out)."""
+    where every field of DOMAIN_FIELDS it states is one a test can have run with; or a model count or
+    repetition no test has (_model_count_problem, _sample_problem). Absent, empty and null fields are
+    not held (older vintages and md tables leave them out)."""
     fa = fields.get("flash_attn")
     if fa is not None and fa != "":
         n = _FLASH_WORDS.get(fa.strip().lower()) if isinstance(fa, str) else None
@@ -149,18 +150,34 @@ def domain_problem(fields: dict[str, Any]) -> str | None:
     for name in ("model_size", "model_n_params"):
         if why := _model_count_problem(name, fields.get(name)):
             return why
+    for name in ("samples_ts", "samples_ns"):
+        if why := _sample_problem(name, fields.get(name)):
+            return why
     return None
+
+
+def _sample_problem(name: str, v: Any) -> str | None:
+    """Why a row's samples_ts (tok/s) or samples_ns (ns), one value a repetition, holds one that is no
+    repetition: 0 or below (it takes time and yields tokens). samples_ns [0, 0] was imported: the
+    validity pass passes over a list holding one (check._numbers), so nothing held it to samples_ts.
+    None for a list without one, or no list (csv, md and sql print none; a kind is check's question)."""
+    if not isinstance(v, list):
+        return None
+    i = next((i for i, x in enumerate(v) if type(x) in (int, float) and x <= 0), None)
+    return None if i is None else f"{name}[{i}] is {v[i]!r}: not a measurement (a repetition is above 0)"
 
 
 def _model_count_problem(name: str, v: Any) -> str | None:
     """Why `v`, a row's model_size (bytes) or model_n_params (weights), is no count of a loaded model:
     a JSON true/false (bool is an int in Python: `true` was read as 1 byte, then as "not recorded"), a
-    text that is none (csv's and sql's `true`, `abc`; md's `17.28 GiB` and `30.53 B` are counts), NaN or
-    an infinity; or a count of 0 or below (a GGUF with no weights loads no model). None: absent or
-    empty (a vintage or table without the column), or a count above 0."""
+    text that is none (csv's and sql's `true`, `abc`, a fraction without md's unit: csv's `1595904.5`, as
+    json's 1595904.5 is refused; md's `17.28 GiB` and `30.53 B` are counts), NaN or an infinity; or a
+    count of 0 or below (a GGUF with no weights loads no model). None: absent or empty (a vintage or
+    table without the column), or a count above 0."""
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
-    n = None if isinstance(v, bool) else quantity(v)
+    bare = isinstance(v, str) and _int(v) is None and v.strip().replace(".", "", 1).isdigit()
+    n = None if isinstance(v, bool) or bare else quantity(v)
     if n is None:
         shown = str(v).lower() if isinstance(v, bool) else repr(v)[:40] if isinstance(v, str) else str(v)[:40]
         what = "a size in bytes" if name == "model_size" else "a count of weights"
