@@ -248,3 +248,10 @@ def test_a_percent_option_reads_a_percent_sign_and_minus_zero(tmp_path):
     assert zero.returncode == 6 and "by more than 0%" in zero.stderr, zero.stderr
     bad = tk(ROOT, "report", "--results", str(results), "--min-margin", "-5%")
     assert bad.returncode == 4 and "not in the range" in bad.stderr, bad.stderr
+
+
+def test_a_percent_sign_alone_is_named_as_typed(tmp_path):
+    """brk40's leftover: `--threshold %` was refused as `'' is not a valid float` (the `%` read past
+    first): the refusal names what was typed."""
+    bad = tk(ROOT, "report", "--results", str(tmp_path), "--min-margin", "%")
+    assert bad.returncode == 4 and "'%' is not a number of percent" in bad.stderr, bad.stderr

@@ -546,6 +546,8 @@ class _Percent(FiniteRange):
 
     def convert(self, value, param, ctx):
         text = value.strip().removesuffix("%") if isinstance(value, str) else value
+        if text == "":  # `%` alone: named as typed, not as the '' left once the `%` is read past
+            self.fail(f"{value!r} is not a number of percent (e.g. 5 or 5%)", param, ctx)
         return super().convert(text, param, ctx) + 0.0  # -0.0 + 0.0 is 0.0
 
 
