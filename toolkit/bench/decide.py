@@ -150,9 +150,8 @@ def _decide_image(
     # the host's devices first: on a host without them, that is the reason, built or not
     short = devices.shortfall(spec.backend, gpus, allow_software=opts.allow_software_gpu)
     if short and not opts.dry_run:  # and where it names a fix, say now what that fix would meet next
-        unbuilt_too = bool(short.fix) and not has_build(
-            spec, store, opts
-        )  # no fix (no /dev/kfd): a build won't help
+        # no fix (no /dev/kfd): a build won't help, so no build hint
+        unbuilt_too = bool(short.fix) and not has_build(spec, store, opts)
         return image(
             unable,
             short.message()
