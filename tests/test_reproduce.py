@@ -233,9 +233,11 @@ def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed,
         print(output)
         assert "image cpu" in output and "present in the engine; image ID matches the record" in output
     assert code == 0, output
-    # 6 rows measured; the verdict compares 5 tests: decode does not depend on the micro-batch, so tg16's two
-    # rows (ub 32 and ub 512) fold into one, as in the report (cases38)
-    assert "verdict: reproduced within noise (5/5 tests within noise" in output
+    # 6 rows measured; the verdict compares 5 or 6 tests: tg16's two rows (ub 32 and ub 512) fold into one, as
+    # in the report (cases38), only when their tok/s agree within noise on each side, and on a busy 2-core host
+    # they often do not (CI: 9,987 vs 6,752 t/s recorded)
+    verdict = re.search(r"verdict: reproduced within noise \(([56])/([56]) tests within noise", output)
+    assert verdict and verdict[1] == verdict[2], output
     again = ResultStore(folder / "reproduce" / "results").results()
     last = max(r.run_id for r in again)
     assert last != run_id and f"reproduced as run {last}" in output
