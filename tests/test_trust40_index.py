@@ -168,3 +168,81 @@ def test_a_key_file_not_the_users_own_is_no_key(tmp_path, monkeypatch, bad):
     else:
         path.write_bytes(key[:16])
     assert index_trust.index_key() is None
+
+
+_EDIT_REC = (
+    "UPDATE recs SET key = (SELECT max(id) FROM keys) "
+    "WHERE (file, line) = (SELECT file, line FROM recs ORDER BY file, line LIMIT 1)"
+)
+
+
+def test_an_index_as_it_was_left_is_not_verified_again(tmp_path, monkeypatch):
+    """The pass over every row's MAC (index_trust.verify: O(history), ~2 s a call at 200,000 records)
+    ran on every open of the index; now only when the file is not as this user's toolkit left it. An
+    edit made with SQLite right after (same size, maybe the same clock tick: the change counter tells)
+    is verified and the index built again. In-process, with verify counted, not replaced."""
+    from toolkit.results import index, index_trust
+    from toolkit.results.records import ResultStore
+
+    calls: list[int] = []
+    real = index_trust.verify
+    monkeypatch.setattr(index_trust, "verify", lambda conn, key: (calls.append(1), real(conn, key))[1])
+    res = filed_fixtures(tmp_path / "r")
+
+    def shown() -> list[str]:
+        return sorted(r.model_dump_json() for r in index.load(index.heads(ResultStore(res))))
+
+    cold = shown()
+    assert (shown(), shown(), len(calls)) == (cold, cold, 1)
+    size = (res / ".index.sqlite").stat().st_size
+    assert _edit(res, _EDIT_REC) == 1 and (res / ".index.sqlite").stat().st_size == size
+    assert (shown(), len(calls)) == (cold, 3)  # the edited index's check fails; the one built again checked
+    assert (shown(), len(calls)) == (cold, 3)  # and sealed in turn
+
+
+@pytest.mark.parametrize("how", ["rollback", "wal"])
+def test_an_edited_record_row_changes_nothing(tmp_path, how):
+    """A record row pointed at another test's key by a stranger's SQLite, in the file's own journal
+    mode or after switching it to WAL with the connection kept open (the edit then lies in -wal, the
+    file itself unchanged): the warm report prints the cold report's bytes."""
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path)
+    c = sqlite3.connect(res / ".index.sqlite", isolation_level=None)
+    try:
+        if how == "wal":
+            c.execute("PRAGMA journal_mode=WAL")
+            assert _report(tmp_path) == cold
+        assert c.execute(_EDIT_REC).rowcount == 1
+        assert _report(tmp_path) == cold
+    finally:
+        c.close()
+
+
+def test_an_edit_racing_the_refresh_is_verified(tmp_path, monkeypatch):
+    """A stranger's SQLite commit landing after this call saw the file as it left it, before its own
+    refresh (a real second connection, made to commit at that moment in-process): not blessed by the
+    seal written after, but verified and the index built again."""
+    from toolkit.results import index, index_sqlite, index_trust
+    from toolkit.results.records import ResultStore
+
+    res = filed_fixtures(tmp_path / "r")
+    index.heads(ResultStore(res))
+    failed: list[str] = []
+    verify, refresh = index_trust.verify, index_sqlite.ResultIndex.refresh
+
+    def verify_told(conn, key):
+        try:
+            verify(conn, key)
+        except sqlite3.DatabaseError as err:
+            failed.append(str(err))
+            raise
+
+    def refresh_raced(self, files):
+        if not failed:
+            assert _edit(res, _EDIT_REC) == 1
+        return refresh(self, files)
+
+    monkeypatch.setattr(index_trust, "verify", verify_told)
+    monkeypatch.setattr(index_sqlite.ResultIndex, "refresh", refresh_raced)
+    index.heads(ResultStore(res))
+    assert failed == ["index malformed: a recs row this toolkit did not write"]

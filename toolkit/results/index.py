@@ -620,7 +620,7 @@ def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
     """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
     it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written, or the user
     has no index key; a damaged index file, or one holding a row this user's toolkit did not write
-    (index_trust.verify), deleted and built again)."""
+    (index_trust.check), deleted and built again)."""
     for attempt in (1, 2):
         try:
             on_disk = not exported_run(store.root)
@@ -628,16 +628,19 @@ def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
         except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
             idx = ResultIndex.in_memory(store.root)
         try:
+            path = idx.conn.execute("PRAGMA database_list").fetchone()[2]  # "": in memory
+            before = (index_trust.file_state(path), idx.conn.execute("PRAGMA data_version").fetchone()[0])
             try:
-                idx.refresh(files)
+                wrote = idx.refresh(files)
             except sqlite3.OperationalError:  # could not write it (read-only, full): index in memory
                 idx.close()
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
-            # an index file: a row this user's toolkit did not write has it rebuilt (one in memory, named
-            # "" by SQLite, holds only the rows this call wrote: nothing to verify)
-            if idx.conn.execute("PRAGMA database_list").fetchone()[2]:
-                index_trust.verify(idx.conn, idx.key)
+                path = ""
+            # an index file: a row this user's toolkit did not write has it rebuilt (one in memory holds
+            # only the rows this call wrote: nothing to verify)
+            if path:
+                index_trust.check(idx.conn, idx.key, Path(path), before, wrote)
             return idx
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             idx.close()

@@ -287,13 +287,15 @@ class ResultIndex:
         plan += [("gone", rel, self.root / rel, None, row) for rel, row in known.items()]
         return plan
 
-    def refresh(self, files: Sequence[Path]) -> None:
-        """Bring the index in line with `files` (one write transaction; nothing when all unchanged).
-        No record read here is kept in identity.keys_cached()'s memo (identity.keys_uncached)."""
+    def refresh(self, files: Sequence[Path]) -> bool:
+        """Bring the index in line with `files` (one write transaction; nothing when all unchanged):
+        whether it wrote. No record read here is kept in identity.keys_cached()'s memo
+        (identity.keys_uncached)."""
         if not self._plan(files):
-            return
+            return False
         with identity.keys_uncached():
             self._refresh(files)
+        return True
 
     def _refresh(self, files: Sequence[Path]) -> None:
         """refresh's work, once there is some."""

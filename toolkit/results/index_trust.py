@@ -6,10 +6,11 @@ status, digest, seq, measured_at); everything else a reader takes from the index
 key data and hash, the columns `choose` groups and orders by, a facet's names, a refused line's text,
 an import's digests, a file's indexed extent) is trusted only under a MAC: every row the toolkit writes
 carries `mac`, a keyed blake2b (16 bytes) of its values (`row_mac`) under the user's own key
-(`index_key`). `verify` checks every record, problem and imported row after each refresh, and
-`sound_file` each files row as the refresh plans: one that does not verify (an edited
-value, a value of another SQLite type, a stranger's index made under another key) makes the index
-a damaged one, rebuilt from the JSONL as a cold report reads it. A keys row that does not verify
+(`index_key`). `check` runs `verify` (every record, problem and imported row) after a refresh unless
+the file is as this user's toolkit last left it (`seal`: its device, inode, size, times and SQLite
+change counter, kept beside the key), and `sound_file` checks each files row as the refresh plans:
+one that does not verify (an edited value, a value of another SQLite type, a stranger's index made
+under another key) makes the index a damaged one, rebuilt from the JSONL as a cold report reads it. A keys row that does not verify
 is not used (index_rows.key_of's caller computes the key). Without a key (HOME not writable, a key
 file that is a link, not the user's, or readable by others) no index file is used at all: an
 in-memory index is built for the call, as when results/ is read-only.
@@ -138,6 +139,78 @@ def verify(conn: sqlite3.Connection, key: bytes) -> None:
         for row in conn.execute(sql):
             if row[-1] != row_mac(key, table, row[:-1]):
                 raise sqlite3.DatabaseError(f"index malformed: a {table} row this toolkit did not write")
+
+
+def file_state(path: Path) -> tuple[int, ...] | None:
+    """(device, inode, size, mtime_ns, ctime_ns, SQLite file change counter) of the index file `path`;
+    None when it cannot be read, is not in rollback-journal mode (header bytes 18-19; in WAL mode an
+    edit lands in `-wal`, not in the file), or has a `-wal` beside it: such a file is never sealed.
+    Source of the header layout: https://www.sqlite.org/fileformat.html (1.3)."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            head = fh.read(28)
+        if len(head) < 28 or head[18:20] != b"\x01\x01" or os.path.lexists(f"{path}-wal"):
+            return None
+    except OSError:
+        return None
+    return (
+        st.st_dev,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        int.from_bytes(head[24:28], "big"),
+    )
+
+
+def _seal(path: Path) -> Path:
+    """Where the seal of index file `path` lies: the key's folder, seals/, named by its real path's hash."""
+    name = hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=16).hexdigest()
+    return key_path().parent / "seals" / name
+
+
+def check(conn: sqlite3.Connection, key: bytes, path: Path, before: tuple, wrote: bool) -> None:
+    """`verify` index file `path` (opened as `conn`) unless it is as this user's toolkit left it:
+    `before` = (file_state, PRAGMA data_version) taken before this call's refresh matched its seal, no
+    other connection committed since, and the file is unchanged since (or this call `wrote` it); then
+    seal its state now. Held in one read transaction, so no other SQLite writer commits between the
+    check and the seal. Not told apart: bytes written into the file outside SQLite, keeping its size,
+    during this call's own write or in the same clock tick as the file's last change. Raises what
+    `verify` raises; a seal that cannot be written only costs the next call a `verify`."""
+    state, version = before
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()  # the shared lock: writers wait for the end
+        now = file_state(path)
+        mark = _seal(path)
+        try:
+            sealed = state is not None and mark.read_text() == _mark(key, state)
+        except (OSError, ValueError):
+            sealed = False
+        same = conn.execute("PRAGMA data_version").fetchone()[0] == version and (wrote or now == state)
+        if not (sealed and same):
+            verify(conn, key)
+        if now is not None:
+            _write_seal(mark, _mark(key, now))
+    finally:
+        conn.execute("COMMIT")
+
+
+def _mark(key: bytes, state: tuple) -> str:
+    """A seal's text: the state under the key (a seal made under another key matches nothing)."""
+    return hashlib.blake2b(repr(state).encode(), key=key, digest_size=16).hexdigest()
+
+
+def _write_seal(mark: Path, text: str) -> None:
+    try:
+        mark.parent.mkdir(mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".seal.", dir=mark.parent)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, mark)
+    except OSError:
+        pass
 
 
 def sound_file(key: bytes, row: tuple) -> bool:
