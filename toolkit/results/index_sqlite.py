@@ -39,13 +39,14 @@ from toolkit.results.sequence import CLOCK_SKEW_BACK_S, TRUSTED_SEQ, counter, st
 INDEX_NAME = ".index.sqlite"
 
 
-INDEX_SCHEMA = 11  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 12  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
 # recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
 # 9: timed is identity.timing (-1 for an untimed import row), created (measured_at) at the latest the import;
 # 10: key_data's five parts one JSON text a line (index_rows.key_of reads each distinct part once);
 # 11: mac (index_trust: every row keyed by the user's own key, a stranger's or an edited row not trusted)
+# 12: files.nrows (the rows written of each file, under its MAC: a deleted row is told, index_trust.verify)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -54,7 +55,8 @@ EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to t
 _TABLES = """
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT NOT NULL UNIQUE, dev INTEGER, ino INTEGER, size INTEGER,
-                    mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, edges BLOB, mac BLOB);
+                    mtime_ns INTEGER, ctime_ns INTEGER, done INTEGER, lines INTEGER, nrows INTEGER, edges BLOB,
+                    mac BLOB);
 CREATE TABLE keys (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, data BLOB NOT NULL, mac BLOB NOT NULL);
 CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE);
 CREATE TABLE facets (id INTEGER PRIMARY KEY, image_name TEXT, digest TEXT, model_name TEXT, model_size INTEGER,
@@ -253,7 +255,7 @@ class ResultIndex:
         known = {
             r[0]: r
             for r in self.conn.execute(
-                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges, mac FROM files"
+                "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, nrows, edges, mac FROM files"
             )
         }
         self.ids = {rel: r[1] for rel, r in known.items()}
@@ -270,7 +272,7 @@ class ResultIndex:
             if row is None:
                 plan.append(("new", rel, path, st, None))
                 continue
-            _, _id, dev, ino, size, mtime, ctime, done, _lines, edges, _mac = row
+            _, _id, dev, ino, size, mtime, ctime, done, _lines, _nrows, edges, _mac = row
             if not index_trust.sound_file(self.key, row):
                 # a hand edit, another tool, a stranger's index: _opened rebuilds the index
                 raise sqlite3.DatabaseError(f"index malformed: the row of {rel} is not one it writes")
@@ -320,16 +322,18 @@ class ResultIndex:
                 if action == "new":
                     fid = self._insert("INSERT INTO files (rel) VALUES (?)", (rel,))
                     self.ids[rel] = fid
-                    start, first = 0, 1
+                    start, first, had = 0, 1, 0
                 elif action == "tail":
-                    fid, start, lines = row[1], row[7], row[8]
+                    fid, start, lines, had = row[1], row[7], row[8], row[9]
                     for t in ("recs", "problems", "imported"):
-                        self.conn.execute(f"DELETE FROM {t} WHERE file = ? AND line > ?", (fid, lines))
+                        had -= self.conn.execute(
+                            f"DELETE FROM {t} WHERE file = ? AND line > ?", (fid, lines)
+                        ).rowcount
                     first = lines + 1
                 else:
-                    fid, start, first = row[1], 0, 1
+                    fid, start, first, had = row[1], 0, 1, 0
                     self._drop(fid, files=False)
-                self._read(fid, path, st, start, first, *ids)
+                self._read(fid, path, st, (start, first, had), *ids)
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -382,13 +386,14 @@ class ResultIndex:
         fid: int,
         path: Path,
         st: os.stat_result,
-        start: int,
-        first: int,
+        at: tuple[int, int, int],
         keys: dict,
         runs: dict,
         facets: dict,
     ) -> None:
-        """Index lines of `path` from byte `start` up to the size `st` saw (later bytes: next time)."""
+        """Index lines of `path` from byte `start` (line `first`, after the `had` rows of the file kept) up
+        to the size `st` saw (later bytes: next time); `at` = (start, first, had)."""
+        start, first, had = at
         recs, probs, imported = [], [], []
         done, lines = start, first - 1
         last = None
@@ -417,9 +422,9 @@ class ResultIndex:
         self.conn.executemany("INSERT INTO imported VALUES (?, ?, ?, ?, ?, ?)", imported)
         rel = self.conn.execute("SELECT rel FROM files WHERE id = ?", (fid,)).fetchone()[0]
         got = (rel, fid, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, done, lines)
-        got += (_edges(path, done),)
+        got += (had + len(recs) + len(probs) + len(imported), _edges(path, done))  # nrows: index_trust.verify
         self.conn.execute(
-            "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, edges=?, mac=? "
+            "UPDATE files SET dev=?, ino=?, size=?, mtime_ns=?, ctime_ns=?, done=?, lines=?, nrows=?, edges=?, mac=? "
             "WHERE id=?",
             (*got[2:], self._mac("files", got), fid),
         )

@@ -131,14 +131,24 @@ _CHECKED = {
 }
 
 
+# A file's rows as many as its files row (under its MAC) says were written: a row deleted hides a record.
+_COUNTED = (
+    "SELECT 1 FROM files f WHERE f.nrows IS NOT (SELECT count(*) FROM recs WHERE file = f.id) "
+    "+ (SELECT count(*) FROM problems WHERE file = f.id) + (SELECT count(*) FROM imported WHERE file = f.id)"
+)
+
+
 def verify(conn: sqlite3.Connection, key: bytes) -> None:
     """sqlite3.DatabaseError (`index malformed: ...`, which index._opened answers by rebuilding the
     index from the JSONL) unless every record, problem and imported row carries the MAC `key` gives
-    its values (files rows: `sound_file`; keys rows: `trusted_keys`)."""
+    its values (files rows: `sound_file`; keys rows: `trusted_keys`) and every file holds the rows its
+    files row counts (`nrows`)."""
     for table, sql in _CHECKED.items():
         for row in conn.execute(sql):
             if row[-1] != row_mac(key, table, row[:-1]):
                 raise sqlite3.DatabaseError(f"index malformed: a {table} row this toolkit did not write")
+    if conn.execute(_COUNTED).fetchone():
+        raise sqlite3.DatabaseError("index malformed: rows of a file deleted")
 
 
 def file_state(path: Path) -> tuple[int, ...] | None:
@@ -214,7 +224,7 @@ def _write_seal(mark: Path, text: str) -> None:
 
 
 def sound_file(key: bytes, row: tuple) -> bool:
-    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, edges, mac) as refresh writes
+    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, nrows, edges, mac) as refresh writes
     it: integers, the bytes indexed within the size, a 16-byte edges hash, all under its MAC."""
     *ints, edges, mac = row[2:]
     return (
