@@ -260,3 +260,23 @@ def test_a_deleted_row_changes_nothing(tmp_path, table):
     where = f"(file, line) = (SELECT file, line FROM {table} ORDER BY file, line LIMIT 1)"
     assert _edit(res, f"DELETE FROM {table} WHERE {where}") == 1
     assert _report(tmp_path) == cold
+
+
+def test_the_query_reads_what_was_checked(tmp_path):
+    """The check's read transaction is the query's (index._opened(hold=True)): a stranger's SQLite
+    commit cannot land between the two; it waits for the query's end (here: refused at once)."""
+    from toolkit.results import index
+    from toolkit.results.records import ResultStore
+
+    res = filed_fixtures(tmp_path / "r")
+    store = ResultStore(res)
+    idx = index._opened(store, store.bench_files(), hold=True)
+    try:
+        assert idx.conn.in_transaction
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            with sqlite3.connect(res / ".index.sqlite", timeout=0) as c:
+                c.execute(_EDIT_REC)
+    finally:
+        idx.conn.execute("COMMIT")
+        idx.close()
+    assert _edit(res, _EDIT_REC) == 1

@@ -251,9 +251,10 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
     file rebuilt). With `warn`, sets store.warnings and store.refused exactly as store.results() does."""
     files = store.bench_files()
     for attempt in (1, 2):
-        idx = _opened(store, files)
+        idx = _opened(store, files, hold=True)
         try:
-            idx.conn.execute("BEGIN")  # one read: no other process rebuilds the tables under it
+            if not idx.conn.in_transaction:  # one read: no other process rebuilds the tables under it
+                idx.conn.execute("BEGIN")
             try:
                 answer = ask(idx, files)
                 problems = idx.problems(files) if warn else []
@@ -616,11 +617,12 @@ class StoredImports:
         return load(heads)
 
 
-def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
+def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> ResultIndex:
     """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
     it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written, or the user
     has no index key; a damaged index file, or one holding a row this user's toolkit did not write
-    (index_trust.check), deleted and built again)."""
+    (index_trust.check), deleted and built again). With `hold`, an index file comes in the read
+    transaction its check began (the caller's query reads what was checked, and commits)."""
     for attempt in (1, 2):
         try:
             on_disk = not exported_run(store.root)
@@ -640,7 +642,7 @@ def _opened(store: ResultStore, files: list[Path]) -> ResultIndex:
             # an index file: a row this user's toolkit did not write has it rebuilt (one in memory holds
             # only the rows this call wrote: nothing to verify)
             if path:
-                index_trust.check(idx.conn, idx.key, Path(path), before, wrote)
+                index_trust.check(idx.conn, idx.key, Path(path), before, wrote, hold=hold)
             return idx
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             idx.close()

@@ -180,12 +180,14 @@ def _seal(path: Path) -> Path:
     return key_path().parent / "seals" / name
 
 
-def check(conn: sqlite3.Connection, key: bytes, path: Path, before: tuple, wrote: bool) -> None:
+def check(
+    conn: sqlite3.Connection, key: bytes, path: Path, before: tuple, wrote: bool, *, hold: bool = False
+) -> None:
     """`verify` index file `path` (opened as `conn`) unless it is as this user's toolkit left it:
     `before` = (file_state, PRAGMA data_version) taken before this call's refresh matched its seal, no
     other connection committed since, and the file is unchanged since (or this call `wrote` it); then
     seal its state now. Held in one read transaction, so no other SQLite writer commits between the
-    check and the seal. Not told apart: bytes written into the file outside SQLite, keeping its size,
+    check and the seal (with `hold`, left open for the caller's query, which commits). Not told apart: bytes written into the file outside SQLite, keeping its size,
     during this call's own write or in the same clock tick as the file's last change. Raises what
     `verify` raises; a seal that cannot be written only costs the next call a `verify`."""
     state, version = before
@@ -203,7 +205,10 @@ def check(conn: sqlite3.Connection, key: bytes, path: Path, before: tuple, wrote
             verify(conn, key)
         if now is not None:
             _write_seal(mark, _mark(key, now))
-    finally:
+    except BaseException:
+        conn.execute("COMMIT")
+        raise
+    if not hold:
         conn.execute("COMMIT")
 
 
