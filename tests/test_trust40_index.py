@@ -280,3 +280,25 @@ def test_the_query_reads_what_was_checked(tmp_path):
         idx.conn.execute("COMMIT")
         idx.close()
     assert _edit(res, _EDIT_REC) == 1
+
+
+def test_users_sharing_a_folder_keep_their_own_index(tmp_path):
+    """Two users writing one results folder: each row is MACed under its writer's key, so each user's
+    toolkit rebuilt the other's .index.sqlite (O(history) a call, in turn). Now an index file owned by
+    another user is left as it is, and this user keeps .index.<euid>.sqlite beside it. The other user
+    is stood in for by a file made under another key and given to uid 65534 (chown, as root)."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path, tmp_path / "theirs")
+    theirs = res / ".index.sqlite"
+    os.chown(theirs, 65534, 65534)
+    before = (theirs.read_bytes(), theirs.stat().st_mtime_ns)
+    assert _report(tmp_path, tmp_path / "mine") == cold
+    mine = res / f".index.{os.geteuid()}.sqlite"
+    made = mine.stat().st_ino
+    assert _report(tmp_path, tmp_path / "mine") == cold
+    assert (theirs.read_bytes(), theirs.stat().st_mtime_ns) == before
+    assert mine.stat().st_ino == made  # kept, not built again

@@ -1,4 +1,5 @@
-"""A query index beside the append-only results: `results/.index.sqlite` (SQLite, standard library).
+"""A query index beside the append-only results: `results/.index.sqlite` (SQLite, standard library;
+`.index.<euid>.sqlite` for a user sharing a folder whose .index.sqlite is another user's).
 
 The JSONL files stay the source of truth, readable by hand; the index only says where each record is
 and what a reader needs to choose among records without reading them all:
@@ -87,13 +88,14 @@ from toolkit.results.index_sqlite import (
     _IN_MAX,
     _POS,
     EDGE_BYTES,
-    INDEX_NAME,
     ResultIndex,
     canon,
     key_hash,
     line_sum,
     sql_text,
 )
+from toolkit.results.index_trust import INDEX_NAME as INDEX_NAME  # the tests' name of the file
+from toolkit.results.index_trust import index_path
 from toolkit.results.records import (
     BenchRecord,
     ResultStore,
@@ -267,7 +269,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             if attempt == 2 or not _damaged(err):
                 raise
-            (store.root / INDEX_NAME).unlink(missing_ok=True)
+            index_path(store.root).unlink(missing_ok=True)
         finally:
             idx.close()
     if warn:
@@ -649,7 +651,7 @@ def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> Res
             if attempt == 2 or not _damaged(err):
                 raise
             try:
-                (store.root / INDEX_NAME).unlink(missing_ok=True)
+                index_path(store.root).unlink(missing_ok=True)
             except OSError:  # a folder this user cannot write (a stranger's): an index in memory this time
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
@@ -699,4 +701,4 @@ def of_tests(
 
 def drop(store: ResultStore) -> None:
     """Delete the index of `store` (it is rebuilt from the JSONL at the next query; never the source of truth)."""
-    (store.root / INDEX_NAME).unlink(missing_ok=True)
+    index_path(store.root).unlink(missing_ok=True)

@@ -36,9 +36,6 @@ from toolkit.results.records import (
 )
 from toolkit.results.sequence import CLOCK_SKEW_BACK_S, TRUSTED_SEQ, counter, store_of, written_at
 
-INDEX_NAME = ".index.sqlite"
-
-
 INDEX_SCHEMA = 12  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
@@ -189,7 +186,7 @@ class ResultIndex:
     @classmethod
     def open_file(cls, root: Path) -> ResultIndex:
         """The on-disk index results/.index.sqlite (created when absent; recreated when unreadable)."""
-        path = Path(root) / INDEX_NAME
+        path = index_trust.index_path(root)
         key = index_trust.index_key()
         if key is None:  # nothing a file holds can be told to be this user's: the caller uses in_memory
             raise OSError(f"{index_trust.key_path()}: no index key of this user's")

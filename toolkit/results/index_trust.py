@@ -27,6 +27,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+INDEX_NAME = ".index.sqlite"
+
+
+def index_path(root: Path) -> Path:
+    """results/.index.sqlite, or results/.index.<euid>.sqlite where .index.sqlite is another user's:
+    users sharing one results folder each keep their own (its rows are MACed under its writer's key,
+    index_trust: one index for both was rebuilt by each user's toolkit in turn, O(history) a call)."""
+    path = Path(root) / INDEX_NAME
+    try:
+        if path.lstat().st_uid != os.geteuid():
+            return path.with_name(f".index.{os.geteuid()}.sqlite")
+    except OSError:  # none yet: this user's toolkit makes it
+        pass
+    return path
+
+
 KEY_BYTES = 32
 
 MAC_BYTES = 16
