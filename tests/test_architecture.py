@@ -371,6 +371,23 @@ def test_no_room_outgrows_its_walls():
     assert len(long_funcs) <= MAX_LONG_FUNCTIONS, f"{len(long_funcs)} functions of 60+ lines: {long_funcs}"
 
 
+def test_an_image_id_and_a_sha256_are_recognised_in_one_place():
+    """tidy41 (issue 30): "sha256: and 64 lowercase hex digits" was written six times (cli/host.py's
+    _IMAGE_ID, pins._DIGEST, engine/images.built_image_id, reproduce's HEX, canary_check._control_digest,
+    import_read's --digest check), "64 lowercase hex digits" three (identity._HEX64, import_read._SHA_RE,
+    the matrix's model sha256); now each asks core.types.is_image_id or is_sha256: the whole text, as
+    each site's was."""
+    from toolkit.core.types import is_image_id, is_sha256
+
+    pattern = re.compile(r'"\^?(sha256:)?\[0-9a-f\]\{64\}\$?"|len\(.{1,40}\) == 71')
+    written = [str(p.relative_to(ROOT)) for p in sorted(PKG.rglob("*.py")) if pattern.search(p.read_text())]
+    assert written == ["toolkit/core/types.py"], written
+    hexes = "0123456789abcdef" * 4
+    assert is_image_id("sha256:" + hexes) and is_sha256(hexes) and not is_sha256("sha256:" + hexes)
+    for no in ("sha256:" + hexes + "\n", "sha256:" + hexes.upper(), "sha256:" + hexes[:12], hexes, None, 7):
+        assert not is_image_id(no), no
+
+
 def _surrogate_docstrings(source: str) -> list[str]:
     """Docstrings of `source` holding a lone surrogate (an escape such as a backslash-u-dcff written
     without doubling its backslash): Python 3.13 cleans docstrings as it compiles them, encoding them

@@ -161,18 +161,34 @@ def test_a_stored_record_with_a_count_import_refuses_is_skipped_by_report_naming
 
 
 def test_compare_of_one_image_with_itself_is_bad_input_listing_the_stored_runs(tmp_path):
-    """Reproducer: `toolkit compare cpu cpu` exited 0 with every row 1.00."""
-    _imported(tmp_path)
+    """Reproducer: `toolkit compare cpu cpu` exited 0 with every row 1.00. Then it said "name two runs"
+    only; now (tidy41) that an image name means its newest build, and what to type for two builds of it
+    (their digests: the command with this folder's two, once it has two) or two runs (their ids)."""
+    first = _imported(tmp_path).parent.name
     p = toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path)
     assert p.returncode == 4, _out(p)
     run = json.loads(next((tmp_path / "r").glob("*/bench.jsonl")).read_text().splitlines()[0])["run_id"]
     assert (
-        f"A and B are the same records (run {run}): name two runs, e.g. `toolkit compare RUN_A RUN_B`"
-        in _out(p)
+        f"A and B are the same records (run {run}): both name image s, which means its newest build; to "
+        "compare two builds of it, give their digests (a prefix), once a second has results (its "
+        f"builds with results here, newest first: {first}); two runs of it, their ids: `toolkit compare "
+        "RUN_A RUN_B`" in _out(p)
     )
     assert f"stored runs under r, newest first: {run} (s, " in _out(p)
     p = toolkit("compare", "--results", "r", run, "s", cwd=tmp_path)  # a run and its image: the same
     assert p.returncode == 4 and "A and B are the same records" in _out(p), _out(p)
+    older = tmp_path / "older.jsonl"  # a second build of s: its rows measured a day before
+    older.write_text(ROWS.read_text().replace("2026-11-29T", "2026-11-28T"))
+    assert toolkit("import", "--results", "r", "--label", "s", str(older), cwd=tmp_path).returncode == 0
+    second = next(b.parent.name for b in (tmp_path / "r").glob("*/bench.jsonl") if b.parent.name != first)
+    said = _out(toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path))
+    assert (
+        f"`toolkit compare {first} {second}` (its builds with results here, newest first: {second}, {first})"
+        in said
+    )
+    assert "two runs of it, their ids: `toolkit compare import-" in said, said
+    p = toolkit("compare", "--results", "r", first, second, cwd=tmp_path)  # what it says to type
+    assert p.returncode == 0, _out(p)
 
 
 def test_compare_not_found_lists_the_stored_runs_itself(tmp_path):

@@ -163,6 +163,28 @@ def test_doctor_in_an_export_of_a_never_pushed_image_says_rebuild(tmp_path: Path
     assert "`toolkit reproduce .` re-runs it here" in last, last
 
 
+def test_one_rule_decides_a_rebuild_for_the_readme_and_for_doctor() -> None:
+    """tidy41 (issue 30): doctor kept its own copy of run_folder.needs_rebuild's rule with "this engine
+    holds it" added (cli/host.py _rebuild_needed). Now needs_rebuild takes `held`, what doctor asks of
+    its engine (the e2e test above asks a real one), and the README passes none: an image no registry
+    serves needs --rebuild unless held; an import (no image) never does; a pullable one never does."""
+    from toolkit.publish.run_folder import PublishedImage, PublishedRun, needs_rebuild
+
+    local, pulled = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    images = [
+        PublishedImage(name="cpu", backend="cpu", digest=local),  # never pushed
+        PublishedImage(name="imp", backend="cpu", digest="import:" + "3" * 64),
+        PublishedImage(
+            name="vulkan", backend="vulkan", digest=pulled, repo_digests=[f"registry.example.com/v@{pulled}"]
+        ),
+    ]
+    run = PublishedRun(run_id="run-n", created="", exported="", images=images, models=[], bench={})
+    assert needs_rebuild(run)  # the README's question: no engine asked
+    assert needs_rebuild(run, held=lambda d: d == pulled)
+    assert not needs_rebuild(run, held=lambda d: d == local)  # doctor's: this engine holds it
+    assert not needs_rebuild(run.model_copy(update={"images": images[1:]}))
+
+
 def test_an_interrupted_reproduction_never_says_bench_resume(tmp_path, monkeypatch):
     """The stand-in's customer stopped `toolkit reproduce . --rebuild` (Ctrl-C, here SIGINT by `timeout`)
     during its bench: `error: interrupted: ...; 7 record(s) of this run are saved in .../reproduce/

@@ -21,9 +21,16 @@ _EDIT_DATA = (
 )
 
 
-def _report(tmp: Path, state: Path | None = None) -> tuple[str, str]:
-    env = {"XDG_STATE_HOME": str(state)} if state else None
-    got = tk(tmp, "report", "--results", "r", "--format", "json", env=env)
+def _report(
+    tmp: Path, state: Path | None = None, *, env: dict[str, str | None] | None = None, no_dac: bool = False
+) -> tuple[str, str]:
+    """`toolkit report --results r --format json` in `tmp`, exit 0: (stdout, stderr). `state`: the
+    XDG_STATE_HOME that holds the user's key, else `env`; `no_dac`: as root, without the capabilities
+    that ignore file modes (support.runs._no_dac), so a folder this user cannot write is one."""
+    env = {"XDG_STATE_HOME": str(state)} if state else env
+    got = tk(
+        tmp, "report", "--results", "r", "--format", "json", env=env, prefix=_no_dac() if no_dac else None
+    )
     assert got.returncode == 0, got.stderr[-2000:]
     return got.stdout, got.stderr
 
@@ -99,19 +106,10 @@ def test_a_strangers_index_in_a_folder_this_user_cannot_write(tmp_path):
     before = (res / ".index.sqlite").read_bytes()
     res.chmod(0o555)
     try:
-        got = tk(
-            tmp_path,
-            "report",
-            "--results",
-            "r",
-            "--format",
-            "json",
-            env={"XDG_STATE_HOME": str(tmp_path / "mine")},
-            prefix=_no_dac(),  # as root: without the capability that ignores file modes
-        )
+        got = _report(tmp_path, tmp_path / "mine", no_dac=True)
     finally:
         res.chmod(0o755)
-    assert (got.returncode, got.stdout, got.stderr) == (0, *cold)
+    assert got == cold
     assert (res / ".index.sqlite").read_bytes() == before
 
 
@@ -134,17 +132,7 @@ def test_no_key_no_index_file_same_report(tmp_path):
     (res / ".index.sqlite").unlink()
     home = tmp_path / "home"
     home.mkdir(mode=0o500)
-    got = tk(
-        tmp_path,
-        "report",
-        "--results",
-        "r",
-        "--format",
-        "json",
-        env={"XDG_STATE_HOME": None, "HOME": str(home)},
-        prefix=_no_dac(),  # as root: without the capability that ignores file modes
-    )
-    assert (got.returncode, got.stdout, got.stderr) == (0, *cold)
+    assert _report(tmp_path, env={"XDG_STATE_HOME": None, "HOME": str(home)}, no_dac=True) == cold
     assert not (res / ".index.sqlite").exists()
 
 

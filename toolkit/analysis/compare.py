@@ -50,7 +50,7 @@ from toolkit.analysis.tables import (
 from toolkit.core.errors import BadInput
 from toolkit.results import identity
 from toolkit.results import index as resultindex
-from toolkit.results.records import BenchRecord, ResultStore
+from toolkit.results.records import BenchRecord, ResultStore, short_digest
 
 R = TypeVar("R", BenchRecord, resultindex.Head)
 """What a side holds: its records, or the index's heads of them (compare() resolves on heads)."""
@@ -315,13 +315,26 @@ def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
     return bool(a.records) and marks(a) == marks(b)
 
 
-def _same_records_error(store: ResultStore, a: Side[BenchRecord], b_store: ResultStore | None) -> BadInput:
-    """A and B hold one run's records: from one folder, or B from --against DIR holding a copy of A's (an
-    export of that run): the runs A can be instead."""
+def _same_records_error(
+    store: ResultStore, a: Side[BenchRecord], b: Side[BenchRecord], b_store: ResultStore | None
+) -> BadInput:
+    """A and B hold one run's records: one ref twice (`compare cpu cpu`: two builds were meant, their digests
+    said), or B from --against DIR a copy of A's (its export?): the runs A can be instead."""
     runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
     fix = "name two runs, e.g. `toolkit compare RUN_A RUN_B`"
     if b_store is not None and b_store.root.resolve() != store.root.resolve():
         fix = f"B, read from --against {b_store.root}, is a copy of that run (its export?): name another run as A"
+    elif a.ref == b.ref and a.records[0].image.name == a.ref:
+        heads = resultindex.runs_newest_first(resultindex.heads(store, ok_only=True))
+        mine = [h for h in heads if h.image.name == a.ref]  # its runs, newest first; its builds by them
+        builds = list(dict.fromkeys(short_digest(h.image.digest) for h in mine))
+        ids = [h.run_id for h in mine]
+        two = [f"`toolkit compare {' '.join(x[1::-1])}`" if x[1:] else "" for x in (builds, ids)]
+        fix = (
+            f"both name image {a.ref}, which means its newest build; to compare two builds of it, give their "
+            f"digests (a prefix), {two[0] or 'once a second has results'} (its builds with results here, newest "
+            f"first: {', '.join(builds)}); two runs of it, their ids: {two[1] or '`toolkit compare RUN_A RUN_B`'}"
+        )
     return BadInput(f"A and B are the same records (run {runs}): {fix}; {stored_runs(store)}")
 
 
@@ -558,7 +571,7 @@ def compare(
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     a, b = _resolve_sides(store, a_ref, b_ref, b_store)
     if _same_records(a, b):
-        raise _same_records_error(store, a, b_store)
+        raise _same_records_error(store, a, b, b_store)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)

@@ -257,7 +257,6 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     out += ["", "Columns", ""]
     for line, card in front.columns(legend):
         out += [f"- {line}"] + [f"  - {x}" for x in card]
-    out += [f"- {n}" for n in fold_note]
     dropped: set[str] = set()
     for t in ts:
         headers, body = table_rows(t, bold=lambda x: f"{x} *", labels=shown.labels)
@@ -266,7 +265,7 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
         out += ["", t.title, ""] + lines
         named = 1 + len(t.id_columns)  # the test and what tells its rows apart (model, ...): the row's name
         out += [f"- flags of {' '.join(map(str, line[:named]))}: {line[-1]}" for line in body if line[-1]]
-    notes = table_notes(ts, TEXT_MARKS_NOTE) + [shown.accounting(refused)]
+    notes = table_notes(ts, TEXT_MARKS_NOTE) + fold_note + [shown.accounting(refused)]  # as github's
     if dropped:
         notes.append(
             f"not shown at {width} columns: the {' and '.join(sorted(dropped))} columns "

@@ -5,7 +5,6 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import click
@@ -116,28 +115,22 @@ def _export_named(lm: LoadedMatrix | None) -> str | None:
     return "." if lm.root.resolve() == Path.cwd().resolve() else path_text(lm.root)
 
 
-_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
-
-
 def _rebuild_needed(folder: Path) -> bool:
-    """Whether the exported run in `folder` must be reproduced with --rebuild: an image of it no registry
-    serves (run_folder.needs_rebuild) and this engine lacks (reproduce runs one it holds: the exporting
-    host's own user). False where its run.json cannot be read (a link out of the folder, not a run:
-    reproduce names the fault) or the engine does not answer, as doctor never fails on a folder it only
-    reads."""
+    """Whether the exported run in `folder` must be reproduced with --rebuild (run_folder.needs_rebuild),
+    less the images this engine holds (reproduce runs one: the exporting host's own user). False where its
+    run.json cannot be read (a link out of the folder, not a run: reproduce names the fault) or the engine
+    does not answer, as doctor never fails on a folder it only reads."""
     from toolkit.core.paths import contained
+    from toolkit.core.types import is_image_id
     from toolkit.engine import api as engine
     from toolkit.publish import run_folder
-    from toolkit.results.records import imported
 
     try:
         run = run_folder.read_run_json(contained(folder, "run.json", what="run.json"))
-        return any(  # run_folder.needs_rebuild's images, less those this engine holds
-            not run_folder.reachable_digests(im.repo_digests)
-            and (not _IMAGE_ID.fullmatch(im.digest) or engine.inspect_image(im.digest) is None)
-            for im in run.images
-            if not imported(im.digest)
-        )  # an image ID only: a run.json's `toolkit/cpu:latest` would name an image of this host
+        # an image ID only: a run.json's `toolkit/cpu:latest` would name an image of this host
+        return run_folder.needs_rebuild(
+            run, held=lambda d: is_image_id(d) and engine.inspect_image(d) is not None
+        )
     except (ToolkitError, OSError):
         return False
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import re
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from toolkit.core.registry import RUNNERS
 
@@ -50,3 +51,14 @@ hardware, GPU or CPU, known or not."""
 INT64 = (-(2**63), 2**63 - 1)
 """The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a
 record beyond it is refused when made and skipped with a warning when read (a line written before)."""
+
+
+def is_sha256(text: object) -> TypeGuard[str]:
+    """Whether `text` is a sha256 as `sha256sum` prints it, whole: 64 lowercase hex digits, no more."""
+    return isinstance(text, str) and re.fullmatch(r"[0-9a-f]{64}", text) is not None
+
+
+def is_image_id(text: object) -> TypeGuard[str]:
+    """Whether `text` is an image ID (an engine's or registry's digest) as the engines write it, whole:
+    `sha256:` and a sha256 (is_sha256); False for a prefix, a name, upper case, a trailing newline."""
+    return isinstance(text, str) and text.startswith("sha256:") and is_sha256(text[7:])

@@ -2,11 +2,8 @@
 API (`podman system service`). Builds are a subprocess (`docker buildx build`, since the docker SDK
 drives only the classic builder; `podman build` on Podman), containers go through the docker SDK.
 
-Which engine: `engine_name()` — the global `toolkit --engine` option, which sets $TOOLKIT_ENGINE
-(docker | podman | auto), else auto: Docker where DOCKER_HOST is set or a Docker engine is installed
-(its socket or `dockerd`), else Podman where `podman` is on PATH, else Docker (whose error then says
-how to choose Podman). Rootful Podman (root) and rootless Podman (any other user) are two engines:
-separate image stores, separate sockets, separate `engine_id()`s.
+Which engine: `engine_name()`, by the rule of `toolkit --engine` / $TOOLKIT_ENGINE and auto said in
+`choice`'s docstring; rootful and rootless Podman are two engines (separate `engine_id()`s).
 
 Every command is an argument list, never a shell string; `buildx_command` and `run_command`
 return the exact CLI equivalents for `--dry-run` (`podman build` / `podman run` on Podman).

@@ -17,6 +17,7 @@ from typing import Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
+from toolkit.core.types import is_image_id
 from toolkit.engine.choice import cli, client, is_podman
 
 
@@ -362,7 +363,7 @@ def built_image_id(metadata_file: Path) -> str | None:
         text = metadata_file.read_text().strip()
     except OSError:
         return None
-    if re.fullmatch(r"sha256:[0-9a-f]{64}", text):
+    if is_image_id(text):
         return text
     found = read_metadata(metadata_file).get("containerimage.config.digest")
     return found if isinstance(found, str) else None

@@ -53,13 +53,13 @@ from tabulate import tabulate
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
+from toolkit.core.types import is_image_id
 from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
 
 STATUSES = ("ok", "moved", "missing", "unreachable")
 BROKEN = ("moved", "missing")
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PYPI_JSON_LIMIT = 256 << 20  # a project page of the simple JSON API: a few MB for the largest projects
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _HEX = re.compile(r"^[0-9a-f]{7,39}$")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(?P<ref>\S+)(?:\s+AS\s+(?P<stage>\S+))?\s*$", re.I)
@@ -424,7 +424,7 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
             f"tag only, nothing pinned: {tag or 'latest'} points at {now} now; "
             f"pin it as {name}:{tag or 'latest'}@{now}",
         )
-    if not _DIGEST.match(digest):
+    if not is_image_id(digest):
         raise Gone(f"{ref}: {digest!r} is not a sha256 digest (sha256: + 64 hex digits)")
     try:
         hosts.call(host, lambda: docker.digest(f"{name}@{digest}"), ref)

@@ -1,13 +1,5 @@
-"""matrix.yaml's schema (version 1), as pydantic models: what each key may hold and why.
-
-Matrix
-  sources:  {name: SourceSpec}      where llama.cpp (or vLLM) source comes from
-  images:   [ImageSpec]             template + backend + template variables + source
-  models:   [ModelSpec]             local path, optional Hugging Face repo/file, sha256
-  bench:    BenchAxes               llama-bench axes, crossed
-  vllm: / sglang:                   runner settings blocks (toolkit.core.registry.SETTINGS)
-  campaign: CampaignSpec            Slurm hosts and what each measures (`toolkit campaign`)
-"""
+"""matrix.yaml's schema (version 1), as pydantic models: what each key may hold and why (the map of its
+keys, Matrix's fields, is the door's docstring: toolkit/matrix/api.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +21,7 @@ from pydantic import (
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
-from toolkit.core.types import Backend, Runner
+from toolkit.core.types import Backend, Runner, is_sha256
 from toolkit.matrix.depth import DepthSweep
 from toolkit.matrix.sizes import memory_bytes
 from toolkit.matrix.template_vars import check_safe as _check_safe
@@ -268,7 +260,7 @@ class ModelSpec(StrictBlock):
     @field_validator("sha256")
     @classmethod
     def _sha(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+        if v is not None and not is_sha256(v):
             raise ValueError("sha256 must be 64 lowercase hex digits (run `sha256sum FILE`)")
         return v
 

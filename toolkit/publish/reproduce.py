@@ -46,6 +46,7 @@ from toolkit.core import backends
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_link
 from toolkit.core.paths import contained, relative_path
+from toolkit.core.types import is_image_id
 from toolkit.engine import api as engine
 from toolkit.matrix.api import (
     MAX_MATRIX_BYTES,
@@ -67,7 +68,6 @@ VERDICT_OK = "reproduced within noise"
 VERDICT_NOT = "not reproduced"
 VERDICT_HELD = "not decided"  # every test beyond noise was measured on a flagged system (held)
 HOST_KEYS = ("cpu_model", "cpu_threads", "memory_bytes", "kernel", "os")
-HEX = set("0123456789abcdef")  # an image ID, what a published digest must be: sha256: and 64 of these
 StepsFor = Callable[[str, ResultStore], Callable[[str], None] | None]
 """A rebuild's progress printer for an image: (image name, the work store holding the run's build
 records) -> the build's on_line callback (build_plan.BuildSteps), or None to print nothing."""
@@ -286,7 +286,7 @@ def refuse_imported(run: run_folder.PublishedRun, where: str = "run.json") -> No
     for i, im in enumerate(run.images):
         if imported(im.digest):
             raise BadInput(f"image {im.name}: its results were imported (`toolkit import`): no image to run")
-        if not (len(im.digest) == 71 and im.digest.startswith("sha256:") and set(im.digest[7:]) <= HEX):
+        if not is_image_id(im.digest):
             raise BadInput(
                 f"{where}: images[{run_read.label(im.name, i)}].digest {im.digest[:80]!r} is not an image ID "
                 "(sha256: and 64 lowercase hex digits, as export-run writes): reproduce runs an image by its "

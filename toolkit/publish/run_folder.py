@@ -498,8 +498,8 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
 
     shown = report.Shown.of(records, tables.ReportOptions())
     lines = [f"> **caveat**: {md_text(c)}" for c in shown.caveats] + ([""] if shown.caveats else [])
-    folded = [tables.fold_decode_ub(t) for t in shown.tables]  # as `toolkit report` shows them
-    for t, _ in folded:
+    folded, fold_note = report.folded_tables(shown.tables)  # as `toolkit report` shows them
+    for t in folded:
         headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup
         lines += [
             f"### {t.title}",
@@ -507,8 +507,7 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
             tabulate(body, headers=headers, tablefmt="github", disable_numparse=True),
             "",
         ]
-    notes = table_text.table_notes([t for t, _ in folded])  # what †, the flags and the columns mean
-    notes += [table_text.DECODE_UB_NOTE] if any(f for _, f in folded) else []
+    notes = table_text.table_notes(folded) + fold_note  # what †, the flags and the columns mean
     lines += [f"- {md_line(n)}" for n in notes] + ([""] if notes else [])
     return lines
 
@@ -625,11 +624,12 @@ def _measured_by(run: PublishedRun) -> str:
     return f"; measured by toolkit {said} (commit {commit})"
 
 
-def needs_rebuild(run: PublishedRun) -> bool:
+def needs_rebuild(run: PublishedRun, held: Callable[[str], bool] = lambda digest: False) -> bool:
     """Whether `toolkit reproduce` of `run` must `--rebuild`: an image that measured it (not an import)
-    has no registry digest another host can pull (reachable_digests). The README's Reproduce block and
-    `toolkit doctor`'s next step in the folder say so alike."""
-    return not all(reachable_digests(im.repo_digests) for im in run.images if not imported(im.digest))
+    has no registry digest another host can pull (reachable_digests) and is not `held(digest)` (doctor's:
+    this engine holds it, and reproduce runs it). The README's Reproduce block and doctor say so alike."""
+    measured = [im for im in run.images if not imported(im.digest)]
+    return any(not reachable_digests(im.repo_digests) and not held(im.digest) for im in measured)
 
 
 def reachable_digests(repo_digests: list[str]) -> list[str]:

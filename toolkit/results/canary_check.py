@@ -6,13 +6,13 @@ follow from its own figures by it. Here, below the report and the runner, so bot
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import BadInput
 from toolkit.core.stats import finite_number
+from toolkit.core.types import is_image_id
 from toolkit.results.records import BenchRecord, read_jsonl, short_digest
 
 BOUND_LN = 0.05
@@ -185,6 +185,4 @@ def _control_digest(r: BenchRecord) -> str | None:
     c = (r.model_extra or {}).get("canary")
     control = c.get("control") if isinstance(c, dict) else None
     digest = control.get("digest") if isinstance(control, dict) else None
-    if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        return None
-    return short_digest(digest)
+    return short_digest(digest) if is_image_id(digest) else None

@@ -39,6 +39,7 @@ from typing import Any
 
 from toolkit.core import stats
 from toolkit.core.text import counted
+from toolkit.core.types import is_sha256
 from toolkit.results.flag_claims import held_claims, without_unsupported
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_flags import checked_flags
@@ -73,9 +74,6 @@ LABEL_FIELDS = frozenset(
 # llama.cpp's conventional "offload every layer" values when the model's layer count is unknown
 # (`-ngl 99` in its docs and scripts, `999` in AMD's, `-1` = all since 2026; llama-bench.md).
 ALL_LAYERS_MIN = 99
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
 
 # Linear: the integer part's digits and the fraction's cannot take the same characters (the fraction
 # needs its dot); `\d+\.?\d*` backtracked quadratically on a failed fullmatch (a 40 KB type_k took 69 s).
@@ -313,7 +311,7 @@ def known_sha(r: BenchRecord) -> str | None:
 
 
 def _known_sha(r: BenchRecord) -> str | None:
-    return r.model.sha256 if _HEX64.fullmatch(r.model.sha256 or "") else None
+    return r.model.sha256 if is_sha256(r.model.sha256) else None
 
 
 @dataclass(frozen=True)

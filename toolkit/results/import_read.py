@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.core.text import line_text
+from toolkit.core.types import is_image_id, is_sha256
 from toolkit.results.records import (
     IMPORTED,
     BenchRecord,
@@ -36,9 +37,6 @@ from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
-
-
-_SHA_RE = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -115,7 +113,7 @@ def read_rows(
     fmt, parsed = readers.read_source(text, notes)
     rows, no = [], []
     for r in parsed:
-        why = check_row(r.fields, r.problem)
+        why = check_row(r.fields, r.problem, r.fmt)
         if why:
             no.append((r.line, why))
         else:
@@ -281,11 +279,11 @@ def check_options(
             f"--label {label!r}: give a short name without spaces, control characters, '/', '|' or '`', "
             "e.g. bare-metal-hip"
         )
-    if model_sha256 is not None and not _SHA_RE.fullmatch(model_sha256):
+    if model_sha256 is not None and not is_sha256(model_sha256):
         raise BadInput(
             f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits (`sha256sum model.gguf`)"
         )
-    if digest is not None and digest.startswith("sha256:") and not _SHA_RE.fullmatch(digest[7:]):
+    if digest is not None and digest.startswith("sha256:") and not is_image_id(digest):
         raise BadInput(
             f"--digest {digest!r}: a sha256: digest is 64 lower-case hex digits (`docker image inspect "
             "--format '{{.Id}}' IMAGE`); or name the set another way, e.g. import:my-run"
@@ -505,7 +503,7 @@ class ImportSource:
                     continue
                 if obj is None:
                     continue
-                no = check_row(obj, twice)
+                no = check_row(obj, twice, "jsonl")
                 if no:
                     self._no.append((n, no))
                     continue
@@ -522,7 +520,7 @@ class ImportSource:
             else readers.iter_csv((ln for b in blocks for ln in io.StringIO(b)), notes, self._start + 1)
         )
         for r in found:
-            why = check_row(r.fields, r.problem)
+            why = check_row(r.fields, r.problem, r.fmt)
             if why:
                 self._no.append((r.line, why))
             else:
