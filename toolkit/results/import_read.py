@@ -113,7 +113,7 @@ def read_rows(
     fmt, parsed = readers.read_source(text, notes)
     rows, no = [], []
     for r in parsed:
-        why = check_row(r.fields, r.problem, r.fmt)
+        why = check_row(r.fields, r.problem)
         if why:
             no.append((r.line, why))
         else:
@@ -503,7 +503,7 @@ class ImportSource:
                     continue
                 if obj is None:
                     continue
-                no = check_row(obj, twice, "jsonl")
+                no = check_row(obj, twice)
                 if no:
                     self._no.append((n, no))
                     continue
@@ -520,7 +520,7 @@ class ImportSource:
             else readers.iter_csv((ln for b in blocks for ln in io.StringIO(b)), notes, self._start + 1)
         )
         for r in found:
-            why = check_row(r.fields, r.problem, r.fmt)
+            why = check_row(r.fields, r.problem)
             if why:
                 self._no.append((r.line, why))
             else:

@@ -339,9 +339,9 @@ def _served(fields: dict[str, Any]) -> str | None:
     )
 
 
-def check_row(fields: dict[str, Any], problem: str | None = None, fmt: str | None = None) -> str | None:
+def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
-    reader (`fmt`: jsonl, json, csv, md, sql; None: any) and of `toolkit bench`'s own rows.
+    reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
 
     Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
@@ -405,7 +405,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None, fmt: str | Non
         return why
     if why := plausible.model_problem(fields, ts if ts is not None else tokens * 1e9 / ns if ns else None):
         return why
-    if why := plausible.device_problem(fields) or settings_problem(fields, fmt):
+    if why := plausible.device_problem(fields) or settings_problem(fields):
         return why
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record

@@ -118,11 +118,11 @@ def _quantized_v_problem(fields: dict[str, Any]) -> str | None:
     )
 
 
-def domain_problem(fields: dict[str, Any], fmt: str | None = None) -> str | None:
+def domain_problem(fields: dict[str, Any]) -> str | None:
     """Why a llama-bench row holds a setting llama-bench's argument parser refuses (see the module), None
     where every field of DOMAIN_FIELDS it states is one a test can have run with; or a model count or
-    repetition no test has (_model_count_problem, in format `fmt`; _sample_problem). Absent, empty and null
-    fields are not held (older vintages and md tables leave them out)."""
+    repetition no test has (_model_count_problem, _sample_problem). Absent, empty and null fields are
+    not held (older vintages and md tables leave them out)."""
     fa = fields.get("flash_attn")
     if fa is not None and fa != "":
         n = _FLASH_WORDS.get(fa.strip().lower()) if isinstance(fa, str) else None
@@ -148,7 +148,7 @@ def domain_problem(fields: dict[str, Any], fmt: str | None = None) -> str | None
         if n is not None and n < 0:
             return f"{name} is {n}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
     for name in ("model_size", "model_n_params"):
-        if why := _model_count_problem(name, fields.get(name), fmt):
+        if why := _model_count_problem(name, fields.get(name)):
             return why
     for name in ("samples_ts", "samples_ns"):
         if why := _sample_problem(name, fields.get(name)):
@@ -167,33 +167,30 @@ def _sample_problem(name: str, v: Any) -> str | None:
     return None if i is None else f"{name}[{i}] is {v[i]!r}: not a measurement (a repetition is above 0)"
 
 
-def _model_count_problem(name: str, v: Any, fmt: str | None = None) -> str | None:
+def _model_count_problem(name: str, v: Any) -> str | None:
     """Why `v`, a row's model_size (bytes) or model_n_params (weights), is no count of a loaded model:
     a JSON true/false (bool is an int in Python: `true` was read as 1 byte, then as "not recorded"), a
     text that is none (csv's and sql's `true`, `abc`, a fraction without md's unit: csv's `1595904.5`, as
-    json's 1595904.5 is refused; md's `17.28 GiB`, `30.53 B` are counts where `fmt` is md or None, never
-    in jsonl, json, csv, sql: jsonl's "1.52 MiB" was read as 1,593,836 bytes), NaN or an infinity; or a
-    count of 0 or below (a GGUF with no weights loads no model). None: absent or empty (a vintage or table
-    without the column), or a count above 0."""
+    json's 1595904.5 is refused; md's `17.28 GiB` and `30.53 B` are counts), NaN or an infinity; or a
+    count of 0 or below (a GGUF with no weights loads no model). None: absent or empty (a vintage or
+    table without the column), or a count above 0."""
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
-    md = fmt in (None, "md")  # None: a stored record's row, of any format
-    bare = isinstance(v, str) and _int(v) is None and (not md or v.strip().replace(".", "", 1).isdigit())
+    bare = isinstance(v, str) and _int(v) is None and v.strip().replace(".", "", 1).isdigit()
     n = None if isinstance(v, bool) or bare else quantity(v)
     if n is None:
         shown = str(v).lower() if isinstance(v, bool) else repr(v)[:40] if isinstance(v, str) else str(v)[:40]
         what = "a size in bytes" if name == "model_size" else "a count of weights"
-        where = "a whole number; md's" if md else f"a whole number, as -o {fmt} writes it; only -o md prints"
-        return f"{name} is {shown}: expected {what} ({where} `17.28 GiB`, `30.53 B`)"
+        return f"{name} is {shown}: expected {what} (a whole number; md's `17.28 GiB`, `30.53 B`)"
     if n <= 0:
         return f"{name} is {n}: a model that llama-bench loaded has weights (a GGUF of none runs no test)"
     return None
 
 
-def settings_problem(fields: dict[str, Any], fmt: str | None = None) -> str | None:
-    """Why llama-bench row `fields`' (of format `fmt`, None: any) n_gpu_layers or main_gpu, or a setting
-    of DOMAIN_FIELDS (domain_problem), is no setting a test ran with (see the module), None where it can be."""
-    if why := domain_problem(fields, fmt):
+def settings_problem(fields: dict[str, Any]) -> str | None:
+    """Why llama-bench row `fields`' n_gpu_layers or main_gpu, or a setting of DOMAIN_FIELDS
+    (domain_problem), is no setting a test ran with (see the module), None where it can be."""
+    if why := domain_problem(fields):
         return why
     ngl = _int(fields.get("n_gpu_layers"))
     if ngl is not None and ngl < -1:
