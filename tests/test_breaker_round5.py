@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -172,7 +174,7 @@ def test_compare_of_one_image_with_itself_is_bad_input_listing_the_stored_runs(t
         f"A and B are the same records (run {run}): both name image s, which means its newest build; to "
         "compare two builds of it, give their digests (a prefix), once a second has results (its "
         f"builds with results here, newest first: {first}); two runs of it, their ids: `toolkit compare "
-        "RUN_A RUN_B`" in _out(p)
+        "--results r RUN_A RUN_B`" in _out(p)
     )
     assert f"stored runs under r, newest first: {run} (s, " in _out(p)
     p = toolkit("compare", "--results", "r", run, "s", cwd=tmp_path)  # a run and its image: the same
@@ -183,12 +185,45 @@ def test_compare_of_one_image_with_itself_is_bad_input_listing_the_stored_runs(t
     second = next(b.parent.name for b in (tmp_path / "r").glob("*/bench.jsonl") if b.parent.name != first)
     said = _out(toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path))
     assert (
-        f"`toolkit compare {first} {second}` (its builds with results here, newest first: {second}, {first})"
-        in said
+        f"`toolkit compare --results r {first} {second}` (its builds with results here, newest first: {second}, "
+        f"{first})" in said
     )
-    assert "two runs of it, their ids: `toolkit compare import-" in said, said
+    assert "two runs of it, their ids: `toolkit compare --results r import-" in said, said
     p = toolkit("compare", "--results", "r", first, second, cwd=tmp_path)  # what it says to type
     assert p.returncode == 0, _out(p)
+
+
+@pytest.mark.parametrize(
+    ("digests", "other"),
+    [
+        pytest.param(("import:alpha", "import:beta"), "beta", id="a-build-prefix-is-an-image-name"),
+        pytest.param(("import:v1", "import:v2"), None, id="digests-under-4-characters"),
+    ],
+)
+def test_the_command_compare_suggests_compares_the_two_builds(tmp_path, digests, other):
+    """`compare --results r s s` suggests the command for two builds of s (brk41): it said `toolkit compare
+    alpha beta` without `--results r` (typed as shown it read another folder), where an image is named
+    `beta` (an image name wins over a digest prefix: s@alpha against beta@gamma, exit 0), and `v1 v2` for
+    digests import:v1 / import:v2 (no prefix under 4 characters names a digest, nor did the digest whole).
+    Now the command, run as printed, compares s's two builds."""
+    older = tmp_path / "older.jsonl"
+    older.write_text(ROWS.read_text().replace("2026-11-29T", "2026-11-28T"))
+    for label, digest, rows in (
+        ("s", digests[0], ROWS),
+        ("s", digests[1], older),
+        (other, "import:gamma", older),
+    ):
+        if label:
+            p = toolkit(
+                "import", "--results", "r", "--label", label, "--digest", digest, str(rows), cwd=tmp_path
+            )
+            assert p.returncode == 0, _out(p)
+    said = _out(toolkit("compare", "--results", "r", "s", "s", cwd=tmp_path))
+    typed = re.search(r"to compare two builds of it, give their digests \(a prefix\), `([^`]*)`", said)
+    assert typed, said
+    p = toolkit(*shlex.split(typed.group(1))[1:], cwd=tmp_path)
+    assert p.returncode == 0, _out(p)
+    assert f"t/s A: s@{digests[0]}" in _out(p) and f"t/s B: s@{digests[1]}" in _out(p), _out(p)
 
 
 def test_compare_not_found_lists_the_stored_runs_itself(tmp_path):

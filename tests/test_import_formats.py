@@ -171,6 +171,38 @@ def test_one_validity_pass_refuses_the_same_row_alike_in_every_format(tmp_path, 
     assert check.check_row(bad) is not None and check.check_row(good) is None
 
 
+@pytest.mark.parametrize(
+    ("change", "size"),
+    [
+        pytest.param({"model_size": "1.595904e6"}, 1595904, id="size-exponent"),
+        pytest.param({"model_size": " +1595904 "}, 1595904, id="size-signed-spaced"),
+        pytest.param({"model_size": "1595904.0"}, 1595904, id="size-whole-fraction"),
+        pytest.param({"model_size": "\uff11\uff15\uff19\uff15\uff19\uff10\uff14"}, None, id="size-fullwidth"),
+        pytest.param({"model_size": "\u0661\u0665\u0669\u0665\u0669\u0660\u0664"}, None, id="size-arabic"),
+        pytest.param({"n_threads": "\uff18"}, None, id="threads-fullwidth"),
+        pytest.param({"n_prompt": "\u0665\u0661\u0662"}, None, id="prompt-arabic"),
+    ],
+)
+def test_a_count_as_text_is_read_alike_in_every_format(tmp_path, change, size):
+    """The same text in an integer field, in jsonl, json, csv and sql (brk41): csv's and sql's reader
+    took `５１２` and `١٥٩٥٩٠٤` (int() reads any Unicode digits) where jsonl refused them as no number,
+    and jsonl refused a model_size `1.595904e6` or `+1595904` that csv and sql took. Now each is
+    accepted everywhere (the record's model size the same bytes) or refused everywhere."""
+    got = []
+    for fmt in ("jsonl", "json", "csv", "sql"):
+        rows = [BASE_ROW, {**BASE_ROW, "test_time": "2026-11-29T17:00:13Z", **change}]
+        f = tmp_path / fmt / f"run.{fmt}"
+        f.parent.mkdir()
+        f.write_text(as_format(fmt, rows))
+        store, res = imported(f.parent, f)
+        if res.refused:
+            got.append(None)
+            assert res.refused[0].startswith(f"{f}:"), res.refused
+        else:
+            got.append(store.results()[-1].model.size_bytes)
+    assert got == [size] * 4
+
+
 def test_z_csv_no_test_at_all_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match=r"line 2: n_prompt and n_gen are both 0: no test was run"):
         imported(tmp_path, T3 / "z.csv")

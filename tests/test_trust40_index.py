@@ -290,3 +290,114 @@ def test_users_sharing_a_folder_keep_their_own_index(tmp_path):
     assert _report(tmp_path, tmp_path / "mine") == cold
     assert (theirs.read_bytes(), theirs.stat().st_mtime_ns) == before
     assert mine.stat().st_ino == made  # kept, not built again
+
+
+@pytest.mark.parametrize("how", ["link", "dangling", "hardlink", "strangers-link"])
+def test_an_index_name_that_names_another_file_is_not_opened(tmp_path, how):
+    """results/.index.sqlite a symbolic link to a SQLite file of the user's (or a hard link of it): SQLite
+    followed it and the index's schema check dropped every table of that file; a dangling link made a
+    file where it pointed. As a stranger plants it in a folder they can write: `.index.<euid>.sqlite`
+    beside a `.index.sqlite` of theirs (uid 65534, chown as root). Now such a name is not opened: the
+    report is the cold one and the other file is as it was."""
+    import os
+
+    if how == "strangers-link" and os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    res = filed_fixtures(tmp_path / "r")
+    cold = _report(tmp_path)
+    (res / ".index.sqlite").unlink()
+    victim = tmp_path / "victim.sqlite"
+    with sqlite3.connect(victim) as c:
+        c.execute("CREATE TABLE precious (x)")
+        c.execute("INSERT INTO precious VALUES (42)")
+    c.close()
+    before = victim.read_bytes()
+    name = res / ".index.sqlite"
+    if how == "strangers-link":
+        _report(tmp_path, tmp_path / "theirs")
+        os.chown(name, 65534, 65534)
+        name = res / f".index.{os.geteuid()}.sqlite"
+    if how == "hardlink":
+        os.link(victim, name)
+    else:
+        name.symlink_to(tmp_path / "made-elsewhere.sqlite" if how == "dangling" else victim)
+    assert _report(tmp_path) == cold
+    assert _report(tmp_path) == cold
+    assert victim.read_bytes() == before
+    assert not (tmp_path / "made-elsewhere.sqlite").exists()
+
+
+def test_no_home_at_all_is_no_key(tmp_path, monkeypatch):
+    """HOME and XDG_STATE_HOME unset for a uid without a passwd entry (a container's `--user 12345`
+    under `env -i`): Path.home() raises RuntimeError, which the message of a missing key raised again
+    from open_file: a traceback. Now an index in memory: the cold records. The passwd lookup is made to
+    fail in-process (this host's uid has an entry)."""
+    import pwd
+
+    from toolkit.results import index
+    from toolkit.results.records import ResultStore
+
+    res = filed_fixtures(tmp_path / "r")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    def shown() -> list[str]:
+        return sorted(r.model_dump_json() for r in index.load(index.heads(ResultStore(res))))
+
+    cold = shown()
+    (res / ".index.sqlite").unlink()
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.delenv("HOME", raising=False)
+
+    def no_entry(uid: int) -> None:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    assert shown() == cold
+    assert not (res / ".index.sqlite").exists()
+
+
+def test_an_index_switched_to_wal_is_sealed_again(tmp_path, monkeypatch):
+    """Another tool's `PRAGMA journal_mode=WAL` on the index (kept in the file's header; the tool then
+    closed): a WAL file is never sealed, so every later call verified every row's MAC (O(history),
+    ~2 s a call at 200,000 records) for ever. Now the toolkit puts it back in rollback mode: verified
+    once, sealed after. In-process, with verify counted, not replaced."""
+    from toolkit.results import index, index_trust
+    from toolkit.results.records import ResultStore
+
+    calls: list[int] = []
+    real = index_trust.verify
+    monkeypatch.setattr(index_trust, "verify", lambda conn, key: (calls.append(1), real(conn, key))[1])
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    res = filed_fixtures(tmp_path / "r")
+
+    def shown() -> list[str]:
+        return sorted(r.model_dump_json() for r in index.load(index.heads(ResultStore(res))))
+
+    cold = shown()
+    c = sqlite3.connect(res / ".index.sqlite")
+    assert c.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    c.close()
+    assert [shown() for _ in range(4)] == [cold] * 4
+    assert len(calls) == 2  # the cold one's, the WAL file's
+    assert (res / ".index.sqlite").read_bytes()[18:20] == b"\x01\x01"
+
+
+def test_the_seals_folder_stays_bounded(tmp_path, monkeypatch):
+    """One seal per index path ever used, never removed: a CI job's fresh results folder each left one
+    (a 4 KiB block) for good. Now a new seal prunes the folder past index_trust.MAX_SEALS (made 4 here)
+    to its newest 3/4; the folder in use keeps its seal (not verified again)."""
+    from toolkit.results import index, index_trust
+    from toolkit.results.records import ResultStore
+
+    calls: list[int] = []
+    real = index_trust.verify
+    monkeypatch.setattr(index_trust, "verify", lambda conn, key: (calls.append(1), real(conn, key))[1])
+    monkeypatch.setattr(index_trust, "MAX_SEALS", 4)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    seals = tmp_path / "state" / "toolkit" / "seals"
+    for i in range(10):
+        res = filed_fixtures(tmp_path / f"r{i}")
+        index.heads(ResultStore(res))
+        assert len(list(seals.iterdir())) <= 4
+    index.heads(ResultStore(res))
+    assert len(calls) == 10  # each folder's cold build; the last one's warm call trusted its seal

@@ -27,6 +27,7 @@ imported results the newest digest filed under that name), or an image digest / 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -192,10 +193,13 @@ class Comparison:
 def _digest_matches(digest: str, ref: str) -> bool:
     """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its
     kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
-    digest of the folder, and so the only one there, silently."""
+    digest of the folder, and so the only one there, silently; or whole, whatever its length (an import's
+    `import:v1`, which no prefix of 4 names)."""
     kind, _, hexref = ref.lower().rpartition(":")
     d_kind, _, d_hex = digest.lower().rpartition(":")
-    return len(hexref) >= 4 and d_hex.startswith(hexref) and kind in ("", d_kind)
+    return (
+        len(hexref) >= 4 and d_hex.startswith(hexref) and kind in ("", d_kind)
+    ) or ref.lower() == digest.lower()
 
 
 @overload
@@ -316,26 +320,43 @@ def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
 
 
 def _same_records_error(
-    store: ResultStore, a: Side[BenchRecord], b: Side[BenchRecord], b_store: ResultStore | None
+    store: ResultStore,
+    a: Side[BenchRecord],
+    b: Side[BenchRecord],
+    b_store: ResultStore | None,
+    results: str | None = None,
 ) -> BadInput:
     """A and B hold one run's records: one ref twice (`compare cpu cpu`: two builds were meant, their digests
-    said), or B from --against DIR a copy of A's (its export?): the runs A can be instead."""
+    said), or B from --against DIR a copy of A's (its export?): the runs A can be instead. The commands it
+    suggests read the folder as typed (`results`: --results, None where it was not given)."""
     runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
-    fix = "name two runs, e.g. `toolkit compare RUN_A RUN_B`"
+    cmd = f"toolkit compare{f' --results {shlex.quote(results)}' if results else ''}"
+    fix = f"name two runs, e.g. `{cmd} RUN_A RUN_B`"
     if b_store is not None and b_store.root.resolve() != store.root.resolve():
         fix = f"B, read from --against {b_store.root}, is a copy of that run (its export?): name another run as A"
     elif a.ref == b.ref and a.records[0].image.name == a.ref:
-        heads = resultindex.runs_newest_first(resultindex.heads(store, ok_only=True))
-        mine = [h for h in heads if h.image.name == a.ref]  # its runs, newest first; its builds by them
-        builds = list(dict.fromkeys(short_digest(h.image.digest) for h in mine))
+        every = resultindex.heads(store, ok_only=True)
+        mine = [h for h in resultindex.runs_newest_first(every) if h.image.name == a.ref]  # newest first
+        builds = list(dict.fromkeys(_digest_ref(h.image.digest, every) for h in mine))
         ids = [h.run_id for h in mine]
-        two = [f"`toolkit compare {' '.join(x[1::-1])}`" if x[1:] else "" for x in (builds, ids)]
+        two = [f"`{cmd} {' '.join(map(shlex.quote, x[1::-1]))}`" if x[1:] else "" for x in (builds, ids)]
         fix = (
             f"both name image {a.ref}, which means its newest build; to compare two builds of it, give their "
             f"digests (a prefix), {two[0] or 'once a second has results'} (its builds with results here, newest "
-            f"first: {', '.join(builds)}); two runs of it, their ids: {two[1] or '`toolkit compare RUN_A RUN_B`'}"
+            f"first: {', '.join(builds)}); two runs of it, their ids: {two[1] or f'`{cmd} RUN_A RUN_B`'}"
         )
     return BadInput(f"A and B are the same records (run {runs}): {fix}; {stored_runs(store)}")
+
+
+def _digest_ref(digest: str, heads: list[resultindex.Head]) -> str:
+    """What `compare` reads as `digest` among `heads` (a store's ok records), shortest first: its first 12
+    hex digits (short_digest), else the digest whole where those name a run, an image (a run id and an
+    image name win over a digest, _resolve) or more than this digest (`import:v1` -> `v1`, under 4)."""
+    short = short_digest(digest)
+    named = any(short in (h.run_id, h.image.name) for h in heads)
+    if not named and {h.image.digest for h in heads if _digest_matches(h.image.digest, short)} == {digest}:
+        return short
+    return digest
 
 
 def _test_label(r: BenchRecord) -> str:
@@ -557,6 +578,7 @@ def compare(
     ignore: tuple[str, ...] = (),
     same_model: bool = False,
     b_store: ResultStore | None = None,
+    results: str | None = None,
 ) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.match_tests); speedup = B ÷ A.
 
@@ -565,13 +587,14 @@ def compare(
     them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
     the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
     Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
-    `b_store`: read B from this second results folder (A from `store`).
+    `b_store`: read B from this second results folder (A from `store`). `results`: --results as typed,
+    for the command the error of A and B the same records suggests (None: not given).
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     a, b = _resolve_sides(store, a_ref, b_ref, b_store)
     if _same_records(a, b):
-        raise _same_records_error(store, a, b, b_store)
+        raise _same_records_error(store, a, b, b_store, results)
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua + ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)

@@ -416,6 +416,7 @@ def compare(
             ignore=tuple(ignore),
             same_model=same_model,
             b_store=stores[1] if against else None,
+            results=results_dir,
         )
     finally:  # each line skipped in either folder, as report names them (once: the index is asked twice)
         for w in dict.fromkeys(w for s in stores for w in s.warnings):

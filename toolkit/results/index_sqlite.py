@@ -189,13 +189,14 @@ class ResultIndex:
         path = index_trust.index_path(root)
         key = index_trust.index_key()
         if key is None:  # nothing a file holds can be told to be this user's: the caller uses in_memory
-            raise OSError(f"{index_trust.key_path()}: no index key of this user's")
+            raise OSError("no index key of this user's (index_trust.index_key)")
         for attempt in (1, 2):
-            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            conn = index_trust.connect(path)
             try:
                 conn.execute("PRAGMA synchronous=OFF")  # a lost index is rebuilt from the JSONL
                 conn.execute("PRAGMA trusted_schema=OFF")  # no SQL function of ours in a file's schema
                 conn.execute("PRAGMA temp_store=MEMORY")
+                index_trust.no_wal(conn)  # a WAL file is never sealed: verified each call
                 idx = cls(root, conn, key)
                 idx._prepare()
                 return idx

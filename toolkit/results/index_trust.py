@@ -13,7 +13,10 @@ one that does not verify (an edited value, a value of another SQLite type, a str
 under another key) makes the index a damaged one, rebuilt from the JSONL as a cold report reads it. A keys row that does not verify
 is not used (index_rows.key_of's caller computes the key). Without a key (HOME not writable, a key
 file that is a link, not the user's, or readable by others) no index file is used at all: an
-in-memory index is built for the call, as when results/ is read-only.
+in-memory index is built for the call, as when results/ is read-only; so too where the index's name is
+not a regular file of the user's own (`own_file`, `connect`: a link planted there named another SQLite
+file, whose tables the schema check dropped). A file another tool put in WAL mode is put back
+(`no_wal`: a WAL file is never sealed), and the seals folder keeps at most MAX_SEALS seals.
 """
 
 from __future__ import annotations
@@ -31,16 +34,52 @@ INDEX_NAME = ".index.sqlite"
 
 
 def index_path(root: Path) -> Path:
-    """results/.index.sqlite, or results/.index.<euid>.sqlite where .index.sqlite is another user's:
-    users sharing one results folder each keep their own (its rows are MACed under its writer's key,
-    index_trust: one index for both was rebuilt by each user's toolkit in turn, O(history) a call)."""
+    """results/.index.sqlite, or results/.index.<euid>.sqlite where .index.sqlite is not this user's
+    own file (`own_file`: another user's, a link): users sharing one results folder each keep their own
+    (its rows are MACed under its writer's key, index_trust: one index for both was rebuilt by each
+    user's toolkit in turn, O(history) a call)."""
     path = Path(root) / INDEX_NAME
+    return path if own_file(path) else path.with_name(f".index.{os.geteuid()}.sqlite")
+
+
+def own_file(path: Path) -> bool:
+    """Whether `path` may be opened as this user's index file: absent (SQLite makes it), or a regular
+    file of this user's with one name. Not a symbolic link (SQLite follows it, and `_prepare` drops
+    every table of a file whose schema is not the index's: a link planted in a folder a stranger can
+    write named any SQLite file of the user's) nor a hard link (the same file under another name)."""
     try:
-        if path.lstat().st_uid != os.geteuid():
-            return path.with_name(f".index.{os.geteuid()}.sqlite")
-    except OSError:  # none yet: this user's toolkit makes it
-        pass
-    return path
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_nlink <= 1
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """An autocommit connection (30 s busy timeout) to the index file `path`, which is this user's own
+    (`own_file`) before SQLite opens it and the same file after (a link swapped in meanwhile is told;
+    not told: one swapped in and out again between the two looks). OSError otherwise, nothing opened;
+    sqlite3.OperationalError from SQLite (read-only folder, locked)."""
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        before = None
+    if not own_file(path):
+        raise OSError(f"{path}: not a file of this user's own (a link, another user's): not opened")
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        after = os.lstat(path)
+    except OSError:
+        after = None
+    if (
+        after is None
+        or not own_file(path)
+        or (before and (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino))
+    ):
+        conn.close()
+        raise OSError(f"{path}: replaced while opened: not used")
+    return conn
 
 
 KEY_BYTES = 32
@@ -106,6 +145,22 @@ def _make_key(path: Path) -> bytes | None:
     finally:
         os.unlink(tmp)
     return _read_key(path)
+
+
+def no_wal(conn: sqlite3.Connection) -> None:
+    """An index file another tool switched to WAL mode (persistent: in the file's header) back to the
+    rollback journal the toolkit makes: `check` never seals a WAL file, so each call after such a
+    switch verified every row's MAC again, O(history) (1.82 CPU s at 200,268 records) for ever. Not
+    waited for: while another connection has the file open it stays WAL this call (and is verified)."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        return
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE").fetchall()
+    except sqlite3.OperationalError:  # another connection holds it (locked, busy): as it is
+        pass
+    finally:
+        conn.execute("PRAGMA busy_timeout=30000")
 
 
 @functools.lru_cache(maxsize=4)
@@ -233,15 +288,45 @@ def _mark(key: bytes, state: tuple) -> str:
     return hashlib.blake2b(repr(state).encode(), key=key, digest_size=16).hexdigest()
 
 
+MAX_SEALS = 1024  # seal files kept: one per index path ever used (a CI job's fresh results folder each)
+
+
 def _write_seal(mark: Path, text: str) -> None:
+    """`text` written to seal file `mark` whole (a temporary file renamed over it); a seal new to the
+    folder prunes it (`_prune`). Never raises: a seal not written costs the next call a `verify`."""
     try:
         mark.parent.mkdir(mode=0o700, exist_ok=True)
+        new = not os.path.lexists(mark)
         fd, tmp = tempfile.mkstemp(prefix=".seal.", dir=mark.parent)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, mark)
+        if new:
+            _prune(mark.parent)
     except OSError:
         pass
+
+
+def _prune(folder: Path) -> None:
+    """Over MAX_SEALS files in the seals folder: the least recently written ones deleted down to 3/4 of
+    it (each seal is rewritten by each call that checks its index), so the folder does not grow with
+    every results folder ever reported on (one 4 KiB block each). A seal deleted costs its index one
+    `verify`, no more."""
+    with os.scandir(folder) as entries:
+        names = [e.name for e in entries]
+    if len(names) <= MAX_SEALS:
+        return
+    aged = []
+    for name in names:
+        try:
+            aged.append((os.lstat(folder / name).st_mtime_ns, name))
+        except OSError:  # another process pruned it meanwhile
+            pass
+    for _, name in sorted(aged)[: len(aged) - MAX_SEALS * 3 // 4]:
+        try:
+            os.unlink(folder / name)
+        except OSError:
+            pass
 
 
 def sound_file(key: bytes, row: tuple) -> bool:

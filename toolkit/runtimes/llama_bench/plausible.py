@@ -52,7 +52,8 @@ _UNITS["tib"] = 2**40
 
 
 def quantity(v: Any) -> int | None:
-    """A count from a number or the md table's text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
+    """A count from a number, its text (`1595904`, `1.5e6`: as csv's reader types it) or the md table's
+    text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
     None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
     for a text whose figure is (`1e400 GiB`, 400 digits)."""
     if isinstance(v, bool):
@@ -60,8 +61,13 @@ def quantity(v: Any) -> int | None:
     if isinstance(v, (int, float)):
         return int(v) if stats.finite_number(v) is not None else None
     m = _SIZE.match(str(v or ""))
-    if not m:
-        return None
+    if not m:  # a number as text without a unit (`1.5e6`, ` +1595904 `), read as csv's and sql's reader
+        t = str(v or "").strip()  # reads it (check.as_float: ASCII only), so jsonl's text counts alike
+        try:
+            f = float(t) if t.isascii() else math.nan
+        except ValueError:
+            return None
+        return round(f) if math.isfinite(f) else None
     unit = (m.group(2) or "").lower()
     unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
     if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from toolkit.runtimes.llama_bench.check import (
     LLAMA_FIELDS,
     STRING_FIELDS,
     as_float,
+    as_int,
 )
 
 
@@ -55,9 +55,11 @@ class SourceRow:
 
 
 def _num(v: str | None) -> Any:
+    """A field llama-bench does not type read as a number where its text is one (ASCII digits only, as
+    check.as_float reads them: `５１２` is text), a bool where it is `true`/`false`, else as text."""
     if v is None:
         return None
-    for conv in (int, float):
+    for conv in (int, float) if v.isascii() else ():
         try:
             return conv(v)
         except ValueError:
@@ -93,11 +95,9 @@ def typed(name: str, text: str | None) -> Any:
     if name in INT_FIELDS or name in BOOL_FIELDS:
         if t.lower() in ("true", "false"):
             return t.lower() == "true"
-        try:
-            n = int(t)
-        except ValueError:
-            f = as_float(t)
-            return int(f) if f is not None and math.isfinite(f) and f.is_integer() else t
+        n = as_int(t)  # ASCII digits only, as jsonl's are read: int() took `５１２` and `٥١٢` as 512
+        if n is None:
+            return t
         return bool(n) if name in BOOL_FIELDS and n in (0, 1) else n
     return _num(t)
 
