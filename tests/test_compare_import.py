@@ -145,6 +145,21 @@ def test_compare_bad_side_is_bad_input(tmp_path, ref, message):
         compare.compare(store, ref, "run-2")
 
 
+def test_compare_a_typo_of_a_measured_image_name_says_which_name_was_meant(tmp_path):
+    """Newcomer nc41 (fresh bookworm stand-in, rootless Podman): `toolkit compare cpuu cpu` said only
+    "images with results here: cpu (an image of matrix.yaml not measured yet has none: `toolkit build
+    -i cpuu && toolkit bench -i cpuu`)": a build of the typo (`toolkit build -i cpuu` then fails: no
+    such image). The error now says first which measured name was meant, as report -i does; a name
+    that only holds another (vulkan, vulkan-mesa-trixie measured) is no typo of it."""
+    a = two_builds()
+    store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
+    with pytest.raises(BadInput, match=r"no results match 'hpi'.*; did you mean 'hip'\? images with results"):
+        compare.compare(store, "hpi", "run-2")
+    with pytest.raises(BadInput) as e:
+        compare.compare(store, "hip-7.2.4-nightly", "run-2")
+    assert "did you mean" not in str(e.value) and "`toolkit build -i hip-7.2.4-nightly" in str(e.value)
+
+
 def test_compare_an_image_name_not_measured_says_how_to_measure_it(tmp_path):
     """Newcomer nc40 (fresh trixie stand-in, rootless Podman): after the README's build and bench,
     `toolkit compare cpu vulkan` said "no results match 'vulkan': give a run id, an image name or an

@@ -88,6 +88,19 @@ def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
     assert "; estimated measuring time 5 s, from earlier runs" in plan_line(res), res.stderr
 
 
+def test_plan_estimate_is_the_time_the_repetitions_took_not_tokens_over_their_mean(project, matrix_data):
+    """A busy host's repetitions of pp512 at 512 and 2048 tok/s took 1 s + 0.25 s each (0.625 s a
+    repetition on average): 5 repetitions, 3 s. 512 tokens / their mean tok/s (1280) says 2 s: on the
+    fresh Debian 12 stand-in's noisy run (tg128 at 6-940 tok/s) the plan said 2 min for 3.3 min."""
+    one_case(project, matrix_data)
+    seed_current_build(project, "cpu")
+    rec = make_record("cpu", "cpu", p=512, ub=512, avg=1280.0, model="tiny-qwen3moe", host={})
+    store = ResultStore(project / "results")
+    store.add_result(rec.model_copy(update={"samples_ts": [512.0, 2048.0], "stddev_ts": 1086.1}))
+    res = tk(project, "bench")
+    assert "; estimated measuring time 3 s, from earlier runs" in plan_line(res), res.stderr
+
+
 def test_plan_estimate_counts_each_pairs_canary_as_it_took_last_time_on_that_digest(project, matrix_data):
     """The canary runs before the sweep (0.5-1.5 s on the CPU image, minutes on lavapipe the first
     time): the estimate adds the newest canary that ran on the same digest and model (7 s here, after

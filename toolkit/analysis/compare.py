@@ -284,9 +284,14 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
 def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str]) -> str:
     """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
     result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
-    of it is recorded); '' otherwise."""
+    of it is recorded), first the measured names a typo of it would be (`cpuu`: did you mean 'cpu'?;
+    not a name holding it: `vulkan` is no typo of vulkan-mesa-trixie); '' otherwise."""
     if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
         return ""
+    import difflib  # the error path only
+
+    typo = difflib.get_close_matches(ref, sorted(measured), n=2, cutoff=0.6)
+    guess = f"did you mean {' or '.join(map(repr, typo))}? " if typo else ""
     have = (
         f"images with results here: {', '.join(sorted(measured))}"
         if measured
@@ -294,7 +299,7 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str]) -> str:
     )
     if (build := store.latest_build(ref)) is not None:
         return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench -i {ref}` ({have})"
-    return f"; {have} (an image of matrix.yaml not measured yet has none: `toolkit build -i {ref} && toolkit bench -i {ref}`)"
+    return f"; {guess}{have} (an image of matrix.yaml not measured yet has none: `toolkit build -i {ref} && toolkit bench -i {ref}`)"
 
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:

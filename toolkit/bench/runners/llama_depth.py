@@ -202,12 +202,23 @@ def capacity(ctx: RunContext) -> tuple[int | None, str]:
 _TEST_FIELDS = ("n_prompt", "n_gen", "n_depth")
 
 
+def repetition_seconds(r: BenchRecord) -> float:
+    """Seconds one timed repetition of `r`'s test took: the mean over its samples of (n_prompt +
+    n_gen) / that sample's tok/s (each repetition's own time), else (n_prompt + n_gen) / avg_ts where
+    it lists none. Not tokens / mean tok/s: on noisy samples that is far shorter than they took (a
+    busy host's tg128, 5 repetitions at 6-940 tok/s: 1.5 s for 22.6 s measured; its whole run
+    136 s planned for 196 s). inf where a sample or avg_ts is 0 (the caller drops it)."""
+    tokens = r.n_prompt + r.n_gen
+    samples = list(r.samples_ts) or [r.avg_ts or 0.0]
+    return math.inf if min(samples) <= 0 else sum(tokens / s for s in samples) / len(samples)
+
+
 def measured_seconds(
     store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
 ) -> tuple[int, float]:
     """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
-    (n_prompt + n_gen) / tok/s x axes.repetitions of the newest ok llama-bench record of the same
-    image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
+    the seconds of one repetition (repetition_seconds) x axes.repetitions of the newest ok llama-bench
+    record of the same image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
     n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
     host (a campaign host's records, `host.key`, measure another machine). Cases never measured
     are not counted. Asks the query index: one record per test, not the history."""
@@ -217,7 +228,7 @@ def measured_seconds(
         if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
             continue
         k = _record_case_key(r, axes)
-        t = (r.n_prompt + r.n_gen) / r.avg_ts
+        t = repetition_seconds(r)
         order = identity.write_order(r, pos)  # the store's order, not the wall clock
         if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
             seen[k] = (order, t)
