@@ -408,7 +408,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     if why := plausible.device_problem(fields) or settings_problem(fields):
         return why
     sd = as_float(fields.get("stddev_ts"))
-    if sd is not None and sd < 0:  # NaN (llama-bench's `-nan` of one sample) is recomputed by the record
+    if sd is not None and -math.inf < sd < 0:  # NaN (`-nan` of one sample) and ±inf: recomputed by the record
         return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
     return _contradiction(fields, tokens, ts, ns)
 

@@ -69,6 +69,8 @@ def _num(v: str | None) -> Any:
     return v
 
 
+# A C library's spellings of a value that is not finite: glibc's `nan`/`-nan`/`inf`, MSVC's `-nan(ind)`.
+_NONFINITE = r"[+-]?(?:nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?"
 _NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
 
 
@@ -418,8 +420,10 @@ MD_CELL_MAX = 64
 a longer one is no llama-bench value, refused before any pattern runs on it (linear whatever it holds)."""
 
 
+# Either side may be any spelling of a value that is not finite, as csv/sql/json read them (typed): a
+# Windows build prints `110.00 ± -nan(ind)` where glibc's prints `110.00 ± -nan`.
 _MD_TS = re.compile(
-    r"^(?P<avg>[-+0-9.eE]+|[-+]?nan|[-+]?inf)\s*(?:±|\+/-|\+-)\s*(?P<sd>[-+0-9.eE]+|[-+]?nan)$"
+    rf"^(?P<avg>[-+0-9.eE]+|{_NONFINITE})\s*(?:±|\+/-|\+-)\s*(?P<sd>[-+0-9.eE]+|{_NONFINITE})$", re.IGNORECASE
 )
 
 
