@@ -160,6 +160,25 @@ def test_compare_a_typo_of_a_measured_image_name_says_which_name_was_meant(tmp_p
     assert "did you mean" not in str(e.value) and "`toolkit build -i hip-7.2.4-nightly" in str(e.value)
 
 
+def test_compare_an_image_not_measured_in_a_results_folder_says_to_measure_it_there(tmp_path):
+    """hunt41: `toolkit compare --results DIR cpuu cpu` said `toolkit build -i cpuu && toolkit bench -i
+    cpuu`, which build and measure into results/ beside the matrix, not DIR: compare DIR found the image
+    no more than before. The commands carry --results as typed, quoted for the shell (a space, `$(...)`)."""
+    import shlex
+
+    results = str(tmp_path / "my res $(x)")
+    res = CliRunner().invoke(cli, ["import", "--results", results, "--label", "cpu", str(CPU_CSV)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["compare", "--results", results, "cpuu", "cpu"])
+    text = str(res.exception)
+    assert isinstance(res.exception, BadInput) and "did you mean 'cpu'?" in text, res.output
+    cmd = re.search(r"`(toolkit build [^`]*)`", text)
+    assert cmd, text
+    build, bench = (shlex.split(c) for c in cmd.group(1).split(" && "))
+    assert build == ["toolkit", "build", "--results", results, "-i", "cpuu"], text
+    assert bench == ["toolkit", "bench", "--results", results, "-i", "cpuu"], text
+
+
 def test_compare_an_image_name_not_measured_says_how_to_measure_it(tmp_path):
     """Newcomer nc40 (fresh trixie stand-in, rootless Podman): after the README's build and bench,
     `toolkit compare cpu vulkan` said "no results match 'vulkan': give a run id, an image name or an

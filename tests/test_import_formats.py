@@ -177,6 +177,8 @@ def test_one_validity_pass_refuses_the_same_row_alike_in_every_format(tmp_path, 
         pytest.param({"model_size": "1.595904e6"}, 1595904, id="size-exponent"),
         pytest.param({"model_size": " +1595904 "}, 1595904, id="size-signed-spaced"),
         pytest.param({"model_size": "1595904.0"}, 1595904, id="size-whole-fraction"),
+        pytest.param({"model_size": "1.5959045e6"}, None, id="size-fraction-exponent"),  # hunt41: was rounded
+        pytest.param({"model_n_params": "7921925e-1"}, None, id="params-fraction-exponent"),
         pytest.param({"model_size": "\uff11\uff15\uff19\uff15\uff19\uff10\uff14"}, None, id="size-fullwidth"),
         pytest.param({"model_size": "\u0661\u0665\u0669\u0665\u0669\u0660\u0664"}, None, id="size-arabic"),
         pytest.param({"n_threads": "\uff18"}, None, id="threads-fullwidth"),

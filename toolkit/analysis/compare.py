@@ -259,8 +259,9 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
     return (f"run {run}", {"runs": [run]}) if run else digests
 
 
-def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
-    """The error of a ref that names no side: the digests it matches (several), or none."""
+def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str | None = None) -> BadInput:
+    """The error of a ref that names no side: the digests it matches (several), or none. `results`:
+    --results as typed, for the commands it suggests (None: not given)."""
     if len(digests) > 1:
         return BadInput(
             f"{ref!r} matches {len(digests)} image digests ({', '.join(d[:19] for d in digests)}); "
@@ -273,7 +274,7 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
         {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
     )  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
-    hint += _unmeasured_hint(store, ref, {h.image.name for h in everything})
+    hint += _unmeasured_hint(store, ref, {h.image.name for h in everything}, results)
     return BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "
         f"{stored_runs(store, everything)} (compare reads A from --results and B "
@@ -281,11 +282,13 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str]) -> BadInput:
     )
 
 
-def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str]) -> str:
+def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: str | None = None) -> str:
     """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
     result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
     of it is recorded), first the measured names a typo of it would be (`cpuu`: did you mean 'cpu'?;
-    not a name holding it: `vulkan` is no typo of vulkan-mesa-trixie); '' otherwise."""
+    not a name holding it: `vulkan` is no typo of vulkan-mesa-trixie); '' otherwise. The commands carry
+    `--results` where it was given (`results`, as typed: bench writes results/ beside the matrix
+    otherwise, and compare of that folder finds the image no more than before)."""
     if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
         return ""
     import difflib  # the error path only
@@ -297,9 +300,13 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str]) -> str:
         if measured
         else "no image has results here"
     )
+    at = f" --results {shlex.quote(results)}" if results else ""
     if (build := store.latest_build(ref)) is not None:
-        return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench -i {ref}` ({have})"
-    return f"; {guess}{have} (an image of matrix.yaml not measured yet has none: `toolkit build -i {ref} && toolkit bench -i {ref}`)"
+        return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench{at} -i {ref}` ({have})"
+    return (
+        f"; {guess}{have} (an image of matrix.yaml not measured yet has none: "
+        f"`toolkit build{at} -i {ref} && toolkit bench{at} -i {ref}`)"
+    )
 
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:
@@ -449,13 +456,14 @@ UNKNOWN_MODEL_FIX = (
 
 
 def _resolve_sides(
-    store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None
+    store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None, results: str | None = None
 ) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
     """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are
     read, whatever the folder holds), then read as records (the index rebuilt once if stale); B from
     `b_store` when given (a second results folder), else from `store`. BadInput when a ref names no
-    side (A's error first); BadInput for an empty ref (a script's unset variable: every digest starts
-    with '', so it named the only image stored)."""
+    side (A's error first; the commands it suggests name `store` as --results `results`, as typed);
+    BadInput for an empty ref (a script's unset variable: every digest starts with '', so it named the
+    only image stored)."""
     for name, ref in (("A", a_ref), ("B", b_ref)):
         if not ref:
             raise BadInput(
@@ -473,7 +481,7 @@ def _resolve_sides(
             out = []
             for s, ref, side in ((store, a_ref, got[0]), (sb, b_ref, got[1])):
                 if isinstance(side, list):
-                    raise _unresolved(s, ref, side)
+                    raise _unresolved(s, ref, side, results if s is store else None)
                 out.append(Side(ref, side[0], side[1]))
             return out[0], out[1]
         except resultindex.StaleIndex:
@@ -593,11 +601,12 @@ def compare(
     the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
     Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
     `b_store`: read B from this second results folder (A from `store`). `results`: --results as typed,
-    for the command the error of A and B the same records suggests (None: not given).
+    for the commands the errors of a ref naming nothing and of A and B the same records suggest (None:
+    not given).
     """
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
-    a, b = _resolve_sides(store, a_ref, b_ref, b_store)
+    a, b = _resolve_sides(store, a_ref, b_ref, b_store, results)
     if _same_records(a, b):
         raise _same_records_error(store, a, b, b_store, results)
     ua, ub = _usable(a), _usable(b)

@@ -46,6 +46,15 @@ def _int(v: Any) -> int | None:
     return int(f) if f.is_integer() else None
 
 
+def _is_number(v: str) -> bool:
+    """Whether text `v` is a number without a unit (`1595904.5`, `1.5959045e6`, `nan`; not md's `17.28 GiB`)."""
+    try:
+        float(v.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def _devices(fields: dict[str, Any]) -> int | None:
     """How many GPU devices the row says it could use: its `devices` (`-dev`), else its gpu_info; None when
     it names none (a CPU row, an md table without gpu_info) or runs over RPC."""
@@ -176,7 +185,7 @@ def _model_count_problem(name: str, v: Any) -> str | None:
     table without the column), or a count above 0."""
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
-    bare = isinstance(v, str) and _int(v) is None and v.strip().replace(".", "", 1).isdigit()
+    bare = isinstance(v, str) and _int(v) is None and _is_number(v)  # `1.5959045e6` is a fraction too
     n = None if isinstance(v, bool) or bare else quantity(v)
     if n is None:
         shown = str(v).lower() if isinstance(v, bool) else repr(v)[:40] if isinstance(v, str) else str(v)[:40]
