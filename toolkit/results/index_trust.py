@@ -10,8 +10,8 @@ carries `mac`, a keyed blake2b (16 bytes) of its values (`row_mac`) under the us
 the file is as this user's toolkit last left it (`seal`: its device, inode, size, times and SQLite
 change counter, kept beside the key), and `sound_file` checks each files row as the refresh plans:
 one that does not verify (an edited value, a value of another SQLite type, a stranger's index made
-under another key) makes the index a damaged one, rebuilt from the JSONL as a cold report reads it. A keys row that does not verify
-is not used (index_rows.key_of's caller computes the key). Without a key (HOME not writable, a key
+under another key) makes the index a damaged one, rebuilt from the JSONL as a cold report reads it. A
+keys row that does not verify is not used (index_rows.key_of's caller computes the key). Without a key (HOME not writable, a key
 file that is a link, not the user's, or readable by others) no index file is used at all: an
 in-memory index is built for the call, as when results/ is read-only; so too where the index's name is
 not a regular file of the user's own (`own_file`, `connect`: a link planted there named another SQLite
@@ -258,8 +258,9 @@ def check(
     `before` = (file_state, PRAGMA data_version) taken before this call's refresh matched its seal, no
     other connection committed since, and the file is unchanged since (or this call `wrote` it); then
     seal its state now. Held in one read transaction, so no other SQLite writer commits between the
-    check and the seal (with `hold`, left open for the caller's query, which commits). Not told apart: bytes written into the file outside SQLite, keeping its size,
-    during this call's own write or in the same clock tick as the file's last change. Raises what
+    check and the seal (with `hold`, left open for the caller's query, which commits). Not told apart:
+    bytes written into the file outside SQLite, keeping its size, during this call's own write or in
+    the same clock tick as the file's last change. Raises what
     `verify` raises; a seal that cannot be written only costs the next call a `verify`."""
     state, version = before
     conn.execute("BEGIN")
@@ -330,8 +331,8 @@ def _prune(folder: Path) -> None:
 
 
 def sound_file(key: bytes, row: tuple) -> bool:
-    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, nrows, edges, mac) as refresh writes
-    it: integers, the bytes indexed within the size, a 16-byte edges hash, all under its MAC."""
+    """A files row (rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, nrows, edges, mac) as refresh
+    writes it: integers, the bytes indexed within the size, a 16-byte edges hash, all under its MAC."""
     *ints, edges, mac = row[2:]
     return (
         all(type(v) is int for v in ints)
