@@ -57,10 +57,11 @@ AXES = {
 # Tiny-model tests take well under a millisecond each: on a quiet machine tok/s of the same image
 # moved up to ~25 % between runs (per-test relative stddev 1-10 %); with other jobs on the 2 cores,
 # up to 2x; in a full suite (2026-12-01) a recorded run came out 52-60 % slower than both of its
-# re-runs, no telemetry flag. 60 % sits about halfway (in ratio) between a same-image re-run (x1) and
-# a recorded run at 40 % of the speed (x2.5, +150 %), so both tests hold with ~35 % drift either way.
-THRESHOLD_PCT = 60
-SLOWER = 0.4  # the share of the real speed the doctored published numbers claim
+# re-runs, no telemetry flag, and (2026-12-06) a recorded tg16 at 6,109 t/s re-ran twice at 11,222 and
+# 11,376 (+84-86 %, beyond the 60 % this test had). 100 % takes a same-image re-run within 2x either way;
+# a recorded run at 20 % of the speed (x5, +400 %) stays beyond it with a re-run up to 2x off either way.
+THRESHOLD_PCT = 100
+SLOWER = 0.2  # the share of the real speed the doctored published numbers claim
 CPU_IMAGE = "toolkit/cpu:latest"
 VULKAN_IMAGE = os.environ.get("TOOLKIT_E2E_VULKAN_IMAGE", "toolkit/vulkan:latest")
 NAMESPACE = "toolkit-e2e"  # pushed as <registry>/toolkit-e2e/<image>
@@ -255,7 +256,7 @@ def test_a_recorded_run_at_well_under_half_the_speed_is_not_reproduced(
     lines = []
     for line in (folder / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
-        r["avg_ts"] *= SLOWER  # the published numbers claim 40 % of the speed this image really has
+        r["avg_ts"] *= SLOWER  # the published numbers claim 20 % of the speed this image really has
         r["stddev_ts"] *= SLOWER
         r["samples_ts"] = [x * SLOWER for x in r["samples_ts"]]
         lines.append(json.dumps(r))
