@@ -181,7 +181,10 @@ def test_an_index_as_it_was_left_is_not_verified_again(tmp_path, monkeypatch):
         return sorted(r.model_dump_json() for r in index.load(index.heads(ResultStore(res))))
 
     cold = shown()
+    seal = index_trust._seal(res / ".index.sqlite")
+    made = seal.stat().st_mtime_ns
     assert (shown(), shown(), len(calls)) == (cold, cold, 1)
+    assert seal.stat().st_mtime_ns == made  # an index as it was left: its seal stands, nothing written
     size = (res / ".index.sqlite").stat().st_size
     assert _edit(res, _EDIT_REC) == 1 and (res / ".index.sqlite").stat().st_size == size
     assert (shown(), len(calls)) == (cold, 3)  # the edited index's check fails; the one built again checked

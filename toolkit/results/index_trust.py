@@ -275,7 +275,7 @@ def check(
         same = conn.execute("PRAGMA data_version").fetchone()[0] == version and (wrote or now == state)
         if not (sealed and same):
             verify(conn, key)
-        if now is not None:
+        if now is not None and not (sealed and now == state):  # unchanged: its seal stands
             _write_seal(mark, _mark(key, now))
     except BaseException:
         conn.execute("COMMIT")
@@ -310,7 +310,7 @@ def _write_seal(mark: Path, text: str) -> None:
 
 def _prune(folder: Path) -> None:
     """Over MAX_SEALS files in the seals folder: the least recently written ones deleted down to 3/4 of
-    it (each seal is rewritten by each call that checks its index), so the folder does not grow with
+    it (a seal is rewritten by each call that finds its index changed or wrote it), so the folder does not grow with
     every results folder ever reported on (one 4 KiB block each). A seal deleted costs its index one
     `verify`, no more."""
     with os.scandir(folder) as entries:
