@@ -70,8 +70,9 @@ def _num(v: str | None) -> Any:
 
 
 # A C library's spellings of a value that is not finite: glibc's `nan`/`-nan`/`inf`, MSVC's `-nan(ind)`.
-_NONFINITE = r"[+-]?(?:nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?"
-_NAN_TEXT = re.compile(r"^\s*([+-]?)(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?\s*$", re.IGNORECASE)
+_NONFINITE_WORD = r"(nan|inf(?:inity)?)(?:\((?:ind|snan|qnan)?\))?"
+_NONFINITE = rf"[+-]?{_NONFINITE_WORD}"
+_NAN_TEXT = re.compile(rf"^\s*([+-]?){_NONFINITE_WORD}\s*$", re.IGNORECASE)
 
 
 # Linear: the fraction needs its dot, so its digits never overlap the integer part's (`\d+\.?\d*`: quadratic).
