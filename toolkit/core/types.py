@@ -53,9 +53,12 @@ INT64 = (-(2**63), 2**63 - 1)
 record beyond it is refused when made and skipped with a warning when read (a line written before)."""
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def is_sha256(text: object) -> TypeGuard[str]:
     """Whether `text` is a sha256 as `sha256sum` prints it, whole: 64 lowercase hex digits, no more."""
-    return isinstance(text, str) and re.fullmatch(r"[0-9a-f]{64}", text) is not None
+    return isinstance(text, str) and _SHA256.fullmatch(text) is not None
 
 
 def is_image_id(text: object) -> TypeGuard[str]:

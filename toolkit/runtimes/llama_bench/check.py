@@ -21,6 +21,7 @@ from typing import Any
 from toolkit.core import backends, jsonsafe
 from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench.plausible import as_float as as_float  # the readers' name of it
 from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem, threads_problem
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
@@ -69,16 +70,6 @@ def as_int(v: Any, default: int | None = None) -> int | None:
     if f is None or not math.isfinite(f) or not f.is_integer():
         return default
     return int(f)
-
-
-def as_float(v: Any) -> float | None:
-    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
-    if isinstance(v, str) and not v.isascii():
-        return None
-    try:
-        return float(v) if v is not None and v != "" else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _as_number(v: Any) -> Any:

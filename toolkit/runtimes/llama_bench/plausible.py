@@ -51,6 +51,16 @@ _UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, 
 _UNITS["tib"] = 2**40
 
 
+def as_float(v: Any) -> float | None:
+    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
+    if isinstance(v, str) and not v.isascii():
+        return None
+    try:
+        return float(v) if v is not None and v != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
 def quantity(v: Any) -> int | None:
     """A count from a number, its text (`1595904`, `1.5e6`: as csv's reader types it) or the md table's
     text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
@@ -62,12 +72,8 @@ def quantity(v: Any) -> int | None:
         return int(v) if stats.finite_number(v) is not None else None
     m = _SIZE.match(str(v or ""))
     if not m:  # a number as text without a unit (`1.5e6`, ` +1595904 `), read as csv's and sql's reader
-        t = str(v or "").strip()  # reads it (check.as_float: ASCII only), so jsonl's text counts alike
-        try:
-            f = float(t) if t.isascii() else math.nan
-        except ValueError:
-            return None
-        return round(f) if math.isfinite(f) else None
+        f = as_float(str(v or "").strip())  # reads it (ASCII only), so jsonl's text counts alike
+        return round(f) if f is not None and math.isfinite(f) else None
     unit = (m.group(2) or "").lower()
     unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
     if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions

@@ -30,7 +30,7 @@ from typing import Any
 
 from toolkit.core.gpuspecs import split_gpu_info
 from toolkit.core.types import MAX_THREADS
-from toolkit.runtimes.llama_bench.plausible import quantity
+from toolkit.runtimes.llama_bench.plausible import as_float, quantity
 
 
 def _int(v: Any) -> int | None:
@@ -44,15 +44,6 @@ def _int(v: Any) -> int | None:
     except ValueError:
         return None
     return int(f) if f.is_integer() else None
-
-
-def _is_number(v: str) -> bool:
-    """Whether text `v` is a number without a unit (`1595904.5`, `1.5959045e6`, `nan`; not md's `17.28 GiB`)."""
-    try:
-        float(v.strip())
-    except ValueError:
-        return False
-    return True
 
 
 def _devices(fields: dict[str, Any]) -> int | None:
@@ -185,7 +176,8 @@ def _model_count_problem(name: str, v: Any) -> str | None:
     table without the column), or a count above 0."""
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
-    bare = isinstance(v, str) and _int(v) is None and _is_number(v)  # `1.5959045e6` is a fraction too
+    # a number without md's unit that is not whole (`1595904.5`, `1.5959045e6`, `nan`): refused as such
+    bare = isinstance(v, str) and _int(v) is None and as_float(v.strip()) is not None
     n = None if isinstance(v, bool) or bare else quantity(v)
     if n is None:
         shown = str(v).lower() if isinstance(v, bool) else repr(v)[:40] if isinstance(v, str) else str(v)[:40]
