@@ -476,7 +476,11 @@ def engine_info(*, buildx: bool = True) -> dict[str, Any]:
     podman = is_podman()
     info = {
         "engine": "podman" if podman else "docker",
-        "rootless": podman_rootless() if podman else any("name=rootless" in s for s in security),
+        # Podman's Docker-compatible /info says `Rootless` (Podman 3 no `name=rootless`): a DOCKER_HOST
+        # at a rootless Podman's socket is a rootless engine, whichever engine_name() guessed
+        "rootless": podman_rootless()
+        if podman
+        else any("name=rootless" in s for s in security) or about.get("Rootless") is True,
         "server_version": v.get("Version"),
         "api_version": v.get("ApiVersion"),
         "os": v.get("Os"),

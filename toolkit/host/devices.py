@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -422,6 +423,7 @@ def select_gpus(
     *,
     backend: str = "rocm",
     targets: list[str] | tuple[str, ...] | None = None,
+    unpassable: Mapping[int, str] | None = None,
 ) -> Selection:
     """The multi-GPU policy, one place for bench, doctor and dry runs.
 
@@ -432,16 +434,23 @@ def select_gpus(
       discrete GPUs of another arch are hidden (their kernels would fail with 'invalid device
       function'); iGPUs are hidden when a discrete GPU is chosen (rocBLAS can abort on them). A
       host with only iGPUs passes its iGPUs of the image's arch.
+    - `unpassable` ({host index: why}, no_node): hidden with the reason; --gpu N of one is BadInput.
     - nothing to choose: DeviceMissing naming every candidate and why it was left out.
     The GPU count of a run is len(chosen); bench records it (DeviceProfile.record()).
     """
-    cands = list(candidates)
+    gone = dict(unpassable or {})
+    cands = [g for g in candidates if g.index not in gone]
+    unnamed = [(g, gone[g.index]) for g in candidates if g.index in gone]
     if pin is not None:
         chosen = [g for g in cands if g.index == pin]
         if not chosen:
             have = "; ".join(g.label() for g in cands) or "none"
-            raise BadInput(f"--gpu {pin}: no such GPU for this backend (GPUs: {have})")
+            no_such = f"no such GPU for this backend (GPUs: {have})"
+            raise BadInput(
+                f"--gpu {pin}: " + next((f"{g.label()}: {r}" for g, r in unnamed if g.index == pin), no_such)
+            )
         hidden: list[tuple[Gpu, str]] = [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin]
+        hidden = sorted(hidden + unnamed, key=lambda h: h[0].index)
         return Selection(chosen, hidden, True, _selection_note(chosen, hidden, pinned=True))
 
     def arch_ok(g: Gpu) -> bool:
@@ -458,6 +467,7 @@ def select_gpus(
         if not arch_ok(g):
             why.append(f"{g.gfx_target} is not among the image's gfx targets ({','.join(targets or [])})")
         hidden.append((g, "; ".join(why)))
+    hidden = sorted(hidden + unnamed, key=lambda h: h[0].index)
     if not chosen:
         left_out = "; ".join(f"{g.label()}: {w}" for g, w in hidden) or "no GPU"
         raise DeviceMissing(
@@ -550,6 +560,18 @@ def _render_host_path(g: Gpu, dev: Path) -> Path:
     return dev / "dri" / g.render_name
 
 
+def no_node(gpus: list[Gpu] | tuple[Gpu, ...], dev: Path) -> dict[int, str]:
+    """{host index: why} of the GPUs sysfs lists whose render node is missing from `dev` (the driver
+    made none, or `dev` is not the host's /dev): no container can be given them (select_gpus hides
+    them, naming the node, where they were left out without a word)."""
+    return {
+        g.index: f"no device node {_render_host_path(g, dev)} on this host (sysfs lists the card; check "
+        "`ls -l /dev/dri` and dmesg for amdgpu): it cannot be passed"
+        for g in gpus
+        if not _render_host_path(g, dev).exists()
+    }
+
+
 def shortfall(
     backend: str, gpus: list[Gpu] | tuple[Gpu, ...], dev: Path = Path("/dev"), allow_software: bool = False
 ) -> Shortfall | None:
@@ -619,7 +641,7 @@ def vulkan_profile(
             notes=["no GPU render node: runs on Mesa lavapipe (software Vulkan on the CPU)"],
         )
     _require("vulkan", gpus, dev)
-    sel = select_gpus(present, pin, backend="vulkan")
+    sel = select_gpus(gpus, pin, backend="vulkan", unpassable=no_node(gpus, dev))
     paths = [_render_host_path(g, dev) for g in sel.chosen]
     return DeviceProfile(
         backend="vulkan",
@@ -659,8 +681,8 @@ def rocm_profile(
     environments": numactl-style NUMA placement; rocm.docs.amd.com/projects/install-on-linux/en/latest/
     how-to/docker.html, "Accessing GPUs in containers"); nothing here places memory that way."""
     _require("rocm", gpus, dev)
-    usable = [g for g in rocm_gpus(gpus) if _render_host_path(g, dev).exists()]
-    sel = select_gpus(usable, pin, backend="rocm", targets=targets)
+    usable = rocm_gpus(gpus)
+    sel = select_gpus(usable, pin, backend="rocm", targets=targets, unpassable=no_node(usable, dev))
     kfd = dev / "kfd"
     paths = [_render_host_path(g, dev) for g in sel.chosen]
     env: dict[str, str] = {}

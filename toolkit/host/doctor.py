@@ -18,6 +18,7 @@ from toolkit.host.devices import (
     Gpu,
     amd_cdi_spec,
     detect_gpus,
+    no_node,
     rocm_gpus,
     select_gpus,
     shortfall,
@@ -37,6 +38,7 @@ from toolkit.host.doctor_checks import (
     check_kernel,
     check_rootless_devices,
     check_subids,
+    engine_facts,
     read_text,
     userns_mode,
 )
@@ -152,11 +154,11 @@ def image_verdict(
     if backend == "cpu":
         return verdict(True, "no devices needed")
     if backend == "vulkan":
-        present = [g for g in gpus if (dev / "dri" / g.render_name).exists()]
-        if not present:
+        gone = no_node(gpus, dev)
+        if len(gone) == len(gpus):
             return verdict(True, "Mesa lavapipe (software Vulkan on the CPU; --allow-software-gpu)")
         try:
-            sel = select_gpus(present, pin, backend="vulkan")
+            sel = select_gpus(gpus, pin, backend="vulkan", unpassable=gone)
         except ToolkitError as err:
             return verdict(False, str(err))
         return verdict(True, _gpu_list(sel.chosen, "vendor"), sel.notes)
@@ -168,10 +170,12 @@ def _rocm_verdict(
 ) -> tuple[bool, str, list[str]]:
     """(runnable, reason, notes) of a ROCm image: the GPUs bench would choose (select_gpus), and
     whether the image's gfx targets (its label; unchecked before a build) cover their archs."""
-    usable = [g for g in rocm_gpus(gpus) if (dev / "dri" / g.render_name).exists()]
+    kfd_gpus = rocm_gpus(gpus)
+    gone = no_node(kfd_gpus, dev)
+    usable = [g for g in kfd_gpus if g.index not in gone]
     targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
     try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
-        sel = select_gpus(usable, pin, backend="rocm", targets=targets or None)
+        sel = select_gpus(kfd_gpus, pin, backend="rocm", targets=targets or None, unpassable=gone)
     except ToolkitError as err:
         if targets and "gfx targets" in str(err):
             return False, _wrong_arch(targets, sorted({g.gfx_target for g in usable if g.gfx_target})), []
@@ -235,6 +239,7 @@ def diagnose(
     from toolkit.host.release import check_release, parse_os_release
 
     env = os.environ if env is None else env
+    docker_info = engine_facts(docker_info)
     facts = host_facts(sysfs=sysfs, proc=proc, etc=etc, env=env)
     gpus = detect_gpus(sysfs)
     checks = (

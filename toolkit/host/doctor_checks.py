@@ -395,16 +395,71 @@ PODMAN_ROOTLESS_WHY = (
 
 def userns_mode(info: Mapping[str, Any] | None) -> str | None:
     """ "rootless Podman", "rootless Docker engine" / "user-namespace-remapped Docker engine" from
-    engine_info (`engine`, `rootless`) and `docker info` SecurityOptions (`name=rootless`,
-    `name=userns`), else None."""
+    engine_info (`engine`, `rootless`: engine_facts gives every shape of engine description them) and
+    `docker info` SecurityOptions (`name=rootless`, `name=userns`), else None."""
     if (info or {}).get("engine") == "podman":
         return "rootless Podman" if (info or {}).get("rootless") else None
     opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
-    if any("name=rootless" in o for o in opts):
+    if (info or {}).get("rootless") is True or any("name=rootless" in o for o in opts):
         return "rootless Docker engine"
     if any("name=userns" in o for o in opts):
         return "user-namespace-remapped Docker engine"
     return None
+
+
+def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Any engine description doctor may be given, in engine_info's shape (`engine`, `rootless`,
+    `server_version`, `api_version`, `SecurityOptions`, on Podman `oci_runtime`, `storage_driver`,
+    `buildah`; `error` where the engine was not reached), its own keys kept beside them:
+
+    - engine_info's own dict (it has `engine`): as it is;
+    - `docker info --format json` of Docker: rootless from SecurityOptions `name=rootless`; a client
+      that reached no daemon (`ServerErrors`, no ServerVersion) is an `error`, not an engine;
+    - the same of Podman's Docker-compatible API (`BuildahVersion`, `Rootless`: Podman 3 writes no
+      `name=rootless`): Podman, rootless where either says so;
+    - `podman info --format json` (`host`, `store`, `version`; `host.security.rootless`, Podman 1's
+      `host.rootless`): Podman.
+
+    Each of these was read as a Docker engine that GPU images 'can run here' on: a rootless Podman
+    as rootful, a daemon not reached as reached. None stays None."""
+    if info is None or "engine" in info:
+        return None if info is None else dict(info)
+    out: dict[str, Any] = dict(info)
+    opts = [str(o) for o in (info.get("SecurityOptions") or []) if o]
+    host, version = info.get("host"), info.get("version")
+    if isinstance(host, Mapping) and isinstance(version, Mapping | None):  # `podman info`
+
+        def part(of: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+            got = of.get(key)
+            return got if isinstance(got, Mapping) else {}
+
+        security, runtime, store = part(host, "security"), part(host, "ociRuntime"), part(info, "store")
+        version = part(info, "version")
+        out |= {
+            "engine": "podman",
+            "rootless": bool(security.get("rootless", host.get("rootless"))),
+            "server_version": version.get("Version"),
+            "api_version": version.get("APIVersion"),
+            "buildah": host.get("buildahVersion") or host.get("BuildahVersion"),
+            "oci_runtime": runtime.get("name"),
+            "storage_driver": store.get("graphDriverName") or store.get("GraphDriverName"),
+        }
+    elif "BuildahVersion" in info or "Rootless" in info:  # Podman's Docker-compatible `/info`
+        out |= {
+            "engine": "podman",
+            "rootless": info.get("Rootless") is True or any("name=rootless" in o for o in opts),
+            "server_version": info.get("ServerVersion"),
+            "buildah": info.get("BuildahVersion"),
+            "oci_runtime": info.get("DefaultRuntime"),
+            "storage_driver": info.get("Driver"),
+        }
+    else:
+        out |= {"engine": "docker", "rootless": any("name=rootless" in o for o in opts)}
+    errors = [str(e) for e in (info.get("ServerErrors") or []) if e]
+    if errors and not (out.get("server_version") or info.get("ServerVersion")):
+        name = "Podman" if out["engine"] == "podman" else "Docker engine"
+        out["error"] = f"{name} not reachable: {errors[0][:200]}"
+    return out
 
 
 DeviceProbe = Callable[[str, str], "str | None"]

@@ -221,7 +221,17 @@ def resolve_lengths(f: VllmFile, input_len: int | None, output_len: int | None) 
     if f.kind == "serve":
         c = m.group("c") if m else None
         said = _int(f.result.get("max_concurrency"))
-        f.concurrency = said or (int(c) if c else None)
+        # `max_concurrency: null` is vLLM's word for no cap (it writes the key since 0.6.3): a name's cN
+        # then contradicts what ran, as another number does; only a result without the key leaves the
+        # name to say it (an older vLLM's)
+        uncapped = "max_concurrency" in f.result and f.result["max_concurrency"] is None
+        f.concurrency = said or (int(c) if c and not uncapped else None)
+        if uncapped and c:
+            f.notes.append(
+                f"{f.path}: the file name says concurrency {int(c)}, the result says max_concurrency null (no "
+                f"cap, request rate {f.result.get('request_rate')}): filed without a concurrency (what the "
+                "benchmark ran)"
+            )
         if said and c and int(c) != said:
             f.notes.append(
                 f"{f.path}: the file name says concurrency {int(c)}, the result says max_concurrency {said}: "
