@@ -142,7 +142,6 @@ def test_export_run_reads_the_run_through_the_index_not_the_whole_history(tmp_pa
 
 def test_tune_ranks_its_own_trials_without_reading_the_stored_history(tmp_path, monkeypatch):
     lm = load_matrix(ROOT / "matrix.yaml")
-    store = ResultStore(tmp_path / "results")
     speed = {512: 3400.0, 2048: 4600.0}
 
     def run_trial(axes, extra):
@@ -159,7 +158,6 @@ def test_tune_ranks_its_own_trials_without_reading_the_stored_history(tmp_path, 
     monkeypatch.setattr(ResultStore, "results", every_record)
     res = tune.search(
         lm,
-        store,
         axis="prefill",
         tokens=2048,
         knobs={"n_ubatch": [512, 2048]},

@@ -359,7 +359,7 @@ def test_pypi_sdist_on_the_real_index(tmp_path, monkeypatch):
     # the sdist the source fetcher cached, with other bytes than the index states: moved
     from toolkit.images import sources
 
-    cached = sources.cache_dir(lm) / f"pypi-{sources._key(fallback.pypi)}" / "llama_cpp_python-0.3.36.tar.gz"
+    cached = sources.cache_dir() / f"pypi-{sources._key(fallback.pypi)}" / "llama_cpp_python-0.3.36.tar.gz"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"not the sdist")
     r = check(pin, lm)

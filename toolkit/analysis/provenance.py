@@ -16,6 +16,7 @@ from typing import Any
 from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.analysis.tables import Table
+from toolkit.core.stats import float_or_none
 from toolkit.core.text import counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
@@ -356,16 +357,6 @@ def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
     return f"toolkit {built}, {measured}" if built else measured
 
 
-def _num(v: Any) -> float | None:
-    """A float of a stored canary field (NaN/inf are stored as strings: CanaryResult.record), else None."""
-    if isinstance(v, bool):
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | None = None) -> str | None:
     """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
     as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
@@ -383,7 +374,7 @@ def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | No
         return f"unchecked: {reason}"
     if status == "wrong-output":
         return f"wrong output: {reason}"
-    ppl = _num(c.get("ppl"))
+    ppl = float_or_none(c.get("ppl"))
     head = f"PPL {ppl:.6g}" if ppl is not None else "no PPL"
     control = c.get("control") if isinstance(c.get("control"), dict) else None
     if control is None:
@@ -393,7 +384,7 @@ def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | No
         c.get("digest"),
     ):
         return f"{head} (the CPU control)"
-    cppl, ln = _num(control.get("ppl")), _num(c.get("ln_ratio"))
+    cppl, ln = float_or_none(control.get("ppl")), float_or_none(c.get("ln_ratio"))
     within = f", within {abs(math.expm1(ln)) * 100:.2g} %" if ln is not None and abs(ln) < 700 else ""
     return f"{head} (cpu control {cppl:.6g}{within})" if cppl is not None else f"{head} (cpu control)"
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from toolkit.analysis import bands
 from toolkit.analysis.facts import (
-    Energy,
     Facts,
     ReportOptions,
     concurrency,
@@ -28,16 +27,11 @@ from toolkit.analysis.facts import (
     facts_of,
     image_label,
     is_cpu_fallback,
-    is_software_gpu,
     record_flags,
     rel_stddev,
     row_label,
-    sample_stats,
-    stored_flags,
     telemetry_flags,
     ub_applies,
-    ub_clamped,
-    warmup_outlier,
 )
 from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
 from toolkit.core import backends
@@ -50,7 +44,6 @@ from toolkit.runtimes.vllm.output import attention_backend_name
 
 __all__ = [
     "AXES",
-    "Energy",
     "FLAG_HELP",
     "Facts",
     "sided_telemetry_flags",
@@ -74,23 +67,16 @@ __all__ = [
     "id_value",
     "image_label",
     "is_cpu_fallback",
-    "is_software_gpu",
     "margin_band",
     "record_flags",
-    "rel_stddev",
     "row_label",
-    "sample_stats",
     "select_for_report",
     "select_latest",
     "select_with_accounting",
     "split_columns",
-    "stored_flags",
     "tables",
     "telemetry_flags",
-    "ub_applies",
-    "ub_clamped",
     "varying_columns",
-    "warmup_outlier",
     "value",
 ]
 

@@ -91,11 +91,9 @@ def _throttle_names(vendor: str | None, bits: int) -> list[str]:
         return [name for bit, name in NVIDIA_CLOCK_EVENT_REASONS.items() if bits & bit] + (
             [f"bit-0x{bits & ~0x7FF:x}"] if bits & ~0x7FF else []
         )
-    names = []
-    for bit in range(max(bits.bit_length(), 1)):
-        if bits >> bit & 1:
-            names.append(AMD_SMU14_THROTTLE_BITS.get(bit, f"bit{bit}"))
-    return names
+    return [
+        AMD_SMU14_THROTTLE_BITS.get(bit, f"bit{bit}") for bit in range(bits.bit_length()) if bits >> bit & 1
+    ]
 
 
 _STATE_KEYS = ("cap_w", "cap_default_w", "perf_level", "power_profile", "od_vddgfx_offset_mv", "od_enabled")

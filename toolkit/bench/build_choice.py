@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.bench.runners.base import BenchOptions, now
+from toolkit.bench.runners.base import BenchOptions
 from toolkit.core.errors import EngineUnavailable
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.images import build as build_mod
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, template_path
@@ -151,7 +152,7 @@ def unbuilt(spec: ImageSpec) -> BuildRecord:
         backend=spec.backend,
         template=spec.template,
         template_hash="",
-        created=now(),
+        created=utc_now(),
     )
 
 

@@ -40,10 +40,11 @@ from toolkit.bench.runners.base import (
     check_sha,
     container_spec,
     memory_limit,
-    now,
     resolve_model,
+    shader_cache_volume,
 )
 from toolkit.core import registry
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine_api
 from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
 from toolkit.results.records import BenchRecord, ResultStore, Saver, append_jsonl, read_jsonl, short_digest
@@ -149,12 +150,6 @@ def _threads(ctx: RunContext) -> int:
     return ctx.lm.m.bench.threads or min(os.cpu_count() or 1, MAX_THREADS)
 
 
-def _shader_volume(ctx: RunContext) -> str | None:
-    """The Vulkan image's Mesa shader cache volume: the llama-bench runner's own name (its
-    _shader_volume), so the sweep finds the shaders the canary compiled."""
-    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
-
-
 def canary_spec(ctx: RunContext, path: Path) -> engine_api.RunSpec:
     """The canary's container: llama-perplexity on model file `path` (at /models/<name>, as the sweep
     mounts it), the text at TEXT_TARGET, the run's devices, memory limit and (Vulkan) shader cache
@@ -172,7 +167,7 @@ def canary_spec(ctx: RunContext, path: Path) -> engine_api.RunSpec:
         ["llama-perplexity", *args],
         ctx.profile,
         model_dir=path,
-        shader_volume=_shader_volume(ctx),
+        shader_volume=shader_cache_volume(ctx),
         run_id=ctx.opts.run_id,
         name=f"toolkit-canary-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}"[:120],
         memory_bytes=memory_limit(ctx.lm, ctx.opts),
@@ -219,10 +214,10 @@ def run_canary(ctx: RunContext, controls: dict[str, CanaryResult]) -> CanaryResu
         text_sha256=ppl_mod.text_sha256(),
         command=ctx.engine.run_command(rs),
         run_id=ctx.opts.run_id,
-        created=now(),
+        created=utc_now(),
     )
     t0 = time.monotonic()
-    if volume := _shader_volume(ctx):
+    if volume := shader_cache_volume(ctx):
         ctx.engine.ensure_volume(volume, {"org.toolkit.digest": ctx.build.digest})
     res.seconds, runs, cut = 0.0, 0, True
     while cut and runs < CUT_RUNS:

@@ -65,9 +65,9 @@ def run_bench(
     host: dict[str, Any] = {}
     guards: tuple[guard.RunGuard, guard.ResultsLock] | None = None
     if opts.dry_run:  # the case count and, from earlier runs, the time: what the real run would say first
-        events("note", text=dry_plan(lm, decisions, store, opts))
+        events("note", text=dry_plan(lm, decisions, opts))
     else:
-        _confirm_plan(lm, decisions, store, opts, events)
+        _confirm_plan(lm, decisions, opts, events)
         guard.check_writable(store.root)
         host = _host_facts()
         guards = rg, lock = _take_guards(store, opts, events)
@@ -102,11 +102,9 @@ RESUMED_PLAN = (
 )
 
 
-def _confirm_plan(
-    lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, opts: BenchOptions, events: Events
-) -> None:
+def _confirm_plan(lm: LoadedMatrix, decisions: list[Decision], opts: BenchOptions, events: Events) -> None:
     """Say the plan line; BadInput for more than CONFIRM_CASES cases without opts.yes."""
-    plan = plan_run(lm, decisions, store)
+    plan = plan_run(lm, decisions)
     if not plan and opts.resume and any(d.status == "run" for d in decisions):
         plan = RESUMED_PLAN
     if plan:
@@ -121,13 +119,13 @@ def _confirm_plan(
 DRY_PLAN = "plan (dry run: every image as on a host that has its devices, models as if present): "
 
 
-def dry_plan(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore, opts: BenchOptions) -> str:
+def dry_plan(lm: LoadedMatrix, decisions: list[Decision], opts: BenchOptions) -> str:
     """A dry run's plan line: plan_run over every pair it shows. Where some pair would not run here (its
     image's devices are not on this host: the command is shown with an example device profile; its
     model is absent or refused), the line says the dry run counts them as on a host that has them and
     how many cases a real run here would measure. More than CONFIRM_CASES cases without opts.yes: it
     says the real run needs --yes (the real run refuses them, exit 4)."""
-    line = plan_run(lm, decisions, store)
+    line = plan_run(lm, decisions)
     if not line and opts.resume and any(d.status == "run" and d.here for d in decisions):
         return RESUMED_PLAN
     if not line:
@@ -212,7 +210,7 @@ def _cases_total(lm: LoadedMatrix, pairs: list[Decision]) -> int:
     return sum(len(p.cases) * _starts(lm, p) for p in pairs)
 
 
-def plan_run(lm: LoadedMatrix, decisions: list[Decision], store: ResultStore) -> str:
+def plan_run(lm: LoadedMatrix, decisions: list[Decision]) -> str:
     """One line: how many test cases this run has (over `decisions`, see decide) and how long they took
     before ("" when the run has no cases). The estimate is measured, never assumed: each pair's
     runner's `estimate` (the newest ok record of the same test on this host) plus each pair's canary

@@ -33,7 +33,7 @@ from toolkit.bench.runners.base import model_file_here
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
-from toolkit.results.records import BenchRecord, ResultStore, new_run_id
+from toolkit.results.records import BenchRecord, new_run_id
 from toolkit.runtimes.llama_bench.check import effective_ubatch
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
@@ -295,7 +295,6 @@ Trial = Callable[[BenchAxes, dict[str, Any]], list[BenchRecord]]
 
 def search(
     lm: LoadedMatrix,
-    store: ResultStore,
     *,
     axis: str,
     tokens: int,
@@ -309,7 +308,7 @@ def search(
 ) -> TuneResult:
     """Successive halving over `knobs` for one case; `run_trial(axes, record_extra)` measures one
     candidate (an ordinary bench run) and returns its records as stored (ranked from those alone: the
-    cost of a round is its trials', never the stored history's; `store` is where they are written). Stops at one candidate, after
+    cost of a round is its trials', never the stored history's). Stops at one candidate, after
     `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it). `rank`: how the
     stored trials are ranked, best_setting's signature (default best_setting; axis depth passes
     tune_depth.best_over_depth)."""

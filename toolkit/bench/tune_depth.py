@@ -89,9 +89,8 @@ def _undecided(res: TuneResult, mine: list[BenchRecord]) -> str:
     if best is None or dflt is None or best.candidate == dflt.candidate:
         return ""
     margin, wins = ReportOptions().min_margin, []
-    knobs = [k for k, _ in best.candidate.values]
     for d in sorted(res.per_depth):
-        a, b = (_samples(mine, d, c, knobs) for c in (best.candidate, dflt.candidate))
+        a, b = (_samples(mine, d, c) for c in (best.candidate, dflt.candidate))
         if min(len(a), len(b)) < 2:
             return f"a single sample at depth {d}: its noise is unknown; tune with more repetitions"
         gain = statistics.median(a) / statistics.median(b) - 1
@@ -107,7 +106,7 @@ def _undecided(res: TuneResult, mine: list[BenchRecord]) -> str:
     return ""
 
 
-def _samples(mine: list[BenchRecord], depth: int, c: Candidate, knobs: list[str]) -> list[float]:
+def _samples(mine: list[BenchRecord], depth: int, c: Candidate) -> list[float]:
     want = dict(c.values)
     return [
         x

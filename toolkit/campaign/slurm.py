@@ -48,6 +48,7 @@ from toolkit.core import jsonsafe
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
 from toolkit.matrix.api import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
@@ -194,10 +195,6 @@ def new_id() -> str:
     return "c" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 # -------------------------------------------------------------------------------------------- plan
 
 
@@ -276,7 +273,7 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
         )
     return Campaign(
         id=cid,
-        created=_now(),
+        created=utc_now(),
         matrix=str(lm.path.resolve()),
         project=str(lm.root.resolve()),
         results=str(results),
@@ -511,7 +508,7 @@ def _tail(path: str, n: int = 4) -> str:
     return " | ".join(lines[-n:])[-600:]
 
 
-def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRecord:
+def failed_record(c: Campaign, s: Slice) -> BenchRecord:
     """The record of a job that ended without results, from what Slurm says (JobState, ExitCode,
     NodeList, Reason) and the last lines of its output file."""
     lm_model = _model_ref(c, s)
@@ -529,7 +526,7 @@ def failed_record(c: Campaign, s: Slice, job: dict[str, str] | None) -> BenchRec
     build = BuildRecord.model_validate(s.build)
     return BenchRecord(
         run_id=s.run_id,
-        created=_now(),
+        created=utc_now(),
         status="failed",
         error=error,
         runner=s.runner,
@@ -574,7 +571,7 @@ def _model_ref(c: Campaign, s: Slice) -> ModelRef:
         return ModelRef(name=s.model, path="", sha256="", size_bytes=0)
 
 
-def _write_failed(c: Campaign, s: Slice, job: dict[str, str] | None) -> str:
+def _write_failed(c: Campaign, s: Slice) -> str:
     """Write the failed record once: results/hosts/<key>/slurm-<jobid>/bench.jsonl, created exclusively
     (a second `status` finds it and writes nothing)."""
     path = c.inside(Path("hosts", s.host, f"slurm-{s.job_id}", "bench.jsonl"), "slices[].host")
@@ -583,7 +580,7 @@ def _write_failed(c: Campaign, s: Slice, job: dict[str, str] | None) -> str:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:
         return str(path)
-    append_jsonl(path, failed_record(c, s, job))
+    append_jsonl(path, failed_record(c, s))
     return str(path)
 
 
@@ -621,7 +618,7 @@ def refresh(c: Campaign) -> Campaign:
                 else "failed"
             )
             if not recs:
-                s.failed_record = _write_failed(c, s, job)
+                s.failed_record = _write_failed(c, s)
                 s.records = {"ok": 0, "failed": 1}
     save(c)
     return c

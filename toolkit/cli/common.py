@@ -45,16 +45,8 @@ _echo = click.echo
 def _safe_echo(
     message: Any = None, file: Any = None, nl: bool = True, err: bool = False, color: Any = None
 ) -> None:
-    try:
-        _echo(
-            terminal_safe(message) if isinstance(message, str) else message,
-            file=file,
-            nl=nl,
-            err=err,
-            color=color,
-        )
-    except OSError as exc:  # stdout on a full disk or a closed pipe: name it, never "(unknown path)"
-        raise _named_stream_error(exc, err if file is None else None) from None
+    """click.echo: _core_echo of the message without terminal control sequences (terminal_safe)."""
+    _core_echo(terminal_safe(message), file=file, nl=nl, err=err, color=color)
 
 
 def _named_stream_error(exc: OSError, err: bool | None) -> Exception:
@@ -69,10 +61,11 @@ def _named_stream_error(exc: OSError, err: bool | None) -> Exception:
 def _core_echo(
     message: Any = None, file: Any = None, nl: bool = True, err: bool = False, color: Any = None
 ) -> None:
-    """Click's own printing (`--help`, a usage error's text) with _safe_echo's naming of the stream."""
+    """Click's own printing (`--help`, a usage error's text), and click.echo's through _safe_echo: an
+    OSError writing it is named by its stream (_named_stream_error)."""
     try:
         _echo(message, file=file, nl=nl, err=err, color=color)
-    except OSError as exc:
+    except OSError as exc:  # stdout on a full disk or a closed pipe: name it, never "(unknown path)"
         raise _named_stream_error(exc, err if file is None else None) from None
 
 

@@ -122,7 +122,6 @@ def tune(
     space = _search_space(spec, base, knobs, values, n)
     res = tune_mod.search(
         lm_t,
-        store,
         axis=axis,
         tokens=n,
         knobs=space,

@@ -25,6 +25,18 @@ def finite_number(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def float_or_none(v: Any) -> float | None:
+    """A float of a number or numeric text, finite or not (a canary's NaN and inf are stored as text:
+    CanaryResult.record); None for anything else: a bool, None, other text, an int beyond a float's
+    range (10**400)."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def stdev(values: Iterable[float]) -> float:
     """The sample standard deviation (n - 1 in the denominator), as statistics.stdev gives it to
     about 1e-12 relative. Raises ValueError for fewer than two values (as statistics.stdev does)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from toolkit.core.registry import RUNNERS
@@ -65,3 +66,9 @@ def is_image_id(text: object) -> TypeGuard[str]:
     """Whether `text` is an image ID (an engine's or registry's digest) as the engines write it, whole:
     `sha256:` and a sha256 (is_sha256); False for a prefix, a name, upper case, a trailing newline."""
     return isinstance(text, str) and text.startswith("sha256:") and is_sha256(text[7:])
+
+
+def utc_now() -> str:
+    """This moment in UTC, ISO 8601 to the second (`2026-12-06T11:24:21+00:00`): a record's `created`,
+    a published run's `exported`, a push's `pushed_at`."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

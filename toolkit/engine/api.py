@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from toolkit.engine.choice import (
     CONTAINER_LABEL,
-    ENGINE_ENV,
     HOST_LABEL,
     PODMAN_IDLE_S,
     cli,
@@ -31,7 +30,6 @@ from toolkit.engine.choice import (
     engine_summary,
     host_id,
     is_podman,
-    podman_rootless,
     podman_service_command,
     podman_socket,
 )
@@ -45,7 +43,6 @@ from toolkit.engine.containers import (
     RunSpec,
     container_logs,
     container_state,
-    create_container,
     ensure_volume,
     exec_command,
     exec_in,
@@ -64,11 +61,9 @@ from toolkit.engine.containers import (
     volume_exists,
 )
 from toolkit.engine.images import (
-    BASE_ARCHIVES,
     BuildOutcome,
     ImageInfo,
     PodmanSteps,
-    base_archive,
     buildx_builders,
     buildx_command,
     built_image_id,
@@ -79,7 +74,6 @@ from toolkit.engine.images import (
 )
 from toolkit.engine.registry import (
     RegistryLookupError,
-    TransferOutcome,
     pull_image,
     pullable_digests,
     push_image,

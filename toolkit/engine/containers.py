@@ -5,6 +5,7 @@ volumes, exec and logs of long-lived ones."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -81,22 +82,16 @@ def run_command(spec: RunSpec) -> list[str]:
     cmd = [cli(), "run", "--rm"]
     if spec.name:
         cmd += ["--name", spec.name]
-    for d in spec.devices:
-        cmd += ["--device", d]
-    for g in spec.group_add:
-        cmd += ["--group-add", g]
-    for s in spec.security_opt:
-        cmd += ["--security-opt", s]
-    for c in spec.cap_drop:
-        cmd += ["--cap-drop", c]
-    for c in spec.cap_add:
-        cmd += ["--cap-add", c]
-    if spec.ipc_mode:
-        cmd += ["--ipc", spec.ipc_mode]
-    if spec.shm_size:
-        cmd += ["--shm-size", spec.shm_size]
-    if spec.network:
-        cmd += ["--network", spec.network]
+    for flag, values in (
+        ("--device", spec.devices),
+        ("--group-add", spec.group_add),
+        ("--security-opt", spec.security_opt),
+        ("--cap-drop", spec.cap_drop),
+        ("--cap-add", spec.cap_add),
+    ):
+        cmd += [word for value in values for word in (flag, value)]
+    for flag, one in (("--ipc", spec.ipc_mode), ("--shm-size", spec.shm_size), ("--network", spec.network)):
+        cmd += [flag, one] if one else []
     if spec.memory_bytes:
         cmd += ["--memory", str(spec.memory_bytes), "--memory-swap", str(spec.memory_bytes)]
     for cport, hport in spec.ports.items():
@@ -201,15 +196,14 @@ def create_container(spec: RunSpec):
     c = client()
     if KEEP_GROUPS in spec.group_add and podman_rootless():
         return _create_libpod(c, spec)
-    mounts = []
     from docker.types import Mount as SdkMount
 
-    for m in spec.mounts:
-        mounts.append(
-            SdkMount(
-                target=m.target, source=m.source, type="volume" if m.volume else "bind", read_only=m.read_only
-            )
+    mounts = [
+        SdkMount(
+            target=m.target, source=m.source, type="volume" if m.volume else "bind", read_only=m.read_only
         )
+        for m in spec.mounts
+    ]
     kwargs: dict[str, Any] = dict(
         image=spec.image,
         command=spec.command,
@@ -412,10 +406,8 @@ def _close_quietly(stream) -> None:
 
 def _kill_quietly(container) -> None:
     """Kill the container; one that is already gone (or an engine that does not answer) is fine."""
-    try:
+    with contextlib.suppress(Exception):
         container.kill()
-    except Exception:
-        pass
 
 
 def _report_pid(container, on_start: Callable[[int], None]) -> None:
@@ -437,16 +429,12 @@ def _release(container, stream, *, remove: bool = True) -> None:
     # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
     response = getattr(stream, "_response", None)
     if response is not None:
-        try:
+        with contextlib.suppress(Exception):
             response.close()
-        except Exception:
-            pass
     if not remove:
         return
-    try:
+    with contextlib.suppress(Exception):
         container.remove(force=True)
-    except Exception:
-        pass
 
 
 def run_container(
@@ -596,10 +584,10 @@ class ContainerInfo:
 
 def toolkit_containers() -> list[ContainerInfo]:
     """Every container this toolkit started that still exists on the engine (any run, any state)."""
-    found = []
-    for ctr in client().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True):
-        found.append(ContainerInfo(ctr.id, ctr.name, ctr.status, dict(ctr.labels or {})))
-    return found
+    return [
+        ContainerInfo(ctr.id, ctr.name, ctr.status, dict(ctr.labels or {}))
+        for ctr in client().containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True)
+    ]
 
 
 def remove_container_id(container_id: str) -> bool:
@@ -657,10 +645,8 @@ def exec_in(container, command: list[str], *, timeout: float) -> RunOutcome:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        try:
+        with contextlib.suppress(Exception):
             container.kill()
-        except Exception:
-            pass
         worker.join(30)
         return RunOutcome(-1, "", "", time.monotonic() - t0, timed_out=True)
     if "error" in box:
@@ -696,10 +682,8 @@ def container_state(container) -> dict[str, Any]:
 
 def remove_container(container) -> None:
     """Kill and remove; a container that is already gone is fine."""
-    try:
+    with contextlib.suppress(Exception):
         container.remove(force=True)
-    except Exception:
-        pass
 
 
 def volume_exists(name: str) -> bool:

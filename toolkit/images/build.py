@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolkit import __version__
 from toolkit.core.errors import BadInput, BuildFailed, EngineUnavailable
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.images.sources import (
     _EXCLUDE as SYNC_EXCLUDE,  # the folders sync_tree leaves out of a build context
@@ -35,6 +36,7 @@ from toolkit.images.sources import (
 from toolkit.images.sources import PreparedSource, prepare_source, sync_tree
 from toolkit.images.template_inputs import image_inputs_hash
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, SourceSpec
+from toolkit.models.tiny import sha256_file
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.results.time_check import IMAGE_CREATED
 
@@ -150,14 +152,6 @@ def tree_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _source_identity(lm: LoadedMatrix, name: str, src: SourceSpec, *, primary: bool) -> dict:
     """The source spec as data, plus the sha256 of a local path's or archive's bytes (a local tree
     has no commit that pins it). A missing primary path/archive is BadInput; a missing fallback is
@@ -169,7 +163,7 @@ def _source_identity(lm: LoadedMatrix, name: str, src: SourceSpec, *, primary: b
         where = lm.resolve(local, what=f"sources.{name}.{field_}")
         ok = where.is_dir() if src.path else where.is_file()
         if ok:
-            ident[f"{field_}_sha256"] = tree_sha256(where) if src.path else _file_sha256(where)
+            ident[f"{field_}_sha256"] = tree_sha256(where) if src.path else sha256_file(where)
         elif primary:
             kind = "directory" if src.path else "file"
             raise BadInput(f"{lm.path}: sources.{name}.{field_}: {where} is not a {kind}; fix `{field_}`")
@@ -442,7 +436,7 @@ def _recorded(
         size_bytes=info.size,
         build_seconds=round(time.monotonic() - t0, 2),
         cached=cached,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created=utc_now(),
         build_command=cmd,
         repo_digests=info.repo_digests,
         steps=out.steps,

@@ -34,7 +34,6 @@ Status of each (STATUSES):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -55,6 +54,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.core.types import is_image_id
 from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
+from toolkit.models.tiny import sha256_file
 
 STATUSES = ("ok", "moved", "missing", "unreachable")
 BROKEN = ("moved", "missing")
@@ -614,7 +614,7 @@ def index_files(index: str, project: str, timeout: float) -> list[dict[str, Any]
     return files
 
 
-def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeout: float) -> PinResult:
+def check_pypi(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinResult:
     """A PyPI sdist `NAME==VERSION`: the index lists an sdist of that version (ok), none (missing); the
     sdist the source fetcher cached must have the sha256 the index states (else moved)."""
     from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
@@ -643,19 +643,16 @@ def check_pypi(pin: Pin, src: SourceSpec, lm: LoadedMatrix, hosts: Hosts, timeou
         )
     sdist = sdists[0]
     note = f"; yanked: {sdist['yanked']}" if sdist["yanked"] else ""
-    cache = sources.cache_dir(lm) / f"pypi-{sources._key(src.pypi or '')}" / sdist["filename"]
+    cache = sources.cache_dir() / f"pypi-{sources._key(src.pypi or '')}" / sdist["filename"]
     if cache.is_file() and sdist["sha256"]:
-        h = hashlib.sha256()
-        with cache.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        if h.hexdigest() != sdist["sha256"]:
+        got = sha256_file(cache)
+        if got != sdist["sha256"]:
             return PinResult(
                 pin,
                 "moved",
                 f"sha256:{sdist['sha256']}",
                 f"{index} serves {sdist['filename']} with "
-                f"sha256 {sdist['sha256']}, the cached copy {cache} has {h.hexdigest()}{note}",
+                f"sha256 {sdist['sha256']}, the cached copy {cache} has {got}{note}",
             )
         note += "; the cached sdist has these bytes"
     commit = (
@@ -677,7 +674,7 @@ def check_source(pin: Pin, lm: LoadedMatrix, hosts: Hosts, timeout: float) -> Pi
     if src.git:
         return check_git(pin, src, hosts, timeout)
     if src.pypi:
-        return check_pypi(pin, src, lm, hosts, timeout)
+        return check_pypi(pin, src, hosts, timeout)
     local = lm.resolve(src.path or src.archive or "", what=f"sources: {src.kind}")
     if not local.exists():
         raise Gone(f"{local} does not exist")

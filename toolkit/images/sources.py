@@ -36,7 +36,7 @@ class PreparedSource:
     notes: tuple[str, ...] = ()
 
 
-def cache_dir(lm: LoadedMatrix) -> Path:
+def cache_dir() -> Path:
     """Fetched sources are shared by every project of the user: $TOOLKIT_CACHE or ~/.cache/toolkit."""
     base = os.environ.get("TOOLKIT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkit"
@@ -195,7 +195,7 @@ def _fetch_pypi(spec: SourceSpec, cache: Path) -> Path:
 
 def _fetch_one(spec: SourceSpec, lm: LoadedMatrix, where: str = "sources") -> PreparedSource:
     """One spec of source `where` (`sources.NAME`, `.fallback` appended for each fallback)."""
-    cache = cache_dir(lm)
+    cache = cache_dir()
     if spec.git:
         tree, commit = _fetch_git(spec, cache)
         if spec.commit and not commit.startswith(spec.commit):

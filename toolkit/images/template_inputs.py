@@ -14,6 +14,7 @@ be written is skipped: never an error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -144,10 +145,8 @@ def _remember(root: Path, cache_file: Path, cache: dict[str, Any], key: str, ent
     project folder `root` (a stranger's folder may plant .toolkit or its temp file as one: results.
     write_atomic); best effort: a read-only project or a planted link skips it."""
     cache[key] = entry
-    try:
+    with contextlib.suppress(OSError, BadInput):
         write_atomic(cache_file, json.dumps(cache, indent=1).encode(), root=root)
-    except (OSError, BadInput):
-        pass
 
 
 def template_files(lm: LoadedMatrix, spec: ImageSpec) -> list[tuple[str, str]]:

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 from toolkit.matrix.depth import DEPTH_LOG_SUFFIX, WIDE_DEPTHS, DepthSweep, KvShape, depth_axes, fit_depths
 from toolkit.matrix.loading import (
-    MAX_EXPANDED_NODES,
     MAX_MATRIX_BYTES,
-    PUBLISHED_MARKER,
     TEMPLATE_DIR,
     LoadedMatrix,
-    format_validation_error,
     load_matrix,
     parse_matrix,
     project_hint,
@@ -34,7 +31,6 @@ from toolkit.matrix.loading import (
 from toolkit.matrix.schema import (
     CASE_DEFAULTS,
     MAX_COUNT,
-    SCHEMA_VERSION,
     BenchAxes,
     CampaignHost,
     CampaignSpec,
@@ -46,5 +42,4 @@ from toolkit.matrix.schema import (
     StrictBlock,
     nearest,
 )
-from toolkit.matrix.sizes import MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, memory_bytes
-from toolkit.matrix.template_vars import MAX_TEMPLATE_INT, TEMPLATE_VARS, check_template_var, excerpt
+from toolkit.matrix.sizes import memory_bytes

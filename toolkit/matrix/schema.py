@@ -479,32 +479,9 @@ class BenchAxes(StrictBlock):
         ):
             if ub > b:
                 continue
-            for p in self.n_prompt:
-                if p:
-                    out.append(
-                        dict(
-                            n_prompt=p,
-                            n_gen=0,
-                            n_batch=b,
-                            n_ubatch=ub,
-                            flash_attn=fa,
-                            n_gpu_layers=ngl,
-                            n_depth=d,
-                        )
-                    )
-            for n in self.n_gen:
-                if n:
-                    out.append(
-                        dict(
-                            n_prompt=0,
-                            n_gen=n,
-                            n_batch=b,
-                            n_ubatch=ub,
-                            flash_attn=fa,
-                            n_gpu_layers=ngl,
-                            n_depth=d,
-                        )
-                    )
+            same = {"n_batch": b, "n_ubatch": ub, "flash_attn": fa, "n_gpu_layers": ngl, "n_depth": d}
+            out += [{"n_prompt": p, "n_gen": 0, **same} for p in self.n_prompt if p]
+            out += [{"n_prompt": 0, "n_gen": n, **same} for n in self.n_gen if n]
         return out
 
 

@@ -36,13 +36,13 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
 from toolkit.core.text import counted
+from toolkit.core.types import utc_now
 
 if TYPE_CHECKING:  # numpy (~0.09 s to import) loads only when a twin is read or written, not on every bench
     import numpy as np
@@ -520,7 +520,7 @@ def write_sidecar(
         "size_bytes": header.file_size,
         "seed": seed,
         "generator": f"toolkit {__version__} (toolkit/models/twin.py)",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "tensor_types": header.type_counts(),
         "twin_of": {
             "repo": repo,

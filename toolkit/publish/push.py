@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.matrix.api import LoadedMatrix
 from toolkit.results.records import (
@@ -156,7 +156,7 @@ def _recorded(
         {
             **rec.model_dump(mode="json"),
             **fields,
-            "pushed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "pushed_at": utc_now(),
             "push_seconds": round(seconds, 2),
             **extra,
         }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ from toolkit.core import backends
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_link
 from toolkit.core.paths import contained, relative_path
-from toolkit.core.types import is_image_id
+from toolkit.core.types import is_image_id, utc_now
 from toolkit.engine import api as engine
 from toolkit.matrix.api import (
     MAX_MATRIX_BYTES,
@@ -272,7 +271,7 @@ def _seed_build(store: ResultStore, im: run_folder.PublishedImage, builds: list[
             template_hash=im.template_hash or "",
             source_commit=im.source_commit,
             labels=im.labels,
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created=utc_now(),
             repo_digests=im.repo_digests,
         )
     )

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import counted, md_line, md_text, strip_controls
+from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
@@ -194,7 +194,7 @@ def describe_run(
     run = PublishedRun(
         run_id=run_id,
         created=min(r.created for r in recs),
-        exported=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        exported=utc_now(),
         images=images,
         models=_published_models(recs, lm),
         bench=bench,

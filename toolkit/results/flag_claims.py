@@ -128,7 +128,7 @@ def without_unsupported(flags: list[str], raised: Sequence[str]) -> list[str]:
 
 
 SAVED_AS_CREATED = frozenset({"llama-bench"})
-"""Runners whose records' `created` is the moment they were saved (bench.runners.llama_bench: now() for
+"""Runners whose records' `created` is the moment they were saved (bench.runners.llama_bench: utc_now() for
 each row and fault record, just before records.Saver.save): the only ones a later start is held against."""
 
 
@@ -150,9 +150,9 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     runs = c.get("other_runs") if isinstance(c, dict) else None
     if not isinstance(runs, list) or not runs or not all(isinstance(x, str) and x.strip() for x in runs):
         return "its concurrent field names no other run (other_runs: a list of run ids)"
-    # only a llama-bench record's `created` is when it was saved (runners/llama_bench.py: now() as each row
-    # arrives); vLLM's and SGLang's records share the `created` of their run's start (their _base), and are
-    # saved minutes later, after the phase they measured: another run may start in between
+    # only a llama-bench record's `created` is when it was saved (runners/llama_bench.py: utc_now() as each
+    # row arrives); vLLM's and SGLang's records share the `created` of their run's start (their _base), and
+    # are saved minutes later, after the phase they measured: another run may start in between
     made = written_at(r.created) if r.runner in SAVED_AS_CREATED else None
     for entry in runs:
         if entry.split(" ", 1)[0] == r.run_id:

@@ -87,7 +87,7 @@ def form_of(raw: dict[str, Any]) -> RowForm:
     return frozenset(k for k in raw if k in _MD_SETTINGS), bool(raw.get("build_commit"))
 
 
-def shown_parts(rec: BenchRecord, key: TestKey) -> tuple:
+def shown_parts(rec: BenchRecord) -> tuple:
     """What an md table shows of a measurement in every form (shown_key less the form's columns)."""
     raw = rec.raw
     sd = check.as_float(raw.get("stddev_ts"))
@@ -108,7 +108,7 @@ def stored_digests(rec: BenchRecord, key: TestKey | None = None) -> tuple[int, i
     an md table shows of it in every form (equal shown_keys in any form have it equal), 1 for an md
     table's row else 0). Signed 64-bit, the same in every process (index.digest64)."""
     key = key or test_key(rec)
-    return measured_digest(rec), digest64(shown_parts(rec, key)), int(is_untimed(rec))
+    return measured_digest(rec), digest64(shown_parts(rec)), int(is_untimed(rec))
 
 
 def measured_digest(rec: BenchRecord, parts: tuple | None = None) -> int:
@@ -124,7 +124,7 @@ def _counts(rec: BenchRecord) -> tuple:
     return rec.n_prompt, rec.n_gen, rec.n_depth
 
 
-def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
+def shown_key(rec: BenchRecord, form: RowForm) -> int:
     """A 64-bit digest of what an `-o md` table shows of a measurement and every format also holds:
     the model type, the backend (its family: ROCm, Vulkan, CUDA, CPU), the test (n_prompt, n_gen,
     n_depth), `t/s` as llama-bench prints it ("%.2f ± %.2f", markdown_printer), the settings the table
@@ -138,7 +138,7 @@ def shown_key(rec: BenchRecord, key: TestKey, form: RowForm) -> int:
     settings, build = form
     return hash(
         (
-            *shown_parts(rec, key),
+            *shown_parts(rec),
             tuple((k, norm_field(k, raw.get(k))) for k in sorted(settings)),
             str(raw.get("build_commit") or "")[:7].lower() if build else None,
         )

@@ -420,37 +420,36 @@ class StoredRows:
             if not (s.timed if md else s.untimed):
                 continue  # no stored row of the other kind: nothing to match (s.shown would find none)
             todo = [i for i, (_r, _k, _fp, is_md, _p) in enumerate(rows) if out[i] is None and is_md == md]
-            bases = [digest64(shown_parts(rows[i][0], rows[i][1])) for i in todo]
+            bases = [digest64(shown_parts(rows[i][0])) for i in todo]
             found = _by_base(s.shown(sorted(set(bases)), untimed=not md))
             for i, base in zip(todo, bases, strict=True):
-                rec, key = rows[i][0], rows[i][1]
-                out[i] = _printed(rec, key, found.get(base, []), form_of(rec.raw) if md else None)
+                rec = rows[i][0]
+                out[i] = _printed(rec, found.get(base, []), form_of(rec.raw) if md else None)
         return out
 
 
-def _by_base(records: list[BenchRecord]) -> dict[int, list[tuple[BenchRecord, TestKey]]]:
+def _by_base(records: list[BenchRecord]) -> dict[int, list[BenchRecord]]:
     """Stored records (in store order) by the shown digest stored_digests gives them."""
-    out: dict[int, list[tuple[BenchRecord, TestKey]]] = {}
+    out: dict[int, list[BenchRecord]] = {}
     for r in records:
-        key = test_key(r)
-        out.setdefault(digest64(shown_parts(r, key)), []).append((r, key))
+        out.setdefault(digest64(shown_parts(r)), []).append(r)
     return out
 
 
 def _printed(
-    rec: BenchRecord, key: TestKey, stored: list[tuple[BenchRecord, TestKey]], form: RowForm | None
+    rec: BenchRecord, stored: list[BenchRecord], form: RowForm | None
 ) -> tuple[RowWhere, str] | None:
     """The stored record (of `stored`, in store order) `rec` matches by what an md table shows: in
     `form` (`rec` is an md table's row, `stored` rows of other formats: "md"), else in each stored md
     row's own form, the forms in the order first stored ("md-before"); the last match in store order."""
     if form is not None:
-        mine = shown_key(rec, key, form)
-        hits = [r for r, k in stored if shown_key(r, k, form) == mine]
+        mine = shown_key(rec, form)
+        hits = [r for r in stored if shown_key(r, form) == mine]
         return ((hits[-1].run_id, hits[-1].image.name, hits[-1].image.digest), "md") if hits else None
     forms: dict[RowForm, list[BenchRecord]] = {}
-    for r, k in stored:
+    for r in stored:
         f = form_of(r.raw)
-        if shown_key(r, k, f) == shown_key(rec, key, f):
+        if shown_key(r, f) == shown_key(rec, f):
             forms.setdefault(f, []).append(r)
     hit = next(iter(forms.values()), [])
     return ((hit[-1].run_id, hit[-1].image.name, hit[-1].image.digest), "md-before") if hit else None

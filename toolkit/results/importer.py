@@ -44,10 +44,7 @@ from toolkit.results.import_keys import (
     shown_key,
 )
 from toolkit.results.import_read import (
-    FORMATS_HINT,
-    MAX_IMPORT_BYTES,
     PASS1_IMAGE,
-    STREAM_ABOVE,
     ImportedSet,
     ImportResult,
     ImportSource,
@@ -348,7 +345,7 @@ class _Tally:
         if self.shown:  # what md rows are matched on (not kept for an import without md tables)
             mine = form_of(rec.raw) if no_time else None
             for f, digests in self.shown.items():  # an md row: only in its own form
-                digests.append(shown_key(rec, key, f) if mine is None or f == mine else 0)
+                digests.append(shown_key(rec, f) if mine is None or f == mine else 0)
             self.file_of.append(fi)
             self.line_of.append(r.line)
         if "stddev_ts" in ((rec.model_extra or {}).get("repaired") or []):

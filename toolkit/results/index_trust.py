@@ -21,6 +21,7 @@ file, whose tables the schema check dropped). A file another tool put in WAL mod
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -138,10 +139,8 @@ def _make_key(path: Path) -> bytes | None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(os.urandom(KEY_BYTES))
-        try:
+        with contextlib.suppress(FileExistsError):
             os.link(tmp, path)
-        except FileExistsError:
-            pass
     finally:
         os.unlink(tmp)
     return _read_key(path)
@@ -319,15 +318,11 @@ def _prune(folder: Path) -> None:
         return
     aged = []
     for name in names:
-        try:
+        with contextlib.suppress(OSError):  # another process pruned it meanwhile
             aged.append((os.lstat(folder / name).st_mtime_ns, name))
-        except OSError:  # another process pruned it meanwhile
-            pass
     for _, name in sorted(aged)[: len(aged) - MAX_SEALS * 3 // 4]:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(folder / name)
-        except OSError:
-            pass
 
 
 def sound_file(key: bytes, row: tuple) -> bool:

@@ -32,7 +32,7 @@ from toolkit.results.telemetry_check import (
     flag_unsupported,
     gpu_not_stock,
 )
-from toolkit.results.window_check import window_problem
+from toolkit.results.window_check import outside, window_problem
 
 # A throttle reason counts when set in at least this share of the window's samples, and in at
 # least THROTTLE_MIN_SAMPLES of them (our rule: a reason in one sample of four, or a single-sample
@@ -290,12 +290,6 @@ _GPU_FIGURES = {
 }
 
 
-def _outside(v: Any, lo: float, hi: float) -> bool:
-    """`v` is stated (not None) and is no finite number within [lo, hi]."""
-    n = finite_number(v)
-    return v is not None and (n is None or not lo <= n <= hi)
-
-
 def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: float | None) -> str | None:
     """figures_problem's checks of one GPU's summary `g` (`said`: its power figures are
     telemetry_check.energy_contradiction's to judge: a block that claims, or was refused, a valid energy;
@@ -316,7 +310,7 @@ def _gpu_figures_problem(sid: str, g: Mapping[str, Any], said: bool, board: floa
         for k, v in counts.items()
     ]
     for key, v, (lo, hi) in named:
-        if _outside(v, lo, hi):
+        if outside(v, lo, hi):
             return f"gpus.{sid[:40]}.{key} is {str(v)[:24]}: outside the {lo:g}-{hi:g} a reading can be"
     if why := _sample_counts_problem(g, named) or _throttle_share_problem(g):
         return f"gpus.{sid[:40]}.{why}"
@@ -434,7 +428,7 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
     if not isinstance(t, Mapping):
         return None
     t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
-    no_time = _outside(t.get("duration_s"), 1e-9, math.inf) or (t0 is not None and t1 is not None and t1 < t0)
+    no_time = outside(t.get("duration_s"), 1e-9, math.inf) or (t0 is not None and t1 is not None and t1 < t0)
     said = t.get("energy_valid") is True or "energy_refused" in t  # energy_contradiction's to say
     if no_time and not said:
         return f"duration_s {str(t.get('duration_s'))[:24]}, t0 {t0}, t1 {t1}: a window of no time"
@@ -459,7 +453,7 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
         ("own_cpu_cores_mean", 0.0, most),
         ("achieved_hz", 0.0, math.inf),
     ):
-        if _outside(host.get(key), lo, hi):
+        if outside(host.get(key), lo, hi):
             return f"host.{key} is {str(host.get(key))[:24]}: outside the {lo:g}-{hi:.4g} it can be"
     if why := _host_share_problem(host):
         return why

@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import jsonsafe, stats
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
 from toolkit.results.served_check import served_problem
@@ -389,7 +389,7 @@ def _latency(
         raise BadInput(f"{f.path}: a `vllm bench latency` result that is no measurement: {why}")
     if O != 1:
         return _decode(f, base, L, O, lat, ref)
-    samples = [round(L / x, 4) for x in lat.latencies if x > 0]
+    samples = vf.samples_ts(L, lat.latencies)
     return BenchRecord(
         **base,
         test=f"pp{L}",
@@ -397,7 +397,7 @@ def _latency(
         method=vf.METHOD_PREFILL,
         n_prompt=L,
         avg_ts=round(L / lat.avg, 4),
-        stddev_ts=_sd(samples),
+        stddev_ts=vf.sample_sd(samples),
         samples_ts=samples,
         engine={"input_len": L, "output_len": 1},
         raw=f.result,
@@ -425,7 +425,7 @@ def _decode(
         raise BadInput(f"{ref.path}: a `vllm bench latency` result that is no measurement: {why}")
     n = O - 1
     error = vf.decode_noise_error(lat, short, long_len=O)
-    samples = [] if error else [round(n / (x - short.avg), 4) for x in lat.latencies if x > short.avg]
+    samples = [] if error else vf.samples_ts(n, lat.latencies, short.avg)
     return BenchRecord(
         **base,
         test=f"tg{n}",
@@ -435,16 +435,11 @@ def _decode(
         status="failed" if error else "ok",
         error=error,
         avg_ts=None if error else round(n / (lat.avg - short.avg), 4),
-        stddev_ts=_sd(samples),
+        stddev_ts=vf.sample_sd(samples),
         samples_ts=samples,
         engine={"input_len": L, "output_len": O, "reference_output_len": 1},
         raw={"long": f.result, "short": ref.result},
     )
-
-
-def _sd(xs: list[float]) -> float | None:
-
-    return round(stats.stdev(xs), 4) if len(xs) > 1 else None
 
 
 def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  # noqa: E741

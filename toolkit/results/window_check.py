@@ -44,7 +44,7 @@ USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms dec
 analysis/telemetry.py's window_summary takes it from here."""
 
 
-def _bad(v: Any, lo: float, hi: float) -> bool:
+def outside(v: Any, lo: float, hi: float) -> bool:
     """`v` is stated (not None) and no finite number within [lo, hi]."""
     n = finite_number(v)
     return v is not None and (n is None or not lo <= n <= hi)
@@ -80,7 +80,7 @@ def _gpu_problem(g: Mapping[str, Any], span: float) -> str | None:
     """Why one GPU summary's sampling figures cannot be its window's (see the module), None if they can;
     `span`: seconds its `near` samples can cover."""
     for key in ("period_s", "max_gap_s"):
-        if _bad(g.get(key), 0.0, span):
+        if outside(g.get(key), 0.0, span):
             return f"{key} is {str(g.get(key))[:24]}: outside the 0-{span:.4g} s its window's samples span"
     n, period = finite_number(g.get("samples")), finite_number(g.get("period_s"))  # n: inside the window
     if n is not None and period is not None:
@@ -123,12 +123,12 @@ def window_problem(t: Mapping[str, Any]) -> str | None:
             return f"gpus.{str(sid)[:40]}.{why}"
     host = t.get("host")
     if isinstance(host, Mapping):
-        if _bad(host.get("loadavg_1m_max"), 0.0, math.inf):
+        if outside(host.get("loadavg_1m_max"), 0.0, math.inf):
             return f"host.loadavg_1m_max is {str(host.get('loadavg_1m_max'))[:24]}: a load average is >= 0"
         hn = finite_number(host.get("samples"))
         if why := _implausible_problem(host.get("implausible"), max(1.0, hn if hn is not None else 1.0)):
             return f"host.{why}"
         hspan = max(d, HOST_MIN_WINDOW_S) + 2 * WINDOW_MARGIN_S
-        if _bad(host.get("max_gap_s"), 0.0, hspan):
+        if outside(host.get("max_gap_s"), 0.0, hspan):
             return f"host.max_gap_s is {str(host.get('max_gap_s'))[:24]}: outside the 0-{hspan:.4g} s it can span"
     return None

@@ -20,7 +20,6 @@ import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
@@ -110,10 +109,6 @@ class Outcome:
         if self.reason:
             line += f": {self.reason}"
         return line
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callable[[], str]) -> str:
@@ -284,6 +279,13 @@ def check_sha(lm: LoadedMatrix, model: ModelSpec, path: Path) -> str:
             f"{model.sha256}; re-download the file or fix `sha256`"
         )
     return digest
+
+
+def shader_cache_volume(ctx: RunContext) -> str | None:
+    """The Mesa shader cache volume of a Vulkan image digest, None for other backends: the llama-bench
+    sweep and the canary mount the same one, so warm runs (and the sweep after its canary) compile no
+    shaders."""
+    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
 def container_spec(

@@ -34,14 +34,15 @@ from toolkit.bench.runners.base import (
     log_text,
     memory_limit,
     model_file_here,
-    now,
     resolve_model,
     run_observer,
+    shader_cache_volume,
     stale_marks,
     write_log,
 )
 from toolkit.core import jsonsafe, signals
 from toolkit.core.errors import BadInput
+from toolkit.core.types import utc_now
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.results import identity
@@ -275,7 +276,7 @@ def _run_spec(
         command,
         ctx.profile,
         model_dir=path,
-        shader_volume=_shader_volume(ctx),
+        shader_volume=shader_cache_volume(ctx),
         run_id=ctx.opts.run_id,
         name=name,
         memory_bytes=memory,
@@ -285,11 +286,6 @@ def _run_spec(
         own = {k: v for k, v in env.items() if k not in rs.environment and v is not None}
         rs.environment = {**rs.environment, **own}
     return rs
-
-
-def _shader_volume(ctx: RunContext) -> str | None:
-    """The Mesa shader cache volume of a Vulkan image digest (warm runs compile no shaders)."""
-    return f"toolkit-shaders-{ctx.build.digest.split(':')[-1][:12]}" if ctx.spec.backend == "vulkan" else None
 
 
 PROBE_TIMEOUT_S = 300
@@ -433,7 +429,7 @@ class RowSink:
         try:
             rec = BenchRecord(
                 **{**self.base, **({"flags": flags} if flags else {})},
-                created=now(),
+                created=utc_now(),
                 timing=timing,
                 telemetry=seen.get("telemetry"),
                 **norm,
@@ -445,7 +441,7 @@ class RowSink:
             void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
             rec = BenchRecord(
                 **self.base,
-                created=now(),
+                created=utc_now(),
                 timing=timing,
                 test=norm["test"],
                 axis=norm["axis"],
@@ -481,7 +477,7 @@ class RowSink:
         note = f"; log not written: {log_problem}" if log_problem else ""
         rec = BenchRecord(
             **self.base,
-            created=now(),
+            created=utc_now(),
             timing=timing,
             test="(none)",
             axis="prefill",
@@ -601,7 +597,7 @@ def _prepare(
         return Outcome(spec.name, model.name, "dry-run", command=ctx.engine.run_command(rs))
     if resume and (resumed := _resumed(ctx, pair, env)) is not None:
         return resumed
-    cold = _shader_cache_cold(ctx, _shader_volume(ctx))
+    cold = _shader_cache_cold(ctx, shader_cache_volume(ctx))
     log_path = ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
     base = _base_fields(ctx, pair, axes, rs, env, log_path)
     observer = run_observer(ctx)

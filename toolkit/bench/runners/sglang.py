@@ -36,7 +36,6 @@ from toolkit.bench.runners.base import (
     effective_environment,
     estimate_from,
     image_ref,
-    now,
     resolve_model,
     run_observer,
     seconds_before,
@@ -44,6 +43,7 @@ from toolkit.bench.runners.base import (
     tree_sha256,
 )
 from toolkit.core import backends
+from toolkit.core.types import utc_now
 from toolkit.engine.api import Mount  # a value type: Docker is ctx.engine
 from toolkit.matrix.api import LoadedMatrix, ModelSpec
 from toolkit.results import make_folders
@@ -248,20 +248,14 @@ def _one_batch_cmd(
     kind = "pp" if method == sa.METHOD_PREFILL else "tg"
     fname = sa.result_filename(kind, tokens, f"ub{ub}", f"r{k + 1}")
     what = f"{kind}{tokens}-ub{ub}-r{k + 1}"
-    model_dir = f"/models/{path.name}"
+    model_dir, result_file = f"/models/{path.name}", f"/out/{fname}"
     if method == sa.METHOD_PREFILL:
-        return (
-            sa.prefill_args(
-                model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"
-            ),
-            fname,
-            what,
+        argv = sa.prefill_args(
+            model_dir, s, prompt_len=tokens, chunked_prefill_size=ub, result_file=result_file
         )
-    return (
-        sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=f"/out/{fname}"),
-        fname,
-        what,
-    )
+    else:
+        argv = sa.decode_args(model_dir, s, n_gen=tokens, chunked_prefill_size=ub, result_file=result_file)
+    return argv, fname, what
 
 
 def _levels(ctx: RunContext) -> list[tuple[int, int, int, int]]:
@@ -270,6 +264,13 @@ def _levels(ctx: RunContext) -> list[tuple[int, int, int, int]]:
     p = max((x for x in axes.n_prompt if x > 0), default=512)
     n = max((x for x in axes.n_gen if x > 0), default=128)
     return [(c, p, n, axes.n_ubatch[0]) for c in s.concurrency]
+
+
+def _server_spec(ctx: RunContext, path: Path, out_dir: Path, levels: list[tuple[int, int, int, int]]):
+    """The run spec of the launch_server container the `levels` (_levels) are served by: its chunked
+    prefill at the first level's micro-batch."""
+    args = sa.launch_server_args(f"/models/{path.name}", settings(ctx), chunked_prefill_size=levels[0][3])
+    return _spec(ctx, path, out_dir, args, "serve")
 
 
 def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
@@ -290,14 +291,7 @@ def _planned(ctx: RunContext) -> list[tuple[Step, Any]]:
         )
     levels = _levels(ctx)
     if levels:
-        s = settings(ctx)
-        rs = _spec(
-            ctx,
-            path,
-            out_dir,
-            sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
-            "serve",
-        )
+        rs = _server_spec(ctx, path, out_dir, levels)
         run = ctx.engine.run_command(rs)
         steps.append((Step("launch_server", run[:3] + ["-d"] + run[3:]), None))
         for c, p, n, _ub in levels:
@@ -324,7 +318,7 @@ def _base(ctx: RunContext, path: Path, probe: dict[str, Any] | None = None) -> d
     sha, size = tree_sha256(ctx.lm, path) if path.is_dir() else ("file:" + path.name, path.stat().st_size)
     return dict(
         run_id=ctx.opts.run_id,
-        created=now(),
+        created=utc_now(),
         runner="sglang",
         image=image_ref(ctx.build, ctx.spec),
         model=ModelRef(name=ctx.model.name, path=str(path), sha256=sha, size_bytes=size),
@@ -462,13 +456,7 @@ def _serve_records(
     if not levels:
         return []
     s, eng, base = settings(ctx), ctx.engine, _base(ctx, path, probe)
-    rs = _spec(
-        ctx,
-        path,
-        out_dir,
-        sa.launch_server_args(f"/models/{path.name}", s, chunked_prefill_size=levels[0][3]),
-        "serve",
-    )
+    rs = _server_spec(ctx, path, out_dir, levels)
     container = eng.start_container(rs)
     done: dict[int, Any] = {}
     try:

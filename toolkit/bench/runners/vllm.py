@@ -45,7 +45,6 @@ from toolkit.bench.runners.base import (
     image_ref,
     log_text,
     model_sha256,
-    now,
     resolve_model,
     run_observer,
     seconds_before,
@@ -55,6 +54,7 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
+from toolkit.core.types import utc_now
 from toolkit.engine.api import Mount, RunOutcome, RunSpec  # value types only: Docker is ctx.engine
 from toolkit.host import devices
 from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
@@ -561,7 +561,7 @@ def _run(ctx: RunContext) -> list[Outcome]:
     timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
     base = dict(
         run_id=opts.run_id,
-        created=now(),
+        created=utc_now(),
         runner="vllm",
         image=image_ref(build, spec),
         model=ref,
@@ -685,7 +685,7 @@ def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> can
         text_sha256=ppl_text.text_sha256(),
         command=ctx.engine.run_command(rs),
         run_id=ctx.opts.run_id,
-        created=now(),
+        created=utc_now(),
         method=vc.METHOD,
     )
     make_folders(vctx.out_dir, chmod=0o777)  # as the sweep's: the images run as an unprivileged user

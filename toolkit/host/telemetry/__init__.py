@@ -33,16 +33,10 @@ May use: toolkit.core; nvidia-ml-py (optional); never prints.
 from __future__ import annotations
 
 from toolkit.host.telemetry.amd import (
-    AMD_ENERGY_J_PER_COUNT,
     AMD_ENERGY_WRAP_J,
-    AMD_PP_OVERDRIVE_MASK,
     GPU_METRICS_V1_3,
     AmdGpuSource,
-    kfd_processes,
     parse_gpu_metrics,
-    parse_od_vddgfx_offset_mv,
-    parse_power_profile,
-    render_node,
 )
 from toolkit.host.telemetry.cpu import (
     HostSource,
@@ -50,7 +44,6 @@ from toolkit.host.telemetry.cpu import (
     process_tree_cpu_seconds,
 )
 from toolkit.host.telemetry.discover import (
-    STOCK_POWER_PROFILES,
     GpuRef,
     discover_gpus,
     not_stock_reasons,
@@ -58,14 +51,11 @@ from toolkit.host.telemetry.discover import (
     power_state,
 )
 from toolkit.host.telemetry.kernel_log import (
-    KERNEL_LOG_PATTERNS,
     KernelLog,
     match_kernel_line,
 )
 from toolkit.host.telemetry.nvidia import (
     NvmlGpuSource,
-    import_pynvml,
-    nvml_bus,
 )
 from toolkit.host.telemetry.readers import (
     READ_TIMEOUT_S,

@@ -3,6 +3,7 @@ power state is stock."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -100,10 +101,8 @@ def _nvml_gpus(nvml: Any) -> list[GpuRef]:
     except Exception:
         pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             n.nvmlShutdown()
-        except Exception:
-            pass
     return out
 
 

@@ -196,18 +196,14 @@ class Sampler:
             self._thread = None
             self.sample_once()  # a sample after the end of the last window
         if self._trace is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._trace.close()
-            except OSError:
-                pass
             self._trace = None
         for src in self.sources:
             close = getattr(src, "close", None)
             if close is not None:
-                try:
+                with contextlib.suppress(Exception):
                     close()
-                except Exception:
-                    pass
         return self.samples
 
     def __enter__(self) -> Sampler:

@@ -25,22 +25,11 @@ NOISE_SIGMAS = 3.0  # a decode latency difference must exceed this many combined
 SERVED_TOLERANCE = 0.02  # relative shortfall of generated tokens accepted without --ignore-eos
 
 
-def _num(v: Any) -> float | None:
-    """A finite or infinite float from a number or numeric string; None for anything else (an int
-    beyond a float's range, 10**400, included)."""
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 def _finite(v: Any) -> float | None:
-    """_num's finite floats. Not toolkit.core.stats.finite_number: a vLLM result's numeric text
-    ("0.5") is read as its number here (as _seconds and the counts of `throughput_problem` read it),
+    """stats.float_or_none's finite floats. Not toolkit.core.stats.finite_number: a vLLM result's numeric
+    text ("0.5") is read as its number here (as _seconds and the counts of `throughput_problem` read it),
     where a stored record's text is no number to finite_number."""
-    f = _num(v)
+    f = stats.float_or_none(v)
     return f if f is not None and math.isfinite(f) else None
 
 
@@ -83,7 +72,7 @@ total_output_tokens / duration) and writes full floats; 1 % leaves room for a ha
 
 def _seconds(name: str, v: Any) -> str | None:
     """Why `v` is no time in seconds (a finite number above 0), naming the field; None when it is one."""
-    f = _num(v)
+    f = stats.float_or_none(v)
     if f is None or not math.isfinite(f) or f <= 0:
         shown = repr(v)[:24] if not isinstance(v, (dict, list)) else type(v).__name__
         return f"{name} is {shown}: expected a time in seconds above 0"
@@ -141,7 +130,9 @@ def _percentile_problem(pct: dict[Any, Any], lats: list[float]) -> str | None:
 def _order_problem(by_p: dict[str, float], name: str) -> str | None:
     """Why percentiles `by_p` ({"50": value, "99": value}; keys that are no number are passed over) are
     not non-decreasing in p; `name` formats a key into the field's name."""
-    ranked = sorted((p, k, v) for k, v in by_p.items() if (p := _num(k)) is not None and math.isfinite(p))
+    ranked = sorted(
+        (p, k, v) for k, v in by_p.items() if (p := stats.float_or_none(k)) is not None and math.isfinite(p)
+    )
     for (_, ka, va), (_, kb, vb) in zip(ranked, ranked[1:], strict=False):
         if vb < va * (1 - 1e-9):
             return f"{name.format(kb)} {vb:g} is below {name.format(ka)} {va:g}: a higher percentile is never lower"
@@ -204,7 +195,7 @@ def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
     `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
     `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
     out: dict[str, Any] = {k: _finite(data.get(k)) for k in SERVE_KEYS}
-    rate = _num(data.get("request_rate"))
+    rate = stats.float_or_none(data.get("request_rate"))
     out["request_rate"] = "inf" if rate == math.inf else rate  # as vLLM writes it: JSON has no inf
     lat: dict[str, dict[str, float | None]] = {}
     for metric in ("ttft", "tpot", "itl", "e2el"):
@@ -458,13 +449,13 @@ def throughput_problem(data: dict[str, Any], output_len: int) -> str | None:
     the field, or None: elapsed_time not a time above 0; num_requests not a whole count above 0,
     total_num_tokens not one >= 0; each rate not its count / elapsed_time to AGREE; an elapsed_time
     shorter than `output_len` tokens one after another take (MIN_TOKEN_S each)."""
-    secs = _num(data.get("elapsed_time"))
+    secs = stats.float_or_none(data.get("elapsed_time"))
     why = _seconds("elapsed_time", data.get("elapsed_time"))
     if why or secs is None:
         return why
     counts: dict[str, float] = {}
     for name, least in (("num_requests", 1), ("total_num_tokens", 0)):
-        v = _num(data.get(name))
+        v = stats.float_or_none(data.get(name))
         if v is not None and not (math.isfinite(v) and v == int(v) and v >= least):
             return f"{name} is {data.get(name)!r:.24}: a count is a whole number (at least {least})"
         if v is not None:
