@@ -173,7 +173,7 @@ def test_an_md_build_number_of_5000_digits_is_refused_like_30(tmp_path):
 def test_a_host_field_of_the_wrong_type_shows_nothing(docker):
     host = {"os": ["x"], "kernel": {"a": 1}, "cpu_model": 5, "docker": docker, "toolkit": "str"}
     line = provenance._host_line(host, ["GPU A"])
-    assert line == "5; GPU GPU A; OS and kernel not recorded"
+    assert line == "5; GPU GPU A; OS, kernel and GPU driver not recorded"
 
 
 # ---------------------------------------------------------------- 4. free text bounded

@@ -100,7 +100,7 @@ def test_an_imported_rows_cpu_is_named_and_its_unknown_host_said() -> None:
     )
     assert provenance([cpu]).hosts == ["AMD Ryzen 9 7950X; OS and kernel not recorded"]
     gpu = make_record("vulkan", "vulkan", n=128, avg=90.0, host={})
-    assert provenance([gpu]).hosts == ["GPU AMD Radeon AI PRO R9700; OS and kernel not recorded"]
+    assert provenance([gpu]).hosts == ["GPU AMD Radeon AI PRO R9700; OS, kernel and GPU driver not recorded"]
 
 
 def _older_import_beside_a_bench_run(tmp_path: Path) -> Path:

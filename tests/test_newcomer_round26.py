@@ -90,6 +90,8 @@ def test_an_exported_readme_names_the_build_each_image_holds(tmp_path):
     res = tk(ROOT, "export-run", recs[0]["run_id"], "--results", str(tmp_path / "results"), "-o", str(out))
     assert res.returncode == 0, res.stderr[-800:]
     line = next(ln for ln in (out / "README.md").read_text().splitlines() if ln.startswith("- `cpu`"))
-    assert line.endswith(
+    assert (  # then what the report's image line says of the build, and the records' count
         "image ID `sha256:a504e0178239818d2c40c67d577cb2e1c905af2edbb2a72e5e2a3aa56d375060`, runtime commit 0c1e57098bba"
+        in line
+        and line.endswith(" records")
     ), line

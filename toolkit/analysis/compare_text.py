@@ -16,7 +16,7 @@ from toolkit.analysis.provenance import Provenance, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.analysis.verdict import decimals_apart
-from toolkit.core.text import md_line, md_text, one_line
+from toolkit.core.text import counted, md_line, md_text, one_line
 from toolkit.results.records import BenchRecord
 
 
@@ -206,12 +206,21 @@ def side_provenance(c: Comparison, side: str) -> Provenance:
     return provenance([r.fa if side == "a" else r.fb for r in c.rows])
 
 
+def side_records(c: Comparison, side: str) -> int:
+    """How many stored records the compared numbers of side `side` ("a" or "b") come from (a cell that
+    combines N processes counts N), as a report's column card says it."""
+    return sum((r.fa if side == "a" else r.fb).processes for r in c.rows)
+
+
 def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
     """Per side, `A: <label>` and its provenance lines as a list (names escaped for markdown: md_line)."""
     esc = md_line if markdown else str
     out = []
     for name, s in (("A", c.a), ("B", c.b)):
-        lines = side_provenance(c, name.lower()).lines()
+        lines = [
+            *side_provenance(c, name.lower()).lines(),
+            f"numbers from {counted(side_records(c, name.lower()), 'record')}",
+        ]
         out.append("\n".join([esc(f"{name}: {s.label}"), *(f"- {esc(x)}" for x in lines)]))
     return out
 
@@ -224,6 +233,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             "digests": sorted({r.image.digest for r in s.records}),
             "settings": settings,
             "provenance": side_provenance(c, which).to_json(),
+            "records": side_records(c, which),
         }
 
     return {

@@ -36,6 +36,9 @@ _LABELS = {
     "vLLM": ("org.toolkit.vllm-version",),
     "toolkit": ("org.toolkit.version",),
 }
+_RUNTIME_OF = {"ROCm": "rocm", "Mesa": "vulkan"}
+"""The label an image of a backend is said with even where its records lack it (an import, an image
+built before the label): `ROCm version not recorded`, never silence beside another column's `ROCm 7.1.1`."""
 
 
 @dataclass
@@ -213,11 +216,14 @@ def _count(v: Any) -> int | None:
     return v if type(v) is int and 0 < v < 2**60 else None
 
 
-def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ()) -> str:
+def _host_line(
+    h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = (), given: Iterable[str] = ()
+) -> str:
     """One host's line from its stored facts `h` (any field of any type: see _text), the GPU
-    descriptions its records name and, where `h` names no CPU, the CPU its benchmark rows name
-    (llama-bench's cpu_info: an imported row carries no host facts). What a reader needs and the
-    records do not say is said "not recorded"."""
+    descriptions its records name, where `h` names no CPU the CPU its benchmark rows name
+    (llama-bench's cpu_info: an imported row carries no host facts), and `given`: what containers
+    were given (_given_words of each distinct device profile). What a reader needs and the records do
+    not say is said "not recorded"."""
     cpu = _text(h.get("cpu_model")) or ", ".join(sorted({t for c in cpus if (t := _text(c))}))
     parts = [t for t in (_text(h.get("os")), cpu) if t]
     cores, threads, mem = (_count(h.get(k)) for k in ("cpu_cores", "cpu_threads", "memory_bytes"))
@@ -236,12 +242,17 @@ def _host_line(h: dict[str, Any], gpus: Iterable[str], cpus: Iterable[str] = ())
     gpu = " / ".join(f"({t})" if len(sets) > 1 and " + " in t else t for t in sets)
     if gpu:
         parts.append(f"GPU {gpu}")
+    if given := sorted(set(given)):  # runs given different GPUs: ` / ` between them, as GPU sets
+        parts.append(" / ".join(given))
     docker = _dict(h.get("docker"))
     if engine := _text(docker.get("server_version")):  # which engine, where recorded (doctor's words)
         name = {"podman": "Podman", "docker": "Docker"}.get(str(docker.get("engine")), "engine")
         parts.append(f"{name} {engine}")
-    if parts and not _text(h.get("os")) and not _text(h.get("kernel")):
-        parts.append("OS and kernel not recorded")
+    missing = [w for w, k in (("OS", "os"), ("kernel", "kernel")) if not _text(h.get(k))]
+    missing += ["GPU driver"] if gpu and "amdgpu_module" not in h else []  # the card's kernel driver
+    if parts and missing:
+        parts.append(f"{', '.join(missing[:-1])} and {missing[-1]}" if len(missing) > 1 else missing[0])
+        parts[-1] += " not recorded"
     return "; ".join(parts) or "not recorded"
 
 
@@ -250,6 +261,23 @@ RPC_WORDS = (
 )
 """After the local GPU of a record whose build has RPC (flagged rpc-split: facts.rpc_split), whose model
 may have been split over RPC: llama-bench's gpu_info names the local devices only."""
+
+
+def _given_words(prof: Any) -> str | None:
+    """`container given 2 GPUs: renderD128, renderD129 (hidden: 2 gfx1036 (renderD130, iGPU) (iGPU:
+    ...))` from a record's device profile (DeviceProfile.record(), bench keeps it in host facts): how
+    many GPUs the run had and every host GPU it did not, as `toolkit bench` named them; None without
+    one (an import: its rows' gpu_info says what llama-bench saw)."""
+    prof = _dict(prof)
+    gpus = prof.get("gpus")
+    if not prof or not isinstance(gpus, list):
+        return None
+    nodes = [_text(_dict(g).get("render_node")) or "?" for g in gpus]
+    n = _count(prof.get("gpu_count")) or len(nodes)
+    said = f"container given {counted(n, 'GPU')}" if n else "container given no GPU"
+    said += f": {', '.join(x.rsplit('/', 1)[-1] for x in nodes)}" if nodes else ""
+    hidden = [t for x in prof.get("hidden") or [] if (t := _text(x, 2 * TEXT_MAX))]
+    return said + (f" (hidden: {'; '.join(hidden)})" if hidden else "")
 
 
 def _gpu_set(gpu_info: str) -> str:
@@ -278,7 +306,16 @@ def _image_line(same: list[Facts]) -> str:
     image = _text(same[0].image, 2 * TEXT_MAX) or "unnamed image"
     digest = _said("digest", [w[0] for w in words]) or "digest not recorded"
     backend = _said("backend", [w[1] for w in words]) or "backend not recorded"
-    parts = [f"{image}: {digest}", backend]
+    return ", ".join([f"{image}: {digest}", backend, *build_words(records, words)])
+
+
+def build_words(records: list[BenchRecord], words: list[tuple[str | None, ...]] | None = None) -> list[str]:
+    """What one image's `records` say of its build, as the report's image line says it: runtime commit,
+    ROCm / Mesa / vLLM version and Vulkan matrix cores from its labels (`ROCm version not recorded` for
+    a ROCm image whose records lack it, `Mesa version not recorded` for a Vulkan one), its toolkit;
+    `words`: _image_words(records) where made already."""
+    words = _image_words(records) if words is None else words
+    parts = []
     for i, what in enumerate(_LABELS, 2):
         values = [w[i] for w in words]
         if what == "toolkit":
@@ -287,7 +324,31 @@ def _image_line(same: list[Facts]) -> str:
             parts.append(runtime_commit(records, values))
         elif said := _said(what, [_text(v) for v in values]):
             parts.append(said)
-    return ", ".join(parts)
+        elif _RUNTIME_OF.get(what) in {w[1] for w in words}:  # a GPU stack the figures depend on
+            parts.append(f"{what} version not recorded")
+    return parts
+
+
+def system_cells(r: BenchRecord) -> list[str]:
+    """What a csv line says of the system a number is of (render_csv's SYSTEM_FIELDS): backend, the
+    GPU stack its image's labels name (`ROCm 7.1.1`, `Mesa 25.2.6`, `vLLM 0.16.0`, "; " between), the
+    container engine (`docker 28.1.1`), kernel and amdgpu driver; "" where the record says none."""
+    labels = r.image.labels or {}
+    stack = [
+        f"{what} {v}"
+        for what in ("ROCm", "Mesa", "vLLM")
+        if (v := next((_text(labels[k]) for k in _LABELS[what] if labels.get(k)), None))
+    ]
+    h = r.host or {}
+    docker = _dict(h.get("docker"))
+    engine = _text(docker.get("server_version"))
+    return [
+        _text(r.image.backend) or "",
+        "; ".join(stack),
+        f"{_text(docker.get('engine')) or 'docker'} {engine}" if engine else "",
+        _text(h.get("kernel")) or "",
+        _text(h.get("amdgpu_module")) or "",
+    ]
 
 
 def runtime_commit(records: list[BenchRecord], labelled: list[str | None] | None = None) -> str:
@@ -455,7 +516,7 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
     undated = sorted(t for (t, measured), at in when if not measured and not at)
     p.undated = (len(undated), undated[0], undated[-1]) if undated else None
     p.runs = sorted({t for r in records if (t := _text(r.run_id))})
-    hosts: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {}
+    hosts: dict[str, tuple[dict[str, Any], set[str], set[str], set[str]]] = {}
     host_keys: dict[int, str] = {}  # by the host object (one run's records share theirs: index.load)
     for f in fs:
         r, h = f.record, f.record.host or {}
@@ -464,12 +525,14 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
             key = str(h.get("key") or h.get("hostname") or (h.get("os"), h.get("kernel")))
             if h:
                 host_keys[id(h)] = key
-        entry = hosts.setdefault(key, (h, set(), set()))
+        entry = hosts.setdefault(key, (h, set(), set(), set()))
+        if given := _given_words(h.get("device_profile") or (r.model_extra or {}).get("device_profile")):
+            entry[3].add(given)
         if r.gpu_info:  # a split run's other devices said: its figure is not the local GPU's alone
             entry[1].add(str(r.gpu_info) + (RPC_WORDS if RPC_FLAG in f.flags else ""))
         if isinstance(cpu := (r.raw or {}).get("cpu_info"), str):
             entry[2].add(cpu)
-    p.hosts = [_host_line(h, gpus, cpus) for h, gpus, cpus in hosts.values()]
+    p.hosts = [_host_line(h, gpus, cpus, given) for h, gpus, cpus, given in hosts.values()]
     per_image: dict[str, list[Facts]] = {}
     for f in fs:
         per_image.setdefault(f.image, []).append(f)

@@ -24,7 +24,8 @@ from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.caveats import held_caveats, smoke_caveats
 from toolkit.analysis.facts import Facts, facts_of
-from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance
+from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance, system_cells
+from toolkit.analysis.roofline import gpu_count
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -342,6 +343,16 @@ CSV_FIELDS = [
     "model_file",
     "model_bytes",
     "model_type",
+    # the system beside it, as the other formats' column cards say it (provenance.system_cells), how
+    # many GPUs the run had (roofline.gpu_count), a tiny stand-in model or not, how many records
+    "backend",
+    "gpu_stack",
+    "engine",
+    "kernel",
+    "amdgpu",
+    "gpu_count",
+    "model_stand_in",
+    "records",
 ]
 
 
@@ -354,60 +365,63 @@ def threads(r: BenchRecord) -> int | None:
 def render_csv(ts: list[Table]) -> str:
     """One line per shown cell (CSV_FIELDS): its test, settings, figures and flags, and what it is of
     (model sha256, llama.cpp build, GPU, host name, when measured in UTC, from the oldest process of a
-    combined cell to the newest: empty where not recorded, run id)."""
+    combined cell to the newest: empty where not recorded, run id), then the system beside it
+    (backend, GPU stack from the image's labels, engine, kernel, amdgpu: provenance.system_cells), the
+    GPUs the run had (gpu_count), whether the model is a tiny stand-in, and how many stored records
+    the number combines (`records`); empty where not recorded."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
     for t in ts:
         for row in t.rows:
             for col, f in sorted(row.facts.items()):
-                r, roof, e = f.record, f.roof, f.energy
-                w.writerow(
-                    map(
-                        _inert_cell,
-                        [
-                            t.axis,
-                            row.test,
-                            r.image.name,
-                            r.image.digest,
-                            r.model.name,
-                            r.n_prompt,
-                            r.n_gen,
-                            r.n_depth,
-                            r.n_batch,
-                            r.n_ubatch,
-                            f.ub_effective,
-                            r.flash_attn,
-                            r.n_gpu_layers,
-                            *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
-                            threads(r),
-                            f.concurrency,
-                            f.value,
-                            f.stddev,
-                            *(
-                                (ci.low, ci.high) if (ci := f.ci) else ("", "")
-                            ),  # 95 % interval (>= 3 processes)
-                            *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
-                            *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
-                            roof.metric if roof else "",
-                            round(100 * roof.fraction, 4)
-                            if roof
-                            else "",  # unrounded enough to sit off its limits
-                            " ".join(row.flags.get(col, [])),
-                            "; ".join(f"{k}={v}" for k, v in row.ids.items()),
-                            r.model.sha256 or "",
-                            r.build_commit or "",
-                            r.gpu_info or "",
-                            _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
-                            *measured_span(r),
-                            r.run_id,
-                            (r.model.path or "").rsplit("/", 1)[-1],  # model_file
-                            f.model_bytes or "",
-                            mt if isinstance(mt := (r.raw or {}).get("model_type"), str) else "",
-                        ],
-                    )
-                )
+                w.writerow(map(_inert_cell, _csv_cells(t, row, col, f)))
     return buf.getvalue()
+
+
+def _csv_cells(t: Table, row: Row, col: str, f: Facts) -> list[Any]:
+    """The cells of one csv line (render_csv), in CSV_FIELDS' order."""
+    r, roof, e = f.record, f.roof, f.energy
+    return [
+        t.axis,
+        row.test,
+        r.image.name,
+        r.image.digest,
+        r.model.name,
+        r.n_prompt,
+        r.n_gen,
+        r.n_depth,
+        r.n_batch,
+        r.n_ubatch,
+        f.ub_effective,
+        r.flash_attn,
+        r.n_gpu_layers,
+        *(r.raw.get(k, "") for k in ("type_k", "type_v", "split_mode", "n_cpu_moe")),
+        threads(r),
+        f.concurrency,
+        f.value,
+        f.stddev,
+        *((ci.low, ci.high) if (ci := f.ci) else ("", "")),  # 95 % interval (>= 3 processes)
+        *((st["median"], st["min"], st["max"]) if (st := f.stats) else ("", "", "")),
+        *((f"{e.tok_per_j:.4g}", f"{e.joules:.6g}", e.source) if e else ("", "", "")),
+        roof.metric if roof else "",
+        round(100 * roof.fraction, 4) if roof else "",  # unrounded enough to sit off its limits
+        " ".join(row.flags.get(col, [])),
+        "; ".join(f"{k}={v}" for k, v in row.ids.items()),
+        r.model.sha256 or "",
+        r.build_commit or "",
+        r.gpu_info or "",
+        _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
+        *measured_span(r),
+        r.run_id,
+        (r.model.path or "").rsplit("/", 1)[-1],  # model_file
+        f.model_bytes or "",
+        mt if isinstance(mt := (r.raw or {}).get("model_type"), str) else "",
+        *system_cells(r),
+        "" if (n := gpu_count(r)) is None else n,
+        "true" if f.stand_in else "false",
+        f.processes,
+    ]
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")

@@ -8,6 +8,7 @@ engine's image list) and the tiny stand-in model a real run generates."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from toolkit.bench.runners.base import (
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.host import devices
+from toolkit.host.info import env_choice_note
 from toolkit.matrix.api import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file
 from toolkit.results.records import ResultStore
@@ -185,12 +187,19 @@ def _decide_image(
             )
         except devices.DeviceMissing as err:  # no GPU of the image's arch: this image only
             return out + image(unable, str(err))
-        out += [Decision(spec, None, "note", n) for n in profile.notes]
+        out += [Decision(spec, None, "note", n) for n in profile.notes + _env_choice(spec, opts)]
     runner = runners.get(spec.runner)
     for m in usable:
         ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
         out += _model_decisions(runner, ctx, devices_here=not short)
     return out
+
+
+def _env_choice(spec: ImageSpec, opts: BenchOptions) -> list[str]:
+    """The note of a GPU choice in this shell's environment that containers do not get
+    (host.info.env_choice_note), for an image that is given GPUs; [] where there is none."""
+    note = env_choice_note(os.environ, opts.gpu) if spec.backend != "cpu" else None
+    return [note] if note else []
 
 
 def _model_decisions(runner: Any, ctx: RunContext, *, devices_here: bool = True) -> list[Decision]:

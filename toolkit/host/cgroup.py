@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolkit.host.doctor_checks import Check
+from toolkit.host.doctor_checks import Check, userns_mode
 
 
 def cgroup_version(proc: Path = Path("/proc")) -> str | None:
@@ -39,7 +39,8 @@ def cgroup_version(proc: Path = Path("/proc")) -> str | None:
 
 
 def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Check]:
-    """The cgroup version line, and a warning where Podman runs on cgroup v1: Podman 5 prints "Using
+    """The cgroup version line, a warning where rootless Docker runs on cgroup v1 (no cgroups: its
+    containers' resource limits are discarded), and a warning where Podman runs on cgroup v1: Podman 5 prints "Using
     cgroups-v1 which is deprecated in favor of cgroups-v2 with Podman v5 and will be removed in a
     future version" on every command (the warning a bench's output then carries), and crun refuses a
     hybrid host whose cgroup2 holds controllers. Nothing where the version is unknown, and no warning
@@ -47,6 +48,19 @@ def check_cgroup(version: str | None, info: Mapping[str, Any] | None) -> list[Ch
     if version is None:
         return []
     checks = [Check("info", "cgroup", f"cgroup {version}{_MEANS.get(version, '')}")]
+    if version != "v2" and (
+        userns_mode(info) == "rootless Docker engine" or (info or {}).get("CgroupDriver") == "none"
+    ):
+        checks.append(
+            Check(
+                "warn",
+                "cgroup",
+                f"rootless Docker on cgroup {version}: it runs containers without cgroups, so resource limits are "
+                "discarded (a memory limit, --memory / bench.memory, does not hold; Docker's rootless docs: "
+                "limits need cgroup v2 and systemd); move the host to cgroup v2 (kernel parameter "
+                "`systemd.unified_cgroup_hierarchy=1`, then reboot)",
+            )
+        )
     if (
         version != "v2"
         and info

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +21,8 @@ from toolkit.core.gpuspecs import product_name
 AMD_VENDOR = "0x1002"
 INTEL_VENDOR = "0x8086"
 _RENDER_VENDORS = (AMD_VENDOR, INTEL_VENDOR)
+"""Vendors whose GPUs the images here drive (amdgpu/ROCm, Mesa RADV/ANV); others are found and named."""
+VENDOR_NAMES = {AMD_VENDOR: "AMD", INTEL_VENDOR: "Intel", "0x10de": "NVIDIA"}
 IGPU_VRAM_BYTES = 4 * 1024**3
 
 # APU graphics that report a (possibly large) carve-out as VRAM: Raven/Picasso/Renoir/Cezanne,
@@ -54,8 +55,9 @@ class DeviceMissing(ToolkitError):
 @dataclass(frozen=True)
 class Gpu:
     """One GPU as the host sees it. `index` counts KFD GPU nodes in node order (what ROCm calls
-    device N); GPUs known only to DRM (no KFD: Intel, or amdgpu without KFD) follow, by render minor.
-    Unknown values are "" / 0 / None."""
+    device N); GPUs known only to DRM (no KFD: Intel, or amdgpu without KFD) follow, by render minor,
+    then render nodes of vendors no image here drives (NVIDIA: listed so a run names them as hidden).
+    Unknown values are "" / 0 / None; `render_node` is "" for a KFD GPU whose node names none."""
 
     index: int
     gfx_target: str
@@ -77,10 +79,11 @@ class Gpu:
 
     def label(self) -> str:
         """e.g. `0 gfx1201 AMD Radeon AI PRO R9700 (renderD128, 32 GiB)`."""
-        parts = [str(self.index), self.gfx_target or f"vendor {self.vendor}"]
+        arch = self.gfx_target or ("gfx unknown" if self.kfd_node is not None else f"vendor {self.vendor}")
+        parts = [str(self.index), arch]
         if self.name:
             parts.append(self.name)
-        extra = [self.render_name] + ([_gib(self.vram_bytes)] if self.vram_bytes else [])
+        extra = [self.render_name or "no render node"] + ([_gib(self.vram_bytes)] if self.vram_bytes else [])
         extra += ["iGPU"] if self.is_igpu else []
         return " ".join(parts) + f" ({', '.join(extra)})"
 
@@ -188,8 +191,10 @@ def _is_igpu(vendor: str, gfx: str, vram: int, pci_bus: str, cpu_cores: int = 0)
 
 
 def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
-    """GPUs from the KFD topology matched to DRM render nodes by drm_render_minor; on a host with
-    DRM only (Vulkan-only), AMD and Intel render nodes with unknown gfx. Pure read of `sysfs`."""
+    """GPUs from the KFD topology matched to DRM render nodes by drm_render_minor; then the render
+    nodes without a KFD node (Vulkan-only hosts, Intel) with unknown gfx, AMD and Intel first, then
+    NVIDIA's (never passed, named hidden: `unusable`); other vendors' (virtio) are no GPU. Pure read
+    of `sysfs`."""
     drm = _drm_render_nodes(sysfs)
     cards = _card_nodes(sysfs)
     gpus: list[Gpu] = []
@@ -199,9 +204,9 @@ def detect_gpus(sysfs: Path = Path("/sys")) -> list[Gpu]:
         if gpu is not None:
             gpus.append(gpu)
     seen = {g.drm_render_minor for g in gpus}
-    for minor, d in drm.items():
-        if minor in seen or d.vendor not in _RENDER_VENDORS:
-            continue
+    # AMD and Intel first (their numbers stay), then NVIDIA's; a virtual display (virtio) is no GPU
+    rest = [(m, d) for m, d in drm.items() if m not in seen and d.vendor in VENDOR_NAMES]
+    for minor, d in sorted(rest, key=lambda md: (md[1].vendor not in _RENDER_VENDORS, md[0])):
         card = cards.get(d.pci_path)
         pci_bus = Path(d.pci_path).name
         gpus.append(
@@ -233,7 +238,7 @@ def _kfd_gpu(node: Path, index: int, drm: dict[int, _Drm], cards: dict[str, str]
     gfx = gfx_from_version(version) if version else ""
     if not gfx and re.fullmatch(r"gfx[0-9a-f]+", _read(node / "name")):
         gfx = _read(node / "name")
-    minor = props.get("drm_render_minor", 0)
+    minor = props.get("drm_render_minor", 0)  # render minors start at 128: 0 is "none named"
     d = drm.get(minor)
     vendor = d.vendor if d and d.vendor else f"0x{props.get('vendor_id', 0x1002):04x}"
     device_id = d.device_id if d and d.device_id else f"0x{props.get('device_id', 0):04x}"
@@ -246,7 +251,7 @@ def _kfd_gpu(node: Path, index: int, drm: dict[int, _Drm], cards: dict[str, str]
         name=(d.product_name if d else "") or product_name(vendor, device_id, d.revision if d else None),
         vram_bytes=vram,
         pci_bus=pci_bus,
-        render_node=f"/dev/dri/renderD{minor}",
+        render_node=f"/dev/dri/renderD{minor}" if minor > 0 else "",
         card_node=f"/dev/dri/{card}" if card else None,
         drm_render_minor=minor,
         is_igpu=_is_igpu(vendor, gfx, vram, pci_bus, props.get("cpu_cores_count", 0)),
@@ -405,16 +410,48 @@ IGPU_WHY = {
 @dataclass(frozen=True)
 class Selection:
     """Which GPUs a container gets. `chosen` are passed (in host index order), `hidden` pairs each
-    GPU left out with the reason, `note` says both in one line ("" when one GPU and nothing hidden)."""
+    GPU left out with the reason (in host index order: those the policy or a pin left out and those
+    the backend cannot be given at all), `note` says both in one line ("" when one GPU and nothing
+    hidden); `narrowed`: the policy or a pin left out a GPU the backend could use (then the passed
+    cards are renumbered from 0 inside: ROCR_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES)."""
 
     chosen: list[Gpu]
     hidden: list[tuple[Gpu, str]]
     pinned: bool
     note: str
+    narrowed: bool = False
 
     @property
     def notes(self) -> list[str]:
         return [self.note] if self.note else []
+
+
+def _render_present(g: Gpu, dev: Path) -> bool:
+    return bool(g.render_name) and _render_host_path(g, dev).exists()
+
+
+def unusable(
+    gpus: list[Gpu] | tuple[Gpu, ...], backend: str, dev: Path = Path("/dev")
+) -> list[tuple[Gpu, str]]:
+    """The GPUs of `gpus` a `backend` (rocm, vulkan) container cannot be given at all, each with why:
+    another vendor's (no driver for it in the images), not in the KFD topology (ROCm), no render node
+    named, or its render node missing under `dev`. select_gpus names them as hidden, so every GPU of
+    the host is either passed or named; a --gpu pin on one is BadInput with the reason."""
+    out = []
+    for g in gpus:
+        if g.vendor not in _RENDER_VENDORS:
+            who = VENDOR_NAMES.get(g.vendor, f"vendor {g.vendor or 'unknown'}")
+            why = f"{who} GPU: the {backend} images here carry no driver for it"
+        elif backend == "rocm" and g.kfd_node is None:
+            why = "not in the KFD topology: ROCm cannot use it"
+        elif not g.render_name:
+            why = "no render node: its KFD node names none (drm_render_minor)"
+        elif not _render_host_path(g, dev).exists():
+            why = f"its render node {_render_host_path(g, dev)} is missing on this host"
+        else:
+            continue
+        out.append((g, why))
+    return out
 
 
 def select_gpus(
@@ -423,35 +460,60 @@ def select_gpus(
     *,
     backend: str = "rocm",
     targets: list[str] | tuple[str, ...] | None = None,
-    unpassable: Mapping[int, str] | None = None,
+    dev: Path | None = None,
 ) -> Selection:
     """The multi-GPU policy, one place for bench, doctor and dry runs.
 
+    - `dev` given: `candidates` are every GPU of the host; those the backend cannot be given at all
+      (`unusable`: another vendor, not in KFD for ROCm, no render node under `dev`) are never passed
+      and always named hidden with the reason; a pin on one is BadInput saying why. `dev` None:
+      `candidates` are all usable (a caller that filtered them).
     - `pin` (--gpu N): exactly GPU N (host index, as `toolkit doctor` lists them); every other
-      candidate is hidden ("not selected (--gpu N)"). BadInput when N is not a candidate.
+      candidate is hidden ("not selected (--gpu N)"). BadInput when N is no GPU of the host.
     - default: every discrete GPU whose arch the image was built for (`targets`, from the image's
       org.toolkit.gfx-targets label; None = not known, no arch filter; GPUs of unknown arch pass);
       discrete GPUs of another arch are hidden (their kernels would fail with 'invalid device
       function'); iGPUs are hidden when a discrete GPU is chosen (rocBLAS can abort on them). A
       host with only iGPUs passes its iGPUs of the image's arch.
-    - `unpassable` ({host index: why}, no_node): hidden with the reason; --gpu N of one is BadInput.
-    - nothing to choose: DeviceMissing naming every candidate and why it was left out.
+    - nothing to choose: DeviceMissing naming every GPU and why it was left out.
     The GPU count of a run is len(chosen); bench records it (DeviceProfile.record()).
     """
-    gone = dict(unpassable or {})
-    cands = [g for g in candidates if g.index not in gone]
-    unnamed = [(g, gone[g.index]) for g in candidates if g.index in gone]
+    gone = unusable(candidates, backend, dev) if dev is not None else []
+    cands = [g for g in candidates if all(g is not u for u, _ in gone)]
+
+    def done(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], pinned: bool) -> Selection:
+        narrowed = pinned or bool(hidden)
+        every = sorted(hidden + gone, key=lambda gw: gw[0].index)
+        note = _selection_note(chosen, every, pinned=pinned, narrowed=narrowed)
+        return Selection(chosen, every, pinned, note, narrowed)
+
     if pin is not None:
         chosen = [g for g in cands if g.index == pin]
         if not chosen:
             have = "; ".join(g.label() for g in cands) or "none"
-            no_such = f"no such GPU for this backend (GPUs: {have})"
-            raise BadInput(
-                f"--gpu {pin}: " + next((f"{g.label()}: {r}" for g, r in unnamed if g.index == pin), no_such)
+            what = next(
+                (f"{g.label()} cannot be passed: {w}" for g, w in gone if g.index == pin), "no such GPU"
             )
-        hidden: list[tuple[Gpu, str]] = [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin]
-        hidden = sorted(hidden + unnamed, key=lambda h: h[0].index)
-        return Selection(chosen, hidden, True, _selection_note(chosen, hidden, pinned=True))
+            raise BadInput(f"--gpu {pin}: {what} (GPUs a {backend} container can get: {have})")
+        return done(chosen, [(g, f"not selected (--gpu {pin})") for g in cands if g.index != pin], True)
+
+    chosen, hidden = _by_policy(cands, backend, targets)
+    if not chosen:
+        left_out = "; ".join(
+            f"{g.label()}: {w}" for g, w in sorted(hidden + gone, key=lambda gw: gw[0].index)
+        )
+        raise DeviceMissing(
+            f"{backend} image: no GPU of the image's gfx targets ({','.join(targets or [])}) on this host "
+            f"({left_out or 'no GPU'}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
+        )
+    return done(chosen, hidden, False)
+
+
+def _by_policy(
+    cands: list[Gpu], backend: str, targets: list[str] | tuple[str, ...] | None
+) -> tuple[list[Gpu], list[tuple[Gpu, str]]]:
+    """select_gpus' default: (every discrete GPU of the image's `targets`, else its iGPUs of them; the
+    others, each with why it is left out)."""
 
     def arch_ok(g: Gpu) -> bool:
         return not (targets and g.gfx_target and not any(target_covers(t, g.gfx_target) for t in targets))
@@ -467,17 +529,12 @@ def select_gpus(
         if not arch_ok(g):
             why.append(f"{g.gfx_target} is not among the image's gfx targets ({','.join(targets or [])})")
         hidden.append((g, "; ".join(why)))
-    hidden = sorted(hidden + unnamed, key=lambda h: h[0].index)
-    if not chosen:
-        left_out = "; ".join(f"{g.label()}: {w}" for g, w in hidden) or "no GPU"
-        raise DeviceMissing(
-            f"{backend} image: no GPU of the image's gfx targets ({','.join(targets or [])}) on this host "
-            f"({left_out}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
-        )
-    return Selection(chosen, hidden, False, _selection_note(chosen, hidden, pinned=False))
+    return chosen, hidden
 
 
-def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned: bool) -> str:
+def _selection_note(
+    chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned: bool, narrowed: bool = True
+) -> str:
     if len(chosen) == 1 and not hidden:
         return ""
     n = len(chosen)
@@ -490,7 +547,7 @@ def _selection_note(chosen: list[Gpu], hidden: list[tuple[Gpu, str]], *, pinned:
             "; llama.cpp splits the model across them (split mode layer unless -sm says otherwise); "
             "pass --gpu N to measure one GPU"
         )
-    elif not pinned:
+    elif not pinned and narrowed:  # another GPU it could use was left out
         head += "; pass --gpu N to choose another"
     return head
 
@@ -560,18 +617,6 @@ def _render_host_path(g: Gpu, dev: Path) -> Path:
     return dev / "dri" / g.render_name
 
 
-def no_node(gpus: list[Gpu] | tuple[Gpu, ...], dev: Path) -> dict[int, str]:
-    """{host index: why} of the GPUs sysfs lists whose render node is missing from `dev` (the driver
-    made none, or `dev` is not the host's /dev): no container can be given them (select_gpus hides
-    them, naming the node, where they were left out without a word)."""
-    return {
-        g.index: f"no device node {_render_host_path(g, dev)} on this host (sysfs lists the card; check "
-        "`ls -l /dev/dri` and dmesg for amdgpu): it cannot be passed"
-        for g in gpus
-        if not _render_host_path(g, dev).exists()
-    }
-
-
 def shortfall(
     backend: str, gpus: list[Gpu] | tuple[Gpu, ...], dev: Path = Path("/dev"), allow_software: bool = False
 ) -> Shortfall | None:
@@ -588,15 +633,15 @@ def shortfall(
                 "/dev/kfd exists but /sys/class/kfd lists no GPU node",
                 "check that amdgpu initialised the card (dmesg)",
             )
-        if not any(_render_host_path(g, dev).exists() for g in usable):
-            nodes = ", ".join(g.render_node for g in usable)
+        if not any(_render_present(g, dev) for g in usable):
+            nodes = ", ".join(g.render_node or f"GPU {g.index}: none named" for g in usable)
             return Shortfall(
                 f"no render node {nodes}",
                 "the GPU is in the KFD topology but its render node is missing",
             )
         return None
     if backend == "vulkan":
-        if allow_software or any(_render_host_path(g, dev).exists() for g in gpus):
+        if allow_software or any(_render_present(g, dev) for g in gpus if g.vendor in _RENDER_VENDORS):
             return None
         return Shortfall(
             "no GPU render node",
@@ -631,24 +676,24 @@ def vulkan_profile(
     With `allow_software` and no GPU: no devices and GGML_VK_VISIBLE_DEVICES=0, because ggml-vulkan
     skips CPU-type devices (Mesa lavapipe) unless one is selected explicitly.
     """
-    present = [g for g in gpus if _render_host_path(g, dev).exists()]
+    present = [g for g in gpus if g.vendor in _RENDER_VENDORS and _render_present(g, dev)]
     if not present and allow_software:
         if pin is not None:
-            select_gpus(present, pin, backend="vulkan")  # raises BadInput naming the missing GPU
+            select_gpus(gpus, pin, backend="vulkan", dev=dev)  # raises BadInput naming the missing GPU
         return DeviceProfile(
             backend="vulkan",
             environment={"GGML_VK_VISIBLE_DEVICES": "0"},
             notes=["no GPU render node: runs on Mesa lavapipe (software Vulkan on the CPU)"],
         )
     _require("vulkan", gpus, dev)
-    sel = select_gpus(gpus, pin, backend="vulkan", unpassable=no_node(gpus, dev))
+    sel = select_gpus(gpus, pin, backend="vulkan", dev=dev)
     paths = [_render_host_path(g, dev) for g in sel.chosen]
     return DeviceProfile(
         backend="vulkan",
         devices=[_device(p, g.render_node) for p, g in zip(paths, sel.chosen, strict=True)],
         group_add=_gids(paths),
         # The container sees only the passed node(s), numbered from 0; say so when some were left out.
-        environment={"GGML_VK_VISIBLE_DEVICES": _visible(sel)} if sel.pinned or sel.hidden else {},
+        environment={"GGML_VK_VISIBLE_DEVICES": _visible(sel)} if sel.narrowed else {},
         **_selected(sel),
     )
 
@@ -681,12 +726,11 @@ def rocm_profile(
     environments": numactl-style NUMA placement; rocm.docs.amd.com/projects/install-on-linux/en/latest/
     how-to/docker.html, "Accessing GPUs in containers"); nothing here places memory that way."""
     _require("rocm", gpus, dev)
-    usable = rocm_gpus(gpus)
-    sel = select_gpus(usable, pin, backend="rocm", targets=targets, unpassable=no_node(usable, dev))
+    sel = select_gpus(gpus, pin, backend="rocm", targets=targets, dev=dev)
     kfd = dev / "kfd"
     paths = [_render_host_path(g, dev) for g in sel.chosen]
     env: dict[str, str] = {}
-    if sel.pinned or sel.hidden:
+    if sel.narrowed:
         # libhsakmt hides KFD nodes whose render node it cannot open, so inside the container the
         # passed card(s) are numbered from 0; the host index would select nothing.
         env["ROCR_VISIBLE_DEVICES"] = _visible(sel)

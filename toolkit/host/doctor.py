@@ -18,15 +18,12 @@ from toolkit.host.devices import (
     Gpu,
     amd_cdi_spec,
     detect_gpus,
-    no_node,
-    rocm_gpus,
     select_gpus,
     shortfall,
     target_covers,
+    unusable,
 )
 from toolkit.host.doctor_checks import (
-    PODMAN_ROOTLESS_WHY,
-    USERNS_WHY,
     Check,
     DeviceProbe,
     check_base_images,
@@ -41,8 +38,9 @@ from toolkit.host.doctor_checks import (
     engine_facts,
     read_text,
     userns_mode,
+    userns_why,
 )
-from toolkit.host.info import host_facts
+from toolkit.host.info import env_choice_note, host_facts
 
 GFX_TARGETS_LABEL = "org.toolkit.gfx-targets"
 """Image label listing the gfx targets the image's GPU code was built for, comma separated."""
@@ -124,8 +122,7 @@ def apply_userns(
             )
             continue
         v.runnable = False
-        why = PODMAN_ROOTLESS_WHY if remap == "rootless Podman" else USERNS_WHY
-        v.reason = f"{remap}: {why} (not proven: {failure}); devices {v.reason}"
+        v.reason = f"{remap}: {userns_why(remap)} (not proven: {failure}); devices {v.reason}"
 
 
 def image_verdict(
@@ -154,11 +151,10 @@ def image_verdict(
     if backend == "cpu":
         return verdict(True, "no devices needed")
     if backend == "vulkan":
-        gone = no_node(gpus, dev)
-        if len(gone) == len(gpus):
+        if len(unusable(gpus, "vulkan", dev)) == len(gpus):
             return verdict(True, "Mesa lavapipe (software Vulkan on the CPU; --allow-software-gpu)")
         try:
-            sel = select_gpus(gpus, pin, backend="vulkan", unpassable=gone)
+            sel = select_gpus(gpus, pin, backend="vulkan", dev=dev)
         except ToolkitError as err:
             return verdict(False, str(err))
         return verdict(True, _gpu_list(sel.chosen, "vendor"), sel.notes)
@@ -170,12 +166,11 @@ def _rocm_verdict(
 ) -> tuple[bool, str, list[str]]:
     """(runnable, reason, notes) of a ROCm image: the GPUs bench would choose (select_gpus), and
     whether the image's gfx targets (its label; unchecked before a build) cover their archs."""
-    kfd_gpus = rocm_gpus(gpus)
-    gone = no_node(kfd_gpus, dev)
-    usable = [g for g in kfd_gpus if g.index not in gone]
+    gone = {id(g) for g, _ in unusable(gpus, "rocm", dev)}
+    usable = [g for g in gpus if id(g) not in gone]
     targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
     try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
-        sel = select_gpus(kfd_gpus, pin, backend="rocm", targets=targets or None, unpassable=gone)
+        sel = select_gpus(gpus, pin, backend="rocm", targets=targets or None, dev=dev)
     except ToolkitError as err:
         if targets and "gfx targets" in str(err):
             return False, _wrong_arch(targets, sorted({g.gfx_target for g in usable if g.gfx_target})), []
@@ -256,6 +251,8 @@ def diagnose(
         + check_release(parse_os_release(read_text(etc / "os-release")), apt_policy)
         + check_power(gpu_power_states(sysfs, nvml=nvml))
     )
+    if chosen_by_env := env_choice_note(env, pin):
+        checks.append(Check("warn", "gpu", chosen_by_env))
     verdicts = [
         image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
         for img in images

@@ -17,8 +17,11 @@ from typing import Any, Literal
 
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
 from toolkit.host.devices import (
+    AMD_VENDOR,
+    INTEL_VENDOR,
     Gpu,
     rocm_gpus,
+    unusable,
 )
 
 Level = Literal["ok", "info", "warn", "error"]
@@ -81,6 +84,13 @@ def check_devices(gpus: list[Gpu], dev: Path) -> list[Check]:
     for g in gpus:
         checks.append(Check("ok", "gpu", f"GPU {g.label()}{_gpu_identity(g)}"))
         node = dev / "dri" / g.render_name
+        for _, why in unusable([g], "vulkan", dev):  # another vendor's, or no render node named
+            if g.render_name and not node.exists():
+                break  # said below
+            level: Level = "warn" if g.vendor in (AMD_VENDOR, INTEL_VENDOR) else "info"
+            checks.append(Check(level, "gpu", f"GPU {g.index}: {why}; the toolkit never passes it"))
+        if not g.render_name:
+            continue
         if node.exists():
             checks.append(_node_check(node, "render"))
         else:
@@ -139,7 +149,7 @@ def check_hsa_override(env: Mapping[str, str], gpus: list[Gpu]) -> list[Check]:
 
 
 def check_igpu(gpus: list[Gpu]) -> list[Check]:
-    amd = rocm_gpus(gpus) or gpus
+    amd = rocm_gpus(gpus) or [g for g in gpus if g.vendor in (AMD_VENDOR, INTEL_VENDOR)]
     igpus = [g for g in amd if g.is_igpu]
     dgpus = [g for g in amd if not g.is_igpu]
     if not (igpus and dgpus):
@@ -374,7 +384,7 @@ def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
             Check(
                 "warn",
                 "docker",
-                f"{remap}: {USERNS_WHY}; GPU images count as runnable only when a "
+                f"{remap}: {userns_why(remap)}; GPU images count as runnable only when a "
                 "one-shot container proves it can open the device nodes",
             )
         )
@@ -392,18 +402,53 @@ PODMAN_ROOTLESS_WHY = (
     "`--group-add keep-groups` (crun), where this user can open it on the host"
 )
 
+USERNS_UNKNOWN = "Docker engine that reported no security options"
+"""userns_mode where `docker info` names none (an empty or absent SecurityOptions: an old or proxied
+API): rootless or remapped cannot be told from rootful, so device access is not taken for granted."""
+
+
+def userns_why(mode: str) -> str:
+    """Why GPU images on an engine of userns_mode `mode` may not open their device nodes."""
+    if mode == "rootless Podman":
+        return PODMAN_ROOTLESS_WHY
+    if mode == USERNS_UNKNOWN:
+        return "whether it is rootless or user-namespace-remapped is unknown, and if it is, " + USERNS_WHY
+    return USERNS_WHY
+
+
+def _security_names(opts: Any) -> set[str]:
+    """The names in `docker info` SecurityOptions, whatever the API's form: `name=rootless` (API 1.26+;
+    `name=seccomp,profile=builtin`), `{"Key": "Name", "Value": "rootless"}` (API 1.25), `rootless`."""
+    names: set[str] = set()
+    for o in opts if isinstance(opts, list) else []:
+        if isinstance(o, Mapping):
+            if str(o.get("Key", "")).lower() == "name":
+                names.add(str(o.get("Value", "")).strip().lower())
+            continue
+        for part in str(o).split(","):
+            key, eq, value = part.partition("=")
+            if key.strip().lower() == "name" or not eq:
+                names.add((value if eq else key).strip().lower())
+    return names
+
 
 def userns_mode(info: Mapping[str, Any] | None) -> str | None:
     """ "rootless Podman", "rootless Docker engine" / "user-namespace-remapped Docker engine" from
-    engine_info (`engine`, `rootless`: engine_facts gives every shape of engine description them) and
-    `docker info` SecurityOptions (`name=rootless`, `name=userns`), else None."""
-    if (info or {}).get("engine") == "podman":
-        return "rootless Podman" if (info or {}).get("rootless") else None
-    opts = [str(o) for o in ((info or {}).get("SecurityOptions") or [])]
-    if (info or {}).get("rootless") is True or any("name=rootless" in o for o in opts):
+    engine_info (`engine`, `rootless`) and `docker info` SecurityOptions (`rootless`, `userns`, in
+    any of the API's forms), USERNS_UNKNOWN where a reachable Docker engine's SecurityOptions are
+    given but name nothing, else None (rootful; an info without the key: a caller that did not ask)."""
+    info = info or {}
+    if info.get("engine") == "podman":
+        return "rootless Podman" if info.get("rootless") else None
+    if info.get("error"):
+        return None
+    names = _security_names(info.get("SecurityOptions"))
+    if "rootless" in names or info.get("rootless") is True:
         return "rootless Docker engine"
-    if any("name=userns" in o for o in opts):
+    if "userns" in names:
         return "user-namespace-remapped Docker engine"
+    if "SecurityOptions" in info and not names:
+        return USERNS_UNKNOWN
     return None
 
 
@@ -425,7 +470,7 @@ def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if info is None or "engine" in info:
         return None if info is None else dict(info)
     out: dict[str, Any] = dict(info)
-    opts = [str(o) for o in (info.get("SecurityOptions") or []) if o]
+    said_rootless = "rootless" in _security_names(info.get("SecurityOptions"))
     host, version = info.get("host"), info.get("version")
     if isinstance(host, Mapping) and isinstance(version, Mapping | None):  # `podman info`
 
@@ -447,14 +492,14 @@ def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     elif "BuildahVersion" in info or "Rootless" in info:  # Podman's Docker-compatible `/info`
         out |= {
             "engine": "podman",
-            "rootless": info.get("Rootless") is True or any("name=rootless" in o for o in opts),
+            "rootless": info.get("Rootless") is True or said_rootless,
             "server_version": info.get("ServerVersion"),
             "buildah": info.get("BuildahVersion"),
             "oci_runtime": info.get("DefaultRuntime"),
             "storage_driver": info.get("Driver"),
         }
     else:
-        out |= {"engine": "docker", "rootless": any("name=rootless" in o for o in opts)}
+        out |= {"engine": "docker", "rootless": said_rootless}
     errors = [str(e) for e in (info.get("ServerErrors") or []) if e]
     if errors and not (out.get("server_version") or info.get("ServerVersion")):
         name = "Podman" if out["engine"] == "podman" else "Docker engine"

@@ -259,6 +259,32 @@ _GPU_ENV = (
 )
 
 
+CHOICE_ENV = (
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GGML_VK_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+)
+"""Variables that choose GPUs for a process run on the host (by a user, or Slurm: _GPU_ENV)."""
+
+
+def env_choice_note(env: Mapping[str, str], pin: int | None = None) -> str | None:
+    """The note for a GPU choice in the toolkit's own environment (CHOICE_ENV): a container is given
+    GPUs by devices.select_gpus (or --gpu N) and gets none of this shell's variables, so the choice is
+    not applied; said (bench's plan notes, doctor), never ignored in silence. None where none is set."""
+    said = [f"{k}={env[k]}" for k in CHOICE_ENV if env.get(k) is not None]
+    if not said:
+        return None
+    how = (
+        f"--gpu {pin} chooses the GPU"
+        if pin is not None
+        else "the multi-GPU policy chooses (every discrete GPU of the image's gfx targets); pass --gpu N "
+        "(numbered as `toolkit doctor` lists them) to choose one"
+    )
+    return f"{', '.join(said)} is set here but not applied to the containers (they get none of this shell's variables): {how}"
+
+
 def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Where a campaign job runs, from its environment: {"key": host key} when TOOLKIT_HOST_KEY is set,
     and inside a Slurm job (SLURM_JOB_ID set) {"slurm": {"job_id", "node", "gpu_index", "visible_devices"}}.

@@ -420,9 +420,10 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             f"- {code(im.name)} ({md_text(str(im.backend))}): "
             + (f"image ID {code(im.digest)}" if im.digest else "image ID not recorded")
             + ", "
-            + provenance.runtime_commit(mine := [r for r in records if r.image.digest == im.digest])
+            + ", ".join(provenance.build_words(mine := [r for r in records if r.image.digest == im.digest]))
             + provenance.canary_words(mine)
-        )  # the build it holds (llama.cpp's or vLLM's commit) and its canary, as the report's image line
+            + _records_words(mine)
+        )  # the build it holds (commit, ROCm/Mesa version, toolkit) and its canary, as the report's image line
         lines += [
             f"  - pull: {code('docker pull ' + rd)} (Podman: {code('podman pull ' + rd)})"
             + (
@@ -461,6 +462,15 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     # a list: consecutive lines would run into one paragraph; names from records: no markup
     lines += [f"- Note: {md_line(n)}" for n in run.notes]
     return "\n".join(lines) + "\n"
+
+
+def _records_words(mine: list[BenchRecord]) -> str:
+    """`; numbers from 6 records` (`, 1 failed` where some are): how many of the run's records an image's
+    figures come from, as a report's column card says it."""
+    failed = sum(r.status != "ok" for r in mine)
+    return f"; numbers from {counted(len(mine) - failed, 'record')}" + (
+        f", {failed} failed" if failed else ""
+    )
 
 
 def _cases_lines(run: PublishedRun) -> list[str]:
