@@ -81,10 +81,12 @@ def test_a_card_without_its_device_node_is_named_hidden(tmp_path, backend, with_
     gpus, dev = _host(tmp_path, renders, with_igpu=with_igpu)
     p = profile_for(backend, gpus, dev=dev, targets=["gfx1201"])
     assert p.gpus == [0] and p.gpu_count == 1
-    assert p.hidden[0].startswith("1 gfx1201 AMD Radeon AI PRO R9700 (renderD129, 32 GiB) (no device node ")
-    assert f"{dev}/dri/renderD129 on this host" in p.hidden[0]
+    assert p.hidden[0].startswith("1 gfx1201 AMD Radeon AI PRO R9700 (renderD129, 32 GiB) (its render node ")
+    assert f"{dev}/dri/renderD129 is missing on this host" in p.hidden[0]
     assert len(p.hidden) == (2 if with_igpu else 1) and "hidden: 1 gfx1201" in p.notes[0], p.notes
-    with pytest.raises(BadInput, match=r"--gpu 1: 1 gfx1201 .* no device node .*renderD129"):
+    with pytest.raises(
+        BadInput, match=r"--gpu 1: 1 gfx1201 .* cannot be passed: its render node .*renderD129 is missing"
+    ):
         profile_for(backend, gpus, dev=dev, pin=1, targets=["gfx1201"])
 
 
@@ -92,4 +94,4 @@ def test_doctor_names_the_card_without_a_node(tmp_path):
     gpus, dev = _host(tmp_path, (128,), with_igpu=False)
     rep = diagnose(IMAGES, {}, env={}, sysfs=tmp_path / "sys", dev=dev)
     text = format_doctor(rep)
-    assert "renderD129" in text and "no device node" in text, text
+    assert "renderD129" in text and "is missing on this host" in text, text

@@ -111,6 +111,11 @@ def parse_budget(text: str) -> float:
     return v
 
 
+MAX_CANDIDATES = 1000
+"""The most knob settings a search may cross to (`--values`): 3000 x 3000 values hung `tune` listing
+9 x 10^6 settings (quadratically: each checked against the list) before its first trial."""
+
+
 def candidates(knobs: dict[str, list[int]], default: Candidate) -> list[Candidate]:
     """The crossed knob values (invalid ub > n_batch left out), the matrix default first."""
     names = sorted(knobs)

@@ -48,6 +48,7 @@ from toolkit.core import jsonsafe
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
+from toolkit.core.text import path_text
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
@@ -367,16 +368,38 @@ def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
     return out + list(spec.sbatch_args)
 
 
+def _sbatch_line(option: str, *, verbatim: bool = False) -> str:
+    """`#SBATCH OPTION` as sbatch reads it back as one argument: sbatch splits a directive at white
+    space, ends it at an unquoted `#` and takes `"` and `\\` as quote and escape, so an option holding
+    any of them is written quoted (a project in `my proj` failed at sbatch, `Invalid directive found in
+    batch script: proj`; one in `run#2` sent the job's output to `run`). `verbatim` (sbatch_args, the
+    user's own sbatch text): as written. BadInput for a line break or other control character: the line
+    would end there and the rest run as a shell command on the node (after the #SBATCH block, so the
+    directives below it were dropped too)."""
+    if any(not ch.isprintable() for ch in option):
+        raise BadInput(
+            f"sbatch option '{path_text(option)}' holds a line break or control character, which no "
+            "#SBATCH line can carry: rename the folder (or fix campaign.sbatch_args)"
+        )
+    if verbatim or not re.search(r'[\s#"\\]', option):
+        return f"#SBATCH {option}"
+    return '#SBATCH "' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def job_script(c: Campaign, s: Slice) -> str:
     """The batch script of a slice: #SBATCH options, the host key, then `exec` of the toolkit's job step
-    (so SIGTERM from Slurm reaches the toolkit, which removes its containers)."""
+    (so SIGTERM from Slurm reaches the toolkit, which removes its containers). BadInput for a path or
+    option no #SBATCH line can carry (_sbatch_line)."""
     lines = [
         "#!/bin/bash",
         f"# toolkit campaign {c.id}, slice {s.index}: {s.image} x {s.model} on host {s.host}",
-        f"# Pulls {s.pull} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
-        f"# writing only under {Path(c.results) / 'hosts' / s.host}/. Re-run by hand: sbatch {s.script}",
+        f"# Pulls {path_text(s.pull)} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
+        f"# writing only under {path_text(Path(c.results) / 'hosts' / s.host)}/. Re-run by hand: sbatch "
+        + shlex.quote(path_text(s.script)),
     ]
-    lines += [f"#SBATCH {d}" for d in sbatch_directives(c, s)]
+    given = CampaignSpec.model_validate(c.spec).sbatch_args
+    directives = sbatch_directives(c, s)
+    lines += [_sbatch_line(d, verbatim=k >= len(directives) - len(given)) for k, d in enumerate(directives)]
     lines += [
         f"export {HOST_KEY_ENV}={shlex.quote(s.host)}",
         f"exec {shlex.join([*c.toolkit, 'campaign', 'job', c.state_file.as_posix(), str(s.index)])}",
@@ -469,10 +492,11 @@ def submit(
         spec = next(x for x in lm.m.models if x.name == m)
         if spec.generate and not dry_run:
             ensure_model_file(lm.resolve(spec.path, what=f"models[{spec.name}].path"), spec.generate)
-    for s in c.slices:
+    scripts = [job_script(c, s) for s in c.slices]  # each refused before any is written
+    for s, script in zip(c.slices, scripts, strict=True):
         Path(s.script).parent.mkdir(parents=True, exist_ok=True)
         Path(s.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(s.script).write_text(job_script(c, s))
+        Path(s.script).write_text(script)
     if dry_run:
         return c
     save(c)

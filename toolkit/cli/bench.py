@@ -524,7 +524,9 @@ def _import_measured(root: Path, out_path: Path, label: str, rows: list) -> None
     if not rows:
         _err("measure: no llama-bench rows to import (run llama-bench with -o jsonl)")
         return
-    res = importer.import_files(ResultStore(root), [out_path], label=label)
+    res = importer.import_files(
+        ResultStore(root), [out_path], label=label, on_wait=lambda t: _err(f"measure: {t}")
+    )
     for s in res.sets:
         _err(f"measure: {s.name}: imported {s.records} result{'' if s.records == 1 else 's'} as {s.digest}")
 

@@ -524,6 +524,7 @@ def import_(
         digest=digest,
         input_len=input_len,
         output_len=output_len,
+        on_wait=lambda text: click.echo(f"import: {text}", err=True),
     )
     if as_json:
         echo_json(res)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from toolkit.cli.common import (
@@ -220,6 +222,14 @@ def _search_space(
             raise BadInput(f"--values {v!r}: give integers, e.g. {k}=512,2048") from None
         if not space[k] or min(space[k]) < (0 if k == "flash_attn" else 1):
             raise BadInput(f"--values {v!r}: give at least one value >= 1")
+        if max(space[k]) > 1_000_000:
+            raise BadInput(f"--values {k}=...{max(space[k])}: at most 1000000 (the bench axes' limit)")
+    crossed = math.prod(len(x) for x in space.values())
+    if crossed > tune_mod.MAX_CANDIDATES:
+        raise BadInput(
+            f"--values: {' x '.join(f'{k} {len(x)}' for k, x in space.items())} = {crossed:,} settings to try, "
+            f"more than {tune_mod.MAX_CANDIDATES:,} (each at least one trial): give fewer values"
+        )
     return space
 
 

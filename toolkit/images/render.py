@@ -18,9 +18,11 @@ import functools
 import inspect
 import itertools
 import re
+import resource
 import signal
 import string
 import threading
+import time
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
 from dataclasses import dataclass
 from pathlib import Path
@@ -418,19 +420,41 @@ class _RenderTimeout(Exception):
     pass
 
 
+class _RenderTooBig(Exception):
+    pass
+
+
+RENDER_MEMORY_BYTES = 256 << 20
+"""The most a render may grow the process's peak memory: a template renders in a few MiB; one that
+keeps what its loop builds (`x.append(s ~ j)` of a 1 MB string, `ns.x = ns.x + [s ~ j]`: every value
+within MAX_RENDERED_CHARS) took 7.6 GB in RENDER_TIMEOUT_S."""
+
+
+def _peak_bytes() -> int:
+    """The process's peak resident memory so far, bytes (Linux's ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 @contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Raise _RenderTimeout in the block after `seconds` (SIGALRM: Python checks it between bytecodes,
-    so a template's loop is interrupted). Only on the main thread, where signals are delivered."""
+def _deadline(seconds: float, memory: int = RENDER_MEMORY_BYTES) -> Iterator[None]:
+    """Raise _RenderTimeout in the block after `seconds`, _RenderTooBig once the process's peak memory
+    has grown by more than `memory` bytes (SIGALRM every 20 ms: Python checks it between bytecodes, so a
+    template's loop is interrupted; no single step of a template builds more than MAX_RENDERED_CHARS).
+    Only on the main thread, where signals are delivered."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    end = time.monotonic() + seconds
+    limit = _peak_bytes() + memory
 
     def fire(_signum: int, _frame: Any) -> None:
-        raise _RenderTimeout
+        if _peak_bytes() > limit:
+            raise _RenderTooBig
+        if time.monotonic() >= end:
+            raise _RenderTimeout
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
     try:
         yield
     finally:
@@ -492,6 +516,11 @@ def render_image(lm: LoadedMatrix, spec: ImageSpec) -> Rendered:
         raise BadInput(
             f"{tpl_file}: rendering took more than {RENDER_TIMEOUT_S:g} s (a loop without end?); a template "
             "renders in milliseconds: fix its loops"
+        ) from None
+    except _RenderTooBig:
+        raise BadInput(
+            f"{tpl_file}: rendering took more than {RENDER_MEMORY_BYTES >> 20} MiB of memory (a loop that "
+            "keeps what it builds?); a template renders in a few MiB: fix its loops"
         ) from None
     except _TooLong:
         raise BadInput(

@@ -4,6 +4,7 @@ keys, Matrix's fields, is the door's docstring: toolkit/matrix/api.py)."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
 from toolkit.core.types import Backend, Runner, is_sha256
-from toolkit.matrix.depth import DepthSweep
+from toolkit.matrix.depth import DepthSweep, depth_axes
 from toolkit.matrix.sizes import memory_bytes
 from toolkit.matrix.template_vars import check_safe as _check_safe
 from toolkit.matrix.template_vars import check_template_var
@@ -54,6 +55,10 @@ each changes what code runs before the benchmark (one rule for all of them; ld.s
 MAX_ENV_TOTAL = 1024 * 1024
 """The env axis's largest combination (every NAME=value with its NUL): half of ARG_MAX (2 MiB where
 the stack limit is the default 8 MiB), the rest for the image's own environment and the command."""
+
+MAX_CASES = 100_000
+"""The most test cases the bench axes may cross to (each a llama-bench test of a few seconds at
+least, times its repetitions): more is no benchmark anyone waits for, and listing them fills memory."""
 
 MAX_ENV_STRING = 128 * 1024
 """Linux refuses an exec whose one `NAME=value` string (with its NUL) exceeds MAX_ARG_STRLEN, 32 pages
@@ -288,6 +293,27 @@ CASE_DEFAULTS: dict[str, Any] = {"type_k": "f16", "type_v": "f16", "split_mode":
 cases and records of a matrix without these axes are what they always were."""
 
 
+def too_many_cases(axes: Any) -> str | None:
+    """Why BenchAxes `axes` cross to more than MAX_CASES test cases (counted before any is made), or
+    None. 1000 pp and tg values x 100 micro-batches x 100 depths (2 x 10^7 cases), or an env axis of 30
+    names of 4 values each (4^30 containers), took 11 GB and 4.7 GB listing them for the plan line."""
+    tests = sum(1 for x in axes.n_prompt if x) + sum(1 for x in axes.n_gen if x)
+    counts = [("n_prompt + n_gen", tests)] + [
+        (k, len(getattr(axes, k)))
+        for k in ("n_batch", "n_ubatch", "flash_attn", "n_gpu_layers", "n_depth", *CASE_DEFAULTS)
+    ]
+    counts += [(f"env.{k}", len(v)) for k, v in sorted(axes.env.items())]
+    total = math.prod(n for _, n in counts)
+    if total <= MAX_CASES:
+        return None
+    many = [f"{k} {n}" for k, n in counts if n > 1]
+    crossed = " x ".join(many[:6]) + (f" x {len(many) - 6} more axes" if len(many) > 6 else "")
+    return (
+        f"the axes cross to up to {total:.3g} test cases ({crossed}), more than {MAX_CASES:,} (a run of "
+        "years at a few seconds a case): cut the axes"
+    )
+
+
 class BenchAxes(StrictBlock):
     """llama-bench axes; every list is crossed (one llama-bench process per image x model).
 
@@ -454,6 +480,13 @@ class BenchAxes(StrictBlock):
                 f"micro-batch n_ubatch {max(self.n_ubatch)} is larger than every n_batch {self.n_batch}: "
                 "llama.cpp clamps ubatch to batch, so raise n_batch or drop that n_ubatch"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _bounded_cases(self) -> BenchAxes:
+        why = too_many_cases(self)
+        if why:
+            raise ValueError(why)
         return self
 
     def cases(self) -> list[dict[str, Any]]:
@@ -662,6 +695,8 @@ class Matrix(StrictBlock):
                     f"models[{i}].depth (model {m.name!r}): the depth sweep runs llama-bench (-d) on a GGUF model; "
                     "this model is not one: remove its `depth:` block"
                 )
+            if m.depth is not None and (why := too_many_cases(depth_axes(self.bench, m.depth))):
+                raise ValueError(f"models[{i}].depth (model {m.name!r}) with bench: {why}")
         for i, img in enumerate(self.images):
             if img.source is not None and img.source not in self.sources:
                 raise ValueError(

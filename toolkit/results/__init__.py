@@ -6,9 +6,11 @@ results/; never prints.
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, refused_link
@@ -147,6 +149,40 @@ def _refuse_loop(err: OSError, path: Path, flags: int) -> None:
     """BadInput naming the link when `err` is O_NOFOLLOW's refusal of a link at `path`."""
     if err.errno == errno.ELOOP and flags & os.O_NOFOLLOW and os.path.islink(path):
         raise BadInput(refused_link(path)) from None
+
+
+@contextlib.contextmanager
+def folder_lock(root: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive flock of the folder `root` (a directory's own inode: no file is created), or of
+    the nearest folder above it that exists while `root` does not (an import that fails leaves no
+    folder behind); taken again on `root` once another holder has made it. Blocks while another
+    process holds it (`on_wait(text)` is told so first). Two imports of one file into one folder at once
+    both found it not imported before and both wrote it. A folder that cannot be opened (no read
+    permission) is not locked, nor a folder above `root` that is not this user's (/tmp: anyone may hold
+    an flock of it)."""
+    while True:
+        near = next((d for d in (root, *root.parents) if d.is_dir()), None)
+        try:
+            fd = os.open(near or ".", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            fd = -1
+        if fd < 0 or (near != root and os.fstat(fd).st_uid != os.geteuid()):
+            if fd >= 0:
+                os.close(fd)
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait:
+                    on_wait(f"waiting for another import into {path_text(near or '.')} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if near == root or not root.is_dir():
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the flock
 
 
 def make_folders(folder: Path, *, root: Path | None = None, chmod: int | None = None) -> None:

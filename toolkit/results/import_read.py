@@ -36,6 +36,21 @@ from toolkit.runtimes.llama_bench import check, failed_run, other_tables, plausi
 from toolkit.runtimes.llama_bench import readers as readers
 from toolkit.runtimes.llama_bench.check import check_row
 
+OWN_NAMES = ("builds.jsonl", "hosts", "campaigns", "measure")
+"""Names the results folder itself uses (beside its hidden `.lock`, `.seq`, `.index*.sqlite`,
+`.concurrent`): never an image's folder."""
+
+
+def digest_folder_problem(digest: str) -> str | None:
+    """Why `digest`'s folder (short_digest) cannot be an image's folder in a results folder, or None:
+    a hidden name or one of OWN_NAMES (`--digest import:.lock` made results/.lock a folder: no bench
+    could lock the folder again; `import:builds.jsonl` hid every build record)."""
+    name = short_digest(digest)
+    if name in ("", ".", "..") or name.startswith(".") or name in OWN_NAMES:
+        return f"its folder would be results/{name}, a name the results folder itself uses or hides"
+    return None
+
+
 _DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
 
 
@@ -288,11 +303,13 @@ def check_options(
             f"--digest {digest!r}: a sha256: digest is 64 lower-case hex digits (`docker image inspect "
             "--format '{{.Id}}' IMAGE`); or name the set another way, e.g. import:my-run"
         )
-    if digest is not None and (not _DIGEST_RE.fullmatch(digest) or short_digest(digest) in ("", ".", "..")):
+    if digest is not None and not _DIGEST_RE.fullmatch(digest):
         raise BadInput(
             f"--digest {digest!r}: letters, digits and . _ + - separated by ':', e.g. "
             "sha256:<hex> or import:my-run"
         )
+    if digest is not None and (why := digest_folder_problem(digest)):
+        raise BadInput(f"--digest {digest!r}: {why}; name the set another way, e.g. import:my-run")
 
 
 SYSTEM_SPLIT = ("build_commit", "build_number", "backends", "devices", "gpu_info")

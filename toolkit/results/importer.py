@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from toolkit.core import backends
 from toolkit.core.errors import BadInput
-from toolkit.results import telemetry_check, vllm_import
+from toolkit.results import folder_lock, telemetry_check, vllm_import
 from toolkit.results.identity import (
     TestKey,
     test_key,
@@ -139,7 +139,14 @@ FORMATS: tuple[ImportFormat, ...] = (
 a format: one module with its claim and read, and one entry here (docs/architecture.md)."""
 
 
-def import_files(store: ResultStore, files: list[Path], *, label: str, **options: Any) -> ImportResult:
+def import_files(
+    store: ResultStore,
+    files: list[Path],
+    *,
+    label: str,
+    on_wait: Callable[[str], None] | None = None,
+    **options: Any,
+) -> ImportResult:
     """Import `files` (all of one format, FORMATS: the first format that claims each) into `store`
     under `label`; `options`: the other ImportOptions fields. The llama-bench format splits its rows by
     system (llama.cpp build, backend, GPU: each its own image name and digest, so one build never
@@ -150,7 +157,8 @@ def import_files(store: ResultStore, files: list[Path], *, label: str, **options
     by one with `file:line: why` (llama_bench.check.check_row); a nan stddev is recomputed from the
     samples (records.BenchRecord); a `toolkit measure` row whose telemetry energy contradicts its
     window keeps its speed, not its energy (telemetry_check), said in `notes`; rows of one set that
-    measure the same test become repetitions of one cell.
+    measure the same test become repetitions of one cell. Imports into one folder run one at a time
+    (results.folder_lock: a second waits, told to `on_wait(text)`).
     """
     opts = ImportOptions(label, **options)
     paths = [Path(f) for f in files]
@@ -166,7 +174,8 @@ def import_files(store: ResultStore, files: list[Path], *, label: str, **options
             f"{', '.join(other)}: not {fmt.name}, imported together with {paths[0]} ({fmt.name}): import "
             f"{' and '.join(dict.fromkeys(f.name for f, _ in claims))} apart"
         )
-    return fmt.read(store, [h for _, h in claims], opts, before)
+    with folder_lock(store.root, on_wait):  # what was imported before is read, then written: one at a time
+        return fmt.read(store, [h for _, h in claims], opts, before)
 
 
 def _snapshot(files: list[Path]) -> list[tuple[int, int] | None]:

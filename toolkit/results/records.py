@@ -56,10 +56,12 @@ from toolkit.core.types import (  # the bounds every reader holds a measurement 
 )
 from toolkit.results import bench_files, make_folders, open_regular
 from toolkit.results.sequence import (
-    COUNTER_TEXT,
+    MAX_SEQ,
     SEQ_FILE,
     counter,
+    counter_value,
     mark_clock_skew,
+    reserve,
     store_of,
     trusted,
     untrusted_note,
@@ -584,7 +586,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-_SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,18})[,}]')
+_SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,19})[,}]')
 
 
 class ResultStore:
@@ -682,8 +684,9 @@ class ResultStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, 64, 0).strip()
-            last = int(raw) if COUNTER_TEXT.fullmatch(raw) else self._largest_seq()
-            data = f"{last + n}\n".encode()
+            last = counter_value(raw)
+            last = self._largest_seq() if last is None else last
+            data = f"{reserve(last, n, self.root / SEQ_FILE)}\n".encode()
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
             os.fsync(fd)
@@ -703,7 +706,7 @@ class ResultStore:
                 tail = b""
                 while chunk := fh.read(1 << 20):
                     buf = tail + chunk
-                    best = max([best, *(int(m) for m in _SEQ_IN_LINE.findall(buf))])
+                    best = max([best, *(x for m in _SEQ_IN_LINE.findall(buf) if (x := int(m)) <= MAX_SEQ)])
                     tail = buf[-32:]
         return best
 

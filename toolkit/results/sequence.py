@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.core.errors import ToolkitError
+from toolkit.core.errors import BadInput, ToolkitError
 from toolkit.core.text import path_text
 from toolkit.results import open_regular
 
@@ -38,9 +38,34 @@ if TYPE_CHECKING:
 SEQ_FILE = ".seq"
 """results/.seq: the last sequence number given in this store (decimal text), flocked while appending."""
 
-COUNTER_TEXT = re.compile(rb"\d{1,18}")
-"""A counter the writer reads as its last number (fullmatch of the stripped file); anything else it
-rebuilds, and a reader holds no seq to it."""
+COUNTER_TEXT = re.compile(rb"\d{1,19}")
+"""A counter the writer reads as its last number (fullmatch of the stripped file, at most MAX_SEQ);
+anything else it rebuilds, and a reader holds no seq to it."""
+
+MAX_SEQ = (1 << 63) - 1
+"""The largest seq a record may hold (records.BenchRecord: a 64-bit integer, as the query index
+stores it). The counter and the rebuild read every seq up to it: at 18 digits they stopped short of
+it, so a store whose counter passed 10^18 (a record edited to 999999999999999998, then a copy without
+its .seq) rebuilt its counter below its records and gave numbers twice."""
+
+
+def counter_value(raw: bytes) -> int | None:
+    """The stripped bytes of a counter file as its number, None when they are not one (COUNTER_TEXT)."""
+    return int(raw) if COUNTER_TEXT.fullmatch(raw) and int(raw) <= MAX_SEQ else None
+
+
+def reserve(last: int, n: int, path: Path) -> int:
+    """The counter after `n` numbers more than `last`; BadInput naming the counter file `path` when no
+    record could hold them (above MAX_SEQ: they would be refused on read, the records lost)."""
+    if last + n > MAX_SEQ:
+        raise BadInput(
+            f"{path_text(path)}: the sequence counter is at {last}, and {n} record(s) more would pass "
+            f"{MAX_SEQ}, the largest a record holds: a counter or a record's seq edited by hand; remove the "
+            "counter if no record holds such a seq (it is rebuilt from the records), else write into another "
+            "results folder (--results)"
+        )
+    return last + n
+
 
 TRUSTED_SEQ = "(CASE WHEN o.top IS NULL OR r.seq <= o.top THEN r.seq END)"
 """SQL: a record row's (recs r) seq as readers trust it, given its file's store counter (temp.ord o's
@@ -56,7 +81,7 @@ def store_of(root: Path, path: Path) -> str:
 
 def counter(root: Path, part: str = "") -> int | None:
     """The counter of store `part` (store_of) under results folder `root`: the last seq it gave, or None
-    when it has no readable one (missing, not a regular file, not 1-18 digits). Read it after the
+    when it has no readable one (missing, not a regular file, not 1-19 digits up to MAX_SEQ). Read it after the
     records it is to hold: the writer numbers records in the counter before it appends them."""
     path = root / part / SEQ_FILE if part else root / SEQ_FILE
     with contextlib.suppress(OSError, ToolkitError):
@@ -65,7 +90,7 @@ def counter(root: Path, part: str = "") -> int | None:
             raw = os.pread(fd, 64, 0).strip()
         finally:
             os.close(fd)
-        return int(raw) if COUNTER_TEXT.fullmatch(raw) else None
+        return counter_value(raw)
     return None
 
 

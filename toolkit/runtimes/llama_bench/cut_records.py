@@ -1,12 +1,47 @@
 """Records cut apart on their way to a file: a JSON record broken over lines (a paste, a terminal's wrap)
 and a markdown table's row after its table's end (a blank line or a `<details>` block between). The
 readers (readers.read_jsonl, readers.read_md) read neither; these say where they are and what to do.
+Also rows no llama-bench prints that are too wide to split at all (MAX_CELLS).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from toolkit.core import jsonsafe
 from toolkit.core.text import line_text
+
+MAX_CELLS = 1024
+"""The most cells (md) or fields (csv) a row is split into: llama-bench prints about 50 columns; a
+row of 5,000,000 cells held them all as strings (a 30 MB md file took 990 MB and 51 s). A row with
+more is no llama-bench row: refused, its cells past the limit never split."""
+
+
+def too_wide(what: str, whose: str) -> str:
+    """The refusal of a row (or header: `whose`) of more than MAX_CELLS `what` (cells, fields)."""
+    return f"{whose} has more than {MAX_CELLS} {what} (llama-bench prints about 50): not a llama-bench row"
+
+
+class WideLine(Exception):
+    """A csv line with more than MAX_CELLS separators, raised before csv splits it."""
+
+
+class CsvLines:
+    """readers.iter_csv's lines for csv.reader: a line with more than MAX_CELLS commas raises WideLine (the
+    reader is asked again for the next line), one starting or ending unprintable is line_text's."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.lines = iter(lines)
+
+    def __iter__(self) -> CsvLines:
+        return self
+
+    def __next__(self) -> str:
+        ln = next(self.lines)
+        if ln.count(",") > MAX_CELLS:
+            raise WideLine
+        return ln if ln[:1].isprintable() else line_text(ln) + "\n"
+
 
 WRAP = 8
 """How many lines a JSON record broken by a paste or a terminal may span for wrapped to say so."""

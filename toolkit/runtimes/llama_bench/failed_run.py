@@ -32,6 +32,10 @@ load that ran out of memory says so above `main: error: failed to load model`: V
 CUDA's `cudaMalloc failed: out of memory`)."""
 
 
+LOG_LINE_MAX = 1 << 16
+"""The longest line why_no_rows reads: llama.cpp's log lines and table rows are well under 1 KB."""
+
+
 _SWEEP = {"pp", "tg", "n_kv", "s_pp t/s", "s_tg t/s"}
 """The columns of llama-sweep-bench's table (print_table's header, lower case)."""
 
@@ -45,7 +49,9 @@ def why_no_rows(lines: list[str]) -> str | None:
     """What a file's `lines` (without line ends) that gave no llama-bench row hold instead, or None:
     a markdown table with `model` and `test` columns but no `t/s` (its first line and columns named);
     else the first line that says the run failed (1-based, its text cut at 160 characters), with the
-    table header it left without rows."""
+    table header it left without rows. A line longer than LOG_LINE_MAX is no log or table line: not
+    searched (a 40 MB line of commas took 22 s in these patterns)."""
+    lines = [ln if len(ln) <= LOG_LINE_MAX else "" for ln in lines]  # numbered as before
     header = next((i for i, ln in enumerate(lines, 1) if {"model", "test", "t/s"} <= set(_cells(ln))), None)
     sweep = next((i for i, ln in enumerate(lines, 1) if _SWEEP <= set(_cells(ln))), None)
     if sweep is not None:

@@ -361,8 +361,9 @@ def not_llama_csv(header: list[str]) -> str | None:
 
 
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
-    """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row."""
-    reader = csv.reader(ln if ln[:1].isprintable() else line_text(ln) + "\n" for ln in lines)
+    """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row
+    (of at most cut_records.MAX_CELLS fields: a wider line is refused before it is split)."""
+    reader = csv.reader(cut_records.CsvLines(lines))
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
@@ -374,6 +375,15 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
         except csv.Error as err:  # a field over csv's limit (131,072 characters): no llama-bench value
             line, end = end + 1, reader.line_num
             yield SourceRow(first + line - 1, {}, "csv", problem=f"not a CSV row ({str(err)[:80]})")
+            continue
+        except cut_records.WideLine:
+            line = end = end + 1
+            if header is None:  # every row after it is refused for it, as for a column named twice
+                header, said = [], cut_records.too_wide("fields", f"the header (line {first + line - 1})")
+            else:
+                yield SourceRow(
+                    first + line - 1, {}, "csv", problem=cut_records.too_wide("fields", "the row")
+                )
             continue
         line, end = end + 1, reader.line_num
         if not cells or not any(c.strip() for c in cells):
@@ -403,10 +413,11 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
 
 
 def md_cells(line: str) -> list[str]:
+    """The cells of an md table line, at most cut_records.MAX_CELLS + 1 (the last then holds the rest unsplit)."""
     s = line_text(line)  # a byte-order mark before the header (a file saved with one), NUL bytes
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
-    return [c.strip() for c in s.split("|")]
+    return [c.strip() for c in s.split("|", cut_records.MAX_CELLS)]
 
 
 _MD_SEP = re.compile(r"^:?-+:?$")
@@ -480,7 +491,8 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
         header = [md_titles.MD_FIELDS.get(c, c) for c in titles]
         at = f"the table's header (line {first + i})"
         said = (
-            md_titles.prefixed(lines[i], titles, at)
+            (cut_records.too_wide("cells", at) if len(titles) > cut_records.MAX_CELLS else None)
+            or md_titles.prefixed(lines[i], titles, at)
             or md_titles.problem(titles, at)
             or md_header_problem(titles, at)
         )
@@ -573,6 +585,15 @@ def _md_build(row: SourceRow, build: re.Match | None) -> None:
 
 
 def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
+    if len(cells) > cut_records.MAX_CELLS or len(header) > cut_records.MAX_CELLS:
+        return SourceRow(
+            line,
+            {},
+            "md",
+            problem=cut_records.too_wide(
+                "cells", "the row" if len(cells) > cut_records.MAX_CELLS else "its header"
+            ),
+        )
     if len(cells) != len(header):
         return SourceRow(
             line,
