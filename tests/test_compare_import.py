@@ -169,14 +169,15 @@ def test_compare_an_image_not_measured_in_a_results_folder_says_to_measure_it_th
     results = str(tmp_path / "my res $(x)")
     res = CliRunner().invoke(cli, ["import", "--results", results, "--label", "cpu", str(CPU_CSV)])
     assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(cli, ["compare", "--results", results, "cpuu", "cpu"])
+    # an image not measured (vulkan): a typo of a measured name (cpuu) gets no build line since nc42
+    res = CliRunner().invoke(cli, ["compare", "--results", results, "vulkan", "cpu"])
     text = str(res.exception)
-    assert isinstance(res.exception, BadInput) and "did you mean 'cpu'?" in text, res.output
+    assert isinstance(res.exception, BadInput), res.output
     cmd = re.search(r"`(toolkit build [^`]*)`", text)
     assert cmd, text
     build, bench = (shlex.split(c) for c in cmd.group(1).split(" && "))
-    assert build == ["toolkit", "build", "--results", results, "-i", "cpuu"], text
-    assert bench == ["toolkit", "bench", "--results", results, "-i", "cpuu"], text
+    assert build == ["toolkit", "build", "--results", results, "-i", "vulkan"], text
+    assert bench == ["toolkit", "bench", "--results", results, "-i", "vulkan"], text
 
 
 def test_compare_an_image_name_not_measured_says_how_to_measure_it(tmp_path):

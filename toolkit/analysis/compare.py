@@ -285,8 +285,9 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str |
 def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: str | None = None) -> str:
     """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
     result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
-    of it is recorded), first the measured names a typo of it would be (`cpuu`: did you mean 'cpu'?;
-    not a name holding it: `vulkan` is no typo of vulkan-mesa-trixie); '' otherwise. The commands carry
+    of it is recorded), first the measured names a typo of it would be (`cpuu`: did you mean 'cpu'?, and
+    then no build or bench of `cpuu` is offered; not a name holding it: `vulkan` is no typo of
+    vulkan-mesa-trixie); '' otherwise. The commands carry
     `--results` where it was given (`results`, as typed: bench writes results/ beside the matrix
     otherwise, and compare of that folder finds the image no more than before)."""
     if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
@@ -303,6 +304,8 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: 
     at = f" --results {shlex.quote(results)}" if results else ""
     if (build := store.latest_build(ref)) is not None:
         return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench{at} -i {ref}` ({have})"
+    if typo:  # a typo of a measured name is not an image to build (`toolkit build -i cpuu` was offered)
+        return f"; {guess}{have}"
     return (
         f"; {guess}{have} (an image of matrix.yaml not measured yet has none: "
         f"`toolkit build{at} -i {ref} && toolkit bench{at} -i {ref}`)"
@@ -523,28 +526,69 @@ def _nothing_in_common(
             f"model; {UNKNOWN_MODEL_FIX}"
         )
     ma, mb = ({r.model.name for r in side} for side in (j.only_a, j.only_b))
+    model = _models_apart(j) if "model" in j.apart else ""
     if "model" in j.apart and not ma & mb:  # named as the report names them; no --ignore joins two models
         return BadInput(
             f"no test in common between {a.label} and {b.label}: they measured different models (A: "
-            f"{', '.join(sorted(ma)[:4])}; B: {', '.join(sorted(mb)[:4])}); compare two runs of one model; "
-            f"{stored_runs(store)}"
+            f"{', '.join(sorted(ma)[:4])}; B: {', '.join(sorted(mb)[:4])})"
+            + (f"; what keeps them apart: {model}" if model else "")
+            + f"; compare two runs of one model; {stored_runs(store)}"
         )
     apart = "; ".join(
-        f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}" for k, (va, vb) in j.apart.items()
+        f"the model: {model}"
+        if k == "model" and model
+        else f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}"
+        for k, (va, vb) in j.apart.items()
     )
-    settings = sorted(set(j.apart) - identity.LABEL_FIELDS)  # what --ignore may leave out (_check_ignore)
-    return BadInput(
-        f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
-        f"{len(j.only_b)} only in B)"
-        + (f"; what keeps them apart: {apart}" if apart else "")
-        + (
-            "; compare results measured with the same settings and model, or leave a field out of the "
-            "join on purpose with --ignore FIELD" + (f" ({', '.join(settings)})" if settings else "")
-            if settings or not j.apart
-            else "; they measured different tests (the test's own sizes differ, which no --ignore joins): "
+    # what --ignore may leave out (_check_ignore): never the model, which is no test field
+    settings = sorted(set(j.apart) - identity.LABEL_FIELDS - {"model"})
+    if "model" in j.apart:
+        fix = (
+            "; they measured different models, which no --ignore joins: compare two runs of one model (an "
+            "import's model is what its rows say: llama-bench's model_type, model_n_params, model_size)"
+        )
+    elif settings or not j.apart:
+        fix = (
+            "; compare results measured with the same settings and model, or leave a field out of the join on purpose with --ignore FIELD"
+            + (f" ({', '.join(settings)})" if settings else "")
+        )
+    else:
+        fix = (
+            "; they measured different tests (the test's own sizes differ, which no --ignore joins): "
             "compare runs that measured the same tests"
         )
+    return BadInput(
+        f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
+        f"{len(j.only_b)} only in B)" + (f"; what keeps them apart: {apart}" if apart else "") + fix
     )
+
+
+_MODEL_FIELDS = ("model_type", "model_n_params", "model_size")
+"""What identity.model_fingerprint is made of where llama-bench described the model, in its order."""
+
+
+def _models_apart(j: identity.Join) -> str:
+    """How the two sides' models differ, field by field, as the join compares them
+    (identity.model_fingerprint: llama-bench's model_type, model_n_params and model_size as its -o md
+    prints them, else the model's name; a shape twin's kind): `model_n_params A 0.79 M, B 0.80 M`.
+    Two models that read alike (`tiny-qwen3moe`, imported as `tiny-qwen3moe.gguf`; or one file name on
+    both sides) said nothing of why they are two, or showed the fingerprint as a Python tuple: a
+    hand-written import's parameter count was the difference. '' where no field alone tells them apart."""
+
+    def fields(r: BenchRecord) -> dict[str, str]:
+        fp = identity.model_fingerprint(r)
+        n = 2 if fp[:1] == ("name",) else len(_MODEL_FIELDS)  # (name, NAME) or llama-bench's three
+        out = {"name": str(fp[1])} if n == 2 else dict(zip(_MODEL_FIELDS, map(str, fp[:n]), strict=False))
+        out.update((str(x[0]), str(x[1])) for x in fp[n:] if isinstance(x, tuple) and len(x) == 2)  # the kind
+        return out
+
+    va, vb = ([fields(r) for r in side] for side in (j.only_a, j.only_b))
+    apart = []
+    for k in dict.fromkeys(k for f in va + vb for k in f):
+        xa, xb = (sorted({f.get(k, "not recorded") for f in side}) for side in (va, vb))
+        if not set(xa) & set(xb):
+            apart.append(f"{k} A {', '.join(xa[:3])}, B {', '.join(xb[:3])}")
+    return "; ".join(apart)
 
 
 def _pair_order(p: tuple[BenchRecord, BenchRecord]) -> tuple[Any, ...]:

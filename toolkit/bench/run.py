@@ -84,7 +84,7 @@ def run_bench(
             outcomes += _execute(d, host, events, checked.get(id(d)))
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
-        raise _interrupted(opts.run_id, saver) from None
+        raise _interrupted(opts.run_id, saver, decisions) from None
     except FileSystemError as err:
         raise FileSystemError(f"{err}; {saver.summary()}") from None
     except Exception as err:  # the engine gone: EngineLost from a running container, or any later call
@@ -169,21 +169,49 @@ def _take_guards(
     return rg, lock
 
 
-def _interrupted(run_id: str, saver: Saver) -> RunInterrupted:
+def _interrupted(run_id: str, saver: Saver, decisions: list[Decision]) -> RunInterrupted:
     """The error a Ctrl-C or SIGTERM stops the run with, once the run's containers are removed (or
-    could not be), saying what was saved."""
+    could not be), saying what was saved and what `--resume` will do (_resume_hint)."""
     try:
         engine.remove_orphans(run_id=run_id)
         removed = "the toolkit's containers were removed"
     except Exception as err:  # the engine may be what went away
         removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
     # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
-    return RunInterrupted(f"interrupted: {removed}; {saver.summary()}; {RESUME_HINT}")
+    return RunInterrupted(f"interrupted: {removed}; {saver.summary()}; {_resume_hint(decisions)}")
 
 
 RESUME_HINT = "`toolkit bench --resume` continues where this run stopped"
 """The interrupted bench's last words; `toolkit reproduce`, which has no --resume, says its own
 (publish.reproduce)."""
+
+NOTHING_TO_RESUME = (
+    "every case of this run was measured before on its image digest + model, so `toolkit bench --resume` "
+    "has nothing to measure (the report shows each test's newest measurement: this run's for the tests it "
+    "completed, earlier runs' for the rest); `toolkit bench` measures them all again"
+)
+"""The interrupted bench's last words where --resume would measure nothing: a second run of a sweep
+measured before (a newcomer's Ctrl-C of it was told that --resume "continues", and --resume then said
+"nothing left to measure")."""
+
+
+def _resume_hint(decisions: list[Decision]) -> str:
+    """RESUME_HINT, or NOTHING_TO_RESUME where the pairs this run was to measure have no case left that
+    `--resume` would measure (each runner's `cases` with resume: llama-bench's not yet measured on the
+    digest + model, read from results/ as --resume reads them). A reproduction (pinned images: it has no
+    --resume and says its own), or results that cannot be read now, keep RESUME_HINT."""
+    pairs = [d for d in decisions if d.status == "run" and d.ctx is not None and d.cases]
+    if not pairs or any(d.ctx and d.ctx.opts.pinned for d in pairs):
+        return RESUME_HINT
+    try:
+        left = sum(
+            len(runners.get(d.spec.runner).cases(replace(d.ctx, opts=replace(d.ctx.opts, resume=True))))
+            for d in pairs
+            if d.ctx is not None
+        )
+    except Exception:  # the hint must not replace the interrupt's message: say the general one
+        return RESUME_HINT
+    return RESUME_HINT if left else NOTHING_TO_RESUME
 
 
 def _engine_gone(err: Exception, saver: Saver) -> EngineUnavailable:

@@ -400,12 +400,9 @@ def compare(
     from toolkit.analysis import compare as compare_mod
     from toolkit.analysis import compare_text
     from toolkit.core.errors import Regression
-    from toolkit.results import need_records_beside
     from toolkit.results.records import ResultStore
 
-    root = _results_root(matrix_path, results_dir)
-    if not results_dir:
-        need_records_beside(root)
+    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
     stores = [ResultStore(root), *([ResultStore(Path(against))] if against else [])]
     try:
         c = compare_mod.compare(
@@ -516,7 +513,7 @@ def import_(
     from toolkit.results.records import ResultStore
 
     res = importer.import_files(
-        ResultStore(_results_root(matrix_path, results_dir)),
+        ResultStore(_import_root(matrix_path, results_dir)),
         [Path(f) for f in files],
         label=label,
         backend=backend,
@@ -530,6 +527,23 @@ def import_(
         echo_json(res)
     else:
         _print_import(res, label)
+
+
+def _import_root(matrix_path: str, results_dir: str | None) -> Path:
+    """Where `toolkit import` writes: --results, else results/ beside the matrix. Where neither the
+    matrix nor that results/ is there (run from another folder, `cd ~`), the import makes a results/
+    of this folder's own and says so on stderr, naming the project: `toolkit report` here reads it, the
+    project's report does not (the import said only where it wrote)."""
+    root = _results_root(matrix_path, results_dir)
+    if not (results_dir or Path(matrix_path).is_file() or root.is_dir()):
+        from toolkit.matrix.api import project_hint
+
+        _err(
+            f"note: no {matrix_path} here: importing into {path_text(root)}, a results folder of this folder's "
+            f"own (`toolkit report` run here reads it; the project's does not): for the project's, "
+            f"{project_hint('--results DIR')}"
+        )
+    return root
 
 
 def _print_import(res, label: str) -> None:
