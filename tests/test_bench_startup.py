@@ -327,7 +327,7 @@ def test_the_closing_tables_import_nothing_after_the_last_container():
 
 def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_path, monkeypatch):
     """Reproducer: the plan line's estimate (llama_depth.measured_seconds, twice a bench with a depth
-    sweep; llama_depth's newest records for the depth fill; base.seconds_before for the other runners)
+    sweep; base.newest_here, which reads the newest records for the depth fill and base.seconds_before for the other runners)
     asked index.select with its default skew=True: ResultIndex.skewed, a pass over every record of the
     folder, set clock_skew, which no estimate reads (they order by write_order): 136 -> 110 ms of CPU
     a call at 20,000 stored records of the image. Now they ask skew=False: the same estimate."""
@@ -360,7 +360,8 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
 
     monkeypatch.setattr(ResultIndex, "skewed", skewed)
     assert llama_depth.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
-    assert [r.avg_ts for r in llama_depth._newest_records(ctx).values()] == [512.0]
+    newest = base.newest_here(store, "cpu", "tiny-qwen3moe", lambda r: (identity.test_key(r), r))
+    assert [r.avg_ts for r in newest.values()] == [512.0]
     base.seconds_before(ctx, lambda r: r.n_prompt)
 
 

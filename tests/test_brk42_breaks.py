@@ -212,6 +212,7 @@ def test_a_line_break_never_reaches_a_job_script(tmp_path, folder, campaign):
     assert not list((p / "results").glob("campaigns/*/*.sbatch"))
 
 
+@pytest.mark.e2e  # a real two-node Slurm (network, munge): as test_campaign's cluster tests
 def test_a_project_path_with_a_space_a_hash_and_a_quote_reaches_slurm_whole(tmp_path, slurm):
     """sbatch splits a directive at a space and ends it at `#`: a project in `my proj` was refused
     (`Invalid directive found in batch script: proj`), one in `run#2` sent the job's output to a file

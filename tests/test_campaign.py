@@ -26,7 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.support.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli
+from tests.support.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli, untag_image
 from tests.support.records import make_record
 from toolkit.analysis import tables, verdict
 from toolkit.campaign import slurm as cmod
@@ -313,7 +313,7 @@ def pushed_cpu(registry, tmp_path_factory):
     rec = ResultStore(p / "results").latest_build("cpu")
     yield ns, rec
     for ref in rec.pushed:
-        engine.untag_image(ref)
+        untag_image(ref)
 
 
 def _campaign_project(dest: Path, rec: BuildRecord, hosts: list[dict], images=("cpu",), bench=None) -> Path:

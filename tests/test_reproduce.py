@@ -29,6 +29,7 @@ from tests.support.e2e_helpers import (
     remove_second_dockerd_bridge,
     run_cli,
     second_dockerd,
+    untag_image,
 )
 from tests.support.runs import reproduce_cli
 from toolkit.cli.main import cli
@@ -160,7 +161,7 @@ def pushed(recorded, registry):
     rec = ResultStore(project / "results").latest_build("cpu")
     yield project, run_id, rec, res.output
     for ref in rec.pushed:  # the loopback tags are this module's; toolkit/cpu:latest stays
-        engine.untag_image(ref)
+        untag_image(ref)
 
 
 def manifest_digest(registry: str, name: str, tag: str) -> str:
@@ -203,7 +204,7 @@ def test_pull_by_digest_on_a_clean_engine_gives_the_recorded_image_id(pushed, fr
     info = engine.inspect_image(repo_digest)
     assert info is not None and info.id == rec.digest and repo_digest in info.repo_digests
     print(f"pull by digest on a clean engine: {out.seconds:.1f} s, image ID {info.id[:19]} as recorded")
-    assert engine.untag_image(repo_digest)  # leave the engine clean for the reproduce test
+    assert untag_image(repo_digest)  # leave the engine clean for the reproduce test
     assert engine.inspect_image(rec.digest) is None
 
 
@@ -296,4 +297,4 @@ def test_reproduce_a_vulkan_run_on_lavapipe(registry, fresh_engine, tmp_path_fac
     finally:
         monkeypatch.delenv("DOCKER_HOST")
         for ref in rec.pushed:
-            engine.untag_image(ref)
+            untag_image(ref)

@@ -41,6 +41,7 @@ from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.results.records import BuildRecord, ResultStore
 from toolkit.runtimes.vllm import args as va
+from toolkit.runtimes.vllm.output import served_shortfall_error
 from toolkit.runtimes.vllm.settings import VllmSettings
 
 # ---------------------------------------------------------------------------------------------
@@ -700,27 +701,25 @@ def test_served_level_that_generated_fewer_tokens_than_asked_is_failed():
     data, err = va.read_result(DATA / "vllm-serve-short-outputs.json")
     s = vr.parse_serve(data)
     assert err is None and s["output_throughput"] == 6.67 and s["failed"] == 0
-    why = vr.served_shortfall_error(s, num_prompts=8, output_len=32)
+    why = served_shortfall_error(s, num_prompts=8, output_len=32)
     assert why is not None and why.startswith("generated 8 of 256 requested tokens")
     # the same counts without --ignore-eos: still far beyond the 2 % tolerance
-    assert "generated 8 of 256" in vr.served_shortfall_error(
-        s, num_prompts=8, output_len=32, ignore_eos=False
-    )
+    assert "generated 8 of 256" in served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False)
 
 
 def test_served_token_count_rules():
     real, _ = va.read_result(DATA / "vllm-0.28.0-cpu-serve.json")  # a real --ignore-eos run: 4 x 8 tokens
-    assert vr.served_shortfall_error(vr.parse_serve(real), num_prompts=4, output_len=8) is None
+    assert served_shortfall_error(vr.parse_serve(real), num_prompts=4, output_len=8) is None
     s = {"total_output_tokens": 253, "output_lens": [32] * 7 + [29]}
-    assert "generated 253 of 256" in vr.served_shortfall_error(
+    assert "generated 253 of 256" in served_shortfall_error(
         s, num_prompts=8, output_len=32
     )  # exact with EOS off
-    assert "1 of 8 requests stopped early" in vr.served_shortfall_error(s, num_prompts=8, output_len=32)
-    assert vr.served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False) is None  # 1.2 % < 2 %
-    assert "more than asked" in vr.served_shortfall_error(
+    assert "1 of 8 requests stopped early" in served_shortfall_error(s, num_prompts=8, output_len=32)
+    assert served_shortfall_error(s, num_prompts=8, output_len=32, ignore_eos=False) is None  # 1.2 % < 2 %
+    assert "more than asked" in served_shortfall_error(
         {"total_output_tokens": 300}, num_prompts=8, output_len=32
     )
-    assert "no total_output_tokens" in vr.served_shortfall_error({}, num_prompts=8, output_len=32)
+    assert "no total_output_tokens" in served_shortfall_error({}, num_prompts=8, output_len=32)
 
 
 def test_short_served_outputs_fail_the_record_in_the_run_loop(tmp_path, monkeypatch):

@@ -23,6 +23,20 @@ def engine_or_skip() -> None:
         pytest.fail("Docker engine with buildx not running: run ./scripts/setup-host.sh first")
 
 
+def untag_image(ref: str) -> bool:
+    """`docker rmi REF` without force, through the engine the toolkit uses: removes the tag (the image goes
+    with its last tag). False if absent. The e2e tests' own clean-up (no command of the toolkit untags)."""
+    from docker.errors import ImageNotFound
+
+    from toolkit.engine.api import client
+
+    try:
+        client().images.remove(ref, noprune=False)
+        return True
+    except ImageNotFound:
+        return False
+
+
 def make_project(
     dest: Path, *, images: list[str], bench: dict, models: list[str] | None = None, depth: bool = False
 ) -> Path:

@@ -43,7 +43,7 @@ from toolkit.bench.runners.base import (
     resolve_model,
     shader_cache_volume,
 )
-from toolkit.core import registry
+from toolkit.core import jsonsafe, registry
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine_api
 from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
@@ -103,7 +103,7 @@ class CanaryResult:
         out = dict(self.__dict__)
         for k in LLAMA_ONLY if self.method != METHOD else ():
             out.pop(k)
-        return _finite_or_text(out)
+        return jsonsafe.nonfinite_as_text(out)
 
     def line(self) -> str:
         """One line for the run's progress: `canary: PPL 535.9 (cpu control 535.9, within 0.0 %)`."""
@@ -119,17 +119,6 @@ class CanaryResult:
             return f"{head} (the CPU control){tail}"
         pct = abs(math.expm1(self.ln_ratio or 0.0)) * 100
         return f"{head} (cpu control {self.control['ppl']:.6g}, within {pct:.2g} %){tail}"
-
-
-def _finite_or_text(v: Any) -> Any:
-    """`v` with each non-finite float, in dicts and lists at any depth, replaced by str(v)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else str(v)
-    if isinstance(v, dict):
-        return {k: _finite_or_text(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_finite_or_text(x) for x in v]
-    return v
 
 
 def _runner_canary(ctx: RunContext) -> Any:

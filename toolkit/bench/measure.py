@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import selectors
 import subprocess
@@ -34,7 +33,6 @@ from toolkit.core.errors import BadInput
 from toolkit.core.stats import finite_number
 from toolkit.host import telemetry as tel
 from toolkit.results import write_atomic
-from toolkit.results.records import finite_or_none
 from toolkit.runtimes.llama_bench import check
 
 
@@ -247,7 +245,7 @@ def _said_foreign(n: int, why: str, foreign: list[int], on_note: Callable[[str],
 def _foreign_row(raw: dict[str, Any]) -> dict[str, Any]:
     """llama-bench row `raw` as measure writes a row it did not measure: no telemetry, no flags (and
     the observer is not asked: the row takes no window, nor a `--progress` start of a test it measured)."""
-    return {**_nonfinite_as_text(raw), "toolkit_telemetry": None, "toolkit_flags": []}
+    return {**jsonsafe.nonfinite_as_text(raw), "toolkit_telemetry": None, "toolkit_flags": []}
 
 
 def _measured_row(obs: RunObserver, raw: dict[str, Any], trace_path: Path) -> dict[str, Any]:
@@ -259,8 +257,8 @@ def _measured_row(obs: RunObserver, raw: dict[str, Any], trace_path: Path) -> di
     # prints ("nan", not null: the import's validity pass refuses it as it refuses the same
     # row imported directly, instead of recomputing a number); the file stays strict JSON
     return {
-        **_nonfinite_as_text(raw),
-        "toolkit_telemetry": finite_or_none(seen.get("telemetry")),
+        **jsonsafe.nonfinite_as_text(raw),
+        "toolkit_telemetry": jsonsafe.finite_or_none(seen.get("telemetry")),
         "toolkit_flags": seen.get("flags", []),
     }
 
@@ -337,17 +335,6 @@ def _exit_clock(proc: subprocess.Popen) -> list[float]:
 
     threading.Thread(target=wait, name="measure-exit-clock", daemon=True).start()
     return ended
-
-
-def _nonfinite_as_text(v: Any) -> Any:
-    """`v` with every non-finite float as the text printf gives it (nan, inf, -inf)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")
-    if isinstance(v, dict):
-        return {k: _nonfinite_as_text(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_nonfinite_as_text(x) for x in v]
-    return v
 
 
 def _stop(proc: subprocess.Popen) -> None:

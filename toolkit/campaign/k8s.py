@@ -115,10 +115,5 @@ def _seconds(limit: str) -> int:
     """Slurm's time format ([D-]HH:MM:SS, MM:SS, or minutes) in seconds."""
     days, _, rest = limit.rpartition("-")
     parts = [int(x) for x in rest.split(":")]
-    if len(parts) == 1:
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    else:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return secs + int(days or 0) * 86400
+    unit = {1: (60,), 2: (60, 1)}.get(len(parts), (3600, 60, 1))  # seconds of each part
+    return sum(n * u for n, u in zip(parts, unit, strict=False)) + int(days or 0) * 86400

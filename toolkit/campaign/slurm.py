@@ -351,21 +351,17 @@ def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
         f"--chdir={c.project}",
         f"--signal=B:TERM@{spec.signal_s}",
     ]
-    if not spec.allow_concurrent:
-        out.append("--dependency=singleton")  # one job per engine at a time: same name + user
-    if spec.partition:
-        out.append(f"--partition={spec.partition}")
-    if s.node:
-        out.append(f"--nodelist={s.node}")
-    if s.features:
-        out.append(f"--constraint={'&'.join(s.features)}")
-    if spec.gpus:
-        out.append(
-            f"--gres=gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"--gres=gpu:{spec.gpus}"
-        )
-    if spec.time_limit:
-        out.append(f"--time={spec.time_limit}")
-    return out + list(spec.sbatch_args)
+    gres = f"{spec.gres_type}:{spec.gpus}" if spec.gres_type else str(spec.gpus)
+    given = (  # (option, whether the slice asks for it), in this order
+        # one job per engine at a time: same name + user
+        ("--dependency=singleton", not spec.allow_concurrent),
+        (f"--partition={spec.partition}", spec.partition),
+        (f"--nodelist={s.node}", s.node),
+        (f"--constraint={'&'.join(s.features)}", s.features),
+        (f"--gres=gpu:{gres}", spec.gpus),
+        (f"--time={spec.time_limit}", spec.time_limit),
+    )
+    return out + [option for option, asked in given if asked] + list(spec.sbatch_args)
 
 
 def _sbatch_line(option: str, *, verbatim: bool = False) -> str:

@@ -53,6 +53,7 @@ json and an object_pairs_hook.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -423,3 +424,27 @@ def said(key: str) -> str:
         f"key {key[:60]!r} written twice in one object: JSON keeps the last value, and which one was "
         "measured is unknown"
     )
+
+
+def finite_or_none(v: Any) -> Any:
+    """A copy of a JSON-like value with every NaN/inf float replaced by None (valid JSON again)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [finite_or_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: finite_or_none(x) for k, x in v.items()}
+    return v
+
+
+def nonfinite_as_text(v: Any) -> Any:
+    """A copy of a JSON-like value with every NaN/inf float, in dicts and lists (a tuple as a list) at any
+    depth, as the text printf and str() give it (`nan`, `inf`, `-inf`): strict JSON that keeps what was
+    printed (a canary's PPL, a row `toolkit measure` writes), where finite_or_none forgets it."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, dict):
+        return {k: nonfinite_as_text(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [nonfinite_as_text(x) for x in v]
+    return v

@@ -81,5 +81,4 @@ from toolkit.engine.registry import (
     registry_digest,
     registry_manifest_digest,
     tag_image,
-    untag_image,
 )

@@ -119,17 +119,6 @@ def pull_image(ref: str, *, on_line: Callable[[str], None] | None = None) -> Tra
     return TransferOutcome(True, ref, seconds, digest=tag if tag and tag.startswith("sha256:") else None)
 
 
-def untag_image(ref: str) -> bool:
-    """`docker rmi REF` without force: removes the tag (the image goes with its last tag). False if absent."""
-    from docker.errors import ImageNotFound
-
-    try:
-        client().images.remove(ref, noprune=False)
-        return True
-    except ImageNotFound:
-        return False
-
-
 class RegistryLookupError(Exception):
     """A registry lookup through the engine failed. `kind`: "not-found" (the engine's 404),
     "refused" (any other engine API error; `message` is its full explanation), "no-answer" (the

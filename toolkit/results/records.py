@@ -103,17 +103,6 @@ RunId = Annotated[str, AfterValidator(_one_line)]
 KNOWN_SCHEMA_VERSIONS = (1, 2)  # 2: `telemetry` (what the system did during the test)
 
 
-def finite_or_none(v: Any) -> Any:
-    """A copy of a JSON-like value with every NaN/inf float replaced by None (valid JSON again)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, list):
-        return [finite_or_none(x) for x in v]
-    if isinstance(v, dict):
-        return {k: finite_or_none(x) for k, x in v.items()}
-    return v
-
-
 def _nonfinite(v: Any) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
@@ -352,7 +341,7 @@ class BenchRecord(BaseModel):
         if len(self.samples_ts) == 1 and self.stddev_ts is not None:
             self.stddev_ts = None  # llama-bench writes 0 for one sample: the spread is unknown, not nil
         if self.raw and _any_nonfinite(self.raw):
-            self.raw = finite_or_none(self.raw)
+            self.raw = jsonsafe.finite_or_none(self.raw)
             repaired.append("raw")
         if repaired:
             self.__pydantic_extra__ = {**(self.model_extra or {}), "repaired": sorted(set(repaired))}

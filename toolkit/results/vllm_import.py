@@ -451,15 +451,7 @@ def _serve(f: VllmFile, base: dict[str, Any], L: int, O: int) -> BenchRecord:  #
     c = f.concurrency
     tool = "sglang bench_serving" if f.tool == "sglang" else "vllm bench serve"
     what = f"{tool} (c{c}, in {L}, out {O})" if c else f"{tool} (in {L}, out {O})"
-    error = None
-    if not parsed["completed"]:
-        error = f"{what}: no request completed"
-    elif parsed["failed"]:
-        error = f"{what}: {parsed['failed']:.0f} of {prompts} requests failed"
-    elif parsed["output_throughput"] is None:
-        error = f"{what}: the result has no output_throughput"
-    elif short := vf.served_shortfall_error(parsed, num_prompts=prompts, output_len=O, ignore_eos=False):
-        error = f"{what}: {short}"
+    error = vf.served_error(what, parsed, prompts, O, ignore_eos=False)
     # a duration its requests cannot fit, peaks its totals do not give (vLLM's own counting): refused,
     # but a result failed already stays failed, saying it
     if busy := vf.serve_timing_problem(f.result, peaks=f.tool != "sglang"):

@@ -499,27 +499,39 @@ def write_log(path: Path, text: str, root: Path) -> None:
         fh.write(text)
 
 
-def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[Any, float]:
-    """key(record) -> tests_s of the newest ok record of this runner with `ctx`'s image name and model
-    name measured on this host (a campaign host's records, `host.key`, measure another machine), for
-    `Runner.estimate`. Records without a measured time (or whose key is None) are left out. Asks the
+def newest_here(
+    store: ResultStore, image: str, model: str, value: Callable[[BenchRecord], tuple[Any, Any] | None]
+) -> dict[Any, Any]:
+    """key -> value of the newest ok record (in the store's order: write_order) of image name `image` and
+    model name `model` measured on this host (a campaign host's records, `host.key`, measure another
+    machine); `value(record)`: its (key, value), or None to leave it out. For every estimate. Asks the
     query index: one record per test, not the history."""
     from toolkit.results import index as resultindex
+
+    seen: dict[Any, tuple[tuple[int, int], Any]] = {}
+    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
+    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
+        if r.model.name != model or (r.host or {}).get("key") or (kv := value(r)) is None:
+            continue
+        order = identity.write_order(r, pos)
+        if kv[0] not in seen or order >= seen[kv[0]][0]:
+            seen[kv[0]] = (order, kv[1])
+    return {k: v for k, (_, v) in seen.items()}
+
+
+def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[Any, float]:
+    """key(record) -> tests_s of the newest ok record of this runner with `ctx`'s image name and model
+    name measured on this host (newest_here), for `Runner.estimate`. Records without a measured time
+    (or whose key is None) are left out."""
     from toolkit.results.records import timing_value
 
-    seen: dict[Any, tuple[tuple[int, int], float]] = {}
-    runner = ctx.spec.runner
-    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
-    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True, skew=False)):
-        if r.runner != runner or r.model.name != ctx.model.name or (r.host or {}).get("key"):
-            continue
+    def timed(r: BenchRecord) -> tuple[Any, float] | None:
+        if r.runner != ctx.spec.runner:
+            return None
         k, t = key(r), timing_value(r.timing, "tests_s")
-        if k is None or t is None or not math.isfinite(t) or t < 0:
-            continue
-        order = identity.write_order(r, pos)  # the store's order, not the wall clock
-        if k not in seen or order >= seen[k][0]:
-            seen[k] = (order, t)
-    return {k: t for k, (_, t) in seen.items()}
+        return None if k is None or t is None or not math.isfinite(t) or t < 0 else (k, t)
+
+    return newest_here(ctx.store, ctx.spec.name, ctx.model.name, timed)
 
 
 def estimate_from(seen: dict[Any, float], keys: list[Any]) -> tuple[int, float]:

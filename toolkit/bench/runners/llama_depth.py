@@ -39,6 +39,7 @@ from toolkit.bench.runners.base import (
     check_sha,
     memory_limit,
     model_file_here,
+    newest_here,
 )
 from toolkit.bench.runners.llama_bench import (
     _case_key,
@@ -51,8 +52,6 @@ from toolkit.core import jsonsafe
 from toolkit.host import info as hostinfo
 from toolkit.matrix.api import BenchAxes, KvShape, depth_axes, fit_depths
 from toolkit.models.gguf_meta import gguf_kv_shape
-from toolkit.results import identity
-from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore
 
 SWEEP = "depth"
@@ -222,17 +221,15 @@ def measured_seconds(
     n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
     host (a campaign host's records, `host.key`, measure another machine). Cases never measured
     are not counted. Asks the query index: one record per test, not the history."""
-    seen: dict[tuple, tuple[tuple[int, int], float]] = {}
-    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
-    for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
-        if r.method != "llama-bench" or r.model.name != model or (r.host or {}).get("key") or not r.avg_ts:
-            continue
-        k = _record_case_key(r, axes)
+
+    def timed(r: BenchRecord) -> tuple[tuple, float] | None:
+        if r.method != "llama-bench" or not r.avg_ts:
+            return None
         t = repetition_seconds(r)
-        order = identity.write_order(r, pos)  # the store's order, not the wall clock
-        if math.isfinite(t) and (k not in seen or order >= seen[k][0]):
-            seen[k] = (order, t)
-    known = [seen[k][1] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
+        return (_record_case_key(r, axes), t) if math.isfinite(t) else None
+
+    seen = newest_here(store, image, model, timed)
+    known = [seen[k] for k in (_case_key(c, axes.threads) for c in cases) if k in seen]
     return len(known), sum(known) * axes.repetitions
 
 
@@ -258,7 +255,12 @@ def untimed_depth_seconds(ctx: RunContext, cases: list[Case]) -> float:
       beyond its timed samples (raw samples_ns), scaled from its repetitions to bench.repetitions.
     A fill with no pp rate of its settings measured is not counted."""
     bench = ctx.lm.m.bench
-    newest = _newest_records(ctx)
+    newest: dict[tuple, BenchRecord] = newest_here(  # case key -> the newest ok llama-bench record
+        ctx.store,
+        ctx.spec.name,
+        ctx.model.name,
+        lambda r: (_record_case_key(r, bench), r) if r.method == "llama-bench" else None,
+    )
     curves: dict[tuple, dict[int, dict[int, float]]] = {}  # settings -> n_prompt -> depth -> tok/s
     for r in newest.values():
         if r.n_prompt > 0 and r.n_gen == 0 and r.avg_ts:
@@ -290,21 +292,6 @@ def _prefill_curve(by_prompt: dict[int, dict[int, float]]) -> dict[int, float]:
 def _settings(key: tuple) -> tuple:
     """A case key (_case_key) without its test and depth: the settings the depth fill runs with."""
     return tuple(kv for kv in key if kv[0] not in _TEST_FIELDS)
-
-
-def _newest_records(ctx: RunContext) -> dict[tuple, BenchRecord]:
-    """Case key -> the newest ok llama-bench record of ctx's image name and model name measured on this
-    host (not a campaign host's, `host.key`), in the store's order. Asks the query index."""
-    bench = ctx.lm.m.bench
-    seen: dict[tuple, tuple[tuple[int, int], BenchRecord]] = {}
-    # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
-    for pos, r in enumerate(resultindex.select(ctx.store, images=[ctx.spec.name], ok_only=True, skew=False)):
-        if r.method != "llama-bench" or r.model.name != ctx.model.name or (r.host or {}).get("key"):
-            continue
-        key, order = _record_case_key(r, bench), identity.write_order(r, pos)
-        if key not in seen or order >= seen[key][0]:
-            seen[key] = (order, r)
-    return {k: r for k, (_, r) in seen.items()}
 
 
 def fill_seconds(depth: int, rates: dict[int, float]) -> float:

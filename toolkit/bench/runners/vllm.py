@@ -74,7 +74,7 @@ from toolkit.runtimes.vllm.output import (
     parse_serve,
     sample_sd,
     samples_ts,
-    served_shortfall_error,
+    served_error,
 )
 from toolkit.runtimes.vllm.settings import VllmSettings
 
@@ -411,7 +411,7 @@ def _serve_record(
     ctx: _Ctx, base: dict[str, Any], served: va.Served, lv: va.ServeLevel, done: va.ServedLevel | None
 ) -> BenchRecord:
     """The record of one served level: failed with the server's error, its own (the exec, the result
-    file), or what its result says (_served_error)."""
+    file), or what its result says (served_error)."""
     what = f"vllm bench serve (c{lv.concurrency}, in {lv.input_len}, out {lv.output_len})"
     error = served.error
     data: dict[str, Any] | None = None
@@ -427,7 +427,7 @@ def _serve_record(
         error = error or (f"{what}: {missing}" if missing else None)
     parsed = parse_serve(data or {})
     if error is None:
-        error = _served_error(what, parsed, lv, ignore_eos="--ignore-eos" in cmd)
+        error = served_error(what, parsed, lv.num_prompts, lv.output_len, ignore_eos="--ignore-eos" in cmd)
     return BenchRecord(
         **base,
         test=f"serve pp{lv.input_len}+tg{lv.output_len} c{lv.concurrency}",
@@ -464,22 +464,6 @@ def _serve_record(
         },
         latency_ms=parsed["latency_ms"],
     )
-
-
-def _served_error(what: str, parsed: dict[str, Any], lv: va.ServeLevel, *, ignore_eos: bool) -> str | None:
-    """Why a served level's parsed result is not a measurement: no request completed, some failed, no
-    output throughput, or fewer tokens than asked for (served_shortfall_error)."""
-    if not parsed["completed"]:
-        return f"{what}: no request completed"
-    if parsed["failed"]:
-        return f"{what}: {parsed['failed']:.0f} of {lv.num_prompts} requests failed"
-    if parsed["output_throughput"] is None:
-        return f"{what}: the result has no output_throughput"
-    if short := served_shortfall_error(
-        parsed, num_prompts=lv.num_prompts, output_len=lv.output_len, ignore_eos=ignore_eos
-    ):
-        return f"{what}: {short}"
-    return None
 
 
 @dataclass(frozen=True)

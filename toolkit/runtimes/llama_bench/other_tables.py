@@ -22,9 +22,8 @@ from __future__ import annotations
 import re
 
 from toolkit.core.text import line_text
-from toolkit.runtimes.llama_bench.readers import md_cells
+from toolkit.runtimes.llama_bench.readers import MD_SEP, md_cells
 
-_SEP = re.compile(r"^:?-+:?$")
 _TEST = re.compile(r"^\**(?:pp|tg)\d+(?:\s*\+\s*tg\d+)?(?:\s*@\s*d\d+)?(?:\**$|\s+ub\d+$)", re.IGNORECASE)
 """A cell that names a llama-bench test (`pp512`, `tg128`, `pp512+tg128`, `pp2048 @ d4096`; bold allowed;
 `pp2048 ub512` as the toolkit's report names its rows)."""
@@ -53,7 +52,7 @@ def _md_tables(lines: list[str]) -> list[tuple[int, list[str], list[list[str]]]]
         i += 1
         if not head.startswith("|") or not sep.startswith("|"):
             continue
-        if not all(_SEP.match(c.replace(" ", "")) for c in md_cells(sep) if c):
+        if not all(MD_SEP.match(c.replace(" ", "")) for c in md_cells(sep) if c):
             continue
         rows, at = [], i - 1
         i += 1

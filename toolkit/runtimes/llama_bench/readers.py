@@ -420,7 +420,8 @@ def md_cells(line: str) -> list[str]:
     return [c.strip() for c in s.split("|", cut_records.MAX_CELLS)]
 
 
-_MD_SEP = re.compile(r"^:?-+:?$")
+MD_SEP = re.compile(r"^:?-+:?$")
+"""A markdown table's separator cell (`---`, `:---:`): the line under a header (read_md, other_tables)."""
 
 
 _MD_TEST = re.compile(
@@ -497,7 +498,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             or md_header_problem(titles, at)
         )
         i += 1
-        if i < len(lines) and all(_MD_SEP.match(c) for c in md_cells(lines[i]) if c):
+        if i < len(lines) and all(MD_SEP.match(c) for c in md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
         while i < len(lines) and not is_md_header(lines[i]):

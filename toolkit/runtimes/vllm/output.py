@@ -624,6 +624,26 @@ def served_shortfall_error(
     return None
 
 
+def served_error(
+    what: str, parsed: dict[str, Any], num_prompts: int, output_len: int, *, ignore_eos: bool
+) -> str | None:
+    """Why a served level's parsed result (`parse_serve`) is not a measurement, prefixed with `what`
+    (the command and its level): no request completed, some of `num_prompts` failed, no output
+    throughput, or fewer tokens than asked for (served_shortfall_error); None when it is one. The one
+    rule of the vLLM runner and `toolkit import`."""
+    if not parsed["completed"]:
+        return f"{what}: no request completed"
+    if parsed["failed"]:
+        return f"{what}: {parsed['failed']:.0f} of {num_prompts} requests failed"
+    if parsed["output_throughput"] is None:
+        return f"{what}: the result has no output_throughput"
+    if short := served_shortfall_error(
+        parsed, num_prompts=num_prompts, output_len=output_len, ignore_eos=ignore_eos
+    ):
+        return f"{what}: {short}"
+    return None
+
+
 # The attention backend a vLLM run used, as its log names it. vLLM 0.16.0's ROCm chooser logs a display
 # name (vllm/platforms/rocm.py get_attn_backend_cls, lines 286-377: `logger.info("Using Triton Attention
 # backend.")` then `return AttentionBackendEnum.TRITON_ATTN.get_path()`); 0.28.0 logs the enum name
