@@ -49,6 +49,7 @@ from toolkit.analysis.tables import (
     varying_columns,
 )
 from toolkit.core.errors import BadInput
+from toolkit.core.text import one_line
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore, short_digest
@@ -525,7 +526,7 @@ def _nothing_in_common(
             f"no test in common between {a.label} and {b.label}: {j.unknown_model} test(s) have no known "
             f"model; {UNKNOWN_MODEL_FIX}"
         )
-    ma, mb = ({r.model.name for r in side} for side in (j.only_a, j.only_b))
+    ma, mb = ({_value_text(r.model.name) for r in side} for side in (j.only_a, j.only_b))
     model = _models_apart(j) if "model" in j.apart else ""
     if "model" in j.apart and not ma & mb:  # named as the report names them; no --ignore joins two models
         return BadInput(
@@ -537,7 +538,7 @@ def _nothing_in_common(
     apart = "; ".join(
         f"the model: {model}"
         if k == "model" and model
-        else f"{k}: A has {', '.join(va[:4])}, B has {', '.join(vb[:4])}"
+        else f"{k}: A has {', '.join(map(_value_text, va[:4]))}, B has {', '.join(map(_value_text, vb[:4]))}"
         for k, (va, vb) in j.apart.items()
     )
     # what --ignore may leave out (_check_ignore): never the model, which is no test field
@@ -578,8 +579,11 @@ def _models_apart(j: identity.Join) -> str:
     def fields(r: BenchRecord) -> dict[str, str]:
         fp = identity.model_fingerprint(r)
         n = 2 if fp[:1] == ("name",) else len(_MODEL_FIELDS)  # (name, NAME) or llama-bench's three
-        out = {"name": str(fp[1])} if n == 2 else dict(zip(_MODEL_FIELDS, map(str, fp[:n]), strict=False))
-        out.update((str(x[0]), str(x[1])) for x in fp[n:] if isinstance(x, tuple) and len(x) == 2)  # the kind
+        said = [_value_text(v) for v in fp[:n]]
+        out = {"name": said[1]} if n == 2 else dict(zip(_MODEL_FIELDS, said, strict=False))
+        out.update(
+            (_value_text(x[0]), _value_text(x[1])) for x in fp[n:] if isinstance(x, tuple) and len(x) == 2
+        )  # the kind
         return out
 
     va, vb = ([fields(r) for r in side] for side in (j.only_a, j.only_b))
@@ -589,6 +593,16 @@ def _models_apart(j: identity.Join) -> str:
         if not set(xa) & set(xb):
             apart.append(f"{k} A {', '.join(xa[:3])}, B {', '.join(xb[:3])}")
     return "; ".join(apart)
+
+
+def _value_text(v: Any) -> str:
+    """A stored field's value as a one-line message says it (a record's text is anyone's: a newline
+    made a second `error:` line, 200 kB of it a 200 kB message): controls stripped, line breaks as
+    spaces, at most 60 characters (`...` marks the cut); an absent value (None, "") `not recorded`."""
+    text = one_line(str(v)).strip() if v is not None else ""
+    if not text:
+        return "not recorded"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _pair_order(p: tuple[BenchRecord, BenchRecord]) -> tuple[Any, ...]:

@@ -472,7 +472,8 @@ def engine_info(*, buildx: bool = True) -> dict[str, Any]:
     c = client()
     v = c.version()
     about = _info(c)
-    security = list(about.get("SecurityOptions") or [])
+    said = about.get("SecurityOptions")  # a list; anything else names nothing (a string is no list of names)
+    security = list(said) if isinstance(said, list) else []
     podman = is_podman()
     info = {
         "engine": "podman" if podman else "docker",
@@ -480,7 +481,7 @@ def engine_info(*, buildx: bool = True) -> dict[str, Any]:
         # at a rootless Podman's socket is a rootless engine, whichever engine_name() guessed
         "rootless": podman_rootless()
         if podman
-        else any("name=rootless" in s for s in security) or about.get("Rootless") is True,
+        else any("name=rootless" in str(s) for s in security) or about.get("Rootless") is True,
         "server_version": v.get("Version"),
         "api_version": v.get("ApiVersion"),
         "os": v.get("Os"),

@@ -435,10 +435,12 @@ def unusable(
 ) -> list[tuple[Gpu, str]]:
     """The GPUs of `gpus` a `backend` (rocm, vulkan) container cannot be given at all, each with why:
     another vendor's (no driver for it in the images), not in the KFD topology (ROCm), no render node
-    named, or its render node missing under `dev`. select_gpus names them as hidden, so every GPU of
+    named, its render node missing under `dev`, or named by an earlier GPU too. select_gpus names them as hidden, so every GPU of
     the host is either passed or named; a --gpu pin on one is BadInput with the reason."""
     out = []
+    owner: dict[str, int] = {}  # render node -> the GPU that keeps it (the first to name it)
     for g in gpus:
+        first = owner.setdefault(g.render_name, g.index) if g.render_name else g.index
         if g.vendor not in _RENDER_VENDORS:
             who = VENDOR_NAMES.get(g.vendor, f"vendor {g.vendor or 'unknown'}")
             why = f"{who} GPU: the {backend} images here carry no driver for it"
@@ -448,6 +450,8 @@ def unusable(
             why = "no render node: its KFD node names none (drm_render_minor)"
         elif not _render_host_path(g, dev).exists():
             why = f"its render node {_render_host_path(g, dev)} is missing on this host"
+        elif first != g.index:
+            why = f"its render node {g.render_name} is GPU {first}'s too (the KFD topology names one node twice)"
         else:
             continue
         out.append((g, why))

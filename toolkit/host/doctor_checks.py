@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
+from toolkit.core.text import one_line
 from toolkit.host.devices import (
     AMD_VENDOR,
     INTEL_VENDOR,
@@ -178,7 +179,7 @@ def _buildx_version(info: Mapping[str, Any]) -> tuple[bool, str | None]:
     if isinstance(client, Mapping):
         for plugin in client.get("Plugins") or []:
             if isinstance(plugin, Mapping) and plugin.get("Name") == "buildx":
-                return True, plugin.get("Version") or "present"
+                return True, fact_text(plugin.get("Version")) or "present"
         return True, None
     return False, None
 
@@ -360,10 +361,10 @@ def check_docker(info: Mapping[str, Any] | None) -> list[Check]:
     version = (
         info.get("ServerVersion")
         or info.get("server_version")
-        or info.get("version")
-        or server.get("Version")
+        or fact_text(info.get("version"))
+        or fact_text(server.get("Version"))
     )
-    api = info.get("ApiVersion") or info.get("api_version") or server.get("ApiVersion")
+    api = info.get("ApiVersion") or info.get("api_version") or fact_text(server.get("ApiVersion"))
     checks = [
         Check(
             "ok", "docker", f"Docker engine {version or 'unknown version'}" + (f" (API {api})" if api else "")
@@ -467,8 +468,13 @@ def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
     Each of these was read as a Docker engine that GPU images 'can run here' on: a rootless Podman
     as rootful, a daemon not reached as reached. None stays None."""
-    if info is None or "engine" in info:
-        return None if info is None else dict(info)
+    if info is None:
+        return None
+    if not isinstance(info, Mapping):  # a list, a number: no engine said anything doctor can read
+        kind = type(info).__name__
+        return {"engine": "docker", "error": f"Docker engine not reachable: its description is a JSON {kind}"}
+    if "engine" in info:
+        return _texts(dict(info))
     out: dict[str, Any] = dict(info)
     said_rootless = "rootless" in _security_names(info.get("SecurityOptions"))
     host, version = info.get("host"), info.get("version")
@@ -500,10 +506,36 @@ def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
         }
     else:
         out |= {"engine": "docker", "rootless": said_rootless}
-    errors = [str(e) for e in (info.get("ServerErrors") or []) if e]
+    said = info.get("ServerErrors")
+    errors = [one_line(str(e)) for e in (said if isinstance(said, list) else [said]) if e]
     if errors and not (out.get("server_version") or info.get("ServerVersion")):
         name = "Podman" if out["engine"] == "podman" else "Docker engine"
         out["error"] = f"{name} not reachable: {errors[0][:200]}"
+    return _texts(out)
+
+
+_TEXT_FACTS = (
+    *("server_version", "api_version", "ServerVersion", "ApiVersion", "buildah", "oci_runtime"),
+    *("storage_driver", "buildx", "buildx_version", "BuildxVersion"),
+)
+"""The facts of an engine's description doctor prints as they are (engine_facts: fact_text makes each)."""
+
+
+def fact_text(value: Any) -> str | None:
+    """A version or name from an engine's description as one short line: a string or number on one
+    line, controls stripped, at most 100 characters; None for anything else (a list, an object, a
+    boolean, null: nothing doctor could print as a version)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    return one_line(str(value)).strip()[:100] or None
+
+
+def _texts(out: dict[str, Any]) -> dict[str, Any]:
+    """`out` with the facts doctor prints (_TEXT_FACTS) as fact_text makes them, and `engine` one of
+    docker or podman."""
+    out |= {key: fact_text(out[key]) for key in _TEXT_FACTS if key in out}
+    if out.get("engine") not in ("docker", "podman"):
+        out["engine"] = "docker"
     return out
 
 

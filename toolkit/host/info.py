@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.text import path_text
 from toolkit.host.devices import detect_gpus
 
 # Kernel parameters that change GPU results or behaviour; doctor lists them, results record them.
@@ -273,7 +274,7 @@ def env_choice_note(env: Mapping[str, str], pin: int | None = None) -> str | Non
     """The note for a GPU choice in the toolkit's own environment (CHOICE_ENV): a container is given
     GPUs by devices.select_gpus (or --gpu N) and gets none of this shell's variables, so the choice is
     not applied; said (bench's plan notes, doctor), never ignored in silence. None where none is set."""
-    said = [f"{k}={env[k]}" for k in CHOICE_ENV if env.get(k) is not None]
+    said = [f"{k}={_shown(env[k])}" for k in CHOICE_ENV if env.get(k) is not None]
     if not said:
         return None
     how = (
@@ -283,6 +284,13 @@ def env_choice_note(env: Mapping[str, str], pin: int | None = None) -> str | Non
         "(numbered as `toolkit doctor` lists them) to choose one"
     )
     return f"{', '.join(said)} is set here but not applied to the containers (they get none of this shell's variables): {how}"
+
+
+def _shown(value: str) -> str:
+    """A variable's value as a note prints it: controls as their escapes (a newline would start a line
+    that reads as the toolkit's own), at most 40 characters."""
+    text = path_text(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def campaign_facts(env: Mapping[str, str] | None = None) -> dict[str, Any]:

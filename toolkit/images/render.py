@@ -425,19 +425,25 @@ class _RenderTooBig(Exception):
 
 
 RENDER_MEMORY_BYTES = 256 << 20
-"""The most a render may grow the process's peak memory: a template renders in a few MiB; one that
+"""The most a render may grow the process's resident memory: a template renders in a few MiB; one that
 keeps what its loop builds (`x.append(s ~ j)` of a 1 MB string, `ns.x = ns.x + [s ~ j]`: every value
 within MAX_RENDERED_CHARS) took 7.6 GB in RENDER_TIMEOUT_S."""
 
 
-def _peak_bytes() -> int:
-    """The process's peak resident memory so far, bytes (Linux's ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _rss_bytes() -> int:
+    """The process's resident memory now, bytes (/proc/self/statm's resident pages); where there is no
+    /proc, its peak so far (ru_maxrss, KiB on Linux: a high-water mark, which a process started by a
+    large one may inherit through fork, so the check is only more lenient there)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @contextlib.contextmanager
 def _deadline(seconds: float, memory: int = RENDER_MEMORY_BYTES) -> Iterator[None]:
-    """Raise _RenderTimeout in the block after `seconds`, _RenderTooBig once the process's peak memory
+    """Raise _RenderTimeout in the block after `seconds`, _RenderTooBig once the process's resident memory
     has grown by more than `memory` bytes (SIGALRM every 20 ms: Python checks it between bytecodes, so a
     template's loop is interrupted; no single step of a template builds more than MAX_RENDERED_CHARS).
     Only on the main thread, where signals are delivered."""
@@ -445,10 +451,10 @@ def _deadline(seconds: float, memory: int = RENDER_MEMORY_BYTES) -> Iterator[Non
         yield
         return
     end = time.monotonic() + seconds
-    limit = _peak_bytes() + memory
+    limit = _rss_bytes() + memory
 
     def fire(_signum: int, _frame: Any) -> None:
-        if _peak_bytes() > limit:
+        if _rss_bytes() > limit:
             raise _RenderTooBig
         if time.monotonic() >= end:
             raise _RenderTimeout

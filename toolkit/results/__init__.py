@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from toolkit.core.errors import BadInput, refused_link
-from toolkit.core.text import path_text
+from toolkit.core.text import one_line, path_text
 
 
 def bench_files(root: Path) -> list[Path]:
@@ -176,13 +176,43 @@ def folder_lock(root: Path, on_wait: Callable[[str], None] | None = None) -> Ite
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if on_wait:
-                    on_wait(f"waiting for another import into {path_text(near or '.')} to finish")
+                    on_wait(
+                        f"waiting for another import into {path_text(near or '.')} to finish"
+                        + lock_holder(fd)
+                        + "; Ctrl-C stops this one before it writes anything"
+                    )
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if near == root or not root.is_dir():
                 yield
                 return
         finally:
             os.close(fd)  # releases the flock
+
+
+def lock_holder(fd: int, proc: Path = Path("/proc")) -> str:
+    """` (pid N holds it: COMMAND)` for the process holding an flock of the file open at `fd`, from
+    `proc`/locks, with `; it is stopped: `kill -CONT N` lets it finish` where that process is stopped
+    (Ctrl-Z, SIGSTOP: it would hold the lock, and the waiter wait, for ever); "" where none is found
+    (another PID namespace, no /proc)."""
+    st = os.fstat(fd)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        locks = (proc / "locks").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    pids = [f[4] for ln in locks if len(f := ln.split()) > 5 and f[1] == "FLOCK" and f[5] == inode]
+    if not pids or not pids[0].isdigit() or pids[0] == "0":
+        return ""
+    pid = pids[0]
+    try:
+        command = (proc / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        state = (proc / pid / "stat").read_text(errors="replace").rpartition(")")[2].split()[:1]
+    except OSError:
+        return f" (pid {pid} holds it)"
+    said = f" (pid {pid} holds it: {one_line(command)[:120] or '?'})"
+    if state and state[0] in ("T", "t"):
+        said += f"; it is stopped: `kill -CONT {pid}` lets it finish, `kill {pid}` ends it"
+    return said
 
 
 def make_folders(folder: Path, *, root: Path | None = None, chmod: int | None = None) -> None:
