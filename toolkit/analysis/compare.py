@@ -453,7 +453,8 @@ def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
 
 
 UNKNOWN_MODEL_FIX = (
-    "a result whose model is unknown (a vLLM bench JSON names none; its import says model=unknown) "
+    "a result whose model is unknown (imported rows that name no model, no model_filename or model_type, "
+    "as a vLLM bench JSON names none; its import says model=unknown) "
     "is not known to be of the same model as another: pass --same-model if both sides measured one "
     "model, or import with the model named"
 )

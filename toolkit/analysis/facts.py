@@ -147,15 +147,20 @@ def model_bytes(r: BenchRecord) -> int | None:
 SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)
 
 
-def stand_in(r: BenchRecord) -> bool:
-    """`r` measured a tiny stand-in model (under SMOKE_MODEL_BYTES): its tok/s show the path works, not
-    how fast a real model runs. Judged by its size in bytes (model_bytes), else, where no size is recorded
-    (a boolean, a text or nothing: no size), its parameter count (llama-bench's model_n_params; a weight
-    takes 1/8 byte or more in any GGUF, so a count under a size bound is under it in bytes too). False
-    where neither is known, or the model is full size (its weights may still be random: a record does
-    not say)."""
+def model_scale(r: BenchRecord) -> int | None:
+    """What stand_in judges a record's model by: its size in bytes (model_bytes), else, where no size is
+    recorded (a boolean, a text or nothing: no size), its parameter count (llama-bench's model_n_params;
+    a weight takes 1/8 byte or more in any GGUF, so a count under a size bound is under it in bytes
+    too); None where neither is recorded (a hand-written import row: the csv's model_stand_in is empty)."""
     scale = model_bytes(r) or quantity((r.raw or {}).get("model_n_params"))
-    return 0 < (scale or 0) < SMOKE_MODEL_BYTES
+    return scale if scale and scale > 0 else None
+
+
+def stand_in(r: BenchRecord) -> bool:
+    """`r` measured a tiny stand-in model (model_scale under SMOKE_MODEL_BYTES): its tok/s show the path
+    works, not how fast a real model runs. False where its scale is not known, or the model is full size
+    (its weights may still be random: a record does not say)."""
+    return 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES
 
 
 def warmup_outlier(r: BenchRecord) -> bool:

@@ -487,17 +487,18 @@ def _rank(text: str) -> int:
     return next((i for i, w in enumerate(_WORST) if text.startswith(w)), len(_WORST))
 
 
-def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ()) -> Provenance:
-    """The provenance of the records a report shows, or their Facts (failed ones count for dates and
-    builds too). `stored`: canary results stored beside them (stored_canaries), whose CPU controls a
-    shown canary is compared with as with a shown record's (canary_check.control_problem)."""
-    fs = facts_of(items)
-    records = [f.record for f in fs]
-    p = Provenance()
+def _model_lines(fs: list[Facts]) -> list[str]:
+    """Provenance's models: `name (file, sha256 12, size, llama-bench's model_type)`, one per model,
+    sorted."""
     models: dict[tuple, str] = {}
+    # a failed row (an interrupted run's) has no llama-bench row, so no model type: a model its measured
+    # records name by sha256 is said by them, not a second time without its type
+    measured = {(f.record.model.name, f.record.model.sha256) for f in fs if f.record.status == "ok"}
     for f in fs:  # one line per model: a file name without a sha256 names no one file (two imports'
         # `model.gguf`, F16 and Q8_0), so its size and type tell them apart (its key's model fingerprint)
         r = f.record
+        if r.status != "ok" and r.model.sha256 and (r.model.name, r.model.sha256) in measured:
+            continue
         which = (r.model.name, r.model.sha256, f.key.model, f.model_bytes)
         if which in models:  # its words said by the first record of that model
             continue
@@ -507,7 +508,17 @@ def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ())
         models[which] = (
             f"{name} ({file or 'file not recorded'}, {sha_words(r)}, {size_words(f.model_bytes)}{_type_words(r)}{tiny})"
         )
-    p.models = sorted(set(models.values()))
+    return sorted(set(models.values()))
+
+
+def provenance(items: Iterable[BenchRecord | Facts], stored: Iterable[Any] = ()) -> Provenance:
+    """The provenance of the records a report shows, or their Facts (failed ones count for dates and
+    builds too). `stored`: canary results stored beside them (stored_canaries), whose CPU controls a
+    shown canary is compared with as with a shown record's (canary_check.control_problem)."""
+    fs = facts_of(items)
+    records = [f.record for f in fs]
+    p = Provenance()
+    p.models = _model_lines(fs)
     when = [(d, _local_date(r)) for r in records for d in _dates(r)]
     dates = sorted(t for (t, measured), _ in when if measured)
     p.dates = (dates[0], dates[-1]) if dates else None

@@ -23,7 +23,7 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.caveats import held_caveats, smoke_caveats
-from toolkit.analysis.facts import Facts, facts_of
+from toolkit.analysis.facts import Facts, facts_of, model_scale
 from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance, system_cells
 from toolkit.analysis.roofline import gpu_count
 from toolkit.analysis.table_text import (
@@ -419,7 +419,7 @@ def _csv_cells(t: Table, row: Row, col: str, f: Facts) -> list[Any]:
         mt if isinstance(mt := (r.raw or {}).get("model_type"), str) else "",
         *system_cells(r),
         "" if (n := gpu_count(r)) is None else n,
-        "true" if f.stand_in else "false",
+        "" if model_scale(r) is None else "true" if f.stand_in else "false",  # empty: size not recorded
         f.processes,
     ]
 

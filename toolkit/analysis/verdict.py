@@ -62,8 +62,8 @@ from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord, imported
 
 MODEL_UNKNOWN_NOTE = (
-    "left out: results whose model is unknown (model=unknown: a vLLM bench JSON names none), not known "
-    "to be the model of any other"
+    "left out: results whose model is unknown (model=unknown: imported rows that name no model, no "
+    "model_filename or model_type, as a vLLM bench JSON names none), not known to be the model of any other"
 )
 
 VERDICT_AXES = ("prefill", "decode", "served")

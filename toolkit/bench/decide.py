@@ -174,6 +174,7 @@ def _decide_image(
             f"{short.message()}; the command below uses an example R9700 device profile",
         )
         profile = devices.DeviceProfile.example(spec.backend)
+        out += [Decision(spec, None, "note", n) for n in _env_choice(spec, opts)]  # not applied there either
     else:
         # the multi-GPU policy (devices.select_gpus): every discrete GPU of the image's gfx targets, or
         # --gpu N; hidden GPUs are named in a note, the passed ones recorded with every result

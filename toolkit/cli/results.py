@@ -359,7 +359,8 @@ def _need_filter_match(
 @click.option(
     "--same-model",
     is_flag=True,
-    help="Join results whose model is unknown (a vLLM bench JSON names none: imported as model=unknown) "
+    help="Join results whose model is unknown (imported rows that name no model, no model_filename or "
+    "model_type, as a vLLM bench JSON names none: imported as model=unknown) "
     "as if both sides measured the same model; without it they are joined with nothing (exit 4).",
 )
 @click.option(

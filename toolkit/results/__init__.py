@@ -177,7 +177,7 @@ def folder_lock(root: Path, on_wait: Callable[[str], None] | None = None) -> Ite
             except BlockingIOError:
                 if on_wait:
                     on_wait(
-                        f"waiting for another import into {path_text(near or '.')} to finish"
+                        f"waiting for another import into {path_text(root)} to finish"
                         + lock_holder(fd)
                         + "; Ctrl-C stops this one before it writes anything"
                     )

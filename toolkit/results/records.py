@@ -745,7 +745,7 @@ class ResultStore:
 class Saver:
     """A run's writer of the store: each record appended whole or absent, never cut by a signal.
 
-    `saved` counts the records written by this run; `files` the bench.jsonl files they went to.
+    `saved` counts the records written by this run (`failed` of them failed rows); `files` their bench.jsonl files.
     `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now
     and those alive at the previous save (`seen`), so a run that ended while a test was measured (alive
     when the one before it was saved, llama-bench's next test starting right after) still flags it."""
@@ -753,6 +753,7 @@ class Saver:
     store: ResultStore
     concurrent: Callable[[], list[str]] = lambda: []
     saved: int = 0
+    failed: int = 0
     files: set[Path] = field(default_factory=set)
     seen: list[str] = field(default_factory=list)
 
@@ -777,10 +778,12 @@ class Saver:
                     mapped if isinstance(mapped, FileSystemError) else FileSystemError(str(mapped))
                 ) from None
             self.saved += 1
+            self.failed += rec.status != "ok"
             self.files.add(path)
 
     def summary(self) -> str:
-        """What this run wrote, for the last message: counted, never assumed."""
+        """What this run wrote, for the last message: counted, never assumed; failed rows said apart."""
         if not self.saved:
             return "no result of this run was saved (no test had completed)"
-        return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}"
+        split = f" ({self.saved - self.failed} measured, {self.failed} failed row(s))" if self.failed else ""
+        return f"{self.saved} record(s) of this run are saved in {', '.join(sorted(map(str, self.files)))}{split}"
