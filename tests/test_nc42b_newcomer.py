@@ -118,7 +118,9 @@ def test_an_import_that_waits_names_the_results_folder(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(said) + err
     assert "a results folder of this folder's own" in said[0], said
-    assert said[1].startswith(f"import: waiting for another import into {tmp_path / 'results'} to finish"), said
+    assert said[1].startswith(f"import: waiting for another import into {tmp_path / 'results'} to finish"), (
+        said
+    )
     assert "L: imported" in out, out
 
 
