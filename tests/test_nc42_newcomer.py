@@ -14,7 +14,8 @@ Podman line, then report, compare, export-run, reproduce, import and the usual m
 - Run from another folder (`cd ~`): `toolkit import FILE --label x` made ~/results of its own (the
   project's report never shows it) and `toolkit compare A B` said "no results match 'cpu' ... `toolkit
   build -i cpu && toolkit bench -i cpu`"; `toolkit report` there already named the project folder to
-  cd to. import and compare now say the same (exit 4), and import writes nothing.
+  cd to. compare now says the same (exit 4); import still writes there (report run there reads it) and
+  says it is not the project's, naming the project.
 """
 
 from __future__ import annotations

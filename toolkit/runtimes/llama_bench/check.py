@@ -16,9 +16,11 @@ import math
 import re
 import time
 from datetime import datetime, timezone
+from difflib import get_close_matches
 from typing import Any
 
 from toolkit.core import backends, jsonsafe
+from toolkit.core.text import one_line
 from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 from toolkit.runtimes.llama_bench import plausible
 from toolkit.runtimes.llama_bench.plausible import as_float as as_float  # the readers' name of it
@@ -330,6 +332,9 @@ def _served(fields: dict[str, Any]) -> str | None:
     )
 
 
+_SPEEDS = ("avg_ts", "avg_ns")  # a row's speed fields: a misspelled one is named with the guess
+
+
 def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
     reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
@@ -386,6 +391,9 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
                 "test's prompt and generation apart), fields llama-bench does not write: which is the test's "
                 "speed is not said; import mainline llama-bench's output"
             )
+        if guess := {k: m[0] for k in fields if (m := get_close_matches(str(k), _SPEEDS, 1, 0.75))}:
+            said = ", ".join(f"{k!r} (did you mean {m}?)" for k, m in guess.items())  # hand-typed: avg_tps
+            return f"no avg_ts or avg_ns: {one_line(said)[:200]} is no llama-bench field"
         return "no avg_ts or avg_ns (a cut-off row?)"
     if ts is not None and not MIN_TOKENS_PER_S <= ts <= MAX_TOKENS_PER_S:
         return (

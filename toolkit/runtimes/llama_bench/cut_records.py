@@ -23,11 +23,11 @@ def too_wide(what: str, whose: str) -> str:
 
 
 class WideLine(Exception):
-    """A csv line with more than MAX_CELLS separators, raised before csv splits it."""
+    """A csv line of more than MAX_CELLS fields (MAX_CELLS separators or more), raised before csv splits it."""
 
 
 class CsvLines:
-    """readers.iter_csv's lines for csv.reader: a line with more than MAX_CELLS commas raises WideLine (the
+    """readers.iter_csv's lines for csv.reader: a line with MAX_CELLS commas or more raises WideLine (the
     reader is asked again for the next line), one starting or ending unprintable is line_text's."""
 
     def __init__(self, lines: Iterable[str]) -> None:
@@ -38,7 +38,7 @@ class CsvLines:
 
     def __next__(self) -> str:
         ln = next(self.lines)
-        if ln.count(",") > MAX_CELLS:
+        if ln.count(",") >= MAX_CELLS:  # MAX_CELLS commas: MAX_CELLS + 1 fields
             raise WideLine
         return ln if ln[:1].isprintable() else line_text(ln) + "\n"
 
