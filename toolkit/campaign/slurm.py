@@ -340,8 +340,9 @@ def _slice(
     )
 
 
-def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
-    """The sbatch options of a slice (written as #SBATCH lines in its script)."""
+def sbatch_directives(c: Campaign, s: Slice) -> tuple[list[str], list[str]]:
+    """The sbatch options of a slice (written as #SBATCH lines in its script): (the toolkit's own, the
+    campaign's `sbatch_args` as the user wrote them, which go after them)."""
     spec = CampaignSpec.model_validate(c.spec)
     out = [
         f"--job-name={s.job_name}",
@@ -361,7 +362,7 @@ def sbatch_directives(c: Campaign, s: Slice) -> list[str]:
         (f"--gres=gpu:{gres}", spec.gpus),
         (f"--time={spec.time_limit}", spec.time_limit),
     )
-    return out + [option for option, asked in given if asked] + list(spec.sbatch_args)
+    return out + [option for option, asked in given if asked], list(spec.sbatch_args)
 
 
 def _sbatch_line(option: str, *, verbatim: bool = False) -> str:
@@ -393,9 +394,8 @@ def job_script(c: Campaign, s: Slice) -> str:
         f"# writing only under {path_text(Path(c.results) / 'hosts' / s.host)}/. Re-run by hand: sbatch "
         + shlex.quote(path_text(s.script)),
     ]
-    given = CampaignSpec.model_validate(c.spec).sbatch_args
-    directives = sbatch_directives(c, s)
-    lines += [_sbatch_line(d, verbatim=k >= len(directives) - len(given)) for k, d in enumerate(directives)]
+    own, users = sbatch_directives(c, s)
+    lines += [_sbatch_line(d) for d in own] + [_sbatch_line(d, verbatim=True) for d in users]
     lines += [
         f"export {HOST_KEY_ENV}={shlex.quote(s.host)}",
         f"exec {shlex.join([*c.toolkit, 'campaign', 'job', c.state_file.as_posix(), str(s.index)])}",

@@ -207,6 +207,7 @@ def _search_space(
     knob not searched, a value that is no integer, or none at least 1 (flash_attn: 0)."""
     from toolkit.bench import tune as tune_mod
     from toolkit.core.errors import BadInput
+    from toolkit.matrix.api import MAX_AXIS_VALUE
 
     names = list(knobs) or (["n_ubatch", "threads"] if spec.backend == "cpu" else ["n_ubatch"])
     space = tune_mod.knob_values(spec, base, names, n)
@@ -222,8 +223,10 @@ def _search_space(
             raise BadInput(f"--values {v!r}: give integers, e.g. {k}=512,2048") from None
         if not space[k] or min(space[k]) < (0 if k == "flash_attn" else 1):
             raise BadInput(f"--values {v!r}: give at least one value >= 1")
-        if max(space[k]) > 1_000_000:
-            raise BadInput(f"--values {k}=...{max(space[k])}: at most 1000000 (the bench axes' limit)")
+        if max(space[k]) > MAX_AXIS_VALUE:
+            raise BadInput(
+                f"--values {k}=...{max(space[k])}: at most {MAX_AXIS_VALUE} (the bench axes' limit)"
+            )
     crossed = math.prod(len(x) for x in space.values())
     if crossed > tune_mod.MAX_CANDIDATES:
         raise BadInput(

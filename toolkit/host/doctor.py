@@ -166,14 +166,14 @@ def _rocm_verdict(
 ) -> tuple[bool, str, list[str]]:
     """(runnable, reason, notes) of a ROCm image: the GPUs bench would choose (select_gpus), and
     whether the image's gfx targets (its label; unchecked before a build) cover their archs."""
-    gone = {id(g) for g, _ in unusable(gpus, "rocm", dev)}
-    usable = [g for g in gpus if id(g) not in gone]
     targets = [t.strip() for t in (labels or {}).get(GFX_TARGETS_LABEL, "").split(",") if t.strip()]
     try:  # the multi-GPU policy of bench: every discrete GPU of the image's arch, or --gpu N
         sel = select_gpus(gpus, pin, backend="rocm", targets=targets or None, dev=dev)
     except ToolkitError as err:
         if targets and "gfx targets" in str(err):
-            return False, _wrong_arch(targets, sorted({g.gfx_target for g in usable if g.gfx_target})), []
+            gone = {id(g) for g, _ in unusable(gpus, "rocm", dev)}  # the archs of the GPUs it could get
+            archs = sorted({g.gfx_target for g in gpus if id(g) not in gone and g.gfx_target})
+            return False, _wrong_arch(targets, archs), []
         return False, str(err), []
     chosen, notes = sel.chosen, sel.notes
     archs = [g.gfx_target for g in chosen if g.gfx_target]

@@ -30,6 +30,7 @@ from toolkit.matrix.loading import (
 )
 from toolkit.matrix.schema import (
     CASE_DEFAULTS,
+    MAX_AXIS_VALUE,
     MAX_COUNT,
     BenchAxes,
     CampaignHost,

@@ -56,6 +56,9 @@ MAX_ENV_TOTAL = 1024 * 1024
 """The env axis's largest combination (every NAME=value with its NUL): half of ARG_MAX (2 MiB where
 the stack limit is the default 8 MiB), the rest for the image's own environment and the command."""
 
+MAX_AXIS_VALUE = 1_000_000
+"""The largest value of a bench axis (tokens, micro-batch, layers...), and of `toolkit tune --values`."""
+
 MAX_CASES = 100_000
 """The most test cases the bench axes may cross to (each a llama-bench test of a few seconds at
 least, times its repetitions): more is no benchmark anyone waits for, and listing them fills memory."""
@@ -441,9 +444,9 @@ class BenchAxes(StrictBlock):
         if not v:
             raise ValueError("axis list is empty: give at least one value (e.g. [512])")
         low = -1 if info.field_name in _AUTO_AXES else 0
-        if any(x < low or x > 1_000_000 for x in v):
+        if any(x < low or x > MAX_AXIS_VALUE for x in v):
             raise ValueError(
-                f"axis values must be between {low} and 1000000"
+                f"axis values must be between {low} and {MAX_AXIS_VALUE}"
                 + (" (-1: llama-bench's auto / all layers)" if low < 0 else "")
             )
         if len(set(v)) != len(v):
