@@ -15,20 +15,15 @@ import pytest
 import yaml
 
 from tests.support.project import DATA, ROOT
+from tests.support.runs import _env, tk
+from tests.support.slurm import slurm_cluster
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = _env(None)
 
 
 def toolkit(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The toolkit as a user runs it: its own process, its real exit code and stderr."""
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """The toolkit as a user runs it (tests.support.runs.tk): its own process, exit code and stderr."""
+    return tk(cwd, *args, timeout=timeout)
 
 
 def _project(tmp_path: Path, body: str) -> Path:
@@ -137,26 +132,9 @@ def test_two_imports_of_one_file_at_once_import_it_once(tmp_path, exists):
 
 @pytest.fixture(scope="module")
 def slurm():
-    """Two Slurm nodes (n1, n2) on this machine from scripts/slurm-cluster.sh, stopped by PID after
-    (as tests/test_campaign.py's fixture; its state under /tmp: user munge must reach it)."""
-    d = tempfile.mkdtemp(prefix="tk-slurm-", dir="/tmp")
-    script = str(ROOT / "scripts" / "slurm-cluster.sh")
-    out = subprocess.run([script, "start", d], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        pytest.fail(f"slurm-cluster.sh start failed: {out.stderr[-2000:]}")
-    conf = next(x.split("=", 1)[1] for x in out.stdout.splitlines() if x.startswith("SLURM_CONF="))
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = conf
-    try:
+    """Two Slurm nodes (n1, n2) on this machine (tests/support/slurm.py), for this module."""
+    with slurm_cluster() as d:
         yield d
-    finally:
-        stop = subprocess.run([script, "stop", d], capture_output=True, text=True, timeout=60)
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
-        assert stop.returncode == 0, stop.stderr
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _campaign(where: Path, **campaign):

@@ -13,11 +13,8 @@ cluster (manifests are checked against the API schemas by kubernetes-validate, n
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,8 +23,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.support.e2e_helpers import ROOT, engine_or_skip, ensure_built, make_project, run_cli, untag_image
+from tests.support.e2e_helpers import engine_or_skip, ensure_built, make_project, run_cli, untag_image
 from tests.support.records import make_record
+from tests.support.slurm import slurm_cluster
 from toolkit.analysis import tables, verdict
 from toolkit.campaign import slurm as cmod
 from toolkit.cli.main import cli
@@ -268,35 +266,9 @@ def test_the_verdict_says_on_how_many_hosts_each_winning_number_was_measured():
 
 @pytest.fixture(scope="module")
 def slurm():
-    """Two Slurm nodes (n1, n2) on this machine from scripts/slurm-cluster.sh; stopped by PID after.
-    State under a folder of /tmp (user munge must reach it: pytest's own tmp folders are private)."""
-    d = Path(tempfile_dir := tempfile.mkdtemp(prefix="tk-slurm-", dir="/tmp"))
-    out = subprocess.run(
-        [str(ROOT / "scripts" / "slurm-cluster.sh"), "start", tempfile_dir],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        pytest.fail(f"slurm-cluster.sh start failed: {out.stderr[-2000:]}")
-    conf = next(x.split("=", 1)[1] for x in out.stdout.splitlines() if x.startswith("SLURM_CONF="))
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = conf
-    try:
+    """Two Slurm nodes (n1, n2) on this machine (tests/support/slurm.py), for this module."""
+    with slurm_cluster() as d:
         yield d
-    finally:
-        stop = subprocess.run(
-            [str(ROOT / "scripts" / "slurm-cluster.sh"), "stop", tempfile_dir],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
-        assert stop.returncode == 0, stop.stderr
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
