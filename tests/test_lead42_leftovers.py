@@ -48,3 +48,18 @@ def test_a_csv_line_of_more_than_max_cells_fields_is_refused(fields, refused):
             next(lines)
     else:
         assert next(lines) == line
+
+
+def test_a_matrix_just_over_the_case_bound_says_its_count_exactly(tmp_path):
+    """1001 tests x 100 micro-batches = 100,100 cases was said as `up to 1e+05 test cases, more than
+    100,000`: a count that read as the bound itself."""
+    import yaml
+
+    from toolkit.core.errors import BadInput
+    from toolkit.matrix.api import load_matrix
+
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["bench"] |= {"n_prompt": list(range(1, 1001)), "n_gen": [128], "n_ubatch": list(range(1, 101))}
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(BadInput, match=r"up to 100,100 test cases \(n_prompt \+ n_gen 1001 x n_ubatch 100\)"):
+        load_matrix(tmp_path / "matrix.yaml")

@@ -311,8 +311,9 @@ def too_many_cases(axes: Any) -> str | None:
         return None
     many = [f"{k} {n}" for k, n in counts if n > 1]
     crossed = " x ".join(many[:6]) + (f" x {len(many) - 6} more axes" if len(many) > 6 else "")
+    many_cases = f"{total:,}" if total < 10**15 else f"{total:.3g}"  # 1e+05 read as the limit itself
     return (
-        f"the axes cross to up to {total:.3g} test cases ({crossed}), more than {MAX_CASES:,} (a run of "
+        f"the axes cross to up to {many_cases} test cases ({crossed}), more than {MAX_CASES:,} (a run of "
         "years at a few seconds a case): cut the axes"
     )
 
