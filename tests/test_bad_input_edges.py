@@ -293,17 +293,18 @@ def test_a_foreign_lock_file_with_a_pid_shows_it(monkeypatch, foreign_lock):
 def test_a_run_with_two_containers_is_named_once(monkeypatch, tmp_path, foreign_lock):
     from toolkit.bench import guard
     from toolkit.engine import api as engine
+    from toolkit.engine import containers
 
     write, rid, lock_dir = foreign_lock
     write(b"4242\n")
     here, other = engine.host_id(), "another-host"
 
-    def ctr(name: str, run: str, host: str) -> engine.ContainerInfo:
-        return engine.ContainerInfo(
+    def ctr(name: str, run: str, host: str) -> containers.ContainerInfo:
+        return containers.ContainerInfo(
             name,
             name,
             "running",
-            {engine.CONTAINER_LABEL: "1", guard.RUN_ID_LABEL: run, guard.HOST_LABEL: host},
+            {containers.CONTAINER_LABEL: "1", guard.RUN_ID_LABEL: run, guard.HOST_LABEL: host},
         )
 
     elsewhere = "20260101T000002Z-fedcba"

@@ -53,7 +53,7 @@ from tests.support.project import mutate as _mutate
 from tests.support.runs import _env, _no_dac, tk
 from toolkit.core import errors
 from toolkit.core.errors import BadInput
-from toolkit.engine.api import CONTAINER_LABEL
+from toolkit.engine.choice import CONTAINER_LABEL
 from toolkit.matrix.api import load_matrix
 from toolkit.models.tiny import generate_tiny_qwen3moe
 from toolkit.results.records import ResultStore, read_jsonl

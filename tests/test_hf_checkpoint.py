@@ -24,7 +24,8 @@ from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host.devices import DeviceProfile
-from toolkit.matrix.api import load_matrix, parse_matrix
+from toolkit.matrix.api import load_matrix
+from toolkit.matrix.loading import parse_matrix
 from toolkit.models import checkpoint as hf_checkpoint
 from toolkit.models.tiny_hf import generate_tiny_qwen3moe_hf
 from toolkit.results.records import BuildRecord, ResultStore

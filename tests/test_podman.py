@@ -13,7 +13,7 @@ import pytest
 
 from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.engine import api as engine
-from toolkit.engine import choice, images
+from toolkit.engine import choice, containers, images
 from toolkit.host import devices, doctor_checks
 
 DATA = Path(__file__).parent / "data"
@@ -111,7 +111,7 @@ def test_podman_build_output_reads_as_steps_and_cache_hits():
     """A real `podman build` (Podman 4.3.1, buildah 1.28.2) of the CPU image, its second run: two
     stages, steps served from cache (`--> Using cache`) and steps that ran."""
     lines = (DATA / "podman-build-4.3.1.log").read_text().splitlines()
-    reader = engine.PodmanSteps()
+    reader = images.PodmanSteps()
     steps: set[str] = set()
     cached: set[str] = set()
     out: list[str] = []
@@ -128,7 +128,7 @@ def test_podman_build_output_reads_as_steps_and_cache_hits():
 
 
 def test_podman_steps_time_a_step_that_ran():
-    reader = engine.PodmanSteps()
+    reader = images.PodmanSteps()
     assert reader("STEP 1/2: FROM debian:trixie-slim") == ["#1 [1/2] FROM debian:trixie-slim"]
     assert reader("STEP 2/2: RUN make") == ["#1 DONE 0.0s", "#2 [2/2] RUN make"]
     out = reader("[ 96%] Built target llama-common")  # step output is never a step header
@@ -194,12 +194,12 @@ def test_amd_cdi_spec_found_by_kind_and_all(tmp_path):
 
 def test_podman_socket_from_container_host(monkeypatch):
     monkeypatch.setenv("CONTAINER_HOST", "unix:///tmp/somewhere/podman.sock")
-    assert engine.podman_socket() == "/tmp/somewhere/podman.sock"
-    assert engine.podman_service_command("/x.sock") == [
+    assert choice.podman_socket() == "/tmp/somewhere/podman.sock"
+    assert choice.podman_service_command("/x.sock") == [
         "podman",
         "system",
         "service",
-        f"--time={engine.PODMAN_IDLE_S}",
+        f"--time={choice.PODMAN_IDLE_S}",
         "unix:///x.sock",
     ]
 
@@ -324,7 +324,7 @@ def test_libpod_spec_carries_keep_groups_as_its_annotation():
         ports={"8000/tcp": 41234},
         memory_bytes=2 << 30,
     )
-    body = engine.libpod_spec(spec, {"org.toolkit.managed": "1"})
+    body = containers.libpod_spec(spec, {"org.toolkit.managed": "1"})
     assert body["annotations"] == {"run.oci.keep_original_groups": "1"} and body["groups"] == []
     assert body["devices"] == [{"path": KFD}, {"path": RENDER}]
     assert body["no_new_privileges"] is True and body["cap_drop"] == ["ALL"]
@@ -338,4 +338,4 @@ def test_libpod_spec_carries_keep_groups_as_its_annotation():
         "org.toolkit.managed": "1"
     }
     with pytest.raises(BadInput, match="apparmor=x"):
-        engine.libpod_spec(engine.RunSpec(image="i", command=[], security_opt=["apparmor=x"]), {})
+        containers.libpod_spec(engine.RunSpec(image="i", command=[], security_opt=["apparmor=x"]), {})

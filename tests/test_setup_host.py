@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.engine import api
+from toolkit.engine import api, choice
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / "scripts" / "setup-host.sh"
@@ -98,15 +98,15 @@ def test_permission_denied_says_newgrp_to_a_member_whose_shell_predates_it(monke
     monkeypatch.setenv("USER", me)
     monkeypatch.setattr(grp, "getgrnam", lambda name: grp.struct_group(("docker", "x", 4242, [me])))
     monkeypatch.setattr(os, "getgroups", lambda: [1000])
-    assert "`newgrp docker`" in api.docker_group_fix() and "started before" in api.docker_group_fix()
+    assert "`newgrp docker`" in choice.docker_group_fix() and "started before" in choice.docker_group_fix()
     monkeypatch.setattr(grp, "getgrnam", lambda name: grp.struct_group(("docker", "x", 4242, [])))
-    assert f"sudo usermod -aG docker {me}" in api.docker_group_fix()
+    assert f"sudo usermod -aG docker {me}" in choice.docker_group_fix()
 
     def no_group(name):
         raise KeyError(name)
 
     monkeypatch.setattr(grp, "getgrnam", no_group)
-    assert "setup-host.sh" in api.docker_group_fix()
+    assert "setup-host.sh" in choice.docker_group_fix()
 
 
 @pytest.mark.parametrize("script", ["setup-host.sh", "fresh-host.sh", "run-tests.sh"])

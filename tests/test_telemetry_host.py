@@ -25,7 +25,6 @@ from tests.support.telemetry_fakes import (
 )
 from toolkit.analysis.telemetry import flags, window_summary
 from toolkit.host.telemetry import (
-    AMD_ENERGY_WRAP_J,
     AmdGpuSource,
     HostSource,
     KernelLog,
@@ -34,13 +33,13 @@ from toolkit.host.telemetry import (
     cgroup_cpu_seconds,
     discover_gpus,
     iter_trace,
-    match_kernel_line,
     not_stock_reasons,
     open_source,
-    parse_gpu_metrics,
     power_state,
     process_tree_cpu_seconds,
 )
+from toolkit.host.telemetry.amd import AMD_ENERGY_WRAP_J, parse_gpu_metrics
+from toolkit.host.telemetry.kernel_log import match_kernel_line
 from toolkit.results.telemetry_check import HOST_OTHER_CPU_CORES_MAX
 
 # ---------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from toolkit.bench.runners.base import BenchOptions, RunContext
 from toolkit.core import registry as runners
 from toolkit.engine import api as engine
 from toolkit.host import devices
-from toolkit.matrix.api import load_matrix, parse_matrix
+from toolkit.matrix.api import load_matrix
+from toolkit.matrix.loading import parse_matrix
 from toolkit.results.records import BuildRecord, ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from toolkit.host.telemetry import GPU_METRICS_V1_3
+from toolkit.host.telemetry.amd import GPU_METRICS_V1_3
 
 U16_NA, U32_NA, U64_NA = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 

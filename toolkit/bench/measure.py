@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -341,8 +342,6 @@ def _stop(proc: subprocess.Popen) -> None:
     """Stop the command's whole process group (the command and what it started): SIGTERM, then
     SIGKILL to whatever of the group is left after 5 s. SIGINT and SIGTERM are held meanwhile
     (signals.no_interrupt): a second Ctrl-C must not cut the wait short and leave a process running."""
-    import signal
-
     from toolkit.core import signals
 
     def group_alive() -> bool:

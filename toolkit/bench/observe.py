@@ -231,9 +231,8 @@ class RunObserver:
         near = self.sampler.samples_between(t0 - WINDOW_MARGIN_S, t1 + WINDOW_MARGIN_S)
         counted = tokens * reps if reps and tokens is not None else None
         summary = tana.window_summary(near, t0, t1, counted, self.sampler.rate_hz)
-        if (
-            source != "progress"
-        ):  # no test edges: the window holds other tests too, its energy is not this one's
+        # no test edges: the window holds other tests too, its energy is not this one's
+        if source != "progress":
             summary = without_energy(summary, "no_test_edges")
         elif holds_untimed_work(summary.get("duration_s"), raw.get("samples_ns")):
             summary = without_energy(summary, "window_holds_untimed_work")

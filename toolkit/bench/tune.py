@@ -22,12 +22,15 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from toolkit.bench.runners.base import model_file_here
 from toolkit.core import stats
@@ -306,7 +309,6 @@ def search(
     knobs: dict[str, list[int]],
     budget_s: float,
     run_trial: Trial,
-    start_reps: int = 2,
     max_rounds: int = 4,
     on_note: Callable[[str], None] = lambda s: None,
     rank: Callable[..., TuneResult] | None = None,
@@ -326,7 +328,7 @@ def search(
     asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
     session = new_run_id()
     t0 = time.monotonic()
-    reps = start_reps
+    reps = 2  # the first round's repetitions
     names = sorted(knobs)
     dropped: list[str] = []
     trials: list[BenchRecord] = []  # the session's records as stored, each trial's (run_trial reads them
@@ -441,8 +443,6 @@ def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
         or (res.default is not None and res.best.candidate == res.default.candidate)
     ):
         return ""
-    import yaml
-
     text = matrix_path.read_text()
     data = yaml.safe_load(text)
     bench = data.setdefault("bench", {})
@@ -463,8 +463,6 @@ def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
 def knob_values(spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int) -> dict[str, list[int]]:
     """Default values per knob: micro-batch / batch powers of two up to the test's tokens (and the
     matrix's own), threads 1..cores for CPU images, flash attention off/on."""
-    import os
-
     out: dict[str, list[int]] = {}
     for k in names:
         if k not in KNOBS:

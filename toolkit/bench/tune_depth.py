@@ -46,7 +46,9 @@ def best_over_depth(
         for d in depths
     }
     common = set.intersection(*({e.candidate for e in p.ranking} for p in per.values()))
-    ranking = [_geomean(c, [_of(p, c) for p in per.values()]) for c in common]
+    ranking = [
+        _geomean(c, [next(e for e in p.ranking if e.candidate == c) for p in per.values()]) for c in common
+    ]
     ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     first = per[depths[0]]
     res = TuneResult(session, "depth", f"{first.test.split(' @ ')[0]} @ d{depths[0]}-{depths[-1]}", ranking)
@@ -57,10 +59,6 @@ def best_over_depth(
     res.undecided = "" if res.no_effect else _undecided(res, mine)
     res.notes += [f"at depth {d}: {n}" for d, p in per.items() for n in p.notes]
     return res
-
-
-def _of(res: TuneResult, c: Candidate) -> Evidence:
-    return next(e for e in res.ranking if e.candidate == c)
 
 
 def _geomean(c: Candidate, evs: list[Evidence]) -> Evidence:

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shlex
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -31,9 +32,10 @@ from toolkit.cli.common import (
     matrix_option,
     output_option,
     results_option,
+    terminal_width,
 )
-from toolkit.core import startup
-from toolkit.core.errors import BenchFailed, FileSystemError
+from toolkit.core import signals, startup
+from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, NothingDone
 from toolkit.core.paths import output_file
 from toolkit.results import make_folders, open_regular
 
@@ -218,8 +220,6 @@ def summary_format(stream: Any = None) -> str:
     """The format of bench's summary tables, resolved as `toolkit report` resolves it: "text" (sized to
     the terminal) when `stream` (default stdout) is a terminal, else "github" (markdown for a pipe or a
     file; its decode rows folded as the terminal's: report.folded_tables)."""
-    from toolkit.cli.common import terminal_width
-
     return "text" if terminal_width(stream) else "github"
 
 
@@ -239,8 +239,6 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, 
     failed = [f"{o.image} x {o.model}" for o in outcomes if o.status == "failed"]
     stale = [o.image for o in outcomes if o.status == "stale"]
     if stale:  # measuring an image of older inputs would be a wrong answer: bad input, with the fix
-        from toolkit.core.errors import BadInput
-
         also = f"; bench also failed for: {', '.join(failed)}" if failed else ""
         raise BadInput(
             f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
@@ -250,8 +248,6 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, 
     if failed:
         raise BenchFailed(f"bench failed for: {', '.join(failed)}")
     if not dry_run and not any(o.status in ("ok", "resumed") for o in outcomes):  # asked, none measured
-        from toolkit.core.errors import NothingDone
-
         unmeasured = [o for o in outcomes if o.status != "note"]
         why = "; ".join(
             f"{o.image if o.model == '-' else f'{o.image} x {o.model}'}: {o.reason or o.status}"
@@ -443,8 +439,6 @@ def _keep_stopped_rows(out_path: Path, *, stopped: bool) -> None:
     and where the rows measured before the stop are (or that there were none). An error (a program
     that cannot be started, ...): only where rows measured before it are, if any; the error says the
     rest (was: `stopped by Ctrl-C` before `cannot run '/nonexistent'`)."""
-    from toolkit.core import signals
-
     kept = out_path.stat().st_size > 0
     if not kept:
         out_path.unlink(missing_ok=True)
@@ -507,8 +501,6 @@ def _ended(code: int) -> str:
     """`exited 3`, or `was killed by SIGKILL (exit 137)` for a command a signal ended (Popen's -N)."""
     if code >= 0:
         return f"exited {code}"
-    import signal
-
     try:
         name = signal.Signals(-code).name
     except ValueError:

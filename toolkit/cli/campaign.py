@@ -5,6 +5,7 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from toolkit.cli.common import (
     results_option,
     rich_console,
 )
+from toolkit.core.errors import BadInput, BenchFailed
 from toolkit.core.text import counted
 
 STATE_STYLE = {
@@ -166,26 +168,22 @@ def status(matrix_path, results_dir, as_json, campaign_id, wait, timeout, interv
     elapsed time and records. A job that ended without results gets a failed record, built from Slurm's
     state and exit code (`scontrol show job`) and the end of its output file."""
     from toolkit.campaign import slurm as cmod
-    from toolkit.core.errors import BenchFailed
 
     lm = _load(matrix_path)
     c = cmod.refresh(_campaign_of(lm, results_dir, campaign_id))
-    if wait and not as_json:
+    if wait:
         from rich.live import Live
 
         end = time.monotonic() + timeout if timeout else None
         console = rich_console()
         console.width = max(120, console.width)
-        with Live(status_table(c), console=console, auto_refresh=False) as live:
+        live = None if as_json else Live(status_table(c), console=console, auto_refresh=False)
+        with live or contextlib.nullcontext():
             while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
                 time.sleep(interval)
                 c = cmod.refresh(c)
-                live.update(status_table(c), refresh=True)
-    elif wait:
-        end = time.monotonic() + timeout if timeout else None
-        while not all(s.finished for s in c.slices) and (end is None or time.monotonic() < end):
-            time.sleep(interval)
-            c = cmod.refresh(c)
+                if live is not None:
+                    live.update(status_table(c), refresh=True)
     if not (wait and not as_json):
         _print(c, as_json)
     bad = [s for s in c.slices if s.state in ("failed", "cancelled", "unknown")]
@@ -268,7 +266,6 @@ def _earlier_manifests(out: Path) -> list[Path]:
     """The manifests an earlier render-k8s left in `out` (every entry a regular `*.yaml` file whose first
     line is MANIFEST_MARK); [] for a new or empty folder. BadInput (exit 4) when `out` is a symlink, a
     results folder or inside one (core.paths.results_folder), or holds anything else."""
-    from toolkit.core.errors import BadInput
     from toolkit.core.paths import results_folder
 
     fix = "give a new or empty folder of its own, e.g. -o k8s/"
@@ -303,7 +300,6 @@ def _is_manifest(p: Path) -> bool:
 def job(state_file, index):
     """The step a campaign job runs on its node (its script `exec`s this): pull by digest, bench the slice."""
     from toolkit.campaign import slurm as cmod
-    from toolkit.core.errors import BenchFailed
 
     events = _progress_printer(quiet=True)
     outcomes = cmod.run_job(Path(state_file), index, events)

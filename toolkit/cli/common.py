@@ -5,15 +5,19 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from toolkit.core.errors import BadInput, FileSystemError
+from toolkit import __version__
+from toolkit.core import signals
+from toolkit.core.errors import BadInput, FileSystemError, ToolkitError, symlink_loop
 from toolkit.core.text import path_text, strip_controls
 
 
@@ -28,8 +32,6 @@ def terminal_safe(text: str) -> str:
 def terminal_width(stream: Any = None) -> int | None:
     """The columns of the terminal `stream` (stdout by default) writes to; None when it is no terminal
     (a pipe, a file, CI's log): there a line is kept whole, for grep."""
-    import shutil
-
     stream = stream or sys.stdout
     try:
         if not stream.isatty():
@@ -211,8 +213,6 @@ def json_envelope(
     "command": "campaign status", "toolkit_version": "0.x", "ok": exit_code == 0, "exit_code": the
     process's exit status, "error": the message (null when ok), "result": the command's data (null
     when it failed before having any)}, `result` converted by `to_jsonable`."""
-    from toolkit import __version__
-
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": command,
@@ -226,8 +226,6 @@ def json_envelope(
 
 def print_envelope(command: str, result: Any, *, exit_code: int = 0, error: str | None = None) -> None:
     """Print `json_envelope(...)` on stdout: indented, strict JSON (no NaN)."""
-    import json
-
     env = json_envelope(command, result, exit_code=exit_code, error=error)
     click.echo(json.dumps(env, indent=2, allow_nan=False))
     _JSON_ASKED["printed"] = True
@@ -260,8 +258,6 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
     """(exit code, error message or None) that `exc` ends the process with, as toolkit.cli.main
     maps it: a ToolkitError its exit_code, an OSError 8 or 4 (FileSystemError.from_oserror),
     Ctrl-C 130, a usage error 4, sys.exit(N) N, anything else 1 (a bug)."""
-    from toolkit.core.errors import FileSystemError, ToolkitError, symlink_loop
-
     if exc is None:
         return 0, None
     if isinstance(exc, (click.exceptions.Exit, SystemExit)):
@@ -269,12 +265,8 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
         code = code if isinstance(code, int) else (0 if code is None else 1)
         return code, (f"exited {code}" if code else None)
     if isinstance(exc, ToolkitError):
-        from toolkit.core import signals
-
         return (signals.exit_code() if exc.exit_code == 130 else exc.exit_code), str(exc)
     if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
-        from toolkit.core import signals
-
         return signals.exit_code(), INTERRUPTED
     if isinstance(exc, click.ClickException):
         return (4 if isinstance(exc, click.UsageError) else exc.exit_code), exc.format_message()
@@ -558,8 +550,6 @@ class BuildStatus:
 
     @classmethod
     def for_stderr(cls) -> BuildStatus | None:
-        import os
-
         return cls() if os.isatty(2) else None
 
     def update(self, text: str) -> None:

@@ -5,6 +5,7 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -19,11 +20,10 @@ from toolkit.cli.common import (
     read_results_option,
     terminal_width,
 )
-from toolkit.core.errors import ToolkitError
+from toolkit.core.errors import HostCheckFailed, ToolkitError
+from toolkit.core.text import path_text
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from toolkit.host.doctor import DoctorReport
     from toolkit.matrix.api import LoadedMatrix
     from toolkit.results.records import ResultStore
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     """Read this host (GPUs, gfx arch, VRAM, device nodes, container engine, kernel) and say, per image,
     whether it can run here and why not."""
-    from pathlib import Path
-
     from toolkit.engine import api as engine
     from toolkit.host import doctor as doctor_mod
     from toolkit.host.release import read_apt_policy
@@ -49,11 +47,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     lm = None if alone else _load(matrix_path)
     store = ResultStore(Path(results_dir or "results")) if lm is None else _store(lm, results_dir)
     images = [] if lm is None else lm.m.images
-    labels = {}
-    for spec in images:
-        b = store.latest_build(spec.name)
-        if b:
-            labels[spec.name] = b.labels
+    labels = {spec.name: b.labels for spec in images if (b := store.latest_build(spec.name))}
     try:
         info = engine.engine_info()
     except ToolkitError as err:
@@ -97,17 +91,12 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
         click.echo(f"note: no matrix.yaml here, so no image was judged: {project_hint()}", err=True)
     errors = [c.message for c in rep.checks if c.level == "error"]
     if errors:  # a pipeline (`toolkit doctor && toolkit build`) must stop here
-        from toolkit.core.errors import HostCheckFailed
-
         raise HostCheckFailed(f"{len(errors)} check(s) failed: {'; '.join(errors)[:400]}")
 
 
 def _export_named(lm: LoadedMatrix | None) -> str | None:
     """The folder of the matrix read, as a user names it (`.` for the working folder, else its path,
     escaped), where it is a run `toolkit export-run` wrote (results.exported_run); None otherwise."""
-    from pathlib import Path
-
-    from toolkit.core.text import path_text
     from toolkit.results import exported_run
 
     if lm is None or not exported_run(lm.root):

@@ -25,6 +25,7 @@ from toolkit.cli.common import (
     matrix_option,
     results_option,
 )
+from toolkit.core.errors import RemoteUnavailable
 from toolkit.core.text import path_text
 
 
@@ -39,10 +40,9 @@ def render(matrix_path, images, as_json):
     Validates matrix.yaml first: every error names the file, the key and the fix.
     """
     from toolkit.images import build as build_mod
-    from toolkit.results.records import ResultStore
 
     lm = _load(matrix_path)
-    store = ResultStore(lm.root / "results")
+    store = _store(lm, None)
     out = []
     for spec in lm.select_images(images):
         res = build_mod.build_image(lm, spec, store, dry_run=True)
@@ -242,8 +242,6 @@ def pins(matrix_path, images, models, as_json, timeout):
     if pins_mod.broken(results):
         sys.exit(10)  # a pin moved or is missing: README exit-code table
     if results and all(r.status == "unreachable" for r in results):  # nothing could be checked
-        from toolkit.core.errors import RemoteUnavailable
-
         raise RemoteUnavailable(
             f"no pin could be checked: all {len(results)} unreachable; run again where they are"
         )

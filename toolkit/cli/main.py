@@ -7,9 +7,12 @@ Errors (toolkit.core.errors) carry their exit code; `main` maps them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import importlib
 import io
 import os
+import signal
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import NoReturn
@@ -25,8 +28,10 @@ from toolkit.cli.common import (
     json_asked,
     json_printed,
     note_json,
+    outcome_of,
     print_envelope,
 )
+from toolkit.core import signals
 from toolkit.core.errors import ToolkitError
 
 ENVIRONMENT = (
@@ -88,15 +93,7 @@ def cli(engine):
 
     """
     if engine:  # the engine module reads it; child processes (campaigns) inherit it
-        import os
-
         os.environ["TOOLKIT_ENGINE"] = engine
-
-
-def _is_engine_error(err: Exception) -> bool:
-    from toolkit.engine.api import is_connection_error
-
-    return is_connection_error(err)
 
 
 class _ClosedStream(io.TextIOBase):
@@ -140,10 +137,6 @@ def _standard_streams_open() -> None:
 
 
 def _sigterm_as_interrupt() -> None:
-    import signal
-
-    from toolkit.core import signals
-
     def handler(signum, frame):
         signals.note(signum)
         raise KeyboardInterrupt
@@ -166,22 +159,17 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _json_error(message: str, code: int) -> None:
     """The error as one JSON envelope on stdout, where JSON was asked for and none printed yet; nothing
-    where stdout refuses writes (_stdout_takes_writes: the error is then about stdout itself)."""
+    where stdout refuses writes (_takes_writes: the error is then about stdout itself)."""
     command = _argv_command()
     if json_asked() or (not json_printed() and command is not None and _argv_asks_json(command)):
         error = message.removeprefix("error: ").removeprefix("Error: ")
-        if _stdout_takes_writes():
+        if _takes_writes(sys.stdout):
             try:
                 print_envelope(" ".join(command or []), None, exit_code=code, error=error)
             except (OSError, ToolkitError):  # a full disk, a closed pipe: the error on stderr says it
-                _stdout_takes_writes()
+                _takes_writes(sys.stdout)
     else:
-        _stdout_takes_writes()
-
-
-def _stdout_takes_writes() -> bool:
-    """Whether stdout takes writes (_takes_writes)."""
-    return _takes_writes(sys.stdout)
+        _takes_writes(sys.stdout)
 
 
 def _takes_writes(stream) -> bool:
@@ -189,19 +177,13 @@ def _takes_writes(stream) -> bool:
     disk, a closed pipe) is pointed at /dev/null, so the interpreter's own last flush at exit does not
     fail again (`Exception ignored ... No space left on device`, exit 120 instead of the command's code;
     the fix Python's documentation gives in "Note on SIGPIPE")."""
-    import os
-
-    try:
+    with contextlib.suppress(OSError, ValueError):
         stream.flush()
         return True
-    except (OSError, ValueError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no file descriptor (a test's stream)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, stream.fileno())
         os.close(null)
-    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stream)
-        pass
     return False
 
 
@@ -238,14 +220,12 @@ def _argv_asks_json(names: list[str]) -> bool:
 
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
-    from toolkit.core import signals
-
     _standard_streams_open()
     _sigterm_as_interrupt()
     note_json(None, None, None)  # not asked yet (main may run more than once in one process: tests)
     try:
         code = cli.main(standalone_mode=False)  # a command's ctx.exit(N) comes back here as N
-    except click.exceptions.Abort:  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
+    except (click.exceptions.Abort, KeyboardInterrupt):  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
         _fail(INTERRUPTED, signals.exit_code())
     except click.ClickException as err:
         try:
@@ -255,17 +235,14 @@ def main() -> None:
         code = 4 if isinstance(err, click.UsageError) else err.exit_code
         _json_error(err.format_message(), code)
         sys.exit(code)
-    except KeyboardInterrupt:
-        _fail(INTERRUPTED, signals.exit_code())
     except ToolkitError as err:
         _fail(f"error: {err}", signals.exit_code() if err.exit_code == 130 else err.exit_code)
     except Exception as err:  # an engine error, a path the OS refuses, else a bug (the traceback)
-        from toolkit.core.errors import FileSystemError, symlink_loop
-        from toolkit.engine.api import raised_by_docker
+        from toolkit.engine.api import is_connection_error, raised_by_docker
 
         # before OSError: docker's APIError and requests' errors subclass it, yet no file is at fault
         docker_said = raised_by_docker(err)
-        if docker_said and _is_engine_error(err):  # gone outside a bench run (bench says what it saved)
+        if docker_said and is_connection_error(err):  # gone outside a bench run (bench says what it saved)
             _fail(
                 f"error: Docker engine connection lost ({str(err)[:200]}). Restart the engine "
                 "(`./scripts/setup-host.sh`) and run the command again.",
@@ -283,16 +260,13 @@ def main() -> None:
                 "info`, its log); fix it and run the command again",
                 5,
             )
-        looped = symlink_loop(err)  # pathlib's RuntimeError for a loop of links (Python 3.11)
-        if isinstance(
-            looped or err, OSError
-        ):  # named; a path of the wrong kind is bad input (4), a full or read-only disk 8
-            mapped = FileSystemError.from_oserror(looped or err)  # type: ignore[arg-type]
-            _fail(f"error: {mapped}", mapped.exit_code)
-        _json_error(f"unexpected error (a bug in the toolkit): {type(err).__name__}: {err}", 1)
+        # an OSError (or pathlib's RuntimeError for a loop of links) named: a path of the wrong kind is
+        # bad input (4), a full or read-only disk 8; anything else is a bug (1: the traceback)
+        code, message = outcome_of(err)
+        if code != 1:
+            _fail(f"error: {message}", code)
+        _json_error(f"{message}", 1)
         raise
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -310,8 +284,6 @@ class LazyCommands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         entry = self._entries[name]  # KeyError for a name that is no command
         if isinstance(entry, tuple):
-            import importlib
-
             module, attribute = entry
             entry = self._entries[name] = getattr(importlib.import_module(module), attribute)
         return entry

@@ -27,6 +27,7 @@ from toolkit.cli.common import (
     results_option,
 )
 from toolkit.core.backends import IMAGE_BACKENDS
+from toolkit.core.errors import BadInput, Regression
 from toolkit.core.text import path_text, plain_ascii
 
 
@@ -194,8 +195,6 @@ def _no_empty_path(*options: tuple[str, str | None]) -> None:
     would otherwise read as not given and print to stdout."""
     for name, value in options:
         if value == "":
-            from toolkit.core.errors import BadInput
-
             raise BadInput(f"{name} '': empty path; give a path, or leave the option out")
 
 
@@ -275,8 +274,6 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
         need_records_beside(root)  # in an export's folder: its records, not "no results yet"
     if root.is_dir():
         return root
-    from toolkit.core.errors import BadInput
-
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
         raise BadInput(
             f"no results yet: {root} does not exist (nothing was measured or imported in this project); "
@@ -301,7 +298,6 @@ def _need_filter_match(
     have = resultindex.heads(store)
     if not have:
         return
-    from toolkit.core.errors import BadInput
     from toolkit.matrix.api import nearest
 
     known_images = sorted({h.image.name for h in have})
@@ -400,7 +396,6 @@ def compare(
     """
     from toolkit.analysis import compare as compare_mod
     from toolkit.analysis import compare_text
-    from toolkit.core.errors import Regression
     from toolkit.results.records import ResultStore
 
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
@@ -430,8 +425,6 @@ def compare(
             + (f"; also not compared: {c.missing_text()}" if c.missing else "")
         )
     if c.missing and not allow_missing:
-        from toolkit.core.errors import BadInput
-
         raise BadInput(
             f"not every test was compared: {c.missing_text()}; measure them on both sides, or accept a "
             "partial comparison with --allow-missing"

@@ -16,6 +16,7 @@ from toolkit.cli.common import (
     matrix_option,
     results_option,
 )
+from toolkit.core.errors import BadInput
 
 
 @click.command(epilog=EPILOG)
@@ -109,7 +110,6 @@ def tune(
     """
     from toolkit.bench import tune as tune_mod
     from toolkit.bench import tune_depth
-    from toolkit.core.errors import BadInput
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
@@ -157,7 +157,6 @@ def _depth_matrix(lm, mspec, knobs: tuple[str, ...]):
     """`lm` with its bench axes replaced by `mspec`'s depth sweep (every depth, the sweep's micro-batch:
     the default the search measures against). BadInput for a model without `depth:` or a knob other
     than n_ubatch."""
-    from toolkit.core.errors import BadInput
     from toolkit.matrix.api import LoadedMatrix, depth_axes
 
     if mspec.depth is None:
@@ -206,7 +205,6 @@ def _search_space(
     values around the matrix's, each replaced by its `--values KNOB=V1,V2`. BadInput for a value of a
     knob not searched, a value that is no integer, or none at least 1 (flash_attn: 0)."""
     from toolkit.bench import tune as tune_mod
-    from toolkit.core.errors import BadInput
     from toolkit.matrix.api import MAX_AXIS_VALUE
 
     names = list(knobs) or (["n_ubatch", "threads"] if spec.backend == "cpu" else ["n_ubatch"])
@@ -241,7 +239,6 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
     bench axes given, returning its stored records; BadInput when the trial did not measure."""
     from toolkit.bench import run as bench
     from toolkit.bench.runners.base import BenchOptions
-    from toolkit.core.errors import BadInput
     from toolkit.matrix.api import LoadedMatrix
 
     def run_trial(axes, extra):

@@ -303,15 +303,7 @@ def is_generic_name(name: str) -> bool:
     return normalize_name(name) in GENERIC_NAMES
 
 
-def _by_name() -> dict[str, GpuSpec]:
-    out: dict[str, GpuSpec] = {}
-    for s in SPECS:
-        for n in (s.product, *s.names):
-            out[normalize_name(n)] = s
-    return out
-
-
-_BY_NAME = _by_name()
+_BY_NAME: dict[str, GpuSpec] = {normalize_name(n): s for s in SPECS for n in (s.product, *s.names)}
 
 
 def spec_by_name(name: str) -> GpuSpec | None:

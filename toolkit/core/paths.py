@@ -18,6 +18,8 @@ run folder is checked as a whole before any of its files is read).
 from __future__ import annotations
 
 import os
+import re
+import stat
 from pathlib import Path, PurePosixPath
 
 from toolkit.core.errors import BadInput
@@ -71,8 +73,6 @@ def contained(base: Path, relative: str | Path, *, what: str, fix: str | None = 
 
 def _node_kind(mode: int) -> str | None:
     """What a file-system node that is neither a regular file, a folder nor a symlink is (None for those)."""
-    import stat
-
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
         return None
     if stat.S_ISFIFO(mode):
@@ -117,8 +117,6 @@ def results_folder(path: Path) -> tuple[Path, str] | None:
     toolkit.results.records) holds `bench.jsonl` or `canary.jsonl`, or is named by 12 hex digits
     inside a store root; a store root holds `builds.jsonl`, `.index.sqlite` or `.seq`. The
     nearest such folder counts (a digest folder before its root)."""
-    import re
-
     real = Path(path).resolve()
     for folder in (real, *real.parents):
         if not folder.is_dir():
@@ -153,8 +151,6 @@ def output_file(
     with `refuse_nodes` it still refuses a node that is not a regular file (measure writes a trace
     beside it: `/dev/null.trace.jsonl`), a file named as a store file (STORE_FILES) anywhere, and
     any path inside a digest folder of any results folder (`results_folder`). Returns `path`."""
-    import stat
-
     try:
         st = os.lstat(path)
     except FileNotFoundError:

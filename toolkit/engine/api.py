@@ -16,12 +16,9 @@ probes, volumes) and `registry` (tag, push, pull, digests).
 from __future__ import annotations
 
 from toolkit.engine.choice import (
-    CONTAINER_LABEL,
     HOST_LABEL,
-    PODMAN_IDLE_S,
     cli,
     client,
-    docker_group_fix,
     engine_id,
     engine_info,
     engine_kind,
@@ -30,12 +27,9 @@ from toolkit.engine.choice import (
     engine_summary,
     host_id,
     is_podman,
-    podman_service_command,
-    podman_socket,
 )
 from toolkit.engine.containers import (
     KEEP_GROUPS,
-    ContainerInfo,
     EngineLost,
     Interrupted,
     Mount,
@@ -47,7 +41,6 @@ from toolkit.engine.containers import (
     exec_command,
     exec_in,
     is_connection_error,
-    libpod_spec,
     probe_base_image,
     probe_device_access,
     raised_by_docker,
@@ -63,7 +56,6 @@ from toolkit.engine.containers import (
 from toolkit.engine.images import (
     BuildOutcome,
     ImageInfo,
-    PodmanSteps,
     buildx_builders,
     buildx_command,
     built_image_id,

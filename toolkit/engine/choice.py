@@ -10,6 +10,7 @@ separate image stores, separate sockets, separate `engine_id()`s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -134,7 +135,7 @@ def podman_socket() -> str:
             "`scripts/setup-host.sh --podman`), or choose Docker (`--engine docker`)"
         )
     path = ""
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         out = subprocess.run(
             ["podman", "info", "--format", "{{.Host.RemoteSocket.Path}}"],
             capture_output=True,
@@ -142,8 +143,6 @@ def podman_socket() -> str:
             timeout=60,
         )
         path = out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.TimeoutExpired):
-        pass
     if not path.startswith("/"):
         run = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
         path = "/run/podman/podman.sock" if uid == 0 else f"{run}/podman/podman.sock"
@@ -252,8 +251,6 @@ def client():
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: no address): unset "
             "it to use the local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
         )
-    if where in _UNANSWERED:
-        raise EngineUnavailable(_UNANSWERED[where])
     c = _cached(where)
     if c is not None:
         return c
@@ -263,9 +260,8 @@ def client():
         c.ping()
         _CLIENTS[where] = c
         return c
-    except (
-        ValueError
-    ) as err:  # urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
+    # ValueError: urllib's parse of DOCKER_HOST: "Invalid IPv6 URL", "Port out of range 0-65535", ...
+    except ValueError as err:
         raise EngineUnavailable(
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: "
             f"{_first_line(err)}): unset it to use the local engine, or set it to "
@@ -389,15 +385,16 @@ def docker_group_fix() -> str:
 
 
 def _cached(key: str):
-    """The cached client of `key` when it still answers a ping, else None (and forgotten)."""
+    """The cached client of `key` when it still answers a ping, else None (and forgotten); raises
+    EngineUnavailable for an engine that took the connection and did not answer before (_UNANSWERED)."""
+    if key in _UNANSWERED:
+        raise EngineUnavailable(_UNANSWERED[key])
     c = _CLIENTS.pop(key, None)
     if c is not None:
-        try:
+        with contextlib.suppress(Exception):  # gone or restarted since: start over, as a first call would
             c.ping()
             _CLIENTS[key] = c
             return c
-        except Exception:  # gone or restarted since: start over, as a first call would
-            pass
     return None
 
 
@@ -416,8 +413,6 @@ def _podman_client():
 
     path = podman_socket()
     key = f"podman:{path}"
-    if key in _UNANSWERED:
-        raise EngineUnavailable(_UNANSWERED[key])
     c = _cached(key)
     if c is not None:
         return c

@@ -6,6 +6,7 @@ volumes, exec and logs of long-lived ones."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -207,7 +208,6 @@ def create_container(spec: RunSpec):
     kwargs: dict[str, Any] = dict(
         image=spec.image,
         command=spec.command,
-        detach=True,
         mounts=mounts,
         environment=spec.environment,
         devices=spec.devices or None,
@@ -222,15 +222,11 @@ def create_container(spec: RunSpec):
         privileged=False,
         entrypoint=spec.entrypoint,
         user=spec.user,
+        network=spec.network or None,
+        mem_limit=spec.memory_bytes or None,
+        memswap_limit=spec.memory_bytes or None,
+        ports={k: ("127.0.0.1", v) for k, v in spec.ports.items()} or None,
     )
-    if spec.network:
-        kwargs["network"] = spec.network
-    if spec.memory_bytes:
-        kwargs["mem_limit"] = spec.memory_bytes
-        kwargs["memswap_limit"] = spec.memory_bytes
-    if spec.ports:
-        kwargs["ports"] = {k: ("127.0.0.1", v) for k, v in spec.ports.items()}
-    kwargs.pop("detach")
     return c.containers.create(**{k: v for k, v in kwargs.items() if v is not None})
 
 
@@ -316,8 +312,6 @@ def _libpod_security(options: list[str]) -> dict[str, Any]:
 
 def _create_libpod(c, spec: RunSpec):
     """Create `spec` through the libpod API (see create_container); returns the SDK's container."""
-    import json
-
     from docker.errors import APIError
 
     body = libpod_spec(spec, {CONTAINER_LABEL: "1", HOST_LABEL: host_id(), **spec.labels})
@@ -397,11 +391,8 @@ run waited for ever; past this, the stream is closed and the run ends as the eng
 
 def _close_quietly(stream) -> None:
     """Close an attach stream from another thread (its blocked read returns); None or closed is fine."""
-    try:
-        if stream is not None:
-            stream.close()
-    except Exception:
-        pass
+    with contextlib.suppress(Exception):  # None: its AttributeError
+        stream.close()
 
 
 def _kill_quietly(container) -> None:
@@ -413,11 +404,9 @@ def _kill_quietly(container) -> None:
 def _report_pid(container, on_start: Callable[[int], None]) -> None:
     """Call `on_start` with the container's main process's host pid (0 when the engine does not say);
     observing is best effort: a failure here does not stop the run."""
-    try:
+    with contextlib.suppress(Exception):
         container.reload()
         on_start(int(container.attrs.get("State", {}).get("Pid") or 0))
-    except Exception:
-        pass
 
 
 def _release(container, stream, *, remove: bool = True) -> None:
@@ -427,14 +416,11 @@ def _release(container, stream, *, remove: bool = True) -> None:
     # the attach stream holds an HTTP response (docker's CancellableStream._response): closed here
     # while its socket is still open, not left to the interpreter's exit, where urllib3 printed
     # "Exception ignored ... I/O operation on closed file" on Python 3.13 after a successful bench
-    response = getattr(stream, "_response", None)
-    if response is not None:
+    with contextlib.suppress(Exception):  # none there (AttributeError): nothing to close
+        stream._response.close()
+    if remove:
         with contextlib.suppress(Exception):
-            response.close()
-    if not remove:
-        return
-    with contextlib.suppress(Exception):
-        container.remove(force=True)
+            container.remove(force=True)
 
 
 def run_container(

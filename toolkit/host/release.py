@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -130,8 +131,6 @@ def check_release(os_release: Mapping[str, str], apt_policy: str | None) -> list
 def read_apt_policy(packages: Iterable[str] = RELEASE_PACKAGES, timeout: float = 15) -> str | None:
     """`LC_ALL=C apt-cache policy PACKAGES` on this host, or None where apt-cache is absent or fails
     (not an apt-based host). Reads apt's local lists only: no network, no root."""
-    import shutil
-
     exe = shutil.which("apt-cache")
     if not exe:
         return None

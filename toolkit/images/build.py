@@ -184,9 +184,9 @@ def inputs_key(lm: LoadedMatrix, spec: ImageSpec, rendered: Rendered | None = No
     error, or a local source path/archive that does not exist.
     """
     template_hash = rendered.inputs_hash if rendered else image_inputs_hash(lm, spec)
-    source = None
-    if spec.source:
-        source = _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True)
+    source = (
+        _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True) if spec.source else None
+    )
     payload = json.dumps(
         {"template_hash": template_hash, "source": source, "toolkit": __version__},
         sort_keys=True,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import stats
+from toolkit.host.devices import detect_gpus
 from toolkit.host.doctor import ImageLike, image_verdict
 
 
@@ -53,8 +54,6 @@ def host_plan(
     GPU image's gfx targets are not checked here); `allow_software` counts Mesa lavapipe as a Vulkan
     device, as `toolkit bench --allow-software-gpu` does. Reads /sys and /dev only; order is kept.
     """
-    from toolkit.host.devices import detect_gpus
-
     gpus = detect_gpus(sysfs)
     build: list[Any] = []
     skipped: list[Skipped] = []
@@ -166,9 +165,8 @@ class BuildSteps:
         vid, rest = m.groups()
         if _STEP.match(rest) and " FROM " not in f" {rest}" and vid not in self.steps:
             self.steps.add(vid)
-            rest = _RUN_OPTIONS.sub(
-                " ", rest, count=1
-            )  # `RUN --mount=... apt-get ...`: the command, not its mounts
+            # `RUN --mount=... apt-get ...`: the command, not its mounts
+            rest = _RUN_OPTIONS.sub(" ", rest, count=1)
             self.pending[vid] = rest if len(rest) <= self.width else rest[: self.width - 1] + "…"
             return
         if rest.strip() == "CACHED":

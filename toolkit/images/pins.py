@@ -34,6 +34,7 @@ Status of each (STATUSES):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -51,7 +52,7 @@ from pydantic import ValidationError
 from tabulate import tabulate
 
 from toolkit.core import jsonsafe
-from toolkit.core.errors import BadInput
+from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.core.types import is_image_id
 from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.models.tiny import sha256_file
@@ -158,10 +159,6 @@ def from_lines(dockerfile: str) -> list[tuple[int, str, str | None]]:
     return out
 
 
-def _var_strings(value: Any) -> list[str]:
-    return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
-
-
 def collect_pins(
     lm: LoadedMatrix, images: tuple[str, ...] | list[str] = (), models: tuple[str, ...] | list[str] = ()
 ) -> list[Pin]:
@@ -188,8 +185,8 @@ def collect_pins(
             at = ", ".join(f"{s or 'stage'} (line {n})" for n, r, s in stages if r == ref)
             add("image", ref, _image_digest(ref), f"images/{spec.name}/Dockerfile FROM {at}", ref)
         for key, value in spec.vars.items():
-            for v in _var_strings(value):
-                if "@sha256:" in v:
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and "@sha256:" in v:
                     add("image", v, _image_digest(v), f"images[{spec.name}].vars.{key}", v)
             if (git_pin := _var_git_source(lm, spec, key)) is not None:
                 add("source", source_ref(git_pin[1]), git_pin[1].commit, *git_pin)
@@ -348,7 +345,6 @@ class DockerLookup:
         self._client = None
 
     def connect(self):
-        from toolkit.core.errors import EngineUnavailable
         from toolkit.engine import api as engine
 
         if engine.is_podman():  # its compat API answers 404 to every distribution inspect, asking no registry
@@ -552,7 +548,7 @@ def index_url() -> str:
     """The package index pip reads: $PIP_INDEX_URL, else pip's `global.index-url`, else PyPI."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
             capture_output=True,
@@ -561,8 +557,6 @@ def index_url() -> str:
         )
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        pass
     return DEFAULT_INDEX
 
 

@@ -89,12 +89,8 @@ def _extract(archive: Path, dest: Path) -> None:
         else:
             with tarfile.open(archive) as tf:
                 extract_tar(tf, tmp)
-    except (
-        tarfile.TarError,
-        zipfile.BadZipFile,
-        ValueError,
-        EOFError,
-    ) as err:  # refused member, corrupt archive
+    # refused member, corrupt archive
+    except (tarfile.TarError, zipfile.BadZipFile, ValueError, EOFError) as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadInput(
             f"source archive {archive}: refused, not extracted ({str(err)[:300]}); use an archive whose "

@@ -23,7 +23,6 @@ from toolkit.matrix.loading import (
     TEMPLATE_DIR,
     LoadedMatrix,
     load_matrix,
-    parse_matrix,
     project_hint,
     read_yaml,
     template_path,

@@ -4,9 +4,10 @@ name the file, the key path and the fix, and the loaded matrix with its folder."
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
 
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
+from toolkit.core.paths import contained
 from toolkit.matrix.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, nearest
 from toolkit.matrix.template_vars import excerpt
 
@@ -40,8 +42,6 @@ class LoadedMatrix:
         """`rel` relative to the matrix's folder (absolute and `~` as given); for a confined matrix,
         BadInput naming the file and `what` (e.g. `models[tiny].path`) when it leaves the folder."""
         if self.confined:
-            from toolkit.core.paths import contained
-
             return contained(
                 self.root,
                 rel,
@@ -166,11 +166,9 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 
 def _inner_model(ann: Any) -> Any:
-    import typing
-
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return ann
-    for arg in typing.get_args(ann):
+    for arg in get_args(ann):
         found = _inner_model(arg)
         if found is not None:
             return found
@@ -191,8 +189,6 @@ _TYPE_FIX = {
 
 def _type_fix(kind: str, value: Any) -> str:
     """`; <what to write>` for a value of the wrong type (strict mode names the type, not the fix)."""
-    import datetime
-
     fix = _TYPE_FIX.get(kind, "")
     if isinstance(value, datetime.date) and kind == "string_type":
         fix = "YAML read an unquoted date: quote it ('2026-02-28')"

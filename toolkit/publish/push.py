@@ -62,13 +62,9 @@ def fixed_tag(rec: BuildRecord) -> str:
     labels = rec.labels
     commit = (rec.source_commit or labels.get("org.opencontainers.image.revision") or "nosrc")[:9]
     version = labels.get("org.opencontainers.image.version") or commit
-    if rec.backend == "cpu":
-        target = "cpu"
-    else:  # Vulkan images carry no gfx label: one image serves any GPU with a Vulkan driver
-        target = "_".join(
-            t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip()
-        )
-        target = target or "anygpu"
+    # Vulkan images carry no gfx label: one image serves any GPU with a Vulkan driver
+    gfx = "_".join(t.strip() for t in labels.get("org.toolkit.gfx-targets", "").split(",") if t.strip())
+    target = "cpu" if rec.backend == "cpu" else gfx or "anygpu"
     created = labels.get(IMAGE_CREATED) or rec.created
     date = re.sub(r"\D", "", created)[:8]
     return "-".join(_tag_part(x) for x in (version, rec.backend, target, commit, date))[:128]

@@ -42,10 +42,8 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
         lines.append(
             f"image {im.name} {im.digest[:19]}: {how}; {same}" + (f" ({im.note})" if im.note else "")
         )
-    for m in rep.models:
-        lines.append(f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record")
-    for k, (a, b) in rep.host_diff.items():
-        lines.append(f"host differs: {k}: recorded {a!r}, now {b!r}")
+    lines += [f"model {m.name}: {m.status}, sha256 {m.sha256[:12]}... matches the record" for m in rep.models]
+    lines += [f"host differs: {k}: recorded {a!r}, now {b!r}" for k, (a, b) in rep.host_diff.items()]
     with_energy = [r for r in rep.rows if r.energy_delta is not None]
     lines += [f"caveat: {c}" for c in caveats(rep)]
     lines = [md_line(x) if fmt == "github" else x for x in lines]

@@ -47,6 +47,7 @@ from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_l
 from toolkit.core.paths import contained, relative_path
 from toolkit.core.types import is_image_id, utc_now
 from toolkit.engine import api as engine
+from toolkit.images import build as build_mod
 from toolkit.matrix.api import (
     MAX_MATRIX_BYTES,
     BenchAxes,
@@ -55,6 +56,7 @@ from toolkit.matrix.api import (
     LoadedMatrix,
     Matrix,
     ModelSpec,
+    load_matrix,
     read_yaml,
 )
 from toolkit.models.tiny import ensure_model_file, sha256_file
@@ -205,9 +207,7 @@ def rebuild_image(
     `workdir` (LoadedMatrix.resolve), so its build context holds nothing else of this host.
     `steps_for(name, store)`: the build's progress printer for image `name` (announced by name, the
     run's recorded build time in `store` as the estimate), as `toolkit build` prints each image's."""
-    from toolkit.images import build as build_mod
     from toolkit.images.render import render_image
-    from toolkit.matrix.api import load_matrix
 
     lm = load_matrix(contained(workdir, "matrix.yaml", what=f"{workdir}: matrix.yaml"), confined=confined)
     spec = lm.m.image(im.name)

@@ -138,10 +138,7 @@ def _process_settings(records: list[BenchRecord]) -> dict[str, Any]:
     without), canary whether a record carries a canary result (an import, or `bench.canary: false`,
     has none), env each variable's values (None: left unset) in the order the records give them."""
     starts = [p.get("of") for r in records if isinstance(p := (r.model_extra or {}).get("process_run"), dict)]
-    env: dict[str, list[str | None]] = {}
-    for r in records:
-        for name in r.env:
-            env.setdefault(name, [])
+    env: dict[str, list[str | None]] = {name: [] for r in records for name in r.env}
     for r in records:
         for name, vals in env.items():
             if (v := r.env.get(name)) not in vals:
@@ -293,9 +290,8 @@ def export_run(
     run, builds = describe_run(store, run_id, lm, recs)
     if not host_paths:  # the host's folders are not published
         run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
-    copies = (
-        folder_copy.copied(lm.root, Path(lm.path)) if lm is not None else []
-    )  # checked before anything is written
+    # checked before anything is written
+    copies = folder_copy.copied(lm.root, Path(lm.path)) if lm is not None else []
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):
         tmp = out / f".{name}.tmp"

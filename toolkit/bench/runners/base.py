@@ -13,6 +13,7 @@ tests pass a fake engine instead of monkeypatching).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -32,7 +33,7 @@ from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.images import build as build_mod
-from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.matrix.api import ImageSpec, LoadedMatrix, ModelSpec, memory_bytes
 from toolkit.models import twin
 from toolkit.models.tiny import ensure_model_file, sha256_file
 from toolkit.results import identity, make_folders, open_regular, records
@@ -89,11 +90,7 @@ class Outcome:
         if self.status == "dry-run":  # the reason says which command it is: canary, sweep, depth sweep...
             what = f" ({self.reason})" if self.reason else ""
             return f"{self.image} x {self.model}{what}: {shlex.join(self.command)}"
-        line = (
-            f"{self.image}: {self.status}"
-            if self.model == "-"
-            else f"{self.image} x {self.model}: {self.status}"
-        )
+        line = f"{self.image}{'' if self.model == '-' else ' x ' + self.model}: {self.status}"
         if self.records:
             line += f", {self.records} results"
         if self.timing:
@@ -138,13 +135,11 @@ def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callabl
         prefix = key.rsplit(":", 5)[0] + ":"
         cache = {k: v for k, v in cache.items() if not k.startswith(prefix) or k.count(":") != key.count(":")}
         cache[key] = value
-        try:
+        with contextlib.suppress(OSError):
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps(cache, indent=1))
             tmp.replace(cache_file)
-        except OSError:
-            pass
     return cache[key]
 
 
@@ -160,11 +155,8 @@ def model_file_here(lm: LoadedMatrix, model: ModelSpec) -> Path | None:
     try:
         path = lm.resolve(model.path, what=f"models[{model.name}].path").resolve()
         return path if path.is_file() else None
-    except (
-        OSError,
-        RuntimeError,
-        ValueError,
-    ):  # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
+    # RuntimeError: pathlib's "Symlink loop" (3.11); ValueError: NUL
+    except (OSError, RuntimeError, ValueError):
         return None
 
 
@@ -257,9 +249,8 @@ def check_gguf_extents(path: Path, where: str) -> None:
         )
     try:
         reader = gguf.GGUFReader(path)
-    except (
-        Exception
-    ) as err:  # the reader's own errors: ValueError (reshape past the end), struct/index errors
+    # the reader's own errors: ValueError (reshape past the end), struct/index errors
+    except Exception as err:
         raise BadInput(
             f"{where}: {path} ({size} bytes) is a truncated or corrupt GGUF file (its header does not "
             f"fit the file: {str(err)[:120]}); re-download it"
@@ -371,8 +362,6 @@ def stale_marks(build: BuildRecord) -> dict[str, Any]:
 def memory_limit(lm: LoadedMatrix, opts: BenchOptions) -> int | None:
     """The container memory limit in bytes: --memory, else bench.memory, else None (no limit).
     Raises BadInput for a size that cannot be read."""
-    from toolkit.matrix.api import memory_bytes
-
     value = opts.memory or lm.m.bench.memory
     if value is None:
         return None
@@ -523,7 +512,6 @@ def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[A
     """key(record) -> tests_s of the newest ok record of this runner with `ctx`'s image name and model
     name measured on this host (newest_here), for `Runner.estimate`. Records without a measured time
     (or whose key is None) are left out."""
-    from toolkit.results.records import timing_value
 
     def timed(r: BenchRecord) -> tuple[Any, float] | None:
         if r.runner != ctx.spec.runner:

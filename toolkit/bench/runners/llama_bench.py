@@ -751,9 +751,8 @@ def missing_cases(
     """The cases of `axes` (run with the `bench.env` combination `env`) with no ok record yet on this
     image digest + model sha256 (resume per test)."""
     have = set()
-    for r in resultindex.select(
-        store, digests=[digest], ok_only=True
-    ):  # newest per test: every measured test
+    # newest per test: every measured test
+    for r in resultindex.select(store, digests=[digest], ok_only=True):
         if r.model.sha256 == sha and r.status == "ok" and r.method == "llama-bench":
             have.add(_record_case_key(r, axes))
     cases = [{**c, "env": env} if env else c for c in axes.cases()]

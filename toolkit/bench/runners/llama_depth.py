@@ -26,6 +26,7 @@ restores as the test window's time beyond its timed samples (the record's teleme
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -169,15 +170,14 @@ def kv_shape(ctx: RunContext, path: Path) -> KvShape | None:
         shape = gguf_kv_shape(str(path))
         return json.dumps(asdict(shape) if shape else None)
 
-    try:
+    # a cache entry edited by hand: read the header again
+    with contextlib.suppress(jsonsafe.JsonProblem, TypeError):
         data = jsonsafe.parse(_file_state_cached(ctx.lm, "kv-shape-layers", path, read))
         if data is None:
             return None
         shape = KvShape(**data)
         if all(type(v) is int and v > 0 for v in asdict(shape).values()):
             return shape
-    except (jsonsafe.JsonProblem, TypeError):  # a cache entry edited by hand: read the header again
-        pass
     return gguf_kv_shape(str(path))
 
 

@@ -32,12 +32,7 @@ May use: toolkit.core; nvidia-ml-py (optional); never prints.
 
 from __future__ import annotations
 
-from toolkit.host.telemetry.amd import (
-    AMD_ENERGY_WRAP_J,
-    GPU_METRICS_V1_3,
-    AmdGpuSource,
-    parse_gpu_metrics,
-)
+from toolkit.host.telemetry.amd import AmdGpuSource
 from toolkit.host.telemetry.cpu import (
     HostSource,
     cgroup_cpu_seconds,
@@ -50,10 +45,7 @@ from toolkit.host.telemetry.discover import (
     open_source,
     power_state,
 )
-from toolkit.host.telemetry.kernel_log import (
-    KernelLog,
-    match_kernel_line,
-)
+from toolkit.host.telemetry.kernel_log import KernelLog
 from toolkit.host.telemetry.nvidia import (
     NvmlGpuSource,
 )

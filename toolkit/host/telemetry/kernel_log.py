@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -150,14 +151,12 @@ class KernelLog:
             head, _, text = raw.partition(";")
             parts = head.split(",")
             t: float | None = None
-            try:
+            with contextlib.suppress(IndexError, ValueError):
                 seq = int(parts[1])
                 t = boot_wall + int(parts[2]) / 1e6
                 if prev_seq is not None and seq > prev_seq + 1:
                     lost += seq - prev_seq - 1
                 prev_seq = seq
-            except (IndexError, ValueError):
-                pass
             out.append((t, text))
         return out, lost, (error if not out else None)
 
