@@ -19,7 +19,7 @@ from tests.support.project import DATA
 from toolkit.core.errors import BadInput
 from toolkit.results import import_read, importer
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench import readers as llamabench_readers
+from toolkit.runtimes.llama_bench import json_array
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 CASES = DATA / "cases"
@@ -112,7 +112,7 @@ def _same_import(tmp_path: Path, monkeypatch, f: Path) -> tuple:
     whole_store, whole = _import(tmp_path, "whole", f)
     monkeypatch.setattr(import_read, "STREAM_ABOVE", 0)
     monkeypatch.setattr(import_read, "BLOCK", 300)
-    monkeypatch.setattr(llamabench_readers, "JSON_BLOCK", 200)
+    monkeypatch.setattr(json_array, "JSON_BLOCK", 200)
     monkeypatch.setattr(import_read, "read_rows", _no_whole_read)
     stream_store, streamed = _import(tmp_path, "stream", f)
     assert streamed.records == whole.records > 0
@@ -145,6 +145,30 @@ def test_a_streamed_json_array_gives_what_the_whole_file_read_gives(tmp_path: Pa
     assert any("not UTF-8" in s for s in res.skipped)
     assert res.skipped[-1].startswith(f"{f}:") and "the array ends in an incomplete record" in res.skipped[-1]
     assert res.repaired  # the -nan stddev
+
+
+def test_a_streamed_json_of_appended_runs_with_their_log_gives_what_the_whole_file_read_gives(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """cases43: two runs appended with `-o json ... >> FILE 2>&1`: each run's log before its `[`,
+    llama-bench's progress lines after an element's `}`, a log after the last `]`. Whole or streamed,
+    every row is read (the second run and the rows after a log line were left out) and the text after
+    the last array is named."""
+    runs = [
+        (DATA / "cases43" / n).read_text()
+        for n in ("llamabench-0c1e57098-cpu-ctk.json", "llamabench-0c1e57098-cpu-t1-2.json")
+    ]
+    log = "llama-bench: benchmark 2/4: starting\nllama-bench: benchmark 2/4: warmup generation run\n"
+    text = "".join(log + r.replace("\n  },\n", "\n  }" + log + ",\n", 1) for r in runs)
+    assert text.count("}llama-bench") == 2
+    f = tmp_path / "runs.json"
+    f.write_text(text + log)
+    res = _same_import(tmp_path, monkeypatch, f)
+    assert res.records == 8 and res.formats == {str(f): "json"}
+    assert [s for s in res.skipped if "array" in s] == [
+        f"{f}:{text.count(chr(10)) + 1}: text that is no JSON array after the array's end: left out (import it as "
+        "a file of its own)"
+    ], res.skipped
 
 
 def test_a_streamed_csv_gives_what_the_whole_file_read_gives(tmp_path: Path, monkeypatch) -> None:

@@ -490,7 +490,8 @@ def import_(
     asked for; a run whose requests drew their lengths at random (random_range_ratio below 1) is refused.
 
     Reads -o jsonl, -o json (also a truncated array from a crashed run), -o csv, -o md (a markdown
-    table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage. Every
+    table, bare or pasted in a code fence after log lines) and -o sql of any llama.cpp vintage, also
+    several runs appended to one file (`>> FILE`, with their stderr or not; each build its own set). Every
     row goes through one validity pass (also `toolkit bench`'s): a row whose field count differs from
     its header, without a test (n_prompt = n_gen = 0), with counts that are not whole numbers
     (n_threads 2.5), a batch of 0, a test_time that is no time or in the future, or whose tok/s is 0,

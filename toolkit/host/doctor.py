@@ -24,12 +24,14 @@ from toolkit.host.devices import (
     unusable,
 )
 from toolkit.host.doctor_checks import (
+    REMOTE_WHY,
     Check,
     DeviceProbe,
     check_base_images,
     check_cdi,
     check_devices,
     check_docker,
+    check_engine_host,
     check_hsa_override,
     check_igpu,
     check_kernel,
@@ -37,6 +39,7 @@ from toolkit.host.doctor_checks import (
     check_subids,
     engine_facts,
     read_text,
+    remote_engine,
     userns_mode,
     userns_why,
 )
@@ -104,14 +107,21 @@ class DoctorReport:
 
 
 def apply_userns(
-    verdicts: list[ImageVerdict], info: Mapping[str, Any] | None, probe: DeviceProbe | None
+    verdicts: list[ImageVerdict],
+    info: Mapping[str, Any] | None,
+    probe: DeviceProbe | None,
+    remote: str | None = None,
 ) -> None:
-    """On a rootless or userns-remapped engine, a GPU image that needs device nodes is runnable only
-    if `probe` proves the nodes open inside a container; otherwise it is 'cannot run here' with the
-    reason. Images without device nodes (cpu, Vulkan on lavapipe) are left as they are."""
-    remap = userns_mode(info)
-    if not remap:
+    """On a rootless or userns-remapped engine, or one on another host (`remote`: remote_engine), a GPU
+    image that needs device nodes is runnable only if `probe` proves the nodes open inside a container;
+    otherwise it is 'cannot run here' with the reason. Images without device nodes (cpu, Vulkan on
+    lavapipe) are left as they are."""
+    modes = [(m, userns_why(m)) for m in [userns_mode(info)] if m] + (
+        [(remote, REMOTE_WHY)] if remote else []
+    )
+    if not modes:
         return
+    remap, why = "; ".join(m for m, _ in modes), "; ".join(w for _, w in modes)
     for v in verdicts:
         if not v.runnable or v.backend not in ("rocm", "vulkan") or "lavapipe" in v.reason:
             continue
@@ -119,10 +129,15 @@ def apply_userns(
         if failure is None:
             v.notes.append(
                 f"{remap}: device access proven by a one-shot open of the device nodes in a container"
+                + (
+                    "; the GPUs and archs named here are this host's, not necessarily the engine's"
+                    if remote
+                    else ""
+                )
             )
             continue
         v.runnable = False
-        v.reason = f"{remap}: {userns_why(remap)} (not proven: {failure}); devices {v.reason}"
+        v.reason = f"{remap}: {why} (not proven: {failure}); devices {v.reason}"
 
 
 def image_verdict(
@@ -224,12 +239,10 @@ def diagnose(
     nvml: Any = None,
     base_images: Mapping[str, str | None] | None = None,
 ) -> DoctorReport:
-    """Check the host and say, per image, whether it can run here and why not.
-
-    `build_labels` maps image name -> labels of its latest build (absent: not built yet).
-    `apt_policy`: read_apt_policy() output for the mixed-release check (None: not checked).
-    `base_images`: local base image -> None or why it cannot run a command (check_base_images).
-    """
+    """Check the host and say, per image, whether it can run here and why not. `build_labels`: image
+    name -> labels of its latest build (absent: not built yet); `apt_policy`: read_apt_policy() output
+    for the mixed-release check (None: not checked); `base_images`: local base image -> None or why it
+    cannot run a command (check_base_images); `env`: DOCKER_HOST, CONTAINER_HOST (remote_engine)..."""
     from toolkit.host.cgroup import cgroup_version, check_cgroup
     from toolkit.host.release import check_release, parse_os_release
 
@@ -237,11 +250,13 @@ def diagnose(
     docker_info = engine_facts(docker_info)
     facts = host_facts(sysfs=sysfs, proc=proc, etc=etc, env=env)
     gpus = detect_gpus(sysfs)
+    remote = remote_engine(docker_info, env, facts.get("hostname"))
     checks = (
         check_devices(gpus, dev)
         + check_hsa_override(env, gpus)
         + check_igpu(gpus)
         + check_docker(docker_info)
+        + check_engine_host(docker_info, remote, facts.get("hostname"))
         + check_base_images(base_images or {})
         + check_rootless_devices(docker_info, dev)
         + check_subids(docker_info, etc)
@@ -257,7 +272,7 @@ def diagnose(
         image_verdict(img, build_labels.get(img.name), gpus, dev=dev, allow_software=allow_software, pin=pin)
         for img in images
     ]
-    apply_userns(verdicts, docker_info, device_probe)
+    apply_userns(verdicts, docker_info, device_probe, remote)
     if docker_info is not None and docker_info.get("error"):  # nothing runs without an engine to run it on
         for v in verdicts:
             if v.runnable:

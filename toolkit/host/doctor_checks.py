@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
 from toolkit.core.text import one_line
@@ -451,6 +452,90 @@ def userns_mode(info: Mapping[str, Any] | None) -> str | None:
     if "SecurityOptions" in info and not names:
         return USERNS_UNKNOWN
     return None
+
+
+REMOTE_WHY = (
+    "its containers get the GPUs and device nodes of the host it runs on, and the ones doctor reads here "
+    "(this host's sysfs and /dev) say nothing about them; run `toolkit doctor` on that host"
+)
+
+_LOOPBACK = re.compile(r"localhost|127(?:\.\d{1,3}){3}|::1|0\.0\.0\.0", re.IGNORECASE)
+
+_LOCAL_CONTEXTS = frozenset({"", "default", "rootless"})
+"""Docker CLI contexts that are this host's own engine (`docker context ls`: the default socket, the
+rootless one `dockerd-rootless-setuptool.sh` names)."""
+
+
+def _short_host(name: str) -> str:
+    return name.strip().split(".")[0].lower()
+
+
+def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostname: str | None) -> str | None:
+    """`remote Docker engine at ssh://gpu-node-7 (DOCKER_HOST)` where the engine doctor judges images
+    for does not run on this host, else None:
+
+    - DOCKER_HOST (Podman: CONTAINER_HOST) is a tcp://, ssh:// or http(s):// address of another host
+      (not localhost, 127.x, ::1);
+    - or a `docker info` whose client used a context other than this host's (ClientInfo.Context not
+      `default` or `rootless`: a remote context, Docker Desktop's VM) names a daemon host (`Name`)
+      other than this one (`hostname`).
+
+    Its containers get that host's GPUs and device nodes (REMOTE_WHY)."""
+    info = info or {}
+    podman = info.get("engine") == "podman"
+    var = "CONTAINER_HOST" if podman else "DOCKER_HOST"
+    name = "Podman" if podman else "Docker engine"
+    where = str(env.get(var) or "").strip()
+    try:
+        scheme, host = where.partition("://")[0].lower(), urlsplit(where).hostname or ""
+    except ValueError:  # a malformed address: the engine check says so
+        scheme, host = "", ""
+    if scheme in ("tcp", "ssh", "http", "https") and host and not _LOOPBACK.fullmatch(host):
+        return f"remote {name} at {scheme}://{host} ({var})"
+    client = info.get("ClientInfo")
+    context = str(client.get("Context") or "") if isinstance(client, Mapping) else ""
+    daemon = info.get("Name")
+    if (
+        context.lower() not in _LOCAL_CONTEXTS
+        and isinstance(daemon, str)
+        and daemon.strip()
+        and hostname
+        and _short_host(daemon) != _short_host(hostname)
+    ):
+        return f"remote {name} on host {one_line(daemon)[:64]!r} (docker context {one_line(context)[:64]!r})"
+    return None
+
+
+def check_engine_host(
+    info: Mapping[str, Any] | None, remote: str | None, hostname: str | None
+) -> list[Check]:
+    """A warning where the engine runs on another host (`remote`: remote_engine), or where its
+    `docker info` names a daemon host (`Name`) other than this one (`hostname`) through this host's
+    own context (a forwarded socket, an engine in a VM or container): the device checks above are
+    this host's."""
+    if remote:
+        return [
+            Check(
+                "warn",
+                "docker",
+                f"{remote}: {REMOTE_WHY}; GPU images count as runnable only when a one-shot container "
+                "proves it can open the device nodes",
+            )
+        ]
+    daemon = (info or {}).get("Name")
+    if (info or {}).get("error") or not isinstance(daemon, str) or not daemon.strip() or not hostname:
+        return []
+    if _short_host(daemon) == _short_host(hostname):
+        return []
+    return [
+        Check(
+            "warn",
+            "docker",
+            f"the engine's daemon runs on a host named {one_line(daemon)[:64]!r} (docker info Name), this "
+            f"host is {hostname!r}: if it is another machine or a VM (a forwarded socket), its containers do "
+            "not get the GPUs and device nodes read here",
+        )
+    ]
 
 
 def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import jsonsafe
@@ -38,20 +36,9 @@ from toolkit.runtimes.llama_bench.check import (
     as_float,
     as_int,
 )
-
-
-@dataclass
-class SourceRow:
-    """One result row as a reader found it: `line` (1-based, where it starts in the file), `fields`
-    (typed as llama-bench types them), `fmt` (jsonl | json | csv | md | sql), `problem` (what the
-    reader alone can see is wrong with it: a field count that differs from the header), `notes`
-    (what the format could not say: `no samples`, `no build commit`)."""
-
-    line: int
-    fields: dict[str, Any]
-    fmt: str
-    problem: str | None = None
-    notes: list[str] = field(default_factory=list)
+from toolkit.runtimes.llama_bench.json_array import iter_json_array as iter_json_array
+from toolkit.runtimes.llama_bench.json_array import key_twice as key_twice
+from toolkit.runtimes.llama_bench.source_row import SourceRow as SourceRow
 
 
 def _num(v: str | None) -> Any:
@@ -103,19 +90,6 @@ def typed(name: str, text: str | None) -> Any:
             return t
         return bool(n) if name in BOOL_FIELDS and n in (0, 1) else n
     return _num(t)
-
-
-def key_twice(text: str, obj: Any, first: int = 1) -> str | None:
-    """Why the row `obj` read from the JSON `text` (starting on line `first`) is none: an object in it
-    names a key twice (JSON keeps the last value, toolkit.core.jsonsafe), with the line of the second
-    place in a text of several lines; None when no key is named twice."""
-    if not jsonsafe.may_repeat(text, obj):
-        return None
-    key = jsonsafe.duplicate_key(jsonsafe.printf_text(text))
-    if key is None:
-        return None
-    again = f" (again at line {first + jsonsafe.key_line(text, key) - 1})" if "\n" in text else ""
-    return jsonsafe.said(key) + again
 
 
 def repeated_column(names: list[str]) -> str | None:
@@ -201,139 +175,6 @@ def read_json_array(text: str, skipped: list[str] | None = None, first: int = 1)
     return list(iter_json_array([text], skipped, first))
 
 
-JSON_BLOCK = 1 << 20
-"""Characters of text iter_json_array adds to its buffer at a time (whole lines)."""
-
-
-_MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
-
-
-def _json_text_fast(text: str) -> str:
-    """jsonsafe.printf_text(text), skipping the substitution where no bare nan/inf can be (the common case:
-    jsonsafe's pattern replaces only where this looser pattern matches, elsewhere it gives text back)."""
-    return jsonsafe.printf_text(text) if _MAYBE_NONFINITE.search(text) else text
-
-
-def iter_json_array(
-    blocks: Iterable[str], skipped: list[str] | None = None, first: int = 1
-) -> Iterator[SourceRow]:
-    """`-o json` output read as a stream: `blocks` are the text from the line the array starts on, in
-    pieces of whole lines joined by "\n" (one piece: read_json_array). Holds at most one element (up
-    to jsonsafe.MAX_LINE_BYTES) and a block at a time; yields what read_json_array gives for the whole
-    text: the objects and the line each starts on; at an element that does not parse (the half object
-    a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
-    incomplete record (why)` and stops. Bare nan/inf tokens are read as in read_json_array; a JSON
-    token never spans lines, so blocks of whole lines are read alike."""
-    t = _JsonText(blocks, first)
-    t.fill()
-    while "[" not in t.buf and not t.eof:
-        t.fill()
-    start = t.buf.find("[")
-    if start < 0:
-        return
-    dec = json.JSONDecoder()
-    t.pos = start + 1
-    while True:
-        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n,":
-            t.pos += 1
-        if t.pos >= len(t.buf) and not t.eof:
-            t.line_at(t.pos)
-            t.read_from(t.pos)
-            continue
-        if t.pos >= len(t.buf) or t.buf[t.pos] == "]":
-            if t.pos < len(t.buf) and skipped is not None:
-                _after_the_array(t.buf[t.pos + 1 :], t.src, t.line_at(t.pos), skipped)
-            return
-        line = t.line_at(t.pos)
-        try:
-            obj, end = jsonsafe.decode_at(dec, t.buf, t.pos)
-        except jsonsafe.JsonProblem as err:
-            if _past_unparsed(t, err, skipped):
-                continue
-            return
-        text, t.pos = t.buf[t.pos : end], end
-        if isinstance(obj, dict):
-            yield SourceRow(line, obj, "json", problem=key_twice(text, obj, line))
-        elif skipped is not None:
-            skipped.append(
-                f"line {line}: an element of the array that is not a JSON object ({jsonsafe.value_kind(obj)}) left out"
-            )
-
-
-class _JsonText:
-    """A streamed `-o json` text as iter_json_array reads it: `buf` holds it from the element being
-    read on (JSON_BLOCK characters at a time), `pos` is where reading stands in it and `line` the line
-    of buf[counted]; `eof` once every block is in `buf`."""
-
-    def __init__(self, blocks: Iterable[str], first: int) -> None:
-        self.src = iter(blocks)
-        self.buf, self.eof = "", False
-        self.pos, self.line, self.counted = 0, first, 0
-
-    def fill(self) -> None:
-        """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
-        parts, got = [self.buf], 0
-        for part in self.src:
-            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
-            got += len(part)
-            if got >= JSON_BLOCK:
-                break
-        else:
-            self.eof = True
-        self.buf = "".join(parts)
-
-    def line_at(self, pos: int) -> int:
-        """The line buf[pos] is on (`pos` not before the place counted last)."""
-        self.line += self.buf.count("\n", self.counted, pos)
-        self.counted = pos
-        return self.line
-
-    def read_from(self, pos: int) -> None:
-        """Drop `buf` before `pos` and append the next blocks."""
-        self.buf, self.pos, self.counted = self.buf[pos:], 0, 0
-        self.fill()
-
-
-def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] | None) -> bool:
-    """After an element at t.pos that does not parse: True to read on (an element nested too deep
-    stepped over, noted; one that may go on in the next block read again with it), False at the
-    array's end (the half object a crash left behind, or one longer than the line limit: noted)."""
-    over = jsonsafe.value_end(t.buf, t.pos) if "nested deeper" in str(err) else None
-    if over is not None:  # a whole element too deep to parse: stepped over, the next is read
-        if skipped is not None:
-            skipped.append(f"line {t.line}: an element of the array left out ({err})")
-        t.pos = over
-        return True
-    if not t.eof and len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
-        t.read_from(t.pos)
-        return True
-    if skipped is not None:  # the half object a crash left behind
-        why = (
-            err
-            if len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES
-            else f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
-        )
-        skipped.append(f"line {t.line}: the array ends in an incomplete record ({why})")
-    return False
-
-
-def _after_the_array(rest: str, src: Iterator[str], line: int, skipped: list[str]) -> None:
-    """Note what follows a JSON array's closing `]` (a second array, garbage): never read as rows,
-    never dropped unsaid. Reads the rest of `src` (holding one block at a time)."""
-    for part in (rest, *src):
-        text = part.lstrip()
-        if text:
-            what = "a second JSON array" if text.startswith("[") else "text that is no JSON array"
-            at = line + part[: len(part) - len(text)].count("\n")
-            skipped.append(
-                f"line {at}: {what} after the array's end: left out (import it as a file of its own)"
-            )
-            for _ in src:  # the rest is read (and hashed by the caller) without being held
-                pass
-            return
-        line += part.count("\n")
-
-
 def read_csv(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o csv` output: the first line is the header; a row with another number of fields than the
     header is kept as a SourceRow with a `problem` (never read into shifted columns)."""
@@ -360,9 +201,18 @@ def not_llama_csv(header: list[str]) -> str | None:
     )
 
 
+def _header_again(cells: list[str]) -> bool:
+    """Whether a csv line after the header is a llama-bench header again: it names the model's columns
+    and a test's (no row's values are these names). `-o csv >> FILE` writes one per run, and a newer
+    build's names more columns (n_cpu_moe, fit_target): its rows are read under it."""
+    names = {c.strip() for c in cells}
+    return bool(names & {"model_filename", "model_type"}) and bool(names & {"n_prompt", "avg_ts"})
+
+
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
     """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row
-    (of at most cut_records.MAX_CELLS fields: a wider line is refused before it is split)."""
+    (of at most cut_records.MAX_CELLS fields: a wider line is refused before it is split). A header
+    line again (_header_again: another run appended) is the header of the rows after it."""
     reader = csv.reader(cut_records.CsvLines(lines))
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
@@ -388,7 +238,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
         line, end = end + 1, reader.line_num
         if not cells or not any(c.strip() for c in cells):
             continue
-        if header is None:
+        if header is None or _header_again(cells):  # another run appended (`-o csv >> FILE`): its header
             header = [c.strip() for c in cells]
             twice = repeated_column(header)
             said = _column_twice(f"the header (line {first + line - 1})", twice) if twice else None

@@ -1,0 +1,89 @@
+"""cases43: the engine-description kind (docker-info-rootless) in a new shape: an engine on ANOTHER
+host. `docker --context gpu-node-7 info`, or DOCKER_HOST=ssh://.../tcp://..., reaches a daemon whose
+containers get that host's GPUs and device nodes; doctor read this host's sysfs and /dev and said
+`rocm: can run here` about devices the engine's containers never see. No remote engine here: the
+`docker info` is a stand-in in the shape Docker 27's CLI writes (`--format json`; Name, ClientInfo.Context)
+and the host is tests/support/hosts.py's fake R9700 host (hostname r9700-box)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.hosts import IMAGES, fake_host
+from toolkit.host.doctor import diagnose, format_doctor
+
+DATA = Path(__file__).resolve().parent / "data"
+REMOTE = json.loads((DATA / "cases43" / "docker-info-remote-context.json").read_text())
+LOCAL = {**REMOTE, "ClientInfo": {**REMOTE["ClientInfo"], "Context": "default"}}
+
+
+def _doctor(tmp_path: Path, info: dict, env: dict, probe=None):
+    rep = diagnose(IMAGES, {}, env=env, docker_info=info, device_probe=probe, **fake_host(tmp_path))
+    return rep, format_doctor(rep)
+
+
+def _gpu_runnable(rep) -> list[bool]:
+    return [v.runnable for v in rep.images if v.backend in ("rocm", "vulkan")]
+
+
+@pytest.mark.parametrize(
+    ("info", "env", "said"),
+    [
+        (REMOTE, {}, "remote Docker engine on host 'gpu-node-7' (docker context 'gpu-node-7')"),
+        (
+            LOCAL,
+            {"DOCKER_HOST": "ssh://me@gpu-node-7"},
+            "remote Docker engine at ssh://gpu-node-7 (DOCKER_HOST)",
+        ),
+        (
+            LOCAL,
+            {"DOCKER_HOST": "tcp://10.0.0.7:2376"},
+            "remote Docker engine at tcp://10.0.0.7 (DOCKER_HOST)",
+        ),
+    ],
+    ids=["context", "ssh", "tcp"],
+)
+def test_a_remote_engine_is_not_said_to_run_gpu_images_on_this_hosts_devices(tmp_path, info, env, said):
+    """Reproducer: every one of these said `rocm: can run here: /dev/kfd + renderD128 (gfx1201)`."""
+    rep, text = _doctor(tmp_path, info, env)
+    assert _gpu_runnable(rep) == [False, False, False], text
+    assert f"rocm: cannot run here: {said}: its containers get the GPUs and device nodes of the host" in text
+    assert "run `toolkit doctor` on that host" in text, text
+    assert f"warn  docker  {said}" in text, text
+    assert "cpu: can run here: no devices needed" in text, text
+    proven, text = _doctor(tmp_path / "p", info, env, probe=lambda image, backend: None)
+    assert _gpu_runnable(proven) == [True, True, True], text
+    assert "device access proven by a one-shot open" in text and "not necessarily the engine's" in text, text
+
+
+@pytest.mark.parametrize(
+    "where", ["unix:///var/run/docker.sock", "tcp://127.0.0.1:2375", "tcp://localhost:2375"]
+)
+def test_a_local_engine_address_is_this_host(tmp_path, where):
+    info = {**LOCAL, "Name": "r9700-box"}
+    rep, text = _doctor(tmp_path, info, {"DOCKER_HOST": where})
+    assert _gpu_runnable(rep) == [True, True, True], text
+    assert "remote" not in text and "daemon runs on a host named" not in text, text
+
+
+def test_a_daemon_of_another_name_on_the_local_context_is_warned_of_not_refused(tmp_path):
+    """A forwarded socket, or a daemon in a VM, through the default context: said, verdicts kept (the
+    name alone does not prove another machine)."""
+    rep, text = _doctor(tmp_path, LOCAL, {})
+    assert _gpu_runnable(rep) == [True, True, True], text
+    assert (
+        "warn  docker  the engine's daemon runs on a host named 'gpu-node-7' (docker info Name), this host"
+        in text
+    )
+
+
+def test_a_remote_rootless_engine_names_both_reasons(tmp_path):
+    info = {**REMOTE, "SecurityOptions": [*REMOTE["SecurityOptions"], "name=rootless"]}
+    rep, text = _doctor(tmp_path, info, {})
+    assert _gpu_runnable(rep) == [False, False, False], text
+    assert (
+        "rocm: cannot run here: rootless Docker engine; remote Docker engine on host 'gpu-node-7'" in text
+    ), text

@@ -1,0 +1,194 @@
+"""`-o json` output read as a stream (iter_json_array), for readers.read_json_array and the streamed
+import (results/import_read.py): the array's objects as SourceRows, with what is left out named by
+line; and key_twice, the note on a JSON row that names a key twice (jsonl's too)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from toolkit.core import jsonsafe
+from toolkit.runtimes.llama_bench.source_row import SourceRow
+
+
+def key_twice(text: str, obj: Any, first: int = 1) -> str | None:
+    """Why the row `obj` read from the JSON `text` (starting on line `first`) is none: an object in it
+    names a key twice (JSON keeps the last value, toolkit.core.jsonsafe), with the line of the second
+    place in a text of several lines; None when no key is named twice."""
+    if not jsonsafe.may_repeat(text, obj):
+        return None
+    key = jsonsafe.duplicate_key(jsonsafe.printf_text(text))
+    if key is None:
+        return None
+    again = f" (again at line {first + jsonsafe.key_line(text, key) - 1})" if "\n" in text else ""
+    return jsonsafe.said(key) + again
+
+
+JSON_BLOCK = 1 << 20
+"""Characters of text iter_json_array adds to its buffer at a time (whole lines)."""
+
+
+_MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
+
+
+def _json_text_fast(text: str) -> str:
+    """jsonsafe.printf_text(text), skipping the substitution where no bare nan/inf can be (the common case:
+    jsonsafe's pattern replaces only where this looser pattern matches, elsewhere it gives text back)."""
+    return jsonsafe.printf_text(text) if _MAYBE_NONFINITE.search(text) else text
+
+
+def iter_json_array(
+    blocks: Iterable[str], skipped: list[str] | None = None, first: int = 1
+) -> Iterator[SourceRow]:
+    """`-o json` output read as a stream: `blocks` are the text from the line the array starts on, in
+    pieces of whole lines joined by "\n" (one piece: read_json_array). Holds at most one element (up
+    to jsonsafe.MAX_LINE_BYTES) and a block at a time; yields what read_json_array gives for the whole
+    text: the objects and the line each starts on; at an element that does not parse (the half object
+    a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
+    incomplete record (why)` and stops. Text between two elements that starts no JSON value is a log
+    line (llama-bench's progress and ggml's log on stderr, captured with `2>&1`: `}llama-bench:
+    benchmark 2/4: starting`): read past to its line's end, as read_jsonl reads past log lines. Arrays
+    that follow one another (`-o json >> FILE`, one per run) are read one after the other; text after
+    the last is noted (_next_array). Bare nan/inf tokens are read as in read_json_array; a JSON token
+    never spans lines, so blocks of whole lines are read alike."""
+    t = _JsonText(blocks, first)
+    t.fill()
+    while "[" not in t.buf and not t.eof:
+        t.fill()
+    start = t.buf.find("[")
+    if start < 0:
+        return
+    dec = json.JSONDecoder()
+    t.pos = start + 1
+    while True:
+        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n,":
+            t.pos += 1
+        if t.pos >= len(t.buf) and not t.eof:
+            t.line_at(t.pos)
+            t.read_from(t.pos)
+            continue
+        if t.pos >= len(t.buf):
+            return
+        if t.buf[t.pos] == "]":
+            if not _next_array(t, skipped):
+                return
+            continue
+        if t.buf[t.pos] not in _VALUE_START and not _LITERAL.match(t.buf, t.pos):
+            _past_log_line(t)  # a log line between two elements (stderr merged: `2>&1`)
+            continue
+        line = t.line_at(t.pos)
+        try:
+            obj, end = jsonsafe.decode_at(dec, t.buf, t.pos)
+        except jsonsafe.JsonProblem as err:
+            if _past_unparsed(t, err, skipped):
+                continue
+            return
+        text, t.pos = t.buf[t.pos : end], end
+        if isinstance(obj, dict):
+            yield SourceRow(line, obj, "json", problem=key_twice(text, obj, line))
+        elif skipped is not None:
+            skipped.append(
+                f"line {line}: an element of the array that is not a JSON object ({jsonsafe.value_kind(obj)}) left out"
+            )
+
+
+_VALUE_START = frozenset('{["-0123456789')
+_LITERAL = re.compile(r"(?:true|false|null)(?![\w-])")
+
+
+class _JsonText:
+    """A streamed `-o json` text as iter_json_array reads it: `buf` holds it from the element being
+    read on (JSON_BLOCK characters at a time), `pos` is where reading stands in it and `line` the line
+    of buf[counted]; `eof` once every block is in `buf`."""
+
+    def __init__(self, blocks: Iterable[str], first: int) -> None:
+        self.src = iter(blocks)
+        self.buf, self.eof = "", False
+        self.pos, self.line, self.counted = 0, first, 0
+
+    def fill(self) -> None:
+        """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
+        parts, got = [self.buf], 0
+        for part in self.src:
+            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
+            got += len(part)
+            if got >= JSON_BLOCK:
+                break
+        else:
+            self.eof = True
+        self.buf = "".join(parts)
+
+    def line_at(self, pos: int) -> int:
+        """The line buf[pos] is on (`pos` not before the place counted last)."""
+        self.line += self.buf.count("\n", self.counted, pos)
+        self.counted = pos
+        return self.line
+
+    def read_from(self, pos: int) -> None:
+        """Drop `buf` before `pos` and append the next blocks."""
+        self.buf, self.pos, self.counted = self.buf[pos:], 0, 0
+        self.fill()
+
+
+def _past_log_line(t: _JsonText) -> None:
+    """Step t.pos past the rest of its line (reading the next blocks where the line goes on in them)."""
+    while (
+        end := t.buf.find("\n", t.pos)
+    ) < 0 and not t.eof:  # dropped as read: a long line held in no buffer
+        t.line_at(len(t.buf))
+        t.read_from(len(t.buf))
+    t.pos = len(t.buf) if end < 0 else end + 1
+
+
+def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] | None) -> bool:
+    """After an element at t.pos that does not parse: True to read on (an element nested too deep
+    stepped over, noted; one that may go on in the next block read again with it), False at the
+    array's end (the half object a crash left behind, or one longer than the line limit: noted)."""
+    over = jsonsafe.value_end(t.buf, t.pos) if "nested deeper" in str(err) else None
+    if over is not None:  # a whole element too deep to parse: stepped over, the next is read
+        if skipped is not None:
+            skipped.append(f"line {t.line}: an element of the array left out ({err})")
+        t.pos = over
+        return True
+    if not t.eof and len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
+        t.read_from(t.pos)
+        return True
+    if skipped is not None:  # the half object a crash left behind
+        why = (
+            err
+            if len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES
+            else f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
+        )
+        skipped.append(f"line {t.line}: the array ends in an incomplete record ({why})")
+    return False
+
+
+def _next_array(t: _JsonText, skipped: list[str] | None) -> bool:
+    """At an array's closing `]` (t.pos): step past it, blank lines and log lines (stderr merged: a
+    run's own log before its `[`), reading on block by block. True with t.pos inside the next array
+    where another follows (`llama-bench -o json >> FILE` appends one array per run: each run's rows are
+    read, its build told apart by the import); else False with every block read, the text after the
+    `]` that is no array noted in `skipped` by its first line (never read as rows, never dropped unsaid)."""
+    text_at = None
+    t.pos += 1
+    while True:
+        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n":
+            t.pos += 1
+        if t.pos >= len(t.buf) and not t.eof:
+            t.line_at(t.pos)
+            t.read_from(t.pos)
+        elif t.pos < len(t.buf) and t.buf[t.pos] == "[":
+            t.pos += 1
+            return True
+        elif t.pos < len(t.buf):
+            text_at = text_at or t.line_at(t.pos)
+            _past_log_line(t)
+        else:
+            if text_at is not None and skipped is not None:
+                skipped.append(
+                    f"line {text_at}: text that is no JSON array after the array's end: left out (import it "
+                    "as a file of its own)"
+                )
+            return False
