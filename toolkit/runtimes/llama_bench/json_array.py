@@ -62,15 +62,7 @@ def iter_json_array(
         return
     dec = json.JSONDecoder()
     t.pos = start + 1
-    while True:
-        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n,":
-            t.pos += 1
-        if t.pos >= len(t.buf) and not t.eof:
-            t.line_at(t.pos)
-            t.read_from(t.pos)
-            continue
-        if t.pos >= len(t.buf):
-            return
+    while t.skip(" \t\r\n,"):
         if t.buf[t.pos] == "]":
             if not _next_array(t, skipped):
                 return
@@ -126,6 +118,19 @@ class _JsonText:
         self.counted = pos
         return self.line
 
+    def skip(self, chars: str) -> bool:
+        """Step `pos` past any of `chars`, reading the next blocks where the text goes on: True with
+        buf[pos] the next other character, False at the text's end."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in chars:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return True
+            if self.eof:
+                return False
+            self.line_at(self.pos)
+            self.read_from(self.pos)
+
     def read_from(self, pos: int) -> None:
         """Drop `buf` before `pos` and append the next blocks."""
         self.buf, self.pos, self.counted = self.buf[pos:], 0, 0
@@ -173,22 +178,15 @@ def _next_array(t: _JsonText, skipped: list[str] | None) -> bool:
     `]` that is no array noted in `skipped` by its first line (never read as rows, never dropped unsaid)."""
     text_at = None
     t.pos += 1
-    while True:
-        while t.pos < len(t.buf) and t.buf[t.pos] in " \t\r\n":
-            t.pos += 1
-        if t.pos >= len(t.buf) and not t.eof:
-            t.line_at(t.pos)
-            t.read_from(t.pos)
-        elif t.pos < len(t.buf) and t.buf[t.pos] == "[":
+    while t.skip(" \t\r\n"):
+        if t.buf[t.pos] == "[":
             t.pos += 1
             return True
-        elif t.pos < len(t.buf):
-            text_at = text_at or t.line_at(t.pos)
-            _past_log_line(t)
-        else:
-            if text_at is not None and skipped is not None:
-                skipped.append(
-                    f"line {text_at}: text that is no JSON array after the array's end: left out (import it "
-                    "as a file of its own)"
-                )
-            return False
+        text_at = text_at or t.line_at(t.pos)
+        _past_log_line(t)
+    if text_at is not None and skipped is not None:
+        skipped.append(
+            f"line {text_at}: text that is no JSON array after the array's end: left out (import it "
+            "as a file of its own)"
+        )
+    return False
