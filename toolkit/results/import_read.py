@@ -659,11 +659,33 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
     return None
 
 
+PACKED = (
+    (b"\x1f\x8b", "gzip", "gunzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+    (b"\xfd7zXZ\x00", "xz", "unxz"),
+    (b"BZh", "bzip2", "bunzip2"),
+    (b"PK\x03\x04", "zip", "unzip"),
+)
+"""(magic bytes a file starts with, its compression, the command that unpacks it): the formats
+`file(1)` names by the same first bytes."""
+
+
 def source_of(path: Path, skipped: list[str], refused: list[str]) -> ImportSource:
+    """The rows of one file to import, read whole or as a stream (_stream_plan); BadInput for a
+    compressed file (PACKED: named with the command that unpacks it, as no reader takes its bytes) and
+    for a file without llama-bench rows (read_rows)."""
     try:
         size = path.stat().st_size
+        with path.open("rb") as fh:
+            lead = fh.read(8)
     except OSError:
-        size = 0  # read_rows names the file and the error
+        size, lead = 0, b""  # read_rows names the file and the error
+    for magic, kind, unpack in PACKED:
+        if lead.startswith(magic):
+            raise BadInput(
+                f"{path}: a {kind}-compressed file, not llama-bench's text output: unpack it "
+                f"(`{unpack} FILE`) and import what it gives"
+            )
     plan = _stream_plan(path) if size > STREAM_ABOVE else None
     if plan is not None:
         return ImportSource(path, plan[0], start=plan[1], skipped=skipped, refused=refused)
