@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import BadInput, EngineUnavailable
+from toolkit.core.text import one_line
 
 CONTAINER_LABEL = "org.toolkit.managed"
 
@@ -245,7 +246,7 @@ def client():
     import docker
     from docker.errors import DockerException
 
-    where = os.environ.get("DOCKER_HOST", "")
+    where = os.environ.get("DOCKER_HOST", "") or use_docker_context()
     if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):  # a scheme and no address
         raise EngineUnavailable(
             f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: no address): unset "
@@ -255,6 +256,8 @@ def client():
     if c is not None:
         return c
     at = f" at DOCKER_HOST={where!r}" if where else ""
+    if where in _CONTEXTS:
+        at = f" at {where!r} (docker context {_CONTEXTS[where]!r})"
     try:
         c = _local(docker.from_env(timeout=REQUEST_TIMEOUT_S))
         c.ping()
@@ -280,6 +283,49 @@ def client():
         msg = _first_line(err)
         fix = unreachable_fix(where, msg, installed=docker_installed(), podman=bool(shutil.which("podman")))
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+def use_docker_context() -> str:
+    """The Docker endpoint of the docker CLI's current context where DOCKER_HOST is unset and that
+    context is not `default` (DOCKER_CONTEXT, else ~/.docker/config.json's `currentContext`: `docker
+    context use NAME`, as dockerd-rootless-setuptool.sh tells a rootless Docker user to run), else "".
+    It is exported as DOCKER_HOST for this process and its children, so the SDK's requests and the
+    `docker`/buildx commands the toolkit runs reach one engine (the SDK reads no context: the toolkit
+    reached /var/run/docker.sock while the user's `docker` reached the context's engine). Raises
+    EngineUnavailable for a context that does not exist, and for one with TLS material (its
+    certificates are not passed on: export DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)."""
+    from docker.context import ContextAPI
+    from docker.context.config import get_current_context_name
+    from docker.errors import ContextException
+
+    name = os.environ.get("DOCKER_CONTEXT") or get_current_context_name()
+    if not name or name == "default" or os.environ.get("DOCKER_HOST"):
+        return ""
+    said = one_line(name)[:64]
+    try:
+        ctx = ContextAPI.get_context(name)
+    except (ContextException, OSError, ValueError, KeyError, TypeError) as err:
+        ctx, why = None, _first_line(err)
+    else:
+        why = "no such context"
+    if ctx is None or not ctx.Host:
+        raise EngineUnavailable(
+            f"Docker context {said!r} (DOCKER_CONTEXT or `docker context use`) cannot be read ({why}): "
+            "`docker context ls` lists the contexts; `docker context use default` (or unset DOCKER_CONTEXT) "
+            "uses this host's engine"
+        )
+    if ctx.TLSConfig:
+        raise EngineUnavailable(
+            f"Docker context {said!r} reaches {one_line(ctx.Host)[:120]} with TLS, which the toolkit "
+            "cannot take from a context: export DOCKER_HOST, DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH "
+            "for that engine (`docker context inspect` shows them), or `docker context use default`"
+        )
+    os.environ["DOCKER_HOST"], _CONTEXTS[ctx.Host] = ctx.Host, said
+    return ctx.Host
+
+
+_CONTEXTS: dict[str, str] = {}
+"""DOCKER_HOST set from a docker context (use_docker_context) -> that context's name, for messages."""
 
 
 def _timed_out(err: BaseException) -> bool:
