@@ -24,7 +24,14 @@ from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.caveats import held_caveats, smoke_caveats
 from toolkit.analysis.facts import Facts, facts_of, model_scale
-from toolkit.analysis.provenance import ColumnCard, column_cards, measured_span, provenance, system_cells
+from toolkit.analysis.provenance import (
+    ColumnCard,
+    Memo,
+    column_cards,
+    measured_span,
+    provenance,
+    system_cells,
+)
 from toolkit.analysis.roofline import gpu_count
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
@@ -32,6 +39,7 @@ from toolkit.analysis.table_text import (
     column_legend,
     columns,
     fit_table,
+    github_table,
     short_labels,
     table_notes,
     table_rows,
@@ -138,8 +146,10 @@ def render(
             else why
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
-    prov = provenance(shown.facts, controls)
-    cards = column_cards(shown.tables, shown.labels, controls)
+    memo: Memo = {}  # each image's line worked out once for both
+    prov = provenance(shown.facts, controls, memo)
+    cards = column_cards(shown.tables, shown.labels, controls, memo)
+    memo.clear()  # not held while the text is made
     if fmt == "json":
         return json_text(
             {
@@ -279,8 +289,6 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
 def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     """The github markdown report: title, verdict, what was measured, the tables (full column headers;
     decode rows folded as the terminal folds them: folded_tables), their notes."""
-    from tabulate import tabulate  # here: json, csv and html draw no markdown table (~80 ms of imports)
-
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
     ts, legend, fold_note = display_tables(shown.tables, shown.labels)
@@ -289,9 +297,7 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     out.append("## Columns\n\n" + "\n".join(said))
     for t in ts:
         headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
-        out.append(
-            f"### {t.title}\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
-        )
+        out.append(f"### {t.title}\n\n" + github_table(headers, body))
     notes = table_notes(ts) + fold_note + [shown.accounting(refused)]
     out.append("\n".join(f"- {md_line(n)}" for n in notes))  # they name columns: a record's names
     return "\n\n".join(out)

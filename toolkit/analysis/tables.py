@@ -210,8 +210,12 @@ def id_value(r: BenchRecord, name: str) -> Any:
             else ""
         )
         return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
-    v = identity.test_field(r, name)
-    return "auto" if name == "flash_attn" and v == -1 else v  # llama-bench's -fa -1 (newer builds: auto)
+    return _shown_value(name, identity.test_field(r, name))
+
+
+def _shown_value(name: str, v: Any) -> Any:
+    """A test field's value as a table shows it: llama-bench's -fa -1 is `auto` (newer builds say so)."""
+    return "auto" if name == "flash_attn" and v == -1 else v
 
 
 def varying_columns(records: list[BenchRecord], *, label: Iterable[str] = identity.LABEL_FIELDS) -> list[str]:
@@ -229,7 +233,11 @@ def knob_settings(fs: list[Facts]) -> dict[int, list[str]]:
     """What tells each record of a set apart beyond its test, by the record's id: its values of the
     identifying columns that vary over the set (varying_columns, less `model`): [`n_threads=4`, ...]."""
     knobs = [c for c in varying_columns([f.record for f in fs]) if c != "model"]
-    return {id(f.record): [f"{c}={id_value(f.record, c)}" for c in knobs] for f in fs}
+    out = {}
+    for f in fs:  # id_value's test fields, read from the Facts' TestKey (sorted pairs: one dict a record)
+        test = dict(f.key.test) if knobs else {}
+        out[id(f.record)] = [f"{c}={_shown_value(c, test.get(c))}" for c in knobs]
+    return out
 
 
 def column_labels(fs: list[Facts]) -> dict[int, str]:

@@ -44,14 +44,16 @@ _ENTITY = r"&(?=#?[0-9A-Za-z]+;)"
 # `&#64;` are still links), so followed by a word joiner (U+2060, written `&#8288;`: shown as nothing)
 # that ends the address; each lookahead stops at the next `@`: linear. A model named
 # `see https://evil.example`, `www.evil.example` or `me@evil.example` is text, not a link, on the page
-# a customer reads (checked with cmark-gfm, GitHub's renderer).
-_AUTOLINK = r":(?=//)|(?<=[Ww]{3})\.|(?<=[0-9A-Za-z.+_:-])@(?=[0-9A-Za-z_-]*\.[0-9A-Za-z_-])"
+# a customer reads (checked with cmark-gfm, GitHub's renderer). Every alternative of the patterns
+# below opens with the character it escapes (a lookbehind after it, not before): the engine then skips
+# to those characters, ~10x faster on a report's text (its 25,000 cells: 0.35 s -> ~0.04 s).
+_AUTOLINK = r":(?=//)|\.(?<=[Ww]{3}\.)|@(?<=[0-9A-Za-z.+_:-]@)(?=[0-9A-Za-z_-]*\.[0-9A-Za-z_-])"
 _ESCAPED = {"](": "]\\(", "@": "@&#8288;"}
 
 # What, in one table cell or heading, markdown reads as structure or styling: a backslash, `|`, `<`,
 # `>`, `](`, emphasis and strikethrough (`*`, `~`), a code span's backtick, and `_` where it can open
 # or close emphasis (CommonMark 6.2: not between two letters or digits, so `n_cpu_moe` stays as it is).
-_MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY)
+_MD_SPECIAL = re.compile(r"\\|\||<|>|\*|~|`|\]\(|_(?<![^\W_]_)|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY)
 
 # What, in a line of prose the toolkit writes (a verdict line: `->` and `< 168.0%` are its own), starts
 # markdown structure: a backslash (it would undo the next escape), `<` before a letter, `/`, `!` or `?`
@@ -62,7 +64,7 @@ _MD_SPECIAL = re.compile(r"[\\|<>*~`]|\]\(|(?<![^\W_])_|_(?![^\W_])|" + _AUTOLIN
 # into prose); and what GitHub autolinks (_AUTOLINK). The toolkit's own bold is added after escaping
 # (format_verdict).
 _MD_LINE_SPECIAL = re.compile(
-    r"\\|<(?=[A-Za-z/!?])|\||\]\(|[*~`]|(?<![^\W_])_|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY
+    r"\\|<(?=[A-Za-z/!?])|\||\]\(|\*|~|`|_(?<![^\W_]_)|_(?![^\W_])|" + _AUTOLINK + "|" + _ENTITY
 )
 
 # A surrogate code point on its own (JSON "\ud800" decodes to one): no encoding can write it, so a

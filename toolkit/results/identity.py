@@ -662,7 +662,8 @@ def shown_flags(r: BenchRecord) -> list[str]:
     A cell combine_runs made keeps its processes' (already held)."""
     stored = (r.model_extra or {}).get("flags")
     flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
-    return flags if r._flags_checked else held_claims(checked_flags(flags, r.telemetry), r)
+    checked = (r.__pydantic_private__ or {}).get("_flags_checked")  # not through BaseModel.__getattr__
+    return flags if checked else held_claims(checked_flags(flags, r.telemetry), r)
 
 
 def _process_flags(recs: list[BenchRecord]) -> list[str]:

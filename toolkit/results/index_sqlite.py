@@ -169,10 +169,9 @@ def _edges(path: Path, done: int) -> bytes:
 
 class ResultIndex:
     """The index of one results/ folder. `refresh(files)` brings it in line with the files (sorted
-    results/*/bench.jsonl paths); `rows`, `heads`, `choose`, `problems` read it; module `load`
-    reads the chosen records. `open_file` raises sqlite3.OperationalError (locked, read-only,
-    full) or OSError (also when the user has no index key: index_trust.index_key); ResultStore falls
-    back to `in_memory` then."""
+    results/*/bench.jsonl paths); `rows`, `heads`, `choose`, `problems` read it; module `load` reads the
+    chosen records. `open_file` raises sqlite3.OperationalError (locked, read-only, full) or OSError
+    (also when the user has no index key: index_trust.index_key); ResultStore falls back to `in_memory`."""
 
     def __init__(self, root: Path, conn: sqlite3.Connection, key: bytes):
         self.root = Path(root)
@@ -182,6 +181,7 @@ class ResultIndex:
         self.paths: dict[int, Path] = {}  # file id -> path, for the files of the last query
         self.done: dict[int, int] = {}  # file id -> its bytes indexed (files.done), for the same files
         self.checked: set[bytes] = set()  # key hashes whose keys.data this refresh wrote or made right
+        self.ordered: Sequence[Path] | None = None  # the files temp.ord was made of since the last _plan
 
     @classmethod
     def open_file(cls, root: Path) -> ResultIndex:
@@ -256,7 +256,7 @@ class ResultIndex:
                 "SELECT rel, id, dev, ino, size, mtime_ns, ctime_ns, done, lines, nrows, edges, mac FROM files"
             )
         }
-        self.ids = {rel: r[1] for rel, r in known.items()}
+        self.ids, self.ordered = {rel: r[1] for rel, r in known.items()}, None  # temp.ord made again
         plan: list[tuple[str, str, Path, os.stat_result | None, Any]] = []
         for path in files:
             rel = _rel(self.root, path)
@@ -460,8 +460,11 @@ class ResultIndex:
 
     def _order(self, files: Sequence[Path]) -> None:
         """temp.ord: (file id, rank in `files`, the store that numbered its records: sequence.store_of,
-        that store's counter: sequence.counter, read after the refresh read the records): the store
-        order every query sorts by, and the counter TRUSTED_SEQ holds each record's seq to."""
+        that store's counter: sequence.counter, read after the refresh read the records): the store order
+        every query sorts by, and the counter TRUSTED_SEQ holds each record's seq to; made once per `files`
+        list between two _plan calls (a query's rows, problems and untrusted stores: one order)."""
+        if self.ordered is files:
+            return
         self.conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS ord (file INTEGER PRIMARY KEY, rank INTEGER, part TEXT, top INTEGER)"
         )
@@ -478,6 +481,7 @@ class ResultIndex:
                     tops[part] = counter(self.root, part)
                 rows.append(sql_text((fid, rank, part, tops[part])))
         self.conn.executemany("INSERT INTO temp.ord VALUES (?, ?, ?, ?)", rows)
+        self.ordered = files
 
     def untrusted(self, files: Sequence[Path]) -> list[tuple[str, int, int, int]]:
         """(store, records, its counter, largest seq) of each store of `files` holding records whose seq is
