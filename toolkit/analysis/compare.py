@@ -275,6 +275,7 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str |
         {r.image.name for r in everything if r.image.name.startswith(ref + ".")}
     )  # an import per build
     hint = f"; did you mean {' or '.join(near)} (an import filed per build)?" if near else ""
+    hint += resultindex.short_run_start(ref, (h.run_id for h in resultindex.runs_newest_first(everything)))
     hint += _unmeasured_hint(store, ref, {h.image.name for h in everything}, results)
     return BadInput(
         f"no results match {ref!r}: give a run id, an image name or an image digest (prefix){hint}; "

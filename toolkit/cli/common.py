@@ -311,6 +311,46 @@ def _flush_json(exc: BaseException | None) -> None:
         print_envelope(pending[0], pending[1], exit_code=code, error=error)
 
 
+def misplaced_option(err: click.ClickException, args: list[str]) -> click.ClickException:
+    """`err`, or where it is a NoSuchOption for an option that exists one place over, a UsageError
+    saying where it goes (Click's guess, `Did you mean '--version'?` for `--json`, dropped): the root
+    group's own after the command (`toolkit build --engine podman`: put it before the command's name,
+    as `toolkit --engine VALUE build ...`), or a command's before it (`toolkit -i cpu bench`: an
+    option of bench, put after the command's name). `args`: the command line's arguments
+    (sys.argv[1:]), to name the command typed. Click alone said only `No such option '--engine'.`."""
+    if not isinstance(err, click.NoSuchOption) or err.ctx is None:
+        return err
+    ctx, name = err.ctx, err.option_name
+    root = ctx.find_root()
+    said = f"No such option {name!r}. {name} is an option of"
+    if ctx is not root:
+        own = next((p for p in root.command.params if name in p.opts), None)
+        if own is None:
+            return err
+        typed = (
+            "" if getattr(own, "is_flag", False) else f" VALUE {ctx.info_name} ..."
+        )  # --version stops there
+        return click.UsageError(
+            f"{said} toolkit itself, not of {ctx.info_name}: put it before the command's name, as "
+            f"`toolkit {name}{typed}`.",
+            ctx,
+        )
+    group = root.command
+    owners = (
+        [n for n in group.list_commands(ctx) if any(name in p.opts for p in group.commands[n].params)]
+        if isinstance(group, click.Group)
+        else []
+    )
+    if not owners:
+        return err
+    command = next((a for a in args if a in owners), None)  # the command typed after the option
+    whose = command or (owners[0] if len(owners) == 1 else f"a command ({', '.join(owners)})")
+    return click.UsageError(
+        f"{said} {whose}: put it after the command's name, as `toolkit {command or owners[0]} {name} ...`.",
+        ctx,
+    )
+
+
 def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     """The one name of an option saying where a command writes: `-o/--output` (`--out` is kept as a
     second spelling of it, for scripts written before the names were made one), value `output`.
@@ -534,6 +574,19 @@ class _Percent(FiniteRange):
         if text == "":  # `%` alone: named as typed, not as the '' left once the `%` is read past
             self.fail(f"{value!r} is not a number of percent (e.g. 5 or 5%)", param, ctx)
         return super().convert(text, param, ctx) + 0.0  # -0.0 + 0.0 is 0.0
+
+
+class FormatChoice(click.Choice):
+    """The --format of report and compare: its choices, and `md` / `markdown` read as `github` (the
+    markdown form, as an --output name ending in .md picks it): `--format md` was refused with a list
+    in which nothing said markdown."""
+
+    ALIASES = {"md": "github", "markdown": "github"}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.lower() in self.ALIASES:
+            value = self.ALIASES[value.lower()]
+        return super().convert(value, param, ctx)
 
 
 class BuildStatus:

@@ -27,6 +27,7 @@ from toolkit.cli.common import (
     _err,
     json_asked,
     json_printed,
+    misplaced_option,
     note_json,
     outcome_of,
     print_envelope,
@@ -228,6 +229,7 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):  # Click turns Ctrl-C (KeyboardInterrupt) into Abort
         _fail(INTERRUPTED, signals.exit_code())
     except click.ClickException as err:
+        err = misplaced_option(err, sys.argv[1:])
         try:
             err.show()
         except OSError:  # stderr refuses writes (a full disk, a closed pipe): the exit code still says it

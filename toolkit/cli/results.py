@@ -14,6 +14,7 @@ import click
 
 from toolkit.cli.common import (
     EPILOG,
+    FormatChoice,
     _err,
     echo_json,
     human_format,
@@ -37,12 +38,12 @@ from toolkit.core.text import path_text, plain_ascii
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "github", "csv", "json", "html"]),
+    type=FormatChoice(["text", "github", "csv", "json", "html"]),
     is_eager=True,
     callback=lambda ctx, param, value: value if value is None else note_json(ctx, param, value),
     default=None,
     help="text = sized to the terminal (long tables in blocks, the roofline and tok/J columns dropped "
-    "and said when they do not fit); github = markdown tables to paste; csv/json for tools; html = one "
+    "and said when they do not fit); github (or md) = markdown tables to paste; csv/json for tools; html = one "
     "offline page with plots (written to --output, default results/report.html). Default: the form "
     "--output's name ends in (.html/.htm, .csv, .json; .md and others: github), else text when stdout is a "
     "terminal, else github (a pipe gets markdown).",
@@ -304,7 +305,7 @@ def _need_filter_match(
     newest = resultindex.runs_newest_first(have)  # written last first, imports too
     all_runs = list(dict.fromkeys(h.run_id for h in newest))
     unknown = [
-        f"{kind} {name}{nearest(name, known)}"
+        f"{kind} {name}{(kind == 'run' and resultindex.short_run_start(name, known)) or nearest(name, known)}"
         for kind, names, known in (("image", images, known_images), ("run", runs, all_runs))
         for name in names
         if name not in known
@@ -362,10 +363,10 @@ def _need_filter_match(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "github"]),
+    type=FormatChoice(["text", "github"]),
     default=None,
-    help="text = sized to the terminal (the table in blocks where it is too wide, lines wrapped); github = "
-    "markdown to paste. Default: text when stdout is a terminal, else github (as `toolkit report`).",
+    help="text = sized to the terminal (the table in blocks where it is too wide, lines wrapped); github (or "
+    "md) = markdown to paste. Default: text when stdout is a terminal, else github (as `toolkit report`).",
 )
 @click.option(
     "--against",

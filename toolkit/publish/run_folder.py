@@ -157,8 +157,11 @@ def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
     if not recs:
         from toolkit.analysis.compare import stored_runs
 
+        short = resultindex.short_run_start(
+            run_id, (h.run_id for h in resultindex.runs_newest_first(resultindex.heads(store, ok_only=True)))
+        )
         raise BadInput(
-            f"no results of run {run_id!r} under {store.root}: give a run id; {stored_runs(store)}"
+            f"no results of run {run_id!r} under {store.root}: give a run id{short}; {stored_runs(store)}"
         )
     return recs
 

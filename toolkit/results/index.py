@@ -336,6 +336,23 @@ def run_begun(text: str, run_ids: Iterable[str]) -> str | None:
     return hits[0] if hits else None
 
 
+def short_run_start(text: str, run_ids: Iterable[str]) -> str:
+    """What to type where `text` begins stored runs (`run_ids`, newest first) but is shorter than
+    RUN_PREFIX_MIN, so no run is taken for it: `; '2026120' is too short to name a run by its start
+    (8 characters at least): it begins 20261206T153130Z-7a188c (e.g. 20261206T1531)`; '' otherwise.
+    Without it `report --run 2026120` said `did you mean` two other runs whose ids merely hold it."""
+    if not text or len(text) >= RUN_PREFIX_MIN:
+        return ""
+    hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
+    if not hits:
+        return ""
+    more = f", and {len(hits) - 3} more" if len(hits) > 3 else ""
+    return (
+        f"; {text!r} is too short to name a run by its start ({RUN_PREFIX_MIN} characters at least): it "
+        f"begins {', '.join(hits[:3])}{more} (e.g. {hits[0][:13]})"
+    )
+
+
 def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
     """One Head per run among `heads` (heads()' order), newest first: each run's most recently written
     record, ordered by the store's sequence number (records.py: the order records were appended, an

@@ -345,7 +345,11 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     n_all = len(lm.m.bench.cases())
     if not todo:
         several = len(lm.m.bench.env_combinations()) > 1
-        return _all_measured(ctx, n_all, " of the matrix" + (" with this env combination" if several else ""))
+        # the main sweep's alone, while the depth sweep still measures: said so, not `of the matrix`
+        # (a newcomer read `all 8 cases of the matrix already measured` beside a plan of 10, after 2 started)
+        return _all_measured(
+            ctx, n_all, " of the main sweep" + (" with this env combination" if several else "")
+        )
     if len(todo) == n_all:
         return None
     parts = [bench_one(ctx, pair, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
