@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -478,9 +479,16 @@ def _progress_printer(quiet: bool, outcomes: bool = False):
     return _rich_progress(outcomes)
 
 
+PLAIN_HEARTBEAT_S = 60.0
+"""Off a terminal, a test still running after this many seconds gets a line again at its next phase
+(`gen run 3/5`), at most this often: a log of a slow host showed `test 8/10` and then nothing for 11
+minutes, a hang and slowness alike."""
+
+
 def _plain_progress(outcomes: bool):
-    """The events callback off a terminal: the notes, and one line per test case as it starts."""
-    started: set[tuple] = set()
+    """The events callback off a terminal: the notes, one line per test case as it starts, and again
+    with its phase and time so far where it runs on past PLAIN_HEARTBEAT_S (at its next phase)."""
+    said: dict[tuple, tuple[float, float]] = {}  # a test -> (its start, its last line), monotonic seconds
 
     def plain(kind: str, **kw) -> None:
         if kind == "note":
@@ -488,10 +496,14 @@ def _plain_progress(outcomes: bool):
         elif kind == "outcome" and outcomes:
             click.echo(kw["outcome"].line())
         elif kind == "progress":
-            key = (kw.get("image"), kw.get("model"), kw["done"])
-            if key not in started:
-                started.add(key)
-                _err(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip())
+            key, now = (kw.get("image"), kw.get("model"), kw["done"]), time.monotonic()
+            start, last = said.get(key, (now, None))
+            if last is None or now - last >= PLAIN_HEARTBEAT_S:
+                said[key] = (start, now)
+                took = f" ({int(now - start) // 60} min {int(now - start) % 60} s so far)" if last else ""
+                _err(
+                    f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip() + took
+                )
 
     return plain
 
