@@ -108,6 +108,8 @@ _ADVICE = {  # exit 8: what to do, by the OS error (a disk's advice is no fix fo
     "write (`> FILE`, or `> /dev/null` to discard it)",
     errno.EDQUOT: "your disk quota is used up: free space or choose a folder on another disk",
     errno.ENAMETOOLONG: "a name in the path is too long for the file system: choose a shorter path",
+    errno.EFBIG: "a file grew past the largest size allowed (the shell's `ulimit -f`, or the file "
+    "system's own limit): raise that limit or choose a folder on another disk",
 }
 
 

@@ -6,9 +6,11 @@ Reads the host, never writes."""
 from __future__ import annotations
 
 import grp
+import ipaddress
 import os
 import pwd
 import re
+import socket
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -459,7 +461,34 @@ REMOTE_WHY = (
     "(this host's sysfs and /dev) say nothing about them; run `toolkit doctor` on that host"
 )
 
-_LOOPBACK = re.compile(r"localhost|127(?:\.\d{1,3}){3}|::1|0\.0\.0\.0", re.IGNORECASE)
+_IPV4_PARTS = re.compile(r"(?:0x[0-9a-f]+|[0-9]+)(?:\.(?:0x[0-9a-f]+|[0-9]+)){0,3}")
+"""An IPv4 address in any of inet_aton's spellings, and nothing after it (glibc's inet_aton takes
+`127.0.0.1 evil.com` as 127.0.0.1)."""
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def _this_host(host: str, hostname: str | None) -> bool:
+    """Whether the address `host` of DOCKER_HOST reaches this host: a loopback or unspecified address in
+    any spelling the resolver takes (`127.1`, `0x7f.1`, `2130706433`, `[::ffff:127.0.0.1]`,
+    `[0:0:0:0:0:0:0:1]`, `0`), `localhost` and its kin (`localhost.`, `*.localhost`, `ip6-localhost`),
+    or this host's own name (`hostname`, its first label compared as remote_engine compares a daemon's)."""
+    name = host.strip().lower().removesuffix(".")
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    try:
+        addr = ipaddress.ip_address(name.partition("%")[0] if ":" in name else name)  # an IPv6 zone
+    except ValueError:
+        try:  # inet_aton's IPv4 spellings (127.1, 0x7f.1, 2130706433), as getaddrinfo reads them
+            addr = ipaddress.ip_address(socket.inet_aton(name)) if _IPV4_PARTS.fullmatch(name) else None
+        except OSError:
+            addr = None
+    if addr is not None:
+        mapped = getattr(addr, "ipv4_mapped", None) or addr
+        return mapped.is_loopback or mapped.is_unspecified
+    return bool(hostname) and _short_host(name) == _short_host(hostname or "")
+
 
 _LOCAL_CONTEXTS = frozenset({"", "default", "rootless"})
 """Docker CLI contexts that are this host's own engine (`docker context ls`: the default socket, the
@@ -475,7 +504,7 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
     for does not run on this host, else None:
 
     - DOCKER_HOST (Podman: CONTAINER_HOST) is a tcp://, ssh:// or http(s):// address of another host
-      (not localhost, 127.x, ::1);
+      (not a loopback address, localhost or this host's name: _this_host);
     - or a `docker info` whose client used a context other than this host's (ClientInfo.Context not
       `default` or `rootless`: a remote context, Docker Desktop's VM) names a daemon host (`Name`)
       other than this one (`hostname`).
@@ -490,7 +519,7 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
         scheme, host = where.partition("://")[0].lower(), urlsplit(where).hostname or ""
     except ValueError:  # a malformed address: the engine check says so
         scheme, host = "", ""
-    if scheme in ("tcp", "ssh", "http", "https") and host and not _LOOPBACK.fullmatch(host):
+    if scheme in ("tcp", "ssh", "http", "https") and host and not _this_host(host, hostname):
         return f"remote {name} at {scheme}://{host} ({var})"
     client = info.get("ClientInfo")
     context = str(client.get("Context") or "") if isinstance(client, Mapping) else ""

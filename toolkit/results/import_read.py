@@ -660,14 +660,16 @@ def _stream_plan(path: Path) -> tuple[str, int] | None:
 
 
 PACKED = (
-    (b"\x1f\x8b", "gzip", "gunzip"),
-    (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
-    (b"\xfd7zXZ\x00", "xz", "unxz"),
-    (b"BZh", "bzip2", "bunzip2"),
-    (b"PK\x03\x04", "zip", "unzip"),
+    (re.compile(re.escape(b"\x1f\x8b")), "gzip", "gunzip"),
+    (re.compile(re.escape(b"\x28\xb5\x2f\xfd")), "zstd", "unzstd"),
+    (re.compile(re.escape(b"\xfd7zXZ\x00")), "xz", "unxz"),
+    (re.compile(b"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), "bzip2", "bunzip2"),
+    (re.compile(b"PK(?:\x03\x04|\x05\x06|\x07\x08)"), "zip", "unzip"),
 )
-"""(magic bytes a file starts with, its compression, the command that unpacks it): the formats
-`file(1)` names by the same first bytes."""
+"""(the first bytes of a compressed file, its compression, the command that unpacks it): the formats
+`file(1)` names by their magic; bzip2's `BZh` with its block size and the first block's (or the
+empty stream's) magic, as `BZh` alone starts plain text too (a log line `BZh...`); zip's local file,
+empty archive and spanned archive headers."""
 
 
 def source_of(path: Path, skipped: list[str], refused: list[str]) -> ImportSource:
@@ -677,11 +679,11 @@ def source_of(path: Path, skipped: list[str], refused: list[str]) -> ImportSourc
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
-            lead = fh.read(8)
+            lead = fh.read(10)
     except OSError:
         size, lead = 0, b""  # read_rows names the file and the error
     for magic, kind, unpack in PACKED:
-        if lead.startswith(magic):
+        if magic.match(lead):
             raise BadInput(
                 f"{path}: a {kind}-compressed file, not llama-bench's text output: unpack it "
                 f"(`{unpack} FILE`) and import what it gives"

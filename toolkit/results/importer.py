@@ -18,6 +18,7 @@ Reading the files is in import_read.py, rows printed again in import_repeats.py.
 from __future__ import annotations
 
 import array
+import errno
 import hashlib
 import os
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolkit.core import backends
-from toolkit.core.errors import BadInput
+from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.results import folder_lock, telemetry_check, vllm_import
 from toolkit.results.identity import (
     TestKey,
@@ -122,8 +123,14 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
     skipped: list[str] = []
     refused: list[str] = []
     sources = [source_of(p, skipped, refused) for p in paths]
-    with _spill(store.root) as spill, _spill(store.root) as aside:
-        return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
+    try:
+        with _spill(store.root) as spill, _spill(store.root) as aside:
+            return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
+    except OSError as err:  # the spill files have no name: a full disk was said as `(unknown path)`
+        if err.filename is not None or err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        where = OSError(err.errno, err.strerror, str(store.root))
+        raise FileSystemError.from_oserror(where, "keeping the import's records before writing them") from err
 
 
 FORMATS: tuple[ImportFormat, ...] = (

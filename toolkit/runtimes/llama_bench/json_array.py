@@ -49,7 +49,8 @@ def iter_json_array(
     a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
     incomplete record (why)` and stops. Text between two elements that starts no JSON value is a log
     line (llama-bench's progress and ggml's log on stderr, captured with `2>&1`: `}llama-bench:
-    benchmark 2/4: starting`): read past to its line's end, as read_jsonl reads past log lines. Arrays
+    benchmark 2/4: starting`), or that starts like one and is no JSON on its own line (`[INFO] ...`):
+    read past to its line's end, as read_jsonl reads past log lines. Arrays
     that follow one another (`-o json >> FILE`, one per run) are read one after the other; text after
     the last is noted (_next_array). Bare nan/inf tokens are read as in read_json_array; a JSON token
     never spans lines, so blocks of whole lines are read alike."""
@@ -60,8 +61,10 @@ def iter_json_array(
     start = t.buf.find("[")
     if start < 0:
         return
-    dec = json.JSONDecoder()
-    t.pos = start + 1
+    dec = t.dec
+    t.pos = start
+    if not _next_array(t, None, at_start=True):  # a log line that starts with `[` is no array's start
+        return
     while t.skip(" \t\r\n,"):
         if t.buf[t.pos] == "]":
             if not _next_array(t, skipped):
@@ -74,6 +77,9 @@ def iter_json_array(
         try:
             obj, end = jsonsafe.decode_at(dec, t.buf, t.pos)
         except jsonsafe.JsonProblem as err:
+            if t.buf[t.pos] != "{" and _no_json_on_its_line(dec, t.buf, t.pos):
+                _past_log_line(t)  # `[INFO] ...`, `[2026-12-06 15:40:01] ...`: a log line, not an element
+                continue
             if _past_unparsed(t, err, skipped):
                 continue
             return
@@ -99,6 +105,7 @@ class _JsonText:
         self.src = iter(blocks)
         self.buf, self.eof = "", False
         self.pos, self.line, self.counted = 0, first, 0
+        self.dec = json.JSONDecoder()
 
     def fill(self) -> None:
         """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
@@ -122,8 +129,7 @@ class _JsonText:
         """Step `pos` past any of `chars`, reading the next blocks where the text goes on: True with
         buf[pos] the next other character, False at the text's end."""
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in chars:
-                self.pos += 1
+            self.pos = _run_of(chars).match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf):
                 return True
             if self.eof:
@@ -170,16 +176,18 @@ def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] |
     return False
 
 
-def _next_array(t: _JsonText, skipped: list[str] | None) -> bool:
-    """At an array's closing `]` (t.pos): step past it, blank lines and log lines (stderr merged: a
-    run's own log before its `[`), reading on block by block. True with t.pos inside the next array
-    where another follows (`llama-bench -o json >> FILE` appends one array per run: each run's rows are
-    read, its build told apart by the import); else False with every block read, the text after the
-    `]` that is no array noted in `skipped` by its first line (never read as rows, never dropped unsaid)."""
+def _next_array(t: _JsonText, skipped: list[str] | None, *, at_start: bool = False) -> bool:
+    """At an array's closing `]` (t.pos; `at_start`: at the first `[` of the text, not stepped past):
+    step past it, blank lines and log lines (stderr merged: a run's own log before its `[`; a log line
+    that starts with `[`, such as `[run 2] build b7001`, opens no array: _opens_array), reading on block
+    by block. True with t.pos inside the next array where another follows (`llama-bench -o json >>
+    FILE` appends one array per run: each run's rows are read, its build told apart by the import);
+    else False with every block read, the text after the `]` that is no array noted in `skipped` by its
+    first line (never read as rows, never dropped unsaid)."""
     text_at = None
-    t.pos += 1
+    t.pos += 0 if at_start else 1
     while t.skip(" \t\r\n"):
-        if t.buf[t.pos] == "[":
+        if t.buf[t.pos] == "[" and _opens_array(t.dec, t.buf, t.pos):
             t.pos += 1
             return True
         text_at = text_at or t.line_at(t.pos)
@@ -189,4 +197,41 @@ def _next_array(t: _JsonText, skipped: list[str] | None) -> bool:
             f"line {text_at}: text that is no JSON array after the array's end: left out (import it "
             "as a file of its own)"
         )
+    return False
+
+
+_RUNS: dict[str, re.Pattern[str]] = {}
+
+
+def _run_of(chars: str) -> re.Pattern[str]:
+    """The pattern of a run of any of `chars` (a 300 MB run of blanks between two arrays is stepped
+    over at regex speed: a character at a time in Python took about 1 s per 3 MB)."""
+    if chars not in _RUNS:
+        _RUNS[chars] = re.compile(f"[{re.escape(chars)}]*")
+    return _RUNS[chars]
+
+
+def _opens_array(dec: json.JSONDecoder, buf: str, pos: int) -> bool:
+    """Whether the `[` at buf[pos] opens an array: the rest of its line is blank or goes on with an
+    object or the array's end (llama-bench's `[`, `[{"build_commit": ...`, `[]`), or the line does
+    not show it is no JSON (_no_json_on_its_line); a line such as `[run 2] build b7001` or `[INFO]
+    loading` (a wrapper's log, captured with the output) opens none."""
+    end = buf.find("\n", pos)
+    rest = buf[pos + 1 : end if end >= 0 else len(buf)].lstrip()
+    return not rest or rest[0] in "{]," or not _no_json_on_its_line(dec, buf, pos)
+
+
+def _no_json_on_its_line(dec: json.JSONDecoder, buf: str, pos: int) -> bool:
+    """Whether the text at buf[pos], which starts like a JSON value and does not parse, shows on its own
+    line that it is none (`[INFO] ...`, `[2026-12-06 15:40:01] benchmark 2/4`): a log line. False where
+    the line could be the start of a longer value (`[` alone, `[1,` cut at the line's end: the half
+    element a crash left is still said as one)."""
+    end = buf.find("\n", pos)
+    line = buf[pos : end if end >= 0 else len(buf)].rstrip()
+    try:
+        dec.raw_decode(line)
+    except json.JSONDecodeError as err:
+        return err.pos < len(line)
+    except (ValueError, RecursionError):
+        return False
     return False

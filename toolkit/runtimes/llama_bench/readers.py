@@ -203,10 +203,15 @@ def not_llama_csv(header: list[str]) -> str | None:
 
 def _header_again(cells: list[str]) -> bool:
     """Whether a csv line after the header is a llama-bench header again: it names the model's columns
-    and a test's (no row's values are these names). `-o csv >> FILE` writes one per run, and a newer
-    build's names more columns (n_cpu_moe, fit_target): its rows are read under it."""
+    and a test's, and holds no value (a row whose model file is named `n_prompt` still holds its
+    numbers). `-o csv >> FILE` writes one per run, and a newer build's names more columns (n_cpu_moe,
+    fit_target): its rows are read under it."""
     names = {c.strip() for c in cells}
-    return bool(names & {"model_filename", "model_type"}) and bool(names & {"n_prompt", "avg_ts"})
+    return (
+        bool(names & {"model_filename", "model_type"})
+        and bool(names & {"n_prompt", "avg_ts"})
+        and all(isinstance(_num(n), str) for n in names)  # a row holds numbers (n_prompt, avg_ts...)
+    )
 
 
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
