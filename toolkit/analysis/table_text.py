@@ -390,7 +390,7 @@ def _grid(
     tabulate draws it (each column its longest cell stripped, at least its header + 2, two spaces
     between; ~0.3 s of a 10,000-record report's blocks measured by wcwidth)."""
     if plain and not maxw and body:
-        widths = [max(len(h) + 2, *(len(line[i].strip()) for line in body)) for i, h in enumerate(headers)]
+        widths = _plain_widths(headers, body)
         lines = [
             "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
             "  ".join("-" * w for w in widths),
@@ -424,6 +424,12 @@ def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | Non
         x.isprintable() and (x.replace("±", "").isascii() or _wcswidth(x) == len(x)) for x in odd
     ):  # `±` is one column wide (wcwidth): the cells of every table hold it
         return None
+    return _plain_widths(headers, body)
+
+
+def _plain_widths(headers: list[str], body: list[list[str]]) -> list[int]:
+    """Each column's width in tabulate's `simple` grid of strings as wide as they are long: its longest
+    cell, stripped, at least its header + 2 (_simple_widths decides where that holds)."""
     return [
         max(len(h) + 2, max((len(line[i].strip()) for line in body), default=0))
         for i, h in enumerate(headers)

@@ -499,6 +499,15 @@ def _short_host(name: str) -> str:
     return name.strip().split(".")[0].lower()
 
 
+def _daemon_elsewhere(info: Mapping[str, Any], hostname: str | None) -> str | None:
+    """The daemon host a `docker info` names (`Name`) where it is not this one (`hostname`, first
+    labels compared), else None (no name, no hostname, or the same host)."""
+    daemon = info.get("Name")
+    if not isinstance(daemon, str) or not daemon.strip() or not hostname:
+        return None
+    return None if _short_host(daemon) == _short_host(hostname) else daemon
+
+
 def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostname: str | None) -> str | None:
     """`remote Docker engine at ssh://gpu-node-7 (DOCKER_HOST)` where the engine doctor judges images
     for does not run on this host, else None:
@@ -523,14 +532,8 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
         return f"remote {name} at {scheme}://{host} ({var})"
     client = info.get("ClientInfo")
     context = str(client.get("Context") or "") if isinstance(client, Mapping) else ""
-    daemon = info.get("Name")
-    if (
-        context.lower() not in _LOCAL_CONTEXTS
-        and isinstance(daemon, str)
-        and daemon.strip()
-        and hostname
-        and _short_host(daemon) != _short_host(hostname)
-    ):
+    daemon = _daemon_elsewhere(info, hostname)
+    if context.lower() not in _LOCAL_CONTEXTS and daemon is not None:
         return f"remote {name} on host {one_line(daemon)[:64]!r} (docker context {one_line(context)[:64]!r})"
     return None
 
@@ -551,10 +554,8 @@ def check_engine_host(
                 "proves it can open the device nodes",
             )
         ]
-    daemon = (info or {}).get("Name")
-    if (info or {}).get("error") or not isinstance(daemon, str) or not daemon.strip() or not hostname:
-        return []
-    if _short_host(daemon) == _short_host(hostname):
+    daemon = None if (info or {}).get("error") else _daemon_elsewhere(info or {}, hostname)
+    if daemon is None:
         return []
     return [
         Check(

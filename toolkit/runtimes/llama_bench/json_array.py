@@ -65,7 +65,7 @@ def iter_json_array(
     t.pos = start
     if not _next_array(t, None, at_start=True):  # a log line that starts with `[` is no array's start
         return
-    while t.skip(" \t\r\n,"):
+    while t.skip(_BLANKS_OR_COMMAS):
         if t.buf[t.pos] == "]":
             if not _next_array(t, skipped):
                 return
@@ -91,6 +91,11 @@ def iter_json_array(
                 f"line {line}: an element of the array that is not a JSON object ({jsonsafe.value_kind(obj)}) left out"
             )
 
+
+_BLANKS = re.compile(r"[ \t\r\n]*")
+_BLANKS_OR_COMMAS = re.compile(r"[ \t\r\n,]*")
+"""What _JsonText.skip steps over between arrays and between elements: at regex speed (a 300 MB run of
+blanks between two arrays; a character at a time in Python took about 1 s per 3 MB)."""
 
 _VALUE_START = frozenset('{["-0123456789')
 _LITERAL = re.compile(r"(?:true|false|null)(?![\w-])")
@@ -125,11 +130,12 @@ class _JsonText:
         self.counted = pos
         return self.line
 
-    def skip(self, chars: str) -> bool:
-        """Step `pos` past any of `chars`, reading the next blocks where the text goes on: True with
-        buf[pos] the next other character, False at the text's end."""
+    def skip(self, run: re.Pattern[str]) -> bool:
+        """Step `pos` past what `run` matches (_BLANKS, _BLANKS_OR_COMMAS: it matches the empty text
+        too), reading the next blocks where the text goes on: True with buf[pos] the next other
+        character, False at the text's end."""
         while True:
-            self.pos = _run_of(chars).match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.pos = run.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf):
                 return True
             if self.eof:
@@ -186,7 +192,7 @@ def _next_array(t: _JsonText, skipped: list[str] | None, *, at_start: bool = Fal
     first line (never read as rows, never dropped unsaid)."""
     text_at = None
     t.pos += 0 if at_start else 1
-    while t.skip(" \t\r\n"):
+    while t.skip(_BLANKS):
         if t.buf[t.pos] == "[" and _opens_array(t.dec, t.buf, t.pos):
             t.pos += 1
             return True
@@ -198,17 +204,6 @@ def _next_array(t: _JsonText, skipped: list[str] | None, *, at_start: bool = Fal
             "as a file of its own)"
         )
     return False
-
-
-_RUNS: dict[str, re.Pattern[str]] = {}
-
-
-def _run_of(chars: str) -> re.Pattern[str]:
-    """The pattern of a run of any of `chars` (a 300 MB run of blanks between two arrays is stepped
-    over at regex speed: a character at a time in Python took about 1 s per 3 MB)."""
-    if chars not in _RUNS:
-        _RUNS[chars] = re.compile(f"[{re.escape(chars)}]*")
-    return _RUNS[chars]
 
 
 def _opens_array(dec: json.JSONDecoder, buf: str, pos: int) -> bool:
