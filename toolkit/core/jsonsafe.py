@@ -41,6 +41,7 @@ json and an object_pairs_hook.
                               nan/inf tokens read as NaN/Infinity: printf_text), among its log lines
     decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
                               element), bounded alike
+    stops_before_end(dec, text) -> whether text is refused before its end (a log line, not a cut value)
     value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
     load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
                               size limit)
@@ -317,6 +318,19 @@ def decode_at(dec: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
     if end - pos > MAX_LINE_BYTES:
         raise JsonProblem(f"longer than {MAX_LINE_BYTES} bytes")
     return _bounded(value), end
+
+
+def stops_before_end(dec: json.JSONDecoder, text: str) -> bool:
+    """Whether `text` is refused as JSON at a position before its end: no value could start this way
+    (a cut-off value, refused only at the end, or one that parses, is False; so is a value nested or
+    numbered past the bounds)."""
+    try:
+        dec.raw_decode(text)
+    except json.JSONDecodeError as err:
+        return err.pos < len(text)
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:

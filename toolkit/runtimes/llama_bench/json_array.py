@@ -222,11 +222,4 @@ def _no_json_on_its_line(dec: json.JSONDecoder, buf: str, pos: int) -> bool:
     the line could be the start of a longer value (`[` alone, `[1,` cut at the line's end: the half
     element a crash left is still said as one)."""
     end = buf.find("\n", pos)
-    line = buf[pos : end if end >= 0 else len(buf)].rstrip()
-    try:
-        dec.raw_decode(line)
-    except json.JSONDecodeError as err:
-        return err.pos < len(line)
-    except (ValueError, RecursionError):
-        return False
-    return False
+    return jsonsafe.stops_before_end(dec, buf[pos : end if end >= 0 else len(buf)].rstrip())
