@@ -6,6 +6,7 @@ Also rows no llama-bench prints that are too wide to split at all (MAX_CELLS).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from toolkit.core import jsonsafe
@@ -32,15 +33,29 @@ class CsvLines:
 
     def __init__(self, lines: Iterable[str]) -> None:
         self.lines = iter(lines)
+        self.last = ""  # the line given last, as read
 
     def __iter__(self) -> CsvLines:
         return self
 
     def __next__(self) -> str:
-        ln = next(self.lines)
+        ln = self.last = next(self.lines)
         if ln.count(",") >= MAX_CELLS:  # MAX_CELLS commas: MAX_CELLS + 1 fields
             raise WideLine
         return ln if ln[:1].isprintable() else line_text(ln) + "\n"
+
+
+_LOG_PREFIX = re.compile(r"[A-Za-z_][\w .\-/]*:(?:\s|$)|\[")
+
+
+def csv_log_line(line: str) -> bool:
+    """Whether a csv `line` whose field count is not its header's is a log line (stderr captured with the
+    rows, `-o csv > FILE 2>&1`: `llama-bench: benchmark 2/4: starting`, `  Device 0: NAME, compute
+    capability 8.9`, `[INFO] ...`, a line of dots), read past: it does not start with `"` (llama-bench
+    quotes every value of a row) and holds no comma or opens with a log's `name:` or `[` before any. A
+    row cut short (`"0c1e57098","0"`, or unquoted `0c1e57098,0`) is none: it is still refused."""
+    s = line_text(line)
+    return not s.startswith('"') and ("," not in s or _LOG_PREFIX.match(s) is not None)
 
 
 WRAP = 8

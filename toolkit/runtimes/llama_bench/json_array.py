@@ -30,15 +30,6 @@ JSON_BLOCK = 1 << 20
 """Characters of text iter_json_array adds to its buffer at a time (whole lines)."""
 
 
-_MAYBE_NONFINITE = re.compile(r"(?<![\w.])-?(?:nan|inf)", re.IGNORECASE)
-
-
-def _json_text_fast(text: str) -> str:
-    """jsonsafe.printf_text(text), skipping the substitution where no bare nan/inf can be (the common case:
-    jsonsafe's pattern replaces only where this looser pattern matches, elsewhere it gives text back)."""
-    return jsonsafe.printf_text(text) if _MAYBE_NONFINITE.search(text) else text
-
-
 def iter_json_array(
     blocks: Iterable[str], skipped: list[str] | None = None, first: int = 1
 ) -> Iterator[SourceRow]:
@@ -71,14 +62,15 @@ def iter_json_array(
                 return
             continue
         if t.buf[t.pos] not in _VALUE_START and not _LITERAL.match(t.buf, t.pos):
-            _past_log_line(t)  # a log line between two elements (stderr merged: `2>&1`)
+            _past_log_line(t, "{")  # a log line between two elements (stderr merged: `2>&1`)
             continue
         line = t.line_at(t.pos)
         try:
             obj, end = jsonsafe.decode_at(dec, t.buf, t.pos)
         except jsonsafe.JsonProblem as err:
             if t.buf[t.pos] != "{" and _no_json_on_its_line(dec, t.buf, t.pos):
-                _past_log_line(t)  # `[INFO] ...`, `[2026-12-06 15:40:01] ...`: a log line, not an element
+                # `[INFO] ...`, `[2026-12-06 15:40:01] ...`: a log line, not an element
+                _past_log_line(t, "{")
                 continue
             if _past_unparsed(t, err, skipped):
                 continue
@@ -116,7 +108,7 @@ class _JsonText:
         """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
         parts, got = [self.buf], 0
         for part in self.src:
-            parts.append(_json_text_fast(part if part.endswith("\n") else part + "\n"))
+            parts.append(jsonsafe.printf_text(part if part.endswith("\n") else part + "\n"))
             got += len(part)
             if got >= JSON_BLOCK:
                 break
@@ -149,14 +141,34 @@ class _JsonText:
         self.fill()
 
 
-def _past_log_line(t: _JsonText) -> None:
-    """Step t.pos past the rest of its line (reading the next blocks where the line goes on in them)."""
+def _past_log_line(t: _JsonText, opens: str = "") -> None:
+    """Step t.pos past the rest of its line (reading the next blocks where the line goes on in them); or
+    to a bracket of `opens` that ends the line after other text and starts what follows (_starts_there):
+    a log line written without its newline, directly followed by the output (stderr and stdout
+    interleaved: `loading model...[`, `benchmark 2/4: starting  {`), whose rows are read."""
     while (
         end := t.buf.find("\n", t.pos)
     ) < 0 and not t.eof:  # dropped as read: a long line held in no buffer
         t.line_at(len(t.buf))
         t.read_from(len(t.buf))
-    t.pos = len(t.buf) if end < 0 else end + 1
+    end = len(t.buf) if end < 0 else end
+    at = t.pos + len(t.buf[t.pos : end].rstrip()) - 1 if opens else t.pos
+    if at > t.pos and t.buf[at] in opens and _starts_there(t, at):
+        t.pos = at
+        return
+    t.pos = min(end + 1, len(t.buf))
+
+
+def _starts_there(t: _JsonText, at: int) -> bool:
+    """Whether the bracket at t.buf[at], the last character of its line, starts what follows it: `[`
+    an array (_opens_array), `{` an object that parses or that the text ends inside of (cut by a crash,
+    or going on in the next block: read as the element it starts is read)."""
+    if t.buf[at] == "[":
+        return _opens_array(t.dec, t.buf, at)
+    try:
+        return isinstance(jsonsafe.decode_at(t.dec, t.buf, at)[0], dict)
+    except jsonsafe.JsonProblem:
+        return not jsonsafe.stops_before_end(t.dec, t.buf[at:])
 
 
 def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] | None) -> bool:
@@ -197,7 +209,7 @@ def _next_array(t: _JsonText, skipped: list[str] | None, *, at_start: bool = Fal
             t.pos += 1
             return True
         text_at = text_at or t.line_at(t.pos)
-        _past_log_line(t)
+        _past_log_line(t, "[")
     if text_at is not None and skipped is not None:
         skipped.append(
             f"line {text_at}: text that is no JSON array after the array's end: left out (import it "

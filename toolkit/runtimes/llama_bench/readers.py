@@ -218,7 +218,8 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
     """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row
     (of at most cut_records.MAX_CELLS fields: a wider line is refused before it is split). A header
     line again (_header_again: another run appended) is the header of the rows after it."""
-    reader = csv.reader(cut_records.CsvLines(lines))
+    src = cut_records.CsvLines(lines)
+    reader = csv.reader(src)
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
@@ -255,6 +256,8 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             yield SourceRow(n, {}, "csv", problem=said)
             continue
         if len(cells) != len(header):
+            if line == end and cut_records.csv_log_line(src.last):  # one line: its text is src.last
+                continue  # stderr captured with the rows (`2>&1`): a log line, read past
             yield SourceRow(
                 n,
                 {},
@@ -553,9 +556,10 @@ READERS = {"json": read_json_array, "jsonl": read_jsonl, "csv": read_csv, "md": 
 
 
 def format_of(line: str) -> str | None:
-    """The format a line starts, or None (a log line)."""
+    """The format a line starts, or None (a log line). A line that ends in `[` after other text starts
+    -o json too: a log line written without its newline, the array's `[` right after it."""
     s = line_text(line)
-    if s.startswith("["):
+    if s.startswith("[") or s.endswith("["):
         return "json"
     if s.startswith("{"):
         return "jsonl"
