@@ -16,7 +16,7 @@ from toolkit.analysis import provenance, roofline
 from toolkit.core import gpuspecs, jsonsafe
 from toolkit.models import gguf_meta
 from toolkit.results import identity, import_repeats
-from toolkit.runtimes.llama_bench import check, output, readers
+from toolkit.runtimes.llama_bench import output, readers, validity
 from toolkit.runtimes.vllm import args as vargs
 
 SLOW = 5.0  # seconds: every 1 MB input below takes well under 0.5 s when linear, minutes when quadratic
@@ -164,9 +164,9 @@ def test_an_md_build_number_of_5000_digits_is_refused_like_30(tmp_path):
     )
     for digits in (30, 5000):
         rows = readers.read_md(table + f"build: 0c1e57098 ({'9' * digits})\n")
-        assert rows and all("out of range" in (check.check_row(r.fields, r.problem) or "") for r in rows), (
-            digits
-        )
+        assert rows and all(
+            "out of range" in (validity.check_row(r.fields, r.problem) or "") for r in rows
+        ), digits
 
 
 @pytest.mark.parametrize("docker", ["x", [1, 2], 5, None, {"server_version": {"x": 1}}])

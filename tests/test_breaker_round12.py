@@ -27,7 +27,7 @@ from toolkit.analysis import provenance
 from toolkit.core.errors import BadInput
 from toolkit.results import canary_check, importer
 from toolkit.results.records import ResultStore, bench_record
-from toolkit.runtimes.llama_bench import check, readers
+from toolkit.runtimes.llama_bench import readers, validity
 
 
 def _own(**kw: Any) -> dict[str, Any]:
@@ -390,11 +390,13 @@ def test_a_negative_stddev_is_refused_in_every_format() -> None:
     row = "| qwen3moe ?B F16 | 1.52 MiB | 0.79 M | CPU | 2 | pp64 | 37535.89 ± -5.00 |"
     (bad, good) = readers.read_md(_md(row=row))
     said = "stddev_ts -5 is negative: a stddev never is"
-    assert said in (check.check_row(bad.fields, bad.problem) or ""), check.check_row(bad.fields, bad.problem)
-    assert check.check_row(good.fields, good.problem) is None
+    assert said in (validity.check_row(bad.fields, bad.problem) or ""), validity.check_row(
+        bad.fields, bad.problem
+    )
+    assert validity.check_row(good.fields, good.problem) is None
     (js,) = readers.read_jsonl((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
-    assert said in (check.check_row({**js.fields, "stddev_ts": -5}) or "")
-    assert check.check_row({**js.fields, "stddev_ts": "-nan"}) is None  # llama-bench's own: recomputed
+    assert said in (validity.check_row({**js.fields, "stddev_ts": -5}) or "")
+    assert validity.check_row({**js.fields, "stddev_ts": "-nan"}) is None  # llama-bench's own: recomputed
 
 
 def test_md_hostile_titles_exit_4_naming_file_and_column(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from tests.support.runs import tk
 from toolkit.analysis import provenance
 from toolkit.analysis.tables import _band_holds
 from toolkit.results.records import bench_record
-from toolkit.runtimes.llama_bench import check
+from toolkit.runtimes.llama_bench import check, validity
 
 
 def test_a_passing_canary_of_a_second_model_is_judged_against_that_models_control() -> None:
@@ -69,8 +69,8 @@ def test_rates_far_apart_neither_overflow_the_fold_nor_import() -> None:
     assert _band_holds([(1e9, 1e200), (1e-300, 1e200)], math.inf) == [False, False]
     assert _band_holds([(100.0, 0.01), (101.0, 0.01)], 0.05) == [True, True]
     fields = {"n_prompt": 0, "n_gen": 16, "n_depth": 0, "avg_ts": 1e-151, "test_time": "2026-12-01T00:00:00Z"}
-    assert "not a measurement" in (check.check_row(fields) or "")
-    assert check.check_row({**fields, "avg_ts": check.MIN_TOKENS_PER_S}) is None
+    assert "not a measurement" in (validity.check_row(fields) or "")
+    assert validity.check_row({**fields, "avg_ts": check.MIN_TOKENS_PER_S}) is None
     rec, why = bench_record(
         make_record("cpu", "cpu", n=16, avg=1.0).model_dump(mode="json") | {"avg_ts": 1e-151}
     )

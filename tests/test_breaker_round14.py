@@ -15,14 +15,14 @@ from tests.support.records import make_record
 from tests.support.runs import tk
 from toolkit.images import build_plan
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench import plausible
+from toolkit.runtimes.llama_bench import check
 
 
 @pytest.mark.parametrize("text", ["9" * 400 + " GiB", "1" + "0" * 300 + " TiB", "1e400 B"])
 def test_a_size_text_beyond_a_float_is_no_count(text: str) -> None:
     """`round(float(...) * unit)` raised OverflowError (cannot convert float infinity to integer)."""
-    assert plausible.quantity(text) is None
-    assert plausible.quantity("56.89 GiB") == round(56.89 * 2**30)
+    assert check.quantity(text) is None
+    assert check.quantity("56.89 GiB") == round(56.89 * 2**30)
 
 
 def test_a_report_reads_a_record_whose_model_size_is_beyond_a_float(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from tests.support.records import make_record
 from tests.support.runs import tk
 from toolkit.results import identity
 from toolkit.results.telemetry_check import energy_contradiction, energy_rule
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.validity import check_row
 
 DATA = Path(__file__).parent / "data"
 

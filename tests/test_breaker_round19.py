@@ -12,7 +12,7 @@ import pytest
 from tests.support.records import edit_line
 from tests.support.runs import tk
 from toolkit.core.text import md_text, strip_controls
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.validity import check_row
 
 DATA = Path(__file__).parent / "data"
 CUDA = DATA / "cuda-h200-qwen3moe-30b-synthetic.jsonl"

@@ -105,7 +105,7 @@ def test_a_bench_row_whose_samples_are_no_list_of_numbers_is_a_failed_row_not_a_
     """judge_row (the question `toolkit bench`'s row sink asks of each llama-bench row) normalized the
     row before check_row: samples_ts {"a": 1} or ["a"] raised ValueError out of the sink (the run
     died, exit 1); samples_ts 5.0 / true a TypeError. Now the row is refused naming the field."""
-    from toolkit.runtimes.llama_bench.check import judge_row
+    from toolkit.runtimes.llama_bench.validity import judge_row
 
     for samples, why in (
         ({"a": 1}, "samples_ts is an object: expected a list of numbers"),

@@ -29,8 +29,8 @@ from toolkit.results import importer
 from toolkit.results.index_sqlite import fingerprint_files
 from toolkit.results.records import ResultStore, bench_record, read_jsonl
 from toolkit.results.telemetry_check import POWER_W, REASON
-from toolkit.runtimes.llama_bench.check import check_row
 from toolkit.runtimes.llama_bench.readers import read_source
+from toolkit.runtimes.llama_bench.validity import check_row
 
 MEASURED = DATA / "h200-measure" / "alone.jsonl"  # `toolkit measure` on the lent H200 (real output)
 ROWS = DATA / "llamabench-0c1e57098-cpu.jsonl"

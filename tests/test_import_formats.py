@@ -25,7 +25,7 @@ from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 from toolkit.results import identity, importer
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench import check
+from toolkit.runtimes.llama_bench import check, validity
 
 T3 = DATA / "cases" / "turn3"
 CASES = DATA / "cases"
@@ -168,7 +168,7 @@ def test_one_validity_pass_refuses_the_same_row_alike_in_every_format(tmp_path, 
     assert res.records == 1 and len(res.refused) == 1, res
     line = {"jsonl": 2, "json": 3, "csv": 3, "sql": 2}[fmt]
     assert res.refused[0].startswith(f"{f}:{line}: {why}"), res.refused
-    assert check.check_row(bad) is not None and check.check_row(good) is None
+    assert validity.check_row(bad) is not None and validity.check_row(good) is None
 
 
 @pytest.mark.parametrize(
@@ -214,7 +214,7 @@ def test_real_outputs_pass_the_validity_pass_whatever_their_noise():
     """avg_ts vs avg_ns on real rows: a 2-core shared machine spreads the times so widely (stddev of the
     times up to 1.6 x their mean) that the mean of tokens/t is far above tokens/mean(t): never refused."""
     from toolkit.runtimes.llama_bench import readers as readers
-    from toolkit.runtimes.llama_bench.check import check_row
+    from toolkit.runtimes.llama_bench.validity import check_row
 
     for path in [*DATA.glob("llamabench-*"), *CASES.glob("*.json*")]:
         if path.suffix == ".txt":

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from tests.support.project import DATA
 from toolkit.cli.main import cli
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.validity import check_row
 
 
 def _row(**kw: Any) -> dict[str, Any]:

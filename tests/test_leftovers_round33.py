@@ -25,7 +25,7 @@ from toolkit.analysis.facts import Facts
 from toolkit.images import pins
 from toolkit.matrix.api import SourceSpec
 from toolkit.results.records import ResultStore
-from toolkit.runtimes.llama_bench.check import not_a_row
+from toolkit.runtimes.llama_bench.validity import not_a_row
 
 # ------------------------------------------------------------ 1. one decode fold for report and compare
 

@@ -10,7 +10,7 @@ from tests.support.project import DATA
 from toolkit.core import jsonsafe
 from toolkit.matrix.api import BenchAxes
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import check, output, readers
+from toolkit.runtimes.llama_bench import check, output, readers, validity
 
 
 def test_bench_args_cross_the_matrix():
@@ -120,20 +120,20 @@ def test_judge_row_says_the_first_reason_a_row_is_no_result():
     """toolkit bench's verdict on each row of its own process: not a measurement, else a CPU fallback
     (on the row or in what was printed before it), else a software device not opted into."""
     row = json.loads((DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines()[0])
-    fields, why = check.judge_row(row, "cpu", allow_software_gpu=False)
+    fields, why = validity.judge_row(row, "cpu", allow_software_gpu=False)
     assert why is None and fields == check.normalize(row)
     vk = dict(row, backends="Vulkan", gpu_info="llvmpipe (LLVM 19.1.7, 256 bits)")
-    assert check.judge_row(vk, "vulkan", allow_software_gpu=True)[1] is None
-    assert "software device (llvmpipe" in check.judge_row(vk, "vulkan", allow_software_gpu=False)[1]
+    assert validity.judge_row(vk, "vulkan", allow_software_gpu=True)[1] is None
+    assert "software device (llvmpipe" in validity.judge_row(vk, "vulkan", allow_software_gpu=False)[1]
     printed = "ggml_vulkan: No devices found.\n" + json.dumps(vk)
-    assert check.judge_row(vk, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+    assert validity.judge_row(vk, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
         "CPU fallback: log"
     )
-    assert check.judge_row(dict(vk, gpu_info=""), "vulkan", allow_software_gpu=True)[1].startswith(
+    assert validity.judge_row(dict(vk, gpu_info=""), "vulkan", allow_software_gpu=True)[1].startswith(
         "CPU fallback:"
     )
     bad = dict(vk, avg_ts=-1.0)
-    assert check.judge_row(bad, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
+    assert validity.judge_row(bad, "vulkan", allow_software_gpu=False, log=printed)[1].startswith(
         "row is not a measurement: "
     )
 

@@ -133,7 +133,7 @@ def test_other_readers_of_a_stored_number_beyond_a_floats_range_say_none() -> No
     from types import SimpleNamespace
 
     from toolkit.results.identity import value
-    from toolkit.runtimes.llama_bench.plausible import quantity
+    from toolkit.runtimes.llama_bench.check import quantity
 
     assert quantity(BIG) is None and quantity(float("inf")) is None and quantity(17 * 2**30) == 17 * 2**30
     served = SimpleNamespace(avg_ts=None, axis="served", raw={"output_throughput": BIG})

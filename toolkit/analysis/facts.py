@@ -22,8 +22,7 @@ from toolkit.results.index import Head
 from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
 from toolkit.results.telemetry_flags import UNSUPPORTED
-from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch
-from toolkit.runtimes.llama_bench.plausible import quantity
+from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch, quantity
 
 
 @dataclass(frozen=True)

@@ -201,13 +201,13 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
 
 def model_bytes(r: BenchRecord) -> float | None:
     """The model file's bytes: llama-bench's number, an -o md table's `56.89 GiB`, or the record's model."""
-    size = plausible.quantity(r.raw.get("model_size")) or r.model.size_bytes
+    size = check.quantity(r.raw.get("model_size")) or r.model.size_bytes
     return float(size) if size else None
 
 
 def model_params(r: BenchRecord) -> float | None:
-    """The model's parameter count: llama-bench's number, or an -o md table's `30.53 B` (plausible.quantity)."""
-    n = plausible.quantity(r.raw.get("model_n_params"))
+    """The model's parameter count: llama-bench's number, or an -o md table's `30.53 B` (check.quantity)."""
+    n = check.quantity(r.raw.get("model_n_params"))
     return float(n) if n else None
 
 

@@ -43,8 +43,7 @@ from toolkit.core.types import is_sha256
 from toolkit.results.flag_claims import held_claims, without_unsupported
 from toolkit.results.records import BenchRecord
 from toolkit.results.telemetry_flags import checked_flags
-from toolkit.runtimes.llama_bench import plausible
-from toolkit.runtimes.llama_bench.check import parse_test_time
+from toolkit.runtimes.llama_bench.check import parse_test_time, quantity
 
 # llama-bench fields that are measurements, not part of what was asked.
 MEASUREMENT_FIELDS = frozenset(
@@ -269,7 +268,7 @@ def _as_printed(key: str, v: Any) -> Any:
     """A model's size or parameter count as llama-bench's -o md prints it (markdown_printer: `%.2f
     GiB` from 1 GiB, else `%.2f MiB`; `%.2f B` from 1e9 parameters, else `%.2f M`), from a number or
     that text, so a table and a JSON row of one model describe it alike; other values as they are."""
-    n = plausible.quantity(v)
+    n = quantity(v)
     if n is None:
         return _plain(v)
     if key == "model_size":

@@ -32,9 +32,9 @@ from toolkit.results.records import (
 )
 from toolkit.results.telemetry_check import measured_claims
 from toolkit.results.telemetry_flags import without_figures
-from toolkit.runtimes.llama_bench import check, failed_run, other_tables, plausible
+from toolkit.runtimes.llama_bench import check, failed_run, other_tables
 from toolkit.runtimes.llama_bench import readers as readers
-from toolkit.runtimes.llama_bench.check import check_row
+from toolkit.runtimes.llama_bench.validity import check_row
 
 OWN_NAMES = ("builds.jsonl", "hosts", "campaigns", "measure")
 """Names the results folder itself uses (beside its hidden `.lock`, `.seq`, `.index*.sqlite`,
@@ -746,7 +746,7 @@ def _record(
         name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),
         path=mfile,
         sha256=model_sha256,
-        size_bytes=plausible.quantity(raw.get("model_size")) or 0,
+        size_bytes=check.quantity(raw.get("model_size")) or 0,
     )
     flags = [f"no-{n.removeprefix('no ').replace(' ', '-')}" for n in row.notes]
     flags += [f for f in measured_flags if f not in flags]

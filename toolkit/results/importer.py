@@ -161,7 +161,7 @@ def import_files(
 
     A file without a usable row, files of two formats, or --backend contradicting the rows, fails the
     whole import before anything is written (BadInput). Rows that are not measurements are refused one
-    by one with `file:line: why` (llama_bench.check.check_row); a nan stddev is recomputed from the
+    by one with `file:line: why` (llama_bench.validity.check_row); a nan stddev is recomputed from the
     samples (records.BenchRecord); a `toolkit measure` row whose telemetry energy contradicts its
     window keeps its speed, not its energy (telemetry_check), said in `notes`; rows of one set that
     measure the same test become repetitions of one cell. Imports into one folder run one at a time

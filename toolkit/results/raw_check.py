@@ -22,9 +22,9 @@ import re
 from typing import Any
 
 from toolkit.core.backends import OLD_BACKEND_FLAGS
+from toolkit.runtimes.llama_bench import check
 from toolkit.runtimes.llama_bench.args import axes_from_args
 from toolkit.runtimes.llama_bench.check import as_int, effective_ubatch, legacy_effective_ubatch, normalize
-from toolkit.runtimes.llama_bench.plausible import quantity
 
 COUNTS = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
 """A record's token counts, each normalize's reading of the raw field of that name."""
@@ -171,7 +171,7 @@ def size_problem(size_bytes: int, path: str, raw: Any) -> str | None:
     (model_size: the sum of its tensors' bytes, never more than the file that holds them with its
     header), None where it is not, either is unknown (0, absent) or the file is one part of a split model
     (_SPLIT_GGUF): the row is of another, larger model than the file."""
-    loaded = quantity(raw.get("model_size")) if isinstance(raw, dict) else None
+    loaded = check.quantity(raw.get("model_size")) if isinstance(raw, dict) else None
     if not size_bytes or size_bytes <= 0 or not loaded or loaded <= size_bytes or _SPLIT_GGUF.search(path):
         return None
     return (

@@ -13,8 +13,9 @@ from toolkit.results.served_check import served_problem, served_settings_problem
 from toolkit.results.telemetry_check import energy_contradiction
 from toolkit.results.telemetry_flags import figures_problem
 from toolkit.results.time_check import times_problem
-from toolkit.runtimes.llama_bench.check import axis_of, check_row, test_name
+from toolkit.runtimes.llama_bench.check import axis_of, test_name
 from toolkit.runtimes.llama_bench.settings_check import DOMAIN_FIELDS
+from toolkit.runtimes.llama_bench.validity import check_row
 from toolkit.runtimes.sglang import args as sglang_args
 from toolkit.runtimes.vllm import output as vf
 
@@ -38,7 +39,7 @@ def contradiction(rec: BenchRecord) -> str | None:
     """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
     a llama-bench record's test and axis against its token counts (the names llama_bench.check's
     normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
-    samples_ts) through the one validity pass of llama-bench rows (llama_bench.check.check_row: avg_ts
+    samples_ts) through the one validity pass of llama-bench rows (llama_bench.validity.check_row: avg_ts
     the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
     (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
     (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts

@@ -299,14 +299,14 @@ class BenchRecord(BaseModel):
 
         - avg_ts or any sample NaN/inf/negative, above MAX_TOKENS_PER_S or below MIN_TOKENS_PER_S: refused
           (ValueError naming the field); an ok record without a tok/s, or below MIN_TOKENS_PER_S (a
-          latency of 1e22 s rounds to 0), is refused too (as llama_bench.check.check_row refuses a row);
+          latency of 1e22 s rounds to 0), is refused too (as llama_bench.validity.check_row refuses a row);
         - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
           field is listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON;
         - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused (a
           30-digit count in a hand-edited line broke the plots); one below 0, or a batch of 0 tokens,
-          refused as llama_bench.check.check_row refuses it at import (`n_depth is -5: expected >= 0`).
+          refused as llama_bench.validity.check_row refuses it at import (`n_depth is -5: expected >= 0`).
         """
         fields = self.__dict__
         for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):

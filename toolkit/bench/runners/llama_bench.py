@@ -49,7 +49,7 @@ from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
 from toolkit.runtimes.llama_bench import args as lb_args
-from toolkit.runtimes.llama_bench import check
+from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench
 
 
@@ -420,7 +420,7 @@ class RowSink:
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
         tokens = check.row_tokens(raw)  # the window's tokens per repetition, for the observer
         # the validity pass every import goes through too, a CPU fallback, a software device
-        norm, void = check.judge_row(
+        norm, void = validity.judge_row(
             raw, self.spec.backend, allow_software_gpu=self.allow_software_gpu, log="\n".join(self.printed)
         )
         if file_identity(Path(self.model.path)) != self.hashed:
@@ -601,7 +601,7 @@ def _prepare(
         return Outcome(spec.name, model.name, "dry-run", command=ctx.engine.run_command(rs))
     if resume and (resumed := _resumed(ctx, pair, env)) is not None:
         return resumed
-    cold = _shader_cache_cold(ctx, shader_cache_volume(ctx))
+    cold = _shader_cache_cold(ctx, rs)
     log_path = ctx.store.digest_dir(ctx.build.digest) / "logs" / f"{opts.run_id}-{model.name}{log_suffix}.log"
     base = _base_fields(ctx, pair, axes, rs, env, log_path)
     observer = run_observer(ctx)
@@ -647,10 +647,10 @@ def _measure(p: _Process) -> Outcome:
     return Outcome(image, model, "failed" if reason else "ok", reason, n_rows, p.rs.command, timing)
 
 
-def _shader_cache_cold(ctx: RunContext, shader_volume: str | None) -> bool | None:
-    """Whether the image's shader cache starts cold (None: the image has none), the volume created
-    if absent: warm only when the volume exists and a run on this digest completed before."""
-    if not shader_volume:
+def _shader_cache_cold(ctx: RunContext, rs: Any) -> bool | None:
+    """Whether the shader cache volume RunSpec `rs` mounts (a Vulkan image's) starts cold (None: none), the
+    volume created if absent: warm only when it exists and a run on this digest completed before."""
+    if not (shader_volume := next((m.source for m in rs.mounts if m.volume), None)):
         return None
     engine, digest = ctx.engine, ctx.build.digest
     cold = not engine.volume_exists(shader_volume) or not any(

@@ -1,17 +1,14 @@
 """A llama-bench row: its fields (the type llama-bench writes in each, and a value read as a number:
-`as_float`, `as_int`), the ONE validity pass over rows of every format (and `toolkit bench`'s own rows),
-and what a row becomes.
-
-`check_row(fields)` says why a row is not a measurement (None: it is one): counts, rates, samples,
-settings, test time and field types, each physically possible and consistent with the others.
-`normalize(raw)` gives its canonical fields (test name, axis, the effective micro-batch, backends);
-`not_a_row` names another program's record (a wrapper's, a script's summary, a canary result);
-`judge_row` is `toolkit bench`'s verdict on a row it ran: the validity pass, a CPU fallback
-(`cpu_fallback_of`), a software device. Facts (JSONL fields and their drift, micro-batch clamping):
-llama.cpp tools/llama-bench/llama-bench.cpp and shared/reference/llama-bench.md."""
+`as_float`, `as_int`, `quantity`), the rules its own fields and measured figures are held to
+(`check_fields`, `check_figures`: validity.check_row runs them, in its order, around plausible.py's
+and settings_check.py's), and what a row becomes: `normalize(raw)`, its canonical fields (test name,
+axis, the effective micro-batch, backends), and `cpu_fallback_of`, the CPU-fallback rule. Facts (JSONL
+fields and their drift, micro-batch clamping): llama.cpp tools/llama-bench/llama-bench.cpp and
+shared/reference/llama-bench.md."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -19,12 +16,9 @@ from datetime import datetime, timezone
 from difflib import get_close_matches
 from typing import Any
 
-from toolkit.core import backends, jsonsafe
+from toolkit.core import backends, jsonsafe, stats
 from toolkit.core.text import one_line
-from toolkit.core.types import INT64, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
-from toolkit.runtimes.llama_bench import plausible
-from toolkit.runtimes.llama_bench.plausible import as_float as as_float  # the readers' name of it
-from toolkit.runtimes.llama_bench.settings_check import FLASH_WORDS, settings_problem, threads_problem
+from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 
 # llama-bench's field types (get_field_type); fields of old vintages added where they were numbers.
 INT_FIELDS = frozenset(
@@ -51,6 +45,47 @@ STRING_FIELDS = frozenset(
 )
 
 
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_UNITS["tib"] = 2**40
+
+
+def as_float(v: Any) -> float | None:
+    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
+    if isinstance(v, str) and not v.isascii():
+        return None
+    try:
+        return float(v) if v is not None and v != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def quantity(v: Any) -> int | None:
+    """A count from a number, its text (`1595904`, `1.5e6`: as csv's reader types it) or the md table's
+    text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
+    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
+    for a text whose figure is (`1e400 GiB`, 400 digits)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return int(v) if stats.finite_number(v) is not None else None
+    m = _SIZE.match(str(v or ""))
+    if not m:  # a number as text without a unit (`1.5e6`, ` +1595904 `), read as csv's and sql's reader
+        f = as_float(str(v or "").strip())  # reads it (ASCII only), so jsonl's text counts alike
+        return round(f) if f is not None and math.isfinite(f) else None
+    unit = (m.group(2) or "").lower()
+    unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
+    if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
+        unit = "g"
+    try:
+        n = float(m.group(1)) * _UNITS.get(unit, 1)  # `9...9 GiB` of 400 digits: inf, no count
+    except ValueError:  # `1.2.3 GiB`: no number
+        return None
+    return round(n) if math.isfinite(n) else None
+
+
 def as_int(v: Any, default: int | None = None) -> int | None:
     """A whole number as the validity pass reads it (64, "64", " +64", 64.0, "64.0", "6.4e1"), else
     `default` (a fraction, text that is no number, digits other than ASCII): the record then holds
@@ -64,10 +99,8 @@ def as_int(v: Any, default: int | None = None) -> int | None:
     if isinstance(v, str):
         if not v.isascii():
             return default
-        try:
+        with contextlib.suppress(ValueError):
             return int(v)
-        except ValueError:
-            pass
     f = as_float(v)
     if f is None or not math.isfinite(f) or not f.is_integer():
         return default
@@ -76,9 +109,8 @@ def as_int(v: Any, default: int | None = None) -> int | None:
 
 def _as_number(v: Any) -> Any:
     """A number written as text (a hand-edited json) read as the number; anything else unchanged."""
-    if isinstance(v, str) and as_float(v.strip()) is not None:
-        return as_float(v.strip())
-    return v
+    f = as_float(v.strip()) if isinstance(v, str) else None
+    return v if f is None else f
 
 
 def token_count(v: Any) -> int | None:
@@ -96,19 +128,15 @@ def row_tokens(raw: dict[str, Any]) -> int | None:
 
 
 def _count(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
-    try:
-        return _count_of(fields, name, required=required)
-    except OverflowError:  # an integer too big for a float: no count
-        return None, f"{name} is {_short(fields.get(name))}: not a token count"
-
-
-def _count_of(fields: dict[str, Any], name: str, *, required: bool) -> tuple[int | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, (f"no {name}" if required else None)
     n = _as_number(v)
-    if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
-        return None, f"{name} is {repr(v)[:40]}: not a token count"
+    try:
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n):
+            return None, f"{name} is {repr(v)[:40]}: not a token count"
+    except OverflowError:  # an integer too big for a float: no count
+        return None, f"{name} is {_short(v)}: not a token count"
     v = n
     if v < 0:
         return None, f"{name} is {int(v)}: expected >= 0"
@@ -140,21 +168,27 @@ def _short(v: Any) -> str:
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
+def threads_problem(n: float, shown: str) -> str | None:
+    """Why `n` (shown as `shown`) is no thread count a test ran on: below 1, or above MAX_THREADS (the
+    most tasks a 64-bit Linux kernel can hold at once: no process runs more threads)."""
+    if n < 1:
+        return f"n_threads is {shown}: a test runs on at least 1 thread"
+    if n > MAX_THREADS:
+        return f"n_threads is {shown}: more threads than any host can run (at most {MAX_THREADS:,})"
+    return None
+
+
 def _rate(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
-    try:
-        return _rate_of(fields, name)
-    except OverflowError:  # an integer too big for a float: no measurement
-        return None, f"{name} is {_short(fields.get(name))}: not a measurement"
-
-
-def _rate_of(fields: dict[str, Any], name: str) -> tuple[float | None, str | None]:
     v = fields.get(name)
     if v is None or v == "":
         return None, None
     n = _as_number(v)
     if isinstance(n, bool) or not isinstance(n, (int, float)):
         return None, f"{name} is {v!r}: not a number"
-    f = float(n)
+    try:
+        f = float(n)
+    except OverflowError:  # an integer too big for a float: no measurement
+        return None, f"{name} is {_short(v)}: not a measurement"
     if not math.isfinite(f):
         return None, f"{name} is {f!r}: not a measurement"
     if f <= 0:
@@ -176,198 +210,18 @@ LLAMA_FIELDS = INT_FIELDS | BOOL_FIELDS | FLOAT_FIELDS | ARRAY_FIELDS | STRING_F
 """Every field a llama-bench row of any vintage has (a row has many of them)."""
 
 
-# Another program's record, told from a llama-bench row (`not_a_row`, check_row's question of an object
-# with none of llama-bench's fields): each named with what to import instead.
-_ENGINES = (
-    ("sglang", "SGLang"),
-    ("bench_serving", "SGLang"),
-    ("vllm", "vLLM"),
-    ("benchmark_serving", "vLLM"),
-    ("llama.cpp", "llama.cpp"),
-    ("llamacpp", "llama.cpp"),
-    ("llama_cpp", "llama.cpp"),
-    ("llama-cpp", "llama.cpp"),
-    ("llama-server", "llama.cpp"),
-)
-"""(a word in a key or value, the engine it names): summary's reading of a record's own words (a
-script's summary of llama-server or llama-cli runs: `"backend": "llama.cpp-vulkan"`, `llamacpp_version`)."""
-_NAMING_KEYS = ("engine", "method", "backend", "framework", "tool", "runner", "server")
-_OWN_RESULT = {
-    "vLLM": (
-        "`vllm bench serve`'s output_throughput with completed, latency's avg_latency, throughput's "
-        "elapsed_time with num_requests",
-        "vllm bench serve --save-result, vllm bench latency/throughput --output-json",
-    ),
-    "SGLang": ("bench_serving's output_throughput with completed", "bench_serving --output-file"),
-    "llama.cpp": (
-        "llama-bench's model_type, n_prompt, n_gen, avg_ts",
-        "llama-bench -o jsonl, on the model the summary names",
-    ),
-}
-"""Per engine: the keys of its own benchmark's result (results/vllm_import.kind_of), and how to save it."""
-
-
-def _engine(text: str) -> str | None:
-    """The serving engine a lower-case `text` names (_ENGINES), or None."""
-    return next((name for word, name in _ENGINES if word in text), None)
-
-
-def summary(fields: dict[str, Any]) -> str | None:
-    """not_a_row's word on a script's own summary of runs that names vLLM, SGLang or llama.cpp (a key
-    such as `vllm_version` or `llamacpp_version`, or an `engine` / `method` / `backend` / ... value such
-    as `sglang.bench_serving` or `llama.cpp-vulkan`; every key looked at, each cut to 40 characters: the
-    telling key of a summary may come after its 40 run entries) without any of those tools' result keys
-    (it is no `vllm bench` or bench_serving result, nor a llama-bench row: _served,
-    results/vllm_import.kind_of and check.check_row read those):
-    which engine, where it is named and what to import instead; None for any other object."""
-    for k, v in fields.items():
-        key = str(k)[:40]
-        if (engine := _engine(key.lower())) is not None:
-            where = repr(key)
-        elif isinstance(v, str) and key.lower() in _NAMING_KEYS and (engine := _engine(v.lower()[:80])):
-            where = f"{key!r}: {v[:60]!r}"
-        else:
-            continue
-        keys, save = _OWN_RESULT[engine]
-        return (
-            f"; it names {engine} ({where}) but has none of the keys of {engine}'s own result ({keys}): "
-            "a summary another script wrote of its runs, whose lengths and rates are its own; import the "
-            f"benchmark's own result JSON ({save})"
-        )
-    return None
-
-
-_CANARY_KEYS = frozenset(("ppl", "model_sha256", "text_sha256", "status"))
-"""The keys of a toolkit canary result (toolkit.bench.canary.CanaryResult, a results folder's canary.jsonl)."""
-
-
-def canary_record(fields: dict[str, Any]) -> str | None:
-    """not_a_row's word on a toolkit canary result (a results folder's canary.jsonl, llama.cpp's
-    or vLLM's canary: the perplexity of a fixed text, no tok/s), or None for any other object. Its
-    `method` names vLLM and its llama.cpp canary holds llama-bench's n_gpu_layers: it is neither a
-    script's summary of vLLM runs (summary) nor a llama-bench row without n_prompt (not_a_row asks)."""
-    if not fields.keys() >= _CANARY_KEYS:
-        return None
-    return (
-        "a toolkit canary result (a results folder's canary.jsonl: the perplexity of a fixed text, no tok/s), "
-        "not llama-bench output: `toolkit report --results DIR` shows it with its image's records"
-    )
-
-
-# A record of another program that holds a benchmark's printed text in one of its string values (a
-# wrapper's `{"success": true, "raw_output": "<the run's stdout>"}` per run): which printout it is, so
-# that the import can say what to import instead of "none of its keys is a llama-bench field".
-# (what a printout holds, a line of it no other printout has, what to import instead)
-_PRINTOUTS = (
-    (
-        "a serving benchmark's printed summary (`vllm bench serve` / SGLang bench_serving's "
-        "'Serving Benchmark Result'), not its result JSON",
-        "Serving Benchmark Result",
-        "save the run with --save-result (--output-file for SGLang) and import that JSON",
-    ),
-    (
-        "`vllm bench throughput`'s printed line ('Throughput: ... requests/s'), not its result JSON",
-        "requests/s, ",
-        "save the run with --output-json and import that JSON",
-    ),
-    (
-        "llama-bench's printed table",
-        "| model ",
-        "save that text as a file of its own and import it (-o md is read)",
-    ),
-)
-
-
-def _printed(fields: dict[str, Any]) -> str | None:
-    """'; its KEY holds <what>: <what to import>' for the first string value of `fields` (any of its
-    keys, KEY cut to 40 characters) that holds one of the printouts above, else None."""
-    for k, v in fields.items():
-        if not isinstance(v, str):
-            continue
-        for what, mark, instead in _PRINTOUTS:
-            if mark in v:
-                return f"; its {str(k)[:40]!r} holds {what}: {instead}"
-    return None
-
-
-def not_a_row(fields: dict[str, Any]) -> str | None:
-    """Why an object with none of llama-bench's fields (LLAMA_FIELDS) is another program's record, not
-    a llama-bench row (a wrapper's `{"start_time", ..., "bench_raw": {...}}` per run: its own keys
-    and the one holding llama-bench's row named; one whose string value holds a benchmark's printed
-    text: which, _printed; a script's summary naming vLLM or SGLang, summary; a toolkit canary result,
-    canary_record, llama.cpp's holding llama-bench's n_gpu_layers), or None when it has one."""
-    if (canary := canary_record(fields)) is not None:
-        return canary
-    if not fields or LLAMA_FIELDS & set(fields):
-        return None
-    keys = ", ".join(str(k)[:40] for k in list(fields)[:6]) + (", ..." if len(fields) > 6 else "")
-    inner = next(
-        (k for k, v in fields.items() if isinstance(v, dict) and {"n_prompt", "avg_ts"} <= set(v)), None
-    )
-    held = (
-        f"; its {str(inner)[:40]!r} holds a llama-bench row: import llama-bench's own output (-o jsonl), not "
-        "another program's records around it"
-        if inner is not None
-        else (_printed(fields) or _served(fields) or summary(fields) or "")
-    )
-    return f"not a llama-bench row: none of its keys ({keys}) is a llama-bench field{held}"
-
-
-def _served(fields: dict[str, Any]) -> str | None:
-    """not_a_row's word on a serving benchmark's result among other lines (`vllm bench serve
-    --save-result`'s keys, or SGLang bench_serving's: output_throughput with completed or num_prompts,
-    as results/vllm_import.kind_of knows them), which the import reads only from a file of its JSON alone
-    (one object, or JSON lines of runs); None for any other object."""
-    keys = set(fields)
-    if "output_throughput" not in keys or not keys & {"completed", "num_prompts"}:
-        return None
-    tool = (
-        "SGLang bench_serving's"
-        if str(fields.get("backend", "")).startswith("sglang")
-        else "a serving benchmark's"
-    )
-    return (
-        f"; it is {tool} result (vllm bench serve's keys), read only from a file that holds its JSON lines "
-        "alone: delete the other lines (a script's own print, a log) and import the file again"
-    )
-
-
 _SPEEDS = ("avg_ts", "avg_ns")  # a row's speed fields: a misspelled one is named with the guess
 
 
-def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
-    """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
-    reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
-
-    Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
-    n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
-    MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
-    avg_ns (a cut-off row, or a fork's that times prompt and generation apart: avg_prompt_ts, avg_gen_ts); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
-    that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
-    that contradict samples_ns (_contradiction); n_batch or
-    n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
-    time or lies in the future (_time_of_test); a stddev_ts below 0 (`± -5` in -o md); a model_size
-    that is not its model_n_params' at any bytes a weight, a tok/s beyond what any machine computes for
-    that many parameters (plausible.model_problem); a GPU its backend cannot run on (a ROCm row on an
-    NVIDIA H200: plausible.device_problem); n_gpu_layers below -1, a main_gpu past the devices the row
-    lists at split_mode none (settings_check.settings_problem)."""
-    if problem:
-        return problem
-    if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
-        return (
-            "a toolkit record (a results folder's bench.jsonl), not llama-bench output: its test, model "
-            "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
-            "compare A B --against DIR`) or copy its folder under results/"
-        )
-    if (why := not_a_row(fields)) is not None:
-        return why
+def check_fields(fields: dict[str, Any]) -> str | tuple[int, float | None, float | None]:
+    """validity.check_row's pass over a llama-bench row's own fields: why they are no measurement (see
+    there), or the row's figures when they are one: (tokens a repetition, avg_ts or None, avg_ns or None)."""
     counts = {}
     for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch"):
         counts[name], why = _count(fields, name, required=name in ("n_prompt", "n_gen"))
         if why:
             return why
-    why = _field_types(fields)
-    if why:
+    if why := _field_types(fields):
         return why
     tokens = (counts["n_prompt"] or 0) + (counts["n_gen"] or 0)
     if tokens == 0:
@@ -375,8 +229,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     for name in ("n_batch", "n_ubatch"):
         if counts[name] == 0:
             return f"{name} is 0: llama.cpp takes at least 1 token per batch (no such test can run)"
-    why = _time_of_test(fields.get("test_time"))
-    if why:
+    if why := _time_of_test(fields.get("test_time")):
         return why
     ts, why = _rate(fields, "avg_ts")
     if why:
@@ -402,14 +255,7 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
         )
     if why := _decode_too_fast(counts["n_gen"] or 0, tokens, ts, ns, fields.get("samples_ts")):
         return why
-    if why := plausible.model_problem(fields, ts if ts is not None else tokens * 1e9 / ns if ns else None):
-        return why
-    if why := plausible.device_problem(fields) or settings_problem(fields):
-        return why
-    sd = as_float(fields.get("stddev_ts"))
-    if sd is not None and -math.inf < sd < 0:  # NaN (`-nan` of one sample) and ±inf: recomputed by the record
-        return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
-    return _contradiction(fields, tokens, ts, ns)
+    return tokens, ts, ns
 
 
 def _decode_too_fast(
@@ -516,8 +362,7 @@ def _field_types(fields: dict[str, Any]) -> str | None:
     samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the field
     (an object or a word there broke normalize with a bare "could not convert string to float")."""
     for name in ARRAY_FIELDS:
-        why = _samples_kind(name, fields.get(name))
-        if why:
+        if why := _samples_kind(name, fields.get(name)):
             return why
     for name, v in fields.items():
         t = type(v)
@@ -570,8 +415,9 @@ def _field_types(fields: dict[str, Any]) -> str | None:
 _BIG = 2**63 - 1
 
 
-def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
-    """The measured fields against each other (llama-bench tools/llama-bench/llama-bench.cpp: samples_ts[i]
+def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
+    """validity.check_row's last step (`tokens` a repetition, avg_ts `ts`, avg_ns `ns`): a stddev_ts below 0
+    (`± -5` in -o md), or the measured fields against each other (llama-bench's samples_ts[i]
     = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* = sample stddev, n - 1):
     avg_ts and stddev_ts against the per-repetition rates (samples_ts, else those of samples_ns:
     `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against samples_ns
@@ -579,6 +425,9 @@ def _contradiction(fields: dict[str, Any], tokens: int, ts: float | None, ns: fl
     tokens / t_i over the repetitions, so from the samples it is known to 1 %; from avg_ns alone it
     is at least tokens / mean(t) (the harmonic mean) and above it by about the squared relative
     spread of the times (unbounded when they spread widely: no upper check then)."""
+    sd = as_float(fields.get("stddev_ts"))
+    if sd is not None and -math.inf < sd < 0:  # NaN (`-nan` of one sample) and ±inf: recomputed by the record
+        return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
     samples_ts = _numbers(fields.get("samples_ts"))
     samples_ns = _numbers(fields.get("samples_ns"))
     why = None
@@ -716,6 +565,10 @@ def legacy_effective_ubatch(
     return effective_ubatch(n_ubatch, n_batch, 0, n_prompt + n_gen, n_depth)
 
 
+FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}
+"""flash_attn's words in a row (`-fa on|off|auto`, a csv's true/false) -> -1/0/1: check.normalize reads them."""
+
+
 def normalize(raw: dict[str, Any]) -> dict[str, Any]:
     """Canonical fields from one llama-bench record of any vintage (unknown fields stay in raw).
 
@@ -752,32 +605,6 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
         "gpu_info": str(raw.get("gpu_info") or ""),
         "build_commit": str(raw.get("build_commit") or "") or None,
     }
-
-
-def judge_row(
-    raw: dict[str, Any], backend: str, *, allow_software_gpu: bool, log: str = ""
-) -> tuple[dict[str, Any], str | None]:
-    """A row `toolkit bench` ran on a `backend` image: (its fields, `normalize`; why it is no result or
-    None), the first of: not a measurement (check_row, as every import), a CPU fallback (on the row or
-    in `log`, all the container printed up to it), a software device without `allow_software_gpu`."""
-    bad = check_row(raw)  # first: normalize assumes what it checks (samples a list of numbers)
-    try:
-        fields = normalize(raw)
-    except (TypeError, ValueError) as err:  # a row check_row let through that normalize cannot read
-        fields = normalize({k: v for k, v in raw.items() if k not in ("samples_ts", "samples_ns")})
-        bad = bad or f"{err}"[:160]
-    gpu_info = raw.get("gpu_info")
-    fallback = cpu_fallback_of(backend, raw, fields["backends"], log)
-    software = (
-        not allow_software_gpu and backend != "cpu" and backends.is_software_device(str(gpu_info or ""))
-    )
-    if bad:
-        return fields, f"row is not a measurement: {bad}"
-    if fallback:
-        return fields, f"CPU fallback: {fallback}"
-    if software:
-        return fields, f"ran on a software device ({gpu_info}) without --allow-software-gpu"
-    return fields, None
 
 
 def cpu_fallback_of(

@@ -1,6 +1,6 @@
 """What a llama-bench row's model fields allow it to have measured, on any hardware: the model's size
 against its parameter count (bytes a weight), the tokens a second no machine computes, and the GPU
-devices its backend can run on. Read by the one validity pass (check.check_row), so by every import
+devices its backend can run on. Read by the one validity pass (validity.check_row), so by every import
 format, `toolkit bench`'s own rows and every stored-record reader (record_check.contradiction).
 
 Facts (llama.cpp src/llama-model.cpp at 0c1e57098): llama-bench's `model_size` is llama_model_size, the
@@ -11,11 +11,11 @@ ggml_nelements: their ratio is the mean bytes a weight, which no ggml tensor typ
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
-from toolkit.core import backends, stats
+from toolkit.core import backends
 from toolkit.core.text import counted
+from toolkit.runtimes.llama_bench.check import quantity
 
 MIN_BYTES_PER_PARAM = 0.18
 """The fewest bytes a weight a model's tensors take on average: IQ1_S, ggml's smallest type, is
@@ -43,46 +43,6 @@ AMD MI355X's HBM3e; an H200 has 4.8, an R9700 0.64), all reading at once (`-sm r
 token reads at least MIN_ACTIVE_SHARE of the model's bytes, one token after another, so a decode of a
 377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement, whatever GPU its row names
 or does not name (an md table has no gpu_info: no roofline, analysis.roofline)."""
-
-_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
-
-
-_UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-_UNITS["tib"] = 2**40
-
-
-def as_float(v: Any) -> float | None:
-    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
-    if isinstance(v, str) and not v.isascii():
-        return None
-    try:
-        return float(v) if v is not None and v != "" else None
-    except (TypeError, ValueError):
-        return None
-
-
-def quantity(v: Any) -> int | None:
-    """A count from a number, its text (`1595904`, `1.5e6`: as csv's reader types it) or the md table's
-    text (`56.89 GiB` -> bytes, `30.53 B` -> parameters);
-    None for NaN, an infinity or an int beyond a float's range (10**400: math.isfinite raises on it), and
-    for a text whose figure is (`1e400 GiB`, 400 digits)."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return int(v) if stats.finite_number(v) is not None else None
-    m = _SIZE.match(str(v or ""))
-    if not m:  # a number as text without a unit (`1.5e6`, ` +1595904 `), read as csv's and sql's reader
-        f = as_float(str(v or "").strip())  # reads it (ASCII only), so jsonl's text counts alike
-        return round(f) if f is not None and math.isfinite(f) else None
-    unit = (m.group(2) or "").lower()
-    unit = {"kb": "k", "mb": "m", "gb": "g", "tb": "t"}.get(unit, unit)
-    if unit == "b" and "." in m.group(1):  # `30.53 B` in the params column: billions
-        unit = "g"
-    try:
-        n = float(m.group(1)) * _UNITS.get(unit, 1)  # `9...9 GiB` of 400 digits: inf, no count
-    except ValueError:  # `1.2.3 GiB`: no number
-        return None
-    return round(n) if math.isfinite(n) else None
 
 
 def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:

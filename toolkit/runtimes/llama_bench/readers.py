@@ -10,13 +10,14 @@ header that names a column twice; a JSON row that names a key twice is not read 
 each carries a `problem`); whether a row is a measurement is decided once, by `check_row`, for every
 format (and for `toolkit bench`'s own rows).
 
-The validity pass (`check_row`, `parse_test_time`, `token_count`) is in llama_bench/check.py, with
-llama-bench's field types and the one reading of a value as a number (`as_float`, `as_int`) that
-the readers type text by.
+The validity pass (`check_row`) is in llama_bench/validity.py; its rules (`parse_test_time`,
+`token_count`) in llama_bench/check.py, with llama-bench's field types and the one reading of a value
+as a number (`as_float`, `as_int`) that the readers type text by.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -47,10 +48,8 @@ def _num(v: str | None) -> Any:
     if v is None:
         return None
     for conv in (int, float) if v.isascii() else ():
-        try:
+        with contextlib.suppress(ValueError):
             return conv(v)
-        except ValueError:
-            pass
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
     return v

@@ -1,4 +1,4 @@
-"""A llama-bench row's device settings held to what llama.cpp can run (check.check_row reads this).
+"""A llama-bench row's device settings held to what llama.cpp can run (validity.check_row reads this).
 
 - `n_gpu_layers` below -1: llama.cpp documents -1 as "all layers" (shared/reference/llama-bench.md:
   `-ngl` default -1 since 2026; real rows carry -1) and no other negative; a builder before that read a
@@ -29,8 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.core.gpuspecs import split_gpu_info
-from toolkit.core.types import MAX_THREADS
-from toolkit.runtimes.llama_bench.plausible import as_float, quantity
+from toolkit.runtimes.llama_bench.check import FLASH_WORDS, as_float, quantity
 
 
 def _int(v: Any) -> int | None:
@@ -83,8 +82,6 @@ DOMAIN_FIELDS = (
 )
 """The row fields domain_problem reads (a stored record's `raw` holds them: record_check reads these)."""
 
-FLASH_WORDS = {"on": 1, "off": 0, "auto": -1, "true": 1, "false": 0}
-"""flash_attn's words in a row (`-fa on|off|auto`, a csv's true/false) -> -1/0/1: check.normalize reads them."""
 
 _FLASH_WORDS = {**FLASH_WORDS, "enabled": 1, "disabled": 0}  # also taken as a setting (normalize: unknown)
 
@@ -208,14 +205,4 @@ def settings_problem(fields: dict[str, Any]) -> str | None:
             f"main_gpu is {main} with split_mode none, but the row lists {n} GPU device(s): llama.cpp refuses "
             f"to load a model on a device it does not have (invalid value for main_gpu)"
         )
-    return None
-
-
-def threads_problem(n: float, shown: str) -> str | None:
-    """Why `n` (shown as `shown`) is no thread count a test ran on: below 1, or above MAX_THREADS (the
-    most tasks a 64-bit Linux kernel can hold at once: no process runs more threads)."""
-    if n < 1:
-        return f"n_threads is {shown}: a test runs on at least 1 thread"
-    if n > MAX_THREADS:
-        return f"n_threads is {shown}: more threads than any host can run (at most {MAX_THREADS:,})"
     return None
