@@ -142,21 +142,26 @@ def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
     (when it was imported, False): its `created` is the import's time, not the measurement's. A record
     combining several processes (`bench.runs: N`, identity.combine_runs) adds its oldest process's
     (`between_runs.first`). [] for a time that reads as no time."""
-    imported = bool((r.model_extra or {}).get("imported"))
-    first = _dict(_dict((r.model_extra or {}).get("between_runs")).get("first"))
-    out = []
-    for test_time, created in (
-        ((r.raw or {}).get("test_time"), r.created),
-        (first.get("test_time"), first.get("created")),
-    ):
-        t = parse_test_time(test_time)
-        measured = t is not None or not imported
-        if t := t or parse_test_time(created):
-            out.append((_utc_text(t), measured))
-        end = parse_test_time(created) if test_time and not imported else None  # the row's end: written then
-        if t and end and end > t:  # a created before its test_time is another clock's: not an end
-            out.append((_utc_text(end), True))
+    extra = r.model_extra or {}
+    imported = bool(extra.get("imported"))
+    out: list[tuple[str, bool]] = []
+    _add_dates(out, (r.raw or {}).get("test_time"), r.created, imported)
+    if first := _dict(_dict(extra.get("between_runs")).get("first")):  # none: nothing said of it
+        _add_dates(out, first.get("test_time"), first.get("created"), imported)
     return out
+
+
+def _add_dates(out: list[tuple[str, bool]], test_time: Any, created: Any, imported: bool) -> None:
+    """_dates of one process: its test_time (else its created), and its created where that is the
+    row's later end; `created` read once (parse_test_time)."""
+    t = parse_test_time(test_time)
+    measured = t is not None or not imported
+    ends = bool(test_time) and not imported  # the toolkit's own created: the row's end, written then
+    c = parse_test_time(created) if t is None or ends else None
+    if t := t or c:
+        out.append((_utc_text(t), measured))
+    if ends and t and c and c > t:  # a created before its test_time is another clock's: not an end
+        out.append((_utc_text(c), True))
 
 
 def _utc_text(t: datetime) -> str:
@@ -550,14 +555,14 @@ def provenance(
     memo = {} if memo is None else memo
     p = Provenance()
     p.models = _model_lines(fs)
-    when = [(d, _local_date(r)) for r in records for d in _dates(r)]
-    dates = sorted(t for (t, measured), _ in when if measured)
-    p.dates = (dates[0], dates[-1]) if dates else None
-    local = sorted(at for (_, measured), at in when if not measured and at)
-    p.local = (len(local), local[0], local[-1]) if local else None
-    undated = sorted(t for (t, measured), at in when if not measured and not at)
-    p.undated = (len(undated), undated[0], undated[-1]) if undated else None
-    p.runs = sorted({t for r in records if (t := _text(r.run_id))})
+    when = [(d, at) for r in records for at in (_local_date(r),) for d in _dates(r)]
+    dates = [t for (t, measured), _ in when if measured]  # texts of one form: min and max, not a sort
+    p.dates = (min(dates), max(dates)) if dates else None
+    local = [at for (_, measured), at in when if not measured and at]
+    p.local = (len(local), min(local), max(local)) if local else None
+    undated = [t for (t, measured), at in when if not measured and not at]
+    p.undated = (len(undated), min(undated), max(undated)) if undated else None
+    p.runs = sorted({t for run in {r.run_id for r in records} if (t := _text(run))})
     hosts: dict[str, tuple[dict[str, Any], set[str], set[str], set[str]]] = {}
     host_keys: dict[int, str] = {}  # by the host object (one run's records share theirs: index.load)
     for f in fs:

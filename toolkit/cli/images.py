@@ -146,7 +146,7 @@ def build(
         specs,
         store,
         skipped=skipped,
-        steps_for=_steps_for(store, status, verbose=verbose, announce=not (as_json or dry_run)),
+        steps_for=_steps_for(lm, store, status, verbose=verbose, announce=not (as_json or dry_run)),
         after=status.stop if status else lambda: None,
         on_done=(lambda res, before: None) if as_json else _print_done(dry_run),
         report=_echo_json_results if as_json else lambda results: None,
@@ -158,10 +158,10 @@ def build(
     )
 
 
-def _steps_for(store, status: BuildStatus | None, *, verbose: bool, announce: bool):
+def _steps_for(lm, store, status: BuildStatus | None, *, verbose: bool, announce: bool):
     """build_images' `steps_for`: each build announced on stderr first (`announce`: not --json, not a
-    dry run), its log condensed to step lines (build_plan.BuildSteps) on the status line or stderr."""
-    from toolkit.images import build_plan
+    dry run; with the source it is about to fetch, sources.fetch_note), its log condensed to step lines (build_plan.BuildSteps) on the status line or stderr."""
+    from toolkit.images import build_plan, sources
 
     def steps_for(spec):
         if announce:
@@ -169,6 +169,8 @@ def _steps_for(store, status: BuildStatus | None, *, verbose: bool, announce: bo
                 f"==> {spec.name}: building ({spec.template}, backend {spec.backend}"
                 f"{build_plan.previous_build_note(store, spec.name)})"
             )
+            if spec.source and (note := sources.fetch_note(lm, spec.source)):
+                _err(f"   {spec.name} | {note}")  # a clone on a slow network: minutes without a line
         # on a terminal a step line fits its width (`   NAME | ` before it); in a log, 100 characters
         width = shutil.get_terminal_size().columns - len(spec.name) - 6 if status else 100
         return build_plan.BuildSteps(

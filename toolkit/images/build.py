@@ -537,7 +537,8 @@ def build_then_push(
     """`toolkit build` after select(): a skipped result per `skipped` image (build_plan.Skipped), then
     build_images(lm, specs, store, **loop); `report(results)` once every result is known; then
     `push(names of the images built or served from cache)`, unless a dry run or nothing was built.
-    Raises failed_error's BuildFailed (exit 2) when an image failed, after the push."""
+    Raises failed_error's BuildFailed (exit 2) when an image failed, after the push, and BuildFailed
+    when no image was built or cached (each skipped: no base image, no source, not for this host)."""
     results = [BuildResult(sk.name, "skipped", f"cannot run on this host: {sk.reason}") for sk in skipped]
     done, unbuilt = build_images(lm, specs, store, **loop)
     results += done
@@ -548,6 +549,8 @@ def build_then_push(
     err = failed_error(results, unbuilt)
     if err:
         raise err
+    if results and not built and not loop.get("dry_run"):  # every image asked for was skipped
+        raise BuildFailed("nothing was built: every image was skipped (each one's reason is above)")
 
 
 def parse_facts(text: str, *, origin: str) -> dict[str, str]:

@@ -215,6 +215,22 @@ def _fetch_one(spec: SourceSpec, lm: LoadedMatrix, where: str = "sources") -> Pr
     return PreparedSource(tree, spec.commit or "unknown", "pypi", f"pypi:{spec.pypi}")
 
 
+def fetch_note(lm: LoadedMatrix, name: str) -> str | None:
+    """What prepare_source(lm, name) is about to wait on, for a line before it: `fetching source NAME
+    from URL@REF (then: pypi)` where its first spec is a git repository not yet in the cache (a clone
+    waits on the network: seconds, or up to the low-speed limit of 30 s at each stall), else None."""
+    spec = lm.m.sources.get(name)
+    if spec is None or not spec.git or (cache_dir() / f"git-{_key(spec.git)}" / ".git").is_dir():
+        return None
+    then, fb = [], spec.fallback
+    while fb is not None:
+        then.append(fb.kind)
+        fb = fb.fallback
+    return f"fetching source {name} from {spec.git}@{spec.ref}" + (
+        f" (then: {', '.join(then)})" if then else ""
+    )
+
+
 def prepare_source(lm: LoadedMatrix, name: str, *, skip_git: bool = False) -> PreparedSource:
     """Fetch source `name` (trying its fallbacks in order). Raises BuildFailed when none works.
 

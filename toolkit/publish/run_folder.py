@@ -191,6 +191,12 @@ def describe_run(
             f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
             f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
         )
+    elif lm is not None and (off := _matrix_not_the_run(lm, bench)):
+        notes.append(
+            f"matrix.yaml is the matrix given at export ({lm.path.name}) as it is now, not this run's sweep: "
+            f"its bench block says {'; '.join(off)}; run.json's bench, which `toolkit reproduce` runs, is "
+            "what was measured"
+        )
     run = PublishedRun(
         run_id=run_id,
         created=min(r.created for r in recs),
@@ -203,6 +209,23 @@ def describe_run(
         notes=notes,
     )
     return run, builds
+
+
+_SWEPT = ("n_prompt", "n_gen", "n_ubatch", "n_batch", "type_k", "type_v")
+"""The axes a record holds as given (n_gpu_layers is clamped to the model's layers, flash_attn's -1 is
+resolved, n_depth gains a model's depth sweep: those differ from the matrix without a different sweep)."""
+
+
+def _matrix_not_the_run(lm: LoadedMatrix, bench: dict[str, Any]) -> list[str]:
+    """Each llama-bench axis whose values in the exported matrix (`lm`, the one --matrix names at export
+    time) are not the ones the run measured (`bench`, from its records): `n_ubatch 512, 2048 where the run
+    measured 512`. A run measured with another matrix, or a matrix edited since, is exported with a note."""
+    mine = lm.bench.model_dump()
+    return [
+        f"{k} {_words(mine[k])} where the run measured {_words(bench[k])}"
+        for k in _SWEPT
+        if k in bench and isinstance(bench[k], list) and set(map(str, mine[k])) != set(map(str, bench[k]))
+    ]
 
 
 def _published_image(

@@ -1,0 +1,64 @@
+"""lead44: export-run copies the matrix --matrix names (default ./matrix.yaml) as it is at export time.
+A newcomer (nc44, a fresh Debian 12 stand-in) measured with `--matrix matrix-ub512.yaml` and exported
+without it: the folder's matrix.yaml said `n_ubatch: [512, 2048]` beside run.json's and the README's 512,
+and nothing said so. The export now names each axis where the two differ (stderr and run.json's notes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.project import cpu_project
+from tests.support.records import CPU_A, load
+from tests.support.runs import tk
+from toolkit.results.records import ResultStore
+
+RUN = "20261129T170627Z-6891c7"  # results-cpu-a.jsonl: n_prompt 0/128/1024, n_ubatch 64/512, n_batch 512
+
+
+def _export(tmp_path: Path, matrix_data: dict, bench: dict) -> tuple[str, list[str]]:
+    matrix_data["bench"] = {**matrix_data.get("bench", {}), **bench}
+    matrix = cpu_project(tmp_path / "p", matrix_data)
+    store = ResultStore(matrix.parent / "results")
+    for rec in load(CPU_A):
+        store.add_result(rec)
+    got = tk(matrix.parent, "export-run", RUN, "-o", str(tmp_path / "out"))
+    assert got.returncode == 0, got.stderr
+    return got.stderr, json.loads((tmp_path / "out" / "run.json").read_text())["notes"]
+
+
+def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_path, matrix_data):
+    axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [512, 2048], "n_batch": [2048]}
+    err, notes = _export(tmp_path, matrix_data, axes)
+    said = [n for n in notes if n.startswith("matrix.yaml is the matrix given at export")]
+    assert len(said) == 1, notes
+    assert "n_ubatch 512, 2048 where the run measured 64, 512" in said[0], said
+    assert "n_batch 2048 where the run measured 512" in said[0], said
+    assert "n_prompt" not in said[0] and str(tmp_path) not in said[0], said  # no host path published
+    assert said[0] in err
+
+
+def test_an_export_whose_matrix_is_the_runs_says_nothing_of_it(tmp_path, matrix_data):
+    axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [64, 512], "n_batch": [512]}
+    err, notes = _export(tmp_path, matrix_data, axes)
+    assert not [n for n in notes if n.startswith("matrix.yaml")], notes
+    assert "matrix.yaml is the matrix" not in err
+
+
+@pytest.mark.e2e
+def test_a_build_says_which_source_it_fetches_before_it_waits(tmp_path, matrix_data):
+    """nc44: after `==> cpu: building` nothing was printed for ~28 s while the clone of GitHub failed and
+    PyPI's sdist downloaded (on a network that drops packets, up to git's low-speed limit at each stall).
+    The source it waits on is named first. And `build -i cpu` whose one image was skipped (no way to fetch
+    its source) exited 0 with nothing built: exit 2, as a bench that measured nothing."""
+    matrix_data["sources"]["llama.cpp"] = {"git": f"file://{tmp_path}/nowhere.git", "ref": "b1"}
+    matrix = cpu_project(tmp_path / "p", matrix_data)
+    env = {"TOOLKIT_CACHE": str(tmp_path / "cache")}
+    got = tk(matrix.parent, "build", "-i", "cpu", env=env)
+    assert got.returncode == 2 and "nothing was built: every image was skipped" in got.stderr, got.stderr
+    assert "cpu: skipped: source 'llama.cpp': no way to fetch it" in got.stdout, got.stdout
+    said = f"   cpu | fetching source llama.cpp from file://{tmp_path}/nowhere.git@b1\n"
+    assert "==> cpu: building" in got.stderr and said in got.stderr, got.stderr
+    assert got.stderr.index("==> cpu: building") < got.stderr.index(said)
