@@ -464,7 +464,7 @@ def results_with_a_record(tmp_path):
     [
         (["--plots", "/proc/x"], "/proc/x: No such file or directory"),
         (["--format", "html", "--output", "/proc/x.html"], "/proc/x-plots: No such file or directory"),
-        (["--plots", "/etc/passwd/x"], "/etc/passwd/x: Not a directory"),
+        (["--plots", "/etc/passwd/x"], "/etc/passwd/x: the folder /etc/passwd is a file, not a folder"),
     ],
 )
 def test_report_to_a_path_of_the_wrong_kind_is_bad_input(results_with_a_record, args, path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.runs import tk
+from tests.support.runs import import_text
 from toolkit.core import jsonsafe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,13 +30,7 @@ LOG = [
 
 
 def _import(tmp_path: Path, name: str, text: str) -> str:
-    tmp_path.mkdir(exist_ok=True)
-    src = tmp_path / name
-    src.write_text(text)
-    res = tk(ROOT, "import", str(src), "--results", str(tmp_path / "r"), "--label", "x")
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
-    return out
+    return import_text(ROOT, tmp_path, name, text)
 
 
 def _csv_with_log(cut: str | None = None) -> str:

@@ -194,3 +194,15 @@ def toolkit_exit(args: list[str], stdout: int, stderr: int, unbuffered: bool) ->
     return subprocess.run(
         [sys.executable, "-m", "toolkit", *args], stdout=stdout, stderr=stderr, cwd=ROOT, env=env, timeout=120
     ).returncode
+
+
+def import_text(root: Path, tmp_path: Path, name: str, text: str) -> str:
+    """`toolkit import` of `text` written to tmp_path/NAME into tmp_path/r (label x), as a user runs it;
+    its stdout and stderr together (the import must exit 0)."""
+    tmp_path.mkdir(exist_ok=True)
+    src = tmp_path / name
+    src.write_text(text)
+    res = tk(root, "import", str(src), "--results", str(tmp_path / "r"), "--label", "x")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    return out

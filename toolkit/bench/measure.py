@@ -309,7 +309,7 @@ def run_measured(
         ended = _exit_clock(proc)
         pump_lines(
             [(proc.stderr, obs.line), (proc.stdout, on_out)],
-            done=lambda: bool(ended),
+            done=lambda: bool(ended or _said_stopped(proc, on_note)),
             raw=(passthrough[1], passthrough[0]),
         )
         code = proc.wait()
@@ -323,6 +323,21 @@ def run_measured(
     facts = obs.finish()
     _said_foreign(0, "", foreign, on_note)
     return Measured(list(command), code, t1 - t0, rows, window, facts, kernel_fault(facts), len(foreign))
+
+
+def _said_stopped(proc: subprocess.Popen, on_note: Callable[[str], None] | None) -> bool:
+    """Tell `on_note`, once per stop, that the command is stopped (SIGSTOP, SIGTSTP: waitid WSTOPPED
+    takes each stop's report, reaping nothing): else measure waited on it in silence. False always."""
+    try:
+        st = os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WNOHANG)
+    except ChildProcessError:  # reaped meanwhile by the exit clock
+        return False
+    if st is not None and on_note:
+        on_note(
+            f"the command (pid {proc.pid}) is stopped ({signal.Signals(st.si_status).name}): measure waits for "
+            f"it, its stopped time counted in the window; continue it with `kill -CONT {proc.pid}`"
+        )
+    return False
 
 
 def _exit_clock(proc: subprocess.Popen) -> list[float]:

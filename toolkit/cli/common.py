@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -357,17 +358,39 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     second spelling of it, for scripts written before the names were made one), value `output`.
     No explicit `default=None`: since Click 8.3 a default given, None included, counts as a value, so a
     required option left out reached the command as None (export-run: a TypeError traceback, exit 1)
-    instead of Click's "Missing option" (exit 4). Left out, an optional one is None all the same."""
+    instead of Click's "Missing option" (exit 4). Left out, an optional one is None all the same.
+    Its folder must exist (output_parent)."""
     return click.option(
         "-o",
         "--output",
         "--out",
         "output",
         required=required,
+        callback=output_parent,
         type=click.Path(file_okay=not dir_okay, dir_okay=dir_okay),
         metavar="DIR" if dir_okay else "FILE",
         help=help,
     )
+
+
+def output_parent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of every option naming a file or folder the command writes (-o, report --plots):
+    the folder it goes into must exist (a named folder itself may be new). A missing one, or a file
+    there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders."""
+    parent = (os.path.dirname(os.path.normpath(value)) if value else "") or "."
+    try:
+        what = "" if stat.S_ISDIR(os.stat(parent).st_mode) else "is a file, not a folder; check the path"
+    except FileNotFoundError:
+        what = f"does not exist; check the path, or create the folder first (mkdir -p {path_text(parent)})"
+    except NotADirectoryError:
+        what = "lies under a file, not a folder; check the path"
+    except OSError:  # no permission, a loop of links: the write itself says so, naming the path
+        what = ""
+    if what:
+        raise click.BadParameter(
+            f"{path_text(value)}: the folder {path_text(parent)} {what}; nothing was written"
+        )
+    return value
 
 
 def percent_option(name: str, default: float, help: str):

@@ -22,6 +22,7 @@ from toolkit.cli.common import (
     matrix_option,
     note_json,
     output_option,
+    output_parent,
     percent_option,
     read_results_option,
     results_folder,
@@ -72,6 +73,7 @@ from toolkit.core.text import path_text, plain_ascii
     "--plots",
     "plots_dir",
     type=click.Path(file_okay=False),
+    callback=output_parent,
     default=None,
     help="Also write the plots as PNG files into this folder.",
 )
@@ -400,7 +402,7 @@ def compare(
     from toolkit.results.records import ResultStore
 
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
-    stores = [ResultStore(root), *([ResultStore(Path(against))] if against else [])]
+    stores = [ResultStore(root), *([ResultStore(Path(against), read_only=True)] if against else [])]
     try:
         c = compare_mod.compare(
             stores[0],

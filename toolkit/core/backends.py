@@ -123,7 +123,7 @@ def from_llama_names(names: str, devices: str | None = None) -> str:
     `-dev none` keeps the build's backend; the CPU-fallback rule marks the row (cpu_fallback_of)."""
     order = llama_names(names)
     gpu = {b.llama_name.lower(): b.name for b in BACKENDS.values() if b.gpu}
-    dev = (devices or "").strip().lower()
+    dev = str(devices or "").strip().lower()  # a hand-edited row's `"devices": 1` is no text
     for name, backend in gpu.items():
         if dev.startswith(name):
             return backend

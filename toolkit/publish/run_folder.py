@@ -482,8 +482,22 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         "",
     ]
     # a list: consecutive lines would run into one paragraph; names from records: no markup
-    lines += [f"- Note: {md_line(n)}" for n in run.notes]
+    lines += [f"- Note: {md_prose(n, run)}" for n in run.notes]
     return "\n".join(lines) + "\n"
+
+
+def md_prose(text: str, run: PublishedRun) -> str:
+    """A line of the toolkit's prose for markdown: its own `...` spans as code spans (code()), the rest
+    as md_line escapes it. The names of `run`'s images and models (from records: quoted in the line as
+    such or as repr) are held out while the spans are found: a name's backtick opens or closes none."""
+    names = [*(i.name for i in run.images), *(m.name for m in run.models)]
+    held = {f"\0{i}{r}\0": q for i, n in enumerate(names) if "`" in n for r, q in enumerate((repr(n), n))}
+    for mark, q in held.items():
+        text = text.replace(q, mark)
+    parts = re.split(r"`([^`]*)`", text)
+    for mark, q in held.items():
+        parts = [p.replace(mark, q) for p in parts]
+    return "".join(code(p) if i % 2 else md_line(p) for i, p in enumerate(parts))
 
 
 def _records_words(mine: list[BenchRecord]) -> str:

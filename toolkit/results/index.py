@@ -269,7 +269,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             if attempt == 2 or not _damaged(err):
                 raise
-            index_path(store.root).unlink(missing_ok=True)
+            index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)
         finally:
             idx.close()
     if warn:
@@ -645,7 +645,11 @@ def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> Res
     for attempt in (1, 2):
         try:
             on_disk = not exported_run(store.root)
-            idx = ResultIndex.open_file(store.root) if on_disk else ResultIndex.in_memory(store.root)
+            idx = (
+                ResultIndex.open_file(store.root, owned=not store.read_only)
+                if on_disk
+                else ResultIndex.in_memory(store.root)
+            )
         except (sqlite3.OperationalError, OSError):  # read-only or full results/, locked: index in memory
             idx = ResultIndex.in_memory(store.root)
         try:
@@ -668,7 +672,7 @@ def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> Res
             if attempt == 2 or not _damaged(err):
                 raise
             try:
-                index_path(store.root).unlink(missing_ok=True)
+                index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)
             except OSError:  # a folder this user cannot write (a stranger's): an index in memory this time
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
@@ -718,4 +722,4 @@ def of_tests(
 
 def drop(store: ResultStore) -> None:
     """Delete the index of `store` (it is rebuilt from the JSONL at the next query; never the source of truth)."""
-    index_path(store.root).unlink(missing_ok=True)
+    index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)

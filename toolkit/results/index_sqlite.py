@@ -184,12 +184,12 @@ class ResultIndex:
         self.ordered: Sequence[Path] | None = None  # the files temp.ord was made of since the last _plan
 
     @classmethod
-    def open_file(cls, root: Path) -> ResultIndex:
-        """The on-disk index results/.index.sqlite (created when absent; recreated when unreadable)."""
-        path = index_trust.index_path(root)
+    def open_file(cls, root: Path, *, owned: bool = True) -> ResultIndex:
+        """The on-disk index (index_trust.index_path; created when absent, recreated when unreadable)."""
         key = index_trust.index_key()
         if key is None:  # nothing a file holds can be told to be this user's: the caller uses in_memory
             raise OSError("no index key of this user's (index_trust.index_key)")
+        path = index_trust.index_path(root, owned=owned)
         for attempt in (1, 2):
             conn = index_trust.connect(path)
             try:

@@ -34,11 +34,17 @@ from typing import Any
 INDEX_NAME = ".index.sqlite"
 
 
-def index_path(root: Path) -> Path:
+def index_path(root: Path, *, owned: bool = True) -> Path:
     """results/.index.sqlite, or results/.index.<euid>.sqlite where .index.sqlite is not this user's
     own file (`own_file`: another user's, a link): users sharing one results folder each keep their own
     (its rows are MACed under its writer's key, index_trust: one index for both was rebuilt by each
-    user's toolkit in turn, O(history) a call)."""
+    user's toolkit in turn, O(history) a call). A folder only read, not `owned` (compare --against
+    DIR: a stranger's folder stays a stranger's), has its index beside the key, named by the folder's
+    real path (indexes/<sha256>.sqlite, that folder made 0700): nothing is written into it."""
+    if not owned:
+        where = key_path().parent / "indexes"
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return where / (hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:32] + ".sqlite")
     path = Path(root) / INDEX_NAME
     return path if own_file(path) else path.with_name(f".index.{os.geteuid()}.sqlite")
 

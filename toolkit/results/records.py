@@ -581,8 +581,9 @@ _SEQ_IN_LINE = re.compile(rb'"seq":(\d{1,19})[,}]')
 class ResultStore:
     """results/ on disk. All readers and writers of records go through this class."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, read_only: bool = False):
         self.root = Path(root)
+        self.read_only = read_only  # a folder only read (compare --against): its index kept outside it
         self.warnings: list[str] = []
         self.refused = 0  # records of the last results() call that could not be used
 

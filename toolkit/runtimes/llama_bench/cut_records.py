@@ -53,9 +53,11 @@ def csv_log_line(line: str) -> bool:
     rows, `-o csv > FILE 2>&1`: `llama-bench: benchmark 2/4: starting`, `  Device 0: NAME, compute
     capability 8.9`, `[INFO] ...`, a line of dots), read past: it does not start with `"` (llama-bench
     quotes every value of a row) and holds no comma or opens with a log's `name:` or `[` before any. A
-    row cut short (`"0c1e57098","0"`, or unquoted `0c1e57098,0`) is none: it is still refused."""
+    row cut short (`"0c1e57098","0"`, or unquoted `0c1e57098,0`) is none: it is still refused; so is a
+    row after a log line's text on its line (`Device 0: NAME, VMM: yes"0c1e57098","0",...`: stderr
+    written without its newline), which holds llama-bench's `","` between two quoted values."""
     s = line_text(line)
-    return not s.startswith('"') and ("," not in s or _LOG_PREFIX.match(s) is not None)
+    return not s.startswith('"') and '","' not in s and ("," not in s or _LOG_PREFIX.match(s) is not None)
 
 
 WRAP = 8

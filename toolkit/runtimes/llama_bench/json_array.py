@@ -153,16 +153,34 @@ def _past_log_line(t: _JsonText, opens: str = "") -> None:
         t.read_from(len(t.buf))
     end = len(t.buf) if end < 0 else end
     at = t.pos + len(t.buf[t.pos : end].rstrip()) - 1 if opens else t.pos
-    if at > t.pos and t.buf[at] in opens and _starts_there(t, at):
-        t.pos = at
-        return
+    if at > t.pos and t.buf[at] in opens:
+        if not t.eof and len(t.buf) - at < _LOOK_AHEAD:  # what follows may be in the next block: read it
+            t.line_at(t.pos)
+            start = t.pos
+            t.read_from(start)
+            end, at = end - start, at - start
+        if _starts_there(t, at):
+            t.pos = at
+            return
     t.pos = min(end + 1, len(t.buf))
+
+
+_LOOK_AHEAD = 1 << 16
+"""Characters after a bracket ending a log line (_past_log_line) that _starts_there looks at before the
+buffer's end: closer to it, the next blocks are read first (else a log line's `{` at a block's end was
+taken for an element cut there, and the rows after it were lost as `an incomplete record`)."""
 
 
 def _starts_there(t: _JsonText, at: int) -> bool:
     """Whether the bracket at t.buf[at], the last character of its line, starts what follows it: `[`
     an array (_opens_array), `{` an object that parses or that the text ends inside of (cut by a crash,
-    or going on in the next block: read as the element it starts is read)."""
+    or going on in the next block: read as the element it starts is read). Only where the next character
+    past blanks can go on with it (`{` or `]` after `[`, `"` or `}` after `{`), so a log line's own
+    bracket (`params = {` then `  n_ctx = 4`, `summary [` then a table) costs no parse of the rest of
+    the buffer (a parse's error counts its lines from the buffer's start: quadratic in log lines)."""
+    nxt = _BLANKS.match(t.buf, at + 1).end()  # type: ignore[union-attr]
+    if nxt < len(t.buf) and t.buf[nxt] not in ("{]" if t.buf[at] == "[" else '"}'):
+        return False
     if t.buf[at] == "[":
         return _opens_array(t.dec, t.buf, at)
     try:

@@ -610,6 +610,20 @@ def _one_object(text: str) -> SourceRow | None:
     return SourceRow(line, obj, "json", problem=key_twice(body, obj, line))
 
 
+def _log_above_records(lines: list[str], i: int) -> bool:
+    """Whether lines[i], which format_of takes for -o json's start by the `[` that ends it after other
+    text (`loading model...[`), is a log line above JSONL records: the next line that is not blank is
+    one whole object (`{...}`; llama-bench's -o json puts its `{` alone on the line after its `[`), so
+    the rows are JSONL's, read as such (a cut record among them refused by itself, the rest read)."""
+    s = line_text(lines[i])
+    if s == "[" or "{" in s:  # `[`, `[{"build_commit": ...`: an array's own start
+        return False
+    j = i + 1
+    while j < len(lines) and not (nxt := line_text(lines[j])):
+        j += 1
+    return j < len(lines) and nxt.startswith("{") and nxt.endswith("}")
+
+
 def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, int, list[SourceRow]]:
     """read_source, also saying where the rows' format starts: (format, its 0-based line, rows);
     (None, -1, []) when no start yields a row. A streamed import decides its reader on a file's head
@@ -623,7 +637,7 @@ def find_source(text: str, skipped: list[str] | None = None) -> tuple[str | None
     first_notes: list[str] | None = None
     for i, line in enumerate(lines):
         fmt = format_of(line)
-        if fmt is None or fmt in tried:
+        if fmt is None or fmt in tried or (fmt == "json" and _log_above_records(lines, i)):
             continue
         if fmt in SCANNING:
             tried.add(fmt)
