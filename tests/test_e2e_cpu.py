@@ -284,6 +284,7 @@ def test_bench_runs_the_depth_sweep_and_the_report_draws_its_curve(tmp_path):
     assert depth == [(0, 0, 128), (0, 512, 0), (512, 0, 128), (512, 512, 0)], depth
     assert all(r.status == "ok" and r.avg_ts > 0 for r in recs)
     out = tmp_path / "rep" / "report.html"
+    out.parent.mkdir()  # -o names a file in a folder that exists (cli.common.output_parent)
     run_cli(project, "report", "--format", "html", "-o", str(out))
     plots = out.parent / "report-plots"
     assert (plots / "depth-prefill.png").is_file() and (plots / "depth-decode.png").is_file()

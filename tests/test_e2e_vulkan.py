@@ -219,5 +219,6 @@ def test_lavapipe_runs_the_depth_sweep_with_a_q8_0_kv_cache_and_its_canary_besid
     depth_cmd = " ".join(next(r for r in recs if r.n_depth == 512).command)
     assert "-d 0,512" in depth_cmd and "-ctk q8_0 -ctv q8_0" in depth_cmd, depth_cmd
     page = tmp_path / "rep" / "report.html"
+    page.parent.mkdir()  # -o names a file in a folder that exists (cli.common.output_parent)
     run_cli(project, "report", "--format", "html", "-o", str(page))
     assert (page.parent / "report-plots" / "depth-prefill.png").is_file()

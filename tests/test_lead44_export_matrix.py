@@ -5,6 +5,7 @@ and nothing said so. The export now names each axis where the two differ (stderr
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -18,12 +19,12 @@ from toolkit.results.records import ResultStore
 RUN = "20261129T170627Z-6891c7"  # results-cpu-a.jsonl: n_prompt 0/128/1024, n_ubatch 64/512, n_batch 512
 
 
-def _export(tmp_path: Path, matrix_data: dict, bench: dict) -> tuple[str, list[str]]:
+def _export(tmp_path: Path, matrix_data: dict, bench: dict, edit=lambda rec: rec) -> tuple[str, list[str]]:
     matrix_data["bench"] = {**matrix_data.get("bench", {}), **bench}
     matrix = cpu_project(tmp_path / "p", matrix_data)
     store = ResultStore(matrix.parent / "results")
     for rec in load(CPU_A):
-        store.add_result(rec)
+        store.add_result(edit(rec))
     got = tk(matrix.parent, "export-run", RUN, "-o", str(tmp_path / "out"))
     assert got.returncode == 0, got.stderr
     return got.stderr, json.loads((tmp_path / "out" / "run.json").read_text())["notes"]
@@ -34,8 +35,8 @@ def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_pat
     err, notes = _export(tmp_path, matrix_data, axes)
     said = [n for n in notes if n.startswith("matrix.yaml is the matrix given at export")]
     assert len(said) == 1, notes
-    assert "n_ubatch 512, 2048 where the run measured 64, 512" in said[0], said
-    assert "n_batch 2048 where the run measured 512" in said[0], said
+    assert "n_ubatch 512, 2048 where the records hold 64, 512" in said[0], said
+    assert "n_batch 2048 where the records hold 512" in said[0], said
     assert "n_prompt" not in said[0] and str(tmp_path) not in said[0], said  # no host path published
     assert said[0] in err
 
@@ -62,3 +63,66 @@ def test_a_build_says_which_source_it_fetches_before_it_waits(tmp_path, matrix_d
     said = f"   cpu | fetching source llama.cpp from file://{tmp_path}/nowhere.git@b1\n"
     assert "==> cpu: building" in got.stderr and said in got.stderr, got.stderr
     assert got.stderr.index("==> cpu: building") < got.stderr.index(said)
+
+
+def test_a_resumed_run_or_an_import_gets_no_false_note(tmp_path, matrix_data):
+    """brk44b: the note compared the matrix with run.json's bench, which is the first llama-bench
+    process's command only: a resumed run (one process per cross product of the missing cases) was told
+    its own matrix was not its sweep. The matrix is compared with every record's values; an imported
+    run (no matrix measured it) gets no such note."""
+    axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [64, 512], "n_batch": [512]}
+
+    def first_process_only(rec):  # each record's command says only its own case, as resume_axes runs them
+        cmd = [str(x) for x in rec.command]
+        for flag, v in (("-p", rec.n_prompt), ("-n", rec.n_gen), ("-ub", rec.n_ubatch)):
+            if flag in cmd:
+                cmd[cmd.index(flag) + 1] = str(v)
+        return rec.model_copy(update={"command": cmd})
+
+    err, notes = _export(tmp_path / "resumed", matrix_data, axes, first_process_only)
+    assert not [n for n in notes if n.startswith("matrix.yaml")], notes
+
+    def as_imported(rec):
+        return rec.model_copy(update={"image": rec.image.model_copy(update={"digest": "import:" + "0" * 16})})
+
+    matrix_data.pop("bench")
+    err, notes = _export(
+        tmp_path / "imported", matrix_data, {"n_ubatch": [4096], "n_batch": [4096]}, as_imported
+    )
+    assert not [n for n in notes if n.startswith("matrix.yaml")], notes
+
+
+def test_measure_ended_while_its_command_is_stopped_lets_the_command_end_on_sigterm(tmp_path):
+    """brk44b: a stopped command (SIGSTOP, Ctrl-Z) does not act on SIGTERM until continued, so `measure`
+    told to end (SIGTERM) waited 5 s and SIGKILLed it: its own SIGTERM handler (a benchmark saving its
+    partial output) never ran. measure now continues the group after the SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile, said = tmp_path / "pid", tmp_path / "term"
+    prog = (
+        "import os, signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (open({str(said)!r}, 'w').write('term'), sys.exit(3)))\n"
+        f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+        "time.sleep(60)\n"
+    )
+    cmd = [sys.executable, "-m", "toolkit", "measure", "--gpu", "none", "-o", str(tmp_path / "m.jsonl")]
+    proc = subprocess.Popen(
+        [*cmd, "--", sys.executable, "-c", prog], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and not pidfile.exists():
+        time.sleep(0.1)
+    time.sleep(1.0)  # the command has stopped itself
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    assert said.exists(), proc.stderr.read() if proc.stderr else ""

@@ -355,7 +355,8 @@ def _exit_clock(proc: subprocess.Popen) -> list[float]:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Stop the command's whole process group (the command and what it started): SIGTERM, then
-    SIGKILL to whatever of the group is left after 5 s. SIGINT and SIGTERM are held meanwhile
+    SIGKILL to whatever of the group is left after 5 s; SIGCONT after the SIGTERM, so that a stopped
+    command (SIGSTOP, Ctrl-Z) ends at once instead of waiting 5 s for the SIGKILL. SIGINT and SIGTERM are held meanwhile
     (signals.no_interrupt): a second Ctrl-C must not cut the wait short and leave a process running."""
     from toolkit.core import signals
 
@@ -371,6 +372,9 @@ def _stop(proc: subprocess.Popen) -> None:
             if not group_alive():
                 break
             os.killpg(proc.pid, sig)
+            if sig == signal.SIGTERM:  # a stopped process acts on SIGTERM only once continued
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGCONT)
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline:
                 proc.poll()  # reap the command itself, so its pid does not keep the group "alive"

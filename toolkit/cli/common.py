@@ -8,6 +8,7 @@ import errno
 import json
 import math
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -381,7 +382,7 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     try:
         what = "" if stat.S_ISDIR(os.stat(parent).st_mode) else "is a file, not a folder; check the path"
     except FileNotFoundError:
-        what = f"does not exist; check the path, or create the folder first (mkdir -p {path_text(parent)})"
+        what = _missing_folder(parent)
     except NotADirectoryError:
         what = "lies under a file, not a folder; check the path"
     except OSError:  # no permission, a loop of links: the write itself says so, naming the path
@@ -391,6 +392,21 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
             f"{path_text(value)}: the folder {path_text(parent)} {what}; nothing was written"
         )
     return value
+
+
+def _missing_folder(parent: str) -> str:
+    """output_parent's words for a folder `parent` that does not exist: the fix, as a command to paste
+    (quoted: `mkdir -p 'a b'`, not two folders); a `~` that reached the toolkit unexpanded (quoted in
+    the shell) named as such; "" where a link on the way leads nowhere (the write names the link and
+    its fix: `mkdir -p` through it cannot help)."""
+    up = parent
+    while up not in ("", ".", "/") and not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if os.path.islink(up):  # a dangling link: not a folder to make
+        return ""
+    if parent == "~" or parent.startswith("~/"):
+        return "does not exist: a quoted `~` is not your home folder; write the path without quotes, or with $HOME"
+    return f"does not exist; check the path, or create the folder first (mkdir -p {shlex.quote(path_text(parent))})"
 
 
 def percent_option(name: str, default: float, help: str):

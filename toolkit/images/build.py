@@ -550,7 +550,7 @@ def build_then_push(
     if err:
         raise err
     if results and not built and not loop.get("dry_run"):  # every image asked for was skipped
-        raise BuildFailed("nothing was built: every image was skipped (each one's reason is above)")
+        raise BuildFailed("nothing was built: every image was skipped, each for the reason its result gives")
 
 
 def parse_facts(text: str, *, origin: str) -> dict[str, str]:

@@ -191,11 +191,10 @@ def describe_run(
             f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
             f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
         )
-    elif lm is not None and (off := _matrix_not_the_run(lm, bench)):
+    elif lm is not None and not all(imported(d) for d in digests) and (off := _matrix_not_the_run(lm, recs)):
         notes.append(
-            f"matrix.yaml is the matrix given at export ({lm.path.name}) as it is now, not this run's sweep: "
-            f"its bench block says {'; '.join(off)}; run.json's bench, which `toolkit reproduce` runs, is "
-            "what was measured"
+            f"matrix.yaml is the matrix given at export ({lm.path.name}) as it is now; its bench block differs "
+            f"from this run's records (results.jsonl, what was measured): {'; '.join(off)}"
         )
     run = PublishedRun(
         run_id=run_id,
@@ -211,21 +210,23 @@ def describe_run(
     return run, builds
 
 
-_SWEPT = ("n_prompt", "n_gen", "n_ubatch", "n_batch", "type_k", "type_v")
+_SWEPT = ("n_prompt", "n_gen", "n_ubatch", "n_batch")
 """The axes a record holds as given (n_gpu_layers is clamped to the model's layers, flash_attn's -1 is
 resolved, n_depth gains a model's depth sweep: those differ from the matrix without a different sweep)."""
 
 
-def _matrix_not_the_run(lm: LoadedMatrix, bench: dict[str, Any]) -> list[str]:
+def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
     """Each llama-bench axis whose values in the exported matrix (`lm`, the one --matrix names at export
-    time) are not the ones the run measured (`bench`, from its records): `n_ubatch 512, 2048 where the run
-    measured 512`. A run measured with another matrix, or a matrix edited since, is exported with a note."""
+    time) are not the values the run's records hold (`recs`: every process of the run, a resumed run's
+    too; 0, a decode test's n_prompt or a prefill test's n_gen, is no value): `n_ubatch 512, 2048 where
+    the records hold 512`. A run measured with another matrix, or a matrix edited since, gets a note."""
     mine = lm.bench.model_dump()
-    return [
-        f"{k} {_words(mine[k])} where the run measured {_words(bench[k])}"
-        for k in _SWEPT
-        if k in bench and isinstance(bench[k], list) and set(map(str, mine[k])) != set(map(str, bench[k]))
-    ]
+    off = []
+    for k in _SWEPT:
+        held = sorted({v for r in recs if isinstance(v := getattr(r, k, None), int) and v})
+        if held and set(mine[k]) != set(held):
+            off.append(f"{k} {_words(mine[k])} where the records hold {_words(held)}")
+    return off
 
 
 def _published_image(
