@@ -61,8 +61,13 @@ def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 900) -> st
     return proc.stdout.strip()
 
 
+def _git_repo(spec: SourceSpec, cache: Path) -> Path:
+    """Where git source `spec` is cloned in the cache: one clone per repository URL, every ref in it."""
+    return cache / f"git-{_key(spec.git or '')}"
+
+
 def _fetch_git(spec: SourceSpec, cache: Path) -> tuple[Path, str]:
-    repo = cache / f"git-{_key(spec.git or '')}"
+    repo = _git_repo(spec, cache)
     if not (repo / ".git").is_dir():
         shutil.rmtree(repo, ignore_errors=True)
         repo.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +225,7 @@ def fetch_note(lm: LoadedMatrix, name: str) -> str | None:
     from URL@REF (then: pypi)` where its first spec is a git repository not yet in the cache (a clone
     waits on the network: seconds, or up to the low-speed limit of 30 s at each stall), else None."""
     spec = lm.m.sources.get(name)
-    if spec is None or not spec.git or (cache_dir() / f"git-{_key(spec.git)}" / ".git").is_dir():
+    if spec is None or not spec.git or (_git_repo(spec, cache_dir()) / ".git").is_dir():
         return None
     then, fb = [], spec.fallback
     while fb is not None:

@@ -269,7 +269,7 @@ def _query(store: ResultStore, ask: Callable[[ResultIndex, list[Path]], Any], *,
         except sqlite3.DatabaseError as err:  # a damaged index file: it is only an index, build it again
             if attempt == 2 or not _damaged(err):
                 raise
-            index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)
+            _index_file(store).unlink(missing_ok=True)
         finally:
             idx.close()
     if warn:
@@ -672,7 +672,7 @@ def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> Res
             if attempt == 2 or not _damaged(err):
                 raise
             try:
-                index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)
+                _index_file(store).unlink(missing_ok=True)
             except OSError:  # a folder this user cannot write (a stranger's): an index in memory this time
                 idx = ResultIndex.in_memory(store.root)
                 idx.refresh(files)
@@ -720,6 +720,12 @@ def of_tests(
         return load(_query(store, ask, warn=False))
 
 
+def _index_file(store: ResultStore) -> Path:
+    """The on-disk index of `store`: in it, or beside the user's index key for a folder only read
+    (index_trust.index_path's `owned`)."""
+    return index_path(store.root, owned=not store.read_only)
+
+
 def drop(store: ResultStore) -> None:
     """Delete the index of `store` (it is rebuilt from the JSONL at the next query; never the source of truth)."""
-    index_path(store.root, owned=not store.read_only).unlink(missing_ok=True)
+    _index_file(store).unlink(missing_ok=True)
