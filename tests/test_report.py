@@ -505,8 +505,8 @@ def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
         sd=1.0,
         host={"docker": {"engine": "podman", "server_version": "4.3.1", "rootless": True}},
     )
-    cols = column_labels(facts_of([a, b]))
-    said = column_systems([a, b], cols)
+    cols = column_labels(fs := facts_of([a, b]))
+    said = column_systems(fs, cols)
     assert said[cols[id(a)]] == "Docker 26.1.5" and said[cols[id(b)]] == "Podman 4.3.1 rootless"
     same = make_record(
         "cpu-c",
@@ -516,7 +516,8 @@ def test_columns_of_one_build_under_docker_and_podman_say_the_engine():
         sd=1.0,
         host={"docker": {"engine": "docker", "server_version": "26.1.5+dfsg1"}},
     )
-    assert column_systems([a, same], column_labels(facts_of([a, same]))) == {}  # said only where it differs
+    fs = facts_of([a, same])
+    assert column_systems(fs, column_labels(fs)) == {}  # said only where it differs
 
 
 def test_a_plot_too_big_to_read_is_named_not_drawn_and_the_rest_still_plot(tmp_path):

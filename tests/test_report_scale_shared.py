@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.records import filed_fixtures
-from toolkit.analysis import provenance, verdict
+from toolkit.analysis import facts, verdict
 from toolkit.analysis.report import json_text
 from toolkit.results import identity
 from toolkit.results import index as resultindex
@@ -148,8 +148,8 @@ def test_utc_text_is_strftime(when):
     """_utc_text writes what strftime("%Y-%m-%d %H:%M:%S") of the UTC time writes (a year before 1000
     without leading zeros, as strftime)."""
     t = datetime.fromisoformat(when)
-    assert provenance._utc_text(t) == t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    assert provenance._utc_text(t + timedelta(seconds=1)) != provenance._utc_text(t)
+    assert facts._utc_text(t) == t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    assert facts._utc_text(t + timedelta(seconds=1)) != facts._utc_text(t)
 
 
 def test_plain_ascii_is_the_ascii_check_of_strip_controls():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.analysis.roofline import assess, ceiling, gpu_count, gpu_use, roofline, why_no_roofline
+from toolkit.analysis.roofline import assess, ceiling, gpu_use, roofline, why_no_roofline
 from toolkit.core import gpuspecs
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
@@ -180,7 +180,7 @@ def test_two_cards_layer_split_get_no_roofline_with_a_note() -> None:
     raw = relabel(rows(H200_VULKAN)[3], gpu_info=TWO_R9700, backends="ROCm")  # split_mode layer (default)
     rec = record(raw, backend="rocm")
     use = gpu_use(rec)
-    assert (use.count, use.split) == (2, "layer") and gpu_count(rec) == 2
+    assert (use.count, use.split) == (2, "layer") and gpu_use(rec).count == 2
     assert roofline(rec) is None
     assert "2 x AMD Radeon AI PRO R9700 with split layer" in why_no_roofline(rec)
     top = ceiling(rec)  # what no split can exceed: both cards' bandwidth
@@ -239,7 +239,7 @@ def test_count_from_a_recorded_device_profile() -> None:
     in_host = record(
         raw, backend="rocm", host={"gpus": [R9700_HOST_GPU], "device_profile": prof}
     )  # as bench stores it
-    assert roofline(in_host).gpu.product == "AMD Radeon RX 9070 GRE" and gpu_count(in_host) == 1
+    assert roofline(in_host).gpu.product == "AMD Radeon RX 9070 GRE" and gpu_use(in_host).count == 1
 
 
 def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
@@ -256,10 +256,10 @@ def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
     cmd = docker_cmd("renderD128", "renderD129")
     rec = record(base, backend="rocm", runner="vllm-bench-latency-decode", command=cmd, host={"gpus": gpus})
     rec.backends, rec.gpu_info = "ROCm", None
-    assert gpu_count(rec) == 1 and roofline(rec).gpu.product == "AMD Radeon AI PRO R9700"
+    assert gpu_use(rec).count == 1 and roofline(rec).gpu.product == "AMD Radeon AI PRO R9700"
     rec.engine = {"tensor_parallel_size": 2}
     roof = roofline(rec)
-    assert gpu_count(rec) == 2 and roof.gpu.product == "2 x AMD Radeon AI PRO R9700"
+    assert gpu_use(rec).count == 2 and roof.gpu.product == "2 x AMD Radeon AI PRO R9700"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,9 +279,9 @@ def test_cpu_and_lavapipe_records_have_no_gpu() -> None:
     lava = stored("results-vulkan-lavapipe.jsonl")
     assert cpu and lava
     for rec in cpu:
-        assert gpu_count(rec) == 0 and roofline(rec) is None and "CPU run" in why_no_roofline(rec)
+        assert gpu_use(rec).count == 0 and roofline(rec) is None and "CPU run" in why_no_roofline(rec)
     for rec in lava:
-        assert gpu_count(rec) == 0 and roofline(rec) is None and "software Vulkan" in why_no_roofline(rec)
+        assert gpu_use(rec).count == 0 and roofline(rec) is None and "software Vulkan" in why_no_roofline(rec)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One record's facts, computed once per report: BenchRecord --Facts.of--> Facts, the frozen object the
-tables, verdict, plots and compare read (test key, tok/s, relative stddev, sample stats, the 95 %
-confidence interval over process repeats, energy, CPU fallback, clamped micro-batch, warm-up outlier, stored and telemetry flags, roofline, flags, held flags), and
-the per-record rules they are computed by (also importable from toolkit.analysis.tables).
+tables, verdict, provenance, plots and compare read (test key, tok/s, relative stddev, sample stats, the 95 %
+confidence interval over process repeats, energy, CPU fallback, clamped micro-batch, warm-up outlier, stored
+and telemetry flags, roofline, flags, held flags, when it was measured, the GPUs it used), and the per-record
+rules they are computed by (also importable from toolkit.analysis.tables).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
 
 from toolkit.analysis.flag_help import ABOVE_PEAK_FLAGS, HELD_FLAGS, RPC_FLAG, TELEMETRY_VERDICT_FLAGS
 from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
@@ -22,7 +25,8 @@ from toolkit.results.index import Head
 from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
 from toolkit.results.telemetry_flags import UNSUPPORTED
-from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch, quantity
+from toolkit.runtimes.llama_bench.check import cpu_fallback_of, effective_ubatch, parse_test_time, quantity
+from toolkit.runtimes.vllm import output as vllm_output
 
 
 @dataclass(frozen=True)
@@ -155,11 +159,60 @@ def model_scale(r: BenchRecord) -> int | None:
     return scale if scale and scale > 0 else None
 
 
-def stand_in(r: BenchRecord) -> bool:
+def stand_in(r: BenchRecord) -> bool | None:
     """`r` measured a tiny stand-in model (model_scale under SMOKE_MODEL_BYTES): its tok/s show the path
-    works, not how fast a real model runs. False where its scale is not known, or the model is full size
-    (its weights may still be random: a record does not say)."""
-    return 0 < (model_scale(r) or 0) < SMOKE_MODEL_BYTES
+    works, not how fast a real model runs. False where the model is full size (its weights may still be
+    random: a record does not say), None where its scale is not known (model_scale)."""
+    return None if (scale := model_scale(r)) is None else scale < SMOKE_MODEL_BYTES
+
+
+def measured_times(r: BenchRecord) -> tuple[tuple[str, str] | None, tuple[str, ...]]:
+    """(from, to): when `r` was measured, "YYYY-MM-DD HH:MM:SS" UTC (None: not recorded), and the import
+    times that stand for none (an imported record without a test_time: its `created` is when it was
+    imported). A time is the benchmark's own test_time (any UTC offset converted: parse_test_time, the one
+    reading of it), else the `created` the toolkit wrote when it measured, and where both are its own that
+    `created` too (llama-bench stamps a test's start, the toolkit its row's end). A record combining
+    several processes (`bench.runs: N`, identity.combine_runs) adds its oldest process's
+    (`between_runs.first`); a time that reads as no time is none."""
+    extra = r.model_extra or {}
+    imported = bool(extra.get("imported"))
+    out: list[tuple[str, bool]] = []
+    _add_dates(out, (r.raw or {}).get("test_time"), r.created, imported)
+    runs = extra.get("between_runs")
+    if isinstance(runs, dict) and isinstance(first := runs.get("first"), dict) and first:
+        _add_dates(out, first.get("test_time"), first.get("created"), imported)
+    said = sorted(t for t, measured in out if measured)
+    return ((said[0], said[-1]) if said else None), tuple(t for t, measured in out if not measured)
+
+
+def _add_dates(out: list[tuple[str, bool]], test_time: Any, created: Any, imported: bool) -> None:
+    """measured_times of one process, as (UTC text, measured) in `out`: its test_time (else its
+    created), and its created where that is the row's later end; `created` read once (parse_test_time)."""
+    t = parse_test_time(test_time)
+    measured = t is not None or not imported
+    ends = bool(test_time) and not imported  # the toolkit's own created: the row's end, written then
+    c = parse_test_time(created) if t is None or ends else None
+    if t := t or c:
+        out.append((_utc_text(t), measured))
+    if ends and t and c and c > t:  # a created before its test_time is another clock's: not an end
+        out.append((_utc_text(c), True))
+
+
+def _utc_text(t: datetime) -> str:
+    """An aware time as "YYYY-MM-DD HH:MM:SS" UTC: isoformat's first 19 characters (~4x faster than
+    strftime), strftime for a year before 1000 (which it writes without leading zeros)."""
+    u = t.astimezone(timezone.utc)
+    return u.isoformat(" ")[:19] if u.year >= 1000 else u.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def local_date(r: BenchRecord) -> str | None:
+    """When an imported vLLM result says it was measured, "YYYY-MM-DD HH:MM:SS" in the benchmark host's
+    local time (its `date`, vllm output.local_date: no zone, so never shown as UTC nor used to order
+    records); None for any other record."""
+    if not r.method.startswith("vllm-") or not (r.model_extra or {}).get("imported"):
+        return None
+    t = vllm_output.local_date((r.raw or {}).get("date"))
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
 
 
 def warmup_outlier(r: BenchRecord) -> bool:
@@ -335,7 +388,10 @@ class Facts:
     `ub_effective` (effective_ubatch), `model_known` (identity.model_known), `no_roof` (why a GPU
     record has no roofline; None: it has one, or it ran on a CPU or a software GPU), `model_bytes`
     (model_bytes: the model's size in bytes, None: not recorded), `stand_in` (stand_in: a tiny stand-in
-    model), `stddev` (known_stddev: tok/s, None where the record says no spread)."""
+    model; None: its size not recorded), `stddev` (known_stddev: tok/s, None where the record says no
+    spread), `span` and `undated` (measured_times: when it was measured, UTC; its import times that
+    stand for none), `local_date` (local_date: an imported vLLM result's host-local time), `gpu_count`
+    (the GPUs its run used, roofline.GpuUse.count: 0 on a CPU or software device, None: unknown)."""
 
     record: BenchRecord
     key: identity.TestKey
@@ -360,8 +416,12 @@ class Facts:
     no_roof: str | None = None
     held_flags: tuple[str, ...] = ()
     model_bytes: int | None = None
-    stand_in: bool = False
+    stand_in: bool | None = None
     stddev: float | None = None
+    span: tuple[str, str] | None = None
+    undated: tuple[str, ...] = ()
+    local_date: str | None = None
+    gpu_count: int | None = None
 
     @classmethod
     def of(cls, r: BenchRecord, opts: ReportOptions | None = None) -> Facts:
@@ -370,6 +430,7 @@ class Facts:
         roof = a.roofline
         gpu = r.image.backend != "cpu" and not is_software_gpu(r)
         stored = stored_flags(r)  # held to its telemetry once
+        span, undated = measured_times(r)
         f = cls(
             r,
             identity.test_key(r),
@@ -394,6 +455,10 @@ class Facts:
             model_bytes=model_bytes(r),
             stand_in=stand_in(r),
             stddev=known_stddev(r),
+            span=span,
+            undated=undated,
+            local_date=local_date(r),
+            gpu_count=a.use.count,
         )
         flags = _flags(f, opts or ReportOptions(), roof, a.use)  # a.use: its GPUs found once, not twice
         object.__setattr__(f, "flags", tuple(flags))  # frozen once set

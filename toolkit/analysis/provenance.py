@@ -10,7 +10,6 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
@@ -21,8 +20,6 @@ from toolkit.core.text import counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
-from toolkit.runtimes.llama_bench.check import parse_test_time
-from toolkit.runtimes.vllm import output as vllm_output
 
 _LABELS = {
     "runtime commit": (
@@ -132,61 +129,6 @@ def _text(v: Any, limit: int = TEXT_MAX) -> str | None:
 def _dict(v: Any) -> dict[str, Any]:
     """`v` where a stored record holds an object there, else {} (a string or list read as nothing)."""
     return v if isinstance(v, dict) else {}
-
-
-def _dates(r: BenchRecord) -> list[tuple[str, bool]]:
-    """[(when `r` was measured, True)] as "YYYY-MM-DD HH:MM:SS" UTC: the benchmark's own test_time (any
-    UTC offset converted: llama_bench.check.parse_test_time, the one reading of it) where it wrote one,
-    else the `created` the toolkit wrote when it measured, and where both are its own that `created` too
-    (llama-bench stamps a test's start, the toolkit its row's end); for an imported record without a test_time,
-    (when it was imported, False): its `created` is the import's time, not the measurement's. A record
-    combining several processes (`bench.runs: N`, identity.combine_runs) adds its oldest process's
-    (`between_runs.first`). [] for a time that reads as no time."""
-    extra = r.model_extra or {}
-    imported = bool(extra.get("imported"))
-    out: list[tuple[str, bool]] = []
-    _add_dates(out, (r.raw or {}).get("test_time"), r.created, imported)
-    if first := _dict(_dict(extra.get("between_runs")).get("first")):  # none: nothing said of it
-        _add_dates(out, first.get("test_time"), first.get("created"), imported)
-    return out
-
-
-def _add_dates(out: list[tuple[str, bool]], test_time: Any, created: Any, imported: bool) -> None:
-    """_dates of one process: its test_time (else its created), and its created where that is the
-    row's later end; `created` read once (parse_test_time)."""
-    t = parse_test_time(test_time)
-    measured = t is not None or not imported
-    ends = bool(test_time) and not imported  # the toolkit's own created: the row's end, written then
-    c = parse_test_time(created) if t is None or ends else None
-    if t := t or c:
-        out.append((_utc_text(t), measured))
-    if ends and t and c and c > t:  # a created before its test_time is another clock's: not an end
-        out.append((_utc_text(c), True))
-
-
-def _utc_text(t: datetime) -> str:
-    """An aware time as "YYYY-MM-DD HH:MM:SS" UTC: isoformat's first 19 characters (~4x faster than
-    strftime), strftime for a year before 1000 (which it writes without leading zeros)."""
-    u = t.astimezone(timezone.utc)
-    return u.isoformat(" ")[:19] if u.year >= 1000 else u.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _local_date(r: BenchRecord) -> str | None:
-    """When an imported vLLM result says it was measured, "YYYY-MM-DD HH:MM:SS" in the benchmark host's
-    local time (its `date`, vllm output.local_date: no zone, so never shown as UTC nor used to order
-    records); None for any other record."""
-    if not r.method.startswith("vllm-") or not (r.model_extra or {}).get("imported"):
-        return None
-    t = vllm_output.local_date((r.raw or {}).get("date"))
-    return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
-
-
-def measured_span(r: BenchRecord) -> tuple[str, str]:
-    """(from, to): when `r` was measured, "YYYY-MM-DD HH:MM:SS" UTC (_dates: its own test's time, from
-    its oldest process where it combines several), ("", "") where not recorded (an import without a
-    test_time)."""
-    said = sorted(t for t, measured in _dates(r) if measured)
-    return (said[0], said[-1]) if said else ("", "")
 
 
 def sha_words(r: BenchRecord) -> str:
@@ -520,7 +462,7 @@ Memo = dict[Any, tuple[list[Facts], str]]
 """What provenance worked out of one report's records, for its other calls on the same records (the
 whole report's provenance, then each column card's: column_cards): an image's line (_image_line_of)
 -> (its Facts, held so that no id is reused while the memo lives; the line). (Each record's times are
-worked out again per call: kept, 10,000 records' took ~6 MB more at the cards, ~1 MB at the peak.)"""
+its Facts': measured_times, worked out once per report.)"""
 
 
 def _image_line_of(same: list[Facts], memo: Memo) -> str:
@@ -555,12 +497,11 @@ def provenance(
     memo = {} if memo is None else memo
     p = Provenance()
     p.models = _model_lines(fs)
-    when = [(d, at) for r in records for at in (_local_date(r),) for d in _dates(r)]
-    dates = [t for (t, measured), _ in when if measured]  # texts of one form: min and max, not a sort
-    p.dates = (min(dates), max(dates)) if dates else None
-    local = [at for (_, measured), at in when if not measured and at]
+    spans = [s for f in fs if (s := f.span)]  # texts of one form: min and max, not a sort
+    p.dates = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+    local = [at for f in fs if (at := f.local_date) for _ in f.undated]
     p.local = (len(local), min(local), max(local)) if local else None
-    undated = [t for (t, measured), at in when if not measured and not at]
+    undated = [t for f in fs if not f.local_date for t in f.undated]
     p.undated = (len(undated), min(undated), max(undated)) if undated else None
     p.runs = sorted({t for run in {r.run_id for r in records} if (t := _text(run))})
     hosts: dict[str, tuple[dict[str, Any], set[str], set[str], set[str]]] = {}

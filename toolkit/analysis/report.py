@@ -23,16 +23,14 @@ from pydantic_core import to_json
 from toolkit.analysis import tables
 from toolkit.analysis import verdict as verdict_mod
 from toolkit.analysis.caveats import held_caveats, smoke_caveats
-from toolkit.analysis.facts import Facts, facts_of, model_scale
+from toolkit.analysis.facts import Facts, facts_of
 from toolkit.analysis.provenance import (
     ColumnCard,
     Memo,
     column_cards,
-    measured_span,
     provenance,
     system_cells,
 )
-from toolkit.analysis.roofline import gpu_count
 from toolkit.analysis.table_text import (
     DECODE_UB_NOTE,
     TEXT_MARKS_NOTE,
@@ -350,7 +348,7 @@ CSV_FIELDS = [
     "model_bytes",
     "model_type",
     # the system beside it, as the other formats' column cards say it (provenance.system_cells), how
-    # many GPUs the run had (roofline.gpu_count), a tiny stand-in model or not, how many records
+    # many GPUs the run had (Facts.gpu_count), a tiny stand-in model or not, how many records
     "backend",
     "gpu_stack",
     "engine",
@@ -418,14 +416,14 @@ def _csv_cells(t: Table, row: Row, col: str, f: Facts) -> list[Any]:
         r.build_commit or "",
         r.gpu_info or "",
         _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
-        *measured_span(r),
+        *(f.span or ("", "")),
         r.run_id,
         (r.model.path or "").rsplit("/", 1)[-1],  # model_file
         f.model_bytes or "",
         mt if isinstance(mt := (r.raw or {}).get("model_type"), str) else "",
         *system_cells(r),
-        "" if (n := gpu_count(r)) is None else n,
-        "" if model_scale(r) is None else "true" if f.stand_in else "false",  # empty: size not recorded
+        "" if f.gpu_count is None else f.gpu_count,
+        "" if f.stand_in is None else "true" if f.stand_in else "false",  # empty: size not recorded
         f.processes,
     ]
 

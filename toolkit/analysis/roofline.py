@@ -378,11 +378,6 @@ def gpu_use(r: BenchRecord) -> GpuUse:
     return GpuUse(len(names), tuple(specs), tuple(names), "single" if len(names) == 1 else split, source)
 
 
-def gpu_count(r: BenchRecord) -> int | None:
-    """GPUs the run used (0: CPU or software device; None: the record cannot tell)."""
-    return gpu_use(r).count
-
-
 def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, str]:
     """The peak figures to hold a run on `use` against, and how they were chosen (or why none).
     `ceiling`: for a plausibility check, N cards of one product in ANY split give N x one card's

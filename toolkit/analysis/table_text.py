@@ -260,7 +260,7 @@ def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
     keys: dict[str, set[str]] = {}  # column -> the parts some table's header gives it
     settings: dict[str, list[str]] = {}
     for t in ts:
-        here = {c: system_words(next(row.cells[c] for row in t.rows if c in row.cells)) for c in t.columns}
+        here = {c: system_words(next(row.facts[c] for row in t.rows if c in row.facts)) for c in t.columns}
         varying = varying_words(here)
         for c in t.columns:
             words.setdefault(c, here[c])

@@ -288,10 +288,10 @@ def engine_words(r: BenchRecord) -> str:
     return " ".join(x for x in (name, version, "rootless" if d.get("rootless") else "") if x)
 
 
-def system_words(r: BenchRecord) -> dict[str, str]:
-    """What a record's column ran on, part by part as a header says it (backends, gpu_info,
-    build_commit, cpu_info, host, engine: {"backends": "Vulkan", "gpu_info": "GPU X", ...})."""
-    return {**_system_words(dict(identity.test_key(r).system), r.image.backend), "engine": engine_words(r)}
+def system_words(f: Facts) -> dict[str, str]:
+    """What a record's column ran on (its Facts' key.system), part by part as a header says it (backends,
+    gpu_info, build_commit, cpu_info, host, engine: {"backends": "Vulkan", "gpu_info": "GPU X", ...})."""
+    return {**_system_words(dict(f.key.system), f.record.image.backend), "engine": engine_words(f.record)}
 
 
 def varying_words(per_col: dict[str, dict[str, str]]) -> list[str]:
@@ -302,14 +302,14 @@ def varying_words(per_col: dict[str, dict[str, str]]) -> list[str]:
     return [k for k in next(iter(per_col.values())) if len({w[k] for w in per_col.values()}) > 1]
 
 
-def column_systems(records: list[BenchRecord], cols: dict[int, str]) -> dict[str, str]:
+def column_systems(fs: list[Facts], cols: dict[int, str]) -> dict[str, str]:
     """What each image column ran on, where the columns differ: backend, GPU, llama.cpp build (commit
     and number), CPU, host, container engine (Docker / Podman, version, rootless) — each part whose value is not the same in every column, whole (never
     cut), so two columns never read alike: {column: "CUDA, GPU NVIDIA H200, build 0c1e570 (7001)"}."""
     per_col: dict[str, dict[str, str]] = {}
-    for r in records:
-        if cols[id(r)] not in per_col:
-            per_col[cols[id(r)]] = system_words(r)
+    for f in fs:  # `cols` by the record's id (column_labels)
+        if cols[id(f.record)] not in per_col:
+            per_col[cols[id(f.record)]] = system_words(f)
     varying = varying_words(per_col)
     out = {}
     for col, words in per_col.items():
@@ -488,7 +488,7 @@ def axis_table(records: Iterable[BenchRecord | Facts], axis: str, opts: ReportOp
         ordered,
         sorted(roof_cols),
         per_image,
-        column_systems(rs, col_of),
+        column_systems(fs, col_of),
         sorted(energy_cols),
         opts.bw_floor,
     )

@@ -26,7 +26,7 @@ from typing import Any
 
 from toolkit.analysis import telemetry as tana
 from toolkit.host import telemetry as tel
-from toolkit.results.telemetry_check import holds_untimed_work, without_energy
+from toolkit.results.telemetry_check import holds_untimed_work, merge_flags, without_energy
 from toolkit.results.window_check import WINDOW_MARGIN_S
 
 RATE_HZ = 10.0
@@ -327,12 +327,6 @@ class _TestEdges:
         self.row_k += 1
         self.matched.add((self.row_gen, self.row_k))
         return self.starts.pop((self.row_gen, self.row_k), None)
-
-
-def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:
-    """A record's own flags (e.g. stale-build) followed by the window's that are not among them."""
-    out = list(own or [])
-    return out + [f for f in seen or [] if f not in out]
 
 
 def with_window(rec: Any, seen: dict[str, Any], window_from: str) -> Any:

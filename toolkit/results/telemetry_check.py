@@ -360,6 +360,12 @@ def timed_s(samples_ns: Any) -> float | None:
     return sum(ns) * 1e-9 if ns else None
 
 
+def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:
+    """A record's own flags (e.g. stale-build) followed by the window's that are not among them."""
+    out = list(own or [])
+    return out + [f for f in seen or [] if f not in out]
+
+
 def holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
     """Whether a test window of `window_s` seconds is longer than its timed repetitions (timed_s) by more
     than UNTIMED_SHARE_MAX of them plus UNTIMED_SLACK_S: work llama-bench does not time is inside it (its

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit.bench.observe import kernel_fault, merge_flags
+from toolkit.bench.observe import kernel_fault
 from toolkit.bench.runners.base import (
     Case,
     Outcome,
@@ -48,6 +48,7 @@ from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
+from toolkit.results.telemetry_check import merge_flags
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -270,15 +271,15 @@ def _run_spec(
     with the `bench.env` combination `env` set (-e; not over the device selection and caches the toolkit
     sets; a variable None is not passed: unset, unless the image's own ENV sets it: see `environment`)."""
     command = ["llama-bench"] + lb_args.bench_args(axes, f"/models/{path.name}")
-    name = f"toolkit-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}{suffix}"[:120]
+    shaders = shader_cache_volume(ctx)  # the Vulkan image's Mesa cache volume (None for others)
     rs = container_spec(
         ctx.build.digest,
         command,
         ctx.profile,
         model_dir=path,
-        shader_volume=shader_cache_volume(ctx),
+        shader_volume=shaders,
         run_id=ctx.opts.run_id,
-        name=name,
+        name=f"toolkit-{ctx.opts.run_id}-{ctx.spec.name}-{ctx.model.name}{suffix}"[:120],
         memory_bytes=memory,
         model_file=True,
     )
@@ -443,15 +444,7 @@ class RowSink:
             )
         except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
             void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
-            rec = BenchRecord(
-                **self.base,
-                created=utc_now(),
-                timing=timing,
-                test=norm["test"],
-                axis=norm["axis"],
-                status="failed",
-                error=void,
-            )
+            rec = self.failed(timing, norm["test"], norm["axis"], void)
         if void:
             self.voids.append(void)
         self.saver.save(rec)
@@ -479,16 +472,14 @@ class RowSink:
         its test): they are kept."""
         done = f" ({n_rows} of {n_cases} tests completed and kept)" if n_rows else ""
         note = f"; log not written: {log_problem}" if log_problem else ""
-        rec = BenchRecord(
-            **self.base,
-            created=utc_now(),
-            timing=timing,
-            test="(none)",
-            axis="prefill",
-            status="failed",
-            error=error + done + note,
+        self.saver.save(self.failed(timing, "(none)", "prefill", error + done + note), reraise=reraise)
+
+    def failed(self, timing: dict[str, float], test: str, axis: str, error: str) -> BenchRecord:
+        """The failed record of this process named `test` on `axis`, saying `error` (no measurement: a row
+        the record refuses, or the process's fault)."""
+        return BenchRecord(
+            **self.base, created=utc_now(), timing=timing, test=test, axis=axis, status="failed", error=error
         )
-        self.saver.save(rec, reraise=reraise)
 
     def stdout(self, line: str) -> None:
         self.printed.append(line)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from difflib import get_close_matches
 from typing import Any
 
-from toolkit.core import backends, jsonsafe, stats
+from toolkit.core import backends, jsonsafe
 from toolkit.core.text import one_line
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 
@@ -70,7 +70,9 @@ def quantity(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return int(v) if stats.finite_number(v) is not None else None
+        with contextlib.suppress(OverflowError):  # beyond a float's range (as _count and _rate)
+            return int(v) if math.isfinite(v) else None
+        return None
     m = _SIZE.match(str(v or ""))
     if not m:  # a number as text without a unit (`1.5e6`, ` +1595904 `), read as csv's and sql's reader
         f = as_float(str(v or "").strip())  # reads it (ASCII only), so jsonl's text counts alike
