@@ -6,33 +6,17 @@ and nothing said so. The export now names each axis where the two differ (stderr
 from __future__ import annotations
 
 import contextlib
-import json
-from pathlib import Path
 
 import pytest
 
 from tests.support.project import cpu_project
-from tests.support.records import CPU_A, load
 from tests.support.runs import tk
-from toolkit.results.records import ResultStore
-
-RUN = "20261129T170627Z-6891c7"  # results-cpu-a.jsonl: n_prompt 0/128/1024, n_ubatch 64/512, n_batch 512
-
-
-def _export(tmp_path: Path, matrix_data: dict, bench: dict, edit=lambda rec: rec) -> tuple[str, list[str]]:
-    matrix_data["bench"] = {**matrix_data.get("bench", {}), **bench}
-    matrix = cpu_project(tmp_path / "p", matrix_data)
-    store = ResultStore(matrix.parent / "results")
-    for rec in load(CPU_A):
-        store.add_result(edit(rec))
-    got = tk(matrix.parent, "export-run", RUN, "-o", str(tmp_path / "out"))
-    assert got.returncode == 0, got.stderr
-    return got.stderr, json.loads((tmp_path / "out" / "run.json").read_text())["notes"]
+from tests.support.sinks import export_notes
 
 
 def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_path, matrix_data):
     axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [512, 2048], "n_batch": [2048]}
-    err, notes = _export(tmp_path, matrix_data, axes)
+    err, notes = export_notes(tmp_path, matrix_data, axes)
     said = [n for n in notes if n.startswith("matrix.yaml is the matrix given at export")]
     assert len(said) == 1, notes
     assert "n_ubatch 512, 2048 where the records hold 64, 512" in said[0], said
@@ -43,7 +27,7 @@ def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_pat
 
 def test_an_export_whose_matrix_is_the_runs_says_nothing_of_it(tmp_path, matrix_data):
     axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [64, 512], "n_batch": [512]}
-    err, notes = _export(tmp_path, matrix_data, axes)
+    err, notes = export_notes(tmp_path, matrix_data, axes)
     assert not [n for n in notes if n.startswith("matrix.yaml")], notes
     assert "matrix.yaml is the matrix" not in err
 
@@ -79,14 +63,14 @@ def test_a_resumed_run_or_an_import_gets_no_false_note(tmp_path, matrix_data):
                 cmd[cmd.index(flag) + 1] = str(v)
         return rec.model_copy(update={"command": cmd})
 
-    err, notes = _export(tmp_path / "resumed", matrix_data, axes, first_process_only)
+    err, notes = export_notes(tmp_path / "resumed", matrix_data, axes, first_process_only)
     assert not [n for n in notes if n.startswith("matrix.yaml")], notes
 
     def as_imported(rec):
         return rec.model_copy(update={"image": rec.image.model_copy(update={"digest": "import:" + "0" * 16})})
 
     matrix_data.pop("bench")
-    err, notes = _export(
+    err, notes = export_notes(
         tmp_path / "imported", matrix_data, {"n_ubatch": [4096], "n_batch": [4096]}, as_imported
     )
     assert not [n for n in notes if n.startswith("matrix.yaml")], notes

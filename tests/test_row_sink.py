@@ -4,66 +4,12 @@ process's output becomes while it runs, one record per printed row, each judged 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from toolkit.bench.runners.llama_bench import RowSink, file_identity
-from toolkit.matrix.api import BenchAxes, ImageSpec
-from toolkit.results.records import ImageRef, ModelRef
-
-DATA = Path(__file__).parent / "data"
-ROWS = [
-    json.loads(ln) for ln in (DATA / "llamabench-0c1e57098-cpu.jsonl").read_text().splitlines() if ln.strip()
-]
-
-
-class Saver:
-    def __init__(self):
-        self.saved = []
-
-    def save(self, rec, reraise=True):
-        self.saved.append(rec)
-
-
-class Observer:
-    """No sampling here: the sink only asks it for each test's telemetry and hands it stderr lines."""
-
-    def __init__(self):
-        self.lines, self.tokens = [], []
-
-    def test(self, raw, tokens):
-        self.tokens.append(tokens)
-        return {}
-
-    def line(self, line):
-        self.lines.append(line)
-
-
-def _sink(tmp_path: Path, *, cold=None) -> tuple[RowSink, Saver, list, Path]:
-    model = tmp_path / "tiny.gguf"
-    model.write_bytes(b"GGUF" + b"\0" * 60)
-    ref = ModelRef(name="tiny", path=str(model), sha256="cd" * 32, size_bytes=64)
-    image = ImageRef(name="cpu", ref="toolkit/cpu:x", digest="sha256:" + "ab" * 32, backend="cpu")
-    base = dict(run_id="r1", runner="llama-bench", method="llama-bench", image=image, model=ref)
-    saver, events = Saver(), []
-    spec = ImageSpec(name="cpu", template="cpu.Dockerfile.j2", backend="cpu")
-    record_event = lambda kind, **kw: events.append((kind, kw))  # noqa: E731
-    sink = RowSink(
-        spec,
-        ref,
-        False,
-        BenchAxes().repetitions,
-        file_identity(model),
-        base,
-        saver,
-        Observer(),
-        record_event,
-        cold,
-    )
-    return sink, saver, events, model
+from tests.support.sinks import ROWS, row_sink
 
 
 def test_each_printed_row_is_saved_the_moment_it_is_printed(tmp_path):
-    sink, saver, _, _ = _sink(tmp_path)
+    sink, saver, _, _ = row_sink(tmp_path)
     sink.stdout(json.dumps(ROWS[0]))
     assert (
         len(saver.saved) == 1 and saver.saved[0].status == "ok" and saver.saved[0].avg_ts == ROWS[0]["avg_ts"]
@@ -77,7 +23,7 @@ def test_each_printed_row_is_saved_the_moment_it_is_printed(tmp_path):
 
 
 def test_a_row_after_the_model_file_changed_is_a_failed_record(tmp_path):
-    sink, saver, _, model = _sink(tmp_path)
+    sink, saver, _, model = row_sink(tmp_path)
     sink.row(ROWS[0])
     model.write_bytes(b"GGUF" + b"\1" * 80)  # another file under the same path mid-run
     sink.row(ROWS[1])
@@ -86,7 +32,7 @@ def test_a_row_after_the_model_file_changed_is_a_failed_record(tmp_path):
 
 
 def test_a_row_the_validity_pass_refuses_is_kept_as_failed_never_as_a_number(tmp_path):
-    sink, saver, _, _ = _sink(tmp_path, cold=True)
+    sink, saver, _, _ = row_sink(tmp_path, cold=True)
     sink.row({**ROWS[0], "avg_ts": -5.0})
     (rec,) = saver.saved
     assert rec.status == "failed" and rec.error.startswith("row is not a measurement")
@@ -94,7 +40,7 @@ def test_a_row_the_validity_pass_refuses_is_kept_as_failed_never_as_a_number(tmp
 
 
 def test_stderr_lines_are_kept_and_progress_becomes_events(tmp_path):
-    sink, _, events, _ = _sink(tmp_path)
+    sink, _, events, _ = row_sink(tmp_path)
     sink.stderr("llama-bench: benchmark 2/8: starting")
     sink.stderr("load_backend: loaded CPU backend")
     assert sink.printed == ["llama-bench: benchmark 2/8: starting", "load_backend: loaded CPU backend"]
@@ -108,7 +54,7 @@ def test_stderr_lines_are_kept_and_progress_becomes_events(tmp_path):
 
 def test_finish_saves_a_row_no_line_handed_over_and_times_the_whole_output(tmp_path):
     """An interrupted stream hands over no last line: the process's whole stdout still holds that row."""
-    sink, saver, _, _ = _sink(tmp_path)
+    sink, saver, _, _ = row_sink(tmp_path)
     sink.stdout(json.dumps(ROWS[0]))
     n_rows, timing = sink.finish(json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]), 100.0)
     assert n_rows == 2 and [r.avg_ts for r in saver.saved] == [ROWS[0]["avg_ts"], ROWS[1]["avg_ts"]]

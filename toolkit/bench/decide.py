@@ -151,13 +151,17 @@ def _decide_image(
     unable = "failed" if opts.strict else "skipped"
     # the host's devices first: on a host without them, that is the reason, built or not
     short = devices.shortfall(spec.backend, gpus, allow_software=opts.allow_software_gpu)
-    if short and not opts.dry_run:  # and where it names a fix, say now what that fix would meet next
-        # no fix (no /dev/kfd): a build won't help, so no build hint
-        unbuilt_too = bool(short.fix) and not has_build(spec, store, opts)
+    if short and not opts.dry_run:  # and say now what fixing the host would meet next, in one wording
+        # for every image (not the device's fix: a build alone does not make rocm run without /dev/kfd)
+        unbuilt_too = not has_build(spec, store, opts)
         return image(
             unable,
             short.message()
-            + (f"; it is not built yet either: `toolkit build -i {spec.name}`" if unbuilt_too else ""),
+            + (
+                f"; it is not built yet either: `toolkit build -i {spec.name}` (needed too, once it can run here)"
+                if unbuilt_too
+                else ""
+            ),
         )
     choice = choose_build(lm, spec, store, opts)
     if choice.status in ("stale", "failed"):

@@ -360,7 +360,8 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     No explicit `default=None`: since Click 8.3 a default given, None included, counts as a value, so a
     required option left out reached the command as None (export-run: a TypeError traceback, exit 1)
     instead of Click's "Missing option" (exit 4). Left out, an optional one is None all the same.
-    Its folder must exist (output_parent)."""
+    Its folder must exist, and a FILE is no folder (output_parent: the type lets a folder through to it,
+    for one message saying what the option expects)."""
     return click.option(
         "-o",
         "--output",
@@ -368,7 +369,7 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
         "output",
         required=required,
         callback=output_parent,
-        type=click.Path(file_okay=not dir_okay, dir_okay=dir_okay),
+        type=click.Path(file_okay=not dir_okay),
         metavar="DIR" if dir_okay else "FILE",
         help=help,
     )
@@ -377,7 +378,15 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
 def output_parent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of every option naming a file or folder the command writes (-o, report --plots):
     the folder it goes into must exist (a named folder itself may be new). A missing one, or a file
-    there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders."""
+    there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders.
+    An option of metavar FILE given a folder (one that exists, or any path ending in `/`) is bad input
+    too: never a file named like the folder."""
+    if param.metavar == "FILE" and value and (value.endswith(("/", os.sep)) or os.path.isdir(value)):
+        what = "is a folder" if os.path.isdir(value) else "ends in /, a folder's name"
+        raise click.BadParameter(
+            f"{path_text(value)} {what}; {param.opts[0]} names the FILE to write: give a file's path "
+            f"(e.g. {path_text(os.path.join(value, 'NAME'))}); nothing was written"
+        )
     parent = (os.path.dirname(os.path.normpath(value)) if value else "") or "."
     try:
         what = "" if stat.S_ISDIR(os.stat(parent).st_mode) else "is a file, not a folder; check the path"

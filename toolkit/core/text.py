@@ -6,6 +6,7 @@ shown: a terminal (`strip_controls`), a markdown table or heading (`md_text`), a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 """Unicode's bidirectional formatting characters (UAX #9: ALM, LRM, RLM, the embeddings and overrides
@@ -125,10 +126,35 @@ def md_line(text: str) -> str:
     (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash, emphasis marks),
     so `->` and `a < b` read as written, a model name `<img src=https://...>` or `![x](https://...)`
     loads nothing when the page is opened, a label `x**y` styles nothing and a name `https://x` links
-    nowhere. Every backtick is escaped too: the line is composed before it is escaped, so a name's
-    backtick and the toolkit's own (a command it quotes) cannot be told apart; the command is shown
-    between literal backticks, as written in the terminal's text."""
+    nowhere. Every backtick is escaped too (a line with the toolkit's own code spans: md_prose)."""
     return _md_escaped(text, _MD_LINE_SPECIAL)
+
+
+def md_prose(text: str, names: Iterable[str] = ()) -> str:
+    """A line of the toolkit's prose for markdown (a report's note, a verdict line, a README note): its
+    own `...` spans as code spans (code()), the rest as md_line escapes it. `names` (from records,
+    quoted in the line as such or as repr) are held out while the spans are found: a name's backtick
+    opens or closes none. A name missed there can only pair a backtick wrongly: inside a span nothing
+    is markup, outside it md_line escapes."""
+    held = {f"\0{i}{r}\0": q for i, n in enumerate(names) if "`" in n for r, q in enumerate((repr(n), n))}
+    for mark, q in held.items():
+        text = text.replace(q, mark)
+    parts = re.split(r"`([^`]*)`", text)
+    for mark, q in held.items():
+        parts = [p.replace(mark, q) for p in parts]
+    return "".join(code(p) if i % 2 else md_line(p) for i, p in enumerate(parts))
+
+
+def code(v: object) -> str:
+    """`v` as one markdown code span on one line, whatever it holds: controls stripped, line breaks as
+    spaces, fenced by one backtick more than its longest run of them (CommonMark 6.1), padded where it
+    starts or ends with one. Inside it nothing is markup: a model name `x` <img src=...> `` from an
+    imported file closed the README's single-backtick span and put a live tag on the page."""
+    text = " ".join(strip_controls(str(v)).splitlines())
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def counted(n: int, noun: str) -> str:

@@ -6,7 +6,6 @@ matrix.yaml and Dockerfile.templates/, and a README. The host's folders are not 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
-from toolkit.core.text import counted, md_line, md_text, strip_controls
+from toolkit.core.text import code, counted, md_line, md_prose, md_text, strip_controls
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
@@ -218,13 +217,14 @@ resolved, n_depth gains a model's depth sweep: those differ from the matrix with
 def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
     """Each llama-bench axis whose values in the exported matrix (`lm`, the one --matrix names at export
     time) are not the values the run's records hold (`recs`: every process of the run, a resumed run's
-    too; 0, a decode test's n_prompt or a prefill test's n_gen, is no value): `n_ubatch 512, 2048 where
-    the records hold 512`. A run measured with another matrix, or a matrix edited since, gets a note."""
+    too; 0, a decode test's n_prompt or a prefill test's n_gen, is no value on either side: the matrix's
+    `n_prompt: [0, 512]` is llama-bench's "no prompt test"): `n_ubatch 512, 2048 where the records hold
+    512`. A run measured with another matrix, or a matrix edited since, gets a note."""
     mine = lm.bench.model_dump()
     off = []
     for k in _SWEPT:
         held = sorted({v for r in recs if isinstance(v := getattr(r, k, None), int) and v})
-        if held and set(mine[k]) != set(held):
+        if held and set(mine[k]) - {0} != set(held):
             off.append(f"{k} {_words(mine[k])} where the records hold {_words(held)}")
     return off
 
@@ -483,22 +483,9 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
         "",
     ]
     # a list: consecutive lines would run into one paragraph; names from records: no markup
-    lines += [f"- Note: {md_prose(n, run)}" for n in run.notes]
-    return "\n".join(lines) + "\n"
-
-
-def md_prose(text: str, run: PublishedRun) -> str:
-    """A line of the toolkit's prose for markdown: its own `...` spans as code spans (code()), the rest
-    as md_line escapes it. The names of `run`'s images and models (from records: quoted in the line as
-    such or as repr) are held out while the spans are found: a name's backtick opens or closes none."""
     names = [*(i.name for i in run.images), *(m.name for m in run.models)]
-    held = {f"\0{i}{r}\0": q for i, n in enumerate(names) if "`" in n for r, q in enumerate((repr(n), n))}
-    for mark, q in held.items():
-        text = text.replace(q, mark)
-    parts = re.split(r"`([^`]*)`", text)
-    for mark, q in held.items():
-        parts = [p.replace(mark, q) for p in parts]
-    return "".join(code(p) if i % 2 else md_line(p) for i, p in enumerate(parts))
+    lines += [f"- Note: {md_prose(n, names)}" for n in run.notes]
+    return "\n".join(lines) + "\n"
 
 
 def _records_words(mine: list[BenchRecord]) -> str:
@@ -557,18 +544,6 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
     notes = table_text.table_notes(folded) + fold_note  # what †, the flags and the columns mean
     lines += [f"- {md_line(n)}" for n in notes] + ([""] if notes else [])
     return lines
-
-
-def code(v: object) -> str:
-    """`v` as one markdown code span on one line, whatever it holds: controls stripped, line breaks as
-    spaces, fenced by one backtick more than its longest run of them (CommonMark 6.1), padded where it
-    starts or ends with one. Inside it nothing is markup: a model name `x` <img src=...> `` from an
-    imported file closed the README's single-backtick span and put a live tag on the page."""
-    text = " ".join(strip_controls(str(v)).splitlines())
-    runs = [len(r) for r in re.findall(r"`+", text)]
-    fence = "`" * (max(runs, default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _measured_lines(records: list[BenchRecord]) -> list[str]:

@@ -185,11 +185,11 @@ class ResultIndex:
 
     @classmethod
     def open_file(cls, root: Path, *, owned: bool = True) -> ResultIndex:
-        """The on-disk index (index_trust.index_path; created when absent, recreated when unreadable)."""
+        """The on-disk index (index_trust.opened_path; created when absent, recreated when unreadable)."""
         key = index_trust.index_key()
         if key is None:  # nothing a file holds can be told to be this user's: the caller uses in_memory
             raise OSError("no index key of this user's (index_trust.index_key)")
-        path = index_trust.index_path(root, owned=owned)
+        path = index_trust.opened_path(root, owned=owned)
         for attempt in (1, 2):
             conn = index_trust.connect(path)
             try:

@@ -40,13 +40,29 @@ def index_path(root: Path, *, owned: bool = True) -> Path:
     (its rows are MACed under its writer's key, index_trust: one index for both was rebuilt by each
     user's toolkit in turn, O(history) a call). A folder only read, not `owned` (compare --against
     DIR: a stranger's folder stays a stranger's), has its index beside the key, named by the folder's
-    real path (indexes/<sha256>.sqlite, that folder made 0700): nothing is written into it."""
+    real path (indexes/<sha256>.sqlite; made where it is opened: opened_path): nothing is written
+    into it. Only a name: nothing is made or read here but the files' metadata."""
     if not owned:
         where = key_path().parent / "indexes"
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
         return where / (hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:32] + ".sqlite")
     path = Path(root) / INDEX_NAME
     return path if own_file(path) else path.with_name(f".index.{os.geteuid()}.sqlite")
+
+
+MAX_STRANGER_INDEXES = 16  # indexes of folders only read (compare --against DIR): each as big as its rows
+
+
+def opened_path(root: Path, *, owned: bool = True) -> Path:
+    """index_path(root, owned=owned), where the index is about to be opened: for a folder not `owned` (a
+    stranger's) its folder made (0700), and where the index is new, that folder pruned to
+    MAX_STRANGER_INDEXES (`_prune`: the least recently written go; one deleted is rebuilt from its
+    folder's JSONL at its next use). OSError as mkdir raises it."""
+    path = index_path(root, owned=owned)
+    if not owned:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.path.lexists(path):
+            _prune(path.parent, MAX_STRANGER_INDEXES)
+    return path
 
 
 def own_file(path: Path) -> bool:
@@ -308,25 +324,25 @@ def _write_seal(mark: Path, text: str) -> None:
             fh.write(text)
         os.replace(tmp, mark)
         if new:
-            _prune(mark.parent)
+            _prune(mark.parent, MAX_SEALS)
     except OSError:
         pass
 
 
-def _prune(folder: Path) -> None:
-    """Over MAX_SEALS files in the seals folder: the least recently written ones deleted down to 3/4 of
-    it (a seal is rewritten by each call that finds its index changed or wrote it), so the folder does not grow with
+def _prune(folder: Path, keep: int) -> None:
+    """Over `keep` files in `folder` (the seals, MAX_SEALS; opened_path's indexes): the least recently
+    written ones deleted down to 3/4 of it (a seal is rewritten by each call that finds its index changed or wrote it), so the folder does not grow with
     every results folder ever reported on (one 4 KiB block each). A seal deleted costs its index one
     `verify`, no more."""
     with os.scandir(folder) as entries:
         names = [e.name for e in entries]
-    if len(names) <= MAX_SEALS:
+    if len(names) <= keep:
         return
     aged = []
     for name in names:
         with contextlib.suppress(OSError):  # another process pruned it meanwhile
             aged.append((os.lstat(folder / name).st_mtime_ns, name))
-    for _, name in sorted(aged)[: len(aged) - MAX_SEALS * 3 // 4]:
+    for _, name in sorted(aged)[: len(aged) - keep * 3 // 4]:
         with contextlib.suppress(OSError):
             os.unlink(folder / name)
 

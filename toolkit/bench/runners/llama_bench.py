@@ -42,13 +42,14 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import jsonsafe, signals
 from toolkit.core.errors import BadInput
+from toolkit.core.stats import finite_number
 from toolkit.core.types import utc_now
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
-from toolkit.results.telemetry_check import merge_flags
+from toolkit.results.telemetry_check import merge_flags, timed_s
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -443,7 +444,7 @@ class RowSink:
                 raw=raw,
             )
         except ValueError as err:  # e.g. a non-finite tok/s: kept as a failed row, never as a number
-            void = f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
+            void = void or f"row is not a measurement: {str(err).splitlines()[-1][:160]}"
             rec = self.failed(timing, norm["test"], norm["axis"], void)
         if void:
             self.voids.append(void)
@@ -699,8 +700,10 @@ def _missing_rows(n_rows: int, n_cases: int) -> str | None:
 
 
 def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
-    """Seconds llama-bench spent measuring one row: the sum of its samples (or avg x repetitions)."""
-    return sum(raw.get("samples_ns") or []) / 1e9 or (raw.get("avg_ns", 0) * repetitions / 1e9)
+    """Seconds llama-bench spent measuring one row: the sum of its samples (timed_s), or avg x
+    repetitions; 0 where neither is finite (a row the validity pass refuses: 400-digit samples_ns)."""
+    avg_ns = finite_number(raw.get("avg_ns"))
+    return timed_s(raw.get("samples_ns")) or (avg_ns * repetitions / 1e9 if avg_ns else 0.0)
 
 
 def file_identity(path: Path) -> tuple[int, ...]:

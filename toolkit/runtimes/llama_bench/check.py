@@ -53,12 +53,13 @@ _UNITS["tib"] = 2**40
 
 
 def as_float(v: Any) -> float | None:
-    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number."""
+    """A number (or ASCII text of one) as a float, else None; "６４" (full-width digits) is no number,
+    nor an int beyond a float's range (10**400: float() raises OverflowError on it)."""
     if isinstance(v, str) and not v.isascii():
         return None
     try:
         return float(v) if v is not None and v != "" else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -48,15 +48,19 @@ class CsvLines:
 _LOG_PREFIX = re.compile(r"[A-Za-z_][\w .\-/]*:(?:\s|$)|\[")
 
 
-def csv_log_line(line: str) -> bool:
+def csv_log_line(line: str, row_start: str = "") -> bool:
     """Whether a csv `line` whose field count is not its header's is a log line (stderr captured with the
     rows, `-o csv > FILE 2>&1`: `llama-bench: benchmark 2/4: starting`, `  Device 0: NAME, compute
     capability 8.9`, `[INFO] ...`, a line of dots), read past: it does not start with `"` (llama-bench
     quotes every value of a row) and holds no comma or opens with a log's `name:` or `[` before any. A
     row cut short (`"0c1e57098","0"`, or unquoted `0c1e57098,0`) is none: it is still refused; so is a
     row after a log line's text on its line (`Device 0: NAME, VMM: yes"0c1e57098","0",...`: stderr
-    written without its newline), which holds llama-bench's `","` between two quoted values."""
+    written without its newline), which holds llama-bench's `","` between two quoted values; nor is an
+    unquoted row cut inside its first field: a line that is the start of `row_start`, the first field of
+    the row before it (`0c1e5` under rows of build `0c1e57098`: one run's rows share their build)."""
     s = line_text(line)
+    if s and row_start.startswith(s):
+        return False
     return not s.startswith('"') and '","' not in s and ("," not in s or _LOG_PREFIX.match(s) is not None)
 
 

@@ -222,6 +222,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
+    row_start = ""  # the first field of the last row read: a line that is its start is a row cut short
     while True:
         try:
             cells = next(reader)
@@ -255,7 +256,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             yield SourceRow(n, {}, "csv", problem=said)
             continue
         if len(cells) != len(header):
-            if line == end and cut_records.csv_log_line(src.last):  # one line: its text is src.last
+            if line == end and cut_records.csv_log_line(src.last, row_start):  # one line: src.last
                 continue  # stderr captured with the rows (`2>&1`): a log line, read past
             yield SourceRow(
                 n,
@@ -266,6 +267,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             )
             continue
         fields = {k: typed(k, v) for k, v in zip(header, cells, strict=True) if k}
+        row_start = cells[0].strip()
         yield SourceRow(n, fields, "csv", notes=[] if "samples_ts" in fields else ["no samples"])
 
 

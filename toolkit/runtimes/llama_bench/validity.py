@@ -211,7 +211,7 @@ def judge_row(
     bad = check_row(raw)  # first: normalize assumes what it checks (samples a list of numbers)
     try:
         fields = check.normalize(raw)
-    except (TypeError, ValueError) as err:  # a row check_row let through that normalize cannot read
+    except (TypeError, ValueError, OverflowError) as err:  # a row normalize cannot read (10**400 samples)
         fields = check.normalize({k: v for k, v in raw.items() if k not in ("samples_ts", "samples_ns")})
         bad = bad or f"{err}"[:160]
     gpu_info = raw.get("gpu_info")
