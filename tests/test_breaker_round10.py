@@ -1,4 +1,4 @@
-"""Breaker round 10 (issue 32): the four faults round 9 found and left (docs/reliability.md sections 13
+"""Breaker round 10 (issue 32): the four faults round 9 found and left (docs/reliability-log.md sections 13
 and 14), each a stored or imported figure not held to the figures it is computed from: an md header
 that sets one field from two columns, a stored canary that contradicts itself, a vLLM serve duration
 shorter than its own requests allow, a stored between_runs whose means are not its samples'. Inputs in

@@ -1,4 +1,4 @@
-"""Breaker round 11 (docs/reliability.md section 15): a report made slow, huge or failing by a file a
+"""Breaker round 11 (docs/reliability-log.md section 15): a report made slow, huge or failing by a file a
 record names (the roofline read the whole GGUF), by patterns that backtrack quadratically on a stored
 or imported value, by int() of a 5000-digit run, by a stored host field of the wrong type, and by a
 5 MB version copied whole into the provenance. Hostile inputs are made in tmp_path."""

@@ -1,4 +1,4 @@
-"""Breaker round 11, the items left (docs/reliability.md section 15, "Round 11, left items closed"): the
+"""Breaker round 11, the items left (docs/reliability-log.md section 15, "Round 11, left items closed"): the
 decode fold and `ub-no-effect` compared every pair of micro-batch sizes (quadratic: minutes at 8,000
 ubs); the bench's depth fit read the user's GGUF with GGUFReader beside the bounded header reader;
 the power plots' trace lookup raised OSError for a run id + model name over 255 bytes; the markdown

@@ -1,4 +1,4 @@
-"""Breaker round 12: the hostile cases round 11 left open (docs/reliability.md section 16), each a stored
+"""Breaker round 12: the hostile cases round 11 left open (docs/reliability-log.md section 16), each a stored
 or imported figure not held to what it is computed from: a stored canary judged by a bound the canary
 never uses, or beside a control that is not the control's; several canaries of one image that disagree;
 a served record's avg_ts against its own served block; between_runs on records without samples; vLLM

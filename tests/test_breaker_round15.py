@@ -1,5 +1,5 @@
 """Breaker round 15 (hostile tester of HEAD 1a4d8b5, 2026-12-04): what a report says the numbers are
-of. Each test fails on the code before its fix (docs/reliability.md, round 15)."""
+of. Each test fails on the code before its fix (docs/reliability-log.md, round 15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Round 27 breaker: a hostile tester of this session's rules (docs/reliability.md, "Round 27 breaker").
+"""Round 27 breaker: a hostile tester of this session's rules (docs/reliability-log.md, "Round 27 breaker").
 Each test fails before its fix. Real public files of tests/data/public where one shows the case, else
 the file a real one becomes when edited as the case says (a crash's line appended after the run's end,
 a key removed). Nothing is mocked."""

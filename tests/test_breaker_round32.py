@@ -1,5 +1,5 @@
 """Breaker round 32: hostile and odd input to what 11d7781 (the canary's retries while its output is cut)
-and b39dc2a (public files round 30) added. docs/reliability.md "Breaker round 32" lists each case.
+and b39dc2a (public files round 30) added. docs/reliability-log.md "Breaker round 32" lists each case.
 
 - a canary whose first process was cut and whose next one failed otherwise (exit 139, a timeout, `you
   need at least N tokens`) said "2 processes, each cut before its result": now the last one's reason,

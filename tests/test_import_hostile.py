@@ -1,5 +1,5 @@
 """Defects a hostile tester found in `toolkit import` and the JSON reading under report/compare
-(docs/reliability.md section 9): each closed for its whole kind, with a reproducer through the CLI."""
+(docs/reliability-log.md section 9): each closed for its whole kind, with a reproducer through the CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Round 27: what rounds 25 and 26 noted and left (docs/reliability.md, "Round 27: leftovers"). Each
+"""Round 27: what rounds 25 and 26 noted and left (docs/reliability-log.md, "Round 27: leftovers"). Each
 test fails before its fix; real public files of tests/data/public where one shows the case, else the
 file a real one becomes when edited as the case says (a crash's lines appended, a column's text
 widened). Nothing is mocked."""

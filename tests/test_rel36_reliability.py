@@ -1,5 +1,5 @@
 """Reliability 36 (tenth session): a stranger's folder and a git hook's environment, pushed by a hostile
-tester. Each test failed on the code before its fix (docs/reliability.md, "Reliability 36")."""
+tester. Each test failed on the code before its fix (docs/reliability-log.md, "Reliability 36")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue 21, "nothing lost, no traceback": each KIND of fault closed once, with a reproducer per case
-(docs/reliability.md lists them: case, expected, now).
+(docs/reliability-log.md lists them: case, expected, now).
 
 3. every JSON reader of every file goes through one safe parse (toolkit.core.jsonsafe);
 4. runs are ordered by the store's sequence, not the wall clock; clock anomalies are flagged;

@@ -1,5 +1,5 @@
 """Round 33 (reliability and security, an outside reviewer's kinds): faults a stranger's results folder
-or a hung engine caused, each fixed as a kind. docs/reliability.md "Round 33" lists each case.
+or a hung engine caused, each fixed as a kind. docs/reliability-log.md "Round 33" lists each case.
 
 - a results folder's .index.sqlite holding a trigger (or a view) of someone else's: the trigger ran
   inside the toolkit's own statements; one that recursed without end held `toolkit report` for ever,

@@ -1,4 +1,4 @@
-"""Round 13, the items left (docs/reliability.md section 16, "Round 13"): a hybrid model's per-layer
+"""Round 13, the items left (docs/reliability-log.md section 16, "Round 13"): a hybrid model's per-layer
 KV heads, finite_number's near-copies and its overflow, ... Each test fails on the code before its
 fix; files live under tmp_path."""
 

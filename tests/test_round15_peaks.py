@@ -1,7 +1,7 @@
 """Breaker round 15, finding 4: a number beyond what the GPU can do was crowned. A decode at 32,719 % of
 the R9700's bandwidth was flagged bw-above-peak yet marked the row's best, won the verdict and its
 routes, and `toolkit compare` called it "faster"; a prefill at 5,119 % of the FP16 matrix peak was
-not even flagged. Each test fails on the code before the fix (docs/reliability.md, round 15)."""
+not even flagged. Each test fails on the code before the fix (docs/reliability-log.md, round 15)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Breaker round 15, findings 6 and 7: figures that are not what llama-bench measured. Each test fails on
-the code before its fix (docs/reliability.md, round 15, findings 6, 7).
+the code before its fix (docs/reliability-log.md, round 15, findings 6, 7).
 
 - 6: a stored llama-bench record whose token counts or number of samples contradict its own `raw` row
   (a pp128 relabelled pp4096; 7 of 10 repetitions dropped, avg_ts recomputed from the 3 fastest) was

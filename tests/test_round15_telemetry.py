@@ -1,4 +1,4 @@
-"""Breaker round 15, findings 5, 9 and 10 (docs/reliability.md): claims a record makes that its own
+"""Breaker round 15, findings 5, 9 and 10 (docs/reliability-log.md): claims a record makes that its own
 evidence contradicts. Each test fails on the code before its fix:
 
 - 5: an energy block claiming 1,900 W on a GPU whose own block names a 700 W power cap was valid (tok/J

@@ -1,4 +1,4 @@
-"""What round 16 left (docs/reliability.md, "Round 16"), fixed on 2026-12-04 (second session). Each
+"""What round 16 left (docs/reliability-log.md, "Round 16"), fixed on 2026-12-04 (second session). Each
 test fails on the code before its fix."""
 
 from __future__ import annotations
