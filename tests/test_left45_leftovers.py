@@ -8,7 +8,7 @@
   in the verdict, `\\`build:\\`` in a flag's note): they are code spans now, while a record's
   backtick stays escaped (core.text.md_prose, as export-run's README notes).
 - `bench` on a llama-bench row whose avg_ts (stddev_ts) was a 401-digit integer raised OverflowError
-  out of judge_row (check.as_float), samples_ns one out of the row sink's seconds (_row_seconds), and
+  out of judge_row (check.as_float), samples_ns one out of the row sink's seconds (check.row_seconds), and
   a 401-digit n_prompt was saved with pydantic's last line for its reason: each is a failed row with
   the reason `toolkit import` gives the same row (the row sink is real; its saver and observer are the
   stand-ins of tests/test_row_sink.py: no container here).

@@ -42,14 +42,13 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import jsonsafe, signals
 from toolkit.core.errors import BadInput
-from toolkit.core.stats import finite_number
 from toolkit.core.types import utc_now
 from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
-from toolkit.results.telemetry_check import merge_flags, timed_s
+from toolkit.results.telemetry_check import merge_flags
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -418,7 +417,7 @@ class RowSink:
     def row(self, raw: dict[str, Any]) -> None:
         """One llama-bench row -> one record, written now."""
         self.streamed.append(raw)
-        self.measured += _row_seconds(raw, self.repetitions)
+        self.measured += check.row_seconds(raw, self.repetitions)
         timing = self.timing(time.monotonic() - self.t0, self.measured)  # up to and including this test
         tokens = check.row_tokens(raw)  # the window's tokens per repetition, for the observer
         # the validity pass every import goes through too, a CPU fallback, a software device
@@ -452,11 +451,12 @@ class RowSink:
 
     def finish(self, stdout: str, elapsed: float) -> tuple[int, dict[str, float]]:
         """The process ended after `elapsed` seconds, `stdout` all it printed: a last row no line handed
-        over (Ctrl-C, the engine lost) is saved too. (rows printed, timing: the rows' samples as tests_s)."""
+        over (Ctrl-C, the engine lost) is saved too. (rows printed, timing: the saved rows' samples as
+        tests_s, `measured`)."""
         rows = jsonsafe.parse_jsonl(stdout)
         for raw in rows[len(self.streamed) :]:
             self.row(raw)
-        return len(rows), self.timing(elapsed, sum(_row_seconds(r, self.repetitions) for r in rows))
+        return len(rows), self.timing(elapsed, self.measured)
 
     def fault(
         self,
@@ -697,13 +697,6 @@ def _missing_rows(n_rows: int, n_cases: int) -> str | None:
     if n_rows < n_cases:
         return f"llama-bench emitted {n_rows} result rows for {n_cases} cases and exited 0"
     return None
-
-
-def _row_seconds(raw: dict[str, Any], repetitions: int) -> float:
-    """Seconds llama-bench spent measuring one row: the sum of its samples (timed_s), or avg x
-    repetitions; 0 where neither is finite (a row the validity pass refuses: 400-digit samples_ns)."""
-    avg_ns = finite_number(raw.get("avg_ns"))
-    return timed_s(raw.get("samples_ns")) or (avg_ns * repetitions / 1e9 if avg_ns else 0.0)
 
 
 def file_identity(path: Path) -> tuple[int, ...]:

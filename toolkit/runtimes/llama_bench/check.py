@@ -122,6 +122,23 @@ def token_count(v: Any) -> int | None:
     return _count({"n": v}, "n", required=True)[0]
 
 
+def row_seconds(raw: dict[str, Any], repetitions: int) -> float:
+    """Seconds llama-bench spent measuring one row: its samples_ns summed, else avg_ns x `repetitions`;
+    0.0 where neither is positive finite JSON numbers (a row the validity pass refuses: 400-digit
+    samples_ns, whose sum no float holds)."""
+    ns = raw.get("samples_ns")
+    xs = [_json_number(x) for x in ns] if isinstance(ns, list) else []
+    if xs and all(x is not None and 0 < x < math.inf for x in xs):
+        return sum(x for x in xs if x is not None) / 1e9
+    avg = _json_number(raw.get("avg_ns"))
+    return avg * repetitions / 1e9 if avg is not None and 0 < avg < math.inf else 0.0
+
+
+def _json_number(v: Any) -> float | None:
+    """A JSON number (int or float, never a bool or text) as a float, None beyond a float's range."""
+    return as_float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def row_tokens(raw: dict[str, Any]) -> int | None:
     """The tokens one repetition of a row counts, n_prompt + n_gen as the validity pass reads them (an
     absent one: 0), None when either is no token count (the validity pass refuses that row)."""
