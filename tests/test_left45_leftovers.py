@@ -143,3 +143,45 @@ def test_an_unquoted_csv_row_cut_inside_its_first_field_is_refused_with_file_and
     assert "cut.csv:5: 1 fields, the header has 42" in res.stderr and "cut.csv:6" not in res.stderr, (
         res.stderr
     )
+
+
+@pytest.mark.parametrize("field, value", [("samples_ns", [1e308, 1e308]), ("avg_ns", 1.7e308)])
+def test_a_row_whose_seconds_overflow_a_float_leaves_the_next_records_writable(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    """brk45: samples_ns each finite but summing past a float (or avg_ns x repetitions) made
+    check.row_seconds inf; the row sink's running seconds stayed inf, and the refused row's failed
+    record and every later record of the process carried timing tests_s inf, which the results store
+    cannot write (json allow_nan=False: ValueError out of the bench). Such a row counts 0 s."""
+    from toolkit.results.records import ResultStore
+
+    row = {**ROWS[0], field: value, **({"samples_ns": None} if field == "avg_ns" else {})}
+    sink, saver, _, _ = row_sink(tmp_path)
+    sink.row(row)
+    sink.row(dict(ROWS[1]))
+    bad, good = saver.saved
+    assert bad.status == "failed" and good.status == "ok", (bad, good)
+    store = ResultStore(tmp_path / "r")
+    for rec in (bad, good):
+        assert all(isinstance(v, float) and v < float("inf") for v in rec.timing.values()), rec.timing
+        store.add_result(rec)  # raised ValueError: Out of range float values are not JSON compliant
+    assert good.timing["tests_s"] > 0, good.timing
+
+
+def test_a_strangers_indexes_never_number_more_than_the_bound(tmp_path: Path, monkeypatch) -> None:
+    """brk45: opened_path pruned the folder to MAX_STRANGER_INDEXES before the new index was made, so
+    the 17th folder compared against left 17 indexes (the sawtooth 17, 13, 14, ... over more folders)."""
+    import shutil
+
+    from toolkit.results import index, index_trust
+    from toolkit.results.records import ResultStore
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    folder = index_trust.key_path().parent / "indexes"
+    one = matrix_project(tmp_path / "p") / "r"
+    import_rows(one.parent, H200 / "alone.jsonl", "bare")
+    for i in range(index_trust.MAX_STRANGER_INDEXES + 6):
+        theirs = shutil.copytree(one, tmp_path / f"theirs{i}")
+        assert index.select(ResultStore(theirs, read_only=True)).read, i
+        assert index_trust.index_path(theirs, owned=False).is_file()  # the newest one is kept
+        assert len(list(folder.iterdir())) <= index_trust.MAX_STRANGER_INDEXES, i

@@ -133,11 +133,13 @@ def test_an_image_no_fix_can_run_here_is_not_sent_to_be_built(tmp_path: Path) ->
     lm = load_matrix(ROOT / "matrix.yaml")
     store = ResultStore(tmp_path / "results")
     lines = {}
-    for name in ("rocm", "vulkan"):
+    for name in ("rocm", "vulkan", "cpu"):
         spec = next(s for s in lm.m.images if s.name == name)
-        (d,) = decide._decide_image(lm, spec, lm.m.models, store, [], BenchOptions())
+        (d, *_) = decide._decide_image(lm, spec, lm.m.models, store, [], BenchOptions())
         lines[name] = d.reason
-    for name in ("rocm", "vulkan"):
-        said = f"; it is not built yet either: `toolkit build -i {name}` (needed too, once it can run here)"
+    for name in ("rocm", "vulkan"):  # brk45: the build a bench of this --results folder finds, as cpu's
+        command = f"toolkit build --results {store.root} -i {name}"
+        said = f"; it is not built yet either: `{command}` (needed too, once it can run here)"
         assert lines[name].endswith(said), lines
+    assert lines["cpu"].endswith(f"run `toolkit build --results {store.root} -i cpu`"), lines
     assert "no /dev/kfd" in lines["rocm"], lines

@@ -41,6 +41,13 @@ def has_build(spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> bool:
     return bool(opts.pinned.get(spec.name)) or bool(build_mod.builds_here(store, spec.name))
 
 
+def build_command(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore) -> str:
+    """The `toolkit build` that records a build of `spec` where a bench of `store` looks for it: with
+    --results where `store` is not the matrix's default results/ (builds are recorded per folder)."""
+    elsewhere = (lm.root / "results").resolve() != store.root.resolve()
+    return f"toolkit build{f' --results {store.root}' if elsewhere else ''} -i {spec.name}"
+
+
 def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> BuildChoice:
     """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
     newest such build. Without one, the newest build is stale: refused, or measured and marked stale
@@ -57,8 +64,7 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
         return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
     current = build_mod.inputs_key(lm, spec)
     default = ResultStore(lm.root / "results")
-    elsewhere = default.root.resolve() != store.root.resolve()
-    fix = f"run `toolkit build{f' --results {store.root}' if elsewhere else ''} -i {spec.name}`"
+    fix = f"run `{build_command(lm, spec, store)}`"
     if not builds:
         return BuildChoice(
             "unbuilt", current_key=current.key, reason=_unbuilt_reason(spec, store, default, fix, every)

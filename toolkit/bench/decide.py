@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolkit.bench.build_choice import choose_build, gfx_targets, gone, has_build, unbuilt
+from toolkit.bench.build_choice import build_command, choose_build, gfx_targets, gone, has_build, unbuilt
 from toolkit.bench.runners.base import (
     BenchOptions,
     Case,
@@ -158,7 +158,7 @@ def _decide_image(
             unable,
             short.message()
             + (
-                f"; it is not built yet either: `toolkit build -i {spec.name}` (needed too, once it can run here)"
+                f"; it is not built yet either: `{build_command(lm, spec, store)}` (needed too, once it can run here)"
                 if unbuilt_too
                 else ""
             ),

@@ -54,14 +54,15 @@ MAX_STRANGER_INDEXES = 16  # indexes of folders only read (compare --against DIR
 
 def opened_path(root: Path, *, owned: bool = True) -> Path:
     """index_path(root, owned=owned), where the index is about to be opened: for a folder not `owned` (a
-    stranger's) its folder made (0700), and where the index is new, that folder pruned to
-    MAX_STRANGER_INDEXES (`_prune`: the least recently written go; one deleted is rebuilt from its
-    folder's JSONL at its next use). OSError as mkdir raises it."""
+    stranger's) its folder made (0700), and where the index is new, that folder pruned so that with it
+    at most MAX_STRANGER_INDEXES are kept (`_prune` to one fewer: the new one is made after it; the
+    least recently written go; one deleted is rebuilt from its folder's JSONL at its next use). OSError
+    as mkdir raises it."""
     path = index_path(root, owned=owned)
     if not owned:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.path.lexists(path):
-            _prune(path.parent, MAX_STRANGER_INDEXES)
+            _prune(path.parent, MAX_STRANGER_INDEXES - 1)
     return path
 
 

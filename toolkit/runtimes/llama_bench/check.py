@@ -124,14 +124,17 @@ def token_count(v: Any) -> int | None:
 
 def row_seconds(raw: dict[str, Any], repetitions: int) -> float:
     """Seconds llama-bench spent measuring one row: its samples_ns summed, else avg_ns x `repetitions`;
-    0.0 where neither is positive finite JSON numbers (a row the validity pass refuses: 400-digit
-    samples_ns, whose sum no float holds)."""
+    0.0 where neither is positive finite JSON numbers or the seconds are no float (a row the validity
+    pass refuses: 400-digit samples_ns, or [1e308, 1e308], whose sum no float holds: an inf here made
+    every later record of the process unwritable, json's allow_nan=False)."""
     ns = raw.get("samples_ns")
     xs = [_json_number(x) for x in ns] if isinstance(ns, list) else []
-    if xs and all(x is not None and 0 < x < math.inf for x in xs):
-        return sum(x for x in xs if x is not None) / 1e9
     avg = _json_number(raw.get("avg_ns"))
-    return avg * repetitions / 1e9 if avg is not None and 0 < avg < math.inf else 0.0
+    if xs and all(x is not None and 0 < x < math.inf for x in xs):
+        s = sum(x for x in xs if x is not None) / 1e9
+    else:
+        s = avg * repetitions / 1e9 if avg is not None and 0 < avg < math.inf else 0.0
+    return s if math.isfinite(s) else 0.0
 
 
 def _json_number(v: Any) -> float | None:
