@@ -122,8 +122,10 @@ def test_the_verdict_says_two_images_measured_different_models(tmp_path):
     args = ["report", "--results", str(tmp_path / "results"), "--format", "github"]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
-    # the toolkit's own command as a code span (core.text.md_prose; a record's backtick stays escaped)
-    assert "they measured different models; measure one model on each (`toolkit bench -m NAME`)" in res.stdout
+    # the command between literal backticks (md_line escapes every backtick: a name's would pair with it)
+    assert (
+        r"they measured different models; measure one model on each (\`toolkit bench -m NAME\`)" in res.stdout
+    )
     assert "pick images with --image" not in res.stdout
 
 

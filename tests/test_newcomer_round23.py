@@ -87,7 +87,7 @@ def test_one_model_measured_at_different_tests_is_not_called_two_models(tmp_path
     assert "different models" not in decode, decode
     assert "they measured different tests (bare-metal@import:" in decode and ": tg16; cpu@" in decode, decode
     assert decode.endswith(
-        ": tg64); measure one test on each (`toolkit bench` runs matrix.yaml's, or import a "  # md_prose
+        r": tg64); measure one test on each (\`toolkit bench\` runs matrix.yaml's, or import a "  # md_line
         "result file of one of them))"
     ), decode
 

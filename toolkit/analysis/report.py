@@ -44,7 +44,7 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
-from toolkit.core.text import counted, html_text, md_prose, md_text, strip_controls
+from toolkit.core.text import counted, html_text, md_line, md_text, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -297,8 +297,7 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
         headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
         out.append(f"### {t.title}\n\n" + github_table(headers, body))
     notes = table_notes(ts) + fold_note + [shown.accounting(refused)]
-    names = {*shown.labels.values(), *(n for f in shown.facts for n in (*f.flags, f.record.model.name))}
-    out.append("\n".join(f"- {md_prose(n, names)}" for n in notes))  # they name columns: a record's names
+    out.append("\n".join(f"- {md_line(n)}" for n in notes))  # they name columns: a record's names
     return "\n\n".join(out)
 
 

@@ -58,7 +58,7 @@ from toolkit.analysis.tables import (
     noise_band,
     select_latest,
 )
-from toolkit.core.text import md_line, md_prose, md_text
+from toolkit.core.text import md_line, md_text
 from toolkit.results.records import BenchRecord, imported
 
 MODEL_UNKNOWN_NOTE = (
@@ -705,11 +705,9 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule;
     `markdown`: as markdown, where a line's record names (image labels, model files, host keys) are
-    escaped (core.text.md_prose: the toolkit's own `...` spans as code) so an imported name cannot add
-    a tag, link or image to the page, nor style it (a `--label x**y`); the toolkit's own bold is added
-    after, around an escaped name."""
-    names = {n for av in v.axes.values() for n in (*(r[0] for r in av.ranking), *sum(av.files.values(), []))}
-    esc = (lambda s: md_prose(s, names)) if markdown else (lambda s: s)  # they quote record names
+    escaped (core.text.md_line) so an imported name cannot add a tag, link or image to the page, nor
+    style it (a `--label x**y`); the toolkit's own bold is added after, around an escaped name."""
+    esc = md_line if markdown else (lambda s: s)  # its lines quote record names (model files, hosts)
     b = (lambda s: f"**{md_line(s)}**") if markdown else esc
     lines = [("## " if markdown else "") + "Verdict", ""]
     for c in v.caveats:
