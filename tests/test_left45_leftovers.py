@@ -188,3 +188,24 @@ def test_a_strangers_indexes_never_number_more_than_the_bound(tmp_path: Path, mo
         assert index.select(ResultStore(theirs, read_only=True)).read, i
         assert index_trust.index_path(theirs, owned=False).is_file()  # the newest one is kept
         assert len(list(folder.iterdir())) <= index_trust.MAX_STRANGER_INDEXES, i
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["measure", "-o", "", "--", "true"], "'': empty path"),
+        (["export-run", "RUN", "-o", ""], "'': empty path"),
+        (["report", "-o", "nope/."], "names a folder"),
+        (["report", "-o", "nope/.."], "names a folder"),
+        (["measure", "-o", "x.jsonl/.", "--", "true"], "names a folder"),
+    ],
+)
+def test_an_empty_path_or_one_naming_a_folder_is_refused_by_every_written_path_option(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """brk45 F7/F8: `export-run -o ''` exported into the current folder and `measure -o ''` wrote to the
+    default results/measure/ (only report refused ''); `-o nope/.` wrote a file `nope`."""
+    (tmp_path / "x.jsonl").write_text("")
+    res = tk(tmp_path, *args)
+    assert res.returncode == 4 and said in res.stderr, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]

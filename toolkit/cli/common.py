@@ -380,9 +380,13 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     the folder it goes into must exist (a named folder itself may be new). A missing one, or a file
     there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders.
     An option of metavar FILE given a folder (one that exists, or any path ending in `/`) is bad input
-    too: never a file named like the folder."""
-    if param.metavar == "FILE" and value and (value.endswith(("/", os.sep)) or os.path.isdir(value)):
-        what = "is a folder" if os.path.isdir(value) else "ends in /, a folder's name"
+    too: never a file named like the folder; so is an empty path (`-o ''`: a script's unset variable,
+    which would read as the option left out)."""
+    if value == "":
+        raise click.BadParameter("'': empty path; give a path, or leave the option out")
+    named_folder = value and (value.endswith(("/", os.sep)) or os.path.basename(value) in (".", ".."))
+    if param.metavar == "FILE" and value and (named_folder or os.path.isdir(value)):
+        what = "is a folder" if os.path.isdir(value) else "names a folder (it ends in /, . or ..)"
         raise click.BadParameter(
             f"{path_text(value)} {what}; {param.opts[0]} names the FILE to write: give a file's path "
             f"(e.g. {path_text(os.path.join(value, 'NAME'))}); nothing was written"

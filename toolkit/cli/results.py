@@ -117,7 +117,6 @@ def report(
     (prefill-heavy / latency-bound decode / mixed) that crowns no cell flagged by telemetry or above
     the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
-    _no_empty_path(("--output", output), ("--plots", plots_dir))
     root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
     fmt = fmt or _named_format(output) or human_format(output)
     if (
@@ -191,14 +190,6 @@ def _echo_report(text: str) -> None:
         click.echo(text[i : i + piece], nl=False)
     if nl:
         click.echo("")
-
-
-def _no_empty_path(*options: tuple[str, str | None]) -> None:
-    """BadInput (exit 4) for an option given an empty path (`-o ''`: a script's unset variable), which
-    would otherwise read as not given and print to stdout."""
-    for name, value in options:
-        if value == "":
-            raise BadInput(f"{name} '': empty path; give a path, or leave the option out")
 
 
 def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
