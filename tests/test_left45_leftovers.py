@@ -209,3 +209,22 @@ def test_an_empty_path_or_one_naming_a_folder_is_refused_by_every_written_path_o
     res = tk(tmp_path, *args)
     assert res.returncode == 4 and said in res.stderr, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]
+
+
+@pytest.mark.parametrize("cut_at", [1, 2])
+def test_a_csv_row_cut_inside_a_quoted_field_is_refused_alone_and_the_rows_after_it_are_kept(
+    tmp_path: Path, cut_at: int
+) -> None:
+    """brk45 F5: a row cut inside a quoted value (`"0c1e5` on its own line) left csv's quote open, so
+    the rows after it were read as one field: neither kept nor named (the cut row first: nothing
+    imported). llama-bench writes no line break inside a value: each line is read as its row."""
+    lines = (
+        (Path(__file__).resolve().parent / "data" / "llamabench-0c1e57098-cpu.csv").read_text().splitlines()
+    )
+    rows = len(lines) - 1
+    lines.insert(cut_at, lines[cut_at][:6])  # `"0c1e5`: the first value cut, its quote open
+    (tmp_path / "cut.csv").write_text("\n".join(lines) + "\n")
+    res = tk(tmp_path, "import", "--results", "r", "--label", "c", "cut.csv")
+    assert res.returncode == 0, res.stderr
+    assert f"imported {rows} results" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert f"cut.csv:{cut_at + 1}: 1 fields, the header has" in res.stderr, res.stderr

@@ -213,12 +213,29 @@ def _header_again(cells: list[str]) -> bool:
     )
 
 
+class _LineRows:
+    """csv.reader's rows, one per line of `src`: llama-bench writes no line break inside a value, so a
+    quote a row cut short leaves open (`"0c1e5` on its own line) ends with its line instead of taking
+    the rows after it into one field (they were neither kept nor named). `line_num` counts the lines
+    asked for, a WideLine's too."""
+
+    def __init__(self, src: cut_records.CsvLines) -> None:
+        self.src, self.line_num = src, 0
+
+    def __iter__(self) -> _LineRows:
+        return self
+
+    def __next__(self) -> list[str]:
+        self.line_num += 1
+        return next(csv.reader([next(self.src)]), [])
+
+
 def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int = 1) -> Iterator[SourceRow]:
     """read_csv as a stream: `lines` (with their line ends) from the header's line on; holds one row
     (of at most cut_records.MAX_CELLS fields: a wider line is refused before it is split). A header
     line again (_header_again: another run appended) is the header of the rows after it."""
     src = cut_records.CsvLines(lines)
-    reader = csv.reader(src)
+    reader = _LineRows(src)
     header: list[str] | None = None
     said: str | None = None  # the header names a column twice: every row is refused for it
     end = 0
