@@ -28,6 +28,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -228,3 +229,21 @@ def test_a_csv_row_cut_inside_a_quoted_field_is_refused_alone_and_the_rows_after
     assert res.returncode == 0, res.stderr
     assert f"imported {rows} results" in res.stdout + res.stderr, res.stdout + res.stderr
     assert f"cut.csv:{cut_at + 1}: 1 fields, the header has" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("field", ["avg_ts", "stddev_ts"])
+def test_a_401_digit_figure_in_a_csv_row_is_refused_as_in_jsonl(tmp_path: Path, field: str) -> None:
+    """brk45 F10: a 401-digit stddev_ts read from csv became inf (a float of the text) and was 'repaired'
+    as llama-bench's nan of one repetition, the row kept; jsonl's reader has the int and refuses the row
+    out of range. A whole number beyond a float's range stays that int in every reader."""
+    lines = (
+        (Path(__file__).resolve().parent / "data" / "llamabench-0c1e57098-cpu.csv").read_text().splitlines()
+    )
+    header = next(csv.reader([lines[0]]))
+    cells = next(csv.reader([lines[1]]))
+    cells[header.index(field)] = str(BIG)
+    lines[1] = ",".join(f'"{c}"' for c in cells)
+    (tmp_path / "big.csv").write_text("\n".join(lines) + "\n")
+    res = tk(tmp_path, "import", "--results", "r", "--label", "c", "big.csv")
+    assert res.returncode == 0, res.stderr
+    assert f"big.csv:2: {field} is 999999999999... (401 digits): out of range (no measurement)" in res.stderr

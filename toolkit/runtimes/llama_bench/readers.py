@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -80,7 +81,8 @@ def typed(name: str, text: str | None) -> Any:
         m = _NAN_TEXT.match(t)
         if m:
             return float(f"{m.group(1)}{'nan' if m.group(2).lower() == 'nan' else 'inf'}")
-        return as_float(t) if as_float(t) is not None else t
+        f = as_float(t)  # a whole number beyond a float's range stays the int jsonl's reader has
+        return t if f is None else n if math.isinf(f) and (n := as_int(t)) is not None else f
     if name in INT_FIELDS or name in BOOL_FIELDS:
         if t.lower() in ("true", "false"):
             return t.lower() == "true"
