@@ -46,9 +46,11 @@ def test_default_build_on_a_gpu_less_host_is_the_cpu_image_only(project):
     ]
     vk = next(ln for ln in res.output.splitlines() if ln.startswith("vulkan: skipped"))
     assert "no GPU render node" in vk and "--allow-software-gpu" in vk
-    assert vk.endswith("Build it anyway: `toolkit build -i vulkan` (or `--all`)")
+    assert vk.endswith(
+        f"Build it anyway: `toolkit build --matrix {project / 'matrix.yaml'} -i vulkan` (or `--all`)"
+    )
     rocm = next(ln for ln in res.output.splitlines() if ln.startswith("rocm: skipped"))
-    assert "no /dev/kfd" in rocm and "`toolkit build -i rocm`" in rocm
+    assert "no /dev/kfd" in rocm and f"`toolkit build --matrix {project / 'matrix.yaml'} -i rocm`" in rocm
 
 
 @gpu_less

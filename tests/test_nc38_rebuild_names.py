@@ -198,7 +198,7 @@ def test_an_interrupted_reproduction_never_says_bench_resume(tmp_path, monkeypat
 
     said = (
         "interrupted: the toolkit's containers were removed; 7 record(s) of this run are saved in "
-        f"{tmp_path}/reproduce/results/eb19c892d830/bench.jsonl; {bench_run.RESUME_HINT}"
+        f"{tmp_path}/reproduce/results/eb19c892d830/bench.jsonl; {bench_run.resume_hint()}"
     )
 
     def interrupted(*a, **k):

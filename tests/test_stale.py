@@ -160,7 +160,8 @@ def test_selects_build_of_current_key(project):
     assert c.status == "current" and c.build.digest == "sha256:" + "a" * 64 and c.reason == ""
 
 
-def test_newest_build_stale_is_refused_with_fix(project):
+def test_newest_build_stale_is_refused_with_fix(project, monkeypatch):
+    monkeypatch.chdir(project)  # the project's own matrix.yaml: the fix needs no --matrix
     store = ResultStore(project / "results")
     cur = key_of(project)
     add_build(store, cur.key, "sha256:" + "a" * 64, template_hash=cur.template_hash)
@@ -202,7 +203,8 @@ def test_a_build_on_another_engine_is_not_measured_here(project):
     lm = load_matrix(project / "matrix.yaml")
     c2 = choose_build(lm, lm.m.image("cpu"), store2, BenchOptions())
     assert c2.status == "unbuilt" and "not built on this engine" in c2.reason and "podmanu4242" in c2.reason
-    assert "run `toolkit build --results" in c2.reason and "-i cpu`" in c2.reason
+    assert f"--results {only_other} -i cpu`" in c2.reason
+    assert "podmanu4242 (the rootless Podman of uid 4242: run as uid 4242, without sudo" in c2.reason
     add_build(store2, cur.key, "sha256:" + "c" * 64)  # a record from before builds named their engine
     assert choose_build(lm, lm.m.image("cpu"), store2, BenchOptions()).build.digest == "sha256:" + "c" * 64
 
@@ -233,12 +235,15 @@ def test_pinned_digest_is_measured_as_is(project):
     assert choose(project, pinned={"cpu": "sha256:" + "f" * 64}).status == "failed"
 
 
-def test_unbuilt_says_how_to_build(project):
+def test_unbuilt_says_how_to_build(project, monkeypatch):
+    monkeypatch.chdir(project)
     c = choose(project)
     assert c.status == "unbuilt" and "toolkit build -i cpu" in c.reason
 
 
-def test_unbuilt_in_another_results_folder_names_the_build_recorded_in_results(project, tmp_path):
+def test_unbuilt_in_another_results_folder_names_the_build_recorded_in_results(
+    project, tmp_path, monkeypatch
+):
     """`bench --results DIR` after `build` (recorded in results/): the reason names DIR, the build
     recorded in results/, and the fix `toolkit build --results DIR -i cpu`."""
     add_build(ResultStore(project / "results"), key_of(project).key, "sha256:" + "a" * 64)
@@ -248,6 +253,9 @@ def test_unbuilt_in_another_results_folder_names_the_build_recorded_in_results(p
     assert c.status == "unbuilt"
     assert f"no build of cpu is recorded in {other.builds_file}" in c.reason
     assert f"a build is recorded in {project / 'results' / 'builds.jsonl'}" in c.reason
+    assert f"toolkit build --matrix {project / 'matrix.yaml'} --results {other.root} -i cpu" in c.reason
+    monkeypatch.chdir(project)  # from the project folder, its matrix.yaml needs no --matrix
+    c = choose_build(lm, lm.m.image("cpu"), other, BenchOptions())
     assert f"toolkit build --results {other.root} -i cpu" in c.reason
     assert not (project / "elsewhere").exists()
 
@@ -259,7 +267,7 @@ def test_cli_dry_run_shows_same_decision(project):
     add_build(store, "0" * 64, "sha256:" + "b" * 64)
     res, code = run_cli(project, "bench", "-i", "cpu", "--dry-run", expect=4)
     assert "cpu: stale: stale build: the newest build of cpu" in res.output
-    assert "toolkit build -i cpu" in str(res.exception)
+    assert f"toolkit build --matrix {project / 'matrix.yaml'} -i cpu`" in str(res.exception)
     res, _ = run_cli(project, "bench", "-i", "cpu", "--dry-run", "--allow-stale")
     assert "cpu: note: STALE build measured (--allow-stale)" in res.output
     assert "docker run" in res.output and "sha256:" + "b" * 64 in res.output
@@ -333,7 +341,9 @@ def test_e2e_template_edit_refused_until_rebuilt(tmp_path):
     tpl = project / "Dockerfile.templates" / TEMPLATE
     tpl.write_text(tpl.read_text() + "# stale-build e2e: a comment, so the rebuild is served from cache\n")
     res, code = run_cli(project, "bench", "-i", "cpu", expect=4)
-    assert "cpu: stale:" in res.output and "toolkit build -i cpu" in str(res.exception)
+    assert "cpu: stale:" in res.output and f"toolkit build --matrix {project / 'matrix.yaml'} -i cpu`" in str(
+        res.exception
+    )
     assert len(bench_lines(project, old.digest)) == len(recs)  # nothing measured
     run_cli(project, "bench", "-i", "cpu", "--dry-run", expect=4)
 

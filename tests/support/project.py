@@ -41,10 +41,13 @@ def mutate(data: dict, path: list, value) -> dict:
     return d
 
 
-def seed_current_build(project: Path, image: str = "cpu", digest: str | None = None):
+def seed_current_build(
+    project: Path, image: str = "cpu", digest: str | None = None, engine: str | None = None
+):
     """A build record of `image` in project/results/builds.jsonl whose inputs key is the one the
     project's matrix and templates give now (so `toolkit bench` takes it as current), under a made-up
-    digest: for tests that stop before any container starts (the engine is never asked for it)."""
+    digest: for tests that stop before any container starts (the engine is never asked for it).
+    `engine`: the engine ID it was built on (None: a record from before builds named their engine)."""
     from toolkit.images import build as build_mod
     from toolkit.matrix.api import load_matrix
     from toolkit.results.records import BuildRecord, ResultStore
@@ -54,6 +57,7 @@ def seed_current_build(project: Path, image: str = "cpu", digest: str | None = N
     key = build_mod.inputs_key(lm, spec)
     digest = digest or "sha256:" + (image.encode().hex() * 64)[:64]
     rec = BuildRecord(
+        engine=engine,
         image=image,
         ref=f"toolkit/{image}:seeded",
         digest=digest,

@@ -52,6 +52,7 @@ from toolkit.core.errors import BadInput
 from toolkit.core.text import one_line
 from toolkit.results import identity
 from toolkit.results import index as resultindex
+from toolkit.results.index import digest_matches
 from toolkit.results.records import BenchRecord, ResultStore, short_digest
 
 R = TypeVar("R", BenchRecord, resultindex.Head)
@@ -191,18 +192,6 @@ class Comparison:
         return [r for r in self.rows if r.energy_ratio is not None]
 
 
-def _digest_matches(digest: str, ref: str) -> bool:
-    """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its
-    kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
-    digest of the folder, and so the only one there, silently; or whole, whatever its length (an import's
-    `import:v1`, which no prefix of 4 names)."""
-    kind, _, hexref = ref.lower().rpartition(":")
-    d_kind, _, d_hex = digest.lower().rpartition(":")
-    return (
-        len(hexref) >= 4 and d_hex.startswith(hexref) and kind in ("", d_kind)
-    ) or ref.lower() == digest.lower()
-
-
 @overload
 def resolve(store: ResultStore, ref: str, records: None = None) -> Side[BenchRecord]: ...
 @overload
@@ -229,9 +218,11 @@ def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
         )
         mine = [r for r in named if r.image.digest == digest]
         return Side(ref, image_label(mine[0]), mine)
-    digests = sorted({r.image.digest for r in recs if _digest_matches(r.image.digest, ref)})
+    digests = sorted({r.image.digest for r in recs if digest_matches(r.image.digest, ref, r.image.name)})
     if len(digests) == 1:
-        mine = [r for r in recs if r.image.digest == digests[0]]
+        mine = [
+            r for r in recs if r.image.digest == digests[0] and digest_matches(digests[0], ref, r.image.name)
+        ]
         return Side(ref, image_label(mine[0]), mine)
     # a run id by its start; BenchRecords carry the run_id and seq runs_newest_first reads of Heads
     newest: list[Any] = resultindex.runs_newest_first(recs) if not digests else []  # type: ignore[arg-type]
@@ -253,9 +244,11 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
         digest = build.digest if build and build.digest in named else q.newest_digest(ref)
         scope = {"images": [ref], "digests": [digest]}
         return image_label(q.first(scope)), scope
-    digests = sorted(d for d in q.digests() if _digest_matches(d, ref))
+    name = ref.partition("@")[0] if "@" in ref else None  # an image label: `cpu@abd88fb000be`
+    digests = sorted(d for d in q.digests(name) if digest_matches(d, ref, name))
     if len(digests) == 1:
-        return image_label(q.first({"digests": digests})), {"digests": digests}
+        labelled: resultindex.Scope = {"digests": digests, **({"images": [name]} if name else {})}
+        return image_label(q.first(labelled)), labelled
     run = None if digests else q.run_begun(ref)  # a run id by its start (after a digest's hex digits)
     return (f"run {run}", {"runs": [run]}) if run else digests
 
@@ -371,7 +364,7 @@ def _digest_ref(digest: str, heads: list[resultindex.Head]) -> str:
     image name win over a digest, _resolve) or more than this digest (`import:v1` -> `v1`, under 4)."""
     short = short_digest(digest)
     named = any(short in (h.run_id, h.image.name) for h in heads)
-    if not named and {h.image.digest for h in heads if _digest_matches(h.image.digest, short)} == {digest}:
+    if not named and {h.image.digest for h in heads if digest_matches(h.image.digest, short)} == {digest}:
         return short
     return digest
 

@@ -44,7 +44,7 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
-from toolkit.core.text import counted, html_text, md_line, md_text, strip_controls
+from toolkit.core.text import counted, html_text, md_line, md_text, one_line, strip_controls
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -94,7 +94,7 @@ class Shown:
             if r.status != "ok"
         ]
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
-        counts = accounting(records, 0, sel)
+        counts = accounting(records, 0, sel) + _failed_names(failures)
         caveats = smoke_caveats(records) + held_caveats(facts)
         ts = tables.axis_tables(facts, opts)
         return cls(facts, ts, short_labels(ts), counts, len(records), caveats, failures)
@@ -102,6 +102,14 @@ class Shown:
     def accounting(self, refused: int) -> str:
         """The accounting line, with the records the store's reader refused."""
         return self.counts + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
+
+
+def _failed_names(failures: list[dict[str, Any]]) -> str:
+    """` (IMAGE TEST: why; ... and N more)` after the accounting line's `N failed`: the first 3 failed
+    records by name, as the json report's `failed` lists them all; '' where none failed."""
+    said = [f"{f['image']} {f['test']}: {one_line(str(f['error'] or f['status']))}" for f in failures[:3]]
+    more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
+    return f" ({'; '.join(said)}{more})" if said else ""
 
 
 def render(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolkit.bench.runners.base import BenchOptions
+from toolkit.core import invocation
 from toolkit.core.errors import EngineUnavailable
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
@@ -41,13 +42,6 @@ def has_build(spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> bool:
     return bool(opts.pinned.get(spec.name)) or bool(build_mod.builds_here(store, spec.name))
 
 
-def build_command(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore) -> str:
-    """The `toolkit build` that records a build of `spec` where a bench of `store` looks for it: with
-    --results where `store` is not the matrix's default results/ (builds are recorded per folder)."""
-    elsewhere = (lm.root / "results").resolve() != store.root.resolve()
-    return f"toolkit build{f' --results {store.root}' if elsewhere else ''} -i {spec.name}"
-
-
 def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: BenchOptions) -> BuildChoice:
     """Pick the build of `spec` whose render-inputs key (build.inputs_key) equals the current one: the
     newest such build. Without one, the newest build is stale: refused, or measured and marked stale
@@ -64,7 +58,7 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
         return BuildChoice("pinned", _chosen(found[-1], None, stale=False))
     current = build_mod.inputs_key(lm, spec)
     default = ResultStore(lm.root / "results")
-    fix = f"run `{build_command(lm, spec, store)}`"
+    fix = f"run `{invocation.command('build', '-i', spec.name, matrix=lm.path, results=store.root)}`"
     if not builds:
         return BuildChoice(
             "unbuilt", current_key=current.key, reason=_unbuilt_reason(spec, store, default, fix, every)
@@ -107,8 +101,9 @@ def _unbuilt_reason(
     if other_engines:
         names = sorted({b.engine for b in other_engines if b.engine})
         return (
-            f"not built on this engine ({engine.engine_label()}); {store.builds_file} has builds of it on "
-            f"another engine ({', '.join(names)}), whose images this one does not have; {fix}"
+            f"not built on this engine ({engine.engine_label()}): its builds in {store.builds_file} are on "
+            f"another engine, {'; '.join(map(engine.engine_id_text, names))}, whose images this one does not "
+            f"have; measure them there, or build it on this engine: {fix}"
         )
     if default.root.resolve() == store.root.resolve():
         return f"not built; {fix}"

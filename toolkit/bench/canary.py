@@ -42,7 +42,7 @@ from toolkit.bench.runners.base import (
     resolve_model,
     shader_cache_volume,
 )
-from toolkit.core import jsonsafe, registry
+from toolkit.core import invocation, jsonsafe, registry
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine_api
 from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
@@ -245,7 +245,7 @@ def _container(ctx: RunContext, rs: Any, res: CanaryResult) -> Any:
         if "llama-perplexity" in str(err) and "not found" in str(err):
             res.reason = (
                 "no llama-perplexity in the image (built before the canary): "
-                + f"`toolkit build -i {ctx.spec.name}`"
+                + f"`{invocation.command('build', '-i', ctx.spec.name)}`"
             )
         return None
 

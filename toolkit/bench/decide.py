@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolkit.bench.build_choice import build_command, choose_build, gfx_targets, gone, has_build, unbuilt
+from toolkit.bench.build_choice import choose_build, gfx_targets, gone, has_build, unbuilt
 from toolkit.bench.runners.base import (
     BenchOptions,
     Case,
@@ -23,6 +23,7 @@ from toolkit.bench.runners.base import (
     no_source,
     resolve_model,
 )
+from toolkit.core import invocation
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput
 from toolkit.host import devices
@@ -101,7 +102,11 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
         if not path.exists():
             if model.generate:
                 return ""
-            fetch = f"; `toolkit fetch-model {model.name}` fetches it" if model.hf else no_source(model)
+            fetch = (
+                f"; `{invocation.command('fetch-model', model.name)}` fetches it"
+                if model.hf
+                else no_source(model)
+            )
             return f"model file {path} is absent here: a real run skips this pair{fetch}"
         runner.preflight(lm, model, path)
     except BadInput as err:
@@ -158,7 +163,8 @@ def _decide_image(
             unable,
             short.message()
             + (
-                f"; it is not built yet either: `{build_command(lm, spec, store)}` (needed too, once it can run here)"
+                f"; it is not built yet either: `{invocation.command('build', '-i', spec.name, matrix=lm.path, results=store.root)}`"
+                " (needed too, once it can run here)"
                 if unbuilt_too
                 else ""
             ),

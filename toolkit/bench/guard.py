@@ -312,8 +312,12 @@ class ResultsLock:
         run = _shown(obj["run_id"]) if isinstance(obj.get("run_id"), str) else "?"
         said = obj.get("engine")
         eng = said if isinstance(said, str) and re.fullmatch(r"[A-Za-z0-9]{1,16}", said) else "?"
-        same = "this container engine" if eng == self.engine_id else f"container engine {eng}"
-        return f"{run} (pid {pid_s}, writing {self.root} from {same})"
+        if eng == self.engine_id:
+            return f"{run} (pid {pid_s}, writing {self.root} from this container engine)"
+        return (
+            f"{run} (pid {pid_s}, writing {self.root} from container engine {eng}: two container engines "
+            "of one host share its CPUs, memory and GPUs)"
+        )
 
     def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
         """Take the lock, or refuse (ConcurrentRun, exit 9) naming the holder; with `allow_concurrent`
@@ -326,8 +330,8 @@ class ResultsLock:
         if not allow_concurrent:
             self.release()
             raise ConcurrentRun(
-                f"another toolkit benchmark is writing to this results folder: run {who}. Two container engines "
-                "of one host share its CPUs, memory and GPUs. " + CONCURRENT_ADVICE
+                f"another toolkit benchmark is writing to this results folder: run {who}. "
+                + CONCURRENT_ADVICE
             )
         self._present()
         note(

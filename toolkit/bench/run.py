@@ -20,8 +20,8 @@ from typing import Any
 from toolkit.bench import canary, guard
 from toolkit.bench.decide import Decision, check_models, decide
 from toolkit.bench.runners.base import BenchOptions, Events, Outcome, memory_limit
+from toolkit.core import invocation, signals, startup
 from toolkit.core import registry as runners
-from toolkit.core import signals, startup
 from toolkit.core.errors import BadInput, EngineUnavailable, FileSystemError, RunInterrupted
 from toolkit.engine import api as engine
 from toolkit.host import devices
@@ -181,18 +181,24 @@ def _interrupted(run_id: str, saver: Saver, decisions: list[Decision]) -> RunInt
     return RunInterrupted(f"interrupted: {removed}; {saver.summary()}; {_resume_hint(decisions)}")
 
 
-RESUME_HINT = "`toolkit bench --resume` continues where this run stopped"
-"""The interrupted bench's last words; `toolkit reproduce`, which has no --resume, says its own
+RESUME_HINT = "`{bench} --resume` continues where this run stopped"
+"""The interrupted bench's last words (`resume_hint`: {bench} is this invocation's `toolkit bench` with its
+--matrix/--results, invocation.command); `toolkit reproduce`, which has no --resume, says its own
 (publish.reproduce)."""
 
 NOTHING_TO_RESUME = (
-    "every case of this run was measured before on its image digest + model, so `toolkit bench --resume` "
+    "every case of this run was measured before on its image digest + model, so `{bench} --resume` "
     "has nothing to measure (the report shows each test's newest measurement: this run's for the tests it "
-    "completed, earlier runs' for the rest); `toolkit bench` measures them all again"
+    "completed, earlier runs' for the rest); `{bench}` measures them all again"
 )
 """The interrupted bench's last words where --resume would measure nothing: a second run of a sweep
 measured before (a newcomer's Ctrl-C of it was told that --resume "continues", and --resume then said
 "nothing left to measure")."""
+
+
+def resume_hint(text: str = RESUME_HINT) -> str:
+    """RESUME_HINT (or NOTHING_TO_RESUME) naming this invocation's `toolkit bench` (invocation.command)."""
+    return text.format(bench=invocation.command("bench"))
 
 
 def _resume_hint(decisions: list[Decision]) -> str:
@@ -202,7 +208,7 @@ def _resume_hint(decisions: list[Decision]) -> str:
     --resume and says its own), or results that cannot be read now, keep RESUME_HINT."""
     pairs = [d for d in decisions if d.status == "run" and d.ctx is not None and d.cases]
     if not pairs or any(d.ctx and d.ctx.opts.pinned for d in pairs):
-        return RESUME_HINT
+        return resume_hint()
     try:
         left = sum(
             len(runners.get(d.spec.runner).cases(replace(d.ctx, opts=replace(d.ctx.opts, resume=True))))
@@ -210,8 +216,8 @@ def _resume_hint(decisions: list[Decision]) -> str:
             if d.ctx is not None
         )
     except Exception:  # the hint must not replace the interrupt's message: say the general one
-        return RESUME_HINT
-    return RESUME_HINT if left else NOTHING_TO_RESUME
+        return resume_hint()
+    return resume_hint(RESUME_HINT if left else NOTHING_TO_RESUME)
 
 
 def _engine_gone(err: Exception, saver: Saver) -> EngineUnavailable:
@@ -223,7 +229,7 @@ def _engine_gone(err: Exception, saver: Saver) -> EngineUnavailable:
     )
     return EngineUnavailable(
         f"{why}; {saver.summary()}. Restart the engine (`./scripts/setup-host.sh`) and run "
-        "`toolkit bench --resume`: containers left behind are removed at the next start"
+        f"`{invocation.command('bench', '--resume')}`: containers left behind are removed at the next start"
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from toolkit.bench.runners.base import model_file_here
-from toolkit.core import stats
+from toolkit.core import invocation, stats
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import BenchRecord, new_run_id
@@ -490,7 +490,7 @@ def model_for(lm: LoadedMatrix, name: str | None, spec: ImageSpec) -> ModelSpec:
         if not usable:
             raise BadInput(
                 f"no model file of {spec.name}'s runner is present ({', '.join(m.name for m in models)}); "
-                f"run `toolkit fetch-model {models[0].name}` or pass --model"
+                f"run `{invocation.command('fetch-model', models[0].name)}` or pass --model"
             )
         return usable[0]
     return models[0]

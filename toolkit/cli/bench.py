@@ -26,6 +26,7 @@ from toolkit.cli.common import (
     _load,
     _progress_printer,
     _store,
+    builds_results_option,
     echo_json,
     image_option,
     json_option,
@@ -34,7 +35,7 @@ from toolkit.cli.common import (
     results_option,
     terminal_width,
 )
-from toolkit.core import signals, startup
+from toolkit.core import invocation, signals, startup
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, NothingDone
 from toolkit.core.paths import output_file
 from toolkit.results import make_folders, open_regular
@@ -44,7 +45,7 @@ from toolkit.results import make_folders, open_regular
 @matrix_option
 @image_option
 @json_option
-@results_option
+@builds_results_option
 @click.option("--model", "-m", "models", multiple=True, metavar="NAME", help="Only this model (repeatable).")
 @click.option(
     "--dry-run",
@@ -242,7 +243,7 @@ def _bench_verdict(lm, store, outcomes, *, strict: bool, dry_run: bool = False, 
         also = f"; bench also failed for: {', '.join(failed)}" if failed else ""
         raise BadInput(
             f"stale build of {', '.join(stale)} (built from other inputs than {lm.path} and its templates "
-            f"give now): run `toolkit build {' '.join('-i ' + n for n in stale)}`, or pass --allow-stale"
+            f"give now): run `{invocation.command('build', *(w for n in stale for w in ('-i', n)), matrix=lm.path, results=store.root)}`, or pass --allow-stale"
             + also
         )
     if failed:

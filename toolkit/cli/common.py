@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from toolkit import __version__
-from toolkit.core import signals
+from toolkit.core import invocation, signals
 from toolkit.core.errors import BadInput, FileSystemError, ToolkitError, symlink_loop
 from toolkit.core.text import path_text, strip_controls
 
@@ -132,8 +132,18 @@ def matrix_option(f):
         default="matrix.yaml",
         show_default=True,
         type=click.Path(dir_okay=False),
-        help="The benchmark matrix (images, models, llama-bench axes).",
+        callback=_noted,
+        help="The benchmark matrix (images, models, llama-bench axes); the Dockerfile.templates/, images/ "
+        "and results/ used are those beside it: keep a copy in the project folder.",
     )(f)
+
+
+def _noted(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of --matrix: note the value given on the command line (not the default) for the
+    commands messages suggest (toolkit.core.invocation.command)."""
+    if ctx.get_parameter_source(param.name or "") == click.core.ParameterSource.COMMANDLINE:
+        invocation.note("matrix", value)
+    return value
 
 
 _JSON_ASKED: dict[str, Any] = {"on": False, "printed": False, "pending": None}
@@ -479,17 +489,40 @@ def written_results_folder(ctx: click.Context, param: click.Parameter, value: st
     return value
 
 
-def results_option(f, *, reading: bool = False):
+def results_option(f, *, reading: bool = False, builds: bool = False):
     return click.option(
         "--results",
         "results_dir",
         default=None,
-        callback=results_folder if reading else written_results_folder,
+        callback=_noted_results if reading else _noted_written_results,
         type=click.Path(file_okay=False, exists=reading),
         help="Results folder"
         + (" (must exist: this command only reads it)" if reading else "")
-        + ". Default: results/ beside the matrix.",
+        + ". Default: results/ beside the matrix."
+        + (
+            " Builds are recorded there, and a bench measures only the builds recorded in its own --results "
+            "folder: a new folder needs `toolkit build --results DIR` first."
+            if builds
+            else ""
+        ),
     )(f)
+
+
+def builds_results_option(f):
+    """--results of build, bench and tune: the folder whose builds.jsonl a bench measures from."""
+    return results_option(f, builds=True)
+
+
+def _noted_results(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """results_folder, noting --results for the commands messages suggest (invocation.command)."""
+    invocation.note("results", results_folder(ctx, param, value))
+    return value
+
+
+def _noted_written_results(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """written_results_folder, noting --results for the commands messages suggest (invocation.command)."""
+    invocation.note("results", written_results_folder(ctx, param, value))
+    return value
 
 
 def read_results_option(f):
@@ -619,12 +652,17 @@ def _rich_progress(outcomes: bool):
 class FiniteRange(click.FloatRange):
     """A float option in a range that also refuses nan and inf (click.FloatRange lets NaN through:
     every comparison with NaN is false), so `--threshold nan` is bad input (exit 4), not a gate that
-    never fails."""
+    never fails. A value out of the range is named as typed (`0 is not in the range`, not `0.0`)."""
 
     name = "float"  # the metavar --help shows (FLOAT; the range follows it)
 
     def convert(self, value, param, ctx):
-        rv = super().convert(value, param, ctx)
+        rv = click.FLOAT.convert(value, param, ctx)  # not a number: click's own message
+        try:
+            rv = super().convert(value, param, ctx)
+        except click.BadParameter:  # out of the range
+            shown = value.strip() if isinstance(value, str) else f"{rv:g}"
+            self.fail(f"{shown} is not in the range {self._describe_range()}.", param, ctx)
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv

@@ -20,6 +20,7 @@ from toolkit.cli.common import (
     read_results_option,
     terminal_width,
 )
+from toolkit.core import invocation
 from toolkit.core.errors import HostCheckFailed, ToolkitError
 from toolkit.core.text import path_text
 
@@ -58,7 +59,7 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
 
         b = store.latest_build(name)
         if b is None:
-            return f"{name} is not built, so no container could try the devices (`toolkit build -i {name}`)"
+            return f"{name} is not built, so no container could try the devices (`{invocation.command('build', '-i', name)}`)"
         try:
             profile = devices.profile_for(backend, devices.detect_gpus(), allow_software=allow_software_gpu)
             nodes, groups = devices.passthrough(profile, engine.engine_kind())

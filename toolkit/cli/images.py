@@ -19,11 +19,11 @@ from toolkit.cli.common import (
     _err,
     _load,
     _store,
+    builds_results_option,
     echo_json,
     image_option,
     json_option,
     matrix_option,
-    results_option,
 )
 from toolkit.core.errors import RemoteUnavailable
 from toolkit.core.text import path_text
@@ -65,7 +65,7 @@ def render(matrix_path, images, as_json):
 @matrix_option
 @image_option
 @json_option
-@results_option
+@builds_results_option
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer (BuildKit cache mounts are kept).")
 @click.option(
     "--dry-run",

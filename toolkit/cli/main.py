@@ -32,7 +32,7 @@ from toolkit.cli.common import (
     outcome_of,
     print_envelope,
 )
-from toolkit.core import signals
+from toolkit.core import invocation, signals
 from toolkit.core.errors import ToolkitError
 
 ENVIRONMENT = (
@@ -93,6 +93,8 @@ def cli(engine):
     bench` (or TOOLKIT_ENGINE=podman).
 
     """
+    invocation.start(engine)  # the options a suggested command carries (invocation.command), until the end
+    click.get_current_context().call_on_close(lambda: invocation.start(None))
     if engine:  # the engine module reads it; child processes (campaigns) inherit it
         os.environ["TOOLKIT_ENGINE"] = engine
 

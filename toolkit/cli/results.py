@@ -202,10 +202,11 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
 
     store = ResultStore(root)
     runs = tuple(resultindex.full_run_id(store, r) for r in runs)  # a prefix of one stored run's id
+    images, digests = _image_filter(store, images)
     collecting = gc.isenabled()
     gc.disable()  # until frozen: a collection between the load and the freeze would walk every record
     try:
-        recs = resultindex.select(store, images=images or None, runs=runs or None)
+        recs = resultindex.select(store, images=images or None, runs=runs or None, digests=digests)
     finally:
         gc.freeze()
         if collecting:
@@ -215,6 +216,29 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
         if not recs or any(i not in shown_images for i in images) or any(r not in shown_runs for r in runs):
             _need_filter_match(store, root, images, runs, empty=not recs)
     return store, recs
+
+
+def _image_filter(store, images: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | None]:
+    """(the image names, the digests or None for all) that --image values name: a name, or an image
+    label as reports show it (`cpu@abd88fb000be`: that image's digests by that prefix, index.digest_matches).
+    BadInput naming the label and the image's digests where its digest is not one of that image's."""
+    from toolkit.results import index as resultindex
+
+    if not any("@" in i for i in images):
+        return images, None
+    names = tuple(dict.fromkeys(i.partition("@")[0] for i in images))
+    have = {(h.image.name, h.image.digest) for h in resultindex.heads(store, images=names)}
+    digests: list[str] = []
+    for ref in images:
+        name = ref.partition("@")[0]
+        mine = sorted(
+            d for n, d in have if n == name and ("@" not in ref or resultindex.digest_matches(d, ref, n))
+        )
+        if not mine and "@" in ref:
+            theirs = ", ".join(sorted(d[:19] for n, d in have if n == name)) or "none"
+            raise BadInput(f"no results match {ref!r}: image {name}'s digests here: {theirs}; fix --image")
+        digests += mine
+    return names, digests
 
 
 @contextlib.contextmanager

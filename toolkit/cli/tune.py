@@ -11,17 +11,17 @@ from toolkit.cli.common import (
     _err,
     _load,
     _store,
+    builds_results_option,
     echo_json,
     json_option,
     matrix_option,
-    results_option,
 )
 from toolkit.core.errors import BadInput
 
 
 @click.command(epilog=EPILOG)
 @matrix_option
-@results_option
+@builds_results_option
 @json_option
 @click.option(
     "--image", "-i", "image", required=True, metavar="NAME", help="The image to tune (a llama-bench image)."

@@ -20,6 +20,7 @@ from toolkit.engine.choice import (
     cli,
     client,
     engine_id,
+    engine_id_text,
     engine_info,
     engine_kind,
     engine_label,

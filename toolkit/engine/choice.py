@@ -564,3 +564,19 @@ def engine_id() -> str:
         client()  # it must answer, as Docker's must
         return "podmanroot" if not podman_rootless() else f"podmanu{os.geteuid()}"
     return str(_info(client()).get("ID") or "unknown")
+
+
+def engine_id_text(eid: str) -> str:
+    """An engine ID (engine_id) for messages, with how to reach that engine: `podmanu1000` is "podmanu1000
+    (the rootless Podman of user debian: run as user debian, without sudo, with --engine podman)"."""
+    if eid == "podmanroot":
+        return f"{eid} (rootful Podman: run as root, with --engine podman)"
+    if (m := re.fullmatch(r"podmanu(\d+)", eid)) is None:
+        return f"{eid} (a Docker engine: pick it with DOCKER_HOST or `docker context use`)"
+    import pwd
+
+    try:
+        who = f"user {pwd.getpwuid(int(m[1])).pw_name}"
+    except KeyError:  # a uid without a name here
+        who = f"uid {m[1]}"
+    return f"{eid} (the rootless Podman of {who}: run as {who}, without sudo, with --engine podman)"

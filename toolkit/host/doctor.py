@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from toolkit.core import invocation
 from toolkit.core.errors import BadInput, ToolkitError
 from toolkit.host.devices import (
     Gpu,
@@ -408,14 +409,15 @@ def _next_step(
             "prints its tables"
         )
     if runnable:
-        only = "".join(f" -i {n}" for n in runnable) if len(runnable) < len(report.images) else ""
+        only = [w for n in runnable for w in ("-i", n)] if len(runnable) < len(report.images) else []
         names = ", ".join(runnable)
+        build, bench = invocation.command("build", *only), invocation.command("bench", *only)
         if all(n in measured for n in runnable):  # the README's job is done: after `build && bench`
             return (
-                f"`toolkit report` shows what {names} measured here; `toolkit bench{only}` measures again "
-                f"(`toolkit build{only}` first after a change to matrix.yaml or the templates)"
+                f"`{invocation.command('report')}` shows what {names} measured here; `{bench}` measures again "
+                f"(`{build}` first after a change to matrix.yaml or the templates)"
             )
-        return f"`toolkit build{only} && toolkit bench{only}` measures {names} here"
+        return f"`{build} && {bench}` measures {names} here"
     first = next((c for c in report.checks if c.level == "error"), None)
     return (f"mend `{first.topic}` above" if first else "no image can run here; see the reasons above") + (
         ", then `toolkit doctor` again"

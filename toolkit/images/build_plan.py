@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import stats
+from toolkit.core import invocation, stats
 from toolkit.host.devices import detect_gpus
 from toolkit.host.doctor import ImageLike, image_verdict
 
@@ -37,7 +37,7 @@ class Skipped:
     def line(self) -> str:
         return (
             f"{self.name}: skipped: cannot run on this host: {self.reason}. Build it anyway: "
-            f"`toolkit build -i {self.name}` (or `--all`)"
+            f"`{invocation.command('build', '-i', self.name)}` (or `--all`)"
         )
 
 

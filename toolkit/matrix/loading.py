@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -18,7 +18,7 @@ from pydantic import (
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained
-from toolkit.matrix.schema import SCHEMA_VERSION, ImageSpec, Matrix, ModelSpec, nearest
+from toolkit.matrix.schema import SCHEMA_VERSION, BenchAxes, ImageSpec, Matrix, ModelSpec, nearest
 from toolkit.matrix.template_vars import excerpt
 
 
@@ -329,11 +329,29 @@ _PLAIN_NUMBER = {
 """Numbers as written in decimal: what a scalar PyYAML resolves to int or float must look like this."""
 
 
+def _bool_words(key: str | None) -> str:
+    """What to write for a YAML 1.1 boolean given under `key`: the values of an axis that takes a few
+    integers (flash_attn: "1, 0 or -1"), else "true or false"."""
+    field = BenchAxes.model_fields.get(key or "")
+    ann = field.annotation if field else None
+    while get_args(ann) and get_origin(ann) is not Literal:  # list[Literal[-1, 0, 1]] -> Literal[...]
+        ann = get_args(ann)[0]
+    values = sorted(get_args(ann), reverse=True) if get_origin(ann) is Literal else []
+    if not values or not all(type(v) is int for v in values):
+        return "true or false"
+    return ", ".join(map(str, values[:-1])) + f" or {values[-1]}"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice in one mapping (YAML would keep the last silently).
     Pure Python on purpose: libyaml's CSafeLoader (~25 ms faster on this matrix) composes nodes by C
     recursion, and a 200 KB file of nested brackets crashes the process (SIGSEGV) where this one
-    raises RecursionError, which load_matrix turns into bad input."""
+    raises RecursionError, which load_matrix turns into bad input. `key_of`: the mapping key each value
+    node (or item of a list value) is given under, by id, for the messages (`_bool_words`)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.key_of: dict[int, str] = {}
 
     def construct_object(self, node, deep=False):
         """PyYAML's constructors raise plain ValueError / TypeError / OverflowError for a scalar they
@@ -349,9 +367,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 None,
                 None,
                 f"{node.value[:10]!r} is read by YAML 1.1 as a boolean ({node.value.lower() in ('yes', 'on', 'y')}); "
-                "write true or false, or quote it if it is text",
+                f"write {_bool_words(self.key_of.get(id(node)))}, or quote it if it is text",
                 node.start_mark,
             )
+        if isinstance(node, yaml.SequenceNode) and id(node) in self.key_of:  # `flash_attn: [on]`
+            self.key_of.update(dict.fromkeys(map(id, node.value), self.key_of[id(node)]))
         if isinstance(node, yaml.ScalarNode) and node.tag in _PLAIN_NUMBER:
             if not _PLAIN_NUMBER[node.tag].fullmatch(node.value):
                 raise _ScalarError(
@@ -380,7 +400,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         """The mapping of `node`; a complex key (`? [a, b]`, a mapping) or a duplicate key is a
         ConstructorError at the key's line."""
         seen: set = set()
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or mapping cannot be hashed
                 kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
                 raise yaml.constructor.ConstructorError(
@@ -395,6 +415,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark
                 )
             seen.add(key)
+            self.key_of[id(value_node)] = key_node.value
         return super().construct_mapping(node, deep=deep)
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -238,14 +238,14 @@ def check_revision(lm: LoadedMatrix, model: ModelSpec, model_dir: Path) -> str |
             else ""
         )
         raise BadInput(
-            f"{where}: not pinned: a checkpoint is pinned by its commit hash; run `toolkit fetch-model "
-            f"{model.name}` on a host that reaches the Hub (it resolves the commit with huggingface_hub "
+            f"{where}: not pinned: a checkpoint is pinned by its commit hash; run `"
+            f"{invocation.command('fetch-model', model.name)}` on a host that reaches the Hub (it resolves the commit with huggingface_hub "
             f"and writes it into the matrix){have}"
         )
     if got and got != model.hf.revision:
         raise BadInput(
             f"{where}: the matrix pins {model.hf.revision}, but {model_dir} was downloaded at {got}; "
-            f"delete it and run `toolkit fetch-model {model.name}`, or pin {got}"
+            f"delete it and run `{invocation.command('fetch-model', model.name)}`, or pin {got}"
         )
     return model.hf.revision
 

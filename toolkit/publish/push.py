@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.core import invocation
 from toolkit.core.errors import BadInput, BuildFailed
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
@@ -111,7 +112,7 @@ def push_image(
 
     rec = build_mod.latest_here(store, name)
     if rec is None:
-        return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
+        return PushResult(name, "skipped", f"not built; run `{invocation.command('build', '--image', name)}`")
     if dry_run:
         refs = [f"{registry}/{name}:{t}" for t in (fixed_tag(rec), moving_tag(rec))]
         return PushResult(name, "dry-run", f"would tag {rec.digest[:19]} and push it", refs=refs)
@@ -226,7 +227,7 @@ def attest_push(
     spec = lm.m.image(name)
     rec = build_mod.latest_here(store, name)
     if rec is None:
-        return PushResult(name, "skipped", f"not built; run `toolkit build --image {name}`")
+        return PushResult(name, "skipped", f"not built; run `{invocation.command('build', '--image', name)}`")
     rendered, _, _, labels, args, _ = build_mod.plan(lm, spec, store)
     repository = f"{registry}/{name}"
     refs = [f"{repository}:{fixed_tag(rec)}", f"{repository}:{moving_tag(rec)}"]

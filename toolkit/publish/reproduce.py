@@ -732,7 +732,7 @@ def _rerun(
     except RunInterrupted as err:  # bench's `toolkit bench --resume` would bench the folder as a project
         raise RunInterrupted(
             str(err).replace(
-                bench.RESUME_HINT,
+                bench.resume_hint(),
                 "the same `toolkit reproduce` again re-runs every case (a reproduction has no --resume; its "
                 "records so far stay apart, superseded by the new run's)",
             )

@@ -304,6 +304,22 @@ def heads(
     )
 
 
+def digest_matches(digest: str, ref: str, name: str | None = None) -> bool:
+    """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its
+    kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
+    digest of the folder, and so the only one there, silently; or whole, whatever its length (an import's
+    `import:v1`, which no prefix of 4 names). An image label as reports show it (`cpu@abd88fb000be`,
+    analysis.facts.image_label) names `digest` of image `name`: both the name and the prefix must match."""
+    label, at, rest = ref.partition("@")
+    if at:
+        return label == name and digest_matches(digest, rest)
+    kind, _, hexref = ref.lower().rpartition(":")
+    d_kind, _, d_hex = digest.lower().rpartition(":")
+    return (
+        len(hexref) >= 4 and d_hex.startswith(hexref) and kind in ("", d_kind)
+    ) or ref.lower() == digest.lower()
+
+
 RUN_PREFIX_MIN = 8
 """The fewest characters of a run id that full_run_id completes (`20261205`: the run's date)."""
 

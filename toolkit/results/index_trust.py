@@ -41,12 +41,22 @@ def index_path(root: Path, *, owned: bool = True) -> Path:
     user's toolkit in turn, O(history) a call). A folder only read, not `owned` (compare --against
     DIR: a stranger's folder stays a stranger's), has its index beside the key, named by the folder's
     real path (indexes/<sha256>.sqlite; made where it is opened: opened_path): nothing is written
-    into it. Only a name: nothing is made or read here but the files' metadata."""
-    if not owned:
+    into it; so too a folder of another user's (`sudo toolkit bench` in the user's results/: root's index
+    was left there, root-owned). Only a name: nothing is made or read here but the files' metadata."""
+    if not _owns(root, owned):
         where = key_path().parent / "indexes"
         return where / (hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:32] + ".sqlite")
     path = Path(root) / INDEX_NAME
     return path if own_file(path) else path.with_name(f".index.{os.geteuid()}.sqlite")
+
+
+def _owns(root: Path, owned: bool) -> bool:
+    """Whether the index of results folder `root` lies in it: an `owned` folder (one written, not only
+    read) of this user's own, or one not made yet (its writer makes it). Never raises."""
+    try:
+        return owned and os.stat(root).st_uid == os.geteuid()
+    except OSError:
+        return owned
 
 
 MAX_STRANGER_INDEXES = 16  # indexes of folders only read (compare --against DIR): each as big as its rows
@@ -59,7 +69,7 @@ def opened_path(root: Path, *, owned: bool = True) -> Path:
     least recently written go; one deleted is rebuilt from its folder's JSONL at its next use). OSError
     as mkdir raises it."""
     path = index_path(root, owned=owned)
-    if not owned:
+    if not _owns(root, owned):
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.path.lexists(path):
             _prune(path.parent, MAX_STRANGER_INDEXES - 1)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from toolkit.bench.observe import RunObserver, gpus_for_run
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
 from toolkit.host import devices
@@ -97,9 +97,14 @@ class Outcome:
             wall, tests, startup, cold = (
                 timing_value(self.timing, k) for k in ("wall_s", "tests_s", "startup_s", "cache_cold")
             )
-            line += (
-                f", wall {wall or 0.0:.1f} s = measurement {tests or 0.0:.1f} s + start-up/model load/"
-                f"warm-up {startup or 0.0:.1f} s"
+            wall_r, tests_r = round(wall or 0.0, 1), round(tests or 0.0, 1)
+            rest = (
+                round(wall_r - tests_r, 1)
+                if wall is not None and tests is not None
+                else round(startup or 0.0, 1)
+            )
+            line += (  # the rest from the rounded figures, so that the sum shown adds up (startup_s = wall - tests)
+                f", wall {wall_r:.1f} s = measurement {tests_r:.1f} s + start-up/model load/warm-up {rest:.1f} s"
             )
             if cold is not None:  # only a Vulkan llama-bench line has it: its Mesa shader cache
                 line += " (shader cache cold)" if cold else " (shader cache warm)"
@@ -184,7 +189,9 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
         if model.generate:
             ensure_model_file(path, model.generate)
         else:
-            fetch = f"; run `toolkit fetch-model {model.name}`" if model.hf else no_source(model)
+            fetch = (
+                f"; run `{invocation.command('fetch-model', model.name)}`" if model.hf else no_source(model)
+            )
             return None, f"model file {path} is absent{fetch}"
     return path, ""
 
@@ -194,7 +201,7 @@ def no_source(model: ModelSpec) -> str:
     generate): `; copy the file there, or give models[NAME].hf ...`."""
     return (
         f"; copy the file there, or give models[{model.name}].hf (its Hugging Face repo) so "
-        f"`toolkit fetch-model {model.name}` fetches it"
+        f"`{invocation.command('fetch-model', model.name)}` fetches it"
     )
 
 

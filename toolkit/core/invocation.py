@@ -1,0 +1,67 @@
+"""The toolkit command a message tells the user to run next (`command`), carrying the options of this
+invocation that change what that command does: the global --engine where given, --matrix where it is
+not the default matrix.yaml, --results where it is not results/ beside the matrix. A hint without them
+looped: `bench --matrix small.yaml` said "stale: run `toolkit build -i cpu`", which built from
+matrix.yaml, and the bench was stale again (nc45 stumble 1). The CLI notes the options as it parses
+them (`start`, `note`); the layers below only render. Prints nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+_GIVEN: dict[str, str] = {}
+
+TAKES = {
+    "bench": ("matrix", "results"),
+    "build": ("matrix", "results"),
+    "tune": ("matrix", "results"),
+    "fetch-model": ("matrix",),
+    "render": ("matrix",),
+    "doctor": ("matrix", "results"),
+    "report": ("matrix", "results"),
+    "compare": ("matrix", "results"),
+}
+"""Which of --matrix / --results each suggested command takes (tests/test_invocation.py checks this
+against the commands' own options); a command not listed takes neither."""
+
+
+def start(engine: str | None) -> None:
+    """Forget the last invocation's options (one process may run several: tests, a campaign) and note
+    the global --engine, None where not given."""
+    _GIVEN.clear()
+    if engine:
+        _GIVEN["engine"] = engine
+
+
+def note(option: str, value: str | None) -> None:
+    """Note the value given to `option` ("matrix" or "results") on the command line; None: not given."""
+    if value is not None:
+        _GIVEN[option] = value
+
+
+def command(name: str, *args: str, matrix: Path | None = None, results: Path | None = None) -> str:
+    """`toolkit [--engine E] NAME [--matrix M] [--results R] ARGS...`: the command line to suggest,
+    quoted for a POSIX shell (paths with spaces), without backticks. `name` is the subcommand
+    ("build", "fetch-model"); `args` its own further arguments ("-i", "cpu"), in order. `matrix` and
+    `results`: the matrix file and results folder the caller works on (LoadedMatrix.path,
+    ResultStore.root), else those given on the command line; each is left out where it is the default
+    (matrix.yaml of the working folder; results/ beside the matrix)."""
+    words = ["toolkit"]
+    if "engine" in _GIVEN:
+        words += ["--engine", _GIVEN["engine"]]
+    words.append(name)
+    takes = TAKES.get(name, ())
+    given = _GIVEN.get("matrix")
+    matrix = matrix or (Path(given) if given else Path("matrix.yaml"))
+    results = results or Path(_GIVEN.get("results") or matrix.resolve().parent / "results")
+    if matrix.resolve() == Path("matrix.yaml").resolve():
+        matrix = None
+    if results.resolve() == (matrix or Path("matrix.yaml")).resolve().parent / "results":
+        results = None
+    if matrix is not None and "matrix" in takes:
+        words += ["--matrix", str(matrix)]
+    if results is not None and "results" in takes:
+        words += ["--results", str(results)]
+    return " ".join(shlex.quote(w) for w in [*words, *args])
