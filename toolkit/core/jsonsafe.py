@@ -345,13 +345,21 @@ def stops_before_end(dec: json.JSONDecoder, text: str) -> bool:
     """Whether `text` is refused as JSON at a position before its end: no value could start this way
     (a cut-off value, refused only at the end, or one that parses, is False; so is a value nested or
     numbered past the bounds)."""
+    at = refused_at(dec, text)
+    return at is not None and at < len(text)
+
+
+def refused_at(dec: json.JSONDecoder, text: str, pos: int = 0) -> int | None:
+    """Where the JSON value starting at `pos` of `text` is refused (the decoder's error position, an
+    index of `text`); None where it parses, or the refusal names no place (nested or numbered past
+    the bounds)."""
     try:
-        dec.raw_decode(text)
+        dec.raw_decode(text, pos)
     except json.JSONDecodeError as err:
-        return err.pos < len(text)
+        return err.pos
     except (ValueError, RecursionError):
-        return False
-    return False
+        return None
+    return None
 
 
 def load(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Any:

@@ -172,7 +172,7 @@ def _no_rows(path: Path, text: str, notes: list[str]) -> BadInput:
     elif (said := other_tables.md_table(lines)) is not None:  # a table by hand, llama-server's timings
         hint = said
     elif table is not None:
-        hint = (
+        hint = other_tables.headless_rows(lines, table) or (
             f"a markdown table (-o md) at line {table} has no result rows: it needs a header with model, test "
             "and t/s columns, its separator line, then rows"
         )

@@ -199,6 +199,15 @@ def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] |
             skipped.append(f"line {t.line}: an element of the array left out ({err})")
         t.pos = over
         return True
+    over = _broken_record_end(t)
+    if over is not None:  # a whole record with a value broken inside it: left out, the next is read
+        if skipped is not None:
+            skipped.append(
+                f"line {t.line}: a record of the array left out: {err} on line {_error_line(t)}; "
+                "the records after it are read"
+            )
+        t.pos = over
+        return True
     if not t.eof and len(t.buf) - t.pos <= jsonsafe.MAX_LINE_BYTES:  # it may go on in the next block
         t.read_from(t.pos)
         return True
@@ -210,6 +219,27 @@ def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] |
         )
         skipped.append(f"line {t.line}: the array ends in an incomplete record ({why})")
     return False
+
+
+def _broken_record_end(t: _JsonText) -> int | None:
+    """Where the object at t.pos ends when it is a whole record with a value broken inside it (a line
+    cut inside `false`, pasted as `f` then `alse`): its braces close (strings skipped) and the array
+    goes on after it (`,` or `]` next, past blanks) within the text read; None otherwise (the half
+    object a crash left behind does not close; one that goes on in the next block is read again)."""
+    if t.buf[t.pos] != "{":
+        return None
+    end = jsonsafe.value_end(t.buf, t.pos)
+    if end is None:
+        return None
+    nxt = _BLANKS.match(t.buf, end).end()  # type: ignore[union-attr]
+    return end if nxt < len(t.buf) and t.buf[nxt] in ",]" else None
+
+
+def _error_line(t: _JsonText) -> int:
+    """The line of the first place the element at t.pos is refused as JSON (that element does not
+    parse: _past_unparsed); t.line where the decoder names no place in it."""
+    at = jsonsafe.refused_at(t.dec, t.buf, t.pos)
+    return t.line if at is None else t.line + t.buf.count("\n", t.pos, at)
 
 
 def _next_array(t: _JsonText, skipped: list[str] | None, *, at_start: bool = False) -> bool:

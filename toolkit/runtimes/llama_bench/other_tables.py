@@ -10,6 +10,7 @@ not what the file holds. Three kinds of table are named here, each with its colu
   (`Tiefe | UD-Q6_K_M | ...`) or llama-server's timings (`Input tokens | Prefill | Decode`): md_table;
 - a table drawn with box-drawing characters (`┏━━┳━━┓`, `┃ Context ┃ TTFT (s) ┃`: Python's rich, a
   script's printed report): box_table;
+- rows of llama-bench's own table pasted without its header and separator lines: headless_rows;
 - a CSV whose header names none of llama-bench's fields (a sensor log `epoch,device,edge_c,...,power_w`,
   a script's own `model_name,context_k,...,decode_tps`): csv_table.
 
@@ -45,12 +46,12 @@ def _named(cells: list[str]) -> str:
 
 def _md_tables(lines: list[str]) -> list[tuple[int, list[str], list[list[str]]]]:
     """Each markdown table of `lines`: (its header's line number, 1-based; the header's cells; its rows'
-    cells), a table being a `|` line followed by a separator line (`|---|:---:|`)."""
+    cells), a table being a `|` line followed by a separator line (`|---|:---:|`, or `---|:---:|`)."""
     out, i = [], 0
     while i < len(lines) - 1:  # each line read once: a table's rows are not read again as headers
         head, sep = line_text(lines[i]), line_text(lines[i + 1])
         i += 1
-        if not head.startswith("|") or not sep.startswith("|"):
+        if not head.startswith("|") or not _separator_start(sep):
             continue
         if not all(MD_SEP.match(c.replace(" ", "")) for c in md_cells(sep) if c):
             continue
@@ -61,6 +62,12 @@ def _md_tables(lines: list[str]) -> list[tuple[int, list[str], list[list[str]]]]
             i += 1
         out.append((at + 1, md_cells(head), rows))
     return out
+
+
+def _separator_start(sep: str) -> bool:
+    """Whether `sep` can be a table's separator line: it starts with `|`, or with its first cell where
+    the leading pipe is left out (` ------: | -----: |`, a hand-typed header's: markdown reads it)."""
+    return sep.startswith("|") or ("|" in sep and sep.lstrip().startswith(("-", ":")))
 
 
 def _test_named(head: list[str], rows: list[list[str]]) -> str | None:
@@ -101,6 +108,29 @@ def md_table(lines: list[str]) -> str | None:
     return (
         f"the markdown table at line {n} is not llama-bench -o md output: it needs a header with model, test "
         f"and t/s columns, and its columns are {_named(head)}: {what}"
+    )
+
+
+_TS_CELL = re.compile(r"^\d+(?:\.\d+)?\s*±\s*\d+(?:\.\d+)?$")
+
+
+def headless_rows(lines: list[str], first: int) -> str | None:
+    """The word on a file whose first `|` line (`first`, 1-based) is a llama-bench row without the
+    header and separator lines above it (pasted from a longer table: its last two cells a test `pp16384`
+    and a t/s `890.38 ± 0.56`): how many such rows and what to do; None where that line is none."""
+    rows = []
+    for ln in lines[first - 1 :]:
+        cells = md_cells(ln) if ln.strip().startswith("|") else []
+        if len(cells) < 3 or not _TEST.match(cells[-2]) or not _TS_CELL.match(cells[-1]):
+            break
+        rows.append(cells)
+    if not rows:
+        return None
+    return (
+        f"line {first} and the {len(rows) - 1} line(s) after it are rows of a llama-bench markdown table "
+        f"without its header and separator lines (their last cells a test, {rows[0][-2]!r}, and its t/s, "
+        f"{rows[0][-1]!r}): which column is which is not guessed; put the header llama-bench printed above "
+        "them, or import the run's -o jsonl"
     )
 
 
