@@ -257,33 +257,3 @@ def test_the_accounting_line_names_the_failed_records_as_json_lists_them(tmp_pat
     out = " ".join(res.stdout.split())
     assert "5 failed (cpu pp1024: interrupted (Ctrl-C); cpu pp128: interrupted (Ctrl-C); cpu pp2048: " in out
     assert "interrupted (Ctrl-C) and 2 more)" in out
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="a folder of another user's needs chown (root)")
-def test_what_root_makes_in_a_results_folder_of_another_users_is_that_users(tmp_path):
-    """`sudo toolkit bench` took the lock in the user's results/: results/.lock was root's, 0644, and the
-    user's next bench could not open it to write (EACCES, exit 8). What root makes there (the lock, a
-    digest folder, a file in it) is the folder owner's now."""
-    from toolkit.bench import guard
-    from toolkit.results import make_folders, open_regular
-
-    root = tmp_path / "results"
-    root.mkdir()
-    os.chown(root, 65534, 65534)
-    lock = guard.ResultsLock(root, "run-root", "podmanroot")
-    lock.start(allow_concurrent=False, note=lambda s: None)
-    lock.release()
-    make_folders(root / "abcdef012345" / "logs", root=root)
-    os.close(open_regular(root / "abcdef012345" / "bench.jsonl", os.O_WRONLY | os.O_CREAT, root=root))
-    for p in (
-        root / ".lock",
-        root / "abcdef012345",
-        root / "abcdef012345" / "logs",
-        root / "abcdef012345" / "bench.jsonl",
-    ):
-        assert (p.stat().st_uid, p.stat().st_gid) == (65534, 65534), p
-    mine = tmp_path / "mine"  # root's own folder: root's files stay root's
-    lock = guard.ResultsLock(mine, "run-root", "podmanroot")
-    lock.start(allow_concurrent=False, note=lambda s: None)
-    lock.release()
-    assert (mine / ".lock").stat().st_uid == 0

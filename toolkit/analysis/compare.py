@@ -244,7 +244,7 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
         digest = build.digest if build and build.digest in named else q.newest_digest(ref)
         scope = {"images": [ref], "digests": [digest]}
         return image_label(q.first(scope)), scope
-    name = ref.partition("@")[0] if "@" in ref else None  # an image label: `cpu@abd88fb000be`
+    name = ref.rpartition("@")[0] if "@" in ref else None  # an image label: `cpu@abd88fb000be`
     digests = sorted(d for d in q.digests(name) if digest_matches(d, ref, name))
     if len(digests) == 1:
         labelled: resultindex.Scope = {"digests": digests, **({"images": [name]} if name else {})}

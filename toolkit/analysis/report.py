@@ -104,10 +104,21 @@ class Shown:
         return self.counts + (f", {refused} unreadable or invalid (see warnings)" if refused else "")
 
 
+FAILED_SAID = 200
+"""The most characters of one failed record's reason the accounting line shows (the rest as `...`)."""
+
+
+def _said(why: str) -> str:
+    return why if len(why) <= FAILED_SAID else why[: FAILED_SAID - 3] + "..."
+
+
 def _failed_names(failures: list[dict[str, Any]]) -> str:
     """` (IMAGE TEST: why; ... and N more)` after the accounting line's `N failed`: the first 3 failed
-    records by name, as the json report's `failed` lists them all; '' where none failed."""
-    said = [f"{f['image']} {f['test']}: {one_line(str(f['error'] or f['status']))}" for f in failures[:3]]
+    records by name, each reason cut at FAILED_SAID characters (a 10 KB error was 130 lines of the
+    text report's head), as the json report's `failed` lists them all whole; '' where none failed."""
+    said = [
+        f"{f['image']} {f['test']}: {_said(one_line(str(f['error'] or f['status'])))}" for f in failures[:3]
+    ]
     more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
     return f" ({'; '.join(said)}{more})" if said else ""
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
@@ -300,7 +300,7 @@ def _pushed_build(
         where = f" to {registry}" if registry else ""
         return (
             f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
-            f"{store.builds_file}: run `toolkit push -i {im.name}`"
+            f"{store.builds_file}: run `{invocation.command('push', '-i', im.name, matrix=lm.path, results=store.root)}`"
         )
     return choice.build, ref
 

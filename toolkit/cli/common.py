@@ -474,7 +474,10 @@ def written_results_folder(ctx: click.Context, param: click.Parameter, value: st
     build, tune, ...): results_folder's refusals, and a folder `toolkit export-run` wrote (a published
     run, read as results by report and compare --against: toolkit.results.exported_run) is bad input
     (exit 4): a bench or an import into it mixed this host's records into the run a customer was sent,
-    and a re-export shipped them."""
+    and a re-export shipped them. An empty path (`--results ''`: a script's unset variable) is bad input
+    too: it imported into the default results/, as output_parent refuses `-o ''`."""
+    if value == "":
+        raise click.BadParameter("'': empty path; give a path, or leave the option out")
     value = results_folder(ctx, param, value)
     if value is None or not os.path.isdir(value):
         return value

@@ -219,24 +219,28 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
 
 
 def _image_filter(store, images: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | None]:
-    """(the image names, the digests or None for all) that --image values name: a name, or an image
-    label as reports show it (`cpu@abd88fb000be`: that image's digests by that prefix, index.digest_matches).
+    """(the image names, the digests or None for all) that --image values name: a name (whole, even one
+    with `@`: an import's --label), or an image label as reports show it (`cpu@abd88fb000be`: that
+    image's digests by that prefix, index.digest_matches; the name is all before the last `@`).
     BadInput naming the label and the image's digests where its digest is not one of that image's."""
     from toolkit.results import index as resultindex
 
-    if not any("@" in i for i in images):
+    labels = [i for i in images if "@" in i and not resultindex.heads(store, images=(i,))]
+    if not labels:
         return images, None
-    names = tuple(dict.fromkeys(i.partition("@")[0] for i in images))
+    names = tuple(dict.fromkeys(i.rpartition("@")[0] if i in labels else i for i in images))
     have = {(h.image.name, h.image.digest) for h in resultindex.heads(store, images=names)}
     digests: list[str] = []
     for ref in images:
-        name = ref.partition("@")[0]
+        name = ref.rpartition("@")[0] if ref in labels else ref
         mine = sorted(
-            d for n, d in have if n == name and ("@" not in ref or resultindex.digest_matches(d, ref, n))
+            d for n, d in have if n == name and (ref not in labels or resultindex.digest_matches(d, ref, n))
         )
-        if not mine and "@" in ref:
+        if not mine and ref in labels:
             theirs = ", ".join(sorted(d[:19] for n, d in have if n == name)) or "none"
-            raise BadInput(f"no results match {ref!r}: image {name}'s digests here: {theirs}; fix --image")
+            raise BadInput(
+                f"no results match {ref!r}: image {name or '(no name)'}'s digests here: {theirs}; fix --image"
+            )
         digests += mine
     return names, digests
 

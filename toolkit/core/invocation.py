@@ -22,8 +22,9 @@ TAKES = {
     "doctor": ("matrix", "results"),
     "report": ("matrix", "results"),
     "compare": ("matrix", "results"),
+    "push": ("matrix", "results"),
 }
-"""Which of --matrix / --results each suggested command takes (tests/test_invocation.py checks this
+"""Which of --matrix / --results each suggested command takes (tests/test_fix45_newcomer.py checks this
 against the commands' own options); a command not listed takes neither."""
 
 

@@ -41,7 +41,7 @@ from toolkit.analysis.tables import (
 )
 from toolkit.bench import run as bench
 from toolkit.bench.runners.base import BenchOptions, Events, model_sha256, tree_sha256
-from toolkit.core import backends
+from toolkit.core import backends, invocation
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_link
 from toolkit.core.paths import contained, relative_path
@@ -372,7 +372,8 @@ def locate_model(
     looked = ", ".join(str(p) for p in candidates) or "nowhere: no --model-dir"
     raise BadInput(
         f"model {m.name}: {m.file} (sha256 {m.sha256[:12]}...) not found (looked in: {looked}); download "
-        f"it{src} with `toolkit fetch-model {m.name} --matrix {folder / 'matrix.yaml'}` or pass --model-dir DIR"
+        f"it{src} with `{invocation.command('fetch-model', m.name, matrix=folder / 'matrix.yaml')}` or pass "
+        "--model-dir DIR"
     )
 
 

@@ -137,9 +137,7 @@ def open_below(path: Path, flags: int, mode: int = 0o644, *, root: Path | None =
         flags |= os.O_NOFOLLOW
     folder = below(path.parent, top)
     try:
-        fd = os.open(path.name, flags, mode, dir_fd=folder)
-        _as_folders_owner(fd, os.fstat(folder))
-        return fd
+        return os.open(path.name, flags, mode, dir_fd=folder)
     except OSError as err:
         _refuse_loop(err, path, flags)
         raise OSError(err.errno, err.strerror, str(path)) from None
@@ -284,8 +282,6 @@ def below(folder: Path, root: Path | None, *, make: bool = False, chmod: int | N
     if make:
         top.mkdir(parents=True, exist_ok=True)
     fd = os.open(top, _FOLDER)
-    if make:
-        _as_folders_owner(fd, os.stat(top.parent))
     here = top
     try:
         for name in folder.relative_to(top).parts:
@@ -299,8 +295,6 @@ def below(folder: Path, root: Path | None, *, make: bool = False, chmod: int | N
                 if stat.S_ISLNK(_lstat_mode(name, fd)):
                     raise BadInput(refused_link(here, "a folder")) from None
                 raise OSError(err.errno, err.strerror, str(here)) from None
-            if make:
-                _as_folders_owner(nxt, os.fstat(fd))
             os.close(fd)
             fd = nxt
         if chmod is not None:
@@ -309,15 +303,6 @@ def below(folder: Path, root: Path | None, *, make: bool = False, chmod: int | N
         os.close(fd)
         raise
     return fd
-
-
-def _as_folders_owner(fd: int, folder: os.stat_result) -> None:
-    """As root, in a folder of another user's (`folder`: its stat; `sudo toolkit bench` in the user's
-    results/), give what root made there (`fd`, a file or folder of root's own) to the folder's owner:
-    the user's next bench could not open root's results/.lock, bench.jsonl or digest folder to write
-    (EACCES). Nothing for any other user, or in root's own folders."""
-    if os.geteuid() == 0 and folder.st_uid != 0 and os.fstat(fd).st_uid == 0:
-        os.fchown(fd, folder.st_uid, folder.st_gid)
 
 
 def _lstat_mode(name: str, folder: int) -> int:

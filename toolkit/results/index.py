@@ -309,8 +309,9 @@ def digest_matches(digest: str, ref: str, name: str | None = None) -> bool:
     kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
     digest of the folder, and so the only one there, silently; or whole, whatever its length (an import's
     `import:v1`, which no prefix of 4 names). An image label as reports show it (`cpu@abd88fb000be`,
-    analysis.facts.image_label) names `digest` of image `name`: both the name and the prefix must match."""
-    label, at, rest = ref.partition("@")
+    analysis.facts.image_label) names `digest` of image `name`: both the name and the prefix must match;
+    the name is all before the last `@` (a digest has none; an imported label may: `we@ird@import:6496`)."""
+    label, at, rest = ref.rpartition("@")
     if at:
         return label == name and digest_matches(digest, rest)
     kind, _, hexref = ref.lower().rpartition(":")
