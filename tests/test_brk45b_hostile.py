@@ -121,3 +121,23 @@ def test_a_hard_link_in_a_users_folder_is_not_handed_over(tmp_path):
     os.link(secret, root / "builds.jsonl")
     os.close(open_regular(root / "builds.jsonl", os.O_WRONLY | os.O_APPEND, root=root))
     assert secret.stat().st_uid == 0
+
+
+def test_a_json_file_of_broken_records_is_read_in_bounded_time(tmp_path):
+    """brk45b M3: every record of an -o json file broken inside a value (`"a": f` / `alse`) was left out
+    one by one, each costing a parse error counted over the 1 MiB block: 300,000 records took 114 s.
+    After json_array.MAX_BROKEN the rest is refused in one note."""
+    import time
+
+    from toolkit.runtimes.llama_bench.json_array import MAX_BROKEN
+
+    rec = '{"a": f\nalse}'
+    (tmp_path / "m.json").write_text("[\n" + ",\n".join([rec] * 20_000) + "\n]\n")
+    t0 = time.process_time()
+    res = CliRunner().invoke(
+        cli, ["import", "--results", str(tmp_path / "r"), "--label", "x", str(tmp_path / "m.json")]
+    )
+    assert time.process_time() - t0 < 30  # was ~5 s of the 114 s kind at 20,000 records; now ~0.1 s
+    assert _code(res) == 4, res.output
+    # the first record's note, then MAX_BROKEN - 1 more and the note that the rest is not read
+    assert f"(and {MAX_BROKEN} more)" in str(res.exception), res.exception

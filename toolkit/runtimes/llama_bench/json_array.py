@@ -103,6 +103,7 @@ class _JsonText:
         self.buf, self.eof = "", False
         self.pos, self.line, self.counted = 0, first, 0
         self.dec = json.JSONDecoder()
+        self.broken = 0  # records left out for a value broken inside them (_past_unparsed)
 
     def fill(self) -> None:
         """Append the next blocks (JSON_BLOCK characters of them, or the rest) to `buf`."""
@@ -189,6 +190,12 @@ def _starts_there(t: _JsonText, at: int) -> bool:
         return not jsonsafe.stops_before_end(t.dec, t.buf[at:])
 
 
+MAX_BROKEN = 100
+"""Records of one `-o json` text left out for a value broken inside them (a paste's line break in
+`false`) before the rest is refused: each costs two parse errors whose line is counted from the block's
+start (up to JSON_BLOCK characters), so a file of nothing else would read in O(records x 1 MiB)."""
+
+
 def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] | None) -> bool:
     """After an element at t.pos that does not parse: True to read on (an element nested too deep
     stepped over, noted; one that may go on in the next block read again with it), False at the
@@ -200,7 +207,15 @@ def _past_unparsed(t: _JsonText, err: jsonsafe.JsonProblem, skipped: list[str] |
         t.pos = over
         return True
     over = _broken_record_end(t)
+    if over is not None and t.broken >= MAX_BROKEN:  # no paste's slip: the rest is not read
+        if skipped is not None:  # (each costs a parse error counted from the block's start: bounded)
+            skipped.append(
+                f"line {t.line}: more than {MAX_BROKEN} records of the array broken inside a value: "
+                "this is no llama-bench output pasted with a slip; the rest of the file is not read"
+            )
+        return False
     if over is not None:  # a whole record with a value broken inside it: left out, the next is read
+        t.broken += 1
         if skipped is not None:
             skipped.append(
                 f"line {t.line}: a record of the array left out: {err} on line {_error_line(t)}; "
