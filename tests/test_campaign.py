@@ -104,7 +104,8 @@ def test_submit_refuses_an_image_that_was_never_pushed(tmp_path):
     res = CliRunner().invoke(cli, ["campaign", "submit", "--matrix", str(p / "matrix.yaml")])
     assert isinstance(res.exception, BadInput), res.output
     msg = str(res.exception)
-    assert "no pushed registry digest" in msg and "toolkit push -i cpu" in msg and "builds.jsonl" in msg
+    push = f"toolkit push --matrix {p / 'matrix.yaml'} -i cpu"  # the campaign's matrix (core.invocation)
+    assert "no pushed registry digest" in msg and push in msg and "builds.jsonl" in msg
     assert not (p / "results" / "campaigns").exists()  # nothing submitted, nothing recorded
 
 

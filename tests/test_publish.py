@@ -318,7 +318,9 @@ def test_reproduce_names_the_missing_model_and_how_to_fetch_it(cpu_project, tmp_
     res = CliRunner().invoke(cli, ["reproduce", str(out)])
     assert isinstance(res.exception, BadInput), res.output
     msg = str(res.exception)
-    assert "Qwen3.gguf" in msg and "toolkit fetch-model qwen3-30b-a3b-q4kxl" in msg and "--model-dir" in msg
+    # the fetch reads the published folder's matrix (core.invocation.command: --matrix where not ./matrix.yaml)
+    fetch = f"toolkit fetch-model --matrix {out / 'matrix.yaml'} qwen3-30b-a3b-q4kxl"
+    assert "Qwen3.gguf" in msg and fetch in msg and "--model-dir" in msg
 
 
 def test_reproduce_of_a_folder_without_run_json_is_bad_input(tmp_path):
