@@ -410,7 +410,7 @@ def test_absent_model_is_skipped_with_fetch_hint(proj):
     res = tk(proj, "bench", *v.args())
     assert res.returncode == 0, _out(res)
     skipped = re.search(
-        r"cpu x absent: skipped: model file \S+absent\.gguf is absent; run `toolkit fetch-model absent`",
+        r"cpu x absent: skipped: model file \S+absent\.gguf is absent; run `toolkit fetch-model --matrix \S+ absent`",
         res.stdout,
     )
     assert skipped, res.stdout
@@ -523,7 +523,8 @@ def test_sigint_keeps_completed_runs_and_resume_runs_the_rest(proj, tk_bg):
         f"interrupted: the toolkit's containers were removed; {saved} record(s) of this run are saved in"
         in err
     )
-    assert "`toolkit bench --resume` continues" in err
+    # the bench to run again, with this run's --matrix and --results (core.invocation.command)
+    assert re.search(r"`toolkit bench --matrix \S+ --results \S+ --resume` continues", err), err
     assert ours(proj) == []
     with pytest.raises(docker.errors.NotFound):
         ctr.reload()  # gone, not just stopped
