@@ -13,6 +13,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -385,6 +386,13 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
     )
 
 
+def _refuse_empty(value: str | None) -> None:
+    """BadParameter (exit 4) for an empty path (`-o ''`, `--results ''`: a script's unset variable),
+    which would otherwise read as the option left out."""
+    if value == "":
+        raise click.BadParameter("'': empty path; give a path, or leave the option out")
+
+
 def output_parent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of every option naming a file or folder the command writes (-o, report --plots):
     the folder it goes into must exist (a named folder itself may be new). A missing one, or a file
@@ -392,8 +400,7 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     An option of metavar FILE given a folder (one that exists, or any path ending in `/`) is bad input
     too: never a file named like the folder; so is an empty path (`-o ''`: a script's unset variable,
     which would read as the option left out)."""
-    if value == "":
-        raise click.BadParameter("'': empty path; give a path, or leave the option out")
+    _refuse_empty(value)
     named_folder = value and (value.endswith(("/", os.sep)) or os.path.basename(value) in (".", ".."))
     if param.metavar == "FILE" and value and (named_folder or os.path.isdir(value)):
         what = "is a folder" if os.path.isdir(value) else "names a folder (it ends in /, . or ..)"
@@ -476,8 +483,7 @@ def written_results_folder(ctx: click.Context, param: click.Parameter, value: st
     (exit 4): a bench or an import into it mixed this host's records into the run a customer was sent,
     and a re-export shipped them. An empty path (`--results ''`: a script's unset variable) is bad input
     too: it imported into the default results/, as output_parent refuses `-o ''`."""
-    if value == "":
-        raise click.BadParameter("'': empty path; give a path, or leave the option out")
+    _refuse_empty(value)
     value = results_folder(ctx, param, value)
     if value is None or not os.path.isdir(value):
         return value
@@ -497,7 +503,7 @@ def results_option(f, *, reading: bool = False, builds: bool = False):
         "--results",
         "results_dir",
         default=None,
-        callback=_noted_results if reading else _noted_written_results,
+        callback=_noting(results_folder if reading else written_results_folder),
         type=click.Path(file_okay=False, exists=reading),
         help="Results folder"
         + (" (must exist: this command only reads it)" if reading else "")
@@ -516,16 +522,17 @@ def builds_results_option(f):
     return results_option(f, builds=True)
 
 
-def _noted_results(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """results_folder, noting --results for the commands messages suggest (invocation.command)."""
-    invocation.note("results", results_folder(ctx, param, value))
-    return value
+def _noting(
+    check: Callable[[click.Context, click.Parameter, str | None], str | None],
+) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
+    """The --results callback `check` (results_folder, written_results_folder), noting the folder it
+    passes for the commands messages suggest (invocation.command)."""
 
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        invocation.note("results", check(ctx, param, value))
+        return value
 
-def _noted_written_results(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """written_results_folder, noting --results for the commands messages suggest (invocation.command)."""
-    invocation.note("results", written_results_folder(ctx, param, value))
-    return value
+    return callback
 
 
 def read_results_option(f):
