@@ -74,3 +74,10 @@ def first_read(recs: list[BenchRecord]) -> tuple:
         r.stddev_ts,
         r.build_commit,
     )
+
+
+def read_as(tmp_path: Path, name: str) -> str:
+    """first_read of importing the public file `name`, as one line: "count test p.. g.. d.. b.. ub..
+    backend GPU t/s ± stddev build" (what a round's table of files read right holds)."""
+    n, test, p, g, d, b, ub, backend, gpu, ts, sd, build = first_read(imp(tmp_path, name))
+    return f"{n} {test} p{p} g{g} d{d} b{b} ub{ub} {backend} {gpu} {ts} ± {sd} {build}"

@@ -520,11 +520,12 @@ class ImportSource:
                     continue
                 if obj is None:
                     continue
-                no = check_row(obj, twice)
+                row = readers.SourceRow(n, obj, "jsonl")  # an ik_llama.cpp -gp row's counts read first
+                no = check_row(row.fields, twice)
                 if no:
                     self._no.append((n, no))
                     continue
-                yield readers.SourceRow(n, obj, "jsonl")
+                yield row
 
     def _text_rows(self, h: _Both) -> Iterator[readers.SourceRow]:
         """json / csv rows from the text `_blocks` gives, through the one validity pass; the reader's

@@ -40,6 +40,7 @@ from toolkit.runtimes.llama_bench.check import (
 )
 from toolkit.runtimes.llama_bench.json_array import iter_json_array as iter_json_array
 from toolkit.runtimes.llama_bench.json_array import key_twice as key_twice
+from toolkit.runtimes.llama_bench.source_row import GP_TEST
 from toolkit.runtimes.llama_bench.source_row import SourceRow as SourceRow
 
 
@@ -306,10 +307,6 @@ _MD_TEST = re.compile(
     r"^(?:pp\s*(?P<p>\d{1,9}))?(?:\s*\+\s*)?(?:tg\s*(?P<g>\d{1,9}))?(?:\s*@\s*d\s*(?P<d>\d{1,9}))?$",
     re.IGNORECASE,
 )
-_MD_GP_TEST = re.compile(r"^tg\s*(?P<g>\d{1,9})\s*@\s*pp\s*(?P<d>\d{1,9})$", re.IGNORECASE)
-"""The `-gp Np,Ng` test of ik_llama.cpp's llama-bench (and of llama.cpp pull #11126, not merged), named
-`tg64@pp8192`: the generation rate of Ng tokens after a prompt of Np tokens, the prompt's time left out
-("only the token generation rate is reported"): mainline's `-d Np -n Ng`, `tg64 @ d8192`."""
 MD_CELL_MAX = 64
 """The longest md cell read as a test name or t/s value (`pp512+tg128 @ d4096`, `1773.94 ± 34.01`):
 a longer one is no llama-bench value, refused before any pattern runs on it (linear whatever it holds)."""
@@ -492,7 +489,7 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
             problem = f"{name} cell of {len(text)} characters: not a llama-bench {name}"
             continue
         if name == "test":
-            gp = _MD_GP_TEST.match(text)
+            gp = GP_TEST.match(text)
             if gp:  # tg64@pp8192: tg64 at a depth of 8192
                 fields.update(n_prompt=0, n_gen=int(gp.group("g")), n_depth=int(gp.group("d")))
                 continue
