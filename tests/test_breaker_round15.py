@@ -187,17 +187,17 @@ def test_a_verdict_across_two_files_of_one_model_says_so() -> None:
     """Two images that ran other files of one model (other sha256) were ranked without a word: the
     margin is then the files' as much as the images'."""
     from toolkit.analysis.facts import ReportOptions
-    from toolkit.analysis.verdict import axis_verdict
+    from toolkit.analysis.verdict import verdict
 
     a = make_record("cpu", "cpu", p=512, avg=900.0, sd=9.0)
     b = make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)
     b = b.model_copy(update={"model": b.model.model_copy(update={"sha256": "cd" * 32})})
-    av = axis_verdict([a, b], "prefill", ReportOptions())
+    av = verdict([a, b], ReportOptions()).axes["prefill"]
     assert sorted(f for fs in av.files.values() for f in fs) == [
         "qwen3-30b-a3b-q4kxl sha256 abababababab",
         "qwen3-30b-a3b-q4kxl sha256 cdcdcdcdcdcd",
     ]
-    same = axis_verdict([a, make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)], "prefill")
+    same = verdict([a, make_record("vulkan", "vulkan", p=512, avg=1800.0, sd=18.0)]).axes["prefill"]
     assert same.files == {}
 
 

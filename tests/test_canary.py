@@ -377,10 +377,10 @@ def test_verdict_never_crowns_a_wrong_output_image():
         make_record("hip", "rocm", n=128, avg=100.0),
     ]
     for axis in ("prefill", "decode"):
-        v = verdict_mod.axis_verdict(fast + slow, axis)
+        v = verdict_mod.verdict(fast + slow).axes[axis]
         assert v.winner is None or not v.winner.startswith("vulkan"), (axis, v.winner, v.note)
     unflagged = [r.model_copy(update={"flags": []}) for r in fast]
-    assert (verdict_mod.axis_verdict(unflagged + slow, "prefill").winner or "").startswith("vulkan")
+    assert (verdict_mod.verdict(unflagged + slow).axes["prefill"].winner or "").startswith("vulkan")
     assert "canary" in FLAG_HELP["wrong-output"]
 
 

@@ -121,7 +121,7 @@ def test_compare_sides_by_run_digest_or_name(tmp_path, ref, found):
                 created="2026-07-01T00:00:00+00:00",
             )
         )
-    assert compare.resolve(store, ref).label == found
+    assert compare._resolve_sides(store, ref, ref)[0].label == found
 
 
 @pytest.mark.parametrize(

@@ -441,7 +441,7 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     """What bench stores with every result (host.device_profile) is what the roofline reads back."""
     import json
 
-    from toolkit.analysis.roofline import gpu_use, why_no_roofline
+    from toolkit.analysis.roofline import assess, gpu_use
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
     from toolkit.runtimes.llama_bench.check import normalize
 
@@ -465,7 +465,7 @@ def test_profile_record_gives_the_gpu_count_of_results(tmp_path: Path) -> None:
     )
     use = gpu_use(rec)
     assert use.count == 2 and [s.product for s in use.specs] == ["AMD Radeon AI PRO R9700"] * 2
-    assert "split layer" in why_no_roofline(rec)
+    assert "split layer" in assess(rec).note
 
 
 def test_doctor_applies_the_same_policy_and_names_the_yardstick(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def test_compare_with_an_interval_on_one_side_only_keeps_the_stddev_rule(tmp_pat
 def test_verdict_margin_is_judged_by_the_intervals_where_every_deciding_cell_has_one():
     ten = [100.0, 104.0, 96.0] * 3 + [100.0]
     recs = processes("hip", ten) + processes("vk", [m - 12 for m in ten], digest="sha256:" + "b" * 64)
-    av = verdict.axis_verdict(select_for_report(recs), "decode")
+    av = verdict.verdict(select_for_report(recs)).axes["decode"]
     e_hip, e_vk = av.groups[0].entries
     assert e_hip.ci is not None and e_vk.ci is not None
     assert av.by_interval and av.noise == pytest.approx(max(ci_band(e_hip.ci.rel(), e_vk.ci.rel()), 0.03))
@@ -230,7 +230,7 @@ def test_verdict_margin_is_judged_by_the_intervals_where_every_deciding_cell_has
     three = processes("hip", [100.0, 104.0, 96.0]) + processes(
         "vk", [88.0, 92.0, 84.0], digest="sha256:" + "b" * 64
     )
-    wide = verdict.axis_verdict(select_for_report(three), "decode")
+    wide = verdict.verdict(select_for_report(three)).axes["decode"]
     assert wide.by_interval and wide.margin is not None and wide.noise is not None
     assert noise_band(*(r for _, _, r in wide.ranking[:2])) < wide.margin < wide.noise and wide.winner is None
 
@@ -240,7 +240,7 @@ def test_verdict_of_single_process_cells_is_unchanged():
         make_record("hip", "rocm", n=128, avg=100.0, sd=1.0),
         make_record("vk", "vulkan", n=128, avg=90.0, sd=1.0),
     ]
-    av = verdict.axis_verdict(recs, "decode")
+    av = verdict.verdict(recs).axes["decode"]
     assert not av.by_interval and av.noise == max(noise_band(0.01, 1 / 90), 0.03)
     ev = verdict.verdict_json(verdict.verdict(recs))["axes"]["decode"]
     assert ev["noise_basis"] == "stddev" and ev["evidence"][0]["entries"][0]["ci_low"] is None

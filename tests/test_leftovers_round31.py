@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import make_record
+from tests.support.records import make_record, resolve_whole
 from tests.support.runs import tk
 from tests.support.stored import matrix_project
 from toolkit.analysis import compare
@@ -79,7 +79,7 @@ def test_compare_names_the_digest_written_last(tmp_path):
     _edit_seq(store.root / ("c" * 12) / "bench.jsonl", 0, FAR)
     a, _ = compare._resolve_sides(store, "cpu", "other")
     assert {r.image.digest for r in a.records} == {"sha256:" + "d" * 64}
-    whole = compare.resolve(ResultStore(store.root), "cpu")
+    whole = resolve_whole(ResultStore(store.root), "cpu")
     assert {r.image.digest for r in whole.records} == {"sha256:" + "d" * 64}
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import ROOT
+from tests.support.records import resolve_whole
 from tests.support.runs import bench_records, tk
 
 RUNS = ("20261128T195135Z-e6f7c7", "20261128T195305Z-4ad4d9", "20261128T195305Z-4ad4da")
@@ -41,8 +42,7 @@ def test_compare_takes_a_run_id_by_its_start(tmp_path: Path) -> None:
     """`compare 20261205T195135Z 20261205T1953...` named no side (exit 4, 'no results match'), though
     the other commands that take a run id take its start. Now a start naming one run is that run (its
     full id in the table's label), one naming several is refused naming them, newest first; the
-    reference resolve (no index) agrees."""
-    from toolkit.analysis import compare
+    reference (resolve_whole, no index) agrees."""
     from toolkit.core.errors import BadInput
 
     store = _store(tmp_path)
@@ -55,11 +55,11 @@ def test_compare_takes_a_run_id_by_its_start(tmp_path: Path) -> None:
     got = tk(tmp_path, "compare", "--results", "results", "20261128T195135Z", "20261128T1953")
     assert got.returncode == 4, got.stdout
     assert "begins 2 stored runs: 20261128T195305Z-4ad4da, 20261128T195305Z-4ad4d9" in got.stderr, got.stderr
-    assert compare.resolve(store, "20261128T1951").label == "run 20261128T195135Z-e6f7c7"
+    assert resolve_whole(store, "20261128T1951").label == "run 20261128T195135Z-e6f7c7"
     with pytest.raises(BadInput, match="begins 2 stored runs"):
-        compare.resolve(store, "20261128T1953")
+        resolve_whole(store, "20261128T1953")
     with pytest.raises(BadInput, match="no results match '2026120'"):  # too short to be a run's start
-        compare.resolve(store, "2026120")
+        resolve_whole(store, "2026120")
 
 
 def test_export_run_names_the_run_it_exported_by_its_full_id(tmp_path: Path, matrix_data: dict) -> None:

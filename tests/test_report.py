@@ -146,7 +146,7 @@ def test_cpu_fallback_rows_are_shown_flagged_and_never_win():
     t = tables.axis_table(tables.select_for_report([ok, failed, silent]), "prefill")
     fl = flags_by_row(t)["pp512 ub512"]
     assert "cpu-fallback [rocm-b@" in fl[0] and "vulkan@" in fl[0]
-    v = verdict.axis_verdict([ok, failed, silent], "prefill")
+    v = verdict.verdict([ok, failed, silent]).axes["prefill"]
     assert [i for i, _, _ in v.ranking] == [] and v.note.startswith("only hip@")
 
 
@@ -172,8 +172,8 @@ def test_no_clear_winner_within_noise():
 
 def test_min_margin_applies_when_noise_is_tiny():
     rs = [make_record("a", "rocm", p=512, avg=100.0), make_record("b", "rocm", p=512, avg=102.0)]
-    assert verdict.axis_verdict(rs, "prefill").winner is None  # +2% < 3% default
-    assert verdict.axis_verdict(rs, "prefill", facts.ReportOptions(min_margin=0.01)).winner.startswith("b@")
+    assert verdict.verdict(rs).axes["prefill"].winner is None  # +2% < 3% default
+    assert verdict.verdict(rs, facts.ReportOptions(min_margin=0.01)).axes["prefill"].winner.startswith("b@")
 
 
 def test_different_models_are_not_compared():
@@ -181,7 +181,7 @@ def test_different_models_are_not_compared():
         make_record("a", "rocm", p=512, avg=100.0, raw={"model_type": "llama 8B Q4_K - Medium"}),
         make_record("b", "rocm", p=512, avg=200.0, raw={"model_type": "qwen2 7B Q4_K - Medium"}),
     ]
-    v = verdict.axis_verdict(rs, "prefill")
+    v = verdict.verdict(rs).axes["prefill"]
     assert v.winner is None and "no test of the same model" in v.note
 
 
@@ -190,12 +190,12 @@ def test_different_models_are_not_compared():
 
 def test_roofline_decode_share_of_bandwidth_and_prefill_share_of_compute():
     vk = make_record("vulkan", "vulkan", n=128, avg=167.6, gpu_info="AMD Radeon AI PRO R9700 (RADV GFX1201)")
-    roof = roofline.roofline(vk)
+    roof = roofline.assess(vk).roofline
     assert roof.gpu.gfx_target == "gfx1201" and roof.metric == "bandwidth"
     assert roof.share.source == "table" and roof.share.bytes_share == pytest.approx(3.3 / 30.5)
     assert roof.fraction == pytest.approx(167.6 * 17.7e9 * 3.3 / 30.5 / 640e9)  # ~50 % of 640 GB/s
     hip = make_record("hip", "rocm", p=2048, ub=2048, avg=4635, gpu_info="")  # GPU from host.gpus
-    roof = roofline.roofline(hip)
+    roof = roofline.assess(hip).roofline
     assert roof.metric == "compute"
     assert roof.fraction == pytest.approx(4635 * 2 * 30_532_122_624 * 3.3 / 30.5 / 191e12)
     assert table_text.fmt_roof(roof) == "16% of FP16 peak"
@@ -211,7 +211,7 @@ def test_roofline_decode_share_of_bandwidth_and_prefill_share_of_compute():
 )
 def test_bandwidth_plausibility_flags(avg, flag):
     r = make_record("vulkan", "vulkan", n=128, avg=avg)
-    fl = facts.record_flags(r, facts.ReportOptions(), roofline.roofline(r))
+    fl = facts.record_flags(r, facts.ReportOptions(), roofline.assess(r).roofline)
     assert [f for f in fl if f.startswith("bw-")] == ([flag] if flag else [])
 
 
@@ -414,7 +414,7 @@ def test_facts_are_the_per_record_rules_once():
             facts.warmup_outlier(r),
         )
         assert list(f.telemetry_flags) == facts.telemetry_flags(r)
-        assert list(f.flags) == facts.record_flags(r, opts, roofline.roofline(r))
+        assert list(f.flags) == facts.record_flags(r, opts, roofline.assess(r).roofline)
         with pytest.raises(AttributeError):
             f.value = 0.0  # type: ignore[misc]  # frozen
 

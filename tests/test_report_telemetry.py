@@ -237,7 +237,7 @@ def test_each_telemetry_flag_on_the_leader_holds_the_verdict(flag):
 @pytest.mark.parametrize("flag", ["energy-invalid:window_short_for_sensor_average", "noisy", "ub-clamped"])
 def test_other_flags_do_not_hold_the_verdict(flag):
     fast = with_flags(make_record("a", "rocm", p=512, avg=2000, sd=10), [flag])
-    v = verdict.axis_verdict([fast, make_record("b", "vulkan", p=512, avg=1000, sd=5)], "prefill")
+    v = verdict.verdict([fast, make_record("b", "vulkan", p=512, avg=1000, sd=5)]).axes["prefill"]
     assert v.winner.startswith("a@") and not v.flagged and telemetry_flags(fast) == []
 
 

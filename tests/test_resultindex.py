@@ -1,6 +1,6 @@
 """The query index results/.index.sqlite (toolkit/results/index.py) against the JSONL it indexes.
 
-Every check compares the index path (resultindex.select / heads / candidates) with the reader that
+Every check compares the index path (resultindex.select / heads / sides) with the reader that
 has no index (ResultStore.results() + the report/compare code over the whole list), on the real
 fixtures in tests/data/ and on a synthetic set built from them (benchmarks/report_scale.generate:
 the real records with varied run ids, digests, created and tok/s) plus the edge cases of the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import filed_fixtures, resign_index
+from tests.support.records import filed_fixtures, resign_index, resolve_whole
 from toolkit.analysis import compare, report, tables
 from toolkit.analysis.compare import Side
 from toolkit.core.errors import BadInput
@@ -236,38 +236,6 @@ def test_synthetic_set_reports_the_same_through_the_index(synthetic, tmp_path):
     assert_same_report(results, runs=["repeat-run", "tie-run-late", "fallback-run"])
 
 
-def test_compare_sides_through_the_index_match_the_whole_list(synthetic, tmp_path):
-    """compare.resolve over resultindex.heads(store, match=refs), then candidates() per side, gives the
-    sides and joined rows resolve + compare give over results() (the change compare() needs)."""
-    results = _copy(synthetic, tmp_path)
-    whole = ResultStore(results).results()
-    digests = sorted({r.image.digest for r in whole})
-    runs = sorted({r.run_id for r in whole})
-    refs = [
-        ("cpu", "vulkan"),
-        (digests[0][7:19], digests[1][7:19]),
-        (runs[3], "repeat-run"),
-        ("sha256:" + digests[2][7:13].upper(), "cpu"),
-        ("nothing-like-this", "cpu"),
-    ]
-    for a_ref, b_ref in refs:
-        store = ResultStore(results)
-        heads = resultindex.heads(store, match=(a_ref, b_ref))
-        assert len(heads) < len(whole) or (a_ref, b_ref) == ("cpu", "vulkan")  # what the refs may name
-        for ref in (a_ref, b_ref):
-            try:
-                want = compare.resolve(ResultStore(results), ref, whole)
-            except Exception as err:  # the same error through the index
-                with pytest.raises(type(err), match=str(err)[:40].replace("(", r"\(").replace("[", r"\[")):
-                    compare.resolve(store, ref, heads)
-                continue
-            got = compare.resolve(store, ref, heads)
-            assert (got.label, got.ref) == (want.label, want.ref)
-            chosen = resultindex.candidates(store, got.records)
-            assert sorted({r.image.digest for r in chosen}) == sorted({r.image.digest for r in want.records})
-            assert _dump(compare._usable(Side(ref, got.label, chosen))) == _dump(compare._usable(want))
-
-
 def _no_build_names(results: Path) -> None:
     """Records of an image no build record names (as imports are), over two digests: its newest
     digest is the one whose record was written last (the largest seq; else the last in store order)."""
@@ -289,8 +257,8 @@ def _no_build_names(results: Path) -> None:
 
 def test_compare_sides_found_in_sql_match_the_whole_list(synthetic, tmp_path):
     """compare's sides found and chosen in SQL (compare._pick through resultindex.sides) are those
-    compare.resolve gives over the whole list, chosen among as candidates() does: same label, same
-    records used, same counts; a ref that names no side gets the same error."""
+    compare's rules give over the whole list (resolve_whole), chosen among as
+    tables.select_with_accounting does over them: same label, same records used, same counts; a ref that names no side gets the same error."""
     results = _copy(synthetic, tmp_path)
     _no_build_names(results)
     whole = ResultStore(results).results()
@@ -302,20 +270,14 @@ def test_compare_sides_found_in_sql_match_the_whole_list(synthetic, tmp_path):
         store = ResultStore(results)
         (got,) = resultindex.sides(store, lambda q, s=store, ref=ref: [compare._pick(q, s, ref)])
         try:
-            want = compare.resolve(ResultStore(results), ref, whole)
+            want = resolve_whole(ResultStore(results), ref, whole)
         except BadInput as err:
             assert isinstance(got, list) and str(compare._unresolved(store, ref, got)) == str(err)
             continue
         assert isinstance(got, tuple) and got[0] == want.label
-        heads = [h for h in resultindex.heads(ResultStore(results)) if h.status == "ok"]
-        by_heads = compare.resolve(ResultStore(results), ref, heads).records
-        chosen = resultindex.candidates(ResultStore(results), by_heads)
-        assert _dump(got[1]) == _dump(chosen)
-        assert (got[1].read, got[1].failed, got[1].superseded) == (
-            chosen.read,
-            chosen.failed,
-            chosen.superseded,
-        )
+        shown, acc = tables.select_with_accounting(want.records)
+        assert _dump(tables.select_with_accounting(got[1])[0]) == _dump(shown)
+        assert (got[1].read, got[1].failed, got[1].superseded) == (acc.read, acc.failed, acc.superseded)
         assert _dump(compare._usable(Side(ref, got[0], got[1]))) == _dump(compare._usable(want))
 
 
@@ -452,7 +414,7 @@ def test_a_file_rewritten_between_listing_and_loading_is_not_trusted(tmp_path):
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(reversed(lines[:3])) + b"".join(lines[3:]))  # same bytes, lines moved
     with pytest.raises(resultindex.StaleIndex, match="run the command again") as err:
-        resultindex.candidates(store, heads)
+        resultindex.load(heads)
     assert err.value.exit_code == 8
     assert_same_report(results)  # select() re-indexes the file and answers from it
 

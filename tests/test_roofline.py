@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.analysis.roofline import assess, ceiling, gpu_use, roofline, why_no_roofline
+from toolkit.analysis.roofline import assess, ceiling, gpu_use
 from toolkit.core import gpuspecs
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci, split_gpu_info
 from toolkit.results.records import BenchRecord, ImageRef, ModelRef
@@ -85,8 +85,8 @@ def test_h200_imports_get_the_h200_yardstick(path: Path, backend: str) -> None:
     recs = [record(r, backend=backend) for r in rows(path)]
     assert len(recs) == 8
     for rec in recs:
-        roof = roofline(rec)
-        assert roof is not None, why_no_roofline(rec)
+        roof = assess(rec).roofline
+        assert roof is not None, assess(rec).note
         assert (roof.gpu.product, roof.gpu.mem_bw_gbs, roof.gpu.fp16_matrix_tflops) == (
             "NVIDIA H200",
             4800.0,
@@ -94,7 +94,7 @@ def test_h200_imports_get_the_h200_yardstick(path: Path, backend: str) -> None:
         )
         assert roof.gpu_count == 1 and roof.share.source == "table"
     tg = [rec for rec in recs if rec.axis == "decode"]
-    fracs = [roofline(rec).fraction for rec in tg]
+    fracs = [assess(rec).roofline.fraction for rec in tg]
     # tg128 ~300 t/s x 18.55 GB x (3.3/30.5 active) ~ 0.6 TB/s: ~12-13 % of the H200's 4.8 TB/s
     assert all(0.05 < f < 0.2 for f in fracs), fracs
 
@@ -103,7 +103,7 @@ def test_h200_record_on_an_r9700_host_still_gets_the_h200(tmp_path: Path) -> Non
     """Host facts of the importing machine never override what gpu_info names."""
     raw = rows(H200_VULKAN)[3]
     rec = record(raw, backend="vulkan", host={"gpus": [R9700_HOST_GPU]}, command=docker_cmd("renderD128"))
-    assert roofline(rec).gpu.product == "NVIDIA H200"
+    assert assess(rec).roofline.gpu.product == "NVIDIA H200"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_h200_record_on_an_r9700_host_still_gets_the_h200(tmp_path: Path) -> Non
 )
 def test_product_by_exact_name(gpu_info: str, product: str, bw: float) -> None:
     rec = record(relabel(rows(H200_VULKAN)[3], gpu_info=gpu_info), backend="vulkan")
-    roof = roofline(rec)
+    roof = assess(rec).roofline
     assert roof is not None and (roof.gpu.product, roof.gpu.mem_bw_gbs) == (product, bw)
 
 
@@ -142,8 +142,8 @@ def test_product_by_exact_name(gpu_info: str, product: str, bw: float) -> None:
 )
 def test_unknown_product_gets_no_roofline_and_says_why(gpu_info: str) -> None:
     rec = record(relabel(rows(H200_VULKAN)[3], gpu_info=gpu_info), backend="vulkan")
-    assert roofline(rec) is None
-    note = why_no_roofline(rec)
+    assert assess(rec).roofline is None
+    note = assess(rec).note
     assert note is not None and "no peak figures" in note and "gpuspecs" in note
 
 
@@ -163,9 +163,9 @@ def test_generic_name_resolved_by_the_pci_ids_of_the_passed_card(
     gpu = {**R9700_HOST_GPU, "name": "", "device_id": "0x7550", "revision": revision}
     raw = relabel(rows(H200_VULKAN)[3], gpu_info="AMD Radeon Graphics", backends="ROCm")
     rec = record(raw, backend="rocm", command=docker_cmd("renderD128"), host={"gpus": [gpu]})
-    roof = roofline(rec)
+    roof = assess(rec).roofline
     if product is None:
-        assert roof is None and "no peak figures" in why_no_roofline(rec) and "0x7550" in why_no_roofline(rec)
+        assert roof is None and "no peak figures" in assess(rec).note and "0x7550" in assess(rec).note
     else:
         assert (roof.gpu.product, roof.gpu.mem_bw_gbs) == (product, bw)
 
@@ -181,23 +181,22 @@ def test_two_cards_layer_split_get_no_roofline_with_a_note() -> None:
     rec = record(raw, backend="rocm")
     use = gpu_use(rec)
     assert (use.count, use.split) == (2, "layer") and gpu_use(rec).count == 2
-    assert roofline(rec) is None
-    assert "2 x AMD Radeon AI PRO R9700 with split layer" in why_no_roofline(rec)
+    assert assess(rec).roofline is None
+    assert "2 x AMD Radeon AI PRO R9700 with split layer" in assess(rec).note
     top = ceiling(rec)  # what no split can exceed: both cards' bandwidth
     assert top is not None and top.gpu.mem_bw_gbs == 1280.0 and "not reachable" in top.note
 
 
 def test_two_cards_row_split_are_held_against_both_cards() -> None:
     raw = relabel(rows(H200_VULKAN)[3], gpu_info=TWO_R9700, backends="ROCm", split_mode="row")
-    roof = roofline(record(raw, backend="rocm"))
+    roof = assess(record(raw, backend="rocm")).roofline
     assert roof is not None and roof.gpu_count == 2
     assert (roof.gpu.product, roof.gpu.mem_bw_gbs, roof.gpu.fp16_matrix_tflops) == (
         "2 x AMD Radeon AI PRO R9700",
         1280.0,
         382.0,
     )
-    assert roof.per_gpu is not None and roof.per_gpu.mem_bw_gbs == 640.0
-    one = roofline(record(relabel(raw, gpu_info="AMD Radeon AI PRO R9700"), backend="rocm"))
+    one = assess(record(relabel(raw, gpu_info="AMD Radeon AI PRO R9700"), backend="rocm")).roofline
     assert roof.fraction == pytest.approx(one.fraction / 2)
 
 
@@ -213,7 +212,7 @@ def test_two_visible_cards_one_used(fields: dict) -> None:
         backends="ROCm",
         **fields,
     )
-    roof = roofline(record(raw, backend="rocm"))
+    roof = assess(record(raw, backend="rocm")).roofline
     assert roof is not None and roof.gpu_count == 1 and roof.gpu.product == "AMD Radeon AI PRO R9700"
 
 
@@ -224,7 +223,7 @@ def test_count_from_the_device_profile_in_the_docker_command() -> None:
     rec = record(raw, backend="rocm", command=docker_cmd("renderD128", "renderD129"), host={"gpus": gpus})
     use = gpu_use(rec)
     assert use.count == 2 and [s.product for s in use.specs] == ["AMD Radeon AI PRO R9700"] * 2
-    assert roofline(rec) is None and "split layer" in why_no_roofline(rec)
+    assert assess(rec).roofline is None and "split layer" in assess(rec).note
 
 
 def test_count_from_a_recorded_device_profile() -> None:
@@ -234,12 +233,12 @@ def test_count_from_a_recorded_device_profile() -> None:
         "hidden": ["1 gfx1036 (renderD129, 512 MiB, iGPU) (iGPU: ...)"],
     }
     raw = relabel(rows(H200_VULKAN)[3], gpu_info="AMD Radeon Graphics", backends="ROCm")
-    roof = roofline(record(raw, backend="rocm", device_profile=prof))
+    roof = assess(record(raw, backend="rocm", device_profile=prof)).roofline
     assert roof is not None and roof.gpu.product == "AMD Radeon RX 9070 GRE"
     in_host = record(
         raw, backend="rocm", host={"gpus": [R9700_HOST_GPU], "device_profile": prof}
     )  # as bench stores it
-    assert roofline(in_host).gpu.product == "AMD Radeon RX 9070 GRE" and gpu_use(in_host).count == 1
+    assert assess(in_host).roofline.gpu.product == "AMD Radeon RX 9070 GRE" and gpu_use(in_host).count == 1
 
 
 def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
@@ -256,9 +255,9 @@ def test_vllm_uses_one_gpu_unless_tensor_parallel() -> None:
     cmd = docker_cmd("renderD128", "renderD129")
     rec = record(base, backend="rocm", runner="vllm-bench-latency-decode", command=cmd, host={"gpus": gpus})
     rec.backends, rec.gpu_info = "ROCm", None
-    assert gpu_use(rec).count == 1 and roofline(rec).gpu.product == "AMD Radeon AI PRO R9700"
+    assert gpu_use(rec).count == 1 and assess(rec).roofline.gpu.product == "AMD Radeon AI PRO R9700"
     rec.engine = {"tensor_parallel_size": 2}
-    roof = roofline(rec)
+    roof = assess(rec).roofline
     assert gpu_use(rec).count == 2 and roof.gpu.product == "2 x AMD Radeon AI PRO R9700"
 
 
@@ -279,9 +278,11 @@ def test_cpu_and_lavapipe_records_have_no_gpu() -> None:
     lava = stored("results-vulkan-lavapipe.jsonl")
     assert cpu and lava
     for rec in cpu:
-        assert gpu_use(rec).count == 0 and roofline(rec) is None and "CPU run" in why_no_roofline(rec)
+        assert gpu_use(rec).count == 0 and assess(rec).roofline is None and "CPU run" in assess(rec).note
     for rec in lava:
-        assert gpu_use(rec).count == 0 and roofline(rec) is None and "software Vulkan" in why_no_roofline(rec)
+        assert (
+            gpu_use(rec).count == 0 and assess(rec).roofline is None and "software Vulkan" in assess(rec).note
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ R9700 = "AMD Radeon AI PRO R9700 (RADV GFX1201)"
 def _peak_ts(p: int = 0, n: int = 0) -> float:
     """The tok/s at exactly 100 % of the R9700's roofline for make_record's Qwen3-30B-A3B test."""
     r = make_record("x", "vulkan", p=p, n=n, avg=1000.0, gpu_info=R9700)
-    roof = roofline.roofline(r)
+    roof = roofline.assess(r).roofline
     assert roof is not None
     return 1000.0 / roof.fraction
 

@@ -246,3 +246,38 @@ def resign_index(results: Path) -> None:
         for row in c.execute(index_trust._CHECKED["recs"]).fetchall():
             mac = index_trust.row_mac(key, "recs", row[:-1])
             c.execute("UPDATE recs SET mac = ? WHERE file = ? AND line = ?", (mac, row[0], row[1]))
+
+
+def resolve_whole(store, ref: str, records: list[BenchRecord] | None = None):
+    """The side `ref` names among `records` (else store.results()), by compare's rules (its module
+    docstring) over the whole list, without the index: the reference that compare._pick's SQL
+    (resultindex.sides) is held to. A compare.Side of the ok records; BadInput (compare._unresolved)
+    when `ref` names none or several."""
+    from toolkit.analysis import compare
+    from toolkit.analysis.tables import image_label
+    from toolkit.results import identity
+    from toolkit.results import index as resultindex
+
+    recs = [r for r in (store.results() if records is None else records) if r.status == "ok"]
+    by_run = [r for r in recs if r.run_id == ref]
+    if by_run:
+        return compare.Side(ref, f"run {ref}", by_run)
+    named = [r for r in recs if r.image.name == ref]
+    if named:
+        build = store.latest_build(ref)
+        digest = (
+            build.digest
+            if build and any(r.image.digest == build.digest for r in named)
+            else max(enumerate(named), key=lambda ir: identity.write_order(ir[1], ir[0]))[1].image.digest
+        )
+        mine = [r for r in named if r.image.digest == digest]
+        return compare.Side(ref, image_label(mine[0]), mine)
+    match = resultindex.digest_matches
+    digests = sorted({r.image.digest for r in recs if match(r.image.digest, ref, r.image.name)})
+    if len(digests) == 1:
+        mine = [r for r in recs if r.image.digest == digests[0] and match(digests[0], ref, r.image.name)]
+        return compare.Side(ref, image_label(mine[0]), mine)
+    newest = resultindex.runs_newest_first(recs) if not digests else []  # a run id by its start
+    if run := resultindex.run_begun(ref, (h.run_id for h in newest)):
+        return compare.Side(ref, f"run {run}", [r for r in recs if r.run_id == run])
+    raise compare._unresolved(store, ref, digests)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import (
@@ -55,15 +55,12 @@ from toolkit.results import index as resultindex
 from toolkit.results.index import digest_matches
 from toolkit.results.records import BenchRecord, ResultStore, short_digest
 
-R = TypeVar("R", BenchRecord, resultindex.Head)
-"""What a side holds: its records, or the index's heads of them (compare() resolves on heads)."""
-
 
 @dataclass
-class Side(Generic[R]):
+class Side:
     ref: str
     label: str  # how it is shown: image label, or `run <id>`
-    records: list[R]
+    records: list[BenchRecord]
 
 
 @dataclass
@@ -122,8 +119,8 @@ class CompareRow:
 
 @dataclass
 class Comparison:
-    a: Side[BenchRecord]
-    b: Side[BenchRecord]
+    a: Side
+    b: Side
     threshold: float  # percent
     rows: list[CompareRow] = field(default_factory=list)
     id_columns: list[str] = field(default_factory=list)
@@ -192,50 +189,11 @@ class Comparison:
         return [r for r in self.rows if r.energy_ratio is not None]
 
 
-@overload
-def resolve(store: ResultStore, ref: str, records: None = None) -> Side[BenchRecord]: ...
-@overload
-def resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]: ...
-def resolve(store: ResultStore, ref: str, records: list[Any] | None = None) -> Side[Any]:
-    """The ok results `ref` names (run id, image name, digest or prefix); BadInput when none or
-    ambiguous. Among `records` (BenchRecords, or the index's heads of them) where given, else among
-    store.results()."""
-    return _resolve(store, ref, records if records is not None else store.results())
-
-
-def _resolve(store: ResultStore, ref: str, records: list[R]) -> Side[R]:
-    recs = [r for r in records if r.status == "ok"]
-    by_run = [r for r in recs if r.run_id == ref]
-    if by_run:
-        return Side(ref, f"run {ref}", by_run)
-    named = [r for r in recs if r.image.name == ref]
-    if named:
-        build = store.latest_build(ref)
-        digest = (
-            build.digest
-            if build and any(r.image.digest == build.digest for r in named)
-            else max(enumerate(named), key=lambda ir: identity.write_order(ir[1], ir[0]))[1].image.digest
-        )
-        mine = [r for r in named if r.image.digest == digest]
-        return Side(ref, image_label(mine[0]), mine)
-    digests = sorted({r.image.digest for r in recs if digest_matches(r.image.digest, ref, r.image.name)})
-    if len(digests) == 1:
-        mine = [
-            r for r in recs if r.image.digest == digests[0] and digest_matches(digests[0], ref, r.image.name)
-        ]
-        return Side(ref, image_label(mine[0]), mine)
-    # a run id by its start; BenchRecords carry the run_id and seq runs_newest_first reads of Heads
-    newest: list[Any] = resultindex.runs_newest_first(recs) if not digests else []  # type: ignore[arg-type]
-    if run := resultindex.run_begun(ref, (h.run_id for h in newest)):
-        return Side(ref, f"run {run}", [r for r in recs if r.run_id == run])
-    raise _unresolved(store, ref, digests)
-
-
 def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, resultindex.Scope] | list[str]:
-    """_resolve's rules asked of the index in SQL (resultindex.sides), without a Head per record: the
-    label of the side `ref` names and its ok records' scope (run id, else image name and the digest
-    _resolve takes, else digest), or the digests it matches when it names no one side (none, or
-    several: _unresolved says which)."""
+    """The side `ref` names (the module docstring's order), asked of the index in SQL (resultindex.sides),
+    without a Head per record: its label and its ok records' scope (run id, else image name and its
+    latest build's digest, or the digest written last, else digest), or the digests it matches when it
+    names no one side (none, or several: _unresolved says which)."""
     if q.has_run(ref):
         return f"run {ref}", {"runs": [ref]}
     named = q.digests(ref)
@@ -320,10 +278,10 @@ def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None,
     return f"stored runs under {store.root}, newest first: {shown}{more}"
 
 
-def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
+def _same_records(a: Side, b: Side) -> bool:
     """A and B hold the very same measurements (one ref twice, a run and its image, a copied folder)."""
 
-    def marks(s: Side[BenchRecord]) -> set[tuple[Any, ...]]:
+    def marks(s: Side) -> set[tuple[Any, ...]]:
         return {(r.run_id, r.created, r.seq, r.image.digest, r.test, r.avg_ts) for r in s.records}
 
     return bool(a.records) and marks(a) == marks(b)
@@ -331,8 +289,8 @@ def _same_records(a: Side[BenchRecord], b: Side[BenchRecord]) -> bool:
 
 def _same_records_error(
     store: ResultStore,
-    a: Side[BenchRecord],
-    b: Side[BenchRecord],
+    a: Side,
+    b: Side,
     b_store: ResultStore | None,
     results: str | None = None,
 ) -> BadInput:
@@ -361,7 +319,7 @@ def _same_records_error(
 def _digest_ref(digest: str, heads: list[resultindex.Head]) -> str:
     """What `compare` reads as `digest` among `heads` (a store's ok records), shortest first: its first 12
     hex digits (short_digest), else the digest whole where those name a run, an image (a run id and an
-    image name win over a digest, _resolve) or more than this digest (`import:v1` -> `v1`, under 4)."""
+    image name win over a digest, _pick) or more than this digest (`import:v1` -> `v1`, under 4)."""
     short = short_digest(digest)
     named = any(short in (h.run_id, h.image.name) for h in heads)
     if not named and {h.image.digest for h in heads if digest_matches(h.image.digest, short)} == {digest}:
@@ -442,7 +400,7 @@ def fold_decode(
     return out
 
 
-def _usable(side: Side[BenchRecord]) -> list[BenchRecord]:
+def _usable(side: Side) -> list[BenchRecord]:
     return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
 
 
@@ -456,7 +414,7 @@ UNKNOWN_MODEL_FIX = (
 
 def _resolve_sides(
     store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None, results: str | None = None
-) -> tuple[Side[BenchRecord], Side[BenchRecord]]:
+) -> tuple[Side, Side]:
     """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are
     read, whatever the folder holds), then read as records (the index rebuilt once if stale); B from
     `b_store` when given (a second results folder), else from `store`. BadInput when a ref names no
@@ -511,9 +469,7 @@ def _check_ignore(records: list[BenchRecord], ignore: tuple[str, ...]) -> None:
         )
 
 
-def _nothing_in_common(
-    store: ResultStore, a: Side[BenchRecord], b: Side[BenchRecord], j: identity.Join
-) -> BadInput:
+def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -> BadInput:
     """The error of a join without a pair: the unknown model, or the fields that keep the sides apart
     (two models: with the stored runs to choose from, `store`'s, as a reference that matches nothing)."""
     if j.unknown_model:

@@ -17,7 +17,6 @@ from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.analysis.verdict import decimals_apart
 from toolkit.core.text import counted, md_line, md_text, one_line
-from toolkit.results.records import BenchRecord
 
 
 def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
@@ -81,7 +80,7 @@ def caveats(c: Comparison) -> list[str]:
     return smoke_caveats([f.record for r in c.rows for f in (r.fa, r.fb)])
 
 
-def _side_head(side: str, s: Side[BenchRecord], settings: str) -> str:
+def _side_head(side: str, s: Side, settings: str) -> str:
     return f"t/s {side}: {s.label}" + (f" ({settings})" if settings else "")
 
 
@@ -226,7 +225,7 @@ def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    def side(s: Side[BenchRecord], settings: str, which: str) -> dict[str, Any]:
+    def side(s: Side, settings: str, which: str) -> dict[str, Any]:
         return {
             "ref": s.ref,
             "label": s.label,

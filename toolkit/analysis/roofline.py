@@ -107,8 +107,8 @@ class ActiveShare:
 @dataclass(frozen=True)
 class Roofline:
     """One record against its yardstick: implied rate, the bound, and the ratio (0.45 = 45 %).
-    `gpu` is the yardstick (one product, or the sum over `gpu_count` cards of one product),
-    `per_gpu` one card's figures, `note` how the yardstick was chosen."""
+    `gpu` is the yardstick (one product, or the sum over `gpu_count` cards of one product), `note`
+    how the yardstick was chosen."""
 
     gpu: GpuSpec
     metric: str  # "bandwidth" (decode) | "compute" (prefill)
@@ -116,7 +116,6 @@ class Roofline:
     peak: float
     share: ActiveShare
     gpu_count: int = 1
-    per_gpu: GpuSpec | None = None
     note: str = ""
 
     @property
@@ -461,35 +460,21 @@ def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) 
         share = ActiveShare(SMALLEST_MOE_SHARE, SMALLEST_MOE_SHARE, "least")
     if share is None:
         return Assessment(None, use, "active share of the model's weights unknown (MoE type not recognised)")
-    per = use.specs[0]
     if r.axis == "decode":
         size = model_bytes(r)
         if not size:
             return Assessment(None, use, "model size unknown")
         roof = Roofline(
-            gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share, use.count or 1, per, how
+            gpu, "bandwidth", r.avg_ts * size * share.bytes_share, gpu.mem_bw, share, use.count or 1, how
         )
         return Assessment(roof, use, how)
     params = model_params(r)
     if not params:
         return Assessment(None, use, "model parameter count unknown")
     roof = Roofline(
-        gpu,
-        "compute",
-        r.avg_ts * 2.0 * params * share.params_share,
-        gpu.flops,
-        share,
-        use.count or 1,
-        per,
-        how,
+        gpu, "compute", r.avg_ts * 2.0 * params * share.params_share, gpu.flops, share, use.count or 1, how
     )
     return Assessment(roof, use, how)
-
-
-def roofline(r: BenchRecord) -> Roofline | None:
-    """Decode: % of the bandwidth bound; prefill: % of the compute bound. None when not computable
-    (why_no_roofline says why)."""
-    return assess(r).roofline
 
 
 def ceiling(r: BenchRecord, use: GpuUse | None = None) -> Roofline | None:
@@ -497,9 +482,3 @@ def ceiling(r: BenchRecord, use: GpuUse | None = None) -> Roofline | None:
     fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown.
     `use`: gpu_use(r) where the caller has it."""
     return assess(r, ceiling=True, use=use).roofline
-
-
-def why_no_roofline(r: BenchRecord) -> str | None:
-    """Why record `r` has no roofline (unknown product, multi-GPU layer split, CPU run...), or None."""
-    a = assess(r)
-    return None if a.roofline else a.note

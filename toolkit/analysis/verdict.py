@@ -315,24 +315,9 @@ def _rms_ci(best: dict[tuple, dict[str, Entry]], common: list[tuple], img: str) 
     return math.sqrt(sum(h * h for h in rels) / len(rels)) if rels and len(rels) == len(cis) else None
 
 
-def _latest(records: list[BenchRecord] | list[Facts], opts: ReportOptions) -> list[Facts]:
-    """The Facts of the newest ok record per test (select_latest): given Facts are that selection already."""
-    if all(isinstance(x, Facts) for x in records):
-        return [f for f in records if isinstance(f, Facts) and f.record.status == "ok"]
-    return facts_of(select_latest(r for r in records if isinstance(r, BenchRecord)), opts)
-
-
-def axis_verdict(
-    records: list[BenchRecord] | list[Facts], axis: str, opts: ReportOptions | None = None
-) -> AxisVerdict:
-    """Winner of one axis over the groups every image measured (see the module docstring), among the
-    newest ok record per test (`records`, or the Facts of the records a report shows: _latest)."""
-    opts = opts or ReportOptions()
-    return _axis_verdict(_latest(records, opts), axis, opts)
-
-
 def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVerdict:
-    """axis_verdict over the Facts of the newest record per test (_latest, Shown.facts): its ok ones."""
+    """Winner of one axis over the groups every image measured (see the module docstring), among
+    `latest`: the Facts of the newest record per test (select_latest, Shown.facts): its ok ones."""
     fs = [f for f in latest if f.record.status == "ok" and f.record.axis == axis and f.value]
     fs = [
         f for f in fs if not f.cpu_fallback and "wrong-output" not in f.stored_flags
@@ -422,13 +407,11 @@ def flags_note(flagged: list[Entry], lead: str | None) -> str:
     )
 
 
-def verdict(
-    records: list[BenchRecord], opts: ReportOptions | None = None, shown: list[Facts] | None = None
-) -> Verdict:
-    """The verdict over `records` (smoke caveats over all of them); `shown`: the Facts of the records a
-    report shows (select_for_report) where the caller built them, else selected here."""
+def verdict(records: list[BenchRecord], opts: ReportOptions | None = None) -> Verdict:
+    """The verdict over the newest ok record per test of `records` (select_latest; smoke caveats over
+    all of them); a report judges the Facts it shows instead (judge)."""
     opts = opts or ReportOptions()
-    return judge(_latest(records if shown is None else shown, opts), opts, smoke_caveats(records))
+    return judge(facts_of(select_latest(records), opts), opts, smoke_caveats(records))
 
 
 def judge(shown: list[Facts], opts: ReportOptions, caveats: list[str]) -> Verdict:
@@ -453,7 +436,7 @@ def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
 def _axis_route(axis: str, av: AxisVerdict) -> Route:
     if not av.ranking:
         return Route(WORKLOADS[axis], None, f"not decided: {av.note}")
-    assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
+    assert av.margin is not None and av.noise is not None  # _axis_verdict sets both with a ranking
     ev = [g.text() for g in av.groups]
     basis = ", ".join(g.name for g in av.groups)
     if av.noise_unknown:
@@ -633,7 +616,7 @@ def _pct(margin: float, noise: float, between: str) -> str:
 def _axis_outcome(av: AxisVerdict, b: Callable[[Any], str], esc: Callable[[str], str]) -> list[str]:
     """An axis's verdict line (held, won, or within noise) and what its flagged deciding cells say,
     through `esc` (format_verdict's), the winner's name through `b` (escaped and bold)."""
-    assert av.margin is not None and av.noise is not None  # axis_verdict sets both with a ranking
+    assert av.margin is not None and av.noise is not None  # _axis_verdict sets both with a ranking
     head = f"- {av.axis}: "
     basis = ", ".join(g.name for g in av.groups)
     flagged = av.flagged_cells()

@@ -44,15 +44,14 @@ the records they will show. Entry points (each takes a records.ResultStore and s
 and `refused` as ResultStore.results() does):
 
     select(store, images=, runs=, digests=)   what a report of those records needs: RecordSelection
-    heads(store, match=(a_ref, b_ref), ...)   index rows of records, read like BenchRecords' names
-    candidates(store, heads)                  what choosing among those heads needs: RecordSelection
+    heads(store, images=, runs=, ...)         index rows of records, read like BenchRecords' names
     sides(store, pick)                        compare's sides found and chosen in SQL (RefQuery)
     StoredImports(store)                      the records `toolkit import` came from, asked by digest
     run_records(store, run_id)                one run's records (export-run, reproduce, tune, campaigns)
 
 (They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
 
-The queries readers call are here (`select`, `heads`, `candidates`, `sides`, `load`, `drop`, and
+The queries readers call are here (`select`, `heads`, `sides`, `load`, `drop`, and
 digest64, the digests `imported` keeps); the index's tables and refresh are in index_sqlite.py, its
 rows as readers get them (Head, RecordSelection, the check of a row's place) in index_rows.py.
 """
@@ -288,18 +287,16 @@ def heads(
     runs: Iterable[str] | None = None,
     digests: Iterable[str] | None = None,
     ok_only: bool = False,
-    match: Iterable[str] | None = None,
 ) -> list[Head]:
     """What the index of `store` knows of its valid records, without reading them: [Head] (run_id,
     status, created, image.name/.digest/.short read like a BenchRecord's) in the order
     store.results() gives records; only those of the given image names / run ids / image digests
-    where given, only ok ones with `ok_only`, and with `match` (the refs of `toolkit compare`) only
-    records a ref may name (run id, image name, digest prefix: a superset, compare.resolve narrows).
+    where given, only ok ones with `ok_only`.
     store.warnings and store.refused become exactly those store.results() gives (filters aside)."""
     return _query(
         store,
         lambda idx, files: idx.heads(
-            idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only, match=match)
+            idx.rows(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
         ),
     )
 
@@ -339,7 +336,7 @@ def run_begun(text: str, run_ids: Iterable[str]) -> str | None:
     """The one run id among `run_ids` (newest first) that begins with `text`, where `text` has at least
     RUN_PREFIX_MIN characters; None where none does (or `text` is shorter). BadInput (exit 4) naming
     the ones it begins, newest first, where it begins several (full_run_id, and `toolkit compare`'s
-    refs: compare._pick, _resolve)."""
+    refs: compare._pick)."""
     if len(text) < RUN_PREFIX_MIN:
         return None
     hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
@@ -383,28 +380,6 @@ def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
         if h.run_id not in best or key > best[h.run_id][0]:
             best[h.run_id] = (key, h)
     return [h for _, h in sorted(best.values(), key=lambda kv: kv[0], reverse=True)]
-
-
-def candidates(store: ResultStore, chosen_from: Sequence[Head]) -> RecordSelection:
-    """The records a reader needs to choose among `chosen_from` (heads of `store`) as if it had them
-    all (ResultIndex.choose), loaded by byte offset and validated, with identity.Selection's counts
-    over all of them. StaleIndex (exit 8) when a file was rewritten since the heads were listed."""
-    if not chosen_from:
-        return RecordSelection()
-    by_place = {(h.row[R_FILE], h.line): h for h in chosen_from}
-
-    def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict]:
-        keep, counts = idx.choose(files, heads=chosen_from)
-        mine = [by_place.get((r[R_FILE], r[R_LINE])) for r in keep]
-        if any(h is None or h.row[:R_POS] != r[:R_POS] for h, r in zip(mine, keep, strict=True)):
-            raise StaleIndex(
-                "results changed since they were listed (a file rewritten, not appended to); "
-                "run the command again"
-            )
-        return [h for h in mine if h is not None], counts, idx.skewed(files)  # none is None here
-
-    mine, counts, skewed = _query(store, ask, warn=False)
-    return RecordSelection(load(mine, skewed), **counts)
 
 
 Scope = dict[str, list[str]]
@@ -474,9 +449,7 @@ class RefQuery:
 
     def first(self, scope: Scope) -> Head:
         """The first ok record (in store order) of `scope` (ResultIndex.choose's images / runs / digests)."""
-        where, args = self.idx._scope(
-            scope.get("images"), scope.get("runs"), scope.get("digests"), True, None
-        )
+        where, args = self.idx._scope(scope.get("images"), scope.get("runs"), scope.get("digests"), True)
         row = self._one(
             f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
             f"WHERE {where} ORDER BY pos LIMIT 1",
@@ -490,7 +463,7 @@ def sides(
 ) -> list[tuple[str, RecordSelection] | list[str]]:
     """The sides `pick` finds in `store` (compare.py `_pick`: per ref its label and scope, the ok
     records of the `images` / `runs` / `digests` given, or anything else: passed back as it is),
-    each chosen among in SQL (ResultIndex.choose, exactly as candidates() over the same records) and
+    each chosen among in SQL (ResultIndex.choose) and
     loaded by byte offset: (label, RecordSelection). One read of the index; sets store.warnings and
     store.refused as store.results() does. The records carry no clock_skew from the store's order
     (ResultIndex.skewed reads every record of the folder; compare shows no such flag). StaleIndex

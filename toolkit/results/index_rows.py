@@ -194,11 +194,6 @@ def _part(i: int, data: bytes, seen: dict[tuple[int, bytes], Any]) -> Any:
     return got
 
 
-def _may_name_digest(digest: str, ref: str) -> bool:
-    ref = ref.lower()
-    return digest.lower().startswith(ref) or digest.split(":")[-1].lower().startswith(ref.split(":")[-1])
-
-
 def sql_text(vals: tuple) -> tuple:
     """`vals` with every text that holds a lone surrogate (JSON's "\\ud800", which Python reads and
     SQLite cannot store: UnicodeEncodeError) written with backslash escapes: the index keeps the row,

@@ -24,7 +24,6 @@ from toolkit.results.index_rows import (
     R_RUN,
     R_STATUS,
     Head,
-    _may_name_digest,
     check_places,
     sql_text,
 )
@@ -492,7 +491,7 @@ class ResultIndex:
             "WHERE o.top IS NOT NULL AND r.seq > o.top GROUP BY o.part ORDER BY MIN(o.rank)"
         ).fetchall()
 
-    def _scope(self, images, runs, digests, ok_only, match) -> tuple[str, list]:
+    def _scope(self, images, runs, digests, ok_only) -> tuple[str, list]:
         where, args = ["1"], []
         if ok_only:
             where.append("r.status = 'ok'")
@@ -508,19 +507,6 @@ class ResultIndex:
                 args += vals
         if facet:
             where.append(f"r.facet IN (SELECT id FROM facets WHERE {' AND '.join(facet)})")
-        if match is not None:
-            refs = [str(m) for m in match]
-            digests_of = [
-                d
-                for (d,) in self.conn.execute("SELECT DISTINCT digest FROM facets")
-                if any(_may_name_digest(d, x) for x in refs)
-            ]
-            q = ",".join("?" * len(refs))
-            where.append(
-                f"(r.run IN (SELECT id FROM runs WHERE run_id IN ({q})) OR r.facet IN (SELECT id FROM "
-                f"facets WHERE image_name IN ({q}) OR digest IN ({','.join('?' * len(digests_of))})))"
-            )
-            args += refs + refs + digests_of
         return " AND ".join(where), list(sql_text(tuple(args)))  # a ref from argv may hold a surrogate
 
     def rows(
@@ -531,15 +517,12 @@ class ResultIndex:
         runs: Iterable[str] | None = None,
         digests: Iterable[str] | None = None,
         ok_only: bool = False,
-        match: Iterable[str] | None = None,
     ) -> list[tuple]:
         """Index rows (R_* fields) of the valid records of `files`, in store order (file order given,
         then line): only those of the given image names / run ids / image digests where given, only
-        ok records with `ok_only`, and with `match` only records a ref of compare may name: run id or
-        image name equal to a ref, or a digest the ref may abbreviate (`sha256:ab12…`, `ab12…`,
-        case-insensitive; a superset, the caller narrows)."""
+        ok records with `ok_only`."""
         self._order(files)
-        where, args = self._scope(images, runs, digests, ok_only, match)
+        where, args = self._scope(images, runs, digests, ok_only)
         return self.conn.execute(
             f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file "
             f"WHERE {where} ORDER BY pos",
@@ -550,7 +533,7 @@ class ResultIndex:
         """Index rows of the ok records of `files` whose test key hash (key_hash) is one of `hashes`
         (at most _IN_MAX), of these image names where given, in store order."""
         self._order(files)
-        where, args = self._scope(images, None, None, True, None)
+        where, args = self._scope(images, None, None, True)
         return self.conn.execute(
             f"SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r JOIN temp.ord o ON o.file = r.file WHERE {where} "
             f"AND r.key IN (SELECT id FROM keys WHERE hash IN ({','.join('?' * len(hashes))})) ORDER BY pos",
@@ -614,14 +597,12 @@ class ResultIndex:
         runs: Iterable[str] | None = None,
         digests: Iterable[str] | None = None,
         ok_only: bool = False,
-        heads: Sequence[Head] | None = None,
     ) -> tuple[list[tuple], dict[str, int]]:
         """The rows a reader must load to choose among a set of records exactly as
         identity.newest_per_test and tables.select_with_accounting do over the whole set (see
         RecordSelection; ok rows ordered by where their test first appears, then store order), and
         identity.Selection's counts over the whole set:
-        {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters,
-        or exactly `heads` when given.
+        {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters.
 
         Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; a run of
         tune trials only comes last (`tune`), else the run written last wins (its largest seq, else its
@@ -631,7 +612,7 @@ class ResultIndex:
         are superseded.
         """
         self._order(files)
-        self._choose_among(heads, images, runs, digests, ok_only)
+        self._choose_among(images, runs, digests, ok_only)
         read, failed = self.conn.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         kfirst, used = self._best_runs()
         keep = self._kept()
@@ -640,13 +621,12 @@ class ResultIndex:
         # newest_per_test meets the tests in the same order and its stable sorts break ties alike), in
         # store order inside a test; failed records at their own place.
         keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
-        for t in ("f", "best", "pick"):
+        for t in ("f", "best"):
             self.conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
         return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
 
     def _choose_among(
         self,
-        heads: Sequence[Head] | None,
         images: Iterable[str] | None,
         runs: Iterable[str] | None,
         digests: Iterable[str] | None,
@@ -654,18 +634,7 @@ class ResultIndex:
     ) -> None:
         """temp.f: the index rows (R_* fields, then pos) of the set `choose` chooses among."""
         c = self.conn
-        args: list[Any]
-        if heads is not None:
-            c.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS pick (file INTEGER, line INTEGER, PRIMARY KEY (file, line))"
-            )
-            c.execute("DELETE FROM temp.pick")
-            c.executemany(
-                "INSERT OR IGNORE INTO temp.pick VALUES (?, ?)", [(h.row[R_FILE], h.line) for h in heads]
-            )
-            where, args = "(r.file, r.line) IN (SELECT file, line FROM temp.pick)", []
-        else:
-            where, args = self._scope(images, runs, digests, ok_only, None)
+        where, args = self._scope(images, runs, digests, ok_only)
         c.execute("DROP TABLE IF EXISTS temp.f")
         c.execute(
             f"CREATE TEMP TABLE f AS SELECT {_ROW_COLS}, {_POS} AS pos FROM recs r "
